@@ -1,0 +1,1 @@
+"""Oracles from other implementations that differential tests compare kraft_jbod against."""

@@ -1,0 +1,1 @@
+"""Developer tools of kraft-jbod (not shipped in the package)."""

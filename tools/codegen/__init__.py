@@ -1,0 +1,1 @@
+"""The schema compiler: Kafka-dialect JSON schemas in, typed Python codecs out."""

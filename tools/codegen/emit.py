@@ -1,0 +1,762 @@
+"""Emit one Python module per schema: slots dataclasses and straight-line codecs.
+
+Strategy:
+
+* A struct's *layout* at a version is the tuple of, per field, whether it is on the
+  wire there, tagged or not, nullable or not, compact or classic, plus the layouts
+  of nested structs. Versions with equal layouts share one reader and one writer,
+  so a 17-version message usually compiles to a handful of functions.
+* Consecutive fixed-width fields are read with one ``struct.unpack_from`` and
+  written with one ``pack``; a single bounds check precedes each group and, when it
+  fails, a slow path names the exact field that ran short.
+* Variable-length values call the primitives in ``kraft_jbod.wire.primitives``,
+  which check declared lengths before slicing.
+* Tagged fields: known tags valid at the version are decoded, known tags not valid
+  at the version are rejected (Java semantics), unknown tags are kept as raw bytes
+  and written back merged in ascending tag order.
+* On write, a field absent at the version must hold its default unless it is
+  ignorable (then it is dropped), as Kafka's generated writers do.
+"""
+
+from __future__ import annotations
+
+import keyword
+import re
+from dataclasses import dataclass, field
+
+from tools.codegen.spec import MAX_VERSION, FieldSpec, MessageSpec, StructSpec, Versions
+
+FIXED_FORMATS = {
+    "bool": ("?", 1),
+    "int8": ("b", 1),
+    "int16": ("h", 2),
+    "uint16": ("H", 2),
+    "int32": ("i", 4),
+    "uint32": ("I", 4),
+    "int64": ("q", 8),
+    "float64": ("d", 8),
+    "uuid": ("16s", 16),
+}
+
+PY_SCALAR = {
+    "bool": "bool",
+    "int8": "int",
+    "int16": "int",
+    "uint16": "int",
+    "int32": "int",
+    "uint32": "int",
+    "int64": "int",
+    "float64": "float",
+    "string": "str",
+    "bytes": "bytes",
+    "records": "bytes",
+    "uuid": "_uuid.UUID",
+}
+
+RESERVED_ATTRS = {"unknown_tagged_fields", "encode", "decode", "read", "write", "to_json", "from_json"}
+
+
+def snake(name: str) -> str:
+    s = re.sub(r"(?<=[a-z0-9])(?=[A-Z])|(?<=[A-Z])(?=[A-Z][a-z])", "_", name).lower()
+    if keyword.iskeyword(s) or s in RESERVED_ATTRS:
+        s += "_"
+    return s
+
+
+def module_name(message_name: str) -> str:
+    return snake(message_name).rstrip("_")
+
+
+def _int_default(text: str, ftype: str, where: str) -> int:
+    t = text.strip()
+    neg = t.startswith("-")
+    body = t[1:] if neg else t
+    value = int(body, 16) if body.lower().startswith("0x") else int(body, 10)
+    value = -value if neg else value
+    lo, hi = {
+        "int8": (-(1 << 7), (1 << 7) - 1),
+        "int16": (-(1 << 15), (1 << 15) - 1),
+        "uint16": (0, (1 << 16) - 1),
+        "int32": (-(1 << 31), (1 << 31) - 1),
+        "uint32": (0, (1 << 32) - 1),
+        "int64": (-(1 << 63), (1 << 63) - 1),
+    }[ftype]
+    if not lo <= value <= hi:
+        raise ValueError(f"{where}: default {text} does not fit {ftype}")
+    return value
+
+
+@dataclass
+class Emitter:
+    spec: MessageSpec
+    lines: list[str] = field(default_factory=list)
+    structs_fmt: dict[str, str] = field(default_factory=dict)  # format -> constant name
+    layouts: dict[tuple[str, object], int] = field(default_factory=dict)
+    layout_versions: dict[tuple[str, int], list[int]] = field(default_factory=dict)
+    consts: list[str] = field(default_factory=list)
+    uuid_consts: dict[int, str] = field(default_factory=dict)
+    _sig_cache: dict[tuple[str, int], object] = field(default_factory=dict)
+
+    # ------------------------------------------------------------------ facts per version
+
+    def flexible(self, v: int) -> bool:
+        return v in self.spec.flexible_versions
+
+    def field_flexible(self, f: FieldSpec, v: int) -> bool:
+        if f.flexible_versions is not None:
+            return v in f.flexible_versions
+        return self.flexible(v)
+
+    def signature(self, s: StructSpec, v: int) -> object:
+        key = (s.name, v)
+        if key in self._sig_cache:
+            return self._sig_cache[key]
+        parts: list[object] = [self.flexible(v)]
+        for f in s.fields:
+            if v not in f.versions:
+                parts.append(None)
+                continue
+            child = self.signature(f.struct, v) if f.struct is not None else None
+            parts.append((v in f.tagged_versions, v in f.nullable_versions, self.field_flexible(f, v), child))
+        sig = tuple(parts)
+        self._sig_cache[key] = sig
+        return sig
+
+    def layout_id(self, s: StructSpec, v: int) -> int:
+        sig = self.signature(s, v)
+        key = (s.name, sig)
+        if key not in self.layouts:
+            self.layouts[key] = len([k for k in self.layouts if k[0] == s.name])
+        lid = self.layouts[key]
+        seen = self.layout_versions.setdefault((s.name, lid), [])
+        if v not in seen:
+            seen.append(v)
+        return lid
+
+    # ------------------------------------------------------------------ helpers
+
+    def fmt_const(self, fmt: str) -> str:
+        name = self.structs_fmt.get(fmt)
+        if name is None:
+            name = f"_S_{re.sub(r'[^A-Za-z0-9]', '_', fmt)}"
+            self.structs_fmt[fmt] = name
+        return name
+
+    def uuid_const(self, value: int) -> str:
+        name = self.uuid_consts.get(value)
+        if name is None:
+            name = "_ZERO_UUID" if value == 0 else f"_UUID_{len(self.uuid_consts)}"
+            self.uuid_consts[value] = name
+        return name
+
+    def class_name(self, s: StructSpec) -> str:
+        return s.name
+
+    def py_type(self, f: FieldSpec) -> str:
+        nullable = not f.nullable_versions.empty
+        if f.is_array:
+            inner = f.element_type if f.is_struct else PY_SCALAR[f.element_type]
+            t = f"list[{inner}]"
+        elif f.is_struct:
+            t = f.element_type
+        else:
+            t = PY_SCALAR[f.type]
+        if nullable or f.type == "records":
+            t = f"{t} | None"
+        return t
+
+    def default_expr(self, f: FieldSpec) -> str:
+        """A Python expression producing a fresh default value for the field."""
+        where = f"{self.spec.name}.{f.name}"
+        d = f.default
+        if d is not None and d.strip() == "null":
+            if f.nullable_versions.empty:
+                raise ValueError(f"{where}: null default on a non-nullable field")
+            return "None"
+        if f.is_array:
+            return "[]"
+        if f.is_struct:
+            return f"{f.element_type}()"
+        t = f.type
+        if t == "records":
+            return "None"
+        if t == "bool":
+            if d is None:
+                return "False"
+            if d.strip().lower() not in ("true", "false"):
+                raise ValueError(f"{where}: bad bool default {d!r}")
+            return "True" if d.strip().lower() == "true" else "False"
+        if t in ("int8", "int16", "uint16", "int32", "uint32", "int64"):
+            return repr(_int_default(d, t, where)) if d is not None else "0"
+        if t == "float64":
+            return repr(float(d)) if d is not None else "0.0"
+        if t == "string":
+            return repr(d) if d is not None else "''"
+        if t == "bytes":
+            if d not in (None, ""):
+                raise ValueError(f"{where}: bytes default must be empty or null")
+            return "b''"
+        if t == "uuid":
+            if d in (None, ""):
+                return self.uuid_const(0)
+            from kraft_jbod.wire.primitives import uuid_from_base64url
+
+            return self.uuid_const(uuid_from_base64url(d).int)
+        raise ValueError(f"{where}: no default for type {t}")
+
+    def default_is_mutable(self, f: FieldSpec) -> bool:
+        expr = self.default_expr(f)
+        return expr == "[]" or expr.endswith("()")
+
+    def non_default_cond(self, f: FieldSpec, val: str) -> str:
+        """Kafka's "is this field's value not its default" test, as an expression."""
+        d = self.default_expr(f)
+        if f.is_array or f.type in ("bytes", "records"):
+            if d == "None":
+                return f"{val} is not None"
+            return f"({val} is None or len({val}) != 0)"
+        if d == "None":
+            return f"{val} is not None"
+        return f"{val} != {d}"
+
+    # ------------------------------------------------------------------ emission
+
+    def emit(self) -> str:
+        spec = self.spec
+        body: list[str] = []
+        order = self.struct_order()
+        # dataclasses
+        for s in order:
+            body += self.emit_class(s)
+        # readers/writers per layout, for every version where the struct appears
+        versions_of: dict[str, set[int]] = {s.name: set() for s in order}
+
+        def visit(s: StructSpec, v: int) -> None:
+            if v in versions_of[s.name]:
+                return
+            versions_of[s.name].add(v)
+            for f in s.fields:
+                if v in f.versions and f.struct is not None:
+                    visit(f.struct, v)
+
+        vv = spec.valid_versions
+        all_versions = list(range(vv.lo, vv.hi + 1)) if not vv.empty else []
+        for v in all_versions:
+            visit(spec.root, v)
+        for s in order:
+            for v in sorted(versions_of[s.name]):
+                self.layout_id(s, v)
+        funcs: list[str] = []
+        emitted: set[tuple[str, int]] = set()
+        for s in order:
+            for v in sorted(versions_of[s.name]):
+                lid = self.layout_id(s, v)
+                if (s.name, lid) in emitted:
+                    continue
+                emitted.add((s.name, lid))
+                funcs += self.emit_reader(s, v, lid)
+                funcs += self.emit_writer(s, v, lid)
+        # version tables
+        tables: list[str] = []
+        root = spec.root
+        readers = ", ".join(f"{v}: _read_{root.name}_{self.layout_id_peek(root, v)}" for v in all_versions)
+        writers = ", ".join(f"{v}: _write_{root.name}_{self.layout_id_peek(root, v)}" for v in all_versions)
+        tables.append(f"{root.name}._READERS = {{{readers}}}")
+        tables.append(f"{root.name}._WRITERS = {{{writers}}}")
+        for s in order:
+            tables += self.emit_field_table(s)
+
+        head = [
+            f'"""Generated by tools/codegen from schemas/{spec.source or spec.name + ".json"}. DO NOT EDIT."""',
+            "",
+            "# ruff: noqa",
+            "from __future__ import annotations",
+            "",
+            "import struct as _struct",
+            "import uuid as _uuid",
+            "from dataclasses import dataclass as _dataclass, field as _field",
+            "from typing import ClassVar as _ClassVar",
+            "",
+            "from kraft_jbod.errors import DecodeError as _DecodeError, EncodeError as _EncodeError",
+            "from kraft_jbod.wire.message import FieldInfo as _F, Message as _Message, Struct as _Struct",
+            "from kraft_jbod.wire.primitives import (",
+            "    read_string as _rs, read_nullable_string as _rns,",
+            "    read_compact_string as _rcs, read_nullable_compact_string as _rncs,",
+            "    read_bytes as _rb, read_nullable_bytes as _rnb,",
+            "    read_compact_bytes as _rcb, read_nullable_compact_bytes as _rncb,",
+            "    read_array_len as _ral, read_nullable_array_len as _rnal,",
+            "    read_compact_array_len as _rcal, read_nullable_compact_array_len as _rncal,",
+            "    read_fixed_array as _rfa, read_uuid_array as _rua,",
+            "    read_tag_count as _rtc, read_tag_header as _rth,",
+            "    write_string as _ws, write_compact_string as _wcs,",
+            "    write_bytes as _wb, write_compact_bytes as _wcb,",
+            "    write_array_len as _wal, write_compact_array_len as _wcal,",
+            "    write_tagged_section as _wts, write_uvarint as _wuv,",
+            "    short_fixed as _short_fixed, uuid_from_bytes as _uuid_from_bytes,",
+            ")",
+            "",
+        ]
+        consts: list[str] = []
+        for fmt, name in sorted(self.structs_fmt.items(), key=lambda kv: kv[1]):
+            consts.append(f"{name} = _struct.Struct('>{fmt}')")
+        for value, name in sorted(self.uuid_consts.items(), key=lambda kv: kv[1]):
+            consts.append(f"{name} = _uuid_from_bytes(({value}).to_bytes(16, 'big'))")
+        consts += self.consts
+        consts += [
+            "",
+            "",
+            "def _absent(field: str, version: int) -> _EncodeError:",
+            "    return _EncodeError(f'attempted to write a non-default {field} at version {version}', field_path=field)",
+            "",
+            "",
+            "def _null(field: str) -> _EncodeError:",
+            "    return _EncodeError('None in a non-nullable field', field_path=field)",
+            "",
+            "",
+            "def _bad_tag(tag: int, version: int, pos: int) -> _DecodeError:",
+            "    return _DecodeError(f'tag {tag} is not valid for version {version}', offset=pos)",
+            "",
+            "",
+            "def _bool(value: object, field: str) -> bool:",
+            "    if type(value) is not bool:",
+            "        raise _EncodeError(f'expected bool, got {type(value).__name__}', field_path=field)",
+            "    return value",
+            "",
+        ]
+        return "\n".join(head + consts + ["", ""] + body + funcs + ["", ""] + tables) + "\n"
+
+    def layout_id_peek(self, s: StructSpec, v: int) -> int:
+        return self.layouts[(s.name, self.signature(s, v))]
+
+    def struct_order(self) -> list[StructSpec]:
+        """Children before parents, so default_factory references resolve at import."""
+        seen: dict[str, StructSpec] = {}
+
+        def visit(s: StructSpec) -> None:
+            if s.name in seen:
+                return
+            for f in s.fields:
+                if f.struct is not None and f.struct.name != s.name:
+                    visit(f.struct)
+            seen[s.name] = s
+
+        for cs in self.spec.common_structs:
+            visit(cs)
+        visit(self.spec.root)
+        return list(seen.values())
+
+    def emit_class(self, s: StructSpec) -> list[str]:
+        spec = self.spec
+        is_root = s is spec.root
+        base = "_Message" if is_root else "_Struct"
+        out = ["", "", "@_dataclass(slots=True)", f"class {s.name}({base}):"]
+        if is_root:
+            out.append(f'    """{spec.type} {spec.name}, versions {spec.valid_versions.render()}."""')
+            out.append("")
+            out.append(f"    NAME: _ClassVar[str] = {spec.name!r}")
+            out.append(f"    SCHEMA_TYPE: _ClassVar[str] = {spec.type!r}")
+            out.append(f"    API_KEY: _ClassVar[int | None] = {spec.api_key!r}")
+            vv = spec.valid_versions
+            out.append(f"    VALID_VERSIONS: _ClassVar[tuple[int, int]] = ({vv.lo}, {vv.hi})")
+            fv = spec.flexible_versions
+            out.append(f"    FLEXIBLE_MIN: _ClassVar[int | None] = {None if fv.empty else fv.lo}")
+            out.append(f"    LATEST_VERSION_UNSTABLE: _ClassVar[bool] = {spec.latest_version_unstable}")
+            dv = spec.deprecated_versions
+            out.append(
+                f"    DEPRECATED_VERSIONS: _ClassVar[tuple[int, int] | None] = "
+                f"{None if dv.empty else (dv.lo, min(dv.hi, MAX_VERSION))}"
+            )
+        else:
+            out.append(f'    """Struct {s.name} of {spec.name}."""')
+            out.append("")
+        for f in s.fields:
+            attr = snake(f.name)
+            t = self.py_type(f)
+            d = self.default_expr(f)
+            if self.default_is_mutable(f):
+                factory = "list" if d == "[]" else f.element_type
+                out.append(f"    {attr}: {t} = _field(default_factory={factory})")
+            else:
+                out.append(f"    {attr}: {t} = {d}")
+        out.append("    unknown_tagged_fields: tuple[tuple[int, bytes], ...] = ()")
+        return out
+
+    def emit_field_table(self, s: StructSpec) -> list[str]:
+        rows = []
+        for f in s.fields:
+            tagged = None if f.tagged_versions.empty else (f.tagged_versions.lo, f.tagged_versions.hi)
+            nullable = None if f.nullable_versions.empty else (f.nullable_versions.lo, f.nullable_versions.hi)
+            flex = None
+            if f.flexible_versions is not None:
+                fv = f.flexible_versions
+                flex = (fv.lo, fv.hi) if not fv.empty else (1, 0)
+            rows.append(
+                f"    _F({f.name!r}, {snake(f.name)!r}, {f.type!r}, ({f.versions.lo}, {f.versions.hi}), "
+                f"{tagged!r}, {f.tag!r}, {nullable!r}, {f.ignorable!r}, lambda: {self.default_expr(f)}, "
+                f"{f.element_type if f.is_struct else None}, {flex!r}),"
+            )
+        return [f"{s.name}._FIELDS = (", *rows, ")"]
+
+    # ------------------------------------------------------------------ readers
+
+    def emit_reader(self, s: StructSpec, v: int, lid: int) -> list[str]:
+        versions = self.layout_versions[(s.name, lid)]
+        L: list[str] = [
+            "",
+            "",
+            f"def _read_{s.name}_{lid}(buf: bytes | bytearray | memoryview, pos: int) -> tuple[{s.name}, int]:",
+            f"    # versions {_ranges(versions)}",
+            "    end = len(buf)",
+        ]
+        present = [f for f in s.fields if v in f.versions]
+        inline = [f for f in present if v not in f.tagged_versions]
+        tagged = [f for f in present if v in f.tagged_versions]
+        i = 0
+        while i < len(inline):
+            f = inline[i]
+            if f.type in FIXED_FORMATS and not (v in f.nullable_versions):
+                group = [f]
+                j = i + 1
+                while j < len(inline) and inline[j].type in FIXED_FORMATS:
+                    group.append(inline[j])
+                    j += 1
+                L += self.read_fixed_group(group, "    ")
+                i = j
+                continue
+            L += self.read_value(f, v, f"v_{snake(f.name)}", "buf", "pos", "    ", tagged_ctx=False)
+            i += 1
+        if self.flexible(v):
+            for f in tagged:
+                L.append(f"    v_{snake(f.name)} = {self.default_expr(f)}")
+            L.append("    unknown: tuple[tuple[int, bytes], ...] = ()")
+            L.append("    if pos < end and buf[pos] == 0:")
+            L.append("        pos += 1")
+            L.append("    else:")
+            L.append("        n_tags, pos = _rtc(buf, pos, '_tagged_fields')")
+            L.append("        raw_tags: list[tuple[int, bytes]] = []")
+            L.append("        for _ in range(n_tags):")
+            L.append("            tag, size, pos = _rth(buf, pos, '_tagged_fields')")
+            first = True
+            for f in tagged:
+                kw = "if" if first else "elif"
+                first = False
+                L.append(f"            {kw} tag == {f.tag}:")
+                L.append("                sub = bytes(buf[pos:pos + size])")
+                L += self.read_value(f, v, f"v_{snake(f.name)}", "sub", "p", "                ", tagged_ctx=True, init_pos="0")
+            invalid = sorted({f.tag for f in s.fields if f.tag is not None and not (v in f.tagged_versions)})
+            if invalid:
+                kw = "if" if first else "elif"
+                first = False
+                L.append(f"            {kw} tag in {tuple(invalid)!r}:")
+                L.append(f"                raise _bad_tag(tag, {v}, pos)")
+            if first:
+                L.append("            raw_tags.append((tag, bytes(buf[pos:pos + size])))")
+            else:
+                L.append("            else:")
+                L.append("                raw_tags.append((tag, bytes(buf[pos:pos + size])))")
+            L.append("            pos += size")
+            L.append("        if raw_tags:")
+            L.append("            unknown = tuple(raw_tags)")
+        args = []
+        for f in s.fields:
+            if v in f.versions:
+                args.append(f"v_{snake(f.name)}")
+            else:
+                args.append(self.default_expr(f))
+        args.append("unknown" if self.flexible(v) else "()")
+        L.append(f"    return {s.name}({', '.join(args)}), pos")
+        return L
+
+    def read_fixed_group(self, group: list[FieldSpec], ind: str) -> list[str]:
+        fmt = "".join(FIXED_FORMATS[f.type][0] for f in group)
+        size = sum(FIXED_FORMATS[f.type][1] for f in group)
+        const = self.fmt_const(fmt)
+        layout_name = f"_L_{const[3:]}"
+        layout = tuple((f.name, FIXED_FORMATS[f.type][1]) for f in group)
+        decl = f"{layout_name} = {layout!r}"
+        if decl not in self.consts:
+            self.consts.append(decl)
+        names = [f"v_{snake(f.name)}" for f in group]
+        L = [
+            f"{ind}if pos + {size} > end:",
+            f"{ind}    raise _short_fixed(pos, end, {layout_name})",
+        ]
+        if len(names) == 1:
+            L.append(f"{ind}{names[0]}, = {const}.unpack_from(buf, pos)")
+        else:
+            L.append(f"{ind}{', '.join(names)} = {const}.unpack_from(buf, pos)")
+        for f, n in zip(group, names):
+            if f.type == "uuid":
+                L.append(f"{ind}{n} = _uuid_from_bytes({n})")
+        L.append(f"{ind}pos += {size}")
+        return L
+
+    def read_value(
+        self,
+        f: FieldSpec,
+        v: int,
+        var: str,
+        buf: str,
+        pos: str,
+        ind: str,
+        *,
+        tagged_ctx: bool,
+        init_pos: str | None = None,
+    ) -> list[str]:
+        """Code reading field ``f`` at version ``v`` into ``var``."""
+        L: list[str] = []
+        if init_pos is not None:
+            L.append(f"{ind}{pos} = {init_pos}")
+        flex = True if tagged_ctx else self.field_flexible(f, v)
+        struct_flex = True if tagged_ctx else self.flexible(v)
+        nullable = v in f.nullable_versions
+        name = f.name
+        t = f.type
+        if f.is_array:
+            fn = {
+                (False, False): "_ral",
+                (False, True): "_rnal",
+                (True, False): "_rcal",
+                (True, True): "_rncal",
+            }[(struct_flex, nullable)]
+            L.append(f"{ind}n_{var}, {pos} = {fn}({buf}, {pos}, {name!r})")
+            inner = ind
+            if nullable:
+                L.append(f"{ind}if n_{var} < 0:")
+                L.append(f"{ind}    {var} = None")
+                L.append(f"{ind}else:")
+                inner = ind + "    "
+            et = f.element_type
+            if et in FIXED_FORMATS and et != "uuid":
+                const = self.fmt_const(FIXED_FORMATS[et][0])
+                L.append(f"{inner}{var}, {pos} = _rfa({buf}, {pos}, n_{var}, {const}, {name!r})")
+            elif et == "uuid":
+                L.append(f"{inner}{var}, {pos} = _rua({buf}, {pos}, n_{var}, {name!r})")
+            elif f.is_struct:
+                lid = self.layout_id(f.struct, v) if f.struct is not None else 0
+                L.append(f"{inner}{var} = []")
+                L.append(f"{inner}app = {var}.append")
+                L.append(f"{inner}i = 0")
+                L.append(f"{inner}try:")
+                L.append(f"{inner}    for i in range(n_{var}):")
+                L.append(f"{inner}        item, {pos} = _read_{et}_{lid}({buf}, {pos})")
+                L.append(f"{inner}        app(item)")
+                L.append(f"{inner}except _DecodeError as exc:")
+                L.append(f"{inner}    raise exc.refine(field=f'{name}[{{i}}]')")
+            else:
+                fn = self.scalar_reader(et, struct_flex, False)
+                L.append(f"{inner}{var} = []")
+                L.append(f"{inner}app = {var}.append")
+                L.append(f"{inner}for _ in range(n_{var}):")
+                L.append(f"{inner}    item, {pos} = {fn}({buf}, {pos}, {name!r})")
+                L.append(f"{inner}    app(item)")
+            return L
+        if f.is_struct:
+            lid = self.layout_id(f.struct, v) if f.struct is not None else 0
+            inner = ind
+            if nullable:
+                L.append(f"{ind}if {pos} >= len({buf}):")
+                L.append(f"{ind}    raise _DecodeError('need 1 byte for the null marker', offset={pos}, field_path={name!r})")
+                L.append(f"{ind}if {buf}[{pos}] >= 0x80:")
+                L.append(f"{ind}    {var} = None")
+                L.append(f"{ind}    {pos} += 1")
+                L.append(f"{ind}else:")
+                L.append(f"{ind}    {pos} += 1")
+                inner = ind + "    "
+            L.append(f"{inner}try:")
+            L.append(f"{inner}    {var}, {pos} = _read_{f.element_type}_{lid}({buf}, {pos})")
+            L.append(f"{inner}except _DecodeError as exc:")
+            L.append(f"{inner}    raise exc.refine(field={name!r})")
+            return L
+        if t in FIXED_FORMATS:
+            fmt, size = FIXED_FORMATS[t]
+            const = self.fmt_const(fmt)
+            L.append(f"{ind}if {pos} + {size} > len({buf}):")
+            L.append(f"{ind}    raise _short_fixed({pos}, len({buf}), (({name!r}, {size}),))")
+            L.append(f"{ind}{var}, = {const}.unpack_from({buf}, {pos})")
+            if t == "uuid":
+                L.append(f"{ind}{var} = _uuid_from_bytes({var})")
+            L.append(f"{ind}{pos} += {size}")
+            return L
+        fn = self.scalar_reader(t, flex, nullable)
+        L.append(f"{ind}{var}, {pos} = {fn}({buf}, {pos}, {name!r})")
+        return L
+
+    @staticmethod
+    def scalar_reader(t: str, flex: bool, nullable: bool) -> str:
+        if t == "string":
+            return {(False, False): "_rs", (False, True): "_rns", (True, False): "_rcs", (True, True): "_rncs"}[
+                (flex, nullable)
+            ]
+        if t in ("bytes", "records"):
+            return {(False, False): "_rb", (False, True): "_rnb", (True, False): "_rcb", (True, True): "_rncb"}[
+                (flex, nullable)
+            ]
+        raise ValueError(f"no scalar reader for {t}")
+
+    # ------------------------------------------------------------------ writers
+
+    def emit_writer(self, s: StructSpec, v: int, lid: int) -> list[str]:
+        versions = self.layout_versions[(s.name, lid)]
+        L: list[str] = [
+            "",
+            "",
+            f"def _write_{s.name}_{lid}(o: {s.name}, out: bytearray) -> None:",
+            f"    # versions {_ranges(versions)}",
+        ]
+        # The absent-field checks depend on the exact version only through presence,
+        # which is part of the layout, so one function serves all its versions.
+        vname = versions[0] if len(versions) == 1 else None
+        vexpr = str(vname) if vname is not None else repr(_ranges(versions))
+        for f in s.fields:
+            if v in f.versions or f.ignorable:
+                continue
+            cond = self.non_default_cond(f, f"o.{snake(f.name)}")
+            L.append(f"    if {cond}:")
+            L.append(f"        raise _absent({f.name!r}, {vexpr})")
+        present = [f for f in s.fields if v in f.versions]
+        inline = [f for f in present if v not in f.tagged_versions]
+        tagged = sorted((f for f in present if v in f.tagged_versions), key=lambda f: f.tag or 0)
+        i = 0
+        while i < len(inline):
+            f = inline[i]
+            if f.type in FIXED_FORMATS:
+                group = [f]
+                j = i + 1
+                while j < len(inline) and inline[j].type in FIXED_FORMATS:
+                    group.append(inline[j])
+                    j += 1
+                L += self.write_fixed_group(group, "    ")
+                i = j
+                continue
+            L += self.write_value(f, v, f"o.{snake(f.name)}", "out", "    ", tagged_ctx=False)
+            i += 1
+        if self.flexible(v):
+            if tagged:
+                L.append("    tagged: list[tuple[int, bytes | bytearray]] = []")
+                for f in tagged:
+                    val = f"o.{snake(f.name)}"
+                    L.append(f"    if {self.non_default_cond(f, val)}:")
+                    L.append("        tb = bytearray()")
+                    L += self.write_value(f, v, val, "tb", "        ", tagged_ctx=True)
+                    L.append(f"        tagged.append(({f.tag}, tb))")
+                L.append("    if tagged or o.unknown_tagged_fields:")
+                L.append("        _wts(out, tagged, o.unknown_tagged_fields, '_tagged_fields')")
+            else:
+                L.append("    if o.unknown_tagged_fields:")
+                L.append("        _wts(out, (), o.unknown_tagged_fields, '_tagged_fields')")
+            L.append("    else:")
+            L.append("        out.append(0)")
+        else:
+            L.append("    if o.unknown_tagged_fields:")
+            L.append(f"        raise _EncodeError({'tagged fields cannot be written at non-flexible version ' + vexpr.strip(chr(39))!r})")
+        return L
+
+    def write_fixed_group(self, group: list[FieldSpec], ind: str) -> list[str]:
+        fmt = "".join(FIXED_FORMATS[f.type][0] for f in group)
+        const = self.fmt_const(fmt)
+        vals = []
+        for f in group:
+            a = f"o.{snake(f.name)}"
+            if f.type == "uuid":
+                vals.append(f"{a}.bytes")
+            elif f.type == "bool":
+                vals.append(f"_bool({a}, {f.name!r})")
+            else:
+                vals.append(a)
+        return [f"{ind}out += {const}.pack({', '.join(vals)})"]
+
+    def write_value(self, f: FieldSpec, v: int, val: str, out: str, ind: str, *, tagged_ctx: bool) -> list[str]:
+        L: list[str] = []
+        flex = True if tagged_ctx else self.field_flexible(f, v)
+        struct_flex = True if tagged_ctx else self.flexible(v)
+        nullable = v in f.nullable_versions
+        name = f.name
+        t = f.type
+        if not nullable and t != "records":
+            L.append(f"{ind}if {val} is None:")
+            L.append(f"{ind}    raise _null({name!r})")
+        elif t == "records" and not nullable:
+            L.append(f"{ind}if {val} is None:")
+            L.append(f"{ind}    raise _null({name!r})")
+        if f.is_array:
+            fn = "_wcal" if struct_flex else "_wal"
+            L.append(f"{ind}{fn}({out}, {val}, {name!r})")
+            inner = ind
+            if nullable:
+                L.append(f"{ind}if {val} is not None:")
+                inner = ind + "    "
+            et = f.element_type
+            if et in FIXED_FORMATS and et != "uuid":
+                fmt = FIXED_FORMATS[et][0]
+                if et == "bool":
+                    L.append(f"{inner}{out} += _struct.pack(f'>{{len({val})}}?', *[_bool(x, {name!r}) for x in {val}])")
+                else:
+                    L.append(f"{inner}{out} += _struct.pack(f'>{{len({val})}}{fmt}', *{val})")
+            elif et == "uuid":
+                L.append(f"{inner}for item in {val}:")
+                L.append(f"{inner}    {out} += item.bytes")
+            elif f.is_struct:
+                lid = self.layout_id(f.struct, v) if f.struct is not None else 0
+                L.append(f"{inner}for item in {val}:")
+                L.append(f"{inner}    _write_{et}_{lid}(item, {out})")
+            else:
+                fn = self.scalar_writer(et, struct_flex)
+                L.append(f"{inner}for item in {val}:")
+                L.append(f"{inner}    if item is None:")
+                L.append(f"{inner}        raise _null({name!r})")
+                L.append(f"{inner}    {fn}({out}, item, {name!r})")
+            return L
+        if f.is_struct:
+            lid = self.layout_id(f.struct, v) if f.struct is not None else 0
+            if nullable:
+                L.append(f"{ind}if {val} is None:")
+                L.append(f"{ind}    {out}.append(0xff)")
+                L.append(f"{ind}else:")
+                L.append(f"{ind}    {out}.append(1)")
+                L.append(f"{ind}    _write_{f.element_type}_{lid}({val}, {out})")
+            else:
+                L.append(f"{ind}_write_{f.element_type}_{lid}({val}, {out})")
+            return L
+        if t in FIXED_FORMATS:
+            fmt, _ = FIXED_FORMATS[t]
+            const = self.fmt_const(fmt)
+            if t == "uuid":
+                L.append(f"{ind}{out} += {const}.pack({val}.bytes)")
+            elif t == "bool":
+                L.append(f"{ind}{out} += {const}.pack(_bool({val}, {name!r}))")
+            else:
+                L.append(f"{ind}{out} += {const}.pack({val})")
+            return L
+        fn = self.scalar_writer(t, flex)
+        L.append(f"{ind}{fn}({out}, {val}, {name!r})")
+        return L
+
+    @staticmethod
+    def scalar_writer(t: str, flex: bool) -> str:
+        if t == "string":
+            return "_wcs" if flex else "_ws"
+        if t in ("bytes", "records"):
+            return "_wcb" if flex else "_wb"
+        raise ValueError(f"no scalar writer for {t}")
+
+
+def _ranges(versions: list[int]) -> str:
+    vs = sorted(versions)
+    parts = []
+    start = prev = vs[0]
+    for x in vs[1:]:
+        if x == prev + 1:
+            prev = x
+            continue
+        parts.append(f"{start}-{prev}" if start != prev else str(start))
+        start = prev = x
+    parts.append(f"{start}-{prev}" if start != prev else str(start))
+    return ",".join(parts)
+
+
+def emit_module(spec: MessageSpec) -> str:
+    return Emitter(spec).emit()
+
+
+__all__ = ["Emitter", "Versions", "emit_module", "module_name", "snake"]

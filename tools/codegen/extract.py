@@ -1,0 +1,80 @@
+"""Turn Kafka's own schema sources into facts-only schema files for ``schemas/``.
+
+Input: a Kafka source tree (its ``clients/.../common/message`` and
+``metadata/.../common/metadata`` folders are found automatically), a kafka-clients
+jar (``common/message/*.json`` inside it), or plain folders of schema files.
+Output: one file per schema holding only wire facts (names, types, versions,
+tags, nullability, defaults, ignorable, mapKey, ...) in a stable layout; Kafka's
+comments and ``about`` texts are dropped. A new Kafka release then becomes
+``python -m tools.codegen.extract <src> --out schemas`` plus a regeneration.
+
+Usage: ``python -m tools.codegen.extract SRC [SRC ...] --out DIR [--kafka-version V]``
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import zipfile
+from pathlib import Path
+
+from tools.codegen.spec import MessageSpec, SchemaError, parse_schema
+
+TREE_FOLDERS = {
+    "message": "clients/src/main/resources/common/message",
+    "metadata": "metadata/src/main/resources/common/metadata",
+}
+
+
+def facts_json(spec: MessageSpec) -> str:
+    return json.dumps(spec.raw(), indent=2) + "\n"
+
+
+def _from_dir(folder: Path) -> dict[str, str]:
+    return {p.name: p.read_text(encoding="utf-8") for p in sorted(folder.glob("*.json"))}
+
+
+def gather(src: Path) -> dict[str, dict[str, str]]:
+    """Schema texts by category ("message" / "metadata") and file name."""
+    if src.is_file() and src.suffix == ".jar":
+        out: dict[str, str] = {}
+        with zipfile.ZipFile(src) as jar:
+            for name in jar.namelist():
+                if name.startswith("common/message/") and name.endswith(".json"):
+                    out[Path(name).name] = jar.read(name).decode("utf-8")
+        return {"message": out}
+    if (src / TREE_FOLDERS["message"]).is_dir():
+        return {cat: _from_dir(src / rel) for cat, rel in TREE_FOLDERS.items() if (src / rel).is_dir()}
+    if src.is_dir():
+        return {src.name: _from_dir(src)}
+    raise SchemaError(f"{src}: not a Kafka source tree, a jar or a schema folder")
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(prog="python -m tools.codegen.extract", description=__doc__)
+    ap.add_argument("sources", nargs="+", type=Path)
+    ap.add_argument("--out", type=Path, required=True)
+    ap.add_argument("--kafka-version", help="recorded in OUT/KAFKA_VERSION")
+    args = ap.parse_args(argv)
+    count = 0
+    try:
+        for src in args.sources:
+            for category, texts in gather(src).items():
+                target = args.out / category
+                target.mkdir(parents=True, exist_ok=True)
+                for name, text in texts.items():
+                    spec = parse_schema(text, source=name)
+                    (target / name).write_text(facts_json(spec), encoding="utf-8")
+                    count += 1
+    except (SchemaError, OSError, zipfile.BadZipFile, UnicodeDecodeError) as exc:
+        print(f"extract: {exc}", file=sys.stderr)
+        return 2
+    if args.kafka_version:
+        (args.out / "KAFKA_VERSION").write_text(args.kafka_version + "\n", encoding="utf-8")
+    print(f"extract: wrote {count} facts-only schema files under {args.out}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
