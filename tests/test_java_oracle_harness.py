@@ -30,14 +30,14 @@ from tests.oracles.java_oracle import (
 # redefinition to ruff (F811), while a module-level assignment registers the same fixture.
 java_oracle = fixtures.java_oracle
 
-DIR_A = bytes.fromhex("1111111122223333" "4444555555555555")
-DIR_B = bytes.fromhex("aaaaaaaabbbbcccc" "ddddeeeeeeeeeeee")
+DIR_A = bytes.fromhex("1111111122223333" + "4444555555555555")
+DIR_B = bytes.fromhex("aaaaaaaabbbbcccc" + "ddddeeeeeeeeeeee")
 
 # BrokerHeartbeatRequest v1: brokerId=1, brokerEpoch=42, currentMetadataOffset=1000, wantFence and
 # wantShutDown false, then a tagged section with one field: tag 0 (OfflineLogDirs), 33 bytes, a
 # compact array of 2 UUIDs.
-HEARTBEAT_FIXED = "00000001" "000000000000002a" "00000000000003e8" "00" "00"
-HEARTBEAT_DIRS_TAG = "00" "21" "03" + DIR_A.hex() + DIR_B.hex()
+HEARTBEAT_FIXED = "00000001" + "000000000000002a" + "00000000000003e8" + "00" + "00"
+HEARTBEAT_DIRS_TAG = "00" + "21" + "03" + DIR_A.hex() + DIR_B.hex()
 HEARTBEAT_V1 = bytes.fromhex(HEARTBEAT_FIXED + "01" + HEARTBEAT_DIRS_TAG)
 
 
@@ -82,7 +82,7 @@ def test_heartbeat_v0_has_no_tagged_dirs(java_oracle: JavaOracle) -> None:
 
 def test_unknown_tagged_field_is_kept_and_reencoded(java_oracle: JavaOracle) -> None:
     # Two tagged fields in ascending order: the known tag 0 and an unknown tag 5 of 2 bytes.
-    body = bytes.fromhex(HEARTBEAT_FIXED + "02" + HEARTBEAT_DIRS_TAG + "05" "02" "abcd")
+    body = bytes.fromhex(HEARTBEAT_FIXED + "02" + HEARTBEAT_DIRS_TAG + "05" + "02" + "abcd")
     reply = java_oracle.decode("request", 63, 1, body)
     assert reply["ok"] is True
     assert reply["consumed"] == len(body)
@@ -102,7 +102,7 @@ def test_trailing_bytes_are_reported_not_consumed(java_oracle: JavaOracle) -> No
         ("request", 63, 1, HEARTBEAT_V1[:20], "java.nio.BufferUnderflowException"),
         ("request", 63, 1, b"", "java.nio.BufferUnderflowException"),
         # A compact array claiming 0x7e entries with 32 bytes left.
-        ("request", 63, 1, bytes.fromhex(HEARTBEAT_FIXED + "01" "00" "21" "7f") + DIR_A + DIR_B, None),
+        ("request", 63, 1, bytes.fromhex(HEARTBEAT_FIXED + "01" + "00" + "21" + "7f") + DIR_A + DIR_B, None),
         ("request", 63, 2, HEARTBEAT_V1, "java.lang.IllegalArgumentException"),
         ("request", 999, 0, b"", "org.apache.kafka.common.errors.UnsupportedVersionException"),
         ("response_header", 0, 2, b"\x00\x00\x00\x01", "java.lang.IllegalArgumentException"),
@@ -160,7 +160,7 @@ def test_apis_lists_kip_858_keys(java_oracle: JavaOracle) -> None:
 
 def test_headers(java_oracle: JavaOracle) -> None:
     # Request header v2: api key 63, api version 1, correlation id 7, client id "c", no tags.
-    header = bytes.fromhex("003f" "0001" "00000007" "0001" "63" "00")
+    header = bytes.fromhex("003f" + "0001" + "00000007" + "0001" + "63" + "00")
     reply = java_oracle.decode("request_header", 0, 2, header)
     assert reply["json"] == {"requestApiKey": 63, "requestApiVersion": 1, "correlationId": 7, "clientId": "c"}
     assert reply["consumed"] == len(header)

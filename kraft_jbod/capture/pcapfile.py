@@ -259,12 +259,16 @@ class CaptureReader:
         seen_shb = False
         index = 0
         while True:
-            if not self._fill(8):
-                if self._avail():
-                    self._truncated_at(self._base + self._pos, "a block header")
-                return
             buf = self._buf
             pos = self._pos
+            # Calls to _fill are avoided while the buffer already holds the block.
+            if pos + 8 > len(buf):
+                if not self._fill(8):
+                    if self._avail():
+                        self._truncated_at(self._base + self._pos, "a block header")
+                    return
+                buf = self._buf
+                pos = self._pos
             block_off = self._base + pos
             btype, blen = hdr(buf, pos)
             if btype == PCAPNG_SHB:
@@ -295,13 +299,14 @@ class CaptureReader:
                 raise DecodeError(f"bad pcapng block length {blen}", offset=block_off + 4)
             if blen > max_len:
                 self._check_len(blen, "block", block_off + 4)
-            if not self._fill(blen):
-                self._truncated_at(block_off, "a block")
-                return
-            buf = self._buf
-            pos = self._pos
+            if pos + blen > len(buf):
+                if not self._fill(blen):
+                    self._truncated_at(block_off, "a block")
+                    return
+                buf = self._buf
+                pos = self._pos
             end = pos + blen
-            if hdr(buf, end - 4)[0] != blen:
+            if _u32(endian, buf, end - 4) != blen:
                 raise DecodeError("pcapng block trailer length differs from its header",
                                   offset=block_off + blen - 4)
             if btype == _BT_EPB:
@@ -372,7 +377,8 @@ class CaptureReader:
 
 
 def _u32(endian: str, buf: bytes, pos: int) -> int:
-    return (_U32_LE if endian == "<" else _U32_BE).unpack_from(buf, pos)[0]
+    value: int = (_U32_LE if endian == "<" else _U32_BE).unpack_from(buf, pos)[0]
+    return value
 
 
 def _parse_idb(endian: str, buf: bytes, pos: int, blen: int, block_off: int) -> _Interface:

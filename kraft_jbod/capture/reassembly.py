@@ -15,7 +15,8 @@ Rules:
    inside a Gap.
 2. First arrival wins. Bytes that arrive again (retransmissions, overlaps) are trimmed;
    when they can still be compared (the last ``history_bytes`` delivered per direction)
-   and differ, the connection records a "conflicting retransmission" anomaly.
+   and differ, the connection records an anomaly and counts the differing bytes in
+   ``conflicting_bytes``.
 3. A hole becomes a Gap only when the missing bytes can no longer arrive: the peer has
    acknowledged past the hole while later data is waiting; the connection ends (FIN,
    RST, or :meth:`TcpReassembler.flush` at end of capture) with later data buffered, an
@@ -119,8 +120,17 @@ class _Half:
     """Reassembly state of one direction."""
 
     __slots__ = (
-        "base", "next", "pending", "heap", "pending_bytes", "fin", "acked",
-        "history", "history_bytes", "syn_isn", "done",
+        "acked",
+        "base",
+        "done",
+        "fin",
+        "heap",
+        "history",
+        "history_bytes",
+        "next",
+        "pending",
+        "pending_bytes",
+        "syn_isn",
     )
 
     def __init__(self) -> None:
@@ -439,7 +449,7 @@ class TcpReassembler:
         if old is not None:
             common = min(len(old[0]), len(payload))
             if old[0][:common] != payload[:common]:
-                conn.conflicting_bytes += common
+                conn.conflicting_bytes += _differing(old[0][:common], payload[:common])
                 conn.note(f"{side}: conflicting retransmission at offset {off}")
             conn.retransmitted_bytes += common
             if len(payload) + missing <= len(old[0]) + old[1]:
@@ -496,8 +506,15 @@ class TcpReassembler:
                 continue
             lo = max(off, h_off)
             hi = min(end, h_end)
-            if payload[lo - off : hi - off] != h_data[lo - h_off : hi - h_off]:
-                conn.conflicting_bytes += hi - lo
+            new = payload[lo - off : hi - off]
+            first = h_data[lo - h_off : hi - h_off]
+            if new != first:
+                conn.conflicting_bytes += _differing(new, first)
                 conn.note(f"{side}: retransmitted bytes at offset {lo} differ from "
                           "the first copy (first copy kept)")
                 return
+
+
+def _differing(a: bytes, b: bytes) -> int:
+    """How many byte positions differ (only run once a difference is known)."""
+    return sum(x != y for x, y in zip(a, b, strict=True))

@@ -143,6 +143,7 @@ def _bounded(
         try:
             n = decoder_into(data, out)
         except _CODEC_ERRORS as exc:
+            del out  # free the small buffer before allocating the bigger one
             if _overflowed(exc):
                 if size >= max_size:
                     raise DecodeError(

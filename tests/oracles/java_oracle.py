@@ -193,12 +193,14 @@ class JavaOracle:
         *,
         source: Path = JAVA_SOURCE,
         cache_dir: Path = DEFAULT_CACHE_DIR,
-        jvm_args: Sequence[str] = ("-XX:+UseSerialGC", "-Xss4m"),
+        # One GC thread is plenty for small heaps and leaves the CPUs to the test process.
+        jvm_args: Sequence[str] = ("-XX:+UseSerialGC",),
     ) -> None:
         """Compile if needed and start the JVM.
 
         Raises:
-            JavaOracleError: no JDK, no jars, javac failed, or the JVM did not come up.
+            JavaOracleError: no JDK, no jars, or javac failed. A JVM that fails to start is
+                reported by the first request.
         """
         reason = java_available()
         if reason is not None:
@@ -209,7 +211,7 @@ class JavaOracle:
         classes = _compile(source, jar_dir, cache_dir)
         # stderr goes to a file: a pipe nobody drains could fill up and stall the JVM. The file
         # lives as long as the JVM, so close() owns it rather than a with-block.
-        self._stderr: IO[bytes] = tempfile.TemporaryFile()  # noqa: SIM115
+        self._stderr: IO[bytes] = tempfile.TemporaryFile()
         self._proc: subprocess.Popen[str] | None = subprocess.Popen(
             [
                 java,
@@ -416,9 +418,7 @@ class JavaOracle:
             JavaOracleError: Java rejected the JSON or the version (``java_error`` set), or the
                 JVM died.
         """
-        reply = self.request(
-            {"op": "encode_json", "kind": kind, "api_key": api_key, "version": version, "json": obj}
-        )
+        reply = self.request({"op": "encode_json", "kind": kind, "api_key": api_key, "version": version, "json": obj})
         self._check(reply, f"encode_json {kind} {api_key} v{version}")
         return bytes.fromhex(reply["hex"])
 
@@ -427,4 +427,3 @@ class JavaOracle:
         if not reply.get("ok"):
             error = str(reply.get("error"))
             raise JavaOracleError(f"{what}: {error}", java_error=error)
-

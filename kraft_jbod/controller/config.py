@@ -1,0 +1,408 @@
+"""Controller configuration: Kafka's properties files, Kafka's names and defaults.
+
+Two steps, both pure:
+
+1. :func:`parse_properties` reads text the way ``java.util.Properties.load`` does: natural
+   lines end at ``\\n``, ``\\r`` or ``\\r\\n``; leading blanks (space, tab, form feed) are
+   skipped; a line whose first non-blank is ``#`` or ``!`` is a comment; a line ending in an
+   odd number of backslashes continues on the next one (leading blanks of that one
+   dropped); the key ends at the first unescaped ``=``, ``:`` or blank, then blanks, one
+   optional ``=``/``:`` and blanks are skipped; ``\\t \\n \\r \\f \\uXXXX`` are escapes and
+   any other escaped character stands for itself. The last value of a repeated key wins.
+2. :meth:`ControllerConfig.from_properties` turns the strings into typed settings with
+   Kafka's defaults, and raises :class:`ConfigError` naming the key and the value it
+   could not use. Keys it does not know are kept in ``unknown`` and logged as warnings,
+   as Kafka does ("supplied but isn't a known config").
+
+Invariant: nothing here touches the network or the disk except :func:`load`, which reads
+one file.
+"""
+
+from __future__ import annotations
+
+import logging
+import re
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Literal
+
+from kraft_jbod.errors import ConfigError
+
+log = logging.getLogger(__name__)
+
+Semantics = Literal["kafka", "kip"]
+
+DEFAULT_SESSION_TIMEOUT_MS = 9000
+DEFAULT_HEARTBEAT_INTERVAL_MS = 2000
+DEFAULT_SOCKET_REQUEST_MAX_BYTES = 104857600
+DEFAULT_LOG_DIR = "/tmp/kafka-logs"  # Kafka's log.dir default
+
+# Kafka settings a controller-only mock accepts without warning but does not act on.
+_KNOWN_IGNORED = frozenset(
+    {
+        "log.dirs",
+        "log.dir",
+        "controller.quorum.voters",
+        "controller.quorum.bootstrap.servers",
+        "controller.quorum.election.timeout.ms",
+        "controller.quorum.fetch.timeout.ms",
+        "controller.quorum.request.timeout.ms",
+        "controller.quorum.retry.backoff.ms",
+        "advertised.listeners",
+        "inter.broker.listener.name",
+        "num.network.threads",
+        "num.io.threads",
+        "num.recovery.threads.per.data.dir",
+        "socket.send.buffer.bytes",
+        "socket.receive.buffer.bytes",
+        "offsets.topic.replication.factor",
+        "transaction.state.log.replication.factor",
+        "transaction.state.log.min.isr",
+        "group.initial.rebalance.delay.ms",
+        "log.retention.hours",
+        "log.segment.bytes",
+        "log.retention.check.interval.ms",
+        "metadata.log.segment.bytes",
+        "metadata.max.idle.interval.ms",
+        "auto.create.topics.enable",
+        "delete.topic.enable",
+        "unstable.feature.versions.enable",
+        "unstable.metadata.versions.enable",
+    }
+)
+_KNOWN_USED = frozenset(
+    {
+        "node.id",
+        "process.roles",
+        "listeners",
+        "controller.listener.names",
+        "listener.security.protocol.map",
+        "metadata.log.dir",
+        "broker.session.timeout.ms",
+        "broker.heartbeat.interval.ms",
+        "socket.request.max.bytes",
+        "default.replication.factor",
+        "num.partitions",
+        "kraft.jbod.semantics",
+    }
+)
+
+
+# --------------------------------------------------------------------------- properties
+
+
+_BLANKS = " \t\f"
+_ESCAPES = {"t": "\t", "n": "\n", "r": "\r", "f": "\f"}
+
+
+def _logical_lines(text: str) -> list[tuple[int, str]]:
+    """(first line number, logical line) with continuations joined and comments dropped."""
+    natural = re.split(r"\r\n|\r|\n", text)
+    out: list[tuple[int, str]] = []
+    i = 0
+    while i < len(natural):
+        lineno = i + 1
+        line = natural[i].lstrip(_BLANKS)
+        i += 1
+        if not line or line[0] in "#!":
+            continue
+        parts = []
+        while True:
+            trailing = len(line) - len(line.rstrip("\\"))
+            if trailing % 2 == 1:
+                parts.append(line[:-1])
+                if i >= len(natural):
+                    break  # a continuation at end of input just ends the line
+                line = natural[i].lstrip(_BLANKS)
+                i += 1
+            else:
+                parts.append(line)
+                break
+        out.append((lineno, "".join(parts)))
+    return out
+
+
+def _unescape(text: str, lineno: int) -> str:
+    out = []
+    i = 0
+    while i < len(text):
+        c = text[i]
+        if c != "\\":
+            out.append(c)
+            i += 1
+            continue
+        if i + 1 >= len(text):
+            i += 1  # a lone trailing backslash (only after an even-count continuation check)
+            continue
+        nxt = text[i + 1]
+        if nxt == "u":
+            digits = text[i + 2 : i + 6]
+            if len(digits) != 4 or any(d not in "0123456789abcdefABCDEF" for d in digits):
+                raise ConfigError(f"line {lineno}: malformed \\uxxxx escape {text[i : i + 6]!r}")
+            out.append(chr(int(digits, 16)))
+            i += 6
+        else:
+            out.append(_ESCAPES.get(nxt, nxt))
+            i += 2
+    return "".join(out)
+
+
+def _split_key_value(line: str) -> tuple[str, str]:
+    i = 0
+    n = len(line)
+    while i < n:
+        c = line[i]
+        if c == "\\":
+            i += 2
+            continue
+        if c in "=:" or c in _BLANKS:
+            break
+        i += 1
+    key = line[:i]
+    j = i
+    while j < n and line[j] in _BLANKS:
+        j += 1
+    if j < n and line[j] in "=:":
+        j += 1
+    while j < n and line[j] in _BLANKS:
+        j += 1
+    return key, line[j:]
+
+
+def parse_properties(text: str) -> dict[str, str]:
+    """Parse properties text as ``java.util.Properties.load`` does.
+
+    Raises:
+        ConfigError: a malformed ``\\uxxxx`` escape (the message names the line).
+    """
+    props: dict[str, str] = {}
+    for lineno, line in _logical_lines(text):
+        raw_key, raw_value = _split_key_value(line)
+        props[_unescape(raw_key, lineno)] = _unescape(raw_value, lineno)
+    return props
+
+
+def load_properties(path: Path) -> dict[str, str]:
+    """Read and parse a properties file (UTF-8, as Kafka's scripts read it).
+
+    Raises:
+        ConfigError: the file cannot be read or parsed.
+    """
+    try:
+        text = path.read_text(encoding="utf-8")
+    except OSError as exc:
+        raise ConfigError(f"cannot read config file {path}: {exc.strerror}") from None
+    except UnicodeDecodeError as exc:
+        raise ConfigError(f"config file {path} is not UTF-8: {exc.reason}") from None
+    return parse_properties(text)
+
+
+def parse_override(text: str) -> tuple[str, str]:
+    """``key=value`` from ``--override``; the value may itself contain ``=``.
+
+    Raises:
+        ConfigError: no ``=`` or an empty key.
+    """
+    key, sep, value = text.partition("=")
+    if not sep or not key.strip():
+        raise ConfigError(f"override {text!r} is not key=value")
+    return key.strip(), value
+
+
+# --------------------------------------------------------------------------- listeners
+
+
+@dataclass(slots=True, frozen=True)
+class Listener:
+    """One ``NAME://host:port`` entry; host ``""`` means every interface, port 0 any free port."""
+
+    name: str
+    host: str
+    port: int
+
+    @property
+    def bind_host(self) -> str | None:
+        return self.host or None
+
+
+# Kafka's shape: a name, ://, a host (bracketed for IPv6) and a port.
+_LISTENER = re.compile(r"^([A-Za-z0-9_\-.]+)://(\[[0-9A-Fa-f:.%a-zA-Z]*\]|[0-9A-Za-z\-%._]*):(-?[0-9]+)$")
+
+
+def parse_listeners(value: str, key: str = "listeners") -> list[Listener]:
+    """Parse a comma-separated listeners value.
+
+    Raises:
+        ConfigError: an entry that is not ``NAME://host:port``, a port outside 0-65535, or a
+            listener name used twice.
+    """
+    result: list[Listener] = []
+    for entry in (e.strip() for e in value.split(",")):
+        if not entry:
+            continue
+        m = _LISTENER.match(entry)
+        if m is None:
+            raise ConfigError(f"{key}: {entry!r} is not NAME://host:port")
+        name, host, port_text = m.groups()
+        port = int(port_text)
+        if not 0 <= port <= 65535:
+            raise ConfigError(f"{key}: port {port} in {entry!r} is outside 0-65535")
+        if host.startswith("["):
+            host = host[1:-1]
+        name = name.upper()
+        if any(li.name == name for li in result):
+            raise ConfigError(f"{key}: listener name {name} appears more than once in {value!r}")
+        result.append(Listener(name, host, port))
+    return result
+
+
+def _names(value: str) -> list[str]:
+    return [v.strip().upper() for v in value.split(",") if v.strip()]
+
+
+# --------------------------------------------------------------------------- typed config
+
+
+@dataclass(slots=True)
+class ControllerConfig:
+    node_id: int
+    listeners: list[Listener]
+    controller_listener_names: list[str]
+    metadata_log_dir: Path
+    process_roles: tuple[str, ...] = ("controller",)
+    session_timeout_ms: int = DEFAULT_SESSION_TIMEOUT_MS
+    heartbeat_interval_ms: int = DEFAULT_HEARTBEAT_INTERVAL_MS
+    socket_request_max_bytes: int = DEFAULT_SOCKET_REQUEST_MAX_BYTES
+    default_replication_factor: int = 1
+    num_partitions: int = 1
+    semantics: Semantics = "kafka"
+    unknown: dict[str, str] = field(default_factory=dict)
+
+    @property
+    def controller_listeners(self) -> list[Listener]:
+        """The listeners this controller serves, in ``listeners`` order."""
+        return [li for li in self.listeners if li.name in self.controller_listener_names]
+
+    @classmethod
+    def from_properties(cls, props: Mapping[str, str]) -> ControllerConfig:
+        """Typed settings from parsed properties, with Kafka's defaults.
+
+        Raises:
+            ConfigError: a missing required key or a value that cannot be used; the message
+                names the key and the value.
+        """
+        p = {k: v.strip() for k, v in props.items()}
+
+        roles_text = p.get("process.roles", "controller")
+        roles = tuple(r.strip().lower() for r in roles_text.split(",") if r.strip())
+        for r in roles:
+            if r not in ("broker", "controller"):
+                raise ConfigError(f"process.roles: unknown role {r!r} in {roles_text!r}")
+        if "controller" not in roles:
+            raise ConfigError(f"process.roles={roles_text!r}: this program runs the controller role only")
+        if "broker" in roles:
+            log.warning("process.roles includes broker: only the controller role is served")
+
+        if "node.id" not in p:
+            raise ConfigError("node.id is required in KRaft mode")
+        node_id = _int(p, "node.id", 0)
+
+        listeners = parse_listeners(p.get("listeners", "PLAINTEXT://:9092"))
+        if "controller.listener.names" not in p:
+            raise ConfigError("controller.listener.names is required for a controller")
+        names = _names(p["controller.listener.names"])
+        if not names:
+            raise ConfigError("controller.listener.names must name at least one listener")
+        for n in names:
+            if not any(li.name == n for li in listeners):
+                raise ConfigError(
+                    f"controller.listener.names: {n} is not in listeners={p.get('listeners', 'PLAINTEXT://:9092')!r}"
+                )
+        for li in listeners:
+            if li.name not in names:
+                log.warning("listener %s is not a controller listener and is not served", li.name)
+        if "listener.security.protocol.map" in p:
+            mapping = {}
+            for item in _names(p["listener.security.protocol.map"]):
+                lname, sep, proto = item.partition(":")
+                if not sep:
+                    raise ConfigError(f"listener.security.protocol.map: {item!r} is not NAME:PROTOCOL")
+                mapping[lname] = proto
+            for n in names:
+                if mapping.get(n, "PLAINTEXT") != "PLAINTEXT":
+                    raise ConfigError(
+                        f"listener.security.protocol.map: {n}:{mapping[n]} is not supported (PLAINTEXT only)"
+                    )
+
+        if p.get("metadata.log.dir"):
+            mdir = Path(p["metadata.log.dir"])
+        elif p.get("log.dirs") and _dirs(p["log.dirs"]):
+            mdir = Path(_dirs(p["log.dirs"])[0])
+        else:
+            mdir = Path(p.get("log.dir") or DEFAULT_LOG_DIR)
+
+        semantics = p.get("kraft.jbod.semantics", "kafka").lower()
+        if semantics not in ("kafka", "kip"):
+            raise ConfigError(f"kraft.jbod.semantics: {semantics!r} is not 'kafka' or 'kip'")
+
+        unknown = {k: v for k, v in props.items() if k not in _KNOWN_USED and k not in _KNOWN_IGNORED}
+        for k in sorted(unknown):
+            log.warning("the configuration %r was supplied but isn't a known config", k)
+
+        return cls(
+            node_id=node_id,
+            listeners=listeners,
+            controller_listener_names=names,
+            metadata_log_dir=mdir,
+            process_roles=roles,
+            session_timeout_ms=_int(p, "broker.session.timeout.ms", 1, DEFAULT_SESSION_TIMEOUT_MS),
+            heartbeat_interval_ms=_int(p, "broker.heartbeat.interval.ms", 1, DEFAULT_HEARTBEAT_INTERVAL_MS),
+            socket_request_max_bytes=_int(p, "socket.request.max.bytes", 1, DEFAULT_SOCKET_REQUEST_MAX_BYTES),
+            default_replication_factor=_int(p, "default.replication.factor", 1, 1),
+            num_partitions=_int(p, "num.partitions", 1, 1),
+            semantics="kip" if semantics == "kip" else "kafka",
+            unknown=unknown,
+        )
+
+    @property
+    def metadata_partition_dir(self) -> Path:
+        """Where the log segments live, as in Kafka: ``<metadata.log.dir>/__cluster_metadata-0``."""
+        return self.metadata_log_dir / "__cluster_metadata-0"
+
+
+def _dirs(value: str) -> list[str]:
+    return [d.strip() for d in value.split(",") if d.strip()]
+
+
+_INT32_MAX = 2**31 - 1
+
+
+def _int(p: Mapping[str, str], key: str, minimum: int, default: int | None = None) -> int:
+    if key not in p:
+        if default is None:
+            raise ConfigError(f"{key} is required")
+        return default
+    text = p[key]
+    # Java's Integer.parseInt: optional sign then ASCII digits only.
+    if not re.fullmatch(r"[+-]?[0-9]+", text):
+        raise ConfigError(f"{key}: {text!r} is not an integer")
+    value = int(text)
+    if value > _INT32_MAX or value < -_INT32_MAX - 1:
+        raise ConfigError(f"{key}: {text!r} is outside the int32 range")
+    if value < minimum:
+        raise ConfigError(f"{key}: {text!r} must be at least {minimum}")
+    return value
+
+
+def load(path: Path, overrides: Sequence[str] = ()) -> ControllerConfig:
+    """Read ``path``, apply ``--override key=value`` items in order, build the config.
+
+    Raises:
+        ConfigError: unreadable file, malformed override or unusable value.
+    """
+    props = load_properties(path)
+    for item in overrides:
+        key, value = parse_override(item)
+        props[key] = value
+    return ControllerConfig.from_properties(props)

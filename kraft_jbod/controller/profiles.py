@@ -1,0 +1,100 @@
+"""Semantics profiles: Apache Kafka as implemented (``kafka``) or KIP-858 as worded (``kip``).
+
+A profile is a frozen bundle of the few decisions where the two disagree; the state
+machine reads it and never tests the profile name. Every field here has a row in
+``docs/divergences.md``; adding a field means adding a row.
+
+Invariants: the three reserved directory ids of a profile are distinct and all lie in
+the reserved range (msb 0, signed lsb < 100), so no real directory can collide with them.
+"""
+
+from __future__ import annotations
+
+import uuid
+from dataclasses import dataclass
+from typing import Literal
+
+from kraft_jbod.controller import errors_codes as ec
+
+ProfileName = Literal["kafka", "kip"]
+
+
+@dataclass(frozen=True, slots=True)
+class Profile:
+    """Where the ``kip`` profile departs from Kafka; see docs/divergences.md."""
+
+    name: ProfileName
+    # Reserved directory ids.  Kafka: MIGRATING=0, UNASSIGNED=1, LOST=2.  KIP text:
+    # UNASSIGNED=0, LOST=1, MIGRATING=2.
+    migrating: uuid.UUID
+    unassigned: uuid.UUID
+    lost: uuid.UUID
+    # Error for a registration with no LogDirs at a JBOD metadata.version.
+    empty_log_dirs_error: int
+    # Error for an OfflineLogDirs entry the broker never registered (None: ignore it).
+    unknown_offline_dir_error: int | None
+    # Keep a multi-directory broker fenced while any of its replicas is UNASSIGNED.
+    fence_while_unassigned: bool
+    # A replica in a directory missing from a single-directory broker's list counts as
+    # online (KIP "metadata caching" rule) instead of offline (Kafka DirectoryId.isOnline).
+    single_dir_unknown_is_online: bool
+    # A registered broker with no directories (pre-JBOD) places new replicas in
+    # MIGRATING (Kafka defaultDir) instead of UNASSIGNED (KIP replica placement).
+    zero_dirs_default_migrating: bool
+
+
+KAFKA = Profile(
+    name="kafka",
+    migrating=uuid.UUID(int=0),
+    unassigned=uuid.UUID(int=1),
+    lost=uuid.UUID(int=2),
+    empty_log_dirs_error=ec.INVALID_REGISTRATION,
+    unknown_offline_dir_error=None,
+    fence_while_unassigned=False,
+    single_dir_unknown_is_online=False,
+    zero_dirs_default_migrating=True,
+)
+
+KIP = Profile(
+    name="kip",
+    migrating=uuid.UUID(int=2),
+    unassigned=uuid.UUID(int=0),
+    lost=uuid.UUID(int=1),
+    empty_log_dirs_error=ec.INVALID_REQUEST,
+    unknown_offline_dir_error=ec.LOG_DIR_NOT_FOUND,
+    fence_while_unassigned=True,
+    single_dir_unknown_is_online=True,
+    zero_dirs_default_migrating=False,
+)
+
+PROFILES: dict[str, Profile] = {"kafka": KAFKA, "kip": KIP}
+
+
+def profile_named(name: str) -> Profile:
+    """The profile called ``name``.
+
+    Raises:
+        ValueError: not ``kafka`` or ``kip``.
+    """
+    try:
+        return PROFILES[name]
+    except KeyError:
+        raise ValueError(f"unknown semantics profile {name!r} (expected 'kafka' or 'kip')") from None
+
+
+_LSB_SIGN = 1 << 63
+_U64 = 1 << 64
+
+
+def is_reserved_directory(u: uuid.UUID) -> bool:
+    """Kafka's reserved range: msb == 0 and the lsb, read as a signed long, is < 100.
+
+    The signed read matters: msb 0 with the top lsb bit set is negative, so reserved.
+    """
+    value = u.int
+    if value >> 64:
+        return False
+    lsb = value & (_U64 - 1)
+    if lsb >= _LSB_SIGN:
+        return True
+    return lsb < 100

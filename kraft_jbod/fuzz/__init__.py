@@ -1,0 +1,1 @@
+"""The protocol fuzzer: generators from the compiled field tables, mutators, runner."""

@@ -1,0 +1,1 @@
+"""kraft-jbod's test suite."""
