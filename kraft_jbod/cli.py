@@ -104,6 +104,8 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 _EXTRA_COMMANDS: list[Callable[[Any], None]] = []
+from kraft_jbod.controller import commands as _controller_commands  # noqa: E402, I001
+_EXTRA_COMMANDS.append(_controller_commands.register)
 
 
 def main(argv: Sequence[str] | None = None) -> int:

@@ -106,12 +106,14 @@ class MetadataLog:
         segment_bytes: int,
         fsync: bool,
         lock_fd: int | None,
+        read_only: bool = False,
     ) -> None:
         self.directory = directory
         self._leader_epoch = leader_epoch
         self.segment_bytes = segment_bytes
         self.fsync = fsync
         self._lock_fd = lock_fd
+        self.read_only = read_only
         self._segments: list[_Segment] = []
         self._batches: list[BatchInfo] = []
         self._batch_bases: list[int] = []
@@ -131,8 +133,12 @@ class MetadataLog:
         segment_bytes: int = DEFAULT_SEGMENT_BYTES,
         fsync: bool = True,
         lock: bool = True,
+        read_only: bool = False,
     ) -> MetadataLog:
         """Open (creating if needed) the log in ``directory`` and recover it.
+
+        ``read_only`` (for dumps of a live log) takes no lock, creates nothing and never
+        truncates: a torn tail is only reported and left out.
 
         Raises:
             StorageError: the directory cannot be used, another process holds it, or a
@@ -142,18 +148,30 @@ class MetadataLog:
             raise StorageError(f"leader epoch must be >= 0, not {leader_epoch}")
         if segment_bytes < BATCH_HEADER_SIZE:
             raise StorageError(f"segment size {segment_bytes} is below one batch header")
-        try:
-            directory.mkdir(parents=True, exist_ok=True)
-        except OSError as exc:
-            raise StorageError(f"cannot create metadata log directory {directory}: {exc.strerror}") from None
-        lock_fd = _take_lock(directory) if lock else None
-        self = cls(directory, leader_epoch=leader_epoch, segment_bytes=segment_bytes, fsync=fsync, lock_fd=lock_fd)
+        if read_only:
+            if not directory.is_dir():
+                raise StorageError(f"metadata log directory {directory} does not exist")
+        else:
+            try:
+                directory.mkdir(parents=True, exist_ok=True)
+            except OSError as exc:
+                raise StorageError(f"cannot create metadata log directory {directory}: {exc.strerror}") from None
+        lock_fd = _take_lock(directory) if lock and not read_only else None
+        self = cls(
+            directory,
+            leader_epoch=leader_epoch,
+            segment_bytes=segment_bytes,
+            fsync=fsync,
+            lock_fd=lock_fd,
+            read_only=read_only,
+        )
         try:
             self._recover()
             if self._batches and self._batches[-1].epoch > self._leader_epoch:
                 # Raft epochs only move forward: a leader never writes below what is on disk.
                 self._leader_epoch = self._batches[-1].epoch
-            self._open_active()
+            if not read_only:
+                self._open_active()
         except BaseException:
             self._release()
             raise
@@ -225,15 +243,17 @@ class MetadataLog:
                                 continue
                 if torn_reason is not None and is_last:
                     log.warning(
-                        "metadata log %s: truncating a torn tail at offset %d (byte %d of %s, %d bytes): %s",
+                        "metadata log %s: %s a torn tail at offset %d (byte %d of %s, %d bytes): %s",
                         self.directory,
+                        "ignoring" if self.read_only else "truncating",
                         expected,
                         pos,
                         seg.path.name,
                         len(data) - pos,
                         torn_reason,
                     )
-                    self._truncate(seg.path, pos)
+                    if not self.read_only:
+                        self._truncate(seg.path, pos)
                     self.truncated_bytes = len(data) - pos
                     data = data[:pos]
                     break
@@ -333,7 +353,7 @@ class MetadataLog:
         if self._broken is not None:
             raise StorageError(f"metadata log {self.directory} is unusable: {self._broken}")
         if self._fd is None:
-            raise StorageError(f"metadata log {self.directory} is closed")
+            raise StorageError(f"metadata log {self.directory} is closed or read-only")
         base = self.end_offset
         batch = RecordBatch.of(
             recs,

@@ -1,0 +1,151 @@
+"""CLI commands of the controller area: ``kraft-jbod controller`` and ``kraft-jbod log dump``.
+
+``register(sub)`` adds the subparsers; each ``func`` returns an exit code (0 ok, 1 the
+input was read but something in it failed, 2 bad usage or unreadable input), and
+``kraft_jbod.cli.main`` turns a ``KraftJbodError`` into a message and exit code 2.
+
+``controller`` prints exactly one line ``listening on HOST:PORT`` per controller listener
+(IPv6 hosts in brackets) once every listener accepts, and flushes stdout, so a script
+can read the port of ``:0`` listeners. Logs go to stderr. SIGINT/SIGTERM stop it
+gracefully: connections closed, the in-flight append finished, the log fsync'd.
+
+asyncio and the server are imported only when a command runs, so ``kraft-jbod --help``
+stays light.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import logging
+import sys
+from pathlib import Path
+from typing import Any
+
+from kraft_jbod.errors import ConfigError, DecodeError, KraftJbodError
+
+
+def register(sub: Any) -> None:
+    c = sub.add_parser("controller", help="run the mock KRaft controller (KIP-858 JBOD semantics)")
+    c.add_argument("--config", required=True, type=Path, help="Kafka-style properties file")
+    c.add_argument(
+        "--override", action="append", default=[], metavar="KEY=VALUE", help="override a property (repeatable)"
+    )
+    c.add_argument("--cluster-id", help="cluster id for a new metadata dir (base64url uuid); checked on restart")
+    c.add_argument(
+        "--metadata-version",
+        help="metadata.version for a new log, as a name (3.7-IV2) or level (17); default: newest with JBOD",
+    )
+    c.add_argument("--no-fsync", action="store_true", help="skip fsync (benchmarks only: not crash-safe)")
+    c.add_argument("--log-level", default="INFO", choices=["DEBUG", "INFO", "WARNING", "ERROR"])
+    c.set_defaults(func=cmd_controller)
+
+    lg = sub.add_parser("log", help="inspect a metadata log")
+    lg_sub = lg.add_subparsers(dest="log_command", required=True)
+    d = lg_sub.add_parser("dump", help="print every record of a metadata log as JSON lines")
+    d.add_argument("dir", type=Path, help="metadata.log.dir or its __cluster_metadata-0 directory")
+    d.add_argument("--no-control", action="store_true", help="leave out control batches")
+    d.set_defaults(func=cmd_log_dump)
+
+
+def _setup_logging(level: str) -> None:
+    logging.basicConfig(
+        stream=sys.stderr, level=getattr(logging, level), format="%(asctime)s %(levelname)s %(name)s: %(message)s"
+    )
+
+
+def _host_port(host: str, port: int) -> str:
+    return f"[{host}]:{port}" if ":" in host else f"{host}:{port}"
+
+
+def cmd_controller(args: argparse.Namespace) -> int:
+    import asyncio
+
+    from kraft_jbod.controller import config as cfgmod
+    from kraft_jbod.controller import features
+
+    _setup_logging(args.log_level)
+    cfg = cfgmod.load(args.config, args.override)
+    level = None if args.metadata_version is None else features.level_of(args.metadata_version)
+    if level is not None and not features.MINIMUM_BOOTSTRAP_LEVEL <= level <= features.MAX_SUPPORTED_LEVEL:
+        raise ConfigError(
+            f"--metadata-version {args.metadata_version}: level {level} is outside "
+            f"{features.MINIMUM_BOOTSTRAP_LEVEL}..{features.MAX_SUPPORTED_LEVEL}"
+        )
+    return asyncio.run(_run_controller(cfg, args.cluster_id, level, not args.no_fsync))
+
+
+async def _run_controller(cfg: Any, cluster_id: str | None, level: int | None, fsync: bool) -> int:
+    import asyncio
+    import signal
+
+    from kraft_jbod.controller.server import ControllerServer
+
+    stop = asyncio.Event()
+    loop = asyncio.get_running_loop()
+    for sig in (signal.SIGINT, signal.SIGTERM):
+        loop.add_signal_handler(sig, stop.set)
+    server = ControllerServer(cfg, cluster_id=cluster_id, metadata_version=level, fsync=fsync)
+    async with server:
+        for host, port in server.addresses:
+            sys.stdout.write(f"listening on {_host_port(host, port)}\n")
+        sys.stdout.flush()
+        logging.getLogger(__name__).info(
+            "controller %d of cluster %s serving %s", cfg.node_id, server.cluster_id, server.addresses
+        )
+        stopped = asyncio.create_task(server.wait_stopped())
+        stopping = asyncio.create_task(stop.wait())
+        await asyncio.wait({stopped, stopping}, return_when=asyncio.FIRST_COMPLETED)
+        stopping.cancel()
+        stopped.cancel()
+    logging.getLogger(__name__).info("controller stopped; metadata log flushed")
+    return 1 if server.fatal is not None else 0
+
+
+def cmd_log_dump(args: argparse.Namespace) -> int:
+    from kraft_jbod.controller.log import MetadataLog, decode_control_record, resolve_log_dir
+    from kraft_jbod.wire.records import ControlRecordType
+
+    _setup_logging("WARNING")
+    directory = resolve_log_dir(args.dir)
+    metadata_log = MetadataLog.open(directory, read_only=True)
+    out = sys.stdout
+    failed = 0
+    try:
+        for info, batch in metadata_log.iter_batches():
+            if info.is_control and args.no_control:
+                continue
+            for rec in batch.records:
+                row: dict[str, Any] = {
+                    "offset": info.base_offset + rec.offset_delta,
+                    "epoch": info.epoch,
+                    "timestamp": batch.base_timestamp + rec.timestamp_delta,
+                }
+                try:
+                    if info.is_control:
+                        ctype, msg = decode_control_record(rec)
+                        try:
+                            row["control"] = ControlRecordType(ctype).name
+                        except ValueError:
+                            row["control"] = f"UNKNOWN({ctype})"
+                        if isinstance(msg, bytes):
+                            row["hex"] = msg.hex()
+                        else:
+                            row["data"] = msg.to_json(int(getattr(msg, "version", 0)))
+                    else:
+                        from kraft_jbod import codec
+
+                        record, version = codec.decode_metadata_record(rec.value or b"")
+                        row["type"] = type(record).__name__
+                        row["version"] = version
+                        row["data"] = record.to_json(version)
+                except DecodeError as exc:
+                    failed += 1
+                    row["error"] = str(exc)
+                out.write(json.dumps(row, separators=(",", ":"), ensure_ascii=False) + "\n")
+    except KraftJbodError:
+        out.flush()
+        raise
+    finally:
+        metadata_log.close()
+    return 1 if failed else 0

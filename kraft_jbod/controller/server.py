@@ -1,0 +1,588 @@
+"""The asyncio shell of the controller: sockets around :class:`ServerConnection`, one writer.
+
+Strategy:
+
+* Each TCP connection is an ``asyncio.Protocol`` feeding a sans-I/O
+  :class:`~kraft_jbod.connection.ServerConnection`. Partial frames just sit in its buffer,
+  so a slow or half-sending peer costs only its own memory and never blocks the loop.
+* A connection has at most one request in the controller at a time (Kafka mutes a
+  channel until its response is sent), which keeps responses in request order. While
+  one is in flight and more than ``_PAUSE_BUFFERED`` bytes wait, reading is paused.
+* ApiVersions is answered here (KIP-511 fallback included). Everything else goes to the
+  pure :class:`ControllerState`, serialised by one queue:
+
+  Rule 1: ``handle()`` runs only when no append is in flight, so it always sees every
+  record that was appended (and applied) before it.
+  Rule 2: records returned by ``handle()`` or ``tick()`` are appended as ONE batch and
+  fsync'd (in a worker thread, so the loop keeps serving I/O), then ``apply()``'d at their
+  offsets, and only then is the response written. A failed append closes that
+  connection without a response; the state never sees records the log does not hold.
+  Rule 3: a request that produces no records is handled and answered inline when the
+  queue is idle: the common heartbeat never waits for a thread hop.
+
+* A peer's bytes never crash the server: a protocol error or a bug while handling one
+  request closes only that connection, with a log line naming the peer, api key and
+  version.
+* On close: listeners stop, connections close, the in-flight append finishes, the log is
+  fsync'd and closed.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import collections
+import logging
+import os
+import re
+import time
+import uuid
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from kraft_jbod import codec
+from kraft_jbod.connection import (
+    NEED_DATA,
+    ApiVersionsFallback,
+    ConnectionClosed,
+    RemoteProtocolError,
+    RequestReceived,
+    ServerConnection,
+)
+from kraft_jbod.controller import features
+from kraft_jbod.controller.config import ControllerConfig, parse_properties
+from kraft_jbod.controller.log import MetadataLog
+from kraft_jbod.errors import ConfigError, EncodeError, KraftJbodError, ProtocolError, StorageError
+from kraft_jbod.messages.api_versions_response import (
+    ApiVersion,
+    ApiVersionsResponse,
+    FinalizedFeatureKey,
+    SupportedFeatureKey,
+)
+from kraft_jbod.messages.leader_change_message import LeaderChangeMessage, Voter
+from kraft_jbod.wire.primitives import uuid_from_base64url, uuid_to_base64url
+from kraft_jbod.wire.records import LEADER_CHANGE
+
+log = logging.getLogger(__name__)
+
+API_VERSIONS = 18
+API_VERSIONS_RANGE = (0, 4)
+INVALID_REQUEST = 42
+UNSUPPORTED_VERSION = 35
+# Pause reading a connection whose request is in flight once this much more is buffered.
+_PAUSE_BUFFERED = 1 << 20
+_SOFTWARE_RE = re.compile(r"[a-zA-Z0-9](?:[a-zA-Z0-9\-.]*[a-zA-Z0-9])?")
+META_PROPERTIES = "meta.properties"
+
+
+def _wall_ms() -> int:
+    return int(time.time() * 1000)
+
+
+def _monotonic_ms() -> int:
+    return time.monotonic_ns() // 1_000_000
+
+
+# --------------------------------------------------------------------------- meta.properties
+
+
+def new_cluster_id() -> str:
+    """A random cluster id in Kafka's form (base64url of a random UUID, 22 characters)."""
+    return uuid_to_base64url(uuid.uuid4())
+
+
+def check_cluster_id(text: str) -> str:
+    """Validate a cluster id as ``kafka-storage format -t`` does (a Kafka UUID string).
+
+    Raises:
+        ConfigError: not 22 base64url characters.
+    """
+    try:
+        uuid_from_base64url(text)
+    except ValueError as exc:
+        raise ConfigError(f"cluster id {text!r} is not a valid Kafka UUID: {exc}") from None
+    return text
+
+
+def ensure_meta_properties(directory: Path, node_id: int, cluster_id: str | None) -> str:
+    """Read ``meta.properties`` of the metadata dir, or write it (as ``kafka-storage format``).
+
+    Returns the cluster id in force.
+
+    Raises:
+        StorageError: the file is unreadable, or holds another node id or cluster id.
+    """
+    path = directory / META_PROPERTIES
+    if path.exists():
+        try:
+            props = parse_properties(path.read_text(encoding="utf-8"))
+        except (OSError, UnicodeDecodeError, ConfigError) as exc:
+            raise StorageError(f"cannot read {path}: {exc}") from None
+        stored = props.get("cluster.id")
+        if not stored:
+            raise StorageError(f"{path} has no cluster.id")
+        if props.get("node.id") not in (None, str(node_id)):
+            raise StorageError(f"{path} belongs to node {props.get('node.id')}, not node.id={node_id}")
+        if cluster_id is not None and cluster_id != stored:
+            raise StorageError(f"{path} holds cluster.id {stored}, not the requested {cluster_id}")
+        return stored
+    cid = cluster_id or new_cluster_id()
+    directory.mkdir(parents=True, exist_ok=True)
+    text = (
+        "#\n#written by kraft-jbod\n"
+        f"cluster.id={cid}\ndirectory.id={uuid_to_base64url(uuid.uuid4())}\nnode.id={node_id}\nversion=1\n"
+    )
+    tmp = path.with_suffix(".tmp")
+    with open(tmp, "w", encoding="utf-8") as f:
+        f.write(text)
+        f.flush()
+        os.fsync(f.fileno())
+    os.replace(tmp, path)
+    return cid
+
+
+# --------------------------------------------------------------------------- the server
+
+
+@dataclass(slots=True)
+class _Work:
+    proto: _ControllerProtocol | None  # None for a tick
+    event: RequestReceived | None
+    outcome: Any | None  # an Outcome already computed inline
+
+
+class ControllerServer:
+    """The controller: ``async with ControllerServer(config) as server: server.addresses``.
+
+    ``state_factory`` builds the state machine (default: ``ControllerState``); tests may
+    pass their own. ``tick_interval_ms`` is how often ``tick()`` runs for session fencing.
+    """
+
+    def __init__(
+        self,
+        config: ControllerConfig,
+        *,
+        cluster_id: str | None = None,
+        metadata_version: int | None = None,
+        fsync: bool = True,
+        tick_interval_ms: int | None = None,
+        state_factory: Callable[..., Any] | None = None,
+    ) -> None:
+        self.config = config
+        self._requested_cluster_id = check_cluster_id(cluster_id) if cluster_id is not None else None
+        self.cluster_id = ""
+        self.metadata_version = features.DEFAULT_LEVEL if metadata_version is None else metadata_version
+        self._fsync = fsync
+        self._tick_ms = tick_interval_ms or max(10, min(250, config.session_timeout_ms // 10))
+        self._state_factory = state_factory
+        self.state: Any = None
+        self.log: MetadataLog | None = None
+        self._servers: list[asyncio.Server] = []
+        self.addresses: list[tuple[str, int]] = []
+        self._protocols: set[_ControllerProtocol] = set()
+        self._queue: collections.deque[_Work] = collections.deque()
+        self._busy = False
+        self._wake = asyncio.Event()
+        self._tasks: list[asyncio.Task[None]] = []
+        self._closing = False
+        self.fatal: BaseException | None = None
+        self._stopped = asyncio.Event()
+        self.supported: dict[int, tuple[int, int]] = {}
+        self.stats = collections.Counter[str]()
+
+    # ------------------------------------------------------------------ lifecycle
+
+    async def __aenter__(self) -> ControllerServer:
+        await self.start()
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        await self.close()
+
+    async def start(self) -> None:
+        """Recover the log, replay it into the state, bootstrap an empty log, listen.
+
+        Raises:
+            StorageError, ConfigError: the metadata dir or log cannot be used.
+            OSError: a listener cannot bind.
+        """
+        cfg = self.config
+        if self._state_factory is None:
+            from kraft_jbod.controller.state import ControllerState
+
+            self._state_factory = ControllerState
+        self.cluster_id = ensure_meta_properties(cfg.metadata_log_dir, cfg.node_id, self._requested_cluster_id)
+        loop = asyncio.get_running_loop()
+        self.log = await loop.run_in_executor(
+            None, lambda: MetadataLog.open(cfg.metadata_partition_dir, fsync=self._fsync)
+        )
+        try:
+            self.state = self._state_factory(
+                cluster_id=self.cluster_id,
+                node_id=cfg.node_id,
+                profile=cfg.semantics,
+                session_timeout_ms=cfg.session_timeout_ms,
+                heartbeat_interval_ms=cfg.heartbeat_interval_ms,
+                default_replication_factor=cfg.default_replication_factor,
+                num_partitions=cfg.num_partitions,
+            )
+            replayed = 0
+            for offset, record, version in self.log.replay():
+                self.state.apply(offset, record, version)
+                replayed += 1
+            # A new leader epoch per start, as a raft leader gets on election.
+            self.log.leader_epoch = max(1, self.log.last_epoch + 1)
+            lcm = LeaderChangeMessage(
+                version=0, leader_id=cfg.node_id, voters=[Voter(cfg.node_id)], granting_voters=[Voter(cfg.node_id)]
+            )
+            self.log.append_control([(LEADER_CHANGE, lcm, 0)], timestamp_ms=_wall_ms())
+            if replayed == 0:
+                boot = list(self.state.bootstrap_records(self.metadata_version))
+                base = self.log.append(boot, timestamp_ms=_wall_ms())
+                for i, (record, version) in enumerate(boot):
+                    self.state.apply(base + i, record, version)
+                log.info("bootstrapped metadata log at metadata.version %s", features.name_of(self.metadata_version))
+            else:
+                log.info(
+                    "replayed %d records from %s (end offset %d, epoch %d)",
+                    replayed,
+                    cfg.metadata_partition_dir,
+                    self.log.end_offset,
+                    self.log.leader_epoch,
+                )
+            self.supported = self._served_versions()
+            for listener in cfg.controller_listeners:
+                server = await loop.create_server(
+                    lambda: _ControllerProtocol(self), host=listener.bind_host, port=listener.port
+                )
+                self._servers.append(server)
+                sockname = server.sockets[0].getsockname()
+                self.addresses.append((str(sockname[0]), int(sockname[1])))
+            if hasattr(self.state, "controller_endpoints"):
+                # DescribeCluster(controllers) answers with the addresses actually bound.
+                self.state.controller_endpoints = list(self.addresses)
+        except BaseException:
+            for s in self._servers:
+                s.close()
+            self.log.close()
+            raise
+        self._tasks.append(asyncio.create_task(self._worker(), name="controller-worker"))
+        self._tasks.append(asyncio.create_task(self._ticker(), name="controller-ticker"))
+
+    def _served_versions(self) -> dict[int, tuple[int, int]]:
+        out: dict[int, tuple[int, int]] = {}
+        for key, (lo, hi) in dict(self.state.handled_api_versions()).items():
+            cls = codec.request_class(key)
+            vlo, vhi = cls.VALID_VERSIONS
+            lo, hi = max(lo, vlo), min(hi, vhi)
+            if lo <= hi and key != API_VERSIONS:
+                out[key] = (lo, hi)
+        return out
+
+    async def close(self) -> None:
+        """Stop listening, drop connections, finish the in-flight append, fsync and close the log."""
+        if self._closing:
+            await self._stopped.wait()
+            return
+        self._closing = True
+        for s in self._servers:
+            s.close()
+        for proto in list(self._protocols):
+            proto.close()
+        # Let the worker finish what it holds (an append in a thread cannot be cancelled).
+        self._wake.set()
+        for task in self._tasks:
+            if task.get_name() == "controller-ticker":
+                task.cancel()
+        for task in self._tasks:
+            try:
+                await task
+            except asyncio.CancelledError:
+                pass
+        for s in self._servers:
+            await s.wait_closed()
+        if self.log is not None:
+            self.log.close()
+        self._stopped.set()
+
+    async def wait_stopped(self) -> None:
+        await self._stopped.wait()
+
+    # ------------------------------------------------------------------ ApiVersions
+
+    def api_versions_response(self, version: int, request: Any) -> ApiVersionsResponse:
+        if version >= 3 and not (
+            _SOFTWARE_RE.fullmatch(request.client_software_name or "")
+            and _SOFTWARE_RE.fullmatch(request.client_software_version or "")
+        ):
+            return ApiVersionsResponse(error_code=INVALID_REQUEST)
+        keys = [ApiVersion(API_VERSIONS, *API_VERSIONS_RANGE)]
+        keys += [ApiVersion(k, lo, hi) for k, (lo, hi) in sorted(self.supported.items())]
+        resp = ApiVersionsResponse(error_code=0, api_keys=keys)
+        if version >= 3:
+            resp.supported_features = [
+                SupportedFeatureKey(name, lo, hi) for name, (lo, hi) in sorted(features.SUPPORTED_FEATURES.items())
+            ]
+            level = getattr(self.state, "metadata_version", None)
+            if isinstance(level, int) and level > 0:
+                resp.finalized_features = [FinalizedFeatureKey(features.METADATA_VERSION, level, level)]
+                assert self.log is not None
+                resp.finalized_features_epoch = self.log.end_offset - 1
+        return resp
+
+    def api_versions_fallback(self) -> ApiVersionsResponse:
+        return ApiVersionsResponse(
+            error_code=UNSUPPORTED_VERSION, api_keys=[ApiVersion(API_VERSIONS, *API_VERSIONS_RANGE)]
+        )
+
+    # ------------------------------------------------------------------ the one writer
+
+    def submit(self, proto: _ControllerProtocol, event: RequestReceived) -> None:
+        """Hand a request to the state machine (Rules 1-3 of the module docstring)."""
+        if self.fatal is not None or self._closing:
+            proto.close()
+            return
+        if not self._busy and not self._queue:
+            outcome = self._call_handle(proto, event)
+            if outcome is None:
+                return
+            if not outcome.records:
+                proto.respond(event, outcome.response)
+                return
+            self._busy = True  # Rule 1: no handle() until these records are applied
+            self._queue.append(_Work(proto, event, outcome))
+        else:
+            self._queue.append(_Work(proto, event, None))
+        self._wake.set()
+
+    def _call_handle(self, proto: _ControllerProtocol, event: RequestReceived) -> Any | None:
+        assert self.log is not None
+        try:
+            return self.state.handle(
+                event.api_key,
+                event.api_version,
+                event.body,
+                now_ms=_monotonic_ms(),
+                next_offset=self.log.end_offset,
+                principal=None,
+            )
+        except ProtocolError as exc:
+            log.warning(
+                "closing %s: %s v%d refused: %s", proto.peer, codec.api_name(event.api_key), event.api_version, exc
+            )
+        except Exception:
+            self.stats["handler_bugs"] += 1
+            log.exception(
+                "closing %s: bug while handling %s v%d (correlation id %d)",
+                proto.peer,
+                codec.api_name(event.api_key),
+                event.api_version,
+                event.correlation_id,
+            )
+        proto.close()
+        return None
+
+    async def _commit(self, records: list[Any]) -> None:
+        """Rule 2: append as one batch and fsync off the loop, then apply at their offsets."""
+        assert self.log is not None
+        log_ = self.log
+        ts = _wall_ms()
+        base = await asyncio.get_running_loop().run_in_executor(None, lambda: log_.append(records, timestamp_ms=ts))
+        self.stats["batches"] += 1
+        self.stats["records"] += len(records)
+        try:
+            for i, (record, version) in enumerate(records):
+                self.state.apply(base + i, record, version)
+        except Exception as exc:
+            # The log holds records the state cannot take: replay would fail the same way.
+            self.fatal = exc
+            log.critical("state rejected committed records at offset %d; stopping", base, exc_info=True)
+            asyncio.get_running_loop().call_soon(lambda: asyncio.ensure_future(self.close()))
+            raise
+
+    async def _worker(self) -> None:
+        while True:
+            if not self._queue:
+                self._busy = False
+                if self._closing:
+                    return
+                self._wake.clear()
+                await self._wake.wait()
+                continue
+            self._busy = True
+            work = self._queue.popleft()
+            proto, event, outcome = work.proto, work.event, work.outcome
+            if self.fatal is not None:
+                if proto is not None:
+                    proto.close()
+                continue
+            if proto is not None and event is not None:
+                if outcome is None:
+                    if proto.closed:
+                        continue
+                    outcome = self._call_handle(proto, event)
+                    if outcome is None:
+                        continue
+                if outcome.records:
+                    try:
+                        await self._commit(list(outcome.records))
+                    except (StorageError, EncodeError, OSError) as exc:
+                        log.error(
+                            "closing %s without a response: appending the records of %s v%d failed: %s",
+                            proto.peer,
+                            codec.api_name(event.api_key),
+                            event.api_version,
+                            exc,
+                        )
+                        proto.close()
+                        continue
+                    except Exception:
+                        proto.close()
+                        continue
+                proto.respond(event, outcome.response)
+            else:
+                await self._run_tick()
+
+    async def _run_tick(self) -> None:
+        assert self.log is not None
+        try:
+            records = list(self.state.tick(now_ms=_monotonic_ms(), next_offset=self.log.end_offset))
+        except Exception:
+            log.exception("bug in tick()")
+            return
+        if records:
+            try:
+                await self._commit(records)
+            except (KraftJbodError, OSError) as exc:
+                log.error("appending tick records failed: %s", exc)
+            except Exception:
+                pass
+
+    async def _ticker(self) -> None:
+        while not self._closing:
+            await asyncio.sleep(self._tick_ms / 1000)
+            if not self._busy and not self._queue:
+                self._busy = True
+                try:
+                    await self._run_tick()
+                finally:
+                    if not self._queue:
+                        self._busy = False
+                    else:
+                        self._wake.set()
+            elif not any(w.proto is None for w in self._queue):
+                self._queue.append(_Work(None, None, None))
+                self._wake.set()
+
+
+class _ControllerProtocol(asyncio.Protocol):
+    """One client connection. At most one request of it is inside the controller at a time."""
+
+    def __init__(self, server: ControllerServer) -> None:
+        self.server = server
+        self.transport: asyncio.Transport | None = None
+        self.conn = ServerConnection(
+            server.supported,
+            api_versions_range=API_VERSIONS_RANGE,
+            max_frame=server.config.socket_request_max_bytes,
+        )
+        self.peer = "?"
+        self.in_flight = False
+        self.closed = False
+        self._paused = False
+        self._pumping = False
+
+    def connection_made(self, transport: asyncio.BaseTransport) -> None:
+        assert isinstance(transport, asyncio.Transport)
+        self.transport = transport
+        peer = transport.get_extra_info("peername")
+        self.peer = f"{peer[0]}:{peer[1]}" if isinstance(peer, tuple) else str(peer)
+        self.server._protocols.add(self)
+
+    def connection_lost(self, exc: Exception | None) -> None:
+        self.closed = True
+        self.server._protocols.discard(self)
+
+    def data_received(self, data: bytes) -> None:
+        self.conn.receive_data(data)
+        self._pump()
+
+    def eof_received(self) -> bool:
+        self.conn.receive_data(b"")
+        self._pump()
+        return False
+
+    def close(self) -> None:
+        if not self.closed:
+            self.closed = True
+            if self.transport is not None:
+                self.transport.close()
+
+    def _pump(self) -> None:
+        if self._pumping:
+            return  # an inline response inside the loop below: the loop reads on
+        self._pumping = True
+        try:
+            self._pump_events()
+        finally:
+            self._pumping = False
+
+    def _pump_events(self) -> None:
+        while not self.in_flight and not self.closed:
+            try:
+                ev = self.conn.next_event()
+            except RemoteProtocolError as exc:
+                self.server.stats["protocol_errors"] += 1
+                key = "?" if exc.api_key is None else f"{exc.api_key} ({codec.api_name(exc.api_key)})"
+                ver = "?" if exc.api_version is None else str(exc.api_version)
+                log.warning("closing connection from %s: api key %s version %s: %s", self.peer, key, ver, exc.reason)
+                self.close()
+                return
+            if ev is NEED_DATA:
+                break
+            if isinstance(ev, ConnectionClosed):
+                self.close()
+                return
+            if isinstance(ev, ApiVersionsFallback):
+                self._write(self.conn.send_response(ev, self.server.api_versions_fallback()))
+                continue
+            assert isinstance(ev, RequestReceived)
+            if ev.api_key == API_VERSIONS:
+                self._write(self.conn.send_response(ev, self.server.api_versions_response(ev.api_version, ev.body)))
+                continue
+            self.in_flight = True
+            self.server.submit(self, ev)
+        if self.transport is not None and not self.closed:
+            if self.in_flight and self.conn.buffered > _PAUSE_BUFFERED and not self._paused:
+                self._paused = True
+                self.transport.pause_reading()
+            elif self._paused and not self.in_flight:
+                self._paused = False
+                self.transport.resume_reading()
+
+    def _write(self, data: bytes) -> None:
+        if self.transport is not None and not self.closed:
+            self.transport.write(data)
+
+    def respond(self, event: RequestReceived, body: Any) -> None:
+        """Send the response to the request in flight and read on."""
+        if self.closed:
+            return
+        try:
+            data = self.conn.send_response(event, body)
+        except EncodeError as exc:
+            log.error(
+                "closing %s: the %s v%d response does not encode: %s",
+                self.peer,
+                codec.api_name(event.api_key),
+                event.api_version,
+                exc,
+            )
+            self.close()
+            return
+        self.server.stats["responses"] += 1
+        self._write(data)
+        self.in_flight = False
+        self._pump()
+

@@ -1,0 +1,231 @@
+"""BrokerHeartbeat: the state table end to end, fencing, session timeout, offline dirs."""
+
+from __future__ import annotations
+
+import uuid
+
+import pytest
+
+from kraft_jbod.messages.broker_heartbeat_request import BrokerHeartbeatRequest
+from kraft_jbod.controller import errors_codes as ec
+from kraft_jbod.controller.heartbeat import HbState
+from kraft_jbod.messages.broker_registration_change_record import BrokerRegistrationChangeRecord
+from kraft_jbod.messages.fence_broker_record import FenceBrokerRecord
+from kraft_jbod.messages.partition_change_record import PartitionChangeRecord
+from kraft_jbod.messages.unfence_broker_record import UnfenceBrokerRecord
+from tests.controller.harness import Cluster, dir_id
+
+
+def test_stale_epoch_and_unknown_broker() -> None:
+    c = Cluster()
+    c.register(1)
+    out = c.heartbeat(1, epoch=c.epoch(1) + 1)
+    assert out.response.error_code == ec.STALE_BROKER_EPOCH and out.records == []  # type: ignore[attr-defined]
+    assert out.response.is_fenced is True  # type: ignore[attr-defined]
+    out = c.call(63, 0, BrokerHeartbeatRequest(broker_id=9, broker_epoch=0))
+    assert out.response.error_code == ec.STALE_BROKER_EPOCH  # type: ignore[attr-defined]
+
+
+def test_unfencing_sequence() -> None:
+    c = Cluster()
+    x = c.register(1).response.broker_epoch  # type: ignore[attr-defined]
+    out = c.heartbeat(1, want_fence=True, offset=x - 1)
+    r = out.response
+    assert (r.is_caught_up, r.is_fenced, out.records) == (False, True, [])  # type: ignore[attr-defined]
+    out = c.heartbeat(1, want_fence=True, offset=x)
+    assert (out.response.is_caught_up, out.response.is_fenced) == (True, True)  # type: ignore[attr-defined]
+    out = c.heartbeat(1, want_fence=False, offset=x - 1)
+    assert out.response.is_fenced is True and out.records == []  # type: ignore[attr-defined]
+    out = c.heartbeat(1, want_fence=False, offset=x)
+    assert out.response.is_fenced is False  # type: ignore[attr-defined]
+    [(rec, ver)] = out.records
+    assert isinstance(rec, BrokerRegistrationChangeRecord) and (rec.fenced, ver) == (-1, 0)
+    assert c.state.broker_state(1) is HbState.UNFENCED
+
+
+# (current, want_fence, want_shut_down, leads?) -> (is_fenced, should_shut_down, next state)
+TABLE = [
+    ("fenced", True, True, False, True, True, HbState.FENCED),
+    ("fenced", False, True, False, True, True, HbState.FENCED),
+    ("fenced", True, False, False, True, False, HbState.FENCED),
+    ("unfenced", True, True, False, True, True, HbState.FENCED),
+    ("unfenced", True, False, False, True, False, HbState.FENCED),
+    ("unfenced", False, True, True, False, False, HbState.CONTROLLED_SHUTDOWN),
+    ("unfenced", False, True, False, True, True, HbState.FENCED),
+    ("unfenced", False, False, True, False, False, HbState.UNFENCED),
+]
+
+
+@pytest.mark.parametrize(("start", "wf", "ws", "leads", "fenced", "shut", "after"), TABLE)
+def test_heartbeat_table(start: str, wf: bool, ws: bool, leads: bool, fenced: bool, shut: bool, after: HbState) -> None:
+    c = Cluster()
+    c.start_broker(1)
+    c.start_broker(2)
+    if leads:
+        c.call(19, 7, _topic_on([1, 2]))
+        assert c.state.brokers[1].active and c.state._leader_count.get(1, 0) > 0
+    if start == "fenced":
+        c.heartbeat(1, want_fence=True)
+        assert c.state.broker_state(1) is HbState.FENCED
+    out = c.heartbeat(1, want_fence=wf, want_shut_down=ws)
+    assert out.response.is_fenced is fenced  # type: ignore[attr-defined]
+    assert out.response.should_shut_down is shut  # type: ignore[attr-defined]
+    assert c.state.broker_state(1) is after
+    assert c.state.check_invariants() == []
+
+
+def _topic_on(replicas: list[int]) -> object:
+    from kraft_jbod.messages.create_topics_request import (
+        CreatableReplicaAssignment,
+        CreatableTopic,
+        CreateTopicsRequest,
+    )
+
+    return CreateTopicsRequest(
+        topics=[CreatableTopic(name="t", num_partitions=-1, replication_factor=-1,
+                               assignments=[CreatableReplicaAssignment(0, replicas)])]
+    )
+
+
+def test_controlled_shutdown_moves_leadership_then_shuts_down() -> None:
+    c = Cluster()
+    c.start_broker(1)
+    c.start_broker(2)
+    c.call(19, 7, _topic_on([1, 2]))
+    tid = c.state.topic_id_of("t")
+    assert tid is not None
+    out = c.heartbeat(1, want_shut_down=True)
+    kinds = [type(r) for r, _ in out.records]
+    assert kinds == [BrokerRegistrationChangeRecord, PartitionChangeRecord]
+    assert out.records[0][0].in_controlled_shutdown == 1 and out.records[0][1] == 1  # type: ignore[attr-defined]
+    p = c.state.partition(tid, 0)
+    assert p is not None and p.leader == 2 and p.isr == (2,)
+    # broker 2 has not yet replayed past the controlled-shutdown record: stay.
+    c.heartbeat(2, offset=c.end_offset - 3)
+    out = c.heartbeat(1, want_shut_down=True)
+    assert out.response.should_shut_down is False  # type: ignore[attr-defined]
+    c.heartbeat(2)
+    out = c.heartbeat(1, want_shut_down=True)
+    assert out.response.should_shut_down is True and out.response.is_fenced is True  # type: ignore[attr-defined]
+    assert c.state.brokers[1].fenced
+    assert c.state.check_invariants() == []
+
+
+def test_session_timeout_fences_and_moves_leaders() -> None:
+    c = Cluster(session_timeout_ms=9000)
+    c.start_broker(1)
+    c.start_broker(2)
+    c.call(19, 7, _topic_on([1, 2]))
+    c.now += 5000
+    c.heartbeat(2)
+    assert c.tick() == []
+    c.now += 4001
+    recs = c.tick()
+    assert [type(r) for r, _ in recs] == [PartitionChangeRecord, BrokerRegistrationChangeRecord]
+    assert c.state.brokers[1].fenced and not c.state.brokers[2].fenced
+    tid = c.state.topic_id_of("t")
+    assert tid is not None
+    p = c.state.partition(tid, 0)
+    assert p is not None and p.leader == 2
+    assert c.state.check_invariants() == []
+
+
+def test_last_isr_member_is_kept_with_no_leader_and_reelected_on_unfence() -> None:
+    c = Cluster()
+    c.start_broker(1)
+    c.create_topic("solo", 1, 1)
+    tid = c.state.topic_id_of("solo")
+    assert tid is not None
+    c.heartbeat(1, want_fence=True)
+    p = c.state.partition(tid, 0)
+    assert p is not None and p.isr == (1,) and p.leader == -1
+    out = c.heartbeat(1)
+    assert [type(r) for r, _ in out.records] == [BrokerRegistrationChangeRecord, PartitionChangeRecord]
+    assert p.leader == 1 and p.leader_epoch == 2
+
+
+def test_old_metadata_versions_use_fence_records() -> None:
+    c = Cluster(level=5)
+    c.register(1, mv_range=(1, 22))
+    out = c.heartbeat(1)
+    assert isinstance(out.records[0][0], UnfenceBrokerRecord)
+    out = c.heartbeat(1, want_fence=True)
+    assert isinstance(out.records[-1][0], FenceBrokerRecord)
+    assert c.state.brokers[1].fenced
+
+
+def _two_brokers_three_dirs(profile: str = "kafka") -> tuple[Cluster, uuid.UUID]:
+    c = Cluster(profile=profile)
+    c.start_broker(1, [dir_id(1, 0), dir_id(1, 1), dir_id(1, 2)])
+    c.start_broker(2, [dir_id(2, 0)])
+    c.create_topic("t", 6, 2)
+    tid = c.state.topic_id_of("t")
+    assert tid is not None
+    for pid in range(6):
+        c.assign(1, dir_id(1, pid % 3), [(tid, pid)])
+    return c, tid
+
+
+def test_offline_dir_moves_only_its_partitions() -> None:
+    c, tid = _two_brokers_three_dirs()
+    failing = dir_id(1, 0)
+    victims = {p.partition_id for p in c.state.replicas_in(1, failing)}
+    assert victims == {0, 3}
+    out = c.heartbeat(1, offline=[failing, uuid.UUID(int=12345 << 64)])
+    pcrs = [r for r, _ in out.records if isinstance(r, PartitionChangeRecord)]
+    assert {r.partition_id for r in pcrs} == victims
+    last, ver = out.records[-1]
+    assert isinstance(last, BrokerRegistrationChangeRecord) and ver == 2
+    assert last.log_dirs == [dir_id(1, 1), dir_id(1, 2)]
+    for pid in range(6):
+        p = c.state.partition(tid, pid)
+        assert p is not None
+        if pid in victims:
+            assert 1 not in p.isr and p.leader == 2
+        else:
+            assert 1 in p.isr
+    assert c.state.broker_state(1) is HbState.UNFENCED
+    again = c.heartbeat(1, offline=[failing])
+    assert again.records == []  # already offline: ignored
+    assert c.state.check_invariants() == []
+
+
+def test_kip_profile_unknown_offline_dir_is_an_error() -> None:
+    c, _ = _two_brokers_three_dirs("kip")
+    before = c.state.durable_state()
+    out = c.heartbeat(1, offline=[dir_id(1, 0), uuid.UUID(int=12345 << 64)])
+    assert out.response.error_code == ec.LOG_DIR_NOT_FOUND and out.records == []  # type: ignore[attr-defined]
+    assert c.state.durable_state() == before
+    out = c.heartbeat(1, offline=[dir_id(1, 0)])
+    assert out.response.error_code == 0 and out.records  # type: ignore[attr-defined]
+
+
+def test_offline_dirs_ignored_below_jbod_level_and_at_v0() -> None:
+    c = Cluster(level=16)
+    c.start_broker(1, [])
+    out = c.heartbeat(1, offline=[dir_id(1, 0)])
+    assert out.records == []
+    c2 = Cluster()
+    c2.start_broker(1, [dir_id(1, 0), dir_id(1, 1)])
+    out = c2.heartbeat(1, version=0)
+    assert out.records == []
+
+
+def test_kip_profile_keeps_multi_dir_broker_fenced_while_unassigned() -> None:
+    c = Cluster(profile="kip")
+    c.start_broker(2, [dir_id(2, 0)])
+    c.register(1, [dir_id(1, 0), dir_id(1, 1)])
+    c.call(19, 7, _topic_on([2, 1]))
+    tid = c.state.topic_id_of("t")
+    assert tid is not None
+    out = c.heartbeat(1)
+    assert out.response.is_fenced is True and out.records == []  # type: ignore[attr-defined]
+    c.assign(1, dir_id(1, 1), [(tid, 0)])
+    out = c.heartbeat(1)
+    assert out.response.is_fenced is False  # type: ignore[attr-defined]
+    # The same sequence under Kafka's rules unfences at once.
+    k = Cluster()
+    k.start_broker(2, [dir_id(2, 0)])
+    k.register(1, [dir_id(1, 0), dir_id(1, 1)])
+    k.call(19, 7, _topic_on([2, 1]))
+    assert k.heartbeat(1).response.is_fenced is False  # type: ignore[attr-defined]

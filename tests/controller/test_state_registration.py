@@ -1,0 +1,131 @@
+"""BrokerRegistration: every error path (table-driven) and the records on success."""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Callable
+
+import pytest
+
+from kraft_jbod.controller import errors_codes as ec
+from kraft_jbod.controller import features as fv
+from kraft_jbod.controller.state import ControllerState
+from kraft_jbod.errors import ConfigError, ProtocolError
+from kraft_jbod.messages.broker_registration_request import BrokerRegistrationRequest, Feature
+from kraft_jbod.messages.feature_level_record import FeatureLevelRecord
+from kraft_jbod.messages.register_broker_record import RegisterBrokerRecord
+from kraft_jbod.messages.zk_migration_state_record import ZkMigrationStateRecord
+from tests.controller.harness import Cluster, dir_id
+
+NEGATIVE_RESERVED = uuid.UUID(int=(1 << 63) | 5)  # msb 0, lsb negative as a signed long
+
+ERROR_CASES: list[tuple[str, str, Callable[[Cluster], object], int]] = [
+    ("kafka", "wrong cluster id", lambda c: c.register(1, cluster_id="other"), ec.INCONSISTENT_CLUSTER_ID),
+    ("kafka", "live duplicate", lambda c: (c.register(1), c.register(1, inc=1))[1], ec.DUPLICATE_BROKER_REGISTRATION),
+    ("kafka", "zk broker", lambda c: c.register(1, zk=True), ec.BROKER_ID_NOT_REGISTERED),
+    ("kafka", "no log dirs", lambda c: c.register(1, []), ec.INVALID_REGISTRATION),
+    ("kip", "no log dirs", lambda c: c.register(1, []), ec.INVALID_REQUEST),
+    ("kafka", "v1 has no log dirs", lambda c: c.register(1, version=1), ec.INVALID_REGISTRATION),
+    ("kafka", "reserved MIGRATING", lambda c: c.register(1, [uuid.UUID(int=0)]), ec.INVALID_REGISTRATION),
+    ("kafka", "reserved 99", lambda c: c.register(1, [dir_id(1, 0), uuid.UUID(int=99)]), ec.INVALID_REGISTRATION),
+    ("kafka", "reserved negative lsb", lambda c: c.register(1, [NEGATIVE_RESERVED]), ec.INVALID_REGISTRATION),
+    ("kip", "reserved 2", lambda c: c.register(1, [uuid.UUID(int=2)]), ec.INVALID_REGISTRATION),
+    ("kafka", "duplicate dir", lambda c: c.register(1, [dir_id(1, 0), dir_id(1, 0)]), ec.INVALID_REGISTRATION),
+    ("kafka", "foreign dir", lambda c: (c.register(2), c.register(1, [dir_id(2, 0)]))[1], ec.INVALID_REGISTRATION),
+    ("kafka", "mv range below", lambda c: c.register(1, mv_range=(1, 16)), ec.UNSUPPORTED_VERSION),
+    ("kafka", "mv range above", lambda c: c.register(1, mv_range=(23, 25)), ec.UNSUPPORTED_VERSION),
+    ("kafka", "mv omitted means [1,1]", lambda c: c.register(1, mv_range=None), ec.UNSUPPORTED_VERSION),
+    (
+        "kafka",
+        "kraft.version range excludes 0",
+        lambda c: c.register(1, extra_features=[Feature(fv.KRAFT_VERSION, 1, 1)]),
+        ec.UNSUPPORTED_VERSION,
+    ),
+]
+
+
+@pytest.mark.parametrize(("profile", "case", "act", "code"), ERROR_CASES, ids=[f"{p}-{c}" for p, c, _, _ in ERROR_CASES])
+def test_registration_errors(profile: str, case: str, act: Callable[[Cluster], object], code: int) -> None:
+    c = Cluster(profile=profile)
+    before = c.state.durable_state()
+    start = c.end_offset
+    out = act(c)
+    assert out.response.error_code == code, ec.error_name(out.response.error_code)  # type: ignore[attr-defined]
+    assert out.records == []  # type: ignore[attr-defined]
+    assert out.response.broker_epoch == -1  # type: ignore[attr-defined]
+    if case not in ("live duplicate", "foreign dir"):
+        assert c.end_offset == start
+        assert c.state.durable_state() == before
+
+
+def test_success_epoch_is_record_offset_and_record_shape() -> None:
+    c = Cluster()
+    c.create_topic  # noqa: B018 - harness sanity: methods exist
+    offset = c.end_offset
+    out = c.register(1, [dir_id(1, 1), dir_id(1, 0)])
+    assert out.response.error_code == 0  # type: ignore[attr-defined]
+    assert out.response.broker_epoch == offset  # type: ignore[attr-defined]
+    [(rec, ver)] = out.records
+    assert isinstance(rec, RegisterBrokerRecord) and ver == 3
+    assert rec.fenced is True and rec.broker_epoch == offset
+    assert rec.log_dirs == [dir_id(1, 0), dir_id(1, 1)]  # sorted by signed (msb, lsb)
+    assert c.state.brokers[1].reg_offset == offset
+
+
+def test_expired_session_allows_new_incarnation_with_new_epoch() -> None:
+    c = Cluster(session_timeout_ms=9000)
+    first = c.register(1).response.broker_epoch  # type: ignore[attr-defined]
+    c.now += 9001
+    out = c.register(1, inc=1)
+    assert out.response.error_code == 0  # type: ignore[attr-defined]
+    assert out.response.broker_epoch > first  # type: ignore[attr-defined]
+
+
+def test_same_incarnation_amends_keeping_epoch_and_fencing() -> None:
+    c = Cluster()
+    c.start_broker(1)
+    epoch = c.epoch(1)
+    out = c.register(1)
+    assert out.response.broker_epoch == epoch  # type: ignore[attr-defined]
+    rec = out.records[-1][0]
+    assert isinstance(rec, RegisterBrokerRecord) and rec.fenced is False
+    assert c.state.brokers[1].reg_offset == c.end_offset - 1
+
+
+def test_pre_jbod_level_ignores_log_dirs() -> None:
+    c = Cluster(level=16)
+    out = c.register(1, [], mv_range=(1, 16))
+    assert out.response.error_code == 0  # type: ignore[attr-defined]
+    [(rec, ver)] = out.records
+    assert ver == 2 and rec.log_dirs == []  # type: ignore[attr-defined]
+    out = c.register(2, [uuid.UUID(int=0)], mv_range=(1, 16))
+    assert out.response.error_code == 0  # type: ignore[attr-defined]
+    assert c.state.brokers[2].registered_dirs == ()
+
+
+@pytest.mark.parametrize(("level", "expected"), [(4, 0), (7, 1), (8, 2), (16, 2), (17, 3), (22, 3)])
+def test_register_record_version_follows_metadata_version(level: int, expected: int) -> None:
+    c = Cluster(level=level)
+    out = c.register(1, mv_range=(1, 22))
+    assert out.records[-1][1] == expected
+
+
+def test_bootstrap_records_start_with_metadata_version() -> None:
+    recs = ControllerState.bootstrap_records(17)
+    assert isinstance(recs[0][0], FeatureLevelRecord)
+    assert recs[0][0].name == "metadata.version" and recs[0][0].feature_level == 17
+    assert isinstance(recs[1][0], ZkMigrationStateRecord)
+    assert [type(r) for r, _ in ControllerState.bootstrap_records(5)] == [FeatureLevelRecord]
+    for bad in (3, fv.MAX_SUPPORTED_LEVEL + 1):
+        with pytest.raises(ConfigError):
+            ControllerState.bootstrap_records(bad)
+
+
+def test_unknown_api_and_version_close_the_connection() -> None:
+    c = Cluster()
+    with pytest.raises(ProtocolError):
+        c.state.handle(1, 12, BrokerRegistrationRequest(), now_ms=0, next_offset=0)
+    with pytest.raises(ProtocolError):
+        c.state.handle(62, 5, BrokerRegistrationRequest(), now_ms=0, next_offset=0)
+    assert c.state.handled_api_versions()[62] == (0, 4)
+    assert c.state.handled_api_versions()[73] == (0, 0)
