@@ -34,7 +34,7 @@ from dataclasses import dataclass
 from typing import Any, Final, NoReturn
 
 from kraft_jbod import codec, messages
-from kraft_jbod.errors import DecodeError, ProtocolError
+from kraft_jbod.errors import DecodeError, EncodeError, ProtocolError
 from kraft_jbod.messages.request_header import RequestHeader
 from kraft_jbod.messages.response_header import ResponseHeader
 from kraft_jbod.wire.message import Message
@@ -48,6 +48,35 @@ _MIN_REQUEST_SIZE: Final = 8
 _MIN_RESPONSE_SIZE: Final = 4
 _BE_i = struct.Struct(">i")
 _BE_h = struct.Struct(">h")
+_BE_ii = struct.Struct(">ii")
+
+
+# Class lookups go through importlib in the generated registry; a request path that
+# runs thousands of times a second keeps its own cache (the registry never changes).
+_REQUEST_CLASSES: dict[int, Any] = {}
+_RESPONSE_CLASSES: dict[int, Any] = {}
+
+
+def _request_cls(api_key: int) -> Any:
+    try:
+        return _REQUEST_CLASSES[api_key]
+    except KeyError:
+        cls = _REQUEST_CLASSES[api_key] = messages.request_class(api_key)
+        return cls
+
+
+def _response_cls(api_key: int) -> Any:
+    try:
+        return _RESPONSE_CLASSES[api_key]
+    except KeyError:
+        cls = _RESPONSE_CLASSES[api_key] = messages.response_class(api_key)
+        return cls
+
+
+def _request_header_version(api_key: int, api_version: int, cls: Any) -> int:
+    if api_key == codec.CONTROLLED_SHUTDOWN and api_version == 0:
+        return 0
+    return 2 if cls is not None and cls.is_flexible(api_version) else 1
 
 
 class _Sentinel:
@@ -266,12 +295,16 @@ class ServerConnection:
                 self._framer.fail(
                     refuse(f"{codec.api_name(key)} v{version} is outside the supported range {rng[0]}-{rng[1]}")
                 )
+        cls = _request_cls(key)
+        if cls is None:
+            self._framer.fail(refuse(f"api key {key} is unknown"))
         try:
-            decoded = codec.decode_request(payload)
+            header, pos = RequestHeader.read(payload, 0, _request_header_version(key, version, cls))
+            body, end = cls.read(payload, pos, version)
         except DecodeError as exc:
             self._framer.fail(refuse(f"{codec.api_name(key)} v{version} does not decode: {exc}"))
         self.requests_received += 1
-        return RequestReceived(decoded.header, decoded.body, payload, decoded.trailing)
+        return RequestReceived(header, body, payload, payload[end:] if end < len(payload) else b"")
 
     def send_response(self, request: RequestReceived | ApiVersionsFallback, body: Message) -> bytes:
         """The framed bytes answering ``request`` with ``body``.
@@ -282,7 +315,18 @@ class ServerConnection:
             EncodeError: ``body`` cannot be written at the request's version.
         """
         version = 0 if isinstance(request, ApiVersionsFallback) else request.api_version
-        return codec.encode_response(body, version, request.correlation_id)
+        key = body.API_KEY
+        if key is None or body.SCHEMA_TYPE != "response":
+            raise EncodeError(f"{type(body).__name__} is not a response")
+        cls = _response_cls(key)
+        flexible = key != API_VERSIONS and cls is not None and cls.is_flexible(version)
+        out = bytearray(8)
+        _BE_ii.pack_into(out, 0, 0, request.correlation_id)
+        if flexible:
+            out.append(0)  # response header v1: an empty tagged-field section
+        body.write(out, version)
+        _BE_i.pack_into(out, 0, len(out) - 4)
+        return bytes(out)
 
 
 class ClientConnection:
