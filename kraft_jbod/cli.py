@@ -45,7 +45,9 @@ def cmd_codec_decode(args: argparse.Namespace) -> int:
             data, kind=args.kind, api_key=args.api_key, version=args.version, framed=args.framed
         )
     except KraftJbodError as exc:
-        _print_json({"error": str(exc), "field_path": getattr(exc, "field_path", ""), "offset": getattr(exc, "offset", None)})
+        _print_json(
+            {"error": str(exc), "field_path": getattr(exc, "field_path", ""), "offset": getattr(exc, "offset", None)}
+        )
         return 1
     print(json.dumps(result, indent=None if args.compact else 2, ensure_ascii=False))
     return 0
@@ -56,7 +58,7 @@ def cmd_codec_roundtrip(args: argparse.Namespace) -> int:
 
     tally = codectool.RoundtripTally()
     try:
-        stream: TextIO = sys.stdin if args.file == "-" else open(args.file, encoding="utf-8")  # noqa: SIM115
+        stream: TextIO = sys.stdin if args.file == "-" else open(args.file, encoding="utf-8")
     except OSError as exc:
         return _fail(f"cannot read {args.file}: {exc.strerror}")
     with stream:
@@ -104,7 +106,11 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 _EXTRA_COMMANDS: list[Callable[[Any], None]] = []
+
+from kraft_jbod.capture import commands as _capture_commands  # noqa: E402
+_EXTRA_COMMANDS.append(_capture_commands.register)
 from kraft_jbod.controller import commands as _controller_commands  # noqa: E402, I001
+
 _EXTRA_COMMANDS.append(_controller_commands.register)
 
 

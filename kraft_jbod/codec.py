@@ -189,7 +189,7 @@ def frame_size(prefix: bytes | bytearray | memoryview, max_frame: int = DEFAULT_
     Raises:
         DecodeError: negative size, or larger than ``max_frame``.
     """
-    (size,) = _INT32.unpack_from(prefix, 0)
+    size: int = _INT32.unpack_from(prefix, 0)[0]
     if size < 0:
         raise DecodeError(f"negative frame size {size}", offset=0)
     if size > max_frame:

@@ -20,12 +20,15 @@ from kraft_jbod.connection import (
     ResponseReceived,
     ServerConnection,
 )
-from kraft_jbod.errors import ProtocolError
+from kraft_jbod.errors import EncodeError, ProtocolError
 from kraft_jbod.messages.api_versions_request import ApiVersionsRequest
 from kraft_jbod.messages.api_versions_response import ApiVersion, ApiVersionsResponse
 from kraft_jbod.messages.broker_heartbeat_request import BrokerHeartbeatRequest
 from kraft_jbod.messages.broker_heartbeat_response import BrokerHeartbeatResponse
+from kraft_jbod.messages.create_topics_response import CreatableTopicResult, CreateTopicsResponse
 from kraft_jbod.messages.metadata_request import MetadataRequest
+from kraft_jbod.messages.request_header import RequestHeader
+from kraft_jbod.wire.message import Message
 
 SUPPORTED = {63: (0, 1), 62: (0, 4)}
 
@@ -221,3 +224,37 @@ def test_uuid_fields_survive() -> None:
     conn.receive_data(codec.encode_request(req, 1, 0, "c"))
     ev = conn.next_event()
     assert isinstance(ev, RequestReceived) and ev.body.offline_log_dirs == [d]
+
+
+@pytest.mark.parametrize(
+    ("body", "version"),
+    [
+        (BrokerHeartbeatResponse(is_fenced=False), 0),
+        (BrokerHeartbeatResponse(is_caught_up=True), 1),
+        (ApiVersionsResponse(api_keys=[ApiVersion(18, 0, 4)]), 3),
+        (ApiVersionsResponse(api_keys=[ApiVersion(18, 0, 4)]), 0),
+        (CreateTopicsResponse(topics=[CreatableTopicResult(name="t", error_message=None)]), 4),
+        (CreateTopicsResponse(topics=[CreatableTopicResult(name="t", error_message=None)]), 5),
+    ],
+)
+def test_send_response_matches_codec(body: Message, version: int) -> None:
+    key = body.API_KEY
+    assert key is not None
+    header = RequestHeader(key, version, 1234, "c")
+    ev = RequestReceived(header, None, b"")
+    assert ServerConnection({}).send_response(ev, body) == codec.encode_response(body, version, 1234)
+
+
+def test_send_response_refuses_a_request_body() -> None:
+    ev = RequestReceived(RequestHeader(63, 1, 1, "c"), None, b"")
+    with pytest.raises(EncodeError):
+        ServerConnection({}).send_response(ev, heartbeat())
+
+
+def test_trailing_bytes_are_reported_not_fatal() -> None:
+    frame = codec.encode_request(heartbeat(), 1, 3, "c") + b"xyz"
+    frame = struct.pack(">i", len(frame) - 4) + frame[4:]
+    conn = ServerConnection(SUPPORTED)
+    conn.receive_data(frame)
+    ev = conn.next_event()
+    assert isinstance(ev, RequestReceived) and ev.trailing == b"xyz" and ev.body == heartbeat()

@@ -60,7 +60,9 @@ def java_ranges(java_oracle: JavaOracle) -> dict[int, tuple[int, int]]:
 
 
 @pytest.mark.parametrize(("kind", "api_key"), _classes(), ids=lambda x: str(x))
-def test_against_java(kind: str, api_key: int, java_oracle: JavaOracle, java_ranges: dict[int, tuple[int, int]]) -> None:
+def test_against_java(
+    kind: str, api_key: int, java_oracle: JavaOracle, java_ranges: dict[int, tuple[int, int]]
+) -> None:
     cls: type[Message] = messages.request_class(api_key) if kind == "request" else messages.response_class(api_key)
     if api_key not in java_ranges:
         # kafka-clients 3.9.1 predates this api; nothing Java can say about it.

@@ -48,13 +48,12 @@ from dataclasses import dataclass, field
 from typing import Any, BinaryIO, Final
 
 from kraft_jbod import codec, messages
-from kraft_jbod.capture.streams import FlowEnd, Frame, iter_frames
+from kraft_jbod.capture.streams import FlowEnd, Frame, iter_frames, looks_like_request
 from kraft_jbod.errors import DecodeError, EncodeError
 from kraft_jbod.messages.request_header import RequestHeader
 from kraft_jbod.messages.response_header import ResponseHeader
 from kraft_jbod.wire import compression
-from kraft_jbod.wire.message import Message, Struct
-from kraft_jbod.wire.primitives import uuid_to_base64url
+from kraft_jbod.wire.message import Struct
 from kraft_jbod.wire.records import (
     LegacyMessage,
     RecordBatch,
@@ -70,6 +69,7 @@ __all__ = [
     "KafkaDecoder",
     "UnknownTag",
     "decode_capture",
+    "is_request",
     "reencode",
 ]
 
@@ -90,6 +90,9 @@ METADATA_TOPIC: Final = "__cluster_metadata"
 METADATA_TOPIC_ID: Final = uuid.UUID(int=1)
 # How many requests per connection are remembered for correlation-order inference.
 _HISTORY: Final = 1024
+# Requests seen after an orphan response before it is inferred: enough to learn the
+# versions this client uses, while keeping the held-back output short.
+_LOOKAHEAD: Final = 8
 # Frames longer than this are not trial-decoded against every api key: a large orphan
 # response costs a full decode per candidate, and real orphans are mostly small.
 _TRIAL_MAX_SIZE: Final = 1 << 20
@@ -199,7 +202,7 @@ def _plan(cls: type[Struct], version: int, flexible: bool) -> _Plan:
     key = (cls, version, flexible)
     plan = _PLANS.get(key)
     if plan is None:
-        items = []
+        items: list[tuple[str, str, str, Any]] = []
         for f in cls._FIELDS:
             if not f.present(version):
                 continue
@@ -228,10 +231,11 @@ def _topic_context(obj: Any, inherited: bool) -> bool:
 class _Walker:
     """Collects unknown tags and decodes records fields of one message."""
 
-    __slots__ = ("anomalies", "records", "tags", "version")
+    __slots__ = ("anomalies", "records", "tags", "version", "with_records")
 
-    def __init__(self, version: int) -> None:
+    def __init__(self, version: int, with_records: bool = True) -> None:
         self.version = version
+        self.with_records = with_records
         self.tags: list[UnknownTag] = []
         self.records: list[dict[str, Any]] = []
         self.anomalies: list[str] = []
@@ -250,7 +254,7 @@ class _Walker:
                 continue
             here = f"{path}.{jname}" if path else jname
             if kind == "r":
-                if len(value):
+                if len(value) and self.with_records:
                     self._records(bytes(value), here, metadata)
             elif kind == "s":
                 self.walk(value, here, flexible, metadata)
@@ -387,13 +391,16 @@ def _partial_json(t: TruncatedBatch) -> dict[str, Any]:
 
 
 class _Conn:
-    __slots__ = ("api_ranges", "history", "orphans", "pending", "server")
+    __slots__ = ("api_ranges", "history", "pending", "queue", "requests_since", "server")
 
     def __init__(self, server: str) -> None:
         self.server = server
         self.pending: dict[int, tuple[int, int, int]] = {}  # corr -> key, version, ts
         self.history: deque[tuple[int, int, int]] = deque(maxlen=_HISTORY)  # corr, key, ver
-        self.orphans: list[Frame] = []
+        # While an orphan response waits, this connection's output waits behind it so
+        # frames leave in capture order; a Frame entry is an orphan still to infer.
+        self.queue: list[DecodedFrame | Frame] = []
+        self.requests_since = 0
         self.api_ranges: dict[int, tuple[int, int]] | None = None
 
 
@@ -432,15 +439,21 @@ class KafkaDecoder:
             return self._resolve(st) if st is not None else []
         st = self._conn(item.connection_id)
         d = item.direction
-        if d == "client":
-            return [self._request(st, item)]
-        if d == "server":
-            return self._response(st, item)
-        # Roles unknown: the flow's classifier could not decide; judge this frame alone.
         p = item.payload
-        if len(p) >= 10 and _looks_like_request(p):
-            return [self._request(st, item)]
-        return self._response(st, item)
+        out: list[DecodedFrame]
+        if d == "client" or (d != "server" and len(p) >= 10 and _looks_like_request(p)):
+            # (Roles unknown: the flow's classifier could not decide; judge the frame.)
+            out = [self._request(st, item)]
+            if st.queue:
+                st.requests_since += 1
+        else:
+            out = self._response(st, item)
+        if not st.queue:
+            return out
+        st.queue.extend(out)
+        if st.requests_since >= _LOOKAHEAD:
+            return self._resolve(st)
+        return []
 
     def finish(self) -> list[DecodedFrame]:
         """End of input: resolve every connection still open."""
@@ -505,7 +518,7 @@ class KafkaDecoder:
         corr = _I32.unpack_from(p, 0)[0]
         req = st.pending.pop(corr, None)
         if req is None:
-            st.orphans.append(fr)
+            st.queue.append(fr)
             return []
         key, ver, ts = req
         df = self._blank_response(fr)
@@ -576,9 +589,7 @@ class KafkaDecoder:
             for tag, data in df.header.unknown_tagged_fields:
                 df.unknown_tags.append(UnknownTag("header", tag, bytes(data)))
         if flexible or (self.decode_records and _has_records(cls)):
-            w = _Walker(ver)
-            if not self.decode_records:
-                w._records = _skip_records  # type: ignore[method-assign]
+            w = _Walker(ver, self.decode_records)
             w.walk(body, "", flexible, False)
             df.unknown_tags.extend(w.tags)
             df.records = w.records
@@ -607,10 +618,9 @@ class KafkaDecoder:
     # -- inference ---------------------------------------------------------------------
 
     def _resolve(self, st: _Conn) -> list[DecodedFrame]:
-        out = []
-        for fr in st.orphans:
-            out.append(self._infer(st, fr))
-        st.orphans = []
+        out = [self._infer(st, x) if isinstance(x, Frame) else x for x in st.queue]
+        st.queue = []
+        st.requests_since = 0
         return out
 
     def _infer(self, st: _Conn, fr: Frame) -> DecodedFrame:
@@ -676,13 +686,10 @@ class KafkaDecoder:
         return df
 
 
-def _skip_records(data: bytes, path: str, metadata: bool) -> None:
-    return None
-
-
 def _looks_like_request(p: bytes) -> bool:
     key, ver = _HH.unpack_from(p, 0)
-    return 0 <= key <= 100 and 0 <= ver <= 30 and -1 <= _HH.unpack_from(p, 8)[0] <= len(p) - 10
+    cid_len: int = _HH.unpack_from(p, 8)[0]
+    return 0 <= key <= 100 and 0 <= ver <= 30 and -1 <= cid_len <= len(p) - 10
 
 
 def _fmt(pairs: list[tuple[int, int]]) -> str:
@@ -726,8 +733,7 @@ def _trial(p: bytes, key: int, ver: int) -> Any:
     if flexible:
         if header.unknown_tagged_fields:
             return None
-        w = _Walker(ver)
-        w._records = _skip_records  # type: ignore[method-assign]
+        w = _Walker(ver, False)
         w.walk(body, "", True, False)
         if w.tags:
             return None
@@ -754,23 +760,40 @@ def _trials(p: bytes, ranges: dict[int, tuple[int, int]] | None) -> Iterator[tup
                 yield key, ver
 
 
+def is_request(frame: Frame) -> bool:
+    """Classifier for connections whose client side is unknown (no SYN, no port given):
+    the frame is a request when it decodes whole as one. A header check alone is fooled
+    by responses, whose first bytes (correlation id, throttle time) often look like a
+    small api key and version."""
+    if not looks_like_request(frame):
+        return False
+    p = frame.payload
+    key, ver = _HH.unpack_from(p, 0)
+    cls = messages.request_class(key)
+    if cls is None or not cls.VALID_VERSIONS[0] <= ver <= cls.VALID_VERSIONS[1]:
+        return False
+    try:
+        codec.decode_request(p)
+    except DecodeError:
+        return False
+    return True
+
+
 def decode_capture(fileobj: BinaryIO, *, ports: Iterable[int] | None = None,
                    check_canonical: bool = True,
                    decoder: KafkaDecoder | None = None) -> Iterator[DecodedFrame]:
-    """Decode every Kafka frame of a pcap/pcapng file object, streaming.
+    """Decode every Kafka frame of a pcap/pcapng file object, streaming. Finished
+    connections are left in ``decoder.flows`` for summaries.
 
     Raises:
         DecodeError: the capture file itself is malformed.
     """
     dec = decoder if decoder is not None else KafkaDecoder(check_canonical=check_canonical)
     feed = dec.feed
-    for item in iter_frames(fileobj, ports=ports):
+    for item in iter_frames(fileobj, ports=ports, classifier=is_request):
         out = feed(item)
         if out:
             yield from out
     yield from dec.finish()
 
 
-def uuid_text(u: uuid.UUID) -> str:
-    """Kafka's base64url rendering of a uuid (re-exported for output helpers)."""
-    return uuid_to_base64url(u)

@@ -24,7 +24,7 @@ from kraft_jbod import codec
 from kraft_jbod.capture.kafka import CONFIDENCES, TRUNCATED, UNDECODED, DecodedFrame
 from kraft_jbod.capture.streams import FlowEnd
 
-__all__ = ["Summary", "frame_to_json", "frame_to_line", "format_time"]
+__all__ = ["Summary", "format_time", "frame_to_json", "frame_to_line"]
 
 #: Undecoded payloads are shown in hex up to this many bytes.
 MAX_HEX: Final = 4096

@@ -15,6 +15,7 @@ from dataclasses import dataclass
 from typing import Literal
 
 from kraft_jbod.controller import errors_codes as ec
+from kraft_jbod.wire.primitives import is_reserved_directory_id
 
 ProfileName = Literal["kafka", "kip"]
 
@@ -38,9 +39,6 @@ class Profile:
     # A replica in a directory missing from a single-directory broker's list counts as
     # online (KIP "metadata caching" rule) instead of offline (Kafka DirectoryId.isOnline).
     single_dir_unknown_is_online: bool
-    # A registered broker with no directories (pre-JBOD) places new replicas in
-    # MIGRATING (Kafka defaultDir) instead of UNASSIGNED (KIP replica placement).
-    zero_dirs_default_migrating: bool
 
 
 KAFKA = Profile(
@@ -52,7 +50,6 @@ KAFKA = Profile(
     unknown_offline_dir_error=None,
     fence_while_unassigned=False,
     single_dir_unknown_is_online=False,
-    zero_dirs_default_migrating=True,
 )
 
 KIP = Profile(
@@ -64,7 +61,6 @@ KIP = Profile(
     unknown_offline_dir_error=ec.LOG_DIR_NOT_FOUND,
     fence_while_unassigned=True,
     single_dir_unknown_is_online=True,
-    zero_dirs_default_migrating=False,
 )
 
 PROFILES: dict[str, Profile] = {"kafka": KAFKA, "kip": KIP}
@@ -82,19 +78,8 @@ def profile_named(name: str) -> Profile:
         raise ValueError(f"unknown semantics profile {name!r} (expected 'kafka' or 'kip')") from None
 
 
-_LSB_SIGN = 1 << 63
-_U64 = 1 << 64
 
 
 def is_reserved_directory(u: uuid.UUID) -> bool:
-    """Kafka's reserved range: msb == 0 and the lsb, read as a signed long, is < 100.
-
-    The signed read matters: msb 0 with the top lsb bit set is negative, so reserved.
-    """
-    value = u.int
-    if value >> 64:
-        return False
-    lsb = value & (_U64 - 1)
-    if lsb >= _LSB_SIGN:
-        return True
-    return lsb < 100
+    """Kafka's reserved directory-id range (see ``wire.primitives.is_reserved_directory_id``)."""
+    return is_reserved_directory_id(u)

@@ -965,7 +965,7 @@ class ControllerState:
             return self._canonical(prof.unassigned)
         n = len(reg.online_dirs)
         if n == 0:
-            return self._canonical(prof.migrating if prof.zero_dirs_default_migrating else prof.unassigned)
+            return self._canonical(prof.migrating)
         if n == 1:
             return reg.online_dirs[0]
         return self._canonical(prof.unassigned)

@@ -20,8 +20,8 @@ Users can reuse these in their own property tests::
 
 from __future__ import annotations
 
+import sys
 import uuid
-from functools import lru_cache
 from typing import Any
 
 from hypothesis import strategies as st
@@ -93,9 +93,19 @@ def unknown_tags(cls: type[Struct]) -> st.SearchStrategy[tuple[tuple[int, bytes]
     )
 
 
-@lru_cache(maxsize=None)
+_STRUCT_CACHE: dict[tuple[type[Struct], int, int], st.SearchStrategy[Any]] = {}
+
+
 def struct_value(cls: type[Struct], version: int, depth: int = 0) -> st.SearchStrategy[Any]:
-    """Instances of a generated struct valid at ``version``."""
+    """Instances of a generated struct valid at ``version`` (strategies are cached)."""
+    key = (cls, version, depth)
+    cached = _STRUCT_CACHE.get(key)
+    if cached is None:
+        cached = _STRUCT_CACHE[key] = _build_struct_value(cls, version, depth)
+    return cached
+
+
+def _build_struct_value(cls: type[Struct], version: int, depth: int) -> st.SearchStrategy[Any]:
     flexible = _flexible(cls, version)
     parts: dict[str, st.SearchStrategy[Any]] = {}
     for f in cls._FIELDS:
@@ -119,17 +129,19 @@ def message(cls: type[Message], version: int) -> st.SearchStrategy[Any]:
     return struct_value(cls, version)
 
 
-# Structs know their flexibility only through the message that owns them; the
-# generated module of a struct holds exactly one Message subclass.
-@lru_cache(maxsize=None)
-def _owner(cls: type[Struct]) -> type[Message] | None:
-    import sys
+_OWNERS: dict[type[Struct], type[Message] | None] = {}
 
-    module = sys.modules[cls.__module__]
-    for value in vars(module).values():
-        if isinstance(value, type) and issubclass(value, Message) and value is not Message:
-            return value
-    return None
+
+def _owner(cls: type[Struct]) -> type[Message] | None:
+    """The message owning a struct: structs know their flexibility only through it, and
+    the generated module of a struct holds exactly one Message subclass."""
+    if cls not in _OWNERS:
+        module = sys.modules[cls.__module__]
+        found = [
+            v for v in vars(module).values() if isinstance(v, type) and issubclass(v, Message) and v is not Message
+        ]
+        _OWNERS[cls] = found[0] if found else None
+    return _OWNERS[cls]
 
 
 def _flexible(cls: type[Struct], version: int) -> bool:

@@ -53,7 +53,9 @@ _L_iiibii = (('MaxWaitMs', 4), ('MinBytes', 4), ('MaxBytes', 4), ('IsolationLeve
 
 
 def _absent(field: str, version: int) -> _EncodeError:
-    return _EncodeError(f'attempted to write a non-default {field} at version {version}', field_path=field)
+    return _EncodeError(
+        f'attempted to write a non-default {field} at version {version}', field_path=field
+    )
 
 
 def _null(field: str) -> _EncodeError:

@@ -31,7 +31,9 @@ _L_h = (('ErrorCode', 2),)
 
 
 def _absent(field: str, version: int) -> _EncodeError:
-    return _EncodeError(f'attempted to write a non-default {field} at version {version}', field_path=field)
+    return _EncodeError(
+        f'attempted to write a non-default {field} at version {version}', field_path=field
+    )
 
 
 def _null(field: str) -> _EncodeError:

@@ -37,7 +37,9 @@ _L_qhi = (('ProducerId', 8), ('ProducerEpoch', 2), ('GenerationId', 4))
 
 
 def _absent(field: str, version: int) -> _EncodeError:
-    return _EncodeError(f'attempted to write a non-default {field} at version {version}', field_path=field)
+    return _EncodeError(
+        f'attempted to write a non-default {field} at version {version}', field_path=field
+    )
 
 
 def _null(field: str) -> _EncodeError:

@@ -17,6 +17,7 @@ only ``EncodeError``.
 from __future__ import annotations
 
 import base64
+import builtins
 import math
 import struct
 import uuid
@@ -41,7 +42,7 @@ class FieldInfo(NamedTuple):
     nullable: tuple[int, int] | None
     ignorable: bool
     default: Callable[[], Any]
-    struct: type[Struct] | None
+    struct: builtins.type[Struct] | None
     flexible_override: tuple[int, int] | None
 
     def present(self, version: int) -> bool:

@@ -46,7 +46,7 @@ _UUID_SET = object.__setattr__
 _SAFE_UNKNOWN = uuid.SafeUUID.unknown
 
 
-def uuid_from_bytes(raw: bytes) -> uuid.UUID:
+def uuid_from_bytes(raw: bytes | bytearray | memoryview) -> uuid.UUID:
     """Build a UUID from 16 big-endian bytes without ``uuid.UUID``'s validation cost."""
     u: uuid.UUID = _UUID_NEW(uuid.UUID)
     _UUID_SET(u, "int", int.from_bytes(raw, "big"))
@@ -60,7 +60,15 @@ ZERO_UUID = uuid_from_bytes(bytes(16))
 MIGRATING_DIRECTORY = uuid.UUID(int=0)
 UNASSIGNED_DIRECTORY = uuid.UUID(int=1)
 LOST_DIRECTORY = uuid.UUID(int=2)
-RESERVED_DIRECTORY_IDS = frozenset(uuid.UUID(int=i) for i in range(100))
+
+
+def is_reserved_directory_id(u: uuid.UUID) -> bool:
+    """Kafka's reserved directory range: msb == 0 and the lsb, read as a signed long, < 100.
+
+    The signed read matters: msb 0 with the top lsb bit set is negative, hence reserved.
+    """
+    msb, lsb = uuid_signed_key(u)
+    return msb == 0 and lsb < 100
 
 
 def uuid_to_base64url(u: uuid.UUID) -> str:
@@ -99,9 +107,7 @@ def uuid_signed_key(u: uuid.UUID) -> tuple[int, int]:
 
 
 def short_read(pos: int, need: int, have: int, field: str) -> DecodeError:
-    return DecodeError(
-        f"need {need} bytes, {max(have - pos, 0)} remain", offset=pos, field_path=field
-    )
+    return DecodeError(f"need {need} bytes, {max(have - pos, 0)} remain", offset=pos, field_path=field)
 
 
 def short_fixed(pos: int, buf_len: int, layout: Sequence[tuple[str, int]]) -> DecodeError:
@@ -354,9 +360,7 @@ def read_array_len(buf: Buffer, pos: int, field: str) -> tuple[int, int]:
     if n < 0:
         raise DecodeError("non-nullable field was serialized as null", offset=pos - 4, field_path=field)
     if n > end - pos:
-        raise DecodeError(
-            f"array of {n} elements but only {end - pos} bytes remain", offset=pos - 4, field_path=field
-        )
+        raise DecodeError(f"array of {n} elements but only {end - pos} bytes remain", offset=pos - 4, field_path=field)
     return n, pos
 
 
@@ -372,9 +376,7 @@ def read_nullable_array_len(buf: Buffer, pos: int, field: str) -> tuple[int, int
             return -1, pos
         raise DecodeError(f"negative array length {n}", offset=pos - 4, field_path=field)
     if n > end - pos:
-        raise DecodeError(
-            f"array of {n} elements but only {end - pos} bytes remain", offset=pos - 4, field_path=field
-        )
+        raise DecodeError(f"array of {n} elements but only {end - pos} bytes remain", offset=pos - 4, field_path=field)
     return n, pos
 
 
@@ -389,9 +391,7 @@ def read_compact_array_len(buf: Buffer, pos: int, field: str) -> tuple[int, int]
         raise DecodeError("non-nullable field was serialized as null", offset=pos - 1, field_path=field)
     n -= 1
     if n > end - pos:
-        raise DecodeError(
-            f"array of {n} elements but only {end - pos} bytes remain", offset=pos, field_path=field
-        )
+        raise DecodeError(f"array of {n} elements but only {end - pos} bytes remain", offset=pos, field_path=field)
     return n, pos
 
 
@@ -406,9 +406,7 @@ def read_nullable_compact_array_len(buf: Buffer, pos: int, field: str) -> tuple[
         return -1, pos
     n -= 1
     if n > end - pos:
-        raise DecodeError(
-            f"array of {n} elements but only {end - pos} bytes remain", offset=pos, field_path=field
-        )
+        raise DecodeError(f"array of {n} elements but only {end - pos} bytes remain", offset=pos, field_path=field)
     return n, pos
 
 
@@ -430,9 +428,7 @@ def write_compact_array_len(out: bytearray, value: Sequence[object] | None, fiel
             write_uvarint(out, n)
 
 
-def read_fixed_array(
-    buf: Buffer, pos: int, count: int, fmt: struct.Struct, field: str
-) -> tuple[list[Any], int]:
+def read_fixed_array(buf: Buffer, pos: int, count: int, fmt: struct.Struct, field: str) -> tuple[list[Any], int]:
     """``count`` fixed-width values in one ``iter_unpack`` (e.g. ``[]int32`` replica lists)."""
     need = count * fmt.size
     end = len(buf)

@@ -39,7 +39,16 @@ def test_check_detects_a_hand_edit(tmp_path: Path) -> None:
     target = out / "broker_heartbeat_request.py"
     target.write_text(target.read_text() + "\n# edited\n")
     proc = subprocess.run(
-        [sys.executable, "-m", "tools.codegen", "--check", "--schemas", str(ROOT / "schemas" / "message"), "--out", str(out)],
+        [
+            sys.executable,
+            "-m",
+            "tools.codegen",
+            "--check",
+            "--schemas",
+            str(ROOT / "schemas" / "message"),
+            "--out",
+            str(out),
+        ],
         cwd=ROOT,
         capture_output=True,
         text=True,
@@ -144,7 +153,16 @@ def dialect(tmp_path_factory: pytest.TempPathFactory) -> Any:
 
 def test_dialect_defaults_and_metadata(dialect: Any) -> None:
     d = dialect()
-    assert (d.b, d.i8, d.i16, d.u16, d.i32, d.u32, d.i64, d.f64) == (True, -3, 0x7FFF, 65535, -(2**31), 2**32 - 1, -1, 1.5)
+    assert (d.b, d.i8, d.i16, d.u16, d.i32, d.u32, d.i64, d.f64) == (
+        True,
+        -3,
+        0x7FFF,
+        65535,
+        -(2**31),
+        2**32 - 1,
+        -1,
+        1.5,
+    )
     assert d.s == "hello" and d.blob is None and d.recs is None and d.opt is None
     assert d.id == uuid.UUID(int=0) and d.items == [] and d.tagged == ""
     assert dialect.LATEST_VERSION_UNSTABLE is True
@@ -169,14 +187,28 @@ def test_dialect_wire_layout_v0(dialect: Any) -> None:
     msg = dialect(s="ab", ints=[1, 2], strs=["x"], items=[dialect._FIELDS[15].struct(key="k")])
     raw = msg.encode(0)
     expected = (
-        "01" "fd" "7fff" "ffff" "80000000" "ffffffffffffffff" "3ff8000000000000"
-        "0002" "6162"  # S
+        "01"
+        "fd"
+        "7fff"
+        "ffff"
+        "80000000"
+        "ffffffffffffffff"
+        "3ff8000000000000"
+        "0002"
+        "6162"  # S
         "ffffffff"  # Blob null
         "ffffffff"  # Recs null
-        + "00" * 16  # Id
-        + "00000002" "00000001" "00000002"  # Ints
-        "00000001" "0001" "78"  # Strs
-        "00000001" "0001" "6b"  # Items[0].Key
+        + "00"
+        * 16  # Id
+        + "00000002"
+        "00000001"
+        "00000002"  # Ints
+        "00000001"
+        "0001"
+        "78"  # Strs
+        "00000001"
+        "0001"
+        "6b"  # Items[0].Key
     )
     assert raw.hex() == expected
 
@@ -186,7 +218,7 @@ def test_dialect_flexible_tagged_layout(dialect: Any) -> None:
     msg = dialect(tagged="t", tagged_struct=shared(x=5), unknown_tagged_fields=((7, b"\x01"), (3, b"")))
     raw = msg.encode(2)
     # The tagged section sits at the very end: 4 fields in ascending tag order, unknown ones merged in.
-    assert raw.endswith(bytes.fromhex("04" "0002" "0274" "0203" "000500" "0300" "070101"))
+    assert raw.endswith(bytes.fromhex("040002027402030005000300070101"))
     back = dialect.decode(raw, 2)
     assert back.unknown_tagged_fields == ((3, b""), (7, b"\x01"))
     assert back.tagged == "t" and back.tagged_struct == shared(x=5)
@@ -196,10 +228,10 @@ def test_known_tag_at_wrong_version_is_rejected(dialect: Any) -> None:
     raw = bytearray(dialect().encode(2))
     # Replace the empty tagged section with one holding tag 1 (TaggedIds, which exists only from v3).
     assert raw[-1] == 0
-    raw[-1:] = bytes.fromhex("01" "0101" "01")
+    raw[-1:] = bytes.fromhex("01010101")
     with pytest.raises(DecodeError, match="tag 1 is not valid for version 2"):
         dialect.decode(bytes(raw), 2)
-    assert dialect.decode(bytes(raw[:-4] + bytes.fromhex("01" "0101" "01")), 3).tagged_ids == []
+    assert dialect.decode(bytes(raw[:-4] + bytes.fromhex("01010101")), 3).tagged_ids == []
 
 
 def test_absent_field_writes(dialect: Any) -> None:
@@ -238,7 +270,9 @@ def test_schema_errors() -> None:
             '"fields": [{"name": "A", "type": "int8", "versions": "0+", "tag": 0}]}'
         )
     with pytest.raises(SchemaError, match="unknown type"):
-        parse_schema('{"name": "X", "type": "data", "validVersions": "0", "fields": [{"name": "A", "type": "Nope", "versions": "0+"}]}')
+        parse_schema(
+            '{"name": "X", "type": "data", "validVersions": "0", "fields": [{"name": "A", "type": "Nope", "versions": "0+"}]}'
+        )
     with pytest.raises(SchemaError, match="uuid cannot be nullable"):
         parse_schema(
             '{"name": "X", "type": "data", "validVersions": "0", '

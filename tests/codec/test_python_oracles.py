@@ -117,8 +117,12 @@ def test_kio_built_heartbeat_decodes_here() -> None:
 
     dirs = (uuid.UUID(int=7), uuid.UUID(int=(1 << 128) - 1))
     req = KioHeartbeat(
-        broker_id=BrokerId(4), broker_epoch=i64(9), current_metadata_offset=i64(77),
-        want_fence=True, want_shut_down=False, offline_log_dirs=dirs,
+        broker_id=BrokerId(4),
+        broker_epoch=i64(9),
+        current_metadata_offset=i64(77),
+        want_fence=True,
+        want_shut_down=False,
+        offline_log_dirs=dirs,
     )
     out = io.BytesIO()
     entity_writer(KioHeartbeat)(out, req)
@@ -225,10 +229,10 @@ def test_kafka_python_writes_tags_in_schema_order(kafka_python_records: dict[str
     cls = messages.by_name("PartitionChangeRecord")
     msg = cls(directories=[], last_known_elr=[1])
     ours = msg.encode(2)
-    assert ours.hex().endswith("02" "0705" "0200000001" "0801" "01")
+    assert ours.hex().endswith("0207050200000001080101")
     theirs = kafka_python_records["PartitionChangeRecord"].decode(ours, version=2, header=False)
     their_bytes = theirs.encode(version=2, header=False)
-    assert their_bytes.hex().endswith("02" "0801" "01" "0705" "0200000001")
+    assert their_bytes.hex().endswith("0208010107050200000001")
     assert cls.decode(their_bytes, 2) == msg
     assert _tag_order_differs(cls, 2)
 
@@ -236,8 +240,14 @@ def test_kafka_python_writes_tags_in_schema_order(kafka_python_records: dict[str
 def test_oracles_covered_everything() -> None:
     kip = {
         (messages.by_name(n).NAME, v)
-        for n in ("BrokerRegistrationRequest", "BrokerRegistrationResponse", "BrokerHeartbeatRequest",
-                  "BrokerHeartbeatResponse", "AssignReplicasToDirsRequest", "AssignReplicasToDirsResponse")
+        for n in (
+            "BrokerRegistrationRequest",
+            "BrokerRegistrationResponse",
+            "BrokerHeartbeatRequest",
+            "BrokerHeartbeatResponse",
+            "AssignReplicasToDirsRequest",
+            "AssignReplicasToDirsResponse",
+        )
         for v in range(messages.by_name(n).VALID_VERSIONS[0], messages.by_name(n).VALID_VERSIONS[1] + 1)
     }
     assert kip <= CHECKED["kio"]

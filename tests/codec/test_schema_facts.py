@@ -63,9 +63,7 @@ def test_every_fact_matches_kafka(category: str) -> None:
 
 
 def test_every_api_key_kafka_defines_is_covered() -> None:
-    reference_keys = {
-        (m.type, m.api_key) for m in load_dir(REFERENCE / "message") if m.type in ("request", "response")
-    }
+    reference_keys = {(m.type, m.api_key) for m in load_dir(REFERENCE / "message") if m.type in ("request", "response")}
     our_keys = {(m.type, m.api_key) for m in load_dir(OURS / "message") if m.type in ("request", "response")}
     assert our_keys == reference_keys
     assert {("request", 62), ("request", 63), ("request", 73)} <= our_keys

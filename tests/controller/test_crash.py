@@ -157,3 +157,27 @@ async def test_sigkill_loses_no_acknowledged_record(tmp_path: Path, capsys: pyte
             f"(registrations={len(registered)}, unfences={len(unfenced)}) unacknowledged at kill={sent - acked} "
             f"records in log after kill={n_records} brokers in log={len(state.brokers)} acknowledged lost=0\n"
         )
+
+
+@pytest.mark.parametrize("sig", [signal.SIGINT, signal.SIGTERM])
+async def test_signal_stops_gracefully_with_log_flushed(tmp_path: Path, sig: signal.Signals) -> None:
+    config = tmp_path / "controller.properties"
+    config.write_text(
+        "node.id=3000\nlisteners=CONTROLLER://127.0.0.1:0\n"
+        f"controller.listener.names=CONTROLLER\nmetadata.log.dir={tmp_path / 'meta'}\n"
+    )
+    proc, addr = await start_controller(config)
+    r, w = await asyncio.open_connection(*addr)
+    conn = Conn(r, w)
+    resp = await conn.call(registration(1), 3)
+    assert resp is not None and getattr(resp, "error_code") == 0  # noqa: B009
+    proc.send_signal(sig)
+    assert await asyncio.wait_for(proc.wait(), 30) == 0
+    assert proc.stdout is not None
+    assert await proc.stdout.read() == b""  # exactly one "listening on" line was printed
+    w.close()
+    # The lock is free and the log whole: a writer can open it and finds the registration.
+    with MetadataLog.open(tmp_path / "meta" / "__cluster_metadata-0") as log:
+        kinds = [type(rec).__name__ for _, rec, _ in log.replay()]
+        assert log.truncated_bytes == 0
+    assert kinds[-1] == "RegisterBrokerRecord"

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import logging
 import struct
 import uuid
@@ -246,3 +247,23 @@ def test_record_values_decode_with_codec(tmp_path: Path) -> None:
     value = b.records[0].value
     assert value is not None
     assert codec.decode_metadata_record(value) == (broker(4), 3)
+
+
+def test_log_dump_cli_reports_damage_with_offset(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    from kraft_jbod import cli
+
+    with MetadataLog.open(tmp_path) as log:
+        log.append([(MV17, 0)], timestamp_ms=1)
+        log.append([(broker(1), 3)], timestamp_ms=2)
+        log.append([(broker(2), 3)], timestamp_ms=3)
+        second = log.batches[1]
+    assert cli.main(["log", "dump", str(tmp_path)]) == 0
+    out = capsys.readouterr().out.splitlines()
+    assert [json.loads(x)["type"] for x in out] == ["FeatureLevelRecord", "RegisterBrokerRecord", "RegisterBrokerRecord"]
+    seg = tmp_path / segment_name(0)
+    data = bytearray(seg.read_bytes())
+    data[second.position + 30] ^= 0x40
+    seg.write_bytes(bytes(data))
+    assert cli.main(["log", "dump", str(tmp_path)]) == 2
+    assert "damaged at offset 1" in capsys.readouterr().err
+    assert seg.read_bytes() == bytes(data)

@@ -352,3 +352,20 @@ async def test_metadata_version_below_jbod(tmp_path: Path) -> None:
         (rec,) = [r for _, r, _ in s.log.replay() if type(r).__name__ == "RegisterBrokerRecord"]  # type: ignore[union-attr]
         assert rec.log_dirs == []
         await c.close()
+
+
+async def test_several_listeners_ipv4_and_ipv6(tmp_path: Path) -> None:
+    cfg = make_config(
+        tmp_path,
+        listeners="CONTROLLER://127.0.0.1:0,CONTROLLER6://[::1]:0,PLAINTEXT://127.0.0.1:0",
+        **{"controller.listener.names": "CONTROLLER,CONTROLLER6"},
+    )
+    async with ControllerServer(cfg, cluster_id=CLUSTER) as s:
+        assert [h for h, _ in s.addresses] == ["127.0.0.1", "::1"]
+        assert all(p > 0 for _, p in s.addresses)
+        for addr in s.addresses:
+            c = await Client.connect(addr)
+            resp = await c.call(DescribeClusterRequest(endpoint_type=2), 1)
+            assert resp.error_code == 0
+            assert sorted((b.host, b.port) for b in resp.brokers) == sorted(s.addresses)
+            await c.close()

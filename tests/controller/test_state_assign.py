@@ -90,3 +90,18 @@ def test_assign_to_offline_dir_adds_isr_record(target: uuid.UUID) -> None:
     assert first.directories is not None and second.directories is None  # type: ignore[attr-defined]
     assert 1 not in p.isr and p.leader != 1 and p.leader != -1
     assert c.state.check_invariants() == []
+
+
+@pytest.mark.parametrize(("profile", "offline"), [("kafka", True), ("kip", False)])
+def test_unknown_dir_on_single_dir_broker(profile: str, offline: bool) -> None:
+    c = Cluster(profile=profile)
+    c.start_broker(1, [dir_id(1, 0)])
+    c.start_broker(2, [dir_id(2, 0)])
+    c.create_topic("t", 1, 2)
+    tid = c.state.topic_id_of("t")
+    assert tid is not None
+    out = c.assign(1, uuid.UUID(int=4242 << 64), [(tid, 0)])
+    assert len(out.records) == (2 if offline else 1)
+    p = c.state.partition(tid, 0)
+    assert p is not None and (1 not in p.isr) is offline
+    assert c.state.check_invariants() == []

@@ -66,3 +66,15 @@ def test_placement_distinct_and_balanced(n: int, parts: int, rf: int) -> None:
     assert max(firsts.count(b) for b in brokers) - min(firsts.count(b) for b in brokers) <= 1
     with pytest.raises(ValueError):
         place_replicas(brokers, 1, n + 1)
+
+
+def test_every_profile_field_has_a_row_in_the_divergence_table() -> None:
+    import dataclasses
+    from pathlib import Path
+
+    doc = (Path(__file__).resolve().parents[2] / "docs" / "divergences.md").read_text()
+    for f in dataclasses.fields(KAFKA):
+        if f.name != "name":
+            assert f"`{f.name}`" in doc, f.name
+        if f.name not in ("name",):
+            assert getattr(KAFKA, f.name) != getattr(KIP, f.name), f"{f.name} does not diverge"

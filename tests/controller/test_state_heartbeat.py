@@ -6,10 +6,15 @@ import uuid
 
 import pytest
 
-from kraft_jbod.messages.broker_heartbeat_request import BrokerHeartbeatRequest
 from kraft_jbod.controller import errors_codes as ec
 from kraft_jbod.controller.heartbeat import HbState
+from kraft_jbod.messages.broker_heartbeat_request import BrokerHeartbeatRequest
 from kraft_jbod.messages.broker_registration_change_record import BrokerRegistrationChangeRecord
+from kraft_jbod.messages.create_topics_request import (
+    CreatableReplicaAssignment,
+    CreatableTopic,
+    CreateTopicsRequest,
+)
 from kraft_jbod.messages.fence_broker_record import FenceBrokerRecord
 from kraft_jbod.messages.partition_change_record import PartitionChangeRecord
 from kraft_jbod.messages.unfence_broker_record import UnfenceBrokerRecord
@@ -74,13 +79,7 @@ def test_heartbeat_table(start: str, wf: bool, ws: bool, leads: bool, fenced: bo
     assert c.state.check_invariants() == []
 
 
-def _topic_on(replicas: list[int]) -> object:
-    from kraft_jbod.messages.create_topics_request import (
-        CreatableReplicaAssignment,
-        CreatableTopic,
-        CreateTopicsRequest,
-    )
-
+def _topic_on(replicas: list[int]) -> CreateTopicsRequest:
     return CreateTopicsRequest(
         topics=[CreatableTopic(name="t", num_partitions=-1, replication_factor=-1,
                                assignments=[CreatableReplicaAssignment(0, replicas)])]

@@ -157,7 +157,9 @@ def assign_spec(dirs: int = 3, topics: int = 15, partitions: int = 50) -> Assign
 
 def metadata_spec(topics: int = 100, partitions: int = 12) -> Metadata:
     rnd = random.Random(3)
-    brokers = [(n, f"broker-{n}.kafka.internal", 9092, f"rack-{n}") for n in (1, 2, 3)]
+    brokers: list[tuple[int, str, int, str | None]] = [
+        (n, f"broker-{n}.kafka.internal", 9092, f"rack-{n}") for n in (1, 2, 3)
+    ]
     topic_list = []
     for t, tid in enumerate(_uuids(rnd, topics)):
         parts = []
@@ -200,7 +202,9 @@ def ours_assign(s: Assign) -> AssignReplicasToDirsRequest:
         directories=[
             DirectoryData(
                 id=d,
-                topics=[TopicData(topic_id=t, partitions=[PartitionData(partition_index=p) for p in ps]) for t, ps in ts],
+                topics=[
+                    TopicData(topic_id=t, partitions=[PartitionData(partition_index=p) for p in ps]) for t, ps in ts
+                ],
             )
             for d, ts in s.directories
         ],
@@ -484,9 +488,9 @@ class Case:
 def _ours(obj: Any, version: int) -> PeerCodec:
     cls = type(obj)
     return PeerCodec(
-        encode=lambda: obj.encode(version),  # type: ignore[no-any-return]
+        encode=lambda: obj.encode(version),
         decode=lambda data: cls.decode(data, version),
-        reencode=lambda value: value.encode(version),  # type: ignore[no-any-return]
+        reencode=lambda value: value.encode(version),
     )
 
 
@@ -517,7 +521,7 @@ def _kp_codec(obj: Any, version: int) -> PeerCodec:
         return bytes(value.encode(version=version))
 
     return PeerCodec(
-        encode=lambda: obj.encode(version=version),  # type: ignore[no-any-return]
+        encode=lambda: obj.encode(version=version),
         decode=lambda data: cls.decode(data, version=version),
         reencode=reencode,
     )
@@ -574,7 +578,10 @@ def verify(case: Case) -> None:
     reference = encoded["ours"]
     for peer, data in encoded.items():
         if data != reference:
-            at = next((i for i, (a, b) in enumerate(zip(data, reference)) if a != b), min(len(data), len(reference)))
+            at = next(
+                (i for i, (a, b) in enumerate(zip(data, reference, strict=False)) if a != b),
+                min(len(data), len(reference)),
+            )
             raise BenchError(
                 f"{case.name}: {peer} encodes {len(data)} bytes, ours {len(reference)}; first difference at {at}"
             )
@@ -660,7 +667,10 @@ def report_rows(cases: Sequence[Case]) -> list[dict[str, Any]]:
 
 
 def format_table(rows: Sequence[dict[str, Any]]) -> str:
-    head = f"{'case':<70} {'op':<6} {'bytes':>7} {'ours/s':>11} {'kio/s':>11} {'kafka-py/s':>11} {'/kio':>12} {'/kafka-py':>12}"
+    head = (
+        f"{'case':<70} {'op':<6} {'bytes':>7} {'ours/s':>11} {'kio/s':>11} {'kafka-py/s':>11}"
+        f" {'/kio':>12} {'/kafka-py':>12}"
+    )
     lines = [head, "-" * len(head)]
     for row in rows:
         rate = row["msgs_per_s"]

@@ -57,8 +57,9 @@ def build(partitions: int, probes: int, per_dir: int) -> tuple[ControllerState, 
     offset += 1
     for b in range(BROKERS):
         dirs = [_dir(b, i) for i in range(DIRS)]
-        state.apply(offset, RegisterBrokerRecord(broker_id=b, incarnation_id=uuid.UUID(int=b + 1000), broker_epoch=offset,
-                                                 fenced=False, log_dirs=dirs), 3)
+        reg = RegisterBrokerRecord(broker_id=b, incarnation_id=uuid.UUID(int=b + 1000), broker_epoch=offset,
+                                   fenced=False, log_dirs=dirs)
+        state.apply(offset, reg, 3)
         offset += 1
     brokers = list(range(BROKERS))
     probe_fill = [0] * probes  # directory 0 of brokers 0..probes-1 gets exactly per_dir replicas

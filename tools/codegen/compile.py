@@ -95,8 +95,8 @@ def compile_specs(specs: list[MessageSpec], schema_prefix: dict[str, str] | None
             lines.append(f"    {k}: {table[k]!r},")
         lines.append("}")
     lines.append("\nBY_NAME: dict[str, tuple[str, str]] = {")
-    for k in sorted(by_name):
-        lines.append(f"    {k!r}: {by_name[k]!r},")
+    for schema_name in sorted(by_name):
+        lines.append(f"    {schema_name!r}: {by_name[schema_name]!r},")
     lines.append("}")
     lines.append(INDEX_FUNCS)
     files["__init__.py"] = "\n".join(lines)

@@ -306,7 +306,9 @@ class Emitter:
             "",
             "",
             "def _absent(field: str, version: int) -> _EncodeError:",
-            "    return _EncodeError(f'attempted to write a non-default {field} at version {version}', field_path=field)",
+            "    return _EncodeError(",
+            "        f'attempted to write a non-default {field} at version {version}', field_path=field",
+            "    )",
             "",
             "",
             "def _null(field: str) -> _EncodeError:",
@@ -414,7 +416,7 @@ class Emitter:
         i = 0
         while i < len(inline):
             f = inline[i]
-            if f.type in FIXED_FORMATS and not (v in f.nullable_versions):
+            if f.type in FIXED_FORMATS and v not in f.nullable_versions:
                 group = [f]
                 j = i + 1
                 while j < len(inline) and inline[j].type in FIXED_FORMATS:
@@ -442,8 +444,10 @@ class Emitter:
                 first = False
                 L.append(f"            {kw} tag == {f.tag}:")
                 L.append("                sub = bytes(buf[pos:pos + size])")
-                L += self.read_value(f, v, f"v_{snake(f.name)}", "sub", "p", "                ", tagged_ctx=True, init_pos="0")
-            invalid = sorted({f.tag for f in s.fields if f.tag is not None and not (v in f.tagged_versions)})
+                L += self.read_value(
+                    f, v, f"v_{snake(f.name)}", "sub", "p", "                ", tagged_ctx=True, init_pos="0"
+                )
+            invalid = sorted({f.tag for f in s.fields if f.tag is not None and v not in f.tagged_versions})
             if invalid:
                 kw = "if" if first else "elif"
                 first = False
@@ -485,7 +489,7 @@ class Emitter:
             L.append(f"{ind}{names[0]}, = {const}.unpack_from(buf, pos)")
         else:
             L.append(f"{ind}{', '.join(names)} = {const}.unpack_from(buf, pos)")
-        for f, n in zip(group, names):
+        for f, n in zip(group, names, strict=True):
             if f.type == "uuid":
                 L.append(f"{ind}{n} = _uuid_from_bytes({n})")
         L.append(f"{ind}pos += {size}")
@@ -556,7 +560,9 @@ class Emitter:
             inner = ind
             if nullable:
                 L.append(f"{ind}if {pos} >= len({buf}):")
-                L.append(f"{ind}    raise _DecodeError('need 1 byte for the null marker', offset={pos}, field_path={name!r})")
+                L.append(
+                    f"{ind}    raise _DecodeError('need 1 byte for the null marker', offset={pos}, field_path={name!r})"
+                )
                 L.append(f"{ind}if {buf}[{pos}] >= 0x80:")
                 L.append(f"{ind}    {var} = None")
                 L.append(f"{ind}    {pos} += 1")
@@ -649,7 +655,8 @@ class Emitter:
             L.append("        out.append(0)")
         else:
             L.append("    if o.unknown_tagged_fields:")
-            L.append(f"        raise _EncodeError({'tagged fields cannot be written at non-flexible version ' + vexpr.strip(chr(39))!r})")
+            reason = "tagged fields cannot be written at non-flexible version " + vexpr.strip("'")
+            L.append(f"        raise _EncodeError({reason!r})")
         return L
 
     def write_fixed_group(self, group: list[FieldSpec], ind: str) -> list[str]:

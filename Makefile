@@ -1,0 +1,44 @@
+# kraft-jbod: the two commands of the README, plus the pieces they are made of.
+# Both main targets install what they need into .venv on a fresh machine.
+
+PYTHON ?= python3
+VENV := .venv
+PY := $(VENV)/bin/python
+STAMP := $(VENV)/.installed
+
+.PHONY: run test check lint typecheck importlint unit system-deps clean
+
+$(STAMP): pyproject.toml
+	$(PYTHON) -m venv $(VENV)
+	$(PY) -m pip install --quiet --upgrade pip
+	$(PY) -m pip install --quiet -e '.[all,test]'
+	touch $(STAMP)
+
+# The main job on embedded defaults.
+run: $(STAMP)
+	$(VENV)/bin/kraft-jbod demo
+
+# Everything CI runs.
+test: $(STAMP) system-deps lint typecheck importlint unit
+
+# tshark is the reference dissector some capture tests compare against.
+system-deps:
+	@command -v tshark >/dev/null 2>&1 || { \
+		echo "installing tshark (Debian package)"; \
+		if [ "$$(id -u)" = 0 ]; then SUDO=; else SUDO=sudo; fi; \
+		$$SUDO apt-get update -qq && DEBIAN_FRONTEND=noninteractive $$SUDO apt-get install -y -qq tshark >/dev/null; }
+
+lint: $(STAMP)
+	$(VENV)/bin/ruff check kraft_jbod tools tests
+
+typecheck: $(STAMP)
+	$(VENV)/bin/mypy kraft_jbod tools
+
+importlint: $(STAMP)
+	$(VENV)/bin/lint-imports
+
+unit: $(STAMP)
+	$(PY) -m pytest -q
+
+clean:
+	rm -rf $(VENV) .cache .pytest_cache .mypy_cache .ruff_cache .hypothesis

@@ -1,0 +1,182 @@
+"""CLI commands of the capture area: ``kraft-jbod decode`` and ``kraft-jbod capture listen``.
+
+``register(sub)`` adds the subparsers to the main parser (see :mod:`kraft_jbod.cli`); each
+handler returns an exit code: 0 success, 1 some frame did not decode (truncated frames,
+which the capture cut, do not count), 2 unreadable input or bad usage.
+
+The progress bar (tqdm, on stderr) follows the bytes read from each file; it appears only
+when stderr is a terminal and the file takes more than a moment, and ``--no-progress``
+turns it off.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import io
+import sys
+from collections.abc import Iterator
+from contextlib import ExitStack
+from pathlib import Path
+from typing import Any, BinaryIO, TextIO
+
+from kraft_jbod.capture.kafka import DecodedFrame, KafkaDecoder, decode_capture
+from kraft_jbod.capture.output import Summary, frame_to_line
+from kraft_jbod.errors import DecodeError
+
+__all__ = ["cmd_decode", "cmd_listen", "listen", "register"]
+
+
+def _fail(msg: str) -> int:
+    sys.stderr.write(f"kraft-jbod: {msg}\n")
+    return 2
+
+
+def _frames(fh: BinaryIO, ports: list[int] | None, summary: Summary,
+            check_canonical: bool) -> Iterator[DecodedFrame]:
+    dec = KafkaDecoder(check_canonical=check_canonical)
+    for f in decode_capture(fh, ports=ports, decoder=dec):
+        summary.add(f)
+        yield f
+    for end in dec.flows:
+        summary.add_flow(end)
+
+
+def cmd_decode(args: argparse.Namespace) -> int:
+    from kraft_jbod.capture.sample import SAMPLE_NAME, build_sample
+
+    sources: list[tuple[str, Any]] = []
+    if args.sample:
+        sources.append((SAMPLE_NAME, None))
+    sources.extend((f, Path(f)) for f in args.files)
+    if not sources:
+        return _fail("decode: give capture FILE(s) or --sample")
+    ports = args.port or None
+    summary = Summary()
+    show_progress = not args.no_progress and sys.stderr.isatty()
+    with ExitStack() as stack:
+        out: TextIO | None
+        if args.output:
+            try:
+                out = stack.enter_context(open(args.output, "w", encoding="utf-8"))  # noqa: SIM115
+            except OSError as exc:
+                return _fail(f"cannot write {args.output}: {exc.strerror}")
+        else:
+            out = None if args.summary else sys.stdout
+        for name, path in sources:
+            if path is None:
+                fh: BinaryIO = io.BytesIO(build_sample())
+                size = None
+            else:
+                try:
+                    fh = stack.enter_context(path.open("rb"))
+                    size = path.stat().st_size
+                except OSError as exc:
+                    return _fail(f"cannot read {name}: {exc.strerror}")
+            reader: Any = fh
+            if show_progress and size:
+                from tqdm import tqdm
+
+                bar = stack.enter_context(tqdm(total=size, unit="B", unit_scale=True,
+                                               desc=Path(name).name, file=sys.stderr,
+                                               delay=0.5, leave=False))
+                reader = stack.enter_context(bar.wrapattr(fh, "read"))
+            try:
+                for f in _frames(reader, ports, summary, not args.no_canonical):
+                    if out is not None:
+                        out.write(frame_to_line(f))
+                        out.write("\n")
+            except DecodeError as exc:
+                return _fail(f"{name}: not a readable capture: {exc}")
+    if args.summary:
+        sys.stdout.write(summary.render() + "\n")
+    return 1 if summary.undecoded else 0
+
+
+async def listen(host: str, port: int, out: TextIO, *, count: int | None = None,
+                 timeout: float | None = None, ready: asyncio.Event | None = None,
+                 bound: list[tuple[str, int]] | None = None) -> int:
+    """Receive tap datagrams on ``host:port`` and write one JSON line per decoded frame.
+
+    Stops after ``count`` frames or ``timeout`` seconds without a datagram (when given).
+    ``ready`` is set once bound; the bound address is appended to ``bound`` (port 0
+    picks one). Returns the number of frames written. Raises OSError if it cannot bind.
+    """
+    import asyncio_dgram
+
+    from kraft_jbod.capture.tap import TapListener
+
+    stream = await asyncio_dgram.bind((host, port))
+    if bound is not None:
+        bound.append(stream.sockname[:2])
+    if ready is not None:
+        ready.set()
+    listener = TapListener()
+    written = 0
+    try:
+        while count is None or written < count:
+            try:
+                if timeout is None:
+                    raw, addr = await stream.recv()
+                else:
+                    raw, addr = await asyncio.wait_for(stream.recv(), timeout)
+            except TimeoutError:
+                break
+            for f in listener.feed(raw, addr):
+                out.write(frame_to_line(f) + "\n")
+                written += 1
+            out.flush()
+        if count is None or written < count:
+            for f in listener.finish():
+                out.write(frame_to_line(f) + "\n")
+                written += 1
+            out.flush()
+    finally:
+        stream.close()
+    return written
+
+
+def cmd_listen(args: argparse.Namespace) -> int:
+    host, _, port_text = args.address.rpartition(":")
+    host = host.strip("[]") or "127.0.0.1"
+    try:
+        port = int(port_text)
+    except ValueError:
+        return _fail(f"listen: expected HOST:PORT, got {args.address!r}")
+    try:
+        asyncio.run(listen(host, port, sys.stdout, count=args.count, timeout=args.timeout))
+    except OSError as exc:
+        return _fail(f"listen: cannot bind {args.address}: {exc.strerror or exc}")
+    return 0
+
+
+def register(sub: Any) -> None:
+    """Add ``decode`` and ``capture listen`` to the main parser's subcommands."""
+    d = sub.add_parser(
+        "decode",
+        help="decode Kafka traffic in pcap/pcapng files to JSON lines",
+        description="Reassembles TCP, splits Kafka frames, pairs responses with requests "
+        "and decodes both; one JSON line per frame. Ports are found automatically; "
+        "--port names server ports (needed when a capture starts mid-connection).",
+    )
+    d.add_argument("files", nargs="*", metavar="FILE", help="pcap or pcapng file")
+    d.add_argument("--port", type=int, action="append", metavar="N",
+                   help="a Kafka server port (repeatable)")
+    d.add_argument("--summary", action="store_true",
+                   help="print a summary table (JSON lines then go only to --output)")
+    d.add_argument("--output", metavar="FILE", help="write the JSON lines to FILE")
+    d.add_argument("--no-progress", action="store_true", help="no progress bar")
+    d.add_argument("--no-canonical", action="store_true",
+                   help="skip the re-encoding check (faster)")
+    d.add_argument("--sample", action="store_true",
+                   help="decode the built-in KIP-858 demo capture")
+    d.set_defaults(func=cmd_decode)
+
+    c = sub.add_parser("capture", help="live capture tools")
+    csub = c.add_subparsers(dest="capture_command", required=True)
+    li = csub.add_parser("listen", help="decode frames mirrored by a server's UDP tap",
+                         description="Prints one JSON line per frame the tap mirrors.")
+    li.add_argument("address", metavar="HOST:PORT")
+    li.add_argument("--count", type=int, help="stop after this many frames")
+    li.add_argument("--timeout", type=float, help="stop after this many idle seconds")
+    li.set_defaults(func=cmd_listen)
