@@ -12,7 +12,8 @@ Rules:
    (confidence ``header``). A response is decoded with the key and version of the request
    carrying the same correlation id on the same connection (``paired``).
 2. A response whose request was not captured (the capture started mid-connection, or the
-   request fell in a gap) is held until its connection ends, then resolved in three steps,
+   request fell in a gap) is held until a few more requests of its connection were seen
+   (or it ends), then resolved in three steps,
    each reported as the frame's confidence instead of guessed silently:
    ``inferred-order``: among the pairs this client used on this connection, exactly one
    decodes the frame, or several do and the one whose correlation id is nearest wins
@@ -395,7 +396,8 @@ class _Conn:
 
     def __init__(self, server: str) -> None:
         self.server = server
-        self.pending: dict[int, tuple[int, int, int]] = {}  # corr -> key, version, ts
+        # corr -> key, version, timestamp, client id
+        self.pending: dict[int, tuple[int, int, int, str | None]] = {}
         self.history: deque[tuple[int, int, int]] = deque(maxlen=_HISTORY)  # corr, key, ver
         # While an orphan response waits, this connection's output waits behind it so
         # frames leave in capture order; a Frame entry is an orphan still to infer.
@@ -412,8 +414,10 @@ def _server_of(connection_id: str) -> str:
 class KafkaDecoder:
     """Sans-I/O: :class:`Frame` / :class:`FlowEnd` in, :class:`DecodedFrame` out.
 
-    ``feed`` returns the frames it could decode now; a response waiting for inference
-    comes out when its connection ends (``FlowEnd``) or at :meth:`finish`. ``check_canonical``
+    ``feed`` returns the frames it could decode now. A response waiting for inference
+    holds back its connection's later frames (so output keeps capture order) until
+    the client sent ``_LOOKAHEAD`` more requests, its connection ends (``FlowEnd``) or
+    :meth:`finish`. ``check_canonical``
     re-encodes every complete frame (rule 4). ``decode_records`` controls rule 5.
     Never raises for frame content.
     """
@@ -477,7 +481,7 @@ class KafkaDecoder:
             return df
         key, ver, corr = codec.peek_request(p)
         df.api_key, df.api_version, df.correlation_id = key, ver, corr
-        st.pending[corr] = (key, ver, fr.timestamp_ns)
+        st.pending[corr] = (key, ver, fr.timestamp_ns, None)
         st.history.append((corr, key, ver))
         hv = codec.request_header_version(key, ver)
         df.header_version = hv
@@ -489,6 +493,7 @@ class KafkaDecoder:
             return df
         df.header = header
         df.client_id = header.client_id
+        st.pending[corr] = (key, ver, fr.timestamp_ns, header.client_id)
         if not fr.complete:
             df.confidence = TRUNCATED
             return df
@@ -520,9 +525,10 @@ class KafkaDecoder:
         if req is None:
             st.queue.append(fr)
             return []
-        key, ver, ts = req
+        key, ver, ts, client_id = req
         df = self._blank_response(fr)
         df.correlation_id = corr
+        df.client_id = client_id
         df.latency_ns = fr.timestamp_ns - ts
         self._decode_as(df, key, ver, PAIRED)
         if key == API_VERSIONS and df.body is not None:

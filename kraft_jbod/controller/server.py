@@ -460,18 +460,10 @@ class ControllerServer:
                 pass
 
     async def _ticker(self) -> None:
+        # Ticks go through the worker's queue like requests, so Rule 1 holds for them too.
         while not self._closing:
             await asyncio.sleep(self._tick_ms / 1000)
-            if not self._busy and not self._queue:
-                self._busy = True
-                try:
-                    await self._run_tick()
-                finally:
-                    if not self._queue:
-                        self._busy = False
-                    else:
-                        self._wake.set()
-            elif not any(w.proto is None for w in self._queue):
+            if not any(w.proto is None for w in self._queue):
                 self._queue.append(_Work(None, None, None))
                 self._wake.set()
 
