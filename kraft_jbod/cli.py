@@ -108,6 +108,7 @@ def build_parser() -> argparse.ArgumentParser:
 _EXTRA_COMMANDS: list[Callable[[Any], None]] = []
 
 from kraft_jbod.capture import commands as _capture_commands  # noqa: E402
+
 _EXTRA_COMMANDS.append(_capture_commands.register)
 from kraft_jbod.controller import commands as _controller_commands  # noqa: E402, I001
 

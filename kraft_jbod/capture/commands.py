@@ -12,17 +12,19 @@ turns it off.
 from __future__ import annotations
 
 import argparse
-import asyncio
 import io
 import sys
 from collections.abc import Iterator
 from contextlib import ExitStack
 from pathlib import Path
-from typing import Any, BinaryIO, TextIO
+from typing import TYPE_CHECKING, Any, BinaryIO, TextIO
 
 from kraft_jbod.capture.kafka import DecodedFrame, KafkaDecoder, decode_capture
 from kraft_jbod.capture.output import Summary, frame_to_line
 from kraft_jbod.errors import DecodeError
+
+if TYPE_CHECKING:
+    import asyncio
 
 __all__ = ["cmd_decode", "cmd_listen", "listen", "register"]
 
@@ -58,7 +60,7 @@ def cmd_decode(args: argparse.Namespace) -> int:
         out: TextIO | None
         if args.output:
             try:
-                out = stack.enter_context(open(args.output, "w", encoding="utf-8"))  # noqa: SIM115
+                out = stack.enter_context(open(args.output, "w", encoding="utf-8"))
             except OSError as exc:
                 return _fail(f"cannot write {args.output}: {exc.strerror}")
         else:
@@ -102,6 +104,8 @@ async def listen(host: str, port: int, out: TextIO, *, count: int | None = None,
     ``ready`` is set once bound; the bound address is appended to ``bound`` (port 0
     picks one). Returns the number of frames written. Raises OSError if it cannot bind.
     """
+    import asyncio
+
     import asyncio_dgram
 
     from kraft_jbod.capture.tap import TapListener
@@ -137,6 +141,8 @@ async def listen(host: str, port: int, out: TextIO, *, count: int | None = None,
 
 
 def cmd_listen(args: argparse.Namespace) -> int:
+    import asyncio
+
     host, _, port_text = args.address.rpartition(":")
     host = host.strip("[]") or "127.0.0.1"
     try:

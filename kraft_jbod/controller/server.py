@@ -50,7 +50,7 @@ from kraft_jbod.connection import (
     RequestReceived,
     ServerConnection,
 )
-from kraft_jbod.controller import features
+from kraft_jbod.controller import features, replication
 from kraft_jbod.controller.config import ControllerConfig, parse_properties
 from kraft_jbod.controller.log import MetadataLog
 from kraft_jbod.errors import ConfigError, EncodeError, KraftJbodError, ProtocolError, StorageError
@@ -189,6 +189,9 @@ class ControllerServer:
         self.fatal: BaseException | None = None
         self._stopped = asyncio.Event()
         self.supported: dict[int, tuple[int, int]] = {}
+        # Metadata replication (controller/replication.py): parked long-poll fetches.
+        self.fetch_waiter = replication.FetchWaiter()
+        self._fetch_tasks: set[asyncio.Task[None]] = set()
         self.stats = collections.Counter[str]()
 
     # ------------------------------------------------------------------ lifecycle
@@ -278,6 +281,9 @@ class ControllerServer:
             lo, hi = max(lo, vlo), min(hi, vhi)
             if lo <= hi and key != API_VERSIONS:
                 out[key] = (lo, hi)
+        # Observers replicate the log through Fetch (>= v13: topic ids) as a KRaft broker does.
+        out[replication.FETCH] = replication.FETCH_VERSIONS
+        out[replication.FETCH_SNAPSHOT] = replication.FETCH_SNAPSHOT_VERSIONS
         return out
 
     async def close(self) -> None:
@@ -286,6 +292,9 @@ class ControllerServer:
             await self._stopped.wait()
             return
         self._closing = True
+        self.fetch_waiter.close()
+        for task in list(self._fetch_tasks):
+            task.cancel()
         for s in self._servers:
             s.close()
         for proto in list(self._protocols):
@@ -391,6 +400,7 @@ class ControllerServer:
         base = await asyncio.get_running_loop().run_in_executor(None, lambda: log_.append(records, timestamp_ms=ts))
         self.stats["batches"] += 1
         self.stats["records"] += len(records)
+        self.fetch_waiter.notify()
         try:
             for i, (record, version) in enumerate(records):
                 self.state.apply(base + i, record, version)
@@ -400,6 +410,48 @@ class ControllerServer:
             log.critical("state rejected committed records at offset %d; stopping", base, exc_info=True)
             asyncio.get_running_loop().call_soon(lambda: asyncio.ensure_future(self.close()))
             raise
+
+    # ------------------------------------------------------------------ Fetch (replication)
+
+    def serve_fetch(self, proto: _ControllerProtocol, event: RequestReceived) -> None:
+        """Answer a Fetch/FetchSnapshot off the writer queue: reads never wait for appends."""
+        task = asyncio.get_running_loop().create_task(self._serve_fetch(proto, event))
+        self._fetch_tasks.add(task)
+        task.add_done_callback(self._fetch_tasks.discard)
+
+    async def _serve_fetch(self, proto: _ControllerProtocol, event: RequestReceived) -> None:
+        assert self.log is not None
+        host, port = proto.local
+        leader = replication.Leader(self.config.node_id, self.log.leader_epoch, host, port)
+        try:
+            if event.api_key == replication.FETCH_SNAPSHOT:
+                body: Any = replication.handle_fetch_snapshot(
+                    event.body, event.api_version, cluster_id=self.cluster_id, leader=leader
+                )
+            else:
+                started = _monotonic_ms()
+                while True:
+                    generation = self.fetch_waiter.generation
+                    answer = replication.handle_fetch(
+                        event.body,
+                        event.api_version,
+                        cluster_id=self.cluster_id,
+                        leader=leader,
+                        log=self.log,
+                        shutting_down=self._closing,
+                    )
+                    if answer.park_ms <= 0:
+                        break
+                    remaining = answer.park_ms - (_monotonic_ms() - started)
+                    if remaining <= 0 or not await self.fetch_waiter.wait(generation, remaining):
+                        break
+                body = answer.response
+        except Exception:
+            self.stats["handler_bugs"] += 1
+            log.exception("closing %s: bug while serving %s", proto.peer, codec.api_name(event.api_key))
+            proto.close()
+            return
+        proto.respond(event, body)
 
     async def _worker(self) -> None:
         while True:
@@ -480,6 +532,7 @@ class _ControllerProtocol(asyncio.Protocol):
             max_frame=server.config.socket_request_max_bytes,
         )
         self.peer = "?"
+        self.local: tuple[str, int] = ("", 0)
         self.in_flight = False
         self.closed = False
         self._paused = False
@@ -490,6 +543,9 @@ class _ControllerProtocol(asyncio.Protocol):
         self.transport = transport
         peer = transport.get_extra_info("peername")
         self.peer = f"{peer[0]}:{peer[1]}" if isinstance(peer, tuple) else str(peer)
+        local = transport.get_extra_info("sockname")
+        if isinstance(local, tuple):
+            self.local = (str(local[0]), int(local[1]))
         self.server._protocols.add(self)
 
     def connection_lost(self, exc: Exception | None) -> None:
@@ -544,7 +600,10 @@ class _ControllerProtocol(asyncio.Protocol):
                 self._write(self.conn.send_response(ev, self.server.api_versions_response(ev.api_version, ev.body)))
                 continue
             self.in_flight = True
-            self.server.submit(self, ev)
+            if ev.api_key in (replication.FETCH, replication.FETCH_SNAPSHOT):
+                self.server.serve_fetch(self, ev)
+            else:
+                self.server.submit(self, ev)
         if self.transport is not None and not self.closed:
             if self.in_flight and self.conn.buffered > _PAUSE_BUFFERED and not self._paused:
                 self._paused = True

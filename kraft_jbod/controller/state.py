@@ -834,7 +834,9 @@ class ControllerState:
             caught_up=caught_up,
             unfence_allowed=unfence_allowed,
             leads_partitions=self._leader_count.get(b, 0) > 0,
-            shutdown_offset_replayed=reg.cs_offset <= self._lowest_active_offset(),
+            # Only a broker in controlled shutdown needs the O(brokers) scan; for the others
+            # (cs_offset -1) the comparison is true whatever the lowest offset is.
+            shutdown_offset_replayed=reg.cs_offset < 0 or reg.cs_offset <= self._lowest_active_offset(),
         )
         effect, next_state = transition(state, event)
         d = _Draft()

@@ -20,6 +20,7 @@ Users can reuse these in their own property tests::
 
 from __future__ import annotations
 
+import random
 import sys
 import uuid
 from typing import Any
@@ -147,3 +148,91 @@ def _owner(cls: type[Struct]) -> type[Message] | None:
 def _flexible(cls: type[Struct], version: int) -> bool:
     owner = cls if isinstance(cls, type) and issubclass(cls, Message) else _owner(cls)
     return owner is not None and owner.is_flexible(version)
+
+
+# --------------------------------------------------------------------------- seeded generation
+#
+# The live fuzzer needs the same values as the strategies above, but drawn from a plain
+# ``random.Random`` so every frame is reproducible from (seed, index) without running
+# hypothesis' engine per frame. Same rules: values fit their wire types, nulls only where
+# the version allows, tagged fields sometimes left at default, unknown tags in flexible
+# versions, ascending and unique.
+
+_FAVOURED_INTS = (0, 1, -1)
+_TEXT_ALPHABET = "abcxyz019._-é€"
+
+
+def _random_scalar(kind: str, rng: random.Random) -> Any:
+    if kind in _INT_BOUNDS:
+        lo, hi = _INT_BOUNDS[kind]
+        roll = rng.random()
+        if roll < 0.3:
+            return max(lo, min(hi, rng.choice(_FAVOURED_INTS)))
+        if roll < 0.4:
+            return rng.choice((lo, hi))
+        if roll < 0.8:
+            return max(lo, min(hi, rng.randint(-4, 1000)))
+        return rng.randint(lo, hi)
+    if kind == "bool":
+        return rng.random() < 0.5
+    if kind == "float64":
+        return rng.choice((0.0, 1.5, -2.0, 1e300, rng.uniform(-1e6, 1e6)))
+    if kind == "string":
+        return "".join(rng.choice(_TEXT_ALPHABET) for _ in range(rng.randint(0, MAX_TEXT)))
+    if kind in ("bytes", "records"):
+        return rng.randbytes(rng.randint(0, 24))
+    if kind == "uuid":
+        if rng.random() < 0.3:
+            return uuid_from_bytes(rng.choice((0, 1, 2, (1 << 128) - 1)).to_bytes(16, "big"))
+        return uuid_from_bytes(rng.randbytes(16))
+    raise ValueError(f"no generator for {kind}")
+
+
+def _random_field(f: FieldInfo, version: int, depth: int, rng: random.Random) -> Any:
+    if f.is_nullable(version) and rng.random() < 0.15:
+        return None
+    if f.type.startswith("[]"):
+        size = 0 if depth > 3 else rng.randint(0, MAX_ARRAY)
+        if f.struct is not None:
+            return [random_struct(f.struct, version, rng, depth + 1) for _ in range(size)]
+        return [_random_scalar(f.type[2:], rng) for _ in range(size)]
+    if f.struct is not None:
+        return random_struct(f.struct, version, rng, depth + 1)
+    return _random_scalar(f.type, rng)
+
+
+def random_unknown_tags(cls: type[Struct], rng: random.Random) -> tuple[tuple[int, bytes], ...]:
+    """Up to two unknown tags of ``cls``, ascending and unique, never a tag a field uses."""
+    used = {f.tag for f in cls._FIELDS if f.tag is not None}
+    tags: set[int] = set()
+    for _ in range(rng.randint(0, 2)):
+        tag = rng.randint(0, 40) if rng.random() < 0.8 else rng.randint(41, (1 << 31) - 2)
+        if tag not in used:
+            tags.add(tag)
+    return tuple((t, rng.randbytes(rng.randint(0, 8))) for t in sorted(tags))
+
+
+def random_struct(cls: type[Struct], version: int, rng: random.Random, depth: int = 0) -> Any:
+    """A value of ``cls`` valid at ``version``, drawn from ``rng`` (deterministic per seed)."""
+    kwargs: dict[str, Any] = {}
+    for f in cls._FIELDS:
+        if not f.present(version):
+            continue
+        if f.is_tagged(version) and rng.random() < 0.5:
+            continue  # left at its default: absent from the wire
+        kwargs[f.attr] = _random_field(f, version, depth, rng)
+    if _flexible(cls, version) and rng.random() < 0.2:
+        kwargs["unknown_tagged_fields"] = random_unknown_tags(cls, rng)
+    return cls(**kwargs)
+
+
+def random_message(cls: type[Message], version: int, rng: random.Random) -> Any:
+    """A valid instance of a top-level message at ``version``, drawn from ``rng``.
+
+    Raises:
+        ValueError: ``version`` is outside ``cls.VALID_VERSIONS``.
+    """
+    lo, hi = cls.VALID_VERSIONS
+    if not lo <= version <= hi:
+        raise ValueError(f"{cls.NAME} has no version {version} (valid {lo}-{hi})")
+    return random_struct(cls, version, rng)

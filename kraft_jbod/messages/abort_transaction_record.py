@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import struct as _struct
+from typing import Any as _Any
 import uuid as _uuid
 from dataclasses import dataclass as _dataclass, field as _field
 from typing import ClassVar as _ClassVar
@@ -26,9 +27,10 @@ from kraft_jbod.wire.primitives import (
     short_fixed as _short_fixed, uuid_from_bytes as _uuid_from_bytes,
 )
 
+_new = object.__new__
 
 
-def _absent(field: str, version: int) -> _EncodeError:
+def _absent(field: str, version: int | str) -> _EncodeError:
     return _EncodeError(
         f'attempted to write a non-default {field} at version {version}', field_path=field
     )
@@ -69,7 +71,7 @@ class AbortTransactionRecord(_Message):
 def _read_AbortTransactionRecord_0(buf: bytes | bytearray | memoryview, pos: int) -> tuple[AbortTransactionRecord, int]:
     # versions 0
     end = len(buf)
-    v_reason = None
+    v_reason: str | None = None
     unknown: tuple[tuple[int, bytes], ...] = ()
     if pos < end and buf[pos] == 0:
         pos += 1
@@ -87,7 +89,10 @@ def _read_AbortTransactionRecord_0(buf: bytes | bytearray | memoryview, pos: int
             pos += size
         if raw_tags:
             unknown = tuple(raw_tags)
-    return AbortTransactionRecord(v_reason, unknown), pos
+    o = _new(AbortTransactionRecord)
+    o.reason = v_reason
+    o.unknown_tagged_fields = unknown
+    return o, pos
 
 
 def _write_AbortTransactionRecord_0(o: AbortTransactionRecord, out: bytearray) -> None:

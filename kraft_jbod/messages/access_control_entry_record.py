@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import struct as _struct
+from typing import Any as _Any
 import uuid as _uuid
 from dataclasses import dataclass as _dataclass, field as _field
 from typing import ClassVar as _ClassVar
@@ -26,16 +27,17 @@ from kraft_jbod.wire.primitives import (
     short_fixed as _short_fixed, uuid_from_bytes as _uuid_from_bytes,
 )
 
+_new = object.__new__
 _S_16sb = _struct.Struct('>16sb')
 _S_b = _struct.Struct('>b')
 _S_bb = _struct.Struct('>bb')
 _ZERO_UUID = _uuid_from_bytes((0).to_bytes(16, 'big'))
-_L_16sb = (('Id', 16), ('ResourceType', 1))
-_L_b = (('PatternType', 1),)
-_L_bb = (('Operation', 1), ('PermissionType', 1))
+_L0 = (('Id', 16), ('ResourceType', 1))
+_L1 = (('PatternType', 1),)
+_L2 = (('Operation', 1), ('PermissionType', 1))
 
 
-def _absent(field: str, version: int) -> _EncodeError:
+def _absent(field: str, version: int | str) -> _EncodeError:
     return _EncodeError(
         f'attempted to write a non-default {field} at version {version}', field_path=field
     )
@@ -84,19 +86,19 @@ def _read_AccessControlEntryRecord_0(buf: bytes | bytearray | memoryview, pos: i
     # versions 0
     end = len(buf)
     if pos + 17 > end:
-        raise _short_fixed(pos, end, _L_16sb)
-    v_id, v_resource_type = _S_16sb.unpack_from(buf, pos)
-    v_id = _uuid_from_bytes(v_id)
+        raise _short_fixed(pos, end, _L0)
+    r_id, v_resource_type = _S_16sb.unpack_from(buf, pos)
+    v_id = _uuid_from_bytes(r_id)
     pos += 17
     v_resource_name, pos = _rcs(buf, pos, 'ResourceName')
     if pos + 1 > end:
-        raise _short_fixed(pos, end, _L_b)
+        raise _short_fixed(pos, end, _L1)
     v_pattern_type, = _S_b.unpack_from(buf, pos)
     pos += 1
     v_principal, pos = _rcs(buf, pos, 'Principal')
     v_host, pos = _rcs(buf, pos, 'Host')
     if pos + 2 > end:
-        raise _short_fixed(pos, end, _L_bb)
+        raise _short_fixed(pos, end, _L2)
     v_operation, v_permission_type = _S_bb.unpack_from(buf, pos)
     pos += 2
     unknown: tuple[tuple[int, bytes], ...] = ()
@@ -111,7 +113,17 @@ def _read_AccessControlEntryRecord_0(buf: bytes | bytearray | memoryview, pos: i
             pos += size
         if raw_tags:
             unknown = tuple(raw_tags)
-    return AccessControlEntryRecord(v_id, v_resource_type, v_resource_name, v_pattern_type, v_principal, v_host, v_operation, v_permission_type, unknown), pos
+    o = _new(AccessControlEntryRecord)
+    o.id = v_id
+    o.resource_type = v_resource_type
+    o.resource_name = v_resource_name
+    o.pattern_type = v_pattern_type
+    o.principal = v_principal
+    o.host = v_host
+    o.operation = v_operation
+    o.permission_type = v_permission_type
+    o.unknown_tagged_fields = unknown
+    return o, pos
 
 
 def _write_AccessControlEntryRecord_0(o: AccessControlEntryRecord, out: bytearray) -> None:

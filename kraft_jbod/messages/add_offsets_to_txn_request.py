@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import struct as _struct
+from typing import Any as _Any
 import uuid as _uuid
 from dataclasses import dataclass as _dataclass, field as _field
 from typing import ClassVar as _ClassVar
@@ -26,11 +27,12 @@ from kraft_jbod.wire.primitives import (
     short_fixed as _short_fixed, uuid_from_bytes as _uuid_from_bytes,
 )
 
+_new = object.__new__
 _S_qh = _struct.Struct('>qh')
-_L_qh = (('ProducerId', 8), ('ProducerEpoch', 2))
+_L0 = (('ProducerId', 8), ('ProducerEpoch', 2))
 
 
-def _absent(field: str, version: int) -> _EncodeError:
+def _absent(field: str, version: int | str) -> _EncodeError:
     return _EncodeError(
         f'attempted to write a non-default {field} at version {version}', field_path=field
     )
@@ -76,11 +78,17 @@ def _read_AddOffsetsToTxnRequest_0(buf: bytes | bytearray | memoryview, pos: int
     end = len(buf)
     v_transactional_id, pos = _rs(buf, pos, 'TransactionalId')
     if pos + 10 > end:
-        raise _short_fixed(pos, end, _L_qh)
+        raise _short_fixed(pos, end, _L0)
     v_producer_id, v_producer_epoch = _S_qh.unpack_from(buf, pos)
     pos += 10
     v_group_id, pos = _rs(buf, pos, 'GroupId')
-    return AddOffsetsToTxnRequest(v_transactional_id, v_producer_id, v_producer_epoch, v_group_id, ()), pos
+    o = _new(AddOffsetsToTxnRequest)
+    o.transactional_id = v_transactional_id
+    o.producer_id = v_producer_id
+    o.producer_epoch = v_producer_epoch
+    o.group_id = v_group_id
+    o.unknown_tagged_fields = ()
+    return o, pos
 
 
 def _write_AddOffsetsToTxnRequest_0(o: AddOffsetsToTxnRequest, out: bytearray) -> None:
@@ -101,7 +109,7 @@ def _read_AddOffsetsToTxnRequest_1(buf: bytes | bytearray | memoryview, pos: int
     end = len(buf)
     v_transactional_id, pos = _rcs(buf, pos, 'TransactionalId')
     if pos + 10 > end:
-        raise _short_fixed(pos, end, _L_qh)
+        raise _short_fixed(pos, end, _L0)
     v_producer_id, v_producer_epoch = _S_qh.unpack_from(buf, pos)
     pos += 10
     v_group_id, pos = _rcs(buf, pos, 'GroupId')
@@ -117,7 +125,13 @@ def _read_AddOffsetsToTxnRequest_1(buf: bytes | bytearray | memoryview, pos: int
             pos += size
         if raw_tags:
             unknown = tuple(raw_tags)
-    return AddOffsetsToTxnRequest(v_transactional_id, v_producer_id, v_producer_epoch, v_group_id, unknown), pos
+    o = _new(AddOffsetsToTxnRequest)
+    o.transactional_id = v_transactional_id
+    o.producer_id = v_producer_id
+    o.producer_epoch = v_producer_epoch
+    o.group_id = v_group_id
+    o.unknown_tagged_fields = unknown
+    return o, pos
 
 
 def _write_AddOffsetsToTxnRequest_1(o: AddOffsetsToTxnRequest, out: bytearray) -> None:

@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import struct as _struct
+from typing import Any as _Any
 import uuid as _uuid
 from dataclasses import dataclass as _dataclass, field as _field
 from typing import ClassVar as _ClassVar
@@ -26,14 +27,14 @@ from kraft_jbod.wire.primitives import (
     short_fixed as _short_fixed, uuid_from_bytes as _uuid_from_bytes,
 )
 
-_S_i = _struct.Struct('>i')
+_new = object.__new__
 _S_qh = _struct.Struct('>qh')
 _S_qh_ = _struct.Struct('>qh?')
-_L_qh_ = (('ProducerId', 8), ('ProducerEpoch', 2), ('VerifyOnly', 1))
-_L_qh = (('V3AndBelowProducerId', 8), ('V3AndBelowProducerEpoch', 2))
+_L0 = (('ProducerId', 8), ('ProducerEpoch', 2), ('VerifyOnly', 1))
+_L1 = (('V3AndBelowProducerId', 8), ('V3AndBelowProducerEpoch', 2))
 
 
-def _absent(field: str, version: int) -> _EncodeError:
+def _absent(field: str, version: int | str) -> _EncodeError:
     return _EncodeError(
         f'attempted to write a non-default {field} at version {version}', field_path=field
     )
@@ -100,9 +101,14 @@ def _read_AddPartitionsToTxnTopic_0(buf: bytes | bytearray | memoryview, pos: in
     # versions 0-2
     end = len(buf)
     v_name, pos = _rs(buf, pos, 'Name')
+    v_partitions: list[int]
     n_v_partitions, pos = _ral(buf, pos, 'Partitions')
-    v_partitions, pos = _rfa(buf, pos, n_v_partitions, _S_i, 'Partitions')
-    return AddPartitionsToTxnTopic(v_name, v_partitions, ()), pos
+    v_partitions, pos = _rfa(buf, pos, n_v_partitions, 'i', 'Partitions')
+    o = _new(AddPartitionsToTxnTopic)
+    o.name = v_name
+    o.partitions = v_partitions
+    o.unknown_tagged_fields = ()
+    return o, pos
 
 
 def _write_AddPartitionsToTxnTopic_0(o: AddPartitionsToTxnTopic, out: bytearray) -> None:
@@ -122,8 +128,13 @@ def _read_AddPartitionsToTxnTopic_1(buf: bytes | bytearray | memoryview, pos: in
     # versions 3-5
     end = len(buf)
     v_name, pos = _rcs(buf, pos, 'Name')
-    n_v_partitions, pos = _rcal(buf, pos, 'Partitions')
-    v_partitions, pos = _rfa(buf, pos, n_v_partitions, _S_i, 'Partitions')
+    v_partitions: list[int]
+    n_v_partitions = buf[pos] - 1 if pos < end else -2
+    if 0 <= n_v_partitions < 127 and n_v_partitions <= end - pos:
+        pos += 1
+    else:
+        n_v_partitions, pos = _rcal(buf, pos, 'Partitions')
+    v_partitions, pos = _rfa(buf, pos, n_v_partitions, 'i', 'Partitions')
     unknown: tuple[tuple[int, bytes], ...] = ()
     if pos < end and buf[pos] == 0:
         pos += 1
@@ -136,7 +147,11 @@ def _read_AddPartitionsToTxnTopic_1(buf: bytes | bytearray | memoryview, pos: in
             pos += size
         if raw_tags:
             unknown = tuple(raw_tags)
-    return AddPartitionsToTxnTopic(v_name, v_partitions, unknown), pos
+    o = _new(AddPartitionsToTxnTopic)
+    o.name = v_name
+    o.partitions = v_partitions
+    o.unknown_tagged_fields = unknown
+    return o, pos
 
 
 def _write_AddPartitionsToTxnTopic_1(o: AddPartitionsToTxnTopic, out: bytearray) -> None:
@@ -159,17 +174,22 @@ def _read_AddPartitionsToTxnTransaction_0(buf: bytes | bytearray | memoryview, p
     end = len(buf)
     v_transactional_id, pos = _rcs(buf, pos, 'TransactionalId')
     if pos + 11 > end:
-        raise _short_fixed(pos, end, _L_qh_)
+        raise _short_fixed(pos, end, _L0)
     v_producer_id, v_producer_epoch, v_verify_only = _S_qh_.unpack_from(buf, pos)
     pos += 11
-    n_v_topics, pos = _rcal(buf, pos, 'Topics')
+    v_topics: list[AddPartitionsToTxnTopic]
+    n_v_topics = buf[pos] - 1 if pos < end else -2
+    if 0 <= n_v_topics < 127 and n_v_topics <= end - pos:
+        pos += 1
+    else:
+        n_v_topics, pos = _rcal(buf, pos, 'Topics')
     v_topics = []
-    app = v_topics.append
+    app_v_topics = v_topics.append
     i = 0
     try:
         for i in range(n_v_topics):
-            item, pos = _read_AddPartitionsToTxnTopic_1(buf, pos)
-            app(item)
+            e_v_topics, pos = _read_AddPartitionsToTxnTopic_1(buf, pos)
+            app_v_topics(e_v_topics)
     except _DecodeError as exc:
         raise exc.refine(field=f'Topics[{i}]')
     unknown: tuple[tuple[int, bytes], ...] = ()
@@ -184,7 +204,14 @@ def _read_AddPartitionsToTxnTransaction_0(buf: bytes | bytearray | memoryview, p
             pos += size
         if raw_tags:
             unknown = tuple(raw_tags)
-    return AddPartitionsToTxnTransaction(v_transactional_id, v_producer_id, v_producer_epoch, v_verify_only, v_topics, unknown), pos
+    o = _new(AddPartitionsToTxnTransaction)
+    o.transactional_id = v_transactional_id
+    o.producer_id = v_producer_id
+    o.producer_epoch = v_producer_epoch
+    o.verify_only = v_verify_only
+    o.topics = v_topics
+    o.unknown_tagged_fields = unknown
+    return o, pos
 
 
 def _write_AddPartitionsToTxnTransaction_0(o: AddPartitionsToTxnTransaction, out: bytearray) -> None:
@@ -192,12 +219,12 @@ def _write_AddPartitionsToTxnTransaction_0(o: AddPartitionsToTxnTransaction, out
     if o.transactional_id is None:
         raise _null('TransactionalId')
     _wcs(out, o.transactional_id, 'TransactionalId')
-    out += _S_qh_.pack(o.producer_id, o.producer_epoch, _bool(o.verify_only, 'VerifyOnly'))
+    out += _S_qh_.pack(o.producer_id, o.producer_epoch, (o.verify_only if o.verify_only.__class__ is bool else _bool(o.verify_only, 'VerifyOnly')))
     if o.topics is None:
         raise _null('Topics')
     _wcal(out, o.topics, 'Topics')
-    for item in o.topics:
-        _write_AddPartitionsToTxnTopic_1(item, out)
+    for e_topics in o.topics:
+        _write_AddPartitionsToTxnTopic_1(e_topics, out)
     if o.unknown_tagged_fields:
         _wts(out, (), o.unknown_tagged_fields, '_tagged_fields')
     else:
@@ -209,20 +236,28 @@ def _read_AddPartitionsToTxnRequest_0(buf: bytes | bytearray | memoryview, pos: 
     end = len(buf)
     v_v3_and_below_transactional_id, pos = _rs(buf, pos, 'V3AndBelowTransactionalId')
     if pos + 10 > end:
-        raise _short_fixed(pos, end, _L_qh)
+        raise _short_fixed(pos, end, _L1)
     v_v3_and_below_producer_id, v_v3_and_below_producer_epoch = _S_qh.unpack_from(buf, pos)
     pos += 10
+    v_v3_and_below_topics: list[AddPartitionsToTxnTopic]
     n_v_v3_and_below_topics, pos = _ral(buf, pos, 'V3AndBelowTopics')
     v_v3_and_below_topics = []
-    app = v_v3_and_below_topics.append
+    app_v_v3_and_below_topics = v_v3_and_below_topics.append
     i = 0
     try:
         for i in range(n_v_v3_and_below_topics):
-            item, pos = _read_AddPartitionsToTxnTopic_0(buf, pos)
-            app(item)
+            e_v_v3_and_below_topics, pos = _read_AddPartitionsToTxnTopic_0(buf, pos)
+            app_v_v3_and_below_topics(e_v_v3_and_below_topics)
     except _DecodeError as exc:
         raise exc.refine(field=f'V3AndBelowTopics[{i}]')
-    return AddPartitionsToTxnRequest([], v_v3_and_below_transactional_id, v_v3_and_below_producer_id, v_v3_and_below_producer_epoch, v_v3_and_below_topics, ()), pos
+    o = _new(AddPartitionsToTxnRequest)
+    o.transactions = []
+    o.v3_and_below_transactional_id = v_v3_and_below_transactional_id
+    o.v3_and_below_producer_id = v_v3_and_below_producer_id
+    o.v3_and_below_producer_epoch = v_v3_and_below_producer_epoch
+    o.v3_and_below_topics = v_v3_and_below_topics
+    o.unknown_tagged_fields = ()
+    return o, pos
 
 
 def _write_AddPartitionsToTxnRequest_0(o: AddPartitionsToTxnRequest, out: bytearray) -> None:
@@ -236,8 +271,8 @@ def _write_AddPartitionsToTxnRequest_0(o: AddPartitionsToTxnRequest, out: bytear
     if o.v3_and_below_topics is None:
         raise _null('V3AndBelowTopics')
     _wal(out, o.v3_and_below_topics, 'V3AndBelowTopics')
-    for item in o.v3_and_below_topics:
-        _write_AddPartitionsToTxnTopic_0(item, out)
+    for e_v3_and_below_topics in o.v3_and_below_topics:
+        _write_AddPartitionsToTxnTopic_0(e_v3_and_below_topics, out)
     if o.unknown_tagged_fields:
         raise _EncodeError('tagged fields cannot be written at non-flexible version 0-2')
 
@@ -247,17 +282,22 @@ def _read_AddPartitionsToTxnRequest_1(buf: bytes | bytearray | memoryview, pos: 
     end = len(buf)
     v_v3_and_below_transactional_id, pos = _rcs(buf, pos, 'V3AndBelowTransactionalId')
     if pos + 10 > end:
-        raise _short_fixed(pos, end, _L_qh)
+        raise _short_fixed(pos, end, _L1)
     v_v3_and_below_producer_id, v_v3_and_below_producer_epoch = _S_qh.unpack_from(buf, pos)
     pos += 10
-    n_v_v3_and_below_topics, pos = _rcal(buf, pos, 'V3AndBelowTopics')
+    v_v3_and_below_topics: list[AddPartitionsToTxnTopic]
+    n_v_v3_and_below_topics = buf[pos] - 1 if pos < end else -2
+    if 0 <= n_v_v3_and_below_topics < 127 and n_v_v3_and_below_topics <= end - pos:
+        pos += 1
+    else:
+        n_v_v3_and_below_topics, pos = _rcal(buf, pos, 'V3AndBelowTopics')
     v_v3_and_below_topics = []
-    app = v_v3_and_below_topics.append
+    app_v_v3_and_below_topics = v_v3_and_below_topics.append
     i = 0
     try:
         for i in range(n_v_v3_and_below_topics):
-            item, pos = _read_AddPartitionsToTxnTopic_1(buf, pos)
-            app(item)
+            e_v_v3_and_below_topics, pos = _read_AddPartitionsToTxnTopic_1(buf, pos)
+            app_v_v3_and_below_topics(e_v_v3_and_below_topics)
     except _DecodeError as exc:
         raise exc.refine(field=f'V3AndBelowTopics[{i}]')
     unknown: tuple[tuple[int, bytes], ...] = ()
@@ -272,7 +312,14 @@ def _read_AddPartitionsToTxnRequest_1(buf: bytes | bytearray | memoryview, pos: 
             pos += size
         if raw_tags:
             unknown = tuple(raw_tags)
-    return AddPartitionsToTxnRequest([], v_v3_and_below_transactional_id, v_v3_and_below_producer_id, v_v3_and_below_producer_epoch, v_v3_and_below_topics, unknown), pos
+    o = _new(AddPartitionsToTxnRequest)
+    o.transactions = []
+    o.v3_and_below_transactional_id = v_v3_and_below_transactional_id
+    o.v3_and_below_producer_id = v_v3_and_below_producer_id
+    o.v3_and_below_producer_epoch = v_v3_and_below_producer_epoch
+    o.v3_and_below_topics = v_v3_and_below_topics
+    o.unknown_tagged_fields = unknown
+    return o, pos
 
 
 def _write_AddPartitionsToTxnRequest_1(o: AddPartitionsToTxnRequest, out: bytearray) -> None:
@@ -286,8 +333,8 @@ def _write_AddPartitionsToTxnRequest_1(o: AddPartitionsToTxnRequest, out: bytear
     if o.v3_and_below_topics is None:
         raise _null('V3AndBelowTopics')
     _wcal(out, o.v3_and_below_topics, 'V3AndBelowTopics')
-    for item in o.v3_and_below_topics:
-        _write_AddPartitionsToTxnTopic_1(item, out)
+    for e_v3_and_below_topics in o.v3_and_below_topics:
+        _write_AddPartitionsToTxnTopic_1(e_v3_and_below_topics, out)
     if o.unknown_tagged_fields:
         _wts(out, (), o.unknown_tagged_fields, '_tagged_fields')
     else:
@@ -297,14 +344,19 @@ def _write_AddPartitionsToTxnRequest_1(o: AddPartitionsToTxnRequest, out: bytear
 def _read_AddPartitionsToTxnRequest_2(buf: bytes | bytearray | memoryview, pos: int) -> tuple[AddPartitionsToTxnRequest, int]:
     # versions 4-5
     end = len(buf)
-    n_v_transactions, pos = _rcal(buf, pos, 'Transactions')
+    v_transactions: list[AddPartitionsToTxnTransaction]
+    n_v_transactions = buf[pos] - 1 if pos < end else -2
+    if 0 <= n_v_transactions < 127 and n_v_transactions <= end - pos:
+        pos += 1
+    else:
+        n_v_transactions, pos = _rcal(buf, pos, 'Transactions')
     v_transactions = []
-    app = v_transactions.append
+    app_v_transactions = v_transactions.append
     i = 0
     try:
         for i in range(n_v_transactions):
-            item, pos = _read_AddPartitionsToTxnTransaction_0(buf, pos)
-            app(item)
+            e_v_transactions, pos = _read_AddPartitionsToTxnTransaction_0(buf, pos)
+            app_v_transactions(e_v_transactions)
     except _DecodeError as exc:
         raise exc.refine(field=f'Transactions[{i}]')
     unknown: tuple[tuple[int, bytes], ...] = ()
@@ -319,7 +371,14 @@ def _read_AddPartitionsToTxnRequest_2(buf: bytes | bytearray | memoryview, pos: 
             pos += size
         if raw_tags:
             unknown = tuple(raw_tags)
-    return AddPartitionsToTxnRequest(v_transactions, '', 0, 0, [], unknown), pos
+    o = _new(AddPartitionsToTxnRequest)
+    o.transactions = v_transactions
+    o.v3_and_below_transactional_id = ''
+    o.v3_and_below_producer_id = 0
+    o.v3_and_below_producer_epoch = 0
+    o.v3_and_below_topics = []
+    o.unknown_tagged_fields = unknown
+    return o, pos
 
 
 def _write_AddPartitionsToTxnRequest_2(o: AddPartitionsToTxnRequest, out: bytearray) -> None:
@@ -335,8 +394,8 @@ def _write_AddPartitionsToTxnRequest_2(o: AddPartitionsToTxnRequest, out: bytear
     if o.transactions is None:
         raise _null('Transactions')
     _wcal(out, o.transactions, 'Transactions')
-    for item in o.transactions:
-        _write_AddPartitionsToTxnTransaction_0(item, out)
+    for e_transactions in o.transactions:
+        _write_AddPartitionsToTxnTransaction_0(e_transactions, out)
     if o.unknown_tagged_fields:
         _wts(out, (), o.unknown_tagged_fields, '_tagged_fields')
     else:

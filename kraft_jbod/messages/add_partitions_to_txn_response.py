@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import struct as _struct
+from typing import Any as _Any
 import uuid as _uuid
 from dataclasses import dataclass as _dataclass, field as _field
 from typing import ClassVar as _ClassVar
@@ -26,14 +27,15 @@ from kraft_jbod.wire.primitives import (
     short_fixed as _short_fixed, uuid_from_bytes as _uuid_from_bytes,
 )
 
+_new = object.__new__
 _S_i = _struct.Struct('>i')
 _S_ih = _struct.Struct('>ih')
-_L_ih = (('PartitionIndex', 4), ('PartitionErrorCode', 2))
-_L_i = (('ThrottleTimeMs', 4),)
-_L_ih = (('ThrottleTimeMs', 4), ('ErrorCode', 2))
+_L0 = (('PartitionIndex', 4), ('PartitionErrorCode', 2))
+_L1 = (('ThrottleTimeMs', 4),)
+_L2 = (('ThrottleTimeMs', 4), ('ErrorCode', 2))
 
 
-def _absent(field: str, version: int) -> _EncodeError:
+def _absent(field: str, version: int | str) -> _EncodeError:
     return _EncodeError(
         f'attempted to write a non-default {field} at version {version}', field_path=field
     )
@@ -105,10 +107,14 @@ def _read_AddPartitionsToTxnPartitionResult_0(buf: bytes | bytearray | memoryvie
     # versions 0-2
     end = len(buf)
     if pos + 6 > end:
-        raise _short_fixed(pos, end, _L_ih)
+        raise _short_fixed(pos, end, _L0)
     v_partition_index, v_partition_error_code = _S_ih.unpack_from(buf, pos)
     pos += 6
-    return AddPartitionsToTxnPartitionResult(v_partition_index, v_partition_error_code, ()), pos
+    o = _new(AddPartitionsToTxnPartitionResult)
+    o.partition_index = v_partition_index
+    o.partition_error_code = v_partition_error_code
+    o.unknown_tagged_fields = ()
+    return o, pos
 
 
 def _write_AddPartitionsToTxnPartitionResult_0(o: AddPartitionsToTxnPartitionResult, out: bytearray) -> None:
@@ -122,7 +128,7 @@ def _read_AddPartitionsToTxnPartitionResult_1(buf: bytes | bytearray | memoryvie
     # versions 3-5
     end = len(buf)
     if pos + 6 > end:
-        raise _short_fixed(pos, end, _L_ih)
+        raise _short_fixed(pos, end, _L0)
     v_partition_index, v_partition_error_code = _S_ih.unpack_from(buf, pos)
     pos += 6
     unknown: tuple[tuple[int, bytes], ...] = ()
@@ -137,7 +143,11 @@ def _read_AddPartitionsToTxnPartitionResult_1(buf: bytes | bytearray | memoryvie
             pos += size
         if raw_tags:
             unknown = tuple(raw_tags)
-    return AddPartitionsToTxnPartitionResult(v_partition_index, v_partition_error_code, unknown), pos
+    o = _new(AddPartitionsToTxnPartitionResult)
+    o.partition_index = v_partition_index
+    o.partition_error_code = v_partition_error_code
+    o.unknown_tagged_fields = unknown
+    return o, pos
 
 
 def _write_AddPartitionsToTxnPartitionResult_1(o: AddPartitionsToTxnPartitionResult, out: bytearray) -> None:
@@ -153,17 +163,22 @@ def _read_AddPartitionsToTxnTopicResult_0(buf: bytes | bytearray | memoryview, p
     # versions 0-2
     end = len(buf)
     v_name, pos = _rs(buf, pos, 'Name')
+    v_results_by_partition: list[AddPartitionsToTxnPartitionResult]
     n_v_results_by_partition, pos = _ral(buf, pos, 'ResultsByPartition')
     v_results_by_partition = []
-    app = v_results_by_partition.append
+    app_v_results_by_partition = v_results_by_partition.append
     i = 0
     try:
         for i in range(n_v_results_by_partition):
-            item, pos = _read_AddPartitionsToTxnPartitionResult_0(buf, pos)
-            app(item)
+            e_v_results_by_partition, pos = _read_AddPartitionsToTxnPartitionResult_0(buf, pos)
+            app_v_results_by_partition(e_v_results_by_partition)
     except _DecodeError as exc:
         raise exc.refine(field=f'ResultsByPartition[{i}]')
-    return AddPartitionsToTxnTopicResult(v_name, v_results_by_partition, ()), pos
+    o = _new(AddPartitionsToTxnTopicResult)
+    o.name = v_name
+    o.results_by_partition = v_results_by_partition
+    o.unknown_tagged_fields = ()
+    return o, pos
 
 
 def _write_AddPartitionsToTxnTopicResult_0(o: AddPartitionsToTxnTopicResult, out: bytearray) -> None:
@@ -174,8 +189,8 @@ def _write_AddPartitionsToTxnTopicResult_0(o: AddPartitionsToTxnTopicResult, out
     if o.results_by_partition is None:
         raise _null('ResultsByPartition')
     _wal(out, o.results_by_partition, 'ResultsByPartition')
-    for item in o.results_by_partition:
-        _write_AddPartitionsToTxnPartitionResult_0(item, out)
+    for e_results_by_partition in o.results_by_partition:
+        _write_AddPartitionsToTxnPartitionResult_0(e_results_by_partition, out)
     if o.unknown_tagged_fields:
         raise _EncodeError('tagged fields cannot be written at non-flexible version 0-2')
 
@@ -184,14 +199,19 @@ def _read_AddPartitionsToTxnTopicResult_1(buf: bytes | bytearray | memoryview, p
     # versions 3-5
     end = len(buf)
     v_name, pos = _rcs(buf, pos, 'Name')
-    n_v_results_by_partition, pos = _rcal(buf, pos, 'ResultsByPartition')
+    v_results_by_partition: list[AddPartitionsToTxnPartitionResult]
+    n_v_results_by_partition = buf[pos] - 1 if pos < end else -2
+    if 0 <= n_v_results_by_partition < 127 and n_v_results_by_partition <= end - pos:
+        pos += 1
+    else:
+        n_v_results_by_partition, pos = _rcal(buf, pos, 'ResultsByPartition')
     v_results_by_partition = []
-    app = v_results_by_partition.append
+    app_v_results_by_partition = v_results_by_partition.append
     i = 0
     try:
         for i in range(n_v_results_by_partition):
-            item, pos = _read_AddPartitionsToTxnPartitionResult_1(buf, pos)
-            app(item)
+            e_v_results_by_partition, pos = _read_AddPartitionsToTxnPartitionResult_1(buf, pos)
+            app_v_results_by_partition(e_v_results_by_partition)
     except _DecodeError as exc:
         raise exc.refine(field=f'ResultsByPartition[{i}]')
     unknown: tuple[tuple[int, bytes], ...] = ()
@@ -206,7 +226,11 @@ def _read_AddPartitionsToTxnTopicResult_1(buf: bytes | bytearray | memoryview, p
             pos += size
         if raw_tags:
             unknown = tuple(raw_tags)
-    return AddPartitionsToTxnTopicResult(v_name, v_results_by_partition, unknown), pos
+    o = _new(AddPartitionsToTxnTopicResult)
+    o.name = v_name
+    o.results_by_partition = v_results_by_partition
+    o.unknown_tagged_fields = unknown
+    return o, pos
 
 
 def _write_AddPartitionsToTxnTopicResult_1(o: AddPartitionsToTxnTopicResult, out: bytearray) -> None:
@@ -217,8 +241,8 @@ def _write_AddPartitionsToTxnTopicResult_1(o: AddPartitionsToTxnTopicResult, out
     if o.results_by_partition is None:
         raise _null('ResultsByPartition')
     _wcal(out, o.results_by_partition, 'ResultsByPartition')
-    for item in o.results_by_partition:
-        _write_AddPartitionsToTxnPartitionResult_1(item, out)
+    for e_results_by_partition in o.results_by_partition:
+        _write_AddPartitionsToTxnPartitionResult_1(e_results_by_partition, out)
     if o.unknown_tagged_fields:
         _wts(out, (), o.unknown_tagged_fields, '_tagged_fields')
     else:
@@ -229,14 +253,19 @@ def _read_AddPartitionsToTxnResult_0(buf: bytes | bytearray | memoryview, pos: i
     # versions 4-5
     end = len(buf)
     v_transactional_id, pos = _rcs(buf, pos, 'TransactionalId')
-    n_v_topic_results, pos = _rcal(buf, pos, 'TopicResults')
+    v_topic_results: list[AddPartitionsToTxnTopicResult]
+    n_v_topic_results = buf[pos] - 1 if pos < end else -2
+    if 0 <= n_v_topic_results < 127 and n_v_topic_results <= end - pos:
+        pos += 1
+    else:
+        n_v_topic_results, pos = _rcal(buf, pos, 'TopicResults')
     v_topic_results = []
-    app = v_topic_results.append
+    app_v_topic_results = v_topic_results.append
     i = 0
     try:
         for i in range(n_v_topic_results):
-            item, pos = _read_AddPartitionsToTxnTopicResult_1(buf, pos)
-            app(item)
+            e_v_topic_results, pos = _read_AddPartitionsToTxnTopicResult_1(buf, pos)
+            app_v_topic_results(e_v_topic_results)
     except _DecodeError as exc:
         raise exc.refine(field=f'TopicResults[{i}]')
     unknown: tuple[tuple[int, bytes], ...] = ()
@@ -251,7 +280,11 @@ def _read_AddPartitionsToTxnResult_0(buf: bytes | bytearray | memoryview, pos: i
             pos += size
         if raw_tags:
             unknown = tuple(raw_tags)
-    return AddPartitionsToTxnResult(v_transactional_id, v_topic_results, unknown), pos
+    o = _new(AddPartitionsToTxnResult)
+    o.transactional_id = v_transactional_id
+    o.topic_results = v_topic_results
+    o.unknown_tagged_fields = unknown
+    return o, pos
 
 
 def _write_AddPartitionsToTxnResult_0(o: AddPartitionsToTxnResult, out: bytearray) -> None:
@@ -262,8 +295,8 @@ def _write_AddPartitionsToTxnResult_0(o: AddPartitionsToTxnResult, out: bytearra
     if o.topic_results is None:
         raise _null('TopicResults')
     _wcal(out, o.topic_results, 'TopicResults')
-    for item in o.topic_results:
-        _write_AddPartitionsToTxnTopicResult_1(item, out)
+    for e_topic_results in o.topic_results:
+        _write_AddPartitionsToTxnTopicResult_1(e_topic_results, out)
     if o.unknown_tagged_fields:
         _wts(out, (), o.unknown_tagged_fields, '_tagged_fields')
     else:
@@ -274,20 +307,27 @@ def _read_AddPartitionsToTxnResponse_0(buf: bytes | bytearray | memoryview, pos:
     # versions 0-2
     end = len(buf)
     if pos + 4 > end:
-        raise _short_fixed(pos, end, _L_i)
+        raise _short_fixed(pos, end, _L1)
     v_throttle_time_ms, = _S_i.unpack_from(buf, pos)
     pos += 4
+    v_results_by_topic_v3_and_below: list[AddPartitionsToTxnTopicResult]
     n_v_results_by_topic_v3_and_below, pos = _ral(buf, pos, 'ResultsByTopicV3AndBelow')
     v_results_by_topic_v3_and_below = []
-    app = v_results_by_topic_v3_and_below.append
+    app_v_results_by_topic_v3_and_below = v_results_by_topic_v3_and_below.append
     i = 0
     try:
         for i in range(n_v_results_by_topic_v3_and_below):
-            item, pos = _read_AddPartitionsToTxnTopicResult_0(buf, pos)
-            app(item)
+            e_v_results_by_topic_v3_and_below, pos = _read_AddPartitionsToTxnTopicResult_0(buf, pos)
+            app_v_results_by_topic_v3_and_below(e_v_results_by_topic_v3_and_below)
     except _DecodeError as exc:
         raise exc.refine(field=f'ResultsByTopicV3AndBelow[{i}]')
-    return AddPartitionsToTxnResponse(v_throttle_time_ms, 0, [], v_results_by_topic_v3_and_below, ()), pos
+    o = _new(AddPartitionsToTxnResponse)
+    o.throttle_time_ms = v_throttle_time_ms
+    o.error_code = 0
+    o.results_by_transaction = []
+    o.results_by_topic_v3_and_below = v_results_by_topic_v3_and_below
+    o.unknown_tagged_fields = ()
+    return o, pos
 
 
 def _write_AddPartitionsToTxnResponse_0(o: AddPartitionsToTxnResponse, out: bytearray) -> None:
@@ -298,8 +338,8 @@ def _write_AddPartitionsToTxnResponse_0(o: AddPartitionsToTxnResponse, out: byte
     if o.results_by_topic_v3_and_below is None:
         raise _null('ResultsByTopicV3AndBelow')
     _wal(out, o.results_by_topic_v3_and_below, 'ResultsByTopicV3AndBelow')
-    for item in o.results_by_topic_v3_and_below:
-        _write_AddPartitionsToTxnTopicResult_0(item, out)
+    for e_results_by_topic_v3_and_below in o.results_by_topic_v3_and_below:
+        _write_AddPartitionsToTxnTopicResult_0(e_results_by_topic_v3_and_below, out)
     if o.unknown_tagged_fields:
         raise _EncodeError('tagged fields cannot be written at non-flexible version 0-2')
 
@@ -308,17 +348,22 @@ def _read_AddPartitionsToTxnResponse_1(buf: bytes | bytearray | memoryview, pos:
     # versions 3
     end = len(buf)
     if pos + 4 > end:
-        raise _short_fixed(pos, end, _L_i)
+        raise _short_fixed(pos, end, _L1)
     v_throttle_time_ms, = _S_i.unpack_from(buf, pos)
     pos += 4
-    n_v_results_by_topic_v3_and_below, pos = _rcal(buf, pos, 'ResultsByTopicV3AndBelow')
+    v_results_by_topic_v3_and_below: list[AddPartitionsToTxnTopicResult]
+    n_v_results_by_topic_v3_and_below = buf[pos] - 1 if pos < end else -2
+    if 0 <= n_v_results_by_topic_v3_and_below < 127 and n_v_results_by_topic_v3_and_below <= end - pos:
+        pos += 1
+    else:
+        n_v_results_by_topic_v3_and_below, pos = _rcal(buf, pos, 'ResultsByTopicV3AndBelow')
     v_results_by_topic_v3_and_below = []
-    app = v_results_by_topic_v3_and_below.append
+    app_v_results_by_topic_v3_and_below = v_results_by_topic_v3_and_below.append
     i = 0
     try:
         for i in range(n_v_results_by_topic_v3_and_below):
-            item, pos = _read_AddPartitionsToTxnTopicResult_1(buf, pos)
-            app(item)
+            e_v_results_by_topic_v3_and_below, pos = _read_AddPartitionsToTxnTopicResult_1(buf, pos)
+            app_v_results_by_topic_v3_and_below(e_v_results_by_topic_v3_and_below)
     except _DecodeError as exc:
         raise exc.refine(field=f'ResultsByTopicV3AndBelow[{i}]')
     unknown: tuple[tuple[int, bytes], ...] = ()
@@ -333,7 +378,13 @@ def _read_AddPartitionsToTxnResponse_1(buf: bytes | bytearray | memoryview, pos:
             pos += size
         if raw_tags:
             unknown = tuple(raw_tags)
-    return AddPartitionsToTxnResponse(v_throttle_time_ms, 0, [], v_results_by_topic_v3_and_below, unknown), pos
+    o = _new(AddPartitionsToTxnResponse)
+    o.throttle_time_ms = v_throttle_time_ms
+    o.error_code = 0
+    o.results_by_transaction = []
+    o.results_by_topic_v3_and_below = v_results_by_topic_v3_and_below
+    o.unknown_tagged_fields = unknown
+    return o, pos
 
 
 def _write_AddPartitionsToTxnResponse_1(o: AddPartitionsToTxnResponse, out: bytearray) -> None:
@@ -344,8 +395,8 @@ def _write_AddPartitionsToTxnResponse_1(o: AddPartitionsToTxnResponse, out: byte
     if o.results_by_topic_v3_and_below is None:
         raise _null('ResultsByTopicV3AndBelow')
     _wcal(out, o.results_by_topic_v3_and_below, 'ResultsByTopicV3AndBelow')
-    for item in o.results_by_topic_v3_and_below:
-        _write_AddPartitionsToTxnTopicResult_1(item, out)
+    for e_results_by_topic_v3_and_below in o.results_by_topic_v3_and_below:
+        _write_AddPartitionsToTxnTopicResult_1(e_results_by_topic_v3_and_below, out)
     if o.unknown_tagged_fields:
         _wts(out, (), o.unknown_tagged_fields, '_tagged_fields')
     else:
@@ -356,17 +407,22 @@ def _read_AddPartitionsToTxnResponse_2(buf: bytes | bytearray | memoryview, pos:
     # versions 4-5
     end = len(buf)
     if pos + 6 > end:
-        raise _short_fixed(pos, end, _L_ih)
+        raise _short_fixed(pos, end, _L2)
     v_throttle_time_ms, v_error_code = _S_ih.unpack_from(buf, pos)
     pos += 6
-    n_v_results_by_transaction, pos = _rcal(buf, pos, 'ResultsByTransaction')
+    v_results_by_transaction: list[AddPartitionsToTxnResult]
+    n_v_results_by_transaction = buf[pos] - 1 if pos < end else -2
+    if 0 <= n_v_results_by_transaction < 127 and n_v_results_by_transaction <= end - pos:
+        pos += 1
+    else:
+        n_v_results_by_transaction, pos = _rcal(buf, pos, 'ResultsByTransaction')
     v_results_by_transaction = []
-    app = v_results_by_transaction.append
+    app_v_results_by_transaction = v_results_by_transaction.append
     i = 0
     try:
         for i in range(n_v_results_by_transaction):
-            item, pos = _read_AddPartitionsToTxnResult_0(buf, pos)
-            app(item)
+            e_v_results_by_transaction, pos = _read_AddPartitionsToTxnResult_0(buf, pos)
+            app_v_results_by_transaction(e_v_results_by_transaction)
     except _DecodeError as exc:
         raise exc.refine(field=f'ResultsByTransaction[{i}]')
     unknown: tuple[tuple[int, bytes], ...] = ()
@@ -381,7 +437,13 @@ def _read_AddPartitionsToTxnResponse_2(buf: bytes | bytearray | memoryview, pos:
             pos += size
         if raw_tags:
             unknown = tuple(raw_tags)
-    return AddPartitionsToTxnResponse(v_throttle_time_ms, v_error_code, v_results_by_transaction, [], unknown), pos
+    o = _new(AddPartitionsToTxnResponse)
+    o.throttle_time_ms = v_throttle_time_ms
+    o.error_code = v_error_code
+    o.results_by_transaction = v_results_by_transaction
+    o.results_by_topic_v3_and_below = []
+    o.unknown_tagged_fields = unknown
+    return o, pos
 
 
 def _write_AddPartitionsToTxnResponse_2(o: AddPartitionsToTxnResponse, out: bytearray) -> None:
@@ -392,8 +454,8 @@ def _write_AddPartitionsToTxnResponse_2(o: AddPartitionsToTxnResponse, out: byte
     if o.results_by_transaction is None:
         raise _null('ResultsByTransaction')
     _wcal(out, o.results_by_transaction, 'ResultsByTransaction')
-    for item in o.results_by_transaction:
-        _write_AddPartitionsToTxnResult_0(item, out)
+    for e_results_by_transaction in o.results_by_transaction:
+        _write_AddPartitionsToTxnResult_0(e_results_by_transaction, out)
     if o.unknown_tagged_fields:
         _wts(out, (), o.unknown_tagged_fields, '_tagged_fields')
     else:

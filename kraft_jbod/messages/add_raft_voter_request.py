@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import struct as _struct
+from typing import Any as _Any
 import uuid as _uuid
 from dataclasses import dataclass as _dataclass, field as _field
 from typing import ClassVar as _ClassVar
@@ -26,14 +27,15 @@ from kraft_jbod.wire.primitives import (
     short_fixed as _short_fixed, uuid_from_bytes as _uuid_from_bytes,
 )
 
+_new = object.__new__
 _S_H = _struct.Struct('>H')
 _S_ii16s = _struct.Struct('>ii16s')
 _ZERO_UUID = _uuid_from_bytes((0).to_bytes(16, 'big'))
-_L_H = (('Port', 2),)
-_L_ii16s = (('TimeoutMs', 4), ('VoterId', 4), ('VoterDirectoryId', 16))
+_L0 = (('Port', 2),)
+_L1 = (('TimeoutMs', 4), ('VoterId', 4), ('VoterDirectoryId', 16))
 
 
-def _absent(field: str, version: int) -> _EncodeError:
+def _absent(field: str, version: int | str) -> _EncodeError:
     return _EncodeError(
         f'attempted to write a non-default {field} at version {version}', field_path=field
     )
@@ -91,7 +93,7 @@ def _read_Listener_0(buf: bytes | bytearray | memoryview, pos: int) -> tuple[Lis
     v_name, pos = _rcs(buf, pos, 'Name')
     v_host, pos = _rcs(buf, pos, 'Host')
     if pos + 2 > end:
-        raise _short_fixed(pos, end, _L_H)
+        raise _short_fixed(pos, end, _L0)
     v_port, = _S_H.unpack_from(buf, pos)
     pos += 2
     unknown: tuple[tuple[int, bytes], ...] = ()
@@ -106,7 +108,12 @@ def _read_Listener_0(buf: bytes | bytearray | memoryview, pos: int) -> tuple[Lis
             pos += size
         if raw_tags:
             unknown = tuple(raw_tags)
-    return Listener(v_name, v_host, v_port, unknown), pos
+    o = _new(Listener)
+    o.name = v_name
+    o.host = v_host
+    o.port = v_port
+    o.unknown_tagged_fields = unknown
+    return o, pos
 
 
 def _write_Listener_0(o: Listener, out: bytearray) -> None:
@@ -129,18 +136,23 @@ def _read_AddRaftVoterRequest_0(buf: bytes | bytearray | memoryview, pos: int) -
     end = len(buf)
     v_cluster_id, pos = _rncs(buf, pos, 'ClusterId')
     if pos + 24 > end:
-        raise _short_fixed(pos, end, _L_ii16s)
-    v_timeout_ms, v_voter_id, v_voter_directory_id = _S_ii16s.unpack_from(buf, pos)
-    v_voter_directory_id = _uuid_from_bytes(v_voter_directory_id)
+        raise _short_fixed(pos, end, _L1)
+    v_timeout_ms, v_voter_id, r_voter_directory_id = _S_ii16s.unpack_from(buf, pos)
+    v_voter_directory_id = _uuid_from_bytes(r_voter_directory_id)
     pos += 24
-    n_v_listeners, pos = _rcal(buf, pos, 'Listeners')
+    v_listeners: list[Listener]
+    n_v_listeners = buf[pos] - 1 if pos < end else -2
+    if 0 <= n_v_listeners < 127 and n_v_listeners <= end - pos:
+        pos += 1
+    else:
+        n_v_listeners, pos = _rcal(buf, pos, 'Listeners')
     v_listeners = []
-    app = v_listeners.append
+    app_v_listeners = v_listeners.append
     i = 0
     try:
         for i in range(n_v_listeners):
-            item, pos = _read_Listener_0(buf, pos)
-            app(item)
+            e_v_listeners, pos = _read_Listener_0(buf, pos)
+            app_v_listeners(e_v_listeners)
     except _DecodeError as exc:
         raise exc.refine(field=f'Listeners[{i}]')
     unknown: tuple[tuple[int, bytes], ...] = ()
@@ -155,7 +167,14 @@ def _read_AddRaftVoterRequest_0(buf: bytes | bytearray | memoryview, pos: int) -
             pos += size
         if raw_tags:
             unknown = tuple(raw_tags)
-    return AddRaftVoterRequest(v_cluster_id, v_timeout_ms, v_voter_id, v_voter_directory_id, v_listeners, unknown), pos
+    o = _new(AddRaftVoterRequest)
+    o.cluster_id = v_cluster_id
+    o.timeout_ms = v_timeout_ms
+    o.voter_id = v_voter_id
+    o.voter_directory_id = v_voter_directory_id
+    o.listeners = v_listeners
+    o.unknown_tagged_fields = unknown
+    return o, pos
 
 
 def _write_AddRaftVoterRequest_0(o: AddRaftVoterRequest, out: bytearray) -> None:
@@ -165,8 +184,8 @@ def _write_AddRaftVoterRequest_0(o: AddRaftVoterRequest, out: bytearray) -> None
     if o.listeners is None:
         raise _null('Listeners')
     _wcal(out, o.listeners, 'Listeners')
-    for item in o.listeners:
-        _write_Listener_0(item, out)
+    for e_listeners in o.listeners:
+        _write_Listener_0(e_listeners, out)
     if o.unknown_tagged_fields:
         _wts(out, (), o.unknown_tagged_fields, '_tagged_fields')
     else:

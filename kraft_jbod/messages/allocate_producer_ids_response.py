@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import struct as _struct
+from typing import Any as _Any
 import uuid as _uuid
 from dataclasses import dataclass as _dataclass, field as _field
 from typing import ClassVar as _ClassVar
@@ -26,11 +27,12 @@ from kraft_jbod.wire.primitives import (
     short_fixed as _short_fixed, uuid_from_bytes as _uuid_from_bytes,
 )
 
+_new = object.__new__
 _S_ihqi = _struct.Struct('>ihqi')
-_L_ihqi = (('ThrottleTimeMs', 4), ('ErrorCode', 2), ('ProducerIdStart', 8), ('ProducerIdLen', 4))
+_L0 = (('ThrottleTimeMs', 4), ('ErrorCode', 2), ('ProducerIdStart', 8), ('ProducerIdLen', 4))
 
 
-def _absent(field: str, version: int) -> _EncodeError:
+def _absent(field: str, version: int | str) -> _EncodeError:
     return _EncodeError(
         f'attempted to write a non-default {field} at version {version}', field_path=field
     )
@@ -75,7 +77,7 @@ def _read_AllocateProducerIdsResponse_0(buf: bytes | bytearray | memoryview, pos
     # versions 0
     end = len(buf)
     if pos + 18 > end:
-        raise _short_fixed(pos, end, _L_ihqi)
+        raise _short_fixed(pos, end, _L0)
     v_throttle_time_ms, v_error_code, v_producer_id_start, v_producer_id_len = _S_ihqi.unpack_from(buf, pos)
     pos += 18
     unknown: tuple[tuple[int, bytes], ...] = ()
@@ -90,7 +92,13 @@ def _read_AllocateProducerIdsResponse_0(buf: bytes | bytearray | memoryview, pos
             pos += size
         if raw_tags:
             unknown = tuple(raw_tags)
-    return AllocateProducerIdsResponse(v_throttle_time_ms, v_error_code, v_producer_id_start, v_producer_id_len, unknown), pos
+    o = _new(AllocateProducerIdsResponse)
+    o.throttle_time_ms = v_throttle_time_ms
+    o.error_code = v_error_code
+    o.producer_id_start = v_producer_id_start
+    o.producer_id_len = v_producer_id_len
+    o.unknown_tagged_fields = unknown
+    return o, pos
 
 
 def _write_AllocateProducerIdsResponse_0(o: AllocateProducerIdsResponse, out: bytearray) -> None:

@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import struct as _struct
+from typing import Any as _Any
 import uuid as _uuid
 from dataclasses import dataclass as _dataclass, field as _field
 from typing import ClassVar as _ClassVar
@@ -26,13 +27,14 @@ from kraft_jbod.wire.primitives import (
     short_fixed as _short_fixed, uuid_from_bytes as _uuid_from_bytes,
 )
 
+_new = object.__new__
 _S__ = _struct.Struct('>?')
 _S_d_ = _struct.Struct('>d?')
-_L_d_ = (('Value', 8), ('Remove', 1))
-_L__ = (('ValidateOnly', 1),)
+_L0 = (('Value', 8), ('Remove', 1))
+_L1 = (('ValidateOnly', 1),)
 
 
-def _absent(field: str, version: int) -> _EncodeError:
+def _absent(field: str, version: int | str) -> _EncodeError:
     return _EncodeError(
         f'attempted to write a non-default {field} at version {version}', field_path=field
     )
@@ -104,7 +106,11 @@ def _read_EntityData_0(buf: bytes | bytearray | memoryview, pos: int) -> tuple[E
     end = len(buf)
     v_entity_type, pos = _rs(buf, pos, 'EntityType')
     v_entity_name, pos = _rns(buf, pos, 'EntityName')
-    return EntityData(v_entity_type, v_entity_name, ()), pos
+    o = _new(EntityData)
+    o.entity_type = v_entity_type
+    o.entity_name = v_entity_name
+    o.unknown_tagged_fields = ()
+    return o, pos
 
 
 def _write_EntityData_0(o: EntityData, out: bytearray) -> None:
@@ -134,7 +140,11 @@ def _read_EntityData_1(buf: bytes | bytearray | memoryview, pos: int) -> tuple[E
             pos += size
         if raw_tags:
             unknown = tuple(raw_tags)
-    return EntityData(v_entity_type, v_entity_name, unknown), pos
+    o = _new(EntityData)
+    o.entity_type = v_entity_type
+    o.entity_name = v_entity_name
+    o.unknown_tagged_fields = unknown
+    return o, pos
 
 
 def _write_EntityData_1(o: EntityData, out: bytearray) -> None:
@@ -154,10 +164,15 @@ def _read_OpData_0(buf: bytes | bytearray | memoryview, pos: int) -> tuple[OpDat
     end = len(buf)
     v_key, pos = _rs(buf, pos, 'Key')
     if pos + 9 > end:
-        raise _short_fixed(pos, end, _L_d_)
+        raise _short_fixed(pos, end, _L0)
     v_value, v_remove = _S_d_.unpack_from(buf, pos)
     pos += 9
-    return OpData(v_key, v_value, v_remove, ()), pos
+    o = _new(OpData)
+    o.key = v_key
+    o.value = v_value
+    o.remove = v_remove
+    o.unknown_tagged_fields = ()
+    return o, pos
 
 
 def _write_OpData_0(o: OpData, out: bytearray) -> None:
@@ -165,7 +180,7 @@ def _write_OpData_0(o: OpData, out: bytearray) -> None:
     if o.key is None:
         raise _null('Key')
     _ws(out, o.key, 'Key')
-    out += _S_d_.pack(o.value, _bool(o.remove, 'Remove'))
+    out += _S_d_.pack(o.value, (o.remove if o.remove.__class__ is bool else _bool(o.remove, 'Remove')))
     if o.unknown_tagged_fields:
         raise _EncodeError('tagged fields cannot be written at non-flexible version 0')
 
@@ -175,7 +190,7 @@ def _read_OpData_1(buf: bytes | bytearray | memoryview, pos: int) -> tuple[OpDat
     end = len(buf)
     v_key, pos = _rcs(buf, pos, 'Key')
     if pos + 9 > end:
-        raise _short_fixed(pos, end, _L_d_)
+        raise _short_fixed(pos, end, _L0)
     v_value, v_remove = _S_d_.unpack_from(buf, pos)
     pos += 9
     unknown: tuple[tuple[int, bytes], ...] = ()
@@ -190,7 +205,12 @@ def _read_OpData_1(buf: bytes | bytearray | memoryview, pos: int) -> tuple[OpDat
             pos += size
         if raw_tags:
             unknown = tuple(raw_tags)
-    return OpData(v_key, v_value, v_remove, unknown), pos
+    o = _new(OpData)
+    o.key = v_key
+    o.value = v_value
+    o.remove = v_remove
+    o.unknown_tagged_fields = unknown
+    return o, pos
 
 
 def _write_OpData_1(o: OpData, out: bytearray) -> None:
@@ -198,7 +218,7 @@ def _write_OpData_1(o: OpData, out: bytearray) -> None:
     if o.key is None:
         raise _null('Key')
     _wcs(out, o.key, 'Key')
-    out += _S_d_.pack(o.value, _bool(o.remove, 'Remove'))
+    out += _S_d_.pack(o.value, (o.remove if o.remove.__class__ is bool else _bool(o.remove, 'Remove')))
     if o.unknown_tagged_fields:
         _wts(out, (), o.unknown_tagged_fields, '_tagged_fields')
     else:
@@ -208,27 +228,33 @@ def _write_OpData_1(o: OpData, out: bytearray) -> None:
 def _read_EntryData_0(buf: bytes | bytearray | memoryview, pos: int) -> tuple[EntryData, int]:
     # versions 0
     end = len(buf)
+    v_entity: list[EntityData]
     n_v_entity, pos = _ral(buf, pos, 'Entity')
     v_entity = []
-    app = v_entity.append
+    app_v_entity = v_entity.append
     i = 0
     try:
         for i in range(n_v_entity):
-            item, pos = _read_EntityData_0(buf, pos)
-            app(item)
+            e_v_entity, pos = _read_EntityData_0(buf, pos)
+            app_v_entity(e_v_entity)
     except _DecodeError as exc:
         raise exc.refine(field=f'Entity[{i}]')
+    v_ops: list[OpData]
     n_v_ops, pos = _ral(buf, pos, 'Ops')
     v_ops = []
-    app = v_ops.append
+    app_v_ops = v_ops.append
     i = 0
     try:
         for i in range(n_v_ops):
-            item, pos = _read_OpData_0(buf, pos)
-            app(item)
+            e_v_ops, pos = _read_OpData_0(buf, pos)
+            app_v_ops(e_v_ops)
     except _DecodeError as exc:
         raise exc.refine(field=f'Ops[{i}]')
-    return EntryData(v_entity, v_ops, ()), pos
+    o = _new(EntryData)
+    o.entity = v_entity
+    o.ops = v_ops
+    o.unknown_tagged_fields = ()
+    return o, pos
 
 
 def _write_EntryData_0(o: EntryData, out: bytearray) -> None:
@@ -236,13 +262,13 @@ def _write_EntryData_0(o: EntryData, out: bytearray) -> None:
     if o.entity is None:
         raise _null('Entity')
     _wal(out, o.entity, 'Entity')
-    for item in o.entity:
-        _write_EntityData_0(item, out)
+    for e_entity in o.entity:
+        _write_EntityData_0(e_entity, out)
     if o.ops is None:
         raise _null('Ops')
     _wal(out, o.ops, 'Ops')
-    for item in o.ops:
-        _write_OpData_0(item, out)
+    for e_ops in o.ops:
+        _write_OpData_0(e_ops, out)
     if o.unknown_tagged_fields:
         raise _EncodeError('tagged fields cannot be written at non-flexible version 0')
 
@@ -250,24 +276,34 @@ def _write_EntryData_0(o: EntryData, out: bytearray) -> None:
 def _read_EntryData_1(buf: bytes | bytearray | memoryview, pos: int) -> tuple[EntryData, int]:
     # versions 1
     end = len(buf)
-    n_v_entity, pos = _rcal(buf, pos, 'Entity')
+    v_entity: list[EntityData]
+    n_v_entity = buf[pos] - 1 if pos < end else -2
+    if 0 <= n_v_entity < 127 and n_v_entity <= end - pos:
+        pos += 1
+    else:
+        n_v_entity, pos = _rcal(buf, pos, 'Entity')
     v_entity = []
-    app = v_entity.append
+    app_v_entity = v_entity.append
     i = 0
     try:
         for i in range(n_v_entity):
-            item, pos = _read_EntityData_1(buf, pos)
-            app(item)
+            e_v_entity, pos = _read_EntityData_1(buf, pos)
+            app_v_entity(e_v_entity)
     except _DecodeError as exc:
         raise exc.refine(field=f'Entity[{i}]')
-    n_v_ops, pos = _rcal(buf, pos, 'Ops')
+    v_ops: list[OpData]
+    n_v_ops = buf[pos] - 1 if pos < end else -2
+    if 0 <= n_v_ops < 127 and n_v_ops <= end - pos:
+        pos += 1
+    else:
+        n_v_ops, pos = _rcal(buf, pos, 'Ops')
     v_ops = []
-    app = v_ops.append
+    app_v_ops = v_ops.append
     i = 0
     try:
         for i in range(n_v_ops):
-            item, pos = _read_OpData_1(buf, pos)
-            app(item)
+            e_v_ops, pos = _read_OpData_1(buf, pos)
+            app_v_ops(e_v_ops)
     except _DecodeError as exc:
         raise exc.refine(field=f'Ops[{i}]')
     unknown: tuple[tuple[int, bytes], ...] = ()
@@ -282,7 +318,11 @@ def _read_EntryData_1(buf: bytes | bytearray | memoryview, pos: int) -> tuple[En
             pos += size
         if raw_tags:
             unknown = tuple(raw_tags)
-    return EntryData(v_entity, v_ops, unknown), pos
+    o = _new(EntryData)
+    o.entity = v_entity
+    o.ops = v_ops
+    o.unknown_tagged_fields = unknown
+    return o, pos
 
 
 def _write_EntryData_1(o: EntryData, out: bytearray) -> None:
@@ -290,13 +330,13 @@ def _write_EntryData_1(o: EntryData, out: bytearray) -> None:
     if o.entity is None:
         raise _null('Entity')
     _wcal(out, o.entity, 'Entity')
-    for item in o.entity:
-        _write_EntityData_1(item, out)
+    for e_entity in o.entity:
+        _write_EntityData_1(e_entity, out)
     if o.ops is None:
         raise _null('Ops')
     _wcal(out, o.ops, 'Ops')
-    for item in o.ops:
-        _write_OpData_1(item, out)
+    for e_ops in o.ops:
+        _write_OpData_1(e_ops, out)
     if o.unknown_tagged_fields:
         _wts(out, (), o.unknown_tagged_fields, '_tagged_fields')
     else:
@@ -306,21 +346,26 @@ def _write_EntryData_1(o: EntryData, out: bytearray) -> None:
 def _read_AlterClientQuotasRequest_0(buf: bytes | bytearray | memoryview, pos: int) -> tuple[AlterClientQuotasRequest, int]:
     # versions 0
     end = len(buf)
+    v_entries: list[EntryData]
     n_v_entries, pos = _ral(buf, pos, 'Entries')
     v_entries = []
-    app = v_entries.append
+    app_v_entries = v_entries.append
     i = 0
     try:
         for i in range(n_v_entries):
-            item, pos = _read_EntryData_0(buf, pos)
-            app(item)
+            e_v_entries, pos = _read_EntryData_0(buf, pos)
+            app_v_entries(e_v_entries)
     except _DecodeError as exc:
         raise exc.refine(field=f'Entries[{i}]')
     if pos + 1 > end:
-        raise _short_fixed(pos, end, _L__)
+        raise _short_fixed(pos, end, _L1)
     v_validate_only, = _S__.unpack_from(buf, pos)
     pos += 1
-    return AlterClientQuotasRequest(v_entries, v_validate_only, ()), pos
+    o = _new(AlterClientQuotasRequest)
+    o.entries = v_entries
+    o.validate_only = v_validate_only
+    o.unknown_tagged_fields = ()
+    return o, pos
 
 
 def _write_AlterClientQuotasRequest_0(o: AlterClientQuotasRequest, out: bytearray) -> None:
@@ -328,9 +373,9 @@ def _write_AlterClientQuotasRequest_0(o: AlterClientQuotasRequest, out: bytearra
     if o.entries is None:
         raise _null('Entries')
     _wal(out, o.entries, 'Entries')
-    for item in o.entries:
-        _write_EntryData_0(item, out)
-    out += _S__.pack(_bool(o.validate_only, 'ValidateOnly'))
+    for e_entries in o.entries:
+        _write_EntryData_0(e_entries, out)
+    out += _S__.pack((o.validate_only if o.validate_only.__class__ is bool else _bool(o.validate_only, 'ValidateOnly')))
     if o.unknown_tagged_fields:
         raise _EncodeError('tagged fields cannot be written at non-flexible version 0')
 
@@ -338,18 +383,23 @@ def _write_AlterClientQuotasRequest_0(o: AlterClientQuotasRequest, out: bytearra
 def _read_AlterClientQuotasRequest_1(buf: bytes | bytearray | memoryview, pos: int) -> tuple[AlterClientQuotasRequest, int]:
     # versions 1
     end = len(buf)
-    n_v_entries, pos = _rcal(buf, pos, 'Entries')
+    v_entries: list[EntryData]
+    n_v_entries = buf[pos] - 1 if pos < end else -2
+    if 0 <= n_v_entries < 127 and n_v_entries <= end - pos:
+        pos += 1
+    else:
+        n_v_entries, pos = _rcal(buf, pos, 'Entries')
     v_entries = []
-    app = v_entries.append
+    app_v_entries = v_entries.append
     i = 0
     try:
         for i in range(n_v_entries):
-            item, pos = _read_EntryData_1(buf, pos)
-            app(item)
+            e_v_entries, pos = _read_EntryData_1(buf, pos)
+            app_v_entries(e_v_entries)
     except _DecodeError as exc:
         raise exc.refine(field=f'Entries[{i}]')
     if pos + 1 > end:
-        raise _short_fixed(pos, end, _L__)
+        raise _short_fixed(pos, end, _L1)
     v_validate_only, = _S__.unpack_from(buf, pos)
     pos += 1
     unknown: tuple[tuple[int, bytes], ...] = ()
@@ -364,7 +414,11 @@ def _read_AlterClientQuotasRequest_1(buf: bytes | bytearray | memoryview, pos: i
             pos += size
         if raw_tags:
             unknown = tuple(raw_tags)
-    return AlterClientQuotasRequest(v_entries, v_validate_only, unknown), pos
+    o = _new(AlterClientQuotasRequest)
+    o.entries = v_entries
+    o.validate_only = v_validate_only
+    o.unknown_tagged_fields = unknown
+    return o, pos
 
 
 def _write_AlterClientQuotasRequest_1(o: AlterClientQuotasRequest, out: bytearray) -> None:
@@ -372,9 +426,9 @@ def _write_AlterClientQuotasRequest_1(o: AlterClientQuotasRequest, out: bytearra
     if o.entries is None:
         raise _null('Entries')
     _wcal(out, o.entries, 'Entries')
-    for item in o.entries:
-        _write_EntryData_1(item, out)
-    out += _S__.pack(_bool(o.validate_only, 'ValidateOnly'))
+    for e_entries in o.entries:
+        _write_EntryData_1(e_entries, out)
+    out += _S__.pack((o.validate_only if o.validate_only.__class__ is bool else _bool(o.validate_only, 'ValidateOnly')))
     if o.unknown_tagged_fields:
         _wts(out, (), o.unknown_tagged_fields, '_tagged_fields')
     else:

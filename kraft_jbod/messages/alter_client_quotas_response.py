@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import struct as _struct
+from typing import Any as _Any
 import uuid as _uuid
 from dataclasses import dataclass as _dataclass, field as _field
 from typing import ClassVar as _ClassVar
@@ -26,13 +27,14 @@ from kraft_jbod.wire.primitives import (
     short_fixed as _short_fixed, uuid_from_bytes as _uuid_from_bytes,
 )
 
+_new = object.__new__
 _S_h = _struct.Struct('>h')
 _S_i = _struct.Struct('>i')
-_L_h = (('ErrorCode', 2),)
-_L_i = (('ThrottleTimeMs', 4),)
+_L0 = (('ErrorCode', 2),)
+_L1 = (('ThrottleTimeMs', 4),)
 
 
-def _absent(field: str, version: int) -> _EncodeError:
+def _absent(field: str, version: int | str) -> _EncodeError:
     return _EncodeError(
         f'attempted to write a non-default {field} at version {version}', field_path=field
     )
@@ -95,7 +97,11 @@ def _read_EntityData_0(buf: bytes | bytearray | memoryview, pos: int) -> tuple[E
     end = len(buf)
     v_entity_type, pos = _rs(buf, pos, 'EntityType')
     v_entity_name, pos = _rns(buf, pos, 'EntityName')
-    return EntityData(v_entity_type, v_entity_name, ()), pos
+    o = _new(EntityData)
+    o.entity_type = v_entity_type
+    o.entity_name = v_entity_name
+    o.unknown_tagged_fields = ()
+    return o, pos
 
 
 def _write_EntityData_0(o: EntityData, out: bytearray) -> None:
@@ -125,7 +131,11 @@ def _read_EntityData_1(buf: bytes | bytearray | memoryview, pos: int) -> tuple[E
             pos += size
         if raw_tags:
             unknown = tuple(raw_tags)
-    return EntityData(v_entity_type, v_entity_name, unknown), pos
+    o = _new(EntityData)
+    o.entity_type = v_entity_type
+    o.entity_name = v_entity_name
+    o.unknown_tagged_fields = unknown
+    return o, pos
 
 
 def _write_EntityData_1(o: EntityData, out: bytearray) -> None:
@@ -144,21 +154,27 @@ def _read_EntryData_0(buf: bytes | bytearray | memoryview, pos: int) -> tuple[En
     # versions 0
     end = len(buf)
     if pos + 2 > end:
-        raise _short_fixed(pos, end, _L_h)
+        raise _short_fixed(pos, end, _L0)
     v_error_code, = _S_h.unpack_from(buf, pos)
     pos += 2
     v_error_message, pos = _rns(buf, pos, 'ErrorMessage')
+    v_entity: list[EntityData]
     n_v_entity, pos = _ral(buf, pos, 'Entity')
     v_entity = []
-    app = v_entity.append
+    app_v_entity = v_entity.append
     i = 0
     try:
         for i in range(n_v_entity):
-            item, pos = _read_EntityData_0(buf, pos)
-            app(item)
+            e_v_entity, pos = _read_EntityData_0(buf, pos)
+            app_v_entity(e_v_entity)
     except _DecodeError as exc:
         raise exc.refine(field=f'Entity[{i}]')
-    return EntryData(v_error_code, v_error_message, v_entity, ()), pos
+    o = _new(EntryData)
+    o.error_code = v_error_code
+    o.error_message = v_error_message
+    o.entity = v_entity
+    o.unknown_tagged_fields = ()
+    return o, pos
 
 
 def _write_EntryData_0(o: EntryData, out: bytearray) -> None:
@@ -168,8 +184,8 @@ def _write_EntryData_0(o: EntryData, out: bytearray) -> None:
     if o.entity is None:
         raise _null('Entity')
     _wal(out, o.entity, 'Entity')
-    for item in o.entity:
-        _write_EntityData_0(item, out)
+    for e_entity in o.entity:
+        _write_EntityData_0(e_entity, out)
     if o.unknown_tagged_fields:
         raise _EncodeError('tagged fields cannot be written at non-flexible version 0')
 
@@ -178,18 +194,23 @@ def _read_EntryData_1(buf: bytes | bytearray | memoryview, pos: int) -> tuple[En
     # versions 1
     end = len(buf)
     if pos + 2 > end:
-        raise _short_fixed(pos, end, _L_h)
+        raise _short_fixed(pos, end, _L0)
     v_error_code, = _S_h.unpack_from(buf, pos)
     pos += 2
     v_error_message, pos = _rncs(buf, pos, 'ErrorMessage')
-    n_v_entity, pos = _rcal(buf, pos, 'Entity')
+    v_entity: list[EntityData]
+    n_v_entity = buf[pos] - 1 if pos < end else -2
+    if 0 <= n_v_entity < 127 and n_v_entity <= end - pos:
+        pos += 1
+    else:
+        n_v_entity, pos = _rcal(buf, pos, 'Entity')
     v_entity = []
-    app = v_entity.append
+    app_v_entity = v_entity.append
     i = 0
     try:
         for i in range(n_v_entity):
-            item, pos = _read_EntityData_1(buf, pos)
-            app(item)
+            e_v_entity, pos = _read_EntityData_1(buf, pos)
+            app_v_entity(e_v_entity)
     except _DecodeError as exc:
         raise exc.refine(field=f'Entity[{i}]')
     unknown: tuple[tuple[int, bytes], ...] = ()
@@ -204,7 +225,12 @@ def _read_EntryData_1(buf: bytes | bytearray | memoryview, pos: int) -> tuple[En
             pos += size
         if raw_tags:
             unknown = tuple(raw_tags)
-    return EntryData(v_error_code, v_error_message, v_entity, unknown), pos
+    o = _new(EntryData)
+    o.error_code = v_error_code
+    o.error_message = v_error_message
+    o.entity = v_entity
+    o.unknown_tagged_fields = unknown
+    return o, pos
 
 
 def _write_EntryData_1(o: EntryData, out: bytearray) -> None:
@@ -214,8 +240,8 @@ def _write_EntryData_1(o: EntryData, out: bytearray) -> None:
     if o.entity is None:
         raise _null('Entity')
     _wcal(out, o.entity, 'Entity')
-    for item in o.entity:
-        _write_EntityData_1(item, out)
+    for e_entity in o.entity:
+        _write_EntityData_1(e_entity, out)
     if o.unknown_tagged_fields:
         _wts(out, (), o.unknown_tagged_fields, '_tagged_fields')
     else:
@@ -226,20 +252,25 @@ def _read_AlterClientQuotasResponse_0(buf: bytes | bytearray | memoryview, pos: 
     # versions 0
     end = len(buf)
     if pos + 4 > end:
-        raise _short_fixed(pos, end, _L_i)
+        raise _short_fixed(pos, end, _L1)
     v_throttle_time_ms, = _S_i.unpack_from(buf, pos)
     pos += 4
+    v_entries: list[EntryData]
     n_v_entries, pos = _ral(buf, pos, 'Entries')
     v_entries = []
-    app = v_entries.append
+    app_v_entries = v_entries.append
     i = 0
     try:
         for i in range(n_v_entries):
-            item, pos = _read_EntryData_0(buf, pos)
-            app(item)
+            e_v_entries, pos = _read_EntryData_0(buf, pos)
+            app_v_entries(e_v_entries)
     except _DecodeError as exc:
         raise exc.refine(field=f'Entries[{i}]')
-    return AlterClientQuotasResponse(v_throttle_time_ms, v_entries, ()), pos
+    o = _new(AlterClientQuotasResponse)
+    o.throttle_time_ms = v_throttle_time_ms
+    o.entries = v_entries
+    o.unknown_tagged_fields = ()
+    return o, pos
 
 
 def _write_AlterClientQuotasResponse_0(o: AlterClientQuotasResponse, out: bytearray) -> None:
@@ -248,8 +279,8 @@ def _write_AlterClientQuotasResponse_0(o: AlterClientQuotasResponse, out: bytear
     if o.entries is None:
         raise _null('Entries')
     _wal(out, o.entries, 'Entries')
-    for item in o.entries:
-        _write_EntryData_0(item, out)
+    for e_entries in o.entries:
+        _write_EntryData_0(e_entries, out)
     if o.unknown_tagged_fields:
         raise _EncodeError('tagged fields cannot be written at non-flexible version 0')
 
@@ -258,17 +289,22 @@ def _read_AlterClientQuotasResponse_1(buf: bytes | bytearray | memoryview, pos: 
     # versions 1
     end = len(buf)
     if pos + 4 > end:
-        raise _short_fixed(pos, end, _L_i)
+        raise _short_fixed(pos, end, _L1)
     v_throttle_time_ms, = _S_i.unpack_from(buf, pos)
     pos += 4
-    n_v_entries, pos = _rcal(buf, pos, 'Entries')
+    v_entries: list[EntryData]
+    n_v_entries = buf[pos] - 1 if pos < end else -2
+    if 0 <= n_v_entries < 127 and n_v_entries <= end - pos:
+        pos += 1
+    else:
+        n_v_entries, pos = _rcal(buf, pos, 'Entries')
     v_entries = []
-    app = v_entries.append
+    app_v_entries = v_entries.append
     i = 0
     try:
         for i in range(n_v_entries):
-            item, pos = _read_EntryData_1(buf, pos)
-            app(item)
+            e_v_entries, pos = _read_EntryData_1(buf, pos)
+            app_v_entries(e_v_entries)
     except _DecodeError as exc:
         raise exc.refine(field=f'Entries[{i}]')
     unknown: tuple[tuple[int, bytes], ...] = ()
@@ -283,7 +319,11 @@ def _read_AlterClientQuotasResponse_1(buf: bytes | bytearray | memoryview, pos: 
             pos += size
         if raw_tags:
             unknown = tuple(raw_tags)
-    return AlterClientQuotasResponse(v_throttle_time_ms, v_entries, unknown), pos
+    o = _new(AlterClientQuotasResponse)
+    o.throttle_time_ms = v_throttle_time_ms
+    o.entries = v_entries
+    o.unknown_tagged_fields = unknown
+    return o, pos
 
 
 def _write_AlterClientQuotasResponse_1(o: AlterClientQuotasResponse, out: bytearray) -> None:
@@ -292,8 +332,8 @@ def _write_AlterClientQuotasResponse_1(o: AlterClientQuotasResponse, out: bytear
     if o.entries is None:
         raise _null('Entries')
     _wcal(out, o.entries, 'Entries')
-    for item in o.entries:
-        _write_EntryData_1(item, out)
+    for e_entries in o.entries:
+        _write_EntryData_1(e_entries, out)
     if o.unknown_tagged_fields:
         _wts(out, (), o.unknown_tagged_fields, '_tagged_fields')
     else:

@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import struct as _struct
+from typing import Any as _Any
 import uuid as _uuid
 from dataclasses import dataclass as _dataclass, field as _field
 from typing import ClassVar as _ClassVar
@@ -26,15 +27,16 @@ from kraft_jbod.wire.primitives import (
     short_fixed as _short_fixed, uuid_from_bytes as _uuid_from_bytes,
 )
 
+_new = object.__new__
 _S_b = _struct.Struct('>b')
 _S_h = _struct.Struct('>h')
 _S_i = _struct.Struct('>i')
-_L_h = (('ErrorCode', 2),)
-_L_b = (('ResourceType', 1),)
-_L_i = (('ThrottleTimeMs', 4),)
+_L0 = (('ErrorCode', 2),)
+_L1 = (('ResourceType', 1),)
+_L2 = (('ThrottleTimeMs', 4),)
 
 
-def _absent(field: str, version: int) -> _EncodeError:
+def _absent(field: str, version: int | str) -> _EncodeError:
     return _EncodeError(
         f'attempted to write a non-default {field} at version {version}', field_path=field
     )
@@ -88,16 +90,22 @@ def _read_AlterConfigsResourceResponse_0(buf: bytes | bytearray | memoryview, po
     # versions 0-1
     end = len(buf)
     if pos + 2 > end:
-        raise _short_fixed(pos, end, _L_h)
+        raise _short_fixed(pos, end, _L0)
     v_error_code, = _S_h.unpack_from(buf, pos)
     pos += 2
     v_error_message, pos = _rns(buf, pos, 'ErrorMessage')
     if pos + 1 > end:
-        raise _short_fixed(pos, end, _L_b)
+        raise _short_fixed(pos, end, _L1)
     v_resource_type, = _S_b.unpack_from(buf, pos)
     pos += 1
     v_resource_name, pos = _rs(buf, pos, 'ResourceName')
-    return AlterConfigsResourceResponse(v_error_code, v_error_message, v_resource_type, v_resource_name, ()), pos
+    o = _new(AlterConfigsResourceResponse)
+    o.error_code = v_error_code
+    o.error_message = v_error_message
+    o.resource_type = v_resource_type
+    o.resource_name = v_resource_name
+    o.unknown_tagged_fields = ()
+    return o, pos
 
 
 def _write_AlterConfigsResourceResponse_0(o: AlterConfigsResourceResponse, out: bytearray) -> None:
@@ -116,12 +124,12 @@ def _read_AlterConfigsResourceResponse_1(buf: bytes | bytearray | memoryview, po
     # versions 2
     end = len(buf)
     if pos + 2 > end:
-        raise _short_fixed(pos, end, _L_h)
+        raise _short_fixed(pos, end, _L0)
     v_error_code, = _S_h.unpack_from(buf, pos)
     pos += 2
     v_error_message, pos = _rncs(buf, pos, 'ErrorMessage')
     if pos + 1 > end:
-        raise _short_fixed(pos, end, _L_b)
+        raise _short_fixed(pos, end, _L1)
     v_resource_type, = _S_b.unpack_from(buf, pos)
     pos += 1
     v_resource_name, pos = _rcs(buf, pos, 'ResourceName')
@@ -137,7 +145,13 @@ def _read_AlterConfigsResourceResponse_1(buf: bytes | bytearray | memoryview, po
             pos += size
         if raw_tags:
             unknown = tuple(raw_tags)
-    return AlterConfigsResourceResponse(v_error_code, v_error_message, v_resource_type, v_resource_name, unknown), pos
+    o = _new(AlterConfigsResourceResponse)
+    o.error_code = v_error_code
+    o.error_message = v_error_message
+    o.resource_type = v_resource_type
+    o.resource_name = v_resource_name
+    o.unknown_tagged_fields = unknown
+    return o, pos
 
 
 def _write_AlterConfigsResourceResponse_1(o: AlterConfigsResourceResponse, out: bytearray) -> None:
@@ -158,20 +172,25 @@ def _read_AlterConfigsResponse_0(buf: bytes | bytearray | memoryview, pos: int) 
     # versions 0-1
     end = len(buf)
     if pos + 4 > end:
-        raise _short_fixed(pos, end, _L_i)
+        raise _short_fixed(pos, end, _L2)
     v_throttle_time_ms, = _S_i.unpack_from(buf, pos)
     pos += 4
+    v_responses: list[AlterConfigsResourceResponse]
     n_v_responses, pos = _ral(buf, pos, 'Responses')
     v_responses = []
-    app = v_responses.append
+    app_v_responses = v_responses.append
     i = 0
     try:
         for i in range(n_v_responses):
-            item, pos = _read_AlterConfigsResourceResponse_0(buf, pos)
-            app(item)
+            e_v_responses, pos = _read_AlterConfigsResourceResponse_0(buf, pos)
+            app_v_responses(e_v_responses)
     except _DecodeError as exc:
         raise exc.refine(field=f'Responses[{i}]')
-    return AlterConfigsResponse(v_throttle_time_ms, v_responses, ()), pos
+    o = _new(AlterConfigsResponse)
+    o.throttle_time_ms = v_throttle_time_ms
+    o.responses = v_responses
+    o.unknown_tagged_fields = ()
+    return o, pos
 
 
 def _write_AlterConfigsResponse_0(o: AlterConfigsResponse, out: bytearray) -> None:
@@ -180,8 +199,8 @@ def _write_AlterConfigsResponse_0(o: AlterConfigsResponse, out: bytearray) -> No
     if o.responses is None:
         raise _null('Responses')
     _wal(out, o.responses, 'Responses')
-    for item in o.responses:
-        _write_AlterConfigsResourceResponse_0(item, out)
+    for e_responses in o.responses:
+        _write_AlterConfigsResourceResponse_0(e_responses, out)
     if o.unknown_tagged_fields:
         raise _EncodeError('tagged fields cannot be written at non-flexible version 0-1')
 
@@ -190,17 +209,22 @@ def _read_AlterConfigsResponse_1(buf: bytes | bytearray | memoryview, pos: int) 
     # versions 2
     end = len(buf)
     if pos + 4 > end:
-        raise _short_fixed(pos, end, _L_i)
+        raise _short_fixed(pos, end, _L2)
     v_throttle_time_ms, = _S_i.unpack_from(buf, pos)
     pos += 4
-    n_v_responses, pos = _rcal(buf, pos, 'Responses')
+    v_responses: list[AlterConfigsResourceResponse]
+    n_v_responses = buf[pos] - 1 if pos < end else -2
+    if 0 <= n_v_responses < 127 and n_v_responses <= end - pos:
+        pos += 1
+    else:
+        n_v_responses, pos = _rcal(buf, pos, 'Responses')
     v_responses = []
-    app = v_responses.append
+    app_v_responses = v_responses.append
     i = 0
     try:
         for i in range(n_v_responses):
-            item, pos = _read_AlterConfigsResourceResponse_1(buf, pos)
-            app(item)
+            e_v_responses, pos = _read_AlterConfigsResourceResponse_1(buf, pos)
+            app_v_responses(e_v_responses)
     except _DecodeError as exc:
         raise exc.refine(field=f'Responses[{i}]')
     unknown: tuple[tuple[int, bytes], ...] = ()
@@ -215,7 +239,11 @@ def _read_AlterConfigsResponse_1(buf: bytes | bytearray | memoryview, pos: int) 
             pos += size
         if raw_tags:
             unknown = tuple(raw_tags)
-    return AlterConfigsResponse(v_throttle_time_ms, v_responses, unknown), pos
+    o = _new(AlterConfigsResponse)
+    o.throttle_time_ms = v_throttle_time_ms
+    o.responses = v_responses
+    o.unknown_tagged_fields = unknown
+    return o, pos
 
 
 def _write_AlterConfigsResponse_1(o: AlterConfigsResponse, out: bytearray) -> None:
@@ -224,8 +252,8 @@ def _write_AlterConfigsResponse_1(o: AlterConfigsResponse, out: bytearray) -> No
     if o.responses is None:
         raise _null('Responses')
     _wcal(out, o.responses, 'Responses')
-    for item in o.responses:
-        _write_AlterConfigsResourceResponse_1(item, out)
+    for e_responses in o.responses:
+        _write_AlterConfigsResourceResponse_1(e_responses, out)
     if o.unknown_tagged_fields:
         _wts(out, (), o.unknown_tagged_fields, '_tagged_fields')
     else:

@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import struct as _struct
+from typing import Any as _Any
 import uuid as _uuid
 from dataclasses import dataclass as _dataclass, field as _field
 from typing import ClassVar as _ClassVar
@@ -26,12 +27,13 @@ from kraft_jbod.wire.primitives import (
     short_fixed as _short_fixed, uuid_from_bytes as _uuid_from_bytes,
 )
 
+_new = object.__new__
 _S_i = _struct.Struct('>i')
-_L_i = (('PartitionIndex', 4),)
-_L_i = (('TimeoutMs', 4),)
+_L0 = (('PartitionIndex', 4),)
+_L1 = (('TimeoutMs', 4),)
 
 
-def _absent(field: str, version: int) -> _EncodeError:
+def _absent(field: str, version: int | str) -> _EncodeError:
     return _EncodeError(
         f'attempted to write a non-default {field} at version {version}', field_path=field
     )
@@ -92,14 +94,19 @@ def _read_ReassignablePartition_0(buf: bytes | bytearray | memoryview, pos: int)
     # versions 0
     end = len(buf)
     if pos + 4 > end:
-        raise _short_fixed(pos, end, _L_i)
+        raise _short_fixed(pos, end, _L0)
     v_partition_index, = _S_i.unpack_from(buf, pos)
     pos += 4
-    n_v_replicas, pos = _rncal(buf, pos, 'Replicas')
+    v_replicas: list[int] | None
+    n_v_replicas = buf[pos] - 1 if pos < end else -2
+    if 0 <= n_v_replicas < 127 and n_v_replicas <= end - pos:
+        pos += 1
+    else:
+        n_v_replicas, pos = _rncal(buf, pos, 'Replicas')
     if n_v_replicas < 0:
         v_replicas = None
     else:
-        v_replicas, pos = _rfa(buf, pos, n_v_replicas, _S_i, 'Replicas')
+        v_replicas, pos = _rfa(buf, pos, n_v_replicas, 'i', 'Replicas')
     unknown: tuple[tuple[int, bytes], ...] = ()
     if pos < end and buf[pos] == 0:
         pos += 1
@@ -112,7 +119,11 @@ def _read_ReassignablePartition_0(buf: bytes | bytearray | memoryview, pos: int)
             pos += size
         if raw_tags:
             unknown = tuple(raw_tags)
-    return ReassignablePartition(v_partition_index, v_replicas, unknown), pos
+    o = _new(ReassignablePartition)
+    o.partition_index = v_partition_index
+    o.replicas = v_replicas
+    o.unknown_tagged_fields = unknown
+    return o, pos
 
 
 def _write_ReassignablePartition_0(o: ReassignablePartition, out: bytearray) -> None:
@@ -131,14 +142,19 @@ def _read_ReassignableTopic_0(buf: bytes | bytearray | memoryview, pos: int) -> 
     # versions 0
     end = len(buf)
     v_name, pos = _rcs(buf, pos, 'Name')
-    n_v_partitions, pos = _rcal(buf, pos, 'Partitions')
+    v_partitions: list[ReassignablePartition]
+    n_v_partitions = buf[pos] - 1 if pos < end else -2
+    if 0 <= n_v_partitions < 127 and n_v_partitions <= end - pos:
+        pos += 1
+    else:
+        n_v_partitions, pos = _rcal(buf, pos, 'Partitions')
     v_partitions = []
-    app = v_partitions.append
+    app_v_partitions = v_partitions.append
     i = 0
     try:
         for i in range(n_v_partitions):
-            item, pos = _read_ReassignablePartition_0(buf, pos)
-            app(item)
+            e_v_partitions, pos = _read_ReassignablePartition_0(buf, pos)
+            app_v_partitions(e_v_partitions)
     except _DecodeError as exc:
         raise exc.refine(field=f'Partitions[{i}]')
     unknown: tuple[tuple[int, bytes], ...] = ()
@@ -153,7 +169,11 @@ def _read_ReassignableTopic_0(buf: bytes | bytearray | memoryview, pos: int) -> 
             pos += size
         if raw_tags:
             unknown = tuple(raw_tags)
-    return ReassignableTopic(v_name, v_partitions, unknown), pos
+    o = _new(ReassignableTopic)
+    o.name = v_name
+    o.partitions = v_partitions
+    o.unknown_tagged_fields = unknown
+    return o, pos
 
 
 def _write_ReassignableTopic_0(o: ReassignableTopic, out: bytearray) -> None:
@@ -164,8 +184,8 @@ def _write_ReassignableTopic_0(o: ReassignableTopic, out: bytearray) -> None:
     if o.partitions is None:
         raise _null('Partitions')
     _wcal(out, o.partitions, 'Partitions')
-    for item in o.partitions:
-        _write_ReassignablePartition_0(item, out)
+    for e_partitions in o.partitions:
+        _write_ReassignablePartition_0(e_partitions, out)
     if o.unknown_tagged_fields:
         _wts(out, (), o.unknown_tagged_fields, '_tagged_fields')
     else:
@@ -176,17 +196,22 @@ def _read_AlterPartitionReassignmentsRequest_0(buf: bytes | bytearray | memoryvi
     # versions 0
     end = len(buf)
     if pos + 4 > end:
-        raise _short_fixed(pos, end, _L_i)
+        raise _short_fixed(pos, end, _L1)
     v_timeout_ms, = _S_i.unpack_from(buf, pos)
     pos += 4
-    n_v_topics, pos = _rcal(buf, pos, 'Topics')
+    v_topics: list[ReassignableTopic]
+    n_v_topics = buf[pos] - 1 if pos < end else -2
+    if 0 <= n_v_topics < 127 and n_v_topics <= end - pos:
+        pos += 1
+    else:
+        n_v_topics, pos = _rcal(buf, pos, 'Topics')
     v_topics = []
-    app = v_topics.append
+    app_v_topics = v_topics.append
     i = 0
     try:
         for i in range(n_v_topics):
-            item, pos = _read_ReassignableTopic_0(buf, pos)
-            app(item)
+            e_v_topics, pos = _read_ReassignableTopic_0(buf, pos)
+            app_v_topics(e_v_topics)
     except _DecodeError as exc:
         raise exc.refine(field=f'Topics[{i}]')
     unknown: tuple[tuple[int, bytes], ...] = ()
@@ -201,7 +226,11 @@ def _read_AlterPartitionReassignmentsRequest_0(buf: bytes | bytearray | memoryvi
             pos += size
         if raw_tags:
             unknown = tuple(raw_tags)
-    return AlterPartitionReassignmentsRequest(v_timeout_ms, v_topics, unknown), pos
+    o = _new(AlterPartitionReassignmentsRequest)
+    o.timeout_ms = v_timeout_ms
+    o.topics = v_topics
+    o.unknown_tagged_fields = unknown
+    return o, pos
 
 
 def _write_AlterPartitionReassignmentsRequest_0(o: AlterPartitionReassignmentsRequest, out: bytearray) -> None:
@@ -210,8 +239,8 @@ def _write_AlterPartitionReassignmentsRequest_0(o: AlterPartitionReassignmentsRe
     if o.topics is None:
         raise _null('Topics')
     _wcal(out, o.topics, 'Topics')
-    for item in o.topics:
-        _write_ReassignableTopic_0(item, out)
+    for e_topics in o.topics:
+        _write_ReassignableTopic_0(e_topics, out)
     if o.unknown_tagged_fields:
         _wts(out, (), o.unknown_tagged_fields, '_tagged_fields')
     else:

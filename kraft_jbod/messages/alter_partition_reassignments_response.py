@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import struct as _struct
+from typing import Any as _Any
 import uuid as _uuid
 from dataclasses import dataclass as _dataclass, field as _field
 from typing import ClassVar as _ClassVar
@@ -26,12 +27,13 @@ from kraft_jbod.wire.primitives import (
     short_fixed as _short_fixed, uuid_from_bytes as _uuid_from_bytes,
 )
 
+_new = object.__new__
 _S_ih = _struct.Struct('>ih')
-_L_ih = (('PartitionIndex', 4), ('ErrorCode', 2))
-_L_ih = (('ThrottleTimeMs', 4), ('ErrorCode', 2))
+_L0 = (('PartitionIndex', 4), ('ErrorCode', 2))
+_L1 = (('ThrottleTimeMs', 4), ('ErrorCode', 2))
 
 
-def _absent(field: str, version: int) -> _EncodeError:
+def _absent(field: str, version: int | str) -> _EncodeError:
     return _EncodeError(
         f'attempted to write a non-default {field} at version {version}', field_path=field
     )
@@ -95,7 +97,7 @@ def _read_ReassignablePartitionResponse_0(buf: bytes | bytearray | memoryview, p
     # versions 0
     end = len(buf)
     if pos + 6 > end:
-        raise _short_fixed(pos, end, _L_ih)
+        raise _short_fixed(pos, end, _L0)
     v_partition_index, v_error_code = _S_ih.unpack_from(buf, pos)
     pos += 6
     v_error_message, pos = _rncs(buf, pos, 'ErrorMessage')
@@ -111,7 +113,12 @@ def _read_ReassignablePartitionResponse_0(buf: bytes | bytearray | memoryview, p
             pos += size
         if raw_tags:
             unknown = tuple(raw_tags)
-    return ReassignablePartitionResponse(v_partition_index, v_error_code, v_error_message, unknown), pos
+    o = _new(ReassignablePartitionResponse)
+    o.partition_index = v_partition_index
+    o.error_code = v_error_code
+    o.error_message = v_error_message
+    o.unknown_tagged_fields = unknown
+    return o, pos
 
 
 def _write_ReassignablePartitionResponse_0(o: ReassignablePartitionResponse, out: bytearray) -> None:
@@ -128,14 +135,19 @@ def _read_ReassignableTopicResponse_0(buf: bytes | bytearray | memoryview, pos: 
     # versions 0
     end = len(buf)
     v_name, pos = _rcs(buf, pos, 'Name')
-    n_v_partitions, pos = _rcal(buf, pos, 'Partitions')
+    v_partitions: list[ReassignablePartitionResponse]
+    n_v_partitions = buf[pos] - 1 if pos < end else -2
+    if 0 <= n_v_partitions < 127 and n_v_partitions <= end - pos:
+        pos += 1
+    else:
+        n_v_partitions, pos = _rcal(buf, pos, 'Partitions')
     v_partitions = []
-    app = v_partitions.append
+    app_v_partitions = v_partitions.append
     i = 0
     try:
         for i in range(n_v_partitions):
-            item, pos = _read_ReassignablePartitionResponse_0(buf, pos)
-            app(item)
+            e_v_partitions, pos = _read_ReassignablePartitionResponse_0(buf, pos)
+            app_v_partitions(e_v_partitions)
     except _DecodeError as exc:
         raise exc.refine(field=f'Partitions[{i}]')
     unknown: tuple[tuple[int, bytes], ...] = ()
@@ -150,7 +162,11 @@ def _read_ReassignableTopicResponse_0(buf: bytes | bytearray | memoryview, pos: 
             pos += size
         if raw_tags:
             unknown = tuple(raw_tags)
-    return ReassignableTopicResponse(v_name, v_partitions, unknown), pos
+    o = _new(ReassignableTopicResponse)
+    o.name = v_name
+    o.partitions = v_partitions
+    o.unknown_tagged_fields = unknown
+    return o, pos
 
 
 def _write_ReassignableTopicResponse_0(o: ReassignableTopicResponse, out: bytearray) -> None:
@@ -161,8 +177,8 @@ def _write_ReassignableTopicResponse_0(o: ReassignableTopicResponse, out: bytear
     if o.partitions is None:
         raise _null('Partitions')
     _wcal(out, o.partitions, 'Partitions')
-    for item in o.partitions:
-        _write_ReassignablePartitionResponse_0(item, out)
+    for e_partitions in o.partitions:
+        _write_ReassignablePartitionResponse_0(e_partitions, out)
     if o.unknown_tagged_fields:
         _wts(out, (), o.unknown_tagged_fields, '_tagged_fields')
     else:
@@ -173,18 +189,23 @@ def _read_AlterPartitionReassignmentsResponse_0(buf: bytes | bytearray | memoryv
     # versions 0
     end = len(buf)
     if pos + 6 > end:
-        raise _short_fixed(pos, end, _L_ih)
+        raise _short_fixed(pos, end, _L1)
     v_throttle_time_ms, v_error_code = _S_ih.unpack_from(buf, pos)
     pos += 6
     v_error_message, pos = _rncs(buf, pos, 'ErrorMessage')
-    n_v_responses, pos = _rcal(buf, pos, 'Responses')
+    v_responses: list[ReassignableTopicResponse]
+    n_v_responses = buf[pos] - 1 if pos < end else -2
+    if 0 <= n_v_responses < 127 and n_v_responses <= end - pos:
+        pos += 1
+    else:
+        n_v_responses, pos = _rcal(buf, pos, 'Responses')
     v_responses = []
-    app = v_responses.append
+    app_v_responses = v_responses.append
     i = 0
     try:
         for i in range(n_v_responses):
-            item, pos = _read_ReassignableTopicResponse_0(buf, pos)
-            app(item)
+            e_v_responses, pos = _read_ReassignableTopicResponse_0(buf, pos)
+            app_v_responses(e_v_responses)
     except _DecodeError as exc:
         raise exc.refine(field=f'Responses[{i}]')
     unknown: tuple[tuple[int, bytes], ...] = ()
@@ -199,7 +220,13 @@ def _read_AlterPartitionReassignmentsResponse_0(buf: bytes | bytearray | memoryv
             pos += size
         if raw_tags:
             unknown = tuple(raw_tags)
-    return AlterPartitionReassignmentsResponse(v_throttle_time_ms, v_error_code, v_error_message, v_responses, unknown), pos
+    o = _new(AlterPartitionReassignmentsResponse)
+    o.throttle_time_ms = v_throttle_time_ms
+    o.error_code = v_error_code
+    o.error_message = v_error_message
+    o.responses = v_responses
+    o.unknown_tagged_fields = unknown
+    return o, pos
 
 
 def _write_AlterPartitionReassignmentsResponse_0(o: AlterPartitionReassignmentsResponse, out: bytearray) -> None:
@@ -209,8 +236,8 @@ def _write_AlterPartitionReassignmentsResponse_0(o: AlterPartitionReassignmentsR
     if o.responses is None:
         raise _null('Responses')
     _wcal(out, o.responses, 'Responses')
-    for item in o.responses:
-        _write_ReassignableTopicResponse_0(item, out)
+    for e_responses in o.responses:
+        _write_ReassignableTopicResponse_0(e_responses, out)
     if o.unknown_tagged_fields:
         _wts(out, (), o.unknown_tagged_fields, '_tagged_fields')
     else:

@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import struct as _struct
+from typing import Any as _Any
 import uuid as _uuid
 from dataclasses import dataclass as _dataclass, field as _field
 from typing import ClassVar as _ClassVar
@@ -26,20 +27,21 @@ from kraft_jbod.wire.primitives import (
     short_fixed as _short_fixed, uuid_from_bytes as _uuid_from_bytes,
 )
 
+_new = object.__new__
 _S_16s = _struct.Struct('>16s')
 _S_bi = _struct.Struct('>bi')
 _S_i = _struct.Struct('>i')
 _S_ii = _struct.Struct('>ii')
 _S_iq = _struct.Struct('>iq')
 _ZERO_UUID = _uuid_from_bytes((0).to_bytes(16, 'big'))
-_L_iq = (('BrokerId', 4), ('BrokerEpoch', 8))
-_L_ii = (('PartitionIndex', 4), ('LeaderEpoch', 4))
-_L_i = (('PartitionEpoch', 4),)
-_L_bi = (('LeaderRecoveryState', 1), ('PartitionEpoch', 4))
-_L_16s = (('TopicId', 16),)
+_L0 = (('BrokerId', 4), ('BrokerEpoch', 8))
+_L1 = (('PartitionIndex', 4), ('LeaderEpoch', 4))
+_L2 = (('PartitionEpoch', 4),)
+_L3 = (('LeaderRecoveryState', 1), ('PartitionEpoch', 4))
+_L4 = (('TopicId', 16),)
 
 
-def _absent(field: str, version: int) -> _EncodeError:
+def _absent(field: str, version: int | str) -> _EncodeError:
     return _EncodeError(
         f'attempted to write a non-default {field} at version {version}', field_path=field
     )
@@ -115,7 +117,7 @@ def _read_BrokerState_0(buf: bytes | bytearray | memoryview, pos: int) -> tuple[
     # versions 3
     end = len(buf)
     if pos + 12 > end:
-        raise _short_fixed(pos, end, _L_iq)
+        raise _short_fixed(pos, end, _L0)
     v_broker_id, v_broker_epoch = _S_iq.unpack_from(buf, pos)
     pos += 12
     unknown: tuple[tuple[int, bytes], ...] = ()
@@ -130,7 +132,11 @@ def _read_BrokerState_0(buf: bytes | bytearray | memoryview, pos: int) -> tuple[
             pos += size
         if raw_tags:
             unknown = tuple(raw_tags)
-    return BrokerState(v_broker_id, v_broker_epoch, unknown), pos
+    o = _new(BrokerState)
+    o.broker_id = v_broker_id
+    o.broker_epoch = v_broker_epoch
+    o.unknown_tagged_fields = unknown
+    return o, pos
 
 
 def _write_BrokerState_0(o: BrokerState, out: bytearray) -> None:
@@ -146,13 +152,18 @@ def _read_PartitionData_0(buf: bytes | bytearray | memoryview, pos: int) -> tupl
     # versions 0
     end = len(buf)
     if pos + 8 > end:
-        raise _short_fixed(pos, end, _L_ii)
+        raise _short_fixed(pos, end, _L1)
     v_partition_index, v_leader_epoch = _S_ii.unpack_from(buf, pos)
     pos += 8
-    n_v_new_isr, pos = _rcal(buf, pos, 'NewIsr')
-    v_new_isr, pos = _rfa(buf, pos, n_v_new_isr, _S_i, 'NewIsr')
+    v_new_isr: list[int]
+    n_v_new_isr = buf[pos] - 1 if pos < end else -2
+    if 0 <= n_v_new_isr < 127 and n_v_new_isr <= end - pos:
+        pos += 1
+    else:
+        n_v_new_isr, pos = _rcal(buf, pos, 'NewIsr')
+    v_new_isr, pos = _rfa(buf, pos, n_v_new_isr, 'i', 'NewIsr')
     if pos + 4 > end:
-        raise _short_fixed(pos, end, _L_i)
+        raise _short_fixed(pos, end, _L2)
     v_partition_epoch, = _S_i.unpack_from(buf, pos)
     pos += 4
     unknown: tuple[tuple[int, bytes], ...] = ()
@@ -167,7 +178,15 @@ def _read_PartitionData_0(buf: bytes | bytearray | memoryview, pos: int) -> tupl
             pos += size
         if raw_tags:
             unknown = tuple(raw_tags)
-    return PartitionData(v_partition_index, v_leader_epoch, v_new_isr, [], 0, v_partition_epoch, unknown), pos
+    o = _new(PartitionData)
+    o.partition_index = v_partition_index
+    o.leader_epoch = v_leader_epoch
+    o.new_isr = v_new_isr
+    o.new_isr_with_epochs = []
+    o.leader_recovery_state = 0
+    o.partition_epoch = v_partition_epoch
+    o.unknown_tagged_fields = unknown
+    return o, pos
 
 
 def _write_PartitionData_0(o: PartitionData, out: bytearray) -> None:
@@ -192,13 +211,18 @@ def _read_PartitionData_1(buf: bytes | bytearray | memoryview, pos: int) -> tupl
     # versions 1-2
     end = len(buf)
     if pos + 8 > end:
-        raise _short_fixed(pos, end, _L_ii)
+        raise _short_fixed(pos, end, _L1)
     v_partition_index, v_leader_epoch = _S_ii.unpack_from(buf, pos)
     pos += 8
-    n_v_new_isr, pos = _rcal(buf, pos, 'NewIsr')
-    v_new_isr, pos = _rfa(buf, pos, n_v_new_isr, _S_i, 'NewIsr')
+    v_new_isr: list[int]
+    n_v_new_isr = buf[pos] - 1 if pos < end else -2
+    if 0 <= n_v_new_isr < 127 and n_v_new_isr <= end - pos:
+        pos += 1
+    else:
+        n_v_new_isr, pos = _rcal(buf, pos, 'NewIsr')
+    v_new_isr, pos = _rfa(buf, pos, n_v_new_isr, 'i', 'NewIsr')
     if pos + 5 > end:
-        raise _short_fixed(pos, end, _L_bi)
+        raise _short_fixed(pos, end, _L3)
     v_leader_recovery_state, v_partition_epoch = _S_bi.unpack_from(buf, pos)
     pos += 5
     unknown: tuple[tuple[int, bytes], ...] = ()
@@ -213,7 +237,15 @@ def _read_PartitionData_1(buf: bytes | bytearray | memoryview, pos: int) -> tupl
             pos += size
         if raw_tags:
             unknown = tuple(raw_tags)
-    return PartitionData(v_partition_index, v_leader_epoch, v_new_isr, [], v_leader_recovery_state, v_partition_epoch, unknown), pos
+    o = _new(PartitionData)
+    o.partition_index = v_partition_index
+    o.leader_epoch = v_leader_epoch
+    o.new_isr = v_new_isr
+    o.new_isr_with_epochs = []
+    o.leader_recovery_state = v_leader_recovery_state
+    o.partition_epoch = v_partition_epoch
+    o.unknown_tagged_fields = unknown
+    return o, pos
 
 
 def _write_PartitionData_1(o: PartitionData, out: bytearray) -> None:
@@ -236,21 +268,26 @@ def _read_PartitionData_2(buf: bytes | bytearray | memoryview, pos: int) -> tupl
     # versions 3
     end = len(buf)
     if pos + 8 > end:
-        raise _short_fixed(pos, end, _L_ii)
+        raise _short_fixed(pos, end, _L1)
     v_partition_index, v_leader_epoch = _S_ii.unpack_from(buf, pos)
     pos += 8
-    n_v_new_isr_with_epochs, pos = _rcal(buf, pos, 'NewIsrWithEpochs')
+    v_new_isr_with_epochs: list[BrokerState]
+    n_v_new_isr_with_epochs = buf[pos] - 1 if pos < end else -2
+    if 0 <= n_v_new_isr_with_epochs < 127 and n_v_new_isr_with_epochs <= end - pos:
+        pos += 1
+    else:
+        n_v_new_isr_with_epochs, pos = _rcal(buf, pos, 'NewIsrWithEpochs')
     v_new_isr_with_epochs = []
-    app = v_new_isr_with_epochs.append
+    app_v_new_isr_with_epochs = v_new_isr_with_epochs.append
     i = 0
     try:
         for i in range(n_v_new_isr_with_epochs):
-            item, pos = _read_BrokerState_0(buf, pos)
-            app(item)
+            e_v_new_isr_with_epochs, pos = _read_BrokerState_0(buf, pos)
+            app_v_new_isr_with_epochs(e_v_new_isr_with_epochs)
     except _DecodeError as exc:
         raise exc.refine(field=f'NewIsrWithEpochs[{i}]')
     if pos + 5 > end:
-        raise _short_fixed(pos, end, _L_bi)
+        raise _short_fixed(pos, end, _L3)
     v_leader_recovery_state, v_partition_epoch = _S_bi.unpack_from(buf, pos)
     pos += 5
     unknown: tuple[tuple[int, bytes], ...] = ()
@@ -265,7 +302,15 @@ def _read_PartitionData_2(buf: bytes | bytearray | memoryview, pos: int) -> tupl
             pos += size
         if raw_tags:
             unknown = tuple(raw_tags)
-    return PartitionData(v_partition_index, v_leader_epoch, [], v_new_isr_with_epochs, v_leader_recovery_state, v_partition_epoch, unknown), pos
+    o = _new(PartitionData)
+    o.partition_index = v_partition_index
+    o.leader_epoch = v_leader_epoch
+    o.new_isr = []
+    o.new_isr_with_epochs = v_new_isr_with_epochs
+    o.leader_recovery_state = v_leader_recovery_state
+    o.partition_epoch = v_partition_epoch
+    o.unknown_tagged_fields = unknown
+    return o, pos
 
 
 def _write_PartitionData_2(o: PartitionData, out: bytearray) -> None:
@@ -276,8 +321,8 @@ def _write_PartitionData_2(o: PartitionData, out: bytearray) -> None:
     if o.new_isr_with_epochs is None:
         raise _null('NewIsrWithEpochs')
     _wcal(out, o.new_isr_with_epochs, 'NewIsrWithEpochs')
-    for item in o.new_isr_with_epochs:
-        _write_BrokerState_0(item, out)
+    for e_new_isr_with_epochs in o.new_isr_with_epochs:
+        _write_BrokerState_0(e_new_isr_with_epochs, out)
     out += _S_bi.pack(o.leader_recovery_state, o.partition_epoch)
     if o.unknown_tagged_fields:
         _wts(out, (), o.unknown_tagged_fields, '_tagged_fields')
@@ -289,14 +334,19 @@ def _read_TopicData_0(buf: bytes | bytearray | memoryview, pos: int) -> tuple[To
     # versions 0
     end = len(buf)
     v_topic_name, pos = _rcs(buf, pos, 'TopicName')
-    n_v_partitions, pos = _rcal(buf, pos, 'Partitions')
+    v_partitions: list[PartitionData]
+    n_v_partitions = buf[pos] - 1 if pos < end else -2
+    if 0 <= n_v_partitions < 127 and n_v_partitions <= end - pos:
+        pos += 1
+    else:
+        n_v_partitions, pos = _rcal(buf, pos, 'Partitions')
     v_partitions = []
-    app = v_partitions.append
+    app_v_partitions = v_partitions.append
     i = 0
     try:
         for i in range(n_v_partitions):
-            item, pos = _read_PartitionData_0(buf, pos)
-            app(item)
+            e_v_partitions, pos = _read_PartitionData_0(buf, pos)
+            app_v_partitions(e_v_partitions)
     except _DecodeError as exc:
         raise exc.refine(field=f'Partitions[{i}]')
     unknown: tuple[tuple[int, bytes], ...] = ()
@@ -311,7 +361,12 @@ def _read_TopicData_0(buf: bytes | bytearray | memoryview, pos: int) -> tuple[To
             pos += size
         if raw_tags:
             unknown = tuple(raw_tags)
-    return TopicData(v_topic_name, _ZERO_UUID, v_partitions, unknown), pos
+    o = _new(TopicData)
+    o.topic_name = v_topic_name
+    o.topic_id = _ZERO_UUID
+    o.partitions = v_partitions
+    o.unknown_tagged_fields = unknown
+    return o, pos
 
 
 def _write_TopicData_0(o: TopicData, out: bytearray) -> None:
@@ -322,8 +377,8 @@ def _write_TopicData_0(o: TopicData, out: bytearray) -> None:
     if o.partitions is None:
         raise _null('Partitions')
     _wcal(out, o.partitions, 'Partitions')
-    for item in o.partitions:
-        _write_PartitionData_0(item, out)
+    for e_partitions in o.partitions:
+        _write_PartitionData_0(e_partitions, out)
     if o.unknown_tagged_fields:
         _wts(out, (), o.unknown_tagged_fields, '_tagged_fields')
     else:
@@ -334,14 +389,19 @@ def _read_TopicData_1(buf: bytes | bytearray | memoryview, pos: int) -> tuple[To
     # versions 1
     end = len(buf)
     v_topic_name, pos = _rcs(buf, pos, 'TopicName')
-    n_v_partitions, pos = _rcal(buf, pos, 'Partitions')
+    v_partitions: list[PartitionData]
+    n_v_partitions = buf[pos] - 1 if pos < end else -2
+    if 0 <= n_v_partitions < 127 and n_v_partitions <= end - pos:
+        pos += 1
+    else:
+        n_v_partitions, pos = _rcal(buf, pos, 'Partitions')
     v_partitions = []
-    app = v_partitions.append
+    app_v_partitions = v_partitions.append
     i = 0
     try:
         for i in range(n_v_partitions):
-            item, pos = _read_PartitionData_1(buf, pos)
-            app(item)
+            e_v_partitions, pos = _read_PartitionData_1(buf, pos)
+            app_v_partitions(e_v_partitions)
     except _DecodeError as exc:
         raise exc.refine(field=f'Partitions[{i}]')
     unknown: tuple[tuple[int, bytes], ...] = ()
@@ -356,7 +416,12 @@ def _read_TopicData_1(buf: bytes | bytearray | memoryview, pos: int) -> tuple[To
             pos += size
         if raw_tags:
             unknown = tuple(raw_tags)
-    return TopicData(v_topic_name, _ZERO_UUID, v_partitions, unknown), pos
+    o = _new(TopicData)
+    o.topic_name = v_topic_name
+    o.topic_id = _ZERO_UUID
+    o.partitions = v_partitions
+    o.unknown_tagged_fields = unknown
+    return o, pos
 
 
 def _write_TopicData_1(o: TopicData, out: bytearray) -> None:
@@ -367,8 +432,8 @@ def _write_TopicData_1(o: TopicData, out: bytearray) -> None:
     if o.partitions is None:
         raise _null('Partitions')
     _wcal(out, o.partitions, 'Partitions')
-    for item in o.partitions:
-        _write_PartitionData_1(item, out)
+    for e_partitions in o.partitions:
+        _write_PartitionData_1(e_partitions, out)
     if o.unknown_tagged_fields:
         _wts(out, (), o.unknown_tagged_fields, '_tagged_fields')
     else:
@@ -379,18 +444,23 @@ def _read_TopicData_2(buf: bytes | bytearray | memoryview, pos: int) -> tuple[To
     # versions 2
     end = len(buf)
     if pos + 16 > end:
-        raise _short_fixed(pos, end, _L_16s)
-    v_topic_id, = _S_16s.unpack_from(buf, pos)
-    v_topic_id = _uuid_from_bytes(v_topic_id)
+        raise _short_fixed(pos, end, _L4)
+    r_topic_id, = _S_16s.unpack_from(buf, pos)
+    v_topic_id = _uuid_from_bytes(r_topic_id)
     pos += 16
-    n_v_partitions, pos = _rcal(buf, pos, 'Partitions')
+    v_partitions: list[PartitionData]
+    n_v_partitions = buf[pos] - 1 if pos < end else -2
+    if 0 <= n_v_partitions < 127 and n_v_partitions <= end - pos:
+        pos += 1
+    else:
+        n_v_partitions, pos = _rcal(buf, pos, 'Partitions')
     v_partitions = []
-    app = v_partitions.append
+    app_v_partitions = v_partitions.append
     i = 0
     try:
         for i in range(n_v_partitions):
-            item, pos = _read_PartitionData_1(buf, pos)
-            app(item)
+            e_v_partitions, pos = _read_PartitionData_1(buf, pos)
+            app_v_partitions(e_v_partitions)
     except _DecodeError as exc:
         raise exc.refine(field=f'Partitions[{i}]')
     unknown: tuple[tuple[int, bytes], ...] = ()
@@ -405,7 +475,12 @@ def _read_TopicData_2(buf: bytes | bytearray | memoryview, pos: int) -> tuple[To
             pos += size
         if raw_tags:
             unknown = tuple(raw_tags)
-    return TopicData('', v_topic_id, v_partitions, unknown), pos
+    o = _new(TopicData)
+    o.topic_name = ''
+    o.topic_id = v_topic_id
+    o.partitions = v_partitions
+    o.unknown_tagged_fields = unknown
+    return o, pos
 
 
 def _write_TopicData_2(o: TopicData, out: bytearray) -> None:
@@ -414,8 +489,8 @@ def _write_TopicData_2(o: TopicData, out: bytearray) -> None:
     if o.partitions is None:
         raise _null('Partitions')
     _wcal(out, o.partitions, 'Partitions')
-    for item in o.partitions:
-        _write_PartitionData_1(item, out)
+    for e_partitions in o.partitions:
+        _write_PartitionData_1(e_partitions, out)
     if o.unknown_tagged_fields:
         _wts(out, (), o.unknown_tagged_fields, '_tagged_fields')
     else:
@@ -426,18 +501,23 @@ def _read_TopicData_3(buf: bytes | bytearray | memoryview, pos: int) -> tuple[To
     # versions 3
     end = len(buf)
     if pos + 16 > end:
-        raise _short_fixed(pos, end, _L_16s)
-    v_topic_id, = _S_16s.unpack_from(buf, pos)
-    v_topic_id = _uuid_from_bytes(v_topic_id)
+        raise _short_fixed(pos, end, _L4)
+    r_topic_id, = _S_16s.unpack_from(buf, pos)
+    v_topic_id = _uuid_from_bytes(r_topic_id)
     pos += 16
-    n_v_partitions, pos = _rcal(buf, pos, 'Partitions')
+    v_partitions: list[PartitionData]
+    n_v_partitions = buf[pos] - 1 if pos < end else -2
+    if 0 <= n_v_partitions < 127 and n_v_partitions <= end - pos:
+        pos += 1
+    else:
+        n_v_partitions, pos = _rcal(buf, pos, 'Partitions')
     v_partitions = []
-    app = v_partitions.append
+    app_v_partitions = v_partitions.append
     i = 0
     try:
         for i in range(n_v_partitions):
-            item, pos = _read_PartitionData_2(buf, pos)
-            app(item)
+            e_v_partitions, pos = _read_PartitionData_2(buf, pos)
+            app_v_partitions(e_v_partitions)
     except _DecodeError as exc:
         raise exc.refine(field=f'Partitions[{i}]')
     unknown: tuple[tuple[int, bytes], ...] = ()
@@ -452,7 +532,12 @@ def _read_TopicData_3(buf: bytes | bytearray | memoryview, pos: int) -> tuple[To
             pos += size
         if raw_tags:
             unknown = tuple(raw_tags)
-    return TopicData('', v_topic_id, v_partitions, unknown), pos
+    o = _new(TopicData)
+    o.topic_name = ''
+    o.topic_id = v_topic_id
+    o.partitions = v_partitions
+    o.unknown_tagged_fields = unknown
+    return o, pos
 
 
 def _write_TopicData_3(o: TopicData, out: bytearray) -> None:
@@ -461,8 +546,8 @@ def _write_TopicData_3(o: TopicData, out: bytearray) -> None:
     if o.partitions is None:
         raise _null('Partitions')
     _wcal(out, o.partitions, 'Partitions')
-    for item in o.partitions:
-        _write_PartitionData_2(item, out)
+    for e_partitions in o.partitions:
+        _write_PartitionData_2(e_partitions, out)
     if o.unknown_tagged_fields:
         _wts(out, (), o.unknown_tagged_fields, '_tagged_fields')
     else:
@@ -473,17 +558,22 @@ def _read_AlterPartitionRequest_0(buf: bytes | bytearray | memoryview, pos: int)
     # versions 0
     end = len(buf)
     if pos + 12 > end:
-        raise _short_fixed(pos, end, _L_iq)
+        raise _short_fixed(pos, end, _L0)
     v_broker_id, v_broker_epoch = _S_iq.unpack_from(buf, pos)
     pos += 12
-    n_v_topics, pos = _rcal(buf, pos, 'Topics')
+    v_topics: list[TopicData]
+    n_v_topics = buf[pos] - 1 if pos < end else -2
+    if 0 <= n_v_topics < 127 and n_v_topics <= end - pos:
+        pos += 1
+    else:
+        n_v_topics, pos = _rcal(buf, pos, 'Topics')
     v_topics = []
-    app = v_topics.append
+    app_v_topics = v_topics.append
     i = 0
     try:
         for i in range(n_v_topics):
-            item, pos = _read_TopicData_0(buf, pos)
-            app(item)
+            e_v_topics, pos = _read_TopicData_0(buf, pos)
+            app_v_topics(e_v_topics)
     except _DecodeError as exc:
         raise exc.refine(field=f'Topics[{i}]')
     unknown: tuple[tuple[int, bytes], ...] = ()
@@ -498,7 +588,12 @@ def _read_AlterPartitionRequest_0(buf: bytes | bytearray | memoryview, pos: int)
             pos += size
         if raw_tags:
             unknown = tuple(raw_tags)
-    return AlterPartitionRequest(v_broker_id, v_broker_epoch, v_topics, unknown), pos
+    o = _new(AlterPartitionRequest)
+    o.broker_id = v_broker_id
+    o.broker_epoch = v_broker_epoch
+    o.topics = v_topics
+    o.unknown_tagged_fields = unknown
+    return o, pos
 
 
 def _write_AlterPartitionRequest_0(o: AlterPartitionRequest, out: bytearray) -> None:
@@ -507,8 +602,8 @@ def _write_AlterPartitionRequest_0(o: AlterPartitionRequest, out: bytearray) -> 
     if o.topics is None:
         raise _null('Topics')
     _wcal(out, o.topics, 'Topics')
-    for item in o.topics:
-        _write_TopicData_0(item, out)
+    for e_topics in o.topics:
+        _write_TopicData_0(e_topics, out)
     if o.unknown_tagged_fields:
         _wts(out, (), o.unknown_tagged_fields, '_tagged_fields')
     else:
@@ -519,17 +614,22 @@ def _read_AlterPartitionRequest_1(buf: bytes | bytearray | memoryview, pos: int)
     # versions 1
     end = len(buf)
     if pos + 12 > end:
-        raise _short_fixed(pos, end, _L_iq)
+        raise _short_fixed(pos, end, _L0)
     v_broker_id, v_broker_epoch = _S_iq.unpack_from(buf, pos)
     pos += 12
-    n_v_topics, pos = _rcal(buf, pos, 'Topics')
+    v_topics: list[TopicData]
+    n_v_topics = buf[pos] - 1 if pos < end else -2
+    if 0 <= n_v_topics < 127 and n_v_topics <= end - pos:
+        pos += 1
+    else:
+        n_v_topics, pos = _rcal(buf, pos, 'Topics')
     v_topics = []
-    app = v_topics.append
+    app_v_topics = v_topics.append
     i = 0
     try:
         for i in range(n_v_topics):
-            item, pos = _read_TopicData_1(buf, pos)
-            app(item)
+            e_v_topics, pos = _read_TopicData_1(buf, pos)
+            app_v_topics(e_v_topics)
     except _DecodeError as exc:
         raise exc.refine(field=f'Topics[{i}]')
     unknown: tuple[tuple[int, bytes], ...] = ()
@@ -544,7 +644,12 @@ def _read_AlterPartitionRequest_1(buf: bytes | bytearray | memoryview, pos: int)
             pos += size
         if raw_tags:
             unknown = tuple(raw_tags)
-    return AlterPartitionRequest(v_broker_id, v_broker_epoch, v_topics, unknown), pos
+    o = _new(AlterPartitionRequest)
+    o.broker_id = v_broker_id
+    o.broker_epoch = v_broker_epoch
+    o.topics = v_topics
+    o.unknown_tagged_fields = unknown
+    return o, pos
 
 
 def _write_AlterPartitionRequest_1(o: AlterPartitionRequest, out: bytearray) -> None:
@@ -553,8 +658,8 @@ def _write_AlterPartitionRequest_1(o: AlterPartitionRequest, out: bytearray) -> 
     if o.topics is None:
         raise _null('Topics')
     _wcal(out, o.topics, 'Topics')
-    for item in o.topics:
-        _write_TopicData_1(item, out)
+    for e_topics in o.topics:
+        _write_TopicData_1(e_topics, out)
     if o.unknown_tagged_fields:
         _wts(out, (), o.unknown_tagged_fields, '_tagged_fields')
     else:
@@ -565,17 +670,22 @@ def _read_AlterPartitionRequest_2(buf: bytes | bytearray | memoryview, pos: int)
     # versions 2
     end = len(buf)
     if pos + 12 > end:
-        raise _short_fixed(pos, end, _L_iq)
+        raise _short_fixed(pos, end, _L0)
     v_broker_id, v_broker_epoch = _S_iq.unpack_from(buf, pos)
     pos += 12
-    n_v_topics, pos = _rcal(buf, pos, 'Topics')
+    v_topics: list[TopicData]
+    n_v_topics = buf[pos] - 1 if pos < end else -2
+    if 0 <= n_v_topics < 127 and n_v_topics <= end - pos:
+        pos += 1
+    else:
+        n_v_topics, pos = _rcal(buf, pos, 'Topics')
     v_topics = []
-    app = v_topics.append
+    app_v_topics = v_topics.append
     i = 0
     try:
         for i in range(n_v_topics):
-            item, pos = _read_TopicData_2(buf, pos)
-            app(item)
+            e_v_topics, pos = _read_TopicData_2(buf, pos)
+            app_v_topics(e_v_topics)
     except _DecodeError as exc:
         raise exc.refine(field=f'Topics[{i}]')
     unknown: tuple[tuple[int, bytes], ...] = ()
@@ -590,7 +700,12 @@ def _read_AlterPartitionRequest_2(buf: bytes | bytearray | memoryview, pos: int)
             pos += size
         if raw_tags:
             unknown = tuple(raw_tags)
-    return AlterPartitionRequest(v_broker_id, v_broker_epoch, v_topics, unknown), pos
+    o = _new(AlterPartitionRequest)
+    o.broker_id = v_broker_id
+    o.broker_epoch = v_broker_epoch
+    o.topics = v_topics
+    o.unknown_tagged_fields = unknown
+    return o, pos
 
 
 def _write_AlterPartitionRequest_2(o: AlterPartitionRequest, out: bytearray) -> None:
@@ -599,8 +714,8 @@ def _write_AlterPartitionRequest_2(o: AlterPartitionRequest, out: bytearray) -> 
     if o.topics is None:
         raise _null('Topics')
     _wcal(out, o.topics, 'Topics')
-    for item in o.topics:
-        _write_TopicData_2(item, out)
+    for e_topics in o.topics:
+        _write_TopicData_2(e_topics, out)
     if o.unknown_tagged_fields:
         _wts(out, (), o.unknown_tagged_fields, '_tagged_fields')
     else:
@@ -611,17 +726,22 @@ def _read_AlterPartitionRequest_3(buf: bytes | bytearray | memoryview, pos: int)
     # versions 3
     end = len(buf)
     if pos + 12 > end:
-        raise _short_fixed(pos, end, _L_iq)
+        raise _short_fixed(pos, end, _L0)
     v_broker_id, v_broker_epoch = _S_iq.unpack_from(buf, pos)
     pos += 12
-    n_v_topics, pos = _rcal(buf, pos, 'Topics')
+    v_topics: list[TopicData]
+    n_v_topics = buf[pos] - 1 if pos < end else -2
+    if 0 <= n_v_topics < 127 and n_v_topics <= end - pos:
+        pos += 1
+    else:
+        n_v_topics, pos = _rcal(buf, pos, 'Topics')
     v_topics = []
-    app = v_topics.append
+    app_v_topics = v_topics.append
     i = 0
     try:
         for i in range(n_v_topics):
-            item, pos = _read_TopicData_3(buf, pos)
-            app(item)
+            e_v_topics, pos = _read_TopicData_3(buf, pos)
+            app_v_topics(e_v_topics)
     except _DecodeError as exc:
         raise exc.refine(field=f'Topics[{i}]')
     unknown: tuple[tuple[int, bytes], ...] = ()
@@ -636,7 +756,12 @@ def _read_AlterPartitionRequest_3(buf: bytes | bytearray | memoryview, pos: int)
             pos += size
         if raw_tags:
             unknown = tuple(raw_tags)
-    return AlterPartitionRequest(v_broker_id, v_broker_epoch, v_topics, unknown), pos
+    o = _new(AlterPartitionRequest)
+    o.broker_id = v_broker_id
+    o.broker_epoch = v_broker_epoch
+    o.topics = v_topics
+    o.unknown_tagged_fields = unknown
+    return o, pos
 
 
 def _write_AlterPartitionRequest_3(o: AlterPartitionRequest, out: bytearray) -> None:
@@ -645,8 +770,8 @@ def _write_AlterPartitionRequest_3(o: AlterPartitionRequest, out: bytearray) -> 
     if o.topics is None:
         raise _null('Topics')
     _wcal(out, o.topics, 'Topics')
-    for item in o.topics:
-        _write_TopicData_3(item, out)
+    for e_topics in o.topics:
+        _write_TopicData_3(e_topics, out)
     if o.unknown_tagged_fields:
         _wts(out, (), o.unknown_tagged_fields, '_tagged_fields')
     else:

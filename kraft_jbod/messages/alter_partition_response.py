@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import struct as _struct
+from typing import Any as _Any
 import uuid as _uuid
 from dataclasses import dataclass as _dataclass, field as _field
 from typing import ClassVar as _ClassVar
@@ -26,20 +27,21 @@ from kraft_jbod.wire.primitives import (
     short_fixed as _short_fixed, uuid_from_bytes as _uuid_from_bytes,
 )
 
+_new = object.__new__
 _S_16s = _struct.Struct('>16s')
 _S_bi = _struct.Struct('>bi')
 _S_i = _struct.Struct('>i')
 _S_ih = _struct.Struct('>ih')
 _S_ihii = _struct.Struct('>ihii')
 _ZERO_UUID = _uuid_from_bytes((0).to_bytes(16, 'big'))
-_L_ihii = (('PartitionIndex', 4), ('ErrorCode', 2), ('LeaderId', 4), ('LeaderEpoch', 4))
-_L_i = (('PartitionEpoch', 4),)
-_L_bi = (('LeaderRecoveryState', 1), ('PartitionEpoch', 4))
-_L_16s = (('TopicId', 16),)
-_L_ih = (('ThrottleTimeMs', 4), ('ErrorCode', 2))
+_L0 = (('PartitionIndex', 4), ('ErrorCode', 2), ('LeaderId', 4), ('LeaderEpoch', 4))
+_L1 = (('PartitionEpoch', 4),)
+_L2 = (('LeaderRecoveryState', 1), ('PartitionEpoch', 4))
+_L3 = (('TopicId', 16),)
+_L4 = (('ThrottleTimeMs', 4), ('ErrorCode', 2))
 
 
-def _absent(field: str, version: int) -> _EncodeError:
+def _absent(field: str, version: int | str) -> _EncodeError:
     return _EncodeError(
         f'attempted to write a non-default {field} at version {version}', field_path=field
     )
@@ -107,13 +109,18 @@ def _read_PartitionData_0(buf: bytes | bytearray | memoryview, pos: int) -> tupl
     # versions 0
     end = len(buf)
     if pos + 14 > end:
-        raise _short_fixed(pos, end, _L_ihii)
+        raise _short_fixed(pos, end, _L0)
     v_partition_index, v_error_code, v_leader_id, v_leader_epoch = _S_ihii.unpack_from(buf, pos)
     pos += 14
-    n_v_isr, pos = _rcal(buf, pos, 'Isr')
-    v_isr, pos = _rfa(buf, pos, n_v_isr, _S_i, 'Isr')
+    v_isr: list[int]
+    n_v_isr = buf[pos] - 1 if pos < end else -2
+    if 0 <= n_v_isr < 127 and n_v_isr <= end - pos:
+        pos += 1
+    else:
+        n_v_isr, pos = _rcal(buf, pos, 'Isr')
+    v_isr, pos = _rfa(buf, pos, n_v_isr, 'i', 'Isr')
     if pos + 4 > end:
-        raise _short_fixed(pos, end, _L_i)
+        raise _short_fixed(pos, end, _L1)
     v_partition_epoch, = _S_i.unpack_from(buf, pos)
     pos += 4
     unknown: tuple[tuple[int, bytes], ...] = ()
@@ -128,7 +135,16 @@ def _read_PartitionData_0(buf: bytes | bytearray | memoryview, pos: int) -> tupl
             pos += size
         if raw_tags:
             unknown = tuple(raw_tags)
-    return PartitionData(v_partition_index, v_error_code, v_leader_id, v_leader_epoch, v_isr, 0, v_partition_epoch, unknown), pos
+    o = _new(PartitionData)
+    o.partition_index = v_partition_index
+    o.error_code = v_error_code
+    o.leader_id = v_leader_id
+    o.leader_epoch = v_leader_epoch
+    o.isr = v_isr
+    o.leader_recovery_state = 0
+    o.partition_epoch = v_partition_epoch
+    o.unknown_tagged_fields = unknown
+    return o, pos
 
 
 def _write_PartitionData_0(o: PartitionData, out: bytearray) -> None:
@@ -149,13 +165,18 @@ def _read_PartitionData_1(buf: bytes | bytearray | memoryview, pos: int) -> tupl
     # versions 1-3
     end = len(buf)
     if pos + 14 > end:
-        raise _short_fixed(pos, end, _L_ihii)
+        raise _short_fixed(pos, end, _L0)
     v_partition_index, v_error_code, v_leader_id, v_leader_epoch = _S_ihii.unpack_from(buf, pos)
     pos += 14
-    n_v_isr, pos = _rcal(buf, pos, 'Isr')
-    v_isr, pos = _rfa(buf, pos, n_v_isr, _S_i, 'Isr')
+    v_isr: list[int]
+    n_v_isr = buf[pos] - 1 if pos < end else -2
+    if 0 <= n_v_isr < 127 and n_v_isr <= end - pos:
+        pos += 1
+    else:
+        n_v_isr, pos = _rcal(buf, pos, 'Isr')
+    v_isr, pos = _rfa(buf, pos, n_v_isr, 'i', 'Isr')
     if pos + 5 > end:
-        raise _short_fixed(pos, end, _L_bi)
+        raise _short_fixed(pos, end, _L2)
     v_leader_recovery_state, v_partition_epoch = _S_bi.unpack_from(buf, pos)
     pos += 5
     unknown: tuple[tuple[int, bytes], ...] = ()
@@ -170,7 +191,16 @@ def _read_PartitionData_1(buf: bytes | bytearray | memoryview, pos: int) -> tupl
             pos += size
         if raw_tags:
             unknown = tuple(raw_tags)
-    return PartitionData(v_partition_index, v_error_code, v_leader_id, v_leader_epoch, v_isr, v_leader_recovery_state, v_partition_epoch, unknown), pos
+    o = _new(PartitionData)
+    o.partition_index = v_partition_index
+    o.error_code = v_error_code
+    o.leader_id = v_leader_id
+    o.leader_epoch = v_leader_epoch
+    o.isr = v_isr
+    o.leader_recovery_state = v_leader_recovery_state
+    o.partition_epoch = v_partition_epoch
+    o.unknown_tagged_fields = unknown
+    return o, pos
 
 
 def _write_PartitionData_1(o: PartitionData, out: bytearray) -> None:
@@ -191,14 +221,19 @@ def _read_TopicData_0(buf: bytes | bytearray | memoryview, pos: int) -> tuple[To
     # versions 0
     end = len(buf)
     v_topic_name, pos = _rcs(buf, pos, 'TopicName')
-    n_v_partitions, pos = _rcal(buf, pos, 'Partitions')
+    v_partitions: list[PartitionData]
+    n_v_partitions = buf[pos] - 1 if pos < end else -2
+    if 0 <= n_v_partitions < 127 and n_v_partitions <= end - pos:
+        pos += 1
+    else:
+        n_v_partitions, pos = _rcal(buf, pos, 'Partitions')
     v_partitions = []
-    app = v_partitions.append
+    app_v_partitions = v_partitions.append
     i = 0
     try:
         for i in range(n_v_partitions):
-            item, pos = _read_PartitionData_0(buf, pos)
-            app(item)
+            e_v_partitions, pos = _read_PartitionData_0(buf, pos)
+            app_v_partitions(e_v_partitions)
     except _DecodeError as exc:
         raise exc.refine(field=f'Partitions[{i}]')
     unknown: tuple[tuple[int, bytes], ...] = ()
@@ -213,7 +248,12 @@ def _read_TopicData_0(buf: bytes | bytearray | memoryview, pos: int) -> tuple[To
             pos += size
         if raw_tags:
             unknown = tuple(raw_tags)
-    return TopicData(v_topic_name, _ZERO_UUID, v_partitions, unknown), pos
+    o = _new(TopicData)
+    o.topic_name = v_topic_name
+    o.topic_id = _ZERO_UUID
+    o.partitions = v_partitions
+    o.unknown_tagged_fields = unknown
+    return o, pos
 
 
 def _write_TopicData_0(o: TopicData, out: bytearray) -> None:
@@ -224,8 +264,8 @@ def _write_TopicData_0(o: TopicData, out: bytearray) -> None:
     if o.partitions is None:
         raise _null('Partitions')
     _wcal(out, o.partitions, 'Partitions')
-    for item in o.partitions:
-        _write_PartitionData_0(item, out)
+    for e_partitions in o.partitions:
+        _write_PartitionData_0(e_partitions, out)
     if o.unknown_tagged_fields:
         _wts(out, (), o.unknown_tagged_fields, '_tagged_fields')
     else:
@@ -236,14 +276,19 @@ def _read_TopicData_1(buf: bytes | bytearray | memoryview, pos: int) -> tuple[To
     # versions 1
     end = len(buf)
     v_topic_name, pos = _rcs(buf, pos, 'TopicName')
-    n_v_partitions, pos = _rcal(buf, pos, 'Partitions')
+    v_partitions: list[PartitionData]
+    n_v_partitions = buf[pos] - 1 if pos < end else -2
+    if 0 <= n_v_partitions < 127 and n_v_partitions <= end - pos:
+        pos += 1
+    else:
+        n_v_partitions, pos = _rcal(buf, pos, 'Partitions')
     v_partitions = []
-    app = v_partitions.append
+    app_v_partitions = v_partitions.append
     i = 0
     try:
         for i in range(n_v_partitions):
-            item, pos = _read_PartitionData_1(buf, pos)
-            app(item)
+            e_v_partitions, pos = _read_PartitionData_1(buf, pos)
+            app_v_partitions(e_v_partitions)
     except _DecodeError as exc:
         raise exc.refine(field=f'Partitions[{i}]')
     unknown: tuple[tuple[int, bytes], ...] = ()
@@ -258,7 +303,12 @@ def _read_TopicData_1(buf: bytes | bytearray | memoryview, pos: int) -> tuple[To
             pos += size
         if raw_tags:
             unknown = tuple(raw_tags)
-    return TopicData(v_topic_name, _ZERO_UUID, v_partitions, unknown), pos
+    o = _new(TopicData)
+    o.topic_name = v_topic_name
+    o.topic_id = _ZERO_UUID
+    o.partitions = v_partitions
+    o.unknown_tagged_fields = unknown
+    return o, pos
 
 
 def _write_TopicData_1(o: TopicData, out: bytearray) -> None:
@@ -269,8 +319,8 @@ def _write_TopicData_1(o: TopicData, out: bytearray) -> None:
     if o.partitions is None:
         raise _null('Partitions')
     _wcal(out, o.partitions, 'Partitions')
-    for item in o.partitions:
-        _write_PartitionData_1(item, out)
+    for e_partitions in o.partitions:
+        _write_PartitionData_1(e_partitions, out)
     if o.unknown_tagged_fields:
         _wts(out, (), o.unknown_tagged_fields, '_tagged_fields')
     else:
@@ -281,18 +331,23 @@ def _read_TopicData_2(buf: bytes | bytearray | memoryview, pos: int) -> tuple[To
     # versions 2-3
     end = len(buf)
     if pos + 16 > end:
-        raise _short_fixed(pos, end, _L_16s)
-    v_topic_id, = _S_16s.unpack_from(buf, pos)
-    v_topic_id = _uuid_from_bytes(v_topic_id)
+        raise _short_fixed(pos, end, _L3)
+    r_topic_id, = _S_16s.unpack_from(buf, pos)
+    v_topic_id = _uuid_from_bytes(r_topic_id)
     pos += 16
-    n_v_partitions, pos = _rcal(buf, pos, 'Partitions')
+    v_partitions: list[PartitionData]
+    n_v_partitions = buf[pos] - 1 if pos < end else -2
+    if 0 <= n_v_partitions < 127 and n_v_partitions <= end - pos:
+        pos += 1
+    else:
+        n_v_partitions, pos = _rcal(buf, pos, 'Partitions')
     v_partitions = []
-    app = v_partitions.append
+    app_v_partitions = v_partitions.append
     i = 0
     try:
         for i in range(n_v_partitions):
-            item, pos = _read_PartitionData_1(buf, pos)
-            app(item)
+            e_v_partitions, pos = _read_PartitionData_1(buf, pos)
+            app_v_partitions(e_v_partitions)
     except _DecodeError as exc:
         raise exc.refine(field=f'Partitions[{i}]')
     unknown: tuple[tuple[int, bytes], ...] = ()
@@ -307,7 +362,12 @@ def _read_TopicData_2(buf: bytes | bytearray | memoryview, pos: int) -> tuple[To
             pos += size
         if raw_tags:
             unknown = tuple(raw_tags)
-    return TopicData('', v_topic_id, v_partitions, unknown), pos
+    o = _new(TopicData)
+    o.topic_name = ''
+    o.topic_id = v_topic_id
+    o.partitions = v_partitions
+    o.unknown_tagged_fields = unknown
+    return o, pos
 
 
 def _write_TopicData_2(o: TopicData, out: bytearray) -> None:
@@ -316,8 +376,8 @@ def _write_TopicData_2(o: TopicData, out: bytearray) -> None:
     if o.partitions is None:
         raise _null('Partitions')
     _wcal(out, o.partitions, 'Partitions')
-    for item in o.partitions:
-        _write_PartitionData_1(item, out)
+    for e_partitions in o.partitions:
+        _write_PartitionData_1(e_partitions, out)
     if o.unknown_tagged_fields:
         _wts(out, (), o.unknown_tagged_fields, '_tagged_fields')
     else:
@@ -328,17 +388,22 @@ def _read_AlterPartitionResponse_0(buf: bytes | bytearray | memoryview, pos: int
     # versions 0
     end = len(buf)
     if pos + 6 > end:
-        raise _short_fixed(pos, end, _L_ih)
+        raise _short_fixed(pos, end, _L4)
     v_throttle_time_ms, v_error_code = _S_ih.unpack_from(buf, pos)
     pos += 6
-    n_v_topics, pos = _rcal(buf, pos, 'Topics')
+    v_topics: list[TopicData]
+    n_v_topics = buf[pos] - 1 if pos < end else -2
+    if 0 <= n_v_topics < 127 and n_v_topics <= end - pos:
+        pos += 1
+    else:
+        n_v_topics, pos = _rcal(buf, pos, 'Topics')
     v_topics = []
-    app = v_topics.append
+    app_v_topics = v_topics.append
     i = 0
     try:
         for i in range(n_v_topics):
-            item, pos = _read_TopicData_0(buf, pos)
-            app(item)
+            e_v_topics, pos = _read_TopicData_0(buf, pos)
+            app_v_topics(e_v_topics)
     except _DecodeError as exc:
         raise exc.refine(field=f'Topics[{i}]')
     unknown: tuple[tuple[int, bytes], ...] = ()
@@ -353,7 +418,12 @@ def _read_AlterPartitionResponse_0(buf: bytes | bytearray | memoryview, pos: int
             pos += size
         if raw_tags:
             unknown = tuple(raw_tags)
-    return AlterPartitionResponse(v_throttle_time_ms, v_error_code, v_topics, unknown), pos
+    o = _new(AlterPartitionResponse)
+    o.throttle_time_ms = v_throttle_time_ms
+    o.error_code = v_error_code
+    o.topics = v_topics
+    o.unknown_tagged_fields = unknown
+    return o, pos
 
 
 def _write_AlterPartitionResponse_0(o: AlterPartitionResponse, out: bytearray) -> None:
@@ -362,8 +432,8 @@ def _write_AlterPartitionResponse_0(o: AlterPartitionResponse, out: bytearray) -
     if o.topics is None:
         raise _null('Topics')
     _wcal(out, o.topics, 'Topics')
-    for item in o.topics:
-        _write_TopicData_0(item, out)
+    for e_topics in o.topics:
+        _write_TopicData_0(e_topics, out)
     if o.unknown_tagged_fields:
         _wts(out, (), o.unknown_tagged_fields, '_tagged_fields')
     else:
@@ -374,17 +444,22 @@ def _read_AlterPartitionResponse_1(buf: bytes | bytearray | memoryview, pos: int
     # versions 1
     end = len(buf)
     if pos + 6 > end:
-        raise _short_fixed(pos, end, _L_ih)
+        raise _short_fixed(pos, end, _L4)
     v_throttle_time_ms, v_error_code = _S_ih.unpack_from(buf, pos)
     pos += 6
-    n_v_topics, pos = _rcal(buf, pos, 'Topics')
+    v_topics: list[TopicData]
+    n_v_topics = buf[pos] - 1 if pos < end else -2
+    if 0 <= n_v_topics < 127 and n_v_topics <= end - pos:
+        pos += 1
+    else:
+        n_v_topics, pos = _rcal(buf, pos, 'Topics')
     v_topics = []
-    app = v_topics.append
+    app_v_topics = v_topics.append
     i = 0
     try:
         for i in range(n_v_topics):
-            item, pos = _read_TopicData_1(buf, pos)
-            app(item)
+            e_v_topics, pos = _read_TopicData_1(buf, pos)
+            app_v_topics(e_v_topics)
     except _DecodeError as exc:
         raise exc.refine(field=f'Topics[{i}]')
     unknown: tuple[tuple[int, bytes], ...] = ()
@@ -399,7 +474,12 @@ def _read_AlterPartitionResponse_1(buf: bytes | bytearray | memoryview, pos: int
             pos += size
         if raw_tags:
             unknown = tuple(raw_tags)
-    return AlterPartitionResponse(v_throttle_time_ms, v_error_code, v_topics, unknown), pos
+    o = _new(AlterPartitionResponse)
+    o.throttle_time_ms = v_throttle_time_ms
+    o.error_code = v_error_code
+    o.topics = v_topics
+    o.unknown_tagged_fields = unknown
+    return o, pos
 
 
 def _write_AlterPartitionResponse_1(o: AlterPartitionResponse, out: bytearray) -> None:
@@ -408,8 +488,8 @@ def _write_AlterPartitionResponse_1(o: AlterPartitionResponse, out: bytearray) -
     if o.topics is None:
         raise _null('Topics')
     _wcal(out, o.topics, 'Topics')
-    for item in o.topics:
-        _write_TopicData_1(item, out)
+    for e_topics in o.topics:
+        _write_TopicData_1(e_topics, out)
     if o.unknown_tagged_fields:
         _wts(out, (), o.unknown_tagged_fields, '_tagged_fields')
     else:
@@ -420,17 +500,22 @@ def _read_AlterPartitionResponse_2(buf: bytes | bytearray | memoryview, pos: int
     # versions 2-3
     end = len(buf)
     if pos + 6 > end:
-        raise _short_fixed(pos, end, _L_ih)
+        raise _short_fixed(pos, end, _L4)
     v_throttle_time_ms, v_error_code = _S_ih.unpack_from(buf, pos)
     pos += 6
-    n_v_topics, pos = _rcal(buf, pos, 'Topics')
+    v_topics: list[TopicData]
+    n_v_topics = buf[pos] - 1 if pos < end else -2
+    if 0 <= n_v_topics < 127 and n_v_topics <= end - pos:
+        pos += 1
+    else:
+        n_v_topics, pos = _rcal(buf, pos, 'Topics')
     v_topics = []
-    app = v_topics.append
+    app_v_topics = v_topics.append
     i = 0
     try:
         for i in range(n_v_topics):
-            item, pos = _read_TopicData_2(buf, pos)
-            app(item)
+            e_v_topics, pos = _read_TopicData_2(buf, pos)
+            app_v_topics(e_v_topics)
     except _DecodeError as exc:
         raise exc.refine(field=f'Topics[{i}]')
     unknown: tuple[tuple[int, bytes], ...] = ()
@@ -445,7 +530,12 @@ def _read_AlterPartitionResponse_2(buf: bytes | bytearray | memoryview, pos: int
             pos += size
         if raw_tags:
             unknown = tuple(raw_tags)
-    return AlterPartitionResponse(v_throttle_time_ms, v_error_code, v_topics, unknown), pos
+    o = _new(AlterPartitionResponse)
+    o.throttle_time_ms = v_throttle_time_ms
+    o.error_code = v_error_code
+    o.topics = v_topics
+    o.unknown_tagged_fields = unknown
+    return o, pos
 
 
 def _write_AlterPartitionResponse_2(o: AlterPartitionResponse, out: bytearray) -> None:
@@ -454,8 +544,8 @@ def _write_AlterPartitionResponse_2(o: AlterPartitionResponse, out: bytearray) -
     if o.topics is None:
         raise _null('Topics')
     _wcal(out, o.topics, 'Topics')
-    for item in o.topics:
-        _write_TopicData_2(item, out)
+    for e_topics in o.topics:
+        _write_TopicData_2(e_topics, out)
     if o.unknown_tagged_fields:
         _wts(out, (), o.unknown_tagged_fields, '_tagged_fields')
     else:

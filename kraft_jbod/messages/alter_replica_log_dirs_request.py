@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import struct as _struct
+from typing import Any as _Any
 import uuid as _uuid
 from dataclasses import dataclass as _dataclass, field as _field
 from typing import ClassVar as _ClassVar
@@ -26,10 +27,10 @@ from kraft_jbod.wire.primitives import (
     short_fixed as _short_fixed, uuid_from_bytes as _uuid_from_bytes,
 )
 
-_S_i = _struct.Struct('>i')
+_new = object.__new__
 
 
-def _absent(field: str, version: int) -> _EncodeError:
+def _absent(field: str, version: int | str) -> _EncodeError:
     return _EncodeError(
         f'attempted to write a non-default {field} at version {version}', field_path=field
     )
@@ -89,9 +90,14 @@ def _read_AlterReplicaLogDirTopic_0(buf: bytes | bytearray | memoryview, pos: in
     # versions 0-1
     end = len(buf)
     v_name, pos = _rs(buf, pos, 'Name')
+    v_partitions: list[int]
     n_v_partitions, pos = _ral(buf, pos, 'Partitions')
-    v_partitions, pos = _rfa(buf, pos, n_v_partitions, _S_i, 'Partitions')
-    return AlterReplicaLogDirTopic(v_name, v_partitions, ()), pos
+    v_partitions, pos = _rfa(buf, pos, n_v_partitions, 'i', 'Partitions')
+    o = _new(AlterReplicaLogDirTopic)
+    o.name = v_name
+    o.partitions = v_partitions
+    o.unknown_tagged_fields = ()
+    return o, pos
 
 
 def _write_AlterReplicaLogDirTopic_0(o: AlterReplicaLogDirTopic, out: bytearray) -> None:
@@ -111,8 +117,13 @@ def _read_AlterReplicaLogDirTopic_1(buf: bytes | bytearray | memoryview, pos: in
     # versions 2
     end = len(buf)
     v_name, pos = _rcs(buf, pos, 'Name')
-    n_v_partitions, pos = _rcal(buf, pos, 'Partitions')
-    v_partitions, pos = _rfa(buf, pos, n_v_partitions, _S_i, 'Partitions')
+    v_partitions: list[int]
+    n_v_partitions = buf[pos] - 1 if pos < end else -2
+    if 0 <= n_v_partitions < 127 and n_v_partitions <= end - pos:
+        pos += 1
+    else:
+        n_v_partitions, pos = _rcal(buf, pos, 'Partitions')
+    v_partitions, pos = _rfa(buf, pos, n_v_partitions, 'i', 'Partitions')
     unknown: tuple[tuple[int, bytes], ...] = ()
     if pos < end and buf[pos] == 0:
         pos += 1
@@ -125,7 +136,11 @@ def _read_AlterReplicaLogDirTopic_1(buf: bytes | bytearray | memoryview, pos: in
             pos += size
         if raw_tags:
             unknown = tuple(raw_tags)
-    return AlterReplicaLogDirTopic(v_name, v_partitions, unknown), pos
+    o = _new(AlterReplicaLogDirTopic)
+    o.name = v_name
+    o.partitions = v_partitions
+    o.unknown_tagged_fields = unknown
+    return o, pos
 
 
 def _write_AlterReplicaLogDirTopic_1(o: AlterReplicaLogDirTopic, out: bytearray) -> None:
@@ -147,17 +162,22 @@ def _read_AlterReplicaLogDir_0(buf: bytes | bytearray | memoryview, pos: int) ->
     # versions 0-1
     end = len(buf)
     v_path, pos = _rs(buf, pos, 'Path')
+    v_topics: list[AlterReplicaLogDirTopic]
     n_v_topics, pos = _ral(buf, pos, 'Topics')
     v_topics = []
-    app = v_topics.append
+    app_v_topics = v_topics.append
     i = 0
     try:
         for i in range(n_v_topics):
-            item, pos = _read_AlterReplicaLogDirTopic_0(buf, pos)
-            app(item)
+            e_v_topics, pos = _read_AlterReplicaLogDirTopic_0(buf, pos)
+            app_v_topics(e_v_topics)
     except _DecodeError as exc:
         raise exc.refine(field=f'Topics[{i}]')
-    return AlterReplicaLogDir(v_path, v_topics, ()), pos
+    o = _new(AlterReplicaLogDir)
+    o.path = v_path
+    o.topics = v_topics
+    o.unknown_tagged_fields = ()
+    return o, pos
 
 
 def _write_AlterReplicaLogDir_0(o: AlterReplicaLogDir, out: bytearray) -> None:
@@ -168,8 +188,8 @@ def _write_AlterReplicaLogDir_0(o: AlterReplicaLogDir, out: bytearray) -> None:
     if o.topics is None:
         raise _null('Topics')
     _wal(out, o.topics, 'Topics')
-    for item in o.topics:
-        _write_AlterReplicaLogDirTopic_0(item, out)
+    for e_topics in o.topics:
+        _write_AlterReplicaLogDirTopic_0(e_topics, out)
     if o.unknown_tagged_fields:
         raise _EncodeError('tagged fields cannot be written at non-flexible version 0-1')
 
@@ -178,14 +198,19 @@ def _read_AlterReplicaLogDir_1(buf: bytes | bytearray | memoryview, pos: int) ->
     # versions 2
     end = len(buf)
     v_path, pos = _rcs(buf, pos, 'Path')
-    n_v_topics, pos = _rcal(buf, pos, 'Topics')
+    v_topics: list[AlterReplicaLogDirTopic]
+    n_v_topics = buf[pos] - 1 if pos < end else -2
+    if 0 <= n_v_topics < 127 and n_v_topics <= end - pos:
+        pos += 1
+    else:
+        n_v_topics, pos = _rcal(buf, pos, 'Topics')
     v_topics = []
-    app = v_topics.append
+    app_v_topics = v_topics.append
     i = 0
     try:
         for i in range(n_v_topics):
-            item, pos = _read_AlterReplicaLogDirTopic_1(buf, pos)
-            app(item)
+            e_v_topics, pos = _read_AlterReplicaLogDirTopic_1(buf, pos)
+            app_v_topics(e_v_topics)
     except _DecodeError as exc:
         raise exc.refine(field=f'Topics[{i}]')
     unknown: tuple[tuple[int, bytes], ...] = ()
@@ -200,7 +225,11 @@ def _read_AlterReplicaLogDir_1(buf: bytes | bytearray | memoryview, pos: int) ->
             pos += size
         if raw_tags:
             unknown = tuple(raw_tags)
-    return AlterReplicaLogDir(v_path, v_topics, unknown), pos
+    o = _new(AlterReplicaLogDir)
+    o.path = v_path
+    o.topics = v_topics
+    o.unknown_tagged_fields = unknown
+    return o, pos
 
 
 def _write_AlterReplicaLogDir_1(o: AlterReplicaLogDir, out: bytearray) -> None:
@@ -211,8 +240,8 @@ def _write_AlterReplicaLogDir_1(o: AlterReplicaLogDir, out: bytearray) -> None:
     if o.topics is None:
         raise _null('Topics')
     _wcal(out, o.topics, 'Topics')
-    for item in o.topics:
-        _write_AlterReplicaLogDirTopic_1(item, out)
+    for e_topics in o.topics:
+        _write_AlterReplicaLogDirTopic_1(e_topics, out)
     if o.unknown_tagged_fields:
         _wts(out, (), o.unknown_tagged_fields, '_tagged_fields')
     else:
@@ -222,17 +251,21 @@ def _write_AlterReplicaLogDir_1(o: AlterReplicaLogDir, out: bytearray) -> None:
 def _read_AlterReplicaLogDirsRequest_0(buf: bytes | bytearray | memoryview, pos: int) -> tuple[AlterReplicaLogDirsRequest, int]:
     # versions 0-1
     end = len(buf)
+    v_dirs: list[AlterReplicaLogDir]
     n_v_dirs, pos = _ral(buf, pos, 'Dirs')
     v_dirs = []
-    app = v_dirs.append
+    app_v_dirs = v_dirs.append
     i = 0
     try:
         for i in range(n_v_dirs):
-            item, pos = _read_AlterReplicaLogDir_0(buf, pos)
-            app(item)
+            e_v_dirs, pos = _read_AlterReplicaLogDir_0(buf, pos)
+            app_v_dirs(e_v_dirs)
     except _DecodeError as exc:
         raise exc.refine(field=f'Dirs[{i}]')
-    return AlterReplicaLogDirsRequest(v_dirs, ()), pos
+    o = _new(AlterReplicaLogDirsRequest)
+    o.dirs = v_dirs
+    o.unknown_tagged_fields = ()
+    return o, pos
 
 
 def _write_AlterReplicaLogDirsRequest_0(o: AlterReplicaLogDirsRequest, out: bytearray) -> None:
@@ -240,8 +273,8 @@ def _write_AlterReplicaLogDirsRequest_0(o: AlterReplicaLogDirsRequest, out: byte
     if o.dirs is None:
         raise _null('Dirs')
     _wal(out, o.dirs, 'Dirs')
-    for item in o.dirs:
-        _write_AlterReplicaLogDir_0(item, out)
+    for e_dirs in o.dirs:
+        _write_AlterReplicaLogDir_0(e_dirs, out)
     if o.unknown_tagged_fields:
         raise _EncodeError('tagged fields cannot be written at non-flexible version 0-1')
 
@@ -249,14 +282,19 @@ def _write_AlterReplicaLogDirsRequest_0(o: AlterReplicaLogDirsRequest, out: byte
 def _read_AlterReplicaLogDirsRequest_1(buf: bytes | bytearray | memoryview, pos: int) -> tuple[AlterReplicaLogDirsRequest, int]:
     # versions 2
     end = len(buf)
-    n_v_dirs, pos = _rcal(buf, pos, 'Dirs')
+    v_dirs: list[AlterReplicaLogDir]
+    n_v_dirs = buf[pos] - 1 if pos < end else -2
+    if 0 <= n_v_dirs < 127 and n_v_dirs <= end - pos:
+        pos += 1
+    else:
+        n_v_dirs, pos = _rcal(buf, pos, 'Dirs')
     v_dirs = []
-    app = v_dirs.append
+    app_v_dirs = v_dirs.append
     i = 0
     try:
         for i in range(n_v_dirs):
-            item, pos = _read_AlterReplicaLogDir_1(buf, pos)
-            app(item)
+            e_v_dirs, pos = _read_AlterReplicaLogDir_1(buf, pos)
+            app_v_dirs(e_v_dirs)
     except _DecodeError as exc:
         raise exc.refine(field=f'Dirs[{i}]')
     unknown: tuple[tuple[int, bytes], ...] = ()
@@ -271,7 +309,10 @@ def _read_AlterReplicaLogDirsRequest_1(buf: bytes | bytearray | memoryview, pos:
             pos += size
         if raw_tags:
             unknown = tuple(raw_tags)
-    return AlterReplicaLogDirsRequest(v_dirs, unknown), pos
+    o = _new(AlterReplicaLogDirsRequest)
+    o.dirs = v_dirs
+    o.unknown_tagged_fields = unknown
+    return o, pos
 
 
 def _write_AlterReplicaLogDirsRequest_1(o: AlterReplicaLogDirsRequest, out: bytearray) -> None:
@@ -279,8 +320,8 @@ def _write_AlterReplicaLogDirsRequest_1(o: AlterReplicaLogDirsRequest, out: byte
     if o.dirs is None:
         raise _null('Dirs')
     _wcal(out, o.dirs, 'Dirs')
-    for item in o.dirs:
-        _write_AlterReplicaLogDir_1(item, out)
+    for e_dirs in o.dirs:
+        _write_AlterReplicaLogDir_1(e_dirs, out)
     if o.unknown_tagged_fields:
         _wts(out, (), o.unknown_tagged_fields, '_tagged_fields')
     else:

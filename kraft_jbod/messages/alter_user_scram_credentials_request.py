@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import struct as _struct
+from typing import Any as _Any
 import uuid as _uuid
 from dataclasses import dataclass as _dataclass, field as _field
 from typing import ClassVar as _ClassVar
@@ -26,13 +27,14 @@ from kraft_jbod.wire.primitives import (
     short_fixed as _short_fixed, uuid_from_bytes as _uuid_from_bytes,
 )
 
+_new = object.__new__
 _S_b = _struct.Struct('>b')
 _S_bi = _struct.Struct('>bi')
-_L_b = (('Mechanism', 1),)
-_L_bi = (('Mechanism', 1), ('Iterations', 4))
+_L0 = (('Mechanism', 1),)
+_L1 = (('Mechanism', 1), ('Iterations', 4))
 
 
-def _absent(field: str, version: int) -> _EncodeError:
+def _absent(field: str, version: int | str) -> _EncodeError:
     return _EncodeError(
         f'attempted to write a non-default {field} at version {version}', field_path=field
     )
@@ -97,7 +99,7 @@ def _read_ScramCredentialDeletion_0(buf: bytes | bytearray | memoryview, pos: in
     end = len(buf)
     v_name, pos = _rcs(buf, pos, 'Name')
     if pos + 1 > end:
-        raise _short_fixed(pos, end, _L_b)
+        raise _short_fixed(pos, end, _L0)
     v_mechanism, = _S_b.unpack_from(buf, pos)
     pos += 1
     unknown: tuple[tuple[int, bytes], ...] = ()
@@ -112,7 +114,11 @@ def _read_ScramCredentialDeletion_0(buf: bytes | bytearray | memoryview, pos: in
             pos += size
         if raw_tags:
             unknown = tuple(raw_tags)
-    return ScramCredentialDeletion(v_name, v_mechanism, unknown), pos
+    o = _new(ScramCredentialDeletion)
+    o.name = v_name
+    o.mechanism = v_mechanism
+    o.unknown_tagged_fields = unknown
+    return o, pos
 
 
 def _write_ScramCredentialDeletion_0(o: ScramCredentialDeletion, out: bytearray) -> None:
@@ -132,7 +138,7 @@ def _read_ScramCredentialUpsertion_0(buf: bytes | bytearray | memoryview, pos: i
     end = len(buf)
     v_name, pos = _rcs(buf, pos, 'Name')
     if pos + 5 > end:
-        raise _short_fixed(pos, end, _L_bi)
+        raise _short_fixed(pos, end, _L1)
     v_mechanism, v_iterations = _S_bi.unpack_from(buf, pos)
     pos += 5
     v_salt, pos = _rcb(buf, pos, 'Salt')
@@ -149,7 +155,14 @@ def _read_ScramCredentialUpsertion_0(buf: bytes | bytearray | memoryview, pos: i
             pos += size
         if raw_tags:
             unknown = tuple(raw_tags)
-    return ScramCredentialUpsertion(v_name, v_mechanism, v_iterations, v_salt, v_salted_password, unknown), pos
+    o = _new(ScramCredentialUpsertion)
+    o.name = v_name
+    o.mechanism = v_mechanism
+    o.iterations = v_iterations
+    o.salt = v_salt
+    o.salted_password = v_salted_password
+    o.unknown_tagged_fields = unknown
+    return o, pos
 
 
 def _write_ScramCredentialUpsertion_0(o: ScramCredentialUpsertion, out: bytearray) -> None:
@@ -173,24 +186,34 @@ def _write_ScramCredentialUpsertion_0(o: ScramCredentialUpsertion, out: bytearra
 def _read_AlterUserScramCredentialsRequest_0(buf: bytes | bytearray | memoryview, pos: int) -> tuple[AlterUserScramCredentialsRequest, int]:
     # versions 0
     end = len(buf)
-    n_v_deletions, pos = _rcal(buf, pos, 'Deletions')
+    v_deletions: list[ScramCredentialDeletion]
+    n_v_deletions = buf[pos] - 1 if pos < end else -2
+    if 0 <= n_v_deletions < 127 and n_v_deletions <= end - pos:
+        pos += 1
+    else:
+        n_v_deletions, pos = _rcal(buf, pos, 'Deletions')
     v_deletions = []
-    app = v_deletions.append
+    app_v_deletions = v_deletions.append
     i = 0
     try:
         for i in range(n_v_deletions):
-            item, pos = _read_ScramCredentialDeletion_0(buf, pos)
-            app(item)
+            e_v_deletions, pos = _read_ScramCredentialDeletion_0(buf, pos)
+            app_v_deletions(e_v_deletions)
     except _DecodeError as exc:
         raise exc.refine(field=f'Deletions[{i}]')
-    n_v_upsertions, pos = _rcal(buf, pos, 'Upsertions')
+    v_upsertions: list[ScramCredentialUpsertion]
+    n_v_upsertions = buf[pos] - 1 if pos < end else -2
+    if 0 <= n_v_upsertions < 127 and n_v_upsertions <= end - pos:
+        pos += 1
+    else:
+        n_v_upsertions, pos = _rcal(buf, pos, 'Upsertions')
     v_upsertions = []
-    app = v_upsertions.append
+    app_v_upsertions = v_upsertions.append
     i = 0
     try:
         for i in range(n_v_upsertions):
-            item, pos = _read_ScramCredentialUpsertion_0(buf, pos)
-            app(item)
+            e_v_upsertions, pos = _read_ScramCredentialUpsertion_0(buf, pos)
+            app_v_upsertions(e_v_upsertions)
     except _DecodeError as exc:
         raise exc.refine(field=f'Upsertions[{i}]')
     unknown: tuple[tuple[int, bytes], ...] = ()
@@ -205,7 +228,11 @@ def _read_AlterUserScramCredentialsRequest_0(buf: bytes | bytearray | memoryview
             pos += size
         if raw_tags:
             unknown = tuple(raw_tags)
-    return AlterUserScramCredentialsRequest(v_deletions, v_upsertions, unknown), pos
+    o = _new(AlterUserScramCredentialsRequest)
+    o.deletions = v_deletions
+    o.upsertions = v_upsertions
+    o.unknown_tagged_fields = unknown
+    return o, pos
 
 
 def _write_AlterUserScramCredentialsRequest_0(o: AlterUserScramCredentialsRequest, out: bytearray) -> None:
@@ -213,13 +240,13 @@ def _write_AlterUserScramCredentialsRequest_0(o: AlterUserScramCredentialsReques
     if o.deletions is None:
         raise _null('Deletions')
     _wcal(out, o.deletions, 'Deletions')
-    for item in o.deletions:
-        _write_ScramCredentialDeletion_0(item, out)
+    for e_deletions in o.deletions:
+        _write_ScramCredentialDeletion_0(e_deletions, out)
     if o.upsertions is None:
         raise _null('Upsertions')
     _wcal(out, o.upsertions, 'Upsertions')
-    for item in o.upsertions:
-        _write_ScramCredentialUpsertion_0(item, out)
+    for e_upsertions in o.upsertions:
+        _write_ScramCredentialUpsertion_0(e_upsertions, out)
     if o.unknown_tagged_fields:
         _wts(out, (), o.unknown_tagged_fields, '_tagged_fields')
     else:

@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import struct as _struct
+from typing import Any as _Any
 import uuid as _uuid
 from dataclasses import dataclass as _dataclass, field as _field
 from typing import ClassVar as _ClassVar
@@ -26,9 +27,10 @@ from kraft_jbod.wire.primitives import (
     short_fixed as _short_fixed, uuid_from_bytes as _uuid_from_bytes,
 )
 
+_new = object.__new__
 
 
-def _absent(field: str, version: int) -> _EncodeError:
+def _absent(field: str, version: int | str) -> _EncodeError:
     return _EncodeError(
         f'attempted to write a non-default {field} at version {version}', field_path=field
     )
@@ -70,7 +72,11 @@ class ApiVersionsRequest(_Message):
 def _read_ApiVersionsRequest_0(buf: bytes | bytearray | memoryview, pos: int) -> tuple[ApiVersionsRequest, int]:
     # versions 0-2
     end = len(buf)
-    return ApiVersionsRequest('', '', ()), pos
+    o = _new(ApiVersionsRequest)
+    o.client_software_name = ''
+    o.client_software_version = ''
+    o.unknown_tagged_fields = ()
+    return o, pos
 
 
 def _write_ApiVersionsRequest_0(o: ApiVersionsRequest, out: bytearray) -> None:
@@ -96,7 +102,11 @@ def _read_ApiVersionsRequest_1(buf: bytes | bytearray | memoryview, pos: int) ->
             pos += size
         if raw_tags:
             unknown = tuple(raw_tags)
-    return ApiVersionsRequest(v_client_software_name, v_client_software_version, unknown), pos
+    o = _new(ApiVersionsRequest)
+    o.client_software_name = v_client_software_name
+    o.client_software_version = v_client_software_version
+    o.unknown_tagged_fields = unknown
+    return o, pos
 
 
 def _write_ApiVersionsRequest_1(o: ApiVersionsRequest, out: bytearray) -> None:

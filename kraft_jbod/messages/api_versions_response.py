@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import struct as _struct
+from typing import Any as _Any
 import uuid as _uuid
 from dataclasses import dataclass as _dataclass, field as _field
 from typing import ClassVar as _ClassVar
@@ -26,20 +27,21 @@ from kraft_jbod.wire.primitives import (
     short_fixed as _short_fixed, uuid_from_bytes as _uuid_from_bytes,
 )
 
+_new = object.__new__
 _S__ = _struct.Struct('>?')
 _S_h = _struct.Struct('>h')
 _S_hh = _struct.Struct('>hh')
 _S_hhh = _struct.Struct('>hhh')
 _S_i = _struct.Struct('>i')
 _S_q = _struct.Struct('>q')
-_L_hhh = (('ApiKey', 2), ('MinVersion', 2), ('MaxVersion', 2))
-_L_hh = (('MinVersion', 2), ('MaxVersion', 2))
-_L_hh = (('MaxVersionLevel', 2), ('MinVersionLevel', 2))
-_L_h = (('ErrorCode', 2),)
-_L_i = (('ThrottleTimeMs', 4),)
+_L0 = (('ApiKey', 2), ('MinVersion', 2), ('MaxVersion', 2))
+_L1 = (('MinVersion', 2), ('MaxVersion', 2))
+_L2 = (('MaxVersionLevel', 2), ('MinVersionLevel', 2))
+_L3 = (('ErrorCode', 2),)
+_L4 = (('ThrottleTimeMs', 4),)
 
 
-def _absent(field: str, version: int) -> _EncodeError:
+def _absent(field: str, version: int | str) -> _EncodeError:
     return _EncodeError(
         f'attempted to write a non-default {field} at version {version}', field_path=field
     )
@@ -117,10 +119,15 @@ def _read_ApiVersion_0(buf: bytes | bytearray | memoryview, pos: int) -> tuple[A
     # versions 0-2
     end = len(buf)
     if pos + 6 > end:
-        raise _short_fixed(pos, end, _L_hhh)
+        raise _short_fixed(pos, end, _L0)
     v_api_key, v_min_version, v_max_version = _S_hhh.unpack_from(buf, pos)
     pos += 6
-    return ApiVersion(v_api_key, v_min_version, v_max_version, ()), pos
+    o = _new(ApiVersion)
+    o.api_key = v_api_key
+    o.min_version = v_min_version
+    o.max_version = v_max_version
+    o.unknown_tagged_fields = ()
+    return o, pos
 
 
 def _write_ApiVersion_0(o: ApiVersion, out: bytearray) -> None:
@@ -134,7 +141,7 @@ def _read_ApiVersion_1(buf: bytes | bytearray | memoryview, pos: int) -> tuple[A
     # versions 3-4
     end = len(buf)
     if pos + 6 > end:
-        raise _short_fixed(pos, end, _L_hhh)
+        raise _short_fixed(pos, end, _L0)
     v_api_key, v_min_version, v_max_version = _S_hhh.unpack_from(buf, pos)
     pos += 6
     unknown: tuple[tuple[int, bytes], ...] = ()
@@ -149,7 +156,12 @@ def _read_ApiVersion_1(buf: bytes | bytearray | memoryview, pos: int) -> tuple[A
             pos += size
         if raw_tags:
             unknown = tuple(raw_tags)
-    return ApiVersion(v_api_key, v_min_version, v_max_version, unknown), pos
+    o = _new(ApiVersion)
+    o.api_key = v_api_key
+    o.min_version = v_min_version
+    o.max_version = v_max_version
+    o.unknown_tagged_fields = unknown
+    return o, pos
 
 
 def _write_ApiVersion_1(o: ApiVersion, out: bytearray) -> None:
@@ -166,7 +178,7 @@ def _read_SupportedFeatureKey_0(buf: bytes | bytearray | memoryview, pos: int) -
     end = len(buf)
     v_name, pos = _rcs(buf, pos, 'Name')
     if pos + 4 > end:
-        raise _short_fixed(pos, end, _L_hh)
+        raise _short_fixed(pos, end, _L1)
     v_min_version, v_max_version = _S_hh.unpack_from(buf, pos)
     pos += 4
     unknown: tuple[tuple[int, bytes], ...] = ()
@@ -181,7 +193,12 @@ def _read_SupportedFeatureKey_0(buf: bytes | bytearray | memoryview, pos: int) -
             pos += size
         if raw_tags:
             unknown = tuple(raw_tags)
-    return SupportedFeatureKey(v_name, v_min_version, v_max_version, unknown), pos
+    o = _new(SupportedFeatureKey)
+    o.name = v_name
+    o.min_version = v_min_version
+    o.max_version = v_max_version
+    o.unknown_tagged_fields = unknown
+    return o, pos
 
 
 def _write_SupportedFeatureKey_0(o: SupportedFeatureKey, out: bytearray) -> None:
@@ -201,7 +218,7 @@ def _read_FinalizedFeatureKey_0(buf: bytes | bytearray | memoryview, pos: int) -
     end = len(buf)
     v_name, pos = _rcs(buf, pos, 'Name')
     if pos + 4 > end:
-        raise _short_fixed(pos, end, _L_hh)
+        raise _short_fixed(pos, end, _L2)
     v_max_version_level, v_min_version_level = _S_hh.unpack_from(buf, pos)
     pos += 4
     unknown: tuple[tuple[int, bytes], ...] = ()
@@ -216,7 +233,12 @@ def _read_FinalizedFeatureKey_0(buf: bytes | bytearray | memoryview, pos: int) -
             pos += size
         if raw_tags:
             unknown = tuple(raw_tags)
-    return FinalizedFeatureKey(v_name, v_max_version_level, v_min_version_level, unknown), pos
+    o = _new(FinalizedFeatureKey)
+    o.name = v_name
+    o.max_version_level = v_max_version_level
+    o.min_version_level = v_min_version_level
+    o.unknown_tagged_fields = unknown
+    return o, pos
 
 
 def _write_FinalizedFeatureKey_0(o: FinalizedFeatureKey, out: bytearray) -> None:
@@ -235,20 +257,30 @@ def _read_ApiVersionsResponse_0(buf: bytes | bytearray | memoryview, pos: int) -
     # versions 0
     end = len(buf)
     if pos + 2 > end:
-        raise _short_fixed(pos, end, _L_h)
+        raise _short_fixed(pos, end, _L3)
     v_error_code, = _S_h.unpack_from(buf, pos)
     pos += 2
+    v_api_keys: list[ApiVersion]
     n_v_api_keys, pos = _ral(buf, pos, 'ApiKeys')
     v_api_keys = []
-    app = v_api_keys.append
+    app_v_api_keys = v_api_keys.append
     i = 0
     try:
         for i in range(n_v_api_keys):
-            item, pos = _read_ApiVersion_0(buf, pos)
-            app(item)
+            e_v_api_keys, pos = _read_ApiVersion_0(buf, pos)
+            app_v_api_keys(e_v_api_keys)
     except _DecodeError as exc:
         raise exc.refine(field=f'ApiKeys[{i}]')
-    return ApiVersionsResponse(v_error_code, v_api_keys, 0, [], -1, [], False, ()), pos
+    o = _new(ApiVersionsResponse)
+    o.error_code = v_error_code
+    o.api_keys = v_api_keys
+    o.throttle_time_ms = 0
+    o.supported_features = []
+    o.finalized_features_epoch = -1
+    o.finalized_features = []
+    o.zk_migration_ready = False
+    o.unknown_tagged_fields = ()
+    return o, pos
 
 
 def _write_ApiVersionsResponse_0(o: ApiVersionsResponse, out: bytearray) -> None:
@@ -257,8 +289,8 @@ def _write_ApiVersionsResponse_0(o: ApiVersionsResponse, out: bytearray) -> None
     if o.api_keys is None:
         raise _null('ApiKeys')
     _wal(out, o.api_keys, 'ApiKeys')
-    for item in o.api_keys:
-        _write_ApiVersion_0(item, out)
+    for e_api_keys in o.api_keys:
+        _write_ApiVersion_0(e_api_keys, out)
     if o.unknown_tagged_fields:
         raise _EncodeError('tagged fields cannot be written at non-flexible version 0')
 
@@ -267,24 +299,34 @@ def _read_ApiVersionsResponse_1(buf: bytes | bytearray | memoryview, pos: int) -
     # versions 1-2
     end = len(buf)
     if pos + 2 > end:
-        raise _short_fixed(pos, end, _L_h)
+        raise _short_fixed(pos, end, _L3)
     v_error_code, = _S_h.unpack_from(buf, pos)
     pos += 2
+    v_api_keys: list[ApiVersion]
     n_v_api_keys, pos = _ral(buf, pos, 'ApiKeys')
     v_api_keys = []
-    app = v_api_keys.append
+    app_v_api_keys = v_api_keys.append
     i = 0
     try:
         for i in range(n_v_api_keys):
-            item, pos = _read_ApiVersion_0(buf, pos)
-            app(item)
+            e_v_api_keys, pos = _read_ApiVersion_0(buf, pos)
+            app_v_api_keys(e_v_api_keys)
     except _DecodeError as exc:
         raise exc.refine(field=f'ApiKeys[{i}]')
     if pos + 4 > end:
-        raise _short_fixed(pos, end, _L_i)
+        raise _short_fixed(pos, end, _L4)
     v_throttle_time_ms, = _S_i.unpack_from(buf, pos)
     pos += 4
-    return ApiVersionsResponse(v_error_code, v_api_keys, v_throttle_time_ms, [], -1, [], False, ()), pos
+    o = _new(ApiVersionsResponse)
+    o.error_code = v_error_code
+    o.api_keys = v_api_keys
+    o.throttle_time_ms = v_throttle_time_ms
+    o.supported_features = []
+    o.finalized_features_epoch = -1
+    o.finalized_features = []
+    o.zk_migration_ready = False
+    o.unknown_tagged_fields = ()
+    return o, pos
 
 
 def _write_ApiVersionsResponse_1(o: ApiVersionsResponse, out: bytearray) -> None:
@@ -293,8 +335,8 @@ def _write_ApiVersionsResponse_1(o: ApiVersionsResponse, out: bytearray) -> None
     if o.api_keys is None:
         raise _null('ApiKeys')
     _wal(out, o.api_keys, 'ApiKeys')
-    for item in o.api_keys:
-        _write_ApiVersion_0(item, out)
+    for e_api_keys in o.api_keys:
+        _write_ApiVersion_0(e_api_keys, out)
     out += _S_i.pack(o.throttle_time_ms)
     if o.unknown_tagged_fields:
         raise _EncodeError('tagged fields cannot be written at non-flexible version 1-2')
@@ -304,27 +346,32 @@ def _read_ApiVersionsResponse_2(buf: bytes | bytearray | memoryview, pos: int) -
     # versions 3-4
     end = len(buf)
     if pos + 2 > end:
-        raise _short_fixed(pos, end, _L_h)
+        raise _short_fixed(pos, end, _L3)
     v_error_code, = _S_h.unpack_from(buf, pos)
     pos += 2
-    n_v_api_keys, pos = _rcal(buf, pos, 'ApiKeys')
+    v_api_keys: list[ApiVersion]
+    n_v_api_keys = buf[pos] - 1 if pos < end else -2
+    if 0 <= n_v_api_keys < 127 and n_v_api_keys <= end - pos:
+        pos += 1
+    else:
+        n_v_api_keys, pos = _rcal(buf, pos, 'ApiKeys')
     v_api_keys = []
-    app = v_api_keys.append
+    app_v_api_keys = v_api_keys.append
     i = 0
     try:
         for i in range(n_v_api_keys):
-            item, pos = _read_ApiVersion_1(buf, pos)
-            app(item)
+            e_v_api_keys, pos = _read_ApiVersion_1(buf, pos)
+            app_v_api_keys(e_v_api_keys)
     except _DecodeError as exc:
         raise exc.refine(field=f'ApiKeys[{i}]')
     if pos + 4 > end:
-        raise _short_fixed(pos, end, _L_i)
+        raise _short_fixed(pos, end, _L4)
     v_throttle_time_ms, = _S_i.unpack_from(buf, pos)
     pos += 4
-    v_supported_features = []
-    v_finalized_features_epoch = -1
-    v_finalized_features = []
-    v_zk_migration_ready = False
+    v_supported_features: list[SupportedFeatureKey] = []
+    v_finalized_features_epoch: int = -1
+    v_finalized_features: list[FinalizedFeatureKey] = []
+    v_zk_migration_ready: bool = False
     unknown: tuple[tuple[int, bytes], ...] = ()
     if pos < end and buf[pos] == 0:
         pos += 1
@@ -338,12 +385,12 @@ def _read_ApiVersionsResponse_2(buf: bytes | bytearray | memoryview, pos: int) -
                 p = 0
                 n_v_supported_features, p = _rcal(sub, p, 'SupportedFeatures')
                 v_supported_features = []
-                app = v_supported_features.append
+                app_v_supported_features = v_supported_features.append
                 i = 0
                 try:
                     for i in range(n_v_supported_features):
-                        item, p = _read_SupportedFeatureKey_0(sub, p)
-                        app(item)
+                        e_v_supported_features, p = _read_SupportedFeatureKey_0(sub, p)
+                        app_v_supported_features(e_v_supported_features)
                 except _DecodeError as exc:
                     raise exc.refine(field=f'SupportedFeatures[{i}]')
             elif tag == 1:
@@ -358,12 +405,12 @@ def _read_ApiVersionsResponse_2(buf: bytes | bytearray | memoryview, pos: int) -
                 p = 0
                 n_v_finalized_features, p = _rcal(sub, p, 'FinalizedFeatures')
                 v_finalized_features = []
-                app = v_finalized_features.append
+                app_v_finalized_features = v_finalized_features.append
                 i = 0
                 try:
                     for i in range(n_v_finalized_features):
-                        item, p = _read_FinalizedFeatureKey_0(sub, p)
-                        app(item)
+                        e_v_finalized_features, p = _read_FinalizedFeatureKey_0(sub, p)
+                        app_v_finalized_features(e_v_finalized_features)
                 except _DecodeError as exc:
                     raise exc.refine(field=f'FinalizedFeatures[{i}]')
             elif tag == 3:
@@ -378,7 +425,16 @@ def _read_ApiVersionsResponse_2(buf: bytes | bytearray | memoryview, pos: int) -
             pos += size
         if raw_tags:
             unknown = tuple(raw_tags)
-    return ApiVersionsResponse(v_error_code, v_api_keys, v_throttle_time_ms, v_supported_features, v_finalized_features_epoch, v_finalized_features, v_zk_migration_ready, unknown), pos
+    o = _new(ApiVersionsResponse)
+    o.error_code = v_error_code
+    o.api_keys = v_api_keys
+    o.throttle_time_ms = v_throttle_time_ms
+    o.supported_features = v_supported_features
+    o.finalized_features_epoch = v_finalized_features_epoch
+    o.finalized_features = v_finalized_features
+    o.zk_migration_ready = v_zk_migration_ready
+    o.unknown_tagged_fields = unknown
+    return o, pos
 
 
 def _write_ApiVersionsResponse_2(o: ApiVersionsResponse, out: bytearray) -> None:
@@ -387,8 +443,8 @@ def _write_ApiVersionsResponse_2(o: ApiVersionsResponse, out: bytearray) -> None
     if o.api_keys is None:
         raise _null('ApiKeys')
     _wcal(out, o.api_keys, 'ApiKeys')
-    for item in o.api_keys:
-        _write_ApiVersion_1(item, out)
+    for e_api_keys in o.api_keys:
+        _write_ApiVersion_1(e_api_keys, out)
     out += _S_i.pack(o.throttle_time_ms)
     tagged: list[tuple[int, bytes | bytearray]] = []
     if (o.supported_features is None or len(o.supported_features) != 0):
@@ -396,8 +452,8 @@ def _write_ApiVersionsResponse_2(o: ApiVersionsResponse, out: bytearray) -> None
         if o.supported_features is None:
             raise _null('SupportedFeatures')
         _wcal(tb, o.supported_features, 'SupportedFeatures')
-        for item in o.supported_features:
-            _write_SupportedFeatureKey_0(item, tb)
+        for e_supported_features in o.supported_features:
+            _write_SupportedFeatureKey_0(e_supported_features, tb)
         tagged.append((0, tb))
     if o.finalized_features_epoch != -1:
         tb = bytearray()
@@ -410,8 +466,8 @@ def _write_ApiVersionsResponse_2(o: ApiVersionsResponse, out: bytearray) -> None
         if o.finalized_features is None:
             raise _null('FinalizedFeatures')
         _wcal(tb, o.finalized_features, 'FinalizedFeatures')
-        for item in o.finalized_features:
-            _write_FinalizedFeatureKey_0(item, tb)
+        for e_finalized_features in o.finalized_features:
+            _write_FinalizedFeatureKey_0(e_finalized_features, tb)
         tagged.append((2, tb))
     if o.zk_migration_ready != False:
         tb = bytearray()

@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import struct as _struct
+from typing import Any as _Any
 import uuid as _uuid
 from dataclasses import dataclass as _dataclass, field as _field
 from typing import ClassVar as _ClassVar
@@ -26,16 +27,17 @@ from kraft_jbod.wire.primitives import (
     short_fixed as _short_fixed, uuid_from_bytes as _uuid_from_bytes,
 )
 
+_new = object.__new__
 _S_16s = _struct.Struct('>16s')
 _S_ih = _struct.Struct('>ih')
 _ZERO_UUID = _uuid_from_bytes((0).to_bytes(16, 'big'))
-_L_ih = (('PartitionIndex', 4), ('ErrorCode', 2))
-_L_16s = (('TopicId', 16),)
-_L_16s = (('Id', 16),)
-_L_ih = (('ThrottleTimeMs', 4), ('ErrorCode', 2))
+_L0 = (('PartitionIndex', 4), ('ErrorCode', 2))
+_L1 = (('TopicId', 16),)
+_L2 = (('Id', 16),)
+_L3 = (('ThrottleTimeMs', 4), ('ErrorCode', 2))
 
 
-def _absent(field: str, version: int) -> _EncodeError:
+def _absent(field: str, version: int | str) -> _EncodeError:
     return _EncodeError(
         f'attempted to write a non-default {field} at version {version}', field_path=field
     )
@@ -106,7 +108,7 @@ def _read_PartitionData_0(buf: bytes | bytearray | memoryview, pos: int) -> tupl
     # versions 0
     end = len(buf)
     if pos + 6 > end:
-        raise _short_fixed(pos, end, _L_ih)
+        raise _short_fixed(pos, end, _L0)
     v_partition_index, v_error_code = _S_ih.unpack_from(buf, pos)
     pos += 6
     unknown: tuple[tuple[int, bytes], ...] = ()
@@ -121,7 +123,11 @@ def _read_PartitionData_0(buf: bytes | bytearray | memoryview, pos: int) -> tupl
             pos += size
         if raw_tags:
             unknown = tuple(raw_tags)
-    return PartitionData(v_partition_index, v_error_code, unknown), pos
+    o = _new(PartitionData)
+    o.partition_index = v_partition_index
+    o.error_code = v_error_code
+    o.unknown_tagged_fields = unknown
+    return o, pos
 
 
 def _write_PartitionData_0(o: PartitionData, out: bytearray) -> None:
@@ -137,18 +143,23 @@ def _read_TopicData_0(buf: bytes | bytearray | memoryview, pos: int) -> tuple[To
     # versions 0
     end = len(buf)
     if pos + 16 > end:
-        raise _short_fixed(pos, end, _L_16s)
-    v_topic_id, = _S_16s.unpack_from(buf, pos)
-    v_topic_id = _uuid_from_bytes(v_topic_id)
+        raise _short_fixed(pos, end, _L1)
+    r_topic_id, = _S_16s.unpack_from(buf, pos)
+    v_topic_id = _uuid_from_bytes(r_topic_id)
     pos += 16
-    n_v_partitions, pos = _rcal(buf, pos, 'Partitions')
+    v_partitions: list[PartitionData]
+    n_v_partitions = buf[pos] - 1 if pos < end else -2
+    if 0 <= n_v_partitions < 127 and n_v_partitions <= end - pos:
+        pos += 1
+    else:
+        n_v_partitions, pos = _rcal(buf, pos, 'Partitions')
     v_partitions = []
-    app = v_partitions.append
+    app_v_partitions = v_partitions.append
     i = 0
     try:
         for i in range(n_v_partitions):
-            item, pos = _read_PartitionData_0(buf, pos)
-            app(item)
+            e_v_partitions, pos = _read_PartitionData_0(buf, pos)
+            app_v_partitions(e_v_partitions)
     except _DecodeError as exc:
         raise exc.refine(field=f'Partitions[{i}]')
     unknown: tuple[tuple[int, bytes], ...] = ()
@@ -163,7 +174,11 @@ def _read_TopicData_0(buf: bytes | bytearray | memoryview, pos: int) -> tuple[To
             pos += size
         if raw_tags:
             unknown = tuple(raw_tags)
-    return TopicData(v_topic_id, v_partitions, unknown), pos
+    o = _new(TopicData)
+    o.topic_id = v_topic_id
+    o.partitions = v_partitions
+    o.unknown_tagged_fields = unknown
+    return o, pos
 
 
 def _write_TopicData_0(o: TopicData, out: bytearray) -> None:
@@ -172,8 +187,8 @@ def _write_TopicData_0(o: TopicData, out: bytearray) -> None:
     if o.partitions is None:
         raise _null('Partitions')
     _wcal(out, o.partitions, 'Partitions')
-    for item in o.partitions:
-        _write_PartitionData_0(item, out)
+    for e_partitions in o.partitions:
+        _write_PartitionData_0(e_partitions, out)
     if o.unknown_tagged_fields:
         _wts(out, (), o.unknown_tagged_fields, '_tagged_fields')
     else:
@@ -184,18 +199,23 @@ def _read_DirectoryData_0(buf: bytes | bytearray | memoryview, pos: int) -> tupl
     # versions 0
     end = len(buf)
     if pos + 16 > end:
-        raise _short_fixed(pos, end, _L_16s)
-    v_id, = _S_16s.unpack_from(buf, pos)
-    v_id = _uuid_from_bytes(v_id)
+        raise _short_fixed(pos, end, _L2)
+    r_id, = _S_16s.unpack_from(buf, pos)
+    v_id = _uuid_from_bytes(r_id)
     pos += 16
-    n_v_topics, pos = _rcal(buf, pos, 'Topics')
+    v_topics: list[TopicData]
+    n_v_topics = buf[pos] - 1 if pos < end else -2
+    if 0 <= n_v_topics < 127 and n_v_topics <= end - pos:
+        pos += 1
+    else:
+        n_v_topics, pos = _rcal(buf, pos, 'Topics')
     v_topics = []
-    app = v_topics.append
+    app_v_topics = v_topics.append
     i = 0
     try:
         for i in range(n_v_topics):
-            item, pos = _read_TopicData_0(buf, pos)
-            app(item)
+            e_v_topics, pos = _read_TopicData_0(buf, pos)
+            app_v_topics(e_v_topics)
     except _DecodeError as exc:
         raise exc.refine(field=f'Topics[{i}]')
     unknown: tuple[tuple[int, bytes], ...] = ()
@@ -210,7 +230,11 @@ def _read_DirectoryData_0(buf: bytes | bytearray | memoryview, pos: int) -> tupl
             pos += size
         if raw_tags:
             unknown = tuple(raw_tags)
-    return DirectoryData(v_id, v_topics, unknown), pos
+    o = _new(DirectoryData)
+    o.id = v_id
+    o.topics = v_topics
+    o.unknown_tagged_fields = unknown
+    return o, pos
 
 
 def _write_DirectoryData_0(o: DirectoryData, out: bytearray) -> None:
@@ -219,8 +243,8 @@ def _write_DirectoryData_0(o: DirectoryData, out: bytearray) -> None:
     if o.topics is None:
         raise _null('Topics')
     _wcal(out, o.topics, 'Topics')
-    for item in o.topics:
-        _write_TopicData_0(item, out)
+    for e_topics in o.topics:
+        _write_TopicData_0(e_topics, out)
     if o.unknown_tagged_fields:
         _wts(out, (), o.unknown_tagged_fields, '_tagged_fields')
     else:
@@ -231,17 +255,22 @@ def _read_AssignReplicasToDirsResponse_0(buf: bytes | bytearray | memoryview, po
     # versions 0
     end = len(buf)
     if pos + 6 > end:
-        raise _short_fixed(pos, end, _L_ih)
+        raise _short_fixed(pos, end, _L3)
     v_throttle_time_ms, v_error_code = _S_ih.unpack_from(buf, pos)
     pos += 6
-    n_v_directories, pos = _rcal(buf, pos, 'Directories')
+    v_directories: list[DirectoryData]
+    n_v_directories = buf[pos] - 1 if pos < end else -2
+    if 0 <= n_v_directories < 127 and n_v_directories <= end - pos:
+        pos += 1
+    else:
+        n_v_directories, pos = _rcal(buf, pos, 'Directories')
     v_directories = []
-    app = v_directories.append
+    app_v_directories = v_directories.append
     i = 0
     try:
         for i in range(n_v_directories):
-            item, pos = _read_DirectoryData_0(buf, pos)
-            app(item)
+            e_v_directories, pos = _read_DirectoryData_0(buf, pos)
+            app_v_directories(e_v_directories)
     except _DecodeError as exc:
         raise exc.refine(field=f'Directories[{i}]')
     unknown: tuple[tuple[int, bytes], ...] = ()
@@ -256,7 +285,12 @@ def _read_AssignReplicasToDirsResponse_0(buf: bytes | bytearray | memoryview, po
             pos += size
         if raw_tags:
             unknown = tuple(raw_tags)
-    return AssignReplicasToDirsResponse(v_throttle_time_ms, v_error_code, v_directories, unknown), pos
+    o = _new(AssignReplicasToDirsResponse)
+    o.throttle_time_ms = v_throttle_time_ms
+    o.error_code = v_error_code
+    o.directories = v_directories
+    o.unknown_tagged_fields = unknown
+    return o, pos
 
 
 def _write_AssignReplicasToDirsResponse_0(o: AssignReplicasToDirsResponse, out: bytearray) -> None:
@@ -265,8 +299,8 @@ def _write_AssignReplicasToDirsResponse_0(o: AssignReplicasToDirsResponse, out: 
     if o.directories is None:
         raise _null('Directories')
     _wcal(out, o.directories, 'Directories')
-    for item in o.directories:
-        _write_DirectoryData_0(item, out)
+    for e_directories in o.directories:
+        _write_DirectoryData_0(e_directories, out)
     if o.unknown_tagged_fields:
         _wts(out, (), o.unknown_tagged_fields, '_tagged_fields')
     else:

@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import struct as _struct
+from typing import Any as _Any
 import uuid as _uuid
 from dataclasses import dataclass as _dataclass, field as _field
 from typing import ClassVar as _ClassVar
@@ -26,17 +27,18 @@ from kraft_jbod.wire.primitives import (
     short_fixed as _short_fixed, uuid_from_bytes as _uuid_from_bytes,
 )
 
+_new = object.__new__
 _S_H = _struct.Struct('>H')
 _S_h = _struct.Struct('>h')
 _S_i = _struct.Struct('>i')
 _S_ihii = _struct.Struct('>ihii')
-_L_ihii = (('PartitionIndex', 4), ('ErrorCode', 2), ('LeaderId', 4), ('LeaderEpoch', 4))
-_L_i = (('NodeId', 4),)
-_L_H = (('Port', 2),)
-_L_h = (('ErrorCode', 2),)
+_L0 = (('PartitionIndex', 4), ('ErrorCode', 2), ('LeaderId', 4), ('LeaderEpoch', 4))
+_L1 = (('NodeId', 4),)
+_L2 = (('Port', 2),)
+_L3 = (('ErrorCode', 2),)
 
 
-def _absent(field: str, version: int) -> _EncodeError:
+def _absent(field: str, version: int | str) -> _EncodeError:
     return _EncodeError(
         f'attempted to write a non-default {field} at version {version}', field_path=field
     )
@@ -110,10 +112,16 @@ def _read_PartitionData_0(buf: bytes | bytearray | memoryview, pos: int) -> tupl
     # versions 0
     end = len(buf)
     if pos + 14 > end:
-        raise _short_fixed(pos, end, _L_ihii)
+        raise _short_fixed(pos, end, _L0)
     v_partition_index, v_error_code, v_leader_id, v_leader_epoch = _S_ihii.unpack_from(buf, pos)
     pos += 14
-    return PartitionData(v_partition_index, v_error_code, v_leader_id, v_leader_epoch, ()), pos
+    o = _new(PartitionData)
+    o.partition_index = v_partition_index
+    o.error_code = v_error_code
+    o.leader_id = v_leader_id
+    o.leader_epoch = v_leader_epoch
+    o.unknown_tagged_fields = ()
+    return o, pos
 
 
 def _write_PartitionData_0(o: PartitionData, out: bytearray) -> None:
@@ -127,7 +135,7 @@ def _read_PartitionData_1(buf: bytes | bytearray | memoryview, pos: int) -> tupl
     # versions 1
     end = len(buf)
     if pos + 14 > end:
-        raise _short_fixed(pos, end, _L_ihii)
+        raise _short_fixed(pos, end, _L0)
     v_partition_index, v_error_code, v_leader_id, v_leader_epoch = _S_ihii.unpack_from(buf, pos)
     pos += 14
     unknown: tuple[tuple[int, bytes], ...] = ()
@@ -142,7 +150,13 @@ def _read_PartitionData_1(buf: bytes | bytearray | memoryview, pos: int) -> tupl
             pos += size
         if raw_tags:
             unknown = tuple(raw_tags)
-    return PartitionData(v_partition_index, v_error_code, v_leader_id, v_leader_epoch, unknown), pos
+    o = _new(PartitionData)
+    o.partition_index = v_partition_index
+    o.error_code = v_error_code
+    o.leader_id = v_leader_id
+    o.leader_epoch = v_leader_epoch
+    o.unknown_tagged_fields = unknown
+    return o, pos
 
 
 def _write_PartitionData_1(o: PartitionData, out: bytearray) -> None:
@@ -158,17 +172,22 @@ def _read_TopicData_0(buf: bytes | bytearray | memoryview, pos: int) -> tuple[To
     # versions 0
     end = len(buf)
     v_topic_name, pos = _rs(buf, pos, 'TopicName')
+    v_partitions: list[PartitionData]
     n_v_partitions, pos = _ral(buf, pos, 'Partitions')
     v_partitions = []
-    app = v_partitions.append
+    app_v_partitions = v_partitions.append
     i = 0
     try:
         for i in range(n_v_partitions):
-            item, pos = _read_PartitionData_0(buf, pos)
-            app(item)
+            e_v_partitions, pos = _read_PartitionData_0(buf, pos)
+            app_v_partitions(e_v_partitions)
     except _DecodeError as exc:
         raise exc.refine(field=f'Partitions[{i}]')
-    return TopicData(v_topic_name, v_partitions, ()), pos
+    o = _new(TopicData)
+    o.topic_name = v_topic_name
+    o.partitions = v_partitions
+    o.unknown_tagged_fields = ()
+    return o, pos
 
 
 def _write_TopicData_0(o: TopicData, out: bytearray) -> None:
@@ -179,8 +198,8 @@ def _write_TopicData_0(o: TopicData, out: bytearray) -> None:
     if o.partitions is None:
         raise _null('Partitions')
     _wal(out, o.partitions, 'Partitions')
-    for item in o.partitions:
-        _write_PartitionData_0(item, out)
+    for e_partitions in o.partitions:
+        _write_PartitionData_0(e_partitions, out)
     if o.unknown_tagged_fields:
         raise _EncodeError('tagged fields cannot be written at non-flexible version 0')
 
@@ -189,14 +208,19 @@ def _read_TopicData_1(buf: bytes | bytearray | memoryview, pos: int) -> tuple[To
     # versions 1
     end = len(buf)
     v_topic_name, pos = _rcs(buf, pos, 'TopicName')
-    n_v_partitions, pos = _rcal(buf, pos, 'Partitions')
+    v_partitions: list[PartitionData]
+    n_v_partitions = buf[pos] - 1 if pos < end else -2
+    if 0 <= n_v_partitions < 127 and n_v_partitions <= end - pos:
+        pos += 1
+    else:
+        n_v_partitions, pos = _rcal(buf, pos, 'Partitions')
     v_partitions = []
-    app = v_partitions.append
+    app_v_partitions = v_partitions.append
     i = 0
     try:
         for i in range(n_v_partitions):
-            item, pos = _read_PartitionData_1(buf, pos)
-            app(item)
+            e_v_partitions, pos = _read_PartitionData_1(buf, pos)
+            app_v_partitions(e_v_partitions)
     except _DecodeError as exc:
         raise exc.refine(field=f'Partitions[{i}]')
     unknown: tuple[tuple[int, bytes], ...] = ()
@@ -211,7 +235,11 @@ def _read_TopicData_1(buf: bytes | bytearray | memoryview, pos: int) -> tuple[To
             pos += size
         if raw_tags:
             unknown = tuple(raw_tags)
-    return TopicData(v_topic_name, v_partitions, unknown), pos
+    o = _new(TopicData)
+    o.topic_name = v_topic_name
+    o.partitions = v_partitions
+    o.unknown_tagged_fields = unknown
+    return o, pos
 
 
 def _write_TopicData_1(o: TopicData, out: bytearray) -> None:
@@ -222,8 +250,8 @@ def _write_TopicData_1(o: TopicData, out: bytearray) -> None:
     if o.partitions is None:
         raise _null('Partitions')
     _wcal(out, o.partitions, 'Partitions')
-    for item in o.partitions:
-        _write_PartitionData_1(item, out)
+    for e_partitions in o.partitions:
+        _write_PartitionData_1(e_partitions, out)
     if o.unknown_tagged_fields:
         _wts(out, (), o.unknown_tagged_fields, '_tagged_fields')
     else:
@@ -234,12 +262,12 @@ def _read_NodeEndpoint_0(buf: bytes | bytearray | memoryview, pos: int) -> tuple
     # versions 1
     end = len(buf)
     if pos + 4 > end:
-        raise _short_fixed(pos, end, _L_i)
+        raise _short_fixed(pos, end, _L1)
     v_node_id, = _S_i.unpack_from(buf, pos)
     pos += 4
     v_host, pos = _rcs(buf, pos, 'Host')
     if pos + 2 > end:
-        raise _short_fixed(pos, end, _L_H)
+        raise _short_fixed(pos, end, _L2)
     v_port, = _S_H.unpack_from(buf, pos)
     pos += 2
     unknown: tuple[tuple[int, bytes], ...] = ()
@@ -254,7 +282,12 @@ def _read_NodeEndpoint_0(buf: bytes | bytearray | memoryview, pos: int) -> tuple
             pos += size
         if raw_tags:
             unknown = tuple(raw_tags)
-    return NodeEndpoint(v_node_id, v_host, v_port, unknown), pos
+    o = _new(NodeEndpoint)
+    o.node_id = v_node_id
+    o.host = v_host
+    o.port = v_port
+    o.unknown_tagged_fields = unknown
+    return o, pos
 
 
 def _write_NodeEndpoint_0(o: NodeEndpoint, out: bytearray) -> None:
@@ -274,20 +307,26 @@ def _read_BeginQuorumEpochResponse_0(buf: bytes | bytearray | memoryview, pos: i
     # versions 0
     end = len(buf)
     if pos + 2 > end:
-        raise _short_fixed(pos, end, _L_h)
+        raise _short_fixed(pos, end, _L3)
     v_error_code, = _S_h.unpack_from(buf, pos)
     pos += 2
+    v_topics: list[TopicData]
     n_v_topics, pos = _ral(buf, pos, 'Topics')
     v_topics = []
-    app = v_topics.append
+    app_v_topics = v_topics.append
     i = 0
     try:
         for i in range(n_v_topics):
-            item, pos = _read_TopicData_0(buf, pos)
-            app(item)
+            e_v_topics, pos = _read_TopicData_0(buf, pos)
+            app_v_topics(e_v_topics)
     except _DecodeError as exc:
         raise exc.refine(field=f'Topics[{i}]')
-    return BeginQuorumEpochResponse(v_error_code, v_topics, [], ()), pos
+    o = _new(BeginQuorumEpochResponse)
+    o.error_code = v_error_code
+    o.topics = v_topics
+    o.node_endpoints = []
+    o.unknown_tagged_fields = ()
+    return o, pos
 
 
 def _write_BeginQuorumEpochResponse_0(o: BeginQuorumEpochResponse, out: bytearray) -> None:
@@ -298,8 +337,8 @@ def _write_BeginQuorumEpochResponse_0(o: BeginQuorumEpochResponse, out: bytearra
     if o.topics is None:
         raise _null('Topics')
     _wal(out, o.topics, 'Topics')
-    for item in o.topics:
-        _write_TopicData_0(item, out)
+    for e_topics in o.topics:
+        _write_TopicData_0(e_topics, out)
     if o.unknown_tagged_fields:
         raise _EncodeError('tagged fields cannot be written at non-flexible version 0')
 
@@ -308,20 +347,25 @@ def _read_BeginQuorumEpochResponse_1(buf: bytes | bytearray | memoryview, pos: i
     # versions 1
     end = len(buf)
     if pos + 2 > end:
-        raise _short_fixed(pos, end, _L_h)
+        raise _short_fixed(pos, end, _L3)
     v_error_code, = _S_h.unpack_from(buf, pos)
     pos += 2
-    n_v_topics, pos = _rcal(buf, pos, 'Topics')
+    v_topics: list[TopicData]
+    n_v_topics = buf[pos] - 1 if pos < end else -2
+    if 0 <= n_v_topics < 127 and n_v_topics <= end - pos:
+        pos += 1
+    else:
+        n_v_topics, pos = _rcal(buf, pos, 'Topics')
     v_topics = []
-    app = v_topics.append
+    app_v_topics = v_topics.append
     i = 0
     try:
         for i in range(n_v_topics):
-            item, pos = _read_TopicData_1(buf, pos)
-            app(item)
+            e_v_topics, pos = _read_TopicData_1(buf, pos)
+            app_v_topics(e_v_topics)
     except _DecodeError as exc:
         raise exc.refine(field=f'Topics[{i}]')
-    v_node_endpoints = []
+    v_node_endpoints: list[NodeEndpoint] = []
     unknown: tuple[tuple[int, bytes], ...] = ()
     if pos < end and buf[pos] == 0:
         pos += 1
@@ -335,12 +379,12 @@ def _read_BeginQuorumEpochResponse_1(buf: bytes | bytearray | memoryview, pos: i
                 p = 0
                 n_v_node_endpoints, p = _rcal(sub, p, 'NodeEndpoints')
                 v_node_endpoints = []
-                app = v_node_endpoints.append
+                app_v_node_endpoints = v_node_endpoints.append
                 i = 0
                 try:
                     for i in range(n_v_node_endpoints):
-                        item, p = _read_NodeEndpoint_0(sub, p)
-                        app(item)
+                        e_v_node_endpoints, p = _read_NodeEndpoint_0(sub, p)
+                        app_v_node_endpoints(e_v_node_endpoints)
                 except _DecodeError as exc:
                     raise exc.refine(field=f'NodeEndpoints[{i}]')
             else:
@@ -348,7 +392,12 @@ def _read_BeginQuorumEpochResponse_1(buf: bytes | bytearray | memoryview, pos: i
             pos += size
         if raw_tags:
             unknown = tuple(raw_tags)
-    return BeginQuorumEpochResponse(v_error_code, v_topics, v_node_endpoints, unknown), pos
+    o = _new(BeginQuorumEpochResponse)
+    o.error_code = v_error_code
+    o.topics = v_topics
+    o.node_endpoints = v_node_endpoints
+    o.unknown_tagged_fields = unknown
+    return o, pos
 
 
 def _write_BeginQuorumEpochResponse_1(o: BeginQuorumEpochResponse, out: bytearray) -> None:
@@ -357,16 +406,16 @@ def _write_BeginQuorumEpochResponse_1(o: BeginQuorumEpochResponse, out: bytearra
     if o.topics is None:
         raise _null('Topics')
     _wcal(out, o.topics, 'Topics')
-    for item in o.topics:
-        _write_TopicData_1(item, out)
+    for e_topics in o.topics:
+        _write_TopicData_1(e_topics, out)
     tagged: list[tuple[int, bytes | bytearray]] = []
     if (o.node_endpoints is None or len(o.node_endpoints) != 0):
         tb = bytearray()
         if o.node_endpoints is None:
             raise _null('NodeEndpoints')
         _wcal(tb, o.node_endpoints, 'NodeEndpoints')
-        for item in o.node_endpoints:
-            _write_NodeEndpoint_0(item, tb)
+        for e_node_endpoints in o.node_endpoints:
+            _write_NodeEndpoint_0(e_node_endpoints, tb)
         tagged.append((0, tb))
     if tagged or o.unknown_tagged_fields:
         _wts(out, tagged, o.unknown_tagged_fields, '_tagged_fields')

@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import struct as _struct
+from typing import Any as _Any
 import uuid as _uuid
 from dataclasses import dataclass as _dataclass, field as _field
 from typing import ClassVar as _ClassVar
@@ -26,9 +27,10 @@ from kraft_jbod.wire.primitives import (
     short_fixed as _short_fixed, uuid_from_bytes as _uuid_from_bytes,
 )
 
+_new = object.__new__
 
 
-def _absent(field: str, version: int) -> _EncodeError:
+def _absent(field: str, version: int | str) -> _EncodeError:
     return _EncodeError(
         f'attempted to write a non-default {field} at version {version}', field_path=field
     )
@@ -69,7 +71,7 @@ class BeginTransactionRecord(_Message):
 def _read_BeginTransactionRecord_0(buf: bytes | bytearray | memoryview, pos: int) -> tuple[BeginTransactionRecord, int]:
     # versions 0
     end = len(buf)
-    v_name = None
+    v_name: str | None = None
     unknown: tuple[tuple[int, bytes], ...] = ()
     if pos < end and buf[pos] == 0:
         pos += 1
@@ -87,7 +89,10 @@ def _read_BeginTransactionRecord_0(buf: bytes | bytearray | memoryview, pos: int
             pos += size
         if raw_tags:
             unknown = tuple(raw_tags)
-    return BeginTransactionRecord(v_name, unknown), pos
+    o = _new(BeginTransactionRecord)
+    o.name = v_name
+    o.unknown_tagged_fields = unknown
+    return o, pos
 
 
 def _write_BeginTransactionRecord_0(o: BeginTransactionRecord, out: bytearray) -> None:

@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import struct as _struct
+from typing import Any as _Any
 import uuid as _uuid
 from dataclasses import dataclass as _dataclass, field as _field
 from typing import ClassVar as _ClassVar
@@ -26,11 +27,12 @@ from kraft_jbod.wire.primitives import (
     short_fixed as _short_fixed, uuid_from_bytes as _uuid_from_bytes,
 )
 
+_new = object.__new__
 _S_iqq__ = _struct.Struct('>iqq??')
-_L_iqq__ = (('BrokerId', 4), ('BrokerEpoch', 8), ('CurrentMetadataOffset', 8), ('WantFence', 1), ('WantShutDown', 1))
+_L0 = (('BrokerId', 4), ('BrokerEpoch', 8), ('CurrentMetadataOffset', 8), ('WantFence', 1), ('WantShutDown', 1))
 
 
-def _absent(field: str, version: int) -> _EncodeError:
+def _absent(field: str, version: int | str) -> _EncodeError:
     return _EncodeError(
         f'attempted to write a non-default {field} at version {version}', field_path=field
     )
@@ -77,7 +79,7 @@ def _read_BrokerHeartbeatRequest_0(buf: bytes | bytearray | memoryview, pos: int
     # versions 0
     end = len(buf)
     if pos + 22 > end:
-        raise _short_fixed(pos, end, _L_iqq__)
+        raise _short_fixed(pos, end, _L0)
     v_broker_id, v_broker_epoch, v_current_metadata_offset, v_want_fence, v_want_shut_down = _S_iqq__.unpack_from(buf, pos)
     pos += 22
     unknown: tuple[tuple[int, bytes], ...] = ()
@@ -95,14 +97,22 @@ def _read_BrokerHeartbeatRequest_0(buf: bytes | bytearray | memoryview, pos: int
             pos += size
         if raw_tags:
             unknown = tuple(raw_tags)
-    return BrokerHeartbeatRequest(v_broker_id, v_broker_epoch, v_current_metadata_offset, v_want_fence, v_want_shut_down, [], unknown), pos
+    o = _new(BrokerHeartbeatRequest)
+    o.broker_id = v_broker_id
+    o.broker_epoch = v_broker_epoch
+    o.current_metadata_offset = v_current_metadata_offset
+    o.want_fence = v_want_fence
+    o.want_shut_down = v_want_shut_down
+    o.offline_log_dirs = []
+    o.unknown_tagged_fields = unknown
+    return o, pos
 
 
 def _write_BrokerHeartbeatRequest_0(o: BrokerHeartbeatRequest, out: bytearray) -> None:
     # versions 0
     if (o.offline_log_dirs is None or len(o.offline_log_dirs) != 0):
         raise _absent('OfflineLogDirs', 0)
-    out += _S_iqq__.pack(o.broker_id, o.broker_epoch, o.current_metadata_offset, _bool(o.want_fence, 'WantFence'), _bool(o.want_shut_down, 'WantShutDown'))
+    out += _S_iqq__.pack(o.broker_id, o.broker_epoch, o.current_metadata_offset, (o.want_fence if o.want_fence.__class__ is bool else _bool(o.want_fence, 'WantFence')), (o.want_shut_down if o.want_shut_down.__class__ is bool else _bool(o.want_shut_down, 'WantShutDown')))
     if o.unknown_tagged_fields:
         _wts(out, (), o.unknown_tagged_fields, '_tagged_fields')
     else:
@@ -113,10 +123,10 @@ def _read_BrokerHeartbeatRequest_1(buf: bytes | bytearray | memoryview, pos: int
     # versions 1
     end = len(buf)
     if pos + 22 > end:
-        raise _short_fixed(pos, end, _L_iqq__)
+        raise _short_fixed(pos, end, _L0)
     v_broker_id, v_broker_epoch, v_current_metadata_offset, v_want_fence, v_want_shut_down = _S_iqq__.unpack_from(buf, pos)
     pos += 22
-    v_offline_log_dirs = []
+    v_offline_log_dirs: list[_uuid.UUID] = []
     unknown: tuple[tuple[int, bytes], ...] = ()
     if pos < end and buf[pos] == 0:
         pos += 1
@@ -135,20 +145,27 @@ def _read_BrokerHeartbeatRequest_1(buf: bytes | bytearray | memoryview, pos: int
             pos += size
         if raw_tags:
             unknown = tuple(raw_tags)
-    return BrokerHeartbeatRequest(v_broker_id, v_broker_epoch, v_current_metadata_offset, v_want_fence, v_want_shut_down, v_offline_log_dirs, unknown), pos
+    o = _new(BrokerHeartbeatRequest)
+    o.broker_id = v_broker_id
+    o.broker_epoch = v_broker_epoch
+    o.current_metadata_offset = v_current_metadata_offset
+    o.want_fence = v_want_fence
+    o.want_shut_down = v_want_shut_down
+    o.offline_log_dirs = v_offline_log_dirs
+    o.unknown_tagged_fields = unknown
+    return o, pos
 
 
 def _write_BrokerHeartbeatRequest_1(o: BrokerHeartbeatRequest, out: bytearray) -> None:
     # versions 1
-    out += _S_iqq__.pack(o.broker_id, o.broker_epoch, o.current_metadata_offset, _bool(o.want_fence, 'WantFence'), _bool(o.want_shut_down, 'WantShutDown'))
+    out += _S_iqq__.pack(o.broker_id, o.broker_epoch, o.current_metadata_offset, (o.want_fence if o.want_fence.__class__ is bool else _bool(o.want_fence, 'WantFence')), (o.want_shut_down if o.want_shut_down.__class__ is bool else _bool(o.want_shut_down, 'WantShutDown')))
     tagged: list[tuple[int, bytes | bytearray]] = []
     if (o.offline_log_dirs is None or len(o.offline_log_dirs) != 0):
         tb = bytearray()
         if o.offline_log_dirs is None:
             raise _null('OfflineLogDirs')
         _wcal(tb, o.offline_log_dirs, 'OfflineLogDirs')
-        for item in o.offline_log_dirs:
-            tb += item.bytes
+        tb += b''.join([e_offline_log_dirs.bytes for e_offline_log_dirs in o.offline_log_dirs])
         tagged.append((0, tb))
     if tagged or o.unknown_tagged_fields:
         _wts(out, tagged, o.unknown_tagged_fields, '_tagged_fields')

@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import struct as _struct
+from typing import Any as _Any
 import uuid as _uuid
 from dataclasses import dataclass as _dataclass, field as _field
 from typing import ClassVar as _ClassVar
@@ -26,11 +27,12 @@ from kraft_jbod.wire.primitives import (
     short_fixed as _short_fixed, uuid_from_bytes as _uuid_from_bytes,
 )
 
+_new = object.__new__
 _S_ih___ = _struct.Struct('>ih???')
-_L_ih___ = (('ThrottleTimeMs', 4), ('ErrorCode', 2), ('IsCaughtUp', 1), ('IsFenced', 1), ('ShouldShutDown', 1))
+_L0 = (('ThrottleTimeMs', 4), ('ErrorCode', 2), ('IsCaughtUp', 1), ('IsFenced', 1), ('ShouldShutDown', 1))
 
 
-def _absent(field: str, version: int) -> _EncodeError:
+def _absent(field: str, version: int | str) -> _EncodeError:
     return _EncodeError(
         f'attempted to write a non-default {field} at version {version}', field_path=field
     )
@@ -76,7 +78,7 @@ def _read_BrokerHeartbeatResponse_0(buf: bytes | bytearray | memoryview, pos: in
     # versions 0-1
     end = len(buf)
     if pos + 9 > end:
-        raise _short_fixed(pos, end, _L_ih___)
+        raise _short_fixed(pos, end, _L0)
     v_throttle_time_ms, v_error_code, v_is_caught_up, v_is_fenced, v_should_shut_down = _S_ih___.unpack_from(buf, pos)
     pos += 9
     unknown: tuple[tuple[int, bytes], ...] = ()
@@ -91,12 +93,19 @@ def _read_BrokerHeartbeatResponse_0(buf: bytes | bytearray | memoryview, pos: in
             pos += size
         if raw_tags:
             unknown = tuple(raw_tags)
-    return BrokerHeartbeatResponse(v_throttle_time_ms, v_error_code, v_is_caught_up, v_is_fenced, v_should_shut_down, unknown), pos
+    o = _new(BrokerHeartbeatResponse)
+    o.throttle_time_ms = v_throttle_time_ms
+    o.error_code = v_error_code
+    o.is_caught_up = v_is_caught_up
+    o.is_fenced = v_is_fenced
+    o.should_shut_down = v_should_shut_down
+    o.unknown_tagged_fields = unknown
+    return o, pos
 
 
 def _write_BrokerHeartbeatResponse_0(o: BrokerHeartbeatResponse, out: bytearray) -> None:
     # versions 0-1
-    out += _S_ih___.pack(o.throttle_time_ms, o.error_code, _bool(o.is_caught_up, 'IsCaughtUp'), _bool(o.is_fenced, 'IsFenced'), _bool(o.should_shut_down, 'ShouldShutDown'))
+    out += _S_ih___.pack(o.throttle_time_ms, o.error_code, (o.is_caught_up if o.is_caught_up.__class__ is bool else _bool(o.is_caught_up, 'IsCaughtUp')), (o.is_fenced if o.is_fenced.__class__ is bool else _bool(o.is_fenced, 'IsFenced')), (o.should_shut_down if o.should_shut_down.__class__ is bool else _bool(o.should_shut_down, 'ShouldShutDown')))
     if o.unknown_tagged_fields:
         _wts(out, (), o.unknown_tagged_fields, '_tagged_fields')
     else:

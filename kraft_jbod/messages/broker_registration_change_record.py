@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import struct as _struct
+from typing import Any as _Any
 import uuid as _uuid
 from dataclasses import dataclass as _dataclass, field as _field
 from typing import ClassVar as _ClassVar
@@ -26,12 +27,13 @@ from kraft_jbod.wire.primitives import (
     short_fixed as _short_fixed, uuid_from_bytes as _uuid_from_bytes,
 )
 
+_new = object.__new__
 _S_b = _struct.Struct('>b')
 _S_iq = _struct.Struct('>iq')
-_L_iq = (('BrokerId', 4), ('BrokerEpoch', 8))
+_L0 = (('BrokerId', 4), ('BrokerEpoch', 8))
 
 
-def _absent(field: str, version: int) -> _EncodeError:
+def _absent(field: str, version: int | str) -> _EncodeError:
     return _EncodeError(
         f'attempted to write a non-default {field} at version {version}', field_path=field
     )
@@ -77,10 +79,10 @@ def _read_BrokerRegistrationChangeRecord_0(buf: bytes | bytearray | memoryview, 
     # versions 0
     end = len(buf)
     if pos + 12 > end:
-        raise _short_fixed(pos, end, _L_iq)
+        raise _short_fixed(pos, end, _L0)
     v_broker_id, v_broker_epoch = _S_iq.unpack_from(buf, pos)
     pos += 12
-    v_fenced = 0
+    v_fenced: int = 0
     unknown: tuple[tuple[int, bytes], ...] = ()
     if pos < end and buf[pos] == 0:
         pos += 1
@@ -103,7 +105,14 @@ def _read_BrokerRegistrationChangeRecord_0(buf: bytes | bytearray | memoryview, 
             pos += size
         if raw_tags:
             unknown = tuple(raw_tags)
-    return BrokerRegistrationChangeRecord(v_broker_id, v_broker_epoch, v_fenced, 0, [], unknown), pos
+    o = _new(BrokerRegistrationChangeRecord)
+    o.broker_id = v_broker_id
+    o.broker_epoch = v_broker_epoch
+    o.fenced = v_fenced
+    o.in_controlled_shutdown = 0
+    o.log_dirs = []
+    o.unknown_tagged_fields = unknown
+    return o, pos
 
 
 def _write_BrokerRegistrationChangeRecord_0(o: BrokerRegistrationChangeRecord, out: bytearray) -> None:
@@ -130,11 +139,11 @@ def _read_BrokerRegistrationChangeRecord_1(buf: bytes | bytearray | memoryview, 
     # versions 1
     end = len(buf)
     if pos + 12 > end:
-        raise _short_fixed(pos, end, _L_iq)
+        raise _short_fixed(pos, end, _L0)
     v_broker_id, v_broker_epoch = _S_iq.unpack_from(buf, pos)
     pos += 12
-    v_fenced = 0
-    v_in_controlled_shutdown = 0
+    v_fenced: int = 0
+    v_in_controlled_shutdown: int = 0
     unknown: tuple[tuple[int, bytes], ...] = ()
     if pos < end and buf[pos] == 0:
         pos += 1
@@ -164,7 +173,14 @@ def _read_BrokerRegistrationChangeRecord_1(buf: bytes | bytearray | memoryview, 
             pos += size
         if raw_tags:
             unknown = tuple(raw_tags)
-    return BrokerRegistrationChangeRecord(v_broker_id, v_broker_epoch, v_fenced, v_in_controlled_shutdown, [], unknown), pos
+    o = _new(BrokerRegistrationChangeRecord)
+    o.broker_id = v_broker_id
+    o.broker_epoch = v_broker_epoch
+    o.fenced = v_fenced
+    o.in_controlled_shutdown = v_in_controlled_shutdown
+    o.log_dirs = []
+    o.unknown_tagged_fields = unknown
+    return o, pos
 
 
 def _write_BrokerRegistrationChangeRecord_1(o: BrokerRegistrationChangeRecord, out: bytearray) -> None:
@@ -195,12 +211,12 @@ def _read_BrokerRegistrationChangeRecord_2(buf: bytes | bytearray | memoryview, 
     # versions 2
     end = len(buf)
     if pos + 12 > end:
-        raise _short_fixed(pos, end, _L_iq)
+        raise _short_fixed(pos, end, _L0)
     v_broker_id, v_broker_epoch = _S_iq.unpack_from(buf, pos)
     pos += 12
-    v_fenced = 0
-    v_in_controlled_shutdown = 0
-    v_log_dirs = []
+    v_fenced: int = 0
+    v_in_controlled_shutdown: int = 0
+    v_log_dirs: list[_uuid.UUID] = []
     unknown: tuple[tuple[int, bytes], ...] = ()
     if pos < end and buf[pos] == 0:
         pos += 1
@@ -233,7 +249,14 @@ def _read_BrokerRegistrationChangeRecord_2(buf: bytes | bytearray | memoryview, 
             pos += size
         if raw_tags:
             unknown = tuple(raw_tags)
-    return BrokerRegistrationChangeRecord(v_broker_id, v_broker_epoch, v_fenced, v_in_controlled_shutdown, v_log_dirs, unknown), pos
+    o = _new(BrokerRegistrationChangeRecord)
+    o.broker_id = v_broker_id
+    o.broker_epoch = v_broker_epoch
+    o.fenced = v_fenced
+    o.in_controlled_shutdown = v_in_controlled_shutdown
+    o.log_dirs = v_log_dirs
+    o.unknown_tagged_fields = unknown
+    return o, pos
 
 
 def _write_BrokerRegistrationChangeRecord_2(o: BrokerRegistrationChangeRecord, out: bytearray) -> None:
@@ -257,8 +280,7 @@ def _write_BrokerRegistrationChangeRecord_2(o: BrokerRegistrationChangeRecord, o
         if o.log_dirs is None:
             raise _null('LogDirs')
         _wcal(tb, o.log_dirs, 'LogDirs')
-        for item in o.log_dirs:
-            tb += item.bytes
+        tb += b''.join([e_log_dirs.bytes for e_log_dirs in o.log_dirs])
         tagged.append((2, tb))
     if tagged or o.unknown_tagged_fields:
         _wts(out, tagged, o.unknown_tagged_fields, '_tagged_fields')

@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import struct as _struct
+from typing import Any as _Any
 import uuid as _uuid
 from dataclasses import dataclass as _dataclass, field as _field
 from typing import ClassVar as _ClassVar
@@ -26,6 +27,7 @@ from kraft_jbod.wire.primitives import (
     short_fixed as _short_fixed, uuid_from_bytes as _uuid_from_bytes,
 )
 
+_new = object.__new__
 _S_16s = _struct.Struct('>16s')
 _S_Hh = _struct.Struct('>Hh')
 _S__ = _struct.Struct('>?')
@@ -33,15 +35,15 @@ _S_hh = _struct.Struct('>hh')
 _S_i = _struct.Struct('>i')
 _S_q = _struct.Struct('>q')
 _ZERO_UUID = _uuid_from_bytes((0).to_bytes(16, 'big'))
-_L_Hh = (('Port', 2), ('SecurityProtocol', 2))
-_L_hh = (('MinSupportedVersion', 2), ('MaxSupportedVersion', 2))
-_L_i = (('BrokerId', 4),)
-_L_16s = (('IncarnationId', 16),)
-_L__ = (('IsMigratingZkBroker', 1),)
-_L_q = (('PreviousBrokerEpoch', 8),)
+_L0 = (('Port', 2), ('SecurityProtocol', 2))
+_L1 = (('MinSupportedVersion', 2), ('MaxSupportedVersion', 2))
+_L2 = (('BrokerId', 4),)
+_L3 = (('IncarnationId', 16),)
+_L4 = (('IsMigratingZkBroker', 1),)
+_L5 = (('PreviousBrokerEpoch', 8),)
 
 
-def _absent(field: str, version: int) -> _EncodeError:
+def _absent(field: str, version: int | str) -> _EncodeError:
     return _EncodeError(
         f'attempted to write a non-default {field} at version {version}', field_path=field
     )
@@ -114,7 +116,7 @@ def _read_Listener_0(buf: bytes | bytearray | memoryview, pos: int) -> tuple[Lis
     v_name, pos = _rcs(buf, pos, 'Name')
     v_host, pos = _rcs(buf, pos, 'Host')
     if pos + 4 > end:
-        raise _short_fixed(pos, end, _L_Hh)
+        raise _short_fixed(pos, end, _L0)
     v_port, v_security_protocol = _S_Hh.unpack_from(buf, pos)
     pos += 4
     unknown: tuple[tuple[int, bytes], ...] = ()
@@ -129,7 +131,13 @@ def _read_Listener_0(buf: bytes | bytearray | memoryview, pos: int) -> tuple[Lis
             pos += size
         if raw_tags:
             unknown = tuple(raw_tags)
-    return Listener(v_name, v_host, v_port, v_security_protocol, unknown), pos
+    o = _new(Listener)
+    o.name = v_name
+    o.host = v_host
+    o.port = v_port
+    o.security_protocol = v_security_protocol
+    o.unknown_tagged_fields = unknown
+    return o, pos
 
 
 def _write_Listener_0(o: Listener, out: bytearray) -> None:
@@ -152,7 +160,7 @@ def _read_Feature_0(buf: bytes | bytearray | memoryview, pos: int) -> tuple[Feat
     end = len(buf)
     v_name, pos = _rcs(buf, pos, 'Name')
     if pos + 4 > end:
-        raise _short_fixed(pos, end, _L_hh)
+        raise _short_fixed(pos, end, _L1)
     v_min_supported_version, v_max_supported_version = _S_hh.unpack_from(buf, pos)
     pos += 4
     unknown: tuple[tuple[int, bytes], ...] = ()
@@ -167,7 +175,12 @@ def _read_Feature_0(buf: bytes | bytearray | memoryview, pos: int) -> tuple[Feat
             pos += size
         if raw_tags:
             unknown = tuple(raw_tags)
-    return Feature(v_name, v_min_supported_version, v_max_supported_version, unknown), pos
+    o = _new(Feature)
+    o.name = v_name
+    o.min_supported_version = v_min_supported_version
+    o.max_supported_version = v_max_supported_version
+    o.unknown_tagged_fields = unknown
+    return o, pos
 
 
 def _write_Feature_0(o: Feature, out: bytearray) -> None:
@@ -186,33 +199,43 @@ def _read_BrokerRegistrationRequest_0(buf: bytes | bytearray | memoryview, pos: 
     # versions 0
     end = len(buf)
     if pos + 4 > end:
-        raise _short_fixed(pos, end, _L_i)
+        raise _short_fixed(pos, end, _L2)
     v_broker_id, = _S_i.unpack_from(buf, pos)
     pos += 4
     v_cluster_id, pos = _rcs(buf, pos, 'ClusterId')
     if pos + 16 > end:
-        raise _short_fixed(pos, end, _L_16s)
-    v_incarnation_id, = _S_16s.unpack_from(buf, pos)
-    v_incarnation_id = _uuid_from_bytes(v_incarnation_id)
+        raise _short_fixed(pos, end, _L3)
+    r_incarnation_id, = _S_16s.unpack_from(buf, pos)
+    v_incarnation_id = _uuid_from_bytes(r_incarnation_id)
     pos += 16
-    n_v_listeners, pos = _rcal(buf, pos, 'Listeners')
+    v_listeners: list[Listener]
+    n_v_listeners = buf[pos] - 1 if pos < end else -2
+    if 0 <= n_v_listeners < 127 and n_v_listeners <= end - pos:
+        pos += 1
+    else:
+        n_v_listeners, pos = _rcal(buf, pos, 'Listeners')
     v_listeners = []
-    app = v_listeners.append
+    app_v_listeners = v_listeners.append
     i = 0
     try:
         for i in range(n_v_listeners):
-            item, pos = _read_Listener_0(buf, pos)
-            app(item)
+            e_v_listeners, pos = _read_Listener_0(buf, pos)
+            app_v_listeners(e_v_listeners)
     except _DecodeError as exc:
         raise exc.refine(field=f'Listeners[{i}]')
-    n_v_features, pos = _rcal(buf, pos, 'Features')
+    v_features: list[Feature]
+    n_v_features = buf[pos] - 1 if pos < end else -2
+    if 0 <= n_v_features < 127 and n_v_features <= end - pos:
+        pos += 1
+    else:
+        n_v_features, pos = _rcal(buf, pos, 'Features')
     v_features = []
-    app = v_features.append
+    app_v_features = v_features.append
     i = 0
     try:
         for i in range(n_v_features):
-            item, pos = _read_Feature_0(buf, pos)
-            app(item)
+            e_v_features, pos = _read_Feature_0(buf, pos)
+            app_v_features(e_v_features)
     except _DecodeError as exc:
         raise exc.refine(field=f'Features[{i}]')
     v_rack, pos = _rncs(buf, pos, 'Rack')
@@ -228,7 +251,18 @@ def _read_BrokerRegistrationRequest_0(buf: bytes | bytearray | memoryview, pos: 
             pos += size
         if raw_tags:
             unknown = tuple(raw_tags)
-    return BrokerRegistrationRequest(v_broker_id, v_cluster_id, v_incarnation_id, v_listeners, v_features, v_rack, False, [], -1, unknown), pos
+    o = _new(BrokerRegistrationRequest)
+    o.broker_id = v_broker_id
+    o.cluster_id = v_cluster_id
+    o.incarnation_id = v_incarnation_id
+    o.listeners = v_listeners
+    o.features = v_features
+    o.rack = v_rack
+    o.is_migrating_zk_broker = False
+    o.log_dirs = []
+    o.previous_broker_epoch = -1
+    o.unknown_tagged_fields = unknown
+    return o, pos
 
 
 def _write_BrokerRegistrationRequest_0(o: BrokerRegistrationRequest, out: bytearray) -> None:
@@ -243,13 +277,13 @@ def _write_BrokerRegistrationRequest_0(o: BrokerRegistrationRequest, out: bytear
     if o.listeners is None:
         raise _null('Listeners')
     _wcal(out, o.listeners, 'Listeners')
-    for item in o.listeners:
-        _write_Listener_0(item, out)
+    for e_listeners in o.listeners:
+        _write_Listener_0(e_listeners, out)
     if o.features is None:
         raise _null('Features')
     _wcal(out, o.features, 'Features')
-    for item in o.features:
-        _write_Feature_0(item, out)
+    for e_features in o.features:
+        _write_Feature_0(e_features, out)
     _wcs(out, o.rack, 'Rack')
     if o.unknown_tagged_fields:
         _wts(out, (), o.unknown_tagged_fields, '_tagged_fields')
@@ -261,38 +295,48 @@ def _read_BrokerRegistrationRequest_1(buf: bytes | bytearray | memoryview, pos: 
     # versions 1
     end = len(buf)
     if pos + 4 > end:
-        raise _short_fixed(pos, end, _L_i)
+        raise _short_fixed(pos, end, _L2)
     v_broker_id, = _S_i.unpack_from(buf, pos)
     pos += 4
     v_cluster_id, pos = _rcs(buf, pos, 'ClusterId')
     if pos + 16 > end:
-        raise _short_fixed(pos, end, _L_16s)
-    v_incarnation_id, = _S_16s.unpack_from(buf, pos)
-    v_incarnation_id = _uuid_from_bytes(v_incarnation_id)
+        raise _short_fixed(pos, end, _L3)
+    r_incarnation_id, = _S_16s.unpack_from(buf, pos)
+    v_incarnation_id = _uuid_from_bytes(r_incarnation_id)
     pos += 16
-    n_v_listeners, pos = _rcal(buf, pos, 'Listeners')
+    v_listeners: list[Listener]
+    n_v_listeners = buf[pos] - 1 if pos < end else -2
+    if 0 <= n_v_listeners < 127 and n_v_listeners <= end - pos:
+        pos += 1
+    else:
+        n_v_listeners, pos = _rcal(buf, pos, 'Listeners')
     v_listeners = []
-    app = v_listeners.append
+    app_v_listeners = v_listeners.append
     i = 0
     try:
         for i in range(n_v_listeners):
-            item, pos = _read_Listener_0(buf, pos)
-            app(item)
+            e_v_listeners, pos = _read_Listener_0(buf, pos)
+            app_v_listeners(e_v_listeners)
     except _DecodeError as exc:
         raise exc.refine(field=f'Listeners[{i}]')
-    n_v_features, pos = _rcal(buf, pos, 'Features')
+    v_features: list[Feature]
+    n_v_features = buf[pos] - 1 if pos < end else -2
+    if 0 <= n_v_features < 127 and n_v_features <= end - pos:
+        pos += 1
+    else:
+        n_v_features, pos = _rcal(buf, pos, 'Features')
     v_features = []
-    app = v_features.append
+    app_v_features = v_features.append
     i = 0
     try:
         for i in range(n_v_features):
-            item, pos = _read_Feature_0(buf, pos)
-            app(item)
+            e_v_features, pos = _read_Feature_0(buf, pos)
+            app_v_features(e_v_features)
     except _DecodeError as exc:
         raise exc.refine(field=f'Features[{i}]')
     v_rack, pos = _rncs(buf, pos, 'Rack')
     if pos + 1 > end:
-        raise _short_fixed(pos, end, _L__)
+        raise _short_fixed(pos, end, _L4)
     v_is_migrating_zk_broker, = _S__.unpack_from(buf, pos)
     pos += 1
     unknown: tuple[tuple[int, bytes], ...] = ()
@@ -307,7 +351,18 @@ def _read_BrokerRegistrationRequest_1(buf: bytes | bytearray | memoryview, pos: 
             pos += size
         if raw_tags:
             unknown = tuple(raw_tags)
-    return BrokerRegistrationRequest(v_broker_id, v_cluster_id, v_incarnation_id, v_listeners, v_features, v_rack, v_is_migrating_zk_broker, [], -1, unknown), pos
+    o = _new(BrokerRegistrationRequest)
+    o.broker_id = v_broker_id
+    o.cluster_id = v_cluster_id
+    o.incarnation_id = v_incarnation_id
+    o.listeners = v_listeners
+    o.features = v_features
+    o.rack = v_rack
+    o.is_migrating_zk_broker = v_is_migrating_zk_broker
+    o.log_dirs = []
+    o.previous_broker_epoch = -1
+    o.unknown_tagged_fields = unknown
+    return o, pos
 
 
 def _write_BrokerRegistrationRequest_1(o: BrokerRegistrationRequest, out: bytearray) -> None:
@@ -320,15 +375,15 @@ def _write_BrokerRegistrationRequest_1(o: BrokerRegistrationRequest, out: bytear
     if o.listeners is None:
         raise _null('Listeners')
     _wcal(out, o.listeners, 'Listeners')
-    for item in o.listeners:
-        _write_Listener_0(item, out)
+    for e_listeners in o.listeners:
+        _write_Listener_0(e_listeners, out)
     if o.features is None:
         raise _null('Features')
     _wcal(out, o.features, 'Features')
-    for item in o.features:
-        _write_Feature_0(item, out)
+    for e_features in o.features:
+        _write_Feature_0(e_features, out)
     _wcs(out, o.rack, 'Rack')
-    out += _S__.pack(_bool(o.is_migrating_zk_broker, 'IsMigratingZkBroker'))
+    out += _S__.pack((o.is_migrating_zk_broker if o.is_migrating_zk_broker.__class__ is bool else _bool(o.is_migrating_zk_broker, 'IsMigratingZkBroker')))
     if o.unknown_tagged_fields:
         _wts(out, (), o.unknown_tagged_fields, '_tagged_fields')
     else:
@@ -339,41 +394,56 @@ def _read_BrokerRegistrationRequest_2(buf: bytes | bytearray | memoryview, pos: 
     # versions 2
     end = len(buf)
     if pos + 4 > end:
-        raise _short_fixed(pos, end, _L_i)
+        raise _short_fixed(pos, end, _L2)
     v_broker_id, = _S_i.unpack_from(buf, pos)
     pos += 4
     v_cluster_id, pos = _rcs(buf, pos, 'ClusterId')
     if pos + 16 > end:
-        raise _short_fixed(pos, end, _L_16s)
-    v_incarnation_id, = _S_16s.unpack_from(buf, pos)
-    v_incarnation_id = _uuid_from_bytes(v_incarnation_id)
+        raise _short_fixed(pos, end, _L3)
+    r_incarnation_id, = _S_16s.unpack_from(buf, pos)
+    v_incarnation_id = _uuid_from_bytes(r_incarnation_id)
     pos += 16
-    n_v_listeners, pos = _rcal(buf, pos, 'Listeners')
+    v_listeners: list[Listener]
+    n_v_listeners = buf[pos] - 1 if pos < end else -2
+    if 0 <= n_v_listeners < 127 and n_v_listeners <= end - pos:
+        pos += 1
+    else:
+        n_v_listeners, pos = _rcal(buf, pos, 'Listeners')
     v_listeners = []
-    app = v_listeners.append
+    app_v_listeners = v_listeners.append
     i = 0
     try:
         for i in range(n_v_listeners):
-            item, pos = _read_Listener_0(buf, pos)
-            app(item)
+            e_v_listeners, pos = _read_Listener_0(buf, pos)
+            app_v_listeners(e_v_listeners)
     except _DecodeError as exc:
         raise exc.refine(field=f'Listeners[{i}]')
-    n_v_features, pos = _rcal(buf, pos, 'Features')
+    v_features: list[Feature]
+    n_v_features = buf[pos] - 1 if pos < end else -2
+    if 0 <= n_v_features < 127 and n_v_features <= end - pos:
+        pos += 1
+    else:
+        n_v_features, pos = _rcal(buf, pos, 'Features')
     v_features = []
-    app = v_features.append
+    app_v_features = v_features.append
     i = 0
     try:
         for i in range(n_v_features):
-            item, pos = _read_Feature_0(buf, pos)
-            app(item)
+            e_v_features, pos = _read_Feature_0(buf, pos)
+            app_v_features(e_v_features)
     except _DecodeError as exc:
         raise exc.refine(field=f'Features[{i}]')
     v_rack, pos = _rncs(buf, pos, 'Rack')
     if pos + 1 > end:
-        raise _short_fixed(pos, end, _L__)
+        raise _short_fixed(pos, end, _L4)
     v_is_migrating_zk_broker, = _S__.unpack_from(buf, pos)
     pos += 1
-    n_v_log_dirs, pos = _rcal(buf, pos, 'LogDirs')
+    v_log_dirs: list[_uuid.UUID]
+    n_v_log_dirs = buf[pos] - 1 if pos < end else -2
+    if 0 <= n_v_log_dirs < 127 and n_v_log_dirs <= end - pos:
+        pos += 1
+    else:
+        n_v_log_dirs, pos = _rcal(buf, pos, 'LogDirs')
     v_log_dirs, pos = _rua(buf, pos, n_v_log_dirs, 'LogDirs')
     unknown: tuple[tuple[int, bytes], ...] = ()
     if pos < end and buf[pos] == 0:
@@ -387,7 +457,18 @@ def _read_BrokerRegistrationRequest_2(buf: bytes | bytearray | memoryview, pos: 
             pos += size
         if raw_tags:
             unknown = tuple(raw_tags)
-    return BrokerRegistrationRequest(v_broker_id, v_cluster_id, v_incarnation_id, v_listeners, v_features, v_rack, v_is_migrating_zk_broker, v_log_dirs, -1, unknown), pos
+    o = _new(BrokerRegistrationRequest)
+    o.broker_id = v_broker_id
+    o.cluster_id = v_cluster_id
+    o.incarnation_id = v_incarnation_id
+    o.listeners = v_listeners
+    o.features = v_features
+    o.rack = v_rack
+    o.is_migrating_zk_broker = v_is_migrating_zk_broker
+    o.log_dirs = v_log_dirs
+    o.previous_broker_epoch = -1
+    o.unknown_tagged_fields = unknown
+    return o, pos
 
 
 def _write_BrokerRegistrationRequest_2(o: BrokerRegistrationRequest, out: bytearray) -> None:
@@ -400,20 +481,19 @@ def _write_BrokerRegistrationRequest_2(o: BrokerRegistrationRequest, out: bytear
     if o.listeners is None:
         raise _null('Listeners')
     _wcal(out, o.listeners, 'Listeners')
-    for item in o.listeners:
-        _write_Listener_0(item, out)
+    for e_listeners in o.listeners:
+        _write_Listener_0(e_listeners, out)
     if o.features is None:
         raise _null('Features')
     _wcal(out, o.features, 'Features')
-    for item in o.features:
-        _write_Feature_0(item, out)
+    for e_features in o.features:
+        _write_Feature_0(e_features, out)
     _wcs(out, o.rack, 'Rack')
-    out += _S__.pack(_bool(o.is_migrating_zk_broker, 'IsMigratingZkBroker'))
+    out += _S__.pack((o.is_migrating_zk_broker if o.is_migrating_zk_broker.__class__ is bool else _bool(o.is_migrating_zk_broker, 'IsMigratingZkBroker')))
     if o.log_dirs is None:
         raise _null('LogDirs')
     _wcal(out, o.log_dirs, 'LogDirs')
-    for item in o.log_dirs:
-        out += item.bytes
+    out += b''.join([e_log_dirs.bytes for e_log_dirs in o.log_dirs])
     if o.unknown_tagged_fields:
         _wts(out, (), o.unknown_tagged_fields, '_tagged_fields')
     else:
@@ -424,44 +504,59 @@ def _read_BrokerRegistrationRequest_3(buf: bytes | bytearray | memoryview, pos: 
     # versions 3-4
     end = len(buf)
     if pos + 4 > end:
-        raise _short_fixed(pos, end, _L_i)
+        raise _short_fixed(pos, end, _L2)
     v_broker_id, = _S_i.unpack_from(buf, pos)
     pos += 4
     v_cluster_id, pos = _rcs(buf, pos, 'ClusterId')
     if pos + 16 > end:
-        raise _short_fixed(pos, end, _L_16s)
-    v_incarnation_id, = _S_16s.unpack_from(buf, pos)
-    v_incarnation_id = _uuid_from_bytes(v_incarnation_id)
+        raise _short_fixed(pos, end, _L3)
+    r_incarnation_id, = _S_16s.unpack_from(buf, pos)
+    v_incarnation_id = _uuid_from_bytes(r_incarnation_id)
     pos += 16
-    n_v_listeners, pos = _rcal(buf, pos, 'Listeners')
+    v_listeners: list[Listener]
+    n_v_listeners = buf[pos] - 1 if pos < end else -2
+    if 0 <= n_v_listeners < 127 and n_v_listeners <= end - pos:
+        pos += 1
+    else:
+        n_v_listeners, pos = _rcal(buf, pos, 'Listeners')
     v_listeners = []
-    app = v_listeners.append
+    app_v_listeners = v_listeners.append
     i = 0
     try:
         for i in range(n_v_listeners):
-            item, pos = _read_Listener_0(buf, pos)
-            app(item)
+            e_v_listeners, pos = _read_Listener_0(buf, pos)
+            app_v_listeners(e_v_listeners)
     except _DecodeError as exc:
         raise exc.refine(field=f'Listeners[{i}]')
-    n_v_features, pos = _rcal(buf, pos, 'Features')
+    v_features: list[Feature]
+    n_v_features = buf[pos] - 1 if pos < end else -2
+    if 0 <= n_v_features < 127 and n_v_features <= end - pos:
+        pos += 1
+    else:
+        n_v_features, pos = _rcal(buf, pos, 'Features')
     v_features = []
-    app = v_features.append
+    app_v_features = v_features.append
     i = 0
     try:
         for i in range(n_v_features):
-            item, pos = _read_Feature_0(buf, pos)
-            app(item)
+            e_v_features, pos = _read_Feature_0(buf, pos)
+            app_v_features(e_v_features)
     except _DecodeError as exc:
         raise exc.refine(field=f'Features[{i}]')
     v_rack, pos = _rncs(buf, pos, 'Rack')
     if pos + 1 > end:
-        raise _short_fixed(pos, end, _L__)
+        raise _short_fixed(pos, end, _L4)
     v_is_migrating_zk_broker, = _S__.unpack_from(buf, pos)
     pos += 1
-    n_v_log_dirs, pos = _rcal(buf, pos, 'LogDirs')
+    v_log_dirs: list[_uuid.UUID]
+    n_v_log_dirs = buf[pos] - 1 if pos < end else -2
+    if 0 <= n_v_log_dirs < 127 and n_v_log_dirs <= end - pos:
+        pos += 1
+    else:
+        n_v_log_dirs, pos = _rcal(buf, pos, 'LogDirs')
     v_log_dirs, pos = _rua(buf, pos, n_v_log_dirs, 'LogDirs')
     if pos + 8 > end:
-        raise _short_fixed(pos, end, _L_q)
+        raise _short_fixed(pos, end, _L5)
     v_previous_broker_epoch, = _S_q.unpack_from(buf, pos)
     pos += 8
     unknown: tuple[tuple[int, bytes], ...] = ()
@@ -476,7 +571,18 @@ def _read_BrokerRegistrationRequest_3(buf: bytes | bytearray | memoryview, pos: 
             pos += size
         if raw_tags:
             unknown = tuple(raw_tags)
-    return BrokerRegistrationRequest(v_broker_id, v_cluster_id, v_incarnation_id, v_listeners, v_features, v_rack, v_is_migrating_zk_broker, v_log_dirs, v_previous_broker_epoch, unknown), pos
+    o = _new(BrokerRegistrationRequest)
+    o.broker_id = v_broker_id
+    o.cluster_id = v_cluster_id
+    o.incarnation_id = v_incarnation_id
+    o.listeners = v_listeners
+    o.features = v_features
+    o.rack = v_rack
+    o.is_migrating_zk_broker = v_is_migrating_zk_broker
+    o.log_dirs = v_log_dirs
+    o.previous_broker_epoch = v_previous_broker_epoch
+    o.unknown_tagged_fields = unknown
+    return o, pos
 
 
 def _write_BrokerRegistrationRequest_3(o: BrokerRegistrationRequest, out: bytearray) -> None:
@@ -489,20 +595,19 @@ def _write_BrokerRegistrationRequest_3(o: BrokerRegistrationRequest, out: bytear
     if o.listeners is None:
         raise _null('Listeners')
     _wcal(out, o.listeners, 'Listeners')
-    for item in o.listeners:
-        _write_Listener_0(item, out)
+    for e_listeners in o.listeners:
+        _write_Listener_0(e_listeners, out)
     if o.features is None:
         raise _null('Features')
     _wcal(out, o.features, 'Features')
-    for item in o.features:
-        _write_Feature_0(item, out)
+    for e_features in o.features:
+        _write_Feature_0(e_features, out)
     _wcs(out, o.rack, 'Rack')
-    out += _S__.pack(_bool(o.is_migrating_zk_broker, 'IsMigratingZkBroker'))
+    out += _S__.pack((o.is_migrating_zk_broker if o.is_migrating_zk_broker.__class__ is bool else _bool(o.is_migrating_zk_broker, 'IsMigratingZkBroker')))
     if o.log_dirs is None:
         raise _null('LogDirs')
     _wcal(out, o.log_dirs, 'LogDirs')
-    for item in o.log_dirs:
-        out += item.bytes
+    out += b''.join([e_log_dirs.bytes for e_log_dirs in o.log_dirs])
     out += _S_q.pack(o.previous_broker_epoch)
     if o.unknown_tagged_fields:
         _wts(out, (), o.unknown_tagged_fields, '_tagged_fields')

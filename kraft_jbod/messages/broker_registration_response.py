@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import struct as _struct
+from typing import Any as _Any
 import uuid as _uuid
 from dataclasses import dataclass as _dataclass, field as _field
 from typing import ClassVar as _ClassVar
@@ -26,11 +27,12 @@ from kraft_jbod.wire.primitives import (
     short_fixed as _short_fixed, uuid_from_bytes as _uuid_from_bytes,
 )
 
+_new = object.__new__
 _S_ihq = _struct.Struct('>ihq')
-_L_ihq = (('ThrottleTimeMs', 4), ('ErrorCode', 2), ('BrokerEpoch', 8))
+_L0 = (('ThrottleTimeMs', 4), ('ErrorCode', 2), ('BrokerEpoch', 8))
 
 
-def _absent(field: str, version: int) -> _EncodeError:
+def _absent(field: str, version: int | str) -> _EncodeError:
     return _EncodeError(
         f'attempted to write a non-default {field} at version {version}', field_path=field
     )
@@ -74,7 +76,7 @@ def _read_BrokerRegistrationResponse_0(buf: bytes | bytearray | memoryview, pos:
     # versions 0-4
     end = len(buf)
     if pos + 14 > end:
-        raise _short_fixed(pos, end, _L_ihq)
+        raise _short_fixed(pos, end, _L0)
     v_throttle_time_ms, v_error_code, v_broker_epoch = _S_ihq.unpack_from(buf, pos)
     pos += 14
     unknown: tuple[tuple[int, bytes], ...] = ()
@@ -89,7 +91,12 @@ def _read_BrokerRegistrationResponse_0(buf: bytes | bytearray | memoryview, pos:
             pos += size
         if raw_tags:
             unknown = tuple(raw_tags)
-    return BrokerRegistrationResponse(v_throttle_time_ms, v_error_code, v_broker_epoch, unknown), pos
+    o = _new(BrokerRegistrationResponse)
+    o.throttle_time_ms = v_throttle_time_ms
+    o.error_code = v_error_code
+    o.broker_epoch = v_broker_epoch
+    o.unknown_tagged_fields = unknown
+    return o, pos
 
 
 def _write_BrokerRegistrationResponse_0(o: BrokerRegistrationResponse, out: bytearray) -> None:

@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import struct as _struct
+from typing import Any as _Any
 import uuid as _uuid
 from dataclasses import dataclass as _dataclass, field as _field
 from typing import ClassVar as _ClassVar
@@ -26,11 +27,12 @@ from kraft_jbod.wire.primitives import (
     short_fixed as _short_fixed, uuid_from_bytes as _uuid_from_bytes,
 )
 
+_new = object.__new__
 _S_d_ = _struct.Struct('>d?')
-_L_d_ = (('Value', 8), ('Remove', 1))
+_L0 = (('Value', 8), ('Remove', 1))
 
 
-def _absent(field: str, version: int) -> _EncodeError:
+def _absent(field: str, version: int | str) -> _EncodeError:
     return _EncodeError(
         f'attempted to write a non-default {field} at version {version}', field_path=field
     )
@@ -97,7 +99,11 @@ def _read_EntityData_0(buf: bytes | bytearray | memoryview, pos: int) -> tuple[E
             pos += size
         if raw_tags:
             unknown = tuple(raw_tags)
-    return EntityData(v_entity_type, v_entity_name, unknown), pos
+    o = _new(EntityData)
+    o.entity_type = v_entity_type
+    o.entity_name = v_entity_name
+    o.unknown_tagged_fields = unknown
+    return o, pos
 
 
 def _write_EntityData_0(o: EntityData, out: bytearray) -> None:
@@ -115,19 +121,24 @@ def _write_EntityData_0(o: EntityData, out: bytearray) -> None:
 def _read_ClientQuotaRecord_0(buf: bytes | bytearray | memoryview, pos: int) -> tuple[ClientQuotaRecord, int]:
     # versions 0
     end = len(buf)
-    n_v_entity, pos = _rcal(buf, pos, 'Entity')
+    v_entity: list[EntityData]
+    n_v_entity = buf[pos] - 1 if pos < end else -2
+    if 0 <= n_v_entity < 127 and n_v_entity <= end - pos:
+        pos += 1
+    else:
+        n_v_entity, pos = _rcal(buf, pos, 'Entity')
     v_entity = []
-    app = v_entity.append
+    app_v_entity = v_entity.append
     i = 0
     try:
         for i in range(n_v_entity):
-            item, pos = _read_EntityData_0(buf, pos)
-            app(item)
+            e_v_entity, pos = _read_EntityData_0(buf, pos)
+            app_v_entity(e_v_entity)
     except _DecodeError as exc:
         raise exc.refine(field=f'Entity[{i}]')
     v_key, pos = _rcs(buf, pos, 'Key')
     if pos + 9 > end:
-        raise _short_fixed(pos, end, _L_d_)
+        raise _short_fixed(pos, end, _L0)
     v_value, v_remove = _S_d_.unpack_from(buf, pos)
     pos += 9
     unknown: tuple[tuple[int, bytes], ...] = ()
@@ -142,7 +153,13 @@ def _read_ClientQuotaRecord_0(buf: bytes | bytearray | memoryview, pos: int) -> 
             pos += size
         if raw_tags:
             unknown = tuple(raw_tags)
-    return ClientQuotaRecord(v_entity, v_key, v_value, v_remove, unknown), pos
+    o = _new(ClientQuotaRecord)
+    o.entity = v_entity
+    o.key = v_key
+    o.value = v_value
+    o.remove = v_remove
+    o.unknown_tagged_fields = unknown
+    return o, pos
 
 
 def _write_ClientQuotaRecord_0(o: ClientQuotaRecord, out: bytearray) -> None:
@@ -150,12 +167,12 @@ def _write_ClientQuotaRecord_0(o: ClientQuotaRecord, out: bytearray) -> None:
     if o.entity is None:
         raise _null('Entity')
     _wcal(out, o.entity, 'Entity')
-    for item in o.entity:
-        _write_EntityData_0(item, out)
+    for e_entity in o.entity:
+        _write_EntityData_0(e_entity, out)
     if o.key is None:
         raise _null('Key')
     _wcs(out, o.key, 'Key')
-    out += _S_d_.pack(o.value, _bool(o.remove, 'Remove'))
+    out += _S_d_.pack(o.value, (o.remove if o.remove.__class__ is bool else _bool(o.remove, 'Remove')))
     if o.unknown_tagged_fields:
         _wts(out, (), o.unknown_tagged_fields, '_tagged_fields')
     else:

@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import struct as _struct
+from typing import Any as _Any
 import uuid as _uuid
 from dataclasses import dataclass as _dataclass, field as _field
 from typing import ClassVar as _ClassVar
@@ -26,11 +27,12 @@ from kraft_jbod.wire.primitives import (
     short_fixed as _short_fixed, uuid_from_bytes as _uuid_from_bytes,
 )
 
+_new = object.__new__
 _S_b = _struct.Struct('>b')
-_L_b = (('ResourceType', 1),)
+_L0 = (('ResourceType', 1),)
 
 
-def _absent(field: str, version: int) -> _EncodeError:
+def _absent(field: str, version: int | str) -> _EncodeError:
     return _EncodeError(
         f'attempted to write a non-default {field} at version {version}', field_path=field
     )
@@ -75,7 +77,7 @@ def _read_ConfigRecord_0(buf: bytes | bytearray | memoryview, pos: int) -> tuple
     # versions 0
     end = len(buf)
     if pos + 1 > end:
-        raise _short_fixed(pos, end, _L_b)
+        raise _short_fixed(pos, end, _L0)
     v_resource_type, = _S_b.unpack_from(buf, pos)
     pos += 1
     v_resource_name, pos = _rcs(buf, pos, 'ResourceName')
@@ -93,7 +95,13 @@ def _read_ConfigRecord_0(buf: bytes | bytearray | memoryview, pos: int) -> tuple
             pos += size
         if raw_tags:
             unknown = tuple(raw_tags)
-    return ConfigRecord(v_resource_type, v_resource_name, v_name, v_value, unknown), pos
+    o = _new(ConfigRecord)
+    o.resource_type = v_resource_type
+    o.resource_name = v_resource_name
+    o.name = v_name
+    o.value = v_value
+    o.unknown_tagged_fields = unknown
+    return o, pos
 
 
 def _write_ConfigRecord_0(o: ConfigRecord, out: bytearray) -> None:

@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import struct as _struct
+from typing import Any as _Any
 import uuid as _uuid
 from dataclasses import dataclass as _dataclass, field as _field
 from typing import ClassVar as _ClassVar
@@ -26,11 +27,12 @@ from kraft_jbod.wire.primitives import (
     short_fixed as _short_fixed, uuid_from_bytes as _uuid_from_bytes,
 )
 
+_new = object.__new__
 _S__ = _struct.Struct('>?')
-_L__ = (('IncludeAuthorizedOperations', 1),)
+_L0 = (('IncludeAuthorizedOperations', 1),)
 
 
-def _absent(field: str, version: int) -> _EncodeError:
+def _absent(field: str, version: int | str) -> _EncodeError:
     return _EncodeError(
         f'attempted to write a non-default {field} at version {version}', field_path=field
     )
@@ -72,14 +74,19 @@ class ConsumerGroupDescribeRequest(_Message):
 def _read_ConsumerGroupDescribeRequest_0(buf: bytes | bytearray | memoryview, pos: int) -> tuple[ConsumerGroupDescribeRequest, int]:
     # versions 0
     end = len(buf)
-    n_v_group_ids, pos = _rcal(buf, pos, 'GroupIds')
+    v_group_ids: list[str]
+    n_v_group_ids = buf[pos] - 1 if pos < end else -2
+    if 0 <= n_v_group_ids < 127 and n_v_group_ids <= end - pos:
+        pos += 1
+    else:
+        n_v_group_ids, pos = _rcal(buf, pos, 'GroupIds')
     v_group_ids = []
-    app = v_group_ids.append
+    app_v_group_ids = v_group_ids.append
     for _ in range(n_v_group_ids):
-        item, pos = _rcs(buf, pos, 'GroupIds')
-        app(item)
+        e_v_group_ids, pos = _rcs(buf, pos, 'GroupIds')
+        app_v_group_ids(e_v_group_ids)
     if pos + 1 > end:
-        raise _short_fixed(pos, end, _L__)
+        raise _short_fixed(pos, end, _L0)
     v_include_authorized_operations, = _S__.unpack_from(buf, pos)
     pos += 1
     unknown: tuple[tuple[int, bytes], ...] = ()
@@ -94,7 +101,11 @@ def _read_ConsumerGroupDescribeRequest_0(buf: bytes | bytearray | memoryview, po
             pos += size
         if raw_tags:
             unknown = tuple(raw_tags)
-    return ConsumerGroupDescribeRequest(v_group_ids, v_include_authorized_operations, unknown), pos
+    o = _new(ConsumerGroupDescribeRequest)
+    o.group_ids = v_group_ids
+    o.include_authorized_operations = v_include_authorized_operations
+    o.unknown_tagged_fields = unknown
+    return o, pos
 
 
 def _write_ConsumerGroupDescribeRequest_0(o: ConsumerGroupDescribeRequest, out: bytearray) -> None:
@@ -102,11 +113,11 @@ def _write_ConsumerGroupDescribeRequest_0(o: ConsumerGroupDescribeRequest, out: 
     if o.group_ids is None:
         raise _null('GroupIds')
     _wcal(out, o.group_ids, 'GroupIds')
-    for item in o.group_ids:
-        if item is None:
+    for e_group_ids in o.group_ids:
+        if e_group_ids is None:
             raise _null('GroupIds')
-        _wcs(out, item, 'GroupIds')
-    out += _S__.pack(_bool(o.include_authorized_operations, 'IncludeAuthorizedOperations'))
+        _wcs(out, e_group_ids, 'GroupIds')
+    out += _S__.pack((o.include_authorized_operations if o.include_authorized_operations.__class__ is bool else _bool(o.include_authorized_operations, 'IncludeAuthorizedOperations')))
     if o.unknown_tagged_fields:
         _wts(out, (), o.unknown_tagged_fields, '_tagged_fields')
     else:

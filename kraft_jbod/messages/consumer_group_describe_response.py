@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import struct as _struct
+from typing import Any as _Any
 import uuid as _uuid
 from dataclasses import dataclass as _dataclass, field as _field
 from typing import ClassVar as _ClassVar
@@ -26,20 +27,21 @@ from kraft_jbod.wire.primitives import (
     short_fixed as _short_fixed, uuid_from_bytes as _uuid_from_bytes,
 )
 
+_new = object.__new__
 _S_16s = _struct.Struct('>16s')
 _S_h = _struct.Struct('>h')
 _S_i = _struct.Struct('>i')
 _S_ii = _struct.Struct('>ii')
 _ZERO_UUID = _uuid_from_bytes((0).to_bytes(16, 'big'))
-_L_16s = (('TopicId', 16),)
-_L_i = (('MemberEpoch', 4),)
-_L_h = (('ErrorCode', 2),)
-_L_ii = (('GroupEpoch', 4), ('AssignmentEpoch', 4))
-_L_i = (('AuthorizedOperations', 4),)
-_L_i = (('ThrottleTimeMs', 4),)
+_L0 = (('TopicId', 16),)
+_L1 = (('MemberEpoch', 4),)
+_L2 = (('ErrorCode', 2),)
+_L3 = (('GroupEpoch', 4), ('AssignmentEpoch', 4))
+_L4 = (('AuthorizedOperations', 4),)
+_L5 = (('ThrottleTimeMs', 4),)
 
 
-def _absent(field: str, version: int) -> _EncodeError:
+def _absent(field: str, version: int | str) -> _EncodeError:
     return _EncodeError(
         f'attempted to write a non-default {field} at version {version}', field_path=field
     )
@@ -133,13 +135,18 @@ def _read_TopicPartitions_0(buf: bytes | bytearray | memoryview, pos: int) -> tu
     # versions 0
     end = len(buf)
     if pos + 16 > end:
-        raise _short_fixed(pos, end, _L_16s)
-    v_topic_id, = _S_16s.unpack_from(buf, pos)
-    v_topic_id = _uuid_from_bytes(v_topic_id)
+        raise _short_fixed(pos, end, _L0)
+    r_topic_id, = _S_16s.unpack_from(buf, pos)
+    v_topic_id = _uuid_from_bytes(r_topic_id)
     pos += 16
     v_topic_name, pos = _rcs(buf, pos, 'TopicName')
-    n_v_partitions, pos = _rcal(buf, pos, 'Partitions')
-    v_partitions, pos = _rfa(buf, pos, n_v_partitions, _S_i, 'Partitions')
+    v_partitions: list[int]
+    n_v_partitions = buf[pos] - 1 if pos < end else -2
+    if 0 <= n_v_partitions < 127 and n_v_partitions <= end - pos:
+        pos += 1
+    else:
+        n_v_partitions, pos = _rcal(buf, pos, 'Partitions')
+    v_partitions, pos = _rfa(buf, pos, n_v_partitions, 'i', 'Partitions')
     unknown: tuple[tuple[int, bytes], ...] = ()
     if pos < end and buf[pos] == 0:
         pos += 1
@@ -152,7 +159,12 @@ def _read_TopicPartitions_0(buf: bytes | bytearray | memoryview, pos: int) -> tu
             pos += size
         if raw_tags:
             unknown = tuple(raw_tags)
-    return TopicPartitions(v_topic_id, v_topic_name, v_partitions, unknown), pos
+    o = _new(TopicPartitions)
+    o.topic_id = v_topic_id
+    o.topic_name = v_topic_name
+    o.partitions = v_partitions
+    o.unknown_tagged_fields = unknown
+    return o, pos
 
 
 def _write_TopicPartitions_0(o: TopicPartitions, out: bytearray) -> None:
@@ -174,14 +186,19 @@ def _write_TopicPartitions_0(o: TopicPartitions, out: bytearray) -> None:
 def _read_Assignment_0(buf: bytes | bytearray | memoryview, pos: int) -> tuple[Assignment, int]:
     # versions 0
     end = len(buf)
-    n_v_topic_partitions, pos = _rcal(buf, pos, 'TopicPartitions')
+    v_topic_partitions: list[TopicPartitions]
+    n_v_topic_partitions = buf[pos] - 1 if pos < end else -2
+    if 0 <= n_v_topic_partitions < 127 and n_v_topic_partitions <= end - pos:
+        pos += 1
+    else:
+        n_v_topic_partitions, pos = _rcal(buf, pos, 'TopicPartitions')
     v_topic_partitions = []
-    app = v_topic_partitions.append
+    app_v_topic_partitions = v_topic_partitions.append
     i = 0
     try:
         for i in range(n_v_topic_partitions):
-            item, pos = _read_TopicPartitions_0(buf, pos)
-            app(item)
+            e_v_topic_partitions, pos = _read_TopicPartitions_0(buf, pos)
+            app_v_topic_partitions(e_v_topic_partitions)
     except _DecodeError as exc:
         raise exc.refine(field=f'TopicPartitions[{i}]')
     unknown: tuple[tuple[int, bytes], ...] = ()
@@ -196,7 +213,10 @@ def _read_Assignment_0(buf: bytes | bytearray | memoryview, pos: int) -> tuple[A
             pos += size
         if raw_tags:
             unknown = tuple(raw_tags)
-    return Assignment(v_topic_partitions, unknown), pos
+    o = _new(Assignment)
+    o.topic_partitions = v_topic_partitions
+    o.unknown_tagged_fields = unknown
+    return o, pos
 
 
 def _write_Assignment_0(o: Assignment, out: bytearray) -> None:
@@ -204,8 +224,8 @@ def _write_Assignment_0(o: Assignment, out: bytearray) -> None:
     if o.topic_partitions is None:
         raise _null('TopicPartitions')
     _wcal(out, o.topic_partitions, 'TopicPartitions')
-    for item in o.topic_partitions:
-        _write_TopicPartitions_0(item, out)
+    for e_topic_partitions in o.topic_partitions:
+        _write_TopicPartitions_0(e_topic_partitions, out)
     if o.unknown_tagged_fields:
         _wts(out, (), o.unknown_tagged_fields, '_tagged_fields')
     else:
@@ -219,17 +239,22 @@ def _read_Member_0(buf: bytes | bytearray | memoryview, pos: int) -> tuple[Membe
     v_instance_id, pos = _rncs(buf, pos, 'InstanceId')
     v_rack_id, pos = _rncs(buf, pos, 'RackId')
     if pos + 4 > end:
-        raise _short_fixed(pos, end, _L_i)
+        raise _short_fixed(pos, end, _L1)
     v_member_epoch, = _S_i.unpack_from(buf, pos)
     pos += 4
     v_client_id, pos = _rcs(buf, pos, 'ClientId')
     v_client_host, pos = _rcs(buf, pos, 'ClientHost')
-    n_v_subscribed_topic_names, pos = _rcal(buf, pos, 'SubscribedTopicNames')
+    v_subscribed_topic_names: list[str]
+    n_v_subscribed_topic_names = buf[pos] - 1 if pos < end else -2
+    if 0 <= n_v_subscribed_topic_names < 127 and n_v_subscribed_topic_names <= end - pos:
+        pos += 1
+    else:
+        n_v_subscribed_topic_names, pos = _rcal(buf, pos, 'SubscribedTopicNames')
     v_subscribed_topic_names = []
-    app = v_subscribed_topic_names.append
+    app_v_subscribed_topic_names = v_subscribed_topic_names.append
     for _ in range(n_v_subscribed_topic_names):
-        item, pos = _rcs(buf, pos, 'SubscribedTopicNames')
-        app(item)
+        e_v_subscribed_topic_names, pos = _rcs(buf, pos, 'SubscribedTopicNames')
+        app_v_subscribed_topic_names(e_v_subscribed_topic_names)
     v_subscribed_topic_regex, pos = _rncs(buf, pos, 'SubscribedTopicRegex')
     try:
         v_assignment, pos = _read_Assignment_0(buf, pos)
@@ -251,7 +276,19 @@ def _read_Member_0(buf: bytes | bytearray | memoryview, pos: int) -> tuple[Membe
             pos += size
         if raw_tags:
             unknown = tuple(raw_tags)
-    return Member(v_member_id, v_instance_id, v_rack_id, v_member_epoch, v_client_id, v_client_host, v_subscribed_topic_names, v_subscribed_topic_regex, v_assignment, v_target_assignment, unknown), pos
+    o = _new(Member)
+    o.member_id = v_member_id
+    o.instance_id = v_instance_id
+    o.rack_id = v_rack_id
+    o.member_epoch = v_member_epoch
+    o.client_id = v_client_id
+    o.client_host = v_client_host
+    o.subscribed_topic_names = v_subscribed_topic_names
+    o.subscribed_topic_regex = v_subscribed_topic_regex
+    o.assignment = v_assignment
+    o.target_assignment = v_target_assignment
+    o.unknown_tagged_fields = unknown
+    return o, pos
 
 
 def _write_Member_0(o: Member, out: bytearray) -> None:
@@ -271,10 +308,10 @@ def _write_Member_0(o: Member, out: bytearray) -> None:
     if o.subscribed_topic_names is None:
         raise _null('SubscribedTopicNames')
     _wcal(out, o.subscribed_topic_names, 'SubscribedTopicNames')
-    for item in o.subscribed_topic_names:
-        if item is None:
+    for e_subscribed_topic_names in o.subscribed_topic_names:
+        if e_subscribed_topic_names is None:
             raise _null('SubscribedTopicNames')
-        _wcs(out, item, 'SubscribedTopicNames')
+        _wcs(out, e_subscribed_topic_names, 'SubscribedTopicNames')
     _wcs(out, o.subscribed_topic_regex, 'SubscribedTopicRegex')
     if o.assignment is None:
         raise _null('Assignment')
@@ -292,29 +329,34 @@ def _read_DescribedGroup_0(buf: bytes | bytearray | memoryview, pos: int) -> tup
     # versions 0
     end = len(buf)
     if pos + 2 > end:
-        raise _short_fixed(pos, end, _L_h)
+        raise _short_fixed(pos, end, _L2)
     v_error_code, = _S_h.unpack_from(buf, pos)
     pos += 2
     v_error_message, pos = _rncs(buf, pos, 'ErrorMessage')
     v_group_id, pos = _rcs(buf, pos, 'GroupId')
     v_group_state, pos = _rcs(buf, pos, 'GroupState')
     if pos + 8 > end:
-        raise _short_fixed(pos, end, _L_ii)
+        raise _short_fixed(pos, end, _L3)
     v_group_epoch, v_assignment_epoch = _S_ii.unpack_from(buf, pos)
     pos += 8
     v_assignor_name, pos = _rcs(buf, pos, 'AssignorName')
-    n_v_members, pos = _rcal(buf, pos, 'Members')
+    v_members: list[Member]
+    n_v_members = buf[pos] - 1 if pos < end else -2
+    if 0 <= n_v_members < 127 and n_v_members <= end - pos:
+        pos += 1
+    else:
+        n_v_members, pos = _rcal(buf, pos, 'Members')
     v_members = []
-    app = v_members.append
+    app_v_members = v_members.append
     i = 0
     try:
         for i in range(n_v_members):
-            item, pos = _read_Member_0(buf, pos)
-            app(item)
+            e_v_members, pos = _read_Member_0(buf, pos)
+            app_v_members(e_v_members)
     except _DecodeError as exc:
         raise exc.refine(field=f'Members[{i}]')
     if pos + 4 > end:
-        raise _short_fixed(pos, end, _L_i)
+        raise _short_fixed(pos, end, _L4)
     v_authorized_operations, = _S_i.unpack_from(buf, pos)
     pos += 4
     unknown: tuple[tuple[int, bytes], ...] = ()
@@ -329,7 +371,18 @@ def _read_DescribedGroup_0(buf: bytes | bytearray | memoryview, pos: int) -> tup
             pos += size
         if raw_tags:
             unknown = tuple(raw_tags)
-    return DescribedGroup(v_error_code, v_error_message, v_group_id, v_group_state, v_group_epoch, v_assignment_epoch, v_assignor_name, v_members, v_authorized_operations, unknown), pos
+    o = _new(DescribedGroup)
+    o.error_code = v_error_code
+    o.error_message = v_error_message
+    o.group_id = v_group_id
+    o.group_state = v_group_state
+    o.group_epoch = v_group_epoch
+    o.assignment_epoch = v_assignment_epoch
+    o.assignor_name = v_assignor_name
+    o.members = v_members
+    o.authorized_operations = v_authorized_operations
+    o.unknown_tagged_fields = unknown
+    return o, pos
 
 
 def _write_DescribedGroup_0(o: DescribedGroup, out: bytearray) -> None:
@@ -349,8 +402,8 @@ def _write_DescribedGroup_0(o: DescribedGroup, out: bytearray) -> None:
     if o.members is None:
         raise _null('Members')
     _wcal(out, o.members, 'Members')
-    for item in o.members:
-        _write_Member_0(item, out)
+    for e_members in o.members:
+        _write_Member_0(e_members, out)
     out += _S_i.pack(o.authorized_operations)
     if o.unknown_tagged_fields:
         _wts(out, (), o.unknown_tagged_fields, '_tagged_fields')
@@ -362,17 +415,22 @@ def _read_ConsumerGroupDescribeResponse_0(buf: bytes | bytearray | memoryview, p
     # versions 0
     end = len(buf)
     if pos + 4 > end:
-        raise _short_fixed(pos, end, _L_i)
+        raise _short_fixed(pos, end, _L5)
     v_throttle_time_ms, = _S_i.unpack_from(buf, pos)
     pos += 4
-    n_v_groups, pos = _rcal(buf, pos, 'Groups')
+    v_groups: list[DescribedGroup]
+    n_v_groups = buf[pos] - 1 if pos < end else -2
+    if 0 <= n_v_groups < 127 and n_v_groups <= end - pos:
+        pos += 1
+    else:
+        n_v_groups, pos = _rcal(buf, pos, 'Groups')
     v_groups = []
-    app = v_groups.append
+    app_v_groups = v_groups.append
     i = 0
     try:
         for i in range(n_v_groups):
-            item, pos = _read_DescribedGroup_0(buf, pos)
-            app(item)
+            e_v_groups, pos = _read_DescribedGroup_0(buf, pos)
+            app_v_groups(e_v_groups)
     except _DecodeError as exc:
         raise exc.refine(field=f'Groups[{i}]')
     unknown: tuple[tuple[int, bytes], ...] = ()
@@ -387,7 +445,11 @@ def _read_ConsumerGroupDescribeResponse_0(buf: bytes | bytearray | memoryview, p
             pos += size
         if raw_tags:
             unknown = tuple(raw_tags)
-    return ConsumerGroupDescribeResponse(v_throttle_time_ms, v_groups, unknown), pos
+    o = _new(ConsumerGroupDescribeResponse)
+    o.throttle_time_ms = v_throttle_time_ms
+    o.groups = v_groups
+    o.unknown_tagged_fields = unknown
+    return o, pos
 
 
 def _write_ConsumerGroupDescribeResponse_0(o: ConsumerGroupDescribeResponse, out: bytearray) -> None:
@@ -396,8 +458,8 @@ def _write_ConsumerGroupDescribeResponse_0(o: ConsumerGroupDescribeResponse, out
     if o.groups is None:
         raise _null('Groups')
     _wcal(out, o.groups, 'Groups')
-    for item in o.groups:
-        _write_DescribedGroup_0(item, out)
+    for e_groups in o.groups:
+        _write_DescribedGroup_0(e_groups, out)
     if o.unknown_tagged_fields:
         _wts(out, (), o.unknown_tagged_fields, '_tagged_fields')
     else:

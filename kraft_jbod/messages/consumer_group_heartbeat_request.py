@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import struct as _struct
+from typing import Any as _Any
 import uuid as _uuid
 from dataclasses import dataclass as _dataclass, field as _field
 from typing import ClassVar as _ClassVar
@@ -26,15 +27,16 @@ from kraft_jbod.wire.primitives import (
     short_fixed as _short_fixed, uuid_from_bytes as _uuid_from_bytes,
 )
 
+_new = object.__new__
 _S_16s = _struct.Struct('>16s')
 _S_i = _struct.Struct('>i')
 _ZERO_UUID = _uuid_from_bytes((0).to_bytes(16, 'big'))
-_L_16s = (('TopicId', 16),)
-_L_i = (('MemberEpoch', 4),)
-_L_i = (('RebalanceTimeoutMs', 4),)
+_L0 = (('TopicId', 16),)
+_L1 = (('MemberEpoch', 4),)
+_L2 = (('RebalanceTimeoutMs', 4),)
 
 
-def _absent(field: str, version: int) -> _EncodeError:
+def _absent(field: str, version: int | str) -> _EncodeError:
     return _EncodeError(
         f'attempted to write a non-default {field} at version {version}', field_path=field
     )
@@ -94,12 +96,17 @@ def _read_TopicPartitions_0(buf: bytes | bytearray | memoryview, pos: int) -> tu
     # versions 0-1
     end = len(buf)
     if pos + 16 > end:
-        raise _short_fixed(pos, end, _L_16s)
-    v_topic_id, = _S_16s.unpack_from(buf, pos)
-    v_topic_id = _uuid_from_bytes(v_topic_id)
+        raise _short_fixed(pos, end, _L0)
+    r_topic_id, = _S_16s.unpack_from(buf, pos)
+    v_topic_id = _uuid_from_bytes(r_topic_id)
     pos += 16
-    n_v_partitions, pos = _rcal(buf, pos, 'Partitions')
-    v_partitions, pos = _rfa(buf, pos, n_v_partitions, _S_i, 'Partitions')
+    v_partitions: list[int]
+    n_v_partitions = buf[pos] - 1 if pos < end else -2
+    if 0 <= n_v_partitions < 127 and n_v_partitions <= end - pos:
+        pos += 1
+    else:
+        n_v_partitions, pos = _rcal(buf, pos, 'Partitions')
+    v_partitions, pos = _rfa(buf, pos, n_v_partitions, 'i', 'Partitions')
     unknown: tuple[tuple[int, bytes], ...] = ()
     if pos < end and buf[pos] == 0:
         pos += 1
@@ -112,7 +119,11 @@ def _read_TopicPartitions_0(buf: bytes | bytearray | memoryview, pos: int) -> tu
             pos += size
         if raw_tags:
             unknown = tuple(raw_tags)
-    return TopicPartitions(v_topic_id, v_partitions, unknown), pos
+    o = _new(TopicPartitions)
+    o.topic_id = v_topic_id
+    o.partitions = v_partitions
+    o.unknown_tagged_fields = unknown
+    return o, pos
 
 
 def _write_TopicPartitions_0(o: TopicPartitions, out: bytearray) -> None:
@@ -134,36 +145,46 @@ def _read_ConsumerGroupHeartbeatRequest_0(buf: bytes | bytearray | memoryview, p
     v_group_id, pos = _rcs(buf, pos, 'GroupId')
     v_member_id, pos = _rcs(buf, pos, 'MemberId')
     if pos + 4 > end:
-        raise _short_fixed(pos, end, _L_i)
+        raise _short_fixed(pos, end, _L1)
     v_member_epoch, = _S_i.unpack_from(buf, pos)
     pos += 4
     v_instance_id, pos = _rncs(buf, pos, 'InstanceId')
     v_rack_id, pos = _rncs(buf, pos, 'RackId')
     if pos + 4 > end:
-        raise _short_fixed(pos, end, _L_i)
+        raise _short_fixed(pos, end, _L2)
     v_rebalance_timeout_ms, = _S_i.unpack_from(buf, pos)
     pos += 4
-    n_v_subscribed_topic_names, pos = _rncal(buf, pos, 'SubscribedTopicNames')
+    v_subscribed_topic_names: list[str] | None
+    n_v_subscribed_topic_names = buf[pos] - 1 if pos < end else -2
+    if 0 <= n_v_subscribed_topic_names < 127 and n_v_subscribed_topic_names <= end - pos:
+        pos += 1
+    else:
+        n_v_subscribed_topic_names, pos = _rncal(buf, pos, 'SubscribedTopicNames')
     if n_v_subscribed_topic_names < 0:
         v_subscribed_topic_names = None
     else:
         v_subscribed_topic_names = []
-        app = v_subscribed_topic_names.append
+        app_v_subscribed_topic_names = v_subscribed_topic_names.append
         for _ in range(n_v_subscribed_topic_names):
-            item, pos = _rcs(buf, pos, 'SubscribedTopicNames')
-            app(item)
+            e_v_subscribed_topic_names, pos = _rcs(buf, pos, 'SubscribedTopicNames')
+            app_v_subscribed_topic_names(e_v_subscribed_topic_names)
     v_server_assignor, pos = _rncs(buf, pos, 'ServerAssignor')
-    n_v_topic_partitions, pos = _rncal(buf, pos, 'TopicPartitions')
+    v_topic_partitions: list[TopicPartitions] | None
+    n_v_topic_partitions = buf[pos] - 1 if pos < end else -2
+    if 0 <= n_v_topic_partitions < 127 and n_v_topic_partitions <= end - pos:
+        pos += 1
+    else:
+        n_v_topic_partitions, pos = _rncal(buf, pos, 'TopicPartitions')
     if n_v_topic_partitions < 0:
         v_topic_partitions = None
     else:
         v_topic_partitions = []
-        app = v_topic_partitions.append
+        app_v_topic_partitions = v_topic_partitions.append
         i = 0
         try:
             for i in range(n_v_topic_partitions):
-                item, pos = _read_TopicPartitions_0(buf, pos)
-                app(item)
+                e_v_topic_partitions, pos = _read_TopicPartitions_0(buf, pos)
+                app_v_topic_partitions(e_v_topic_partitions)
         except _DecodeError as exc:
             raise exc.refine(field=f'TopicPartitions[{i}]')
     unknown: tuple[tuple[int, bytes], ...] = ()
@@ -178,7 +199,19 @@ def _read_ConsumerGroupHeartbeatRequest_0(buf: bytes | bytearray | memoryview, p
             pos += size
         if raw_tags:
             unknown = tuple(raw_tags)
-    return ConsumerGroupHeartbeatRequest(v_group_id, v_member_id, v_member_epoch, v_instance_id, v_rack_id, v_rebalance_timeout_ms, v_subscribed_topic_names, None, v_server_assignor, v_topic_partitions, unknown), pos
+    o = _new(ConsumerGroupHeartbeatRequest)
+    o.group_id = v_group_id
+    o.member_id = v_member_id
+    o.member_epoch = v_member_epoch
+    o.instance_id = v_instance_id
+    o.rack_id = v_rack_id
+    o.rebalance_timeout_ms = v_rebalance_timeout_ms
+    o.subscribed_topic_names = v_subscribed_topic_names
+    o.subscribed_topic_regex = None
+    o.server_assignor = v_server_assignor
+    o.topic_partitions = v_topic_partitions
+    o.unknown_tagged_fields = unknown
+    return o, pos
 
 
 def _write_ConsumerGroupHeartbeatRequest_0(o: ConsumerGroupHeartbeatRequest, out: bytearray) -> None:
@@ -197,15 +230,15 @@ def _write_ConsumerGroupHeartbeatRequest_0(o: ConsumerGroupHeartbeatRequest, out
     out += _S_i.pack(o.rebalance_timeout_ms)
     _wcal(out, o.subscribed_topic_names, 'SubscribedTopicNames')
     if o.subscribed_topic_names is not None:
-        for item in o.subscribed_topic_names:
-            if item is None:
+        for e_subscribed_topic_names in o.subscribed_topic_names:
+            if e_subscribed_topic_names is None:
                 raise _null('SubscribedTopicNames')
-            _wcs(out, item, 'SubscribedTopicNames')
+            _wcs(out, e_subscribed_topic_names, 'SubscribedTopicNames')
     _wcs(out, o.server_assignor, 'ServerAssignor')
     _wcal(out, o.topic_partitions, 'TopicPartitions')
     if o.topic_partitions is not None:
-        for item in o.topic_partitions:
-            _write_TopicPartitions_0(item, out)
+        for e_topic_partitions in o.topic_partitions:
+            _write_TopicPartitions_0(e_topic_partitions, out)
     if o.unknown_tagged_fields:
         _wts(out, (), o.unknown_tagged_fields, '_tagged_fields')
     else:
@@ -218,37 +251,47 @@ def _read_ConsumerGroupHeartbeatRequest_1(buf: bytes | bytearray | memoryview, p
     v_group_id, pos = _rcs(buf, pos, 'GroupId')
     v_member_id, pos = _rcs(buf, pos, 'MemberId')
     if pos + 4 > end:
-        raise _short_fixed(pos, end, _L_i)
+        raise _short_fixed(pos, end, _L1)
     v_member_epoch, = _S_i.unpack_from(buf, pos)
     pos += 4
     v_instance_id, pos = _rncs(buf, pos, 'InstanceId')
     v_rack_id, pos = _rncs(buf, pos, 'RackId')
     if pos + 4 > end:
-        raise _short_fixed(pos, end, _L_i)
+        raise _short_fixed(pos, end, _L2)
     v_rebalance_timeout_ms, = _S_i.unpack_from(buf, pos)
     pos += 4
-    n_v_subscribed_topic_names, pos = _rncal(buf, pos, 'SubscribedTopicNames')
+    v_subscribed_topic_names: list[str] | None
+    n_v_subscribed_topic_names = buf[pos] - 1 if pos < end else -2
+    if 0 <= n_v_subscribed_topic_names < 127 and n_v_subscribed_topic_names <= end - pos:
+        pos += 1
+    else:
+        n_v_subscribed_topic_names, pos = _rncal(buf, pos, 'SubscribedTopicNames')
     if n_v_subscribed_topic_names < 0:
         v_subscribed_topic_names = None
     else:
         v_subscribed_topic_names = []
-        app = v_subscribed_topic_names.append
+        app_v_subscribed_topic_names = v_subscribed_topic_names.append
         for _ in range(n_v_subscribed_topic_names):
-            item, pos = _rcs(buf, pos, 'SubscribedTopicNames')
-            app(item)
+            e_v_subscribed_topic_names, pos = _rcs(buf, pos, 'SubscribedTopicNames')
+            app_v_subscribed_topic_names(e_v_subscribed_topic_names)
     v_subscribed_topic_regex, pos = _rncs(buf, pos, 'SubscribedTopicRegex')
     v_server_assignor, pos = _rncs(buf, pos, 'ServerAssignor')
-    n_v_topic_partitions, pos = _rncal(buf, pos, 'TopicPartitions')
+    v_topic_partitions: list[TopicPartitions] | None
+    n_v_topic_partitions = buf[pos] - 1 if pos < end else -2
+    if 0 <= n_v_topic_partitions < 127 and n_v_topic_partitions <= end - pos:
+        pos += 1
+    else:
+        n_v_topic_partitions, pos = _rncal(buf, pos, 'TopicPartitions')
     if n_v_topic_partitions < 0:
         v_topic_partitions = None
     else:
         v_topic_partitions = []
-        app = v_topic_partitions.append
+        app_v_topic_partitions = v_topic_partitions.append
         i = 0
         try:
             for i in range(n_v_topic_partitions):
-                item, pos = _read_TopicPartitions_0(buf, pos)
-                app(item)
+                e_v_topic_partitions, pos = _read_TopicPartitions_0(buf, pos)
+                app_v_topic_partitions(e_v_topic_partitions)
         except _DecodeError as exc:
             raise exc.refine(field=f'TopicPartitions[{i}]')
     unknown: tuple[tuple[int, bytes], ...] = ()
@@ -263,7 +306,19 @@ def _read_ConsumerGroupHeartbeatRequest_1(buf: bytes | bytearray | memoryview, p
             pos += size
         if raw_tags:
             unknown = tuple(raw_tags)
-    return ConsumerGroupHeartbeatRequest(v_group_id, v_member_id, v_member_epoch, v_instance_id, v_rack_id, v_rebalance_timeout_ms, v_subscribed_topic_names, v_subscribed_topic_regex, v_server_assignor, v_topic_partitions, unknown), pos
+    o = _new(ConsumerGroupHeartbeatRequest)
+    o.group_id = v_group_id
+    o.member_id = v_member_id
+    o.member_epoch = v_member_epoch
+    o.instance_id = v_instance_id
+    o.rack_id = v_rack_id
+    o.rebalance_timeout_ms = v_rebalance_timeout_ms
+    o.subscribed_topic_names = v_subscribed_topic_names
+    o.subscribed_topic_regex = v_subscribed_topic_regex
+    o.server_assignor = v_server_assignor
+    o.topic_partitions = v_topic_partitions
+    o.unknown_tagged_fields = unknown
+    return o, pos
 
 
 def _write_ConsumerGroupHeartbeatRequest_1(o: ConsumerGroupHeartbeatRequest, out: bytearray) -> None:
@@ -280,16 +335,16 @@ def _write_ConsumerGroupHeartbeatRequest_1(o: ConsumerGroupHeartbeatRequest, out
     out += _S_i.pack(o.rebalance_timeout_ms)
     _wcal(out, o.subscribed_topic_names, 'SubscribedTopicNames')
     if o.subscribed_topic_names is not None:
-        for item in o.subscribed_topic_names:
-            if item is None:
+        for e_subscribed_topic_names in o.subscribed_topic_names:
+            if e_subscribed_topic_names is None:
                 raise _null('SubscribedTopicNames')
-            _wcs(out, item, 'SubscribedTopicNames')
+            _wcs(out, e_subscribed_topic_names, 'SubscribedTopicNames')
     _wcs(out, o.subscribed_topic_regex, 'SubscribedTopicRegex')
     _wcs(out, o.server_assignor, 'ServerAssignor')
     _wcal(out, o.topic_partitions, 'TopicPartitions')
     if o.topic_partitions is not None:
-        for item in o.topic_partitions:
-            _write_TopicPartitions_0(item, out)
+        for e_topic_partitions in o.topic_partitions:
+            _write_TopicPartitions_0(e_topic_partitions, out)
     if o.unknown_tagged_fields:
         _wts(out, (), o.unknown_tagged_fields, '_tagged_fields')
     else:

@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import struct as _struct
+from typing import Any as _Any
 import uuid as _uuid
 from dataclasses import dataclass as _dataclass, field as _field
 from typing import ClassVar as _ClassVar
@@ -26,10 +27,10 @@ from kraft_jbod.wire.primitives import (
     short_fixed as _short_fixed, uuid_from_bytes as _uuid_from_bytes,
 )
 
-_S_i = _struct.Struct('>i')
+_new = object.__new__
 
 
-def _absent(field: str, version: int) -> _EncodeError:
+def _absent(field: str, version: int | str) -> _EncodeError:
     return _EncodeError(
         f'attempted to write a non-default {field} at version {version}', field_path=field
     )
@@ -81,9 +82,14 @@ def _read_TopicPartition_0(buf: bytes | bytearray | memoryview, pos: int) -> tup
     # versions 0-3
     end = len(buf)
     v_topic, pos = _rs(buf, pos, 'Topic')
+    v_partitions: list[int]
     n_v_partitions, pos = _ral(buf, pos, 'Partitions')
-    v_partitions, pos = _rfa(buf, pos, n_v_partitions, _S_i, 'Partitions')
-    return TopicPartition(v_topic, v_partitions, ()), pos
+    v_partitions, pos = _rfa(buf, pos, n_v_partitions, 'i', 'Partitions')
+    o = _new(TopicPartition)
+    o.topic = v_topic
+    o.partitions = v_partitions
+    o.unknown_tagged_fields = ()
+    return o, pos
 
 
 def _write_TopicPartition_0(o: TopicPartition, out: bytearray) -> None:
@@ -102,18 +108,23 @@ def _write_TopicPartition_0(o: TopicPartition, out: bytearray) -> None:
 def _read_ConsumerProtocolAssignment_0(buf: bytes | bytearray | memoryview, pos: int) -> tuple[ConsumerProtocolAssignment, int]:
     # versions 0-3
     end = len(buf)
+    v_assigned_partitions: list[TopicPartition]
     n_v_assigned_partitions, pos = _ral(buf, pos, 'AssignedPartitions')
     v_assigned_partitions = []
-    app = v_assigned_partitions.append
+    app_v_assigned_partitions = v_assigned_partitions.append
     i = 0
     try:
         for i in range(n_v_assigned_partitions):
-            item, pos = _read_TopicPartition_0(buf, pos)
-            app(item)
+            e_v_assigned_partitions, pos = _read_TopicPartition_0(buf, pos)
+            app_v_assigned_partitions(e_v_assigned_partitions)
     except _DecodeError as exc:
         raise exc.refine(field=f'AssignedPartitions[{i}]')
     v_user_data, pos = _rnb(buf, pos, 'UserData')
-    return ConsumerProtocolAssignment(v_assigned_partitions, v_user_data, ()), pos
+    o = _new(ConsumerProtocolAssignment)
+    o.assigned_partitions = v_assigned_partitions
+    o.user_data = v_user_data
+    o.unknown_tagged_fields = ()
+    return o, pos
 
 
 def _write_ConsumerProtocolAssignment_0(o: ConsumerProtocolAssignment, out: bytearray) -> None:
@@ -121,8 +132,8 @@ def _write_ConsumerProtocolAssignment_0(o: ConsumerProtocolAssignment, out: byte
     if o.assigned_partitions is None:
         raise _null('AssignedPartitions')
     _wal(out, o.assigned_partitions, 'AssignedPartitions')
-    for item in o.assigned_partitions:
-        _write_TopicPartition_0(item, out)
+    for e_assigned_partitions in o.assigned_partitions:
+        _write_TopicPartition_0(e_assigned_partitions, out)
     _wb(out, o.user_data, 'UserData')
     if o.unknown_tagged_fields:
         raise _EncodeError('tagged fields cannot be written at non-flexible version 0-3')

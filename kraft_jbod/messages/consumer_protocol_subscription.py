@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import struct as _struct
+from typing import Any as _Any
 import uuid as _uuid
 from dataclasses import dataclass as _dataclass, field as _field
 from typing import ClassVar as _ClassVar
@@ -26,11 +27,12 @@ from kraft_jbod.wire.primitives import (
     short_fixed as _short_fixed, uuid_from_bytes as _uuid_from_bytes,
 )
 
+_new = object.__new__
 _S_i = _struct.Struct('>i')
-_L_i = (('GenerationId', 4),)
+_L0 = (('GenerationId', 4),)
 
 
-def _absent(field: str, version: int) -> _EncodeError:
+def _absent(field: str, version: int | str) -> _EncodeError:
     return _EncodeError(
         f'attempted to write a non-default {field} at version {version}', field_path=field
     )
@@ -85,9 +87,14 @@ def _read_TopicPartition_0(buf: bytes | bytearray | memoryview, pos: int) -> tup
     # versions 1-3
     end = len(buf)
     v_topic, pos = _rs(buf, pos, 'Topic')
+    v_partitions: list[int]
     n_v_partitions, pos = _ral(buf, pos, 'Partitions')
-    v_partitions, pos = _rfa(buf, pos, n_v_partitions, _S_i, 'Partitions')
-    return TopicPartition(v_topic, v_partitions, ()), pos
+    v_partitions, pos = _rfa(buf, pos, n_v_partitions, 'i', 'Partitions')
+    o = _new(TopicPartition)
+    o.topic = v_topic
+    o.partitions = v_partitions
+    o.unknown_tagged_fields = ()
+    return o, pos
 
 
 def _write_TopicPartition_0(o: TopicPartition, out: bytearray) -> None:
@@ -106,14 +113,22 @@ def _write_TopicPartition_0(o: TopicPartition, out: bytearray) -> None:
 def _read_ConsumerProtocolSubscription_0(buf: bytes | bytearray | memoryview, pos: int) -> tuple[ConsumerProtocolSubscription, int]:
     # versions 0
     end = len(buf)
+    v_topics: list[str]
     n_v_topics, pos = _ral(buf, pos, 'Topics')
     v_topics = []
-    app = v_topics.append
+    app_v_topics = v_topics.append
     for _ in range(n_v_topics):
-        item, pos = _rs(buf, pos, 'Topics')
-        app(item)
+        e_v_topics, pos = _rs(buf, pos, 'Topics')
+        app_v_topics(e_v_topics)
     v_user_data, pos = _rnb(buf, pos, 'UserData')
-    return ConsumerProtocolSubscription(v_topics, v_user_data, [], -1, None, ()), pos
+    o = _new(ConsumerProtocolSubscription)
+    o.topics = v_topics
+    o.user_data = v_user_data
+    o.owned_partitions = []
+    o.generation_id = -1
+    o.rack_id = None
+    o.unknown_tagged_fields = ()
+    return o, pos
 
 
 def _write_ConsumerProtocolSubscription_0(o: ConsumerProtocolSubscription, out: bytearray) -> None:
@@ -121,10 +136,10 @@ def _write_ConsumerProtocolSubscription_0(o: ConsumerProtocolSubscription, out: 
     if o.topics is None:
         raise _null('Topics')
     _wal(out, o.topics, 'Topics')
-    for item in o.topics:
-        if item is None:
+    for e_topics in o.topics:
+        if e_topics is None:
             raise _null('Topics')
-        _ws(out, item, 'Topics')
+        _ws(out, e_topics, 'Topics')
     _wb(out, o.user_data, 'UserData')
     if o.unknown_tagged_fields:
         raise _EncodeError('tagged fields cannot be written at non-flexible version 0')
@@ -133,24 +148,33 @@ def _write_ConsumerProtocolSubscription_0(o: ConsumerProtocolSubscription, out: 
 def _read_ConsumerProtocolSubscription_1(buf: bytes | bytearray | memoryview, pos: int) -> tuple[ConsumerProtocolSubscription, int]:
     # versions 1
     end = len(buf)
+    v_topics: list[str]
     n_v_topics, pos = _ral(buf, pos, 'Topics')
     v_topics = []
-    app = v_topics.append
+    app_v_topics = v_topics.append
     for _ in range(n_v_topics):
-        item, pos = _rs(buf, pos, 'Topics')
-        app(item)
+        e_v_topics, pos = _rs(buf, pos, 'Topics')
+        app_v_topics(e_v_topics)
     v_user_data, pos = _rnb(buf, pos, 'UserData')
+    v_owned_partitions: list[TopicPartition]
     n_v_owned_partitions, pos = _ral(buf, pos, 'OwnedPartitions')
     v_owned_partitions = []
-    app = v_owned_partitions.append
+    app_v_owned_partitions = v_owned_partitions.append
     i = 0
     try:
         for i in range(n_v_owned_partitions):
-            item, pos = _read_TopicPartition_0(buf, pos)
-            app(item)
+            e_v_owned_partitions, pos = _read_TopicPartition_0(buf, pos)
+            app_v_owned_partitions(e_v_owned_partitions)
     except _DecodeError as exc:
         raise exc.refine(field=f'OwnedPartitions[{i}]')
-    return ConsumerProtocolSubscription(v_topics, v_user_data, v_owned_partitions, -1, None, ()), pos
+    o = _new(ConsumerProtocolSubscription)
+    o.topics = v_topics
+    o.user_data = v_user_data
+    o.owned_partitions = v_owned_partitions
+    o.generation_id = -1
+    o.rack_id = None
+    o.unknown_tagged_fields = ()
+    return o, pos
 
 
 def _write_ConsumerProtocolSubscription_1(o: ConsumerProtocolSubscription, out: bytearray) -> None:
@@ -158,16 +182,16 @@ def _write_ConsumerProtocolSubscription_1(o: ConsumerProtocolSubscription, out: 
     if o.topics is None:
         raise _null('Topics')
     _wal(out, o.topics, 'Topics')
-    for item in o.topics:
-        if item is None:
+    for e_topics in o.topics:
+        if e_topics is None:
             raise _null('Topics')
-        _ws(out, item, 'Topics')
+        _ws(out, e_topics, 'Topics')
     _wb(out, o.user_data, 'UserData')
     if o.owned_partitions is None:
         raise _null('OwnedPartitions')
     _wal(out, o.owned_partitions, 'OwnedPartitions')
-    for item in o.owned_partitions:
-        _write_TopicPartition_0(item, out)
+    for e_owned_partitions in o.owned_partitions:
+        _write_TopicPartition_0(e_owned_partitions, out)
     if o.unknown_tagged_fields:
         raise _EncodeError('tagged fields cannot be written at non-flexible version 1')
 
@@ -175,28 +199,37 @@ def _write_ConsumerProtocolSubscription_1(o: ConsumerProtocolSubscription, out: 
 def _read_ConsumerProtocolSubscription_2(buf: bytes | bytearray | memoryview, pos: int) -> tuple[ConsumerProtocolSubscription, int]:
     # versions 2
     end = len(buf)
+    v_topics: list[str]
     n_v_topics, pos = _ral(buf, pos, 'Topics')
     v_topics = []
-    app = v_topics.append
+    app_v_topics = v_topics.append
     for _ in range(n_v_topics):
-        item, pos = _rs(buf, pos, 'Topics')
-        app(item)
+        e_v_topics, pos = _rs(buf, pos, 'Topics')
+        app_v_topics(e_v_topics)
     v_user_data, pos = _rnb(buf, pos, 'UserData')
+    v_owned_partitions: list[TopicPartition]
     n_v_owned_partitions, pos = _ral(buf, pos, 'OwnedPartitions')
     v_owned_partitions = []
-    app = v_owned_partitions.append
+    app_v_owned_partitions = v_owned_partitions.append
     i = 0
     try:
         for i in range(n_v_owned_partitions):
-            item, pos = _read_TopicPartition_0(buf, pos)
-            app(item)
+            e_v_owned_partitions, pos = _read_TopicPartition_0(buf, pos)
+            app_v_owned_partitions(e_v_owned_partitions)
     except _DecodeError as exc:
         raise exc.refine(field=f'OwnedPartitions[{i}]')
     if pos + 4 > end:
-        raise _short_fixed(pos, end, _L_i)
+        raise _short_fixed(pos, end, _L0)
     v_generation_id, = _S_i.unpack_from(buf, pos)
     pos += 4
-    return ConsumerProtocolSubscription(v_topics, v_user_data, v_owned_partitions, v_generation_id, None, ()), pos
+    o = _new(ConsumerProtocolSubscription)
+    o.topics = v_topics
+    o.user_data = v_user_data
+    o.owned_partitions = v_owned_partitions
+    o.generation_id = v_generation_id
+    o.rack_id = None
+    o.unknown_tagged_fields = ()
+    return o, pos
 
 
 def _write_ConsumerProtocolSubscription_2(o: ConsumerProtocolSubscription, out: bytearray) -> None:
@@ -204,16 +237,16 @@ def _write_ConsumerProtocolSubscription_2(o: ConsumerProtocolSubscription, out: 
     if o.topics is None:
         raise _null('Topics')
     _wal(out, o.topics, 'Topics')
-    for item in o.topics:
-        if item is None:
+    for e_topics in o.topics:
+        if e_topics is None:
             raise _null('Topics')
-        _ws(out, item, 'Topics')
+        _ws(out, e_topics, 'Topics')
     _wb(out, o.user_data, 'UserData')
     if o.owned_partitions is None:
         raise _null('OwnedPartitions')
     _wal(out, o.owned_partitions, 'OwnedPartitions')
-    for item in o.owned_partitions:
-        _write_TopicPartition_0(item, out)
+    for e_owned_partitions in o.owned_partitions:
+        _write_TopicPartition_0(e_owned_partitions, out)
     out += _S_i.pack(o.generation_id)
     if o.unknown_tagged_fields:
         raise _EncodeError('tagged fields cannot be written at non-flexible version 2')
@@ -222,29 +255,38 @@ def _write_ConsumerProtocolSubscription_2(o: ConsumerProtocolSubscription, out: 
 def _read_ConsumerProtocolSubscription_3(buf: bytes | bytearray | memoryview, pos: int) -> tuple[ConsumerProtocolSubscription, int]:
     # versions 3
     end = len(buf)
+    v_topics: list[str]
     n_v_topics, pos = _ral(buf, pos, 'Topics')
     v_topics = []
-    app = v_topics.append
+    app_v_topics = v_topics.append
     for _ in range(n_v_topics):
-        item, pos = _rs(buf, pos, 'Topics')
-        app(item)
+        e_v_topics, pos = _rs(buf, pos, 'Topics')
+        app_v_topics(e_v_topics)
     v_user_data, pos = _rnb(buf, pos, 'UserData')
+    v_owned_partitions: list[TopicPartition]
     n_v_owned_partitions, pos = _ral(buf, pos, 'OwnedPartitions')
     v_owned_partitions = []
-    app = v_owned_partitions.append
+    app_v_owned_partitions = v_owned_partitions.append
     i = 0
     try:
         for i in range(n_v_owned_partitions):
-            item, pos = _read_TopicPartition_0(buf, pos)
-            app(item)
+            e_v_owned_partitions, pos = _read_TopicPartition_0(buf, pos)
+            app_v_owned_partitions(e_v_owned_partitions)
     except _DecodeError as exc:
         raise exc.refine(field=f'OwnedPartitions[{i}]')
     if pos + 4 > end:
-        raise _short_fixed(pos, end, _L_i)
+        raise _short_fixed(pos, end, _L0)
     v_generation_id, = _S_i.unpack_from(buf, pos)
     pos += 4
     v_rack_id, pos = _rns(buf, pos, 'RackId')
-    return ConsumerProtocolSubscription(v_topics, v_user_data, v_owned_partitions, v_generation_id, v_rack_id, ()), pos
+    o = _new(ConsumerProtocolSubscription)
+    o.topics = v_topics
+    o.user_data = v_user_data
+    o.owned_partitions = v_owned_partitions
+    o.generation_id = v_generation_id
+    o.rack_id = v_rack_id
+    o.unknown_tagged_fields = ()
+    return o, pos
 
 
 def _write_ConsumerProtocolSubscription_3(o: ConsumerProtocolSubscription, out: bytearray) -> None:
@@ -252,16 +294,16 @@ def _write_ConsumerProtocolSubscription_3(o: ConsumerProtocolSubscription, out: 
     if o.topics is None:
         raise _null('Topics')
     _wal(out, o.topics, 'Topics')
-    for item in o.topics:
-        if item is None:
+    for e_topics in o.topics:
+        if e_topics is None:
             raise _null('Topics')
-        _ws(out, item, 'Topics')
+        _ws(out, e_topics, 'Topics')
     _wb(out, o.user_data, 'UserData')
     if o.owned_partitions is None:
         raise _null('OwnedPartitions')
     _wal(out, o.owned_partitions, 'OwnedPartitions')
-    for item in o.owned_partitions:
-        _write_TopicPartition_0(item, out)
+    for e_owned_partitions in o.owned_partitions:
+        _write_TopicPartition_0(e_owned_partitions, out)
     out += _S_i.pack(o.generation_id)
     _ws(out, o.rack_id, 'RackId')
     if o.unknown_tagged_fields:

@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import struct as _struct
+from typing import Any as _Any
 import uuid as _uuid
 from dataclasses import dataclass as _dataclass, field as _field
 from typing import ClassVar as _ClassVar
@@ -26,13 +27,14 @@ from kraft_jbod.wire.primitives import (
     short_fixed as _short_fixed, uuid_from_bytes as _uuid_from_bytes,
 )
 
+_new = object.__new__
 _S_h = _struct.Struct('>h')
 _S_i = _struct.Struct('>i')
-_L_i = (('PartitionIndex', 4),)
-_L_h = (('ErrorCode', 2),)
+_L0 = (('PartitionIndex', 4),)
+_L1 = (('ErrorCode', 2),)
 
 
-def _absent(field: str, version: int) -> _EncodeError:
+def _absent(field: str, version: int | str) -> _EncodeError:
     return _EncodeError(
         f'attempted to write a non-default {field} at version {version}', field_path=field
     )
@@ -85,10 +87,14 @@ def _read_RemainingPartition_0(buf: bytes | bytearray | memoryview, pos: int) ->
     end = len(buf)
     v_topic_name, pos = _rs(buf, pos, 'TopicName')
     if pos + 4 > end:
-        raise _short_fixed(pos, end, _L_i)
+        raise _short_fixed(pos, end, _L0)
     v_partition_index, = _S_i.unpack_from(buf, pos)
     pos += 4
-    return RemainingPartition(v_topic_name, v_partition_index, ()), pos
+    o = _new(RemainingPartition)
+    o.topic_name = v_topic_name
+    o.partition_index = v_partition_index
+    o.unknown_tagged_fields = ()
+    return o, pos
 
 
 def _write_RemainingPartition_0(o: RemainingPartition, out: bytearray) -> None:
@@ -106,7 +112,7 @@ def _read_RemainingPartition_1(buf: bytes | bytearray | memoryview, pos: int) ->
     end = len(buf)
     v_topic_name, pos = _rcs(buf, pos, 'TopicName')
     if pos + 4 > end:
-        raise _short_fixed(pos, end, _L_i)
+        raise _short_fixed(pos, end, _L0)
     v_partition_index, = _S_i.unpack_from(buf, pos)
     pos += 4
     unknown: tuple[tuple[int, bytes], ...] = ()
@@ -121,7 +127,11 @@ def _read_RemainingPartition_1(buf: bytes | bytearray | memoryview, pos: int) ->
             pos += size
         if raw_tags:
             unknown = tuple(raw_tags)
-    return RemainingPartition(v_topic_name, v_partition_index, unknown), pos
+    o = _new(RemainingPartition)
+    o.topic_name = v_topic_name
+    o.partition_index = v_partition_index
+    o.unknown_tagged_fields = unknown
+    return o, pos
 
 
 def _write_RemainingPartition_1(o: RemainingPartition, out: bytearray) -> None:
@@ -140,20 +150,25 @@ def _read_ControlledShutdownResponse_0(buf: bytes | bytearray | memoryview, pos:
     # versions 0-2
     end = len(buf)
     if pos + 2 > end:
-        raise _short_fixed(pos, end, _L_h)
+        raise _short_fixed(pos, end, _L1)
     v_error_code, = _S_h.unpack_from(buf, pos)
     pos += 2
+    v_remaining_partitions: list[RemainingPartition]
     n_v_remaining_partitions, pos = _ral(buf, pos, 'RemainingPartitions')
     v_remaining_partitions = []
-    app = v_remaining_partitions.append
+    app_v_remaining_partitions = v_remaining_partitions.append
     i = 0
     try:
         for i in range(n_v_remaining_partitions):
-            item, pos = _read_RemainingPartition_0(buf, pos)
-            app(item)
+            e_v_remaining_partitions, pos = _read_RemainingPartition_0(buf, pos)
+            app_v_remaining_partitions(e_v_remaining_partitions)
     except _DecodeError as exc:
         raise exc.refine(field=f'RemainingPartitions[{i}]')
-    return ControlledShutdownResponse(v_error_code, v_remaining_partitions, ()), pos
+    o = _new(ControlledShutdownResponse)
+    o.error_code = v_error_code
+    o.remaining_partitions = v_remaining_partitions
+    o.unknown_tagged_fields = ()
+    return o, pos
 
 
 def _write_ControlledShutdownResponse_0(o: ControlledShutdownResponse, out: bytearray) -> None:
@@ -162,8 +177,8 @@ def _write_ControlledShutdownResponse_0(o: ControlledShutdownResponse, out: byte
     if o.remaining_partitions is None:
         raise _null('RemainingPartitions')
     _wal(out, o.remaining_partitions, 'RemainingPartitions')
-    for item in o.remaining_partitions:
-        _write_RemainingPartition_0(item, out)
+    for e_remaining_partitions in o.remaining_partitions:
+        _write_RemainingPartition_0(e_remaining_partitions, out)
     if o.unknown_tagged_fields:
         raise _EncodeError('tagged fields cannot be written at non-flexible version 0-2')
 
@@ -172,17 +187,22 @@ def _read_ControlledShutdownResponse_1(buf: bytes | bytearray | memoryview, pos:
     # versions 3
     end = len(buf)
     if pos + 2 > end:
-        raise _short_fixed(pos, end, _L_h)
+        raise _short_fixed(pos, end, _L1)
     v_error_code, = _S_h.unpack_from(buf, pos)
     pos += 2
-    n_v_remaining_partitions, pos = _rcal(buf, pos, 'RemainingPartitions')
+    v_remaining_partitions: list[RemainingPartition]
+    n_v_remaining_partitions = buf[pos] - 1 if pos < end else -2
+    if 0 <= n_v_remaining_partitions < 127 and n_v_remaining_partitions <= end - pos:
+        pos += 1
+    else:
+        n_v_remaining_partitions, pos = _rcal(buf, pos, 'RemainingPartitions')
     v_remaining_partitions = []
-    app = v_remaining_partitions.append
+    app_v_remaining_partitions = v_remaining_partitions.append
     i = 0
     try:
         for i in range(n_v_remaining_partitions):
-            item, pos = _read_RemainingPartition_1(buf, pos)
-            app(item)
+            e_v_remaining_partitions, pos = _read_RemainingPartition_1(buf, pos)
+            app_v_remaining_partitions(e_v_remaining_partitions)
     except _DecodeError as exc:
         raise exc.refine(field=f'RemainingPartitions[{i}]')
     unknown: tuple[tuple[int, bytes], ...] = ()
@@ -197,7 +217,11 @@ def _read_ControlledShutdownResponse_1(buf: bytes | bytearray | memoryview, pos:
             pos += size
         if raw_tags:
             unknown = tuple(raw_tags)
-    return ControlledShutdownResponse(v_error_code, v_remaining_partitions, unknown), pos
+    o = _new(ControlledShutdownResponse)
+    o.error_code = v_error_code
+    o.remaining_partitions = v_remaining_partitions
+    o.unknown_tagged_fields = unknown
+    return o, pos
 
 
 def _write_ControlledShutdownResponse_1(o: ControlledShutdownResponse, out: bytearray) -> None:
@@ -206,8 +230,8 @@ def _write_ControlledShutdownResponse_1(o: ControlledShutdownResponse, out: byte
     if o.remaining_partitions is None:
         raise _null('RemainingPartitions')
     _wcal(out, o.remaining_partitions, 'RemainingPartitions')
-    for item in o.remaining_partitions:
-        _write_RemainingPartition_1(item, out)
+    for e_remaining_partitions in o.remaining_partitions:
+        _write_RemainingPartition_1(e_remaining_partitions, out)
     if o.unknown_tagged_fields:
         _wts(out, (), o.unknown_tagged_fields, '_tagged_fields')
     else:

@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import struct as _struct
+from typing import Any as _Any
 import uuid as _uuid
 from dataclasses import dataclass as _dataclass, field as _field
 from typing import ClassVar as _ClassVar
@@ -26,16 +27,17 @@ from kraft_jbod.wire.primitives import (
     short_fixed as _short_fixed, uuid_from_bytes as _uuid_from_bytes,
 )
 
+_new = object.__new__
 _S_Hh = _struct.Struct('>Hh')
 _S_hh = _struct.Struct('>hh')
 _S_i16s_ = _struct.Struct('>i16s?')
 _ZERO_UUID = _uuid_from_bytes((0).to_bytes(16, 'big'))
-_L_Hh = (('Port', 2), ('SecurityProtocol', 2))
-_L_hh = (('MinSupportedVersion', 2), ('MaxSupportedVersion', 2))
-_L_i16s_ = (('ControllerId', 4), ('IncarnationId', 16), ('ZkMigrationReady', 1))
+_L0 = (('Port', 2), ('SecurityProtocol', 2))
+_L1 = (('MinSupportedVersion', 2), ('MaxSupportedVersion', 2))
+_L2 = (('ControllerId', 4), ('IncarnationId', 16), ('ZkMigrationReady', 1))
 
 
-def _absent(field: str, version: int) -> _EncodeError:
+def _absent(field: str, version: int | str) -> _EncodeError:
     return _EncodeError(
         f'attempted to write a non-default {field} at version {version}', field_path=field
     )
@@ -104,7 +106,7 @@ def _read_Listener_0(buf: bytes | bytearray | memoryview, pos: int) -> tuple[Lis
     v_name, pos = _rcs(buf, pos, 'Name')
     v_host, pos = _rcs(buf, pos, 'Host')
     if pos + 4 > end:
-        raise _short_fixed(pos, end, _L_Hh)
+        raise _short_fixed(pos, end, _L0)
     v_port, v_security_protocol = _S_Hh.unpack_from(buf, pos)
     pos += 4
     unknown: tuple[tuple[int, bytes], ...] = ()
@@ -119,7 +121,13 @@ def _read_Listener_0(buf: bytes | bytearray | memoryview, pos: int) -> tuple[Lis
             pos += size
         if raw_tags:
             unknown = tuple(raw_tags)
-    return Listener(v_name, v_host, v_port, v_security_protocol, unknown), pos
+    o = _new(Listener)
+    o.name = v_name
+    o.host = v_host
+    o.port = v_port
+    o.security_protocol = v_security_protocol
+    o.unknown_tagged_fields = unknown
+    return o, pos
 
 
 def _write_Listener_0(o: Listener, out: bytearray) -> None:
@@ -142,7 +150,7 @@ def _read_Feature_0(buf: bytes | bytearray | memoryview, pos: int) -> tuple[Feat
     end = len(buf)
     v_name, pos = _rcs(buf, pos, 'Name')
     if pos + 4 > end:
-        raise _short_fixed(pos, end, _L_hh)
+        raise _short_fixed(pos, end, _L1)
     v_min_supported_version, v_max_supported_version = _S_hh.unpack_from(buf, pos)
     pos += 4
     unknown: tuple[tuple[int, bytes], ...] = ()
@@ -157,7 +165,12 @@ def _read_Feature_0(buf: bytes | bytearray | memoryview, pos: int) -> tuple[Feat
             pos += size
         if raw_tags:
             unknown = tuple(raw_tags)
-    return Feature(v_name, v_min_supported_version, v_max_supported_version, unknown), pos
+    o = _new(Feature)
+    o.name = v_name
+    o.min_supported_version = v_min_supported_version
+    o.max_supported_version = v_max_supported_version
+    o.unknown_tagged_fields = unknown
+    return o, pos
 
 
 def _write_Feature_0(o: Feature, out: bytearray) -> None:
@@ -176,28 +189,38 @@ def _read_ControllerRegistrationRequest_0(buf: bytes | bytearray | memoryview, p
     # versions 0
     end = len(buf)
     if pos + 21 > end:
-        raise _short_fixed(pos, end, _L_i16s_)
-    v_controller_id, v_incarnation_id, v_zk_migration_ready = _S_i16s_.unpack_from(buf, pos)
-    v_incarnation_id = _uuid_from_bytes(v_incarnation_id)
+        raise _short_fixed(pos, end, _L2)
+    v_controller_id, r_incarnation_id, v_zk_migration_ready = _S_i16s_.unpack_from(buf, pos)
+    v_incarnation_id = _uuid_from_bytes(r_incarnation_id)
     pos += 21
-    n_v_listeners, pos = _rcal(buf, pos, 'Listeners')
+    v_listeners: list[Listener]
+    n_v_listeners = buf[pos] - 1 if pos < end else -2
+    if 0 <= n_v_listeners < 127 and n_v_listeners <= end - pos:
+        pos += 1
+    else:
+        n_v_listeners, pos = _rcal(buf, pos, 'Listeners')
     v_listeners = []
-    app = v_listeners.append
+    app_v_listeners = v_listeners.append
     i = 0
     try:
         for i in range(n_v_listeners):
-            item, pos = _read_Listener_0(buf, pos)
-            app(item)
+            e_v_listeners, pos = _read_Listener_0(buf, pos)
+            app_v_listeners(e_v_listeners)
     except _DecodeError as exc:
         raise exc.refine(field=f'Listeners[{i}]')
-    n_v_features, pos = _rcal(buf, pos, 'Features')
+    v_features: list[Feature]
+    n_v_features = buf[pos] - 1 if pos < end else -2
+    if 0 <= n_v_features < 127 and n_v_features <= end - pos:
+        pos += 1
+    else:
+        n_v_features, pos = _rcal(buf, pos, 'Features')
     v_features = []
-    app = v_features.append
+    app_v_features = v_features.append
     i = 0
     try:
         for i in range(n_v_features):
-            item, pos = _read_Feature_0(buf, pos)
-            app(item)
+            e_v_features, pos = _read_Feature_0(buf, pos)
+            app_v_features(e_v_features)
     except _DecodeError as exc:
         raise exc.refine(field=f'Features[{i}]')
     unknown: tuple[tuple[int, bytes], ...] = ()
@@ -212,22 +235,29 @@ def _read_ControllerRegistrationRequest_0(buf: bytes | bytearray | memoryview, p
             pos += size
         if raw_tags:
             unknown = tuple(raw_tags)
-    return ControllerRegistrationRequest(v_controller_id, v_incarnation_id, v_zk_migration_ready, v_listeners, v_features, unknown), pos
+    o = _new(ControllerRegistrationRequest)
+    o.controller_id = v_controller_id
+    o.incarnation_id = v_incarnation_id
+    o.zk_migration_ready = v_zk_migration_ready
+    o.listeners = v_listeners
+    o.features = v_features
+    o.unknown_tagged_fields = unknown
+    return o, pos
 
 
 def _write_ControllerRegistrationRequest_0(o: ControllerRegistrationRequest, out: bytearray) -> None:
     # versions 0
-    out += _S_i16s_.pack(o.controller_id, o.incarnation_id.bytes, _bool(o.zk_migration_ready, 'ZkMigrationReady'))
+    out += _S_i16s_.pack(o.controller_id, o.incarnation_id.bytes, (o.zk_migration_ready if o.zk_migration_ready.__class__ is bool else _bool(o.zk_migration_ready, 'ZkMigrationReady')))
     if o.listeners is None:
         raise _null('Listeners')
     _wcal(out, o.listeners, 'Listeners')
-    for item in o.listeners:
-        _write_Listener_0(item, out)
+    for e_listeners in o.listeners:
+        _write_Listener_0(e_listeners, out)
     if o.features is None:
         raise _null('Features')
     _wcal(out, o.features, 'Features')
-    for item in o.features:
-        _write_Feature_0(item, out)
+    for e_features in o.features:
+        _write_Feature_0(e_features, out)
     if o.unknown_tagged_fields:
         _wts(out, (), o.unknown_tagged_fields, '_tagged_fields')
     else:

@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import struct as _struct
+from typing import Any as _Any
 import uuid as _uuid
 from dataclasses import dataclass as _dataclass, field as _field
 from typing import ClassVar as _ClassVar
@@ -26,14 +27,15 @@ from kraft_jbod.wire.primitives import (
     short_fixed as _short_fixed, uuid_from_bytes as _uuid_from_bytes,
 )
 
+_new = object.__new__
 _S_b = _struct.Struct('>b')
 _S_bb = _struct.Struct('>bb')
-_L_b = (('ResourceType', 1),)
-_L_bb = (('Operation', 1), ('PermissionType', 1))
-_L_b = (('ResourcePatternType', 1),)
+_L0 = (('ResourceType', 1),)
+_L1 = (('Operation', 1), ('PermissionType', 1))
+_L2 = (('ResourcePatternType', 1),)
 
 
-def _absent(field: str, version: int) -> _EncodeError:
+def _absent(field: str, version: int | str) -> _EncodeError:
     return _EncodeError(
         f'attempted to write a non-default {field} at version {version}', field_path=field
     )
@@ -89,17 +91,26 @@ def _read_AclCreation_0(buf: bytes | bytearray | memoryview, pos: int) -> tuple[
     # versions 0
     end = len(buf)
     if pos + 1 > end:
-        raise _short_fixed(pos, end, _L_b)
+        raise _short_fixed(pos, end, _L0)
     v_resource_type, = _S_b.unpack_from(buf, pos)
     pos += 1
     v_resource_name, pos = _rs(buf, pos, 'ResourceName')
     v_principal, pos = _rs(buf, pos, 'Principal')
     v_host, pos = _rs(buf, pos, 'Host')
     if pos + 2 > end:
-        raise _short_fixed(pos, end, _L_bb)
+        raise _short_fixed(pos, end, _L1)
     v_operation, v_permission_type = _S_bb.unpack_from(buf, pos)
     pos += 2
-    return AclCreation(v_resource_type, v_resource_name, 3, v_principal, v_host, v_operation, v_permission_type, ()), pos
+    o = _new(AclCreation)
+    o.resource_type = v_resource_type
+    o.resource_name = v_resource_name
+    o.resource_pattern_type = 3
+    o.principal = v_principal
+    o.host = v_host
+    o.operation = v_operation
+    o.permission_type = v_permission_type
+    o.unknown_tagged_fields = ()
+    return o, pos
 
 
 def _write_AclCreation_0(o: AclCreation, out: bytearray) -> None:
@@ -125,21 +136,30 @@ def _read_AclCreation_1(buf: bytes | bytearray | memoryview, pos: int) -> tuple[
     # versions 1
     end = len(buf)
     if pos + 1 > end:
-        raise _short_fixed(pos, end, _L_b)
+        raise _short_fixed(pos, end, _L0)
     v_resource_type, = _S_b.unpack_from(buf, pos)
     pos += 1
     v_resource_name, pos = _rs(buf, pos, 'ResourceName')
     if pos + 1 > end:
-        raise _short_fixed(pos, end, _L_b)
+        raise _short_fixed(pos, end, _L2)
     v_resource_pattern_type, = _S_b.unpack_from(buf, pos)
     pos += 1
     v_principal, pos = _rs(buf, pos, 'Principal')
     v_host, pos = _rs(buf, pos, 'Host')
     if pos + 2 > end:
-        raise _short_fixed(pos, end, _L_bb)
+        raise _short_fixed(pos, end, _L1)
     v_operation, v_permission_type = _S_bb.unpack_from(buf, pos)
     pos += 2
-    return AclCreation(v_resource_type, v_resource_name, v_resource_pattern_type, v_principal, v_host, v_operation, v_permission_type, ()), pos
+    o = _new(AclCreation)
+    o.resource_type = v_resource_type
+    o.resource_name = v_resource_name
+    o.resource_pattern_type = v_resource_pattern_type
+    o.principal = v_principal
+    o.host = v_host
+    o.operation = v_operation
+    o.permission_type = v_permission_type
+    o.unknown_tagged_fields = ()
+    return o, pos
 
 
 def _write_AclCreation_1(o: AclCreation, out: bytearray) -> None:
@@ -164,18 +184,18 @@ def _read_AclCreation_2(buf: bytes | bytearray | memoryview, pos: int) -> tuple[
     # versions 2-3
     end = len(buf)
     if pos + 1 > end:
-        raise _short_fixed(pos, end, _L_b)
+        raise _short_fixed(pos, end, _L0)
     v_resource_type, = _S_b.unpack_from(buf, pos)
     pos += 1
     v_resource_name, pos = _rcs(buf, pos, 'ResourceName')
     if pos + 1 > end:
-        raise _short_fixed(pos, end, _L_b)
+        raise _short_fixed(pos, end, _L2)
     v_resource_pattern_type, = _S_b.unpack_from(buf, pos)
     pos += 1
     v_principal, pos = _rcs(buf, pos, 'Principal')
     v_host, pos = _rcs(buf, pos, 'Host')
     if pos + 2 > end:
-        raise _short_fixed(pos, end, _L_bb)
+        raise _short_fixed(pos, end, _L1)
     v_operation, v_permission_type = _S_bb.unpack_from(buf, pos)
     pos += 2
     unknown: tuple[tuple[int, bytes], ...] = ()
@@ -190,7 +210,16 @@ def _read_AclCreation_2(buf: bytes | bytearray | memoryview, pos: int) -> tuple[
             pos += size
         if raw_tags:
             unknown = tuple(raw_tags)
-    return AclCreation(v_resource_type, v_resource_name, v_resource_pattern_type, v_principal, v_host, v_operation, v_permission_type, unknown), pos
+    o = _new(AclCreation)
+    o.resource_type = v_resource_type
+    o.resource_name = v_resource_name
+    o.resource_pattern_type = v_resource_pattern_type
+    o.principal = v_principal
+    o.host = v_host
+    o.operation = v_operation
+    o.permission_type = v_permission_type
+    o.unknown_tagged_fields = unknown
+    return o, pos
 
 
 def _write_AclCreation_2(o: AclCreation, out: bytearray) -> None:
@@ -216,17 +245,21 @@ def _write_AclCreation_2(o: AclCreation, out: bytearray) -> None:
 def _read_CreateAclsRequest_0(buf: bytes | bytearray | memoryview, pos: int) -> tuple[CreateAclsRequest, int]:
     # versions 0
     end = len(buf)
+    v_creations: list[AclCreation]
     n_v_creations, pos = _ral(buf, pos, 'Creations')
     v_creations = []
-    app = v_creations.append
+    app_v_creations = v_creations.append
     i = 0
     try:
         for i in range(n_v_creations):
-            item, pos = _read_AclCreation_0(buf, pos)
-            app(item)
+            e_v_creations, pos = _read_AclCreation_0(buf, pos)
+            app_v_creations(e_v_creations)
     except _DecodeError as exc:
         raise exc.refine(field=f'Creations[{i}]')
-    return CreateAclsRequest(v_creations, ()), pos
+    o = _new(CreateAclsRequest)
+    o.creations = v_creations
+    o.unknown_tagged_fields = ()
+    return o, pos
 
 
 def _write_CreateAclsRequest_0(o: CreateAclsRequest, out: bytearray) -> None:
@@ -234,8 +267,8 @@ def _write_CreateAclsRequest_0(o: CreateAclsRequest, out: bytearray) -> None:
     if o.creations is None:
         raise _null('Creations')
     _wal(out, o.creations, 'Creations')
-    for item in o.creations:
-        _write_AclCreation_0(item, out)
+    for e_creations in o.creations:
+        _write_AclCreation_0(e_creations, out)
     if o.unknown_tagged_fields:
         raise _EncodeError('tagged fields cannot be written at non-flexible version 0')
 
@@ -243,17 +276,21 @@ def _write_CreateAclsRequest_0(o: CreateAclsRequest, out: bytearray) -> None:
 def _read_CreateAclsRequest_1(buf: bytes | bytearray | memoryview, pos: int) -> tuple[CreateAclsRequest, int]:
     # versions 1
     end = len(buf)
+    v_creations: list[AclCreation]
     n_v_creations, pos = _ral(buf, pos, 'Creations')
     v_creations = []
-    app = v_creations.append
+    app_v_creations = v_creations.append
     i = 0
     try:
         for i in range(n_v_creations):
-            item, pos = _read_AclCreation_1(buf, pos)
-            app(item)
+            e_v_creations, pos = _read_AclCreation_1(buf, pos)
+            app_v_creations(e_v_creations)
     except _DecodeError as exc:
         raise exc.refine(field=f'Creations[{i}]')
-    return CreateAclsRequest(v_creations, ()), pos
+    o = _new(CreateAclsRequest)
+    o.creations = v_creations
+    o.unknown_tagged_fields = ()
+    return o, pos
 
 
 def _write_CreateAclsRequest_1(o: CreateAclsRequest, out: bytearray) -> None:
@@ -261,8 +298,8 @@ def _write_CreateAclsRequest_1(o: CreateAclsRequest, out: bytearray) -> None:
     if o.creations is None:
         raise _null('Creations')
     _wal(out, o.creations, 'Creations')
-    for item in o.creations:
-        _write_AclCreation_1(item, out)
+    for e_creations in o.creations:
+        _write_AclCreation_1(e_creations, out)
     if o.unknown_tagged_fields:
         raise _EncodeError('tagged fields cannot be written at non-flexible version 1')
 
@@ -270,14 +307,19 @@ def _write_CreateAclsRequest_1(o: CreateAclsRequest, out: bytearray) -> None:
 def _read_CreateAclsRequest_2(buf: bytes | bytearray | memoryview, pos: int) -> tuple[CreateAclsRequest, int]:
     # versions 2-3
     end = len(buf)
-    n_v_creations, pos = _rcal(buf, pos, 'Creations')
+    v_creations: list[AclCreation]
+    n_v_creations = buf[pos] - 1 if pos < end else -2
+    if 0 <= n_v_creations < 127 and n_v_creations <= end - pos:
+        pos += 1
+    else:
+        n_v_creations, pos = _rcal(buf, pos, 'Creations')
     v_creations = []
-    app = v_creations.append
+    app_v_creations = v_creations.append
     i = 0
     try:
         for i in range(n_v_creations):
-            item, pos = _read_AclCreation_2(buf, pos)
-            app(item)
+            e_v_creations, pos = _read_AclCreation_2(buf, pos)
+            app_v_creations(e_v_creations)
     except _DecodeError as exc:
         raise exc.refine(field=f'Creations[{i}]')
     unknown: tuple[tuple[int, bytes], ...] = ()
@@ -292,7 +334,10 @@ def _read_CreateAclsRequest_2(buf: bytes | bytearray | memoryview, pos: int) -> 
             pos += size
         if raw_tags:
             unknown = tuple(raw_tags)
-    return CreateAclsRequest(v_creations, unknown), pos
+    o = _new(CreateAclsRequest)
+    o.creations = v_creations
+    o.unknown_tagged_fields = unknown
+    return o, pos
 
 
 def _write_CreateAclsRequest_2(o: CreateAclsRequest, out: bytearray) -> None:
@@ -300,8 +345,8 @@ def _write_CreateAclsRequest_2(o: CreateAclsRequest, out: bytearray) -> None:
     if o.creations is None:
         raise _null('Creations')
     _wcal(out, o.creations, 'Creations')
-    for item in o.creations:
-        _write_AclCreation_2(item, out)
+    for e_creations in o.creations:
+        _write_AclCreation_2(e_creations, out)
     if o.unknown_tagged_fields:
         _wts(out, (), o.unknown_tagged_fields, '_tagged_fields')
     else:

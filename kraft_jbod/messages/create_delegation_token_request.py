@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import struct as _struct
+from typing import Any as _Any
 import uuid as _uuid
 from dataclasses import dataclass as _dataclass, field as _field
 from typing import ClassVar as _ClassVar
@@ -26,11 +27,12 @@ from kraft_jbod.wire.primitives import (
     short_fixed as _short_fixed, uuid_from_bytes as _uuid_from_bytes,
 )
 
+_new = object.__new__
 _S_q = _struct.Struct('>q')
-_L_q = (('MaxLifetimeMs', 8),)
+_L0 = (('MaxLifetimeMs', 8),)
 
 
-def _absent(field: str, version: int) -> _EncodeError:
+def _absent(field: str, version: int | str) -> _EncodeError:
     return _EncodeError(
         f'attempted to write a non-default {field} at version {version}', field_path=field
     )
@@ -85,7 +87,11 @@ def _read_CreatableRenewers_0(buf: bytes | bytearray | memoryview, pos: int) -> 
     end = len(buf)
     v_principal_type, pos = _rs(buf, pos, 'PrincipalType')
     v_principal_name, pos = _rs(buf, pos, 'PrincipalName')
-    return CreatableRenewers(v_principal_type, v_principal_name, ()), pos
+    o = _new(CreatableRenewers)
+    o.principal_type = v_principal_type
+    o.principal_name = v_principal_name
+    o.unknown_tagged_fields = ()
+    return o, pos
 
 
 def _write_CreatableRenewers_0(o: CreatableRenewers, out: bytearray) -> None:
@@ -117,7 +123,11 @@ def _read_CreatableRenewers_1(buf: bytes | bytearray | memoryview, pos: int) -> 
             pos += size
         if raw_tags:
             unknown = tuple(raw_tags)
-    return CreatableRenewers(v_principal_type, v_principal_name, unknown), pos
+    o = _new(CreatableRenewers)
+    o.principal_type = v_principal_type
+    o.principal_name = v_principal_name
+    o.unknown_tagged_fields = unknown
+    return o, pos
 
 
 def _write_CreatableRenewers_1(o: CreatableRenewers, out: bytearray) -> None:
@@ -137,21 +147,28 @@ def _write_CreatableRenewers_1(o: CreatableRenewers, out: bytearray) -> None:
 def _read_CreateDelegationTokenRequest_0(buf: bytes | bytearray | memoryview, pos: int) -> tuple[CreateDelegationTokenRequest, int]:
     # versions 0-1
     end = len(buf)
+    v_renewers: list[CreatableRenewers]
     n_v_renewers, pos = _ral(buf, pos, 'Renewers')
     v_renewers = []
-    app = v_renewers.append
+    app_v_renewers = v_renewers.append
     i = 0
     try:
         for i in range(n_v_renewers):
-            item, pos = _read_CreatableRenewers_0(buf, pos)
-            app(item)
+            e_v_renewers, pos = _read_CreatableRenewers_0(buf, pos)
+            app_v_renewers(e_v_renewers)
     except _DecodeError as exc:
         raise exc.refine(field=f'Renewers[{i}]')
     if pos + 8 > end:
-        raise _short_fixed(pos, end, _L_q)
+        raise _short_fixed(pos, end, _L0)
     v_max_lifetime_ms, = _S_q.unpack_from(buf, pos)
     pos += 8
-    return CreateDelegationTokenRequest('', '', v_renewers, v_max_lifetime_ms, ()), pos
+    o = _new(CreateDelegationTokenRequest)
+    o.owner_principal_type = ''
+    o.owner_principal_name = ''
+    o.renewers = v_renewers
+    o.max_lifetime_ms = v_max_lifetime_ms
+    o.unknown_tagged_fields = ()
+    return o, pos
 
 
 def _write_CreateDelegationTokenRequest_0(o: CreateDelegationTokenRequest, out: bytearray) -> None:
@@ -163,8 +180,8 @@ def _write_CreateDelegationTokenRequest_0(o: CreateDelegationTokenRequest, out: 
     if o.renewers is None:
         raise _null('Renewers')
     _wal(out, o.renewers, 'Renewers')
-    for item in o.renewers:
-        _write_CreatableRenewers_0(item, out)
+    for e_renewers in o.renewers:
+        _write_CreatableRenewers_0(e_renewers, out)
     out += _S_q.pack(o.max_lifetime_ms)
     if o.unknown_tagged_fields:
         raise _EncodeError('tagged fields cannot be written at non-flexible version 0-1')
@@ -173,18 +190,23 @@ def _write_CreateDelegationTokenRequest_0(o: CreateDelegationTokenRequest, out: 
 def _read_CreateDelegationTokenRequest_1(buf: bytes | bytearray | memoryview, pos: int) -> tuple[CreateDelegationTokenRequest, int]:
     # versions 2
     end = len(buf)
-    n_v_renewers, pos = _rcal(buf, pos, 'Renewers')
+    v_renewers: list[CreatableRenewers]
+    n_v_renewers = buf[pos] - 1 if pos < end else -2
+    if 0 <= n_v_renewers < 127 and n_v_renewers <= end - pos:
+        pos += 1
+    else:
+        n_v_renewers, pos = _rcal(buf, pos, 'Renewers')
     v_renewers = []
-    app = v_renewers.append
+    app_v_renewers = v_renewers.append
     i = 0
     try:
         for i in range(n_v_renewers):
-            item, pos = _read_CreatableRenewers_1(buf, pos)
-            app(item)
+            e_v_renewers, pos = _read_CreatableRenewers_1(buf, pos)
+            app_v_renewers(e_v_renewers)
     except _DecodeError as exc:
         raise exc.refine(field=f'Renewers[{i}]')
     if pos + 8 > end:
-        raise _short_fixed(pos, end, _L_q)
+        raise _short_fixed(pos, end, _L0)
     v_max_lifetime_ms, = _S_q.unpack_from(buf, pos)
     pos += 8
     unknown: tuple[tuple[int, bytes], ...] = ()
@@ -199,7 +221,13 @@ def _read_CreateDelegationTokenRequest_1(buf: bytes | bytearray | memoryview, po
             pos += size
         if raw_tags:
             unknown = tuple(raw_tags)
-    return CreateDelegationTokenRequest('', '', v_renewers, v_max_lifetime_ms, unknown), pos
+    o = _new(CreateDelegationTokenRequest)
+    o.owner_principal_type = ''
+    o.owner_principal_name = ''
+    o.renewers = v_renewers
+    o.max_lifetime_ms = v_max_lifetime_ms
+    o.unknown_tagged_fields = unknown
+    return o, pos
 
 
 def _write_CreateDelegationTokenRequest_1(o: CreateDelegationTokenRequest, out: bytearray) -> None:
@@ -211,8 +239,8 @@ def _write_CreateDelegationTokenRequest_1(o: CreateDelegationTokenRequest, out: 
     if o.renewers is None:
         raise _null('Renewers')
     _wcal(out, o.renewers, 'Renewers')
-    for item in o.renewers:
-        _write_CreatableRenewers_1(item, out)
+    for e_renewers in o.renewers:
+        _write_CreatableRenewers_1(e_renewers, out)
     out += _S_q.pack(o.max_lifetime_ms)
     if o.unknown_tagged_fields:
         _wts(out, (), o.unknown_tagged_fields, '_tagged_fields')
@@ -225,18 +253,23 @@ def _read_CreateDelegationTokenRequest_2(buf: bytes | bytearray | memoryview, po
     end = len(buf)
     v_owner_principal_type, pos = _rncs(buf, pos, 'OwnerPrincipalType')
     v_owner_principal_name, pos = _rncs(buf, pos, 'OwnerPrincipalName')
-    n_v_renewers, pos = _rcal(buf, pos, 'Renewers')
+    v_renewers: list[CreatableRenewers]
+    n_v_renewers = buf[pos] - 1 if pos < end else -2
+    if 0 <= n_v_renewers < 127 and n_v_renewers <= end - pos:
+        pos += 1
+    else:
+        n_v_renewers, pos = _rcal(buf, pos, 'Renewers')
     v_renewers = []
-    app = v_renewers.append
+    app_v_renewers = v_renewers.append
     i = 0
     try:
         for i in range(n_v_renewers):
-            item, pos = _read_CreatableRenewers_1(buf, pos)
-            app(item)
+            e_v_renewers, pos = _read_CreatableRenewers_1(buf, pos)
+            app_v_renewers(e_v_renewers)
     except _DecodeError as exc:
         raise exc.refine(field=f'Renewers[{i}]')
     if pos + 8 > end:
-        raise _short_fixed(pos, end, _L_q)
+        raise _short_fixed(pos, end, _L0)
     v_max_lifetime_ms, = _S_q.unpack_from(buf, pos)
     pos += 8
     unknown: tuple[tuple[int, bytes], ...] = ()
@@ -251,7 +284,13 @@ def _read_CreateDelegationTokenRequest_2(buf: bytes | bytearray | memoryview, po
             pos += size
         if raw_tags:
             unknown = tuple(raw_tags)
-    return CreateDelegationTokenRequest(v_owner_principal_type, v_owner_principal_name, v_renewers, v_max_lifetime_ms, unknown), pos
+    o = _new(CreateDelegationTokenRequest)
+    o.owner_principal_type = v_owner_principal_type
+    o.owner_principal_name = v_owner_principal_name
+    o.renewers = v_renewers
+    o.max_lifetime_ms = v_max_lifetime_ms
+    o.unknown_tagged_fields = unknown
+    return o, pos
 
 
 def _write_CreateDelegationTokenRequest_2(o: CreateDelegationTokenRequest, out: bytearray) -> None:
@@ -261,8 +300,8 @@ def _write_CreateDelegationTokenRequest_2(o: CreateDelegationTokenRequest, out: 
     if o.renewers is None:
         raise _null('Renewers')
     _wcal(out, o.renewers, 'Renewers')
-    for item in o.renewers:
-        _write_CreatableRenewers_1(item, out)
+    for e_renewers in o.renewers:
+        _write_CreatableRenewers_1(e_renewers, out)
     out += _S_q.pack(o.max_lifetime_ms)
     if o.unknown_tagged_fields:
         _wts(out, (), o.unknown_tagged_fields, '_tagged_fields')

@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import struct as _struct
+from typing import Any as _Any
 import uuid as _uuid
 from dataclasses import dataclass as _dataclass, field as _field
 from typing import ClassVar as _ClassVar
@@ -26,15 +27,16 @@ from kraft_jbod.wire.primitives import (
     short_fixed as _short_fixed, uuid_from_bytes as _uuid_from_bytes,
 )
 
+_new = object.__new__
 _S_h = _struct.Struct('>h')
 _S_i = _struct.Struct('>i')
 _S_qqq = _struct.Struct('>qqq')
-_L_h = (('ErrorCode', 2),)
-_L_qqq = (('IssueTimestampMs', 8), ('ExpiryTimestampMs', 8), ('MaxTimestampMs', 8))
-_L_i = (('ThrottleTimeMs', 4),)
+_L0 = (('ErrorCode', 2),)
+_L1 = (('IssueTimestampMs', 8), ('ExpiryTimestampMs', 8), ('MaxTimestampMs', 8))
+_L2 = (('ThrottleTimeMs', 4),)
 
 
-def _absent(field: str, version: int) -> _EncodeError:
+def _absent(field: str, version: int | str) -> _EncodeError:
     return _EncodeError(
         f'attempted to write a non-default {field} at version {version}', field_path=field
     )
@@ -86,22 +88,35 @@ def _read_CreateDelegationTokenResponse_0(buf: bytes | bytearray | memoryview, p
     # versions 0-1
     end = len(buf)
     if pos + 2 > end:
-        raise _short_fixed(pos, end, _L_h)
+        raise _short_fixed(pos, end, _L0)
     v_error_code, = _S_h.unpack_from(buf, pos)
     pos += 2
     v_principal_type, pos = _rs(buf, pos, 'PrincipalType')
     v_principal_name, pos = _rs(buf, pos, 'PrincipalName')
     if pos + 24 > end:
-        raise _short_fixed(pos, end, _L_qqq)
+        raise _short_fixed(pos, end, _L1)
     v_issue_timestamp_ms, v_expiry_timestamp_ms, v_max_timestamp_ms = _S_qqq.unpack_from(buf, pos)
     pos += 24
     v_token_id, pos = _rs(buf, pos, 'TokenId')
     v_hmac, pos = _rb(buf, pos, 'Hmac')
     if pos + 4 > end:
-        raise _short_fixed(pos, end, _L_i)
+        raise _short_fixed(pos, end, _L2)
     v_throttle_time_ms, = _S_i.unpack_from(buf, pos)
     pos += 4
-    return CreateDelegationTokenResponse(v_error_code, v_principal_type, v_principal_name, '', '', v_issue_timestamp_ms, v_expiry_timestamp_ms, v_max_timestamp_ms, v_token_id, v_hmac, v_throttle_time_ms, ()), pos
+    o = _new(CreateDelegationTokenResponse)
+    o.error_code = v_error_code
+    o.principal_type = v_principal_type
+    o.principal_name = v_principal_name
+    o.token_requester_principal_type = ''
+    o.token_requester_principal_name = ''
+    o.issue_timestamp_ms = v_issue_timestamp_ms
+    o.expiry_timestamp_ms = v_expiry_timestamp_ms
+    o.max_timestamp_ms = v_max_timestamp_ms
+    o.token_id = v_token_id
+    o.hmac = v_hmac
+    o.throttle_time_ms = v_throttle_time_ms
+    o.unknown_tagged_fields = ()
+    return o, pos
 
 
 def _write_CreateDelegationTokenResponse_0(o: CreateDelegationTokenResponse, out: bytearray) -> None:
@@ -133,19 +148,19 @@ def _read_CreateDelegationTokenResponse_1(buf: bytes | bytearray | memoryview, p
     # versions 2
     end = len(buf)
     if pos + 2 > end:
-        raise _short_fixed(pos, end, _L_h)
+        raise _short_fixed(pos, end, _L0)
     v_error_code, = _S_h.unpack_from(buf, pos)
     pos += 2
     v_principal_type, pos = _rcs(buf, pos, 'PrincipalType')
     v_principal_name, pos = _rcs(buf, pos, 'PrincipalName')
     if pos + 24 > end:
-        raise _short_fixed(pos, end, _L_qqq)
+        raise _short_fixed(pos, end, _L1)
     v_issue_timestamp_ms, v_expiry_timestamp_ms, v_max_timestamp_ms = _S_qqq.unpack_from(buf, pos)
     pos += 24
     v_token_id, pos = _rcs(buf, pos, 'TokenId')
     v_hmac, pos = _rcb(buf, pos, 'Hmac')
     if pos + 4 > end:
-        raise _short_fixed(pos, end, _L_i)
+        raise _short_fixed(pos, end, _L2)
     v_throttle_time_ms, = _S_i.unpack_from(buf, pos)
     pos += 4
     unknown: tuple[tuple[int, bytes], ...] = ()
@@ -160,7 +175,20 @@ def _read_CreateDelegationTokenResponse_1(buf: bytes | bytearray | memoryview, p
             pos += size
         if raw_tags:
             unknown = tuple(raw_tags)
-    return CreateDelegationTokenResponse(v_error_code, v_principal_type, v_principal_name, '', '', v_issue_timestamp_ms, v_expiry_timestamp_ms, v_max_timestamp_ms, v_token_id, v_hmac, v_throttle_time_ms, unknown), pos
+    o = _new(CreateDelegationTokenResponse)
+    o.error_code = v_error_code
+    o.principal_type = v_principal_type
+    o.principal_name = v_principal_name
+    o.token_requester_principal_type = ''
+    o.token_requester_principal_name = ''
+    o.issue_timestamp_ms = v_issue_timestamp_ms
+    o.expiry_timestamp_ms = v_expiry_timestamp_ms
+    o.max_timestamp_ms = v_max_timestamp_ms
+    o.token_id = v_token_id
+    o.hmac = v_hmac
+    o.throttle_time_ms = v_throttle_time_ms
+    o.unknown_tagged_fields = unknown
+    return o, pos
 
 
 def _write_CreateDelegationTokenResponse_1(o: CreateDelegationTokenResponse, out: bytearray) -> None:
@@ -194,7 +222,7 @@ def _read_CreateDelegationTokenResponse_2(buf: bytes | bytearray | memoryview, p
     # versions 3
     end = len(buf)
     if pos + 2 > end:
-        raise _short_fixed(pos, end, _L_h)
+        raise _short_fixed(pos, end, _L0)
     v_error_code, = _S_h.unpack_from(buf, pos)
     pos += 2
     v_principal_type, pos = _rcs(buf, pos, 'PrincipalType')
@@ -202,13 +230,13 @@ def _read_CreateDelegationTokenResponse_2(buf: bytes | bytearray | memoryview, p
     v_token_requester_principal_type, pos = _rcs(buf, pos, 'TokenRequesterPrincipalType')
     v_token_requester_principal_name, pos = _rcs(buf, pos, 'TokenRequesterPrincipalName')
     if pos + 24 > end:
-        raise _short_fixed(pos, end, _L_qqq)
+        raise _short_fixed(pos, end, _L1)
     v_issue_timestamp_ms, v_expiry_timestamp_ms, v_max_timestamp_ms = _S_qqq.unpack_from(buf, pos)
     pos += 24
     v_token_id, pos = _rcs(buf, pos, 'TokenId')
     v_hmac, pos = _rcb(buf, pos, 'Hmac')
     if pos + 4 > end:
-        raise _short_fixed(pos, end, _L_i)
+        raise _short_fixed(pos, end, _L2)
     v_throttle_time_ms, = _S_i.unpack_from(buf, pos)
     pos += 4
     unknown: tuple[tuple[int, bytes], ...] = ()
@@ -223,7 +251,20 @@ def _read_CreateDelegationTokenResponse_2(buf: bytes | bytearray | memoryview, p
             pos += size
         if raw_tags:
             unknown = tuple(raw_tags)
-    return CreateDelegationTokenResponse(v_error_code, v_principal_type, v_principal_name, v_token_requester_principal_type, v_token_requester_principal_name, v_issue_timestamp_ms, v_expiry_timestamp_ms, v_max_timestamp_ms, v_token_id, v_hmac, v_throttle_time_ms, unknown), pos
+    o = _new(CreateDelegationTokenResponse)
+    o.error_code = v_error_code
+    o.principal_type = v_principal_type
+    o.principal_name = v_principal_name
+    o.token_requester_principal_type = v_token_requester_principal_type
+    o.token_requester_principal_name = v_token_requester_principal_name
+    o.issue_timestamp_ms = v_issue_timestamp_ms
+    o.expiry_timestamp_ms = v_expiry_timestamp_ms
+    o.max_timestamp_ms = v_max_timestamp_ms
+    o.token_id = v_token_id
+    o.hmac = v_hmac
+    o.throttle_time_ms = v_throttle_time_ms
+    o.unknown_tagged_fields = unknown
+    return o, pos
 
 
 def _write_CreateDelegationTokenResponse_2(o: CreateDelegationTokenResponse, out: bytearray) -> None:

@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import struct as _struct
+from typing import Any as _Any
 import uuid as _uuid
 from dataclasses import dataclass as _dataclass, field as _field
 from typing import ClassVar as _ClassVar
@@ -26,13 +27,14 @@ from kraft_jbod.wire.primitives import (
     short_fixed as _short_fixed, uuid_from_bytes as _uuid_from_bytes,
 )
 
+_new = object.__new__
 _S_i = _struct.Struct('>i')
 _S_i_ = _struct.Struct('>i?')
-_L_i = (('Count', 4),)
-_L_i_ = (('TimeoutMs', 4), ('ValidateOnly', 1))
+_L0 = (('Count', 4),)
+_L1 = (('TimeoutMs', 4), ('ValidateOnly', 1))
 
 
-def _absent(field: str, version: int) -> _EncodeError:
+def _absent(field: str, version: int | str) -> _EncodeError:
     return _EncodeError(
         f'attempted to write a non-default {field} at version {version}', field_path=field
     )
@@ -93,9 +95,13 @@ class CreatePartitionsRequest(_Message):
 def _read_CreatePartitionsAssignment_0(buf: bytes | bytearray | memoryview, pos: int) -> tuple[CreatePartitionsAssignment, int]:
     # versions 0-1
     end = len(buf)
+    v_broker_ids: list[int]
     n_v_broker_ids, pos = _ral(buf, pos, 'BrokerIds')
-    v_broker_ids, pos = _rfa(buf, pos, n_v_broker_ids, _S_i, 'BrokerIds')
-    return CreatePartitionsAssignment(v_broker_ids, ()), pos
+    v_broker_ids, pos = _rfa(buf, pos, n_v_broker_ids, 'i', 'BrokerIds')
+    o = _new(CreatePartitionsAssignment)
+    o.broker_ids = v_broker_ids
+    o.unknown_tagged_fields = ()
+    return o, pos
 
 
 def _write_CreatePartitionsAssignment_0(o: CreatePartitionsAssignment, out: bytearray) -> None:
@@ -111,8 +117,13 @@ def _write_CreatePartitionsAssignment_0(o: CreatePartitionsAssignment, out: byte
 def _read_CreatePartitionsAssignment_1(buf: bytes | bytearray | memoryview, pos: int) -> tuple[CreatePartitionsAssignment, int]:
     # versions 2-3
     end = len(buf)
-    n_v_broker_ids, pos = _rcal(buf, pos, 'BrokerIds')
-    v_broker_ids, pos = _rfa(buf, pos, n_v_broker_ids, _S_i, 'BrokerIds')
+    v_broker_ids: list[int]
+    n_v_broker_ids = buf[pos] - 1 if pos < end else -2
+    if 0 <= n_v_broker_ids < 127 and n_v_broker_ids <= end - pos:
+        pos += 1
+    else:
+        n_v_broker_ids, pos = _rcal(buf, pos, 'BrokerIds')
+    v_broker_ids, pos = _rfa(buf, pos, n_v_broker_ids, 'i', 'BrokerIds')
     unknown: tuple[tuple[int, bytes], ...] = ()
     if pos < end and buf[pos] == 0:
         pos += 1
@@ -125,7 +136,10 @@ def _read_CreatePartitionsAssignment_1(buf: bytes | bytearray | memoryview, pos:
             pos += size
         if raw_tags:
             unknown = tuple(raw_tags)
-    return CreatePartitionsAssignment(v_broker_ids, unknown), pos
+    o = _new(CreatePartitionsAssignment)
+    o.broker_ids = v_broker_ids
+    o.unknown_tagged_fields = unknown
+    return o, pos
 
 
 def _write_CreatePartitionsAssignment_1(o: CreatePartitionsAssignment, out: bytearray) -> None:
@@ -145,23 +159,29 @@ def _read_CreatePartitionsTopic_0(buf: bytes | bytearray | memoryview, pos: int)
     end = len(buf)
     v_name, pos = _rs(buf, pos, 'Name')
     if pos + 4 > end:
-        raise _short_fixed(pos, end, _L_i)
+        raise _short_fixed(pos, end, _L0)
     v_count, = _S_i.unpack_from(buf, pos)
     pos += 4
+    v_assignments: list[CreatePartitionsAssignment] | None
     n_v_assignments, pos = _rnal(buf, pos, 'Assignments')
     if n_v_assignments < 0:
         v_assignments = None
     else:
         v_assignments = []
-        app = v_assignments.append
+        app_v_assignments = v_assignments.append
         i = 0
         try:
             for i in range(n_v_assignments):
-                item, pos = _read_CreatePartitionsAssignment_0(buf, pos)
-                app(item)
+                e_v_assignments, pos = _read_CreatePartitionsAssignment_0(buf, pos)
+                app_v_assignments(e_v_assignments)
         except _DecodeError as exc:
             raise exc.refine(field=f'Assignments[{i}]')
-    return CreatePartitionsTopic(v_name, v_count, v_assignments, ()), pos
+    o = _new(CreatePartitionsTopic)
+    o.name = v_name
+    o.count = v_count
+    o.assignments = v_assignments
+    o.unknown_tagged_fields = ()
+    return o, pos
 
 
 def _write_CreatePartitionsTopic_0(o: CreatePartitionsTopic, out: bytearray) -> None:
@@ -172,8 +192,8 @@ def _write_CreatePartitionsTopic_0(o: CreatePartitionsTopic, out: bytearray) -> 
     out += _S_i.pack(o.count)
     _wal(out, o.assignments, 'Assignments')
     if o.assignments is not None:
-        for item in o.assignments:
-            _write_CreatePartitionsAssignment_0(item, out)
+        for e_assignments in o.assignments:
+            _write_CreatePartitionsAssignment_0(e_assignments, out)
     if o.unknown_tagged_fields:
         raise _EncodeError('tagged fields cannot be written at non-flexible version 0-1')
 
@@ -183,20 +203,25 @@ def _read_CreatePartitionsTopic_1(buf: bytes | bytearray | memoryview, pos: int)
     end = len(buf)
     v_name, pos = _rcs(buf, pos, 'Name')
     if pos + 4 > end:
-        raise _short_fixed(pos, end, _L_i)
+        raise _short_fixed(pos, end, _L0)
     v_count, = _S_i.unpack_from(buf, pos)
     pos += 4
-    n_v_assignments, pos = _rncal(buf, pos, 'Assignments')
+    v_assignments: list[CreatePartitionsAssignment] | None
+    n_v_assignments = buf[pos] - 1 if pos < end else -2
+    if 0 <= n_v_assignments < 127 and n_v_assignments <= end - pos:
+        pos += 1
+    else:
+        n_v_assignments, pos = _rncal(buf, pos, 'Assignments')
     if n_v_assignments < 0:
         v_assignments = None
     else:
         v_assignments = []
-        app = v_assignments.append
+        app_v_assignments = v_assignments.append
         i = 0
         try:
             for i in range(n_v_assignments):
-                item, pos = _read_CreatePartitionsAssignment_1(buf, pos)
-                app(item)
+                e_v_assignments, pos = _read_CreatePartitionsAssignment_1(buf, pos)
+                app_v_assignments(e_v_assignments)
         except _DecodeError as exc:
             raise exc.refine(field=f'Assignments[{i}]')
     unknown: tuple[tuple[int, bytes], ...] = ()
@@ -211,7 +236,12 @@ def _read_CreatePartitionsTopic_1(buf: bytes | bytearray | memoryview, pos: int)
             pos += size
         if raw_tags:
             unknown = tuple(raw_tags)
-    return CreatePartitionsTopic(v_name, v_count, v_assignments, unknown), pos
+    o = _new(CreatePartitionsTopic)
+    o.name = v_name
+    o.count = v_count
+    o.assignments = v_assignments
+    o.unknown_tagged_fields = unknown
+    return o, pos
 
 
 def _write_CreatePartitionsTopic_1(o: CreatePartitionsTopic, out: bytearray) -> None:
@@ -222,8 +252,8 @@ def _write_CreatePartitionsTopic_1(o: CreatePartitionsTopic, out: bytearray) -> 
     out += _S_i.pack(o.count)
     _wcal(out, o.assignments, 'Assignments')
     if o.assignments is not None:
-        for item in o.assignments:
-            _write_CreatePartitionsAssignment_1(item, out)
+        for e_assignments in o.assignments:
+            _write_CreatePartitionsAssignment_1(e_assignments, out)
     if o.unknown_tagged_fields:
         _wts(out, (), o.unknown_tagged_fields, '_tagged_fields')
     else:
@@ -233,21 +263,27 @@ def _write_CreatePartitionsTopic_1(o: CreatePartitionsTopic, out: bytearray) -> 
 def _read_CreatePartitionsRequest_0(buf: bytes | bytearray | memoryview, pos: int) -> tuple[CreatePartitionsRequest, int]:
     # versions 0-1
     end = len(buf)
+    v_topics: list[CreatePartitionsTopic]
     n_v_topics, pos = _ral(buf, pos, 'Topics')
     v_topics = []
-    app = v_topics.append
+    app_v_topics = v_topics.append
     i = 0
     try:
         for i in range(n_v_topics):
-            item, pos = _read_CreatePartitionsTopic_0(buf, pos)
-            app(item)
+            e_v_topics, pos = _read_CreatePartitionsTopic_0(buf, pos)
+            app_v_topics(e_v_topics)
     except _DecodeError as exc:
         raise exc.refine(field=f'Topics[{i}]')
     if pos + 5 > end:
-        raise _short_fixed(pos, end, _L_i_)
+        raise _short_fixed(pos, end, _L1)
     v_timeout_ms, v_validate_only = _S_i_.unpack_from(buf, pos)
     pos += 5
-    return CreatePartitionsRequest(v_topics, v_timeout_ms, v_validate_only, ()), pos
+    o = _new(CreatePartitionsRequest)
+    o.topics = v_topics
+    o.timeout_ms = v_timeout_ms
+    o.validate_only = v_validate_only
+    o.unknown_tagged_fields = ()
+    return o, pos
 
 
 def _write_CreatePartitionsRequest_0(o: CreatePartitionsRequest, out: bytearray) -> None:
@@ -255,9 +291,9 @@ def _write_CreatePartitionsRequest_0(o: CreatePartitionsRequest, out: bytearray)
     if o.topics is None:
         raise _null('Topics')
     _wal(out, o.topics, 'Topics')
-    for item in o.topics:
-        _write_CreatePartitionsTopic_0(item, out)
-    out += _S_i_.pack(o.timeout_ms, _bool(o.validate_only, 'ValidateOnly'))
+    for e_topics in o.topics:
+        _write_CreatePartitionsTopic_0(e_topics, out)
+    out += _S_i_.pack(o.timeout_ms, (o.validate_only if o.validate_only.__class__ is bool else _bool(o.validate_only, 'ValidateOnly')))
     if o.unknown_tagged_fields:
         raise _EncodeError('tagged fields cannot be written at non-flexible version 0-1')
 
@@ -265,18 +301,23 @@ def _write_CreatePartitionsRequest_0(o: CreatePartitionsRequest, out: bytearray)
 def _read_CreatePartitionsRequest_1(buf: bytes | bytearray | memoryview, pos: int) -> tuple[CreatePartitionsRequest, int]:
     # versions 2-3
     end = len(buf)
-    n_v_topics, pos = _rcal(buf, pos, 'Topics')
+    v_topics: list[CreatePartitionsTopic]
+    n_v_topics = buf[pos] - 1 if pos < end else -2
+    if 0 <= n_v_topics < 127 and n_v_topics <= end - pos:
+        pos += 1
+    else:
+        n_v_topics, pos = _rcal(buf, pos, 'Topics')
     v_topics = []
-    app = v_topics.append
+    app_v_topics = v_topics.append
     i = 0
     try:
         for i in range(n_v_topics):
-            item, pos = _read_CreatePartitionsTopic_1(buf, pos)
-            app(item)
+            e_v_topics, pos = _read_CreatePartitionsTopic_1(buf, pos)
+            app_v_topics(e_v_topics)
     except _DecodeError as exc:
         raise exc.refine(field=f'Topics[{i}]')
     if pos + 5 > end:
-        raise _short_fixed(pos, end, _L_i_)
+        raise _short_fixed(pos, end, _L1)
     v_timeout_ms, v_validate_only = _S_i_.unpack_from(buf, pos)
     pos += 5
     unknown: tuple[tuple[int, bytes], ...] = ()
@@ -291,7 +332,12 @@ def _read_CreatePartitionsRequest_1(buf: bytes | bytearray | memoryview, pos: in
             pos += size
         if raw_tags:
             unknown = tuple(raw_tags)
-    return CreatePartitionsRequest(v_topics, v_timeout_ms, v_validate_only, unknown), pos
+    o = _new(CreatePartitionsRequest)
+    o.topics = v_topics
+    o.timeout_ms = v_timeout_ms
+    o.validate_only = v_validate_only
+    o.unknown_tagged_fields = unknown
+    return o, pos
 
 
 def _write_CreatePartitionsRequest_1(o: CreatePartitionsRequest, out: bytearray) -> None:
@@ -299,9 +345,9 @@ def _write_CreatePartitionsRequest_1(o: CreatePartitionsRequest, out: bytearray)
     if o.topics is None:
         raise _null('Topics')
     _wcal(out, o.topics, 'Topics')
-    for item in o.topics:
-        _write_CreatePartitionsTopic_1(item, out)
-    out += _S_i_.pack(o.timeout_ms, _bool(o.validate_only, 'ValidateOnly'))
+    for e_topics in o.topics:
+        _write_CreatePartitionsTopic_1(e_topics, out)
+    out += _S_i_.pack(o.timeout_ms, (o.validate_only if o.validate_only.__class__ is bool else _bool(o.validate_only, 'ValidateOnly')))
     if o.unknown_tagged_fields:
         _wts(out, (), o.unknown_tagged_fields, '_tagged_fields')
     else:

@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import struct as _struct
+from typing import Any as _Any
 import uuid as _uuid
 from dataclasses import dataclass as _dataclass, field as _field
 from typing import ClassVar as _ClassVar
@@ -26,16 +27,17 @@ from kraft_jbod.wire.primitives import (
     short_fixed as _short_fixed, uuid_from_bytes as _uuid_from_bytes,
 )
 
+_new = object.__new__
 _S_i = _struct.Struct('>i')
 _S_i_ = _struct.Struct('>i?')
 _S_ih = _struct.Struct('>ih')
-_L_i = (('PartitionIndex', 4),)
-_L_ih = (('NumPartitions', 4), ('ReplicationFactor', 2))
-_L_i = (('timeoutMs', 4),)
-_L_i_ = (('timeoutMs', 4), ('validateOnly', 1))
+_L0 = (('PartitionIndex', 4),)
+_L1 = (('NumPartitions', 4), ('ReplicationFactor', 2))
+_L2 = (('timeoutMs', 4),)
+_L3 = (('timeoutMs', 4), ('validateOnly', 1))
 
 
-def _absent(field: str, version: int) -> _EncodeError:
+def _absent(field: str, version: int | str) -> _EncodeError:
     return _EncodeError(
         f'attempted to write a non-default {field} at version {version}', field_path=field
     )
@@ -109,12 +111,17 @@ def _read_CreatableReplicaAssignment_0(buf: bytes | bytearray | memoryview, pos:
     # versions 0-4
     end = len(buf)
     if pos + 4 > end:
-        raise _short_fixed(pos, end, _L_i)
+        raise _short_fixed(pos, end, _L0)
     v_partition_index, = _S_i.unpack_from(buf, pos)
     pos += 4
+    v_broker_ids: list[int]
     n_v_broker_ids, pos = _ral(buf, pos, 'BrokerIds')
-    v_broker_ids, pos = _rfa(buf, pos, n_v_broker_ids, _S_i, 'BrokerIds')
-    return CreatableReplicaAssignment(v_partition_index, v_broker_ids, ()), pos
+    v_broker_ids, pos = _rfa(buf, pos, n_v_broker_ids, 'i', 'BrokerIds')
+    o = _new(CreatableReplicaAssignment)
+    o.partition_index = v_partition_index
+    o.broker_ids = v_broker_ids
+    o.unknown_tagged_fields = ()
+    return o, pos
 
 
 def _write_CreatableReplicaAssignment_0(o: CreatableReplicaAssignment, out: bytearray) -> None:
@@ -132,11 +139,16 @@ def _read_CreatableReplicaAssignment_1(buf: bytes | bytearray | memoryview, pos:
     # versions 5-7
     end = len(buf)
     if pos + 4 > end:
-        raise _short_fixed(pos, end, _L_i)
+        raise _short_fixed(pos, end, _L0)
     v_partition_index, = _S_i.unpack_from(buf, pos)
     pos += 4
-    n_v_broker_ids, pos = _rcal(buf, pos, 'BrokerIds')
-    v_broker_ids, pos = _rfa(buf, pos, n_v_broker_ids, _S_i, 'BrokerIds')
+    v_broker_ids: list[int]
+    n_v_broker_ids = buf[pos] - 1 if pos < end else -2
+    if 0 <= n_v_broker_ids < 127 and n_v_broker_ids <= end - pos:
+        pos += 1
+    else:
+        n_v_broker_ids, pos = _rcal(buf, pos, 'BrokerIds')
+    v_broker_ids, pos = _rfa(buf, pos, n_v_broker_ids, 'i', 'BrokerIds')
     unknown: tuple[tuple[int, bytes], ...] = ()
     if pos < end and buf[pos] == 0:
         pos += 1
@@ -149,7 +161,11 @@ def _read_CreatableReplicaAssignment_1(buf: bytes | bytearray | memoryview, pos:
             pos += size
         if raw_tags:
             unknown = tuple(raw_tags)
-    return CreatableReplicaAssignment(v_partition_index, v_broker_ids, unknown), pos
+    o = _new(CreatableReplicaAssignment)
+    o.partition_index = v_partition_index
+    o.broker_ids = v_broker_ids
+    o.unknown_tagged_fields = unknown
+    return o, pos
 
 
 def _write_CreatableReplicaAssignment_1(o: CreatableReplicaAssignment, out: bytearray) -> None:
@@ -170,7 +186,11 @@ def _read_CreatableTopicConfig_0(buf: bytes | bytearray | memoryview, pos: int) 
     end = len(buf)
     v_name, pos = _rs(buf, pos, 'Name')
     v_value, pos = _rns(buf, pos, 'Value')
-    return CreatableTopicConfig(v_name, v_value, ()), pos
+    o = _new(CreatableTopicConfig)
+    o.name = v_name
+    o.value = v_value
+    o.unknown_tagged_fields = ()
+    return o, pos
 
 
 def _write_CreatableTopicConfig_0(o: CreatableTopicConfig, out: bytearray) -> None:
@@ -200,7 +220,11 @@ def _read_CreatableTopicConfig_1(buf: bytes | bytearray | memoryview, pos: int) 
             pos += size
         if raw_tags:
             unknown = tuple(raw_tags)
-    return CreatableTopicConfig(v_name, v_value, unknown), pos
+    o = _new(CreatableTopicConfig)
+    o.name = v_name
+    o.value = v_value
+    o.unknown_tagged_fields = unknown
+    return o, pos
 
 
 def _write_CreatableTopicConfig_1(o: CreatableTopicConfig, out: bytearray) -> None:
@@ -220,30 +244,39 @@ def _read_CreatableTopic_0(buf: bytes | bytearray | memoryview, pos: int) -> tup
     end = len(buf)
     v_name, pos = _rs(buf, pos, 'Name')
     if pos + 6 > end:
-        raise _short_fixed(pos, end, _L_ih)
+        raise _short_fixed(pos, end, _L1)
     v_num_partitions, v_replication_factor = _S_ih.unpack_from(buf, pos)
     pos += 6
+    v_assignments: list[CreatableReplicaAssignment]
     n_v_assignments, pos = _ral(buf, pos, 'Assignments')
     v_assignments = []
-    app = v_assignments.append
+    app_v_assignments = v_assignments.append
     i = 0
     try:
         for i in range(n_v_assignments):
-            item, pos = _read_CreatableReplicaAssignment_0(buf, pos)
-            app(item)
+            e_v_assignments, pos = _read_CreatableReplicaAssignment_0(buf, pos)
+            app_v_assignments(e_v_assignments)
     except _DecodeError as exc:
         raise exc.refine(field=f'Assignments[{i}]')
+    v_configs: list[CreatableTopicConfig]
     n_v_configs, pos = _ral(buf, pos, 'Configs')
     v_configs = []
-    app = v_configs.append
+    app_v_configs = v_configs.append
     i = 0
     try:
         for i in range(n_v_configs):
-            item, pos = _read_CreatableTopicConfig_0(buf, pos)
-            app(item)
+            e_v_configs, pos = _read_CreatableTopicConfig_0(buf, pos)
+            app_v_configs(e_v_configs)
     except _DecodeError as exc:
         raise exc.refine(field=f'Configs[{i}]')
-    return CreatableTopic(v_name, v_num_partitions, v_replication_factor, v_assignments, v_configs, ()), pos
+    o = _new(CreatableTopic)
+    o.name = v_name
+    o.num_partitions = v_num_partitions
+    o.replication_factor = v_replication_factor
+    o.assignments = v_assignments
+    o.configs = v_configs
+    o.unknown_tagged_fields = ()
+    return o, pos
 
 
 def _write_CreatableTopic_0(o: CreatableTopic, out: bytearray) -> None:
@@ -255,13 +288,13 @@ def _write_CreatableTopic_0(o: CreatableTopic, out: bytearray) -> None:
     if o.assignments is None:
         raise _null('Assignments')
     _wal(out, o.assignments, 'Assignments')
-    for item in o.assignments:
-        _write_CreatableReplicaAssignment_0(item, out)
+    for e_assignments in o.assignments:
+        _write_CreatableReplicaAssignment_0(e_assignments, out)
     if o.configs is None:
         raise _null('Configs')
     _wal(out, o.configs, 'Configs')
-    for item in o.configs:
-        _write_CreatableTopicConfig_0(item, out)
+    for e_configs in o.configs:
+        _write_CreatableTopicConfig_0(e_configs, out)
     if o.unknown_tagged_fields:
         raise _EncodeError('tagged fields cannot be written at non-flexible version 0-4')
 
@@ -271,27 +304,37 @@ def _read_CreatableTopic_1(buf: bytes | bytearray | memoryview, pos: int) -> tup
     end = len(buf)
     v_name, pos = _rcs(buf, pos, 'Name')
     if pos + 6 > end:
-        raise _short_fixed(pos, end, _L_ih)
+        raise _short_fixed(pos, end, _L1)
     v_num_partitions, v_replication_factor = _S_ih.unpack_from(buf, pos)
     pos += 6
-    n_v_assignments, pos = _rcal(buf, pos, 'Assignments')
+    v_assignments: list[CreatableReplicaAssignment]
+    n_v_assignments = buf[pos] - 1 if pos < end else -2
+    if 0 <= n_v_assignments < 127 and n_v_assignments <= end - pos:
+        pos += 1
+    else:
+        n_v_assignments, pos = _rcal(buf, pos, 'Assignments')
     v_assignments = []
-    app = v_assignments.append
+    app_v_assignments = v_assignments.append
     i = 0
     try:
         for i in range(n_v_assignments):
-            item, pos = _read_CreatableReplicaAssignment_1(buf, pos)
-            app(item)
+            e_v_assignments, pos = _read_CreatableReplicaAssignment_1(buf, pos)
+            app_v_assignments(e_v_assignments)
     except _DecodeError as exc:
         raise exc.refine(field=f'Assignments[{i}]')
-    n_v_configs, pos = _rcal(buf, pos, 'Configs')
+    v_configs: list[CreatableTopicConfig]
+    n_v_configs = buf[pos] - 1 if pos < end else -2
+    if 0 <= n_v_configs < 127 and n_v_configs <= end - pos:
+        pos += 1
+    else:
+        n_v_configs, pos = _rcal(buf, pos, 'Configs')
     v_configs = []
-    app = v_configs.append
+    app_v_configs = v_configs.append
     i = 0
     try:
         for i in range(n_v_configs):
-            item, pos = _read_CreatableTopicConfig_1(buf, pos)
-            app(item)
+            e_v_configs, pos = _read_CreatableTopicConfig_1(buf, pos)
+            app_v_configs(e_v_configs)
     except _DecodeError as exc:
         raise exc.refine(field=f'Configs[{i}]')
     unknown: tuple[tuple[int, bytes], ...] = ()
@@ -306,7 +349,14 @@ def _read_CreatableTopic_1(buf: bytes | bytearray | memoryview, pos: int) -> tup
             pos += size
         if raw_tags:
             unknown = tuple(raw_tags)
-    return CreatableTopic(v_name, v_num_partitions, v_replication_factor, v_assignments, v_configs, unknown), pos
+    o = _new(CreatableTopic)
+    o.name = v_name
+    o.num_partitions = v_num_partitions
+    o.replication_factor = v_replication_factor
+    o.assignments = v_assignments
+    o.configs = v_configs
+    o.unknown_tagged_fields = unknown
+    return o, pos
 
 
 def _write_CreatableTopic_1(o: CreatableTopic, out: bytearray) -> None:
@@ -318,13 +368,13 @@ def _write_CreatableTopic_1(o: CreatableTopic, out: bytearray) -> None:
     if o.assignments is None:
         raise _null('Assignments')
     _wcal(out, o.assignments, 'Assignments')
-    for item in o.assignments:
-        _write_CreatableReplicaAssignment_1(item, out)
+    for e_assignments in o.assignments:
+        _write_CreatableReplicaAssignment_1(e_assignments, out)
     if o.configs is None:
         raise _null('Configs')
     _wcal(out, o.configs, 'Configs')
-    for item in o.configs:
-        _write_CreatableTopicConfig_1(item, out)
+    for e_configs in o.configs:
+        _write_CreatableTopicConfig_1(e_configs, out)
     if o.unknown_tagged_fields:
         _wts(out, (), o.unknown_tagged_fields, '_tagged_fields')
     else:
@@ -334,21 +384,27 @@ def _write_CreatableTopic_1(o: CreatableTopic, out: bytearray) -> None:
 def _read_CreateTopicsRequest_0(buf: bytes | bytearray | memoryview, pos: int) -> tuple[CreateTopicsRequest, int]:
     # versions 0
     end = len(buf)
+    v_topics: list[CreatableTopic]
     n_v_topics, pos = _ral(buf, pos, 'Topics')
     v_topics = []
-    app = v_topics.append
+    app_v_topics = v_topics.append
     i = 0
     try:
         for i in range(n_v_topics):
-            item, pos = _read_CreatableTopic_0(buf, pos)
-            app(item)
+            e_v_topics, pos = _read_CreatableTopic_0(buf, pos)
+            app_v_topics(e_v_topics)
     except _DecodeError as exc:
         raise exc.refine(field=f'Topics[{i}]')
     if pos + 4 > end:
-        raise _short_fixed(pos, end, _L_i)
+        raise _short_fixed(pos, end, _L2)
     v_timeout_ms, = _S_i.unpack_from(buf, pos)
     pos += 4
-    return CreateTopicsRequest(v_topics, v_timeout_ms, False, ()), pos
+    o = _new(CreateTopicsRequest)
+    o.topics = v_topics
+    o.timeout_ms = v_timeout_ms
+    o.validate_only = False
+    o.unknown_tagged_fields = ()
+    return o, pos
 
 
 def _write_CreateTopicsRequest_0(o: CreateTopicsRequest, out: bytearray) -> None:
@@ -358,8 +414,8 @@ def _write_CreateTopicsRequest_0(o: CreateTopicsRequest, out: bytearray) -> None
     if o.topics is None:
         raise _null('Topics')
     _wal(out, o.topics, 'Topics')
-    for item in o.topics:
-        _write_CreatableTopic_0(item, out)
+    for e_topics in o.topics:
+        _write_CreatableTopic_0(e_topics, out)
     out += _S_i.pack(o.timeout_ms)
     if o.unknown_tagged_fields:
         raise _EncodeError('tagged fields cannot be written at non-flexible version 0')
@@ -368,21 +424,27 @@ def _write_CreateTopicsRequest_0(o: CreateTopicsRequest, out: bytearray) -> None
 def _read_CreateTopicsRequest_1(buf: bytes | bytearray | memoryview, pos: int) -> tuple[CreateTopicsRequest, int]:
     # versions 1-4
     end = len(buf)
+    v_topics: list[CreatableTopic]
     n_v_topics, pos = _ral(buf, pos, 'Topics')
     v_topics = []
-    app = v_topics.append
+    app_v_topics = v_topics.append
     i = 0
     try:
         for i in range(n_v_topics):
-            item, pos = _read_CreatableTopic_0(buf, pos)
-            app(item)
+            e_v_topics, pos = _read_CreatableTopic_0(buf, pos)
+            app_v_topics(e_v_topics)
     except _DecodeError as exc:
         raise exc.refine(field=f'Topics[{i}]')
     if pos + 5 > end:
-        raise _short_fixed(pos, end, _L_i_)
+        raise _short_fixed(pos, end, _L3)
     v_timeout_ms, v_validate_only = _S_i_.unpack_from(buf, pos)
     pos += 5
-    return CreateTopicsRequest(v_topics, v_timeout_ms, v_validate_only, ()), pos
+    o = _new(CreateTopicsRequest)
+    o.topics = v_topics
+    o.timeout_ms = v_timeout_ms
+    o.validate_only = v_validate_only
+    o.unknown_tagged_fields = ()
+    return o, pos
 
 
 def _write_CreateTopicsRequest_1(o: CreateTopicsRequest, out: bytearray) -> None:
@@ -390,9 +452,9 @@ def _write_CreateTopicsRequest_1(o: CreateTopicsRequest, out: bytearray) -> None
     if o.topics is None:
         raise _null('Topics')
     _wal(out, o.topics, 'Topics')
-    for item in o.topics:
-        _write_CreatableTopic_0(item, out)
-    out += _S_i_.pack(o.timeout_ms, _bool(o.validate_only, 'validateOnly'))
+    for e_topics in o.topics:
+        _write_CreatableTopic_0(e_topics, out)
+    out += _S_i_.pack(o.timeout_ms, (o.validate_only if o.validate_only.__class__ is bool else _bool(o.validate_only, 'validateOnly')))
     if o.unknown_tagged_fields:
         raise _EncodeError('tagged fields cannot be written at non-flexible version 1-4')
 
@@ -400,18 +462,23 @@ def _write_CreateTopicsRequest_1(o: CreateTopicsRequest, out: bytearray) -> None
 def _read_CreateTopicsRequest_2(buf: bytes | bytearray | memoryview, pos: int) -> tuple[CreateTopicsRequest, int]:
     # versions 5-7
     end = len(buf)
-    n_v_topics, pos = _rcal(buf, pos, 'Topics')
+    v_topics: list[CreatableTopic]
+    n_v_topics = buf[pos] - 1 if pos < end else -2
+    if 0 <= n_v_topics < 127 and n_v_topics <= end - pos:
+        pos += 1
+    else:
+        n_v_topics, pos = _rcal(buf, pos, 'Topics')
     v_topics = []
-    app = v_topics.append
+    app_v_topics = v_topics.append
     i = 0
     try:
         for i in range(n_v_topics):
-            item, pos = _read_CreatableTopic_1(buf, pos)
-            app(item)
+            e_v_topics, pos = _read_CreatableTopic_1(buf, pos)
+            app_v_topics(e_v_topics)
     except _DecodeError as exc:
         raise exc.refine(field=f'Topics[{i}]')
     if pos + 5 > end:
-        raise _short_fixed(pos, end, _L_i_)
+        raise _short_fixed(pos, end, _L3)
     v_timeout_ms, v_validate_only = _S_i_.unpack_from(buf, pos)
     pos += 5
     unknown: tuple[tuple[int, bytes], ...] = ()
@@ -426,7 +493,12 @@ def _read_CreateTopicsRequest_2(buf: bytes | bytearray | memoryview, pos: int) -
             pos += size
         if raw_tags:
             unknown = tuple(raw_tags)
-    return CreateTopicsRequest(v_topics, v_timeout_ms, v_validate_only, unknown), pos
+    o = _new(CreateTopicsRequest)
+    o.topics = v_topics
+    o.timeout_ms = v_timeout_ms
+    o.validate_only = v_validate_only
+    o.unknown_tagged_fields = unknown
+    return o, pos
 
 
 def _write_CreateTopicsRequest_2(o: CreateTopicsRequest, out: bytearray) -> None:
@@ -434,9 +506,9 @@ def _write_CreateTopicsRequest_2(o: CreateTopicsRequest, out: bytearray) -> None
     if o.topics is None:
         raise _null('Topics')
     _wcal(out, o.topics, 'Topics')
-    for item in o.topics:
-        _write_CreatableTopic_1(item, out)
-    out += _S_i_.pack(o.timeout_ms, _bool(o.validate_only, 'validateOnly'))
+    for e_topics in o.topics:
+        _write_CreatableTopic_1(e_topics, out)
+    out += _S_i_.pack(o.timeout_ms, (o.validate_only if o.validate_only.__class__ is bool else _bool(o.validate_only, 'validateOnly')))
     if o.unknown_tagged_fields:
         _wts(out, (), o.unknown_tagged_fields, '_tagged_fields')
     else:

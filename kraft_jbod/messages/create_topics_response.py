@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import struct as _struct
+from typing import Any as _Any
 import uuid as _uuid
 from dataclasses import dataclass as _dataclass, field as _field
 from typing import ClassVar as _ClassVar
@@ -26,20 +27,21 @@ from kraft_jbod.wire.primitives import (
     short_fixed as _short_fixed, uuid_from_bytes as _uuid_from_bytes,
 )
 
+_new = object.__new__
 _S_16sh = _struct.Struct('>16sh')
 _S__b_ = _struct.Struct('>?b?')
 _S_h = _struct.Struct('>h')
 _S_i = _struct.Struct('>i')
 _S_ih = _struct.Struct('>ih')
 _ZERO_UUID = _uuid_from_bytes((0).to_bytes(16, 'big'))
-_L__b_ = (('ReadOnly', 1), ('ConfigSource', 1), ('IsSensitive', 1))
-_L_h = (('ErrorCode', 2),)
-_L_ih = (('NumPartitions', 4), ('ReplicationFactor', 2))
-_L_16sh = (('TopicId', 16), ('ErrorCode', 2))
-_L_i = (('ThrottleTimeMs', 4),)
+_L0 = (('ReadOnly', 1), ('ConfigSource', 1), ('IsSensitive', 1))
+_L1 = (('ErrorCode', 2),)
+_L2 = (('NumPartitions', 4), ('ReplicationFactor', 2))
+_L3 = (('TopicId', 16), ('ErrorCode', 2))
+_L4 = (('ThrottleTimeMs', 4),)
 
 
-def _absent(field: str, version: int) -> _EncodeError:
+def _absent(field: str, version: int | str) -> _EncodeError:
     return _EncodeError(
         f'attempted to write a non-default {field} at version {version}', field_path=field
     )
@@ -111,7 +113,7 @@ def _read_CreatableTopicConfigs_0(buf: bytes | bytearray | memoryview, pos: int)
     v_name, pos = _rcs(buf, pos, 'Name')
     v_value, pos = _rncs(buf, pos, 'Value')
     if pos + 3 > end:
-        raise _short_fixed(pos, end, _L__b_)
+        raise _short_fixed(pos, end, _L0)
     v_read_only, v_config_source, v_is_sensitive = _S__b_.unpack_from(buf, pos)
     pos += 3
     unknown: tuple[tuple[int, bytes], ...] = ()
@@ -126,7 +128,14 @@ def _read_CreatableTopicConfigs_0(buf: bytes | bytearray | memoryview, pos: int)
             pos += size
         if raw_tags:
             unknown = tuple(raw_tags)
-    return CreatableTopicConfigs(v_name, v_value, v_read_only, v_config_source, v_is_sensitive, unknown), pos
+    o = _new(CreatableTopicConfigs)
+    o.name = v_name
+    o.value = v_value
+    o.read_only = v_read_only
+    o.config_source = v_config_source
+    o.is_sensitive = v_is_sensitive
+    o.unknown_tagged_fields = unknown
+    return o, pos
 
 
 def _write_CreatableTopicConfigs_0(o: CreatableTopicConfigs, out: bytearray) -> None:
@@ -135,7 +144,7 @@ def _write_CreatableTopicConfigs_0(o: CreatableTopicConfigs, out: bytearray) -> 
         raise _null('Name')
     _wcs(out, o.name, 'Name')
     _wcs(out, o.value, 'Value')
-    out += _S__b_.pack(_bool(o.read_only, 'ReadOnly'), o.config_source, _bool(o.is_sensitive, 'IsSensitive'))
+    out += _S__b_.pack((o.read_only if o.read_only.__class__ is bool else _bool(o.read_only, 'ReadOnly')), o.config_source, (o.is_sensitive if o.is_sensitive.__class__ is bool else _bool(o.is_sensitive, 'IsSensitive')))
     if o.unknown_tagged_fields:
         _wts(out, (), o.unknown_tagged_fields, '_tagged_fields')
     else:
@@ -147,10 +156,20 @@ def _read_CreatableTopicResult_0(buf: bytes | bytearray | memoryview, pos: int) 
     end = len(buf)
     v_name, pos = _rs(buf, pos, 'Name')
     if pos + 2 > end:
-        raise _short_fixed(pos, end, _L_h)
+        raise _short_fixed(pos, end, _L1)
     v_error_code, = _S_h.unpack_from(buf, pos)
     pos += 2
-    return CreatableTopicResult(v_name, _ZERO_UUID, v_error_code, '', 0, -1, -1, [], ()), pos
+    o = _new(CreatableTopicResult)
+    o.name = v_name
+    o.topic_id = _ZERO_UUID
+    o.error_code = v_error_code
+    o.error_message = ''
+    o.topic_config_error_code = 0
+    o.num_partitions = -1
+    o.replication_factor = -1
+    o.configs = []
+    o.unknown_tagged_fields = ()
+    return o, pos
 
 
 def _write_CreatableTopicResult_0(o: CreatableTopicResult, out: bytearray) -> None:
@@ -168,11 +187,21 @@ def _read_CreatableTopicResult_1(buf: bytes | bytearray | memoryview, pos: int) 
     end = len(buf)
     v_name, pos = _rs(buf, pos, 'Name')
     if pos + 2 > end:
-        raise _short_fixed(pos, end, _L_h)
+        raise _short_fixed(pos, end, _L1)
     v_error_code, = _S_h.unpack_from(buf, pos)
     pos += 2
     v_error_message, pos = _rns(buf, pos, 'ErrorMessage')
-    return CreatableTopicResult(v_name, _ZERO_UUID, v_error_code, v_error_message, 0, -1, -1, [], ()), pos
+    o = _new(CreatableTopicResult)
+    o.name = v_name
+    o.topic_id = _ZERO_UUID
+    o.error_code = v_error_code
+    o.error_message = v_error_message
+    o.topic_config_error_code = 0
+    o.num_partitions = -1
+    o.replication_factor = -1
+    o.configs = []
+    o.unknown_tagged_fields = ()
+    return o, pos
 
 
 def _write_CreatableTopicResult_1(o: CreatableTopicResult, out: bytearray) -> None:
@@ -191,28 +220,33 @@ def _read_CreatableTopicResult_2(buf: bytes | bytearray | memoryview, pos: int) 
     end = len(buf)
     v_name, pos = _rcs(buf, pos, 'Name')
     if pos + 2 > end:
-        raise _short_fixed(pos, end, _L_h)
+        raise _short_fixed(pos, end, _L1)
     v_error_code, = _S_h.unpack_from(buf, pos)
     pos += 2
     v_error_message, pos = _rncs(buf, pos, 'ErrorMessage')
     if pos + 6 > end:
-        raise _short_fixed(pos, end, _L_ih)
+        raise _short_fixed(pos, end, _L2)
     v_num_partitions, v_replication_factor = _S_ih.unpack_from(buf, pos)
     pos += 6
-    n_v_configs, pos = _rncal(buf, pos, 'Configs')
+    v_configs: list[CreatableTopicConfigs] | None
+    n_v_configs = buf[pos] - 1 if pos < end else -2
+    if 0 <= n_v_configs < 127 and n_v_configs <= end - pos:
+        pos += 1
+    else:
+        n_v_configs, pos = _rncal(buf, pos, 'Configs')
     if n_v_configs < 0:
         v_configs = None
     else:
         v_configs = []
-        app = v_configs.append
+        app_v_configs = v_configs.append
         i = 0
         try:
             for i in range(n_v_configs):
-                item, pos = _read_CreatableTopicConfigs_0(buf, pos)
-                app(item)
+                e_v_configs, pos = _read_CreatableTopicConfigs_0(buf, pos)
+                app_v_configs(e_v_configs)
         except _DecodeError as exc:
             raise exc.refine(field=f'Configs[{i}]')
-    v_topic_config_error_code = 0
+    v_topic_config_error_code: int = 0
     unknown: tuple[tuple[int, bytes], ...] = ()
     if pos < end and buf[pos] == 0:
         pos += 1
@@ -233,7 +267,17 @@ def _read_CreatableTopicResult_2(buf: bytes | bytearray | memoryview, pos: int) 
             pos += size
         if raw_tags:
             unknown = tuple(raw_tags)
-    return CreatableTopicResult(v_name, _ZERO_UUID, v_error_code, v_error_message, v_topic_config_error_code, v_num_partitions, v_replication_factor, v_configs, unknown), pos
+    o = _new(CreatableTopicResult)
+    o.name = v_name
+    o.topic_id = _ZERO_UUID
+    o.error_code = v_error_code
+    o.error_message = v_error_message
+    o.topic_config_error_code = v_topic_config_error_code
+    o.num_partitions = v_num_partitions
+    o.replication_factor = v_replication_factor
+    o.configs = v_configs
+    o.unknown_tagged_fields = unknown
+    return o, pos
 
 
 def _write_CreatableTopicResult_2(o: CreatableTopicResult, out: bytearray) -> None:
@@ -246,8 +290,8 @@ def _write_CreatableTopicResult_2(o: CreatableTopicResult, out: bytearray) -> No
     out += _S_ih.pack(o.num_partitions, o.replication_factor)
     _wcal(out, o.configs, 'Configs')
     if o.configs is not None:
-        for item in o.configs:
-            _write_CreatableTopicConfigs_0(item, out)
+        for e_configs in o.configs:
+            _write_CreatableTopicConfigs_0(e_configs, out)
     tagged: list[tuple[int, bytes | bytearray]] = []
     if o.topic_config_error_code != 0:
         tb = bytearray()
@@ -266,29 +310,34 @@ def _read_CreatableTopicResult_3(buf: bytes | bytearray | memoryview, pos: int) 
     end = len(buf)
     v_name, pos = _rcs(buf, pos, 'Name')
     if pos + 18 > end:
-        raise _short_fixed(pos, end, _L_16sh)
-    v_topic_id, v_error_code = _S_16sh.unpack_from(buf, pos)
-    v_topic_id = _uuid_from_bytes(v_topic_id)
+        raise _short_fixed(pos, end, _L3)
+    r_topic_id, v_error_code = _S_16sh.unpack_from(buf, pos)
+    v_topic_id = _uuid_from_bytes(r_topic_id)
     pos += 18
     v_error_message, pos = _rncs(buf, pos, 'ErrorMessage')
     if pos + 6 > end:
-        raise _short_fixed(pos, end, _L_ih)
+        raise _short_fixed(pos, end, _L2)
     v_num_partitions, v_replication_factor = _S_ih.unpack_from(buf, pos)
     pos += 6
-    n_v_configs, pos = _rncal(buf, pos, 'Configs')
+    v_configs: list[CreatableTopicConfigs] | None
+    n_v_configs = buf[pos] - 1 if pos < end else -2
+    if 0 <= n_v_configs < 127 and n_v_configs <= end - pos:
+        pos += 1
+    else:
+        n_v_configs, pos = _rncal(buf, pos, 'Configs')
     if n_v_configs < 0:
         v_configs = None
     else:
         v_configs = []
-        app = v_configs.append
+        app_v_configs = v_configs.append
         i = 0
         try:
             for i in range(n_v_configs):
-                item, pos = _read_CreatableTopicConfigs_0(buf, pos)
-                app(item)
+                e_v_configs, pos = _read_CreatableTopicConfigs_0(buf, pos)
+                app_v_configs(e_v_configs)
         except _DecodeError as exc:
             raise exc.refine(field=f'Configs[{i}]')
-    v_topic_config_error_code = 0
+    v_topic_config_error_code: int = 0
     unknown: tuple[tuple[int, bytes], ...] = ()
     if pos < end and buf[pos] == 0:
         pos += 1
@@ -309,7 +358,17 @@ def _read_CreatableTopicResult_3(buf: bytes | bytearray | memoryview, pos: int) 
             pos += size
         if raw_tags:
             unknown = tuple(raw_tags)
-    return CreatableTopicResult(v_name, v_topic_id, v_error_code, v_error_message, v_topic_config_error_code, v_num_partitions, v_replication_factor, v_configs, unknown), pos
+    o = _new(CreatableTopicResult)
+    o.name = v_name
+    o.topic_id = v_topic_id
+    o.error_code = v_error_code
+    o.error_message = v_error_message
+    o.topic_config_error_code = v_topic_config_error_code
+    o.num_partitions = v_num_partitions
+    o.replication_factor = v_replication_factor
+    o.configs = v_configs
+    o.unknown_tagged_fields = unknown
+    return o, pos
 
 
 def _write_CreatableTopicResult_3(o: CreatableTopicResult, out: bytearray) -> None:
@@ -322,8 +381,8 @@ def _write_CreatableTopicResult_3(o: CreatableTopicResult, out: bytearray) -> No
     out += _S_ih.pack(o.num_partitions, o.replication_factor)
     _wcal(out, o.configs, 'Configs')
     if o.configs is not None:
-        for item in o.configs:
-            _write_CreatableTopicConfigs_0(item, out)
+        for e_configs in o.configs:
+            _write_CreatableTopicConfigs_0(e_configs, out)
     tagged: list[tuple[int, bytes | bytearray]] = []
     if o.topic_config_error_code != 0:
         tb = bytearray()
@@ -340,17 +399,22 @@ def _write_CreatableTopicResult_3(o: CreatableTopicResult, out: bytearray) -> No
 def _read_CreateTopicsResponse_0(buf: bytes | bytearray | memoryview, pos: int) -> tuple[CreateTopicsResponse, int]:
     # versions 0
     end = len(buf)
+    v_topics: list[CreatableTopicResult]
     n_v_topics, pos = _ral(buf, pos, 'Topics')
     v_topics = []
-    app = v_topics.append
+    app_v_topics = v_topics.append
     i = 0
     try:
         for i in range(n_v_topics):
-            item, pos = _read_CreatableTopicResult_0(buf, pos)
-            app(item)
+            e_v_topics, pos = _read_CreatableTopicResult_0(buf, pos)
+            app_v_topics(e_v_topics)
     except _DecodeError as exc:
         raise exc.refine(field=f'Topics[{i}]')
-    return CreateTopicsResponse(0, v_topics, ()), pos
+    o = _new(CreateTopicsResponse)
+    o.throttle_time_ms = 0
+    o.topics = v_topics
+    o.unknown_tagged_fields = ()
+    return o, pos
 
 
 def _write_CreateTopicsResponse_0(o: CreateTopicsResponse, out: bytearray) -> None:
@@ -358,8 +422,8 @@ def _write_CreateTopicsResponse_0(o: CreateTopicsResponse, out: bytearray) -> No
     if o.topics is None:
         raise _null('Topics')
     _wal(out, o.topics, 'Topics')
-    for item in o.topics:
-        _write_CreatableTopicResult_0(item, out)
+    for e_topics in o.topics:
+        _write_CreatableTopicResult_0(e_topics, out)
     if o.unknown_tagged_fields:
         raise _EncodeError('tagged fields cannot be written at non-flexible version 0')
 
@@ -367,17 +431,22 @@ def _write_CreateTopicsResponse_0(o: CreateTopicsResponse, out: bytearray) -> No
 def _read_CreateTopicsResponse_1(buf: bytes | bytearray | memoryview, pos: int) -> tuple[CreateTopicsResponse, int]:
     # versions 1
     end = len(buf)
+    v_topics: list[CreatableTopicResult]
     n_v_topics, pos = _ral(buf, pos, 'Topics')
     v_topics = []
-    app = v_topics.append
+    app_v_topics = v_topics.append
     i = 0
     try:
         for i in range(n_v_topics):
-            item, pos = _read_CreatableTopicResult_1(buf, pos)
-            app(item)
+            e_v_topics, pos = _read_CreatableTopicResult_1(buf, pos)
+            app_v_topics(e_v_topics)
     except _DecodeError as exc:
         raise exc.refine(field=f'Topics[{i}]')
-    return CreateTopicsResponse(0, v_topics, ()), pos
+    o = _new(CreateTopicsResponse)
+    o.throttle_time_ms = 0
+    o.topics = v_topics
+    o.unknown_tagged_fields = ()
+    return o, pos
 
 
 def _write_CreateTopicsResponse_1(o: CreateTopicsResponse, out: bytearray) -> None:
@@ -385,8 +454,8 @@ def _write_CreateTopicsResponse_1(o: CreateTopicsResponse, out: bytearray) -> No
     if o.topics is None:
         raise _null('Topics')
     _wal(out, o.topics, 'Topics')
-    for item in o.topics:
-        _write_CreatableTopicResult_1(item, out)
+    for e_topics in o.topics:
+        _write_CreatableTopicResult_1(e_topics, out)
     if o.unknown_tagged_fields:
         raise _EncodeError('tagged fields cannot be written at non-flexible version 1')
 
@@ -395,20 +464,25 @@ def _read_CreateTopicsResponse_2(buf: bytes | bytearray | memoryview, pos: int) 
     # versions 2-4
     end = len(buf)
     if pos + 4 > end:
-        raise _short_fixed(pos, end, _L_i)
+        raise _short_fixed(pos, end, _L4)
     v_throttle_time_ms, = _S_i.unpack_from(buf, pos)
     pos += 4
+    v_topics: list[CreatableTopicResult]
     n_v_topics, pos = _ral(buf, pos, 'Topics')
     v_topics = []
-    app = v_topics.append
+    app_v_topics = v_topics.append
     i = 0
     try:
         for i in range(n_v_topics):
-            item, pos = _read_CreatableTopicResult_1(buf, pos)
-            app(item)
+            e_v_topics, pos = _read_CreatableTopicResult_1(buf, pos)
+            app_v_topics(e_v_topics)
     except _DecodeError as exc:
         raise exc.refine(field=f'Topics[{i}]')
-    return CreateTopicsResponse(v_throttle_time_ms, v_topics, ()), pos
+    o = _new(CreateTopicsResponse)
+    o.throttle_time_ms = v_throttle_time_ms
+    o.topics = v_topics
+    o.unknown_tagged_fields = ()
+    return o, pos
 
 
 def _write_CreateTopicsResponse_2(o: CreateTopicsResponse, out: bytearray) -> None:
@@ -417,8 +491,8 @@ def _write_CreateTopicsResponse_2(o: CreateTopicsResponse, out: bytearray) -> No
     if o.topics is None:
         raise _null('Topics')
     _wal(out, o.topics, 'Topics')
-    for item in o.topics:
-        _write_CreatableTopicResult_1(item, out)
+    for e_topics in o.topics:
+        _write_CreatableTopicResult_1(e_topics, out)
     if o.unknown_tagged_fields:
         raise _EncodeError('tagged fields cannot be written at non-flexible version 2-4')
 
@@ -427,17 +501,22 @@ def _read_CreateTopicsResponse_3(buf: bytes | bytearray | memoryview, pos: int) 
     # versions 5-6
     end = len(buf)
     if pos + 4 > end:
-        raise _short_fixed(pos, end, _L_i)
+        raise _short_fixed(pos, end, _L4)
     v_throttle_time_ms, = _S_i.unpack_from(buf, pos)
     pos += 4
-    n_v_topics, pos = _rcal(buf, pos, 'Topics')
+    v_topics: list[CreatableTopicResult]
+    n_v_topics = buf[pos] - 1 if pos < end else -2
+    if 0 <= n_v_topics < 127 and n_v_topics <= end - pos:
+        pos += 1
+    else:
+        n_v_topics, pos = _rcal(buf, pos, 'Topics')
     v_topics = []
-    app = v_topics.append
+    app_v_topics = v_topics.append
     i = 0
     try:
         for i in range(n_v_topics):
-            item, pos = _read_CreatableTopicResult_2(buf, pos)
-            app(item)
+            e_v_topics, pos = _read_CreatableTopicResult_2(buf, pos)
+            app_v_topics(e_v_topics)
     except _DecodeError as exc:
         raise exc.refine(field=f'Topics[{i}]')
     unknown: tuple[tuple[int, bytes], ...] = ()
@@ -452,7 +531,11 @@ def _read_CreateTopicsResponse_3(buf: bytes | bytearray | memoryview, pos: int) 
             pos += size
         if raw_tags:
             unknown = tuple(raw_tags)
-    return CreateTopicsResponse(v_throttle_time_ms, v_topics, unknown), pos
+    o = _new(CreateTopicsResponse)
+    o.throttle_time_ms = v_throttle_time_ms
+    o.topics = v_topics
+    o.unknown_tagged_fields = unknown
+    return o, pos
 
 
 def _write_CreateTopicsResponse_3(o: CreateTopicsResponse, out: bytearray) -> None:
@@ -461,8 +544,8 @@ def _write_CreateTopicsResponse_3(o: CreateTopicsResponse, out: bytearray) -> No
     if o.topics is None:
         raise _null('Topics')
     _wcal(out, o.topics, 'Topics')
-    for item in o.topics:
-        _write_CreatableTopicResult_2(item, out)
+    for e_topics in o.topics:
+        _write_CreatableTopicResult_2(e_topics, out)
     if o.unknown_tagged_fields:
         _wts(out, (), o.unknown_tagged_fields, '_tagged_fields')
     else:
@@ -473,17 +556,22 @@ def _read_CreateTopicsResponse_4(buf: bytes | bytearray | memoryview, pos: int) 
     # versions 7
     end = len(buf)
     if pos + 4 > end:
-        raise _short_fixed(pos, end, _L_i)
+        raise _short_fixed(pos, end, _L4)
     v_throttle_time_ms, = _S_i.unpack_from(buf, pos)
     pos += 4
-    n_v_topics, pos = _rcal(buf, pos, 'Topics')
+    v_topics: list[CreatableTopicResult]
+    n_v_topics = buf[pos] - 1 if pos < end else -2
+    if 0 <= n_v_topics < 127 and n_v_topics <= end - pos:
+        pos += 1
+    else:
+        n_v_topics, pos = _rcal(buf, pos, 'Topics')
     v_topics = []
-    app = v_topics.append
+    app_v_topics = v_topics.append
     i = 0
     try:
         for i in range(n_v_topics):
-            item, pos = _read_CreatableTopicResult_3(buf, pos)
-            app(item)
+            e_v_topics, pos = _read_CreatableTopicResult_3(buf, pos)
+            app_v_topics(e_v_topics)
     except _DecodeError as exc:
         raise exc.refine(field=f'Topics[{i}]')
     unknown: tuple[tuple[int, bytes], ...] = ()
@@ -498,7 +586,11 @@ def _read_CreateTopicsResponse_4(buf: bytes | bytearray | memoryview, pos: int) 
             pos += size
         if raw_tags:
             unknown = tuple(raw_tags)
-    return CreateTopicsResponse(v_throttle_time_ms, v_topics, unknown), pos
+    o = _new(CreateTopicsResponse)
+    o.throttle_time_ms = v_throttle_time_ms
+    o.topics = v_topics
+    o.unknown_tagged_fields = unknown
+    return o, pos
 
 
 def _write_CreateTopicsResponse_4(o: CreateTopicsResponse, out: bytearray) -> None:
@@ -507,8 +599,8 @@ def _write_CreateTopicsResponse_4(o: CreateTopicsResponse, out: bytearray) -> No
     if o.topics is None:
         raise _null('Topics')
     _wcal(out, o.topics, 'Topics')
-    for item in o.topics:
-        _write_CreatableTopicResult_3(item, out)
+    for e_topics in o.topics:
+        _write_CreatableTopicResult_3(e_topics, out)
     if o.unknown_tagged_fields:
         _wts(out, (), o.unknown_tagged_fields, '_tagged_fields')
     else:

@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import struct as _struct
+from typing import Any as _Any
 import uuid as _uuid
 from dataclasses import dataclass as _dataclass, field as _field
 from typing import ClassVar as _ClassVar
@@ -26,11 +27,12 @@ from kraft_jbod.wire.primitives import (
     short_fixed as _short_fixed, uuid_from_bytes as _uuid_from_bytes,
 )
 
+_new = object.__new__
 _S__ = _struct.Struct('>?')
-_L__ = (('TokenAuthenticated', 1),)
+_L0 = (('TokenAuthenticated', 1),)
 
 
-def _absent(field: str, version: int) -> _EncodeError:
+def _absent(field: str, version: int | str) -> _EncodeError:
     return _EncodeError(
         f'attempted to write a non-default {field} at version {version}', field_path=field
     )
@@ -76,7 +78,7 @@ def _read_DefaultPrincipalData_0(buf: bytes | bytearray | memoryview, pos: int) 
     v_type, pos = _rcs(buf, pos, 'Type')
     v_name, pos = _rcs(buf, pos, 'Name')
     if pos + 1 > end:
-        raise _short_fixed(pos, end, _L__)
+        raise _short_fixed(pos, end, _L0)
     v_token_authenticated, = _S__.unpack_from(buf, pos)
     pos += 1
     unknown: tuple[tuple[int, bytes], ...] = ()
@@ -91,7 +93,12 @@ def _read_DefaultPrincipalData_0(buf: bytes | bytearray | memoryview, pos: int) 
             pos += size
         if raw_tags:
             unknown = tuple(raw_tags)
-    return DefaultPrincipalData(v_type, v_name, v_token_authenticated, unknown), pos
+    o = _new(DefaultPrincipalData)
+    o.type = v_type
+    o.name = v_name
+    o.token_authenticated = v_token_authenticated
+    o.unknown_tagged_fields = unknown
+    return o, pos
 
 
 def _write_DefaultPrincipalData_0(o: DefaultPrincipalData, out: bytearray) -> None:
@@ -102,7 +109,7 @@ def _write_DefaultPrincipalData_0(o: DefaultPrincipalData, out: bytearray) -> No
     if o.name is None:
         raise _null('Name')
     _wcs(out, o.name, 'Name')
-    out += _S__.pack(_bool(o.token_authenticated, 'TokenAuthenticated'))
+    out += _S__.pack((o.token_authenticated if o.token_authenticated.__class__ is bool else _bool(o.token_authenticated, 'TokenAuthenticated')))
     if o.unknown_tagged_fields:
         _wts(out, (), o.unknown_tagged_fields, '_tagged_fields')
     else:

@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import struct as _struct
+from typing import Any as _Any
 import uuid as _uuid
 from dataclasses import dataclass as _dataclass, field as _field
 from typing import ClassVar as _ClassVar
@@ -26,11 +27,12 @@ from kraft_jbod.wire.primitives import (
     short_fixed as _short_fixed, uuid_from_bytes as _uuid_from_bytes,
 )
 
+_new = object.__new__
 _S_qqq = _struct.Struct('>qqq')
-_L_qqq = (('IssueTimestamp', 8), ('MaxTimestamp', 8), ('ExpirationTimestamp', 8))
+_L0 = (('IssueTimestamp', 8), ('MaxTimestamp', 8), ('ExpirationTimestamp', 8))
 
 
-def _absent(field: str, version: int) -> _EncodeError:
+def _absent(field: str, version: int | str) -> _EncodeError:
     return _EncodeError(
         f'attempted to write a non-default {field} at version {version}', field_path=field
     )
@@ -79,14 +81,19 @@ def _read_DelegationTokenRecord_0(buf: bytes | bytearray | memoryview, pos: int)
     end = len(buf)
     v_owner, pos = _rcs(buf, pos, 'Owner')
     v_requester, pos = _rcs(buf, pos, 'Requester')
-    n_v_renewers, pos = _rcal(buf, pos, 'Renewers')
+    v_renewers: list[str]
+    n_v_renewers = buf[pos] - 1 if pos < end else -2
+    if 0 <= n_v_renewers < 127 and n_v_renewers <= end - pos:
+        pos += 1
+    else:
+        n_v_renewers, pos = _rcal(buf, pos, 'Renewers')
     v_renewers = []
-    app = v_renewers.append
+    app_v_renewers = v_renewers.append
     for _ in range(n_v_renewers):
-        item, pos = _rcs(buf, pos, 'Renewers')
-        app(item)
+        e_v_renewers, pos = _rcs(buf, pos, 'Renewers')
+        app_v_renewers(e_v_renewers)
     if pos + 24 > end:
-        raise _short_fixed(pos, end, _L_qqq)
+        raise _short_fixed(pos, end, _L0)
     v_issue_timestamp, v_max_timestamp, v_expiration_timestamp = _S_qqq.unpack_from(buf, pos)
     pos += 24
     v_token_id, pos = _rcs(buf, pos, 'TokenId')
@@ -102,7 +109,16 @@ def _read_DelegationTokenRecord_0(buf: bytes | bytearray | memoryview, pos: int)
             pos += size
         if raw_tags:
             unknown = tuple(raw_tags)
-    return DelegationTokenRecord(v_owner, v_requester, v_renewers, v_issue_timestamp, v_max_timestamp, v_expiration_timestamp, v_token_id, unknown), pos
+    o = _new(DelegationTokenRecord)
+    o.owner = v_owner
+    o.requester = v_requester
+    o.renewers = v_renewers
+    o.issue_timestamp = v_issue_timestamp
+    o.max_timestamp = v_max_timestamp
+    o.expiration_timestamp = v_expiration_timestamp
+    o.token_id = v_token_id
+    o.unknown_tagged_fields = unknown
+    return o, pos
 
 
 def _write_DelegationTokenRecord_0(o: DelegationTokenRecord, out: bytearray) -> None:
@@ -116,10 +132,10 @@ def _write_DelegationTokenRecord_0(o: DelegationTokenRecord, out: bytearray) -> 
     if o.renewers is None:
         raise _null('Renewers')
     _wcal(out, o.renewers, 'Renewers')
-    for item in o.renewers:
-        if item is None:
+    for e_renewers in o.renewers:
+        if e_renewers is None:
             raise _null('Renewers')
-        _wcs(out, item, 'Renewers')
+        _wcs(out, e_renewers, 'Renewers')
     out += _S_qqq.pack(o.issue_timestamp, o.max_timestamp, o.expiration_timestamp)
     if o.token_id is None:
         raise _null('TokenId')

@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import struct as _struct
+from typing import Any as _Any
 import uuid as _uuid
 from dataclasses import dataclass as _dataclass, field as _field
 from typing import ClassVar as _ClassVar
@@ -26,14 +27,15 @@ from kraft_jbod.wire.primitives import (
     short_fixed as _short_fixed, uuid_from_bytes as _uuid_from_bytes,
 )
 
+_new = object.__new__
 _S_b = _struct.Struct('>b')
 _S_bb = _struct.Struct('>bb')
-_L_b = (('ResourceTypeFilter', 1),)
-_L_bb = (('Operation', 1), ('PermissionType', 1))
-_L_b = (('PatternTypeFilter', 1),)
+_L0 = (('ResourceTypeFilter', 1),)
+_L1 = (('Operation', 1), ('PermissionType', 1))
+_L2 = (('PatternTypeFilter', 1),)
 
 
-def _absent(field: str, version: int) -> _EncodeError:
+def _absent(field: str, version: int | str) -> _EncodeError:
     return _EncodeError(
         f'attempted to write a non-default {field} at version {version}', field_path=field
     )
@@ -89,17 +91,26 @@ def _read_DeleteAclsFilter_0(buf: bytes | bytearray | memoryview, pos: int) -> t
     # versions 0
     end = len(buf)
     if pos + 1 > end:
-        raise _short_fixed(pos, end, _L_b)
+        raise _short_fixed(pos, end, _L0)
     v_resource_type_filter, = _S_b.unpack_from(buf, pos)
     pos += 1
     v_resource_name_filter, pos = _rns(buf, pos, 'ResourceNameFilter')
     v_principal_filter, pos = _rns(buf, pos, 'PrincipalFilter')
     v_host_filter, pos = _rns(buf, pos, 'HostFilter')
     if pos + 2 > end:
-        raise _short_fixed(pos, end, _L_bb)
+        raise _short_fixed(pos, end, _L1)
     v_operation, v_permission_type = _S_bb.unpack_from(buf, pos)
     pos += 2
-    return DeleteAclsFilter(v_resource_type_filter, v_resource_name_filter, 3, v_principal_filter, v_host_filter, v_operation, v_permission_type, ()), pos
+    o = _new(DeleteAclsFilter)
+    o.resource_type_filter = v_resource_type_filter
+    o.resource_name_filter = v_resource_name_filter
+    o.pattern_type_filter = 3
+    o.principal_filter = v_principal_filter
+    o.host_filter = v_host_filter
+    o.operation = v_operation
+    o.permission_type = v_permission_type
+    o.unknown_tagged_fields = ()
+    return o, pos
 
 
 def _write_DeleteAclsFilter_0(o: DeleteAclsFilter, out: bytearray) -> None:
@@ -119,21 +130,30 @@ def _read_DeleteAclsFilter_1(buf: bytes | bytearray | memoryview, pos: int) -> t
     # versions 1
     end = len(buf)
     if pos + 1 > end:
-        raise _short_fixed(pos, end, _L_b)
+        raise _short_fixed(pos, end, _L0)
     v_resource_type_filter, = _S_b.unpack_from(buf, pos)
     pos += 1
     v_resource_name_filter, pos = _rns(buf, pos, 'ResourceNameFilter')
     if pos + 1 > end:
-        raise _short_fixed(pos, end, _L_b)
+        raise _short_fixed(pos, end, _L2)
     v_pattern_type_filter, = _S_b.unpack_from(buf, pos)
     pos += 1
     v_principal_filter, pos = _rns(buf, pos, 'PrincipalFilter')
     v_host_filter, pos = _rns(buf, pos, 'HostFilter')
     if pos + 2 > end:
-        raise _short_fixed(pos, end, _L_bb)
+        raise _short_fixed(pos, end, _L1)
     v_operation, v_permission_type = _S_bb.unpack_from(buf, pos)
     pos += 2
-    return DeleteAclsFilter(v_resource_type_filter, v_resource_name_filter, v_pattern_type_filter, v_principal_filter, v_host_filter, v_operation, v_permission_type, ()), pos
+    o = _new(DeleteAclsFilter)
+    o.resource_type_filter = v_resource_type_filter
+    o.resource_name_filter = v_resource_name_filter
+    o.pattern_type_filter = v_pattern_type_filter
+    o.principal_filter = v_principal_filter
+    o.host_filter = v_host_filter
+    o.operation = v_operation
+    o.permission_type = v_permission_type
+    o.unknown_tagged_fields = ()
+    return o, pos
 
 
 def _write_DeleteAclsFilter_1(o: DeleteAclsFilter, out: bytearray) -> None:
@@ -152,18 +172,18 @@ def _read_DeleteAclsFilter_2(buf: bytes | bytearray | memoryview, pos: int) -> t
     # versions 2-3
     end = len(buf)
     if pos + 1 > end:
-        raise _short_fixed(pos, end, _L_b)
+        raise _short_fixed(pos, end, _L0)
     v_resource_type_filter, = _S_b.unpack_from(buf, pos)
     pos += 1
     v_resource_name_filter, pos = _rncs(buf, pos, 'ResourceNameFilter')
     if pos + 1 > end:
-        raise _short_fixed(pos, end, _L_b)
+        raise _short_fixed(pos, end, _L2)
     v_pattern_type_filter, = _S_b.unpack_from(buf, pos)
     pos += 1
     v_principal_filter, pos = _rncs(buf, pos, 'PrincipalFilter')
     v_host_filter, pos = _rncs(buf, pos, 'HostFilter')
     if pos + 2 > end:
-        raise _short_fixed(pos, end, _L_bb)
+        raise _short_fixed(pos, end, _L1)
     v_operation, v_permission_type = _S_bb.unpack_from(buf, pos)
     pos += 2
     unknown: tuple[tuple[int, bytes], ...] = ()
@@ -178,7 +198,16 @@ def _read_DeleteAclsFilter_2(buf: bytes | bytearray | memoryview, pos: int) -> t
             pos += size
         if raw_tags:
             unknown = tuple(raw_tags)
-    return DeleteAclsFilter(v_resource_type_filter, v_resource_name_filter, v_pattern_type_filter, v_principal_filter, v_host_filter, v_operation, v_permission_type, unknown), pos
+    o = _new(DeleteAclsFilter)
+    o.resource_type_filter = v_resource_type_filter
+    o.resource_name_filter = v_resource_name_filter
+    o.pattern_type_filter = v_pattern_type_filter
+    o.principal_filter = v_principal_filter
+    o.host_filter = v_host_filter
+    o.operation = v_operation
+    o.permission_type = v_permission_type
+    o.unknown_tagged_fields = unknown
+    return o, pos
 
 
 def _write_DeleteAclsFilter_2(o: DeleteAclsFilter, out: bytearray) -> None:
@@ -198,17 +227,21 @@ def _write_DeleteAclsFilter_2(o: DeleteAclsFilter, out: bytearray) -> None:
 def _read_DeleteAclsRequest_0(buf: bytes | bytearray | memoryview, pos: int) -> tuple[DeleteAclsRequest, int]:
     # versions 0
     end = len(buf)
+    v_filters: list[DeleteAclsFilter]
     n_v_filters, pos = _ral(buf, pos, 'Filters')
     v_filters = []
-    app = v_filters.append
+    app_v_filters = v_filters.append
     i = 0
     try:
         for i in range(n_v_filters):
-            item, pos = _read_DeleteAclsFilter_0(buf, pos)
-            app(item)
+            e_v_filters, pos = _read_DeleteAclsFilter_0(buf, pos)
+            app_v_filters(e_v_filters)
     except _DecodeError as exc:
         raise exc.refine(field=f'Filters[{i}]')
-    return DeleteAclsRequest(v_filters, ()), pos
+    o = _new(DeleteAclsRequest)
+    o.filters = v_filters
+    o.unknown_tagged_fields = ()
+    return o, pos
 
 
 def _write_DeleteAclsRequest_0(o: DeleteAclsRequest, out: bytearray) -> None:
@@ -216,8 +249,8 @@ def _write_DeleteAclsRequest_0(o: DeleteAclsRequest, out: bytearray) -> None:
     if o.filters is None:
         raise _null('Filters')
     _wal(out, o.filters, 'Filters')
-    for item in o.filters:
-        _write_DeleteAclsFilter_0(item, out)
+    for e_filters in o.filters:
+        _write_DeleteAclsFilter_0(e_filters, out)
     if o.unknown_tagged_fields:
         raise _EncodeError('tagged fields cannot be written at non-flexible version 0')
 
@@ -225,17 +258,21 @@ def _write_DeleteAclsRequest_0(o: DeleteAclsRequest, out: bytearray) -> None:
 def _read_DeleteAclsRequest_1(buf: bytes | bytearray | memoryview, pos: int) -> tuple[DeleteAclsRequest, int]:
     # versions 1
     end = len(buf)
+    v_filters: list[DeleteAclsFilter]
     n_v_filters, pos = _ral(buf, pos, 'Filters')
     v_filters = []
-    app = v_filters.append
+    app_v_filters = v_filters.append
     i = 0
     try:
         for i in range(n_v_filters):
-            item, pos = _read_DeleteAclsFilter_1(buf, pos)
-            app(item)
+            e_v_filters, pos = _read_DeleteAclsFilter_1(buf, pos)
+            app_v_filters(e_v_filters)
     except _DecodeError as exc:
         raise exc.refine(field=f'Filters[{i}]')
-    return DeleteAclsRequest(v_filters, ()), pos
+    o = _new(DeleteAclsRequest)
+    o.filters = v_filters
+    o.unknown_tagged_fields = ()
+    return o, pos
 
 
 def _write_DeleteAclsRequest_1(o: DeleteAclsRequest, out: bytearray) -> None:
@@ -243,8 +280,8 @@ def _write_DeleteAclsRequest_1(o: DeleteAclsRequest, out: bytearray) -> None:
     if o.filters is None:
         raise _null('Filters')
     _wal(out, o.filters, 'Filters')
-    for item in o.filters:
-        _write_DeleteAclsFilter_1(item, out)
+    for e_filters in o.filters:
+        _write_DeleteAclsFilter_1(e_filters, out)
     if o.unknown_tagged_fields:
         raise _EncodeError('tagged fields cannot be written at non-flexible version 1')
 
@@ -252,14 +289,19 @@ def _write_DeleteAclsRequest_1(o: DeleteAclsRequest, out: bytearray) -> None:
 def _read_DeleteAclsRequest_2(buf: bytes | bytearray | memoryview, pos: int) -> tuple[DeleteAclsRequest, int]:
     # versions 2-3
     end = len(buf)
-    n_v_filters, pos = _rcal(buf, pos, 'Filters')
+    v_filters: list[DeleteAclsFilter]
+    n_v_filters = buf[pos] - 1 if pos < end else -2
+    if 0 <= n_v_filters < 127 and n_v_filters <= end - pos:
+        pos += 1
+    else:
+        n_v_filters, pos = _rcal(buf, pos, 'Filters')
     v_filters = []
-    app = v_filters.append
+    app_v_filters = v_filters.append
     i = 0
     try:
         for i in range(n_v_filters):
-            item, pos = _read_DeleteAclsFilter_2(buf, pos)
-            app(item)
+            e_v_filters, pos = _read_DeleteAclsFilter_2(buf, pos)
+            app_v_filters(e_v_filters)
     except _DecodeError as exc:
         raise exc.refine(field=f'Filters[{i}]')
     unknown: tuple[tuple[int, bytes], ...] = ()
@@ -274,7 +316,10 @@ def _read_DeleteAclsRequest_2(buf: bytes | bytearray | memoryview, pos: int) -> 
             pos += size
         if raw_tags:
             unknown = tuple(raw_tags)
-    return DeleteAclsRequest(v_filters, unknown), pos
+    o = _new(DeleteAclsRequest)
+    o.filters = v_filters
+    o.unknown_tagged_fields = unknown
+    return o, pos
 
 
 def _write_DeleteAclsRequest_2(o: DeleteAclsRequest, out: bytearray) -> None:
@@ -282,8 +327,8 @@ def _write_DeleteAclsRequest_2(o: DeleteAclsRequest, out: bytearray) -> None:
     if o.filters is None:
         raise _null('Filters')
     _wcal(out, o.filters, 'Filters')
-    for item in o.filters:
-        _write_DeleteAclsFilter_2(item, out)
+    for e_filters in o.filters:
+        _write_DeleteAclsFilter_2(e_filters, out)
     if o.unknown_tagged_fields:
         _wts(out, (), o.unknown_tagged_fields, '_tagged_fields')
     else:

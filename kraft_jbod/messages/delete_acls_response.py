@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import struct as _struct
+from typing import Any as _Any
 import uuid as _uuid
 from dataclasses import dataclass as _dataclass, field as _field
 from typing import ClassVar as _ClassVar
@@ -26,18 +27,19 @@ from kraft_jbod.wire.primitives import (
     short_fixed as _short_fixed, uuid_from_bytes as _uuid_from_bytes,
 )
 
+_new = object.__new__
 _S_b = _struct.Struct('>b')
 _S_bb = _struct.Struct('>bb')
 _S_h = _struct.Struct('>h')
 _S_i = _struct.Struct('>i')
-_L_h = (('ErrorCode', 2),)
-_L_b = (('ResourceType', 1),)
-_L_bb = (('Operation', 1), ('PermissionType', 1))
-_L_b = (('PatternType', 1),)
-_L_i = (('ThrottleTimeMs', 4),)
+_L0 = (('ErrorCode', 2),)
+_L1 = (('ResourceType', 1),)
+_L2 = (('Operation', 1), ('PermissionType', 1))
+_L3 = (('PatternType', 1),)
+_L4 = (('ThrottleTimeMs', 4),)
 
 
-def _absent(field: str, version: int) -> _EncodeError:
+def _absent(field: str, version: int | str) -> _EncodeError:
     return _EncodeError(
         f'attempted to write a non-default {field} at version {version}', field_path=field
     )
@@ -106,22 +108,33 @@ def _read_DeleteAclsMatchingAcl_0(buf: bytes | bytearray | memoryview, pos: int)
     # versions 0
     end = len(buf)
     if pos + 2 > end:
-        raise _short_fixed(pos, end, _L_h)
+        raise _short_fixed(pos, end, _L0)
     v_error_code, = _S_h.unpack_from(buf, pos)
     pos += 2
     v_error_message, pos = _rns(buf, pos, 'ErrorMessage')
     if pos + 1 > end:
-        raise _short_fixed(pos, end, _L_b)
+        raise _short_fixed(pos, end, _L1)
     v_resource_type, = _S_b.unpack_from(buf, pos)
     pos += 1
     v_resource_name, pos = _rs(buf, pos, 'ResourceName')
     v_principal, pos = _rs(buf, pos, 'Principal')
     v_host, pos = _rs(buf, pos, 'Host')
     if pos + 2 > end:
-        raise _short_fixed(pos, end, _L_bb)
+        raise _short_fixed(pos, end, _L2)
     v_operation, v_permission_type = _S_bb.unpack_from(buf, pos)
     pos += 2
-    return DeleteAclsMatchingAcl(v_error_code, v_error_message, v_resource_type, v_resource_name, 3, v_principal, v_host, v_operation, v_permission_type, ()), pos
+    o = _new(DeleteAclsMatchingAcl)
+    o.error_code = v_error_code
+    o.error_message = v_error_message
+    o.resource_type = v_resource_type
+    o.resource_name = v_resource_name
+    o.pattern_type = 3
+    o.principal = v_principal
+    o.host = v_host
+    o.operation = v_operation
+    o.permission_type = v_permission_type
+    o.unknown_tagged_fields = ()
+    return o, pos
 
 
 def _write_DeleteAclsMatchingAcl_0(o: DeleteAclsMatchingAcl, out: bytearray) -> None:
@@ -149,26 +162,37 @@ def _read_DeleteAclsMatchingAcl_1(buf: bytes | bytearray | memoryview, pos: int)
     # versions 1
     end = len(buf)
     if pos + 2 > end:
-        raise _short_fixed(pos, end, _L_h)
+        raise _short_fixed(pos, end, _L0)
     v_error_code, = _S_h.unpack_from(buf, pos)
     pos += 2
     v_error_message, pos = _rns(buf, pos, 'ErrorMessage')
     if pos + 1 > end:
-        raise _short_fixed(pos, end, _L_b)
+        raise _short_fixed(pos, end, _L1)
     v_resource_type, = _S_b.unpack_from(buf, pos)
     pos += 1
     v_resource_name, pos = _rs(buf, pos, 'ResourceName')
     if pos + 1 > end:
-        raise _short_fixed(pos, end, _L_b)
+        raise _short_fixed(pos, end, _L3)
     v_pattern_type, = _S_b.unpack_from(buf, pos)
     pos += 1
     v_principal, pos = _rs(buf, pos, 'Principal')
     v_host, pos = _rs(buf, pos, 'Host')
     if pos + 2 > end:
-        raise _short_fixed(pos, end, _L_bb)
+        raise _short_fixed(pos, end, _L2)
     v_operation, v_permission_type = _S_bb.unpack_from(buf, pos)
     pos += 2
-    return DeleteAclsMatchingAcl(v_error_code, v_error_message, v_resource_type, v_resource_name, v_pattern_type, v_principal, v_host, v_operation, v_permission_type, ()), pos
+    o = _new(DeleteAclsMatchingAcl)
+    o.error_code = v_error_code
+    o.error_message = v_error_message
+    o.resource_type = v_resource_type
+    o.resource_name = v_resource_name
+    o.pattern_type = v_pattern_type
+    o.principal = v_principal
+    o.host = v_host
+    o.operation = v_operation
+    o.permission_type = v_permission_type
+    o.unknown_tagged_fields = ()
+    return o, pos
 
 
 def _write_DeleteAclsMatchingAcl_1(o: DeleteAclsMatchingAcl, out: bytearray) -> None:
@@ -195,23 +219,23 @@ def _read_DeleteAclsMatchingAcl_2(buf: bytes | bytearray | memoryview, pos: int)
     # versions 2-3
     end = len(buf)
     if pos + 2 > end:
-        raise _short_fixed(pos, end, _L_h)
+        raise _short_fixed(pos, end, _L0)
     v_error_code, = _S_h.unpack_from(buf, pos)
     pos += 2
     v_error_message, pos = _rncs(buf, pos, 'ErrorMessage')
     if pos + 1 > end:
-        raise _short_fixed(pos, end, _L_b)
+        raise _short_fixed(pos, end, _L1)
     v_resource_type, = _S_b.unpack_from(buf, pos)
     pos += 1
     v_resource_name, pos = _rcs(buf, pos, 'ResourceName')
     if pos + 1 > end:
-        raise _short_fixed(pos, end, _L_b)
+        raise _short_fixed(pos, end, _L3)
     v_pattern_type, = _S_b.unpack_from(buf, pos)
     pos += 1
     v_principal, pos = _rcs(buf, pos, 'Principal')
     v_host, pos = _rcs(buf, pos, 'Host')
     if pos + 2 > end:
-        raise _short_fixed(pos, end, _L_bb)
+        raise _short_fixed(pos, end, _L2)
     v_operation, v_permission_type = _S_bb.unpack_from(buf, pos)
     pos += 2
     unknown: tuple[tuple[int, bytes], ...] = ()
@@ -226,7 +250,18 @@ def _read_DeleteAclsMatchingAcl_2(buf: bytes | bytearray | memoryview, pos: int)
             pos += size
         if raw_tags:
             unknown = tuple(raw_tags)
-    return DeleteAclsMatchingAcl(v_error_code, v_error_message, v_resource_type, v_resource_name, v_pattern_type, v_principal, v_host, v_operation, v_permission_type, unknown), pos
+    o = _new(DeleteAclsMatchingAcl)
+    o.error_code = v_error_code
+    o.error_message = v_error_message
+    o.resource_type = v_resource_type
+    o.resource_name = v_resource_name
+    o.pattern_type = v_pattern_type
+    o.principal = v_principal
+    o.host = v_host
+    o.operation = v_operation
+    o.permission_type = v_permission_type
+    o.unknown_tagged_fields = unknown
+    return o, pos
 
 
 def _write_DeleteAclsMatchingAcl_2(o: DeleteAclsMatchingAcl, out: bytearray) -> None:
@@ -255,21 +290,27 @@ def _read_DeleteAclsFilterResult_0(buf: bytes | bytearray | memoryview, pos: int
     # versions 0
     end = len(buf)
     if pos + 2 > end:
-        raise _short_fixed(pos, end, _L_h)
+        raise _short_fixed(pos, end, _L0)
     v_error_code, = _S_h.unpack_from(buf, pos)
     pos += 2
     v_error_message, pos = _rns(buf, pos, 'ErrorMessage')
+    v_matching_acls: list[DeleteAclsMatchingAcl]
     n_v_matching_acls, pos = _ral(buf, pos, 'MatchingAcls')
     v_matching_acls = []
-    app = v_matching_acls.append
+    app_v_matching_acls = v_matching_acls.append
     i = 0
     try:
         for i in range(n_v_matching_acls):
-            item, pos = _read_DeleteAclsMatchingAcl_0(buf, pos)
-            app(item)
+            e_v_matching_acls, pos = _read_DeleteAclsMatchingAcl_0(buf, pos)
+            app_v_matching_acls(e_v_matching_acls)
     except _DecodeError as exc:
         raise exc.refine(field=f'MatchingAcls[{i}]')
-    return DeleteAclsFilterResult(v_error_code, v_error_message, v_matching_acls, ()), pos
+    o = _new(DeleteAclsFilterResult)
+    o.error_code = v_error_code
+    o.error_message = v_error_message
+    o.matching_acls = v_matching_acls
+    o.unknown_tagged_fields = ()
+    return o, pos
 
 
 def _write_DeleteAclsFilterResult_0(o: DeleteAclsFilterResult, out: bytearray) -> None:
@@ -279,8 +320,8 @@ def _write_DeleteAclsFilterResult_0(o: DeleteAclsFilterResult, out: bytearray) -
     if o.matching_acls is None:
         raise _null('MatchingAcls')
     _wal(out, o.matching_acls, 'MatchingAcls')
-    for item in o.matching_acls:
-        _write_DeleteAclsMatchingAcl_0(item, out)
+    for e_matching_acls in o.matching_acls:
+        _write_DeleteAclsMatchingAcl_0(e_matching_acls, out)
     if o.unknown_tagged_fields:
         raise _EncodeError('tagged fields cannot be written at non-flexible version 0')
 
@@ -289,21 +330,27 @@ def _read_DeleteAclsFilterResult_1(buf: bytes | bytearray | memoryview, pos: int
     # versions 1
     end = len(buf)
     if pos + 2 > end:
-        raise _short_fixed(pos, end, _L_h)
+        raise _short_fixed(pos, end, _L0)
     v_error_code, = _S_h.unpack_from(buf, pos)
     pos += 2
     v_error_message, pos = _rns(buf, pos, 'ErrorMessage')
+    v_matching_acls: list[DeleteAclsMatchingAcl]
     n_v_matching_acls, pos = _ral(buf, pos, 'MatchingAcls')
     v_matching_acls = []
-    app = v_matching_acls.append
+    app_v_matching_acls = v_matching_acls.append
     i = 0
     try:
         for i in range(n_v_matching_acls):
-            item, pos = _read_DeleteAclsMatchingAcl_1(buf, pos)
-            app(item)
+            e_v_matching_acls, pos = _read_DeleteAclsMatchingAcl_1(buf, pos)
+            app_v_matching_acls(e_v_matching_acls)
     except _DecodeError as exc:
         raise exc.refine(field=f'MatchingAcls[{i}]')
-    return DeleteAclsFilterResult(v_error_code, v_error_message, v_matching_acls, ()), pos
+    o = _new(DeleteAclsFilterResult)
+    o.error_code = v_error_code
+    o.error_message = v_error_message
+    o.matching_acls = v_matching_acls
+    o.unknown_tagged_fields = ()
+    return o, pos
 
 
 def _write_DeleteAclsFilterResult_1(o: DeleteAclsFilterResult, out: bytearray) -> None:
@@ -313,8 +360,8 @@ def _write_DeleteAclsFilterResult_1(o: DeleteAclsFilterResult, out: bytearray) -
     if o.matching_acls is None:
         raise _null('MatchingAcls')
     _wal(out, o.matching_acls, 'MatchingAcls')
-    for item in o.matching_acls:
-        _write_DeleteAclsMatchingAcl_1(item, out)
+    for e_matching_acls in o.matching_acls:
+        _write_DeleteAclsMatchingAcl_1(e_matching_acls, out)
     if o.unknown_tagged_fields:
         raise _EncodeError('tagged fields cannot be written at non-flexible version 1')
 
@@ -323,18 +370,23 @@ def _read_DeleteAclsFilterResult_2(buf: bytes | bytearray | memoryview, pos: int
     # versions 2-3
     end = len(buf)
     if pos + 2 > end:
-        raise _short_fixed(pos, end, _L_h)
+        raise _short_fixed(pos, end, _L0)
     v_error_code, = _S_h.unpack_from(buf, pos)
     pos += 2
     v_error_message, pos = _rncs(buf, pos, 'ErrorMessage')
-    n_v_matching_acls, pos = _rcal(buf, pos, 'MatchingAcls')
+    v_matching_acls: list[DeleteAclsMatchingAcl]
+    n_v_matching_acls = buf[pos] - 1 if pos < end else -2
+    if 0 <= n_v_matching_acls < 127 and n_v_matching_acls <= end - pos:
+        pos += 1
+    else:
+        n_v_matching_acls, pos = _rcal(buf, pos, 'MatchingAcls')
     v_matching_acls = []
-    app = v_matching_acls.append
+    app_v_matching_acls = v_matching_acls.append
     i = 0
     try:
         for i in range(n_v_matching_acls):
-            item, pos = _read_DeleteAclsMatchingAcl_2(buf, pos)
-            app(item)
+            e_v_matching_acls, pos = _read_DeleteAclsMatchingAcl_2(buf, pos)
+            app_v_matching_acls(e_v_matching_acls)
     except _DecodeError as exc:
         raise exc.refine(field=f'MatchingAcls[{i}]')
     unknown: tuple[tuple[int, bytes], ...] = ()
@@ -349,7 +401,12 @@ def _read_DeleteAclsFilterResult_2(buf: bytes | bytearray | memoryview, pos: int
             pos += size
         if raw_tags:
             unknown = tuple(raw_tags)
-    return DeleteAclsFilterResult(v_error_code, v_error_message, v_matching_acls, unknown), pos
+    o = _new(DeleteAclsFilterResult)
+    o.error_code = v_error_code
+    o.error_message = v_error_message
+    o.matching_acls = v_matching_acls
+    o.unknown_tagged_fields = unknown
+    return o, pos
 
 
 def _write_DeleteAclsFilterResult_2(o: DeleteAclsFilterResult, out: bytearray) -> None:
@@ -359,8 +416,8 @@ def _write_DeleteAclsFilterResult_2(o: DeleteAclsFilterResult, out: bytearray) -
     if o.matching_acls is None:
         raise _null('MatchingAcls')
     _wcal(out, o.matching_acls, 'MatchingAcls')
-    for item in o.matching_acls:
-        _write_DeleteAclsMatchingAcl_2(item, out)
+    for e_matching_acls in o.matching_acls:
+        _write_DeleteAclsMatchingAcl_2(e_matching_acls, out)
     if o.unknown_tagged_fields:
         _wts(out, (), o.unknown_tagged_fields, '_tagged_fields')
     else:
@@ -371,20 +428,25 @@ def _read_DeleteAclsResponse_0(buf: bytes | bytearray | memoryview, pos: int) ->
     # versions 0
     end = len(buf)
     if pos + 4 > end:
-        raise _short_fixed(pos, end, _L_i)
+        raise _short_fixed(pos, end, _L4)
     v_throttle_time_ms, = _S_i.unpack_from(buf, pos)
     pos += 4
+    v_filter_results: list[DeleteAclsFilterResult]
     n_v_filter_results, pos = _ral(buf, pos, 'FilterResults')
     v_filter_results = []
-    app = v_filter_results.append
+    app_v_filter_results = v_filter_results.append
     i = 0
     try:
         for i in range(n_v_filter_results):
-            item, pos = _read_DeleteAclsFilterResult_0(buf, pos)
-            app(item)
+            e_v_filter_results, pos = _read_DeleteAclsFilterResult_0(buf, pos)
+            app_v_filter_results(e_v_filter_results)
     except _DecodeError as exc:
         raise exc.refine(field=f'FilterResults[{i}]')
-    return DeleteAclsResponse(v_throttle_time_ms, v_filter_results, ()), pos
+    o = _new(DeleteAclsResponse)
+    o.throttle_time_ms = v_throttle_time_ms
+    o.filter_results = v_filter_results
+    o.unknown_tagged_fields = ()
+    return o, pos
 
 
 def _write_DeleteAclsResponse_0(o: DeleteAclsResponse, out: bytearray) -> None:
@@ -393,8 +455,8 @@ def _write_DeleteAclsResponse_0(o: DeleteAclsResponse, out: bytearray) -> None:
     if o.filter_results is None:
         raise _null('FilterResults')
     _wal(out, o.filter_results, 'FilterResults')
-    for item in o.filter_results:
-        _write_DeleteAclsFilterResult_0(item, out)
+    for e_filter_results in o.filter_results:
+        _write_DeleteAclsFilterResult_0(e_filter_results, out)
     if o.unknown_tagged_fields:
         raise _EncodeError('tagged fields cannot be written at non-flexible version 0')
 
@@ -403,20 +465,25 @@ def _read_DeleteAclsResponse_1(buf: bytes | bytearray | memoryview, pos: int) ->
     # versions 1
     end = len(buf)
     if pos + 4 > end:
-        raise _short_fixed(pos, end, _L_i)
+        raise _short_fixed(pos, end, _L4)
     v_throttle_time_ms, = _S_i.unpack_from(buf, pos)
     pos += 4
+    v_filter_results: list[DeleteAclsFilterResult]
     n_v_filter_results, pos = _ral(buf, pos, 'FilterResults')
     v_filter_results = []
-    app = v_filter_results.append
+    app_v_filter_results = v_filter_results.append
     i = 0
     try:
         for i in range(n_v_filter_results):
-            item, pos = _read_DeleteAclsFilterResult_1(buf, pos)
-            app(item)
+            e_v_filter_results, pos = _read_DeleteAclsFilterResult_1(buf, pos)
+            app_v_filter_results(e_v_filter_results)
     except _DecodeError as exc:
         raise exc.refine(field=f'FilterResults[{i}]')
-    return DeleteAclsResponse(v_throttle_time_ms, v_filter_results, ()), pos
+    o = _new(DeleteAclsResponse)
+    o.throttle_time_ms = v_throttle_time_ms
+    o.filter_results = v_filter_results
+    o.unknown_tagged_fields = ()
+    return o, pos
 
 
 def _write_DeleteAclsResponse_1(o: DeleteAclsResponse, out: bytearray) -> None:
@@ -425,8 +492,8 @@ def _write_DeleteAclsResponse_1(o: DeleteAclsResponse, out: bytearray) -> None:
     if o.filter_results is None:
         raise _null('FilterResults')
     _wal(out, o.filter_results, 'FilterResults')
-    for item in o.filter_results:
-        _write_DeleteAclsFilterResult_1(item, out)
+    for e_filter_results in o.filter_results:
+        _write_DeleteAclsFilterResult_1(e_filter_results, out)
     if o.unknown_tagged_fields:
         raise _EncodeError('tagged fields cannot be written at non-flexible version 1')
 
@@ -435,17 +502,22 @@ def _read_DeleteAclsResponse_2(buf: bytes | bytearray | memoryview, pos: int) ->
     # versions 2-3
     end = len(buf)
     if pos + 4 > end:
-        raise _short_fixed(pos, end, _L_i)
+        raise _short_fixed(pos, end, _L4)
     v_throttle_time_ms, = _S_i.unpack_from(buf, pos)
     pos += 4
-    n_v_filter_results, pos = _rcal(buf, pos, 'FilterResults')
+    v_filter_results: list[DeleteAclsFilterResult]
+    n_v_filter_results = buf[pos] - 1 if pos < end else -2
+    if 0 <= n_v_filter_results < 127 and n_v_filter_results <= end - pos:
+        pos += 1
+    else:
+        n_v_filter_results, pos = _rcal(buf, pos, 'FilterResults')
     v_filter_results = []
-    app = v_filter_results.append
+    app_v_filter_results = v_filter_results.append
     i = 0
     try:
         for i in range(n_v_filter_results):
-            item, pos = _read_DeleteAclsFilterResult_2(buf, pos)
-            app(item)
+            e_v_filter_results, pos = _read_DeleteAclsFilterResult_2(buf, pos)
+            app_v_filter_results(e_v_filter_results)
     except _DecodeError as exc:
         raise exc.refine(field=f'FilterResults[{i}]')
     unknown: tuple[tuple[int, bytes], ...] = ()
@@ -460,7 +532,11 @@ def _read_DeleteAclsResponse_2(buf: bytes | bytearray | memoryview, pos: int) ->
             pos += size
         if raw_tags:
             unknown = tuple(raw_tags)
-    return DeleteAclsResponse(v_throttle_time_ms, v_filter_results, unknown), pos
+    o = _new(DeleteAclsResponse)
+    o.throttle_time_ms = v_throttle_time_ms
+    o.filter_results = v_filter_results
+    o.unknown_tagged_fields = unknown
+    return o, pos
 
 
 def _write_DeleteAclsResponse_2(o: DeleteAclsResponse, out: bytearray) -> None:
@@ -469,8 +545,8 @@ def _write_DeleteAclsResponse_2(o: DeleteAclsResponse, out: bytearray) -> None:
     if o.filter_results is None:
         raise _null('FilterResults')
     _wcal(out, o.filter_results, 'FilterResults')
-    for item in o.filter_results:
-        _write_DeleteAclsFilterResult_2(item, out)
+    for e_filter_results in o.filter_results:
+        _write_DeleteAclsFilterResult_2(e_filter_results, out)
     if o.unknown_tagged_fields:
         _wts(out, (), o.unknown_tagged_fields, '_tagged_fields')
     else:

@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import struct as _struct
+from typing import Any as _Any
 import uuid as _uuid
 from dataclasses import dataclass as _dataclass, field as _field
 from typing import ClassVar as _ClassVar
@@ -26,9 +27,10 @@ from kraft_jbod.wire.primitives import (
     short_fixed as _short_fixed, uuid_from_bytes as _uuid_from_bytes,
 )
 
+_new = object.__new__
 
 
-def _absent(field: str, version: int) -> _EncodeError:
+def _absent(field: str, version: int | str) -> _EncodeError:
     return _EncodeError(
         f'attempted to write a non-default {field} at version {version}', field_path=field
     )
@@ -69,13 +71,17 @@ class DeleteGroupsRequest(_Message):
 def _read_DeleteGroupsRequest_0(buf: bytes | bytearray | memoryview, pos: int) -> tuple[DeleteGroupsRequest, int]:
     # versions 0-1
     end = len(buf)
+    v_groups_names: list[str]
     n_v_groups_names, pos = _ral(buf, pos, 'GroupsNames')
     v_groups_names = []
-    app = v_groups_names.append
+    app_v_groups_names = v_groups_names.append
     for _ in range(n_v_groups_names):
-        item, pos = _rs(buf, pos, 'GroupsNames')
-        app(item)
-    return DeleteGroupsRequest(v_groups_names, ()), pos
+        e_v_groups_names, pos = _rs(buf, pos, 'GroupsNames')
+        app_v_groups_names(e_v_groups_names)
+    o = _new(DeleteGroupsRequest)
+    o.groups_names = v_groups_names
+    o.unknown_tagged_fields = ()
+    return o, pos
 
 
 def _write_DeleteGroupsRequest_0(o: DeleteGroupsRequest, out: bytearray) -> None:
@@ -83,10 +89,10 @@ def _write_DeleteGroupsRequest_0(o: DeleteGroupsRequest, out: bytearray) -> None
     if o.groups_names is None:
         raise _null('GroupsNames')
     _wal(out, o.groups_names, 'GroupsNames')
-    for item in o.groups_names:
-        if item is None:
+    for e_groups_names in o.groups_names:
+        if e_groups_names is None:
             raise _null('GroupsNames')
-        _ws(out, item, 'GroupsNames')
+        _ws(out, e_groups_names, 'GroupsNames')
     if o.unknown_tagged_fields:
         raise _EncodeError('tagged fields cannot be written at non-flexible version 0-1')
 
@@ -94,12 +100,17 @@ def _write_DeleteGroupsRequest_0(o: DeleteGroupsRequest, out: bytearray) -> None
 def _read_DeleteGroupsRequest_1(buf: bytes | bytearray | memoryview, pos: int) -> tuple[DeleteGroupsRequest, int]:
     # versions 2
     end = len(buf)
-    n_v_groups_names, pos = _rcal(buf, pos, 'GroupsNames')
+    v_groups_names: list[str]
+    n_v_groups_names = buf[pos] - 1 if pos < end else -2
+    if 0 <= n_v_groups_names < 127 and n_v_groups_names <= end - pos:
+        pos += 1
+    else:
+        n_v_groups_names, pos = _rcal(buf, pos, 'GroupsNames')
     v_groups_names = []
-    app = v_groups_names.append
+    app_v_groups_names = v_groups_names.append
     for _ in range(n_v_groups_names):
-        item, pos = _rcs(buf, pos, 'GroupsNames')
-        app(item)
+        e_v_groups_names, pos = _rcs(buf, pos, 'GroupsNames')
+        app_v_groups_names(e_v_groups_names)
     unknown: tuple[tuple[int, bytes], ...] = ()
     if pos < end and buf[pos] == 0:
         pos += 1
@@ -112,7 +123,10 @@ def _read_DeleteGroupsRequest_1(buf: bytes | bytearray | memoryview, pos: int) -
             pos += size
         if raw_tags:
             unknown = tuple(raw_tags)
-    return DeleteGroupsRequest(v_groups_names, unknown), pos
+    o = _new(DeleteGroupsRequest)
+    o.groups_names = v_groups_names
+    o.unknown_tagged_fields = unknown
+    return o, pos
 
 
 def _write_DeleteGroupsRequest_1(o: DeleteGroupsRequest, out: bytearray) -> None:
@@ -120,10 +134,10 @@ def _write_DeleteGroupsRequest_1(o: DeleteGroupsRequest, out: bytearray) -> None
     if o.groups_names is None:
         raise _null('GroupsNames')
     _wcal(out, o.groups_names, 'GroupsNames')
-    for item in o.groups_names:
-        if item is None:
+    for e_groups_names in o.groups_names:
+        if e_groups_names is None:
             raise _null('GroupsNames')
-        _wcs(out, item, 'GroupsNames')
+        _wcs(out, e_groups_names, 'GroupsNames')
     if o.unknown_tagged_fields:
         _wts(out, (), o.unknown_tagged_fields, '_tagged_fields')
     else:

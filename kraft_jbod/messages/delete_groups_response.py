@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import struct as _struct
+from typing import Any as _Any
 import uuid as _uuid
 from dataclasses import dataclass as _dataclass, field as _field
 from typing import ClassVar as _ClassVar
@@ -26,13 +27,14 @@ from kraft_jbod.wire.primitives import (
     short_fixed as _short_fixed, uuid_from_bytes as _uuid_from_bytes,
 )
 
+_new = object.__new__
 _S_h = _struct.Struct('>h')
 _S_i = _struct.Struct('>i')
-_L_h = (('ErrorCode', 2),)
-_L_i = (('ThrottleTimeMs', 4),)
+_L0 = (('ErrorCode', 2),)
+_L1 = (('ThrottleTimeMs', 4),)
 
 
-def _absent(field: str, version: int) -> _EncodeError:
+def _absent(field: str, version: int | str) -> _EncodeError:
     return _EncodeError(
         f'attempted to write a non-default {field} at version {version}', field_path=field
     )
@@ -85,10 +87,14 @@ def _read_DeletableGroupResult_0(buf: bytes | bytearray | memoryview, pos: int) 
     end = len(buf)
     v_group_id, pos = _rs(buf, pos, 'GroupId')
     if pos + 2 > end:
-        raise _short_fixed(pos, end, _L_h)
+        raise _short_fixed(pos, end, _L0)
     v_error_code, = _S_h.unpack_from(buf, pos)
     pos += 2
-    return DeletableGroupResult(v_group_id, v_error_code, ()), pos
+    o = _new(DeletableGroupResult)
+    o.group_id = v_group_id
+    o.error_code = v_error_code
+    o.unknown_tagged_fields = ()
+    return o, pos
 
 
 def _write_DeletableGroupResult_0(o: DeletableGroupResult, out: bytearray) -> None:
@@ -106,7 +112,7 @@ def _read_DeletableGroupResult_1(buf: bytes | bytearray | memoryview, pos: int) 
     end = len(buf)
     v_group_id, pos = _rcs(buf, pos, 'GroupId')
     if pos + 2 > end:
-        raise _short_fixed(pos, end, _L_h)
+        raise _short_fixed(pos, end, _L0)
     v_error_code, = _S_h.unpack_from(buf, pos)
     pos += 2
     unknown: tuple[tuple[int, bytes], ...] = ()
@@ -121,7 +127,11 @@ def _read_DeletableGroupResult_1(buf: bytes | bytearray | memoryview, pos: int) 
             pos += size
         if raw_tags:
             unknown = tuple(raw_tags)
-    return DeletableGroupResult(v_group_id, v_error_code, unknown), pos
+    o = _new(DeletableGroupResult)
+    o.group_id = v_group_id
+    o.error_code = v_error_code
+    o.unknown_tagged_fields = unknown
+    return o, pos
 
 
 def _write_DeletableGroupResult_1(o: DeletableGroupResult, out: bytearray) -> None:
@@ -140,20 +150,25 @@ def _read_DeleteGroupsResponse_0(buf: bytes | bytearray | memoryview, pos: int) 
     # versions 0-1
     end = len(buf)
     if pos + 4 > end:
-        raise _short_fixed(pos, end, _L_i)
+        raise _short_fixed(pos, end, _L1)
     v_throttle_time_ms, = _S_i.unpack_from(buf, pos)
     pos += 4
+    v_results: list[DeletableGroupResult]
     n_v_results, pos = _ral(buf, pos, 'Results')
     v_results = []
-    app = v_results.append
+    app_v_results = v_results.append
     i = 0
     try:
         for i in range(n_v_results):
-            item, pos = _read_DeletableGroupResult_0(buf, pos)
-            app(item)
+            e_v_results, pos = _read_DeletableGroupResult_0(buf, pos)
+            app_v_results(e_v_results)
     except _DecodeError as exc:
         raise exc.refine(field=f'Results[{i}]')
-    return DeleteGroupsResponse(v_throttle_time_ms, v_results, ()), pos
+    o = _new(DeleteGroupsResponse)
+    o.throttle_time_ms = v_throttle_time_ms
+    o.results = v_results
+    o.unknown_tagged_fields = ()
+    return o, pos
 
 
 def _write_DeleteGroupsResponse_0(o: DeleteGroupsResponse, out: bytearray) -> None:
@@ -162,8 +177,8 @@ def _write_DeleteGroupsResponse_0(o: DeleteGroupsResponse, out: bytearray) -> No
     if o.results is None:
         raise _null('Results')
     _wal(out, o.results, 'Results')
-    for item in o.results:
-        _write_DeletableGroupResult_0(item, out)
+    for e_results in o.results:
+        _write_DeletableGroupResult_0(e_results, out)
     if o.unknown_tagged_fields:
         raise _EncodeError('tagged fields cannot be written at non-flexible version 0-1')
 
@@ -172,17 +187,22 @@ def _read_DeleteGroupsResponse_1(buf: bytes | bytearray | memoryview, pos: int) 
     # versions 2
     end = len(buf)
     if pos + 4 > end:
-        raise _short_fixed(pos, end, _L_i)
+        raise _short_fixed(pos, end, _L1)
     v_throttle_time_ms, = _S_i.unpack_from(buf, pos)
     pos += 4
-    n_v_results, pos = _rcal(buf, pos, 'Results')
+    v_results: list[DeletableGroupResult]
+    n_v_results = buf[pos] - 1 if pos < end else -2
+    if 0 <= n_v_results < 127 and n_v_results <= end - pos:
+        pos += 1
+    else:
+        n_v_results, pos = _rcal(buf, pos, 'Results')
     v_results = []
-    app = v_results.append
+    app_v_results = v_results.append
     i = 0
     try:
         for i in range(n_v_results):
-            item, pos = _read_DeletableGroupResult_1(buf, pos)
-            app(item)
+            e_v_results, pos = _read_DeletableGroupResult_1(buf, pos)
+            app_v_results(e_v_results)
     except _DecodeError as exc:
         raise exc.refine(field=f'Results[{i}]')
     unknown: tuple[tuple[int, bytes], ...] = ()
@@ -197,7 +217,11 @@ def _read_DeleteGroupsResponse_1(buf: bytes | bytearray | memoryview, pos: int) 
             pos += size
         if raw_tags:
             unknown = tuple(raw_tags)
-    return DeleteGroupsResponse(v_throttle_time_ms, v_results, unknown), pos
+    o = _new(DeleteGroupsResponse)
+    o.throttle_time_ms = v_throttle_time_ms
+    o.results = v_results
+    o.unknown_tagged_fields = unknown
+    return o, pos
 
 
 def _write_DeleteGroupsResponse_1(o: DeleteGroupsResponse, out: bytearray) -> None:
@@ -206,8 +230,8 @@ def _write_DeleteGroupsResponse_1(o: DeleteGroupsResponse, out: bytearray) -> No
     if o.results is None:
         raise _null('Results')
     _wcal(out, o.results, 'Results')
-    for item in o.results:
-        _write_DeletableGroupResult_1(item, out)
+    for e_results in o.results:
+        _write_DeletableGroupResult_1(e_results, out)
     if o.unknown_tagged_fields:
         _wts(out, (), o.unknown_tagged_fields, '_tagged_fields')
     else:

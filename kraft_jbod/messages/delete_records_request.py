@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import struct as _struct
+from typing import Any as _Any
 import uuid as _uuid
 from dataclasses import dataclass as _dataclass, field as _field
 from typing import ClassVar as _ClassVar
@@ -26,13 +27,14 @@ from kraft_jbod.wire.primitives import (
     short_fixed as _short_fixed, uuid_from_bytes as _uuid_from_bytes,
 )
 
+_new = object.__new__
 _S_i = _struct.Struct('>i')
 _S_iq = _struct.Struct('>iq')
-_L_iq = (('PartitionIndex', 4), ('Offset', 8))
-_L_i = (('TimeoutMs', 4),)
+_L0 = (('PartitionIndex', 4), ('Offset', 8))
+_L1 = (('TimeoutMs', 4),)
 
 
-def _absent(field: str, version: int) -> _EncodeError:
+def _absent(field: str, version: int | str) -> _EncodeError:
     return _EncodeError(
         f'attempted to write a non-default {field} at version {version}', field_path=field
     )
@@ -93,10 +95,14 @@ def _read_DeleteRecordsPartition_0(buf: bytes | bytearray | memoryview, pos: int
     # versions 0-1
     end = len(buf)
     if pos + 12 > end:
-        raise _short_fixed(pos, end, _L_iq)
+        raise _short_fixed(pos, end, _L0)
     v_partition_index, v_offset = _S_iq.unpack_from(buf, pos)
     pos += 12
-    return DeleteRecordsPartition(v_partition_index, v_offset, ()), pos
+    o = _new(DeleteRecordsPartition)
+    o.partition_index = v_partition_index
+    o.offset = v_offset
+    o.unknown_tagged_fields = ()
+    return o, pos
 
 
 def _write_DeleteRecordsPartition_0(o: DeleteRecordsPartition, out: bytearray) -> None:
@@ -110,7 +116,7 @@ def _read_DeleteRecordsPartition_1(buf: bytes | bytearray | memoryview, pos: int
     # versions 2
     end = len(buf)
     if pos + 12 > end:
-        raise _short_fixed(pos, end, _L_iq)
+        raise _short_fixed(pos, end, _L0)
     v_partition_index, v_offset = _S_iq.unpack_from(buf, pos)
     pos += 12
     unknown: tuple[tuple[int, bytes], ...] = ()
@@ -125,7 +131,11 @@ def _read_DeleteRecordsPartition_1(buf: bytes | bytearray | memoryview, pos: int
             pos += size
         if raw_tags:
             unknown = tuple(raw_tags)
-    return DeleteRecordsPartition(v_partition_index, v_offset, unknown), pos
+    o = _new(DeleteRecordsPartition)
+    o.partition_index = v_partition_index
+    o.offset = v_offset
+    o.unknown_tagged_fields = unknown
+    return o, pos
 
 
 def _write_DeleteRecordsPartition_1(o: DeleteRecordsPartition, out: bytearray) -> None:
@@ -141,17 +151,22 @@ def _read_DeleteRecordsTopic_0(buf: bytes | bytearray | memoryview, pos: int) ->
     # versions 0-1
     end = len(buf)
     v_name, pos = _rs(buf, pos, 'Name')
+    v_partitions: list[DeleteRecordsPartition]
     n_v_partitions, pos = _ral(buf, pos, 'Partitions')
     v_partitions = []
-    app = v_partitions.append
+    app_v_partitions = v_partitions.append
     i = 0
     try:
         for i in range(n_v_partitions):
-            item, pos = _read_DeleteRecordsPartition_0(buf, pos)
-            app(item)
+            e_v_partitions, pos = _read_DeleteRecordsPartition_0(buf, pos)
+            app_v_partitions(e_v_partitions)
     except _DecodeError as exc:
         raise exc.refine(field=f'Partitions[{i}]')
-    return DeleteRecordsTopic(v_name, v_partitions, ()), pos
+    o = _new(DeleteRecordsTopic)
+    o.name = v_name
+    o.partitions = v_partitions
+    o.unknown_tagged_fields = ()
+    return o, pos
 
 
 def _write_DeleteRecordsTopic_0(o: DeleteRecordsTopic, out: bytearray) -> None:
@@ -162,8 +177,8 @@ def _write_DeleteRecordsTopic_0(o: DeleteRecordsTopic, out: bytearray) -> None:
     if o.partitions is None:
         raise _null('Partitions')
     _wal(out, o.partitions, 'Partitions')
-    for item in o.partitions:
-        _write_DeleteRecordsPartition_0(item, out)
+    for e_partitions in o.partitions:
+        _write_DeleteRecordsPartition_0(e_partitions, out)
     if o.unknown_tagged_fields:
         raise _EncodeError('tagged fields cannot be written at non-flexible version 0-1')
 
@@ -172,14 +187,19 @@ def _read_DeleteRecordsTopic_1(buf: bytes | bytearray | memoryview, pos: int) ->
     # versions 2
     end = len(buf)
     v_name, pos = _rcs(buf, pos, 'Name')
-    n_v_partitions, pos = _rcal(buf, pos, 'Partitions')
+    v_partitions: list[DeleteRecordsPartition]
+    n_v_partitions = buf[pos] - 1 if pos < end else -2
+    if 0 <= n_v_partitions < 127 and n_v_partitions <= end - pos:
+        pos += 1
+    else:
+        n_v_partitions, pos = _rcal(buf, pos, 'Partitions')
     v_partitions = []
-    app = v_partitions.append
+    app_v_partitions = v_partitions.append
     i = 0
     try:
         for i in range(n_v_partitions):
-            item, pos = _read_DeleteRecordsPartition_1(buf, pos)
-            app(item)
+            e_v_partitions, pos = _read_DeleteRecordsPartition_1(buf, pos)
+            app_v_partitions(e_v_partitions)
     except _DecodeError as exc:
         raise exc.refine(field=f'Partitions[{i}]')
     unknown: tuple[tuple[int, bytes], ...] = ()
@@ -194,7 +214,11 @@ def _read_DeleteRecordsTopic_1(buf: bytes | bytearray | memoryview, pos: int) ->
             pos += size
         if raw_tags:
             unknown = tuple(raw_tags)
-    return DeleteRecordsTopic(v_name, v_partitions, unknown), pos
+    o = _new(DeleteRecordsTopic)
+    o.name = v_name
+    o.partitions = v_partitions
+    o.unknown_tagged_fields = unknown
+    return o, pos
 
 
 def _write_DeleteRecordsTopic_1(o: DeleteRecordsTopic, out: bytearray) -> None:
@@ -205,8 +229,8 @@ def _write_DeleteRecordsTopic_1(o: DeleteRecordsTopic, out: bytearray) -> None:
     if o.partitions is None:
         raise _null('Partitions')
     _wcal(out, o.partitions, 'Partitions')
-    for item in o.partitions:
-        _write_DeleteRecordsPartition_1(item, out)
+    for e_partitions in o.partitions:
+        _write_DeleteRecordsPartition_1(e_partitions, out)
     if o.unknown_tagged_fields:
         _wts(out, (), o.unknown_tagged_fields, '_tagged_fields')
     else:
@@ -216,21 +240,26 @@ def _write_DeleteRecordsTopic_1(o: DeleteRecordsTopic, out: bytearray) -> None:
 def _read_DeleteRecordsRequest_0(buf: bytes | bytearray | memoryview, pos: int) -> tuple[DeleteRecordsRequest, int]:
     # versions 0-1
     end = len(buf)
+    v_topics: list[DeleteRecordsTopic]
     n_v_topics, pos = _ral(buf, pos, 'Topics')
     v_topics = []
-    app = v_topics.append
+    app_v_topics = v_topics.append
     i = 0
     try:
         for i in range(n_v_topics):
-            item, pos = _read_DeleteRecordsTopic_0(buf, pos)
-            app(item)
+            e_v_topics, pos = _read_DeleteRecordsTopic_0(buf, pos)
+            app_v_topics(e_v_topics)
     except _DecodeError as exc:
         raise exc.refine(field=f'Topics[{i}]')
     if pos + 4 > end:
-        raise _short_fixed(pos, end, _L_i)
+        raise _short_fixed(pos, end, _L1)
     v_timeout_ms, = _S_i.unpack_from(buf, pos)
     pos += 4
-    return DeleteRecordsRequest(v_topics, v_timeout_ms, ()), pos
+    o = _new(DeleteRecordsRequest)
+    o.topics = v_topics
+    o.timeout_ms = v_timeout_ms
+    o.unknown_tagged_fields = ()
+    return o, pos
 
 
 def _write_DeleteRecordsRequest_0(o: DeleteRecordsRequest, out: bytearray) -> None:
@@ -238,8 +267,8 @@ def _write_DeleteRecordsRequest_0(o: DeleteRecordsRequest, out: bytearray) -> No
     if o.topics is None:
         raise _null('Topics')
     _wal(out, o.topics, 'Topics')
-    for item in o.topics:
-        _write_DeleteRecordsTopic_0(item, out)
+    for e_topics in o.topics:
+        _write_DeleteRecordsTopic_0(e_topics, out)
     out += _S_i.pack(o.timeout_ms)
     if o.unknown_tagged_fields:
         raise _EncodeError('tagged fields cannot be written at non-flexible version 0-1')
@@ -248,18 +277,23 @@ def _write_DeleteRecordsRequest_0(o: DeleteRecordsRequest, out: bytearray) -> No
 def _read_DeleteRecordsRequest_1(buf: bytes | bytearray | memoryview, pos: int) -> tuple[DeleteRecordsRequest, int]:
     # versions 2
     end = len(buf)
-    n_v_topics, pos = _rcal(buf, pos, 'Topics')
+    v_topics: list[DeleteRecordsTopic]
+    n_v_topics = buf[pos] - 1 if pos < end else -2
+    if 0 <= n_v_topics < 127 and n_v_topics <= end - pos:
+        pos += 1
+    else:
+        n_v_topics, pos = _rcal(buf, pos, 'Topics')
     v_topics = []
-    app = v_topics.append
+    app_v_topics = v_topics.append
     i = 0
     try:
         for i in range(n_v_topics):
-            item, pos = _read_DeleteRecordsTopic_1(buf, pos)
-            app(item)
+            e_v_topics, pos = _read_DeleteRecordsTopic_1(buf, pos)
+            app_v_topics(e_v_topics)
     except _DecodeError as exc:
         raise exc.refine(field=f'Topics[{i}]')
     if pos + 4 > end:
-        raise _short_fixed(pos, end, _L_i)
+        raise _short_fixed(pos, end, _L1)
     v_timeout_ms, = _S_i.unpack_from(buf, pos)
     pos += 4
     unknown: tuple[tuple[int, bytes], ...] = ()
@@ -274,7 +308,11 @@ def _read_DeleteRecordsRequest_1(buf: bytes | bytearray | memoryview, pos: int) 
             pos += size
         if raw_tags:
             unknown = tuple(raw_tags)
-    return DeleteRecordsRequest(v_topics, v_timeout_ms, unknown), pos
+    o = _new(DeleteRecordsRequest)
+    o.topics = v_topics
+    o.timeout_ms = v_timeout_ms
+    o.unknown_tagged_fields = unknown
+    return o, pos
 
 
 def _write_DeleteRecordsRequest_1(o: DeleteRecordsRequest, out: bytearray) -> None:
@@ -282,8 +320,8 @@ def _write_DeleteRecordsRequest_1(o: DeleteRecordsRequest, out: bytearray) -> No
     if o.topics is None:
         raise _null('Topics')
     _wcal(out, o.topics, 'Topics')
-    for item in o.topics:
-        _write_DeleteRecordsTopic_1(item, out)
+    for e_topics in o.topics:
+        _write_DeleteRecordsTopic_1(e_topics, out)
     out += _S_i.pack(o.timeout_ms)
     if o.unknown_tagged_fields:
         _wts(out, (), o.unknown_tagged_fields, '_tagged_fields')

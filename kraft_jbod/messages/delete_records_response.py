@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import struct as _struct
+from typing import Any as _Any
 import uuid as _uuid
 from dataclasses import dataclass as _dataclass, field as _field
 from typing import ClassVar as _ClassVar
@@ -26,13 +27,14 @@ from kraft_jbod.wire.primitives import (
     short_fixed as _short_fixed, uuid_from_bytes as _uuid_from_bytes,
 )
 
+_new = object.__new__
 _S_i = _struct.Struct('>i')
 _S_iqh = _struct.Struct('>iqh')
-_L_iqh = (('PartitionIndex', 4), ('LowWatermark', 8), ('ErrorCode', 2))
-_L_i = (('ThrottleTimeMs', 4),)
+_L0 = (('PartitionIndex', 4), ('LowWatermark', 8), ('ErrorCode', 2))
+_L1 = (('ThrottleTimeMs', 4),)
 
 
-def _absent(field: str, version: int) -> _EncodeError:
+def _absent(field: str, version: int | str) -> _EncodeError:
     return _EncodeError(
         f'attempted to write a non-default {field} at version {version}', field_path=field
     )
@@ -94,10 +96,15 @@ def _read_DeleteRecordsPartitionResult_0(buf: bytes | bytearray | memoryview, po
     # versions 0-1
     end = len(buf)
     if pos + 14 > end:
-        raise _short_fixed(pos, end, _L_iqh)
+        raise _short_fixed(pos, end, _L0)
     v_partition_index, v_low_watermark, v_error_code = _S_iqh.unpack_from(buf, pos)
     pos += 14
-    return DeleteRecordsPartitionResult(v_partition_index, v_low_watermark, v_error_code, ()), pos
+    o = _new(DeleteRecordsPartitionResult)
+    o.partition_index = v_partition_index
+    o.low_watermark = v_low_watermark
+    o.error_code = v_error_code
+    o.unknown_tagged_fields = ()
+    return o, pos
 
 
 def _write_DeleteRecordsPartitionResult_0(o: DeleteRecordsPartitionResult, out: bytearray) -> None:
@@ -111,7 +118,7 @@ def _read_DeleteRecordsPartitionResult_1(buf: bytes | bytearray | memoryview, po
     # versions 2
     end = len(buf)
     if pos + 14 > end:
-        raise _short_fixed(pos, end, _L_iqh)
+        raise _short_fixed(pos, end, _L0)
     v_partition_index, v_low_watermark, v_error_code = _S_iqh.unpack_from(buf, pos)
     pos += 14
     unknown: tuple[tuple[int, bytes], ...] = ()
@@ -126,7 +133,12 @@ def _read_DeleteRecordsPartitionResult_1(buf: bytes | bytearray | memoryview, po
             pos += size
         if raw_tags:
             unknown = tuple(raw_tags)
-    return DeleteRecordsPartitionResult(v_partition_index, v_low_watermark, v_error_code, unknown), pos
+    o = _new(DeleteRecordsPartitionResult)
+    o.partition_index = v_partition_index
+    o.low_watermark = v_low_watermark
+    o.error_code = v_error_code
+    o.unknown_tagged_fields = unknown
+    return o, pos
 
 
 def _write_DeleteRecordsPartitionResult_1(o: DeleteRecordsPartitionResult, out: bytearray) -> None:
@@ -142,17 +154,22 @@ def _read_DeleteRecordsTopicResult_0(buf: bytes | bytearray | memoryview, pos: i
     # versions 0-1
     end = len(buf)
     v_name, pos = _rs(buf, pos, 'Name')
+    v_partitions: list[DeleteRecordsPartitionResult]
     n_v_partitions, pos = _ral(buf, pos, 'Partitions')
     v_partitions = []
-    app = v_partitions.append
+    app_v_partitions = v_partitions.append
     i = 0
     try:
         for i in range(n_v_partitions):
-            item, pos = _read_DeleteRecordsPartitionResult_0(buf, pos)
-            app(item)
+            e_v_partitions, pos = _read_DeleteRecordsPartitionResult_0(buf, pos)
+            app_v_partitions(e_v_partitions)
     except _DecodeError as exc:
         raise exc.refine(field=f'Partitions[{i}]')
-    return DeleteRecordsTopicResult(v_name, v_partitions, ()), pos
+    o = _new(DeleteRecordsTopicResult)
+    o.name = v_name
+    o.partitions = v_partitions
+    o.unknown_tagged_fields = ()
+    return o, pos
 
 
 def _write_DeleteRecordsTopicResult_0(o: DeleteRecordsTopicResult, out: bytearray) -> None:
@@ -163,8 +180,8 @@ def _write_DeleteRecordsTopicResult_0(o: DeleteRecordsTopicResult, out: bytearra
     if o.partitions is None:
         raise _null('Partitions')
     _wal(out, o.partitions, 'Partitions')
-    for item in o.partitions:
-        _write_DeleteRecordsPartitionResult_0(item, out)
+    for e_partitions in o.partitions:
+        _write_DeleteRecordsPartitionResult_0(e_partitions, out)
     if o.unknown_tagged_fields:
         raise _EncodeError('tagged fields cannot be written at non-flexible version 0-1')
 
@@ -173,14 +190,19 @@ def _read_DeleteRecordsTopicResult_1(buf: bytes | bytearray | memoryview, pos: i
     # versions 2
     end = len(buf)
     v_name, pos = _rcs(buf, pos, 'Name')
-    n_v_partitions, pos = _rcal(buf, pos, 'Partitions')
+    v_partitions: list[DeleteRecordsPartitionResult]
+    n_v_partitions = buf[pos] - 1 if pos < end else -2
+    if 0 <= n_v_partitions < 127 and n_v_partitions <= end - pos:
+        pos += 1
+    else:
+        n_v_partitions, pos = _rcal(buf, pos, 'Partitions')
     v_partitions = []
-    app = v_partitions.append
+    app_v_partitions = v_partitions.append
     i = 0
     try:
         for i in range(n_v_partitions):
-            item, pos = _read_DeleteRecordsPartitionResult_1(buf, pos)
-            app(item)
+            e_v_partitions, pos = _read_DeleteRecordsPartitionResult_1(buf, pos)
+            app_v_partitions(e_v_partitions)
     except _DecodeError as exc:
         raise exc.refine(field=f'Partitions[{i}]')
     unknown: tuple[tuple[int, bytes], ...] = ()
@@ -195,7 +217,11 @@ def _read_DeleteRecordsTopicResult_1(buf: bytes | bytearray | memoryview, pos: i
             pos += size
         if raw_tags:
             unknown = tuple(raw_tags)
-    return DeleteRecordsTopicResult(v_name, v_partitions, unknown), pos
+    o = _new(DeleteRecordsTopicResult)
+    o.name = v_name
+    o.partitions = v_partitions
+    o.unknown_tagged_fields = unknown
+    return o, pos
 
 
 def _write_DeleteRecordsTopicResult_1(o: DeleteRecordsTopicResult, out: bytearray) -> None:
@@ -206,8 +232,8 @@ def _write_DeleteRecordsTopicResult_1(o: DeleteRecordsTopicResult, out: bytearra
     if o.partitions is None:
         raise _null('Partitions')
     _wcal(out, o.partitions, 'Partitions')
-    for item in o.partitions:
-        _write_DeleteRecordsPartitionResult_1(item, out)
+    for e_partitions in o.partitions:
+        _write_DeleteRecordsPartitionResult_1(e_partitions, out)
     if o.unknown_tagged_fields:
         _wts(out, (), o.unknown_tagged_fields, '_tagged_fields')
     else:
@@ -218,20 +244,25 @@ def _read_DeleteRecordsResponse_0(buf: bytes | bytearray | memoryview, pos: int)
     # versions 0-1
     end = len(buf)
     if pos + 4 > end:
-        raise _short_fixed(pos, end, _L_i)
+        raise _short_fixed(pos, end, _L1)
     v_throttle_time_ms, = _S_i.unpack_from(buf, pos)
     pos += 4
+    v_topics: list[DeleteRecordsTopicResult]
     n_v_topics, pos = _ral(buf, pos, 'Topics')
     v_topics = []
-    app = v_topics.append
+    app_v_topics = v_topics.append
     i = 0
     try:
         for i in range(n_v_topics):
-            item, pos = _read_DeleteRecordsTopicResult_0(buf, pos)
-            app(item)
+            e_v_topics, pos = _read_DeleteRecordsTopicResult_0(buf, pos)
+            app_v_topics(e_v_topics)
     except _DecodeError as exc:
         raise exc.refine(field=f'Topics[{i}]')
-    return DeleteRecordsResponse(v_throttle_time_ms, v_topics, ()), pos
+    o = _new(DeleteRecordsResponse)
+    o.throttle_time_ms = v_throttle_time_ms
+    o.topics = v_topics
+    o.unknown_tagged_fields = ()
+    return o, pos
 
 
 def _write_DeleteRecordsResponse_0(o: DeleteRecordsResponse, out: bytearray) -> None:
@@ -240,8 +271,8 @@ def _write_DeleteRecordsResponse_0(o: DeleteRecordsResponse, out: bytearray) -> 
     if o.topics is None:
         raise _null('Topics')
     _wal(out, o.topics, 'Topics')
-    for item in o.topics:
-        _write_DeleteRecordsTopicResult_0(item, out)
+    for e_topics in o.topics:
+        _write_DeleteRecordsTopicResult_0(e_topics, out)
     if o.unknown_tagged_fields:
         raise _EncodeError('tagged fields cannot be written at non-flexible version 0-1')
 
@@ -250,17 +281,22 @@ def _read_DeleteRecordsResponse_1(buf: bytes | bytearray | memoryview, pos: int)
     # versions 2
     end = len(buf)
     if pos + 4 > end:
-        raise _short_fixed(pos, end, _L_i)
+        raise _short_fixed(pos, end, _L1)
     v_throttle_time_ms, = _S_i.unpack_from(buf, pos)
     pos += 4
-    n_v_topics, pos = _rcal(buf, pos, 'Topics')
+    v_topics: list[DeleteRecordsTopicResult]
+    n_v_topics = buf[pos] - 1 if pos < end else -2
+    if 0 <= n_v_topics < 127 and n_v_topics <= end - pos:
+        pos += 1
+    else:
+        n_v_topics, pos = _rcal(buf, pos, 'Topics')
     v_topics = []
-    app = v_topics.append
+    app_v_topics = v_topics.append
     i = 0
     try:
         for i in range(n_v_topics):
-            item, pos = _read_DeleteRecordsTopicResult_1(buf, pos)
-            app(item)
+            e_v_topics, pos = _read_DeleteRecordsTopicResult_1(buf, pos)
+            app_v_topics(e_v_topics)
     except _DecodeError as exc:
         raise exc.refine(field=f'Topics[{i}]')
     unknown: tuple[tuple[int, bytes], ...] = ()
@@ -275,7 +311,11 @@ def _read_DeleteRecordsResponse_1(buf: bytes | bytearray | memoryview, pos: int)
             pos += size
         if raw_tags:
             unknown = tuple(raw_tags)
-    return DeleteRecordsResponse(v_throttle_time_ms, v_topics, unknown), pos
+    o = _new(DeleteRecordsResponse)
+    o.throttle_time_ms = v_throttle_time_ms
+    o.topics = v_topics
+    o.unknown_tagged_fields = unknown
+    return o, pos
 
 
 def _write_DeleteRecordsResponse_1(o: DeleteRecordsResponse, out: bytearray) -> None:
@@ -284,8 +324,8 @@ def _write_DeleteRecordsResponse_1(o: DeleteRecordsResponse, out: bytearray) -> 
     if o.topics is None:
         raise _null('Topics')
     _wcal(out, o.topics, 'Topics')
-    for item in o.topics:
-        _write_DeleteRecordsTopicResult_1(item, out)
+    for e_topics in o.topics:
+        _write_DeleteRecordsTopicResult_1(e_topics, out)
     if o.unknown_tagged_fields:
         _wts(out, (), o.unknown_tagged_fields, '_tagged_fields')
     else:

@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import struct as _struct
+from typing import Any as _Any
 import uuid as _uuid
 from dataclasses import dataclass as _dataclass, field as _field
 from typing import ClassVar as _ClassVar
@@ -26,14 +27,15 @@ from kraft_jbod.wire.primitives import (
     short_fixed as _short_fixed, uuid_from_bytes as _uuid_from_bytes,
 )
 
+_new = object.__new__
 _S_16s = _struct.Struct('>16s')
 _S_ih = _struct.Struct('>ih')
 _ZERO_UUID = _uuid_from_bytes((0).to_bytes(16, 'big'))
-_L_ih = (('Partition', 4), ('ErrorCode', 2))
-_L_16s = (('TopicId', 16),)
+_L0 = (('Partition', 4), ('ErrorCode', 2))
+_L1 = (('TopicId', 16),)
 
 
-def _absent(field: str, version: int) -> _EncodeError:
+def _absent(field: str, version: int | str) -> _EncodeError:
     return _EncodeError(
         f'attempted to write a non-default {field} at version {version}', field_path=field
     )
@@ -94,7 +96,7 @@ def _read_PartitionResult_0(buf: bytes | bytearray | memoryview, pos: int) -> tu
     # versions 0
     end = len(buf)
     if pos + 6 > end:
-        raise _short_fixed(pos, end, _L_ih)
+        raise _short_fixed(pos, end, _L0)
     v_partition, v_error_code = _S_ih.unpack_from(buf, pos)
     pos += 6
     v_error_message, pos = _rncs(buf, pos, 'ErrorMessage')
@@ -110,7 +112,12 @@ def _read_PartitionResult_0(buf: bytes | bytearray | memoryview, pos: int) -> tu
             pos += size
         if raw_tags:
             unknown = tuple(raw_tags)
-    return PartitionResult(v_partition, v_error_code, v_error_message, unknown), pos
+    o = _new(PartitionResult)
+    o.partition = v_partition
+    o.error_code = v_error_code
+    o.error_message = v_error_message
+    o.unknown_tagged_fields = unknown
+    return o, pos
 
 
 def _write_PartitionResult_0(o: PartitionResult, out: bytearray) -> None:
@@ -127,18 +134,23 @@ def _read_DeleteStateResult_0(buf: bytes | bytearray | memoryview, pos: int) -> 
     # versions 0
     end = len(buf)
     if pos + 16 > end:
-        raise _short_fixed(pos, end, _L_16s)
-    v_topic_id, = _S_16s.unpack_from(buf, pos)
-    v_topic_id = _uuid_from_bytes(v_topic_id)
+        raise _short_fixed(pos, end, _L1)
+    r_topic_id, = _S_16s.unpack_from(buf, pos)
+    v_topic_id = _uuid_from_bytes(r_topic_id)
     pos += 16
-    n_v_partitions, pos = _rcal(buf, pos, 'Partitions')
+    v_partitions: list[PartitionResult]
+    n_v_partitions = buf[pos] - 1 if pos < end else -2
+    if 0 <= n_v_partitions < 127 and n_v_partitions <= end - pos:
+        pos += 1
+    else:
+        n_v_partitions, pos = _rcal(buf, pos, 'Partitions')
     v_partitions = []
-    app = v_partitions.append
+    app_v_partitions = v_partitions.append
     i = 0
     try:
         for i in range(n_v_partitions):
-            item, pos = _read_PartitionResult_0(buf, pos)
-            app(item)
+            e_v_partitions, pos = _read_PartitionResult_0(buf, pos)
+            app_v_partitions(e_v_partitions)
     except _DecodeError as exc:
         raise exc.refine(field=f'Partitions[{i}]')
     unknown: tuple[tuple[int, bytes], ...] = ()
@@ -153,7 +165,11 @@ def _read_DeleteStateResult_0(buf: bytes | bytearray | memoryview, pos: int) -> 
             pos += size
         if raw_tags:
             unknown = tuple(raw_tags)
-    return DeleteStateResult(v_topic_id, v_partitions, unknown), pos
+    o = _new(DeleteStateResult)
+    o.topic_id = v_topic_id
+    o.partitions = v_partitions
+    o.unknown_tagged_fields = unknown
+    return o, pos
 
 
 def _write_DeleteStateResult_0(o: DeleteStateResult, out: bytearray) -> None:
@@ -162,8 +178,8 @@ def _write_DeleteStateResult_0(o: DeleteStateResult, out: bytearray) -> None:
     if o.partitions is None:
         raise _null('Partitions')
     _wcal(out, o.partitions, 'Partitions')
-    for item in o.partitions:
-        _write_PartitionResult_0(item, out)
+    for e_partitions in o.partitions:
+        _write_PartitionResult_0(e_partitions, out)
     if o.unknown_tagged_fields:
         _wts(out, (), o.unknown_tagged_fields, '_tagged_fields')
     else:
@@ -173,14 +189,19 @@ def _write_DeleteStateResult_0(o: DeleteStateResult, out: bytearray) -> None:
 def _read_DeleteShareGroupStateResponse_0(buf: bytes | bytearray | memoryview, pos: int) -> tuple[DeleteShareGroupStateResponse, int]:
     # versions 0
     end = len(buf)
-    n_v_results, pos = _rcal(buf, pos, 'Results')
+    v_results: list[DeleteStateResult]
+    n_v_results = buf[pos] - 1 if pos < end else -2
+    if 0 <= n_v_results < 127 and n_v_results <= end - pos:
+        pos += 1
+    else:
+        n_v_results, pos = _rcal(buf, pos, 'Results')
     v_results = []
-    app = v_results.append
+    app_v_results = v_results.append
     i = 0
     try:
         for i in range(n_v_results):
-            item, pos = _read_DeleteStateResult_0(buf, pos)
-            app(item)
+            e_v_results, pos = _read_DeleteStateResult_0(buf, pos)
+            app_v_results(e_v_results)
     except _DecodeError as exc:
         raise exc.refine(field=f'Results[{i}]')
     unknown: tuple[tuple[int, bytes], ...] = ()
@@ -195,7 +216,10 @@ def _read_DeleteShareGroupStateResponse_0(buf: bytes | bytearray | memoryview, p
             pos += size
         if raw_tags:
             unknown = tuple(raw_tags)
-    return DeleteShareGroupStateResponse(v_results, unknown), pos
+    o = _new(DeleteShareGroupStateResponse)
+    o.results = v_results
+    o.unknown_tagged_fields = unknown
+    return o, pos
 
 
 def _write_DeleteShareGroupStateResponse_0(o: DeleteShareGroupStateResponse, out: bytearray) -> None:
@@ -203,8 +227,8 @@ def _write_DeleteShareGroupStateResponse_0(o: DeleteShareGroupStateResponse, out
     if o.results is None:
         raise _null('Results')
     _wcal(out, o.results, 'Results')
-    for item in o.results:
-        _write_DeleteStateResult_0(item, out)
+    for e_results in o.results:
+        _write_DeleteStateResult_0(e_results, out)
     if o.unknown_tagged_fields:
         _wts(out, (), o.unknown_tagged_fields, '_tagged_fields')
     else:

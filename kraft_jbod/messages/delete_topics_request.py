@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import struct as _struct
+from typing import Any as _Any
 import uuid as _uuid
 from dataclasses import dataclass as _dataclass, field as _field
 from typing import ClassVar as _ClassVar
@@ -26,14 +27,15 @@ from kraft_jbod.wire.primitives import (
     short_fixed as _short_fixed, uuid_from_bytes as _uuid_from_bytes,
 )
 
+_new = object.__new__
 _S_16s = _struct.Struct('>16s')
 _S_i = _struct.Struct('>i')
 _ZERO_UUID = _uuid_from_bytes((0).to_bytes(16, 'big'))
-_L_16s = (('TopicId', 16),)
-_L_i = (('TimeoutMs', 4),)
+_L0 = (('TopicId', 16),)
+_L1 = (('TimeoutMs', 4),)
 
 
-def _absent(field: str, version: int) -> _EncodeError:
+def _absent(field: str, version: int | str) -> _EncodeError:
     return _EncodeError(
         f'attempted to write a non-default {field} at version {version}', field_path=field
     )
@@ -87,9 +89,9 @@ def _read_DeleteTopicState_0(buf: bytes | bytearray | memoryview, pos: int) -> t
     end = len(buf)
     v_name, pos = _rncs(buf, pos, 'Name')
     if pos + 16 > end:
-        raise _short_fixed(pos, end, _L_16s)
-    v_topic_id, = _S_16s.unpack_from(buf, pos)
-    v_topic_id = _uuid_from_bytes(v_topic_id)
+        raise _short_fixed(pos, end, _L0)
+    r_topic_id, = _S_16s.unpack_from(buf, pos)
+    v_topic_id = _uuid_from_bytes(r_topic_id)
     pos += 16
     unknown: tuple[tuple[int, bytes], ...] = ()
     if pos < end and buf[pos] == 0:
@@ -103,7 +105,11 @@ def _read_DeleteTopicState_0(buf: bytes | bytearray | memoryview, pos: int) -> t
             pos += size
         if raw_tags:
             unknown = tuple(raw_tags)
-    return DeleteTopicState(v_name, v_topic_id, unknown), pos
+    o = _new(DeleteTopicState)
+    o.name = v_name
+    o.topic_id = v_topic_id
+    o.unknown_tagged_fields = unknown
+    return o, pos
 
 
 def _write_DeleteTopicState_0(o: DeleteTopicState, out: bytearray) -> None:
@@ -119,17 +125,23 @@ def _write_DeleteTopicState_0(o: DeleteTopicState, out: bytearray) -> None:
 def _read_DeleteTopicsRequest_0(buf: bytes | bytearray | memoryview, pos: int) -> tuple[DeleteTopicsRequest, int]:
     # versions 0-3
     end = len(buf)
+    v_topic_names: list[str]
     n_v_topic_names, pos = _ral(buf, pos, 'TopicNames')
     v_topic_names = []
-    app = v_topic_names.append
+    app_v_topic_names = v_topic_names.append
     for _ in range(n_v_topic_names):
-        item, pos = _rs(buf, pos, 'TopicNames')
-        app(item)
+        e_v_topic_names, pos = _rs(buf, pos, 'TopicNames')
+        app_v_topic_names(e_v_topic_names)
     if pos + 4 > end:
-        raise _short_fixed(pos, end, _L_i)
+        raise _short_fixed(pos, end, _L1)
     v_timeout_ms, = _S_i.unpack_from(buf, pos)
     pos += 4
-    return DeleteTopicsRequest([], v_topic_names, v_timeout_ms, ()), pos
+    o = _new(DeleteTopicsRequest)
+    o.topics = []
+    o.topic_names = v_topic_names
+    o.timeout_ms = v_timeout_ms
+    o.unknown_tagged_fields = ()
+    return o, pos
 
 
 def _write_DeleteTopicsRequest_0(o: DeleteTopicsRequest, out: bytearray) -> None:
@@ -139,10 +151,10 @@ def _write_DeleteTopicsRequest_0(o: DeleteTopicsRequest, out: bytearray) -> None
     if o.topic_names is None:
         raise _null('TopicNames')
     _wal(out, o.topic_names, 'TopicNames')
-    for item in o.topic_names:
-        if item is None:
+    for e_topic_names in o.topic_names:
+        if e_topic_names is None:
             raise _null('TopicNames')
-        _ws(out, item, 'TopicNames')
+        _ws(out, e_topic_names, 'TopicNames')
     out += _S_i.pack(o.timeout_ms)
     if o.unknown_tagged_fields:
         raise _EncodeError('tagged fields cannot be written at non-flexible version 0-3')
@@ -151,14 +163,19 @@ def _write_DeleteTopicsRequest_0(o: DeleteTopicsRequest, out: bytearray) -> None
 def _read_DeleteTopicsRequest_1(buf: bytes | bytearray | memoryview, pos: int) -> tuple[DeleteTopicsRequest, int]:
     # versions 4-5
     end = len(buf)
-    n_v_topic_names, pos = _rcal(buf, pos, 'TopicNames')
+    v_topic_names: list[str]
+    n_v_topic_names = buf[pos] - 1 if pos < end else -2
+    if 0 <= n_v_topic_names < 127 and n_v_topic_names <= end - pos:
+        pos += 1
+    else:
+        n_v_topic_names, pos = _rcal(buf, pos, 'TopicNames')
     v_topic_names = []
-    app = v_topic_names.append
+    app_v_topic_names = v_topic_names.append
     for _ in range(n_v_topic_names):
-        item, pos = _rcs(buf, pos, 'TopicNames')
-        app(item)
+        e_v_topic_names, pos = _rcs(buf, pos, 'TopicNames')
+        app_v_topic_names(e_v_topic_names)
     if pos + 4 > end:
-        raise _short_fixed(pos, end, _L_i)
+        raise _short_fixed(pos, end, _L1)
     v_timeout_ms, = _S_i.unpack_from(buf, pos)
     pos += 4
     unknown: tuple[tuple[int, bytes], ...] = ()
@@ -173,7 +190,12 @@ def _read_DeleteTopicsRequest_1(buf: bytes | bytearray | memoryview, pos: int) -
             pos += size
         if raw_tags:
             unknown = tuple(raw_tags)
-    return DeleteTopicsRequest([], v_topic_names, v_timeout_ms, unknown), pos
+    o = _new(DeleteTopicsRequest)
+    o.topics = []
+    o.topic_names = v_topic_names
+    o.timeout_ms = v_timeout_ms
+    o.unknown_tagged_fields = unknown
+    return o, pos
 
 
 def _write_DeleteTopicsRequest_1(o: DeleteTopicsRequest, out: bytearray) -> None:
@@ -183,10 +205,10 @@ def _write_DeleteTopicsRequest_1(o: DeleteTopicsRequest, out: bytearray) -> None
     if o.topic_names is None:
         raise _null('TopicNames')
     _wcal(out, o.topic_names, 'TopicNames')
-    for item in o.topic_names:
-        if item is None:
+    for e_topic_names in o.topic_names:
+        if e_topic_names is None:
             raise _null('TopicNames')
-        _wcs(out, item, 'TopicNames')
+        _wcs(out, e_topic_names, 'TopicNames')
     out += _S_i.pack(o.timeout_ms)
     if o.unknown_tagged_fields:
         _wts(out, (), o.unknown_tagged_fields, '_tagged_fields')
@@ -197,18 +219,23 @@ def _write_DeleteTopicsRequest_1(o: DeleteTopicsRequest, out: bytearray) -> None
 def _read_DeleteTopicsRequest_2(buf: bytes | bytearray | memoryview, pos: int) -> tuple[DeleteTopicsRequest, int]:
     # versions 6
     end = len(buf)
-    n_v_topics, pos = _rcal(buf, pos, 'Topics')
+    v_topics: list[DeleteTopicState]
+    n_v_topics = buf[pos] - 1 if pos < end else -2
+    if 0 <= n_v_topics < 127 and n_v_topics <= end - pos:
+        pos += 1
+    else:
+        n_v_topics, pos = _rcal(buf, pos, 'Topics')
     v_topics = []
-    app = v_topics.append
+    app_v_topics = v_topics.append
     i = 0
     try:
         for i in range(n_v_topics):
-            item, pos = _read_DeleteTopicState_0(buf, pos)
-            app(item)
+            e_v_topics, pos = _read_DeleteTopicState_0(buf, pos)
+            app_v_topics(e_v_topics)
     except _DecodeError as exc:
         raise exc.refine(field=f'Topics[{i}]')
     if pos + 4 > end:
-        raise _short_fixed(pos, end, _L_i)
+        raise _short_fixed(pos, end, _L1)
     v_timeout_ms, = _S_i.unpack_from(buf, pos)
     pos += 4
     unknown: tuple[tuple[int, bytes], ...] = ()
@@ -223,7 +250,12 @@ def _read_DeleteTopicsRequest_2(buf: bytes | bytearray | memoryview, pos: int) -
             pos += size
         if raw_tags:
             unknown = tuple(raw_tags)
-    return DeleteTopicsRequest(v_topics, [], v_timeout_ms, unknown), pos
+    o = _new(DeleteTopicsRequest)
+    o.topics = v_topics
+    o.topic_names = []
+    o.timeout_ms = v_timeout_ms
+    o.unknown_tagged_fields = unknown
+    return o, pos
 
 
 def _write_DeleteTopicsRequest_2(o: DeleteTopicsRequest, out: bytearray) -> None:
@@ -231,8 +263,8 @@ def _write_DeleteTopicsRequest_2(o: DeleteTopicsRequest, out: bytearray) -> None
     if o.topics is None:
         raise _null('Topics')
     _wcal(out, o.topics, 'Topics')
-    for item in o.topics:
-        _write_DeleteTopicState_0(item, out)
+    for e_topics in o.topics:
+        _write_DeleteTopicState_0(e_topics, out)
     out += _S_i.pack(o.timeout_ms)
     if o.unknown_tagged_fields:
         _wts(out, (), o.unknown_tagged_fields, '_tagged_fields')

@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import struct as _struct
+from typing import Any as _Any
 import uuid as _uuid
 from dataclasses import dataclass as _dataclass, field as _field
 from typing import ClassVar as _ClassVar
@@ -26,16 +27,17 @@ from kraft_jbod.wire.primitives import (
     short_fixed as _short_fixed, uuid_from_bytes as _uuid_from_bytes,
 )
 
+_new = object.__new__
 _S_16sh = _struct.Struct('>16sh')
 _S_h = _struct.Struct('>h')
 _S_i = _struct.Struct('>i')
 _ZERO_UUID = _uuid_from_bytes((0).to_bytes(16, 'big'))
-_L_h = (('ErrorCode', 2),)
-_L_16sh = (('TopicId', 16), ('ErrorCode', 2))
-_L_i = (('ThrottleTimeMs', 4),)
+_L0 = (('ErrorCode', 2),)
+_L1 = (('TopicId', 16), ('ErrorCode', 2))
+_L2 = (('ThrottleTimeMs', 4),)
 
 
-def _absent(field: str, version: int) -> _EncodeError:
+def _absent(field: str, version: int | str) -> _EncodeError:
     return _EncodeError(
         f'attempted to write a non-default {field} at version {version}', field_path=field
     )
@@ -90,10 +92,16 @@ def _read_DeletableTopicResult_0(buf: bytes | bytearray | memoryview, pos: int) 
     end = len(buf)
     v_name, pos = _rs(buf, pos, 'Name')
     if pos + 2 > end:
-        raise _short_fixed(pos, end, _L_h)
+        raise _short_fixed(pos, end, _L0)
     v_error_code, = _S_h.unpack_from(buf, pos)
     pos += 2
-    return DeletableTopicResult(v_name, _ZERO_UUID, v_error_code, None, ()), pos
+    o = _new(DeletableTopicResult)
+    o.name = v_name
+    o.topic_id = _ZERO_UUID
+    o.error_code = v_error_code
+    o.error_message = None
+    o.unknown_tagged_fields = ()
+    return o, pos
 
 
 def _write_DeletableTopicResult_0(o: DeletableTopicResult, out: bytearray) -> None:
@@ -111,7 +119,7 @@ def _read_DeletableTopicResult_1(buf: bytes | bytearray | memoryview, pos: int) 
     end = len(buf)
     v_name, pos = _rcs(buf, pos, 'Name')
     if pos + 2 > end:
-        raise _short_fixed(pos, end, _L_h)
+        raise _short_fixed(pos, end, _L0)
     v_error_code, = _S_h.unpack_from(buf, pos)
     pos += 2
     unknown: tuple[tuple[int, bytes], ...] = ()
@@ -126,7 +134,13 @@ def _read_DeletableTopicResult_1(buf: bytes | bytearray | memoryview, pos: int) 
             pos += size
         if raw_tags:
             unknown = tuple(raw_tags)
-    return DeletableTopicResult(v_name, _ZERO_UUID, v_error_code, None, unknown), pos
+    o = _new(DeletableTopicResult)
+    o.name = v_name
+    o.topic_id = _ZERO_UUID
+    o.error_code = v_error_code
+    o.error_message = None
+    o.unknown_tagged_fields = unknown
+    return o, pos
 
 
 def _write_DeletableTopicResult_1(o: DeletableTopicResult, out: bytearray) -> None:
@@ -146,7 +160,7 @@ def _read_DeletableTopicResult_2(buf: bytes | bytearray | memoryview, pos: int) 
     end = len(buf)
     v_name, pos = _rcs(buf, pos, 'Name')
     if pos + 2 > end:
-        raise _short_fixed(pos, end, _L_h)
+        raise _short_fixed(pos, end, _L0)
     v_error_code, = _S_h.unpack_from(buf, pos)
     pos += 2
     v_error_message, pos = _rncs(buf, pos, 'ErrorMessage')
@@ -162,7 +176,13 @@ def _read_DeletableTopicResult_2(buf: bytes | bytearray | memoryview, pos: int) 
             pos += size
         if raw_tags:
             unknown = tuple(raw_tags)
-    return DeletableTopicResult(v_name, _ZERO_UUID, v_error_code, v_error_message, unknown), pos
+    o = _new(DeletableTopicResult)
+    o.name = v_name
+    o.topic_id = _ZERO_UUID
+    o.error_code = v_error_code
+    o.error_message = v_error_message
+    o.unknown_tagged_fields = unknown
+    return o, pos
 
 
 def _write_DeletableTopicResult_2(o: DeletableTopicResult, out: bytearray) -> None:
@@ -183,9 +203,9 @@ def _read_DeletableTopicResult_3(buf: bytes | bytearray | memoryview, pos: int) 
     end = len(buf)
     v_name, pos = _rncs(buf, pos, 'Name')
     if pos + 18 > end:
-        raise _short_fixed(pos, end, _L_16sh)
-    v_topic_id, v_error_code = _S_16sh.unpack_from(buf, pos)
-    v_topic_id = _uuid_from_bytes(v_topic_id)
+        raise _short_fixed(pos, end, _L1)
+    r_topic_id, v_error_code = _S_16sh.unpack_from(buf, pos)
+    v_topic_id = _uuid_from_bytes(r_topic_id)
     pos += 18
     v_error_message, pos = _rncs(buf, pos, 'ErrorMessage')
     unknown: tuple[tuple[int, bytes], ...] = ()
@@ -200,7 +220,13 @@ def _read_DeletableTopicResult_3(buf: bytes | bytearray | memoryview, pos: int) 
             pos += size
         if raw_tags:
             unknown = tuple(raw_tags)
-    return DeletableTopicResult(v_name, v_topic_id, v_error_code, v_error_message, unknown), pos
+    o = _new(DeletableTopicResult)
+    o.name = v_name
+    o.topic_id = v_topic_id
+    o.error_code = v_error_code
+    o.error_message = v_error_message
+    o.unknown_tagged_fields = unknown
+    return o, pos
 
 
 def _write_DeletableTopicResult_3(o: DeletableTopicResult, out: bytearray) -> None:
@@ -217,17 +243,22 @@ def _write_DeletableTopicResult_3(o: DeletableTopicResult, out: bytearray) -> No
 def _read_DeleteTopicsResponse_0(buf: bytes | bytearray | memoryview, pos: int) -> tuple[DeleteTopicsResponse, int]:
     # versions 0
     end = len(buf)
+    v_responses: list[DeletableTopicResult]
     n_v_responses, pos = _ral(buf, pos, 'Responses')
     v_responses = []
-    app = v_responses.append
+    app_v_responses = v_responses.append
     i = 0
     try:
         for i in range(n_v_responses):
-            item, pos = _read_DeletableTopicResult_0(buf, pos)
-            app(item)
+            e_v_responses, pos = _read_DeletableTopicResult_0(buf, pos)
+            app_v_responses(e_v_responses)
     except _DecodeError as exc:
         raise exc.refine(field=f'Responses[{i}]')
-    return DeleteTopicsResponse(0, v_responses, ()), pos
+    o = _new(DeleteTopicsResponse)
+    o.throttle_time_ms = 0
+    o.responses = v_responses
+    o.unknown_tagged_fields = ()
+    return o, pos
 
 
 def _write_DeleteTopicsResponse_0(o: DeleteTopicsResponse, out: bytearray) -> None:
@@ -235,8 +266,8 @@ def _write_DeleteTopicsResponse_0(o: DeleteTopicsResponse, out: bytearray) -> No
     if o.responses is None:
         raise _null('Responses')
     _wal(out, o.responses, 'Responses')
-    for item in o.responses:
-        _write_DeletableTopicResult_0(item, out)
+    for e_responses in o.responses:
+        _write_DeletableTopicResult_0(e_responses, out)
     if o.unknown_tagged_fields:
         raise _EncodeError('tagged fields cannot be written at non-flexible version 0')
 
@@ -245,20 +276,25 @@ def _read_DeleteTopicsResponse_1(buf: bytes | bytearray | memoryview, pos: int) 
     # versions 1-3
     end = len(buf)
     if pos + 4 > end:
-        raise _short_fixed(pos, end, _L_i)
+        raise _short_fixed(pos, end, _L2)
     v_throttle_time_ms, = _S_i.unpack_from(buf, pos)
     pos += 4
+    v_responses: list[DeletableTopicResult]
     n_v_responses, pos = _ral(buf, pos, 'Responses')
     v_responses = []
-    app = v_responses.append
+    app_v_responses = v_responses.append
     i = 0
     try:
         for i in range(n_v_responses):
-            item, pos = _read_DeletableTopicResult_0(buf, pos)
-            app(item)
+            e_v_responses, pos = _read_DeletableTopicResult_0(buf, pos)
+            app_v_responses(e_v_responses)
     except _DecodeError as exc:
         raise exc.refine(field=f'Responses[{i}]')
-    return DeleteTopicsResponse(v_throttle_time_ms, v_responses, ()), pos
+    o = _new(DeleteTopicsResponse)
+    o.throttle_time_ms = v_throttle_time_ms
+    o.responses = v_responses
+    o.unknown_tagged_fields = ()
+    return o, pos
 
 
 def _write_DeleteTopicsResponse_1(o: DeleteTopicsResponse, out: bytearray) -> None:
@@ -267,8 +303,8 @@ def _write_DeleteTopicsResponse_1(o: DeleteTopicsResponse, out: bytearray) -> No
     if o.responses is None:
         raise _null('Responses')
     _wal(out, o.responses, 'Responses')
-    for item in o.responses:
-        _write_DeletableTopicResult_0(item, out)
+    for e_responses in o.responses:
+        _write_DeletableTopicResult_0(e_responses, out)
     if o.unknown_tagged_fields:
         raise _EncodeError('tagged fields cannot be written at non-flexible version 1-3')
 
@@ -277,17 +313,22 @@ def _read_DeleteTopicsResponse_2(buf: bytes | bytearray | memoryview, pos: int) 
     # versions 4
     end = len(buf)
     if pos + 4 > end:
-        raise _short_fixed(pos, end, _L_i)
+        raise _short_fixed(pos, end, _L2)
     v_throttle_time_ms, = _S_i.unpack_from(buf, pos)
     pos += 4
-    n_v_responses, pos = _rcal(buf, pos, 'Responses')
+    v_responses: list[DeletableTopicResult]
+    n_v_responses = buf[pos] - 1 if pos < end else -2
+    if 0 <= n_v_responses < 127 and n_v_responses <= end - pos:
+        pos += 1
+    else:
+        n_v_responses, pos = _rcal(buf, pos, 'Responses')
     v_responses = []
-    app = v_responses.append
+    app_v_responses = v_responses.append
     i = 0
     try:
         for i in range(n_v_responses):
-            item, pos = _read_DeletableTopicResult_1(buf, pos)
-            app(item)
+            e_v_responses, pos = _read_DeletableTopicResult_1(buf, pos)
+            app_v_responses(e_v_responses)
     except _DecodeError as exc:
         raise exc.refine(field=f'Responses[{i}]')
     unknown: tuple[tuple[int, bytes], ...] = ()
@@ -302,7 +343,11 @@ def _read_DeleteTopicsResponse_2(buf: bytes | bytearray | memoryview, pos: int) 
             pos += size
         if raw_tags:
             unknown = tuple(raw_tags)
-    return DeleteTopicsResponse(v_throttle_time_ms, v_responses, unknown), pos
+    o = _new(DeleteTopicsResponse)
+    o.throttle_time_ms = v_throttle_time_ms
+    o.responses = v_responses
+    o.unknown_tagged_fields = unknown
+    return o, pos
 
 
 def _write_DeleteTopicsResponse_2(o: DeleteTopicsResponse, out: bytearray) -> None:
@@ -311,8 +356,8 @@ def _write_DeleteTopicsResponse_2(o: DeleteTopicsResponse, out: bytearray) -> No
     if o.responses is None:
         raise _null('Responses')
     _wcal(out, o.responses, 'Responses')
-    for item in o.responses:
-        _write_DeletableTopicResult_1(item, out)
+    for e_responses in o.responses:
+        _write_DeletableTopicResult_1(e_responses, out)
     if o.unknown_tagged_fields:
         _wts(out, (), o.unknown_tagged_fields, '_tagged_fields')
     else:
@@ -323,17 +368,22 @@ def _read_DeleteTopicsResponse_3(buf: bytes | bytearray | memoryview, pos: int) 
     # versions 5
     end = len(buf)
     if pos + 4 > end:
-        raise _short_fixed(pos, end, _L_i)
+        raise _short_fixed(pos, end, _L2)
     v_throttle_time_ms, = _S_i.unpack_from(buf, pos)
     pos += 4
-    n_v_responses, pos = _rcal(buf, pos, 'Responses')
+    v_responses: list[DeletableTopicResult]
+    n_v_responses = buf[pos] - 1 if pos < end else -2
+    if 0 <= n_v_responses < 127 and n_v_responses <= end - pos:
+        pos += 1
+    else:
+        n_v_responses, pos = _rcal(buf, pos, 'Responses')
     v_responses = []
-    app = v_responses.append
+    app_v_responses = v_responses.append
     i = 0
     try:
         for i in range(n_v_responses):
-            item, pos = _read_DeletableTopicResult_2(buf, pos)
-            app(item)
+            e_v_responses, pos = _read_DeletableTopicResult_2(buf, pos)
+            app_v_responses(e_v_responses)
     except _DecodeError as exc:
         raise exc.refine(field=f'Responses[{i}]')
     unknown: tuple[tuple[int, bytes], ...] = ()
@@ -348,7 +398,11 @@ def _read_DeleteTopicsResponse_3(buf: bytes | bytearray | memoryview, pos: int) 
             pos += size
         if raw_tags:
             unknown = tuple(raw_tags)
-    return DeleteTopicsResponse(v_throttle_time_ms, v_responses, unknown), pos
+    o = _new(DeleteTopicsResponse)
+    o.throttle_time_ms = v_throttle_time_ms
+    o.responses = v_responses
+    o.unknown_tagged_fields = unknown
+    return o, pos
 
 
 def _write_DeleteTopicsResponse_3(o: DeleteTopicsResponse, out: bytearray) -> None:
@@ -357,8 +411,8 @@ def _write_DeleteTopicsResponse_3(o: DeleteTopicsResponse, out: bytearray) -> No
     if o.responses is None:
         raise _null('Responses')
     _wcal(out, o.responses, 'Responses')
-    for item in o.responses:
-        _write_DeletableTopicResult_2(item, out)
+    for e_responses in o.responses:
+        _write_DeletableTopicResult_2(e_responses, out)
     if o.unknown_tagged_fields:
         _wts(out, (), o.unknown_tagged_fields, '_tagged_fields')
     else:
@@ -369,17 +423,22 @@ def _read_DeleteTopicsResponse_4(buf: bytes | bytearray | memoryview, pos: int) 
     # versions 6
     end = len(buf)
     if pos + 4 > end:
-        raise _short_fixed(pos, end, _L_i)
+        raise _short_fixed(pos, end, _L2)
     v_throttle_time_ms, = _S_i.unpack_from(buf, pos)
     pos += 4
-    n_v_responses, pos = _rcal(buf, pos, 'Responses')
+    v_responses: list[DeletableTopicResult]
+    n_v_responses = buf[pos] - 1 if pos < end else -2
+    if 0 <= n_v_responses < 127 and n_v_responses <= end - pos:
+        pos += 1
+    else:
+        n_v_responses, pos = _rcal(buf, pos, 'Responses')
     v_responses = []
-    app = v_responses.append
+    app_v_responses = v_responses.append
     i = 0
     try:
         for i in range(n_v_responses):
-            item, pos = _read_DeletableTopicResult_3(buf, pos)
-            app(item)
+            e_v_responses, pos = _read_DeletableTopicResult_3(buf, pos)
+            app_v_responses(e_v_responses)
     except _DecodeError as exc:
         raise exc.refine(field=f'Responses[{i}]')
     unknown: tuple[tuple[int, bytes], ...] = ()
@@ -394,7 +453,11 @@ def _read_DeleteTopicsResponse_4(buf: bytes | bytearray | memoryview, pos: int) 
             pos += size
         if raw_tags:
             unknown = tuple(raw_tags)
-    return DeleteTopicsResponse(v_throttle_time_ms, v_responses, unknown), pos
+    o = _new(DeleteTopicsResponse)
+    o.throttle_time_ms = v_throttle_time_ms
+    o.responses = v_responses
+    o.unknown_tagged_fields = unknown
+    return o, pos
 
 
 def _write_DeleteTopicsResponse_4(o: DeleteTopicsResponse, out: bytearray) -> None:
@@ -403,8 +466,8 @@ def _write_DeleteTopicsResponse_4(o: DeleteTopicsResponse, out: bytearray) -> No
     if o.responses is None:
         raise _null('Responses')
     _wcal(out, o.responses, 'Responses')
-    for item in o.responses:
-        _write_DeletableTopicResult_3(item, out)
+    for e_responses in o.responses:
+        _write_DeletableTopicResult_3(e_responses, out)
     if o.unknown_tagged_fields:
         _wts(out, (), o.unknown_tagged_fields, '_tagged_fields')
     else:

@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import struct as _struct
+from typing import Any as _Any
 import uuid as _uuid
 from dataclasses import dataclass as _dataclass, field as _field
 from typing import ClassVar as _ClassVar
@@ -26,14 +27,15 @@ from kraft_jbod.wire.primitives import (
     short_fixed as _short_fixed, uuid_from_bytes as _uuid_from_bytes,
 )
 
+_new = object.__new__
 _S_b = _struct.Struct('>b')
 _S_bb = _struct.Struct('>bb')
-_L_b = (('ResourceTypeFilter', 1),)
-_L_bb = (('Operation', 1), ('PermissionType', 1))
-_L_b = (('PatternTypeFilter', 1),)
+_L0 = (('ResourceTypeFilter', 1),)
+_L1 = (('Operation', 1), ('PermissionType', 1))
+_L2 = (('PatternTypeFilter', 1),)
 
 
-def _absent(field: str, version: int) -> _EncodeError:
+def _absent(field: str, version: int | str) -> _EncodeError:
     return _EncodeError(
         f'attempted to write a non-default {field} at version {version}', field_path=field
     )
@@ -81,17 +83,26 @@ def _read_DescribeAclsRequest_0(buf: bytes | bytearray | memoryview, pos: int) -
     # versions 0
     end = len(buf)
     if pos + 1 > end:
-        raise _short_fixed(pos, end, _L_b)
+        raise _short_fixed(pos, end, _L0)
     v_resource_type_filter, = _S_b.unpack_from(buf, pos)
     pos += 1
     v_resource_name_filter, pos = _rns(buf, pos, 'ResourceNameFilter')
     v_principal_filter, pos = _rns(buf, pos, 'PrincipalFilter')
     v_host_filter, pos = _rns(buf, pos, 'HostFilter')
     if pos + 2 > end:
-        raise _short_fixed(pos, end, _L_bb)
+        raise _short_fixed(pos, end, _L1)
     v_operation, v_permission_type = _S_bb.unpack_from(buf, pos)
     pos += 2
-    return DescribeAclsRequest(v_resource_type_filter, v_resource_name_filter, 3, v_principal_filter, v_host_filter, v_operation, v_permission_type, ()), pos
+    o = _new(DescribeAclsRequest)
+    o.resource_type_filter = v_resource_type_filter
+    o.resource_name_filter = v_resource_name_filter
+    o.pattern_type_filter = 3
+    o.principal_filter = v_principal_filter
+    o.host_filter = v_host_filter
+    o.operation = v_operation
+    o.permission_type = v_permission_type
+    o.unknown_tagged_fields = ()
+    return o, pos
 
 
 def _write_DescribeAclsRequest_0(o: DescribeAclsRequest, out: bytearray) -> None:
@@ -111,21 +122,30 @@ def _read_DescribeAclsRequest_1(buf: bytes | bytearray | memoryview, pos: int) -
     # versions 1
     end = len(buf)
     if pos + 1 > end:
-        raise _short_fixed(pos, end, _L_b)
+        raise _short_fixed(pos, end, _L0)
     v_resource_type_filter, = _S_b.unpack_from(buf, pos)
     pos += 1
     v_resource_name_filter, pos = _rns(buf, pos, 'ResourceNameFilter')
     if pos + 1 > end:
-        raise _short_fixed(pos, end, _L_b)
+        raise _short_fixed(pos, end, _L2)
     v_pattern_type_filter, = _S_b.unpack_from(buf, pos)
     pos += 1
     v_principal_filter, pos = _rns(buf, pos, 'PrincipalFilter')
     v_host_filter, pos = _rns(buf, pos, 'HostFilter')
     if pos + 2 > end:
-        raise _short_fixed(pos, end, _L_bb)
+        raise _short_fixed(pos, end, _L1)
     v_operation, v_permission_type = _S_bb.unpack_from(buf, pos)
     pos += 2
-    return DescribeAclsRequest(v_resource_type_filter, v_resource_name_filter, v_pattern_type_filter, v_principal_filter, v_host_filter, v_operation, v_permission_type, ()), pos
+    o = _new(DescribeAclsRequest)
+    o.resource_type_filter = v_resource_type_filter
+    o.resource_name_filter = v_resource_name_filter
+    o.pattern_type_filter = v_pattern_type_filter
+    o.principal_filter = v_principal_filter
+    o.host_filter = v_host_filter
+    o.operation = v_operation
+    o.permission_type = v_permission_type
+    o.unknown_tagged_fields = ()
+    return o, pos
 
 
 def _write_DescribeAclsRequest_1(o: DescribeAclsRequest, out: bytearray) -> None:
@@ -144,18 +164,18 @@ def _read_DescribeAclsRequest_2(buf: bytes | bytearray | memoryview, pos: int) -
     # versions 2-3
     end = len(buf)
     if pos + 1 > end:
-        raise _short_fixed(pos, end, _L_b)
+        raise _short_fixed(pos, end, _L0)
     v_resource_type_filter, = _S_b.unpack_from(buf, pos)
     pos += 1
     v_resource_name_filter, pos = _rncs(buf, pos, 'ResourceNameFilter')
     if pos + 1 > end:
-        raise _short_fixed(pos, end, _L_b)
+        raise _short_fixed(pos, end, _L2)
     v_pattern_type_filter, = _S_b.unpack_from(buf, pos)
     pos += 1
     v_principal_filter, pos = _rncs(buf, pos, 'PrincipalFilter')
     v_host_filter, pos = _rncs(buf, pos, 'HostFilter')
     if pos + 2 > end:
-        raise _short_fixed(pos, end, _L_bb)
+        raise _short_fixed(pos, end, _L1)
     v_operation, v_permission_type = _S_bb.unpack_from(buf, pos)
     pos += 2
     unknown: tuple[tuple[int, bytes], ...] = ()
@@ -170,7 +190,16 @@ def _read_DescribeAclsRequest_2(buf: bytes | bytearray | memoryview, pos: int) -
             pos += size
         if raw_tags:
             unknown = tuple(raw_tags)
-    return DescribeAclsRequest(v_resource_type_filter, v_resource_name_filter, v_pattern_type_filter, v_principal_filter, v_host_filter, v_operation, v_permission_type, unknown), pos
+    o = _new(DescribeAclsRequest)
+    o.resource_type_filter = v_resource_type_filter
+    o.resource_name_filter = v_resource_name_filter
+    o.pattern_type_filter = v_pattern_type_filter
+    o.principal_filter = v_principal_filter
+    o.host_filter = v_host_filter
+    o.operation = v_operation
+    o.permission_type = v_permission_type
+    o.unknown_tagged_fields = unknown
+    return o, pos
 
 
 def _write_DescribeAclsRequest_2(o: DescribeAclsRequest, out: bytearray) -> None:

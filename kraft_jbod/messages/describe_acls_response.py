@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import struct as _struct
+from typing import Any as _Any
 import uuid as _uuid
 from dataclasses import dataclass as _dataclass, field as _field
 from typing import ClassVar as _ClassVar
@@ -26,16 +27,17 @@ from kraft_jbod.wire.primitives import (
     short_fixed as _short_fixed, uuid_from_bytes as _uuid_from_bytes,
 )
 
+_new = object.__new__
 _S_b = _struct.Struct('>b')
 _S_bb = _struct.Struct('>bb')
 _S_ih = _struct.Struct('>ih')
-_L_bb = (('Operation', 1), ('PermissionType', 1))
-_L_b = (('ResourceType', 1),)
-_L_b = (('PatternType', 1),)
-_L_ih = (('ThrottleTimeMs', 4), ('ErrorCode', 2))
+_L0 = (('Operation', 1), ('PermissionType', 1))
+_L1 = (('ResourceType', 1),)
+_L2 = (('PatternType', 1),)
+_L3 = (('ThrottleTimeMs', 4), ('ErrorCode', 2))
 
 
-def _absent(field: str, version: int) -> _EncodeError:
+def _absent(field: str, version: int | str) -> _EncodeError:
     return _EncodeError(
         f'attempted to write a non-default {field} at version {version}', field_path=field
     )
@@ -104,10 +106,16 @@ def _read_AclDescription_0(buf: bytes | bytearray | memoryview, pos: int) -> tup
     v_principal, pos = _rs(buf, pos, 'Principal')
     v_host, pos = _rs(buf, pos, 'Host')
     if pos + 2 > end:
-        raise _short_fixed(pos, end, _L_bb)
+        raise _short_fixed(pos, end, _L0)
     v_operation, v_permission_type = _S_bb.unpack_from(buf, pos)
     pos += 2
-    return AclDescription(v_principal, v_host, v_operation, v_permission_type, ()), pos
+    o = _new(AclDescription)
+    o.principal = v_principal
+    o.host = v_host
+    o.operation = v_operation
+    o.permission_type = v_permission_type
+    o.unknown_tagged_fields = ()
+    return o, pos
 
 
 def _write_AclDescription_0(o: AclDescription, out: bytearray) -> None:
@@ -129,7 +137,7 @@ def _read_AclDescription_1(buf: bytes | bytearray | memoryview, pos: int) -> tup
     v_principal, pos = _rcs(buf, pos, 'Principal')
     v_host, pos = _rcs(buf, pos, 'Host')
     if pos + 2 > end:
-        raise _short_fixed(pos, end, _L_bb)
+        raise _short_fixed(pos, end, _L0)
     v_operation, v_permission_type = _S_bb.unpack_from(buf, pos)
     pos += 2
     unknown: tuple[tuple[int, bytes], ...] = ()
@@ -144,7 +152,13 @@ def _read_AclDescription_1(buf: bytes | bytearray | memoryview, pos: int) -> tup
             pos += size
         if raw_tags:
             unknown = tuple(raw_tags)
-    return AclDescription(v_principal, v_host, v_operation, v_permission_type, unknown), pos
+    o = _new(AclDescription)
+    o.principal = v_principal
+    o.host = v_host
+    o.operation = v_operation
+    o.permission_type = v_permission_type
+    o.unknown_tagged_fields = unknown
+    return o, pos
 
 
 def _write_AclDescription_1(o: AclDescription, out: bytearray) -> None:
@@ -166,21 +180,28 @@ def _read_DescribeAclsResource_0(buf: bytes | bytearray | memoryview, pos: int) 
     # versions 0
     end = len(buf)
     if pos + 1 > end:
-        raise _short_fixed(pos, end, _L_b)
+        raise _short_fixed(pos, end, _L1)
     v_resource_type, = _S_b.unpack_from(buf, pos)
     pos += 1
     v_resource_name, pos = _rs(buf, pos, 'ResourceName')
+    v_acls: list[AclDescription]
     n_v_acls, pos = _ral(buf, pos, 'Acls')
     v_acls = []
-    app = v_acls.append
+    app_v_acls = v_acls.append
     i = 0
     try:
         for i in range(n_v_acls):
-            item, pos = _read_AclDescription_0(buf, pos)
-            app(item)
+            e_v_acls, pos = _read_AclDescription_0(buf, pos)
+            app_v_acls(e_v_acls)
     except _DecodeError as exc:
         raise exc.refine(field=f'Acls[{i}]')
-    return DescribeAclsResource(v_resource_type, v_resource_name, 3, v_acls, ()), pos
+    o = _new(DescribeAclsResource)
+    o.resource_type = v_resource_type
+    o.resource_name = v_resource_name
+    o.pattern_type = 3
+    o.acls = v_acls
+    o.unknown_tagged_fields = ()
+    return o, pos
 
 
 def _write_DescribeAclsResource_0(o: DescribeAclsResource, out: bytearray) -> None:
@@ -194,8 +215,8 @@ def _write_DescribeAclsResource_0(o: DescribeAclsResource, out: bytearray) -> No
     if o.acls is None:
         raise _null('Acls')
     _wal(out, o.acls, 'Acls')
-    for item in o.acls:
-        _write_AclDescription_0(item, out)
+    for e_acls in o.acls:
+        _write_AclDescription_0(e_acls, out)
     if o.unknown_tagged_fields:
         raise _EncodeError('tagged fields cannot be written at non-flexible version 0')
 
@@ -204,25 +225,32 @@ def _read_DescribeAclsResource_1(buf: bytes | bytearray | memoryview, pos: int) 
     # versions 1
     end = len(buf)
     if pos + 1 > end:
-        raise _short_fixed(pos, end, _L_b)
+        raise _short_fixed(pos, end, _L1)
     v_resource_type, = _S_b.unpack_from(buf, pos)
     pos += 1
     v_resource_name, pos = _rs(buf, pos, 'ResourceName')
     if pos + 1 > end:
-        raise _short_fixed(pos, end, _L_b)
+        raise _short_fixed(pos, end, _L2)
     v_pattern_type, = _S_b.unpack_from(buf, pos)
     pos += 1
+    v_acls: list[AclDescription]
     n_v_acls, pos = _ral(buf, pos, 'Acls')
     v_acls = []
-    app = v_acls.append
+    app_v_acls = v_acls.append
     i = 0
     try:
         for i in range(n_v_acls):
-            item, pos = _read_AclDescription_0(buf, pos)
-            app(item)
+            e_v_acls, pos = _read_AclDescription_0(buf, pos)
+            app_v_acls(e_v_acls)
     except _DecodeError as exc:
         raise exc.refine(field=f'Acls[{i}]')
-    return DescribeAclsResource(v_resource_type, v_resource_name, v_pattern_type, v_acls, ()), pos
+    o = _new(DescribeAclsResource)
+    o.resource_type = v_resource_type
+    o.resource_name = v_resource_name
+    o.pattern_type = v_pattern_type
+    o.acls = v_acls
+    o.unknown_tagged_fields = ()
+    return o, pos
 
 
 def _write_DescribeAclsResource_1(o: DescribeAclsResource, out: bytearray) -> None:
@@ -235,8 +263,8 @@ def _write_DescribeAclsResource_1(o: DescribeAclsResource, out: bytearray) -> No
     if o.acls is None:
         raise _null('Acls')
     _wal(out, o.acls, 'Acls')
-    for item in o.acls:
-        _write_AclDescription_0(item, out)
+    for e_acls in o.acls:
+        _write_AclDescription_0(e_acls, out)
     if o.unknown_tagged_fields:
         raise _EncodeError('tagged fields cannot be written at non-flexible version 1')
 
@@ -245,22 +273,27 @@ def _read_DescribeAclsResource_2(buf: bytes | bytearray | memoryview, pos: int) 
     # versions 2-3
     end = len(buf)
     if pos + 1 > end:
-        raise _short_fixed(pos, end, _L_b)
+        raise _short_fixed(pos, end, _L1)
     v_resource_type, = _S_b.unpack_from(buf, pos)
     pos += 1
     v_resource_name, pos = _rcs(buf, pos, 'ResourceName')
     if pos + 1 > end:
-        raise _short_fixed(pos, end, _L_b)
+        raise _short_fixed(pos, end, _L2)
     v_pattern_type, = _S_b.unpack_from(buf, pos)
     pos += 1
-    n_v_acls, pos = _rcal(buf, pos, 'Acls')
+    v_acls: list[AclDescription]
+    n_v_acls = buf[pos] - 1 if pos < end else -2
+    if 0 <= n_v_acls < 127 and n_v_acls <= end - pos:
+        pos += 1
+    else:
+        n_v_acls, pos = _rcal(buf, pos, 'Acls')
     v_acls = []
-    app = v_acls.append
+    app_v_acls = v_acls.append
     i = 0
     try:
         for i in range(n_v_acls):
-            item, pos = _read_AclDescription_1(buf, pos)
-            app(item)
+            e_v_acls, pos = _read_AclDescription_1(buf, pos)
+            app_v_acls(e_v_acls)
     except _DecodeError as exc:
         raise exc.refine(field=f'Acls[{i}]')
     unknown: tuple[tuple[int, bytes], ...] = ()
@@ -275,7 +308,13 @@ def _read_DescribeAclsResource_2(buf: bytes | bytearray | memoryview, pos: int) 
             pos += size
         if raw_tags:
             unknown = tuple(raw_tags)
-    return DescribeAclsResource(v_resource_type, v_resource_name, v_pattern_type, v_acls, unknown), pos
+    o = _new(DescribeAclsResource)
+    o.resource_type = v_resource_type
+    o.resource_name = v_resource_name
+    o.pattern_type = v_pattern_type
+    o.acls = v_acls
+    o.unknown_tagged_fields = unknown
+    return o, pos
 
 
 def _write_DescribeAclsResource_2(o: DescribeAclsResource, out: bytearray) -> None:
@@ -288,8 +327,8 @@ def _write_DescribeAclsResource_2(o: DescribeAclsResource, out: bytearray) -> No
     if o.acls is None:
         raise _null('Acls')
     _wcal(out, o.acls, 'Acls')
-    for item in o.acls:
-        _write_AclDescription_1(item, out)
+    for e_acls in o.acls:
+        _write_AclDescription_1(e_acls, out)
     if o.unknown_tagged_fields:
         _wts(out, (), o.unknown_tagged_fields, '_tagged_fields')
     else:
@@ -300,21 +339,28 @@ def _read_DescribeAclsResponse_0(buf: bytes | bytearray | memoryview, pos: int) 
     # versions 0
     end = len(buf)
     if pos + 6 > end:
-        raise _short_fixed(pos, end, _L_ih)
+        raise _short_fixed(pos, end, _L3)
     v_throttle_time_ms, v_error_code = _S_ih.unpack_from(buf, pos)
     pos += 6
     v_error_message, pos = _rns(buf, pos, 'ErrorMessage')
+    v_resources: list[DescribeAclsResource]
     n_v_resources, pos = _ral(buf, pos, 'Resources')
     v_resources = []
-    app = v_resources.append
+    app_v_resources = v_resources.append
     i = 0
     try:
         for i in range(n_v_resources):
-            item, pos = _read_DescribeAclsResource_0(buf, pos)
-            app(item)
+            e_v_resources, pos = _read_DescribeAclsResource_0(buf, pos)
+            app_v_resources(e_v_resources)
     except _DecodeError as exc:
         raise exc.refine(field=f'Resources[{i}]')
-    return DescribeAclsResponse(v_throttle_time_ms, v_error_code, v_error_message, v_resources, ()), pos
+    o = _new(DescribeAclsResponse)
+    o.throttle_time_ms = v_throttle_time_ms
+    o.error_code = v_error_code
+    o.error_message = v_error_message
+    o.resources = v_resources
+    o.unknown_tagged_fields = ()
+    return o, pos
 
 
 def _write_DescribeAclsResponse_0(o: DescribeAclsResponse, out: bytearray) -> None:
@@ -324,8 +370,8 @@ def _write_DescribeAclsResponse_0(o: DescribeAclsResponse, out: bytearray) -> No
     if o.resources is None:
         raise _null('Resources')
     _wal(out, o.resources, 'Resources')
-    for item in o.resources:
-        _write_DescribeAclsResource_0(item, out)
+    for e_resources in o.resources:
+        _write_DescribeAclsResource_0(e_resources, out)
     if o.unknown_tagged_fields:
         raise _EncodeError('tagged fields cannot be written at non-flexible version 0')
 
@@ -334,21 +380,28 @@ def _read_DescribeAclsResponse_1(buf: bytes | bytearray | memoryview, pos: int) 
     # versions 1
     end = len(buf)
     if pos + 6 > end:
-        raise _short_fixed(pos, end, _L_ih)
+        raise _short_fixed(pos, end, _L3)
     v_throttle_time_ms, v_error_code = _S_ih.unpack_from(buf, pos)
     pos += 6
     v_error_message, pos = _rns(buf, pos, 'ErrorMessage')
+    v_resources: list[DescribeAclsResource]
     n_v_resources, pos = _ral(buf, pos, 'Resources')
     v_resources = []
-    app = v_resources.append
+    app_v_resources = v_resources.append
     i = 0
     try:
         for i in range(n_v_resources):
-            item, pos = _read_DescribeAclsResource_1(buf, pos)
-            app(item)
+            e_v_resources, pos = _read_DescribeAclsResource_1(buf, pos)
+            app_v_resources(e_v_resources)
     except _DecodeError as exc:
         raise exc.refine(field=f'Resources[{i}]')
-    return DescribeAclsResponse(v_throttle_time_ms, v_error_code, v_error_message, v_resources, ()), pos
+    o = _new(DescribeAclsResponse)
+    o.throttle_time_ms = v_throttle_time_ms
+    o.error_code = v_error_code
+    o.error_message = v_error_message
+    o.resources = v_resources
+    o.unknown_tagged_fields = ()
+    return o, pos
 
 
 def _write_DescribeAclsResponse_1(o: DescribeAclsResponse, out: bytearray) -> None:
@@ -358,8 +411,8 @@ def _write_DescribeAclsResponse_1(o: DescribeAclsResponse, out: bytearray) -> No
     if o.resources is None:
         raise _null('Resources')
     _wal(out, o.resources, 'Resources')
-    for item in o.resources:
-        _write_DescribeAclsResource_1(item, out)
+    for e_resources in o.resources:
+        _write_DescribeAclsResource_1(e_resources, out)
     if o.unknown_tagged_fields:
         raise _EncodeError('tagged fields cannot be written at non-flexible version 1')
 
@@ -368,18 +421,23 @@ def _read_DescribeAclsResponse_2(buf: bytes | bytearray | memoryview, pos: int) 
     # versions 2-3
     end = len(buf)
     if pos + 6 > end:
-        raise _short_fixed(pos, end, _L_ih)
+        raise _short_fixed(pos, end, _L3)
     v_throttle_time_ms, v_error_code = _S_ih.unpack_from(buf, pos)
     pos += 6
     v_error_message, pos = _rncs(buf, pos, 'ErrorMessage')
-    n_v_resources, pos = _rcal(buf, pos, 'Resources')
+    v_resources: list[DescribeAclsResource]
+    n_v_resources = buf[pos] - 1 if pos < end else -2
+    if 0 <= n_v_resources < 127 and n_v_resources <= end - pos:
+        pos += 1
+    else:
+        n_v_resources, pos = _rcal(buf, pos, 'Resources')
     v_resources = []
-    app = v_resources.append
+    app_v_resources = v_resources.append
     i = 0
     try:
         for i in range(n_v_resources):
-            item, pos = _read_DescribeAclsResource_2(buf, pos)
-            app(item)
+            e_v_resources, pos = _read_DescribeAclsResource_2(buf, pos)
+            app_v_resources(e_v_resources)
     except _DecodeError as exc:
         raise exc.refine(field=f'Resources[{i}]')
     unknown: tuple[tuple[int, bytes], ...] = ()
@@ -394,7 +452,13 @@ def _read_DescribeAclsResponse_2(buf: bytes | bytearray | memoryview, pos: int) 
             pos += size
         if raw_tags:
             unknown = tuple(raw_tags)
-    return DescribeAclsResponse(v_throttle_time_ms, v_error_code, v_error_message, v_resources, unknown), pos
+    o = _new(DescribeAclsResponse)
+    o.throttle_time_ms = v_throttle_time_ms
+    o.error_code = v_error_code
+    o.error_message = v_error_message
+    o.resources = v_resources
+    o.unknown_tagged_fields = unknown
+    return o, pos
 
 
 def _write_DescribeAclsResponse_2(o: DescribeAclsResponse, out: bytearray) -> None:
@@ -404,8 +468,8 @@ def _write_DescribeAclsResponse_2(o: DescribeAclsResponse, out: bytearray) -> No
     if o.resources is None:
         raise _null('Resources')
     _wcal(out, o.resources, 'Resources')
-    for item in o.resources:
-        _write_DescribeAclsResource_2(item, out)
+    for e_resources in o.resources:
+        _write_DescribeAclsResource_2(e_resources, out)
     if o.unknown_tagged_fields:
         _wts(out, (), o.unknown_tagged_fields, '_tagged_fields')
     else:

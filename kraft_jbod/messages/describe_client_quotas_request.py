@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import struct as _struct
+from typing import Any as _Any
 import uuid as _uuid
 from dataclasses import dataclass as _dataclass, field as _field
 from typing import ClassVar as _ClassVar
@@ -26,13 +27,14 @@ from kraft_jbod.wire.primitives import (
     short_fixed as _short_fixed, uuid_from_bytes as _uuid_from_bytes,
 )
 
+_new = object.__new__
 _S__ = _struct.Struct('>?')
 _S_b = _struct.Struct('>b')
-_L_b = (('MatchType', 1),)
-_L__ = (('Strict', 1),)
+_L0 = (('MatchType', 1),)
+_L1 = (('Strict', 1),)
 
 
-def _absent(field: str, version: int) -> _EncodeError:
+def _absent(field: str, version: int | str) -> _EncodeError:
     return _EncodeError(
         f'attempted to write a non-default {field} at version {version}', field_path=field
     )
@@ -86,11 +88,16 @@ def _read_ComponentData_0(buf: bytes | bytearray | memoryview, pos: int) -> tupl
     end = len(buf)
     v_entity_type, pos = _rs(buf, pos, 'EntityType')
     if pos + 1 > end:
-        raise _short_fixed(pos, end, _L_b)
+        raise _short_fixed(pos, end, _L0)
     v_match_type, = _S_b.unpack_from(buf, pos)
     pos += 1
     v_match, pos = _rns(buf, pos, 'Match')
-    return ComponentData(v_entity_type, v_match_type, v_match, ()), pos
+    o = _new(ComponentData)
+    o.entity_type = v_entity_type
+    o.match_type = v_match_type
+    o.match = v_match
+    o.unknown_tagged_fields = ()
+    return o, pos
 
 
 def _write_ComponentData_0(o: ComponentData, out: bytearray) -> None:
@@ -109,7 +116,7 @@ def _read_ComponentData_1(buf: bytes | bytearray | memoryview, pos: int) -> tupl
     end = len(buf)
     v_entity_type, pos = _rcs(buf, pos, 'EntityType')
     if pos + 1 > end:
-        raise _short_fixed(pos, end, _L_b)
+        raise _short_fixed(pos, end, _L0)
     v_match_type, = _S_b.unpack_from(buf, pos)
     pos += 1
     v_match, pos = _rncs(buf, pos, 'Match')
@@ -125,7 +132,12 @@ def _read_ComponentData_1(buf: bytes | bytearray | memoryview, pos: int) -> tupl
             pos += size
         if raw_tags:
             unknown = tuple(raw_tags)
-    return ComponentData(v_entity_type, v_match_type, v_match, unknown), pos
+    o = _new(ComponentData)
+    o.entity_type = v_entity_type
+    o.match_type = v_match_type
+    o.match = v_match
+    o.unknown_tagged_fields = unknown
+    return o, pos
 
 
 def _write_ComponentData_1(o: ComponentData, out: bytearray) -> None:
@@ -144,21 +156,26 @@ def _write_ComponentData_1(o: ComponentData, out: bytearray) -> None:
 def _read_DescribeClientQuotasRequest_0(buf: bytes | bytearray | memoryview, pos: int) -> tuple[DescribeClientQuotasRequest, int]:
     # versions 0
     end = len(buf)
+    v_components: list[ComponentData]
     n_v_components, pos = _ral(buf, pos, 'Components')
     v_components = []
-    app = v_components.append
+    app_v_components = v_components.append
     i = 0
     try:
         for i in range(n_v_components):
-            item, pos = _read_ComponentData_0(buf, pos)
-            app(item)
+            e_v_components, pos = _read_ComponentData_0(buf, pos)
+            app_v_components(e_v_components)
     except _DecodeError as exc:
         raise exc.refine(field=f'Components[{i}]')
     if pos + 1 > end:
-        raise _short_fixed(pos, end, _L__)
+        raise _short_fixed(pos, end, _L1)
     v_strict, = _S__.unpack_from(buf, pos)
     pos += 1
-    return DescribeClientQuotasRequest(v_components, v_strict, ()), pos
+    o = _new(DescribeClientQuotasRequest)
+    o.components = v_components
+    o.strict = v_strict
+    o.unknown_tagged_fields = ()
+    return o, pos
 
 
 def _write_DescribeClientQuotasRequest_0(o: DescribeClientQuotasRequest, out: bytearray) -> None:
@@ -166,9 +183,9 @@ def _write_DescribeClientQuotasRequest_0(o: DescribeClientQuotasRequest, out: by
     if o.components is None:
         raise _null('Components')
     _wal(out, o.components, 'Components')
-    for item in o.components:
-        _write_ComponentData_0(item, out)
-    out += _S__.pack(_bool(o.strict, 'Strict'))
+    for e_components in o.components:
+        _write_ComponentData_0(e_components, out)
+    out += _S__.pack((o.strict if o.strict.__class__ is bool else _bool(o.strict, 'Strict')))
     if o.unknown_tagged_fields:
         raise _EncodeError('tagged fields cannot be written at non-flexible version 0')
 
@@ -176,18 +193,23 @@ def _write_DescribeClientQuotasRequest_0(o: DescribeClientQuotasRequest, out: by
 def _read_DescribeClientQuotasRequest_1(buf: bytes | bytearray | memoryview, pos: int) -> tuple[DescribeClientQuotasRequest, int]:
     # versions 1
     end = len(buf)
-    n_v_components, pos = _rcal(buf, pos, 'Components')
+    v_components: list[ComponentData]
+    n_v_components = buf[pos] - 1 if pos < end else -2
+    if 0 <= n_v_components < 127 and n_v_components <= end - pos:
+        pos += 1
+    else:
+        n_v_components, pos = _rcal(buf, pos, 'Components')
     v_components = []
-    app = v_components.append
+    app_v_components = v_components.append
     i = 0
     try:
         for i in range(n_v_components):
-            item, pos = _read_ComponentData_1(buf, pos)
-            app(item)
+            e_v_components, pos = _read_ComponentData_1(buf, pos)
+            app_v_components(e_v_components)
     except _DecodeError as exc:
         raise exc.refine(field=f'Components[{i}]')
     if pos + 1 > end:
-        raise _short_fixed(pos, end, _L__)
+        raise _short_fixed(pos, end, _L1)
     v_strict, = _S__.unpack_from(buf, pos)
     pos += 1
     unknown: tuple[tuple[int, bytes], ...] = ()
@@ -202,7 +224,11 @@ def _read_DescribeClientQuotasRequest_1(buf: bytes | bytearray | memoryview, pos
             pos += size
         if raw_tags:
             unknown = tuple(raw_tags)
-    return DescribeClientQuotasRequest(v_components, v_strict, unknown), pos
+    o = _new(DescribeClientQuotasRequest)
+    o.components = v_components
+    o.strict = v_strict
+    o.unknown_tagged_fields = unknown
+    return o, pos
 
 
 def _write_DescribeClientQuotasRequest_1(o: DescribeClientQuotasRequest, out: bytearray) -> None:
@@ -210,9 +236,9 @@ def _write_DescribeClientQuotasRequest_1(o: DescribeClientQuotasRequest, out: by
     if o.components is None:
         raise _null('Components')
     _wcal(out, o.components, 'Components')
-    for item in o.components:
-        _write_ComponentData_1(item, out)
-    out += _S__.pack(_bool(o.strict, 'Strict'))
+    for e_components in o.components:
+        _write_ComponentData_1(e_components, out)
+    out += _S__.pack((o.strict if o.strict.__class__ is bool else _bool(o.strict, 'Strict')))
     if o.unknown_tagged_fields:
         _wts(out, (), o.unknown_tagged_fields, '_tagged_fields')
     else:

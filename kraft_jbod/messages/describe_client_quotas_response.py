@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import struct as _struct
+from typing import Any as _Any
 import uuid as _uuid
 from dataclasses import dataclass as _dataclass, field as _field
 from typing import ClassVar as _ClassVar
@@ -26,13 +27,14 @@ from kraft_jbod.wire.primitives import (
     short_fixed as _short_fixed, uuid_from_bytes as _uuid_from_bytes,
 )
 
+_new = object.__new__
 _S_d = _struct.Struct('>d')
 _S_ih = _struct.Struct('>ih')
-_L_d = (('Value', 8),)
-_L_ih = (('ThrottleTimeMs', 4), ('ErrorCode', 2))
+_L0 = (('Value', 8),)
+_L1 = (('ThrottleTimeMs', 4), ('ErrorCode', 2))
 
 
-def _absent(field: str, version: int) -> _EncodeError:
+def _absent(field: str, version: int | str) -> _EncodeError:
     return _EncodeError(
         f'attempted to write a non-default {field} at version {version}', field_path=field
     )
@@ -105,7 +107,11 @@ def _read_EntityData_0(buf: bytes | bytearray | memoryview, pos: int) -> tuple[E
     end = len(buf)
     v_entity_type, pos = _rs(buf, pos, 'EntityType')
     v_entity_name, pos = _rns(buf, pos, 'EntityName')
-    return EntityData(v_entity_type, v_entity_name, ()), pos
+    o = _new(EntityData)
+    o.entity_type = v_entity_type
+    o.entity_name = v_entity_name
+    o.unknown_tagged_fields = ()
+    return o, pos
 
 
 def _write_EntityData_0(o: EntityData, out: bytearray) -> None:
@@ -135,7 +141,11 @@ def _read_EntityData_1(buf: bytes | bytearray | memoryview, pos: int) -> tuple[E
             pos += size
         if raw_tags:
             unknown = tuple(raw_tags)
-    return EntityData(v_entity_type, v_entity_name, unknown), pos
+    o = _new(EntityData)
+    o.entity_type = v_entity_type
+    o.entity_name = v_entity_name
+    o.unknown_tagged_fields = unknown
+    return o, pos
 
 
 def _write_EntityData_1(o: EntityData, out: bytearray) -> None:
@@ -155,10 +165,14 @@ def _read_ValueData_0(buf: bytes | bytearray | memoryview, pos: int) -> tuple[Va
     end = len(buf)
     v_key, pos = _rs(buf, pos, 'Key')
     if pos + 8 > end:
-        raise _short_fixed(pos, end, _L_d)
+        raise _short_fixed(pos, end, _L0)
     v_value, = _S_d.unpack_from(buf, pos)
     pos += 8
-    return ValueData(v_key, v_value, ()), pos
+    o = _new(ValueData)
+    o.key = v_key
+    o.value = v_value
+    o.unknown_tagged_fields = ()
+    return o, pos
 
 
 def _write_ValueData_0(o: ValueData, out: bytearray) -> None:
@@ -176,7 +190,7 @@ def _read_ValueData_1(buf: bytes | bytearray | memoryview, pos: int) -> tuple[Va
     end = len(buf)
     v_key, pos = _rcs(buf, pos, 'Key')
     if pos + 8 > end:
-        raise _short_fixed(pos, end, _L_d)
+        raise _short_fixed(pos, end, _L0)
     v_value, = _S_d.unpack_from(buf, pos)
     pos += 8
     unknown: tuple[tuple[int, bytes], ...] = ()
@@ -191,7 +205,11 @@ def _read_ValueData_1(buf: bytes | bytearray | memoryview, pos: int) -> tuple[Va
             pos += size
         if raw_tags:
             unknown = tuple(raw_tags)
-    return ValueData(v_key, v_value, unknown), pos
+    o = _new(ValueData)
+    o.key = v_key
+    o.value = v_value
+    o.unknown_tagged_fields = unknown
+    return o, pos
 
 
 def _write_ValueData_1(o: ValueData, out: bytearray) -> None:
@@ -209,27 +227,33 @@ def _write_ValueData_1(o: ValueData, out: bytearray) -> None:
 def _read_EntryData_0(buf: bytes | bytearray | memoryview, pos: int) -> tuple[EntryData, int]:
     # versions 0
     end = len(buf)
+    v_entity: list[EntityData]
     n_v_entity, pos = _ral(buf, pos, 'Entity')
     v_entity = []
-    app = v_entity.append
+    app_v_entity = v_entity.append
     i = 0
     try:
         for i in range(n_v_entity):
-            item, pos = _read_EntityData_0(buf, pos)
-            app(item)
+            e_v_entity, pos = _read_EntityData_0(buf, pos)
+            app_v_entity(e_v_entity)
     except _DecodeError as exc:
         raise exc.refine(field=f'Entity[{i}]')
+    v_values: list[ValueData]
     n_v_values, pos = _ral(buf, pos, 'Values')
     v_values = []
-    app = v_values.append
+    app_v_values = v_values.append
     i = 0
     try:
         for i in range(n_v_values):
-            item, pos = _read_ValueData_0(buf, pos)
-            app(item)
+            e_v_values, pos = _read_ValueData_0(buf, pos)
+            app_v_values(e_v_values)
     except _DecodeError as exc:
         raise exc.refine(field=f'Values[{i}]')
-    return EntryData(v_entity, v_values, ()), pos
+    o = _new(EntryData)
+    o.entity = v_entity
+    o.values = v_values
+    o.unknown_tagged_fields = ()
+    return o, pos
 
 
 def _write_EntryData_0(o: EntryData, out: bytearray) -> None:
@@ -237,13 +261,13 @@ def _write_EntryData_0(o: EntryData, out: bytearray) -> None:
     if o.entity is None:
         raise _null('Entity')
     _wal(out, o.entity, 'Entity')
-    for item in o.entity:
-        _write_EntityData_0(item, out)
+    for e_entity in o.entity:
+        _write_EntityData_0(e_entity, out)
     if o.values is None:
         raise _null('Values')
     _wal(out, o.values, 'Values')
-    for item in o.values:
-        _write_ValueData_0(item, out)
+    for e_values in o.values:
+        _write_ValueData_0(e_values, out)
     if o.unknown_tagged_fields:
         raise _EncodeError('tagged fields cannot be written at non-flexible version 0')
 
@@ -251,24 +275,34 @@ def _write_EntryData_0(o: EntryData, out: bytearray) -> None:
 def _read_EntryData_1(buf: bytes | bytearray | memoryview, pos: int) -> tuple[EntryData, int]:
     # versions 1
     end = len(buf)
-    n_v_entity, pos = _rcal(buf, pos, 'Entity')
+    v_entity: list[EntityData]
+    n_v_entity = buf[pos] - 1 if pos < end else -2
+    if 0 <= n_v_entity < 127 and n_v_entity <= end - pos:
+        pos += 1
+    else:
+        n_v_entity, pos = _rcal(buf, pos, 'Entity')
     v_entity = []
-    app = v_entity.append
+    app_v_entity = v_entity.append
     i = 0
     try:
         for i in range(n_v_entity):
-            item, pos = _read_EntityData_1(buf, pos)
-            app(item)
+            e_v_entity, pos = _read_EntityData_1(buf, pos)
+            app_v_entity(e_v_entity)
     except _DecodeError as exc:
         raise exc.refine(field=f'Entity[{i}]')
-    n_v_values, pos = _rcal(buf, pos, 'Values')
+    v_values: list[ValueData]
+    n_v_values = buf[pos] - 1 if pos < end else -2
+    if 0 <= n_v_values < 127 and n_v_values <= end - pos:
+        pos += 1
+    else:
+        n_v_values, pos = _rcal(buf, pos, 'Values')
     v_values = []
-    app = v_values.append
+    app_v_values = v_values.append
     i = 0
     try:
         for i in range(n_v_values):
-            item, pos = _read_ValueData_1(buf, pos)
-            app(item)
+            e_v_values, pos = _read_ValueData_1(buf, pos)
+            app_v_values(e_v_values)
     except _DecodeError as exc:
         raise exc.refine(field=f'Values[{i}]')
     unknown: tuple[tuple[int, bytes], ...] = ()
@@ -283,7 +317,11 @@ def _read_EntryData_1(buf: bytes | bytearray | memoryview, pos: int) -> tuple[En
             pos += size
         if raw_tags:
             unknown = tuple(raw_tags)
-    return EntryData(v_entity, v_values, unknown), pos
+    o = _new(EntryData)
+    o.entity = v_entity
+    o.values = v_values
+    o.unknown_tagged_fields = unknown
+    return o, pos
 
 
 def _write_EntryData_1(o: EntryData, out: bytearray) -> None:
@@ -291,13 +329,13 @@ def _write_EntryData_1(o: EntryData, out: bytearray) -> None:
     if o.entity is None:
         raise _null('Entity')
     _wcal(out, o.entity, 'Entity')
-    for item in o.entity:
-        _write_EntityData_1(item, out)
+    for e_entity in o.entity:
+        _write_EntityData_1(e_entity, out)
     if o.values is None:
         raise _null('Values')
     _wcal(out, o.values, 'Values')
-    for item in o.values:
-        _write_ValueData_1(item, out)
+    for e_values in o.values:
+        _write_ValueData_1(e_values, out)
     if o.unknown_tagged_fields:
         _wts(out, (), o.unknown_tagged_fields, '_tagged_fields')
     else:
@@ -308,24 +346,31 @@ def _read_DescribeClientQuotasResponse_0(buf: bytes | bytearray | memoryview, po
     # versions 0
     end = len(buf)
     if pos + 6 > end:
-        raise _short_fixed(pos, end, _L_ih)
+        raise _short_fixed(pos, end, _L1)
     v_throttle_time_ms, v_error_code = _S_ih.unpack_from(buf, pos)
     pos += 6
     v_error_message, pos = _rns(buf, pos, 'ErrorMessage')
+    v_entries: list[EntryData] | None
     n_v_entries, pos = _rnal(buf, pos, 'Entries')
     if n_v_entries < 0:
         v_entries = None
     else:
         v_entries = []
-        app = v_entries.append
+        app_v_entries = v_entries.append
         i = 0
         try:
             for i in range(n_v_entries):
-                item, pos = _read_EntryData_0(buf, pos)
-                app(item)
+                e_v_entries, pos = _read_EntryData_0(buf, pos)
+                app_v_entries(e_v_entries)
         except _DecodeError as exc:
             raise exc.refine(field=f'Entries[{i}]')
-    return DescribeClientQuotasResponse(v_throttle_time_ms, v_error_code, v_error_message, v_entries, ()), pos
+    o = _new(DescribeClientQuotasResponse)
+    o.throttle_time_ms = v_throttle_time_ms
+    o.error_code = v_error_code
+    o.error_message = v_error_message
+    o.entries = v_entries
+    o.unknown_tagged_fields = ()
+    return o, pos
 
 
 def _write_DescribeClientQuotasResponse_0(o: DescribeClientQuotasResponse, out: bytearray) -> None:
@@ -334,8 +379,8 @@ def _write_DescribeClientQuotasResponse_0(o: DescribeClientQuotasResponse, out: 
     _ws(out, o.error_message, 'ErrorMessage')
     _wal(out, o.entries, 'Entries')
     if o.entries is not None:
-        for item in o.entries:
-            _write_EntryData_0(item, out)
+        for e_entries in o.entries:
+            _write_EntryData_0(e_entries, out)
     if o.unknown_tagged_fields:
         raise _EncodeError('tagged fields cannot be written at non-flexible version 0')
 
@@ -344,21 +389,26 @@ def _read_DescribeClientQuotasResponse_1(buf: bytes | bytearray | memoryview, po
     # versions 1
     end = len(buf)
     if pos + 6 > end:
-        raise _short_fixed(pos, end, _L_ih)
+        raise _short_fixed(pos, end, _L1)
     v_throttle_time_ms, v_error_code = _S_ih.unpack_from(buf, pos)
     pos += 6
     v_error_message, pos = _rncs(buf, pos, 'ErrorMessage')
-    n_v_entries, pos = _rncal(buf, pos, 'Entries')
+    v_entries: list[EntryData] | None
+    n_v_entries = buf[pos] - 1 if pos < end else -2
+    if 0 <= n_v_entries < 127 and n_v_entries <= end - pos:
+        pos += 1
+    else:
+        n_v_entries, pos = _rncal(buf, pos, 'Entries')
     if n_v_entries < 0:
         v_entries = None
     else:
         v_entries = []
-        app = v_entries.append
+        app_v_entries = v_entries.append
         i = 0
         try:
             for i in range(n_v_entries):
-                item, pos = _read_EntryData_1(buf, pos)
-                app(item)
+                e_v_entries, pos = _read_EntryData_1(buf, pos)
+                app_v_entries(e_v_entries)
         except _DecodeError as exc:
             raise exc.refine(field=f'Entries[{i}]')
     unknown: tuple[tuple[int, bytes], ...] = ()
@@ -373,7 +423,13 @@ def _read_DescribeClientQuotasResponse_1(buf: bytes | bytearray | memoryview, po
             pos += size
         if raw_tags:
             unknown = tuple(raw_tags)
-    return DescribeClientQuotasResponse(v_throttle_time_ms, v_error_code, v_error_message, v_entries, unknown), pos
+    o = _new(DescribeClientQuotasResponse)
+    o.throttle_time_ms = v_throttle_time_ms
+    o.error_code = v_error_code
+    o.error_message = v_error_message
+    o.entries = v_entries
+    o.unknown_tagged_fields = unknown
+    return o, pos
 
 
 def _write_DescribeClientQuotasResponse_1(o: DescribeClientQuotasResponse, out: bytearray) -> None:
@@ -382,8 +438,8 @@ def _write_DescribeClientQuotasResponse_1(o: DescribeClientQuotasResponse, out: 
     _wcs(out, o.error_message, 'ErrorMessage')
     _wcal(out, o.entries, 'Entries')
     if o.entries is not None:
-        for item in o.entries:
-            _write_EntryData_1(item, out)
+        for e_entries in o.entries:
+            _write_EntryData_1(e_entries, out)
     if o.unknown_tagged_fields:
         _wts(out, (), o.unknown_tagged_fields, '_tagged_fields')
     else:

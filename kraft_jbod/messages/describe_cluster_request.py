@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import struct as _struct
+from typing import Any as _Any
 import uuid as _uuid
 from dataclasses import dataclass as _dataclass, field as _field
 from typing import ClassVar as _ClassVar
@@ -26,13 +27,14 @@ from kraft_jbod.wire.primitives import (
     short_fixed as _short_fixed, uuid_from_bytes as _uuid_from_bytes,
 )
 
+_new = object.__new__
 _S__ = _struct.Struct('>?')
 _S__b = _struct.Struct('>?b')
-_L__ = (('IncludeClusterAuthorizedOperations', 1),)
-_L__b = (('IncludeClusterAuthorizedOperations', 1), ('EndpointType', 1))
+_L0 = (('IncludeClusterAuthorizedOperations', 1),)
+_L1 = (('IncludeClusterAuthorizedOperations', 1), ('EndpointType', 1))
 
 
-def _absent(field: str, version: int) -> _EncodeError:
+def _absent(field: str, version: int | str) -> _EncodeError:
     return _EncodeError(
         f'attempted to write a non-default {field} at version {version}', field_path=field
     )
@@ -75,7 +77,7 @@ def _read_DescribeClusterRequest_0(buf: bytes | bytearray | memoryview, pos: int
     # versions 0
     end = len(buf)
     if pos + 1 > end:
-        raise _short_fixed(pos, end, _L__)
+        raise _short_fixed(pos, end, _L0)
     v_include_cluster_authorized_operations, = _S__.unpack_from(buf, pos)
     pos += 1
     unknown: tuple[tuple[int, bytes], ...] = ()
@@ -90,14 +92,18 @@ def _read_DescribeClusterRequest_0(buf: bytes | bytearray | memoryview, pos: int
             pos += size
         if raw_tags:
             unknown = tuple(raw_tags)
-    return DescribeClusterRequest(v_include_cluster_authorized_operations, 1, unknown), pos
+    o = _new(DescribeClusterRequest)
+    o.include_cluster_authorized_operations = v_include_cluster_authorized_operations
+    o.endpoint_type = 1
+    o.unknown_tagged_fields = unknown
+    return o, pos
 
 
 def _write_DescribeClusterRequest_0(o: DescribeClusterRequest, out: bytearray) -> None:
     # versions 0
     if o.endpoint_type != 1:
         raise _absent('EndpointType', 0)
-    out += _S__.pack(_bool(o.include_cluster_authorized_operations, 'IncludeClusterAuthorizedOperations'))
+    out += _S__.pack((o.include_cluster_authorized_operations if o.include_cluster_authorized_operations.__class__ is bool else _bool(o.include_cluster_authorized_operations, 'IncludeClusterAuthorizedOperations')))
     if o.unknown_tagged_fields:
         _wts(out, (), o.unknown_tagged_fields, '_tagged_fields')
     else:
@@ -108,7 +114,7 @@ def _read_DescribeClusterRequest_1(buf: bytes | bytearray | memoryview, pos: int
     # versions 1
     end = len(buf)
     if pos + 2 > end:
-        raise _short_fixed(pos, end, _L__b)
+        raise _short_fixed(pos, end, _L1)
     v_include_cluster_authorized_operations, v_endpoint_type = _S__b.unpack_from(buf, pos)
     pos += 2
     unknown: tuple[tuple[int, bytes], ...] = ()
@@ -123,12 +129,16 @@ def _read_DescribeClusterRequest_1(buf: bytes | bytearray | memoryview, pos: int
             pos += size
         if raw_tags:
             unknown = tuple(raw_tags)
-    return DescribeClusterRequest(v_include_cluster_authorized_operations, v_endpoint_type, unknown), pos
+    o = _new(DescribeClusterRequest)
+    o.include_cluster_authorized_operations = v_include_cluster_authorized_operations
+    o.endpoint_type = v_endpoint_type
+    o.unknown_tagged_fields = unknown
+    return o, pos
 
 
 def _write_DescribeClusterRequest_1(o: DescribeClusterRequest, out: bytearray) -> None:
     # versions 1
-    out += _S__b.pack(_bool(o.include_cluster_authorized_operations, 'IncludeClusterAuthorizedOperations'), o.endpoint_type)
+    out += _S__b.pack((o.include_cluster_authorized_operations if o.include_cluster_authorized_operations.__class__ is bool else _bool(o.include_cluster_authorized_operations, 'IncludeClusterAuthorizedOperations')), o.endpoint_type)
     if o.unknown_tagged_fields:
         _wts(out, (), o.unknown_tagged_fields, '_tagged_fields')
     else:

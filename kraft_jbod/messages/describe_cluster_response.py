@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import struct as _struct
+from typing import Any as _Any
 import uuid as _uuid
 from dataclasses import dataclass as _dataclass, field as _field
 from typing import ClassVar as _ClassVar
@@ -26,18 +27,19 @@ from kraft_jbod.wire.primitives import (
     short_fixed as _short_fixed, uuid_from_bytes as _uuid_from_bytes,
 )
 
+_new = object.__new__
 _S_b = _struct.Struct('>b')
 _S_i = _struct.Struct('>i')
 _S_ih = _struct.Struct('>ih')
-_L_i = (('BrokerId', 4),)
-_L_i = (('Port', 4),)
-_L_ih = (('ThrottleTimeMs', 4), ('ErrorCode', 2))
-_L_i = (('ControllerId', 4),)
-_L_i = (('ClusterAuthorizedOperations', 4),)
-_L_b = (('EndpointType', 1),)
+_L0 = (('BrokerId', 4),)
+_L1 = (('Port', 4),)
+_L2 = (('ThrottleTimeMs', 4), ('ErrorCode', 2))
+_L3 = (('ControllerId', 4),)
+_L4 = (('ClusterAuthorizedOperations', 4),)
+_L5 = (('EndpointType', 1),)
 
 
-def _absent(field: str, version: int) -> _EncodeError:
+def _absent(field: str, version: int | str) -> _EncodeError:
     return _EncodeError(
         f'attempted to write a non-default {field} at version {version}', field_path=field
     )
@@ -97,12 +99,12 @@ def _read_DescribeClusterBroker_0(buf: bytes | bytearray | memoryview, pos: int)
     # versions 0-1
     end = len(buf)
     if pos + 4 > end:
-        raise _short_fixed(pos, end, _L_i)
+        raise _short_fixed(pos, end, _L0)
     v_broker_id, = _S_i.unpack_from(buf, pos)
     pos += 4
     v_host, pos = _rcs(buf, pos, 'Host')
     if pos + 4 > end:
-        raise _short_fixed(pos, end, _L_i)
+        raise _short_fixed(pos, end, _L1)
     v_port, = _S_i.unpack_from(buf, pos)
     pos += 4
     v_rack, pos = _rncs(buf, pos, 'Rack')
@@ -118,7 +120,13 @@ def _read_DescribeClusterBroker_0(buf: bytes | bytearray | memoryview, pos: int)
             pos += size
         if raw_tags:
             unknown = tuple(raw_tags)
-    return DescribeClusterBroker(v_broker_id, v_host, v_port, v_rack, unknown), pos
+    o = _new(DescribeClusterBroker)
+    o.broker_id = v_broker_id
+    o.host = v_host
+    o.port = v_port
+    o.rack = v_rack
+    o.unknown_tagged_fields = unknown
+    return o, pos
 
 
 def _write_DescribeClusterBroker_0(o: DescribeClusterBroker, out: bytearray) -> None:
@@ -139,27 +147,32 @@ def _read_DescribeClusterResponse_0(buf: bytes | bytearray | memoryview, pos: in
     # versions 0
     end = len(buf)
     if pos + 6 > end:
-        raise _short_fixed(pos, end, _L_ih)
+        raise _short_fixed(pos, end, _L2)
     v_throttle_time_ms, v_error_code = _S_ih.unpack_from(buf, pos)
     pos += 6
     v_error_message, pos = _rncs(buf, pos, 'ErrorMessage')
     v_cluster_id, pos = _rcs(buf, pos, 'ClusterId')
     if pos + 4 > end:
-        raise _short_fixed(pos, end, _L_i)
+        raise _short_fixed(pos, end, _L3)
     v_controller_id, = _S_i.unpack_from(buf, pos)
     pos += 4
-    n_v_brokers, pos = _rcal(buf, pos, 'Brokers')
+    v_brokers: list[DescribeClusterBroker]
+    n_v_brokers = buf[pos] - 1 if pos < end else -2
+    if 0 <= n_v_brokers < 127 and n_v_brokers <= end - pos:
+        pos += 1
+    else:
+        n_v_brokers, pos = _rcal(buf, pos, 'Brokers')
     v_brokers = []
-    app = v_brokers.append
+    app_v_brokers = v_brokers.append
     i = 0
     try:
         for i in range(n_v_brokers):
-            item, pos = _read_DescribeClusterBroker_0(buf, pos)
-            app(item)
+            e_v_brokers, pos = _read_DescribeClusterBroker_0(buf, pos)
+            app_v_brokers(e_v_brokers)
     except _DecodeError as exc:
         raise exc.refine(field=f'Brokers[{i}]')
     if pos + 4 > end:
-        raise _short_fixed(pos, end, _L_i)
+        raise _short_fixed(pos, end, _L4)
     v_cluster_authorized_operations, = _S_i.unpack_from(buf, pos)
     pos += 4
     unknown: tuple[tuple[int, bytes], ...] = ()
@@ -174,7 +187,17 @@ def _read_DescribeClusterResponse_0(buf: bytes | bytearray | memoryview, pos: in
             pos += size
         if raw_tags:
             unknown = tuple(raw_tags)
-    return DescribeClusterResponse(v_throttle_time_ms, v_error_code, v_error_message, 1, v_cluster_id, v_controller_id, v_brokers, v_cluster_authorized_operations, unknown), pos
+    o = _new(DescribeClusterResponse)
+    o.throttle_time_ms = v_throttle_time_ms
+    o.error_code = v_error_code
+    o.error_message = v_error_message
+    o.endpoint_type = 1
+    o.cluster_id = v_cluster_id
+    o.controller_id = v_controller_id
+    o.brokers = v_brokers
+    o.cluster_authorized_operations = v_cluster_authorized_operations
+    o.unknown_tagged_fields = unknown
+    return o, pos
 
 
 def _write_DescribeClusterResponse_0(o: DescribeClusterResponse, out: bytearray) -> None:
@@ -190,8 +213,8 @@ def _write_DescribeClusterResponse_0(o: DescribeClusterResponse, out: bytearray)
     if o.brokers is None:
         raise _null('Brokers')
     _wcal(out, o.brokers, 'Brokers')
-    for item in o.brokers:
-        _write_DescribeClusterBroker_0(item, out)
+    for e_brokers in o.brokers:
+        _write_DescribeClusterBroker_0(e_brokers, out)
     out += _S_i.pack(o.cluster_authorized_operations)
     if o.unknown_tagged_fields:
         _wts(out, (), o.unknown_tagged_fields, '_tagged_fields')
@@ -203,31 +226,36 @@ def _read_DescribeClusterResponse_1(buf: bytes | bytearray | memoryview, pos: in
     # versions 1
     end = len(buf)
     if pos + 6 > end:
-        raise _short_fixed(pos, end, _L_ih)
+        raise _short_fixed(pos, end, _L2)
     v_throttle_time_ms, v_error_code = _S_ih.unpack_from(buf, pos)
     pos += 6
     v_error_message, pos = _rncs(buf, pos, 'ErrorMessage')
     if pos + 1 > end:
-        raise _short_fixed(pos, end, _L_b)
+        raise _short_fixed(pos, end, _L5)
     v_endpoint_type, = _S_b.unpack_from(buf, pos)
     pos += 1
     v_cluster_id, pos = _rcs(buf, pos, 'ClusterId')
     if pos + 4 > end:
-        raise _short_fixed(pos, end, _L_i)
+        raise _short_fixed(pos, end, _L3)
     v_controller_id, = _S_i.unpack_from(buf, pos)
     pos += 4
-    n_v_brokers, pos = _rcal(buf, pos, 'Brokers')
+    v_brokers: list[DescribeClusterBroker]
+    n_v_brokers = buf[pos] - 1 if pos < end else -2
+    if 0 <= n_v_brokers < 127 and n_v_brokers <= end - pos:
+        pos += 1
+    else:
+        n_v_brokers, pos = _rcal(buf, pos, 'Brokers')
     v_brokers = []
-    app = v_brokers.append
+    app_v_brokers = v_brokers.append
     i = 0
     try:
         for i in range(n_v_brokers):
-            item, pos = _read_DescribeClusterBroker_0(buf, pos)
-            app(item)
+            e_v_brokers, pos = _read_DescribeClusterBroker_0(buf, pos)
+            app_v_brokers(e_v_brokers)
     except _DecodeError as exc:
         raise exc.refine(field=f'Brokers[{i}]')
     if pos + 4 > end:
-        raise _short_fixed(pos, end, _L_i)
+        raise _short_fixed(pos, end, _L4)
     v_cluster_authorized_operations, = _S_i.unpack_from(buf, pos)
     pos += 4
     unknown: tuple[tuple[int, bytes], ...] = ()
@@ -242,7 +270,17 @@ def _read_DescribeClusterResponse_1(buf: bytes | bytearray | memoryview, pos: in
             pos += size
         if raw_tags:
             unknown = tuple(raw_tags)
-    return DescribeClusterResponse(v_throttle_time_ms, v_error_code, v_error_message, v_endpoint_type, v_cluster_id, v_controller_id, v_brokers, v_cluster_authorized_operations, unknown), pos
+    o = _new(DescribeClusterResponse)
+    o.throttle_time_ms = v_throttle_time_ms
+    o.error_code = v_error_code
+    o.error_message = v_error_message
+    o.endpoint_type = v_endpoint_type
+    o.cluster_id = v_cluster_id
+    o.controller_id = v_controller_id
+    o.brokers = v_brokers
+    o.cluster_authorized_operations = v_cluster_authorized_operations
+    o.unknown_tagged_fields = unknown
+    return o, pos
 
 
 def _write_DescribeClusterResponse_1(o: DescribeClusterResponse, out: bytearray) -> None:
@@ -257,8 +295,8 @@ def _write_DescribeClusterResponse_1(o: DescribeClusterResponse, out: bytearray)
     if o.brokers is None:
         raise _null('Brokers')
     _wcal(out, o.brokers, 'Brokers')
-    for item in o.brokers:
-        _write_DescribeClusterBroker_0(item, out)
+    for e_brokers in o.brokers:
+        _write_DescribeClusterBroker_0(e_brokers, out)
     out += _S_i.pack(o.cluster_authorized_operations)
     if o.unknown_tagged_fields:
         _wts(out, (), o.unknown_tagged_fields, '_tagged_fields')

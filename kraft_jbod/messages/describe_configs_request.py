@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import struct as _struct
+from typing import Any as _Any
 import uuid as _uuid
 from dataclasses import dataclass as _dataclass, field as _field
 from typing import ClassVar as _ClassVar
@@ -26,15 +27,16 @@ from kraft_jbod.wire.primitives import (
     short_fixed as _short_fixed, uuid_from_bytes as _uuid_from_bytes,
 )
 
+_new = object.__new__
 _S__ = _struct.Struct('>?')
 _S___ = _struct.Struct('>??')
 _S_b = _struct.Struct('>b')
-_L_b = (('ResourceType', 1),)
-_L__ = (('IncludeSynonyms', 1),)
-_L___ = (('IncludeSynonyms', 1), ('IncludeDocumentation', 1))
+_L0 = (('ResourceType', 1),)
+_L1 = (('IncludeSynonyms', 1),)
+_L2 = (('IncludeSynonyms', 1), ('IncludeDocumentation', 1))
 
 
-def _absent(field: str, version: int) -> _EncodeError:
+def _absent(field: str, version: int | str) -> _EncodeError:
     return _EncodeError(
         f'attempted to write a non-default {field} at version {version}', field_path=field
     )
@@ -88,20 +90,26 @@ def _read_DescribeConfigsResource_0(buf: bytes | bytearray | memoryview, pos: in
     # versions 0-3
     end = len(buf)
     if pos + 1 > end:
-        raise _short_fixed(pos, end, _L_b)
+        raise _short_fixed(pos, end, _L0)
     v_resource_type, = _S_b.unpack_from(buf, pos)
     pos += 1
     v_resource_name, pos = _rs(buf, pos, 'ResourceName')
+    v_configuration_keys: list[str] | None
     n_v_configuration_keys, pos = _rnal(buf, pos, 'ConfigurationKeys')
     if n_v_configuration_keys < 0:
         v_configuration_keys = None
     else:
         v_configuration_keys = []
-        app = v_configuration_keys.append
+        app_v_configuration_keys = v_configuration_keys.append
         for _ in range(n_v_configuration_keys):
-            item, pos = _rs(buf, pos, 'ConfigurationKeys')
-            app(item)
-    return DescribeConfigsResource(v_resource_type, v_resource_name, v_configuration_keys, ()), pos
+            e_v_configuration_keys, pos = _rs(buf, pos, 'ConfigurationKeys')
+            app_v_configuration_keys(e_v_configuration_keys)
+    o = _new(DescribeConfigsResource)
+    o.resource_type = v_resource_type
+    o.resource_name = v_resource_name
+    o.configuration_keys = v_configuration_keys
+    o.unknown_tagged_fields = ()
+    return o, pos
 
 
 def _write_DescribeConfigsResource_0(o: DescribeConfigsResource, out: bytearray) -> None:
@@ -112,10 +120,10 @@ def _write_DescribeConfigsResource_0(o: DescribeConfigsResource, out: bytearray)
     _ws(out, o.resource_name, 'ResourceName')
     _wal(out, o.configuration_keys, 'ConfigurationKeys')
     if o.configuration_keys is not None:
-        for item in o.configuration_keys:
-            if item is None:
+        for e_configuration_keys in o.configuration_keys:
+            if e_configuration_keys is None:
                 raise _null('ConfigurationKeys')
-            _ws(out, item, 'ConfigurationKeys')
+            _ws(out, e_configuration_keys, 'ConfigurationKeys')
     if o.unknown_tagged_fields:
         raise _EncodeError('tagged fields cannot be written at non-flexible version 0-3')
 
@@ -124,19 +132,24 @@ def _read_DescribeConfigsResource_1(buf: bytes | bytearray | memoryview, pos: in
     # versions 4
     end = len(buf)
     if pos + 1 > end:
-        raise _short_fixed(pos, end, _L_b)
+        raise _short_fixed(pos, end, _L0)
     v_resource_type, = _S_b.unpack_from(buf, pos)
     pos += 1
     v_resource_name, pos = _rcs(buf, pos, 'ResourceName')
-    n_v_configuration_keys, pos = _rncal(buf, pos, 'ConfigurationKeys')
+    v_configuration_keys: list[str] | None
+    n_v_configuration_keys = buf[pos] - 1 if pos < end else -2
+    if 0 <= n_v_configuration_keys < 127 and n_v_configuration_keys <= end - pos:
+        pos += 1
+    else:
+        n_v_configuration_keys, pos = _rncal(buf, pos, 'ConfigurationKeys')
     if n_v_configuration_keys < 0:
         v_configuration_keys = None
     else:
         v_configuration_keys = []
-        app = v_configuration_keys.append
+        app_v_configuration_keys = v_configuration_keys.append
         for _ in range(n_v_configuration_keys):
-            item, pos = _rcs(buf, pos, 'ConfigurationKeys')
-            app(item)
+            e_v_configuration_keys, pos = _rcs(buf, pos, 'ConfigurationKeys')
+            app_v_configuration_keys(e_v_configuration_keys)
     unknown: tuple[tuple[int, bytes], ...] = ()
     if pos < end and buf[pos] == 0:
         pos += 1
@@ -149,7 +162,12 @@ def _read_DescribeConfigsResource_1(buf: bytes | bytearray | memoryview, pos: in
             pos += size
         if raw_tags:
             unknown = tuple(raw_tags)
-    return DescribeConfigsResource(v_resource_type, v_resource_name, v_configuration_keys, unknown), pos
+    o = _new(DescribeConfigsResource)
+    o.resource_type = v_resource_type
+    o.resource_name = v_resource_name
+    o.configuration_keys = v_configuration_keys
+    o.unknown_tagged_fields = unknown
+    return o, pos
 
 
 def _write_DescribeConfigsResource_1(o: DescribeConfigsResource, out: bytearray) -> None:
@@ -160,10 +178,10 @@ def _write_DescribeConfigsResource_1(o: DescribeConfigsResource, out: bytearray)
     _wcs(out, o.resource_name, 'ResourceName')
     _wcal(out, o.configuration_keys, 'ConfigurationKeys')
     if o.configuration_keys is not None:
-        for item in o.configuration_keys:
-            if item is None:
+        for e_configuration_keys in o.configuration_keys:
+            if e_configuration_keys is None:
                 raise _null('ConfigurationKeys')
-            _wcs(out, item, 'ConfigurationKeys')
+            _wcs(out, e_configuration_keys, 'ConfigurationKeys')
     if o.unknown_tagged_fields:
         _wts(out, (), o.unknown_tagged_fields, '_tagged_fields')
     else:
@@ -173,17 +191,23 @@ def _write_DescribeConfigsResource_1(o: DescribeConfigsResource, out: bytearray)
 def _read_DescribeConfigsRequest_0(buf: bytes | bytearray | memoryview, pos: int) -> tuple[DescribeConfigsRequest, int]:
     # versions 0
     end = len(buf)
+    v_resources: list[DescribeConfigsResource]
     n_v_resources, pos = _ral(buf, pos, 'Resources')
     v_resources = []
-    app = v_resources.append
+    app_v_resources = v_resources.append
     i = 0
     try:
         for i in range(n_v_resources):
-            item, pos = _read_DescribeConfigsResource_0(buf, pos)
-            app(item)
+            e_v_resources, pos = _read_DescribeConfigsResource_0(buf, pos)
+            app_v_resources(e_v_resources)
     except _DecodeError as exc:
         raise exc.refine(field=f'Resources[{i}]')
-    return DescribeConfigsRequest(v_resources, False, False, ()), pos
+    o = _new(DescribeConfigsRequest)
+    o.resources = v_resources
+    o.include_synonyms = False
+    o.include_documentation = False
+    o.unknown_tagged_fields = ()
+    return o, pos
 
 
 def _write_DescribeConfigsRequest_0(o: DescribeConfigsRequest, out: bytearray) -> None:
@@ -195,8 +219,8 @@ def _write_DescribeConfigsRequest_0(o: DescribeConfigsRequest, out: bytearray) -
     if o.resources is None:
         raise _null('Resources')
     _wal(out, o.resources, 'Resources')
-    for item in o.resources:
-        _write_DescribeConfigsResource_0(item, out)
+    for e_resources in o.resources:
+        _write_DescribeConfigsResource_0(e_resources, out)
     if o.unknown_tagged_fields:
         raise _EncodeError('tagged fields cannot be written at non-flexible version 0')
 
@@ -204,21 +228,27 @@ def _write_DescribeConfigsRequest_0(o: DescribeConfigsRequest, out: bytearray) -
 def _read_DescribeConfigsRequest_1(buf: bytes | bytearray | memoryview, pos: int) -> tuple[DescribeConfigsRequest, int]:
     # versions 1-2
     end = len(buf)
+    v_resources: list[DescribeConfigsResource]
     n_v_resources, pos = _ral(buf, pos, 'Resources')
     v_resources = []
-    app = v_resources.append
+    app_v_resources = v_resources.append
     i = 0
     try:
         for i in range(n_v_resources):
-            item, pos = _read_DescribeConfigsResource_0(buf, pos)
-            app(item)
+            e_v_resources, pos = _read_DescribeConfigsResource_0(buf, pos)
+            app_v_resources(e_v_resources)
     except _DecodeError as exc:
         raise exc.refine(field=f'Resources[{i}]')
     if pos + 1 > end:
-        raise _short_fixed(pos, end, _L__)
+        raise _short_fixed(pos, end, _L1)
     v_include_synonyms, = _S__.unpack_from(buf, pos)
     pos += 1
-    return DescribeConfigsRequest(v_resources, v_include_synonyms, False, ()), pos
+    o = _new(DescribeConfigsRequest)
+    o.resources = v_resources
+    o.include_synonyms = v_include_synonyms
+    o.include_documentation = False
+    o.unknown_tagged_fields = ()
+    return o, pos
 
 
 def _write_DescribeConfigsRequest_1(o: DescribeConfigsRequest, out: bytearray) -> None:
@@ -228,9 +258,9 @@ def _write_DescribeConfigsRequest_1(o: DescribeConfigsRequest, out: bytearray) -
     if o.resources is None:
         raise _null('Resources')
     _wal(out, o.resources, 'Resources')
-    for item in o.resources:
-        _write_DescribeConfigsResource_0(item, out)
-    out += _S__.pack(_bool(o.include_synonyms, 'IncludeSynonyms'))
+    for e_resources in o.resources:
+        _write_DescribeConfigsResource_0(e_resources, out)
+    out += _S__.pack((o.include_synonyms if o.include_synonyms.__class__ is bool else _bool(o.include_synonyms, 'IncludeSynonyms')))
     if o.unknown_tagged_fields:
         raise _EncodeError('tagged fields cannot be written at non-flexible version 1-2')
 
@@ -238,21 +268,27 @@ def _write_DescribeConfigsRequest_1(o: DescribeConfigsRequest, out: bytearray) -
 def _read_DescribeConfigsRequest_2(buf: bytes | bytearray | memoryview, pos: int) -> tuple[DescribeConfigsRequest, int]:
     # versions 3
     end = len(buf)
+    v_resources: list[DescribeConfigsResource]
     n_v_resources, pos = _ral(buf, pos, 'Resources')
     v_resources = []
-    app = v_resources.append
+    app_v_resources = v_resources.append
     i = 0
     try:
         for i in range(n_v_resources):
-            item, pos = _read_DescribeConfigsResource_0(buf, pos)
-            app(item)
+            e_v_resources, pos = _read_DescribeConfigsResource_0(buf, pos)
+            app_v_resources(e_v_resources)
     except _DecodeError as exc:
         raise exc.refine(field=f'Resources[{i}]')
     if pos + 2 > end:
-        raise _short_fixed(pos, end, _L___)
+        raise _short_fixed(pos, end, _L2)
     v_include_synonyms, v_include_documentation = _S___.unpack_from(buf, pos)
     pos += 2
-    return DescribeConfigsRequest(v_resources, v_include_synonyms, v_include_documentation, ()), pos
+    o = _new(DescribeConfigsRequest)
+    o.resources = v_resources
+    o.include_synonyms = v_include_synonyms
+    o.include_documentation = v_include_documentation
+    o.unknown_tagged_fields = ()
+    return o, pos
 
 
 def _write_DescribeConfigsRequest_2(o: DescribeConfigsRequest, out: bytearray) -> None:
@@ -260,9 +296,9 @@ def _write_DescribeConfigsRequest_2(o: DescribeConfigsRequest, out: bytearray) -
     if o.resources is None:
         raise _null('Resources')
     _wal(out, o.resources, 'Resources')
-    for item in o.resources:
-        _write_DescribeConfigsResource_0(item, out)
-    out += _S___.pack(_bool(o.include_synonyms, 'IncludeSynonyms'), _bool(o.include_documentation, 'IncludeDocumentation'))
+    for e_resources in o.resources:
+        _write_DescribeConfigsResource_0(e_resources, out)
+    out += _S___.pack((o.include_synonyms if o.include_synonyms.__class__ is bool else _bool(o.include_synonyms, 'IncludeSynonyms')), (o.include_documentation if o.include_documentation.__class__ is bool else _bool(o.include_documentation, 'IncludeDocumentation')))
     if o.unknown_tagged_fields:
         raise _EncodeError('tagged fields cannot be written at non-flexible version 3')
 
@@ -270,18 +306,23 @@ def _write_DescribeConfigsRequest_2(o: DescribeConfigsRequest, out: bytearray) -
 def _read_DescribeConfigsRequest_3(buf: bytes | bytearray | memoryview, pos: int) -> tuple[DescribeConfigsRequest, int]:
     # versions 4
     end = len(buf)
-    n_v_resources, pos = _rcal(buf, pos, 'Resources')
+    v_resources: list[DescribeConfigsResource]
+    n_v_resources = buf[pos] - 1 if pos < end else -2
+    if 0 <= n_v_resources < 127 and n_v_resources <= end - pos:
+        pos += 1
+    else:
+        n_v_resources, pos = _rcal(buf, pos, 'Resources')
     v_resources = []
-    app = v_resources.append
+    app_v_resources = v_resources.append
     i = 0
     try:
         for i in range(n_v_resources):
-            item, pos = _read_DescribeConfigsResource_1(buf, pos)
-            app(item)
+            e_v_resources, pos = _read_DescribeConfigsResource_1(buf, pos)
+            app_v_resources(e_v_resources)
     except _DecodeError as exc:
         raise exc.refine(field=f'Resources[{i}]')
     if pos + 2 > end:
-        raise _short_fixed(pos, end, _L___)
+        raise _short_fixed(pos, end, _L2)
     v_include_synonyms, v_include_documentation = _S___.unpack_from(buf, pos)
     pos += 2
     unknown: tuple[tuple[int, bytes], ...] = ()
@@ -296,7 +337,12 @@ def _read_DescribeConfigsRequest_3(buf: bytes | bytearray | memoryview, pos: int
             pos += size
         if raw_tags:
             unknown = tuple(raw_tags)
-    return DescribeConfigsRequest(v_resources, v_include_synonyms, v_include_documentation, unknown), pos
+    o = _new(DescribeConfigsRequest)
+    o.resources = v_resources
+    o.include_synonyms = v_include_synonyms
+    o.include_documentation = v_include_documentation
+    o.unknown_tagged_fields = unknown
+    return o, pos
 
 
 def _write_DescribeConfigsRequest_3(o: DescribeConfigsRequest, out: bytearray) -> None:
@@ -304,9 +350,9 @@ def _write_DescribeConfigsRequest_3(o: DescribeConfigsRequest, out: bytearray) -
     if o.resources is None:
         raise _null('Resources')
     _wcal(out, o.resources, 'Resources')
-    for item in o.resources:
-        _write_DescribeConfigsResource_1(item, out)
-    out += _S___.pack(_bool(o.include_synonyms, 'IncludeSynonyms'), _bool(o.include_documentation, 'IncludeDocumentation'))
+    for e_resources in o.resources:
+        _write_DescribeConfigsResource_1(e_resources, out)
+    out += _S___.pack((o.include_synonyms if o.include_synonyms.__class__ is bool else _bool(o.include_synonyms, 'IncludeSynonyms')), (o.include_documentation if o.include_documentation.__class__ is bool else _bool(o.include_documentation, 'IncludeDocumentation')))
     if o.unknown_tagged_fields:
         _wts(out, (), o.unknown_tagged_fields, '_tagged_fields')
     else:

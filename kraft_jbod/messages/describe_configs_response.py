@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import struct as _struct
+from typing import Any as _Any
 import uuid as _uuid
 from dataclasses import dataclass as _dataclass, field as _field
 from typing import ClassVar as _ClassVar
@@ -26,21 +27,22 @@ from kraft_jbod.wire.primitives import (
     short_fixed as _short_fixed, uuid_from_bytes as _uuid_from_bytes,
 )
 
+_new = object.__new__
 _S____ = _struct.Struct('>???')
 _S__b_ = _struct.Struct('>?b?')
 _S_b = _struct.Struct('>b')
 _S_h = _struct.Struct('>h')
 _S_i = _struct.Struct('>i')
-_L_b = (('Source', 1),)
-_L____ = (('ReadOnly', 1), ('IsDefault', 1), ('IsSensitive', 1))
-_L__b_ = (('ReadOnly', 1), ('ConfigSource', 1), ('IsSensitive', 1))
-_L_b = (('ConfigType', 1),)
-_L_h = (('ErrorCode', 2),)
-_L_b = (('ResourceType', 1),)
-_L_i = (('ThrottleTimeMs', 4),)
+_L0 = (('Source', 1),)
+_L1 = (('ReadOnly', 1), ('IsDefault', 1), ('IsSensitive', 1))
+_L2 = (('ReadOnly', 1), ('ConfigSource', 1), ('IsSensitive', 1))
+_L3 = (('ConfigType', 1),)
+_L4 = (('ErrorCode', 2),)
+_L5 = (('ResourceType', 1),)
+_L6 = (('ThrottleTimeMs', 4),)
 
 
-def _absent(field: str, version: int) -> _EncodeError:
+def _absent(field: str, version: int | str) -> _EncodeError:
     return _EncodeError(
         f'attempted to write a non-default {field} at version {version}', field_path=field
     )
@@ -123,10 +125,15 @@ def _read_DescribeConfigsSynonym_0(buf: bytes | bytearray | memoryview, pos: int
     v_name, pos = _rs(buf, pos, 'Name')
     v_value, pos = _rns(buf, pos, 'Value')
     if pos + 1 > end:
-        raise _short_fixed(pos, end, _L_b)
+        raise _short_fixed(pos, end, _L0)
     v_source, = _S_b.unpack_from(buf, pos)
     pos += 1
-    return DescribeConfigsSynonym(v_name, v_value, v_source, ()), pos
+    o = _new(DescribeConfigsSynonym)
+    o.name = v_name
+    o.value = v_value
+    o.source = v_source
+    o.unknown_tagged_fields = ()
+    return o, pos
 
 
 def _write_DescribeConfigsSynonym_0(o: DescribeConfigsSynonym, out: bytearray) -> None:
@@ -146,7 +153,7 @@ def _read_DescribeConfigsSynonym_1(buf: bytes | bytearray | memoryview, pos: int
     v_name, pos = _rcs(buf, pos, 'Name')
     v_value, pos = _rncs(buf, pos, 'Value')
     if pos + 1 > end:
-        raise _short_fixed(pos, end, _L_b)
+        raise _short_fixed(pos, end, _L0)
     v_source, = _S_b.unpack_from(buf, pos)
     pos += 1
     unknown: tuple[tuple[int, bytes], ...] = ()
@@ -161,7 +168,12 @@ def _read_DescribeConfigsSynonym_1(buf: bytes | bytearray | memoryview, pos: int
             pos += size
         if raw_tags:
             unknown = tuple(raw_tags)
-    return DescribeConfigsSynonym(v_name, v_value, v_source, unknown), pos
+    o = _new(DescribeConfigsSynonym)
+    o.name = v_name
+    o.value = v_value
+    o.source = v_source
+    o.unknown_tagged_fields = unknown
+    return o, pos
 
 
 def _write_DescribeConfigsSynonym_1(o: DescribeConfigsSynonym, out: bytearray) -> None:
@@ -183,10 +195,21 @@ def _read_DescribeConfigsResourceResult_0(buf: bytes | bytearray | memoryview, p
     v_name, pos = _rs(buf, pos, 'Name')
     v_value, pos = _rns(buf, pos, 'Value')
     if pos + 3 > end:
-        raise _short_fixed(pos, end, _L____)
+        raise _short_fixed(pos, end, _L1)
     v_read_only, v_is_default, v_is_sensitive = _S____.unpack_from(buf, pos)
     pos += 3
-    return DescribeConfigsResourceResult(v_name, v_value, v_read_only, v_is_default, -1, v_is_sensitive, [], 0, '', ()), pos
+    o = _new(DescribeConfigsResourceResult)
+    o.name = v_name
+    o.value = v_value
+    o.read_only = v_read_only
+    o.is_default = v_is_default
+    o.config_source = -1
+    o.is_sensitive = v_is_sensitive
+    o.synonyms = []
+    o.config_type = 0
+    o.documentation = ''
+    o.unknown_tagged_fields = ()
+    return o, pos
 
 
 def _write_DescribeConfigsResourceResult_0(o: DescribeConfigsResourceResult, out: bytearray) -> None:
@@ -195,7 +218,7 @@ def _write_DescribeConfigsResourceResult_0(o: DescribeConfigsResourceResult, out
         raise _null('Name')
     _ws(out, o.name, 'Name')
     _ws(out, o.value, 'Value')
-    out += _S____.pack(_bool(o.read_only, 'ReadOnly'), _bool(o.is_default, 'IsDefault'), _bool(o.is_sensitive, 'IsSensitive'))
+    out += _S____.pack((o.read_only if o.read_only.__class__ is bool else _bool(o.read_only, 'ReadOnly')), (o.is_default if o.is_default.__class__ is bool else _bool(o.is_default, 'IsDefault')), (o.is_sensitive if o.is_sensitive.__class__ is bool else _bool(o.is_sensitive, 'IsSensitive')))
     if o.unknown_tagged_fields:
         raise _EncodeError('tagged fields cannot be written at non-flexible version 0')
 
@@ -206,20 +229,32 @@ def _read_DescribeConfigsResourceResult_1(buf: bytes | bytearray | memoryview, p
     v_name, pos = _rs(buf, pos, 'Name')
     v_value, pos = _rns(buf, pos, 'Value')
     if pos + 3 > end:
-        raise _short_fixed(pos, end, _L__b_)
+        raise _short_fixed(pos, end, _L2)
     v_read_only, v_config_source, v_is_sensitive = _S__b_.unpack_from(buf, pos)
     pos += 3
+    v_synonyms: list[DescribeConfigsSynonym]
     n_v_synonyms, pos = _ral(buf, pos, 'Synonyms')
     v_synonyms = []
-    app = v_synonyms.append
+    app_v_synonyms = v_synonyms.append
     i = 0
     try:
         for i in range(n_v_synonyms):
-            item, pos = _read_DescribeConfigsSynonym_0(buf, pos)
-            app(item)
+            e_v_synonyms, pos = _read_DescribeConfigsSynonym_0(buf, pos)
+            app_v_synonyms(e_v_synonyms)
     except _DecodeError as exc:
         raise exc.refine(field=f'Synonyms[{i}]')
-    return DescribeConfigsResourceResult(v_name, v_value, v_read_only, False, v_config_source, v_is_sensitive, v_synonyms, 0, '', ()), pos
+    o = _new(DescribeConfigsResourceResult)
+    o.name = v_name
+    o.value = v_value
+    o.read_only = v_read_only
+    o.is_default = False
+    o.config_source = v_config_source
+    o.is_sensitive = v_is_sensitive
+    o.synonyms = v_synonyms
+    o.config_type = 0
+    o.documentation = ''
+    o.unknown_tagged_fields = ()
+    return o, pos
 
 
 def _write_DescribeConfigsResourceResult_1(o: DescribeConfigsResourceResult, out: bytearray) -> None:
@@ -230,12 +265,12 @@ def _write_DescribeConfigsResourceResult_1(o: DescribeConfigsResourceResult, out
         raise _null('Name')
     _ws(out, o.name, 'Name')
     _ws(out, o.value, 'Value')
-    out += _S__b_.pack(_bool(o.read_only, 'ReadOnly'), o.config_source, _bool(o.is_sensitive, 'IsSensitive'))
+    out += _S__b_.pack((o.read_only if o.read_only.__class__ is bool else _bool(o.read_only, 'ReadOnly')), o.config_source, (o.is_sensitive if o.is_sensitive.__class__ is bool else _bool(o.is_sensitive, 'IsSensitive')))
     if o.synonyms is None:
         raise _null('Synonyms')
     _wal(out, o.synonyms, 'Synonyms')
-    for item in o.synonyms:
-        _write_DescribeConfigsSynonym_0(item, out)
+    for e_synonyms in o.synonyms:
+        _write_DescribeConfigsSynonym_0(e_synonyms, out)
     if o.unknown_tagged_fields:
         raise _EncodeError('tagged fields cannot be written at non-flexible version 1-2')
 
@@ -246,25 +281,37 @@ def _read_DescribeConfigsResourceResult_2(buf: bytes | bytearray | memoryview, p
     v_name, pos = _rs(buf, pos, 'Name')
     v_value, pos = _rns(buf, pos, 'Value')
     if pos + 3 > end:
-        raise _short_fixed(pos, end, _L__b_)
+        raise _short_fixed(pos, end, _L2)
     v_read_only, v_config_source, v_is_sensitive = _S__b_.unpack_from(buf, pos)
     pos += 3
+    v_synonyms: list[DescribeConfigsSynonym]
     n_v_synonyms, pos = _ral(buf, pos, 'Synonyms')
     v_synonyms = []
-    app = v_synonyms.append
+    app_v_synonyms = v_synonyms.append
     i = 0
     try:
         for i in range(n_v_synonyms):
-            item, pos = _read_DescribeConfigsSynonym_0(buf, pos)
-            app(item)
+            e_v_synonyms, pos = _read_DescribeConfigsSynonym_0(buf, pos)
+            app_v_synonyms(e_v_synonyms)
     except _DecodeError as exc:
         raise exc.refine(field=f'Synonyms[{i}]')
     if pos + 1 > end:
-        raise _short_fixed(pos, end, _L_b)
+        raise _short_fixed(pos, end, _L3)
     v_config_type, = _S_b.unpack_from(buf, pos)
     pos += 1
     v_documentation, pos = _rns(buf, pos, 'Documentation')
-    return DescribeConfigsResourceResult(v_name, v_value, v_read_only, False, v_config_source, v_is_sensitive, v_synonyms, v_config_type, v_documentation, ()), pos
+    o = _new(DescribeConfigsResourceResult)
+    o.name = v_name
+    o.value = v_value
+    o.read_only = v_read_only
+    o.is_default = False
+    o.config_source = v_config_source
+    o.is_sensitive = v_is_sensitive
+    o.synonyms = v_synonyms
+    o.config_type = v_config_type
+    o.documentation = v_documentation
+    o.unknown_tagged_fields = ()
+    return o, pos
 
 
 def _write_DescribeConfigsResourceResult_2(o: DescribeConfigsResourceResult, out: bytearray) -> None:
@@ -275,12 +322,12 @@ def _write_DescribeConfigsResourceResult_2(o: DescribeConfigsResourceResult, out
         raise _null('Name')
     _ws(out, o.name, 'Name')
     _ws(out, o.value, 'Value')
-    out += _S__b_.pack(_bool(o.read_only, 'ReadOnly'), o.config_source, _bool(o.is_sensitive, 'IsSensitive'))
+    out += _S__b_.pack((o.read_only if o.read_only.__class__ is bool else _bool(o.read_only, 'ReadOnly')), o.config_source, (o.is_sensitive if o.is_sensitive.__class__ is bool else _bool(o.is_sensitive, 'IsSensitive')))
     if o.synonyms is None:
         raise _null('Synonyms')
     _wal(out, o.synonyms, 'Synonyms')
-    for item in o.synonyms:
-        _write_DescribeConfigsSynonym_0(item, out)
+    for e_synonyms in o.synonyms:
+        _write_DescribeConfigsSynonym_0(e_synonyms, out)
     out += _S_b.pack(o.config_type)
     _ws(out, o.documentation, 'Documentation')
     if o.unknown_tagged_fields:
@@ -293,21 +340,26 @@ def _read_DescribeConfigsResourceResult_3(buf: bytes | bytearray | memoryview, p
     v_name, pos = _rcs(buf, pos, 'Name')
     v_value, pos = _rncs(buf, pos, 'Value')
     if pos + 3 > end:
-        raise _short_fixed(pos, end, _L__b_)
+        raise _short_fixed(pos, end, _L2)
     v_read_only, v_config_source, v_is_sensitive = _S__b_.unpack_from(buf, pos)
     pos += 3
-    n_v_synonyms, pos = _rcal(buf, pos, 'Synonyms')
+    v_synonyms: list[DescribeConfigsSynonym]
+    n_v_synonyms = buf[pos] - 1 if pos < end else -2
+    if 0 <= n_v_synonyms < 127 and n_v_synonyms <= end - pos:
+        pos += 1
+    else:
+        n_v_synonyms, pos = _rcal(buf, pos, 'Synonyms')
     v_synonyms = []
-    app = v_synonyms.append
+    app_v_synonyms = v_synonyms.append
     i = 0
     try:
         for i in range(n_v_synonyms):
-            item, pos = _read_DescribeConfigsSynonym_1(buf, pos)
-            app(item)
+            e_v_synonyms, pos = _read_DescribeConfigsSynonym_1(buf, pos)
+            app_v_synonyms(e_v_synonyms)
     except _DecodeError as exc:
         raise exc.refine(field=f'Synonyms[{i}]')
     if pos + 1 > end:
-        raise _short_fixed(pos, end, _L_b)
+        raise _short_fixed(pos, end, _L3)
     v_config_type, = _S_b.unpack_from(buf, pos)
     pos += 1
     v_documentation, pos = _rncs(buf, pos, 'Documentation')
@@ -323,7 +375,18 @@ def _read_DescribeConfigsResourceResult_3(buf: bytes | bytearray | memoryview, p
             pos += size
         if raw_tags:
             unknown = tuple(raw_tags)
-    return DescribeConfigsResourceResult(v_name, v_value, v_read_only, False, v_config_source, v_is_sensitive, v_synonyms, v_config_type, v_documentation, unknown), pos
+    o = _new(DescribeConfigsResourceResult)
+    o.name = v_name
+    o.value = v_value
+    o.read_only = v_read_only
+    o.is_default = False
+    o.config_source = v_config_source
+    o.is_sensitive = v_is_sensitive
+    o.synonyms = v_synonyms
+    o.config_type = v_config_type
+    o.documentation = v_documentation
+    o.unknown_tagged_fields = unknown
+    return o, pos
 
 
 def _write_DescribeConfigsResourceResult_3(o: DescribeConfigsResourceResult, out: bytearray) -> None:
@@ -334,12 +397,12 @@ def _write_DescribeConfigsResourceResult_3(o: DescribeConfigsResourceResult, out
         raise _null('Name')
     _wcs(out, o.name, 'Name')
     _wcs(out, o.value, 'Value')
-    out += _S__b_.pack(_bool(o.read_only, 'ReadOnly'), o.config_source, _bool(o.is_sensitive, 'IsSensitive'))
+    out += _S__b_.pack((o.read_only if o.read_only.__class__ is bool else _bool(o.read_only, 'ReadOnly')), o.config_source, (o.is_sensitive if o.is_sensitive.__class__ is bool else _bool(o.is_sensitive, 'IsSensitive')))
     if o.synonyms is None:
         raise _null('Synonyms')
     _wcal(out, o.synonyms, 'Synonyms')
-    for item in o.synonyms:
-        _write_DescribeConfigsSynonym_1(item, out)
+    for e_synonyms in o.synonyms:
+        _write_DescribeConfigsSynonym_1(e_synonyms, out)
     out += _S_b.pack(o.config_type)
     _wcs(out, o.documentation, 'Documentation')
     if o.unknown_tagged_fields:
@@ -352,26 +415,34 @@ def _read_DescribeConfigsResult_0(buf: bytes | bytearray | memoryview, pos: int)
     # versions 0
     end = len(buf)
     if pos + 2 > end:
-        raise _short_fixed(pos, end, _L_h)
+        raise _short_fixed(pos, end, _L4)
     v_error_code, = _S_h.unpack_from(buf, pos)
     pos += 2
     v_error_message, pos = _rns(buf, pos, 'ErrorMessage')
     if pos + 1 > end:
-        raise _short_fixed(pos, end, _L_b)
+        raise _short_fixed(pos, end, _L5)
     v_resource_type, = _S_b.unpack_from(buf, pos)
     pos += 1
     v_resource_name, pos = _rs(buf, pos, 'ResourceName')
+    v_configs: list[DescribeConfigsResourceResult]
     n_v_configs, pos = _ral(buf, pos, 'Configs')
     v_configs = []
-    app = v_configs.append
+    app_v_configs = v_configs.append
     i = 0
     try:
         for i in range(n_v_configs):
-            item, pos = _read_DescribeConfigsResourceResult_0(buf, pos)
-            app(item)
+            e_v_configs, pos = _read_DescribeConfigsResourceResult_0(buf, pos)
+            app_v_configs(e_v_configs)
     except _DecodeError as exc:
         raise exc.refine(field=f'Configs[{i}]')
-    return DescribeConfigsResult(v_error_code, v_error_message, v_resource_type, v_resource_name, v_configs, ()), pos
+    o = _new(DescribeConfigsResult)
+    o.error_code = v_error_code
+    o.error_message = v_error_message
+    o.resource_type = v_resource_type
+    o.resource_name = v_resource_name
+    o.configs = v_configs
+    o.unknown_tagged_fields = ()
+    return o, pos
 
 
 def _write_DescribeConfigsResult_0(o: DescribeConfigsResult, out: bytearray) -> None:
@@ -385,8 +456,8 @@ def _write_DescribeConfigsResult_0(o: DescribeConfigsResult, out: bytearray) -> 
     if o.configs is None:
         raise _null('Configs')
     _wal(out, o.configs, 'Configs')
-    for item in o.configs:
-        _write_DescribeConfigsResourceResult_0(item, out)
+    for e_configs in o.configs:
+        _write_DescribeConfigsResourceResult_0(e_configs, out)
     if o.unknown_tagged_fields:
         raise _EncodeError('tagged fields cannot be written at non-flexible version 0')
 
@@ -395,26 +466,34 @@ def _read_DescribeConfigsResult_1(buf: bytes | bytearray | memoryview, pos: int)
     # versions 1-2
     end = len(buf)
     if pos + 2 > end:
-        raise _short_fixed(pos, end, _L_h)
+        raise _short_fixed(pos, end, _L4)
     v_error_code, = _S_h.unpack_from(buf, pos)
     pos += 2
     v_error_message, pos = _rns(buf, pos, 'ErrorMessage')
     if pos + 1 > end:
-        raise _short_fixed(pos, end, _L_b)
+        raise _short_fixed(pos, end, _L5)
     v_resource_type, = _S_b.unpack_from(buf, pos)
     pos += 1
     v_resource_name, pos = _rs(buf, pos, 'ResourceName')
+    v_configs: list[DescribeConfigsResourceResult]
     n_v_configs, pos = _ral(buf, pos, 'Configs')
     v_configs = []
-    app = v_configs.append
+    app_v_configs = v_configs.append
     i = 0
     try:
         for i in range(n_v_configs):
-            item, pos = _read_DescribeConfigsResourceResult_1(buf, pos)
-            app(item)
+            e_v_configs, pos = _read_DescribeConfigsResourceResult_1(buf, pos)
+            app_v_configs(e_v_configs)
     except _DecodeError as exc:
         raise exc.refine(field=f'Configs[{i}]')
-    return DescribeConfigsResult(v_error_code, v_error_message, v_resource_type, v_resource_name, v_configs, ()), pos
+    o = _new(DescribeConfigsResult)
+    o.error_code = v_error_code
+    o.error_message = v_error_message
+    o.resource_type = v_resource_type
+    o.resource_name = v_resource_name
+    o.configs = v_configs
+    o.unknown_tagged_fields = ()
+    return o, pos
 
 
 def _write_DescribeConfigsResult_1(o: DescribeConfigsResult, out: bytearray) -> None:
@@ -428,8 +507,8 @@ def _write_DescribeConfigsResult_1(o: DescribeConfigsResult, out: bytearray) -> 
     if o.configs is None:
         raise _null('Configs')
     _wal(out, o.configs, 'Configs')
-    for item in o.configs:
-        _write_DescribeConfigsResourceResult_1(item, out)
+    for e_configs in o.configs:
+        _write_DescribeConfigsResourceResult_1(e_configs, out)
     if o.unknown_tagged_fields:
         raise _EncodeError('tagged fields cannot be written at non-flexible version 1-2')
 
@@ -438,26 +517,34 @@ def _read_DescribeConfigsResult_2(buf: bytes | bytearray | memoryview, pos: int)
     # versions 3
     end = len(buf)
     if pos + 2 > end:
-        raise _short_fixed(pos, end, _L_h)
+        raise _short_fixed(pos, end, _L4)
     v_error_code, = _S_h.unpack_from(buf, pos)
     pos += 2
     v_error_message, pos = _rns(buf, pos, 'ErrorMessage')
     if pos + 1 > end:
-        raise _short_fixed(pos, end, _L_b)
+        raise _short_fixed(pos, end, _L5)
     v_resource_type, = _S_b.unpack_from(buf, pos)
     pos += 1
     v_resource_name, pos = _rs(buf, pos, 'ResourceName')
+    v_configs: list[DescribeConfigsResourceResult]
     n_v_configs, pos = _ral(buf, pos, 'Configs')
     v_configs = []
-    app = v_configs.append
+    app_v_configs = v_configs.append
     i = 0
     try:
         for i in range(n_v_configs):
-            item, pos = _read_DescribeConfigsResourceResult_2(buf, pos)
-            app(item)
+            e_v_configs, pos = _read_DescribeConfigsResourceResult_2(buf, pos)
+            app_v_configs(e_v_configs)
     except _DecodeError as exc:
         raise exc.refine(field=f'Configs[{i}]')
-    return DescribeConfigsResult(v_error_code, v_error_message, v_resource_type, v_resource_name, v_configs, ()), pos
+    o = _new(DescribeConfigsResult)
+    o.error_code = v_error_code
+    o.error_message = v_error_message
+    o.resource_type = v_resource_type
+    o.resource_name = v_resource_name
+    o.configs = v_configs
+    o.unknown_tagged_fields = ()
+    return o, pos
 
 
 def _write_DescribeConfigsResult_2(o: DescribeConfigsResult, out: bytearray) -> None:
@@ -471,8 +558,8 @@ def _write_DescribeConfigsResult_2(o: DescribeConfigsResult, out: bytearray) -> 
     if o.configs is None:
         raise _null('Configs')
     _wal(out, o.configs, 'Configs')
-    for item in o.configs:
-        _write_DescribeConfigsResourceResult_2(item, out)
+    for e_configs in o.configs:
+        _write_DescribeConfigsResourceResult_2(e_configs, out)
     if o.unknown_tagged_fields:
         raise _EncodeError('tagged fields cannot be written at non-flexible version 3')
 
@@ -481,23 +568,28 @@ def _read_DescribeConfigsResult_3(buf: bytes | bytearray | memoryview, pos: int)
     # versions 4
     end = len(buf)
     if pos + 2 > end:
-        raise _short_fixed(pos, end, _L_h)
+        raise _short_fixed(pos, end, _L4)
     v_error_code, = _S_h.unpack_from(buf, pos)
     pos += 2
     v_error_message, pos = _rncs(buf, pos, 'ErrorMessage')
     if pos + 1 > end:
-        raise _short_fixed(pos, end, _L_b)
+        raise _short_fixed(pos, end, _L5)
     v_resource_type, = _S_b.unpack_from(buf, pos)
     pos += 1
     v_resource_name, pos = _rcs(buf, pos, 'ResourceName')
-    n_v_configs, pos = _rcal(buf, pos, 'Configs')
+    v_configs: list[DescribeConfigsResourceResult]
+    n_v_configs = buf[pos] - 1 if pos < end else -2
+    if 0 <= n_v_configs < 127 and n_v_configs <= end - pos:
+        pos += 1
+    else:
+        n_v_configs, pos = _rcal(buf, pos, 'Configs')
     v_configs = []
-    app = v_configs.append
+    app_v_configs = v_configs.append
     i = 0
     try:
         for i in range(n_v_configs):
-            item, pos = _read_DescribeConfigsResourceResult_3(buf, pos)
-            app(item)
+            e_v_configs, pos = _read_DescribeConfigsResourceResult_3(buf, pos)
+            app_v_configs(e_v_configs)
     except _DecodeError as exc:
         raise exc.refine(field=f'Configs[{i}]')
     unknown: tuple[tuple[int, bytes], ...] = ()
@@ -512,7 +604,14 @@ def _read_DescribeConfigsResult_3(buf: bytes | bytearray | memoryview, pos: int)
             pos += size
         if raw_tags:
             unknown = tuple(raw_tags)
-    return DescribeConfigsResult(v_error_code, v_error_message, v_resource_type, v_resource_name, v_configs, unknown), pos
+    o = _new(DescribeConfigsResult)
+    o.error_code = v_error_code
+    o.error_message = v_error_message
+    o.resource_type = v_resource_type
+    o.resource_name = v_resource_name
+    o.configs = v_configs
+    o.unknown_tagged_fields = unknown
+    return o, pos
 
 
 def _write_DescribeConfigsResult_3(o: DescribeConfigsResult, out: bytearray) -> None:
@@ -526,8 +625,8 @@ def _write_DescribeConfigsResult_3(o: DescribeConfigsResult, out: bytearray) -> 
     if o.configs is None:
         raise _null('Configs')
     _wcal(out, o.configs, 'Configs')
-    for item in o.configs:
-        _write_DescribeConfigsResourceResult_3(item, out)
+    for e_configs in o.configs:
+        _write_DescribeConfigsResourceResult_3(e_configs, out)
     if o.unknown_tagged_fields:
         _wts(out, (), o.unknown_tagged_fields, '_tagged_fields')
     else:
@@ -538,20 +637,25 @@ def _read_DescribeConfigsResponse_0(buf: bytes | bytearray | memoryview, pos: in
     # versions 0
     end = len(buf)
     if pos + 4 > end:
-        raise _short_fixed(pos, end, _L_i)
+        raise _short_fixed(pos, end, _L6)
     v_throttle_time_ms, = _S_i.unpack_from(buf, pos)
     pos += 4
+    v_results: list[DescribeConfigsResult]
     n_v_results, pos = _ral(buf, pos, 'Results')
     v_results = []
-    app = v_results.append
+    app_v_results = v_results.append
     i = 0
     try:
         for i in range(n_v_results):
-            item, pos = _read_DescribeConfigsResult_0(buf, pos)
-            app(item)
+            e_v_results, pos = _read_DescribeConfigsResult_0(buf, pos)
+            app_v_results(e_v_results)
     except _DecodeError as exc:
         raise exc.refine(field=f'Results[{i}]')
-    return DescribeConfigsResponse(v_throttle_time_ms, v_results, ()), pos
+    o = _new(DescribeConfigsResponse)
+    o.throttle_time_ms = v_throttle_time_ms
+    o.results = v_results
+    o.unknown_tagged_fields = ()
+    return o, pos
 
 
 def _write_DescribeConfigsResponse_0(o: DescribeConfigsResponse, out: bytearray) -> None:
@@ -560,8 +664,8 @@ def _write_DescribeConfigsResponse_0(o: DescribeConfigsResponse, out: bytearray)
     if o.results is None:
         raise _null('Results')
     _wal(out, o.results, 'Results')
-    for item in o.results:
-        _write_DescribeConfigsResult_0(item, out)
+    for e_results in o.results:
+        _write_DescribeConfigsResult_0(e_results, out)
     if o.unknown_tagged_fields:
         raise _EncodeError('tagged fields cannot be written at non-flexible version 0')
 
@@ -570,20 +674,25 @@ def _read_DescribeConfigsResponse_1(buf: bytes | bytearray | memoryview, pos: in
     # versions 1-2
     end = len(buf)
     if pos + 4 > end:
-        raise _short_fixed(pos, end, _L_i)
+        raise _short_fixed(pos, end, _L6)
     v_throttle_time_ms, = _S_i.unpack_from(buf, pos)
     pos += 4
+    v_results: list[DescribeConfigsResult]
     n_v_results, pos = _ral(buf, pos, 'Results')
     v_results = []
-    app = v_results.append
+    app_v_results = v_results.append
     i = 0
     try:
         for i in range(n_v_results):
-            item, pos = _read_DescribeConfigsResult_1(buf, pos)
-            app(item)
+            e_v_results, pos = _read_DescribeConfigsResult_1(buf, pos)
+            app_v_results(e_v_results)
     except _DecodeError as exc:
         raise exc.refine(field=f'Results[{i}]')
-    return DescribeConfigsResponse(v_throttle_time_ms, v_results, ()), pos
+    o = _new(DescribeConfigsResponse)
+    o.throttle_time_ms = v_throttle_time_ms
+    o.results = v_results
+    o.unknown_tagged_fields = ()
+    return o, pos
 
 
 def _write_DescribeConfigsResponse_1(o: DescribeConfigsResponse, out: bytearray) -> None:
@@ -592,8 +701,8 @@ def _write_DescribeConfigsResponse_1(o: DescribeConfigsResponse, out: bytearray)
     if o.results is None:
         raise _null('Results')
     _wal(out, o.results, 'Results')
-    for item in o.results:
-        _write_DescribeConfigsResult_1(item, out)
+    for e_results in o.results:
+        _write_DescribeConfigsResult_1(e_results, out)
     if o.unknown_tagged_fields:
         raise _EncodeError('tagged fields cannot be written at non-flexible version 1-2')
 
@@ -602,20 +711,25 @@ def _read_DescribeConfigsResponse_2(buf: bytes | bytearray | memoryview, pos: in
     # versions 3
     end = len(buf)
     if pos + 4 > end:
-        raise _short_fixed(pos, end, _L_i)
+        raise _short_fixed(pos, end, _L6)
     v_throttle_time_ms, = _S_i.unpack_from(buf, pos)
     pos += 4
+    v_results: list[DescribeConfigsResult]
     n_v_results, pos = _ral(buf, pos, 'Results')
     v_results = []
-    app = v_results.append
+    app_v_results = v_results.append
     i = 0
     try:
         for i in range(n_v_results):
-            item, pos = _read_DescribeConfigsResult_2(buf, pos)
-            app(item)
+            e_v_results, pos = _read_DescribeConfigsResult_2(buf, pos)
+            app_v_results(e_v_results)
     except _DecodeError as exc:
         raise exc.refine(field=f'Results[{i}]')
-    return DescribeConfigsResponse(v_throttle_time_ms, v_results, ()), pos
+    o = _new(DescribeConfigsResponse)
+    o.throttle_time_ms = v_throttle_time_ms
+    o.results = v_results
+    o.unknown_tagged_fields = ()
+    return o, pos
 
 
 def _write_DescribeConfigsResponse_2(o: DescribeConfigsResponse, out: bytearray) -> None:
@@ -624,8 +738,8 @@ def _write_DescribeConfigsResponse_2(o: DescribeConfigsResponse, out: bytearray)
     if o.results is None:
         raise _null('Results')
     _wal(out, o.results, 'Results')
-    for item in o.results:
-        _write_DescribeConfigsResult_2(item, out)
+    for e_results in o.results:
+        _write_DescribeConfigsResult_2(e_results, out)
     if o.unknown_tagged_fields:
         raise _EncodeError('tagged fields cannot be written at non-flexible version 3')
 
@@ -634,17 +748,22 @@ def _read_DescribeConfigsResponse_3(buf: bytes | bytearray | memoryview, pos: in
     # versions 4
     end = len(buf)
     if pos + 4 > end:
-        raise _short_fixed(pos, end, _L_i)
+        raise _short_fixed(pos, end, _L6)
     v_throttle_time_ms, = _S_i.unpack_from(buf, pos)
     pos += 4
-    n_v_results, pos = _rcal(buf, pos, 'Results')
+    v_results: list[DescribeConfigsResult]
+    n_v_results = buf[pos] - 1 if pos < end else -2
+    if 0 <= n_v_results < 127 and n_v_results <= end - pos:
+        pos += 1
+    else:
+        n_v_results, pos = _rcal(buf, pos, 'Results')
     v_results = []
-    app = v_results.append
+    app_v_results = v_results.append
     i = 0
     try:
         for i in range(n_v_results):
-            item, pos = _read_DescribeConfigsResult_3(buf, pos)
-            app(item)
+            e_v_results, pos = _read_DescribeConfigsResult_3(buf, pos)
+            app_v_results(e_v_results)
     except _DecodeError as exc:
         raise exc.refine(field=f'Results[{i}]')
     unknown: tuple[tuple[int, bytes], ...] = ()
@@ -659,7 +778,11 @@ def _read_DescribeConfigsResponse_3(buf: bytes | bytearray | memoryview, pos: in
             pos += size
         if raw_tags:
             unknown = tuple(raw_tags)
-    return DescribeConfigsResponse(v_throttle_time_ms, v_results, unknown), pos
+    o = _new(DescribeConfigsResponse)
+    o.throttle_time_ms = v_throttle_time_ms
+    o.results = v_results
+    o.unknown_tagged_fields = unknown
+    return o, pos
 
 
 def _write_DescribeConfigsResponse_3(o: DescribeConfigsResponse, out: bytearray) -> None:
@@ -668,8 +791,8 @@ def _write_DescribeConfigsResponse_3(o: DescribeConfigsResponse, out: bytearray)
     if o.results is None:
         raise _null('Results')
     _wcal(out, o.results, 'Results')
-    for item in o.results:
-        _write_DescribeConfigsResult_3(item, out)
+    for e_results in o.results:
+        _write_DescribeConfigsResult_3(e_results, out)
     if o.unknown_tagged_fields:
         _wts(out, (), o.unknown_tagged_fields, '_tagged_fields')
     else:

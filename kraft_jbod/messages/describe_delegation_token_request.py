@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import struct as _struct
+from typing import Any as _Any
 import uuid as _uuid
 from dataclasses import dataclass as _dataclass, field as _field
 from typing import ClassVar as _ClassVar
@@ -26,9 +27,10 @@ from kraft_jbod.wire.primitives import (
     short_fixed as _short_fixed, uuid_from_bytes as _uuid_from_bytes,
 )
 
+_new = object.__new__
 
 
-def _absent(field: str, version: int) -> _EncodeError:
+def _absent(field: str, version: int | str) -> _EncodeError:
     return _EncodeError(
         f'attempted to write a non-default {field} at version {version}', field_path=field
     )
@@ -80,7 +82,11 @@ def _read_DescribeDelegationTokenOwner_0(buf: bytes | bytearray | memoryview, po
     end = len(buf)
     v_principal_type, pos = _rs(buf, pos, 'PrincipalType')
     v_principal_name, pos = _rs(buf, pos, 'PrincipalName')
-    return DescribeDelegationTokenOwner(v_principal_type, v_principal_name, ()), pos
+    o = _new(DescribeDelegationTokenOwner)
+    o.principal_type = v_principal_type
+    o.principal_name = v_principal_name
+    o.unknown_tagged_fields = ()
+    return o, pos
 
 
 def _write_DescribeDelegationTokenOwner_0(o: DescribeDelegationTokenOwner, out: bytearray) -> None:
@@ -112,7 +118,11 @@ def _read_DescribeDelegationTokenOwner_1(buf: bytes | bytearray | memoryview, po
             pos += size
         if raw_tags:
             unknown = tuple(raw_tags)
-    return DescribeDelegationTokenOwner(v_principal_type, v_principal_name, unknown), pos
+    o = _new(DescribeDelegationTokenOwner)
+    o.principal_type = v_principal_type
+    o.principal_name = v_principal_name
+    o.unknown_tagged_fields = unknown
+    return o, pos
 
 
 def _write_DescribeDelegationTokenOwner_1(o: DescribeDelegationTokenOwner, out: bytearray) -> None:
@@ -132,28 +142,32 @@ def _write_DescribeDelegationTokenOwner_1(o: DescribeDelegationTokenOwner, out: 
 def _read_DescribeDelegationTokenRequest_0(buf: bytes | bytearray | memoryview, pos: int) -> tuple[DescribeDelegationTokenRequest, int]:
     # versions 0-1
     end = len(buf)
+    v_owners: list[DescribeDelegationTokenOwner] | None
     n_v_owners, pos = _rnal(buf, pos, 'Owners')
     if n_v_owners < 0:
         v_owners = None
     else:
         v_owners = []
-        app = v_owners.append
+        app_v_owners = v_owners.append
         i = 0
         try:
             for i in range(n_v_owners):
-                item, pos = _read_DescribeDelegationTokenOwner_0(buf, pos)
-                app(item)
+                e_v_owners, pos = _read_DescribeDelegationTokenOwner_0(buf, pos)
+                app_v_owners(e_v_owners)
         except _DecodeError as exc:
             raise exc.refine(field=f'Owners[{i}]')
-    return DescribeDelegationTokenRequest(v_owners, ()), pos
+    o = _new(DescribeDelegationTokenRequest)
+    o.owners = v_owners
+    o.unknown_tagged_fields = ()
+    return o, pos
 
 
 def _write_DescribeDelegationTokenRequest_0(o: DescribeDelegationTokenRequest, out: bytearray) -> None:
     # versions 0-1
     _wal(out, o.owners, 'Owners')
     if o.owners is not None:
-        for item in o.owners:
-            _write_DescribeDelegationTokenOwner_0(item, out)
+        for e_owners in o.owners:
+            _write_DescribeDelegationTokenOwner_0(e_owners, out)
     if o.unknown_tagged_fields:
         raise _EncodeError('tagged fields cannot be written at non-flexible version 0-1')
 
@@ -161,17 +175,22 @@ def _write_DescribeDelegationTokenRequest_0(o: DescribeDelegationTokenRequest, o
 def _read_DescribeDelegationTokenRequest_1(buf: bytes | bytearray | memoryview, pos: int) -> tuple[DescribeDelegationTokenRequest, int]:
     # versions 2-3
     end = len(buf)
-    n_v_owners, pos = _rncal(buf, pos, 'Owners')
+    v_owners: list[DescribeDelegationTokenOwner] | None
+    n_v_owners = buf[pos] - 1 if pos < end else -2
+    if 0 <= n_v_owners < 127 and n_v_owners <= end - pos:
+        pos += 1
+    else:
+        n_v_owners, pos = _rncal(buf, pos, 'Owners')
     if n_v_owners < 0:
         v_owners = None
     else:
         v_owners = []
-        app = v_owners.append
+        app_v_owners = v_owners.append
         i = 0
         try:
             for i in range(n_v_owners):
-                item, pos = _read_DescribeDelegationTokenOwner_1(buf, pos)
-                app(item)
+                e_v_owners, pos = _read_DescribeDelegationTokenOwner_1(buf, pos)
+                app_v_owners(e_v_owners)
         except _DecodeError as exc:
             raise exc.refine(field=f'Owners[{i}]')
     unknown: tuple[tuple[int, bytes], ...] = ()
@@ -186,15 +205,18 @@ def _read_DescribeDelegationTokenRequest_1(buf: bytes | bytearray | memoryview, 
             pos += size
         if raw_tags:
             unknown = tuple(raw_tags)
-    return DescribeDelegationTokenRequest(v_owners, unknown), pos
+    o = _new(DescribeDelegationTokenRequest)
+    o.owners = v_owners
+    o.unknown_tagged_fields = unknown
+    return o, pos
 
 
 def _write_DescribeDelegationTokenRequest_1(o: DescribeDelegationTokenRequest, out: bytearray) -> None:
     # versions 2-3
     _wcal(out, o.owners, 'Owners')
     if o.owners is not None:
-        for item in o.owners:
-            _write_DescribeDelegationTokenOwner_1(item, out)
+        for e_owners in o.owners:
+            _write_DescribeDelegationTokenOwner_1(e_owners, out)
     if o.unknown_tagged_fields:
         _wts(out, (), o.unknown_tagged_fields, '_tagged_fields')
     else:

@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import struct as _struct
+from typing import Any as _Any
 import uuid as _uuid
 from dataclasses import dataclass as _dataclass, field as _field
 from typing import ClassVar as _ClassVar
@@ -26,15 +27,16 @@ from kraft_jbod.wire.primitives import (
     short_fixed as _short_fixed, uuid_from_bytes as _uuid_from_bytes,
 )
 
+_new = object.__new__
 _S_h = _struct.Struct('>h')
 _S_i = _struct.Struct('>i')
 _S_qqq = _struct.Struct('>qqq')
-_L_qqq = (('IssueTimestamp', 8), ('ExpiryTimestamp', 8), ('MaxTimestamp', 8))
-_L_h = (('ErrorCode', 2),)
-_L_i = (('ThrottleTimeMs', 4),)
+_L0 = (('IssueTimestamp', 8), ('ExpiryTimestamp', 8), ('MaxTimestamp', 8))
+_L1 = (('ErrorCode', 2),)
+_L2 = (('ThrottleTimeMs', 4),)
 
 
-def _absent(field: str, version: int) -> _EncodeError:
+def _absent(field: str, version: int | str) -> _EncodeError:
     return _EncodeError(
         f'attempted to write a non-default {field} at version {version}', field_path=field
     )
@@ -105,7 +107,11 @@ def _read_DescribedDelegationTokenRenewer_0(buf: bytes | bytearray | memoryview,
     end = len(buf)
     v_principal_type, pos = _rs(buf, pos, 'PrincipalType')
     v_principal_name, pos = _rs(buf, pos, 'PrincipalName')
-    return DescribedDelegationTokenRenewer(v_principal_type, v_principal_name, ()), pos
+    o = _new(DescribedDelegationTokenRenewer)
+    o.principal_type = v_principal_type
+    o.principal_name = v_principal_name
+    o.unknown_tagged_fields = ()
+    return o, pos
 
 
 def _write_DescribedDelegationTokenRenewer_0(o: DescribedDelegationTokenRenewer, out: bytearray) -> None:
@@ -137,7 +143,11 @@ def _read_DescribedDelegationTokenRenewer_1(buf: bytes | bytearray | memoryview,
             pos += size
         if raw_tags:
             unknown = tuple(raw_tags)
-    return DescribedDelegationTokenRenewer(v_principal_type, v_principal_name, unknown), pos
+    o = _new(DescribedDelegationTokenRenewer)
+    o.principal_type = v_principal_type
+    o.principal_name = v_principal_name
+    o.unknown_tagged_fields = unknown
+    return o, pos
 
 
 def _write_DescribedDelegationTokenRenewer_1(o: DescribedDelegationTokenRenewer, out: bytearray) -> None:
@@ -160,22 +170,35 @@ def _read_DescribedDelegationToken_0(buf: bytes | bytearray | memoryview, pos: i
     v_principal_type, pos = _rs(buf, pos, 'PrincipalType')
     v_principal_name, pos = _rs(buf, pos, 'PrincipalName')
     if pos + 24 > end:
-        raise _short_fixed(pos, end, _L_qqq)
+        raise _short_fixed(pos, end, _L0)
     v_issue_timestamp, v_expiry_timestamp, v_max_timestamp = _S_qqq.unpack_from(buf, pos)
     pos += 24
     v_token_id, pos = _rs(buf, pos, 'TokenId')
     v_hmac, pos = _rb(buf, pos, 'Hmac')
+    v_renewers: list[DescribedDelegationTokenRenewer]
     n_v_renewers, pos = _ral(buf, pos, 'Renewers')
     v_renewers = []
-    app = v_renewers.append
+    app_v_renewers = v_renewers.append
     i = 0
     try:
         for i in range(n_v_renewers):
-            item, pos = _read_DescribedDelegationTokenRenewer_0(buf, pos)
-            app(item)
+            e_v_renewers, pos = _read_DescribedDelegationTokenRenewer_0(buf, pos)
+            app_v_renewers(e_v_renewers)
     except _DecodeError as exc:
         raise exc.refine(field=f'Renewers[{i}]')
-    return DescribedDelegationToken(v_principal_type, v_principal_name, '', '', v_issue_timestamp, v_expiry_timestamp, v_max_timestamp, v_token_id, v_hmac, v_renewers, ()), pos
+    o = _new(DescribedDelegationToken)
+    o.principal_type = v_principal_type
+    o.principal_name = v_principal_name
+    o.token_requester_principal_type = ''
+    o.token_requester_principal_name = ''
+    o.issue_timestamp = v_issue_timestamp
+    o.expiry_timestamp = v_expiry_timestamp
+    o.max_timestamp = v_max_timestamp
+    o.token_id = v_token_id
+    o.hmac = v_hmac
+    o.renewers = v_renewers
+    o.unknown_tagged_fields = ()
+    return o, pos
 
 
 def _write_DescribedDelegationToken_0(o: DescribedDelegationToken, out: bytearray) -> None:
@@ -200,8 +223,8 @@ def _write_DescribedDelegationToken_0(o: DescribedDelegationToken, out: bytearra
     if o.renewers is None:
         raise _null('Renewers')
     _wal(out, o.renewers, 'Renewers')
-    for item in o.renewers:
-        _write_DescribedDelegationTokenRenewer_0(item, out)
+    for e_renewers in o.renewers:
+        _write_DescribedDelegationTokenRenewer_0(e_renewers, out)
     if o.unknown_tagged_fields:
         raise _EncodeError('tagged fields cannot be written at non-flexible version 0-1')
 
@@ -212,19 +235,24 @@ def _read_DescribedDelegationToken_1(buf: bytes | bytearray | memoryview, pos: i
     v_principal_type, pos = _rcs(buf, pos, 'PrincipalType')
     v_principal_name, pos = _rcs(buf, pos, 'PrincipalName')
     if pos + 24 > end:
-        raise _short_fixed(pos, end, _L_qqq)
+        raise _short_fixed(pos, end, _L0)
     v_issue_timestamp, v_expiry_timestamp, v_max_timestamp = _S_qqq.unpack_from(buf, pos)
     pos += 24
     v_token_id, pos = _rcs(buf, pos, 'TokenId')
     v_hmac, pos = _rcb(buf, pos, 'Hmac')
-    n_v_renewers, pos = _rcal(buf, pos, 'Renewers')
+    v_renewers: list[DescribedDelegationTokenRenewer]
+    n_v_renewers = buf[pos] - 1 if pos < end else -2
+    if 0 <= n_v_renewers < 127 and n_v_renewers <= end - pos:
+        pos += 1
+    else:
+        n_v_renewers, pos = _rcal(buf, pos, 'Renewers')
     v_renewers = []
-    app = v_renewers.append
+    app_v_renewers = v_renewers.append
     i = 0
     try:
         for i in range(n_v_renewers):
-            item, pos = _read_DescribedDelegationTokenRenewer_1(buf, pos)
-            app(item)
+            e_v_renewers, pos = _read_DescribedDelegationTokenRenewer_1(buf, pos)
+            app_v_renewers(e_v_renewers)
     except _DecodeError as exc:
         raise exc.refine(field=f'Renewers[{i}]')
     unknown: tuple[tuple[int, bytes], ...] = ()
@@ -239,7 +267,19 @@ def _read_DescribedDelegationToken_1(buf: bytes | bytearray | memoryview, pos: i
             pos += size
         if raw_tags:
             unknown = tuple(raw_tags)
-    return DescribedDelegationToken(v_principal_type, v_principal_name, '', '', v_issue_timestamp, v_expiry_timestamp, v_max_timestamp, v_token_id, v_hmac, v_renewers, unknown), pos
+    o = _new(DescribedDelegationToken)
+    o.principal_type = v_principal_type
+    o.principal_name = v_principal_name
+    o.token_requester_principal_type = ''
+    o.token_requester_principal_name = ''
+    o.issue_timestamp = v_issue_timestamp
+    o.expiry_timestamp = v_expiry_timestamp
+    o.max_timestamp = v_max_timestamp
+    o.token_id = v_token_id
+    o.hmac = v_hmac
+    o.renewers = v_renewers
+    o.unknown_tagged_fields = unknown
+    return o, pos
 
 
 def _write_DescribedDelegationToken_1(o: DescribedDelegationToken, out: bytearray) -> None:
@@ -264,8 +304,8 @@ def _write_DescribedDelegationToken_1(o: DescribedDelegationToken, out: bytearra
     if o.renewers is None:
         raise _null('Renewers')
     _wcal(out, o.renewers, 'Renewers')
-    for item in o.renewers:
-        _write_DescribedDelegationTokenRenewer_1(item, out)
+    for e_renewers in o.renewers:
+        _write_DescribedDelegationTokenRenewer_1(e_renewers, out)
     if o.unknown_tagged_fields:
         _wts(out, (), o.unknown_tagged_fields, '_tagged_fields')
     else:
@@ -280,19 +320,24 @@ def _read_DescribedDelegationToken_2(buf: bytes | bytearray | memoryview, pos: i
     v_token_requester_principal_type, pos = _rcs(buf, pos, 'TokenRequesterPrincipalType')
     v_token_requester_principal_name, pos = _rcs(buf, pos, 'TokenRequesterPrincipalName')
     if pos + 24 > end:
-        raise _short_fixed(pos, end, _L_qqq)
+        raise _short_fixed(pos, end, _L0)
     v_issue_timestamp, v_expiry_timestamp, v_max_timestamp = _S_qqq.unpack_from(buf, pos)
     pos += 24
     v_token_id, pos = _rcs(buf, pos, 'TokenId')
     v_hmac, pos = _rcb(buf, pos, 'Hmac')
-    n_v_renewers, pos = _rcal(buf, pos, 'Renewers')
+    v_renewers: list[DescribedDelegationTokenRenewer]
+    n_v_renewers = buf[pos] - 1 if pos < end else -2
+    if 0 <= n_v_renewers < 127 and n_v_renewers <= end - pos:
+        pos += 1
+    else:
+        n_v_renewers, pos = _rcal(buf, pos, 'Renewers')
     v_renewers = []
-    app = v_renewers.append
+    app_v_renewers = v_renewers.append
     i = 0
     try:
         for i in range(n_v_renewers):
-            item, pos = _read_DescribedDelegationTokenRenewer_1(buf, pos)
-            app(item)
+            e_v_renewers, pos = _read_DescribedDelegationTokenRenewer_1(buf, pos)
+            app_v_renewers(e_v_renewers)
     except _DecodeError as exc:
         raise exc.refine(field=f'Renewers[{i}]')
     unknown: tuple[tuple[int, bytes], ...] = ()
@@ -307,7 +352,19 @@ def _read_DescribedDelegationToken_2(buf: bytes | bytearray | memoryview, pos: i
             pos += size
         if raw_tags:
             unknown = tuple(raw_tags)
-    return DescribedDelegationToken(v_principal_type, v_principal_name, v_token_requester_principal_type, v_token_requester_principal_name, v_issue_timestamp, v_expiry_timestamp, v_max_timestamp, v_token_id, v_hmac, v_renewers, unknown), pos
+    o = _new(DescribedDelegationToken)
+    o.principal_type = v_principal_type
+    o.principal_name = v_principal_name
+    o.token_requester_principal_type = v_token_requester_principal_type
+    o.token_requester_principal_name = v_token_requester_principal_name
+    o.issue_timestamp = v_issue_timestamp
+    o.expiry_timestamp = v_expiry_timestamp
+    o.max_timestamp = v_max_timestamp
+    o.token_id = v_token_id
+    o.hmac = v_hmac
+    o.renewers = v_renewers
+    o.unknown_tagged_fields = unknown
+    return o, pos
 
 
 def _write_DescribedDelegationToken_2(o: DescribedDelegationToken, out: bytearray) -> None:
@@ -334,8 +391,8 @@ def _write_DescribedDelegationToken_2(o: DescribedDelegationToken, out: bytearra
     if o.renewers is None:
         raise _null('Renewers')
     _wcal(out, o.renewers, 'Renewers')
-    for item in o.renewers:
-        _write_DescribedDelegationTokenRenewer_1(item, out)
+    for e_renewers in o.renewers:
+        _write_DescribedDelegationTokenRenewer_1(e_renewers, out)
     if o.unknown_tagged_fields:
         _wts(out, (), o.unknown_tagged_fields, '_tagged_fields')
     else:
@@ -346,24 +403,30 @@ def _read_DescribeDelegationTokenResponse_0(buf: bytes | bytearray | memoryview,
     # versions 0-1
     end = len(buf)
     if pos + 2 > end:
-        raise _short_fixed(pos, end, _L_h)
+        raise _short_fixed(pos, end, _L1)
     v_error_code, = _S_h.unpack_from(buf, pos)
     pos += 2
+    v_tokens: list[DescribedDelegationToken]
     n_v_tokens, pos = _ral(buf, pos, 'Tokens')
     v_tokens = []
-    app = v_tokens.append
+    app_v_tokens = v_tokens.append
     i = 0
     try:
         for i in range(n_v_tokens):
-            item, pos = _read_DescribedDelegationToken_0(buf, pos)
-            app(item)
+            e_v_tokens, pos = _read_DescribedDelegationToken_0(buf, pos)
+            app_v_tokens(e_v_tokens)
     except _DecodeError as exc:
         raise exc.refine(field=f'Tokens[{i}]')
     if pos + 4 > end:
-        raise _short_fixed(pos, end, _L_i)
+        raise _short_fixed(pos, end, _L2)
     v_throttle_time_ms, = _S_i.unpack_from(buf, pos)
     pos += 4
-    return DescribeDelegationTokenResponse(v_error_code, v_tokens, v_throttle_time_ms, ()), pos
+    o = _new(DescribeDelegationTokenResponse)
+    o.error_code = v_error_code
+    o.tokens = v_tokens
+    o.throttle_time_ms = v_throttle_time_ms
+    o.unknown_tagged_fields = ()
+    return o, pos
 
 
 def _write_DescribeDelegationTokenResponse_0(o: DescribeDelegationTokenResponse, out: bytearray) -> None:
@@ -372,8 +435,8 @@ def _write_DescribeDelegationTokenResponse_0(o: DescribeDelegationTokenResponse,
     if o.tokens is None:
         raise _null('Tokens')
     _wal(out, o.tokens, 'Tokens')
-    for item in o.tokens:
-        _write_DescribedDelegationToken_0(item, out)
+    for e_tokens in o.tokens:
+        _write_DescribedDelegationToken_0(e_tokens, out)
     out += _S_i.pack(o.throttle_time_ms)
     if o.unknown_tagged_fields:
         raise _EncodeError('tagged fields cannot be written at non-flexible version 0-1')
@@ -383,21 +446,26 @@ def _read_DescribeDelegationTokenResponse_1(buf: bytes | bytearray | memoryview,
     # versions 2
     end = len(buf)
     if pos + 2 > end:
-        raise _short_fixed(pos, end, _L_h)
+        raise _short_fixed(pos, end, _L1)
     v_error_code, = _S_h.unpack_from(buf, pos)
     pos += 2
-    n_v_tokens, pos = _rcal(buf, pos, 'Tokens')
+    v_tokens: list[DescribedDelegationToken]
+    n_v_tokens = buf[pos] - 1 if pos < end else -2
+    if 0 <= n_v_tokens < 127 and n_v_tokens <= end - pos:
+        pos += 1
+    else:
+        n_v_tokens, pos = _rcal(buf, pos, 'Tokens')
     v_tokens = []
-    app = v_tokens.append
+    app_v_tokens = v_tokens.append
     i = 0
     try:
         for i in range(n_v_tokens):
-            item, pos = _read_DescribedDelegationToken_1(buf, pos)
-            app(item)
+            e_v_tokens, pos = _read_DescribedDelegationToken_1(buf, pos)
+            app_v_tokens(e_v_tokens)
     except _DecodeError as exc:
         raise exc.refine(field=f'Tokens[{i}]')
     if pos + 4 > end:
-        raise _short_fixed(pos, end, _L_i)
+        raise _short_fixed(pos, end, _L2)
     v_throttle_time_ms, = _S_i.unpack_from(buf, pos)
     pos += 4
     unknown: tuple[tuple[int, bytes], ...] = ()
@@ -412,7 +480,12 @@ def _read_DescribeDelegationTokenResponse_1(buf: bytes | bytearray | memoryview,
             pos += size
         if raw_tags:
             unknown = tuple(raw_tags)
-    return DescribeDelegationTokenResponse(v_error_code, v_tokens, v_throttle_time_ms, unknown), pos
+    o = _new(DescribeDelegationTokenResponse)
+    o.error_code = v_error_code
+    o.tokens = v_tokens
+    o.throttle_time_ms = v_throttle_time_ms
+    o.unknown_tagged_fields = unknown
+    return o, pos
 
 
 def _write_DescribeDelegationTokenResponse_1(o: DescribeDelegationTokenResponse, out: bytearray) -> None:
@@ -421,8 +494,8 @@ def _write_DescribeDelegationTokenResponse_1(o: DescribeDelegationTokenResponse,
     if o.tokens is None:
         raise _null('Tokens')
     _wcal(out, o.tokens, 'Tokens')
-    for item in o.tokens:
-        _write_DescribedDelegationToken_1(item, out)
+    for e_tokens in o.tokens:
+        _write_DescribedDelegationToken_1(e_tokens, out)
     out += _S_i.pack(o.throttle_time_ms)
     if o.unknown_tagged_fields:
         _wts(out, (), o.unknown_tagged_fields, '_tagged_fields')
@@ -434,21 +507,26 @@ def _read_DescribeDelegationTokenResponse_2(buf: bytes | bytearray | memoryview,
     # versions 3
     end = len(buf)
     if pos + 2 > end:
-        raise _short_fixed(pos, end, _L_h)
+        raise _short_fixed(pos, end, _L1)
     v_error_code, = _S_h.unpack_from(buf, pos)
     pos += 2
-    n_v_tokens, pos = _rcal(buf, pos, 'Tokens')
+    v_tokens: list[DescribedDelegationToken]
+    n_v_tokens = buf[pos] - 1 if pos < end else -2
+    if 0 <= n_v_tokens < 127 and n_v_tokens <= end - pos:
+        pos += 1
+    else:
+        n_v_tokens, pos = _rcal(buf, pos, 'Tokens')
     v_tokens = []
-    app = v_tokens.append
+    app_v_tokens = v_tokens.append
     i = 0
     try:
         for i in range(n_v_tokens):
-            item, pos = _read_DescribedDelegationToken_2(buf, pos)
-            app(item)
+            e_v_tokens, pos = _read_DescribedDelegationToken_2(buf, pos)
+            app_v_tokens(e_v_tokens)
     except _DecodeError as exc:
         raise exc.refine(field=f'Tokens[{i}]')
     if pos + 4 > end:
-        raise _short_fixed(pos, end, _L_i)
+        raise _short_fixed(pos, end, _L2)
     v_throttle_time_ms, = _S_i.unpack_from(buf, pos)
     pos += 4
     unknown: tuple[tuple[int, bytes], ...] = ()
@@ -463,7 +541,12 @@ def _read_DescribeDelegationTokenResponse_2(buf: bytes | bytearray | memoryview,
             pos += size
         if raw_tags:
             unknown = tuple(raw_tags)
-    return DescribeDelegationTokenResponse(v_error_code, v_tokens, v_throttle_time_ms, unknown), pos
+    o = _new(DescribeDelegationTokenResponse)
+    o.error_code = v_error_code
+    o.tokens = v_tokens
+    o.throttle_time_ms = v_throttle_time_ms
+    o.unknown_tagged_fields = unknown
+    return o, pos
 
 
 def _write_DescribeDelegationTokenResponse_2(o: DescribeDelegationTokenResponse, out: bytearray) -> None:
@@ -472,8 +555,8 @@ def _write_DescribeDelegationTokenResponse_2(o: DescribeDelegationTokenResponse,
     if o.tokens is None:
         raise _null('Tokens')
     _wcal(out, o.tokens, 'Tokens')
-    for item in o.tokens:
-        _write_DescribedDelegationToken_2(item, out)
+    for e_tokens in o.tokens:
+        _write_DescribedDelegationToken_2(e_tokens, out)
     out += _S_i.pack(o.throttle_time_ms)
     if o.unknown_tagged_fields:
         _wts(out, (), o.unknown_tagged_fields, '_tagged_fields')

@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import struct as _struct
+from typing import Any as _Any
 import uuid as _uuid
 from dataclasses import dataclass as _dataclass, field as _field
 from typing import ClassVar as _ClassVar
@@ -26,11 +27,12 @@ from kraft_jbod.wire.primitives import (
     short_fixed as _short_fixed, uuid_from_bytes as _uuid_from_bytes,
 )
 
+_new = object.__new__
 _S__ = _struct.Struct('>?')
-_L__ = (('IncludeAuthorizedOperations', 1),)
+_L0 = (('IncludeAuthorizedOperations', 1),)
 
 
-def _absent(field: str, version: int) -> _EncodeError:
+def _absent(field: str, version: int | str) -> _EncodeError:
     return _EncodeError(
         f'attempted to write a non-default {field} at version {version}', field_path=field
     )
@@ -72,13 +74,18 @@ class DescribeGroupsRequest(_Message):
 def _read_DescribeGroupsRequest_0(buf: bytes | bytearray | memoryview, pos: int) -> tuple[DescribeGroupsRequest, int]:
     # versions 0-2
     end = len(buf)
+    v_groups: list[str]
     n_v_groups, pos = _ral(buf, pos, 'Groups')
     v_groups = []
-    app = v_groups.append
+    app_v_groups = v_groups.append
     for _ in range(n_v_groups):
-        item, pos = _rs(buf, pos, 'Groups')
-        app(item)
-    return DescribeGroupsRequest(v_groups, False, ()), pos
+        e_v_groups, pos = _rs(buf, pos, 'Groups')
+        app_v_groups(e_v_groups)
+    o = _new(DescribeGroupsRequest)
+    o.groups = v_groups
+    o.include_authorized_operations = False
+    o.unknown_tagged_fields = ()
+    return o, pos
 
 
 def _write_DescribeGroupsRequest_0(o: DescribeGroupsRequest, out: bytearray) -> None:
@@ -88,10 +95,10 @@ def _write_DescribeGroupsRequest_0(o: DescribeGroupsRequest, out: bytearray) -> 
     if o.groups is None:
         raise _null('Groups')
     _wal(out, o.groups, 'Groups')
-    for item in o.groups:
-        if item is None:
+    for e_groups in o.groups:
+        if e_groups is None:
             raise _null('Groups')
-        _ws(out, item, 'Groups')
+        _ws(out, e_groups, 'Groups')
     if o.unknown_tagged_fields:
         raise _EncodeError('tagged fields cannot be written at non-flexible version 0-2')
 
@@ -99,17 +106,22 @@ def _write_DescribeGroupsRequest_0(o: DescribeGroupsRequest, out: bytearray) -> 
 def _read_DescribeGroupsRequest_1(buf: bytes | bytearray | memoryview, pos: int) -> tuple[DescribeGroupsRequest, int]:
     # versions 3-4
     end = len(buf)
+    v_groups: list[str]
     n_v_groups, pos = _ral(buf, pos, 'Groups')
     v_groups = []
-    app = v_groups.append
+    app_v_groups = v_groups.append
     for _ in range(n_v_groups):
-        item, pos = _rs(buf, pos, 'Groups')
-        app(item)
+        e_v_groups, pos = _rs(buf, pos, 'Groups')
+        app_v_groups(e_v_groups)
     if pos + 1 > end:
-        raise _short_fixed(pos, end, _L__)
+        raise _short_fixed(pos, end, _L0)
     v_include_authorized_operations, = _S__.unpack_from(buf, pos)
     pos += 1
-    return DescribeGroupsRequest(v_groups, v_include_authorized_operations, ()), pos
+    o = _new(DescribeGroupsRequest)
+    o.groups = v_groups
+    o.include_authorized_operations = v_include_authorized_operations
+    o.unknown_tagged_fields = ()
+    return o, pos
 
 
 def _write_DescribeGroupsRequest_1(o: DescribeGroupsRequest, out: bytearray) -> None:
@@ -117,11 +129,11 @@ def _write_DescribeGroupsRequest_1(o: DescribeGroupsRequest, out: bytearray) -> 
     if o.groups is None:
         raise _null('Groups')
     _wal(out, o.groups, 'Groups')
-    for item in o.groups:
-        if item is None:
+    for e_groups in o.groups:
+        if e_groups is None:
             raise _null('Groups')
-        _ws(out, item, 'Groups')
-    out += _S__.pack(_bool(o.include_authorized_operations, 'IncludeAuthorizedOperations'))
+        _ws(out, e_groups, 'Groups')
+    out += _S__.pack((o.include_authorized_operations if o.include_authorized_operations.__class__ is bool else _bool(o.include_authorized_operations, 'IncludeAuthorizedOperations')))
     if o.unknown_tagged_fields:
         raise _EncodeError('tagged fields cannot be written at non-flexible version 3-4')
 
@@ -129,14 +141,19 @@ def _write_DescribeGroupsRequest_1(o: DescribeGroupsRequest, out: bytearray) -> 
 def _read_DescribeGroupsRequest_2(buf: bytes | bytearray | memoryview, pos: int) -> tuple[DescribeGroupsRequest, int]:
     # versions 5
     end = len(buf)
-    n_v_groups, pos = _rcal(buf, pos, 'Groups')
+    v_groups: list[str]
+    n_v_groups = buf[pos] - 1 if pos < end else -2
+    if 0 <= n_v_groups < 127 and n_v_groups <= end - pos:
+        pos += 1
+    else:
+        n_v_groups, pos = _rcal(buf, pos, 'Groups')
     v_groups = []
-    app = v_groups.append
+    app_v_groups = v_groups.append
     for _ in range(n_v_groups):
-        item, pos = _rcs(buf, pos, 'Groups')
-        app(item)
+        e_v_groups, pos = _rcs(buf, pos, 'Groups')
+        app_v_groups(e_v_groups)
     if pos + 1 > end:
-        raise _short_fixed(pos, end, _L__)
+        raise _short_fixed(pos, end, _L0)
     v_include_authorized_operations, = _S__.unpack_from(buf, pos)
     pos += 1
     unknown: tuple[tuple[int, bytes], ...] = ()
@@ -151,7 +168,11 @@ def _read_DescribeGroupsRequest_2(buf: bytes | bytearray | memoryview, pos: int)
             pos += size
         if raw_tags:
             unknown = tuple(raw_tags)
-    return DescribeGroupsRequest(v_groups, v_include_authorized_operations, unknown), pos
+    o = _new(DescribeGroupsRequest)
+    o.groups = v_groups
+    o.include_authorized_operations = v_include_authorized_operations
+    o.unknown_tagged_fields = unknown
+    return o, pos
 
 
 def _write_DescribeGroupsRequest_2(o: DescribeGroupsRequest, out: bytearray) -> None:
@@ -159,11 +180,11 @@ def _write_DescribeGroupsRequest_2(o: DescribeGroupsRequest, out: bytearray) -> 
     if o.groups is None:
         raise _null('Groups')
     _wcal(out, o.groups, 'Groups')
-    for item in o.groups:
-        if item is None:
+    for e_groups in o.groups:
+        if e_groups is None:
             raise _null('Groups')
-        _wcs(out, item, 'Groups')
-    out += _S__.pack(_bool(o.include_authorized_operations, 'IncludeAuthorizedOperations'))
+        _wcs(out, e_groups, 'Groups')
+    out += _S__.pack((o.include_authorized_operations if o.include_authorized_operations.__class__ is bool else _bool(o.include_authorized_operations, 'IncludeAuthorizedOperations')))
     if o.unknown_tagged_fields:
         _wts(out, (), o.unknown_tagged_fields, '_tagged_fields')
     else:

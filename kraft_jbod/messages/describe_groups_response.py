@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import struct as _struct
+from typing import Any as _Any
 import uuid as _uuid
 from dataclasses import dataclass as _dataclass, field as _field
 from typing import ClassVar as _ClassVar
@@ -26,14 +27,15 @@ from kraft_jbod.wire.primitives import (
     short_fixed as _short_fixed, uuid_from_bytes as _uuid_from_bytes,
 )
 
+_new = object.__new__
 _S_h = _struct.Struct('>h')
 _S_i = _struct.Struct('>i')
-_L_h = (('ErrorCode', 2),)
-_L_i = (('AuthorizedOperations', 4),)
-_L_i = (('ThrottleTimeMs', 4),)
+_L0 = (('ErrorCode', 2),)
+_L1 = (('AuthorizedOperations', 4),)
+_L2 = (('ThrottleTimeMs', 4),)
 
 
-def _absent(field: str, version: int) -> _EncodeError:
+def _absent(field: str, version: int | str) -> _EncodeError:
     return _EncodeError(
         f'attempted to write a non-default {field} at version {version}', field_path=field
     )
@@ -107,7 +109,15 @@ def _read_DescribedGroupMember_0(buf: bytes | bytearray | memoryview, pos: int) 
     v_client_host, pos = _rs(buf, pos, 'ClientHost')
     v_member_metadata, pos = _rb(buf, pos, 'MemberMetadata')
     v_member_assignment, pos = _rb(buf, pos, 'MemberAssignment')
-    return DescribedGroupMember(v_member_id, None, v_client_id, v_client_host, v_member_metadata, v_member_assignment, ()), pos
+    o = _new(DescribedGroupMember)
+    o.member_id = v_member_id
+    o.group_instance_id = None
+    o.client_id = v_client_id
+    o.client_host = v_client_host
+    o.member_metadata = v_member_metadata
+    o.member_assignment = v_member_assignment
+    o.unknown_tagged_fields = ()
+    return o, pos
 
 
 def _write_DescribedGroupMember_0(o: DescribedGroupMember, out: bytearray) -> None:
@@ -140,7 +150,15 @@ def _read_DescribedGroupMember_1(buf: bytes | bytearray | memoryview, pos: int) 
     v_client_host, pos = _rs(buf, pos, 'ClientHost')
     v_member_metadata, pos = _rb(buf, pos, 'MemberMetadata')
     v_member_assignment, pos = _rb(buf, pos, 'MemberAssignment')
-    return DescribedGroupMember(v_member_id, v_group_instance_id, v_client_id, v_client_host, v_member_metadata, v_member_assignment, ()), pos
+    o = _new(DescribedGroupMember)
+    o.member_id = v_member_id
+    o.group_instance_id = v_group_instance_id
+    o.client_id = v_client_id
+    o.client_host = v_client_host
+    o.member_metadata = v_member_metadata
+    o.member_assignment = v_member_assignment
+    o.unknown_tagged_fields = ()
+    return o, pos
 
 
 def _write_DescribedGroupMember_1(o: DescribedGroupMember, out: bytearray) -> None:
@@ -186,7 +204,15 @@ def _read_DescribedGroupMember_2(buf: bytes | bytearray | memoryview, pos: int) 
             pos += size
         if raw_tags:
             unknown = tuple(raw_tags)
-    return DescribedGroupMember(v_member_id, v_group_instance_id, v_client_id, v_client_host, v_member_metadata, v_member_assignment, unknown), pos
+    o = _new(DescribedGroupMember)
+    o.member_id = v_member_id
+    o.group_instance_id = v_group_instance_id
+    o.client_id = v_client_id
+    o.client_host = v_client_host
+    o.member_metadata = v_member_metadata
+    o.member_assignment = v_member_assignment
+    o.unknown_tagged_fields = unknown
+    return o, pos
 
 
 def _write_DescribedGroupMember_2(o: DescribedGroupMember, out: bytearray) -> None:
@@ -217,24 +243,34 @@ def _read_DescribedGroup_0(buf: bytes | bytearray | memoryview, pos: int) -> tup
     # versions 0-2
     end = len(buf)
     if pos + 2 > end:
-        raise _short_fixed(pos, end, _L_h)
+        raise _short_fixed(pos, end, _L0)
     v_error_code, = _S_h.unpack_from(buf, pos)
     pos += 2
     v_group_id, pos = _rs(buf, pos, 'GroupId')
     v_group_state, pos = _rs(buf, pos, 'GroupState')
     v_protocol_type, pos = _rs(buf, pos, 'ProtocolType')
     v_protocol_data, pos = _rs(buf, pos, 'ProtocolData')
+    v_members: list[DescribedGroupMember]
     n_v_members, pos = _ral(buf, pos, 'Members')
     v_members = []
-    app = v_members.append
+    app_v_members = v_members.append
     i = 0
     try:
         for i in range(n_v_members):
-            item, pos = _read_DescribedGroupMember_0(buf, pos)
-            app(item)
+            e_v_members, pos = _read_DescribedGroupMember_0(buf, pos)
+            app_v_members(e_v_members)
     except _DecodeError as exc:
         raise exc.refine(field=f'Members[{i}]')
-    return DescribedGroup(v_error_code, v_group_id, v_group_state, v_protocol_type, v_protocol_data, v_members, -2147483648, ()), pos
+    o = _new(DescribedGroup)
+    o.error_code = v_error_code
+    o.group_id = v_group_id
+    o.group_state = v_group_state
+    o.protocol_type = v_protocol_type
+    o.protocol_data = v_protocol_data
+    o.members = v_members
+    o.authorized_operations = -2147483648
+    o.unknown_tagged_fields = ()
+    return o, pos
 
 
 def _write_DescribedGroup_0(o: DescribedGroup, out: bytearray) -> None:
@@ -257,8 +293,8 @@ def _write_DescribedGroup_0(o: DescribedGroup, out: bytearray) -> None:
     if o.members is None:
         raise _null('Members')
     _wal(out, o.members, 'Members')
-    for item in o.members:
-        _write_DescribedGroupMember_0(item, out)
+    for e_members in o.members:
+        _write_DescribedGroupMember_0(e_members, out)
     if o.unknown_tagged_fields:
         raise _EncodeError('tagged fields cannot be written at non-flexible version 0-2')
 
@@ -267,28 +303,38 @@ def _read_DescribedGroup_1(buf: bytes | bytearray | memoryview, pos: int) -> tup
     # versions 3
     end = len(buf)
     if pos + 2 > end:
-        raise _short_fixed(pos, end, _L_h)
+        raise _short_fixed(pos, end, _L0)
     v_error_code, = _S_h.unpack_from(buf, pos)
     pos += 2
     v_group_id, pos = _rs(buf, pos, 'GroupId')
     v_group_state, pos = _rs(buf, pos, 'GroupState')
     v_protocol_type, pos = _rs(buf, pos, 'ProtocolType')
     v_protocol_data, pos = _rs(buf, pos, 'ProtocolData')
+    v_members: list[DescribedGroupMember]
     n_v_members, pos = _ral(buf, pos, 'Members')
     v_members = []
-    app = v_members.append
+    app_v_members = v_members.append
     i = 0
     try:
         for i in range(n_v_members):
-            item, pos = _read_DescribedGroupMember_0(buf, pos)
-            app(item)
+            e_v_members, pos = _read_DescribedGroupMember_0(buf, pos)
+            app_v_members(e_v_members)
     except _DecodeError as exc:
         raise exc.refine(field=f'Members[{i}]')
     if pos + 4 > end:
-        raise _short_fixed(pos, end, _L_i)
+        raise _short_fixed(pos, end, _L1)
     v_authorized_operations, = _S_i.unpack_from(buf, pos)
     pos += 4
-    return DescribedGroup(v_error_code, v_group_id, v_group_state, v_protocol_type, v_protocol_data, v_members, v_authorized_operations, ()), pos
+    o = _new(DescribedGroup)
+    o.error_code = v_error_code
+    o.group_id = v_group_id
+    o.group_state = v_group_state
+    o.protocol_type = v_protocol_type
+    o.protocol_data = v_protocol_data
+    o.members = v_members
+    o.authorized_operations = v_authorized_operations
+    o.unknown_tagged_fields = ()
+    return o, pos
 
 
 def _write_DescribedGroup_1(o: DescribedGroup, out: bytearray) -> None:
@@ -309,8 +355,8 @@ def _write_DescribedGroup_1(o: DescribedGroup, out: bytearray) -> None:
     if o.members is None:
         raise _null('Members')
     _wal(out, o.members, 'Members')
-    for item in o.members:
-        _write_DescribedGroupMember_0(item, out)
+    for e_members in o.members:
+        _write_DescribedGroupMember_0(e_members, out)
     out += _S_i.pack(o.authorized_operations)
     if o.unknown_tagged_fields:
         raise _EncodeError('tagged fields cannot be written at non-flexible version 3')
@@ -320,28 +366,38 @@ def _read_DescribedGroup_2(buf: bytes | bytearray | memoryview, pos: int) -> tup
     # versions 4
     end = len(buf)
     if pos + 2 > end:
-        raise _short_fixed(pos, end, _L_h)
+        raise _short_fixed(pos, end, _L0)
     v_error_code, = _S_h.unpack_from(buf, pos)
     pos += 2
     v_group_id, pos = _rs(buf, pos, 'GroupId')
     v_group_state, pos = _rs(buf, pos, 'GroupState')
     v_protocol_type, pos = _rs(buf, pos, 'ProtocolType')
     v_protocol_data, pos = _rs(buf, pos, 'ProtocolData')
+    v_members: list[DescribedGroupMember]
     n_v_members, pos = _ral(buf, pos, 'Members')
     v_members = []
-    app = v_members.append
+    app_v_members = v_members.append
     i = 0
     try:
         for i in range(n_v_members):
-            item, pos = _read_DescribedGroupMember_1(buf, pos)
-            app(item)
+            e_v_members, pos = _read_DescribedGroupMember_1(buf, pos)
+            app_v_members(e_v_members)
     except _DecodeError as exc:
         raise exc.refine(field=f'Members[{i}]')
     if pos + 4 > end:
-        raise _short_fixed(pos, end, _L_i)
+        raise _short_fixed(pos, end, _L1)
     v_authorized_operations, = _S_i.unpack_from(buf, pos)
     pos += 4
-    return DescribedGroup(v_error_code, v_group_id, v_group_state, v_protocol_type, v_protocol_data, v_members, v_authorized_operations, ()), pos
+    o = _new(DescribedGroup)
+    o.error_code = v_error_code
+    o.group_id = v_group_id
+    o.group_state = v_group_state
+    o.protocol_type = v_protocol_type
+    o.protocol_data = v_protocol_data
+    o.members = v_members
+    o.authorized_operations = v_authorized_operations
+    o.unknown_tagged_fields = ()
+    return o, pos
 
 
 def _write_DescribedGroup_2(o: DescribedGroup, out: bytearray) -> None:
@@ -362,8 +418,8 @@ def _write_DescribedGroup_2(o: DescribedGroup, out: bytearray) -> None:
     if o.members is None:
         raise _null('Members')
     _wal(out, o.members, 'Members')
-    for item in o.members:
-        _write_DescribedGroupMember_1(item, out)
+    for e_members in o.members:
+        _write_DescribedGroupMember_1(e_members, out)
     out += _S_i.pack(o.authorized_operations)
     if o.unknown_tagged_fields:
         raise _EncodeError('tagged fields cannot be written at non-flexible version 4')
@@ -373,25 +429,30 @@ def _read_DescribedGroup_3(buf: bytes | bytearray | memoryview, pos: int) -> tup
     # versions 5
     end = len(buf)
     if pos + 2 > end:
-        raise _short_fixed(pos, end, _L_h)
+        raise _short_fixed(pos, end, _L0)
     v_error_code, = _S_h.unpack_from(buf, pos)
     pos += 2
     v_group_id, pos = _rcs(buf, pos, 'GroupId')
     v_group_state, pos = _rcs(buf, pos, 'GroupState')
     v_protocol_type, pos = _rcs(buf, pos, 'ProtocolType')
     v_protocol_data, pos = _rcs(buf, pos, 'ProtocolData')
-    n_v_members, pos = _rcal(buf, pos, 'Members')
+    v_members: list[DescribedGroupMember]
+    n_v_members = buf[pos] - 1 if pos < end else -2
+    if 0 <= n_v_members < 127 and n_v_members <= end - pos:
+        pos += 1
+    else:
+        n_v_members, pos = _rcal(buf, pos, 'Members')
     v_members = []
-    app = v_members.append
+    app_v_members = v_members.append
     i = 0
     try:
         for i in range(n_v_members):
-            item, pos = _read_DescribedGroupMember_2(buf, pos)
-            app(item)
+            e_v_members, pos = _read_DescribedGroupMember_2(buf, pos)
+            app_v_members(e_v_members)
     except _DecodeError as exc:
         raise exc.refine(field=f'Members[{i}]')
     if pos + 4 > end:
-        raise _short_fixed(pos, end, _L_i)
+        raise _short_fixed(pos, end, _L1)
     v_authorized_operations, = _S_i.unpack_from(buf, pos)
     pos += 4
     unknown: tuple[tuple[int, bytes], ...] = ()
@@ -406,7 +467,16 @@ def _read_DescribedGroup_3(buf: bytes | bytearray | memoryview, pos: int) -> tup
             pos += size
         if raw_tags:
             unknown = tuple(raw_tags)
-    return DescribedGroup(v_error_code, v_group_id, v_group_state, v_protocol_type, v_protocol_data, v_members, v_authorized_operations, unknown), pos
+    o = _new(DescribedGroup)
+    o.error_code = v_error_code
+    o.group_id = v_group_id
+    o.group_state = v_group_state
+    o.protocol_type = v_protocol_type
+    o.protocol_data = v_protocol_data
+    o.members = v_members
+    o.authorized_operations = v_authorized_operations
+    o.unknown_tagged_fields = unknown
+    return o, pos
 
 
 def _write_DescribedGroup_3(o: DescribedGroup, out: bytearray) -> None:
@@ -427,8 +497,8 @@ def _write_DescribedGroup_3(o: DescribedGroup, out: bytearray) -> None:
     if o.members is None:
         raise _null('Members')
     _wcal(out, o.members, 'Members')
-    for item in o.members:
-        _write_DescribedGroupMember_2(item, out)
+    for e_members in o.members:
+        _write_DescribedGroupMember_2(e_members, out)
     out += _S_i.pack(o.authorized_operations)
     if o.unknown_tagged_fields:
         _wts(out, (), o.unknown_tagged_fields, '_tagged_fields')
@@ -439,17 +509,22 @@ def _write_DescribedGroup_3(o: DescribedGroup, out: bytearray) -> None:
 def _read_DescribeGroupsResponse_0(buf: bytes | bytearray | memoryview, pos: int) -> tuple[DescribeGroupsResponse, int]:
     # versions 0
     end = len(buf)
+    v_groups: list[DescribedGroup]
     n_v_groups, pos = _ral(buf, pos, 'Groups')
     v_groups = []
-    app = v_groups.append
+    app_v_groups = v_groups.append
     i = 0
     try:
         for i in range(n_v_groups):
-            item, pos = _read_DescribedGroup_0(buf, pos)
-            app(item)
+            e_v_groups, pos = _read_DescribedGroup_0(buf, pos)
+            app_v_groups(e_v_groups)
     except _DecodeError as exc:
         raise exc.refine(field=f'Groups[{i}]')
-    return DescribeGroupsResponse(0, v_groups, ()), pos
+    o = _new(DescribeGroupsResponse)
+    o.throttle_time_ms = 0
+    o.groups = v_groups
+    o.unknown_tagged_fields = ()
+    return o, pos
 
 
 def _write_DescribeGroupsResponse_0(o: DescribeGroupsResponse, out: bytearray) -> None:
@@ -457,8 +532,8 @@ def _write_DescribeGroupsResponse_0(o: DescribeGroupsResponse, out: bytearray) -
     if o.groups is None:
         raise _null('Groups')
     _wal(out, o.groups, 'Groups')
-    for item in o.groups:
-        _write_DescribedGroup_0(item, out)
+    for e_groups in o.groups:
+        _write_DescribedGroup_0(e_groups, out)
     if o.unknown_tagged_fields:
         raise _EncodeError('tagged fields cannot be written at non-flexible version 0')
 
@@ -467,20 +542,25 @@ def _read_DescribeGroupsResponse_1(buf: bytes | bytearray | memoryview, pos: int
     # versions 1-2
     end = len(buf)
     if pos + 4 > end:
-        raise _short_fixed(pos, end, _L_i)
+        raise _short_fixed(pos, end, _L2)
     v_throttle_time_ms, = _S_i.unpack_from(buf, pos)
     pos += 4
+    v_groups: list[DescribedGroup]
     n_v_groups, pos = _ral(buf, pos, 'Groups')
     v_groups = []
-    app = v_groups.append
+    app_v_groups = v_groups.append
     i = 0
     try:
         for i in range(n_v_groups):
-            item, pos = _read_DescribedGroup_0(buf, pos)
-            app(item)
+            e_v_groups, pos = _read_DescribedGroup_0(buf, pos)
+            app_v_groups(e_v_groups)
     except _DecodeError as exc:
         raise exc.refine(field=f'Groups[{i}]')
-    return DescribeGroupsResponse(v_throttle_time_ms, v_groups, ()), pos
+    o = _new(DescribeGroupsResponse)
+    o.throttle_time_ms = v_throttle_time_ms
+    o.groups = v_groups
+    o.unknown_tagged_fields = ()
+    return o, pos
 
 
 def _write_DescribeGroupsResponse_1(o: DescribeGroupsResponse, out: bytearray) -> None:
@@ -489,8 +569,8 @@ def _write_DescribeGroupsResponse_1(o: DescribeGroupsResponse, out: bytearray) -
     if o.groups is None:
         raise _null('Groups')
     _wal(out, o.groups, 'Groups')
-    for item in o.groups:
-        _write_DescribedGroup_0(item, out)
+    for e_groups in o.groups:
+        _write_DescribedGroup_0(e_groups, out)
     if o.unknown_tagged_fields:
         raise _EncodeError('tagged fields cannot be written at non-flexible version 1-2')
 
@@ -499,20 +579,25 @@ def _read_DescribeGroupsResponse_2(buf: bytes | bytearray | memoryview, pos: int
     # versions 3
     end = len(buf)
     if pos + 4 > end:
-        raise _short_fixed(pos, end, _L_i)
+        raise _short_fixed(pos, end, _L2)
     v_throttle_time_ms, = _S_i.unpack_from(buf, pos)
     pos += 4
+    v_groups: list[DescribedGroup]
     n_v_groups, pos = _ral(buf, pos, 'Groups')
     v_groups = []
-    app = v_groups.append
+    app_v_groups = v_groups.append
     i = 0
     try:
         for i in range(n_v_groups):
-            item, pos = _read_DescribedGroup_1(buf, pos)
-            app(item)
+            e_v_groups, pos = _read_DescribedGroup_1(buf, pos)
+            app_v_groups(e_v_groups)
     except _DecodeError as exc:
         raise exc.refine(field=f'Groups[{i}]')
-    return DescribeGroupsResponse(v_throttle_time_ms, v_groups, ()), pos
+    o = _new(DescribeGroupsResponse)
+    o.throttle_time_ms = v_throttle_time_ms
+    o.groups = v_groups
+    o.unknown_tagged_fields = ()
+    return o, pos
 
 
 def _write_DescribeGroupsResponse_2(o: DescribeGroupsResponse, out: bytearray) -> None:
@@ -521,8 +606,8 @@ def _write_DescribeGroupsResponse_2(o: DescribeGroupsResponse, out: bytearray) -
     if o.groups is None:
         raise _null('Groups')
     _wal(out, o.groups, 'Groups')
-    for item in o.groups:
-        _write_DescribedGroup_1(item, out)
+    for e_groups in o.groups:
+        _write_DescribedGroup_1(e_groups, out)
     if o.unknown_tagged_fields:
         raise _EncodeError('tagged fields cannot be written at non-flexible version 3')
 
@@ -531,20 +616,25 @@ def _read_DescribeGroupsResponse_3(buf: bytes | bytearray | memoryview, pos: int
     # versions 4
     end = len(buf)
     if pos + 4 > end:
-        raise _short_fixed(pos, end, _L_i)
+        raise _short_fixed(pos, end, _L2)
     v_throttle_time_ms, = _S_i.unpack_from(buf, pos)
     pos += 4
+    v_groups: list[DescribedGroup]
     n_v_groups, pos = _ral(buf, pos, 'Groups')
     v_groups = []
-    app = v_groups.append
+    app_v_groups = v_groups.append
     i = 0
     try:
         for i in range(n_v_groups):
-            item, pos = _read_DescribedGroup_2(buf, pos)
-            app(item)
+            e_v_groups, pos = _read_DescribedGroup_2(buf, pos)
+            app_v_groups(e_v_groups)
     except _DecodeError as exc:
         raise exc.refine(field=f'Groups[{i}]')
-    return DescribeGroupsResponse(v_throttle_time_ms, v_groups, ()), pos
+    o = _new(DescribeGroupsResponse)
+    o.throttle_time_ms = v_throttle_time_ms
+    o.groups = v_groups
+    o.unknown_tagged_fields = ()
+    return o, pos
 
 
 def _write_DescribeGroupsResponse_3(o: DescribeGroupsResponse, out: bytearray) -> None:
@@ -553,8 +643,8 @@ def _write_DescribeGroupsResponse_3(o: DescribeGroupsResponse, out: bytearray) -
     if o.groups is None:
         raise _null('Groups')
     _wal(out, o.groups, 'Groups')
-    for item in o.groups:
-        _write_DescribedGroup_2(item, out)
+    for e_groups in o.groups:
+        _write_DescribedGroup_2(e_groups, out)
     if o.unknown_tagged_fields:
         raise _EncodeError('tagged fields cannot be written at non-flexible version 4')
 
@@ -563,17 +653,22 @@ def _read_DescribeGroupsResponse_4(buf: bytes | bytearray | memoryview, pos: int
     # versions 5
     end = len(buf)
     if pos + 4 > end:
-        raise _short_fixed(pos, end, _L_i)
+        raise _short_fixed(pos, end, _L2)
     v_throttle_time_ms, = _S_i.unpack_from(buf, pos)
     pos += 4
-    n_v_groups, pos = _rcal(buf, pos, 'Groups')
+    v_groups: list[DescribedGroup]
+    n_v_groups = buf[pos] - 1 if pos < end else -2
+    if 0 <= n_v_groups < 127 and n_v_groups <= end - pos:
+        pos += 1
+    else:
+        n_v_groups, pos = _rcal(buf, pos, 'Groups')
     v_groups = []
-    app = v_groups.append
+    app_v_groups = v_groups.append
     i = 0
     try:
         for i in range(n_v_groups):
-            item, pos = _read_DescribedGroup_3(buf, pos)
-            app(item)
+            e_v_groups, pos = _read_DescribedGroup_3(buf, pos)
+            app_v_groups(e_v_groups)
     except _DecodeError as exc:
         raise exc.refine(field=f'Groups[{i}]')
     unknown: tuple[tuple[int, bytes], ...] = ()
@@ -588,7 +683,11 @@ def _read_DescribeGroupsResponse_4(buf: bytes | bytearray | memoryview, pos: int
             pos += size
         if raw_tags:
             unknown = tuple(raw_tags)
-    return DescribeGroupsResponse(v_throttle_time_ms, v_groups, unknown), pos
+    o = _new(DescribeGroupsResponse)
+    o.throttle_time_ms = v_throttle_time_ms
+    o.groups = v_groups
+    o.unknown_tagged_fields = unknown
+    return o, pos
 
 
 def _write_DescribeGroupsResponse_4(o: DescribeGroupsResponse, out: bytearray) -> None:
@@ -597,8 +696,8 @@ def _write_DescribeGroupsResponse_4(o: DescribeGroupsResponse, out: bytearray) -
     if o.groups is None:
         raise _null('Groups')
     _wcal(out, o.groups, 'Groups')
-    for item in o.groups:
-        _write_DescribedGroup_3(item, out)
+    for e_groups in o.groups:
+        _write_DescribedGroup_3(e_groups, out)
     if o.unknown_tagged_fields:
         _wts(out, (), o.unknown_tagged_fields, '_tagged_fields')
     else:

@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import struct as _struct
+from typing import Any as _Any
 import uuid as _uuid
 from dataclasses import dataclass as _dataclass, field as _field
 from typing import ClassVar as _ClassVar
@@ -26,10 +27,10 @@ from kraft_jbod.wire.primitives import (
     short_fixed as _short_fixed, uuid_from_bytes as _uuid_from_bytes,
 )
 
-_S_i = _struct.Struct('>i')
+_new = object.__new__
 
 
-def _absent(field: str, version: int) -> _EncodeError:
+def _absent(field: str, version: int | str) -> _EncodeError:
     return _EncodeError(
         f'attempted to write a non-default {field} at version {version}', field_path=field
     )
@@ -80,9 +81,14 @@ def _read_DescribableLogDirTopic_0(buf: bytes | bytearray | memoryview, pos: int
     # versions 0-1
     end = len(buf)
     v_topic, pos = _rs(buf, pos, 'Topic')
+    v_partitions: list[int]
     n_v_partitions, pos = _ral(buf, pos, 'Partitions')
-    v_partitions, pos = _rfa(buf, pos, n_v_partitions, _S_i, 'Partitions')
-    return DescribableLogDirTopic(v_topic, v_partitions, ()), pos
+    v_partitions, pos = _rfa(buf, pos, n_v_partitions, 'i', 'Partitions')
+    o = _new(DescribableLogDirTopic)
+    o.topic = v_topic
+    o.partitions = v_partitions
+    o.unknown_tagged_fields = ()
+    return o, pos
 
 
 def _write_DescribableLogDirTopic_0(o: DescribableLogDirTopic, out: bytearray) -> None:
@@ -102,8 +108,13 @@ def _read_DescribableLogDirTopic_1(buf: bytes | bytearray | memoryview, pos: int
     # versions 2-4
     end = len(buf)
     v_topic, pos = _rcs(buf, pos, 'Topic')
-    n_v_partitions, pos = _rcal(buf, pos, 'Partitions')
-    v_partitions, pos = _rfa(buf, pos, n_v_partitions, _S_i, 'Partitions')
+    v_partitions: list[int]
+    n_v_partitions = buf[pos] - 1 if pos < end else -2
+    if 0 <= n_v_partitions < 127 and n_v_partitions <= end - pos:
+        pos += 1
+    else:
+        n_v_partitions, pos = _rcal(buf, pos, 'Partitions')
+    v_partitions, pos = _rfa(buf, pos, n_v_partitions, 'i', 'Partitions')
     unknown: tuple[tuple[int, bytes], ...] = ()
     if pos < end and buf[pos] == 0:
         pos += 1
@@ -116,7 +127,11 @@ def _read_DescribableLogDirTopic_1(buf: bytes | bytearray | memoryview, pos: int
             pos += size
         if raw_tags:
             unknown = tuple(raw_tags)
-    return DescribableLogDirTopic(v_topic, v_partitions, unknown), pos
+    o = _new(DescribableLogDirTopic)
+    o.topic = v_topic
+    o.partitions = v_partitions
+    o.unknown_tagged_fields = unknown
+    return o, pos
 
 
 def _write_DescribableLogDirTopic_1(o: DescribableLogDirTopic, out: bytearray) -> None:
@@ -137,28 +152,32 @@ def _write_DescribableLogDirTopic_1(o: DescribableLogDirTopic, out: bytearray) -
 def _read_DescribeLogDirsRequest_0(buf: bytes | bytearray | memoryview, pos: int) -> tuple[DescribeLogDirsRequest, int]:
     # versions 0-1
     end = len(buf)
+    v_topics: list[DescribableLogDirTopic] | None
     n_v_topics, pos = _rnal(buf, pos, 'Topics')
     if n_v_topics < 0:
         v_topics = None
     else:
         v_topics = []
-        app = v_topics.append
+        app_v_topics = v_topics.append
         i = 0
         try:
             for i in range(n_v_topics):
-                item, pos = _read_DescribableLogDirTopic_0(buf, pos)
-                app(item)
+                e_v_topics, pos = _read_DescribableLogDirTopic_0(buf, pos)
+                app_v_topics(e_v_topics)
         except _DecodeError as exc:
             raise exc.refine(field=f'Topics[{i}]')
-    return DescribeLogDirsRequest(v_topics, ()), pos
+    o = _new(DescribeLogDirsRequest)
+    o.topics = v_topics
+    o.unknown_tagged_fields = ()
+    return o, pos
 
 
 def _write_DescribeLogDirsRequest_0(o: DescribeLogDirsRequest, out: bytearray) -> None:
     # versions 0-1
     _wal(out, o.topics, 'Topics')
     if o.topics is not None:
-        for item in o.topics:
-            _write_DescribableLogDirTopic_0(item, out)
+        for e_topics in o.topics:
+            _write_DescribableLogDirTopic_0(e_topics, out)
     if o.unknown_tagged_fields:
         raise _EncodeError('tagged fields cannot be written at non-flexible version 0-1')
 
@@ -166,17 +185,22 @@ def _write_DescribeLogDirsRequest_0(o: DescribeLogDirsRequest, out: bytearray) -
 def _read_DescribeLogDirsRequest_1(buf: bytes | bytearray | memoryview, pos: int) -> tuple[DescribeLogDirsRequest, int]:
     # versions 2-4
     end = len(buf)
-    n_v_topics, pos = _rncal(buf, pos, 'Topics')
+    v_topics: list[DescribableLogDirTopic] | None
+    n_v_topics = buf[pos] - 1 if pos < end else -2
+    if 0 <= n_v_topics < 127 and n_v_topics <= end - pos:
+        pos += 1
+    else:
+        n_v_topics, pos = _rncal(buf, pos, 'Topics')
     if n_v_topics < 0:
         v_topics = None
     else:
         v_topics = []
-        app = v_topics.append
+        app_v_topics = v_topics.append
         i = 0
         try:
             for i in range(n_v_topics):
-                item, pos = _read_DescribableLogDirTopic_1(buf, pos)
-                app(item)
+                e_v_topics, pos = _read_DescribableLogDirTopic_1(buf, pos)
+                app_v_topics(e_v_topics)
         except _DecodeError as exc:
             raise exc.refine(field=f'Topics[{i}]')
     unknown: tuple[tuple[int, bytes], ...] = ()
@@ -191,15 +215,18 @@ def _read_DescribeLogDirsRequest_1(buf: bytes | bytearray | memoryview, pos: int
             pos += size
         if raw_tags:
             unknown = tuple(raw_tags)
-    return DescribeLogDirsRequest(v_topics, unknown), pos
+    o = _new(DescribeLogDirsRequest)
+    o.topics = v_topics
+    o.unknown_tagged_fields = unknown
+    return o, pos
 
 
 def _write_DescribeLogDirsRequest_1(o: DescribeLogDirsRequest, out: bytearray) -> None:
     # versions 2-4
     _wcal(out, o.topics, 'Topics')
     if o.topics is not None:
-        for item in o.topics:
-            _write_DescribableLogDirTopic_1(item, out)
+        for e_topics in o.topics:
+            _write_DescribableLogDirTopic_1(e_topics, out)
     if o.unknown_tagged_fields:
         _wts(out, (), o.unknown_tagged_fields, '_tagged_fields')
     else:

@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import struct as _struct
+from typing import Any as _Any
 import uuid as _uuid
 from dataclasses import dataclass as _dataclass, field as _field
 from typing import ClassVar as _ClassVar
@@ -26,19 +27,20 @@ from kraft_jbod.wire.primitives import (
     short_fixed as _short_fixed, uuid_from_bytes as _uuid_from_bytes,
 )
 
+_new = object.__new__
 _S_h = _struct.Struct('>h')
 _S_i = _struct.Struct('>i')
 _S_ih = _struct.Struct('>ih')
 _S_iqq_ = _struct.Struct('>iqq?')
 _S_qq = _struct.Struct('>qq')
-_L_iqq_ = (('PartitionIndex', 4), ('PartitionSize', 8), ('OffsetLag', 8), ('IsFutureKey', 1))
-_L_h = (('ErrorCode', 2),)
-_L_qq = (('TotalBytes', 8), ('UsableBytes', 8))
-_L_i = (('ThrottleTimeMs', 4),)
-_L_ih = (('ThrottleTimeMs', 4), ('ErrorCode', 2))
+_L0 = (('PartitionIndex', 4), ('PartitionSize', 8), ('OffsetLag', 8), ('IsFutureKey', 1))
+_L1 = (('ErrorCode', 2),)
+_L2 = (('TotalBytes', 8), ('UsableBytes', 8))
+_L3 = (('ThrottleTimeMs', 4),)
+_L4 = (('ThrottleTimeMs', 4), ('ErrorCode', 2))
 
 
-def _absent(field: str, version: int) -> _EncodeError:
+def _absent(field: str, version: int | str) -> _EncodeError:
     return _EncodeError(
         f'attempted to write a non-default {field} at version {version}', field_path=field
     )
@@ -114,15 +116,21 @@ def _read_DescribeLogDirsPartition_0(buf: bytes | bytearray | memoryview, pos: i
     # versions 0-1
     end = len(buf)
     if pos + 21 > end:
-        raise _short_fixed(pos, end, _L_iqq_)
+        raise _short_fixed(pos, end, _L0)
     v_partition_index, v_partition_size, v_offset_lag, v_is_future_key = _S_iqq_.unpack_from(buf, pos)
     pos += 21
-    return DescribeLogDirsPartition(v_partition_index, v_partition_size, v_offset_lag, v_is_future_key, ()), pos
+    o = _new(DescribeLogDirsPartition)
+    o.partition_index = v_partition_index
+    o.partition_size = v_partition_size
+    o.offset_lag = v_offset_lag
+    o.is_future_key = v_is_future_key
+    o.unknown_tagged_fields = ()
+    return o, pos
 
 
 def _write_DescribeLogDirsPartition_0(o: DescribeLogDirsPartition, out: bytearray) -> None:
     # versions 0-1
-    out += _S_iqq_.pack(o.partition_index, o.partition_size, o.offset_lag, _bool(o.is_future_key, 'IsFutureKey'))
+    out += _S_iqq_.pack(o.partition_index, o.partition_size, o.offset_lag, (o.is_future_key if o.is_future_key.__class__ is bool else _bool(o.is_future_key, 'IsFutureKey')))
     if o.unknown_tagged_fields:
         raise _EncodeError('tagged fields cannot be written at non-flexible version 0-1')
 
@@ -131,7 +139,7 @@ def _read_DescribeLogDirsPartition_1(buf: bytes | bytearray | memoryview, pos: i
     # versions 2-4
     end = len(buf)
     if pos + 21 > end:
-        raise _short_fixed(pos, end, _L_iqq_)
+        raise _short_fixed(pos, end, _L0)
     v_partition_index, v_partition_size, v_offset_lag, v_is_future_key = _S_iqq_.unpack_from(buf, pos)
     pos += 21
     unknown: tuple[tuple[int, bytes], ...] = ()
@@ -146,12 +154,18 @@ def _read_DescribeLogDirsPartition_1(buf: bytes | bytearray | memoryview, pos: i
             pos += size
         if raw_tags:
             unknown = tuple(raw_tags)
-    return DescribeLogDirsPartition(v_partition_index, v_partition_size, v_offset_lag, v_is_future_key, unknown), pos
+    o = _new(DescribeLogDirsPartition)
+    o.partition_index = v_partition_index
+    o.partition_size = v_partition_size
+    o.offset_lag = v_offset_lag
+    o.is_future_key = v_is_future_key
+    o.unknown_tagged_fields = unknown
+    return o, pos
 
 
 def _write_DescribeLogDirsPartition_1(o: DescribeLogDirsPartition, out: bytearray) -> None:
     # versions 2-4
-    out += _S_iqq_.pack(o.partition_index, o.partition_size, o.offset_lag, _bool(o.is_future_key, 'IsFutureKey'))
+    out += _S_iqq_.pack(o.partition_index, o.partition_size, o.offset_lag, (o.is_future_key if o.is_future_key.__class__ is bool else _bool(o.is_future_key, 'IsFutureKey')))
     if o.unknown_tagged_fields:
         _wts(out, (), o.unknown_tagged_fields, '_tagged_fields')
     else:
@@ -162,17 +176,22 @@ def _read_DescribeLogDirsTopic_0(buf: bytes | bytearray | memoryview, pos: int) 
     # versions 0-1
     end = len(buf)
     v_name, pos = _rs(buf, pos, 'Name')
+    v_partitions: list[DescribeLogDirsPartition]
     n_v_partitions, pos = _ral(buf, pos, 'Partitions')
     v_partitions = []
-    app = v_partitions.append
+    app_v_partitions = v_partitions.append
     i = 0
     try:
         for i in range(n_v_partitions):
-            item, pos = _read_DescribeLogDirsPartition_0(buf, pos)
-            app(item)
+            e_v_partitions, pos = _read_DescribeLogDirsPartition_0(buf, pos)
+            app_v_partitions(e_v_partitions)
     except _DecodeError as exc:
         raise exc.refine(field=f'Partitions[{i}]')
-    return DescribeLogDirsTopic(v_name, v_partitions, ()), pos
+    o = _new(DescribeLogDirsTopic)
+    o.name = v_name
+    o.partitions = v_partitions
+    o.unknown_tagged_fields = ()
+    return o, pos
 
 
 def _write_DescribeLogDirsTopic_0(o: DescribeLogDirsTopic, out: bytearray) -> None:
@@ -183,8 +202,8 @@ def _write_DescribeLogDirsTopic_0(o: DescribeLogDirsTopic, out: bytearray) -> No
     if o.partitions is None:
         raise _null('Partitions')
     _wal(out, o.partitions, 'Partitions')
-    for item in o.partitions:
-        _write_DescribeLogDirsPartition_0(item, out)
+    for e_partitions in o.partitions:
+        _write_DescribeLogDirsPartition_0(e_partitions, out)
     if o.unknown_tagged_fields:
         raise _EncodeError('tagged fields cannot be written at non-flexible version 0-1')
 
@@ -193,14 +212,19 @@ def _read_DescribeLogDirsTopic_1(buf: bytes | bytearray | memoryview, pos: int) 
     # versions 2-4
     end = len(buf)
     v_name, pos = _rcs(buf, pos, 'Name')
-    n_v_partitions, pos = _rcal(buf, pos, 'Partitions')
+    v_partitions: list[DescribeLogDirsPartition]
+    n_v_partitions = buf[pos] - 1 if pos < end else -2
+    if 0 <= n_v_partitions < 127 and n_v_partitions <= end - pos:
+        pos += 1
+    else:
+        n_v_partitions, pos = _rcal(buf, pos, 'Partitions')
     v_partitions = []
-    app = v_partitions.append
+    app_v_partitions = v_partitions.append
     i = 0
     try:
         for i in range(n_v_partitions):
-            item, pos = _read_DescribeLogDirsPartition_1(buf, pos)
-            app(item)
+            e_v_partitions, pos = _read_DescribeLogDirsPartition_1(buf, pos)
+            app_v_partitions(e_v_partitions)
     except _DecodeError as exc:
         raise exc.refine(field=f'Partitions[{i}]')
     unknown: tuple[tuple[int, bytes], ...] = ()
@@ -215,7 +239,11 @@ def _read_DescribeLogDirsTopic_1(buf: bytes | bytearray | memoryview, pos: int) 
             pos += size
         if raw_tags:
             unknown = tuple(raw_tags)
-    return DescribeLogDirsTopic(v_name, v_partitions, unknown), pos
+    o = _new(DescribeLogDirsTopic)
+    o.name = v_name
+    o.partitions = v_partitions
+    o.unknown_tagged_fields = unknown
+    return o, pos
 
 
 def _write_DescribeLogDirsTopic_1(o: DescribeLogDirsTopic, out: bytearray) -> None:
@@ -226,8 +254,8 @@ def _write_DescribeLogDirsTopic_1(o: DescribeLogDirsTopic, out: bytearray) -> No
     if o.partitions is None:
         raise _null('Partitions')
     _wcal(out, o.partitions, 'Partitions')
-    for item in o.partitions:
-        _write_DescribeLogDirsPartition_1(item, out)
+    for e_partitions in o.partitions:
+        _write_DescribeLogDirsPartition_1(e_partitions, out)
     if o.unknown_tagged_fields:
         _wts(out, (), o.unknown_tagged_fields, '_tagged_fields')
     else:
@@ -238,21 +266,29 @@ def _read_DescribeLogDirsResult_0(buf: bytes | bytearray | memoryview, pos: int)
     # versions 0-1
     end = len(buf)
     if pos + 2 > end:
-        raise _short_fixed(pos, end, _L_h)
+        raise _short_fixed(pos, end, _L1)
     v_error_code, = _S_h.unpack_from(buf, pos)
     pos += 2
     v_log_dir, pos = _rs(buf, pos, 'LogDir')
+    v_topics: list[DescribeLogDirsTopic]
     n_v_topics, pos = _ral(buf, pos, 'Topics')
     v_topics = []
-    app = v_topics.append
+    app_v_topics = v_topics.append
     i = 0
     try:
         for i in range(n_v_topics):
-            item, pos = _read_DescribeLogDirsTopic_0(buf, pos)
-            app(item)
+            e_v_topics, pos = _read_DescribeLogDirsTopic_0(buf, pos)
+            app_v_topics(e_v_topics)
     except _DecodeError as exc:
         raise exc.refine(field=f'Topics[{i}]')
-    return DescribeLogDirsResult(v_error_code, v_log_dir, v_topics, -1, -1, ()), pos
+    o = _new(DescribeLogDirsResult)
+    o.error_code = v_error_code
+    o.log_dir = v_log_dir
+    o.topics = v_topics
+    o.total_bytes = -1
+    o.usable_bytes = -1
+    o.unknown_tagged_fields = ()
+    return o, pos
 
 
 def _write_DescribeLogDirsResult_0(o: DescribeLogDirsResult, out: bytearray) -> None:
@@ -264,8 +300,8 @@ def _write_DescribeLogDirsResult_0(o: DescribeLogDirsResult, out: bytearray) -> 
     if o.topics is None:
         raise _null('Topics')
     _wal(out, o.topics, 'Topics')
-    for item in o.topics:
-        _write_DescribeLogDirsTopic_0(item, out)
+    for e_topics in o.topics:
+        _write_DescribeLogDirsTopic_0(e_topics, out)
     if o.unknown_tagged_fields:
         raise _EncodeError('tagged fields cannot be written at non-flexible version 0-1')
 
@@ -274,18 +310,23 @@ def _read_DescribeLogDirsResult_1(buf: bytes | bytearray | memoryview, pos: int)
     # versions 2-3
     end = len(buf)
     if pos + 2 > end:
-        raise _short_fixed(pos, end, _L_h)
+        raise _short_fixed(pos, end, _L1)
     v_error_code, = _S_h.unpack_from(buf, pos)
     pos += 2
     v_log_dir, pos = _rcs(buf, pos, 'LogDir')
-    n_v_topics, pos = _rcal(buf, pos, 'Topics')
+    v_topics: list[DescribeLogDirsTopic]
+    n_v_topics = buf[pos] - 1 if pos < end else -2
+    if 0 <= n_v_topics < 127 and n_v_topics <= end - pos:
+        pos += 1
+    else:
+        n_v_topics, pos = _rcal(buf, pos, 'Topics')
     v_topics = []
-    app = v_topics.append
+    app_v_topics = v_topics.append
     i = 0
     try:
         for i in range(n_v_topics):
-            item, pos = _read_DescribeLogDirsTopic_1(buf, pos)
-            app(item)
+            e_v_topics, pos = _read_DescribeLogDirsTopic_1(buf, pos)
+            app_v_topics(e_v_topics)
     except _DecodeError as exc:
         raise exc.refine(field=f'Topics[{i}]')
     unknown: tuple[tuple[int, bytes], ...] = ()
@@ -300,7 +341,14 @@ def _read_DescribeLogDirsResult_1(buf: bytes | bytearray | memoryview, pos: int)
             pos += size
         if raw_tags:
             unknown = tuple(raw_tags)
-    return DescribeLogDirsResult(v_error_code, v_log_dir, v_topics, -1, -1, unknown), pos
+    o = _new(DescribeLogDirsResult)
+    o.error_code = v_error_code
+    o.log_dir = v_log_dir
+    o.topics = v_topics
+    o.total_bytes = -1
+    o.usable_bytes = -1
+    o.unknown_tagged_fields = unknown
+    return o, pos
 
 
 def _write_DescribeLogDirsResult_1(o: DescribeLogDirsResult, out: bytearray) -> None:
@@ -312,8 +360,8 @@ def _write_DescribeLogDirsResult_1(o: DescribeLogDirsResult, out: bytearray) -> 
     if o.topics is None:
         raise _null('Topics')
     _wcal(out, o.topics, 'Topics')
-    for item in o.topics:
-        _write_DescribeLogDirsTopic_1(item, out)
+    for e_topics in o.topics:
+        _write_DescribeLogDirsTopic_1(e_topics, out)
     if o.unknown_tagged_fields:
         _wts(out, (), o.unknown_tagged_fields, '_tagged_fields')
     else:
@@ -324,22 +372,27 @@ def _read_DescribeLogDirsResult_2(buf: bytes | bytearray | memoryview, pos: int)
     # versions 4
     end = len(buf)
     if pos + 2 > end:
-        raise _short_fixed(pos, end, _L_h)
+        raise _short_fixed(pos, end, _L1)
     v_error_code, = _S_h.unpack_from(buf, pos)
     pos += 2
     v_log_dir, pos = _rcs(buf, pos, 'LogDir')
-    n_v_topics, pos = _rcal(buf, pos, 'Topics')
+    v_topics: list[DescribeLogDirsTopic]
+    n_v_topics = buf[pos] - 1 if pos < end else -2
+    if 0 <= n_v_topics < 127 and n_v_topics <= end - pos:
+        pos += 1
+    else:
+        n_v_topics, pos = _rcal(buf, pos, 'Topics')
     v_topics = []
-    app = v_topics.append
+    app_v_topics = v_topics.append
     i = 0
     try:
         for i in range(n_v_topics):
-            item, pos = _read_DescribeLogDirsTopic_1(buf, pos)
-            app(item)
+            e_v_topics, pos = _read_DescribeLogDirsTopic_1(buf, pos)
+            app_v_topics(e_v_topics)
     except _DecodeError as exc:
         raise exc.refine(field=f'Topics[{i}]')
     if pos + 16 > end:
-        raise _short_fixed(pos, end, _L_qq)
+        raise _short_fixed(pos, end, _L2)
     v_total_bytes, v_usable_bytes = _S_qq.unpack_from(buf, pos)
     pos += 16
     unknown: tuple[tuple[int, bytes], ...] = ()
@@ -354,7 +407,14 @@ def _read_DescribeLogDirsResult_2(buf: bytes | bytearray | memoryview, pos: int)
             pos += size
         if raw_tags:
             unknown = tuple(raw_tags)
-    return DescribeLogDirsResult(v_error_code, v_log_dir, v_topics, v_total_bytes, v_usable_bytes, unknown), pos
+    o = _new(DescribeLogDirsResult)
+    o.error_code = v_error_code
+    o.log_dir = v_log_dir
+    o.topics = v_topics
+    o.total_bytes = v_total_bytes
+    o.usable_bytes = v_usable_bytes
+    o.unknown_tagged_fields = unknown
+    return o, pos
 
 
 def _write_DescribeLogDirsResult_2(o: DescribeLogDirsResult, out: bytearray) -> None:
@@ -366,8 +426,8 @@ def _write_DescribeLogDirsResult_2(o: DescribeLogDirsResult, out: bytearray) -> 
     if o.topics is None:
         raise _null('Topics')
     _wcal(out, o.topics, 'Topics')
-    for item in o.topics:
-        _write_DescribeLogDirsTopic_1(item, out)
+    for e_topics in o.topics:
+        _write_DescribeLogDirsTopic_1(e_topics, out)
     out += _S_qq.pack(o.total_bytes, o.usable_bytes)
     if o.unknown_tagged_fields:
         _wts(out, (), o.unknown_tagged_fields, '_tagged_fields')
@@ -379,20 +439,26 @@ def _read_DescribeLogDirsResponse_0(buf: bytes | bytearray | memoryview, pos: in
     # versions 0-1
     end = len(buf)
     if pos + 4 > end:
-        raise _short_fixed(pos, end, _L_i)
+        raise _short_fixed(pos, end, _L3)
     v_throttle_time_ms, = _S_i.unpack_from(buf, pos)
     pos += 4
+    v_results: list[DescribeLogDirsResult]
     n_v_results, pos = _ral(buf, pos, 'Results')
     v_results = []
-    app = v_results.append
+    app_v_results = v_results.append
     i = 0
     try:
         for i in range(n_v_results):
-            item, pos = _read_DescribeLogDirsResult_0(buf, pos)
-            app(item)
+            e_v_results, pos = _read_DescribeLogDirsResult_0(buf, pos)
+            app_v_results(e_v_results)
     except _DecodeError as exc:
         raise exc.refine(field=f'Results[{i}]')
-    return DescribeLogDirsResponse(v_throttle_time_ms, 0, v_results, ()), pos
+    o = _new(DescribeLogDirsResponse)
+    o.throttle_time_ms = v_throttle_time_ms
+    o.error_code = 0
+    o.results = v_results
+    o.unknown_tagged_fields = ()
+    return o, pos
 
 
 def _write_DescribeLogDirsResponse_0(o: DescribeLogDirsResponse, out: bytearray) -> None:
@@ -401,8 +467,8 @@ def _write_DescribeLogDirsResponse_0(o: DescribeLogDirsResponse, out: bytearray)
     if o.results is None:
         raise _null('Results')
     _wal(out, o.results, 'Results')
-    for item in o.results:
-        _write_DescribeLogDirsResult_0(item, out)
+    for e_results in o.results:
+        _write_DescribeLogDirsResult_0(e_results, out)
     if o.unknown_tagged_fields:
         raise _EncodeError('tagged fields cannot be written at non-flexible version 0-1')
 
@@ -411,17 +477,22 @@ def _read_DescribeLogDirsResponse_1(buf: bytes | bytearray | memoryview, pos: in
     # versions 2
     end = len(buf)
     if pos + 4 > end:
-        raise _short_fixed(pos, end, _L_i)
+        raise _short_fixed(pos, end, _L3)
     v_throttle_time_ms, = _S_i.unpack_from(buf, pos)
     pos += 4
-    n_v_results, pos = _rcal(buf, pos, 'Results')
+    v_results: list[DescribeLogDirsResult]
+    n_v_results = buf[pos] - 1 if pos < end else -2
+    if 0 <= n_v_results < 127 and n_v_results <= end - pos:
+        pos += 1
+    else:
+        n_v_results, pos = _rcal(buf, pos, 'Results')
     v_results = []
-    app = v_results.append
+    app_v_results = v_results.append
     i = 0
     try:
         for i in range(n_v_results):
-            item, pos = _read_DescribeLogDirsResult_1(buf, pos)
-            app(item)
+            e_v_results, pos = _read_DescribeLogDirsResult_1(buf, pos)
+            app_v_results(e_v_results)
     except _DecodeError as exc:
         raise exc.refine(field=f'Results[{i}]')
     unknown: tuple[tuple[int, bytes], ...] = ()
@@ -436,7 +507,12 @@ def _read_DescribeLogDirsResponse_1(buf: bytes | bytearray | memoryview, pos: in
             pos += size
         if raw_tags:
             unknown = tuple(raw_tags)
-    return DescribeLogDirsResponse(v_throttle_time_ms, 0, v_results, unknown), pos
+    o = _new(DescribeLogDirsResponse)
+    o.throttle_time_ms = v_throttle_time_ms
+    o.error_code = 0
+    o.results = v_results
+    o.unknown_tagged_fields = unknown
+    return o, pos
 
 
 def _write_DescribeLogDirsResponse_1(o: DescribeLogDirsResponse, out: bytearray) -> None:
@@ -445,8 +521,8 @@ def _write_DescribeLogDirsResponse_1(o: DescribeLogDirsResponse, out: bytearray)
     if o.results is None:
         raise _null('Results')
     _wcal(out, o.results, 'Results')
-    for item in o.results:
-        _write_DescribeLogDirsResult_1(item, out)
+    for e_results in o.results:
+        _write_DescribeLogDirsResult_1(e_results, out)
     if o.unknown_tagged_fields:
         _wts(out, (), o.unknown_tagged_fields, '_tagged_fields')
     else:
@@ -457,17 +533,22 @@ def _read_DescribeLogDirsResponse_2(buf: bytes | bytearray | memoryview, pos: in
     # versions 3
     end = len(buf)
     if pos + 6 > end:
-        raise _short_fixed(pos, end, _L_ih)
+        raise _short_fixed(pos, end, _L4)
     v_throttle_time_ms, v_error_code = _S_ih.unpack_from(buf, pos)
     pos += 6
-    n_v_results, pos = _rcal(buf, pos, 'Results')
+    v_results: list[DescribeLogDirsResult]
+    n_v_results = buf[pos] - 1 if pos < end else -2
+    if 0 <= n_v_results < 127 and n_v_results <= end - pos:
+        pos += 1
+    else:
+        n_v_results, pos = _rcal(buf, pos, 'Results')
     v_results = []
-    app = v_results.append
+    app_v_results = v_results.append
     i = 0
     try:
         for i in range(n_v_results):
-            item, pos = _read_DescribeLogDirsResult_1(buf, pos)
-            app(item)
+            e_v_results, pos = _read_DescribeLogDirsResult_1(buf, pos)
+            app_v_results(e_v_results)
     except _DecodeError as exc:
         raise exc.refine(field=f'Results[{i}]')
     unknown: tuple[tuple[int, bytes], ...] = ()
@@ -482,7 +563,12 @@ def _read_DescribeLogDirsResponse_2(buf: bytes | bytearray | memoryview, pos: in
             pos += size
         if raw_tags:
             unknown = tuple(raw_tags)
-    return DescribeLogDirsResponse(v_throttle_time_ms, v_error_code, v_results, unknown), pos
+    o = _new(DescribeLogDirsResponse)
+    o.throttle_time_ms = v_throttle_time_ms
+    o.error_code = v_error_code
+    o.results = v_results
+    o.unknown_tagged_fields = unknown
+    return o, pos
 
 
 def _write_DescribeLogDirsResponse_2(o: DescribeLogDirsResponse, out: bytearray) -> None:
@@ -491,8 +577,8 @@ def _write_DescribeLogDirsResponse_2(o: DescribeLogDirsResponse, out: bytearray)
     if o.results is None:
         raise _null('Results')
     _wcal(out, o.results, 'Results')
-    for item in o.results:
-        _write_DescribeLogDirsResult_1(item, out)
+    for e_results in o.results:
+        _write_DescribeLogDirsResult_1(e_results, out)
     if o.unknown_tagged_fields:
         _wts(out, (), o.unknown_tagged_fields, '_tagged_fields')
     else:
@@ -503,17 +589,22 @@ def _read_DescribeLogDirsResponse_3(buf: bytes | bytearray | memoryview, pos: in
     # versions 4
     end = len(buf)
     if pos + 6 > end:
-        raise _short_fixed(pos, end, _L_ih)
+        raise _short_fixed(pos, end, _L4)
     v_throttle_time_ms, v_error_code = _S_ih.unpack_from(buf, pos)
     pos += 6
-    n_v_results, pos = _rcal(buf, pos, 'Results')
+    v_results: list[DescribeLogDirsResult]
+    n_v_results = buf[pos] - 1 if pos < end else -2
+    if 0 <= n_v_results < 127 and n_v_results <= end - pos:
+        pos += 1
+    else:
+        n_v_results, pos = _rcal(buf, pos, 'Results')
     v_results = []
-    app = v_results.append
+    app_v_results = v_results.append
     i = 0
     try:
         for i in range(n_v_results):
-            item, pos = _read_DescribeLogDirsResult_2(buf, pos)
-            app(item)
+            e_v_results, pos = _read_DescribeLogDirsResult_2(buf, pos)
+            app_v_results(e_v_results)
     except _DecodeError as exc:
         raise exc.refine(field=f'Results[{i}]')
     unknown: tuple[tuple[int, bytes], ...] = ()
@@ -528,7 +619,12 @@ def _read_DescribeLogDirsResponse_3(buf: bytes | bytearray | memoryview, pos: in
             pos += size
         if raw_tags:
             unknown = tuple(raw_tags)
-    return DescribeLogDirsResponse(v_throttle_time_ms, v_error_code, v_results, unknown), pos
+    o = _new(DescribeLogDirsResponse)
+    o.throttle_time_ms = v_throttle_time_ms
+    o.error_code = v_error_code
+    o.results = v_results
+    o.unknown_tagged_fields = unknown
+    return o, pos
 
 
 def _write_DescribeLogDirsResponse_3(o: DescribeLogDirsResponse, out: bytearray) -> None:
@@ -537,8 +633,8 @@ def _write_DescribeLogDirsResponse_3(o: DescribeLogDirsResponse, out: bytearray)
     if o.results is None:
         raise _null('Results')
     _wcal(out, o.results, 'Results')
-    for item in o.results:
-        _write_DescribeLogDirsResult_2(item, out)
+    for e_results in o.results:
+        _write_DescribeLogDirsResult_2(e_results, out)
     if o.unknown_tagged_fields:
         _wts(out, (), o.unknown_tagged_fields, '_tagged_fields')
     else:

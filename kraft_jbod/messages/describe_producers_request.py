@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import struct as _struct
+from typing import Any as _Any
 import uuid as _uuid
 from dataclasses import dataclass as _dataclass, field as _field
 from typing import ClassVar as _ClassVar
@@ -26,10 +27,10 @@ from kraft_jbod.wire.primitives import (
     short_fixed as _short_fixed, uuid_from_bytes as _uuid_from_bytes,
 )
 
-_S_i = _struct.Struct('>i')
+_new = object.__new__
 
 
-def _absent(field: str, version: int) -> _EncodeError:
+def _absent(field: str, version: int | str) -> _EncodeError:
     return _EncodeError(
         f'attempted to write a non-default {field} at version {version}', field_path=field
     )
@@ -80,8 +81,13 @@ def _read_TopicRequest_0(buf: bytes | bytearray | memoryview, pos: int) -> tuple
     # versions 0
     end = len(buf)
     v_name, pos = _rcs(buf, pos, 'Name')
-    n_v_partition_indexes, pos = _rcal(buf, pos, 'PartitionIndexes')
-    v_partition_indexes, pos = _rfa(buf, pos, n_v_partition_indexes, _S_i, 'PartitionIndexes')
+    v_partition_indexes: list[int]
+    n_v_partition_indexes = buf[pos] - 1 if pos < end else -2
+    if 0 <= n_v_partition_indexes < 127 and n_v_partition_indexes <= end - pos:
+        pos += 1
+    else:
+        n_v_partition_indexes, pos = _rcal(buf, pos, 'PartitionIndexes')
+    v_partition_indexes, pos = _rfa(buf, pos, n_v_partition_indexes, 'i', 'PartitionIndexes')
     unknown: tuple[tuple[int, bytes], ...] = ()
     if pos < end and buf[pos] == 0:
         pos += 1
@@ -94,7 +100,11 @@ def _read_TopicRequest_0(buf: bytes | bytearray | memoryview, pos: int) -> tuple
             pos += size
         if raw_tags:
             unknown = tuple(raw_tags)
-    return TopicRequest(v_name, v_partition_indexes, unknown), pos
+    o = _new(TopicRequest)
+    o.name = v_name
+    o.partition_indexes = v_partition_indexes
+    o.unknown_tagged_fields = unknown
+    return o, pos
 
 
 def _write_TopicRequest_0(o: TopicRequest, out: bytearray) -> None:
@@ -115,14 +125,19 @@ def _write_TopicRequest_0(o: TopicRequest, out: bytearray) -> None:
 def _read_DescribeProducersRequest_0(buf: bytes | bytearray | memoryview, pos: int) -> tuple[DescribeProducersRequest, int]:
     # versions 0
     end = len(buf)
-    n_v_topics, pos = _rcal(buf, pos, 'Topics')
+    v_topics: list[TopicRequest]
+    n_v_topics = buf[pos] - 1 if pos < end else -2
+    if 0 <= n_v_topics < 127 and n_v_topics <= end - pos:
+        pos += 1
+    else:
+        n_v_topics, pos = _rcal(buf, pos, 'Topics')
     v_topics = []
-    app = v_topics.append
+    app_v_topics = v_topics.append
     i = 0
     try:
         for i in range(n_v_topics):
-            item, pos = _read_TopicRequest_0(buf, pos)
-            app(item)
+            e_v_topics, pos = _read_TopicRequest_0(buf, pos)
+            app_v_topics(e_v_topics)
     except _DecodeError as exc:
         raise exc.refine(field=f'Topics[{i}]')
     unknown: tuple[tuple[int, bytes], ...] = ()
@@ -137,7 +152,10 @@ def _read_DescribeProducersRequest_0(buf: bytes | bytearray | memoryview, pos: i
             pos += size
         if raw_tags:
             unknown = tuple(raw_tags)
-    return DescribeProducersRequest(v_topics, unknown), pos
+    o = _new(DescribeProducersRequest)
+    o.topics = v_topics
+    o.unknown_tagged_fields = unknown
+    return o, pos
 
 
 def _write_DescribeProducersRequest_0(o: DescribeProducersRequest, out: bytearray) -> None:
@@ -145,8 +163,8 @@ def _write_DescribeProducersRequest_0(o: DescribeProducersRequest, out: bytearra
     if o.topics is None:
         raise _null('Topics')
     _wcal(out, o.topics, 'Topics')
-    for item in o.topics:
-        _write_TopicRequest_0(item, out)
+    for e_topics in o.topics:
+        _write_TopicRequest_0(e_topics, out)
     if o.unknown_tagged_fields:
         _wts(out, (), o.unknown_tagged_fields, '_tagged_fields')
     else:

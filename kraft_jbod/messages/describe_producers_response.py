@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import struct as _struct
+from typing import Any as _Any
 import uuid as _uuid
 from dataclasses import dataclass as _dataclass, field as _field
 from typing import ClassVar as _ClassVar
@@ -26,15 +27,16 @@ from kraft_jbod.wire.primitives import (
     short_fixed as _short_fixed, uuid_from_bytes as _uuid_from_bytes,
 )
 
+_new = object.__new__
 _S_i = _struct.Struct('>i')
 _S_ih = _struct.Struct('>ih')
 _S_qiiqiq = _struct.Struct('>qiiqiq')
-_L_qiiqiq = (('ProducerId', 8), ('ProducerEpoch', 4), ('LastSequence', 4), ('LastTimestamp', 8), ('CoordinatorEpoch', 4), ('CurrentTxnStartOffset', 8))
-_L_ih = (('PartitionIndex', 4), ('ErrorCode', 2))
-_L_i = (('ThrottleTimeMs', 4),)
+_L0 = (('ProducerId', 8), ('ProducerEpoch', 4), ('LastSequence', 4), ('LastTimestamp', 8), ('CoordinatorEpoch', 4), ('CurrentTxnStartOffset', 8))
+_L1 = (('PartitionIndex', 4), ('ErrorCode', 2))
+_L2 = (('ThrottleTimeMs', 4),)
 
 
-def _absent(field: str, version: int) -> _EncodeError:
+def _absent(field: str, version: int | str) -> _EncodeError:
     return _EncodeError(
         f'attempted to write a non-default {field} at version {version}', field_path=field
     )
@@ -110,7 +112,7 @@ def _read_ProducerState_0(buf: bytes | bytearray | memoryview, pos: int) -> tupl
     # versions 0
     end = len(buf)
     if pos + 36 > end:
-        raise _short_fixed(pos, end, _L_qiiqiq)
+        raise _short_fixed(pos, end, _L0)
     v_producer_id, v_producer_epoch, v_last_sequence, v_last_timestamp, v_coordinator_epoch, v_current_txn_start_offset = _S_qiiqiq.unpack_from(buf, pos)
     pos += 36
     unknown: tuple[tuple[int, bytes], ...] = ()
@@ -125,7 +127,15 @@ def _read_ProducerState_0(buf: bytes | bytearray | memoryview, pos: int) -> tupl
             pos += size
         if raw_tags:
             unknown = tuple(raw_tags)
-    return ProducerState(v_producer_id, v_producer_epoch, v_last_sequence, v_last_timestamp, v_coordinator_epoch, v_current_txn_start_offset, unknown), pos
+    o = _new(ProducerState)
+    o.producer_id = v_producer_id
+    o.producer_epoch = v_producer_epoch
+    o.last_sequence = v_last_sequence
+    o.last_timestamp = v_last_timestamp
+    o.coordinator_epoch = v_coordinator_epoch
+    o.current_txn_start_offset = v_current_txn_start_offset
+    o.unknown_tagged_fields = unknown
+    return o, pos
 
 
 def _write_ProducerState_0(o: ProducerState, out: bytearray) -> None:
@@ -141,18 +151,23 @@ def _read_PartitionResponse_0(buf: bytes | bytearray | memoryview, pos: int) -> 
     # versions 0
     end = len(buf)
     if pos + 6 > end:
-        raise _short_fixed(pos, end, _L_ih)
+        raise _short_fixed(pos, end, _L1)
     v_partition_index, v_error_code = _S_ih.unpack_from(buf, pos)
     pos += 6
     v_error_message, pos = _rncs(buf, pos, 'ErrorMessage')
-    n_v_active_producers, pos = _rcal(buf, pos, 'ActiveProducers')
+    v_active_producers: list[ProducerState]
+    n_v_active_producers = buf[pos] - 1 if pos < end else -2
+    if 0 <= n_v_active_producers < 127 and n_v_active_producers <= end - pos:
+        pos += 1
+    else:
+        n_v_active_producers, pos = _rcal(buf, pos, 'ActiveProducers')
     v_active_producers = []
-    app = v_active_producers.append
+    app_v_active_producers = v_active_producers.append
     i = 0
     try:
         for i in range(n_v_active_producers):
-            item, pos = _read_ProducerState_0(buf, pos)
-            app(item)
+            e_v_active_producers, pos = _read_ProducerState_0(buf, pos)
+            app_v_active_producers(e_v_active_producers)
     except _DecodeError as exc:
         raise exc.refine(field=f'ActiveProducers[{i}]')
     unknown: tuple[tuple[int, bytes], ...] = ()
@@ -167,7 +182,13 @@ def _read_PartitionResponse_0(buf: bytes | bytearray | memoryview, pos: int) -> 
             pos += size
         if raw_tags:
             unknown = tuple(raw_tags)
-    return PartitionResponse(v_partition_index, v_error_code, v_error_message, v_active_producers, unknown), pos
+    o = _new(PartitionResponse)
+    o.partition_index = v_partition_index
+    o.error_code = v_error_code
+    o.error_message = v_error_message
+    o.active_producers = v_active_producers
+    o.unknown_tagged_fields = unknown
+    return o, pos
 
 
 def _write_PartitionResponse_0(o: PartitionResponse, out: bytearray) -> None:
@@ -177,8 +198,8 @@ def _write_PartitionResponse_0(o: PartitionResponse, out: bytearray) -> None:
     if o.active_producers is None:
         raise _null('ActiveProducers')
     _wcal(out, o.active_producers, 'ActiveProducers')
-    for item in o.active_producers:
-        _write_ProducerState_0(item, out)
+    for e_active_producers in o.active_producers:
+        _write_ProducerState_0(e_active_producers, out)
     if o.unknown_tagged_fields:
         _wts(out, (), o.unknown_tagged_fields, '_tagged_fields')
     else:
@@ -189,14 +210,19 @@ def _read_TopicResponse_0(buf: bytes | bytearray | memoryview, pos: int) -> tupl
     # versions 0
     end = len(buf)
     v_name, pos = _rcs(buf, pos, 'Name')
-    n_v_partitions, pos = _rcal(buf, pos, 'Partitions')
+    v_partitions: list[PartitionResponse]
+    n_v_partitions = buf[pos] - 1 if pos < end else -2
+    if 0 <= n_v_partitions < 127 and n_v_partitions <= end - pos:
+        pos += 1
+    else:
+        n_v_partitions, pos = _rcal(buf, pos, 'Partitions')
     v_partitions = []
-    app = v_partitions.append
+    app_v_partitions = v_partitions.append
     i = 0
     try:
         for i in range(n_v_partitions):
-            item, pos = _read_PartitionResponse_0(buf, pos)
-            app(item)
+            e_v_partitions, pos = _read_PartitionResponse_0(buf, pos)
+            app_v_partitions(e_v_partitions)
     except _DecodeError as exc:
         raise exc.refine(field=f'Partitions[{i}]')
     unknown: tuple[tuple[int, bytes], ...] = ()
@@ -211,7 +237,11 @@ def _read_TopicResponse_0(buf: bytes | bytearray | memoryview, pos: int) -> tupl
             pos += size
         if raw_tags:
             unknown = tuple(raw_tags)
-    return TopicResponse(v_name, v_partitions, unknown), pos
+    o = _new(TopicResponse)
+    o.name = v_name
+    o.partitions = v_partitions
+    o.unknown_tagged_fields = unknown
+    return o, pos
 
 
 def _write_TopicResponse_0(o: TopicResponse, out: bytearray) -> None:
@@ -222,8 +252,8 @@ def _write_TopicResponse_0(o: TopicResponse, out: bytearray) -> None:
     if o.partitions is None:
         raise _null('Partitions')
     _wcal(out, o.partitions, 'Partitions')
-    for item in o.partitions:
-        _write_PartitionResponse_0(item, out)
+    for e_partitions in o.partitions:
+        _write_PartitionResponse_0(e_partitions, out)
     if o.unknown_tagged_fields:
         _wts(out, (), o.unknown_tagged_fields, '_tagged_fields')
     else:
@@ -234,17 +264,22 @@ def _read_DescribeProducersResponse_0(buf: bytes | bytearray | memoryview, pos: 
     # versions 0
     end = len(buf)
     if pos + 4 > end:
-        raise _short_fixed(pos, end, _L_i)
+        raise _short_fixed(pos, end, _L2)
     v_throttle_time_ms, = _S_i.unpack_from(buf, pos)
     pos += 4
-    n_v_topics, pos = _rcal(buf, pos, 'Topics')
+    v_topics: list[TopicResponse]
+    n_v_topics = buf[pos] - 1 if pos < end else -2
+    if 0 <= n_v_topics < 127 and n_v_topics <= end - pos:
+        pos += 1
+    else:
+        n_v_topics, pos = _rcal(buf, pos, 'Topics')
     v_topics = []
-    app = v_topics.append
+    app_v_topics = v_topics.append
     i = 0
     try:
         for i in range(n_v_topics):
-            item, pos = _read_TopicResponse_0(buf, pos)
-            app(item)
+            e_v_topics, pos = _read_TopicResponse_0(buf, pos)
+            app_v_topics(e_v_topics)
     except _DecodeError as exc:
         raise exc.refine(field=f'Topics[{i}]')
     unknown: tuple[tuple[int, bytes], ...] = ()
@@ -259,7 +294,11 @@ def _read_DescribeProducersResponse_0(buf: bytes | bytearray | memoryview, pos: 
             pos += size
         if raw_tags:
             unknown = tuple(raw_tags)
-    return DescribeProducersResponse(v_throttle_time_ms, v_topics, unknown), pos
+    o = _new(DescribeProducersResponse)
+    o.throttle_time_ms = v_throttle_time_ms
+    o.topics = v_topics
+    o.unknown_tagged_fields = unknown
+    return o, pos
 
 
 def _write_DescribeProducersResponse_0(o: DescribeProducersResponse, out: bytearray) -> None:
@@ -268,8 +307,8 @@ def _write_DescribeProducersResponse_0(o: DescribeProducersResponse, out: bytear
     if o.topics is None:
         raise _null('Topics')
     _wcal(out, o.topics, 'Topics')
-    for item in o.topics:
-        _write_TopicResponse_0(item, out)
+    for e_topics in o.topics:
+        _write_TopicResponse_0(e_topics, out)
     if o.unknown_tagged_fields:
         _wts(out, (), o.unknown_tagged_fields, '_tagged_fields')
     else:

@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import struct as _struct
+from typing import Any as _Any
 import uuid as _uuid
 from dataclasses import dataclass as _dataclass, field as _field
 from typing import ClassVar as _ClassVar
@@ -26,6 +27,7 @@ from kraft_jbod.wire.primitives import (
     short_fixed as _short_fixed, uuid_from_bytes as _uuid_from_bytes,
 )
 
+_new = object.__new__
 _S_H = _struct.Struct('>H')
 _S_h = _struct.Struct('>h')
 _S_i = _struct.Struct('>i')
@@ -36,18 +38,18 @@ _S_iiq = _struct.Struct('>iiq')
 _S_iq = _struct.Struct('>iq')
 _S_iqqq = _struct.Struct('>iqqq')
 _ZERO_UUID = _uuid_from_bytes((0).to_bytes(16, 'big'))
-_L_iq = (('ReplicaId', 4), ('LogEndOffset', 8))
-_L_iqqq = (('ReplicaId', 4), ('LogEndOffset', 8), ('LastFetchTimestamp', 8), ('LastCaughtUpTimestamp', 8))
-_L_i16sqqq = (('ReplicaId', 4), ('ReplicaDirectoryId', 16), ('LogEndOffset', 8), ('LastFetchTimestamp', 8), ('LastCaughtUpTimestamp', 8))
-_L_ihiiq = (('PartitionIndex', 4), ('ErrorCode', 2), ('LeaderId', 4), ('LeaderEpoch', 4), ('HighWatermark', 8))
-_L_ih = (('PartitionIndex', 4), ('ErrorCode', 2))
-_L_iiq = (('LeaderId', 4), ('LeaderEpoch', 4), ('HighWatermark', 8))
-_L_H = (('Port', 2),)
-_L_i = (('NodeId', 4),)
-_L_h = (('ErrorCode', 2),)
+_L0 = (('ReplicaId', 4), ('LogEndOffset', 8))
+_L1 = (('ReplicaId', 4), ('LogEndOffset', 8), ('LastFetchTimestamp', 8), ('LastCaughtUpTimestamp', 8))
+_L2 = (('ReplicaId', 4), ('ReplicaDirectoryId', 16), ('LogEndOffset', 8), ('LastFetchTimestamp', 8), ('LastCaughtUpTimestamp', 8))
+_L3 = (('PartitionIndex', 4), ('ErrorCode', 2), ('LeaderId', 4), ('LeaderEpoch', 4), ('HighWatermark', 8))
+_L4 = (('PartitionIndex', 4), ('ErrorCode', 2))
+_L5 = (('LeaderId', 4), ('LeaderEpoch', 4), ('HighWatermark', 8))
+_L6 = (('Port', 2),)
+_L7 = (('NodeId', 4),)
+_L8 = (('ErrorCode', 2),)
 
 
-def _absent(field: str, version: int) -> _EncodeError:
+def _absent(field: str, version: int | str) -> _EncodeError:
     return _EncodeError(
         f'attempted to write a non-default {field} at version {version}', field_path=field
     )
@@ -147,7 +149,7 @@ def _read_ReplicaState_0(buf: bytes | bytearray | memoryview, pos: int) -> tuple
     # versions 0
     end = len(buf)
     if pos + 12 > end:
-        raise _short_fixed(pos, end, _L_iq)
+        raise _short_fixed(pos, end, _L0)
     v_replica_id, v_log_end_offset = _S_iq.unpack_from(buf, pos)
     pos += 12
     unknown: tuple[tuple[int, bytes], ...] = ()
@@ -162,7 +164,14 @@ def _read_ReplicaState_0(buf: bytes | bytearray | memoryview, pos: int) -> tuple
             pos += size
         if raw_tags:
             unknown = tuple(raw_tags)
-    return ReplicaState(v_replica_id, _ZERO_UUID, v_log_end_offset, -1, -1, unknown), pos
+    o = _new(ReplicaState)
+    o.replica_id = v_replica_id
+    o.replica_directory_id = _ZERO_UUID
+    o.log_end_offset = v_log_end_offset
+    o.last_fetch_timestamp = -1
+    o.last_caught_up_timestamp = -1
+    o.unknown_tagged_fields = unknown
+    return o, pos
 
 
 def _write_ReplicaState_0(o: ReplicaState, out: bytearray) -> None:
@@ -180,7 +189,7 @@ def _read_ReplicaState_1(buf: bytes | bytearray | memoryview, pos: int) -> tuple
     # versions 1
     end = len(buf)
     if pos + 28 > end:
-        raise _short_fixed(pos, end, _L_iqqq)
+        raise _short_fixed(pos, end, _L1)
     v_replica_id, v_log_end_offset, v_last_fetch_timestamp, v_last_caught_up_timestamp = _S_iqqq.unpack_from(buf, pos)
     pos += 28
     unknown: tuple[tuple[int, bytes], ...] = ()
@@ -195,7 +204,14 @@ def _read_ReplicaState_1(buf: bytes | bytearray | memoryview, pos: int) -> tuple
             pos += size
         if raw_tags:
             unknown = tuple(raw_tags)
-    return ReplicaState(v_replica_id, _ZERO_UUID, v_log_end_offset, v_last_fetch_timestamp, v_last_caught_up_timestamp, unknown), pos
+    o = _new(ReplicaState)
+    o.replica_id = v_replica_id
+    o.replica_directory_id = _ZERO_UUID
+    o.log_end_offset = v_log_end_offset
+    o.last_fetch_timestamp = v_last_fetch_timestamp
+    o.last_caught_up_timestamp = v_last_caught_up_timestamp
+    o.unknown_tagged_fields = unknown
+    return o, pos
 
 
 def _write_ReplicaState_1(o: ReplicaState, out: bytearray) -> None:
@@ -213,9 +229,9 @@ def _read_ReplicaState_2(buf: bytes | bytearray | memoryview, pos: int) -> tuple
     # versions 2
     end = len(buf)
     if pos + 44 > end:
-        raise _short_fixed(pos, end, _L_i16sqqq)
-    v_replica_id, v_replica_directory_id, v_log_end_offset, v_last_fetch_timestamp, v_last_caught_up_timestamp = _S_i16sqqq.unpack_from(buf, pos)
-    v_replica_directory_id = _uuid_from_bytes(v_replica_directory_id)
+        raise _short_fixed(pos, end, _L2)
+    v_replica_id, r_replica_directory_id, v_log_end_offset, v_last_fetch_timestamp, v_last_caught_up_timestamp = _S_i16sqqq.unpack_from(buf, pos)
+    v_replica_directory_id = _uuid_from_bytes(r_replica_directory_id)
     pos += 44
     unknown: tuple[tuple[int, bytes], ...] = ()
     if pos < end and buf[pos] == 0:
@@ -229,7 +245,14 @@ def _read_ReplicaState_2(buf: bytes | bytearray | memoryview, pos: int) -> tuple
             pos += size
         if raw_tags:
             unknown = tuple(raw_tags)
-    return ReplicaState(v_replica_id, v_replica_directory_id, v_log_end_offset, v_last_fetch_timestamp, v_last_caught_up_timestamp, unknown), pos
+    o = _new(ReplicaState)
+    o.replica_id = v_replica_id
+    o.replica_directory_id = v_replica_directory_id
+    o.log_end_offset = v_log_end_offset
+    o.last_fetch_timestamp = v_last_fetch_timestamp
+    o.last_caught_up_timestamp = v_last_caught_up_timestamp
+    o.unknown_tagged_fields = unknown
+    return o, pos
 
 
 def _write_ReplicaState_2(o: ReplicaState, out: bytearray) -> None:
@@ -245,27 +268,37 @@ def _read_PartitionData_0(buf: bytes | bytearray | memoryview, pos: int) -> tupl
     # versions 0
     end = len(buf)
     if pos + 22 > end:
-        raise _short_fixed(pos, end, _L_ihiiq)
+        raise _short_fixed(pos, end, _L3)
     v_partition_index, v_error_code, v_leader_id, v_leader_epoch, v_high_watermark = _S_ihiiq.unpack_from(buf, pos)
     pos += 22
-    n_v_current_voters, pos = _rcal(buf, pos, 'CurrentVoters')
+    v_current_voters: list[ReplicaState]
+    n_v_current_voters = buf[pos] - 1 if pos < end else -2
+    if 0 <= n_v_current_voters < 127 and n_v_current_voters <= end - pos:
+        pos += 1
+    else:
+        n_v_current_voters, pos = _rcal(buf, pos, 'CurrentVoters')
     v_current_voters = []
-    app = v_current_voters.append
+    app_v_current_voters = v_current_voters.append
     i = 0
     try:
         for i in range(n_v_current_voters):
-            item, pos = _read_ReplicaState_0(buf, pos)
-            app(item)
+            e_v_current_voters, pos = _read_ReplicaState_0(buf, pos)
+            app_v_current_voters(e_v_current_voters)
     except _DecodeError as exc:
         raise exc.refine(field=f'CurrentVoters[{i}]')
-    n_v_observers, pos = _rcal(buf, pos, 'Observers')
+    v_observers: list[ReplicaState]
+    n_v_observers = buf[pos] - 1 if pos < end else -2
+    if 0 <= n_v_observers < 127 and n_v_observers <= end - pos:
+        pos += 1
+    else:
+        n_v_observers, pos = _rcal(buf, pos, 'Observers')
     v_observers = []
-    app = v_observers.append
+    app_v_observers = v_observers.append
     i = 0
     try:
         for i in range(n_v_observers):
-            item, pos = _read_ReplicaState_0(buf, pos)
-            app(item)
+            e_v_observers, pos = _read_ReplicaState_0(buf, pos)
+            app_v_observers(e_v_observers)
     except _DecodeError as exc:
         raise exc.refine(field=f'Observers[{i}]')
     unknown: tuple[tuple[int, bytes], ...] = ()
@@ -280,7 +313,17 @@ def _read_PartitionData_0(buf: bytes | bytearray | memoryview, pos: int) -> tupl
             pos += size
         if raw_tags:
             unknown = tuple(raw_tags)
-    return PartitionData(v_partition_index, v_error_code, '', v_leader_id, v_leader_epoch, v_high_watermark, v_current_voters, v_observers, unknown), pos
+    o = _new(PartitionData)
+    o.partition_index = v_partition_index
+    o.error_code = v_error_code
+    o.error_message = ''
+    o.leader_id = v_leader_id
+    o.leader_epoch = v_leader_epoch
+    o.high_watermark = v_high_watermark
+    o.current_voters = v_current_voters
+    o.observers = v_observers
+    o.unknown_tagged_fields = unknown
+    return o, pos
 
 
 def _write_PartitionData_0(o: PartitionData, out: bytearray) -> None:
@@ -289,13 +332,13 @@ def _write_PartitionData_0(o: PartitionData, out: bytearray) -> None:
     if o.current_voters is None:
         raise _null('CurrentVoters')
     _wcal(out, o.current_voters, 'CurrentVoters')
-    for item in o.current_voters:
-        _write_ReplicaState_0(item, out)
+    for e_current_voters in o.current_voters:
+        _write_ReplicaState_0(e_current_voters, out)
     if o.observers is None:
         raise _null('Observers')
     _wcal(out, o.observers, 'Observers')
-    for item in o.observers:
-        _write_ReplicaState_0(item, out)
+    for e_observers in o.observers:
+        _write_ReplicaState_0(e_observers, out)
     if o.unknown_tagged_fields:
         _wts(out, (), o.unknown_tagged_fields, '_tagged_fields')
     else:
@@ -306,27 +349,37 @@ def _read_PartitionData_1(buf: bytes | bytearray | memoryview, pos: int) -> tupl
     # versions 1
     end = len(buf)
     if pos + 22 > end:
-        raise _short_fixed(pos, end, _L_ihiiq)
+        raise _short_fixed(pos, end, _L3)
     v_partition_index, v_error_code, v_leader_id, v_leader_epoch, v_high_watermark = _S_ihiiq.unpack_from(buf, pos)
     pos += 22
-    n_v_current_voters, pos = _rcal(buf, pos, 'CurrentVoters')
+    v_current_voters: list[ReplicaState]
+    n_v_current_voters = buf[pos] - 1 if pos < end else -2
+    if 0 <= n_v_current_voters < 127 and n_v_current_voters <= end - pos:
+        pos += 1
+    else:
+        n_v_current_voters, pos = _rcal(buf, pos, 'CurrentVoters')
     v_current_voters = []
-    app = v_current_voters.append
+    app_v_current_voters = v_current_voters.append
     i = 0
     try:
         for i in range(n_v_current_voters):
-            item, pos = _read_ReplicaState_1(buf, pos)
-            app(item)
+            e_v_current_voters, pos = _read_ReplicaState_1(buf, pos)
+            app_v_current_voters(e_v_current_voters)
     except _DecodeError as exc:
         raise exc.refine(field=f'CurrentVoters[{i}]')
-    n_v_observers, pos = _rcal(buf, pos, 'Observers')
+    v_observers: list[ReplicaState]
+    n_v_observers = buf[pos] - 1 if pos < end else -2
+    if 0 <= n_v_observers < 127 and n_v_observers <= end - pos:
+        pos += 1
+    else:
+        n_v_observers, pos = _rcal(buf, pos, 'Observers')
     v_observers = []
-    app = v_observers.append
+    app_v_observers = v_observers.append
     i = 0
     try:
         for i in range(n_v_observers):
-            item, pos = _read_ReplicaState_1(buf, pos)
-            app(item)
+            e_v_observers, pos = _read_ReplicaState_1(buf, pos)
+            app_v_observers(e_v_observers)
     except _DecodeError as exc:
         raise exc.refine(field=f'Observers[{i}]')
     unknown: tuple[tuple[int, bytes], ...] = ()
@@ -341,7 +394,17 @@ def _read_PartitionData_1(buf: bytes | bytearray | memoryview, pos: int) -> tupl
             pos += size
         if raw_tags:
             unknown = tuple(raw_tags)
-    return PartitionData(v_partition_index, v_error_code, '', v_leader_id, v_leader_epoch, v_high_watermark, v_current_voters, v_observers, unknown), pos
+    o = _new(PartitionData)
+    o.partition_index = v_partition_index
+    o.error_code = v_error_code
+    o.error_message = ''
+    o.leader_id = v_leader_id
+    o.leader_epoch = v_leader_epoch
+    o.high_watermark = v_high_watermark
+    o.current_voters = v_current_voters
+    o.observers = v_observers
+    o.unknown_tagged_fields = unknown
+    return o, pos
 
 
 def _write_PartitionData_1(o: PartitionData, out: bytearray) -> None:
@@ -350,13 +413,13 @@ def _write_PartitionData_1(o: PartitionData, out: bytearray) -> None:
     if o.current_voters is None:
         raise _null('CurrentVoters')
     _wcal(out, o.current_voters, 'CurrentVoters')
-    for item in o.current_voters:
-        _write_ReplicaState_1(item, out)
+    for e_current_voters in o.current_voters:
+        _write_ReplicaState_1(e_current_voters, out)
     if o.observers is None:
         raise _null('Observers')
     _wcal(out, o.observers, 'Observers')
-    for item in o.observers:
-        _write_ReplicaState_1(item, out)
+    for e_observers in o.observers:
+        _write_ReplicaState_1(e_observers, out)
     if o.unknown_tagged_fields:
         _wts(out, (), o.unknown_tagged_fields, '_tagged_fields')
     else:
@@ -367,32 +430,42 @@ def _read_PartitionData_2(buf: bytes | bytearray | memoryview, pos: int) -> tupl
     # versions 2
     end = len(buf)
     if pos + 6 > end:
-        raise _short_fixed(pos, end, _L_ih)
+        raise _short_fixed(pos, end, _L4)
     v_partition_index, v_error_code = _S_ih.unpack_from(buf, pos)
     pos += 6
     v_error_message, pos = _rncs(buf, pos, 'ErrorMessage')
     if pos + 16 > end:
-        raise _short_fixed(pos, end, _L_iiq)
+        raise _short_fixed(pos, end, _L5)
     v_leader_id, v_leader_epoch, v_high_watermark = _S_iiq.unpack_from(buf, pos)
     pos += 16
-    n_v_current_voters, pos = _rcal(buf, pos, 'CurrentVoters')
+    v_current_voters: list[ReplicaState]
+    n_v_current_voters = buf[pos] - 1 if pos < end else -2
+    if 0 <= n_v_current_voters < 127 and n_v_current_voters <= end - pos:
+        pos += 1
+    else:
+        n_v_current_voters, pos = _rcal(buf, pos, 'CurrentVoters')
     v_current_voters = []
-    app = v_current_voters.append
+    app_v_current_voters = v_current_voters.append
     i = 0
     try:
         for i in range(n_v_current_voters):
-            item, pos = _read_ReplicaState_2(buf, pos)
-            app(item)
+            e_v_current_voters, pos = _read_ReplicaState_2(buf, pos)
+            app_v_current_voters(e_v_current_voters)
     except _DecodeError as exc:
         raise exc.refine(field=f'CurrentVoters[{i}]')
-    n_v_observers, pos = _rcal(buf, pos, 'Observers')
+    v_observers: list[ReplicaState]
+    n_v_observers = buf[pos] - 1 if pos < end else -2
+    if 0 <= n_v_observers < 127 and n_v_observers <= end - pos:
+        pos += 1
+    else:
+        n_v_observers, pos = _rcal(buf, pos, 'Observers')
     v_observers = []
-    app = v_observers.append
+    app_v_observers = v_observers.append
     i = 0
     try:
         for i in range(n_v_observers):
-            item, pos = _read_ReplicaState_2(buf, pos)
-            app(item)
+            e_v_observers, pos = _read_ReplicaState_2(buf, pos)
+            app_v_observers(e_v_observers)
     except _DecodeError as exc:
         raise exc.refine(field=f'Observers[{i}]')
     unknown: tuple[tuple[int, bytes], ...] = ()
@@ -407,7 +480,17 @@ def _read_PartitionData_2(buf: bytes | bytearray | memoryview, pos: int) -> tupl
             pos += size
         if raw_tags:
             unknown = tuple(raw_tags)
-    return PartitionData(v_partition_index, v_error_code, v_error_message, v_leader_id, v_leader_epoch, v_high_watermark, v_current_voters, v_observers, unknown), pos
+    o = _new(PartitionData)
+    o.partition_index = v_partition_index
+    o.error_code = v_error_code
+    o.error_message = v_error_message
+    o.leader_id = v_leader_id
+    o.leader_epoch = v_leader_epoch
+    o.high_watermark = v_high_watermark
+    o.current_voters = v_current_voters
+    o.observers = v_observers
+    o.unknown_tagged_fields = unknown
+    return o, pos
 
 
 def _write_PartitionData_2(o: PartitionData, out: bytearray) -> None:
@@ -418,13 +501,13 @@ def _write_PartitionData_2(o: PartitionData, out: bytearray) -> None:
     if o.current_voters is None:
         raise _null('CurrentVoters')
     _wcal(out, o.current_voters, 'CurrentVoters')
-    for item in o.current_voters:
-        _write_ReplicaState_2(item, out)
+    for e_current_voters in o.current_voters:
+        _write_ReplicaState_2(e_current_voters, out)
     if o.observers is None:
         raise _null('Observers')
     _wcal(out, o.observers, 'Observers')
-    for item in o.observers:
-        _write_ReplicaState_2(item, out)
+    for e_observers in o.observers:
+        _write_ReplicaState_2(e_observers, out)
     if o.unknown_tagged_fields:
         _wts(out, (), o.unknown_tagged_fields, '_tagged_fields')
     else:
@@ -435,14 +518,19 @@ def _read_TopicData_0(buf: bytes | bytearray | memoryview, pos: int) -> tuple[To
     # versions 0
     end = len(buf)
     v_topic_name, pos = _rcs(buf, pos, 'TopicName')
-    n_v_partitions, pos = _rcal(buf, pos, 'Partitions')
+    v_partitions: list[PartitionData]
+    n_v_partitions = buf[pos] - 1 if pos < end else -2
+    if 0 <= n_v_partitions < 127 and n_v_partitions <= end - pos:
+        pos += 1
+    else:
+        n_v_partitions, pos = _rcal(buf, pos, 'Partitions')
     v_partitions = []
-    app = v_partitions.append
+    app_v_partitions = v_partitions.append
     i = 0
     try:
         for i in range(n_v_partitions):
-            item, pos = _read_PartitionData_0(buf, pos)
-            app(item)
+            e_v_partitions, pos = _read_PartitionData_0(buf, pos)
+            app_v_partitions(e_v_partitions)
     except _DecodeError as exc:
         raise exc.refine(field=f'Partitions[{i}]')
     unknown: tuple[tuple[int, bytes], ...] = ()
@@ -457,7 +545,11 @@ def _read_TopicData_0(buf: bytes | bytearray | memoryview, pos: int) -> tuple[To
             pos += size
         if raw_tags:
             unknown = tuple(raw_tags)
-    return TopicData(v_topic_name, v_partitions, unknown), pos
+    o = _new(TopicData)
+    o.topic_name = v_topic_name
+    o.partitions = v_partitions
+    o.unknown_tagged_fields = unknown
+    return o, pos
 
 
 def _write_TopicData_0(o: TopicData, out: bytearray) -> None:
@@ -468,8 +560,8 @@ def _write_TopicData_0(o: TopicData, out: bytearray) -> None:
     if o.partitions is None:
         raise _null('Partitions')
     _wcal(out, o.partitions, 'Partitions')
-    for item in o.partitions:
-        _write_PartitionData_0(item, out)
+    for e_partitions in o.partitions:
+        _write_PartitionData_0(e_partitions, out)
     if o.unknown_tagged_fields:
         _wts(out, (), o.unknown_tagged_fields, '_tagged_fields')
     else:
@@ -480,14 +572,19 @@ def _read_TopicData_1(buf: bytes | bytearray | memoryview, pos: int) -> tuple[To
     # versions 1
     end = len(buf)
     v_topic_name, pos = _rcs(buf, pos, 'TopicName')
-    n_v_partitions, pos = _rcal(buf, pos, 'Partitions')
+    v_partitions: list[PartitionData]
+    n_v_partitions = buf[pos] - 1 if pos < end else -2
+    if 0 <= n_v_partitions < 127 and n_v_partitions <= end - pos:
+        pos += 1
+    else:
+        n_v_partitions, pos = _rcal(buf, pos, 'Partitions')
     v_partitions = []
-    app = v_partitions.append
+    app_v_partitions = v_partitions.append
     i = 0
     try:
         for i in range(n_v_partitions):
-            item, pos = _read_PartitionData_1(buf, pos)
-            app(item)
+            e_v_partitions, pos = _read_PartitionData_1(buf, pos)
+            app_v_partitions(e_v_partitions)
     except _DecodeError as exc:
         raise exc.refine(field=f'Partitions[{i}]')
     unknown: tuple[tuple[int, bytes], ...] = ()
@@ -502,7 +599,11 @@ def _read_TopicData_1(buf: bytes | bytearray | memoryview, pos: int) -> tuple[To
             pos += size
         if raw_tags:
             unknown = tuple(raw_tags)
-    return TopicData(v_topic_name, v_partitions, unknown), pos
+    o = _new(TopicData)
+    o.topic_name = v_topic_name
+    o.partitions = v_partitions
+    o.unknown_tagged_fields = unknown
+    return o, pos
 
 
 def _write_TopicData_1(o: TopicData, out: bytearray) -> None:
@@ -513,8 +614,8 @@ def _write_TopicData_1(o: TopicData, out: bytearray) -> None:
     if o.partitions is None:
         raise _null('Partitions')
     _wcal(out, o.partitions, 'Partitions')
-    for item in o.partitions:
-        _write_PartitionData_1(item, out)
+    for e_partitions in o.partitions:
+        _write_PartitionData_1(e_partitions, out)
     if o.unknown_tagged_fields:
         _wts(out, (), o.unknown_tagged_fields, '_tagged_fields')
     else:
@@ -525,14 +626,19 @@ def _read_TopicData_2(buf: bytes | bytearray | memoryview, pos: int) -> tuple[To
     # versions 2
     end = len(buf)
     v_topic_name, pos = _rcs(buf, pos, 'TopicName')
-    n_v_partitions, pos = _rcal(buf, pos, 'Partitions')
+    v_partitions: list[PartitionData]
+    n_v_partitions = buf[pos] - 1 if pos < end else -2
+    if 0 <= n_v_partitions < 127 and n_v_partitions <= end - pos:
+        pos += 1
+    else:
+        n_v_partitions, pos = _rcal(buf, pos, 'Partitions')
     v_partitions = []
-    app = v_partitions.append
+    app_v_partitions = v_partitions.append
     i = 0
     try:
         for i in range(n_v_partitions):
-            item, pos = _read_PartitionData_2(buf, pos)
-            app(item)
+            e_v_partitions, pos = _read_PartitionData_2(buf, pos)
+            app_v_partitions(e_v_partitions)
     except _DecodeError as exc:
         raise exc.refine(field=f'Partitions[{i}]')
     unknown: tuple[tuple[int, bytes], ...] = ()
@@ -547,7 +653,11 @@ def _read_TopicData_2(buf: bytes | bytearray | memoryview, pos: int) -> tuple[To
             pos += size
         if raw_tags:
             unknown = tuple(raw_tags)
-    return TopicData(v_topic_name, v_partitions, unknown), pos
+    o = _new(TopicData)
+    o.topic_name = v_topic_name
+    o.partitions = v_partitions
+    o.unknown_tagged_fields = unknown
+    return o, pos
 
 
 def _write_TopicData_2(o: TopicData, out: bytearray) -> None:
@@ -558,8 +668,8 @@ def _write_TopicData_2(o: TopicData, out: bytearray) -> None:
     if o.partitions is None:
         raise _null('Partitions')
     _wcal(out, o.partitions, 'Partitions')
-    for item in o.partitions:
-        _write_PartitionData_2(item, out)
+    for e_partitions in o.partitions:
+        _write_PartitionData_2(e_partitions, out)
     if o.unknown_tagged_fields:
         _wts(out, (), o.unknown_tagged_fields, '_tagged_fields')
     else:
@@ -572,7 +682,7 @@ def _read_Listener_0(buf: bytes | bytearray | memoryview, pos: int) -> tuple[Lis
     v_name, pos = _rcs(buf, pos, 'Name')
     v_host, pos = _rcs(buf, pos, 'Host')
     if pos + 2 > end:
-        raise _short_fixed(pos, end, _L_H)
+        raise _short_fixed(pos, end, _L6)
     v_port, = _S_H.unpack_from(buf, pos)
     pos += 2
     unknown: tuple[tuple[int, bytes], ...] = ()
@@ -587,7 +697,12 @@ def _read_Listener_0(buf: bytes | bytearray | memoryview, pos: int) -> tuple[Lis
             pos += size
         if raw_tags:
             unknown = tuple(raw_tags)
-    return Listener(v_name, v_host, v_port, unknown), pos
+    o = _new(Listener)
+    o.name = v_name
+    o.host = v_host
+    o.port = v_port
+    o.unknown_tagged_fields = unknown
+    return o, pos
 
 
 def _write_Listener_0(o: Listener, out: bytearray) -> None:
@@ -609,17 +724,22 @@ def _read_Node_0(buf: bytes | bytearray | memoryview, pos: int) -> tuple[Node, i
     # versions 2
     end = len(buf)
     if pos + 4 > end:
-        raise _short_fixed(pos, end, _L_i)
+        raise _short_fixed(pos, end, _L7)
     v_node_id, = _S_i.unpack_from(buf, pos)
     pos += 4
-    n_v_listeners, pos = _rcal(buf, pos, 'Listeners')
+    v_listeners: list[Listener]
+    n_v_listeners = buf[pos] - 1 if pos < end else -2
+    if 0 <= n_v_listeners < 127 and n_v_listeners <= end - pos:
+        pos += 1
+    else:
+        n_v_listeners, pos = _rcal(buf, pos, 'Listeners')
     v_listeners = []
-    app = v_listeners.append
+    app_v_listeners = v_listeners.append
     i = 0
     try:
         for i in range(n_v_listeners):
-            item, pos = _read_Listener_0(buf, pos)
-            app(item)
+            e_v_listeners, pos = _read_Listener_0(buf, pos)
+            app_v_listeners(e_v_listeners)
     except _DecodeError as exc:
         raise exc.refine(field=f'Listeners[{i}]')
     unknown: tuple[tuple[int, bytes], ...] = ()
@@ -634,7 +754,11 @@ def _read_Node_0(buf: bytes | bytearray | memoryview, pos: int) -> tuple[Node, i
             pos += size
         if raw_tags:
             unknown = tuple(raw_tags)
-    return Node(v_node_id, v_listeners, unknown), pos
+    o = _new(Node)
+    o.node_id = v_node_id
+    o.listeners = v_listeners
+    o.unknown_tagged_fields = unknown
+    return o, pos
 
 
 def _write_Node_0(o: Node, out: bytearray) -> None:
@@ -643,8 +767,8 @@ def _write_Node_0(o: Node, out: bytearray) -> None:
     if o.listeners is None:
         raise _null('Listeners')
     _wcal(out, o.listeners, 'Listeners')
-    for item in o.listeners:
-        _write_Listener_0(item, out)
+    for e_listeners in o.listeners:
+        _write_Listener_0(e_listeners, out)
     if o.unknown_tagged_fields:
         _wts(out, (), o.unknown_tagged_fields, '_tagged_fields')
     else:
@@ -655,17 +779,22 @@ def _read_DescribeQuorumResponse_0(buf: bytes | bytearray | memoryview, pos: int
     # versions 0
     end = len(buf)
     if pos + 2 > end:
-        raise _short_fixed(pos, end, _L_h)
+        raise _short_fixed(pos, end, _L8)
     v_error_code, = _S_h.unpack_from(buf, pos)
     pos += 2
-    n_v_topics, pos = _rcal(buf, pos, 'Topics')
+    v_topics: list[TopicData]
+    n_v_topics = buf[pos] - 1 if pos < end else -2
+    if 0 <= n_v_topics < 127 and n_v_topics <= end - pos:
+        pos += 1
+    else:
+        n_v_topics, pos = _rcal(buf, pos, 'Topics')
     v_topics = []
-    app = v_topics.append
+    app_v_topics = v_topics.append
     i = 0
     try:
         for i in range(n_v_topics):
-            item, pos = _read_TopicData_0(buf, pos)
-            app(item)
+            e_v_topics, pos = _read_TopicData_0(buf, pos)
+            app_v_topics(e_v_topics)
     except _DecodeError as exc:
         raise exc.refine(field=f'Topics[{i}]')
     unknown: tuple[tuple[int, bytes], ...] = ()
@@ -680,7 +809,13 @@ def _read_DescribeQuorumResponse_0(buf: bytes | bytearray | memoryview, pos: int
             pos += size
         if raw_tags:
             unknown = tuple(raw_tags)
-    return DescribeQuorumResponse(v_error_code, '', v_topics, [], unknown), pos
+    o = _new(DescribeQuorumResponse)
+    o.error_code = v_error_code
+    o.error_message = ''
+    o.topics = v_topics
+    o.nodes = []
+    o.unknown_tagged_fields = unknown
+    return o, pos
 
 
 def _write_DescribeQuorumResponse_0(o: DescribeQuorumResponse, out: bytearray) -> None:
@@ -691,8 +826,8 @@ def _write_DescribeQuorumResponse_0(o: DescribeQuorumResponse, out: bytearray) -
     if o.topics is None:
         raise _null('Topics')
     _wcal(out, o.topics, 'Topics')
-    for item in o.topics:
-        _write_TopicData_0(item, out)
+    for e_topics in o.topics:
+        _write_TopicData_0(e_topics, out)
     if o.unknown_tagged_fields:
         _wts(out, (), o.unknown_tagged_fields, '_tagged_fields')
     else:
@@ -703,17 +838,22 @@ def _read_DescribeQuorumResponse_1(buf: bytes | bytearray | memoryview, pos: int
     # versions 1
     end = len(buf)
     if pos + 2 > end:
-        raise _short_fixed(pos, end, _L_h)
+        raise _short_fixed(pos, end, _L8)
     v_error_code, = _S_h.unpack_from(buf, pos)
     pos += 2
-    n_v_topics, pos = _rcal(buf, pos, 'Topics')
+    v_topics: list[TopicData]
+    n_v_topics = buf[pos] - 1 if pos < end else -2
+    if 0 <= n_v_topics < 127 and n_v_topics <= end - pos:
+        pos += 1
+    else:
+        n_v_topics, pos = _rcal(buf, pos, 'Topics')
     v_topics = []
-    app = v_topics.append
+    app_v_topics = v_topics.append
     i = 0
     try:
         for i in range(n_v_topics):
-            item, pos = _read_TopicData_1(buf, pos)
-            app(item)
+            e_v_topics, pos = _read_TopicData_1(buf, pos)
+            app_v_topics(e_v_topics)
     except _DecodeError as exc:
         raise exc.refine(field=f'Topics[{i}]')
     unknown: tuple[tuple[int, bytes], ...] = ()
@@ -728,7 +868,13 @@ def _read_DescribeQuorumResponse_1(buf: bytes | bytearray | memoryview, pos: int
             pos += size
         if raw_tags:
             unknown = tuple(raw_tags)
-    return DescribeQuorumResponse(v_error_code, '', v_topics, [], unknown), pos
+    o = _new(DescribeQuorumResponse)
+    o.error_code = v_error_code
+    o.error_message = ''
+    o.topics = v_topics
+    o.nodes = []
+    o.unknown_tagged_fields = unknown
+    return o, pos
 
 
 def _write_DescribeQuorumResponse_1(o: DescribeQuorumResponse, out: bytearray) -> None:
@@ -739,8 +885,8 @@ def _write_DescribeQuorumResponse_1(o: DescribeQuorumResponse, out: bytearray) -
     if o.topics is None:
         raise _null('Topics')
     _wcal(out, o.topics, 'Topics')
-    for item in o.topics:
-        _write_TopicData_1(item, out)
+    for e_topics in o.topics:
+        _write_TopicData_1(e_topics, out)
     if o.unknown_tagged_fields:
         _wts(out, (), o.unknown_tagged_fields, '_tagged_fields')
     else:
@@ -751,28 +897,38 @@ def _read_DescribeQuorumResponse_2(buf: bytes | bytearray | memoryview, pos: int
     # versions 2
     end = len(buf)
     if pos + 2 > end:
-        raise _short_fixed(pos, end, _L_h)
+        raise _short_fixed(pos, end, _L8)
     v_error_code, = _S_h.unpack_from(buf, pos)
     pos += 2
     v_error_message, pos = _rncs(buf, pos, 'ErrorMessage')
-    n_v_topics, pos = _rcal(buf, pos, 'Topics')
+    v_topics: list[TopicData]
+    n_v_topics = buf[pos] - 1 if pos < end else -2
+    if 0 <= n_v_topics < 127 and n_v_topics <= end - pos:
+        pos += 1
+    else:
+        n_v_topics, pos = _rcal(buf, pos, 'Topics')
     v_topics = []
-    app = v_topics.append
+    app_v_topics = v_topics.append
     i = 0
     try:
         for i in range(n_v_topics):
-            item, pos = _read_TopicData_2(buf, pos)
-            app(item)
+            e_v_topics, pos = _read_TopicData_2(buf, pos)
+            app_v_topics(e_v_topics)
     except _DecodeError as exc:
         raise exc.refine(field=f'Topics[{i}]')
-    n_v_nodes, pos = _rcal(buf, pos, 'Nodes')
+    v_nodes: list[Node]
+    n_v_nodes = buf[pos] - 1 if pos < end else -2
+    if 0 <= n_v_nodes < 127 and n_v_nodes <= end - pos:
+        pos += 1
+    else:
+        n_v_nodes, pos = _rcal(buf, pos, 'Nodes')
     v_nodes = []
-    app = v_nodes.append
+    app_v_nodes = v_nodes.append
     i = 0
     try:
         for i in range(n_v_nodes):
-            item, pos = _read_Node_0(buf, pos)
-            app(item)
+            e_v_nodes, pos = _read_Node_0(buf, pos)
+            app_v_nodes(e_v_nodes)
     except _DecodeError as exc:
         raise exc.refine(field=f'Nodes[{i}]')
     unknown: tuple[tuple[int, bytes], ...] = ()
@@ -787,7 +943,13 @@ def _read_DescribeQuorumResponse_2(buf: bytes | bytearray | memoryview, pos: int
             pos += size
         if raw_tags:
             unknown = tuple(raw_tags)
-    return DescribeQuorumResponse(v_error_code, v_error_message, v_topics, v_nodes, unknown), pos
+    o = _new(DescribeQuorumResponse)
+    o.error_code = v_error_code
+    o.error_message = v_error_message
+    o.topics = v_topics
+    o.nodes = v_nodes
+    o.unknown_tagged_fields = unknown
+    return o, pos
 
 
 def _write_DescribeQuorumResponse_2(o: DescribeQuorumResponse, out: bytearray) -> None:
@@ -797,13 +959,13 @@ def _write_DescribeQuorumResponse_2(o: DescribeQuorumResponse, out: bytearray) -
     if o.topics is None:
         raise _null('Topics')
     _wcal(out, o.topics, 'Topics')
-    for item in o.topics:
-        _write_TopicData_2(item, out)
+    for e_topics in o.topics:
+        _write_TopicData_2(e_topics, out)
     if o.nodes is None:
         raise _null('Nodes')
     _wcal(out, o.nodes, 'Nodes')
-    for item in o.nodes:
-        _write_Node_0(item, out)
+    for e_nodes in o.nodes:
+        _write_Node_0(e_nodes, out)
     if o.unknown_tagged_fields:
         _wts(out, (), o.unknown_tagged_fields, '_tagged_fields')
     else:

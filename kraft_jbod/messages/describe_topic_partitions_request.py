@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import struct as _struct
+from typing import Any as _Any
 import uuid as _uuid
 from dataclasses import dataclass as _dataclass, field as _field
 from typing import ClassVar as _ClassVar
@@ -26,12 +27,13 @@ from kraft_jbod.wire.primitives import (
     short_fixed as _short_fixed, uuid_from_bytes as _uuid_from_bytes,
 )
 
+_new = object.__new__
 _S_i = _struct.Struct('>i')
-_L_i = (('PartitionIndex', 4),)
-_L_i = (('ResponsePartitionLimit', 4),)
+_L0 = (('PartitionIndex', 4),)
+_L1 = (('ResponsePartitionLimit', 4),)
 
 
-def _absent(field: str, version: int) -> _EncodeError:
+def _absent(field: str, version: int | str) -> _EncodeError:
     return _EncodeError(
         f'attempted to write a non-default {field} at version {version}', field_path=field
     )
@@ -104,7 +106,10 @@ def _read_TopicRequest_0(buf: bytes | bytearray | memoryview, pos: int) -> tuple
             pos += size
         if raw_tags:
             unknown = tuple(raw_tags)
-    return TopicRequest(v_name, unknown), pos
+    o = _new(TopicRequest)
+    o.name = v_name
+    o.unknown_tagged_fields = unknown
+    return o, pos
 
 
 def _write_TopicRequest_0(o: TopicRequest, out: bytearray) -> None:
@@ -123,7 +128,7 @@ def _read_Cursor_0(buf: bytes | bytearray | memoryview, pos: int) -> tuple[Curso
     end = len(buf)
     v_topic_name, pos = _rcs(buf, pos, 'TopicName')
     if pos + 4 > end:
-        raise _short_fixed(pos, end, _L_i)
+        raise _short_fixed(pos, end, _L0)
     v_partition_index, = _S_i.unpack_from(buf, pos)
     pos += 4
     unknown: tuple[tuple[int, bytes], ...] = ()
@@ -138,7 +143,11 @@ def _read_Cursor_0(buf: bytes | bytearray | memoryview, pos: int) -> tuple[Curso
             pos += size
         if raw_tags:
             unknown = tuple(raw_tags)
-    return Cursor(v_topic_name, v_partition_index, unknown), pos
+    o = _new(Cursor)
+    o.topic_name = v_topic_name
+    o.partition_index = v_partition_index
+    o.unknown_tagged_fields = unknown
+    return o, pos
 
 
 def _write_Cursor_0(o: Cursor, out: bytearray) -> None:
@@ -156,18 +165,23 @@ def _write_Cursor_0(o: Cursor, out: bytearray) -> None:
 def _read_DescribeTopicPartitionsRequest_0(buf: bytes | bytearray | memoryview, pos: int) -> tuple[DescribeTopicPartitionsRequest, int]:
     # versions 0
     end = len(buf)
-    n_v_topics, pos = _rcal(buf, pos, 'Topics')
+    v_topics: list[TopicRequest]
+    n_v_topics = buf[pos] - 1 if pos < end else -2
+    if 0 <= n_v_topics < 127 and n_v_topics <= end - pos:
+        pos += 1
+    else:
+        n_v_topics, pos = _rcal(buf, pos, 'Topics')
     v_topics = []
-    app = v_topics.append
+    app_v_topics = v_topics.append
     i = 0
     try:
         for i in range(n_v_topics):
-            item, pos = _read_TopicRequest_0(buf, pos)
-            app(item)
+            e_v_topics, pos = _read_TopicRequest_0(buf, pos)
+            app_v_topics(e_v_topics)
     except _DecodeError as exc:
         raise exc.refine(field=f'Topics[{i}]')
     if pos + 4 > end:
-        raise _short_fixed(pos, end, _L_i)
+        raise _short_fixed(pos, end, _L1)
     v_response_partition_limit, = _S_i.unpack_from(buf, pos)
     pos += 4
     if pos >= len(buf):
@@ -193,7 +207,12 @@ def _read_DescribeTopicPartitionsRequest_0(buf: bytes | bytearray | memoryview, 
             pos += size
         if raw_tags:
             unknown = tuple(raw_tags)
-    return DescribeTopicPartitionsRequest(v_topics, v_response_partition_limit, v_cursor, unknown), pos
+    o = _new(DescribeTopicPartitionsRequest)
+    o.topics = v_topics
+    o.response_partition_limit = v_response_partition_limit
+    o.cursor = v_cursor
+    o.unknown_tagged_fields = unknown
+    return o, pos
 
 
 def _write_DescribeTopicPartitionsRequest_0(o: DescribeTopicPartitionsRequest, out: bytearray) -> None:
@@ -201,8 +220,8 @@ def _write_DescribeTopicPartitionsRequest_0(o: DescribeTopicPartitionsRequest, o
     if o.topics is None:
         raise _null('Topics')
     _wcal(out, o.topics, 'Topics')
-    for item in o.topics:
-        _write_TopicRequest_0(item, out)
+    for e_topics in o.topics:
+        _write_TopicRequest_0(e_topics, out)
     out += _S_i.pack(o.response_partition_limit)
     if o.cursor is None:
         out.append(0xff)

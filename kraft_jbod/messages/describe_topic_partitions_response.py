@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import struct as _struct
+from typing import Any as _Any
 import uuid as _uuid
 from dataclasses import dataclass as _dataclass, field as _field
 from typing import ClassVar as _ClassVar
@@ -26,20 +27,21 @@ from kraft_jbod.wire.primitives import (
     short_fixed as _short_fixed, uuid_from_bytes as _uuid_from_bytes,
 )
 
+_new = object.__new__
 _S_16s_ = _struct.Struct('>16s?')
 _S_h = _struct.Struct('>h')
 _S_hiii = _struct.Struct('>hiii')
 _S_i = _struct.Struct('>i')
 _ZERO_UUID = _uuid_from_bytes((0).to_bytes(16, 'big'))
-_L_hiii = (('ErrorCode', 2), ('PartitionIndex', 4), ('LeaderId', 4), ('LeaderEpoch', 4))
-_L_h = (('ErrorCode', 2),)
-_L_16s_ = (('TopicId', 16), ('IsInternal', 1))
-_L_i = (('TopicAuthorizedOperations', 4),)
-_L_i = (('PartitionIndex', 4),)
-_L_i = (('ThrottleTimeMs', 4),)
+_L0 = (('ErrorCode', 2), ('PartitionIndex', 4), ('LeaderId', 4), ('LeaderEpoch', 4))
+_L1 = (('ErrorCode', 2),)
+_L2 = (('TopicId', 16), ('IsInternal', 1))
+_L3 = (('TopicAuthorizedOperations', 4),)
+_L4 = (('PartitionIndex', 4),)
+_L5 = (('ThrottleTimeMs', 4),)
 
 
-def _absent(field: str, version: int) -> _EncodeError:
+def _absent(field: str, version: int | str) -> _EncodeError:
     return _EncodeError(
         f'attempted to write a non-default {field} at version {version}', field_path=field
     )
@@ -121,25 +123,50 @@ def _read_DescribeTopicPartitionsResponsePartition_0(buf: bytes | bytearray | me
     # versions 0
     end = len(buf)
     if pos + 14 > end:
-        raise _short_fixed(pos, end, _L_hiii)
+        raise _short_fixed(pos, end, _L0)
     v_error_code, v_partition_index, v_leader_id, v_leader_epoch = _S_hiii.unpack_from(buf, pos)
     pos += 14
-    n_v_replica_nodes, pos = _rcal(buf, pos, 'ReplicaNodes')
-    v_replica_nodes, pos = _rfa(buf, pos, n_v_replica_nodes, _S_i, 'ReplicaNodes')
-    n_v_isr_nodes, pos = _rcal(buf, pos, 'IsrNodes')
-    v_isr_nodes, pos = _rfa(buf, pos, n_v_isr_nodes, _S_i, 'IsrNodes')
-    n_v_eligible_leader_replicas, pos = _rncal(buf, pos, 'EligibleLeaderReplicas')
+    v_replica_nodes: list[int]
+    n_v_replica_nodes = buf[pos] - 1 if pos < end else -2
+    if 0 <= n_v_replica_nodes < 127 and n_v_replica_nodes <= end - pos:
+        pos += 1
+    else:
+        n_v_replica_nodes, pos = _rcal(buf, pos, 'ReplicaNodes')
+    v_replica_nodes, pos = _rfa(buf, pos, n_v_replica_nodes, 'i', 'ReplicaNodes')
+    v_isr_nodes: list[int]
+    n_v_isr_nodes = buf[pos] - 1 if pos < end else -2
+    if 0 <= n_v_isr_nodes < 127 and n_v_isr_nodes <= end - pos:
+        pos += 1
+    else:
+        n_v_isr_nodes, pos = _rcal(buf, pos, 'IsrNodes')
+    v_isr_nodes, pos = _rfa(buf, pos, n_v_isr_nodes, 'i', 'IsrNodes')
+    v_eligible_leader_replicas: list[int] | None
+    n_v_eligible_leader_replicas = buf[pos] - 1 if pos < end else -2
+    if 0 <= n_v_eligible_leader_replicas < 127 and n_v_eligible_leader_replicas <= end - pos:
+        pos += 1
+    else:
+        n_v_eligible_leader_replicas, pos = _rncal(buf, pos, 'EligibleLeaderReplicas')
     if n_v_eligible_leader_replicas < 0:
         v_eligible_leader_replicas = None
     else:
-        v_eligible_leader_replicas, pos = _rfa(buf, pos, n_v_eligible_leader_replicas, _S_i, 'EligibleLeaderReplicas')
-    n_v_last_known_elr, pos = _rncal(buf, pos, 'LastKnownElr')
+        v_eligible_leader_replicas, pos = _rfa(buf, pos, n_v_eligible_leader_replicas, 'i', 'EligibleLeaderReplicas')
+    v_last_known_elr: list[int] | None
+    n_v_last_known_elr = buf[pos] - 1 if pos < end else -2
+    if 0 <= n_v_last_known_elr < 127 and n_v_last_known_elr <= end - pos:
+        pos += 1
+    else:
+        n_v_last_known_elr, pos = _rncal(buf, pos, 'LastKnownElr')
     if n_v_last_known_elr < 0:
         v_last_known_elr = None
     else:
-        v_last_known_elr, pos = _rfa(buf, pos, n_v_last_known_elr, _S_i, 'LastKnownElr')
-    n_v_offline_replicas, pos = _rcal(buf, pos, 'OfflineReplicas')
-    v_offline_replicas, pos = _rfa(buf, pos, n_v_offline_replicas, _S_i, 'OfflineReplicas')
+        v_last_known_elr, pos = _rfa(buf, pos, n_v_last_known_elr, 'i', 'LastKnownElr')
+    v_offline_replicas: list[int]
+    n_v_offline_replicas = buf[pos] - 1 if pos < end else -2
+    if 0 <= n_v_offline_replicas < 127 and n_v_offline_replicas <= end - pos:
+        pos += 1
+    else:
+        n_v_offline_replicas, pos = _rcal(buf, pos, 'OfflineReplicas')
+    v_offline_replicas, pos = _rfa(buf, pos, n_v_offline_replicas, 'i', 'OfflineReplicas')
     unknown: tuple[tuple[int, bytes], ...] = ()
     if pos < end and buf[pos] == 0:
         pos += 1
@@ -152,7 +179,18 @@ def _read_DescribeTopicPartitionsResponsePartition_0(buf: bytes | bytearray | me
             pos += size
         if raw_tags:
             unknown = tuple(raw_tags)
-    return DescribeTopicPartitionsResponsePartition(v_error_code, v_partition_index, v_leader_id, v_leader_epoch, v_replica_nodes, v_isr_nodes, v_eligible_leader_replicas, v_last_known_elr, v_offline_replicas, unknown), pos
+    o = _new(DescribeTopicPartitionsResponsePartition)
+    o.error_code = v_error_code
+    o.partition_index = v_partition_index
+    o.leader_id = v_leader_id
+    o.leader_epoch = v_leader_epoch
+    o.replica_nodes = v_replica_nodes
+    o.isr_nodes = v_isr_nodes
+    o.eligible_leader_replicas = v_eligible_leader_replicas
+    o.last_known_elr = v_last_known_elr
+    o.offline_replicas = v_offline_replicas
+    o.unknown_tagged_fields = unknown
+    return o, pos
 
 
 def _write_DescribeTopicPartitionsResponsePartition_0(o: DescribeTopicPartitionsResponsePartition, out: bytearray) -> None:
@@ -186,27 +224,32 @@ def _read_DescribeTopicPartitionsResponseTopic_0(buf: bytes | bytearray | memory
     # versions 0
     end = len(buf)
     if pos + 2 > end:
-        raise _short_fixed(pos, end, _L_h)
+        raise _short_fixed(pos, end, _L1)
     v_error_code, = _S_h.unpack_from(buf, pos)
     pos += 2
     v_name, pos = _rncs(buf, pos, 'Name')
     if pos + 17 > end:
-        raise _short_fixed(pos, end, _L_16s_)
-    v_topic_id, v_is_internal = _S_16s_.unpack_from(buf, pos)
-    v_topic_id = _uuid_from_bytes(v_topic_id)
+        raise _short_fixed(pos, end, _L2)
+    r_topic_id, v_is_internal = _S_16s_.unpack_from(buf, pos)
+    v_topic_id = _uuid_from_bytes(r_topic_id)
     pos += 17
-    n_v_partitions, pos = _rcal(buf, pos, 'Partitions')
+    v_partitions: list[DescribeTopicPartitionsResponsePartition]
+    n_v_partitions = buf[pos] - 1 if pos < end else -2
+    if 0 <= n_v_partitions < 127 and n_v_partitions <= end - pos:
+        pos += 1
+    else:
+        n_v_partitions, pos = _rcal(buf, pos, 'Partitions')
     v_partitions = []
-    app = v_partitions.append
+    app_v_partitions = v_partitions.append
     i = 0
     try:
         for i in range(n_v_partitions):
-            item, pos = _read_DescribeTopicPartitionsResponsePartition_0(buf, pos)
-            app(item)
+            e_v_partitions, pos = _read_DescribeTopicPartitionsResponsePartition_0(buf, pos)
+            app_v_partitions(e_v_partitions)
     except _DecodeError as exc:
         raise exc.refine(field=f'Partitions[{i}]')
     if pos + 4 > end:
-        raise _short_fixed(pos, end, _L_i)
+        raise _short_fixed(pos, end, _L3)
     v_topic_authorized_operations, = _S_i.unpack_from(buf, pos)
     pos += 4
     unknown: tuple[tuple[int, bytes], ...] = ()
@@ -221,19 +264,27 @@ def _read_DescribeTopicPartitionsResponseTopic_0(buf: bytes | bytearray | memory
             pos += size
         if raw_tags:
             unknown = tuple(raw_tags)
-    return DescribeTopicPartitionsResponseTopic(v_error_code, v_name, v_topic_id, v_is_internal, v_partitions, v_topic_authorized_operations, unknown), pos
+    o = _new(DescribeTopicPartitionsResponseTopic)
+    o.error_code = v_error_code
+    o.name = v_name
+    o.topic_id = v_topic_id
+    o.is_internal = v_is_internal
+    o.partitions = v_partitions
+    o.topic_authorized_operations = v_topic_authorized_operations
+    o.unknown_tagged_fields = unknown
+    return o, pos
 
 
 def _write_DescribeTopicPartitionsResponseTopic_0(o: DescribeTopicPartitionsResponseTopic, out: bytearray) -> None:
     # versions 0
     out += _S_h.pack(o.error_code)
     _wcs(out, o.name, 'Name')
-    out += _S_16s_.pack(o.topic_id.bytes, _bool(o.is_internal, 'IsInternal'))
+    out += _S_16s_.pack(o.topic_id.bytes, (o.is_internal if o.is_internal.__class__ is bool else _bool(o.is_internal, 'IsInternal')))
     if o.partitions is None:
         raise _null('Partitions')
     _wcal(out, o.partitions, 'Partitions')
-    for item in o.partitions:
-        _write_DescribeTopicPartitionsResponsePartition_0(item, out)
+    for e_partitions in o.partitions:
+        _write_DescribeTopicPartitionsResponsePartition_0(e_partitions, out)
     out += _S_i.pack(o.topic_authorized_operations)
     if o.unknown_tagged_fields:
         _wts(out, (), o.unknown_tagged_fields, '_tagged_fields')
@@ -246,7 +297,7 @@ def _read_Cursor_0(buf: bytes | bytearray | memoryview, pos: int) -> tuple[Curso
     end = len(buf)
     v_topic_name, pos = _rcs(buf, pos, 'TopicName')
     if pos + 4 > end:
-        raise _short_fixed(pos, end, _L_i)
+        raise _short_fixed(pos, end, _L4)
     v_partition_index, = _S_i.unpack_from(buf, pos)
     pos += 4
     unknown: tuple[tuple[int, bytes], ...] = ()
@@ -261,7 +312,11 @@ def _read_Cursor_0(buf: bytes | bytearray | memoryview, pos: int) -> tuple[Curso
             pos += size
         if raw_tags:
             unknown = tuple(raw_tags)
-    return Cursor(v_topic_name, v_partition_index, unknown), pos
+    o = _new(Cursor)
+    o.topic_name = v_topic_name
+    o.partition_index = v_partition_index
+    o.unknown_tagged_fields = unknown
+    return o, pos
 
 
 def _write_Cursor_0(o: Cursor, out: bytearray) -> None:
@@ -280,17 +335,22 @@ def _read_DescribeTopicPartitionsResponse_0(buf: bytes | bytearray | memoryview,
     # versions 0
     end = len(buf)
     if pos + 4 > end:
-        raise _short_fixed(pos, end, _L_i)
+        raise _short_fixed(pos, end, _L5)
     v_throttle_time_ms, = _S_i.unpack_from(buf, pos)
     pos += 4
-    n_v_topics, pos = _rcal(buf, pos, 'Topics')
+    v_topics: list[DescribeTopicPartitionsResponseTopic]
+    n_v_topics = buf[pos] - 1 if pos < end else -2
+    if 0 <= n_v_topics < 127 and n_v_topics <= end - pos:
+        pos += 1
+    else:
+        n_v_topics, pos = _rcal(buf, pos, 'Topics')
     v_topics = []
-    app = v_topics.append
+    app_v_topics = v_topics.append
     i = 0
     try:
         for i in range(n_v_topics):
-            item, pos = _read_DescribeTopicPartitionsResponseTopic_0(buf, pos)
-            app(item)
+            e_v_topics, pos = _read_DescribeTopicPartitionsResponseTopic_0(buf, pos)
+            app_v_topics(e_v_topics)
     except _DecodeError as exc:
         raise exc.refine(field=f'Topics[{i}]')
     if pos >= len(buf):
@@ -316,7 +376,12 @@ def _read_DescribeTopicPartitionsResponse_0(buf: bytes | bytearray | memoryview,
             pos += size
         if raw_tags:
             unknown = tuple(raw_tags)
-    return DescribeTopicPartitionsResponse(v_throttle_time_ms, v_topics, v_next_cursor, unknown), pos
+    o = _new(DescribeTopicPartitionsResponse)
+    o.throttle_time_ms = v_throttle_time_ms
+    o.topics = v_topics
+    o.next_cursor = v_next_cursor
+    o.unknown_tagged_fields = unknown
+    return o, pos
 
 
 def _write_DescribeTopicPartitionsResponse_0(o: DescribeTopicPartitionsResponse, out: bytearray) -> None:
@@ -325,8 +390,8 @@ def _write_DescribeTopicPartitionsResponse_0(o: DescribeTopicPartitionsResponse,
     if o.topics is None:
         raise _null('Topics')
     _wcal(out, o.topics, 'Topics')
-    for item in o.topics:
-        _write_DescribeTopicPartitionsResponseTopic_0(item, out)
+    for e_topics in o.topics:
+        _write_DescribeTopicPartitionsResponseTopic_0(e_topics, out)
     if o.next_cursor is None:
         out.append(0xff)
     else:

@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import struct as _struct
+from typing import Any as _Any
 import uuid as _uuid
 from dataclasses import dataclass as _dataclass, field as _field
 from typing import ClassVar as _ClassVar
@@ -26,9 +27,10 @@ from kraft_jbod.wire.primitives import (
     short_fixed as _short_fixed, uuid_from_bytes as _uuid_from_bytes,
 )
 
+_new = object.__new__
 
 
-def _absent(field: str, version: int) -> _EncodeError:
+def _absent(field: str, version: int | str) -> _EncodeError:
     return _EncodeError(
         f'attempted to write a non-default {field} at version {version}', field_path=field
     )
@@ -69,12 +71,17 @@ class DescribeTransactionsRequest(_Message):
 def _read_DescribeTransactionsRequest_0(buf: bytes | bytearray | memoryview, pos: int) -> tuple[DescribeTransactionsRequest, int]:
     # versions 0
     end = len(buf)
-    n_v_transactional_ids, pos = _rcal(buf, pos, 'TransactionalIds')
+    v_transactional_ids: list[str]
+    n_v_transactional_ids = buf[pos] - 1 if pos < end else -2
+    if 0 <= n_v_transactional_ids < 127 and n_v_transactional_ids <= end - pos:
+        pos += 1
+    else:
+        n_v_transactional_ids, pos = _rcal(buf, pos, 'TransactionalIds')
     v_transactional_ids = []
-    app = v_transactional_ids.append
+    app_v_transactional_ids = v_transactional_ids.append
     for _ in range(n_v_transactional_ids):
-        item, pos = _rcs(buf, pos, 'TransactionalIds')
-        app(item)
+        e_v_transactional_ids, pos = _rcs(buf, pos, 'TransactionalIds')
+        app_v_transactional_ids(e_v_transactional_ids)
     unknown: tuple[tuple[int, bytes], ...] = ()
     if pos < end and buf[pos] == 0:
         pos += 1
@@ -87,7 +94,10 @@ def _read_DescribeTransactionsRequest_0(buf: bytes | bytearray | memoryview, pos
             pos += size
         if raw_tags:
             unknown = tuple(raw_tags)
-    return DescribeTransactionsRequest(v_transactional_ids, unknown), pos
+    o = _new(DescribeTransactionsRequest)
+    o.transactional_ids = v_transactional_ids
+    o.unknown_tagged_fields = unknown
+    return o, pos
 
 
 def _write_DescribeTransactionsRequest_0(o: DescribeTransactionsRequest, out: bytearray) -> None:
@@ -95,10 +105,10 @@ def _write_DescribeTransactionsRequest_0(o: DescribeTransactionsRequest, out: by
     if o.transactional_ids is None:
         raise _null('TransactionalIds')
     _wcal(out, o.transactional_ids, 'TransactionalIds')
-    for item in o.transactional_ids:
-        if item is None:
+    for e_transactional_ids in o.transactional_ids:
+        if e_transactional_ids is None:
             raise _null('TransactionalIds')
-        _wcs(out, item, 'TransactionalIds')
+        _wcs(out, e_transactional_ids, 'TransactionalIds')
     if o.unknown_tagged_fields:
         _wts(out, (), o.unknown_tagged_fields, '_tagged_fields')
     else:

@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import struct as _struct
+from typing import Any as _Any
 import uuid as _uuid
 from dataclasses import dataclass as _dataclass, field as _field
 from typing import ClassVar as _ClassVar
@@ -26,15 +27,16 @@ from kraft_jbod.wire.primitives import (
     short_fixed as _short_fixed, uuid_from_bytes as _uuid_from_bytes,
 )
 
+_new = object.__new__
 _S_h = _struct.Struct('>h')
 _S_i = _struct.Struct('>i')
 _S_iqqh = _struct.Struct('>iqqh')
-_L_h = (('ErrorCode', 2),)
-_L_iqqh = (('TransactionTimeoutMs', 4), ('TransactionStartTimeMs', 8), ('ProducerId', 8), ('ProducerEpoch', 2))
-_L_i = (('ThrottleTimeMs', 4),)
+_L0 = (('ErrorCode', 2),)
+_L1 = (('TransactionTimeoutMs', 4), ('TransactionStartTimeMs', 8), ('ProducerId', 8), ('ProducerEpoch', 2))
+_L2 = (('ThrottleTimeMs', 4),)
 
 
-def _absent(field: str, version: int) -> _EncodeError:
+def _absent(field: str, version: int | str) -> _EncodeError:
     return _EncodeError(
         f'attempted to write a non-default {field} at version {version}', field_path=field
     )
@@ -101,8 +103,13 @@ def _read_TopicData_0(buf: bytes | bytearray | memoryview, pos: int) -> tuple[To
     # versions 0
     end = len(buf)
     v_topic, pos = _rcs(buf, pos, 'Topic')
-    n_v_partitions, pos = _rcal(buf, pos, 'Partitions')
-    v_partitions, pos = _rfa(buf, pos, n_v_partitions, _S_i, 'Partitions')
+    v_partitions: list[int]
+    n_v_partitions = buf[pos] - 1 if pos < end else -2
+    if 0 <= n_v_partitions < 127 and n_v_partitions <= end - pos:
+        pos += 1
+    else:
+        n_v_partitions, pos = _rcal(buf, pos, 'Partitions')
+    v_partitions, pos = _rfa(buf, pos, n_v_partitions, 'i', 'Partitions')
     unknown: tuple[tuple[int, bytes], ...] = ()
     if pos < end and buf[pos] == 0:
         pos += 1
@@ -115,7 +122,11 @@ def _read_TopicData_0(buf: bytes | bytearray | memoryview, pos: int) -> tuple[To
             pos += size
         if raw_tags:
             unknown = tuple(raw_tags)
-    return TopicData(v_topic, v_partitions, unknown), pos
+    o = _new(TopicData)
+    o.topic = v_topic
+    o.partitions = v_partitions
+    o.unknown_tagged_fields = unknown
+    return o, pos
 
 
 def _write_TopicData_0(o: TopicData, out: bytearray) -> None:
@@ -137,23 +148,28 @@ def _read_TransactionState_0(buf: bytes | bytearray | memoryview, pos: int) -> t
     # versions 0
     end = len(buf)
     if pos + 2 > end:
-        raise _short_fixed(pos, end, _L_h)
+        raise _short_fixed(pos, end, _L0)
     v_error_code, = _S_h.unpack_from(buf, pos)
     pos += 2
     v_transactional_id, pos = _rcs(buf, pos, 'TransactionalId')
     v_transaction_state, pos = _rcs(buf, pos, 'TransactionState')
     if pos + 22 > end:
-        raise _short_fixed(pos, end, _L_iqqh)
+        raise _short_fixed(pos, end, _L1)
     v_transaction_timeout_ms, v_transaction_start_time_ms, v_producer_id, v_producer_epoch = _S_iqqh.unpack_from(buf, pos)
     pos += 22
-    n_v_topics, pos = _rcal(buf, pos, 'Topics')
+    v_topics: list[TopicData]
+    n_v_topics = buf[pos] - 1 if pos < end else -2
+    if 0 <= n_v_topics < 127 and n_v_topics <= end - pos:
+        pos += 1
+    else:
+        n_v_topics, pos = _rcal(buf, pos, 'Topics')
     v_topics = []
-    app = v_topics.append
+    app_v_topics = v_topics.append
     i = 0
     try:
         for i in range(n_v_topics):
-            item, pos = _read_TopicData_0(buf, pos)
-            app(item)
+            e_v_topics, pos = _read_TopicData_0(buf, pos)
+            app_v_topics(e_v_topics)
     except _DecodeError as exc:
         raise exc.refine(field=f'Topics[{i}]')
     unknown: tuple[tuple[int, bytes], ...] = ()
@@ -168,7 +184,17 @@ def _read_TransactionState_0(buf: bytes | bytearray | memoryview, pos: int) -> t
             pos += size
         if raw_tags:
             unknown = tuple(raw_tags)
-    return TransactionState(v_error_code, v_transactional_id, v_transaction_state, v_transaction_timeout_ms, v_transaction_start_time_ms, v_producer_id, v_producer_epoch, v_topics, unknown), pos
+    o = _new(TransactionState)
+    o.error_code = v_error_code
+    o.transactional_id = v_transactional_id
+    o.transaction_state = v_transaction_state
+    o.transaction_timeout_ms = v_transaction_timeout_ms
+    o.transaction_start_time_ms = v_transaction_start_time_ms
+    o.producer_id = v_producer_id
+    o.producer_epoch = v_producer_epoch
+    o.topics = v_topics
+    o.unknown_tagged_fields = unknown
+    return o, pos
 
 
 def _write_TransactionState_0(o: TransactionState, out: bytearray) -> None:
@@ -184,8 +210,8 @@ def _write_TransactionState_0(o: TransactionState, out: bytearray) -> None:
     if o.topics is None:
         raise _null('Topics')
     _wcal(out, o.topics, 'Topics')
-    for item in o.topics:
-        _write_TopicData_0(item, out)
+    for e_topics in o.topics:
+        _write_TopicData_0(e_topics, out)
     if o.unknown_tagged_fields:
         _wts(out, (), o.unknown_tagged_fields, '_tagged_fields')
     else:
@@ -196,17 +222,22 @@ def _read_DescribeTransactionsResponse_0(buf: bytes | bytearray | memoryview, po
     # versions 0
     end = len(buf)
     if pos + 4 > end:
-        raise _short_fixed(pos, end, _L_i)
+        raise _short_fixed(pos, end, _L2)
     v_throttle_time_ms, = _S_i.unpack_from(buf, pos)
     pos += 4
-    n_v_transaction_states, pos = _rcal(buf, pos, 'TransactionStates')
+    v_transaction_states: list[TransactionState]
+    n_v_transaction_states = buf[pos] - 1 if pos < end else -2
+    if 0 <= n_v_transaction_states < 127 and n_v_transaction_states <= end - pos:
+        pos += 1
+    else:
+        n_v_transaction_states, pos = _rcal(buf, pos, 'TransactionStates')
     v_transaction_states = []
-    app = v_transaction_states.append
+    app_v_transaction_states = v_transaction_states.append
     i = 0
     try:
         for i in range(n_v_transaction_states):
-            item, pos = _read_TransactionState_0(buf, pos)
-            app(item)
+            e_v_transaction_states, pos = _read_TransactionState_0(buf, pos)
+            app_v_transaction_states(e_v_transaction_states)
     except _DecodeError as exc:
         raise exc.refine(field=f'TransactionStates[{i}]')
     unknown: tuple[tuple[int, bytes], ...] = ()
@@ -221,7 +252,11 @@ def _read_DescribeTransactionsResponse_0(buf: bytes | bytearray | memoryview, po
             pos += size
         if raw_tags:
             unknown = tuple(raw_tags)
-    return DescribeTransactionsResponse(v_throttle_time_ms, v_transaction_states, unknown), pos
+    o = _new(DescribeTransactionsResponse)
+    o.throttle_time_ms = v_throttle_time_ms
+    o.transaction_states = v_transaction_states
+    o.unknown_tagged_fields = unknown
+    return o, pos
 
 
 def _write_DescribeTransactionsResponse_0(o: DescribeTransactionsResponse, out: bytearray) -> None:
@@ -230,8 +265,8 @@ def _write_DescribeTransactionsResponse_0(o: DescribeTransactionsResponse, out: 
     if o.transaction_states is None:
         raise _null('TransactionStates')
     _wcal(out, o.transaction_states, 'TransactionStates')
-    for item in o.transaction_states:
-        _write_TransactionState_0(item, out)
+    for e_transaction_states in o.transaction_states:
+        _write_TransactionState_0(e_transaction_states, out)
     if o.unknown_tagged_fields:
         _wts(out, (), o.unknown_tagged_fields, '_tagged_fields')
     else:

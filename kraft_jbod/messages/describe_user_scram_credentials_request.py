@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import struct as _struct
+from typing import Any as _Any
 import uuid as _uuid
 from dataclasses import dataclass as _dataclass, field as _field
 from typing import ClassVar as _ClassVar
@@ -26,9 +27,10 @@ from kraft_jbod.wire.primitives import (
     short_fixed as _short_fixed, uuid_from_bytes as _uuid_from_bytes,
 )
 
+_new = object.__new__
 
 
-def _absent(field: str, version: int) -> _EncodeError:
+def _absent(field: str, version: int | str) -> _EncodeError:
     return _EncodeError(
         f'attempted to write a non-default {field} at version {version}', field_path=field
     )
@@ -90,7 +92,10 @@ def _read_UserName_0(buf: bytes | bytearray | memoryview, pos: int) -> tuple[Use
             pos += size
         if raw_tags:
             unknown = tuple(raw_tags)
-    return UserName(v_name, unknown), pos
+    o = _new(UserName)
+    o.name = v_name
+    o.unknown_tagged_fields = unknown
+    return o, pos
 
 
 def _write_UserName_0(o: UserName, out: bytearray) -> None:
@@ -107,17 +112,22 @@ def _write_UserName_0(o: UserName, out: bytearray) -> None:
 def _read_DescribeUserScramCredentialsRequest_0(buf: bytes | bytearray | memoryview, pos: int) -> tuple[DescribeUserScramCredentialsRequest, int]:
     # versions 0
     end = len(buf)
-    n_v_users, pos = _rncal(buf, pos, 'Users')
+    v_users: list[UserName] | None
+    n_v_users = buf[pos] - 1 if pos < end else -2
+    if 0 <= n_v_users < 127 and n_v_users <= end - pos:
+        pos += 1
+    else:
+        n_v_users, pos = _rncal(buf, pos, 'Users')
     if n_v_users < 0:
         v_users = None
     else:
         v_users = []
-        app = v_users.append
+        app_v_users = v_users.append
         i = 0
         try:
             for i in range(n_v_users):
-                item, pos = _read_UserName_0(buf, pos)
-                app(item)
+                e_v_users, pos = _read_UserName_0(buf, pos)
+                app_v_users(e_v_users)
         except _DecodeError as exc:
             raise exc.refine(field=f'Users[{i}]')
     unknown: tuple[tuple[int, bytes], ...] = ()
@@ -132,15 +142,18 @@ def _read_DescribeUserScramCredentialsRequest_0(buf: bytes | bytearray | memoryv
             pos += size
         if raw_tags:
             unknown = tuple(raw_tags)
-    return DescribeUserScramCredentialsRequest(v_users, unknown), pos
+    o = _new(DescribeUserScramCredentialsRequest)
+    o.users = v_users
+    o.unknown_tagged_fields = unknown
+    return o, pos
 
 
 def _write_DescribeUserScramCredentialsRequest_0(o: DescribeUserScramCredentialsRequest, out: bytearray) -> None:
     # versions 0
     _wcal(out, o.users, 'Users')
     if o.users is not None:
-        for item in o.users:
-            _write_UserName_0(item, out)
+        for e_users in o.users:
+            _write_UserName_0(e_users, out)
     if o.unknown_tagged_fields:
         _wts(out, (), o.unknown_tagged_fields, '_tagged_fields')
     else:

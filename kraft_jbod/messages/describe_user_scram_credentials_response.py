@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import struct as _struct
+from typing import Any as _Any
 import uuid as _uuid
 from dataclasses import dataclass as _dataclass, field as _field
 from typing import ClassVar as _ClassVar
@@ -26,15 +27,16 @@ from kraft_jbod.wire.primitives import (
     short_fixed as _short_fixed, uuid_from_bytes as _uuid_from_bytes,
 )
 
+_new = object.__new__
 _S_bi = _struct.Struct('>bi')
 _S_h = _struct.Struct('>h')
 _S_ih = _struct.Struct('>ih')
-_L_bi = (('Mechanism', 1), ('Iterations', 4))
-_L_h = (('ErrorCode', 2),)
-_L_ih = (('ThrottleTimeMs', 4), ('ErrorCode', 2))
+_L0 = (('Mechanism', 1), ('Iterations', 4))
+_L1 = (('ErrorCode', 2),)
+_L2 = (('ThrottleTimeMs', 4), ('ErrorCode', 2))
 
 
-def _absent(field: str, version: int) -> _EncodeError:
+def _absent(field: str, version: int | str) -> _EncodeError:
     return _EncodeError(
         f'attempted to write a non-default {field} at version {version}', field_path=field
     )
@@ -99,7 +101,7 @@ def _read_CredentialInfo_0(buf: bytes | bytearray | memoryview, pos: int) -> tup
     # versions 0
     end = len(buf)
     if pos + 5 > end:
-        raise _short_fixed(pos, end, _L_bi)
+        raise _short_fixed(pos, end, _L0)
     v_mechanism, v_iterations = _S_bi.unpack_from(buf, pos)
     pos += 5
     unknown: tuple[tuple[int, bytes], ...] = ()
@@ -114,7 +116,11 @@ def _read_CredentialInfo_0(buf: bytes | bytearray | memoryview, pos: int) -> tup
             pos += size
         if raw_tags:
             unknown = tuple(raw_tags)
-    return CredentialInfo(v_mechanism, v_iterations, unknown), pos
+    o = _new(CredentialInfo)
+    o.mechanism = v_mechanism
+    o.iterations = v_iterations
+    o.unknown_tagged_fields = unknown
+    return o, pos
 
 
 def _write_CredentialInfo_0(o: CredentialInfo, out: bytearray) -> None:
@@ -131,18 +137,23 @@ def _read_DescribeUserScramCredentialsResult_0(buf: bytes | bytearray | memoryvi
     end = len(buf)
     v_user, pos = _rcs(buf, pos, 'User')
     if pos + 2 > end:
-        raise _short_fixed(pos, end, _L_h)
+        raise _short_fixed(pos, end, _L1)
     v_error_code, = _S_h.unpack_from(buf, pos)
     pos += 2
     v_error_message, pos = _rncs(buf, pos, 'ErrorMessage')
-    n_v_credential_infos, pos = _rcal(buf, pos, 'CredentialInfos')
+    v_credential_infos: list[CredentialInfo]
+    n_v_credential_infos = buf[pos] - 1 if pos < end else -2
+    if 0 <= n_v_credential_infos < 127 and n_v_credential_infos <= end - pos:
+        pos += 1
+    else:
+        n_v_credential_infos, pos = _rcal(buf, pos, 'CredentialInfos')
     v_credential_infos = []
-    app = v_credential_infos.append
+    app_v_credential_infos = v_credential_infos.append
     i = 0
     try:
         for i in range(n_v_credential_infos):
-            item, pos = _read_CredentialInfo_0(buf, pos)
-            app(item)
+            e_v_credential_infos, pos = _read_CredentialInfo_0(buf, pos)
+            app_v_credential_infos(e_v_credential_infos)
     except _DecodeError as exc:
         raise exc.refine(field=f'CredentialInfos[{i}]')
     unknown: tuple[tuple[int, bytes], ...] = ()
@@ -157,7 +168,13 @@ def _read_DescribeUserScramCredentialsResult_0(buf: bytes | bytearray | memoryvi
             pos += size
         if raw_tags:
             unknown = tuple(raw_tags)
-    return DescribeUserScramCredentialsResult(v_user, v_error_code, v_error_message, v_credential_infos, unknown), pos
+    o = _new(DescribeUserScramCredentialsResult)
+    o.user = v_user
+    o.error_code = v_error_code
+    o.error_message = v_error_message
+    o.credential_infos = v_credential_infos
+    o.unknown_tagged_fields = unknown
+    return o, pos
 
 
 def _write_DescribeUserScramCredentialsResult_0(o: DescribeUserScramCredentialsResult, out: bytearray) -> None:
@@ -170,8 +187,8 @@ def _write_DescribeUserScramCredentialsResult_0(o: DescribeUserScramCredentialsR
     if o.credential_infos is None:
         raise _null('CredentialInfos')
     _wcal(out, o.credential_infos, 'CredentialInfos')
-    for item in o.credential_infos:
-        _write_CredentialInfo_0(item, out)
+    for e_credential_infos in o.credential_infos:
+        _write_CredentialInfo_0(e_credential_infos, out)
     if o.unknown_tagged_fields:
         _wts(out, (), o.unknown_tagged_fields, '_tagged_fields')
     else:
@@ -182,18 +199,23 @@ def _read_DescribeUserScramCredentialsResponse_0(buf: bytes | bytearray | memory
     # versions 0
     end = len(buf)
     if pos + 6 > end:
-        raise _short_fixed(pos, end, _L_ih)
+        raise _short_fixed(pos, end, _L2)
     v_throttle_time_ms, v_error_code = _S_ih.unpack_from(buf, pos)
     pos += 6
     v_error_message, pos = _rncs(buf, pos, 'ErrorMessage')
-    n_v_results, pos = _rcal(buf, pos, 'Results')
+    v_results: list[DescribeUserScramCredentialsResult]
+    n_v_results = buf[pos] - 1 if pos < end else -2
+    if 0 <= n_v_results < 127 and n_v_results <= end - pos:
+        pos += 1
+    else:
+        n_v_results, pos = _rcal(buf, pos, 'Results')
     v_results = []
-    app = v_results.append
+    app_v_results = v_results.append
     i = 0
     try:
         for i in range(n_v_results):
-            item, pos = _read_DescribeUserScramCredentialsResult_0(buf, pos)
-            app(item)
+            e_v_results, pos = _read_DescribeUserScramCredentialsResult_0(buf, pos)
+            app_v_results(e_v_results)
     except _DecodeError as exc:
         raise exc.refine(field=f'Results[{i}]')
     unknown: tuple[tuple[int, bytes], ...] = ()
@@ -208,7 +230,13 @@ def _read_DescribeUserScramCredentialsResponse_0(buf: bytes | bytearray | memory
             pos += size
         if raw_tags:
             unknown = tuple(raw_tags)
-    return DescribeUserScramCredentialsResponse(v_throttle_time_ms, v_error_code, v_error_message, v_results, unknown), pos
+    o = _new(DescribeUserScramCredentialsResponse)
+    o.throttle_time_ms = v_throttle_time_ms
+    o.error_code = v_error_code
+    o.error_message = v_error_message
+    o.results = v_results
+    o.unknown_tagged_fields = unknown
+    return o, pos
 
 
 def _write_DescribeUserScramCredentialsResponse_0(o: DescribeUserScramCredentialsResponse, out: bytearray) -> None:
@@ -218,8 +246,8 @@ def _write_DescribeUserScramCredentialsResponse_0(o: DescribeUserScramCredential
     if o.results is None:
         raise _null('Results')
     _wcal(out, o.results, 'Results')
-    for item in o.results:
-        _write_DescribeUserScramCredentialsResult_0(item, out)
+    for e_results in o.results:
+        _write_DescribeUserScramCredentialsResult_0(e_results, out)
     if o.unknown_tagged_fields:
         _wts(out, (), o.unknown_tagged_fields, '_tagged_fields')
     else:

@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import struct as _struct
+from typing import Any as _Any
 import uuid as _uuid
 from dataclasses import dataclass as _dataclass, field as _field
 from typing import ClassVar as _ClassVar
@@ -26,13 +27,14 @@ from kraft_jbod.wire.primitives import (
     short_fixed as _short_fixed, uuid_from_bytes as _uuid_from_bytes,
 )
 
+_new = object.__new__
 _S_b = _struct.Struct('>b')
 _S_i = _struct.Struct('>i')
-_L_i = (('TimeoutMs', 4),)
-_L_b = (('ElectionType', 1),)
+_L0 = (('TimeoutMs', 4),)
+_L1 = (('ElectionType', 1),)
 
 
-def _absent(field: str, version: int) -> _EncodeError:
+def _absent(field: str, version: int | str) -> _EncodeError:
     return _EncodeError(
         f'attempted to write a non-default {field} at version {version}', field_path=field
     )
@@ -85,9 +87,14 @@ def _read_TopicPartitions_0(buf: bytes | bytearray | memoryview, pos: int) -> tu
     # versions 0-1
     end = len(buf)
     v_topic, pos = _rs(buf, pos, 'Topic')
+    v_partitions: list[int]
     n_v_partitions, pos = _ral(buf, pos, 'Partitions')
-    v_partitions, pos = _rfa(buf, pos, n_v_partitions, _S_i, 'Partitions')
-    return TopicPartitions(v_topic, v_partitions, ()), pos
+    v_partitions, pos = _rfa(buf, pos, n_v_partitions, 'i', 'Partitions')
+    o = _new(TopicPartitions)
+    o.topic = v_topic
+    o.partitions = v_partitions
+    o.unknown_tagged_fields = ()
+    return o, pos
 
 
 def _write_TopicPartitions_0(o: TopicPartitions, out: bytearray) -> None:
@@ -107,8 +114,13 @@ def _read_TopicPartitions_1(buf: bytes | bytearray | memoryview, pos: int) -> tu
     # versions 2
     end = len(buf)
     v_topic, pos = _rcs(buf, pos, 'Topic')
-    n_v_partitions, pos = _rcal(buf, pos, 'Partitions')
-    v_partitions, pos = _rfa(buf, pos, n_v_partitions, _S_i, 'Partitions')
+    v_partitions: list[int]
+    n_v_partitions = buf[pos] - 1 if pos < end else -2
+    if 0 <= n_v_partitions < 127 and n_v_partitions <= end - pos:
+        pos += 1
+    else:
+        n_v_partitions, pos = _rcal(buf, pos, 'Partitions')
+    v_partitions, pos = _rfa(buf, pos, n_v_partitions, 'i', 'Partitions')
     unknown: tuple[tuple[int, bytes], ...] = ()
     if pos < end and buf[pos] == 0:
         pos += 1
@@ -121,7 +133,11 @@ def _read_TopicPartitions_1(buf: bytes | bytearray | memoryview, pos: int) -> tu
             pos += size
         if raw_tags:
             unknown = tuple(raw_tags)
-    return TopicPartitions(v_topic, v_partitions, unknown), pos
+    o = _new(TopicPartitions)
+    o.topic = v_topic
+    o.partitions = v_partitions
+    o.unknown_tagged_fields = unknown
+    return o, pos
 
 
 def _write_TopicPartitions_1(o: TopicPartitions, out: bytearray) -> None:
@@ -142,24 +158,30 @@ def _write_TopicPartitions_1(o: TopicPartitions, out: bytearray) -> None:
 def _read_ElectLeadersRequest_0(buf: bytes | bytearray | memoryview, pos: int) -> tuple[ElectLeadersRequest, int]:
     # versions 0
     end = len(buf)
+    v_topic_partitions: list[TopicPartitions] | None
     n_v_topic_partitions, pos = _rnal(buf, pos, 'TopicPartitions')
     if n_v_topic_partitions < 0:
         v_topic_partitions = None
     else:
         v_topic_partitions = []
-        app = v_topic_partitions.append
+        app_v_topic_partitions = v_topic_partitions.append
         i = 0
         try:
             for i in range(n_v_topic_partitions):
-                item, pos = _read_TopicPartitions_0(buf, pos)
-                app(item)
+                e_v_topic_partitions, pos = _read_TopicPartitions_0(buf, pos)
+                app_v_topic_partitions(e_v_topic_partitions)
         except _DecodeError as exc:
             raise exc.refine(field=f'TopicPartitions[{i}]')
     if pos + 4 > end:
-        raise _short_fixed(pos, end, _L_i)
+        raise _short_fixed(pos, end, _L0)
     v_timeout_ms, = _S_i.unpack_from(buf, pos)
     pos += 4
-    return ElectLeadersRequest(0, v_topic_partitions, v_timeout_ms, ()), pos
+    o = _new(ElectLeadersRequest)
+    o.election_type = 0
+    o.topic_partitions = v_topic_partitions
+    o.timeout_ms = v_timeout_ms
+    o.unknown_tagged_fields = ()
+    return o, pos
 
 
 def _write_ElectLeadersRequest_0(o: ElectLeadersRequest, out: bytearray) -> None:
@@ -168,8 +190,8 @@ def _write_ElectLeadersRequest_0(o: ElectLeadersRequest, out: bytearray) -> None
         raise _absent('ElectionType', 0)
     _wal(out, o.topic_partitions, 'TopicPartitions')
     if o.topic_partitions is not None:
-        for item in o.topic_partitions:
-            _write_TopicPartitions_0(item, out)
+        for e_topic_partitions in o.topic_partitions:
+            _write_TopicPartitions_0(e_topic_partitions, out)
     out += _S_i.pack(o.timeout_ms)
     if o.unknown_tagged_fields:
         raise _EncodeError('tagged fields cannot be written at non-flexible version 0')
@@ -179,27 +201,33 @@ def _read_ElectLeadersRequest_1(buf: bytes | bytearray | memoryview, pos: int) -
     # versions 1
     end = len(buf)
     if pos + 1 > end:
-        raise _short_fixed(pos, end, _L_b)
+        raise _short_fixed(pos, end, _L1)
     v_election_type, = _S_b.unpack_from(buf, pos)
     pos += 1
+    v_topic_partitions: list[TopicPartitions] | None
     n_v_topic_partitions, pos = _rnal(buf, pos, 'TopicPartitions')
     if n_v_topic_partitions < 0:
         v_topic_partitions = None
     else:
         v_topic_partitions = []
-        app = v_topic_partitions.append
+        app_v_topic_partitions = v_topic_partitions.append
         i = 0
         try:
             for i in range(n_v_topic_partitions):
-                item, pos = _read_TopicPartitions_0(buf, pos)
-                app(item)
+                e_v_topic_partitions, pos = _read_TopicPartitions_0(buf, pos)
+                app_v_topic_partitions(e_v_topic_partitions)
         except _DecodeError as exc:
             raise exc.refine(field=f'TopicPartitions[{i}]')
     if pos + 4 > end:
-        raise _short_fixed(pos, end, _L_i)
+        raise _short_fixed(pos, end, _L0)
     v_timeout_ms, = _S_i.unpack_from(buf, pos)
     pos += 4
-    return ElectLeadersRequest(v_election_type, v_topic_partitions, v_timeout_ms, ()), pos
+    o = _new(ElectLeadersRequest)
+    o.election_type = v_election_type
+    o.topic_partitions = v_topic_partitions
+    o.timeout_ms = v_timeout_ms
+    o.unknown_tagged_fields = ()
+    return o, pos
 
 
 def _write_ElectLeadersRequest_1(o: ElectLeadersRequest, out: bytearray) -> None:
@@ -207,8 +235,8 @@ def _write_ElectLeadersRequest_1(o: ElectLeadersRequest, out: bytearray) -> None
     out += _S_b.pack(o.election_type)
     _wal(out, o.topic_partitions, 'TopicPartitions')
     if o.topic_partitions is not None:
-        for item in o.topic_partitions:
-            _write_TopicPartitions_0(item, out)
+        for e_topic_partitions in o.topic_partitions:
+            _write_TopicPartitions_0(e_topic_partitions, out)
     out += _S_i.pack(o.timeout_ms)
     if o.unknown_tagged_fields:
         raise _EncodeError('tagged fields cannot be written at non-flexible version 1')
@@ -218,24 +246,29 @@ def _read_ElectLeadersRequest_2(buf: bytes | bytearray | memoryview, pos: int) -
     # versions 2
     end = len(buf)
     if pos + 1 > end:
-        raise _short_fixed(pos, end, _L_b)
+        raise _short_fixed(pos, end, _L1)
     v_election_type, = _S_b.unpack_from(buf, pos)
     pos += 1
-    n_v_topic_partitions, pos = _rncal(buf, pos, 'TopicPartitions')
+    v_topic_partitions: list[TopicPartitions] | None
+    n_v_topic_partitions = buf[pos] - 1 if pos < end else -2
+    if 0 <= n_v_topic_partitions < 127 and n_v_topic_partitions <= end - pos:
+        pos += 1
+    else:
+        n_v_topic_partitions, pos = _rncal(buf, pos, 'TopicPartitions')
     if n_v_topic_partitions < 0:
         v_topic_partitions = None
     else:
         v_topic_partitions = []
-        app = v_topic_partitions.append
+        app_v_topic_partitions = v_topic_partitions.append
         i = 0
         try:
             for i in range(n_v_topic_partitions):
-                item, pos = _read_TopicPartitions_1(buf, pos)
-                app(item)
+                e_v_topic_partitions, pos = _read_TopicPartitions_1(buf, pos)
+                app_v_topic_partitions(e_v_topic_partitions)
         except _DecodeError as exc:
             raise exc.refine(field=f'TopicPartitions[{i}]')
     if pos + 4 > end:
-        raise _short_fixed(pos, end, _L_i)
+        raise _short_fixed(pos, end, _L0)
     v_timeout_ms, = _S_i.unpack_from(buf, pos)
     pos += 4
     unknown: tuple[tuple[int, bytes], ...] = ()
@@ -250,7 +283,12 @@ def _read_ElectLeadersRequest_2(buf: bytes | bytearray | memoryview, pos: int) -
             pos += size
         if raw_tags:
             unknown = tuple(raw_tags)
-    return ElectLeadersRequest(v_election_type, v_topic_partitions, v_timeout_ms, unknown), pos
+    o = _new(ElectLeadersRequest)
+    o.election_type = v_election_type
+    o.topic_partitions = v_topic_partitions
+    o.timeout_ms = v_timeout_ms
+    o.unknown_tagged_fields = unknown
+    return o, pos
 
 
 def _write_ElectLeadersRequest_2(o: ElectLeadersRequest, out: bytearray) -> None:
@@ -258,8 +296,8 @@ def _write_ElectLeadersRequest_2(o: ElectLeadersRequest, out: bytearray) -> None
     out += _S_b.pack(o.election_type)
     _wcal(out, o.topic_partitions, 'TopicPartitions')
     if o.topic_partitions is not None:
-        for item in o.topic_partitions:
-            _write_TopicPartitions_1(item, out)
+        for e_topic_partitions in o.topic_partitions:
+            _write_TopicPartitions_1(e_topic_partitions, out)
     out += _S_i.pack(o.timeout_ms)
     if o.unknown_tagged_fields:
         _wts(out, (), o.unknown_tagged_fields, '_tagged_fields')

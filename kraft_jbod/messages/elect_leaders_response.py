@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import struct as _struct
+from typing import Any as _Any
 import uuid as _uuid
 from dataclasses import dataclass as _dataclass, field as _field
 from typing import ClassVar as _ClassVar
@@ -26,14 +27,15 @@ from kraft_jbod.wire.primitives import (
     short_fixed as _short_fixed, uuid_from_bytes as _uuid_from_bytes,
 )
 
+_new = object.__new__
 _S_i = _struct.Struct('>i')
 _S_ih = _struct.Struct('>ih')
-_L_ih = (('PartitionId', 4), ('ErrorCode', 2))
-_L_i = (('ThrottleTimeMs', 4),)
-_L_ih = (('ThrottleTimeMs', 4), ('ErrorCode', 2))
+_L0 = (('PartitionId', 4), ('ErrorCode', 2))
+_L1 = (('ThrottleTimeMs', 4),)
+_L2 = (('ThrottleTimeMs', 4), ('ErrorCode', 2))
 
 
-def _absent(field: str, version: int) -> _EncodeError:
+def _absent(field: str, version: int | str) -> _EncodeError:
     return _EncodeError(
         f'attempted to write a non-default {field} at version {version}', field_path=field
     )
@@ -96,11 +98,16 @@ def _read_PartitionResult_0(buf: bytes | bytearray | memoryview, pos: int) -> tu
     # versions 0-1
     end = len(buf)
     if pos + 6 > end:
-        raise _short_fixed(pos, end, _L_ih)
+        raise _short_fixed(pos, end, _L0)
     v_partition_id, v_error_code = _S_ih.unpack_from(buf, pos)
     pos += 6
     v_error_message, pos = _rns(buf, pos, 'ErrorMessage')
-    return PartitionResult(v_partition_id, v_error_code, v_error_message, ()), pos
+    o = _new(PartitionResult)
+    o.partition_id = v_partition_id
+    o.error_code = v_error_code
+    o.error_message = v_error_message
+    o.unknown_tagged_fields = ()
+    return o, pos
 
 
 def _write_PartitionResult_0(o: PartitionResult, out: bytearray) -> None:
@@ -115,7 +122,7 @@ def _read_PartitionResult_1(buf: bytes | bytearray | memoryview, pos: int) -> tu
     # versions 2
     end = len(buf)
     if pos + 6 > end:
-        raise _short_fixed(pos, end, _L_ih)
+        raise _short_fixed(pos, end, _L0)
     v_partition_id, v_error_code = _S_ih.unpack_from(buf, pos)
     pos += 6
     v_error_message, pos = _rncs(buf, pos, 'ErrorMessage')
@@ -131,7 +138,12 @@ def _read_PartitionResult_1(buf: bytes | bytearray | memoryview, pos: int) -> tu
             pos += size
         if raw_tags:
             unknown = tuple(raw_tags)
-    return PartitionResult(v_partition_id, v_error_code, v_error_message, unknown), pos
+    o = _new(PartitionResult)
+    o.partition_id = v_partition_id
+    o.error_code = v_error_code
+    o.error_message = v_error_message
+    o.unknown_tagged_fields = unknown
+    return o, pos
 
 
 def _write_PartitionResult_1(o: PartitionResult, out: bytearray) -> None:
@@ -148,17 +160,22 @@ def _read_ReplicaElectionResult_0(buf: bytes | bytearray | memoryview, pos: int)
     # versions 0-1
     end = len(buf)
     v_topic, pos = _rs(buf, pos, 'Topic')
+    v_partition_result: list[PartitionResult]
     n_v_partition_result, pos = _ral(buf, pos, 'PartitionResult')
     v_partition_result = []
-    app = v_partition_result.append
+    app_v_partition_result = v_partition_result.append
     i = 0
     try:
         for i in range(n_v_partition_result):
-            item, pos = _read_PartitionResult_0(buf, pos)
-            app(item)
+            e_v_partition_result, pos = _read_PartitionResult_0(buf, pos)
+            app_v_partition_result(e_v_partition_result)
     except _DecodeError as exc:
         raise exc.refine(field=f'PartitionResult[{i}]')
-    return ReplicaElectionResult(v_topic, v_partition_result, ()), pos
+    o = _new(ReplicaElectionResult)
+    o.topic = v_topic
+    o.partition_result = v_partition_result
+    o.unknown_tagged_fields = ()
+    return o, pos
 
 
 def _write_ReplicaElectionResult_0(o: ReplicaElectionResult, out: bytearray) -> None:
@@ -169,8 +186,8 @@ def _write_ReplicaElectionResult_0(o: ReplicaElectionResult, out: bytearray) -> 
     if o.partition_result is None:
         raise _null('PartitionResult')
     _wal(out, o.partition_result, 'PartitionResult')
-    for item in o.partition_result:
-        _write_PartitionResult_0(item, out)
+    for e_partition_result in o.partition_result:
+        _write_PartitionResult_0(e_partition_result, out)
     if o.unknown_tagged_fields:
         raise _EncodeError('tagged fields cannot be written at non-flexible version 0-1')
 
@@ -179,14 +196,19 @@ def _read_ReplicaElectionResult_1(buf: bytes | bytearray | memoryview, pos: int)
     # versions 2
     end = len(buf)
     v_topic, pos = _rcs(buf, pos, 'Topic')
-    n_v_partition_result, pos = _rcal(buf, pos, 'PartitionResult')
+    v_partition_result: list[PartitionResult]
+    n_v_partition_result = buf[pos] - 1 if pos < end else -2
+    if 0 <= n_v_partition_result < 127 and n_v_partition_result <= end - pos:
+        pos += 1
+    else:
+        n_v_partition_result, pos = _rcal(buf, pos, 'PartitionResult')
     v_partition_result = []
-    app = v_partition_result.append
+    app_v_partition_result = v_partition_result.append
     i = 0
     try:
         for i in range(n_v_partition_result):
-            item, pos = _read_PartitionResult_1(buf, pos)
-            app(item)
+            e_v_partition_result, pos = _read_PartitionResult_1(buf, pos)
+            app_v_partition_result(e_v_partition_result)
     except _DecodeError as exc:
         raise exc.refine(field=f'PartitionResult[{i}]')
     unknown: tuple[tuple[int, bytes], ...] = ()
@@ -201,7 +223,11 @@ def _read_ReplicaElectionResult_1(buf: bytes | bytearray | memoryview, pos: int)
             pos += size
         if raw_tags:
             unknown = tuple(raw_tags)
-    return ReplicaElectionResult(v_topic, v_partition_result, unknown), pos
+    o = _new(ReplicaElectionResult)
+    o.topic = v_topic
+    o.partition_result = v_partition_result
+    o.unknown_tagged_fields = unknown
+    return o, pos
 
 
 def _write_ReplicaElectionResult_1(o: ReplicaElectionResult, out: bytearray) -> None:
@@ -212,8 +238,8 @@ def _write_ReplicaElectionResult_1(o: ReplicaElectionResult, out: bytearray) -> 
     if o.partition_result is None:
         raise _null('PartitionResult')
     _wcal(out, o.partition_result, 'PartitionResult')
-    for item in o.partition_result:
-        _write_PartitionResult_1(item, out)
+    for e_partition_result in o.partition_result:
+        _write_PartitionResult_1(e_partition_result, out)
     if o.unknown_tagged_fields:
         _wts(out, (), o.unknown_tagged_fields, '_tagged_fields')
     else:
@@ -224,20 +250,26 @@ def _read_ElectLeadersResponse_0(buf: bytes | bytearray | memoryview, pos: int) 
     # versions 0
     end = len(buf)
     if pos + 4 > end:
-        raise _short_fixed(pos, end, _L_i)
+        raise _short_fixed(pos, end, _L1)
     v_throttle_time_ms, = _S_i.unpack_from(buf, pos)
     pos += 4
+    v_replica_election_results: list[ReplicaElectionResult]
     n_v_replica_election_results, pos = _ral(buf, pos, 'ReplicaElectionResults')
     v_replica_election_results = []
-    app = v_replica_election_results.append
+    app_v_replica_election_results = v_replica_election_results.append
     i = 0
     try:
         for i in range(n_v_replica_election_results):
-            item, pos = _read_ReplicaElectionResult_0(buf, pos)
-            app(item)
+            e_v_replica_election_results, pos = _read_ReplicaElectionResult_0(buf, pos)
+            app_v_replica_election_results(e_v_replica_election_results)
     except _DecodeError as exc:
         raise exc.refine(field=f'ReplicaElectionResults[{i}]')
-    return ElectLeadersResponse(v_throttle_time_ms, 0, v_replica_election_results, ()), pos
+    o = _new(ElectLeadersResponse)
+    o.throttle_time_ms = v_throttle_time_ms
+    o.error_code = 0
+    o.replica_election_results = v_replica_election_results
+    o.unknown_tagged_fields = ()
+    return o, pos
 
 
 def _write_ElectLeadersResponse_0(o: ElectLeadersResponse, out: bytearray) -> None:
@@ -248,8 +280,8 @@ def _write_ElectLeadersResponse_0(o: ElectLeadersResponse, out: bytearray) -> No
     if o.replica_election_results is None:
         raise _null('ReplicaElectionResults')
     _wal(out, o.replica_election_results, 'ReplicaElectionResults')
-    for item in o.replica_election_results:
-        _write_ReplicaElectionResult_0(item, out)
+    for e_replica_election_results in o.replica_election_results:
+        _write_ReplicaElectionResult_0(e_replica_election_results, out)
     if o.unknown_tagged_fields:
         raise _EncodeError('tagged fields cannot be written at non-flexible version 0')
 
@@ -258,20 +290,26 @@ def _read_ElectLeadersResponse_1(buf: bytes | bytearray | memoryview, pos: int) 
     # versions 1
     end = len(buf)
     if pos + 6 > end:
-        raise _short_fixed(pos, end, _L_ih)
+        raise _short_fixed(pos, end, _L2)
     v_throttle_time_ms, v_error_code = _S_ih.unpack_from(buf, pos)
     pos += 6
+    v_replica_election_results: list[ReplicaElectionResult]
     n_v_replica_election_results, pos = _ral(buf, pos, 'ReplicaElectionResults')
     v_replica_election_results = []
-    app = v_replica_election_results.append
+    app_v_replica_election_results = v_replica_election_results.append
     i = 0
     try:
         for i in range(n_v_replica_election_results):
-            item, pos = _read_ReplicaElectionResult_0(buf, pos)
-            app(item)
+            e_v_replica_election_results, pos = _read_ReplicaElectionResult_0(buf, pos)
+            app_v_replica_election_results(e_v_replica_election_results)
     except _DecodeError as exc:
         raise exc.refine(field=f'ReplicaElectionResults[{i}]')
-    return ElectLeadersResponse(v_throttle_time_ms, v_error_code, v_replica_election_results, ()), pos
+    o = _new(ElectLeadersResponse)
+    o.throttle_time_ms = v_throttle_time_ms
+    o.error_code = v_error_code
+    o.replica_election_results = v_replica_election_results
+    o.unknown_tagged_fields = ()
+    return o, pos
 
 
 def _write_ElectLeadersResponse_1(o: ElectLeadersResponse, out: bytearray) -> None:
@@ -280,8 +318,8 @@ def _write_ElectLeadersResponse_1(o: ElectLeadersResponse, out: bytearray) -> No
     if o.replica_election_results is None:
         raise _null('ReplicaElectionResults')
     _wal(out, o.replica_election_results, 'ReplicaElectionResults')
-    for item in o.replica_election_results:
-        _write_ReplicaElectionResult_0(item, out)
+    for e_replica_election_results in o.replica_election_results:
+        _write_ReplicaElectionResult_0(e_replica_election_results, out)
     if o.unknown_tagged_fields:
         raise _EncodeError('tagged fields cannot be written at non-flexible version 1')
 
@@ -290,17 +328,22 @@ def _read_ElectLeadersResponse_2(buf: bytes | bytearray | memoryview, pos: int) 
     # versions 2
     end = len(buf)
     if pos + 6 > end:
-        raise _short_fixed(pos, end, _L_ih)
+        raise _short_fixed(pos, end, _L2)
     v_throttle_time_ms, v_error_code = _S_ih.unpack_from(buf, pos)
     pos += 6
-    n_v_replica_election_results, pos = _rcal(buf, pos, 'ReplicaElectionResults')
+    v_replica_election_results: list[ReplicaElectionResult]
+    n_v_replica_election_results = buf[pos] - 1 if pos < end else -2
+    if 0 <= n_v_replica_election_results < 127 and n_v_replica_election_results <= end - pos:
+        pos += 1
+    else:
+        n_v_replica_election_results, pos = _rcal(buf, pos, 'ReplicaElectionResults')
     v_replica_election_results = []
-    app = v_replica_election_results.append
+    app_v_replica_election_results = v_replica_election_results.append
     i = 0
     try:
         for i in range(n_v_replica_election_results):
-            item, pos = _read_ReplicaElectionResult_1(buf, pos)
-            app(item)
+            e_v_replica_election_results, pos = _read_ReplicaElectionResult_1(buf, pos)
+            app_v_replica_election_results(e_v_replica_election_results)
     except _DecodeError as exc:
         raise exc.refine(field=f'ReplicaElectionResults[{i}]')
     unknown: tuple[tuple[int, bytes], ...] = ()
@@ -315,7 +358,12 @@ def _read_ElectLeadersResponse_2(buf: bytes | bytearray | memoryview, pos: int) 
             pos += size
         if raw_tags:
             unknown = tuple(raw_tags)
-    return ElectLeadersResponse(v_throttle_time_ms, v_error_code, v_replica_election_results, unknown), pos
+    o = _new(ElectLeadersResponse)
+    o.throttle_time_ms = v_throttle_time_ms
+    o.error_code = v_error_code
+    o.replica_election_results = v_replica_election_results
+    o.unknown_tagged_fields = unknown
+    return o, pos
 
 
 def _write_ElectLeadersResponse_2(o: ElectLeadersResponse, out: bytearray) -> None:
@@ -324,8 +372,8 @@ def _write_ElectLeadersResponse_2(o: ElectLeadersResponse, out: bytearray) -> No
     if o.replica_election_results is None:
         raise _null('ReplicaElectionResults')
     _wcal(out, o.replica_election_results, 'ReplicaElectionResults')
-    for item in o.replica_election_results:
-        _write_ReplicaElectionResult_1(item, out)
+    for e_replica_election_results in o.replica_election_results:
+        _write_ReplicaElectionResult_1(e_replica_election_results, out)
     if o.unknown_tagged_fields:
         _wts(out, (), o.unknown_tagged_fields, '_tagged_fields')
     else:

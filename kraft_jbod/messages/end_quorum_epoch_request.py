@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import struct as _struct
+from typing import Any as _Any
 import uuid as _uuid
 from dataclasses import dataclass as _dataclass, field as _field
 from typing import ClassVar as _ClassVar
@@ -26,17 +27,17 @@ from kraft_jbod.wire.primitives import (
     short_fixed as _short_fixed, uuid_from_bytes as _uuid_from_bytes,
 )
 
+_new = object.__new__
 _S_H = _struct.Struct('>H')
-_S_i = _struct.Struct('>i')
 _S_i16s = _struct.Struct('>i16s')
 _S_iii = _struct.Struct('>iii')
 _ZERO_UUID = _uuid_from_bytes((0).to_bytes(16, 'big'))
-_L_i16s = (('CandidateId', 4), ('CandidateDirectoryId', 16))
-_L_iii = (('PartitionIndex', 4), ('LeaderId', 4), ('LeaderEpoch', 4))
-_L_H = (('Port', 2),)
+_L0 = (('CandidateId', 4), ('CandidateDirectoryId', 16))
+_L1 = (('PartitionIndex', 4), ('LeaderId', 4), ('LeaderEpoch', 4))
+_L2 = (('Port', 2),)
 
 
-def _absent(field: str, version: int) -> _EncodeError:
+def _absent(field: str, version: int | str) -> _EncodeError:
     return _EncodeError(
         f'attempted to write a non-default {field} at version {version}', field_path=field
     )
@@ -120,9 +121,9 @@ def _read_ReplicaInfo_0(buf: bytes | bytearray | memoryview, pos: int) -> tuple[
     # versions 1
     end = len(buf)
     if pos + 20 > end:
-        raise _short_fixed(pos, end, _L_i16s)
-    v_candidate_id, v_candidate_directory_id = _S_i16s.unpack_from(buf, pos)
-    v_candidate_directory_id = _uuid_from_bytes(v_candidate_directory_id)
+        raise _short_fixed(pos, end, _L0)
+    v_candidate_id, r_candidate_directory_id = _S_i16s.unpack_from(buf, pos)
+    v_candidate_directory_id = _uuid_from_bytes(r_candidate_directory_id)
     pos += 20
     unknown: tuple[tuple[int, bytes], ...] = ()
     if pos < end and buf[pos] == 0:
@@ -136,7 +137,11 @@ def _read_ReplicaInfo_0(buf: bytes | bytearray | memoryview, pos: int) -> tuple[
             pos += size
         if raw_tags:
             unknown = tuple(raw_tags)
-    return ReplicaInfo(v_candidate_id, v_candidate_directory_id, unknown), pos
+    o = _new(ReplicaInfo)
+    o.candidate_id = v_candidate_id
+    o.candidate_directory_id = v_candidate_directory_id
+    o.unknown_tagged_fields = unknown
+    return o, pos
 
 
 def _write_ReplicaInfo_0(o: ReplicaInfo, out: bytearray) -> None:
@@ -152,12 +157,20 @@ def _read_PartitionData_0(buf: bytes | bytearray | memoryview, pos: int) -> tupl
     # versions 0
     end = len(buf)
     if pos + 12 > end:
-        raise _short_fixed(pos, end, _L_iii)
+        raise _short_fixed(pos, end, _L1)
     v_partition_index, v_leader_id, v_leader_epoch = _S_iii.unpack_from(buf, pos)
     pos += 12
+    v_preferred_successors: list[int]
     n_v_preferred_successors, pos = _ral(buf, pos, 'PreferredSuccessors')
-    v_preferred_successors, pos = _rfa(buf, pos, n_v_preferred_successors, _S_i, 'PreferredSuccessors')
-    return PartitionData(v_partition_index, v_leader_id, v_leader_epoch, v_preferred_successors, [], ()), pos
+    v_preferred_successors, pos = _rfa(buf, pos, n_v_preferred_successors, 'i', 'PreferredSuccessors')
+    o = _new(PartitionData)
+    o.partition_index = v_partition_index
+    o.leader_id = v_leader_id
+    o.leader_epoch = v_leader_epoch
+    o.preferred_successors = v_preferred_successors
+    o.preferred_candidates = []
+    o.unknown_tagged_fields = ()
+    return o, pos
 
 
 def _write_PartitionData_0(o: PartitionData, out: bytearray) -> None:
@@ -175,17 +188,22 @@ def _read_PartitionData_1(buf: bytes | bytearray | memoryview, pos: int) -> tupl
     # versions 1
     end = len(buf)
     if pos + 12 > end:
-        raise _short_fixed(pos, end, _L_iii)
+        raise _short_fixed(pos, end, _L1)
     v_partition_index, v_leader_id, v_leader_epoch = _S_iii.unpack_from(buf, pos)
     pos += 12
-    n_v_preferred_candidates, pos = _rcal(buf, pos, 'PreferredCandidates')
+    v_preferred_candidates: list[ReplicaInfo]
+    n_v_preferred_candidates = buf[pos] - 1 if pos < end else -2
+    if 0 <= n_v_preferred_candidates < 127 and n_v_preferred_candidates <= end - pos:
+        pos += 1
+    else:
+        n_v_preferred_candidates, pos = _rcal(buf, pos, 'PreferredCandidates')
     v_preferred_candidates = []
-    app = v_preferred_candidates.append
+    app_v_preferred_candidates = v_preferred_candidates.append
     i = 0
     try:
         for i in range(n_v_preferred_candidates):
-            item, pos = _read_ReplicaInfo_0(buf, pos)
-            app(item)
+            e_v_preferred_candidates, pos = _read_ReplicaInfo_0(buf, pos)
+            app_v_preferred_candidates(e_v_preferred_candidates)
     except _DecodeError as exc:
         raise exc.refine(field=f'PreferredCandidates[{i}]')
     unknown: tuple[tuple[int, bytes], ...] = ()
@@ -200,7 +218,14 @@ def _read_PartitionData_1(buf: bytes | bytearray | memoryview, pos: int) -> tupl
             pos += size
         if raw_tags:
             unknown = tuple(raw_tags)
-    return PartitionData(v_partition_index, v_leader_id, v_leader_epoch, [], v_preferred_candidates, unknown), pos
+    o = _new(PartitionData)
+    o.partition_index = v_partition_index
+    o.leader_id = v_leader_id
+    o.leader_epoch = v_leader_epoch
+    o.preferred_successors = []
+    o.preferred_candidates = v_preferred_candidates
+    o.unknown_tagged_fields = unknown
+    return o, pos
 
 
 def _write_PartitionData_1(o: PartitionData, out: bytearray) -> None:
@@ -209,8 +234,8 @@ def _write_PartitionData_1(o: PartitionData, out: bytearray) -> None:
     if o.preferred_candidates is None:
         raise _null('PreferredCandidates')
     _wcal(out, o.preferred_candidates, 'PreferredCandidates')
-    for item in o.preferred_candidates:
-        _write_ReplicaInfo_0(item, out)
+    for e_preferred_candidates in o.preferred_candidates:
+        _write_ReplicaInfo_0(e_preferred_candidates, out)
     if o.unknown_tagged_fields:
         _wts(out, (), o.unknown_tagged_fields, '_tagged_fields')
     else:
@@ -221,17 +246,22 @@ def _read_TopicData_0(buf: bytes | bytearray | memoryview, pos: int) -> tuple[To
     # versions 0
     end = len(buf)
     v_topic_name, pos = _rs(buf, pos, 'TopicName')
+    v_partitions: list[PartitionData]
     n_v_partitions, pos = _ral(buf, pos, 'Partitions')
     v_partitions = []
-    app = v_partitions.append
+    app_v_partitions = v_partitions.append
     i = 0
     try:
         for i in range(n_v_partitions):
-            item, pos = _read_PartitionData_0(buf, pos)
-            app(item)
+            e_v_partitions, pos = _read_PartitionData_0(buf, pos)
+            app_v_partitions(e_v_partitions)
     except _DecodeError as exc:
         raise exc.refine(field=f'Partitions[{i}]')
-    return TopicData(v_topic_name, v_partitions, ()), pos
+    o = _new(TopicData)
+    o.topic_name = v_topic_name
+    o.partitions = v_partitions
+    o.unknown_tagged_fields = ()
+    return o, pos
 
 
 def _write_TopicData_0(o: TopicData, out: bytearray) -> None:
@@ -242,8 +272,8 @@ def _write_TopicData_0(o: TopicData, out: bytearray) -> None:
     if o.partitions is None:
         raise _null('Partitions')
     _wal(out, o.partitions, 'Partitions')
-    for item in o.partitions:
-        _write_PartitionData_0(item, out)
+    for e_partitions in o.partitions:
+        _write_PartitionData_0(e_partitions, out)
     if o.unknown_tagged_fields:
         raise _EncodeError('tagged fields cannot be written at non-flexible version 0')
 
@@ -252,14 +282,19 @@ def _read_TopicData_1(buf: bytes | bytearray | memoryview, pos: int) -> tuple[To
     # versions 1
     end = len(buf)
     v_topic_name, pos = _rcs(buf, pos, 'TopicName')
-    n_v_partitions, pos = _rcal(buf, pos, 'Partitions')
+    v_partitions: list[PartitionData]
+    n_v_partitions = buf[pos] - 1 if pos < end else -2
+    if 0 <= n_v_partitions < 127 and n_v_partitions <= end - pos:
+        pos += 1
+    else:
+        n_v_partitions, pos = _rcal(buf, pos, 'Partitions')
     v_partitions = []
-    app = v_partitions.append
+    app_v_partitions = v_partitions.append
     i = 0
     try:
         for i in range(n_v_partitions):
-            item, pos = _read_PartitionData_1(buf, pos)
-            app(item)
+            e_v_partitions, pos = _read_PartitionData_1(buf, pos)
+            app_v_partitions(e_v_partitions)
     except _DecodeError as exc:
         raise exc.refine(field=f'Partitions[{i}]')
     unknown: tuple[tuple[int, bytes], ...] = ()
@@ -274,7 +309,11 @@ def _read_TopicData_1(buf: bytes | bytearray | memoryview, pos: int) -> tuple[To
             pos += size
         if raw_tags:
             unknown = tuple(raw_tags)
-    return TopicData(v_topic_name, v_partitions, unknown), pos
+    o = _new(TopicData)
+    o.topic_name = v_topic_name
+    o.partitions = v_partitions
+    o.unknown_tagged_fields = unknown
+    return o, pos
 
 
 def _write_TopicData_1(o: TopicData, out: bytearray) -> None:
@@ -285,8 +324,8 @@ def _write_TopicData_1(o: TopicData, out: bytearray) -> None:
     if o.partitions is None:
         raise _null('Partitions')
     _wcal(out, o.partitions, 'Partitions')
-    for item in o.partitions:
-        _write_PartitionData_1(item, out)
+    for e_partitions in o.partitions:
+        _write_PartitionData_1(e_partitions, out)
     if o.unknown_tagged_fields:
         _wts(out, (), o.unknown_tagged_fields, '_tagged_fields')
     else:
@@ -299,7 +338,7 @@ def _read_LeaderEndpoint_0(buf: bytes | bytearray | memoryview, pos: int) -> tup
     v_name, pos = _rcs(buf, pos, 'Name')
     v_host, pos = _rcs(buf, pos, 'Host')
     if pos + 2 > end:
-        raise _short_fixed(pos, end, _L_H)
+        raise _short_fixed(pos, end, _L2)
     v_port, = _S_H.unpack_from(buf, pos)
     pos += 2
     unknown: tuple[tuple[int, bytes], ...] = ()
@@ -314,7 +353,12 @@ def _read_LeaderEndpoint_0(buf: bytes | bytearray | memoryview, pos: int) -> tup
             pos += size
         if raw_tags:
             unknown = tuple(raw_tags)
-    return LeaderEndpoint(v_name, v_host, v_port, unknown), pos
+    o = _new(LeaderEndpoint)
+    o.name = v_name
+    o.host = v_host
+    o.port = v_port
+    o.unknown_tagged_fields = unknown
+    return o, pos
 
 
 def _write_LeaderEndpoint_0(o: LeaderEndpoint, out: bytearray) -> None:
@@ -336,17 +380,23 @@ def _read_EndQuorumEpochRequest_0(buf: bytes | bytearray | memoryview, pos: int)
     # versions 0
     end = len(buf)
     v_cluster_id, pos = _rns(buf, pos, 'ClusterId')
+    v_topics: list[TopicData]
     n_v_topics, pos = _ral(buf, pos, 'Topics')
     v_topics = []
-    app = v_topics.append
+    app_v_topics = v_topics.append
     i = 0
     try:
         for i in range(n_v_topics):
-            item, pos = _read_TopicData_0(buf, pos)
-            app(item)
+            e_v_topics, pos = _read_TopicData_0(buf, pos)
+            app_v_topics(e_v_topics)
     except _DecodeError as exc:
         raise exc.refine(field=f'Topics[{i}]')
-    return EndQuorumEpochRequest(v_cluster_id, v_topics, [], ()), pos
+    o = _new(EndQuorumEpochRequest)
+    o.cluster_id = v_cluster_id
+    o.topics = v_topics
+    o.leader_endpoints = []
+    o.unknown_tagged_fields = ()
+    return o, pos
 
 
 def _write_EndQuorumEpochRequest_0(o: EndQuorumEpochRequest, out: bytearray) -> None:
@@ -355,8 +405,8 @@ def _write_EndQuorumEpochRequest_0(o: EndQuorumEpochRequest, out: bytearray) -> 
     if o.topics is None:
         raise _null('Topics')
     _wal(out, o.topics, 'Topics')
-    for item in o.topics:
-        _write_TopicData_0(item, out)
+    for e_topics in o.topics:
+        _write_TopicData_0(e_topics, out)
     if o.unknown_tagged_fields:
         raise _EncodeError('tagged fields cannot be written at non-flexible version 0')
 
@@ -365,24 +415,34 @@ def _read_EndQuorumEpochRequest_1(buf: bytes | bytearray | memoryview, pos: int)
     # versions 1
     end = len(buf)
     v_cluster_id, pos = _rncs(buf, pos, 'ClusterId')
-    n_v_topics, pos = _rcal(buf, pos, 'Topics')
+    v_topics: list[TopicData]
+    n_v_topics = buf[pos] - 1 if pos < end else -2
+    if 0 <= n_v_topics < 127 and n_v_topics <= end - pos:
+        pos += 1
+    else:
+        n_v_topics, pos = _rcal(buf, pos, 'Topics')
     v_topics = []
-    app = v_topics.append
+    app_v_topics = v_topics.append
     i = 0
     try:
         for i in range(n_v_topics):
-            item, pos = _read_TopicData_1(buf, pos)
-            app(item)
+            e_v_topics, pos = _read_TopicData_1(buf, pos)
+            app_v_topics(e_v_topics)
     except _DecodeError as exc:
         raise exc.refine(field=f'Topics[{i}]')
-    n_v_leader_endpoints, pos = _rcal(buf, pos, 'LeaderEndpoints')
+    v_leader_endpoints: list[LeaderEndpoint]
+    n_v_leader_endpoints = buf[pos] - 1 if pos < end else -2
+    if 0 <= n_v_leader_endpoints < 127 and n_v_leader_endpoints <= end - pos:
+        pos += 1
+    else:
+        n_v_leader_endpoints, pos = _rcal(buf, pos, 'LeaderEndpoints')
     v_leader_endpoints = []
-    app = v_leader_endpoints.append
+    app_v_leader_endpoints = v_leader_endpoints.append
     i = 0
     try:
         for i in range(n_v_leader_endpoints):
-            item, pos = _read_LeaderEndpoint_0(buf, pos)
-            app(item)
+            e_v_leader_endpoints, pos = _read_LeaderEndpoint_0(buf, pos)
+            app_v_leader_endpoints(e_v_leader_endpoints)
     except _DecodeError as exc:
         raise exc.refine(field=f'LeaderEndpoints[{i}]')
     unknown: tuple[tuple[int, bytes], ...] = ()
@@ -397,7 +457,12 @@ def _read_EndQuorumEpochRequest_1(buf: bytes | bytearray | memoryview, pos: int)
             pos += size
         if raw_tags:
             unknown = tuple(raw_tags)
-    return EndQuorumEpochRequest(v_cluster_id, v_topics, v_leader_endpoints, unknown), pos
+    o = _new(EndQuorumEpochRequest)
+    o.cluster_id = v_cluster_id
+    o.topics = v_topics
+    o.leader_endpoints = v_leader_endpoints
+    o.unknown_tagged_fields = unknown
+    return o, pos
 
 
 def _write_EndQuorumEpochRequest_1(o: EndQuorumEpochRequest, out: bytearray) -> None:
@@ -406,13 +471,13 @@ def _write_EndQuorumEpochRequest_1(o: EndQuorumEpochRequest, out: bytearray) -> 
     if o.topics is None:
         raise _null('Topics')
     _wcal(out, o.topics, 'Topics')
-    for item in o.topics:
-        _write_TopicData_1(item, out)
+    for e_topics in o.topics:
+        _write_TopicData_1(e_topics, out)
     if o.leader_endpoints is None:
         raise _null('LeaderEndpoints')
     _wcal(out, o.leader_endpoints, 'LeaderEndpoints')
-    for item in o.leader_endpoints:
-        _write_LeaderEndpoint_0(item, out)
+    for e_leader_endpoints in o.leader_endpoints:
+        _write_LeaderEndpoint_0(e_leader_endpoints, out)
     if o.unknown_tagged_fields:
         _wts(out, (), o.unknown_tagged_fields, '_tagged_fields')
     else:

@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import struct as _struct
+from typing import Any as _Any
 import uuid as _uuid
 from dataclasses import dataclass as _dataclass, field as _field
 from typing import ClassVar as _ClassVar
@@ -26,11 +27,12 @@ from kraft_jbod.wire.primitives import (
     short_fixed as _short_fixed, uuid_from_bytes as _uuid_from_bytes,
 )
 
+_new = object.__new__
 _S_qh_ = _struct.Struct('>qh?')
-_L_qh_ = (('ProducerId', 8), ('ProducerEpoch', 2), ('Committed', 1))
+_L0 = (('ProducerId', 8), ('ProducerEpoch', 2), ('Committed', 1))
 
 
-def _absent(field: str, version: int) -> _EncodeError:
+def _absent(field: str, version: int | str) -> _EncodeError:
     return _EncodeError(
         f'attempted to write a non-default {field} at version {version}', field_path=field
     )
@@ -76,10 +78,16 @@ def _read_EndTxnRequest_0(buf: bytes | bytearray | memoryview, pos: int) -> tupl
     end = len(buf)
     v_transactional_id, pos = _rs(buf, pos, 'TransactionalId')
     if pos + 11 > end:
-        raise _short_fixed(pos, end, _L_qh_)
+        raise _short_fixed(pos, end, _L0)
     v_producer_id, v_producer_epoch, v_committed = _S_qh_.unpack_from(buf, pos)
     pos += 11
-    return EndTxnRequest(v_transactional_id, v_producer_id, v_producer_epoch, v_committed, ()), pos
+    o = _new(EndTxnRequest)
+    o.transactional_id = v_transactional_id
+    o.producer_id = v_producer_id
+    o.producer_epoch = v_producer_epoch
+    o.committed = v_committed
+    o.unknown_tagged_fields = ()
+    return o, pos
 
 
 def _write_EndTxnRequest_0(o: EndTxnRequest, out: bytearray) -> None:
@@ -87,7 +95,7 @@ def _write_EndTxnRequest_0(o: EndTxnRequest, out: bytearray) -> None:
     if o.transactional_id is None:
         raise _null('TransactionalId')
     _ws(out, o.transactional_id, 'TransactionalId')
-    out += _S_qh_.pack(o.producer_id, o.producer_epoch, _bool(o.committed, 'Committed'))
+    out += _S_qh_.pack(o.producer_id, o.producer_epoch, (o.committed if o.committed.__class__ is bool else _bool(o.committed, 'Committed')))
     if o.unknown_tagged_fields:
         raise _EncodeError('tagged fields cannot be written at non-flexible version 0-2')
 
@@ -97,7 +105,7 @@ def _read_EndTxnRequest_1(buf: bytes | bytearray | memoryview, pos: int) -> tupl
     end = len(buf)
     v_transactional_id, pos = _rcs(buf, pos, 'TransactionalId')
     if pos + 11 > end:
-        raise _short_fixed(pos, end, _L_qh_)
+        raise _short_fixed(pos, end, _L0)
     v_producer_id, v_producer_epoch, v_committed = _S_qh_.unpack_from(buf, pos)
     pos += 11
     unknown: tuple[tuple[int, bytes], ...] = ()
@@ -112,7 +120,13 @@ def _read_EndTxnRequest_1(buf: bytes | bytearray | memoryview, pos: int) -> tupl
             pos += size
         if raw_tags:
             unknown = tuple(raw_tags)
-    return EndTxnRequest(v_transactional_id, v_producer_id, v_producer_epoch, v_committed, unknown), pos
+    o = _new(EndTxnRequest)
+    o.transactional_id = v_transactional_id
+    o.producer_id = v_producer_id
+    o.producer_epoch = v_producer_epoch
+    o.committed = v_committed
+    o.unknown_tagged_fields = unknown
+    return o, pos
 
 
 def _write_EndTxnRequest_1(o: EndTxnRequest, out: bytearray) -> None:
@@ -120,7 +134,7 @@ def _write_EndTxnRequest_1(o: EndTxnRequest, out: bytearray) -> None:
     if o.transactional_id is None:
         raise _null('TransactionalId')
     _wcs(out, o.transactional_id, 'TransactionalId')
-    out += _S_qh_.pack(o.producer_id, o.producer_epoch, _bool(o.committed, 'Committed'))
+    out += _S_qh_.pack(o.producer_id, o.producer_epoch, (o.committed if o.committed.__class__ is bool else _bool(o.committed, 'Committed')))
     if o.unknown_tagged_fields:
         _wts(out, (), o.unknown_tagged_fields, '_tagged_fields')
     else:

@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import struct as _struct
+from typing import Any as _Any
 import uuid as _uuid
 from dataclasses import dataclass as _dataclass, field as _field
 from typing import ClassVar as _ClassVar
@@ -26,13 +27,14 @@ from kraft_jbod.wire.primitives import (
     short_fixed as _short_fixed, uuid_from_bytes as _uuid_from_bytes,
 )
 
+_new = object.__new__
 _S_ih = _struct.Struct('>ih')
 _S_ihqh = _struct.Struct('>ihqh')
-_L_ih = (('ThrottleTimeMs', 4), ('ErrorCode', 2))
-_L_ihqh = (('ThrottleTimeMs', 4), ('ErrorCode', 2), ('ProducerId', 8), ('ProducerEpoch', 2))
+_L0 = (('ThrottleTimeMs', 4), ('ErrorCode', 2))
+_L1 = (('ThrottleTimeMs', 4), ('ErrorCode', 2), ('ProducerId', 8), ('ProducerEpoch', 2))
 
 
-def _absent(field: str, version: int) -> _EncodeError:
+def _absent(field: str, version: int | str) -> _EncodeError:
     return _EncodeError(
         f'attempted to write a non-default {field} at version {version}', field_path=field
     )
@@ -77,10 +79,16 @@ def _read_EndTxnResponse_0(buf: bytes | bytearray | memoryview, pos: int) -> tup
     # versions 0-2
     end = len(buf)
     if pos + 6 > end:
-        raise _short_fixed(pos, end, _L_ih)
+        raise _short_fixed(pos, end, _L0)
     v_throttle_time_ms, v_error_code = _S_ih.unpack_from(buf, pos)
     pos += 6
-    return EndTxnResponse(v_throttle_time_ms, v_error_code, -1, -1, ()), pos
+    o = _new(EndTxnResponse)
+    o.throttle_time_ms = v_throttle_time_ms
+    o.error_code = v_error_code
+    o.producer_id = -1
+    o.producer_epoch = -1
+    o.unknown_tagged_fields = ()
+    return o, pos
 
 
 def _write_EndTxnResponse_0(o: EndTxnResponse, out: bytearray) -> None:
@@ -94,7 +102,7 @@ def _read_EndTxnResponse_1(buf: bytes | bytearray | memoryview, pos: int) -> tup
     # versions 3-4
     end = len(buf)
     if pos + 6 > end:
-        raise _short_fixed(pos, end, _L_ih)
+        raise _short_fixed(pos, end, _L0)
     v_throttle_time_ms, v_error_code = _S_ih.unpack_from(buf, pos)
     pos += 6
     unknown: tuple[tuple[int, bytes], ...] = ()
@@ -109,7 +117,13 @@ def _read_EndTxnResponse_1(buf: bytes | bytearray | memoryview, pos: int) -> tup
             pos += size
         if raw_tags:
             unknown = tuple(raw_tags)
-    return EndTxnResponse(v_throttle_time_ms, v_error_code, -1, -1, unknown), pos
+    o = _new(EndTxnResponse)
+    o.throttle_time_ms = v_throttle_time_ms
+    o.error_code = v_error_code
+    o.producer_id = -1
+    o.producer_epoch = -1
+    o.unknown_tagged_fields = unknown
+    return o, pos
 
 
 def _write_EndTxnResponse_1(o: EndTxnResponse, out: bytearray) -> None:
@@ -125,7 +139,7 @@ def _read_EndTxnResponse_2(buf: bytes | bytearray | memoryview, pos: int) -> tup
     # versions 5
     end = len(buf)
     if pos + 16 > end:
-        raise _short_fixed(pos, end, _L_ihqh)
+        raise _short_fixed(pos, end, _L1)
     v_throttle_time_ms, v_error_code, v_producer_id, v_producer_epoch = _S_ihqh.unpack_from(buf, pos)
     pos += 16
     unknown: tuple[tuple[int, bytes], ...] = ()
@@ -140,7 +154,13 @@ def _read_EndTxnResponse_2(buf: bytes | bytearray | memoryview, pos: int) -> tup
             pos += size
         if raw_tags:
             unknown = tuple(raw_tags)
-    return EndTxnResponse(v_throttle_time_ms, v_error_code, v_producer_id, v_producer_epoch, unknown), pos
+    o = _new(EndTxnResponse)
+    o.throttle_time_ms = v_throttle_time_ms
+    o.error_code = v_error_code
+    o.producer_id = v_producer_id
+    o.producer_epoch = v_producer_epoch
+    o.unknown_tagged_fields = unknown
+    return o, pos
 
 
 def _write_EndTxnResponse_2(o: EndTxnResponse, out: bytearray) -> None:

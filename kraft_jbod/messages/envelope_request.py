@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import struct as _struct
+from typing import Any as _Any
 import uuid as _uuid
 from dataclasses import dataclass as _dataclass, field as _field
 from typing import ClassVar as _ClassVar
@@ -26,9 +27,10 @@ from kraft_jbod.wire.primitives import (
     short_fixed as _short_fixed, uuid_from_bytes as _uuid_from_bytes,
 )
 
+_new = object.__new__
 
 
-def _absent(field: str, version: int) -> _EncodeError:
+def _absent(field: str, version: int | str) -> _EncodeError:
     return _EncodeError(
         f'attempted to write a non-default {field} at version {version}', field_path=field
     )
@@ -86,7 +88,12 @@ def _read_EnvelopeRequest_0(buf: bytes | bytearray | memoryview, pos: int) -> tu
             pos += size
         if raw_tags:
             unknown = tuple(raw_tags)
-    return EnvelopeRequest(v_request_data, v_request_principal, v_client_host_address, unknown), pos
+    o = _new(EnvelopeRequest)
+    o.request_data = v_request_data
+    o.request_principal = v_request_principal
+    o.client_host_address = v_client_host_address
+    o.unknown_tagged_fields = unknown
+    return o, pos
 
 
 def _write_EnvelopeRequest_0(o: EnvelopeRequest, out: bytearray) -> None:

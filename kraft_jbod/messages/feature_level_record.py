@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import struct as _struct
+from typing import Any as _Any
 import uuid as _uuid
 from dataclasses import dataclass as _dataclass, field as _field
 from typing import ClassVar as _ClassVar
@@ -26,11 +27,12 @@ from kraft_jbod.wire.primitives import (
     short_fixed as _short_fixed, uuid_from_bytes as _uuid_from_bytes,
 )
 
+_new = object.__new__
 _S_h = _struct.Struct('>h')
-_L_h = (('FeatureLevel', 2),)
+_L0 = (('FeatureLevel', 2),)
 
 
-def _absent(field: str, version: int) -> _EncodeError:
+def _absent(field: str, version: int | str) -> _EncodeError:
     return _EncodeError(
         f'attempted to write a non-default {field} at version {version}', field_path=field
     )
@@ -74,7 +76,7 @@ def _read_FeatureLevelRecord_0(buf: bytes | bytearray | memoryview, pos: int) ->
     end = len(buf)
     v_name, pos = _rcs(buf, pos, 'Name')
     if pos + 2 > end:
-        raise _short_fixed(pos, end, _L_h)
+        raise _short_fixed(pos, end, _L0)
     v_feature_level, = _S_h.unpack_from(buf, pos)
     pos += 2
     unknown: tuple[tuple[int, bytes], ...] = ()
@@ -89,7 +91,11 @@ def _read_FeatureLevelRecord_0(buf: bytes | bytearray | memoryview, pos: int) ->
             pos += size
         if raw_tags:
             unknown = tuple(raw_tags)
-    return FeatureLevelRecord(v_name, v_feature_level, unknown), pos
+    o = _new(FeatureLevelRecord)
+    o.name = v_name
+    o.feature_level = v_feature_level
+    o.unknown_tagged_fields = unknown
+    return o, pos
 
 
 def _write_FeatureLevelRecord_0(o: FeatureLevelRecord, out: bytearray) -> None:

@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import struct as _struct
+from typing import Any as _Any
 import uuid as _uuid
 from dataclasses import dataclass as _dataclass, field as _field
 from typing import ClassVar as _ClassVar
@@ -26,8 +27,8 @@ from kraft_jbod.wire.primitives import (
     short_fixed as _short_fixed, uuid_from_bytes as _uuid_from_bytes,
 )
 
+_new = object.__new__
 _S_16s = _struct.Struct('>16s')
-_S_i = _struct.Struct('>i')
 _S_iii = _struct.Struct('>iii')
 _S_iiibii = _struct.Struct('>iiibii')
 _S_iiii = _struct.Struct('>iiii')
@@ -39,20 +40,20 @@ _S_iq = _struct.Struct('>iq')
 _S_iqi = _struct.Struct('>iqi')
 _S_iqqi = _struct.Struct('>iqqi')
 _ZERO_UUID = _uuid_from_bytes((0).to_bytes(16, 'big'))
-_L_iq = (('ReplicaId', 4), ('ReplicaEpoch', 8))
-_L_iqi = (('Partition', 4), ('FetchOffset', 8), ('PartitionMaxBytes', 4))
-_L_iqqi = (('Partition', 4), ('FetchOffset', 8), ('LogStartOffset', 8), ('PartitionMaxBytes', 4))
-_L_iiqqi = (('Partition', 4), ('CurrentLeaderEpoch', 4), ('FetchOffset', 8), ('LogStartOffset', 8), ('PartitionMaxBytes', 4))
-_L_iiqiqi = (('Partition', 4), ('CurrentLeaderEpoch', 4), ('FetchOffset', 8), ('LastFetchedEpoch', 4), ('LogStartOffset', 8), ('PartitionMaxBytes', 4))
-_L_16s = (('TopicId', 16),)
-_L_iii = (('ReplicaId', 4), ('MaxWaitMs', 4), ('MinBytes', 4))
-_L_iiii = (('ReplicaId', 4), ('MaxWaitMs', 4), ('MinBytes', 4), ('MaxBytes', 4))
-_L_iiiib = (('ReplicaId', 4), ('MaxWaitMs', 4), ('MinBytes', 4), ('MaxBytes', 4), ('IsolationLevel', 1))
-_L_iiiibii = (('ReplicaId', 4), ('MaxWaitMs', 4), ('MinBytes', 4), ('MaxBytes', 4), ('IsolationLevel', 1), ('SessionId', 4), ('SessionEpoch', 4))
-_L_iiibii = (('MaxWaitMs', 4), ('MinBytes', 4), ('MaxBytes', 4), ('IsolationLevel', 1), ('SessionId', 4), ('SessionEpoch', 4))
+_L0 = (('ReplicaId', 4), ('ReplicaEpoch', 8))
+_L1 = (('Partition', 4), ('FetchOffset', 8), ('PartitionMaxBytes', 4))
+_L2 = (('Partition', 4), ('FetchOffset', 8), ('LogStartOffset', 8), ('PartitionMaxBytes', 4))
+_L3 = (('Partition', 4), ('CurrentLeaderEpoch', 4), ('FetchOffset', 8), ('LogStartOffset', 8), ('PartitionMaxBytes', 4))
+_L4 = (('Partition', 4), ('CurrentLeaderEpoch', 4), ('FetchOffset', 8), ('LastFetchedEpoch', 4), ('LogStartOffset', 8), ('PartitionMaxBytes', 4))
+_L5 = (('TopicId', 16),)
+_L6 = (('ReplicaId', 4), ('MaxWaitMs', 4), ('MinBytes', 4))
+_L7 = (('ReplicaId', 4), ('MaxWaitMs', 4), ('MinBytes', 4), ('MaxBytes', 4))
+_L8 = (('ReplicaId', 4), ('MaxWaitMs', 4), ('MinBytes', 4), ('MaxBytes', 4), ('IsolationLevel', 1))
+_L9 = (('ReplicaId', 4), ('MaxWaitMs', 4), ('MinBytes', 4), ('MaxBytes', 4), ('IsolationLevel', 1), ('SessionId', 4), ('SessionEpoch', 4))
+_L10 = (('MaxWaitMs', 4), ('MinBytes', 4), ('MaxBytes', 4), ('IsolationLevel', 1), ('SessionId', 4), ('SessionEpoch', 4))
 
 
-def _absent(field: str, version: int) -> _EncodeError:
+def _absent(field: str, version: int | str) -> _EncodeError:
     return _EncodeError(
         f'attempted to write a non-default {field} at version {version}', field_path=field
     )
@@ -148,7 +149,7 @@ def _read_ReplicaState_0(buf: bytes | bytearray | memoryview, pos: int) -> tuple
     # versions 15-17
     end = len(buf)
     if pos + 12 > end:
-        raise _short_fixed(pos, end, _L_iq)
+        raise _short_fixed(pos, end, _L0)
     v_replica_id, v_replica_epoch = _S_iq.unpack_from(buf, pos)
     pos += 12
     unknown: tuple[tuple[int, bytes], ...] = ()
@@ -163,7 +164,11 @@ def _read_ReplicaState_0(buf: bytes | bytearray | memoryview, pos: int) -> tuple
             pos += size
         if raw_tags:
             unknown = tuple(raw_tags)
-    return ReplicaState(v_replica_id, v_replica_epoch, unknown), pos
+    o = _new(ReplicaState)
+    o.replica_id = v_replica_id
+    o.replica_epoch = v_replica_epoch
+    o.unknown_tagged_fields = unknown
+    return o, pos
 
 
 def _write_ReplicaState_0(o: ReplicaState, out: bytearray) -> None:
@@ -179,10 +184,19 @@ def _read_FetchPartition_0(buf: bytes | bytearray | memoryview, pos: int) -> tup
     # versions 0-4
     end = len(buf)
     if pos + 16 > end:
-        raise _short_fixed(pos, end, _L_iqi)
+        raise _short_fixed(pos, end, _L1)
     v_partition, v_fetch_offset, v_partition_max_bytes = _S_iqi.unpack_from(buf, pos)
     pos += 16
-    return FetchPartition(v_partition, -1, v_fetch_offset, -1, -1, v_partition_max_bytes, _ZERO_UUID, ()), pos
+    o = _new(FetchPartition)
+    o.partition = v_partition
+    o.current_leader_epoch = -1
+    o.fetch_offset = v_fetch_offset
+    o.last_fetched_epoch = -1
+    o.log_start_offset = -1
+    o.partition_max_bytes = v_partition_max_bytes
+    o.replica_directory_id = _ZERO_UUID
+    o.unknown_tagged_fields = ()
+    return o, pos
 
 
 def _write_FetchPartition_0(o: FetchPartition, out: bytearray) -> None:
@@ -198,10 +212,19 @@ def _read_FetchPartition_1(buf: bytes | bytearray | memoryview, pos: int) -> tup
     # versions 5-8
     end = len(buf)
     if pos + 24 > end:
-        raise _short_fixed(pos, end, _L_iqqi)
+        raise _short_fixed(pos, end, _L2)
     v_partition, v_fetch_offset, v_log_start_offset, v_partition_max_bytes = _S_iqqi.unpack_from(buf, pos)
     pos += 24
-    return FetchPartition(v_partition, -1, v_fetch_offset, -1, v_log_start_offset, v_partition_max_bytes, _ZERO_UUID, ()), pos
+    o = _new(FetchPartition)
+    o.partition = v_partition
+    o.current_leader_epoch = -1
+    o.fetch_offset = v_fetch_offset
+    o.last_fetched_epoch = -1
+    o.log_start_offset = v_log_start_offset
+    o.partition_max_bytes = v_partition_max_bytes
+    o.replica_directory_id = _ZERO_UUID
+    o.unknown_tagged_fields = ()
+    return o, pos
 
 
 def _write_FetchPartition_1(o: FetchPartition, out: bytearray) -> None:
@@ -217,10 +240,19 @@ def _read_FetchPartition_2(buf: bytes | bytearray | memoryview, pos: int) -> tup
     # versions 9-11
     end = len(buf)
     if pos + 28 > end:
-        raise _short_fixed(pos, end, _L_iiqqi)
+        raise _short_fixed(pos, end, _L3)
     v_partition, v_current_leader_epoch, v_fetch_offset, v_log_start_offset, v_partition_max_bytes = _S_iiqqi.unpack_from(buf, pos)
     pos += 28
-    return FetchPartition(v_partition, v_current_leader_epoch, v_fetch_offset, -1, v_log_start_offset, v_partition_max_bytes, _ZERO_UUID, ()), pos
+    o = _new(FetchPartition)
+    o.partition = v_partition
+    o.current_leader_epoch = v_current_leader_epoch
+    o.fetch_offset = v_fetch_offset
+    o.last_fetched_epoch = -1
+    o.log_start_offset = v_log_start_offset
+    o.partition_max_bytes = v_partition_max_bytes
+    o.replica_directory_id = _ZERO_UUID
+    o.unknown_tagged_fields = ()
+    return o, pos
 
 
 def _write_FetchPartition_2(o: FetchPartition, out: bytearray) -> None:
@@ -236,7 +268,7 @@ def _read_FetchPartition_3(buf: bytes | bytearray | memoryview, pos: int) -> tup
     # versions 12-16
     end = len(buf)
     if pos + 32 > end:
-        raise _short_fixed(pos, end, _L_iiqiqi)
+        raise _short_fixed(pos, end, _L4)
     v_partition, v_current_leader_epoch, v_fetch_offset, v_last_fetched_epoch, v_log_start_offset, v_partition_max_bytes = _S_iiqiqi.unpack_from(buf, pos)
     pos += 32
     unknown: tuple[tuple[int, bytes], ...] = ()
@@ -254,7 +286,16 @@ def _read_FetchPartition_3(buf: bytes | bytearray | memoryview, pos: int) -> tup
             pos += size
         if raw_tags:
             unknown = tuple(raw_tags)
-    return FetchPartition(v_partition, v_current_leader_epoch, v_fetch_offset, v_last_fetched_epoch, v_log_start_offset, v_partition_max_bytes, _ZERO_UUID, unknown), pos
+    o = _new(FetchPartition)
+    o.partition = v_partition
+    o.current_leader_epoch = v_current_leader_epoch
+    o.fetch_offset = v_fetch_offset
+    o.last_fetched_epoch = v_last_fetched_epoch
+    o.log_start_offset = v_log_start_offset
+    o.partition_max_bytes = v_partition_max_bytes
+    o.replica_directory_id = _ZERO_UUID
+    o.unknown_tagged_fields = unknown
+    return o, pos
 
 
 def _write_FetchPartition_3(o: FetchPartition, out: bytearray) -> None:
@@ -270,10 +311,10 @@ def _read_FetchPartition_4(buf: bytes | bytearray | memoryview, pos: int) -> tup
     # versions 17
     end = len(buf)
     if pos + 32 > end:
-        raise _short_fixed(pos, end, _L_iiqiqi)
+        raise _short_fixed(pos, end, _L4)
     v_partition, v_current_leader_epoch, v_fetch_offset, v_last_fetched_epoch, v_log_start_offset, v_partition_max_bytes = _S_iiqiqi.unpack_from(buf, pos)
     pos += 32
-    v_replica_directory_id = _ZERO_UUID
+    v_replica_directory_id: _uuid.UUID = _ZERO_UUID
     unknown: tuple[tuple[int, bytes], ...] = ()
     if pos < end and buf[pos] == 0:
         pos += 1
@@ -287,15 +328,23 @@ def _read_FetchPartition_4(buf: bytes | bytearray | memoryview, pos: int) -> tup
                 p = 0
                 if p + 16 > len(sub):
                     raise _short_fixed(p, len(sub), (('ReplicaDirectoryId', 16),))
-                v_replica_directory_id, = _S_16s.unpack_from(sub, p)
-                v_replica_directory_id = _uuid_from_bytes(v_replica_directory_id)
+                v_replica_directory_id = _uuid_from_bytes(sub[p:p + 16])
                 p += 16
             else:
                 raw_tags.append((tag, bytes(buf[pos:pos + size])))
             pos += size
         if raw_tags:
             unknown = tuple(raw_tags)
-    return FetchPartition(v_partition, v_current_leader_epoch, v_fetch_offset, v_last_fetched_epoch, v_log_start_offset, v_partition_max_bytes, v_replica_directory_id, unknown), pos
+    o = _new(FetchPartition)
+    o.partition = v_partition
+    o.current_leader_epoch = v_current_leader_epoch
+    o.fetch_offset = v_fetch_offset
+    o.last_fetched_epoch = v_last_fetched_epoch
+    o.log_start_offset = v_log_start_offset
+    o.partition_max_bytes = v_partition_max_bytes
+    o.replica_directory_id = v_replica_directory_id
+    o.unknown_tagged_fields = unknown
+    return o, pos
 
 
 def _write_FetchPartition_4(o: FetchPartition, out: bytearray) -> None:
@@ -318,17 +367,23 @@ def _read_FetchTopic_0(buf: bytes | bytearray | memoryview, pos: int) -> tuple[F
     # versions 0-4
     end = len(buf)
     v_topic, pos = _rs(buf, pos, 'Topic')
+    v_partitions: list[FetchPartition]
     n_v_partitions, pos = _ral(buf, pos, 'Partitions')
     v_partitions = []
-    app = v_partitions.append
+    app_v_partitions = v_partitions.append
     i = 0
     try:
         for i in range(n_v_partitions):
-            item, pos = _read_FetchPartition_0(buf, pos)
-            app(item)
+            e_v_partitions, pos = _read_FetchPartition_0(buf, pos)
+            app_v_partitions(e_v_partitions)
     except _DecodeError as exc:
         raise exc.refine(field=f'Partitions[{i}]')
-    return FetchTopic(v_topic, _ZERO_UUID, v_partitions, ()), pos
+    o = _new(FetchTopic)
+    o.topic = v_topic
+    o.topic_id = _ZERO_UUID
+    o.partitions = v_partitions
+    o.unknown_tagged_fields = ()
+    return o, pos
 
 
 def _write_FetchTopic_0(o: FetchTopic, out: bytearray) -> None:
@@ -339,8 +394,8 @@ def _write_FetchTopic_0(o: FetchTopic, out: bytearray) -> None:
     if o.partitions is None:
         raise _null('Partitions')
     _wal(out, o.partitions, 'Partitions')
-    for item in o.partitions:
-        _write_FetchPartition_0(item, out)
+    for e_partitions in o.partitions:
+        _write_FetchPartition_0(e_partitions, out)
     if o.unknown_tagged_fields:
         raise _EncodeError('tagged fields cannot be written at non-flexible version 0-4')
 
@@ -349,17 +404,23 @@ def _read_FetchTopic_1(buf: bytes | bytearray | memoryview, pos: int) -> tuple[F
     # versions 5-8
     end = len(buf)
     v_topic, pos = _rs(buf, pos, 'Topic')
+    v_partitions: list[FetchPartition]
     n_v_partitions, pos = _ral(buf, pos, 'Partitions')
     v_partitions = []
-    app = v_partitions.append
+    app_v_partitions = v_partitions.append
     i = 0
     try:
         for i in range(n_v_partitions):
-            item, pos = _read_FetchPartition_1(buf, pos)
-            app(item)
+            e_v_partitions, pos = _read_FetchPartition_1(buf, pos)
+            app_v_partitions(e_v_partitions)
     except _DecodeError as exc:
         raise exc.refine(field=f'Partitions[{i}]')
-    return FetchTopic(v_topic, _ZERO_UUID, v_partitions, ()), pos
+    o = _new(FetchTopic)
+    o.topic = v_topic
+    o.topic_id = _ZERO_UUID
+    o.partitions = v_partitions
+    o.unknown_tagged_fields = ()
+    return o, pos
 
 
 def _write_FetchTopic_1(o: FetchTopic, out: bytearray) -> None:
@@ -370,8 +431,8 @@ def _write_FetchTopic_1(o: FetchTopic, out: bytearray) -> None:
     if o.partitions is None:
         raise _null('Partitions')
     _wal(out, o.partitions, 'Partitions')
-    for item in o.partitions:
-        _write_FetchPartition_1(item, out)
+    for e_partitions in o.partitions:
+        _write_FetchPartition_1(e_partitions, out)
     if o.unknown_tagged_fields:
         raise _EncodeError('tagged fields cannot be written at non-flexible version 5-8')
 
@@ -380,17 +441,23 @@ def _read_FetchTopic_2(buf: bytes | bytearray | memoryview, pos: int) -> tuple[F
     # versions 9-11
     end = len(buf)
     v_topic, pos = _rs(buf, pos, 'Topic')
+    v_partitions: list[FetchPartition]
     n_v_partitions, pos = _ral(buf, pos, 'Partitions')
     v_partitions = []
-    app = v_partitions.append
+    app_v_partitions = v_partitions.append
     i = 0
     try:
         for i in range(n_v_partitions):
-            item, pos = _read_FetchPartition_2(buf, pos)
-            app(item)
+            e_v_partitions, pos = _read_FetchPartition_2(buf, pos)
+            app_v_partitions(e_v_partitions)
     except _DecodeError as exc:
         raise exc.refine(field=f'Partitions[{i}]')
-    return FetchTopic(v_topic, _ZERO_UUID, v_partitions, ()), pos
+    o = _new(FetchTopic)
+    o.topic = v_topic
+    o.topic_id = _ZERO_UUID
+    o.partitions = v_partitions
+    o.unknown_tagged_fields = ()
+    return o, pos
 
 
 def _write_FetchTopic_2(o: FetchTopic, out: bytearray) -> None:
@@ -401,8 +468,8 @@ def _write_FetchTopic_2(o: FetchTopic, out: bytearray) -> None:
     if o.partitions is None:
         raise _null('Partitions')
     _wal(out, o.partitions, 'Partitions')
-    for item in o.partitions:
-        _write_FetchPartition_2(item, out)
+    for e_partitions in o.partitions:
+        _write_FetchPartition_2(e_partitions, out)
     if o.unknown_tagged_fields:
         raise _EncodeError('tagged fields cannot be written at non-flexible version 9-11')
 
@@ -411,14 +478,19 @@ def _read_FetchTopic_3(buf: bytes | bytearray | memoryview, pos: int) -> tuple[F
     # versions 12
     end = len(buf)
     v_topic, pos = _rcs(buf, pos, 'Topic')
-    n_v_partitions, pos = _rcal(buf, pos, 'Partitions')
+    v_partitions: list[FetchPartition]
+    n_v_partitions = buf[pos] - 1 if pos < end else -2
+    if 0 <= n_v_partitions < 127 and n_v_partitions <= end - pos:
+        pos += 1
+    else:
+        n_v_partitions, pos = _rcal(buf, pos, 'Partitions')
     v_partitions = []
-    app = v_partitions.append
+    app_v_partitions = v_partitions.append
     i = 0
     try:
         for i in range(n_v_partitions):
-            item, pos = _read_FetchPartition_3(buf, pos)
-            app(item)
+            e_v_partitions, pos = _read_FetchPartition_3(buf, pos)
+            app_v_partitions(e_v_partitions)
     except _DecodeError as exc:
         raise exc.refine(field=f'Partitions[{i}]')
     unknown: tuple[tuple[int, bytes], ...] = ()
@@ -433,7 +505,12 @@ def _read_FetchTopic_3(buf: bytes | bytearray | memoryview, pos: int) -> tuple[F
             pos += size
         if raw_tags:
             unknown = tuple(raw_tags)
-    return FetchTopic(v_topic, _ZERO_UUID, v_partitions, unknown), pos
+    o = _new(FetchTopic)
+    o.topic = v_topic
+    o.topic_id = _ZERO_UUID
+    o.partitions = v_partitions
+    o.unknown_tagged_fields = unknown
+    return o, pos
 
 
 def _write_FetchTopic_3(o: FetchTopic, out: bytearray) -> None:
@@ -444,8 +521,8 @@ def _write_FetchTopic_3(o: FetchTopic, out: bytearray) -> None:
     if o.partitions is None:
         raise _null('Partitions')
     _wcal(out, o.partitions, 'Partitions')
-    for item in o.partitions:
-        _write_FetchPartition_3(item, out)
+    for e_partitions in o.partitions:
+        _write_FetchPartition_3(e_partitions, out)
     if o.unknown_tagged_fields:
         _wts(out, (), o.unknown_tagged_fields, '_tagged_fields')
     else:
@@ -456,18 +533,23 @@ def _read_FetchTopic_4(buf: bytes | bytearray | memoryview, pos: int) -> tuple[F
     # versions 13-16
     end = len(buf)
     if pos + 16 > end:
-        raise _short_fixed(pos, end, _L_16s)
-    v_topic_id, = _S_16s.unpack_from(buf, pos)
-    v_topic_id = _uuid_from_bytes(v_topic_id)
+        raise _short_fixed(pos, end, _L5)
+    r_topic_id, = _S_16s.unpack_from(buf, pos)
+    v_topic_id = _uuid_from_bytes(r_topic_id)
     pos += 16
-    n_v_partitions, pos = _rcal(buf, pos, 'Partitions')
+    v_partitions: list[FetchPartition]
+    n_v_partitions = buf[pos] - 1 if pos < end else -2
+    if 0 <= n_v_partitions < 127 and n_v_partitions <= end - pos:
+        pos += 1
+    else:
+        n_v_partitions, pos = _rcal(buf, pos, 'Partitions')
     v_partitions = []
-    app = v_partitions.append
+    app_v_partitions = v_partitions.append
     i = 0
     try:
         for i in range(n_v_partitions):
-            item, pos = _read_FetchPartition_3(buf, pos)
-            app(item)
+            e_v_partitions, pos = _read_FetchPartition_3(buf, pos)
+            app_v_partitions(e_v_partitions)
     except _DecodeError as exc:
         raise exc.refine(field=f'Partitions[{i}]')
     unknown: tuple[tuple[int, bytes], ...] = ()
@@ -482,7 +564,12 @@ def _read_FetchTopic_4(buf: bytes | bytearray | memoryview, pos: int) -> tuple[F
             pos += size
         if raw_tags:
             unknown = tuple(raw_tags)
-    return FetchTopic('', v_topic_id, v_partitions, unknown), pos
+    o = _new(FetchTopic)
+    o.topic = ''
+    o.topic_id = v_topic_id
+    o.partitions = v_partitions
+    o.unknown_tagged_fields = unknown
+    return o, pos
 
 
 def _write_FetchTopic_4(o: FetchTopic, out: bytearray) -> None:
@@ -491,8 +578,8 @@ def _write_FetchTopic_4(o: FetchTopic, out: bytearray) -> None:
     if o.partitions is None:
         raise _null('Partitions')
     _wcal(out, o.partitions, 'Partitions')
-    for item in o.partitions:
-        _write_FetchPartition_3(item, out)
+    for e_partitions in o.partitions:
+        _write_FetchPartition_3(e_partitions, out)
     if o.unknown_tagged_fields:
         _wts(out, (), o.unknown_tagged_fields, '_tagged_fields')
     else:
@@ -503,18 +590,23 @@ def _read_FetchTopic_5(buf: bytes | bytearray | memoryview, pos: int) -> tuple[F
     # versions 17
     end = len(buf)
     if pos + 16 > end:
-        raise _short_fixed(pos, end, _L_16s)
-    v_topic_id, = _S_16s.unpack_from(buf, pos)
-    v_topic_id = _uuid_from_bytes(v_topic_id)
+        raise _short_fixed(pos, end, _L5)
+    r_topic_id, = _S_16s.unpack_from(buf, pos)
+    v_topic_id = _uuid_from_bytes(r_topic_id)
     pos += 16
-    n_v_partitions, pos = _rcal(buf, pos, 'Partitions')
+    v_partitions: list[FetchPartition]
+    n_v_partitions = buf[pos] - 1 if pos < end else -2
+    if 0 <= n_v_partitions < 127 and n_v_partitions <= end - pos:
+        pos += 1
+    else:
+        n_v_partitions, pos = _rcal(buf, pos, 'Partitions')
     v_partitions = []
-    app = v_partitions.append
+    app_v_partitions = v_partitions.append
     i = 0
     try:
         for i in range(n_v_partitions):
-            item, pos = _read_FetchPartition_4(buf, pos)
-            app(item)
+            e_v_partitions, pos = _read_FetchPartition_4(buf, pos)
+            app_v_partitions(e_v_partitions)
     except _DecodeError as exc:
         raise exc.refine(field=f'Partitions[{i}]')
     unknown: tuple[tuple[int, bytes], ...] = ()
@@ -529,7 +621,12 @@ def _read_FetchTopic_5(buf: bytes | bytearray | memoryview, pos: int) -> tuple[F
             pos += size
         if raw_tags:
             unknown = tuple(raw_tags)
-    return FetchTopic('', v_topic_id, v_partitions, unknown), pos
+    o = _new(FetchTopic)
+    o.topic = ''
+    o.topic_id = v_topic_id
+    o.partitions = v_partitions
+    o.unknown_tagged_fields = unknown
+    return o, pos
 
 
 def _write_FetchTopic_5(o: FetchTopic, out: bytearray) -> None:
@@ -538,8 +635,8 @@ def _write_FetchTopic_5(o: FetchTopic, out: bytearray) -> None:
     if o.partitions is None:
         raise _null('Partitions')
     _wcal(out, o.partitions, 'Partitions')
-    for item in o.partitions:
-        _write_FetchPartition_4(item, out)
+    for e_partitions in o.partitions:
+        _write_FetchPartition_4(e_partitions, out)
     if o.unknown_tagged_fields:
         _wts(out, (), o.unknown_tagged_fields, '_tagged_fields')
     else:
@@ -550,9 +647,15 @@ def _read_ForgottenTopic_0(buf: bytes | bytearray | memoryview, pos: int) -> tup
     # versions 7-11
     end = len(buf)
     v_topic, pos = _rs(buf, pos, 'Topic')
+    v_partitions: list[int]
     n_v_partitions, pos = _ral(buf, pos, 'Partitions')
-    v_partitions, pos = _rfa(buf, pos, n_v_partitions, _S_i, 'Partitions')
-    return ForgottenTopic(v_topic, _ZERO_UUID, v_partitions, ()), pos
+    v_partitions, pos = _rfa(buf, pos, n_v_partitions, 'i', 'Partitions')
+    o = _new(ForgottenTopic)
+    o.topic = v_topic
+    o.topic_id = _ZERO_UUID
+    o.partitions = v_partitions
+    o.unknown_tagged_fields = ()
+    return o, pos
 
 
 def _write_ForgottenTopic_0(o: ForgottenTopic, out: bytearray) -> None:
@@ -572,8 +675,13 @@ def _read_ForgottenTopic_1(buf: bytes | bytearray | memoryview, pos: int) -> tup
     # versions 12
     end = len(buf)
     v_topic, pos = _rcs(buf, pos, 'Topic')
-    n_v_partitions, pos = _rcal(buf, pos, 'Partitions')
-    v_partitions, pos = _rfa(buf, pos, n_v_partitions, _S_i, 'Partitions')
+    v_partitions: list[int]
+    n_v_partitions = buf[pos] - 1 if pos < end else -2
+    if 0 <= n_v_partitions < 127 and n_v_partitions <= end - pos:
+        pos += 1
+    else:
+        n_v_partitions, pos = _rcal(buf, pos, 'Partitions')
+    v_partitions, pos = _rfa(buf, pos, n_v_partitions, 'i', 'Partitions')
     unknown: tuple[tuple[int, bytes], ...] = ()
     if pos < end and buf[pos] == 0:
         pos += 1
@@ -586,7 +694,12 @@ def _read_ForgottenTopic_1(buf: bytes | bytearray | memoryview, pos: int) -> tup
             pos += size
         if raw_tags:
             unknown = tuple(raw_tags)
-    return ForgottenTopic(v_topic, _ZERO_UUID, v_partitions, unknown), pos
+    o = _new(ForgottenTopic)
+    o.topic = v_topic
+    o.topic_id = _ZERO_UUID
+    o.partitions = v_partitions
+    o.unknown_tagged_fields = unknown
+    return o, pos
 
 
 def _write_ForgottenTopic_1(o: ForgottenTopic, out: bytearray) -> None:
@@ -608,12 +721,17 @@ def _read_ForgottenTopic_2(buf: bytes | bytearray | memoryview, pos: int) -> tup
     # versions 13-17
     end = len(buf)
     if pos + 16 > end:
-        raise _short_fixed(pos, end, _L_16s)
-    v_topic_id, = _S_16s.unpack_from(buf, pos)
-    v_topic_id = _uuid_from_bytes(v_topic_id)
+        raise _short_fixed(pos, end, _L5)
+    r_topic_id, = _S_16s.unpack_from(buf, pos)
+    v_topic_id = _uuid_from_bytes(r_topic_id)
     pos += 16
-    n_v_partitions, pos = _rcal(buf, pos, 'Partitions')
-    v_partitions, pos = _rfa(buf, pos, n_v_partitions, _S_i, 'Partitions')
+    v_partitions: list[int]
+    n_v_partitions = buf[pos] - 1 if pos < end else -2
+    if 0 <= n_v_partitions < 127 and n_v_partitions <= end - pos:
+        pos += 1
+    else:
+        n_v_partitions, pos = _rcal(buf, pos, 'Partitions')
+    v_partitions, pos = _rfa(buf, pos, n_v_partitions, 'i', 'Partitions')
     unknown: tuple[tuple[int, bytes], ...] = ()
     if pos < end and buf[pos] == 0:
         pos += 1
@@ -626,7 +744,12 @@ def _read_ForgottenTopic_2(buf: bytes | bytearray | memoryview, pos: int) -> tup
             pos += size
         if raw_tags:
             unknown = tuple(raw_tags)
-    return ForgottenTopic('', v_topic_id, v_partitions, unknown), pos
+    o = _new(ForgottenTopic)
+    o.topic = ''
+    o.topic_id = v_topic_id
+    o.partitions = v_partitions
+    o.unknown_tagged_fields = unknown
+    return o, pos
 
 
 def _write_ForgottenTopic_2(o: ForgottenTopic, out: bytearray) -> None:
@@ -646,20 +769,35 @@ def _read_FetchRequest_0(buf: bytes | bytearray | memoryview, pos: int) -> tuple
     # versions 0-2
     end = len(buf)
     if pos + 12 > end:
-        raise _short_fixed(pos, end, _L_iii)
+        raise _short_fixed(pos, end, _L6)
     v_replica_id, v_max_wait_ms, v_min_bytes = _S_iii.unpack_from(buf, pos)
     pos += 12
+    v_topics: list[FetchTopic]
     n_v_topics, pos = _ral(buf, pos, 'Topics')
     v_topics = []
-    app = v_topics.append
+    app_v_topics = v_topics.append
     i = 0
     try:
         for i in range(n_v_topics):
-            item, pos = _read_FetchTopic_0(buf, pos)
-            app(item)
+            e_v_topics, pos = _read_FetchTopic_0(buf, pos)
+            app_v_topics(e_v_topics)
     except _DecodeError as exc:
         raise exc.refine(field=f'Topics[{i}]')
-    return FetchRequest(None, v_replica_id, ReplicaState(), v_max_wait_ms, v_min_bytes, 2147483647, 0, 0, -1, v_topics, [], '', ()), pos
+    o = _new(FetchRequest)
+    o.cluster_id = None
+    o.replica_id = v_replica_id
+    o.replica_state = ReplicaState()
+    o.max_wait_ms = v_max_wait_ms
+    o.min_bytes = v_min_bytes
+    o.max_bytes = 2147483647
+    o.isolation_level = 0
+    o.session_id = 0
+    o.session_epoch = -1
+    o.topics = v_topics
+    o.forgotten_topics_data = []
+    o.rack_id = ''
+    o.unknown_tagged_fields = ()
+    return o, pos
 
 
 def _write_FetchRequest_0(o: FetchRequest, out: bytearray) -> None:
@@ -672,8 +810,8 @@ def _write_FetchRequest_0(o: FetchRequest, out: bytearray) -> None:
     if o.topics is None:
         raise _null('Topics')
     _wal(out, o.topics, 'Topics')
-    for item in o.topics:
-        _write_FetchTopic_0(item, out)
+    for e_topics in o.topics:
+        _write_FetchTopic_0(e_topics, out)
     if o.unknown_tagged_fields:
         raise _EncodeError('tagged fields cannot be written at non-flexible version 0-2')
 
@@ -682,20 +820,35 @@ def _read_FetchRequest_1(buf: bytes | bytearray | memoryview, pos: int) -> tuple
     # versions 3
     end = len(buf)
     if pos + 16 > end:
-        raise _short_fixed(pos, end, _L_iiii)
+        raise _short_fixed(pos, end, _L7)
     v_replica_id, v_max_wait_ms, v_min_bytes, v_max_bytes = _S_iiii.unpack_from(buf, pos)
     pos += 16
+    v_topics: list[FetchTopic]
     n_v_topics, pos = _ral(buf, pos, 'Topics')
     v_topics = []
-    app = v_topics.append
+    app_v_topics = v_topics.append
     i = 0
     try:
         for i in range(n_v_topics):
-            item, pos = _read_FetchTopic_0(buf, pos)
-            app(item)
+            e_v_topics, pos = _read_FetchTopic_0(buf, pos)
+            app_v_topics(e_v_topics)
     except _DecodeError as exc:
         raise exc.refine(field=f'Topics[{i}]')
-    return FetchRequest(None, v_replica_id, ReplicaState(), v_max_wait_ms, v_min_bytes, v_max_bytes, 0, 0, -1, v_topics, [], '', ()), pos
+    o = _new(FetchRequest)
+    o.cluster_id = None
+    o.replica_id = v_replica_id
+    o.replica_state = ReplicaState()
+    o.max_wait_ms = v_max_wait_ms
+    o.min_bytes = v_min_bytes
+    o.max_bytes = v_max_bytes
+    o.isolation_level = 0
+    o.session_id = 0
+    o.session_epoch = -1
+    o.topics = v_topics
+    o.forgotten_topics_data = []
+    o.rack_id = ''
+    o.unknown_tagged_fields = ()
+    return o, pos
 
 
 def _write_FetchRequest_1(o: FetchRequest, out: bytearray) -> None:
@@ -708,8 +861,8 @@ def _write_FetchRequest_1(o: FetchRequest, out: bytearray) -> None:
     if o.topics is None:
         raise _null('Topics')
     _wal(out, o.topics, 'Topics')
-    for item in o.topics:
-        _write_FetchTopic_0(item, out)
+    for e_topics in o.topics:
+        _write_FetchTopic_0(e_topics, out)
     if o.unknown_tagged_fields:
         raise _EncodeError('tagged fields cannot be written at non-flexible version 3')
 
@@ -718,20 +871,35 @@ def _read_FetchRequest_2(buf: bytes | bytearray | memoryview, pos: int) -> tuple
     # versions 4
     end = len(buf)
     if pos + 17 > end:
-        raise _short_fixed(pos, end, _L_iiiib)
+        raise _short_fixed(pos, end, _L8)
     v_replica_id, v_max_wait_ms, v_min_bytes, v_max_bytes, v_isolation_level = _S_iiiib.unpack_from(buf, pos)
     pos += 17
+    v_topics: list[FetchTopic]
     n_v_topics, pos = _ral(buf, pos, 'Topics')
     v_topics = []
-    app = v_topics.append
+    app_v_topics = v_topics.append
     i = 0
     try:
         for i in range(n_v_topics):
-            item, pos = _read_FetchTopic_0(buf, pos)
-            app(item)
+            e_v_topics, pos = _read_FetchTopic_0(buf, pos)
+            app_v_topics(e_v_topics)
     except _DecodeError as exc:
         raise exc.refine(field=f'Topics[{i}]')
-    return FetchRequest(None, v_replica_id, ReplicaState(), v_max_wait_ms, v_min_bytes, v_max_bytes, v_isolation_level, 0, -1, v_topics, [], '', ()), pos
+    o = _new(FetchRequest)
+    o.cluster_id = None
+    o.replica_id = v_replica_id
+    o.replica_state = ReplicaState()
+    o.max_wait_ms = v_max_wait_ms
+    o.min_bytes = v_min_bytes
+    o.max_bytes = v_max_bytes
+    o.isolation_level = v_isolation_level
+    o.session_id = 0
+    o.session_epoch = -1
+    o.topics = v_topics
+    o.forgotten_topics_data = []
+    o.rack_id = ''
+    o.unknown_tagged_fields = ()
+    return o, pos
 
 
 def _write_FetchRequest_2(o: FetchRequest, out: bytearray) -> None:
@@ -744,8 +912,8 @@ def _write_FetchRequest_2(o: FetchRequest, out: bytearray) -> None:
     if o.topics is None:
         raise _null('Topics')
     _wal(out, o.topics, 'Topics')
-    for item in o.topics:
-        _write_FetchTopic_0(item, out)
+    for e_topics in o.topics:
+        _write_FetchTopic_0(e_topics, out)
     if o.unknown_tagged_fields:
         raise _EncodeError('tagged fields cannot be written at non-flexible version 4')
 
@@ -754,20 +922,35 @@ def _read_FetchRequest_3(buf: bytes | bytearray | memoryview, pos: int) -> tuple
     # versions 5-6
     end = len(buf)
     if pos + 17 > end:
-        raise _short_fixed(pos, end, _L_iiiib)
+        raise _short_fixed(pos, end, _L8)
     v_replica_id, v_max_wait_ms, v_min_bytes, v_max_bytes, v_isolation_level = _S_iiiib.unpack_from(buf, pos)
     pos += 17
+    v_topics: list[FetchTopic]
     n_v_topics, pos = _ral(buf, pos, 'Topics')
     v_topics = []
-    app = v_topics.append
+    app_v_topics = v_topics.append
     i = 0
     try:
         for i in range(n_v_topics):
-            item, pos = _read_FetchTopic_1(buf, pos)
-            app(item)
+            e_v_topics, pos = _read_FetchTopic_1(buf, pos)
+            app_v_topics(e_v_topics)
     except _DecodeError as exc:
         raise exc.refine(field=f'Topics[{i}]')
-    return FetchRequest(None, v_replica_id, ReplicaState(), v_max_wait_ms, v_min_bytes, v_max_bytes, v_isolation_level, 0, -1, v_topics, [], '', ()), pos
+    o = _new(FetchRequest)
+    o.cluster_id = None
+    o.replica_id = v_replica_id
+    o.replica_state = ReplicaState()
+    o.max_wait_ms = v_max_wait_ms
+    o.min_bytes = v_min_bytes
+    o.max_bytes = v_max_bytes
+    o.isolation_level = v_isolation_level
+    o.session_id = 0
+    o.session_epoch = -1
+    o.topics = v_topics
+    o.forgotten_topics_data = []
+    o.rack_id = ''
+    o.unknown_tagged_fields = ()
+    return o, pos
 
 
 def _write_FetchRequest_3(o: FetchRequest, out: bytearray) -> None:
@@ -780,8 +963,8 @@ def _write_FetchRequest_3(o: FetchRequest, out: bytearray) -> None:
     if o.topics is None:
         raise _null('Topics')
     _wal(out, o.topics, 'Topics')
-    for item in o.topics:
-        _write_FetchTopic_1(item, out)
+    for e_topics in o.topics:
+        _write_FetchTopic_1(e_topics, out)
     if o.unknown_tagged_fields:
         raise _EncodeError('tagged fields cannot be written at non-flexible version 5-6')
 
@@ -790,30 +973,46 @@ def _read_FetchRequest_4(buf: bytes | bytearray | memoryview, pos: int) -> tuple
     # versions 7-8
     end = len(buf)
     if pos + 25 > end:
-        raise _short_fixed(pos, end, _L_iiiibii)
+        raise _short_fixed(pos, end, _L9)
     v_replica_id, v_max_wait_ms, v_min_bytes, v_max_bytes, v_isolation_level, v_session_id, v_session_epoch = _S_iiiibii.unpack_from(buf, pos)
     pos += 25
+    v_topics: list[FetchTopic]
     n_v_topics, pos = _ral(buf, pos, 'Topics')
     v_topics = []
-    app = v_topics.append
+    app_v_topics = v_topics.append
     i = 0
     try:
         for i in range(n_v_topics):
-            item, pos = _read_FetchTopic_1(buf, pos)
-            app(item)
+            e_v_topics, pos = _read_FetchTopic_1(buf, pos)
+            app_v_topics(e_v_topics)
     except _DecodeError as exc:
         raise exc.refine(field=f'Topics[{i}]')
+    v_forgotten_topics_data: list[ForgottenTopic]
     n_v_forgotten_topics_data, pos = _ral(buf, pos, 'ForgottenTopicsData')
     v_forgotten_topics_data = []
-    app = v_forgotten_topics_data.append
+    app_v_forgotten_topics_data = v_forgotten_topics_data.append
     i = 0
     try:
         for i in range(n_v_forgotten_topics_data):
-            item, pos = _read_ForgottenTopic_0(buf, pos)
-            app(item)
+            e_v_forgotten_topics_data, pos = _read_ForgottenTopic_0(buf, pos)
+            app_v_forgotten_topics_data(e_v_forgotten_topics_data)
     except _DecodeError as exc:
         raise exc.refine(field=f'ForgottenTopicsData[{i}]')
-    return FetchRequest(None, v_replica_id, ReplicaState(), v_max_wait_ms, v_min_bytes, v_max_bytes, v_isolation_level, v_session_id, v_session_epoch, v_topics, v_forgotten_topics_data, '', ()), pos
+    o = _new(FetchRequest)
+    o.cluster_id = None
+    o.replica_id = v_replica_id
+    o.replica_state = ReplicaState()
+    o.max_wait_ms = v_max_wait_ms
+    o.min_bytes = v_min_bytes
+    o.max_bytes = v_max_bytes
+    o.isolation_level = v_isolation_level
+    o.session_id = v_session_id
+    o.session_epoch = v_session_epoch
+    o.topics = v_topics
+    o.forgotten_topics_data = v_forgotten_topics_data
+    o.rack_id = ''
+    o.unknown_tagged_fields = ()
+    return o, pos
 
 
 def _write_FetchRequest_4(o: FetchRequest, out: bytearray) -> None:
@@ -824,13 +1023,13 @@ def _write_FetchRequest_4(o: FetchRequest, out: bytearray) -> None:
     if o.topics is None:
         raise _null('Topics')
     _wal(out, o.topics, 'Topics')
-    for item in o.topics:
-        _write_FetchTopic_1(item, out)
+    for e_topics in o.topics:
+        _write_FetchTopic_1(e_topics, out)
     if o.forgotten_topics_data is None:
         raise _null('ForgottenTopicsData')
     _wal(out, o.forgotten_topics_data, 'ForgottenTopicsData')
-    for item in o.forgotten_topics_data:
-        _write_ForgottenTopic_0(item, out)
+    for e_forgotten_topics_data in o.forgotten_topics_data:
+        _write_ForgottenTopic_0(e_forgotten_topics_data, out)
     if o.unknown_tagged_fields:
         raise _EncodeError('tagged fields cannot be written at non-flexible version 7-8')
 
@@ -839,30 +1038,46 @@ def _read_FetchRequest_5(buf: bytes | bytearray | memoryview, pos: int) -> tuple
     # versions 9-10
     end = len(buf)
     if pos + 25 > end:
-        raise _short_fixed(pos, end, _L_iiiibii)
+        raise _short_fixed(pos, end, _L9)
     v_replica_id, v_max_wait_ms, v_min_bytes, v_max_bytes, v_isolation_level, v_session_id, v_session_epoch = _S_iiiibii.unpack_from(buf, pos)
     pos += 25
+    v_topics: list[FetchTopic]
     n_v_topics, pos = _ral(buf, pos, 'Topics')
     v_topics = []
-    app = v_topics.append
+    app_v_topics = v_topics.append
     i = 0
     try:
         for i in range(n_v_topics):
-            item, pos = _read_FetchTopic_2(buf, pos)
-            app(item)
+            e_v_topics, pos = _read_FetchTopic_2(buf, pos)
+            app_v_topics(e_v_topics)
     except _DecodeError as exc:
         raise exc.refine(field=f'Topics[{i}]')
+    v_forgotten_topics_data: list[ForgottenTopic]
     n_v_forgotten_topics_data, pos = _ral(buf, pos, 'ForgottenTopicsData')
     v_forgotten_topics_data = []
-    app = v_forgotten_topics_data.append
+    app_v_forgotten_topics_data = v_forgotten_topics_data.append
     i = 0
     try:
         for i in range(n_v_forgotten_topics_data):
-            item, pos = _read_ForgottenTopic_0(buf, pos)
-            app(item)
+            e_v_forgotten_topics_data, pos = _read_ForgottenTopic_0(buf, pos)
+            app_v_forgotten_topics_data(e_v_forgotten_topics_data)
     except _DecodeError as exc:
         raise exc.refine(field=f'ForgottenTopicsData[{i}]')
-    return FetchRequest(None, v_replica_id, ReplicaState(), v_max_wait_ms, v_min_bytes, v_max_bytes, v_isolation_level, v_session_id, v_session_epoch, v_topics, v_forgotten_topics_data, '', ()), pos
+    o = _new(FetchRequest)
+    o.cluster_id = None
+    o.replica_id = v_replica_id
+    o.replica_state = ReplicaState()
+    o.max_wait_ms = v_max_wait_ms
+    o.min_bytes = v_min_bytes
+    o.max_bytes = v_max_bytes
+    o.isolation_level = v_isolation_level
+    o.session_id = v_session_id
+    o.session_epoch = v_session_epoch
+    o.topics = v_topics
+    o.forgotten_topics_data = v_forgotten_topics_data
+    o.rack_id = ''
+    o.unknown_tagged_fields = ()
+    return o, pos
 
 
 def _write_FetchRequest_5(o: FetchRequest, out: bytearray) -> None:
@@ -873,13 +1088,13 @@ def _write_FetchRequest_5(o: FetchRequest, out: bytearray) -> None:
     if o.topics is None:
         raise _null('Topics')
     _wal(out, o.topics, 'Topics')
-    for item in o.topics:
-        _write_FetchTopic_2(item, out)
+    for e_topics in o.topics:
+        _write_FetchTopic_2(e_topics, out)
     if o.forgotten_topics_data is None:
         raise _null('ForgottenTopicsData')
     _wal(out, o.forgotten_topics_data, 'ForgottenTopicsData')
-    for item in o.forgotten_topics_data:
-        _write_ForgottenTopic_0(item, out)
+    for e_forgotten_topics_data in o.forgotten_topics_data:
+        _write_ForgottenTopic_0(e_forgotten_topics_data, out)
     if o.unknown_tagged_fields:
         raise _EncodeError('tagged fields cannot be written at non-flexible version 9-10')
 
@@ -888,31 +1103,47 @@ def _read_FetchRequest_6(buf: bytes | bytearray | memoryview, pos: int) -> tuple
     # versions 11
     end = len(buf)
     if pos + 25 > end:
-        raise _short_fixed(pos, end, _L_iiiibii)
+        raise _short_fixed(pos, end, _L9)
     v_replica_id, v_max_wait_ms, v_min_bytes, v_max_bytes, v_isolation_level, v_session_id, v_session_epoch = _S_iiiibii.unpack_from(buf, pos)
     pos += 25
+    v_topics: list[FetchTopic]
     n_v_topics, pos = _ral(buf, pos, 'Topics')
     v_topics = []
-    app = v_topics.append
+    app_v_topics = v_topics.append
     i = 0
     try:
         for i in range(n_v_topics):
-            item, pos = _read_FetchTopic_2(buf, pos)
-            app(item)
+            e_v_topics, pos = _read_FetchTopic_2(buf, pos)
+            app_v_topics(e_v_topics)
     except _DecodeError as exc:
         raise exc.refine(field=f'Topics[{i}]')
+    v_forgotten_topics_data: list[ForgottenTopic]
     n_v_forgotten_topics_data, pos = _ral(buf, pos, 'ForgottenTopicsData')
     v_forgotten_topics_data = []
-    app = v_forgotten_topics_data.append
+    app_v_forgotten_topics_data = v_forgotten_topics_data.append
     i = 0
     try:
         for i in range(n_v_forgotten_topics_data):
-            item, pos = _read_ForgottenTopic_0(buf, pos)
-            app(item)
+            e_v_forgotten_topics_data, pos = _read_ForgottenTopic_0(buf, pos)
+            app_v_forgotten_topics_data(e_v_forgotten_topics_data)
     except _DecodeError as exc:
         raise exc.refine(field=f'ForgottenTopicsData[{i}]')
     v_rack_id, pos = _rs(buf, pos, 'RackId')
-    return FetchRequest(None, v_replica_id, ReplicaState(), v_max_wait_ms, v_min_bytes, v_max_bytes, v_isolation_level, v_session_id, v_session_epoch, v_topics, v_forgotten_topics_data, v_rack_id, ()), pos
+    o = _new(FetchRequest)
+    o.cluster_id = None
+    o.replica_id = v_replica_id
+    o.replica_state = ReplicaState()
+    o.max_wait_ms = v_max_wait_ms
+    o.min_bytes = v_min_bytes
+    o.max_bytes = v_max_bytes
+    o.isolation_level = v_isolation_level
+    o.session_id = v_session_id
+    o.session_epoch = v_session_epoch
+    o.topics = v_topics
+    o.forgotten_topics_data = v_forgotten_topics_data
+    o.rack_id = v_rack_id
+    o.unknown_tagged_fields = ()
+    return o, pos
 
 
 def _write_FetchRequest_6(o: FetchRequest, out: bytearray) -> None:
@@ -923,13 +1154,13 @@ def _write_FetchRequest_6(o: FetchRequest, out: bytearray) -> None:
     if o.topics is None:
         raise _null('Topics')
     _wal(out, o.topics, 'Topics')
-    for item in o.topics:
-        _write_FetchTopic_2(item, out)
+    for e_topics in o.topics:
+        _write_FetchTopic_2(e_topics, out)
     if o.forgotten_topics_data is None:
         raise _null('ForgottenTopicsData')
     _wal(out, o.forgotten_topics_data, 'ForgottenTopicsData')
-    for item in o.forgotten_topics_data:
-        _write_ForgottenTopic_0(item, out)
+    for e_forgotten_topics_data in o.forgotten_topics_data:
+        _write_ForgottenTopic_0(e_forgotten_topics_data, out)
     if o.rack_id is None:
         raise _null('RackId')
     _ws(out, o.rack_id, 'RackId')
@@ -941,31 +1172,41 @@ def _read_FetchRequest_7(buf: bytes | bytearray | memoryview, pos: int) -> tuple
     # versions 12
     end = len(buf)
     if pos + 25 > end:
-        raise _short_fixed(pos, end, _L_iiiibii)
+        raise _short_fixed(pos, end, _L9)
     v_replica_id, v_max_wait_ms, v_min_bytes, v_max_bytes, v_isolation_level, v_session_id, v_session_epoch = _S_iiiibii.unpack_from(buf, pos)
     pos += 25
-    n_v_topics, pos = _rcal(buf, pos, 'Topics')
+    v_topics: list[FetchTopic]
+    n_v_topics = buf[pos] - 1 if pos < end else -2
+    if 0 <= n_v_topics < 127 and n_v_topics <= end - pos:
+        pos += 1
+    else:
+        n_v_topics, pos = _rcal(buf, pos, 'Topics')
     v_topics = []
-    app = v_topics.append
+    app_v_topics = v_topics.append
     i = 0
     try:
         for i in range(n_v_topics):
-            item, pos = _read_FetchTopic_3(buf, pos)
-            app(item)
+            e_v_topics, pos = _read_FetchTopic_3(buf, pos)
+            app_v_topics(e_v_topics)
     except _DecodeError as exc:
         raise exc.refine(field=f'Topics[{i}]')
-    n_v_forgotten_topics_data, pos = _rcal(buf, pos, 'ForgottenTopicsData')
+    v_forgotten_topics_data: list[ForgottenTopic]
+    n_v_forgotten_topics_data = buf[pos] - 1 if pos < end else -2
+    if 0 <= n_v_forgotten_topics_data < 127 and n_v_forgotten_topics_data <= end - pos:
+        pos += 1
+    else:
+        n_v_forgotten_topics_data, pos = _rcal(buf, pos, 'ForgottenTopicsData')
     v_forgotten_topics_data = []
-    app = v_forgotten_topics_data.append
+    app_v_forgotten_topics_data = v_forgotten_topics_data.append
     i = 0
     try:
         for i in range(n_v_forgotten_topics_data):
-            item, pos = _read_ForgottenTopic_1(buf, pos)
-            app(item)
+            e_v_forgotten_topics_data, pos = _read_ForgottenTopic_1(buf, pos)
+            app_v_forgotten_topics_data(e_v_forgotten_topics_data)
     except _DecodeError as exc:
         raise exc.refine(field=f'ForgottenTopicsData[{i}]')
     v_rack_id, pos = _rcs(buf, pos, 'RackId')
-    v_cluster_id = None
+    v_cluster_id: str | None = None
     unknown: tuple[tuple[int, bytes], ...] = ()
     if pos < end and buf[pos] == 0:
         pos += 1
@@ -985,7 +1226,21 @@ def _read_FetchRequest_7(buf: bytes | bytearray | memoryview, pos: int) -> tuple
             pos += size
         if raw_tags:
             unknown = tuple(raw_tags)
-    return FetchRequest(v_cluster_id, v_replica_id, ReplicaState(), v_max_wait_ms, v_min_bytes, v_max_bytes, v_isolation_level, v_session_id, v_session_epoch, v_topics, v_forgotten_topics_data, v_rack_id, unknown), pos
+    o = _new(FetchRequest)
+    o.cluster_id = v_cluster_id
+    o.replica_id = v_replica_id
+    o.replica_state = ReplicaState()
+    o.max_wait_ms = v_max_wait_ms
+    o.min_bytes = v_min_bytes
+    o.max_bytes = v_max_bytes
+    o.isolation_level = v_isolation_level
+    o.session_id = v_session_id
+    o.session_epoch = v_session_epoch
+    o.topics = v_topics
+    o.forgotten_topics_data = v_forgotten_topics_data
+    o.rack_id = v_rack_id
+    o.unknown_tagged_fields = unknown
+    return o, pos
 
 
 def _write_FetchRequest_7(o: FetchRequest, out: bytearray) -> None:
@@ -996,13 +1251,13 @@ def _write_FetchRequest_7(o: FetchRequest, out: bytearray) -> None:
     if o.topics is None:
         raise _null('Topics')
     _wcal(out, o.topics, 'Topics')
-    for item in o.topics:
-        _write_FetchTopic_3(item, out)
+    for e_topics in o.topics:
+        _write_FetchTopic_3(e_topics, out)
     if o.forgotten_topics_data is None:
         raise _null('ForgottenTopicsData')
     _wcal(out, o.forgotten_topics_data, 'ForgottenTopicsData')
-    for item in o.forgotten_topics_data:
-        _write_ForgottenTopic_1(item, out)
+    for e_forgotten_topics_data in o.forgotten_topics_data:
+        _write_ForgottenTopic_1(e_forgotten_topics_data, out)
     if o.rack_id is None:
         raise _null('RackId')
     _wcs(out, o.rack_id, 'RackId')
@@ -1021,31 +1276,41 @@ def _read_FetchRequest_8(buf: bytes | bytearray | memoryview, pos: int) -> tuple
     # versions 13-14
     end = len(buf)
     if pos + 25 > end:
-        raise _short_fixed(pos, end, _L_iiiibii)
+        raise _short_fixed(pos, end, _L9)
     v_replica_id, v_max_wait_ms, v_min_bytes, v_max_bytes, v_isolation_level, v_session_id, v_session_epoch = _S_iiiibii.unpack_from(buf, pos)
     pos += 25
-    n_v_topics, pos = _rcal(buf, pos, 'Topics')
+    v_topics: list[FetchTopic]
+    n_v_topics = buf[pos] - 1 if pos < end else -2
+    if 0 <= n_v_topics < 127 and n_v_topics <= end - pos:
+        pos += 1
+    else:
+        n_v_topics, pos = _rcal(buf, pos, 'Topics')
     v_topics = []
-    app = v_topics.append
+    app_v_topics = v_topics.append
     i = 0
     try:
         for i in range(n_v_topics):
-            item, pos = _read_FetchTopic_4(buf, pos)
-            app(item)
+            e_v_topics, pos = _read_FetchTopic_4(buf, pos)
+            app_v_topics(e_v_topics)
     except _DecodeError as exc:
         raise exc.refine(field=f'Topics[{i}]')
-    n_v_forgotten_topics_data, pos = _rcal(buf, pos, 'ForgottenTopicsData')
+    v_forgotten_topics_data: list[ForgottenTopic]
+    n_v_forgotten_topics_data = buf[pos] - 1 if pos < end else -2
+    if 0 <= n_v_forgotten_topics_data < 127 and n_v_forgotten_topics_data <= end - pos:
+        pos += 1
+    else:
+        n_v_forgotten_topics_data, pos = _rcal(buf, pos, 'ForgottenTopicsData')
     v_forgotten_topics_data = []
-    app = v_forgotten_topics_data.append
+    app_v_forgotten_topics_data = v_forgotten_topics_data.append
     i = 0
     try:
         for i in range(n_v_forgotten_topics_data):
-            item, pos = _read_ForgottenTopic_2(buf, pos)
-            app(item)
+            e_v_forgotten_topics_data, pos = _read_ForgottenTopic_2(buf, pos)
+            app_v_forgotten_topics_data(e_v_forgotten_topics_data)
     except _DecodeError as exc:
         raise exc.refine(field=f'ForgottenTopicsData[{i}]')
     v_rack_id, pos = _rcs(buf, pos, 'RackId')
-    v_cluster_id = None
+    v_cluster_id: str | None = None
     unknown: tuple[tuple[int, bytes], ...] = ()
     if pos < end and buf[pos] == 0:
         pos += 1
@@ -1065,7 +1330,21 @@ def _read_FetchRequest_8(buf: bytes | bytearray | memoryview, pos: int) -> tuple
             pos += size
         if raw_tags:
             unknown = tuple(raw_tags)
-    return FetchRequest(v_cluster_id, v_replica_id, ReplicaState(), v_max_wait_ms, v_min_bytes, v_max_bytes, v_isolation_level, v_session_id, v_session_epoch, v_topics, v_forgotten_topics_data, v_rack_id, unknown), pos
+    o = _new(FetchRequest)
+    o.cluster_id = v_cluster_id
+    o.replica_id = v_replica_id
+    o.replica_state = ReplicaState()
+    o.max_wait_ms = v_max_wait_ms
+    o.min_bytes = v_min_bytes
+    o.max_bytes = v_max_bytes
+    o.isolation_level = v_isolation_level
+    o.session_id = v_session_id
+    o.session_epoch = v_session_epoch
+    o.topics = v_topics
+    o.forgotten_topics_data = v_forgotten_topics_data
+    o.rack_id = v_rack_id
+    o.unknown_tagged_fields = unknown
+    return o, pos
 
 
 def _write_FetchRequest_8(o: FetchRequest, out: bytearray) -> None:
@@ -1076,13 +1355,13 @@ def _write_FetchRequest_8(o: FetchRequest, out: bytearray) -> None:
     if o.topics is None:
         raise _null('Topics')
     _wcal(out, o.topics, 'Topics')
-    for item in o.topics:
-        _write_FetchTopic_4(item, out)
+    for e_topics in o.topics:
+        _write_FetchTopic_4(e_topics, out)
     if o.forgotten_topics_data is None:
         raise _null('ForgottenTopicsData')
     _wcal(out, o.forgotten_topics_data, 'ForgottenTopicsData')
-    for item in o.forgotten_topics_data:
-        _write_ForgottenTopic_2(item, out)
+    for e_forgotten_topics_data in o.forgotten_topics_data:
+        _write_ForgottenTopic_2(e_forgotten_topics_data, out)
     if o.rack_id is None:
         raise _null('RackId')
     _wcs(out, o.rack_id, 'RackId')
@@ -1101,32 +1380,42 @@ def _read_FetchRequest_9(buf: bytes | bytearray | memoryview, pos: int) -> tuple
     # versions 15-16
     end = len(buf)
     if pos + 21 > end:
-        raise _short_fixed(pos, end, _L_iiibii)
+        raise _short_fixed(pos, end, _L10)
     v_max_wait_ms, v_min_bytes, v_max_bytes, v_isolation_level, v_session_id, v_session_epoch = _S_iiibii.unpack_from(buf, pos)
     pos += 21
-    n_v_topics, pos = _rcal(buf, pos, 'Topics')
+    v_topics: list[FetchTopic]
+    n_v_topics = buf[pos] - 1 if pos < end else -2
+    if 0 <= n_v_topics < 127 and n_v_topics <= end - pos:
+        pos += 1
+    else:
+        n_v_topics, pos = _rcal(buf, pos, 'Topics')
     v_topics = []
-    app = v_topics.append
+    app_v_topics = v_topics.append
     i = 0
     try:
         for i in range(n_v_topics):
-            item, pos = _read_FetchTopic_4(buf, pos)
-            app(item)
+            e_v_topics, pos = _read_FetchTopic_4(buf, pos)
+            app_v_topics(e_v_topics)
     except _DecodeError as exc:
         raise exc.refine(field=f'Topics[{i}]')
-    n_v_forgotten_topics_data, pos = _rcal(buf, pos, 'ForgottenTopicsData')
+    v_forgotten_topics_data: list[ForgottenTopic]
+    n_v_forgotten_topics_data = buf[pos] - 1 if pos < end else -2
+    if 0 <= n_v_forgotten_topics_data < 127 and n_v_forgotten_topics_data <= end - pos:
+        pos += 1
+    else:
+        n_v_forgotten_topics_data, pos = _rcal(buf, pos, 'ForgottenTopicsData')
     v_forgotten_topics_data = []
-    app = v_forgotten_topics_data.append
+    app_v_forgotten_topics_data = v_forgotten_topics_data.append
     i = 0
     try:
         for i in range(n_v_forgotten_topics_data):
-            item, pos = _read_ForgottenTopic_2(buf, pos)
-            app(item)
+            e_v_forgotten_topics_data, pos = _read_ForgottenTopic_2(buf, pos)
+            app_v_forgotten_topics_data(e_v_forgotten_topics_data)
     except _DecodeError as exc:
         raise exc.refine(field=f'ForgottenTopicsData[{i}]')
     v_rack_id, pos = _rcs(buf, pos, 'RackId')
-    v_cluster_id = None
-    v_replica_state = ReplicaState()
+    v_cluster_id: str | None = None
+    v_replica_state: ReplicaState = ReplicaState()
     unknown: tuple[tuple[int, bytes], ...] = ()
     if pos < end and buf[pos] == 0:
         pos += 1
@@ -1151,7 +1440,21 @@ def _read_FetchRequest_9(buf: bytes | bytearray | memoryview, pos: int) -> tuple
             pos += size
         if raw_tags:
             unknown = tuple(raw_tags)
-    return FetchRequest(v_cluster_id, -1, v_replica_state, v_max_wait_ms, v_min_bytes, v_max_bytes, v_isolation_level, v_session_id, v_session_epoch, v_topics, v_forgotten_topics_data, v_rack_id, unknown), pos
+    o = _new(FetchRequest)
+    o.cluster_id = v_cluster_id
+    o.replica_id = -1
+    o.replica_state = v_replica_state
+    o.max_wait_ms = v_max_wait_ms
+    o.min_bytes = v_min_bytes
+    o.max_bytes = v_max_bytes
+    o.isolation_level = v_isolation_level
+    o.session_id = v_session_id
+    o.session_epoch = v_session_epoch
+    o.topics = v_topics
+    o.forgotten_topics_data = v_forgotten_topics_data
+    o.rack_id = v_rack_id
+    o.unknown_tagged_fields = unknown
+    return o, pos
 
 
 def _write_FetchRequest_9(o: FetchRequest, out: bytearray) -> None:
@@ -1162,13 +1465,13 @@ def _write_FetchRequest_9(o: FetchRequest, out: bytearray) -> None:
     if o.topics is None:
         raise _null('Topics')
     _wcal(out, o.topics, 'Topics')
-    for item in o.topics:
-        _write_FetchTopic_4(item, out)
+    for e_topics in o.topics:
+        _write_FetchTopic_4(e_topics, out)
     if o.forgotten_topics_data is None:
         raise _null('ForgottenTopicsData')
     _wcal(out, o.forgotten_topics_data, 'ForgottenTopicsData')
-    for item in o.forgotten_topics_data:
-        _write_ForgottenTopic_2(item, out)
+    for e_forgotten_topics_data in o.forgotten_topics_data:
+        _write_ForgottenTopic_2(e_forgotten_topics_data, out)
     if o.rack_id is None:
         raise _null('RackId')
     _wcs(out, o.rack_id, 'RackId')
@@ -1193,32 +1496,42 @@ def _read_FetchRequest_10(buf: bytes | bytearray | memoryview, pos: int) -> tupl
     # versions 17
     end = len(buf)
     if pos + 21 > end:
-        raise _short_fixed(pos, end, _L_iiibii)
+        raise _short_fixed(pos, end, _L10)
     v_max_wait_ms, v_min_bytes, v_max_bytes, v_isolation_level, v_session_id, v_session_epoch = _S_iiibii.unpack_from(buf, pos)
     pos += 21
-    n_v_topics, pos = _rcal(buf, pos, 'Topics')
+    v_topics: list[FetchTopic]
+    n_v_topics = buf[pos] - 1 if pos < end else -2
+    if 0 <= n_v_topics < 127 and n_v_topics <= end - pos:
+        pos += 1
+    else:
+        n_v_topics, pos = _rcal(buf, pos, 'Topics')
     v_topics = []
-    app = v_topics.append
+    app_v_topics = v_topics.append
     i = 0
     try:
         for i in range(n_v_topics):
-            item, pos = _read_FetchTopic_5(buf, pos)
-            app(item)
+            e_v_topics, pos = _read_FetchTopic_5(buf, pos)
+            app_v_topics(e_v_topics)
     except _DecodeError as exc:
         raise exc.refine(field=f'Topics[{i}]')
-    n_v_forgotten_topics_data, pos = _rcal(buf, pos, 'ForgottenTopicsData')
+    v_forgotten_topics_data: list[ForgottenTopic]
+    n_v_forgotten_topics_data = buf[pos] - 1 if pos < end else -2
+    if 0 <= n_v_forgotten_topics_data < 127 and n_v_forgotten_topics_data <= end - pos:
+        pos += 1
+    else:
+        n_v_forgotten_topics_data, pos = _rcal(buf, pos, 'ForgottenTopicsData')
     v_forgotten_topics_data = []
-    app = v_forgotten_topics_data.append
+    app_v_forgotten_topics_data = v_forgotten_topics_data.append
     i = 0
     try:
         for i in range(n_v_forgotten_topics_data):
-            item, pos = _read_ForgottenTopic_2(buf, pos)
-            app(item)
+            e_v_forgotten_topics_data, pos = _read_ForgottenTopic_2(buf, pos)
+            app_v_forgotten_topics_data(e_v_forgotten_topics_data)
     except _DecodeError as exc:
         raise exc.refine(field=f'ForgottenTopicsData[{i}]')
     v_rack_id, pos = _rcs(buf, pos, 'RackId')
-    v_cluster_id = None
-    v_replica_state = ReplicaState()
+    v_cluster_id: str | None = None
+    v_replica_state: ReplicaState = ReplicaState()
     unknown: tuple[tuple[int, bytes], ...] = ()
     if pos < end and buf[pos] == 0:
         pos += 1
@@ -1243,7 +1556,21 @@ def _read_FetchRequest_10(buf: bytes | bytearray | memoryview, pos: int) -> tupl
             pos += size
         if raw_tags:
             unknown = tuple(raw_tags)
-    return FetchRequest(v_cluster_id, -1, v_replica_state, v_max_wait_ms, v_min_bytes, v_max_bytes, v_isolation_level, v_session_id, v_session_epoch, v_topics, v_forgotten_topics_data, v_rack_id, unknown), pos
+    o = _new(FetchRequest)
+    o.cluster_id = v_cluster_id
+    o.replica_id = -1
+    o.replica_state = v_replica_state
+    o.max_wait_ms = v_max_wait_ms
+    o.min_bytes = v_min_bytes
+    o.max_bytes = v_max_bytes
+    o.isolation_level = v_isolation_level
+    o.session_id = v_session_id
+    o.session_epoch = v_session_epoch
+    o.topics = v_topics
+    o.forgotten_topics_data = v_forgotten_topics_data
+    o.rack_id = v_rack_id
+    o.unknown_tagged_fields = unknown
+    return o, pos
 
 
 def _write_FetchRequest_10(o: FetchRequest, out: bytearray) -> None:
@@ -1254,13 +1581,13 @@ def _write_FetchRequest_10(o: FetchRequest, out: bytearray) -> None:
     if o.topics is None:
         raise _null('Topics')
     _wcal(out, o.topics, 'Topics')
-    for item in o.topics:
-        _write_FetchTopic_5(item, out)
+    for e_topics in o.topics:
+        _write_FetchTopic_5(e_topics, out)
     if o.forgotten_topics_data is None:
         raise _null('ForgottenTopicsData')
     _wcal(out, o.forgotten_topics_data, 'ForgottenTopicsData')
-    for item in o.forgotten_topics_data:
-        _write_ForgottenTopic_2(item, out)
+    for e_forgotten_topics_data in o.forgotten_topics_data:
+        _write_ForgottenTopic_2(e_forgotten_topics_data, out)
     if o.rack_id is None:
         raise _null('RackId')
     _wcs(out, o.rack_id, 'RackId')

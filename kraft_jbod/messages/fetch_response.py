@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import struct as _struct
+from typing import Any as _Any
 import uuid as _uuid
 from dataclasses import dataclass as _dataclass, field as _field
 from typing import ClassVar as _ClassVar
@@ -26,6 +27,7 @@ from kraft_jbod.wire.primitives import (
     short_fixed as _short_fixed, uuid_from_bytes as _uuid_from_bytes,
 )
 
+_new = object.__new__
 _S_16s = _struct.Struct('>16s')
 _S_i = _struct.Struct('>i')
 _S_ihi = _struct.Struct('>ihi')
@@ -37,22 +39,22 @@ _S_iq = _struct.Struct('>iq')
 _S_qi = _struct.Struct('>qi')
 _S_qq = _struct.Struct('>qq')
 _ZERO_UUID = _uuid_from_bytes((0).to_bytes(16, 'big'))
-_L_iq = (('Epoch', 4), ('EndOffset', 8))
-_L_ii = (('LeaderId', 4), ('LeaderEpoch', 4))
-_L_qi = (('EndOffset', 8), ('Epoch', 4))
-_L_qq = (('ProducerId', 8), ('FirstOffset', 8))
-_L_ihq = (('PartitionIndex', 4), ('ErrorCode', 2), ('HighWatermark', 8))
-_L_ihqq = (('PartitionIndex', 4), ('ErrorCode', 2), ('HighWatermark', 8), ('LastStableOffset', 8))
-_L_ihqqq = (('PartitionIndex', 4), ('ErrorCode', 2), ('HighWatermark', 8), ('LastStableOffset', 8), ('LogStartOffset', 8))
-_L_i = (('PreferredReadReplica', 4),)
-_L_16s = (('TopicId', 16),)
-_L_i = (('NodeId', 4),)
-_L_i = (('Port', 4),)
-_L_i = (('ThrottleTimeMs', 4),)
-_L_ihi = (('ThrottleTimeMs', 4), ('ErrorCode', 2), ('SessionId', 4))
+_L0 = (('Epoch', 4), ('EndOffset', 8))
+_L1 = (('LeaderId', 4), ('LeaderEpoch', 4))
+_L2 = (('EndOffset', 8), ('Epoch', 4))
+_L3 = (('ProducerId', 8), ('FirstOffset', 8))
+_L4 = (('PartitionIndex', 4), ('ErrorCode', 2), ('HighWatermark', 8))
+_L5 = (('PartitionIndex', 4), ('ErrorCode', 2), ('HighWatermark', 8), ('LastStableOffset', 8))
+_L6 = (('PartitionIndex', 4), ('ErrorCode', 2), ('HighWatermark', 8), ('LastStableOffset', 8), ('LogStartOffset', 8))
+_L7 = (('PreferredReadReplica', 4),)
+_L8 = (('TopicId', 16),)
+_L9 = (('NodeId', 4),)
+_L10 = (('Port', 4),)
+_L11 = (('ThrottleTimeMs', 4),)
+_L12 = (('ThrottleTimeMs', 4), ('ErrorCode', 2), ('SessionId', 4))
 
 
-def _absent(field: str, version: int) -> _EncodeError:
+def _absent(field: str, version: int | str) -> _EncodeError:
     return _EncodeError(
         f'attempted to write a non-default {field} at version {version}', field_path=field
     )
@@ -173,7 +175,7 @@ def _read_EpochEndOffset_0(buf: bytes | bytearray | memoryview, pos: int) -> tup
     # versions 12-17
     end = len(buf)
     if pos + 12 > end:
-        raise _short_fixed(pos, end, _L_iq)
+        raise _short_fixed(pos, end, _L0)
     v_epoch, v_end_offset = _S_iq.unpack_from(buf, pos)
     pos += 12
     unknown: tuple[tuple[int, bytes], ...] = ()
@@ -188,7 +190,11 @@ def _read_EpochEndOffset_0(buf: bytes | bytearray | memoryview, pos: int) -> tup
             pos += size
         if raw_tags:
             unknown = tuple(raw_tags)
-    return EpochEndOffset(v_epoch, v_end_offset, unknown), pos
+    o = _new(EpochEndOffset)
+    o.epoch = v_epoch
+    o.end_offset = v_end_offset
+    o.unknown_tagged_fields = unknown
+    return o, pos
 
 
 def _write_EpochEndOffset_0(o: EpochEndOffset, out: bytearray) -> None:
@@ -204,7 +210,7 @@ def _read_LeaderIdAndEpoch_0(buf: bytes | bytearray | memoryview, pos: int) -> t
     # versions 12-17
     end = len(buf)
     if pos + 8 > end:
-        raise _short_fixed(pos, end, _L_ii)
+        raise _short_fixed(pos, end, _L1)
     v_leader_id, v_leader_epoch = _S_ii.unpack_from(buf, pos)
     pos += 8
     unknown: tuple[tuple[int, bytes], ...] = ()
@@ -219,7 +225,11 @@ def _read_LeaderIdAndEpoch_0(buf: bytes | bytearray | memoryview, pos: int) -> t
             pos += size
         if raw_tags:
             unknown = tuple(raw_tags)
-    return LeaderIdAndEpoch(v_leader_id, v_leader_epoch, unknown), pos
+    o = _new(LeaderIdAndEpoch)
+    o.leader_id = v_leader_id
+    o.leader_epoch = v_leader_epoch
+    o.unknown_tagged_fields = unknown
+    return o, pos
 
 
 def _write_LeaderIdAndEpoch_0(o: LeaderIdAndEpoch, out: bytearray) -> None:
@@ -235,7 +245,7 @@ def _read_SnapshotId_0(buf: bytes | bytearray | memoryview, pos: int) -> tuple[S
     # versions 12-17
     end = len(buf)
     if pos + 12 > end:
-        raise _short_fixed(pos, end, _L_qi)
+        raise _short_fixed(pos, end, _L2)
     v_end_offset, v_epoch = _S_qi.unpack_from(buf, pos)
     pos += 12
     unknown: tuple[tuple[int, bytes], ...] = ()
@@ -250,7 +260,11 @@ def _read_SnapshotId_0(buf: bytes | bytearray | memoryview, pos: int) -> tuple[S
             pos += size
         if raw_tags:
             unknown = tuple(raw_tags)
-    return SnapshotId(v_end_offset, v_epoch, unknown), pos
+    o = _new(SnapshotId)
+    o.end_offset = v_end_offset
+    o.epoch = v_epoch
+    o.unknown_tagged_fields = unknown
+    return o, pos
 
 
 def _write_SnapshotId_0(o: SnapshotId, out: bytearray) -> None:
@@ -266,10 +280,14 @@ def _read_AbortedTransaction_0(buf: bytes | bytearray | memoryview, pos: int) ->
     # versions 4-11
     end = len(buf)
     if pos + 16 > end:
-        raise _short_fixed(pos, end, _L_qq)
+        raise _short_fixed(pos, end, _L3)
     v_producer_id, v_first_offset = _S_qq.unpack_from(buf, pos)
     pos += 16
-    return AbortedTransaction(v_producer_id, v_first_offset, ()), pos
+    o = _new(AbortedTransaction)
+    o.producer_id = v_producer_id
+    o.first_offset = v_first_offset
+    o.unknown_tagged_fields = ()
+    return o, pos
 
 
 def _write_AbortedTransaction_0(o: AbortedTransaction, out: bytearray) -> None:
@@ -283,7 +301,7 @@ def _read_AbortedTransaction_1(buf: bytes | bytearray | memoryview, pos: int) ->
     # versions 12-17
     end = len(buf)
     if pos + 16 > end:
-        raise _short_fixed(pos, end, _L_qq)
+        raise _short_fixed(pos, end, _L3)
     v_producer_id, v_first_offset = _S_qq.unpack_from(buf, pos)
     pos += 16
     unknown: tuple[tuple[int, bytes], ...] = ()
@@ -298,7 +316,11 @@ def _read_AbortedTransaction_1(buf: bytes | bytearray | memoryview, pos: int) ->
             pos += size
         if raw_tags:
             unknown = tuple(raw_tags)
-    return AbortedTransaction(v_producer_id, v_first_offset, unknown), pos
+    o = _new(AbortedTransaction)
+    o.producer_id = v_producer_id
+    o.first_offset = v_first_offset
+    o.unknown_tagged_fields = unknown
+    return o, pos
 
 
 def _write_AbortedTransaction_1(o: AbortedTransaction, out: bytearray) -> None:
@@ -314,11 +336,24 @@ def _read_PartitionData_0(buf: bytes | bytearray | memoryview, pos: int) -> tupl
     # versions 0-3
     end = len(buf)
     if pos + 14 > end:
-        raise _short_fixed(pos, end, _L_ihq)
+        raise _short_fixed(pos, end, _L4)
     v_partition_index, v_error_code, v_high_watermark = _S_ihq.unpack_from(buf, pos)
     pos += 14
     v_records, pos = _rnb(buf, pos, 'Records')
-    return PartitionData(v_partition_index, v_error_code, v_high_watermark, -1, -1, EpochEndOffset(), LeaderIdAndEpoch(), SnapshotId(), [], -1, v_records, ()), pos
+    o = _new(PartitionData)
+    o.partition_index = v_partition_index
+    o.error_code = v_error_code
+    o.high_watermark = v_high_watermark
+    o.last_stable_offset = -1
+    o.log_start_offset = -1
+    o.diverging_epoch = EpochEndOffset()
+    o.current_leader = LeaderIdAndEpoch()
+    o.snapshot_id = SnapshotId()
+    o.aborted_transactions = []
+    o.preferred_read_replica = -1
+    o.records = v_records
+    o.unknown_tagged_fields = ()
+    return o, pos
 
 
 def _write_PartitionData_0(o: PartitionData, out: bytearray) -> None:
@@ -341,24 +376,38 @@ def _read_PartitionData_1(buf: bytes | bytearray | memoryview, pos: int) -> tupl
     # versions 4
     end = len(buf)
     if pos + 22 > end:
-        raise _short_fixed(pos, end, _L_ihqq)
+        raise _short_fixed(pos, end, _L5)
     v_partition_index, v_error_code, v_high_watermark, v_last_stable_offset = _S_ihqq.unpack_from(buf, pos)
     pos += 22
+    v_aborted_transactions: list[AbortedTransaction] | None
     n_v_aborted_transactions, pos = _rnal(buf, pos, 'AbortedTransactions')
     if n_v_aborted_transactions < 0:
         v_aborted_transactions = None
     else:
         v_aborted_transactions = []
-        app = v_aborted_transactions.append
+        app_v_aborted_transactions = v_aborted_transactions.append
         i = 0
         try:
             for i in range(n_v_aborted_transactions):
-                item, pos = _read_AbortedTransaction_0(buf, pos)
-                app(item)
+                e_v_aborted_transactions, pos = _read_AbortedTransaction_0(buf, pos)
+                app_v_aborted_transactions(e_v_aborted_transactions)
         except _DecodeError as exc:
             raise exc.refine(field=f'AbortedTransactions[{i}]')
     v_records, pos = _rnb(buf, pos, 'Records')
-    return PartitionData(v_partition_index, v_error_code, v_high_watermark, v_last_stable_offset, -1, EpochEndOffset(), LeaderIdAndEpoch(), SnapshotId(), v_aborted_transactions, -1, v_records, ()), pos
+    o = _new(PartitionData)
+    o.partition_index = v_partition_index
+    o.error_code = v_error_code
+    o.high_watermark = v_high_watermark
+    o.last_stable_offset = v_last_stable_offset
+    o.log_start_offset = -1
+    o.diverging_epoch = EpochEndOffset()
+    o.current_leader = LeaderIdAndEpoch()
+    o.snapshot_id = SnapshotId()
+    o.aborted_transactions = v_aborted_transactions
+    o.preferred_read_replica = -1
+    o.records = v_records
+    o.unknown_tagged_fields = ()
+    return o, pos
 
 
 def _write_PartitionData_1(o: PartitionData, out: bytearray) -> None:
@@ -374,8 +423,8 @@ def _write_PartitionData_1(o: PartitionData, out: bytearray) -> None:
     out += _S_ihqq.pack(o.partition_index, o.error_code, o.high_watermark, o.last_stable_offset)
     _wal(out, o.aborted_transactions, 'AbortedTransactions')
     if o.aborted_transactions is not None:
-        for item in o.aborted_transactions:
-            _write_AbortedTransaction_0(item, out)
+        for e_aborted_transactions in o.aborted_transactions:
+            _write_AbortedTransaction_0(e_aborted_transactions, out)
     _wb(out, o.records, 'Records')
     if o.unknown_tagged_fields:
         raise _EncodeError('tagged fields cannot be written at non-flexible version 4')
@@ -385,24 +434,38 @@ def _read_PartitionData_2(buf: bytes | bytearray | memoryview, pos: int) -> tupl
     # versions 5-10
     end = len(buf)
     if pos + 30 > end:
-        raise _short_fixed(pos, end, _L_ihqqq)
+        raise _short_fixed(pos, end, _L6)
     v_partition_index, v_error_code, v_high_watermark, v_last_stable_offset, v_log_start_offset = _S_ihqqq.unpack_from(buf, pos)
     pos += 30
+    v_aborted_transactions: list[AbortedTransaction] | None
     n_v_aborted_transactions, pos = _rnal(buf, pos, 'AbortedTransactions')
     if n_v_aborted_transactions < 0:
         v_aborted_transactions = None
     else:
         v_aborted_transactions = []
-        app = v_aborted_transactions.append
+        app_v_aborted_transactions = v_aborted_transactions.append
         i = 0
         try:
             for i in range(n_v_aborted_transactions):
-                item, pos = _read_AbortedTransaction_0(buf, pos)
-                app(item)
+                e_v_aborted_transactions, pos = _read_AbortedTransaction_0(buf, pos)
+                app_v_aborted_transactions(e_v_aborted_transactions)
         except _DecodeError as exc:
             raise exc.refine(field=f'AbortedTransactions[{i}]')
     v_records, pos = _rnb(buf, pos, 'Records')
-    return PartitionData(v_partition_index, v_error_code, v_high_watermark, v_last_stable_offset, v_log_start_offset, EpochEndOffset(), LeaderIdAndEpoch(), SnapshotId(), v_aborted_transactions, -1, v_records, ()), pos
+    o = _new(PartitionData)
+    o.partition_index = v_partition_index
+    o.error_code = v_error_code
+    o.high_watermark = v_high_watermark
+    o.last_stable_offset = v_last_stable_offset
+    o.log_start_offset = v_log_start_offset
+    o.diverging_epoch = EpochEndOffset()
+    o.current_leader = LeaderIdAndEpoch()
+    o.snapshot_id = SnapshotId()
+    o.aborted_transactions = v_aborted_transactions
+    o.preferred_read_replica = -1
+    o.records = v_records
+    o.unknown_tagged_fields = ()
+    return o, pos
 
 
 def _write_PartitionData_2(o: PartitionData, out: bytearray) -> None:
@@ -418,8 +481,8 @@ def _write_PartitionData_2(o: PartitionData, out: bytearray) -> None:
     out += _S_ihqqq.pack(o.partition_index, o.error_code, o.high_watermark, o.last_stable_offset, o.log_start_offset)
     _wal(out, o.aborted_transactions, 'AbortedTransactions')
     if o.aborted_transactions is not None:
-        for item in o.aborted_transactions:
-            _write_AbortedTransaction_0(item, out)
+        for e_aborted_transactions in o.aborted_transactions:
+            _write_AbortedTransaction_0(e_aborted_transactions, out)
     _wb(out, o.records, 'Records')
     if o.unknown_tagged_fields:
         raise _EncodeError('tagged fields cannot be written at non-flexible version 5-10')
@@ -429,28 +492,42 @@ def _read_PartitionData_3(buf: bytes | bytearray | memoryview, pos: int) -> tupl
     # versions 11
     end = len(buf)
     if pos + 30 > end:
-        raise _short_fixed(pos, end, _L_ihqqq)
+        raise _short_fixed(pos, end, _L6)
     v_partition_index, v_error_code, v_high_watermark, v_last_stable_offset, v_log_start_offset = _S_ihqqq.unpack_from(buf, pos)
     pos += 30
+    v_aborted_transactions: list[AbortedTransaction] | None
     n_v_aborted_transactions, pos = _rnal(buf, pos, 'AbortedTransactions')
     if n_v_aborted_transactions < 0:
         v_aborted_transactions = None
     else:
         v_aborted_transactions = []
-        app = v_aborted_transactions.append
+        app_v_aborted_transactions = v_aborted_transactions.append
         i = 0
         try:
             for i in range(n_v_aborted_transactions):
-                item, pos = _read_AbortedTransaction_0(buf, pos)
-                app(item)
+                e_v_aborted_transactions, pos = _read_AbortedTransaction_0(buf, pos)
+                app_v_aborted_transactions(e_v_aborted_transactions)
         except _DecodeError as exc:
             raise exc.refine(field=f'AbortedTransactions[{i}]')
     if pos + 4 > end:
-        raise _short_fixed(pos, end, _L_i)
+        raise _short_fixed(pos, end, _L7)
     v_preferred_read_replica, = _S_i.unpack_from(buf, pos)
     pos += 4
     v_records, pos = _rnb(buf, pos, 'Records')
-    return PartitionData(v_partition_index, v_error_code, v_high_watermark, v_last_stable_offset, v_log_start_offset, EpochEndOffset(), LeaderIdAndEpoch(), SnapshotId(), v_aborted_transactions, v_preferred_read_replica, v_records, ()), pos
+    o = _new(PartitionData)
+    o.partition_index = v_partition_index
+    o.error_code = v_error_code
+    o.high_watermark = v_high_watermark
+    o.last_stable_offset = v_last_stable_offset
+    o.log_start_offset = v_log_start_offset
+    o.diverging_epoch = EpochEndOffset()
+    o.current_leader = LeaderIdAndEpoch()
+    o.snapshot_id = SnapshotId()
+    o.aborted_transactions = v_aborted_transactions
+    o.preferred_read_replica = v_preferred_read_replica
+    o.records = v_records
+    o.unknown_tagged_fields = ()
+    return o, pos
 
 
 def _write_PartitionData_3(o: PartitionData, out: bytearray) -> None:
@@ -464,8 +541,8 @@ def _write_PartitionData_3(o: PartitionData, out: bytearray) -> None:
     out += _S_ihqqq.pack(o.partition_index, o.error_code, o.high_watermark, o.last_stable_offset, o.log_start_offset)
     _wal(out, o.aborted_transactions, 'AbortedTransactions')
     if o.aborted_transactions is not None:
-        for item in o.aborted_transactions:
-            _write_AbortedTransaction_0(item, out)
+        for e_aborted_transactions in o.aborted_transactions:
+            _write_AbortedTransaction_0(e_aborted_transactions, out)
     out += _S_i.pack(o.preferred_read_replica)
     _wb(out, o.records, 'Records')
     if o.unknown_tagged_fields:
@@ -476,30 +553,35 @@ def _read_PartitionData_4(buf: bytes | bytearray | memoryview, pos: int) -> tupl
     # versions 12-17
     end = len(buf)
     if pos + 30 > end:
-        raise _short_fixed(pos, end, _L_ihqqq)
+        raise _short_fixed(pos, end, _L6)
     v_partition_index, v_error_code, v_high_watermark, v_last_stable_offset, v_log_start_offset = _S_ihqqq.unpack_from(buf, pos)
     pos += 30
-    n_v_aborted_transactions, pos = _rncal(buf, pos, 'AbortedTransactions')
+    v_aborted_transactions: list[AbortedTransaction] | None
+    n_v_aborted_transactions = buf[pos] - 1 if pos < end else -2
+    if 0 <= n_v_aborted_transactions < 127 and n_v_aborted_transactions <= end - pos:
+        pos += 1
+    else:
+        n_v_aborted_transactions, pos = _rncal(buf, pos, 'AbortedTransactions')
     if n_v_aborted_transactions < 0:
         v_aborted_transactions = None
     else:
         v_aborted_transactions = []
-        app = v_aborted_transactions.append
+        app_v_aborted_transactions = v_aborted_transactions.append
         i = 0
         try:
             for i in range(n_v_aborted_transactions):
-                item, pos = _read_AbortedTransaction_1(buf, pos)
-                app(item)
+                e_v_aborted_transactions, pos = _read_AbortedTransaction_1(buf, pos)
+                app_v_aborted_transactions(e_v_aborted_transactions)
         except _DecodeError as exc:
             raise exc.refine(field=f'AbortedTransactions[{i}]')
     if pos + 4 > end:
-        raise _short_fixed(pos, end, _L_i)
+        raise _short_fixed(pos, end, _L7)
     v_preferred_read_replica, = _S_i.unpack_from(buf, pos)
     pos += 4
     v_records, pos = _rncb(buf, pos, 'Records')
-    v_diverging_epoch = EpochEndOffset()
-    v_current_leader = LeaderIdAndEpoch()
-    v_snapshot_id = SnapshotId()
+    v_diverging_epoch: EpochEndOffset = EpochEndOffset()
+    v_current_leader: LeaderIdAndEpoch = LeaderIdAndEpoch()
+    v_snapshot_id: SnapshotId = SnapshotId()
     unknown: tuple[tuple[int, bytes], ...] = ()
     if pos < end and buf[pos] == 0:
         pos += 1
@@ -534,7 +616,20 @@ def _read_PartitionData_4(buf: bytes | bytearray | memoryview, pos: int) -> tupl
             pos += size
         if raw_tags:
             unknown = tuple(raw_tags)
-    return PartitionData(v_partition_index, v_error_code, v_high_watermark, v_last_stable_offset, v_log_start_offset, v_diverging_epoch, v_current_leader, v_snapshot_id, v_aborted_transactions, v_preferred_read_replica, v_records, unknown), pos
+    o = _new(PartitionData)
+    o.partition_index = v_partition_index
+    o.error_code = v_error_code
+    o.high_watermark = v_high_watermark
+    o.last_stable_offset = v_last_stable_offset
+    o.log_start_offset = v_log_start_offset
+    o.diverging_epoch = v_diverging_epoch
+    o.current_leader = v_current_leader
+    o.snapshot_id = v_snapshot_id
+    o.aborted_transactions = v_aborted_transactions
+    o.preferred_read_replica = v_preferred_read_replica
+    o.records = v_records
+    o.unknown_tagged_fields = unknown
+    return o, pos
 
 
 def _write_PartitionData_4(o: PartitionData, out: bytearray) -> None:
@@ -542,8 +637,8 @@ def _write_PartitionData_4(o: PartitionData, out: bytearray) -> None:
     out += _S_ihqqq.pack(o.partition_index, o.error_code, o.high_watermark, o.last_stable_offset, o.log_start_offset)
     _wcal(out, o.aborted_transactions, 'AbortedTransactions')
     if o.aborted_transactions is not None:
-        for item in o.aborted_transactions:
-            _write_AbortedTransaction_1(item, out)
+        for e_aborted_transactions in o.aborted_transactions:
+            _write_AbortedTransaction_1(e_aborted_transactions, out)
     out += _S_i.pack(o.preferred_read_replica)
     _wcb(out, o.records, 'Records')
     tagged: list[tuple[int, bytes | bytearray]] = []
@@ -575,17 +670,23 @@ def _read_FetchableTopicResponse_0(buf: bytes | bytearray | memoryview, pos: int
     # versions 0-3
     end = len(buf)
     v_topic, pos = _rs(buf, pos, 'Topic')
+    v_partitions: list[PartitionData]
     n_v_partitions, pos = _ral(buf, pos, 'Partitions')
     v_partitions = []
-    app = v_partitions.append
+    app_v_partitions = v_partitions.append
     i = 0
     try:
         for i in range(n_v_partitions):
-            item, pos = _read_PartitionData_0(buf, pos)
-            app(item)
+            e_v_partitions, pos = _read_PartitionData_0(buf, pos)
+            app_v_partitions(e_v_partitions)
     except _DecodeError as exc:
         raise exc.refine(field=f'Partitions[{i}]')
-    return FetchableTopicResponse(v_topic, _ZERO_UUID, v_partitions, ()), pos
+    o = _new(FetchableTopicResponse)
+    o.topic = v_topic
+    o.topic_id = _ZERO_UUID
+    o.partitions = v_partitions
+    o.unknown_tagged_fields = ()
+    return o, pos
 
 
 def _write_FetchableTopicResponse_0(o: FetchableTopicResponse, out: bytearray) -> None:
@@ -596,8 +697,8 @@ def _write_FetchableTopicResponse_0(o: FetchableTopicResponse, out: bytearray) -
     if o.partitions is None:
         raise _null('Partitions')
     _wal(out, o.partitions, 'Partitions')
-    for item in o.partitions:
-        _write_PartitionData_0(item, out)
+    for e_partitions in o.partitions:
+        _write_PartitionData_0(e_partitions, out)
     if o.unknown_tagged_fields:
         raise _EncodeError('tagged fields cannot be written at non-flexible version 0-3')
 
@@ -606,17 +707,23 @@ def _read_FetchableTopicResponse_1(buf: bytes | bytearray | memoryview, pos: int
     # versions 4
     end = len(buf)
     v_topic, pos = _rs(buf, pos, 'Topic')
+    v_partitions: list[PartitionData]
     n_v_partitions, pos = _ral(buf, pos, 'Partitions')
     v_partitions = []
-    app = v_partitions.append
+    app_v_partitions = v_partitions.append
     i = 0
     try:
         for i in range(n_v_partitions):
-            item, pos = _read_PartitionData_1(buf, pos)
-            app(item)
+            e_v_partitions, pos = _read_PartitionData_1(buf, pos)
+            app_v_partitions(e_v_partitions)
     except _DecodeError as exc:
         raise exc.refine(field=f'Partitions[{i}]')
-    return FetchableTopicResponse(v_topic, _ZERO_UUID, v_partitions, ()), pos
+    o = _new(FetchableTopicResponse)
+    o.topic = v_topic
+    o.topic_id = _ZERO_UUID
+    o.partitions = v_partitions
+    o.unknown_tagged_fields = ()
+    return o, pos
 
 
 def _write_FetchableTopicResponse_1(o: FetchableTopicResponse, out: bytearray) -> None:
@@ -627,8 +734,8 @@ def _write_FetchableTopicResponse_1(o: FetchableTopicResponse, out: bytearray) -
     if o.partitions is None:
         raise _null('Partitions')
     _wal(out, o.partitions, 'Partitions')
-    for item in o.partitions:
-        _write_PartitionData_1(item, out)
+    for e_partitions in o.partitions:
+        _write_PartitionData_1(e_partitions, out)
     if o.unknown_tagged_fields:
         raise _EncodeError('tagged fields cannot be written at non-flexible version 4')
 
@@ -637,17 +744,23 @@ def _read_FetchableTopicResponse_2(buf: bytes | bytearray | memoryview, pos: int
     # versions 5-10
     end = len(buf)
     v_topic, pos = _rs(buf, pos, 'Topic')
+    v_partitions: list[PartitionData]
     n_v_partitions, pos = _ral(buf, pos, 'Partitions')
     v_partitions = []
-    app = v_partitions.append
+    app_v_partitions = v_partitions.append
     i = 0
     try:
         for i in range(n_v_partitions):
-            item, pos = _read_PartitionData_2(buf, pos)
-            app(item)
+            e_v_partitions, pos = _read_PartitionData_2(buf, pos)
+            app_v_partitions(e_v_partitions)
     except _DecodeError as exc:
         raise exc.refine(field=f'Partitions[{i}]')
-    return FetchableTopicResponse(v_topic, _ZERO_UUID, v_partitions, ()), pos
+    o = _new(FetchableTopicResponse)
+    o.topic = v_topic
+    o.topic_id = _ZERO_UUID
+    o.partitions = v_partitions
+    o.unknown_tagged_fields = ()
+    return o, pos
 
 
 def _write_FetchableTopicResponse_2(o: FetchableTopicResponse, out: bytearray) -> None:
@@ -658,8 +771,8 @@ def _write_FetchableTopicResponse_2(o: FetchableTopicResponse, out: bytearray) -
     if o.partitions is None:
         raise _null('Partitions')
     _wal(out, o.partitions, 'Partitions')
-    for item in o.partitions:
-        _write_PartitionData_2(item, out)
+    for e_partitions in o.partitions:
+        _write_PartitionData_2(e_partitions, out)
     if o.unknown_tagged_fields:
         raise _EncodeError('tagged fields cannot be written at non-flexible version 5-10')
 
@@ -668,17 +781,23 @@ def _read_FetchableTopicResponse_3(buf: bytes | bytearray | memoryview, pos: int
     # versions 11
     end = len(buf)
     v_topic, pos = _rs(buf, pos, 'Topic')
+    v_partitions: list[PartitionData]
     n_v_partitions, pos = _ral(buf, pos, 'Partitions')
     v_partitions = []
-    app = v_partitions.append
+    app_v_partitions = v_partitions.append
     i = 0
     try:
         for i in range(n_v_partitions):
-            item, pos = _read_PartitionData_3(buf, pos)
-            app(item)
+            e_v_partitions, pos = _read_PartitionData_3(buf, pos)
+            app_v_partitions(e_v_partitions)
     except _DecodeError as exc:
         raise exc.refine(field=f'Partitions[{i}]')
-    return FetchableTopicResponse(v_topic, _ZERO_UUID, v_partitions, ()), pos
+    o = _new(FetchableTopicResponse)
+    o.topic = v_topic
+    o.topic_id = _ZERO_UUID
+    o.partitions = v_partitions
+    o.unknown_tagged_fields = ()
+    return o, pos
 
 
 def _write_FetchableTopicResponse_3(o: FetchableTopicResponse, out: bytearray) -> None:
@@ -689,8 +808,8 @@ def _write_FetchableTopicResponse_3(o: FetchableTopicResponse, out: bytearray) -
     if o.partitions is None:
         raise _null('Partitions')
     _wal(out, o.partitions, 'Partitions')
-    for item in o.partitions:
-        _write_PartitionData_3(item, out)
+    for e_partitions in o.partitions:
+        _write_PartitionData_3(e_partitions, out)
     if o.unknown_tagged_fields:
         raise _EncodeError('tagged fields cannot be written at non-flexible version 11')
 
@@ -699,14 +818,19 @@ def _read_FetchableTopicResponse_4(buf: bytes | bytearray | memoryview, pos: int
     # versions 12
     end = len(buf)
     v_topic, pos = _rcs(buf, pos, 'Topic')
-    n_v_partitions, pos = _rcal(buf, pos, 'Partitions')
+    v_partitions: list[PartitionData]
+    n_v_partitions = buf[pos] - 1 if pos < end else -2
+    if 0 <= n_v_partitions < 127 and n_v_partitions <= end - pos:
+        pos += 1
+    else:
+        n_v_partitions, pos = _rcal(buf, pos, 'Partitions')
     v_partitions = []
-    app = v_partitions.append
+    app_v_partitions = v_partitions.append
     i = 0
     try:
         for i in range(n_v_partitions):
-            item, pos = _read_PartitionData_4(buf, pos)
-            app(item)
+            e_v_partitions, pos = _read_PartitionData_4(buf, pos)
+            app_v_partitions(e_v_partitions)
     except _DecodeError as exc:
         raise exc.refine(field=f'Partitions[{i}]')
     unknown: tuple[tuple[int, bytes], ...] = ()
@@ -721,7 +845,12 @@ def _read_FetchableTopicResponse_4(buf: bytes | bytearray | memoryview, pos: int
             pos += size
         if raw_tags:
             unknown = tuple(raw_tags)
-    return FetchableTopicResponse(v_topic, _ZERO_UUID, v_partitions, unknown), pos
+    o = _new(FetchableTopicResponse)
+    o.topic = v_topic
+    o.topic_id = _ZERO_UUID
+    o.partitions = v_partitions
+    o.unknown_tagged_fields = unknown
+    return o, pos
 
 
 def _write_FetchableTopicResponse_4(o: FetchableTopicResponse, out: bytearray) -> None:
@@ -732,8 +861,8 @@ def _write_FetchableTopicResponse_4(o: FetchableTopicResponse, out: bytearray) -
     if o.partitions is None:
         raise _null('Partitions')
     _wcal(out, o.partitions, 'Partitions')
-    for item in o.partitions:
-        _write_PartitionData_4(item, out)
+    for e_partitions in o.partitions:
+        _write_PartitionData_4(e_partitions, out)
     if o.unknown_tagged_fields:
         _wts(out, (), o.unknown_tagged_fields, '_tagged_fields')
     else:
@@ -744,18 +873,23 @@ def _read_FetchableTopicResponse_5(buf: bytes | bytearray | memoryview, pos: int
     # versions 13-17
     end = len(buf)
     if pos + 16 > end:
-        raise _short_fixed(pos, end, _L_16s)
-    v_topic_id, = _S_16s.unpack_from(buf, pos)
-    v_topic_id = _uuid_from_bytes(v_topic_id)
+        raise _short_fixed(pos, end, _L8)
+    r_topic_id, = _S_16s.unpack_from(buf, pos)
+    v_topic_id = _uuid_from_bytes(r_topic_id)
     pos += 16
-    n_v_partitions, pos = _rcal(buf, pos, 'Partitions')
+    v_partitions: list[PartitionData]
+    n_v_partitions = buf[pos] - 1 if pos < end else -2
+    if 0 <= n_v_partitions < 127 and n_v_partitions <= end - pos:
+        pos += 1
+    else:
+        n_v_partitions, pos = _rcal(buf, pos, 'Partitions')
     v_partitions = []
-    app = v_partitions.append
+    app_v_partitions = v_partitions.append
     i = 0
     try:
         for i in range(n_v_partitions):
-            item, pos = _read_PartitionData_4(buf, pos)
-            app(item)
+            e_v_partitions, pos = _read_PartitionData_4(buf, pos)
+            app_v_partitions(e_v_partitions)
     except _DecodeError as exc:
         raise exc.refine(field=f'Partitions[{i}]')
     unknown: tuple[tuple[int, bytes], ...] = ()
@@ -770,7 +904,12 @@ def _read_FetchableTopicResponse_5(buf: bytes | bytearray | memoryview, pos: int
             pos += size
         if raw_tags:
             unknown = tuple(raw_tags)
-    return FetchableTopicResponse('', v_topic_id, v_partitions, unknown), pos
+    o = _new(FetchableTopicResponse)
+    o.topic = ''
+    o.topic_id = v_topic_id
+    o.partitions = v_partitions
+    o.unknown_tagged_fields = unknown
+    return o, pos
 
 
 def _write_FetchableTopicResponse_5(o: FetchableTopicResponse, out: bytearray) -> None:
@@ -779,8 +918,8 @@ def _write_FetchableTopicResponse_5(o: FetchableTopicResponse, out: bytearray) -
     if o.partitions is None:
         raise _null('Partitions')
     _wcal(out, o.partitions, 'Partitions')
-    for item in o.partitions:
-        _write_PartitionData_4(item, out)
+    for e_partitions in o.partitions:
+        _write_PartitionData_4(e_partitions, out)
     if o.unknown_tagged_fields:
         _wts(out, (), o.unknown_tagged_fields, '_tagged_fields')
     else:
@@ -791,12 +930,12 @@ def _read_NodeEndpoint_0(buf: bytes | bytearray | memoryview, pos: int) -> tuple
     # versions 16-17
     end = len(buf)
     if pos + 4 > end:
-        raise _short_fixed(pos, end, _L_i)
+        raise _short_fixed(pos, end, _L9)
     v_node_id, = _S_i.unpack_from(buf, pos)
     pos += 4
     v_host, pos = _rcs(buf, pos, 'Host')
     if pos + 4 > end:
-        raise _short_fixed(pos, end, _L_i)
+        raise _short_fixed(pos, end, _L10)
     v_port, = _S_i.unpack_from(buf, pos)
     pos += 4
     v_rack, pos = _rncs(buf, pos, 'Rack')
@@ -812,7 +951,13 @@ def _read_NodeEndpoint_0(buf: bytes | bytearray | memoryview, pos: int) -> tuple
             pos += size
         if raw_tags:
             unknown = tuple(raw_tags)
-    return NodeEndpoint(v_node_id, v_host, v_port, v_rack, unknown), pos
+    o = _new(NodeEndpoint)
+    o.node_id = v_node_id
+    o.host = v_host
+    o.port = v_port
+    o.rack = v_rack
+    o.unknown_tagged_fields = unknown
+    return o, pos
 
 
 def _write_NodeEndpoint_0(o: NodeEndpoint, out: bytearray) -> None:
@@ -832,17 +977,25 @@ def _write_NodeEndpoint_0(o: NodeEndpoint, out: bytearray) -> None:
 def _read_FetchResponse_0(buf: bytes | bytearray | memoryview, pos: int) -> tuple[FetchResponse, int]:
     # versions 0
     end = len(buf)
+    v_responses: list[FetchableTopicResponse]
     n_v_responses, pos = _ral(buf, pos, 'Responses')
     v_responses = []
-    app = v_responses.append
+    app_v_responses = v_responses.append
     i = 0
     try:
         for i in range(n_v_responses):
-            item, pos = _read_FetchableTopicResponse_0(buf, pos)
-            app(item)
+            e_v_responses, pos = _read_FetchableTopicResponse_0(buf, pos)
+            app_v_responses(e_v_responses)
     except _DecodeError as exc:
         raise exc.refine(field=f'Responses[{i}]')
-    return FetchResponse(0, 0, 0, v_responses, [], ()), pos
+    o = _new(FetchResponse)
+    o.throttle_time_ms = 0
+    o.error_code = 0
+    o.session_id = 0
+    o.responses = v_responses
+    o.node_endpoints = []
+    o.unknown_tagged_fields = ()
+    return o, pos
 
 
 def _write_FetchResponse_0(o: FetchResponse, out: bytearray) -> None:
@@ -854,8 +1007,8 @@ def _write_FetchResponse_0(o: FetchResponse, out: bytearray) -> None:
     if o.responses is None:
         raise _null('Responses')
     _wal(out, o.responses, 'Responses')
-    for item in o.responses:
-        _write_FetchableTopicResponse_0(item, out)
+    for e_responses in o.responses:
+        _write_FetchableTopicResponse_0(e_responses, out)
     if o.unknown_tagged_fields:
         raise _EncodeError('tagged fields cannot be written at non-flexible version 0')
 
@@ -864,20 +1017,28 @@ def _read_FetchResponse_1(buf: bytes | bytearray | memoryview, pos: int) -> tupl
     # versions 1-3
     end = len(buf)
     if pos + 4 > end:
-        raise _short_fixed(pos, end, _L_i)
+        raise _short_fixed(pos, end, _L11)
     v_throttle_time_ms, = _S_i.unpack_from(buf, pos)
     pos += 4
+    v_responses: list[FetchableTopicResponse]
     n_v_responses, pos = _ral(buf, pos, 'Responses')
     v_responses = []
-    app = v_responses.append
+    app_v_responses = v_responses.append
     i = 0
     try:
         for i in range(n_v_responses):
-            item, pos = _read_FetchableTopicResponse_0(buf, pos)
-            app(item)
+            e_v_responses, pos = _read_FetchableTopicResponse_0(buf, pos)
+            app_v_responses(e_v_responses)
     except _DecodeError as exc:
         raise exc.refine(field=f'Responses[{i}]')
-    return FetchResponse(v_throttle_time_ms, 0, 0, v_responses, [], ()), pos
+    o = _new(FetchResponse)
+    o.throttle_time_ms = v_throttle_time_ms
+    o.error_code = 0
+    o.session_id = 0
+    o.responses = v_responses
+    o.node_endpoints = []
+    o.unknown_tagged_fields = ()
+    return o, pos
 
 
 def _write_FetchResponse_1(o: FetchResponse, out: bytearray) -> None:
@@ -890,8 +1051,8 @@ def _write_FetchResponse_1(o: FetchResponse, out: bytearray) -> None:
     if o.responses is None:
         raise _null('Responses')
     _wal(out, o.responses, 'Responses')
-    for item in o.responses:
-        _write_FetchableTopicResponse_0(item, out)
+    for e_responses in o.responses:
+        _write_FetchableTopicResponse_0(e_responses, out)
     if o.unknown_tagged_fields:
         raise _EncodeError('tagged fields cannot be written at non-flexible version 1-3')
 
@@ -900,20 +1061,28 @@ def _read_FetchResponse_2(buf: bytes | bytearray | memoryview, pos: int) -> tupl
     # versions 4
     end = len(buf)
     if pos + 4 > end:
-        raise _short_fixed(pos, end, _L_i)
+        raise _short_fixed(pos, end, _L11)
     v_throttle_time_ms, = _S_i.unpack_from(buf, pos)
     pos += 4
+    v_responses: list[FetchableTopicResponse]
     n_v_responses, pos = _ral(buf, pos, 'Responses')
     v_responses = []
-    app = v_responses.append
+    app_v_responses = v_responses.append
     i = 0
     try:
         for i in range(n_v_responses):
-            item, pos = _read_FetchableTopicResponse_1(buf, pos)
-            app(item)
+            e_v_responses, pos = _read_FetchableTopicResponse_1(buf, pos)
+            app_v_responses(e_v_responses)
     except _DecodeError as exc:
         raise exc.refine(field=f'Responses[{i}]')
-    return FetchResponse(v_throttle_time_ms, 0, 0, v_responses, [], ()), pos
+    o = _new(FetchResponse)
+    o.throttle_time_ms = v_throttle_time_ms
+    o.error_code = 0
+    o.session_id = 0
+    o.responses = v_responses
+    o.node_endpoints = []
+    o.unknown_tagged_fields = ()
+    return o, pos
 
 
 def _write_FetchResponse_2(o: FetchResponse, out: bytearray) -> None:
@@ -926,8 +1095,8 @@ def _write_FetchResponse_2(o: FetchResponse, out: bytearray) -> None:
     if o.responses is None:
         raise _null('Responses')
     _wal(out, o.responses, 'Responses')
-    for item in o.responses:
-        _write_FetchableTopicResponse_1(item, out)
+    for e_responses in o.responses:
+        _write_FetchableTopicResponse_1(e_responses, out)
     if o.unknown_tagged_fields:
         raise _EncodeError('tagged fields cannot be written at non-flexible version 4')
 
@@ -936,20 +1105,28 @@ def _read_FetchResponse_3(buf: bytes | bytearray | memoryview, pos: int) -> tupl
     # versions 5-6
     end = len(buf)
     if pos + 4 > end:
-        raise _short_fixed(pos, end, _L_i)
+        raise _short_fixed(pos, end, _L11)
     v_throttle_time_ms, = _S_i.unpack_from(buf, pos)
     pos += 4
+    v_responses: list[FetchableTopicResponse]
     n_v_responses, pos = _ral(buf, pos, 'Responses')
     v_responses = []
-    app = v_responses.append
+    app_v_responses = v_responses.append
     i = 0
     try:
         for i in range(n_v_responses):
-            item, pos = _read_FetchableTopicResponse_2(buf, pos)
-            app(item)
+            e_v_responses, pos = _read_FetchableTopicResponse_2(buf, pos)
+            app_v_responses(e_v_responses)
     except _DecodeError as exc:
         raise exc.refine(field=f'Responses[{i}]')
-    return FetchResponse(v_throttle_time_ms, 0, 0, v_responses, [], ()), pos
+    o = _new(FetchResponse)
+    o.throttle_time_ms = v_throttle_time_ms
+    o.error_code = 0
+    o.session_id = 0
+    o.responses = v_responses
+    o.node_endpoints = []
+    o.unknown_tagged_fields = ()
+    return o, pos
 
 
 def _write_FetchResponse_3(o: FetchResponse, out: bytearray) -> None:
@@ -962,8 +1139,8 @@ def _write_FetchResponse_3(o: FetchResponse, out: bytearray) -> None:
     if o.responses is None:
         raise _null('Responses')
     _wal(out, o.responses, 'Responses')
-    for item in o.responses:
-        _write_FetchableTopicResponse_2(item, out)
+    for e_responses in o.responses:
+        _write_FetchableTopicResponse_2(e_responses, out)
     if o.unknown_tagged_fields:
         raise _EncodeError('tagged fields cannot be written at non-flexible version 5-6')
 
@@ -972,20 +1149,28 @@ def _read_FetchResponse_4(buf: bytes | bytearray | memoryview, pos: int) -> tupl
     # versions 7-10
     end = len(buf)
     if pos + 10 > end:
-        raise _short_fixed(pos, end, _L_ihi)
+        raise _short_fixed(pos, end, _L12)
     v_throttle_time_ms, v_error_code, v_session_id = _S_ihi.unpack_from(buf, pos)
     pos += 10
+    v_responses: list[FetchableTopicResponse]
     n_v_responses, pos = _ral(buf, pos, 'Responses')
     v_responses = []
-    app = v_responses.append
+    app_v_responses = v_responses.append
     i = 0
     try:
         for i in range(n_v_responses):
-            item, pos = _read_FetchableTopicResponse_2(buf, pos)
-            app(item)
+            e_v_responses, pos = _read_FetchableTopicResponse_2(buf, pos)
+            app_v_responses(e_v_responses)
     except _DecodeError as exc:
         raise exc.refine(field=f'Responses[{i}]')
-    return FetchResponse(v_throttle_time_ms, v_error_code, v_session_id, v_responses, [], ()), pos
+    o = _new(FetchResponse)
+    o.throttle_time_ms = v_throttle_time_ms
+    o.error_code = v_error_code
+    o.session_id = v_session_id
+    o.responses = v_responses
+    o.node_endpoints = []
+    o.unknown_tagged_fields = ()
+    return o, pos
 
 
 def _write_FetchResponse_4(o: FetchResponse, out: bytearray) -> None:
@@ -996,8 +1181,8 @@ def _write_FetchResponse_4(o: FetchResponse, out: bytearray) -> None:
     if o.responses is None:
         raise _null('Responses')
     _wal(out, o.responses, 'Responses')
-    for item in o.responses:
-        _write_FetchableTopicResponse_2(item, out)
+    for e_responses in o.responses:
+        _write_FetchableTopicResponse_2(e_responses, out)
     if o.unknown_tagged_fields:
         raise _EncodeError('tagged fields cannot be written at non-flexible version 7-10')
 
@@ -1006,20 +1191,28 @@ def _read_FetchResponse_5(buf: bytes | bytearray | memoryview, pos: int) -> tupl
     # versions 11
     end = len(buf)
     if pos + 10 > end:
-        raise _short_fixed(pos, end, _L_ihi)
+        raise _short_fixed(pos, end, _L12)
     v_throttle_time_ms, v_error_code, v_session_id = _S_ihi.unpack_from(buf, pos)
     pos += 10
+    v_responses: list[FetchableTopicResponse]
     n_v_responses, pos = _ral(buf, pos, 'Responses')
     v_responses = []
-    app = v_responses.append
+    app_v_responses = v_responses.append
     i = 0
     try:
         for i in range(n_v_responses):
-            item, pos = _read_FetchableTopicResponse_3(buf, pos)
-            app(item)
+            e_v_responses, pos = _read_FetchableTopicResponse_3(buf, pos)
+            app_v_responses(e_v_responses)
     except _DecodeError as exc:
         raise exc.refine(field=f'Responses[{i}]')
-    return FetchResponse(v_throttle_time_ms, v_error_code, v_session_id, v_responses, [], ()), pos
+    o = _new(FetchResponse)
+    o.throttle_time_ms = v_throttle_time_ms
+    o.error_code = v_error_code
+    o.session_id = v_session_id
+    o.responses = v_responses
+    o.node_endpoints = []
+    o.unknown_tagged_fields = ()
+    return o, pos
 
 
 def _write_FetchResponse_5(o: FetchResponse, out: bytearray) -> None:
@@ -1030,8 +1223,8 @@ def _write_FetchResponse_5(o: FetchResponse, out: bytearray) -> None:
     if o.responses is None:
         raise _null('Responses')
     _wal(out, o.responses, 'Responses')
-    for item in o.responses:
-        _write_FetchableTopicResponse_3(item, out)
+    for e_responses in o.responses:
+        _write_FetchableTopicResponse_3(e_responses, out)
     if o.unknown_tagged_fields:
         raise _EncodeError('tagged fields cannot be written at non-flexible version 11')
 
@@ -1040,17 +1233,22 @@ def _read_FetchResponse_6(buf: bytes | bytearray | memoryview, pos: int) -> tupl
     # versions 12
     end = len(buf)
     if pos + 10 > end:
-        raise _short_fixed(pos, end, _L_ihi)
+        raise _short_fixed(pos, end, _L12)
     v_throttle_time_ms, v_error_code, v_session_id = _S_ihi.unpack_from(buf, pos)
     pos += 10
-    n_v_responses, pos = _rcal(buf, pos, 'Responses')
+    v_responses: list[FetchableTopicResponse]
+    n_v_responses = buf[pos] - 1 if pos < end else -2
+    if 0 <= n_v_responses < 127 and n_v_responses <= end - pos:
+        pos += 1
+    else:
+        n_v_responses, pos = _rcal(buf, pos, 'Responses')
     v_responses = []
-    app = v_responses.append
+    app_v_responses = v_responses.append
     i = 0
     try:
         for i in range(n_v_responses):
-            item, pos = _read_FetchableTopicResponse_4(buf, pos)
-            app(item)
+            e_v_responses, pos = _read_FetchableTopicResponse_4(buf, pos)
+            app_v_responses(e_v_responses)
     except _DecodeError as exc:
         raise exc.refine(field=f'Responses[{i}]')
     unknown: tuple[tuple[int, bytes], ...] = ()
@@ -1068,7 +1266,14 @@ def _read_FetchResponse_6(buf: bytes | bytearray | memoryview, pos: int) -> tupl
             pos += size
         if raw_tags:
             unknown = tuple(raw_tags)
-    return FetchResponse(v_throttle_time_ms, v_error_code, v_session_id, v_responses, [], unknown), pos
+    o = _new(FetchResponse)
+    o.throttle_time_ms = v_throttle_time_ms
+    o.error_code = v_error_code
+    o.session_id = v_session_id
+    o.responses = v_responses
+    o.node_endpoints = []
+    o.unknown_tagged_fields = unknown
+    return o, pos
 
 
 def _write_FetchResponse_6(o: FetchResponse, out: bytearray) -> None:
@@ -1079,8 +1284,8 @@ def _write_FetchResponse_6(o: FetchResponse, out: bytearray) -> None:
     if o.responses is None:
         raise _null('Responses')
     _wcal(out, o.responses, 'Responses')
-    for item in o.responses:
-        _write_FetchableTopicResponse_4(item, out)
+    for e_responses in o.responses:
+        _write_FetchableTopicResponse_4(e_responses, out)
     if o.unknown_tagged_fields:
         _wts(out, (), o.unknown_tagged_fields, '_tagged_fields')
     else:
@@ -1091,17 +1296,22 @@ def _read_FetchResponse_7(buf: bytes | bytearray | memoryview, pos: int) -> tupl
     # versions 13-15
     end = len(buf)
     if pos + 10 > end:
-        raise _short_fixed(pos, end, _L_ihi)
+        raise _short_fixed(pos, end, _L12)
     v_throttle_time_ms, v_error_code, v_session_id = _S_ihi.unpack_from(buf, pos)
     pos += 10
-    n_v_responses, pos = _rcal(buf, pos, 'Responses')
+    v_responses: list[FetchableTopicResponse]
+    n_v_responses = buf[pos] - 1 if pos < end else -2
+    if 0 <= n_v_responses < 127 and n_v_responses <= end - pos:
+        pos += 1
+    else:
+        n_v_responses, pos = _rcal(buf, pos, 'Responses')
     v_responses = []
-    app = v_responses.append
+    app_v_responses = v_responses.append
     i = 0
     try:
         for i in range(n_v_responses):
-            item, pos = _read_FetchableTopicResponse_5(buf, pos)
-            app(item)
+            e_v_responses, pos = _read_FetchableTopicResponse_5(buf, pos)
+            app_v_responses(e_v_responses)
     except _DecodeError as exc:
         raise exc.refine(field=f'Responses[{i}]')
     unknown: tuple[tuple[int, bytes], ...] = ()
@@ -1119,7 +1329,14 @@ def _read_FetchResponse_7(buf: bytes | bytearray | memoryview, pos: int) -> tupl
             pos += size
         if raw_tags:
             unknown = tuple(raw_tags)
-    return FetchResponse(v_throttle_time_ms, v_error_code, v_session_id, v_responses, [], unknown), pos
+    o = _new(FetchResponse)
+    o.throttle_time_ms = v_throttle_time_ms
+    o.error_code = v_error_code
+    o.session_id = v_session_id
+    o.responses = v_responses
+    o.node_endpoints = []
+    o.unknown_tagged_fields = unknown
+    return o, pos
 
 
 def _write_FetchResponse_7(o: FetchResponse, out: bytearray) -> None:
@@ -1130,8 +1347,8 @@ def _write_FetchResponse_7(o: FetchResponse, out: bytearray) -> None:
     if o.responses is None:
         raise _null('Responses')
     _wcal(out, o.responses, 'Responses')
-    for item in o.responses:
-        _write_FetchableTopicResponse_5(item, out)
+    for e_responses in o.responses:
+        _write_FetchableTopicResponse_5(e_responses, out)
     if o.unknown_tagged_fields:
         _wts(out, (), o.unknown_tagged_fields, '_tagged_fields')
     else:
@@ -1142,20 +1359,25 @@ def _read_FetchResponse_8(buf: bytes | bytearray | memoryview, pos: int) -> tupl
     # versions 16-17
     end = len(buf)
     if pos + 10 > end:
-        raise _short_fixed(pos, end, _L_ihi)
+        raise _short_fixed(pos, end, _L12)
     v_throttle_time_ms, v_error_code, v_session_id = _S_ihi.unpack_from(buf, pos)
     pos += 10
-    n_v_responses, pos = _rcal(buf, pos, 'Responses')
+    v_responses: list[FetchableTopicResponse]
+    n_v_responses = buf[pos] - 1 if pos < end else -2
+    if 0 <= n_v_responses < 127 and n_v_responses <= end - pos:
+        pos += 1
+    else:
+        n_v_responses, pos = _rcal(buf, pos, 'Responses')
     v_responses = []
-    app = v_responses.append
+    app_v_responses = v_responses.append
     i = 0
     try:
         for i in range(n_v_responses):
-            item, pos = _read_FetchableTopicResponse_5(buf, pos)
-            app(item)
+            e_v_responses, pos = _read_FetchableTopicResponse_5(buf, pos)
+            app_v_responses(e_v_responses)
     except _DecodeError as exc:
         raise exc.refine(field=f'Responses[{i}]')
-    v_node_endpoints = []
+    v_node_endpoints: list[NodeEndpoint] = []
     unknown: tuple[tuple[int, bytes], ...] = ()
     if pos < end and buf[pos] == 0:
         pos += 1
@@ -1169,12 +1391,12 @@ def _read_FetchResponse_8(buf: bytes | bytearray | memoryview, pos: int) -> tupl
                 p = 0
                 n_v_node_endpoints, p = _rcal(sub, p, 'NodeEndpoints')
                 v_node_endpoints = []
-                app = v_node_endpoints.append
+                app_v_node_endpoints = v_node_endpoints.append
                 i = 0
                 try:
                     for i in range(n_v_node_endpoints):
-                        item, p = _read_NodeEndpoint_0(sub, p)
-                        app(item)
+                        e_v_node_endpoints, p = _read_NodeEndpoint_0(sub, p)
+                        app_v_node_endpoints(e_v_node_endpoints)
                 except _DecodeError as exc:
                     raise exc.refine(field=f'NodeEndpoints[{i}]')
             else:
@@ -1182,7 +1404,14 @@ def _read_FetchResponse_8(buf: bytes | bytearray | memoryview, pos: int) -> tupl
             pos += size
         if raw_tags:
             unknown = tuple(raw_tags)
-    return FetchResponse(v_throttle_time_ms, v_error_code, v_session_id, v_responses, v_node_endpoints, unknown), pos
+    o = _new(FetchResponse)
+    o.throttle_time_ms = v_throttle_time_ms
+    o.error_code = v_error_code
+    o.session_id = v_session_id
+    o.responses = v_responses
+    o.node_endpoints = v_node_endpoints
+    o.unknown_tagged_fields = unknown
+    return o, pos
 
 
 def _write_FetchResponse_8(o: FetchResponse, out: bytearray) -> None:
@@ -1191,16 +1420,16 @@ def _write_FetchResponse_8(o: FetchResponse, out: bytearray) -> None:
     if o.responses is None:
         raise _null('Responses')
     _wcal(out, o.responses, 'Responses')
-    for item in o.responses:
-        _write_FetchableTopicResponse_5(item, out)
+    for e_responses in o.responses:
+        _write_FetchableTopicResponse_5(e_responses, out)
     tagged: list[tuple[int, bytes | bytearray]] = []
     if (o.node_endpoints is None or len(o.node_endpoints) != 0):
         tb = bytearray()
         if o.node_endpoints is None:
             raise _null('NodeEndpoints')
         _wcal(tb, o.node_endpoints, 'NodeEndpoints')
-        for item in o.node_endpoints:
-            _write_NodeEndpoint_0(item, tb)
+        for e_node_endpoints in o.node_endpoints:
+            _write_NodeEndpoint_0(e_node_endpoints, tb)
         tagged.append((0, tb))
     if tagged or o.unknown_tagged_fields:
         _wts(out, tagged, o.unknown_tagged_fields, '_tagged_fields')

@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import struct as _struct
+from typing import Any as _Any
 import uuid as _uuid
 from dataclasses import dataclass as _dataclass, field as _field
 from typing import ClassVar as _ClassVar
@@ -26,18 +27,19 @@ from kraft_jbod.wire.primitives import (
     short_fixed as _short_fixed, uuid_from_bytes as _uuid_from_bytes,
 )
 
+_new = object.__new__
 _S_16s = _struct.Struct('>16s')
 _S_ii = _struct.Struct('>ii')
 _S_q = _struct.Struct('>q')
 _S_qi = _struct.Struct('>qi')
 _ZERO_UUID = _uuid_from_bytes((0).to_bytes(16, 'big'))
-_L_qi = (('EndOffset', 8), ('Epoch', 4))
-_L_ii = (('Partition', 4), ('CurrentLeaderEpoch', 4))
-_L_q = (('Position', 8),)
-_L_ii = (('ReplicaId', 4), ('MaxBytes', 4))
+_L0 = (('EndOffset', 8), ('Epoch', 4))
+_L1 = (('Partition', 4), ('CurrentLeaderEpoch', 4))
+_L2 = (('Position', 8),)
+_L3 = (('ReplicaId', 4), ('MaxBytes', 4))
 
 
-def _absent(field: str, version: int) -> _EncodeError:
+def _absent(field: str, version: int | str) -> _EncodeError:
     return _EncodeError(
         f'attempted to write a non-default {field} at version {version}', field_path=field
     )
@@ -112,7 +114,7 @@ def _read_SnapshotId_0(buf: bytes | bytearray | memoryview, pos: int) -> tuple[S
     # versions 0-1
     end = len(buf)
     if pos + 12 > end:
-        raise _short_fixed(pos, end, _L_qi)
+        raise _short_fixed(pos, end, _L0)
     v_end_offset, v_epoch = _S_qi.unpack_from(buf, pos)
     pos += 12
     unknown: tuple[tuple[int, bytes], ...] = ()
@@ -127,7 +129,11 @@ def _read_SnapshotId_0(buf: bytes | bytearray | memoryview, pos: int) -> tuple[S
             pos += size
         if raw_tags:
             unknown = tuple(raw_tags)
-    return SnapshotId(v_end_offset, v_epoch, unknown), pos
+    o = _new(SnapshotId)
+    o.end_offset = v_end_offset
+    o.epoch = v_epoch
+    o.unknown_tagged_fields = unknown
+    return o, pos
 
 
 def _write_SnapshotId_0(o: SnapshotId, out: bytearray) -> None:
@@ -143,7 +149,7 @@ def _read_PartitionSnapshot_0(buf: bytes | bytearray | memoryview, pos: int) -> 
     # versions 0
     end = len(buf)
     if pos + 8 > end:
-        raise _short_fixed(pos, end, _L_ii)
+        raise _short_fixed(pos, end, _L1)
     v_partition, v_current_leader_epoch = _S_ii.unpack_from(buf, pos)
     pos += 8
     try:
@@ -151,7 +157,7 @@ def _read_PartitionSnapshot_0(buf: bytes | bytearray | memoryview, pos: int) -> 
     except _DecodeError as exc:
         raise exc.refine(field='SnapshotId')
     if pos + 8 > end:
-        raise _short_fixed(pos, end, _L_q)
+        raise _short_fixed(pos, end, _L2)
     v_position, = _S_q.unpack_from(buf, pos)
     pos += 8
     unknown: tuple[tuple[int, bytes], ...] = ()
@@ -169,7 +175,14 @@ def _read_PartitionSnapshot_0(buf: bytes | bytearray | memoryview, pos: int) -> 
             pos += size
         if raw_tags:
             unknown = tuple(raw_tags)
-    return PartitionSnapshot(v_partition, v_current_leader_epoch, v_snapshot_id, v_position, _ZERO_UUID, unknown), pos
+    o = _new(PartitionSnapshot)
+    o.partition = v_partition
+    o.current_leader_epoch = v_current_leader_epoch
+    o.snapshot_id = v_snapshot_id
+    o.position = v_position
+    o.replica_directory_id = _ZERO_UUID
+    o.unknown_tagged_fields = unknown
+    return o, pos
 
 
 def _write_PartitionSnapshot_0(o: PartitionSnapshot, out: bytearray) -> None:
@@ -189,7 +202,7 @@ def _read_PartitionSnapshot_1(buf: bytes | bytearray | memoryview, pos: int) -> 
     # versions 1
     end = len(buf)
     if pos + 8 > end:
-        raise _short_fixed(pos, end, _L_ii)
+        raise _short_fixed(pos, end, _L1)
     v_partition, v_current_leader_epoch = _S_ii.unpack_from(buf, pos)
     pos += 8
     try:
@@ -197,10 +210,10 @@ def _read_PartitionSnapshot_1(buf: bytes | bytearray | memoryview, pos: int) -> 
     except _DecodeError as exc:
         raise exc.refine(field='SnapshotId')
     if pos + 8 > end:
-        raise _short_fixed(pos, end, _L_q)
+        raise _short_fixed(pos, end, _L2)
     v_position, = _S_q.unpack_from(buf, pos)
     pos += 8
-    v_replica_directory_id = _ZERO_UUID
+    v_replica_directory_id: _uuid.UUID = _ZERO_UUID
     unknown: tuple[tuple[int, bytes], ...] = ()
     if pos < end and buf[pos] == 0:
         pos += 1
@@ -214,15 +227,21 @@ def _read_PartitionSnapshot_1(buf: bytes | bytearray | memoryview, pos: int) -> 
                 p = 0
                 if p + 16 > len(sub):
                     raise _short_fixed(p, len(sub), (('ReplicaDirectoryId', 16),))
-                v_replica_directory_id, = _S_16s.unpack_from(sub, p)
-                v_replica_directory_id = _uuid_from_bytes(v_replica_directory_id)
+                v_replica_directory_id = _uuid_from_bytes(sub[p:p + 16])
                 p += 16
             else:
                 raw_tags.append((tag, bytes(buf[pos:pos + size])))
             pos += size
         if raw_tags:
             unknown = tuple(raw_tags)
-    return PartitionSnapshot(v_partition, v_current_leader_epoch, v_snapshot_id, v_position, v_replica_directory_id, unknown), pos
+    o = _new(PartitionSnapshot)
+    o.partition = v_partition
+    o.current_leader_epoch = v_current_leader_epoch
+    o.snapshot_id = v_snapshot_id
+    o.position = v_position
+    o.replica_directory_id = v_replica_directory_id
+    o.unknown_tagged_fields = unknown
+    return o, pos
 
 
 def _write_PartitionSnapshot_1(o: PartitionSnapshot, out: bytearray) -> None:
@@ -249,14 +268,19 @@ def _read_TopicSnapshot_0(buf: bytes | bytearray | memoryview, pos: int) -> tupl
     # versions 0
     end = len(buf)
     v_name, pos = _rcs(buf, pos, 'Name')
-    n_v_partitions, pos = _rcal(buf, pos, 'Partitions')
+    v_partitions: list[PartitionSnapshot]
+    n_v_partitions = buf[pos] - 1 if pos < end else -2
+    if 0 <= n_v_partitions < 127 and n_v_partitions <= end - pos:
+        pos += 1
+    else:
+        n_v_partitions, pos = _rcal(buf, pos, 'Partitions')
     v_partitions = []
-    app = v_partitions.append
+    app_v_partitions = v_partitions.append
     i = 0
     try:
         for i in range(n_v_partitions):
-            item, pos = _read_PartitionSnapshot_0(buf, pos)
-            app(item)
+            e_v_partitions, pos = _read_PartitionSnapshot_0(buf, pos)
+            app_v_partitions(e_v_partitions)
     except _DecodeError as exc:
         raise exc.refine(field=f'Partitions[{i}]')
     unknown: tuple[tuple[int, bytes], ...] = ()
@@ -271,7 +295,11 @@ def _read_TopicSnapshot_0(buf: bytes | bytearray | memoryview, pos: int) -> tupl
             pos += size
         if raw_tags:
             unknown = tuple(raw_tags)
-    return TopicSnapshot(v_name, v_partitions, unknown), pos
+    o = _new(TopicSnapshot)
+    o.name = v_name
+    o.partitions = v_partitions
+    o.unknown_tagged_fields = unknown
+    return o, pos
 
 
 def _write_TopicSnapshot_0(o: TopicSnapshot, out: bytearray) -> None:
@@ -282,8 +310,8 @@ def _write_TopicSnapshot_0(o: TopicSnapshot, out: bytearray) -> None:
     if o.partitions is None:
         raise _null('Partitions')
     _wcal(out, o.partitions, 'Partitions')
-    for item in o.partitions:
-        _write_PartitionSnapshot_0(item, out)
+    for e_partitions in o.partitions:
+        _write_PartitionSnapshot_0(e_partitions, out)
     if o.unknown_tagged_fields:
         _wts(out, (), o.unknown_tagged_fields, '_tagged_fields')
     else:
@@ -294,14 +322,19 @@ def _read_TopicSnapshot_1(buf: bytes | bytearray | memoryview, pos: int) -> tupl
     # versions 1
     end = len(buf)
     v_name, pos = _rcs(buf, pos, 'Name')
-    n_v_partitions, pos = _rcal(buf, pos, 'Partitions')
+    v_partitions: list[PartitionSnapshot]
+    n_v_partitions = buf[pos] - 1 if pos < end else -2
+    if 0 <= n_v_partitions < 127 and n_v_partitions <= end - pos:
+        pos += 1
+    else:
+        n_v_partitions, pos = _rcal(buf, pos, 'Partitions')
     v_partitions = []
-    app = v_partitions.append
+    app_v_partitions = v_partitions.append
     i = 0
     try:
         for i in range(n_v_partitions):
-            item, pos = _read_PartitionSnapshot_1(buf, pos)
-            app(item)
+            e_v_partitions, pos = _read_PartitionSnapshot_1(buf, pos)
+            app_v_partitions(e_v_partitions)
     except _DecodeError as exc:
         raise exc.refine(field=f'Partitions[{i}]')
     unknown: tuple[tuple[int, bytes], ...] = ()
@@ -316,7 +349,11 @@ def _read_TopicSnapshot_1(buf: bytes | bytearray | memoryview, pos: int) -> tupl
             pos += size
         if raw_tags:
             unknown = tuple(raw_tags)
-    return TopicSnapshot(v_name, v_partitions, unknown), pos
+    o = _new(TopicSnapshot)
+    o.name = v_name
+    o.partitions = v_partitions
+    o.unknown_tagged_fields = unknown
+    return o, pos
 
 
 def _write_TopicSnapshot_1(o: TopicSnapshot, out: bytearray) -> None:
@@ -327,8 +364,8 @@ def _write_TopicSnapshot_1(o: TopicSnapshot, out: bytearray) -> None:
     if o.partitions is None:
         raise _null('Partitions')
     _wcal(out, o.partitions, 'Partitions')
-    for item in o.partitions:
-        _write_PartitionSnapshot_1(item, out)
+    for e_partitions in o.partitions:
+        _write_PartitionSnapshot_1(e_partitions, out)
     if o.unknown_tagged_fields:
         _wts(out, (), o.unknown_tagged_fields, '_tagged_fields')
     else:
@@ -339,20 +376,25 @@ def _read_FetchSnapshotRequest_0(buf: bytes | bytearray | memoryview, pos: int) 
     # versions 0
     end = len(buf)
     if pos + 8 > end:
-        raise _short_fixed(pos, end, _L_ii)
+        raise _short_fixed(pos, end, _L3)
     v_replica_id, v_max_bytes = _S_ii.unpack_from(buf, pos)
     pos += 8
-    n_v_topics, pos = _rcal(buf, pos, 'Topics')
+    v_topics: list[TopicSnapshot]
+    n_v_topics = buf[pos] - 1 if pos < end else -2
+    if 0 <= n_v_topics < 127 and n_v_topics <= end - pos:
+        pos += 1
+    else:
+        n_v_topics, pos = _rcal(buf, pos, 'Topics')
     v_topics = []
-    app = v_topics.append
+    app_v_topics = v_topics.append
     i = 0
     try:
         for i in range(n_v_topics):
-            item, pos = _read_TopicSnapshot_0(buf, pos)
-            app(item)
+            e_v_topics, pos = _read_TopicSnapshot_0(buf, pos)
+            app_v_topics(e_v_topics)
     except _DecodeError as exc:
         raise exc.refine(field=f'Topics[{i}]')
-    v_cluster_id = None
+    v_cluster_id: str | None = None
     unknown: tuple[tuple[int, bytes], ...] = ()
     if pos < end and buf[pos] == 0:
         pos += 1
@@ -370,7 +412,13 @@ def _read_FetchSnapshotRequest_0(buf: bytes | bytearray | memoryview, pos: int) 
             pos += size
         if raw_tags:
             unknown = tuple(raw_tags)
-    return FetchSnapshotRequest(v_cluster_id, v_replica_id, v_max_bytes, v_topics, unknown), pos
+    o = _new(FetchSnapshotRequest)
+    o.cluster_id = v_cluster_id
+    o.replica_id = v_replica_id
+    o.max_bytes = v_max_bytes
+    o.topics = v_topics
+    o.unknown_tagged_fields = unknown
+    return o, pos
 
 
 def _write_FetchSnapshotRequest_0(o: FetchSnapshotRequest, out: bytearray) -> None:
@@ -379,8 +427,8 @@ def _write_FetchSnapshotRequest_0(o: FetchSnapshotRequest, out: bytearray) -> No
     if o.topics is None:
         raise _null('Topics')
     _wcal(out, o.topics, 'Topics')
-    for item in o.topics:
-        _write_TopicSnapshot_0(item, out)
+    for e_topics in o.topics:
+        _write_TopicSnapshot_0(e_topics, out)
     tagged: list[tuple[int, bytes | bytearray]] = []
     if o.cluster_id is not None:
         tb = bytearray()
@@ -396,20 +444,25 @@ def _read_FetchSnapshotRequest_1(buf: bytes | bytearray | memoryview, pos: int) 
     # versions 1
     end = len(buf)
     if pos + 8 > end:
-        raise _short_fixed(pos, end, _L_ii)
+        raise _short_fixed(pos, end, _L3)
     v_replica_id, v_max_bytes = _S_ii.unpack_from(buf, pos)
     pos += 8
-    n_v_topics, pos = _rcal(buf, pos, 'Topics')
+    v_topics: list[TopicSnapshot]
+    n_v_topics = buf[pos] - 1 if pos < end else -2
+    if 0 <= n_v_topics < 127 and n_v_topics <= end - pos:
+        pos += 1
+    else:
+        n_v_topics, pos = _rcal(buf, pos, 'Topics')
     v_topics = []
-    app = v_topics.append
+    app_v_topics = v_topics.append
     i = 0
     try:
         for i in range(n_v_topics):
-            item, pos = _read_TopicSnapshot_1(buf, pos)
-            app(item)
+            e_v_topics, pos = _read_TopicSnapshot_1(buf, pos)
+            app_v_topics(e_v_topics)
     except _DecodeError as exc:
         raise exc.refine(field=f'Topics[{i}]')
-    v_cluster_id = None
+    v_cluster_id: str | None = None
     unknown: tuple[tuple[int, bytes], ...] = ()
     if pos < end and buf[pos] == 0:
         pos += 1
@@ -427,7 +480,13 @@ def _read_FetchSnapshotRequest_1(buf: bytes | bytearray | memoryview, pos: int) 
             pos += size
         if raw_tags:
             unknown = tuple(raw_tags)
-    return FetchSnapshotRequest(v_cluster_id, v_replica_id, v_max_bytes, v_topics, unknown), pos
+    o = _new(FetchSnapshotRequest)
+    o.cluster_id = v_cluster_id
+    o.replica_id = v_replica_id
+    o.max_bytes = v_max_bytes
+    o.topics = v_topics
+    o.unknown_tagged_fields = unknown
+    return o, pos
 
 
 def _write_FetchSnapshotRequest_1(o: FetchSnapshotRequest, out: bytearray) -> None:
@@ -436,8 +495,8 @@ def _write_FetchSnapshotRequest_1(o: FetchSnapshotRequest, out: bytearray) -> No
     if o.topics is None:
         raise _null('Topics')
     _wcal(out, o.topics, 'Topics')
-    for item in o.topics:
-        _write_TopicSnapshot_1(item, out)
+    for e_topics in o.topics:
+        _write_TopicSnapshot_1(e_topics, out)
     tagged: list[tuple[int, bytes | bytearray]] = []
     if o.cluster_id is not None:
         tb = bytearray()

@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import struct as _struct
+from typing import Any as _Any
 import uuid as _uuid
 from dataclasses import dataclass as _dataclass, field as _field
 from typing import ClassVar as _ClassVar
@@ -26,22 +27,23 @@ from kraft_jbod.wire.primitives import (
     short_fixed as _short_fixed, uuid_from_bytes as _uuid_from_bytes,
 )
 
+_new = object.__new__
 _S_H = _struct.Struct('>H')
 _S_i = _struct.Struct('>i')
 _S_ih = _struct.Struct('>ih')
 _S_ii = _struct.Struct('>ii')
 _S_qi = _struct.Struct('>qi')
 _S_qq = _struct.Struct('>qq')
-_L_qi = (('EndOffset', 8), ('Epoch', 4))
-_L_ii = (('LeaderId', 4), ('LeaderEpoch', 4))
-_L_ih = (('Index', 4), ('ErrorCode', 2))
-_L_qq = (('Size', 8), ('Position', 8))
-_L_i = (('NodeId', 4),)
-_L_H = (('Port', 2),)
-_L_ih = (('ThrottleTimeMs', 4), ('ErrorCode', 2))
+_L0 = (('EndOffset', 8), ('Epoch', 4))
+_L1 = (('LeaderId', 4), ('LeaderEpoch', 4))
+_L2 = (('Index', 4), ('ErrorCode', 2))
+_L3 = (('Size', 8), ('Position', 8))
+_L4 = (('NodeId', 4),)
+_L5 = (('Port', 2),)
+_L6 = (('ThrottleTimeMs', 4), ('ErrorCode', 2))
 
 
-def _absent(field: str, version: int) -> _EncodeError:
+def _absent(field: str, version: int | str) -> _EncodeError:
     return _EncodeError(
         f'attempted to write a non-default {field} at version {version}', field_path=field
     )
@@ -137,7 +139,7 @@ def _read_SnapshotId_0(buf: bytes | bytearray | memoryview, pos: int) -> tuple[S
     # versions 0-1
     end = len(buf)
     if pos + 12 > end:
-        raise _short_fixed(pos, end, _L_qi)
+        raise _short_fixed(pos, end, _L0)
     v_end_offset, v_epoch = _S_qi.unpack_from(buf, pos)
     pos += 12
     unknown: tuple[tuple[int, bytes], ...] = ()
@@ -152,7 +154,11 @@ def _read_SnapshotId_0(buf: bytes | bytearray | memoryview, pos: int) -> tuple[S
             pos += size
         if raw_tags:
             unknown = tuple(raw_tags)
-    return SnapshotId(v_end_offset, v_epoch, unknown), pos
+    o = _new(SnapshotId)
+    o.end_offset = v_end_offset
+    o.epoch = v_epoch
+    o.unknown_tagged_fields = unknown
+    return o, pos
 
 
 def _write_SnapshotId_0(o: SnapshotId, out: bytearray) -> None:
@@ -168,7 +174,7 @@ def _read_LeaderIdAndEpoch_0(buf: bytes | bytearray | memoryview, pos: int) -> t
     # versions 0-1
     end = len(buf)
     if pos + 8 > end:
-        raise _short_fixed(pos, end, _L_ii)
+        raise _short_fixed(pos, end, _L1)
     v_leader_id, v_leader_epoch = _S_ii.unpack_from(buf, pos)
     pos += 8
     unknown: tuple[tuple[int, bytes], ...] = ()
@@ -183,7 +189,11 @@ def _read_LeaderIdAndEpoch_0(buf: bytes | bytearray | memoryview, pos: int) -> t
             pos += size
         if raw_tags:
             unknown = tuple(raw_tags)
-    return LeaderIdAndEpoch(v_leader_id, v_leader_epoch, unknown), pos
+    o = _new(LeaderIdAndEpoch)
+    o.leader_id = v_leader_id
+    o.leader_epoch = v_leader_epoch
+    o.unknown_tagged_fields = unknown
+    return o, pos
 
 
 def _write_LeaderIdAndEpoch_0(o: LeaderIdAndEpoch, out: bytearray) -> None:
@@ -199,7 +209,7 @@ def _read_PartitionSnapshot_0(buf: bytes | bytearray | memoryview, pos: int) -> 
     # versions 0-1
     end = len(buf)
     if pos + 6 > end:
-        raise _short_fixed(pos, end, _L_ih)
+        raise _short_fixed(pos, end, _L2)
     v_index, v_error_code = _S_ih.unpack_from(buf, pos)
     pos += 6
     try:
@@ -207,11 +217,11 @@ def _read_PartitionSnapshot_0(buf: bytes | bytearray | memoryview, pos: int) -> 
     except _DecodeError as exc:
         raise exc.refine(field='SnapshotId')
     if pos + 16 > end:
-        raise _short_fixed(pos, end, _L_qq)
+        raise _short_fixed(pos, end, _L3)
     v_size, v_position = _S_qq.unpack_from(buf, pos)
     pos += 16
     v_unaligned_records, pos = _rcb(buf, pos, 'UnalignedRecords')
-    v_current_leader = LeaderIdAndEpoch()
+    v_current_leader: LeaderIdAndEpoch = LeaderIdAndEpoch()
     unknown: tuple[tuple[int, bytes], ...] = ()
     if pos < end and buf[pos] == 0:
         pos += 1
@@ -232,7 +242,16 @@ def _read_PartitionSnapshot_0(buf: bytes | bytearray | memoryview, pos: int) -> 
             pos += size
         if raw_tags:
             unknown = tuple(raw_tags)
-    return PartitionSnapshot(v_index, v_error_code, v_snapshot_id, v_current_leader, v_size, v_position, v_unaligned_records, unknown), pos
+    o = _new(PartitionSnapshot)
+    o.index = v_index
+    o.error_code = v_error_code
+    o.snapshot_id = v_snapshot_id
+    o.current_leader = v_current_leader
+    o.size = v_size
+    o.position = v_position
+    o.unaligned_records = v_unaligned_records
+    o.unknown_tagged_fields = unknown
+    return o, pos
 
 
 def _write_PartitionSnapshot_0(o: PartitionSnapshot, out: bytearray) -> None:
@@ -262,14 +281,19 @@ def _read_TopicSnapshot_0(buf: bytes | bytearray | memoryview, pos: int) -> tupl
     # versions 0-1
     end = len(buf)
     v_name, pos = _rcs(buf, pos, 'Name')
-    n_v_partitions, pos = _rcal(buf, pos, 'Partitions')
+    v_partitions: list[PartitionSnapshot]
+    n_v_partitions = buf[pos] - 1 if pos < end else -2
+    if 0 <= n_v_partitions < 127 and n_v_partitions <= end - pos:
+        pos += 1
+    else:
+        n_v_partitions, pos = _rcal(buf, pos, 'Partitions')
     v_partitions = []
-    app = v_partitions.append
+    app_v_partitions = v_partitions.append
     i = 0
     try:
         for i in range(n_v_partitions):
-            item, pos = _read_PartitionSnapshot_0(buf, pos)
-            app(item)
+            e_v_partitions, pos = _read_PartitionSnapshot_0(buf, pos)
+            app_v_partitions(e_v_partitions)
     except _DecodeError as exc:
         raise exc.refine(field=f'Partitions[{i}]')
     unknown: tuple[tuple[int, bytes], ...] = ()
@@ -284,7 +308,11 @@ def _read_TopicSnapshot_0(buf: bytes | bytearray | memoryview, pos: int) -> tupl
             pos += size
         if raw_tags:
             unknown = tuple(raw_tags)
-    return TopicSnapshot(v_name, v_partitions, unknown), pos
+    o = _new(TopicSnapshot)
+    o.name = v_name
+    o.partitions = v_partitions
+    o.unknown_tagged_fields = unknown
+    return o, pos
 
 
 def _write_TopicSnapshot_0(o: TopicSnapshot, out: bytearray) -> None:
@@ -295,8 +323,8 @@ def _write_TopicSnapshot_0(o: TopicSnapshot, out: bytearray) -> None:
     if o.partitions is None:
         raise _null('Partitions')
     _wcal(out, o.partitions, 'Partitions')
-    for item in o.partitions:
-        _write_PartitionSnapshot_0(item, out)
+    for e_partitions in o.partitions:
+        _write_PartitionSnapshot_0(e_partitions, out)
     if o.unknown_tagged_fields:
         _wts(out, (), o.unknown_tagged_fields, '_tagged_fields')
     else:
@@ -307,12 +335,12 @@ def _read_NodeEndpoint_0(buf: bytes | bytearray | memoryview, pos: int) -> tuple
     # versions 1
     end = len(buf)
     if pos + 4 > end:
-        raise _short_fixed(pos, end, _L_i)
+        raise _short_fixed(pos, end, _L4)
     v_node_id, = _S_i.unpack_from(buf, pos)
     pos += 4
     v_host, pos = _rcs(buf, pos, 'Host')
     if pos + 2 > end:
-        raise _short_fixed(pos, end, _L_H)
+        raise _short_fixed(pos, end, _L5)
     v_port, = _S_H.unpack_from(buf, pos)
     pos += 2
     unknown: tuple[tuple[int, bytes], ...] = ()
@@ -327,7 +355,12 @@ def _read_NodeEndpoint_0(buf: bytes | bytearray | memoryview, pos: int) -> tuple
             pos += size
         if raw_tags:
             unknown = tuple(raw_tags)
-    return NodeEndpoint(v_node_id, v_host, v_port, unknown), pos
+    o = _new(NodeEndpoint)
+    o.node_id = v_node_id
+    o.host = v_host
+    o.port = v_port
+    o.unknown_tagged_fields = unknown
+    return o, pos
 
 
 def _write_NodeEndpoint_0(o: NodeEndpoint, out: bytearray) -> None:
@@ -347,17 +380,22 @@ def _read_FetchSnapshotResponse_0(buf: bytes | bytearray | memoryview, pos: int)
     # versions 0
     end = len(buf)
     if pos + 6 > end:
-        raise _short_fixed(pos, end, _L_ih)
+        raise _short_fixed(pos, end, _L6)
     v_throttle_time_ms, v_error_code = _S_ih.unpack_from(buf, pos)
     pos += 6
-    n_v_topics, pos = _rcal(buf, pos, 'Topics')
+    v_topics: list[TopicSnapshot]
+    n_v_topics = buf[pos] - 1 if pos < end else -2
+    if 0 <= n_v_topics < 127 and n_v_topics <= end - pos:
+        pos += 1
+    else:
+        n_v_topics, pos = _rcal(buf, pos, 'Topics')
     v_topics = []
-    app = v_topics.append
+    app_v_topics = v_topics.append
     i = 0
     try:
         for i in range(n_v_topics):
-            item, pos = _read_TopicSnapshot_0(buf, pos)
-            app(item)
+            e_v_topics, pos = _read_TopicSnapshot_0(buf, pos)
+            app_v_topics(e_v_topics)
     except _DecodeError as exc:
         raise exc.refine(field=f'Topics[{i}]')
     unknown: tuple[tuple[int, bytes], ...] = ()
@@ -375,7 +413,13 @@ def _read_FetchSnapshotResponse_0(buf: bytes | bytearray | memoryview, pos: int)
             pos += size
         if raw_tags:
             unknown = tuple(raw_tags)
-    return FetchSnapshotResponse(v_throttle_time_ms, v_error_code, v_topics, [], unknown), pos
+    o = _new(FetchSnapshotResponse)
+    o.throttle_time_ms = v_throttle_time_ms
+    o.error_code = v_error_code
+    o.topics = v_topics
+    o.node_endpoints = []
+    o.unknown_tagged_fields = unknown
+    return o, pos
 
 
 def _write_FetchSnapshotResponse_0(o: FetchSnapshotResponse, out: bytearray) -> None:
@@ -386,8 +430,8 @@ def _write_FetchSnapshotResponse_0(o: FetchSnapshotResponse, out: bytearray) -> 
     if o.topics is None:
         raise _null('Topics')
     _wcal(out, o.topics, 'Topics')
-    for item in o.topics:
-        _write_TopicSnapshot_0(item, out)
+    for e_topics in o.topics:
+        _write_TopicSnapshot_0(e_topics, out)
     if o.unknown_tagged_fields:
         _wts(out, (), o.unknown_tagged_fields, '_tagged_fields')
     else:
@@ -398,20 +442,25 @@ def _read_FetchSnapshotResponse_1(buf: bytes | bytearray | memoryview, pos: int)
     # versions 1
     end = len(buf)
     if pos + 6 > end:
-        raise _short_fixed(pos, end, _L_ih)
+        raise _short_fixed(pos, end, _L6)
     v_throttle_time_ms, v_error_code = _S_ih.unpack_from(buf, pos)
     pos += 6
-    n_v_topics, pos = _rcal(buf, pos, 'Topics')
+    v_topics: list[TopicSnapshot]
+    n_v_topics = buf[pos] - 1 if pos < end else -2
+    if 0 <= n_v_topics < 127 and n_v_topics <= end - pos:
+        pos += 1
+    else:
+        n_v_topics, pos = _rcal(buf, pos, 'Topics')
     v_topics = []
-    app = v_topics.append
+    app_v_topics = v_topics.append
     i = 0
     try:
         for i in range(n_v_topics):
-            item, pos = _read_TopicSnapshot_0(buf, pos)
-            app(item)
+            e_v_topics, pos = _read_TopicSnapshot_0(buf, pos)
+            app_v_topics(e_v_topics)
     except _DecodeError as exc:
         raise exc.refine(field=f'Topics[{i}]')
-    v_node_endpoints = []
+    v_node_endpoints: list[NodeEndpoint] = []
     unknown: tuple[tuple[int, bytes], ...] = ()
     if pos < end and buf[pos] == 0:
         pos += 1
@@ -425,12 +474,12 @@ def _read_FetchSnapshotResponse_1(buf: bytes | bytearray | memoryview, pos: int)
                 p = 0
                 n_v_node_endpoints, p = _rcal(sub, p, 'NodeEndpoints')
                 v_node_endpoints = []
-                app = v_node_endpoints.append
+                app_v_node_endpoints = v_node_endpoints.append
                 i = 0
                 try:
                     for i in range(n_v_node_endpoints):
-                        item, p = _read_NodeEndpoint_0(sub, p)
-                        app(item)
+                        e_v_node_endpoints, p = _read_NodeEndpoint_0(sub, p)
+                        app_v_node_endpoints(e_v_node_endpoints)
                 except _DecodeError as exc:
                     raise exc.refine(field=f'NodeEndpoints[{i}]')
             else:
@@ -438,7 +487,13 @@ def _read_FetchSnapshotResponse_1(buf: bytes | bytearray | memoryview, pos: int)
             pos += size
         if raw_tags:
             unknown = tuple(raw_tags)
-    return FetchSnapshotResponse(v_throttle_time_ms, v_error_code, v_topics, v_node_endpoints, unknown), pos
+    o = _new(FetchSnapshotResponse)
+    o.throttle_time_ms = v_throttle_time_ms
+    o.error_code = v_error_code
+    o.topics = v_topics
+    o.node_endpoints = v_node_endpoints
+    o.unknown_tagged_fields = unknown
+    return o, pos
 
 
 def _write_FetchSnapshotResponse_1(o: FetchSnapshotResponse, out: bytearray) -> None:
@@ -447,16 +502,16 @@ def _write_FetchSnapshotResponse_1(o: FetchSnapshotResponse, out: bytearray) -> 
     if o.topics is None:
         raise _null('Topics')
     _wcal(out, o.topics, 'Topics')
-    for item in o.topics:
-        _write_TopicSnapshot_0(item, out)
+    for e_topics in o.topics:
+        _write_TopicSnapshot_0(e_topics, out)
     tagged: list[tuple[int, bytes | bytearray]] = []
     if (o.node_endpoints is None or len(o.node_endpoints) != 0):
         tb = bytearray()
         if o.node_endpoints is None:
             raise _null('NodeEndpoints')
         _wcal(tb, o.node_endpoints, 'NodeEndpoints')
-        for item in o.node_endpoints:
-            _write_NodeEndpoint_0(item, tb)
+        for e_node_endpoints in o.node_endpoints:
+            _write_NodeEndpoint_0(e_node_endpoints, tb)
         tagged.append((0, tb))
     if tagged or o.unknown_tagged_fields:
         _wts(out, tagged, o.unknown_tagged_fields, '_tagged_fields')

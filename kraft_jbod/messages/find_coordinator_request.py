@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import struct as _struct
+from typing import Any as _Any
 import uuid as _uuid
 from dataclasses import dataclass as _dataclass, field as _field
 from typing import ClassVar as _ClassVar
@@ -26,11 +27,12 @@ from kraft_jbod.wire.primitives import (
     short_fixed as _short_fixed, uuid_from_bytes as _uuid_from_bytes,
 )
 
+_new = object.__new__
 _S_b = _struct.Struct('>b')
-_L_b = (('KeyType', 1),)
+_L0 = (('KeyType', 1),)
 
 
-def _absent(field: str, version: int) -> _EncodeError:
+def _absent(field: str, version: int | str) -> _EncodeError:
     return _EncodeError(
         f'attempted to write a non-default {field} at version {version}', field_path=field
     )
@@ -74,7 +76,12 @@ def _read_FindCoordinatorRequest_0(buf: bytes | bytearray | memoryview, pos: int
     # versions 0
     end = len(buf)
     v_key, pos = _rs(buf, pos, 'Key')
-    return FindCoordinatorRequest(v_key, 0, [], ()), pos
+    o = _new(FindCoordinatorRequest)
+    o.key = v_key
+    o.key_type = 0
+    o.coordinator_keys = []
+    o.unknown_tagged_fields = ()
+    return o, pos
 
 
 def _write_FindCoordinatorRequest_0(o: FindCoordinatorRequest, out: bytearray) -> None:
@@ -95,10 +102,15 @@ def _read_FindCoordinatorRequest_1(buf: bytes | bytearray | memoryview, pos: int
     end = len(buf)
     v_key, pos = _rs(buf, pos, 'Key')
     if pos + 1 > end:
-        raise _short_fixed(pos, end, _L_b)
+        raise _short_fixed(pos, end, _L0)
     v_key_type, = _S_b.unpack_from(buf, pos)
     pos += 1
-    return FindCoordinatorRequest(v_key, v_key_type, [], ()), pos
+    o = _new(FindCoordinatorRequest)
+    o.key = v_key
+    o.key_type = v_key_type
+    o.coordinator_keys = []
+    o.unknown_tagged_fields = ()
+    return o, pos
 
 
 def _write_FindCoordinatorRequest_1(o: FindCoordinatorRequest, out: bytearray) -> None:
@@ -118,7 +130,7 @@ def _read_FindCoordinatorRequest_2(buf: bytes | bytearray | memoryview, pos: int
     end = len(buf)
     v_key, pos = _rcs(buf, pos, 'Key')
     if pos + 1 > end:
-        raise _short_fixed(pos, end, _L_b)
+        raise _short_fixed(pos, end, _L0)
     v_key_type, = _S_b.unpack_from(buf, pos)
     pos += 1
     unknown: tuple[tuple[int, bytes], ...] = ()
@@ -133,7 +145,12 @@ def _read_FindCoordinatorRequest_2(buf: bytes | bytearray | memoryview, pos: int
             pos += size
         if raw_tags:
             unknown = tuple(raw_tags)
-    return FindCoordinatorRequest(v_key, v_key_type, [], unknown), pos
+    o = _new(FindCoordinatorRequest)
+    o.key = v_key
+    o.key_type = v_key_type
+    o.coordinator_keys = []
+    o.unknown_tagged_fields = unknown
+    return o, pos
 
 
 def _write_FindCoordinatorRequest_2(o: FindCoordinatorRequest, out: bytearray) -> None:
@@ -154,15 +171,20 @@ def _read_FindCoordinatorRequest_3(buf: bytes | bytearray | memoryview, pos: int
     # versions 4-6
     end = len(buf)
     if pos + 1 > end:
-        raise _short_fixed(pos, end, _L_b)
+        raise _short_fixed(pos, end, _L0)
     v_key_type, = _S_b.unpack_from(buf, pos)
     pos += 1
-    n_v_coordinator_keys, pos = _rcal(buf, pos, 'CoordinatorKeys')
+    v_coordinator_keys: list[str]
+    n_v_coordinator_keys = buf[pos] - 1 if pos < end else -2
+    if 0 <= n_v_coordinator_keys < 127 and n_v_coordinator_keys <= end - pos:
+        pos += 1
+    else:
+        n_v_coordinator_keys, pos = _rcal(buf, pos, 'CoordinatorKeys')
     v_coordinator_keys = []
-    app = v_coordinator_keys.append
+    app_v_coordinator_keys = v_coordinator_keys.append
     for _ in range(n_v_coordinator_keys):
-        item, pos = _rcs(buf, pos, 'CoordinatorKeys')
-        app(item)
+        e_v_coordinator_keys, pos = _rcs(buf, pos, 'CoordinatorKeys')
+        app_v_coordinator_keys(e_v_coordinator_keys)
     unknown: tuple[tuple[int, bytes], ...] = ()
     if pos < end and buf[pos] == 0:
         pos += 1
@@ -175,7 +197,12 @@ def _read_FindCoordinatorRequest_3(buf: bytes | bytearray | memoryview, pos: int
             pos += size
         if raw_tags:
             unknown = tuple(raw_tags)
-    return FindCoordinatorRequest('', v_key_type, v_coordinator_keys, unknown), pos
+    o = _new(FindCoordinatorRequest)
+    o.key = ''
+    o.key_type = v_key_type
+    o.coordinator_keys = v_coordinator_keys
+    o.unknown_tagged_fields = unknown
+    return o, pos
 
 
 def _write_FindCoordinatorRequest_3(o: FindCoordinatorRequest, out: bytearray) -> None:
@@ -186,10 +213,10 @@ def _write_FindCoordinatorRequest_3(o: FindCoordinatorRequest, out: bytearray) -
     if o.coordinator_keys is None:
         raise _null('CoordinatorKeys')
     _wcal(out, o.coordinator_keys, 'CoordinatorKeys')
-    for item in o.coordinator_keys:
-        if item is None:
+    for e_coordinator_keys in o.coordinator_keys:
+        if e_coordinator_keys is None:
             raise _null('CoordinatorKeys')
-        _wcs(out, item, 'CoordinatorKeys')
+        _wcs(out, e_coordinator_keys, 'CoordinatorKeys')
     if o.unknown_tagged_fields:
         _wts(out, (), o.unknown_tagged_fields, '_tagged_fields')
     else:

@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import struct as _struct
+from typing import Any as _Any
 import uuid as _uuid
 from dataclasses import dataclass as _dataclass, field as _field
 from typing import ClassVar as _ClassVar
@@ -26,18 +27,19 @@ from kraft_jbod.wire.primitives import (
     short_fixed as _short_fixed, uuid_from_bytes as _uuid_from_bytes,
 )
 
+_new = object.__new__
 _S_hi = _struct.Struct('>hi')
 _S_i = _struct.Struct('>i')
 _S_ih = _struct.Struct('>ih')
-_L_i = (('NodeId', 4),)
-_L_ih = (('Port', 4), ('ErrorCode', 2))
-_L_hi = (('ErrorCode', 2), ('NodeId', 4))
-_L_i = (('Port', 4),)
-_L_ih = (('ThrottleTimeMs', 4), ('ErrorCode', 2))
-_L_i = (('ThrottleTimeMs', 4),)
+_L0 = (('NodeId', 4),)
+_L1 = (('Port', 4), ('ErrorCode', 2))
+_L2 = (('ErrorCode', 2), ('NodeId', 4))
+_L3 = (('Port', 4),)
+_L4 = (('ThrottleTimeMs', 4), ('ErrorCode', 2))
+_L5 = (('ThrottleTimeMs', 4),)
 
 
-def _absent(field: str, version: int) -> _EncodeError:
+def _absent(field: str, version: int | str) -> _EncodeError:
     return _EncodeError(
         f'attempted to write a non-default {field} at version {version}', field_path=field
     )
@@ -99,12 +101,12 @@ def _read_Coordinator_0(buf: bytes | bytearray | memoryview, pos: int) -> tuple[
     end = len(buf)
     v_key, pos = _rcs(buf, pos, 'Key')
     if pos + 4 > end:
-        raise _short_fixed(pos, end, _L_i)
+        raise _short_fixed(pos, end, _L0)
     v_node_id, = _S_i.unpack_from(buf, pos)
     pos += 4
     v_host, pos = _rcs(buf, pos, 'Host')
     if pos + 6 > end:
-        raise _short_fixed(pos, end, _L_ih)
+        raise _short_fixed(pos, end, _L1)
     v_port, v_error_code = _S_ih.unpack_from(buf, pos)
     pos += 6
     v_error_message, pos = _rncs(buf, pos, 'ErrorMessage')
@@ -120,7 +122,15 @@ def _read_Coordinator_0(buf: bytes | bytearray | memoryview, pos: int) -> tuple[
             pos += size
         if raw_tags:
             unknown = tuple(raw_tags)
-    return Coordinator(v_key, v_node_id, v_host, v_port, v_error_code, v_error_message, unknown), pos
+    o = _new(Coordinator)
+    o.key = v_key
+    o.node_id = v_node_id
+    o.host = v_host
+    o.port = v_port
+    o.error_code = v_error_code
+    o.error_message = v_error_message
+    o.unknown_tagged_fields = unknown
+    return o, pos
 
 
 def _write_Coordinator_0(o: Coordinator, out: bytearray) -> None:
@@ -144,15 +154,24 @@ def _read_FindCoordinatorResponse_0(buf: bytes | bytearray | memoryview, pos: in
     # versions 0
     end = len(buf)
     if pos + 6 > end:
-        raise _short_fixed(pos, end, _L_hi)
+        raise _short_fixed(pos, end, _L2)
     v_error_code, v_node_id = _S_hi.unpack_from(buf, pos)
     pos += 6
     v_host, pos = _rs(buf, pos, 'Host')
     if pos + 4 > end:
-        raise _short_fixed(pos, end, _L_i)
+        raise _short_fixed(pos, end, _L3)
     v_port, = _S_i.unpack_from(buf, pos)
     pos += 4
-    return FindCoordinatorResponse(0, v_error_code, '', v_node_id, v_host, v_port, [], ()), pos
+    o = _new(FindCoordinatorResponse)
+    o.throttle_time_ms = 0
+    o.error_code = v_error_code
+    o.error_message = ''
+    o.node_id = v_node_id
+    o.host = v_host
+    o.port = v_port
+    o.coordinators = []
+    o.unknown_tagged_fields = ()
+    return o, pos
 
 
 def _write_FindCoordinatorResponse_0(o: FindCoordinatorResponse, out: bytearray) -> None:
@@ -172,20 +191,29 @@ def _read_FindCoordinatorResponse_1(buf: bytes | bytearray | memoryview, pos: in
     # versions 1-2
     end = len(buf)
     if pos + 6 > end:
-        raise _short_fixed(pos, end, _L_ih)
+        raise _short_fixed(pos, end, _L4)
     v_throttle_time_ms, v_error_code = _S_ih.unpack_from(buf, pos)
     pos += 6
     v_error_message, pos = _rns(buf, pos, 'ErrorMessage')
     if pos + 4 > end:
-        raise _short_fixed(pos, end, _L_i)
+        raise _short_fixed(pos, end, _L0)
     v_node_id, = _S_i.unpack_from(buf, pos)
     pos += 4
     v_host, pos = _rs(buf, pos, 'Host')
     if pos + 4 > end:
-        raise _short_fixed(pos, end, _L_i)
+        raise _short_fixed(pos, end, _L3)
     v_port, = _S_i.unpack_from(buf, pos)
     pos += 4
-    return FindCoordinatorResponse(v_throttle_time_ms, v_error_code, v_error_message, v_node_id, v_host, v_port, [], ()), pos
+    o = _new(FindCoordinatorResponse)
+    o.throttle_time_ms = v_throttle_time_ms
+    o.error_code = v_error_code
+    o.error_message = v_error_message
+    o.node_id = v_node_id
+    o.host = v_host
+    o.port = v_port
+    o.coordinators = []
+    o.unknown_tagged_fields = ()
+    return o, pos
 
 
 def _write_FindCoordinatorResponse_1(o: FindCoordinatorResponse, out: bytearray) -> None:
@@ -207,17 +235,17 @@ def _read_FindCoordinatorResponse_2(buf: bytes | bytearray | memoryview, pos: in
     # versions 3
     end = len(buf)
     if pos + 6 > end:
-        raise _short_fixed(pos, end, _L_ih)
+        raise _short_fixed(pos, end, _L4)
     v_throttle_time_ms, v_error_code = _S_ih.unpack_from(buf, pos)
     pos += 6
     v_error_message, pos = _rncs(buf, pos, 'ErrorMessage')
     if pos + 4 > end:
-        raise _short_fixed(pos, end, _L_i)
+        raise _short_fixed(pos, end, _L0)
     v_node_id, = _S_i.unpack_from(buf, pos)
     pos += 4
     v_host, pos = _rcs(buf, pos, 'Host')
     if pos + 4 > end:
-        raise _short_fixed(pos, end, _L_i)
+        raise _short_fixed(pos, end, _L3)
     v_port, = _S_i.unpack_from(buf, pos)
     pos += 4
     unknown: tuple[tuple[int, bytes], ...] = ()
@@ -232,7 +260,16 @@ def _read_FindCoordinatorResponse_2(buf: bytes | bytearray | memoryview, pos: in
             pos += size
         if raw_tags:
             unknown = tuple(raw_tags)
-    return FindCoordinatorResponse(v_throttle_time_ms, v_error_code, v_error_message, v_node_id, v_host, v_port, [], unknown), pos
+    o = _new(FindCoordinatorResponse)
+    o.throttle_time_ms = v_throttle_time_ms
+    o.error_code = v_error_code
+    o.error_message = v_error_message
+    o.node_id = v_node_id
+    o.host = v_host
+    o.port = v_port
+    o.coordinators = []
+    o.unknown_tagged_fields = unknown
+    return o, pos
 
 
 def _write_FindCoordinatorResponse_2(o: FindCoordinatorResponse, out: bytearray) -> None:
@@ -256,17 +293,22 @@ def _read_FindCoordinatorResponse_3(buf: bytes | bytearray | memoryview, pos: in
     # versions 4-6
     end = len(buf)
     if pos + 4 > end:
-        raise _short_fixed(pos, end, _L_i)
+        raise _short_fixed(pos, end, _L5)
     v_throttle_time_ms, = _S_i.unpack_from(buf, pos)
     pos += 4
-    n_v_coordinators, pos = _rcal(buf, pos, 'Coordinators')
+    v_coordinators: list[Coordinator]
+    n_v_coordinators = buf[pos] - 1 if pos < end else -2
+    if 0 <= n_v_coordinators < 127 and n_v_coordinators <= end - pos:
+        pos += 1
+    else:
+        n_v_coordinators, pos = _rcal(buf, pos, 'Coordinators')
     v_coordinators = []
-    app = v_coordinators.append
+    app_v_coordinators = v_coordinators.append
     i = 0
     try:
         for i in range(n_v_coordinators):
-            item, pos = _read_Coordinator_0(buf, pos)
-            app(item)
+            e_v_coordinators, pos = _read_Coordinator_0(buf, pos)
+            app_v_coordinators(e_v_coordinators)
     except _DecodeError as exc:
         raise exc.refine(field=f'Coordinators[{i}]')
     unknown: tuple[tuple[int, bytes], ...] = ()
@@ -281,7 +323,16 @@ def _read_FindCoordinatorResponse_3(buf: bytes | bytearray | memoryview, pos: in
             pos += size
         if raw_tags:
             unknown = tuple(raw_tags)
-    return FindCoordinatorResponse(v_throttle_time_ms, 0, '', 0, '', 0, v_coordinators, unknown), pos
+    o = _new(FindCoordinatorResponse)
+    o.throttle_time_ms = v_throttle_time_ms
+    o.error_code = 0
+    o.error_message = ''
+    o.node_id = 0
+    o.host = ''
+    o.port = 0
+    o.coordinators = v_coordinators
+    o.unknown_tagged_fields = unknown
+    return o, pos
 
 
 def _write_FindCoordinatorResponse_3(o: FindCoordinatorResponse, out: bytearray) -> None:
@@ -298,8 +349,8 @@ def _write_FindCoordinatorResponse_3(o: FindCoordinatorResponse, out: bytearray)
     if o.coordinators is None:
         raise _null('Coordinators')
     _wcal(out, o.coordinators, 'Coordinators')
-    for item in o.coordinators:
-        _write_Coordinator_0(item, out)
+    for e_coordinators in o.coordinators:
+        _write_Coordinator_0(e_coordinators, out)
     if o.unknown_tagged_fields:
         _wts(out, (), o.unknown_tagged_fields, '_tagged_fields')
     else:

@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import struct as _struct
+from typing import Any as _Any
 import uuid as _uuid
 from dataclasses import dataclass as _dataclass, field as _field
 from typing import ClassVar as _ClassVar
@@ -26,15 +27,15 @@ from kraft_jbod.wire.primitives import (
     short_fixed as _short_fixed, uuid_from_bytes as _uuid_from_bytes,
 )
 
-_S_b = _struct.Struct('>b')
+_new = object.__new__
 _S_ih16si = _struct.Struct('>ih16si')
 _S_ii_ = _struct.Struct('>ii?')
 _ZERO_UUID = _uuid_from_bytes((0).to_bytes(16, 'big'))
-_L_ih16si = (('ThrottleTimeMs', 4), ('ErrorCode', 2), ('ClientInstanceId', 16), ('SubscriptionId', 4))
-_L_ii_ = (('PushIntervalMs', 4), ('TelemetryMaxBytes', 4), ('DeltaTemporality', 1))
+_L0 = (('ThrottleTimeMs', 4), ('ErrorCode', 2), ('ClientInstanceId', 16), ('SubscriptionId', 4))
+_L1 = (('PushIntervalMs', 4), ('TelemetryMaxBytes', 4), ('DeltaTemporality', 1))
 
 
-def _absent(field: str, version: int) -> _EncodeError:
+def _absent(field: str, version: int | str) -> _EncodeError:
     return _EncodeError(
         f'attempted to write a non-default {field} at version {version}', field_path=field
     )
@@ -84,22 +85,32 @@ def _read_GetTelemetrySubscriptionsResponse_0(buf: bytes | bytearray | memoryvie
     # versions 0
     end = len(buf)
     if pos + 26 > end:
-        raise _short_fixed(pos, end, _L_ih16si)
-    v_throttle_time_ms, v_error_code, v_client_instance_id, v_subscription_id = _S_ih16si.unpack_from(buf, pos)
-    v_client_instance_id = _uuid_from_bytes(v_client_instance_id)
+        raise _short_fixed(pos, end, _L0)
+    v_throttle_time_ms, v_error_code, r_client_instance_id, v_subscription_id = _S_ih16si.unpack_from(buf, pos)
+    v_client_instance_id = _uuid_from_bytes(r_client_instance_id)
     pos += 26
-    n_v_accepted_compression_types, pos = _rcal(buf, pos, 'AcceptedCompressionTypes')
-    v_accepted_compression_types, pos = _rfa(buf, pos, n_v_accepted_compression_types, _S_b, 'AcceptedCompressionTypes')
+    v_accepted_compression_types: list[int]
+    n_v_accepted_compression_types = buf[pos] - 1 if pos < end else -2
+    if 0 <= n_v_accepted_compression_types < 127 and n_v_accepted_compression_types <= end - pos:
+        pos += 1
+    else:
+        n_v_accepted_compression_types, pos = _rcal(buf, pos, 'AcceptedCompressionTypes')
+    v_accepted_compression_types, pos = _rfa(buf, pos, n_v_accepted_compression_types, 'b', 'AcceptedCompressionTypes')
     if pos + 9 > end:
-        raise _short_fixed(pos, end, _L_ii_)
+        raise _short_fixed(pos, end, _L1)
     v_push_interval_ms, v_telemetry_max_bytes, v_delta_temporality = _S_ii_.unpack_from(buf, pos)
     pos += 9
-    n_v_requested_metrics, pos = _rcal(buf, pos, 'RequestedMetrics')
+    v_requested_metrics: list[str]
+    n_v_requested_metrics = buf[pos] - 1 if pos < end else -2
+    if 0 <= n_v_requested_metrics < 127 and n_v_requested_metrics <= end - pos:
+        pos += 1
+    else:
+        n_v_requested_metrics, pos = _rcal(buf, pos, 'RequestedMetrics')
     v_requested_metrics = []
-    app = v_requested_metrics.append
+    app_v_requested_metrics = v_requested_metrics.append
     for _ in range(n_v_requested_metrics):
-        item, pos = _rcs(buf, pos, 'RequestedMetrics')
-        app(item)
+        e_v_requested_metrics, pos = _rcs(buf, pos, 'RequestedMetrics')
+        app_v_requested_metrics(e_v_requested_metrics)
     unknown: tuple[tuple[int, bytes], ...] = ()
     if pos < end and buf[pos] == 0:
         pos += 1
@@ -112,7 +123,18 @@ def _read_GetTelemetrySubscriptionsResponse_0(buf: bytes | bytearray | memoryvie
             pos += size
         if raw_tags:
             unknown = tuple(raw_tags)
-    return GetTelemetrySubscriptionsResponse(v_throttle_time_ms, v_error_code, v_client_instance_id, v_subscription_id, v_accepted_compression_types, v_push_interval_ms, v_telemetry_max_bytes, v_delta_temporality, v_requested_metrics, unknown), pos
+    o = _new(GetTelemetrySubscriptionsResponse)
+    o.throttle_time_ms = v_throttle_time_ms
+    o.error_code = v_error_code
+    o.client_instance_id = v_client_instance_id
+    o.subscription_id = v_subscription_id
+    o.accepted_compression_types = v_accepted_compression_types
+    o.push_interval_ms = v_push_interval_ms
+    o.telemetry_max_bytes = v_telemetry_max_bytes
+    o.delta_temporality = v_delta_temporality
+    o.requested_metrics = v_requested_metrics
+    o.unknown_tagged_fields = unknown
+    return o, pos
 
 
 def _write_GetTelemetrySubscriptionsResponse_0(o: GetTelemetrySubscriptionsResponse, out: bytearray) -> None:
@@ -122,14 +144,14 @@ def _write_GetTelemetrySubscriptionsResponse_0(o: GetTelemetrySubscriptionsRespo
         raise _null('AcceptedCompressionTypes')
     _wcal(out, o.accepted_compression_types, 'AcceptedCompressionTypes')
     out += _struct.pack(f'>{len(o.accepted_compression_types)}b', *o.accepted_compression_types)
-    out += _S_ii_.pack(o.push_interval_ms, o.telemetry_max_bytes, _bool(o.delta_temporality, 'DeltaTemporality'))
+    out += _S_ii_.pack(o.push_interval_ms, o.telemetry_max_bytes, (o.delta_temporality if o.delta_temporality.__class__ is bool else _bool(o.delta_temporality, 'DeltaTemporality')))
     if o.requested_metrics is None:
         raise _null('RequestedMetrics')
     _wcal(out, o.requested_metrics, 'RequestedMetrics')
-    for item in o.requested_metrics:
-        if item is None:
+    for e_requested_metrics in o.requested_metrics:
+        if e_requested_metrics is None:
             raise _null('RequestedMetrics')
-        _wcs(out, item, 'RequestedMetrics')
+        _wcs(out, e_requested_metrics, 'RequestedMetrics')
     if o.unknown_tagged_fields:
         _wts(out, (), o.unknown_tagged_fields, '_tagged_fields')
     else:

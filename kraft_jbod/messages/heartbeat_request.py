@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import struct as _struct
+from typing import Any as _Any
 import uuid as _uuid
 from dataclasses import dataclass as _dataclass, field as _field
 from typing import ClassVar as _ClassVar
@@ -26,11 +27,12 @@ from kraft_jbod.wire.primitives import (
     short_fixed as _short_fixed, uuid_from_bytes as _uuid_from_bytes,
 )
 
+_new = object.__new__
 _S_i = _struct.Struct('>i')
-_L_i = (('GenerationId', 4),)
+_L0 = (('GenerationId', 4),)
 
 
-def _absent(field: str, version: int) -> _EncodeError:
+def _absent(field: str, version: int | str) -> _EncodeError:
     return _EncodeError(
         f'attempted to write a non-default {field} at version {version}', field_path=field
     )
@@ -76,11 +78,17 @@ def _read_HeartbeatRequest_0(buf: bytes | bytearray | memoryview, pos: int) -> t
     end = len(buf)
     v_group_id, pos = _rs(buf, pos, 'GroupId')
     if pos + 4 > end:
-        raise _short_fixed(pos, end, _L_i)
+        raise _short_fixed(pos, end, _L0)
     v_generation_id, = _S_i.unpack_from(buf, pos)
     pos += 4
     v_member_id, pos = _rs(buf, pos, 'MemberId')
-    return HeartbeatRequest(v_group_id, v_generation_id, v_member_id, None, ()), pos
+    o = _new(HeartbeatRequest)
+    o.group_id = v_group_id
+    o.generation_id = v_generation_id
+    o.member_id = v_member_id
+    o.group_instance_id = None
+    o.unknown_tagged_fields = ()
+    return o, pos
 
 
 def _write_HeartbeatRequest_0(o: HeartbeatRequest, out: bytearray) -> None:
@@ -103,12 +111,18 @@ def _read_HeartbeatRequest_1(buf: bytes | bytearray | memoryview, pos: int) -> t
     end = len(buf)
     v_group_id, pos = _rs(buf, pos, 'GroupId')
     if pos + 4 > end:
-        raise _short_fixed(pos, end, _L_i)
+        raise _short_fixed(pos, end, _L0)
     v_generation_id, = _S_i.unpack_from(buf, pos)
     pos += 4
     v_member_id, pos = _rs(buf, pos, 'MemberId')
     v_group_instance_id, pos = _rns(buf, pos, 'GroupInstanceId')
-    return HeartbeatRequest(v_group_id, v_generation_id, v_member_id, v_group_instance_id, ()), pos
+    o = _new(HeartbeatRequest)
+    o.group_id = v_group_id
+    o.generation_id = v_generation_id
+    o.member_id = v_member_id
+    o.group_instance_id = v_group_instance_id
+    o.unknown_tagged_fields = ()
+    return o, pos
 
 
 def _write_HeartbeatRequest_1(o: HeartbeatRequest, out: bytearray) -> None:
@@ -130,7 +144,7 @@ def _read_HeartbeatRequest_2(buf: bytes | bytearray | memoryview, pos: int) -> t
     end = len(buf)
     v_group_id, pos = _rcs(buf, pos, 'GroupId')
     if pos + 4 > end:
-        raise _short_fixed(pos, end, _L_i)
+        raise _short_fixed(pos, end, _L0)
     v_generation_id, = _S_i.unpack_from(buf, pos)
     pos += 4
     v_member_id, pos = _rcs(buf, pos, 'MemberId')
@@ -147,7 +161,13 @@ def _read_HeartbeatRequest_2(buf: bytes | bytearray | memoryview, pos: int) -> t
             pos += size
         if raw_tags:
             unknown = tuple(raw_tags)
-    return HeartbeatRequest(v_group_id, v_generation_id, v_member_id, v_group_instance_id, unknown), pos
+    o = _new(HeartbeatRequest)
+    o.group_id = v_group_id
+    o.generation_id = v_generation_id
+    o.member_id = v_member_id
+    o.group_instance_id = v_group_instance_id
+    o.unknown_tagged_fields = unknown
+    return o, pos
 
 
 def _write_HeartbeatRequest_2(o: HeartbeatRequest, out: bytearray) -> None:

@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import struct as _struct
+from typing import Any as _Any
 import uuid as _uuid
 from dataclasses import dataclass as _dataclass, field as _field
 from typing import ClassVar as _ClassVar
@@ -26,14 +27,15 @@ from kraft_jbod.wire.primitives import (
     short_fixed as _short_fixed, uuid_from_bytes as _uuid_from_bytes,
 )
 
+_new = object.__new__
 _S__ = _struct.Struct('>?')
 _S_b = _struct.Struct('>b')
-_L_b = (('ConfigOperation', 1),)
-_L_b = (('ResourceType', 1),)
-_L__ = (('ValidateOnly', 1),)
+_L0 = (('ConfigOperation', 1),)
+_L1 = (('ResourceType', 1),)
+_L2 = (('ValidateOnly', 1),)
 
 
-def _absent(field: str, version: int) -> _EncodeError:
+def _absent(field: str, version: int | str) -> _EncodeError:
     return _EncodeError(
         f'attempted to write a non-default {field} at version {version}', field_path=field
     )
@@ -97,11 +99,16 @@ def _read_AlterableConfig_0(buf: bytes | bytearray | memoryview, pos: int) -> tu
     end = len(buf)
     v_name, pos = _rs(buf, pos, 'Name')
     if pos + 1 > end:
-        raise _short_fixed(pos, end, _L_b)
+        raise _short_fixed(pos, end, _L0)
     v_config_operation, = _S_b.unpack_from(buf, pos)
     pos += 1
     v_value, pos = _rns(buf, pos, 'Value')
-    return AlterableConfig(v_name, v_config_operation, v_value, ()), pos
+    o = _new(AlterableConfig)
+    o.name = v_name
+    o.config_operation = v_config_operation
+    o.value = v_value
+    o.unknown_tagged_fields = ()
+    return o, pos
 
 
 def _write_AlterableConfig_0(o: AlterableConfig, out: bytearray) -> None:
@@ -120,7 +127,7 @@ def _read_AlterableConfig_1(buf: bytes | bytearray | memoryview, pos: int) -> tu
     end = len(buf)
     v_name, pos = _rcs(buf, pos, 'Name')
     if pos + 1 > end:
-        raise _short_fixed(pos, end, _L_b)
+        raise _short_fixed(pos, end, _L0)
     v_config_operation, = _S_b.unpack_from(buf, pos)
     pos += 1
     v_value, pos = _rncs(buf, pos, 'Value')
@@ -136,7 +143,12 @@ def _read_AlterableConfig_1(buf: bytes | bytearray | memoryview, pos: int) -> tu
             pos += size
         if raw_tags:
             unknown = tuple(raw_tags)
-    return AlterableConfig(v_name, v_config_operation, v_value, unknown), pos
+    o = _new(AlterableConfig)
+    o.name = v_name
+    o.config_operation = v_config_operation
+    o.value = v_value
+    o.unknown_tagged_fields = unknown
+    return o, pos
 
 
 def _write_AlterableConfig_1(o: AlterableConfig, out: bytearray) -> None:
@@ -156,21 +168,27 @@ def _read_AlterConfigsResource_0(buf: bytes | bytearray | memoryview, pos: int) 
     # versions 0
     end = len(buf)
     if pos + 1 > end:
-        raise _short_fixed(pos, end, _L_b)
+        raise _short_fixed(pos, end, _L1)
     v_resource_type, = _S_b.unpack_from(buf, pos)
     pos += 1
     v_resource_name, pos = _rs(buf, pos, 'ResourceName')
+    v_configs: list[AlterableConfig]
     n_v_configs, pos = _ral(buf, pos, 'Configs')
     v_configs = []
-    app = v_configs.append
+    app_v_configs = v_configs.append
     i = 0
     try:
         for i in range(n_v_configs):
-            item, pos = _read_AlterableConfig_0(buf, pos)
-            app(item)
+            e_v_configs, pos = _read_AlterableConfig_0(buf, pos)
+            app_v_configs(e_v_configs)
     except _DecodeError as exc:
         raise exc.refine(field=f'Configs[{i}]')
-    return AlterConfigsResource(v_resource_type, v_resource_name, v_configs, ()), pos
+    o = _new(AlterConfigsResource)
+    o.resource_type = v_resource_type
+    o.resource_name = v_resource_name
+    o.configs = v_configs
+    o.unknown_tagged_fields = ()
+    return o, pos
 
 
 def _write_AlterConfigsResource_0(o: AlterConfigsResource, out: bytearray) -> None:
@@ -182,8 +200,8 @@ def _write_AlterConfigsResource_0(o: AlterConfigsResource, out: bytearray) -> No
     if o.configs is None:
         raise _null('Configs')
     _wal(out, o.configs, 'Configs')
-    for item in o.configs:
-        _write_AlterableConfig_0(item, out)
+    for e_configs in o.configs:
+        _write_AlterableConfig_0(e_configs, out)
     if o.unknown_tagged_fields:
         raise _EncodeError('tagged fields cannot be written at non-flexible version 0')
 
@@ -192,18 +210,23 @@ def _read_AlterConfigsResource_1(buf: bytes | bytearray | memoryview, pos: int) 
     # versions 1
     end = len(buf)
     if pos + 1 > end:
-        raise _short_fixed(pos, end, _L_b)
+        raise _short_fixed(pos, end, _L1)
     v_resource_type, = _S_b.unpack_from(buf, pos)
     pos += 1
     v_resource_name, pos = _rcs(buf, pos, 'ResourceName')
-    n_v_configs, pos = _rcal(buf, pos, 'Configs')
+    v_configs: list[AlterableConfig]
+    n_v_configs = buf[pos] - 1 if pos < end else -2
+    if 0 <= n_v_configs < 127 and n_v_configs <= end - pos:
+        pos += 1
+    else:
+        n_v_configs, pos = _rcal(buf, pos, 'Configs')
     v_configs = []
-    app = v_configs.append
+    app_v_configs = v_configs.append
     i = 0
     try:
         for i in range(n_v_configs):
-            item, pos = _read_AlterableConfig_1(buf, pos)
-            app(item)
+            e_v_configs, pos = _read_AlterableConfig_1(buf, pos)
+            app_v_configs(e_v_configs)
     except _DecodeError as exc:
         raise exc.refine(field=f'Configs[{i}]')
     unknown: tuple[tuple[int, bytes], ...] = ()
@@ -218,7 +241,12 @@ def _read_AlterConfigsResource_1(buf: bytes | bytearray | memoryview, pos: int) 
             pos += size
         if raw_tags:
             unknown = tuple(raw_tags)
-    return AlterConfigsResource(v_resource_type, v_resource_name, v_configs, unknown), pos
+    o = _new(AlterConfigsResource)
+    o.resource_type = v_resource_type
+    o.resource_name = v_resource_name
+    o.configs = v_configs
+    o.unknown_tagged_fields = unknown
+    return o, pos
 
 
 def _write_AlterConfigsResource_1(o: AlterConfigsResource, out: bytearray) -> None:
@@ -230,8 +258,8 @@ def _write_AlterConfigsResource_1(o: AlterConfigsResource, out: bytearray) -> No
     if o.configs is None:
         raise _null('Configs')
     _wcal(out, o.configs, 'Configs')
-    for item in o.configs:
-        _write_AlterableConfig_1(item, out)
+    for e_configs in o.configs:
+        _write_AlterableConfig_1(e_configs, out)
     if o.unknown_tagged_fields:
         _wts(out, (), o.unknown_tagged_fields, '_tagged_fields')
     else:
@@ -241,21 +269,26 @@ def _write_AlterConfigsResource_1(o: AlterConfigsResource, out: bytearray) -> No
 def _read_IncrementalAlterConfigsRequest_0(buf: bytes | bytearray | memoryview, pos: int) -> tuple[IncrementalAlterConfigsRequest, int]:
     # versions 0
     end = len(buf)
+    v_resources: list[AlterConfigsResource]
     n_v_resources, pos = _ral(buf, pos, 'Resources')
     v_resources = []
-    app = v_resources.append
+    app_v_resources = v_resources.append
     i = 0
     try:
         for i in range(n_v_resources):
-            item, pos = _read_AlterConfigsResource_0(buf, pos)
-            app(item)
+            e_v_resources, pos = _read_AlterConfigsResource_0(buf, pos)
+            app_v_resources(e_v_resources)
     except _DecodeError as exc:
         raise exc.refine(field=f'Resources[{i}]')
     if pos + 1 > end:
-        raise _short_fixed(pos, end, _L__)
+        raise _short_fixed(pos, end, _L2)
     v_validate_only, = _S__.unpack_from(buf, pos)
     pos += 1
-    return IncrementalAlterConfigsRequest(v_resources, v_validate_only, ()), pos
+    o = _new(IncrementalAlterConfigsRequest)
+    o.resources = v_resources
+    o.validate_only = v_validate_only
+    o.unknown_tagged_fields = ()
+    return o, pos
 
 
 def _write_IncrementalAlterConfigsRequest_0(o: IncrementalAlterConfigsRequest, out: bytearray) -> None:
@@ -263,9 +296,9 @@ def _write_IncrementalAlterConfigsRequest_0(o: IncrementalAlterConfigsRequest, o
     if o.resources is None:
         raise _null('Resources')
     _wal(out, o.resources, 'Resources')
-    for item in o.resources:
-        _write_AlterConfigsResource_0(item, out)
-    out += _S__.pack(_bool(o.validate_only, 'ValidateOnly'))
+    for e_resources in o.resources:
+        _write_AlterConfigsResource_0(e_resources, out)
+    out += _S__.pack((o.validate_only if o.validate_only.__class__ is bool else _bool(o.validate_only, 'ValidateOnly')))
     if o.unknown_tagged_fields:
         raise _EncodeError('tagged fields cannot be written at non-flexible version 0')
 
@@ -273,18 +306,23 @@ def _write_IncrementalAlterConfigsRequest_0(o: IncrementalAlterConfigsRequest, o
 def _read_IncrementalAlterConfigsRequest_1(buf: bytes | bytearray | memoryview, pos: int) -> tuple[IncrementalAlterConfigsRequest, int]:
     # versions 1
     end = len(buf)
-    n_v_resources, pos = _rcal(buf, pos, 'Resources')
+    v_resources: list[AlterConfigsResource]
+    n_v_resources = buf[pos] - 1 if pos < end else -2
+    if 0 <= n_v_resources < 127 and n_v_resources <= end - pos:
+        pos += 1
+    else:
+        n_v_resources, pos = _rcal(buf, pos, 'Resources')
     v_resources = []
-    app = v_resources.append
+    app_v_resources = v_resources.append
     i = 0
     try:
         for i in range(n_v_resources):
-            item, pos = _read_AlterConfigsResource_1(buf, pos)
-            app(item)
+            e_v_resources, pos = _read_AlterConfigsResource_1(buf, pos)
+            app_v_resources(e_v_resources)
     except _DecodeError as exc:
         raise exc.refine(field=f'Resources[{i}]')
     if pos + 1 > end:
-        raise _short_fixed(pos, end, _L__)
+        raise _short_fixed(pos, end, _L2)
     v_validate_only, = _S__.unpack_from(buf, pos)
     pos += 1
     unknown: tuple[tuple[int, bytes], ...] = ()
@@ -299,7 +337,11 @@ def _read_IncrementalAlterConfigsRequest_1(buf: bytes | bytearray | memoryview, 
             pos += size
         if raw_tags:
             unknown = tuple(raw_tags)
-    return IncrementalAlterConfigsRequest(v_resources, v_validate_only, unknown), pos
+    o = _new(IncrementalAlterConfigsRequest)
+    o.resources = v_resources
+    o.validate_only = v_validate_only
+    o.unknown_tagged_fields = unknown
+    return o, pos
 
 
 def _write_IncrementalAlterConfigsRequest_1(o: IncrementalAlterConfigsRequest, out: bytearray) -> None:
@@ -307,9 +349,9 @@ def _write_IncrementalAlterConfigsRequest_1(o: IncrementalAlterConfigsRequest, o
     if o.resources is None:
         raise _null('Resources')
     _wcal(out, o.resources, 'Resources')
-    for item in o.resources:
-        _write_AlterConfigsResource_1(item, out)
-    out += _S__.pack(_bool(o.validate_only, 'ValidateOnly'))
+    for e_resources in o.resources:
+        _write_AlterConfigsResource_1(e_resources, out)
+    out += _S__.pack((o.validate_only if o.validate_only.__class__ is bool else _bool(o.validate_only, 'ValidateOnly')))
     if o.unknown_tagged_fields:
         _wts(out, (), o.unknown_tagged_fields, '_tagged_fields')
     else:

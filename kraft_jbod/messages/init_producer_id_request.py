@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import struct as _struct
+from typing import Any as _Any
 import uuid as _uuid
 from dataclasses import dataclass as _dataclass, field as _field
 from typing import ClassVar as _ClassVar
@@ -26,13 +27,14 @@ from kraft_jbod.wire.primitives import (
     short_fixed as _short_fixed, uuid_from_bytes as _uuid_from_bytes,
 )
 
+_new = object.__new__
 _S_i = _struct.Struct('>i')
 _S_iqh = _struct.Struct('>iqh')
-_L_i = (('TransactionTimeoutMs', 4),)
-_L_iqh = (('TransactionTimeoutMs', 4), ('ProducerId', 8), ('ProducerEpoch', 2))
+_L0 = (('TransactionTimeoutMs', 4),)
+_L1 = (('TransactionTimeoutMs', 4), ('ProducerId', 8), ('ProducerEpoch', 2))
 
 
-def _absent(field: str, version: int) -> _EncodeError:
+def _absent(field: str, version: int | str) -> _EncodeError:
     return _EncodeError(
         f'attempted to write a non-default {field} at version {version}', field_path=field
     )
@@ -78,10 +80,16 @@ def _read_InitProducerIdRequest_0(buf: bytes | bytearray | memoryview, pos: int)
     end = len(buf)
     v_transactional_id, pos = _rns(buf, pos, 'TransactionalId')
     if pos + 4 > end:
-        raise _short_fixed(pos, end, _L_i)
+        raise _short_fixed(pos, end, _L0)
     v_transaction_timeout_ms, = _S_i.unpack_from(buf, pos)
     pos += 4
-    return InitProducerIdRequest(v_transactional_id, v_transaction_timeout_ms, -1, -1, ()), pos
+    o = _new(InitProducerIdRequest)
+    o.transactional_id = v_transactional_id
+    o.transaction_timeout_ms = v_transaction_timeout_ms
+    o.producer_id = -1
+    o.producer_epoch = -1
+    o.unknown_tagged_fields = ()
+    return o, pos
 
 
 def _write_InitProducerIdRequest_0(o: InitProducerIdRequest, out: bytearray) -> None:
@@ -101,7 +109,7 @@ def _read_InitProducerIdRequest_1(buf: bytes | bytearray | memoryview, pos: int)
     end = len(buf)
     v_transactional_id, pos = _rncs(buf, pos, 'TransactionalId')
     if pos + 4 > end:
-        raise _short_fixed(pos, end, _L_i)
+        raise _short_fixed(pos, end, _L0)
     v_transaction_timeout_ms, = _S_i.unpack_from(buf, pos)
     pos += 4
     unknown: tuple[tuple[int, bytes], ...] = ()
@@ -116,7 +124,13 @@ def _read_InitProducerIdRequest_1(buf: bytes | bytearray | memoryview, pos: int)
             pos += size
         if raw_tags:
             unknown = tuple(raw_tags)
-    return InitProducerIdRequest(v_transactional_id, v_transaction_timeout_ms, -1, -1, unknown), pos
+    o = _new(InitProducerIdRequest)
+    o.transactional_id = v_transactional_id
+    o.transaction_timeout_ms = v_transaction_timeout_ms
+    o.producer_id = -1
+    o.producer_epoch = -1
+    o.unknown_tagged_fields = unknown
+    return o, pos
 
 
 def _write_InitProducerIdRequest_1(o: InitProducerIdRequest, out: bytearray) -> None:
@@ -138,7 +152,7 @@ def _read_InitProducerIdRequest_2(buf: bytes | bytearray | memoryview, pos: int)
     end = len(buf)
     v_transactional_id, pos = _rncs(buf, pos, 'TransactionalId')
     if pos + 14 > end:
-        raise _short_fixed(pos, end, _L_iqh)
+        raise _short_fixed(pos, end, _L1)
     v_transaction_timeout_ms, v_producer_id, v_producer_epoch = _S_iqh.unpack_from(buf, pos)
     pos += 14
     unknown: tuple[tuple[int, bytes], ...] = ()
@@ -153,7 +167,13 @@ def _read_InitProducerIdRequest_2(buf: bytes | bytearray | memoryview, pos: int)
             pos += size
         if raw_tags:
             unknown = tuple(raw_tags)
-    return InitProducerIdRequest(v_transactional_id, v_transaction_timeout_ms, v_producer_id, v_producer_epoch, unknown), pos
+    o = _new(InitProducerIdRequest)
+    o.transactional_id = v_transactional_id
+    o.transaction_timeout_ms = v_transaction_timeout_ms
+    o.producer_id = v_producer_id
+    o.producer_epoch = v_producer_epoch
+    o.unknown_tagged_fields = unknown
+    return o, pos
 
 
 def _write_InitProducerIdRequest_2(o: InitProducerIdRequest, out: bytearray) -> None:

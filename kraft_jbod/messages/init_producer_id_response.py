@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import struct as _struct
+from typing import Any as _Any
 import uuid as _uuid
 from dataclasses import dataclass as _dataclass, field as _field
 from typing import ClassVar as _ClassVar
@@ -26,11 +27,12 @@ from kraft_jbod.wire.primitives import (
     short_fixed as _short_fixed, uuid_from_bytes as _uuid_from_bytes,
 )
 
+_new = object.__new__
 _S_ihqh = _struct.Struct('>ihqh')
-_L_ihqh = (('ThrottleTimeMs', 4), ('ErrorCode', 2), ('ProducerId', 8), ('ProducerEpoch', 2))
+_L0 = (('ThrottleTimeMs', 4), ('ErrorCode', 2), ('ProducerId', 8), ('ProducerEpoch', 2))
 
 
-def _absent(field: str, version: int) -> _EncodeError:
+def _absent(field: str, version: int | str) -> _EncodeError:
     return _EncodeError(
         f'attempted to write a non-default {field} at version {version}', field_path=field
     )
@@ -75,10 +77,16 @@ def _read_InitProducerIdResponse_0(buf: bytes | bytearray | memoryview, pos: int
     # versions 0-1
     end = len(buf)
     if pos + 16 > end:
-        raise _short_fixed(pos, end, _L_ihqh)
+        raise _short_fixed(pos, end, _L0)
     v_throttle_time_ms, v_error_code, v_producer_id, v_producer_epoch = _S_ihqh.unpack_from(buf, pos)
     pos += 16
-    return InitProducerIdResponse(v_throttle_time_ms, v_error_code, v_producer_id, v_producer_epoch, ()), pos
+    o = _new(InitProducerIdResponse)
+    o.throttle_time_ms = v_throttle_time_ms
+    o.error_code = v_error_code
+    o.producer_id = v_producer_id
+    o.producer_epoch = v_producer_epoch
+    o.unknown_tagged_fields = ()
+    return o, pos
 
 
 def _write_InitProducerIdResponse_0(o: InitProducerIdResponse, out: bytearray) -> None:
@@ -92,7 +100,7 @@ def _read_InitProducerIdResponse_1(buf: bytes | bytearray | memoryview, pos: int
     # versions 2-5
     end = len(buf)
     if pos + 16 > end:
-        raise _short_fixed(pos, end, _L_ihqh)
+        raise _short_fixed(pos, end, _L0)
     v_throttle_time_ms, v_error_code, v_producer_id, v_producer_epoch = _S_ihqh.unpack_from(buf, pos)
     pos += 16
     unknown: tuple[tuple[int, bytes], ...] = ()
@@ -107,7 +115,13 @@ def _read_InitProducerIdResponse_1(buf: bytes | bytearray | memoryview, pos: int
             pos += size
         if raw_tags:
             unknown = tuple(raw_tags)
-    return InitProducerIdResponse(v_throttle_time_ms, v_error_code, v_producer_id, v_producer_epoch, unknown), pos
+    o = _new(InitProducerIdResponse)
+    o.throttle_time_ms = v_throttle_time_ms
+    o.error_code = v_error_code
+    o.producer_id = v_producer_id
+    o.producer_epoch = v_producer_epoch
+    o.unknown_tagged_fields = unknown
+    return o, pos
 
 
 def _write_InitProducerIdResponse_1(o: InitProducerIdResponse, out: bytearray) -> None:

@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import struct as _struct
+from typing import Any as _Any
 import uuid as _uuid
 from dataclasses import dataclass as _dataclass, field as _field
 from typing import ClassVar as _ClassVar
@@ -26,14 +27,15 @@ from kraft_jbod.wire.primitives import (
     short_fixed as _short_fixed, uuid_from_bytes as _uuid_from_bytes,
 )
 
+_new = object.__new__
 _S_16s = _struct.Struct('>16s')
 _S_iiq = _struct.Struct('>iiq')
 _ZERO_UUID = _uuid_from_bytes((0).to_bytes(16, 'big'))
-_L_iiq = (('Partition', 4), ('StateEpoch', 4), ('StartOffset', 8))
-_L_16s = (('TopicId', 16),)
+_L0 = (('Partition', 4), ('StateEpoch', 4), ('StartOffset', 8))
+_L1 = (('TopicId', 16),)
 
 
-def _absent(field: str, version: int) -> _EncodeError:
+def _absent(field: str, version: int | str) -> _EncodeError:
     return _EncodeError(
         f'attempted to write a non-default {field} at version {version}', field_path=field
     )
@@ -95,7 +97,7 @@ def _read_PartitionData_0(buf: bytes | bytearray | memoryview, pos: int) -> tupl
     # versions 0
     end = len(buf)
     if pos + 16 > end:
-        raise _short_fixed(pos, end, _L_iiq)
+        raise _short_fixed(pos, end, _L0)
     v_partition, v_state_epoch, v_start_offset = _S_iiq.unpack_from(buf, pos)
     pos += 16
     unknown: tuple[tuple[int, bytes], ...] = ()
@@ -110,7 +112,12 @@ def _read_PartitionData_0(buf: bytes | bytearray | memoryview, pos: int) -> tupl
             pos += size
         if raw_tags:
             unknown = tuple(raw_tags)
-    return PartitionData(v_partition, v_state_epoch, v_start_offset, unknown), pos
+    o = _new(PartitionData)
+    o.partition = v_partition
+    o.state_epoch = v_state_epoch
+    o.start_offset = v_start_offset
+    o.unknown_tagged_fields = unknown
+    return o, pos
 
 
 def _write_PartitionData_0(o: PartitionData, out: bytearray) -> None:
@@ -126,18 +133,23 @@ def _read_InitializeStateData_0(buf: bytes | bytearray | memoryview, pos: int) -
     # versions 0
     end = len(buf)
     if pos + 16 > end:
-        raise _short_fixed(pos, end, _L_16s)
-    v_topic_id, = _S_16s.unpack_from(buf, pos)
-    v_topic_id = _uuid_from_bytes(v_topic_id)
+        raise _short_fixed(pos, end, _L1)
+    r_topic_id, = _S_16s.unpack_from(buf, pos)
+    v_topic_id = _uuid_from_bytes(r_topic_id)
     pos += 16
-    n_v_partitions, pos = _rcal(buf, pos, 'Partitions')
+    v_partitions: list[PartitionData]
+    n_v_partitions = buf[pos] - 1 if pos < end else -2
+    if 0 <= n_v_partitions < 127 and n_v_partitions <= end - pos:
+        pos += 1
+    else:
+        n_v_partitions, pos = _rcal(buf, pos, 'Partitions')
     v_partitions = []
-    app = v_partitions.append
+    app_v_partitions = v_partitions.append
     i = 0
     try:
         for i in range(n_v_partitions):
-            item, pos = _read_PartitionData_0(buf, pos)
-            app(item)
+            e_v_partitions, pos = _read_PartitionData_0(buf, pos)
+            app_v_partitions(e_v_partitions)
     except _DecodeError as exc:
         raise exc.refine(field=f'Partitions[{i}]')
     unknown: tuple[tuple[int, bytes], ...] = ()
@@ -152,7 +164,11 @@ def _read_InitializeStateData_0(buf: bytes | bytearray | memoryview, pos: int) -
             pos += size
         if raw_tags:
             unknown = tuple(raw_tags)
-    return InitializeStateData(v_topic_id, v_partitions, unknown), pos
+    o = _new(InitializeStateData)
+    o.topic_id = v_topic_id
+    o.partitions = v_partitions
+    o.unknown_tagged_fields = unknown
+    return o, pos
 
 
 def _write_InitializeStateData_0(o: InitializeStateData, out: bytearray) -> None:
@@ -161,8 +177,8 @@ def _write_InitializeStateData_0(o: InitializeStateData, out: bytearray) -> None
     if o.partitions is None:
         raise _null('Partitions')
     _wcal(out, o.partitions, 'Partitions')
-    for item in o.partitions:
-        _write_PartitionData_0(item, out)
+    for e_partitions in o.partitions:
+        _write_PartitionData_0(e_partitions, out)
     if o.unknown_tagged_fields:
         _wts(out, (), o.unknown_tagged_fields, '_tagged_fields')
     else:
@@ -173,14 +189,19 @@ def _read_InitializeShareGroupStateRequest_0(buf: bytes | bytearray | memoryview
     # versions 0
     end = len(buf)
     v_group_id, pos = _rcs(buf, pos, 'GroupId')
-    n_v_topics, pos = _rcal(buf, pos, 'Topics')
+    v_topics: list[InitializeStateData]
+    n_v_topics = buf[pos] - 1 if pos < end else -2
+    if 0 <= n_v_topics < 127 and n_v_topics <= end - pos:
+        pos += 1
+    else:
+        n_v_topics, pos = _rcal(buf, pos, 'Topics')
     v_topics = []
-    app = v_topics.append
+    app_v_topics = v_topics.append
     i = 0
     try:
         for i in range(n_v_topics):
-            item, pos = _read_InitializeStateData_0(buf, pos)
-            app(item)
+            e_v_topics, pos = _read_InitializeStateData_0(buf, pos)
+            app_v_topics(e_v_topics)
     except _DecodeError as exc:
         raise exc.refine(field=f'Topics[{i}]')
     unknown: tuple[tuple[int, bytes], ...] = ()
@@ -195,7 +216,11 @@ def _read_InitializeShareGroupStateRequest_0(buf: bytes | bytearray | memoryview
             pos += size
         if raw_tags:
             unknown = tuple(raw_tags)
-    return InitializeShareGroupStateRequest(v_group_id, v_topics, unknown), pos
+    o = _new(InitializeShareGroupStateRequest)
+    o.group_id = v_group_id
+    o.topics = v_topics
+    o.unknown_tagged_fields = unknown
+    return o, pos
 
 
 def _write_InitializeShareGroupStateRequest_0(o: InitializeShareGroupStateRequest, out: bytearray) -> None:
@@ -206,8 +231,8 @@ def _write_InitializeShareGroupStateRequest_0(o: InitializeShareGroupStateReques
     if o.topics is None:
         raise _null('Topics')
     _wcal(out, o.topics, 'Topics')
-    for item in o.topics:
-        _write_InitializeStateData_0(item, out)
+    for e_topics in o.topics:
+        _write_InitializeStateData_0(e_topics, out)
     if o.unknown_tagged_fields:
         _wts(out, (), o.unknown_tagged_fields, '_tagged_fields')
     else:

@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import struct as _struct
+from typing import Any as _Any
 import uuid as _uuid
 from dataclasses import dataclass as _dataclass, field as _field
 from typing import ClassVar as _ClassVar
@@ -26,13 +27,14 @@ from kraft_jbod.wire.primitives import (
     short_fixed as _short_fixed, uuid_from_bytes as _uuid_from_bytes,
 )
 
+_new = object.__new__
 _S_i = _struct.Struct('>i')
 _S_ii = _struct.Struct('>ii')
-_L_i = (('SessionTimeoutMs', 4),)
-_L_ii = (('SessionTimeoutMs', 4), ('RebalanceTimeoutMs', 4))
+_L0 = (('SessionTimeoutMs', 4),)
+_L1 = (('SessionTimeoutMs', 4), ('RebalanceTimeoutMs', 4))
 
 
-def _absent(field: str, version: int) -> _EncodeError:
+def _absent(field: str, version: int | str) -> _EncodeError:
     return _EncodeError(
         f'attempted to write a non-default {field} at version {version}', field_path=field
     )
@@ -91,7 +93,11 @@ def _read_JoinGroupRequestProtocol_0(buf: bytes | bytearray | memoryview, pos: i
     end = len(buf)
     v_name, pos = _rs(buf, pos, 'Name')
     v_metadata, pos = _rb(buf, pos, 'Metadata')
-    return JoinGroupRequestProtocol(v_name, v_metadata, ()), pos
+    o = _new(JoinGroupRequestProtocol)
+    o.name = v_name
+    o.metadata = v_metadata
+    o.unknown_tagged_fields = ()
+    return o, pos
 
 
 def _write_JoinGroupRequestProtocol_0(o: JoinGroupRequestProtocol, out: bytearray) -> None:
@@ -123,7 +129,11 @@ def _read_JoinGroupRequestProtocol_1(buf: bytes | bytearray | memoryview, pos: i
             pos += size
         if raw_tags:
             unknown = tuple(raw_tags)
-    return JoinGroupRequestProtocol(v_name, v_metadata, unknown), pos
+    o = _new(JoinGroupRequestProtocol)
+    o.name = v_name
+    o.metadata = v_metadata
+    o.unknown_tagged_fields = unknown
+    return o, pos
 
 
 def _write_JoinGroupRequestProtocol_1(o: JoinGroupRequestProtocol, out: bytearray) -> None:
@@ -145,22 +155,33 @@ def _read_JoinGroupRequest_0(buf: bytes | bytearray | memoryview, pos: int) -> t
     end = len(buf)
     v_group_id, pos = _rs(buf, pos, 'GroupId')
     if pos + 4 > end:
-        raise _short_fixed(pos, end, _L_i)
+        raise _short_fixed(pos, end, _L0)
     v_session_timeout_ms, = _S_i.unpack_from(buf, pos)
     pos += 4
     v_member_id, pos = _rs(buf, pos, 'MemberId')
     v_protocol_type, pos = _rs(buf, pos, 'ProtocolType')
+    v_protocols: list[JoinGroupRequestProtocol]
     n_v_protocols, pos = _ral(buf, pos, 'Protocols')
     v_protocols = []
-    app = v_protocols.append
+    app_v_protocols = v_protocols.append
     i = 0
     try:
         for i in range(n_v_protocols):
-            item, pos = _read_JoinGroupRequestProtocol_0(buf, pos)
-            app(item)
+            e_v_protocols, pos = _read_JoinGroupRequestProtocol_0(buf, pos)
+            app_v_protocols(e_v_protocols)
     except _DecodeError as exc:
         raise exc.refine(field=f'Protocols[{i}]')
-    return JoinGroupRequest(v_group_id, v_session_timeout_ms, -1, v_member_id, None, v_protocol_type, v_protocols, None, ()), pos
+    o = _new(JoinGroupRequest)
+    o.group_id = v_group_id
+    o.session_timeout_ms = v_session_timeout_ms
+    o.rebalance_timeout_ms = -1
+    o.member_id = v_member_id
+    o.group_instance_id = None
+    o.protocol_type = v_protocol_type
+    o.protocols = v_protocols
+    o.reason = None
+    o.unknown_tagged_fields = ()
+    return o, pos
 
 
 def _write_JoinGroupRequest_0(o: JoinGroupRequest, out: bytearray) -> None:
@@ -180,8 +201,8 @@ def _write_JoinGroupRequest_0(o: JoinGroupRequest, out: bytearray) -> None:
     if o.protocols is None:
         raise _null('Protocols')
     _wal(out, o.protocols, 'Protocols')
-    for item in o.protocols:
-        _write_JoinGroupRequestProtocol_0(item, out)
+    for e_protocols in o.protocols:
+        _write_JoinGroupRequestProtocol_0(e_protocols, out)
     if o.unknown_tagged_fields:
         raise _EncodeError('tagged fields cannot be written at non-flexible version 0')
 
@@ -191,22 +212,33 @@ def _read_JoinGroupRequest_1(buf: bytes | bytearray | memoryview, pos: int) -> t
     end = len(buf)
     v_group_id, pos = _rs(buf, pos, 'GroupId')
     if pos + 8 > end:
-        raise _short_fixed(pos, end, _L_ii)
+        raise _short_fixed(pos, end, _L1)
     v_session_timeout_ms, v_rebalance_timeout_ms = _S_ii.unpack_from(buf, pos)
     pos += 8
     v_member_id, pos = _rs(buf, pos, 'MemberId')
     v_protocol_type, pos = _rs(buf, pos, 'ProtocolType')
+    v_protocols: list[JoinGroupRequestProtocol]
     n_v_protocols, pos = _ral(buf, pos, 'Protocols')
     v_protocols = []
-    app = v_protocols.append
+    app_v_protocols = v_protocols.append
     i = 0
     try:
         for i in range(n_v_protocols):
-            item, pos = _read_JoinGroupRequestProtocol_0(buf, pos)
-            app(item)
+            e_v_protocols, pos = _read_JoinGroupRequestProtocol_0(buf, pos)
+            app_v_protocols(e_v_protocols)
     except _DecodeError as exc:
         raise exc.refine(field=f'Protocols[{i}]')
-    return JoinGroupRequest(v_group_id, v_session_timeout_ms, v_rebalance_timeout_ms, v_member_id, None, v_protocol_type, v_protocols, None, ()), pos
+    o = _new(JoinGroupRequest)
+    o.group_id = v_group_id
+    o.session_timeout_ms = v_session_timeout_ms
+    o.rebalance_timeout_ms = v_rebalance_timeout_ms
+    o.member_id = v_member_id
+    o.group_instance_id = None
+    o.protocol_type = v_protocol_type
+    o.protocols = v_protocols
+    o.reason = None
+    o.unknown_tagged_fields = ()
+    return o, pos
 
 
 def _write_JoinGroupRequest_1(o: JoinGroupRequest, out: bytearray) -> None:
@@ -226,8 +258,8 @@ def _write_JoinGroupRequest_1(o: JoinGroupRequest, out: bytearray) -> None:
     if o.protocols is None:
         raise _null('Protocols')
     _wal(out, o.protocols, 'Protocols')
-    for item in o.protocols:
-        _write_JoinGroupRequestProtocol_0(item, out)
+    for e_protocols in o.protocols:
+        _write_JoinGroupRequestProtocol_0(e_protocols, out)
     if o.unknown_tagged_fields:
         raise _EncodeError('tagged fields cannot be written at non-flexible version 1-4')
 
@@ -237,23 +269,34 @@ def _read_JoinGroupRequest_2(buf: bytes | bytearray | memoryview, pos: int) -> t
     end = len(buf)
     v_group_id, pos = _rs(buf, pos, 'GroupId')
     if pos + 8 > end:
-        raise _short_fixed(pos, end, _L_ii)
+        raise _short_fixed(pos, end, _L1)
     v_session_timeout_ms, v_rebalance_timeout_ms = _S_ii.unpack_from(buf, pos)
     pos += 8
     v_member_id, pos = _rs(buf, pos, 'MemberId')
     v_group_instance_id, pos = _rns(buf, pos, 'GroupInstanceId')
     v_protocol_type, pos = _rs(buf, pos, 'ProtocolType')
+    v_protocols: list[JoinGroupRequestProtocol]
     n_v_protocols, pos = _ral(buf, pos, 'Protocols')
     v_protocols = []
-    app = v_protocols.append
+    app_v_protocols = v_protocols.append
     i = 0
     try:
         for i in range(n_v_protocols):
-            item, pos = _read_JoinGroupRequestProtocol_0(buf, pos)
-            app(item)
+            e_v_protocols, pos = _read_JoinGroupRequestProtocol_0(buf, pos)
+            app_v_protocols(e_v_protocols)
     except _DecodeError as exc:
         raise exc.refine(field=f'Protocols[{i}]')
-    return JoinGroupRequest(v_group_id, v_session_timeout_ms, v_rebalance_timeout_ms, v_member_id, v_group_instance_id, v_protocol_type, v_protocols, None, ()), pos
+    o = _new(JoinGroupRequest)
+    o.group_id = v_group_id
+    o.session_timeout_ms = v_session_timeout_ms
+    o.rebalance_timeout_ms = v_rebalance_timeout_ms
+    o.member_id = v_member_id
+    o.group_instance_id = v_group_instance_id
+    o.protocol_type = v_protocol_type
+    o.protocols = v_protocols
+    o.reason = None
+    o.unknown_tagged_fields = ()
+    return o, pos
 
 
 def _write_JoinGroupRequest_2(o: JoinGroupRequest, out: bytearray) -> None:
@@ -272,8 +315,8 @@ def _write_JoinGroupRequest_2(o: JoinGroupRequest, out: bytearray) -> None:
     if o.protocols is None:
         raise _null('Protocols')
     _wal(out, o.protocols, 'Protocols')
-    for item in o.protocols:
-        _write_JoinGroupRequestProtocol_0(item, out)
+    for e_protocols in o.protocols:
+        _write_JoinGroupRequestProtocol_0(e_protocols, out)
     if o.unknown_tagged_fields:
         raise _EncodeError('tagged fields cannot be written at non-flexible version 5')
 
@@ -283,20 +326,25 @@ def _read_JoinGroupRequest_3(buf: bytes | bytearray | memoryview, pos: int) -> t
     end = len(buf)
     v_group_id, pos = _rcs(buf, pos, 'GroupId')
     if pos + 8 > end:
-        raise _short_fixed(pos, end, _L_ii)
+        raise _short_fixed(pos, end, _L1)
     v_session_timeout_ms, v_rebalance_timeout_ms = _S_ii.unpack_from(buf, pos)
     pos += 8
     v_member_id, pos = _rcs(buf, pos, 'MemberId')
     v_group_instance_id, pos = _rncs(buf, pos, 'GroupInstanceId')
     v_protocol_type, pos = _rcs(buf, pos, 'ProtocolType')
-    n_v_protocols, pos = _rcal(buf, pos, 'Protocols')
+    v_protocols: list[JoinGroupRequestProtocol]
+    n_v_protocols = buf[pos] - 1 if pos < end else -2
+    if 0 <= n_v_protocols < 127 and n_v_protocols <= end - pos:
+        pos += 1
+    else:
+        n_v_protocols, pos = _rcal(buf, pos, 'Protocols')
     v_protocols = []
-    app = v_protocols.append
+    app_v_protocols = v_protocols.append
     i = 0
     try:
         for i in range(n_v_protocols):
-            item, pos = _read_JoinGroupRequestProtocol_1(buf, pos)
-            app(item)
+            e_v_protocols, pos = _read_JoinGroupRequestProtocol_1(buf, pos)
+            app_v_protocols(e_v_protocols)
     except _DecodeError as exc:
         raise exc.refine(field=f'Protocols[{i}]')
     unknown: tuple[tuple[int, bytes], ...] = ()
@@ -311,7 +359,17 @@ def _read_JoinGroupRequest_3(buf: bytes | bytearray | memoryview, pos: int) -> t
             pos += size
         if raw_tags:
             unknown = tuple(raw_tags)
-    return JoinGroupRequest(v_group_id, v_session_timeout_ms, v_rebalance_timeout_ms, v_member_id, v_group_instance_id, v_protocol_type, v_protocols, None, unknown), pos
+    o = _new(JoinGroupRequest)
+    o.group_id = v_group_id
+    o.session_timeout_ms = v_session_timeout_ms
+    o.rebalance_timeout_ms = v_rebalance_timeout_ms
+    o.member_id = v_member_id
+    o.group_instance_id = v_group_instance_id
+    o.protocol_type = v_protocol_type
+    o.protocols = v_protocols
+    o.reason = None
+    o.unknown_tagged_fields = unknown
+    return o, pos
 
 
 def _write_JoinGroupRequest_3(o: JoinGroupRequest, out: bytearray) -> None:
@@ -330,8 +388,8 @@ def _write_JoinGroupRequest_3(o: JoinGroupRequest, out: bytearray) -> None:
     if o.protocols is None:
         raise _null('Protocols')
     _wcal(out, o.protocols, 'Protocols')
-    for item in o.protocols:
-        _write_JoinGroupRequestProtocol_1(item, out)
+    for e_protocols in o.protocols:
+        _write_JoinGroupRequestProtocol_1(e_protocols, out)
     if o.unknown_tagged_fields:
         _wts(out, (), o.unknown_tagged_fields, '_tagged_fields')
     else:
@@ -343,20 +401,25 @@ def _read_JoinGroupRequest_4(buf: bytes | bytearray | memoryview, pos: int) -> t
     end = len(buf)
     v_group_id, pos = _rcs(buf, pos, 'GroupId')
     if pos + 8 > end:
-        raise _short_fixed(pos, end, _L_ii)
+        raise _short_fixed(pos, end, _L1)
     v_session_timeout_ms, v_rebalance_timeout_ms = _S_ii.unpack_from(buf, pos)
     pos += 8
     v_member_id, pos = _rcs(buf, pos, 'MemberId')
     v_group_instance_id, pos = _rncs(buf, pos, 'GroupInstanceId')
     v_protocol_type, pos = _rcs(buf, pos, 'ProtocolType')
-    n_v_protocols, pos = _rcal(buf, pos, 'Protocols')
+    v_protocols: list[JoinGroupRequestProtocol]
+    n_v_protocols = buf[pos] - 1 if pos < end else -2
+    if 0 <= n_v_protocols < 127 and n_v_protocols <= end - pos:
+        pos += 1
+    else:
+        n_v_protocols, pos = _rcal(buf, pos, 'Protocols')
     v_protocols = []
-    app = v_protocols.append
+    app_v_protocols = v_protocols.append
     i = 0
     try:
         for i in range(n_v_protocols):
-            item, pos = _read_JoinGroupRequestProtocol_1(buf, pos)
-            app(item)
+            e_v_protocols, pos = _read_JoinGroupRequestProtocol_1(buf, pos)
+            app_v_protocols(e_v_protocols)
     except _DecodeError as exc:
         raise exc.refine(field=f'Protocols[{i}]')
     v_reason, pos = _rncs(buf, pos, 'Reason')
@@ -372,7 +435,17 @@ def _read_JoinGroupRequest_4(buf: bytes | bytearray | memoryview, pos: int) -> t
             pos += size
         if raw_tags:
             unknown = tuple(raw_tags)
-    return JoinGroupRequest(v_group_id, v_session_timeout_ms, v_rebalance_timeout_ms, v_member_id, v_group_instance_id, v_protocol_type, v_protocols, v_reason, unknown), pos
+    o = _new(JoinGroupRequest)
+    o.group_id = v_group_id
+    o.session_timeout_ms = v_session_timeout_ms
+    o.rebalance_timeout_ms = v_rebalance_timeout_ms
+    o.member_id = v_member_id
+    o.group_instance_id = v_group_instance_id
+    o.protocol_type = v_protocol_type
+    o.protocols = v_protocols
+    o.reason = v_reason
+    o.unknown_tagged_fields = unknown
+    return o, pos
 
 
 def _write_JoinGroupRequest_4(o: JoinGroupRequest, out: bytearray) -> None:
@@ -391,8 +464,8 @@ def _write_JoinGroupRequest_4(o: JoinGroupRequest, out: bytearray) -> None:
     if o.protocols is None:
         raise _null('Protocols')
     _wcal(out, o.protocols, 'Protocols')
-    for item in o.protocols:
-        _write_JoinGroupRequestProtocol_1(item, out)
+    for e_protocols in o.protocols:
+        _write_JoinGroupRequestProtocol_1(e_protocols, out)
     _wcs(out, o.reason, 'Reason')
     if o.unknown_tagged_fields:
         _wts(out, (), o.unknown_tagged_fields, '_tagged_fields')

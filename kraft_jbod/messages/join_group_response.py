@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import struct as _struct
+from typing import Any as _Any
 import uuid as _uuid
 from dataclasses import dataclass as _dataclass, field as _field
 from typing import ClassVar as _ClassVar
@@ -26,15 +27,16 @@ from kraft_jbod.wire.primitives import (
     short_fixed as _short_fixed, uuid_from_bytes as _uuid_from_bytes,
 )
 
+_new = object.__new__
 _S__ = _struct.Struct('>?')
 _S_hi = _struct.Struct('>hi')
 _S_ihi = _struct.Struct('>ihi')
-_L_hi = (('ErrorCode', 2), ('GenerationId', 4))
-_L_ihi = (('ThrottleTimeMs', 4), ('ErrorCode', 2), ('GenerationId', 4))
-_L__ = (('SkipAssignment', 1),)
+_L0 = (('ErrorCode', 2), ('GenerationId', 4))
+_L1 = (('ThrottleTimeMs', 4), ('ErrorCode', 2), ('GenerationId', 4))
+_L2 = (('SkipAssignment', 1),)
 
 
-def _absent(field: str, version: int) -> _EncodeError:
+def _absent(field: str, version: int | str) -> _EncodeError:
     return _EncodeError(
         f'attempted to write a non-default {field} at version {version}', field_path=field
     )
@@ -95,7 +97,12 @@ def _read_JoinGroupResponseMember_0(buf: bytes | bytearray | memoryview, pos: in
     end = len(buf)
     v_member_id, pos = _rs(buf, pos, 'MemberId')
     v_metadata, pos = _rb(buf, pos, 'Metadata')
-    return JoinGroupResponseMember(v_member_id, None, v_metadata, ()), pos
+    o = _new(JoinGroupResponseMember)
+    o.member_id = v_member_id
+    o.group_instance_id = None
+    o.metadata = v_metadata
+    o.unknown_tagged_fields = ()
+    return o, pos
 
 
 def _write_JoinGroupResponseMember_0(o: JoinGroupResponseMember, out: bytearray) -> None:
@@ -116,7 +123,12 @@ def _read_JoinGroupResponseMember_1(buf: bytes | bytearray | memoryview, pos: in
     v_member_id, pos = _rs(buf, pos, 'MemberId')
     v_group_instance_id, pos = _rns(buf, pos, 'GroupInstanceId')
     v_metadata, pos = _rb(buf, pos, 'Metadata')
-    return JoinGroupResponseMember(v_member_id, v_group_instance_id, v_metadata, ()), pos
+    o = _new(JoinGroupResponseMember)
+    o.member_id = v_member_id
+    o.group_instance_id = v_group_instance_id
+    o.metadata = v_metadata
+    o.unknown_tagged_fields = ()
+    return o, pos
 
 
 def _write_JoinGroupResponseMember_1(o: JoinGroupResponseMember, out: bytearray) -> None:
@@ -150,7 +162,12 @@ def _read_JoinGroupResponseMember_2(buf: bytes | bytearray | memoryview, pos: in
             pos += size
         if raw_tags:
             unknown = tuple(raw_tags)
-    return JoinGroupResponseMember(v_member_id, v_group_instance_id, v_metadata, unknown), pos
+    o = _new(JoinGroupResponseMember)
+    o.member_id = v_member_id
+    o.group_instance_id = v_group_instance_id
+    o.metadata = v_metadata
+    o.unknown_tagged_fields = unknown
+    return o, pos
 
 
 def _write_JoinGroupResponseMember_2(o: JoinGroupResponseMember, out: bytearray) -> None:
@@ -172,23 +189,35 @@ def _read_JoinGroupResponse_0(buf: bytes | bytearray | memoryview, pos: int) -> 
     # versions 0-1
     end = len(buf)
     if pos + 6 > end:
-        raise _short_fixed(pos, end, _L_hi)
+        raise _short_fixed(pos, end, _L0)
     v_error_code, v_generation_id = _S_hi.unpack_from(buf, pos)
     pos += 6
     v_protocol_name, pos = _rs(buf, pos, 'ProtocolName')
     v_leader, pos = _rs(buf, pos, 'Leader')
     v_member_id, pos = _rs(buf, pos, 'MemberId')
+    v_members: list[JoinGroupResponseMember]
     n_v_members, pos = _ral(buf, pos, 'Members')
     v_members = []
-    app = v_members.append
+    app_v_members = v_members.append
     i = 0
     try:
         for i in range(n_v_members):
-            item, pos = _read_JoinGroupResponseMember_0(buf, pos)
-            app(item)
+            e_v_members, pos = _read_JoinGroupResponseMember_0(buf, pos)
+            app_v_members(e_v_members)
     except _DecodeError as exc:
         raise exc.refine(field=f'Members[{i}]')
-    return JoinGroupResponse(0, v_error_code, v_generation_id, None, v_protocol_name, v_leader, False, v_member_id, v_members, ()), pos
+    o = _new(JoinGroupResponse)
+    o.throttle_time_ms = 0
+    o.error_code = v_error_code
+    o.generation_id = v_generation_id
+    o.protocol_type = None
+    o.protocol_name = v_protocol_name
+    o.leader = v_leader
+    o.skip_assignment = False
+    o.member_id = v_member_id
+    o.members = v_members
+    o.unknown_tagged_fields = ()
+    return o, pos
 
 
 def _write_JoinGroupResponse_0(o: JoinGroupResponse, out: bytearray) -> None:
@@ -208,8 +237,8 @@ def _write_JoinGroupResponse_0(o: JoinGroupResponse, out: bytearray) -> None:
     if o.members is None:
         raise _null('Members')
     _wal(out, o.members, 'Members')
-    for item in o.members:
-        _write_JoinGroupResponseMember_0(item, out)
+    for e_members in o.members:
+        _write_JoinGroupResponseMember_0(e_members, out)
     if o.unknown_tagged_fields:
         raise _EncodeError('tagged fields cannot be written at non-flexible version 0-1')
 
@@ -218,23 +247,35 @@ def _read_JoinGroupResponse_1(buf: bytes | bytearray | memoryview, pos: int) -> 
     # versions 2-4
     end = len(buf)
     if pos + 10 > end:
-        raise _short_fixed(pos, end, _L_ihi)
+        raise _short_fixed(pos, end, _L1)
     v_throttle_time_ms, v_error_code, v_generation_id = _S_ihi.unpack_from(buf, pos)
     pos += 10
     v_protocol_name, pos = _rs(buf, pos, 'ProtocolName')
     v_leader, pos = _rs(buf, pos, 'Leader')
     v_member_id, pos = _rs(buf, pos, 'MemberId')
+    v_members: list[JoinGroupResponseMember]
     n_v_members, pos = _ral(buf, pos, 'Members')
     v_members = []
-    app = v_members.append
+    app_v_members = v_members.append
     i = 0
     try:
         for i in range(n_v_members):
-            item, pos = _read_JoinGroupResponseMember_0(buf, pos)
-            app(item)
+            e_v_members, pos = _read_JoinGroupResponseMember_0(buf, pos)
+            app_v_members(e_v_members)
     except _DecodeError as exc:
         raise exc.refine(field=f'Members[{i}]')
-    return JoinGroupResponse(v_throttle_time_ms, v_error_code, v_generation_id, None, v_protocol_name, v_leader, False, v_member_id, v_members, ()), pos
+    o = _new(JoinGroupResponse)
+    o.throttle_time_ms = v_throttle_time_ms
+    o.error_code = v_error_code
+    o.generation_id = v_generation_id
+    o.protocol_type = None
+    o.protocol_name = v_protocol_name
+    o.leader = v_leader
+    o.skip_assignment = False
+    o.member_id = v_member_id
+    o.members = v_members
+    o.unknown_tagged_fields = ()
+    return o, pos
 
 
 def _write_JoinGroupResponse_1(o: JoinGroupResponse, out: bytearray) -> None:
@@ -254,8 +295,8 @@ def _write_JoinGroupResponse_1(o: JoinGroupResponse, out: bytearray) -> None:
     if o.members is None:
         raise _null('Members')
     _wal(out, o.members, 'Members')
-    for item in o.members:
-        _write_JoinGroupResponseMember_0(item, out)
+    for e_members in o.members:
+        _write_JoinGroupResponseMember_0(e_members, out)
     if o.unknown_tagged_fields:
         raise _EncodeError('tagged fields cannot be written at non-flexible version 2-4')
 
@@ -264,23 +305,35 @@ def _read_JoinGroupResponse_2(buf: bytes | bytearray | memoryview, pos: int) -> 
     # versions 5
     end = len(buf)
     if pos + 10 > end:
-        raise _short_fixed(pos, end, _L_ihi)
+        raise _short_fixed(pos, end, _L1)
     v_throttle_time_ms, v_error_code, v_generation_id = _S_ihi.unpack_from(buf, pos)
     pos += 10
     v_protocol_name, pos = _rs(buf, pos, 'ProtocolName')
     v_leader, pos = _rs(buf, pos, 'Leader')
     v_member_id, pos = _rs(buf, pos, 'MemberId')
+    v_members: list[JoinGroupResponseMember]
     n_v_members, pos = _ral(buf, pos, 'Members')
     v_members = []
-    app = v_members.append
+    app_v_members = v_members.append
     i = 0
     try:
         for i in range(n_v_members):
-            item, pos = _read_JoinGroupResponseMember_1(buf, pos)
-            app(item)
+            e_v_members, pos = _read_JoinGroupResponseMember_1(buf, pos)
+            app_v_members(e_v_members)
     except _DecodeError as exc:
         raise exc.refine(field=f'Members[{i}]')
-    return JoinGroupResponse(v_throttle_time_ms, v_error_code, v_generation_id, None, v_protocol_name, v_leader, False, v_member_id, v_members, ()), pos
+    o = _new(JoinGroupResponse)
+    o.throttle_time_ms = v_throttle_time_ms
+    o.error_code = v_error_code
+    o.generation_id = v_generation_id
+    o.protocol_type = None
+    o.protocol_name = v_protocol_name
+    o.leader = v_leader
+    o.skip_assignment = False
+    o.member_id = v_member_id
+    o.members = v_members
+    o.unknown_tagged_fields = ()
+    return o, pos
 
 
 def _write_JoinGroupResponse_2(o: JoinGroupResponse, out: bytearray) -> None:
@@ -300,8 +353,8 @@ def _write_JoinGroupResponse_2(o: JoinGroupResponse, out: bytearray) -> None:
     if o.members is None:
         raise _null('Members')
     _wal(out, o.members, 'Members')
-    for item in o.members:
-        _write_JoinGroupResponseMember_1(item, out)
+    for e_members in o.members:
+        _write_JoinGroupResponseMember_1(e_members, out)
     if o.unknown_tagged_fields:
         raise _EncodeError('tagged fields cannot be written at non-flexible version 5')
 
@@ -310,20 +363,25 @@ def _read_JoinGroupResponse_3(buf: bytes | bytearray | memoryview, pos: int) -> 
     # versions 6
     end = len(buf)
     if pos + 10 > end:
-        raise _short_fixed(pos, end, _L_ihi)
+        raise _short_fixed(pos, end, _L1)
     v_throttle_time_ms, v_error_code, v_generation_id = _S_ihi.unpack_from(buf, pos)
     pos += 10
     v_protocol_name, pos = _rcs(buf, pos, 'ProtocolName')
     v_leader, pos = _rcs(buf, pos, 'Leader')
     v_member_id, pos = _rcs(buf, pos, 'MemberId')
-    n_v_members, pos = _rcal(buf, pos, 'Members')
+    v_members: list[JoinGroupResponseMember]
+    n_v_members = buf[pos] - 1 if pos < end else -2
+    if 0 <= n_v_members < 127 and n_v_members <= end - pos:
+        pos += 1
+    else:
+        n_v_members, pos = _rcal(buf, pos, 'Members')
     v_members = []
-    app = v_members.append
+    app_v_members = v_members.append
     i = 0
     try:
         for i in range(n_v_members):
-            item, pos = _read_JoinGroupResponseMember_2(buf, pos)
-            app(item)
+            e_v_members, pos = _read_JoinGroupResponseMember_2(buf, pos)
+            app_v_members(e_v_members)
     except _DecodeError as exc:
         raise exc.refine(field=f'Members[{i}]')
     unknown: tuple[tuple[int, bytes], ...] = ()
@@ -338,7 +396,18 @@ def _read_JoinGroupResponse_3(buf: bytes | bytearray | memoryview, pos: int) -> 
             pos += size
         if raw_tags:
             unknown = tuple(raw_tags)
-    return JoinGroupResponse(v_throttle_time_ms, v_error_code, v_generation_id, None, v_protocol_name, v_leader, False, v_member_id, v_members, unknown), pos
+    o = _new(JoinGroupResponse)
+    o.throttle_time_ms = v_throttle_time_ms
+    o.error_code = v_error_code
+    o.generation_id = v_generation_id
+    o.protocol_type = None
+    o.protocol_name = v_protocol_name
+    o.leader = v_leader
+    o.skip_assignment = False
+    o.member_id = v_member_id
+    o.members = v_members
+    o.unknown_tagged_fields = unknown
+    return o, pos
 
 
 def _write_JoinGroupResponse_3(o: JoinGroupResponse, out: bytearray) -> None:
@@ -358,8 +427,8 @@ def _write_JoinGroupResponse_3(o: JoinGroupResponse, out: bytearray) -> None:
     if o.members is None:
         raise _null('Members')
     _wcal(out, o.members, 'Members')
-    for item in o.members:
-        _write_JoinGroupResponseMember_2(item, out)
+    for e_members in o.members:
+        _write_JoinGroupResponseMember_2(e_members, out)
     if o.unknown_tagged_fields:
         _wts(out, (), o.unknown_tagged_fields, '_tagged_fields')
     else:
@@ -370,21 +439,26 @@ def _read_JoinGroupResponse_4(buf: bytes | bytearray | memoryview, pos: int) -> 
     # versions 7-8
     end = len(buf)
     if pos + 10 > end:
-        raise _short_fixed(pos, end, _L_ihi)
+        raise _short_fixed(pos, end, _L1)
     v_throttle_time_ms, v_error_code, v_generation_id = _S_ihi.unpack_from(buf, pos)
     pos += 10
     v_protocol_type, pos = _rncs(buf, pos, 'ProtocolType')
     v_protocol_name, pos = _rncs(buf, pos, 'ProtocolName')
     v_leader, pos = _rcs(buf, pos, 'Leader')
     v_member_id, pos = _rcs(buf, pos, 'MemberId')
-    n_v_members, pos = _rcal(buf, pos, 'Members')
+    v_members: list[JoinGroupResponseMember]
+    n_v_members = buf[pos] - 1 if pos < end else -2
+    if 0 <= n_v_members < 127 and n_v_members <= end - pos:
+        pos += 1
+    else:
+        n_v_members, pos = _rcal(buf, pos, 'Members')
     v_members = []
-    app = v_members.append
+    app_v_members = v_members.append
     i = 0
     try:
         for i in range(n_v_members):
-            item, pos = _read_JoinGroupResponseMember_2(buf, pos)
-            app(item)
+            e_v_members, pos = _read_JoinGroupResponseMember_2(buf, pos)
+            app_v_members(e_v_members)
     except _DecodeError as exc:
         raise exc.refine(field=f'Members[{i}]')
     unknown: tuple[tuple[int, bytes], ...] = ()
@@ -399,7 +473,18 @@ def _read_JoinGroupResponse_4(buf: bytes | bytearray | memoryview, pos: int) -> 
             pos += size
         if raw_tags:
             unknown = tuple(raw_tags)
-    return JoinGroupResponse(v_throttle_time_ms, v_error_code, v_generation_id, v_protocol_type, v_protocol_name, v_leader, False, v_member_id, v_members, unknown), pos
+    o = _new(JoinGroupResponse)
+    o.throttle_time_ms = v_throttle_time_ms
+    o.error_code = v_error_code
+    o.generation_id = v_generation_id
+    o.protocol_type = v_protocol_type
+    o.protocol_name = v_protocol_name
+    o.leader = v_leader
+    o.skip_assignment = False
+    o.member_id = v_member_id
+    o.members = v_members
+    o.unknown_tagged_fields = unknown
+    return o, pos
 
 
 def _write_JoinGroupResponse_4(o: JoinGroupResponse, out: bytearray) -> None:
@@ -418,8 +503,8 @@ def _write_JoinGroupResponse_4(o: JoinGroupResponse, out: bytearray) -> None:
     if o.members is None:
         raise _null('Members')
     _wcal(out, o.members, 'Members')
-    for item in o.members:
-        _write_JoinGroupResponseMember_2(item, out)
+    for e_members in o.members:
+        _write_JoinGroupResponseMember_2(e_members, out)
     if o.unknown_tagged_fields:
         _wts(out, (), o.unknown_tagged_fields, '_tagged_fields')
     else:
@@ -430,25 +515,30 @@ def _read_JoinGroupResponse_5(buf: bytes | bytearray | memoryview, pos: int) -> 
     # versions 9
     end = len(buf)
     if pos + 10 > end:
-        raise _short_fixed(pos, end, _L_ihi)
+        raise _short_fixed(pos, end, _L1)
     v_throttle_time_ms, v_error_code, v_generation_id = _S_ihi.unpack_from(buf, pos)
     pos += 10
     v_protocol_type, pos = _rncs(buf, pos, 'ProtocolType')
     v_protocol_name, pos = _rncs(buf, pos, 'ProtocolName')
     v_leader, pos = _rcs(buf, pos, 'Leader')
     if pos + 1 > end:
-        raise _short_fixed(pos, end, _L__)
+        raise _short_fixed(pos, end, _L2)
     v_skip_assignment, = _S__.unpack_from(buf, pos)
     pos += 1
     v_member_id, pos = _rcs(buf, pos, 'MemberId')
-    n_v_members, pos = _rcal(buf, pos, 'Members')
+    v_members: list[JoinGroupResponseMember]
+    n_v_members = buf[pos] - 1 if pos < end else -2
+    if 0 <= n_v_members < 127 and n_v_members <= end - pos:
+        pos += 1
+    else:
+        n_v_members, pos = _rcal(buf, pos, 'Members')
     v_members = []
-    app = v_members.append
+    app_v_members = v_members.append
     i = 0
     try:
         for i in range(n_v_members):
-            item, pos = _read_JoinGroupResponseMember_2(buf, pos)
-            app(item)
+            e_v_members, pos = _read_JoinGroupResponseMember_2(buf, pos)
+            app_v_members(e_v_members)
     except _DecodeError as exc:
         raise exc.refine(field=f'Members[{i}]')
     unknown: tuple[tuple[int, bytes], ...] = ()
@@ -463,7 +553,18 @@ def _read_JoinGroupResponse_5(buf: bytes | bytearray | memoryview, pos: int) -> 
             pos += size
         if raw_tags:
             unknown = tuple(raw_tags)
-    return JoinGroupResponse(v_throttle_time_ms, v_error_code, v_generation_id, v_protocol_type, v_protocol_name, v_leader, v_skip_assignment, v_member_id, v_members, unknown), pos
+    o = _new(JoinGroupResponse)
+    o.throttle_time_ms = v_throttle_time_ms
+    o.error_code = v_error_code
+    o.generation_id = v_generation_id
+    o.protocol_type = v_protocol_type
+    o.protocol_name = v_protocol_name
+    o.leader = v_leader
+    o.skip_assignment = v_skip_assignment
+    o.member_id = v_member_id
+    o.members = v_members
+    o.unknown_tagged_fields = unknown
+    return o, pos
 
 
 def _write_JoinGroupResponse_5(o: JoinGroupResponse, out: bytearray) -> None:
@@ -474,15 +575,15 @@ def _write_JoinGroupResponse_5(o: JoinGroupResponse, out: bytearray) -> None:
     if o.leader is None:
         raise _null('Leader')
     _wcs(out, o.leader, 'Leader')
-    out += _S__.pack(_bool(o.skip_assignment, 'SkipAssignment'))
+    out += _S__.pack((o.skip_assignment if o.skip_assignment.__class__ is bool else _bool(o.skip_assignment, 'SkipAssignment')))
     if o.member_id is None:
         raise _null('MemberId')
     _wcs(out, o.member_id, 'MemberId')
     if o.members is None:
         raise _null('Members')
     _wcal(out, o.members, 'Members')
-    for item in o.members:
-        _write_JoinGroupResponseMember_2(item, out)
+    for e_members in o.members:
+        _write_JoinGroupResponseMember_2(e_members, out)
     if o.unknown_tagged_fields:
         _wts(out, (), o.unknown_tagged_fields, '_tagged_fields')
     else:

@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import struct as _struct
+from typing import Any as _Any
 import uuid as _uuid
 from dataclasses import dataclass as _dataclass, field as _field
 from typing import ClassVar as _ClassVar
@@ -26,6 +27,7 @@ from kraft_jbod.wire.primitives import (
     short_fixed as _short_fixed, uuid_from_bytes as _uuid_from_bytes,
 )
 
+_new = object.__new__
 _S_16s = _struct.Struct('>16s')
 _S__ = _struct.Struct('>?')
 _S__b = _struct.Struct('>?b')
@@ -36,20 +38,20 @@ _S_iiii = _struct.Struct('>iiii')
 _S_iiq = _struct.Struct('>iiq')
 _S_iiqb = _struct.Struct('>iiqb')
 _ZERO_UUID = _uuid_from_bytes((0).to_bytes(16, 'big'))
-_L_iiii = (('PartitionIndex', 4), ('ControllerEpoch', 4), ('Leader', 4), ('LeaderEpoch', 4))
-_L_i = (('PartitionEpoch', 4),)
-_L__ = (('IsNew', 1),)
-_L__b = (('IsNew', 1), ('LeaderRecoveryState', 1))
-_L_16s = (('TopicId', 16),)
-_L_i = (('BrokerId', 4),)
-_L_i = (('Port', 4),)
-_L_ii = (('ControllerId', 4), ('ControllerEpoch', 4))
-_L_iiq = (('ControllerId', 4), ('ControllerEpoch', 4), ('BrokerEpoch', 8))
-_L_iiqb = (('ControllerId', 4), ('ControllerEpoch', 4), ('BrokerEpoch', 8), ('Type', 1))
-_L_i_iqb = (('ControllerId', 4), ('isKRaftController', 1), ('ControllerEpoch', 4), ('BrokerEpoch', 8), ('Type', 1))
+_L0 = (('PartitionIndex', 4), ('ControllerEpoch', 4), ('Leader', 4), ('LeaderEpoch', 4))
+_L1 = (('PartitionEpoch', 4),)
+_L2 = (('IsNew', 1),)
+_L3 = (('IsNew', 1), ('LeaderRecoveryState', 1))
+_L4 = (('TopicId', 16),)
+_L5 = (('BrokerId', 4),)
+_L6 = (('Port', 4),)
+_L7 = (('ControllerId', 4), ('ControllerEpoch', 4))
+_L8 = (('ControllerId', 4), ('ControllerEpoch', 4), ('BrokerEpoch', 8))
+_L9 = (('ControllerId', 4), ('ControllerEpoch', 4), ('BrokerEpoch', 8), ('Type', 1))
+_L10 = (('ControllerId', 4), ('isKRaftController', 1), ('ControllerEpoch', 4), ('BrokerEpoch', 8), ('Type', 1))
 
 
-def _absent(field: str, version: int) -> _EncodeError:
+def _absent(field: str, version: int | str) -> _EncodeError:
     return _EncodeError(
         f'attempted to write a non-default {field} at version {version}', field_path=field
     )
@@ -138,18 +140,34 @@ def _read_LeaderAndIsrPartitionState_0(buf: bytes | bytearray | memoryview, pos:
     end = len(buf)
     v_topic_name, pos = _rs(buf, pos, 'TopicName')
     if pos + 16 > end:
-        raise _short_fixed(pos, end, _L_iiii)
+        raise _short_fixed(pos, end, _L0)
     v_partition_index, v_controller_epoch, v_leader, v_leader_epoch = _S_iiii.unpack_from(buf, pos)
     pos += 16
+    v_isr: list[int]
     n_v_isr, pos = _ral(buf, pos, 'Isr')
-    v_isr, pos = _rfa(buf, pos, n_v_isr, _S_i, 'Isr')
+    v_isr, pos = _rfa(buf, pos, n_v_isr, 'i', 'Isr')
     if pos + 4 > end:
-        raise _short_fixed(pos, end, _L_i)
+        raise _short_fixed(pos, end, _L1)
     v_partition_epoch, = _S_i.unpack_from(buf, pos)
     pos += 4
+    v_replicas: list[int]
     n_v_replicas, pos = _ral(buf, pos, 'Replicas')
-    v_replicas, pos = _rfa(buf, pos, n_v_replicas, _S_i, 'Replicas')
-    return LeaderAndIsrPartitionState(v_topic_name, v_partition_index, v_controller_epoch, v_leader, v_leader_epoch, v_isr, v_partition_epoch, v_replicas, [], [], False, 0, ()), pos
+    v_replicas, pos = _rfa(buf, pos, n_v_replicas, 'i', 'Replicas')
+    o = _new(LeaderAndIsrPartitionState)
+    o.topic_name = v_topic_name
+    o.partition_index = v_partition_index
+    o.controller_epoch = v_controller_epoch
+    o.leader = v_leader
+    o.leader_epoch = v_leader_epoch
+    o.isr = v_isr
+    o.partition_epoch = v_partition_epoch
+    o.replicas = v_replicas
+    o.adding_replicas = []
+    o.removing_replicas = []
+    o.is_new = False
+    o.leader_recovery_state = 0
+    o.unknown_tagged_fields = ()
+    return o, pos
 
 
 def _write_LeaderAndIsrPartitionState_0(o: LeaderAndIsrPartitionState, out: bytearray) -> None:
@@ -178,22 +196,38 @@ def _read_LeaderAndIsrPartitionState_1(buf: bytes | bytearray | memoryview, pos:
     end = len(buf)
     v_topic_name, pos = _rs(buf, pos, 'TopicName')
     if pos + 16 > end:
-        raise _short_fixed(pos, end, _L_iiii)
+        raise _short_fixed(pos, end, _L0)
     v_partition_index, v_controller_epoch, v_leader, v_leader_epoch = _S_iiii.unpack_from(buf, pos)
     pos += 16
+    v_isr: list[int]
     n_v_isr, pos = _ral(buf, pos, 'Isr')
-    v_isr, pos = _rfa(buf, pos, n_v_isr, _S_i, 'Isr')
+    v_isr, pos = _rfa(buf, pos, n_v_isr, 'i', 'Isr')
     if pos + 4 > end:
-        raise _short_fixed(pos, end, _L_i)
+        raise _short_fixed(pos, end, _L1)
     v_partition_epoch, = _S_i.unpack_from(buf, pos)
     pos += 4
+    v_replicas: list[int]
     n_v_replicas, pos = _ral(buf, pos, 'Replicas')
-    v_replicas, pos = _rfa(buf, pos, n_v_replicas, _S_i, 'Replicas')
+    v_replicas, pos = _rfa(buf, pos, n_v_replicas, 'i', 'Replicas')
     if pos + 1 > end:
-        raise _short_fixed(pos, end, _L__)
+        raise _short_fixed(pos, end, _L2)
     v_is_new, = _S__.unpack_from(buf, pos)
     pos += 1
-    return LeaderAndIsrPartitionState(v_topic_name, v_partition_index, v_controller_epoch, v_leader, v_leader_epoch, v_isr, v_partition_epoch, v_replicas, [], [], v_is_new, 0, ()), pos
+    o = _new(LeaderAndIsrPartitionState)
+    o.topic_name = v_topic_name
+    o.partition_index = v_partition_index
+    o.controller_epoch = v_controller_epoch
+    o.leader = v_leader
+    o.leader_epoch = v_leader_epoch
+    o.isr = v_isr
+    o.partition_epoch = v_partition_epoch
+    o.replicas = v_replicas
+    o.adding_replicas = []
+    o.removing_replicas = []
+    o.is_new = v_is_new
+    o.leader_recovery_state = 0
+    o.unknown_tagged_fields = ()
+    return o, pos
 
 
 def _write_LeaderAndIsrPartitionState_1(o: LeaderAndIsrPartitionState, out: bytearray) -> None:
@@ -213,7 +247,7 @@ def _write_LeaderAndIsrPartitionState_1(o: LeaderAndIsrPartitionState, out: byte
         raise _null('Replicas')
     _wal(out, o.replicas, 'Replicas')
     out += _struct.pack(f'>{len(o.replicas)}i', *o.replicas)
-    out += _S__.pack(_bool(o.is_new, 'IsNew'))
+    out += _S__.pack((o.is_new if o.is_new.__class__ is bool else _bool(o.is_new, 'IsNew')))
     if o.unknown_tagged_fields:
         raise _EncodeError('tagged fields cannot be written at non-flexible version 1')
 
@@ -222,22 +256,38 @@ def _read_LeaderAndIsrPartitionState_2(buf: bytes | bytearray | memoryview, pos:
     # versions 2
     end = len(buf)
     if pos + 16 > end:
-        raise _short_fixed(pos, end, _L_iiii)
+        raise _short_fixed(pos, end, _L0)
     v_partition_index, v_controller_epoch, v_leader, v_leader_epoch = _S_iiii.unpack_from(buf, pos)
     pos += 16
+    v_isr: list[int]
     n_v_isr, pos = _ral(buf, pos, 'Isr')
-    v_isr, pos = _rfa(buf, pos, n_v_isr, _S_i, 'Isr')
+    v_isr, pos = _rfa(buf, pos, n_v_isr, 'i', 'Isr')
     if pos + 4 > end:
-        raise _short_fixed(pos, end, _L_i)
+        raise _short_fixed(pos, end, _L1)
     v_partition_epoch, = _S_i.unpack_from(buf, pos)
     pos += 4
+    v_replicas: list[int]
     n_v_replicas, pos = _ral(buf, pos, 'Replicas')
-    v_replicas, pos = _rfa(buf, pos, n_v_replicas, _S_i, 'Replicas')
+    v_replicas, pos = _rfa(buf, pos, n_v_replicas, 'i', 'Replicas')
     if pos + 1 > end:
-        raise _short_fixed(pos, end, _L__)
+        raise _short_fixed(pos, end, _L2)
     v_is_new, = _S__.unpack_from(buf, pos)
     pos += 1
-    return LeaderAndIsrPartitionState('', v_partition_index, v_controller_epoch, v_leader, v_leader_epoch, v_isr, v_partition_epoch, v_replicas, [], [], v_is_new, 0, ()), pos
+    o = _new(LeaderAndIsrPartitionState)
+    o.topic_name = ''
+    o.partition_index = v_partition_index
+    o.controller_epoch = v_controller_epoch
+    o.leader = v_leader
+    o.leader_epoch = v_leader_epoch
+    o.isr = v_isr
+    o.partition_epoch = v_partition_epoch
+    o.replicas = v_replicas
+    o.adding_replicas = []
+    o.removing_replicas = []
+    o.is_new = v_is_new
+    o.leader_recovery_state = 0
+    o.unknown_tagged_fields = ()
+    return o, pos
 
 
 def _write_LeaderAndIsrPartitionState_2(o: LeaderAndIsrPartitionState, out: bytearray) -> None:
@@ -254,7 +304,7 @@ def _write_LeaderAndIsrPartitionState_2(o: LeaderAndIsrPartitionState, out: byte
         raise _null('Replicas')
     _wal(out, o.replicas, 'Replicas')
     out += _struct.pack(f'>{len(o.replicas)}i', *o.replicas)
-    out += _S__.pack(_bool(o.is_new, 'IsNew'))
+    out += _S__.pack((o.is_new if o.is_new.__class__ is bool else _bool(o.is_new, 'IsNew')))
     if o.unknown_tagged_fields:
         raise _EncodeError('tagged fields cannot be written at non-flexible version 2')
 
@@ -263,26 +313,44 @@ def _read_LeaderAndIsrPartitionState_3(buf: bytes | bytearray | memoryview, pos:
     # versions 3
     end = len(buf)
     if pos + 16 > end:
-        raise _short_fixed(pos, end, _L_iiii)
+        raise _short_fixed(pos, end, _L0)
     v_partition_index, v_controller_epoch, v_leader, v_leader_epoch = _S_iiii.unpack_from(buf, pos)
     pos += 16
+    v_isr: list[int]
     n_v_isr, pos = _ral(buf, pos, 'Isr')
-    v_isr, pos = _rfa(buf, pos, n_v_isr, _S_i, 'Isr')
+    v_isr, pos = _rfa(buf, pos, n_v_isr, 'i', 'Isr')
     if pos + 4 > end:
-        raise _short_fixed(pos, end, _L_i)
+        raise _short_fixed(pos, end, _L1)
     v_partition_epoch, = _S_i.unpack_from(buf, pos)
     pos += 4
+    v_replicas: list[int]
     n_v_replicas, pos = _ral(buf, pos, 'Replicas')
-    v_replicas, pos = _rfa(buf, pos, n_v_replicas, _S_i, 'Replicas')
+    v_replicas, pos = _rfa(buf, pos, n_v_replicas, 'i', 'Replicas')
+    v_adding_replicas: list[int]
     n_v_adding_replicas, pos = _ral(buf, pos, 'AddingReplicas')
-    v_adding_replicas, pos = _rfa(buf, pos, n_v_adding_replicas, _S_i, 'AddingReplicas')
+    v_adding_replicas, pos = _rfa(buf, pos, n_v_adding_replicas, 'i', 'AddingReplicas')
+    v_removing_replicas: list[int]
     n_v_removing_replicas, pos = _ral(buf, pos, 'RemovingReplicas')
-    v_removing_replicas, pos = _rfa(buf, pos, n_v_removing_replicas, _S_i, 'RemovingReplicas')
+    v_removing_replicas, pos = _rfa(buf, pos, n_v_removing_replicas, 'i', 'RemovingReplicas')
     if pos + 1 > end:
-        raise _short_fixed(pos, end, _L__)
+        raise _short_fixed(pos, end, _L2)
     v_is_new, = _S__.unpack_from(buf, pos)
     pos += 1
-    return LeaderAndIsrPartitionState('', v_partition_index, v_controller_epoch, v_leader, v_leader_epoch, v_isr, v_partition_epoch, v_replicas, v_adding_replicas, v_removing_replicas, v_is_new, 0, ()), pos
+    o = _new(LeaderAndIsrPartitionState)
+    o.topic_name = ''
+    o.partition_index = v_partition_index
+    o.controller_epoch = v_controller_epoch
+    o.leader = v_leader
+    o.leader_epoch = v_leader_epoch
+    o.isr = v_isr
+    o.partition_epoch = v_partition_epoch
+    o.replicas = v_replicas
+    o.adding_replicas = v_adding_replicas
+    o.removing_replicas = v_removing_replicas
+    o.is_new = v_is_new
+    o.leader_recovery_state = 0
+    o.unknown_tagged_fields = ()
+    return o, pos
 
 
 def _write_LeaderAndIsrPartitionState_3(o: LeaderAndIsrPartitionState, out: bytearray) -> None:
@@ -307,7 +375,7 @@ def _write_LeaderAndIsrPartitionState_3(o: LeaderAndIsrPartitionState, out: byte
         raise _null('RemovingReplicas')
     _wal(out, o.removing_replicas, 'RemovingReplicas')
     out += _struct.pack(f'>{len(o.removing_replicas)}i', *o.removing_replicas)
-    out += _S__.pack(_bool(o.is_new, 'IsNew'))
+    out += _S__.pack((o.is_new if o.is_new.__class__ is bool else _bool(o.is_new, 'IsNew')))
     if o.unknown_tagged_fields:
         raise _EncodeError('tagged fields cannot be written at non-flexible version 3')
 
@@ -316,23 +384,43 @@ def _read_LeaderAndIsrPartitionState_4(buf: bytes | bytearray | memoryview, pos:
     # versions 4-5
     end = len(buf)
     if pos + 16 > end:
-        raise _short_fixed(pos, end, _L_iiii)
+        raise _short_fixed(pos, end, _L0)
     v_partition_index, v_controller_epoch, v_leader, v_leader_epoch = _S_iiii.unpack_from(buf, pos)
     pos += 16
-    n_v_isr, pos = _rcal(buf, pos, 'Isr')
-    v_isr, pos = _rfa(buf, pos, n_v_isr, _S_i, 'Isr')
+    v_isr: list[int]
+    n_v_isr = buf[pos] - 1 if pos < end else -2
+    if 0 <= n_v_isr < 127 and n_v_isr <= end - pos:
+        pos += 1
+    else:
+        n_v_isr, pos = _rcal(buf, pos, 'Isr')
+    v_isr, pos = _rfa(buf, pos, n_v_isr, 'i', 'Isr')
     if pos + 4 > end:
-        raise _short_fixed(pos, end, _L_i)
+        raise _short_fixed(pos, end, _L1)
     v_partition_epoch, = _S_i.unpack_from(buf, pos)
     pos += 4
-    n_v_replicas, pos = _rcal(buf, pos, 'Replicas')
-    v_replicas, pos = _rfa(buf, pos, n_v_replicas, _S_i, 'Replicas')
-    n_v_adding_replicas, pos = _rcal(buf, pos, 'AddingReplicas')
-    v_adding_replicas, pos = _rfa(buf, pos, n_v_adding_replicas, _S_i, 'AddingReplicas')
-    n_v_removing_replicas, pos = _rcal(buf, pos, 'RemovingReplicas')
-    v_removing_replicas, pos = _rfa(buf, pos, n_v_removing_replicas, _S_i, 'RemovingReplicas')
+    v_replicas: list[int]
+    n_v_replicas = buf[pos] - 1 if pos < end else -2
+    if 0 <= n_v_replicas < 127 and n_v_replicas <= end - pos:
+        pos += 1
+    else:
+        n_v_replicas, pos = _rcal(buf, pos, 'Replicas')
+    v_replicas, pos = _rfa(buf, pos, n_v_replicas, 'i', 'Replicas')
+    v_adding_replicas: list[int]
+    n_v_adding_replicas = buf[pos] - 1 if pos < end else -2
+    if 0 <= n_v_adding_replicas < 127 and n_v_adding_replicas <= end - pos:
+        pos += 1
+    else:
+        n_v_adding_replicas, pos = _rcal(buf, pos, 'AddingReplicas')
+    v_adding_replicas, pos = _rfa(buf, pos, n_v_adding_replicas, 'i', 'AddingReplicas')
+    v_removing_replicas: list[int]
+    n_v_removing_replicas = buf[pos] - 1 if pos < end else -2
+    if 0 <= n_v_removing_replicas < 127 and n_v_removing_replicas <= end - pos:
+        pos += 1
+    else:
+        n_v_removing_replicas, pos = _rcal(buf, pos, 'RemovingReplicas')
+    v_removing_replicas, pos = _rfa(buf, pos, n_v_removing_replicas, 'i', 'RemovingReplicas')
     if pos + 1 > end:
-        raise _short_fixed(pos, end, _L__)
+        raise _short_fixed(pos, end, _L2)
     v_is_new, = _S__.unpack_from(buf, pos)
     pos += 1
     unknown: tuple[tuple[int, bytes], ...] = ()
@@ -347,7 +435,21 @@ def _read_LeaderAndIsrPartitionState_4(buf: bytes | bytearray | memoryview, pos:
             pos += size
         if raw_tags:
             unknown = tuple(raw_tags)
-    return LeaderAndIsrPartitionState('', v_partition_index, v_controller_epoch, v_leader, v_leader_epoch, v_isr, v_partition_epoch, v_replicas, v_adding_replicas, v_removing_replicas, v_is_new, 0, unknown), pos
+    o = _new(LeaderAndIsrPartitionState)
+    o.topic_name = ''
+    o.partition_index = v_partition_index
+    o.controller_epoch = v_controller_epoch
+    o.leader = v_leader
+    o.leader_epoch = v_leader_epoch
+    o.isr = v_isr
+    o.partition_epoch = v_partition_epoch
+    o.replicas = v_replicas
+    o.adding_replicas = v_adding_replicas
+    o.removing_replicas = v_removing_replicas
+    o.is_new = v_is_new
+    o.leader_recovery_state = 0
+    o.unknown_tagged_fields = unknown
+    return o, pos
 
 
 def _write_LeaderAndIsrPartitionState_4(o: LeaderAndIsrPartitionState, out: bytearray) -> None:
@@ -372,7 +474,7 @@ def _write_LeaderAndIsrPartitionState_4(o: LeaderAndIsrPartitionState, out: byte
         raise _null('RemovingReplicas')
     _wcal(out, o.removing_replicas, 'RemovingReplicas')
     out += _struct.pack(f'>{len(o.removing_replicas)}i', *o.removing_replicas)
-    out += _S__.pack(_bool(o.is_new, 'IsNew'))
+    out += _S__.pack((o.is_new if o.is_new.__class__ is bool else _bool(o.is_new, 'IsNew')))
     if o.unknown_tagged_fields:
         _wts(out, (), o.unknown_tagged_fields, '_tagged_fields')
     else:
@@ -383,23 +485,43 @@ def _read_LeaderAndIsrPartitionState_5(buf: bytes | bytearray | memoryview, pos:
     # versions 6-7
     end = len(buf)
     if pos + 16 > end:
-        raise _short_fixed(pos, end, _L_iiii)
+        raise _short_fixed(pos, end, _L0)
     v_partition_index, v_controller_epoch, v_leader, v_leader_epoch = _S_iiii.unpack_from(buf, pos)
     pos += 16
-    n_v_isr, pos = _rcal(buf, pos, 'Isr')
-    v_isr, pos = _rfa(buf, pos, n_v_isr, _S_i, 'Isr')
+    v_isr: list[int]
+    n_v_isr = buf[pos] - 1 if pos < end else -2
+    if 0 <= n_v_isr < 127 and n_v_isr <= end - pos:
+        pos += 1
+    else:
+        n_v_isr, pos = _rcal(buf, pos, 'Isr')
+    v_isr, pos = _rfa(buf, pos, n_v_isr, 'i', 'Isr')
     if pos + 4 > end:
-        raise _short_fixed(pos, end, _L_i)
+        raise _short_fixed(pos, end, _L1)
     v_partition_epoch, = _S_i.unpack_from(buf, pos)
     pos += 4
-    n_v_replicas, pos = _rcal(buf, pos, 'Replicas')
-    v_replicas, pos = _rfa(buf, pos, n_v_replicas, _S_i, 'Replicas')
-    n_v_adding_replicas, pos = _rcal(buf, pos, 'AddingReplicas')
-    v_adding_replicas, pos = _rfa(buf, pos, n_v_adding_replicas, _S_i, 'AddingReplicas')
-    n_v_removing_replicas, pos = _rcal(buf, pos, 'RemovingReplicas')
-    v_removing_replicas, pos = _rfa(buf, pos, n_v_removing_replicas, _S_i, 'RemovingReplicas')
+    v_replicas: list[int]
+    n_v_replicas = buf[pos] - 1 if pos < end else -2
+    if 0 <= n_v_replicas < 127 and n_v_replicas <= end - pos:
+        pos += 1
+    else:
+        n_v_replicas, pos = _rcal(buf, pos, 'Replicas')
+    v_replicas, pos = _rfa(buf, pos, n_v_replicas, 'i', 'Replicas')
+    v_adding_replicas: list[int]
+    n_v_adding_replicas = buf[pos] - 1 if pos < end else -2
+    if 0 <= n_v_adding_replicas < 127 and n_v_adding_replicas <= end - pos:
+        pos += 1
+    else:
+        n_v_adding_replicas, pos = _rcal(buf, pos, 'AddingReplicas')
+    v_adding_replicas, pos = _rfa(buf, pos, n_v_adding_replicas, 'i', 'AddingReplicas')
+    v_removing_replicas: list[int]
+    n_v_removing_replicas = buf[pos] - 1 if pos < end else -2
+    if 0 <= n_v_removing_replicas < 127 and n_v_removing_replicas <= end - pos:
+        pos += 1
+    else:
+        n_v_removing_replicas, pos = _rcal(buf, pos, 'RemovingReplicas')
+    v_removing_replicas, pos = _rfa(buf, pos, n_v_removing_replicas, 'i', 'RemovingReplicas')
     if pos + 2 > end:
-        raise _short_fixed(pos, end, _L__b)
+        raise _short_fixed(pos, end, _L3)
     v_is_new, v_leader_recovery_state = _S__b.unpack_from(buf, pos)
     pos += 2
     unknown: tuple[tuple[int, bytes], ...] = ()
@@ -414,7 +536,21 @@ def _read_LeaderAndIsrPartitionState_5(buf: bytes | bytearray | memoryview, pos:
             pos += size
         if raw_tags:
             unknown = tuple(raw_tags)
-    return LeaderAndIsrPartitionState('', v_partition_index, v_controller_epoch, v_leader, v_leader_epoch, v_isr, v_partition_epoch, v_replicas, v_adding_replicas, v_removing_replicas, v_is_new, v_leader_recovery_state, unknown), pos
+    o = _new(LeaderAndIsrPartitionState)
+    o.topic_name = ''
+    o.partition_index = v_partition_index
+    o.controller_epoch = v_controller_epoch
+    o.leader = v_leader
+    o.leader_epoch = v_leader_epoch
+    o.isr = v_isr
+    o.partition_epoch = v_partition_epoch
+    o.replicas = v_replicas
+    o.adding_replicas = v_adding_replicas
+    o.removing_replicas = v_removing_replicas
+    o.is_new = v_is_new
+    o.leader_recovery_state = v_leader_recovery_state
+    o.unknown_tagged_fields = unknown
+    return o, pos
 
 
 def _write_LeaderAndIsrPartitionState_5(o: LeaderAndIsrPartitionState, out: bytearray) -> None:
@@ -437,7 +573,7 @@ def _write_LeaderAndIsrPartitionState_5(o: LeaderAndIsrPartitionState, out: byte
         raise _null('RemovingReplicas')
     _wcal(out, o.removing_replicas, 'RemovingReplicas')
     out += _struct.pack(f'>{len(o.removing_replicas)}i', *o.removing_replicas)
-    out += _S__b.pack(_bool(o.is_new, 'IsNew'), o.leader_recovery_state)
+    out += _S__b.pack((o.is_new if o.is_new.__class__ is bool else _bool(o.is_new, 'IsNew')), o.leader_recovery_state)
     if o.unknown_tagged_fields:
         _wts(out, (), o.unknown_tagged_fields, '_tagged_fields')
     else:
@@ -448,17 +584,23 @@ def _read_LeaderAndIsrTopicState_0(buf: bytes | bytearray | memoryview, pos: int
     # versions 2
     end = len(buf)
     v_topic_name, pos = _rs(buf, pos, 'TopicName')
+    v_partition_states: list[LeaderAndIsrPartitionState]
     n_v_partition_states, pos = _ral(buf, pos, 'PartitionStates')
     v_partition_states = []
-    app = v_partition_states.append
+    app_v_partition_states = v_partition_states.append
     i = 0
     try:
         for i in range(n_v_partition_states):
-            item, pos = _read_LeaderAndIsrPartitionState_2(buf, pos)
-            app(item)
+            e_v_partition_states, pos = _read_LeaderAndIsrPartitionState_2(buf, pos)
+            app_v_partition_states(e_v_partition_states)
     except _DecodeError as exc:
         raise exc.refine(field=f'PartitionStates[{i}]')
-    return LeaderAndIsrTopicState(v_topic_name, _ZERO_UUID, v_partition_states, ()), pos
+    o = _new(LeaderAndIsrTopicState)
+    o.topic_name = v_topic_name
+    o.topic_id = _ZERO_UUID
+    o.partition_states = v_partition_states
+    o.unknown_tagged_fields = ()
+    return o, pos
 
 
 def _write_LeaderAndIsrTopicState_0(o: LeaderAndIsrTopicState, out: bytearray) -> None:
@@ -469,8 +611,8 @@ def _write_LeaderAndIsrTopicState_0(o: LeaderAndIsrTopicState, out: bytearray) -
     if o.partition_states is None:
         raise _null('PartitionStates')
     _wal(out, o.partition_states, 'PartitionStates')
-    for item in o.partition_states:
-        _write_LeaderAndIsrPartitionState_2(item, out)
+    for e_partition_states in o.partition_states:
+        _write_LeaderAndIsrPartitionState_2(e_partition_states, out)
     if o.unknown_tagged_fields:
         raise _EncodeError('tagged fields cannot be written at non-flexible version 2')
 
@@ -479,17 +621,23 @@ def _read_LeaderAndIsrTopicState_1(buf: bytes | bytearray | memoryview, pos: int
     # versions 3
     end = len(buf)
     v_topic_name, pos = _rs(buf, pos, 'TopicName')
+    v_partition_states: list[LeaderAndIsrPartitionState]
     n_v_partition_states, pos = _ral(buf, pos, 'PartitionStates')
     v_partition_states = []
-    app = v_partition_states.append
+    app_v_partition_states = v_partition_states.append
     i = 0
     try:
         for i in range(n_v_partition_states):
-            item, pos = _read_LeaderAndIsrPartitionState_3(buf, pos)
-            app(item)
+            e_v_partition_states, pos = _read_LeaderAndIsrPartitionState_3(buf, pos)
+            app_v_partition_states(e_v_partition_states)
     except _DecodeError as exc:
         raise exc.refine(field=f'PartitionStates[{i}]')
-    return LeaderAndIsrTopicState(v_topic_name, _ZERO_UUID, v_partition_states, ()), pos
+    o = _new(LeaderAndIsrTopicState)
+    o.topic_name = v_topic_name
+    o.topic_id = _ZERO_UUID
+    o.partition_states = v_partition_states
+    o.unknown_tagged_fields = ()
+    return o, pos
 
 
 def _write_LeaderAndIsrTopicState_1(o: LeaderAndIsrTopicState, out: bytearray) -> None:
@@ -500,8 +648,8 @@ def _write_LeaderAndIsrTopicState_1(o: LeaderAndIsrTopicState, out: bytearray) -
     if o.partition_states is None:
         raise _null('PartitionStates')
     _wal(out, o.partition_states, 'PartitionStates')
-    for item in o.partition_states:
-        _write_LeaderAndIsrPartitionState_3(item, out)
+    for e_partition_states in o.partition_states:
+        _write_LeaderAndIsrPartitionState_3(e_partition_states, out)
     if o.unknown_tagged_fields:
         raise _EncodeError('tagged fields cannot be written at non-flexible version 3')
 
@@ -510,14 +658,19 @@ def _read_LeaderAndIsrTopicState_2(buf: bytes | bytearray | memoryview, pos: int
     # versions 4
     end = len(buf)
     v_topic_name, pos = _rcs(buf, pos, 'TopicName')
-    n_v_partition_states, pos = _rcal(buf, pos, 'PartitionStates')
+    v_partition_states: list[LeaderAndIsrPartitionState]
+    n_v_partition_states = buf[pos] - 1 if pos < end else -2
+    if 0 <= n_v_partition_states < 127 and n_v_partition_states <= end - pos:
+        pos += 1
+    else:
+        n_v_partition_states, pos = _rcal(buf, pos, 'PartitionStates')
     v_partition_states = []
-    app = v_partition_states.append
+    app_v_partition_states = v_partition_states.append
     i = 0
     try:
         for i in range(n_v_partition_states):
-            item, pos = _read_LeaderAndIsrPartitionState_4(buf, pos)
-            app(item)
+            e_v_partition_states, pos = _read_LeaderAndIsrPartitionState_4(buf, pos)
+            app_v_partition_states(e_v_partition_states)
     except _DecodeError as exc:
         raise exc.refine(field=f'PartitionStates[{i}]')
     unknown: tuple[tuple[int, bytes], ...] = ()
@@ -532,7 +685,12 @@ def _read_LeaderAndIsrTopicState_2(buf: bytes | bytearray | memoryview, pos: int
             pos += size
         if raw_tags:
             unknown = tuple(raw_tags)
-    return LeaderAndIsrTopicState(v_topic_name, _ZERO_UUID, v_partition_states, unknown), pos
+    o = _new(LeaderAndIsrTopicState)
+    o.topic_name = v_topic_name
+    o.topic_id = _ZERO_UUID
+    o.partition_states = v_partition_states
+    o.unknown_tagged_fields = unknown
+    return o, pos
 
 
 def _write_LeaderAndIsrTopicState_2(o: LeaderAndIsrTopicState, out: bytearray) -> None:
@@ -543,8 +701,8 @@ def _write_LeaderAndIsrTopicState_2(o: LeaderAndIsrTopicState, out: bytearray) -
     if o.partition_states is None:
         raise _null('PartitionStates')
     _wcal(out, o.partition_states, 'PartitionStates')
-    for item in o.partition_states:
-        _write_LeaderAndIsrPartitionState_4(item, out)
+    for e_partition_states in o.partition_states:
+        _write_LeaderAndIsrPartitionState_4(e_partition_states, out)
     if o.unknown_tagged_fields:
         _wts(out, (), o.unknown_tagged_fields, '_tagged_fields')
     else:
@@ -556,18 +714,23 @@ def _read_LeaderAndIsrTopicState_3(buf: bytes | bytearray | memoryview, pos: int
     end = len(buf)
     v_topic_name, pos = _rcs(buf, pos, 'TopicName')
     if pos + 16 > end:
-        raise _short_fixed(pos, end, _L_16s)
-    v_topic_id, = _S_16s.unpack_from(buf, pos)
-    v_topic_id = _uuid_from_bytes(v_topic_id)
+        raise _short_fixed(pos, end, _L4)
+    r_topic_id, = _S_16s.unpack_from(buf, pos)
+    v_topic_id = _uuid_from_bytes(r_topic_id)
     pos += 16
-    n_v_partition_states, pos = _rcal(buf, pos, 'PartitionStates')
+    v_partition_states: list[LeaderAndIsrPartitionState]
+    n_v_partition_states = buf[pos] - 1 if pos < end else -2
+    if 0 <= n_v_partition_states < 127 and n_v_partition_states <= end - pos:
+        pos += 1
+    else:
+        n_v_partition_states, pos = _rcal(buf, pos, 'PartitionStates')
     v_partition_states = []
-    app = v_partition_states.append
+    app_v_partition_states = v_partition_states.append
     i = 0
     try:
         for i in range(n_v_partition_states):
-            item, pos = _read_LeaderAndIsrPartitionState_4(buf, pos)
-            app(item)
+            e_v_partition_states, pos = _read_LeaderAndIsrPartitionState_4(buf, pos)
+            app_v_partition_states(e_v_partition_states)
     except _DecodeError as exc:
         raise exc.refine(field=f'PartitionStates[{i}]')
     unknown: tuple[tuple[int, bytes], ...] = ()
@@ -582,7 +745,12 @@ def _read_LeaderAndIsrTopicState_3(buf: bytes | bytearray | memoryview, pos: int
             pos += size
         if raw_tags:
             unknown = tuple(raw_tags)
-    return LeaderAndIsrTopicState(v_topic_name, v_topic_id, v_partition_states, unknown), pos
+    o = _new(LeaderAndIsrTopicState)
+    o.topic_name = v_topic_name
+    o.topic_id = v_topic_id
+    o.partition_states = v_partition_states
+    o.unknown_tagged_fields = unknown
+    return o, pos
 
 
 def _write_LeaderAndIsrTopicState_3(o: LeaderAndIsrTopicState, out: bytearray) -> None:
@@ -594,8 +762,8 @@ def _write_LeaderAndIsrTopicState_3(o: LeaderAndIsrTopicState, out: bytearray) -
     if o.partition_states is None:
         raise _null('PartitionStates')
     _wcal(out, o.partition_states, 'PartitionStates')
-    for item in o.partition_states:
-        _write_LeaderAndIsrPartitionState_4(item, out)
+    for e_partition_states in o.partition_states:
+        _write_LeaderAndIsrPartitionState_4(e_partition_states, out)
     if o.unknown_tagged_fields:
         _wts(out, (), o.unknown_tagged_fields, '_tagged_fields')
     else:
@@ -607,18 +775,23 @@ def _read_LeaderAndIsrTopicState_4(buf: bytes | bytearray | memoryview, pos: int
     end = len(buf)
     v_topic_name, pos = _rcs(buf, pos, 'TopicName')
     if pos + 16 > end:
-        raise _short_fixed(pos, end, _L_16s)
-    v_topic_id, = _S_16s.unpack_from(buf, pos)
-    v_topic_id = _uuid_from_bytes(v_topic_id)
+        raise _short_fixed(pos, end, _L4)
+    r_topic_id, = _S_16s.unpack_from(buf, pos)
+    v_topic_id = _uuid_from_bytes(r_topic_id)
     pos += 16
-    n_v_partition_states, pos = _rcal(buf, pos, 'PartitionStates')
+    v_partition_states: list[LeaderAndIsrPartitionState]
+    n_v_partition_states = buf[pos] - 1 if pos < end else -2
+    if 0 <= n_v_partition_states < 127 and n_v_partition_states <= end - pos:
+        pos += 1
+    else:
+        n_v_partition_states, pos = _rcal(buf, pos, 'PartitionStates')
     v_partition_states = []
-    app = v_partition_states.append
+    app_v_partition_states = v_partition_states.append
     i = 0
     try:
         for i in range(n_v_partition_states):
-            item, pos = _read_LeaderAndIsrPartitionState_5(buf, pos)
-            app(item)
+            e_v_partition_states, pos = _read_LeaderAndIsrPartitionState_5(buf, pos)
+            app_v_partition_states(e_v_partition_states)
     except _DecodeError as exc:
         raise exc.refine(field=f'PartitionStates[{i}]')
     unknown: tuple[tuple[int, bytes], ...] = ()
@@ -633,7 +806,12 @@ def _read_LeaderAndIsrTopicState_4(buf: bytes | bytearray | memoryview, pos: int
             pos += size
         if raw_tags:
             unknown = tuple(raw_tags)
-    return LeaderAndIsrTopicState(v_topic_name, v_topic_id, v_partition_states, unknown), pos
+    o = _new(LeaderAndIsrTopicState)
+    o.topic_name = v_topic_name
+    o.topic_id = v_topic_id
+    o.partition_states = v_partition_states
+    o.unknown_tagged_fields = unknown
+    return o, pos
 
 
 def _write_LeaderAndIsrTopicState_4(o: LeaderAndIsrTopicState, out: bytearray) -> None:
@@ -645,8 +823,8 @@ def _write_LeaderAndIsrTopicState_4(o: LeaderAndIsrTopicState, out: bytearray) -
     if o.partition_states is None:
         raise _null('PartitionStates')
     _wcal(out, o.partition_states, 'PartitionStates')
-    for item in o.partition_states:
-        _write_LeaderAndIsrPartitionState_5(item, out)
+    for e_partition_states in o.partition_states:
+        _write_LeaderAndIsrPartitionState_5(e_partition_states, out)
     if o.unknown_tagged_fields:
         _wts(out, (), o.unknown_tagged_fields, '_tagged_fields')
     else:
@@ -657,15 +835,20 @@ def _read_LeaderAndIsrLiveLeader_0(buf: bytes | bytearray | memoryview, pos: int
     # versions 0-3
     end = len(buf)
     if pos + 4 > end:
-        raise _short_fixed(pos, end, _L_i)
+        raise _short_fixed(pos, end, _L5)
     v_broker_id, = _S_i.unpack_from(buf, pos)
     pos += 4
     v_host_name, pos = _rs(buf, pos, 'HostName')
     if pos + 4 > end:
-        raise _short_fixed(pos, end, _L_i)
+        raise _short_fixed(pos, end, _L6)
     v_port, = _S_i.unpack_from(buf, pos)
     pos += 4
-    return LeaderAndIsrLiveLeader(v_broker_id, v_host_name, v_port, ()), pos
+    o = _new(LeaderAndIsrLiveLeader)
+    o.broker_id = v_broker_id
+    o.host_name = v_host_name
+    o.port = v_port
+    o.unknown_tagged_fields = ()
+    return o, pos
 
 
 def _write_LeaderAndIsrLiveLeader_0(o: LeaderAndIsrLiveLeader, out: bytearray) -> None:
@@ -683,12 +866,12 @@ def _read_LeaderAndIsrLiveLeader_1(buf: bytes | bytearray | memoryview, pos: int
     # versions 4-7
     end = len(buf)
     if pos + 4 > end:
-        raise _short_fixed(pos, end, _L_i)
+        raise _short_fixed(pos, end, _L5)
     v_broker_id, = _S_i.unpack_from(buf, pos)
     pos += 4
     v_host_name, pos = _rcs(buf, pos, 'HostName')
     if pos + 4 > end:
-        raise _short_fixed(pos, end, _L_i)
+        raise _short_fixed(pos, end, _L6)
     v_port, = _S_i.unpack_from(buf, pos)
     pos += 4
     unknown: tuple[tuple[int, bytes], ...] = ()
@@ -703,7 +886,12 @@ def _read_LeaderAndIsrLiveLeader_1(buf: bytes | bytearray | memoryview, pos: int
             pos += size
         if raw_tags:
             unknown = tuple(raw_tags)
-    return LeaderAndIsrLiveLeader(v_broker_id, v_host_name, v_port, unknown), pos
+    o = _new(LeaderAndIsrLiveLeader)
+    o.broker_id = v_broker_id
+    o.host_name = v_host_name
+    o.port = v_port
+    o.unknown_tagged_fields = unknown
+    return o, pos
 
 
 def _write_LeaderAndIsrLiveLeader_1(o: LeaderAndIsrLiveLeader, out: bytearray) -> None:
@@ -723,30 +911,42 @@ def _read_LeaderAndIsrRequest_0(buf: bytes | bytearray | memoryview, pos: int) -
     # versions 0
     end = len(buf)
     if pos + 8 > end:
-        raise _short_fixed(pos, end, _L_ii)
+        raise _short_fixed(pos, end, _L7)
     v_controller_id, v_controller_epoch = _S_ii.unpack_from(buf, pos)
     pos += 8
+    v_ungrouped_partition_states: list[LeaderAndIsrPartitionState]
     n_v_ungrouped_partition_states, pos = _ral(buf, pos, 'UngroupedPartitionStates')
     v_ungrouped_partition_states = []
-    app = v_ungrouped_partition_states.append
+    app_v_ungrouped_partition_states = v_ungrouped_partition_states.append
     i = 0
     try:
         for i in range(n_v_ungrouped_partition_states):
-            item, pos = _read_LeaderAndIsrPartitionState_0(buf, pos)
-            app(item)
+            e_v_ungrouped_partition_states, pos = _read_LeaderAndIsrPartitionState_0(buf, pos)
+            app_v_ungrouped_partition_states(e_v_ungrouped_partition_states)
     except _DecodeError as exc:
         raise exc.refine(field=f'UngroupedPartitionStates[{i}]')
+    v_live_leaders: list[LeaderAndIsrLiveLeader]
     n_v_live_leaders, pos = _ral(buf, pos, 'LiveLeaders')
     v_live_leaders = []
-    app = v_live_leaders.append
+    app_v_live_leaders = v_live_leaders.append
     i = 0
     try:
         for i in range(n_v_live_leaders):
-            item, pos = _read_LeaderAndIsrLiveLeader_0(buf, pos)
-            app(item)
+            e_v_live_leaders, pos = _read_LeaderAndIsrLiveLeader_0(buf, pos)
+            app_v_live_leaders(e_v_live_leaders)
     except _DecodeError as exc:
         raise exc.refine(field=f'LiveLeaders[{i}]')
-    return LeaderAndIsrRequest(v_controller_id, False, v_controller_epoch, -1, 0, v_ungrouped_partition_states, [], v_live_leaders, ()), pos
+    o = _new(LeaderAndIsrRequest)
+    o.controller_id = v_controller_id
+    o.is_k_raft_controller = False
+    o.controller_epoch = v_controller_epoch
+    o.broker_epoch = -1
+    o.type = 0
+    o.ungrouped_partition_states = v_ungrouped_partition_states
+    o.topic_states = []
+    o.live_leaders = v_live_leaders
+    o.unknown_tagged_fields = ()
+    return o, pos
 
 
 def _write_LeaderAndIsrRequest_0(o: LeaderAndIsrRequest, out: bytearray) -> None:
@@ -761,13 +961,13 @@ def _write_LeaderAndIsrRequest_0(o: LeaderAndIsrRequest, out: bytearray) -> None
     if o.ungrouped_partition_states is None:
         raise _null('UngroupedPartitionStates')
     _wal(out, o.ungrouped_partition_states, 'UngroupedPartitionStates')
-    for item in o.ungrouped_partition_states:
-        _write_LeaderAndIsrPartitionState_0(item, out)
+    for e_ungrouped_partition_states in o.ungrouped_partition_states:
+        _write_LeaderAndIsrPartitionState_0(e_ungrouped_partition_states, out)
     if o.live_leaders is None:
         raise _null('LiveLeaders')
     _wal(out, o.live_leaders, 'LiveLeaders')
-    for item in o.live_leaders:
-        _write_LeaderAndIsrLiveLeader_0(item, out)
+    for e_live_leaders in o.live_leaders:
+        _write_LeaderAndIsrLiveLeader_0(e_live_leaders, out)
     if o.unknown_tagged_fields:
         raise _EncodeError('tagged fields cannot be written at non-flexible version 0')
 
@@ -776,30 +976,42 @@ def _read_LeaderAndIsrRequest_1(buf: bytes | bytearray | memoryview, pos: int) -
     # versions 1
     end = len(buf)
     if pos + 8 > end:
-        raise _short_fixed(pos, end, _L_ii)
+        raise _short_fixed(pos, end, _L7)
     v_controller_id, v_controller_epoch = _S_ii.unpack_from(buf, pos)
     pos += 8
+    v_ungrouped_partition_states: list[LeaderAndIsrPartitionState]
     n_v_ungrouped_partition_states, pos = _ral(buf, pos, 'UngroupedPartitionStates')
     v_ungrouped_partition_states = []
-    app = v_ungrouped_partition_states.append
+    app_v_ungrouped_partition_states = v_ungrouped_partition_states.append
     i = 0
     try:
         for i in range(n_v_ungrouped_partition_states):
-            item, pos = _read_LeaderAndIsrPartitionState_1(buf, pos)
-            app(item)
+            e_v_ungrouped_partition_states, pos = _read_LeaderAndIsrPartitionState_1(buf, pos)
+            app_v_ungrouped_partition_states(e_v_ungrouped_partition_states)
     except _DecodeError as exc:
         raise exc.refine(field=f'UngroupedPartitionStates[{i}]')
+    v_live_leaders: list[LeaderAndIsrLiveLeader]
     n_v_live_leaders, pos = _ral(buf, pos, 'LiveLeaders')
     v_live_leaders = []
-    app = v_live_leaders.append
+    app_v_live_leaders = v_live_leaders.append
     i = 0
     try:
         for i in range(n_v_live_leaders):
-            item, pos = _read_LeaderAndIsrLiveLeader_0(buf, pos)
-            app(item)
+            e_v_live_leaders, pos = _read_LeaderAndIsrLiveLeader_0(buf, pos)
+            app_v_live_leaders(e_v_live_leaders)
     except _DecodeError as exc:
         raise exc.refine(field=f'LiveLeaders[{i}]')
-    return LeaderAndIsrRequest(v_controller_id, False, v_controller_epoch, -1, 0, v_ungrouped_partition_states, [], v_live_leaders, ()), pos
+    o = _new(LeaderAndIsrRequest)
+    o.controller_id = v_controller_id
+    o.is_k_raft_controller = False
+    o.controller_epoch = v_controller_epoch
+    o.broker_epoch = -1
+    o.type = 0
+    o.ungrouped_partition_states = v_ungrouped_partition_states
+    o.topic_states = []
+    o.live_leaders = v_live_leaders
+    o.unknown_tagged_fields = ()
+    return o, pos
 
 
 def _write_LeaderAndIsrRequest_1(o: LeaderAndIsrRequest, out: bytearray) -> None:
@@ -814,13 +1026,13 @@ def _write_LeaderAndIsrRequest_1(o: LeaderAndIsrRequest, out: bytearray) -> None
     if o.ungrouped_partition_states is None:
         raise _null('UngroupedPartitionStates')
     _wal(out, o.ungrouped_partition_states, 'UngroupedPartitionStates')
-    for item in o.ungrouped_partition_states:
-        _write_LeaderAndIsrPartitionState_1(item, out)
+    for e_ungrouped_partition_states in o.ungrouped_partition_states:
+        _write_LeaderAndIsrPartitionState_1(e_ungrouped_partition_states, out)
     if o.live_leaders is None:
         raise _null('LiveLeaders')
     _wal(out, o.live_leaders, 'LiveLeaders')
-    for item in o.live_leaders:
-        _write_LeaderAndIsrLiveLeader_0(item, out)
+    for e_live_leaders in o.live_leaders:
+        _write_LeaderAndIsrLiveLeader_0(e_live_leaders, out)
     if o.unknown_tagged_fields:
         raise _EncodeError('tagged fields cannot be written at non-flexible version 1')
 
@@ -829,30 +1041,42 @@ def _read_LeaderAndIsrRequest_2(buf: bytes | bytearray | memoryview, pos: int) -
     # versions 2
     end = len(buf)
     if pos + 16 > end:
-        raise _short_fixed(pos, end, _L_iiq)
+        raise _short_fixed(pos, end, _L8)
     v_controller_id, v_controller_epoch, v_broker_epoch = _S_iiq.unpack_from(buf, pos)
     pos += 16
+    v_topic_states: list[LeaderAndIsrTopicState]
     n_v_topic_states, pos = _ral(buf, pos, 'TopicStates')
     v_topic_states = []
-    app = v_topic_states.append
+    app_v_topic_states = v_topic_states.append
     i = 0
     try:
         for i in range(n_v_topic_states):
-            item, pos = _read_LeaderAndIsrTopicState_0(buf, pos)
-            app(item)
+            e_v_topic_states, pos = _read_LeaderAndIsrTopicState_0(buf, pos)
+            app_v_topic_states(e_v_topic_states)
     except _DecodeError as exc:
         raise exc.refine(field=f'TopicStates[{i}]')
+    v_live_leaders: list[LeaderAndIsrLiveLeader]
     n_v_live_leaders, pos = _ral(buf, pos, 'LiveLeaders')
     v_live_leaders = []
-    app = v_live_leaders.append
+    app_v_live_leaders = v_live_leaders.append
     i = 0
     try:
         for i in range(n_v_live_leaders):
-            item, pos = _read_LeaderAndIsrLiveLeader_0(buf, pos)
-            app(item)
+            e_v_live_leaders, pos = _read_LeaderAndIsrLiveLeader_0(buf, pos)
+            app_v_live_leaders(e_v_live_leaders)
     except _DecodeError as exc:
         raise exc.refine(field=f'LiveLeaders[{i}]')
-    return LeaderAndIsrRequest(v_controller_id, False, v_controller_epoch, v_broker_epoch, 0, [], v_topic_states, v_live_leaders, ()), pos
+    o = _new(LeaderAndIsrRequest)
+    o.controller_id = v_controller_id
+    o.is_k_raft_controller = False
+    o.controller_epoch = v_controller_epoch
+    o.broker_epoch = v_broker_epoch
+    o.type = 0
+    o.ungrouped_partition_states = []
+    o.topic_states = v_topic_states
+    o.live_leaders = v_live_leaders
+    o.unknown_tagged_fields = ()
+    return o, pos
 
 
 def _write_LeaderAndIsrRequest_2(o: LeaderAndIsrRequest, out: bytearray) -> None:
@@ -867,13 +1091,13 @@ def _write_LeaderAndIsrRequest_2(o: LeaderAndIsrRequest, out: bytearray) -> None
     if o.topic_states is None:
         raise _null('TopicStates')
     _wal(out, o.topic_states, 'TopicStates')
-    for item in o.topic_states:
-        _write_LeaderAndIsrTopicState_0(item, out)
+    for e_topic_states in o.topic_states:
+        _write_LeaderAndIsrTopicState_0(e_topic_states, out)
     if o.live_leaders is None:
         raise _null('LiveLeaders')
     _wal(out, o.live_leaders, 'LiveLeaders')
-    for item in o.live_leaders:
-        _write_LeaderAndIsrLiveLeader_0(item, out)
+    for e_live_leaders in o.live_leaders:
+        _write_LeaderAndIsrLiveLeader_0(e_live_leaders, out)
     if o.unknown_tagged_fields:
         raise _EncodeError('tagged fields cannot be written at non-flexible version 2')
 
@@ -882,30 +1106,42 @@ def _read_LeaderAndIsrRequest_3(buf: bytes | bytearray | memoryview, pos: int) -
     # versions 3
     end = len(buf)
     if pos + 16 > end:
-        raise _short_fixed(pos, end, _L_iiq)
+        raise _short_fixed(pos, end, _L8)
     v_controller_id, v_controller_epoch, v_broker_epoch = _S_iiq.unpack_from(buf, pos)
     pos += 16
+    v_topic_states: list[LeaderAndIsrTopicState]
     n_v_topic_states, pos = _ral(buf, pos, 'TopicStates')
     v_topic_states = []
-    app = v_topic_states.append
+    app_v_topic_states = v_topic_states.append
     i = 0
     try:
         for i in range(n_v_topic_states):
-            item, pos = _read_LeaderAndIsrTopicState_1(buf, pos)
-            app(item)
+            e_v_topic_states, pos = _read_LeaderAndIsrTopicState_1(buf, pos)
+            app_v_topic_states(e_v_topic_states)
     except _DecodeError as exc:
         raise exc.refine(field=f'TopicStates[{i}]')
+    v_live_leaders: list[LeaderAndIsrLiveLeader]
     n_v_live_leaders, pos = _ral(buf, pos, 'LiveLeaders')
     v_live_leaders = []
-    app = v_live_leaders.append
+    app_v_live_leaders = v_live_leaders.append
     i = 0
     try:
         for i in range(n_v_live_leaders):
-            item, pos = _read_LeaderAndIsrLiveLeader_0(buf, pos)
-            app(item)
+            e_v_live_leaders, pos = _read_LeaderAndIsrLiveLeader_0(buf, pos)
+            app_v_live_leaders(e_v_live_leaders)
     except _DecodeError as exc:
         raise exc.refine(field=f'LiveLeaders[{i}]')
-    return LeaderAndIsrRequest(v_controller_id, False, v_controller_epoch, v_broker_epoch, 0, [], v_topic_states, v_live_leaders, ()), pos
+    o = _new(LeaderAndIsrRequest)
+    o.controller_id = v_controller_id
+    o.is_k_raft_controller = False
+    o.controller_epoch = v_controller_epoch
+    o.broker_epoch = v_broker_epoch
+    o.type = 0
+    o.ungrouped_partition_states = []
+    o.topic_states = v_topic_states
+    o.live_leaders = v_live_leaders
+    o.unknown_tagged_fields = ()
+    return o, pos
 
 
 def _write_LeaderAndIsrRequest_3(o: LeaderAndIsrRequest, out: bytearray) -> None:
@@ -920,13 +1156,13 @@ def _write_LeaderAndIsrRequest_3(o: LeaderAndIsrRequest, out: bytearray) -> None
     if o.topic_states is None:
         raise _null('TopicStates')
     _wal(out, o.topic_states, 'TopicStates')
-    for item in o.topic_states:
-        _write_LeaderAndIsrTopicState_1(item, out)
+    for e_topic_states in o.topic_states:
+        _write_LeaderAndIsrTopicState_1(e_topic_states, out)
     if o.live_leaders is None:
         raise _null('LiveLeaders')
     _wal(out, o.live_leaders, 'LiveLeaders')
-    for item in o.live_leaders:
-        _write_LeaderAndIsrLiveLeader_0(item, out)
+    for e_live_leaders in o.live_leaders:
+        _write_LeaderAndIsrLiveLeader_0(e_live_leaders, out)
     if o.unknown_tagged_fields:
         raise _EncodeError('tagged fields cannot be written at non-flexible version 3')
 
@@ -935,27 +1171,37 @@ def _read_LeaderAndIsrRequest_4(buf: bytes | bytearray | memoryview, pos: int) -
     # versions 4
     end = len(buf)
     if pos + 16 > end:
-        raise _short_fixed(pos, end, _L_iiq)
+        raise _short_fixed(pos, end, _L8)
     v_controller_id, v_controller_epoch, v_broker_epoch = _S_iiq.unpack_from(buf, pos)
     pos += 16
-    n_v_topic_states, pos = _rcal(buf, pos, 'TopicStates')
+    v_topic_states: list[LeaderAndIsrTopicState]
+    n_v_topic_states = buf[pos] - 1 if pos < end else -2
+    if 0 <= n_v_topic_states < 127 and n_v_topic_states <= end - pos:
+        pos += 1
+    else:
+        n_v_topic_states, pos = _rcal(buf, pos, 'TopicStates')
     v_topic_states = []
-    app = v_topic_states.append
+    app_v_topic_states = v_topic_states.append
     i = 0
     try:
         for i in range(n_v_topic_states):
-            item, pos = _read_LeaderAndIsrTopicState_2(buf, pos)
-            app(item)
+            e_v_topic_states, pos = _read_LeaderAndIsrTopicState_2(buf, pos)
+            app_v_topic_states(e_v_topic_states)
     except _DecodeError as exc:
         raise exc.refine(field=f'TopicStates[{i}]')
-    n_v_live_leaders, pos = _rcal(buf, pos, 'LiveLeaders')
+    v_live_leaders: list[LeaderAndIsrLiveLeader]
+    n_v_live_leaders = buf[pos] - 1 if pos < end else -2
+    if 0 <= n_v_live_leaders < 127 and n_v_live_leaders <= end - pos:
+        pos += 1
+    else:
+        n_v_live_leaders, pos = _rcal(buf, pos, 'LiveLeaders')
     v_live_leaders = []
-    app = v_live_leaders.append
+    app_v_live_leaders = v_live_leaders.append
     i = 0
     try:
         for i in range(n_v_live_leaders):
-            item, pos = _read_LeaderAndIsrLiveLeader_1(buf, pos)
-            app(item)
+            e_v_live_leaders, pos = _read_LeaderAndIsrLiveLeader_1(buf, pos)
+            app_v_live_leaders(e_v_live_leaders)
     except _DecodeError as exc:
         raise exc.refine(field=f'LiveLeaders[{i}]')
     unknown: tuple[tuple[int, bytes], ...] = ()
@@ -970,7 +1216,17 @@ def _read_LeaderAndIsrRequest_4(buf: bytes | bytearray | memoryview, pos: int) -
             pos += size
         if raw_tags:
             unknown = tuple(raw_tags)
-    return LeaderAndIsrRequest(v_controller_id, False, v_controller_epoch, v_broker_epoch, 0, [], v_topic_states, v_live_leaders, unknown), pos
+    o = _new(LeaderAndIsrRequest)
+    o.controller_id = v_controller_id
+    o.is_k_raft_controller = False
+    o.controller_epoch = v_controller_epoch
+    o.broker_epoch = v_broker_epoch
+    o.type = 0
+    o.ungrouped_partition_states = []
+    o.topic_states = v_topic_states
+    o.live_leaders = v_live_leaders
+    o.unknown_tagged_fields = unknown
+    return o, pos
 
 
 def _write_LeaderAndIsrRequest_4(o: LeaderAndIsrRequest, out: bytearray) -> None:
@@ -985,13 +1241,13 @@ def _write_LeaderAndIsrRequest_4(o: LeaderAndIsrRequest, out: bytearray) -> None
     if o.topic_states is None:
         raise _null('TopicStates')
     _wcal(out, o.topic_states, 'TopicStates')
-    for item in o.topic_states:
-        _write_LeaderAndIsrTopicState_2(item, out)
+    for e_topic_states in o.topic_states:
+        _write_LeaderAndIsrTopicState_2(e_topic_states, out)
     if o.live_leaders is None:
         raise _null('LiveLeaders')
     _wcal(out, o.live_leaders, 'LiveLeaders')
-    for item in o.live_leaders:
-        _write_LeaderAndIsrLiveLeader_1(item, out)
+    for e_live_leaders in o.live_leaders:
+        _write_LeaderAndIsrLiveLeader_1(e_live_leaders, out)
     if o.unknown_tagged_fields:
         _wts(out, (), o.unknown_tagged_fields, '_tagged_fields')
     else:
@@ -1002,27 +1258,37 @@ def _read_LeaderAndIsrRequest_5(buf: bytes | bytearray | memoryview, pos: int) -
     # versions 5
     end = len(buf)
     if pos + 17 > end:
-        raise _short_fixed(pos, end, _L_iiqb)
+        raise _short_fixed(pos, end, _L9)
     v_controller_id, v_controller_epoch, v_broker_epoch, v_type = _S_iiqb.unpack_from(buf, pos)
     pos += 17
-    n_v_topic_states, pos = _rcal(buf, pos, 'TopicStates')
+    v_topic_states: list[LeaderAndIsrTopicState]
+    n_v_topic_states = buf[pos] - 1 if pos < end else -2
+    if 0 <= n_v_topic_states < 127 and n_v_topic_states <= end - pos:
+        pos += 1
+    else:
+        n_v_topic_states, pos = _rcal(buf, pos, 'TopicStates')
     v_topic_states = []
-    app = v_topic_states.append
+    app_v_topic_states = v_topic_states.append
     i = 0
     try:
         for i in range(n_v_topic_states):
-            item, pos = _read_LeaderAndIsrTopicState_3(buf, pos)
-            app(item)
+            e_v_topic_states, pos = _read_LeaderAndIsrTopicState_3(buf, pos)
+            app_v_topic_states(e_v_topic_states)
     except _DecodeError as exc:
         raise exc.refine(field=f'TopicStates[{i}]')
-    n_v_live_leaders, pos = _rcal(buf, pos, 'LiveLeaders')
+    v_live_leaders: list[LeaderAndIsrLiveLeader]
+    n_v_live_leaders = buf[pos] - 1 if pos < end else -2
+    if 0 <= n_v_live_leaders < 127 and n_v_live_leaders <= end - pos:
+        pos += 1
+    else:
+        n_v_live_leaders, pos = _rcal(buf, pos, 'LiveLeaders')
     v_live_leaders = []
-    app = v_live_leaders.append
+    app_v_live_leaders = v_live_leaders.append
     i = 0
     try:
         for i in range(n_v_live_leaders):
-            item, pos = _read_LeaderAndIsrLiveLeader_1(buf, pos)
-            app(item)
+            e_v_live_leaders, pos = _read_LeaderAndIsrLiveLeader_1(buf, pos)
+            app_v_live_leaders(e_v_live_leaders)
     except _DecodeError as exc:
         raise exc.refine(field=f'LiveLeaders[{i}]')
     unknown: tuple[tuple[int, bytes], ...] = ()
@@ -1037,7 +1303,17 @@ def _read_LeaderAndIsrRequest_5(buf: bytes | bytearray | memoryview, pos: int) -
             pos += size
         if raw_tags:
             unknown = tuple(raw_tags)
-    return LeaderAndIsrRequest(v_controller_id, False, v_controller_epoch, v_broker_epoch, v_type, [], v_topic_states, v_live_leaders, unknown), pos
+    o = _new(LeaderAndIsrRequest)
+    o.controller_id = v_controller_id
+    o.is_k_raft_controller = False
+    o.controller_epoch = v_controller_epoch
+    o.broker_epoch = v_broker_epoch
+    o.type = v_type
+    o.ungrouped_partition_states = []
+    o.topic_states = v_topic_states
+    o.live_leaders = v_live_leaders
+    o.unknown_tagged_fields = unknown
+    return o, pos
 
 
 def _write_LeaderAndIsrRequest_5(o: LeaderAndIsrRequest, out: bytearray) -> None:
@@ -1050,13 +1326,13 @@ def _write_LeaderAndIsrRequest_5(o: LeaderAndIsrRequest, out: bytearray) -> None
     if o.topic_states is None:
         raise _null('TopicStates')
     _wcal(out, o.topic_states, 'TopicStates')
-    for item in o.topic_states:
-        _write_LeaderAndIsrTopicState_3(item, out)
+    for e_topic_states in o.topic_states:
+        _write_LeaderAndIsrTopicState_3(e_topic_states, out)
     if o.live_leaders is None:
         raise _null('LiveLeaders')
     _wcal(out, o.live_leaders, 'LiveLeaders')
-    for item in o.live_leaders:
-        _write_LeaderAndIsrLiveLeader_1(item, out)
+    for e_live_leaders in o.live_leaders:
+        _write_LeaderAndIsrLiveLeader_1(e_live_leaders, out)
     if o.unknown_tagged_fields:
         _wts(out, (), o.unknown_tagged_fields, '_tagged_fields')
     else:
@@ -1067,27 +1343,37 @@ def _read_LeaderAndIsrRequest_6(buf: bytes | bytearray | memoryview, pos: int) -
     # versions 6
     end = len(buf)
     if pos + 17 > end:
-        raise _short_fixed(pos, end, _L_iiqb)
+        raise _short_fixed(pos, end, _L9)
     v_controller_id, v_controller_epoch, v_broker_epoch, v_type = _S_iiqb.unpack_from(buf, pos)
     pos += 17
-    n_v_topic_states, pos = _rcal(buf, pos, 'TopicStates')
+    v_topic_states: list[LeaderAndIsrTopicState]
+    n_v_topic_states = buf[pos] - 1 if pos < end else -2
+    if 0 <= n_v_topic_states < 127 and n_v_topic_states <= end - pos:
+        pos += 1
+    else:
+        n_v_topic_states, pos = _rcal(buf, pos, 'TopicStates')
     v_topic_states = []
-    app = v_topic_states.append
+    app_v_topic_states = v_topic_states.append
     i = 0
     try:
         for i in range(n_v_topic_states):
-            item, pos = _read_LeaderAndIsrTopicState_4(buf, pos)
-            app(item)
+            e_v_topic_states, pos = _read_LeaderAndIsrTopicState_4(buf, pos)
+            app_v_topic_states(e_v_topic_states)
     except _DecodeError as exc:
         raise exc.refine(field=f'TopicStates[{i}]')
-    n_v_live_leaders, pos = _rcal(buf, pos, 'LiveLeaders')
+    v_live_leaders: list[LeaderAndIsrLiveLeader]
+    n_v_live_leaders = buf[pos] - 1 if pos < end else -2
+    if 0 <= n_v_live_leaders < 127 and n_v_live_leaders <= end - pos:
+        pos += 1
+    else:
+        n_v_live_leaders, pos = _rcal(buf, pos, 'LiveLeaders')
     v_live_leaders = []
-    app = v_live_leaders.append
+    app_v_live_leaders = v_live_leaders.append
     i = 0
     try:
         for i in range(n_v_live_leaders):
-            item, pos = _read_LeaderAndIsrLiveLeader_1(buf, pos)
-            app(item)
+            e_v_live_leaders, pos = _read_LeaderAndIsrLiveLeader_1(buf, pos)
+            app_v_live_leaders(e_v_live_leaders)
     except _DecodeError as exc:
         raise exc.refine(field=f'LiveLeaders[{i}]')
     unknown: tuple[tuple[int, bytes], ...] = ()
@@ -1102,7 +1388,17 @@ def _read_LeaderAndIsrRequest_6(buf: bytes | bytearray | memoryview, pos: int) -
             pos += size
         if raw_tags:
             unknown = tuple(raw_tags)
-    return LeaderAndIsrRequest(v_controller_id, False, v_controller_epoch, v_broker_epoch, v_type, [], v_topic_states, v_live_leaders, unknown), pos
+    o = _new(LeaderAndIsrRequest)
+    o.controller_id = v_controller_id
+    o.is_k_raft_controller = False
+    o.controller_epoch = v_controller_epoch
+    o.broker_epoch = v_broker_epoch
+    o.type = v_type
+    o.ungrouped_partition_states = []
+    o.topic_states = v_topic_states
+    o.live_leaders = v_live_leaders
+    o.unknown_tagged_fields = unknown
+    return o, pos
 
 
 def _write_LeaderAndIsrRequest_6(o: LeaderAndIsrRequest, out: bytearray) -> None:
@@ -1115,13 +1411,13 @@ def _write_LeaderAndIsrRequest_6(o: LeaderAndIsrRequest, out: bytearray) -> None
     if o.topic_states is None:
         raise _null('TopicStates')
     _wcal(out, o.topic_states, 'TopicStates')
-    for item in o.topic_states:
-        _write_LeaderAndIsrTopicState_4(item, out)
+    for e_topic_states in o.topic_states:
+        _write_LeaderAndIsrTopicState_4(e_topic_states, out)
     if o.live_leaders is None:
         raise _null('LiveLeaders')
     _wcal(out, o.live_leaders, 'LiveLeaders')
-    for item in o.live_leaders:
-        _write_LeaderAndIsrLiveLeader_1(item, out)
+    for e_live_leaders in o.live_leaders:
+        _write_LeaderAndIsrLiveLeader_1(e_live_leaders, out)
     if o.unknown_tagged_fields:
         _wts(out, (), o.unknown_tagged_fields, '_tagged_fields')
     else:
@@ -1132,27 +1428,37 @@ def _read_LeaderAndIsrRequest_7(buf: bytes | bytearray | memoryview, pos: int) -
     # versions 7
     end = len(buf)
     if pos + 18 > end:
-        raise _short_fixed(pos, end, _L_i_iqb)
+        raise _short_fixed(pos, end, _L10)
     v_controller_id, v_is_k_raft_controller, v_controller_epoch, v_broker_epoch, v_type = _S_i_iqb.unpack_from(buf, pos)
     pos += 18
-    n_v_topic_states, pos = _rcal(buf, pos, 'TopicStates')
+    v_topic_states: list[LeaderAndIsrTopicState]
+    n_v_topic_states = buf[pos] - 1 if pos < end else -2
+    if 0 <= n_v_topic_states < 127 and n_v_topic_states <= end - pos:
+        pos += 1
+    else:
+        n_v_topic_states, pos = _rcal(buf, pos, 'TopicStates')
     v_topic_states = []
-    app = v_topic_states.append
+    app_v_topic_states = v_topic_states.append
     i = 0
     try:
         for i in range(n_v_topic_states):
-            item, pos = _read_LeaderAndIsrTopicState_4(buf, pos)
-            app(item)
+            e_v_topic_states, pos = _read_LeaderAndIsrTopicState_4(buf, pos)
+            app_v_topic_states(e_v_topic_states)
     except _DecodeError as exc:
         raise exc.refine(field=f'TopicStates[{i}]')
-    n_v_live_leaders, pos = _rcal(buf, pos, 'LiveLeaders')
+    v_live_leaders: list[LeaderAndIsrLiveLeader]
+    n_v_live_leaders = buf[pos] - 1 if pos < end else -2
+    if 0 <= n_v_live_leaders < 127 and n_v_live_leaders <= end - pos:
+        pos += 1
+    else:
+        n_v_live_leaders, pos = _rcal(buf, pos, 'LiveLeaders')
     v_live_leaders = []
-    app = v_live_leaders.append
+    app_v_live_leaders = v_live_leaders.append
     i = 0
     try:
         for i in range(n_v_live_leaders):
-            item, pos = _read_LeaderAndIsrLiveLeader_1(buf, pos)
-            app(item)
+            e_v_live_leaders, pos = _read_LeaderAndIsrLiveLeader_1(buf, pos)
+            app_v_live_leaders(e_v_live_leaders)
     except _DecodeError as exc:
         raise exc.refine(field=f'LiveLeaders[{i}]')
     unknown: tuple[tuple[int, bytes], ...] = ()
@@ -1167,24 +1473,34 @@ def _read_LeaderAndIsrRequest_7(buf: bytes | bytearray | memoryview, pos: int) -
             pos += size
         if raw_tags:
             unknown = tuple(raw_tags)
-    return LeaderAndIsrRequest(v_controller_id, v_is_k_raft_controller, v_controller_epoch, v_broker_epoch, v_type, [], v_topic_states, v_live_leaders, unknown), pos
+    o = _new(LeaderAndIsrRequest)
+    o.controller_id = v_controller_id
+    o.is_k_raft_controller = v_is_k_raft_controller
+    o.controller_epoch = v_controller_epoch
+    o.broker_epoch = v_broker_epoch
+    o.type = v_type
+    o.ungrouped_partition_states = []
+    o.topic_states = v_topic_states
+    o.live_leaders = v_live_leaders
+    o.unknown_tagged_fields = unknown
+    return o, pos
 
 
 def _write_LeaderAndIsrRequest_7(o: LeaderAndIsrRequest, out: bytearray) -> None:
     # versions 7
     if (o.ungrouped_partition_states is None or len(o.ungrouped_partition_states) != 0):
         raise _absent('UngroupedPartitionStates', 7)
-    out += _S_i_iqb.pack(o.controller_id, _bool(o.is_k_raft_controller, 'isKRaftController'), o.controller_epoch, o.broker_epoch, o.type)
+    out += _S_i_iqb.pack(o.controller_id, (o.is_k_raft_controller if o.is_k_raft_controller.__class__ is bool else _bool(o.is_k_raft_controller, 'isKRaftController')), o.controller_epoch, o.broker_epoch, o.type)
     if o.topic_states is None:
         raise _null('TopicStates')
     _wcal(out, o.topic_states, 'TopicStates')
-    for item in o.topic_states:
-        _write_LeaderAndIsrTopicState_4(item, out)
+    for e_topic_states in o.topic_states:
+        _write_LeaderAndIsrTopicState_4(e_topic_states, out)
     if o.live_leaders is None:
         raise _null('LiveLeaders')
     _wcal(out, o.live_leaders, 'LiveLeaders')
-    for item in o.live_leaders:
-        _write_LeaderAndIsrLiveLeader_1(item, out)
+    for e_live_leaders in o.live_leaders:
+        _write_LeaderAndIsrLiveLeader_1(e_live_leaders, out)
     if o.unknown_tagged_fields:
         _wts(out, (), o.unknown_tagged_fields, '_tagged_fields')
     else:

@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import struct as _struct
+from typing import Any as _Any
 import uuid as _uuid
 from dataclasses import dataclass as _dataclass, field as _field
 from typing import ClassVar as _ClassVar
@@ -26,16 +27,17 @@ from kraft_jbod.wire.primitives import (
     short_fixed as _short_fixed, uuid_from_bytes as _uuid_from_bytes,
 )
 
+_new = object.__new__
 _S_16s = _struct.Struct('>16s')
 _S_h = _struct.Struct('>h')
 _S_ih = _struct.Struct('>ih')
 _ZERO_UUID = _uuid_from_bytes((0).to_bytes(16, 'big'))
-_L_ih = (('PartitionIndex', 4), ('ErrorCode', 2))
-_L_16s = (('TopicId', 16),)
-_L_h = (('ErrorCode', 2),)
+_L0 = (('PartitionIndex', 4), ('ErrorCode', 2))
+_L1 = (('TopicId', 16),)
+_L2 = (('ErrorCode', 2),)
 
 
-def _absent(field: str, version: int) -> _EncodeError:
+def _absent(field: str, version: int | str) -> _EncodeError:
     return _EncodeError(
         f'attempted to write a non-default {field} at version {version}', field_path=field
     )
@@ -99,10 +101,15 @@ def _read_LeaderAndIsrPartitionError_0(buf: bytes | bytearray | memoryview, pos:
     end = len(buf)
     v_topic_name, pos = _rs(buf, pos, 'TopicName')
     if pos + 6 > end:
-        raise _short_fixed(pos, end, _L_ih)
+        raise _short_fixed(pos, end, _L0)
     v_partition_index, v_error_code = _S_ih.unpack_from(buf, pos)
     pos += 6
-    return LeaderAndIsrPartitionError(v_topic_name, v_partition_index, v_error_code, ()), pos
+    o = _new(LeaderAndIsrPartitionError)
+    o.topic_name = v_topic_name
+    o.partition_index = v_partition_index
+    o.error_code = v_error_code
+    o.unknown_tagged_fields = ()
+    return o, pos
 
 
 def _write_LeaderAndIsrPartitionError_0(o: LeaderAndIsrPartitionError, out: bytearray) -> None:
@@ -120,7 +127,7 @@ def _read_LeaderAndIsrPartitionError_1(buf: bytes | bytearray | memoryview, pos:
     end = len(buf)
     v_topic_name, pos = _rcs(buf, pos, 'TopicName')
     if pos + 6 > end:
-        raise _short_fixed(pos, end, _L_ih)
+        raise _short_fixed(pos, end, _L0)
     v_partition_index, v_error_code = _S_ih.unpack_from(buf, pos)
     pos += 6
     unknown: tuple[tuple[int, bytes], ...] = ()
@@ -135,7 +142,12 @@ def _read_LeaderAndIsrPartitionError_1(buf: bytes | bytearray | memoryview, pos:
             pos += size
         if raw_tags:
             unknown = tuple(raw_tags)
-    return LeaderAndIsrPartitionError(v_topic_name, v_partition_index, v_error_code, unknown), pos
+    o = _new(LeaderAndIsrPartitionError)
+    o.topic_name = v_topic_name
+    o.partition_index = v_partition_index
+    o.error_code = v_error_code
+    o.unknown_tagged_fields = unknown
+    return o, pos
 
 
 def _write_LeaderAndIsrPartitionError_1(o: LeaderAndIsrPartitionError, out: bytearray) -> None:
@@ -154,7 +166,7 @@ def _read_LeaderAndIsrPartitionError_2(buf: bytes | bytearray | memoryview, pos:
     # versions 5-7
     end = len(buf)
     if pos + 6 > end:
-        raise _short_fixed(pos, end, _L_ih)
+        raise _short_fixed(pos, end, _L0)
     v_partition_index, v_error_code = _S_ih.unpack_from(buf, pos)
     pos += 6
     unknown: tuple[tuple[int, bytes], ...] = ()
@@ -169,7 +181,12 @@ def _read_LeaderAndIsrPartitionError_2(buf: bytes | bytearray | memoryview, pos:
             pos += size
         if raw_tags:
             unknown = tuple(raw_tags)
-    return LeaderAndIsrPartitionError('', v_partition_index, v_error_code, unknown), pos
+    o = _new(LeaderAndIsrPartitionError)
+    o.topic_name = ''
+    o.partition_index = v_partition_index
+    o.error_code = v_error_code
+    o.unknown_tagged_fields = unknown
+    return o, pos
 
 
 def _write_LeaderAndIsrPartitionError_2(o: LeaderAndIsrPartitionError, out: bytearray) -> None:
@@ -185,18 +202,23 @@ def _read_LeaderAndIsrTopicError_0(buf: bytes | bytearray | memoryview, pos: int
     # versions 5-7
     end = len(buf)
     if pos + 16 > end:
-        raise _short_fixed(pos, end, _L_16s)
-    v_topic_id, = _S_16s.unpack_from(buf, pos)
-    v_topic_id = _uuid_from_bytes(v_topic_id)
+        raise _short_fixed(pos, end, _L1)
+    r_topic_id, = _S_16s.unpack_from(buf, pos)
+    v_topic_id = _uuid_from_bytes(r_topic_id)
     pos += 16
-    n_v_partition_errors, pos = _rcal(buf, pos, 'PartitionErrors')
+    v_partition_errors: list[LeaderAndIsrPartitionError]
+    n_v_partition_errors = buf[pos] - 1 if pos < end else -2
+    if 0 <= n_v_partition_errors < 127 and n_v_partition_errors <= end - pos:
+        pos += 1
+    else:
+        n_v_partition_errors, pos = _rcal(buf, pos, 'PartitionErrors')
     v_partition_errors = []
-    app = v_partition_errors.append
+    app_v_partition_errors = v_partition_errors.append
     i = 0
     try:
         for i in range(n_v_partition_errors):
-            item, pos = _read_LeaderAndIsrPartitionError_2(buf, pos)
-            app(item)
+            e_v_partition_errors, pos = _read_LeaderAndIsrPartitionError_2(buf, pos)
+            app_v_partition_errors(e_v_partition_errors)
     except _DecodeError as exc:
         raise exc.refine(field=f'PartitionErrors[{i}]')
     unknown: tuple[tuple[int, bytes], ...] = ()
@@ -211,7 +233,11 @@ def _read_LeaderAndIsrTopicError_0(buf: bytes | bytearray | memoryview, pos: int
             pos += size
         if raw_tags:
             unknown = tuple(raw_tags)
-    return LeaderAndIsrTopicError(v_topic_id, v_partition_errors, unknown), pos
+    o = _new(LeaderAndIsrTopicError)
+    o.topic_id = v_topic_id
+    o.partition_errors = v_partition_errors
+    o.unknown_tagged_fields = unknown
+    return o, pos
 
 
 def _write_LeaderAndIsrTopicError_0(o: LeaderAndIsrTopicError, out: bytearray) -> None:
@@ -220,8 +246,8 @@ def _write_LeaderAndIsrTopicError_0(o: LeaderAndIsrTopicError, out: bytearray) -
     if o.partition_errors is None:
         raise _null('PartitionErrors')
     _wcal(out, o.partition_errors, 'PartitionErrors')
-    for item in o.partition_errors:
-        _write_LeaderAndIsrPartitionError_2(item, out)
+    for e_partition_errors in o.partition_errors:
+        _write_LeaderAndIsrPartitionError_2(e_partition_errors, out)
     if o.unknown_tagged_fields:
         _wts(out, (), o.unknown_tagged_fields, '_tagged_fields')
     else:
@@ -232,20 +258,26 @@ def _read_LeaderAndIsrResponse_0(buf: bytes | bytearray | memoryview, pos: int) 
     # versions 0-3
     end = len(buf)
     if pos + 2 > end:
-        raise _short_fixed(pos, end, _L_h)
+        raise _short_fixed(pos, end, _L2)
     v_error_code, = _S_h.unpack_from(buf, pos)
     pos += 2
+    v_partition_errors: list[LeaderAndIsrPartitionError]
     n_v_partition_errors, pos = _ral(buf, pos, 'PartitionErrors')
     v_partition_errors = []
-    app = v_partition_errors.append
+    app_v_partition_errors = v_partition_errors.append
     i = 0
     try:
         for i in range(n_v_partition_errors):
-            item, pos = _read_LeaderAndIsrPartitionError_0(buf, pos)
-            app(item)
+            e_v_partition_errors, pos = _read_LeaderAndIsrPartitionError_0(buf, pos)
+            app_v_partition_errors(e_v_partition_errors)
     except _DecodeError as exc:
         raise exc.refine(field=f'PartitionErrors[{i}]')
-    return LeaderAndIsrResponse(v_error_code, v_partition_errors, [], ()), pos
+    o = _new(LeaderAndIsrResponse)
+    o.error_code = v_error_code
+    o.partition_errors = v_partition_errors
+    o.topics = []
+    o.unknown_tagged_fields = ()
+    return o, pos
 
 
 def _write_LeaderAndIsrResponse_0(o: LeaderAndIsrResponse, out: bytearray) -> None:
@@ -256,8 +288,8 @@ def _write_LeaderAndIsrResponse_0(o: LeaderAndIsrResponse, out: bytearray) -> No
     if o.partition_errors is None:
         raise _null('PartitionErrors')
     _wal(out, o.partition_errors, 'PartitionErrors')
-    for item in o.partition_errors:
-        _write_LeaderAndIsrPartitionError_0(item, out)
+    for e_partition_errors in o.partition_errors:
+        _write_LeaderAndIsrPartitionError_0(e_partition_errors, out)
     if o.unknown_tagged_fields:
         raise _EncodeError('tagged fields cannot be written at non-flexible version 0-3')
 
@@ -266,17 +298,22 @@ def _read_LeaderAndIsrResponse_1(buf: bytes | bytearray | memoryview, pos: int) 
     # versions 4
     end = len(buf)
     if pos + 2 > end:
-        raise _short_fixed(pos, end, _L_h)
+        raise _short_fixed(pos, end, _L2)
     v_error_code, = _S_h.unpack_from(buf, pos)
     pos += 2
-    n_v_partition_errors, pos = _rcal(buf, pos, 'PartitionErrors')
+    v_partition_errors: list[LeaderAndIsrPartitionError]
+    n_v_partition_errors = buf[pos] - 1 if pos < end else -2
+    if 0 <= n_v_partition_errors < 127 and n_v_partition_errors <= end - pos:
+        pos += 1
+    else:
+        n_v_partition_errors, pos = _rcal(buf, pos, 'PartitionErrors')
     v_partition_errors = []
-    app = v_partition_errors.append
+    app_v_partition_errors = v_partition_errors.append
     i = 0
     try:
         for i in range(n_v_partition_errors):
-            item, pos = _read_LeaderAndIsrPartitionError_1(buf, pos)
-            app(item)
+            e_v_partition_errors, pos = _read_LeaderAndIsrPartitionError_1(buf, pos)
+            app_v_partition_errors(e_v_partition_errors)
     except _DecodeError as exc:
         raise exc.refine(field=f'PartitionErrors[{i}]')
     unknown: tuple[tuple[int, bytes], ...] = ()
@@ -291,7 +328,12 @@ def _read_LeaderAndIsrResponse_1(buf: bytes | bytearray | memoryview, pos: int) 
             pos += size
         if raw_tags:
             unknown = tuple(raw_tags)
-    return LeaderAndIsrResponse(v_error_code, v_partition_errors, [], unknown), pos
+    o = _new(LeaderAndIsrResponse)
+    o.error_code = v_error_code
+    o.partition_errors = v_partition_errors
+    o.topics = []
+    o.unknown_tagged_fields = unknown
+    return o, pos
 
 
 def _write_LeaderAndIsrResponse_1(o: LeaderAndIsrResponse, out: bytearray) -> None:
@@ -302,8 +344,8 @@ def _write_LeaderAndIsrResponse_1(o: LeaderAndIsrResponse, out: bytearray) -> No
     if o.partition_errors is None:
         raise _null('PartitionErrors')
     _wcal(out, o.partition_errors, 'PartitionErrors')
-    for item in o.partition_errors:
-        _write_LeaderAndIsrPartitionError_1(item, out)
+    for e_partition_errors in o.partition_errors:
+        _write_LeaderAndIsrPartitionError_1(e_partition_errors, out)
     if o.unknown_tagged_fields:
         _wts(out, (), o.unknown_tagged_fields, '_tagged_fields')
     else:
@@ -314,17 +356,22 @@ def _read_LeaderAndIsrResponse_2(buf: bytes | bytearray | memoryview, pos: int) 
     # versions 5-7
     end = len(buf)
     if pos + 2 > end:
-        raise _short_fixed(pos, end, _L_h)
+        raise _short_fixed(pos, end, _L2)
     v_error_code, = _S_h.unpack_from(buf, pos)
     pos += 2
-    n_v_topics, pos = _rcal(buf, pos, 'Topics')
+    v_topics: list[LeaderAndIsrTopicError]
+    n_v_topics = buf[pos] - 1 if pos < end else -2
+    if 0 <= n_v_topics < 127 and n_v_topics <= end - pos:
+        pos += 1
+    else:
+        n_v_topics, pos = _rcal(buf, pos, 'Topics')
     v_topics = []
-    app = v_topics.append
+    app_v_topics = v_topics.append
     i = 0
     try:
         for i in range(n_v_topics):
-            item, pos = _read_LeaderAndIsrTopicError_0(buf, pos)
-            app(item)
+            e_v_topics, pos = _read_LeaderAndIsrTopicError_0(buf, pos)
+            app_v_topics(e_v_topics)
     except _DecodeError as exc:
         raise exc.refine(field=f'Topics[{i}]')
     unknown: tuple[tuple[int, bytes], ...] = ()
@@ -339,7 +386,12 @@ def _read_LeaderAndIsrResponse_2(buf: bytes | bytearray | memoryview, pos: int) 
             pos += size
         if raw_tags:
             unknown = tuple(raw_tags)
-    return LeaderAndIsrResponse(v_error_code, [], v_topics, unknown), pos
+    o = _new(LeaderAndIsrResponse)
+    o.error_code = v_error_code
+    o.partition_errors = []
+    o.topics = v_topics
+    o.unknown_tagged_fields = unknown
+    return o, pos
 
 
 def _write_LeaderAndIsrResponse_2(o: LeaderAndIsrResponse, out: bytearray) -> None:
@@ -350,8 +402,8 @@ def _write_LeaderAndIsrResponse_2(o: LeaderAndIsrResponse, out: bytearray) -> No
     if o.topics is None:
         raise _null('Topics')
     _wcal(out, o.topics, 'Topics')
-    for item in o.topics:
-        _write_LeaderAndIsrTopicError_0(item, out)
+    for e_topics in o.topics:
+        _write_LeaderAndIsrTopicError_0(e_topics, out)
     if o.unknown_tagged_fields:
         _wts(out, (), o.unknown_tagged_fields, '_tagged_fields')
     else:

@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import struct as _struct
+from typing import Any as _Any
 import uuid as _uuid
 from dataclasses import dataclass as _dataclass, field as _field
 from typing import ClassVar as _ClassVar
@@ -26,16 +27,17 @@ from kraft_jbod.wire.primitives import (
     short_fixed as _short_fixed, uuid_from_bytes as _uuid_from_bytes,
 )
 
+_new = object.__new__
 _S_hi = _struct.Struct('>hi')
 _S_i = _struct.Struct('>i')
 _S_i16s = _struct.Struct('>i16s')
 _ZERO_UUID = _uuid_from_bytes((0).to_bytes(16, 'big'))
-_L_i = (('VoterId', 4),)
-_L_i16s = (('VoterId', 4), ('VoterDirectoryId', 16))
-_L_hi = (('Version', 2), ('LeaderId', 4))
+_L0 = (('VoterId', 4),)
+_L1 = (('VoterId', 4), ('VoterDirectoryId', 16))
+_L2 = (('Version', 2), ('LeaderId', 4))
 
 
-def _absent(field: str, version: int) -> _EncodeError:
+def _absent(field: str, version: int | str) -> _EncodeError:
     return _EncodeError(
         f'attempted to write a non-default {field} at version {version}', field_path=field
     )
@@ -89,7 +91,7 @@ def _read_Voter_0(buf: bytes | bytearray | memoryview, pos: int) -> tuple[Voter,
     # versions 0
     end = len(buf)
     if pos + 4 > end:
-        raise _short_fixed(pos, end, _L_i)
+        raise _short_fixed(pos, end, _L0)
     v_voter_id, = _S_i.unpack_from(buf, pos)
     pos += 4
     unknown: tuple[tuple[int, bytes], ...] = ()
@@ -104,7 +106,11 @@ def _read_Voter_0(buf: bytes | bytearray | memoryview, pos: int) -> tuple[Voter,
             pos += size
         if raw_tags:
             unknown = tuple(raw_tags)
-    return Voter(v_voter_id, _ZERO_UUID, unknown), pos
+    o = _new(Voter)
+    o.voter_id = v_voter_id
+    o.voter_directory_id = _ZERO_UUID
+    o.unknown_tagged_fields = unknown
+    return o, pos
 
 
 def _write_Voter_0(o: Voter, out: bytearray) -> None:
@@ -122,9 +128,9 @@ def _read_Voter_1(buf: bytes | bytearray | memoryview, pos: int) -> tuple[Voter,
     # versions 1
     end = len(buf)
     if pos + 20 > end:
-        raise _short_fixed(pos, end, _L_i16s)
-    v_voter_id, v_voter_directory_id = _S_i16s.unpack_from(buf, pos)
-    v_voter_directory_id = _uuid_from_bytes(v_voter_directory_id)
+        raise _short_fixed(pos, end, _L1)
+    v_voter_id, r_voter_directory_id = _S_i16s.unpack_from(buf, pos)
+    v_voter_directory_id = _uuid_from_bytes(r_voter_directory_id)
     pos += 20
     unknown: tuple[tuple[int, bytes], ...] = ()
     if pos < end and buf[pos] == 0:
@@ -138,7 +144,11 @@ def _read_Voter_1(buf: bytes | bytearray | memoryview, pos: int) -> tuple[Voter,
             pos += size
         if raw_tags:
             unknown = tuple(raw_tags)
-    return Voter(v_voter_id, v_voter_directory_id, unknown), pos
+    o = _new(Voter)
+    o.voter_id = v_voter_id
+    o.voter_directory_id = v_voter_directory_id
+    o.unknown_tagged_fields = unknown
+    return o, pos
 
 
 def _write_Voter_1(o: Voter, out: bytearray) -> None:
@@ -154,27 +164,37 @@ def _read_LeaderChangeMessage_0(buf: bytes | bytearray | memoryview, pos: int) -
     # versions 0
     end = len(buf)
     if pos + 6 > end:
-        raise _short_fixed(pos, end, _L_hi)
+        raise _short_fixed(pos, end, _L2)
     v_version, v_leader_id = _S_hi.unpack_from(buf, pos)
     pos += 6
-    n_v_voters, pos = _rcal(buf, pos, 'Voters')
+    v_voters: list[Voter]
+    n_v_voters = buf[pos] - 1 if pos < end else -2
+    if 0 <= n_v_voters < 127 and n_v_voters <= end - pos:
+        pos += 1
+    else:
+        n_v_voters, pos = _rcal(buf, pos, 'Voters')
     v_voters = []
-    app = v_voters.append
+    app_v_voters = v_voters.append
     i = 0
     try:
         for i in range(n_v_voters):
-            item, pos = _read_Voter_0(buf, pos)
-            app(item)
+            e_v_voters, pos = _read_Voter_0(buf, pos)
+            app_v_voters(e_v_voters)
     except _DecodeError as exc:
         raise exc.refine(field=f'Voters[{i}]')
-    n_v_granting_voters, pos = _rcal(buf, pos, 'GrantingVoters')
+    v_granting_voters: list[Voter]
+    n_v_granting_voters = buf[pos] - 1 if pos < end else -2
+    if 0 <= n_v_granting_voters < 127 and n_v_granting_voters <= end - pos:
+        pos += 1
+    else:
+        n_v_granting_voters, pos = _rcal(buf, pos, 'GrantingVoters')
     v_granting_voters = []
-    app = v_granting_voters.append
+    app_v_granting_voters = v_granting_voters.append
     i = 0
     try:
         for i in range(n_v_granting_voters):
-            item, pos = _read_Voter_0(buf, pos)
-            app(item)
+            e_v_granting_voters, pos = _read_Voter_0(buf, pos)
+            app_v_granting_voters(e_v_granting_voters)
     except _DecodeError as exc:
         raise exc.refine(field=f'GrantingVoters[{i}]')
     unknown: tuple[tuple[int, bytes], ...] = ()
@@ -189,7 +209,13 @@ def _read_LeaderChangeMessage_0(buf: bytes | bytearray | memoryview, pos: int) -
             pos += size
         if raw_tags:
             unknown = tuple(raw_tags)
-    return LeaderChangeMessage(v_version, v_leader_id, v_voters, v_granting_voters, unknown), pos
+    o = _new(LeaderChangeMessage)
+    o.version = v_version
+    o.leader_id = v_leader_id
+    o.voters = v_voters
+    o.granting_voters = v_granting_voters
+    o.unknown_tagged_fields = unknown
+    return o, pos
 
 
 def _write_LeaderChangeMessage_0(o: LeaderChangeMessage, out: bytearray) -> None:
@@ -198,13 +224,13 @@ def _write_LeaderChangeMessage_0(o: LeaderChangeMessage, out: bytearray) -> None
     if o.voters is None:
         raise _null('Voters')
     _wcal(out, o.voters, 'Voters')
-    for item in o.voters:
-        _write_Voter_0(item, out)
+    for e_voters in o.voters:
+        _write_Voter_0(e_voters, out)
     if o.granting_voters is None:
         raise _null('GrantingVoters')
     _wcal(out, o.granting_voters, 'GrantingVoters')
-    for item in o.granting_voters:
-        _write_Voter_0(item, out)
+    for e_granting_voters in o.granting_voters:
+        _write_Voter_0(e_granting_voters, out)
     if o.unknown_tagged_fields:
         _wts(out, (), o.unknown_tagged_fields, '_tagged_fields')
     else:
@@ -215,27 +241,37 @@ def _read_LeaderChangeMessage_1(buf: bytes | bytearray | memoryview, pos: int) -
     # versions 1
     end = len(buf)
     if pos + 6 > end:
-        raise _short_fixed(pos, end, _L_hi)
+        raise _short_fixed(pos, end, _L2)
     v_version, v_leader_id = _S_hi.unpack_from(buf, pos)
     pos += 6
-    n_v_voters, pos = _rcal(buf, pos, 'Voters')
+    v_voters: list[Voter]
+    n_v_voters = buf[pos] - 1 if pos < end else -2
+    if 0 <= n_v_voters < 127 and n_v_voters <= end - pos:
+        pos += 1
+    else:
+        n_v_voters, pos = _rcal(buf, pos, 'Voters')
     v_voters = []
-    app = v_voters.append
+    app_v_voters = v_voters.append
     i = 0
     try:
         for i in range(n_v_voters):
-            item, pos = _read_Voter_1(buf, pos)
-            app(item)
+            e_v_voters, pos = _read_Voter_1(buf, pos)
+            app_v_voters(e_v_voters)
     except _DecodeError as exc:
         raise exc.refine(field=f'Voters[{i}]')
-    n_v_granting_voters, pos = _rcal(buf, pos, 'GrantingVoters')
+    v_granting_voters: list[Voter]
+    n_v_granting_voters = buf[pos] - 1 if pos < end else -2
+    if 0 <= n_v_granting_voters < 127 and n_v_granting_voters <= end - pos:
+        pos += 1
+    else:
+        n_v_granting_voters, pos = _rcal(buf, pos, 'GrantingVoters')
     v_granting_voters = []
-    app = v_granting_voters.append
+    app_v_granting_voters = v_granting_voters.append
     i = 0
     try:
         for i in range(n_v_granting_voters):
-            item, pos = _read_Voter_1(buf, pos)
-            app(item)
+            e_v_granting_voters, pos = _read_Voter_1(buf, pos)
+            app_v_granting_voters(e_v_granting_voters)
     except _DecodeError as exc:
         raise exc.refine(field=f'GrantingVoters[{i}]')
     unknown: tuple[tuple[int, bytes], ...] = ()
@@ -250,7 +286,13 @@ def _read_LeaderChangeMessage_1(buf: bytes | bytearray | memoryview, pos: int) -
             pos += size
         if raw_tags:
             unknown = tuple(raw_tags)
-    return LeaderChangeMessage(v_version, v_leader_id, v_voters, v_granting_voters, unknown), pos
+    o = _new(LeaderChangeMessage)
+    o.version = v_version
+    o.leader_id = v_leader_id
+    o.voters = v_voters
+    o.granting_voters = v_granting_voters
+    o.unknown_tagged_fields = unknown
+    return o, pos
 
 
 def _write_LeaderChangeMessage_1(o: LeaderChangeMessage, out: bytearray) -> None:
@@ -259,13 +301,13 @@ def _write_LeaderChangeMessage_1(o: LeaderChangeMessage, out: bytearray) -> None
     if o.voters is None:
         raise _null('Voters')
     _wcal(out, o.voters, 'Voters')
-    for item in o.voters:
-        _write_Voter_1(item, out)
+    for e_voters in o.voters:
+        _write_Voter_1(e_voters, out)
     if o.granting_voters is None:
         raise _null('GrantingVoters')
     _wcal(out, o.granting_voters, 'GrantingVoters')
-    for item in o.granting_voters:
-        _write_Voter_1(item, out)
+    for e_granting_voters in o.granting_voters:
+        _write_Voter_1(e_granting_voters, out)
     if o.unknown_tagged_fields:
         _wts(out, (), o.unknown_tagged_fields, '_tagged_fields')
     else:

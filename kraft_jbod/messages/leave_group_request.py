@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import struct as _struct
+from typing import Any as _Any
 import uuid as _uuid
 from dataclasses import dataclass as _dataclass, field as _field
 from typing import ClassVar as _ClassVar
@@ -26,9 +27,10 @@ from kraft_jbod.wire.primitives import (
     short_fixed as _short_fixed, uuid_from_bytes as _uuid_from_bytes,
 )
 
+_new = object.__new__
 
 
-def _absent(field: str, version: int) -> _EncodeError:
+def _absent(field: str, version: int | str) -> _EncodeError:
     return _EncodeError(
         f'attempted to write a non-default {field} at version {version}', field_path=field
     )
@@ -83,7 +85,12 @@ def _read_MemberIdentity_0(buf: bytes | bytearray | memoryview, pos: int) -> tup
     end = len(buf)
     v_member_id, pos = _rs(buf, pos, 'MemberId')
     v_group_instance_id, pos = _rns(buf, pos, 'GroupInstanceId')
-    return MemberIdentity(v_member_id, v_group_instance_id, None, ()), pos
+    o = _new(MemberIdentity)
+    o.member_id = v_member_id
+    o.group_instance_id = v_group_instance_id
+    o.reason = None
+    o.unknown_tagged_fields = ()
+    return o, pos
 
 
 def _write_MemberIdentity_0(o: MemberIdentity, out: bytearray) -> None:
@@ -113,7 +120,12 @@ def _read_MemberIdentity_1(buf: bytes | bytearray | memoryview, pos: int) -> tup
             pos += size
         if raw_tags:
             unknown = tuple(raw_tags)
-    return MemberIdentity(v_member_id, v_group_instance_id, None, unknown), pos
+    o = _new(MemberIdentity)
+    o.member_id = v_member_id
+    o.group_instance_id = v_group_instance_id
+    o.reason = None
+    o.unknown_tagged_fields = unknown
+    return o, pos
 
 
 def _write_MemberIdentity_1(o: MemberIdentity, out: bytearray) -> None:
@@ -146,7 +158,12 @@ def _read_MemberIdentity_2(buf: bytes | bytearray | memoryview, pos: int) -> tup
             pos += size
         if raw_tags:
             unknown = tuple(raw_tags)
-    return MemberIdentity(v_member_id, v_group_instance_id, v_reason, unknown), pos
+    o = _new(MemberIdentity)
+    o.member_id = v_member_id
+    o.group_instance_id = v_group_instance_id
+    o.reason = v_reason
+    o.unknown_tagged_fields = unknown
+    return o, pos
 
 
 def _write_MemberIdentity_2(o: MemberIdentity, out: bytearray) -> None:
@@ -167,7 +184,12 @@ def _read_LeaveGroupRequest_0(buf: bytes | bytearray | memoryview, pos: int) -> 
     end = len(buf)
     v_group_id, pos = _rs(buf, pos, 'GroupId')
     v_member_id, pos = _rs(buf, pos, 'MemberId')
-    return LeaveGroupRequest(v_group_id, v_member_id, [], ()), pos
+    o = _new(LeaveGroupRequest)
+    o.group_id = v_group_id
+    o.member_id = v_member_id
+    o.members = []
+    o.unknown_tagged_fields = ()
+    return o, pos
 
 
 def _write_LeaveGroupRequest_0(o: LeaveGroupRequest, out: bytearray) -> None:
@@ -188,17 +210,23 @@ def _read_LeaveGroupRequest_1(buf: bytes | bytearray | memoryview, pos: int) -> 
     # versions 3
     end = len(buf)
     v_group_id, pos = _rs(buf, pos, 'GroupId')
+    v_members: list[MemberIdentity]
     n_v_members, pos = _ral(buf, pos, 'Members')
     v_members = []
-    app = v_members.append
+    app_v_members = v_members.append
     i = 0
     try:
         for i in range(n_v_members):
-            item, pos = _read_MemberIdentity_0(buf, pos)
-            app(item)
+            e_v_members, pos = _read_MemberIdentity_0(buf, pos)
+            app_v_members(e_v_members)
     except _DecodeError as exc:
         raise exc.refine(field=f'Members[{i}]')
-    return LeaveGroupRequest(v_group_id, '', v_members, ()), pos
+    o = _new(LeaveGroupRequest)
+    o.group_id = v_group_id
+    o.member_id = ''
+    o.members = v_members
+    o.unknown_tagged_fields = ()
+    return o, pos
 
 
 def _write_LeaveGroupRequest_1(o: LeaveGroupRequest, out: bytearray) -> None:
@@ -211,8 +239,8 @@ def _write_LeaveGroupRequest_1(o: LeaveGroupRequest, out: bytearray) -> None:
     if o.members is None:
         raise _null('Members')
     _wal(out, o.members, 'Members')
-    for item in o.members:
-        _write_MemberIdentity_0(item, out)
+    for e_members in o.members:
+        _write_MemberIdentity_0(e_members, out)
     if o.unknown_tagged_fields:
         raise _EncodeError('tagged fields cannot be written at non-flexible version 3')
 
@@ -221,14 +249,19 @@ def _read_LeaveGroupRequest_2(buf: bytes | bytearray | memoryview, pos: int) -> 
     # versions 4
     end = len(buf)
     v_group_id, pos = _rcs(buf, pos, 'GroupId')
-    n_v_members, pos = _rcal(buf, pos, 'Members')
+    v_members: list[MemberIdentity]
+    n_v_members = buf[pos] - 1 if pos < end else -2
+    if 0 <= n_v_members < 127 and n_v_members <= end - pos:
+        pos += 1
+    else:
+        n_v_members, pos = _rcal(buf, pos, 'Members')
     v_members = []
-    app = v_members.append
+    app_v_members = v_members.append
     i = 0
     try:
         for i in range(n_v_members):
-            item, pos = _read_MemberIdentity_1(buf, pos)
-            app(item)
+            e_v_members, pos = _read_MemberIdentity_1(buf, pos)
+            app_v_members(e_v_members)
     except _DecodeError as exc:
         raise exc.refine(field=f'Members[{i}]')
     unknown: tuple[tuple[int, bytes], ...] = ()
@@ -243,7 +276,12 @@ def _read_LeaveGroupRequest_2(buf: bytes | bytearray | memoryview, pos: int) -> 
             pos += size
         if raw_tags:
             unknown = tuple(raw_tags)
-    return LeaveGroupRequest(v_group_id, '', v_members, unknown), pos
+    o = _new(LeaveGroupRequest)
+    o.group_id = v_group_id
+    o.member_id = ''
+    o.members = v_members
+    o.unknown_tagged_fields = unknown
+    return o, pos
 
 
 def _write_LeaveGroupRequest_2(o: LeaveGroupRequest, out: bytearray) -> None:
@@ -256,8 +294,8 @@ def _write_LeaveGroupRequest_2(o: LeaveGroupRequest, out: bytearray) -> None:
     if o.members is None:
         raise _null('Members')
     _wcal(out, o.members, 'Members')
-    for item in o.members:
-        _write_MemberIdentity_1(item, out)
+    for e_members in o.members:
+        _write_MemberIdentity_1(e_members, out)
     if o.unknown_tagged_fields:
         _wts(out, (), o.unknown_tagged_fields, '_tagged_fields')
     else:
@@ -268,14 +306,19 @@ def _read_LeaveGroupRequest_3(buf: bytes | bytearray | memoryview, pos: int) -> 
     # versions 5
     end = len(buf)
     v_group_id, pos = _rcs(buf, pos, 'GroupId')
-    n_v_members, pos = _rcal(buf, pos, 'Members')
+    v_members: list[MemberIdentity]
+    n_v_members = buf[pos] - 1 if pos < end else -2
+    if 0 <= n_v_members < 127 and n_v_members <= end - pos:
+        pos += 1
+    else:
+        n_v_members, pos = _rcal(buf, pos, 'Members')
     v_members = []
-    app = v_members.append
+    app_v_members = v_members.append
     i = 0
     try:
         for i in range(n_v_members):
-            item, pos = _read_MemberIdentity_2(buf, pos)
-            app(item)
+            e_v_members, pos = _read_MemberIdentity_2(buf, pos)
+            app_v_members(e_v_members)
     except _DecodeError as exc:
         raise exc.refine(field=f'Members[{i}]')
     unknown: tuple[tuple[int, bytes], ...] = ()
@@ -290,7 +333,12 @@ def _read_LeaveGroupRequest_3(buf: bytes | bytearray | memoryview, pos: int) -> 
             pos += size
         if raw_tags:
             unknown = tuple(raw_tags)
-    return LeaveGroupRequest(v_group_id, '', v_members, unknown), pos
+    o = _new(LeaveGroupRequest)
+    o.group_id = v_group_id
+    o.member_id = ''
+    o.members = v_members
+    o.unknown_tagged_fields = unknown
+    return o, pos
 
 
 def _write_LeaveGroupRequest_3(o: LeaveGroupRequest, out: bytearray) -> None:
@@ -303,8 +351,8 @@ def _write_LeaveGroupRequest_3(o: LeaveGroupRequest, out: bytearray) -> None:
     if o.members is None:
         raise _null('Members')
     _wcal(out, o.members, 'Members')
-    for item in o.members:
-        _write_MemberIdentity_2(item, out)
+    for e_members in o.members:
+        _write_MemberIdentity_2(e_members, out)
     if o.unknown_tagged_fields:
         _wts(out, (), o.unknown_tagged_fields, '_tagged_fields')
     else:

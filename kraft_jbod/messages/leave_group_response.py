@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import struct as _struct
+from typing import Any as _Any
 import uuid as _uuid
 from dataclasses import dataclass as _dataclass, field as _field
 from typing import ClassVar as _ClassVar
@@ -26,13 +27,14 @@ from kraft_jbod.wire.primitives import (
     short_fixed as _short_fixed, uuid_from_bytes as _uuid_from_bytes,
 )
 
+_new = object.__new__
 _S_h = _struct.Struct('>h')
 _S_ih = _struct.Struct('>ih')
-_L_h = (('ErrorCode', 2),)
-_L_ih = (('ThrottleTimeMs', 4), ('ErrorCode', 2))
+_L0 = (('ErrorCode', 2),)
+_L1 = (('ThrottleTimeMs', 4), ('ErrorCode', 2))
 
 
-def _absent(field: str, version: int) -> _EncodeError:
+def _absent(field: str, version: int | str) -> _EncodeError:
     return _EncodeError(
         f'attempted to write a non-default {field} at version {version}', field_path=field
     )
@@ -88,10 +90,15 @@ def _read_MemberResponse_0(buf: bytes | bytearray | memoryview, pos: int) -> tup
     v_member_id, pos = _rs(buf, pos, 'MemberId')
     v_group_instance_id, pos = _rns(buf, pos, 'GroupInstanceId')
     if pos + 2 > end:
-        raise _short_fixed(pos, end, _L_h)
+        raise _short_fixed(pos, end, _L0)
     v_error_code, = _S_h.unpack_from(buf, pos)
     pos += 2
-    return MemberResponse(v_member_id, v_group_instance_id, v_error_code, ()), pos
+    o = _new(MemberResponse)
+    o.member_id = v_member_id
+    o.group_instance_id = v_group_instance_id
+    o.error_code = v_error_code
+    o.unknown_tagged_fields = ()
+    return o, pos
 
 
 def _write_MemberResponse_0(o: MemberResponse, out: bytearray) -> None:
@@ -111,7 +118,7 @@ def _read_MemberResponse_1(buf: bytes | bytearray | memoryview, pos: int) -> tup
     v_member_id, pos = _rcs(buf, pos, 'MemberId')
     v_group_instance_id, pos = _rncs(buf, pos, 'GroupInstanceId')
     if pos + 2 > end:
-        raise _short_fixed(pos, end, _L_h)
+        raise _short_fixed(pos, end, _L0)
     v_error_code, = _S_h.unpack_from(buf, pos)
     pos += 2
     unknown: tuple[tuple[int, bytes], ...] = ()
@@ -126,7 +133,12 @@ def _read_MemberResponse_1(buf: bytes | bytearray | memoryview, pos: int) -> tup
             pos += size
         if raw_tags:
             unknown = tuple(raw_tags)
-    return MemberResponse(v_member_id, v_group_instance_id, v_error_code, unknown), pos
+    o = _new(MemberResponse)
+    o.member_id = v_member_id
+    o.group_instance_id = v_group_instance_id
+    o.error_code = v_error_code
+    o.unknown_tagged_fields = unknown
+    return o, pos
 
 
 def _write_MemberResponse_1(o: MemberResponse, out: bytearray) -> None:
@@ -146,10 +158,15 @@ def _read_LeaveGroupResponse_0(buf: bytes | bytearray | memoryview, pos: int) ->
     # versions 0
     end = len(buf)
     if pos + 2 > end:
-        raise _short_fixed(pos, end, _L_h)
+        raise _short_fixed(pos, end, _L0)
     v_error_code, = _S_h.unpack_from(buf, pos)
     pos += 2
-    return LeaveGroupResponse(0, v_error_code, [], ()), pos
+    o = _new(LeaveGroupResponse)
+    o.throttle_time_ms = 0
+    o.error_code = v_error_code
+    o.members = []
+    o.unknown_tagged_fields = ()
+    return o, pos
 
 
 def _write_LeaveGroupResponse_0(o: LeaveGroupResponse, out: bytearray) -> None:
@@ -165,10 +182,15 @@ def _read_LeaveGroupResponse_1(buf: bytes | bytearray | memoryview, pos: int) ->
     # versions 1-2
     end = len(buf)
     if pos + 6 > end:
-        raise _short_fixed(pos, end, _L_ih)
+        raise _short_fixed(pos, end, _L1)
     v_throttle_time_ms, v_error_code = _S_ih.unpack_from(buf, pos)
     pos += 6
-    return LeaveGroupResponse(v_throttle_time_ms, v_error_code, [], ()), pos
+    o = _new(LeaveGroupResponse)
+    o.throttle_time_ms = v_throttle_time_ms
+    o.error_code = v_error_code
+    o.members = []
+    o.unknown_tagged_fields = ()
+    return o, pos
 
 
 def _write_LeaveGroupResponse_1(o: LeaveGroupResponse, out: bytearray) -> None:
@@ -184,20 +206,26 @@ def _read_LeaveGroupResponse_2(buf: bytes | bytearray | memoryview, pos: int) ->
     # versions 3
     end = len(buf)
     if pos + 6 > end:
-        raise _short_fixed(pos, end, _L_ih)
+        raise _short_fixed(pos, end, _L1)
     v_throttle_time_ms, v_error_code = _S_ih.unpack_from(buf, pos)
     pos += 6
+    v_members: list[MemberResponse]
     n_v_members, pos = _ral(buf, pos, 'Members')
     v_members = []
-    app = v_members.append
+    app_v_members = v_members.append
     i = 0
     try:
         for i in range(n_v_members):
-            item, pos = _read_MemberResponse_0(buf, pos)
-            app(item)
+            e_v_members, pos = _read_MemberResponse_0(buf, pos)
+            app_v_members(e_v_members)
     except _DecodeError as exc:
         raise exc.refine(field=f'Members[{i}]')
-    return LeaveGroupResponse(v_throttle_time_ms, v_error_code, v_members, ()), pos
+    o = _new(LeaveGroupResponse)
+    o.throttle_time_ms = v_throttle_time_ms
+    o.error_code = v_error_code
+    o.members = v_members
+    o.unknown_tagged_fields = ()
+    return o, pos
 
 
 def _write_LeaveGroupResponse_2(o: LeaveGroupResponse, out: bytearray) -> None:
@@ -206,8 +234,8 @@ def _write_LeaveGroupResponse_2(o: LeaveGroupResponse, out: bytearray) -> None:
     if o.members is None:
         raise _null('Members')
     _wal(out, o.members, 'Members')
-    for item in o.members:
-        _write_MemberResponse_0(item, out)
+    for e_members in o.members:
+        _write_MemberResponse_0(e_members, out)
     if o.unknown_tagged_fields:
         raise _EncodeError('tagged fields cannot be written at non-flexible version 3')
 
@@ -216,17 +244,22 @@ def _read_LeaveGroupResponse_3(buf: bytes | bytearray | memoryview, pos: int) ->
     # versions 4-5
     end = len(buf)
     if pos + 6 > end:
-        raise _short_fixed(pos, end, _L_ih)
+        raise _short_fixed(pos, end, _L1)
     v_throttle_time_ms, v_error_code = _S_ih.unpack_from(buf, pos)
     pos += 6
-    n_v_members, pos = _rcal(buf, pos, 'Members')
+    v_members: list[MemberResponse]
+    n_v_members = buf[pos] - 1 if pos < end else -2
+    if 0 <= n_v_members < 127 and n_v_members <= end - pos:
+        pos += 1
+    else:
+        n_v_members, pos = _rcal(buf, pos, 'Members')
     v_members = []
-    app = v_members.append
+    app_v_members = v_members.append
     i = 0
     try:
         for i in range(n_v_members):
-            item, pos = _read_MemberResponse_1(buf, pos)
-            app(item)
+            e_v_members, pos = _read_MemberResponse_1(buf, pos)
+            app_v_members(e_v_members)
     except _DecodeError as exc:
         raise exc.refine(field=f'Members[{i}]')
     unknown: tuple[tuple[int, bytes], ...] = ()
@@ -241,7 +274,12 @@ def _read_LeaveGroupResponse_3(buf: bytes | bytearray | memoryview, pos: int) ->
             pos += size
         if raw_tags:
             unknown = tuple(raw_tags)
-    return LeaveGroupResponse(v_throttle_time_ms, v_error_code, v_members, unknown), pos
+    o = _new(LeaveGroupResponse)
+    o.throttle_time_ms = v_throttle_time_ms
+    o.error_code = v_error_code
+    o.members = v_members
+    o.unknown_tagged_fields = unknown
+    return o, pos
 
 
 def _write_LeaveGroupResponse_3(o: LeaveGroupResponse, out: bytearray) -> None:
@@ -250,8 +288,8 @@ def _write_LeaveGroupResponse_3(o: LeaveGroupResponse, out: bytearray) -> None:
     if o.members is None:
         raise _null('Members')
     _wcal(out, o.members, 'Members')
-    for item in o.members:
-        _write_MemberResponse_1(item, out)
+    for e_members in o.members:
+        _write_MemberResponse_1(e_members, out)
     if o.unknown_tagged_fields:
         _wts(out, (), o.unknown_tagged_fields, '_tagged_fields')
     else:

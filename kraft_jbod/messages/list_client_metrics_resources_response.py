@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import struct as _struct
+from typing import Any as _Any
 import uuid as _uuid
 from dataclasses import dataclass as _dataclass, field as _field
 from typing import ClassVar as _ClassVar
@@ -26,11 +27,12 @@ from kraft_jbod.wire.primitives import (
     short_fixed as _short_fixed, uuid_from_bytes as _uuid_from_bytes,
 )
 
+_new = object.__new__
 _S_ih = _struct.Struct('>ih')
-_L_ih = (('ThrottleTimeMs', 4), ('ErrorCode', 2))
+_L0 = (('ThrottleTimeMs', 4), ('ErrorCode', 2))
 
 
-def _absent(field: str, version: int) -> _EncodeError:
+def _absent(field: str, version: int | str) -> _EncodeError:
     return _EncodeError(
         f'attempted to write a non-default {field} at version {version}', field_path=field
     )
@@ -94,7 +96,10 @@ def _read_ClientMetricsResource_0(buf: bytes | bytearray | memoryview, pos: int)
             pos += size
         if raw_tags:
             unknown = tuple(raw_tags)
-    return ClientMetricsResource(v_name, unknown), pos
+    o = _new(ClientMetricsResource)
+    o.name = v_name
+    o.unknown_tagged_fields = unknown
+    return o, pos
 
 
 def _write_ClientMetricsResource_0(o: ClientMetricsResource, out: bytearray) -> None:
@@ -112,17 +117,22 @@ def _read_ListClientMetricsResourcesResponse_0(buf: bytes | bytearray | memoryvi
     # versions 0
     end = len(buf)
     if pos + 6 > end:
-        raise _short_fixed(pos, end, _L_ih)
+        raise _short_fixed(pos, end, _L0)
     v_throttle_time_ms, v_error_code = _S_ih.unpack_from(buf, pos)
     pos += 6
-    n_v_client_metrics_resources, pos = _rcal(buf, pos, 'ClientMetricsResources')
+    v_client_metrics_resources: list[ClientMetricsResource]
+    n_v_client_metrics_resources = buf[pos] - 1 if pos < end else -2
+    if 0 <= n_v_client_metrics_resources < 127 and n_v_client_metrics_resources <= end - pos:
+        pos += 1
+    else:
+        n_v_client_metrics_resources, pos = _rcal(buf, pos, 'ClientMetricsResources')
     v_client_metrics_resources = []
-    app = v_client_metrics_resources.append
+    app_v_client_metrics_resources = v_client_metrics_resources.append
     i = 0
     try:
         for i in range(n_v_client_metrics_resources):
-            item, pos = _read_ClientMetricsResource_0(buf, pos)
-            app(item)
+            e_v_client_metrics_resources, pos = _read_ClientMetricsResource_0(buf, pos)
+            app_v_client_metrics_resources(e_v_client_metrics_resources)
     except _DecodeError as exc:
         raise exc.refine(field=f'ClientMetricsResources[{i}]')
     unknown: tuple[tuple[int, bytes], ...] = ()
@@ -137,7 +147,12 @@ def _read_ListClientMetricsResourcesResponse_0(buf: bytes | bytearray | memoryvi
             pos += size
         if raw_tags:
             unknown = tuple(raw_tags)
-    return ListClientMetricsResourcesResponse(v_throttle_time_ms, v_error_code, v_client_metrics_resources, unknown), pos
+    o = _new(ListClientMetricsResourcesResponse)
+    o.throttle_time_ms = v_throttle_time_ms
+    o.error_code = v_error_code
+    o.client_metrics_resources = v_client_metrics_resources
+    o.unknown_tagged_fields = unknown
+    return o, pos
 
 
 def _write_ListClientMetricsResourcesResponse_0(o: ListClientMetricsResourcesResponse, out: bytearray) -> None:
@@ -146,8 +161,8 @@ def _write_ListClientMetricsResourcesResponse_0(o: ListClientMetricsResourcesRes
     if o.client_metrics_resources is None:
         raise _null('ClientMetricsResources')
     _wcal(out, o.client_metrics_resources, 'ClientMetricsResources')
-    for item in o.client_metrics_resources:
-        _write_ClientMetricsResource_0(item, out)
+    for e_client_metrics_resources in o.client_metrics_resources:
+        _write_ClientMetricsResource_0(e_client_metrics_resources, out)
     if o.unknown_tagged_fields:
         _wts(out, (), o.unknown_tagged_fields, '_tagged_fields')
     else:

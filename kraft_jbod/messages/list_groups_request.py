@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import struct as _struct
+from typing import Any as _Any
 import uuid as _uuid
 from dataclasses import dataclass as _dataclass, field as _field
 from typing import ClassVar as _ClassVar
@@ -26,9 +27,10 @@ from kraft_jbod.wire.primitives import (
     short_fixed as _short_fixed, uuid_from_bytes as _uuid_from_bytes,
 )
 
+_new = object.__new__
 
 
-def _absent(field: str, version: int) -> _EncodeError:
+def _absent(field: str, version: int | str) -> _EncodeError:
     return _EncodeError(
         f'attempted to write a non-default {field} at version {version}', field_path=field
     )
@@ -70,7 +72,11 @@ class ListGroupsRequest(_Message):
 def _read_ListGroupsRequest_0(buf: bytes | bytearray | memoryview, pos: int) -> tuple[ListGroupsRequest, int]:
     # versions 0-2
     end = len(buf)
-    return ListGroupsRequest([], [], ()), pos
+    o = _new(ListGroupsRequest)
+    o.states_filter = []
+    o.types_filter = []
+    o.unknown_tagged_fields = ()
+    return o, pos
 
 
 def _write_ListGroupsRequest_0(o: ListGroupsRequest, out: bytearray) -> None:
@@ -98,7 +104,11 @@ def _read_ListGroupsRequest_1(buf: bytes | bytearray | memoryview, pos: int) -> 
             pos += size
         if raw_tags:
             unknown = tuple(raw_tags)
-    return ListGroupsRequest([], [], unknown), pos
+    o = _new(ListGroupsRequest)
+    o.states_filter = []
+    o.types_filter = []
+    o.unknown_tagged_fields = unknown
+    return o, pos
 
 
 def _write_ListGroupsRequest_1(o: ListGroupsRequest, out: bytearray) -> None:
@@ -116,12 +126,17 @@ def _write_ListGroupsRequest_1(o: ListGroupsRequest, out: bytearray) -> None:
 def _read_ListGroupsRequest_2(buf: bytes | bytearray | memoryview, pos: int) -> tuple[ListGroupsRequest, int]:
     # versions 4
     end = len(buf)
-    n_v_states_filter, pos = _rcal(buf, pos, 'StatesFilter')
+    v_states_filter: list[str]
+    n_v_states_filter = buf[pos] - 1 if pos < end else -2
+    if 0 <= n_v_states_filter < 127 and n_v_states_filter <= end - pos:
+        pos += 1
+    else:
+        n_v_states_filter, pos = _rcal(buf, pos, 'StatesFilter')
     v_states_filter = []
-    app = v_states_filter.append
+    app_v_states_filter = v_states_filter.append
     for _ in range(n_v_states_filter):
-        item, pos = _rcs(buf, pos, 'StatesFilter')
-        app(item)
+        e_v_states_filter, pos = _rcs(buf, pos, 'StatesFilter')
+        app_v_states_filter(e_v_states_filter)
     unknown: tuple[tuple[int, bytes], ...] = ()
     if pos < end and buf[pos] == 0:
         pos += 1
@@ -134,7 +149,11 @@ def _read_ListGroupsRequest_2(buf: bytes | bytearray | memoryview, pos: int) -> 
             pos += size
         if raw_tags:
             unknown = tuple(raw_tags)
-    return ListGroupsRequest(v_states_filter, [], unknown), pos
+    o = _new(ListGroupsRequest)
+    o.states_filter = v_states_filter
+    o.types_filter = []
+    o.unknown_tagged_fields = unknown
+    return o, pos
 
 
 def _write_ListGroupsRequest_2(o: ListGroupsRequest, out: bytearray) -> None:
@@ -144,10 +163,10 @@ def _write_ListGroupsRequest_2(o: ListGroupsRequest, out: bytearray) -> None:
     if o.states_filter is None:
         raise _null('StatesFilter')
     _wcal(out, o.states_filter, 'StatesFilter')
-    for item in o.states_filter:
-        if item is None:
+    for e_states_filter in o.states_filter:
+        if e_states_filter is None:
             raise _null('StatesFilter')
-        _wcs(out, item, 'StatesFilter')
+        _wcs(out, e_states_filter, 'StatesFilter')
     if o.unknown_tagged_fields:
         _wts(out, (), o.unknown_tagged_fields, '_tagged_fields')
     else:
@@ -157,18 +176,28 @@ def _write_ListGroupsRequest_2(o: ListGroupsRequest, out: bytearray) -> None:
 def _read_ListGroupsRequest_3(buf: bytes | bytearray | memoryview, pos: int) -> tuple[ListGroupsRequest, int]:
     # versions 5
     end = len(buf)
-    n_v_states_filter, pos = _rcal(buf, pos, 'StatesFilter')
+    v_states_filter: list[str]
+    n_v_states_filter = buf[pos] - 1 if pos < end else -2
+    if 0 <= n_v_states_filter < 127 and n_v_states_filter <= end - pos:
+        pos += 1
+    else:
+        n_v_states_filter, pos = _rcal(buf, pos, 'StatesFilter')
     v_states_filter = []
-    app = v_states_filter.append
+    app_v_states_filter = v_states_filter.append
     for _ in range(n_v_states_filter):
-        item, pos = _rcs(buf, pos, 'StatesFilter')
-        app(item)
-    n_v_types_filter, pos = _rcal(buf, pos, 'TypesFilter')
+        e_v_states_filter, pos = _rcs(buf, pos, 'StatesFilter')
+        app_v_states_filter(e_v_states_filter)
+    v_types_filter: list[str]
+    n_v_types_filter = buf[pos] - 1 if pos < end else -2
+    if 0 <= n_v_types_filter < 127 and n_v_types_filter <= end - pos:
+        pos += 1
+    else:
+        n_v_types_filter, pos = _rcal(buf, pos, 'TypesFilter')
     v_types_filter = []
-    app = v_types_filter.append
+    app_v_types_filter = v_types_filter.append
     for _ in range(n_v_types_filter):
-        item, pos = _rcs(buf, pos, 'TypesFilter')
-        app(item)
+        e_v_types_filter, pos = _rcs(buf, pos, 'TypesFilter')
+        app_v_types_filter(e_v_types_filter)
     unknown: tuple[tuple[int, bytes], ...] = ()
     if pos < end and buf[pos] == 0:
         pos += 1
@@ -181,7 +210,11 @@ def _read_ListGroupsRequest_3(buf: bytes | bytearray | memoryview, pos: int) -> 
             pos += size
         if raw_tags:
             unknown = tuple(raw_tags)
-    return ListGroupsRequest(v_states_filter, v_types_filter, unknown), pos
+    o = _new(ListGroupsRequest)
+    o.states_filter = v_states_filter
+    o.types_filter = v_types_filter
+    o.unknown_tagged_fields = unknown
+    return o, pos
 
 
 def _write_ListGroupsRequest_3(o: ListGroupsRequest, out: bytearray) -> None:
@@ -189,17 +222,17 @@ def _write_ListGroupsRequest_3(o: ListGroupsRequest, out: bytearray) -> None:
     if o.states_filter is None:
         raise _null('StatesFilter')
     _wcal(out, o.states_filter, 'StatesFilter')
-    for item in o.states_filter:
-        if item is None:
+    for e_states_filter in o.states_filter:
+        if e_states_filter is None:
             raise _null('StatesFilter')
-        _wcs(out, item, 'StatesFilter')
+        _wcs(out, e_states_filter, 'StatesFilter')
     if o.types_filter is None:
         raise _null('TypesFilter')
     _wcal(out, o.types_filter, 'TypesFilter')
-    for item in o.types_filter:
-        if item is None:
+    for e_types_filter in o.types_filter:
+        if e_types_filter is None:
             raise _null('TypesFilter')
-        _wcs(out, item, 'TypesFilter')
+        _wcs(out, e_types_filter, 'TypesFilter')
     if o.unknown_tagged_fields:
         _wts(out, (), o.unknown_tagged_fields, '_tagged_fields')
     else:

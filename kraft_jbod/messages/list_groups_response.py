@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import struct as _struct
+from typing import Any as _Any
 import uuid as _uuid
 from dataclasses import dataclass as _dataclass, field as _field
 from typing import ClassVar as _ClassVar
@@ -26,13 +27,14 @@ from kraft_jbod.wire.primitives import (
     short_fixed as _short_fixed, uuid_from_bytes as _uuid_from_bytes,
 )
 
+_new = object.__new__
 _S_h = _struct.Struct('>h')
 _S_ih = _struct.Struct('>ih')
-_L_h = (('ErrorCode', 2),)
-_L_ih = (('ThrottleTimeMs', 4), ('ErrorCode', 2))
+_L0 = (('ErrorCode', 2),)
+_L1 = (('ThrottleTimeMs', 4), ('ErrorCode', 2))
 
 
-def _absent(field: str, version: int) -> _EncodeError:
+def _absent(field: str, version: int | str) -> _EncodeError:
     return _EncodeError(
         f'attempted to write a non-default {field} at version {version}', field_path=field
     )
@@ -88,7 +90,13 @@ def _read_ListedGroup_0(buf: bytes | bytearray | memoryview, pos: int) -> tuple[
     end = len(buf)
     v_group_id, pos = _rs(buf, pos, 'GroupId')
     v_protocol_type, pos = _rs(buf, pos, 'ProtocolType')
-    return ListedGroup(v_group_id, v_protocol_type, '', '', ()), pos
+    o = _new(ListedGroup)
+    o.group_id = v_group_id
+    o.protocol_type = v_protocol_type
+    o.group_state = ''
+    o.group_type = ''
+    o.unknown_tagged_fields = ()
+    return o, pos
 
 
 def _write_ListedGroup_0(o: ListedGroup, out: bytearray) -> None:
@@ -120,7 +128,13 @@ def _read_ListedGroup_1(buf: bytes | bytearray | memoryview, pos: int) -> tuple[
             pos += size
         if raw_tags:
             unknown = tuple(raw_tags)
-    return ListedGroup(v_group_id, v_protocol_type, '', '', unknown), pos
+    o = _new(ListedGroup)
+    o.group_id = v_group_id
+    o.protocol_type = v_protocol_type
+    o.group_state = ''
+    o.group_type = ''
+    o.unknown_tagged_fields = unknown
+    return o, pos
 
 
 def _write_ListedGroup_1(o: ListedGroup, out: bytearray) -> None:
@@ -155,7 +169,13 @@ def _read_ListedGroup_2(buf: bytes | bytearray | memoryview, pos: int) -> tuple[
             pos += size
         if raw_tags:
             unknown = tuple(raw_tags)
-    return ListedGroup(v_group_id, v_protocol_type, v_group_state, '', unknown), pos
+    o = _new(ListedGroup)
+    o.group_id = v_group_id
+    o.protocol_type = v_protocol_type
+    o.group_state = v_group_state
+    o.group_type = ''
+    o.unknown_tagged_fields = unknown
+    return o, pos
 
 
 def _write_ListedGroup_2(o: ListedGroup, out: bytearray) -> None:
@@ -194,7 +214,13 @@ def _read_ListedGroup_3(buf: bytes | bytearray | memoryview, pos: int) -> tuple[
             pos += size
         if raw_tags:
             unknown = tuple(raw_tags)
-    return ListedGroup(v_group_id, v_protocol_type, v_group_state, v_group_type, unknown), pos
+    o = _new(ListedGroup)
+    o.group_id = v_group_id
+    o.protocol_type = v_protocol_type
+    o.group_state = v_group_state
+    o.group_type = v_group_type
+    o.unknown_tagged_fields = unknown
+    return o, pos
 
 
 def _write_ListedGroup_3(o: ListedGroup, out: bytearray) -> None:
@@ -221,20 +247,26 @@ def _read_ListGroupsResponse_0(buf: bytes | bytearray | memoryview, pos: int) ->
     # versions 0
     end = len(buf)
     if pos + 2 > end:
-        raise _short_fixed(pos, end, _L_h)
+        raise _short_fixed(pos, end, _L0)
     v_error_code, = _S_h.unpack_from(buf, pos)
     pos += 2
+    v_groups: list[ListedGroup]
     n_v_groups, pos = _ral(buf, pos, 'Groups')
     v_groups = []
-    app = v_groups.append
+    app_v_groups = v_groups.append
     i = 0
     try:
         for i in range(n_v_groups):
-            item, pos = _read_ListedGroup_0(buf, pos)
-            app(item)
+            e_v_groups, pos = _read_ListedGroup_0(buf, pos)
+            app_v_groups(e_v_groups)
     except _DecodeError as exc:
         raise exc.refine(field=f'Groups[{i}]')
-    return ListGroupsResponse(0, v_error_code, v_groups, ()), pos
+    o = _new(ListGroupsResponse)
+    o.throttle_time_ms = 0
+    o.error_code = v_error_code
+    o.groups = v_groups
+    o.unknown_tagged_fields = ()
+    return o, pos
 
 
 def _write_ListGroupsResponse_0(o: ListGroupsResponse, out: bytearray) -> None:
@@ -243,8 +275,8 @@ def _write_ListGroupsResponse_0(o: ListGroupsResponse, out: bytearray) -> None:
     if o.groups is None:
         raise _null('Groups')
     _wal(out, o.groups, 'Groups')
-    for item in o.groups:
-        _write_ListedGroup_0(item, out)
+    for e_groups in o.groups:
+        _write_ListedGroup_0(e_groups, out)
     if o.unknown_tagged_fields:
         raise _EncodeError('tagged fields cannot be written at non-flexible version 0')
 
@@ -253,20 +285,26 @@ def _read_ListGroupsResponse_1(buf: bytes | bytearray | memoryview, pos: int) ->
     # versions 1-2
     end = len(buf)
     if pos + 6 > end:
-        raise _short_fixed(pos, end, _L_ih)
+        raise _short_fixed(pos, end, _L1)
     v_throttle_time_ms, v_error_code = _S_ih.unpack_from(buf, pos)
     pos += 6
+    v_groups: list[ListedGroup]
     n_v_groups, pos = _ral(buf, pos, 'Groups')
     v_groups = []
-    app = v_groups.append
+    app_v_groups = v_groups.append
     i = 0
     try:
         for i in range(n_v_groups):
-            item, pos = _read_ListedGroup_0(buf, pos)
-            app(item)
+            e_v_groups, pos = _read_ListedGroup_0(buf, pos)
+            app_v_groups(e_v_groups)
     except _DecodeError as exc:
         raise exc.refine(field=f'Groups[{i}]')
-    return ListGroupsResponse(v_throttle_time_ms, v_error_code, v_groups, ()), pos
+    o = _new(ListGroupsResponse)
+    o.throttle_time_ms = v_throttle_time_ms
+    o.error_code = v_error_code
+    o.groups = v_groups
+    o.unknown_tagged_fields = ()
+    return o, pos
 
 
 def _write_ListGroupsResponse_1(o: ListGroupsResponse, out: bytearray) -> None:
@@ -275,8 +313,8 @@ def _write_ListGroupsResponse_1(o: ListGroupsResponse, out: bytearray) -> None:
     if o.groups is None:
         raise _null('Groups')
     _wal(out, o.groups, 'Groups')
-    for item in o.groups:
-        _write_ListedGroup_0(item, out)
+    for e_groups in o.groups:
+        _write_ListedGroup_0(e_groups, out)
     if o.unknown_tagged_fields:
         raise _EncodeError('tagged fields cannot be written at non-flexible version 1-2')
 
@@ -285,17 +323,22 @@ def _read_ListGroupsResponse_2(buf: bytes | bytearray | memoryview, pos: int) ->
     # versions 3
     end = len(buf)
     if pos + 6 > end:
-        raise _short_fixed(pos, end, _L_ih)
+        raise _short_fixed(pos, end, _L1)
     v_throttle_time_ms, v_error_code = _S_ih.unpack_from(buf, pos)
     pos += 6
-    n_v_groups, pos = _rcal(buf, pos, 'Groups')
+    v_groups: list[ListedGroup]
+    n_v_groups = buf[pos] - 1 if pos < end else -2
+    if 0 <= n_v_groups < 127 and n_v_groups <= end - pos:
+        pos += 1
+    else:
+        n_v_groups, pos = _rcal(buf, pos, 'Groups')
     v_groups = []
-    app = v_groups.append
+    app_v_groups = v_groups.append
     i = 0
     try:
         for i in range(n_v_groups):
-            item, pos = _read_ListedGroup_1(buf, pos)
-            app(item)
+            e_v_groups, pos = _read_ListedGroup_1(buf, pos)
+            app_v_groups(e_v_groups)
     except _DecodeError as exc:
         raise exc.refine(field=f'Groups[{i}]')
     unknown: tuple[tuple[int, bytes], ...] = ()
@@ -310,7 +353,12 @@ def _read_ListGroupsResponse_2(buf: bytes | bytearray | memoryview, pos: int) ->
             pos += size
         if raw_tags:
             unknown = tuple(raw_tags)
-    return ListGroupsResponse(v_throttle_time_ms, v_error_code, v_groups, unknown), pos
+    o = _new(ListGroupsResponse)
+    o.throttle_time_ms = v_throttle_time_ms
+    o.error_code = v_error_code
+    o.groups = v_groups
+    o.unknown_tagged_fields = unknown
+    return o, pos
 
 
 def _write_ListGroupsResponse_2(o: ListGroupsResponse, out: bytearray) -> None:
@@ -319,8 +367,8 @@ def _write_ListGroupsResponse_2(o: ListGroupsResponse, out: bytearray) -> None:
     if o.groups is None:
         raise _null('Groups')
     _wcal(out, o.groups, 'Groups')
-    for item in o.groups:
-        _write_ListedGroup_1(item, out)
+    for e_groups in o.groups:
+        _write_ListedGroup_1(e_groups, out)
     if o.unknown_tagged_fields:
         _wts(out, (), o.unknown_tagged_fields, '_tagged_fields')
     else:
@@ -331,17 +379,22 @@ def _read_ListGroupsResponse_3(buf: bytes | bytearray | memoryview, pos: int) ->
     # versions 4
     end = len(buf)
     if pos + 6 > end:
-        raise _short_fixed(pos, end, _L_ih)
+        raise _short_fixed(pos, end, _L1)
     v_throttle_time_ms, v_error_code = _S_ih.unpack_from(buf, pos)
     pos += 6
-    n_v_groups, pos = _rcal(buf, pos, 'Groups')
+    v_groups: list[ListedGroup]
+    n_v_groups = buf[pos] - 1 if pos < end else -2
+    if 0 <= n_v_groups < 127 and n_v_groups <= end - pos:
+        pos += 1
+    else:
+        n_v_groups, pos = _rcal(buf, pos, 'Groups')
     v_groups = []
-    app = v_groups.append
+    app_v_groups = v_groups.append
     i = 0
     try:
         for i in range(n_v_groups):
-            item, pos = _read_ListedGroup_2(buf, pos)
-            app(item)
+            e_v_groups, pos = _read_ListedGroup_2(buf, pos)
+            app_v_groups(e_v_groups)
     except _DecodeError as exc:
         raise exc.refine(field=f'Groups[{i}]')
     unknown: tuple[tuple[int, bytes], ...] = ()
@@ -356,7 +409,12 @@ def _read_ListGroupsResponse_3(buf: bytes | bytearray | memoryview, pos: int) ->
             pos += size
         if raw_tags:
             unknown = tuple(raw_tags)
-    return ListGroupsResponse(v_throttle_time_ms, v_error_code, v_groups, unknown), pos
+    o = _new(ListGroupsResponse)
+    o.throttle_time_ms = v_throttle_time_ms
+    o.error_code = v_error_code
+    o.groups = v_groups
+    o.unknown_tagged_fields = unknown
+    return o, pos
 
 
 def _write_ListGroupsResponse_3(o: ListGroupsResponse, out: bytearray) -> None:
@@ -365,8 +423,8 @@ def _write_ListGroupsResponse_3(o: ListGroupsResponse, out: bytearray) -> None:
     if o.groups is None:
         raise _null('Groups')
     _wcal(out, o.groups, 'Groups')
-    for item in o.groups:
-        _write_ListedGroup_2(item, out)
+    for e_groups in o.groups:
+        _write_ListedGroup_2(e_groups, out)
     if o.unknown_tagged_fields:
         _wts(out, (), o.unknown_tagged_fields, '_tagged_fields')
     else:
@@ -377,17 +435,22 @@ def _read_ListGroupsResponse_4(buf: bytes | bytearray | memoryview, pos: int) ->
     # versions 5
     end = len(buf)
     if pos + 6 > end:
-        raise _short_fixed(pos, end, _L_ih)
+        raise _short_fixed(pos, end, _L1)
     v_throttle_time_ms, v_error_code = _S_ih.unpack_from(buf, pos)
     pos += 6
-    n_v_groups, pos = _rcal(buf, pos, 'Groups')
+    v_groups: list[ListedGroup]
+    n_v_groups = buf[pos] - 1 if pos < end else -2
+    if 0 <= n_v_groups < 127 and n_v_groups <= end - pos:
+        pos += 1
+    else:
+        n_v_groups, pos = _rcal(buf, pos, 'Groups')
     v_groups = []
-    app = v_groups.append
+    app_v_groups = v_groups.append
     i = 0
     try:
         for i in range(n_v_groups):
-            item, pos = _read_ListedGroup_3(buf, pos)
-            app(item)
+            e_v_groups, pos = _read_ListedGroup_3(buf, pos)
+            app_v_groups(e_v_groups)
     except _DecodeError as exc:
         raise exc.refine(field=f'Groups[{i}]')
     unknown: tuple[tuple[int, bytes], ...] = ()
@@ -402,7 +465,12 @@ def _read_ListGroupsResponse_4(buf: bytes | bytearray | memoryview, pos: int) ->
             pos += size
         if raw_tags:
             unknown = tuple(raw_tags)
-    return ListGroupsResponse(v_throttle_time_ms, v_error_code, v_groups, unknown), pos
+    o = _new(ListGroupsResponse)
+    o.throttle_time_ms = v_throttle_time_ms
+    o.error_code = v_error_code
+    o.groups = v_groups
+    o.unknown_tagged_fields = unknown
+    return o, pos
 
 
 def _write_ListGroupsResponse_4(o: ListGroupsResponse, out: bytearray) -> None:
@@ -411,8 +479,8 @@ def _write_ListGroupsResponse_4(o: ListGroupsResponse, out: bytearray) -> None:
     if o.groups is None:
         raise _null('Groups')
     _wcal(out, o.groups, 'Groups')
-    for item in o.groups:
-        _write_ListedGroup_3(item, out)
+    for e_groups in o.groups:
+        _write_ListedGroup_3(e_groups, out)
     if o.unknown_tagged_fields:
         _wts(out, (), o.unknown_tagged_fields, '_tagged_fields')
     else:

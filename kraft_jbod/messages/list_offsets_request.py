@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import struct as _struct
+from typing import Any as _Any
 import uuid as _uuid
 from dataclasses import dataclass as _dataclass, field as _field
 from typing import ClassVar as _ClassVar
@@ -26,20 +27,21 @@ from kraft_jbod.wire.primitives import (
     short_fixed as _short_fixed, uuid_from_bytes as _uuid_from_bytes,
 )
 
+_new = object.__new__
 _S_i = _struct.Struct('>i')
 _S_ib = _struct.Struct('>ib')
 _S_iiq = _struct.Struct('>iiq')
 _S_iq = _struct.Struct('>iq')
 _S_iqi = _struct.Struct('>iqi')
-_L_iqi = (('PartitionIndex', 4), ('Timestamp', 8), ('MaxNumOffsets', 4))
-_L_iq = (('PartitionIndex', 4), ('Timestamp', 8))
-_L_iiq = (('PartitionIndex', 4), ('CurrentLeaderEpoch', 4), ('Timestamp', 8))
-_L_i = (('ReplicaId', 4),)
-_L_ib = (('ReplicaId', 4), ('IsolationLevel', 1))
-_L_i = (('TimeoutMs', 4),)
+_L0 = (('PartitionIndex', 4), ('Timestamp', 8), ('MaxNumOffsets', 4))
+_L1 = (('PartitionIndex', 4), ('Timestamp', 8))
+_L2 = (('PartitionIndex', 4), ('CurrentLeaderEpoch', 4), ('Timestamp', 8))
+_L3 = (('ReplicaId', 4),)
+_L4 = (('ReplicaId', 4), ('IsolationLevel', 1))
+_L5 = (('TimeoutMs', 4),)
 
 
-def _absent(field: str, version: int) -> _EncodeError:
+def _absent(field: str, version: int | str) -> _EncodeError:
     return _EncodeError(
         f'attempted to write a non-default {field} at version {version}', field_path=field
     )
@@ -104,10 +106,16 @@ def _read_ListOffsetsPartition_0(buf: bytes | bytearray | memoryview, pos: int) 
     # versions 0
     end = len(buf)
     if pos + 16 > end:
-        raise _short_fixed(pos, end, _L_iqi)
+        raise _short_fixed(pos, end, _L0)
     v_partition_index, v_timestamp, v_max_num_offsets = _S_iqi.unpack_from(buf, pos)
     pos += 16
-    return ListOffsetsPartition(v_partition_index, -1, v_timestamp, v_max_num_offsets, ()), pos
+    o = _new(ListOffsetsPartition)
+    o.partition_index = v_partition_index
+    o.current_leader_epoch = -1
+    o.timestamp = v_timestamp
+    o.max_num_offsets = v_max_num_offsets
+    o.unknown_tagged_fields = ()
+    return o, pos
 
 
 def _write_ListOffsetsPartition_0(o: ListOffsetsPartition, out: bytearray) -> None:
@@ -121,10 +129,16 @@ def _read_ListOffsetsPartition_1(buf: bytes | bytearray | memoryview, pos: int) 
     # versions 1-3
     end = len(buf)
     if pos + 12 > end:
-        raise _short_fixed(pos, end, _L_iq)
+        raise _short_fixed(pos, end, _L1)
     v_partition_index, v_timestamp = _S_iq.unpack_from(buf, pos)
     pos += 12
-    return ListOffsetsPartition(v_partition_index, -1, v_timestamp, 1, ()), pos
+    o = _new(ListOffsetsPartition)
+    o.partition_index = v_partition_index
+    o.current_leader_epoch = -1
+    o.timestamp = v_timestamp
+    o.max_num_offsets = 1
+    o.unknown_tagged_fields = ()
+    return o, pos
 
 
 def _write_ListOffsetsPartition_1(o: ListOffsetsPartition, out: bytearray) -> None:
@@ -140,10 +154,16 @@ def _read_ListOffsetsPartition_2(buf: bytes | bytearray | memoryview, pos: int) 
     # versions 4-5
     end = len(buf)
     if pos + 16 > end:
-        raise _short_fixed(pos, end, _L_iiq)
+        raise _short_fixed(pos, end, _L2)
     v_partition_index, v_current_leader_epoch, v_timestamp = _S_iiq.unpack_from(buf, pos)
     pos += 16
-    return ListOffsetsPartition(v_partition_index, v_current_leader_epoch, v_timestamp, 1, ()), pos
+    o = _new(ListOffsetsPartition)
+    o.partition_index = v_partition_index
+    o.current_leader_epoch = v_current_leader_epoch
+    o.timestamp = v_timestamp
+    o.max_num_offsets = 1
+    o.unknown_tagged_fields = ()
+    return o, pos
 
 
 def _write_ListOffsetsPartition_2(o: ListOffsetsPartition, out: bytearray) -> None:
@@ -159,7 +179,7 @@ def _read_ListOffsetsPartition_3(buf: bytes | bytearray | memoryview, pos: int) 
     # versions 6-10
     end = len(buf)
     if pos + 16 > end:
-        raise _short_fixed(pos, end, _L_iiq)
+        raise _short_fixed(pos, end, _L2)
     v_partition_index, v_current_leader_epoch, v_timestamp = _S_iiq.unpack_from(buf, pos)
     pos += 16
     unknown: tuple[tuple[int, bytes], ...] = ()
@@ -174,7 +194,13 @@ def _read_ListOffsetsPartition_3(buf: bytes | bytearray | memoryview, pos: int) 
             pos += size
         if raw_tags:
             unknown = tuple(raw_tags)
-    return ListOffsetsPartition(v_partition_index, v_current_leader_epoch, v_timestamp, 1, unknown), pos
+    o = _new(ListOffsetsPartition)
+    o.partition_index = v_partition_index
+    o.current_leader_epoch = v_current_leader_epoch
+    o.timestamp = v_timestamp
+    o.max_num_offsets = 1
+    o.unknown_tagged_fields = unknown
+    return o, pos
 
 
 def _write_ListOffsetsPartition_3(o: ListOffsetsPartition, out: bytearray) -> None:
@@ -192,17 +218,22 @@ def _read_ListOffsetsTopic_0(buf: bytes | bytearray | memoryview, pos: int) -> t
     # versions 0
     end = len(buf)
     v_name, pos = _rs(buf, pos, 'Name')
+    v_partitions: list[ListOffsetsPartition]
     n_v_partitions, pos = _ral(buf, pos, 'Partitions')
     v_partitions = []
-    app = v_partitions.append
+    app_v_partitions = v_partitions.append
     i = 0
     try:
         for i in range(n_v_partitions):
-            item, pos = _read_ListOffsetsPartition_0(buf, pos)
-            app(item)
+            e_v_partitions, pos = _read_ListOffsetsPartition_0(buf, pos)
+            app_v_partitions(e_v_partitions)
     except _DecodeError as exc:
         raise exc.refine(field=f'Partitions[{i}]')
-    return ListOffsetsTopic(v_name, v_partitions, ()), pos
+    o = _new(ListOffsetsTopic)
+    o.name = v_name
+    o.partitions = v_partitions
+    o.unknown_tagged_fields = ()
+    return o, pos
 
 
 def _write_ListOffsetsTopic_0(o: ListOffsetsTopic, out: bytearray) -> None:
@@ -213,8 +244,8 @@ def _write_ListOffsetsTopic_0(o: ListOffsetsTopic, out: bytearray) -> None:
     if o.partitions is None:
         raise _null('Partitions')
     _wal(out, o.partitions, 'Partitions')
-    for item in o.partitions:
-        _write_ListOffsetsPartition_0(item, out)
+    for e_partitions in o.partitions:
+        _write_ListOffsetsPartition_0(e_partitions, out)
     if o.unknown_tagged_fields:
         raise _EncodeError('tagged fields cannot be written at non-flexible version 0')
 
@@ -223,17 +254,22 @@ def _read_ListOffsetsTopic_1(buf: bytes | bytearray | memoryview, pos: int) -> t
     # versions 1-3
     end = len(buf)
     v_name, pos = _rs(buf, pos, 'Name')
+    v_partitions: list[ListOffsetsPartition]
     n_v_partitions, pos = _ral(buf, pos, 'Partitions')
     v_partitions = []
-    app = v_partitions.append
+    app_v_partitions = v_partitions.append
     i = 0
     try:
         for i in range(n_v_partitions):
-            item, pos = _read_ListOffsetsPartition_1(buf, pos)
-            app(item)
+            e_v_partitions, pos = _read_ListOffsetsPartition_1(buf, pos)
+            app_v_partitions(e_v_partitions)
     except _DecodeError as exc:
         raise exc.refine(field=f'Partitions[{i}]')
-    return ListOffsetsTopic(v_name, v_partitions, ()), pos
+    o = _new(ListOffsetsTopic)
+    o.name = v_name
+    o.partitions = v_partitions
+    o.unknown_tagged_fields = ()
+    return o, pos
 
 
 def _write_ListOffsetsTopic_1(o: ListOffsetsTopic, out: bytearray) -> None:
@@ -244,8 +280,8 @@ def _write_ListOffsetsTopic_1(o: ListOffsetsTopic, out: bytearray) -> None:
     if o.partitions is None:
         raise _null('Partitions')
     _wal(out, o.partitions, 'Partitions')
-    for item in o.partitions:
-        _write_ListOffsetsPartition_1(item, out)
+    for e_partitions in o.partitions:
+        _write_ListOffsetsPartition_1(e_partitions, out)
     if o.unknown_tagged_fields:
         raise _EncodeError('tagged fields cannot be written at non-flexible version 1-3')
 
@@ -254,17 +290,22 @@ def _read_ListOffsetsTopic_2(buf: bytes | bytearray | memoryview, pos: int) -> t
     # versions 4-5
     end = len(buf)
     v_name, pos = _rs(buf, pos, 'Name')
+    v_partitions: list[ListOffsetsPartition]
     n_v_partitions, pos = _ral(buf, pos, 'Partitions')
     v_partitions = []
-    app = v_partitions.append
+    app_v_partitions = v_partitions.append
     i = 0
     try:
         for i in range(n_v_partitions):
-            item, pos = _read_ListOffsetsPartition_2(buf, pos)
-            app(item)
+            e_v_partitions, pos = _read_ListOffsetsPartition_2(buf, pos)
+            app_v_partitions(e_v_partitions)
     except _DecodeError as exc:
         raise exc.refine(field=f'Partitions[{i}]')
-    return ListOffsetsTopic(v_name, v_partitions, ()), pos
+    o = _new(ListOffsetsTopic)
+    o.name = v_name
+    o.partitions = v_partitions
+    o.unknown_tagged_fields = ()
+    return o, pos
 
 
 def _write_ListOffsetsTopic_2(o: ListOffsetsTopic, out: bytearray) -> None:
@@ -275,8 +316,8 @@ def _write_ListOffsetsTopic_2(o: ListOffsetsTopic, out: bytearray) -> None:
     if o.partitions is None:
         raise _null('Partitions')
     _wal(out, o.partitions, 'Partitions')
-    for item in o.partitions:
-        _write_ListOffsetsPartition_2(item, out)
+    for e_partitions in o.partitions:
+        _write_ListOffsetsPartition_2(e_partitions, out)
     if o.unknown_tagged_fields:
         raise _EncodeError('tagged fields cannot be written at non-flexible version 4-5')
 
@@ -285,14 +326,19 @@ def _read_ListOffsetsTopic_3(buf: bytes | bytearray | memoryview, pos: int) -> t
     # versions 6-10
     end = len(buf)
     v_name, pos = _rcs(buf, pos, 'Name')
-    n_v_partitions, pos = _rcal(buf, pos, 'Partitions')
+    v_partitions: list[ListOffsetsPartition]
+    n_v_partitions = buf[pos] - 1 if pos < end else -2
+    if 0 <= n_v_partitions < 127 and n_v_partitions <= end - pos:
+        pos += 1
+    else:
+        n_v_partitions, pos = _rcal(buf, pos, 'Partitions')
     v_partitions = []
-    app = v_partitions.append
+    app_v_partitions = v_partitions.append
     i = 0
     try:
         for i in range(n_v_partitions):
-            item, pos = _read_ListOffsetsPartition_3(buf, pos)
-            app(item)
+            e_v_partitions, pos = _read_ListOffsetsPartition_3(buf, pos)
+            app_v_partitions(e_v_partitions)
     except _DecodeError as exc:
         raise exc.refine(field=f'Partitions[{i}]')
     unknown: tuple[tuple[int, bytes], ...] = ()
@@ -307,7 +353,11 @@ def _read_ListOffsetsTopic_3(buf: bytes | bytearray | memoryview, pos: int) -> t
             pos += size
         if raw_tags:
             unknown = tuple(raw_tags)
-    return ListOffsetsTopic(v_name, v_partitions, unknown), pos
+    o = _new(ListOffsetsTopic)
+    o.name = v_name
+    o.partitions = v_partitions
+    o.unknown_tagged_fields = unknown
+    return o, pos
 
 
 def _write_ListOffsetsTopic_3(o: ListOffsetsTopic, out: bytearray) -> None:
@@ -318,8 +368,8 @@ def _write_ListOffsetsTopic_3(o: ListOffsetsTopic, out: bytearray) -> None:
     if o.partitions is None:
         raise _null('Partitions')
     _wcal(out, o.partitions, 'Partitions')
-    for item in o.partitions:
-        _write_ListOffsetsPartition_3(item, out)
+    for e_partitions in o.partitions:
+        _write_ListOffsetsPartition_3(e_partitions, out)
     if o.unknown_tagged_fields:
         _wts(out, (), o.unknown_tagged_fields, '_tagged_fields')
     else:
@@ -330,20 +380,27 @@ def _read_ListOffsetsRequest_0(buf: bytes | bytearray | memoryview, pos: int) ->
     # versions 0
     end = len(buf)
     if pos + 4 > end:
-        raise _short_fixed(pos, end, _L_i)
+        raise _short_fixed(pos, end, _L3)
     v_replica_id, = _S_i.unpack_from(buf, pos)
     pos += 4
+    v_topics: list[ListOffsetsTopic]
     n_v_topics, pos = _ral(buf, pos, 'Topics')
     v_topics = []
-    app = v_topics.append
+    app_v_topics = v_topics.append
     i = 0
     try:
         for i in range(n_v_topics):
-            item, pos = _read_ListOffsetsTopic_0(buf, pos)
-            app(item)
+            e_v_topics, pos = _read_ListOffsetsTopic_0(buf, pos)
+            app_v_topics(e_v_topics)
     except _DecodeError as exc:
         raise exc.refine(field=f'Topics[{i}]')
-    return ListOffsetsRequest(v_replica_id, 0, v_topics, 0, ()), pos
+    o = _new(ListOffsetsRequest)
+    o.replica_id = v_replica_id
+    o.isolation_level = 0
+    o.topics = v_topics
+    o.timeout_ms = 0
+    o.unknown_tagged_fields = ()
+    return o, pos
 
 
 def _write_ListOffsetsRequest_0(o: ListOffsetsRequest, out: bytearray) -> None:
@@ -354,8 +411,8 @@ def _write_ListOffsetsRequest_0(o: ListOffsetsRequest, out: bytearray) -> None:
     if o.topics is None:
         raise _null('Topics')
     _wal(out, o.topics, 'Topics')
-    for item in o.topics:
-        _write_ListOffsetsTopic_0(item, out)
+    for e_topics in o.topics:
+        _write_ListOffsetsTopic_0(e_topics, out)
     if o.unknown_tagged_fields:
         raise _EncodeError('tagged fields cannot be written at non-flexible version 0')
 
@@ -364,20 +421,27 @@ def _read_ListOffsetsRequest_1(buf: bytes | bytearray | memoryview, pos: int) ->
     # versions 1
     end = len(buf)
     if pos + 4 > end:
-        raise _short_fixed(pos, end, _L_i)
+        raise _short_fixed(pos, end, _L3)
     v_replica_id, = _S_i.unpack_from(buf, pos)
     pos += 4
+    v_topics: list[ListOffsetsTopic]
     n_v_topics, pos = _ral(buf, pos, 'Topics')
     v_topics = []
-    app = v_topics.append
+    app_v_topics = v_topics.append
     i = 0
     try:
         for i in range(n_v_topics):
-            item, pos = _read_ListOffsetsTopic_1(buf, pos)
-            app(item)
+            e_v_topics, pos = _read_ListOffsetsTopic_1(buf, pos)
+            app_v_topics(e_v_topics)
     except _DecodeError as exc:
         raise exc.refine(field=f'Topics[{i}]')
-    return ListOffsetsRequest(v_replica_id, 0, v_topics, 0, ()), pos
+    o = _new(ListOffsetsRequest)
+    o.replica_id = v_replica_id
+    o.isolation_level = 0
+    o.topics = v_topics
+    o.timeout_ms = 0
+    o.unknown_tagged_fields = ()
+    return o, pos
 
 
 def _write_ListOffsetsRequest_1(o: ListOffsetsRequest, out: bytearray) -> None:
@@ -388,8 +452,8 @@ def _write_ListOffsetsRequest_1(o: ListOffsetsRequest, out: bytearray) -> None:
     if o.topics is None:
         raise _null('Topics')
     _wal(out, o.topics, 'Topics')
-    for item in o.topics:
-        _write_ListOffsetsTopic_1(item, out)
+    for e_topics in o.topics:
+        _write_ListOffsetsTopic_1(e_topics, out)
     if o.unknown_tagged_fields:
         raise _EncodeError('tagged fields cannot be written at non-flexible version 1')
 
@@ -398,20 +462,27 @@ def _read_ListOffsetsRequest_2(buf: bytes | bytearray | memoryview, pos: int) ->
     # versions 2-3
     end = len(buf)
     if pos + 5 > end:
-        raise _short_fixed(pos, end, _L_ib)
+        raise _short_fixed(pos, end, _L4)
     v_replica_id, v_isolation_level = _S_ib.unpack_from(buf, pos)
     pos += 5
+    v_topics: list[ListOffsetsTopic]
     n_v_topics, pos = _ral(buf, pos, 'Topics')
     v_topics = []
-    app = v_topics.append
+    app_v_topics = v_topics.append
     i = 0
     try:
         for i in range(n_v_topics):
-            item, pos = _read_ListOffsetsTopic_1(buf, pos)
-            app(item)
+            e_v_topics, pos = _read_ListOffsetsTopic_1(buf, pos)
+            app_v_topics(e_v_topics)
     except _DecodeError as exc:
         raise exc.refine(field=f'Topics[{i}]')
-    return ListOffsetsRequest(v_replica_id, v_isolation_level, v_topics, 0, ()), pos
+    o = _new(ListOffsetsRequest)
+    o.replica_id = v_replica_id
+    o.isolation_level = v_isolation_level
+    o.topics = v_topics
+    o.timeout_ms = 0
+    o.unknown_tagged_fields = ()
+    return o, pos
 
 
 def _write_ListOffsetsRequest_2(o: ListOffsetsRequest, out: bytearray) -> None:
@@ -420,8 +491,8 @@ def _write_ListOffsetsRequest_2(o: ListOffsetsRequest, out: bytearray) -> None:
     if o.topics is None:
         raise _null('Topics')
     _wal(out, o.topics, 'Topics')
-    for item in o.topics:
-        _write_ListOffsetsTopic_1(item, out)
+    for e_topics in o.topics:
+        _write_ListOffsetsTopic_1(e_topics, out)
     if o.unknown_tagged_fields:
         raise _EncodeError('tagged fields cannot be written at non-flexible version 2-3')
 
@@ -430,20 +501,27 @@ def _read_ListOffsetsRequest_3(buf: bytes | bytearray | memoryview, pos: int) ->
     # versions 4-5
     end = len(buf)
     if pos + 5 > end:
-        raise _short_fixed(pos, end, _L_ib)
+        raise _short_fixed(pos, end, _L4)
     v_replica_id, v_isolation_level = _S_ib.unpack_from(buf, pos)
     pos += 5
+    v_topics: list[ListOffsetsTopic]
     n_v_topics, pos = _ral(buf, pos, 'Topics')
     v_topics = []
-    app = v_topics.append
+    app_v_topics = v_topics.append
     i = 0
     try:
         for i in range(n_v_topics):
-            item, pos = _read_ListOffsetsTopic_2(buf, pos)
-            app(item)
+            e_v_topics, pos = _read_ListOffsetsTopic_2(buf, pos)
+            app_v_topics(e_v_topics)
     except _DecodeError as exc:
         raise exc.refine(field=f'Topics[{i}]')
-    return ListOffsetsRequest(v_replica_id, v_isolation_level, v_topics, 0, ()), pos
+    o = _new(ListOffsetsRequest)
+    o.replica_id = v_replica_id
+    o.isolation_level = v_isolation_level
+    o.topics = v_topics
+    o.timeout_ms = 0
+    o.unknown_tagged_fields = ()
+    return o, pos
 
 
 def _write_ListOffsetsRequest_3(o: ListOffsetsRequest, out: bytearray) -> None:
@@ -452,8 +530,8 @@ def _write_ListOffsetsRequest_3(o: ListOffsetsRequest, out: bytearray) -> None:
     if o.topics is None:
         raise _null('Topics')
     _wal(out, o.topics, 'Topics')
-    for item in o.topics:
-        _write_ListOffsetsTopic_2(item, out)
+    for e_topics in o.topics:
+        _write_ListOffsetsTopic_2(e_topics, out)
     if o.unknown_tagged_fields:
         raise _EncodeError('tagged fields cannot be written at non-flexible version 4-5')
 
@@ -462,17 +540,22 @@ def _read_ListOffsetsRequest_4(buf: bytes | bytearray | memoryview, pos: int) ->
     # versions 6-9
     end = len(buf)
     if pos + 5 > end:
-        raise _short_fixed(pos, end, _L_ib)
+        raise _short_fixed(pos, end, _L4)
     v_replica_id, v_isolation_level = _S_ib.unpack_from(buf, pos)
     pos += 5
-    n_v_topics, pos = _rcal(buf, pos, 'Topics')
+    v_topics: list[ListOffsetsTopic]
+    n_v_topics = buf[pos] - 1 if pos < end else -2
+    if 0 <= n_v_topics < 127 and n_v_topics <= end - pos:
+        pos += 1
+    else:
+        n_v_topics, pos = _rcal(buf, pos, 'Topics')
     v_topics = []
-    app = v_topics.append
+    app_v_topics = v_topics.append
     i = 0
     try:
         for i in range(n_v_topics):
-            item, pos = _read_ListOffsetsTopic_3(buf, pos)
-            app(item)
+            e_v_topics, pos = _read_ListOffsetsTopic_3(buf, pos)
+            app_v_topics(e_v_topics)
     except _DecodeError as exc:
         raise exc.refine(field=f'Topics[{i}]')
     unknown: tuple[tuple[int, bytes], ...] = ()
@@ -487,7 +570,13 @@ def _read_ListOffsetsRequest_4(buf: bytes | bytearray | memoryview, pos: int) ->
             pos += size
         if raw_tags:
             unknown = tuple(raw_tags)
-    return ListOffsetsRequest(v_replica_id, v_isolation_level, v_topics, 0, unknown), pos
+    o = _new(ListOffsetsRequest)
+    o.replica_id = v_replica_id
+    o.isolation_level = v_isolation_level
+    o.topics = v_topics
+    o.timeout_ms = 0
+    o.unknown_tagged_fields = unknown
+    return o, pos
 
 
 def _write_ListOffsetsRequest_4(o: ListOffsetsRequest, out: bytearray) -> None:
@@ -496,8 +585,8 @@ def _write_ListOffsetsRequest_4(o: ListOffsetsRequest, out: bytearray) -> None:
     if o.topics is None:
         raise _null('Topics')
     _wcal(out, o.topics, 'Topics')
-    for item in o.topics:
-        _write_ListOffsetsTopic_3(item, out)
+    for e_topics in o.topics:
+        _write_ListOffsetsTopic_3(e_topics, out)
     if o.unknown_tagged_fields:
         _wts(out, (), o.unknown_tagged_fields, '_tagged_fields')
     else:
@@ -508,21 +597,26 @@ def _read_ListOffsetsRequest_5(buf: bytes | bytearray | memoryview, pos: int) ->
     # versions 10
     end = len(buf)
     if pos + 5 > end:
-        raise _short_fixed(pos, end, _L_ib)
+        raise _short_fixed(pos, end, _L4)
     v_replica_id, v_isolation_level = _S_ib.unpack_from(buf, pos)
     pos += 5
-    n_v_topics, pos = _rcal(buf, pos, 'Topics')
+    v_topics: list[ListOffsetsTopic]
+    n_v_topics = buf[pos] - 1 if pos < end else -2
+    if 0 <= n_v_topics < 127 and n_v_topics <= end - pos:
+        pos += 1
+    else:
+        n_v_topics, pos = _rcal(buf, pos, 'Topics')
     v_topics = []
-    app = v_topics.append
+    app_v_topics = v_topics.append
     i = 0
     try:
         for i in range(n_v_topics):
-            item, pos = _read_ListOffsetsTopic_3(buf, pos)
-            app(item)
+            e_v_topics, pos = _read_ListOffsetsTopic_3(buf, pos)
+            app_v_topics(e_v_topics)
     except _DecodeError as exc:
         raise exc.refine(field=f'Topics[{i}]')
     if pos + 4 > end:
-        raise _short_fixed(pos, end, _L_i)
+        raise _short_fixed(pos, end, _L5)
     v_timeout_ms, = _S_i.unpack_from(buf, pos)
     pos += 4
     unknown: tuple[tuple[int, bytes], ...] = ()
@@ -537,7 +631,13 @@ def _read_ListOffsetsRequest_5(buf: bytes | bytearray | memoryview, pos: int) ->
             pos += size
         if raw_tags:
             unknown = tuple(raw_tags)
-    return ListOffsetsRequest(v_replica_id, v_isolation_level, v_topics, v_timeout_ms, unknown), pos
+    o = _new(ListOffsetsRequest)
+    o.replica_id = v_replica_id
+    o.isolation_level = v_isolation_level
+    o.topics = v_topics
+    o.timeout_ms = v_timeout_ms
+    o.unknown_tagged_fields = unknown
+    return o, pos
 
 
 def _write_ListOffsetsRequest_5(o: ListOffsetsRequest, out: bytearray) -> None:
@@ -546,8 +646,8 @@ def _write_ListOffsetsRequest_5(o: ListOffsetsRequest, out: bytearray) -> None:
     if o.topics is None:
         raise _null('Topics')
     _wcal(out, o.topics, 'Topics')
-    for item in o.topics:
-        _write_ListOffsetsTopic_3(item, out)
+    for e_topics in o.topics:
+        _write_ListOffsetsTopic_3(e_topics, out)
     out += _S_i.pack(o.timeout_ms)
     if o.unknown_tagged_fields:
         _wts(out, (), o.unknown_tagged_fields, '_tagged_fields')

@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import struct as _struct
+from typing import Any as _Any
 import uuid as _uuid
 from dataclasses import dataclass as _dataclass, field as _field
 from typing import ClassVar as _ClassVar
@@ -26,18 +27,18 @@ from kraft_jbod.wire.primitives import (
     short_fixed as _short_fixed, uuid_from_bytes as _uuid_from_bytes,
 )
 
+_new = object.__new__
 _S_i = _struct.Struct('>i')
 _S_ih = _struct.Struct('>ih')
 _S_ihqq = _struct.Struct('>ihqq')
 _S_ihqqi = _struct.Struct('>ihqqi')
-_S_q = _struct.Struct('>q')
-_L_ih = (('PartitionIndex', 4), ('ErrorCode', 2))
-_L_ihqq = (('PartitionIndex', 4), ('ErrorCode', 2), ('Timestamp', 8), ('Offset', 8))
-_L_ihqqi = (('PartitionIndex', 4), ('ErrorCode', 2), ('Timestamp', 8), ('Offset', 8), ('LeaderEpoch', 4))
-_L_i = (('ThrottleTimeMs', 4),)
+_L0 = (('PartitionIndex', 4), ('ErrorCode', 2))
+_L1 = (('PartitionIndex', 4), ('ErrorCode', 2), ('Timestamp', 8), ('Offset', 8))
+_L2 = (('PartitionIndex', 4), ('ErrorCode', 2), ('Timestamp', 8), ('Offset', 8), ('LeaderEpoch', 4))
+_L3 = (('ThrottleTimeMs', 4),)
 
 
-def _absent(field: str, version: int) -> _EncodeError:
+def _absent(field: str, version: int | str) -> _EncodeError:
     return _EncodeError(
         f'attempted to write a non-default {field} at version {version}', field_path=field
     )
@@ -102,12 +103,21 @@ def _read_ListOffsetsPartitionResponse_0(buf: bytes | bytearray | memoryview, po
     # versions 0
     end = len(buf)
     if pos + 6 > end:
-        raise _short_fixed(pos, end, _L_ih)
+        raise _short_fixed(pos, end, _L0)
     v_partition_index, v_error_code = _S_ih.unpack_from(buf, pos)
     pos += 6
+    v_old_style_offsets: list[int]
     n_v_old_style_offsets, pos = _ral(buf, pos, 'OldStyleOffsets')
-    v_old_style_offsets, pos = _rfa(buf, pos, n_v_old_style_offsets, _S_q, 'OldStyleOffsets')
-    return ListOffsetsPartitionResponse(v_partition_index, v_error_code, v_old_style_offsets, -1, -1, -1, ()), pos
+    v_old_style_offsets, pos = _rfa(buf, pos, n_v_old_style_offsets, 'q', 'OldStyleOffsets')
+    o = _new(ListOffsetsPartitionResponse)
+    o.partition_index = v_partition_index
+    o.error_code = v_error_code
+    o.old_style_offsets = v_old_style_offsets
+    o.timestamp = -1
+    o.offset = -1
+    o.leader_epoch = -1
+    o.unknown_tagged_fields = ()
+    return o, pos
 
 
 def _write_ListOffsetsPartitionResponse_0(o: ListOffsetsPartitionResponse, out: bytearray) -> None:
@@ -131,10 +141,18 @@ def _read_ListOffsetsPartitionResponse_1(buf: bytes | bytearray | memoryview, po
     # versions 1-3
     end = len(buf)
     if pos + 22 > end:
-        raise _short_fixed(pos, end, _L_ihqq)
+        raise _short_fixed(pos, end, _L1)
     v_partition_index, v_error_code, v_timestamp, v_offset = _S_ihqq.unpack_from(buf, pos)
     pos += 22
-    return ListOffsetsPartitionResponse(v_partition_index, v_error_code, [], v_timestamp, v_offset, -1, ()), pos
+    o = _new(ListOffsetsPartitionResponse)
+    o.partition_index = v_partition_index
+    o.error_code = v_error_code
+    o.old_style_offsets = []
+    o.timestamp = v_timestamp
+    o.offset = v_offset
+    o.leader_epoch = -1
+    o.unknown_tagged_fields = ()
+    return o, pos
 
 
 def _write_ListOffsetsPartitionResponse_1(o: ListOffsetsPartitionResponse, out: bytearray) -> None:
@@ -152,10 +170,18 @@ def _read_ListOffsetsPartitionResponse_2(buf: bytes | bytearray | memoryview, po
     # versions 4-5
     end = len(buf)
     if pos + 26 > end:
-        raise _short_fixed(pos, end, _L_ihqqi)
+        raise _short_fixed(pos, end, _L2)
     v_partition_index, v_error_code, v_timestamp, v_offset, v_leader_epoch = _S_ihqqi.unpack_from(buf, pos)
     pos += 26
-    return ListOffsetsPartitionResponse(v_partition_index, v_error_code, [], v_timestamp, v_offset, v_leader_epoch, ()), pos
+    o = _new(ListOffsetsPartitionResponse)
+    o.partition_index = v_partition_index
+    o.error_code = v_error_code
+    o.old_style_offsets = []
+    o.timestamp = v_timestamp
+    o.offset = v_offset
+    o.leader_epoch = v_leader_epoch
+    o.unknown_tagged_fields = ()
+    return o, pos
 
 
 def _write_ListOffsetsPartitionResponse_2(o: ListOffsetsPartitionResponse, out: bytearray) -> None:
@@ -171,7 +197,7 @@ def _read_ListOffsetsPartitionResponse_3(buf: bytes | bytearray | memoryview, po
     # versions 6-10
     end = len(buf)
     if pos + 26 > end:
-        raise _short_fixed(pos, end, _L_ihqqi)
+        raise _short_fixed(pos, end, _L2)
     v_partition_index, v_error_code, v_timestamp, v_offset, v_leader_epoch = _S_ihqqi.unpack_from(buf, pos)
     pos += 26
     unknown: tuple[tuple[int, bytes], ...] = ()
@@ -186,7 +212,15 @@ def _read_ListOffsetsPartitionResponse_3(buf: bytes | bytearray | memoryview, po
             pos += size
         if raw_tags:
             unknown = tuple(raw_tags)
-    return ListOffsetsPartitionResponse(v_partition_index, v_error_code, [], v_timestamp, v_offset, v_leader_epoch, unknown), pos
+    o = _new(ListOffsetsPartitionResponse)
+    o.partition_index = v_partition_index
+    o.error_code = v_error_code
+    o.old_style_offsets = []
+    o.timestamp = v_timestamp
+    o.offset = v_offset
+    o.leader_epoch = v_leader_epoch
+    o.unknown_tagged_fields = unknown
+    return o, pos
 
 
 def _write_ListOffsetsPartitionResponse_3(o: ListOffsetsPartitionResponse, out: bytearray) -> None:
@@ -204,17 +238,22 @@ def _read_ListOffsetsTopicResponse_0(buf: bytes | bytearray | memoryview, pos: i
     # versions 0
     end = len(buf)
     v_name, pos = _rs(buf, pos, 'Name')
+    v_partitions: list[ListOffsetsPartitionResponse]
     n_v_partitions, pos = _ral(buf, pos, 'Partitions')
     v_partitions = []
-    app = v_partitions.append
+    app_v_partitions = v_partitions.append
     i = 0
     try:
         for i in range(n_v_partitions):
-            item, pos = _read_ListOffsetsPartitionResponse_0(buf, pos)
-            app(item)
+            e_v_partitions, pos = _read_ListOffsetsPartitionResponse_0(buf, pos)
+            app_v_partitions(e_v_partitions)
     except _DecodeError as exc:
         raise exc.refine(field=f'Partitions[{i}]')
-    return ListOffsetsTopicResponse(v_name, v_partitions, ()), pos
+    o = _new(ListOffsetsTopicResponse)
+    o.name = v_name
+    o.partitions = v_partitions
+    o.unknown_tagged_fields = ()
+    return o, pos
 
 
 def _write_ListOffsetsTopicResponse_0(o: ListOffsetsTopicResponse, out: bytearray) -> None:
@@ -225,8 +264,8 @@ def _write_ListOffsetsTopicResponse_0(o: ListOffsetsTopicResponse, out: bytearra
     if o.partitions is None:
         raise _null('Partitions')
     _wal(out, o.partitions, 'Partitions')
-    for item in o.partitions:
-        _write_ListOffsetsPartitionResponse_0(item, out)
+    for e_partitions in o.partitions:
+        _write_ListOffsetsPartitionResponse_0(e_partitions, out)
     if o.unknown_tagged_fields:
         raise _EncodeError('tagged fields cannot be written at non-flexible version 0')
 
@@ -235,17 +274,22 @@ def _read_ListOffsetsTopicResponse_1(buf: bytes | bytearray | memoryview, pos: i
     # versions 1-3
     end = len(buf)
     v_name, pos = _rs(buf, pos, 'Name')
+    v_partitions: list[ListOffsetsPartitionResponse]
     n_v_partitions, pos = _ral(buf, pos, 'Partitions')
     v_partitions = []
-    app = v_partitions.append
+    app_v_partitions = v_partitions.append
     i = 0
     try:
         for i in range(n_v_partitions):
-            item, pos = _read_ListOffsetsPartitionResponse_1(buf, pos)
-            app(item)
+            e_v_partitions, pos = _read_ListOffsetsPartitionResponse_1(buf, pos)
+            app_v_partitions(e_v_partitions)
     except _DecodeError as exc:
         raise exc.refine(field=f'Partitions[{i}]')
-    return ListOffsetsTopicResponse(v_name, v_partitions, ()), pos
+    o = _new(ListOffsetsTopicResponse)
+    o.name = v_name
+    o.partitions = v_partitions
+    o.unknown_tagged_fields = ()
+    return o, pos
 
 
 def _write_ListOffsetsTopicResponse_1(o: ListOffsetsTopicResponse, out: bytearray) -> None:
@@ -256,8 +300,8 @@ def _write_ListOffsetsTopicResponse_1(o: ListOffsetsTopicResponse, out: bytearra
     if o.partitions is None:
         raise _null('Partitions')
     _wal(out, o.partitions, 'Partitions')
-    for item in o.partitions:
-        _write_ListOffsetsPartitionResponse_1(item, out)
+    for e_partitions in o.partitions:
+        _write_ListOffsetsPartitionResponse_1(e_partitions, out)
     if o.unknown_tagged_fields:
         raise _EncodeError('tagged fields cannot be written at non-flexible version 1-3')
 
@@ -266,17 +310,22 @@ def _read_ListOffsetsTopicResponse_2(buf: bytes | bytearray | memoryview, pos: i
     # versions 4-5
     end = len(buf)
     v_name, pos = _rs(buf, pos, 'Name')
+    v_partitions: list[ListOffsetsPartitionResponse]
     n_v_partitions, pos = _ral(buf, pos, 'Partitions')
     v_partitions = []
-    app = v_partitions.append
+    app_v_partitions = v_partitions.append
     i = 0
     try:
         for i in range(n_v_partitions):
-            item, pos = _read_ListOffsetsPartitionResponse_2(buf, pos)
-            app(item)
+            e_v_partitions, pos = _read_ListOffsetsPartitionResponse_2(buf, pos)
+            app_v_partitions(e_v_partitions)
     except _DecodeError as exc:
         raise exc.refine(field=f'Partitions[{i}]')
-    return ListOffsetsTopicResponse(v_name, v_partitions, ()), pos
+    o = _new(ListOffsetsTopicResponse)
+    o.name = v_name
+    o.partitions = v_partitions
+    o.unknown_tagged_fields = ()
+    return o, pos
 
 
 def _write_ListOffsetsTopicResponse_2(o: ListOffsetsTopicResponse, out: bytearray) -> None:
@@ -287,8 +336,8 @@ def _write_ListOffsetsTopicResponse_2(o: ListOffsetsTopicResponse, out: bytearra
     if o.partitions is None:
         raise _null('Partitions')
     _wal(out, o.partitions, 'Partitions')
-    for item in o.partitions:
-        _write_ListOffsetsPartitionResponse_2(item, out)
+    for e_partitions in o.partitions:
+        _write_ListOffsetsPartitionResponse_2(e_partitions, out)
     if o.unknown_tagged_fields:
         raise _EncodeError('tagged fields cannot be written at non-flexible version 4-5')
 
@@ -297,14 +346,19 @@ def _read_ListOffsetsTopicResponse_3(buf: bytes | bytearray | memoryview, pos: i
     # versions 6-10
     end = len(buf)
     v_name, pos = _rcs(buf, pos, 'Name')
-    n_v_partitions, pos = _rcal(buf, pos, 'Partitions')
+    v_partitions: list[ListOffsetsPartitionResponse]
+    n_v_partitions = buf[pos] - 1 if pos < end else -2
+    if 0 <= n_v_partitions < 127 and n_v_partitions <= end - pos:
+        pos += 1
+    else:
+        n_v_partitions, pos = _rcal(buf, pos, 'Partitions')
     v_partitions = []
-    app = v_partitions.append
+    app_v_partitions = v_partitions.append
     i = 0
     try:
         for i in range(n_v_partitions):
-            item, pos = _read_ListOffsetsPartitionResponse_3(buf, pos)
-            app(item)
+            e_v_partitions, pos = _read_ListOffsetsPartitionResponse_3(buf, pos)
+            app_v_partitions(e_v_partitions)
     except _DecodeError as exc:
         raise exc.refine(field=f'Partitions[{i}]')
     unknown: tuple[tuple[int, bytes], ...] = ()
@@ -319,7 +373,11 @@ def _read_ListOffsetsTopicResponse_3(buf: bytes | bytearray | memoryview, pos: i
             pos += size
         if raw_tags:
             unknown = tuple(raw_tags)
-    return ListOffsetsTopicResponse(v_name, v_partitions, unknown), pos
+    o = _new(ListOffsetsTopicResponse)
+    o.name = v_name
+    o.partitions = v_partitions
+    o.unknown_tagged_fields = unknown
+    return o, pos
 
 
 def _write_ListOffsetsTopicResponse_3(o: ListOffsetsTopicResponse, out: bytearray) -> None:
@@ -330,8 +388,8 @@ def _write_ListOffsetsTopicResponse_3(o: ListOffsetsTopicResponse, out: bytearra
     if o.partitions is None:
         raise _null('Partitions')
     _wcal(out, o.partitions, 'Partitions')
-    for item in o.partitions:
-        _write_ListOffsetsPartitionResponse_3(item, out)
+    for e_partitions in o.partitions:
+        _write_ListOffsetsPartitionResponse_3(e_partitions, out)
     if o.unknown_tagged_fields:
         _wts(out, (), o.unknown_tagged_fields, '_tagged_fields')
     else:
@@ -341,17 +399,22 @@ def _write_ListOffsetsTopicResponse_3(o: ListOffsetsTopicResponse, out: bytearra
 def _read_ListOffsetsResponse_0(buf: bytes | bytearray | memoryview, pos: int) -> tuple[ListOffsetsResponse, int]:
     # versions 0
     end = len(buf)
+    v_topics: list[ListOffsetsTopicResponse]
     n_v_topics, pos = _ral(buf, pos, 'Topics')
     v_topics = []
-    app = v_topics.append
+    app_v_topics = v_topics.append
     i = 0
     try:
         for i in range(n_v_topics):
-            item, pos = _read_ListOffsetsTopicResponse_0(buf, pos)
-            app(item)
+            e_v_topics, pos = _read_ListOffsetsTopicResponse_0(buf, pos)
+            app_v_topics(e_v_topics)
     except _DecodeError as exc:
         raise exc.refine(field=f'Topics[{i}]')
-    return ListOffsetsResponse(0, v_topics, ()), pos
+    o = _new(ListOffsetsResponse)
+    o.throttle_time_ms = 0
+    o.topics = v_topics
+    o.unknown_tagged_fields = ()
+    return o, pos
 
 
 def _write_ListOffsetsResponse_0(o: ListOffsetsResponse, out: bytearray) -> None:
@@ -359,8 +422,8 @@ def _write_ListOffsetsResponse_0(o: ListOffsetsResponse, out: bytearray) -> None
     if o.topics is None:
         raise _null('Topics')
     _wal(out, o.topics, 'Topics')
-    for item in o.topics:
-        _write_ListOffsetsTopicResponse_0(item, out)
+    for e_topics in o.topics:
+        _write_ListOffsetsTopicResponse_0(e_topics, out)
     if o.unknown_tagged_fields:
         raise _EncodeError('tagged fields cannot be written at non-flexible version 0')
 
@@ -368,17 +431,22 @@ def _write_ListOffsetsResponse_0(o: ListOffsetsResponse, out: bytearray) -> None
 def _read_ListOffsetsResponse_1(buf: bytes | bytearray | memoryview, pos: int) -> tuple[ListOffsetsResponse, int]:
     # versions 1
     end = len(buf)
+    v_topics: list[ListOffsetsTopicResponse]
     n_v_topics, pos = _ral(buf, pos, 'Topics')
     v_topics = []
-    app = v_topics.append
+    app_v_topics = v_topics.append
     i = 0
     try:
         for i in range(n_v_topics):
-            item, pos = _read_ListOffsetsTopicResponse_1(buf, pos)
-            app(item)
+            e_v_topics, pos = _read_ListOffsetsTopicResponse_1(buf, pos)
+            app_v_topics(e_v_topics)
     except _DecodeError as exc:
         raise exc.refine(field=f'Topics[{i}]')
-    return ListOffsetsResponse(0, v_topics, ()), pos
+    o = _new(ListOffsetsResponse)
+    o.throttle_time_ms = 0
+    o.topics = v_topics
+    o.unknown_tagged_fields = ()
+    return o, pos
 
 
 def _write_ListOffsetsResponse_1(o: ListOffsetsResponse, out: bytearray) -> None:
@@ -386,8 +454,8 @@ def _write_ListOffsetsResponse_1(o: ListOffsetsResponse, out: bytearray) -> None
     if o.topics is None:
         raise _null('Topics')
     _wal(out, o.topics, 'Topics')
-    for item in o.topics:
-        _write_ListOffsetsTopicResponse_1(item, out)
+    for e_topics in o.topics:
+        _write_ListOffsetsTopicResponse_1(e_topics, out)
     if o.unknown_tagged_fields:
         raise _EncodeError('tagged fields cannot be written at non-flexible version 1')
 
@@ -396,20 +464,25 @@ def _read_ListOffsetsResponse_2(buf: bytes | bytearray | memoryview, pos: int) -
     # versions 2-3
     end = len(buf)
     if pos + 4 > end:
-        raise _short_fixed(pos, end, _L_i)
+        raise _short_fixed(pos, end, _L3)
     v_throttle_time_ms, = _S_i.unpack_from(buf, pos)
     pos += 4
+    v_topics: list[ListOffsetsTopicResponse]
     n_v_topics, pos = _ral(buf, pos, 'Topics')
     v_topics = []
-    app = v_topics.append
+    app_v_topics = v_topics.append
     i = 0
     try:
         for i in range(n_v_topics):
-            item, pos = _read_ListOffsetsTopicResponse_1(buf, pos)
-            app(item)
+            e_v_topics, pos = _read_ListOffsetsTopicResponse_1(buf, pos)
+            app_v_topics(e_v_topics)
     except _DecodeError as exc:
         raise exc.refine(field=f'Topics[{i}]')
-    return ListOffsetsResponse(v_throttle_time_ms, v_topics, ()), pos
+    o = _new(ListOffsetsResponse)
+    o.throttle_time_ms = v_throttle_time_ms
+    o.topics = v_topics
+    o.unknown_tagged_fields = ()
+    return o, pos
 
 
 def _write_ListOffsetsResponse_2(o: ListOffsetsResponse, out: bytearray) -> None:
@@ -418,8 +491,8 @@ def _write_ListOffsetsResponse_2(o: ListOffsetsResponse, out: bytearray) -> None
     if o.topics is None:
         raise _null('Topics')
     _wal(out, o.topics, 'Topics')
-    for item in o.topics:
-        _write_ListOffsetsTopicResponse_1(item, out)
+    for e_topics in o.topics:
+        _write_ListOffsetsTopicResponse_1(e_topics, out)
     if o.unknown_tagged_fields:
         raise _EncodeError('tagged fields cannot be written at non-flexible version 2-3')
 
@@ -428,20 +501,25 @@ def _read_ListOffsetsResponse_3(buf: bytes | bytearray | memoryview, pos: int) -
     # versions 4-5
     end = len(buf)
     if pos + 4 > end:
-        raise _short_fixed(pos, end, _L_i)
+        raise _short_fixed(pos, end, _L3)
     v_throttle_time_ms, = _S_i.unpack_from(buf, pos)
     pos += 4
+    v_topics: list[ListOffsetsTopicResponse]
     n_v_topics, pos = _ral(buf, pos, 'Topics')
     v_topics = []
-    app = v_topics.append
+    app_v_topics = v_topics.append
     i = 0
     try:
         for i in range(n_v_topics):
-            item, pos = _read_ListOffsetsTopicResponse_2(buf, pos)
-            app(item)
+            e_v_topics, pos = _read_ListOffsetsTopicResponse_2(buf, pos)
+            app_v_topics(e_v_topics)
     except _DecodeError as exc:
         raise exc.refine(field=f'Topics[{i}]')
-    return ListOffsetsResponse(v_throttle_time_ms, v_topics, ()), pos
+    o = _new(ListOffsetsResponse)
+    o.throttle_time_ms = v_throttle_time_ms
+    o.topics = v_topics
+    o.unknown_tagged_fields = ()
+    return o, pos
 
 
 def _write_ListOffsetsResponse_3(o: ListOffsetsResponse, out: bytearray) -> None:
@@ -450,8 +528,8 @@ def _write_ListOffsetsResponse_3(o: ListOffsetsResponse, out: bytearray) -> None
     if o.topics is None:
         raise _null('Topics')
     _wal(out, o.topics, 'Topics')
-    for item in o.topics:
-        _write_ListOffsetsTopicResponse_2(item, out)
+    for e_topics in o.topics:
+        _write_ListOffsetsTopicResponse_2(e_topics, out)
     if o.unknown_tagged_fields:
         raise _EncodeError('tagged fields cannot be written at non-flexible version 4-5')
 
@@ -460,17 +538,22 @@ def _read_ListOffsetsResponse_4(buf: bytes | bytearray | memoryview, pos: int) -
     # versions 6-10
     end = len(buf)
     if pos + 4 > end:
-        raise _short_fixed(pos, end, _L_i)
+        raise _short_fixed(pos, end, _L3)
     v_throttle_time_ms, = _S_i.unpack_from(buf, pos)
     pos += 4
-    n_v_topics, pos = _rcal(buf, pos, 'Topics')
+    v_topics: list[ListOffsetsTopicResponse]
+    n_v_topics = buf[pos] - 1 if pos < end else -2
+    if 0 <= n_v_topics < 127 and n_v_topics <= end - pos:
+        pos += 1
+    else:
+        n_v_topics, pos = _rcal(buf, pos, 'Topics')
     v_topics = []
-    app = v_topics.append
+    app_v_topics = v_topics.append
     i = 0
     try:
         for i in range(n_v_topics):
-            item, pos = _read_ListOffsetsTopicResponse_3(buf, pos)
-            app(item)
+            e_v_topics, pos = _read_ListOffsetsTopicResponse_3(buf, pos)
+            app_v_topics(e_v_topics)
     except _DecodeError as exc:
         raise exc.refine(field=f'Topics[{i}]')
     unknown: tuple[tuple[int, bytes], ...] = ()
@@ -485,7 +568,11 @@ def _read_ListOffsetsResponse_4(buf: bytes | bytearray | memoryview, pos: int) -
             pos += size
         if raw_tags:
             unknown = tuple(raw_tags)
-    return ListOffsetsResponse(v_throttle_time_ms, v_topics, unknown), pos
+    o = _new(ListOffsetsResponse)
+    o.throttle_time_ms = v_throttle_time_ms
+    o.topics = v_topics
+    o.unknown_tagged_fields = unknown
+    return o, pos
 
 
 def _write_ListOffsetsResponse_4(o: ListOffsetsResponse, out: bytearray) -> None:
@@ -494,8 +581,8 @@ def _write_ListOffsetsResponse_4(o: ListOffsetsResponse, out: bytearray) -> None
     if o.topics is None:
         raise _null('Topics')
     _wcal(out, o.topics, 'Topics')
-    for item in o.topics:
-        _write_ListOffsetsTopicResponse_3(item, out)
+    for e_topics in o.topics:
+        _write_ListOffsetsTopicResponse_3(e_topics, out)
     if o.unknown_tagged_fields:
         _wts(out, (), o.unknown_tagged_fields, '_tagged_fields')
     else:

@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import struct as _struct
+from typing import Any as _Any
 import uuid as _uuid
 from dataclasses import dataclass as _dataclass, field as _field
 from typing import ClassVar as _ClassVar
@@ -26,11 +27,12 @@ from kraft_jbod.wire.primitives import (
     short_fixed as _short_fixed, uuid_from_bytes as _uuid_from_bytes,
 )
 
+_new = object.__new__
 _S_i = _struct.Struct('>i')
-_L_i = (('TimeoutMs', 4),)
+_L0 = (('TimeoutMs', 4),)
 
 
-def _absent(field: str, version: int) -> _EncodeError:
+def _absent(field: str, version: int | str) -> _EncodeError:
     return _EncodeError(
         f'attempted to write a non-default {field} at version {version}', field_path=field
     )
@@ -82,8 +84,13 @@ def _read_ListPartitionReassignmentsTopics_0(buf: bytes | bytearray | memoryview
     # versions 0
     end = len(buf)
     v_name, pos = _rcs(buf, pos, 'Name')
-    n_v_partition_indexes, pos = _rcal(buf, pos, 'PartitionIndexes')
-    v_partition_indexes, pos = _rfa(buf, pos, n_v_partition_indexes, _S_i, 'PartitionIndexes')
+    v_partition_indexes: list[int]
+    n_v_partition_indexes = buf[pos] - 1 if pos < end else -2
+    if 0 <= n_v_partition_indexes < 127 and n_v_partition_indexes <= end - pos:
+        pos += 1
+    else:
+        n_v_partition_indexes, pos = _rcal(buf, pos, 'PartitionIndexes')
+    v_partition_indexes, pos = _rfa(buf, pos, n_v_partition_indexes, 'i', 'PartitionIndexes')
     unknown: tuple[tuple[int, bytes], ...] = ()
     if pos < end and buf[pos] == 0:
         pos += 1
@@ -96,7 +103,11 @@ def _read_ListPartitionReassignmentsTopics_0(buf: bytes | bytearray | memoryview
             pos += size
         if raw_tags:
             unknown = tuple(raw_tags)
-    return ListPartitionReassignmentsTopics(v_name, v_partition_indexes, unknown), pos
+    o = _new(ListPartitionReassignmentsTopics)
+    o.name = v_name
+    o.partition_indexes = v_partition_indexes
+    o.unknown_tagged_fields = unknown
+    return o, pos
 
 
 def _write_ListPartitionReassignmentsTopics_0(o: ListPartitionReassignmentsTopics, out: bytearray) -> None:
@@ -118,20 +129,25 @@ def _read_ListPartitionReassignmentsRequest_0(buf: bytes | bytearray | memoryvie
     # versions 0
     end = len(buf)
     if pos + 4 > end:
-        raise _short_fixed(pos, end, _L_i)
+        raise _short_fixed(pos, end, _L0)
     v_timeout_ms, = _S_i.unpack_from(buf, pos)
     pos += 4
-    n_v_topics, pos = _rncal(buf, pos, 'Topics')
+    v_topics: list[ListPartitionReassignmentsTopics] | None
+    n_v_topics = buf[pos] - 1 if pos < end else -2
+    if 0 <= n_v_topics < 127 and n_v_topics <= end - pos:
+        pos += 1
+    else:
+        n_v_topics, pos = _rncal(buf, pos, 'Topics')
     if n_v_topics < 0:
         v_topics = None
     else:
         v_topics = []
-        app = v_topics.append
+        app_v_topics = v_topics.append
         i = 0
         try:
             for i in range(n_v_topics):
-                item, pos = _read_ListPartitionReassignmentsTopics_0(buf, pos)
-                app(item)
+                e_v_topics, pos = _read_ListPartitionReassignmentsTopics_0(buf, pos)
+                app_v_topics(e_v_topics)
         except _DecodeError as exc:
             raise exc.refine(field=f'Topics[{i}]')
     unknown: tuple[tuple[int, bytes], ...] = ()
@@ -146,7 +162,11 @@ def _read_ListPartitionReassignmentsRequest_0(buf: bytes | bytearray | memoryvie
             pos += size
         if raw_tags:
             unknown = tuple(raw_tags)
-    return ListPartitionReassignmentsRequest(v_timeout_ms, v_topics, unknown), pos
+    o = _new(ListPartitionReassignmentsRequest)
+    o.timeout_ms = v_timeout_ms
+    o.topics = v_topics
+    o.unknown_tagged_fields = unknown
+    return o, pos
 
 
 def _write_ListPartitionReassignmentsRequest_0(o: ListPartitionReassignmentsRequest, out: bytearray) -> None:
@@ -154,8 +174,8 @@ def _write_ListPartitionReassignmentsRequest_0(o: ListPartitionReassignmentsRequ
     out += _S_i.pack(o.timeout_ms)
     _wcal(out, o.topics, 'Topics')
     if o.topics is not None:
-        for item in o.topics:
-            _write_ListPartitionReassignmentsTopics_0(item, out)
+        for e_topics in o.topics:
+            _write_ListPartitionReassignmentsTopics_0(e_topics, out)
     if o.unknown_tagged_fields:
         _wts(out, (), o.unknown_tagged_fields, '_tagged_fields')
     else:

@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import struct as _struct
+from typing import Any as _Any
 import uuid as _uuid
 from dataclasses import dataclass as _dataclass, field as _field
 from typing import ClassVar as _ClassVar
@@ -26,13 +27,14 @@ from kraft_jbod.wire.primitives import (
     short_fixed as _short_fixed, uuid_from_bytes as _uuid_from_bytes,
 )
 
+_new = object.__new__
 _S_i = _struct.Struct('>i')
 _S_ih = _struct.Struct('>ih')
-_L_i = (('PartitionIndex', 4),)
-_L_ih = (('ThrottleTimeMs', 4), ('ErrorCode', 2))
+_L0 = (('PartitionIndex', 4),)
+_L1 = (('ThrottleTimeMs', 4), ('ErrorCode', 2))
 
 
-def _absent(field: str, version: int) -> _EncodeError:
+def _absent(field: str, version: int | str) -> _EncodeError:
     return _EncodeError(
         f'attempted to write a non-default {field} at version {version}', field_path=field
     )
@@ -97,15 +99,30 @@ def _read_OngoingPartitionReassignment_0(buf: bytes | bytearray | memoryview, po
     # versions 0
     end = len(buf)
     if pos + 4 > end:
-        raise _short_fixed(pos, end, _L_i)
+        raise _short_fixed(pos, end, _L0)
     v_partition_index, = _S_i.unpack_from(buf, pos)
     pos += 4
-    n_v_replicas, pos = _rcal(buf, pos, 'Replicas')
-    v_replicas, pos = _rfa(buf, pos, n_v_replicas, _S_i, 'Replicas')
-    n_v_adding_replicas, pos = _rcal(buf, pos, 'AddingReplicas')
-    v_adding_replicas, pos = _rfa(buf, pos, n_v_adding_replicas, _S_i, 'AddingReplicas')
-    n_v_removing_replicas, pos = _rcal(buf, pos, 'RemovingReplicas')
-    v_removing_replicas, pos = _rfa(buf, pos, n_v_removing_replicas, _S_i, 'RemovingReplicas')
+    v_replicas: list[int]
+    n_v_replicas = buf[pos] - 1 if pos < end else -2
+    if 0 <= n_v_replicas < 127 and n_v_replicas <= end - pos:
+        pos += 1
+    else:
+        n_v_replicas, pos = _rcal(buf, pos, 'Replicas')
+    v_replicas, pos = _rfa(buf, pos, n_v_replicas, 'i', 'Replicas')
+    v_adding_replicas: list[int]
+    n_v_adding_replicas = buf[pos] - 1 if pos < end else -2
+    if 0 <= n_v_adding_replicas < 127 and n_v_adding_replicas <= end - pos:
+        pos += 1
+    else:
+        n_v_adding_replicas, pos = _rcal(buf, pos, 'AddingReplicas')
+    v_adding_replicas, pos = _rfa(buf, pos, n_v_adding_replicas, 'i', 'AddingReplicas')
+    v_removing_replicas: list[int]
+    n_v_removing_replicas = buf[pos] - 1 if pos < end else -2
+    if 0 <= n_v_removing_replicas < 127 and n_v_removing_replicas <= end - pos:
+        pos += 1
+    else:
+        n_v_removing_replicas, pos = _rcal(buf, pos, 'RemovingReplicas')
+    v_removing_replicas, pos = _rfa(buf, pos, n_v_removing_replicas, 'i', 'RemovingReplicas')
     unknown: tuple[tuple[int, bytes], ...] = ()
     if pos < end and buf[pos] == 0:
         pos += 1
@@ -118,7 +135,13 @@ def _read_OngoingPartitionReassignment_0(buf: bytes | bytearray | memoryview, po
             pos += size
         if raw_tags:
             unknown = tuple(raw_tags)
-    return OngoingPartitionReassignment(v_partition_index, v_replicas, v_adding_replicas, v_removing_replicas, unknown), pos
+    o = _new(OngoingPartitionReassignment)
+    o.partition_index = v_partition_index
+    o.replicas = v_replicas
+    o.adding_replicas = v_adding_replicas
+    o.removing_replicas = v_removing_replicas
+    o.unknown_tagged_fields = unknown
+    return o, pos
 
 
 def _write_OngoingPartitionReassignment_0(o: OngoingPartitionReassignment, out: bytearray) -> None:
@@ -146,14 +169,19 @@ def _read_OngoingTopicReassignment_0(buf: bytes | bytearray | memoryview, pos: i
     # versions 0
     end = len(buf)
     v_name, pos = _rcs(buf, pos, 'Name')
-    n_v_partitions, pos = _rcal(buf, pos, 'Partitions')
+    v_partitions: list[OngoingPartitionReassignment]
+    n_v_partitions = buf[pos] - 1 if pos < end else -2
+    if 0 <= n_v_partitions < 127 and n_v_partitions <= end - pos:
+        pos += 1
+    else:
+        n_v_partitions, pos = _rcal(buf, pos, 'Partitions')
     v_partitions = []
-    app = v_partitions.append
+    app_v_partitions = v_partitions.append
     i = 0
     try:
         for i in range(n_v_partitions):
-            item, pos = _read_OngoingPartitionReassignment_0(buf, pos)
-            app(item)
+            e_v_partitions, pos = _read_OngoingPartitionReassignment_0(buf, pos)
+            app_v_partitions(e_v_partitions)
     except _DecodeError as exc:
         raise exc.refine(field=f'Partitions[{i}]')
     unknown: tuple[tuple[int, bytes], ...] = ()
@@ -168,7 +196,11 @@ def _read_OngoingTopicReassignment_0(buf: bytes | bytearray | memoryview, pos: i
             pos += size
         if raw_tags:
             unknown = tuple(raw_tags)
-    return OngoingTopicReassignment(v_name, v_partitions, unknown), pos
+    o = _new(OngoingTopicReassignment)
+    o.name = v_name
+    o.partitions = v_partitions
+    o.unknown_tagged_fields = unknown
+    return o, pos
 
 
 def _write_OngoingTopicReassignment_0(o: OngoingTopicReassignment, out: bytearray) -> None:
@@ -179,8 +211,8 @@ def _write_OngoingTopicReassignment_0(o: OngoingTopicReassignment, out: bytearra
     if o.partitions is None:
         raise _null('Partitions')
     _wcal(out, o.partitions, 'Partitions')
-    for item in o.partitions:
-        _write_OngoingPartitionReassignment_0(item, out)
+    for e_partitions in o.partitions:
+        _write_OngoingPartitionReassignment_0(e_partitions, out)
     if o.unknown_tagged_fields:
         _wts(out, (), o.unknown_tagged_fields, '_tagged_fields')
     else:
@@ -191,18 +223,23 @@ def _read_ListPartitionReassignmentsResponse_0(buf: bytes | bytearray | memoryvi
     # versions 0
     end = len(buf)
     if pos + 6 > end:
-        raise _short_fixed(pos, end, _L_ih)
+        raise _short_fixed(pos, end, _L1)
     v_throttle_time_ms, v_error_code = _S_ih.unpack_from(buf, pos)
     pos += 6
     v_error_message, pos = _rncs(buf, pos, 'ErrorMessage')
-    n_v_topics, pos = _rcal(buf, pos, 'Topics')
+    v_topics: list[OngoingTopicReassignment]
+    n_v_topics = buf[pos] - 1 if pos < end else -2
+    if 0 <= n_v_topics < 127 and n_v_topics <= end - pos:
+        pos += 1
+    else:
+        n_v_topics, pos = _rcal(buf, pos, 'Topics')
     v_topics = []
-    app = v_topics.append
+    app_v_topics = v_topics.append
     i = 0
     try:
         for i in range(n_v_topics):
-            item, pos = _read_OngoingTopicReassignment_0(buf, pos)
-            app(item)
+            e_v_topics, pos = _read_OngoingTopicReassignment_0(buf, pos)
+            app_v_topics(e_v_topics)
     except _DecodeError as exc:
         raise exc.refine(field=f'Topics[{i}]')
     unknown: tuple[tuple[int, bytes], ...] = ()
@@ -217,7 +254,13 @@ def _read_ListPartitionReassignmentsResponse_0(buf: bytes | bytearray | memoryvi
             pos += size
         if raw_tags:
             unknown = tuple(raw_tags)
-    return ListPartitionReassignmentsResponse(v_throttle_time_ms, v_error_code, v_error_message, v_topics, unknown), pos
+    o = _new(ListPartitionReassignmentsResponse)
+    o.throttle_time_ms = v_throttle_time_ms
+    o.error_code = v_error_code
+    o.error_message = v_error_message
+    o.topics = v_topics
+    o.unknown_tagged_fields = unknown
+    return o, pos
 
 
 def _write_ListPartitionReassignmentsResponse_0(o: ListPartitionReassignmentsResponse, out: bytearray) -> None:
@@ -227,8 +270,8 @@ def _write_ListPartitionReassignmentsResponse_0(o: ListPartitionReassignmentsRes
     if o.topics is None:
         raise _null('Topics')
     _wcal(out, o.topics, 'Topics')
-    for item in o.topics:
-        _write_OngoingTopicReassignment_0(item, out)
+    for e_topics in o.topics:
+        _write_OngoingTopicReassignment_0(e_topics, out)
     if o.unknown_tagged_fields:
         _wts(out, (), o.unknown_tagged_fields, '_tagged_fields')
     else:

@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import struct as _struct
+from typing import Any as _Any
 import uuid as _uuid
 from dataclasses import dataclass as _dataclass, field as _field
 from typing import ClassVar as _ClassVar
@@ -26,11 +27,12 @@ from kraft_jbod.wire.primitives import (
     short_fixed as _short_fixed, uuid_from_bytes as _uuid_from_bytes,
 )
 
+_new = object.__new__
 _S_q = _struct.Struct('>q')
-_L_q = (('DurationFilter', 8),)
+_L0 = (('DurationFilter', 8),)
 
 
-def _absent(field: str, version: int) -> _EncodeError:
+def _absent(field: str, version: int | str) -> _EncodeError:
     return _EncodeError(
         f'attempted to write a non-default {field} at version {version}', field_path=field
     )
@@ -73,14 +75,24 @@ class ListTransactionsRequest(_Message):
 def _read_ListTransactionsRequest_0(buf: bytes | bytearray | memoryview, pos: int) -> tuple[ListTransactionsRequest, int]:
     # versions 0
     end = len(buf)
-    n_v_state_filters, pos = _rcal(buf, pos, 'StateFilters')
+    v_state_filters: list[str]
+    n_v_state_filters = buf[pos] - 1 if pos < end else -2
+    if 0 <= n_v_state_filters < 127 and n_v_state_filters <= end - pos:
+        pos += 1
+    else:
+        n_v_state_filters, pos = _rcal(buf, pos, 'StateFilters')
     v_state_filters = []
-    app = v_state_filters.append
+    app_v_state_filters = v_state_filters.append
     for _ in range(n_v_state_filters):
-        item, pos = _rcs(buf, pos, 'StateFilters')
-        app(item)
-    n_v_producer_id_filters, pos = _rcal(buf, pos, 'ProducerIdFilters')
-    v_producer_id_filters, pos = _rfa(buf, pos, n_v_producer_id_filters, _S_q, 'ProducerIdFilters')
+        e_v_state_filters, pos = _rcs(buf, pos, 'StateFilters')
+        app_v_state_filters(e_v_state_filters)
+    v_producer_id_filters: list[int]
+    n_v_producer_id_filters = buf[pos] - 1 if pos < end else -2
+    if 0 <= n_v_producer_id_filters < 127 and n_v_producer_id_filters <= end - pos:
+        pos += 1
+    else:
+        n_v_producer_id_filters, pos = _rcal(buf, pos, 'ProducerIdFilters')
+    v_producer_id_filters, pos = _rfa(buf, pos, n_v_producer_id_filters, 'q', 'ProducerIdFilters')
     unknown: tuple[tuple[int, bytes], ...] = ()
     if pos < end and buf[pos] == 0:
         pos += 1
@@ -93,7 +105,12 @@ def _read_ListTransactionsRequest_0(buf: bytes | bytearray | memoryview, pos: in
             pos += size
         if raw_tags:
             unknown = tuple(raw_tags)
-    return ListTransactionsRequest(v_state_filters, v_producer_id_filters, -1, unknown), pos
+    o = _new(ListTransactionsRequest)
+    o.state_filters = v_state_filters
+    o.producer_id_filters = v_producer_id_filters
+    o.duration_filter = -1
+    o.unknown_tagged_fields = unknown
+    return o, pos
 
 
 def _write_ListTransactionsRequest_0(o: ListTransactionsRequest, out: bytearray) -> None:
@@ -103,10 +120,10 @@ def _write_ListTransactionsRequest_0(o: ListTransactionsRequest, out: bytearray)
     if o.state_filters is None:
         raise _null('StateFilters')
     _wcal(out, o.state_filters, 'StateFilters')
-    for item in o.state_filters:
-        if item is None:
+    for e_state_filters in o.state_filters:
+        if e_state_filters is None:
             raise _null('StateFilters')
-        _wcs(out, item, 'StateFilters')
+        _wcs(out, e_state_filters, 'StateFilters')
     if o.producer_id_filters is None:
         raise _null('ProducerIdFilters')
     _wcal(out, o.producer_id_filters, 'ProducerIdFilters')
@@ -120,16 +137,26 @@ def _write_ListTransactionsRequest_0(o: ListTransactionsRequest, out: bytearray)
 def _read_ListTransactionsRequest_1(buf: bytes | bytearray | memoryview, pos: int) -> tuple[ListTransactionsRequest, int]:
     # versions 1
     end = len(buf)
-    n_v_state_filters, pos = _rcal(buf, pos, 'StateFilters')
+    v_state_filters: list[str]
+    n_v_state_filters = buf[pos] - 1 if pos < end else -2
+    if 0 <= n_v_state_filters < 127 and n_v_state_filters <= end - pos:
+        pos += 1
+    else:
+        n_v_state_filters, pos = _rcal(buf, pos, 'StateFilters')
     v_state_filters = []
-    app = v_state_filters.append
+    app_v_state_filters = v_state_filters.append
     for _ in range(n_v_state_filters):
-        item, pos = _rcs(buf, pos, 'StateFilters')
-        app(item)
-    n_v_producer_id_filters, pos = _rcal(buf, pos, 'ProducerIdFilters')
-    v_producer_id_filters, pos = _rfa(buf, pos, n_v_producer_id_filters, _S_q, 'ProducerIdFilters')
+        e_v_state_filters, pos = _rcs(buf, pos, 'StateFilters')
+        app_v_state_filters(e_v_state_filters)
+    v_producer_id_filters: list[int]
+    n_v_producer_id_filters = buf[pos] - 1 if pos < end else -2
+    if 0 <= n_v_producer_id_filters < 127 and n_v_producer_id_filters <= end - pos:
+        pos += 1
+    else:
+        n_v_producer_id_filters, pos = _rcal(buf, pos, 'ProducerIdFilters')
+    v_producer_id_filters, pos = _rfa(buf, pos, n_v_producer_id_filters, 'q', 'ProducerIdFilters')
     if pos + 8 > end:
-        raise _short_fixed(pos, end, _L_q)
+        raise _short_fixed(pos, end, _L0)
     v_duration_filter, = _S_q.unpack_from(buf, pos)
     pos += 8
     unknown: tuple[tuple[int, bytes], ...] = ()
@@ -144,7 +171,12 @@ def _read_ListTransactionsRequest_1(buf: bytes | bytearray | memoryview, pos: in
             pos += size
         if raw_tags:
             unknown = tuple(raw_tags)
-    return ListTransactionsRequest(v_state_filters, v_producer_id_filters, v_duration_filter, unknown), pos
+    o = _new(ListTransactionsRequest)
+    o.state_filters = v_state_filters
+    o.producer_id_filters = v_producer_id_filters
+    o.duration_filter = v_duration_filter
+    o.unknown_tagged_fields = unknown
+    return o, pos
 
 
 def _write_ListTransactionsRequest_1(o: ListTransactionsRequest, out: bytearray) -> None:
@@ -152,10 +184,10 @@ def _write_ListTransactionsRequest_1(o: ListTransactionsRequest, out: bytearray)
     if o.state_filters is None:
         raise _null('StateFilters')
     _wcal(out, o.state_filters, 'StateFilters')
-    for item in o.state_filters:
-        if item is None:
+    for e_state_filters in o.state_filters:
+        if e_state_filters is None:
             raise _null('StateFilters')
-        _wcs(out, item, 'StateFilters')
+        _wcs(out, e_state_filters, 'StateFilters')
     if o.producer_id_filters is None:
         raise _null('ProducerIdFilters')
     _wcal(out, o.producer_id_filters, 'ProducerIdFilters')

@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import struct as _struct
+from typing import Any as _Any
 import uuid as _uuid
 from dataclasses import dataclass as _dataclass, field as _field
 from typing import ClassVar as _ClassVar
@@ -26,13 +27,14 @@ from kraft_jbod.wire.primitives import (
     short_fixed as _short_fixed, uuid_from_bytes as _uuid_from_bytes,
 )
 
+_new = object.__new__
 _S_ih = _struct.Struct('>ih')
 _S_q = _struct.Struct('>q')
-_L_q = (('ProducerId', 8),)
-_L_ih = (('ThrottleTimeMs', 4), ('ErrorCode', 2))
+_L0 = (('ProducerId', 8),)
+_L1 = (('ThrottleTimeMs', 4), ('ErrorCode', 2))
 
 
-def _absent(field: str, version: int) -> _EncodeError:
+def _absent(field: str, version: int | str) -> _EncodeError:
     return _EncodeError(
         f'attempted to write a non-default {field} at version {version}', field_path=field
     )
@@ -88,7 +90,7 @@ def _read_TransactionState_0(buf: bytes | bytearray | memoryview, pos: int) -> t
     end = len(buf)
     v_transactional_id, pos = _rcs(buf, pos, 'TransactionalId')
     if pos + 8 > end:
-        raise _short_fixed(pos, end, _L_q)
+        raise _short_fixed(pos, end, _L0)
     v_producer_id, = _S_q.unpack_from(buf, pos)
     pos += 8
     v_transaction_state, pos = _rcs(buf, pos, 'TransactionState')
@@ -104,7 +106,12 @@ def _read_TransactionState_0(buf: bytes | bytearray | memoryview, pos: int) -> t
             pos += size
         if raw_tags:
             unknown = tuple(raw_tags)
-    return TransactionState(v_transactional_id, v_producer_id, v_transaction_state, unknown), pos
+    o = _new(TransactionState)
+    o.transactional_id = v_transactional_id
+    o.producer_id = v_producer_id
+    o.transaction_state = v_transaction_state
+    o.unknown_tagged_fields = unknown
+    return o, pos
 
 
 def _write_TransactionState_0(o: TransactionState, out: bytearray) -> None:
@@ -126,23 +133,33 @@ def _read_ListTransactionsResponse_0(buf: bytes | bytearray | memoryview, pos: i
     # versions 0-1
     end = len(buf)
     if pos + 6 > end:
-        raise _short_fixed(pos, end, _L_ih)
+        raise _short_fixed(pos, end, _L1)
     v_throttle_time_ms, v_error_code = _S_ih.unpack_from(buf, pos)
     pos += 6
-    n_v_unknown_state_filters, pos = _rcal(buf, pos, 'UnknownStateFilters')
+    v_unknown_state_filters: list[str]
+    n_v_unknown_state_filters = buf[pos] - 1 if pos < end else -2
+    if 0 <= n_v_unknown_state_filters < 127 and n_v_unknown_state_filters <= end - pos:
+        pos += 1
+    else:
+        n_v_unknown_state_filters, pos = _rcal(buf, pos, 'UnknownStateFilters')
     v_unknown_state_filters = []
-    app = v_unknown_state_filters.append
+    app_v_unknown_state_filters = v_unknown_state_filters.append
     for _ in range(n_v_unknown_state_filters):
-        item, pos = _rcs(buf, pos, 'UnknownStateFilters')
-        app(item)
-    n_v_transaction_states, pos = _rcal(buf, pos, 'TransactionStates')
+        e_v_unknown_state_filters, pos = _rcs(buf, pos, 'UnknownStateFilters')
+        app_v_unknown_state_filters(e_v_unknown_state_filters)
+    v_transaction_states: list[TransactionState]
+    n_v_transaction_states = buf[pos] - 1 if pos < end else -2
+    if 0 <= n_v_transaction_states < 127 and n_v_transaction_states <= end - pos:
+        pos += 1
+    else:
+        n_v_transaction_states, pos = _rcal(buf, pos, 'TransactionStates')
     v_transaction_states = []
-    app = v_transaction_states.append
+    app_v_transaction_states = v_transaction_states.append
     i = 0
     try:
         for i in range(n_v_transaction_states):
-            item, pos = _read_TransactionState_0(buf, pos)
-            app(item)
+            e_v_transaction_states, pos = _read_TransactionState_0(buf, pos)
+            app_v_transaction_states(e_v_transaction_states)
     except _DecodeError as exc:
         raise exc.refine(field=f'TransactionStates[{i}]')
     unknown: tuple[tuple[int, bytes], ...] = ()
@@ -157,7 +174,13 @@ def _read_ListTransactionsResponse_0(buf: bytes | bytearray | memoryview, pos: i
             pos += size
         if raw_tags:
             unknown = tuple(raw_tags)
-    return ListTransactionsResponse(v_throttle_time_ms, v_error_code, v_unknown_state_filters, v_transaction_states, unknown), pos
+    o = _new(ListTransactionsResponse)
+    o.throttle_time_ms = v_throttle_time_ms
+    o.error_code = v_error_code
+    o.unknown_state_filters = v_unknown_state_filters
+    o.transaction_states = v_transaction_states
+    o.unknown_tagged_fields = unknown
+    return o, pos
 
 
 def _write_ListTransactionsResponse_0(o: ListTransactionsResponse, out: bytearray) -> None:
@@ -166,15 +189,15 @@ def _write_ListTransactionsResponse_0(o: ListTransactionsResponse, out: bytearra
     if o.unknown_state_filters is None:
         raise _null('UnknownStateFilters')
     _wcal(out, o.unknown_state_filters, 'UnknownStateFilters')
-    for item in o.unknown_state_filters:
-        if item is None:
+    for e_unknown_state_filters in o.unknown_state_filters:
+        if e_unknown_state_filters is None:
             raise _null('UnknownStateFilters')
-        _wcs(out, item, 'UnknownStateFilters')
+        _wcs(out, e_unknown_state_filters, 'UnknownStateFilters')
     if o.transaction_states is None:
         raise _null('TransactionStates')
     _wcal(out, o.transaction_states, 'TransactionStates')
-    for item in o.transaction_states:
-        _write_TransactionState_0(item, out)
+    for e_transaction_states in o.transaction_states:
+        _write_TransactionState_0(e_transaction_states, out)
     if o.unknown_tagged_fields:
         _wts(out, (), o.unknown_tagged_fields, '_tagged_fields')
     else:

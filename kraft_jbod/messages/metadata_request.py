@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import struct as _struct
+from typing import Any as _Any
 import uuid as _uuid
 from dataclasses import dataclass as _dataclass, field as _field
 from typing import ClassVar as _ClassVar
@@ -26,18 +27,19 @@ from kraft_jbod.wire.primitives import (
     short_fixed as _short_fixed, uuid_from_bytes as _uuid_from_bytes,
 )
 
+_new = object.__new__
 _S_16s = _struct.Struct('>16s')
 _S__ = _struct.Struct('>?')
 _S___ = _struct.Struct('>??')
 _S____ = _struct.Struct('>???')
 _ZERO_UUID = _uuid_from_bytes((0).to_bytes(16, 'big'))
-_L_16s = (('TopicId', 16),)
-_L__ = (('AllowAutoTopicCreation', 1),)
-_L____ = (('AllowAutoTopicCreation', 1), ('IncludeClusterAuthorizedOperations', 1), ('IncludeTopicAuthorizedOperations', 1))
-_L___ = (('AllowAutoTopicCreation', 1), ('IncludeTopicAuthorizedOperations', 1))
+_L0 = (('TopicId', 16),)
+_L1 = (('AllowAutoTopicCreation', 1),)
+_L2 = (('AllowAutoTopicCreation', 1), ('IncludeClusterAuthorizedOperations', 1), ('IncludeTopicAuthorizedOperations', 1))
+_L3 = (('AllowAutoTopicCreation', 1), ('IncludeTopicAuthorizedOperations', 1))
 
 
-def _absent(field: str, version: int) -> _EncodeError:
+def _absent(field: str, version: int | str) -> _EncodeError:
     return _EncodeError(
         f'attempted to write a non-default {field} at version {version}', field_path=field
     )
@@ -91,7 +93,11 @@ def _read_MetadataRequestTopic_0(buf: bytes | bytearray | memoryview, pos: int) 
     # versions 0-8
     end = len(buf)
     v_name, pos = _rs(buf, pos, 'Name')
-    return MetadataRequestTopic(_ZERO_UUID, v_name, ()), pos
+    o = _new(MetadataRequestTopic)
+    o.topic_id = _ZERO_UUID
+    o.name = v_name
+    o.unknown_tagged_fields = ()
+    return o, pos
 
 
 def _write_MetadataRequestTopic_0(o: MetadataRequestTopic, out: bytearray) -> None:
@@ -119,7 +125,11 @@ def _read_MetadataRequestTopic_1(buf: bytes | bytearray | memoryview, pos: int) 
             pos += size
         if raw_tags:
             unknown = tuple(raw_tags)
-    return MetadataRequestTopic(_ZERO_UUID, v_name, unknown), pos
+    o = _new(MetadataRequestTopic)
+    o.topic_id = _ZERO_UUID
+    o.name = v_name
+    o.unknown_tagged_fields = unknown
+    return o, pos
 
 
 def _write_MetadataRequestTopic_1(o: MetadataRequestTopic, out: bytearray) -> None:
@@ -137,9 +147,9 @@ def _read_MetadataRequestTopic_2(buf: bytes | bytearray | memoryview, pos: int) 
     # versions 10-12
     end = len(buf)
     if pos + 16 > end:
-        raise _short_fixed(pos, end, _L_16s)
-    v_topic_id, = _S_16s.unpack_from(buf, pos)
-    v_topic_id = _uuid_from_bytes(v_topic_id)
+        raise _short_fixed(pos, end, _L0)
+    r_topic_id, = _S_16s.unpack_from(buf, pos)
+    v_topic_id = _uuid_from_bytes(r_topic_id)
     pos += 16
     v_name, pos = _rncs(buf, pos, 'Name')
     unknown: tuple[tuple[int, bytes], ...] = ()
@@ -154,7 +164,11 @@ def _read_MetadataRequestTopic_2(buf: bytes | bytearray | memoryview, pos: int) 
             pos += size
         if raw_tags:
             unknown = tuple(raw_tags)
-    return MetadataRequestTopic(v_topic_id, v_name, unknown), pos
+    o = _new(MetadataRequestTopic)
+    o.topic_id = v_topic_id
+    o.name = v_name
+    o.unknown_tagged_fields = unknown
+    return o, pos
 
 
 def _write_MetadataRequestTopic_2(o: MetadataRequestTopic, out: bytearray) -> None:
@@ -170,17 +184,24 @@ def _write_MetadataRequestTopic_2(o: MetadataRequestTopic, out: bytearray) -> No
 def _read_MetadataRequest_0(buf: bytes | bytearray | memoryview, pos: int) -> tuple[MetadataRequest, int]:
     # versions 0
     end = len(buf)
+    v_topics: list[MetadataRequestTopic] | None
     n_v_topics, pos = _ral(buf, pos, 'Topics')
     v_topics = []
-    app = v_topics.append
+    app_v_topics = v_topics.append
     i = 0
     try:
         for i in range(n_v_topics):
-            item, pos = _read_MetadataRequestTopic_0(buf, pos)
-            app(item)
+            e_v_topics, pos = _read_MetadataRequestTopic_0(buf, pos)
+            app_v_topics(e_v_topics)
     except _DecodeError as exc:
         raise exc.refine(field=f'Topics[{i}]')
-    return MetadataRequest(v_topics, True, False, False, ()), pos
+    o = _new(MetadataRequest)
+    o.topics = v_topics
+    o.allow_auto_topic_creation = True
+    o.include_cluster_authorized_operations = False
+    o.include_topic_authorized_operations = False
+    o.unknown_tagged_fields = ()
+    return o, pos
 
 
 def _write_MetadataRequest_0(o: MetadataRequest, out: bytearray) -> None:
@@ -194,8 +215,8 @@ def _write_MetadataRequest_0(o: MetadataRequest, out: bytearray) -> None:
     if o.topics is None:
         raise _null('Topics')
     _wal(out, o.topics, 'Topics')
-    for item in o.topics:
-        _write_MetadataRequestTopic_0(item, out)
+    for e_topics in o.topics:
+        _write_MetadataRequestTopic_0(e_topics, out)
     if o.unknown_tagged_fields:
         raise _EncodeError('tagged fields cannot be written at non-flexible version 0')
 
@@ -203,20 +224,27 @@ def _write_MetadataRequest_0(o: MetadataRequest, out: bytearray) -> None:
 def _read_MetadataRequest_1(buf: bytes | bytearray | memoryview, pos: int) -> tuple[MetadataRequest, int]:
     # versions 1-3
     end = len(buf)
+    v_topics: list[MetadataRequestTopic] | None
     n_v_topics, pos = _rnal(buf, pos, 'Topics')
     if n_v_topics < 0:
         v_topics = None
     else:
         v_topics = []
-        app = v_topics.append
+        app_v_topics = v_topics.append
         i = 0
         try:
             for i in range(n_v_topics):
-                item, pos = _read_MetadataRequestTopic_0(buf, pos)
-                app(item)
+                e_v_topics, pos = _read_MetadataRequestTopic_0(buf, pos)
+                app_v_topics(e_v_topics)
         except _DecodeError as exc:
             raise exc.refine(field=f'Topics[{i}]')
-    return MetadataRequest(v_topics, True, False, False, ()), pos
+    o = _new(MetadataRequest)
+    o.topics = v_topics
+    o.allow_auto_topic_creation = True
+    o.include_cluster_authorized_operations = False
+    o.include_topic_authorized_operations = False
+    o.unknown_tagged_fields = ()
+    return o, pos
 
 
 def _write_MetadataRequest_1(o: MetadataRequest, out: bytearray) -> None:
@@ -229,8 +257,8 @@ def _write_MetadataRequest_1(o: MetadataRequest, out: bytearray) -> None:
         raise _absent('IncludeTopicAuthorizedOperations', '1-3')
     _wal(out, o.topics, 'Topics')
     if o.topics is not None:
-        for item in o.topics:
-            _write_MetadataRequestTopic_0(item, out)
+        for e_topics in o.topics:
+            _write_MetadataRequestTopic_0(e_topics, out)
     if o.unknown_tagged_fields:
         raise _EncodeError('tagged fields cannot be written at non-flexible version 1-3')
 
@@ -238,24 +266,31 @@ def _write_MetadataRequest_1(o: MetadataRequest, out: bytearray) -> None:
 def _read_MetadataRequest_2(buf: bytes | bytearray | memoryview, pos: int) -> tuple[MetadataRequest, int]:
     # versions 4-7
     end = len(buf)
+    v_topics: list[MetadataRequestTopic] | None
     n_v_topics, pos = _rnal(buf, pos, 'Topics')
     if n_v_topics < 0:
         v_topics = None
     else:
         v_topics = []
-        app = v_topics.append
+        app_v_topics = v_topics.append
         i = 0
         try:
             for i in range(n_v_topics):
-                item, pos = _read_MetadataRequestTopic_0(buf, pos)
-                app(item)
+                e_v_topics, pos = _read_MetadataRequestTopic_0(buf, pos)
+                app_v_topics(e_v_topics)
         except _DecodeError as exc:
             raise exc.refine(field=f'Topics[{i}]')
     if pos + 1 > end:
-        raise _short_fixed(pos, end, _L__)
+        raise _short_fixed(pos, end, _L1)
     v_allow_auto_topic_creation, = _S__.unpack_from(buf, pos)
     pos += 1
-    return MetadataRequest(v_topics, v_allow_auto_topic_creation, False, False, ()), pos
+    o = _new(MetadataRequest)
+    o.topics = v_topics
+    o.allow_auto_topic_creation = v_allow_auto_topic_creation
+    o.include_cluster_authorized_operations = False
+    o.include_topic_authorized_operations = False
+    o.unknown_tagged_fields = ()
+    return o, pos
 
 
 def _write_MetadataRequest_2(o: MetadataRequest, out: bytearray) -> None:
@@ -266,9 +301,9 @@ def _write_MetadataRequest_2(o: MetadataRequest, out: bytearray) -> None:
         raise _absent('IncludeTopicAuthorizedOperations', '4-7')
     _wal(out, o.topics, 'Topics')
     if o.topics is not None:
-        for item in o.topics:
-            _write_MetadataRequestTopic_0(item, out)
-    out += _S__.pack(_bool(o.allow_auto_topic_creation, 'AllowAutoTopicCreation'))
+        for e_topics in o.topics:
+            _write_MetadataRequestTopic_0(e_topics, out)
+    out += _S__.pack((o.allow_auto_topic_creation if o.allow_auto_topic_creation.__class__ is bool else _bool(o.allow_auto_topic_creation, 'AllowAutoTopicCreation')))
     if o.unknown_tagged_fields:
         raise _EncodeError('tagged fields cannot be written at non-flexible version 4-7')
 
@@ -276,33 +311,40 @@ def _write_MetadataRequest_2(o: MetadataRequest, out: bytearray) -> None:
 def _read_MetadataRequest_3(buf: bytes | bytearray | memoryview, pos: int) -> tuple[MetadataRequest, int]:
     # versions 8
     end = len(buf)
+    v_topics: list[MetadataRequestTopic] | None
     n_v_topics, pos = _rnal(buf, pos, 'Topics')
     if n_v_topics < 0:
         v_topics = None
     else:
         v_topics = []
-        app = v_topics.append
+        app_v_topics = v_topics.append
         i = 0
         try:
             for i in range(n_v_topics):
-                item, pos = _read_MetadataRequestTopic_0(buf, pos)
-                app(item)
+                e_v_topics, pos = _read_MetadataRequestTopic_0(buf, pos)
+                app_v_topics(e_v_topics)
         except _DecodeError as exc:
             raise exc.refine(field=f'Topics[{i}]')
     if pos + 3 > end:
-        raise _short_fixed(pos, end, _L____)
+        raise _short_fixed(pos, end, _L2)
     v_allow_auto_topic_creation, v_include_cluster_authorized_operations, v_include_topic_authorized_operations = _S____.unpack_from(buf, pos)
     pos += 3
-    return MetadataRequest(v_topics, v_allow_auto_topic_creation, v_include_cluster_authorized_operations, v_include_topic_authorized_operations, ()), pos
+    o = _new(MetadataRequest)
+    o.topics = v_topics
+    o.allow_auto_topic_creation = v_allow_auto_topic_creation
+    o.include_cluster_authorized_operations = v_include_cluster_authorized_operations
+    o.include_topic_authorized_operations = v_include_topic_authorized_operations
+    o.unknown_tagged_fields = ()
+    return o, pos
 
 
 def _write_MetadataRequest_3(o: MetadataRequest, out: bytearray) -> None:
     # versions 8
     _wal(out, o.topics, 'Topics')
     if o.topics is not None:
-        for item in o.topics:
-            _write_MetadataRequestTopic_0(item, out)
-    out += _S____.pack(_bool(o.allow_auto_topic_creation, 'AllowAutoTopicCreation'), _bool(o.include_cluster_authorized_operations, 'IncludeClusterAuthorizedOperations'), _bool(o.include_topic_authorized_operations, 'IncludeTopicAuthorizedOperations'))
+        for e_topics in o.topics:
+            _write_MetadataRequestTopic_0(e_topics, out)
+    out += _S____.pack((o.allow_auto_topic_creation if o.allow_auto_topic_creation.__class__ is bool else _bool(o.allow_auto_topic_creation, 'AllowAutoTopicCreation')), (o.include_cluster_authorized_operations if o.include_cluster_authorized_operations.__class__ is bool else _bool(o.include_cluster_authorized_operations, 'IncludeClusterAuthorizedOperations')), (o.include_topic_authorized_operations if o.include_topic_authorized_operations.__class__ is bool else _bool(o.include_topic_authorized_operations, 'IncludeTopicAuthorizedOperations')))
     if o.unknown_tagged_fields:
         raise _EncodeError('tagged fields cannot be written at non-flexible version 8')
 
@@ -310,21 +352,26 @@ def _write_MetadataRequest_3(o: MetadataRequest, out: bytearray) -> None:
 def _read_MetadataRequest_4(buf: bytes | bytearray | memoryview, pos: int) -> tuple[MetadataRequest, int]:
     # versions 9
     end = len(buf)
-    n_v_topics, pos = _rncal(buf, pos, 'Topics')
+    v_topics: list[MetadataRequestTopic] | None
+    n_v_topics = buf[pos] - 1 if pos < end else -2
+    if 0 <= n_v_topics < 127 and n_v_topics <= end - pos:
+        pos += 1
+    else:
+        n_v_topics, pos = _rncal(buf, pos, 'Topics')
     if n_v_topics < 0:
         v_topics = None
     else:
         v_topics = []
-        app = v_topics.append
+        app_v_topics = v_topics.append
         i = 0
         try:
             for i in range(n_v_topics):
-                item, pos = _read_MetadataRequestTopic_1(buf, pos)
-                app(item)
+                e_v_topics, pos = _read_MetadataRequestTopic_1(buf, pos)
+                app_v_topics(e_v_topics)
         except _DecodeError as exc:
             raise exc.refine(field=f'Topics[{i}]')
     if pos + 3 > end:
-        raise _short_fixed(pos, end, _L____)
+        raise _short_fixed(pos, end, _L2)
     v_allow_auto_topic_creation, v_include_cluster_authorized_operations, v_include_topic_authorized_operations = _S____.unpack_from(buf, pos)
     pos += 3
     unknown: tuple[tuple[int, bytes], ...] = ()
@@ -339,16 +386,22 @@ def _read_MetadataRequest_4(buf: bytes | bytearray | memoryview, pos: int) -> tu
             pos += size
         if raw_tags:
             unknown = tuple(raw_tags)
-    return MetadataRequest(v_topics, v_allow_auto_topic_creation, v_include_cluster_authorized_operations, v_include_topic_authorized_operations, unknown), pos
+    o = _new(MetadataRequest)
+    o.topics = v_topics
+    o.allow_auto_topic_creation = v_allow_auto_topic_creation
+    o.include_cluster_authorized_operations = v_include_cluster_authorized_operations
+    o.include_topic_authorized_operations = v_include_topic_authorized_operations
+    o.unknown_tagged_fields = unknown
+    return o, pos
 
 
 def _write_MetadataRequest_4(o: MetadataRequest, out: bytearray) -> None:
     # versions 9
     _wcal(out, o.topics, 'Topics')
     if o.topics is not None:
-        for item in o.topics:
-            _write_MetadataRequestTopic_1(item, out)
-    out += _S____.pack(_bool(o.allow_auto_topic_creation, 'AllowAutoTopicCreation'), _bool(o.include_cluster_authorized_operations, 'IncludeClusterAuthorizedOperations'), _bool(o.include_topic_authorized_operations, 'IncludeTopicAuthorizedOperations'))
+        for e_topics in o.topics:
+            _write_MetadataRequestTopic_1(e_topics, out)
+    out += _S____.pack((o.allow_auto_topic_creation if o.allow_auto_topic_creation.__class__ is bool else _bool(o.allow_auto_topic_creation, 'AllowAutoTopicCreation')), (o.include_cluster_authorized_operations if o.include_cluster_authorized_operations.__class__ is bool else _bool(o.include_cluster_authorized_operations, 'IncludeClusterAuthorizedOperations')), (o.include_topic_authorized_operations if o.include_topic_authorized_operations.__class__ is bool else _bool(o.include_topic_authorized_operations, 'IncludeTopicAuthorizedOperations')))
     if o.unknown_tagged_fields:
         _wts(out, (), o.unknown_tagged_fields, '_tagged_fields')
     else:
@@ -358,21 +411,26 @@ def _write_MetadataRequest_4(o: MetadataRequest, out: bytearray) -> None:
 def _read_MetadataRequest_5(buf: bytes | bytearray | memoryview, pos: int) -> tuple[MetadataRequest, int]:
     # versions 10
     end = len(buf)
-    n_v_topics, pos = _rncal(buf, pos, 'Topics')
+    v_topics: list[MetadataRequestTopic] | None
+    n_v_topics = buf[pos] - 1 if pos < end else -2
+    if 0 <= n_v_topics < 127 and n_v_topics <= end - pos:
+        pos += 1
+    else:
+        n_v_topics, pos = _rncal(buf, pos, 'Topics')
     if n_v_topics < 0:
         v_topics = None
     else:
         v_topics = []
-        app = v_topics.append
+        app_v_topics = v_topics.append
         i = 0
         try:
             for i in range(n_v_topics):
-                item, pos = _read_MetadataRequestTopic_2(buf, pos)
-                app(item)
+                e_v_topics, pos = _read_MetadataRequestTopic_2(buf, pos)
+                app_v_topics(e_v_topics)
         except _DecodeError as exc:
             raise exc.refine(field=f'Topics[{i}]')
     if pos + 3 > end:
-        raise _short_fixed(pos, end, _L____)
+        raise _short_fixed(pos, end, _L2)
     v_allow_auto_topic_creation, v_include_cluster_authorized_operations, v_include_topic_authorized_operations = _S____.unpack_from(buf, pos)
     pos += 3
     unknown: tuple[tuple[int, bytes], ...] = ()
@@ -387,16 +445,22 @@ def _read_MetadataRequest_5(buf: bytes | bytearray | memoryview, pos: int) -> tu
             pos += size
         if raw_tags:
             unknown = tuple(raw_tags)
-    return MetadataRequest(v_topics, v_allow_auto_topic_creation, v_include_cluster_authorized_operations, v_include_topic_authorized_operations, unknown), pos
+    o = _new(MetadataRequest)
+    o.topics = v_topics
+    o.allow_auto_topic_creation = v_allow_auto_topic_creation
+    o.include_cluster_authorized_operations = v_include_cluster_authorized_operations
+    o.include_topic_authorized_operations = v_include_topic_authorized_operations
+    o.unknown_tagged_fields = unknown
+    return o, pos
 
 
 def _write_MetadataRequest_5(o: MetadataRequest, out: bytearray) -> None:
     # versions 10
     _wcal(out, o.topics, 'Topics')
     if o.topics is not None:
-        for item in o.topics:
-            _write_MetadataRequestTopic_2(item, out)
-    out += _S____.pack(_bool(o.allow_auto_topic_creation, 'AllowAutoTopicCreation'), _bool(o.include_cluster_authorized_operations, 'IncludeClusterAuthorizedOperations'), _bool(o.include_topic_authorized_operations, 'IncludeTopicAuthorizedOperations'))
+        for e_topics in o.topics:
+            _write_MetadataRequestTopic_2(e_topics, out)
+    out += _S____.pack((o.allow_auto_topic_creation if o.allow_auto_topic_creation.__class__ is bool else _bool(o.allow_auto_topic_creation, 'AllowAutoTopicCreation')), (o.include_cluster_authorized_operations if o.include_cluster_authorized_operations.__class__ is bool else _bool(o.include_cluster_authorized_operations, 'IncludeClusterAuthorizedOperations')), (o.include_topic_authorized_operations if o.include_topic_authorized_operations.__class__ is bool else _bool(o.include_topic_authorized_operations, 'IncludeTopicAuthorizedOperations')))
     if o.unknown_tagged_fields:
         _wts(out, (), o.unknown_tagged_fields, '_tagged_fields')
     else:
@@ -406,21 +470,26 @@ def _write_MetadataRequest_5(o: MetadataRequest, out: bytearray) -> None:
 def _read_MetadataRequest_6(buf: bytes | bytearray | memoryview, pos: int) -> tuple[MetadataRequest, int]:
     # versions 11-12
     end = len(buf)
-    n_v_topics, pos = _rncal(buf, pos, 'Topics')
+    v_topics: list[MetadataRequestTopic] | None
+    n_v_topics = buf[pos] - 1 if pos < end else -2
+    if 0 <= n_v_topics < 127 and n_v_topics <= end - pos:
+        pos += 1
+    else:
+        n_v_topics, pos = _rncal(buf, pos, 'Topics')
     if n_v_topics < 0:
         v_topics = None
     else:
         v_topics = []
-        app = v_topics.append
+        app_v_topics = v_topics.append
         i = 0
         try:
             for i in range(n_v_topics):
-                item, pos = _read_MetadataRequestTopic_2(buf, pos)
-                app(item)
+                e_v_topics, pos = _read_MetadataRequestTopic_2(buf, pos)
+                app_v_topics(e_v_topics)
         except _DecodeError as exc:
             raise exc.refine(field=f'Topics[{i}]')
     if pos + 2 > end:
-        raise _short_fixed(pos, end, _L___)
+        raise _short_fixed(pos, end, _L3)
     v_allow_auto_topic_creation, v_include_topic_authorized_operations = _S___.unpack_from(buf, pos)
     pos += 2
     unknown: tuple[tuple[int, bytes], ...] = ()
@@ -435,7 +504,13 @@ def _read_MetadataRequest_6(buf: bytes | bytearray | memoryview, pos: int) -> tu
             pos += size
         if raw_tags:
             unknown = tuple(raw_tags)
-    return MetadataRequest(v_topics, v_allow_auto_topic_creation, False, v_include_topic_authorized_operations, unknown), pos
+    o = _new(MetadataRequest)
+    o.topics = v_topics
+    o.allow_auto_topic_creation = v_allow_auto_topic_creation
+    o.include_cluster_authorized_operations = False
+    o.include_topic_authorized_operations = v_include_topic_authorized_operations
+    o.unknown_tagged_fields = unknown
+    return o, pos
 
 
 def _write_MetadataRequest_6(o: MetadataRequest, out: bytearray) -> None:
@@ -444,9 +519,9 @@ def _write_MetadataRequest_6(o: MetadataRequest, out: bytearray) -> None:
         raise _absent('IncludeClusterAuthorizedOperations', '11-12')
     _wcal(out, o.topics, 'Topics')
     if o.topics is not None:
-        for item in o.topics:
-            _write_MetadataRequestTopic_2(item, out)
-    out += _S___.pack(_bool(o.allow_auto_topic_creation, 'AllowAutoTopicCreation'), _bool(o.include_topic_authorized_operations, 'IncludeTopicAuthorizedOperations'))
+        for e_topics in o.topics:
+            _write_MetadataRequestTopic_2(e_topics, out)
+    out += _S___.pack((o.allow_auto_topic_creation if o.allow_auto_topic_creation.__class__ is bool else _bool(o.allow_auto_topic_creation, 'AllowAutoTopicCreation')), (o.include_topic_authorized_operations if o.include_topic_authorized_operations.__class__ is bool else _bool(o.include_topic_authorized_operations, 'IncludeTopicAuthorizedOperations')))
     if o.unknown_tagged_fields:
         _wts(out, (), o.unknown_tagged_fields, '_tagged_fields')
     else:

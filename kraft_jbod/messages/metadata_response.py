@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import struct as _struct
+from typing import Any as _Any
 import uuid as _uuid
 from dataclasses import dataclass as _dataclass, field as _field
 from typing import ClassVar as _ClassVar
@@ -26,6 +27,7 @@ from kraft_jbod.wire.primitives import (
     short_fixed as _short_fixed, uuid_from_bytes as _uuid_from_bytes,
 )
 
+_new = object.__new__
 _S_16s_ = _struct.Struct('>16s?')
 _S__ = _struct.Struct('>?')
 _S_h = _struct.Struct('>h')
@@ -33,20 +35,20 @@ _S_hii = _struct.Struct('>hii')
 _S_hiii = _struct.Struct('>hiii')
 _S_i = _struct.Struct('>i')
 _ZERO_UUID = _uuid_from_bytes((0).to_bytes(16, 'big'))
-_L_i = (('NodeId', 4),)
-_L_i = (('Port', 4),)
-_L_hii = (('ErrorCode', 2), ('PartitionIndex', 4), ('LeaderId', 4))
-_L_hiii = (('ErrorCode', 2), ('PartitionIndex', 4), ('LeaderId', 4), ('LeaderEpoch', 4))
-_L_h = (('ErrorCode', 2),)
-_L__ = (('IsInternal', 1),)
-_L_i = (('TopicAuthorizedOperations', 4),)
-_L_16s_ = (('TopicId', 16), ('IsInternal', 1))
-_L_i = (('ControllerId', 4),)
-_L_i = (('ThrottleTimeMs', 4),)
-_L_i = (('ClusterAuthorizedOperations', 4),)
+_L0 = (('NodeId', 4),)
+_L1 = (('Port', 4),)
+_L2 = (('ErrorCode', 2), ('PartitionIndex', 4), ('LeaderId', 4))
+_L3 = (('ErrorCode', 2), ('PartitionIndex', 4), ('LeaderId', 4), ('LeaderEpoch', 4))
+_L4 = (('ErrorCode', 2),)
+_L5 = (('IsInternal', 1),)
+_L6 = (('TopicAuthorizedOperations', 4),)
+_L7 = (('TopicId', 16), ('IsInternal', 1))
+_L8 = (('ControllerId', 4),)
+_L9 = (('ThrottleTimeMs', 4),)
+_L10 = (('ClusterAuthorizedOperations', 4),)
 
 
-def _absent(field: str, version: int) -> _EncodeError:
+def _absent(field: str, version: int | str) -> _EncodeError:
     return _EncodeError(
         f'attempted to write a non-default {field} at version {version}', field_path=field
     )
@@ -131,15 +133,21 @@ def _read_MetadataResponseBroker_0(buf: bytes | bytearray | memoryview, pos: int
     # versions 0
     end = len(buf)
     if pos + 4 > end:
-        raise _short_fixed(pos, end, _L_i)
+        raise _short_fixed(pos, end, _L0)
     v_node_id, = _S_i.unpack_from(buf, pos)
     pos += 4
     v_host, pos = _rs(buf, pos, 'Host')
     if pos + 4 > end:
-        raise _short_fixed(pos, end, _L_i)
+        raise _short_fixed(pos, end, _L1)
     v_port, = _S_i.unpack_from(buf, pos)
     pos += 4
-    return MetadataResponseBroker(v_node_id, v_host, v_port, None, ()), pos
+    o = _new(MetadataResponseBroker)
+    o.node_id = v_node_id
+    o.host = v_host
+    o.port = v_port
+    o.rack = None
+    o.unknown_tagged_fields = ()
+    return o, pos
 
 
 def _write_MetadataResponseBroker_0(o: MetadataResponseBroker, out: bytearray) -> None:
@@ -157,16 +165,22 @@ def _read_MetadataResponseBroker_1(buf: bytes | bytearray | memoryview, pos: int
     # versions 1-8
     end = len(buf)
     if pos + 4 > end:
-        raise _short_fixed(pos, end, _L_i)
+        raise _short_fixed(pos, end, _L0)
     v_node_id, = _S_i.unpack_from(buf, pos)
     pos += 4
     v_host, pos = _rs(buf, pos, 'Host')
     if pos + 4 > end:
-        raise _short_fixed(pos, end, _L_i)
+        raise _short_fixed(pos, end, _L1)
     v_port, = _S_i.unpack_from(buf, pos)
     pos += 4
     v_rack, pos = _rns(buf, pos, 'Rack')
-    return MetadataResponseBroker(v_node_id, v_host, v_port, v_rack, ()), pos
+    o = _new(MetadataResponseBroker)
+    o.node_id = v_node_id
+    o.host = v_host
+    o.port = v_port
+    o.rack = v_rack
+    o.unknown_tagged_fields = ()
+    return o, pos
 
 
 def _write_MetadataResponseBroker_1(o: MetadataResponseBroker, out: bytearray) -> None:
@@ -185,12 +199,12 @@ def _read_MetadataResponseBroker_2(buf: bytes | bytearray | memoryview, pos: int
     # versions 9-12
     end = len(buf)
     if pos + 4 > end:
-        raise _short_fixed(pos, end, _L_i)
+        raise _short_fixed(pos, end, _L0)
     v_node_id, = _S_i.unpack_from(buf, pos)
     pos += 4
     v_host, pos = _rcs(buf, pos, 'Host')
     if pos + 4 > end:
-        raise _short_fixed(pos, end, _L_i)
+        raise _short_fixed(pos, end, _L1)
     v_port, = _S_i.unpack_from(buf, pos)
     pos += 4
     v_rack, pos = _rncs(buf, pos, 'Rack')
@@ -206,7 +220,13 @@ def _read_MetadataResponseBroker_2(buf: bytes | bytearray | memoryview, pos: int
             pos += size
         if raw_tags:
             unknown = tuple(raw_tags)
-    return MetadataResponseBroker(v_node_id, v_host, v_port, v_rack, unknown), pos
+    o = _new(MetadataResponseBroker)
+    o.node_id = v_node_id
+    o.host = v_host
+    o.port = v_port
+    o.rack = v_rack
+    o.unknown_tagged_fields = unknown
+    return o, pos
 
 
 def _write_MetadataResponseBroker_2(o: MetadataResponseBroker, out: bytearray) -> None:
@@ -227,14 +247,25 @@ def _read_MetadataResponsePartition_0(buf: bytes | bytearray | memoryview, pos: 
     # versions 0-4
     end = len(buf)
     if pos + 10 > end:
-        raise _short_fixed(pos, end, _L_hii)
+        raise _short_fixed(pos, end, _L2)
     v_error_code, v_partition_index, v_leader_id = _S_hii.unpack_from(buf, pos)
     pos += 10
+    v_replica_nodes: list[int]
     n_v_replica_nodes, pos = _ral(buf, pos, 'ReplicaNodes')
-    v_replica_nodes, pos = _rfa(buf, pos, n_v_replica_nodes, _S_i, 'ReplicaNodes')
+    v_replica_nodes, pos = _rfa(buf, pos, n_v_replica_nodes, 'i', 'ReplicaNodes')
+    v_isr_nodes: list[int]
     n_v_isr_nodes, pos = _ral(buf, pos, 'IsrNodes')
-    v_isr_nodes, pos = _rfa(buf, pos, n_v_isr_nodes, _S_i, 'IsrNodes')
-    return MetadataResponsePartition(v_error_code, v_partition_index, v_leader_id, -1, v_replica_nodes, v_isr_nodes, [], ()), pos
+    v_isr_nodes, pos = _rfa(buf, pos, n_v_isr_nodes, 'i', 'IsrNodes')
+    o = _new(MetadataResponsePartition)
+    o.error_code = v_error_code
+    o.partition_index = v_partition_index
+    o.leader_id = v_leader_id
+    o.leader_epoch = -1
+    o.replica_nodes = v_replica_nodes
+    o.isr_nodes = v_isr_nodes
+    o.offline_replicas = []
+    o.unknown_tagged_fields = ()
+    return o, pos
 
 
 def _write_MetadataResponsePartition_0(o: MetadataResponsePartition, out: bytearray) -> None:
@@ -256,16 +287,28 @@ def _read_MetadataResponsePartition_1(buf: bytes | bytearray | memoryview, pos: 
     # versions 5-6
     end = len(buf)
     if pos + 10 > end:
-        raise _short_fixed(pos, end, _L_hii)
+        raise _short_fixed(pos, end, _L2)
     v_error_code, v_partition_index, v_leader_id = _S_hii.unpack_from(buf, pos)
     pos += 10
+    v_replica_nodes: list[int]
     n_v_replica_nodes, pos = _ral(buf, pos, 'ReplicaNodes')
-    v_replica_nodes, pos = _rfa(buf, pos, n_v_replica_nodes, _S_i, 'ReplicaNodes')
+    v_replica_nodes, pos = _rfa(buf, pos, n_v_replica_nodes, 'i', 'ReplicaNodes')
+    v_isr_nodes: list[int]
     n_v_isr_nodes, pos = _ral(buf, pos, 'IsrNodes')
-    v_isr_nodes, pos = _rfa(buf, pos, n_v_isr_nodes, _S_i, 'IsrNodes')
+    v_isr_nodes, pos = _rfa(buf, pos, n_v_isr_nodes, 'i', 'IsrNodes')
+    v_offline_replicas: list[int]
     n_v_offline_replicas, pos = _ral(buf, pos, 'OfflineReplicas')
-    v_offline_replicas, pos = _rfa(buf, pos, n_v_offline_replicas, _S_i, 'OfflineReplicas')
-    return MetadataResponsePartition(v_error_code, v_partition_index, v_leader_id, -1, v_replica_nodes, v_isr_nodes, v_offline_replicas, ()), pos
+    v_offline_replicas, pos = _rfa(buf, pos, n_v_offline_replicas, 'i', 'OfflineReplicas')
+    o = _new(MetadataResponsePartition)
+    o.error_code = v_error_code
+    o.partition_index = v_partition_index
+    o.leader_id = v_leader_id
+    o.leader_epoch = -1
+    o.replica_nodes = v_replica_nodes
+    o.isr_nodes = v_isr_nodes
+    o.offline_replicas = v_offline_replicas
+    o.unknown_tagged_fields = ()
+    return o, pos
 
 
 def _write_MetadataResponsePartition_1(o: MetadataResponsePartition, out: bytearray) -> None:
@@ -291,16 +334,28 @@ def _read_MetadataResponsePartition_2(buf: bytes | bytearray | memoryview, pos: 
     # versions 7-8
     end = len(buf)
     if pos + 14 > end:
-        raise _short_fixed(pos, end, _L_hiii)
+        raise _short_fixed(pos, end, _L3)
     v_error_code, v_partition_index, v_leader_id, v_leader_epoch = _S_hiii.unpack_from(buf, pos)
     pos += 14
+    v_replica_nodes: list[int]
     n_v_replica_nodes, pos = _ral(buf, pos, 'ReplicaNodes')
-    v_replica_nodes, pos = _rfa(buf, pos, n_v_replica_nodes, _S_i, 'ReplicaNodes')
+    v_replica_nodes, pos = _rfa(buf, pos, n_v_replica_nodes, 'i', 'ReplicaNodes')
+    v_isr_nodes: list[int]
     n_v_isr_nodes, pos = _ral(buf, pos, 'IsrNodes')
-    v_isr_nodes, pos = _rfa(buf, pos, n_v_isr_nodes, _S_i, 'IsrNodes')
+    v_isr_nodes, pos = _rfa(buf, pos, n_v_isr_nodes, 'i', 'IsrNodes')
+    v_offline_replicas: list[int]
     n_v_offline_replicas, pos = _ral(buf, pos, 'OfflineReplicas')
-    v_offline_replicas, pos = _rfa(buf, pos, n_v_offline_replicas, _S_i, 'OfflineReplicas')
-    return MetadataResponsePartition(v_error_code, v_partition_index, v_leader_id, v_leader_epoch, v_replica_nodes, v_isr_nodes, v_offline_replicas, ()), pos
+    v_offline_replicas, pos = _rfa(buf, pos, n_v_offline_replicas, 'i', 'OfflineReplicas')
+    o = _new(MetadataResponsePartition)
+    o.error_code = v_error_code
+    o.partition_index = v_partition_index
+    o.leader_id = v_leader_id
+    o.leader_epoch = v_leader_epoch
+    o.replica_nodes = v_replica_nodes
+    o.isr_nodes = v_isr_nodes
+    o.offline_replicas = v_offline_replicas
+    o.unknown_tagged_fields = ()
+    return o, pos
 
 
 def _write_MetadataResponsePartition_2(o: MetadataResponsePartition, out: bytearray) -> None:
@@ -326,15 +381,30 @@ def _read_MetadataResponsePartition_3(buf: bytes | bytearray | memoryview, pos: 
     # versions 9-12
     end = len(buf)
     if pos + 14 > end:
-        raise _short_fixed(pos, end, _L_hiii)
+        raise _short_fixed(pos, end, _L3)
     v_error_code, v_partition_index, v_leader_id, v_leader_epoch = _S_hiii.unpack_from(buf, pos)
     pos += 14
-    n_v_replica_nodes, pos = _rcal(buf, pos, 'ReplicaNodes')
-    v_replica_nodes, pos = _rfa(buf, pos, n_v_replica_nodes, _S_i, 'ReplicaNodes')
-    n_v_isr_nodes, pos = _rcal(buf, pos, 'IsrNodes')
-    v_isr_nodes, pos = _rfa(buf, pos, n_v_isr_nodes, _S_i, 'IsrNodes')
-    n_v_offline_replicas, pos = _rcal(buf, pos, 'OfflineReplicas')
-    v_offline_replicas, pos = _rfa(buf, pos, n_v_offline_replicas, _S_i, 'OfflineReplicas')
+    v_replica_nodes: list[int]
+    n_v_replica_nodes = buf[pos] - 1 if pos < end else -2
+    if 0 <= n_v_replica_nodes < 127 and n_v_replica_nodes <= end - pos:
+        pos += 1
+    else:
+        n_v_replica_nodes, pos = _rcal(buf, pos, 'ReplicaNodes')
+    v_replica_nodes, pos = _rfa(buf, pos, n_v_replica_nodes, 'i', 'ReplicaNodes')
+    v_isr_nodes: list[int]
+    n_v_isr_nodes = buf[pos] - 1 if pos < end else -2
+    if 0 <= n_v_isr_nodes < 127 and n_v_isr_nodes <= end - pos:
+        pos += 1
+    else:
+        n_v_isr_nodes, pos = _rcal(buf, pos, 'IsrNodes')
+    v_isr_nodes, pos = _rfa(buf, pos, n_v_isr_nodes, 'i', 'IsrNodes')
+    v_offline_replicas: list[int]
+    n_v_offline_replicas = buf[pos] - 1 if pos < end else -2
+    if 0 <= n_v_offline_replicas < 127 and n_v_offline_replicas <= end - pos:
+        pos += 1
+    else:
+        n_v_offline_replicas, pos = _rcal(buf, pos, 'OfflineReplicas')
+    v_offline_replicas, pos = _rfa(buf, pos, n_v_offline_replicas, 'i', 'OfflineReplicas')
     unknown: tuple[tuple[int, bytes], ...] = ()
     if pos < end and buf[pos] == 0:
         pos += 1
@@ -347,7 +417,16 @@ def _read_MetadataResponsePartition_3(buf: bytes | bytearray | memoryview, pos: 
             pos += size
         if raw_tags:
             unknown = tuple(raw_tags)
-    return MetadataResponsePartition(v_error_code, v_partition_index, v_leader_id, v_leader_epoch, v_replica_nodes, v_isr_nodes, v_offline_replicas, unknown), pos
+    o = _new(MetadataResponsePartition)
+    o.error_code = v_error_code
+    o.partition_index = v_partition_index
+    o.leader_id = v_leader_id
+    o.leader_epoch = v_leader_epoch
+    o.replica_nodes = v_replica_nodes
+    o.isr_nodes = v_isr_nodes
+    o.offline_replicas = v_offline_replicas
+    o.unknown_tagged_fields = unknown
+    return o, pos
 
 
 def _write_MetadataResponsePartition_3(o: MetadataResponsePartition, out: bytearray) -> None:
@@ -375,21 +454,30 @@ def _read_MetadataResponseTopic_0(buf: bytes | bytearray | memoryview, pos: int)
     # versions 0
     end = len(buf)
     if pos + 2 > end:
-        raise _short_fixed(pos, end, _L_h)
+        raise _short_fixed(pos, end, _L4)
     v_error_code, = _S_h.unpack_from(buf, pos)
     pos += 2
     v_name, pos = _rs(buf, pos, 'Name')
+    v_partitions: list[MetadataResponsePartition]
     n_v_partitions, pos = _ral(buf, pos, 'Partitions')
     v_partitions = []
-    app = v_partitions.append
+    app_v_partitions = v_partitions.append
     i = 0
     try:
         for i in range(n_v_partitions):
-            item, pos = _read_MetadataResponsePartition_0(buf, pos)
-            app(item)
+            e_v_partitions, pos = _read_MetadataResponsePartition_0(buf, pos)
+            app_v_partitions(e_v_partitions)
     except _DecodeError as exc:
         raise exc.refine(field=f'Partitions[{i}]')
-    return MetadataResponseTopic(v_error_code, v_name, _ZERO_UUID, False, v_partitions, -2147483648, ()), pos
+    o = _new(MetadataResponseTopic)
+    o.error_code = v_error_code
+    o.name = v_name
+    o.topic_id = _ZERO_UUID
+    o.is_internal = False
+    o.partitions = v_partitions
+    o.topic_authorized_operations = -2147483648
+    o.unknown_tagged_fields = ()
+    return o, pos
 
 
 def _write_MetadataResponseTopic_0(o: MetadataResponseTopic, out: bytearray) -> None:
@@ -403,8 +491,8 @@ def _write_MetadataResponseTopic_0(o: MetadataResponseTopic, out: bytearray) -> 
     if o.partitions is None:
         raise _null('Partitions')
     _wal(out, o.partitions, 'Partitions')
-    for item in o.partitions:
-        _write_MetadataResponsePartition_0(item, out)
+    for e_partitions in o.partitions:
+        _write_MetadataResponsePartition_0(e_partitions, out)
     if o.unknown_tagged_fields:
         raise _EncodeError('tagged fields cannot be written at non-flexible version 0')
 
@@ -413,25 +501,34 @@ def _read_MetadataResponseTopic_1(buf: bytes | bytearray | memoryview, pos: int)
     # versions 1-4
     end = len(buf)
     if pos + 2 > end:
-        raise _short_fixed(pos, end, _L_h)
+        raise _short_fixed(pos, end, _L4)
     v_error_code, = _S_h.unpack_from(buf, pos)
     pos += 2
     v_name, pos = _rs(buf, pos, 'Name')
     if pos + 1 > end:
-        raise _short_fixed(pos, end, _L__)
+        raise _short_fixed(pos, end, _L5)
     v_is_internal, = _S__.unpack_from(buf, pos)
     pos += 1
+    v_partitions: list[MetadataResponsePartition]
     n_v_partitions, pos = _ral(buf, pos, 'Partitions')
     v_partitions = []
-    app = v_partitions.append
+    app_v_partitions = v_partitions.append
     i = 0
     try:
         for i in range(n_v_partitions):
-            item, pos = _read_MetadataResponsePartition_0(buf, pos)
-            app(item)
+            e_v_partitions, pos = _read_MetadataResponsePartition_0(buf, pos)
+            app_v_partitions(e_v_partitions)
     except _DecodeError as exc:
         raise exc.refine(field=f'Partitions[{i}]')
-    return MetadataResponseTopic(v_error_code, v_name, _ZERO_UUID, v_is_internal, v_partitions, -2147483648, ()), pos
+    o = _new(MetadataResponseTopic)
+    o.error_code = v_error_code
+    o.name = v_name
+    o.topic_id = _ZERO_UUID
+    o.is_internal = v_is_internal
+    o.partitions = v_partitions
+    o.topic_authorized_operations = -2147483648
+    o.unknown_tagged_fields = ()
+    return o, pos
 
 
 def _write_MetadataResponseTopic_1(o: MetadataResponseTopic, out: bytearray) -> None:
@@ -442,12 +539,12 @@ def _write_MetadataResponseTopic_1(o: MetadataResponseTopic, out: bytearray) -> 
     if o.name is None:
         raise _null('Name')
     _ws(out, o.name, 'Name')
-    out += _S__.pack(_bool(o.is_internal, 'IsInternal'))
+    out += _S__.pack((o.is_internal if o.is_internal.__class__ is bool else _bool(o.is_internal, 'IsInternal')))
     if o.partitions is None:
         raise _null('Partitions')
     _wal(out, o.partitions, 'Partitions')
-    for item in o.partitions:
-        _write_MetadataResponsePartition_0(item, out)
+    for e_partitions in o.partitions:
+        _write_MetadataResponsePartition_0(e_partitions, out)
     if o.unknown_tagged_fields:
         raise _EncodeError('tagged fields cannot be written at non-flexible version 1-4')
 
@@ -456,25 +553,34 @@ def _read_MetadataResponseTopic_2(buf: bytes | bytearray | memoryview, pos: int)
     # versions 5-6
     end = len(buf)
     if pos + 2 > end:
-        raise _short_fixed(pos, end, _L_h)
+        raise _short_fixed(pos, end, _L4)
     v_error_code, = _S_h.unpack_from(buf, pos)
     pos += 2
     v_name, pos = _rs(buf, pos, 'Name')
     if pos + 1 > end:
-        raise _short_fixed(pos, end, _L__)
+        raise _short_fixed(pos, end, _L5)
     v_is_internal, = _S__.unpack_from(buf, pos)
     pos += 1
+    v_partitions: list[MetadataResponsePartition]
     n_v_partitions, pos = _ral(buf, pos, 'Partitions')
     v_partitions = []
-    app = v_partitions.append
+    app_v_partitions = v_partitions.append
     i = 0
     try:
         for i in range(n_v_partitions):
-            item, pos = _read_MetadataResponsePartition_1(buf, pos)
-            app(item)
+            e_v_partitions, pos = _read_MetadataResponsePartition_1(buf, pos)
+            app_v_partitions(e_v_partitions)
     except _DecodeError as exc:
         raise exc.refine(field=f'Partitions[{i}]')
-    return MetadataResponseTopic(v_error_code, v_name, _ZERO_UUID, v_is_internal, v_partitions, -2147483648, ()), pos
+    o = _new(MetadataResponseTopic)
+    o.error_code = v_error_code
+    o.name = v_name
+    o.topic_id = _ZERO_UUID
+    o.is_internal = v_is_internal
+    o.partitions = v_partitions
+    o.topic_authorized_operations = -2147483648
+    o.unknown_tagged_fields = ()
+    return o, pos
 
 
 def _write_MetadataResponseTopic_2(o: MetadataResponseTopic, out: bytearray) -> None:
@@ -485,12 +591,12 @@ def _write_MetadataResponseTopic_2(o: MetadataResponseTopic, out: bytearray) -> 
     if o.name is None:
         raise _null('Name')
     _ws(out, o.name, 'Name')
-    out += _S__.pack(_bool(o.is_internal, 'IsInternal'))
+    out += _S__.pack((o.is_internal if o.is_internal.__class__ is bool else _bool(o.is_internal, 'IsInternal')))
     if o.partitions is None:
         raise _null('Partitions')
     _wal(out, o.partitions, 'Partitions')
-    for item in o.partitions:
-        _write_MetadataResponsePartition_1(item, out)
+    for e_partitions in o.partitions:
+        _write_MetadataResponsePartition_1(e_partitions, out)
     if o.unknown_tagged_fields:
         raise _EncodeError('tagged fields cannot be written at non-flexible version 5-6')
 
@@ -499,25 +605,34 @@ def _read_MetadataResponseTopic_3(buf: bytes | bytearray | memoryview, pos: int)
     # versions 7
     end = len(buf)
     if pos + 2 > end:
-        raise _short_fixed(pos, end, _L_h)
+        raise _short_fixed(pos, end, _L4)
     v_error_code, = _S_h.unpack_from(buf, pos)
     pos += 2
     v_name, pos = _rs(buf, pos, 'Name')
     if pos + 1 > end:
-        raise _short_fixed(pos, end, _L__)
+        raise _short_fixed(pos, end, _L5)
     v_is_internal, = _S__.unpack_from(buf, pos)
     pos += 1
+    v_partitions: list[MetadataResponsePartition]
     n_v_partitions, pos = _ral(buf, pos, 'Partitions')
     v_partitions = []
-    app = v_partitions.append
+    app_v_partitions = v_partitions.append
     i = 0
     try:
         for i in range(n_v_partitions):
-            item, pos = _read_MetadataResponsePartition_2(buf, pos)
-            app(item)
+            e_v_partitions, pos = _read_MetadataResponsePartition_2(buf, pos)
+            app_v_partitions(e_v_partitions)
     except _DecodeError as exc:
         raise exc.refine(field=f'Partitions[{i}]')
-    return MetadataResponseTopic(v_error_code, v_name, _ZERO_UUID, v_is_internal, v_partitions, -2147483648, ()), pos
+    o = _new(MetadataResponseTopic)
+    o.error_code = v_error_code
+    o.name = v_name
+    o.topic_id = _ZERO_UUID
+    o.is_internal = v_is_internal
+    o.partitions = v_partitions
+    o.topic_authorized_operations = -2147483648
+    o.unknown_tagged_fields = ()
+    return o, pos
 
 
 def _write_MetadataResponseTopic_3(o: MetadataResponseTopic, out: bytearray) -> None:
@@ -528,12 +643,12 @@ def _write_MetadataResponseTopic_3(o: MetadataResponseTopic, out: bytearray) -> 
     if o.name is None:
         raise _null('Name')
     _ws(out, o.name, 'Name')
-    out += _S__.pack(_bool(o.is_internal, 'IsInternal'))
+    out += _S__.pack((o.is_internal if o.is_internal.__class__ is bool else _bool(o.is_internal, 'IsInternal')))
     if o.partitions is None:
         raise _null('Partitions')
     _wal(out, o.partitions, 'Partitions')
-    for item in o.partitions:
-        _write_MetadataResponsePartition_2(item, out)
+    for e_partitions in o.partitions:
+        _write_MetadataResponsePartition_2(e_partitions, out)
     if o.unknown_tagged_fields:
         raise _EncodeError('tagged fields cannot be written at non-flexible version 7')
 
@@ -542,29 +657,38 @@ def _read_MetadataResponseTopic_4(buf: bytes | bytearray | memoryview, pos: int)
     # versions 8
     end = len(buf)
     if pos + 2 > end:
-        raise _short_fixed(pos, end, _L_h)
+        raise _short_fixed(pos, end, _L4)
     v_error_code, = _S_h.unpack_from(buf, pos)
     pos += 2
     v_name, pos = _rs(buf, pos, 'Name')
     if pos + 1 > end:
-        raise _short_fixed(pos, end, _L__)
+        raise _short_fixed(pos, end, _L5)
     v_is_internal, = _S__.unpack_from(buf, pos)
     pos += 1
+    v_partitions: list[MetadataResponsePartition]
     n_v_partitions, pos = _ral(buf, pos, 'Partitions')
     v_partitions = []
-    app = v_partitions.append
+    app_v_partitions = v_partitions.append
     i = 0
     try:
         for i in range(n_v_partitions):
-            item, pos = _read_MetadataResponsePartition_2(buf, pos)
-            app(item)
+            e_v_partitions, pos = _read_MetadataResponsePartition_2(buf, pos)
+            app_v_partitions(e_v_partitions)
     except _DecodeError as exc:
         raise exc.refine(field=f'Partitions[{i}]')
     if pos + 4 > end:
-        raise _short_fixed(pos, end, _L_i)
+        raise _short_fixed(pos, end, _L6)
     v_topic_authorized_operations, = _S_i.unpack_from(buf, pos)
     pos += 4
-    return MetadataResponseTopic(v_error_code, v_name, _ZERO_UUID, v_is_internal, v_partitions, v_topic_authorized_operations, ()), pos
+    o = _new(MetadataResponseTopic)
+    o.error_code = v_error_code
+    o.name = v_name
+    o.topic_id = _ZERO_UUID
+    o.is_internal = v_is_internal
+    o.partitions = v_partitions
+    o.topic_authorized_operations = v_topic_authorized_operations
+    o.unknown_tagged_fields = ()
+    return o, pos
 
 
 def _write_MetadataResponseTopic_4(o: MetadataResponseTopic, out: bytearray) -> None:
@@ -573,12 +697,12 @@ def _write_MetadataResponseTopic_4(o: MetadataResponseTopic, out: bytearray) -> 
     if o.name is None:
         raise _null('Name')
     _ws(out, o.name, 'Name')
-    out += _S__.pack(_bool(o.is_internal, 'IsInternal'))
+    out += _S__.pack((o.is_internal if o.is_internal.__class__ is bool else _bool(o.is_internal, 'IsInternal')))
     if o.partitions is None:
         raise _null('Partitions')
     _wal(out, o.partitions, 'Partitions')
-    for item in o.partitions:
-        _write_MetadataResponsePartition_2(item, out)
+    for e_partitions in o.partitions:
+        _write_MetadataResponsePartition_2(e_partitions, out)
     out += _S_i.pack(o.topic_authorized_operations)
     if o.unknown_tagged_fields:
         raise _EncodeError('tagged fields cannot be written at non-flexible version 8')
@@ -588,26 +712,31 @@ def _read_MetadataResponseTopic_5(buf: bytes | bytearray | memoryview, pos: int)
     # versions 9
     end = len(buf)
     if pos + 2 > end:
-        raise _short_fixed(pos, end, _L_h)
+        raise _short_fixed(pos, end, _L4)
     v_error_code, = _S_h.unpack_from(buf, pos)
     pos += 2
     v_name, pos = _rcs(buf, pos, 'Name')
     if pos + 1 > end:
-        raise _short_fixed(pos, end, _L__)
+        raise _short_fixed(pos, end, _L5)
     v_is_internal, = _S__.unpack_from(buf, pos)
     pos += 1
-    n_v_partitions, pos = _rcal(buf, pos, 'Partitions')
+    v_partitions: list[MetadataResponsePartition]
+    n_v_partitions = buf[pos] - 1 if pos < end else -2
+    if 0 <= n_v_partitions < 127 and n_v_partitions <= end - pos:
+        pos += 1
+    else:
+        n_v_partitions, pos = _rcal(buf, pos, 'Partitions')
     v_partitions = []
-    app = v_partitions.append
+    app_v_partitions = v_partitions.append
     i = 0
     try:
         for i in range(n_v_partitions):
-            item, pos = _read_MetadataResponsePartition_3(buf, pos)
-            app(item)
+            e_v_partitions, pos = _read_MetadataResponsePartition_3(buf, pos)
+            app_v_partitions(e_v_partitions)
     except _DecodeError as exc:
         raise exc.refine(field=f'Partitions[{i}]')
     if pos + 4 > end:
-        raise _short_fixed(pos, end, _L_i)
+        raise _short_fixed(pos, end, _L6)
     v_topic_authorized_operations, = _S_i.unpack_from(buf, pos)
     pos += 4
     unknown: tuple[tuple[int, bytes], ...] = ()
@@ -622,7 +751,15 @@ def _read_MetadataResponseTopic_5(buf: bytes | bytearray | memoryview, pos: int)
             pos += size
         if raw_tags:
             unknown = tuple(raw_tags)
-    return MetadataResponseTopic(v_error_code, v_name, _ZERO_UUID, v_is_internal, v_partitions, v_topic_authorized_operations, unknown), pos
+    o = _new(MetadataResponseTopic)
+    o.error_code = v_error_code
+    o.name = v_name
+    o.topic_id = _ZERO_UUID
+    o.is_internal = v_is_internal
+    o.partitions = v_partitions
+    o.topic_authorized_operations = v_topic_authorized_operations
+    o.unknown_tagged_fields = unknown
+    return o, pos
 
 
 def _write_MetadataResponseTopic_5(o: MetadataResponseTopic, out: bytearray) -> None:
@@ -631,12 +768,12 @@ def _write_MetadataResponseTopic_5(o: MetadataResponseTopic, out: bytearray) -> 
     if o.name is None:
         raise _null('Name')
     _wcs(out, o.name, 'Name')
-    out += _S__.pack(_bool(o.is_internal, 'IsInternal'))
+    out += _S__.pack((o.is_internal if o.is_internal.__class__ is bool else _bool(o.is_internal, 'IsInternal')))
     if o.partitions is None:
         raise _null('Partitions')
     _wcal(out, o.partitions, 'Partitions')
-    for item in o.partitions:
-        _write_MetadataResponsePartition_3(item, out)
+    for e_partitions in o.partitions:
+        _write_MetadataResponsePartition_3(e_partitions, out)
     out += _S_i.pack(o.topic_authorized_operations)
     if o.unknown_tagged_fields:
         _wts(out, (), o.unknown_tagged_fields, '_tagged_fields')
@@ -648,27 +785,32 @@ def _read_MetadataResponseTopic_6(buf: bytes | bytearray | memoryview, pos: int)
     # versions 10-11
     end = len(buf)
     if pos + 2 > end:
-        raise _short_fixed(pos, end, _L_h)
+        raise _short_fixed(pos, end, _L4)
     v_error_code, = _S_h.unpack_from(buf, pos)
     pos += 2
     v_name, pos = _rcs(buf, pos, 'Name')
     if pos + 17 > end:
-        raise _short_fixed(pos, end, _L_16s_)
-    v_topic_id, v_is_internal = _S_16s_.unpack_from(buf, pos)
-    v_topic_id = _uuid_from_bytes(v_topic_id)
+        raise _short_fixed(pos, end, _L7)
+    r_topic_id, v_is_internal = _S_16s_.unpack_from(buf, pos)
+    v_topic_id = _uuid_from_bytes(r_topic_id)
     pos += 17
-    n_v_partitions, pos = _rcal(buf, pos, 'Partitions')
+    v_partitions: list[MetadataResponsePartition]
+    n_v_partitions = buf[pos] - 1 if pos < end else -2
+    if 0 <= n_v_partitions < 127 and n_v_partitions <= end - pos:
+        pos += 1
+    else:
+        n_v_partitions, pos = _rcal(buf, pos, 'Partitions')
     v_partitions = []
-    app = v_partitions.append
+    app_v_partitions = v_partitions.append
     i = 0
     try:
         for i in range(n_v_partitions):
-            item, pos = _read_MetadataResponsePartition_3(buf, pos)
-            app(item)
+            e_v_partitions, pos = _read_MetadataResponsePartition_3(buf, pos)
+            app_v_partitions(e_v_partitions)
     except _DecodeError as exc:
         raise exc.refine(field=f'Partitions[{i}]')
     if pos + 4 > end:
-        raise _short_fixed(pos, end, _L_i)
+        raise _short_fixed(pos, end, _L6)
     v_topic_authorized_operations, = _S_i.unpack_from(buf, pos)
     pos += 4
     unknown: tuple[tuple[int, bytes], ...] = ()
@@ -683,7 +825,15 @@ def _read_MetadataResponseTopic_6(buf: bytes | bytearray | memoryview, pos: int)
             pos += size
         if raw_tags:
             unknown = tuple(raw_tags)
-    return MetadataResponseTopic(v_error_code, v_name, v_topic_id, v_is_internal, v_partitions, v_topic_authorized_operations, unknown), pos
+    o = _new(MetadataResponseTopic)
+    o.error_code = v_error_code
+    o.name = v_name
+    o.topic_id = v_topic_id
+    o.is_internal = v_is_internal
+    o.partitions = v_partitions
+    o.topic_authorized_operations = v_topic_authorized_operations
+    o.unknown_tagged_fields = unknown
+    return o, pos
 
 
 def _write_MetadataResponseTopic_6(o: MetadataResponseTopic, out: bytearray) -> None:
@@ -692,12 +842,12 @@ def _write_MetadataResponseTopic_6(o: MetadataResponseTopic, out: bytearray) -> 
     if o.name is None:
         raise _null('Name')
     _wcs(out, o.name, 'Name')
-    out += _S_16s_.pack(o.topic_id.bytes, _bool(o.is_internal, 'IsInternal'))
+    out += _S_16s_.pack(o.topic_id.bytes, (o.is_internal if o.is_internal.__class__ is bool else _bool(o.is_internal, 'IsInternal')))
     if o.partitions is None:
         raise _null('Partitions')
     _wcal(out, o.partitions, 'Partitions')
-    for item in o.partitions:
-        _write_MetadataResponsePartition_3(item, out)
+    for e_partitions in o.partitions:
+        _write_MetadataResponsePartition_3(e_partitions, out)
     out += _S_i.pack(o.topic_authorized_operations)
     if o.unknown_tagged_fields:
         _wts(out, (), o.unknown_tagged_fields, '_tagged_fields')
@@ -709,27 +859,32 @@ def _read_MetadataResponseTopic_7(buf: bytes | bytearray | memoryview, pos: int)
     # versions 12
     end = len(buf)
     if pos + 2 > end:
-        raise _short_fixed(pos, end, _L_h)
+        raise _short_fixed(pos, end, _L4)
     v_error_code, = _S_h.unpack_from(buf, pos)
     pos += 2
     v_name, pos = _rncs(buf, pos, 'Name')
     if pos + 17 > end:
-        raise _short_fixed(pos, end, _L_16s_)
-    v_topic_id, v_is_internal = _S_16s_.unpack_from(buf, pos)
-    v_topic_id = _uuid_from_bytes(v_topic_id)
+        raise _short_fixed(pos, end, _L7)
+    r_topic_id, v_is_internal = _S_16s_.unpack_from(buf, pos)
+    v_topic_id = _uuid_from_bytes(r_topic_id)
     pos += 17
-    n_v_partitions, pos = _rcal(buf, pos, 'Partitions')
+    v_partitions: list[MetadataResponsePartition]
+    n_v_partitions = buf[pos] - 1 if pos < end else -2
+    if 0 <= n_v_partitions < 127 and n_v_partitions <= end - pos:
+        pos += 1
+    else:
+        n_v_partitions, pos = _rcal(buf, pos, 'Partitions')
     v_partitions = []
-    app = v_partitions.append
+    app_v_partitions = v_partitions.append
     i = 0
     try:
         for i in range(n_v_partitions):
-            item, pos = _read_MetadataResponsePartition_3(buf, pos)
-            app(item)
+            e_v_partitions, pos = _read_MetadataResponsePartition_3(buf, pos)
+            app_v_partitions(e_v_partitions)
     except _DecodeError as exc:
         raise exc.refine(field=f'Partitions[{i}]')
     if pos + 4 > end:
-        raise _short_fixed(pos, end, _L_i)
+        raise _short_fixed(pos, end, _L6)
     v_topic_authorized_operations, = _S_i.unpack_from(buf, pos)
     pos += 4
     unknown: tuple[tuple[int, bytes], ...] = ()
@@ -744,19 +899,27 @@ def _read_MetadataResponseTopic_7(buf: bytes | bytearray | memoryview, pos: int)
             pos += size
         if raw_tags:
             unknown = tuple(raw_tags)
-    return MetadataResponseTopic(v_error_code, v_name, v_topic_id, v_is_internal, v_partitions, v_topic_authorized_operations, unknown), pos
+    o = _new(MetadataResponseTopic)
+    o.error_code = v_error_code
+    o.name = v_name
+    o.topic_id = v_topic_id
+    o.is_internal = v_is_internal
+    o.partitions = v_partitions
+    o.topic_authorized_operations = v_topic_authorized_operations
+    o.unknown_tagged_fields = unknown
+    return o, pos
 
 
 def _write_MetadataResponseTopic_7(o: MetadataResponseTopic, out: bytearray) -> None:
     # versions 12
     out += _S_h.pack(o.error_code)
     _wcs(out, o.name, 'Name')
-    out += _S_16s_.pack(o.topic_id.bytes, _bool(o.is_internal, 'IsInternal'))
+    out += _S_16s_.pack(o.topic_id.bytes, (o.is_internal if o.is_internal.__class__ is bool else _bool(o.is_internal, 'IsInternal')))
     if o.partitions is None:
         raise _null('Partitions')
     _wcal(out, o.partitions, 'Partitions')
-    for item in o.partitions:
-        _write_MetadataResponsePartition_3(item, out)
+    for e_partitions in o.partitions:
+        _write_MetadataResponsePartition_3(e_partitions, out)
     out += _S_i.pack(o.topic_authorized_operations)
     if o.unknown_tagged_fields:
         _wts(out, (), o.unknown_tagged_fields, '_tagged_fields')
@@ -767,27 +930,37 @@ def _write_MetadataResponseTopic_7(o: MetadataResponseTopic, out: bytearray) -> 
 def _read_MetadataResponse_0(buf: bytes | bytearray | memoryview, pos: int) -> tuple[MetadataResponse, int]:
     # versions 0
     end = len(buf)
+    v_brokers: list[MetadataResponseBroker]
     n_v_brokers, pos = _ral(buf, pos, 'Brokers')
     v_brokers = []
-    app = v_brokers.append
+    app_v_brokers = v_brokers.append
     i = 0
     try:
         for i in range(n_v_brokers):
-            item, pos = _read_MetadataResponseBroker_0(buf, pos)
-            app(item)
+            e_v_brokers, pos = _read_MetadataResponseBroker_0(buf, pos)
+            app_v_brokers(e_v_brokers)
     except _DecodeError as exc:
         raise exc.refine(field=f'Brokers[{i}]')
+    v_topics: list[MetadataResponseTopic]
     n_v_topics, pos = _ral(buf, pos, 'Topics')
     v_topics = []
-    app = v_topics.append
+    app_v_topics = v_topics.append
     i = 0
     try:
         for i in range(n_v_topics):
-            item, pos = _read_MetadataResponseTopic_0(buf, pos)
-            app(item)
+            e_v_topics, pos = _read_MetadataResponseTopic_0(buf, pos)
+            app_v_topics(e_v_topics)
     except _DecodeError as exc:
         raise exc.refine(field=f'Topics[{i}]')
-    return MetadataResponse(0, v_brokers, None, -1, v_topics, -2147483648, ()), pos
+    o = _new(MetadataResponse)
+    o.throttle_time_ms = 0
+    o.brokers = v_brokers
+    o.cluster_id = None
+    o.controller_id = -1
+    o.topics = v_topics
+    o.cluster_authorized_operations = -2147483648
+    o.unknown_tagged_fields = ()
+    return o, pos
 
 
 def _write_MetadataResponse_0(o: MetadataResponse, out: bytearray) -> None:
@@ -797,13 +970,13 @@ def _write_MetadataResponse_0(o: MetadataResponse, out: bytearray) -> None:
     if o.brokers is None:
         raise _null('Brokers')
     _wal(out, o.brokers, 'Brokers')
-    for item in o.brokers:
-        _write_MetadataResponseBroker_0(item, out)
+    for e_brokers in o.brokers:
+        _write_MetadataResponseBroker_0(e_brokers, out)
     if o.topics is None:
         raise _null('Topics')
     _wal(out, o.topics, 'Topics')
-    for item in o.topics:
-        _write_MetadataResponseTopic_0(item, out)
+    for e_topics in o.topics:
+        _write_MetadataResponseTopic_0(e_topics, out)
     if o.unknown_tagged_fields:
         raise _EncodeError('tagged fields cannot be written at non-flexible version 0')
 
@@ -811,31 +984,41 @@ def _write_MetadataResponse_0(o: MetadataResponse, out: bytearray) -> None:
 def _read_MetadataResponse_1(buf: bytes | bytearray | memoryview, pos: int) -> tuple[MetadataResponse, int]:
     # versions 1
     end = len(buf)
+    v_brokers: list[MetadataResponseBroker]
     n_v_brokers, pos = _ral(buf, pos, 'Brokers')
     v_brokers = []
-    app = v_brokers.append
+    app_v_brokers = v_brokers.append
     i = 0
     try:
         for i in range(n_v_brokers):
-            item, pos = _read_MetadataResponseBroker_1(buf, pos)
-            app(item)
+            e_v_brokers, pos = _read_MetadataResponseBroker_1(buf, pos)
+            app_v_brokers(e_v_brokers)
     except _DecodeError as exc:
         raise exc.refine(field=f'Brokers[{i}]')
     if pos + 4 > end:
-        raise _short_fixed(pos, end, _L_i)
+        raise _short_fixed(pos, end, _L8)
     v_controller_id, = _S_i.unpack_from(buf, pos)
     pos += 4
+    v_topics: list[MetadataResponseTopic]
     n_v_topics, pos = _ral(buf, pos, 'Topics')
     v_topics = []
-    app = v_topics.append
+    app_v_topics = v_topics.append
     i = 0
     try:
         for i in range(n_v_topics):
-            item, pos = _read_MetadataResponseTopic_1(buf, pos)
-            app(item)
+            e_v_topics, pos = _read_MetadataResponseTopic_1(buf, pos)
+            app_v_topics(e_v_topics)
     except _DecodeError as exc:
         raise exc.refine(field=f'Topics[{i}]')
-    return MetadataResponse(0, v_brokers, None, v_controller_id, v_topics, -2147483648, ()), pos
+    o = _new(MetadataResponse)
+    o.throttle_time_ms = 0
+    o.brokers = v_brokers
+    o.cluster_id = None
+    o.controller_id = v_controller_id
+    o.topics = v_topics
+    o.cluster_authorized_operations = -2147483648
+    o.unknown_tagged_fields = ()
+    return o, pos
 
 
 def _write_MetadataResponse_1(o: MetadataResponse, out: bytearray) -> None:
@@ -845,14 +1028,14 @@ def _write_MetadataResponse_1(o: MetadataResponse, out: bytearray) -> None:
     if o.brokers is None:
         raise _null('Brokers')
     _wal(out, o.brokers, 'Brokers')
-    for item in o.brokers:
-        _write_MetadataResponseBroker_1(item, out)
+    for e_brokers in o.brokers:
+        _write_MetadataResponseBroker_1(e_brokers, out)
     out += _S_i.pack(o.controller_id)
     if o.topics is None:
         raise _null('Topics')
     _wal(out, o.topics, 'Topics')
-    for item in o.topics:
-        _write_MetadataResponseTopic_1(item, out)
+    for e_topics in o.topics:
+        _write_MetadataResponseTopic_1(e_topics, out)
     if o.unknown_tagged_fields:
         raise _EncodeError('tagged fields cannot be written at non-flexible version 1')
 
@@ -860,32 +1043,42 @@ def _write_MetadataResponse_1(o: MetadataResponse, out: bytearray) -> None:
 def _read_MetadataResponse_2(buf: bytes | bytearray | memoryview, pos: int) -> tuple[MetadataResponse, int]:
     # versions 2
     end = len(buf)
+    v_brokers: list[MetadataResponseBroker]
     n_v_brokers, pos = _ral(buf, pos, 'Brokers')
     v_brokers = []
-    app = v_brokers.append
+    app_v_brokers = v_brokers.append
     i = 0
     try:
         for i in range(n_v_brokers):
-            item, pos = _read_MetadataResponseBroker_1(buf, pos)
-            app(item)
+            e_v_brokers, pos = _read_MetadataResponseBroker_1(buf, pos)
+            app_v_brokers(e_v_brokers)
     except _DecodeError as exc:
         raise exc.refine(field=f'Brokers[{i}]')
     v_cluster_id, pos = _rns(buf, pos, 'ClusterId')
     if pos + 4 > end:
-        raise _short_fixed(pos, end, _L_i)
+        raise _short_fixed(pos, end, _L8)
     v_controller_id, = _S_i.unpack_from(buf, pos)
     pos += 4
+    v_topics: list[MetadataResponseTopic]
     n_v_topics, pos = _ral(buf, pos, 'Topics')
     v_topics = []
-    app = v_topics.append
+    app_v_topics = v_topics.append
     i = 0
     try:
         for i in range(n_v_topics):
-            item, pos = _read_MetadataResponseTopic_1(buf, pos)
-            app(item)
+            e_v_topics, pos = _read_MetadataResponseTopic_1(buf, pos)
+            app_v_topics(e_v_topics)
     except _DecodeError as exc:
         raise exc.refine(field=f'Topics[{i}]')
-    return MetadataResponse(0, v_brokers, v_cluster_id, v_controller_id, v_topics, -2147483648, ()), pos
+    o = _new(MetadataResponse)
+    o.throttle_time_ms = 0
+    o.brokers = v_brokers
+    o.cluster_id = v_cluster_id
+    o.controller_id = v_controller_id
+    o.topics = v_topics
+    o.cluster_authorized_operations = -2147483648
+    o.unknown_tagged_fields = ()
+    return o, pos
 
 
 def _write_MetadataResponse_2(o: MetadataResponse, out: bytearray) -> None:
@@ -895,15 +1088,15 @@ def _write_MetadataResponse_2(o: MetadataResponse, out: bytearray) -> None:
     if o.brokers is None:
         raise _null('Brokers')
     _wal(out, o.brokers, 'Brokers')
-    for item in o.brokers:
-        _write_MetadataResponseBroker_1(item, out)
+    for e_brokers in o.brokers:
+        _write_MetadataResponseBroker_1(e_brokers, out)
     _ws(out, o.cluster_id, 'ClusterId')
     out += _S_i.pack(o.controller_id)
     if o.topics is None:
         raise _null('Topics')
     _wal(out, o.topics, 'Topics')
-    for item in o.topics:
-        _write_MetadataResponseTopic_1(item, out)
+    for e_topics in o.topics:
+        _write_MetadataResponseTopic_1(e_topics, out)
     if o.unknown_tagged_fields:
         raise _EncodeError('tagged fields cannot be written at non-flexible version 2')
 
@@ -912,35 +1105,45 @@ def _read_MetadataResponse_3(buf: bytes | bytearray | memoryview, pos: int) -> t
     # versions 3-4
     end = len(buf)
     if pos + 4 > end:
-        raise _short_fixed(pos, end, _L_i)
+        raise _short_fixed(pos, end, _L9)
     v_throttle_time_ms, = _S_i.unpack_from(buf, pos)
     pos += 4
+    v_brokers: list[MetadataResponseBroker]
     n_v_brokers, pos = _ral(buf, pos, 'Brokers')
     v_brokers = []
-    app = v_brokers.append
+    app_v_brokers = v_brokers.append
     i = 0
     try:
         for i in range(n_v_brokers):
-            item, pos = _read_MetadataResponseBroker_1(buf, pos)
-            app(item)
+            e_v_brokers, pos = _read_MetadataResponseBroker_1(buf, pos)
+            app_v_brokers(e_v_brokers)
     except _DecodeError as exc:
         raise exc.refine(field=f'Brokers[{i}]')
     v_cluster_id, pos = _rns(buf, pos, 'ClusterId')
     if pos + 4 > end:
-        raise _short_fixed(pos, end, _L_i)
+        raise _short_fixed(pos, end, _L8)
     v_controller_id, = _S_i.unpack_from(buf, pos)
     pos += 4
+    v_topics: list[MetadataResponseTopic]
     n_v_topics, pos = _ral(buf, pos, 'Topics')
     v_topics = []
-    app = v_topics.append
+    app_v_topics = v_topics.append
     i = 0
     try:
         for i in range(n_v_topics):
-            item, pos = _read_MetadataResponseTopic_1(buf, pos)
-            app(item)
+            e_v_topics, pos = _read_MetadataResponseTopic_1(buf, pos)
+            app_v_topics(e_v_topics)
     except _DecodeError as exc:
         raise exc.refine(field=f'Topics[{i}]')
-    return MetadataResponse(v_throttle_time_ms, v_brokers, v_cluster_id, v_controller_id, v_topics, -2147483648, ()), pos
+    o = _new(MetadataResponse)
+    o.throttle_time_ms = v_throttle_time_ms
+    o.brokers = v_brokers
+    o.cluster_id = v_cluster_id
+    o.controller_id = v_controller_id
+    o.topics = v_topics
+    o.cluster_authorized_operations = -2147483648
+    o.unknown_tagged_fields = ()
+    return o, pos
 
 
 def _write_MetadataResponse_3(o: MetadataResponse, out: bytearray) -> None:
@@ -951,15 +1154,15 @@ def _write_MetadataResponse_3(o: MetadataResponse, out: bytearray) -> None:
     if o.brokers is None:
         raise _null('Brokers')
     _wal(out, o.brokers, 'Brokers')
-    for item in o.brokers:
-        _write_MetadataResponseBroker_1(item, out)
+    for e_brokers in o.brokers:
+        _write_MetadataResponseBroker_1(e_brokers, out)
     _ws(out, o.cluster_id, 'ClusterId')
     out += _S_i.pack(o.controller_id)
     if o.topics is None:
         raise _null('Topics')
     _wal(out, o.topics, 'Topics')
-    for item in o.topics:
-        _write_MetadataResponseTopic_1(item, out)
+    for e_topics in o.topics:
+        _write_MetadataResponseTopic_1(e_topics, out)
     if o.unknown_tagged_fields:
         raise _EncodeError('tagged fields cannot be written at non-flexible version 3-4')
 
@@ -968,35 +1171,45 @@ def _read_MetadataResponse_4(buf: bytes | bytearray | memoryview, pos: int) -> t
     # versions 5-6
     end = len(buf)
     if pos + 4 > end:
-        raise _short_fixed(pos, end, _L_i)
+        raise _short_fixed(pos, end, _L9)
     v_throttle_time_ms, = _S_i.unpack_from(buf, pos)
     pos += 4
+    v_brokers: list[MetadataResponseBroker]
     n_v_brokers, pos = _ral(buf, pos, 'Brokers')
     v_brokers = []
-    app = v_brokers.append
+    app_v_brokers = v_brokers.append
     i = 0
     try:
         for i in range(n_v_brokers):
-            item, pos = _read_MetadataResponseBroker_1(buf, pos)
-            app(item)
+            e_v_brokers, pos = _read_MetadataResponseBroker_1(buf, pos)
+            app_v_brokers(e_v_brokers)
     except _DecodeError as exc:
         raise exc.refine(field=f'Brokers[{i}]')
     v_cluster_id, pos = _rns(buf, pos, 'ClusterId')
     if pos + 4 > end:
-        raise _short_fixed(pos, end, _L_i)
+        raise _short_fixed(pos, end, _L8)
     v_controller_id, = _S_i.unpack_from(buf, pos)
     pos += 4
+    v_topics: list[MetadataResponseTopic]
     n_v_topics, pos = _ral(buf, pos, 'Topics')
     v_topics = []
-    app = v_topics.append
+    app_v_topics = v_topics.append
     i = 0
     try:
         for i in range(n_v_topics):
-            item, pos = _read_MetadataResponseTopic_2(buf, pos)
-            app(item)
+            e_v_topics, pos = _read_MetadataResponseTopic_2(buf, pos)
+            app_v_topics(e_v_topics)
     except _DecodeError as exc:
         raise exc.refine(field=f'Topics[{i}]')
-    return MetadataResponse(v_throttle_time_ms, v_brokers, v_cluster_id, v_controller_id, v_topics, -2147483648, ()), pos
+    o = _new(MetadataResponse)
+    o.throttle_time_ms = v_throttle_time_ms
+    o.brokers = v_brokers
+    o.cluster_id = v_cluster_id
+    o.controller_id = v_controller_id
+    o.topics = v_topics
+    o.cluster_authorized_operations = -2147483648
+    o.unknown_tagged_fields = ()
+    return o, pos
 
 
 def _write_MetadataResponse_4(o: MetadataResponse, out: bytearray) -> None:
@@ -1007,15 +1220,15 @@ def _write_MetadataResponse_4(o: MetadataResponse, out: bytearray) -> None:
     if o.brokers is None:
         raise _null('Brokers')
     _wal(out, o.brokers, 'Brokers')
-    for item in o.brokers:
-        _write_MetadataResponseBroker_1(item, out)
+    for e_brokers in o.brokers:
+        _write_MetadataResponseBroker_1(e_brokers, out)
     _ws(out, o.cluster_id, 'ClusterId')
     out += _S_i.pack(o.controller_id)
     if o.topics is None:
         raise _null('Topics')
     _wal(out, o.topics, 'Topics')
-    for item in o.topics:
-        _write_MetadataResponseTopic_2(item, out)
+    for e_topics in o.topics:
+        _write_MetadataResponseTopic_2(e_topics, out)
     if o.unknown_tagged_fields:
         raise _EncodeError('tagged fields cannot be written at non-flexible version 5-6')
 
@@ -1024,35 +1237,45 @@ def _read_MetadataResponse_5(buf: bytes | bytearray | memoryview, pos: int) -> t
     # versions 7
     end = len(buf)
     if pos + 4 > end:
-        raise _short_fixed(pos, end, _L_i)
+        raise _short_fixed(pos, end, _L9)
     v_throttle_time_ms, = _S_i.unpack_from(buf, pos)
     pos += 4
+    v_brokers: list[MetadataResponseBroker]
     n_v_brokers, pos = _ral(buf, pos, 'Brokers')
     v_brokers = []
-    app = v_brokers.append
+    app_v_brokers = v_brokers.append
     i = 0
     try:
         for i in range(n_v_brokers):
-            item, pos = _read_MetadataResponseBroker_1(buf, pos)
-            app(item)
+            e_v_brokers, pos = _read_MetadataResponseBroker_1(buf, pos)
+            app_v_brokers(e_v_brokers)
     except _DecodeError as exc:
         raise exc.refine(field=f'Brokers[{i}]')
     v_cluster_id, pos = _rns(buf, pos, 'ClusterId')
     if pos + 4 > end:
-        raise _short_fixed(pos, end, _L_i)
+        raise _short_fixed(pos, end, _L8)
     v_controller_id, = _S_i.unpack_from(buf, pos)
     pos += 4
+    v_topics: list[MetadataResponseTopic]
     n_v_topics, pos = _ral(buf, pos, 'Topics')
     v_topics = []
-    app = v_topics.append
+    app_v_topics = v_topics.append
     i = 0
     try:
         for i in range(n_v_topics):
-            item, pos = _read_MetadataResponseTopic_3(buf, pos)
-            app(item)
+            e_v_topics, pos = _read_MetadataResponseTopic_3(buf, pos)
+            app_v_topics(e_v_topics)
     except _DecodeError as exc:
         raise exc.refine(field=f'Topics[{i}]')
-    return MetadataResponse(v_throttle_time_ms, v_brokers, v_cluster_id, v_controller_id, v_topics, -2147483648, ()), pos
+    o = _new(MetadataResponse)
+    o.throttle_time_ms = v_throttle_time_ms
+    o.brokers = v_brokers
+    o.cluster_id = v_cluster_id
+    o.controller_id = v_controller_id
+    o.topics = v_topics
+    o.cluster_authorized_operations = -2147483648
+    o.unknown_tagged_fields = ()
+    return o, pos
 
 
 def _write_MetadataResponse_5(o: MetadataResponse, out: bytearray) -> None:
@@ -1063,15 +1286,15 @@ def _write_MetadataResponse_5(o: MetadataResponse, out: bytearray) -> None:
     if o.brokers is None:
         raise _null('Brokers')
     _wal(out, o.brokers, 'Brokers')
-    for item in o.brokers:
-        _write_MetadataResponseBroker_1(item, out)
+    for e_brokers in o.brokers:
+        _write_MetadataResponseBroker_1(e_brokers, out)
     _ws(out, o.cluster_id, 'ClusterId')
     out += _S_i.pack(o.controller_id)
     if o.topics is None:
         raise _null('Topics')
     _wal(out, o.topics, 'Topics')
-    for item in o.topics:
-        _write_MetadataResponseTopic_3(item, out)
+    for e_topics in o.topics:
+        _write_MetadataResponseTopic_3(e_topics, out)
     if o.unknown_tagged_fields:
         raise _EncodeError('tagged fields cannot be written at non-flexible version 7')
 
@@ -1080,39 +1303,49 @@ def _read_MetadataResponse_6(buf: bytes | bytearray | memoryview, pos: int) -> t
     # versions 8
     end = len(buf)
     if pos + 4 > end:
-        raise _short_fixed(pos, end, _L_i)
+        raise _short_fixed(pos, end, _L9)
     v_throttle_time_ms, = _S_i.unpack_from(buf, pos)
     pos += 4
+    v_brokers: list[MetadataResponseBroker]
     n_v_brokers, pos = _ral(buf, pos, 'Brokers')
     v_brokers = []
-    app = v_brokers.append
+    app_v_brokers = v_brokers.append
     i = 0
     try:
         for i in range(n_v_brokers):
-            item, pos = _read_MetadataResponseBroker_1(buf, pos)
-            app(item)
+            e_v_brokers, pos = _read_MetadataResponseBroker_1(buf, pos)
+            app_v_brokers(e_v_brokers)
     except _DecodeError as exc:
         raise exc.refine(field=f'Brokers[{i}]')
     v_cluster_id, pos = _rns(buf, pos, 'ClusterId')
     if pos + 4 > end:
-        raise _short_fixed(pos, end, _L_i)
+        raise _short_fixed(pos, end, _L8)
     v_controller_id, = _S_i.unpack_from(buf, pos)
     pos += 4
+    v_topics: list[MetadataResponseTopic]
     n_v_topics, pos = _ral(buf, pos, 'Topics')
     v_topics = []
-    app = v_topics.append
+    app_v_topics = v_topics.append
     i = 0
     try:
         for i in range(n_v_topics):
-            item, pos = _read_MetadataResponseTopic_4(buf, pos)
-            app(item)
+            e_v_topics, pos = _read_MetadataResponseTopic_4(buf, pos)
+            app_v_topics(e_v_topics)
     except _DecodeError as exc:
         raise exc.refine(field=f'Topics[{i}]')
     if pos + 4 > end:
-        raise _short_fixed(pos, end, _L_i)
+        raise _short_fixed(pos, end, _L10)
     v_cluster_authorized_operations, = _S_i.unpack_from(buf, pos)
     pos += 4
-    return MetadataResponse(v_throttle_time_ms, v_brokers, v_cluster_id, v_controller_id, v_topics, v_cluster_authorized_operations, ()), pos
+    o = _new(MetadataResponse)
+    o.throttle_time_ms = v_throttle_time_ms
+    o.brokers = v_brokers
+    o.cluster_id = v_cluster_id
+    o.controller_id = v_controller_id
+    o.topics = v_topics
+    o.cluster_authorized_operations = v_cluster_authorized_operations
+    o.unknown_tagged_fields = ()
+    return o, pos
 
 
 def _write_MetadataResponse_6(o: MetadataResponse, out: bytearray) -> None:
@@ -1121,15 +1354,15 @@ def _write_MetadataResponse_6(o: MetadataResponse, out: bytearray) -> None:
     if o.brokers is None:
         raise _null('Brokers')
     _wal(out, o.brokers, 'Brokers')
-    for item in o.brokers:
-        _write_MetadataResponseBroker_1(item, out)
+    for e_brokers in o.brokers:
+        _write_MetadataResponseBroker_1(e_brokers, out)
     _ws(out, o.cluster_id, 'ClusterId')
     out += _S_i.pack(o.controller_id)
     if o.topics is None:
         raise _null('Topics')
     _wal(out, o.topics, 'Topics')
-    for item in o.topics:
-        _write_MetadataResponseTopic_4(item, out)
+    for e_topics in o.topics:
+        _write_MetadataResponseTopic_4(e_topics, out)
     out += _S_i.pack(o.cluster_authorized_operations)
     if o.unknown_tagged_fields:
         raise _EncodeError('tagged fields cannot be written at non-flexible version 8')
@@ -1139,36 +1372,46 @@ def _read_MetadataResponse_7(buf: bytes | bytearray | memoryview, pos: int) -> t
     # versions 9
     end = len(buf)
     if pos + 4 > end:
-        raise _short_fixed(pos, end, _L_i)
+        raise _short_fixed(pos, end, _L9)
     v_throttle_time_ms, = _S_i.unpack_from(buf, pos)
     pos += 4
-    n_v_brokers, pos = _rcal(buf, pos, 'Brokers')
+    v_brokers: list[MetadataResponseBroker]
+    n_v_brokers = buf[pos] - 1 if pos < end else -2
+    if 0 <= n_v_brokers < 127 and n_v_brokers <= end - pos:
+        pos += 1
+    else:
+        n_v_brokers, pos = _rcal(buf, pos, 'Brokers')
     v_brokers = []
-    app = v_brokers.append
+    app_v_brokers = v_brokers.append
     i = 0
     try:
         for i in range(n_v_brokers):
-            item, pos = _read_MetadataResponseBroker_2(buf, pos)
-            app(item)
+            e_v_brokers, pos = _read_MetadataResponseBroker_2(buf, pos)
+            app_v_brokers(e_v_brokers)
     except _DecodeError as exc:
         raise exc.refine(field=f'Brokers[{i}]')
     v_cluster_id, pos = _rncs(buf, pos, 'ClusterId')
     if pos + 4 > end:
-        raise _short_fixed(pos, end, _L_i)
+        raise _short_fixed(pos, end, _L8)
     v_controller_id, = _S_i.unpack_from(buf, pos)
     pos += 4
-    n_v_topics, pos = _rcal(buf, pos, 'Topics')
+    v_topics: list[MetadataResponseTopic]
+    n_v_topics = buf[pos] - 1 if pos < end else -2
+    if 0 <= n_v_topics < 127 and n_v_topics <= end - pos:
+        pos += 1
+    else:
+        n_v_topics, pos = _rcal(buf, pos, 'Topics')
     v_topics = []
-    app = v_topics.append
+    app_v_topics = v_topics.append
     i = 0
     try:
         for i in range(n_v_topics):
-            item, pos = _read_MetadataResponseTopic_5(buf, pos)
-            app(item)
+            e_v_topics, pos = _read_MetadataResponseTopic_5(buf, pos)
+            app_v_topics(e_v_topics)
     except _DecodeError as exc:
         raise exc.refine(field=f'Topics[{i}]')
     if pos + 4 > end:
-        raise _short_fixed(pos, end, _L_i)
+        raise _short_fixed(pos, end, _L10)
     v_cluster_authorized_operations, = _S_i.unpack_from(buf, pos)
     pos += 4
     unknown: tuple[tuple[int, bytes], ...] = ()
@@ -1183,7 +1426,15 @@ def _read_MetadataResponse_7(buf: bytes | bytearray | memoryview, pos: int) -> t
             pos += size
         if raw_tags:
             unknown = tuple(raw_tags)
-    return MetadataResponse(v_throttle_time_ms, v_brokers, v_cluster_id, v_controller_id, v_topics, v_cluster_authorized_operations, unknown), pos
+    o = _new(MetadataResponse)
+    o.throttle_time_ms = v_throttle_time_ms
+    o.brokers = v_brokers
+    o.cluster_id = v_cluster_id
+    o.controller_id = v_controller_id
+    o.topics = v_topics
+    o.cluster_authorized_operations = v_cluster_authorized_operations
+    o.unknown_tagged_fields = unknown
+    return o, pos
 
 
 def _write_MetadataResponse_7(o: MetadataResponse, out: bytearray) -> None:
@@ -1192,15 +1443,15 @@ def _write_MetadataResponse_7(o: MetadataResponse, out: bytearray) -> None:
     if o.brokers is None:
         raise _null('Brokers')
     _wcal(out, o.brokers, 'Brokers')
-    for item in o.brokers:
-        _write_MetadataResponseBroker_2(item, out)
+    for e_brokers in o.brokers:
+        _write_MetadataResponseBroker_2(e_brokers, out)
     _wcs(out, o.cluster_id, 'ClusterId')
     out += _S_i.pack(o.controller_id)
     if o.topics is None:
         raise _null('Topics')
     _wcal(out, o.topics, 'Topics')
-    for item in o.topics:
-        _write_MetadataResponseTopic_5(item, out)
+    for e_topics in o.topics:
+        _write_MetadataResponseTopic_5(e_topics, out)
     out += _S_i.pack(o.cluster_authorized_operations)
     if o.unknown_tagged_fields:
         _wts(out, (), o.unknown_tagged_fields, '_tagged_fields')
@@ -1212,36 +1463,46 @@ def _read_MetadataResponse_8(buf: bytes | bytearray | memoryview, pos: int) -> t
     # versions 10
     end = len(buf)
     if pos + 4 > end:
-        raise _short_fixed(pos, end, _L_i)
+        raise _short_fixed(pos, end, _L9)
     v_throttle_time_ms, = _S_i.unpack_from(buf, pos)
     pos += 4
-    n_v_brokers, pos = _rcal(buf, pos, 'Brokers')
+    v_brokers: list[MetadataResponseBroker]
+    n_v_brokers = buf[pos] - 1 if pos < end else -2
+    if 0 <= n_v_brokers < 127 and n_v_brokers <= end - pos:
+        pos += 1
+    else:
+        n_v_brokers, pos = _rcal(buf, pos, 'Brokers')
     v_brokers = []
-    app = v_brokers.append
+    app_v_brokers = v_brokers.append
     i = 0
     try:
         for i in range(n_v_brokers):
-            item, pos = _read_MetadataResponseBroker_2(buf, pos)
-            app(item)
+            e_v_brokers, pos = _read_MetadataResponseBroker_2(buf, pos)
+            app_v_brokers(e_v_brokers)
     except _DecodeError as exc:
         raise exc.refine(field=f'Brokers[{i}]')
     v_cluster_id, pos = _rncs(buf, pos, 'ClusterId')
     if pos + 4 > end:
-        raise _short_fixed(pos, end, _L_i)
+        raise _short_fixed(pos, end, _L8)
     v_controller_id, = _S_i.unpack_from(buf, pos)
     pos += 4
-    n_v_topics, pos = _rcal(buf, pos, 'Topics')
+    v_topics: list[MetadataResponseTopic]
+    n_v_topics = buf[pos] - 1 if pos < end else -2
+    if 0 <= n_v_topics < 127 and n_v_topics <= end - pos:
+        pos += 1
+    else:
+        n_v_topics, pos = _rcal(buf, pos, 'Topics')
     v_topics = []
-    app = v_topics.append
+    app_v_topics = v_topics.append
     i = 0
     try:
         for i in range(n_v_topics):
-            item, pos = _read_MetadataResponseTopic_6(buf, pos)
-            app(item)
+            e_v_topics, pos = _read_MetadataResponseTopic_6(buf, pos)
+            app_v_topics(e_v_topics)
     except _DecodeError as exc:
         raise exc.refine(field=f'Topics[{i}]')
     if pos + 4 > end:
-        raise _short_fixed(pos, end, _L_i)
+        raise _short_fixed(pos, end, _L10)
     v_cluster_authorized_operations, = _S_i.unpack_from(buf, pos)
     pos += 4
     unknown: tuple[tuple[int, bytes], ...] = ()
@@ -1256,7 +1517,15 @@ def _read_MetadataResponse_8(buf: bytes | bytearray | memoryview, pos: int) -> t
             pos += size
         if raw_tags:
             unknown = tuple(raw_tags)
-    return MetadataResponse(v_throttle_time_ms, v_brokers, v_cluster_id, v_controller_id, v_topics, v_cluster_authorized_operations, unknown), pos
+    o = _new(MetadataResponse)
+    o.throttle_time_ms = v_throttle_time_ms
+    o.brokers = v_brokers
+    o.cluster_id = v_cluster_id
+    o.controller_id = v_controller_id
+    o.topics = v_topics
+    o.cluster_authorized_operations = v_cluster_authorized_operations
+    o.unknown_tagged_fields = unknown
+    return o, pos
 
 
 def _write_MetadataResponse_8(o: MetadataResponse, out: bytearray) -> None:
@@ -1265,15 +1534,15 @@ def _write_MetadataResponse_8(o: MetadataResponse, out: bytearray) -> None:
     if o.brokers is None:
         raise _null('Brokers')
     _wcal(out, o.brokers, 'Brokers')
-    for item in o.brokers:
-        _write_MetadataResponseBroker_2(item, out)
+    for e_brokers in o.brokers:
+        _write_MetadataResponseBroker_2(e_brokers, out)
     _wcs(out, o.cluster_id, 'ClusterId')
     out += _S_i.pack(o.controller_id)
     if o.topics is None:
         raise _null('Topics')
     _wcal(out, o.topics, 'Topics')
-    for item in o.topics:
-        _write_MetadataResponseTopic_6(item, out)
+    for e_topics in o.topics:
+        _write_MetadataResponseTopic_6(e_topics, out)
     out += _S_i.pack(o.cluster_authorized_operations)
     if o.unknown_tagged_fields:
         _wts(out, (), o.unknown_tagged_fields, '_tagged_fields')
@@ -1285,32 +1554,42 @@ def _read_MetadataResponse_9(buf: bytes | bytearray | memoryview, pos: int) -> t
     # versions 11
     end = len(buf)
     if pos + 4 > end:
-        raise _short_fixed(pos, end, _L_i)
+        raise _short_fixed(pos, end, _L9)
     v_throttle_time_ms, = _S_i.unpack_from(buf, pos)
     pos += 4
-    n_v_brokers, pos = _rcal(buf, pos, 'Brokers')
+    v_brokers: list[MetadataResponseBroker]
+    n_v_brokers = buf[pos] - 1 if pos < end else -2
+    if 0 <= n_v_brokers < 127 and n_v_brokers <= end - pos:
+        pos += 1
+    else:
+        n_v_brokers, pos = _rcal(buf, pos, 'Brokers')
     v_brokers = []
-    app = v_brokers.append
+    app_v_brokers = v_brokers.append
     i = 0
     try:
         for i in range(n_v_brokers):
-            item, pos = _read_MetadataResponseBroker_2(buf, pos)
-            app(item)
+            e_v_brokers, pos = _read_MetadataResponseBroker_2(buf, pos)
+            app_v_brokers(e_v_brokers)
     except _DecodeError as exc:
         raise exc.refine(field=f'Brokers[{i}]')
     v_cluster_id, pos = _rncs(buf, pos, 'ClusterId')
     if pos + 4 > end:
-        raise _short_fixed(pos, end, _L_i)
+        raise _short_fixed(pos, end, _L8)
     v_controller_id, = _S_i.unpack_from(buf, pos)
     pos += 4
-    n_v_topics, pos = _rcal(buf, pos, 'Topics')
+    v_topics: list[MetadataResponseTopic]
+    n_v_topics = buf[pos] - 1 if pos < end else -2
+    if 0 <= n_v_topics < 127 and n_v_topics <= end - pos:
+        pos += 1
+    else:
+        n_v_topics, pos = _rcal(buf, pos, 'Topics')
     v_topics = []
-    app = v_topics.append
+    app_v_topics = v_topics.append
     i = 0
     try:
         for i in range(n_v_topics):
-            item, pos = _read_MetadataResponseTopic_6(buf, pos)
-            app(item)
+            e_v_topics, pos = _read_MetadataResponseTopic_6(buf, pos)
+            app_v_topics(e_v_topics)
     except _DecodeError as exc:
         raise exc.refine(field=f'Topics[{i}]')
     unknown: tuple[tuple[int, bytes], ...] = ()
@@ -1325,7 +1604,15 @@ def _read_MetadataResponse_9(buf: bytes | bytearray | memoryview, pos: int) -> t
             pos += size
         if raw_tags:
             unknown = tuple(raw_tags)
-    return MetadataResponse(v_throttle_time_ms, v_brokers, v_cluster_id, v_controller_id, v_topics, -2147483648, unknown), pos
+    o = _new(MetadataResponse)
+    o.throttle_time_ms = v_throttle_time_ms
+    o.brokers = v_brokers
+    o.cluster_id = v_cluster_id
+    o.controller_id = v_controller_id
+    o.topics = v_topics
+    o.cluster_authorized_operations = -2147483648
+    o.unknown_tagged_fields = unknown
+    return o, pos
 
 
 def _write_MetadataResponse_9(o: MetadataResponse, out: bytearray) -> None:
@@ -1336,15 +1623,15 @@ def _write_MetadataResponse_9(o: MetadataResponse, out: bytearray) -> None:
     if o.brokers is None:
         raise _null('Brokers')
     _wcal(out, o.brokers, 'Brokers')
-    for item in o.brokers:
-        _write_MetadataResponseBroker_2(item, out)
+    for e_brokers in o.brokers:
+        _write_MetadataResponseBroker_2(e_brokers, out)
     _wcs(out, o.cluster_id, 'ClusterId')
     out += _S_i.pack(o.controller_id)
     if o.topics is None:
         raise _null('Topics')
     _wcal(out, o.topics, 'Topics')
-    for item in o.topics:
-        _write_MetadataResponseTopic_6(item, out)
+    for e_topics in o.topics:
+        _write_MetadataResponseTopic_6(e_topics, out)
     if o.unknown_tagged_fields:
         _wts(out, (), o.unknown_tagged_fields, '_tagged_fields')
     else:
@@ -1355,32 +1642,42 @@ def _read_MetadataResponse_10(buf: bytes | bytearray | memoryview, pos: int) -> 
     # versions 12
     end = len(buf)
     if pos + 4 > end:
-        raise _short_fixed(pos, end, _L_i)
+        raise _short_fixed(pos, end, _L9)
     v_throttle_time_ms, = _S_i.unpack_from(buf, pos)
     pos += 4
-    n_v_brokers, pos = _rcal(buf, pos, 'Brokers')
+    v_brokers: list[MetadataResponseBroker]
+    n_v_brokers = buf[pos] - 1 if pos < end else -2
+    if 0 <= n_v_brokers < 127 and n_v_brokers <= end - pos:
+        pos += 1
+    else:
+        n_v_brokers, pos = _rcal(buf, pos, 'Brokers')
     v_brokers = []
-    app = v_brokers.append
+    app_v_brokers = v_brokers.append
     i = 0
     try:
         for i in range(n_v_brokers):
-            item, pos = _read_MetadataResponseBroker_2(buf, pos)
-            app(item)
+            e_v_brokers, pos = _read_MetadataResponseBroker_2(buf, pos)
+            app_v_brokers(e_v_brokers)
     except _DecodeError as exc:
         raise exc.refine(field=f'Brokers[{i}]')
     v_cluster_id, pos = _rncs(buf, pos, 'ClusterId')
     if pos + 4 > end:
-        raise _short_fixed(pos, end, _L_i)
+        raise _short_fixed(pos, end, _L8)
     v_controller_id, = _S_i.unpack_from(buf, pos)
     pos += 4
-    n_v_topics, pos = _rcal(buf, pos, 'Topics')
+    v_topics: list[MetadataResponseTopic]
+    n_v_topics = buf[pos] - 1 if pos < end else -2
+    if 0 <= n_v_topics < 127 and n_v_topics <= end - pos:
+        pos += 1
+    else:
+        n_v_topics, pos = _rcal(buf, pos, 'Topics')
     v_topics = []
-    app = v_topics.append
+    app_v_topics = v_topics.append
     i = 0
     try:
         for i in range(n_v_topics):
-            item, pos = _read_MetadataResponseTopic_7(buf, pos)
-            app(item)
+            e_v_topics, pos = _read_MetadataResponseTopic_7(buf, pos)
+            app_v_topics(e_v_topics)
     except _DecodeError as exc:
         raise exc.refine(field=f'Topics[{i}]')
     unknown: tuple[tuple[int, bytes], ...] = ()
@@ -1395,7 +1692,15 @@ def _read_MetadataResponse_10(buf: bytes | bytearray | memoryview, pos: int) -> 
             pos += size
         if raw_tags:
             unknown = tuple(raw_tags)
-    return MetadataResponse(v_throttle_time_ms, v_brokers, v_cluster_id, v_controller_id, v_topics, -2147483648, unknown), pos
+    o = _new(MetadataResponse)
+    o.throttle_time_ms = v_throttle_time_ms
+    o.brokers = v_brokers
+    o.cluster_id = v_cluster_id
+    o.controller_id = v_controller_id
+    o.topics = v_topics
+    o.cluster_authorized_operations = -2147483648
+    o.unknown_tagged_fields = unknown
+    return o, pos
 
 
 def _write_MetadataResponse_10(o: MetadataResponse, out: bytearray) -> None:
@@ -1406,15 +1711,15 @@ def _write_MetadataResponse_10(o: MetadataResponse, out: bytearray) -> None:
     if o.brokers is None:
         raise _null('Brokers')
     _wcal(out, o.brokers, 'Brokers')
-    for item in o.brokers:
-        _write_MetadataResponseBroker_2(item, out)
+    for e_brokers in o.brokers:
+        _write_MetadataResponseBroker_2(e_brokers, out)
     _wcs(out, o.cluster_id, 'ClusterId')
     out += _S_i.pack(o.controller_id)
     if o.topics is None:
         raise _null('Topics')
     _wcal(out, o.topics, 'Topics')
-    for item in o.topics:
-        _write_MetadataResponseTopic_7(item, out)
+    for e_topics in o.topics:
+        _write_MetadataResponseTopic_7(e_topics, out)
     if o.unknown_tagged_fields:
         _wts(out, (), o.unknown_tagged_fields, '_tagged_fields')
     else:

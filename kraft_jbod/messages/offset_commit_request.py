@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import struct as _struct
+from typing import Any as _Any
 import uuid as _uuid
 from dataclasses import dataclass as _dataclass, field as _field
 from typing import ClassVar as _ClassVar
@@ -26,19 +27,20 @@ from kraft_jbod.wire.primitives import (
     short_fixed as _short_fixed, uuid_from_bytes as _uuid_from_bytes,
 )
 
+_new = object.__new__
 _S_i = _struct.Struct('>i')
 _S_iq = _struct.Struct('>iq')
 _S_iqi = _struct.Struct('>iqi')
 _S_iqq = _struct.Struct('>iqq')
 _S_q = _struct.Struct('>q')
-_L_iq = (('PartitionIndex', 4), ('CommittedOffset', 8))
-_L_iqq = (('PartitionIndex', 4), ('CommittedOffset', 8), ('CommitTimestamp', 8))
-_L_iqi = (('PartitionIndex', 4), ('CommittedOffset', 8), ('CommittedLeaderEpoch', 4))
-_L_i = (('GenerationIdOrMemberEpoch', 4),)
-_L_q = (('RetentionTimeMs', 8),)
+_L0 = (('PartitionIndex', 4), ('CommittedOffset', 8))
+_L1 = (('PartitionIndex', 4), ('CommittedOffset', 8), ('CommitTimestamp', 8))
+_L2 = (('PartitionIndex', 4), ('CommittedOffset', 8), ('CommittedLeaderEpoch', 4))
+_L3 = (('GenerationIdOrMemberEpoch', 4),)
+_L4 = (('RetentionTimeMs', 8),)
 
 
-def _absent(field: str, version: int) -> _EncodeError:
+def _absent(field: str, version: int | str) -> _EncodeError:
     return _EncodeError(
         f'attempted to write a non-default {field} at version {version}', field_path=field
     )
@@ -106,11 +108,18 @@ def _read_OffsetCommitRequestPartition_0(buf: bytes | bytearray | memoryview, po
     # versions 0,2-5
     end = len(buf)
     if pos + 12 > end:
-        raise _short_fixed(pos, end, _L_iq)
+        raise _short_fixed(pos, end, _L0)
     v_partition_index, v_committed_offset = _S_iq.unpack_from(buf, pos)
     pos += 12
     v_committed_metadata, pos = _rns(buf, pos, 'CommittedMetadata')
-    return OffsetCommitRequestPartition(v_partition_index, v_committed_offset, -1, -1, v_committed_metadata, ()), pos
+    o = _new(OffsetCommitRequestPartition)
+    o.partition_index = v_partition_index
+    o.committed_offset = v_committed_offset
+    o.committed_leader_epoch = -1
+    o.commit_timestamp = -1
+    o.committed_metadata = v_committed_metadata
+    o.unknown_tagged_fields = ()
+    return o, pos
 
 
 def _write_OffsetCommitRequestPartition_0(o: OffsetCommitRequestPartition, out: bytearray) -> None:
@@ -127,11 +136,18 @@ def _read_OffsetCommitRequestPartition_1(buf: bytes | bytearray | memoryview, po
     # versions 1
     end = len(buf)
     if pos + 20 > end:
-        raise _short_fixed(pos, end, _L_iqq)
+        raise _short_fixed(pos, end, _L1)
     v_partition_index, v_committed_offset, v_commit_timestamp = _S_iqq.unpack_from(buf, pos)
     pos += 20
     v_committed_metadata, pos = _rns(buf, pos, 'CommittedMetadata')
-    return OffsetCommitRequestPartition(v_partition_index, v_committed_offset, -1, v_commit_timestamp, v_committed_metadata, ()), pos
+    o = _new(OffsetCommitRequestPartition)
+    o.partition_index = v_partition_index
+    o.committed_offset = v_committed_offset
+    o.committed_leader_epoch = -1
+    o.commit_timestamp = v_commit_timestamp
+    o.committed_metadata = v_committed_metadata
+    o.unknown_tagged_fields = ()
+    return o, pos
 
 
 def _write_OffsetCommitRequestPartition_1(o: OffsetCommitRequestPartition, out: bytearray) -> None:
@@ -146,11 +162,18 @@ def _read_OffsetCommitRequestPartition_2(buf: bytes | bytearray | memoryview, po
     # versions 6-7
     end = len(buf)
     if pos + 16 > end:
-        raise _short_fixed(pos, end, _L_iqi)
+        raise _short_fixed(pos, end, _L2)
     v_partition_index, v_committed_offset, v_committed_leader_epoch = _S_iqi.unpack_from(buf, pos)
     pos += 16
     v_committed_metadata, pos = _rns(buf, pos, 'CommittedMetadata')
-    return OffsetCommitRequestPartition(v_partition_index, v_committed_offset, v_committed_leader_epoch, -1, v_committed_metadata, ()), pos
+    o = _new(OffsetCommitRequestPartition)
+    o.partition_index = v_partition_index
+    o.committed_offset = v_committed_offset
+    o.committed_leader_epoch = v_committed_leader_epoch
+    o.commit_timestamp = -1
+    o.committed_metadata = v_committed_metadata
+    o.unknown_tagged_fields = ()
+    return o, pos
 
 
 def _write_OffsetCommitRequestPartition_2(o: OffsetCommitRequestPartition, out: bytearray) -> None:
@@ -167,7 +190,7 @@ def _read_OffsetCommitRequestPartition_3(buf: bytes | bytearray | memoryview, po
     # versions 8-9
     end = len(buf)
     if pos + 16 > end:
-        raise _short_fixed(pos, end, _L_iqi)
+        raise _short_fixed(pos, end, _L2)
     v_partition_index, v_committed_offset, v_committed_leader_epoch = _S_iqi.unpack_from(buf, pos)
     pos += 16
     v_committed_metadata, pos = _rncs(buf, pos, 'CommittedMetadata')
@@ -183,7 +206,14 @@ def _read_OffsetCommitRequestPartition_3(buf: bytes | bytearray | memoryview, po
             pos += size
         if raw_tags:
             unknown = tuple(raw_tags)
-    return OffsetCommitRequestPartition(v_partition_index, v_committed_offset, v_committed_leader_epoch, -1, v_committed_metadata, unknown), pos
+    o = _new(OffsetCommitRequestPartition)
+    o.partition_index = v_partition_index
+    o.committed_offset = v_committed_offset
+    o.committed_leader_epoch = v_committed_leader_epoch
+    o.commit_timestamp = -1
+    o.committed_metadata = v_committed_metadata
+    o.unknown_tagged_fields = unknown
+    return o, pos
 
 
 def _write_OffsetCommitRequestPartition_3(o: OffsetCommitRequestPartition, out: bytearray) -> None:
@@ -202,17 +232,22 @@ def _read_OffsetCommitRequestTopic_0(buf: bytes | bytearray | memoryview, pos: i
     # versions 0,2-5
     end = len(buf)
     v_name, pos = _rs(buf, pos, 'Name')
+    v_partitions: list[OffsetCommitRequestPartition]
     n_v_partitions, pos = _ral(buf, pos, 'Partitions')
     v_partitions = []
-    app = v_partitions.append
+    app_v_partitions = v_partitions.append
     i = 0
     try:
         for i in range(n_v_partitions):
-            item, pos = _read_OffsetCommitRequestPartition_0(buf, pos)
-            app(item)
+            e_v_partitions, pos = _read_OffsetCommitRequestPartition_0(buf, pos)
+            app_v_partitions(e_v_partitions)
     except _DecodeError as exc:
         raise exc.refine(field=f'Partitions[{i}]')
-    return OffsetCommitRequestTopic(v_name, v_partitions, ()), pos
+    o = _new(OffsetCommitRequestTopic)
+    o.name = v_name
+    o.partitions = v_partitions
+    o.unknown_tagged_fields = ()
+    return o, pos
 
 
 def _write_OffsetCommitRequestTopic_0(o: OffsetCommitRequestTopic, out: bytearray) -> None:
@@ -223,8 +258,8 @@ def _write_OffsetCommitRequestTopic_0(o: OffsetCommitRequestTopic, out: bytearra
     if o.partitions is None:
         raise _null('Partitions')
     _wal(out, o.partitions, 'Partitions')
-    for item in o.partitions:
-        _write_OffsetCommitRequestPartition_0(item, out)
+    for e_partitions in o.partitions:
+        _write_OffsetCommitRequestPartition_0(e_partitions, out)
     if o.unknown_tagged_fields:
         raise _EncodeError('tagged fields cannot be written at non-flexible version 0,2-5')
 
@@ -233,17 +268,22 @@ def _read_OffsetCommitRequestTopic_1(buf: bytes | bytearray | memoryview, pos: i
     # versions 1
     end = len(buf)
     v_name, pos = _rs(buf, pos, 'Name')
+    v_partitions: list[OffsetCommitRequestPartition]
     n_v_partitions, pos = _ral(buf, pos, 'Partitions')
     v_partitions = []
-    app = v_partitions.append
+    app_v_partitions = v_partitions.append
     i = 0
     try:
         for i in range(n_v_partitions):
-            item, pos = _read_OffsetCommitRequestPartition_1(buf, pos)
-            app(item)
+            e_v_partitions, pos = _read_OffsetCommitRequestPartition_1(buf, pos)
+            app_v_partitions(e_v_partitions)
     except _DecodeError as exc:
         raise exc.refine(field=f'Partitions[{i}]')
-    return OffsetCommitRequestTopic(v_name, v_partitions, ()), pos
+    o = _new(OffsetCommitRequestTopic)
+    o.name = v_name
+    o.partitions = v_partitions
+    o.unknown_tagged_fields = ()
+    return o, pos
 
 
 def _write_OffsetCommitRequestTopic_1(o: OffsetCommitRequestTopic, out: bytearray) -> None:
@@ -254,8 +294,8 @@ def _write_OffsetCommitRequestTopic_1(o: OffsetCommitRequestTopic, out: bytearra
     if o.partitions is None:
         raise _null('Partitions')
     _wal(out, o.partitions, 'Partitions')
-    for item in o.partitions:
-        _write_OffsetCommitRequestPartition_1(item, out)
+    for e_partitions in o.partitions:
+        _write_OffsetCommitRequestPartition_1(e_partitions, out)
     if o.unknown_tagged_fields:
         raise _EncodeError('tagged fields cannot be written at non-flexible version 1')
 
@@ -264,17 +304,22 @@ def _read_OffsetCommitRequestTopic_2(buf: bytes | bytearray | memoryview, pos: i
     # versions 6-7
     end = len(buf)
     v_name, pos = _rs(buf, pos, 'Name')
+    v_partitions: list[OffsetCommitRequestPartition]
     n_v_partitions, pos = _ral(buf, pos, 'Partitions')
     v_partitions = []
-    app = v_partitions.append
+    app_v_partitions = v_partitions.append
     i = 0
     try:
         for i in range(n_v_partitions):
-            item, pos = _read_OffsetCommitRequestPartition_2(buf, pos)
-            app(item)
+            e_v_partitions, pos = _read_OffsetCommitRequestPartition_2(buf, pos)
+            app_v_partitions(e_v_partitions)
     except _DecodeError as exc:
         raise exc.refine(field=f'Partitions[{i}]')
-    return OffsetCommitRequestTopic(v_name, v_partitions, ()), pos
+    o = _new(OffsetCommitRequestTopic)
+    o.name = v_name
+    o.partitions = v_partitions
+    o.unknown_tagged_fields = ()
+    return o, pos
 
 
 def _write_OffsetCommitRequestTopic_2(o: OffsetCommitRequestTopic, out: bytearray) -> None:
@@ -285,8 +330,8 @@ def _write_OffsetCommitRequestTopic_2(o: OffsetCommitRequestTopic, out: bytearra
     if o.partitions is None:
         raise _null('Partitions')
     _wal(out, o.partitions, 'Partitions')
-    for item in o.partitions:
-        _write_OffsetCommitRequestPartition_2(item, out)
+    for e_partitions in o.partitions:
+        _write_OffsetCommitRequestPartition_2(e_partitions, out)
     if o.unknown_tagged_fields:
         raise _EncodeError('tagged fields cannot be written at non-flexible version 6-7')
 
@@ -295,14 +340,19 @@ def _read_OffsetCommitRequestTopic_3(buf: bytes | bytearray | memoryview, pos: i
     # versions 8-9
     end = len(buf)
     v_name, pos = _rcs(buf, pos, 'Name')
-    n_v_partitions, pos = _rcal(buf, pos, 'Partitions')
+    v_partitions: list[OffsetCommitRequestPartition]
+    n_v_partitions = buf[pos] - 1 if pos < end else -2
+    if 0 <= n_v_partitions < 127 and n_v_partitions <= end - pos:
+        pos += 1
+    else:
+        n_v_partitions, pos = _rcal(buf, pos, 'Partitions')
     v_partitions = []
-    app = v_partitions.append
+    app_v_partitions = v_partitions.append
     i = 0
     try:
         for i in range(n_v_partitions):
-            item, pos = _read_OffsetCommitRequestPartition_3(buf, pos)
-            app(item)
+            e_v_partitions, pos = _read_OffsetCommitRequestPartition_3(buf, pos)
+            app_v_partitions(e_v_partitions)
     except _DecodeError as exc:
         raise exc.refine(field=f'Partitions[{i}]')
     unknown: tuple[tuple[int, bytes], ...] = ()
@@ -317,7 +367,11 @@ def _read_OffsetCommitRequestTopic_3(buf: bytes | bytearray | memoryview, pos: i
             pos += size
         if raw_tags:
             unknown = tuple(raw_tags)
-    return OffsetCommitRequestTopic(v_name, v_partitions, unknown), pos
+    o = _new(OffsetCommitRequestTopic)
+    o.name = v_name
+    o.partitions = v_partitions
+    o.unknown_tagged_fields = unknown
+    return o, pos
 
 
 def _write_OffsetCommitRequestTopic_3(o: OffsetCommitRequestTopic, out: bytearray) -> None:
@@ -328,8 +382,8 @@ def _write_OffsetCommitRequestTopic_3(o: OffsetCommitRequestTopic, out: bytearra
     if o.partitions is None:
         raise _null('Partitions')
     _wcal(out, o.partitions, 'Partitions')
-    for item in o.partitions:
-        _write_OffsetCommitRequestPartition_3(item, out)
+    for e_partitions in o.partitions:
+        _write_OffsetCommitRequestPartition_3(e_partitions, out)
     if o.unknown_tagged_fields:
         _wts(out, (), o.unknown_tagged_fields, '_tagged_fields')
     else:
@@ -340,17 +394,26 @@ def _read_OffsetCommitRequest_0(buf: bytes | bytearray | memoryview, pos: int) -
     # versions 0
     end = len(buf)
     v_group_id, pos = _rs(buf, pos, 'GroupId')
+    v_topics: list[OffsetCommitRequestTopic]
     n_v_topics, pos = _ral(buf, pos, 'Topics')
     v_topics = []
-    app = v_topics.append
+    app_v_topics = v_topics.append
     i = 0
     try:
         for i in range(n_v_topics):
-            item, pos = _read_OffsetCommitRequestTopic_0(buf, pos)
-            app(item)
+            e_v_topics, pos = _read_OffsetCommitRequestTopic_0(buf, pos)
+            app_v_topics(e_v_topics)
     except _DecodeError as exc:
         raise exc.refine(field=f'Topics[{i}]')
-    return OffsetCommitRequest(v_group_id, -1, '', None, -1, v_topics, ()), pos
+    o = _new(OffsetCommitRequest)
+    o.group_id = v_group_id
+    o.generation_id_or_member_epoch = -1
+    o.member_id = ''
+    o.group_instance_id = None
+    o.retention_time_ms = -1
+    o.topics = v_topics
+    o.unknown_tagged_fields = ()
+    return o, pos
 
 
 def _write_OffsetCommitRequest_0(o: OffsetCommitRequest, out: bytearray) -> None:
@@ -363,8 +426,8 @@ def _write_OffsetCommitRequest_0(o: OffsetCommitRequest, out: bytearray) -> None
     if o.topics is None:
         raise _null('Topics')
     _wal(out, o.topics, 'Topics')
-    for item in o.topics:
-        _write_OffsetCommitRequestTopic_0(item, out)
+    for e_topics in o.topics:
+        _write_OffsetCommitRequestTopic_0(e_topics, out)
     if o.unknown_tagged_fields:
         raise _EncodeError('tagged fields cannot be written at non-flexible version 0')
 
@@ -374,21 +437,30 @@ def _read_OffsetCommitRequest_1(buf: bytes | bytearray | memoryview, pos: int) -
     end = len(buf)
     v_group_id, pos = _rs(buf, pos, 'GroupId')
     if pos + 4 > end:
-        raise _short_fixed(pos, end, _L_i)
+        raise _short_fixed(pos, end, _L3)
     v_generation_id_or_member_epoch, = _S_i.unpack_from(buf, pos)
     pos += 4
     v_member_id, pos = _rs(buf, pos, 'MemberId')
+    v_topics: list[OffsetCommitRequestTopic]
     n_v_topics, pos = _ral(buf, pos, 'Topics')
     v_topics = []
-    app = v_topics.append
+    app_v_topics = v_topics.append
     i = 0
     try:
         for i in range(n_v_topics):
-            item, pos = _read_OffsetCommitRequestTopic_1(buf, pos)
-            app(item)
+            e_v_topics, pos = _read_OffsetCommitRequestTopic_1(buf, pos)
+            app_v_topics(e_v_topics)
     except _DecodeError as exc:
         raise exc.refine(field=f'Topics[{i}]')
-    return OffsetCommitRequest(v_group_id, v_generation_id_or_member_epoch, v_member_id, None, -1, v_topics, ()), pos
+    o = _new(OffsetCommitRequest)
+    o.group_id = v_group_id
+    o.generation_id_or_member_epoch = v_generation_id_or_member_epoch
+    o.member_id = v_member_id
+    o.group_instance_id = None
+    o.retention_time_ms = -1
+    o.topics = v_topics
+    o.unknown_tagged_fields = ()
+    return o, pos
 
 
 def _write_OffsetCommitRequest_1(o: OffsetCommitRequest, out: bytearray) -> None:
@@ -405,8 +477,8 @@ def _write_OffsetCommitRequest_1(o: OffsetCommitRequest, out: bytearray) -> None
     if o.topics is None:
         raise _null('Topics')
     _wal(out, o.topics, 'Topics')
-    for item in o.topics:
-        _write_OffsetCommitRequestTopic_1(item, out)
+    for e_topics in o.topics:
+        _write_OffsetCommitRequestTopic_1(e_topics, out)
     if o.unknown_tagged_fields:
         raise _EncodeError('tagged fields cannot be written at non-flexible version 1')
 
@@ -416,25 +488,34 @@ def _read_OffsetCommitRequest_2(buf: bytes | bytearray | memoryview, pos: int) -
     end = len(buf)
     v_group_id, pos = _rs(buf, pos, 'GroupId')
     if pos + 4 > end:
-        raise _short_fixed(pos, end, _L_i)
+        raise _short_fixed(pos, end, _L3)
     v_generation_id_or_member_epoch, = _S_i.unpack_from(buf, pos)
     pos += 4
     v_member_id, pos = _rs(buf, pos, 'MemberId')
     if pos + 8 > end:
-        raise _short_fixed(pos, end, _L_q)
+        raise _short_fixed(pos, end, _L4)
     v_retention_time_ms, = _S_q.unpack_from(buf, pos)
     pos += 8
+    v_topics: list[OffsetCommitRequestTopic]
     n_v_topics, pos = _ral(buf, pos, 'Topics')
     v_topics = []
-    app = v_topics.append
+    app_v_topics = v_topics.append
     i = 0
     try:
         for i in range(n_v_topics):
-            item, pos = _read_OffsetCommitRequestTopic_0(buf, pos)
-            app(item)
+            e_v_topics, pos = _read_OffsetCommitRequestTopic_0(buf, pos)
+            app_v_topics(e_v_topics)
     except _DecodeError as exc:
         raise exc.refine(field=f'Topics[{i}]')
-    return OffsetCommitRequest(v_group_id, v_generation_id_or_member_epoch, v_member_id, None, v_retention_time_ms, v_topics, ()), pos
+    o = _new(OffsetCommitRequest)
+    o.group_id = v_group_id
+    o.generation_id_or_member_epoch = v_generation_id_or_member_epoch
+    o.member_id = v_member_id
+    o.group_instance_id = None
+    o.retention_time_ms = v_retention_time_ms
+    o.topics = v_topics
+    o.unknown_tagged_fields = ()
+    return o, pos
 
 
 def _write_OffsetCommitRequest_2(o: OffsetCommitRequest, out: bytearray) -> None:
@@ -452,8 +533,8 @@ def _write_OffsetCommitRequest_2(o: OffsetCommitRequest, out: bytearray) -> None
     if o.topics is None:
         raise _null('Topics')
     _wal(out, o.topics, 'Topics')
-    for item in o.topics:
-        _write_OffsetCommitRequestTopic_0(item, out)
+    for e_topics in o.topics:
+        _write_OffsetCommitRequestTopic_0(e_topics, out)
     if o.unknown_tagged_fields:
         raise _EncodeError('tagged fields cannot be written at non-flexible version 2-4')
 
@@ -463,21 +544,30 @@ def _read_OffsetCommitRequest_3(buf: bytes | bytearray | memoryview, pos: int) -
     end = len(buf)
     v_group_id, pos = _rs(buf, pos, 'GroupId')
     if pos + 4 > end:
-        raise _short_fixed(pos, end, _L_i)
+        raise _short_fixed(pos, end, _L3)
     v_generation_id_or_member_epoch, = _S_i.unpack_from(buf, pos)
     pos += 4
     v_member_id, pos = _rs(buf, pos, 'MemberId')
+    v_topics: list[OffsetCommitRequestTopic]
     n_v_topics, pos = _ral(buf, pos, 'Topics')
     v_topics = []
-    app = v_topics.append
+    app_v_topics = v_topics.append
     i = 0
     try:
         for i in range(n_v_topics):
-            item, pos = _read_OffsetCommitRequestTopic_0(buf, pos)
-            app(item)
+            e_v_topics, pos = _read_OffsetCommitRequestTopic_0(buf, pos)
+            app_v_topics(e_v_topics)
     except _DecodeError as exc:
         raise exc.refine(field=f'Topics[{i}]')
-    return OffsetCommitRequest(v_group_id, v_generation_id_or_member_epoch, v_member_id, None, -1, v_topics, ()), pos
+    o = _new(OffsetCommitRequest)
+    o.group_id = v_group_id
+    o.generation_id_or_member_epoch = v_generation_id_or_member_epoch
+    o.member_id = v_member_id
+    o.group_instance_id = None
+    o.retention_time_ms = -1
+    o.topics = v_topics
+    o.unknown_tagged_fields = ()
+    return o, pos
 
 
 def _write_OffsetCommitRequest_3(o: OffsetCommitRequest, out: bytearray) -> None:
@@ -494,8 +584,8 @@ def _write_OffsetCommitRequest_3(o: OffsetCommitRequest, out: bytearray) -> None
     if o.topics is None:
         raise _null('Topics')
     _wal(out, o.topics, 'Topics')
-    for item in o.topics:
-        _write_OffsetCommitRequestTopic_0(item, out)
+    for e_topics in o.topics:
+        _write_OffsetCommitRequestTopic_0(e_topics, out)
     if o.unknown_tagged_fields:
         raise _EncodeError('tagged fields cannot be written at non-flexible version 5')
 
@@ -505,21 +595,30 @@ def _read_OffsetCommitRequest_4(buf: bytes | bytearray | memoryview, pos: int) -
     end = len(buf)
     v_group_id, pos = _rs(buf, pos, 'GroupId')
     if pos + 4 > end:
-        raise _short_fixed(pos, end, _L_i)
+        raise _short_fixed(pos, end, _L3)
     v_generation_id_or_member_epoch, = _S_i.unpack_from(buf, pos)
     pos += 4
     v_member_id, pos = _rs(buf, pos, 'MemberId')
+    v_topics: list[OffsetCommitRequestTopic]
     n_v_topics, pos = _ral(buf, pos, 'Topics')
     v_topics = []
-    app = v_topics.append
+    app_v_topics = v_topics.append
     i = 0
     try:
         for i in range(n_v_topics):
-            item, pos = _read_OffsetCommitRequestTopic_2(buf, pos)
-            app(item)
+            e_v_topics, pos = _read_OffsetCommitRequestTopic_2(buf, pos)
+            app_v_topics(e_v_topics)
     except _DecodeError as exc:
         raise exc.refine(field=f'Topics[{i}]')
-    return OffsetCommitRequest(v_group_id, v_generation_id_or_member_epoch, v_member_id, None, -1, v_topics, ()), pos
+    o = _new(OffsetCommitRequest)
+    o.group_id = v_group_id
+    o.generation_id_or_member_epoch = v_generation_id_or_member_epoch
+    o.member_id = v_member_id
+    o.group_instance_id = None
+    o.retention_time_ms = -1
+    o.topics = v_topics
+    o.unknown_tagged_fields = ()
+    return o, pos
 
 
 def _write_OffsetCommitRequest_4(o: OffsetCommitRequest, out: bytearray) -> None:
@@ -536,8 +635,8 @@ def _write_OffsetCommitRequest_4(o: OffsetCommitRequest, out: bytearray) -> None
     if o.topics is None:
         raise _null('Topics')
     _wal(out, o.topics, 'Topics')
-    for item in o.topics:
-        _write_OffsetCommitRequestTopic_2(item, out)
+    for e_topics in o.topics:
+        _write_OffsetCommitRequestTopic_2(e_topics, out)
     if o.unknown_tagged_fields:
         raise _EncodeError('tagged fields cannot be written at non-flexible version 6')
 
@@ -547,22 +646,31 @@ def _read_OffsetCommitRequest_5(buf: bytes | bytearray | memoryview, pos: int) -
     end = len(buf)
     v_group_id, pos = _rs(buf, pos, 'GroupId')
     if pos + 4 > end:
-        raise _short_fixed(pos, end, _L_i)
+        raise _short_fixed(pos, end, _L3)
     v_generation_id_or_member_epoch, = _S_i.unpack_from(buf, pos)
     pos += 4
     v_member_id, pos = _rs(buf, pos, 'MemberId')
     v_group_instance_id, pos = _rns(buf, pos, 'GroupInstanceId')
+    v_topics: list[OffsetCommitRequestTopic]
     n_v_topics, pos = _ral(buf, pos, 'Topics')
     v_topics = []
-    app = v_topics.append
+    app_v_topics = v_topics.append
     i = 0
     try:
         for i in range(n_v_topics):
-            item, pos = _read_OffsetCommitRequestTopic_2(buf, pos)
-            app(item)
+            e_v_topics, pos = _read_OffsetCommitRequestTopic_2(buf, pos)
+            app_v_topics(e_v_topics)
     except _DecodeError as exc:
         raise exc.refine(field=f'Topics[{i}]')
-    return OffsetCommitRequest(v_group_id, v_generation_id_or_member_epoch, v_member_id, v_group_instance_id, -1, v_topics, ()), pos
+    o = _new(OffsetCommitRequest)
+    o.group_id = v_group_id
+    o.generation_id_or_member_epoch = v_generation_id_or_member_epoch
+    o.member_id = v_member_id
+    o.group_instance_id = v_group_instance_id
+    o.retention_time_ms = -1
+    o.topics = v_topics
+    o.unknown_tagged_fields = ()
+    return o, pos
 
 
 def _write_OffsetCommitRequest_5(o: OffsetCommitRequest, out: bytearray) -> None:
@@ -578,8 +686,8 @@ def _write_OffsetCommitRequest_5(o: OffsetCommitRequest, out: bytearray) -> None
     if o.topics is None:
         raise _null('Topics')
     _wal(out, o.topics, 'Topics')
-    for item in o.topics:
-        _write_OffsetCommitRequestTopic_2(item, out)
+    for e_topics in o.topics:
+        _write_OffsetCommitRequestTopic_2(e_topics, out)
     if o.unknown_tagged_fields:
         raise _EncodeError('tagged fields cannot be written at non-flexible version 7')
 
@@ -589,19 +697,24 @@ def _read_OffsetCommitRequest_6(buf: bytes | bytearray | memoryview, pos: int) -
     end = len(buf)
     v_group_id, pos = _rcs(buf, pos, 'GroupId')
     if pos + 4 > end:
-        raise _short_fixed(pos, end, _L_i)
+        raise _short_fixed(pos, end, _L3)
     v_generation_id_or_member_epoch, = _S_i.unpack_from(buf, pos)
     pos += 4
     v_member_id, pos = _rcs(buf, pos, 'MemberId')
     v_group_instance_id, pos = _rncs(buf, pos, 'GroupInstanceId')
-    n_v_topics, pos = _rcal(buf, pos, 'Topics')
+    v_topics: list[OffsetCommitRequestTopic]
+    n_v_topics = buf[pos] - 1 if pos < end else -2
+    if 0 <= n_v_topics < 127 and n_v_topics <= end - pos:
+        pos += 1
+    else:
+        n_v_topics, pos = _rcal(buf, pos, 'Topics')
     v_topics = []
-    app = v_topics.append
+    app_v_topics = v_topics.append
     i = 0
     try:
         for i in range(n_v_topics):
-            item, pos = _read_OffsetCommitRequestTopic_3(buf, pos)
-            app(item)
+            e_v_topics, pos = _read_OffsetCommitRequestTopic_3(buf, pos)
+            app_v_topics(e_v_topics)
     except _DecodeError as exc:
         raise exc.refine(field=f'Topics[{i}]')
     unknown: tuple[tuple[int, bytes], ...] = ()
@@ -616,7 +729,15 @@ def _read_OffsetCommitRequest_6(buf: bytes | bytearray | memoryview, pos: int) -
             pos += size
         if raw_tags:
             unknown = tuple(raw_tags)
-    return OffsetCommitRequest(v_group_id, v_generation_id_or_member_epoch, v_member_id, v_group_instance_id, -1, v_topics, unknown), pos
+    o = _new(OffsetCommitRequest)
+    o.group_id = v_group_id
+    o.generation_id_or_member_epoch = v_generation_id_or_member_epoch
+    o.member_id = v_member_id
+    o.group_instance_id = v_group_instance_id
+    o.retention_time_ms = -1
+    o.topics = v_topics
+    o.unknown_tagged_fields = unknown
+    return o, pos
 
 
 def _write_OffsetCommitRequest_6(o: OffsetCommitRequest, out: bytearray) -> None:
@@ -632,8 +753,8 @@ def _write_OffsetCommitRequest_6(o: OffsetCommitRequest, out: bytearray) -> None
     if o.topics is None:
         raise _null('Topics')
     _wcal(out, o.topics, 'Topics')
-    for item in o.topics:
-        _write_OffsetCommitRequestTopic_3(item, out)
+    for e_topics in o.topics:
+        _write_OffsetCommitRequestTopic_3(e_topics, out)
     if o.unknown_tagged_fields:
         _wts(out, (), o.unknown_tagged_fields, '_tagged_fields')
     else:

@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import struct as _struct
+from typing import Any as _Any
 import uuid as _uuid
 from dataclasses import dataclass as _dataclass, field as _field
 from typing import ClassVar as _ClassVar
@@ -26,13 +27,14 @@ from kraft_jbod.wire.primitives import (
     short_fixed as _short_fixed, uuid_from_bytes as _uuid_from_bytes,
 )
 
+_new = object.__new__
 _S_i = _struct.Struct('>i')
 _S_ih = _struct.Struct('>ih')
-_L_ih = (('PartitionIndex', 4), ('ErrorCode', 2))
-_L_i = (('ThrottleTimeMs', 4),)
+_L0 = (('PartitionIndex', 4), ('ErrorCode', 2))
+_L1 = (('ThrottleTimeMs', 4),)
 
 
-def _absent(field: str, version: int) -> _EncodeError:
+def _absent(field: str, version: int | str) -> _EncodeError:
     return _EncodeError(
         f'attempted to write a non-default {field} at version {version}', field_path=field
     )
@@ -93,10 +95,14 @@ def _read_OffsetCommitResponsePartition_0(buf: bytes | bytearray | memoryview, p
     # versions 0-7
     end = len(buf)
     if pos + 6 > end:
-        raise _short_fixed(pos, end, _L_ih)
+        raise _short_fixed(pos, end, _L0)
     v_partition_index, v_error_code = _S_ih.unpack_from(buf, pos)
     pos += 6
-    return OffsetCommitResponsePartition(v_partition_index, v_error_code, ()), pos
+    o = _new(OffsetCommitResponsePartition)
+    o.partition_index = v_partition_index
+    o.error_code = v_error_code
+    o.unknown_tagged_fields = ()
+    return o, pos
 
 
 def _write_OffsetCommitResponsePartition_0(o: OffsetCommitResponsePartition, out: bytearray) -> None:
@@ -110,7 +116,7 @@ def _read_OffsetCommitResponsePartition_1(buf: bytes | bytearray | memoryview, p
     # versions 8-9
     end = len(buf)
     if pos + 6 > end:
-        raise _short_fixed(pos, end, _L_ih)
+        raise _short_fixed(pos, end, _L0)
     v_partition_index, v_error_code = _S_ih.unpack_from(buf, pos)
     pos += 6
     unknown: tuple[tuple[int, bytes], ...] = ()
@@ -125,7 +131,11 @@ def _read_OffsetCommitResponsePartition_1(buf: bytes | bytearray | memoryview, p
             pos += size
         if raw_tags:
             unknown = tuple(raw_tags)
-    return OffsetCommitResponsePartition(v_partition_index, v_error_code, unknown), pos
+    o = _new(OffsetCommitResponsePartition)
+    o.partition_index = v_partition_index
+    o.error_code = v_error_code
+    o.unknown_tagged_fields = unknown
+    return o, pos
 
 
 def _write_OffsetCommitResponsePartition_1(o: OffsetCommitResponsePartition, out: bytearray) -> None:
@@ -141,17 +151,22 @@ def _read_OffsetCommitResponseTopic_0(buf: bytes | bytearray | memoryview, pos: 
     # versions 0-7
     end = len(buf)
     v_name, pos = _rs(buf, pos, 'Name')
+    v_partitions: list[OffsetCommitResponsePartition]
     n_v_partitions, pos = _ral(buf, pos, 'Partitions')
     v_partitions = []
-    app = v_partitions.append
+    app_v_partitions = v_partitions.append
     i = 0
     try:
         for i in range(n_v_partitions):
-            item, pos = _read_OffsetCommitResponsePartition_0(buf, pos)
-            app(item)
+            e_v_partitions, pos = _read_OffsetCommitResponsePartition_0(buf, pos)
+            app_v_partitions(e_v_partitions)
     except _DecodeError as exc:
         raise exc.refine(field=f'Partitions[{i}]')
-    return OffsetCommitResponseTopic(v_name, v_partitions, ()), pos
+    o = _new(OffsetCommitResponseTopic)
+    o.name = v_name
+    o.partitions = v_partitions
+    o.unknown_tagged_fields = ()
+    return o, pos
 
 
 def _write_OffsetCommitResponseTopic_0(o: OffsetCommitResponseTopic, out: bytearray) -> None:
@@ -162,8 +177,8 @@ def _write_OffsetCommitResponseTopic_0(o: OffsetCommitResponseTopic, out: bytear
     if o.partitions is None:
         raise _null('Partitions')
     _wal(out, o.partitions, 'Partitions')
-    for item in o.partitions:
-        _write_OffsetCommitResponsePartition_0(item, out)
+    for e_partitions in o.partitions:
+        _write_OffsetCommitResponsePartition_0(e_partitions, out)
     if o.unknown_tagged_fields:
         raise _EncodeError('tagged fields cannot be written at non-flexible version 0-7')
 
@@ -172,14 +187,19 @@ def _read_OffsetCommitResponseTopic_1(buf: bytes | bytearray | memoryview, pos: 
     # versions 8-9
     end = len(buf)
     v_name, pos = _rcs(buf, pos, 'Name')
-    n_v_partitions, pos = _rcal(buf, pos, 'Partitions')
+    v_partitions: list[OffsetCommitResponsePartition]
+    n_v_partitions = buf[pos] - 1 if pos < end else -2
+    if 0 <= n_v_partitions < 127 and n_v_partitions <= end - pos:
+        pos += 1
+    else:
+        n_v_partitions, pos = _rcal(buf, pos, 'Partitions')
     v_partitions = []
-    app = v_partitions.append
+    app_v_partitions = v_partitions.append
     i = 0
     try:
         for i in range(n_v_partitions):
-            item, pos = _read_OffsetCommitResponsePartition_1(buf, pos)
-            app(item)
+            e_v_partitions, pos = _read_OffsetCommitResponsePartition_1(buf, pos)
+            app_v_partitions(e_v_partitions)
     except _DecodeError as exc:
         raise exc.refine(field=f'Partitions[{i}]')
     unknown: tuple[tuple[int, bytes], ...] = ()
@@ -194,7 +214,11 @@ def _read_OffsetCommitResponseTopic_1(buf: bytes | bytearray | memoryview, pos: 
             pos += size
         if raw_tags:
             unknown = tuple(raw_tags)
-    return OffsetCommitResponseTopic(v_name, v_partitions, unknown), pos
+    o = _new(OffsetCommitResponseTopic)
+    o.name = v_name
+    o.partitions = v_partitions
+    o.unknown_tagged_fields = unknown
+    return o, pos
 
 
 def _write_OffsetCommitResponseTopic_1(o: OffsetCommitResponseTopic, out: bytearray) -> None:
@@ -205,8 +229,8 @@ def _write_OffsetCommitResponseTopic_1(o: OffsetCommitResponseTopic, out: bytear
     if o.partitions is None:
         raise _null('Partitions')
     _wcal(out, o.partitions, 'Partitions')
-    for item in o.partitions:
-        _write_OffsetCommitResponsePartition_1(item, out)
+    for e_partitions in o.partitions:
+        _write_OffsetCommitResponsePartition_1(e_partitions, out)
     if o.unknown_tagged_fields:
         _wts(out, (), o.unknown_tagged_fields, '_tagged_fields')
     else:
@@ -216,17 +240,22 @@ def _write_OffsetCommitResponseTopic_1(o: OffsetCommitResponseTopic, out: bytear
 def _read_OffsetCommitResponse_0(buf: bytes | bytearray | memoryview, pos: int) -> tuple[OffsetCommitResponse, int]:
     # versions 0-2
     end = len(buf)
+    v_topics: list[OffsetCommitResponseTopic]
     n_v_topics, pos = _ral(buf, pos, 'Topics')
     v_topics = []
-    app = v_topics.append
+    app_v_topics = v_topics.append
     i = 0
     try:
         for i in range(n_v_topics):
-            item, pos = _read_OffsetCommitResponseTopic_0(buf, pos)
-            app(item)
+            e_v_topics, pos = _read_OffsetCommitResponseTopic_0(buf, pos)
+            app_v_topics(e_v_topics)
     except _DecodeError as exc:
         raise exc.refine(field=f'Topics[{i}]')
-    return OffsetCommitResponse(0, v_topics, ()), pos
+    o = _new(OffsetCommitResponse)
+    o.throttle_time_ms = 0
+    o.topics = v_topics
+    o.unknown_tagged_fields = ()
+    return o, pos
 
 
 def _write_OffsetCommitResponse_0(o: OffsetCommitResponse, out: bytearray) -> None:
@@ -234,8 +263,8 @@ def _write_OffsetCommitResponse_0(o: OffsetCommitResponse, out: bytearray) -> No
     if o.topics is None:
         raise _null('Topics')
     _wal(out, o.topics, 'Topics')
-    for item in o.topics:
-        _write_OffsetCommitResponseTopic_0(item, out)
+    for e_topics in o.topics:
+        _write_OffsetCommitResponseTopic_0(e_topics, out)
     if o.unknown_tagged_fields:
         raise _EncodeError('tagged fields cannot be written at non-flexible version 0-2')
 
@@ -244,20 +273,25 @@ def _read_OffsetCommitResponse_1(buf: bytes | bytearray | memoryview, pos: int) 
     # versions 3-7
     end = len(buf)
     if pos + 4 > end:
-        raise _short_fixed(pos, end, _L_i)
+        raise _short_fixed(pos, end, _L1)
     v_throttle_time_ms, = _S_i.unpack_from(buf, pos)
     pos += 4
+    v_topics: list[OffsetCommitResponseTopic]
     n_v_topics, pos = _ral(buf, pos, 'Topics')
     v_topics = []
-    app = v_topics.append
+    app_v_topics = v_topics.append
     i = 0
     try:
         for i in range(n_v_topics):
-            item, pos = _read_OffsetCommitResponseTopic_0(buf, pos)
-            app(item)
+            e_v_topics, pos = _read_OffsetCommitResponseTopic_0(buf, pos)
+            app_v_topics(e_v_topics)
     except _DecodeError as exc:
         raise exc.refine(field=f'Topics[{i}]')
-    return OffsetCommitResponse(v_throttle_time_ms, v_topics, ()), pos
+    o = _new(OffsetCommitResponse)
+    o.throttle_time_ms = v_throttle_time_ms
+    o.topics = v_topics
+    o.unknown_tagged_fields = ()
+    return o, pos
 
 
 def _write_OffsetCommitResponse_1(o: OffsetCommitResponse, out: bytearray) -> None:
@@ -266,8 +300,8 @@ def _write_OffsetCommitResponse_1(o: OffsetCommitResponse, out: bytearray) -> No
     if o.topics is None:
         raise _null('Topics')
     _wal(out, o.topics, 'Topics')
-    for item in o.topics:
-        _write_OffsetCommitResponseTopic_0(item, out)
+    for e_topics in o.topics:
+        _write_OffsetCommitResponseTopic_0(e_topics, out)
     if o.unknown_tagged_fields:
         raise _EncodeError('tagged fields cannot be written at non-flexible version 3-7')
 
@@ -276,17 +310,22 @@ def _read_OffsetCommitResponse_2(buf: bytes | bytearray | memoryview, pos: int) 
     # versions 8-9
     end = len(buf)
     if pos + 4 > end:
-        raise _short_fixed(pos, end, _L_i)
+        raise _short_fixed(pos, end, _L1)
     v_throttle_time_ms, = _S_i.unpack_from(buf, pos)
     pos += 4
-    n_v_topics, pos = _rcal(buf, pos, 'Topics')
+    v_topics: list[OffsetCommitResponseTopic]
+    n_v_topics = buf[pos] - 1 if pos < end else -2
+    if 0 <= n_v_topics < 127 and n_v_topics <= end - pos:
+        pos += 1
+    else:
+        n_v_topics, pos = _rcal(buf, pos, 'Topics')
     v_topics = []
-    app = v_topics.append
+    app_v_topics = v_topics.append
     i = 0
     try:
         for i in range(n_v_topics):
-            item, pos = _read_OffsetCommitResponseTopic_1(buf, pos)
-            app(item)
+            e_v_topics, pos = _read_OffsetCommitResponseTopic_1(buf, pos)
+            app_v_topics(e_v_topics)
     except _DecodeError as exc:
         raise exc.refine(field=f'Topics[{i}]')
     unknown: tuple[tuple[int, bytes], ...] = ()
@@ -301,7 +340,11 @@ def _read_OffsetCommitResponse_2(buf: bytes | bytearray | memoryview, pos: int) 
             pos += size
         if raw_tags:
             unknown = tuple(raw_tags)
-    return OffsetCommitResponse(v_throttle_time_ms, v_topics, unknown), pos
+    o = _new(OffsetCommitResponse)
+    o.throttle_time_ms = v_throttle_time_ms
+    o.topics = v_topics
+    o.unknown_tagged_fields = unknown
+    return o, pos
 
 
 def _write_OffsetCommitResponse_2(o: OffsetCommitResponse, out: bytearray) -> None:
@@ -310,8 +353,8 @@ def _write_OffsetCommitResponse_2(o: OffsetCommitResponse, out: bytearray) -> No
     if o.topics is None:
         raise _null('Topics')
     _wcal(out, o.topics, 'Topics')
-    for item in o.topics:
-        _write_OffsetCommitResponseTopic_1(item, out)
+    for e_topics in o.topics:
+        _write_OffsetCommitResponseTopic_1(e_topics, out)
     if o.unknown_tagged_fields:
         _wts(out, (), o.unknown_tagged_fields, '_tagged_fields')
     else:

@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import struct as _struct
+from typing import Any as _Any
 import uuid as _uuid
 from dataclasses import dataclass as _dataclass, field as _field
 from typing import ClassVar as _ClassVar
@@ -26,11 +27,12 @@ from kraft_jbod.wire.primitives import (
     short_fixed as _short_fixed, uuid_from_bytes as _uuid_from_bytes,
 )
 
+_new = object.__new__
 _S_i = _struct.Struct('>i')
-_L_i = (('PartitionIndex', 4),)
+_L0 = (('PartitionIndex', 4),)
 
 
-def _absent(field: str, version: int) -> _EncodeError:
+def _absent(field: str, version: int | str) -> _EncodeError:
     return _EncodeError(
         f'attempted to write a non-default {field} at version {version}', field_path=field
     )
@@ -90,10 +92,13 @@ def _read_OffsetDeleteRequestPartition_0(buf: bytes | bytearray | memoryview, po
     # versions 0
     end = len(buf)
     if pos + 4 > end:
-        raise _short_fixed(pos, end, _L_i)
+        raise _short_fixed(pos, end, _L0)
     v_partition_index, = _S_i.unpack_from(buf, pos)
     pos += 4
-    return OffsetDeleteRequestPartition(v_partition_index, ()), pos
+    o = _new(OffsetDeleteRequestPartition)
+    o.partition_index = v_partition_index
+    o.unknown_tagged_fields = ()
+    return o, pos
 
 
 def _write_OffsetDeleteRequestPartition_0(o: OffsetDeleteRequestPartition, out: bytearray) -> None:
@@ -107,17 +112,22 @@ def _read_OffsetDeleteRequestTopic_0(buf: bytes | bytearray | memoryview, pos: i
     # versions 0
     end = len(buf)
     v_name, pos = _rs(buf, pos, 'Name')
+    v_partitions: list[OffsetDeleteRequestPartition]
     n_v_partitions, pos = _ral(buf, pos, 'Partitions')
     v_partitions = []
-    app = v_partitions.append
+    app_v_partitions = v_partitions.append
     i = 0
     try:
         for i in range(n_v_partitions):
-            item, pos = _read_OffsetDeleteRequestPartition_0(buf, pos)
-            app(item)
+            e_v_partitions, pos = _read_OffsetDeleteRequestPartition_0(buf, pos)
+            app_v_partitions(e_v_partitions)
     except _DecodeError as exc:
         raise exc.refine(field=f'Partitions[{i}]')
-    return OffsetDeleteRequestTopic(v_name, v_partitions, ()), pos
+    o = _new(OffsetDeleteRequestTopic)
+    o.name = v_name
+    o.partitions = v_partitions
+    o.unknown_tagged_fields = ()
+    return o, pos
 
 
 def _write_OffsetDeleteRequestTopic_0(o: OffsetDeleteRequestTopic, out: bytearray) -> None:
@@ -128,8 +138,8 @@ def _write_OffsetDeleteRequestTopic_0(o: OffsetDeleteRequestTopic, out: bytearra
     if o.partitions is None:
         raise _null('Partitions')
     _wal(out, o.partitions, 'Partitions')
-    for item in o.partitions:
-        _write_OffsetDeleteRequestPartition_0(item, out)
+    for e_partitions in o.partitions:
+        _write_OffsetDeleteRequestPartition_0(e_partitions, out)
     if o.unknown_tagged_fields:
         raise _EncodeError('tagged fields cannot be written at non-flexible version 0')
 
@@ -138,17 +148,22 @@ def _read_OffsetDeleteRequest_0(buf: bytes | bytearray | memoryview, pos: int) -
     # versions 0
     end = len(buf)
     v_group_id, pos = _rs(buf, pos, 'GroupId')
+    v_topics: list[OffsetDeleteRequestTopic]
     n_v_topics, pos = _ral(buf, pos, 'Topics')
     v_topics = []
-    app = v_topics.append
+    app_v_topics = v_topics.append
     i = 0
     try:
         for i in range(n_v_topics):
-            item, pos = _read_OffsetDeleteRequestTopic_0(buf, pos)
-            app(item)
+            e_v_topics, pos = _read_OffsetDeleteRequestTopic_0(buf, pos)
+            app_v_topics(e_v_topics)
     except _DecodeError as exc:
         raise exc.refine(field=f'Topics[{i}]')
-    return OffsetDeleteRequest(v_group_id, v_topics, ()), pos
+    o = _new(OffsetDeleteRequest)
+    o.group_id = v_group_id
+    o.topics = v_topics
+    o.unknown_tagged_fields = ()
+    return o, pos
 
 
 def _write_OffsetDeleteRequest_0(o: OffsetDeleteRequest, out: bytearray) -> None:
@@ -159,8 +174,8 @@ def _write_OffsetDeleteRequest_0(o: OffsetDeleteRequest, out: bytearray) -> None
     if o.topics is None:
         raise _null('Topics')
     _wal(out, o.topics, 'Topics')
-    for item in o.topics:
-        _write_OffsetDeleteRequestTopic_0(item, out)
+    for e_topics in o.topics:
+        _write_OffsetDeleteRequestTopic_0(e_topics, out)
     if o.unknown_tagged_fields:
         raise _EncodeError('tagged fields cannot be written at non-flexible version 0')
 

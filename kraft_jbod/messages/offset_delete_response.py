@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import struct as _struct
+from typing import Any as _Any
 import uuid as _uuid
 from dataclasses import dataclass as _dataclass, field as _field
 from typing import ClassVar as _ClassVar
@@ -26,13 +27,14 @@ from kraft_jbod.wire.primitives import (
     short_fixed as _short_fixed, uuid_from_bytes as _uuid_from_bytes,
 )
 
+_new = object.__new__
 _S_hi = _struct.Struct('>hi')
 _S_ih = _struct.Struct('>ih')
-_L_ih = (('PartitionIndex', 4), ('ErrorCode', 2))
-_L_hi = (('ErrorCode', 2), ('ThrottleTimeMs', 4))
+_L0 = (('PartitionIndex', 4), ('ErrorCode', 2))
+_L1 = (('ErrorCode', 2), ('ThrottleTimeMs', 4))
 
 
-def _absent(field: str, version: int) -> _EncodeError:
+def _absent(field: str, version: int | str) -> _EncodeError:
     return _EncodeError(
         f'attempted to write a non-default {field} at version {version}', field_path=field
     )
@@ -94,10 +96,14 @@ def _read_OffsetDeleteResponsePartition_0(buf: bytes | bytearray | memoryview, p
     # versions 0
     end = len(buf)
     if pos + 6 > end:
-        raise _short_fixed(pos, end, _L_ih)
+        raise _short_fixed(pos, end, _L0)
     v_partition_index, v_error_code = _S_ih.unpack_from(buf, pos)
     pos += 6
-    return OffsetDeleteResponsePartition(v_partition_index, v_error_code, ()), pos
+    o = _new(OffsetDeleteResponsePartition)
+    o.partition_index = v_partition_index
+    o.error_code = v_error_code
+    o.unknown_tagged_fields = ()
+    return o, pos
 
 
 def _write_OffsetDeleteResponsePartition_0(o: OffsetDeleteResponsePartition, out: bytearray) -> None:
@@ -111,17 +117,22 @@ def _read_OffsetDeleteResponseTopic_0(buf: bytes | bytearray | memoryview, pos: 
     # versions 0
     end = len(buf)
     v_name, pos = _rs(buf, pos, 'Name')
+    v_partitions: list[OffsetDeleteResponsePartition]
     n_v_partitions, pos = _ral(buf, pos, 'Partitions')
     v_partitions = []
-    app = v_partitions.append
+    app_v_partitions = v_partitions.append
     i = 0
     try:
         for i in range(n_v_partitions):
-            item, pos = _read_OffsetDeleteResponsePartition_0(buf, pos)
-            app(item)
+            e_v_partitions, pos = _read_OffsetDeleteResponsePartition_0(buf, pos)
+            app_v_partitions(e_v_partitions)
     except _DecodeError as exc:
         raise exc.refine(field=f'Partitions[{i}]')
-    return OffsetDeleteResponseTopic(v_name, v_partitions, ()), pos
+    o = _new(OffsetDeleteResponseTopic)
+    o.name = v_name
+    o.partitions = v_partitions
+    o.unknown_tagged_fields = ()
+    return o, pos
 
 
 def _write_OffsetDeleteResponseTopic_0(o: OffsetDeleteResponseTopic, out: bytearray) -> None:
@@ -132,8 +143,8 @@ def _write_OffsetDeleteResponseTopic_0(o: OffsetDeleteResponseTopic, out: bytear
     if o.partitions is None:
         raise _null('Partitions')
     _wal(out, o.partitions, 'Partitions')
-    for item in o.partitions:
-        _write_OffsetDeleteResponsePartition_0(item, out)
+    for e_partitions in o.partitions:
+        _write_OffsetDeleteResponsePartition_0(e_partitions, out)
     if o.unknown_tagged_fields:
         raise _EncodeError('tagged fields cannot be written at non-flexible version 0')
 
@@ -142,20 +153,26 @@ def _read_OffsetDeleteResponse_0(buf: bytes | bytearray | memoryview, pos: int) 
     # versions 0
     end = len(buf)
     if pos + 6 > end:
-        raise _short_fixed(pos, end, _L_hi)
+        raise _short_fixed(pos, end, _L1)
     v_error_code, v_throttle_time_ms = _S_hi.unpack_from(buf, pos)
     pos += 6
+    v_topics: list[OffsetDeleteResponseTopic]
     n_v_topics, pos = _ral(buf, pos, 'Topics')
     v_topics = []
-    app = v_topics.append
+    app_v_topics = v_topics.append
     i = 0
     try:
         for i in range(n_v_topics):
-            item, pos = _read_OffsetDeleteResponseTopic_0(buf, pos)
-            app(item)
+            e_v_topics, pos = _read_OffsetDeleteResponseTopic_0(buf, pos)
+            app_v_topics(e_v_topics)
     except _DecodeError as exc:
         raise exc.refine(field=f'Topics[{i}]')
-    return OffsetDeleteResponse(v_error_code, v_throttle_time_ms, v_topics, ()), pos
+    o = _new(OffsetDeleteResponse)
+    o.error_code = v_error_code
+    o.throttle_time_ms = v_throttle_time_ms
+    o.topics = v_topics
+    o.unknown_tagged_fields = ()
+    return o, pos
 
 
 def _write_OffsetDeleteResponse_0(o: OffsetDeleteResponse, out: bytearray) -> None:
@@ -164,8 +181,8 @@ def _write_OffsetDeleteResponse_0(o: OffsetDeleteResponse, out: bytearray) -> No
     if o.topics is None:
         raise _null('Topics')
     _wal(out, o.topics, 'Topics')
-    for item in o.topics:
-        _write_OffsetDeleteResponseTopic_0(item, out)
+    for e_topics in o.topics:
+        _write_OffsetDeleteResponseTopic_0(e_topics, out)
     if o.unknown_tagged_fields:
         raise _EncodeError('tagged fields cannot be written at non-flexible version 0')
 

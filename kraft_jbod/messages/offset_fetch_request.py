@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import struct as _struct
+from typing import Any as _Any
 import uuid as _uuid
 from dataclasses import dataclass as _dataclass, field as _field
 from typing import ClassVar as _ClassVar
@@ -26,13 +27,14 @@ from kraft_jbod.wire.primitives import (
     short_fixed as _short_fixed, uuid_from_bytes as _uuid_from_bytes,
 )
 
+_new = object.__new__
 _S__ = _struct.Struct('>?')
 _S_i = _struct.Struct('>i')
-_L_i = (('MemberEpoch', 4),)
-_L__ = (('RequireStable', 1),)
+_L0 = (('MemberEpoch', 4),)
+_L1 = (('RequireStable', 1),)
 
 
-def _absent(field: str, version: int) -> _EncodeError:
+def _absent(field: str, version: int | str) -> _EncodeError:
     return _EncodeError(
         f'attempted to write a non-default {field} at version {version}', field_path=field
     )
@@ -106,9 +108,14 @@ def _read_OffsetFetchRequestTopic_0(buf: bytes | bytearray | memoryview, pos: in
     # versions 0-5
     end = len(buf)
     v_name, pos = _rs(buf, pos, 'Name')
+    v_partition_indexes: list[int]
     n_v_partition_indexes, pos = _ral(buf, pos, 'PartitionIndexes')
-    v_partition_indexes, pos = _rfa(buf, pos, n_v_partition_indexes, _S_i, 'PartitionIndexes')
-    return OffsetFetchRequestTopic(v_name, v_partition_indexes, ()), pos
+    v_partition_indexes, pos = _rfa(buf, pos, n_v_partition_indexes, 'i', 'PartitionIndexes')
+    o = _new(OffsetFetchRequestTopic)
+    o.name = v_name
+    o.partition_indexes = v_partition_indexes
+    o.unknown_tagged_fields = ()
+    return o, pos
 
 
 def _write_OffsetFetchRequestTopic_0(o: OffsetFetchRequestTopic, out: bytearray) -> None:
@@ -128,8 +135,13 @@ def _read_OffsetFetchRequestTopic_1(buf: bytes | bytearray | memoryview, pos: in
     # versions 6-7
     end = len(buf)
     v_name, pos = _rcs(buf, pos, 'Name')
-    n_v_partition_indexes, pos = _rcal(buf, pos, 'PartitionIndexes')
-    v_partition_indexes, pos = _rfa(buf, pos, n_v_partition_indexes, _S_i, 'PartitionIndexes')
+    v_partition_indexes: list[int]
+    n_v_partition_indexes = buf[pos] - 1 if pos < end else -2
+    if 0 <= n_v_partition_indexes < 127 and n_v_partition_indexes <= end - pos:
+        pos += 1
+    else:
+        n_v_partition_indexes, pos = _rcal(buf, pos, 'PartitionIndexes')
+    v_partition_indexes, pos = _rfa(buf, pos, n_v_partition_indexes, 'i', 'PartitionIndexes')
     unknown: tuple[tuple[int, bytes], ...] = ()
     if pos < end and buf[pos] == 0:
         pos += 1
@@ -142,7 +154,11 @@ def _read_OffsetFetchRequestTopic_1(buf: bytes | bytearray | memoryview, pos: in
             pos += size
         if raw_tags:
             unknown = tuple(raw_tags)
-    return OffsetFetchRequestTopic(v_name, v_partition_indexes, unknown), pos
+    o = _new(OffsetFetchRequestTopic)
+    o.name = v_name
+    o.partition_indexes = v_partition_indexes
+    o.unknown_tagged_fields = unknown
+    return o, pos
 
 
 def _write_OffsetFetchRequestTopic_1(o: OffsetFetchRequestTopic, out: bytearray) -> None:
@@ -164,8 +180,13 @@ def _read_OffsetFetchRequestTopics_0(buf: bytes | bytearray | memoryview, pos: i
     # versions 8-9
     end = len(buf)
     v_name, pos = _rcs(buf, pos, 'Name')
-    n_v_partition_indexes, pos = _rcal(buf, pos, 'PartitionIndexes')
-    v_partition_indexes, pos = _rfa(buf, pos, n_v_partition_indexes, _S_i, 'PartitionIndexes')
+    v_partition_indexes: list[int]
+    n_v_partition_indexes = buf[pos] - 1 if pos < end else -2
+    if 0 <= n_v_partition_indexes < 127 and n_v_partition_indexes <= end - pos:
+        pos += 1
+    else:
+        n_v_partition_indexes, pos = _rcal(buf, pos, 'PartitionIndexes')
+    v_partition_indexes, pos = _rfa(buf, pos, n_v_partition_indexes, 'i', 'PartitionIndexes')
     unknown: tuple[tuple[int, bytes], ...] = ()
     if pos < end and buf[pos] == 0:
         pos += 1
@@ -178,7 +199,11 @@ def _read_OffsetFetchRequestTopics_0(buf: bytes | bytearray | memoryview, pos: i
             pos += size
         if raw_tags:
             unknown = tuple(raw_tags)
-    return OffsetFetchRequestTopics(v_name, v_partition_indexes, unknown), pos
+    o = _new(OffsetFetchRequestTopics)
+    o.name = v_name
+    o.partition_indexes = v_partition_indexes
+    o.unknown_tagged_fields = unknown
+    return o, pos
 
 
 def _write_OffsetFetchRequestTopics_0(o: OffsetFetchRequestTopics, out: bytearray) -> None:
@@ -200,17 +225,22 @@ def _read_OffsetFetchRequestGroup_0(buf: bytes | bytearray | memoryview, pos: in
     # versions 8
     end = len(buf)
     v_group_id, pos = _rcs(buf, pos, 'GroupId')
-    n_v_topics, pos = _rncal(buf, pos, 'Topics')
+    v_topics: list[OffsetFetchRequestTopics] | None
+    n_v_topics = buf[pos] - 1 if pos < end else -2
+    if 0 <= n_v_topics < 127 and n_v_topics <= end - pos:
+        pos += 1
+    else:
+        n_v_topics, pos = _rncal(buf, pos, 'Topics')
     if n_v_topics < 0:
         v_topics = None
     else:
         v_topics = []
-        app = v_topics.append
+        app_v_topics = v_topics.append
         i = 0
         try:
             for i in range(n_v_topics):
-                item, pos = _read_OffsetFetchRequestTopics_0(buf, pos)
-                app(item)
+                e_v_topics, pos = _read_OffsetFetchRequestTopics_0(buf, pos)
+                app_v_topics(e_v_topics)
         except _DecodeError as exc:
             raise exc.refine(field=f'Topics[{i}]')
     unknown: tuple[tuple[int, bytes], ...] = ()
@@ -225,7 +255,13 @@ def _read_OffsetFetchRequestGroup_0(buf: bytes | bytearray | memoryview, pos: in
             pos += size
         if raw_tags:
             unknown = tuple(raw_tags)
-    return OffsetFetchRequestGroup(v_group_id, None, -1, v_topics, unknown), pos
+    o = _new(OffsetFetchRequestGroup)
+    o.group_id = v_group_id
+    o.member_id = None
+    o.member_epoch = -1
+    o.topics = v_topics
+    o.unknown_tagged_fields = unknown
+    return o, pos
 
 
 def _write_OffsetFetchRequestGroup_0(o: OffsetFetchRequestGroup, out: bytearray) -> None:
@@ -235,8 +271,8 @@ def _write_OffsetFetchRequestGroup_0(o: OffsetFetchRequestGroup, out: bytearray)
     _wcs(out, o.group_id, 'GroupId')
     _wcal(out, o.topics, 'Topics')
     if o.topics is not None:
-        for item in o.topics:
-            _write_OffsetFetchRequestTopics_0(item, out)
+        for e_topics in o.topics:
+            _write_OffsetFetchRequestTopics_0(e_topics, out)
     if o.unknown_tagged_fields:
         _wts(out, (), o.unknown_tagged_fields, '_tagged_fields')
     else:
@@ -249,20 +285,25 @@ def _read_OffsetFetchRequestGroup_1(buf: bytes | bytearray | memoryview, pos: in
     v_group_id, pos = _rcs(buf, pos, 'GroupId')
     v_member_id, pos = _rncs(buf, pos, 'MemberId')
     if pos + 4 > end:
-        raise _short_fixed(pos, end, _L_i)
+        raise _short_fixed(pos, end, _L0)
     v_member_epoch, = _S_i.unpack_from(buf, pos)
     pos += 4
-    n_v_topics, pos = _rncal(buf, pos, 'Topics')
+    v_topics: list[OffsetFetchRequestTopics] | None
+    n_v_topics = buf[pos] - 1 if pos < end else -2
+    if 0 <= n_v_topics < 127 and n_v_topics <= end - pos:
+        pos += 1
+    else:
+        n_v_topics, pos = _rncal(buf, pos, 'Topics')
     if n_v_topics < 0:
         v_topics = None
     else:
         v_topics = []
-        app = v_topics.append
+        app_v_topics = v_topics.append
         i = 0
         try:
             for i in range(n_v_topics):
-                item, pos = _read_OffsetFetchRequestTopics_0(buf, pos)
-                app(item)
+                e_v_topics, pos = _read_OffsetFetchRequestTopics_0(buf, pos)
+                app_v_topics(e_v_topics)
         except _DecodeError as exc:
             raise exc.refine(field=f'Topics[{i}]')
     unknown: tuple[tuple[int, bytes], ...] = ()
@@ -277,7 +318,13 @@ def _read_OffsetFetchRequestGroup_1(buf: bytes | bytearray | memoryview, pos: in
             pos += size
         if raw_tags:
             unknown = tuple(raw_tags)
-    return OffsetFetchRequestGroup(v_group_id, v_member_id, v_member_epoch, v_topics, unknown), pos
+    o = _new(OffsetFetchRequestGroup)
+    o.group_id = v_group_id
+    o.member_id = v_member_id
+    o.member_epoch = v_member_epoch
+    o.topics = v_topics
+    o.unknown_tagged_fields = unknown
+    return o, pos
 
 
 def _write_OffsetFetchRequestGroup_1(o: OffsetFetchRequestGroup, out: bytearray) -> None:
@@ -289,8 +336,8 @@ def _write_OffsetFetchRequestGroup_1(o: OffsetFetchRequestGroup, out: bytearray)
     out += _S_i.pack(o.member_epoch)
     _wcal(out, o.topics, 'Topics')
     if o.topics is not None:
-        for item in o.topics:
-            _write_OffsetFetchRequestTopics_0(item, out)
+        for e_topics in o.topics:
+            _write_OffsetFetchRequestTopics_0(e_topics, out)
     if o.unknown_tagged_fields:
         _wts(out, (), o.unknown_tagged_fields, '_tagged_fields')
     else:
@@ -301,17 +348,24 @@ def _read_OffsetFetchRequest_0(buf: bytes | bytearray | memoryview, pos: int) ->
     # versions 0-1
     end = len(buf)
     v_group_id, pos = _rs(buf, pos, 'GroupId')
+    v_topics: list[OffsetFetchRequestTopic] | None
     n_v_topics, pos = _ral(buf, pos, 'Topics')
     v_topics = []
-    app = v_topics.append
+    app_v_topics = v_topics.append
     i = 0
     try:
         for i in range(n_v_topics):
-            item, pos = _read_OffsetFetchRequestTopic_0(buf, pos)
-            app(item)
+            e_v_topics, pos = _read_OffsetFetchRequestTopic_0(buf, pos)
+            app_v_topics(e_v_topics)
     except _DecodeError as exc:
         raise exc.refine(field=f'Topics[{i}]')
-    return OffsetFetchRequest(v_group_id, v_topics, [], False, ()), pos
+    o = _new(OffsetFetchRequest)
+    o.group_id = v_group_id
+    o.topics = v_topics
+    o.groups = []
+    o.require_stable = False
+    o.unknown_tagged_fields = ()
+    return o, pos
 
 
 def _write_OffsetFetchRequest_0(o: OffsetFetchRequest, out: bytearray) -> None:
@@ -326,8 +380,8 @@ def _write_OffsetFetchRequest_0(o: OffsetFetchRequest, out: bytearray) -> None:
     if o.topics is None:
         raise _null('Topics')
     _wal(out, o.topics, 'Topics')
-    for item in o.topics:
-        _write_OffsetFetchRequestTopic_0(item, out)
+    for e_topics in o.topics:
+        _write_OffsetFetchRequestTopic_0(e_topics, out)
     if o.unknown_tagged_fields:
         raise _EncodeError('tagged fields cannot be written at non-flexible version 0-1')
 
@@ -336,20 +390,27 @@ def _read_OffsetFetchRequest_1(buf: bytes | bytearray | memoryview, pos: int) ->
     # versions 2-5
     end = len(buf)
     v_group_id, pos = _rs(buf, pos, 'GroupId')
+    v_topics: list[OffsetFetchRequestTopic] | None
     n_v_topics, pos = _rnal(buf, pos, 'Topics')
     if n_v_topics < 0:
         v_topics = None
     else:
         v_topics = []
-        app = v_topics.append
+        app_v_topics = v_topics.append
         i = 0
         try:
             for i in range(n_v_topics):
-                item, pos = _read_OffsetFetchRequestTopic_0(buf, pos)
-                app(item)
+                e_v_topics, pos = _read_OffsetFetchRequestTopic_0(buf, pos)
+                app_v_topics(e_v_topics)
         except _DecodeError as exc:
             raise exc.refine(field=f'Topics[{i}]')
-    return OffsetFetchRequest(v_group_id, v_topics, [], False, ()), pos
+    o = _new(OffsetFetchRequest)
+    o.group_id = v_group_id
+    o.topics = v_topics
+    o.groups = []
+    o.require_stable = False
+    o.unknown_tagged_fields = ()
+    return o, pos
 
 
 def _write_OffsetFetchRequest_1(o: OffsetFetchRequest, out: bytearray) -> None:
@@ -363,8 +424,8 @@ def _write_OffsetFetchRequest_1(o: OffsetFetchRequest, out: bytearray) -> None:
     _ws(out, o.group_id, 'GroupId')
     _wal(out, o.topics, 'Topics')
     if o.topics is not None:
-        for item in o.topics:
-            _write_OffsetFetchRequestTopic_0(item, out)
+        for e_topics in o.topics:
+            _write_OffsetFetchRequestTopic_0(e_topics, out)
     if o.unknown_tagged_fields:
         raise _EncodeError('tagged fields cannot be written at non-flexible version 2-5')
 
@@ -373,17 +434,22 @@ def _read_OffsetFetchRequest_2(buf: bytes | bytearray | memoryview, pos: int) ->
     # versions 6
     end = len(buf)
     v_group_id, pos = _rcs(buf, pos, 'GroupId')
-    n_v_topics, pos = _rncal(buf, pos, 'Topics')
+    v_topics: list[OffsetFetchRequestTopic] | None
+    n_v_topics = buf[pos] - 1 if pos < end else -2
+    if 0 <= n_v_topics < 127 and n_v_topics <= end - pos:
+        pos += 1
+    else:
+        n_v_topics, pos = _rncal(buf, pos, 'Topics')
     if n_v_topics < 0:
         v_topics = None
     else:
         v_topics = []
-        app = v_topics.append
+        app_v_topics = v_topics.append
         i = 0
         try:
             for i in range(n_v_topics):
-                item, pos = _read_OffsetFetchRequestTopic_1(buf, pos)
-                app(item)
+                e_v_topics, pos = _read_OffsetFetchRequestTopic_1(buf, pos)
+                app_v_topics(e_v_topics)
         except _DecodeError as exc:
             raise exc.refine(field=f'Topics[{i}]')
     unknown: tuple[tuple[int, bytes], ...] = ()
@@ -398,7 +464,13 @@ def _read_OffsetFetchRequest_2(buf: bytes | bytearray | memoryview, pos: int) ->
             pos += size
         if raw_tags:
             unknown = tuple(raw_tags)
-    return OffsetFetchRequest(v_group_id, v_topics, [], False, unknown), pos
+    o = _new(OffsetFetchRequest)
+    o.group_id = v_group_id
+    o.topics = v_topics
+    o.groups = []
+    o.require_stable = False
+    o.unknown_tagged_fields = unknown
+    return o, pos
 
 
 def _write_OffsetFetchRequest_2(o: OffsetFetchRequest, out: bytearray) -> None:
@@ -412,8 +484,8 @@ def _write_OffsetFetchRequest_2(o: OffsetFetchRequest, out: bytearray) -> None:
     _wcs(out, o.group_id, 'GroupId')
     _wcal(out, o.topics, 'Topics')
     if o.topics is not None:
-        for item in o.topics:
-            _write_OffsetFetchRequestTopic_1(item, out)
+        for e_topics in o.topics:
+            _write_OffsetFetchRequestTopic_1(e_topics, out)
     if o.unknown_tagged_fields:
         _wts(out, (), o.unknown_tagged_fields, '_tagged_fields')
     else:
@@ -424,21 +496,26 @@ def _read_OffsetFetchRequest_3(buf: bytes | bytearray | memoryview, pos: int) ->
     # versions 7
     end = len(buf)
     v_group_id, pos = _rcs(buf, pos, 'GroupId')
-    n_v_topics, pos = _rncal(buf, pos, 'Topics')
+    v_topics: list[OffsetFetchRequestTopic] | None
+    n_v_topics = buf[pos] - 1 if pos < end else -2
+    if 0 <= n_v_topics < 127 and n_v_topics <= end - pos:
+        pos += 1
+    else:
+        n_v_topics, pos = _rncal(buf, pos, 'Topics')
     if n_v_topics < 0:
         v_topics = None
     else:
         v_topics = []
-        app = v_topics.append
+        app_v_topics = v_topics.append
         i = 0
         try:
             for i in range(n_v_topics):
-                item, pos = _read_OffsetFetchRequestTopic_1(buf, pos)
-                app(item)
+                e_v_topics, pos = _read_OffsetFetchRequestTopic_1(buf, pos)
+                app_v_topics(e_v_topics)
         except _DecodeError as exc:
             raise exc.refine(field=f'Topics[{i}]')
     if pos + 1 > end:
-        raise _short_fixed(pos, end, _L__)
+        raise _short_fixed(pos, end, _L1)
     v_require_stable, = _S__.unpack_from(buf, pos)
     pos += 1
     unknown: tuple[tuple[int, bytes], ...] = ()
@@ -453,7 +530,13 @@ def _read_OffsetFetchRequest_3(buf: bytes | bytearray | memoryview, pos: int) ->
             pos += size
         if raw_tags:
             unknown = tuple(raw_tags)
-    return OffsetFetchRequest(v_group_id, v_topics, [], v_require_stable, unknown), pos
+    o = _new(OffsetFetchRequest)
+    o.group_id = v_group_id
+    o.topics = v_topics
+    o.groups = []
+    o.require_stable = v_require_stable
+    o.unknown_tagged_fields = unknown
+    return o, pos
 
 
 def _write_OffsetFetchRequest_3(o: OffsetFetchRequest, out: bytearray) -> None:
@@ -465,9 +548,9 @@ def _write_OffsetFetchRequest_3(o: OffsetFetchRequest, out: bytearray) -> None:
     _wcs(out, o.group_id, 'GroupId')
     _wcal(out, o.topics, 'Topics')
     if o.topics is not None:
-        for item in o.topics:
-            _write_OffsetFetchRequestTopic_1(item, out)
-    out += _S__.pack(_bool(o.require_stable, 'RequireStable'))
+        for e_topics in o.topics:
+            _write_OffsetFetchRequestTopic_1(e_topics, out)
+    out += _S__.pack((o.require_stable if o.require_stable.__class__ is bool else _bool(o.require_stable, 'RequireStable')))
     if o.unknown_tagged_fields:
         _wts(out, (), o.unknown_tagged_fields, '_tagged_fields')
     else:
@@ -477,18 +560,23 @@ def _write_OffsetFetchRequest_3(o: OffsetFetchRequest, out: bytearray) -> None:
 def _read_OffsetFetchRequest_4(buf: bytes | bytearray | memoryview, pos: int) -> tuple[OffsetFetchRequest, int]:
     # versions 8
     end = len(buf)
-    n_v_groups, pos = _rcal(buf, pos, 'Groups')
+    v_groups: list[OffsetFetchRequestGroup]
+    n_v_groups = buf[pos] - 1 if pos < end else -2
+    if 0 <= n_v_groups < 127 and n_v_groups <= end - pos:
+        pos += 1
+    else:
+        n_v_groups, pos = _rcal(buf, pos, 'Groups')
     v_groups = []
-    app = v_groups.append
+    app_v_groups = v_groups.append
     i = 0
     try:
         for i in range(n_v_groups):
-            item, pos = _read_OffsetFetchRequestGroup_0(buf, pos)
-            app(item)
+            e_v_groups, pos = _read_OffsetFetchRequestGroup_0(buf, pos)
+            app_v_groups(e_v_groups)
     except _DecodeError as exc:
         raise exc.refine(field=f'Groups[{i}]')
     if pos + 1 > end:
-        raise _short_fixed(pos, end, _L__)
+        raise _short_fixed(pos, end, _L1)
     v_require_stable, = _S__.unpack_from(buf, pos)
     pos += 1
     unknown: tuple[tuple[int, bytes], ...] = ()
@@ -503,7 +591,13 @@ def _read_OffsetFetchRequest_4(buf: bytes | bytearray | memoryview, pos: int) ->
             pos += size
         if raw_tags:
             unknown = tuple(raw_tags)
-    return OffsetFetchRequest('', [], v_groups, v_require_stable, unknown), pos
+    o = _new(OffsetFetchRequest)
+    o.group_id = ''
+    o.topics = []
+    o.groups = v_groups
+    o.require_stable = v_require_stable
+    o.unknown_tagged_fields = unknown
+    return o, pos
 
 
 def _write_OffsetFetchRequest_4(o: OffsetFetchRequest, out: bytearray) -> None:
@@ -515,9 +609,9 @@ def _write_OffsetFetchRequest_4(o: OffsetFetchRequest, out: bytearray) -> None:
     if o.groups is None:
         raise _null('Groups')
     _wcal(out, o.groups, 'Groups')
-    for item in o.groups:
-        _write_OffsetFetchRequestGroup_0(item, out)
-    out += _S__.pack(_bool(o.require_stable, 'RequireStable'))
+    for e_groups in o.groups:
+        _write_OffsetFetchRequestGroup_0(e_groups, out)
+    out += _S__.pack((o.require_stable if o.require_stable.__class__ is bool else _bool(o.require_stable, 'RequireStable')))
     if o.unknown_tagged_fields:
         _wts(out, (), o.unknown_tagged_fields, '_tagged_fields')
     else:
@@ -527,18 +621,23 @@ def _write_OffsetFetchRequest_4(o: OffsetFetchRequest, out: bytearray) -> None:
 def _read_OffsetFetchRequest_5(buf: bytes | bytearray | memoryview, pos: int) -> tuple[OffsetFetchRequest, int]:
     # versions 9
     end = len(buf)
-    n_v_groups, pos = _rcal(buf, pos, 'Groups')
+    v_groups: list[OffsetFetchRequestGroup]
+    n_v_groups = buf[pos] - 1 if pos < end else -2
+    if 0 <= n_v_groups < 127 and n_v_groups <= end - pos:
+        pos += 1
+    else:
+        n_v_groups, pos = _rcal(buf, pos, 'Groups')
     v_groups = []
-    app = v_groups.append
+    app_v_groups = v_groups.append
     i = 0
     try:
         for i in range(n_v_groups):
-            item, pos = _read_OffsetFetchRequestGroup_1(buf, pos)
-            app(item)
+            e_v_groups, pos = _read_OffsetFetchRequestGroup_1(buf, pos)
+            app_v_groups(e_v_groups)
     except _DecodeError as exc:
         raise exc.refine(field=f'Groups[{i}]')
     if pos + 1 > end:
-        raise _short_fixed(pos, end, _L__)
+        raise _short_fixed(pos, end, _L1)
     v_require_stable, = _S__.unpack_from(buf, pos)
     pos += 1
     unknown: tuple[tuple[int, bytes], ...] = ()
@@ -553,7 +652,13 @@ def _read_OffsetFetchRequest_5(buf: bytes | bytearray | memoryview, pos: int) ->
             pos += size
         if raw_tags:
             unknown = tuple(raw_tags)
-    return OffsetFetchRequest('', [], v_groups, v_require_stable, unknown), pos
+    o = _new(OffsetFetchRequest)
+    o.group_id = ''
+    o.topics = []
+    o.groups = v_groups
+    o.require_stable = v_require_stable
+    o.unknown_tagged_fields = unknown
+    return o, pos
 
 
 def _write_OffsetFetchRequest_5(o: OffsetFetchRequest, out: bytearray) -> None:
@@ -565,9 +670,9 @@ def _write_OffsetFetchRequest_5(o: OffsetFetchRequest, out: bytearray) -> None:
     if o.groups is None:
         raise _null('Groups')
     _wcal(out, o.groups, 'Groups')
-    for item in o.groups:
-        _write_OffsetFetchRequestGroup_1(item, out)
-    out += _S__.pack(_bool(o.require_stable, 'RequireStable'))
+    for e_groups in o.groups:
+        _write_OffsetFetchRequestGroup_1(e_groups, out)
+    out += _S__.pack((o.require_stable if o.require_stable.__class__ is bool else _bool(o.require_stable, 'RequireStable')))
     if o.unknown_tagged_fields:
         _wts(out, (), o.unknown_tagged_fields, '_tagged_fields')
     else:

@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import struct as _struct
+from typing import Any as _Any
 import uuid as _uuid
 from dataclasses import dataclass as _dataclass, field as _field
 from typing import ClassVar as _ClassVar
@@ -26,17 +27,18 @@ from kraft_jbod.wire.primitives import (
     short_fixed as _short_fixed, uuid_from_bytes as _uuid_from_bytes,
 )
 
+_new = object.__new__
 _S_h = _struct.Struct('>h')
 _S_i = _struct.Struct('>i')
 _S_iq = _struct.Struct('>iq')
 _S_iqi = _struct.Struct('>iqi')
-_L_iq = (('PartitionIndex', 4), ('CommittedOffset', 8))
-_L_h = (('ErrorCode', 2),)
-_L_iqi = (('PartitionIndex', 4), ('CommittedOffset', 8), ('CommittedLeaderEpoch', 4))
-_L_i = (('ThrottleTimeMs', 4),)
+_L0 = (('PartitionIndex', 4), ('CommittedOffset', 8))
+_L1 = (('ErrorCode', 2),)
+_L2 = (('PartitionIndex', 4), ('CommittedOffset', 8), ('CommittedLeaderEpoch', 4))
+_L3 = (('ThrottleTimeMs', 4),)
 
 
-def _absent(field: str, version: int) -> _EncodeError:
+def _absent(field: str, version: int | str) -> _EncodeError:
     return _EncodeError(
         f'attempted to write a non-default {field} at version {version}', field_path=field
     )
@@ -133,15 +135,22 @@ def _read_OffsetFetchResponsePartition_0(buf: bytes | bytearray | memoryview, po
     # versions 0-4
     end = len(buf)
     if pos + 12 > end:
-        raise _short_fixed(pos, end, _L_iq)
+        raise _short_fixed(pos, end, _L0)
     v_partition_index, v_committed_offset = _S_iq.unpack_from(buf, pos)
     pos += 12
     v_metadata, pos = _rns(buf, pos, 'Metadata')
     if pos + 2 > end:
-        raise _short_fixed(pos, end, _L_h)
+        raise _short_fixed(pos, end, _L1)
     v_error_code, = _S_h.unpack_from(buf, pos)
     pos += 2
-    return OffsetFetchResponsePartition(v_partition_index, v_committed_offset, -1, v_metadata, v_error_code, ()), pos
+    o = _new(OffsetFetchResponsePartition)
+    o.partition_index = v_partition_index
+    o.committed_offset = v_committed_offset
+    o.committed_leader_epoch = -1
+    o.metadata = v_metadata
+    o.error_code = v_error_code
+    o.unknown_tagged_fields = ()
+    return o, pos
 
 
 def _write_OffsetFetchResponsePartition_0(o: OffsetFetchResponsePartition, out: bytearray) -> None:
@@ -157,15 +166,22 @@ def _read_OffsetFetchResponsePartition_1(buf: bytes | bytearray | memoryview, po
     # versions 5
     end = len(buf)
     if pos + 16 > end:
-        raise _short_fixed(pos, end, _L_iqi)
+        raise _short_fixed(pos, end, _L2)
     v_partition_index, v_committed_offset, v_committed_leader_epoch = _S_iqi.unpack_from(buf, pos)
     pos += 16
     v_metadata, pos = _rns(buf, pos, 'Metadata')
     if pos + 2 > end:
-        raise _short_fixed(pos, end, _L_h)
+        raise _short_fixed(pos, end, _L1)
     v_error_code, = _S_h.unpack_from(buf, pos)
     pos += 2
-    return OffsetFetchResponsePartition(v_partition_index, v_committed_offset, v_committed_leader_epoch, v_metadata, v_error_code, ()), pos
+    o = _new(OffsetFetchResponsePartition)
+    o.partition_index = v_partition_index
+    o.committed_offset = v_committed_offset
+    o.committed_leader_epoch = v_committed_leader_epoch
+    o.metadata = v_metadata
+    o.error_code = v_error_code
+    o.unknown_tagged_fields = ()
+    return o, pos
 
 
 def _write_OffsetFetchResponsePartition_1(o: OffsetFetchResponsePartition, out: bytearray) -> None:
@@ -181,12 +197,12 @@ def _read_OffsetFetchResponsePartition_2(buf: bytes | bytearray | memoryview, po
     # versions 6-7
     end = len(buf)
     if pos + 16 > end:
-        raise _short_fixed(pos, end, _L_iqi)
+        raise _short_fixed(pos, end, _L2)
     v_partition_index, v_committed_offset, v_committed_leader_epoch = _S_iqi.unpack_from(buf, pos)
     pos += 16
     v_metadata, pos = _rncs(buf, pos, 'Metadata')
     if pos + 2 > end:
-        raise _short_fixed(pos, end, _L_h)
+        raise _short_fixed(pos, end, _L1)
     v_error_code, = _S_h.unpack_from(buf, pos)
     pos += 2
     unknown: tuple[tuple[int, bytes], ...] = ()
@@ -201,7 +217,14 @@ def _read_OffsetFetchResponsePartition_2(buf: bytes | bytearray | memoryview, po
             pos += size
         if raw_tags:
             unknown = tuple(raw_tags)
-    return OffsetFetchResponsePartition(v_partition_index, v_committed_offset, v_committed_leader_epoch, v_metadata, v_error_code, unknown), pos
+    o = _new(OffsetFetchResponsePartition)
+    o.partition_index = v_partition_index
+    o.committed_offset = v_committed_offset
+    o.committed_leader_epoch = v_committed_leader_epoch
+    o.metadata = v_metadata
+    o.error_code = v_error_code
+    o.unknown_tagged_fields = unknown
+    return o, pos
 
 
 def _write_OffsetFetchResponsePartition_2(o: OffsetFetchResponsePartition, out: bytearray) -> None:
@@ -219,17 +242,22 @@ def _read_OffsetFetchResponseTopic_0(buf: bytes | bytearray | memoryview, pos: i
     # versions 0-4
     end = len(buf)
     v_name, pos = _rs(buf, pos, 'Name')
+    v_partitions: list[OffsetFetchResponsePartition]
     n_v_partitions, pos = _ral(buf, pos, 'Partitions')
     v_partitions = []
-    app = v_partitions.append
+    app_v_partitions = v_partitions.append
     i = 0
     try:
         for i in range(n_v_partitions):
-            item, pos = _read_OffsetFetchResponsePartition_0(buf, pos)
-            app(item)
+            e_v_partitions, pos = _read_OffsetFetchResponsePartition_0(buf, pos)
+            app_v_partitions(e_v_partitions)
     except _DecodeError as exc:
         raise exc.refine(field=f'Partitions[{i}]')
-    return OffsetFetchResponseTopic(v_name, v_partitions, ()), pos
+    o = _new(OffsetFetchResponseTopic)
+    o.name = v_name
+    o.partitions = v_partitions
+    o.unknown_tagged_fields = ()
+    return o, pos
 
 
 def _write_OffsetFetchResponseTopic_0(o: OffsetFetchResponseTopic, out: bytearray) -> None:
@@ -240,8 +268,8 @@ def _write_OffsetFetchResponseTopic_0(o: OffsetFetchResponseTopic, out: bytearra
     if o.partitions is None:
         raise _null('Partitions')
     _wal(out, o.partitions, 'Partitions')
-    for item in o.partitions:
-        _write_OffsetFetchResponsePartition_0(item, out)
+    for e_partitions in o.partitions:
+        _write_OffsetFetchResponsePartition_0(e_partitions, out)
     if o.unknown_tagged_fields:
         raise _EncodeError('tagged fields cannot be written at non-flexible version 0-4')
 
@@ -250,17 +278,22 @@ def _read_OffsetFetchResponseTopic_1(buf: bytes | bytearray | memoryview, pos: i
     # versions 5
     end = len(buf)
     v_name, pos = _rs(buf, pos, 'Name')
+    v_partitions: list[OffsetFetchResponsePartition]
     n_v_partitions, pos = _ral(buf, pos, 'Partitions')
     v_partitions = []
-    app = v_partitions.append
+    app_v_partitions = v_partitions.append
     i = 0
     try:
         for i in range(n_v_partitions):
-            item, pos = _read_OffsetFetchResponsePartition_1(buf, pos)
-            app(item)
+            e_v_partitions, pos = _read_OffsetFetchResponsePartition_1(buf, pos)
+            app_v_partitions(e_v_partitions)
     except _DecodeError as exc:
         raise exc.refine(field=f'Partitions[{i}]')
-    return OffsetFetchResponseTopic(v_name, v_partitions, ()), pos
+    o = _new(OffsetFetchResponseTopic)
+    o.name = v_name
+    o.partitions = v_partitions
+    o.unknown_tagged_fields = ()
+    return o, pos
 
 
 def _write_OffsetFetchResponseTopic_1(o: OffsetFetchResponseTopic, out: bytearray) -> None:
@@ -271,8 +304,8 @@ def _write_OffsetFetchResponseTopic_1(o: OffsetFetchResponseTopic, out: bytearra
     if o.partitions is None:
         raise _null('Partitions')
     _wal(out, o.partitions, 'Partitions')
-    for item in o.partitions:
-        _write_OffsetFetchResponsePartition_1(item, out)
+    for e_partitions in o.partitions:
+        _write_OffsetFetchResponsePartition_1(e_partitions, out)
     if o.unknown_tagged_fields:
         raise _EncodeError('tagged fields cannot be written at non-flexible version 5')
 
@@ -281,14 +314,19 @@ def _read_OffsetFetchResponseTopic_2(buf: bytes | bytearray | memoryview, pos: i
     # versions 6-7
     end = len(buf)
     v_name, pos = _rcs(buf, pos, 'Name')
-    n_v_partitions, pos = _rcal(buf, pos, 'Partitions')
+    v_partitions: list[OffsetFetchResponsePartition]
+    n_v_partitions = buf[pos] - 1 if pos < end else -2
+    if 0 <= n_v_partitions < 127 and n_v_partitions <= end - pos:
+        pos += 1
+    else:
+        n_v_partitions, pos = _rcal(buf, pos, 'Partitions')
     v_partitions = []
-    app = v_partitions.append
+    app_v_partitions = v_partitions.append
     i = 0
     try:
         for i in range(n_v_partitions):
-            item, pos = _read_OffsetFetchResponsePartition_2(buf, pos)
-            app(item)
+            e_v_partitions, pos = _read_OffsetFetchResponsePartition_2(buf, pos)
+            app_v_partitions(e_v_partitions)
     except _DecodeError as exc:
         raise exc.refine(field=f'Partitions[{i}]')
     unknown: tuple[tuple[int, bytes], ...] = ()
@@ -303,7 +341,11 @@ def _read_OffsetFetchResponseTopic_2(buf: bytes | bytearray | memoryview, pos: i
             pos += size
         if raw_tags:
             unknown = tuple(raw_tags)
-    return OffsetFetchResponseTopic(v_name, v_partitions, unknown), pos
+    o = _new(OffsetFetchResponseTopic)
+    o.name = v_name
+    o.partitions = v_partitions
+    o.unknown_tagged_fields = unknown
+    return o, pos
 
 
 def _write_OffsetFetchResponseTopic_2(o: OffsetFetchResponseTopic, out: bytearray) -> None:
@@ -314,8 +356,8 @@ def _write_OffsetFetchResponseTopic_2(o: OffsetFetchResponseTopic, out: bytearra
     if o.partitions is None:
         raise _null('Partitions')
     _wcal(out, o.partitions, 'Partitions')
-    for item in o.partitions:
-        _write_OffsetFetchResponsePartition_2(item, out)
+    for e_partitions in o.partitions:
+        _write_OffsetFetchResponsePartition_2(e_partitions, out)
     if o.unknown_tagged_fields:
         _wts(out, (), o.unknown_tagged_fields, '_tagged_fields')
     else:
@@ -326,12 +368,12 @@ def _read_OffsetFetchResponsePartitions_0(buf: bytes | bytearray | memoryview, p
     # versions 8-9
     end = len(buf)
     if pos + 16 > end:
-        raise _short_fixed(pos, end, _L_iqi)
+        raise _short_fixed(pos, end, _L2)
     v_partition_index, v_committed_offset, v_committed_leader_epoch = _S_iqi.unpack_from(buf, pos)
     pos += 16
     v_metadata, pos = _rncs(buf, pos, 'Metadata')
     if pos + 2 > end:
-        raise _short_fixed(pos, end, _L_h)
+        raise _short_fixed(pos, end, _L1)
     v_error_code, = _S_h.unpack_from(buf, pos)
     pos += 2
     unknown: tuple[tuple[int, bytes], ...] = ()
@@ -346,7 +388,14 @@ def _read_OffsetFetchResponsePartitions_0(buf: bytes | bytearray | memoryview, p
             pos += size
         if raw_tags:
             unknown = tuple(raw_tags)
-    return OffsetFetchResponsePartitions(v_partition_index, v_committed_offset, v_committed_leader_epoch, v_metadata, v_error_code, unknown), pos
+    o = _new(OffsetFetchResponsePartitions)
+    o.partition_index = v_partition_index
+    o.committed_offset = v_committed_offset
+    o.committed_leader_epoch = v_committed_leader_epoch
+    o.metadata = v_metadata
+    o.error_code = v_error_code
+    o.unknown_tagged_fields = unknown
+    return o, pos
 
 
 def _write_OffsetFetchResponsePartitions_0(o: OffsetFetchResponsePartitions, out: bytearray) -> None:
@@ -364,14 +413,19 @@ def _read_OffsetFetchResponseTopics_0(buf: bytes | bytearray | memoryview, pos: 
     # versions 8-9
     end = len(buf)
     v_name, pos = _rcs(buf, pos, 'Name')
-    n_v_partitions, pos = _rcal(buf, pos, 'Partitions')
+    v_partitions: list[OffsetFetchResponsePartitions]
+    n_v_partitions = buf[pos] - 1 if pos < end else -2
+    if 0 <= n_v_partitions < 127 and n_v_partitions <= end - pos:
+        pos += 1
+    else:
+        n_v_partitions, pos = _rcal(buf, pos, 'Partitions')
     v_partitions = []
-    app = v_partitions.append
+    app_v_partitions = v_partitions.append
     i = 0
     try:
         for i in range(n_v_partitions):
-            item, pos = _read_OffsetFetchResponsePartitions_0(buf, pos)
-            app(item)
+            e_v_partitions, pos = _read_OffsetFetchResponsePartitions_0(buf, pos)
+            app_v_partitions(e_v_partitions)
     except _DecodeError as exc:
         raise exc.refine(field=f'Partitions[{i}]')
     unknown: tuple[tuple[int, bytes], ...] = ()
@@ -386,7 +440,11 @@ def _read_OffsetFetchResponseTopics_0(buf: bytes | bytearray | memoryview, pos: 
             pos += size
         if raw_tags:
             unknown = tuple(raw_tags)
-    return OffsetFetchResponseTopics(v_name, v_partitions, unknown), pos
+    o = _new(OffsetFetchResponseTopics)
+    o.name = v_name
+    o.partitions = v_partitions
+    o.unknown_tagged_fields = unknown
+    return o, pos
 
 
 def _write_OffsetFetchResponseTopics_0(o: OffsetFetchResponseTopics, out: bytearray) -> None:
@@ -397,8 +455,8 @@ def _write_OffsetFetchResponseTopics_0(o: OffsetFetchResponseTopics, out: bytear
     if o.partitions is None:
         raise _null('Partitions')
     _wcal(out, o.partitions, 'Partitions')
-    for item in o.partitions:
-        _write_OffsetFetchResponsePartitions_0(item, out)
+    for e_partitions in o.partitions:
+        _write_OffsetFetchResponsePartitions_0(e_partitions, out)
     if o.unknown_tagged_fields:
         _wts(out, (), o.unknown_tagged_fields, '_tagged_fields')
     else:
@@ -409,18 +467,23 @@ def _read_OffsetFetchResponseGroup_0(buf: bytes | bytearray | memoryview, pos: i
     # versions 8-9
     end = len(buf)
     v_group_id, pos = _rcs(buf, pos, 'GroupId')
-    n_v_topics, pos = _rcal(buf, pos, 'Topics')
+    v_topics: list[OffsetFetchResponseTopics]
+    n_v_topics = buf[pos] - 1 if pos < end else -2
+    if 0 <= n_v_topics < 127 and n_v_topics <= end - pos:
+        pos += 1
+    else:
+        n_v_topics, pos = _rcal(buf, pos, 'Topics')
     v_topics = []
-    app = v_topics.append
+    app_v_topics = v_topics.append
     i = 0
     try:
         for i in range(n_v_topics):
-            item, pos = _read_OffsetFetchResponseTopics_0(buf, pos)
-            app(item)
+            e_v_topics, pos = _read_OffsetFetchResponseTopics_0(buf, pos)
+            app_v_topics(e_v_topics)
     except _DecodeError as exc:
         raise exc.refine(field=f'Topics[{i}]')
     if pos + 2 > end:
-        raise _short_fixed(pos, end, _L_h)
+        raise _short_fixed(pos, end, _L1)
     v_error_code, = _S_h.unpack_from(buf, pos)
     pos += 2
     unknown: tuple[tuple[int, bytes], ...] = ()
@@ -435,7 +498,12 @@ def _read_OffsetFetchResponseGroup_0(buf: bytes | bytearray | memoryview, pos: i
             pos += size
         if raw_tags:
             unknown = tuple(raw_tags)
-    return OffsetFetchResponseGroup(v_group_id, v_topics, v_error_code, unknown), pos
+    o = _new(OffsetFetchResponseGroup)
+    o.group_id = v_group_id
+    o.topics = v_topics
+    o.error_code = v_error_code
+    o.unknown_tagged_fields = unknown
+    return o, pos
 
 
 def _write_OffsetFetchResponseGroup_0(o: OffsetFetchResponseGroup, out: bytearray) -> None:
@@ -446,8 +514,8 @@ def _write_OffsetFetchResponseGroup_0(o: OffsetFetchResponseGroup, out: bytearra
     if o.topics is None:
         raise _null('Topics')
     _wcal(out, o.topics, 'Topics')
-    for item in o.topics:
-        _write_OffsetFetchResponseTopics_0(item, out)
+    for e_topics in o.topics:
+        _write_OffsetFetchResponseTopics_0(e_topics, out)
     out += _S_h.pack(o.error_code)
     if o.unknown_tagged_fields:
         _wts(out, (), o.unknown_tagged_fields, '_tagged_fields')
@@ -458,17 +526,24 @@ def _write_OffsetFetchResponseGroup_0(o: OffsetFetchResponseGroup, out: bytearra
 def _read_OffsetFetchResponse_0(buf: bytes | bytearray | memoryview, pos: int) -> tuple[OffsetFetchResponse, int]:
     # versions 0-1
     end = len(buf)
+    v_topics: list[OffsetFetchResponseTopic]
     n_v_topics, pos = _ral(buf, pos, 'Topics')
     v_topics = []
-    app = v_topics.append
+    app_v_topics = v_topics.append
     i = 0
     try:
         for i in range(n_v_topics):
-            item, pos = _read_OffsetFetchResponseTopic_0(buf, pos)
-            app(item)
+            e_v_topics, pos = _read_OffsetFetchResponseTopic_0(buf, pos)
+            app_v_topics(e_v_topics)
     except _DecodeError as exc:
         raise exc.refine(field=f'Topics[{i}]')
-    return OffsetFetchResponse(0, v_topics, 0, [], ()), pos
+    o = _new(OffsetFetchResponse)
+    o.throttle_time_ms = 0
+    o.topics = v_topics
+    o.error_code = 0
+    o.groups = []
+    o.unknown_tagged_fields = ()
+    return o, pos
 
 
 def _write_OffsetFetchResponse_0(o: OffsetFetchResponse, out: bytearray) -> None:
@@ -478,8 +553,8 @@ def _write_OffsetFetchResponse_0(o: OffsetFetchResponse, out: bytearray) -> None
     if o.topics is None:
         raise _null('Topics')
     _wal(out, o.topics, 'Topics')
-    for item in o.topics:
-        _write_OffsetFetchResponseTopic_0(item, out)
+    for e_topics in o.topics:
+        _write_OffsetFetchResponseTopic_0(e_topics, out)
     if o.unknown_tagged_fields:
         raise _EncodeError('tagged fields cannot be written at non-flexible version 0-1')
 
@@ -487,21 +562,28 @@ def _write_OffsetFetchResponse_0(o: OffsetFetchResponse, out: bytearray) -> None
 def _read_OffsetFetchResponse_1(buf: bytes | bytearray | memoryview, pos: int) -> tuple[OffsetFetchResponse, int]:
     # versions 2
     end = len(buf)
+    v_topics: list[OffsetFetchResponseTopic]
     n_v_topics, pos = _ral(buf, pos, 'Topics')
     v_topics = []
-    app = v_topics.append
+    app_v_topics = v_topics.append
     i = 0
     try:
         for i in range(n_v_topics):
-            item, pos = _read_OffsetFetchResponseTopic_0(buf, pos)
-            app(item)
+            e_v_topics, pos = _read_OffsetFetchResponseTopic_0(buf, pos)
+            app_v_topics(e_v_topics)
     except _DecodeError as exc:
         raise exc.refine(field=f'Topics[{i}]')
     if pos + 2 > end:
-        raise _short_fixed(pos, end, _L_h)
+        raise _short_fixed(pos, end, _L1)
     v_error_code, = _S_h.unpack_from(buf, pos)
     pos += 2
-    return OffsetFetchResponse(0, v_topics, v_error_code, [], ()), pos
+    o = _new(OffsetFetchResponse)
+    o.throttle_time_ms = 0
+    o.topics = v_topics
+    o.error_code = v_error_code
+    o.groups = []
+    o.unknown_tagged_fields = ()
+    return o, pos
 
 
 def _write_OffsetFetchResponse_1(o: OffsetFetchResponse, out: bytearray) -> None:
@@ -511,8 +593,8 @@ def _write_OffsetFetchResponse_1(o: OffsetFetchResponse, out: bytearray) -> None
     if o.topics is None:
         raise _null('Topics')
     _wal(out, o.topics, 'Topics')
-    for item in o.topics:
-        _write_OffsetFetchResponseTopic_0(item, out)
+    for e_topics in o.topics:
+        _write_OffsetFetchResponseTopic_0(e_topics, out)
     out += _S_h.pack(o.error_code)
     if o.unknown_tagged_fields:
         raise _EncodeError('tagged fields cannot be written at non-flexible version 2')
@@ -522,24 +604,31 @@ def _read_OffsetFetchResponse_2(buf: bytes | bytearray | memoryview, pos: int) -
     # versions 3-4
     end = len(buf)
     if pos + 4 > end:
-        raise _short_fixed(pos, end, _L_i)
+        raise _short_fixed(pos, end, _L3)
     v_throttle_time_ms, = _S_i.unpack_from(buf, pos)
     pos += 4
+    v_topics: list[OffsetFetchResponseTopic]
     n_v_topics, pos = _ral(buf, pos, 'Topics')
     v_topics = []
-    app = v_topics.append
+    app_v_topics = v_topics.append
     i = 0
     try:
         for i in range(n_v_topics):
-            item, pos = _read_OffsetFetchResponseTopic_0(buf, pos)
-            app(item)
+            e_v_topics, pos = _read_OffsetFetchResponseTopic_0(buf, pos)
+            app_v_topics(e_v_topics)
     except _DecodeError as exc:
         raise exc.refine(field=f'Topics[{i}]')
     if pos + 2 > end:
-        raise _short_fixed(pos, end, _L_h)
+        raise _short_fixed(pos, end, _L1)
     v_error_code, = _S_h.unpack_from(buf, pos)
     pos += 2
-    return OffsetFetchResponse(v_throttle_time_ms, v_topics, v_error_code, [], ()), pos
+    o = _new(OffsetFetchResponse)
+    o.throttle_time_ms = v_throttle_time_ms
+    o.topics = v_topics
+    o.error_code = v_error_code
+    o.groups = []
+    o.unknown_tagged_fields = ()
+    return o, pos
 
 
 def _write_OffsetFetchResponse_2(o: OffsetFetchResponse, out: bytearray) -> None:
@@ -550,8 +639,8 @@ def _write_OffsetFetchResponse_2(o: OffsetFetchResponse, out: bytearray) -> None
     if o.topics is None:
         raise _null('Topics')
     _wal(out, o.topics, 'Topics')
-    for item in o.topics:
-        _write_OffsetFetchResponseTopic_0(item, out)
+    for e_topics in o.topics:
+        _write_OffsetFetchResponseTopic_0(e_topics, out)
     out += _S_h.pack(o.error_code)
     if o.unknown_tagged_fields:
         raise _EncodeError('tagged fields cannot be written at non-flexible version 3-4')
@@ -561,24 +650,31 @@ def _read_OffsetFetchResponse_3(buf: bytes | bytearray | memoryview, pos: int) -
     # versions 5
     end = len(buf)
     if pos + 4 > end:
-        raise _short_fixed(pos, end, _L_i)
+        raise _short_fixed(pos, end, _L3)
     v_throttle_time_ms, = _S_i.unpack_from(buf, pos)
     pos += 4
+    v_topics: list[OffsetFetchResponseTopic]
     n_v_topics, pos = _ral(buf, pos, 'Topics')
     v_topics = []
-    app = v_topics.append
+    app_v_topics = v_topics.append
     i = 0
     try:
         for i in range(n_v_topics):
-            item, pos = _read_OffsetFetchResponseTopic_1(buf, pos)
-            app(item)
+            e_v_topics, pos = _read_OffsetFetchResponseTopic_1(buf, pos)
+            app_v_topics(e_v_topics)
     except _DecodeError as exc:
         raise exc.refine(field=f'Topics[{i}]')
     if pos + 2 > end:
-        raise _short_fixed(pos, end, _L_h)
+        raise _short_fixed(pos, end, _L1)
     v_error_code, = _S_h.unpack_from(buf, pos)
     pos += 2
-    return OffsetFetchResponse(v_throttle_time_ms, v_topics, v_error_code, [], ()), pos
+    o = _new(OffsetFetchResponse)
+    o.throttle_time_ms = v_throttle_time_ms
+    o.topics = v_topics
+    o.error_code = v_error_code
+    o.groups = []
+    o.unknown_tagged_fields = ()
+    return o, pos
 
 
 def _write_OffsetFetchResponse_3(o: OffsetFetchResponse, out: bytearray) -> None:
@@ -589,8 +685,8 @@ def _write_OffsetFetchResponse_3(o: OffsetFetchResponse, out: bytearray) -> None
     if o.topics is None:
         raise _null('Topics')
     _wal(out, o.topics, 'Topics')
-    for item in o.topics:
-        _write_OffsetFetchResponseTopic_1(item, out)
+    for e_topics in o.topics:
+        _write_OffsetFetchResponseTopic_1(e_topics, out)
     out += _S_h.pack(o.error_code)
     if o.unknown_tagged_fields:
         raise _EncodeError('tagged fields cannot be written at non-flexible version 5')
@@ -600,21 +696,26 @@ def _read_OffsetFetchResponse_4(buf: bytes | bytearray | memoryview, pos: int) -
     # versions 6-7
     end = len(buf)
     if pos + 4 > end:
-        raise _short_fixed(pos, end, _L_i)
+        raise _short_fixed(pos, end, _L3)
     v_throttle_time_ms, = _S_i.unpack_from(buf, pos)
     pos += 4
-    n_v_topics, pos = _rcal(buf, pos, 'Topics')
+    v_topics: list[OffsetFetchResponseTopic]
+    n_v_topics = buf[pos] - 1 if pos < end else -2
+    if 0 <= n_v_topics < 127 and n_v_topics <= end - pos:
+        pos += 1
+    else:
+        n_v_topics, pos = _rcal(buf, pos, 'Topics')
     v_topics = []
-    app = v_topics.append
+    app_v_topics = v_topics.append
     i = 0
     try:
         for i in range(n_v_topics):
-            item, pos = _read_OffsetFetchResponseTopic_2(buf, pos)
-            app(item)
+            e_v_topics, pos = _read_OffsetFetchResponseTopic_2(buf, pos)
+            app_v_topics(e_v_topics)
     except _DecodeError as exc:
         raise exc.refine(field=f'Topics[{i}]')
     if pos + 2 > end:
-        raise _short_fixed(pos, end, _L_h)
+        raise _short_fixed(pos, end, _L1)
     v_error_code, = _S_h.unpack_from(buf, pos)
     pos += 2
     unknown: tuple[tuple[int, bytes], ...] = ()
@@ -629,7 +730,13 @@ def _read_OffsetFetchResponse_4(buf: bytes | bytearray | memoryview, pos: int) -
             pos += size
         if raw_tags:
             unknown = tuple(raw_tags)
-    return OffsetFetchResponse(v_throttle_time_ms, v_topics, v_error_code, [], unknown), pos
+    o = _new(OffsetFetchResponse)
+    o.throttle_time_ms = v_throttle_time_ms
+    o.topics = v_topics
+    o.error_code = v_error_code
+    o.groups = []
+    o.unknown_tagged_fields = unknown
+    return o, pos
 
 
 def _write_OffsetFetchResponse_4(o: OffsetFetchResponse, out: bytearray) -> None:
@@ -640,8 +747,8 @@ def _write_OffsetFetchResponse_4(o: OffsetFetchResponse, out: bytearray) -> None
     if o.topics is None:
         raise _null('Topics')
     _wcal(out, o.topics, 'Topics')
-    for item in o.topics:
-        _write_OffsetFetchResponseTopic_2(item, out)
+    for e_topics in o.topics:
+        _write_OffsetFetchResponseTopic_2(e_topics, out)
     out += _S_h.pack(o.error_code)
     if o.unknown_tagged_fields:
         _wts(out, (), o.unknown_tagged_fields, '_tagged_fields')
@@ -653,17 +760,22 @@ def _read_OffsetFetchResponse_5(buf: bytes | bytearray | memoryview, pos: int) -
     # versions 8-9
     end = len(buf)
     if pos + 4 > end:
-        raise _short_fixed(pos, end, _L_i)
+        raise _short_fixed(pos, end, _L3)
     v_throttle_time_ms, = _S_i.unpack_from(buf, pos)
     pos += 4
-    n_v_groups, pos = _rcal(buf, pos, 'Groups')
+    v_groups: list[OffsetFetchResponseGroup]
+    n_v_groups = buf[pos] - 1 if pos < end else -2
+    if 0 <= n_v_groups < 127 and n_v_groups <= end - pos:
+        pos += 1
+    else:
+        n_v_groups, pos = _rcal(buf, pos, 'Groups')
     v_groups = []
-    app = v_groups.append
+    app_v_groups = v_groups.append
     i = 0
     try:
         for i in range(n_v_groups):
-            item, pos = _read_OffsetFetchResponseGroup_0(buf, pos)
-            app(item)
+            e_v_groups, pos = _read_OffsetFetchResponseGroup_0(buf, pos)
+            app_v_groups(e_v_groups)
     except _DecodeError as exc:
         raise exc.refine(field=f'Groups[{i}]')
     unknown: tuple[tuple[int, bytes], ...] = ()
@@ -678,7 +790,13 @@ def _read_OffsetFetchResponse_5(buf: bytes | bytearray | memoryview, pos: int) -
             pos += size
         if raw_tags:
             unknown = tuple(raw_tags)
-    return OffsetFetchResponse(v_throttle_time_ms, [], 0, v_groups, unknown), pos
+    o = _new(OffsetFetchResponse)
+    o.throttle_time_ms = v_throttle_time_ms
+    o.topics = []
+    o.error_code = 0
+    o.groups = v_groups
+    o.unknown_tagged_fields = unknown
+    return o, pos
 
 
 def _write_OffsetFetchResponse_5(o: OffsetFetchResponse, out: bytearray) -> None:
@@ -689,8 +807,8 @@ def _write_OffsetFetchResponse_5(o: OffsetFetchResponse, out: bytearray) -> None
     if o.groups is None:
         raise _null('Groups')
     _wcal(out, o.groups, 'Groups')
-    for item in o.groups:
-        _write_OffsetFetchResponseGroup_0(item, out)
+    for e_groups in o.groups:
+        _write_OffsetFetchResponseGroup_0(e_groups, out)
     if o.unknown_tagged_fields:
         _wts(out, (), o.unknown_tagged_fields, '_tagged_fields')
     else:

@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import struct as _struct
+from typing import Any as _Any
 import uuid as _uuid
 from dataclasses import dataclass as _dataclass, field as _field
 from typing import ClassVar as _ClassVar
@@ -26,15 +27,16 @@ from kraft_jbod.wire.primitives import (
     short_fixed as _short_fixed, uuid_from_bytes as _uuid_from_bytes,
 )
 
+_new = object.__new__
 _S_i = _struct.Struct('>i')
 _S_ii = _struct.Struct('>ii')
 _S_iii = _struct.Struct('>iii')
-_L_ii = (('Partition', 4), ('LeaderEpoch', 4))
-_L_iii = (('Partition', 4), ('CurrentLeaderEpoch', 4), ('LeaderEpoch', 4))
-_L_i = (('ReplicaId', 4),)
+_L0 = (('Partition', 4), ('LeaderEpoch', 4))
+_L1 = (('Partition', 4), ('CurrentLeaderEpoch', 4), ('LeaderEpoch', 4))
+_L2 = (('ReplicaId', 4),)
 
 
-def _absent(field: str, version: int) -> _EncodeError:
+def _absent(field: str, version: int | str) -> _EncodeError:
     return _EncodeError(
         f'attempted to write a non-default {field} at version {version}', field_path=field
     )
@@ -96,10 +98,15 @@ def _read_OffsetForLeaderPartition_0(buf: bytes | bytearray | memoryview, pos: i
     # versions 0-1
     end = len(buf)
     if pos + 8 > end:
-        raise _short_fixed(pos, end, _L_ii)
+        raise _short_fixed(pos, end, _L0)
     v_partition, v_leader_epoch = _S_ii.unpack_from(buf, pos)
     pos += 8
-    return OffsetForLeaderPartition(v_partition, -1, v_leader_epoch, ()), pos
+    o = _new(OffsetForLeaderPartition)
+    o.partition = v_partition
+    o.current_leader_epoch = -1
+    o.leader_epoch = v_leader_epoch
+    o.unknown_tagged_fields = ()
+    return o, pos
 
 
 def _write_OffsetForLeaderPartition_0(o: OffsetForLeaderPartition, out: bytearray) -> None:
@@ -113,10 +120,15 @@ def _read_OffsetForLeaderPartition_1(buf: bytes | bytearray | memoryview, pos: i
     # versions 2-3
     end = len(buf)
     if pos + 12 > end:
-        raise _short_fixed(pos, end, _L_iii)
+        raise _short_fixed(pos, end, _L1)
     v_partition, v_current_leader_epoch, v_leader_epoch = _S_iii.unpack_from(buf, pos)
     pos += 12
-    return OffsetForLeaderPartition(v_partition, v_current_leader_epoch, v_leader_epoch, ()), pos
+    o = _new(OffsetForLeaderPartition)
+    o.partition = v_partition
+    o.current_leader_epoch = v_current_leader_epoch
+    o.leader_epoch = v_leader_epoch
+    o.unknown_tagged_fields = ()
+    return o, pos
 
 
 def _write_OffsetForLeaderPartition_1(o: OffsetForLeaderPartition, out: bytearray) -> None:
@@ -130,7 +142,7 @@ def _read_OffsetForLeaderPartition_2(buf: bytes | bytearray | memoryview, pos: i
     # versions 4
     end = len(buf)
     if pos + 12 > end:
-        raise _short_fixed(pos, end, _L_iii)
+        raise _short_fixed(pos, end, _L1)
     v_partition, v_current_leader_epoch, v_leader_epoch = _S_iii.unpack_from(buf, pos)
     pos += 12
     unknown: tuple[tuple[int, bytes], ...] = ()
@@ -145,7 +157,12 @@ def _read_OffsetForLeaderPartition_2(buf: bytes | bytearray | memoryview, pos: i
             pos += size
         if raw_tags:
             unknown = tuple(raw_tags)
-    return OffsetForLeaderPartition(v_partition, v_current_leader_epoch, v_leader_epoch, unknown), pos
+    o = _new(OffsetForLeaderPartition)
+    o.partition = v_partition
+    o.current_leader_epoch = v_current_leader_epoch
+    o.leader_epoch = v_leader_epoch
+    o.unknown_tagged_fields = unknown
+    return o, pos
 
 
 def _write_OffsetForLeaderPartition_2(o: OffsetForLeaderPartition, out: bytearray) -> None:
@@ -161,17 +178,22 @@ def _read_OffsetForLeaderTopic_0(buf: bytes | bytearray | memoryview, pos: int) 
     # versions 0-1
     end = len(buf)
     v_topic, pos = _rs(buf, pos, 'Topic')
+    v_partitions: list[OffsetForLeaderPartition]
     n_v_partitions, pos = _ral(buf, pos, 'Partitions')
     v_partitions = []
-    app = v_partitions.append
+    app_v_partitions = v_partitions.append
     i = 0
     try:
         for i in range(n_v_partitions):
-            item, pos = _read_OffsetForLeaderPartition_0(buf, pos)
-            app(item)
+            e_v_partitions, pos = _read_OffsetForLeaderPartition_0(buf, pos)
+            app_v_partitions(e_v_partitions)
     except _DecodeError as exc:
         raise exc.refine(field=f'Partitions[{i}]')
-    return OffsetForLeaderTopic(v_topic, v_partitions, ()), pos
+    o = _new(OffsetForLeaderTopic)
+    o.topic = v_topic
+    o.partitions = v_partitions
+    o.unknown_tagged_fields = ()
+    return o, pos
 
 
 def _write_OffsetForLeaderTopic_0(o: OffsetForLeaderTopic, out: bytearray) -> None:
@@ -182,8 +204,8 @@ def _write_OffsetForLeaderTopic_0(o: OffsetForLeaderTopic, out: bytearray) -> No
     if o.partitions is None:
         raise _null('Partitions')
     _wal(out, o.partitions, 'Partitions')
-    for item in o.partitions:
-        _write_OffsetForLeaderPartition_0(item, out)
+    for e_partitions in o.partitions:
+        _write_OffsetForLeaderPartition_0(e_partitions, out)
     if o.unknown_tagged_fields:
         raise _EncodeError('tagged fields cannot be written at non-flexible version 0-1')
 
@@ -192,17 +214,22 @@ def _read_OffsetForLeaderTopic_1(buf: bytes | bytearray | memoryview, pos: int) 
     # versions 2-3
     end = len(buf)
     v_topic, pos = _rs(buf, pos, 'Topic')
+    v_partitions: list[OffsetForLeaderPartition]
     n_v_partitions, pos = _ral(buf, pos, 'Partitions')
     v_partitions = []
-    app = v_partitions.append
+    app_v_partitions = v_partitions.append
     i = 0
     try:
         for i in range(n_v_partitions):
-            item, pos = _read_OffsetForLeaderPartition_1(buf, pos)
-            app(item)
+            e_v_partitions, pos = _read_OffsetForLeaderPartition_1(buf, pos)
+            app_v_partitions(e_v_partitions)
     except _DecodeError as exc:
         raise exc.refine(field=f'Partitions[{i}]')
-    return OffsetForLeaderTopic(v_topic, v_partitions, ()), pos
+    o = _new(OffsetForLeaderTopic)
+    o.topic = v_topic
+    o.partitions = v_partitions
+    o.unknown_tagged_fields = ()
+    return o, pos
 
 
 def _write_OffsetForLeaderTopic_1(o: OffsetForLeaderTopic, out: bytearray) -> None:
@@ -213,8 +240,8 @@ def _write_OffsetForLeaderTopic_1(o: OffsetForLeaderTopic, out: bytearray) -> No
     if o.partitions is None:
         raise _null('Partitions')
     _wal(out, o.partitions, 'Partitions')
-    for item in o.partitions:
-        _write_OffsetForLeaderPartition_1(item, out)
+    for e_partitions in o.partitions:
+        _write_OffsetForLeaderPartition_1(e_partitions, out)
     if o.unknown_tagged_fields:
         raise _EncodeError('tagged fields cannot be written at non-flexible version 2-3')
 
@@ -223,14 +250,19 @@ def _read_OffsetForLeaderTopic_2(buf: bytes | bytearray | memoryview, pos: int) 
     # versions 4
     end = len(buf)
     v_topic, pos = _rcs(buf, pos, 'Topic')
-    n_v_partitions, pos = _rcal(buf, pos, 'Partitions')
+    v_partitions: list[OffsetForLeaderPartition]
+    n_v_partitions = buf[pos] - 1 if pos < end else -2
+    if 0 <= n_v_partitions < 127 and n_v_partitions <= end - pos:
+        pos += 1
+    else:
+        n_v_partitions, pos = _rcal(buf, pos, 'Partitions')
     v_partitions = []
-    app = v_partitions.append
+    app_v_partitions = v_partitions.append
     i = 0
     try:
         for i in range(n_v_partitions):
-            item, pos = _read_OffsetForLeaderPartition_2(buf, pos)
-            app(item)
+            e_v_partitions, pos = _read_OffsetForLeaderPartition_2(buf, pos)
+            app_v_partitions(e_v_partitions)
     except _DecodeError as exc:
         raise exc.refine(field=f'Partitions[{i}]')
     unknown: tuple[tuple[int, bytes], ...] = ()
@@ -245,7 +277,11 @@ def _read_OffsetForLeaderTopic_2(buf: bytes | bytearray | memoryview, pos: int) 
             pos += size
         if raw_tags:
             unknown = tuple(raw_tags)
-    return OffsetForLeaderTopic(v_topic, v_partitions, unknown), pos
+    o = _new(OffsetForLeaderTopic)
+    o.topic = v_topic
+    o.partitions = v_partitions
+    o.unknown_tagged_fields = unknown
+    return o, pos
 
 
 def _write_OffsetForLeaderTopic_2(o: OffsetForLeaderTopic, out: bytearray) -> None:
@@ -256,8 +292,8 @@ def _write_OffsetForLeaderTopic_2(o: OffsetForLeaderTopic, out: bytearray) -> No
     if o.partitions is None:
         raise _null('Partitions')
     _wcal(out, o.partitions, 'Partitions')
-    for item in o.partitions:
-        _write_OffsetForLeaderPartition_2(item, out)
+    for e_partitions in o.partitions:
+        _write_OffsetForLeaderPartition_2(e_partitions, out)
     if o.unknown_tagged_fields:
         _wts(out, (), o.unknown_tagged_fields, '_tagged_fields')
     else:
@@ -267,17 +303,22 @@ def _write_OffsetForLeaderTopic_2(o: OffsetForLeaderTopic, out: bytearray) -> No
 def _read_OffsetForLeaderEpochRequest_0(buf: bytes | bytearray | memoryview, pos: int) -> tuple[OffsetForLeaderEpochRequest, int]:
     # versions 0-1
     end = len(buf)
+    v_topics: list[OffsetForLeaderTopic]
     n_v_topics, pos = _ral(buf, pos, 'Topics')
     v_topics = []
-    app = v_topics.append
+    app_v_topics = v_topics.append
     i = 0
     try:
         for i in range(n_v_topics):
-            item, pos = _read_OffsetForLeaderTopic_0(buf, pos)
-            app(item)
+            e_v_topics, pos = _read_OffsetForLeaderTopic_0(buf, pos)
+            app_v_topics(e_v_topics)
     except _DecodeError as exc:
         raise exc.refine(field=f'Topics[{i}]')
-    return OffsetForLeaderEpochRequest(-2, v_topics, ()), pos
+    o = _new(OffsetForLeaderEpochRequest)
+    o.replica_id = -2
+    o.topics = v_topics
+    o.unknown_tagged_fields = ()
+    return o, pos
 
 
 def _write_OffsetForLeaderEpochRequest_0(o: OffsetForLeaderEpochRequest, out: bytearray) -> None:
@@ -285,8 +326,8 @@ def _write_OffsetForLeaderEpochRequest_0(o: OffsetForLeaderEpochRequest, out: by
     if o.topics is None:
         raise _null('Topics')
     _wal(out, o.topics, 'Topics')
-    for item in o.topics:
-        _write_OffsetForLeaderTopic_0(item, out)
+    for e_topics in o.topics:
+        _write_OffsetForLeaderTopic_0(e_topics, out)
     if o.unknown_tagged_fields:
         raise _EncodeError('tagged fields cannot be written at non-flexible version 0-1')
 
@@ -294,17 +335,22 @@ def _write_OffsetForLeaderEpochRequest_0(o: OffsetForLeaderEpochRequest, out: by
 def _read_OffsetForLeaderEpochRequest_1(buf: bytes | bytearray | memoryview, pos: int) -> tuple[OffsetForLeaderEpochRequest, int]:
     # versions 2
     end = len(buf)
+    v_topics: list[OffsetForLeaderTopic]
     n_v_topics, pos = _ral(buf, pos, 'Topics')
     v_topics = []
-    app = v_topics.append
+    app_v_topics = v_topics.append
     i = 0
     try:
         for i in range(n_v_topics):
-            item, pos = _read_OffsetForLeaderTopic_1(buf, pos)
-            app(item)
+            e_v_topics, pos = _read_OffsetForLeaderTopic_1(buf, pos)
+            app_v_topics(e_v_topics)
     except _DecodeError as exc:
         raise exc.refine(field=f'Topics[{i}]')
-    return OffsetForLeaderEpochRequest(-2, v_topics, ()), pos
+    o = _new(OffsetForLeaderEpochRequest)
+    o.replica_id = -2
+    o.topics = v_topics
+    o.unknown_tagged_fields = ()
+    return o, pos
 
 
 def _write_OffsetForLeaderEpochRequest_1(o: OffsetForLeaderEpochRequest, out: bytearray) -> None:
@@ -312,8 +358,8 @@ def _write_OffsetForLeaderEpochRequest_1(o: OffsetForLeaderEpochRequest, out: by
     if o.topics is None:
         raise _null('Topics')
     _wal(out, o.topics, 'Topics')
-    for item in o.topics:
-        _write_OffsetForLeaderTopic_1(item, out)
+    for e_topics in o.topics:
+        _write_OffsetForLeaderTopic_1(e_topics, out)
     if o.unknown_tagged_fields:
         raise _EncodeError('tagged fields cannot be written at non-flexible version 2')
 
@@ -322,20 +368,25 @@ def _read_OffsetForLeaderEpochRequest_2(buf: bytes | bytearray | memoryview, pos
     # versions 3
     end = len(buf)
     if pos + 4 > end:
-        raise _short_fixed(pos, end, _L_i)
+        raise _short_fixed(pos, end, _L2)
     v_replica_id, = _S_i.unpack_from(buf, pos)
     pos += 4
+    v_topics: list[OffsetForLeaderTopic]
     n_v_topics, pos = _ral(buf, pos, 'Topics')
     v_topics = []
-    app = v_topics.append
+    app_v_topics = v_topics.append
     i = 0
     try:
         for i in range(n_v_topics):
-            item, pos = _read_OffsetForLeaderTopic_1(buf, pos)
-            app(item)
+            e_v_topics, pos = _read_OffsetForLeaderTopic_1(buf, pos)
+            app_v_topics(e_v_topics)
     except _DecodeError as exc:
         raise exc.refine(field=f'Topics[{i}]')
-    return OffsetForLeaderEpochRequest(v_replica_id, v_topics, ()), pos
+    o = _new(OffsetForLeaderEpochRequest)
+    o.replica_id = v_replica_id
+    o.topics = v_topics
+    o.unknown_tagged_fields = ()
+    return o, pos
 
 
 def _write_OffsetForLeaderEpochRequest_2(o: OffsetForLeaderEpochRequest, out: bytearray) -> None:
@@ -344,8 +395,8 @@ def _write_OffsetForLeaderEpochRequest_2(o: OffsetForLeaderEpochRequest, out: by
     if o.topics is None:
         raise _null('Topics')
     _wal(out, o.topics, 'Topics')
-    for item in o.topics:
-        _write_OffsetForLeaderTopic_1(item, out)
+    for e_topics in o.topics:
+        _write_OffsetForLeaderTopic_1(e_topics, out)
     if o.unknown_tagged_fields:
         raise _EncodeError('tagged fields cannot be written at non-flexible version 3')
 
@@ -354,17 +405,22 @@ def _read_OffsetForLeaderEpochRequest_3(buf: bytes | bytearray | memoryview, pos
     # versions 4
     end = len(buf)
     if pos + 4 > end:
-        raise _short_fixed(pos, end, _L_i)
+        raise _short_fixed(pos, end, _L2)
     v_replica_id, = _S_i.unpack_from(buf, pos)
     pos += 4
-    n_v_topics, pos = _rcal(buf, pos, 'Topics')
+    v_topics: list[OffsetForLeaderTopic]
+    n_v_topics = buf[pos] - 1 if pos < end else -2
+    if 0 <= n_v_topics < 127 and n_v_topics <= end - pos:
+        pos += 1
+    else:
+        n_v_topics, pos = _rcal(buf, pos, 'Topics')
     v_topics = []
-    app = v_topics.append
+    app_v_topics = v_topics.append
     i = 0
     try:
         for i in range(n_v_topics):
-            item, pos = _read_OffsetForLeaderTopic_2(buf, pos)
-            app(item)
+            e_v_topics, pos = _read_OffsetForLeaderTopic_2(buf, pos)
+            app_v_topics(e_v_topics)
     except _DecodeError as exc:
         raise exc.refine(field=f'Topics[{i}]')
     unknown: tuple[tuple[int, bytes], ...] = ()
@@ -379,7 +435,11 @@ def _read_OffsetForLeaderEpochRequest_3(buf: bytes | bytearray | memoryview, pos
             pos += size
         if raw_tags:
             unknown = tuple(raw_tags)
-    return OffsetForLeaderEpochRequest(v_replica_id, v_topics, unknown), pos
+    o = _new(OffsetForLeaderEpochRequest)
+    o.replica_id = v_replica_id
+    o.topics = v_topics
+    o.unknown_tagged_fields = unknown
+    return o, pos
 
 
 def _write_OffsetForLeaderEpochRequest_3(o: OffsetForLeaderEpochRequest, out: bytearray) -> None:
@@ -388,8 +448,8 @@ def _write_OffsetForLeaderEpochRequest_3(o: OffsetForLeaderEpochRequest, out: by
     if o.topics is None:
         raise _null('Topics')
     _wcal(out, o.topics, 'Topics')
-    for item in o.topics:
-        _write_OffsetForLeaderTopic_2(item, out)
+    for e_topics in o.topics:
+        _write_OffsetForLeaderTopic_2(e_topics, out)
     if o.unknown_tagged_fields:
         _wts(out, (), o.unknown_tagged_fields, '_tagged_fields')
     else:

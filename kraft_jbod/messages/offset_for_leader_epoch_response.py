@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import struct as _struct
+from typing import Any as _Any
 import uuid as _uuid
 from dataclasses import dataclass as _dataclass, field as _field
 from typing import ClassVar as _ClassVar
@@ -26,15 +27,16 @@ from kraft_jbod.wire.primitives import (
     short_fixed as _short_fixed, uuid_from_bytes as _uuid_from_bytes,
 )
 
+_new = object.__new__
 _S_hiiq = _struct.Struct('>hiiq')
 _S_hiq = _struct.Struct('>hiq')
 _S_i = _struct.Struct('>i')
-_L_hiq = (('ErrorCode', 2), ('Partition', 4), ('EndOffset', 8))
-_L_hiiq = (('ErrorCode', 2), ('Partition', 4), ('LeaderEpoch', 4), ('EndOffset', 8))
-_L_i = (('ThrottleTimeMs', 4),)
+_L0 = (('ErrorCode', 2), ('Partition', 4), ('EndOffset', 8))
+_L1 = (('ErrorCode', 2), ('Partition', 4), ('LeaderEpoch', 4), ('EndOffset', 8))
+_L2 = (('ThrottleTimeMs', 4),)
 
 
-def _absent(field: str, version: int) -> _EncodeError:
+def _absent(field: str, version: int | str) -> _EncodeError:
     return _EncodeError(
         f'attempted to write a non-default {field} at version {version}', field_path=field
     )
@@ -97,10 +99,16 @@ def _read_EpochEndOffset_0(buf: bytes | bytearray | memoryview, pos: int) -> tup
     # versions 0
     end = len(buf)
     if pos + 14 > end:
-        raise _short_fixed(pos, end, _L_hiq)
+        raise _short_fixed(pos, end, _L0)
     v_error_code, v_partition, v_end_offset = _S_hiq.unpack_from(buf, pos)
     pos += 14
-    return EpochEndOffset(v_error_code, v_partition, -1, v_end_offset, ()), pos
+    o = _new(EpochEndOffset)
+    o.error_code = v_error_code
+    o.partition = v_partition
+    o.leader_epoch = -1
+    o.end_offset = v_end_offset
+    o.unknown_tagged_fields = ()
+    return o, pos
 
 
 def _write_EpochEndOffset_0(o: EpochEndOffset, out: bytearray) -> None:
@@ -114,10 +122,16 @@ def _read_EpochEndOffset_1(buf: bytes | bytearray | memoryview, pos: int) -> tup
     # versions 1-3
     end = len(buf)
     if pos + 18 > end:
-        raise _short_fixed(pos, end, _L_hiiq)
+        raise _short_fixed(pos, end, _L1)
     v_error_code, v_partition, v_leader_epoch, v_end_offset = _S_hiiq.unpack_from(buf, pos)
     pos += 18
-    return EpochEndOffset(v_error_code, v_partition, v_leader_epoch, v_end_offset, ()), pos
+    o = _new(EpochEndOffset)
+    o.error_code = v_error_code
+    o.partition = v_partition
+    o.leader_epoch = v_leader_epoch
+    o.end_offset = v_end_offset
+    o.unknown_tagged_fields = ()
+    return o, pos
 
 
 def _write_EpochEndOffset_1(o: EpochEndOffset, out: bytearray) -> None:
@@ -131,7 +145,7 @@ def _read_EpochEndOffset_2(buf: bytes | bytearray | memoryview, pos: int) -> tup
     # versions 4
     end = len(buf)
     if pos + 18 > end:
-        raise _short_fixed(pos, end, _L_hiiq)
+        raise _short_fixed(pos, end, _L1)
     v_error_code, v_partition, v_leader_epoch, v_end_offset = _S_hiiq.unpack_from(buf, pos)
     pos += 18
     unknown: tuple[tuple[int, bytes], ...] = ()
@@ -146,7 +160,13 @@ def _read_EpochEndOffset_2(buf: bytes | bytearray | memoryview, pos: int) -> tup
             pos += size
         if raw_tags:
             unknown = tuple(raw_tags)
-    return EpochEndOffset(v_error_code, v_partition, v_leader_epoch, v_end_offset, unknown), pos
+    o = _new(EpochEndOffset)
+    o.error_code = v_error_code
+    o.partition = v_partition
+    o.leader_epoch = v_leader_epoch
+    o.end_offset = v_end_offset
+    o.unknown_tagged_fields = unknown
+    return o, pos
 
 
 def _write_EpochEndOffset_2(o: EpochEndOffset, out: bytearray) -> None:
@@ -162,17 +182,22 @@ def _read_OffsetForLeaderTopicResult_0(buf: bytes | bytearray | memoryview, pos:
     # versions 0
     end = len(buf)
     v_topic, pos = _rs(buf, pos, 'Topic')
+    v_partitions: list[EpochEndOffset]
     n_v_partitions, pos = _ral(buf, pos, 'Partitions')
     v_partitions = []
-    app = v_partitions.append
+    app_v_partitions = v_partitions.append
     i = 0
     try:
         for i in range(n_v_partitions):
-            item, pos = _read_EpochEndOffset_0(buf, pos)
-            app(item)
+            e_v_partitions, pos = _read_EpochEndOffset_0(buf, pos)
+            app_v_partitions(e_v_partitions)
     except _DecodeError as exc:
         raise exc.refine(field=f'Partitions[{i}]')
-    return OffsetForLeaderTopicResult(v_topic, v_partitions, ()), pos
+    o = _new(OffsetForLeaderTopicResult)
+    o.topic = v_topic
+    o.partitions = v_partitions
+    o.unknown_tagged_fields = ()
+    return o, pos
 
 
 def _write_OffsetForLeaderTopicResult_0(o: OffsetForLeaderTopicResult, out: bytearray) -> None:
@@ -183,8 +208,8 @@ def _write_OffsetForLeaderTopicResult_0(o: OffsetForLeaderTopicResult, out: byte
     if o.partitions is None:
         raise _null('Partitions')
     _wal(out, o.partitions, 'Partitions')
-    for item in o.partitions:
-        _write_EpochEndOffset_0(item, out)
+    for e_partitions in o.partitions:
+        _write_EpochEndOffset_0(e_partitions, out)
     if o.unknown_tagged_fields:
         raise _EncodeError('tagged fields cannot be written at non-flexible version 0')
 
@@ -193,17 +218,22 @@ def _read_OffsetForLeaderTopicResult_1(buf: bytes | bytearray | memoryview, pos:
     # versions 1-3
     end = len(buf)
     v_topic, pos = _rs(buf, pos, 'Topic')
+    v_partitions: list[EpochEndOffset]
     n_v_partitions, pos = _ral(buf, pos, 'Partitions')
     v_partitions = []
-    app = v_partitions.append
+    app_v_partitions = v_partitions.append
     i = 0
     try:
         for i in range(n_v_partitions):
-            item, pos = _read_EpochEndOffset_1(buf, pos)
-            app(item)
+            e_v_partitions, pos = _read_EpochEndOffset_1(buf, pos)
+            app_v_partitions(e_v_partitions)
     except _DecodeError as exc:
         raise exc.refine(field=f'Partitions[{i}]')
-    return OffsetForLeaderTopicResult(v_topic, v_partitions, ()), pos
+    o = _new(OffsetForLeaderTopicResult)
+    o.topic = v_topic
+    o.partitions = v_partitions
+    o.unknown_tagged_fields = ()
+    return o, pos
 
 
 def _write_OffsetForLeaderTopicResult_1(o: OffsetForLeaderTopicResult, out: bytearray) -> None:
@@ -214,8 +244,8 @@ def _write_OffsetForLeaderTopicResult_1(o: OffsetForLeaderTopicResult, out: byte
     if o.partitions is None:
         raise _null('Partitions')
     _wal(out, o.partitions, 'Partitions')
-    for item in o.partitions:
-        _write_EpochEndOffset_1(item, out)
+    for e_partitions in o.partitions:
+        _write_EpochEndOffset_1(e_partitions, out)
     if o.unknown_tagged_fields:
         raise _EncodeError('tagged fields cannot be written at non-flexible version 1-3')
 
@@ -224,14 +254,19 @@ def _read_OffsetForLeaderTopicResult_2(buf: bytes | bytearray | memoryview, pos:
     # versions 4
     end = len(buf)
     v_topic, pos = _rcs(buf, pos, 'Topic')
-    n_v_partitions, pos = _rcal(buf, pos, 'Partitions')
+    v_partitions: list[EpochEndOffset]
+    n_v_partitions = buf[pos] - 1 if pos < end else -2
+    if 0 <= n_v_partitions < 127 and n_v_partitions <= end - pos:
+        pos += 1
+    else:
+        n_v_partitions, pos = _rcal(buf, pos, 'Partitions')
     v_partitions = []
-    app = v_partitions.append
+    app_v_partitions = v_partitions.append
     i = 0
     try:
         for i in range(n_v_partitions):
-            item, pos = _read_EpochEndOffset_2(buf, pos)
-            app(item)
+            e_v_partitions, pos = _read_EpochEndOffset_2(buf, pos)
+            app_v_partitions(e_v_partitions)
     except _DecodeError as exc:
         raise exc.refine(field=f'Partitions[{i}]')
     unknown: tuple[tuple[int, bytes], ...] = ()
@@ -246,7 +281,11 @@ def _read_OffsetForLeaderTopicResult_2(buf: bytes | bytearray | memoryview, pos:
             pos += size
         if raw_tags:
             unknown = tuple(raw_tags)
-    return OffsetForLeaderTopicResult(v_topic, v_partitions, unknown), pos
+    o = _new(OffsetForLeaderTopicResult)
+    o.topic = v_topic
+    o.partitions = v_partitions
+    o.unknown_tagged_fields = unknown
+    return o, pos
 
 
 def _write_OffsetForLeaderTopicResult_2(o: OffsetForLeaderTopicResult, out: bytearray) -> None:
@@ -257,8 +296,8 @@ def _write_OffsetForLeaderTopicResult_2(o: OffsetForLeaderTopicResult, out: byte
     if o.partitions is None:
         raise _null('Partitions')
     _wcal(out, o.partitions, 'Partitions')
-    for item in o.partitions:
-        _write_EpochEndOffset_2(item, out)
+    for e_partitions in o.partitions:
+        _write_EpochEndOffset_2(e_partitions, out)
     if o.unknown_tagged_fields:
         _wts(out, (), o.unknown_tagged_fields, '_tagged_fields')
     else:
@@ -268,17 +307,22 @@ def _write_OffsetForLeaderTopicResult_2(o: OffsetForLeaderTopicResult, out: byte
 def _read_OffsetForLeaderEpochResponse_0(buf: bytes | bytearray | memoryview, pos: int) -> tuple[OffsetForLeaderEpochResponse, int]:
     # versions 0
     end = len(buf)
+    v_topics: list[OffsetForLeaderTopicResult]
     n_v_topics, pos = _ral(buf, pos, 'Topics')
     v_topics = []
-    app = v_topics.append
+    app_v_topics = v_topics.append
     i = 0
     try:
         for i in range(n_v_topics):
-            item, pos = _read_OffsetForLeaderTopicResult_0(buf, pos)
-            app(item)
+            e_v_topics, pos = _read_OffsetForLeaderTopicResult_0(buf, pos)
+            app_v_topics(e_v_topics)
     except _DecodeError as exc:
         raise exc.refine(field=f'Topics[{i}]')
-    return OffsetForLeaderEpochResponse(0, v_topics, ()), pos
+    o = _new(OffsetForLeaderEpochResponse)
+    o.throttle_time_ms = 0
+    o.topics = v_topics
+    o.unknown_tagged_fields = ()
+    return o, pos
 
 
 def _write_OffsetForLeaderEpochResponse_0(o: OffsetForLeaderEpochResponse, out: bytearray) -> None:
@@ -286,8 +330,8 @@ def _write_OffsetForLeaderEpochResponse_0(o: OffsetForLeaderEpochResponse, out: 
     if o.topics is None:
         raise _null('Topics')
     _wal(out, o.topics, 'Topics')
-    for item in o.topics:
-        _write_OffsetForLeaderTopicResult_0(item, out)
+    for e_topics in o.topics:
+        _write_OffsetForLeaderTopicResult_0(e_topics, out)
     if o.unknown_tagged_fields:
         raise _EncodeError('tagged fields cannot be written at non-flexible version 0')
 
@@ -295,17 +339,22 @@ def _write_OffsetForLeaderEpochResponse_0(o: OffsetForLeaderEpochResponse, out: 
 def _read_OffsetForLeaderEpochResponse_1(buf: bytes | bytearray | memoryview, pos: int) -> tuple[OffsetForLeaderEpochResponse, int]:
     # versions 1
     end = len(buf)
+    v_topics: list[OffsetForLeaderTopicResult]
     n_v_topics, pos = _ral(buf, pos, 'Topics')
     v_topics = []
-    app = v_topics.append
+    app_v_topics = v_topics.append
     i = 0
     try:
         for i in range(n_v_topics):
-            item, pos = _read_OffsetForLeaderTopicResult_1(buf, pos)
-            app(item)
+            e_v_topics, pos = _read_OffsetForLeaderTopicResult_1(buf, pos)
+            app_v_topics(e_v_topics)
     except _DecodeError as exc:
         raise exc.refine(field=f'Topics[{i}]')
-    return OffsetForLeaderEpochResponse(0, v_topics, ()), pos
+    o = _new(OffsetForLeaderEpochResponse)
+    o.throttle_time_ms = 0
+    o.topics = v_topics
+    o.unknown_tagged_fields = ()
+    return o, pos
 
 
 def _write_OffsetForLeaderEpochResponse_1(o: OffsetForLeaderEpochResponse, out: bytearray) -> None:
@@ -313,8 +362,8 @@ def _write_OffsetForLeaderEpochResponse_1(o: OffsetForLeaderEpochResponse, out: 
     if o.topics is None:
         raise _null('Topics')
     _wal(out, o.topics, 'Topics')
-    for item in o.topics:
-        _write_OffsetForLeaderTopicResult_1(item, out)
+    for e_topics in o.topics:
+        _write_OffsetForLeaderTopicResult_1(e_topics, out)
     if o.unknown_tagged_fields:
         raise _EncodeError('tagged fields cannot be written at non-flexible version 1')
 
@@ -323,20 +372,25 @@ def _read_OffsetForLeaderEpochResponse_2(buf: bytes | bytearray | memoryview, po
     # versions 2-3
     end = len(buf)
     if pos + 4 > end:
-        raise _short_fixed(pos, end, _L_i)
+        raise _short_fixed(pos, end, _L2)
     v_throttle_time_ms, = _S_i.unpack_from(buf, pos)
     pos += 4
+    v_topics: list[OffsetForLeaderTopicResult]
     n_v_topics, pos = _ral(buf, pos, 'Topics')
     v_topics = []
-    app = v_topics.append
+    app_v_topics = v_topics.append
     i = 0
     try:
         for i in range(n_v_topics):
-            item, pos = _read_OffsetForLeaderTopicResult_1(buf, pos)
-            app(item)
+            e_v_topics, pos = _read_OffsetForLeaderTopicResult_1(buf, pos)
+            app_v_topics(e_v_topics)
     except _DecodeError as exc:
         raise exc.refine(field=f'Topics[{i}]')
-    return OffsetForLeaderEpochResponse(v_throttle_time_ms, v_topics, ()), pos
+    o = _new(OffsetForLeaderEpochResponse)
+    o.throttle_time_ms = v_throttle_time_ms
+    o.topics = v_topics
+    o.unknown_tagged_fields = ()
+    return o, pos
 
 
 def _write_OffsetForLeaderEpochResponse_2(o: OffsetForLeaderEpochResponse, out: bytearray) -> None:
@@ -345,8 +399,8 @@ def _write_OffsetForLeaderEpochResponse_2(o: OffsetForLeaderEpochResponse, out: 
     if o.topics is None:
         raise _null('Topics')
     _wal(out, o.topics, 'Topics')
-    for item in o.topics:
-        _write_OffsetForLeaderTopicResult_1(item, out)
+    for e_topics in o.topics:
+        _write_OffsetForLeaderTopicResult_1(e_topics, out)
     if o.unknown_tagged_fields:
         raise _EncodeError('tagged fields cannot be written at non-flexible version 2-3')
 
@@ -355,17 +409,22 @@ def _read_OffsetForLeaderEpochResponse_3(buf: bytes | bytearray | memoryview, po
     # versions 4
     end = len(buf)
     if pos + 4 > end:
-        raise _short_fixed(pos, end, _L_i)
+        raise _short_fixed(pos, end, _L2)
     v_throttle_time_ms, = _S_i.unpack_from(buf, pos)
     pos += 4
-    n_v_topics, pos = _rcal(buf, pos, 'Topics')
+    v_topics: list[OffsetForLeaderTopicResult]
+    n_v_topics = buf[pos] - 1 if pos < end else -2
+    if 0 <= n_v_topics < 127 and n_v_topics <= end - pos:
+        pos += 1
+    else:
+        n_v_topics, pos = _rcal(buf, pos, 'Topics')
     v_topics = []
-    app = v_topics.append
+    app_v_topics = v_topics.append
     i = 0
     try:
         for i in range(n_v_topics):
-            item, pos = _read_OffsetForLeaderTopicResult_2(buf, pos)
-            app(item)
+            e_v_topics, pos = _read_OffsetForLeaderTopicResult_2(buf, pos)
+            app_v_topics(e_v_topics)
     except _DecodeError as exc:
         raise exc.refine(field=f'Topics[{i}]')
     unknown: tuple[tuple[int, bytes], ...] = ()
@@ -380,7 +439,11 @@ def _read_OffsetForLeaderEpochResponse_3(buf: bytes | bytearray | memoryview, po
             pos += size
         if raw_tags:
             unknown = tuple(raw_tags)
-    return OffsetForLeaderEpochResponse(v_throttle_time_ms, v_topics, unknown), pos
+    o = _new(OffsetForLeaderEpochResponse)
+    o.throttle_time_ms = v_throttle_time_ms
+    o.topics = v_topics
+    o.unknown_tagged_fields = unknown
+    return o, pos
 
 
 def _write_OffsetForLeaderEpochResponse_3(o: OffsetForLeaderEpochResponse, out: bytearray) -> None:
@@ -389,8 +452,8 @@ def _write_OffsetForLeaderEpochResponse_3(o: OffsetForLeaderEpochResponse, out: 
     if o.topics is None:
         raise _null('Topics')
     _wcal(out, o.topics, 'Topics')
-    for item in o.topics:
-        _write_OffsetForLeaderTopicResult_2(item, out)
+    for e_topics in o.topics:
+        _write_OffsetForLeaderTopicResult_2(e_topics, out)
     if o.unknown_tagged_fields:
         _wts(out, (), o.unknown_tagged_fields, '_tagged_fields')
     else:

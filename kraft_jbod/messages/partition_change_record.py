@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import struct as _struct
+from typing import Any as _Any
 import uuid as _uuid
 from dataclasses import dataclass as _dataclass, field as _field
 from typing import ClassVar as _ClassVar
@@ -26,14 +27,15 @@ from kraft_jbod.wire.primitives import (
     short_fixed as _short_fixed, uuid_from_bytes as _uuid_from_bytes,
 )
 
+_new = object.__new__
 _S_b = _struct.Struct('>b')
 _S_i = _struct.Struct('>i')
 _S_i16s = _struct.Struct('>i16s')
 _ZERO_UUID = _uuid_from_bytes((0).to_bytes(16, 'big'))
-_L_i16s = (('PartitionId', 4), ('TopicId', 16))
+_L0 = (('PartitionId', 4), ('TopicId', 16))
 
 
-def _absent(field: str, version: int) -> _EncodeError:
+def _absent(field: str, version: int | str) -> _EncodeError:
     return _EncodeError(
         f'attempted to write a non-default {field} at version {version}', field_path=field
     )
@@ -85,16 +87,16 @@ def _read_PartitionChangeRecord_0(buf: bytes | bytearray | memoryview, pos: int)
     # versions 0
     end = len(buf)
     if pos + 20 > end:
-        raise _short_fixed(pos, end, _L_i16s)
-    v_partition_id, v_topic_id = _S_i16s.unpack_from(buf, pos)
-    v_topic_id = _uuid_from_bytes(v_topic_id)
+        raise _short_fixed(pos, end, _L0)
+    v_partition_id, r_topic_id = _S_i16s.unpack_from(buf, pos)
+    v_topic_id = _uuid_from_bytes(r_topic_id)
     pos += 20
-    v_isr = None
-    v_leader = -2
-    v_replicas = None
-    v_removing_replicas = None
-    v_adding_replicas = None
-    v_leader_recovery_state = -1
+    v_isr: list[int] | None = None
+    v_leader: int = -2
+    v_replicas: list[int] | None = None
+    v_removing_replicas: list[int] | None = None
+    v_adding_replicas: list[int] | None = None
+    v_leader_recovery_state: int = -1
     unknown: tuple[tuple[int, bytes], ...] = ()
     if pos < end and buf[pos] == 0:
         pos += 1
@@ -110,7 +112,7 @@ def _read_PartitionChangeRecord_0(buf: bytes | bytearray | memoryview, pos: int)
                 if n_v_isr < 0:
                     v_isr = None
                 else:
-                    v_isr, p = _rfa(sub, p, n_v_isr, _S_i, 'Isr')
+                    v_isr, p = _rfa(sub, p, n_v_isr, 'i', 'Isr')
             elif tag == 1:
                 sub = bytes(buf[pos:pos + size])
                 p = 0
@@ -125,7 +127,7 @@ def _read_PartitionChangeRecord_0(buf: bytes | bytearray | memoryview, pos: int)
                 if n_v_replicas < 0:
                     v_replicas = None
                 else:
-                    v_replicas, p = _rfa(sub, p, n_v_replicas, _S_i, 'Replicas')
+                    v_replicas, p = _rfa(sub, p, n_v_replicas, 'i', 'Replicas')
             elif tag == 3:
                 sub = bytes(buf[pos:pos + size])
                 p = 0
@@ -133,7 +135,7 @@ def _read_PartitionChangeRecord_0(buf: bytes | bytearray | memoryview, pos: int)
                 if n_v_removing_replicas < 0:
                     v_removing_replicas = None
                 else:
-                    v_removing_replicas, p = _rfa(sub, p, n_v_removing_replicas, _S_i, 'RemovingReplicas')
+                    v_removing_replicas, p = _rfa(sub, p, n_v_removing_replicas, 'i', 'RemovingReplicas')
             elif tag == 4:
                 sub = bytes(buf[pos:pos + size])
                 p = 0
@@ -141,7 +143,7 @@ def _read_PartitionChangeRecord_0(buf: bytes | bytearray | memoryview, pos: int)
                 if n_v_adding_replicas < 0:
                     v_adding_replicas = None
                 else:
-                    v_adding_replicas, p = _rfa(sub, p, n_v_adding_replicas, _S_i, 'AddingReplicas')
+                    v_adding_replicas, p = _rfa(sub, p, n_v_adding_replicas, 'i', 'AddingReplicas')
             elif tag == 5:
                 sub = bytes(buf[pos:pos + size])
                 p = 0
@@ -156,7 +158,20 @@ def _read_PartitionChangeRecord_0(buf: bytes | bytearray | memoryview, pos: int)
             pos += size
         if raw_tags:
             unknown = tuple(raw_tags)
-    return PartitionChangeRecord(v_partition_id, v_topic_id, v_isr, v_leader, v_replicas, v_removing_replicas, v_adding_replicas, v_leader_recovery_state, None, None, None, unknown), pos
+    o = _new(PartitionChangeRecord)
+    o.partition_id = v_partition_id
+    o.topic_id = v_topic_id
+    o.isr = v_isr
+    o.leader = v_leader
+    o.replicas = v_replicas
+    o.removing_replicas = v_removing_replicas
+    o.adding_replicas = v_adding_replicas
+    o.leader_recovery_state = v_leader_recovery_state
+    o.directories = None
+    o.eligible_leader_replicas = None
+    o.last_known_elr = None
+    o.unknown_tagged_fields = unknown
+    return o, pos
 
 
 def _write_PartitionChangeRecord_0(o: PartitionChangeRecord, out: bytearray) -> None:
@@ -215,17 +230,17 @@ def _read_PartitionChangeRecord_1(buf: bytes | bytearray | memoryview, pos: int)
     # versions 1
     end = len(buf)
     if pos + 20 > end:
-        raise _short_fixed(pos, end, _L_i16s)
-    v_partition_id, v_topic_id = _S_i16s.unpack_from(buf, pos)
-    v_topic_id = _uuid_from_bytes(v_topic_id)
+        raise _short_fixed(pos, end, _L0)
+    v_partition_id, r_topic_id = _S_i16s.unpack_from(buf, pos)
+    v_topic_id = _uuid_from_bytes(r_topic_id)
     pos += 20
-    v_isr = None
-    v_leader = -2
-    v_replicas = None
-    v_removing_replicas = None
-    v_adding_replicas = None
-    v_leader_recovery_state = -1
-    v_directories = None
+    v_isr: list[int] | None = None
+    v_leader: int = -2
+    v_replicas: list[int] | None = None
+    v_removing_replicas: list[int] | None = None
+    v_adding_replicas: list[int] | None = None
+    v_leader_recovery_state: int = -1
+    v_directories: list[_uuid.UUID] | None = None
     unknown: tuple[tuple[int, bytes], ...] = ()
     if pos < end and buf[pos] == 0:
         pos += 1
@@ -241,7 +256,7 @@ def _read_PartitionChangeRecord_1(buf: bytes | bytearray | memoryview, pos: int)
                 if n_v_isr < 0:
                     v_isr = None
                 else:
-                    v_isr, p = _rfa(sub, p, n_v_isr, _S_i, 'Isr')
+                    v_isr, p = _rfa(sub, p, n_v_isr, 'i', 'Isr')
             elif tag == 1:
                 sub = bytes(buf[pos:pos + size])
                 p = 0
@@ -256,7 +271,7 @@ def _read_PartitionChangeRecord_1(buf: bytes | bytearray | memoryview, pos: int)
                 if n_v_replicas < 0:
                     v_replicas = None
                 else:
-                    v_replicas, p = _rfa(sub, p, n_v_replicas, _S_i, 'Replicas')
+                    v_replicas, p = _rfa(sub, p, n_v_replicas, 'i', 'Replicas')
             elif tag == 3:
                 sub = bytes(buf[pos:pos + size])
                 p = 0
@@ -264,7 +279,7 @@ def _read_PartitionChangeRecord_1(buf: bytes | bytearray | memoryview, pos: int)
                 if n_v_removing_replicas < 0:
                     v_removing_replicas = None
                 else:
-                    v_removing_replicas, p = _rfa(sub, p, n_v_removing_replicas, _S_i, 'RemovingReplicas')
+                    v_removing_replicas, p = _rfa(sub, p, n_v_removing_replicas, 'i', 'RemovingReplicas')
             elif tag == 4:
                 sub = bytes(buf[pos:pos + size])
                 p = 0
@@ -272,7 +287,7 @@ def _read_PartitionChangeRecord_1(buf: bytes | bytearray | memoryview, pos: int)
                 if n_v_adding_replicas < 0:
                     v_adding_replicas = None
                 else:
-                    v_adding_replicas, p = _rfa(sub, p, n_v_adding_replicas, _S_i, 'AddingReplicas')
+                    v_adding_replicas, p = _rfa(sub, p, n_v_adding_replicas, 'i', 'AddingReplicas')
             elif tag == 5:
                 sub = bytes(buf[pos:pos + size])
                 p = 0
@@ -295,7 +310,20 @@ def _read_PartitionChangeRecord_1(buf: bytes | bytearray | memoryview, pos: int)
             pos += size
         if raw_tags:
             unknown = tuple(raw_tags)
-    return PartitionChangeRecord(v_partition_id, v_topic_id, v_isr, v_leader, v_replicas, v_removing_replicas, v_adding_replicas, v_leader_recovery_state, v_directories, None, None, unknown), pos
+    o = _new(PartitionChangeRecord)
+    o.partition_id = v_partition_id
+    o.topic_id = v_topic_id
+    o.isr = v_isr
+    o.leader = v_leader
+    o.replicas = v_replicas
+    o.removing_replicas = v_removing_replicas
+    o.adding_replicas = v_adding_replicas
+    o.leader_recovery_state = v_leader_recovery_state
+    o.directories = v_directories
+    o.eligible_leader_replicas = None
+    o.last_known_elr = None
+    o.unknown_tagged_fields = unknown
+    return o, pos
 
 
 def _write_PartitionChangeRecord_1(o: PartitionChangeRecord, out: bytearray) -> None:
@@ -346,8 +374,7 @@ def _write_PartitionChangeRecord_1(o: PartitionChangeRecord, out: bytearray) -> 
         tb = bytearray()
         _wcal(tb, o.directories, 'Directories')
         if o.directories is not None:
-            for item in o.directories:
-                tb += item.bytes
+            tb += b''.join([e_directories.bytes for e_directories in o.directories])
         tagged.append((8, tb))
     if tagged or o.unknown_tagged_fields:
         _wts(out, tagged, o.unknown_tagged_fields, '_tagged_fields')
@@ -359,19 +386,19 @@ def _read_PartitionChangeRecord_2(buf: bytes | bytearray | memoryview, pos: int)
     # versions 2
     end = len(buf)
     if pos + 20 > end:
-        raise _short_fixed(pos, end, _L_i16s)
-    v_partition_id, v_topic_id = _S_i16s.unpack_from(buf, pos)
-    v_topic_id = _uuid_from_bytes(v_topic_id)
+        raise _short_fixed(pos, end, _L0)
+    v_partition_id, r_topic_id = _S_i16s.unpack_from(buf, pos)
+    v_topic_id = _uuid_from_bytes(r_topic_id)
     pos += 20
-    v_isr = None
-    v_leader = -2
-    v_replicas = None
-    v_removing_replicas = None
-    v_adding_replicas = None
-    v_leader_recovery_state = -1
-    v_directories = None
-    v_eligible_leader_replicas = None
-    v_last_known_elr = None
+    v_isr: list[int] | None = None
+    v_leader: int = -2
+    v_replicas: list[int] | None = None
+    v_removing_replicas: list[int] | None = None
+    v_adding_replicas: list[int] | None = None
+    v_leader_recovery_state: int = -1
+    v_directories: list[_uuid.UUID] | None = None
+    v_eligible_leader_replicas: list[int] | None = None
+    v_last_known_elr: list[int] | None = None
     unknown: tuple[tuple[int, bytes], ...] = ()
     if pos < end and buf[pos] == 0:
         pos += 1
@@ -387,7 +414,7 @@ def _read_PartitionChangeRecord_2(buf: bytes | bytearray | memoryview, pos: int)
                 if n_v_isr < 0:
                     v_isr = None
                 else:
-                    v_isr, p = _rfa(sub, p, n_v_isr, _S_i, 'Isr')
+                    v_isr, p = _rfa(sub, p, n_v_isr, 'i', 'Isr')
             elif tag == 1:
                 sub = bytes(buf[pos:pos + size])
                 p = 0
@@ -402,7 +429,7 @@ def _read_PartitionChangeRecord_2(buf: bytes | bytearray | memoryview, pos: int)
                 if n_v_replicas < 0:
                     v_replicas = None
                 else:
-                    v_replicas, p = _rfa(sub, p, n_v_replicas, _S_i, 'Replicas')
+                    v_replicas, p = _rfa(sub, p, n_v_replicas, 'i', 'Replicas')
             elif tag == 3:
                 sub = bytes(buf[pos:pos + size])
                 p = 0
@@ -410,7 +437,7 @@ def _read_PartitionChangeRecord_2(buf: bytes | bytearray | memoryview, pos: int)
                 if n_v_removing_replicas < 0:
                     v_removing_replicas = None
                 else:
-                    v_removing_replicas, p = _rfa(sub, p, n_v_removing_replicas, _S_i, 'RemovingReplicas')
+                    v_removing_replicas, p = _rfa(sub, p, n_v_removing_replicas, 'i', 'RemovingReplicas')
             elif tag == 4:
                 sub = bytes(buf[pos:pos + size])
                 p = 0
@@ -418,7 +445,7 @@ def _read_PartitionChangeRecord_2(buf: bytes | bytearray | memoryview, pos: int)
                 if n_v_adding_replicas < 0:
                     v_adding_replicas = None
                 else:
-                    v_adding_replicas, p = _rfa(sub, p, n_v_adding_replicas, _S_i, 'AddingReplicas')
+                    v_adding_replicas, p = _rfa(sub, p, n_v_adding_replicas, 'i', 'AddingReplicas')
             elif tag == 5:
                 sub = bytes(buf[pos:pos + size])
                 p = 0
@@ -441,7 +468,7 @@ def _read_PartitionChangeRecord_2(buf: bytes | bytearray | memoryview, pos: int)
                 if n_v_eligible_leader_replicas < 0:
                     v_eligible_leader_replicas = None
                 else:
-                    v_eligible_leader_replicas, p = _rfa(sub, p, n_v_eligible_leader_replicas, _S_i, 'EligibleLeaderReplicas')
+                    v_eligible_leader_replicas, p = _rfa(sub, p, n_v_eligible_leader_replicas, 'i', 'EligibleLeaderReplicas')
             elif tag == 7:
                 sub = bytes(buf[pos:pos + size])
                 p = 0
@@ -449,13 +476,26 @@ def _read_PartitionChangeRecord_2(buf: bytes | bytearray | memoryview, pos: int)
                 if n_v_last_known_elr < 0:
                     v_last_known_elr = None
                 else:
-                    v_last_known_elr, p = _rfa(sub, p, n_v_last_known_elr, _S_i, 'LastKnownElr')
+                    v_last_known_elr, p = _rfa(sub, p, n_v_last_known_elr, 'i', 'LastKnownElr')
             else:
                 raw_tags.append((tag, bytes(buf[pos:pos + size])))
             pos += size
         if raw_tags:
             unknown = tuple(raw_tags)
-    return PartitionChangeRecord(v_partition_id, v_topic_id, v_isr, v_leader, v_replicas, v_removing_replicas, v_adding_replicas, v_leader_recovery_state, v_directories, v_eligible_leader_replicas, v_last_known_elr, unknown), pos
+    o = _new(PartitionChangeRecord)
+    o.partition_id = v_partition_id
+    o.topic_id = v_topic_id
+    o.isr = v_isr
+    o.leader = v_leader
+    o.replicas = v_replicas
+    o.removing_replicas = v_removing_replicas
+    o.adding_replicas = v_adding_replicas
+    o.leader_recovery_state = v_leader_recovery_state
+    o.directories = v_directories
+    o.eligible_leader_replicas = v_eligible_leader_replicas
+    o.last_known_elr = v_last_known_elr
+    o.unknown_tagged_fields = unknown
+    return o, pos
 
 
 def _write_PartitionChangeRecord_2(o: PartitionChangeRecord, out: bytearray) -> None:
@@ -514,8 +554,7 @@ def _write_PartitionChangeRecord_2(o: PartitionChangeRecord, out: bytearray) -> 
         tb = bytearray()
         _wcal(tb, o.directories, 'Directories')
         if o.directories is not None:
-            for item in o.directories:
-                tb += item.bytes
+            tb += b''.join([e_directories.bytes for e_directories in o.directories])
         tagged.append((8, tb))
     if tagged or o.unknown_tagged_fields:
         _wts(out, tagged, o.unknown_tagged_fields, '_tagged_fields')

@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import struct as _struct
+from typing import Any as _Any
 import uuid as _uuid
 from dataclasses import dataclass as _dataclass, field as _field
 from typing import ClassVar as _ClassVar
@@ -26,16 +27,16 @@ from kraft_jbod.wire.primitives import (
     short_fixed as _short_fixed, uuid_from_bytes as _uuid_from_bytes,
 )
 
+_new = object.__new__
 _S_b = _struct.Struct('>b')
-_S_i = _struct.Struct('>i')
 _S_i16s = _struct.Struct('>i16s')
 _S_iii = _struct.Struct('>iii')
 _ZERO_UUID = _uuid_from_bytes((0).to_bytes(16, 'big'))
-_L_i16s = (('PartitionId', 4), ('TopicId', 16))
-_L_iii = (('Leader', 4), ('LeaderEpoch', 4), ('PartitionEpoch', 4))
+_L0 = (('PartitionId', 4), ('TopicId', 16))
+_L1 = (('Leader', 4), ('LeaderEpoch', 4), ('PartitionEpoch', 4))
 
 
-def _absent(field: str, version: int) -> _EncodeError:
+def _absent(field: str, version: int | str) -> _EncodeError:
     return _EncodeError(
         f'attempted to write a non-default {field} at version {version}', field_path=field
     )
@@ -89,23 +90,43 @@ def _read_PartitionRecord_0(buf: bytes | bytearray | memoryview, pos: int) -> tu
     # versions 0
     end = len(buf)
     if pos + 20 > end:
-        raise _short_fixed(pos, end, _L_i16s)
-    v_partition_id, v_topic_id = _S_i16s.unpack_from(buf, pos)
-    v_topic_id = _uuid_from_bytes(v_topic_id)
+        raise _short_fixed(pos, end, _L0)
+    v_partition_id, r_topic_id = _S_i16s.unpack_from(buf, pos)
+    v_topic_id = _uuid_from_bytes(r_topic_id)
     pos += 20
-    n_v_replicas, pos = _rcal(buf, pos, 'Replicas')
-    v_replicas, pos = _rfa(buf, pos, n_v_replicas, _S_i, 'Replicas')
-    n_v_isr, pos = _rcal(buf, pos, 'Isr')
-    v_isr, pos = _rfa(buf, pos, n_v_isr, _S_i, 'Isr')
-    n_v_removing_replicas, pos = _rcal(buf, pos, 'RemovingReplicas')
-    v_removing_replicas, pos = _rfa(buf, pos, n_v_removing_replicas, _S_i, 'RemovingReplicas')
-    n_v_adding_replicas, pos = _rcal(buf, pos, 'AddingReplicas')
-    v_adding_replicas, pos = _rfa(buf, pos, n_v_adding_replicas, _S_i, 'AddingReplicas')
+    v_replicas: list[int]
+    n_v_replicas = buf[pos] - 1 if pos < end else -2
+    if 0 <= n_v_replicas < 127 and n_v_replicas <= end - pos:
+        pos += 1
+    else:
+        n_v_replicas, pos = _rcal(buf, pos, 'Replicas')
+    v_replicas, pos = _rfa(buf, pos, n_v_replicas, 'i', 'Replicas')
+    v_isr: list[int]
+    n_v_isr = buf[pos] - 1 if pos < end else -2
+    if 0 <= n_v_isr < 127 and n_v_isr <= end - pos:
+        pos += 1
+    else:
+        n_v_isr, pos = _rcal(buf, pos, 'Isr')
+    v_isr, pos = _rfa(buf, pos, n_v_isr, 'i', 'Isr')
+    v_removing_replicas: list[int]
+    n_v_removing_replicas = buf[pos] - 1 if pos < end else -2
+    if 0 <= n_v_removing_replicas < 127 and n_v_removing_replicas <= end - pos:
+        pos += 1
+    else:
+        n_v_removing_replicas, pos = _rcal(buf, pos, 'RemovingReplicas')
+    v_removing_replicas, pos = _rfa(buf, pos, n_v_removing_replicas, 'i', 'RemovingReplicas')
+    v_adding_replicas: list[int]
+    n_v_adding_replicas = buf[pos] - 1 if pos < end else -2
+    if 0 <= n_v_adding_replicas < 127 and n_v_adding_replicas <= end - pos:
+        pos += 1
+    else:
+        n_v_adding_replicas, pos = _rcal(buf, pos, 'AddingReplicas')
+    v_adding_replicas, pos = _rfa(buf, pos, n_v_adding_replicas, 'i', 'AddingReplicas')
     if pos + 12 > end:
-        raise _short_fixed(pos, end, _L_iii)
+        raise _short_fixed(pos, end, _L1)
     v_leader, v_leader_epoch, v_partition_epoch = _S_iii.unpack_from(buf, pos)
     pos += 12
-    v_leader_recovery_state = 0
+    v_leader_recovery_state: int = 0
     unknown: tuple[tuple[int, bytes], ...] = ()
     if pos < end and buf[pos] == 0:
         pos += 1
@@ -128,7 +149,22 @@ def _read_PartitionRecord_0(buf: bytes | bytearray | memoryview, pos: int) -> tu
             pos += size
         if raw_tags:
             unknown = tuple(raw_tags)
-    return PartitionRecord(v_partition_id, v_topic_id, v_replicas, v_isr, v_removing_replicas, v_adding_replicas, v_leader, v_leader_recovery_state, v_leader_epoch, v_partition_epoch, [], None, None, unknown), pos
+    o = _new(PartitionRecord)
+    o.partition_id = v_partition_id
+    o.topic_id = v_topic_id
+    o.replicas = v_replicas
+    o.isr = v_isr
+    o.removing_replicas = v_removing_replicas
+    o.adding_replicas = v_adding_replicas
+    o.leader = v_leader
+    o.leader_recovery_state = v_leader_recovery_state
+    o.leader_epoch = v_leader_epoch
+    o.partition_epoch = v_partition_epoch
+    o.directories = []
+    o.eligible_leader_replicas = None
+    o.last_known_elr = None
+    o.unknown_tagged_fields = unknown
+    return o, pos
 
 
 def _write_PartitionRecord_0(o: PartitionRecord, out: bytearray) -> None:
@@ -174,25 +210,50 @@ def _read_PartitionRecord_1(buf: bytes | bytearray | memoryview, pos: int) -> tu
     # versions 1
     end = len(buf)
     if pos + 20 > end:
-        raise _short_fixed(pos, end, _L_i16s)
-    v_partition_id, v_topic_id = _S_i16s.unpack_from(buf, pos)
-    v_topic_id = _uuid_from_bytes(v_topic_id)
+        raise _short_fixed(pos, end, _L0)
+    v_partition_id, r_topic_id = _S_i16s.unpack_from(buf, pos)
+    v_topic_id = _uuid_from_bytes(r_topic_id)
     pos += 20
-    n_v_replicas, pos = _rcal(buf, pos, 'Replicas')
-    v_replicas, pos = _rfa(buf, pos, n_v_replicas, _S_i, 'Replicas')
-    n_v_isr, pos = _rcal(buf, pos, 'Isr')
-    v_isr, pos = _rfa(buf, pos, n_v_isr, _S_i, 'Isr')
-    n_v_removing_replicas, pos = _rcal(buf, pos, 'RemovingReplicas')
-    v_removing_replicas, pos = _rfa(buf, pos, n_v_removing_replicas, _S_i, 'RemovingReplicas')
-    n_v_adding_replicas, pos = _rcal(buf, pos, 'AddingReplicas')
-    v_adding_replicas, pos = _rfa(buf, pos, n_v_adding_replicas, _S_i, 'AddingReplicas')
+    v_replicas: list[int]
+    n_v_replicas = buf[pos] - 1 if pos < end else -2
+    if 0 <= n_v_replicas < 127 and n_v_replicas <= end - pos:
+        pos += 1
+    else:
+        n_v_replicas, pos = _rcal(buf, pos, 'Replicas')
+    v_replicas, pos = _rfa(buf, pos, n_v_replicas, 'i', 'Replicas')
+    v_isr: list[int]
+    n_v_isr = buf[pos] - 1 if pos < end else -2
+    if 0 <= n_v_isr < 127 and n_v_isr <= end - pos:
+        pos += 1
+    else:
+        n_v_isr, pos = _rcal(buf, pos, 'Isr')
+    v_isr, pos = _rfa(buf, pos, n_v_isr, 'i', 'Isr')
+    v_removing_replicas: list[int]
+    n_v_removing_replicas = buf[pos] - 1 if pos < end else -2
+    if 0 <= n_v_removing_replicas < 127 and n_v_removing_replicas <= end - pos:
+        pos += 1
+    else:
+        n_v_removing_replicas, pos = _rcal(buf, pos, 'RemovingReplicas')
+    v_removing_replicas, pos = _rfa(buf, pos, n_v_removing_replicas, 'i', 'RemovingReplicas')
+    v_adding_replicas: list[int]
+    n_v_adding_replicas = buf[pos] - 1 if pos < end else -2
+    if 0 <= n_v_adding_replicas < 127 and n_v_adding_replicas <= end - pos:
+        pos += 1
+    else:
+        n_v_adding_replicas, pos = _rcal(buf, pos, 'AddingReplicas')
+    v_adding_replicas, pos = _rfa(buf, pos, n_v_adding_replicas, 'i', 'AddingReplicas')
     if pos + 12 > end:
-        raise _short_fixed(pos, end, _L_iii)
+        raise _short_fixed(pos, end, _L1)
     v_leader, v_leader_epoch, v_partition_epoch = _S_iii.unpack_from(buf, pos)
     pos += 12
-    n_v_directories, pos = _rcal(buf, pos, 'Directories')
+    v_directories: list[_uuid.UUID]
+    n_v_directories = buf[pos] - 1 if pos < end else -2
+    if 0 <= n_v_directories < 127 and n_v_directories <= end - pos:
+        pos += 1
+    else:
+        n_v_directories, pos = _rcal(buf, pos, 'Directories')
     v_directories, pos = _rua(buf, pos, n_v_directories, 'Directories')
-    v_leader_recovery_state = 0
+    v_leader_recovery_state: int = 0
     unknown: tuple[tuple[int, bytes], ...] = ()
     if pos < end and buf[pos] == 0:
         pos += 1
@@ -215,7 +276,22 @@ def _read_PartitionRecord_1(buf: bytes | bytearray | memoryview, pos: int) -> tu
             pos += size
         if raw_tags:
             unknown = tuple(raw_tags)
-    return PartitionRecord(v_partition_id, v_topic_id, v_replicas, v_isr, v_removing_replicas, v_adding_replicas, v_leader, v_leader_recovery_state, v_leader_epoch, v_partition_epoch, v_directories, None, None, unknown), pos
+    o = _new(PartitionRecord)
+    o.partition_id = v_partition_id
+    o.topic_id = v_topic_id
+    o.replicas = v_replicas
+    o.isr = v_isr
+    o.removing_replicas = v_removing_replicas
+    o.adding_replicas = v_adding_replicas
+    o.leader = v_leader
+    o.leader_recovery_state = v_leader_recovery_state
+    o.leader_epoch = v_leader_epoch
+    o.partition_epoch = v_partition_epoch
+    o.directories = v_directories
+    o.eligible_leader_replicas = None
+    o.last_known_elr = None
+    o.unknown_tagged_fields = unknown
+    return o, pos
 
 
 def _write_PartitionRecord_1(o: PartitionRecord, out: bytearray) -> None:
@@ -245,8 +321,7 @@ def _write_PartitionRecord_1(o: PartitionRecord, out: bytearray) -> None:
     if o.directories is None:
         raise _null('Directories')
     _wcal(out, o.directories, 'Directories')
-    for item in o.directories:
-        out += item.bytes
+    out += b''.join([e_directories.bytes for e_directories in o.directories])
     tagged: list[tuple[int, bytes | bytearray]] = []
     if o.leader_recovery_state != 0:
         tb = bytearray()
@@ -264,27 +339,52 @@ def _read_PartitionRecord_2(buf: bytes | bytearray | memoryview, pos: int) -> tu
     # versions 2
     end = len(buf)
     if pos + 20 > end:
-        raise _short_fixed(pos, end, _L_i16s)
-    v_partition_id, v_topic_id = _S_i16s.unpack_from(buf, pos)
-    v_topic_id = _uuid_from_bytes(v_topic_id)
+        raise _short_fixed(pos, end, _L0)
+    v_partition_id, r_topic_id = _S_i16s.unpack_from(buf, pos)
+    v_topic_id = _uuid_from_bytes(r_topic_id)
     pos += 20
-    n_v_replicas, pos = _rcal(buf, pos, 'Replicas')
-    v_replicas, pos = _rfa(buf, pos, n_v_replicas, _S_i, 'Replicas')
-    n_v_isr, pos = _rcal(buf, pos, 'Isr')
-    v_isr, pos = _rfa(buf, pos, n_v_isr, _S_i, 'Isr')
-    n_v_removing_replicas, pos = _rcal(buf, pos, 'RemovingReplicas')
-    v_removing_replicas, pos = _rfa(buf, pos, n_v_removing_replicas, _S_i, 'RemovingReplicas')
-    n_v_adding_replicas, pos = _rcal(buf, pos, 'AddingReplicas')
-    v_adding_replicas, pos = _rfa(buf, pos, n_v_adding_replicas, _S_i, 'AddingReplicas')
+    v_replicas: list[int]
+    n_v_replicas = buf[pos] - 1 if pos < end else -2
+    if 0 <= n_v_replicas < 127 and n_v_replicas <= end - pos:
+        pos += 1
+    else:
+        n_v_replicas, pos = _rcal(buf, pos, 'Replicas')
+    v_replicas, pos = _rfa(buf, pos, n_v_replicas, 'i', 'Replicas')
+    v_isr: list[int]
+    n_v_isr = buf[pos] - 1 if pos < end else -2
+    if 0 <= n_v_isr < 127 and n_v_isr <= end - pos:
+        pos += 1
+    else:
+        n_v_isr, pos = _rcal(buf, pos, 'Isr')
+    v_isr, pos = _rfa(buf, pos, n_v_isr, 'i', 'Isr')
+    v_removing_replicas: list[int]
+    n_v_removing_replicas = buf[pos] - 1 if pos < end else -2
+    if 0 <= n_v_removing_replicas < 127 and n_v_removing_replicas <= end - pos:
+        pos += 1
+    else:
+        n_v_removing_replicas, pos = _rcal(buf, pos, 'RemovingReplicas')
+    v_removing_replicas, pos = _rfa(buf, pos, n_v_removing_replicas, 'i', 'RemovingReplicas')
+    v_adding_replicas: list[int]
+    n_v_adding_replicas = buf[pos] - 1 if pos < end else -2
+    if 0 <= n_v_adding_replicas < 127 and n_v_adding_replicas <= end - pos:
+        pos += 1
+    else:
+        n_v_adding_replicas, pos = _rcal(buf, pos, 'AddingReplicas')
+    v_adding_replicas, pos = _rfa(buf, pos, n_v_adding_replicas, 'i', 'AddingReplicas')
     if pos + 12 > end:
-        raise _short_fixed(pos, end, _L_iii)
+        raise _short_fixed(pos, end, _L1)
     v_leader, v_leader_epoch, v_partition_epoch = _S_iii.unpack_from(buf, pos)
     pos += 12
-    n_v_directories, pos = _rcal(buf, pos, 'Directories')
+    v_directories: list[_uuid.UUID]
+    n_v_directories = buf[pos] - 1 if pos < end else -2
+    if 0 <= n_v_directories < 127 and n_v_directories <= end - pos:
+        pos += 1
+    else:
+        n_v_directories, pos = _rcal(buf, pos, 'Directories')
     v_directories, pos = _rua(buf, pos, n_v_directories, 'Directories')
-    v_leader_recovery_state = 0
-    v_eligible_leader_replicas = None
-    v_last_known_elr = None
+    v_leader_recovery_state: int = 0
+    v_eligible_leader_replicas: list[int] | None = None
+    v_last_known_elr: list[int] | None = None
     unknown: tuple[tuple[int, bytes], ...] = ()
     if pos < end and buf[pos] == 0:
         pos += 1
@@ -307,7 +407,7 @@ def _read_PartitionRecord_2(buf: bytes | bytearray | memoryview, pos: int) -> tu
                 if n_v_eligible_leader_replicas < 0:
                     v_eligible_leader_replicas = None
                 else:
-                    v_eligible_leader_replicas, p = _rfa(sub, p, n_v_eligible_leader_replicas, _S_i, 'EligibleLeaderReplicas')
+                    v_eligible_leader_replicas, p = _rfa(sub, p, n_v_eligible_leader_replicas, 'i', 'EligibleLeaderReplicas')
             elif tag == 2:
                 sub = bytes(buf[pos:pos + size])
                 p = 0
@@ -315,13 +415,28 @@ def _read_PartitionRecord_2(buf: bytes | bytearray | memoryview, pos: int) -> tu
                 if n_v_last_known_elr < 0:
                     v_last_known_elr = None
                 else:
-                    v_last_known_elr, p = _rfa(sub, p, n_v_last_known_elr, _S_i, 'LastKnownElr')
+                    v_last_known_elr, p = _rfa(sub, p, n_v_last_known_elr, 'i', 'LastKnownElr')
             else:
                 raw_tags.append((tag, bytes(buf[pos:pos + size])))
             pos += size
         if raw_tags:
             unknown = tuple(raw_tags)
-    return PartitionRecord(v_partition_id, v_topic_id, v_replicas, v_isr, v_removing_replicas, v_adding_replicas, v_leader, v_leader_recovery_state, v_leader_epoch, v_partition_epoch, v_directories, v_eligible_leader_replicas, v_last_known_elr, unknown), pos
+    o = _new(PartitionRecord)
+    o.partition_id = v_partition_id
+    o.topic_id = v_topic_id
+    o.replicas = v_replicas
+    o.isr = v_isr
+    o.removing_replicas = v_removing_replicas
+    o.adding_replicas = v_adding_replicas
+    o.leader = v_leader
+    o.leader_recovery_state = v_leader_recovery_state
+    o.leader_epoch = v_leader_epoch
+    o.partition_epoch = v_partition_epoch
+    o.directories = v_directories
+    o.eligible_leader_replicas = v_eligible_leader_replicas
+    o.last_known_elr = v_last_known_elr
+    o.unknown_tagged_fields = unknown
+    return o, pos
 
 
 def _write_PartitionRecord_2(o: PartitionRecord, out: bytearray) -> None:
@@ -347,8 +462,7 @@ def _write_PartitionRecord_2(o: PartitionRecord, out: bytearray) -> None:
     if o.directories is None:
         raise _null('Directories')
     _wcal(out, o.directories, 'Directories')
-    for item in o.directories:
-        out += item.bytes
+    out += b''.join([e_directories.bytes for e_directories in o.directories])
     tagged: list[tuple[int, bytes | bytearray]] = []
     if o.leader_recovery_state != 0:
         tb = bytearray()

@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import struct as _struct
+from typing import Any as _Any
 import uuid as _uuid
 from dataclasses import dataclass as _dataclass, field as _field
 from typing import ClassVar as _ClassVar
@@ -26,13 +27,14 @@ from kraft_jbod.wire.primitives import (
     short_fixed as _short_fixed, uuid_from_bytes as _uuid_from_bytes,
 )
 
+_new = object.__new__
 _S_hi = _struct.Struct('>hi')
 _S_i = _struct.Struct('>i')
-_L_i = (('Index', 4),)
-_L_hi = (('Acks', 2), ('TimeoutMs', 4))
+_L0 = (('Index', 4),)
+_L1 = (('Acks', 2), ('TimeoutMs', 4))
 
 
-def _absent(field: str, version: int) -> _EncodeError:
+def _absent(field: str, version: int | str) -> _EncodeError:
     return _EncodeError(
         f'attempted to write a non-default {field} at version {version}', field_path=field
     )
@@ -95,11 +97,15 @@ def _read_PartitionProduceData_0(buf: bytes | bytearray | memoryview, pos: int) 
     # versions 0-8
     end = len(buf)
     if pos + 4 > end:
-        raise _short_fixed(pos, end, _L_i)
+        raise _short_fixed(pos, end, _L0)
     v_index, = _S_i.unpack_from(buf, pos)
     pos += 4
     v_records, pos = _rnb(buf, pos, 'Records')
-    return PartitionProduceData(v_index, v_records, ()), pos
+    o = _new(PartitionProduceData)
+    o.index = v_index
+    o.records = v_records
+    o.unknown_tagged_fields = ()
+    return o, pos
 
 
 def _write_PartitionProduceData_0(o: PartitionProduceData, out: bytearray) -> None:
@@ -114,7 +120,7 @@ def _read_PartitionProduceData_1(buf: bytes | bytearray | memoryview, pos: int) 
     # versions 9-11
     end = len(buf)
     if pos + 4 > end:
-        raise _short_fixed(pos, end, _L_i)
+        raise _short_fixed(pos, end, _L0)
     v_index, = _S_i.unpack_from(buf, pos)
     pos += 4
     v_records, pos = _rncb(buf, pos, 'Records')
@@ -130,7 +136,11 @@ def _read_PartitionProduceData_1(buf: bytes | bytearray | memoryview, pos: int) 
             pos += size
         if raw_tags:
             unknown = tuple(raw_tags)
-    return PartitionProduceData(v_index, v_records, unknown), pos
+    o = _new(PartitionProduceData)
+    o.index = v_index
+    o.records = v_records
+    o.unknown_tagged_fields = unknown
+    return o, pos
 
 
 def _write_PartitionProduceData_1(o: PartitionProduceData, out: bytearray) -> None:
@@ -147,17 +157,22 @@ def _read_TopicProduceData_0(buf: bytes | bytearray | memoryview, pos: int) -> t
     # versions 0-8
     end = len(buf)
     v_name, pos = _rs(buf, pos, 'Name')
+    v_partition_data: list[PartitionProduceData]
     n_v_partition_data, pos = _ral(buf, pos, 'PartitionData')
     v_partition_data = []
-    app = v_partition_data.append
+    app_v_partition_data = v_partition_data.append
     i = 0
     try:
         for i in range(n_v_partition_data):
-            item, pos = _read_PartitionProduceData_0(buf, pos)
-            app(item)
+            e_v_partition_data, pos = _read_PartitionProduceData_0(buf, pos)
+            app_v_partition_data(e_v_partition_data)
     except _DecodeError as exc:
         raise exc.refine(field=f'PartitionData[{i}]')
-    return TopicProduceData(v_name, v_partition_data, ()), pos
+    o = _new(TopicProduceData)
+    o.name = v_name
+    o.partition_data = v_partition_data
+    o.unknown_tagged_fields = ()
+    return o, pos
 
 
 def _write_TopicProduceData_0(o: TopicProduceData, out: bytearray) -> None:
@@ -168,8 +183,8 @@ def _write_TopicProduceData_0(o: TopicProduceData, out: bytearray) -> None:
     if o.partition_data is None:
         raise _null('PartitionData')
     _wal(out, o.partition_data, 'PartitionData')
-    for item in o.partition_data:
-        _write_PartitionProduceData_0(item, out)
+    for e_partition_data in o.partition_data:
+        _write_PartitionProduceData_0(e_partition_data, out)
     if o.unknown_tagged_fields:
         raise _EncodeError('tagged fields cannot be written at non-flexible version 0-8')
 
@@ -178,14 +193,19 @@ def _read_TopicProduceData_1(buf: bytes | bytearray | memoryview, pos: int) -> t
     # versions 9-11
     end = len(buf)
     v_name, pos = _rcs(buf, pos, 'Name')
-    n_v_partition_data, pos = _rcal(buf, pos, 'PartitionData')
+    v_partition_data: list[PartitionProduceData]
+    n_v_partition_data = buf[pos] - 1 if pos < end else -2
+    if 0 <= n_v_partition_data < 127 and n_v_partition_data <= end - pos:
+        pos += 1
+    else:
+        n_v_partition_data, pos = _rcal(buf, pos, 'PartitionData')
     v_partition_data = []
-    app = v_partition_data.append
+    app_v_partition_data = v_partition_data.append
     i = 0
     try:
         for i in range(n_v_partition_data):
-            item, pos = _read_PartitionProduceData_1(buf, pos)
-            app(item)
+            e_v_partition_data, pos = _read_PartitionProduceData_1(buf, pos)
+            app_v_partition_data(e_v_partition_data)
     except _DecodeError as exc:
         raise exc.refine(field=f'PartitionData[{i}]')
     unknown: tuple[tuple[int, bytes], ...] = ()
@@ -200,7 +220,11 @@ def _read_TopicProduceData_1(buf: bytes | bytearray | memoryview, pos: int) -> t
             pos += size
         if raw_tags:
             unknown = tuple(raw_tags)
-    return TopicProduceData(v_name, v_partition_data, unknown), pos
+    o = _new(TopicProduceData)
+    o.name = v_name
+    o.partition_data = v_partition_data
+    o.unknown_tagged_fields = unknown
+    return o, pos
 
 
 def _write_TopicProduceData_1(o: TopicProduceData, out: bytearray) -> None:
@@ -211,8 +235,8 @@ def _write_TopicProduceData_1(o: TopicProduceData, out: bytearray) -> None:
     if o.partition_data is None:
         raise _null('PartitionData')
     _wcal(out, o.partition_data, 'PartitionData')
-    for item in o.partition_data:
-        _write_PartitionProduceData_1(item, out)
+    for e_partition_data in o.partition_data:
+        _write_PartitionProduceData_1(e_partition_data, out)
     if o.unknown_tagged_fields:
         _wts(out, (), o.unknown_tagged_fields, '_tagged_fields')
     else:
@@ -223,20 +247,27 @@ def _read_ProduceRequest_0(buf: bytes | bytearray | memoryview, pos: int) -> tup
     # versions 0-2
     end = len(buf)
     if pos + 6 > end:
-        raise _short_fixed(pos, end, _L_hi)
+        raise _short_fixed(pos, end, _L1)
     v_acks, v_timeout_ms = _S_hi.unpack_from(buf, pos)
     pos += 6
+    v_topic_data: list[TopicProduceData]
     n_v_topic_data, pos = _ral(buf, pos, 'TopicData')
     v_topic_data = []
-    app = v_topic_data.append
+    app_v_topic_data = v_topic_data.append
     i = 0
     try:
         for i in range(n_v_topic_data):
-            item, pos = _read_TopicProduceData_0(buf, pos)
-            app(item)
+            e_v_topic_data, pos = _read_TopicProduceData_0(buf, pos)
+            app_v_topic_data(e_v_topic_data)
     except _DecodeError as exc:
         raise exc.refine(field=f'TopicData[{i}]')
-    return ProduceRequest(None, v_acks, v_timeout_ms, v_topic_data, ()), pos
+    o = _new(ProduceRequest)
+    o.transactional_id = None
+    o.acks = v_acks
+    o.timeout_ms = v_timeout_ms
+    o.topic_data = v_topic_data
+    o.unknown_tagged_fields = ()
+    return o, pos
 
 
 def _write_ProduceRequest_0(o: ProduceRequest, out: bytearray) -> None:
@@ -247,8 +278,8 @@ def _write_ProduceRequest_0(o: ProduceRequest, out: bytearray) -> None:
     if o.topic_data is None:
         raise _null('TopicData')
     _wal(out, o.topic_data, 'TopicData')
-    for item in o.topic_data:
-        _write_TopicProduceData_0(item, out)
+    for e_topic_data in o.topic_data:
+        _write_TopicProduceData_0(e_topic_data, out)
     if o.unknown_tagged_fields:
         raise _EncodeError('tagged fields cannot be written at non-flexible version 0-2')
 
@@ -258,20 +289,27 @@ def _read_ProduceRequest_1(buf: bytes | bytearray | memoryview, pos: int) -> tup
     end = len(buf)
     v_transactional_id, pos = _rns(buf, pos, 'TransactionalId')
     if pos + 6 > end:
-        raise _short_fixed(pos, end, _L_hi)
+        raise _short_fixed(pos, end, _L1)
     v_acks, v_timeout_ms = _S_hi.unpack_from(buf, pos)
     pos += 6
+    v_topic_data: list[TopicProduceData]
     n_v_topic_data, pos = _ral(buf, pos, 'TopicData')
     v_topic_data = []
-    app = v_topic_data.append
+    app_v_topic_data = v_topic_data.append
     i = 0
     try:
         for i in range(n_v_topic_data):
-            item, pos = _read_TopicProduceData_0(buf, pos)
-            app(item)
+            e_v_topic_data, pos = _read_TopicProduceData_0(buf, pos)
+            app_v_topic_data(e_v_topic_data)
     except _DecodeError as exc:
         raise exc.refine(field=f'TopicData[{i}]')
-    return ProduceRequest(v_transactional_id, v_acks, v_timeout_ms, v_topic_data, ()), pos
+    o = _new(ProduceRequest)
+    o.transactional_id = v_transactional_id
+    o.acks = v_acks
+    o.timeout_ms = v_timeout_ms
+    o.topic_data = v_topic_data
+    o.unknown_tagged_fields = ()
+    return o, pos
 
 
 def _write_ProduceRequest_1(o: ProduceRequest, out: bytearray) -> None:
@@ -281,8 +319,8 @@ def _write_ProduceRequest_1(o: ProduceRequest, out: bytearray) -> None:
     if o.topic_data is None:
         raise _null('TopicData')
     _wal(out, o.topic_data, 'TopicData')
-    for item in o.topic_data:
-        _write_TopicProduceData_0(item, out)
+    for e_topic_data in o.topic_data:
+        _write_TopicProduceData_0(e_topic_data, out)
     if o.unknown_tagged_fields:
         raise _EncodeError('tagged fields cannot be written at non-flexible version 3-8')
 
@@ -292,17 +330,22 @@ def _read_ProduceRequest_2(buf: bytes | bytearray | memoryview, pos: int) -> tup
     end = len(buf)
     v_transactional_id, pos = _rncs(buf, pos, 'TransactionalId')
     if pos + 6 > end:
-        raise _short_fixed(pos, end, _L_hi)
+        raise _short_fixed(pos, end, _L1)
     v_acks, v_timeout_ms = _S_hi.unpack_from(buf, pos)
     pos += 6
-    n_v_topic_data, pos = _rcal(buf, pos, 'TopicData')
+    v_topic_data: list[TopicProduceData]
+    n_v_topic_data = buf[pos] - 1 if pos < end else -2
+    if 0 <= n_v_topic_data < 127 and n_v_topic_data <= end - pos:
+        pos += 1
+    else:
+        n_v_topic_data, pos = _rcal(buf, pos, 'TopicData')
     v_topic_data = []
-    app = v_topic_data.append
+    app_v_topic_data = v_topic_data.append
     i = 0
     try:
         for i in range(n_v_topic_data):
-            item, pos = _read_TopicProduceData_1(buf, pos)
-            app(item)
+            e_v_topic_data, pos = _read_TopicProduceData_1(buf, pos)
+            app_v_topic_data(e_v_topic_data)
     except _DecodeError as exc:
         raise exc.refine(field=f'TopicData[{i}]')
     unknown: tuple[tuple[int, bytes], ...] = ()
@@ -317,7 +360,13 @@ def _read_ProduceRequest_2(buf: bytes | bytearray | memoryview, pos: int) -> tup
             pos += size
         if raw_tags:
             unknown = tuple(raw_tags)
-    return ProduceRequest(v_transactional_id, v_acks, v_timeout_ms, v_topic_data, unknown), pos
+    o = _new(ProduceRequest)
+    o.transactional_id = v_transactional_id
+    o.acks = v_acks
+    o.timeout_ms = v_timeout_ms
+    o.topic_data = v_topic_data
+    o.unknown_tagged_fields = unknown
+    return o, pos
 
 
 def _write_ProduceRequest_2(o: ProduceRequest, out: bytearray) -> None:
@@ -327,8 +376,8 @@ def _write_ProduceRequest_2(o: ProduceRequest, out: bytearray) -> None:
     if o.topic_data is None:
         raise _null('TopicData')
     _wcal(out, o.topic_data, 'TopicData')
-    for item in o.topic_data:
-        _write_TopicProduceData_1(item, out)
+    for e_topic_data in o.topic_data:
+        _write_TopicProduceData_1(e_topic_data, out)
     if o.unknown_tagged_fields:
         _wts(out, (), o.unknown_tagged_fields, '_tagged_fields')
     else:

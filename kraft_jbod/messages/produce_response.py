@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import struct as _struct
+from typing import Any as _Any
 import uuid as _uuid
 from dataclasses import dataclass as _dataclass, field as _field
 from typing import ClassVar as _ClassVar
@@ -26,22 +27,23 @@ from kraft_jbod.wire.primitives import (
     short_fixed as _short_fixed, uuid_from_bytes as _uuid_from_bytes,
 )
 
+_new = object.__new__
 _S_i = _struct.Struct('>i')
 _S_ihq = _struct.Struct('>ihq')
 _S_ihqq = _struct.Struct('>ihqq')
 _S_ihqqq = _struct.Struct('>ihqqq')
 _S_ii = _struct.Struct('>ii')
-_L_i = (('BatchIndex', 4),)
-_L_ii = (('LeaderId', 4), ('LeaderEpoch', 4))
-_L_ihq = (('Index', 4), ('ErrorCode', 2), ('BaseOffset', 8))
-_L_ihqq = (('Index', 4), ('ErrorCode', 2), ('BaseOffset', 8), ('LogAppendTimeMs', 8))
-_L_ihqqq = (('Index', 4), ('ErrorCode', 2), ('BaseOffset', 8), ('LogAppendTimeMs', 8), ('LogStartOffset', 8))
-_L_i = (('NodeId', 4),)
-_L_i = (('Port', 4),)
-_L_i = (('ThrottleTimeMs', 4),)
+_L0 = (('BatchIndex', 4),)
+_L1 = (('LeaderId', 4), ('LeaderEpoch', 4))
+_L2 = (('Index', 4), ('ErrorCode', 2), ('BaseOffset', 8))
+_L3 = (('Index', 4), ('ErrorCode', 2), ('BaseOffset', 8), ('LogAppendTimeMs', 8))
+_L4 = (('Index', 4), ('ErrorCode', 2), ('BaseOffset', 8), ('LogAppendTimeMs', 8), ('LogStartOffset', 8))
+_L5 = (('NodeId', 4),)
+_L6 = (('Port', 4),)
+_L7 = (('ThrottleTimeMs', 4),)
 
 
-def _absent(field: str, version: int) -> _EncodeError:
+def _absent(field: str, version: int | str) -> _EncodeError:
     return _EncodeError(
         f'attempted to write a non-default {field} at version {version}', field_path=field
     )
@@ -138,11 +140,15 @@ def _read_BatchIndexAndErrorMessage_0(buf: bytes | bytearray | memoryview, pos: 
     # versions 8
     end = len(buf)
     if pos + 4 > end:
-        raise _short_fixed(pos, end, _L_i)
+        raise _short_fixed(pos, end, _L0)
     v_batch_index, = _S_i.unpack_from(buf, pos)
     pos += 4
     v_batch_index_error_message, pos = _rns(buf, pos, 'BatchIndexErrorMessage')
-    return BatchIndexAndErrorMessage(v_batch_index, v_batch_index_error_message, ()), pos
+    o = _new(BatchIndexAndErrorMessage)
+    o.batch_index = v_batch_index
+    o.batch_index_error_message = v_batch_index_error_message
+    o.unknown_tagged_fields = ()
+    return o, pos
 
 
 def _write_BatchIndexAndErrorMessage_0(o: BatchIndexAndErrorMessage, out: bytearray) -> None:
@@ -157,7 +163,7 @@ def _read_BatchIndexAndErrorMessage_1(buf: bytes | bytearray | memoryview, pos: 
     # versions 9-11
     end = len(buf)
     if pos + 4 > end:
-        raise _short_fixed(pos, end, _L_i)
+        raise _short_fixed(pos, end, _L0)
     v_batch_index, = _S_i.unpack_from(buf, pos)
     pos += 4
     v_batch_index_error_message, pos = _rncs(buf, pos, 'BatchIndexErrorMessage')
@@ -173,7 +179,11 @@ def _read_BatchIndexAndErrorMessage_1(buf: bytes | bytearray | memoryview, pos: 
             pos += size
         if raw_tags:
             unknown = tuple(raw_tags)
-    return BatchIndexAndErrorMessage(v_batch_index, v_batch_index_error_message, unknown), pos
+    o = _new(BatchIndexAndErrorMessage)
+    o.batch_index = v_batch_index
+    o.batch_index_error_message = v_batch_index_error_message
+    o.unknown_tagged_fields = unknown
+    return o, pos
 
 
 def _write_BatchIndexAndErrorMessage_1(o: BatchIndexAndErrorMessage, out: bytearray) -> None:
@@ -190,7 +200,7 @@ def _read_LeaderIdAndEpoch_0(buf: bytes | bytearray | memoryview, pos: int) -> t
     # versions 10-11
     end = len(buf)
     if pos + 8 > end:
-        raise _short_fixed(pos, end, _L_ii)
+        raise _short_fixed(pos, end, _L1)
     v_leader_id, v_leader_epoch = _S_ii.unpack_from(buf, pos)
     pos += 8
     unknown: tuple[tuple[int, bytes], ...] = ()
@@ -205,7 +215,11 @@ def _read_LeaderIdAndEpoch_0(buf: bytes | bytearray | memoryview, pos: int) -> t
             pos += size
         if raw_tags:
             unknown = tuple(raw_tags)
-    return LeaderIdAndEpoch(v_leader_id, v_leader_epoch, unknown), pos
+    o = _new(LeaderIdAndEpoch)
+    o.leader_id = v_leader_id
+    o.leader_epoch = v_leader_epoch
+    o.unknown_tagged_fields = unknown
+    return o, pos
 
 
 def _write_LeaderIdAndEpoch_0(o: LeaderIdAndEpoch, out: bytearray) -> None:
@@ -221,10 +235,20 @@ def _read_PartitionProduceResponse_0(buf: bytes | bytearray | memoryview, pos: i
     # versions 0-1
     end = len(buf)
     if pos + 14 > end:
-        raise _short_fixed(pos, end, _L_ihq)
+        raise _short_fixed(pos, end, _L2)
     v_index, v_error_code, v_base_offset = _S_ihq.unpack_from(buf, pos)
     pos += 14
-    return PartitionProduceResponse(v_index, v_error_code, v_base_offset, -1, -1, [], None, LeaderIdAndEpoch(), ()), pos
+    o = _new(PartitionProduceResponse)
+    o.index = v_index
+    o.error_code = v_error_code
+    o.base_offset = v_base_offset
+    o.log_append_time_ms = -1
+    o.log_start_offset = -1
+    o.record_errors = []
+    o.error_message = None
+    o.current_leader = LeaderIdAndEpoch()
+    o.unknown_tagged_fields = ()
+    return o, pos
 
 
 def _write_PartitionProduceResponse_0(o: PartitionProduceResponse, out: bytearray) -> None:
@@ -240,10 +264,20 @@ def _read_PartitionProduceResponse_1(buf: bytes | bytearray | memoryview, pos: i
     # versions 2-4
     end = len(buf)
     if pos + 22 > end:
-        raise _short_fixed(pos, end, _L_ihqq)
+        raise _short_fixed(pos, end, _L3)
     v_index, v_error_code, v_base_offset, v_log_append_time_ms = _S_ihqq.unpack_from(buf, pos)
     pos += 22
-    return PartitionProduceResponse(v_index, v_error_code, v_base_offset, v_log_append_time_ms, -1, [], None, LeaderIdAndEpoch(), ()), pos
+    o = _new(PartitionProduceResponse)
+    o.index = v_index
+    o.error_code = v_error_code
+    o.base_offset = v_base_offset
+    o.log_append_time_ms = v_log_append_time_ms
+    o.log_start_offset = -1
+    o.record_errors = []
+    o.error_message = None
+    o.current_leader = LeaderIdAndEpoch()
+    o.unknown_tagged_fields = ()
+    return o, pos
 
 
 def _write_PartitionProduceResponse_1(o: PartitionProduceResponse, out: bytearray) -> None:
@@ -259,10 +293,20 @@ def _read_PartitionProduceResponse_2(buf: bytes | bytearray | memoryview, pos: i
     # versions 5-7
     end = len(buf)
     if pos + 30 > end:
-        raise _short_fixed(pos, end, _L_ihqqq)
+        raise _short_fixed(pos, end, _L4)
     v_index, v_error_code, v_base_offset, v_log_append_time_ms, v_log_start_offset = _S_ihqqq.unpack_from(buf, pos)
     pos += 30
-    return PartitionProduceResponse(v_index, v_error_code, v_base_offset, v_log_append_time_ms, v_log_start_offset, [], None, LeaderIdAndEpoch(), ()), pos
+    o = _new(PartitionProduceResponse)
+    o.index = v_index
+    o.error_code = v_error_code
+    o.base_offset = v_base_offset
+    o.log_append_time_ms = v_log_append_time_ms
+    o.log_start_offset = v_log_start_offset
+    o.record_errors = []
+    o.error_message = None
+    o.current_leader = LeaderIdAndEpoch()
+    o.unknown_tagged_fields = ()
+    return o, pos
 
 
 def _write_PartitionProduceResponse_2(o: PartitionProduceResponse, out: bytearray) -> None:
@@ -278,21 +322,32 @@ def _read_PartitionProduceResponse_3(buf: bytes | bytearray | memoryview, pos: i
     # versions 8
     end = len(buf)
     if pos + 30 > end:
-        raise _short_fixed(pos, end, _L_ihqqq)
+        raise _short_fixed(pos, end, _L4)
     v_index, v_error_code, v_base_offset, v_log_append_time_ms, v_log_start_offset = _S_ihqqq.unpack_from(buf, pos)
     pos += 30
+    v_record_errors: list[BatchIndexAndErrorMessage]
     n_v_record_errors, pos = _ral(buf, pos, 'RecordErrors')
     v_record_errors = []
-    app = v_record_errors.append
+    app_v_record_errors = v_record_errors.append
     i = 0
     try:
         for i in range(n_v_record_errors):
-            item, pos = _read_BatchIndexAndErrorMessage_0(buf, pos)
-            app(item)
+            e_v_record_errors, pos = _read_BatchIndexAndErrorMessage_0(buf, pos)
+            app_v_record_errors(e_v_record_errors)
     except _DecodeError as exc:
         raise exc.refine(field=f'RecordErrors[{i}]')
     v_error_message, pos = _rns(buf, pos, 'ErrorMessage')
-    return PartitionProduceResponse(v_index, v_error_code, v_base_offset, v_log_append_time_ms, v_log_start_offset, v_record_errors, v_error_message, LeaderIdAndEpoch(), ()), pos
+    o = _new(PartitionProduceResponse)
+    o.index = v_index
+    o.error_code = v_error_code
+    o.base_offset = v_base_offset
+    o.log_append_time_ms = v_log_append_time_ms
+    o.log_start_offset = v_log_start_offset
+    o.record_errors = v_record_errors
+    o.error_message = v_error_message
+    o.current_leader = LeaderIdAndEpoch()
+    o.unknown_tagged_fields = ()
+    return o, pos
 
 
 def _write_PartitionProduceResponse_3(o: PartitionProduceResponse, out: bytearray) -> None:
@@ -303,8 +358,8 @@ def _write_PartitionProduceResponse_3(o: PartitionProduceResponse, out: bytearra
     if o.record_errors is None:
         raise _null('RecordErrors')
     _wal(out, o.record_errors, 'RecordErrors')
-    for item in o.record_errors:
-        _write_BatchIndexAndErrorMessage_0(item, out)
+    for e_record_errors in o.record_errors:
+        _write_BatchIndexAndErrorMessage_0(e_record_errors, out)
     _ws(out, o.error_message, 'ErrorMessage')
     if o.unknown_tagged_fields:
         raise _EncodeError('tagged fields cannot be written at non-flexible version 8')
@@ -314,17 +369,22 @@ def _read_PartitionProduceResponse_4(buf: bytes | bytearray | memoryview, pos: i
     # versions 9
     end = len(buf)
     if pos + 30 > end:
-        raise _short_fixed(pos, end, _L_ihqqq)
+        raise _short_fixed(pos, end, _L4)
     v_index, v_error_code, v_base_offset, v_log_append_time_ms, v_log_start_offset = _S_ihqqq.unpack_from(buf, pos)
     pos += 30
-    n_v_record_errors, pos = _rcal(buf, pos, 'RecordErrors')
+    v_record_errors: list[BatchIndexAndErrorMessage]
+    n_v_record_errors = buf[pos] - 1 if pos < end else -2
+    if 0 <= n_v_record_errors < 127 and n_v_record_errors <= end - pos:
+        pos += 1
+    else:
+        n_v_record_errors, pos = _rcal(buf, pos, 'RecordErrors')
     v_record_errors = []
-    app = v_record_errors.append
+    app_v_record_errors = v_record_errors.append
     i = 0
     try:
         for i in range(n_v_record_errors):
-            item, pos = _read_BatchIndexAndErrorMessage_1(buf, pos)
-            app(item)
+            e_v_record_errors, pos = _read_BatchIndexAndErrorMessage_1(buf, pos)
+            app_v_record_errors(e_v_record_errors)
     except _DecodeError as exc:
         raise exc.refine(field=f'RecordErrors[{i}]')
     v_error_message, pos = _rncs(buf, pos, 'ErrorMessage')
@@ -343,7 +403,17 @@ def _read_PartitionProduceResponse_4(buf: bytes | bytearray | memoryview, pos: i
             pos += size
         if raw_tags:
             unknown = tuple(raw_tags)
-    return PartitionProduceResponse(v_index, v_error_code, v_base_offset, v_log_append_time_ms, v_log_start_offset, v_record_errors, v_error_message, LeaderIdAndEpoch(), unknown), pos
+    o = _new(PartitionProduceResponse)
+    o.index = v_index
+    o.error_code = v_error_code
+    o.base_offset = v_base_offset
+    o.log_append_time_ms = v_log_append_time_ms
+    o.log_start_offset = v_log_start_offset
+    o.record_errors = v_record_errors
+    o.error_message = v_error_message
+    o.current_leader = LeaderIdAndEpoch()
+    o.unknown_tagged_fields = unknown
+    return o, pos
 
 
 def _write_PartitionProduceResponse_4(o: PartitionProduceResponse, out: bytearray) -> None:
@@ -354,8 +424,8 @@ def _write_PartitionProduceResponse_4(o: PartitionProduceResponse, out: bytearra
     if o.record_errors is None:
         raise _null('RecordErrors')
     _wcal(out, o.record_errors, 'RecordErrors')
-    for item in o.record_errors:
-        _write_BatchIndexAndErrorMessage_1(item, out)
+    for e_record_errors in o.record_errors:
+        _write_BatchIndexAndErrorMessage_1(e_record_errors, out)
     _wcs(out, o.error_message, 'ErrorMessage')
     if o.unknown_tagged_fields:
         _wts(out, (), o.unknown_tagged_fields, '_tagged_fields')
@@ -367,21 +437,26 @@ def _read_PartitionProduceResponse_5(buf: bytes | bytearray | memoryview, pos: i
     # versions 10-11
     end = len(buf)
     if pos + 30 > end:
-        raise _short_fixed(pos, end, _L_ihqqq)
+        raise _short_fixed(pos, end, _L4)
     v_index, v_error_code, v_base_offset, v_log_append_time_ms, v_log_start_offset = _S_ihqqq.unpack_from(buf, pos)
     pos += 30
-    n_v_record_errors, pos = _rcal(buf, pos, 'RecordErrors')
+    v_record_errors: list[BatchIndexAndErrorMessage]
+    n_v_record_errors = buf[pos] - 1 if pos < end else -2
+    if 0 <= n_v_record_errors < 127 and n_v_record_errors <= end - pos:
+        pos += 1
+    else:
+        n_v_record_errors, pos = _rcal(buf, pos, 'RecordErrors')
     v_record_errors = []
-    app = v_record_errors.append
+    app_v_record_errors = v_record_errors.append
     i = 0
     try:
         for i in range(n_v_record_errors):
-            item, pos = _read_BatchIndexAndErrorMessage_1(buf, pos)
-            app(item)
+            e_v_record_errors, pos = _read_BatchIndexAndErrorMessage_1(buf, pos)
+            app_v_record_errors(e_v_record_errors)
     except _DecodeError as exc:
         raise exc.refine(field=f'RecordErrors[{i}]')
     v_error_message, pos = _rncs(buf, pos, 'ErrorMessage')
-    v_current_leader = LeaderIdAndEpoch()
+    v_current_leader: LeaderIdAndEpoch = LeaderIdAndEpoch()
     unknown: tuple[tuple[int, bytes], ...] = ()
     if pos < end and buf[pos] == 0:
         pos += 1
@@ -402,7 +477,17 @@ def _read_PartitionProduceResponse_5(buf: bytes | bytearray | memoryview, pos: i
             pos += size
         if raw_tags:
             unknown = tuple(raw_tags)
-    return PartitionProduceResponse(v_index, v_error_code, v_base_offset, v_log_append_time_ms, v_log_start_offset, v_record_errors, v_error_message, v_current_leader, unknown), pos
+    o = _new(PartitionProduceResponse)
+    o.index = v_index
+    o.error_code = v_error_code
+    o.base_offset = v_base_offset
+    o.log_append_time_ms = v_log_append_time_ms
+    o.log_start_offset = v_log_start_offset
+    o.record_errors = v_record_errors
+    o.error_message = v_error_message
+    o.current_leader = v_current_leader
+    o.unknown_tagged_fields = unknown
+    return o, pos
 
 
 def _write_PartitionProduceResponse_5(o: PartitionProduceResponse, out: bytearray) -> None:
@@ -411,8 +496,8 @@ def _write_PartitionProduceResponse_5(o: PartitionProduceResponse, out: bytearra
     if o.record_errors is None:
         raise _null('RecordErrors')
     _wcal(out, o.record_errors, 'RecordErrors')
-    for item in o.record_errors:
-        _write_BatchIndexAndErrorMessage_1(item, out)
+    for e_record_errors in o.record_errors:
+        _write_BatchIndexAndErrorMessage_1(e_record_errors, out)
     _wcs(out, o.error_message, 'ErrorMessage')
     tagged: list[tuple[int, bytes | bytearray]] = []
     if o.current_leader != LeaderIdAndEpoch():
@@ -431,17 +516,22 @@ def _read_TopicProduceResponse_0(buf: bytes | bytearray | memoryview, pos: int) 
     # versions 0-1
     end = len(buf)
     v_name, pos = _rs(buf, pos, 'Name')
+    v_partition_responses: list[PartitionProduceResponse]
     n_v_partition_responses, pos = _ral(buf, pos, 'PartitionResponses')
     v_partition_responses = []
-    app = v_partition_responses.append
+    app_v_partition_responses = v_partition_responses.append
     i = 0
     try:
         for i in range(n_v_partition_responses):
-            item, pos = _read_PartitionProduceResponse_0(buf, pos)
-            app(item)
+            e_v_partition_responses, pos = _read_PartitionProduceResponse_0(buf, pos)
+            app_v_partition_responses(e_v_partition_responses)
     except _DecodeError as exc:
         raise exc.refine(field=f'PartitionResponses[{i}]')
-    return TopicProduceResponse(v_name, v_partition_responses, ()), pos
+    o = _new(TopicProduceResponse)
+    o.name = v_name
+    o.partition_responses = v_partition_responses
+    o.unknown_tagged_fields = ()
+    return o, pos
 
 
 def _write_TopicProduceResponse_0(o: TopicProduceResponse, out: bytearray) -> None:
@@ -452,8 +542,8 @@ def _write_TopicProduceResponse_0(o: TopicProduceResponse, out: bytearray) -> No
     if o.partition_responses is None:
         raise _null('PartitionResponses')
     _wal(out, o.partition_responses, 'PartitionResponses')
-    for item in o.partition_responses:
-        _write_PartitionProduceResponse_0(item, out)
+    for e_partition_responses in o.partition_responses:
+        _write_PartitionProduceResponse_0(e_partition_responses, out)
     if o.unknown_tagged_fields:
         raise _EncodeError('tagged fields cannot be written at non-flexible version 0-1')
 
@@ -462,17 +552,22 @@ def _read_TopicProduceResponse_1(buf: bytes | bytearray | memoryview, pos: int) 
     # versions 2-4
     end = len(buf)
     v_name, pos = _rs(buf, pos, 'Name')
+    v_partition_responses: list[PartitionProduceResponse]
     n_v_partition_responses, pos = _ral(buf, pos, 'PartitionResponses')
     v_partition_responses = []
-    app = v_partition_responses.append
+    app_v_partition_responses = v_partition_responses.append
     i = 0
     try:
         for i in range(n_v_partition_responses):
-            item, pos = _read_PartitionProduceResponse_1(buf, pos)
-            app(item)
+            e_v_partition_responses, pos = _read_PartitionProduceResponse_1(buf, pos)
+            app_v_partition_responses(e_v_partition_responses)
     except _DecodeError as exc:
         raise exc.refine(field=f'PartitionResponses[{i}]')
-    return TopicProduceResponse(v_name, v_partition_responses, ()), pos
+    o = _new(TopicProduceResponse)
+    o.name = v_name
+    o.partition_responses = v_partition_responses
+    o.unknown_tagged_fields = ()
+    return o, pos
 
 
 def _write_TopicProduceResponse_1(o: TopicProduceResponse, out: bytearray) -> None:
@@ -483,8 +578,8 @@ def _write_TopicProduceResponse_1(o: TopicProduceResponse, out: bytearray) -> No
     if o.partition_responses is None:
         raise _null('PartitionResponses')
     _wal(out, o.partition_responses, 'PartitionResponses')
-    for item in o.partition_responses:
-        _write_PartitionProduceResponse_1(item, out)
+    for e_partition_responses in o.partition_responses:
+        _write_PartitionProduceResponse_1(e_partition_responses, out)
     if o.unknown_tagged_fields:
         raise _EncodeError('tagged fields cannot be written at non-flexible version 2-4')
 
@@ -493,17 +588,22 @@ def _read_TopicProduceResponse_2(buf: bytes | bytearray | memoryview, pos: int) 
     # versions 5-7
     end = len(buf)
     v_name, pos = _rs(buf, pos, 'Name')
+    v_partition_responses: list[PartitionProduceResponse]
     n_v_partition_responses, pos = _ral(buf, pos, 'PartitionResponses')
     v_partition_responses = []
-    app = v_partition_responses.append
+    app_v_partition_responses = v_partition_responses.append
     i = 0
     try:
         for i in range(n_v_partition_responses):
-            item, pos = _read_PartitionProduceResponse_2(buf, pos)
-            app(item)
+            e_v_partition_responses, pos = _read_PartitionProduceResponse_2(buf, pos)
+            app_v_partition_responses(e_v_partition_responses)
     except _DecodeError as exc:
         raise exc.refine(field=f'PartitionResponses[{i}]')
-    return TopicProduceResponse(v_name, v_partition_responses, ()), pos
+    o = _new(TopicProduceResponse)
+    o.name = v_name
+    o.partition_responses = v_partition_responses
+    o.unknown_tagged_fields = ()
+    return o, pos
 
 
 def _write_TopicProduceResponse_2(o: TopicProduceResponse, out: bytearray) -> None:
@@ -514,8 +614,8 @@ def _write_TopicProduceResponse_2(o: TopicProduceResponse, out: bytearray) -> No
     if o.partition_responses is None:
         raise _null('PartitionResponses')
     _wal(out, o.partition_responses, 'PartitionResponses')
-    for item in o.partition_responses:
-        _write_PartitionProduceResponse_2(item, out)
+    for e_partition_responses in o.partition_responses:
+        _write_PartitionProduceResponse_2(e_partition_responses, out)
     if o.unknown_tagged_fields:
         raise _EncodeError('tagged fields cannot be written at non-flexible version 5-7')
 
@@ -524,17 +624,22 @@ def _read_TopicProduceResponse_3(buf: bytes | bytearray | memoryview, pos: int) 
     # versions 8
     end = len(buf)
     v_name, pos = _rs(buf, pos, 'Name')
+    v_partition_responses: list[PartitionProduceResponse]
     n_v_partition_responses, pos = _ral(buf, pos, 'PartitionResponses')
     v_partition_responses = []
-    app = v_partition_responses.append
+    app_v_partition_responses = v_partition_responses.append
     i = 0
     try:
         for i in range(n_v_partition_responses):
-            item, pos = _read_PartitionProduceResponse_3(buf, pos)
-            app(item)
+            e_v_partition_responses, pos = _read_PartitionProduceResponse_3(buf, pos)
+            app_v_partition_responses(e_v_partition_responses)
     except _DecodeError as exc:
         raise exc.refine(field=f'PartitionResponses[{i}]')
-    return TopicProduceResponse(v_name, v_partition_responses, ()), pos
+    o = _new(TopicProduceResponse)
+    o.name = v_name
+    o.partition_responses = v_partition_responses
+    o.unknown_tagged_fields = ()
+    return o, pos
 
 
 def _write_TopicProduceResponse_3(o: TopicProduceResponse, out: bytearray) -> None:
@@ -545,8 +650,8 @@ def _write_TopicProduceResponse_3(o: TopicProduceResponse, out: bytearray) -> No
     if o.partition_responses is None:
         raise _null('PartitionResponses')
     _wal(out, o.partition_responses, 'PartitionResponses')
-    for item in o.partition_responses:
-        _write_PartitionProduceResponse_3(item, out)
+    for e_partition_responses in o.partition_responses:
+        _write_PartitionProduceResponse_3(e_partition_responses, out)
     if o.unknown_tagged_fields:
         raise _EncodeError('tagged fields cannot be written at non-flexible version 8')
 
@@ -555,14 +660,19 @@ def _read_TopicProduceResponse_4(buf: bytes | bytearray | memoryview, pos: int) 
     # versions 9
     end = len(buf)
     v_name, pos = _rcs(buf, pos, 'Name')
-    n_v_partition_responses, pos = _rcal(buf, pos, 'PartitionResponses')
+    v_partition_responses: list[PartitionProduceResponse]
+    n_v_partition_responses = buf[pos] - 1 if pos < end else -2
+    if 0 <= n_v_partition_responses < 127 and n_v_partition_responses <= end - pos:
+        pos += 1
+    else:
+        n_v_partition_responses, pos = _rcal(buf, pos, 'PartitionResponses')
     v_partition_responses = []
-    app = v_partition_responses.append
+    app_v_partition_responses = v_partition_responses.append
     i = 0
     try:
         for i in range(n_v_partition_responses):
-            item, pos = _read_PartitionProduceResponse_4(buf, pos)
-            app(item)
+            e_v_partition_responses, pos = _read_PartitionProduceResponse_4(buf, pos)
+            app_v_partition_responses(e_v_partition_responses)
     except _DecodeError as exc:
         raise exc.refine(field=f'PartitionResponses[{i}]')
     unknown: tuple[tuple[int, bytes], ...] = ()
@@ -577,7 +687,11 @@ def _read_TopicProduceResponse_4(buf: bytes | bytearray | memoryview, pos: int) 
             pos += size
         if raw_tags:
             unknown = tuple(raw_tags)
-    return TopicProduceResponse(v_name, v_partition_responses, unknown), pos
+    o = _new(TopicProduceResponse)
+    o.name = v_name
+    o.partition_responses = v_partition_responses
+    o.unknown_tagged_fields = unknown
+    return o, pos
 
 
 def _write_TopicProduceResponse_4(o: TopicProduceResponse, out: bytearray) -> None:
@@ -588,8 +702,8 @@ def _write_TopicProduceResponse_4(o: TopicProduceResponse, out: bytearray) -> No
     if o.partition_responses is None:
         raise _null('PartitionResponses')
     _wcal(out, o.partition_responses, 'PartitionResponses')
-    for item in o.partition_responses:
-        _write_PartitionProduceResponse_4(item, out)
+    for e_partition_responses in o.partition_responses:
+        _write_PartitionProduceResponse_4(e_partition_responses, out)
     if o.unknown_tagged_fields:
         _wts(out, (), o.unknown_tagged_fields, '_tagged_fields')
     else:
@@ -600,14 +714,19 @@ def _read_TopicProduceResponse_5(buf: bytes | bytearray | memoryview, pos: int) 
     # versions 10-11
     end = len(buf)
     v_name, pos = _rcs(buf, pos, 'Name')
-    n_v_partition_responses, pos = _rcal(buf, pos, 'PartitionResponses')
+    v_partition_responses: list[PartitionProduceResponse]
+    n_v_partition_responses = buf[pos] - 1 if pos < end else -2
+    if 0 <= n_v_partition_responses < 127 and n_v_partition_responses <= end - pos:
+        pos += 1
+    else:
+        n_v_partition_responses, pos = _rcal(buf, pos, 'PartitionResponses')
     v_partition_responses = []
-    app = v_partition_responses.append
+    app_v_partition_responses = v_partition_responses.append
     i = 0
     try:
         for i in range(n_v_partition_responses):
-            item, pos = _read_PartitionProduceResponse_5(buf, pos)
-            app(item)
+            e_v_partition_responses, pos = _read_PartitionProduceResponse_5(buf, pos)
+            app_v_partition_responses(e_v_partition_responses)
     except _DecodeError as exc:
         raise exc.refine(field=f'PartitionResponses[{i}]')
     unknown: tuple[tuple[int, bytes], ...] = ()
@@ -622,7 +741,11 @@ def _read_TopicProduceResponse_5(buf: bytes | bytearray | memoryview, pos: int) 
             pos += size
         if raw_tags:
             unknown = tuple(raw_tags)
-    return TopicProduceResponse(v_name, v_partition_responses, unknown), pos
+    o = _new(TopicProduceResponse)
+    o.name = v_name
+    o.partition_responses = v_partition_responses
+    o.unknown_tagged_fields = unknown
+    return o, pos
 
 
 def _write_TopicProduceResponse_5(o: TopicProduceResponse, out: bytearray) -> None:
@@ -633,8 +756,8 @@ def _write_TopicProduceResponse_5(o: TopicProduceResponse, out: bytearray) -> No
     if o.partition_responses is None:
         raise _null('PartitionResponses')
     _wcal(out, o.partition_responses, 'PartitionResponses')
-    for item in o.partition_responses:
-        _write_PartitionProduceResponse_5(item, out)
+    for e_partition_responses in o.partition_responses:
+        _write_PartitionProduceResponse_5(e_partition_responses, out)
     if o.unknown_tagged_fields:
         _wts(out, (), o.unknown_tagged_fields, '_tagged_fields')
     else:
@@ -645,12 +768,12 @@ def _read_NodeEndpoint_0(buf: bytes | bytearray | memoryview, pos: int) -> tuple
     # versions 10-11
     end = len(buf)
     if pos + 4 > end:
-        raise _short_fixed(pos, end, _L_i)
+        raise _short_fixed(pos, end, _L5)
     v_node_id, = _S_i.unpack_from(buf, pos)
     pos += 4
     v_host, pos = _rcs(buf, pos, 'Host')
     if pos + 4 > end:
-        raise _short_fixed(pos, end, _L_i)
+        raise _short_fixed(pos, end, _L6)
     v_port, = _S_i.unpack_from(buf, pos)
     pos += 4
     v_rack, pos = _rncs(buf, pos, 'Rack')
@@ -666,7 +789,13 @@ def _read_NodeEndpoint_0(buf: bytes | bytearray | memoryview, pos: int) -> tuple
             pos += size
         if raw_tags:
             unknown = tuple(raw_tags)
-    return NodeEndpoint(v_node_id, v_host, v_port, v_rack, unknown), pos
+    o = _new(NodeEndpoint)
+    o.node_id = v_node_id
+    o.host = v_host
+    o.port = v_port
+    o.rack = v_rack
+    o.unknown_tagged_fields = unknown
+    return o, pos
 
 
 def _write_NodeEndpoint_0(o: NodeEndpoint, out: bytearray) -> None:
@@ -686,17 +815,23 @@ def _write_NodeEndpoint_0(o: NodeEndpoint, out: bytearray) -> None:
 def _read_ProduceResponse_0(buf: bytes | bytearray | memoryview, pos: int) -> tuple[ProduceResponse, int]:
     # versions 0
     end = len(buf)
+    v_responses: list[TopicProduceResponse]
     n_v_responses, pos = _ral(buf, pos, 'Responses')
     v_responses = []
-    app = v_responses.append
+    app_v_responses = v_responses.append
     i = 0
     try:
         for i in range(n_v_responses):
-            item, pos = _read_TopicProduceResponse_0(buf, pos)
-            app(item)
+            e_v_responses, pos = _read_TopicProduceResponse_0(buf, pos)
+            app_v_responses(e_v_responses)
     except _DecodeError as exc:
         raise exc.refine(field=f'Responses[{i}]')
-    return ProduceResponse(v_responses, 0, [], ()), pos
+    o = _new(ProduceResponse)
+    o.responses = v_responses
+    o.throttle_time_ms = 0
+    o.node_endpoints = []
+    o.unknown_tagged_fields = ()
+    return o, pos
 
 
 def _write_ProduceResponse_0(o: ProduceResponse, out: bytearray) -> None:
@@ -706,8 +841,8 @@ def _write_ProduceResponse_0(o: ProduceResponse, out: bytearray) -> None:
     if o.responses is None:
         raise _null('Responses')
     _wal(out, o.responses, 'Responses')
-    for item in o.responses:
-        _write_TopicProduceResponse_0(item, out)
+    for e_responses in o.responses:
+        _write_TopicProduceResponse_0(e_responses, out)
     if o.unknown_tagged_fields:
         raise _EncodeError('tagged fields cannot be written at non-flexible version 0')
 
@@ -715,21 +850,27 @@ def _write_ProduceResponse_0(o: ProduceResponse, out: bytearray) -> None:
 def _read_ProduceResponse_1(buf: bytes | bytearray | memoryview, pos: int) -> tuple[ProduceResponse, int]:
     # versions 1
     end = len(buf)
+    v_responses: list[TopicProduceResponse]
     n_v_responses, pos = _ral(buf, pos, 'Responses')
     v_responses = []
-    app = v_responses.append
+    app_v_responses = v_responses.append
     i = 0
     try:
         for i in range(n_v_responses):
-            item, pos = _read_TopicProduceResponse_0(buf, pos)
-            app(item)
+            e_v_responses, pos = _read_TopicProduceResponse_0(buf, pos)
+            app_v_responses(e_v_responses)
     except _DecodeError as exc:
         raise exc.refine(field=f'Responses[{i}]')
     if pos + 4 > end:
-        raise _short_fixed(pos, end, _L_i)
+        raise _short_fixed(pos, end, _L7)
     v_throttle_time_ms, = _S_i.unpack_from(buf, pos)
     pos += 4
-    return ProduceResponse(v_responses, v_throttle_time_ms, [], ()), pos
+    o = _new(ProduceResponse)
+    o.responses = v_responses
+    o.throttle_time_ms = v_throttle_time_ms
+    o.node_endpoints = []
+    o.unknown_tagged_fields = ()
+    return o, pos
 
 
 def _write_ProduceResponse_1(o: ProduceResponse, out: bytearray) -> None:
@@ -739,8 +880,8 @@ def _write_ProduceResponse_1(o: ProduceResponse, out: bytearray) -> None:
     if o.responses is None:
         raise _null('Responses')
     _wal(out, o.responses, 'Responses')
-    for item in o.responses:
-        _write_TopicProduceResponse_0(item, out)
+    for e_responses in o.responses:
+        _write_TopicProduceResponse_0(e_responses, out)
     out += _S_i.pack(o.throttle_time_ms)
     if o.unknown_tagged_fields:
         raise _EncodeError('tagged fields cannot be written at non-flexible version 1')
@@ -749,21 +890,27 @@ def _write_ProduceResponse_1(o: ProduceResponse, out: bytearray) -> None:
 def _read_ProduceResponse_2(buf: bytes | bytearray | memoryview, pos: int) -> tuple[ProduceResponse, int]:
     # versions 2-4
     end = len(buf)
+    v_responses: list[TopicProduceResponse]
     n_v_responses, pos = _ral(buf, pos, 'Responses')
     v_responses = []
-    app = v_responses.append
+    app_v_responses = v_responses.append
     i = 0
     try:
         for i in range(n_v_responses):
-            item, pos = _read_TopicProduceResponse_1(buf, pos)
-            app(item)
+            e_v_responses, pos = _read_TopicProduceResponse_1(buf, pos)
+            app_v_responses(e_v_responses)
     except _DecodeError as exc:
         raise exc.refine(field=f'Responses[{i}]')
     if pos + 4 > end:
-        raise _short_fixed(pos, end, _L_i)
+        raise _short_fixed(pos, end, _L7)
     v_throttle_time_ms, = _S_i.unpack_from(buf, pos)
     pos += 4
-    return ProduceResponse(v_responses, v_throttle_time_ms, [], ()), pos
+    o = _new(ProduceResponse)
+    o.responses = v_responses
+    o.throttle_time_ms = v_throttle_time_ms
+    o.node_endpoints = []
+    o.unknown_tagged_fields = ()
+    return o, pos
 
 
 def _write_ProduceResponse_2(o: ProduceResponse, out: bytearray) -> None:
@@ -773,8 +920,8 @@ def _write_ProduceResponse_2(o: ProduceResponse, out: bytearray) -> None:
     if o.responses is None:
         raise _null('Responses')
     _wal(out, o.responses, 'Responses')
-    for item in o.responses:
-        _write_TopicProduceResponse_1(item, out)
+    for e_responses in o.responses:
+        _write_TopicProduceResponse_1(e_responses, out)
     out += _S_i.pack(o.throttle_time_ms)
     if o.unknown_tagged_fields:
         raise _EncodeError('tagged fields cannot be written at non-flexible version 2-4')
@@ -783,21 +930,27 @@ def _write_ProduceResponse_2(o: ProduceResponse, out: bytearray) -> None:
 def _read_ProduceResponse_3(buf: bytes | bytearray | memoryview, pos: int) -> tuple[ProduceResponse, int]:
     # versions 5-7
     end = len(buf)
+    v_responses: list[TopicProduceResponse]
     n_v_responses, pos = _ral(buf, pos, 'Responses')
     v_responses = []
-    app = v_responses.append
+    app_v_responses = v_responses.append
     i = 0
     try:
         for i in range(n_v_responses):
-            item, pos = _read_TopicProduceResponse_2(buf, pos)
-            app(item)
+            e_v_responses, pos = _read_TopicProduceResponse_2(buf, pos)
+            app_v_responses(e_v_responses)
     except _DecodeError as exc:
         raise exc.refine(field=f'Responses[{i}]')
     if pos + 4 > end:
-        raise _short_fixed(pos, end, _L_i)
+        raise _short_fixed(pos, end, _L7)
     v_throttle_time_ms, = _S_i.unpack_from(buf, pos)
     pos += 4
-    return ProduceResponse(v_responses, v_throttle_time_ms, [], ()), pos
+    o = _new(ProduceResponse)
+    o.responses = v_responses
+    o.throttle_time_ms = v_throttle_time_ms
+    o.node_endpoints = []
+    o.unknown_tagged_fields = ()
+    return o, pos
 
 
 def _write_ProduceResponse_3(o: ProduceResponse, out: bytearray) -> None:
@@ -807,8 +960,8 @@ def _write_ProduceResponse_3(o: ProduceResponse, out: bytearray) -> None:
     if o.responses is None:
         raise _null('Responses')
     _wal(out, o.responses, 'Responses')
-    for item in o.responses:
-        _write_TopicProduceResponse_2(item, out)
+    for e_responses in o.responses:
+        _write_TopicProduceResponse_2(e_responses, out)
     out += _S_i.pack(o.throttle_time_ms)
     if o.unknown_tagged_fields:
         raise _EncodeError('tagged fields cannot be written at non-flexible version 5-7')
@@ -817,21 +970,27 @@ def _write_ProduceResponse_3(o: ProduceResponse, out: bytearray) -> None:
 def _read_ProduceResponse_4(buf: bytes | bytearray | memoryview, pos: int) -> tuple[ProduceResponse, int]:
     # versions 8
     end = len(buf)
+    v_responses: list[TopicProduceResponse]
     n_v_responses, pos = _ral(buf, pos, 'Responses')
     v_responses = []
-    app = v_responses.append
+    app_v_responses = v_responses.append
     i = 0
     try:
         for i in range(n_v_responses):
-            item, pos = _read_TopicProduceResponse_3(buf, pos)
-            app(item)
+            e_v_responses, pos = _read_TopicProduceResponse_3(buf, pos)
+            app_v_responses(e_v_responses)
     except _DecodeError as exc:
         raise exc.refine(field=f'Responses[{i}]')
     if pos + 4 > end:
-        raise _short_fixed(pos, end, _L_i)
+        raise _short_fixed(pos, end, _L7)
     v_throttle_time_ms, = _S_i.unpack_from(buf, pos)
     pos += 4
-    return ProduceResponse(v_responses, v_throttle_time_ms, [], ()), pos
+    o = _new(ProduceResponse)
+    o.responses = v_responses
+    o.throttle_time_ms = v_throttle_time_ms
+    o.node_endpoints = []
+    o.unknown_tagged_fields = ()
+    return o, pos
 
 
 def _write_ProduceResponse_4(o: ProduceResponse, out: bytearray) -> None:
@@ -841,8 +1000,8 @@ def _write_ProduceResponse_4(o: ProduceResponse, out: bytearray) -> None:
     if o.responses is None:
         raise _null('Responses')
     _wal(out, o.responses, 'Responses')
-    for item in o.responses:
-        _write_TopicProduceResponse_3(item, out)
+    for e_responses in o.responses:
+        _write_TopicProduceResponse_3(e_responses, out)
     out += _S_i.pack(o.throttle_time_ms)
     if o.unknown_tagged_fields:
         raise _EncodeError('tagged fields cannot be written at non-flexible version 8')
@@ -851,18 +1010,23 @@ def _write_ProduceResponse_4(o: ProduceResponse, out: bytearray) -> None:
 def _read_ProduceResponse_5(buf: bytes | bytearray | memoryview, pos: int) -> tuple[ProduceResponse, int]:
     # versions 9
     end = len(buf)
-    n_v_responses, pos = _rcal(buf, pos, 'Responses')
+    v_responses: list[TopicProduceResponse]
+    n_v_responses = buf[pos] - 1 if pos < end else -2
+    if 0 <= n_v_responses < 127 and n_v_responses <= end - pos:
+        pos += 1
+    else:
+        n_v_responses, pos = _rcal(buf, pos, 'Responses')
     v_responses = []
-    app = v_responses.append
+    app_v_responses = v_responses.append
     i = 0
     try:
         for i in range(n_v_responses):
-            item, pos = _read_TopicProduceResponse_4(buf, pos)
-            app(item)
+            e_v_responses, pos = _read_TopicProduceResponse_4(buf, pos)
+            app_v_responses(e_v_responses)
     except _DecodeError as exc:
         raise exc.refine(field=f'Responses[{i}]')
     if pos + 4 > end:
-        raise _short_fixed(pos, end, _L_i)
+        raise _short_fixed(pos, end, _L7)
     v_throttle_time_ms, = _S_i.unpack_from(buf, pos)
     pos += 4
     unknown: tuple[tuple[int, bytes], ...] = ()
@@ -880,7 +1044,12 @@ def _read_ProduceResponse_5(buf: bytes | bytearray | memoryview, pos: int) -> tu
             pos += size
         if raw_tags:
             unknown = tuple(raw_tags)
-    return ProduceResponse(v_responses, v_throttle_time_ms, [], unknown), pos
+    o = _new(ProduceResponse)
+    o.responses = v_responses
+    o.throttle_time_ms = v_throttle_time_ms
+    o.node_endpoints = []
+    o.unknown_tagged_fields = unknown
+    return o, pos
 
 
 def _write_ProduceResponse_5(o: ProduceResponse, out: bytearray) -> None:
@@ -890,8 +1059,8 @@ def _write_ProduceResponse_5(o: ProduceResponse, out: bytearray) -> None:
     if o.responses is None:
         raise _null('Responses')
     _wcal(out, o.responses, 'Responses')
-    for item in o.responses:
-        _write_TopicProduceResponse_4(item, out)
+    for e_responses in o.responses:
+        _write_TopicProduceResponse_4(e_responses, out)
     out += _S_i.pack(o.throttle_time_ms)
     if o.unknown_tagged_fields:
         _wts(out, (), o.unknown_tagged_fields, '_tagged_fields')
@@ -902,21 +1071,26 @@ def _write_ProduceResponse_5(o: ProduceResponse, out: bytearray) -> None:
 def _read_ProduceResponse_6(buf: bytes | bytearray | memoryview, pos: int) -> tuple[ProduceResponse, int]:
     # versions 10-11
     end = len(buf)
-    n_v_responses, pos = _rcal(buf, pos, 'Responses')
+    v_responses: list[TopicProduceResponse]
+    n_v_responses = buf[pos] - 1 if pos < end else -2
+    if 0 <= n_v_responses < 127 and n_v_responses <= end - pos:
+        pos += 1
+    else:
+        n_v_responses, pos = _rcal(buf, pos, 'Responses')
     v_responses = []
-    app = v_responses.append
+    app_v_responses = v_responses.append
     i = 0
     try:
         for i in range(n_v_responses):
-            item, pos = _read_TopicProduceResponse_5(buf, pos)
-            app(item)
+            e_v_responses, pos = _read_TopicProduceResponse_5(buf, pos)
+            app_v_responses(e_v_responses)
     except _DecodeError as exc:
         raise exc.refine(field=f'Responses[{i}]')
     if pos + 4 > end:
-        raise _short_fixed(pos, end, _L_i)
+        raise _short_fixed(pos, end, _L7)
     v_throttle_time_ms, = _S_i.unpack_from(buf, pos)
     pos += 4
-    v_node_endpoints = []
+    v_node_endpoints: list[NodeEndpoint] = []
     unknown: tuple[tuple[int, bytes], ...] = ()
     if pos < end and buf[pos] == 0:
         pos += 1
@@ -930,12 +1104,12 @@ def _read_ProduceResponse_6(buf: bytes | bytearray | memoryview, pos: int) -> tu
                 p = 0
                 n_v_node_endpoints, p = _rcal(sub, p, 'NodeEndpoints')
                 v_node_endpoints = []
-                app = v_node_endpoints.append
+                app_v_node_endpoints = v_node_endpoints.append
                 i = 0
                 try:
                     for i in range(n_v_node_endpoints):
-                        item, p = _read_NodeEndpoint_0(sub, p)
-                        app(item)
+                        e_v_node_endpoints, p = _read_NodeEndpoint_0(sub, p)
+                        app_v_node_endpoints(e_v_node_endpoints)
                 except _DecodeError as exc:
                     raise exc.refine(field=f'NodeEndpoints[{i}]')
             else:
@@ -943,7 +1117,12 @@ def _read_ProduceResponse_6(buf: bytes | bytearray | memoryview, pos: int) -> tu
             pos += size
         if raw_tags:
             unknown = tuple(raw_tags)
-    return ProduceResponse(v_responses, v_throttle_time_ms, v_node_endpoints, unknown), pos
+    o = _new(ProduceResponse)
+    o.responses = v_responses
+    o.throttle_time_ms = v_throttle_time_ms
+    o.node_endpoints = v_node_endpoints
+    o.unknown_tagged_fields = unknown
+    return o, pos
 
 
 def _write_ProduceResponse_6(o: ProduceResponse, out: bytearray) -> None:
@@ -951,8 +1130,8 @@ def _write_ProduceResponse_6(o: ProduceResponse, out: bytearray) -> None:
     if o.responses is None:
         raise _null('Responses')
     _wcal(out, o.responses, 'Responses')
-    for item in o.responses:
-        _write_TopicProduceResponse_5(item, out)
+    for e_responses in o.responses:
+        _write_TopicProduceResponse_5(e_responses, out)
     out += _S_i.pack(o.throttle_time_ms)
     tagged: list[tuple[int, bytes | bytearray]] = []
     if (o.node_endpoints is None or len(o.node_endpoints) != 0):
@@ -960,8 +1139,8 @@ def _write_ProduceResponse_6(o: ProduceResponse, out: bytearray) -> None:
         if o.node_endpoints is None:
             raise _null('NodeEndpoints')
         _wcal(tb, o.node_endpoints, 'NodeEndpoints')
-        for item in o.node_endpoints:
-            _write_NodeEndpoint_0(item, tb)
+        for e_node_endpoints in o.node_endpoints:
+            _write_NodeEndpoint_0(e_node_endpoints, tb)
         tagged.append((0, tb))
     if tagged or o.unknown_tagged_fields:
         _wts(out, tagged, o.unknown_tagged_fields, '_tagged_fields')

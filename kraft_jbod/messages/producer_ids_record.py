@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import struct as _struct
+from typing import Any as _Any
 import uuid as _uuid
 from dataclasses import dataclass as _dataclass, field as _field
 from typing import ClassVar as _ClassVar
@@ -26,11 +27,12 @@ from kraft_jbod.wire.primitives import (
     short_fixed as _short_fixed, uuid_from_bytes as _uuid_from_bytes,
 )
 
+_new = object.__new__
 _S_iqq = _struct.Struct('>iqq')
-_L_iqq = (('BrokerId', 4), ('BrokerEpoch', 8), ('NextProducerId', 8))
+_L0 = (('BrokerId', 4), ('BrokerEpoch', 8), ('NextProducerId', 8))
 
 
-def _absent(field: str, version: int) -> _EncodeError:
+def _absent(field: str, version: int | str) -> _EncodeError:
     return _EncodeError(
         f'attempted to write a non-default {field} at version {version}', field_path=field
     )
@@ -74,7 +76,7 @@ def _read_ProducerIdsRecord_0(buf: bytes | bytearray | memoryview, pos: int) -> 
     # versions 0
     end = len(buf)
     if pos + 20 > end:
-        raise _short_fixed(pos, end, _L_iqq)
+        raise _short_fixed(pos, end, _L0)
     v_broker_id, v_broker_epoch, v_next_producer_id = _S_iqq.unpack_from(buf, pos)
     pos += 20
     unknown: tuple[tuple[int, bytes], ...] = ()
@@ -89,7 +91,12 @@ def _read_ProducerIdsRecord_0(buf: bytes | bytearray | memoryview, pos: int) -> 
             pos += size
         if raw_tags:
             unknown = tuple(raw_tags)
-    return ProducerIdsRecord(v_broker_id, v_broker_epoch, v_next_producer_id, unknown), pos
+    o = _new(ProducerIdsRecord)
+    o.broker_id = v_broker_id
+    o.broker_epoch = v_broker_epoch
+    o.next_producer_id = v_next_producer_id
+    o.unknown_tagged_fields = unknown
+    return o, pos
 
 
 def _write_ProducerIdsRecord_0(o: ProducerIdsRecord, out: bytearray) -> None:

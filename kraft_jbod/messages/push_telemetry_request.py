@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import struct as _struct
+from typing import Any as _Any
 import uuid as _uuid
 from dataclasses import dataclass as _dataclass, field as _field
 from typing import ClassVar as _ClassVar
@@ -26,12 +27,13 @@ from kraft_jbod.wire.primitives import (
     short_fixed as _short_fixed, uuid_from_bytes as _uuid_from_bytes,
 )
 
+_new = object.__new__
 _S_16si_b = _struct.Struct('>16si?b')
 _ZERO_UUID = _uuid_from_bytes((0).to_bytes(16, 'big'))
-_L_16si_b = (('ClientInstanceId', 16), ('SubscriptionId', 4), ('Terminating', 1), ('CompressionType', 1))
+_L0 = (('ClientInstanceId', 16), ('SubscriptionId', 4), ('Terminating', 1), ('CompressionType', 1))
 
 
-def _absent(field: str, version: int) -> _EncodeError:
+def _absent(field: str, version: int | str) -> _EncodeError:
     return _EncodeError(
         f'attempted to write a non-default {field} at version {version}', field_path=field
     )
@@ -77,9 +79,9 @@ def _read_PushTelemetryRequest_0(buf: bytes | bytearray | memoryview, pos: int) 
     # versions 0
     end = len(buf)
     if pos + 22 > end:
-        raise _short_fixed(pos, end, _L_16si_b)
-    v_client_instance_id, v_subscription_id, v_terminating, v_compression_type = _S_16si_b.unpack_from(buf, pos)
-    v_client_instance_id = _uuid_from_bytes(v_client_instance_id)
+        raise _short_fixed(pos, end, _L0)
+    r_client_instance_id, v_subscription_id, v_terminating, v_compression_type = _S_16si_b.unpack_from(buf, pos)
+    v_client_instance_id = _uuid_from_bytes(r_client_instance_id)
     pos += 22
     v_metrics, pos = _rcb(buf, pos, 'Metrics')
     unknown: tuple[tuple[int, bytes], ...] = ()
@@ -94,12 +96,19 @@ def _read_PushTelemetryRequest_0(buf: bytes | bytearray | memoryview, pos: int) 
             pos += size
         if raw_tags:
             unknown = tuple(raw_tags)
-    return PushTelemetryRequest(v_client_instance_id, v_subscription_id, v_terminating, v_compression_type, v_metrics, unknown), pos
+    o = _new(PushTelemetryRequest)
+    o.client_instance_id = v_client_instance_id
+    o.subscription_id = v_subscription_id
+    o.terminating = v_terminating
+    o.compression_type = v_compression_type
+    o.metrics = v_metrics
+    o.unknown_tagged_fields = unknown
+    return o, pos
 
 
 def _write_PushTelemetryRequest_0(o: PushTelemetryRequest, out: bytearray) -> None:
     # versions 0
-    out += _S_16si_b.pack(o.client_instance_id.bytes, o.subscription_id, _bool(o.terminating, 'Terminating'), o.compression_type)
+    out += _S_16si_b.pack(o.client_instance_id.bytes, o.subscription_id, (o.terminating if o.terminating.__class__ is bool else _bool(o.terminating, 'Terminating')), o.compression_type)
     if o.metrics is None:
         raise _null('Metrics')
     _wcb(out, o.metrics, 'Metrics')

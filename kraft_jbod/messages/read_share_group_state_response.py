@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import struct as _struct
+from typing import Any as _Any
 import uuid as _uuid
 from dataclasses import dataclass as _dataclass, field as _field
 from typing import ClassVar as _ClassVar
@@ -26,18 +27,19 @@ from kraft_jbod.wire.primitives import (
     short_fixed as _short_fixed, uuid_from_bytes as _uuid_from_bytes,
 )
 
+_new = object.__new__
 _S_16s = _struct.Struct('>16s')
 _S_ih = _struct.Struct('>ih')
 _S_iq = _struct.Struct('>iq')
 _S_qqbh = _struct.Struct('>qqbh')
 _ZERO_UUID = _uuid_from_bytes((0).to_bytes(16, 'big'))
-_L_qqbh = (('FirstOffset', 8), ('LastOffset', 8), ('DeliveryState', 1), ('DeliveryCount', 2))
-_L_ih = (('Partition', 4), ('ErrorCode', 2))
-_L_iq = (('StateEpoch', 4), ('StartOffset', 8))
-_L_16s = (('TopicId', 16),)
+_L0 = (('FirstOffset', 8), ('LastOffset', 8), ('DeliveryState', 1), ('DeliveryCount', 2))
+_L1 = (('Partition', 4), ('ErrorCode', 2))
+_L2 = (('StateEpoch', 4), ('StartOffset', 8))
+_L3 = (('TopicId', 16),)
 
 
-def _absent(field: str, version: int) -> _EncodeError:
+def _absent(field: str, version: int | str) -> _EncodeError:
     return _EncodeError(
         f'attempted to write a non-default {field} at version {version}', field_path=field
     )
@@ -112,7 +114,7 @@ def _read_StateBatch_0(buf: bytes | bytearray | memoryview, pos: int) -> tuple[S
     # versions 0
     end = len(buf)
     if pos + 19 > end:
-        raise _short_fixed(pos, end, _L_qqbh)
+        raise _short_fixed(pos, end, _L0)
     v_first_offset, v_last_offset, v_delivery_state, v_delivery_count = _S_qqbh.unpack_from(buf, pos)
     pos += 19
     unknown: tuple[tuple[int, bytes], ...] = ()
@@ -127,7 +129,13 @@ def _read_StateBatch_0(buf: bytes | bytearray | memoryview, pos: int) -> tuple[S
             pos += size
         if raw_tags:
             unknown = tuple(raw_tags)
-    return StateBatch(v_first_offset, v_last_offset, v_delivery_state, v_delivery_count, unknown), pos
+    o = _new(StateBatch)
+    o.first_offset = v_first_offset
+    o.last_offset = v_last_offset
+    o.delivery_state = v_delivery_state
+    o.delivery_count = v_delivery_count
+    o.unknown_tagged_fields = unknown
+    return o, pos
 
 
 def _write_StateBatch_0(o: StateBatch, out: bytearray) -> None:
@@ -143,22 +151,27 @@ def _read_PartitionResult_0(buf: bytes | bytearray | memoryview, pos: int) -> tu
     # versions 0
     end = len(buf)
     if pos + 6 > end:
-        raise _short_fixed(pos, end, _L_ih)
+        raise _short_fixed(pos, end, _L1)
     v_partition, v_error_code = _S_ih.unpack_from(buf, pos)
     pos += 6
     v_error_message, pos = _rncs(buf, pos, 'ErrorMessage')
     if pos + 12 > end:
-        raise _short_fixed(pos, end, _L_iq)
+        raise _short_fixed(pos, end, _L2)
     v_state_epoch, v_start_offset = _S_iq.unpack_from(buf, pos)
     pos += 12
-    n_v_state_batches, pos = _rcal(buf, pos, 'StateBatches')
+    v_state_batches: list[StateBatch]
+    n_v_state_batches = buf[pos] - 1 if pos < end else -2
+    if 0 <= n_v_state_batches < 127 and n_v_state_batches <= end - pos:
+        pos += 1
+    else:
+        n_v_state_batches, pos = _rcal(buf, pos, 'StateBatches')
     v_state_batches = []
-    app = v_state_batches.append
+    app_v_state_batches = v_state_batches.append
     i = 0
     try:
         for i in range(n_v_state_batches):
-            item, pos = _read_StateBatch_0(buf, pos)
-            app(item)
+            e_v_state_batches, pos = _read_StateBatch_0(buf, pos)
+            app_v_state_batches(e_v_state_batches)
     except _DecodeError as exc:
         raise exc.refine(field=f'StateBatches[{i}]')
     unknown: tuple[tuple[int, bytes], ...] = ()
@@ -173,7 +186,15 @@ def _read_PartitionResult_0(buf: bytes | bytearray | memoryview, pos: int) -> tu
             pos += size
         if raw_tags:
             unknown = tuple(raw_tags)
-    return PartitionResult(v_partition, v_error_code, v_error_message, v_state_epoch, v_start_offset, v_state_batches, unknown), pos
+    o = _new(PartitionResult)
+    o.partition = v_partition
+    o.error_code = v_error_code
+    o.error_message = v_error_message
+    o.state_epoch = v_state_epoch
+    o.start_offset = v_start_offset
+    o.state_batches = v_state_batches
+    o.unknown_tagged_fields = unknown
+    return o, pos
 
 
 def _write_PartitionResult_0(o: PartitionResult, out: bytearray) -> None:
@@ -184,8 +205,8 @@ def _write_PartitionResult_0(o: PartitionResult, out: bytearray) -> None:
     if o.state_batches is None:
         raise _null('StateBatches')
     _wcal(out, o.state_batches, 'StateBatches')
-    for item in o.state_batches:
-        _write_StateBatch_0(item, out)
+    for e_state_batches in o.state_batches:
+        _write_StateBatch_0(e_state_batches, out)
     if o.unknown_tagged_fields:
         _wts(out, (), o.unknown_tagged_fields, '_tagged_fields')
     else:
@@ -196,18 +217,23 @@ def _read_ReadStateResult_0(buf: bytes | bytearray | memoryview, pos: int) -> tu
     # versions 0
     end = len(buf)
     if pos + 16 > end:
-        raise _short_fixed(pos, end, _L_16s)
-    v_topic_id, = _S_16s.unpack_from(buf, pos)
-    v_topic_id = _uuid_from_bytes(v_topic_id)
+        raise _short_fixed(pos, end, _L3)
+    r_topic_id, = _S_16s.unpack_from(buf, pos)
+    v_topic_id = _uuid_from_bytes(r_topic_id)
     pos += 16
-    n_v_partitions, pos = _rcal(buf, pos, 'Partitions')
+    v_partitions: list[PartitionResult]
+    n_v_partitions = buf[pos] - 1 if pos < end else -2
+    if 0 <= n_v_partitions < 127 and n_v_partitions <= end - pos:
+        pos += 1
+    else:
+        n_v_partitions, pos = _rcal(buf, pos, 'Partitions')
     v_partitions = []
-    app = v_partitions.append
+    app_v_partitions = v_partitions.append
     i = 0
     try:
         for i in range(n_v_partitions):
-            item, pos = _read_PartitionResult_0(buf, pos)
-            app(item)
+            e_v_partitions, pos = _read_PartitionResult_0(buf, pos)
+            app_v_partitions(e_v_partitions)
     except _DecodeError as exc:
         raise exc.refine(field=f'Partitions[{i}]')
     unknown: tuple[tuple[int, bytes], ...] = ()
@@ -222,7 +248,11 @@ def _read_ReadStateResult_0(buf: bytes | bytearray | memoryview, pos: int) -> tu
             pos += size
         if raw_tags:
             unknown = tuple(raw_tags)
-    return ReadStateResult(v_topic_id, v_partitions, unknown), pos
+    o = _new(ReadStateResult)
+    o.topic_id = v_topic_id
+    o.partitions = v_partitions
+    o.unknown_tagged_fields = unknown
+    return o, pos
 
 
 def _write_ReadStateResult_0(o: ReadStateResult, out: bytearray) -> None:
@@ -231,8 +261,8 @@ def _write_ReadStateResult_0(o: ReadStateResult, out: bytearray) -> None:
     if o.partitions is None:
         raise _null('Partitions')
     _wcal(out, o.partitions, 'Partitions')
-    for item in o.partitions:
-        _write_PartitionResult_0(item, out)
+    for e_partitions in o.partitions:
+        _write_PartitionResult_0(e_partitions, out)
     if o.unknown_tagged_fields:
         _wts(out, (), o.unknown_tagged_fields, '_tagged_fields')
     else:
@@ -242,14 +272,19 @@ def _write_ReadStateResult_0(o: ReadStateResult, out: bytearray) -> None:
 def _read_ReadShareGroupStateResponse_0(buf: bytes | bytearray | memoryview, pos: int) -> tuple[ReadShareGroupStateResponse, int]:
     # versions 0
     end = len(buf)
-    n_v_results, pos = _rcal(buf, pos, 'Results')
+    v_results: list[ReadStateResult]
+    n_v_results = buf[pos] - 1 if pos < end else -2
+    if 0 <= n_v_results < 127 and n_v_results <= end - pos:
+        pos += 1
+    else:
+        n_v_results, pos = _rcal(buf, pos, 'Results')
     v_results = []
-    app = v_results.append
+    app_v_results = v_results.append
     i = 0
     try:
         for i in range(n_v_results):
-            item, pos = _read_ReadStateResult_0(buf, pos)
-            app(item)
+            e_v_results, pos = _read_ReadStateResult_0(buf, pos)
+            app_v_results(e_v_results)
     except _DecodeError as exc:
         raise exc.refine(field=f'Results[{i}]')
     unknown: tuple[tuple[int, bytes], ...] = ()
@@ -264,7 +299,10 @@ def _read_ReadShareGroupStateResponse_0(buf: bytes | bytearray | memoryview, pos
             pos += size
         if raw_tags:
             unknown = tuple(raw_tags)
-    return ReadShareGroupStateResponse(v_results, unknown), pos
+    o = _new(ReadShareGroupStateResponse)
+    o.results = v_results
+    o.unknown_tagged_fields = unknown
+    return o, pos
 
 
 def _write_ReadShareGroupStateResponse_0(o: ReadShareGroupStateResponse, out: bytearray) -> None:
@@ -272,8 +310,8 @@ def _write_ReadShareGroupStateResponse_0(o: ReadShareGroupStateResponse, out: by
     if o.results is None:
         raise _null('Results')
     _wcal(out, o.results, 'Results')
-    for item in o.results:
-        _write_ReadStateResult_0(item, out)
+    for e_results in o.results:
+        _write_ReadStateResult_0(e_results, out)
     if o.unknown_tagged_fields:
         _wts(out, (), o.unknown_tagged_fields, '_tagged_fields')
     else:

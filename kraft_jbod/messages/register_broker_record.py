@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import struct as _struct
+from typing import Any as _Any
 import uuid as _uuid
 from dataclasses import dataclass as _dataclass, field as _field
 from typing import ClassVar as _ClassVar
@@ -26,6 +27,7 @@ from kraft_jbod.wire.primitives import (
     short_fixed as _short_fixed, uuid_from_bytes as _uuid_from_bytes,
 )
 
+_new = object.__new__
 _S_Hh = _struct.Struct('>Hh')
 _S__ = _struct.Struct('>?')
 _S___ = _struct.Struct('>??')
@@ -33,15 +35,15 @@ _S_hh = _struct.Struct('>hh')
 _S_i16sq = _struct.Struct('>i16sq')
 _S_i_16sq = _struct.Struct('>i?16sq')
 _ZERO_UUID = _uuid_from_bytes((0).to_bytes(16, 'big'))
-_L_Hh = (('Port', 2), ('SecurityProtocol', 2))
-_L_hh = (('MinSupportedVersion', 2), ('MaxSupportedVersion', 2))
-_L_i16sq = (('BrokerId', 4), ('IncarnationId', 16), ('BrokerEpoch', 8))
-_L__ = (('Fenced', 1),)
-_L___ = (('Fenced', 1), ('InControlledShutdown', 1))
-_L_i_16sq = (('BrokerId', 4), ('IsMigratingZkBroker', 1), ('IncarnationId', 16), ('BrokerEpoch', 8))
+_L0 = (('Port', 2), ('SecurityProtocol', 2))
+_L1 = (('MinSupportedVersion', 2), ('MaxSupportedVersion', 2))
+_L2 = (('BrokerId', 4), ('IncarnationId', 16), ('BrokerEpoch', 8))
+_L3 = (('Fenced', 1),)
+_L4 = (('Fenced', 1), ('InControlledShutdown', 1))
+_L5 = (('BrokerId', 4), ('IsMigratingZkBroker', 1), ('IncarnationId', 16), ('BrokerEpoch', 8))
 
 
-def _absent(field: str, version: int) -> _EncodeError:
+def _absent(field: str, version: int | str) -> _EncodeError:
     return _EncodeError(
         f'attempted to write a non-default {field} at version {version}', field_path=field
     )
@@ -115,7 +117,7 @@ def _read_BrokerEndpoint_0(buf: bytes | bytearray | memoryview, pos: int) -> tup
     v_name, pos = _rcs(buf, pos, 'Name')
     v_host, pos = _rcs(buf, pos, 'Host')
     if pos + 4 > end:
-        raise _short_fixed(pos, end, _L_Hh)
+        raise _short_fixed(pos, end, _L0)
     v_port, v_security_protocol = _S_Hh.unpack_from(buf, pos)
     pos += 4
     unknown: tuple[tuple[int, bytes], ...] = ()
@@ -130,7 +132,13 @@ def _read_BrokerEndpoint_0(buf: bytes | bytearray | memoryview, pos: int) -> tup
             pos += size
         if raw_tags:
             unknown = tuple(raw_tags)
-    return BrokerEndpoint(v_name, v_host, v_port, v_security_protocol, unknown), pos
+    o = _new(BrokerEndpoint)
+    o.name = v_name
+    o.host = v_host
+    o.port = v_port
+    o.security_protocol = v_security_protocol
+    o.unknown_tagged_fields = unknown
+    return o, pos
 
 
 def _write_BrokerEndpoint_0(o: BrokerEndpoint, out: bytearray) -> None:
@@ -153,7 +161,7 @@ def _read_BrokerFeature_0(buf: bytes | bytearray | memoryview, pos: int) -> tupl
     end = len(buf)
     v_name, pos = _rcs(buf, pos, 'Name')
     if pos + 4 > end:
-        raise _short_fixed(pos, end, _L_hh)
+        raise _short_fixed(pos, end, _L1)
     v_min_supported_version, v_max_supported_version = _S_hh.unpack_from(buf, pos)
     pos += 4
     unknown: tuple[tuple[int, bytes], ...] = ()
@@ -168,7 +176,12 @@ def _read_BrokerFeature_0(buf: bytes | bytearray | memoryview, pos: int) -> tupl
             pos += size
         if raw_tags:
             unknown = tuple(raw_tags)
-    return BrokerFeature(v_name, v_min_supported_version, v_max_supported_version, unknown), pos
+    o = _new(BrokerFeature)
+    o.name = v_name
+    o.min_supported_version = v_min_supported_version
+    o.max_supported_version = v_max_supported_version
+    o.unknown_tagged_fields = unknown
+    return o, pos
 
 
 def _write_BrokerFeature_0(o: BrokerFeature, out: bytearray) -> None:
@@ -187,33 +200,43 @@ def _read_RegisterBrokerRecord_0(buf: bytes | bytearray | memoryview, pos: int) 
     # versions 0
     end = len(buf)
     if pos + 28 > end:
-        raise _short_fixed(pos, end, _L_i16sq)
-    v_broker_id, v_incarnation_id, v_broker_epoch = _S_i16sq.unpack_from(buf, pos)
-    v_incarnation_id = _uuid_from_bytes(v_incarnation_id)
+        raise _short_fixed(pos, end, _L2)
+    v_broker_id, r_incarnation_id, v_broker_epoch = _S_i16sq.unpack_from(buf, pos)
+    v_incarnation_id = _uuid_from_bytes(r_incarnation_id)
     pos += 28
-    n_v_end_points, pos = _rcal(buf, pos, 'EndPoints')
+    v_end_points: list[BrokerEndpoint]
+    n_v_end_points = buf[pos] - 1 if pos < end else -2
+    if 0 <= n_v_end_points < 127 and n_v_end_points <= end - pos:
+        pos += 1
+    else:
+        n_v_end_points, pos = _rcal(buf, pos, 'EndPoints')
     v_end_points = []
-    app = v_end_points.append
+    app_v_end_points = v_end_points.append
     i = 0
     try:
         for i in range(n_v_end_points):
-            item, pos = _read_BrokerEndpoint_0(buf, pos)
-            app(item)
+            e_v_end_points, pos = _read_BrokerEndpoint_0(buf, pos)
+            app_v_end_points(e_v_end_points)
     except _DecodeError as exc:
         raise exc.refine(field=f'EndPoints[{i}]')
-    n_v_features, pos = _rcal(buf, pos, 'Features')
+    v_features: list[BrokerFeature]
+    n_v_features = buf[pos] - 1 if pos < end else -2
+    if 0 <= n_v_features < 127 and n_v_features <= end - pos:
+        pos += 1
+    else:
+        n_v_features, pos = _rcal(buf, pos, 'Features')
     v_features = []
-    app = v_features.append
+    app_v_features = v_features.append
     i = 0
     try:
         for i in range(n_v_features):
-            item, pos = _read_BrokerFeature_0(buf, pos)
-            app(item)
+            e_v_features, pos = _read_BrokerFeature_0(buf, pos)
+            app_v_features(e_v_features)
     except _DecodeError as exc:
         raise exc.refine(field=f'Features[{i}]')
     v_rack, pos = _rncs(buf, pos, 'Rack')
     if pos + 1 > end:
-        raise _short_fixed(pos, end, _L__)
+        raise _short_fixed(pos, end, _L3)
     v_fenced, = _S__.unpack_from(buf, pos)
     pos += 1
     unknown: tuple[tuple[int, bytes], ...] = ()
@@ -231,7 +254,19 @@ def _read_RegisterBrokerRecord_0(buf: bytes | bytearray | memoryview, pos: int) 
             pos += size
         if raw_tags:
             unknown = tuple(raw_tags)
-    return RegisterBrokerRecord(v_broker_id, False, v_incarnation_id, v_broker_epoch, v_end_points, v_features, v_rack, v_fenced, False, [], unknown), pos
+    o = _new(RegisterBrokerRecord)
+    o.broker_id = v_broker_id
+    o.is_migrating_zk_broker = False
+    o.incarnation_id = v_incarnation_id
+    o.broker_epoch = v_broker_epoch
+    o.end_points = v_end_points
+    o.features = v_features
+    o.rack = v_rack
+    o.fenced = v_fenced
+    o.in_controlled_shutdown = False
+    o.log_dirs = []
+    o.unknown_tagged_fields = unknown
+    return o, pos
 
 
 def _write_RegisterBrokerRecord_0(o: RegisterBrokerRecord, out: bytearray) -> None:
@@ -246,15 +281,15 @@ def _write_RegisterBrokerRecord_0(o: RegisterBrokerRecord, out: bytearray) -> No
     if o.end_points is None:
         raise _null('EndPoints')
     _wcal(out, o.end_points, 'EndPoints')
-    for item in o.end_points:
-        _write_BrokerEndpoint_0(item, out)
+    for e_end_points in o.end_points:
+        _write_BrokerEndpoint_0(e_end_points, out)
     if o.features is None:
         raise _null('Features')
     _wcal(out, o.features, 'Features')
-    for item in o.features:
-        _write_BrokerFeature_0(item, out)
+    for e_features in o.features:
+        _write_BrokerFeature_0(e_features, out)
     _wcs(out, o.rack, 'Rack')
-    out += _S__.pack(_bool(o.fenced, 'Fenced'))
+    out += _S__.pack((o.fenced if o.fenced.__class__ is bool else _bool(o.fenced, 'Fenced')))
     if o.unknown_tagged_fields:
         _wts(out, (), o.unknown_tagged_fields, '_tagged_fields')
     else:
@@ -265,33 +300,43 @@ def _read_RegisterBrokerRecord_1(buf: bytes | bytearray | memoryview, pos: int) 
     # versions 1
     end = len(buf)
     if pos + 28 > end:
-        raise _short_fixed(pos, end, _L_i16sq)
-    v_broker_id, v_incarnation_id, v_broker_epoch = _S_i16sq.unpack_from(buf, pos)
-    v_incarnation_id = _uuid_from_bytes(v_incarnation_id)
+        raise _short_fixed(pos, end, _L2)
+    v_broker_id, r_incarnation_id, v_broker_epoch = _S_i16sq.unpack_from(buf, pos)
+    v_incarnation_id = _uuid_from_bytes(r_incarnation_id)
     pos += 28
-    n_v_end_points, pos = _rcal(buf, pos, 'EndPoints')
+    v_end_points: list[BrokerEndpoint]
+    n_v_end_points = buf[pos] - 1 if pos < end else -2
+    if 0 <= n_v_end_points < 127 and n_v_end_points <= end - pos:
+        pos += 1
+    else:
+        n_v_end_points, pos = _rcal(buf, pos, 'EndPoints')
     v_end_points = []
-    app = v_end_points.append
+    app_v_end_points = v_end_points.append
     i = 0
     try:
         for i in range(n_v_end_points):
-            item, pos = _read_BrokerEndpoint_0(buf, pos)
-            app(item)
+            e_v_end_points, pos = _read_BrokerEndpoint_0(buf, pos)
+            app_v_end_points(e_v_end_points)
     except _DecodeError as exc:
         raise exc.refine(field=f'EndPoints[{i}]')
-    n_v_features, pos = _rcal(buf, pos, 'Features')
+    v_features: list[BrokerFeature]
+    n_v_features = buf[pos] - 1 if pos < end else -2
+    if 0 <= n_v_features < 127 and n_v_features <= end - pos:
+        pos += 1
+    else:
+        n_v_features, pos = _rcal(buf, pos, 'Features')
     v_features = []
-    app = v_features.append
+    app_v_features = v_features.append
     i = 0
     try:
         for i in range(n_v_features):
-            item, pos = _read_BrokerFeature_0(buf, pos)
-            app(item)
+            e_v_features, pos = _read_BrokerFeature_0(buf, pos)
+            app_v_features(e_v_features)
     except _DecodeError as exc:
         raise exc.refine(field=f'Features[{i}]')
     v_rack, pos = _rncs(buf, pos, 'Rack')
     if pos + 2 > end:
-        raise _short_fixed(pos, end, _L___)
+        raise _short_fixed(pos, end, _L4)
     v_fenced, v_in_controlled_shutdown = _S___.unpack_from(buf, pos)
     pos += 2
     unknown: tuple[tuple[int, bytes], ...] = ()
@@ -309,7 +354,19 @@ def _read_RegisterBrokerRecord_1(buf: bytes | bytearray | memoryview, pos: int) 
             pos += size
         if raw_tags:
             unknown = tuple(raw_tags)
-    return RegisterBrokerRecord(v_broker_id, False, v_incarnation_id, v_broker_epoch, v_end_points, v_features, v_rack, v_fenced, v_in_controlled_shutdown, [], unknown), pos
+    o = _new(RegisterBrokerRecord)
+    o.broker_id = v_broker_id
+    o.is_migrating_zk_broker = False
+    o.incarnation_id = v_incarnation_id
+    o.broker_epoch = v_broker_epoch
+    o.end_points = v_end_points
+    o.features = v_features
+    o.rack = v_rack
+    o.fenced = v_fenced
+    o.in_controlled_shutdown = v_in_controlled_shutdown
+    o.log_dirs = []
+    o.unknown_tagged_fields = unknown
+    return o, pos
 
 
 def _write_RegisterBrokerRecord_1(o: RegisterBrokerRecord, out: bytearray) -> None:
@@ -322,15 +379,15 @@ def _write_RegisterBrokerRecord_1(o: RegisterBrokerRecord, out: bytearray) -> No
     if o.end_points is None:
         raise _null('EndPoints')
     _wcal(out, o.end_points, 'EndPoints')
-    for item in o.end_points:
-        _write_BrokerEndpoint_0(item, out)
+    for e_end_points in o.end_points:
+        _write_BrokerEndpoint_0(e_end_points, out)
     if o.features is None:
         raise _null('Features')
     _wcal(out, o.features, 'Features')
-    for item in o.features:
-        _write_BrokerFeature_0(item, out)
+    for e_features in o.features:
+        _write_BrokerFeature_0(e_features, out)
     _wcs(out, o.rack, 'Rack')
-    out += _S___.pack(_bool(o.fenced, 'Fenced'), _bool(o.in_controlled_shutdown, 'InControlledShutdown'))
+    out += _S___.pack((o.fenced if o.fenced.__class__ is bool else _bool(o.fenced, 'Fenced')), (o.in_controlled_shutdown if o.in_controlled_shutdown.__class__ is bool else _bool(o.in_controlled_shutdown, 'InControlledShutdown')))
     if o.unknown_tagged_fields:
         _wts(out, (), o.unknown_tagged_fields, '_tagged_fields')
     else:
@@ -341,33 +398,43 @@ def _read_RegisterBrokerRecord_2(buf: bytes | bytearray | memoryview, pos: int) 
     # versions 2
     end = len(buf)
     if pos + 29 > end:
-        raise _short_fixed(pos, end, _L_i_16sq)
-    v_broker_id, v_is_migrating_zk_broker, v_incarnation_id, v_broker_epoch = _S_i_16sq.unpack_from(buf, pos)
-    v_incarnation_id = _uuid_from_bytes(v_incarnation_id)
+        raise _short_fixed(pos, end, _L5)
+    v_broker_id, v_is_migrating_zk_broker, r_incarnation_id, v_broker_epoch = _S_i_16sq.unpack_from(buf, pos)
+    v_incarnation_id = _uuid_from_bytes(r_incarnation_id)
     pos += 29
-    n_v_end_points, pos = _rcal(buf, pos, 'EndPoints')
+    v_end_points: list[BrokerEndpoint]
+    n_v_end_points = buf[pos] - 1 if pos < end else -2
+    if 0 <= n_v_end_points < 127 and n_v_end_points <= end - pos:
+        pos += 1
+    else:
+        n_v_end_points, pos = _rcal(buf, pos, 'EndPoints')
     v_end_points = []
-    app = v_end_points.append
+    app_v_end_points = v_end_points.append
     i = 0
     try:
         for i in range(n_v_end_points):
-            item, pos = _read_BrokerEndpoint_0(buf, pos)
-            app(item)
+            e_v_end_points, pos = _read_BrokerEndpoint_0(buf, pos)
+            app_v_end_points(e_v_end_points)
     except _DecodeError as exc:
         raise exc.refine(field=f'EndPoints[{i}]')
-    n_v_features, pos = _rcal(buf, pos, 'Features')
+    v_features: list[BrokerFeature]
+    n_v_features = buf[pos] - 1 if pos < end else -2
+    if 0 <= n_v_features < 127 and n_v_features <= end - pos:
+        pos += 1
+    else:
+        n_v_features, pos = _rcal(buf, pos, 'Features')
     v_features = []
-    app = v_features.append
+    app_v_features = v_features.append
     i = 0
     try:
         for i in range(n_v_features):
-            item, pos = _read_BrokerFeature_0(buf, pos)
-            app(item)
+            e_v_features, pos = _read_BrokerFeature_0(buf, pos)
+            app_v_features(e_v_features)
     except _DecodeError as exc:
         raise exc.refine(field=f'Features[{i}]')
     v_rack, pos = _rncs(buf, pos, 'Rack')
     if pos + 2 > end:
-        raise _short_fixed(pos, end, _L___)
+        raise _short_fixed(pos, end, _L4)
     v_fenced, v_in_controlled_shutdown = _S___.unpack_from(buf, pos)
     pos += 2
     unknown: tuple[tuple[int, bytes], ...] = ()
@@ -385,26 +452,38 @@ def _read_RegisterBrokerRecord_2(buf: bytes | bytearray | memoryview, pos: int) 
             pos += size
         if raw_tags:
             unknown = tuple(raw_tags)
-    return RegisterBrokerRecord(v_broker_id, v_is_migrating_zk_broker, v_incarnation_id, v_broker_epoch, v_end_points, v_features, v_rack, v_fenced, v_in_controlled_shutdown, [], unknown), pos
+    o = _new(RegisterBrokerRecord)
+    o.broker_id = v_broker_id
+    o.is_migrating_zk_broker = v_is_migrating_zk_broker
+    o.incarnation_id = v_incarnation_id
+    o.broker_epoch = v_broker_epoch
+    o.end_points = v_end_points
+    o.features = v_features
+    o.rack = v_rack
+    o.fenced = v_fenced
+    o.in_controlled_shutdown = v_in_controlled_shutdown
+    o.log_dirs = []
+    o.unknown_tagged_fields = unknown
+    return o, pos
 
 
 def _write_RegisterBrokerRecord_2(o: RegisterBrokerRecord, out: bytearray) -> None:
     # versions 2
     if (o.log_dirs is None or len(o.log_dirs) != 0):
         raise _absent('LogDirs', 2)
-    out += _S_i_16sq.pack(o.broker_id, _bool(o.is_migrating_zk_broker, 'IsMigratingZkBroker'), o.incarnation_id.bytes, o.broker_epoch)
+    out += _S_i_16sq.pack(o.broker_id, (o.is_migrating_zk_broker if o.is_migrating_zk_broker.__class__ is bool else _bool(o.is_migrating_zk_broker, 'IsMigratingZkBroker')), o.incarnation_id.bytes, o.broker_epoch)
     if o.end_points is None:
         raise _null('EndPoints')
     _wcal(out, o.end_points, 'EndPoints')
-    for item in o.end_points:
-        _write_BrokerEndpoint_0(item, out)
+    for e_end_points in o.end_points:
+        _write_BrokerEndpoint_0(e_end_points, out)
     if o.features is None:
         raise _null('Features')
     _wcal(out, o.features, 'Features')
-    for item in o.features:
-        _write_BrokerFeature_0(item, out)
+    for e_features in o.features:
+        _write_BrokerFeature_0(e_features, out)
     _wcs(out, o.rack, 'Rack')
-    out += _S___.pack(_bool(o.fenced, 'Fenced'), _bool(o.in_controlled_shutdown, 'InControlledShutdown'))
+    out += _S___.pack((o.fenced if o.fenced.__class__ is bool else _bool(o.fenced, 'Fenced')), (o.in_controlled_shutdown if o.in_controlled_shutdown.__class__ is bool else _bool(o.in_controlled_shutdown, 'InControlledShutdown')))
     if o.unknown_tagged_fields:
         _wts(out, (), o.unknown_tagged_fields, '_tagged_fields')
     else:
@@ -415,36 +494,46 @@ def _read_RegisterBrokerRecord_3(buf: bytes | bytearray | memoryview, pos: int) 
     # versions 3
     end = len(buf)
     if pos + 29 > end:
-        raise _short_fixed(pos, end, _L_i_16sq)
-    v_broker_id, v_is_migrating_zk_broker, v_incarnation_id, v_broker_epoch = _S_i_16sq.unpack_from(buf, pos)
-    v_incarnation_id = _uuid_from_bytes(v_incarnation_id)
+        raise _short_fixed(pos, end, _L5)
+    v_broker_id, v_is_migrating_zk_broker, r_incarnation_id, v_broker_epoch = _S_i_16sq.unpack_from(buf, pos)
+    v_incarnation_id = _uuid_from_bytes(r_incarnation_id)
     pos += 29
-    n_v_end_points, pos = _rcal(buf, pos, 'EndPoints')
+    v_end_points: list[BrokerEndpoint]
+    n_v_end_points = buf[pos] - 1 if pos < end else -2
+    if 0 <= n_v_end_points < 127 and n_v_end_points <= end - pos:
+        pos += 1
+    else:
+        n_v_end_points, pos = _rcal(buf, pos, 'EndPoints')
     v_end_points = []
-    app = v_end_points.append
+    app_v_end_points = v_end_points.append
     i = 0
     try:
         for i in range(n_v_end_points):
-            item, pos = _read_BrokerEndpoint_0(buf, pos)
-            app(item)
+            e_v_end_points, pos = _read_BrokerEndpoint_0(buf, pos)
+            app_v_end_points(e_v_end_points)
     except _DecodeError as exc:
         raise exc.refine(field=f'EndPoints[{i}]')
-    n_v_features, pos = _rcal(buf, pos, 'Features')
+    v_features: list[BrokerFeature]
+    n_v_features = buf[pos] - 1 if pos < end else -2
+    if 0 <= n_v_features < 127 and n_v_features <= end - pos:
+        pos += 1
+    else:
+        n_v_features, pos = _rcal(buf, pos, 'Features')
     v_features = []
-    app = v_features.append
+    app_v_features = v_features.append
     i = 0
     try:
         for i in range(n_v_features):
-            item, pos = _read_BrokerFeature_0(buf, pos)
-            app(item)
+            e_v_features, pos = _read_BrokerFeature_0(buf, pos)
+            app_v_features(e_v_features)
     except _DecodeError as exc:
         raise exc.refine(field=f'Features[{i}]')
     v_rack, pos = _rncs(buf, pos, 'Rack')
     if pos + 2 > end:
-        raise _short_fixed(pos, end, _L___)
+        raise _short_fixed(pos, end, _L4)
     v_fenced, v_in_controlled_shutdown = _S___.unpack_from(buf, pos)
     pos += 2
-    v_log_dirs = []
+    v_log_dirs: list[_uuid.UUID] = []
     unknown: tuple[tuple[int, bytes], ...] = ()
     if pos < end and buf[pos] == 0:
         pos += 1
@@ -463,32 +552,43 @@ def _read_RegisterBrokerRecord_3(buf: bytes | bytearray | memoryview, pos: int) 
             pos += size
         if raw_tags:
             unknown = tuple(raw_tags)
-    return RegisterBrokerRecord(v_broker_id, v_is_migrating_zk_broker, v_incarnation_id, v_broker_epoch, v_end_points, v_features, v_rack, v_fenced, v_in_controlled_shutdown, v_log_dirs, unknown), pos
+    o = _new(RegisterBrokerRecord)
+    o.broker_id = v_broker_id
+    o.is_migrating_zk_broker = v_is_migrating_zk_broker
+    o.incarnation_id = v_incarnation_id
+    o.broker_epoch = v_broker_epoch
+    o.end_points = v_end_points
+    o.features = v_features
+    o.rack = v_rack
+    o.fenced = v_fenced
+    o.in_controlled_shutdown = v_in_controlled_shutdown
+    o.log_dirs = v_log_dirs
+    o.unknown_tagged_fields = unknown
+    return o, pos
 
 
 def _write_RegisterBrokerRecord_3(o: RegisterBrokerRecord, out: bytearray) -> None:
     # versions 3
-    out += _S_i_16sq.pack(o.broker_id, _bool(o.is_migrating_zk_broker, 'IsMigratingZkBroker'), o.incarnation_id.bytes, o.broker_epoch)
+    out += _S_i_16sq.pack(o.broker_id, (o.is_migrating_zk_broker if o.is_migrating_zk_broker.__class__ is bool else _bool(o.is_migrating_zk_broker, 'IsMigratingZkBroker')), o.incarnation_id.bytes, o.broker_epoch)
     if o.end_points is None:
         raise _null('EndPoints')
     _wcal(out, o.end_points, 'EndPoints')
-    for item in o.end_points:
-        _write_BrokerEndpoint_0(item, out)
+    for e_end_points in o.end_points:
+        _write_BrokerEndpoint_0(e_end_points, out)
     if o.features is None:
         raise _null('Features')
     _wcal(out, o.features, 'Features')
-    for item in o.features:
-        _write_BrokerFeature_0(item, out)
+    for e_features in o.features:
+        _write_BrokerFeature_0(e_features, out)
     _wcs(out, o.rack, 'Rack')
-    out += _S___.pack(_bool(o.fenced, 'Fenced'), _bool(o.in_controlled_shutdown, 'InControlledShutdown'))
+    out += _S___.pack((o.fenced if o.fenced.__class__ is bool else _bool(o.fenced, 'Fenced')), (o.in_controlled_shutdown if o.in_controlled_shutdown.__class__ is bool else _bool(o.in_controlled_shutdown, 'InControlledShutdown')))
     tagged: list[tuple[int, bytes | bytearray]] = []
     if (o.log_dirs is None or len(o.log_dirs) != 0):
         tb = bytearray()
         if o.log_dirs is None:
             raise _null('LogDirs')
         _wcal(tb, o.log_dirs, 'LogDirs')
-        for item in o.log_dirs:
-            tb += item.bytes
+        tb += b''.join([e_log_dirs.bytes for e_log_dirs in o.log_dirs])
         tagged.append((0, tb))
     if tagged or o.unknown_tagged_fields:
         _wts(out, tagged, o.unknown_tagged_fields, '_tagged_fields')

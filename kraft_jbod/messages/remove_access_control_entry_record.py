@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import struct as _struct
+from typing import Any as _Any
 import uuid as _uuid
 from dataclasses import dataclass as _dataclass, field as _field
 from typing import ClassVar as _ClassVar
@@ -26,12 +27,13 @@ from kraft_jbod.wire.primitives import (
     short_fixed as _short_fixed, uuid_from_bytes as _uuid_from_bytes,
 )
 
+_new = object.__new__
 _S_16s = _struct.Struct('>16s')
 _ZERO_UUID = _uuid_from_bytes((0).to_bytes(16, 'big'))
-_L_16s = (('Id', 16),)
+_L0 = (('Id', 16),)
 
 
-def _absent(field: str, version: int) -> _EncodeError:
+def _absent(field: str, version: int | str) -> _EncodeError:
     return _EncodeError(
         f'attempted to write a non-default {field} at version {version}', field_path=field
     )
@@ -73,9 +75,9 @@ def _read_RemoveAccessControlEntryRecord_0(buf: bytes | bytearray | memoryview, 
     # versions 0
     end = len(buf)
     if pos + 16 > end:
-        raise _short_fixed(pos, end, _L_16s)
-    v_id, = _S_16s.unpack_from(buf, pos)
-    v_id = _uuid_from_bytes(v_id)
+        raise _short_fixed(pos, end, _L0)
+    r_id, = _S_16s.unpack_from(buf, pos)
+    v_id = _uuid_from_bytes(r_id)
     pos += 16
     unknown: tuple[tuple[int, bytes], ...] = ()
     if pos < end and buf[pos] == 0:
@@ -89,7 +91,10 @@ def _read_RemoveAccessControlEntryRecord_0(buf: bytes | bytearray | memoryview, 
             pos += size
         if raw_tags:
             unknown = tuple(raw_tags)
-    return RemoveAccessControlEntryRecord(v_id, unknown), pos
+    o = _new(RemoveAccessControlEntryRecord)
+    o.id = v_id
+    o.unknown_tagged_fields = unknown
+    return o, pos
 
 
 def _write_RemoveAccessControlEntryRecord_0(o: RemoveAccessControlEntryRecord, out: bytearray) -> None:

@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import struct as _struct
+from typing import Any as _Any
 import uuid as _uuid
 from dataclasses import dataclass as _dataclass, field as _field
 from typing import ClassVar as _ClassVar
@@ -26,9 +27,10 @@ from kraft_jbod.wire.primitives import (
     short_fixed as _short_fixed, uuid_from_bytes as _uuid_from_bytes,
 )
 
+_new = object.__new__
 
 
-def _absent(field: str, version: int) -> _EncodeError:
+def _absent(field: str, version: int | str) -> _EncodeError:
     return _EncodeError(
         f'attempted to write a non-default {field} at version {version}', field_path=field
     )
@@ -82,7 +84,10 @@ def _read_RemoveDelegationTokenRecord_0(buf: bytes | bytearray | memoryview, pos
             pos += size
         if raw_tags:
             unknown = tuple(raw_tags)
-    return RemoveDelegationTokenRecord(v_token_id, unknown), pos
+    o = _new(RemoveDelegationTokenRecord)
+    o.token_id = v_token_id
+    o.unknown_tagged_fields = unknown
+    return o, pos
 
 
 def _write_RemoveDelegationTokenRecord_0(o: RemoveDelegationTokenRecord, out: bytearray) -> None:

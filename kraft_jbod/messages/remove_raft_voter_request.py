@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import struct as _struct
+from typing import Any as _Any
 import uuid as _uuid
 from dataclasses import dataclass as _dataclass, field as _field
 from typing import ClassVar as _ClassVar
@@ -26,12 +27,13 @@ from kraft_jbod.wire.primitives import (
     short_fixed as _short_fixed, uuid_from_bytes as _uuid_from_bytes,
 )
 
+_new = object.__new__
 _S_i16s = _struct.Struct('>i16s')
 _ZERO_UUID = _uuid_from_bytes((0).to_bytes(16, 'big'))
-_L_i16s = (('VoterId', 4), ('VoterDirectoryId', 16))
+_L0 = (('VoterId', 4), ('VoterDirectoryId', 16))
 
 
-def _absent(field: str, version: int) -> _EncodeError:
+def _absent(field: str, version: int | str) -> _EncodeError:
     return _EncodeError(
         f'attempted to write a non-default {field} at version {version}', field_path=field
     )
@@ -76,9 +78,9 @@ def _read_RemoveRaftVoterRequest_0(buf: bytes | bytearray | memoryview, pos: int
     end = len(buf)
     v_cluster_id, pos = _rncs(buf, pos, 'ClusterId')
     if pos + 20 > end:
-        raise _short_fixed(pos, end, _L_i16s)
-    v_voter_id, v_voter_directory_id = _S_i16s.unpack_from(buf, pos)
-    v_voter_directory_id = _uuid_from_bytes(v_voter_directory_id)
+        raise _short_fixed(pos, end, _L0)
+    v_voter_id, r_voter_directory_id = _S_i16s.unpack_from(buf, pos)
+    v_voter_directory_id = _uuid_from_bytes(r_voter_directory_id)
     pos += 20
     unknown: tuple[tuple[int, bytes], ...] = ()
     if pos < end and buf[pos] == 0:
@@ -92,7 +94,12 @@ def _read_RemoveRaftVoterRequest_0(buf: bytes | bytearray | memoryview, pos: int
             pos += size
         if raw_tags:
             unknown = tuple(raw_tags)
-    return RemoveRaftVoterRequest(v_cluster_id, v_voter_id, v_voter_directory_id, unknown), pos
+    o = _new(RemoveRaftVoterRequest)
+    o.cluster_id = v_cluster_id
+    o.voter_id = v_voter_id
+    o.voter_directory_id = v_voter_directory_id
+    o.unknown_tagged_fields = unknown
+    return o, pos
 
 
 def _write_RemoveRaftVoterRequest_0(o: RemoveRaftVoterRequest, out: bytearray) -> None:

@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import struct as _struct
+from typing import Any as _Any
 import uuid as _uuid
 from dataclasses import dataclass as _dataclass, field as _field
 from typing import ClassVar as _ClassVar
@@ -26,11 +27,12 @@ from kraft_jbod.wire.primitives import (
     short_fixed as _short_fixed, uuid_from_bytes as _uuid_from_bytes,
 )
 
+_new = object.__new__
 _S_q = _struct.Struct('>q')
-_L_q = (('RenewPeriodMs', 8),)
+_L0 = (('RenewPeriodMs', 8),)
 
 
-def _absent(field: str, version: int) -> _EncodeError:
+def _absent(field: str, version: int | str) -> _EncodeError:
     return _EncodeError(
         f'attempted to write a non-default {field} at version {version}', field_path=field
     )
@@ -74,10 +76,14 @@ def _read_RenewDelegationTokenRequest_0(buf: bytes | bytearray | memoryview, pos
     end = len(buf)
     v_hmac, pos = _rb(buf, pos, 'Hmac')
     if pos + 8 > end:
-        raise _short_fixed(pos, end, _L_q)
+        raise _short_fixed(pos, end, _L0)
     v_renew_period_ms, = _S_q.unpack_from(buf, pos)
     pos += 8
-    return RenewDelegationTokenRequest(v_hmac, v_renew_period_ms, ()), pos
+    o = _new(RenewDelegationTokenRequest)
+    o.hmac = v_hmac
+    o.renew_period_ms = v_renew_period_ms
+    o.unknown_tagged_fields = ()
+    return o, pos
 
 
 def _write_RenewDelegationTokenRequest_0(o: RenewDelegationTokenRequest, out: bytearray) -> None:
@@ -95,7 +101,7 @@ def _read_RenewDelegationTokenRequest_1(buf: bytes | bytearray | memoryview, pos
     end = len(buf)
     v_hmac, pos = _rcb(buf, pos, 'Hmac')
     if pos + 8 > end:
-        raise _short_fixed(pos, end, _L_q)
+        raise _short_fixed(pos, end, _L0)
     v_renew_period_ms, = _S_q.unpack_from(buf, pos)
     pos += 8
     unknown: tuple[tuple[int, bytes], ...] = ()
@@ -110,7 +116,11 @@ def _read_RenewDelegationTokenRequest_1(buf: bytes | bytearray | memoryview, pos
             pos += size
         if raw_tags:
             unknown = tuple(raw_tags)
-    return RenewDelegationTokenRequest(v_hmac, v_renew_period_ms, unknown), pos
+    o = _new(RenewDelegationTokenRequest)
+    o.hmac = v_hmac
+    o.renew_period_ms = v_renew_period_ms
+    o.unknown_tagged_fields = unknown
+    return o, pos
 
 
 def _write_RenewDelegationTokenRequest_1(o: RenewDelegationTokenRequest, out: bytearray) -> None:

@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import struct as _struct
+from typing import Any as _Any
 import uuid as _uuid
 from dataclasses import dataclass as _dataclass, field as _field
 from typing import ClassVar as _ClassVar
@@ -26,11 +27,12 @@ from kraft_jbod.wire.primitives import (
     short_fixed as _short_fixed, uuid_from_bytes as _uuid_from_bytes,
 )
 
+_new = object.__new__
 _S_hqi = _struct.Struct('>hqi')
-_L_hqi = (('ErrorCode', 2), ('ExpiryTimestampMs', 8), ('ThrottleTimeMs', 4))
+_L0 = (('ErrorCode', 2), ('ExpiryTimestampMs', 8), ('ThrottleTimeMs', 4))
 
 
-def _absent(field: str, version: int) -> _EncodeError:
+def _absent(field: str, version: int | str) -> _EncodeError:
     return _EncodeError(
         f'attempted to write a non-default {field} at version {version}', field_path=field
     )
@@ -74,10 +76,15 @@ def _read_RenewDelegationTokenResponse_0(buf: bytes | bytearray | memoryview, po
     # versions 0-1
     end = len(buf)
     if pos + 14 > end:
-        raise _short_fixed(pos, end, _L_hqi)
+        raise _short_fixed(pos, end, _L0)
     v_error_code, v_expiry_timestamp_ms, v_throttle_time_ms = _S_hqi.unpack_from(buf, pos)
     pos += 14
-    return RenewDelegationTokenResponse(v_error_code, v_expiry_timestamp_ms, v_throttle_time_ms, ()), pos
+    o = _new(RenewDelegationTokenResponse)
+    o.error_code = v_error_code
+    o.expiry_timestamp_ms = v_expiry_timestamp_ms
+    o.throttle_time_ms = v_throttle_time_ms
+    o.unknown_tagged_fields = ()
+    return o, pos
 
 
 def _write_RenewDelegationTokenResponse_0(o: RenewDelegationTokenResponse, out: bytearray) -> None:
@@ -91,7 +98,7 @@ def _read_RenewDelegationTokenResponse_1(buf: bytes | bytearray | memoryview, po
     # versions 2
     end = len(buf)
     if pos + 14 > end:
-        raise _short_fixed(pos, end, _L_hqi)
+        raise _short_fixed(pos, end, _L0)
     v_error_code, v_expiry_timestamp_ms, v_throttle_time_ms = _S_hqi.unpack_from(buf, pos)
     pos += 14
     unknown: tuple[tuple[int, bytes], ...] = ()
@@ -106,7 +113,12 @@ def _read_RenewDelegationTokenResponse_1(buf: bytes | bytearray | memoryview, po
             pos += size
         if raw_tags:
             unknown = tuple(raw_tags)
-    return RenewDelegationTokenResponse(v_error_code, v_expiry_timestamp_ms, v_throttle_time_ms, unknown), pos
+    o = _new(RenewDelegationTokenResponse)
+    o.error_code = v_error_code
+    o.expiry_timestamp_ms = v_expiry_timestamp_ms
+    o.throttle_time_ms = v_throttle_time_ms
+    o.unknown_tagged_fields = unknown
+    return o, pos
 
 
 def _write_RenewDelegationTokenResponse_1(o: RenewDelegationTokenResponse, out: bytearray) -> None:

@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import struct as _struct
+from typing import Any as _Any
 import uuid as _uuid
 from dataclasses import dataclass as _dataclass, field as _field
 from typing import ClassVar as _ClassVar
@@ -26,11 +27,12 @@ from kraft_jbod.wire.primitives import (
     short_fixed as _short_fixed, uuid_from_bytes as _uuid_from_bytes,
 )
 
+_new = object.__new__
 _S_hhi = _struct.Struct('>hhi')
-_L_hhi = (('RequestApiKey', 2), ('RequestApiVersion', 2), ('CorrelationId', 4))
+_L0 = (('RequestApiKey', 2), ('RequestApiVersion', 2), ('CorrelationId', 4))
 
 
-def _absent(field: str, version: int) -> _EncodeError:
+def _absent(field: str, version: int | str) -> _EncodeError:
     return _EncodeError(
         f'attempted to write a non-default {field} at version {version}', field_path=field
     )
@@ -75,10 +77,16 @@ def _read_RequestHeader_0(buf: bytes | bytearray | memoryview, pos: int) -> tupl
     # versions 0
     end = len(buf)
     if pos + 8 > end:
-        raise _short_fixed(pos, end, _L_hhi)
+        raise _short_fixed(pos, end, _L0)
     v_request_api_key, v_request_api_version, v_correlation_id = _S_hhi.unpack_from(buf, pos)
     pos += 8
-    return RequestHeader(v_request_api_key, v_request_api_version, v_correlation_id, '', ()), pos
+    o = _new(RequestHeader)
+    o.request_api_key = v_request_api_key
+    o.request_api_version = v_request_api_version
+    o.correlation_id = v_correlation_id
+    o.client_id = ''
+    o.unknown_tagged_fields = ()
+    return o, pos
 
 
 def _write_RequestHeader_0(o: RequestHeader, out: bytearray) -> None:
@@ -92,11 +100,17 @@ def _read_RequestHeader_1(buf: bytes | bytearray | memoryview, pos: int) -> tupl
     # versions 1
     end = len(buf)
     if pos + 8 > end:
-        raise _short_fixed(pos, end, _L_hhi)
+        raise _short_fixed(pos, end, _L0)
     v_request_api_key, v_request_api_version, v_correlation_id = _S_hhi.unpack_from(buf, pos)
     pos += 8
     v_client_id, pos = _rns(buf, pos, 'ClientId')
-    return RequestHeader(v_request_api_key, v_request_api_version, v_correlation_id, v_client_id, ()), pos
+    o = _new(RequestHeader)
+    o.request_api_key = v_request_api_key
+    o.request_api_version = v_request_api_version
+    o.correlation_id = v_correlation_id
+    o.client_id = v_client_id
+    o.unknown_tagged_fields = ()
+    return o, pos
 
 
 def _write_RequestHeader_1(o: RequestHeader, out: bytearray) -> None:
@@ -111,7 +125,7 @@ def _read_RequestHeader_2(buf: bytes | bytearray | memoryview, pos: int) -> tupl
     # versions 2
     end = len(buf)
     if pos + 8 > end:
-        raise _short_fixed(pos, end, _L_hhi)
+        raise _short_fixed(pos, end, _L0)
     v_request_api_key, v_request_api_version, v_correlation_id = _S_hhi.unpack_from(buf, pos)
     pos += 8
     v_client_id, pos = _rns(buf, pos, 'ClientId')
@@ -127,7 +141,13 @@ def _read_RequestHeader_2(buf: bytes | bytearray | memoryview, pos: int) -> tupl
             pos += size
         if raw_tags:
             unknown = tuple(raw_tags)
-    return RequestHeader(v_request_api_key, v_request_api_version, v_correlation_id, v_client_id, unknown), pos
+    o = _new(RequestHeader)
+    o.request_api_key = v_request_api_key
+    o.request_api_version = v_request_api_version
+    o.correlation_id = v_correlation_id
+    o.client_id = v_client_id
+    o.unknown_tagged_fields = unknown
+    return o, pos
 
 
 def _write_RequestHeader_2(o: RequestHeader, out: bytearray) -> None:

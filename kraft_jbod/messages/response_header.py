@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import struct as _struct
+from typing import Any as _Any
 import uuid as _uuid
 from dataclasses import dataclass as _dataclass, field as _field
 from typing import ClassVar as _ClassVar
@@ -26,11 +27,12 @@ from kraft_jbod.wire.primitives import (
     short_fixed as _short_fixed, uuid_from_bytes as _uuid_from_bytes,
 )
 
+_new = object.__new__
 _S_i = _struct.Struct('>i')
-_L_i = (('CorrelationId', 4),)
+_L0 = (('CorrelationId', 4),)
 
 
-def _absent(field: str, version: int) -> _EncodeError:
+def _absent(field: str, version: int | str) -> _EncodeError:
     return _EncodeError(
         f'attempted to write a non-default {field} at version {version}', field_path=field
     )
@@ -72,10 +74,13 @@ def _read_ResponseHeader_0(buf: bytes | bytearray | memoryview, pos: int) -> tup
     # versions 0
     end = len(buf)
     if pos + 4 > end:
-        raise _short_fixed(pos, end, _L_i)
+        raise _short_fixed(pos, end, _L0)
     v_correlation_id, = _S_i.unpack_from(buf, pos)
     pos += 4
-    return ResponseHeader(v_correlation_id, ()), pos
+    o = _new(ResponseHeader)
+    o.correlation_id = v_correlation_id
+    o.unknown_tagged_fields = ()
+    return o, pos
 
 
 def _write_ResponseHeader_0(o: ResponseHeader, out: bytearray) -> None:
@@ -89,7 +94,7 @@ def _read_ResponseHeader_1(buf: bytes | bytearray | memoryview, pos: int) -> tup
     # versions 1
     end = len(buf)
     if pos + 4 > end:
-        raise _short_fixed(pos, end, _L_i)
+        raise _short_fixed(pos, end, _L0)
     v_correlation_id, = _S_i.unpack_from(buf, pos)
     pos += 4
     unknown: tuple[tuple[int, bytes], ...] = ()
@@ -104,7 +109,10 @@ def _read_ResponseHeader_1(buf: bytes | bytearray | memoryview, pos: int) -> tup
             pos += size
         if raw_tags:
             unknown = tuple(raw_tags)
-    return ResponseHeader(v_correlation_id, unknown), pos
+    o = _new(ResponseHeader)
+    o.correlation_id = v_correlation_id
+    o.unknown_tagged_fields = unknown
+    return o, pos
 
 
 def _write_ResponseHeader_1(o: ResponseHeader, out: bytearray) -> None:

@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import struct as _struct
+from typing import Any as _Any
 import uuid as _uuid
 from dataclasses import dataclass as _dataclass, field as _field
 from typing import ClassVar as _ClassVar
@@ -26,9 +27,10 @@ from kraft_jbod.wire.primitives import (
     short_fixed as _short_fixed, uuid_from_bytes as _uuid_from_bytes,
 )
 
+_new = object.__new__
 
 
-def _absent(field: str, version: int) -> _EncodeError:
+def _absent(field: str, version: int | str) -> _EncodeError:
     return _EncodeError(
         f'attempted to write a non-default {field} at version {version}', field_path=field
     )
@@ -70,7 +72,10 @@ def _read_SaslAuthenticateRequest_0(buf: bytes | bytearray | memoryview, pos: in
     # versions 0-1
     end = len(buf)
     v_auth_bytes, pos = _rb(buf, pos, 'AuthBytes')
-    return SaslAuthenticateRequest(v_auth_bytes, ()), pos
+    o = _new(SaslAuthenticateRequest)
+    o.auth_bytes = v_auth_bytes
+    o.unknown_tagged_fields = ()
+    return o, pos
 
 
 def _write_SaslAuthenticateRequest_0(o: SaslAuthenticateRequest, out: bytearray) -> None:
@@ -98,7 +103,10 @@ def _read_SaslAuthenticateRequest_1(buf: bytes | bytearray | memoryview, pos: in
             pos += size
         if raw_tags:
             unknown = tuple(raw_tags)
-    return SaslAuthenticateRequest(v_auth_bytes, unknown), pos
+    o = _new(SaslAuthenticateRequest)
+    o.auth_bytes = v_auth_bytes
+    o.unknown_tagged_fields = unknown
+    return o, pos
 
 
 def _write_SaslAuthenticateRequest_1(o: SaslAuthenticateRequest, out: bytearray) -> None:

@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import struct as _struct
+from typing import Any as _Any
 import uuid as _uuid
 from dataclasses import dataclass as _dataclass, field as _field
 from typing import ClassVar as _ClassVar
@@ -26,13 +27,14 @@ from kraft_jbod.wire.primitives import (
     short_fixed as _short_fixed, uuid_from_bytes as _uuid_from_bytes,
 )
 
+_new = object.__new__
 _S_h = _struct.Struct('>h')
 _S_q = _struct.Struct('>q')
-_L_h = (('ErrorCode', 2),)
-_L_q = (('SessionLifetimeMs', 8),)
+_L0 = (('ErrorCode', 2),)
+_L1 = (('SessionLifetimeMs', 8),)
 
 
-def _absent(field: str, version: int) -> _EncodeError:
+def _absent(field: str, version: int | str) -> _EncodeError:
     return _EncodeError(
         f'attempted to write a non-default {field} at version {version}', field_path=field
     )
@@ -77,12 +79,18 @@ def _read_SaslAuthenticateResponse_0(buf: bytes | bytearray | memoryview, pos: i
     # versions 0
     end = len(buf)
     if pos + 2 > end:
-        raise _short_fixed(pos, end, _L_h)
+        raise _short_fixed(pos, end, _L0)
     v_error_code, = _S_h.unpack_from(buf, pos)
     pos += 2
     v_error_message, pos = _rns(buf, pos, 'ErrorMessage')
     v_auth_bytes, pos = _rb(buf, pos, 'AuthBytes')
-    return SaslAuthenticateResponse(v_error_code, v_error_message, v_auth_bytes, 0, ()), pos
+    o = _new(SaslAuthenticateResponse)
+    o.error_code = v_error_code
+    o.error_message = v_error_message
+    o.auth_bytes = v_auth_bytes
+    o.session_lifetime_ms = 0
+    o.unknown_tagged_fields = ()
+    return o, pos
 
 
 def _write_SaslAuthenticateResponse_0(o: SaslAuthenticateResponse, out: bytearray) -> None:
@@ -100,16 +108,22 @@ def _read_SaslAuthenticateResponse_1(buf: bytes | bytearray | memoryview, pos: i
     # versions 1
     end = len(buf)
     if pos + 2 > end:
-        raise _short_fixed(pos, end, _L_h)
+        raise _short_fixed(pos, end, _L0)
     v_error_code, = _S_h.unpack_from(buf, pos)
     pos += 2
     v_error_message, pos = _rns(buf, pos, 'ErrorMessage')
     v_auth_bytes, pos = _rb(buf, pos, 'AuthBytes')
     if pos + 8 > end:
-        raise _short_fixed(pos, end, _L_q)
+        raise _short_fixed(pos, end, _L1)
     v_session_lifetime_ms, = _S_q.unpack_from(buf, pos)
     pos += 8
-    return SaslAuthenticateResponse(v_error_code, v_error_message, v_auth_bytes, v_session_lifetime_ms, ()), pos
+    o = _new(SaslAuthenticateResponse)
+    o.error_code = v_error_code
+    o.error_message = v_error_message
+    o.auth_bytes = v_auth_bytes
+    o.session_lifetime_ms = v_session_lifetime_ms
+    o.unknown_tagged_fields = ()
+    return o, pos
 
 
 def _write_SaslAuthenticateResponse_1(o: SaslAuthenticateResponse, out: bytearray) -> None:
@@ -128,13 +142,13 @@ def _read_SaslAuthenticateResponse_2(buf: bytes | bytearray | memoryview, pos: i
     # versions 2
     end = len(buf)
     if pos + 2 > end:
-        raise _short_fixed(pos, end, _L_h)
+        raise _short_fixed(pos, end, _L0)
     v_error_code, = _S_h.unpack_from(buf, pos)
     pos += 2
     v_error_message, pos = _rncs(buf, pos, 'ErrorMessage')
     v_auth_bytes, pos = _rcb(buf, pos, 'AuthBytes')
     if pos + 8 > end:
-        raise _short_fixed(pos, end, _L_q)
+        raise _short_fixed(pos, end, _L1)
     v_session_lifetime_ms, = _S_q.unpack_from(buf, pos)
     pos += 8
     unknown: tuple[tuple[int, bytes], ...] = ()
@@ -149,7 +163,13 @@ def _read_SaslAuthenticateResponse_2(buf: bytes | bytearray | memoryview, pos: i
             pos += size
         if raw_tags:
             unknown = tuple(raw_tags)
-    return SaslAuthenticateResponse(v_error_code, v_error_message, v_auth_bytes, v_session_lifetime_ms, unknown), pos
+    o = _new(SaslAuthenticateResponse)
+    o.error_code = v_error_code
+    o.error_message = v_error_message
+    o.auth_bytes = v_auth_bytes
+    o.session_lifetime_ms = v_session_lifetime_ms
+    o.unknown_tagged_fields = unknown
+    return o, pos
 
 
 def _write_SaslAuthenticateResponse_2(o: SaslAuthenticateResponse, out: bytearray) -> None:

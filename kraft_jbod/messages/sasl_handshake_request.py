@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import struct as _struct
+from typing import Any as _Any
 import uuid as _uuid
 from dataclasses import dataclass as _dataclass, field as _field
 from typing import ClassVar as _ClassVar
@@ -26,9 +27,10 @@ from kraft_jbod.wire.primitives import (
     short_fixed as _short_fixed, uuid_from_bytes as _uuid_from_bytes,
 )
 
+_new = object.__new__
 
 
-def _absent(field: str, version: int) -> _EncodeError:
+def _absent(field: str, version: int | str) -> _EncodeError:
     return _EncodeError(
         f'attempted to write a non-default {field} at version {version}', field_path=field
     )
@@ -70,7 +72,10 @@ def _read_SaslHandshakeRequest_0(buf: bytes | bytearray | memoryview, pos: int) 
     # versions 0-1
     end = len(buf)
     v_mechanism, pos = _rs(buf, pos, 'Mechanism')
-    return SaslHandshakeRequest(v_mechanism, ()), pos
+    o = _new(SaslHandshakeRequest)
+    o.mechanism = v_mechanism
+    o.unknown_tagged_fields = ()
+    return o, pos
 
 
 def _write_SaslHandshakeRequest_0(o: SaslHandshakeRequest, out: bytearray) -> None:

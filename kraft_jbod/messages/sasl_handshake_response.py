@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import struct as _struct
+from typing import Any as _Any
 import uuid as _uuid
 from dataclasses import dataclass as _dataclass, field as _field
 from typing import ClassVar as _ClassVar
@@ -26,11 +27,12 @@ from kraft_jbod.wire.primitives import (
     short_fixed as _short_fixed, uuid_from_bytes as _uuid_from_bytes,
 )
 
+_new = object.__new__
 _S_h = _struct.Struct('>h')
-_L_h = (('ErrorCode', 2),)
+_L0 = (('ErrorCode', 2),)
 
 
-def _absent(field: str, version: int) -> _EncodeError:
+def _absent(field: str, version: int | str) -> _EncodeError:
     return _EncodeError(
         f'attempted to write a non-default {field} at version {version}', field_path=field
     )
@@ -73,16 +75,21 @@ def _read_SaslHandshakeResponse_0(buf: bytes | bytearray | memoryview, pos: int)
     # versions 0-1
     end = len(buf)
     if pos + 2 > end:
-        raise _short_fixed(pos, end, _L_h)
+        raise _short_fixed(pos, end, _L0)
     v_error_code, = _S_h.unpack_from(buf, pos)
     pos += 2
+    v_mechanisms: list[str]
     n_v_mechanisms, pos = _ral(buf, pos, 'Mechanisms')
     v_mechanisms = []
-    app = v_mechanisms.append
+    app_v_mechanisms = v_mechanisms.append
     for _ in range(n_v_mechanisms):
-        item, pos = _rs(buf, pos, 'Mechanisms')
-        app(item)
-    return SaslHandshakeResponse(v_error_code, v_mechanisms, ()), pos
+        e_v_mechanisms, pos = _rs(buf, pos, 'Mechanisms')
+        app_v_mechanisms(e_v_mechanisms)
+    o = _new(SaslHandshakeResponse)
+    o.error_code = v_error_code
+    o.mechanisms = v_mechanisms
+    o.unknown_tagged_fields = ()
+    return o, pos
 
 
 def _write_SaslHandshakeResponse_0(o: SaslHandshakeResponse, out: bytearray) -> None:
@@ -91,10 +98,10 @@ def _write_SaslHandshakeResponse_0(o: SaslHandshakeResponse, out: bytearray) -> 
     if o.mechanisms is None:
         raise _null('Mechanisms')
     _wal(out, o.mechanisms, 'Mechanisms')
-    for item in o.mechanisms:
-        if item is None:
+    for e_mechanisms in o.mechanisms:
+        if e_mechanisms is None:
             raise _null('Mechanisms')
-        _ws(out, item, 'Mechanisms')
+        _ws(out, e_mechanisms, 'Mechanisms')
     if o.unknown_tagged_fields:
         raise _EncodeError('tagged fields cannot be written at non-flexible version 0-1')
 

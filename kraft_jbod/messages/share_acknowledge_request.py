@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import struct as _struct
+from typing import Any as _Any
 import uuid as _uuid
 from dataclasses import dataclass as _dataclass, field as _field
 from typing import ClassVar as _ClassVar
@@ -26,18 +27,18 @@ from kraft_jbod.wire.primitives import (
     short_fixed as _short_fixed, uuid_from_bytes as _uuid_from_bytes,
 )
 
+_new = object.__new__
 _S_16s = _struct.Struct('>16s')
-_S_b = _struct.Struct('>b')
 _S_i = _struct.Struct('>i')
 _S_qq = _struct.Struct('>qq')
 _ZERO_UUID = _uuid_from_bytes((0).to_bytes(16, 'big'))
-_L_qq = (('FirstOffset', 8), ('LastOffset', 8))
-_L_i = (('PartitionIndex', 4),)
-_L_16s = (('TopicId', 16),)
-_L_i = (('ShareSessionEpoch', 4),)
+_L0 = (('FirstOffset', 8), ('LastOffset', 8))
+_L1 = (('PartitionIndex', 4),)
+_L2 = (('TopicId', 16),)
+_L3 = (('ShareSessionEpoch', 4),)
 
 
-def _absent(field: str, version: int) -> _EncodeError:
+def _absent(field: str, version: int | str) -> _EncodeError:
     return _EncodeError(
         f'attempted to write a non-default {field} at version {version}', field_path=field
     )
@@ -110,11 +111,16 @@ def _read_AcknowledgementBatch_0(buf: bytes | bytearray | memoryview, pos: int) 
     # versions 0
     end = len(buf)
     if pos + 16 > end:
-        raise _short_fixed(pos, end, _L_qq)
+        raise _short_fixed(pos, end, _L0)
     v_first_offset, v_last_offset = _S_qq.unpack_from(buf, pos)
     pos += 16
-    n_v_acknowledge_types, pos = _rcal(buf, pos, 'AcknowledgeTypes')
-    v_acknowledge_types, pos = _rfa(buf, pos, n_v_acknowledge_types, _S_b, 'AcknowledgeTypes')
+    v_acknowledge_types: list[int]
+    n_v_acknowledge_types = buf[pos] - 1 if pos < end else -2
+    if 0 <= n_v_acknowledge_types < 127 and n_v_acknowledge_types <= end - pos:
+        pos += 1
+    else:
+        n_v_acknowledge_types, pos = _rcal(buf, pos, 'AcknowledgeTypes')
+    v_acknowledge_types, pos = _rfa(buf, pos, n_v_acknowledge_types, 'b', 'AcknowledgeTypes')
     unknown: tuple[tuple[int, bytes], ...] = ()
     if pos < end and buf[pos] == 0:
         pos += 1
@@ -127,7 +133,12 @@ def _read_AcknowledgementBatch_0(buf: bytes | bytearray | memoryview, pos: int) 
             pos += size
         if raw_tags:
             unknown = tuple(raw_tags)
-    return AcknowledgementBatch(v_first_offset, v_last_offset, v_acknowledge_types, unknown), pos
+    o = _new(AcknowledgementBatch)
+    o.first_offset = v_first_offset
+    o.last_offset = v_last_offset
+    o.acknowledge_types = v_acknowledge_types
+    o.unknown_tagged_fields = unknown
+    return o, pos
 
 
 def _write_AcknowledgementBatch_0(o: AcknowledgementBatch, out: bytearray) -> None:
@@ -147,17 +158,22 @@ def _read_AcknowledgePartition_0(buf: bytes | bytearray | memoryview, pos: int) 
     # versions 0
     end = len(buf)
     if pos + 4 > end:
-        raise _short_fixed(pos, end, _L_i)
+        raise _short_fixed(pos, end, _L1)
     v_partition_index, = _S_i.unpack_from(buf, pos)
     pos += 4
-    n_v_acknowledgement_batches, pos = _rcal(buf, pos, 'AcknowledgementBatches')
+    v_acknowledgement_batches: list[AcknowledgementBatch]
+    n_v_acknowledgement_batches = buf[pos] - 1 if pos < end else -2
+    if 0 <= n_v_acknowledgement_batches < 127 and n_v_acknowledgement_batches <= end - pos:
+        pos += 1
+    else:
+        n_v_acknowledgement_batches, pos = _rcal(buf, pos, 'AcknowledgementBatches')
     v_acknowledgement_batches = []
-    app = v_acknowledgement_batches.append
+    app_v_acknowledgement_batches = v_acknowledgement_batches.append
     i = 0
     try:
         for i in range(n_v_acknowledgement_batches):
-            item, pos = _read_AcknowledgementBatch_0(buf, pos)
-            app(item)
+            e_v_acknowledgement_batches, pos = _read_AcknowledgementBatch_0(buf, pos)
+            app_v_acknowledgement_batches(e_v_acknowledgement_batches)
     except _DecodeError as exc:
         raise exc.refine(field=f'AcknowledgementBatches[{i}]')
     unknown: tuple[tuple[int, bytes], ...] = ()
@@ -172,7 +188,11 @@ def _read_AcknowledgePartition_0(buf: bytes | bytearray | memoryview, pos: int) 
             pos += size
         if raw_tags:
             unknown = tuple(raw_tags)
-    return AcknowledgePartition(v_partition_index, v_acknowledgement_batches, unknown), pos
+    o = _new(AcknowledgePartition)
+    o.partition_index = v_partition_index
+    o.acknowledgement_batches = v_acknowledgement_batches
+    o.unknown_tagged_fields = unknown
+    return o, pos
 
 
 def _write_AcknowledgePartition_0(o: AcknowledgePartition, out: bytearray) -> None:
@@ -181,8 +201,8 @@ def _write_AcknowledgePartition_0(o: AcknowledgePartition, out: bytearray) -> No
     if o.acknowledgement_batches is None:
         raise _null('AcknowledgementBatches')
     _wcal(out, o.acknowledgement_batches, 'AcknowledgementBatches')
-    for item in o.acknowledgement_batches:
-        _write_AcknowledgementBatch_0(item, out)
+    for e_acknowledgement_batches in o.acknowledgement_batches:
+        _write_AcknowledgementBatch_0(e_acknowledgement_batches, out)
     if o.unknown_tagged_fields:
         _wts(out, (), o.unknown_tagged_fields, '_tagged_fields')
     else:
@@ -193,18 +213,23 @@ def _read_AcknowledgeTopic_0(buf: bytes | bytearray | memoryview, pos: int) -> t
     # versions 0
     end = len(buf)
     if pos + 16 > end:
-        raise _short_fixed(pos, end, _L_16s)
-    v_topic_id, = _S_16s.unpack_from(buf, pos)
-    v_topic_id = _uuid_from_bytes(v_topic_id)
+        raise _short_fixed(pos, end, _L2)
+    r_topic_id, = _S_16s.unpack_from(buf, pos)
+    v_topic_id = _uuid_from_bytes(r_topic_id)
     pos += 16
-    n_v_partitions, pos = _rcal(buf, pos, 'Partitions')
+    v_partitions: list[AcknowledgePartition]
+    n_v_partitions = buf[pos] - 1 if pos < end else -2
+    if 0 <= n_v_partitions < 127 and n_v_partitions <= end - pos:
+        pos += 1
+    else:
+        n_v_partitions, pos = _rcal(buf, pos, 'Partitions')
     v_partitions = []
-    app = v_partitions.append
+    app_v_partitions = v_partitions.append
     i = 0
     try:
         for i in range(n_v_partitions):
-            item, pos = _read_AcknowledgePartition_0(buf, pos)
-            app(item)
+            e_v_partitions, pos = _read_AcknowledgePartition_0(buf, pos)
+            app_v_partitions(e_v_partitions)
     except _DecodeError as exc:
         raise exc.refine(field=f'Partitions[{i}]')
     unknown: tuple[tuple[int, bytes], ...] = ()
@@ -219,7 +244,11 @@ def _read_AcknowledgeTopic_0(buf: bytes | bytearray | memoryview, pos: int) -> t
             pos += size
         if raw_tags:
             unknown = tuple(raw_tags)
-    return AcknowledgeTopic(v_topic_id, v_partitions, unknown), pos
+    o = _new(AcknowledgeTopic)
+    o.topic_id = v_topic_id
+    o.partitions = v_partitions
+    o.unknown_tagged_fields = unknown
+    return o, pos
 
 
 def _write_AcknowledgeTopic_0(o: AcknowledgeTopic, out: bytearray) -> None:
@@ -228,8 +257,8 @@ def _write_AcknowledgeTopic_0(o: AcknowledgeTopic, out: bytearray) -> None:
     if o.partitions is None:
         raise _null('Partitions')
     _wcal(out, o.partitions, 'Partitions')
-    for item in o.partitions:
-        _write_AcknowledgePartition_0(item, out)
+    for e_partitions in o.partitions:
+        _write_AcknowledgePartition_0(e_partitions, out)
     if o.unknown_tagged_fields:
         _wts(out, (), o.unknown_tagged_fields, '_tagged_fields')
     else:
@@ -242,17 +271,22 @@ def _read_ShareAcknowledgeRequest_0(buf: bytes | bytearray | memoryview, pos: in
     v_group_id, pos = _rncs(buf, pos, 'GroupId')
     v_member_id, pos = _rncs(buf, pos, 'MemberId')
     if pos + 4 > end:
-        raise _short_fixed(pos, end, _L_i)
+        raise _short_fixed(pos, end, _L3)
     v_share_session_epoch, = _S_i.unpack_from(buf, pos)
     pos += 4
-    n_v_topics, pos = _rcal(buf, pos, 'Topics')
+    v_topics: list[AcknowledgeTopic]
+    n_v_topics = buf[pos] - 1 if pos < end else -2
+    if 0 <= n_v_topics < 127 and n_v_topics <= end - pos:
+        pos += 1
+    else:
+        n_v_topics, pos = _rcal(buf, pos, 'Topics')
     v_topics = []
-    app = v_topics.append
+    app_v_topics = v_topics.append
     i = 0
     try:
         for i in range(n_v_topics):
-            item, pos = _read_AcknowledgeTopic_0(buf, pos)
-            app(item)
+            e_v_topics, pos = _read_AcknowledgeTopic_0(buf, pos)
+            app_v_topics(e_v_topics)
     except _DecodeError as exc:
         raise exc.refine(field=f'Topics[{i}]')
     unknown: tuple[tuple[int, bytes], ...] = ()
@@ -267,7 +301,13 @@ def _read_ShareAcknowledgeRequest_0(buf: bytes | bytearray | memoryview, pos: in
             pos += size
         if raw_tags:
             unknown = tuple(raw_tags)
-    return ShareAcknowledgeRequest(v_group_id, v_member_id, v_share_session_epoch, v_topics, unknown), pos
+    o = _new(ShareAcknowledgeRequest)
+    o.group_id = v_group_id
+    o.member_id = v_member_id
+    o.share_session_epoch = v_share_session_epoch
+    o.topics = v_topics
+    o.unknown_tagged_fields = unknown
+    return o, pos
 
 
 def _write_ShareAcknowledgeRequest_0(o: ShareAcknowledgeRequest, out: bytearray) -> None:
@@ -278,8 +318,8 @@ def _write_ShareAcknowledgeRequest_0(o: ShareAcknowledgeRequest, out: bytearray)
     if o.topics is None:
         raise _null('Topics')
     _wcal(out, o.topics, 'Topics')
-    for item in o.topics:
-        _write_AcknowledgeTopic_0(item, out)
+    for e_topics in o.topics:
+        _write_AcknowledgeTopic_0(e_topics, out)
     if o.unknown_tagged_fields:
         _wts(out, (), o.unknown_tagged_fields, '_tagged_fields')
     else:

@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import struct as _struct
+from typing import Any as _Any
 import uuid as _uuid
 from dataclasses import dataclass as _dataclass, field as _field
 from typing import ClassVar as _ClassVar
@@ -26,20 +27,19 @@ from kraft_jbod.wire.primitives import (
     short_fixed as _short_fixed, uuid_from_bytes as _uuid_from_bytes,
 )
 
+_new = object.__new__
 _S_16s = _struct.Struct('>16s')
-_S_b = _struct.Struct('>b')
-_S_i = _struct.Struct('>i')
 _S_ii = _struct.Struct('>ii')
 _S_iiii = _struct.Struct('>iiii')
 _S_qq = _struct.Struct('>qq')
 _ZERO_UUID = _uuid_from_bytes((0).to_bytes(16, 'big'))
-_L_qq = (('FirstOffset', 8), ('LastOffset', 8))
-_L_ii = (('PartitionIndex', 4), ('PartitionMaxBytes', 4))
-_L_16s = (('TopicId', 16),)
-_L_iiii = (('ShareSessionEpoch', 4), ('MaxWaitMs', 4), ('MinBytes', 4), ('MaxBytes', 4))
+_L0 = (('FirstOffset', 8), ('LastOffset', 8))
+_L1 = (('PartitionIndex', 4), ('PartitionMaxBytes', 4))
+_L2 = (('TopicId', 16),)
+_L3 = (('ShareSessionEpoch', 4), ('MaxWaitMs', 4), ('MinBytes', 4), ('MaxBytes', 4))
 
 
-def _absent(field: str, version: int) -> _EncodeError:
+def _absent(field: str, version: int | str) -> _EncodeError:
     return _EncodeError(
         f'attempted to write a non-default {field} at version {version}', field_path=field
     )
@@ -126,11 +126,16 @@ def _read_AcknowledgementBatch_0(buf: bytes | bytearray | memoryview, pos: int) 
     # versions 0
     end = len(buf)
     if pos + 16 > end:
-        raise _short_fixed(pos, end, _L_qq)
+        raise _short_fixed(pos, end, _L0)
     v_first_offset, v_last_offset = _S_qq.unpack_from(buf, pos)
     pos += 16
-    n_v_acknowledge_types, pos = _rcal(buf, pos, 'AcknowledgeTypes')
-    v_acknowledge_types, pos = _rfa(buf, pos, n_v_acknowledge_types, _S_b, 'AcknowledgeTypes')
+    v_acknowledge_types: list[int]
+    n_v_acknowledge_types = buf[pos] - 1 if pos < end else -2
+    if 0 <= n_v_acknowledge_types < 127 and n_v_acknowledge_types <= end - pos:
+        pos += 1
+    else:
+        n_v_acknowledge_types, pos = _rcal(buf, pos, 'AcknowledgeTypes')
+    v_acknowledge_types, pos = _rfa(buf, pos, n_v_acknowledge_types, 'b', 'AcknowledgeTypes')
     unknown: tuple[tuple[int, bytes], ...] = ()
     if pos < end and buf[pos] == 0:
         pos += 1
@@ -143,7 +148,12 @@ def _read_AcknowledgementBatch_0(buf: bytes | bytearray | memoryview, pos: int) 
             pos += size
         if raw_tags:
             unknown = tuple(raw_tags)
-    return AcknowledgementBatch(v_first_offset, v_last_offset, v_acknowledge_types, unknown), pos
+    o = _new(AcknowledgementBatch)
+    o.first_offset = v_first_offset
+    o.last_offset = v_last_offset
+    o.acknowledge_types = v_acknowledge_types
+    o.unknown_tagged_fields = unknown
+    return o, pos
 
 
 def _write_AcknowledgementBatch_0(o: AcknowledgementBatch, out: bytearray) -> None:
@@ -163,17 +173,22 @@ def _read_FetchPartition_0(buf: bytes | bytearray | memoryview, pos: int) -> tup
     # versions 0
     end = len(buf)
     if pos + 8 > end:
-        raise _short_fixed(pos, end, _L_ii)
+        raise _short_fixed(pos, end, _L1)
     v_partition_index, v_partition_max_bytes = _S_ii.unpack_from(buf, pos)
     pos += 8
-    n_v_acknowledgement_batches, pos = _rcal(buf, pos, 'AcknowledgementBatches')
+    v_acknowledgement_batches: list[AcknowledgementBatch]
+    n_v_acknowledgement_batches = buf[pos] - 1 if pos < end else -2
+    if 0 <= n_v_acknowledgement_batches < 127 and n_v_acknowledgement_batches <= end - pos:
+        pos += 1
+    else:
+        n_v_acknowledgement_batches, pos = _rcal(buf, pos, 'AcknowledgementBatches')
     v_acknowledgement_batches = []
-    app = v_acknowledgement_batches.append
+    app_v_acknowledgement_batches = v_acknowledgement_batches.append
     i = 0
     try:
         for i in range(n_v_acknowledgement_batches):
-            item, pos = _read_AcknowledgementBatch_0(buf, pos)
-            app(item)
+            e_v_acknowledgement_batches, pos = _read_AcknowledgementBatch_0(buf, pos)
+            app_v_acknowledgement_batches(e_v_acknowledgement_batches)
     except _DecodeError as exc:
         raise exc.refine(field=f'AcknowledgementBatches[{i}]')
     unknown: tuple[tuple[int, bytes], ...] = ()
@@ -188,7 +203,12 @@ def _read_FetchPartition_0(buf: bytes | bytearray | memoryview, pos: int) -> tup
             pos += size
         if raw_tags:
             unknown = tuple(raw_tags)
-    return FetchPartition(v_partition_index, v_partition_max_bytes, v_acknowledgement_batches, unknown), pos
+    o = _new(FetchPartition)
+    o.partition_index = v_partition_index
+    o.partition_max_bytes = v_partition_max_bytes
+    o.acknowledgement_batches = v_acknowledgement_batches
+    o.unknown_tagged_fields = unknown
+    return o, pos
 
 
 def _write_FetchPartition_0(o: FetchPartition, out: bytearray) -> None:
@@ -197,8 +217,8 @@ def _write_FetchPartition_0(o: FetchPartition, out: bytearray) -> None:
     if o.acknowledgement_batches is None:
         raise _null('AcknowledgementBatches')
     _wcal(out, o.acknowledgement_batches, 'AcknowledgementBatches')
-    for item in o.acknowledgement_batches:
-        _write_AcknowledgementBatch_0(item, out)
+    for e_acknowledgement_batches in o.acknowledgement_batches:
+        _write_AcknowledgementBatch_0(e_acknowledgement_batches, out)
     if o.unknown_tagged_fields:
         _wts(out, (), o.unknown_tagged_fields, '_tagged_fields')
     else:
@@ -209,18 +229,23 @@ def _read_FetchTopic_0(buf: bytes | bytearray | memoryview, pos: int) -> tuple[F
     # versions 0
     end = len(buf)
     if pos + 16 > end:
-        raise _short_fixed(pos, end, _L_16s)
-    v_topic_id, = _S_16s.unpack_from(buf, pos)
-    v_topic_id = _uuid_from_bytes(v_topic_id)
+        raise _short_fixed(pos, end, _L2)
+    r_topic_id, = _S_16s.unpack_from(buf, pos)
+    v_topic_id = _uuid_from_bytes(r_topic_id)
     pos += 16
-    n_v_partitions, pos = _rcal(buf, pos, 'Partitions')
+    v_partitions: list[FetchPartition]
+    n_v_partitions = buf[pos] - 1 if pos < end else -2
+    if 0 <= n_v_partitions < 127 and n_v_partitions <= end - pos:
+        pos += 1
+    else:
+        n_v_partitions, pos = _rcal(buf, pos, 'Partitions')
     v_partitions = []
-    app = v_partitions.append
+    app_v_partitions = v_partitions.append
     i = 0
     try:
         for i in range(n_v_partitions):
-            item, pos = _read_FetchPartition_0(buf, pos)
-            app(item)
+            e_v_partitions, pos = _read_FetchPartition_0(buf, pos)
+            app_v_partitions(e_v_partitions)
     except _DecodeError as exc:
         raise exc.refine(field=f'Partitions[{i}]')
     unknown: tuple[tuple[int, bytes], ...] = ()
@@ -235,7 +260,11 @@ def _read_FetchTopic_0(buf: bytes | bytearray | memoryview, pos: int) -> tuple[F
             pos += size
         if raw_tags:
             unknown = tuple(raw_tags)
-    return FetchTopic(v_topic_id, v_partitions, unknown), pos
+    o = _new(FetchTopic)
+    o.topic_id = v_topic_id
+    o.partitions = v_partitions
+    o.unknown_tagged_fields = unknown
+    return o, pos
 
 
 def _write_FetchTopic_0(o: FetchTopic, out: bytearray) -> None:
@@ -244,8 +273,8 @@ def _write_FetchTopic_0(o: FetchTopic, out: bytearray) -> None:
     if o.partitions is None:
         raise _null('Partitions')
     _wcal(out, o.partitions, 'Partitions')
-    for item in o.partitions:
-        _write_FetchPartition_0(item, out)
+    for e_partitions in o.partitions:
+        _write_FetchPartition_0(e_partitions, out)
     if o.unknown_tagged_fields:
         _wts(out, (), o.unknown_tagged_fields, '_tagged_fields')
     else:
@@ -256,12 +285,17 @@ def _read_ForgottenTopic_0(buf: bytes | bytearray | memoryview, pos: int) -> tup
     # versions 0
     end = len(buf)
     if pos + 16 > end:
-        raise _short_fixed(pos, end, _L_16s)
-    v_topic_id, = _S_16s.unpack_from(buf, pos)
-    v_topic_id = _uuid_from_bytes(v_topic_id)
+        raise _short_fixed(pos, end, _L2)
+    r_topic_id, = _S_16s.unpack_from(buf, pos)
+    v_topic_id = _uuid_from_bytes(r_topic_id)
     pos += 16
-    n_v_partitions, pos = _rcal(buf, pos, 'Partitions')
-    v_partitions, pos = _rfa(buf, pos, n_v_partitions, _S_i, 'Partitions')
+    v_partitions: list[int]
+    n_v_partitions = buf[pos] - 1 if pos < end else -2
+    if 0 <= n_v_partitions < 127 and n_v_partitions <= end - pos:
+        pos += 1
+    else:
+        n_v_partitions, pos = _rcal(buf, pos, 'Partitions')
+    v_partitions, pos = _rfa(buf, pos, n_v_partitions, 'i', 'Partitions')
     unknown: tuple[tuple[int, bytes], ...] = ()
     if pos < end and buf[pos] == 0:
         pos += 1
@@ -274,7 +308,11 @@ def _read_ForgottenTopic_0(buf: bytes | bytearray | memoryview, pos: int) -> tup
             pos += size
         if raw_tags:
             unknown = tuple(raw_tags)
-    return ForgottenTopic(v_topic_id, v_partitions, unknown), pos
+    o = _new(ForgottenTopic)
+    o.topic_id = v_topic_id
+    o.partitions = v_partitions
+    o.unknown_tagged_fields = unknown
+    return o, pos
 
 
 def _write_ForgottenTopic_0(o: ForgottenTopic, out: bytearray) -> None:
@@ -296,27 +334,37 @@ def _read_ShareFetchRequest_0(buf: bytes | bytearray | memoryview, pos: int) -> 
     v_group_id, pos = _rncs(buf, pos, 'GroupId')
     v_member_id, pos = _rncs(buf, pos, 'MemberId')
     if pos + 16 > end:
-        raise _short_fixed(pos, end, _L_iiii)
+        raise _short_fixed(pos, end, _L3)
     v_share_session_epoch, v_max_wait_ms, v_min_bytes, v_max_bytes = _S_iiii.unpack_from(buf, pos)
     pos += 16
-    n_v_topics, pos = _rcal(buf, pos, 'Topics')
+    v_topics: list[FetchTopic]
+    n_v_topics = buf[pos] - 1 if pos < end else -2
+    if 0 <= n_v_topics < 127 and n_v_topics <= end - pos:
+        pos += 1
+    else:
+        n_v_topics, pos = _rcal(buf, pos, 'Topics')
     v_topics = []
-    app = v_topics.append
+    app_v_topics = v_topics.append
     i = 0
     try:
         for i in range(n_v_topics):
-            item, pos = _read_FetchTopic_0(buf, pos)
-            app(item)
+            e_v_topics, pos = _read_FetchTopic_0(buf, pos)
+            app_v_topics(e_v_topics)
     except _DecodeError as exc:
         raise exc.refine(field=f'Topics[{i}]')
-    n_v_forgotten_topics_data, pos = _rcal(buf, pos, 'ForgottenTopicsData')
+    v_forgotten_topics_data: list[ForgottenTopic]
+    n_v_forgotten_topics_data = buf[pos] - 1 if pos < end else -2
+    if 0 <= n_v_forgotten_topics_data < 127 and n_v_forgotten_topics_data <= end - pos:
+        pos += 1
+    else:
+        n_v_forgotten_topics_data, pos = _rcal(buf, pos, 'ForgottenTopicsData')
     v_forgotten_topics_data = []
-    app = v_forgotten_topics_data.append
+    app_v_forgotten_topics_data = v_forgotten_topics_data.append
     i = 0
     try:
         for i in range(n_v_forgotten_topics_data):
-            item, pos = _read_ForgottenTopic_0(buf, pos)
-            app(item)
+            e_v_forgotten_topics_data, pos = _read_ForgottenTopic_0(buf, pos)
+            app_v_forgotten_topics_data(e_v_forgotten_topics_data)
     except _DecodeError as exc:
         raise exc.refine(field=f'ForgottenTopicsData[{i}]')
     unknown: tuple[tuple[int, bytes], ...] = ()
@@ -331,7 +379,17 @@ def _read_ShareFetchRequest_0(buf: bytes | bytearray | memoryview, pos: int) -> 
             pos += size
         if raw_tags:
             unknown = tuple(raw_tags)
-    return ShareFetchRequest(v_group_id, v_member_id, v_share_session_epoch, v_max_wait_ms, v_min_bytes, v_max_bytes, v_topics, v_forgotten_topics_data, unknown), pos
+    o = _new(ShareFetchRequest)
+    o.group_id = v_group_id
+    o.member_id = v_member_id
+    o.share_session_epoch = v_share_session_epoch
+    o.max_wait_ms = v_max_wait_ms
+    o.min_bytes = v_min_bytes
+    o.max_bytes = v_max_bytes
+    o.topics = v_topics
+    o.forgotten_topics_data = v_forgotten_topics_data
+    o.unknown_tagged_fields = unknown
+    return o, pos
 
 
 def _write_ShareFetchRequest_0(o: ShareFetchRequest, out: bytearray) -> None:
@@ -342,13 +400,13 @@ def _write_ShareFetchRequest_0(o: ShareFetchRequest, out: bytearray) -> None:
     if o.topics is None:
         raise _null('Topics')
     _wcal(out, o.topics, 'Topics')
-    for item in o.topics:
-        _write_FetchTopic_0(item, out)
+    for e_topics in o.topics:
+        _write_FetchTopic_0(e_topics, out)
     if o.forgotten_topics_data is None:
         raise _null('ForgottenTopicsData')
     _wcal(out, o.forgotten_topics_data, 'ForgottenTopicsData')
-    for item in o.forgotten_topics_data:
-        _write_ForgottenTopic_0(item, out)
+    for e_forgotten_topics_data in o.forgotten_topics_data:
+        _write_ForgottenTopic_0(e_forgotten_topics_data, out)
     if o.unknown_tagged_fields:
         _wts(out, (), o.unknown_tagged_fields, '_tagged_fields')
     else:

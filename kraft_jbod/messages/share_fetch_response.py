@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import struct as _struct
+from typing import Any as _Any
 import uuid as _uuid
 from dataclasses import dataclass as _dataclass, field as _field
 from typing import ClassVar as _ClassVar
@@ -26,6 +27,7 @@ from kraft_jbod.wire.primitives import (
     short_fixed as _short_fixed, uuid_from_bytes as _uuid_from_bytes,
 )
 
+_new = object.__new__
 _S_16s = _struct.Struct('>16s')
 _S_h = _struct.Struct('>h')
 _S_i = _struct.Struct('>i')
@@ -33,17 +35,17 @@ _S_ih = _struct.Struct('>ih')
 _S_ii = _struct.Struct('>ii')
 _S_qqh = _struct.Struct('>qqh')
 _ZERO_UUID = _uuid_from_bytes((0).to_bytes(16, 'big'))
-_L_ii = (('LeaderId', 4), ('LeaderEpoch', 4))
-_L_qqh = (('FirstOffset', 8), ('LastOffset', 8), ('DeliveryCount', 2))
-_L_ih = (('PartitionIndex', 4), ('ErrorCode', 2))
-_L_h = (('AcknowledgeErrorCode', 2),)
-_L_16s = (('TopicId', 16),)
-_L_i = (('NodeId', 4),)
-_L_i = (('Port', 4),)
-_L_ih = (('ThrottleTimeMs', 4), ('ErrorCode', 2))
+_L0 = (('LeaderId', 4), ('LeaderEpoch', 4))
+_L1 = (('FirstOffset', 8), ('LastOffset', 8), ('DeliveryCount', 2))
+_L2 = (('PartitionIndex', 4), ('ErrorCode', 2))
+_L3 = (('AcknowledgeErrorCode', 2),)
+_L4 = (('TopicId', 16),)
+_L5 = (('NodeId', 4),)
+_L6 = (('Port', 4),)
+_L7 = (('ThrottleTimeMs', 4), ('ErrorCode', 2))
 
 
-def _absent(field: str, version: int) -> _EncodeError:
+def _absent(field: str, version: int | str) -> _EncodeError:
     return _EncodeError(
         f'attempted to write a non-default {field} at version {version}', field_path=field
     )
@@ -143,7 +145,7 @@ def _read_LeaderIdAndEpoch_0(buf: bytes | bytearray | memoryview, pos: int) -> t
     # versions 0
     end = len(buf)
     if pos + 8 > end:
-        raise _short_fixed(pos, end, _L_ii)
+        raise _short_fixed(pos, end, _L0)
     v_leader_id, v_leader_epoch = _S_ii.unpack_from(buf, pos)
     pos += 8
     unknown: tuple[tuple[int, bytes], ...] = ()
@@ -158,7 +160,11 @@ def _read_LeaderIdAndEpoch_0(buf: bytes | bytearray | memoryview, pos: int) -> t
             pos += size
         if raw_tags:
             unknown = tuple(raw_tags)
-    return LeaderIdAndEpoch(v_leader_id, v_leader_epoch, unknown), pos
+    o = _new(LeaderIdAndEpoch)
+    o.leader_id = v_leader_id
+    o.leader_epoch = v_leader_epoch
+    o.unknown_tagged_fields = unknown
+    return o, pos
 
 
 def _write_LeaderIdAndEpoch_0(o: LeaderIdAndEpoch, out: bytearray) -> None:
@@ -174,7 +180,7 @@ def _read_AcquiredRecords_0(buf: bytes | bytearray | memoryview, pos: int) -> tu
     # versions 0
     end = len(buf)
     if pos + 18 > end:
-        raise _short_fixed(pos, end, _L_qqh)
+        raise _short_fixed(pos, end, _L1)
     v_first_offset, v_last_offset, v_delivery_count = _S_qqh.unpack_from(buf, pos)
     pos += 18
     unknown: tuple[tuple[int, bytes], ...] = ()
@@ -189,7 +195,12 @@ def _read_AcquiredRecords_0(buf: bytes | bytearray | memoryview, pos: int) -> tu
             pos += size
         if raw_tags:
             unknown = tuple(raw_tags)
-    return AcquiredRecords(v_first_offset, v_last_offset, v_delivery_count, unknown), pos
+    o = _new(AcquiredRecords)
+    o.first_offset = v_first_offset
+    o.last_offset = v_last_offset
+    o.delivery_count = v_delivery_count
+    o.unknown_tagged_fields = unknown
+    return o, pos
 
 
 def _write_AcquiredRecords_0(o: AcquiredRecords, out: bytearray) -> None:
@@ -205,12 +216,12 @@ def _read_PartitionData_0(buf: bytes | bytearray | memoryview, pos: int) -> tupl
     # versions 0
     end = len(buf)
     if pos + 6 > end:
-        raise _short_fixed(pos, end, _L_ih)
+        raise _short_fixed(pos, end, _L2)
     v_partition_index, v_error_code = _S_ih.unpack_from(buf, pos)
     pos += 6
     v_error_message, pos = _rncs(buf, pos, 'ErrorMessage')
     if pos + 2 > end:
-        raise _short_fixed(pos, end, _L_h)
+        raise _short_fixed(pos, end, _L3)
     v_acknowledge_error_code, = _S_h.unpack_from(buf, pos)
     pos += 2
     v_acknowledge_error_message, pos = _rncs(buf, pos, 'AcknowledgeErrorMessage')
@@ -219,14 +230,19 @@ def _read_PartitionData_0(buf: bytes | bytearray | memoryview, pos: int) -> tupl
     except _DecodeError as exc:
         raise exc.refine(field='CurrentLeader')
     v_records, pos = _rncb(buf, pos, 'Records')
-    n_v_acquired_records, pos = _rcal(buf, pos, 'AcquiredRecords')
+    v_acquired_records: list[AcquiredRecords]
+    n_v_acquired_records = buf[pos] - 1 if pos < end else -2
+    if 0 <= n_v_acquired_records < 127 and n_v_acquired_records <= end - pos:
+        pos += 1
+    else:
+        n_v_acquired_records, pos = _rcal(buf, pos, 'AcquiredRecords')
     v_acquired_records = []
-    app = v_acquired_records.append
+    app_v_acquired_records = v_acquired_records.append
     i = 0
     try:
         for i in range(n_v_acquired_records):
-            item, pos = _read_AcquiredRecords_0(buf, pos)
-            app(item)
+            e_v_acquired_records, pos = _read_AcquiredRecords_0(buf, pos)
+            app_v_acquired_records(e_v_acquired_records)
     except _DecodeError as exc:
         raise exc.refine(field=f'AcquiredRecords[{i}]')
     unknown: tuple[tuple[int, bytes], ...] = ()
@@ -241,7 +257,17 @@ def _read_PartitionData_0(buf: bytes | bytearray | memoryview, pos: int) -> tupl
             pos += size
         if raw_tags:
             unknown = tuple(raw_tags)
-    return PartitionData(v_partition_index, v_error_code, v_error_message, v_acknowledge_error_code, v_acknowledge_error_message, v_current_leader, v_records, v_acquired_records, unknown), pos
+    o = _new(PartitionData)
+    o.partition_index = v_partition_index
+    o.error_code = v_error_code
+    o.error_message = v_error_message
+    o.acknowledge_error_code = v_acknowledge_error_code
+    o.acknowledge_error_message = v_acknowledge_error_message
+    o.current_leader = v_current_leader
+    o.records = v_records
+    o.acquired_records = v_acquired_records
+    o.unknown_tagged_fields = unknown
+    return o, pos
 
 
 def _write_PartitionData_0(o: PartitionData, out: bytearray) -> None:
@@ -257,8 +283,8 @@ def _write_PartitionData_0(o: PartitionData, out: bytearray) -> None:
     if o.acquired_records is None:
         raise _null('AcquiredRecords')
     _wcal(out, o.acquired_records, 'AcquiredRecords')
-    for item in o.acquired_records:
-        _write_AcquiredRecords_0(item, out)
+    for e_acquired_records in o.acquired_records:
+        _write_AcquiredRecords_0(e_acquired_records, out)
     if o.unknown_tagged_fields:
         _wts(out, (), o.unknown_tagged_fields, '_tagged_fields')
     else:
@@ -269,18 +295,23 @@ def _read_ShareFetchableTopicResponse_0(buf: bytes | bytearray | memoryview, pos
     # versions 0
     end = len(buf)
     if pos + 16 > end:
-        raise _short_fixed(pos, end, _L_16s)
-    v_topic_id, = _S_16s.unpack_from(buf, pos)
-    v_topic_id = _uuid_from_bytes(v_topic_id)
+        raise _short_fixed(pos, end, _L4)
+    r_topic_id, = _S_16s.unpack_from(buf, pos)
+    v_topic_id = _uuid_from_bytes(r_topic_id)
     pos += 16
-    n_v_partitions, pos = _rcal(buf, pos, 'Partitions')
+    v_partitions: list[PartitionData]
+    n_v_partitions = buf[pos] - 1 if pos < end else -2
+    if 0 <= n_v_partitions < 127 and n_v_partitions <= end - pos:
+        pos += 1
+    else:
+        n_v_partitions, pos = _rcal(buf, pos, 'Partitions')
     v_partitions = []
-    app = v_partitions.append
+    app_v_partitions = v_partitions.append
     i = 0
     try:
         for i in range(n_v_partitions):
-            item, pos = _read_PartitionData_0(buf, pos)
-            app(item)
+            e_v_partitions, pos = _read_PartitionData_0(buf, pos)
+            app_v_partitions(e_v_partitions)
     except _DecodeError as exc:
         raise exc.refine(field=f'Partitions[{i}]')
     unknown: tuple[tuple[int, bytes], ...] = ()
@@ -295,7 +326,11 @@ def _read_ShareFetchableTopicResponse_0(buf: bytes | bytearray | memoryview, pos
             pos += size
         if raw_tags:
             unknown = tuple(raw_tags)
-    return ShareFetchableTopicResponse(v_topic_id, v_partitions, unknown), pos
+    o = _new(ShareFetchableTopicResponse)
+    o.topic_id = v_topic_id
+    o.partitions = v_partitions
+    o.unknown_tagged_fields = unknown
+    return o, pos
 
 
 def _write_ShareFetchableTopicResponse_0(o: ShareFetchableTopicResponse, out: bytearray) -> None:
@@ -304,8 +339,8 @@ def _write_ShareFetchableTopicResponse_0(o: ShareFetchableTopicResponse, out: by
     if o.partitions is None:
         raise _null('Partitions')
     _wcal(out, o.partitions, 'Partitions')
-    for item in o.partitions:
-        _write_PartitionData_0(item, out)
+    for e_partitions in o.partitions:
+        _write_PartitionData_0(e_partitions, out)
     if o.unknown_tagged_fields:
         _wts(out, (), o.unknown_tagged_fields, '_tagged_fields')
     else:
@@ -316,12 +351,12 @@ def _read_NodeEndpoint_0(buf: bytes | bytearray | memoryview, pos: int) -> tuple
     # versions 0
     end = len(buf)
     if pos + 4 > end:
-        raise _short_fixed(pos, end, _L_i)
+        raise _short_fixed(pos, end, _L5)
     v_node_id, = _S_i.unpack_from(buf, pos)
     pos += 4
     v_host, pos = _rcs(buf, pos, 'Host')
     if pos + 4 > end:
-        raise _short_fixed(pos, end, _L_i)
+        raise _short_fixed(pos, end, _L6)
     v_port, = _S_i.unpack_from(buf, pos)
     pos += 4
     v_rack, pos = _rncs(buf, pos, 'Rack')
@@ -337,7 +372,13 @@ def _read_NodeEndpoint_0(buf: bytes | bytearray | memoryview, pos: int) -> tuple
             pos += size
         if raw_tags:
             unknown = tuple(raw_tags)
-    return NodeEndpoint(v_node_id, v_host, v_port, v_rack, unknown), pos
+    o = _new(NodeEndpoint)
+    o.node_id = v_node_id
+    o.host = v_host
+    o.port = v_port
+    o.rack = v_rack
+    o.unknown_tagged_fields = unknown
+    return o, pos
 
 
 def _write_NodeEndpoint_0(o: NodeEndpoint, out: bytearray) -> None:
@@ -358,28 +399,38 @@ def _read_ShareFetchResponse_0(buf: bytes | bytearray | memoryview, pos: int) ->
     # versions 0
     end = len(buf)
     if pos + 6 > end:
-        raise _short_fixed(pos, end, _L_ih)
+        raise _short_fixed(pos, end, _L7)
     v_throttle_time_ms, v_error_code = _S_ih.unpack_from(buf, pos)
     pos += 6
     v_error_message, pos = _rncs(buf, pos, 'ErrorMessage')
-    n_v_responses, pos = _rcal(buf, pos, 'Responses')
+    v_responses: list[ShareFetchableTopicResponse]
+    n_v_responses = buf[pos] - 1 if pos < end else -2
+    if 0 <= n_v_responses < 127 and n_v_responses <= end - pos:
+        pos += 1
+    else:
+        n_v_responses, pos = _rcal(buf, pos, 'Responses')
     v_responses = []
-    app = v_responses.append
+    app_v_responses = v_responses.append
     i = 0
     try:
         for i in range(n_v_responses):
-            item, pos = _read_ShareFetchableTopicResponse_0(buf, pos)
-            app(item)
+            e_v_responses, pos = _read_ShareFetchableTopicResponse_0(buf, pos)
+            app_v_responses(e_v_responses)
     except _DecodeError as exc:
         raise exc.refine(field=f'Responses[{i}]')
-    n_v_node_endpoints, pos = _rcal(buf, pos, 'NodeEndpoints')
+    v_node_endpoints: list[NodeEndpoint]
+    n_v_node_endpoints = buf[pos] - 1 if pos < end else -2
+    if 0 <= n_v_node_endpoints < 127 and n_v_node_endpoints <= end - pos:
+        pos += 1
+    else:
+        n_v_node_endpoints, pos = _rcal(buf, pos, 'NodeEndpoints')
     v_node_endpoints = []
-    app = v_node_endpoints.append
+    app_v_node_endpoints = v_node_endpoints.append
     i = 0
     try:
         for i in range(n_v_node_endpoints):
-            item, pos = _read_NodeEndpoint_0(buf, pos)
-            app(item)
+            e_v_node_endpoints, pos = _read_NodeEndpoint_0(buf, pos)
+            app_v_node_endpoints(e_v_node_endpoints)
     except _DecodeError as exc:
         raise exc.refine(field=f'NodeEndpoints[{i}]')
     unknown: tuple[tuple[int, bytes], ...] = ()
@@ -394,7 +445,14 @@ def _read_ShareFetchResponse_0(buf: bytes | bytearray | memoryview, pos: int) ->
             pos += size
         if raw_tags:
             unknown = tuple(raw_tags)
-    return ShareFetchResponse(v_throttle_time_ms, v_error_code, v_error_message, v_responses, v_node_endpoints, unknown), pos
+    o = _new(ShareFetchResponse)
+    o.throttle_time_ms = v_throttle_time_ms
+    o.error_code = v_error_code
+    o.error_message = v_error_message
+    o.responses = v_responses
+    o.node_endpoints = v_node_endpoints
+    o.unknown_tagged_fields = unknown
+    return o, pos
 
 
 def _write_ShareFetchResponse_0(o: ShareFetchResponse, out: bytearray) -> None:
@@ -404,13 +462,13 @@ def _write_ShareFetchResponse_0(o: ShareFetchResponse, out: bytearray) -> None:
     if o.responses is None:
         raise _null('Responses')
     _wcal(out, o.responses, 'Responses')
-    for item in o.responses:
-        _write_ShareFetchableTopicResponse_0(item, out)
+    for e_responses in o.responses:
+        _write_ShareFetchableTopicResponse_0(e_responses, out)
     if o.node_endpoints is None:
         raise _null('NodeEndpoints')
     _wcal(out, o.node_endpoints, 'NodeEndpoints')
-    for item in o.node_endpoints:
-        _write_NodeEndpoint_0(item, out)
+    for e_node_endpoints in o.node_endpoints:
+        _write_NodeEndpoint_0(e_node_endpoints, out)
     if o.unknown_tagged_fields:
         _wts(out, (), o.unknown_tagged_fields, '_tagged_fields')
     else:

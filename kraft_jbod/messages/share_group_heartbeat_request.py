@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import struct as _struct
+from typing import Any as _Any
 import uuid as _uuid
 from dataclasses import dataclass as _dataclass, field as _field
 from typing import ClassVar as _ClassVar
@@ -26,11 +27,12 @@ from kraft_jbod.wire.primitives import (
     short_fixed as _short_fixed, uuid_from_bytes as _uuid_from_bytes,
 )
 
+_new = object.__new__
 _S_i = _struct.Struct('>i')
-_L_i = (('MemberEpoch', 4),)
+_L0 = (('MemberEpoch', 4),)
 
 
-def _absent(field: str, version: int) -> _EncodeError:
+def _absent(field: str, version: int | str) -> _EncodeError:
     return _EncodeError(
         f'attempted to write a non-default {field} at version {version}', field_path=field
     )
@@ -78,19 +80,24 @@ def _read_ShareGroupHeartbeatRequest_0(buf: bytes | bytearray | memoryview, pos:
     v_group_id, pos = _rcs(buf, pos, 'GroupId')
     v_member_id, pos = _rcs(buf, pos, 'MemberId')
     if pos + 4 > end:
-        raise _short_fixed(pos, end, _L_i)
+        raise _short_fixed(pos, end, _L0)
     v_member_epoch, = _S_i.unpack_from(buf, pos)
     pos += 4
     v_rack_id, pos = _rncs(buf, pos, 'RackId')
-    n_v_subscribed_topic_names, pos = _rncal(buf, pos, 'SubscribedTopicNames')
+    v_subscribed_topic_names: list[str] | None
+    n_v_subscribed_topic_names = buf[pos] - 1 if pos < end else -2
+    if 0 <= n_v_subscribed_topic_names < 127 and n_v_subscribed_topic_names <= end - pos:
+        pos += 1
+    else:
+        n_v_subscribed_topic_names, pos = _rncal(buf, pos, 'SubscribedTopicNames')
     if n_v_subscribed_topic_names < 0:
         v_subscribed_topic_names = None
     else:
         v_subscribed_topic_names = []
-        app = v_subscribed_topic_names.append
+        app_v_subscribed_topic_names = v_subscribed_topic_names.append
         for _ in range(n_v_subscribed_topic_names):
-            item, pos = _rcs(buf, pos, 'SubscribedTopicNames')
-            app(item)
+            e_v_subscribed_topic_names, pos = _rcs(buf, pos, 'SubscribedTopicNames')
+            app_v_subscribed_topic_names(e_v_subscribed_topic_names)
     unknown: tuple[tuple[int, bytes], ...] = ()
     if pos < end and buf[pos] == 0:
         pos += 1
@@ -103,7 +110,14 @@ def _read_ShareGroupHeartbeatRequest_0(buf: bytes | bytearray | memoryview, pos:
             pos += size
         if raw_tags:
             unknown = tuple(raw_tags)
-    return ShareGroupHeartbeatRequest(v_group_id, v_member_id, v_member_epoch, v_rack_id, v_subscribed_topic_names, unknown), pos
+    o = _new(ShareGroupHeartbeatRequest)
+    o.group_id = v_group_id
+    o.member_id = v_member_id
+    o.member_epoch = v_member_epoch
+    o.rack_id = v_rack_id
+    o.subscribed_topic_names = v_subscribed_topic_names
+    o.unknown_tagged_fields = unknown
+    return o, pos
 
 
 def _write_ShareGroupHeartbeatRequest_0(o: ShareGroupHeartbeatRequest, out: bytearray) -> None:
@@ -118,10 +132,10 @@ def _write_ShareGroupHeartbeatRequest_0(o: ShareGroupHeartbeatRequest, out: byte
     _wcs(out, o.rack_id, 'RackId')
     _wcal(out, o.subscribed_topic_names, 'SubscribedTopicNames')
     if o.subscribed_topic_names is not None:
-        for item in o.subscribed_topic_names:
-            if item is None:
+        for e_subscribed_topic_names in o.subscribed_topic_names:
+            if e_subscribed_topic_names is None:
                 raise _null('SubscribedTopicNames')
-            _wcs(out, item, 'SubscribedTopicNames')
+            _wcs(out, e_subscribed_topic_names, 'SubscribedTopicNames')
     if o.unknown_tagged_fields:
         _wts(out, (), o.unknown_tagged_fields, '_tagged_fields')
     else:

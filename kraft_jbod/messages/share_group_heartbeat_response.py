@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import struct as _struct
+from typing import Any as _Any
 import uuid as _uuid
 from dataclasses import dataclass as _dataclass, field as _field
 from typing import ClassVar as _ClassVar
@@ -26,17 +27,17 @@ from kraft_jbod.wire.primitives import (
     short_fixed as _short_fixed, uuid_from_bytes as _uuid_from_bytes,
 )
 
+_new = object.__new__
 _S_16s = _struct.Struct('>16s')
-_S_i = _struct.Struct('>i')
 _S_ih = _struct.Struct('>ih')
 _S_ii = _struct.Struct('>ii')
 _ZERO_UUID = _uuid_from_bytes((0).to_bytes(16, 'big'))
-_L_16s = (('TopicId', 16),)
-_L_ih = (('ThrottleTimeMs', 4), ('ErrorCode', 2))
-_L_ii = (('MemberEpoch', 4), ('HeartbeatIntervalMs', 4))
+_L0 = (('TopicId', 16),)
+_L1 = (('ThrottleTimeMs', 4), ('ErrorCode', 2))
+_L2 = (('MemberEpoch', 4), ('HeartbeatIntervalMs', 4))
 
 
-def _absent(field: str, version: int) -> _EncodeError:
+def _absent(field: str, version: int | str) -> _EncodeError:
     return _EncodeError(
         f'attempted to write a non-default {field} at version {version}', field_path=field
     )
@@ -101,12 +102,17 @@ def _read_TopicPartitions_0(buf: bytes | bytearray | memoryview, pos: int) -> tu
     # versions 0
     end = len(buf)
     if pos + 16 > end:
-        raise _short_fixed(pos, end, _L_16s)
-    v_topic_id, = _S_16s.unpack_from(buf, pos)
-    v_topic_id = _uuid_from_bytes(v_topic_id)
+        raise _short_fixed(pos, end, _L0)
+    r_topic_id, = _S_16s.unpack_from(buf, pos)
+    v_topic_id = _uuid_from_bytes(r_topic_id)
     pos += 16
-    n_v_partitions, pos = _rcal(buf, pos, 'Partitions')
-    v_partitions, pos = _rfa(buf, pos, n_v_partitions, _S_i, 'Partitions')
+    v_partitions: list[int]
+    n_v_partitions = buf[pos] - 1 if pos < end else -2
+    if 0 <= n_v_partitions < 127 and n_v_partitions <= end - pos:
+        pos += 1
+    else:
+        n_v_partitions, pos = _rcal(buf, pos, 'Partitions')
+    v_partitions, pos = _rfa(buf, pos, n_v_partitions, 'i', 'Partitions')
     unknown: tuple[tuple[int, bytes], ...] = ()
     if pos < end and buf[pos] == 0:
         pos += 1
@@ -119,7 +125,11 @@ def _read_TopicPartitions_0(buf: bytes | bytearray | memoryview, pos: int) -> tu
             pos += size
         if raw_tags:
             unknown = tuple(raw_tags)
-    return TopicPartitions(v_topic_id, v_partitions, unknown), pos
+    o = _new(TopicPartitions)
+    o.topic_id = v_topic_id
+    o.partitions = v_partitions
+    o.unknown_tagged_fields = unknown
+    return o, pos
 
 
 def _write_TopicPartitions_0(o: TopicPartitions, out: bytearray) -> None:
@@ -138,14 +148,19 @@ def _write_TopicPartitions_0(o: TopicPartitions, out: bytearray) -> None:
 def _read_Assignment_0(buf: bytes | bytearray | memoryview, pos: int) -> tuple[Assignment, int]:
     # versions 0
     end = len(buf)
-    n_v_topic_partitions, pos = _rcal(buf, pos, 'TopicPartitions')
+    v_topic_partitions: list[TopicPartitions]
+    n_v_topic_partitions = buf[pos] - 1 if pos < end else -2
+    if 0 <= n_v_topic_partitions < 127 and n_v_topic_partitions <= end - pos:
+        pos += 1
+    else:
+        n_v_topic_partitions, pos = _rcal(buf, pos, 'TopicPartitions')
     v_topic_partitions = []
-    app = v_topic_partitions.append
+    app_v_topic_partitions = v_topic_partitions.append
     i = 0
     try:
         for i in range(n_v_topic_partitions):
-            item, pos = _read_TopicPartitions_0(buf, pos)
-            app(item)
+            e_v_topic_partitions, pos = _read_TopicPartitions_0(buf, pos)
+            app_v_topic_partitions(e_v_topic_partitions)
     except _DecodeError as exc:
         raise exc.refine(field=f'TopicPartitions[{i}]')
     unknown: tuple[tuple[int, bytes], ...] = ()
@@ -160,7 +175,10 @@ def _read_Assignment_0(buf: bytes | bytearray | memoryview, pos: int) -> tuple[A
             pos += size
         if raw_tags:
             unknown = tuple(raw_tags)
-    return Assignment(v_topic_partitions, unknown), pos
+    o = _new(Assignment)
+    o.topic_partitions = v_topic_partitions
+    o.unknown_tagged_fields = unknown
+    return o, pos
 
 
 def _write_Assignment_0(o: Assignment, out: bytearray) -> None:
@@ -168,8 +186,8 @@ def _write_Assignment_0(o: Assignment, out: bytearray) -> None:
     if o.topic_partitions is None:
         raise _null('TopicPartitions')
     _wcal(out, o.topic_partitions, 'TopicPartitions')
-    for item in o.topic_partitions:
-        _write_TopicPartitions_0(item, out)
+    for e_topic_partitions in o.topic_partitions:
+        _write_TopicPartitions_0(e_topic_partitions, out)
     if o.unknown_tagged_fields:
         _wts(out, (), o.unknown_tagged_fields, '_tagged_fields')
     else:
@@ -180,13 +198,13 @@ def _read_ShareGroupHeartbeatResponse_0(buf: bytes | bytearray | memoryview, pos
     # versions 0
     end = len(buf)
     if pos + 6 > end:
-        raise _short_fixed(pos, end, _L_ih)
+        raise _short_fixed(pos, end, _L1)
     v_throttle_time_ms, v_error_code = _S_ih.unpack_from(buf, pos)
     pos += 6
     v_error_message, pos = _rncs(buf, pos, 'ErrorMessage')
     v_member_id, pos = _rncs(buf, pos, 'MemberId')
     if pos + 8 > end:
-        raise _short_fixed(pos, end, _L_ii)
+        raise _short_fixed(pos, end, _L2)
     v_member_epoch, v_heartbeat_interval_ms = _S_ii.unpack_from(buf, pos)
     pos += 8
     if pos >= len(buf):
@@ -212,7 +230,16 @@ def _read_ShareGroupHeartbeatResponse_0(buf: bytes | bytearray | memoryview, pos
             pos += size
         if raw_tags:
             unknown = tuple(raw_tags)
-    return ShareGroupHeartbeatResponse(v_throttle_time_ms, v_error_code, v_error_message, v_member_id, v_member_epoch, v_heartbeat_interval_ms, v_assignment, unknown), pos
+    o = _new(ShareGroupHeartbeatResponse)
+    o.throttle_time_ms = v_throttle_time_ms
+    o.error_code = v_error_code
+    o.error_message = v_error_message
+    o.member_id = v_member_id
+    o.member_epoch = v_member_epoch
+    o.heartbeat_interval_ms = v_heartbeat_interval_ms
+    o.assignment = v_assignment
+    o.unknown_tagged_fields = unknown
+    return o, pos
 
 
 def _write_ShareGroupHeartbeatResponse_0(o: ShareGroupHeartbeatResponse, out: bytearray) -> None:

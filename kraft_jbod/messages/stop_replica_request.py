@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import struct as _struct
+from typing import Any as _Any
 import uuid as _uuid
 from dataclasses import dataclass as _dataclass, field as _field
 from typing import ClassVar as _ClassVar
@@ -26,20 +27,21 @@ from kraft_jbod.wire.primitives import (
     short_fixed as _short_fixed, uuid_from_bytes as _uuid_from_bytes,
 )
 
+_new = object.__new__
 _S_i = _struct.Struct('>i')
 _S_i_iq = _struct.Struct('>i?iq')
 _S_ii_ = _struct.Struct('>ii?')
 _S_iiq = _struct.Struct('>iiq')
 _S_iiq_ = _struct.Struct('>iiq?')
-_L_i = (('PartitionIndex', 4),)
-_L_ii_ = (('PartitionIndex', 4), ('LeaderEpoch', 4), ('DeletePartition', 1))
-_L_ii_ = (('ControllerId', 4), ('ControllerEpoch', 4), ('DeletePartitions', 1))
-_L_iiq_ = (('ControllerId', 4), ('ControllerEpoch', 4), ('BrokerEpoch', 8), ('DeletePartitions', 1))
-_L_iiq = (('ControllerId', 4), ('ControllerEpoch', 4), ('BrokerEpoch', 8))
-_L_i_iq = (('ControllerId', 4), ('isKRaftController', 1), ('ControllerEpoch', 4), ('BrokerEpoch', 8))
+_L0 = (('PartitionIndex', 4),)
+_L1 = (('PartitionIndex', 4), ('LeaderEpoch', 4), ('DeletePartition', 1))
+_L2 = (('ControllerId', 4), ('ControllerEpoch', 4), ('DeletePartitions', 1))
+_L3 = (('ControllerId', 4), ('ControllerEpoch', 4), ('BrokerEpoch', 8), ('DeletePartitions', 1))
+_L4 = (('ControllerId', 4), ('ControllerEpoch', 4), ('BrokerEpoch', 8))
+_L5 = (('ControllerId', 4), ('isKRaftController', 1), ('ControllerEpoch', 4), ('BrokerEpoch', 8))
 
 
-def _absent(field: str, version: int) -> _EncodeError:
+def _absent(field: str, version: int | str) -> _EncodeError:
     return _EncodeError(
         f'attempted to write a non-default {field} at version {version}', field_path=field
     )
@@ -126,10 +128,14 @@ def _read_StopReplicaPartitionV0_0(buf: bytes | bytearray | memoryview, pos: int
     end = len(buf)
     v_topic_name, pos = _rs(buf, pos, 'TopicName')
     if pos + 4 > end:
-        raise _short_fixed(pos, end, _L_i)
+        raise _short_fixed(pos, end, _L0)
     v_partition_index, = _S_i.unpack_from(buf, pos)
     pos += 4
-    return StopReplicaPartitionV0(v_topic_name, v_partition_index, ()), pos
+    o = _new(StopReplicaPartitionV0)
+    o.topic_name = v_topic_name
+    o.partition_index = v_partition_index
+    o.unknown_tagged_fields = ()
+    return o, pos
 
 
 def _write_StopReplicaPartitionV0_0(o: StopReplicaPartitionV0, out: bytearray) -> None:
@@ -146,9 +152,14 @@ def _read_StopReplicaTopicV1_0(buf: bytes | bytearray | memoryview, pos: int) ->
     # versions 1
     end = len(buf)
     v_name, pos = _rs(buf, pos, 'Name')
+    v_partition_indexes: list[int]
     n_v_partition_indexes, pos = _ral(buf, pos, 'PartitionIndexes')
-    v_partition_indexes, pos = _rfa(buf, pos, n_v_partition_indexes, _S_i, 'PartitionIndexes')
-    return StopReplicaTopicV1(v_name, v_partition_indexes, ()), pos
+    v_partition_indexes, pos = _rfa(buf, pos, n_v_partition_indexes, 'i', 'PartitionIndexes')
+    o = _new(StopReplicaTopicV1)
+    o.name = v_name
+    o.partition_indexes = v_partition_indexes
+    o.unknown_tagged_fields = ()
+    return o, pos
 
 
 def _write_StopReplicaTopicV1_0(o: StopReplicaTopicV1, out: bytearray) -> None:
@@ -168,8 +179,13 @@ def _read_StopReplicaTopicV1_1(buf: bytes | bytearray | memoryview, pos: int) ->
     # versions 2
     end = len(buf)
     v_name, pos = _rcs(buf, pos, 'Name')
-    n_v_partition_indexes, pos = _rcal(buf, pos, 'PartitionIndexes')
-    v_partition_indexes, pos = _rfa(buf, pos, n_v_partition_indexes, _S_i, 'PartitionIndexes')
+    v_partition_indexes: list[int]
+    n_v_partition_indexes = buf[pos] - 1 if pos < end else -2
+    if 0 <= n_v_partition_indexes < 127 and n_v_partition_indexes <= end - pos:
+        pos += 1
+    else:
+        n_v_partition_indexes, pos = _rcal(buf, pos, 'PartitionIndexes')
+    v_partition_indexes, pos = _rfa(buf, pos, n_v_partition_indexes, 'i', 'PartitionIndexes')
     unknown: tuple[tuple[int, bytes], ...] = ()
     if pos < end and buf[pos] == 0:
         pos += 1
@@ -182,7 +198,11 @@ def _read_StopReplicaTopicV1_1(buf: bytes | bytearray | memoryview, pos: int) ->
             pos += size
         if raw_tags:
             unknown = tuple(raw_tags)
-    return StopReplicaTopicV1(v_name, v_partition_indexes, unknown), pos
+    o = _new(StopReplicaTopicV1)
+    o.name = v_name
+    o.partition_indexes = v_partition_indexes
+    o.unknown_tagged_fields = unknown
+    return o, pos
 
 
 def _write_StopReplicaTopicV1_1(o: StopReplicaTopicV1, out: bytearray) -> None:
@@ -204,7 +224,7 @@ def _read_StopReplicaPartitionState_0(buf: bytes | bytearray | memoryview, pos: 
     # versions 3-4
     end = len(buf)
     if pos + 9 > end:
-        raise _short_fixed(pos, end, _L_ii_)
+        raise _short_fixed(pos, end, _L1)
     v_partition_index, v_leader_epoch, v_delete_partition = _S_ii_.unpack_from(buf, pos)
     pos += 9
     unknown: tuple[tuple[int, bytes], ...] = ()
@@ -219,12 +239,17 @@ def _read_StopReplicaPartitionState_0(buf: bytes | bytearray | memoryview, pos: 
             pos += size
         if raw_tags:
             unknown = tuple(raw_tags)
-    return StopReplicaPartitionState(v_partition_index, v_leader_epoch, v_delete_partition, unknown), pos
+    o = _new(StopReplicaPartitionState)
+    o.partition_index = v_partition_index
+    o.leader_epoch = v_leader_epoch
+    o.delete_partition = v_delete_partition
+    o.unknown_tagged_fields = unknown
+    return o, pos
 
 
 def _write_StopReplicaPartitionState_0(o: StopReplicaPartitionState, out: bytearray) -> None:
     # versions 3-4
-    out += _S_ii_.pack(o.partition_index, o.leader_epoch, _bool(o.delete_partition, 'DeletePartition'))
+    out += _S_ii_.pack(o.partition_index, o.leader_epoch, (o.delete_partition if o.delete_partition.__class__ is bool else _bool(o.delete_partition, 'DeletePartition')))
     if o.unknown_tagged_fields:
         _wts(out, (), o.unknown_tagged_fields, '_tagged_fields')
     else:
@@ -235,14 +260,19 @@ def _read_StopReplicaTopicState_0(buf: bytes | bytearray | memoryview, pos: int)
     # versions 3-4
     end = len(buf)
     v_topic_name, pos = _rcs(buf, pos, 'TopicName')
-    n_v_partition_states, pos = _rcal(buf, pos, 'PartitionStates')
+    v_partition_states: list[StopReplicaPartitionState]
+    n_v_partition_states = buf[pos] - 1 if pos < end else -2
+    if 0 <= n_v_partition_states < 127 and n_v_partition_states <= end - pos:
+        pos += 1
+    else:
+        n_v_partition_states, pos = _rcal(buf, pos, 'PartitionStates')
     v_partition_states = []
-    app = v_partition_states.append
+    app_v_partition_states = v_partition_states.append
     i = 0
     try:
         for i in range(n_v_partition_states):
-            item, pos = _read_StopReplicaPartitionState_0(buf, pos)
-            app(item)
+            e_v_partition_states, pos = _read_StopReplicaPartitionState_0(buf, pos)
+            app_v_partition_states(e_v_partition_states)
     except _DecodeError as exc:
         raise exc.refine(field=f'PartitionStates[{i}]')
     unknown: tuple[tuple[int, bytes], ...] = ()
@@ -257,7 +287,11 @@ def _read_StopReplicaTopicState_0(buf: bytes | bytearray | memoryview, pos: int)
             pos += size
         if raw_tags:
             unknown = tuple(raw_tags)
-    return StopReplicaTopicState(v_topic_name, v_partition_states, unknown), pos
+    o = _new(StopReplicaTopicState)
+    o.topic_name = v_topic_name
+    o.partition_states = v_partition_states
+    o.unknown_tagged_fields = unknown
+    return o, pos
 
 
 def _write_StopReplicaTopicState_0(o: StopReplicaTopicState, out: bytearray) -> None:
@@ -268,8 +302,8 @@ def _write_StopReplicaTopicState_0(o: StopReplicaTopicState, out: bytearray) -> 
     if o.partition_states is None:
         raise _null('PartitionStates')
     _wcal(out, o.partition_states, 'PartitionStates')
-    for item in o.partition_states:
-        _write_StopReplicaPartitionState_0(item, out)
+    for e_partition_states in o.partition_states:
+        _write_StopReplicaPartitionState_0(e_partition_states, out)
     if o.unknown_tagged_fields:
         _wts(out, (), o.unknown_tagged_fields, '_tagged_fields')
     else:
@@ -280,20 +314,31 @@ def _read_StopReplicaRequest_0(buf: bytes | bytearray | memoryview, pos: int) ->
     # versions 0
     end = len(buf)
     if pos + 9 > end:
-        raise _short_fixed(pos, end, _L_ii_)
+        raise _short_fixed(pos, end, _L2)
     v_controller_id, v_controller_epoch, v_delete_partitions = _S_ii_.unpack_from(buf, pos)
     pos += 9
+    v_ungrouped_partitions: list[StopReplicaPartitionV0]
     n_v_ungrouped_partitions, pos = _ral(buf, pos, 'UngroupedPartitions')
     v_ungrouped_partitions = []
-    app = v_ungrouped_partitions.append
+    app_v_ungrouped_partitions = v_ungrouped_partitions.append
     i = 0
     try:
         for i in range(n_v_ungrouped_partitions):
-            item, pos = _read_StopReplicaPartitionV0_0(buf, pos)
-            app(item)
+            e_v_ungrouped_partitions, pos = _read_StopReplicaPartitionV0_0(buf, pos)
+            app_v_ungrouped_partitions(e_v_ungrouped_partitions)
     except _DecodeError as exc:
         raise exc.refine(field=f'UngroupedPartitions[{i}]')
-    return StopReplicaRequest(v_controller_id, False, v_controller_epoch, -1, v_delete_partitions, v_ungrouped_partitions, [], [], ()), pos
+    o = _new(StopReplicaRequest)
+    o.controller_id = v_controller_id
+    o.is_k_raft_controller = False
+    o.controller_epoch = v_controller_epoch
+    o.broker_epoch = -1
+    o.delete_partitions = v_delete_partitions
+    o.ungrouped_partitions = v_ungrouped_partitions
+    o.topics = []
+    o.topic_states = []
+    o.unknown_tagged_fields = ()
+    return o, pos
 
 
 def _write_StopReplicaRequest_0(o: StopReplicaRequest, out: bytearray) -> None:
@@ -304,12 +349,12 @@ def _write_StopReplicaRequest_0(o: StopReplicaRequest, out: bytearray) -> None:
         raise _absent('Topics', 0)
     if (o.topic_states is None or len(o.topic_states) != 0):
         raise _absent('TopicStates', 0)
-    out += _S_ii_.pack(o.controller_id, o.controller_epoch, _bool(o.delete_partitions, 'DeletePartitions'))
+    out += _S_ii_.pack(o.controller_id, o.controller_epoch, (o.delete_partitions if o.delete_partitions.__class__ is bool else _bool(o.delete_partitions, 'DeletePartitions')))
     if o.ungrouped_partitions is None:
         raise _null('UngroupedPartitions')
     _wal(out, o.ungrouped_partitions, 'UngroupedPartitions')
-    for item in o.ungrouped_partitions:
-        _write_StopReplicaPartitionV0_0(item, out)
+    for e_ungrouped_partitions in o.ungrouped_partitions:
+        _write_StopReplicaPartitionV0_0(e_ungrouped_partitions, out)
     if o.unknown_tagged_fields:
         raise _EncodeError('tagged fields cannot be written at non-flexible version 0')
 
@@ -318,20 +363,31 @@ def _read_StopReplicaRequest_1(buf: bytes | bytearray | memoryview, pos: int) ->
     # versions 1
     end = len(buf)
     if pos + 17 > end:
-        raise _short_fixed(pos, end, _L_iiq_)
+        raise _short_fixed(pos, end, _L3)
     v_controller_id, v_controller_epoch, v_broker_epoch, v_delete_partitions = _S_iiq_.unpack_from(buf, pos)
     pos += 17
+    v_topics: list[StopReplicaTopicV1]
     n_v_topics, pos = _ral(buf, pos, 'Topics')
     v_topics = []
-    app = v_topics.append
+    app_v_topics = v_topics.append
     i = 0
     try:
         for i in range(n_v_topics):
-            item, pos = _read_StopReplicaTopicV1_0(buf, pos)
-            app(item)
+            e_v_topics, pos = _read_StopReplicaTopicV1_0(buf, pos)
+            app_v_topics(e_v_topics)
     except _DecodeError as exc:
         raise exc.refine(field=f'Topics[{i}]')
-    return StopReplicaRequest(v_controller_id, False, v_controller_epoch, v_broker_epoch, v_delete_partitions, [], v_topics, [], ()), pos
+    o = _new(StopReplicaRequest)
+    o.controller_id = v_controller_id
+    o.is_k_raft_controller = False
+    o.controller_epoch = v_controller_epoch
+    o.broker_epoch = v_broker_epoch
+    o.delete_partitions = v_delete_partitions
+    o.ungrouped_partitions = []
+    o.topics = v_topics
+    o.topic_states = []
+    o.unknown_tagged_fields = ()
+    return o, pos
 
 
 def _write_StopReplicaRequest_1(o: StopReplicaRequest, out: bytearray) -> None:
@@ -342,12 +398,12 @@ def _write_StopReplicaRequest_1(o: StopReplicaRequest, out: bytearray) -> None:
         raise _absent('UngroupedPartitions', 1)
     if (o.topic_states is None or len(o.topic_states) != 0):
         raise _absent('TopicStates', 1)
-    out += _S_iiq_.pack(o.controller_id, o.controller_epoch, o.broker_epoch, _bool(o.delete_partitions, 'DeletePartitions'))
+    out += _S_iiq_.pack(o.controller_id, o.controller_epoch, o.broker_epoch, (o.delete_partitions if o.delete_partitions.__class__ is bool else _bool(o.delete_partitions, 'DeletePartitions')))
     if o.topics is None:
         raise _null('Topics')
     _wal(out, o.topics, 'Topics')
-    for item in o.topics:
-        _write_StopReplicaTopicV1_0(item, out)
+    for e_topics in o.topics:
+        _write_StopReplicaTopicV1_0(e_topics, out)
     if o.unknown_tagged_fields:
         raise _EncodeError('tagged fields cannot be written at non-flexible version 1')
 
@@ -356,17 +412,22 @@ def _read_StopReplicaRequest_2(buf: bytes | bytearray | memoryview, pos: int) ->
     # versions 2
     end = len(buf)
     if pos + 17 > end:
-        raise _short_fixed(pos, end, _L_iiq_)
+        raise _short_fixed(pos, end, _L3)
     v_controller_id, v_controller_epoch, v_broker_epoch, v_delete_partitions = _S_iiq_.unpack_from(buf, pos)
     pos += 17
-    n_v_topics, pos = _rcal(buf, pos, 'Topics')
+    v_topics: list[StopReplicaTopicV1]
+    n_v_topics = buf[pos] - 1 if pos < end else -2
+    if 0 <= n_v_topics < 127 and n_v_topics <= end - pos:
+        pos += 1
+    else:
+        n_v_topics, pos = _rcal(buf, pos, 'Topics')
     v_topics = []
-    app = v_topics.append
+    app_v_topics = v_topics.append
     i = 0
     try:
         for i in range(n_v_topics):
-            item, pos = _read_StopReplicaTopicV1_1(buf, pos)
-            app(item)
+            e_v_topics, pos = _read_StopReplicaTopicV1_1(buf, pos)
+            app_v_topics(e_v_topics)
     except _DecodeError as exc:
         raise exc.refine(field=f'Topics[{i}]')
     unknown: tuple[tuple[int, bytes], ...] = ()
@@ -381,7 +442,17 @@ def _read_StopReplicaRequest_2(buf: bytes | bytearray | memoryview, pos: int) ->
             pos += size
         if raw_tags:
             unknown = tuple(raw_tags)
-    return StopReplicaRequest(v_controller_id, False, v_controller_epoch, v_broker_epoch, v_delete_partitions, [], v_topics, [], unknown), pos
+    o = _new(StopReplicaRequest)
+    o.controller_id = v_controller_id
+    o.is_k_raft_controller = False
+    o.controller_epoch = v_controller_epoch
+    o.broker_epoch = v_broker_epoch
+    o.delete_partitions = v_delete_partitions
+    o.ungrouped_partitions = []
+    o.topics = v_topics
+    o.topic_states = []
+    o.unknown_tagged_fields = unknown
+    return o, pos
 
 
 def _write_StopReplicaRequest_2(o: StopReplicaRequest, out: bytearray) -> None:
@@ -392,12 +463,12 @@ def _write_StopReplicaRequest_2(o: StopReplicaRequest, out: bytearray) -> None:
         raise _absent('UngroupedPartitions', 2)
     if (o.topic_states is None or len(o.topic_states) != 0):
         raise _absent('TopicStates', 2)
-    out += _S_iiq_.pack(o.controller_id, o.controller_epoch, o.broker_epoch, _bool(o.delete_partitions, 'DeletePartitions'))
+    out += _S_iiq_.pack(o.controller_id, o.controller_epoch, o.broker_epoch, (o.delete_partitions if o.delete_partitions.__class__ is bool else _bool(o.delete_partitions, 'DeletePartitions')))
     if o.topics is None:
         raise _null('Topics')
     _wcal(out, o.topics, 'Topics')
-    for item in o.topics:
-        _write_StopReplicaTopicV1_1(item, out)
+    for e_topics in o.topics:
+        _write_StopReplicaTopicV1_1(e_topics, out)
     if o.unknown_tagged_fields:
         _wts(out, (), o.unknown_tagged_fields, '_tagged_fields')
     else:
@@ -408,17 +479,22 @@ def _read_StopReplicaRequest_3(buf: bytes | bytearray | memoryview, pos: int) ->
     # versions 3
     end = len(buf)
     if pos + 16 > end:
-        raise _short_fixed(pos, end, _L_iiq)
+        raise _short_fixed(pos, end, _L4)
     v_controller_id, v_controller_epoch, v_broker_epoch = _S_iiq.unpack_from(buf, pos)
     pos += 16
-    n_v_topic_states, pos = _rcal(buf, pos, 'TopicStates')
+    v_topic_states: list[StopReplicaTopicState]
+    n_v_topic_states = buf[pos] - 1 if pos < end else -2
+    if 0 <= n_v_topic_states < 127 and n_v_topic_states <= end - pos:
+        pos += 1
+    else:
+        n_v_topic_states, pos = _rcal(buf, pos, 'TopicStates')
     v_topic_states = []
-    app = v_topic_states.append
+    app_v_topic_states = v_topic_states.append
     i = 0
     try:
         for i in range(n_v_topic_states):
-            item, pos = _read_StopReplicaTopicState_0(buf, pos)
-            app(item)
+            e_v_topic_states, pos = _read_StopReplicaTopicState_0(buf, pos)
+            app_v_topic_states(e_v_topic_states)
     except _DecodeError as exc:
         raise exc.refine(field=f'TopicStates[{i}]')
     unknown: tuple[tuple[int, bytes], ...] = ()
@@ -433,7 +509,17 @@ def _read_StopReplicaRequest_3(buf: bytes | bytearray | memoryview, pos: int) ->
             pos += size
         if raw_tags:
             unknown = tuple(raw_tags)
-    return StopReplicaRequest(v_controller_id, False, v_controller_epoch, v_broker_epoch, False, [], [], v_topic_states, unknown), pos
+    o = _new(StopReplicaRequest)
+    o.controller_id = v_controller_id
+    o.is_k_raft_controller = False
+    o.controller_epoch = v_controller_epoch
+    o.broker_epoch = v_broker_epoch
+    o.delete_partitions = False
+    o.ungrouped_partitions = []
+    o.topics = []
+    o.topic_states = v_topic_states
+    o.unknown_tagged_fields = unknown
+    return o, pos
 
 
 def _write_StopReplicaRequest_3(o: StopReplicaRequest, out: bytearray) -> None:
@@ -450,8 +536,8 @@ def _write_StopReplicaRequest_3(o: StopReplicaRequest, out: bytearray) -> None:
     if o.topic_states is None:
         raise _null('TopicStates')
     _wcal(out, o.topic_states, 'TopicStates')
-    for item in o.topic_states:
-        _write_StopReplicaTopicState_0(item, out)
+    for e_topic_states in o.topic_states:
+        _write_StopReplicaTopicState_0(e_topic_states, out)
     if o.unknown_tagged_fields:
         _wts(out, (), o.unknown_tagged_fields, '_tagged_fields')
     else:
@@ -462,17 +548,22 @@ def _read_StopReplicaRequest_4(buf: bytes | bytearray | memoryview, pos: int) ->
     # versions 4
     end = len(buf)
     if pos + 17 > end:
-        raise _short_fixed(pos, end, _L_i_iq)
+        raise _short_fixed(pos, end, _L5)
     v_controller_id, v_is_k_raft_controller, v_controller_epoch, v_broker_epoch = _S_i_iq.unpack_from(buf, pos)
     pos += 17
-    n_v_topic_states, pos = _rcal(buf, pos, 'TopicStates')
+    v_topic_states: list[StopReplicaTopicState]
+    n_v_topic_states = buf[pos] - 1 if pos < end else -2
+    if 0 <= n_v_topic_states < 127 and n_v_topic_states <= end - pos:
+        pos += 1
+    else:
+        n_v_topic_states, pos = _rcal(buf, pos, 'TopicStates')
     v_topic_states = []
-    app = v_topic_states.append
+    app_v_topic_states = v_topic_states.append
     i = 0
     try:
         for i in range(n_v_topic_states):
-            item, pos = _read_StopReplicaTopicState_0(buf, pos)
-            app(item)
+            e_v_topic_states, pos = _read_StopReplicaTopicState_0(buf, pos)
+            app_v_topic_states(e_v_topic_states)
     except _DecodeError as exc:
         raise exc.refine(field=f'TopicStates[{i}]')
     unknown: tuple[tuple[int, bytes], ...] = ()
@@ -487,7 +578,17 @@ def _read_StopReplicaRequest_4(buf: bytes | bytearray | memoryview, pos: int) ->
             pos += size
         if raw_tags:
             unknown = tuple(raw_tags)
-    return StopReplicaRequest(v_controller_id, v_is_k_raft_controller, v_controller_epoch, v_broker_epoch, False, [], [], v_topic_states, unknown), pos
+    o = _new(StopReplicaRequest)
+    o.controller_id = v_controller_id
+    o.is_k_raft_controller = v_is_k_raft_controller
+    o.controller_epoch = v_controller_epoch
+    o.broker_epoch = v_broker_epoch
+    o.delete_partitions = False
+    o.ungrouped_partitions = []
+    o.topics = []
+    o.topic_states = v_topic_states
+    o.unknown_tagged_fields = unknown
+    return o, pos
 
 
 def _write_StopReplicaRequest_4(o: StopReplicaRequest, out: bytearray) -> None:
@@ -498,12 +599,12 @@ def _write_StopReplicaRequest_4(o: StopReplicaRequest, out: bytearray) -> None:
         raise _absent('UngroupedPartitions', 4)
     if (o.topics is None or len(o.topics) != 0):
         raise _absent('Topics', 4)
-    out += _S_i_iq.pack(o.controller_id, _bool(o.is_k_raft_controller, 'isKRaftController'), o.controller_epoch, o.broker_epoch)
+    out += _S_i_iq.pack(o.controller_id, (o.is_k_raft_controller if o.is_k_raft_controller.__class__ is bool else _bool(o.is_k_raft_controller, 'isKRaftController')), o.controller_epoch, o.broker_epoch)
     if o.topic_states is None:
         raise _null('TopicStates')
     _wcal(out, o.topic_states, 'TopicStates')
-    for item in o.topic_states:
-        _write_StopReplicaTopicState_0(item, out)
+    for e_topic_states in o.topic_states:
+        _write_StopReplicaTopicState_0(e_topic_states, out)
     if o.unknown_tagged_fields:
         _wts(out, (), o.unknown_tagged_fields, '_tagged_fields')
     else:

@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import struct as _struct
+from typing import Any as _Any
 import uuid as _uuid
 from dataclasses import dataclass as _dataclass, field as _field
 from typing import ClassVar as _ClassVar
@@ -26,13 +27,14 @@ from kraft_jbod.wire.primitives import (
     short_fixed as _short_fixed, uuid_from_bytes as _uuid_from_bytes,
 )
 
+_new = object.__new__
 _S_h = _struct.Struct('>h')
 _S_ih = _struct.Struct('>ih')
-_L_ih = (('PartitionIndex', 4), ('ErrorCode', 2))
-_L_h = (('ErrorCode', 2),)
+_L0 = (('PartitionIndex', 4), ('ErrorCode', 2))
+_L1 = (('ErrorCode', 2),)
 
 
-def _absent(field: str, version: int) -> _EncodeError:
+def _absent(field: str, version: int | str) -> _EncodeError:
     return _EncodeError(
         f'attempted to write a non-default {field} at version {version}', field_path=field
     )
@@ -86,10 +88,15 @@ def _read_StopReplicaPartitionError_0(buf: bytes | bytearray | memoryview, pos: 
     end = len(buf)
     v_topic_name, pos = _rs(buf, pos, 'TopicName')
     if pos + 6 > end:
-        raise _short_fixed(pos, end, _L_ih)
+        raise _short_fixed(pos, end, _L0)
     v_partition_index, v_error_code = _S_ih.unpack_from(buf, pos)
     pos += 6
-    return StopReplicaPartitionError(v_topic_name, v_partition_index, v_error_code, ()), pos
+    o = _new(StopReplicaPartitionError)
+    o.topic_name = v_topic_name
+    o.partition_index = v_partition_index
+    o.error_code = v_error_code
+    o.unknown_tagged_fields = ()
+    return o, pos
 
 
 def _write_StopReplicaPartitionError_0(o: StopReplicaPartitionError, out: bytearray) -> None:
@@ -107,7 +114,7 @@ def _read_StopReplicaPartitionError_1(buf: bytes | bytearray | memoryview, pos: 
     end = len(buf)
     v_topic_name, pos = _rcs(buf, pos, 'TopicName')
     if pos + 6 > end:
-        raise _short_fixed(pos, end, _L_ih)
+        raise _short_fixed(pos, end, _L0)
     v_partition_index, v_error_code = _S_ih.unpack_from(buf, pos)
     pos += 6
     unknown: tuple[tuple[int, bytes], ...] = ()
@@ -122,7 +129,12 @@ def _read_StopReplicaPartitionError_1(buf: bytes | bytearray | memoryview, pos: 
             pos += size
         if raw_tags:
             unknown = tuple(raw_tags)
-    return StopReplicaPartitionError(v_topic_name, v_partition_index, v_error_code, unknown), pos
+    o = _new(StopReplicaPartitionError)
+    o.topic_name = v_topic_name
+    o.partition_index = v_partition_index
+    o.error_code = v_error_code
+    o.unknown_tagged_fields = unknown
+    return o, pos
 
 
 def _write_StopReplicaPartitionError_1(o: StopReplicaPartitionError, out: bytearray) -> None:
@@ -141,20 +153,25 @@ def _read_StopReplicaResponse_0(buf: bytes | bytearray | memoryview, pos: int) -
     # versions 0-1
     end = len(buf)
     if pos + 2 > end:
-        raise _short_fixed(pos, end, _L_h)
+        raise _short_fixed(pos, end, _L1)
     v_error_code, = _S_h.unpack_from(buf, pos)
     pos += 2
+    v_partition_errors: list[StopReplicaPartitionError]
     n_v_partition_errors, pos = _ral(buf, pos, 'PartitionErrors')
     v_partition_errors = []
-    app = v_partition_errors.append
+    app_v_partition_errors = v_partition_errors.append
     i = 0
     try:
         for i in range(n_v_partition_errors):
-            item, pos = _read_StopReplicaPartitionError_0(buf, pos)
-            app(item)
+            e_v_partition_errors, pos = _read_StopReplicaPartitionError_0(buf, pos)
+            app_v_partition_errors(e_v_partition_errors)
     except _DecodeError as exc:
         raise exc.refine(field=f'PartitionErrors[{i}]')
-    return StopReplicaResponse(v_error_code, v_partition_errors, ()), pos
+    o = _new(StopReplicaResponse)
+    o.error_code = v_error_code
+    o.partition_errors = v_partition_errors
+    o.unknown_tagged_fields = ()
+    return o, pos
 
 
 def _write_StopReplicaResponse_0(o: StopReplicaResponse, out: bytearray) -> None:
@@ -163,8 +180,8 @@ def _write_StopReplicaResponse_0(o: StopReplicaResponse, out: bytearray) -> None
     if o.partition_errors is None:
         raise _null('PartitionErrors')
     _wal(out, o.partition_errors, 'PartitionErrors')
-    for item in o.partition_errors:
-        _write_StopReplicaPartitionError_0(item, out)
+    for e_partition_errors in o.partition_errors:
+        _write_StopReplicaPartitionError_0(e_partition_errors, out)
     if o.unknown_tagged_fields:
         raise _EncodeError('tagged fields cannot be written at non-flexible version 0-1')
 
@@ -173,17 +190,22 @@ def _read_StopReplicaResponse_1(buf: bytes | bytearray | memoryview, pos: int) -
     # versions 2-4
     end = len(buf)
     if pos + 2 > end:
-        raise _short_fixed(pos, end, _L_h)
+        raise _short_fixed(pos, end, _L1)
     v_error_code, = _S_h.unpack_from(buf, pos)
     pos += 2
-    n_v_partition_errors, pos = _rcal(buf, pos, 'PartitionErrors')
+    v_partition_errors: list[StopReplicaPartitionError]
+    n_v_partition_errors = buf[pos] - 1 if pos < end else -2
+    if 0 <= n_v_partition_errors < 127 and n_v_partition_errors <= end - pos:
+        pos += 1
+    else:
+        n_v_partition_errors, pos = _rcal(buf, pos, 'PartitionErrors')
     v_partition_errors = []
-    app = v_partition_errors.append
+    app_v_partition_errors = v_partition_errors.append
     i = 0
     try:
         for i in range(n_v_partition_errors):
-            item, pos = _read_StopReplicaPartitionError_1(buf, pos)
-            app(item)
+            e_v_partition_errors, pos = _read_StopReplicaPartitionError_1(buf, pos)
+            app_v_partition_errors(e_v_partition_errors)
     except _DecodeError as exc:
         raise exc.refine(field=f'PartitionErrors[{i}]')
     unknown: tuple[tuple[int, bytes], ...] = ()
@@ -198,7 +220,11 @@ def _read_StopReplicaResponse_1(buf: bytes | bytearray | memoryview, pos: int) -
             pos += size
         if raw_tags:
             unknown = tuple(raw_tags)
-    return StopReplicaResponse(v_error_code, v_partition_errors, unknown), pos
+    o = _new(StopReplicaResponse)
+    o.error_code = v_error_code
+    o.partition_errors = v_partition_errors
+    o.unknown_tagged_fields = unknown
+    return o, pos
 
 
 def _write_StopReplicaResponse_1(o: StopReplicaResponse, out: bytearray) -> None:
@@ -207,8 +233,8 @@ def _write_StopReplicaResponse_1(o: StopReplicaResponse, out: bytearray) -> None
     if o.partition_errors is None:
         raise _null('PartitionErrors')
     _wcal(out, o.partition_errors, 'PartitionErrors')
-    for item in o.partition_errors:
-        _write_StopReplicaPartitionError_1(item, out)
+    for e_partition_errors in o.partition_errors:
+        _write_StopReplicaPartitionError_1(e_partition_errors, out)
     if o.unknown_tagged_fields:
         _wts(out, (), o.unknown_tagged_fields, '_tagged_fields')
     else:

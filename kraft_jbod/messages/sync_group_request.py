@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import struct as _struct
+from typing import Any as _Any
 import uuid as _uuid
 from dataclasses import dataclass as _dataclass, field as _field
 from typing import ClassVar as _ClassVar
@@ -26,11 +27,12 @@ from kraft_jbod.wire.primitives import (
     short_fixed as _short_fixed, uuid_from_bytes as _uuid_from_bytes,
 )
 
+_new = object.__new__
 _S_i = _struct.Struct('>i')
-_L_i = (('GenerationId', 4),)
+_L0 = (('GenerationId', 4),)
 
 
-def _absent(field: str, version: int) -> _EncodeError:
+def _absent(field: str, version: int | str) -> _EncodeError:
     return _EncodeError(
         f'attempted to write a non-default {field} at version {version}', field_path=field
     )
@@ -88,7 +90,11 @@ def _read_SyncGroupRequestAssignment_0(buf: bytes | bytearray | memoryview, pos:
     end = len(buf)
     v_member_id, pos = _rs(buf, pos, 'MemberId')
     v_assignment, pos = _rb(buf, pos, 'Assignment')
-    return SyncGroupRequestAssignment(v_member_id, v_assignment, ()), pos
+    o = _new(SyncGroupRequestAssignment)
+    o.member_id = v_member_id
+    o.assignment = v_assignment
+    o.unknown_tagged_fields = ()
+    return o, pos
 
 
 def _write_SyncGroupRequestAssignment_0(o: SyncGroupRequestAssignment, out: bytearray) -> None:
@@ -120,7 +126,11 @@ def _read_SyncGroupRequestAssignment_1(buf: bytes | bytearray | memoryview, pos:
             pos += size
         if raw_tags:
             unknown = tuple(raw_tags)
-    return SyncGroupRequestAssignment(v_member_id, v_assignment, unknown), pos
+    o = _new(SyncGroupRequestAssignment)
+    o.member_id = v_member_id
+    o.assignment = v_assignment
+    o.unknown_tagged_fields = unknown
+    return o, pos
 
 
 def _write_SyncGroupRequestAssignment_1(o: SyncGroupRequestAssignment, out: bytearray) -> None:
@@ -142,21 +152,31 @@ def _read_SyncGroupRequest_0(buf: bytes | bytearray | memoryview, pos: int) -> t
     end = len(buf)
     v_group_id, pos = _rs(buf, pos, 'GroupId')
     if pos + 4 > end:
-        raise _short_fixed(pos, end, _L_i)
+        raise _short_fixed(pos, end, _L0)
     v_generation_id, = _S_i.unpack_from(buf, pos)
     pos += 4
     v_member_id, pos = _rs(buf, pos, 'MemberId')
+    v_assignments: list[SyncGroupRequestAssignment]
     n_v_assignments, pos = _ral(buf, pos, 'Assignments')
     v_assignments = []
-    app = v_assignments.append
+    app_v_assignments = v_assignments.append
     i = 0
     try:
         for i in range(n_v_assignments):
-            item, pos = _read_SyncGroupRequestAssignment_0(buf, pos)
-            app(item)
+            e_v_assignments, pos = _read_SyncGroupRequestAssignment_0(buf, pos)
+            app_v_assignments(e_v_assignments)
     except _DecodeError as exc:
         raise exc.refine(field=f'Assignments[{i}]')
-    return SyncGroupRequest(v_group_id, v_generation_id, v_member_id, None, None, None, v_assignments, ()), pos
+    o = _new(SyncGroupRequest)
+    o.group_id = v_group_id
+    o.generation_id = v_generation_id
+    o.member_id = v_member_id
+    o.group_instance_id = None
+    o.protocol_type = None
+    o.protocol_name = None
+    o.assignments = v_assignments
+    o.unknown_tagged_fields = ()
+    return o, pos
 
 
 def _write_SyncGroupRequest_0(o: SyncGroupRequest, out: bytearray) -> None:
@@ -173,8 +193,8 @@ def _write_SyncGroupRequest_0(o: SyncGroupRequest, out: bytearray) -> None:
     if o.assignments is None:
         raise _null('Assignments')
     _wal(out, o.assignments, 'Assignments')
-    for item in o.assignments:
-        _write_SyncGroupRequestAssignment_0(item, out)
+    for e_assignments in o.assignments:
+        _write_SyncGroupRequestAssignment_0(e_assignments, out)
     if o.unknown_tagged_fields:
         raise _EncodeError('tagged fields cannot be written at non-flexible version 0-2')
 
@@ -184,22 +204,32 @@ def _read_SyncGroupRequest_1(buf: bytes | bytearray | memoryview, pos: int) -> t
     end = len(buf)
     v_group_id, pos = _rs(buf, pos, 'GroupId')
     if pos + 4 > end:
-        raise _short_fixed(pos, end, _L_i)
+        raise _short_fixed(pos, end, _L0)
     v_generation_id, = _S_i.unpack_from(buf, pos)
     pos += 4
     v_member_id, pos = _rs(buf, pos, 'MemberId')
     v_group_instance_id, pos = _rns(buf, pos, 'GroupInstanceId')
+    v_assignments: list[SyncGroupRequestAssignment]
     n_v_assignments, pos = _ral(buf, pos, 'Assignments')
     v_assignments = []
-    app = v_assignments.append
+    app_v_assignments = v_assignments.append
     i = 0
     try:
         for i in range(n_v_assignments):
-            item, pos = _read_SyncGroupRequestAssignment_0(buf, pos)
-            app(item)
+            e_v_assignments, pos = _read_SyncGroupRequestAssignment_0(buf, pos)
+            app_v_assignments(e_v_assignments)
     except _DecodeError as exc:
         raise exc.refine(field=f'Assignments[{i}]')
-    return SyncGroupRequest(v_group_id, v_generation_id, v_member_id, v_group_instance_id, None, None, v_assignments, ()), pos
+    o = _new(SyncGroupRequest)
+    o.group_id = v_group_id
+    o.generation_id = v_generation_id
+    o.member_id = v_member_id
+    o.group_instance_id = v_group_instance_id
+    o.protocol_type = None
+    o.protocol_name = None
+    o.assignments = v_assignments
+    o.unknown_tagged_fields = ()
+    return o, pos
 
 
 def _write_SyncGroupRequest_1(o: SyncGroupRequest, out: bytearray) -> None:
@@ -215,8 +245,8 @@ def _write_SyncGroupRequest_1(o: SyncGroupRequest, out: bytearray) -> None:
     if o.assignments is None:
         raise _null('Assignments')
     _wal(out, o.assignments, 'Assignments')
-    for item in o.assignments:
-        _write_SyncGroupRequestAssignment_0(item, out)
+    for e_assignments in o.assignments:
+        _write_SyncGroupRequestAssignment_0(e_assignments, out)
     if o.unknown_tagged_fields:
         raise _EncodeError('tagged fields cannot be written at non-flexible version 3')
 
@@ -226,19 +256,24 @@ def _read_SyncGroupRequest_2(buf: bytes | bytearray | memoryview, pos: int) -> t
     end = len(buf)
     v_group_id, pos = _rcs(buf, pos, 'GroupId')
     if pos + 4 > end:
-        raise _short_fixed(pos, end, _L_i)
+        raise _short_fixed(pos, end, _L0)
     v_generation_id, = _S_i.unpack_from(buf, pos)
     pos += 4
     v_member_id, pos = _rcs(buf, pos, 'MemberId')
     v_group_instance_id, pos = _rncs(buf, pos, 'GroupInstanceId')
-    n_v_assignments, pos = _rcal(buf, pos, 'Assignments')
+    v_assignments: list[SyncGroupRequestAssignment]
+    n_v_assignments = buf[pos] - 1 if pos < end else -2
+    if 0 <= n_v_assignments < 127 and n_v_assignments <= end - pos:
+        pos += 1
+    else:
+        n_v_assignments, pos = _rcal(buf, pos, 'Assignments')
     v_assignments = []
-    app = v_assignments.append
+    app_v_assignments = v_assignments.append
     i = 0
     try:
         for i in range(n_v_assignments):
-            item, pos = _read_SyncGroupRequestAssignment_1(buf, pos)
-            app(item)
+            e_v_assignments, pos = _read_SyncGroupRequestAssignment_1(buf, pos)
+            app_v_assignments(e_v_assignments)
     except _DecodeError as exc:
         raise exc.refine(field=f'Assignments[{i}]')
     unknown: tuple[tuple[int, bytes], ...] = ()
@@ -253,7 +288,16 @@ def _read_SyncGroupRequest_2(buf: bytes | bytearray | memoryview, pos: int) -> t
             pos += size
         if raw_tags:
             unknown = tuple(raw_tags)
-    return SyncGroupRequest(v_group_id, v_generation_id, v_member_id, v_group_instance_id, None, None, v_assignments, unknown), pos
+    o = _new(SyncGroupRequest)
+    o.group_id = v_group_id
+    o.generation_id = v_generation_id
+    o.member_id = v_member_id
+    o.group_instance_id = v_group_instance_id
+    o.protocol_type = None
+    o.protocol_name = None
+    o.assignments = v_assignments
+    o.unknown_tagged_fields = unknown
+    return o, pos
 
 
 def _write_SyncGroupRequest_2(o: SyncGroupRequest, out: bytearray) -> None:
@@ -269,8 +313,8 @@ def _write_SyncGroupRequest_2(o: SyncGroupRequest, out: bytearray) -> None:
     if o.assignments is None:
         raise _null('Assignments')
     _wcal(out, o.assignments, 'Assignments')
-    for item in o.assignments:
-        _write_SyncGroupRequestAssignment_1(item, out)
+    for e_assignments in o.assignments:
+        _write_SyncGroupRequestAssignment_1(e_assignments, out)
     if o.unknown_tagged_fields:
         _wts(out, (), o.unknown_tagged_fields, '_tagged_fields')
     else:
@@ -282,21 +326,26 @@ def _read_SyncGroupRequest_3(buf: bytes | bytearray | memoryview, pos: int) -> t
     end = len(buf)
     v_group_id, pos = _rcs(buf, pos, 'GroupId')
     if pos + 4 > end:
-        raise _short_fixed(pos, end, _L_i)
+        raise _short_fixed(pos, end, _L0)
     v_generation_id, = _S_i.unpack_from(buf, pos)
     pos += 4
     v_member_id, pos = _rcs(buf, pos, 'MemberId')
     v_group_instance_id, pos = _rncs(buf, pos, 'GroupInstanceId')
     v_protocol_type, pos = _rncs(buf, pos, 'ProtocolType')
     v_protocol_name, pos = _rncs(buf, pos, 'ProtocolName')
-    n_v_assignments, pos = _rcal(buf, pos, 'Assignments')
+    v_assignments: list[SyncGroupRequestAssignment]
+    n_v_assignments = buf[pos] - 1 if pos < end else -2
+    if 0 <= n_v_assignments < 127 and n_v_assignments <= end - pos:
+        pos += 1
+    else:
+        n_v_assignments, pos = _rcal(buf, pos, 'Assignments')
     v_assignments = []
-    app = v_assignments.append
+    app_v_assignments = v_assignments.append
     i = 0
     try:
         for i in range(n_v_assignments):
-            item, pos = _read_SyncGroupRequestAssignment_1(buf, pos)
-            app(item)
+            e_v_assignments, pos = _read_SyncGroupRequestAssignment_1(buf, pos)
+            app_v_assignments(e_v_assignments)
     except _DecodeError as exc:
         raise exc.refine(field=f'Assignments[{i}]')
     unknown: tuple[tuple[int, bytes], ...] = ()
@@ -311,7 +360,16 @@ def _read_SyncGroupRequest_3(buf: bytes | bytearray | memoryview, pos: int) -> t
             pos += size
         if raw_tags:
             unknown = tuple(raw_tags)
-    return SyncGroupRequest(v_group_id, v_generation_id, v_member_id, v_group_instance_id, v_protocol_type, v_protocol_name, v_assignments, unknown), pos
+    o = _new(SyncGroupRequest)
+    o.group_id = v_group_id
+    o.generation_id = v_generation_id
+    o.member_id = v_member_id
+    o.group_instance_id = v_group_instance_id
+    o.protocol_type = v_protocol_type
+    o.protocol_name = v_protocol_name
+    o.assignments = v_assignments
+    o.unknown_tagged_fields = unknown
+    return o, pos
 
 
 def _write_SyncGroupRequest_3(o: SyncGroupRequest, out: bytearray) -> None:
@@ -329,8 +387,8 @@ def _write_SyncGroupRequest_3(o: SyncGroupRequest, out: bytearray) -> None:
     if o.assignments is None:
         raise _null('Assignments')
     _wcal(out, o.assignments, 'Assignments')
-    for item in o.assignments:
-        _write_SyncGroupRequestAssignment_1(item, out)
+    for e_assignments in o.assignments:
+        _write_SyncGroupRequestAssignment_1(e_assignments, out)
     if o.unknown_tagged_fields:
         _wts(out, (), o.unknown_tagged_fields, '_tagged_fields')
     else:

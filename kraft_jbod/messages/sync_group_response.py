@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import struct as _struct
+from typing import Any as _Any
 import uuid as _uuid
 from dataclasses import dataclass as _dataclass, field as _field
 from typing import ClassVar as _ClassVar
@@ -26,13 +27,14 @@ from kraft_jbod.wire.primitives import (
     short_fixed as _short_fixed, uuid_from_bytes as _uuid_from_bytes,
 )
 
+_new = object.__new__
 _S_h = _struct.Struct('>h')
 _S_ih = _struct.Struct('>ih')
-_L_h = (('ErrorCode', 2),)
-_L_ih = (('ThrottleTimeMs', 4), ('ErrorCode', 2))
+_L0 = (('ErrorCode', 2),)
+_L1 = (('ThrottleTimeMs', 4), ('ErrorCode', 2))
 
 
-def _absent(field: str, version: int) -> _EncodeError:
+def _absent(field: str, version: int | str) -> _EncodeError:
     return _EncodeError(
         f'attempted to write a non-default {field} at version {version}', field_path=field
     )
@@ -78,11 +80,18 @@ def _read_SyncGroupResponse_0(buf: bytes | bytearray | memoryview, pos: int) -> 
     # versions 0
     end = len(buf)
     if pos + 2 > end:
-        raise _short_fixed(pos, end, _L_h)
+        raise _short_fixed(pos, end, _L0)
     v_error_code, = _S_h.unpack_from(buf, pos)
     pos += 2
     v_assignment, pos = _rb(buf, pos, 'Assignment')
-    return SyncGroupResponse(0, v_error_code, None, None, v_assignment, ()), pos
+    o = _new(SyncGroupResponse)
+    o.throttle_time_ms = 0
+    o.error_code = v_error_code
+    o.protocol_type = None
+    o.protocol_name = None
+    o.assignment = v_assignment
+    o.unknown_tagged_fields = ()
+    return o, pos
 
 
 def _write_SyncGroupResponse_0(o: SyncGroupResponse, out: bytearray) -> None:
@@ -99,11 +108,18 @@ def _read_SyncGroupResponse_1(buf: bytes | bytearray | memoryview, pos: int) -> 
     # versions 1-3
     end = len(buf)
     if pos + 6 > end:
-        raise _short_fixed(pos, end, _L_ih)
+        raise _short_fixed(pos, end, _L1)
     v_throttle_time_ms, v_error_code = _S_ih.unpack_from(buf, pos)
     pos += 6
     v_assignment, pos = _rb(buf, pos, 'Assignment')
-    return SyncGroupResponse(v_throttle_time_ms, v_error_code, None, None, v_assignment, ()), pos
+    o = _new(SyncGroupResponse)
+    o.throttle_time_ms = v_throttle_time_ms
+    o.error_code = v_error_code
+    o.protocol_type = None
+    o.protocol_name = None
+    o.assignment = v_assignment
+    o.unknown_tagged_fields = ()
+    return o, pos
 
 
 def _write_SyncGroupResponse_1(o: SyncGroupResponse, out: bytearray) -> None:
@@ -120,7 +136,7 @@ def _read_SyncGroupResponse_2(buf: bytes | bytearray | memoryview, pos: int) -> 
     # versions 4
     end = len(buf)
     if pos + 6 > end:
-        raise _short_fixed(pos, end, _L_ih)
+        raise _short_fixed(pos, end, _L1)
     v_throttle_time_ms, v_error_code = _S_ih.unpack_from(buf, pos)
     pos += 6
     v_assignment, pos = _rcb(buf, pos, 'Assignment')
@@ -136,7 +152,14 @@ def _read_SyncGroupResponse_2(buf: bytes | bytearray | memoryview, pos: int) -> 
             pos += size
         if raw_tags:
             unknown = tuple(raw_tags)
-    return SyncGroupResponse(v_throttle_time_ms, v_error_code, None, None, v_assignment, unknown), pos
+    o = _new(SyncGroupResponse)
+    o.throttle_time_ms = v_throttle_time_ms
+    o.error_code = v_error_code
+    o.protocol_type = None
+    o.protocol_name = None
+    o.assignment = v_assignment
+    o.unknown_tagged_fields = unknown
+    return o, pos
 
 
 def _write_SyncGroupResponse_2(o: SyncGroupResponse, out: bytearray) -> None:
@@ -155,7 +178,7 @@ def _read_SyncGroupResponse_3(buf: bytes | bytearray | memoryview, pos: int) -> 
     # versions 5
     end = len(buf)
     if pos + 6 > end:
-        raise _short_fixed(pos, end, _L_ih)
+        raise _short_fixed(pos, end, _L1)
     v_throttle_time_ms, v_error_code = _S_ih.unpack_from(buf, pos)
     pos += 6
     v_protocol_type, pos = _rncs(buf, pos, 'ProtocolType')
@@ -173,7 +196,14 @@ def _read_SyncGroupResponse_3(buf: bytes | bytearray | memoryview, pos: int) -> 
             pos += size
         if raw_tags:
             unknown = tuple(raw_tags)
-    return SyncGroupResponse(v_throttle_time_ms, v_error_code, v_protocol_type, v_protocol_name, v_assignment, unknown), pos
+    o = _new(SyncGroupResponse)
+    o.throttle_time_ms = v_throttle_time_ms
+    o.error_code = v_error_code
+    o.protocol_type = v_protocol_type
+    o.protocol_name = v_protocol_name
+    o.assignment = v_assignment
+    o.unknown_tagged_fields = unknown
+    return o, pos
 
 
 def _write_SyncGroupResponse_3(o: SyncGroupResponse, out: bytearray) -> None:

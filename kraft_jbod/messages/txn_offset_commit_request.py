@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import struct as _struct
+from typing import Any as _Any
 import uuid as _uuid
 from dataclasses import dataclass as _dataclass, field as _field
 from typing import ClassVar as _ClassVar
@@ -26,17 +27,18 @@ from kraft_jbod.wire.primitives import (
     short_fixed as _short_fixed, uuid_from_bytes as _uuid_from_bytes,
 )
 
+_new = object.__new__
 _S_iq = _struct.Struct('>iq')
 _S_iqi = _struct.Struct('>iqi')
 _S_qh = _struct.Struct('>qh')
 _S_qhi = _struct.Struct('>qhi')
-_L_iq = (('PartitionIndex', 4), ('CommittedOffset', 8))
-_L_iqi = (('PartitionIndex', 4), ('CommittedOffset', 8), ('CommittedLeaderEpoch', 4))
-_L_qh = (('ProducerId', 8), ('ProducerEpoch', 2))
-_L_qhi = (('ProducerId', 8), ('ProducerEpoch', 2), ('GenerationId', 4))
+_L0 = (('PartitionIndex', 4), ('CommittedOffset', 8))
+_L1 = (('PartitionIndex', 4), ('CommittedOffset', 8), ('CommittedLeaderEpoch', 4))
+_L2 = (('ProducerId', 8), ('ProducerEpoch', 2))
+_L3 = (('ProducerId', 8), ('ProducerEpoch', 2), ('GenerationId', 4))
 
 
-def _absent(field: str, version: int) -> _EncodeError:
+def _absent(field: str, version: int | str) -> _EncodeError:
     return _EncodeError(
         f'attempted to write a non-default {field} at version {version}', field_path=field
     )
@@ -105,11 +107,17 @@ def _read_TxnOffsetCommitRequestPartition_0(buf: bytes | bytearray | memoryview,
     # versions 0-1
     end = len(buf)
     if pos + 12 > end:
-        raise _short_fixed(pos, end, _L_iq)
+        raise _short_fixed(pos, end, _L0)
     v_partition_index, v_committed_offset = _S_iq.unpack_from(buf, pos)
     pos += 12
     v_committed_metadata, pos = _rns(buf, pos, 'CommittedMetadata')
-    return TxnOffsetCommitRequestPartition(v_partition_index, v_committed_offset, -1, v_committed_metadata, ()), pos
+    o = _new(TxnOffsetCommitRequestPartition)
+    o.partition_index = v_partition_index
+    o.committed_offset = v_committed_offset
+    o.committed_leader_epoch = -1
+    o.committed_metadata = v_committed_metadata
+    o.unknown_tagged_fields = ()
+    return o, pos
 
 
 def _write_TxnOffsetCommitRequestPartition_0(o: TxnOffsetCommitRequestPartition, out: bytearray) -> None:
@@ -124,11 +132,17 @@ def _read_TxnOffsetCommitRequestPartition_1(buf: bytes | bytearray | memoryview,
     # versions 2
     end = len(buf)
     if pos + 16 > end:
-        raise _short_fixed(pos, end, _L_iqi)
+        raise _short_fixed(pos, end, _L1)
     v_partition_index, v_committed_offset, v_committed_leader_epoch = _S_iqi.unpack_from(buf, pos)
     pos += 16
     v_committed_metadata, pos = _rns(buf, pos, 'CommittedMetadata')
-    return TxnOffsetCommitRequestPartition(v_partition_index, v_committed_offset, v_committed_leader_epoch, v_committed_metadata, ()), pos
+    o = _new(TxnOffsetCommitRequestPartition)
+    o.partition_index = v_partition_index
+    o.committed_offset = v_committed_offset
+    o.committed_leader_epoch = v_committed_leader_epoch
+    o.committed_metadata = v_committed_metadata
+    o.unknown_tagged_fields = ()
+    return o, pos
 
 
 def _write_TxnOffsetCommitRequestPartition_1(o: TxnOffsetCommitRequestPartition, out: bytearray) -> None:
@@ -143,7 +157,7 @@ def _read_TxnOffsetCommitRequestPartition_2(buf: bytes | bytearray | memoryview,
     # versions 3-4
     end = len(buf)
     if pos + 16 > end:
-        raise _short_fixed(pos, end, _L_iqi)
+        raise _short_fixed(pos, end, _L1)
     v_partition_index, v_committed_offset, v_committed_leader_epoch = _S_iqi.unpack_from(buf, pos)
     pos += 16
     v_committed_metadata, pos = _rncs(buf, pos, 'CommittedMetadata')
@@ -159,7 +173,13 @@ def _read_TxnOffsetCommitRequestPartition_2(buf: bytes | bytearray | memoryview,
             pos += size
         if raw_tags:
             unknown = tuple(raw_tags)
-    return TxnOffsetCommitRequestPartition(v_partition_index, v_committed_offset, v_committed_leader_epoch, v_committed_metadata, unknown), pos
+    o = _new(TxnOffsetCommitRequestPartition)
+    o.partition_index = v_partition_index
+    o.committed_offset = v_committed_offset
+    o.committed_leader_epoch = v_committed_leader_epoch
+    o.committed_metadata = v_committed_metadata
+    o.unknown_tagged_fields = unknown
+    return o, pos
 
 
 def _write_TxnOffsetCommitRequestPartition_2(o: TxnOffsetCommitRequestPartition, out: bytearray) -> None:
@@ -176,17 +196,22 @@ def _read_TxnOffsetCommitRequestTopic_0(buf: bytes | bytearray | memoryview, pos
     # versions 0-1
     end = len(buf)
     v_name, pos = _rs(buf, pos, 'Name')
+    v_partitions: list[TxnOffsetCommitRequestPartition]
     n_v_partitions, pos = _ral(buf, pos, 'Partitions')
     v_partitions = []
-    app = v_partitions.append
+    app_v_partitions = v_partitions.append
     i = 0
     try:
         for i in range(n_v_partitions):
-            item, pos = _read_TxnOffsetCommitRequestPartition_0(buf, pos)
-            app(item)
+            e_v_partitions, pos = _read_TxnOffsetCommitRequestPartition_0(buf, pos)
+            app_v_partitions(e_v_partitions)
     except _DecodeError as exc:
         raise exc.refine(field=f'Partitions[{i}]')
-    return TxnOffsetCommitRequestTopic(v_name, v_partitions, ()), pos
+    o = _new(TxnOffsetCommitRequestTopic)
+    o.name = v_name
+    o.partitions = v_partitions
+    o.unknown_tagged_fields = ()
+    return o, pos
 
 
 def _write_TxnOffsetCommitRequestTopic_0(o: TxnOffsetCommitRequestTopic, out: bytearray) -> None:
@@ -197,8 +222,8 @@ def _write_TxnOffsetCommitRequestTopic_0(o: TxnOffsetCommitRequestTopic, out: by
     if o.partitions is None:
         raise _null('Partitions')
     _wal(out, o.partitions, 'Partitions')
-    for item in o.partitions:
-        _write_TxnOffsetCommitRequestPartition_0(item, out)
+    for e_partitions in o.partitions:
+        _write_TxnOffsetCommitRequestPartition_0(e_partitions, out)
     if o.unknown_tagged_fields:
         raise _EncodeError('tagged fields cannot be written at non-flexible version 0-1')
 
@@ -207,17 +232,22 @@ def _read_TxnOffsetCommitRequestTopic_1(buf: bytes | bytearray | memoryview, pos
     # versions 2
     end = len(buf)
     v_name, pos = _rs(buf, pos, 'Name')
+    v_partitions: list[TxnOffsetCommitRequestPartition]
     n_v_partitions, pos = _ral(buf, pos, 'Partitions')
     v_partitions = []
-    app = v_partitions.append
+    app_v_partitions = v_partitions.append
     i = 0
     try:
         for i in range(n_v_partitions):
-            item, pos = _read_TxnOffsetCommitRequestPartition_1(buf, pos)
-            app(item)
+            e_v_partitions, pos = _read_TxnOffsetCommitRequestPartition_1(buf, pos)
+            app_v_partitions(e_v_partitions)
     except _DecodeError as exc:
         raise exc.refine(field=f'Partitions[{i}]')
-    return TxnOffsetCommitRequestTopic(v_name, v_partitions, ()), pos
+    o = _new(TxnOffsetCommitRequestTopic)
+    o.name = v_name
+    o.partitions = v_partitions
+    o.unknown_tagged_fields = ()
+    return o, pos
 
 
 def _write_TxnOffsetCommitRequestTopic_1(o: TxnOffsetCommitRequestTopic, out: bytearray) -> None:
@@ -228,8 +258,8 @@ def _write_TxnOffsetCommitRequestTopic_1(o: TxnOffsetCommitRequestTopic, out: by
     if o.partitions is None:
         raise _null('Partitions')
     _wal(out, o.partitions, 'Partitions')
-    for item in o.partitions:
-        _write_TxnOffsetCommitRequestPartition_1(item, out)
+    for e_partitions in o.partitions:
+        _write_TxnOffsetCommitRequestPartition_1(e_partitions, out)
     if o.unknown_tagged_fields:
         raise _EncodeError('tagged fields cannot be written at non-flexible version 2')
 
@@ -238,14 +268,19 @@ def _read_TxnOffsetCommitRequestTopic_2(buf: bytes | bytearray | memoryview, pos
     # versions 3-4
     end = len(buf)
     v_name, pos = _rcs(buf, pos, 'Name')
-    n_v_partitions, pos = _rcal(buf, pos, 'Partitions')
+    v_partitions: list[TxnOffsetCommitRequestPartition]
+    n_v_partitions = buf[pos] - 1 if pos < end else -2
+    if 0 <= n_v_partitions < 127 and n_v_partitions <= end - pos:
+        pos += 1
+    else:
+        n_v_partitions, pos = _rcal(buf, pos, 'Partitions')
     v_partitions = []
-    app = v_partitions.append
+    app_v_partitions = v_partitions.append
     i = 0
     try:
         for i in range(n_v_partitions):
-            item, pos = _read_TxnOffsetCommitRequestPartition_2(buf, pos)
-            app(item)
+            e_v_partitions, pos = _read_TxnOffsetCommitRequestPartition_2(buf, pos)
+            app_v_partitions(e_v_partitions)
     except _DecodeError as exc:
         raise exc.refine(field=f'Partitions[{i}]')
     unknown: tuple[tuple[int, bytes], ...] = ()
@@ -260,7 +295,11 @@ def _read_TxnOffsetCommitRequestTopic_2(buf: bytes | bytearray | memoryview, pos
             pos += size
         if raw_tags:
             unknown = tuple(raw_tags)
-    return TxnOffsetCommitRequestTopic(v_name, v_partitions, unknown), pos
+    o = _new(TxnOffsetCommitRequestTopic)
+    o.name = v_name
+    o.partitions = v_partitions
+    o.unknown_tagged_fields = unknown
+    return o, pos
 
 
 def _write_TxnOffsetCommitRequestTopic_2(o: TxnOffsetCommitRequestTopic, out: bytearray) -> None:
@@ -271,8 +310,8 @@ def _write_TxnOffsetCommitRequestTopic_2(o: TxnOffsetCommitRequestTopic, out: by
     if o.partitions is None:
         raise _null('Partitions')
     _wcal(out, o.partitions, 'Partitions')
-    for item in o.partitions:
-        _write_TxnOffsetCommitRequestPartition_2(item, out)
+    for e_partitions in o.partitions:
+        _write_TxnOffsetCommitRequestPartition_2(e_partitions, out)
     if o.unknown_tagged_fields:
         _wts(out, (), o.unknown_tagged_fields, '_tagged_fields')
     else:
@@ -285,20 +324,31 @@ def _read_TxnOffsetCommitRequest_0(buf: bytes | bytearray | memoryview, pos: int
     v_transactional_id, pos = _rs(buf, pos, 'TransactionalId')
     v_group_id, pos = _rs(buf, pos, 'GroupId')
     if pos + 10 > end:
-        raise _short_fixed(pos, end, _L_qh)
+        raise _short_fixed(pos, end, _L2)
     v_producer_id, v_producer_epoch = _S_qh.unpack_from(buf, pos)
     pos += 10
+    v_topics: list[TxnOffsetCommitRequestTopic]
     n_v_topics, pos = _ral(buf, pos, 'Topics')
     v_topics = []
-    app = v_topics.append
+    app_v_topics = v_topics.append
     i = 0
     try:
         for i in range(n_v_topics):
-            item, pos = _read_TxnOffsetCommitRequestTopic_0(buf, pos)
-            app(item)
+            e_v_topics, pos = _read_TxnOffsetCommitRequestTopic_0(buf, pos)
+            app_v_topics(e_v_topics)
     except _DecodeError as exc:
         raise exc.refine(field=f'Topics[{i}]')
-    return TxnOffsetCommitRequest(v_transactional_id, v_group_id, v_producer_id, v_producer_epoch, -1, '', None, v_topics, ()), pos
+    o = _new(TxnOffsetCommitRequest)
+    o.transactional_id = v_transactional_id
+    o.group_id = v_group_id
+    o.producer_id = v_producer_id
+    o.producer_epoch = v_producer_epoch
+    o.generation_id = -1
+    o.member_id = ''
+    o.group_instance_id = None
+    o.topics = v_topics
+    o.unknown_tagged_fields = ()
+    return o, pos
 
 
 def _write_TxnOffsetCommitRequest_0(o: TxnOffsetCommitRequest, out: bytearray) -> None:
@@ -319,8 +369,8 @@ def _write_TxnOffsetCommitRequest_0(o: TxnOffsetCommitRequest, out: bytearray) -
     if o.topics is None:
         raise _null('Topics')
     _wal(out, o.topics, 'Topics')
-    for item in o.topics:
-        _write_TxnOffsetCommitRequestTopic_0(item, out)
+    for e_topics in o.topics:
+        _write_TxnOffsetCommitRequestTopic_0(e_topics, out)
     if o.unknown_tagged_fields:
         raise _EncodeError('tagged fields cannot be written at non-flexible version 0-1')
 
@@ -331,20 +381,31 @@ def _read_TxnOffsetCommitRequest_1(buf: bytes | bytearray | memoryview, pos: int
     v_transactional_id, pos = _rs(buf, pos, 'TransactionalId')
     v_group_id, pos = _rs(buf, pos, 'GroupId')
     if pos + 10 > end:
-        raise _short_fixed(pos, end, _L_qh)
+        raise _short_fixed(pos, end, _L2)
     v_producer_id, v_producer_epoch = _S_qh.unpack_from(buf, pos)
     pos += 10
+    v_topics: list[TxnOffsetCommitRequestTopic]
     n_v_topics, pos = _ral(buf, pos, 'Topics')
     v_topics = []
-    app = v_topics.append
+    app_v_topics = v_topics.append
     i = 0
     try:
         for i in range(n_v_topics):
-            item, pos = _read_TxnOffsetCommitRequestTopic_1(buf, pos)
-            app(item)
+            e_v_topics, pos = _read_TxnOffsetCommitRequestTopic_1(buf, pos)
+            app_v_topics(e_v_topics)
     except _DecodeError as exc:
         raise exc.refine(field=f'Topics[{i}]')
-    return TxnOffsetCommitRequest(v_transactional_id, v_group_id, v_producer_id, v_producer_epoch, -1, '', None, v_topics, ()), pos
+    o = _new(TxnOffsetCommitRequest)
+    o.transactional_id = v_transactional_id
+    o.group_id = v_group_id
+    o.producer_id = v_producer_id
+    o.producer_epoch = v_producer_epoch
+    o.generation_id = -1
+    o.member_id = ''
+    o.group_instance_id = None
+    o.topics = v_topics
+    o.unknown_tagged_fields = ()
+    return o, pos
 
 
 def _write_TxnOffsetCommitRequest_1(o: TxnOffsetCommitRequest, out: bytearray) -> None:
@@ -365,8 +426,8 @@ def _write_TxnOffsetCommitRequest_1(o: TxnOffsetCommitRequest, out: bytearray) -
     if o.topics is None:
         raise _null('Topics')
     _wal(out, o.topics, 'Topics')
-    for item in o.topics:
-        _write_TxnOffsetCommitRequestTopic_1(item, out)
+    for e_topics in o.topics:
+        _write_TxnOffsetCommitRequestTopic_1(e_topics, out)
     if o.unknown_tagged_fields:
         raise _EncodeError('tagged fields cannot be written at non-flexible version 2')
 
@@ -377,19 +438,24 @@ def _read_TxnOffsetCommitRequest_2(buf: bytes | bytearray | memoryview, pos: int
     v_transactional_id, pos = _rcs(buf, pos, 'TransactionalId')
     v_group_id, pos = _rcs(buf, pos, 'GroupId')
     if pos + 14 > end:
-        raise _short_fixed(pos, end, _L_qhi)
+        raise _short_fixed(pos, end, _L3)
     v_producer_id, v_producer_epoch, v_generation_id = _S_qhi.unpack_from(buf, pos)
     pos += 14
     v_member_id, pos = _rcs(buf, pos, 'MemberId')
     v_group_instance_id, pos = _rncs(buf, pos, 'GroupInstanceId')
-    n_v_topics, pos = _rcal(buf, pos, 'Topics')
+    v_topics: list[TxnOffsetCommitRequestTopic]
+    n_v_topics = buf[pos] - 1 if pos < end else -2
+    if 0 <= n_v_topics < 127 and n_v_topics <= end - pos:
+        pos += 1
+    else:
+        n_v_topics, pos = _rcal(buf, pos, 'Topics')
     v_topics = []
-    app = v_topics.append
+    app_v_topics = v_topics.append
     i = 0
     try:
         for i in range(n_v_topics):
-            item, pos = _read_TxnOffsetCommitRequestTopic_2(buf, pos)
-            app(item)
+            e_v_topics, pos = _read_TxnOffsetCommitRequestTopic_2(buf, pos)
+            app_v_topics(e_v_topics)
     except _DecodeError as exc:
         raise exc.refine(field=f'Topics[{i}]')
     unknown: tuple[tuple[int, bytes], ...] = ()
@@ -404,7 +470,17 @@ def _read_TxnOffsetCommitRequest_2(buf: bytes | bytearray | memoryview, pos: int
             pos += size
         if raw_tags:
             unknown = tuple(raw_tags)
-    return TxnOffsetCommitRequest(v_transactional_id, v_group_id, v_producer_id, v_producer_epoch, v_generation_id, v_member_id, v_group_instance_id, v_topics, unknown), pos
+    o = _new(TxnOffsetCommitRequest)
+    o.transactional_id = v_transactional_id
+    o.group_id = v_group_id
+    o.producer_id = v_producer_id
+    o.producer_epoch = v_producer_epoch
+    o.generation_id = v_generation_id
+    o.member_id = v_member_id
+    o.group_instance_id = v_group_instance_id
+    o.topics = v_topics
+    o.unknown_tagged_fields = unknown
+    return o, pos
 
 
 def _write_TxnOffsetCommitRequest_2(o: TxnOffsetCommitRequest, out: bytearray) -> None:
@@ -423,8 +499,8 @@ def _write_TxnOffsetCommitRequest_2(o: TxnOffsetCommitRequest, out: bytearray) -
     if o.topics is None:
         raise _null('Topics')
     _wcal(out, o.topics, 'Topics')
-    for item in o.topics:
-        _write_TxnOffsetCommitRequestTopic_2(item, out)
+    for e_topics in o.topics:
+        _write_TxnOffsetCommitRequestTopic_2(e_topics, out)
     if o.unknown_tagged_fields:
         _wts(out, (), o.unknown_tagged_fields, '_tagged_fields')
     else:

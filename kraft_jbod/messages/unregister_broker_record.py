@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import struct as _struct
+from typing import Any as _Any
 import uuid as _uuid
 from dataclasses import dataclass as _dataclass, field as _field
 from typing import ClassVar as _ClassVar
@@ -26,11 +27,12 @@ from kraft_jbod.wire.primitives import (
     short_fixed as _short_fixed, uuid_from_bytes as _uuid_from_bytes,
 )
 
+_new = object.__new__
 _S_iq = _struct.Struct('>iq')
-_L_iq = (('BrokerId', 4), ('BrokerEpoch', 8))
+_L0 = (('BrokerId', 4), ('BrokerEpoch', 8))
 
 
-def _absent(field: str, version: int) -> _EncodeError:
+def _absent(field: str, version: int | str) -> _EncodeError:
     return _EncodeError(
         f'attempted to write a non-default {field} at version {version}', field_path=field
     )
@@ -73,7 +75,7 @@ def _read_UnregisterBrokerRecord_0(buf: bytes | bytearray | memoryview, pos: int
     # versions 0
     end = len(buf)
     if pos + 12 > end:
-        raise _short_fixed(pos, end, _L_iq)
+        raise _short_fixed(pos, end, _L0)
     v_broker_id, v_broker_epoch = _S_iq.unpack_from(buf, pos)
     pos += 12
     unknown: tuple[tuple[int, bytes], ...] = ()
@@ -88,7 +90,11 @@ def _read_UnregisterBrokerRecord_0(buf: bytes | bytearray | memoryview, pos: int
             pos += size
         if raw_tags:
             unknown = tuple(raw_tags)
-    return UnregisterBrokerRecord(v_broker_id, v_broker_epoch, unknown), pos
+    o = _new(UnregisterBrokerRecord)
+    o.broker_id = v_broker_id
+    o.broker_epoch = v_broker_epoch
+    o.unknown_tagged_fields = unknown
+    return o, pos
 
 
 def _write_UnregisterBrokerRecord_0(o: UnregisterBrokerRecord, out: bytearray) -> None:

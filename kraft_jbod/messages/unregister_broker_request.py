@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import struct as _struct
+from typing import Any as _Any
 import uuid as _uuid
 from dataclasses import dataclass as _dataclass, field as _field
 from typing import ClassVar as _ClassVar
@@ -26,11 +27,12 @@ from kraft_jbod.wire.primitives import (
     short_fixed as _short_fixed, uuid_from_bytes as _uuid_from_bytes,
 )
 
+_new = object.__new__
 _S_i = _struct.Struct('>i')
-_L_i = (('BrokerId', 4),)
+_L0 = (('BrokerId', 4),)
 
 
-def _absent(field: str, version: int) -> _EncodeError:
+def _absent(field: str, version: int | str) -> _EncodeError:
     return _EncodeError(
         f'attempted to write a non-default {field} at version {version}', field_path=field
     )
@@ -72,7 +74,7 @@ def _read_UnregisterBrokerRequest_0(buf: bytes | bytearray | memoryview, pos: in
     # versions 0
     end = len(buf)
     if pos + 4 > end:
-        raise _short_fixed(pos, end, _L_i)
+        raise _short_fixed(pos, end, _L0)
     v_broker_id, = _S_i.unpack_from(buf, pos)
     pos += 4
     unknown: tuple[tuple[int, bytes], ...] = ()
@@ -87,7 +89,10 @@ def _read_UnregisterBrokerRequest_0(buf: bytes | bytearray | memoryview, pos: in
             pos += size
         if raw_tags:
             unknown = tuple(raw_tags)
-    return UnregisterBrokerRequest(v_broker_id, unknown), pos
+    o = _new(UnregisterBrokerRequest)
+    o.broker_id = v_broker_id
+    o.unknown_tagged_fields = unknown
+    return o, pos
 
 
 def _write_UnregisterBrokerRequest_0(o: UnregisterBrokerRequest, out: bytearray) -> None:

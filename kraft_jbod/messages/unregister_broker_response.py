@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import struct as _struct
+from typing import Any as _Any
 import uuid as _uuid
 from dataclasses import dataclass as _dataclass, field as _field
 from typing import ClassVar as _ClassVar
@@ -26,11 +27,12 @@ from kraft_jbod.wire.primitives import (
     short_fixed as _short_fixed, uuid_from_bytes as _uuid_from_bytes,
 )
 
+_new = object.__new__
 _S_ih = _struct.Struct('>ih')
-_L_ih = (('ThrottleTimeMs', 4), ('ErrorCode', 2))
+_L0 = (('ThrottleTimeMs', 4), ('ErrorCode', 2))
 
 
-def _absent(field: str, version: int) -> _EncodeError:
+def _absent(field: str, version: int | str) -> _EncodeError:
     return _EncodeError(
         f'attempted to write a non-default {field} at version {version}', field_path=field
     )
@@ -74,7 +76,7 @@ def _read_UnregisterBrokerResponse_0(buf: bytes | bytearray | memoryview, pos: i
     # versions 0
     end = len(buf)
     if pos + 6 > end:
-        raise _short_fixed(pos, end, _L_ih)
+        raise _short_fixed(pos, end, _L0)
     v_throttle_time_ms, v_error_code = _S_ih.unpack_from(buf, pos)
     pos += 6
     v_error_message, pos = _rncs(buf, pos, 'ErrorMessage')
@@ -90,7 +92,12 @@ def _read_UnregisterBrokerResponse_0(buf: bytes | bytearray | memoryview, pos: i
             pos += size
         if raw_tags:
             unknown = tuple(raw_tags)
-    return UnregisterBrokerResponse(v_throttle_time_ms, v_error_code, v_error_message, unknown), pos
+    o = _new(UnregisterBrokerResponse)
+    o.throttle_time_ms = v_throttle_time_ms
+    o.error_code = v_error_code
+    o.error_message = v_error_message
+    o.unknown_tagged_fields = unknown
+    return o, pos
 
 
 def _write_UnregisterBrokerResponse_0(o: UnregisterBrokerResponse, out: bytearray) -> None:

@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import struct as _struct
+from typing import Any as _Any
 import uuid as _uuid
 from dataclasses import dataclass as _dataclass, field as _field
 from typing import ClassVar as _ClassVar
@@ -26,17 +27,18 @@ from kraft_jbod.wire.primitives import (
     short_fixed as _short_fixed, uuid_from_bytes as _uuid_from_bytes,
 )
 
+_new = object.__new__
 _S__ = _struct.Struct('>?')
 _S_h_ = _struct.Struct('>h?')
 _S_hb = _struct.Struct('>hb')
 _S_i = _struct.Struct('>i')
-_L_h_ = (('MaxVersionLevel', 2), ('AllowDowngrade', 1))
-_L_hb = (('MaxVersionLevel', 2), ('UpgradeType', 1))
-_L_i = (('timeoutMs', 4),)
-_L__ = (('ValidateOnly', 1),)
+_L0 = (('MaxVersionLevel', 2), ('AllowDowngrade', 1))
+_L1 = (('MaxVersionLevel', 2), ('UpgradeType', 1))
+_L2 = (('timeoutMs', 4),)
+_L3 = (('ValidateOnly', 1),)
 
 
-def _absent(field: str, version: int) -> _EncodeError:
+def _absent(field: str, version: int | str) -> _EncodeError:
     return _EncodeError(
         f'attempted to write a non-default {field} at version {version}', field_path=field
     )
@@ -92,7 +94,7 @@ def _read_FeatureUpdateKey_0(buf: bytes | bytearray | memoryview, pos: int) -> t
     end = len(buf)
     v_feature, pos = _rcs(buf, pos, 'Feature')
     if pos + 3 > end:
-        raise _short_fixed(pos, end, _L_h_)
+        raise _short_fixed(pos, end, _L0)
     v_max_version_level, v_allow_downgrade = _S_h_.unpack_from(buf, pos)
     pos += 3
     unknown: tuple[tuple[int, bytes], ...] = ()
@@ -107,7 +109,13 @@ def _read_FeatureUpdateKey_0(buf: bytes | bytearray | memoryview, pos: int) -> t
             pos += size
         if raw_tags:
             unknown = tuple(raw_tags)
-    return FeatureUpdateKey(v_feature, v_max_version_level, v_allow_downgrade, 1, unknown), pos
+    o = _new(FeatureUpdateKey)
+    o.feature = v_feature
+    o.max_version_level = v_max_version_level
+    o.allow_downgrade = v_allow_downgrade
+    o.upgrade_type = 1
+    o.unknown_tagged_fields = unknown
+    return o, pos
 
 
 def _write_FeatureUpdateKey_0(o: FeatureUpdateKey, out: bytearray) -> None:
@@ -117,7 +125,7 @@ def _write_FeatureUpdateKey_0(o: FeatureUpdateKey, out: bytearray) -> None:
     if o.feature is None:
         raise _null('Feature')
     _wcs(out, o.feature, 'Feature')
-    out += _S_h_.pack(o.max_version_level, _bool(o.allow_downgrade, 'AllowDowngrade'))
+    out += _S_h_.pack(o.max_version_level, (o.allow_downgrade if o.allow_downgrade.__class__ is bool else _bool(o.allow_downgrade, 'AllowDowngrade')))
     if o.unknown_tagged_fields:
         _wts(out, (), o.unknown_tagged_fields, '_tagged_fields')
     else:
@@ -129,7 +137,7 @@ def _read_FeatureUpdateKey_1(buf: bytes | bytearray | memoryview, pos: int) -> t
     end = len(buf)
     v_feature, pos = _rcs(buf, pos, 'Feature')
     if pos + 3 > end:
-        raise _short_fixed(pos, end, _L_hb)
+        raise _short_fixed(pos, end, _L1)
     v_max_version_level, v_upgrade_type = _S_hb.unpack_from(buf, pos)
     pos += 3
     unknown: tuple[tuple[int, bytes], ...] = ()
@@ -144,7 +152,13 @@ def _read_FeatureUpdateKey_1(buf: bytes | bytearray | memoryview, pos: int) -> t
             pos += size
         if raw_tags:
             unknown = tuple(raw_tags)
-    return FeatureUpdateKey(v_feature, v_max_version_level, False, v_upgrade_type, unknown), pos
+    o = _new(FeatureUpdateKey)
+    o.feature = v_feature
+    o.max_version_level = v_max_version_level
+    o.allow_downgrade = False
+    o.upgrade_type = v_upgrade_type
+    o.unknown_tagged_fields = unknown
+    return o, pos
 
 
 def _write_FeatureUpdateKey_1(o: FeatureUpdateKey, out: bytearray) -> None:
@@ -165,17 +179,22 @@ def _read_UpdateFeaturesRequest_0(buf: bytes | bytearray | memoryview, pos: int)
     # versions 0
     end = len(buf)
     if pos + 4 > end:
-        raise _short_fixed(pos, end, _L_i)
+        raise _short_fixed(pos, end, _L2)
     v_timeout_ms, = _S_i.unpack_from(buf, pos)
     pos += 4
-    n_v_feature_updates, pos = _rcal(buf, pos, 'FeatureUpdates')
+    v_feature_updates: list[FeatureUpdateKey]
+    n_v_feature_updates = buf[pos] - 1 if pos < end else -2
+    if 0 <= n_v_feature_updates < 127 and n_v_feature_updates <= end - pos:
+        pos += 1
+    else:
+        n_v_feature_updates, pos = _rcal(buf, pos, 'FeatureUpdates')
     v_feature_updates = []
-    app = v_feature_updates.append
+    app_v_feature_updates = v_feature_updates.append
     i = 0
     try:
         for i in range(n_v_feature_updates):
-            item, pos = _read_FeatureUpdateKey_0(buf, pos)
-            app(item)
+            e_v_feature_updates, pos = _read_FeatureUpdateKey_0(buf, pos)
+            app_v_feature_updates(e_v_feature_updates)
     except _DecodeError as exc:
         raise exc.refine(field=f'FeatureUpdates[{i}]')
     unknown: tuple[tuple[int, bytes], ...] = ()
@@ -190,7 +209,12 @@ def _read_UpdateFeaturesRequest_0(buf: bytes | bytearray | memoryview, pos: int)
             pos += size
         if raw_tags:
             unknown = tuple(raw_tags)
-    return UpdateFeaturesRequest(v_timeout_ms, v_feature_updates, False, unknown), pos
+    o = _new(UpdateFeaturesRequest)
+    o.timeout_ms = v_timeout_ms
+    o.feature_updates = v_feature_updates
+    o.validate_only = False
+    o.unknown_tagged_fields = unknown
+    return o, pos
 
 
 def _write_UpdateFeaturesRequest_0(o: UpdateFeaturesRequest, out: bytearray) -> None:
@@ -201,8 +225,8 @@ def _write_UpdateFeaturesRequest_0(o: UpdateFeaturesRequest, out: bytearray) -> 
     if o.feature_updates is None:
         raise _null('FeatureUpdates')
     _wcal(out, o.feature_updates, 'FeatureUpdates')
-    for item in o.feature_updates:
-        _write_FeatureUpdateKey_0(item, out)
+    for e_feature_updates in o.feature_updates:
+        _write_FeatureUpdateKey_0(e_feature_updates, out)
     if o.unknown_tagged_fields:
         _wts(out, (), o.unknown_tagged_fields, '_tagged_fields')
     else:
@@ -213,21 +237,26 @@ def _read_UpdateFeaturesRequest_1(buf: bytes | bytearray | memoryview, pos: int)
     # versions 1-2
     end = len(buf)
     if pos + 4 > end:
-        raise _short_fixed(pos, end, _L_i)
+        raise _short_fixed(pos, end, _L2)
     v_timeout_ms, = _S_i.unpack_from(buf, pos)
     pos += 4
-    n_v_feature_updates, pos = _rcal(buf, pos, 'FeatureUpdates')
+    v_feature_updates: list[FeatureUpdateKey]
+    n_v_feature_updates = buf[pos] - 1 if pos < end else -2
+    if 0 <= n_v_feature_updates < 127 and n_v_feature_updates <= end - pos:
+        pos += 1
+    else:
+        n_v_feature_updates, pos = _rcal(buf, pos, 'FeatureUpdates')
     v_feature_updates = []
-    app = v_feature_updates.append
+    app_v_feature_updates = v_feature_updates.append
     i = 0
     try:
         for i in range(n_v_feature_updates):
-            item, pos = _read_FeatureUpdateKey_1(buf, pos)
-            app(item)
+            e_v_feature_updates, pos = _read_FeatureUpdateKey_1(buf, pos)
+            app_v_feature_updates(e_v_feature_updates)
     except _DecodeError as exc:
         raise exc.refine(field=f'FeatureUpdates[{i}]')
     if pos + 1 > end:
-        raise _short_fixed(pos, end, _L__)
+        raise _short_fixed(pos, end, _L3)
     v_validate_only, = _S__.unpack_from(buf, pos)
     pos += 1
     unknown: tuple[tuple[int, bytes], ...] = ()
@@ -242,7 +271,12 @@ def _read_UpdateFeaturesRequest_1(buf: bytes | bytearray | memoryview, pos: int)
             pos += size
         if raw_tags:
             unknown = tuple(raw_tags)
-    return UpdateFeaturesRequest(v_timeout_ms, v_feature_updates, v_validate_only, unknown), pos
+    o = _new(UpdateFeaturesRequest)
+    o.timeout_ms = v_timeout_ms
+    o.feature_updates = v_feature_updates
+    o.validate_only = v_validate_only
+    o.unknown_tagged_fields = unknown
+    return o, pos
 
 
 def _write_UpdateFeaturesRequest_1(o: UpdateFeaturesRequest, out: bytearray) -> None:
@@ -251,9 +285,9 @@ def _write_UpdateFeaturesRequest_1(o: UpdateFeaturesRequest, out: bytearray) -> 
     if o.feature_updates is None:
         raise _null('FeatureUpdates')
     _wcal(out, o.feature_updates, 'FeatureUpdates')
-    for item in o.feature_updates:
-        _write_FeatureUpdateKey_1(item, out)
-    out += _S__.pack(_bool(o.validate_only, 'ValidateOnly'))
+    for e_feature_updates in o.feature_updates:
+        _write_FeatureUpdateKey_1(e_feature_updates, out)
+    out += _S__.pack((o.validate_only if o.validate_only.__class__ is bool else _bool(o.validate_only, 'ValidateOnly')))
     if o.unknown_tagged_fields:
         _wts(out, (), o.unknown_tagged_fields, '_tagged_fields')
     else:

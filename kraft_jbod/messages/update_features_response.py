@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import struct as _struct
+from typing import Any as _Any
 import uuid as _uuid
 from dataclasses import dataclass as _dataclass, field as _field
 from typing import ClassVar as _ClassVar
@@ -26,13 +27,14 @@ from kraft_jbod.wire.primitives import (
     short_fixed as _short_fixed, uuid_from_bytes as _uuid_from_bytes,
 )
 
+_new = object.__new__
 _S_h = _struct.Struct('>h')
 _S_ih = _struct.Struct('>ih')
-_L_h = (('ErrorCode', 2),)
-_L_ih = (('ThrottleTimeMs', 4), ('ErrorCode', 2))
+_L0 = (('ErrorCode', 2),)
+_L1 = (('ThrottleTimeMs', 4), ('ErrorCode', 2))
 
 
-def _absent(field: str, version: int) -> _EncodeError:
+def _absent(field: str, version: int | str) -> _EncodeError:
     return _EncodeError(
         f'attempted to write a non-default {field} at version {version}', field_path=field
     )
@@ -88,7 +90,7 @@ def _read_UpdatableFeatureResult_0(buf: bytes | bytearray | memoryview, pos: int
     end = len(buf)
     v_feature, pos = _rcs(buf, pos, 'Feature')
     if pos + 2 > end:
-        raise _short_fixed(pos, end, _L_h)
+        raise _short_fixed(pos, end, _L0)
     v_error_code, = _S_h.unpack_from(buf, pos)
     pos += 2
     v_error_message, pos = _rncs(buf, pos, 'ErrorMessage')
@@ -104,7 +106,12 @@ def _read_UpdatableFeatureResult_0(buf: bytes | bytearray | memoryview, pos: int
             pos += size
         if raw_tags:
             unknown = tuple(raw_tags)
-    return UpdatableFeatureResult(v_feature, v_error_code, v_error_message, unknown), pos
+    o = _new(UpdatableFeatureResult)
+    o.feature = v_feature
+    o.error_code = v_error_code
+    o.error_message = v_error_message
+    o.unknown_tagged_fields = unknown
+    return o, pos
 
 
 def _write_UpdatableFeatureResult_0(o: UpdatableFeatureResult, out: bytearray) -> None:
@@ -124,18 +131,23 @@ def _read_UpdateFeaturesResponse_0(buf: bytes | bytearray | memoryview, pos: int
     # versions 0-1
     end = len(buf)
     if pos + 6 > end:
-        raise _short_fixed(pos, end, _L_ih)
+        raise _short_fixed(pos, end, _L1)
     v_throttle_time_ms, v_error_code = _S_ih.unpack_from(buf, pos)
     pos += 6
     v_error_message, pos = _rncs(buf, pos, 'ErrorMessage')
-    n_v_results, pos = _rcal(buf, pos, 'Results')
+    v_results: list[UpdatableFeatureResult]
+    n_v_results = buf[pos] - 1 if pos < end else -2
+    if 0 <= n_v_results < 127 and n_v_results <= end - pos:
+        pos += 1
+    else:
+        n_v_results, pos = _rcal(buf, pos, 'Results')
     v_results = []
-    app = v_results.append
+    app_v_results = v_results.append
     i = 0
     try:
         for i in range(n_v_results):
-            item, pos = _read_UpdatableFeatureResult_0(buf, pos)
-            app(item)
+            e_v_results, pos = _read_UpdatableFeatureResult_0(buf, pos)
+            app_v_results(e_v_results)
     except _DecodeError as exc:
         raise exc.refine(field=f'Results[{i}]')
     unknown: tuple[tuple[int, bytes], ...] = ()
@@ -150,7 +162,13 @@ def _read_UpdateFeaturesResponse_0(buf: bytes | bytearray | memoryview, pos: int
             pos += size
         if raw_tags:
             unknown = tuple(raw_tags)
-    return UpdateFeaturesResponse(v_throttle_time_ms, v_error_code, v_error_message, v_results, unknown), pos
+    o = _new(UpdateFeaturesResponse)
+    o.throttle_time_ms = v_throttle_time_ms
+    o.error_code = v_error_code
+    o.error_message = v_error_message
+    o.results = v_results
+    o.unknown_tagged_fields = unknown
+    return o, pos
 
 
 def _write_UpdateFeaturesResponse_0(o: UpdateFeaturesResponse, out: bytearray) -> None:
@@ -160,8 +178,8 @@ def _write_UpdateFeaturesResponse_0(o: UpdateFeaturesResponse, out: bytearray) -
     if o.results is None:
         raise _null('Results')
     _wcal(out, o.results, 'Results')
-    for item in o.results:
-        _write_UpdatableFeatureResult_0(item, out)
+    for e_results in o.results:
+        _write_UpdatableFeatureResult_0(e_results, out)
     if o.unknown_tagged_fields:
         _wts(out, (), o.unknown_tagged_fields, '_tagged_fields')
     else:
@@ -172,7 +190,7 @@ def _read_UpdateFeaturesResponse_1(buf: bytes | bytearray | memoryview, pos: int
     # versions 2
     end = len(buf)
     if pos + 6 > end:
-        raise _short_fixed(pos, end, _L_ih)
+        raise _short_fixed(pos, end, _L1)
     v_throttle_time_ms, v_error_code = _S_ih.unpack_from(buf, pos)
     pos += 6
     v_error_message, pos = _rncs(buf, pos, 'ErrorMessage')
@@ -188,7 +206,13 @@ def _read_UpdateFeaturesResponse_1(buf: bytes | bytearray | memoryview, pos: int
             pos += size
         if raw_tags:
             unknown = tuple(raw_tags)
-    return UpdateFeaturesResponse(v_throttle_time_ms, v_error_code, v_error_message, [], unknown), pos
+    o = _new(UpdateFeaturesResponse)
+    o.throttle_time_ms = v_throttle_time_ms
+    o.error_code = v_error_code
+    o.error_message = v_error_message
+    o.results = []
+    o.unknown_tagged_fields = unknown
+    return o, pos
 
 
 def _write_UpdateFeaturesResponse_1(o: UpdateFeaturesResponse, out: bytearray) -> None:

@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import struct as _struct
+from typing import Any as _Any
 import uuid as _uuid
 from dataclasses import dataclass as _dataclass, field as _field
 from typing import ClassVar as _ClassVar
@@ -26,6 +27,7 @@ from kraft_jbod.wire.primitives import (
     short_fixed as _short_fixed, uuid_from_bytes as _uuid_from_bytes,
 )
 
+_new = object.__new__
 _S_16s = _struct.Struct('>16s')
 _S_b = _struct.Struct('>b')
 _S_h = _struct.Struct('>h')
@@ -35,19 +37,19 @@ _S_ii = _struct.Struct('>ii')
 _S_iiii = _struct.Struct('>iiii')
 _S_iiq = _struct.Struct('>iiq')
 _ZERO_UUID = _uuid_from_bytes((0).to_bytes(16, 'big'))
-_L_iiii = (('PartitionIndex', 4), ('ControllerEpoch', 4), ('Leader', 4), ('LeaderEpoch', 4))
-_L_i = (('ZkVersion', 4),)
-_L_16s = (('TopicId', 16),)
-_L_i = (('Port', 4),)
-_L_h = (('SecurityProtocol', 2),)
-_L_i = (('Id', 4),)
-_L_i = (('V0Port', 4),)
-_L_ii = (('ControllerId', 4), ('ControllerEpoch', 4))
-_L_iiq = (('ControllerId', 4), ('ControllerEpoch', 4), ('BrokerEpoch', 8))
-_L_i_iq = (('ControllerId', 4), ('isKRaftController', 1), ('ControllerEpoch', 4), ('BrokerEpoch', 8))
+_L0 = (('PartitionIndex', 4), ('ControllerEpoch', 4), ('Leader', 4), ('LeaderEpoch', 4))
+_L1 = (('ZkVersion', 4),)
+_L2 = (('TopicId', 16),)
+_L3 = (('Port', 4),)
+_L4 = (('SecurityProtocol', 2),)
+_L5 = (('Id', 4),)
+_L6 = (('V0Port', 4),)
+_L7 = (('ControllerId', 4), ('ControllerEpoch', 4))
+_L8 = (('ControllerId', 4), ('ControllerEpoch', 4), ('BrokerEpoch', 8))
+_L9 = (('ControllerId', 4), ('isKRaftController', 1), ('ControllerEpoch', 4), ('BrokerEpoch', 8))
 
 
-def _absent(field: str, version: int) -> _EncodeError:
+def _absent(field: str, version: int | str) -> _EncodeError:
     return _EncodeError(
         f'attempted to write a non-default {field} at version {version}', field_path=field
     )
@@ -146,18 +148,31 @@ def _read_UpdateMetadataPartitionState_0(buf: bytes | bytearray | memoryview, po
     end = len(buf)
     v_topic_name, pos = _rs(buf, pos, 'TopicName')
     if pos + 16 > end:
-        raise _short_fixed(pos, end, _L_iiii)
+        raise _short_fixed(pos, end, _L0)
     v_partition_index, v_controller_epoch, v_leader, v_leader_epoch = _S_iiii.unpack_from(buf, pos)
     pos += 16
+    v_isr: list[int]
     n_v_isr, pos = _ral(buf, pos, 'Isr')
-    v_isr, pos = _rfa(buf, pos, n_v_isr, _S_i, 'Isr')
+    v_isr, pos = _rfa(buf, pos, n_v_isr, 'i', 'Isr')
     if pos + 4 > end:
-        raise _short_fixed(pos, end, _L_i)
+        raise _short_fixed(pos, end, _L1)
     v_zk_version, = _S_i.unpack_from(buf, pos)
     pos += 4
+    v_replicas: list[int]
     n_v_replicas, pos = _ral(buf, pos, 'Replicas')
-    v_replicas, pos = _rfa(buf, pos, n_v_replicas, _S_i, 'Replicas')
-    return UpdateMetadataPartitionState(v_topic_name, v_partition_index, v_controller_epoch, v_leader, v_leader_epoch, v_isr, v_zk_version, v_replicas, [], ()), pos
+    v_replicas, pos = _rfa(buf, pos, n_v_replicas, 'i', 'Replicas')
+    o = _new(UpdateMetadataPartitionState)
+    o.topic_name = v_topic_name
+    o.partition_index = v_partition_index
+    o.controller_epoch = v_controller_epoch
+    o.leader = v_leader
+    o.leader_epoch = v_leader_epoch
+    o.isr = v_isr
+    o.zk_version = v_zk_version
+    o.replicas = v_replicas
+    o.offline_replicas = []
+    o.unknown_tagged_fields = ()
+    return o, pos
 
 
 def _write_UpdateMetadataPartitionState_0(o: UpdateMetadataPartitionState, out: bytearray) -> None:
@@ -184,20 +199,34 @@ def _read_UpdateMetadataPartitionState_1(buf: bytes | bytearray | memoryview, po
     end = len(buf)
     v_topic_name, pos = _rs(buf, pos, 'TopicName')
     if pos + 16 > end:
-        raise _short_fixed(pos, end, _L_iiii)
+        raise _short_fixed(pos, end, _L0)
     v_partition_index, v_controller_epoch, v_leader, v_leader_epoch = _S_iiii.unpack_from(buf, pos)
     pos += 16
+    v_isr: list[int]
     n_v_isr, pos = _ral(buf, pos, 'Isr')
-    v_isr, pos = _rfa(buf, pos, n_v_isr, _S_i, 'Isr')
+    v_isr, pos = _rfa(buf, pos, n_v_isr, 'i', 'Isr')
     if pos + 4 > end:
-        raise _short_fixed(pos, end, _L_i)
+        raise _short_fixed(pos, end, _L1)
     v_zk_version, = _S_i.unpack_from(buf, pos)
     pos += 4
+    v_replicas: list[int]
     n_v_replicas, pos = _ral(buf, pos, 'Replicas')
-    v_replicas, pos = _rfa(buf, pos, n_v_replicas, _S_i, 'Replicas')
+    v_replicas, pos = _rfa(buf, pos, n_v_replicas, 'i', 'Replicas')
+    v_offline_replicas: list[int]
     n_v_offline_replicas, pos = _ral(buf, pos, 'OfflineReplicas')
-    v_offline_replicas, pos = _rfa(buf, pos, n_v_offline_replicas, _S_i, 'OfflineReplicas')
-    return UpdateMetadataPartitionState(v_topic_name, v_partition_index, v_controller_epoch, v_leader, v_leader_epoch, v_isr, v_zk_version, v_replicas, v_offline_replicas, ()), pos
+    v_offline_replicas, pos = _rfa(buf, pos, n_v_offline_replicas, 'i', 'OfflineReplicas')
+    o = _new(UpdateMetadataPartitionState)
+    o.topic_name = v_topic_name
+    o.partition_index = v_partition_index
+    o.controller_epoch = v_controller_epoch
+    o.leader = v_leader
+    o.leader_epoch = v_leader_epoch
+    o.isr = v_isr
+    o.zk_version = v_zk_version
+    o.replicas = v_replicas
+    o.offline_replicas = v_offline_replicas
+    o.unknown_tagged_fields = ()
+    return o, pos
 
 
 def _write_UpdateMetadataPartitionState_1(o: UpdateMetadataPartitionState, out: bytearray) -> None:
@@ -227,20 +256,34 @@ def _read_UpdateMetadataPartitionState_2(buf: bytes | bytearray | memoryview, po
     # versions 5
     end = len(buf)
     if pos + 16 > end:
-        raise _short_fixed(pos, end, _L_iiii)
+        raise _short_fixed(pos, end, _L0)
     v_partition_index, v_controller_epoch, v_leader, v_leader_epoch = _S_iiii.unpack_from(buf, pos)
     pos += 16
+    v_isr: list[int]
     n_v_isr, pos = _ral(buf, pos, 'Isr')
-    v_isr, pos = _rfa(buf, pos, n_v_isr, _S_i, 'Isr')
+    v_isr, pos = _rfa(buf, pos, n_v_isr, 'i', 'Isr')
     if pos + 4 > end:
-        raise _short_fixed(pos, end, _L_i)
+        raise _short_fixed(pos, end, _L1)
     v_zk_version, = _S_i.unpack_from(buf, pos)
     pos += 4
+    v_replicas: list[int]
     n_v_replicas, pos = _ral(buf, pos, 'Replicas')
-    v_replicas, pos = _rfa(buf, pos, n_v_replicas, _S_i, 'Replicas')
+    v_replicas, pos = _rfa(buf, pos, n_v_replicas, 'i', 'Replicas')
+    v_offline_replicas: list[int]
     n_v_offline_replicas, pos = _ral(buf, pos, 'OfflineReplicas')
-    v_offline_replicas, pos = _rfa(buf, pos, n_v_offline_replicas, _S_i, 'OfflineReplicas')
-    return UpdateMetadataPartitionState('', v_partition_index, v_controller_epoch, v_leader, v_leader_epoch, v_isr, v_zk_version, v_replicas, v_offline_replicas, ()), pos
+    v_offline_replicas, pos = _rfa(buf, pos, n_v_offline_replicas, 'i', 'OfflineReplicas')
+    o = _new(UpdateMetadataPartitionState)
+    o.topic_name = ''
+    o.partition_index = v_partition_index
+    o.controller_epoch = v_controller_epoch
+    o.leader = v_leader
+    o.leader_epoch = v_leader_epoch
+    o.isr = v_isr
+    o.zk_version = v_zk_version
+    o.replicas = v_replicas
+    o.offline_replicas = v_offline_replicas
+    o.unknown_tagged_fields = ()
+    return o, pos
 
 
 def _write_UpdateMetadataPartitionState_2(o: UpdateMetadataPartitionState, out: bytearray) -> None:
@@ -267,19 +310,34 @@ def _read_UpdateMetadataPartitionState_3(buf: bytes | bytearray | memoryview, po
     # versions 6-8
     end = len(buf)
     if pos + 16 > end:
-        raise _short_fixed(pos, end, _L_iiii)
+        raise _short_fixed(pos, end, _L0)
     v_partition_index, v_controller_epoch, v_leader, v_leader_epoch = _S_iiii.unpack_from(buf, pos)
     pos += 16
-    n_v_isr, pos = _rcal(buf, pos, 'Isr')
-    v_isr, pos = _rfa(buf, pos, n_v_isr, _S_i, 'Isr')
+    v_isr: list[int]
+    n_v_isr = buf[pos] - 1 if pos < end else -2
+    if 0 <= n_v_isr < 127 and n_v_isr <= end - pos:
+        pos += 1
+    else:
+        n_v_isr, pos = _rcal(buf, pos, 'Isr')
+    v_isr, pos = _rfa(buf, pos, n_v_isr, 'i', 'Isr')
     if pos + 4 > end:
-        raise _short_fixed(pos, end, _L_i)
+        raise _short_fixed(pos, end, _L1)
     v_zk_version, = _S_i.unpack_from(buf, pos)
     pos += 4
-    n_v_replicas, pos = _rcal(buf, pos, 'Replicas')
-    v_replicas, pos = _rfa(buf, pos, n_v_replicas, _S_i, 'Replicas')
-    n_v_offline_replicas, pos = _rcal(buf, pos, 'OfflineReplicas')
-    v_offline_replicas, pos = _rfa(buf, pos, n_v_offline_replicas, _S_i, 'OfflineReplicas')
+    v_replicas: list[int]
+    n_v_replicas = buf[pos] - 1 if pos < end else -2
+    if 0 <= n_v_replicas < 127 and n_v_replicas <= end - pos:
+        pos += 1
+    else:
+        n_v_replicas, pos = _rcal(buf, pos, 'Replicas')
+    v_replicas, pos = _rfa(buf, pos, n_v_replicas, 'i', 'Replicas')
+    v_offline_replicas: list[int]
+    n_v_offline_replicas = buf[pos] - 1 if pos < end else -2
+    if 0 <= n_v_offline_replicas < 127 and n_v_offline_replicas <= end - pos:
+        pos += 1
+    else:
+        n_v_offline_replicas, pos = _rcal(buf, pos, 'OfflineReplicas')
+    v_offline_replicas, pos = _rfa(buf, pos, n_v_offline_replicas, 'i', 'OfflineReplicas')
     unknown: tuple[tuple[int, bytes], ...] = ()
     if pos < end and buf[pos] == 0:
         pos += 1
@@ -292,7 +350,18 @@ def _read_UpdateMetadataPartitionState_3(buf: bytes | bytearray | memoryview, po
             pos += size
         if raw_tags:
             unknown = tuple(raw_tags)
-    return UpdateMetadataPartitionState('', v_partition_index, v_controller_epoch, v_leader, v_leader_epoch, v_isr, v_zk_version, v_replicas, v_offline_replicas, unknown), pos
+    o = _new(UpdateMetadataPartitionState)
+    o.topic_name = ''
+    o.partition_index = v_partition_index
+    o.controller_epoch = v_controller_epoch
+    o.leader = v_leader
+    o.leader_epoch = v_leader_epoch
+    o.isr = v_isr
+    o.zk_version = v_zk_version
+    o.replicas = v_replicas
+    o.offline_replicas = v_offline_replicas
+    o.unknown_tagged_fields = unknown
+    return o, pos
 
 
 def _write_UpdateMetadataPartitionState_3(o: UpdateMetadataPartitionState, out: bytearray) -> None:
@@ -321,17 +390,23 @@ def _read_UpdateMetadataTopicState_0(buf: bytes | bytearray | memoryview, pos: i
     # versions 5
     end = len(buf)
     v_topic_name, pos = _rs(buf, pos, 'TopicName')
+    v_partition_states: list[UpdateMetadataPartitionState]
     n_v_partition_states, pos = _ral(buf, pos, 'PartitionStates')
     v_partition_states = []
-    app = v_partition_states.append
+    app_v_partition_states = v_partition_states.append
     i = 0
     try:
         for i in range(n_v_partition_states):
-            item, pos = _read_UpdateMetadataPartitionState_2(buf, pos)
-            app(item)
+            e_v_partition_states, pos = _read_UpdateMetadataPartitionState_2(buf, pos)
+            app_v_partition_states(e_v_partition_states)
     except _DecodeError as exc:
         raise exc.refine(field=f'PartitionStates[{i}]')
-    return UpdateMetadataTopicState(v_topic_name, _ZERO_UUID, v_partition_states, ()), pos
+    o = _new(UpdateMetadataTopicState)
+    o.topic_name = v_topic_name
+    o.topic_id = _ZERO_UUID
+    o.partition_states = v_partition_states
+    o.unknown_tagged_fields = ()
+    return o, pos
 
 
 def _write_UpdateMetadataTopicState_0(o: UpdateMetadataTopicState, out: bytearray) -> None:
@@ -342,8 +417,8 @@ def _write_UpdateMetadataTopicState_0(o: UpdateMetadataTopicState, out: bytearra
     if o.partition_states is None:
         raise _null('PartitionStates')
     _wal(out, o.partition_states, 'PartitionStates')
-    for item in o.partition_states:
-        _write_UpdateMetadataPartitionState_2(item, out)
+    for e_partition_states in o.partition_states:
+        _write_UpdateMetadataPartitionState_2(e_partition_states, out)
     if o.unknown_tagged_fields:
         raise _EncodeError('tagged fields cannot be written at non-flexible version 5')
 
@@ -352,14 +427,19 @@ def _read_UpdateMetadataTopicState_1(buf: bytes | bytearray | memoryview, pos: i
     # versions 6
     end = len(buf)
     v_topic_name, pos = _rcs(buf, pos, 'TopicName')
-    n_v_partition_states, pos = _rcal(buf, pos, 'PartitionStates')
+    v_partition_states: list[UpdateMetadataPartitionState]
+    n_v_partition_states = buf[pos] - 1 if pos < end else -2
+    if 0 <= n_v_partition_states < 127 and n_v_partition_states <= end - pos:
+        pos += 1
+    else:
+        n_v_partition_states, pos = _rcal(buf, pos, 'PartitionStates')
     v_partition_states = []
-    app = v_partition_states.append
+    app_v_partition_states = v_partition_states.append
     i = 0
     try:
         for i in range(n_v_partition_states):
-            item, pos = _read_UpdateMetadataPartitionState_3(buf, pos)
-            app(item)
+            e_v_partition_states, pos = _read_UpdateMetadataPartitionState_3(buf, pos)
+            app_v_partition_states(e_v_partition_states)
     except _DecodeError as exc:
         raise exc.refine(field=f'PartitionStates[{i}]')
     unknown: tuple[tuple[int, bytes], ...] = ()
@@ -374,7 +454,12 @@ def _read_UpdateMetadataTopicState_1(buf: bytes | bytearray | memoryview, pos: i
             pos += size
         if raw_tags:
             unknown = tuple(raw_tags)
-    return UpdateMetadataTopicState(v_topic_name, _ZERO_UUID, v_partition_states, unknown), pos
+    o = _new(UpdateMetadataTopicState)
+    o.topic_name = v_topic_name
+    o.topic_id = _ZERO_UUID
+    o.partition_states = v_partition_states
+    o.unknown_tagged_fields = unknown
+    return o, pos
 
 
 def _write_UpdateMetadataTopicState_1(o: UpdateMetadataTopicState, out: bytearray) -> None:
@@ -385,8 +470,8 @@ def _write_UpdateMetadataTopicState_1(o: UpdateMetadataTopicState, out: bytearra
     if o.partition_states is None:
         raise _null('PartitionStates')
     _wcal(out, o.partition_states, 'PartitionStates')
-    for item in o.partition_states:
-        _write_UpdateMetadataPartitionState_3(item, out)
+    for e_partition_states in o.partition_states:
+        _write_UpdateMetadataPartitionState_3(e_partition_states, out)
     if o.unknown_tagged_fields:
         _wts(out, (), o.unknown_tagged_fields, '_tagged_fields')
     else:
@@ -398,18 +483,23 @@ def _read_UpdateMetadataTopicState_2(buf: bytes | bytearray | memoryview, pos: i
     end = len(buf)
     v_topic_name, pos = _rcs(buf, pos, 'TopicName')
     if pos + 16 > end:
-        raise _short_fixed(pos, end, _L_16s)
-    v_topic_id, = _S_16s.unpack_from(buf, pos)
-    v_topic_id = _uuid_from_bytes(v_topic_id)
+        raise _short_fixed(pos, end, _L2)
+    r_topic_id, = _S_16s.unpack_from(buf, pos)
+    v_topic_id = _uuid_from_bytes(r_topic_id)
     pos += 16
-    n_v_partition_states, pos = _rcal(buf, pos, 'PartitionStates')
+    v_partition_states: list[UpdateMetadataPartitionState]
+    n_v_partition_states = buf[pos] - 1 if pos < end else -2
+    if 0 <= n_v_partition_states < 127 and n_v_partition_states <= end - pos:
+        pos += 1
+    else:
+        n_v_partition_states, pos = _rcal(buf, pos, 'PartitionStates')
     v_partition_states = []
-    app = v_partition_states.append
+    app_v_partition_states = v_partition_states.append
     i = 0
     try:
         for i in range(n_v_partition_states):
-            item, pos = _read_UpdateMetadataPartitionState_3(buf, pos)
-            app(item)
+            e_v_partition_states, pos = _read_UpdateMetadataPartitionState_3(buf, pos)
+            app_v_partition_states(e_v_partition_states)
     except _DecodeError as exc:
         raise exc.refine(field=f'PartitionStates[{i}]')
     unknown: tuple[tuple[int, bytes], ...] = ()
@@ -424,7 +514,12 @@ def _read_UpdateMetadataTopicState_2(buf: bytes | bytearray | memoryview, pos: i
             pos += size
         if raw_tags:
             unknown = tuple(raw_tags)
-    return UpdateMetadataTopicState(v_topic_name, v_topic_id, v_partition_states, unknown), pos
+    o = _new(UpdateMetadataTopicState)
+    o.topic_name = v_topic_name
+    o.topic_id = v_topic_id
+    o.partition_states = v_partition_states
+    o.unknown_tagged_fields = unknown
+    return o, pos
 
 
 def _write_UpdateMetadataTopicState_2(o: UpdateMetadataTopicState, out: bytearray) -> None:
@@ -436,8 +531,8 @@ def _write_UpdateMetadataTopicState_2(o: UpdateMetadataTopicState, out: bytearra
     if o.partition_states is None:
         raise _null('PartitionStates')
     _wcal(out, o.partition_states, 'PartitionStates')
-    for item in o.partition_states:
-        _write_UpdateMetadataPartitionState_3(item, out)
+    for e_partition_states in o.partition_states:
+        _write_UpdateMetadataPartitionState_3(e_partition_states, out)
     if o.unknown_tagged_fields:
         _wts(out, (), o.unknown_tagged_fields, '_tagged_fields')
     else:
@@ -448,15 +543,21 @@ def _read_UpdateMetadataEndpoint_0(buf: bytes | bytearray | memoryview, pos: int
     # versions 1-2
     end = len(buf)
     if pos + 4 > end:
-        raise _short_fixed(pos, end, _L_i)
+        raise _short_fixed(pos, end, _L3)
     v_port, = _S_i.unpack_from(buf, pos)
     pos += 4
     v_host, pos = _rs(buf, pos, 'Host')
     if pos + 2 > end:
-        raise _short_fixed(pos, end, _L_h)
+        raise _short_fixed(pos, end, _L4)
     v_security_protocol, = _S_h.unpack_from(buf, pos)
     pos += 2
-    return UpdateMetadataEndpoint(v_port, v_host, '', v_security_protocol, ()), pos
+    o = _new(UpdateMetadataEndpoint)
+    o.port = v_port
+    o.host = v_host
+    o.listener = ''
+    o.security_protocol = v_security_protocol
+    o.unknown_tagged_fields = ()
+    return o, pos
 
 
 def _write_UpdateMetadataEndpoint_0(o: UpdateMetadataEndpoint, out: bytearray) -> None:
@@ -474,16 +575,22 @@ def _read_UpdateMetadataEndpoint_1(buf: bytes | bytearray | memoryview, pos: int
     # versions 3-5
     end = len(buf)
     if pos + 4 > end:
-        raise _short_fixed(pos, end, _L_i)
+        raise _short_fixed(pos, end, _L3)
     v_port, = _S_i.unpack_from(buf, pos)
     pos += 4
     v_host, pos = _rs(buf, pos, 'Host')
     v_listener, pos = _rs(buf, pos, 'Listener')
     if pos + 2 > end:
-        raise _short_fixed(pos, end, _L_h)
+        raise _short_fixed(pos, end, _L4)
     v_security_protocol, = _S_h.unpack_from(buf, pos)
     pos += 2
-    return UpdateMetadataEndpoint(v_port, v_host, v_listener, v_security_protocol, ()), pos
+    o = _new(UpdateMetadataEndpoint)
+    o.port = v_port
+    o.host = v_host
+    o.listener = v_listener
+    o.security_protocol = v_security_protocol
+    o.unknown_tagged_fields = ()
+    return o, pos
 
 
 def _write_UpdateMetadataEndpoint_1(o: UpdateMetadataEndpoint, out: bytearray) -> None:
@@ -504,13 +611,13 @@ def _read_UpdateMetadataEndpoint_2(buf: bytes | bytearray | memoryview, pos: int
     # versions 6-8
     end = len(buf)
     if pos + 4 > end:
-        raise _short_fixed(pos, end, _L_i)
+        raise _short_fixed(pos, end, _L3)
     v_port, = _S_i.unpack_from(buf, pos)
     pos += 4
     v_host, pos = _rcs(buf, pos, 'Host')
     v_listener, pos = _rcs(buf, pos, 'Listener')
     if pos + 2 > end:
-        raise _short_fixed(pos, end, _L_h)
+        raise _short_fixed(pos, end, _L4)
     v_security_protocol, = _S_h.unpack_from(buf, pos)
     pos += 2
     unknown: tuple[tuple[int, bytes], ...] = ()
@@ -525,7 +632,13 @@ def _read_UpdateMetadataEndpoint_2(buf: bytes | bytearray | memoryview, pos: int
             pos += size
         if raw_tags:
             unknown = tuple(raw_tags)
-    return UpdateMetadataEndpoint(v_port, v_host, v_listener, v_security_protocol, unknown), pos
+    o = _new(UpdateMetadataEndpoint)
+    o.port = v_port
+    o.host = v_host
+    o.listener = v_listener
+    o.security_protocol = v_security_protocol
+    o.unknown_tagged_fields = unknown
+    return o, pos
 
 
 def _write_UpdateMetadataEndpoint_2(o: UpdateMetadataEndpoint, out: bytearray) -> None:
@@ -548,15 +661,22 @@ def _read_UpdateMetadataBroker_0(buf: bytes | bytearray | memoryview, pos: int) 
     # versions 0
     end = len(buf)
     if pos + 4 > end:
-        raise _short_fixed(pos, end, _L_i)
+        raise _short_fixed(pos, end, _L5)
     v_id, = _S_i.unpack_from(buf, pos)
     pos += 4
     v_v0_host, pos = _rs(buf, pos, 'V0Host')
     if pos + 4 > end:
-        raise _short_fixed(pos, end, _L_i)
+        raise _short_fixed(pos, end, _L6)
     v_v0_port, = _S_i.unpack_from(buf, pos)
     pos += 4
-    return UpdateMetadataBroker(v_id, v_v0_host, v_v0_port, [], '', ()), pos
+    o = _new(UpdateMetadataBroker)
+    o.id = v_id
+    o.v0_host = v_v0_host
+    o.v0_port = v_v0_port
+    o.endpoints = []
+    o.rack = ''
+    o.unknown_tagged_fields = ()
+    return o, pos
 
 
 def _write_UpdateMetadataBroker_0(o: UpdateMetadataBroker, out: bytearray) -> None:
@@ -574,20 +694,28 @@ def _read_UpdateMetadataBroker_1(buf: bytes | bytearray | memoryview, pos: int) 
     # versions 1
     end = len(buf)
     if pos + 4 > end:
-        raise _short_fixed(pos, end, _L_i)
+        raise _short_fixed(pos, end, _L5)
     v_id, = _S_i.unpack_from(buf, pos)
     pos += 4
+    v_endpoints: list[UpdateMetadataEndpoint]
     n_v_endpoints, pos = _ral(buf, pos, 'Endpoints')
     v_endpoints = []
-    app = v_endpoints.append
+    app_v_endpoints = v_endpoints.append
     i = 0
     try:
         for i in range(n_v_endpoints):
-            item, pos = _read_UpdateMetadataEndpoint_0(buf, pos)
-            app(item)
+            e_v_endpoints, pos = _read_UpdateMetadataEndpoint_0(buf, pos)
+            app_v_endpoints(e_v_endpoints)
     except _DecodeError as exc:
         raise exc.refine(field=f'Endpoints[{i}]')
-    return UpdateMetadataBroker(v_id, '', 0, v_endpoints, '', ()), pos
+    o = _new(UpdateMetadataBroker)
+    o.id = v_id
+    o.v0_host = ''
+    o.v0_port = 0
+    o.endpoints = v_endpoints
+    o.rack = ''
+    o.unknown_tagged_fields = ()
+    return o, pos
 
 
 def _write_UpdateMetadataBroker_1(o: UpdateMetadataBroker, out: bytearray) -> None:
@@ -596,8 +724,8 @@ def _write_UpdateMetadataBroker_1(o: UpdateMetadataBroker, out: bytearray) -> No
     if o.endpoints is None:
         raise _null('Endpoints')
     _wal(out, o.endpoints, 'Endpoints')
-    for item in o.endpoints:
-        _write_UpdateMetadataEndpoint_0(item, out)
+    for e_endpoints in o.endpoints:
+        _write_UpdateMetadataEndpoint_0(e_endpoints, out)
     if o.unknown_tagged_fields:
         raise _EncodeError('tagged fields cannot be written at non-flexible version 1')
 
@@ -606,21 +734,29 @@ def _read_UpdateMetadataBroker_2(buf: bytes | bytearray | memoryview, pos: int) 
     # versions 2
     end = len(buf)
     if pos + 4 > end:
-        raise _short_fixed(pos, end, _L_i)
+        raise _short_fixed(pos, end, _L5)
     v_id, = _S_i.unpack_from(buf, pos)
     pos += 4
+    v_endpoints: list[UpdateMetadataEndpoint]
     n_v_endpoints, pos = _ral(buf, pos, 'Endpoints')
     v_endpoints = []
-    app = v_endpoints.append
+    app_v_endpoints = v_endpoints.append
     i = 0
     try:
         for i in range(n_v_endpoints):
-            item, pos = _read_UpdateMetadataEndpoint_0(buf, pos)
-            app(item)
+            e_v_endpoints, pos = _read_UpdateMetadataEndpoint_0(buf, pos)
+            app_v_endpoints(e_v_endpoints)
     except _DecodeError as exc:
         raise exc.refine(field=f'Endpoints[{i}]')
     v_rack, pos = _rns(buf, pos, 'Rack')
-    return UpdateMetadataBroker(v_id, '', 0, v_endpoints, v_rack, ()), pos
+    o = _new(UpdateMetadataBroker)
+    o.id = v_id
+    o.v0_host = ''
+    o.v0_port = 0
+    o.endpoints = v_endpoints
+    o.rack = v_rack
+    o.unknown_tagged_fields = ()
+    return o, pos
 
 
 def _write_UpdateMetadataBroker_2(o: UpdateMetadataBroker, out: bytearray) -> None:
@@ -629,8 +765,8 @@ def _write_UpdateMetadataBroker_2(o: UpdateMetadataBroker, out: bytearray) -> No
     if o.endpoints is None:
         raise _null('Endpoints')
     _wal(out, o.endpoints, 'Endpoints')
-    for item in o.endpoints:
-        _write_UpdateMetadataEndpoint_0(item, out)
+    for e_endpoints in o.endpoints:
+        _write_UpdateMetadataEndpoint_0(e_endpoints, out)
     _ws(out, o.rack, 'Rack')
     if o.unknown_tagged_fields:
         raise _EncodeError('tagged fields cannot be written at non-flexible version 2')
@@ -640,21 +776,29 @@ def _read_UpdateMetadataBroker_3(buf: bytes | bytearray | memoryview, pos: int) 
     # versions 3-5
     end = len(buf)
     if pos + 4 > end:
-        raise _short_fixed(pos, end, _L_i)
+        raise _short_fixed(pos, end, _L5)
     v_id, = _S_i.unpack_from(buf, pos)
     pos += 4
+    v_endpoints: list[UpdateMetadataEndpoint]
     n_v_endpoints, pos = _ral(buf, pos, 'Endpoints')
     v_endpoints = []
-    app = v_endpoints.append
+    app_v_endpoints = v_endpoints.append
     i = 0
     try:
         for i in range(n_v_endpoints):
-            item, pos = _read_UpdateMetadataEndpoint_1(buf, pos)
-            app(item)
+            e_v_endpoints, pos = _read_UpdateMetadataEndpoint_1(buf, pos)
+            app_v_endpoints(e_v_endpoints)
     except _DecodeError as exc:
         raise exc.refine(field=f'Endpoints[{i}]')
     v_rack, pos = _rns(buf, pos, 'Rack')
-    return UpdateMetadataBroker(v_id, '', 0, v_endpoints, v_rack, ()), pos
+    o = _new(UpdateMetadataBroker)
+    o.id = v_id
+    o.v0_host = ''
+    o.v0_port = 0
+    o.endpoints = v_endpoints
+    o.rack = v_rack
+    o.unknown_tagged_fields = ()
+    return o, pos
 
 
 def _write_UpdateMetadataBroker_3(o: UpdateMetadataBroker, out: bytearray) -> None:
@@ -663,8 +807,8 @@ def _write_UpdateMetadataBroker_3(o: UpdateMetadataBroker, out: bytearray) -> No
     if o.endpoints is None:
         raise _null('Endpoints')
     _wal(out, o.endpoints, 'Endpoints')
-    for item in o.endpoints:
-        _write_UpdateMetadataEndpoint_1(item, out)
+    for e_endpoints in o.endpoints:
+        _write_UpdateMetadataEndpoint_1(e_endpoints, out)
     _ws(out, o.rack, 'Rack')
     if o.unknown_tagged_fields:
         raise _EncodeError('tagged fields cannot be written at non-flexible version 3-5')
@@ -674,17 +818,22 @@ def _read_UpdateMetadataBroker_4(buf: bytes | bytearray | memoryview, pos: int) 
     # versions 6-8
     end = len(buf)
     if pos + 4 > end:
-        raise _short_fixed(pos, end, _L_i)
+        raise _short_fixed(pos, end, _L5)
     v_id, = _S_i.unpack_from(buf, pos)
     pos += 4
-    n_v_endpoints, pos = _rcal(buf, pos, 'Endpoints')
+    v_endpoints: list[UpdateMetadataEndpoint]
+    n_v_endpoints = buf[pos] - 1 if pos < end else -2
+    if 0 <= n_v_endpoints < 127 and n_v_endpoints <= end - pos:
+        pos += 1
+    else:
+        n_v_endpoints, pos = _rcal(buf, pos, 'Endpoints')
     v_endpoints = []
-    app = v_endpoints.append
+    app_v_endpoints = v_endpoints.append
     i = 0
     try:
         for i in range(n_v_endpoints):
-            item, pos = _read_UpdateMetadataEndpoint_2(buf, pos)
-            app(item)
+            e_v_endpoints, pos = _read_UpdateMetadataEndpoint_2(buf, pos)
+            app_v_endpoints(e_v_endpoints)
     except _DecodeError as exc:
         raise exc.refine(field=f'Endpoints[{i}]')
     v_rack, pos = _rncs(buf, pos, 'Rack')
@@ -700,7 +849,14 @@ def _read_UpdateMetadataBroker_4(buf: bytes | bytearray | memoryview, pos: int) 
             pos += size
         if raw_tags:
             unknown = tuple(raw_tags)
-    return UpdateMetadataBroker(v_id, '', 0, v_endpoints, v_rack, unknown), pos
+    o = _new(UpdateMetadataBroker)
+    o.id = v_id
+    o.v0_host = ''
+    o.v0_port = 0
+    o.endpoints = v_endpoints
+    o.rack = v_rack
+    o.unknown_tagged_fields = unknown
+    return o, pos
 
 
 def _write_UpdateMetadataBroker_4(o: UpdateMetadataBroker, out: bytearray) -> None:
@@ -709,8 +865,8 @@ def _write_UpdateMetadataBroker_4(o: UpdateMetadataBroker, out: bytearray) -> No
     if o.endpoints is None:
         raise _null('Endpoints')
     _wcal(out, o.endpoints, 'Endpoints')
-    for item in o.endpoints:
-        _write_UpdateMetadataEndpoint_2(item, out)
+    for e_endpoints in o.endpoints:
+        _write_UpdateMetadataEndpoint_2(e_endpoints, out)
     _wcs(out, o.rack, 'Rack')
     if o.unknown_tagged_fields:
         _wts(out, (), o.unknown_tagged_fields, '_tagged_fields')
@@ -722,30 +878,42 @@ def _read_UpdateMetadataRequest_0(buf: bytes | bytearray | memoryview, pos: int)
     # versions 0
     end = len(buf)
     if pos + 8 > end:
-        raise _short_fixed(pos, end, _L_ii)
+        raise _short_fixed(pos, end, _L7)
     v_controller_id, v_controller_epoch = _S_ii.unpack_from(buf, pos)
     pos += 8
+    v_ungrouped_partition_states: list[UpdateMetadataPartitionState]
     n_v_ungrouped_partition_states, pos = _ral(buf, pos, 'UngroupedPartitionStates')
     v_ungrouped_partition_states = []
-    app = v_ungrouped_partition_states.append
+    app_v_ungrouped_partition_states = v_ungrouped_partition_states.append
     i = 0
     try:
         for i in range(n_v_ungrouped_partition_states):
-            item, pos = _read_UpdateMetadataPartitionState_0(buf, pos)
-            app(item)
+            e_v_ungrouped_partition_states, pos = _read_UpdateMetadataPartitionState_0(buf, pos)
+            app_v_ungrouped_partition_states(e_v_ungrouped_partition_states)
     except _DecodeError as exc:
         raise exc.refine(field=f'UngroupedPartitionStates[{i}]')
+    v_live_brokers: list[UpdateMetadataBroker]
     n_v_live_brokers, pos = _ral(buf, pos, 'LiveBrokers')
     v_live_brokers = []
-    app = v_live_brokers.append
+    app_v_live_brokers = v_live_brokers.append
     i = 0
     try:
         for i in range(n_v_live_brokers):
-            item, pos = _read_UpdateMetadataBroker_0(buf, pos)
-            app(item)
+            e_v_live_brokers, pos = _read_UpdateMetadataBroker_0(buf, pos)
+            app_v_live_brokers(e_v_live_brokers)
     except _DecodeError as exc:
         raise exc.refine(field=f'LiveBrokers[{i}]')
-    return UpdateMetadataRequest(v_controller_id, False, 0, v_controller_epoch, -1, v_ungrouped_partition_states, [], v_live_brokers, ()), pos
+    o = _new(UpdateMetadataRequest)
+    o.controller_id = v_controller_id
+    o.is_k_raft_controller = False
+    o.type = 0
+    o.controller_epoch = v_controller_epoch
+    o.broker_epoch = -1
+    o.ungrouped_partition_states = v_ungrouped_partition_states
+    o.topic_states = []
+    o.live_brokers = v_live_brokers
+    o.unknown_tagged_fields = ()
+    return o, pos
 
 
 def _write_UpdateMetadataRequest_0(o: UpdateMetadataRequest, out: bytearray) -> None:
@@ -760,13 +928,13 @@ def _write_UpdateMetadataRequest_0(o: UpdateMetadataRequest, out: bytearray) -> 
     if o.ungrouped_partition_states is None:
         raise _null('UngroupedPartitionStates')
     _wal(out, o.ungrouped_partition_states, 'UngroupedPartitionStates')
-    for item in o.ungrouped_partition_states:
-        _write_UpdateMetadataPartitionState_0(item, out)
+    for e_ungrouped_partition_states in o.ungrouped_partition_states:
+        _write_UpdateMetadataPartitionState_0(e_ungrouped_partition_states, out)
     if o.live_brokers is None:
         raise _null('LiveBrokers')
     _wal(out, o.live_brokers, 'LiveBrokers')
-    for item in o.live_brokers:
-        _write_UpdateMetadataBroker_0(item, out)
+    for e_live_brokers in o.live_brokers:
+        _write_UpdateMetadataBroker_0(e_live_brokers, out)
     if o.unknown_tagged_fields:
         raise _EncodeError('tagged fields cannot be written at non-flexible version 0')
 
@@ -775,30 +943,42 @@ def _read_UpdateMetadataRequest_1(buf: bytes | bytearray | memoryview, pos: int)
     # versions 1
     end = len(buf)
     if pos + 8 > end:
-        raise _short_fixed(pos, end, _L_ii)
+        raise _short_fixed(pos, end, _L7)
     v_controller_id, v_controller_epoch = _S_ii.unpack_from(buf, pos)
     pos += 8
+    v_ungrouped_partition_states: list[UpdateMetadataPartitionState]
     n_v_ungrouped_partition_states, pos = _ral(buf, pos, 'UngroupedPartitionStates')
     v_ungrouped_partition_states = []
-    app = v_ungrouped_partition_states.append
+    app_v_ungrouped_partition_states = v_ungrouped_partition_states.append
     i = 0
     try:
         for i in range(n_v_ungrouped_partition_states):
-            item, pos = _read_UpdateMetadataPartitionState_0(buf, pos)
-            app(item)
+            e_v_ungrouped_partition_states, pos = _read_UpdateMetadataPartitionState_0(buf, pos)
+            app_v_ungrouped_partition_states(e_v_ungrouped_partition_states)
     except _DecodeError as exc:
         raise exc.refine(field=f'UngroupedPartitionStates[{i}]')
+    v_live_brokers: list[UpdateMetadataBroker]
     n_v_live_brokers, pos = _ral(buf, pos, 'LiveBrokers')
     v_live_brokers = []
-    app = v_live_brokers.append
+    app_v_live_brokers = v_live_brokers.append
     i = 0
     try:
         for i in range(n_v_live_brokers):
-            item, pos = _read_UpdateMetadataBroker_1(buf, pos)
-            app(item)
+            e_v_live_brokers, pos = _read_UpdateMetadataBroker_1(buf, pos)
+            app_v_live_brokers(e_v_live_brokers)
     except _DecodeError as exc:
         raise exc.refine(field=f'LiveBrokers[{i}]')
-    return UpdateMetadataRequest(v_controller_id, False, 0, v_controller_epoch, -1, v_ungrouped_partition_states, [], v_live_brokers, ()), pos
+    o = _new(UpdateMetadataRequest)
+    o.controller_id = v_controller_id
+    o.is_k_raft_controller = False
+    o.type = 0
+    o.controller_epoch = v_controller_epoch
+    o.broker_epoch = -1
+    o.ungrouped_partition_states = v_ungrouped_partition_states
+    o.topic_states = []
+    o.live_brokers = v_live_brokers
+    o.unknown_tagged_fields = ()
+    return o, pos
 
 
 def _write_UpdateMetadataRequest_1(o: UpdateMetadataRequest, out: bytearray) -> None:
@@ -813,13 +993,13 @@ def _write_UpdateMetadataRequest_1(o: UpdateMetadataRequest, out: bytearray) -> 
     if o.ungrouped_partition_states is None:
         raise _null('UngroupedPartitionStates')
     _wal(out, o.ungrouped_partition_states, 'UngroupedPartitionStates')
-    for item in o.ungrouped_partition_states:
-        _write_UpdateMetadataPartitionState_0(item, out)
+    for e_ungrouped_partition_states in o.ungrouped_partition_states:
+        _write_UpdateMetadataPartitionState_0(e_ungrouped_partition_states, out)
     if o.live_brokers is None:
         raise _null('LiveBrokers')
     _wal(out, o.live_brokers, 'LiveBrokers')
-    for item in o.live_brokers:
-        _write_UpdateMetadataBroker_1(item, out)
+    for e_live_brokers in o.live_brokers:
+        _write_UpdateMetadataBroker_1(e_live_brokers, out)
     if o.unknown_tagged_fields:
         raise _EncodeError('tagged fields cannot be written at non-flexible version 1')
 
@@ -828,30 +1008,42 @@ def _read_UpdateMetadataRequest_2(buf: bytes | bytearray | memoryview, pos: int)
     # versions 2
     end = len(buf)
     if pos + 8 > end:
-        raise _short_fixed(pos, end, _L_ii)
+        raise _short_fixed(pos, end, _L7)
     v_controller_id, v_controller_epoch = _S_ii.unpack_from(buf, pos)
     pos += 8
+    v_ungrouped_partition_states: list[UpdateMetadataPartitionState]
     n_v_ungrouped_partition_states, pos = _ral(buf, pos, 'UngroupedPartitionStates')
     v_ungrouped_partition_states = []
-    app = v_ungrouped_partition_states.append
+    app_v_ungrouped_partition_states = v_ungrouped_partition_states.append
     i = 0
     try:
         for i in range(n_v_ungrouped_partition_states):
-            item, pos = _read_UpdateMetadataPartitionState_0(buf, pos)
-            app(item)
+            e_v_ungrouped_partition_states, pos = _read_UpdateMetadataPartitionState_0(buf, pos)
+            app_v_ungrouped_partition_states(e_v_ungrouped_partition_states)
     except _DecodeError as exc:
         raise exc.refine(field=f'UngroupedPartitionStates[{i}]')
+    v_live_brokers: list[UpdateMetadataBroker]
     n_v_live_brokers, pos = _ral(buf, pos, 'LiveBrokers')
     v_live_brokers = []
-    app = v_live_brokers.append
+    app_v_live_brokers = v_live_brokers.append
     i = 0
     try:
         for i in range(n_v_live_brokers):
-            item, pos = _read_UpdateMetadataBroker_2(buf, pos)
-            app(item)
+            e_v_live_brokers, pos = _read_UpdateMetadataBroker_2(buf, pos)
+            app_v_live_brokers(e_v_live_brokers)
     except _DecodeError as exc:
         raise exc.refine(field=f'LiveBrokers[{i}]')
-    return UpdateMetadataRequest(v_controller_id, False, 0, v_controller_epoch, -1, v_ungrouped_partition_states, [], v_live_brokers, ()), pos
+    o = _new(UpdateMetadataRequest)
+    o.controller_id = v_controller_id
+    o.is_k_raft_controller = False
+    o.type = 0
+    o.controller_epoch = v_controller_epoch
+    o.broker_epoch = -1
+    o.ungrouped_partition_states = v_ungrouped_partition_states
+    o.topic_states = []
+    o.live_brokers = v_live_brokers
+    o.unknown_tagged_fields = ()
+    return o, pos
 
 
 def _write_UpdateMetadataRequest_2(o: UpdateMetadataRequest, out: bytearray) -> None:
@@ -866,13 +1058,13 @@ def _write_UpdateMetadataRequest_2(o: UpdateMetadataRequest, out: bytearray) -> 
     if o.ungrouped_partition_states is None:
         raise _null('UngroupedPartitionStates')
     _wal(out, o.ungrouped_partition_states, 'UngroupedPartitionStates')
-    for item in o.ungrouped_partition_states:
-        _write_UpdateMetadataPartitionState_0(item, out)
+    for e_ungrouped_partition_states in o.ungrouped_partition_states:
+        _write_UpdateMetadataPartitionState_0(e_ungrouped_partition_states, out)
     if o.live_brokers is None:
         raise _null('LiveBrokers')
     _wal(out, o.live_brokers, 'LiveBrokers')
-    for item in o.live_brokers:
-        _write_UpdateMetadataBroker_2(item, out)
+    for e_live_brokers in o.live_brokers:
+        _write_UpdateMetadataBroker_2(e_live_brokers, out)
     if o.unknown_tagged_fields:
         raise _EncodeError('tagged fields cannot be written at non-flexible version 2')
 
@@ -881,30 +1073,42 @@ def _read_UpdateMetadataRequest_3(buf: bytes | bytearray | memoryview, pos: int)
     # versions 3
     end = len(buf)
     if pos + 8 > end:
-        raise _short_fixed(pos, end, _L_ii)
+        raise _short_fixed(pos, end, _L7)
     v_controller_id, v_controller_epoch = _S_ii.unpack_from(buf, pos)
     pos += 8
+    v_ungrouped_partition_states: list[UpdateMetadataPartitionState]
     n_v_ungrouped_partition_states, pos = _ral(buf, pos, 'UngroupedPartitionStates')
     v_ungrouped_partition_states = []
-    app = v_ungrouped_partition_states.append
+    app_v_ungrouped_partition_states = v_ungrouped_partition_states.append
     i = 0
     try:
         for i in range(n_v_ungrouped_partition_states):
-            item, pos = _read_UpdateMetadataPartitionState_0(buf, pos)
-            app(item)
+            e_v_ungrouped_partition_states, pos = _read_UpdateMetadataPartitionState_0(buf, pos)
+            app_v_ungrouped_partition_states(e_v_ungrouped_partition_states)
     except _DecodeError as exc:
         raise exc.refine(field=f'UngroupedPartitionStates[{i}]')
+    v_live_brokers: list[UpdateMetadataBroker]
     n_v_live_brokers, pos = _ral(buf, pos, 'LiveBrokers')
     v_live_brokers = []
-    app = v_live_brokers.append
+    app_v_live_brokers = v_live_brokers.append
     i = 0
     try:
         for i in range(n_v_live_brokers):
-            item, pos = _read_UpdateMetadataBroker_3(buf, pos)
-            app(item)
+            e_v_live_brokers, pos = _read_UpdateMetadataBroker_3(buf, pos)
+            app_v_live_brokers(e_v_live_brokers)
     except _DecodeError as exc:
         raise exc.refine(field=f'LiveBrokers[{i}]')
-    return UpdateMetadataRequest(v_controller_id, False, 0, v_controller_epoch, -1, v_ungrouped_partition_states, [], v_live_brokers, ()), pos
+    o = _new(UpdateMetadataRequest)
+    o.controller_id = v_controller_id
+    o.is_k_raft_controller = False
+    o.type = 0
+    o.controller_epoch = v_controller_epoch
+    o.broker_epoch = -1
+    o.ungrouped_partition_states = v_ungrouped_partition_states
+    o.topic_states = []
+    o.live_brokers = v_live_brokers
+    o.unknown_tagged_fields = ()
+    return o, pos
 
 
 def _write_UpdateMetadataRequest_3(o: UpdateMetadataRequest, out: bytearray) -> None:
@@ -919,13 +1123,13 @@ def _write_UpdateMetadataRequest_3(o: UpdateMetadataRequest, out: bytearray) -> 
     if o.ungrouped_partition_states is None:
         raise _null('UngroupedPartitionStates')
     _wal(out, o.ungrouped_partition_states, 'UngroupedPartitionStates')
-    for item in o.ungrouped_partition_states:
-        _write_UpdateMetadataPartitionState_0(item, out)
+    for e_ungrouped_partition_states in o.ungrouped_partition_states:
+        _write_UpdateMetadataPartitionState_0(e_ungrouped_partition_states, out)
     if o.live_brokers is None:
         raise _null('LiveBrokers')
     _wal(out, o.live_brokers, 'LiveBrokers')
-    for item in o.live_brokers:
-        _write_UpdateMetadataBroker_3(item, out)
+    for e_live_brokers in o.live_brokers:
+        _write_UpdateMetadataBroker_3(e_live_brokers, out)
     if o.unknown_tagged_fields:
         raise _EncodeError('tagged fields cannot be written at non-flexible version 3')
 
@@ -934,30 +1138,42 @@ def _read_UpdateMetadataRequest_4(buf: bytes | bytearray | memoryview, pos: int)
     # versions 4
     end = len(buf)
     if pos + 8 > end:
-        raise _short_fixed(pos, end, _L_ii)
+        raise _short_fixed(pos, end, _L7)
     v_controller_id, v_controller_epoch = _S_ii.unpack_from(buf, pos)
     pos += 8
+    v_ungrouped_partition_states: list[UpdateMetadataPartitionState]
     n_v_ungrouped_partition_states, pos = _ral(buf, pos, 'UngroupedPartitionStates')
     v_ungrouped_partition_states = []
-    app = v_ungrouped_partition_states.append
+    app_v_ungrouped_partition_states = v_ungrouped_partition_states.append
     i = 0
     try:
         for i in range(n_v_ungrouped_partition_states):
-            item, pos = _read_UpdateMetadataPartitionState_1(buf, pos)
-            app(item)
+            e_v_ungrouped_partition_states, pos = _read_UpdateMetadataPartitionState_1(buf, pos)
+            app_v_ungrouped_partition_states(e_v_ungrouped_partition_states)
     except _DecodeError as exc:
         raise exc.refine(field=f'UngroupedPartitionStates[{i}]')
+    v_live_brokers: list[UpdateMetadataBroker]
     n_v_live_brokers, pos = _ral(buf, pos, 'LiveBrokers')
     v_live_brokers = []
-    app = v_live_brokers.append
+    app_v_live_brokers = v_live_brokers.append
     i = 0
     try:
         for i in range(n_v_live_brokers):
-            item, pos = _read_UpdateMetadataBroker_3(buf, pos)
-            app(item)
+            e_v_live_brokers, pos = _read_UpdateMetadataBroker_3(buf, pos)
+            app_v_live_brokers(e_v_live_brokers)
     except _DecodeError as exc:
         raise exc.refine(field=f'LiveBrokers[{i}]')
-    return UpdateMetadataRequest(v_controller_id, False, 0, v_controller_epoch, -1, v_ungrouped_partition_states, [], v_live_brokers, ()), pos
+    o = _new(UpdateMetadataRequest)
+    o.controller_id = v_controller_id
+    o.is_k_raft_controller = False
+    o.type = 0
+    o.controller_epoch = v_controller_epoch
+    o.broker_epoch = -1
+    o.ungrouped_partition_states = v_ungrouped_partition_states
+    o.topic_states = []
+    o.live_brokers = v_live_brokers
+    o.unknown_tagged_fields = ()
+    return o, pos
 
 
 def _write_UpdateMetadataRequest_4(o: UpdateMetadataRequest, out: bytearray) -> None:
@@ -972,13 +1188,13 @@ def _write_UpdateMetadataRequest_4(o: UpdateMetadataRequest, out: bytearray) -> 
     if o.ungrouped_partition_states is None:
         raise _null('UngroupedPartitionStates')
     _wal(out, o.ungrouped_partition_states, 'UngroupedPartitionStates')
-    for item in o.ungrouped_partition_states:
-        _write_UpdateMetadataPartitionState_1(item, out)
+    for e_ungrouped_partition_states in o.ungrouped_partition_states:
+        _write_UpdateMetadataPartitionState_1(e_ungrouped_partition_states, out)
     if o.live_brokers is None:
         raise _null('LiveBrokers')
     _wal(out, o.live_brokers, 'LiveBrokers')
-    for item in o.live_brokers:
-        _write_UpdateMetadataBroker_3(item, out)
+    for e_live_brokers in o.live_brokers:
+        _write_UpdateMetadataBroker_3(e_live_brokers, out)
     if o.unknown_tagged_fields:
         raise _EncodeError('tagged fields cannot be written at non-flexible version 4')
 
@@ -987,30 +1203,42 @@ def _read_UpdateMetadataRequest_5(buf: bytes | bytearray | memoryview, pos: int)
     # versions 5
     end = len(buf)
     if pos + 16 > end:
-        raise _short_fixed(pos, end, _L_iiq)
+        raise _short_fixed(pos, end, _L8)
     v_controller_id, v_controller_epoch, v_broker_epoch = _S_iiq.unpack_from(buf, pos)
     pos += 16
+    v_topic_states: list[UpdateMetadataTopicState]
     n_v_topic_states, pos = _ral(buf, pos, 'TopicStates')
     v_topic_states = []
-    app = v_topic_states.append
+    app_v_topic_states = v_topic_states.append
     i = 0
     try:
         for i in range(n_v_topic_states):
-            item, pos = _read_UpdateMetadataTopicState_0(buf, pos)
-            app(item)
+            e_v_topic_states, pos = _read_UpdateMetadataTopicState_0(buf, pos)
+            app_v_topic_states(e_v_topic_states)
     except _DecodeError as exc:
         raise exc.refine(field=f'TopicStates[{i}]')
+    v_live_brokers: list[UpdateMetadataBroker]
     n_v_live_brokers, pos = _ral(buf, pos, 'LiveBrokers')
     v_live_brokers = []
-    app = v_live_brokers.append
+    app_v_live_brokers = v_live_brokers.append
     i = 0
     try:
         for i in range(n_v_live_brokers):
-            item, pos = _read_UpdateMetadataBroker_3(buf, pos)
-            app(item)
+            e_v_live_brokers, pos = _read_UpdateMetadataBroker_3(buf, pos)
+            app_v_live_brokers(e_v_live_brokers)
     except _DecodeError as exc:
         raise exc.refine(field=f'LiveBrokers[{i}]')
-    return UpdateMetadataRequest(v_controller_id, False, 0, v_controller_epoch, v_broker_epoch, [], v_topic_states, v_live_brokers, ()), pos
+    o = _new(UpdateMetadataRequest)
+    o.controller_id = v_controller_id
+    o.is_k_raft_controller = False
+    o.type = 0
+    o.controller_epoch = v_controller_epoch
+    o.broker_epoch = v_broker_epoch
+    o.ungrouped_partition_states = []
+    o.topic_states = v_topic_states
+    o.live_brokers = v_live_brokers
+    o.unknown_tagged_fields = ()
+    return o, pos
 
 
 def _write_UpdateMetadataRequest_5(o: UpdateMetadataRequest, out: bytearray) -> None:
@@ -1025,13 +1253,13 @@ def _write_UpdateMetadataRequest_5(o: UpdateMetadataRequest, out: bytearray) -> 
     if o.topic_states is None:
         raise _null('TopicStates')
     _wal(out, o.topic_states, 'TopicStates')
-    for item in o.topic_states:
-        _write_UpdateMetadataTopicState_0(item, out)
+    for e_topic_states in o.topic_states:
+        _write_UpdateMetadataTopicState_0(e_topic_states, out)
     if o.live_brokers is None:
         raise _null('LiveBrokers')
     _wal(out, o.live_brokers, 'LiveBrokers')
-    for item in o.live_brokers:
-        _write_UpdateMetadataBroker_3(item, out)
+    for e_live_brokers in o.live_brokers:
+        _write_UpdateMetadataBroker_3(e_live_brokers, out)
     if o.unknown_tagged_fields:
         raise _EncodeError('tagged fields cannot be written at non-flexible version 5')
 
@@ -1040,27 +1268,37 @@ def _read_UpdateMetadataRequest_6(buf: bytes | bytearray | memoryview, pos: int)
     # versions 6
     end = len(buf)
     if pos + 16 > end:
-        raise _short_fixed(pos, end, _L_iiq)
+        raise _short_fixed(pos, end, _L8)
     v_controller_id, v_controller_epoch, v_broker_epoch = _S_iiq.unpack_from(buf, pos)
     pos += 16
-    n_v_topic_states, pos = _rcal(buf, pos, 'TopicStates')
+    v_topic_states: list[UpdateMetadataTopicState]
+    n_v_topic_states = buf[pos] - 1 if pos < end else -2
+    if 0 <= n_v_topic_states < 127 and n_v_topic_states <= end - pos:
+        pos += 1
+    else:
+        n_v_topic_states, pos = _rcal(buf, pos, 'TopicStates')
     v_topic_states = []
-    app = v_topic_states.append
+    app_v_topic_states = v_topic_states.append
     i = 0
     try:
         for i in range(n_v_topic_states):
-            item, pos = _read_UpdateMetadataTopicState_1(buf, pos)
-            app(item)
+            e_v_topic_states, pos = _read_UpdateMetadataTopicState_1(buf, pos)
+            app_v_topic_states(e_v_topic_states)
     except _DecodeError as exc:
         raise exc.refine(field=f'TopicStates[{i}]')
-    n_v_live_brokers, pos = _rcal(buf, pos, 'LiveBrokers')
+    v_live_brokers: list[UpdateMetadataBroker]
+    n_v_live_brokers = buf[pos] - 1 if pos < end else -2
+    if 0 <= n_v_live_brokers < 127 and n_v_live_brokers <= end - pos:
+        pos += 1
+    else:
+        n_v_live_brokers, pos = _rcal(buf, pos, 'LiveBrokers')
     v_live_brokers = []
-    app = v_live_brokers.append
+    app_v_live_brokers = v_live_brokers.append
     i = 0
     try:
         for i in range(n_v_live_brokers):
-            item, pos = _read_UpdateMetadataBroker_4(buf, pos)
-            app(item)
+            e_v_live_brokers, pos = _read_UpdateMetadataBroker_4(buf, pos)
+            app_v_live_brokers(e_v_live_brokers)
     except _DecodeError as exc:
         raise exc.refine(field=f'LiveBrokers[{i}]')
     unknown: tuple[tuple[int, bytes], ...] = ()
@@ -1078,7 +1316,17 @@ def _read_UpdateMetadataRequest_6(buf: bytes | bytearray | memoryview, pos: int)
             pos += size
         if raw_tags:
             unknown = tuple(raw_tags)
-    return UpdateMetadataRequest(v_controller_id, False, 0, v_controller_epoch, v_broker_epoch, [], v_topic_states, v_live_brokers, unknown), pos
+    o = _new(UpdateMetadataRequest)
+    o.controller_id = v_controller_id
+    o.is_k_raft_controller = False
+    o.type = 0
+    o.controller_epoch = v_controller_epoch
+    o.broker_epoch = v_broker_epoch
+    o.ungrouped_partition_states = []
+    o.topic_states = v_topic_states
+    o.live_brokers = v_live_brokers
+    o.unknown_tagged_fields = unknown
+    return o, pos
 
 
 def _write_UpdateMetadataRequest_6(o: UpdateMetadataRequest, out: bytearray) -> None:
@@ -1093,13 +1341,13 @@ def _write_UpdateMetadataRequest_6(o: UpdateMetadataRequest, out: bytearray) -> 
     if o.topic_states is None:
         raise _null('TopicStates')
     _wcal(out, o.topic_states, 'TopicStates')
-    for item in o.topic_states:
-        _write_UpdateMetadataTopicState_1(item, out)
+    for e_topic_states in o.topic_states:
+        _write_UpdateMetadataTopicState_1(e_topic_states, out)
     if o.live_brokers is None:
         raise _null('LiveBrokers')
     _wcal(out, o.live_brokers, 'LiveBrokers')
-    for item in o.live_brokers:
-        _write_UpdateMetadataBroker_4(item, out)
+    for e_live_brokers in o.live_brokers:
+        _write_UpdateMetadataBroker_4(e_live_brokers, out)
     if o.unknown_tagged_fields:
         _wts(out, (), o.unknown_tagged_fields, '_tagged_fields')
     else:
@@ -1110,27 +1358,37 @@ def _read_UpdateMetadataRequest_7(buf: bytes | bytearray | memoryview, pos: int)
     # versions 7
     end = len(buf)
     if pos + 16 > end:
-        raise _short_fixed(pos, end, _L_iiq)
+        raise _short_fixed(pos, end, _L8)
     v_controller_id, v_controller_epoch, v_broker_epoch = _S_iiq.unpack_from(buf, pos)
     pos += 16
-    n_v_topic_states, pos = _rcal(buf, pos, 'TopicStates')
+    v_topic_states: list[UpdateMetadataTopicState]
+    n_v_topic_states = buf[pos] - 1 if pos < end else -2
+    if 0 <= n_v_topic_states < 127 and n_v_topic_states <= end - pos:
+        pos += 1
+    else:
+        n_v_topic_states, pos = _rcal(buf, pos, 'TopicStates')
     v_topic_states = []
-    app = v_topic_states.append
+    app_v_topic_states = v_topic_states.append
     i = 0
     try:
         for i in range(n_v_topic_states):
-            item, pos = _read_UpdateMetadataTopicState_2(buf, pos)
-            app(item)
+            e_v_topic_states, pos = _read_UpdateMetadataTopicState_2(buf, pos)
+            app_v_topic_states(e_v_topic_states)
     except _DecodeError as exc:
         raise exc.refine(field=f'TopicStates[{i}]')
-    n_v_live_brokers, pos = _rcal(buf, pos, 'LiveBrokers')
+    v_live_brokers: list[UpdateMetadataBroker]
+    n_v_live_brokers = buf[pos] - 1 if pos < end else -2
+    if 0 <= n_v_live_brokers < 127 and n_v_live_brokers <= end - pos:
+        pos += 1
+    else:
+        n_v_live_brokers, pos = _rcal(buf, pos, 'LiveBrokers')
     v_live_brokers = []
-    app = v_live_brokers.append
+    app_v_live_brokers = v_live_brokers.append
     i = 0
     try:
         for i in range(n_v_live_brokers):
-            item, pos = _read_UpdateMetadataBroker_4(buf, pos)
-            app(item)
+            e_v_live_brokers, pos = _read_UpdateMetadataBroker_4(buf, pos)
+            app_v_live_brokers(e_v_live_brokers)
     except _DecodeError as exc:
         raise exc.refine(field=f'LiveBrokers[{i}]')
     unknown: tuple[tuple[int, bytes], ...] = ()
@@ -1148,7 +1406,17 @@ def _read_UpdateMetadataRequest_7(buf: bytes | bytearray | memoryview, pos: int)
             pos += size
         if raw_tags:
             unknown = tuple(raw_tags)
-    return UpdateMetadataRequest(v_controller_id, False, 0, v_controller_epoch, v_broker_epoch, [], v_topic_states, v_live_brokers, unknown), pos
+    o = _new(UpdateMetadataRequest)
+    o.controller_id = v_controller_id
+    o.is_k_raft_controller = False
+    o.type = 0
+    o.controller_epoch = v_controller_epoch
+    o.broker_epoch = v_broker_epoch
+    o.ungrouped_partition_states = []
+    o.topic_states = v_topic_states
+    o.live_brokers = v_live_brokers
+    o.unknown_tagged_fields = unknown
+    return o, pos
 
 
 def _write_UpdateMetadataRequest_7(o: UpdateMetadataRequest, out: bytearray) -> None:
@@ -1163,13 +1431,13 @@ def _write_UpdateMetadataRequest_7(o: UpdateMetadataRequest, out: bytearray) -> 
     if o.topic_states is None:
         raise _null('TopicStates')
     _wcal(out, o.topic_states, 'TopicStates')
-    for item in o.topic_states:
-        _write_UpdateMetadataTopicState_2(item, out)
+    for e_topic_states in o.topic_states:
+        _write_UpdateMetadataTopicState_2(e_topic_states, out)
     if o.live_brokers is None:
         raise _null('LiveBrokers')
     _wcal(out, o.live_brokers, 'LiveBrokers')
-    for item in o.live_brokers:
-        _write_UpdateMetadataBroker_4(item, out)
+    for e_live_brokers in o.live_brokers:
+        _write_UpdateMetadataBroker_4(e_live_brokers, out)
     if o.unknown_tagged_fields:
         _wts(out, (), o.unknown_tagged_fields, '_tagged_fields')
     else:
@@ -1180,30 +1448,40 @@ def _read_UpdateMetadataRequest_8(buf: bytes | bytearray | memoryview, pos: int)
     # versions 8
     end = len(buf)
     if pos + 17 > end:
-        raise _short_fixed(pos, end, _L_i_iq)
+        raise _short_fixed(pos, end, _L9)
     v_controller_id, v_is_k_raft_controller, v_controller_epoch, v_broker_epoch = _S_i_iq.unpack_from(buf, pos)
     pos += 17
-    n_v_topic_states, pos = _rcal(buf, pos, 'TopicStates')
+    v_topic_states: list[UpdateMetadataTopicState]
+    n_v_topic_states = buf[pos] - 1 if pos < end else -2
+    if 0 <= n_v_topic_states < 127 and n_v_topic_states <= end - pos:
+        pos += 1
+    else:
+        n_v_topic_states, pos = _rcal(buf, pos, 'TopicStates')
     v_topic_states = []
-    app = v_topic_states.append
+    app_v_topic_states = v_topic_states.append
     i = 0
     try:
         for i in range(n_v_topic_states):
-            item, pos = _read_UpdateMetadataTopicState_2(buf, pos)
-            app(item)
+            e_v_topic_states, pos = _read_UpdateMetadataTopicState_2(buf, pos)
+            app_v_topic_states(e_v_topic_states)
     except _DecodeError as exc:
         raise exc.refine(field=f'TopicStates[{i}]')
-    n_v_live_brokers, pos = _rcal(buf, pos, 'LiveBrokers')
+    v_live_brokers: list[UpdateMetadataBroker]
+    n_v_live_brokers = buf[pos] - 1 if pos < end else -2
+    if 0 <= n_v_live_brokers < 127 and n_v_live_brokers <= end - pos:
+        pos += 1
+    else:
+        n_v_live_brokers, pos = _rcal(buf, pos, 'LiveBrokers')
     v_live_brokers = []
-    app = v_live_brokers.append
+    app_v_live_brokers = v_live_brokers.append
     i = 0
     try:
         for i in range(n_v_live_brokers):
-            item, pos = _read_UpdateMetadataBroker_4(buf, pos)
-            app(item)
+            e_v_live_brokers, pos = _read_UpdateMetadataBroker_4(buf, pos)
+            app_v_live_brokers(e_v_live_brokers)
     except _DecodeError as exc:
         raise exc.refine(field=f'LiveBrokers[{i}]')
-    v_type = 0
+    v_type: int = 0
     unknown: tuple[tuple[int, bytes], ...] = ()
     if pos < end and buf[pos] == 0:
         pos += 1
@@ -1224,24 +1502,34 @@ def _read_UpdateMetadataRequest_8(buf: bytes | bytearray | memoryview, pos: int)
             pos += size
         if raw_tags:
             unknown = tuple(raw_tags)
-    return UpdateMetadataRequest(v_controller_id, v_is_k_raft_controller, v_type, v_controller_epoch, v_broker_epoch, [], v_topic_states, v_live_brokers, unknown), pos
+    o = _new(UpdateMetadataRequest)
+    o.controller_id = v_controller_id
+    o.is_k_raft_controller = v_is_k_raft_controller
+    o.type = v_type
+    o.controller_epoch = v_controller_epoch
+    o.broker_epoch = v_broker_epoch
+    o.ungrouped_partition_states = []
+    o.topic_states = v_topic_states
+    o.live_brokers = v_live_brokers
+    o.unknown_tagged_fields = unknown
+    return o, pos
 
 
 def _write_UpdateMetadataRequest_8(o: UpdateMetadataRequest, out: bytearray) -> None:
     # versions 8
     if (o.ungrouped_partition_states is None or len(o.ungrouped_partition_states) != 0):
         raise _absent('UngroupedPartitionStates', 8)
-    out += _S_i_iq.pack(o.controller_id, _bool(o.is_k_raft_controller, 'isKRaftController'), o.controller_epoch, o.broker_epoch)
+    out += _S_i_iq.pack(o.controller_id, (o.is_k_raft_controller if o.is_k_raft_controller.__class__ is bool else _bool(o.is_k_raft_controller, 'isKRaftController')), o.controller_epoch, o.broker_epoch)
     if o.topic_states is None:
         raise _null('TopicStates')
     _wcal(out, o.topic_states, 'TopicStates')
-    for item in o.topic_states:
-        _write_UpdateMetadataTopicState_2(item, out)
+    for e_topic_states in o.topic_states:
+        _write_UpdateMetadataTopicState_2(e_topic_states, out)
     if o.live_brokers is None:
         raise _null('LiveBrokers')
     _wcal(out, o.live_brokers, 'LiveBrokers')
-    for item in o.live_brokers:
-        _write_UpdateMetadataBroker_4(item, out)
+    for e_live_brokers in o.live_brokers:
+        _write_UpdateMetadataBroker_4(e_live_brokers, out)
     tagged: list[tuple[int, bytes | bytearray]] = []
     if o.type != 0:
         tb = bytearray()

@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import struct as _struct
+from typing import Any as _Any
 import uuid as _uuid
 from dataclasses import dataclass as _dataclass, field as _field
 from typing import ClassVar as _ClassVar
@@ -26,16 +27,17 @@ from kraft_jbod.wire.primitives import (
     short_fixed as _short_fixed, uuid_from_bytes as _uuid_from_bytes,
 )
 
+_new = object.__new__
 _S_H = _struct.Struct('>H')
 _S_hh = _struct.Struct('>hh')
 _S_ii16s = _struct.Struct('>ii16s')
 _ZERO_UUID = _uuid_from_bytes((0).to_bytes(16, 'big'))
-_L_H = (('Port', 2),)
-_L_hh = (('MinSupportedVersion', 2), ('MaxSupportedVersion', 2))
-_L_ii16s = (('CurrentLeaderEpoch', 4), ('VoterId', 4), ('VoterDirectoryId', 16))
+_L0 = (('Port', 2),)
+_L1 = (('MinSupportedVersion', 2), ('MaxSupportedVersion', 2))
+_L2 = (('CurrentLeaderEpoch', 4), ('VoterId', 4), ('VoterDirectoryId', 16))
 
 
-def _absent(field: str, version: int) -> _EncodeError:
+def _absent(field: str, version: int | str) -> _EncodeError:
     return _EncodeError(
         f'attempted to write a non-default {field} at version {version}', field_path=field
     )
@@ -103,7 +105,7 @@ def _read_Listener_0(buf: bytes | bytearray | memoryview, pos: int) -> tuple[Lis
     v_name, pos = _rcs(buf, pos, 'Name')
     v_host, pos = _rcs(buf, pos, 'Host')
     if pos + 2 > end:
-        raise _short_fixed(pos, end, _L_H)
+        raise _short_fixed(pos, end, _L0)
     v_port, = _S_H.unpack_from(buf, pos)
     pos += 2
     unknown: tuple[tuple[int, bytes], ...] = ()
@@ -118,7 +120,12 @@ def _read_Listener_0(buf: bytes | bytearray | memoryview, pos: int) -> tuple[Lis
             pos += size
         if raw_tags:
             unknown = tuple(raw_tags)
-    return Listener(v_name, v_host, v_port, unknown), pos
+    o = _new(Listener)
+    o.name = v_name
+    o.host = v_host
+    o.port = v_port
+    o.unknown_tagged_fields = unknown
+    return o, pos
 
 
 def _write_Listener_0(o: Listener, out: bytearray) -> None:
@@ -140,7 +147,7 @@ def _read_KRaftVersionFeature_0(buf: bytes | bytearray | memoryview, pos: int) -
     # versions 0
     end = len(buf)
     if pos + 4 > end:
-        raise _short_fixed(pos, end, _L_hh)
+        raise _short_fixed(pos, end, _L1)
     v_min_supported_version, v_max_supported_version = _S_hh.unpack_from(buf, pos)
     pos += 4
     unknown: tuple[tuple[int, bytes], ...] = ()
@@ -155,7 +162,11 @@ def _read_KRaftVersionFeature_0(buf: bytes | bytearray | memoryview, pos: int) -
             pos += size
         if raw_tags:
             unknown = tuple(raw_tags)
-    return KRaftVersionFeature(v_min_supported_version, v_max_supported_version, unknown), pos
+    o = _new(KRaftVersionFeature)
+    o.min_supported_version = v_min_supported_version
+    o.max_supported_version = v_max_supported_version
+    o.unknown_tagged_fields = unknown
+    return o, pos
 
 
 def _write_KRaftVersionFeature_0(o: KRaftVersionFeature, out: bytearray) -> None:
@@ -172,18 +183,23 @@ def _read_UpdateRaftVoterRequest_0(buf: bytes | bytearray | memoryview, pos: int
     end = len(buf)
     v_cluster_id, pos = _rncs(buf, pos, 'ClusterId')
     if pos + 24 > end:
-        raise _short_fixed(pos, end, _L_ii16s)
-    v_current_leader_epoch, v_voter_id, v_voter_directory_id = _S_ii16s.unpack_from(buf, pos)
-    v_voter_directory_id = _uuid_from_bytes(v_voter_directory_id)
+        raise _short_fixed(pos, end, _L2)
+    v_current_leader_epoch, v_voter_id, r_voter_directory_id = _S_ii16s.unpack_from(buf, pos)
+    v_voter_directory_id = _uuid_from_bytes(r_voter_directory_id)
     pos += 24
-    n_v_listeners, pos = _rcal(buf, pos, 'Listeners')
+    v_listeners: list[Listener]
+    n_v_listeners = buf[pos] - 1 if pos < end else -2
+    if 0 <= n_v_listeners < 127 and n_v_listeners <= end - pos:
+        pos += 1
+    else:
+        n_v_listeners, pos = _rcal(buf, pos, 'Listeners')
     v_listeners = []
-    app = v_listeners.append
+    app_v_listeners = v_listeners.append
     i = 0
     try:
         for i in range(n_v_listeners):
-            item, pos = _read_Listener_0(buf, pos)
-            app(item)
+            e_v_listeners, pos = _read_Listener_0(buf, pos)
+            app_v_listeners(e_v_listeners)
     except _DecodeError as exc:
         raise exc.refine(field=f'Listeners[{i}]')
     try:
@@ -202,7 +218,15 @@ def _read_UpdateRaftVoterRequest_0(buf: bytes | bytearray | memoryview, pos: int
             pos += size
         if raw_tags:
             unknown = tuple(raw_tags)
-    return UpdateRaftVoterRequest(v_cluster_id, v_current_leader_epoch, v_voter_id, v_voter_directory_id, v_listeners, v_k_raft_version_feature, unknown), pos
+    o = _new(UpdateRaftVoterRequest)
+    o.cluster_id = v_cluster_id
+    o.current_leader_epoch = v_current_leader_epoch
+    o.voter_id = v_voter_id
+    o.voter_directory_id = v_voter_directory_id
+    o.listeners = v_listeners
+    o.k_raft_version_feature = v_k_raft_version_feature
+    o.unknown_tagged_fields = unknown
+    return o, pos
 
 
 def _write_UpdateRaftVoterRequest_0(o: UpdateRaftVoterRequest, out: bytearray) -> None:
@@ -212,8 +236,8 @@ def _write_UpdateRaftVoterRequest_0(o: UpdateRaftVoterRequest, out: bytearray) -
     if o.listeners is None:
         raise _null('Listeners')
     _wcal(out, o.listeners, 'Listeners')
-    for item in o.listeners:
-        _write_Listener_0(item, out)
+    for e_listeners in o.listeners:
+        _write_Listener_0(e_listeners, out)
     if o.k_raft_version_feature is None:
         raise _null('KRaftVersionFeature')
     _write_KRaftVersionFeature_0(o.k_raft_version_feature, out)

@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import struct as _struct
+from typing import Any as _Any
 import uuid as _uuid
 from dataclasses import dataclass as _dataclass, field as _field
 from typing import ClassVar as _ClassVar
@@ -26,15 +27,16 @@ from kraft_jbod.wire.primitives import (
     short_fixed as _short_fixed, uuid_from_bytes as _uuid_from_bytes,
 )
 
+_new = object.__new__
 _S_i = _struct.Struct('>i')
 _S_ih = _struct.Struct('>ih')
 _S_ii = _struct.Struct('>ii')
-_L_ii = (('LeaderId', 4), ('LeaderEpoch', 4))
-_L_i = (('Port', 4),)
-_L_ih = (('ThrottleTimeMs', 4), ('ErrorCode', 2))
+_L0 = (('LeaderId', 4), ('LeaderEpoch', 4))
+_L1 = (('Port', 4),)
+_L2 = (('ThrottleTimeMs', 4), ('ErrorCode', 2))
 
 
-def _absent(field: str, version: int) -> _EncodeError:
+def _absent(field: str, version: int | str) -> _EncodeError:
     return _EncodeError(
         f'attempted to write a non-default {field} at version {version}', field_path=field
     )
@@ -89,12 +91,12 @@ def _read_CurrentLeader_0(buf: bytes | bytearray | memoryview, pos: int) -> tupl
     # versions 0
     end = len(buf)
     if pos + 8 > end:
-        raise _short_fixed(pos, end, _L_ii)
+        raise _short_fixed(pos, end, _L0)
     v_leader_id, v_leader_epoch = _S_ii.unpack_from(buf, pos)
     pos += 8
     v_host, pos = _rcs(buf, pos, 'Host')
     if pos + 4 > end:
-        raise _short_fixed(pos, end, _L_i)
+        raise _short_fixed(pos, end, _L1)
     v_port, = _S_i.unpack_from(buf, pos)
     pos += 4
     unknown: tuple[tuple[int, bytes], ...] = ()
@@ -109,7 +111,13 @@ def _read_CurrentLeader_0(buf: bytes | bytearray | memoryview, pos: int) -> tupl
             pos += size
         if raw_tags:
             unknown = tuple(raw_tags)
-    return CurrentLeader(v_leader_id, v_leader_epoch, v_host, v_port, unknown), pos
+    o = _new(CurrentLeader)
+    o.leader_id = v_leader_id
+    o.leader_epoch = v_leader_epoch
+    o.host = v_host
+    o.port = v_port
+    o.unknown_tagged_fields = unknown
+    return o, pos
 
 
 def _write_CurrentLeader_0(o: CurrentLeader, out: bytearray) -> None:
@@ -129,10 +137,10 @@ def _read_UpdateRaftVoterResponse_0(buf: bytes | bytearray | memoryview, pos: in
     # versions 0
     end = len(buf)
     if pos + 6 > end:
-        raise _short_fixed(pos, end, _L_ih)
+        raise _short_fixed(pos, end, _L2)
     v_throttle_time_ms, v_error_code = _S_ih.unpack_from(buf, pos)
     pos += 6
-    v_current_leader = CurrentLeader()
+    v_current_leader: CurrentLeader = CurrentLeader()
     unknown: tuple[tuple[int, bytes], ...] = ()
     if pos < end and buf[pos] == 0:
         pos += 1
@@ -153,7 +161,12 @@ def _read_UpdateRaftVoterResponse_0(buf: bytes | bytearray | memoryview, pos: in
             pos += size
         if raw_tags:
             unknown = tuple(raw_tags)
-    return UpdateRaftVoterResponse(v_throttle_time_ms, v_error_code, v_current_leader, unknown), pos
+    o = _new(UpdateRaftVoterResponse)
+    o.throttle_time_ms = v_throttle_time_ms
+    o.error_code = v_error_code
+    o.current_leader = v_current_leader
+    o.unknown_tagged_fields = unknown
+    return o, pos
 
 
 def _write_UpdateRaftVoterResponse_0(o: UpdateRaftVoterResponse, out: bytearray) -> None:

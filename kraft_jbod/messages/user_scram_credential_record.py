@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import struct as _struct
+from typing import Any as _Any
 import uuid as _uuid
 from dataclasses import dataclass as _dataclass, field as _field
 from typing import ClassVar as _ClassVar
@@ -26,13 +27,14 @@ from kraft_jbod.wire.primitives import (
     short_fixed as _short_fixed, uuid_from_bytes as _uuid_from_bytes,
 )
 
+_new = object.__new__
 _S_b = _struct.Struct('>b')
 _S_i = _struct.Struct('>i')
-_L_b = (('Mechanism', 1),)
-_L_i = (('Iterations', 4),)
+_L0 = (('Mechanism', 1),)
+_L1 = (('Iterations', 4),)
 
 
-def _absent(field: str, version: int) -> _EncodeError:
+def _absent(field: str, version: int | str) -> _EncodeError:
     return _EncodeError(
         f'attempted to write a non-default {field} at version {version}', field_path=field
     )
@@ -80,14 +82,14 @@ def _read_UserScramCredentialRecord_0(buf: bytes | bytearray | memoryview, pos: 
     end = len(buf)
     v_name, pos = _rcs(buf, pos, 'Name')
     if pos + 1 > end:
-        raise _short_fixed(pos, end, _L_b)
+        raise _short_fixed(pos, end, _L0)
     v_mechanism, = _S_b.unpack_from(buf, pos)
     pos += 1
     v_salt, pos = _rcb(buf, pos, 'Salt')
     v_stored_key, pos = _rcb(buf, pos, 'StoredKey')
     v_server_key, pos = _rcb(buf, pos, 'ServerKey')
     if pos + 4 > end:
-        raise _short_fixed(pos, end, _L_i)
+        raise _short_fixed(pos, end, _L1)
     v_iterations, = _S_i.unpack_from(buf, pos)
     pos += 4
     unknown: tuple[tuple[int, bytes], ...] = ()
@@ -102,7 +104,15 @@ def _read_UserScramCredentialRecord_0(buf: bytes | bytearray | memoryview, pos: 
             pos += size
         if raw_tags:
             unknown = tuple(raw_tags)
-    return UserScramCredentialRecord(v_name, v_mechanism, v_salt, v_stored_key, v_server_key, v_iterations, unknown), pos
+    o = _new(UserScramCredentialRecord)
+    o.name = v_name
+    o.mechanism = v_mechanism
+    o.salt = v_salt
+    o.stored_key = v_stored_key
+    o.server_key = v_server_key
+    o.iterations = v_iterations
+    o.unknown_tagged_fields = unknown
+    return o, pos
 
 
 def _write_UserScramCredentialRecord_0(o: UserScramCredentialRecord, out: bytearray) -> None:

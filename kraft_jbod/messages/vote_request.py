@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import struct as _struct
+from typing import Any as _Any
 import uuid as _uuid
 from dataclasses import dataclass as _dataclass, field as _field
 from typing import ClassVar as _ClassVar
@@ -26,16 +27,17 @@ from kraft_jbod.wire.primitives import (
     short_fixed as _short_fixed, uuid_from_bytes as _uuid_from_bytes,
 )
 
+_new = object.__new__
 _S_i = _struct.Struct('>i')
 _S_iii16s16siq = _struct.Struct('>iii16s16siq')
 _S_iiiiq = _struct.Struct('>iiiiq')
 _ZERO_UUID = _uuid_from_bytes((0).to_bytes(16, 'big'))
-_L_iiiiq = (('PartitionIndex', 4), ('CandidateEpoch', 4), ('CandidateId', 4), ('LastOffsetEpoch', 4), ('LastOffset', 8))
-_L_iii16s16siq = (('PartitionIndex', 4), ('CandidateEpoch', 4), ('CandidateId', 4), ('CandidateDirectoryId', 16), ('VoterDirectoryId', 16), ('LastOffsetEpoch', 4), ('LastOffset', 8))
-_L_i = (('VoterId', 4),)
+_L0 = (('PartitionIndex', 4), ('CandidateEpoch', 4), ('CandidateId', 4), ('LastOffsetEpoch', 4), ('LastOffset', 8))
+_L1 = (('PartitionIndex', 4), ('CandidateEpoch', 4), ('CandidateId', 4), ('CandidateDirectoryId', 16), ('VoterDirectoryId', 16), ('LastOffsetEpoch', 4), ('LastOffset', 8))
+_L2 = (('VoterId', 4),)
 
 
-def _absent(field: str, version: int) -> _EncodeError:
+def _absent(field: str, version: int | str) -> _EncodeError:
     return _EncodeError(
         f'attempted to write a non-default {field} at version {version}', field_path=field
     )
@@ -102,7 +104,7 @@ def _read_PartitionData_0(buf: bytes | bytearray | memoryview, pos: int) -> tupl
     # versions 0
     end = len(buf)
     if pos + 24 > end:
-        raise _short_fixed(pos, end, _L_iiiiq)
+        raise _short_fixed(pos, end, _L0)
     v_partition_index, v_candidate_epoch, v_candidate_id, v_last_offset_epoch, v_last_offset = _S_iiiiq.unpack_from(buf, pos)
     pos += 24
     unknown: tuple[tuple[int, bytes], ...] = ()
@@ -117,7 +119,16 @@ def _read_PartitionData_0(buf: bytes | bytearray | memoryview, pos: int) -> tupl
             pos += size
         if raw_tags:
             unknown = tuple(raw_tags)
-    return PartitionData(v_partition_index, v_candidate_epoch, v_candidate_id, _ZERO_UUID, _ZERO_UUID, v_last_offset_epoch, v_last_offset, unknown), pos
+    o = _new(PartitionData)
+    o.partition_index = v_partition_index
+    o.candidate_epoch = v_candidate_epoch
+    o.candidate_id = v_candidate_id
+    o.candidate_directory_id = _ZERO_UUID
+    o.voter_directory_id = _ZERO_UUID
+    o.last_offset_epoch = v_last_offset_epoch
+    o.last_offset = v_last_offset
+    o.unknown_tagged_fields = unknown
+    return o, pos
 
 
 def _write_PartitionData_0(o: PartitionData, out: bytearray) -> None:
@@ -133,10 +144,10 @@ def _read_PartitionData_1(buf: bytes | bytearray | memoryview, pos: int) -> tupl
     # versions 1
     end = len(buf)
     if pos + 56 > end:
-        raise _short_fixed(pos, end, _L_iii16s16siq)
-    v_partition_index, v_candidate_epoch, v_candidate_id, v_candidate_directory_id, v_voter_directory_id, v_last_offset_epoch, v_last_offset = _S_iii16s16siq.unpack_from(buf, pos)
-    v_candidate_directory_id = _uuid_from_bytes(v_candidate_directory_id)
-    v_voter_directory_id = _uuid_from_bytes(v_voter_directory_id)
+        raise _short_fixed(pos, end, _L1)
+    v_partition_index, v_candidate_epoch, v_candidate_id, r_candidate_directory_id, r_voter_directory_id, v_last_offset_epoch, v_last_offset = _S_iii16s16siq.unpack_from(buf, pos)
+    v_candidate_directory_id = _uuid_from_bytes(r_candidate_directory_id)
+    v_voter_directory_id = _uuid_from_bytes(r_voter_directory_id)
     pos += 56
     unknown: tuple[tuple[int, bytes], ...] = ()
     if pos < end and buf[pos] == 0:
@@ -150,7 +161,16 @@ def _read_PartitionData_1(buf: bytes | bytearray | memoryview, pos: int) -> tupl
             pos += size
         if raw_tags:
             unknown = tuple(raw_tags)
-    return PartitionData(v_partition_index, v_candidate_epoch, v_candidate_id, v_candidate_directory_id, v_voter_directory_id, v_last_offset_epoch, v_last_offset, unknown), pos
+    o = _new(PartitionData)
+    o.partition_index = v_partition_index
+    o.candidate_epoch = v_candidate_epoch
+    o.candidate_id = v_candidate_id
+    o.candidate_directory_id = v_candidate_directory_id
+    o.voter_directory_id = v_voter_directory_id
+    o.last_offset_epoch = v_last_offset_epoch
+    o.last_offset = v_last_offset
+    o.unknown_tagged_fields = unknown
+    return o, pos
 
 
 def _write_PartitionData_1(o: PartitionData, out: bytearray) -> None:
@@ -166,14 +186,19 @@ def _read_TopicData_0(buf: bytes | bytearray | memoryview, pos: int) -> tuple[To
     # versions 0
     end = len(buf)
     v_topic_name, pos = _rcs(buf, pos, 'TopicName')
-    n_v_partitions, pos = _rcal(buf, pos, 'Partitions')
+    v_partitions: list[PartitionData]
+    n_v_partitions = buf[pos] - 1 if pos < end else -2
+    if 0 <= n_v_partitions < 127 and n_v_partitions <= end - pos:
+        pos += 1
+    else:
+        n_v_partitions, pos = _rcal(buf, pos, 'Partitions')
     v_partitions = []
-    app = v_partitions.append
+    app_v_partitions = v_partitions.append
     i = 0
     try:
         for i in range(n_v_partitions):
-            item, pos = _read_PartitionData_0(buf, pos)
-            app(item)
+            e_v_partitions, pos = _read_PartitionData_0(buf, pos)
+            app_v_partitions(e_v_partitions)
     except _DecodeError as exc:
         raise exc.refine(field=f'Partitions[{i}]')
     unknown: tuple[tuple[int, bytes], ...] = ()
@@ -188,7 +213,11 @@ def _read_TopicData_0(buf: bytes | bytearray | memoryview, pos: int) -> tuple[To
             pos += size
         if raw_tags:
             unknown = tuple(raw_tags)
-    return TopicData(v_topic_name, v_partitions, unknown), pos
+    o = _new(TopicData)
+    o.topic_name = v_topic_name
+    o.partitions = v_partitions
+    o.unknown_tagged_fields = unknown
+    return o, pos
 
 
 def _write_TopicData_0(o: TopicData, out: bytearray) -> None:
@@ -199,8 +228,8 @@ def _write_TopicData_0(o: TopicData, out: bytearray) -> None:
     if o.partitions is None:
         raise _null('Partitions')
     _wcal(out, o.partitions, 'Partitions')
-    for item in o.partitions:
-        _write_PartitionData_0(item, out)
+    for e_partitions in o.partitions:
+        _write_PartitionData_0(e_partitions, out)
     if o.unknown_tagged_fields:
         _wts(out, (), o.unknown_tagged_fields, '_tagged_fields')
     else:
@@ -211,14 +240,19 @@ def _read_TopicData_1(buf: bytes | bytearray | memoryview, pos: int) -> tuple[To
     # versions 1
     end = len(buf)
     v_topic_name, pos = _rcs(buf, pos, 'TopicName')
-    n_v_partitions, pos = _rcal(buf, pos, 'Partitions')
+    v_partitions: list[PartitionData]
+    n_v_partitions = buf[pos] - 1 if pos < end else -2
+    if 0 <= n_v_partitions < 127 and n_v_partitions <= end - pos:
+        pos += 1
+    else:
+        n_v_partitions, pos = _rcal(buf, pos, 'Partitions')
     v_partitions = []
-    app = v_partitions.append
+    app_v_partitions = v_partitions.append
     i = 0
     try:
         for i in range(n_v_partitions):
-            item, pos = _read_PartitionData_1(buf, pos)
-            app(item)
+            e_v_partitions, pos = _read_PartitionData_1(buf, pos)
+            app_v_partitions(e_v_partitions)
     except _DecodeError as exc:
         raise exc.refine(field=f'Partitions[{i}]')
     unknown: tuple[tuple[int, bytes], ...] = ()
@@ -233,7 +267,11 @@ def _read_TopicData_1(buf: bytes | bytearray | memoryview, pos: int) -> tuple[To
             pos += size
         if raw_tags:
             unknown = tuple(raw_tags)
-    return TopicData(v_topic_name, v_partitions, unknown), pos
+    o = _new(TopicData)
+    o.topic_name = v_topic_name
+    o.partitions = v_partitions
+    o.unknown_tagged_fields = unknown
+    return o, pos
 
 
 def _write_TopicData_1(o: TopicData, out: bytearray) -> None:
@@ -244,8 +282,8 @@ def _write_TopicData_1(o: TopicData, out: bytearray) -> None:
     if o.partitions is None:
         raise _null('Partitions')
     _wcal(out, o.partitions, 'Partitions')
-    for item in o.partitions:
-        _write_PartitionData_1(item, out)
+    for e_partitions in o.partitions:
+        _write_PartitionData_1(e_partitions, out)
     if o.unknown_tagged_fields:
         _wts(out, (), o.unknown_tagged_fields, '_tagged_fields')
     else:
@@ -256,14 +294,19 @@ def _read_VoteRequest_0(buf: bytes | bytearray | memoryview, pos: int) -> tuple[
     # versions 0
     end = len(buf)
     v_cluster_id, pos = _rncs(buf, pos, 'ClusterId')
-    n_v_topics, pos = _rcal(buf, pos, 'Topics')
+    v_topics: list[TopicData]
+    n_v_topics = buf[pos] - 1 if pos < end else -2
+    if 0 <= n_v_topics < 127 and n_v_topics <= end - pos:
+        pos += 1
+    else:
+        n_v_topics, pos = _rcal(buf, pos, 'Topics')
     v_topics = []
-    app = v_topics.append
+    app_v_topics = v_topics.append
     i = 0
     try:
         for i in range(n_v_topics):
-            item, pos = _read_TopicData_0(buf, pos)
-            app(item)
+            e_v_topics, pos = _read_TopicData_0(buf, pos)
+            app_v_topics(e_v_topics)
     except _DecodeError as exc:
         raise exc.refine(field=f'Topics[{i}]')
     unknown: tuple[tuple[int, bytes], ...] = ()
@@ -278,7 +321,12 @@ def _read_VoteRequest_0(buf: bytes | bytearray | memoryview, pos: int) -> tuple[
             pos += size
         if raw_tags:
             unknown = tuple(raw_tags)
-    return VoteRequest(v_cluster_id, -1, v_topics, unknown), pos
+    o = _new(VoteRequest)
+    o.cluster_id = v_cluster_id
+    o.voter_id = -1
+    o.topics = v_topics
+    o.unknown_tagged_fields = unknown
+    return o, pos
 
 
 def _write_VoteRequest_0(o: VoteRequest, out: bytearray) -> None:
@@ -287,8 +335,8 @@ def _write_VoteRequest_0(o: VoteRequest, out: bytearray) -> None:
     if o.topics is None:
         raise _null('Topics')
     _wcal(out, o.topics, 'Topics')
-    for item in o.topics:
-        _write_TopicData_0(item, out)
+    for e_topics in o.topics:
+        _write_TopicData_0(e_topics, out)
     if o.unknown_tagged_fields:
         _wts(out, (), o.unknown_tagged_fields, '_tagged_fields')
     else:
@@ -300,17 +348,22 @@ def _read_VoteRequest_1(buf: bytes | bytearray | memoryview, pos: int) -> tuple[
     end = len(buf)
     v_cluster_id, pos = _rncs(buf, pos, 'ClusterId')
     if pos + 4 > end:
-        raise _short_fixed(pos, end, _L_i)
+        raise _short_fixed(pos, end, _L2)
     v_voter_id, = _S_i.unpack_from(buf, pos)
     pos += 4
-    n_v_topics, pos = _rcal(buf, pos, 'Topics')
+    v_topics: list[TopicData]
+    n_v_topics = buf[pos] - 1 if pos < end else -2
+    if 0 <= n_v_topics < 127 and n_v_topics <= end - pos:
+        pos += 1
+    else:
+        n_v_topics, pos = _rcal(buf, pos, 'Topics')
     v_topics = []
-    app = v_topics.append
+    app_v_topics = v_topics.append
     i = 0
     try:
         for i in range(n_v_topics):
-            item, pos = _read_TopicData_1(buf, pos)
-            app(item)
+            e_v_topics, pos = _read_TopicData_1(buf, pos)
+            app_v_topics(e_v_topics)
     except _DecodeError as exc:
         raise exc.refine(field=f'Topics[{i}]')
     unknown: tuple[tuple[int, bytes], ...] = ()
@@ -325,7 +378,12 @@ def _read_VoteRequest_1(buf: bytes | bytearray | memoryview, pos: int) -> tuple[
             pos += size
         if raw_tags:
             unknown = tuple(raw_tags)
-    return VoteRequest(v_cluster_id, v_voter_id, v_topics, unknown), pos
+    o = _new(VoteRequest)
+    o.cluster_id = v_cluster_id
+    o.voter_id = v_voter_id
+    o.topics = v_topics
+    o.unknown_tagged_fields = unknown
+    return o, pos
 
 
 def _write_VoteRequest_1(o: VoteRequest, out: bytearray) -> None:
@@ -335,8 +393,8 @@ def _write_VoteRequest_1(o: VoteRequest, out: bytearray) -> None:
     if o.topics is None:
         raise _null('Topics')
     _wcal(out, o.topics, 'Topics')
-    for item in o.topics:
-        _write_TopicData_1(item, out)
+    for e_topics in o.topics:
+        _write_TopicData_1(e_topics, out)
     if o.unknown_tagged_fields:
         _wts(out, (), o.unknown_tagged_fields, '_tagged_fields')
     else:

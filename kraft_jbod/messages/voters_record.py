@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import struct as _struct
+from typing import Any as _Any
 import uuid as _uuid
 from dataclasses import dataclass as _dataclass, field as _field
 from typing import ClassVar as _ClassVar
@@ -26,18 +27,19 @@ from kraft_jbod.wire.primitives import (
     short_fixed as _short_fixed, uuid_from_bytes as _uuid_from_bytes,
 )
 
+_new = object.__new__
 _S_H = _struct.Struct('>H')
 _S_h = _struct.Struct('>h')
 _S_hh = _struct.Struct('>hh')
 _S_i16s = _struct.Struct('>i16s')
 _ZERO_UUID = _uuid_from_bytes((0).to_bytes(16, 'big'))
-_L_H = (('Port', 2),)
-_L_hh = (('MinSupportedVersion', 2), ('MaxSupportedVersion', 2))
-_L_i16s = (('VoterId', 4), ('VoterDirectoryId', 16))
-_L_h = (('Version', 2),)
+_L0 = (('Port', 2),)
+_L1 = (('MinSupportedVersion', 2), ('MaxSupportedVersion', 2))
+_L2 = (('VoterId', 4), ('VoterDirectoryId', 16))
+_L3 = (('Version', 2),)
 
 
-def _absent(field: str, version: int) -> _EncodeError:
+def _absent(field: str, version: int | str) -> _EncodeError:
     return _EncodeError(
         f'attempted to write a non-default {field} at version {version}', field_path=field
     )
@@ -112,7 +114,7 @@ def _read_Endpoint_0(buf: bytes | bytearray | memoryview, pos: int) -> tuple[End
     v_name, pos = _rcs(buf, pos, 'Name')
     v_host, pos = _rcs(buf, pos, 'Host')
     if pos + 2 > end:
-        raise _short_fixed(pos, end, _L_H)
+        raise _short_fixed(pos, end, _L0)
     v_port, = _S_H.unpack_from(buf, pos)
     pos += 2
     unknown: tuple[tuple[int, bytes], ...] = ()
@@ -127,7 +129,12 @@ def _read_Endpoint_0(buf: bytes | bytearray | memoryview, pos: int) -> tuple[End
             pos += size
         if raw_tags:
             unknown = tuple(raw_tags)
-    return Endpoint(v_name, v_host, v_port, unknown), pos
+    o = _new(Endpoint)
+    o.name = v_name
+    o.host = v_host
+    o.port = v_port
+    o.unknown_tagged_fields = unknown
+    return o, pos
 
 
 def _write_Endpoint_0(o: Endpoint, out: bytearray) -> None:
@@ -149,7 +156,7 @@ def _read_KRaftVersionFeature_0(buf: bytes | bytearray | memoryview, pos: int) -
     # versions 0
     end = len(buf)
     if pos + 4 > end:
-        raise _short_fixed(pos, end, _L_hh)
+        raise _short_fixed(pos, end, _L1)
     v_min_supported_version, v_max_supported_version = _S_hh.unpack_from(buf, pos)
     pos += 4
     unknown: tuple[tuple[int, bytes], ...] = ()
@@ -164,7 +171,11 @@ def _read_KRaftVersionFeature_0(buf: bytes | bytearray | memoryview, pos: int) -
             pos += size
         if raw_tags:
             unknown = tuple(raw_tags)
-    return KRaftVersionFeature(v_min_supported_version, v_max_supported_version, unknown), pos
+    o = _new(KRaftVersionFeature)
+    o.min_supported_version = v_min_supported_version
+    o.max_supported_version = v_max_supported_version
+    o.unknown_tagged_fields = unknown
+    return o, pos
 
 
 def _write_KRaftVersionFeature_0(o: KRaftVersionFeature, out: bytearray) -> None:
@@ -180,18 +191,23 @@ def _read_Voter_0(buf: bytes | bytearray | memoryview, pos: int) -> tuple[Voter,
     # versions 0
     end = len(buf)
     if pos + 20 > end:
-        raise _short_fixed(pos, end, _L_i16s)
-    v_voter_id, v_voter_directory_id = _S_i16s.unpack_from(buf, pos)
-    v_voter_directory_id = _uuid_from_bytes(v_voter_directory_id)
+        raise _short_fixed(pos, end, _L2)
+    v_voter_id, r_voter_directory_id = _S_i16s.unpack_from(buf, pos)
+    v_voter_directory_id = _uuid_from_bytes(r_voter_directory_id)
     pos += 20
-    n_v_endpoints, pos = _rcal(buf, pos, 'Endpoints')
+    v_endpoints: list[Endpoint]
+    n_v_endpoints = buf[pos] - 1 if pos < end else -2
+    if 0 <= n_v_endpoints < 127 and n_v_endpoints <= end - pos:
+        pos += 1
+    else:
+        n_v_endpoints, pos = _rcal(buf, pos, 'Endpoints')
     v_endpoints = []
-    app = v_endpoints.append
+    app_v_endpoints = v_endpoints.append
     i = 0
     try:
         for i in range(n_v_endpoints):
-            item, pos = _read_Endpoint_0(buf, pos)
-            app(item)
+            e_v_endpoints, pos = _read_Endpoint_0(buf, pos)
+            app_v_endpoints(e_v_endpoints)
     except _DecodeError as exc:
         raise exc.refine(field=f'Endpoints[{i}]')
     try:
@@ -210,7 +226,13 @@ def _read_Voter_0(buf: bytes | bytearray | memoryview, pos: int) -> tuple[Voter,
             pos += size
         if raw_tags:
             unknown = tuple(raw_tags)
-    return Voter(v_voter_id, v_voter_directory_id, v_endpoints, v_k_raft_version_feature, unknown), pos
+    o = _new(Voter)
+    o.voter_id = v_voter_id
+    o.voter_directory_id = v_voter_directory_id
+    o.endpoints = v_endpoints
+    o.k_raft_version_feature = v_k_raft_version_feature
+    o.unknown_tagged_fields = unknown
+    return o, pos
 
 
 def _write_Voter_0(o: Voter, out: bytearray) -> None:
@@ -219,8 +241,8 @@ def _write_Voter_0(o: Voter, out: bytearray) -> None:
     if o.endpoints is None:
         raise _null('Endpoints')
     _wcal(out, o.endpoints, 'Endpoints')
-    for item in o.endpoints:
-        _write_Endpoint_0(item, out)
+    for e_endpoints in o.endpoints:
+        _write_Endpoint_0(e_endpoints, out)
     if o.k_raft_version_feature is None:
         raise _null('KRaftVersionFeature')
     _write_KRaftVersionFeature_0(o.k_raft_version_feature, out)
@@ -234,17 +256,22 @@ def _read_VotersRecord_0(buf: bytes | bytearray | memoryview, pos: int) -> tuple
     # versions 0
     end = len(buf)
     if pos + 2 > end:
-        raise _short_fixed(pos, end, _L_h)
+        raise _short_fixed(pos, end, _L3)
     v_version, = _S_h.unpack_from(buf, pos)
     pos += 2
-    n_v_voters, pos = _rcal(buf, pos, 'Voters')
+    v_voters: list[Voter]
+    n_v_voters = buf[pos] - 1 if pos < end else -2
+    if 0 <= n_v_voters < 127 and n_v_voters <= end - pos:
+        pos += 1
+    else:
+        n_v_voters, pos = _rcal(buf, pos, 'Voters')
     v_voters = []
-    app = v_voters.append
+    app_v_voters = v_voters.append
     i = 0
     try:
         for i in range(n_v_voters):
-            item, pos = _read_Voter_0(buf, pos)
-            app(item)
+            e_v_voters, pos = _read_Voter_0(buf, pos)
+            app_v_voters(e_v_voters)
     except _DecodeError as exc:
         raise exc.refine(field=f'Voters[{i}]')
     unknown: tuple[tuple[int, bytes], ...] = ()
@@ -259,7 +286,11 @@ def _read_VotersRecord_0(buf: bytes | bytearray | memoryview, pos: int) -> tuple
             pos += size
         if raw_tags:
             unknown = tuple(raw_tags)
-    return VotersRecord(v_version, v_voters, unknown), pos
+    o = _new(VotersRecord)
+    o.version = v_version
+    o.voters = v_voters
+    o.unknown_tagged_fields = unknown
+    return o, pos
 
 
 def _write_VotersRecord_0(o: VotersRecord, out: bytearray) -> None:
@@ -268,8 +299,8 @@ def _write_VotersRecord_0(o: VotersRecord, out: bytearray) -> None:
     if o.voters is None:
         raise _null('Voters')
     _wcal(out, o.voters, 'Voters')
-    for item in o.voters:
-        _write_Voter_0(item, out)
+    for e_voters in o.voters:
+        _write_Voter_0(e_voters, out)
     if o.unknown_tagged_fields:
         _wts(out, (), o.unknown_tagged_fields, '_tagged_fields')
     else:

@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import struct as _struct
+from typing import Any as _Any
 import uuid as _uuid
 from dataclasses import dataclass as _dataclass, field as _field
 from typing import ClassVar as _ClassVar
@@ -26,16 +27,17 @@ from kraft_jbod.wire.primitives import (
     short_fixed as _short_fixed, uuid_from_bytes as _uuid_from_bytes,
 )
 
+_new = object.__new__
 _S_16s = _struct.Struct('>16s')
 _S_iiiq = _struct.Struct('>iiiq')
 _S_qqbh = _struct.Struct('>qqbh')
 _ZERO_UUID = _uuid_from_bytes((0).to_bytes(16, 'big'))
-_L_qqbh = (('FirstOffset', 8), ('LastOffset', 8), ('DeliveryState', 1), ('DeliveryCount', 2))
-_L_iiiq = (('Partition', 4), ('StateEpoch', 4), ('LeaderEpoch', 4), ('StartOffset', 8))
-_L_16s = (('TopicId', 16),)
+_L0 = (('FirstOffset', 8), ('LastOffset', 8), ('DeliveryState', 1), ('DeliveryCount', 2))
+_L1 = (('Partition', 4), ('StateEpoch', 4), ('LeaderEpoch', 4), ('StartOffset', 8))
+_L2 = (('TopicId', 16),)
 
 
-def _absent(field: str, version: int) -> _EncodeError:
+def _absent(field: str, version: int | str) -> _EncodeError:
     return _EncodeError(
         f'attempted to write a non-default {field} at version {version}', field_path=field
     )
@@ -110,7 +112,7 @@ def _read_StateBatch_0(buf: bytes | bytearray | memoryview, pos: int) -> tuple[S
     # versions 0
     end = len(buf)
     if pos + 19 > end:
-        raise _short_fixed(pos, end, _L_qqbh)
+        raise _short_fixed(pos, end, _L0)
     v_first_offset, v_last_offset, v_delivery_state, v_delivery_count = _S_qqbh.unpack_from(buf, pos)
     pos += 19
     unknown: tuple[tuple[int, bytes], ...] = ()
@@ -125,7 +127,13 @@ def _read_StateBatch_0(buf: bytes | bytearray | memoryview, pos: int) -> tuple[S
             pos += size
         if raw_tags:
             unknown = tuple(raw_tags)
-    return StateBatch(v_first_offset, v_last_offset, v_delivery_state, v_delivery_count, unknown), pos
+    o = _new(StateBatch)
+    o.first_offset = v_first_offset
+    o.last_offset = v_last_offset
+    o.delivery_state = v_delivery_state
+    o.delivery_count = v_delivery_count
+    o.unknown_tagged_fields = unknown
+    return o, pos
 
 
 def _write_StateBatch_0(o: StateBatch, out: bytearray) -> None:
@@ -141,17 +149,22 @@ def _read_PartitionData_0(buf: bytes | bytearray | memoryview, pos: int) -> tupl
     # versions 0
     end = len(buf)
     if pos + 20 > end:
-        raise _short_fixed(pos, end, _L_iiiq)
+        raise _short_fixed(pos, end, _L1)
     v_partition, v_state_epoch, v_leader_epoch, v_start_offset = _S_iiiq.unpack_from(buf, pos)
     pos += 20
-    n_v_state_batches, pos = _rcal(buf, pos, 'StateBatches')
+    v_state_batches: list[StateBatch]
+    n_v_state_batches = buf[pos] - 1 if pos < end else -2
+    if 0 <= n_v_state_batches < 127 and n_v_state_batches <= end - pos:
+        pos += 1
+    else:
+        n_v_state_batches, pos = _rcal(buf, pos, 'StateBatches')
     v_state_batches = []
-    app = v_state_batches.append
+    app_v_state_batches = v_state_batches.append
     i = 0
     try:
         for i in range(n_v_state_batches):
-            item, pos = _read_StateBatch_0(buf, pos)
-            app(item)
+            e_v_state_batches, pos = _read_StateBatch_0(buf, pos)
+            app_v_state_batches(e_v_state_batches)
     except _DecodeError as exc:
         raise exc.refine(field=f'StateBatches[{i}]')
     unknown: tuple[tuple[int, bytes], ...] = ()
@@ -166,7 +179,14 @@ def _read_PartitionData_0(buf: bytes | bytearray | memoryview, pos: int) -> tupl
             pos += size
         if raw_tags:
             unknown = tuple(raw_tags)
-    return PartitionData(v_partition, v_state_epoch, v_leader_epoch, v_start_offset, v_state_batches, unknown), pos
+    o = _new(PartitionData)
+    o.partition = v_partition
+    o.state_epoch = v_state_epoch
+    o.leader_epoch = v_leader_epoch
+    o.start_offset = v_start_offset
+    o.state_batches = v_state_batches
+    o.unknown_tagged_fields = unknown
+    return o, pos
 
 
 def _write_PartitionData_0(o: PartitionData, out: bytearray) -> None:
@@ -175,8 +195,8 @@ def _write_PartitionData_0(o: PartitionData, out: bytearray) -> None:
     if o.state_batches is None:
         raise _null('StateBatches')
     _wcal(out, o.state_batches, 'StateBatches')
-    for item in o.state_batches:
-        _write_StateBatch_0(item, out)
+    for e_state_batches in o.state_batches:
+        _write_StateBatch_0(e_state_batches, out)
     if o.unknown_tagged_fields:
         _wts(out, (), o.unknown_tagged_fields, '_tagged_fields')
     else:
@@ -187,18 +207,23 @@ def _read_WriteStateData_0(buf: bytes | bytearray | memoryview, pos: int) -> tup
     # versions 0
     end = len(buf)
     if pos + 16 > end:
-        raise _short_fixed(pos, end, _L_16s)
-    v_topic_id, = _S_16s.unpack_from(buf, pos)
-    v_topic_id = _uuid_from_bytes(v_topic_id)
+        raise _short_fixed(pos, end, _L2)
+    r_topic_id, = _S_16s.unpack_from(buf, pos)
+    v_topic_id = _uuid_from_bytes(r_topic_id)
     pos += 16
-    n_v_partitions, pos = _rcal(buf, pos, 'Partitions')
+    v_partitions: list[PartitionData]
+    n_v_partitions = buf[pos] - 1 if pos < end else -2
+    if 0 <= n_v_partitions < 127 and n_v_partitions <= end - pos:
+        pos += 1
+    else:
+        n_v_partitions, pos = _rcal(buf, pos, 'Partitions')
     v_partitions = []
-    app = v_partitions.append
+    app_v_partitions = v_partitions.append
     i = 0
     try:
         for i in range(n_v_partitions):
-            item, pos = _read_PartitionData_0(buf, pos)
-            app(item)
+            e_v_partitions, pos = _read_PartitionData_0(buf, pos)
+            app_v_partitions(e_v_partitions)
     except _DecodeError as exc:
         raise exc.refine(field=f'Partitions[{i}]')
     unknown: tuple[tuple[int, bytes], ...] = ()
@@ -213,7 +238,11 @@ def _read_WriteStateData_0(buf: bytes | bytearray | memoryview, pos: int) -> tup
             pos += size
         if raw_tags:
             unknown = tuple(raw_tags)
-    return WriteStateData(v_topic_id, v_partitions, unknown), pos
+    o = _new(WriteStateData)
+    o.topic_id = v_topic_id
+    o.partitions = v_partitions
+    o.unknown_tagged_fields = unknown
+    return o, pos
 
 
 def _write_WriteStateData_0(o: WriteStateData, out: bytearray) -> None:
@@ -222,8 +251,8 @@ def _write_WriteStateData_0(o: WriteStateData, out: bytearray) -> None:
     if o.partitions is None:
         raise _null('Partitions')
     _wcal(out, o.partitions, 'Partitions')
-    for item in o.partitions:
-        _write_PartitionData_0(item, out)
+    for e_partitions in o.partitions:
+        _write_PartitionData_0(e_partitions, out)
     if o.unknown_tagged_fields:
         _wts(out, (), o.unknown_tagged_fields, '_tagged_fields')
     else:
@@ -234,14 +263,19 @@ def _read_WriteShareGroupStateRequest_0(buf: bytes | bytearray | memoryview, pos
     # versions 0
     end = len(buf)
     v_group_id, pos = _rcs(buf, pos, 'GroupId')
-    n_v_topics, pos = _rcal(buf, pos, 'Topics')
+    v_topics: list[WriteStateData]
+    n_v_topics = buf[pos] - 1 if pos < end else -2
+    if 0 <= n_v_topics < 127 and n_v_topics <= end - pos:
+        pos += 1
+    else:
+        n_v_topics, pos = _rcal(buf, pos, 'Topics')
     v_topics = []
-    app = v_topics.append
+    app_v_topics = v_topics.append
     i = 0
     try:
         for i in range(n_v_topics):
-            item, pos = _read_WriteStateData_0(buf, pos)
-            app(item)
+            e_v_topics, pos = _read_WriteStateData_0(buf, pos)
+            app_v_topics(e_v_topics)
     except _DecodeError as exc:
         raise exc.refine(field=f'Topics[{i}]')
     unknown: tuple[tuple[int, bytes], ...] = ()
@@ -256,7 +290,11 @@ def _read_WriteShareGroupStateRequest_0(buf: bytes | bytearray | memoryview, pos
             pos += size
         if raw_tags:
             unknown = tuple(raw_tags)
-    return WriteShareGroupStateRequest(v_group_id, v_topics, unknown), pos
+    o = _new(WriteShareGroupStateRequest)
+    o.group_id = v_group_id
+    o.topics = v_topics
+    o.unknown_tagged_fields = unknown
+    return o, pos
 
 
 def _write_WriteShareGroupStateRequest_0(o: WriteShareGroupStateRequest, out: bytearray) -> None:
@@ -267,8 +305,8 @@ def _write_WriteShareGroupStateRequest_0(o: WriteShareGroupStateRequest, out: by
     if o.topics is None:
         raise _null('Topics')
     _wcal(out, o.topics, 'Topics')
-    for item in o.topics:
-        _write_WriteStateData_0(item, out)
+    for e_topics in o.topics:
+        _write_WriteStateData_0(e_topics, out)
     if o.unknown_tagged_fields:
         _wts(out, (), o.unknown_tagged_fields, '_tagged_fields')
     else:

@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import struct as _struct
+from typing import Any as _Any
 import uuid as _uuid
 from dataclasses import dataclass as _dataclass, field as _field
 from typing import ClassVar as _ClassVar
@@ -26,13 +27,14 @@ from kraft_jbod.wire.primitives import (
     short_fixed as _short_fixed, uuid_from_bytes as _uuid_from_bytes,
 )
 
+_new = object.__new__
 _S_i = _struct.Struct('>i')
 _S_qh_ = _struct.Struct('>qh?')
-_L_qh_ = (('ProducerId', 8), ('ProducerEpoch', 2), ('TransactionResult', 1))
-_L_i = (('CoordinatorEpoch', 4),)
+_L0 = (('ProducerId', 8), ('ProducerEpoch', 2), ('TransactionResult', 1))
+_L1 = (('CoordinatorEpoch', 4),)
 
 
-def _absent(field: str, version: int) -> _EncodeError:
+def _absent(field: str, version: int | str) -> _EncodeError:
     return _EncodeError(
         f'attempted to write a non-default {field} at version {version}', field_path=field
     )
@@ -95,9 +97,14 @@ def _read_WritableTxnMarkerTopic_0(buf: bytes | bytearray | memoryview, pos: int
     # versions 0
     end = len(buf)
     v_name, pos = _rs(buf, pos, 'Name')
+    v_partition_indexes: list[int]
     n_v_partition_indexes, pos = _ral(buf, pos, 'PartitionIndexes')
-    v_partition_indexes, pos = _rfa(buf, pos, n_v_partition_indexes, _S_i, 'PartitionIndexes')
-    return WritableTxnMarkerTopic(v_name, v_partition_indexes, ()), pos
+    v_partition_indexes, pos = _rfa(buf, pos, n_v_partition_indexes, 'i', 'PartitionIndexes')
+    o = _new(WritableTxnMarkerTopic)
+    o.name = v_name
+    o.partition_indexes = v_partition_indexes
+    o.unknown_tagged_fields = ()
+    return o, pos
 
 
 def _write_WritableTxnMarkerTopic_0(o: WritableTxnMarkerTopic, out: bytearray) -> None:
@@ -117,8 +124,13 @@ def _read_WritableTxnMarkerTopic_1(buf: bytes | bytearray | memoryview, pos: int
     # versions 1
     end = len(buf)
     v_name, pos = _rcs(buf, pos, 'Name')
-    n_v_partition_indexes, pos = _rcal(buf, pos, 'PartitionIndexes')
-    v_partition_indexes, pos = _rfa(buf, pos, n_v_partition_indexes, _S_i, 'PartitionIndexes')
+    v_partition_indexes: list[int]
+    n_v_partition_indexes = buf[pos] - 1 if pos < end else -2
+    if 0 <= n_v_partition_indexes < 127 and n_v_partition_indexes <= end - pos:
+        pos += 1
+    else:
+        n_v_partition_indexes, pos = _rcal(buf, pos, 'PartitionIndexes')
+    v_partition_indexes, pos = _rfa(buf, pos, n_v_partition_indexes, 'i', 'PartitionIndexes')
     unknown: tuple[tuple[int, bytes], ...] = ()
     if pos < end and buf[pos] == 0:
         pos += 1
@@ -131,7 +143,11 @@ def _read_WritableTxnMarkerTopic_1(buf: bytes | bytearray | memoryview, pos: int
             pos += size
         if raw_tags:
             unknown = tuple(raw_tags)
-    return WritableTxnMarkerTopic(v_name, v_partition_indexes, unknown), pos
+    o = _new(WritableTxnMarkerTopic)
+    o.name = v_name
+    o.partition_indexes = v_partition_indexes
+    o.unknown_tagged_fields = unknown
+    return o, pos
 
 
 def _write_WritableTxnMarkerTopic_1(o: WritableTxnMarkerTopic, out: bytearray) -> None:
@@ -153,34 +169,42 @@ def _read_WritableTxnMarker_0(buf: bytes | bytearray | memoryview, pos: int) -> 
     # versions 0
     end = len(buf)
     if pos + 11 > end:
-        raise _short_fixed(pos, end, _L_qh_)
+        raise _short_fixed(pos, end, _L0)
     v_producer_id, v_producer_epoch, v_transaction_result = _S_qh_.unpack_from(buf, pos)
     pos += 11
+    v_topics: list[WritableTxnMarkerTopic]
     n_v_topics, pos = _ral(buf, pos, 'Topics')
     v_topics = []
-    app = v_topics.append
+    app_v_topics = v_topics.append
     i = 0
     try:
         for i in range(n_v_topics):
-            item, pos = _read_WritableTxnMarkerTopic_0(buf, pos)
-            app(item)
+            e_v_topics, pos = _read_WritableTxnMarkerTopic_0(buf, pos)
+            app_v_topics(e_v_topics)
     except _DecodeError as exc:
         raise exc.refine(field=f'Topics[{i}]')
     if pos + 4 > end:
-        raise _short_fixed(pos, end, _L_i)
+        raise _short_fixed(pos, end, _L1)
     v_coordinator_epoch, = _S_i.unpack_from(buf, pos)
     pos += 4
-    return WritableTxnMarker(v_producer_id, v_producer_epoch, v_transaction_result, v_topics, v_coordinator_epoch, ()), pos
+    o = _new(WritableTxnMarker)
+    o.producer_id = v_producer_id
+    o.producer_epoch = v_producer_epoch
+    o.transaction_result = v_transaction_result
+    o.topics = v_topics
+    o.coordinator_epoch = v_coordinator_epoch
+    o.unknown_tagged_fields = ()
+    return o, pos
 
 
 def _write_WritableTxnMarker_0(o: WritableTxnMarker, out: bytearray) -> None:
     # versions 0
-    out += _S_qh_.pack(o.producer_id, o.producer_epoch, _bool(o.transaction_result, 'TransactionResult'))
+    out += _S_qh_.pack(o.producer_id, o.producer_epoch, (o.transaction_result if o.transaction_result.__class__ is bool else _bool(o.transaction_result, 'TransactionResult')))
     if o.topics is None:
         raise _null('Topics')
     _wal(out, o.topics, 'Topics')
-    for item in o.topics:
-        _write_WritableTxnMarkerTopic_0(item, out)
+    for e_topics in o.topics:
+        _write_WritableTxnMarkerTopic_0(e_topics, out)
     out += _S_i.pack(o.coordinator_epoch)
     if o.unknown_tagged_fields:
         raise _EncodeError('tagged fields cannot be written at non-flexible version 0')
@@ -190,21 +214,26 @@ def _read_WritableTxnMarker_1(buf: bytes | bytearray | memoryview, pos: int) -> 
     # versions 1
     end = len(buf)
     if pos + 11 > end:
-        raise _short_fixed(pos, end, _L_qh_)
+        raise _short_fixed(pos, end, _L0)
     v_producer_id, v_producer_epoch, v_transaction_result = _S_qh_.unpack_from(buf, pos)
     pos += 11
-    n_v_topics, pos = _rcal(buf, pos, 'Topics')
+    v_topics: list[WritableTxnMarkerTopic]
+    n_v_topics = buf[pos] - 1 if pos < end else -2
+    if 0 <= n_v_topics < 127 and n_v_topics <= end - pos:
+        pos += 1
+    else:
+        n_v_topics, pos = _rcal(buf, pos, 'Topics')
     v_topics = []
-    app = v_topics.append
+    app_v_topics = v_topics.append
     i = 0
     try:
         for i in range(n_v_topics):
-            item, pos = _read_WritableTxnMarkerTopic_1(buf, pos)
-            app(item)
+            e_v_topics, pos = _read_WritableTxnMarkerTopic_1(buf, pos)
+            app_v_topics(e_v_topics)
     except _DecodeError as exc:
         raise exc.refine(field=f'Topics[{i}]')
     if pos + 4 > end:
-        raise _short_fixed(pos, end, _L_i)
+        raise _short_fixed(pos, end, _L1)
     v_coordinator_epoch, = _S_i.unpack_from(buf, pos)
     pos += 4
     unknown: tuple[tuple[int, bytes], ...] = ()
@@ -219,17 +248,24 @@ def _read_WritableTxnMarker_1(buf: bytes | bytearray | memoryview, pos: int) -> 
             pos += size
         if raw_tags:
             unknown = tuple(raw_tags)
-    return WritableTxnMarker(v_producer_id, v_producer_epoch, v_transaction_result, v_topics, v_coordinator_epoch, unknown), pos
+    o = _new(WritableTxnMarker)
+    o.producer_id = v_producer_id
+    o.producer_epoch = v_producer_epoch
+    o.transaction_result = v_transaction_result
+    o.topics = v_topics
+    o.coordinator_epoch = v_coordinator_epoch
+    o.unknown_tagged_fields = unknown
+    return o, pos
 
 
 def _write_WritableTxnMarker_1(o: WritableTxnMarker, out: bytearray) -> None:
     # versions 1
-    out += _S_qh_.pack(o.producer_id, o.producer_epoch, _bool(o.transaction_result, 'TransactionResult'))
+    out += _S_qh_.pack(o.producer_id, o.producer_epoch, (o.transaction_result if o.transaction_result.__class__ is bool else _bool(o.transaction_result, 'TransactionResult')))
     if o.topics is None:
         raise _null('Topics')
     _wcal(out, o.topics, 'Topics')
-    for item in o.topics:
-        _write_WritableTxnMarkerTopic_1(item, out)
+    for e_topics in o.topics:
+        _write_WritableTxnMarkerTopic_1(e_topics, out)
     out += _S_i.pack(o.coordinator_epoch)
     if o.unknown_tagged_fields:
         _wts(out, (), o.unknown_tagged_fields, '_tagged_fields')
@@ -240,17 +276,21 @@ def _write_WritableTxnMarker_1(o: WritableTxnMarker, out: bytearray) -> None:
 def _read_WriteTxnMarkersRequest_0(buf: bytes | bytearray | memoryview, pos: int) -> tuple[WriteTxnMarkersRequest, int]:
     # versions 0
     end = len(buf)
+    v_markers: list[WritableTxnMarker]
     n_v_markers, pos = _ral(buf, pos, 'Markers')
     v_markers = []
-    app = v_markers.append
+    app_v_markers = v_markers.append
     i = 0
     try:
         for i in range(n_v_markers):
-            item, pos = _read_WritableTxnMarker_0(buf, pos)
-            app(item)
+            e_v_markers, pos = _read_WritableTxnMarker_0(buf, pos)
+            app_v_markers(e_v_markers)
     except _DecodeError as exc:
         raise exc.refine(field=f'Markers[{i}]')
-    return WriteTxnMarkersRequest(v_markers, ()), pos
+    o = _new(WriteTxnMarkersRequest)
+    o.markers = v_markers
+    o.unknown_tagged_fields = ()
+    return o, pos
 
 
 def _write_WriteTxnMarkersRequest_0(o: WriteTxnMarkersRequest, out: bytearray) -> None:
@@ -258,8 +298,8 @@ def _write_WriteTxnMarkersRequest_0(o: WriteTxnMarkersRequest, out: bytearray) -
     if o.markers is None:
         raise _null('Markers')
     _wal(out, o.markers, 'Markers')
-    for item in o.markers:
-        _write_WritableTxnMarker_0(item, out)
+    for e_markers in o.markers:
+        _write_WritableTxnMarker_0(e_markers, out)
     if o.unknown_tagged_fields:
         raise _EncodeError('tagged fields cannot be written at non-flexible version 0')
 
@@ -267,14 +307,19 @@ def _write_WriteTxnMarkersRequest_0(o: WriteTxnMarkersRequest, out: bytearray) -
 def _read_WriteTxnMarkersRequest_1(buf: bytes | bytearray | memoryview, pos: int) -> tuple[WriteTxnMarkersRequest, int]:
     # versions 1
     end = len(buf)
-    n_v_markers, pos = _rcal(buf, pos, 'Markers')
+    v_markers: list[WritableTxnMarker]
+    n_v_markers = buf[pos] - 1 if pos < end else -2
+    if 0 <= n_v_markers < 127 and n_v_markers <= end - pos:
+        pos += 1
+    else:
+        n_v_markers, pos = _rcal(buf, pos, 'Markers')
     v_markers = []
-    app = v_markers.append
+    app_v_markers = v_markers.append
     i = 0
     try:
         for i in range(n_v_markers):
-            item, pos = _read_WritableTxnMarker_1(buf, pos)
-            app(item)
+            e_v_markers, pos = _read_WritableTxnMarker_1(buf, pos)
+            app_v_markers(e_v_markers)
     except _DecodeError as exc:
         raise exc.refine(field=f'Markers[{i}]')
     unknown: tuple[tuple[int, bytes], ...] = ()
@@ -289,7 +334,10 @@ def _read_WriteTxnMarkersRequest_1(buf: bytes | bytearray | memoryview, pos: int
             pos += size
         if raw_tags:
             unknown = tuple(raw_tags)
-    return WriteTxnMarkersRequest(v_markers, unknown), pos
+    o = _new(WriteTxnMarkersRequest)
+    o.markers = v_markers
+    o.unknown_tagged_fields = unknown
+    return o, pos
 
 
 def _write_WriteTxnMarkersRequest_1(o: WriteTxnMarkersRequest, out: bytearray) -> None:
@@ -297,8 +345,8 @@ def _write_WriteTxnMarkersRequest_1(o: WriteTxnMarkersRequest, out: bytearray) -
     if o.markers is None:
         raise _null('Markers')
     _wcal(out, o.markers, 'Markers')
-    for item in o.markers:
-        _write_WritableTxnMarker_1(item, out)
+    for e_markers in o.markers:
+        _write_WritableTxnMarker_1(e_markers, out)
     if o.unknown_tagged_fields:
         _wts(out, (), o.unknown_tagged_fields, '_tagged_fields')
     else:

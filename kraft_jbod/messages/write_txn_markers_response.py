@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import struct as _struct
+from typing import Any as _Any
 import uuid as _uuid
 from dataclasses import dataclass as _dataclass, field as _field
 from typing import ClassVar as _ClassVar
@@ -26,13 +27,14 @@ from kraft_jbod.wire.primitives import (
     short_fixed as _short_fixed, uuid_from_bytes as _uuid_from_bytes,
 )
 
+_new = object.__new__
 _S_ih = _struct.Struct('>ih')
 _S_q = _struct.Struct('>q')
-_L_ih = (('PartitionIndex', 4), ('ErrorCode', 2))
-_L_q = (('ProducerId', 8),)
+_L0 = (('PartitionIndex', 4), ('ErrorCode', 2))
+_L1 = (('ProducerId', 8),)
 
 
-def _absent(field: str, version: int) -> _EncodeError:
+def _absent(field: str, version: int | str) -> _EncodeError:
     return _EncodeError(
         f'attempted to write a non-default {field} at version {version}', field_path=field
     )
@@ -101,10 +103,14 @@ def _read_WritableTxnMarkerPartitionResult_0(buf: bytes | bytearray | memoryview
     # versions 0
     end = len(buf)
     if pos + 6 > end:
-        raise _short_fixed(pos, end, _L_ih)
+        raise _short_fixed(pos, end, _L0)
     v_partition_index, v_error_code = _S_ih.unpack_from(buf, pos)
     pos += 6
-    return WritableTxnMarkerPartitionResult(v_partition_index, v_error_code, ()), pos
+    o = _new(WritableTxnMarkerPartitionResult)
+    o.partition_index = v_partition_index
+    o.error_code = v_error_code
+    o.unknown_tagged_fields = ()
+    return o, pos
 
 
 def _write_WritableTxnMarkerPartitionResult_0(o: WritableTxnMarkerPartitionResult, out: bytearray) -> None:
@@ -118,7 +124,7 @@ def _read_WritableTxnMarkerPartitionResult_1(buf: bytes | bytearray | memoryview
     # versions 1
     end = len(buf)
     if pos + 6 > end:
-        raise _short_fixed(pos, end, _L_ih)
+        raise _short_fixed(pos, end, _L0)
     v_partition_index, v_error_code = _S_ih.unpack_from(buf, pos)
     pos += 6
     unknown: tuple[tuple[int, bytes], ...] = ()
@@ -133,7 +139,11 @@ def _read_WritableTxnMarkerPartitionResult_1(buf: bytes | bytearray | memoryview
             pos += size
         if raw_tags:
             unknown = tuple(raw_tags)
-    return WritableTxnMarkerPartitionResult(v_partition_index, v_error_code, unknown), pos
+    o = _new(WritableTxnMarkerPartitionResult)
+    o.partition_index = v_partition_index
+    o.error_code = v_error_code
+    o.unknown_tagged_fields = unknown
+    return o, pos
 
 
 def _write_WritableTxnMarkerPartitionResult_1(o: WritableTxnMarkerPartitionResult, out: bytearray) -> None:
@@ -149,17 +159,22 @@ def _read_WritableTxnMarkerTopicResult_0(buf: bytes | bytearray | memoryview, po
     # versions 0
     end = len(buf)
     v_name, pos = _rs(buf, pos, 'Name')
+    v_partitions: list[WritableTxnMarkerPartitionResult]
     n_v_partitions, pos = _ral(buf, pos, 'Partitions')
     v_partitions = []
-    app = v_partitions.append
+    app_v_partitions = v_partitions.append
     i = 0
     try:
         for i in range(n_v_partitions):
-            item, pos = _read_WritableTxnMarkerPartitionResult_0(buf, pos)
-            app(item)
+            e_v_partitions, pos = _read_WritableTxnMarkerPartitionResult_0(buf, pos)
+            app_v_partitions(e_v_partitions)
     except _DecodeError as exc:
         raise exc.refine(field=f'Partitions[{i}]')
-    return WritableTxnMarkerTopicResult(v_name, v_partitions, ()), pos
+    o = _new(WritableTxnMarkerTopicResult)
+    o.name = v_name
+    o.partitions = v_partitions
+    o.unknown_tagged_fields = ()
+    return o, pos
 
 
 def _write_WritableTxnMarkerTopicResult_0(o: WritableTxnMarkerTopicResult, out: bytearray) -> None:
@@ -170,8 +185,8 @@ def _write_WritableTxnMarkerTopicResult_0(o: WritableTxnMarkerTopicResult, out: 
     if o.partitions is None:
         raise _null('Partitions')
     _wal(out, o.partitions, 'Partitions')
-    for item in o.partitions:
-        _write_WritableTxnMarkerPartitionResult_0(item, out)
+    for e_partitions in o.partitions:
+        _write_WritableTxnMarkerPartitionResult_0(e_partitions, out)
     if o.unknown_tagged_fields:
         raise _EncodeError('tagged fields cannot be written at non-flexible version 0')
 
@@ -180,14 +195,19 @@ def _read_WritableTxnMarkerTopicResult_1(buf: bytes | bytearray | memoryview, po
     # versions 1
     end = len(buf)
     v_name, pos = _rcs(buf, pos, 'Name')
-    n_v_partitions, pos = _rcal(buf, pos, 'Partitions')
+    v_partitions: list[WritableTxnMarkerPartitionResult]
+    n_v_partitions = buf[pos] - 1 if pos < end else -2
+    if 0 <= n_v_partitions < 127 and n_v_partitions <= end - pos:
+        pos += 1
+    else:
+        n_v_partitions, pos = _rcal(buf, pos, 'Partitions')
     v_partitions = []
-    app = v_partitions.append
+    app_v_partitions = v_partitions.append
     i = 0
     try:
         for i in range(n_v_partitions):
-            item, pos = _read_WritableTxnMarkerPartitionResult_1(buf, pos)
-            app(item)
+            e_v_partitions, pos = _read_WritableTxnMarkerPartitionResult_1(buf, pos)
+            app_v_partitions(e_v_partitions)
     except _DecodeError as exc:
         raise exc.refine(field=f'Partitions[{i}]')
     unknown: tuple[tuple[int, bytes], ...] = ()
@@ -202,7 +222,11 @@ def _read_WritableTxnMarkerTopicResult_1(buf: bytes | bytearray | memoryview, po
             pos += size
         if raw_tags:
             unknown = tuple(raw_tags)
-    return WritableTxnMarkerTopicResult(v_name, v_partitions, unknown), pos
+    o = _new(WritableTxnMarkerTopicResult)
+    o.name = v_name
+    o.partitions = v_partitions
+    o.unknown_tagged_fields = unknown
+    return o, pos
 
 
 def _write_WritableTxnMarkerTopicResult_1(o: WritableTxnMarkerTopicResult, out: bytearray) -> None:
@@ -213,8 +237,8 @@ def _write_WritableTxnMarkerTopicResult_1(o: WritableTxnMarkerTopicResult, out: 
     if o.partitions is None:
         raise _null('Partitions')
     _wcal(out, o.partitions, 'Partitions')
-    for item in o.partitions:
-        _write_WritableTxnMarkerPartitionResult_1(item, out)
+    for e_partitions in o.partitions:
+        _write_WritableTxnMarkerPartitionResult_1(e_partitions, out)
     if o.unknown_tagged_fields:
         _wts(out, (), o.unknown_tagged_fields, '_tagged_fields')
     else:
@@ -225,20 +249,25 @@ def _read_WritableTxnMarkerResult_0(buf: bytes | bytearray | memoryview, pos: in
     # versions 0
     end = len(buf)
     if pos + 8 > end:
-        raise _short_fixed(pos, end, _L_q)
+        raise _short_fixed(pos, end, _L1)
     v_producer_id, = _S_q.unpack_from(buf, pos)
     pos += 8
+    v_topics: list[WritableTxnMarkerTopicResult]
     n_v_topics, pos = _ral(buf, pos, 'Topics')
     v_topics = []
-    app = v_topics.append
+    app_v_topics = v_topics.append
     i = 0
     try:
         for i in range(n_v_topics):
-            item, pos = _read_WritableTxnMarkerTopicResult_0(buf, pos)
-            app(item)
+            e_v_topics, pos = _read_WritableTxnMarkerTopicResult_0(buf, pos)
+            app_v_topics(e_v_topics)
     except _DecodeError as exc:
         raise exc.refine(field=f'Topics[{i}]')
-    return WritableTxnMarkerResult(v_producer_id, v_topics, ()), pos
+    o = _new(WritableTxnMarkerResult)
+    o.producer_id = v_producer_id
+    o.topics = v_topics
+    o.unknown_tagged_fields = ()
+    return o, pos
 
 
 def _write_WritableTxnMarkerResult_0(o: WritableTxnMarkerResult, out: bytearray) -> None:
@@ -247,8 +276,8 @@ def _write_WritableTxnMarkerResult_0(o: WritableTxnMarkerResult, out: bytearray)
     if o.topics is None:
         raise _null('Topics')
     _wal(out, o.topics, 'Topics')
-    for item in o.topics:
-        _write_WritableTxnMarkerTopicResult_0(item, out)
+    for e_topics in o.topics:
+        _write_WritableTxnMarkerTopicResult_0(e_topics, out)
     if o.unknown_tagged_fields:
         raise _EncodeError('tagged fields cannot be written at non-flexible version 0')
 
@@ -257,17 +286,22 @@ def _read_WritableTxnMarkerResult_1(buf: bytes | bytearray | memoryview, pos: in
     # versions 1
     end = len(buf)
     if pos + 8 > end:
-        raise _short_fixed(pos, end, _L_q)
+        raise _short_fixed(pos, end, _L1)
     v_producer_id, = _S_q.unpack_from(buf, pos)
     pos += 8
-    n_v_topics, pos = _rcal(buf, pos, 'Topics')
+    v_topics: list[WritableTxnMarkerTopicResult]
+    n_v_topics = buf[pos] - 1 if pos < end else -2
+    if 0 <= n_v_topics < 127 and n_v_topics <= end - pos:
+        pos += 1
+    else:
+        n_v_topics, pos = _rcal(buf, pos, 'Topics')
     v_topics = []
-    app = v_topics.append
+    app_v_topics = v_topics.append
     i = 0
     try:
         for i in range(n_v_topics):
-            item, pos = _read_WritableTxnMarkerTopicResult_1(buf, pos)
-            app(item)
+            e_v_topics, pos = _read_WritableTxnMarkerTopicResult_1(buf, pos)
+            app_v_topics(e_v_topics)
     except _DecodeError as exc:
         raise exc.refine(field=f'Topics[{i}]')
     unknown: tuple[tuple[int, bytes], ...] = ()
@@ -282,7 +316,11 @@ def _read_WritableTxnMarkerResult_1(buf: bytes | bytearray | memoryview, pos: in
             pos += size
         if raw_tags:
             unknown = tuple(raw_tags)
-    return WritableTxnMarkerResult(v_producer_id, v_topics, unknown), pos
+    o = _new(WritableTxnMarkerResult)
+    o.producer_id = v_producer_id
+    o.topics = v_topics
+    o.unknown_tagged_fields = unknown
+    return o, pos
 
 
 def _write_WritableTxnMarkerResult_1(o: WritableTxnMarkerResult, out: bytearray) -> None:
@@ -291,8 +329,8 @@ def _write_WritableTxnMarkerResult_1(o: WritableTxnMarkerResult, out: bytearray)
     if o.topics is None:
         raise _null('Topics')
     _wcal(out, o.topics, 'Topics')
-    for item in o.topics:
-        _write_WritableTxnMarkerTopicResult_1(item, out)
+    for e_topics in o.topics:
+        _write_WritableTxnMarkerTopicResult_1(e_topics, out)
     if o.unknown_tagged_fields:
         _wts(out, (), o.unknown_tagged_fields, '_tagged_fields')
     else:
@@ -302,17 +340,21 @@ def _write_WritableTxnMarkerResult_1(o: WritableTxnMarkerResult, out: bytearray)
 def _read_WriteTxnMarkersResponse_0(buf: bytes | bytearray | memoryview, pos: int) -> tuple[WriteTxnMarkersResponse, int]:
     # versions 0
     end = len(buf)
+    v_markers: list[WritableTxnMarkerResult]
     n_v_markers, pos = _ral(buf, pos, 'Markers')
     v_markers = []
-    app = v_markers.append
+    app_v_markers = v_markers.append
     i = 0
     try:
         for i in range(n_v_markers):
-            item, pos = _read_WritableTxnMarkerResult_0(buf, pos)
-            app(item)
+            e_v_markers, pos = _read_WritableTxnMarkerResult_0(buf, pos)
+            app_v_markers(e_v_markers)
     except _DecodeError as exc:
         raise exc.refine(field=f'Markers[{i}]')
-    return WriteTxnMarkersResponse(v_markers, ()), pos
+    o = _new(WriteTxnMarkersResponse)
+    o.markers = v_markers
+    o.unknown_tagged_fields = ()
+    return o, pos
 
 
 def _write_WriteTxnMarkersResponse_0(o: WriteTxnMarkersResponse, out: bytearray) -> None:
@@ -320,8 +362,8 @@ def _write_WriteTxnMarkersResponse_0(o: WriteTxnMarkersResponse, out: bytearray)
     if o.markers is None:
         raise _null('Markers')
     _wal(out, o.markers, 'Markers')
-    for item in o.markers:
-        _write_WritableTxnMarkerResult_0(item, out)
+    for e_markers in o.markers:
+        _write_WritableTxnMarkerResult_0(e_markers, out)
     if o.unknown_tagged_fields:
         raise _EncodeError('tagged fields cannot be written at non-flexible version 0')
 
@@ -329,14 +371,19 @@ def _write_WriteTxnMarkersResponse_0(o: WriteTxnMarkersResponse, out: bytearray)
 def _read_WriteTxnMarkersResponse_1(buf: bytes | bytearray | memoryview, pos: int) -> tuple[WriteTxnMarkersResponse, int]:
     # versions 1
     end = len(buf)
-    n_v_markers, pos = _rcal(buf, pos, 'Markers')
+    v_markers: list[WritableTxnMarkerResult]
+    n_v_markers = buf[pos] - 1 if pos < end else -2
+    if 0 <= n_v_markers < 127 and n_v_markers <= end - pos:
+        pos += 1
+    else:
+        n_v_markers, pos = _rcal(buf, pos, 'Markers')
     v_markers = []
-    app = v_markers.append
+    app_v_markers = v_markers.append
     i = 0
     try:
         for i in range(n_v_markers):
-            item, pos = _read_WritableTxnMarkerResult_1(buf, pos)
-            app(item)
+            e_v_markers, pos = _read_WritableTxnMarkerResult_1(buf, pos)
+            app_v_markers(e_v_markers)
     except _DecodeError as exc:
         raise exc.refine(field=f'Markers[{i}]')
     unknown: tuple[tuple[int, bytes], ...] = ()
@@ -351,7 +398,10 @@ def _read_WriteTxnMarkersResponse_1(buf: bytes | bytearray | memoryview, pos: in
             pos += size
         if raw_tags:
             unknown = tuple(raw_tags)
-    return WriteTxnMarkersResponse(v_markers, unknown), pos
+    o = _new(WriteTxnMarkersResponse)
+    o.markers = v_markers
+    o.unknown_tagged_fields = unknown
+    return o, pos
 
 
 def _write_WriteTxnMarkersResponse_1(o: WriteTxnMarkersResponse, out: bytearray) -> None:
@@ -359,8 +409,8 @@ def _write_WriteTxnMarkersResponse_1(o: WriteTxnMarkersResponse, out: bytearray)
     if o.markers is None:
         raise _null('Markers')
     _wcal(out, o.markers, 'Markers')
-    for item in o.markers:
-        _write_WritableTxnMarkerResult_1(item, out)
+    for e_markers in o.markers:
+        _write_WritableTxnMarkerResult_1(e_markers, out)
     if o.unknown_tagged_fields:
         _wts(out, (), o.unknown_tagged_fields, '_tagged_fields')
     else:

@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import struct as _struct
+from typing import Any as _Any
 import uuid as _uuid
 from dataclasses import dataclass as _dataclass, field as _field
 from typing import ClassVar as _ClassVar
@@ -26,11 +27,12 @@ from kraft_jbod.wire.primitives import (
     short_fixed as _short_fixed, uuid_from_bytes as _uuid_from_bytes,
 )
 
+_new = object.__new__
 _S_b = _struct.Struct('>b')
-_L_b = (('ZkMigrationState', 1),)
+_L0 = (('ZkMigrationState', 1),)
 
 
-def _absent(field: str, version: int) -> _EncodeError:
+def _absent(field: str, version: int | str) -> _EncodeError:
     return _EncodeError(
         f'attempted to write a non-default {field} at version {version}', field_path=field
     )
@@ -72,7 +74,7 @@ def _read_ZkMigrationStateRecord_0(buf: bytes | bytearray | memoryview, pos: int
     # versions 0
     end = len(buf)
     if pos + 1 > end:
-        raise _short_fixed(pos, end, _L_b)
+        raise _short_fixed(pos, end, _L0)
     v_zk_migration_state, = _S_b.unpack_from(buf, pos)
     pos += 1
     unknown: tuple[tuple[int, bytes], ...] = ()
@@ -87,7 +89,10 @@ def _read_ZkMigrationStateRecord_0(buf: bytes | bytearray | memoryview, pos: int
             pos += size
         if raw_tags:
             unknown = tuple(raw_tags)
-    return ZkMigrationStateRecord(v_zk_migration_state, unknown), pos
+    o = _new(ZkMigrationStateRecord)
+    o.zk_migration_state = v_zk_migration_state
+    o.unknown_tagged_fields = unknown
+    return o, pos
 
 
 def _write_ZkMigrationStateRecord_0(o: ZkMigrationStateRecord, out: bytearray) -> None:

@@ -428,13 +428,20 @@ def write_compact_array_len(out: bytearray, value: Sequence[object] | None, fiel
             write_uvarint(out, n)
 
 
-def read_fixed_array(buf: Buffer, pos: int, count: int, fmt: struct.Struct, field: str) -> tuple[list[Any], int]:
-    """``count`` fixed-width values in one ``iter_unpack`` (e.g. ``[]int32`` replica lists)."""
-    need = count * fmt.size
+_ARRAY_STRUCTS: dict[tuple[str, int], struct.Struct] = {}
+
+
+def read_fixed_array(buf: Buffer, pos: int, count: int, code: str, field: str) -> tuple[list[Any], int]:
+    """``count`` fixed-width values (``code`` is a struct letter) in one precompiled unpack."""
+    fmt = _ARRAY_STRUCTS.get((code, count))
+    if fmt is None:
+        fmt = struct.Struct(f">{count}{code}")
+        if count < 256:
+            _ARRAY_STRUCTS[(code, count)] = fmt
     end = len(buf)
-    if pos + need > end:
-        raise short_read(pos, need, end, field)
-    return [t[0] for t in fmt.iter_unpack(buf[pos : pos + need])], pos + need
+    if pos + fmt.size > end:
+        raise short_read(pos, fmt.size, end, field)
+    return list(fmt.unpack_from(buf, pos)), pos + fmt.size
 
 
 def read_uuid_array(buf: Buffer, pos: int, count: int, field: str) -> tuple[list[uuid.UUID], int]:

@@ -113,7 +113,7 @@ def test_kafka_go_fetch_records_match_the_hex_fixtures() -> None:
 
 def test_compressed_batches_are_decompressed() -> None:
     frames, _ = _decode(CAPTURES / "kafka-go" / "v2c-v2c.pcapng")
-    codecs = Counter()
+    codecs: Counter[str | None] = Counter()
     values = 0
     for f in frames:
         for rec in f.records:

@@ -15,6 +15,7 @@ from kraft_jbod.capture.kafka import (
     TRIAL_AMBIGUOUS,
     TRIAL_UNIQUE,
     TRUNCATED,
+    DecodedFrame,
     reencode,
 )
 from kraft_jbod.capture.output import frame_to_json
@@ -45,7 +46,7 @@ def _exchange(conv: TcpConversation, pair: tuple[bytes, bytes], **kw: object) ->
     conv.server_send(pair[1])
 
 
-def _summary(frames: list) -> list[tuple[str, str | None, int | None, str]]:
+def _summary(frames: list[DecodedFrame]) -> list[tuple[str, str | None, int | None, str]]:
     return [(f.kind, f.api_name, f.api_version, f.confidence) for f in frames]
 
 
@@ -172,8 +173,10 @@ def test_api_versions_ranges_narrow_the_trial() -> None:
         b.server_send(orphan)
         b.close()
 
-    wide = decode(capture(lambda w: conversation(w, handshake=False).server_send(orphan)),
-                  ports=[9092])
+    def build_orphan_only(w: Writer) -> None:
+        conversation(w, handshake=False).server_send(orphan)
+
+    wide = decode(capture(build_orphan_only), ports=[9092])
     assert wide[0].confidence == TRIAL_AMBIGUOUS
     assert (12, 4) in wide[0].candidates and len({k for k, _ in wide[0].candidates}) > 1
     narrow = [f for f in decode(capture(build), ports=[9092]) if f.correlation_id == 9]

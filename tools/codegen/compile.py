@@ -27,12 +27,18 @@ from typing import Any
 
 INDEX_FUNCS = '''
 
+_LOADED: dict[tuple[str, str], Any] = {}
+
+
 def _load(table: dict[Any, tuple[str, str]], key: Any) -> Any:
     entry = table.get(key)
     if entry is None:
         return None
-    module, cls = entry
-    return getattr(importlib.import_module(f"{__name__}.{module}"), cls)
+    cls = _LOADED.get(entry)
+    if cls is None:
+        module, name = entry
+        cls = _LOADED[entry] = getattr(importlib.import_module(f"{__name__}.{module}"), name)
+    return cls
 
 
 def request_class(api_key: int) -> Any:

@@ -95,6 +95,7 @@ class Emitter:
     layout_versions: dict[tuple[str, int], list[int]] = field(default_factory=dict)
     consts: list[str] = field(default_factory=list)
     uuid_consts: dict[int, str] = field(default_factory=dict)
+    layout_names: dict[tuple[tuple[str, int], ...], str] = field(default_factory=dict)
     _sig_cache: dict[tuple[str, int], object] = field(default_factory=dict)
 
     # ------------------------------------------------------------------ facts per version
@@ -273,6 +274,7 @@ class Emitter:
             "from __future__ import annotations",
             "",
             "import struct as _struct",
+            "from typing import Any as _Any",
             "import uuid as _uuid",
             "from dataclasses import dataclass as _dataclass, field as _field",
             "from typing import ClassVar as _ClassVar",
@@ -296,7 +298,7 @@ class Emitter:
             ")",
             "",
         ]
-        consts: list[str] = []
+        consts: list[str] = ["_new = object.__new__"]
         for fmt, name in sorted(self.structs_fmt.items(), key=lambda kv: kv[1]):
             consts.append(f"{name} = _struct.Struct('>{fmt}')")
         for value, name in sorted(self.uuid_consts.items(), key=lambda kv: kv[1]):
@@ -305,7 +307,7 @@ class Emitter:
         consts += [
             "",
             "",
-            "def _absent(field: str, version: int) -> _EncodeError:",
+            "def _absent(field: str, version: int | str) -> _EncodeError:",
             "    return _EncodeError(",
             "        f'attempted to write a non-default {field} at version {version}', field_path=field",
             "    )",
@@ -429,7 +431,7 @@ class Emitter:
             i += 1
         if self.flexible(v):
             for f in tagged:
-                L.append(f"    v_{snake(f.name)} = {self.default_expr(f)}")
+                L.append(f"    v_{snake(f.name)}: {self.py_type(f)} = {self.default_expr(f)}")
             L.append("    unknown: tuple[tuple[int, bytes], ...] = ()")
             L.append("    if pos < end and buf[pos] == 0:")
             L.append("        pos += 1")
@@ -461,26 +463,27 @@ class Emitter:
             L.append("            pos += size")
             L.append("        if raw_tags:")
             L.append("            unknown = tuple(raw_tags)")
-        args = []
+        # Slot stores on a bare instance: skips the dataclass __init__ and its
+        # default-factory checks, which cost more than the stores themselves.
+        L.append(f"    o = _new({s.name})")
         for f in s.fields:
-            if v in f.versions:
-                args.append(f"v_{snake(f.name)}")
-            else:
-                args.append(self.default_expr(f))
-        args.append("unknown" if self.flexible(v) else "()")
-        L.append(f"    return {s.name}({', '.join(args)}), pos")
+            value = f"v_{snake(f.name)}" if v in f.versions else self.default_expr(f)
+            L.append(f"    o.{snake(f.name)} = {value}")
+        L.append(f"    o.unknown_tagged_fields = {'unknown' if self.flexible(v) else '()'}")
+        L.append("    return o, pos")
         return L
 
     def read_fixed_group(self, group: list[FieldSpec], ind: str) -> list[str]:
         fmt = "".join(FIXED_FORMATS[f.type][0] for f in group)
         size = sum(FIXED_FORMATS[f.type][1] for f in group)
         const = self.fmt_const(fmt)
-        layout_name = f"_L_{const[3:]}"
         layout = tuple((f.name, FIXED_FORMATS[f.type][1]) for f in group)
-        decl = f"{layout_name} = {layout!r}"
-        if decl not in self.consts:
-            self.consts.append(decl)
-        names = [f"v_{snake(f.name)}" for f in group]
+        layout_name = self.layout_names.get(layout)
+        if layout_name is None:
+            layout_name = f"_L{len(self.layout_names)}"
+            self.layout_names[layout] = layout_name
+            self.consts.append(f"{layout_name} = {layout!r}")
+        names = [f"r_{snake(f.name)}" if f.type == "uuid" else f"v_{snake(f.name)}" for f in group]
         L = [
             f"{ind}if pos + {size} > end:",
             f"{ind}    raise _short_fixed(pos, end, {layout_name})",
@@ -491,7 +494,7 @@ class Emitter:
             L.append(f"{ind}{', '.join(names)} = {const}.unpack_from(buf, pos)")
         for f, n in zip(group, names, strict=True):
             if f.type == "uuid":
-                L.append(f"{ind}{n} = _uuid_from_bytes({n})")
+                L.append(f"{ind}v_{snake(f.name)} = _uuid_from_bytes({n})")
         L.append(f"{ind}pos += {size}")
         return L
 
@@ -523,7 +526,17 @@ class Emitter:
                 (True, False): "_rcal",
                 (True, True): "_rncal",
             }[(struct_flex, nullable)]
-            L.append(f"{ind}n_{var}, {pos} = {fn}({buf}, {pos}, {name!r})")
+            if not tagged_ctx:
+                L.append(f"{ind}{var}: {self.py_type(f)}")
+            if struct_flex and not tagged_ctx:
+                # Most arrays hold fewer than 127 elements: one byte, no call.
+                L.append(f"{ind}n_{var} = {buf}[{pos}] - 1 if {pos} < end else -2")
+                L.append(f"{ind}if 0 <= n_{var} < 127 and n_{var} <= end - {pos}:")
+                L.append(f"{ind}    {pos} += 1")
+                L.append(f"{ind}else:")
+                L.append(f"{ind}    n_{var}, {pos} = {fn}({buf}, {pos}, {name!r})")
+            else:
+                L.append(f"{ind}n_{var}, {pos} = {fn}({buf}, {pos}, {name!r})")
             inner = ind
             if nullable:
                 L.append(f"{ind}if n_{var} < 0:")
@@ -532,28 +545,28 @@ class Emitter:
                 inner = ind + "    "
             et = f.element_type
             if et in FIXED_FORMATS and et != "uuid":
-                const = self.fmt_const(FIXED_FORMATS[et][0])
-                L.append(f"{inner}{var}, {pos} = _rfa({buf}, {pos}, n_{var}, {const}, {name!r})")
+                code = FIXED_FORMATS[et][0]
+                L.append(f"{inner}{var}, {pos} = _rfa({buf}, {pos}, n_{var}, {code!r}, {name!r})")
             elif et == "uuid":
                 L.append(f"{inner}{var}, {pos} = _rua({buf}, {pos}, n_{var}, {name!r})")
             elif f.is_struct:
                 lid = self.layout_id(f.struct, v) if f.struct is not None else 0
                 L.append(f"{inner}{var} = []")
-                L.append(f"{inner}app = {var}.append")
+                L.append(f"{inner}app_{var} = {var}.append")
                 L.append(f"{inner}i = 0")
                 L.append(f"{inner}try:")
                 L.append(f"{inner}    for i in range(n_{var}):")
-                L.append(f"{inner}        item, {pos} = _read_{et}_{lid}({buf}, {pos})")
-                L.append(f"{inner}        app(item)")
+                L.append(f"{inner}        e_{var}, {pos} = _read_{et}_{lid}({buf}, {pos})")
+                L.append(f"{inner}        app_{var}(e_{var})")
                 L.append(f"{inner}except _DecodeError as exc:")
                 L.append(f"{inner}    raise exc.refine(field=f'{name}[{{i}}]')")
             else:
                 fn = self.scalar_reader(et, struct_flex, False)
                 L.append(f"{inner}{var} = []")
-                L.append(f"{inner}app = {var}.append")
+                L.append(f"{inner}app_{var} = {var}.append")
                 L.append(f"{inner}for _ in range(n_{var}):")
-                L.append(f"{inner}    item, {pos} = {fn}({buf}, {pos}, {name!r})")
-                L.append(f"{inner}    app(item)")
+                L.append(f"{inner}    e_{var}, {pos} = {fn}({buf}, {pos}, {name!r})")
+                L.append(f"{inner}    app_{var}(e_{var})")
             return L
         if f.is_struct:
             lid = self.layout_id(f.struct, v) if f.struct is not None else 0
@@ -579,9 +592,10 @@ class Emitter:
             const = self.fmt_const(fmt)
             L.append(f"{ind}if {pos} + {size} > len({buf}):")
             L.append(f"{ind}    raise _short_fixed({pos}, len({buf}), (({name!r}, {size}),))")
-            L.append(f"{ind}{var}, = {const}.unpack_from({buf}, {pos})")
             if t == "uuid":
-                L.append(f"{ind}{var} = _uuid_from_bytes({var})")
+                L.append(f"{ind}{var} = _uuid_from_bytes({buf}[{pos}:{pos} + 16])")
+            else:
+                L.append(f"{ind}{var}, = {const}.unpack_from({buf}, {pos})")
             L.append(f"{ind}{pos} += {size}")
             return L
         fn = self.scalar_reader(t, flex, nullable)
@@ -668,13 +682,14 @@ class Emitter:
             if f.type == "uuid":
                 vals.append(f"{a}.bytes")
             elif f.type == "bool":
-                vals.append(f"_bool({a}, {f.name!r})")
+                vals.append(f"({a} if {a}.__class__ is bool else _bool({a}, {f.name!r}))")
             else:
                 vals.append(a)
         return [f"{ind}out += {const}.pack({', '.join(vals)})"]
 
     def write_value(self, f: FieldSpec, v: int, val: str, out: str, ind: str, *, tagged_ctx: bool) -> list[str]:
         L: list[str] = []
+        ev = snake(f.name).rstrip("_")
         flex = True if tagged_ctx else self.field_flexible(f, v)
         struct_flex = True if tagged_ctx else self.flexible(v)
         nullable = v in f.nullable_versions
@@ -701,18 +716,17 @@ class Emitter:
                 else:
                     L.append(f"{inner}{out} += _struct.pack(f'>{{len({val})}}{fmt}', *{val})")
             elif et == "uuid":
-                L.append(f"{inner}for item in {val}:")
-                L.append(f"{inner}    {out} += item.bytes")
+                L.append(f"{inner}{out} += b''.join([e_{ev}.bytes for e_{ev} in {val}])")
             elif f.is_struct:
                 lid = self.layout_id(f.struct, v) if f.struct is not None else 0
-                L.append(f"{inner}for item in {val}:")
-                L.append(f"{inner}    _write_{et}_{lid}(item, {out})")
+                L.append(f"{inner}for e_{ev} in {val}:")
+                L.append(f"{inner}    _write_{et}_{lid}(e_{ev}, {out})")
             else:
                 fn = self.scalar_writer(et, struct_flex)
-                L.append(f"{inner}for item in {val}:")
-                L.append(f"{inner}    if item is None:")
+                L.append(f"{inner}for e_{ev} in {val}:")
+                L.append(f"{inner}    if e_{ev} is None:")
                 L.append(f"{inner}        raise _null({name!r})")
-                L.append(f"{inner}    {fn}({out}, item, {name!r})")
+                L.append(f"{inner}    {fn}({out}, e_{ev}, {name!r})")
             return L
         if f.is_struct:
             lid = self.layout_id(f.struct, v) if f.struct is not None else 0

@@ -1,0 +1,203 @@
+"""The observer side of KRaft metadata replication, sans-I/O: Fetch requests out, records in.
+
+A broker fetches ``__cluster_metadata`` partition 0 from the raft leader as an observer.
+:class:`MetadataFollower` builds each Fetch and digests each response; the shell only
+moves bytes. It keeps the fetched log in memory (offset, record, version) with the epoch
+cache built from each batch's PartitionLeaderEpoch, and hands records to the image only
+once they are below the high watermark, as Kafka's metadata loader does.
+
+Rules:
+
+Rule 1: a response with an epoch below ours is ignored; FENCED_LEADER_EPOCH (or any
+partition answer naming a newer leader epoch) moves us to that leader and epoch; other
+errors mean back off and retry.
+Rule 2: batches must start at or before our log end and continue it without gaps,
+carry magic 2 and a valid CRC-32C, and never lower the epoch; a batch that breaks any of
+this is a :class:`~kraft_jbod.errors.DecodeError` and nothing of that response is kept.
+Rule 3: DivergingEpoch truncates our log to its end offset (and drops the epochs after
+it); truncating below what was already published is fatal, as in Kafka.
+Rule 4: HW = min(log end, leader HW); records below it are published, in order, once.
+"""
+
+from __future__ import annotations
+
+import uuid
+from dataclasses import dataclass, field
+from typing import Any, Final
+
+from kraft_jbod import codec
+from kraft_jbod.errors import DecodeError, KraftJbodError
+from kraft_jbod.messages.fetch_request import FetchPartition, FetchRequest, FetchTopic, ReplicaState
+from kraft_jbod.messages.fetch_response import FetchResponse
+from kraft_jbod.wire.records import RecordBatch, iter_records
+
+METADATA_TOPIC_ID: Final = uuid.UUID(int=1)
+METADATA_TOPIC: Final = "__cluster_metadata"
+FENCED_LEADER_EPOCH: Final = 74
+MAX_WAIT_MS: Final = 500
+MAX_BYTES: Final = 8 * 1024 * 1024
+
+
+class FollowerFatal(KraftJbodError):
+    """The leader asked for something a follower must never do (truncate below its HW)."""
+
+
+@dataclass
+class FetchResult:
+    """What one response did: records newly published, and whether to back off."""
+
+    published: list[tuple[int, Any, int]] = field(default_factory=list)
+    error_code: int = 0
+    new_leader: bool = False
+    truncated_to: int | None = None
+    batches: int = 0
+
+
+class MetadataFollower:
+    def __init__(self, *, cluster_id: str, node_id: int, directory_id: uuid.UUID | None = None) -> None:
+        self.cluster_id = cluster_id
+        self.node_id = node_id
+        self.directory_id = directory_id
+        self.leader_id = -1
+        self.epoch = 0
+        self.records: list[tuple[int, Any, int]] = []  # data records, by offset
+        self.end_offset = 0
+        self.epochs: list[tuple[int, int]] = []  # (epoch, first offset)
+        self.high_watermark = -1
+        self.published_offset = -1  # last offset handed out
+        self.control_records = 0
+        self.batches_decoded = 0
+        self._next_publish = 0  # index into records of the first unpublished one
+
+    @property
+    def last_fetched_epoch(self) -> int:
+        return self.epochs[-1][0] if self.epochs else 0
+
+    def build_request(self, version: int) -> FetchRequest:
+        """The Fetch a KRaft observer sends (protocol-notes §8.2), at ``version`` (>= 13)."""
+        part = FetchPartition(
+            partition=0,
+            current_leader_epoch=self.epoch,
+            fetch_offset=self.end_offset,
+            last_fetched_epoch=self.last_fetched_epoch,
+            log_start_offset=-1,
+            partition_max_bytes=0,
+        )
+        if version >= 17 and self.directory_id is not None:
+            part.replica_directory_id = self.directory_id
+        req = FetchRequest(
+            cluster_id=self.cluster_id,
+            max_wait_ms=MAX_WAIT_MS,
+            min_bytes=0,
+            max_bytes=MAX_BYTES,
+            isolation_level=0,
+            session_id=0,
+            session_epoch=-1,
+            topics=[FetchTopic(topic=METADATA_TOPIC, topic_id=METADATA_TOPIC_ID, partitions=[part])],
+            rack_id="",
+        )
+        if version >= 15:
+            req.replica_state = ReplicaState(replica_id=self.node_id, replica_epoch=-1)
+        else:
+            req.replica_id = self.node_id
+        return req
+
+    def on_response(self, resp: FetchResponse) -> FetchResult:
+        """Digest one response (module Rules 1-4).
+
+        Raises:
+            DecodeError: the records break Rule 2 (nothing of them is kept).
+            FollowerFatal: a truncation below the published offset.
+        """
+        out = FetchResult(error_code=resp.error_code)
+        if resp.error_code != 0:
+            return out
+        if len(resp.responses) != 1 or len(resp.responses[0].partitions) != 1:
+            raise DecodeError("Fetch response without exactly one metadata partition")
+        p = resp.responses[0].partitions[0]
+        leader = p.current_leader
+        if leader.leader_epoch > self.epoch and leader.leader_id >= 0:
+            self.epoch, self.leader_id = leader.leader_epoch, leader.leader_id
+            out.new_leader = True
+        elif 0 <= leader.leader_epoch < self.epoch:
+            return out  # Rule 1: stale answer
+        elif leader.leader_id >= 0:
+            self.leader_id = leader.leader_id
+        out.error_code = p.error_code
+        if p.error_code != 0:
+            return out
+        if p.diverging_epoch.epoch >= 0 or p.diverging_epoch.end_offset >= 0:
+            self._truncate(max(0, p.diverging_epoch.end_offset))
+            out.truncated_to = self.end_offset
+            return out
+        if p.records:
+            out.batches = self._append(p.records)
+        if p.high_watermark >= 0:
+            self.high_watermark = min(self.end_offset, p.high_watermark)
+        out.published = self._publish()
+        return out
+
+    def _append(self, data: bytes) -> int:
+        new: list[tuple[int, Any, int]] = []
+        epochs = list(self.epochs)
+        end = self.end_offset
+        count = 0
+        control = 0
+        for entry in iter_records(data):
+            if not isinstance(entry, RecordBatch):
+                # a partial batch at the end of a size-limited read is normal; legacy is not
+                if type(entry).__name__ == "TruncatedBatch":
+                    break
+                raise DecodeError("legacy (magic 0/1) message in the metadata log")
+            batch = entry
+            if batch.last_offset < end:
+                continue  # already held
+            if batch.base_offset > end:
+                raise DecodeError(f"batch at offset {batch.base_offset} leaves a gap after {end}")
+            epoch = batch.partition_leader_epoch
+            if epochs and epoch < epochs[-1][0]:
+                raise DecodeError(f"batch epoch {epoch} below epoch {epochs[-1][0]}")
+            if epoch > self.epoch:
+                raise DecodeError(f"batch epoch {epoch} above the leader epoch {self.epoch}")
+            for rec in batch.records:
+                offset = batch.base_offset + rec.offset_delta
+                if offset < end:
+                    continue
+                if offset != end:
+                    raise DecodeError(f"record offset {offset} where {end} was expected")
+                if not epochs or epochs[-1][0] != epoch:
+                    epochs.append((epoch, offset))
+                if batch.is_control:
+                    control += 1
+                else:
+                    record, version = codec.decode_metadata_record(rec.value or b"")
+                    new.append((offset, record, version))
+                end += 1
+            count += 1
+        self.records.extend(new)
+        self.epochs = epochs
+        self.end_offset = end
+        self.control_records += control
+        self.batches_decoded += count
+        return count
+
+    def _truncate(self, offset: int) -> None:
+        if offset <= self.published_offset:
+            raise FollowerFatal(
+                f"leader asked to truncate to {offset}, below the published offset {self.published_offset}"
+            )
+        self.records = [r for r in self.records if r[0] < offset]
+        self._next_publish = min(self._next_publish, len(self.records))
+        self.epochs = [e for e in self.epochs if e[1] < offset]
+        self.end_offset = min(self.end_offset, offset)
+
+    def _publish(self) -> list[tuple[int, Any, int]]:
+        out: list[tuple[int, Any, int]] = []
+        i = self._next_publish
+        while i < len(self.records) and self.records[i][0] < self.high_watermark:
+            out.append(self.records[i])
+            i += 1
+        self._next_publish = i
+        if self.high_watermark > 0:
+            self.published_offset = max(self.published_offset, self.high_watermark - 1)
+        return out

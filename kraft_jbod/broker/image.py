@@ -1,0 +1,163 @@
+"""The broker's metadata image: cluster state rebuilt from replicated metadata records.
+
+Pure: ``apply(offset, record, version)`` in log order is the only way in. The image keeps
+what a broker needs to act on KIP-858 (brokers with their epochs and directories, topics,
+partitions with Replicas/ISR/leader/Directories) and what tests compare against the
+controller's own state.
+
+Invariants: offsets applied are strictly increasing; a PartitionChangeRecord bumps the
+partition epoch, and the leader epoch when it changes the leader (Kafka's merge rule);
+null fields mean "unchanged", an empty Directories list on a PartitionRecord means every
+replica is MIGRATING; Directories always runs parallel to Replicas.
+"""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+
+from kraft_jbod.errors import StorageError
+from kraft_jbod.messages.broker_registration_change_record import BrokerRegistrationChangeRecord
+from kraft_jbod.messages.feature_level_record import FeatureLevelRecord
+from kraft_jbod.messages.fence_broker_record import FenceBrokerRecord
+from kraft_jbod.messages.partition_change_record import PartitionChangeRecord
+from kraft_jbod.messages.partition_record import PartitionRecord
+from kraft_jbod.messages.register_broker_record import RegisterBrokerRecord
+from kraft_jbod.messages.remove_topic_record import RemoveTopicRecord
+from kraft_jbod.messages.topic_record import TopicRecord
+from kraft_jbod.messages.unfence_broker_record import UnfenceBrokerRecord
+from kraft_jbod.messages.unregister_broker_record import UnregisterBrokerRecord
+from kraft_jbod.wire.message import Message
+from kraft_jbod.wire.primitives import MIGRATING_DIRECTORY
+
+NO_LEADER_CHANGE = -2
+TopicPartition = tuple[uuid.UUID, int]
+
+
+@dataclass(slots=True)
+class BrokerView:
+    broker_id: int
+    epoch: int
+    fenced: bool
+    in_controlled_shutdown: bool
+    log_dirs: tuple[uuid.UUID, ...]
+    online_dirs: tuple[uuid.UUID, ...]
+    register_offset: int
+
+
+@dataclass(slots=True)
+class PartitionView:
+    topic_id: uuid.UUID
+    partition_id: int
+    replicas: tuple[int, ...]
+    isr: tuple[int, ...]
+    leader: int
+    leader_epoch: int
+    partition_epoch: int
+    directories: tuple[uuid.UUID, ...]
+
+    def dir_of(self, broker_id: int) -> uuid.UUID | None:
+        try:
+            return self.directories[self.replicas.index(broker_id)]
+        except ValueError:
+            return None
+
+
+@dataclass
+class MetadataImage:
+    features: dict[str, int] = field(default_factory=dict)
+    brokers: dict[int, BrokerView] = field(default_factory=dict)
+    topic_names: dict[uuid.UUID, str] = field(default_factory=dict)
+    partitions: dict[TopicPartition, PartitionView] = field(default_factory=dict)
+    last_offset: int = -1
+    records_applied: int = 0
+
+    def topic_id(self, name: str) -> uuid.UUID | None:
+        for tid, n in self.topic_names.items():
+            if n == name:
+                return tid
+        return None
+
+    def partitions_of(self, broker_id: int) -> Iterator[PartitionView]:
+        for p in self.partitions.values():
+            if broker_id in p.replicas:
+                yield p
+
+    def apply(self, offset: int, record: Message, version: int) -> None:
+        """Apply one committed record.
+
+        Raises:
+            StorageError: an offset out of order, or a record naming something unknown.
+        """
+        if offset <= self.last_offset:
+            raise StorageError(f"record at offset {offset} after offset {self.last_offset}")
+        self.last_offset = offset
+        self.records_applied += 1
+        if isinstance(record, FeatureLevelRecord):
+            if record.feature_level == 0:
+                self.features.pop(record.name, None)
+            else:
+                self.features[record.name] = record.feature_level
+        elif isinstance(record, RegisterBrokerRecord):
+            dirs = tuple(record.log_dirs)
+            self.brokers[record.broker_id] = BrokerView(
+                record.broker_id, record.broker_epoch, record.fenced, record.in_controlled_shutdown,
+                dirs, dirs, offset,
+            )
+        elif isinstance(record, UnregisterBrokerRecord):
+            self.brokers.pop(record.broker_id, None)
+        elif isinstance(record, BrokerRegistrationChangeRecord):
+            b = self._broker(record.broker_id, offset)
+            if record.fenced == 1:
+                b.fenced = True
+            elif record.fenced == -1:
+                b.fenced = False
+            if record.in_controlled_shutdown == 1:
+                b.in_controlled_shutdown = True
+            if record.log_dirs:
+                b.online_dirs = tuple(record.log_dirs)
+        elif isinstance(record, FenceBrokerRecord):
+            self._broker(record.id, offset).fenced = True
+        elif isinstance(record, UnfenceBrokerRecord):
+            self._broker(record.id, offset).fenced = False
+        elif isinstance(record, TopicRecord):
+            self.topic_names[record.topic_id] = record.name
+        elif isinstance(record, RemoveTopicRecord):
+            self.topic_names.pop(record.topic_id, None)
+            for tp in [tp for tp in self.partitions if tp[0] == record.topic_id]:
+                del self.partitions[tp]
+        elif isinstance(record, PartitionRecord):
+            replicas = tuple(record.replicas)
+            dirs = tuple(record.directories) or (MIGRATING_DIRECTORY,) * len(replicas)
+            if len(dirs) != len(replicas):
+                raise StorageError(f"PartitionRecord at offset {offset}: Directories not parallel to Replicas")
+            self.partitions[(record.topic_id, record.partition_id)] = PartitionView(
+                record.topic_id, record.partition_id, replicas, tuple(record.isr), record.leader,
+                record.leader_epoch, record.partition_epoch, dirs,
+            )
+        elif isinstance(record, PartitionChangeRecord):
+            p = self.partitions.get((record.topic_id, record.partition_id))
+            if p is None:
+                raise StorageError(f"PartitionChangeRecord at offset {offset} for an unknown partition")
+            old = dict(zip(p.replicas, p.directories, strict=True))
+            if record.replicas is not None:
+                p.replicas = tuple(record.replicas)
+            if record.directories is not None:
+                p.directories = tuple(record.directories)
+            elif record.replicas is not None:
+                p.directories = tuple(old.get(b, uuid.UUID(int=1)) for b in p.replicas)
+            if len(p.directories) != len(p.replicas):
+                raise StorageError(f"PartitionChangeRecord at offset {offset}: Directories not parallel to Replicas")
+            if record.isr is not None:
+                p.isr = tuple(record.isr)
+            if record.leader != NO_LEADER_CHANGE:
+                p.leader = record.leader
+                p.leader_epoch += 1
+            p.partition_epoch += 1
+
+    def _broker(self, broker_id: int, offset: int) -> BrokerView:
+        b = self.brokers.get(broker_id)
+        if b is None:
+            raise StorageError(f"record at offset {offset} names unregistered broker {broker_id}")
+        return b

@@ -1,0 +1,293 @@
+"""Serving ``__cluster_metadata`` to observers: the KRaft leader's side of Fetch.
+
+The controller is the single voter and the leader of a static quorum, so every broker
+that fetches is an observer and the high watermark is simply the log end offset (a
+record is committed once our own fsync returned). :func:`handle_fetch` is pure: it looks
+at the request, the log's batch index and the leader epoch, and decides either an answer
+now or "park me" (a long poll with nothing to send yet). :class:`FetchWaiter` is the tiny
+asyncio helper the server uses to park and wake those requests.
+
+Rules, as Kafka's raft leader applies them (protocol-notes §8.2):
+
+Rule 1: top-level errors carry no partitions: a different ClusterId is
+INCONSISTENT_CLUSTER_ID; anything but exactly one topic (the metadata topic id, or its
+name before v13) with exactly partition 0 is INVALID_REQUEST.
+Rule 2: partition errors always carry CurrentLeader: negative MaxWaitMs, FetchOffset or
+LastFetchedEpoch, or LastFetchedEpoch above CurrentLeaderEpoch are INVALID_REQUEST; an
+epoch below ours is FENCED_LEADER_EPOCH (how a fresh observer learns the leader); above
+ours is UNKNOWN_LEADER_EPOCH; while shutting down, BROKER_NOT_AVAILABLE.
+Rule 3: offsets are checked against the epoch cache (the first offset of each epoch):
+unless (offset 0, log start 0), the largest epoch <= LastFetchedEpoch must *be*
+LastFetchedEpoch and end at or after FetchOffset, else the answer is DivergingEpoch
+{that epoch, its end offset} and no records. A FetchOffset past the log end diverges too.
+Rule 4: a valid fetch returns whole batches starting with the one holding FetchOffset,
+contiguous, up to MaxBytes (at least one batch), with HW = log end. With nothing to
+send and MaxWaitMs > 0 the request is parked until an append or the timeout.
+
+We never write snapshots, so Fetch never answers with SnapshotId and FetchSnapshot always
+answers SNAPSHOT_NOT_FOUND (with the leader, so a confused observer re-fetches).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import bisect
+import uuid
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Final, Protocol
+
+from kraft_jbod.messages.fetch_request import FetchRequest
+from kraft_jbod.messages.fetch_response import (
+    EpochEndOffset,
+    FetchableTopicResponse,
+    FetchResponse,
+    LeaderIdAndEpoch,
+    NodeEndpoint,
+    PartitionData,
+)
+from kraft_jbod.messages.fetch_snapshot_request import FetchSnapshotRequest
+from kraft_jbod.messages.fetch_snapshot_response import FetchSnapshotResponse, PartitionSnapshot, TopicSnapshot
+from kraft_jbod.messages.fetch_snapshot_response import LeaderIdAndEpoch as SnapshotLeader
+from kraft_jbod.messages.fetch_snapshot_response import NodeEndpoint as SnapshotNodeEndpoint
+
+FETCH: Final = 1
+FETCH_SNAPSHOT: Final = 59
+#: Fetch versions we serve: v13 is the first with topic ids, which KRaft brokers require.
+FETCH_VERSIONS: Final = (13, 17)
+FETCH_SNAPSHOT_VERSIONS: Final = (0, 1)
+
+METADATA_TOPIC: Final = "__cluster_metadata"
+METADATA_TOPIC_ID: Final = uuid.UUID(int=1)
+METADATA_PARTITION: Final = 0
+#: Kafka's raft client never reads more than this per fetch, whatever MaxBytes says.
+MAX_FETCH_BYTES: Final = 8 * 1024 * 1024
+
+NONE: Final = 0
+NOT_LEADER_OR_FOLLOWER: Final = 6
+BROKER_NOT_AVAILABLE: Final = 8
+INVALID_REQUEST: Final = 42
+FENCED_LEADER_EPOCH: Final = 74
+UNKNOWN_LEADER_EPOCH: Final = 75
+SNAPSHOT_NOT_FOUND: Final = 98
+INCONSISTENT_CLUSTER_ID: Final = 104
+
+
+class BatchIndex(Protocol):
+    """What the handler reads from the log (``MetadataLog`` satisfies it)."""
+
+    @property
+    def end_offset(self) -> int: ...
+
+    @property
+    def batches(self) -> Sequence[_BatchLike]: ...
+
+    def read(self, fetch_offset: int, max_bytes: int) -> bytes: ...
+
+
+class _BatchLike(Protocol):
+    @property
+    def base_offset(self) -> int: ...
+
+    @property
+    def epoch(self) -> int: ...
+
+
+@dataclass(slots=True, frozen=True)
+class Leader:
+    """Who answers: the node id, its raft epoch (>= 1) and its endpoint for v17 NodeEndpoints."""
+
+    node_id: int
+    epoch: int
+    host: str = ""
+    port: int = 0
+
+
+@dataclass(slots=True)
+class FetchAnswer:
+    """A response to send now, or (``park_ms`` > 0) one to retry after an append or the timeout."""
+
+    response: FetchResponse
+    park_ms: int = 0
+
+
+def epoch_starts(batches: Sequence[_BatchLike]) -> list[tuple[int, int]]:
+    """The epoch cache: (epoch, first offset) for each epoch in the log, ascending."""
+    out: list[tuple[int, int]] = []
+    for b in batches:
+        if not out or b.epoch != out[-1][0]:
+            out.append((b.epoch, b.base_offset))
+    return out
+
+
+def end_offset_for_epoch(starts: Sequence[tuple[int, int]], requested: int, log_end: int) -> tuple[int, int]:
+    """(epoch, end offset) of the largest epoch <= ``requested``, as Kafka's epoch cache answers.
+
+    The end offset of an epoch is the first offset of the next one (the log end for the
+    last). Below the first epoch the answer is (requested, first offset); with no epoch
+    above ``requested`` and ``requested`` not the latest, (-1, -1).
+    """
+    if requested < 0:
+        return -1, -1
+    if starts and starts[-1][0] == requested:
+        return requested, log_end
+    epochs = [e for e, _ in starts]
+    hi = bisect.bisect_right(epochs, requested)
+    if hi >= len(starts):
+        return -1, -1
+    higher_start = starts[hi][1]
+    if hi == 0:
+        return requested, higher_start
+    return starts[hi - 1][0], higher_start
+
+
+def _partition(leader: Leader, error: int, **fields: object) -> PartitionData:
+    part = PartitionData(
+        partition_index=METADATA_PARTITION,
+        error_code=error,
+        high_watermark=-1,
+        current_leader=LeaderIdAndEpoch(leader_id=leader.node_id, leader_epoch=leader.epoch),
+        records=None,
+    )
+    for k, v in fields.items():
+        setattr(part, k, v)
+    return part
+
+
+def _wrap(version: int, part: PartitionData, leader: Leader) -> FetchResponse:
+    topic = FetchableTopicResponse(partitions=[part])
+    if version >= 13:
+        topic.topic_id = METADATA_TOPIC_ID
+    else:
+        topic.topic = METADATA_TOPIC
+    resp = FetchResponse(error_code=NONE, session_id=0, responses=[topic])
+    if version >= 17 and leader.host:
+        resp.node_endpoints = [NodeEndpoint(node_id=leader.node_id, host=leader.host, port=leader.port, rack=None)]
+    return resp
+
+
+def handle_fetch(
+    request: FetchRequest,
+    version: int,
+    *,
+    cluster_id: str,
+    leader: Leader,
+    log: BatchIndex,
+    shutting_down: bool = False,
+) -> FetchAnswer:
+    """Decide the answer to one Fetch (module Rules 1-4). Never raises for a peer's values."""
+    if request.cluster_id is not None and request.cluster_id != cluster_id:
+        return FetchAnswer(FetchResponse(error_code=INCONSISTENT_CLUSTER_ID, session_id=0))
+    if len(request.topics) != 1 or len(request.topics[0].partitions) != 1:
+        return FetchAnswer(FetchResponse(error_code=INVALID_REQUEST, session_id=0))
+    topic = request.topics[0]
+    right_topic = topic.topic_id == METADATA_TOPIC_ID if version >= 13 else topic.topic == METADATA_TOPIC
+    p = topic.partitions[0]
+    if not right_topic or p.partition != METADATA_PARTITION:
+        return FetchAnswer(FetchResponse(error_code=INVALID_REQUEST, session_id=0))
+
+    def error(code: int) -> FetchAnswer:
+        return FetchAnswer(_wrap(version, _partition(leader, code), leader))
+
+    if shutting_down:
+        return error(BROKER_NOT_AVAILABLE)
+    if (
+        request.max_wait_ms < 0
+        or p.fetch_offset < 0
+        or p.last_fetched_epoch < 0
+        or p.last_fetched_epoch > p.current_leader_epoch
+    ):
+        return error(INVALID_REQUEST)
+    if p.current_leader_epoch < leader.epoch:
+        return error(FENCED_LEADER_EPOCH)
+    if p.current_leader_epoch > leader.epoch:
+        return error(UNKNOWN_LEADER_EPOCH)
+
+    end = log.end_offset
+    hw = end  # single voter: every appended (fsync'd) record is committed
+    if p.fetch_offset != 0:
+        starts = epoch_starts(log.batches)
+        epoch, epoch_end = end_offset_for_epoch(starts, p.last_fetched_epoch, end)
+        if epoch != p.last_fetched_epoch or epoch_end < p.fetch_offset:
+            part = _partition(
+                leader,
+                NONE,
+                high_watermark=hw,
+                log_start_offset=0,
+                diverging_epoch=EpochEndOffset(epoch=epoch, end_offset=epoch_end),
+            )
+            return FetchAnswer(_wrap(version, part, leader))
+    max_bytes = request.max_bytes if 0 < request.max_bytes < MAX_FETCH_BYTES else MAX_FETCH_BYTES
+    records = log.read(p.fetch_offset, max_bytes) if p.fetch_offset < end else b""
+    part = _partition(leader, NONE, high_watermark=hw, log_start_offset=0, records=records)
+    park = request.max_wait_ms if not records and request.max_wait_ms > 0 else 0
+    return FetchAnswer(_wrap(version, part, leader), park_ms=park)
+
+
+def handle_fetch_snapshot(
+    request: FetchSnapshotRequest, version: int, *, cluster_id: str, leader: Leader
+) -> FetchSnapshotResponse:
+    """We hold no snapshots: SNAPSHOT_NOT_FOUND for the metadata partition, else INVALID_REQUEST."""
+    if request.cluster_id is not None and request.cluster_id != cluster_id:
+        return FetchSnapshotResponse(error_code=INCONSISTENT_CLUSTER_ID)
+    if (
+        len(request.topics) != 1
+        or request.topics[0].name != METADATA_TOPIC
+        or len(request.topics[0].partitions) != 1
+        or request.topics[0].partitions[0].partition != METADATA_PARTITION
+    ):
+        return FetchSnapshotResponse(error_code=INVALID_REQUEST)
+    p = request.topics[0].partitions[0]
+    code = SNAPSHOT_NOT_FOUND
+    if p.current_leader_epoch < leader.epoch:
+        code = FENCED_LEADER_EPOCH
+    elif p.current_leader_epoch > leader.epoch:
+        code = UNKNOWN_LEADER_EPOCH
+    part = PartitionSnapshot(
+        index=METADATA_PARTITION,
+        error_code=code,
+        current_leader=SnapshotLeader(leader_id=leader.node_id, leader_epoch=leader.epoch),
+        unaligned_records=b"",
+    )
+    resp = FetchSnapshotResponse(error_code=NONE, topics=[TopicSnapshot(name=METADATA_TOPIC, partitions=[part])])
+    if version >= 1 and leader.host:
+        resp.node_endpoints = [SnapshotNodeEndpoint(node_id=leader.node_id, host=leader.host, port=leader.port)]
+    return resp
+
+
+class FetchWaiter:
+    """Parks long-polling fetches until the log grows (``notify``) or their time is up.
+
+    One generation counter: a waiter wakes when it moved past the generation it saw when
+    the handler answered, so an append between that answer and the wait is never missed.
+    """
+
+    def __init__(self) -> None:
+        self._event: asyncio.Event | None = None
+        self.generation = 0
+        self.closed = False
+
+    def notify(self) -> None:
+        """Wake every parked fetch (call after each append); cheap with nobody waiting."""
+        self.generation += 1
+        event, self._event = self._event, None
+        if event is not None:
+            event.set()
+
+    def close(self) -> None:
+        """Wake everyone for good (server shutdown)."""
+        self.closed = True
+        self.notify()
+
+    async def wait(self, since_generation: int, timeout_ms: int) -> bool:
+        """Wait until the generation moves past ``since_generation``; False on timeout."""
+        if self.generation != since_generation or self.closed:
+            return True
+        if self._event is None:
+            self._event = asyncio.Event()
+        event = self._event
+        try:
+            await asyncio.wait_for(event.wait(), max(0, timeout_ms) / 1000)
+        except TimeoutError:
+            pass
+        return self.generation != since_generation or self.closed
