@@ -1,0 +1,283 @@
+"""Decoded frames to narrow conformance rows: the record every statistic is built from.
+
+Strategy: one flat row per Kafka frame (numbers and short strings, never the frame's
+bytes), one row per finished connection, one per controller-plane event and one per
+task problem. All four share one column set, :data:`COLUMNS`, told apart by ``rtype``,
+so an engine moves a single Arrow schema; columns a row type does not use are ``None``.
+
+Invariants:
+
+* Pure: no pyspark, no pyarrow; a row is a ``dict`` whose keys are exactly the names in
+  :data:`COLUMNS` (:func:`blank` starts one), and every value fits its column's type.
+* Building a row never raises for frame content: the decoder already caught what the
+  bytes can do, and the walks here only read generated objects.
+* Error codes are read from fields named ``error_code``: the top-level one (when the
+  message has it) goes to ``error_code``; every non-zero one below the top level goes to
+  ``nested_error_codes``, capped at :data:`MAX_NESTED_ERRORS` per frame.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from typing import Any, Final
+
+from kraft_jbod import codec, messages
+from kraft_jbod.capture.kafka import TRUNCATED, UNDECODED, DecodedFrame
+from kraft_jbod.wire.message import Struct
+
+__all__ = [
+    "COLUMNS",
+    "MAX_NESTED_ERRORS",
+    "RTYPE_CONN",
+    "RTYPE_ERROR",
+    "RTYPE_EVENT",
+    "RTYPE_FILE",
+    "RTYPE_FRAME",
+    "anomaly_kind",
+    "blank",
+    "error_codes",
+    "frame_row",
+    "version_flags",
+]
+
+RTYPE_FRAME: Final = "frame"
+RTYPE_CONN: Final = "conn"
+RTYPE_EVENT: Final = "event"
+RTYPE_ERROR: Final = "error"
+RTYPE_FILE: Final = "file"
+
+MAX_NESTED_ERRORS: Final = 256
+
+#: ``(name, type)`` of every row column. Types: ``string``, ``bool``, ``int16``,
+#: ``int32``, ``int64``, ``list<int16>``, ``list<string>``.
+COLUMNS: Final[tuple[tuple[str, str], ...]] = (
+    ("rtype", "string"),
+    ("source", "string"),
+    ("task", "int32"),
+    ("conn_id", "string"),
+    ("direction", "string"),
+    ("kind", "string"),
+    ("ts_ns", "int64"),
+    ("size", "int64"),
+    ("api_key", "int16"),
+    ("api_version", "int16"),
+    ("header_version", "int16"),
+    ("correlation_id", "int32"),
+    ("client_id", "string"),
+    ("software_name", "string"),
+    ("software_version", "string"),
+    ("confidence", "string"),
+    ("complete", "bool"),
+    ("decoded", "bool"),
+    ("canonical", "bool"),
+    ("unknown_tags", "int32"),
+    ("trailing_bytes", "int32"),
+    ("error_code", "int16"),
+    ("nested_error_codes", "list<int16>"),
+    ("latency_ns", "int64"),
+    ("deprecated", "bool"),
+    ("unstable", "bool"),
+    ("negotiated_min", "int16"),
+    ("negotiated_max", "int16"),
+    ("anomaly_kinds", "list<string>"),
+    ("error", "string"),
+    ("client_source", "string"),
+    ("gap_bytes", "int64"),
+    ("retransmitted_bytes", "int64"),
+    ("event", "string"),
+)
+COLUMN_NAMES: Final = tuple(name for name, _ in COLUMNS)
+_BLANK: Final[dict[str, Any]] = dict.fromkeys(COLUMN_NAMES)
+
+
+def blank(rtype: str, source: str, task: int) -> dict[str, Any]:
+    """A row of ``rtype`` with every other column ``None``."""
+    row = dict(_BLANK)
+    row["rtype"] = rtype
+    row["source"] = source
+    row["task"] = task
+    return row
+
+
+# --------------------------------------------------------------------------- anomalies
+
+# Stable markers of the decoder's and the splitter's anomaly texts, most specific first;
+# the texts carry offsets and sizes that would make every anomaly its own kind.
+_KINDS: Final = (
+    ("trailing bytes", "trailing bytes"),
+    ("non-canonical", "non-canonical encoding"),
+    ("does not re-encode", "does not re-encode"),
+    ("unknown tagged", "unknown tagged fields"),
+    ("CRC", "record CRC mismatch"),
+    ("KIP-511", "ApiVersions KIP-511 fallback"),
+    ("inferred from the correlation-id order", "request not captured (inferred)"),
+    ("trial decoding", "request not captured (trial decoding)"),
+    ("response without its request", "request not captured"),
+    ("missing at frame byte", "TCP gap inside a frame"),
+    ("stream ended", "stream ended inside a frame"),
+    ("resynchronised", "frame resynchronisation"),
+    ("do not decode", "records do not decode"),
+    ("metadata record", "metadata record does not decode"),
+    ("control record", "control record does not decode"),
+    ("implausible frame size", "implausible frame size"),
+    ("direction abandoned", "direction abandoned (not Kafka?)"),
+    ("not a complete frame", "bytes outside any frame"),
+    ("retransmi", "TCP retransmission"),
+    ("gap", "TCP gap"),
+)
+
+
+def anomaly_kind(text: str) -> str:
+    """The stable kind of an anomaly text (for counting); unknown texts keep 60 chars."""
+    for marker, kind in _KINDS:
+        if marker in text:
+            return kind
+    return text[:60]
+
+
+# --------------------------------------------------------------------------- error codes
+
+# Per struct class: the attributes to visit for error codes, (attr, is_error, is_list).
+_ERR_PLANS: dict[type, tuple[tuple[str, bool, bool], ...]] = {}
+
+
+def _err_plan(cls: type[Struct]) -> tuple[tuple[str, bool, bool], ...]:
+    plan = _ERR_PLANS.get(cls)
+    if plan is not None:
+        return plan
+    _ERR_PLANS[cls] = ()  # recursion guard for self-referencing schemas
+    items: list[tuple[str, bool, bool]] = []
+    for f in cls._FIELDS:
+        if f.attr == "error_code" and f.type == "int16":
+            items.append((f.attr, True, False))
+        elif f.struct is not None and _err_plan(f.struct):
+            items.append((f.attr, False, f.type.startswith("[]")))
+    plan = tuple(items)
+    _ERR_PLANS[cls] = plan
+    return plan
+
+
+def error_codes(body: Any) -> tuple[int | None, list[int]]:
+    """``(top-level error code or None, non-zero nested error codes)`` of a message."""
+    top: int | None = None
+    nested: list[int] = []
+    for attr, is_err, _is_list in _err_plan(type(body)):
+        if is_err:
+            value = getattr(body, attr, None)
+            if isinstance(value, int):
+                top = value
+    _collect(body, nested, top_level=True)
+    return top, nested
+
+
+def _collect(obj: Any, out: list[int], *, top_level: bool) -> None:
+    for attr, is_err, is_list in _err_plan(type(obj)):
+        value = getattr(obj, attr, None)
+        if value is None:
+            continue
+        if is_err:
+            if not top_level and value and len(out) < MAX_NESTED_ERRORS:
+                out.append(value)
+        elif is_list:
+            for item in value:
+                _collect(item, out, top_level=False)
+                if len(out) >= MAX_NESTED_ERRORS:
+                    return
+        else:
+            _collect(value, out, top_level=False)
+
+
+# --------------------------------------------------------------------------- versions
+
+_FLAGS: dict[tuple[str, int, int], tuple[bool, bool]] = {}
+
+
+def version_flags(kind: str, api_key: int, version: int) -> tuple[bool, bool]:
+    """``(deprecated, unstable)`` for a request or response of ``api_key`` at ``version``:
+    deprecated when the schema lists the version in ``deprecatedVersions``; unstable when
+    it is the latest version and the schema marks that one unstable, or beyond the
+    schema's range."""
+    key = (kind, api_key, version)
+    got = _FLAGS.get(key)
+    if got is None:
+        cls = messages.request_class(api_key) if kind == "request" else messages.response_class(api_key)
+        if cls is None:
+            got = (False, False)
+        else:
+            dep = cls.DEPRECATED_VERSIONS
+            lo, hi = cls.VALID_VERSIONS
+            deprecated = dep is not None and dep[0] <= version <= dep[1]
+            unstable = version > hi or (cls.LATEST_VERSION_UNSTABLE and version == hi)
+            got = (deprecated, unstable or version < lo)
+        _FLAGS[key] = got
+    return got
+
+
+# --------------------------------------------------------------------------- frames
+
+
+def frame_row(
+    f: DecodedFrame,
+    source: str,
+    task: int,
+    *,
+    software: tuple[str | None, str | None] = (None, None),
+    negotiated: tuple[int, int] | None = None,
+) -> dict[str, Any]:
+    """The conformance row of one decoded frame.
+
+    ``software`` is the client's (name, version) when its ApiVersions request revealed
+    it; ``negotiated`` the server's advertised (min, max) for this api key on this
+    connection when its ApiVersions response was seen.
+    """
+    row = blank(RTYPE_FRAME, source, task)
+    row["conn_id"] = f.connection_id
+    row["direction"] = f.direction
+    row["kind"] = f.kind
+    row["ts_ns"] = f.timestamp_ns
+    row["size"] = f.size + 4
+    row["api_key"] = f.api_key
+    row["api_version"] = f.api_version
+    row["header_version"] = f.header_version
+    row["correlation_id"] = f.correlation_id
+    row["client_id"] = f.client_id
+    row["software_name"], row["software_version"] = software
+    row["confidence"] = f.confidence
+    row["complete"] = f.complete
+    row["decoded"] = f.body is not None
+    row["canonical"] = f.canonical
+    row["unknown_tags"] = len(f.unknown_tags)
+    row["trailing_bytes"] = len(f.trailing)
+    row["latency_ns"] = f.latency_ns
+    row["error"] = f.error
+    if f.body is not None and f.kind == "response":
+        top, nested = error_codes(f.body)
+        row["error_code"] = top
+        row["nested_error_codes"] = nested
+    if f.api_key is not None and f.api_version is not None and f.kind in ("request", "response"):
+        row["deprecated"], row["unstable"] = version_flags(f.kind, f.api_key, f.api_version)
+    if negotiated is not None:
+        row["negotiated_min"], row["negotiated_max"] = negotiated
+    kinds = [anomaly_kind(a) for a in f.anomalies]
+    if f.confidence == UNDECODED and f.error:
+        kinds.append("frame does not decode")
+    elif f.confidence == TRUNCATED:
+        kinds.append("frame cut short by the capture")
+    row["anomaly_kinds"] = kinds
+    return row
+
+
+def api_name(key: int | None) -> str:
+    """The api's name, or ``(none)`` for frames whose key is unknown."""
+    return "(none)" if key is None else codec.api_name(key)
+
+
+def count_by(rows: Iterable[dict[str, Any]], *keys: str) -> dict[tuple[Any, ...], int]:
+    """Frame rows counted by the given columns (used by tests and the local engine)."""
+    out: dict[tuple[Any, ...], int] = {}
+    for r in rows:
+        if r["rtype"] != RTYPE_FRAME:
+            continue
+        k = tuple(r[c] for c in keys)
+        out[k] = out.get(k, 0) + 1
+    return out

@@ -1,0 +1,106 @@
+"""Fake-broker configuration: Kafka's broker properties, Kafka's names and defaults.
+
+Reads what a ``process.roles=broker`` node needs (protocol-notes §8.1): ``node.id``,
+``log.dirs``/``metadata.log.dir``, ``controller.quorum.voters`` (static quorum),
+``listeners`` (advertised in the registration), the heartbeat and session timings and
+``log.dir.failure.timeout.ms``; plus two of our own, ``kraft.jbod.probe.interval.ms``
+(how often each directory is probed) and ``kraft.jbod.control.listener`` (host:port of
+the local command endpoint). Pure: parsing only.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+from kraft_jbod.controller.config import Listener, load_properties, parse_listeners, parse_override
+from kraft_jbod.errors import ConfigError
+from kraft_jbod.storage import StorageLayout
+
+_VOTER = re.compile(r"^(\d+)@(\[[0-9A-Fa-f:.]+\]|[^:@\s]+):(\d+)$")
+
+
+@dataclass(slots=True, frozen=True)
+class Voter:
+    node_id: int
+    host: str
+    port: int
+
+
+@dataclass(slots=True, frozen=True)
+class BrokerConfig:
+    node_id: int
+    layout: StorageLayout
+    voters: tuple[Voter, ...]
+    listeners: tuple[Listener, ...]
+    rack: str | None = None
+    heartbeat_interval_ms: int = 2000
+    session_timeout_ms: int = 9000
+    registration_timeout_ms: int = 60000
+    failure_timeout_ms: int = 30000
+    request_timeout_ms: int = 2000
+    probe_interval_ms: int = 1000
+    control_listener: tuple[str, int] | None = None
+
+    @classmethod
+    def from_properties(cls, props: Mapping[str, str]) -> BrokerConfig:
+        """Raises ConfigError naming the key and value it cannot use."""
+        p = {k: v.strip() for k, v in props.items()}
+        roles = {r.strip() for r in p.get("process.roles", "broker").split(",") if r.strip()}
+        if roles != {"broker"}:
+            raise ConfigError(f"process.roles={p.get('process.roles')!r}: the fake broker runs process.roles=broker")
+        layout = StorageLayout.from_properties(p)
+        voters_text = p.get("controller.quorum.voters", "")
+        voters = []
+        for item in (v.strip() for v in voters_text.split(",")):
+            if not item:
+                continue
+            m = _VOTER.match(item)
+            if m is None:
+                raise ConfigError(f"controller.quorum.voters: {item!r} is not ID@HOST:PORT")
+            voters.append(Voter(int(m[1]), m[2].strip("[]"), int(m[3])))
+        if not voters:
+            raise ConfigError("controller.quorum.voters is required (a static quorum)")
+        if any(v.node_id == layout.node_id for v in voters):
+            raise ConfigError(f"node.id {layout.node_id} must not be a voter of controller.quorum.voters")
+        listeners = parse_listeners(p.get("listeners", "PLAINTEXT://localhost:9092"))
+        control = None
+        if p.get("kraft.jbod.control.listener"):
+            host, _, port = p["kraft.jbod.control.listener"].rpartition(":")
+            if not port.isdigit():
+                raise ConfigError(f"kraft.jbod.control.listener: {p['kraft.jbod.control.listener']!r} is not HOST:PORT")
+            control = (host or "127.0.0.1", int(port))
+        return cls(
+            node_id=layout.node_id,
+            layout=layout,
+            voters=tuple(voters),
+            listeners=tuple(listeners),
+            rack=p.get("broker.rack") or None,
+            heartbeat_interval_ms=_int(p, "broker.heartbeat.interval.ms", 2000),
+            session_timeout_ms=_int(p, "broker.session.timeout.ms", 9000),
+            registration_timeout_ms=_int(p, "initial.broker.registration.timeout.ms", 60000),
+            failure_timeout_ms=_int(p, "log.dir.failure.timeout.ms", 30000),
+            request_timeout_ms=_int(p, "controller.quorum.request.timeout.ms", 2000),
+            probe_interval_ms=_int(p, "kraft.jbod.probe.interval.ms", 1000),
+            control_listener=control,
+        )
+
+
+def _int(p: Mapping[str, str], key: str, default: int) -> int:
+    text = p.get(key)
+    if text is None or text == "":
+        return default
+    if not re.fullmatch(r"[0-9]+", text) or int(text) < 1:
+        raise ConfigError(f"{key}: {text!r} is not a positive integer")
+    return int(text)
+
+
+def load(path: Path, overrides: Sequence[str] = ()) -> BrokerConfig:
+    """Raises ConfigError for an unreadable file, a bad override or an unusable value."""
+    props = load_properties(path)
+    for item in overrides:
+        k, v = parse_override(item)
+        props[k] = v
+    return BrokerConfig.from_properties(props)
