@@ -113,6 +113,13 @@ _EXTRA_COMMANDS.append(_capture_commands.register)
 from kraft_jbod.controller import commands as _controller_commands  # noqa: E402, I001
 
 _EXTRA_COMMANDS.append(_controller_commands.register)
+from kraft_jbod.analytics import commands as _analytics_commands  # noqa: E402, I001
+_EXTRA_COMMANDS.append(_analytics_commands.register)
+from kraft_jbod.broker import commands as _broker_commands  # noqa: E402
+
+_EXTRA_COMMANDS.append(_broker_commands.register)
+from kraft_jbod.metrics import commands as _metrics_commands  # noqa: E402, I001
+_EXTRA_COMMANDS.append(_metrics_commands.register)
 
 
 def main(argv: Sequence[str] | None = None) -> int:

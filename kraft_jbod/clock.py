@@ -87,7 +87,7 @@ class ManualClock:
         return sum(1 for _, _, fut in self._sleepers if not fut.done())
 
     async def sleep(self, seconds: float) -> None:
-        ms = max(0, int(round(seconds * 1000)))
+        ms = max(0, round(seconds * 1000))
         if ms == 0:
             await asyncio.sleep(0)
             return

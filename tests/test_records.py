@@ -189,7 +189,7 @@ def test_feature_level_record_example_from_notes() -> None:
 
 
 def test_metadata_frame_rules() -> None:
-    with pytest.raises(DecodeError, match="2.8 preview"):
+    with pytest.raises(DecodeError, match=r"2\.8 preview"):
         read_metadata_frame_header(b"\x00\x0c\x00", 0)
     with pytest.raises(DecodeError):
         read_metadata_frame_header(b"\x02\x0c\x00", 0)
@@ -468,7 +468,8 @@ def test_read_records_splits_and_reports_truncated_tail() -> None:
 def test_legacy_round_trip(magic: int, codec: int) -> None:
     raw = _legacy_set(magic, codec)
     items = read_records(raw)
-    flat = [pair for item in items for pair in flatten_legacy(item)]  # type: ignore[arg-type]
+    flat = [pair for item in items if isinstance(item, LegacyMessage) for pair in flatten_legacy(item)]
+    assert len(items) == (1 if codec else 3)
     assert [o for o, _ in flat] == [0, 1, 2]
     assert all(m.value == b"legacy value " * 5 and m.magic == magic for _, m in flat)
     assert all(m.crc_valid for _, m in flat)
@@ -520,6 +521,7 @@ def _kio_ts(seconds: int) -> TZAwareMicros:
     return TZAwareMicros.parse(datetime.datetime.fromtimestamp(seconds, datetime.UTC))
 
 
+KioRow = tuple[int, bytes | None, bytes | None, list[tuple[bytes, bytes | None]]]
 KIO_RECORDS = st.lists(
     st.tuples(
         st.integers(0, 10_000),  # timestamp seconds after the base (kio keeps whole seconds)
@@ -534,7 +536,7 @@ KIO_RECORDS = st.lists(
 
 @given(rows=KIO_RECORDS, base_offset=st.integers(0, 2**40), epoch=st.integers(0, 2**31 - 1))
 @settings(max_examples=100)
-def test_kio_writes_we_read(rows: list, base_offset: int, epoch: int) -> None:  # type: ignore[type-arg]
+def test_kio_writes_we_read(rows: list[KioRow], base_offset: int, epoch: int) -> None:
     base_s = 1_700_000_000
     kio_records = tuple(
         KioRecord(
@@ -640,6 +642,7 @@ def kafka_python_codecs(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
     yield
 
 
+KpRow = tuple[int, bytes | None, bytes | None, list[tuple[str, bytes | None]]]
 KP_ROWS = st.lists(
     st.tuples(
         st.integers(0, 2**40),
@@ -656,7 +659,7 @@ KP_ROWS = st.lists(
 @pytest.mark.parametrize("codec", CODECS)
 @given(rows=KP_ROWS, transactional=st.booleans())
 @settings(max_examples=40)
-def test_kafka_python_writes_we_read(codec: int, rows: list, transactional: bool) -> None:  # type: ignore[type-arg]
+def test_kafka_python_writes_we_read(codec: int, rows: list[KpRow], transactional: bool) -> None:
     builder = DefaultRecordBatchBuilder(
         magic=2,
         compression_type=codec,
@@ -704,6 +707,13 @@ def test_we_write_kafka_python_reads(codec: int, batch: RecordBatch) -> None:
     write_record_batch(out, batch, codec)
     theirs = DefaultRecordBatch(bytes(out))
     assert theirs.validate_crc()
+    if codec == codecs.SNAPPY and not batch.records:
+        # Our xerial stream for no records is the bare 16-byte header (Kafka reads it as
+        # empty); kafka-python only detects xerial framing when more than 16 bytes follow.
+        assert read_record_batch(bytes(out), 0)[0].records == []
+        with pytest.raises(Exception, match="snappy"):
+            list(theirs)
+        return
     assert theirs.compression_type == codec and theirs.base_offset == batch.base_offset
     assert theirs.leader_epoch == batch.partition_leader_epoch
     assert theirs.producer_id == batch.producer_id and theirs.base_sequence == batch.base_sequence
@@ -855,7 +865,7 @@ def _produce_v9_records(b: bytes) -> list[bytes]:
     p += 8
     (client_id,) = struct.unpack_from(">h", b, p)
     p += 2 + max(client_id, 0)
-    tags, p = read_unsigned_varint(b, p)
+    _tags, p = read_unsigned_varint(b, p)
     n, p = read_unsigned_varint(b, p)
     p += max(n - 1, 0) + 6  # transactional id, acks, timeout
     out = []
@@ -869,8 +879,8 @@ def _produce_v9_records(b: bytes) -> list[bytes]:
             n, p = read_unsigned_varint(b, p)
             out.append(b[p : p + n - 1])
             p += n - 1
-            tags, p = read_unsigned_varint(b, p)
-        tags, p = read_unsigned_varint(b, p)
+            _tags, p = read_unsigned_varint(b, p)
+        _tags, p = read_unsigned_varint(b, p)
     return out
 
 

@@ -123,6 +123,7 @@ _KINDS: Final = (
     ("direction abandoned", "direction abandoned (not Kafka?)"),
     ("not a complete frame", "bytes outside any frame"),
     ("retransmi", "TCP retransmission"),
+    ("bytes missing", "TCP gap"),
     ("gap", "TCP gap"),
 )
 

@@ -42,6 +42,7 @@ from pathlib import Path
 from typing import Any
 
 from kraft_jbod import codec
+from kraft_jbod.clock import SYSTEM_CLOCK, Clock
 from kraft_jbod.connection import (
     NEED_DATA,
     ApiVersionsFallback,
@@ -168,8 +169,14 @@ class ControllerServer:
         fsync: bool = True,
         tick_interval_ms: int | None = None,
         state_factory: Callable[..., Any] | None = None,
+        clock: Clock | None = None,
+        extensions: Any | None = None,
     ) -> None:
         self.config = config
+        # Integration-testing hooks (controller/extensions.py); the clock drives session
+        # timeouts and the tick loop, so tests advance time instead of sleeping.
+        self.extensions = extensions
+        self.clock: Clock = clock or getattr(extensions, "clock", None) or SYSTEM_CLOCK
         self._requested_cluster_id = check_cluster_id(cluster_id) if cluster_id is not None else None
         self.cluster_id = ""
         self.metadata_version = features.DEFAULT_LEVEL if metadata_version is None else metadata_version
@@ -257,7 +264,10 @@ class ControllerServer:
             self.supported = self._served_versions()
             for listener in cfg.controller_listeners:
                 server = await loop.create_server(
-                    lambda: _ControllerProtocol(self), host=listener.bind_host, port=listener.port
+                    lambda name=listener.name: _ControllerProtocol(self, name),
+                    host=listener.bind_host,
+                    port=listener.port,
+                    ssl=None if self.extensions is None else self.extensions.ssl_context(listener.name),
                 )
                 self._servers.append(server)
                 sockname = server.sockets[0].getsockname()
@@ -265,6 +275,8 @@ class ControllerServer:
             if hasattr(self.state, "controller_endpoints"):
                 # DescribeCluster(controllers) answers with the addresses actually bound.
                 self.state.controller_endpoints = list(self.addresses)
+            if self.extensions is not None:
+                await self.extensions.start(self)
         except BaseException:
             for s in self._servers:
                 s.close()
@@ -292,6 +304,8 @@ class ControllerServer:
             await self._stopped.wait()
             return
         self._closing = True
+        if self.extensions is not None:
+            await self.extensions.close()
         self.fetch_waiter.close()
         for task in list(self._fetch_tasks):
             task.cancel()
@@ -372,7 +386,7 @@ class ControllerServer:
                 event.api_key,
                 event.api_version,
                 event.body,
-                now_ms=_monotonic_ms(),
+                now_ms=self.clock.monotonic_ms(),
                 next_offset=self.log.end_offset,
                 principal=None,
             )
@@ -499,7 +513,7 @@ class ControllerServer:
     async def _run_tick(self) -> None:
         assert self.log is not None
         try:
-            records = list(self.state.tick(now_ms=_monotonic_ms(), next_offset=self.log.end_offset))
+            records = list(self.state.tick(now_ms=self.clock.monotonic_ms(), next_offset=self.log.end_offset))
         except Exception:
             log.exception("bug in tick()")
             return
@@ -514,7 +528,7 @@ class ControllerServer:
     async def _ticker(self) -> None:
         # Ticks go through the worker's queue like requests, so Rule 1 holds for them too.
         while not self._closing:
-            await asyncio.sleep(self._tick_ms / 1000)
+            await self.clock.sleep(self._tick_ms / 1000)
             if not any(w.proto is None for w in self._queue):
                 self._queue.append(_Work(None, None, None))
                 self._wake.set()
@@ -523,11 +537,13 @@ class ControllerServer:
 class _ControllerProtocol(asyncio.Protocol):
     """One client connection. At most one request of it is inside the controller at a time."""
 
-    def __init__(self, server: ControllerServer) -> None:
+    def __init__(self, server: ControllerServer, listener: str = "") -> None:
         self.server = server
+        self.listener = listener
         self.transport: asyncio.Transport | None = None
+        self.gate = None if server.extensions is None else server.extensions.new_gate(self)
         self.conn = ServerConnection(
-            server.supported,
+            server.supported if self.gate is None else self.gate.supported(server.supported),
             api_versions_range=API_VERSIONS_RANGE,
             max_frame=server.config.socket_request_max_bytes,
         )
@@ -597,13 +613,13 @@ class _ControllerProtocol(asyncio.Protocol):
                 continue
             assert isinstance(ev, RequestReceived)
             if ev.api_key == API_VERSIONS:
-                self._write(self.conn.send_response(ev, self.server.api_versions_response(ev.api_version, ev.body)))
+                body = self.server.api_versions_response(ev.api_version, ev.body)
+                self._write(self.conn.send_response(ev, body if self.gate is None else self.gate.api_versions(body)))
                 continue
             self.in_flight = True
-            if ev.api_key in (replication.FETCH, replication.FETCH_SNAPSHOT):
-                self.server.serve_fetch(self, ev)
-            else:
-                self.server.submit(self, ev)
+            # The gate (extensions: SASL, ACLs, faults) may answer, close, delay or stall.
+            if self.gate is None or self.gate.admit(ev, lambda ev=ev: self.dispatch(ev)):
+                self.dispatch(ev)
         if self.transport is not None and not self.closed:
             if self.in_flight and self.conn.buffered > _PAUSE_BUFFERED and not self._paused:
                 self._paused = True
@@ -611,6 +627,13 @@ class _ControllerProtocol(asyncio.Protocol):
             elif self._paused and not self.in_flight:
                 self._paused = False
                 self.transport.resume_reading()
+
+    def dispatch(self, ev: RequestReceived) -> None:
+        """Hand a request on: Fetch to the replication path, the rest to the state machine."""
+        if ev.api_key in (replication.FETCH, replication.FETCH_SNAPSHOT):
+            self.server.serve_fetch(self, ev)
+        else:
+            self.server.submit(self, ev)
 
     def _write(self, data: bytes) -> None:
         if self.transport is not None and not self.closed:
@@ -633,6 +656,8 @@ class _ControllerProtocol(asyncio.Protocol):
             self.close()
             return
         self.server.stats["responses"] += 1
+        if self.gate is not None:
+            self.gate.on_response(event, body)
         self._write(data)
         self.in_flight = False
         self._pump()

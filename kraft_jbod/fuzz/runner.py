@@ -90,6 +90,7 @@ class Result:
     error_code: int | None = None
     responses: int = 0
     response_hex: list[str] = field(default_factory=list)
+    payloads: list[bytes] = field(default_factory=list)  # every whole response, in order
 
 
 # --------------------------------------------------------------------------- addresses
@@ -492,6 +493,7 @@ class Judge:
         worst: Result | None = None
         answered = 0
         hexes: list[str] = []
+        payloads: list[bytes] = []
         for frame in split.frames:
             try:
                 payload = await conn.read_frame(self.timeout)
@@ -506,6 +508,7 @@ class Judge:
                 return Result(Outcome.CLOSED, "closed", responses=answered, response_hex=hexes)
             answered += 1
             hexes.append(payload[:256].hex())
+            payloads.append(payload)
             res = judge_response(frame, payload)
             if res.outcome is Outcome.BAD_ANSWER:
                 conn.close()
@@ -525,7 +528,7 @@ class Judge:
                 return Result(Outcome.CLOSED, f"closed ({split.tail} tail)", responses=answered, response_hex=hexes)
         if worst is None:  # a case with no complete frame and a clean tail: empty data
             return Result(Outcome.ANSWERED, "nothing to answer")
-        worst.responses, worst.response_hex = answered, hexes
+        worst.responses, worst.response_hex, worst.payloads = answered, hexes, payloads
         return worst
 
     async def _after_timeout(

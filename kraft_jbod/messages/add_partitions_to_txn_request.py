@@ -188,8 +188,31 @@ def _read_AddPartitionsToTxnTransaction_0(buf: bytes | bytearray | memoryview, p
     i = 0
     try:
         for i in range(n_v_topics):
-            e_v_topics, pos = _read_AddPartitionsToTxnTopic_1(buf, pos)
-            app_v_topics(e_v_topics)
+            v_topics_v_name, pos = _rcs(buf, pos, 'Name')
+            v_topics_v_partitions: list[int]
+            n_v_topics_v_partitions = buf[pos] - 1 if pos < end else -2
+            if 0 <= n_v_topics_v_partitions < 127 and n_v_topics_v_partitions <= end - pos:
+                pos += 1
+            else:
+                n_v_topics_v_partitions, pos = _rcal(buf, pos, 'Partitions')
+            v_topics_v_partitions, pos = _rfa(buf, pos, n_v_topics_v_partitions, 'i', 'Partitions')
+            v_topics_unknown: tuple[tuple[int, bytes], ...] = ()
+            if pos < end and buf[pos] == 0:
+                pos += 1
+            else:
+                v_topics_n_tags, pos = _rtc(buf, pos, '_tagged_fields')
+                v_topics_raw_tags: list[tuple[int, bytes]] = []
+                for _ in range(v_topics_n_tags):
+                    v_topics_tag, v_topics_size, pos = _rth(buf, pos, '_tagged_fields')
+                    v_topics_raw_tags.append((v_topics_tag, bytes(buf[pos:pos + v_topics_size])))
+                    pos += v_topics_size
+                if v_topics_raw_tags:
+                    v_topics_unknown = tuple(v_topics_raw_tags)
+            v_topics_o = _new(AddPartitionsToTxnTopic)
+            v_topics_o.name = v_topics_v_name
+            v_topics_o.partitions = v_topics_v_partitions
+            v_topics_o.unknown_tagged_fields = v_topics_unknown
+            app_v_topics(v_topics_o)
     except _DecodeError as exc:
         raise exc.refine(field=f'Topics[{i}]')
     unknown: tuple[tuple[int, bytes], ...] = ()
@@ -246,8 +269,15 @@ def _read_AddPartitionsToTxnRequest_0(buf: bytes | bytearray | memoryview, pos: 
     i = 0
     try:
         for i in range(n_v_v3_and_below_topics):
-            e_v_v3_and_below_topics, pos = _read_AddPartitionsToTxnTopic_0(buf, pos)
-            app_v_v3_and_below_topics(e_v_v3_and_below_topics)
+            v_v3_and_below_topics_v_name, pos = _rs(buf, pos, 'Name')
+            v_v3_and_below_topics_v_partitions: list[int]
+            n_v_v3_and_below_topics_v_partitions, pos = _ral(buf, pos, 'Partitions')
+            v_v3_and_below_topics_v_partitions, pos = _rfa(buf, pos, n_v_v3_and_below_topics_v_partitions, 'i', 'Partitions')
+            v_v3_and_below_topics_o = _new(AddPartitionsToTxnTopic)
+            v_v3_and_below_topics_o.name = v_v3_and_below_topics_v_name
+            v_v3_and_below_topics_o.partitions = v_v3_and_below_topics_v_partitions
+            v_v3_and_below_topics_o.unknown_tagged_fields = ()
+            app_v_v3_and_below_topics(v_v3_and_below_topics_o)
     except _DecodeError as exc:
         raise exc.refine(field=f'V3AndBelowTopics[{i}]')
     o = _new(AddPartitionsToTxnRequest)
@@ -296,8 +326,31 @@ def _read_AddPartitionsToTxnRequest_1(buf: bytes | bytearray | memoryview, pos: 
     i = 0
     try:
         for i in range(n_v_v3_and_below_topics):
-            e_v_v3_and_below_topics, pos = _read_AddPartitionsToTxnTopic_1(buf, pos)
-            app_v_v3_and_below_topics(e_v_v3_and_below_topics)
+            v_v3_and_below_topics_v_name, pos = _rcs(buf, pos, 'Name')
+            v_v3_and_below_topics_v_partitions: list[int]
+            n_v_v3_and_below_topics_v_partitions = buf[pos] - 1 if pos < end else -2
+            if 0 <= n_v_v3_and_below_topics_v_partitions < 127 and n_v_v3_and_below_topics_v_partitions <= end - pos:
+                pos += 1
+            else:
+                n_v_v3_and_below_topics_v_partitions, pos = _rcal(buf, pos, 'Partitions')
+            v_v3_and_below_topics_v_partitions, pos = _rfa(buf, pos, n_v_v3_and_below_topics_v_partitions, 'i', 'Partitions')
+            v_v3_and_below_topics_unknown: tuple[tuple[int, bytes], ...] = ()
+            if pos < end and buf[pos] == 0:
+                pos += 1
+            else:
+                v_v3_and_below_topics_n_tags, pos = _rtc(buf, pos, '_tagged_fields')
+                v_v3_and_below_topics_raw_tags: list[tuple[int, bytes]] = []
+                for _ in range(v_v3_and_below_topics_n_tags):
+                    v_v3_and_below_topics_tag, v_v3_and_below_topics_size, pos = _rth(buf, pos, '_tagged_fields')
+                    v_v3_and_below_topics_raw_tags.append((v_v3_and_below_topics_tag, bytes(buf[pos:pos + v_v3_and_below_topics_size])))
+                    pos += v_v3_and_below_topics_size
+                if v_v3_and_below_topics_raw_tags:
+                    v_v3_and_below_topics_unknown = tuple(v_v3_and_below_topics_raw_tags)
+            v_v3_and_below_topics_o = _new(AddPartitionsToTxnTopic)
+            v_v3_and_below_topics_o.name = v_v3_and_below_topics_v_name
+            v_v3_and_below_topics_o.partitions = v_v3_and_below_topics_v_partitions
+            v_v3_and_below_topics_o.unknown_tagged_fields = v_v3_and_below_topics_unknown
+            app_v_v3_and_below_topics(v_v3_and_below_topics_o)
     except _DecodeError as exc:
         raise exc.refine(field=f'V3AndBelowTopics[{i}]')
     unknown: tuple[tuple[int, bytes], ...] = ()

@@ -170,8 +170,15 @@ def _read_AddPartitionsToTxnTopicResult_0(buf: bytes | bytearray | memoryview, p
     i = 0
     try:
         for i in range(n_v_results_by_partition):
-            e_v_results_by_partition, pos = _read_AddPartitionsToTxnPartitionResult_0(buf, pos)
-            app_v_results_by_partition(e_v_results_by_partition)
+            if pos + 6 > end:
+                raise _short_fixed(pos, end, _L0)
+            v_results_by_partition_v_partition_index, v_results_by_partition_v_partition_error_code = _S_ih.unpack_from(buf, pos)
+            pos += 6
+            v_results_by_partition_o = _new(AddPartitionsToTxnPartitionResult)
+            v_results_by_partition_o.partition_index = v_results_by_partition_v_partition_index
+            v_results_by_partition_o.partition_error_code = v_results_by_partition_v_partition_error_code
+            v_results_by_partition_o.unknown_tagged_fields = ()
+            app_v_results_by_partition(v_results_by_partition_o)
     except _DecodeError as exc:
         raise exc.refine(field=f'ResultsByPartition[{i}]')
     o = _new(AddPartitionsToTxnTopicResult)
@@ -210,8 +217,27 @@ def _read_AddPartitionsToTxnTopicResult_1(buf: bytes | bytearray | memoryview, p
     i = 0
     try:
         for i in range(n_v_results_by_partition):
-            e_v_results_by_partition, pos = _read_AddPartitionsToTxnPartitionResult_1(buf, pos)
-            app_v_results_by_partition(e_v_results_by_partition)
+            if pos + 6 > end:
+                raise _short_fixed(pos, end, _L0)
+            v_results_by_partition_v_partition_index, v_results_by_partition_v_partition_error_code = _S_ih.unpack_from(buf, pos)
+            pos += 6
+            v_results_by_partition_unknown: tuple[tuple[int, bytes], ...] = ()
+            if pos < end and buf[pos] == 0:
+                pos += 1
+            else:
+                v_results_by_partition_n_tags, pos = _rtc(buf, pos, '_tagged_fields')
+                v_results_by_partition_raw_tags: list[tuple[int, bytes]] = []
+                for _ in range(v_results_by_partition_n_tags):
+                    v_results_by_partition_tag, v_results_by_partition_size, pos = _rth(buf, pos, '_tagged_fields')
+                    v_results_by_partition_raw_tags.append((v_results_by_partition_tag, bytes(buf[pos:pos + v_results_by_partition_size])))
+                    pos += v_results_by_partition_size
+                if v_results_by_partition_raw_tags:
+                    v_results_by_partition_unknown = tuple(v_results_by_partition_raw_tags)
+            v_results_by_partition_o = _new(AddPartitionsToTxnPartitionResult)
+            v_results_by_partition_o.partition_index = v_results_by_partition_v_partition_index
+            v_results_by_partition_o.partition_error_code = v_results_by_partition_v_partition_error_code
+            v_results_by_partition_o.unknown_tagged_fields = v_results_by_partition_unknown
+            app_v_results_by_partition(v_results_by_partition_o)
     except _DecodeError as exc:
         raise exc.refine(field=f'ResultsByPartition[{i}]')
     unknown: tuple[tuple[int, bytes], ...] = ()

@@ -151,8 +151,30 @@ def _read_AddRaftVoterRequest_0(buf: bytes | bytearray | memoryview, pos: int) -
     i = 0
     try:
         for i in range(n_v_listeners):
-            e_v_listeners, pos = _read_Listener_0(buf, pos)
-            app_v_listeners(e_v_listeners)
+            v_listeners_v_name, pos = _rcs(buf, pos, 'Name')
+            v_listeners_v_host, pos = _rcs(buf, pos, 'Host')
+            if pos + 2 > end:
+                raise _short_fixed(pos, end, _L0)
+            v_listeners_v_port, = _S_H.unpack_from(buf, pos)
+            pos += 2
+            v_listeners_unknown: tuple[tuple[int, bytes], ...] = ()
+            if pos < end and buf[pos] == 0:
+                pos += 1
+            else:
+                v_listeners_n_tags, pos = _rtc(buf, pos, '_tagged_fields')
+                v_listeners_raw_tags: list[tuple[int, bytes]] = []
+                for _ in range(v_listeners_n_tags):
+                    v_listeners_tag, v_listeners_size, pos = _rth(buf, pos, '_tagged_fields')
+                    v_listeners_raw_tags.append((v_listeners_tag, bytes(buf[pos:pos + v_listeners_size])))
+                    pos += v_listeners_size
+                if v_listeners_raw_tags:
+                    v_listeners_unknown = tuple(v_listeners_raw_tags)
+            v_listeners_o = _new(Listener)
+            v_listeners_o.name = v_listeners_v_name
+            v_listeners_o.host = v_listeners_v_host
+            v_listeners_o.port = v_listeners_v_port
+            v_listeners_o.unknown_tagged_fields = v_listeners_unknown
+            app_v_listeners(v_listeners_o)
     except _DecodeError as exc:
         raise exc.refine(field=f'Listeners[{i}]')
     unknown: tuple[tuple[int, bytes], ...] = ()

@@ -235,8 +235,13 @@ def _read_EntryData_0(buf: bytes | bytearray | memoryview, pos: int) -> tuple[En
     i = 0
     try:
         for i in range(n_v_entity):
-            e_v_entity, pos = _read_EntityData_0(buf, pos)
-            app_v_entity(e_v_entity)
+            v_entity_v_entity_type, pos = _rs(buf, pos, 'EntityType')
+            v_entity_v_entity_name, pos = _rns(buf, pos, 'EntityName')
+            v_entity_o = _new(EntityData)
+            v_entity_o.entity_type = v_entity_v_entity_type
+            v_entity_o.entity_name = v_entity_v_entity_name
+            v_entity_o.unknown_tagged_fields = ()
+            app_v_entity(v_entity_o)
     except _DecodeError as exc:
         raise exc.refine(field=f'Entity[{i}]')
     v_ops: list[OpData]
@@ -246,8 +251,17 @@ def _read_EntryData_0(buf: bytes | bytearray | memoryview, pos: int) -> tuple[En
     i = 0
     try:
         for i in range(n_v_ops):
-            e_v_ops, pos = _read_OpData_0(buf, pos)
-            app_v_ops(e_v_ops)
+            v_ops_v_key, pos = _rs(buf, pos, 'Key')
+            if pos + 9 > end:
+                raise _short_fixed(pos, end, _L0)
+            v_ops_v_value, v_ops_v_remove = _S_d_.unpack_from(buf, pos)
+            pos += 9
+            v_ops_o = _new(OpData)
+            v_ops_o.key = v_ops_v_key
+            v_ops_o.value = v_ops_v_value
+            v_ops_o.remove = v_ops_v_remove
+            v_ops_o.unknown_tagged_fields = ()
+            app_v_ops(v_ops_o)
     except _DecodeError as exc:
         raise exc.refine(field=f'Ops[{i}]')
     o = _new(EntryData)
@@ -287,8 +301,25 @@ def _read_EntryData_1(buf: bytes | bytearray | memoryview, pos: int) -> tuple[En
     i = 0
     try:
         for i in range(n_v_entity):
-            e_v_entity, pos = _read_EntityData_1(buf, pos)
-            app_v_entity(e_v_entity)
+            v_entity_v_entity_type, pos = _rcs(buf, pos, 'EntityType')
+            v_entity_v_entity_name, pos = _rncs(buf, pos, 'EntityName')
+            v_entity_unknown: tuple[tuple[int, bytes], ...] = ()
+            if pos < end and buf[pos] == 0:
+                pos += 1
+            else:
+                v_entity_n_tags, pos = _rtc(buf, pos, '_tagged_fields')
+                v_entity_raw_tags: list[tuple[int, bytes]] = []
+                for _ in range(v_entity_n_tags):
+                    v_entity_tag, v_entity_size, pos = _rth(buf, pos, '_tagged_fields')
+                    v_entity_raw_tags.append((v_entity_tag, bytes(buf[pos:pos + v_entity_size])))
+                    pos += v_entity_size
+                if v_entity_raw_tags:
+                    v_entity_unknown = tuple(v_entity_raw_tags)
+            v_entity_o = _new(EntityData)
+            v_entity_o.entity_type = v_entity_v_entity_type
+            v_entity_o.entity_name = v_entity_v_entity_name
+            v_entity_o.unknown_tagged_fields = v_entity_unknown
+            app_v_entity(v_entity_o)
     except _DecodeError as exc:
         raise exc.refine(field=f'Entity[{i}]')
     v_ops: list[OpData]
@@ -302,8 +333,29 @@ def _read_EntryData_1(buf: bytes | bytearray | memoryview, pos: int) -> tuple[En
     i = 0
     try:
         for i in range(n_v_ops):
-            e_v_ops, pos = _read_OpData_1(buf, pos)
-            app_v_ops(e_v_ops)
+            v_ops_v_key, pos = _rcs(buf, pos, 'Key')
+            if pos + 9 > end:
+                raise _short_fixed(pos, end, _L0)
+            v_ops_v_value, v_ops_v_remove = _S_d_.unpack_from(buf, pos)
+            pos += 9
+            v_ops_unknown: tuple[tuple[int, bytes], ...] = ()
+            if pos < end and buf[pos] == 0:
+                pos += 1
+            else:
+                v_ops_n_tags, pos = _rtc(buf, pos, '_tagged_fields')
+                v_ops_raw_tags: list[tuple[int, bytes]] = []
+                for _ in range(v_ops_n_tags):
+                    v_ops_tag, v_ops_size, pos = _rth(buf, pos, '_tagged_fields')
+                    v_ops_raw_tags.append((v_ops_tag, bytes(buf[pos:pos + v_ops_size])))
+                    pos += v_ops_size
+                if v_ops_raw_tags:
+                    v_ops_unknown = tuple(v_ops_raw_tags)
+            v_ops_o = _new(OpData)
+            v_ops_o.key = v_ops_v_key
+            v_ops_o.value = v_ops_v_value
+            v_ops_o.remove = v_ops_v_remove
+            v_ops_o.unknown_tagged_fields = v_ops_unknown
+            app_v_ops(v_ops_o)
     except _DecodeError as exc:
         raise exc.refine(field=f'Ops[{i}]')
     unknown: tuple[tuple[int, bytes], ...] = ()

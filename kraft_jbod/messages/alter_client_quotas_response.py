@@ -165,8 +165,13 @@ def _read_EntryData_0(buf: bytes | bytearray | memoryview, pos: int) -> tuple[En
     i = 0
     try:
         for i in range(n_v_entity):
-            e_v_entity, pos = _read_EntityData_0(buf, pos)
-            app_v_entity(e_v_entity)
+            v_entity_v_entity_type, pos = _rs(buf, pos, 'EntityType')
+            v_entity_v_entity_name, pos = _rns(buf, pos, 'EntityName')
+            v_entity_o = _new(EntityData)
+            v_entity_o.entity_type = v_entity_v_entity_type
+            v_entity_o.entity_name = v_entity_v_entity_name
+            v_entity_o.unknown_tagged_fields = ()
+            app_v_entity(v_entity_o)
     except _DecodeError as exc:
         raise exc.refine(field=f'Entity[{i}]')
     o = _new(EntryData)
@@ -209,8 +214,25 @@ def _read_EntryData_1(buf: bytes | bytearray | memoryview, pos: int) -> tuple[En
     i = 0
     try:
         for i in range(n_v_entity):
-            e_v_entity, pos = _read_EntityData_1(buf, pos)
-            app_v_entity(e_v_entity)
+            v_entity_v_entity_type, pos = _rcs(buf, pos, 'EntityType')
+            v_entity_v_entity_name, pos = _rncs(buf, pos, 'EntityName')
+            v_entity_unknown: tuple[tuple[int, bytes], ...] = ()
+            if pos < end and buf[pos] == 0:
+                pos += 1
+            else:
+                v_entity_n_tags, pos = _rtc(buf, pos, '_tagged_fields')
+                v_entity_raw_tags: list[tuple[int, bytes]] = []
+                for _ in range(v_entity_n_tags):
+                    v_entity_tag, v_entity_size, pos = _rth(buf, pos, '_tagged_fields')
+                    v_entity_raw_tags.append((v_entity_tag, bytes(buf[pos:pos + v_entity_size])))
+                    pos += v_entity_size
+                if v_entity_raw_tags:
+                    v_entity_unknown = tuple(v_entity_raw_tags)
+            v_entity_o = _new(EntityData)
+            v_entity_o.entity_type = v_entity_v_entity_type
+            v_entity_o.entity_name = v_entity_v_entity_name
+            v_entity_o.unknown_tagged_fields = v_entity_unknown
+            app_v_entity(v_entity_o)
     except _DecodeError as exc:
         raise exc.refine(field=f'Entity[{i}]')
     unknown: tuple[tuple[int, bytes], ...] = ()

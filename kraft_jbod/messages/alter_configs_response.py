@@ -182,8 +182,23 @@ def _read_AlterConfigsResponse_0(buf: bytes | bytearray | memoryview, pos: int) 
     i = 0
     try:
         for i in range(n_v_responses):
-            e_v_responses, pos = _read_AlterConfigsResourceResponse_0(buf, pos)
-            app_v_responses(e_v_responses)
+            if pos + 2 > end:
+                raise _short_fixed(pos, end, _L0)
+            v_responses_v_error_code, = _S_h.unpack_from(buf, pos)
+            pos += 2
+            v_responses_v_error_message, pos = _rns(buf, pos, 'ErrorMessage')
+            if pos + 1 > end:
+                raise _short_fixed(pos, end, _L1)
+            v_responses_v_resource_type, = _S_b.unpack_from(buf, pos)
+            pos += 1
+            v_responses_v_resource_name, pos = _rs(buf, pos, 'ResourceName')
+            v_responses_o = _new(AlterConfigsResourceResponse)
+            v_responses_o.error_code = v_responses_v_error_code
+            v_responses_o.error_message = v_responses_v_error_message
+            v_responses_o.resource_type = v_responses_v_resource_type
+            v_responses_o.resource_name = v_responses_v_resource_name
+            v_responses_o.unknown_tagged_fields = ()
+            app_v_responses(v_responses_o)
     except _DecodeError as exc:
         raise exc.refine(field=f'Responses[{i}]')
     o = _new(AlterConfigsResponse)
@@ -223,8 +238,35 @@ def _read_AlterConfigsResponse_1(buf: bytes | bytearray | memoryview, pos: int) 
     i = 0
     try:
         for i in range(n_v_responses):
-            e_v_responses, pos = _read_AlterConfigsResourceResponse_1(buf, pos)
-            app_v_responses(e_v_responses)
+            if pos + 2 > end:
+                raise _short_fixed(pos, end, _L0)
+            v_responses_v_error_code, = _S_h.unpack_from(buf, pos)
+            pos += 2
+            v_responses_v_error_message, pos = _rncs(buf, pos, 'ErrorMessage')
+            if pos + 1 > end:
+                raise _short_fixed(pos, end, _L1)
+            v_responses_v_resource_type, = _S_b.unpack_from(buf, pos)
+            pos += 1
+            v_responses_v_resource_name, pos = _rcs(buf, pos, 'ResourceName')
+            v_responses_unknown: tuple[tuple[int, bytes], ...] = ()
+            if pos < end and buf[pos] == 0:
+                pos += 1
+            else:
+                v_responses_n_tags, pos = _rtc(buf, pos, '_tagged_fields')
+                v_responses_raw_tags: list[tuple[int, bytes]] = []
+                for _ in range(v_responses_n_tags):
+                    v_responses_tag, v_responses_size, pos = _rth(buf, pos, '_tagged_fields')
+                    v_responses_raw_tags.append((v_responses_tag, bytes(buf[pos:pos + v_responses_size])))
+                    pos += v_responses_size
+                if v_responses_raw_tags:
+                    v_responses_unknown = tuple(v_responses_raw_tags)
+            v_responses_o = _new(AlterConfigsResourceResponse)
+            v_responses_o.error_code = v_responses_v_error_code
+            v_responses_o.error_message = v_responses_v_error_message
+            v_responses_o.resource_type = v_responses_v_resource_type
+            v_responses_o.resource_name = v_responses_v_resource_name
+            v_responses_o.unknown_tagged_fields = v_responses_unknown
+            app_v_responses(v_responses_o)
     except _DecodeError as exc:
         raise exc.refine(field=f'Responses[{i}]')
     unknown: tuple[tuple[int, bytes], ...] = ()

@@ -146,8 +146,29 @@ def _read_ReassignableTopicResponse_0(buf: bytes | bytearray | memoryview, pos: 
     i = 0
     try:
         for i in range(n_v_partitions):
-            e_v_partitions, pos = _read_ReassignablePartitionResponse_0(buf, pos)
-            app_v_partitions(e_v_partitions)
+            if pos + 6 > end:
+                raise _short_fixed(pos, end, _L0)
+            v_partitions_v_partition_index, v_partitions_v_error_code = _S_ih.unpack_from(buf, pos)
+            pos += 6
+            v_partitions_v_error_message, pos = _rncs(buf, pos, 'ErrorMessage')
+            v_partitions_unknown: tuple[tuple[int, bytes], ...] = ()
+            if pos < end and buf[pos] == 0:
+                pos += 1
+            else:
+                v_partitions_n_tags, pos = _rtc(buf, pos, '_tagged_fields')
+                v_partitions_raw_tags: list[tuple[int, bytes]] = []
+                for _ in range(v_partitions_n_tags):
+                    v_partitions_tag, v_partitions_size, pos = _rth(buf, pos, '_tagged_fields')
+                    v_partitions_raw_tags.append((v_partitions_tag, bytes(buf[pos:pos + v_partitions_size])))
+                    pos += v_partitions_size
+                if v_partitions_raw_tags:
+                    v_partitions_unknown = tuple(v_partitions_raw_tags)
+            v_partitions_o = _new(ReassignablePartitionResponse)
+            v_partitions_o.partition_index = v_partitions_v_partition_index
+            v_partitions_o.error_code = v_partitions_v_error_code
+            v_partitions_o.error_message = v_partitions_v_error_message
+            v_partitions_o.unknown_tagged_fields = v_partitions_unknown
+            app_v_partitions(v_partitions_o)
     except _DecodeError as exc:
         raise exc.refine(field=f'Partitions[{i}]')
     unknown: tuple[tuple[int, bytes], ...] = ()

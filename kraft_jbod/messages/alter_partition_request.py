@@ -282,8 +282,27 @@ def _read_PartitionData_2(buf: bytes | bytearray | memoryview, pos: int) -> tupl
     i = 0
     try:
         for i in range(n_v_new_isr_with_epochs):
-            e_v_new_isr_with_epochs, pos = _read_BrokerState_0(buf, pos)
-            app_v_new_isr_with_epochs(e_v_new_isr_with_epochs)
+            if pos + 12 > end:
+                raise _short_fixed(pos, end, _L0)
+            v_new_isr_with_epochs_v_broker_id, v_new_isr_with_epochs_v_broker_epoch = _S_iq.unpack_from(buf, pos)
+            pos += 12
+            v_new_isr_with_epochs_unknown: tuple[tuple[int, bytes], ...] = ()
+            if pos < end and buf[pos] == 0:
+                pos += 1
+            else:
+                v_new_isr_with_epochs_n_tags, pos = _rtc(buf, pos, '_tagged_fields')
+                v_new_isr_with_epochs_raw_tags: list[tuple[int, bytes]] = []
+                for _ in range(v_new_isr_with_epochs_n_tags):
+                    v_new_isr_with_epochs_tag, v_new_isr_with_epochs_size, pos = _rth(buf, pos, '_tagged_fields')
+                    v_new_isr_with_epochs_raw_tags.append((v_new_isr_with_epochs_tag, bytes(buf[pos:pos + v_new_isr_with_epochs_size])))
+                    pos += v_new_isr_with_epochs_size
+                if v_new_isr_with_epochs_raw_tags:
+                    v_new_isr_with_epochs_unknown = tuple(v_new_isr_with_epochs_raw_tags)
+            v_new_isr_with_epochs_o = _new(BrokerState)
+            v_new_isr_with_epochs_o.broker_id = v_new_isr_with_epochs_v_broker_id
+            v_new_isr_with_epochs_o.broker_epoch = v_new_isr_with_epochs_v_broker_epoch
+            v_new_isr_with_epochs_o.unknown_tagged_fields = v_new_isr_with_epochs_unknown
+            app_v_new_isr_with_epochs(v_new_isr_with_epochs_o)
     except _DecodeError as exc:
         raise exc.refine(field=f'NewIsrWithEpochs[{i}]')
     if pos + 5 > end:
@@ -345,8 +364,42 @@ def _read_TopicData_0(buf: bytes | bytearray | memoryview, pos: int) -> tuple[To
     i = 0
     try:
         for i in range(n_v_partitions):
-            e_v_partitions, pos = _read_PartitionData_0(buf, pos)
-            app_v_partitions(e_v_partitions)
+            if pos + 8 > end:
+                raise _short_fixed(pos, end, _L1)
+            v_partitions_v_partition_index, v_partitions_v_leader_epoch = _S_ii.unpack_from(buf, pos)
+            pos += 8
+            v_partitions_v_new_isr: list[int]
+            n_v_partitions_v_new_isr = buf[pos] - 1 if pos < end else -2
+            if 0 <= n_v_partitions_v_new_isr < 127 and n_v_partitions_v_new_isr <= end - pos:
+                pos += 1
+            else:
+                n_v_partitions_v_new_isr, pos = _rcal(buf, pos, 'NewIsr')
+            v_partitions_v_new_isr, pos = _rfa(buf, pos, n_v_partitions_v_new_isr, 'i', 'NewIsr')
+            if pos + 4 > end:
+                raise _short_fixed(pos, end, _L2)
+            v_partitions_v_partition_epoch, = _S_i.unpack_from(buf, pos)
+            pos += 4
+            v_partitions_unknown: tuple[tuple[int, bytes], ...] = ()
+            if pos < end and buf[pos] == 0:
+                pos += 1
+            else:
+                v_partitions_n_tags, pos = _rtc(buf, pos, '_tagged_fields')
+                v_partitions_raw_tags: list[tuple[int, bytes]] = []
+                for _ in range(v_partitions_n_tags):
+                    v_partitions_tag, v_partitions_size, pos = _rth(buf, pos, '_tagged_fields')
+                    v_partitions_raw_tags.append((v_partitions_tag, bytes(buf[pos:pos + v_partitions_size])))
+                    pos += v_partitions_size
+                if v_partitions_raw_tags:
+                    v_partitions_unknown = tuple(v_partitions_raw_tags)
+            v_partitions_o = _new(PartitionData)
+            v_partitions_o.partition_index = v_partitions_v_partition_index
+            v_partitions_o.leader_epoch = v_partitions_v_leader_epoch
+            v_partitions_o.new_isr = v_partitions_v_new_isr
+            v_partitions_o.new_isr_with_epochs = []
+            v_partitions_o.leader_recovery_state = 0
+            v_partitions_o.partition_epoch = v_partitions_v_partition_epoch
+            v_partitions_o.unknown_tagged_fields = v_partitions_unknown
+            app_v_partitions(v_partitions_o)
     except _DecodeError as exc:
         raise exc.refine(field=f'Partitions[{i}]')
     unknown: tuple[tuple[int, bytes], ...] = ()
@@ -400,8 +453,42 @@ def _read_TopicData_1(buf: bytes | bytearray | memoryview, pos: int) -> tuple[To
     i = 0
     try:
         for i in range(n_v_partitions):
-            e_v_partitions, pos = _read_PartitionData_1(buf, pos)
-            app_v_partitions(e_v_partitions)
+            if pos + 8 > end:
+                raise _short_fixed(pos, end, _L1)
+            v_partitions_v_partition_index, v_partitions_v_leader_epoch = _S_ii.unpack_from(buf, pos)
+            pos += 8
+            v_partitions_v_new_isr: list[int]
+            n_v_partitions_v_new_isr = buf[pos] - 1 if pos < end else -2
+            if 0 <= n_v_partitions_v_new_isr < 127 and n_v_partitions_v_new_isr <= end - pos:
+                pos += 1
+            else:
+                n_v_partitions_v_new_isr, pos = _rcal(buf, pos, 'NewIsr')
+            v_partitions_v_new_isr, pos = _rfa(buf, pos, n_v_partitions_v_new_isr, 'i', 'NewIsr')
+            if pos + 5 > end:
+                raise _short_fixed(pos, end, _L3)
+            v_partitions_v_leader_recovery_state, v_partitions_v_partition_epoch = _S_bi.unpack_from(buf, pos)
+            pos += 5
+            v_partitions_unknown: tuple[tuple[int, bytes], ...] = ()
+            if pos < end and buf[pos] == 0:
+                pos += 1
+            else:
+                v_partitions_n_tags, pos = _rtc(buf, pos, '_tagged_fields')
+                v_partitions_raw_tags: list[tuple[int, bytes]] = []
+                for _ in range(v_partitions_n_tags):
+                    v_partitions_tag, v_partitions_size, pos = _rth(buf, pos, '_tagged_fields')
+                    v_partitions_raw_tags.append((v_partitions_tag, bytes(buf[pos:pos + v_partitions_size])))
+                    pos += v_partitions_size
+                if v_partitions_raw_tags:
+                    v_partitions_unknown = tuple(v_partitions_raw_tags)
+            v_partitions_o = _new(PartitionData)
+            v_partitions_o.partition_index = v_partitions_v_partition_index
+            v_partitions_o.leader_epoch = v_partitions_v_leader_epoch
+            v_partitions_o.new_isr = v_partitions_v_new_isr
+            v_partitions_o.new_isr_with_epochs = []
+            v_partitions_o.leader_recovery_state = v_partitions_v_leader_recovery_state
+            v_partitions_o.partition_epoch = v_partitions_v_partition_epoch
+            v_partitions_o.unknown_tagged_fields = v_partitions_unknown
+            app_v_partitions(v_partitions_o)
     except _DecodeError as exc:
         raise exc.refine(field=f'Partitions[{i}]')
     unknown: tuple[tuple[int, bytes], ...] = ()
@@ -459,8 +546,42 @@ def _read_TopicData_2(buf: bytes | bytearray | memoryview, pos: int) -> tuple[To
     i = 0
     try:
         for i in range(n_v_partitions):
-            e_v_partitions, pos = _read_PartitionData_1(buf, pos)
-            app_v_partitions(e_v_partitions)
+            if pos + 8 > end:
+                raise _short_fixed(pos, end, _L1)
+            v_partitions_v_partition_index, v_partitions_v_leader_epoch = _S_ii.unpack_from(buf, pos)
+            pos += 8
+            v_partitions_v_new_isr: list[int]
+            n_v_partitions_v_new_isr = buf[pos] - 1 if pos < end else -2
+            if 0 <= n_v_partitions_v_new_isr < 127 and n_v_partitions_v_new_isr <= end - pos:
+                pos += 1
+            else:
+                n_v_partitions_v_new_isr, pos = _rcal(buf, pos, 'NewIsr')
+            v_partitions_v_new_isr, pos = _rfa(buf, pos, n_v_partitions_v_new_isr, 'i', 'NewIsr')
+            if pos + 5 > end:
+                raise _short_fixed(pos, end, _L3)
+            v_partitions_v_leader_recovery_state, v_partitions_v_partition_epoch = _S_bi.unpack_from(buf, pos)
+            pos += 5
+            v_partitions_unknown: tuple[tuple[int, bytes], ...] = ()
+            if pos < end and buf[pos] == 0:
+                pos += 1
+            else:
+                v_partitions_n_tags, pos = _rtc(buf, pos, '_tagged_fields')
+                v_partitions_raw_tags: list[tuple[int, bytes]] = []
+                for _ in range(v_partitions_n_tags):
+                    v_partitions_tag, v_partitions_size, pos = _rth(buf, pos, '_tagged_fields')
+                    v_partitions_raw_tags.append((v_partitions_tag, bytes(buf[pos:pos + v_partitions_size])))
+                    pos += v_partitions_size
+                if v_partitions_raw_tags:
+                    v_partitions_unknown = tuple(v_partitions_raw_tags)
+            v_partitions_o = _new(PartitionData)
+            v_partitions_o.partition_index = v_partitions_v_partition_index
+            v_partitions_o.leader_epoch = v_partitions_v_leader_epoch
+            v_partitions_o.new_isr = v_partitions_v_new_isr
+            v_partitions_o.new_isr_with_epochs = []
+            v_partitions_o.leader_recovery_state = v_partitions_v_leader_recovery_state
+            v_partitions_o.partition_epoch = v_partitions_v_partition_epoch
+            v_partitions_o.unknown_tagged_fields = v_partitions_unknown
+            app_v_partitions(v_partitions_o)
     except _DecodeError as exc:
         raise exc.refine(field=f'Partitions[{i}]')
     unknown: tuple[tuple[int, bytes], ...] = ()

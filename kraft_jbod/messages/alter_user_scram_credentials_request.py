@@ -197,8 +197,28 @@ def _read_AlterUserScramCredentialsRequest_0(buf: bytes | bytearray | memoryview
     i = 0
     try:
         for i in range(n_v_deletions):
-            e_v_deletions, pos = _read_ScramCredentialDeletion_0(buf, pos)
-            app_v_deletions(e_v_deletions)
+            v_deletions_v_name, pos = _rcs(buf, pos, 'Name')
+            if pos + 1 > end:
+                raise _short_fixed(pos, end, _L0)
+            v_deletions_v_mechanism, = _S_b.unpack_from(buf, pos)
+            pos += 1
+            v_deletions_unknown: tuple[tuple[int, bytes], ...] = ()
+            if pos < end and buf[pos] == 0:
+                pos += 1
+            else:
+                v_deletions_n_tags, pos = _rtc(buf, pos, '_tagged_fields')
+                v_deletions_raw_tags: list[tuple[int, bytes]] = []
+                for _ in range(v_deletions_n_tags):
+                    v_deletions_tag, v_deletions_size, pos = _rth(buf, pos, '_tagged_fields')
+                    v_deletions_raw_tags.append((v_deletions_tag, bytes(buf[pos:pos + v_deletions_size])))
+                    pos += v_deletions_size
+                if v_deletions_raw_tags:
+                    v_deletions_unknown = tuple(v_deletions_raw_tags)
+            v_deletions_o = _new(ScramCredentialDeletion)
+            v_deletions_o.name = v_deletions_v_name
+            v_deletions_o.mechanism = v_deletions_v_mechanism
+            v_deletions_o.unknown_tagged_fields = v_deletions_unknown
+            app_v_deletions(v_deletions_o)
     except _DecodeError as exc:
         raise exc.refine(field=f'Deletions[{i}]')
     v_upsertions: list[ScramCredentialUpsertion]
@@ -212,8 +232,33 @@ def _read_AlterUserScramCredentialsRequest_0(buf: bytes | bytearray | memoryview
     i = 0
     try:
         for i in range(n_v_upsertions):
-            e_v_upsertions, pos = _read_ScramCredentialUpsertion_0(buf, pos)
-            app_v_upsertions(e_v_upsertions)
+            v_upsertions_v_name, pos = _rcs(buf, pos, 'Name')
+            if pos + 5 > end:
+                raise _short_fixed(pos, end, _L1)
+            v_upsertions_v_mechanism, v_upsertions_v_iterations = _S_bi.unpack_from(buf, pos)
+            pos += 5
+            v_upsertions_v_salt, pos = _rcb(buf, pos, 'Salt')
+            v_upsertions_v_salted_password, pos = _rcb(buf, pos, 'SaltedPassword')
+            v_upsertions_unknown: tuple[tuple[int, bytes], ...] = ()
+            if pos < end and buf[pos] == 0:
+                pos += 1
+            else:
+                v_upsertions_n_tags, pos = _rtc(buf, pos, '_tagged_fields')
+                v_upsertions_raw_tags: list[tuple[int, bytes]] = []
+                for _ in range(v_upsertions_n_tags):
+                    v_upsertions_tag, v_upsertions_size, pos = _rth(buf, pos, '_tagged_fields')
+                    v_upsertions_raw_tags.append((v_upsertions_tag, bytes(buf[pos:pos + v_upsertions_size])))
+                    pos += v_upsertions_size
+                if v_upsertions_raw_tags:
+                    v_upsertions_unknown = tuple(v_upsertions_raw_tags)
+            v_upsertions_o = _new(ScramCredentialUpsertion)
+            v_upsertions_o.name = v_upsertions_v_name
+            v_upsertions_o.mechanism = v_upsertions_v_mechanism
+            v_upsertions_o.iterations = v_upsertions_v_iterations
+            v_upsertions_o.salt = v_upsertions_v_salt
+            v_upsertions_o.salted_password = v_upsertions_v_salted_password
+            v_upsertions_o.unknown_tagged_fields = v_upsertions_unknown
+            app_v_upsertions(v_upsertions_o)
     except _DecodeError as exc:
         raise exc.refine(field=f'Upsertions[{i}]')
     unknown: tuple[tuple[int, bytes], ...] = ()

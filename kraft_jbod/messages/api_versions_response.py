@@ -267,8 +267,16 @@ def _read_ApiVersionsResponse_0(buf: bytes | bytearray | memoryview, pos: int) -
     i = 0
     try:
         for i in range(n_v_api_keys):
-            e_v_api_keys, pos = _read_ApiVersion_0(buf, pos)
-            app_v_api_keys(e_v_api_keys)
+            if pos + 6 > end:
+                raise _short_fixed(pos, end, _L0)
+            v_api_keys_v_api_key, v_api_keys_v_min_version, v_api_keys_v_max_version = _S_hhh.unpack_from(buf, pos)
+            pos += 6
+            v_api_keys_o = _new(ApiVersion)
+            v_api_keys_o.api_key = v_api_keys_v_api_key
+            v_api_keys_o.min_version = v_api_keys_v_min_version
+            v_api_keys_o.max_version = v_api_keys_v_max_version
+            v_api_keys_o.unknown_tagged_fields = ()
+            app_v_api_keys(v_api_keys_o)
     except _DecodeError as exc:
         raise exc.refine(field=f'ApiKeys[{i}]')
     o = _new(ApiVersionsResponse)
@@ -309,8 +317,16 @@ def _read_ApiVersionsResponse_1(buf: bytes | bytearray | memoryview, pos: int) -
     i = 0
     try:
         for i in range(n_v_api_keys):
-            e_v_api_keys, pos = _read_ApiVersion_0(buf, pos)
-            app_v_api_keys(e_v_api_keys)
+            if pos + 6 > end:
+                raise _short_fixed(pos, end, _L0)
+            v_api_keys_v_api_key, v_api_keys_v_min_version, v_api_keys_v_max_version = _S_hhh.unpack_from(buf, pos)
+            pos += 6
+            v_api_keys_o = _new(ApiVersion)
+            v_api_keys_o.api_key = v_api_keys_v_api_key
+            v_api_keys_o.min_version = v_api_keys_v_min_version
+            v_api_keys_o.max_version = v_api_keys_v_max_version
+            v_api_keys_o.unknown_tagged_fields = ()
+            app_v_api_keys(v_api_keys_o)
     except _DecodeError as exc:
         raise exc.refine(field=f'ApiKeys[{i}]')
     if pos + 4 > end:
@@ -360,8 +376,28 @@ def _read_ApiVersionsResponse_2(buf: bytes | bytearray | memoryview, pos: int) -
     i = 0
     try:
         for i in range(n_v_api_keys):
-            e_v_api_keys, pos = _read_ApiVersion_1(buf, pos)
-            app_v_api_keys(e_v_api_keys)
+            if pos + 6 > end:
+                raise _short_fixed(pos, end, _L0)
+            v_api_keys_v_api_key, v_api_keys_v_min_version, v_api_keys_v_max_version = _S_hhh.unpack_from(buf, pos)
+            pos += 6
+            v_api_keys_unknown: tuple[tuple[int, bytes], ...] = ()
+            if pos < end and buf[pos] == 0:
+                pos += 1
+            else:
+                v_api_keys_n_tags, pos = _rtc(buf, pos, '_tagged_fields')
+                v_api_keys_raw_tags: list[tuple[int, bytes]] = []
+                for _ in range(v_api_keys_n_tags):
+                    v_api_keys_tag, v_api_keys_size, pos = _rth(buf, pos, '_tagged_fields')
+                    v_api_keys_raw_tags.append((v_api_keys_tag, bytes(buf[pos:pos + v_api_keys_size])))
+                    pos += v_api_keys_size
+                if v_api_keys_raw_tags:
+                    v_api_keys_unknown = tuple(v_api_keys_raw_tags)
+            v_api_keys_o = _new(ApiVersion)
+            v_api_keys_o.api_key = v_api_keys_v_api_key
+            v_api_keys_o.min_version = v_api_keys_v_min_version
+            v_api_keys_o.max_version = v_api_keys_v_max_version
+            v_api_keys_o.unknown_tagged_fields = v_api_keys_unknown
+            app_v_api_keys(v_api_keys_o)
     except _DecodeError as exc:
         raise exc.refine(field=f'ApiKeys[{i}]')
     if pos + 4 > end:

@@ -115,8 +115,15 @@ def _read_ConsumerProtocolAssignment_0(buf: bytes | bytearray | memoryview, pos:
     i = 0
     try:
         for i in range(n_v_assigned_partitions):
-            e_v_assigned_partitions, pos = _read_TopicPartition_0(buf, pos)
-            app_v_assigned_partitions(e_v_assigned_partitions)
+            v_assigned_partitions_v_topic, pos = _rs(buf, pos, 'Topic')
+            v_assigned_partitions_v_partitions: list[int]
+            n_v_assigned_partitions_v_partitions, pos = _ral(buf, pos, 'Partitions')
+            v_assigned_partitions_v_partitions, pos = _rfa(buf, pos, n_v_assigned_partitions_v_partitions, 'i', 'Partitions')
+            v_assigned_partitions_o = _new(TopicPartition)
+            v_assigned_partitions_o.topic = v_assigned_partitions_v_topic
+            v_assigned_partitions_o.partitions = v_assigned_partitions_v_partitions
+            v_assigned_partitions_o.unknown_tagged_fields = ()
+            app_v_assigned_partitions(v_assigned_partitions_o)
     except _DecodeError as exc:
         raise exc.refine(field=f'AssignedPartitions[{i}]')
     v_user_data, pos = _rnb(buf, pos, 'UserData')

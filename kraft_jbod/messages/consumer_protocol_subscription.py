@@ -163,8 +163,15 @@ def _read_ConsumerProtocolSubscription_1(buf: bytes | bytearray | memoryview, po
     i = 0
     try:
         for i in range(n_v_owned_partitions):
-            e_v_owned_partitions, pos = _read_TopicPartition_0(buf, pos)
-            app_v_owned_partitions(e_v_owned_partitions)
+            v_owned_partitions_v_topic, pos = _rs(buf, pos, 'Topic')
+            v_owned_partitions_v_partitions: list[int]
+            n_v_owned_partitions_v_partitions, pos = _ral(buf, pos, 'Partitions')
+            v_owned_partitions_v_partitions, pos = _rfa(buf, pos, n_v_owned_partitions_v_partitions, 'i', 'Partitions')
+            v_owned_partitions_o = _new(TopicPartition)
+            v_owned_partitions_o.topic = v_owned_partitions_v_topic
+            v_owned_partitions_o.partitions = v_owned_partitions_v_partitions
+            v_owned_partitions_o.unknown_tagged_fields = ()
+            app_v_owned_partitions(v_owned_partitions_o)
     except _DecodeError as exc:
         raise exc.refine(field=f'OwnedPartitions[{i}]')
     o = _new(ConsumerProtocolSubscription)
@@ -214,8 +221,15 @@ def _read_ConsumerProtocolSubscription_2(buf: bytes | bytearray | memoryview, po
     i = 0
     try:
         for i in range(n_v_owned_partitions):
-            e_v_owned_partitions, pos = _read_TopicPartition_0(buf, pos)
-            app_v_owned_partitions(e_v_owned_partitions)
+            v_owned_partitions_v_topic, pos = _rs(buf, pos, 'Topic')
+            v_owned_partitions_v_partitions: list[int]
+            n_v_owned_partitions_v_partitions, pos = _ral(buf, pos, 'Partitions')
+            v_owned_partitions_v_partitions, pos = _rfa(buf, pos, n_v_owned_partitions_v_partitions, 'i', 'Partitions')
+            v_owned_partitions_o = _new(TopicPartition)
+            v_owned_partitions_o.topic = v_owned_partitions_v_topic
+            v_owned_partitions_o.partitions = v_owned_partitions_v_partitions
+            v_owned_partitions_o.unknown_tagged_fields = ()
+            app_v_owned_partitions(v_owned_partitions_o)
     except _DecodeError as exc:
         raise exc.refine(field=f'OwnedPartitions[{i}]')
     if pos + 4 > end:
@@ -270,8 +284,15 @@ def _read_ConsumerProtocolSubscription_3(buf: bytes | bytearray | memoryview, po
     i = 0
     try:
         for i in range(n_v_owned_partitions):
-            e_v_owned_partitions, pos = _read_TopicPartition_0(buf, pos)
-            app_v_owned_partitions(e_v_owned_partitions)
+            v_owned_partitions_v_topic, pos = _rs(buf, pos, 'Topic')
+            v_owned_partitions_v_partitions: list[int]
+            n_v_owned_partitions_v_partitions, pos = _ral(buf, pos, 'Partitions')
+            v_owned_partitions_v_partitions, pos = _rfa(buf, pos, n_v_owned_partitions_v_partitions, 'i', 'Partitions')
+            v_owned_partitions_o = _new(TopicPartition)
+            v_owned_partitions_o.topic = v_owned_partitions_v_topic
+            v_owned_partitions_o.partitions = v_owned_partitions_v_partitions
+            v_owned_partitions_o.unknown_tagged_fields = ()
+            app_v_owned_partitions(v_owned_partitions_o)
     except _DecodeError as exc:
         raise exc.refine(field=f'OwnedPartitions[{i}]')
     if pos + 4 > end:

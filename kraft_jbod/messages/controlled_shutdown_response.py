@@ -160,8 +160,16 @@ def _read_ControlledShutdownResponse_0(buf: bytes | bytearray | memoryview, pos:
     i = 0
     try:
         for i in range(n_v_remaining_partitions):
-            e_v_remaining_partitions, pos = _read_RemainingPartition_0(buf, pos)
-            app_v_remaining_partitions(e_v_remaining_partitions)
+            v_remaining_partitions_v_topic_name, pos = _rs(buf, pos, 'TopicName')
+            if pos + 4 > end:
+                raise _short_fixed(pos, end, _L0)
+            v_remaining_partitions_v_partition_index, = _S_i.unpack_from(buf, pos)
+            pos += 4
+            v_remaining_partitions_o = _new(RemainingPartition)
+            v_remaining_partitions_o.topic_name = v_remaining_partitions_v_topic_name
+            v_remaining_partitions_o.partition_index = v_remaining_partitions_v_partition_index
+            v_remaining_partitions_o.unknown_tagged_fields = ()
+            app_v_remaining_partitions(v_remaining_partitions_o)
     except _DecodeError as exc:
         raise exc.refine(field=f'RemainingPartitions[{i}]')
     o = _new(ControlledShutdownResponse)
@@ -201,8 +209,28 @@ def _read_ControlledShutdownResponse_1(buf: bytes | bytearray | memoryview, pos:
     i = 0
     try:
         for i in range(n_v_remaining_partitions):
-            e_v_remaining_partitions, pos = _read_RemainingPartition_1(buf, pos)
-            app_v_remaining_partitions(e_v_remaining_partitions)
+            v_remaining_partitions_v_topic_name, pos = _rcs(buf, pos, 'TopicName')
+            if pos + 4 > end:
+                raise _short_fixed(pos, end, _L0)
+            v_remaining_partitions_v_partition_index, = _S_i.unpack_from(buf, pos)
+            pos += 4
+            v_remaining_partitions_unknown: tuple[tuple[int, bytes], ...] = ()
+            if pos < end and buf[pos] == 0:
+                pos += 1
+            else:
+                v_remaining_partitions_n_tags, pos = _rtc(buf, pos, '_tagged_fields')
+                v_remaining_partitions_raw_tags: list[tuple[int, bytes]] = []
+                for _ in range(v_remaining_partitions_n_tags):
+                    v_remaining_partitions_tag, v_remaining_partitions_size, pos = _rth(buf, pos, '_tagged_fields')
+                    v_remaining_partitions_raw_tags.append((v_remaining_partitions_tag, bytes(buf[pos:pos + v_remaining_partitions_size])))
+                    pos += v_remaining_partitions_size
+                if v_remaining_partitions_raw_tags:
+                    v_remaining_partitions_unknown = tuple(v_remaining_partitions_raw_tags)
+            v_remaining_partitions_o = _new(RemainingPartition)
+            v_remaining_partitions_o.topic_name = v_remaining_partitions_v_topic_name
+            v_remaining_partitions_o.partition_index = v_remaining_partitions_v_partition_index
+            v_remaining_partitions_o.unknown_tagged_fields = v_remaining_partitions_unknown
+            app_v_remaining_partitions(v_remaining_partitions_o)
     except _DecodeError as exc:
         raise exc.refine(field=f'RemainingPartitions[{i}]')
     unknown: tuple[tuple[int, bytes], ...] = ()

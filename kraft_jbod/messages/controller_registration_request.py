@@ -204,8 +204,31 @@ def _read_ControllerRegistrationRequest_0(buf: bytes | bytearray | memoryview, p
     i = 0
     try:
         for i in range(n_v_listeners):
-            e_v_listeners, pos = _read_Listener_0(buf, pos)
-            app_v_listeners(e_v_listeners)
+            v_listeners_v_name, pos = _rcs(buf, pos, 'Name')
+            v_listeners_v_host, pos = _rcs(buf, pos, 'Host')
+            if pos + 4 > end:
+                raise _short_fixed(pos, end, _L0)
+            v_listeners_v_port, v_listeners_v_security_protocol = _S_Hh.unpack_from(buf, pos)
+            pos += 4
+            v_listeners_unknown: tuple[tuple[int, bytes], ...] = ()
+            if pos < end and buf[pos] == 0:
+                pos += 1
+            else:
+                v_listeners_n_tags, pos = _rtc(buf, pos, '_tagged_fields')
+                v_listeners_raw_tags: list[tuple[int, bytes]] = []
+                for _ in range(v_listeners_n_tags):
+                    v_listeners_tag, v_listeners_size, pos = _rth(buf, pos, '_tagged_fields')
+                    v_listeners_raw_tags.append((v_listeners_tag, bytes(buf[pos:pos + v_listeners_size])))
+                    pos += v_listeners_size
+                if v_listeners_raw_tags:
+                    v_listeners_unknown = tuple(v_listeners_raw_tags)
+            v_listeners_o = _new(Listener)
+            v_listeners_o.name = v_listeners_v_name
+            v_listeners_o.host = v_listeners_v_host
+            v_listeners_o.port = v_listeners_v_port
+            v_listeners_o.security_protocol = v_listeners_v_security_protocol
+            v_listeners_o.unknown_tagged_fields = v_listeners_unknown
+            app_v_listeners(v_listeners_o)
     except _DecodeError as exc:
         raise exc.refine(field=f'Listeners[{i}]')
     v_features: list[Feature]
@@ -219,8 +242,29 @@ def _read_ControllerRegistrationRequest_0(buf: bytes | bytearray | memoryview, p
     i = 0
     try:
         for i in range(n_v_features):
-            e_v_features, pos = _read_Feature_0(buf, pos)
-            app_v_features(e_v_features)
+            v_features_v_name, pos = _rcs(buf, pos, 'Name')
+            if pos + 4 > end:
+                raise _short_fixed(pos, end, _L1)
+            v_features_v_min_supported_version, v_features_v_max_supported_version = _S_hh.unpack_from(buf, pos)
+            pos += 4
+            v_features_unknown: tuple[tuple[int, bytes], ...] = ()
+            if pos < end and buf[pos] == 0:
+                pos += 1
+            else:
+                v_features_n_tags, pos = _rtc(buf, pos, '_tagged_fields')
+                v_features_raw_tags: list[tuple[int, bytes]] = []
+                for _ in range(v_features_n_tags):
+                    v_features_tag, v_features_size, pos = _rth(buf, pos, '_tagged_fields')
+                    v_features_raw_tags.append((v_features_tag, bytes(buf[pos:pos + v_features_size])))
+                    pos += v_features_size
+                if v_features_raw_tags:
+                    v_features_unknown = tuple(v_features_raw_tags)
+            v_features_o = _new(Feature)
+            v_features_o.name = v_features_v_name
+            v_features_o.min_supported_version = v_features_v_min_supported_version
+            v_features_o.max_supported_version = v_features_v_max_supported_version
+            v_features_o.unknown_tagged_fields = v_features_unknown
+            app_v_features(v_features_o)
     except _DecodeError as exc:
         raise exc.refine(field=f'Features[{i}]')
     unknown: tuple[tuple[int, bytes], ...] = ()

@@ -252,8 +252,27 @@ def _read_CreateAclsRequest_0(buf: bytes | bytearray | memoryview, pos: int) -> 
     i = 0
     try:
         for i in range(n_v_creations):
-            e_v_creations, pos = _read_AclCreation_0(buf, pos)
-            app_v_creations(e_v_creations)
+            if pos + 1 > end:
+                raise _short_fixed(pos, end, _L0)
+            v_creations_v_resource_type, = _S_b.unpack_from(buf, pos)
+            pos += 1
+            v_creations_v_resource_name, pos = _rs(buf, pos, 'ResourceName')
+            v_creations_v_principal, pos = _rs(buf, pos, 'Principal')
+            v_creations_v_host, pos = _rs(buf, pos, 'Host')
+            if pos + 2 > end:
+                raise _short_fixed(pos, end, _L1)
+            v_creations_v_operation, v_creations_v_permission_type = _S_bb.unpack_from(buf, pos)
+            pos += 2
+            v_creations_o = _new(AclCreation)
+            v_creations_o.resource_type = v_creations_v_resource_type
+            v_creations_o.resource_name = v_creations_v_resource_name
+            v_creations_o.resource_pattern_type = 3
+            v_creations_o.principal = v_creations_v_principal
+            v_creations_o.host = v_creations_v_host
+            v_creations_o.operation = v_creations_v_operation
+            v_creations_o.permission_type = v_creations_v_permission_type
+            v_creations_o.unknown_tagged_fields = ()
+            app_v_creations(v_creations_o)
     except _DecodeError as exc:
         raise exc.refine(field=f'Creations[{i}]')
     o = _new(CreateAclsRequest)
@@ -283,8 +302,31 @@ def _read_CreateAclsRequest_1(buf: bytes | bytearray | memoryview, pos: int) -> 
     i = 0
     try:
         for i in range(n_v_creations):
-            e_v_creations, pos = _read_AclCreation_1(buf, pos)
-            app_v_creations(e_v_creations)
+            if pos + 1 > end:
+                raise _short_fixed(pos, end, _L0)
+            v_creations_v_resource_type, = _S_b.unpack_from(buf, pos)
+            pos += 1
+            v_creations_v_resource_name, pos = _rs(buf, pos, 'ResourceName')
+            if pos + 1 > end:
+                raise _short_fixed(pos, end, _L2)
+            v_creations_v_resource_pattern_type, = _S_b.unpack_from(buf, pos)
+            pos += 1
+            v_creations_v_principal, pos = _rs(buf, pos, 'Principal')
+            v_creations_v_host, pos = _rs(buf, pos, 'Host')
+            if pos + 2 > end:
+                raise _short_fixed(pos, end, _L1)
+            v_creations_v_operation, v_creations_v_permission_type = _S_bb.unpack_from(buf, pos)
+            pos += 2
+            v_creations_o = _new(AclCreation)
+            v_creations_o.resource_type = v_creations_v_resource_type
+            v_creations_o.resource_name = v_creations_v_resource_name
+            v_creations_o.resource_pattern_type = v_creations_v_resource_pattern_type
+            v_creations_o.principal = v_creations_v_principal
+            v_creations_o.host = v_creations_v_host
+            v_creations_o.operation = v_creations_v_operation
+            v_creations_o.permission_type = v_creations_v_permission_type
+            v_creations_o.unknown_tagged_fields = ()
+            app_v_creations(v_creations_o)
     except _DecodeError as exc:
         raise exc.refine(field=f'Creations[{i}]')
     o = _new(CreateAclsRequest)
@@ -318,8 +360,43 @@ def _read_CreateAclsRequest_2(buf: bytes | bytearray | memoryview, pos: int) -> 
     i = 0
     try:
         for i in range(n_v_creations):
-            e_v_creations, pos = _read_AclCreation_2(buf, pos)
-            app_v_creations(e_v_creations)
+            if pos + 1 > end:
+                raise _short_fixed(pos, end, _L0)
+            v_creations_v_resource_type, = _S_b.unpack_from(buf, pos)
+            pos += 1
+            v_creations_v_resource_name, pos = _rcs(buf, pos, 'ResourceName')
+            if pos + 1 > end:
+                raise _short_fixed(pos, end, _L2)
+            v_creations_v_resource_pattern_type, = _S_b.unpack_from(buf, pos)
+            pos += 1
+            v_creations_v_principal, pos = _rcs(buf, pos, 'Principal')
+            v_creations_v_host, pos = _rcs(buf, pos, 'Host')
+            if pos + 2 > end:
+                raise _short_fixed(pos, end, _L1)
+            v_creations_v_operation, v_creations_v_permission_type = _S_bb.unpack_from(buf, pos)
+            pos += 2
+            v_creations_unknown: tuple[tuple[int, bytes], ...] = ()
+            if pos < end and buf[pos] == 0:
+                pos += 1
+            else:
+                v_creations_n_tags, pos = _rtc(buf, pos, '_tagged_fields')
+                v_creations_raw_tags: list[tuple[int, bytes]] = []
+                for _ in range(v_creations_n_tags):
+                    v_creations_tag, v_creations_size, pos = _rth(buf, pos, '_tagged_fields')
+                    v_creations_raw_tags.append((v_creations_tag, bytes(buf[pos:pos + v_creations_size])))
+                    pos += v_creations_size
+                if v_creations_raw_tags:
+                    v_creations_unknown = tuple(v_creations_raw_tags)
+            v_creations_o = _new(AclCreation)
+            v_creations_o.resource_type = v_creations_v_resource_type
+            v_creations_o.resource_name = v_creations_v_resource_name
+            v_creations_o.resource_pattern_type = v_creations_v_resource_pattern_type
+            v_creations_o.principal = v_creations_v_principal
+            v_creations_o.host = v_creations_v_host
+            v_creations_o.operation = v_creations_v_operation
+            v_creations_o.permission_type = v_creations_v_permission_type
+            v_creations_o.unknown_tagged_fields = v_creations_unknown
+            app_v_creations(v_creations_o)
     except _DecodeError as exc:
         raise exc.refine(field=f'Creations[{i}]')
     unknown: tuple[tuple[int, bytes], ...] = ()

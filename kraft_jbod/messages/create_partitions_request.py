@@ -172,8 +172,13 @@ def _read_CreatePartitionsTopic_0(buf: bytes | bytearray | memoryview, pos: int)
         i = 0
         try:
             for i in range(n_v_assignments):
-                e_v_assignments, pos = _read_CreatePartitionsAssignment_0(buf, pos)
-                app_v_assignments(e_v_assignments)
+                v_assignments_v_broker_ids: list[int]
+                n_v_assignments_v_broker_ids, pos = _ral(buf, pos, 'BrokerIds')
+                v_assignments_v_broker_ids, pos = _rfa(buf, pos, n_v_assignments_v_broker_ids, 'i', 'BrokerIds')
+                v_assignments_o = _new(CreatePartitionsAssignment)
+                v_assignments_o.broker_ids = v_assignments_v_broker_ids
+                v_assignments_o.unknown_tagged_fields = ()
+                app_v_assignments(v_assignments_o)
         except _DecodeError as exc:
             raise exc.refine(field=f'Assignments[{i}]')
     o = _new(CreatePartitionsTopic)
@@ -220,8 +225,29 @@ def _read_CreatePartitionsTopic_1(buf: bytes | bytearray | memoryview, pos: int)
         i = 0
         try:
             for i in range(n_v_assignments):
-                e_v_assignments, pos = _read_CreatePartitionsAssignment_1(buf, pos)
-                app_v_assignments(e_v_assignments)
+                v_assignments_v_broker_ids: list[int]
+                n_v_assignments_v_broker_ids = buf[pos] - 1 if pos < end else -2
+                if 0 <= n_v_assignments_v_broker_ids < 127 and n_v_assignments_v_broker_ids <= end - pos:
+                    pos += 1
+                else:
+                    n_v_assignments_v_broker_ids, pos = _rcal(buf, pos, 'BrokerIds')
+                v_assignments_v_broker_ids, pos = _rfa(buf, pos, n_v_assignments_v_broker_ids, 'i', 'BrokerIds')
+                v_assignments_unknown: tuple[tuple[int, bytes], ...] = ()
+                if pos < end and buf[pos] == 0:
+                    pos += 1
+                else:
+                    v_assignments_n_tags, pos = _rtc(buf, pos, '_tagged_fields')
+                    v_assignments_raw_tags: list[tuple[int, bytes]] = []
+                    for _ in range(v_assignments_n_tags):
+                        v_assignments_tag, v_assignments_size, pos = _rth(buf, pos, '_tagged_fields')
+                        v_assignments_raw_tags.append((v_assignments_tag, bytes(buf[pos:pos + v_assignments_size])))
+                        pos += v_assignments_size
+                    if v_assignments_raw_tags:
+                        v_assignments_unknown = tuple(v_assignments_raw_tags)
+                v_assignments_o = _new(CreatePartitionsAssignment)
+                v_assignments_o.broker_ids = v_assignments_v_broker_ids
+                v_assignments_o.unknown_tagged_fields = v_assignments_unknown
+                app_v_assignments(v_assignments_o)
         except _DecodeError as exc:
             raise exc.refine(field=f'Assignments[{i}]')
     unknown: tuple[tuple[int, bytes], ...] = ()

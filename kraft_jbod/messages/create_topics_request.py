@@ -254,8 +254,18 @@ def _read_CreatableTopic_0(buf: bytes | bytearray | memoryview, pos: int) -> tup
     i = 0
     try:
         for i in range(n_v_assignments):
-            e_v_assignments, pos = _read_CreatableReplicaAssignment_0(buf, pos)
-            app_v_assignments(e_v_assignments)
+            if pos + 4 > end:
+                raise _short_fixed(pos, end, _L0)
+            v_assignments_v_partition_index, = _S_i.unpack_from(buf, pos)
+            pos += 4
+            v_assignments_v_broker_ids: list[int]
+            n_v_assignments_v_broker_ids, pos = _ral(buf, pos, 'BrokerIds')
+            v_assignments_v_broker_ids, pos = _rfa(buf, pos, n_v_assignments_v_broker_ids, 'i', 'BrokerIds')
+            v_assignments_o = _new(CreatableReplicaAssignment)
+            v_assignments_o.partition_index = v_assignments_v_partition_index
+            v_assignments_o.broker_ids = v_assignments_v_broker_ids
+            v_assignments_o.unknown_tagged_fields = ()
+            app_v_assignments(v_assignments_o)
     except _DecodeError as exc:
         raise exc.refine(field=f'Assignments[{i}]')
     v_configs: list[CreatableTopicConfig]
@@ -265,8 +275,13 @@ def _read_CreatableTopic_0(buf: bytes | bytearray | memoryview, pos: int) -> tup
     i = 0
     try:
         for i in range(n_v_configs):
-            e_v_configs, pos = _read_CreatableTopicConfig_0(buf, pos)
-            app_v_configs(e_v_configs)
+            v_configs_v_name, pos = _rs(buf, pos, 'Name')
+            v_configs_v_value, pos = _rns(buf, pos, 'Value')
+            v_configs_o = _new(CreatableTopicConfig)
+            v_configs_o.name = v_configs_v_name
+            v_configs_o.value = v_configs_v_value
+            v_configs_o.unknown_tagged_fields = ()
+            app_v_configs(v_configs_o)
     except _DecodeError as exc:
         raise exc.refine(field=f'Configs[{i}]')
     o = _new(CreatableTopic)
@@ -318,8 +333,34 @@ def _read_CreatableTopic_1(buf: bytes | bytearray | memoryview, pos: int) -> tup
     i = 0
     try:
         for i in range(n_v_assignments):
-            e_v_assignments, pos = _read_CreatableReplicaAssignment_1(buf, pos)
-            app_v_assignments(e_v_assignments)
+            if pos + 4 > end:
+                raise _short_fixed(pos, end, _L0)
+            v_assignments_v_partition_index, = _S_i.unpack_from(buf, pos)
+            pos += 4
+            v_assignments_v_broker_ids: list[int]
+            n_v_assignments_v_broker_ids = buf[pos] - 1 if pos < end else -2
+            if 0 <= n_v_assignments_v_broker_ids < 127 and n_v_assignments_v_broker_ids <= end - pos:
+                pos += 1
+            else:
+                n_v_assignments_v_broker_ids, pos = _rcal(buf, pos, 'BrokerIds')
+            v_assignments_v_broker_ids, pos = _rfa(buf, pos, n_v_assignments_v_broker_ids, 'i', 'BrokerIds')
+            v_assignments_unknown: tuple[tuple[int, bytes], ...] = ()
+            if pos < end and buf[pos] == 0:
+                pos += 1
+            else:
+                v_assignments_n_tags, pos = _rtc(buf, pos, '_tagged_fields')
+                v_assignments_raw_tags: list[tuple[int, bytes]] = []
+                for _ in range(v_assignments_n_tags):
+                    v_assignments_tag, v_assignments_size, pos = _rth(buf, pos, '_tagged_fields')
+                    v_assignments_raw_tags.append((v_assignments_tag, bytes(buf[pos:pos + v_assignments_size])))
+                    pos += v_assignments_size
+                if v_assignments_raw_tags:
+                    v_assignments_unknown = tuple(v_assignments_raw_tags)
+            v_assignments_o = _new(CreatableReplicaAssignment)
+            v_assignments_o.partition_index = v_assignments_v_partition_index
+            v_assignments_o.broker_ids = v_assignments_v_broker_ids
+            v_assignments_o.unknown_tagged_fields = v_assignments_unknown
+            app_v_assignments(v_assignments_o)
     except _DecodeError as exc:
         raise exc.refine(field=f'Assignments[{i}]')
     v_configs: list[CreatableTopicConfig]
@@ -333,8 +374,25 @@ def _read_CreatableTopic_1(buf: bytes | bytearray | memoryview, pos: int) -> tup
     i = 0
     try:
         for i in range(n_v_configs):
-            e_v_configs, pos = _read_CreatableTopicConfig_1(buf, pos)
-            app_v_configs(e_v_configs)
+            v_configs_v_name, pos = _rcs(buf, pos, 'Name')
+            v_configs_v_value, pos = _rncs(buf, pos, 'Value')
+            v_configs_unknown: tuple[tuple[int, bytes], ...] = ()
+            if pos < end and buf[pos] == 0:
+                pos += 1
+            else:
+                v_configs_n_tags, pos = _rtc(buf, pos, '_tagged_fields')
+                v_configs_raw_tags: list[tuple[int, bytes]] = []
+                for _ in range(v_configs_n_tags):
+                    v_configs_tag, v_configs_size, pos = _rth(buf, pos, '_tagged_fields')
+                    v_configs_raw_tags.append((v_configs_tag, bytes(buf[pos:pos + v_configs_size])))
+                    pos += v_configs_size
+                if v_configs_raw_tags:
+                    v_configs_unknown = tuple(v_configs_raw_tags)
+            v_configs_o = _new(CreatableTopicConfig)
+            v_configs_o.name = v_configs_v_name
+            v_configs_o.value = v_configs_v_value
+            v_configs_o.unknown_tagged_fields = v_configs_unknown
+            app_v_configs(v_configs_o)
     except _DecodeError as exc:
         raise exc.refine(field=f'Configs[{i}]')
     unknown: tuple[tuple[int, bytes], ...] = ()

@@ -242,8 +242,32 @@ def _read_CreatableTopicResult_2(buf: bytes | bytearray | memoryview, pos: int) 
         i = 0
         try:
             for i in range(n_v_configs):
-                e_v_configs, pos = _read_CreatableTopicConfigs_0(buf, pos)
-                app_v_configs(e_v_configs)
+                v_configs_v_name, pos = _rcs(buf, pos, 'Name')
+                v_configs_v_value, pos = _rncs(buf, pos, 'Value')
+                if pos + 3 > end:
+                    raise _short_fixed(pos, end, _L0)
+                v_configs_v_read_only, v_configs_v_config_source, v_configs_v_is_sensitive = _S__b_.unpack_from(buf, pos)
+                pos += 3
+                v_configs_unknown: tuple[tuple[int, bytes], ...] = ()
+                if pos < end and buf[pos] == 0:
+                    pos += 1
+                else:
+                    v_configs_n_tags, pos = _rtc(buf, pos, '_tagged_fields')
+                    v_configs_raw_tags: list[tuple[int, bytes]] = []
+                    for _ in range(v_configs_n_tags):
+                        v_configs_tag, v_configs_size, pos = _rth(buf, pos, '_tagged_fields')
+                        v_configs_raw_tags.append((v_configs_tag, bytes(buf[pos:pos + v_configs_size])))
+                        pos += v_configs_size
+                    if v_configs_raw_tags:
+                        v_configs_unknown = tuple(v_configs_raw_tags)
+                v_configs_o = _new(CreatableTopicConfigs)
+                v_configs_o.name = v_configs_v_name
+                v_configs_o.value = v_configs_v_value
+                v_configs_o.read_only = v_configs_v_read_only
+                v_configs_o.config_source = v_configs_v_config_source
+                v_configs_o.is_sensitive = v_configs_v_is_sensitive
+                v_configs_o.unknown_tagged_fields = v_configs_unknown
+                app_v_configs(v_configs_o)
         except _DecodeError as exc:
             raise exc.refine(field=f'Configs[{i}]')
     v_topic_config_error_code: int = 0
@@ -333,8 +357,32 @@ def _read_CreatableTopicResult_3(buf: bytes | bytearray | memoryview, pos: int) 
         i = 0
         try:
             for i in range(n_v_configs):
-                e_v_configs, pos = _read_CreatableTopicConfigs_0(buf, pos)
-                app_v_configs(e_v_configs)
+                v_configs_v_name, pos = _rcs(buf, pos, 'Name')
+                v_configs_v_value, pos = _rncs(buf, pos, 'Value')
+                if pos + 3 > end:
+                    raise _short_fixed(pos, end, _L0)
+                v_configs_v_read_only, v_configs_v_config_source, v_configs_v_is_sensitive = _S__b_.unpack_from(buf, pos)
+                pos += 3
+                v_configs_unknown: tuple[tuple[int, bytes], ...] = ()
+                if pos < end and buf[pos] == 0:
+                    pos += 1
+                else:
+                    v_configs_n_tags, pos = _rtc(buf, pos, '_tagged_fields')
+                    v_configs_raw_tags: list[tuple[int, bytes]] = []
+                    for _ in range(v_configs_n_tags):
+                        v_configs_tag, v_configs_size, pos = _rth(buf, pos, '_tagged_fields')
+                        v_configs_raw_tags.append((v_configs_tag, bytes(buf[pos:pos + v_configs_size])))
+                        pos += v_configs_size
+                    if v_configs_raw_tags:
+                        v_configs_unknown = tuple(v_configs_raw_tags)
+                v_configs_o = _new(CreatableTopicConfigs)
+                v_configs_o.name = v_configs_v_name
+                v_configs_o.value = v_configs_v_value
+                v_configs_o.read_only = v_configs_v_read_only
+                v_configs_o.config_source = v_configs_v_config_source
+                v_configs_o.is_sensitive = v_configs_v_is_sensitive
+                v_configs_o.unknown_tagged_fields = v_configs_unknown
+                app_v_configs(v_configs_o)
         except _DecodeError as exc:
             raise exc.refine(field=f'Configs[{i}]')
     v_topic_config_error_code: int = 0
@@ -406,8 +454,22 @@ def _read_CreateTopicsResponse_0(buf: bytes | bytearray | memoryview, pos: int) 
     i = 0
     try:
         for i in range(n_v_topics):
-            e_v_topics, pos = _read_CreatableTopicResult_0(buf, pos)
-            app_v_topics(e_v_topics)
+            v_topics_v_name, pos = _rs(buf, pos, 'Name')
+            if pos + 2 > end:
+                raise _short_fixed(pos, end, _L1)
+            v_topics_v_error_code, = _S_h.unpack_from(buf, pos)
+            pos += 2
+            v_topics_o = _new(CreatableTopicResult)
+            v_topics_o.name = v_topics_v_name
+            v_topics_o.topic_id = _ZERO_UUID
+            v_topics_o.error_code = v_topics_v_error_code
+            v_topics_o.error_message = ''
+            v_topics_o.topic_config_error_code = 0
+            v_topics_o.num_partitions = -1
+            v_topics_o.replication_factor = -1
+            v_topics_o.configs = []
+            v_topics_o.unknown_tagged_fields = ()
+            app_v_topics(v_topics_o)
     except _DecodeError as exc:
         raise exc.refine(field=f'Topics[{i}]')
     o = _new(CreateTopicsResponse)
@@ -438,8 +500,23 @@ def _read_CreateTopicsResponse_1(buf: bytes | bytearray | memoryview, pos: int) 
     i = 0
     try:
         for i in range(n_v_topics):
-            e_v_topics, pos = _read_CreatableTopicResult_1(buf, pos)
-            app_v_topics(e_v_topics)
+            v_topics_v_name, pos = _rs(buf, pos, 'Name')
+            if pos + 2 > end:
+                raise _short_fixed(pos, end, _L1)
+            v_topics_v_error_code, = _S_h.unpack_from(buf, pos)
+            pos += 2
+            v_topics_v_error_message, pos = _rns(buf, pos, 'ErrorMessage')
+            v_topics_o = _new(CreatableTopicResult)
+            v_topics_o.name = v_topics_v_name
+            v_topics_o.topic_id = _ZERO_UUID
+            v_topics_o.error_code = v_topics_v_error_code
+            v_topics_o.error_message = v_topics_v_error_message
+            v_topics_o.topic_config_error_code = 0
+            v_topics_o.num_partitions = -1
+            v_topics_o.replication_factor = -1
+            v_topics_o.configs = []
+            v_topics_o.unknown_tagged_fields = ()
+            app_v_topics(v_topics_o)
     except _DecodeError as exc:
         raise exc.refine(field=f'Topics[{i}]')
     o = _new(CreateTopicsResponse)
@@ -474,8 +551,23 @@ def _read_CreateTopicsResponse_2(buf: bytes | bytearray | memoryview, pos: int) 
     i = 0
     try:
         for i in range(n_v_topics):
-            e_v_topics, pos = _read_CreatableTopicResult_1(buf, pos)
-            app_v_topics(e_v_topics)
+            v_topics_v_name, pos = _rs(buf, pos, 'Name')
+            if pos + 2 > end:
+                raise _short_fixed(pos, end, _L1)
+            v_topics_v_error_code, = _S_h.unpack_from(buf, pos)
+            pos += 2
+            v_topics_v_error_message, pos = _rns(buf, pos, 'ErrorMessage')
+            v_topics_o = _new(CreatableTopicResult)
+            v_topics_o.name = v_topics_v_name
+            v_topics_o.topic_id = _ZERO_UUID
+            v_topics_o.error_code = v_topics_v_error_code
+            v_topics_o.error_message = v_topics_v_error_message
+            v_topics_o.topic_config_error_code = 0
+            v_topics_o.num_partitions = -1
+            v_topics_o.replication_factor = -1
+            v_topics_o.configs = []
+            v_topics_o.unknown_tagged_fields = ()
+            app_v_topics(v_topics_o)
     except _DecodeError as exc:
         raise exc.refine(field=f'Topics[{i}]')
     o = _new(CreateTopicsResponse)

@@ -234,8 +234,27 @@ def _read_DeleteAclsRequest_0(buf: bytes | bytearray | memoryview, pos: int) -> 
     i = 0
     try:
         for i in range(n_v_filters):
-            e_v_filters, pos = _read_DeleteAclsFilter_0(buf, pos)
-            app_v_filters(e_v_filters)
+            if pos + 1 > end:
+                raise _short_fixed(pos, end, _L0)
+            v_filters_v_resource_type_filter, = _S_b.unpack_from(buf, pos)
+            pos += 1
+            v_filters_v_resource_name_filter, pos = _rns(buf, pos, 'ResourceNameFilter')
+            v_filters_v_principal_filter, pos = _rns(buf, pos, 'PrincipalFilter')
+            v_filters_v_host_filter, pos = _rns(buf, pos, 'HostFilter')
+            if pos + 2 > end:
+                raise _short_fixed(pos, end, _L1)
+            v_filters_v_operation, v_filters_v_permission_type = _S_bb.unpack_from(buf, pos)
+            pos += 2
+            v_filters_o = _new(DeleteAclsFilter)
+            v_filters_o.resource_type_filter = v_filters_v_resource_type_filter
+            v_filters_o.resource_name_filter = v_filters_v_resource_name_filter
+            v_filters_o.pattern_type_filter = 3
+            v_filters_o.principal_filter = v_filters_v_principal_filter
+            v_filters_o.host_filter = v_filters_v_host_filter
+            v_filters_o.operation = v_filters_v_operation
+            v_filters_o.permission_type = v_filters_v_permission_type
+            v_filters_o.unknown_tagged_fields = ()
+            app_v_filters(v_filters_o)
     except _DecodeError as exc:
         raise exc.refine(field=f'Filters[{i}]')
     o = _new(DeleteAclsRequest)
@@ -265,8 +284,31 @@ def _read_DeleteAclsRequest_1(buf: bytes | bytearray | memoryview, pos: int) -> 
     i = 0
     try:
         for i in range(n_v_filters):
-            e_v_filters, pos = _read_DeleteAclsFilter_1(buf, pos)
-            app_v_filters(e_v_filters)
+            if pos + 1 > end:
+                raise _short_fixed(pos, end, _L0)
+            v_filters_v_resource_type_filter, = _S_b.unpack_from(buf, pos)
+            pos += 1
+            v_filters_v_resource_name_filter, pos = _rns(buf, pos, 'ResourceNameFilter')
+            if pos + 1 > end:
+                raise _short_fixed(pos, end, _L2)
+            v_filters_v_pattern_type_filter, = _S_b.unpack_from(buf, pos)
+            pos += 1
+            v_filters_v_principal_filter, pos = _rns(buf, pos, 'PrincipalFilter')
+            v_filters_v_host_filter, pos = _rns(buf, pos, 'HostFilter')
+            if pos + 2 > end:
+                raise _short_fixed(pos, end, _L1)
+            v_filters_v_operation, v_filters_v_permission_type = _S_bb.unpack_from(buf, pos)
+            pos += 2
+            v_filters_o = _new(DeleteAclsFilter)
+            v_filters_o.resource_type_filter = v_filters_v_resource_type_filter
+            v_filters_o.resource_name_filter = v_filters_v_resource_name_filter
+            v_filters_o.pattern_type_filter = v_filters_v_pattern_type_filter
+            v_filters_o.principal_filter = v_filters_v_principal_filter
+            v_filters_o.host_filter = v_filters_v_host_filter
+            v_filters_o.operation = v_filters_v_operation
+            v_filters_o.permission_type = v_filters_v_permission_type
+            v_filters_o.unknown_tagged_fields = ()
+            app_v_filters(v_filters_o)
     except _DecodeError as exc:
         raise exc.refine(field=f'Filters[{i}]')
     o = _new(DeleteAclsRequest)
@@ -300,8 +342,43 @@ def _read_DeleteAclsRequest_2(buf: bytes | bytearray | memoryview, pos: int) -> 
     i = 0
     try:
         for i in range(n_v_filters):
-            e_v_filters, pos = _read_DeleteAclsFilter_2(buf, pos)
-            app_v_filters(e_v_filters)
+            if pos + 1 > end:
+                raise _short_fixed(pos, end, _L0)
+            v_filters_v_resource_type_filter, = _S_b.unpack_from(buf, pos)
+            pos += 1
+            v_filters_v_resource_name_filter, pos = _rncs(buf, pos, 'ResourceNameFilter')
+            if pos + 1 > end:
+                raise _short_fixed(pos, end, _L2)
+            v_filters_v_pattern_type_filter, = _S_b.unpack_from(buf, pos)
+            pos += 1
+            v_filters_v_principal_filter, pos = _rncs(buf, pos, 'PrincipalFilter')
+            v_filters_v_host_filter, pos = _rncs(buf, pos, 'HostFilter')
+            if pos + 2 > end:
+                raise _short_fixed(pos, end, _L1)
+            v_filters_v_operation, v_filters_v_permission_type = _S_bb.unpack_from(buf, pos)
+            pos += 2
+            v_filters_unknown: tuple[tuple[int, bytes], ...] = ()
+            if pos < end and buf[pos] == 0:
+                pos += 1
+            else:
+                v_filters_n_tags, pos = _rtc(buf, pos, '_tagged_fields')
+                v_filters_raw_tags: list[tuple[int, bytes]] = []
+                for _ in range(v_filters_n_tags):
+                    v_filters_tag, v_filters_size, pos = _rth(buf, pos, '_tagged_fields')
+                    v_filters_raw_tags.append((v_filters_tag, bytes(buf[pos:pos + v_filters_size])))
+                    pos += v_filters_size
+                if v_filters_raw_tags:
+                    v_filters_unknown = tuple(v_filters_raw_tags)
+            v_filters_o = _new(DeleteAclsFilter)
+            v_filters_o.resource_type_filter = v_filters_v_resource_type_filter
+            v_filters_o.resource_name_filter = v_filters_v_resource_name_filter
+            v_filters_o.pattern_type_filter = v_filters_v_pattern_type_filter
+            v_filters_o.principal_filter = v_filters_v_principal_filter
+            v_filters_o.host_filter = v_filters_v_host_filter
+            v_filters_o.operation = v_filters_v_operation
+            v_filters_o.permission_type = v_filters_v_permission_type
+            v_filters_o.unknown_tagged_fields = v_filters_unknown
+            app_v_filters(v_filters_o)
     except _DecodeError as exc:
         raise exc.refine(field=f'Filters[{i}]')
     unknown: tuple[tuple[int, bytes], ...] = ()

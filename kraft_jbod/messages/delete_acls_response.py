@@ -301,8 +301,34 @@ def _read_DeleteAclsFilterResult_0(buf: bytes | bytearray | memoryview, pos: int
     i = 0
     try:
         for i in range(n_v_matching_acls):
-            e_v_matching_acls, pos = _read_DeleteAclsMatchingAcl_0(buf, pos)
-            app_v_matching_acls(e_v_matching_acls)
+            if pos + 2 > end:
+                raise _short_fixed(pos, end, _L0)
+            v_matching_acls_v_error_code, = _S_h.unpack_from(buf, pos)
+            pos += 2
+            v_matching_acls_v_error_message, pos = _rns(buf, pos, 'ErrorMessage')
+            if pos + 1 > end:
+                raise _short_fixed(pos, end, _L1)
+            v_matching_acls_v_resource_type, = _S_b.unpack_from(buf, pos)
+            pos += 1
+            v_matching_acls_v_resource_name, pos = _rs(buf, pos, 'ResourceName')
+            v_matching_acls_v_principal, pos = _rs(buf, pos, 'Principal')
+            v_matching_acls_v_host, pos = _rs(buf, pos, 'Host')
+            if pos + 2 > end:
+                raise _short_fixed(pos, end, _L2)
+            v_matching_acls_v_operation, v_matching_acls_v_permission_type = _S_bb.unpack_from(buf, pos)
+            pos += 2
+            v_matching_acls_o = _new(DeleteAclsMatchingAcl)
+            v_matching_acls_o.error_code = v_matching_acls_v_error_code
+            v_matching_acls_o.error_message = v_matching_acls_v_error_message
+            v_matching_acls_o.resource_type = v_matching_acls_v_resource_type
+            v_matching_acls_o.resource_name = v_matching_acls_v_resource_name
+            v_matching_acls_o.pattern_type = 3
+            v_matching_acls_o.principal = v_matching_acls_v_principal
+            v_matching_acls_o.host = v_matching_acls_v_host
+            v_matching_acls_o.operation = v_matching_acls_v_operation
+            v_matching_acls_o.permission_type = v_matching_acls_v_permission_type
+            v_matching_acls_o.unknown_tagged_fields = ()
+            app_v_matching_acls(v_matching_acls_o)
     except _DecodeError as exc:
         raise exc.refine(field=f'MatchingAcls[{i}]')
     o = _new(DeleteAclsFilterResult)
@@ -341,8 +367,38 @@ def _read_DeleteAclsFilterResult_1(buf: bytes | bytearray | memoryview, pos: int
     i = 0
     try:
         for i in range(n_v_matching_acls):
-            e_v_matching_acls, pos = _read_DeleteAclsMatchingAcl_1(buf, pos)
-            app_v_matching_acls(e_v_matching_acls)
+            if pos + 2 > end:
+                raise _short_fixed(pos, end, _L0)
+            v_matching_acls_v_error_code, = _S_h.unpack_from(buf, pos)
+            pos += 2
+            v_matching_acls_v_error_message, pos = _rns(buf, pos, 'ErrorMessage')
+            if pos + 1 > end:
+                raise _short_fixed(pos, end, _L1)
+            v_matching_acls_v_resource_type, = _S_b.unpack_from(buf, pos)
+            pos += 1
+            v_matching_acls_v_resource_name, pos = _rs(buf, pos, 'ResourceName')
+            if pos + 1 > end:
+                raise _short_fixed(pos, end, _L3)
+            v_matching_acls_v_pattern_type, = _S_b.unpack_from(buf, pos)
+            pos += 1
+            v_matching_acls_v_principal, pos = _rs(buf, pos, 'Principal')
+            v_matching_acls_v_host, pos = _rs(buf, pos, 'Host')
+            if pos + 2 > end:
+                raise _short_fixed(pos, end, _L2)
+            v_matching_acls_v_operation, v_matching_acls_v_permission_type = _S_bb.unpack_from(buf, pos)
+            pos += 2
+            v_matching_acls_o = _new(DeleteAclsMatchingAcl)
+            v_matching_acls_o.error_code = v_matching_acls_v_error_code
+            v_matching_acls_o.error_message = v_matching_acls_v_error_message
+            v_matching_acls_o.resource_type = v_matching_acls_v_resource_type
+            v_matching_acls_o.resource_name = v_matching_acls_v_resource_name
+            v_matching_acls_o.pattern_type = v_matching_acls_v_pattern_type
+            v_matching_acls_o.principal = v_matching_acls_v_principal
+            v_matching_acls_o.host = v_matching_acls_v_host
+            v_matching_acls_o.operation = v_matching_acls_v_operation
+            v_matching_acls_o.permission_type = v_matching_acls_v_permission_type
+            v_matching_acls_o.unknown_tagged_fields = ()
+            app_v_matching_acls(v_matching_acls_o)
     except _DecodeError as exc:
         raise exc.refine(field=f'MatchingAcls[{i}]')
     o = _new(DeleteAclsFilterResult)
@@ -385,8 +441,50 @@ def _read_DeleteAclsFilterResult_2(buf: bytes | bytearray | memoryview, pos: int
     i = 0
     try:
         for i in range(n_v_matching_acls):
-            e_v_matching_acls, pos = _read_DeleteAclsMatchingAcl_2(buf, pos)
-            app_v_matching_acls(e_v_matching_acls)
+            if pos + 2 > end:
+                raise _short_fixed(pos, end, _L0)
+            v_matching_acls_v_error_code, = _S_h.unpack_from(buf, pos)
+            pos += 2
+            v_matching_acls_v_error_message, pos = _rncs(buf, pos, 'ErrorMessage')
+            if pos + 1 > end:
+                raise _short_fixed(pos, end, _L1)
+            v_matching_acls_v_resource_type, = _S_b.unpack_from(buf, pos)
+            pos += 1
+            v_matching_acls_v_resource_name, pos = _rcs(buf, pos, 'ResourceName')
+            if pos + 1 > end:
+                raise _short_fixed(pos, end, _L3)
+            v_matching_acls_v_pattern_type, = _S_b.unpack_from(buf, pos)
+            pos += 1
+            v_matching_acls_v_principal, pos = _rcs(buf, pos, 'Principal')
+            v_matching_acls_v_host, pos = _rcs(buf, pos, 'Host')
+            if pos + 2 > end:
+                raise _short_fixed(pos, end, _L2)
+            v_matching_acls_v_operation, v_matching_acls_v_permission_type = _S_bb.unpack_from(buf, pos)
+            pos += 2
+            v_matching_acls_unknown: tuple[tuple[int, bytes], ...] = ()
+            if pos < end and buf[pos] == 0:
+                pos += 1
+            else:
+                v_matching_acls_n_tags, pos = _rtc(buf, pos, '_tagged_fields')
+                v_matching_acls_raw_tags: list[tuple[int, bytes]] = []
+                for _ in range(v_matching_acls_n_tags):
+                    v_matching_acls_tag, v_matching_acls_size, pos = _rth(buf, pos, '_tagged_fields')
+                    v_matching_acls_raw_tags.append((v_matching_acls_tag, bytes(buf[pos:pos + v_matching_acls_size])))
+                    pos += v_matching_acls_size
+                if v_matching_acls_raw_tags:
+                    v_matching_acls_unknown = tuple(v_matching_acls_raw_tags)
+            v_matching_acls_o = _new(DeleteAclsMatchingAcl)
+            v_matching_acls_o.error_code = v_matching_acls_v_error_code
+            v_matching_acls_o.error_message = v_matching_acls_v_error_message
+            v_matching_acls_o.resource_type = v_matching_acls_v_resource_type
+            v_matching_acls_o.resource_name = v_matching_acls_v_resource_name
+            v_matching_acls_o.pattern_type = v_matching_acls_v_pattern_type
+            v_matching_acls_o.principal = v_matching_acls_v_principal
+            v_matching_acls_o.host = v_matching_acls_v_host
+            v_matching_acls_o.operation = v_matching_acls_v_operation
+            v_matching_acls_o.permission_type = v_matching_acls_v_permission_type
+            v_matching_acls_o.unknown_tagged_fields = v_matching_acls_unknown
+            app_v_matching_acls(v_matching_acls_o)
     except _DecodeError as exc:
         raise exc.refine(field=f'MatchingAcls[{i}]')
     unknown: tuple[tuple[int, bytes], ...] = ()

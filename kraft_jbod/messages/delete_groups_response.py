@@ -160,8 +160,16 @@ def _read_DeleteGroupsResponse_0(buf: bytes | bytearray | memoryview, pos: int) 
     i = 0
     try:
         for i in range(n_v_results):
-            e_v_results, pos = _read_DeletableGroupResult_0(buf, pos)
-            app_v_results(e_v_results)
+            v_results_v_group_id, pos = _rs(buf, pos, 'GroupId')
+            if pos + 2 > end:
+                raise _short_fixed(pos, end, _L0)
+            v_results_v_error_code, = _S_h.unpack_from(buf, pos)
+            pos += 2
+            v_results_o = _new(DeletableGroupResult)
+            v_results_o.group_id = v_results_v_group_id
+            v_results_o.error_code = v_results_v_error_code
+            v_results_o.unknown_tagged_fields = ()
+            app_v_results(v_results_o)
     except _DecodeError as exc:
         raise exc.refine(field=f'Results[{i}]')
     o = _new(DeleteGroupsResponse)
@@ -201,8 +209,28 @@ def _read_DeleteGroupsResponse_1(buf: bytes | bytearray | memoryview, pos: int) 
     i = 0
     try:
         for i in range(n_v_results):
-            e_v_results, pos = _read_DeletableGroupResult_1(buf, pos)
-            app_v_results(e_v_results)
+            v_results_v_group_id, pos = _rcs(buf, pos, 'GroupId')
+            if pos + 2 > end:
+                raise _short_fixed(pos, end, _L0)
+            v_results_v_error_code, = _S_h.unpack_from(buf, pos)
+            pos += 2
+            v_results_unknown: tuple[tuple[int, bytes], ...] = ()
+            if pos < end and buf[pos] == 0:
+                pos += 1
+            else:
+                v_results_n_tags, pos = _rtc(buf, pos, '_tagged_fields')
+                v_results_raw_tags: list[tuple[int, bytes]] = []
+                for _ in range(v_results_n_tags):
+                    v_results_tag, v_results_size, pos = _rth(buf, pos, '_tagged_fields')
+                    v_results_raw_tags.append((v_results_tag, bytes(buf[pos:pos + v_results_size])))
+                    pos += v_results_size
+                if v_results_raw_tags:
+                    v_results_unknown = tuple(v_results_raw_tags)
+            v_results_o = _new(DeletableGroupResult)
+            v_results_o.group_id = v_results_v_group_id
+            v_results_o.error_code = v_results_v_error_code
+            v_results_o.unknown_tagged_fields = v_results_unknown
+            app_v_results(v_results_o)
     except _DecodeError as exc:
         raise exc.refine(field=f'Results[{i}]')
     unknown: tuple[tuple[int, bytes], ...] = ()

@@ -158,8 +158,15 @@ def _read_DeleteRecordsTopic_0(buf: bytes | bytearray | memoryview, pos: int) ->
     i = 0
     try:
         for i in range(n_v_partitions):
-            e_v_partitions, pos = _read_DeleteRecordsPartition_0(buf, pos)
-            app_v_partitions(e_v_partitions)
+            if pos + 12 > end:
+                raise _short_fixed(pos, end, _L0)
+            v_partitions_v_partition_index, v_partitions_v_offset = _S_iq.unpack_from(buf, pos)
+            pos += 12
+            v_partitions_o = _new(DeleteRecordsPartition)
+            v_partitions_o.partition_index = v_partitions_v_partition_index
+            v_partitions_o.offset = v_partitions_v_offset
+            v_partitions_o.unknown_tagged_fields = ()
+            app_v_partitions(v_partitions_o)
     except _DecodeError as exc:
         raise exc.refine(field=f'Partitions[{i}]')
     o = _new(DeleteRecordsTopic)
@@ -198,8 +205,27 @@ def _read_DeleteRecordsTopic_1(buf: bytes | bytearray | memoryview, pos: int) ->
     i = 0
     try:
         for i in range(n_v_partitions):
-            e_v_partitions, pos = _read_DeleteRecordsPartition_1(buf, pos)
-            app_v_partitions(e_v_partitions)
+            if pos + 12 > end:
+                raise _short_fixed(pos, end, _L0)
+            v_partitions_v_partition_index, v_partitions_v_offset = _S_iq.unpack_from(buf, pos)
+            pos += 12
+            v_partitions_unknown: tuple[tuple[int, bytes], ...] = ()
+            if pos < end and buf[pos] == 0:
+                pos += 1
+            else:
+                v_partitions_n_tags, pos = _rtc(buf, pos, '_tagged_fields')
+                v_partitions_raw_tags: list[tuple[int, bytes]] = []
+                for _ in range(v_partitions_n_tags):
+                    v_partitions_tag, v_partitions_size, pos = _rth(buf, pos, '_tagged_fields')
+                    v_partitions_raw_tags.append((v_partitions_tag, bytes(buf[pos:pos + v_partitions_size])))
+                    pos += v_partitions_size
+                if v_partitions_raw_tags:
+                    v_partitions_unknown = tuple(v_partitions_raw_tags)
+            v_partitions_o = _new(DeleteRecordsPartition)
+            v_partitions_o.partition_index = v_partitions_v_partition_index
+            v_partitions_o.offset = v_partitions_v_offset
+            v_partitions_o.unknown_tagged_fields = v_partitions_unknown
+            app_v_partitions(v_partitions_o)
     except _DecodeError as exc:
         raise exc.refine(field=f'Partitions[{i}]')
     unknown: tuple[tuple[int, bytes], ...] = ()

@@ -250,8 +250,18 @@ def _read_DeleteTopicsResponse_0(buf: bytes | bytearray | memoryview, pos: int) 
     i = 0
     try:
         for i in range(n_v_responses):
-            e_v_responses, pos = _read_DeletableTopicResult_0(buf, pos)
-            app_v_responses(e_v_responses)
+            v_responses_v_name, pos = _rs(buf, pos, 'Name')
+            if pos + 2 > end:
+                raise _short_fixed(pos, end, _L0)
+            v_responses_v_error_code, = _S_h.unpack_from(buf, pos)
+            pos += 2
+            v_responses_o = _new(DeletableTopicResult)
+            v_responses_o.name = v_responses_v_name
+            v_responses_o.topic_id = _ZERO_UUID
+            v_responses_o.error_code = v_responses_v_error_code
+            v_responses_o.error_message = None
+            v_responses_o.unknown_tagged_fields = ()
+            app_v_responses(v_responses_o)
     except _DecodeError as exc:
         raise exc.refine(field=f'Responses[{i}]')
     o = _new(DeleteTopicsResponse)
@@ -286,8 +296,18 @@ def _read_DeleteTopicsResponse_1(buf: bytes | bytearray | memoryview, pos: int) 
     i = 0
     try:
         for i in range(n_v_responses):
-            e_v_responses, pos = _read_DeletableTopicResult_0(buf, pos)
-            app_v_responses(e_v_responses)
+            v_responses_v_name, pos = _rs(buf, pos, 'Name')
+            if pos + 2 > end:
+                raise _short_fixed(pos, end, _L0)
+            v_responses_v_error_code, = _S_h.unpack_from(buf, pos)
+            pos += 2
+            v_responses_o = _new(DeletableTopicResult)
+            v_responses_o.name = v_responses_v_name
+            v_responses_o.topic_id = _ZERO_UUID
+            v_responses_o.error_code = v_responses_v_error_code
+            v_responses_o.error_message = None
+            v_responses_o.unknown_tagged_fields = ()
+            app_v_responses(v_responses_o)
     except _DecodeError as exc:
         raise exc.refine(field=f'Responses[{i}]')
     o = _new(DeleteTopicsResponse)
@@ -327,8 +347,30 @@ def _read_DeleteTopicsResponse_2(buf: bytes | bytearray | memoryview, pos: int) 
     i = 0
     try:
         for i in range(n_v_responses):
-            e_v_responses, pos = _read_DeletableTopicResult_1(buf, pos)
-            app_v_responses(e_v_responses)
+            v_responses_v_name, pos = _rcs(buf, pos, 'Name')
+            if pos + 2 > end:
+                raise _short_fixed(pos, end, _L0)
+            v_responses_v_error_code, = _S_h.unpack_from(buf, pos)
+            pos += 2
+            v_responses_unknown: tuple[tuple[int, bytes], ...] = ()
+            if pos < end and buf[pos] == 0:
+                pos += 1
+            else:
+                v_responses_n_tags, pos = _rtc(buf, pos, '_tagged_fields')
+                v_responses_raw_tags: list[tuple[int, bytes]] = []
+                for _ in range(v_responses_n_tags):
+                    v_responses_tag, v_responses_size, pos = _rth(buf, pos, '_tagged_fields')
+                    v_responses_raw_tags.append((v_responses_tag, bytes(buf[pos:pos + v_responses_size])))
+                    pos += v_responses_size
+                if v_responses_raw_tags:
+                    v_responses_unknown = tuple(v_responses_raw_tags)
+            v_responses_o = _new(DeletableTopicResult)
+            v_responses_o.name = v_responses_v_name
+            v_responses_o.topic_id = _ZERO_UUID
+            v_responses_o.error_code = v_responses_v_error_code
+            v_responses_o.error_message = None
+            v_responses_o.unknown_tagged_fields = v_responses_unknown
+            app_v_responses(v_responses_o)
     except _DecodeError as exc:
         raise exc.refine(field=f'Responses[{i}]')
     unknown: tuple[tuple[int, bytes], ...] = ()
@@ -382,8 +424,31 @@ def _read_DeleteTopicsResponse_3(buf: bytes | bytearray | memoryview, pos: int) 
     i = 0
     try:
         for i in range(n_v_responses):
-            e_v_responses, pos = _read_DeletableTopicResult_2(buf, pos)
-            app_v_responses(e_v_responses)
+            v_responses_v_name, pos = _rcs(buf, pos, 'Name')
+            if pos + 2 > end:
+                raise _short_fixed(pos, end, _L0)
+            v_responses_v_error_code, = _S_h.unpack_from(buf, pos)
+            pos += 2
+            v_responses_v_error_message, pos = _rncs(buf, pos, 'ErrorMessage')
+            v_responses_unknown: tuple[tuple[int, bytes], ...] = ()
+            if pos < end and buf[pos] == 0:
+                pos += 1
+            else:
+                v_responses_n_tags, pos = _rtc(buf, pos, '_tagged_fields')
+                v_responses_raw_tags: list[tuple[int, bytes]] = []
+                for _ in range(v_responses_n_tags):
+                    v_responses_tag, v_responses_size, pos = _rth(buf, pos, '_tagged_fields')
+                    v_responses_raw_tags.append((v_responses_tag, bytes(buf[pos:pos + v_responses_size])))
+                    pos += v_responses_size
+                if v_responses_raw_tags:
+                    v_responses_unknown = tuple(v_responses_raw_tags)
+            v_responses_o = _new(DeletableTopicResult)
+            v_responses_o.name = v_responses_v_name
+            v_responses_o.topic_id = _ZERO_UUID
+            v_responses_o.error_code = v_responses_v_error_code
+            v_responses_o.error_message = v_responses_v_error_message
+            v_responses_o.unknown_tagged_fields = v_responses_unknown
+            app_v_responses(v_responses_o)
     except _DecodeError as exc:
         raise exc.refine(field=f'Responses[{i}]')
     unknown: tuple[tuple[int, bytes], ...] = ()
@@ -437,8 +502,32 @@ def _read_DeleteTopicsResponse_4(buf: bytes | bytearray | memoryview, pos: int) 
     i = 0
     try:
         for i in range(n_v_responses):
-            e_v_responses, pos = _read_DeletableTopicResult_3(buf, pos)
-            app_v_responses(e_v_responses)
+            v_responses_v_name, pos = _rncs(buf, pos, 'Name')
+            if pos + 18 > end:
+                raise _short_fixed(pos, end, _L1)
+            v_responses_r_topic_id, v_responses_v_error_code = _S_16sh.unpack_from(buf, pos)
+            v_responses_v_topic_id = _uuid_from_bytes(v_responses_r_topic_id)
+            pos += 18
+            v_responses_v_error_message, pos = _rncs(buf, pos, 'ErrorMessage')
+            v_responses_unknown: tuple[tuple[int, bytes], ...] = ()
+            if pos < end and buf[pos] == 0:
+                pos += 1
+            else:
+                v_responses_n_tags, pos = _rtc(buf, pos, '_tagged_fields')
+                v_responses_raw_tags: list[tuple[int, bytes]] = []
+                for _ in range(v_responses_n_tags):
+                    v_responses_tag, v_responses_size, pos = _rth(buf, pos, '_tagged_fields')
+                    v_responses_raw_tags.append((v_responses_tag, bytes(buf[pos:pos + v_responses_size])))
+                    pos += v_responses_size
+                if v_responses_raw_tags:
+                    v_responses_unknown = tuple(v_responses_raw_tags)
+            v_responses_o = _new(DeletableTopicResult)
+            v_responses_o.name = v_responses_v_name
+            v_responses_o.topic_id = v_responses_v_topic_id
+            v_responses_o.error_code = v_responses_v_error_code
+            v_responses_o.error_message = v_responses_v_error_message
+            v_responses_o.unknown_tagged_fields = v_responses_unknown
+            app_v_responses(v_responses_o)
     except _DecodeError as exc:
         raise exc.refine(field=f'Responses[{i}]')
     unknown: tuple[tuple[int, bytes], ...] = ()

@@ -191,8 +191,19 @@ def _read_DescribeAclsResource_0(buf: bytes | bytearray | memoryview, pos: int) 
     i = 0
     try:
         for i in range(n_v_acls):
-            e_v_acls, pos = _read_AclDescription_0(buf, pos)
-            app_v_acls(e_v_acls)
+            v_acls_v_principal, pos = _rs(buf, pos, 'Principal')
+            v_acls_v_host, pos = _rs(buf, pos, 'Host')
+            if pos + 2 > end:
+                raise _short_fixed(pos, end, _L0)
+            v_acls_v_operation, v_acls_v_permission_type = _S_bb.unpack_from(buf, pos)
+            pos += 2
+            v_acls_o = _new(AclDescription)
+            v_acls_o.principal = v_acls_v_principal
+            v_acls_o.host = v_acls_v_host
+            v_acls_o.operation = v_acls_v_operation
+            v_acls_o.permission_type = v_acls_v_permission_type
+            v_acls_o.unknown_tagged_fields = ()
+            app_v_acls(v_acls_o)
     except _DecodeError as exc:
         raise exc.refine(field=f'Acls[{i}]')
     o = _new(DescribeAclsResource)
@@ -240,8 +251,19 @@ def _read_DescribeAclsResource_1(buf: bytes | bytearray | memoryview, pos: int) 
     i = 0
     try:
         for i in range(n_v_acls):
-            e_v_acls, pos = _read_AclDescription_0(buf, pos)
-            app_v_acls(e_v_acls)
+            v_acls_v_principal, pos = _rs(buf, pos, 'Principal')
+            v_acls_v_host, pos = _rs(buf, pos, 'Host')
+            if pos + 2 > end:
+                raise _short_fixed(pos, end, _L0)
+            v_acls_v_operation, v_acls_v_permission_type = _S_bb.unpack_from(buf, pos)
+            pos += 2
+            v_acls_o = _new(AclDescription)
+            v_acls_o.principal = v_acls_v_principal
+            v_acls_o.host = v_acls_v_host
+            v_acls_o.operation = v_acls_v_operation
+            v_acls_o.permission_type = v_acls_v_permission_type
+            v_acls_o.unknown_tagged_fields = ()
+            app_v_acls(v_acls_o)
     except _DecodeError as exc:
         raise exc.refine(field=f'Acls[{i}]')
     o = _new(DescribeAclsResource)
@@ -292,8 +314,31 @@ def _read_DescribeAclsResource_2(buf: bytes | bytearray | memoryview, pos: int) 
     i = 0
     try:
         for i in range(n_v_acls):
-            e_v_acls, pos = _read_AclDescription_1(buf, pos)
-            app_v_acls(e_v_acls)
+            v_acls_v_principal, pos = _rcs(buf, pos, 'Principal')
+            v_acls_v_host, pos = _rcs(buf, pos, 'Host')
+            if pos + 2 > end:
+                raise _short_fixed(pos, end, _L0)
+            v_acls_v_operation, v_acls_v_permission_type = _S_bb.unpack_from(buf, pos)
+            pos += 2
+            v_acls_unknown: tuple[tuple[int, bytes], ...] = ()
+            if pos < end and buf[pos] == 0:
+                pos += 1
+            else:
+                v_acls_n_tags, pos = _rtc(buf, pos, '_tagged_fields')
+                v_acls_raw_tags: list[tuple[int, bytes]] = []
+                for _ in range(v_acls_n_tags):
+                    v_acls_tag, v_acls_size, pos = _rth(buf, pos, '_tagged_fields')
+                    v_acls_raw_tags.append((v_acls_tag, bytes(buf[pos:pos + v_acls_size])))
+                    pos += v_acls_size
+                if v_acls_raw_tags:
+                    v_acls_unknown = tuple(v_acls_raw_tags)
+            v_acls_o = _new(AclDescription)
+            v_acls_o.principal = v_acls_v_principal
+            v_acls_o.host = v_acls_v_host
+            v_acls_o.operation = v_acls_v_operation
+            v_acls_o.permission_type = v_acls_v_permission_type
+            v_acls_o.unknown_tagged_fields = v_acls_unknown
+            app_v_acls(v_acls_o)
     except _DecodeError as exc:
         raise exc.refine(field=f'Acls[{i}]')
     unknown: tuple[tuple[int, bytes], ...] = ()

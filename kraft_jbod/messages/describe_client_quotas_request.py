@@ -163,8 +163,18 @@ def _read_DescribeClientQuotasRequest_0(buf: bytes | bytearray | memoryview, pos
     i = 0
     try:
         for i in range(n_v_components):
-            e_v_components, pos = _read_ComponentData_0(buf, pos)
-            app_v_components(e_v_components)
+            v_components_v_entity_type, pos = _rs(buf, pos, 'EntityType')
+            if pos + 1 > end:
+                raise _short_fixed(pos, end, _L0)
+            v_components_v_match_type, = _S_b.unpack_from(buf, pos)
+            pos += 1
+            v_components_v_match, pos = _rns(buf, pos, 'Match')
+            v_components_o = _new(ComponentData)
+            v_components_o.entity_type = v_components_v_entity_type
+            v_components_o.match_type = v_components_v_match_type
+            v_components_o.match = v_components_v_match
+            v_components_o.unknown_tagged_fields = ()
+            app_v_components(v_components_o)
     except _DecodeError as exc:
         raise exc.refine(field=f'Components[{i}]')
     if pos + 1 > end:
@@ -204,8 +214,30 @@ def _read_DescribeClientQuotasRequest_1(buf: bytes | bytearray | memoryview, pos
     i = 0
     try:
         for i in range(n_v_components):
-            e_v_components, pos = _read_ComponentData_1(buf, pos)
-            app_v_components(e_v_components)
+            v_components_v_entity_type, pos = _rcs(buf, pos, 'EntityType')
+            if pos + 1 > end:
+                raise _short_fixed(pos, end, _L0)
+            v_components_v_match_type, = _S_b.unpack_from(buf, pos)
+            pos += 1
+            v_components_v_match, pos = _rncs(buf, pos, 'Match')
+            v_components_unknown: tuple[tuple[int, bytes], ...] = ()
+            if pos < end and buf[pos] == 0:
+                pos += 1
+            else:
+                v_components_n_tags, pos = _rtc(buf, pos, '_tagged_fields')
+                v_components_raw_tags: list[tuple[int, bytes]] = []
+                for _ in range(v_components_n_tags):
+                    v_components_tag, v_components_size, pos = _rth(buf, pos, '_tagged_fields')
+                    v_components_raw_tags.append((v_components_tag, bytes(buf[pos:pos + v_components_size])))
+                    pos += v_components_size
+                if v_components_raw_tags:
+                    v_components_unknown = tuple(v_components_raw_tags)
+            v_components_o = _new(ComponentData)
+            v_components_o.entity_type = v_components_v_entity_type
+            v_components_o.match_type = v_components_v_match_type
+            v_components_o.match = v_components_v_match
+            v_components_o.unknown_tagged_fields = v_components_unknown
+            app_v_components(v_components_o)
     except _DecodeError as exc:
         raise exc.refine(field=f'Components[{i}]')
     if pos + 1 > end:

@@ -234,8 +234,13 @@ def _read_EntryData_0(buf: bytes | bytearray | memoryview, pos: int) -> tuple[En
     i = 0
     try:
         for i in range(n_v_entity):
-            e_v_entity, pos = _read_EntityData_0(buf, pos)
-            app_v_entity(e_v_entity)
+            v_entity_v_entity_type, pos = _rs(buf, pos, 'EntityType')
+            v_entity_v_entity_name, pos = _rns(buf, pos, 'EntityName')
+            v_entity_o = _new(EntityData)
+            v_entity_o.entity_type = v_entity_v_entity_type
+            v_entity_o.entity_name = v_entity_v_entity_name
+            v_entity_o.unknown_tagged_fields = ()
+            app_v_entity(v_entity_o)
     except _DecodeError as exc:
         raise exc.refine(field=f'Entity[{i}]')
     v_values: list[ValueData]
@@ -245,8 +250,16 @@ def _read_EntryData_0(buf: bytes | bytearray | memoryview, pos: int) -> tuple[En
     i = 0
     try:
         for i in range(n_v_values):
-            e_v_values, pos = _read_ValueData_0(buf, pos)
-            app_v_values(e_v_values)
+            v_values_v_key, pos = _rs(buf, pos, 'Key')
+            if pos + 8 > end:
+                raise _short_fixed(pos, end, _L0)
+            v_values_v_value, = _S_d.unpack_from(buf, pos)
+            pos += 8
+            v_values_o = _new(ValueData)
+            v_values_o.key = v_values_v_key
+            v_values_o.value = v_values_v_value
+            v_values_o.unknown_tagged_fields = ()
+            app_v_values(v_values_o)
     except _DecodeError as exc:
         raise exc.refine(field=f'Values[{i}]')
     o = _new(EntryData)
@@ -286,8 +299,25 @@ def _read_EntryData_1(buf: bytes | bytearray | memoryview, pos: int) -> tuple[En
     i = 0
     try:
         for i in range(n_v_entity):
-            e_v_entity, pos = _read_EntityData_1(buf, pos)
-            app_v_entity(e_v_entity)
+            v_entity_v_entity_type, pos = _rcs(buf, pos, 'EntityType')
+            v_entity_v_entity_name, pos = _rncs(buf, pos, 'EntityName')
+            v_entity_unknown: tuple[tuple[int, bytes], ...] = ()
+            if pos < end and buf[pos] == 0:
+                pos += 1
+            else:
+                v_entity_n_tags, pos = _rtc(buf, pos, '_tagged_fields')
+                v_entity_raw_tags: list[tuple[int, bytes]] = []
+                for _ in range(v_entity_n_tags):
+                    v_entity_tag, v_entity_size, pos = _rth(buf, pos, '_tagged_fields')
+                    v_entity_raw_tags.append((v_entity_tag, bytes(buf[pos:pos + v_entity_size])))
+                    pos += v_entity_size
+                if v_entity_raw_tags:
+                    v_entity_unknown = tuple(v_entity_raw_tags)
+            v_entity_o = _new(EntityData)
+            v_entity_o.entity_type = v_entity_v_entity_type
+            v_entity_o.entity_name = v_entity_v_entity_name
+            v_entity_o.unknown_tagged_fields = v_entity_unknown
+            app_v_entity(v_entity_o)
     except _DecodeError as exc:
         raise exc.refine(field=f'Entity[{i}]')
     v_values: list[ValueData]
@@ -301,8 +331,28 @@ def _read_EntryData_1(buf: bytes | bytearray | memoryview, pos: int) -> tuple[En
     i = 0
     try:
         for i in range(n_v_values):
-            e_v_values, pos = _read_ValueData_1(buf, pos)
-            app_v_values(e_v_values)
+            v_values_v_key, pos = _rcs(buf, pos, 'Key')
+            if pos + 8 > end:
+                raise _short_fixed(pos, end, _L0)
+            v_values_v_value, = _S_d.unpack_from(buf, pos)
+            pos += 8
+            v_values_unknown: tuple[tuple[int, bytes], ...] = ()
+            if pos < end and buf[pos] == 0:
+                pos += 1
+            else:
+                v_values_n_tags, pos = _rtc(buf, pos, '_tagged_fields')
+                v_values_raw_tags: list[tuple[int, bytes]] = []
+                for _ in range(v_values_n_tags):
+                    v_values_tag, v_values_size, pos = _rth(buf, pos, '_tagged_fields')
+                    v_values_raw_tags.append((v_values_tag, bytes(buf[pos:pos + v_values_size])))
+                    pos += v_values_size
+                if v_values_raw_tags:
+                    v_values_unknown = tuple(v_values_raw_tags)
+            v_values_o = _new(ValueData)
+            v_values_o.key = v_values_v_key
+            v_values_o.value = v_values_v_value
+            v_values_o.unknown_tagged_fields = v_values_unknown
+            app_v_values(v_values_o)
     except _DecodeError as exc:
         raise exc.refine(field=f'Values[{i}]')
     unknown: tuple[tuple[int, bytes], ...] = ()

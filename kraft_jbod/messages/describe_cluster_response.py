@@ -167,8 +167,35 @@ def _read_DescribeClusterResponse_0(buf: bytes | bytearray | memoryview, pos: in
     i = 0
     try:
         for i in range(n_v_brokers):
-            e_v_brokers, pos = _read_DescribeClusterBroker_0(buf, pos)
-            app_v_brokers(e_v_brokers)
+            if pos + 4 > end:
+                raise _short_fixed(pos, end, _L0)
+            v_brokers_v_broker_id, = _S_i.unpack_from(buf, pos)
+            pos += 4
+            v_brokers_v_host, pos = _rcs(buf, pos, 'Host')
+            if pos + 4 > end:
+                raise _short_fixed(pos, end, _L1)
+            v_brokers_v_port, = _S_i.unpack_from(buf, pos)
+            pos += 4
+            v_brokers_v_rack, pos = _rncs(buf, pos, 'Rack')
+            v_brokers_unknown: tuple[tuple[int, bytes], ...] = ()
+            if pos < end and buf[pos] == 0:
+                pos += 1
+            else:
+                v_brokers_n_tags, pos = _rtc(buf, pos, '_tagged_fields')
+                v_brokers_raw_tags: list[tuple[int, bytes]] = []
+                for _ in range(v_brokers_n_tags):
+                    v_brokers_tag, v_brokers_size, pos = _rth(buf, pos, '_tagged_fields')
+                    v_brokers_raw_tags.append((v_brokers_tag, bytes(buf[pos:pos + v_brokers_size])))
+                    pos += v_brokers_size
+                if v_brokers_raw_tags:
+                    v_brokers_unknown = tuple(v_brokers_raw_tags)
+            v_brokers_o = _new(DescribeClusterBroker)
+            v_brokers_o.broker_id = v_brokers_v_broker_id
+            v_brokers_o.host = v_brokers_v_host
+            v_brokers_o.port = v_brokers_v_port
+            v_brokers_o.rack = v_brokers_v_rack
+            v_brokers_o.unknown_tagged_fields = v_brokers_unknown
+            app_v_brokers(v_brokers_o)
     except _DecodeError as exc:
         raise exc.refine(field=f'Brokers[{i}]')
     if pos + 4 > end:
@@ -250,8 +277,35 @@ def _read_DescribeClusterResponse_1(buf: bytes | bytearray | memoryview, pos: in
     i = 0
     try:
         for i in range(n_v_brokers):
-            e_v_brokers, pos = _read_DescribeClusterBroker_0(buf, pos)
-            app_v_brokers(e_v_brokers)
+            if pos + 4 > end:
+                raise _short_fixed(pos, end, _L0)
+            v_brokers_v_broker_id, = _S_i.unpack_from(buf, pos)
+            pos += 4
+            v_brokers_v_host, pos = _rcs(buf, pos, 'Host')
+            if pos + 4 > end:
+                raise _short_fixed(pos, end, _L1)
+            v_brokers_v_port, = _S_i.unpack_from(buf, pos)
+            pos += 4
+            v_brokers_v_rack, pos = _rncs(buf, pos, 'Rack')
+            v_brokers_unknown: tuple[tuple[int, bytes], ...] = ()
+            if pos < end and buf[pos] == 0:
+                pos += 1
+            else:
+                v_brokers_n_tags, pos = _rtc(buf, pos, '_tagged_fields')
+                v_brokers_raw_tags: list[tuple[int, bytes]] = []
+                for _ in range(v_brokers_n_tags):
+                    v_brokers_tag, v_brokers_size, pos = _rth(buf, pos, '_tagged_fields')
+                    v_brokers_raw_tags.append((v_brokers_tag, bytes(buf[pos:pos + v_brokers_size])))
+                    pos += v_brokers_size
+                if v_brokers_raw_tags:
+                    v_brokers_unknown = tuple(v_brokers_raw_tags)
+            v_brokers_o = _new(DescribeClusterBroker)
+            v_brokers_o.broker_id = v_brokers_v_broker_id
+            v_brokers_o.host = v_brokers_v_host
+            v_brokers_o.port = v_brokers_v_port
+            v_brokers_o.rack = v_brokers_v_rack
+            v_brokers_o.unknown_tagged_fields = v_brokers_unknown
+            app_v_brokers(v_brokers_o)
     except _DecodeError as exc:
         raise exc.refine(field=f'Brokers[{i}]')
     if pos + 4 > end:

@@ -198,8 +198,27 @@ def _read_DescribeConfigsRequest_0(buf: bytes | bytearray | memoryview, pos: int
     i = 0
     try:
         for i in range(n_v_resources):
-            e_v_resources, pos = _read_DescribeConfigsResource_0(buf, pos)
-            app_v_resources(e_v_resources)
+            if pos + 1 > end:
+                raise _short_fixed(pos, end, _L0)
+            v_resources_v_resource_type, = _S_b.unpack_from(buf, pos)
+            pos += 1
+            v_resources_v_resource_name, pos = _rs(buf, pos, 'ResourceName')
+            v_resources_v_configuration_keys: list[str] | None
+            n_v_resources_v_configuration_keys, pos = _rnal(buf, pos, 'ConfigurationKeys')
+            if n_v_resources_v_configuration_keys < 0:
+                v_resources_v_configuration_keys = None
+            else:
+                v_resources_v_configuration_keys = []
+                app_v_resources_v_configuration_keys = v_resources_v_configuration_keys.append
+                for _ in range(n_v_resources_v_configuration_keys):
+                    e_v_resources_v_configuration_keys, pos = _rs(buf, pos, 'ConfigurationKeys')
+                    app_v_resources_v_configuration_keys(e_v_resources_v_configuration_keys)
+            v_resources_o = _new(DescribeConfigsResource)
+            v_resources_o.resource_type = v_resources_v_resource_type
+            v_resources_o.resource_name = v_resources_v_resource_name
+            v_resources_o.configuration_keys = v_resources_v_configuration_keys
+            v_resources_o.unknown_tagged_fields = ()
+            app_v_resources(v_resources_o)
     except _DecodeError as exc:
         raise exc.refine(field=f'Resources[{i}]')
     o = _new(DescribeConfigsRequest)
@@ -235,8 +254,27 @@ def _read_DescribeConfigsRequest_1(buf: bytes | bytearray | memoryview, pos: int
     i = 0
     try:
         for i in range(n_v_resources):
-            e_v_resources, pos = _read_DescribeConfigsResource_0(buf, pos)
-            app_v_resources(e_v_resources)
+            if pos + 1 > end:
+                raise _short_fixed(pos, end, _L0)
+            v_resources_v_resource_type, = _S_b.unpack_from(buf, pos)
+            pos += 1
+            v_resources_v_resource_name, pos = _rs(buf, pos, 'ResourceName')
+            v_resources_v_configuration_keys: list[str] | None
+            n_v_resources_v_configuration_keys, pos = _rnal(buf, pos, 'ConfigurationKeys')
+            if n_v_resources_v_configuration_keys < 0:
+                v_resources_v_configuration_keys = None
+            else:
+                v_resources_v_configuration_keys = []
+                app_v_resources_v_configuration_keys = v_resources_v_configuration_keys.append
+                for _ in range(n_v_resources_v_configuration_keys):
+                    e_v_resources_v_configuration_keys, pos = _rs(buf, pos, 'ConfigurationKeys')
+                    app_v_resources_v_configuration_keys(e_v_resources_v_configuration_keys)
+            v_resources_o = _new(DescribeConfigsResource)
+            v_resources_o.resource_type = v_resources_v_resource_type
+            v_resources_o.resource_name = v_resources_v_resource_name
+            v_resources_o.configuration_keys = v_resources_v_configuration_keys
+            v_resources_o.unknown_tagged_fields = ()
+            app_v_resources(v_resources_o)
     except _DecodeError as exc:
         raise exc.refine(field=f'Resources[{i}]')
     if pos + 1 > end:
@@ -275,8 +313,27 @@ def _read_DescribeConfigsRequest_2(buf: bytes | bytearray | memoryview, pos: int
     i = 0
     try:
         for i in range(n_v_resources):
-            e_v_resources, pos = _read_DescribeConfigsResource_0(buf, pos)
-            app_v_resources(e_v_resources)
+            if pos + 1 > end:
+                raise _short_fixed(pos, end, _L0)
+            v_resources_v_resource_type, = _S_b.unpack_from(buf, pos)
+            pos += 1
+            v_resources_v_resource_name, pos = _rs(buf, pos, 'ResourceName')
+            v_resources_v_configuration_keys: list[str] | None
+            n_v_resources_v_configuration_keys, pos = _rnal(buf, pos, 'ConfigurationKeys')
+            if n_v_resources_v_configuration_keys < 0:
+                v_resources_v_configuration_keys = None
+            else:
+                v_resources_v_configuration_keys = []
+                app_v_resources_v_configuration_keys = v_resources_v_configuration_keys.append
+                for _ in range(n_v_resources_v_configuration_keys):
+                    e_v_resources_v_configuration_keys, pos = _rs(buf, pos, 'ConfigurationKeys')
+                    app_v_resources_v_configuration_keys(e_v_resources_v_configuration_keys)
+            v_resources_o = _new(DescribeConfigsResource)
+            v_resources_o.resource_type = v_resources_v_resource_type
+            v_resources_o.resource_name = v_resources_v_resource_name
+            v_resources_o.configuration_keys = v_resources_v_configuration_keys
+            v_resources_o.unknown_tagged_fields = ()
+            app_v_resources(v_resources_o)
     except _DecodeError as exc:
         raise exc.refine(field=f'Resources[{i}]')
     if pos + 2 > end:
@@ -317,8 +374,43 @@ def _read_DescribeConfigsRequest_3(buf: bytes | bytearray | memoryview, pos: int
     i = 0
     try:
         for i in range(n_v_resources):
-            e_v_resources, pos = _read_DescribeConfigsResource_1(buf, pos)
-            app_v_resources(e_v_resources)
+            if pos + 1 > end:
+                raise _short_fixed(pos, end, _L0)
+            v_resources_v_resource_type, = _S_b.unpack_from(buf, pos)
+            pos += 1
+            v_resources_v_resource_name, pos = _rcs(buf, pos, 'ResourceName')
+            v_resources_v_configuration_keys: list[str] | None
+            n_v_resources_v_configuration_keys = buf[pos] - 1 if pos < end else -2
+            if 0 <= n_v_resources_v_configuration_keys < 127 and n_v_resources_v_configuration_keys <= end - pos:
+                pos += 1
+            else:
+                n_v_resources_v_configuration_keys, pos = _rncal(buf, pos, 'ConfigurationKeys')
+            if n_v_resources_v_configuration_keys < 0:
+                v_resources_v_configuration_keys = None
+            else:
+                v_resources_v_configuration_keys = []
+                app_v_resources_v_configuration_keys = v_resources_v_configuration_keys.append
+                for _ in range(n_v_resources_v_configuration_keys):
+                    e_v_resources_v_configuration_keys, pos = _rcs(buf, pos, 'ConfigurationKeys')
+                    app_v_resources_v_configuration_keys(e_v_resources_v_configuration_keys)
+            v_resources_unknown: tuple[tuple[int, bytes], ...] = ()
+            if pos < end and buf[pos] == 0:
+                pos += 1
+            else:
+                v_resources_n_tags, pos = _rtc(buf, pos, '_tagged_fields')
+                v_resources_raw_tags: list[tuple[int, bytes]] = []
+                for _ in range(v_resources_n_tags):
+                    v_resources_tag, v_resources_size, pos = _rth(buf, pos, '_tagged_fields')
+                    v_resources_raw_tags.append((v_resources_tag, bytes(buf[pos:pos + v_resources_size])))
+                    pos += v_resources_size
+                if v_resources_raw_tags:
+                    v_resources_unknown = tuple(v_resources_raw_tags)
+            v_resources_o = _new(DescribeConfigsResource)
+            v_resources_o.resource_type = v_resources_v_resource_type
+            v_resources_o.resource_name = v_resources_v_resource_name
+            v_resources_o.configuration_keys = v_resources_v_configuration_keys
+            v_resources_o.unknown_tagged_fields = v_resources_unknown
+            app_v_resources(v_resources_o)
     except _DecodeError as exc:
         raise exc.refine(field=f'Resources[{i}]')
     if pos + 2 > end:

@@ -239,8 +239,18 @@ def _read_DescribeConfigsResourceResult_1(buf: bytes | bytearray | memoryview, p
     i = 0
     try:
         for i in range(n_v_synonyms):
-            e_v_synonyms, pos = _read_DescribeConfigsSynonym_0(buf, pos)
-            app_v_synonyms(e_v_synonyms)
+            v_synonyms_v_name, pos = _rs(buf, pos, 'Name')
+            v_synonyms_v_value, pos = _rns(buf, pos, 'Value')
+            if pos + 1 > end:
+                raise _short_fixed(pos, end, _L0)
+            v_synonyms_v_source, = _S_b.unpack_from(buf, pos)
+            pos += 1
+            v_synonyms_o = _new(DescribeConfigsSynonym)
+            v_synonyms_o.name = v_synonyms_v_name
+            v_synonyms_o.value = v_synonyms_v_value
+            v_synonyms_o.source = v_synonyms_v_source
+            v_synonyms_o.unknown_tagged_fields = ()
+            app_v_synonyms(v_synonyms_o)
     except _DecodeError as exc:
         raise exc.refine(field=f'Synonyms[{i}]')
     o = _new(DescribeConfigsResourceResult)
@@ -291,8 +301,18 @@ def _read_DescribeConfigsResourceResult_2(buf: bytes | bytearray | memoryview, p
     i = 0
     try:
         for i in range(n_v_synonyms):
-            e_v_synonyms, pos = _read_DescribeConfigsSynonym_0(buf, pos)
-            app_v_synonyms(e_v_synonyms)
+            v_synonyms_v_name, pos = _rs(buf, pos, 'Name')
+            v_synonyms_v_value, pos = _rns(buf, pos, 'Value')
+            if pos + 1 > end:
+                raise _short_fixed(pos, end, _L0)
+            v_synonyms_v_source, = _S_b.unpack_from(buf, pos)
+            pos += 1
+            v_synonyms_o = _new(DescribeConfigsSynonym)
+            v_synonyms_o.name = v_synonyms_v_name
+            v_synonyms_o.value = v_synonyms_v_value
+            v_synonyms_o.source = v_synonyms_v_source
+            v_synonyms_o.unknown_tagged_fields = ()
+            app_v_synonyms(v_synonyms_o)
     except _DecodeError as exc:
         raise exc.refine(field=f'Synonyms[{i}]')
     if pos + 1 > end:
@@ -354,8 +374,30 @@ def _read_DescribeConfigsResourceResult_3(buf: bytes | bytearray | memoryview, p
     i = 0
     try:
         for i in range(n_v_synonyms):
-            e_v_synonyms, pos = _read_DescribeConfigsSynonym_1(buf, pos)
-            app_v_synonyms(e_v_synonyms)
+            v_synonyms_v_name, pos = _rcs(buf, pos, 'Name')
+            v_synonyms_v_value, pos = _rncs(buf, pos, 'Value')
+            if pos + 1 > end:
+                raise _short_fixed(pos, end, _L0)
+            v_synonyms_v_source, = _S_b.unpack_from(buf, pos)
+            pos += 1
+            v_synonyms_unknown: tuple[tuple[int, bytes], ...] = ()
+            if pos < end and buf[pos] == 0:
+                pos += 1
+            else:
+                v_synonyms_n_tags, pos = _rtc(buf, pos, '_tagged_fields')
+                v_synonyms_raw_tags: list[tuple[int, bytes]] = []
+                for _ in range(v_synonyms_n_tags):
+                    v_synonyms_tag, v_synonyms_size, pos = _rth(buf, pos, '_tagged_fields')
+                    v_synonyms_raw_tags.append((v_synonyms_tag, bytes(buf[pos:pos + v_synonyms_size])))
+                    pos += v_synonyms_size
+                if v_synonyms_raw_tags:
+                    v_synonyms_unknown = tuple(v_synonyms_raw_tags)
+            v_synonyms_o = _new(DescribeConfigsSynonym)
+            v_synonyms_o.name = v_synonyms_v_name
+            v_synonyms_o.value = v_synonyms_v_value
+            v_synonyms_o.source = v_synonyms_v_source
+            v_synonyms_o.unknown_tagged_fields = v_synonyms_unknown
+            app_v_synonyms(v_synonyms_o)
     except _DecodeError as exc:
         raise exc.refine(field=f'Synonyms[{i}]')
     if pos + 1 > end:
@@ -431,8 +473,24 @@ def _read_DescribeConfigsResult_0(buf: bytes | bytearray | memoryview, pos: int)
     i = 0
     try:
         for i in range(n_v_configs):
-            e_v_configs, pos = _read_DescribeConfigsResourceResult_0(buf, pos)
-            app_v_configs(e_v_configs)
+            v_configs_v_name, pos = _rs(buf, pos, 'Name')
+            v_configs_v_value, pos = _rns(buf, pos, 'Value')
+            if pos + 3 > end:
+                raise _short_fixed(pos, end, _L1)
+            v_configs_v_read_only, v_configs_v_is_default, v_configs_v_is_sensitive = _S____.unpack_from(buf, pos)
+            pos += 3
+            v_configs_o = _new(DescribeConfigsResourceResult)
+            v_configs_o.name = v_configs_v_name
+            v_configs_o.value = v_configs_v_value
+            v_configs_o.read_only = v_configs_v_read_only
+            v_configs_o.is_default = v_configs_v_is_default
+            v_configs_o.config_source = -1
+            v_configs_o.is_sensitive = v_configs_v_is_sensitive
+            v_configs_o.synonyms = []
+            v_configs_o.config_type = 0
+            v_configs_o.documentation = ''
+            v_configs_o.unknown_tagged_fields = ()
+            app_v_configs(v_configs_o)
     except _DecodeError as exc:
         raise exc.refine(field=f'Configs[{i}]')
     o = _new(DescribeConfigsResult)

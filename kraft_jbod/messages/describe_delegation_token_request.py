@@ -152,8 +152,13 @@ def _read_DescribeDelegationTokenRequest_0(buf: bytes | bytearray | memoryview, 
         i = 0
         try:
             for i in range(n_v_owners):
-                e_v_owners, pos = _read_DescribeDelegationTokenOwner_0(buf, pos)
-                app_v_owners(e_v_owners)
+                v_owners_v_principal_type, pos = _rs(buf, pos, 'PrincipalType')
+                v_owners_v_principal_name, pos = _rs(buf, pos, 'PrincipalName')
+                v_owners_o = _new(DescribeDelegationTokenOwner)
+                v_owners_o.principal_type = v_owners_v_principal_type
+                v_owners_o.principal_name = v_owners_v_principal_name
+                v_owners_o.unknown_tagged_fields = ()
+                app_v_owners(v_owners_o)
         except _DecodeError as exc:
             raise exc.refine(field=f'Owners[{i}]')
     o = _new(DescribeDelegationTokenRequest)
@@ -189,8 +194,25 @@ def _read_DescribeDelegationTokenRequest_1(buf: bytes | bytearray | memoryview, 
         i = 0
         try:
             for i in range(n_v_owners):
-                e_v_owners, pos = _read_DescribeDelegationTokenOwner_1(buf, pos)
-                app_v_owners(e_v_owners)
+                v_owners_v_principal_type, pos = _rcs(buf, pos, 'PrincipalType')
+                v_owners_v_principal_name, pos = _rcs(buf, pos, 'PrincipalName')
+                v_owners_unknown: tuple[tuple[int, bytes], ...] = ()
+                if pos < end and buf[pos] == 0:
+                    pos += 1
+                else:
+                    v_owners_n_tags, pos = _rtc(buf, pos, '_tagged_fields')
+                    v_owners_raw_tags: list[tuple[int, bytes]] = []
+                    for _ in range(v_owners_n_tags):
+                        v_owners_tag, v_owners_size, pos = _rth(buf, pos, '_tagged_fields')
+                        v_owners_raw_tags.append((v_owners_tag, bytes(buf[pos:pos + v_owners_size])))
+                        pos += v_owners_size
+                    if v_owners_raw_tags:
+                        v_owners_unknown = tuple(v_owners_raw_tags)
+                v_owners_o = _new(DescribeDelegationTokenOwner)
+                v_owners_o.principal_type = v_owners_v_principal_type
+                v_owners_o.principal_name = v_owners_v_principal_name
+                v_owners_o.unknown_tagged_fields = v_owners_unknown
+                app_v_owners(v_owners_o)
         except _DecodeError as exc:
             raise exc.refine(field=f'Owners[{i}]')
     unknown: tuple[tuple[int, bytes], ...] = ()

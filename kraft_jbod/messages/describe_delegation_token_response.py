@@ -182,8 +182,13 @@ def _read_DescribedDelegationToken_0(buf: bytes | bytearray | memoryview, pos: i
     i = 0
     try:
         for i in range(n_v_renewers):
-            e_v_renewers, pos = _read_DescribedDelegationTokenRenewer_0(buf, pos)
-            app_v_renewers(e_v_renewers)
+            v_renewers_v_principal_type, pos = _rs(buf, pos, 'PrincipalType')
+            v_renewers_v_principal_name, pos = _rs(buf, pos, 'PrincipalName')
+            v_renewers_o = _new(DescribedDelegationTokenRenewer)
+            v_renewers_o.principal_type = v_renewers_v_principal_type
+            v_renewers_o.principal_name = v_renewers_v_principal_name
+            v_renewers_o.unknown_tagged_fields = ()
+            app_v_renewers(v_renewers_o)
     except _DecodeError as exc:
         raise exc.refine(field=f'Renewers[{i}]')
     o = _new(DescribedDelegationToken)
@@ -251,8 +256,25 @@ def _read_DescribedDelegationToken_1(buf: bytes | bytearray | memoryview, pos: i
     i = 0
     try:
         for i in range(n_v_renewers):
-            e_v_renewers, pos = _read_DescribedDelegationTokenRenewer_1(buf, pos)
-            app_v_renewers(e_v_renewers)
+            v_renewers_v_principal_type, pos = _rcs(buf, pos, 'PrincipalType')
+            v_renewers_v_principal_name, pos = _rcs(buf, pos, 'PrincipalName')
+            v_renewers_unknown: tuple[tuple[int, bytes], ...] = ()
+            if pos < end and buf[pos] == 0:
+                pos += 1
+            else:
+                v_renewers_n_tags, pos = _rtc(buf, pos, '_tagged_fields')
+                v_renewers_raw_tags: list[tuple[int, bytes]] = []
+                for _ in range(v_renewers_n_tags):
+                    v_renewers_tag, v_renewers_size, pos = _rth(buf, pos, '_tagged_fields')
+                    v_renewers_raw_tags.append((v_renewers_tag, bytes(buf[pos:pos + v_renewers_size])))
+                    pos += v_renewers_size
+                if v_renewers_raw_tags:
+                    v_renewers_unknown = tuple(v_renewers_raw_tags)
+            v_renewers_o = _new(DescribedDelegationTokenRenewer)
+            v_renewers_o.principal_type = v_renewers_v_principal_type
+            v_renewers_o.principal_name = v_renewers_v_principal_name
+            v_renewers_o.unknown_tagged_fields = v_renewers_unknown
+            app_v_renewers(v_renewers_o)
     except _DecodeError as exc:
         raise exc.refine(field=f'Renewers[{i}]')
     unknown: tuple[tuple[int, bytes], ...] = ()
@@ -336,8 +358,25 @@ def _read_DescribedDelegationToken_2(buf: bytes | bytearray | memoryview, pos: i
     i = 0
     try:
         for i in range(n_v_renewers):
-            e_v_renewers, pos = _read_DescribedDelegationTokenRenewer_1(buf, pos)
-            app_v_renewers(e_v_renewers)
+            v_renewers_v_principal_type, pos = _rcs(buf, pos, 'PrincipalType')
+            v_renewers_v_principal_name, pos = _rcs(buf, pos, 'PrincipalName')
+            v_renewers_unknown: tuple[tuple[int, bytes], ...] = ()
+            if pos < end and buf[pos] == 0:
+                pos += 1
+            else:
+                v_renewers_n_tags, pos = _rtc(buf, pos, '_tagged_fields')
+                v_renewers_raw_tags: list[tuple[int, bytes]] = []
+                for _ in range(v_renewers_n_tags):
+                    v_renewers_tag, v_renewers_size, pos = _rth(buf, pos, '_tagged_fields')
+                    v_renewers_raw_tags.append((v_renewers_tag, bytes(buf[pos:pos + v_renewers_size])))
+                    pos += v_renewers_size
+                if v_renewers_raw_tags:
+                    v_renewers_unknown = tuple(v_renewers_raw_tags)
+            v_renewers_o = _new(DescribedDelegationTokenRenewer)
+            v_renewers_o.principal_type = v_renewers_v_principal_type
+            v_renewers_o.principal_name = v_renewers_v_principal_name
+            v_renewers_o.unknown_tagged_fields = v_renewers_unknown
+            app_v_renewers(v_renewers_o)
     except _DecodeError as exc:
         raise exc.refine(field=f'Renewers[{i}]')
     unknown: tuple[tuple[int, bytes], ...] = ()

@@ -257,8 +257,20 @@ def _read_DescribedGroup_0(buf: bytes | bytearray | memoryview, pos: int) -> tup
     i = 0
     try:
         for i in range(n_v_members):
-            e_v_members, pos = _read_DescribedGroupMember_0(buf, pos)
-            app_v_members(e_v_members)
+            v_members_v_member_id, pos = _rs(buf, pos, 'MemberId')
+            v_members_v_client_id, pos = _rs(buf, pos, 'ClientId')
+            v_members_v_client_host, pos = _rs(buf, pos, 'ClientHost')
+            v_members_v_member_metadata, pos = _rb(buf, pos, 'MemberMetadata')
+            v_members_v_member_assignment, pos = _rb(buf, pos, 'MemberAssignment')
+            v_members_o = _new(DescribedGroupMember)
+            v_members_o.member_id = v_members_v_member_id
+            v_members_o.group_instance_id = None
+            v_members_o.client_id = v_members_v_client_id
+            v_members_o.client_host = v_members_v_client_host
+            v_members_o.member_metadata = v_members_v_member_metadata
+            v_members_o.member_assignment = v_members_v_member_assignment
+            v_members_o.unknown_tagged_fields = ()
+            app_v_members(v_members_o)
     except _DecodeError as exc:
         raise exc.refine(field=f'Members[{i}]')
     o = _new(DescribedGroup)
@@ -317,8 +329,20 @@ def _read_DescribedGroup_1(buf: bytes | bytearray | memoryview, pos: int) -> tup
     i = 0
     try:
         for i in range(n_v_members):
-            e_v_members, pos = _read_DescribedGroupMember_0(buf, pos)
-            app_v_members(e_v_members)
+            v_members_v_member_id, pos = _rs(buf, pos, 'MemberId')
+            v_members_v_client_id, pos = _rs(buf, pos, 'ClientId')
+            v_members_v_client_host, pos = _rs(buf, pos, 'ClientHost')
+            v_members_v_member_metadata, pos = _rb(buf, pos, 'MemberMetadata')
+            v_members_v_member_assignment, pos = _rb(buf, pos, 'MemberAssignment')
+            v_members_o = _new(DescribedGroupMember)
+            v_members_o.member_id = v_members_v_member_id
+            v_members_o.group_instance_id = None
+            v_members_o.client_id = v_members_v_client_id
+            v_members_o.client_host = v_members_v_client_host
+            v_members_o.member_metadata = v_members_v_member_metadata
+            v_members_o.member_assignment = v_members_v_member_assignment
+            v_members_o.unknown_tagged_fields = ()
+            app_v_members(v_members_o)
     except _DecodeError as exc:
         raise exc.refine(field=f'Members[{i}]')
     if pos + 4 > end:
@@ -380,8 +404,21 @@ def _read_DescribedGroup_2(buf: bytes | bytearray | memoryview, pos: int) -> tup
     i = 0
     try:
         for i in range(n_v_members):
-            e_v_members, pos = _read_DescribedGroupMember_1(buf, pos)
-            app_v_members(e_v_members)
+            v_members_v_member_id, pos = _rs(buf, pos, 'MemberId')
+            v_members_v_group_instance_id, pos = _rns(buf, pos, 'GroupInstanceId')
+            v_members_v_client_id, pos = _rs(buf, pos, 'ClientId')
+            v_members_v_client_host, pos = _rs(buf, pos, 'ClientHost')
+            v_members_v_member_metadata, pos = _rb(buf, pos, 'MemberMetadata')
+            v_members_v_member_assignment, pos = _rb(buf, pos, 'MemberAssignment')
+            v_members_o = _new(DescribedGroupMember)
+            v_members_o.member_id = v_members_v_member_id
+            v_members_o.group_instance_id = v_members_v_group_instance_id
+            v_members_o.client_id = v_members_v_client_id
+            v_members_o.client_host = v_members_v_client_host
+            v_members_o.member_metadata = v_members_v_member_metadata
+            v_members_o.member_assignment = v_members_v_member_assignment
+            v_members_o.unknown_tagged_fields = ()
+            app_v_members(v_members_o)
     except _DecodeError as exc:
         raise exc.refine(field=f'Members[{i}]')
     if pos + 4 > end:
@@ -447,8 +484,33 @@ def _read_DescribedGroup_3(buf: bytes | bytearray | memoryview, pos: int) -> tup
     i = 0
     try:
         for i in range(n_v_members):
-            e_v_members, pos = _read_DescribedGroupMember_2(buf, pos)
-            app_v_members(e_v_members)
+            v_members_v_member_id, pos = _rcs(buf, pos, 'MemberId')
+            v_members_v_group_instance_id, pos = _rncs(buf, pos, 'GroupInstanceId')
+            v_members_v_client_id, pos = _rcs(buf, pos, 'ClientId')
+            v_members_v_client_host, pos = _rcs(buf, pos, 'ClientHost')
+            v_members_v_member_metadata, pos = _rcb(buf, pos, 'MemberMetadata')
+            v_members_v_member_assignment, pos = _rcb(buf, pos, 'MemberAssignment')
+            v_members_unknown: tuple[tuple[int, bytes], ...] = ()
+            if pos < end and buf[pos] == 0:
+                pos += 1
+            else:
+                v_members_n_tags, pos = _rtc(buf, pos, '_tagged_fields')
+                v_members_raw_tags: list[tuple[int, bytes]] = []
+                for _ in range(v_members_n_tags):
+                    v_members_tag, v_members_size, pos = _rth(buf, pos, '_tagged_fields')
+                    v_members_raw_tags.append((v_members_tag, bytes(buf[pos:pos + v_members_size])))
+                    pos += v_members_size
+                if v_members_raw_tags:
+                    v_members_unknown = tuple(v_members_raw_tags)
+            v_members_o = _new(DescribedGroupMember)
+            v_members_o.member_id = v_members_v_member_id
+            v_members_o.group_instance_id = v_members_v_group_instance_id
+            v_members_o.client_id = v_members_v_client_id
+            v_members_o.client_host = v_members_v_client_host
+            v_members_o.member_metadata = v_members_v_member_metadata
+            v_members_o.member_assignment = v_members_v_member_assignment
+            v_members_o.unknown_tagged_fields = v_members_unknown
+            app_v_members(v_members_o)
     except _DecodeError as exc:
         raise exc.refine(field=f'Members[{i}]')
     if pos + 4 > end:

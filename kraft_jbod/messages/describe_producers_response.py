@@ -166,8 +166,31 @@ def _read_PartitionResponse_0(buf: bytes | bytearray | memoryview, pos: int) -> 
     i = 0
     try:
         for i in range(n_v_active_producers):
-            e_v_active_producers, pos = _read_ProducerState_0(buf, pos)
-            app_v_active_producers(e_v_active_producers)
+            if pos + 36 > end:
+                raise _short_fixed(pos, end, _L0)
+            v_active_producers_v_producer_id, v_active_producers_v_producer_epoch, v_active_producers_v_last_sequence, v_active_producers_v_last_timestamp, v_active_producers_v_coordinator_epoch, v_active_producers_v_current_txn_start_offset = _S_qiiqiq.unpack_from(buf, pos)
+            pos += 36
+            v_active_producers_unknown: tuple[tuple[int, bytes], ...] = ()
+            if pos < end and buf[pos] == 0:
+                pos += 1
+            else:
+                v_active_producers_n_tags, pos = _rtc(buf, pos, '_tagged_fields')
+                v_active_producers_raw_tags: list[tuple[int, bytes]] = []
+                for _ in range(v_active_producers_n_tags):
+                    v_active_producers_tag, v_active_producers_size, pos = _rth(buf, pos, '_tagged_fields')
+                    v_active_producers_raw_tags.append((v_active_producers_tag, bytes(buf[pos:pos + v_active_producers_size])))
+                    pos += v_active_producers_size
+                if v_active_producers_raw_tags:
+                    v_active_producers_unknown = tuple(v_active_producers_raw_tags)
+            v_active_producers_o = _new(ProducerState)
+            v_active_producers_o.producer_id = v_active_producers_v_producer_id
+            v_active_producers_o.producer_epoch = v_active_producers_v_producer_epoch
+            v_active_producers_o.last_sequence = v_active_producers_v_last_sequence
+            v_active_producers_o.last_timestamp = v_active_producers_v_last_timestamp
+            v_active_producers_o.coordinator_epoch = v_active_producers_v_coordinator_epoch
+            v_active_producers_o.current_txn_start_offset = v_active_producers_v_current_txn_start_offset
+            v_active_producers_o.unknown_tagged_fields = v_active_producers_unknown
+            app_v_active_producers(v_active_producers_o)
     except _DecodeError as exc:
         raise exc.refine(field=f'ActiveProducers[{i}]')
     unknown: tuple[tuple[int, bytes], ...] = ()

@@ -282,8 +282,30 @@ def _read_PartitionData_0(buf: bytes | bytearray | memoryview, pos: int) -> tupl
     i = 0
     try:
         for i in range(n_v_current_voters):
-            e_v_current_voters, pos = _read_ReplicaState_0(buf, pos)
-            app_v_current_voters(e_v_current_voters)
+            if pos + 12 > end:
+                raise _short_fixed(pos, end, _L0)
+            v_current_voters_v_replica_id, v_current_voters_v_log_end_offset = _S_iq.unpack_from(buf, pos)
+            pos += 12
+            v_current_voters_unknown: tuple[tuple[int, bytes], ...] = ()
+            if pos < end and buf[pos] == 0:
+                pos += 1
+            else:
+                v_current_voters_n_tags, pos = _rtc(buf, pos, '_tagged_fields')
+                v_current_voters_raw_tags: list[tuple[int, bytes]] = []
+                for _ in range(v_current_voters_n_tags):
+                    v_current_voters_tag, v_current_voters_size, pos = _rth(buf, pos, '_tagged_fields')
+                    v_current_voters_raw_tags.append((v_current_voters_tag, bytes(buf[pos:pos + v_current_voters_size])))
+                    pos += v_current_voters_size
+                if v_current_voters_raw_tags:
+                    v_current_voters_unknown = tuple(v_current_voters_raw_tags)
+            v_current_voters_o = _new(ReplicaState)
+            v_current_voters_o.replica_id = v_current_voters_v_replica_id
+            v_current_voters_o.replica_directory_id = _ZERO_UUID
+            v_current_voters_o.log_end_offset = v_current_voters_v_log_end_offset
+            v_current_voters_o.last_fetch_timestamp = -1
+            v_current_voters_o.last_caught_up_timestamp = -1
+            v_current_voters_o.unknown_tagged_fields = v_current_voters_unknown
+            app_v_current_voters(v_current_voters_o)
     except _DecodeError as exc:
         raise exc.refine(field=f'CurrentVoters[{i}]')
     v_observers: list[ReplicaState]
@@ -297,8 +319,30 @@ def _read_PartitionData_0(buf: bytes | bytearray | memoryview, pos: int) -> tupl
     i = 0
     try:
         for i in range(n_v_observers):
-            e_v_observers, pos = _read_ReplicaState_0(buf, pos)
-            app_v_observers(e_v_observers)
+            if pos + 12 > end:
+                raise _short_fixed(pos, end, _L0)
+            v_observers_v_replica_id, v_observers_v_log_end_offset = _S_iq.unpack_from(buf, pos)
+            pos += 12
+            v_observers_unknown: tuple[tuple[int, bytes], ...] = ()
+            if pos < end and buf[pos] == 0:
+                pos += 1
+            else:
+                v_observers_n_tags, pos = _rtc(buf, pos, '_tagged_fields')
+                v_observers_raw_tags: list[tuple[int, bytes]] = []
+                for _ in range(v_observers_n_tags):
+                    v_observers_tag, v_observers_size, pos = _rth(buf, pos, '_tagged_fields')
+                    v_observers_raw_tags.append((v_observers_tag, bytes(buf[pos:pos + v_observers_size])))
+                    pos += v_observers_size
+                if v_observers_raw_tags:
+                    v_observers_unknown = tuple(v_observers_raw_tags)
+            v_observers_o = _new(ReplicaState)
+            v_observers_o.replica_id = v_observers_v_replica_id
+            v_observers_o.replica_directory_id = _ZERO_UUID
+            v_observers_o.log_end_offset = v_observers_v_log_end_offset
+            v_observers_o.last_fetch_timestamp = -1
+            v_observers_o.last_caught_up_timestamp = -1
+            v_observers_o.unknown_tagged_fields = v_observers_unknown
+            app_v_observers(v_observers_o)
     except _DecodeError as exc:
         raise exc.refine(field=f'Observers[{i}]')
     unknown: tuple[tuple[int, bytes], ...] = ()
@@ -363,8 +407,30 @@ def _read_PartitionData_1(buf: bytes | bytearray | memoryview, pos: int) -> tupl
     i = 0
     try:
         for i in range(n_v_current_voters):
-            e_v_current_voters, pos = _read_ReplicaState_1(buf, pos)
-            app_v_current_voters(e_v_current_voters)
+            if pos + 28 > end:
+                raise _short_fixed(pos, end, _L1)
+            v_current_voters_v_replica_id, v_current_voters_v_log_end_offset, v_current_voters_v_last_fetch_timestamp, v_current_voters_v_last_caught_up_timestamp = _S_iqqq.unpack_from(buf, pos)
+            pos += 28
+            v_current_voters_unknown: tuple[tuple[int, bytes], ...] = ()
+            if pos < end and buf[pos] == 0:
+                pos += 1
+            else:
+                v_current_voters_n_tags, pos = _rtc(buf, pos, '_tagged_fields')
+                v_current_voters_raw_tags: list[tuple[int, bytes]] = []
+                for _ in range(v_current_voters_n_tags):
+                    v_current_voters_tag, v_current_voters_size, pos = _rth(buf, pos, '_tagged_fields')
+                    v_current_voters_raw_tags.append((v_current_voters_tag, bytes(buf[pos:pos + v_current_voters_size])))
+                    pos += v_current_voters_size
+                if v_current_voters_raw_tags:
+                    v_current_voters_unknown = tuple(v_current_voters_raw_tags)
+            v_current_voters_o = _new(ReplicaState)
+            v_current_voters_o.replica_id = v_current_voters_v_replica_id
+            v_current_voters_o.replica_directory_id = _ZERO_UUID
+            v_current_voters_o.log_end_offset = v_current_voters_v_log_end_offset
+            v_current_voters_o.last_fetch_timestamp = v_current_voters_v_last_fetch_timestamp
+            v_current_voters_o.last_caught_up_timestamp = v_current_voters_v_last_caught_up_timestamp
+            v_current_voters_o.unknown_tagged_fields = v_current_voters_unknown
+            app_v_current_voters(v_current_voters_o)
     except _DecodeError as exc:
         raise exc.refine(field=f'CurrentVoters[{i}]')
     v_observers: list[ReplicaState]
@@ -378,8 +444,30 @@ def _read_PartitionData_1(buf: bytes | bytearray | memoryview, pos: int) -> tupl
     i = 0
     try:
         for i in range(n_v_observers):
-            e_v_observers, pos = _read_ReplicaState_1(buf, pos)
-            app_v_observers(e_v_observers)
+            if pos + 28 > end:
+                raise _short_fixed(pos, end, _L1)
+            v_observers_v_replica_id, v_observers_v_log_end_offset, v_observers_v_last_fetch_timestamp, v_observers_v_last_caught_up_timestamp = _S_iqqq.unpack_from(buf, pos)
+            pos += 28
+            v_observers_unknown: tuple[tuple[int, bytes], ...] = ()
+            if pos < end and buf[pos] == 0:
+                pos += 1
+            else:
+                v_observers_n_tags, pos = _rtc(buf, pos, '_tagged_fields')
+                v_observers_raw_tags: list[tuple[int, bytes]] = []
+                for _ in range(v_observers_n_tags):
+                    v_observers_tag, v_observers_size, pos = _rth(buf, pos, '_tagged_fields')
+                    v_observers_raw_tags.append((v_observers_tag, bytes(buf[pos:pos + v_observers_size])))
+                    pos += v_observers_size
+                if v_observers_raw_tags:
+                    v_observers_unknown = tuple(v_observers_raw_tags)
+            v_observers_o = _new(ReplicaState)
+            v_observers_o.replica_id = v_observers_v_replica_id
+            v_observers_o.replica_directory_id = _ZERO_UUID
+            v_observers_o.log_end_offset = v_observers_v_log_end_offset
+            v_observers_o.last_fetch_timestamp = v_observers_v_last_fetch_timestamp
+            v_observers_o.last_caught_up_timestamp = v_observers_v_last_caught_up_timestamp
+            v_observers_o.unknown_tagged_fields = v_observers_unknown
+            app_v_observers(v_observers_o)
     except _DecodeError as exc:
         raise exc.refine(field=f'Observers[{i}]')
     unknown: tuple[tuple[int, bytes], ...] = ()
@@ -449,8 +537,31 @@ def _read_PartitionData_2(buf: bytes | bytearray | memoryview, pos: int) -> tupl
     i = 0
     try:
         for i in range(n_v_current_voters):
-            e_v_current_voters, pos = _read_ReplicaState_2(buf, pos)
-            app_v_current_voters(e_v_current_voters)
+            if pos + 44 > end:
+                raise _short_fixed(pos, end, _L2)
+            v_current_voters_v_replica_id, v_current_voters_r_replica_directory_id, v_current_voters_v_log_end_offset, v_current_voters_v_last_fetch_timestamp, v_current_voters_v_last_caught_up_timestamp = _S_i16sqqq.unpack_from(buf, pos)
+            v_current_voters_v_replica_directory_id = _uuid_from_bytes(v_current_voters_r_replica_directory_id)
+            pos += 44
+            v_current_voters_unknown: tuple[tuple[int, bytes], ...] = ()
+            if pos < end and buf[pos] == 0:
+                pos += 1
+            else:
+                v_current_voters_n_tags, pos = _rtc(buf, pos, '_tagged_fields')
+                v_current_voters_raw_tags: list[tuple[int, bytes]] = []
+                for _ in range(v_current_voters_n_tags):
+                    v_current_voters_tag, v_current_voters_size, pos = _rth(buf, pos, '_tagged_fields')
+                    v_current_voters_raw_tags.append((v_current_voters_tag, bytes(buf[pos:pos + v_current_voters_size])))
+                    pos += v_current_voters_size
+                if v_current_voters_raw_tags:
+                    v_current_voters_unknown = tuple(v_current_voters_raw_tags)
+            v_current_voters_o = _new(ReplicaState)
+            v_current_voters_o.replica_id = v_current_voters_v_replica_id
+            v_current_voters_o.replica_directory_id = v_current_voters_v_replica_directory_id
+            v_current_voters_o.log_end_offset = v_current_voters_v_log_end_offset
+            v_current_voters_o.last_fetch_timestamp = v_current_voters_v_last_fetch_timestamp
+            v_current_voters_o.last_caught_up_timestamp = v_current_voters_v_last_caught_up_timestamp
+            v_current_voters_o.unknown_tagged_fields = v_current_voters_unknown
+            app_v_current_voters(v_current_voters_o)
     except _DecodeError as exc:
         raise exc.refine(field=f'CurrentVoters[{i}]')
     v_observers: list[ReplicaState]
@@ -464,8 +575,31 @@ def _read_PartitionData_2(buf: bytes | bytearray | memoryview, pos: int) -> tupl
     i = 0
     try:
         for i in range(n_v_observers):
-            e_v_observers, pos = _read_ReplicaState_2(buf, pos)
-            app_v_observers(e_v_observers)
+            if pos + 44 > end:
+                raise _short_fixed(pos, end, _L2)
+            v_observers_v_replica_id, v_observers_r_replica_directory_id, v_observers_v_log_end_offset, v_observers_v_last_fetch_timestamp, v_observers_v_last_caught_up_timestamp = _S_i16sqqq.unpack_from(buf, pos)
+            v_observers_v_replica_directory_id = _uuid_from_bytes(v_observers_r_replica_directory_id)
+            pos += 44
+            v_observers_unknown: tuple[tuple[int, bytes], ...] = ()
+            if pos < end and buf[pos] == 0:
+                pos += 1
+            else:
+                v_observers_n_tags, pos = _rtc(buf, pos, '_tagged_fields')
+                v_observers_raw_tags: list[tuple[int, bytes]] = []
+                for _ in range(v_observers_n_tags):
+                    v_observers_tag, v_observers_size, pos = _rth(buf, pos, '_tagged_fields')
+                    v_observers_raw_tags.append((v_observers_tag, bytes(buf[pos:pos + v_observers_size])))
+                    pos += v_observers_size
+                if v_observers_raw_tags:
+                    v_observers_unknown = tuple(v_observers_raw_tags)
+            v_observers_o = _new(ReplicaState)
+            v_observers_o.replica_id = v_observers_v_replica_id
+            v_observers_o.replica_directory_id = v_observers_v_replica_directory_id
+            v_observers_o.log_end_offset = v_observers_v_log_end_offset
+            v_observers_o.last_fetch_timestamp = v_observers_v_last_fetch_timestamp
+            v_observers_o.last_caught_up_timestamp = v_observers_v_last_caught_up_timestamp
+            v_observers_o.unknown_tagged_fields = v_observers_unknown
+            app_v_observers(v_observers_o)
     except _DecodeError as exc:
         raise exc.refine(field=f'Observers[{i}]')
     unknown: tuple[tuple[int, bytes], ...] = ()
@@ -738,8 +872,30 @@ def _read_Node_0(buf: bytes | bytearray | memoryview, pos: int) -> tuple[Node, i
     i = 0
     try:
         for i in range(n_v_listeners):
-            e_v_listeners, pos = _read_Listener_0(buf, pos)
-            app_v_listeners(e_v_listeners)
+            v_listeners_v_name, pos = _rcs(buf, pos, 'Name')
+            v_listeners_v_host, pos = _rcs(buf, pos, 'Host')
+            if pos + 2 > end:
+                raise _short_fixed(pos, end, _L6)
+            v_listeners_v_port, = _S_H.unpack_from(buf, pos)
+            pos += 2
+            v_listeners_unknown: tuple[tuple[int, bytes], ...] = ()
+            if pos < end and buf[pos] == 0:
+                pos += 1
+            else:
+                v_listeners_n_tags, pos = _rtc(buf, pos, '_tagged_fields')
+                v_listeners_raw_tags: list[tuple[int, bytes]] = []
+                for _ in range(v_listeners_n_tags):
+                    v_listeners_tag, v_listeners_size, pos = _rth(buf, pos, '_tagged_fields')
+                    v_listeners_raw_tags.append((v_listeners_tag, bytes(buf[pos:pos + v_listeners_size])))
+                    pos += v_listeners_size
+                if v_listeners_raw_tags:
+                    v_listeners_unknown = tuple(v_listeners_raw_tags)
+            v_listeners_o = _new(Listener)
+            v_listeners_o.name = v_listeners_v_name
+            v_listeners_o.host = v_listeners_v_host
+            v_listeners_o.port = v_listeners_v_port
+            v_listeners_o.unknown_tagged_fields = v_listeners_unknown
+            app_v_listeners(v_listeners_o)
     except _DecodeError as exc:
         raise exc.refine(field=f'Listeners[{i}]')
     unknown: tuple[tuple[int, bytes], ...] = ()

@@ -244,8 +244,75 @@ def _read_DescribeTopicPartitionsResponseTopic_0(buf: bytes | bytearray | memory
     i = 0
     try:
         for i in range(n_v_partitions):
-            e_v_partitions, pos = _read_DescribeTopicPartitionsResponsePartition_0(buf, pos)
-            app_v_partitions(e_v_partitions)
+            if pos + 14 > end:
+                raise _short_fixed(pos, end, _L0)
+            v_partitions_v_error_code, v_partitions_v_partition_index, v_partitions_v_leader_id, v_partitions_v_leader_epoch = _S_hiii.unpack_from(buf, pos)
+            pos += 14
+            v_partitions_v_replica_nodes: list[int]
+            n_v_partitions_v_replica_nodes = buf[pos] - 1 if pos < end else -2
+            if 0 <= n_v_partitions_v_replica_nodes < 127 and n_v_partitions_v_replica_nodes <= end - pos:
+                pos += 1
+            else:
+                n_v_partitions_v_replica_nodes, pos = _rcal(buf, pos, 'ReplicaNodes')
+            v_partitions_v_replica_nodes, pos = _rfa(buf, pos, n_v_partitions_v_replica_nodes, 'i', 'ReplicaNodes')
+            v_partitions_v_isr_nodes: list[int]
+            n_v_partitions_v_isr_nodes = buf[pos] - 1 if pos < end else -2
+            if 0 <= n_v_partitions_v_isr_nodes < 127 and n_v_partitions_v_isr_nodes <= end - pos:
+                pos += 1
+            else:
+                n_v_partitions_v_isr_nodes, pos = _rcal(buf, pos, 'IsrNodes')
+            v_partitions_v_isr_nodes, pos = _rfa(buf, pos, n_v_partitions_v_isr_nodes, 'i', 'IsrNodes')
+            v_partitions_v_eligible_leader_replicas: list[int] | None
+            n_v_partitions_v_eligible_leader_replicas = buf[pos] - 1 if pos < end else -2
+            if 0 <= n_v_partitions_v_eligible_leader_replicas < 127 and n_v_partitions_v_eligible_leader_replicas <= end - pos:
+                pos += 1
+            else:
+                n_v_partitions_v_eligible_leader_replicas, pos = _rncal(buf, pos, 'EligibleLeaderReplicas')
+            if n_v_partitions_v_eligible_leader_replicas < 0:
+                v_partitions_v_eligible_leader_replicas = None
+            else:
+                v_partitions_v_eligible_leader_replicas, pos = _rfa(buf, pos, n_v_partitions_v_eligible_leader_replicas, 'i', 'EligibleLeaderReplicas')
+            v_partitions_v_last_known_elr: list[int] | None
+            n_v_partitions_v_last_known_elr = buf[pos] - 1 if pos < end else -2
+            if 0 <= n_v_partitions_v_last_known_elr < 127 and n_v_partitions_v_last_known_elr <= end - pos:
+                pos += 1
+            else:
+                n_v_partitions_v_last_known_elr, pos = _rncal(buf, pos, 'LastKnownElr')
+            if n_v_partitions_v_last_known_elr < 0:
+                v_partitions_v_last_known_elr = None
+            else:
+                v_partitions_v_last_known_elr, pos = _rfa(buf, pos, n_v_partitions_v_last_known_elr, 'i', 'LastKnownElr')
+            v_partitions_v_offline_replicas: list[int]
+            n_v_partitions_v_offline_replicas = buf[pos] - 1 if pos < end else -2
+            if 0 <= n_v_partitions_v_offline_replicas < 127 and n_v_partitions_v_offline_replicas <= end - pos:
+                pos += 1
+            else:
+                n_v_partitions_v_offline_replicas, pos = _rcal(buf, pos, 'OfflineReplicas')
+            v_partitions_v_offline_replicas, pos = _rfa(buf, pos, n_v_partitions_v_offline_replicas, 'i', 'OfflineReplicas')
+            v_partitions_unknown: tuple[tuple[int, bytes], ...] = ()
+            if pos < end and buf[pos] == 0:
+                pos += 1
+            else:
+                v_partitions_n_tags, pos = _rtc(buf, pos, '_tagged_fields')
+                v_partitions_raw_tags: list[tuple[int, bytes]] = []
+                for _ in range(v_partitions_n_tags):
+                    v_partitions_tag, v_partitions_size, pos = _rth(buf, pos, '_tagged_fields')
+                    v_partitions_raw_tags.append((v_partitions_tag, bytes(buf[pos:pos + v_partitions_size])))
+                    pos += v_partitions_size
+                if v_partitions_raw_tags:
+                    v_partitions_unknown = tuple(v_partitions_raw_tags)
+            v_partitions_o = _new(DescribeTopicPartitionsResponsePartition)
+            v_partitions_o.error_code = v_partitions_v_error_code
+            v_partitions_o.partition_index = v_partitions_v_partition_index
+            v_partitions_o.leader_id = v_partitions_v_leader_id
+            v_partitions_o.leader_epoch = v_partitions_v_leader_epoch
+            v_partitions_o.replica_nodes = v_partitions_v_replica_nodes
+            v_partitions_o.isr_nodes = v_partitions_v_isr_nodes
+            v_partitions_o.eligible_leader_replicas = v_partitions_v_eligible_leader_replicas
+            v_partitions_o.last_known_elr = v_partitions_v_last_known_elr
+            v_partitions_o.offline_replicas = v_partitions_v_offline_replicas
+            v_partitions_o.unknown_tagged_fields = v_partitions_unknown
+            app_v_partitions(v_partitions_o)
     except _DecodeError as exc:
         raise exc.refine(field=f'Partitions[{i}]')
     if pos + 4 > end:

@@ -126,8 +126,23 @@ def _read_DescribeUserScramCredentialsRequest_0(buf: bytes | bytearray | memoryv
         i = 0
         try:
             for i in range(n_v_users):
-                e_v_users, pos = _read_UserName_0(buf, pos)
-                app_v_users(e_v_users)
+                v_users_v_name, pos = _rcs(buf, pos, 'Name')
+                v_users_unknown: tuple[tuple[int, bytes], ...] = ()
+                if pos < end and buf[pos] == 0:
+                    pos += 1
+                else:
+                    v_users_n_tags, pos = _rtc(buf, pos, '_tagged_fields')
+                    v_users_raw_tags: list[tuple[int, bytes]] = []
+                    for _ in range(v_users_n_tags):
+                        v_users_tag, v_users_size, pos = _rth(buf, pos, '_tagged_fields')
+                        v_users_raw_tags.append((v_users_tag, bytes(buf[pos:pos + v_users_size])))
+                        pos += v_users_size
+                    if v_users_raw_tags:
+                        v_users_unknown = tuple(v_users_raw_tags)
+                v_users_o = _new(UserName)
+                v_users_o.name = v_users_v_name
+                v_users_o.unknown_tagged_fields = v_users_unknown
+                app_v_users(v_users_o)
         except _DecodeError as exc:
             raise exc.refine(field=f'Users[{i}]')
     unknown: tuple[tuple[int, bytes], ...] = ()

@@ -152,8 +152,27 @@ def _read_DescribeUserScramCredentialsResult_0(buf: bytes | bytearray | memoryvi
     i = 0
     try:
         for i in range(n_v_credential_infos):
-            e_v_credential_infos, pos = _read_CredentialInfo_0(buf, pos)
-            app_v_credential_infos(e_v_credential_infos)
+            if pos + 5 > end:
+                raise _short_fixed(pos, end, _L0)
+            v_credential_infos_v_mechanism, v_credential_infos_v_iterations = _S_bi.unpack_from(buf, pos)
+            pos += 5
+            v_credential_infos_unknown: tuple[tuple[int, bytes], ...] = ()
+            if pos < end and buf[pos] == 0:
+                pos += 1
+            else:
+                v_credential_infos_n_tags, pos = _rtc(buf, pos, '_tagged_fields')
+                v_credential_infos_raw_tags: list[tuple[int, bytes]] = []
+                for _ in range(v_credential_infos_n_tags):
+                    v_credential_infos_tag, v_credential_infos_size, pos = _rth(buf, pos, '_tagged_fields')
+                    v_credential_infos_raw_tags.append((v_credential_infos_tag, bytes(buf[pos:pos + v_credential_infos_size])))
+                    pos += v_credential_infos_size
+                if v_credential_infos_raw_tags:
+                    v_credential_infos_unknown = tuple(v_credential_infos_raw_tags)
+            v_credential_infos_o = _new(CredentialInfo)
+            v_credential_infos_o.mechanism = v_credential_infos_v_mechanism
+            v_credential_infos_o.iterations = v_credential_infos_v_iterations
+            v_credential_infos_o.unknown_tagged_fields = v_credential_infos_unknown
+            app_v_credential_infos(v_credential_infos_o)
     except _DecodeError as exc:
         raise exc.refine(field=f'CredentialInfos[{i}]')
     unknown: tuple[tuple[int, bytes], ...] = ()

@@ -167,8 +167,17 @@ def _read_ReplicaElectionResult_0(buf: bytes | bytearray | memoryview, pos: int)
     i = 0
     try:
         for i in range(n_v_partition_result):
-            e_v_partition_result, pos = _read_PartitionResult_0(buf, pos)
-            app_v_partition_result(e_v_partition_result)
+            if pos + 6 > end:
+                raise _short_fixed(pos, end, _L0)
+            v_partition_result_v_partition_id, v_partition_result_v_error_code = _S_ih.unpack_from(buf, pos)
+            pos += 6
+            v_partition_result_v_error_message, pos = _rns(buf, pos, 'ErrorMessage')
+            v_partition_result_o = _new(PartitionResult)
+            v_partition_result_o.partition_id = v_partition_result_v_partition_id
+            v_partition_result_o.error_code = v_partition_result_v_error_code
+            v_partition_result_o.error_message = v_partition_result_v_error_message
+            v_partition_result_o.unknown_tagged_fields = ()
+            app_v_partition_result(v_partition_result_o)
     except _DecodeError as exc:
         raise exc.refine(field=f'PartitionResult[{i}]')
     o = _new(ReplicaElectionResult)
@@ -207,8 +216,29 @@ def _read_ReplicaElectionResult_1(buf: bytes | bytearray | memoryview, pos: int)
     i = 0
     try:
         for i in range(n_v_partition_result):
-            e_v_partition_result, pos = _read_PartitionResult_1(buf, pos)
-            app_v_partition_result(e_v_partition_result)
+            if pos + 6 > end:
+                raise _short_fixed(pos, end, _L0)
+            v_partition_result_v_partition_id, v_partition_result_v_error_code = _S_ih.unpack_from(buf, pos)
+            pos += 6
+            v_partition_result_v_error_message, pos = _rncs(buf, pos, 'ErrorMessage')
+            v_partition_result_unknown: tuple[tuple[int, bytes], ...] = ()
+            if pos < end and buf[pos] == 0:
+                pos += 1
+            else:
+                v_partition_result_n_tags, pos = _rtc(buf, pos, '_tagged_fields')
+                v_partition_result_raw_tags: list[tuple[int, bytes]] = []
+                for _ in range(v_partition_result_n_tags):
+                    v_partition_result_tag, v_partition_result_size, pos = _rth(buf, pos, '_tagged_fields')
+                    v_partition_result_raw_tags.append((v_partition_result_tag, bytes(buf[pos:pos + v_partition_result_size])))
+                    pos += v_partition_result_size
+                if v_partition_result_raw_tags:
+                    v_partition_result_unknown = tuple(v_partition_result_raw_tags)
+            v_partition_result_o = _new(PartitionResult)
+            v_partition_result_o.partition_id = v_partition_result_v_partition_id
+            v_partition_result_o.error_code = v_partition_result_v_error_code
+            v_partition_result_o.error_message = v_partition_result_v_error_message
+            v_partition_result_o.unknown_tagged_fields = v_partition_result_unknown
+            app_v_partition_result(v_partition_result_o)
     except _DecodeError as exc:
         raise exc.refine(field=f'PartitionResult[{i}]')
     unknown: tuple[tuple[int, bytes], ...] = ()

@@ -202,8 +202,28 @@ def _read_PartitionData_1(buf: bytes | bytearray | memoryview, pos: int) -> tupl
     i = 0
     try:
         for i in range(n_v_preferred_candidates):
-            e_v_preferred_candidates, pos = _read_ReplicaInfo_0(buf, pos)
-            app_v_preferred_candidates(e_v_preferred_candidates)
+            if pos + 20 > end:
+                raise _short_fixed(pos, end, _L0)
+            v_preferred_candidates_v_candidate_id, v_preferred_candidates_r_candidate_directory_id = _S_i16s.unpack_from(buf, pos)
+            v_preferred_candidates_v_candidate_directory_id = _uuid_from_bytes(v_preferred_candidates_r_candidate_directory_id)
+            pos += 20
+            v_preferred_candidates_unknown: tuple[tuple[int, bytes], ...] = ()
+            if pos < end and buf[pos] == 0:
+                pos += 1
+            else:
+                v_preferred_candidates_n_tags, pos = _rtc(buf, pos, '_tagged_fields')
+                v_preferred_candidates_raw_tags: list[tuple[int, bytes]] = []
+                for _ in range(v_preferred_candidates_n_tags):
+                    v_preferred_candidates_tag, v_preferred_candidates_size, pos = _rth(buf, pos, '_tagged_fields')
+                    v_preferred_candidates_raw_tags.append((v_preferred_candidates_tag, bytes(buf[pos:pos + v_preferred_candidates_size])))
+                    pos += v_preferred_candidates_size
+                if v_preferred_candidates_raw_tags:
+                    v_preferred_candidates_unknown = tuple(v_preferred_candidates_raw_tags)
+            v_preferred_candidates_o = _new(ReplicaInfo)
+            v_preferred_candidates_o.candidate_id = v_preferred_candidates_v_candidate_id
+            v_preferred_candidates_o.candidate_directory_id = v_preferred_candidates_v_candidate_directory_id
+            v_preferred_candidates_o.unknown_tagged_fields = v_preferred_candidates_unknown
+            app_v_preferred_candidates(v_preferred_candidates_o)
     except _DecodeError as exc:
         raise exc.refine(field=f'PreferredCandidates[{i}]')
     unknown: tuple[tuple[int, bytes], ...] = ()
@@ -253,8 +273,21 @@ def _read_TopicData_0(buf: bytes | bytearray | memoryview, pos: int) -> tuple[To
     i = 0
     try:
         for i in range(n_v_partitions):
-            e_v_partitions, pos = _read_PartitionData_0(buf, pos)
-            app_v_partitions(e_v_partitions)
+            if pos + 12 > end:
+                raise _short_fixed(pos, end, _L1)
+            v_partitions_v_partition_index, v_partitions_v_leader_id, v_partitions_v_leader_epoch = _S_iii.unpack_from(buf, pos)
+            pos += 12
+            v_partitions_v_preferred_successors: list[int]
+            n_v_partitions_v_preferred_successors, pos = _ral(buf, pos, 'PreferredSuccessors')
+            v_partitions_v_preferred_successors, pos = _rfa(buf, pos, n_v_partitions_v_preferred_successors, 'i', 'PreferredSuccessors')
+            v_partitions_o = _new(PartitionData)
+            v_partitions_o.partition_index = v_partitions_v_partition_index
+            v_partitions_o.leader_id = v_partitions_v_leader_id
+            v_partitions_o.leader_epoch = v_partitions_v_leader_epoch
+            v_partitions_o.preferred_successors = v_partitions_v_preferred_successors
+            v_partitions_o.preferred_candidates = []
+            v_partitions_o.unknown_tagged_fields = ()
+            app_v_partitions(v_partitions_o)
     except _DecodeError as exc:
         raise exc.refine(field=f'Partitions[{i}]')
     o = _new(TopicData)
@@ -441,8 +474,30 @@ def _read_EndQuorumEpochRequest_1(buf: bytes | bytearray | memoryview, pos: int)
     i = 0
     try:
         for i in range(n_v_leader_endpoints):
-            e_v_leader_endpoints, pos = _read_LeaderEndpoint_0(buf, pos)
-            app_v_leader_endpoints(e_v_leader_endpoints)
+            v_leader_endpoints_v_name, pos = _rcs(buf, pos, 'Name')
+            v_leader_endpoints_v_host, pos = _rcs(buf, pos, 'Host')
+            if pos + 2 > end:
+                raise _short_fixed(pos, end, _L2)
+            v_leader_endpoints_v_port, = _S_H.unpack_from(buf, pos)
+            pos += 2
+            v_leader_endpoints_unknown: tuple[tuple[int, bytes], ...] = ()
+            if pos < end and buf[pos] == 0:
+                pos += 1
+            else:
+                v_leader_endpoints_n_tags, pos = _rtc(buf, pos, '_tagged_fields')
+                v_leader_endpoints_raw_tags: list[tuple[int, bytes]] = []
+                for _ in range(v_leader_endpoints_n_tags):
+                    v_leader_endpoints_tag, v_leader_endpoints_size, pos = _rth(buf, pos, '_tagged_fields')
+                    v_leader_endpoints_raw_tags.append((v_leader_endpoints_tag, bytes(buf[pos:pos + v_leader_endpoints_size])))
+                    pos += v_leader_endpoints_size
+                if v_leader_endpoints_raw_tags:
+                    v_leader_endpoints_unknown = tuple(v_leader_endpoints_raw_tags)
+            v_leader_endpoints_o = _new(LeaderEndpoint)
+            v_leader_endpoints_o.name = v_leader_endpoints_v_name
+            v_leader_endpoints_o.host = v_leader_endpoints_v_host
+            v_leader_endpoints_o.port = v_leader_endpoints_v_port
+            v_leader_endpoints_o.unknown_tagged_fields = v_leader_endpoints_unknown
+            app_v_leader_endpoints(v_leader_endpoints_o)
     except _DecodeError as exc:
         raise exc.refine(field=f'LeaderEndpoints[{i}]')
     unknown: tuple[tuple[int, bytes], ...] = ()

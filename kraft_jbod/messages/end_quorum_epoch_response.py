@@ -179,8 +179,17 @@ def _read_TopicData_0(buf: bytes | bytearray | memoryview, pos: int) -> tuple[To
     i = 0
     try:
         for i in range(n_v_partitions):
-            e_v_partitions, pos = _read_PartitionData_0(buf, pos)
-            app_v_partitions(e_v_partitions)
+            if pos + 14 > end:
+                raise _short_fixed(pos, end, _L0)
+            v_partitions_v_partition_index, v_partitions_v_error_code, v_partitions_v_leader_id, v_partitions_v_leader_epoch = _S_ihii.unpack_from(buf, pos)
+            pos += 14
+            v_partitions_o = _new(PartitionData)
+            v_partitions_o.partition_index = v_partitions_v_partition_index
+            v_partitions_o.error_code = v_partitions_v_error_code
+            v_partitions_o.leader_id = v_partitions_v_leader_id
+            v_partitions_o.leader_epoch = v_partitions_v_leader_epoch
+            v_partitions_o.unknown_tagged_fields = ()
+            app_v_partitions(v_partitions_o)
     except _DecodeError as exc:
         raise exc.refine(field=f'Partitions[{i}]')
     o = _new(TopicData)
@@ -219,8 +228,29 @@ def _read_TopicData_1(buf: bytes | bytearray | memoryview, pos: int) -> tuple[To
     i = 0
     try:
         for i in range(n_v_partitions):
-            e_v_partitions, pos = _read_PartitionData_1(buf, pos)
-            app_v_partitions(e_v_partitions)
+            if pos + 14 > end:
+                raise _short_fixed(pos, end, _L0)
+            v_partitions_v_partition_index, v_partitions_v_error_code, v_partitions_v_leader_id, v_partitions_v_leader_epoch = _S_ihii.unpack_from(buf, pos)
+            pos += 14
+            v_partitions_unknown: tuple[tuple[int, bytes], ...] = ()
+            if pos < end and buf[pos] == 0:
+                pos += 1
+            else:
+                v_partitions_n_tags, pos = _rtc(buf, pos, '_tagged_fields')
+                v_partitions_raw_tags: list[tuple[int, bytes]] = []
+                for _ in range(v_partitions_n_tags):
+                    v_partitions_tag, v_partitions_size, pos = _rth(buf, pos, '_tagged_fields')
+                    v_partitions_raw_tags.append((v_partitions_tag, bytes(buf[pos:pos + v_partitions_size])))
+                    pos += v_partitions_size
+                if v_partitions_raw_tags:
+                    v_partitions_unknown = tuple(v_partitions_raw_tags)
+            v_partitions_o = _new(PartitionData)
+            v_partitions_o.partition_index = v_partitions_v_partition_index
+            v_partitions_o.error_code = v_partitions_v_error_code
+            v_partitions_o.leader_id = v_partitions_v_leader_id
+            v_partitions_o.leader_epoch = v_partitions_v_leader_epoch
+            v_partitions_o.unknown_tagged_fields = v_partitions_unknown
+            app_v_partitions(v_partitions_o)
     except _DecodeError as exc:
         raise exc.refine(field=f'Partitions[{i}]')
     unknown: tuple[tuple[int, bytes], ...] = ()

@@ -374,8 +374,20 @@ def _read_FetchTopic_0(buf: bytes | bytearray | memoryview, pos: int) -> tuple[F
     i = 0
     try:
         for i in range(n_v_partitions):
-            e_v_partitions, pos = _read_FetchPartition_0(buf, pos)
-            app_v_partitions(e_v_partitions)
+            if pos + 16 > end:
+                raise _short_fixed(pos, end, _L1)
+            v_partitions_v_partition, v_partitions_v_fetch_offset, v_partitions_v_partition_max_bytes = _S_iqi.unpack_from(buf, pos)
+            pos += 16
+            v_partitions_o = _new(FetchPartition)
+            v_partitions_o.partition = v_partitions_v_partition
+            v_partitions_o.current_leader_epoch = -1
+            v_partitions_o.fetch_offset = v_partitions_v_fetch_offset
+            v_partitions_o.last_fetched_epoch = -1
+            v_partitions_o.log_start_offset = -1
+            v_partitions_o.partition_max_bytes = v_partitions_v_partition_max_bytes
+            v_partitions_o.replica_directory_id = _ZERO_UUID
+            v_partitions_o.unknown_tagged_fields = ()
+            app_v_partitions(v_partitions_o)
     except _DecodeError as exc:
         raise exc.refine(field=f'Partitions[{i}]')
     o = _new(FetchTopic)
@@ -411,8 +423,20 @@ def _read_FetchTopic_1(buf: bytes | bytearray | memoryview, pos: int) -> tuple[F
     i = 0
     try:
         for i in range(n_v_partitions):
-            e_v_partitions, pos = _read_FetchPartition_1(buf, pos)
-            app_v_partitions(e_v_partitions)
+            if pos + 24 > end:
+                raise _short_fixed(pos, end, _L2)
+            v_partitions_v_partition, v_partitions_v_fetch_offset, v_partitions_v_log_start_offset, v_partitions_v_partition_max_bytes = _S_iqqi.unpack_from(buf, pos)
+            pos += 24
+            v_partitions_o = _new(FetchPartition)
+            v_partitions_o.partition = v_partitions_v_partition
+            v_partitions_o.current_leader_epoch = -1
+            v_partitions_o.fetch_offset = v_partitions_v_fetch_offset
+            v_partitions_o.last_fetched_epoch = -1
+            v_partitions_o.log_start_offset = v_partitions_v_log_start_offset
+            v_partitions_o.partition_max_bytes = v_partitions_v_partition_max_bytes
+            v_partitions_o.replica_directory_id = _ZERO_UUID
+            v_partitions_o.unknown_tagged_fields = ()
+            app_v_partitions(v_partitions_o)
     except _DecodeError as exc:
         raise exc.refine(field=f'Partitions[{i}]')
     o = _new(FetchTopic)
@@ -448,8 +472,20 @@ def _read_FetchTopic_2(buf: bytes | bytearray | memoryview, pos: int) -> tuple[F
     i = 0
     try:
         for i in range(n_v_partitions):
-            e_v_partitions, pos = _read_FetchPartition_2(buf, pos)
-            app_v_partitions(e_v_partitions)
+            if pos + 28 > end:
+                raise _short_fixed(pos, end, _L3)
+            v_partitions_v_partition, v_partitions_v_current_leader_epoch, v_partitions_v_fetch_offset, v_partitions_v_log_start_offset, v_partitions_v_partition_max_bytes = _S_iiqqi.unpack_from(buf, pos)
+            pos += 28
+            v_partitions_o = _new(FetchPartition)
+            v_partitions_o.partition = v_partitions_v_partition
+            v_partitions_o.current_leader_epoch = v_partitions_v_current_leader_epoch
+            v_partitions_o.fetch_offset = v_partitions_v_fetch_offset
+            v_partitions_o.last_fetched_epoch = -1
+            v_partitions_o.log_start_offset = v_partitions_v_log_start_offset
+            v_partitions_o.partition_max_bytes = v_partitions_v_partition_max_bytes
+            v_partitions_o.replica_directory_id = _ZERO_UUID
+            v_partitions_o.unknown_tagged_fields = ()
+            app_v_partitions(v_partitions_o)
     except _DecodeError as exc:
         raise exc.refine(field=f'Partitions[{i}]')
     o = _new(FetchTopic)
@@ -489,8 +525,35 @@ def _read_FetchTopic_3(buf: bytes | bytearray | memoryview, pos: int) -> tuple[F
     i = 0
     try:
         for i in range(n_v_partitions):
-            e_v_partitions, pos = _read_FetchPartition_3(buf, pos)
-            app_v_partitions(e_v_partitions)
+            if pos + 32 > end:
+                raise _short_fixed(pos, end, _L4)
+            v_partitions_v_partition, v_partitions_v_current_leader_epoch, v_partitions_v_fetch_offset, v_partitions_v_last_fetched_epoch, v_partitions_v_log_start_offset, v_partitions_v_partition_max_bytes = _S_iiqiqi.unpack_from(buf, pos)
+            pos += 32
+            v_partitions_unknown: tuple[tuple[int, bytes], ...] = ()
+            if pos < end and buf[pos] == 0:
+                pos += 1
+            else:
+                v_partitions_n_tags, pos = _rtc(buf, pos, '_tagged_fields')
+                v_partitions_raw_tags: list[tuple[int, bytes]] = []
+                for _ in range(v_partitions_n_tags):
+                    v_partitions_tag, v_partitions_size, pos = _rth(buf, pos, '_tagged_fields')
+                    if v_partitions_tag in (0,):
+                        raise _bad_tag(v_partitions_tag, 12, pos)
+                    else:
+                        v_partitions_raw_tags.append((v_partitions_tag, bytes(buf[pos:pos + v_partitions_size])))
+                    pos += v_partitions_size
+                if v_partitions_raw_tags:
+                    v_partitions_unknown = tuple(v_partitions_raw_tags)
+            v_partitions_o = _new(FetchPartition)
+            v_partitions_o.partition = v_partitions_v_partition
+            v_partitions_o.current_leader_epoch = v_partitions_v_current_leader_epoch
+            v_partitions_o.fetch_offset = v_partitions_v_fetch_offset
+            v_partitions_o.last_fetched_epoch = v_partitions_v_last_fetched_epoch
+            v_partitions_o.log_start_offset = v_partitions_v_log_start_offset
+            v_partitions_o.partition_max_bytes = v_partitions_v_partition_max_bytes
+            v_partitions_o.replica_directory_id = _ZERO_UUID
+            v_partitions_o.unknown_tagged_fields = v_partitions_unknown
+            app_v_partitions(v_partitions_o)
     except _DecodeError as exc:
         raise exc.refine(field=f'Partitions[{i}]')
     unknown: tuple[tuple[int, bytes], ...] = ()
@@ -548,8 +611,35 @@ def _read_FetchTopic_4(buf: bytes | bytearray | memoryview, pos: int) -> tuple[F
     i = 0
     try:
         for i in range(n_v_partitions):
-            e_v_partitions, pos = _read_FetchPartition_3(buf, pos)
-            app_v_partitions(e_v_partitions)
+            if pos + 32 > end:
+                raise _short_fixed(pos, end, _L4)
+            v_partitions_v_partition, v_partitions_v_current_leader_epoch, v_partitions_v_fetch_offset, v_partitions_v_last_fetched_epoch, v_partitions_v_log_start_offset, v_partitions_v_partition_max_bytes = _S_iiqiqi.unpack_from(buf, pos)
+            pos += 32
+            v_partitions_unknown: tuple[tuple[int, bytes], ...] = ()
+            if pos < end and buf[pos] == 0:
+                pos += 1
+            else:
+                v_partitions_n_tags, pos = _rtc(buf, pos, '_tagged_fields')
+                v_partitions_raw_tags: list[tuple[int, bytes]] = []
+                for _ in range(v_partitions_n_tags):
+                    v_partitions_tag, v_partitions_size, pos = _rth(buf, pos, '_tagged_fields')
+                    if v_partitions_tag in (0,):
+                        raise _bad_tag(v_partitions_tag, 13, pos)
+                    else:
+                        v_partitions_raw_tags.append((v_partitions_tag, bytes(buf[pos:pos + v_partitions_size])))
+                    pos += v_partitions_size
+                if v_partitions_raw_tags:
+                    v_partitions_unknown = tuple(v_partitions_raw_tags)
+            v_partitions_o = _new(FetchPartition)
+            v_partitions_o.partition = v_partitions_v_partition
+            v_partitions_o.current_leader_epoch = v_partitions_v_current_leader_epoch
+            v_partitions_o.fetch_offset = v_partitions_v_fetch_offset
+            v_partitions_o.last_fetched_epoch = v_partitions_v_last_fetched_epoch
+            v_partitions_o.log_start_offset = v_partitions_v_log_start_offset
+            v_partitions_o.partition_max_bytes = v_partitions_v_partition_max_bytes
+            v_partitions_o.replica_directory_id = _ZERO_UUID
+            v_partitions_o.unknown_tagged_fields = v_partitions_unknown
+            app_v_partitions(v_partitions_o)
     except _DecodeError as exc:
         raise exc.refine(field=f'Partitions[{i}]')
     unknown: tuple[tuple[int, bytes], ...] = ()
@@ -605,8 +695,41 @@ def _read_FetchTopic_5(buf: bytes | bytearray | memoryview, pos: int) -> tuple[F
     i = 0
     try:
         for i in range(n_v_partitions):
-            e_v_partitions, pos = _read_FetchPartition_4(buf, pos)
-            app_v_partitions(e_v_partitions)
+            if pos + 32 > end:
+                raise _short_fixed(pos, end, _L4)
+            v_partitions_v_partition, v_partitions_v_current_leader_epoch, v_partitions_v_fetch_offset, v_partitions_v_last_fetched_epoch, v_partitions_v_log_start_offset, v_partitions_v_partition_max_bytes = _S_iiqiqi.unpack_from(buf, pos)
+            pos += 32
+            v_partitions_v_replica_directory_id: _uuid.UUID = _ZERO_UUID
+            v_partitions_unknown: tuple[tuple[int, bytes], ...] = ()
+            if pos < end and buf[pos] == 0:
+                pos += 1
+            else:
+                v_partitions_n_tags, pos = _rtc(buf, pos, '_tagged_fields')
+                v_partitions_raw_tags: list[tuple[int, bytes]] = []
+                for _ in range(v_partitions_n_tags):
+                    v_partitions_tag, v_partitions_size, pos = _rth(buf, pos, '_tagged_fields')
+                    if v_partitions_tag == 0:
+                        v_partitions_sub = bytes(buf[pos:pos + v_partitions_size])
+                        v_partitions_p = 0
+                        if v_partitions_p + 16 > len(v_partitions_sub):
+                            raise _short_fixed(v_partitions_p, len(v_partitions_sub), (('ReplicaDirectoryId', 16),))
+                        v_partitions_v_replica_directory_id = _uuid_from_bytes(v_partitions_sub[v_partitions_p:v_partitions_p + 16])
+                        v_partitions_p += 16
+                    else:
+                        v_partitions_raw_tags.append((v_partitions_tag, bytes(buf[pos:pos + v_partitions_size])))
+                    pos += v_partitions_size
+                if v_partitions_raw_tags:
+                    v_partitions_unknown = tuple(v_partitions_raw_tags)
+            v_partitions_o = _new(FetchPartition)
+            v_partitions_o.partition = v_partitions_v_partition
+            v_partitions_o.current_leader_epoch = v_partitions_v_current_leader_epoch
+            v_partitions_o.fetch_offset = v_partitions_v_fetch_offset
+            v_partitions_o.last_fetched_epoch = v_partitions_v_last_fetched_epoch
+            v_partitions_o.log_start_offset = v_partitions_v_log_start_offset
+            v_partitions_o.partition_max_bytes = v_partitions_v_partition_max_bytes
+            v_partitions_o.replica_directory_id = v_partitions_v_replica_directory_id
+            v_partitions_o.unknown_tagged_fields = v_partitions_unknown
+            app_v_partitions(v_partitions_o)
     except _DecodeError as exc:
         raise exc.refine(field=f'Partitions[{i}]')
     unknown: tuple[tuple[int, bytes], ...] = ()
@@ -994,8 +1117,16 @@ def _read_FetchRequest_4(buf: bytes | bytearray | memoryview, pos: int) -> tuple
     i = 0
     try:
         for i in range(n_v_forgotten_topics_data):
-            e_v_forgotten_topics_data, pos = _read_ForgottenTopic_0(buf, pos)
-            app_v_forgotten_topics_data(e_v_forgotten_topics_data)
+            v_forgotten_topics_data_v_topic, pos = _rs(buf, pos, 'Topic')
+            v_forgotten_topics_data_v_partitions: list[int]
+            n_v_forgotten_topics_data_v_partitions, pos = _ral(buf, pos, 'Partitions')
+            v_forgotten_topics_data_v_partitions, pos = _rfa(buf, pos, n_v_forgotten_topics_data_v_partitions, 'i', 'Partitions')
+            v_forgotten_topics_data_o = _new(ForgottenTopic)
+            v_forgotten_topics_data_o.topic = v_forgotten_topics_data_v_topic
+            v_forgotten_topics_data_o.topic_id = _ZERO_UUID
+            v_forgotten_topics_data_o.partitions = v_forgotten_topics_data_v_partitions
+            v_forgotten_topics_data_o.unknown_tagged_fields = ()
+            app_v_forgotten_topics_data(v_forgotten_topics_data_o)
     except _DecodeError as exc:
         raise exc.refine(field=f'ForgottenTopicsData[{i}]')
     o = _new(FetchRequest)
@@ -1059,8 +1190,16 @@ def _read_FetchRequest_5(buf: bytes | bytearray | memoryview, pos: int) -> tuple
     i = 0
     try:
         for i in range(n_v_forgotten_topics_data):
-            e_v_forgotten_topics_data, pos = _read_ForgottenTopic_0(buf, pos)
-            app_v_forgotten_topics_data(e_v_forgotten_topics_data)
+            v_forgotten_topics_data_v_topic, pos = _rs(buf, pos, 'Topic')
+            v_forgotten_topics_data_v_partitions: list[int]
+            n_v_forgotten_topics_data_v_partitions, pos = _ral(buf, pos, 'Partitions')
+            v_forgotten_topics_data_v_partitions, pos = _rfa(buf, pos, n_v_forgotten_topics_data_v_partitions, 'i', 'Partitions')
+            v_forgotten_topics_data_o = _new(ForgottenTopic)
+            v_forgotten_topics_data_o.topic = v_forgotten_topics_data_v_topic
+            v_forgotten_topics_data_o.topic_id = _ZERO_UUID
+            v_forgotten_topics_data_o.partitions = v_forgotten_topics_data_v_partitions
+            v_forgotten_topics_data_o.unknown_tagged_fields = ()
+            app_v_forgotten_topics_data(v_forgotten_topics_data_o)
     except _DecodeError as exc:
         raise exc.refine(field=f'ForgottenTopicsData[{i}]')
     o = _new(FetchRequest)
@@ -1124,8 +1263,16 @@ def _read_FetchRequest_6(buf: bytes | bytearray | memoryview, pos: int) -> tuple
     i = 0
     try:
         for i in range(n_v_forgotten_topics_data):
-            e_v_forgotten_topics_data, pos = _read_ForgottenTopic_0(buf, pos)
-            app_v_forgotten_topics_data(e_v_forgotten_topics_data)
+            v_forgotten_topics_data_v_topic, pos = _rs(buf, pos, 'Topic')
+            v_forgotten_topics_data_v_partitions: list[int]
+            n_v_forgotten_topics_data_v_partitions, pos = _ral(buf, pos, 'Partitions')
+            v_forgotten_topics_data_v_partitions, pos = _rfa(buf, pos, n_v_forgotten_topics_data_v_partitions, 'i', 'Partitions')
+            v_forgotten_topics_data_o = _new(ForgottenTopic)
+            v_forgotten_topics_data_o.topic = v_forgotten_topics_data_v_topic
+            v_forgotten_topics_data_o.topic_id = _ZERO_UUID
+            v_forgotten_topics_data_o.partitions = v_forgotten_topics_data_v_partitions
+            v_forgotten_topics_data_o.unknown_tagged_fields = ()
+            app_v_forgotten_topics_data(v_forgotten_topics_data_o)
     except _DecodeError as exc:
         raise exc.refine(field=f'ForgottenTopicsData[{i}]')
     v_rack_id, pos = _rs(buf, pos, 'RackId')
@@ -1201,8 +1348,32 @@ def _read_FetchRequest_7(buf: bytes | bytearray | memoryview, pos: int) -> tuple
     i = 0
     try:
         for i in range(n_v_forgotten_topics_data):
-            e_v_forgotten_topics_data, pos = _read_ForgottenTopic_1(buf, pos)
-            app_v_forgotten_topics_data(e_v_forgotten_topics_data)
+            v_forgotten_topics_data_v_topic, pos = _rcs(buf, pos, 'Topic')
+            v_forgotten_topics_data_v_partitions: list[int]
+            n_v_forgotten_topics_data_v_partitions = buf[pos] - 1 if pos < end else -2
+            if 0 <= n_v_forgotten_topics_data_v_partitions < 127 and n_v_forgotten_topics_data_v_partitions <= end - pos:
+                pos += 1
+            else:
+                n_v_forgotten_topics_data_v_partitions, pos = _rcal(buf, pos, 'Partitions')
+            v_forgotten_topics_data_v_partitions, pos = _rfa(buf, pos, n_v_forgotten_topics_data_v_partitions, 'i', 'Partitions')
+            v_forgotten_topics_data_unknown: tuple[tuple[int, bytes], ...] = ()
+            if pos < end and buf[pos] == 0:
+                pos += 1
+            else:
+                v_forgotten_topics_data_n_tags, pos = _rtc(buf, pos, '_tagged_fields')
+                v_forgotten_topics_data_raw_tags: list[tuple[int, bytes]] = []
+                for _ in range(v_forgotten_topics_data_n_tags):
+                    v_forgotten_topics_data_tag, v_forgotten_topics_data_size, pos = _rth(buf, pos, '_tagged_fields')
+                    v_forgotten_topics_data_raw_tags.append((v_forgotten_topics_data_tag, bytes(buf[pos:pos + v_forgotten_topics_data_size])))
+                    pos += v_forgotten_topics_data_size
+                if v_forgotten_topics_data_raw_tags:
+                    v_forgotten_topics_data_unknown = tuple(v_forgotten_topics_data_raw_tags)
+            v_forgotten_topics_data_o = _new(ForgottenTopic)
+            v_forgotten_topics_data_o.topic = v_forgotten_topics_data_v_topic
+            v_forgotten_topics_data_o.topic_id = _ZERO_UUID
+            v_forgotten_topics_data_o.partitions = v_forgotten_topics_data_v_partitions
+            v_forgotten_topics_data_o.unknown_tagged_fields = v_forgotten_topics_data_unknown
+            app_v_forgotten_topics_data(v_forgotten_topics_data_o)
     except _DecodeError as exc:
         raise exc.refine(field=f'ForgottenTopicsData[{i}]')
     v_rack_id, pos = _rcs(buf, pos, 'RackId')
@@ -1305,8 +1476,36 @@ def _read_FetchRequest_8(buf: bytes | bytearray | memoryview, pos: int) -> tuple
     i = 0
     try:
         for i in range(n_v_forgotten_topics_data):
-            e_v_forgotten_topics_data, pos = _read_ForgottenTopic_2(buf, pos)
-            app_v_forgotten_topics_data(e_v_forgotten_topics_data)
+            if pos + 16 > end:
+                raise _short_fixed(pos, end, _L5)
+            v_forgotten_topics_data_r_topic_id, = _S_16s.unpack_from(buf, pos)
+            v_forgotten_topics_data_v_topic_id = _uuid_from_bytes(v_forgotten_topics_data_r_topic_id)
+            pos += 16
+            v_forgotten_topics_data_v_partitions: list[int]
+            n_v_forgotten_topics_data_v_partitions = buf[pos] - 1 if pos < end else -2
+            if 0 <= n_v_forgotten_topics_data_v_partitions < 127 and n_v_forgotten_topics_data_v_partitions <= end - pos:
+                pos += 1
+            else:
+                n_v_forgotten_topics_data_v_partitions, pos = _rcal(buf, pos, 'Partitions')
+            v_forgotten_topics_data_v_partitions, pos = _rfa(buf, pos, n_v_forgotten_topics_data_v_partitions, 'i', 'Partitions')
+            v_forgotten_topics_data_unknown: tuple[tuple[int, bytes], ...] = ()
+            if pos < end and buf[pos] == 0:
+                pos += 1
+            else:
+                v_forgotten_topics_data_n_tags, pos = _rtc(buf, pos, '_tagged_fields')
+                v_forgotten_topics_data_raw_tags: list[tuple[int, bytes]] = []
+                for _ in range(v_forgotten_topics_data_n_tags):
+                    v_forgotten_topics_data_tag, v_forgotten_topics_data_size, pos = _rth(buf, pos, '_tagged_fields')
+                    v_forgotten_topics_data_raw_tags.append((v_forgotten_topics_data_tag, bytes(buf[pos:pos + v_forgotten_topics_data_size])))
+                    pos += v_forgotten_topics_data_size
+                if v_forgotten_topics_data_raw_tags:
+                    v_forgotten_topics_data_unknown = tuple(v_forgotten_topics_data_raw_tags)
+            v_forgotten_topics_data_o = _new(ForgottenTopic)
+            v_forgotten_topics_data_o.topic = ''
+            v_forgotten_topics_data_o.topic_id = v_forgotten_topics_data_v_topic_id
+            v_forgotten_topics_data_o.partitions = v_forgotten_topics_data_v_partitions
+            v_forgotten_topics_data_o.unknown_tagged_fields = v_forgotten_topics_data_unknown
+            app_v_forgotten_topics_data(v_forgotten_topics_data_o)
     except _DecodeError as exc:
         raise exc.refine(field=f'ForgottenTopicsData[{i}]')
     v_rack_id, pos = _rcs(buf, pos, 'RackId')
@@ -1409,8 +1608,36 @@ def _read_FetchRequest_9(buf: bytes | bytearray | memoryview, pos: int) -> tuple
     i = 0
     try:
         for i in range(n_v_forgotten_topics_data):
-            e_v_forgotten_topics_data, pos = _read_ForgottenTopic_2(buf, pos)
-            app_v_forgotten_topics_data(e_v_forgotten_topics_data)
+            if pos + 16 > end:
+                raise _short_fixed(pos, end, _L5)
+            v_forgotten_topics_data_r_topic_id, = _S_16s.unpack_from(buf, pos)
+            v_forgotten_topics_data_v_topic_id = _uuid_from_bytes(v_forgotten_topics_data_r_topic_id)
+            pos += 16
+            v_forgotten_topics_data_v_partitions: list[int]
+            n_v_forgotten_topics_data_v_partitions = buf[pos] - 1 if pos < end else -2
+            if 0 <= n_v_forgotten_topics_data_v_partitions < 127 and n_v_forgotten_topics_data_v_partitions <= end - pos:
+                pos += 1
+            else:
+                n_v_forgotten_topics_data_v_partitions, pos = _rcal(buf, pos, 'Partitions')
+            v_forgotten_topics_data_v_partitions, pos = _rfa(buf, pos, n_v_forgotten_topics_data_v_partitions, 'i', 'Partitions')
+            v_forgotten_topics_data_unknown: tuple[tuple[int, bytes], ...] = ()
+            if pos < end and buf[pos] == 0:
+                pos += 1
+            else:
+                v_forgotten_topics_data_n_tags, pos = _rtc(buf, pos, '_tagged_fields')
+                v_forgotten_topics_data_raw_tags: list[tuple[int, bytes]] = []
+                for _ in range(v_forgotten_topics_data_n_tags):
+                    v_forgotten_topics_data_tag, v_forgotten_topics_data_size, pos = _rth(buf, pos, '_tagged_fields')
+                    v_forgotten_topics_data_raw_tags.append((v_forgotten_topics_data_tag, bytes(buf[pos:pos + v_forgotten_topics_data_size])))
+                    pos += v_forgotten_topics_data_size
+                if v_forgotten_topics_data_raw_tags:
+                    v_forgotten_topics_data_unknown = tuple(v_forgotten_topics_data_raw_tags)
+            v_forgotten_topics_data_o = _new(ForgottenTopic)
+            v_forgotten_topics_data_o.topic = ''
+            v_forgotten_topics_data_o.topic_id = v_forgotten_topics_data_v_topic_id
+            v_forgotten_topics_data_o.partitions = v_forgotten_topics_data_v_partitions
+            v_forgotten_topics_data_o.unknown_tagged_fields = v_forgotten_topics_data_unknown
+            app_v_forgotten_topics_data(v_forgotten_topics_data_o)
     except _DecodeError as exc:
         raise exc.refine(field=f'ForgottenTopicsData[{i}]')
     v_rack_id, pos = _rcs(buf, pos, 'RackId')
@@ -1525,8 +1752,36 @@ def _read_FetchRequest_10(buf: bytes | bytearray | memoryview, pos: int) -> tupl
     i = 0
     try:
         for i in range(n_v_forgotten_topics_data):
-            e_v_forgotten_topics_data, pos = _read_ForgottenTopic_2(buf, pos)
-            app_v_forgotten_topics_data(e_v_forgotten_topics_data)
+            if pos + 16 > end:
+                raise _short_fixed(pos, end, _L5)
+            v_forgotten_topics_data_r_topic_id, = _S_16s.unpack_from(buf, pos)
+            v_forgotten_topics_data_v_topic_id = _uuid_from_bytes(v_forgotten_topics_data_r_topic_id)
+            pos += 16
+            v_forgotten_topics_data_v_partitions: list[int]
+            n_v_forgotten_topics_data_v_partitions = buf[pos] - 1 if pos < end else -2
+            if 0 <= n_v_forgotten_topics_data_v_partitions < 127 and n_v_forgotten_topics_data_v_partitions <= end - pos:
+                pos += 1
+            else:
+                n_v_forgotten_topics_data_v_partitions, pos = _rcal(buf, pos, 'Partitions')
+            v_forgotten_topics_data_v_partitions, pos = _rfa(buf, pos, n_v_forgotten_topics_data_v_partitions, 'i', 'Partitions')
+            v_forgotten_topics_data_unknown: tuple[tuple[int, bytes], ...] = ()
+            if pos < end and buf[pos] == 0:
+                pos += 1
+            else:
+                v_forgotten_topics_data_n_tags, pos = _rtc(buf, pos, '_tagged_fields')
+                v_forgotten_topics_data_raw_tags: list[tuple[int, bytes]] = []
+                for _ in range(v_forgotten_topics_data_n_tags):
+                    v_forgotten_topics_data_tag, v_forgotten_topics_data_size, pos = _rth(buf, pos, '_tagged_fields')
+                    v_forgotten_topics_data_raw_tags.append((v_forgotten_topics_data_tag, bytes(buf[pos:pos + v_forgotten_topics_data_size])))
+                    pos += v_forgotten_topics_data_size
+                if v_forgotten_topics_data_raw_tags:
+                    v_forgotten_topics_data_unknown = tuple(v_forgotten_topics_data_raw_tags)
+            v_forgotten_topics_data_o = _new(ForgottenTopic)
+            v_forgotten_topics_data_o.topic = ''
+            v_forgotten_topics_data_o.topic_id = v_forgotten_topics_data_v_topic_id
+            v_forgotten_topics_data_o.partitions = v_forgotten_topics_data_v_partitions
+            v_forgotten_topics_data_o.unknown_tagged_fields = v_forgotten_topics_data_unknown
+            app_v_forgotten_topics_data(v_forgotten_topics_data_o)
     except _DecodeError as exc:
         raise exc.refine(field=f'ForgottenTopicsData[{i}]')
     v_rack_id, pos = _rcs(buf, pos, 'RackId')

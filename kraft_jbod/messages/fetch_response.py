@@ -389,8 +389,15 @@ def _read_PartitionData_1(buf: bytes | bytearray | memoryview, pos: int) -> tupl
         i = 0
         try:
             for i in range(n_v_aborted_transactions):
-                e_v_aborted_transactions, pos = _read_AbortedTransaction_0(buf, pos)
-                app_v_aborted_transactions(e_v_aborted_transactions)
+                if pos + 16 > end:
+                    raise _short_fixed(pos, end, _L3)
+                v_aborted_transactions_v_producer_id, v_aborted_transactions_v_first_offset = _S_qq.unpack_from(buf, pos)
+                pos += 16
+                v_aborted_transactions_o = _new(AbortedTransaction)
+                v_aborted_transactions_o.producer_id = v_aborted_transactions_v_producer_id
+                v_aborted_transactions_o.first_offset = v_aborted_transactions_v_first_offset
+                v_aborted_transactions_o.unknown_tagged_fields = ()
+                app_v_aborted_transactions(v_aborted_transactions_o)
         except _DecodeError as exc:
             raise exc.refine(field=f'AbortedTransactions[{i}]')
     v_records, pos = _rnb(buf, pos, 'Records')
@@ -447,8 +454,15 @@ def _read_PartitionData_2(buf: bytes | bytearray | memoryview, pos: int) -> tupl
         i = 0
         try:
             for i in range(n_v_aborted_transactions):
-                e_v_aborted_transactions, pos = _read_AbortedTransaction_0(buf, pos)
-                app_v_aborted_transactions(e_v_aborted_transactions)
+                if pos + 16 > end:
+                    raise _short_fixed(pos, end, _L3)
+                v_aborted_transactions_v_producer_id, v_aborted_transactions_v_first_offset = _S_qq.unpack_from(buf, pos)
+                pos += 16
+                v_aborted_transactions_o = _new(AbortedTransaction)
+                v_aborted_transactions_o.producer_id = v_aborted_transactions_v_producer_id
+                v_aborted_transactions_o.first_offset = v_aborted_transactions_v_first_offset
+                v_aborted_transactions_o.unknown_tagged_fields = ()
+                app_v_aborted_transactions(v_aborted_transactions_o)
         except _DecodeError as exc:
             raise exc.refine(field=f'AbortedTransactions[{i}]')
     v_records, pos = _rnb(buf, pos, 'Records')
@@ -505,8 +519,15 @@ def _read_PartitionData_3(buf: bytes | bytearray | memoryview, pos: int) -> tupl
         i = 0
         try:
             for i in range(n_v_aborted_transactions):
-                e_v_aborted_transactions, pos = _read_AbortedTransaction_0(buf, pos)
-                app_v_aborted_transactions(e_v_aborted_transactions)
+                if pos + 16 > end:
+                    raise _short_fixed(pos, end, _L3)
+                v_aborted_transactions_v_producer_id, v_aborted_transactions_v_first_offset = _S_qq.unpack_from(buf, pos)
+                pos += 16
+                v_aborted_transactions_o = _new(AbortedTransaction)
+                v_aborted_transactions_o.producer_id = v_aborted_transactions_v_producer_id
+                v_aborted_transactions_o.first_offset = v_aborted_transactions_v_first_offset
+                v_aborted_transactions_o.unknown_tagged_fields = ()
+                app_v_aborted_transactions(v_aborted_transactions_o)
         except _DecodeError as exc:
             raise exc.refine(field=f'AbortedTransactions[{i}]')
     if pos + 4 > end:
@@ -570,8 +591,27 @@ def _read_PartitionData_4(buf: bytes | bytearray | memoryview, pos: int) -> tupl
         i = 0
         try:
             for i in range(n_v_aborted_transactions):
-                e_v_aborted_transactions, pos = _read_AbortedTransaction_1(buf, pos)
-                app_v_aborted_transactions(e_v_aborted_transactions)
+                if pos + 16 > end:
+                    raise _short_fixed(pos, end, _L3)
+                v_aborted_transactions_v_producer_id, v_aborted_transactions_v_first_offset = _S_qq.unpack_from(buf, pos)
+                pos += 16
+                v_aborted_transactions_unknown: tuple[tuple[int, bytes], ...] = ()
+                if pos < end and buf[pos] == 0:
+                    pos += 1
+                else:
+                    v_aborted_transactions_n_tags, pos = _rtc(buf, pos, '_tagged_fields')
+                    v_aborted_transactions_raw_tags: list[tuple[int, bytes]] = []
+                    for _ in range(v_aborted_transactions_n_tags):
+                        v_aborted_transactions_tag, v_aborted_transactions_size, pos = _rth(buf, pos, '_tagged_fields')
+                        v_aborted_transactions_raw_tags.append((v_aborted_transactions_tag, bytes(buf[pos:pos + v_aborted_transactions_size])))
+                        pos += v_aborted_transactions_size
+                    if v_aborted_transactions_raw_tags:
+                        v_aborted_transactions_unknown = tuple(v_aborted_transactions_raw_tags)
+                v_aborted_transactions_o = _new(AbortedTransaction)
+                v_aborted_transactions_o.producer_id = v_aborted_transactions_v_producer_id
+                v_aborted_transactions_o.first_offset = v_aborted_transactions_v_first_offset
+                v_aborted_transactions_o.unknown_tagged_fields = v_aborted_transactions_unknown
+                app_v_aborted_transactions(v_aborted_transactions_o)
         except _DecodeError as exc:
             raise exc.refine(field=f'AbortedTransactions[{i}]')
     if pos + 4 > end:
@@ -677,8 +717,25 @@ def _read_FetchableTopicResponse_0(buf: bytes | bytearray | memoryview, pos: int
     i = 0
     try:
         for i in range(n_v_partitions):
-            e_v_partitions, pos = _read_PartitionData_0(buf, pos)
-            app_v_partitions(e_v_partitions)
+            if pos + 14 > end:
+                raise _short_fixed(pos, end, _L4)
+            v_partitions_v_partition_index, v_partitions_v_error_code, v_partitions_v_high_watermark = _S_ihq.unpack_from(buf, pos)
+            pos += 14
+            v_partitions_v_records, pos = _rnb(buf, pos, 'Records')
+            v_partitions_o = _new(PartitionData)
+            v_partitions_o.partition_index = v_partitions_v_partition_index
+            v_partitions_o.error_code = v_partitions_v_error_code
+            v_partitions_o.high_watermark = v_partitions_v_high_watermark
+            v_partitions_o.last_stable_offset = -1
+            v_partitions_o.log_start_offset = -1
+            v_partitions_o.diverging_epoch = EpochEndOffset()
+            v_partitions_o.current_leader = LeaderIdAndEpoch()
+            v_partitions_o.snapshot_id = SnapshotId()
+            v_partitions_o.aborted_transactions = []
+            v_partitions_o.preferred_read_replica = -1
+            v_partitions_o.records = v_partitions_v_records
+            v_partitions_o.unknown_tagged_fields = ()
+            app_v_partitions(v_partitions_o)
     except _DecodeError as exc:
         raise exc.refine(field=f'Partitions[{i}]')
     o = _new(FetchableTopicResponse)

@@ -307,8 +307,38 @@ def _read_FindCoordinatorResponse_3(buf: bytes | bytearray | memoryview, pos: in
     i = 0
     try:
         for i in range(n_v_coordinators):
-            e_v_coordinators, pos = _read_Coordinator_0(buf, pos)
-            app_v_coordinators(e_v_coordinators)
+            v_coordinators_v_key, pos = _rcs(buf, pos, 'Key')
+            if pos + 4 > end:
+                raise _short_fixed(pos, end, _L0)
+            v_coordinators_v_node_id, = _S_i.unpack_from(buf, pos)
+            pos += 4
+            v_coordinators_v_host, pos = _rcs(buf, pos, 'Host')
+            if pos + 6 > end:
+                raise _short_fixed(pos, end, _L1)
+            v_coordinators_v_port, v_coordinators_v_error_code = _S_ih.unpack_from(buf, pos)
+            pos += 6
+            v_coordinators_v_error_message, pos = _rncs(buf, pos, 'ErrorMessage')
+            v_coordinators_unknown: tuple[tuple[int, bytes], ...] = ()
+            if pos < end and buf[pos] == 0:
+                pos += 1
+            else:
+                v_coordinators_n_tags, pos = _rtc(buf, pos, '_tagged_fields')
+                v_coordinators_raw_tags: list[tuple[int, bytes]] = []
+                for _ in range(v_coordinators_n_tags):
+                    v_coordinators_tag, v_coordinators_size, pos = _rth(buf, pos, '_tagged_fields')
+                    v_coordinators_raw_tags.append((v_coordinators_tag, bytes(buf[pos:pos + v_coordinators_size])))
+                    pos += v_coordinators_size
+                if v_coordinators_raw_tags:
+                    v_coordinators_unknown = tuple(v_coordinators_raw_tags)
+            v_coordinators_o = _new(Coordinator)
+            v_coordinators_o.key = v_coordinators_v_key
+            v_coordinators_o.node_id = v_coordinators_v_node_id
+            v_coordinators_o.host = v_coordinators_v_host
+            v_coordinators_o.port = v_coordinators_v_port
+            v_coordinators_o.error_code = v_coordinators_v_error_code
+            v_coordinators_o.error_message = v_coordinators_v_error_message
+            v_coordinators_o.unknown_tagged_fields = v_coordinators_unknown
+            app_v_coordinators(v_coordinators_o)
     except _DecodeError as exc:
         raise exc.refine(field=f'Coordinators[{i}]')
     unknown: tuple[tuple[int, bytes], ...] = ()

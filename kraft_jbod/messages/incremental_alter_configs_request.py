@@ -179,8 +179,18 @@ def _read_AlterConfigsResource_0(buf: bytes | bytearray | memoryview, pos: int) 
     i = 0
     try:
         for i in range(n_v_configs):
-            e_v_configs, pos = _read_AlterableConfig_0(buf, pos)
-            app_v_configs(e_v_configs)
+            v_configs_v_name, pos = _rs(buf, pos, 'Name')
+            if pos + 1 > end:
+                raise _short_fixed(pos, end, _L0)
+            v_configs_v_config_operation, = _S_b.unpack_from(buf, pos)
+            pos += 1
+            v_configs_v_value, pos = _rns(buf, pos, 'Value')
+            v_configs_o = _new(AlterableConfig)
+            v_configs_o.name = v_configs_v_name
+            v_configs_o.config_operation = v_configs_v_config_operation
+            v_configs_o.value = v_configs_v_value
+            v_configs_o.unknown_tagged_fields = ()
+            app_v_configs(v_configs_o)
     except _DecodeError as exc:
         raise exc.refine(field=f'Configs[{i}]')
     o = _new(AlterConfigsResource)
@@ -225,8 +235,30 @@ def _read_AlterConfigsResource_1(buf: bytes | bytearray | memoryview, pos: int) 
     i = 0
     try:
         for i in range(n_v_configs):
-            e_v_configs, pos = _read_AlterableConfig_1(buf, pos)
-            app_v_configs(e_v_configs)
+            v_configs_v_name, pos = _rcs(buf, pos, 'Name')
+            if pos + 1 > end:
+                raise _short_fixed(pos, end, _L0)
+            v_configs_v_config_operation, = _S_b.unpack_from(buf, pos)
+            pos += 1
+            v_configs_v_value, pos = _rncs(buf, pos, 'Value')
+            v_configs_unknown: tuple[tuple[int, bytes], ...] = ()
+            if pos < end and buf[pos] == 0:
+                pos += 1
+            else:
+                v_configs_n_tags, pos = _rtc(buf, pos, '_tagged_fields')
+                v_configs_raw_tags: list[tuple[int, bytes]] = []
+                for _ in range(v_configs_n_tags):
+                    v_configs_tag, v_configs_size, pos = _rth(buf, pos, '_tagged_fields')
+                    v_configs_raw_tags.append((v_configs_tag, bytes(buf[pos:pos + v_configs_size])))
+                    pos += v_configs_size
+                if v_configs_raw_tags:
+                    v_configs_unknown = tuple(v_configs_raw_tags)
+            v_configs_o = _new(AlterableConfig)
+            v_configs_o.name = v_configs_v_name
+            v_configs_o.config_operation = v_configs_v_config_operation
+            v_configs_o.value = v_configs_v_value
+            v_configs_o.unknown_tagged_fields = v_configs_unknown
+            app_v_configs(v_configs_o)
     except _DecodeError as exc:
         raise exc.refine(field=f'Configs[{i}]')
     unknown: tuple[tuple[int, bytes], ...] = ()

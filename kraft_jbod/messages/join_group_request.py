@@ -167,8 +167,13 @@ def _read_JoinGroupRequest_0(buf: bytes | bytearray | memoryview, pos: int) -> t
     i = 0
     try:
         for i in range(n_v_protocols):
-            e_v_protocols, pos = _read_JoinGroupRequestProtocol_0(buf, pos)
-            app_v_protocols(e_v_protocols)
+            v_protocols_v_name, pos = _rs(buf, pos, 'Name')
+            v_protocols_v_metadata, pos = _rb(buf, pos, 'Metadata')
+            v_protocols_o = _new(JoinGroupRequestProtocol)
+            v_protocols_o.name = v_protocols_v_name
+            v_protocols_o.metadata = v_protocols_v_metadata
+            v_protocols_o.unknown_tagged_fields = ()
+            app_v_protocols(v_protocols_o)
     except _DecodeError as exc:
         raise exc.refine(field=f'Protocols[{i}]')
     o = _new(JoinGroupRequest)
@@ -224,8 +229,13 @@ def _read_JoinGroupRequest_1(buf: bytes | bytearray | memoryview, pos: int) -> t
     i = 0
     try:
         for i in range(n_v_protocols):
-            e_v_protocols, pos = _read_JoinGroupRequestProtocol_0(buf, pos)
-            app_v_protocols(e_v_protocols)
+            v_protocols_v_name, pos = _rs(buf, pos, 'Name')
+            v_protocols_v_metadata, pos = _rb(buf, pos, 'Metadata')
+            v_protocols_o = _new(JoinGroupRequestProtocol)
+            v_protocols_o.name = v_protocols_v_name
+            v_protocols_o.metadata = v_protocols_v_metadata
+            v_protocols_o.unknown_tagged_fields = ()
+            app_v_protocols(v_protocols_o)
     except _DecodeError as exc:
         raise exc.refine(field=f'Protocols[{i}]')
     o = _new(JoinGroupRequest)
@@ -282,8 +292,13 @@ def _read_JoinGroupRequest_2(buf: bytes | bytearray | memoryview, pos: int) -> t
     i = 0
     try:
         for i in range(n_v_protocols):
-            e_v_protocols, pos = _read_JoinGroupRequestProtocol_0(buf, pos)
-            app_v_protocols(e_v_protocols)
+            v_protocols_v_name, pos = _rs(buf, pos, 'Name')
+            v_protocols_v_metadata, pos = _rb(buf, pos, 'Metadata')
+            v_protocols_o = _new(JoinGroupRequestProtocol)
+            v_protocols_o.name = v_protocols_v_name
+            v_protocols_o.metadata = v_protocols_v_metadata
+            v_protocols_o.unknown_tagged_fields = ()
+            app_v_protocols(v_protocols_o)
     except _DecodeError as exc:
         raise exc.refine(field=f'Protocols[{i}]')
     o = _new(JoinGroupRequest)
@@ -343,8 +358,25 @@ def _read_JoinGroupRequest_3(buf: bytes | bytearray | memoryview, pos: int) -> t
     i = 0
     try:
         for i in range(n_v_protocols):
-            e_v_protocols, pos = _read_JoinGroupRequestProtocol_1(buf, pos)
-            app_v_protocols(e_v_protocols)
+            v_protocols_v_name, pos = _rcs(buf, pos, 'Name')
+            v_protocols_v_metadata, pos = _rcb(buf, pos, 'Metadata')
+            v_protocols_unknown: tuple[tuple[int, bytes], ...] = ()
+            if pos < end and buf[pos] == 0:
+                pos += 1
+            else:
+                v_protocols_n_tags, pos = _rtc(buf, pos, '_tagged_fields')
+                v_protocols_raw_tags: list[tuple[int, bytes]] = []
+                for _ in range(v_protocols_n_tags):
+                    v_protocols_tag, v_protocols_size, pos = _rth(buf, pos, '_tagged_fields')
+                    v_protocols_raw_tags.append((v_protocols_tag, bytes(buf[pos:pos + v_protocols_size])))
+                    pos += v_protocols_size
+                if v_protocols_raw_tags:
+                    v_protocols_unknown = tuple(v_protocols_raw_tags)
+            v_protocols_o = _new(JoinGroupRequestProtocol)
+            v_protocols_o.name = v_protocols_v_name
+            v_protocols_o.metadata = v_protocols_v_metadata
+            v_protocols_o.unknown_tagged_fields = v_protocols_unknown
+            app_v_protocols(v_protocols_o)
     except _DecodeError as exc:
         raise exc.refine(field=f'Protocols[{i}]')
     unknown: tuple[tuple[int, bytes], ...] = ()
@@ -418,8 +450,25 @@ def _read_JoinGroupRequest_4(buf: bytes | bytearray | memoryview, pos: int) -> t
     i = 0
     try:
         for i in range(n_v_protocols):
-            e_v_protocols, pos = _read_JoinGroupRequestProtocol_1(buf, pos)
-            app_v_protocols(e_v_protocols)
+            v_protocols_v_name, pos = _rcs(buf, pos, 'Name')
+            v_protocols_v_metadata, pos = _rcb(buf, pos, 'Metadata')
+            v_protocols_unknown: tuple[tuple[int, bytes], ...] = ()
+            if pos < end and buf[pos] == 0:
+                pos += 1
+            else:
+                v_protocols_n_tags, pos = _rtc(buf, pos, '_tagged_fields')
+                v_protocols_raw_tags: list[tuple[int, bytes]] = []
+                for _ in range(v_protocols_n_tags):
+                    v_protocols_tag, v_protocols_size, pos = _rth(buf, pos, '_tagged_fields')
+                    v_protocols_raw_tags.append((v_protocols_tag, bytes(buf[pos:pos + v_protocols_size])))
+                    pos += v_protocols_size
+                if v_protocols_raw_tags:
+                    v_protocols_unknown = tuple(v_protocols_raw_tags)
+            v_protocols_o = _new(JoinGroupRequestProtocol)
+            v_protocols_o.name = v_protocols_v_name
+            v_protocols_o.metadata = v_protocols_v_metadata
+            v_protocols_o.unknown_tagged_fields = v_protocols_unknown
+            app_v_protocols(v_protocols_o)
     except _DecodeError as exc:
         raise exc.refine(field=f'Protocols[{i}]')
     v_reason, pos = _rncs(buf, pos, 'Reason')

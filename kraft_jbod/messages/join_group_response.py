@@ -202,8 +202,14 @@ def _read_JoinGroupResponse_0(buf: bytes | bytearray | memoryview, pos: int) -> 
     i = 0
     try:
         for i in range(n_v_members):
-            e_v_members, pos = _read_JoinGroupResponseMember_0(buf, pos)
-            app_v_members(e_v_members)
+            v_members_v_member_id, pos = _rs(buf, pos, 'MemberId')
+            v_members_v_metadata, pos = _rb(buf, pos, 'Metadata')
+            v_members_o = _new(JoinGroupResponseMember)
+            v_members_o.member_id = v_members_v_member_id
+            v_members_o.group_instance_id = None
+            v_members_o.metadata = v_members_v_metadata
+            v_members_o.unknown_tagged_fields = ()
+            app_v_members(v_members_o)
     except _DecodeError as exc:
         raise exc.refine(field=f'Members[{i}]')
     o = _new(JoinGroupResponse)
@@ -260,8 +266,14 @@ def _read_JoinGroupResponse_1(buf: bytes | bytearray | memoryview, pos: int) -> 
     i = 0
     try:
         for i in range(n_v_members):
-            e_v_members, pos = _read_JoinGroupResponseMember_0(buf, pos)
-            app_v_members(e_v_members)
+            v_members_v_member_id, pos = _rs(buf, pos, 'MemberId')
+            v_members_v_metadata, pos = _rb(buf, pos, 'Metadata')
+            v_members_o = _new(JoinGroupResponseMember)
+            v_members_o.member_id = v_members_v_member_id
+            v_members_o.group_instance_id = None
+            v_members_o.metadata = v_members_v_metadata
+            v_members_o.unknown_tagged_fields = ()
+            app_v_members(v_members_o)
     except _DecodeError as exc:
         raise exc.refine(field=f'Members[{i}]')
     o = _new(JoinGroupResponse)
@@ -318,8 +330,15 @@ def _read_JoinGroupResponse_2(buf: bytes | bytearray | memoryview, pos: int) -> 
     i = 0
     try:
         for i in range(n_v_members):
-            e_v_members, pos = _read_JoinGroupResponseMember_1(buf, pos)
-            app_v_members(e_v_members)
+            v_members_v_member_id, pos = _rs(buf, pos, 'MemberId')
+            v_members_v_group_instance_id, pos = _rns(buf, pos, 'GroupInstanceId')
+            v_members_v_metadata, pos = _rb(buf, pos, 'Metadata')
+            v_members_o = _new(JoinGroupResponseMember)
+            v_members_o.member_id = v_members_v_member_id
+            v_members_o.group_instance_id = v_members_v_group_instance_id
+            v_members_o.metadata = v_members_v_metadata
+            v_members_o.unknown_tagged_fields = ()
+            app_v_members(v_members_o)
     except _DecodeError as exc:
         raise exc.refine(field=f'Members[{i}]')
     o = _new(JoinGroupResponse)
@@ -380,8 +399,27 @@ def _read_JoinGroupResponse_3(buf: bytes | bytearray | memoryview, pos: int) -> 
     i = 0
     try:
         for i in range(n_v_members):
-            e_v_members, pos = _read_JoinGroupResponseMember_2(buf, pos)
-            app_v_members(e_v_members)
+            v_members_v_member_id, pos = _rcs(buf, pos, 'MemberId')
+            v_members_v_group_instance_id, pos = _rncs(buf, pos, 'GroupInstanceId')
+            v_members_v_metadata, pos = _rcb(buf, pos, 'Metadata')
+            v_members_unknown: tuple[tuple[int, bytes], ...] = ()
+            if pos < end and buf[pos] == 0:
+                pos += 1
+            else:
+                v_members_n_tags, pos = _rtc(buf, pos, '_tagged_fields')
+                v_members_raw_tags: list[tuple[int, bytes]] = []
+                for _ in range(v_members_n_tags):
+                    v_members_tag, v_members_size, pos = _rth(buf, pos, '_tagged_fields')
+                    v_members_raw_tags.append((v_members_tag, bytes(buf[pos:pos + v_members_size])))
+                    pos += v_members_size
+                if v_members_raw_tags:
+                    v_members_unknown = tuple(v_members_raw_tags)
+            v_members_o = _new(JoinGroupResponseMember)
+            v_members_o.member_id = v_members_v_member_id
+            v_members_o.group_instance_id = v_members_v_group_instance_id
+            v_members_o.metadata = v_members_v_metadata
+            v_members_o.unknown_tagged_fields = v_members_unknown
+            app_v_members(v_members_o)
     except _DecodeError as exc:
         raise exc.refine(field=f'Members[{i}]')
     unknown: tuple[tuple[int, bytes], ...] = ()
@@ -457,8 +495,27 @@ def _read_JoinGroupResponse_4(buf: bytes | bytearray | memoryview, pos: int) -> 
     i = 0
     try:
         for i in range(n_v_members):
-            e_v_members, pos = _read_JoinGroupResponseMember_2(buf, pos)
-            app_v_members(e_v_members)
+            v_members_v_member_id, pos = _rcs(buf, pos, 'MemberId')
+            v_members_v_group_instance_id, pos = _rncs(buf, pos, 'GroupInstanceId')
+            v_members_v_metadata, pos = _rcb(buf, pos, 'Metadata')
+            v_members_unknown: tuple[tuple[int, bytes], ...] = ()
+            if pos < end and buf[pos] == 0:
+                pos += 1
+            else:
+                v_members_n_tags, pos = _rtc(buf, pos, '_tagged_fields')
+                v_members_raw_tags: list[tuple[int, bytes]] = []
+                for _ in range(v_members_n_tags):
+                    v_members_tag, v_members_size, pos = _rth(buf, pos, '_tagged_fields')
+                    v_members_raw_tags.append((v_members_tag, bytes(buf[pos:pos + v_members_size])))
+                    pos += v_members_size
+                if v_members_raw_tags:
+                    v_members_unknown = tuple(v_members_raw_tags)
+            v_members_o = _new(JoinGroupResponseMember)
+            v_members_o.member_id = v_members_v_member_id
+            v_members_o.group_instance_id = v_members_v_group_instance_id
+            v_members_o.metadata = v_members_v_metadata
+            v_members_o.unknown_tagged_fields = v_members_unknown
+            app_v_members(v_members_o)
     except _DecodeError as exc:
         raise exc.refine(field=f'Members[{i}]')
     unknown: tuple[tuple[int, bytes], ...] = ()
@@ -537,8 +594,27 @@ def _read_JoinGroupResponse_5(buf: bytes | bytearray | memoryview, pos: int) -> 
     i = 0
     try:
         for i in range(n_v_members):
-            e_v_members, pos = _read_JoinGroupResponseMember_2(buf, pos)
-            app_v_members(e_v_members)
+            v_members_v_member_id, pos = _rcs(buf, pos, 'MemberId')
+            v_members_v_group_instance_id, pos = _rncs(buf, pos, 'GroupInstanceId')
+            v_members_v_metadata, pos = _rcb(buf, pos, 'Metadata')
+            v_members_unknown: tuple[tuple[int, bytes], ...] = ()
+            if pos < end and buf[pos] == 0:
+                pos += 1
+            else:
+                v_members_n_tags, pos = _rtc(buf, pos, '_tagged_fields')
+                v_members_raw_tags: list[tuple[int, bytes]] = []
+                for _ in range(v_members_n_tags):
+                    v_members_tag, v_members_size, pos = _rth(buf, pos, '_tagged_fields')
+                    v_members_raw_tags.append((v_members_tag, bytes(buf[pos:pos + v_members_size])))
+                    pos += v_members_size
+                if v_members_raw_tags:
+                    v_members_unknown = tuple(v_members_raw_tags)
+            v_members_o = _new(JoinGroupResponseMember)
+            v_members_o.member_id = v_members_v_member_id
+            v_members_o.group_instance_id = v_members_v_group_instance_id
+            v_members_o.metadata = v_members_v_metadata
+            v_members_o.unknown_tagged_fields = v_members_unknown
+            app_v_members(v_members_o)
     except _DecodeError as exc:
         raise exc.refine(field=f'Members[{i}]')
     unknown: tuple[tuple[int, bytes], ...] = ()

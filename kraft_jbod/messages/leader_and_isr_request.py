@@ -591,8 +591,39 @@ def _read_LeaderAndIsrTopicState_0(buf: bytes | bytearray | memoryview, pos: int
     i = 0
     try:
         for i in range(n_v_partition_states):
-            e_v_partition_states, pos = _read_LeaderAndIsrPartitionState_2(buf, pos)
-            app_v_partition_states(e_v_partition_states)
+            if pos + 16 > end:
+                raise _short_fixed(pos, end, _L0)
+            v_partition_states_v_partition_index, v_partition_states_v_controller_epoch, v_partition_states_v_leader, v_partition_states_v_leader_epoch = _S_iiii.unpack_from(buf, pos)
+            pos += 16
+            v_partition_states_v_isr: list[int]
+            n_v_partition_states_v_isr, pos = _ral(buf, pos, 'Isr')
+            v_partition_states_v_isr, pos = _rfa(buf, pos, n_v_partition_states_v_isr, 'i', 'Isr')
+            if pos + 4 > end:
+                raise _short_fixed(pos, end, _L1)
+            v_partition_states_v_partition_epoch, = _S_i.unpack_from(buf, pos)
+            pos += 4
+            v_partition_states_v_replicas: list[int]
+            n_v_partition_states_v_replicas, pos = _ral(buf, pos, 'Replicas')
+            v_partition_states_v_replicas, pos = _rfa(buf, pos, n_v_partition_states_v_replicas, 'i', 'Replicas')
+            if pos + 1 > end:
+                raise _short_fixed(pos, end, _L2)
+            v_partition_states_v_is_new, = _S__.unpack_from(buf, pos)
+            pos += 1
+            v_partition_states_o = _new(LeaderAndIsrPartitionState)
+            v_partition_states_o.topic_name = ''
+            v_partition_states_o.partition_index = v_partition_states_v_partition_index
+            v_partition_states_o.controller_epoch = v_partition_states_v_controller_epoch
+            v_partition_states_o.leader = v_partition_states_v_leader
+            v_partition_states_o.leader_epoch = v_partition_states_v_leader_epoch
+            v_partition_states_o.isr = v_partition_states_v_isr
+            v_partition_states_o.partition_epoch = v_partition_states_v_partition_epoch
+            v_partition_states_o.replicas = v_partition_states_v_replicas
+            v_partition_states_o.adding_replicas = []
+            v_partition_states_o.removing_replicas = []
+            v_partition_states_o.is_new = v_partition_states_v_is_new
+            v_partition_states_o.leader_recovery_state = 0
+            v_partition_states_o.unknown_tagged_fields = ()
+            app_v_partition_states(v_partition_states_o)
     except _DecodeError as exc:
         raise exc.refine(field=f'PartitionStates[{i}]')
     o = _new(LeaderAndIsrTopicState)
@@ -628,8 +659,45 @@ def _read_LeaderAndIsrTopicState_1(buf: bytes | bytearray | memoryview, pos: int
     i = 0
     try:
         for i in range(n_v_partition_states):
-            e_v_partition_states, pos = _read_LeaderAndIsrPartitionState_3(buf, pos)
-            app_v_partition_states(e_v_partition_states)
+            if pos + 16 > end:
+                raise _short_fixed(pos, end, _L0)
+            v_partition_states_v_partition_index, v_partition_states_v_controller_epoch, v_partition_states_v_leader, v_partition_states_v_leader_epoch = _S_iiii.unpack_from(buf, pos)
+            pos += 16
+            v_partition_states_v_isr: list[int]
+            n_v_partition_states_v_isr, pos = _ral(buf, pos, 'Isr')
+            v_partition_states_v_isr, pos = _rfa(buf, pos, n_v_partition_states_v_isr, 'i', 'Isr')
+            if pos + 4 > end:
+                raise _short_fixed(pos, end, _L1)
+            v_partition_states_v_partition_epoch, = _S_i.unpack_from(buf, pos)
+            pos += 4
+            v_partition_states_v_replicas: list[int]
+            n_v_partition_states_v_replicas, pos = _ral(buf, pos, 'Replicas')
+            v_partition_states_v_replicas, pos = _rfa(buf, pos, n_v_partition_states_v_replicas, 'i', 'Replicas')
+            v_partition_states_v_adding_replicas: list[int]
+            n_v_partition_states_v_adding_replicas, pos = _ral(buf, pos, 'AddingReplicas')
+            v_partition_states_v_adding_replicas, pos = _rfa(buf, pos, n_v_partition_states_v_adding_replicas, 'i', 'AddingReplicas')
+            v_partition_states_v_removing_replicas: list[int]
+            n_v_partition_states_v_removing_replicas, pos = _ral(buf, pos, 'RemovingReplicas')
+            v_partition_states_v_removing_replicas, pos = _rfa(buf, pos, n_v_partition_states_v_removing_replicas, 'i', 'RemovingReplicas')
+            if pos + 1 > end:
+                raise _short_fixed(pos, end, _L2)
+            v_partition_states_v_is_new, = _S__.unpack_from(buf, pos)
+            pos += 1
+            v_partition_states_o = _new(LeaderAndIsrPartitionState)
+            v_partition_states_o.topic_name = ''
+            v_partition_states_o.partition_index = v_partition_states_v_partition_index
+            v_partition_states_o.controller_epoch = v_partition_states_v_controller_epoch
+            v_partition_states_o.leader = v_partition_states_v_leader
+            v_partition_states_o.leader_epoch = v_partition_states_v_leader_epoch
+            v_partition_states_o.isr = v_partition_states_v_isr
+            v_partition_states_o.partition_epoch = v_partition_states_v_partition_epoch
+            v_partition_states_o.replicas = v_partition_states_v_replicas
+            v_partition_states_o.adding_replicas = v_partition_states_v_adding_replicas
+            v_partition_states_o.removing_replicas = v_partition_states_v_removing_replicas
+            v_partition_states_o.is_new = v_partition_states_v_is_new
+            v_partition_states_o.leader_recovery_state = 0
+            v_partition_states_o.unknown_tagged_fields = ()
+            app_v_partition_states(v_partition_states_o)
     except _DecodeError as exc:
         raise exc.refine(field=f'PartitionStates[{i}]')
     o = _new(LeaderAndIsrTopicState)
@@ -669,8 +737,73 @@ def _read_LeaderAndIsrTopicState_2(buf: bytes | bytearray | memoryview, pos: int
     i = 0
     try:
         for i in range(n_v_partition_states):
-            e_v_partition_states, pos = _read_LeaderAndIsrPartitionState_4(buf, pos)
-            app_v_partition_states(e_v_partition_states)
+            if pos + 16 > end:
+                raise _short_fixed(pos, end, _L0)
+            v_partition_states_v_partition_index, v_partition_states_v_controller_epoch, v_partition_states_v_leader, v_partition_states_v_leader_epoch = _S_iiii.unpack_from(buf, pos)
+            pos += 16
+            v_partition_states_v_isr: list[int]
+            n_v_partition_states_v_isr = buf[pos] - 1 if pos < end else -2
+            if 0 <= n_v_partition_states_v_isr < 127 and n_v_partition_states_v_isr <= end - pos:
+                pos += 1
+            else:
+                n_v_partition_states_v_isr, pos = _rcal(buf, pos, 'Isr')
+            v_partition_states_v_isr, pos = _rfa(buf, pos, n_v_partition_states_v_isr, 'i', 'Isr')
+            if pos + 4 > end:
+                raise _short_fixed(pos, end, _L1)
+            v_partition_states_v_partition_epoch, = _S_i.unpack_from(buf, pos)
+            pos += 4
+            v_partition_states_v_replicas: list[int]
+            n_v_partition_states_v_replicas = buf[pos] - 1 if pos < end else -2
+            if 0 <= n_v_partition_states_v_replicas < 127 and n_v_partition_states_v_replicas <= end - pos:
+                pos += 1
+            else:
+                n_v_partition_states_v_replicas, pos = _rcal(buf, pos, 'Replicas')
+            v_partition_states_v_replicas, pos = _rfa(buf, pos, n_v_partition_states_v_replicas, 'i', 'Replicas')
+            v_partition_states_v_adding_replicas: list[int]
+            n_v_partition_states_v_adding_replicas = buf[pos] - 1 if pos < end else -2
+            if 0 <= n_v_partition_states_v_adding_replicas < 127 and n_v_partition_states_v_adding_replicas <= end - pos:
+                pos += 1
+            else:
+                n_v_partition_states_v_adding_replicas, pos = _rcal(buf, pos, 'AddingReplicas')
+            v_partition_states_v_adding_replicas, pos = _rfa(buf, pos, n_v_partition_states_v_adding_replicas, 'i', 'AddingReplicas')
+            v_partition_states_v_removing_replicas: list[int]
+            n_v_partition_states_v_removing_replicas = buf[pos] - 1 if pos < end else -2
+            if 0 <= n_v_partition_states_v_removing_replicas < 127 and n_v_partition_states_v_removing_replicas <= end - pos:
+                pos += 1
+            else:
+                n_v_partition_states_v_removing_replicas, pos = _rcal(buf, pos, 'RemovingReplicas')
+            v_partition_states_v_removing_replicas, pos = _rfa(buf, pos, n_v_partition_states_v_removing_replicas, 'i', 'RemovingReplicas')
+            if pos + 1 > end:
+                raise _short_fixed(pos, end, _L2)
+            v_partition_states_v_is_new, = _S__.unpack_from(buf, pos)
+            pos += 1
+            v_partition_states_unknown: tuple[tuple[int, bytes], ...] = ()
+            if pos < end and buf[pos] == 0:
+                pos += 1
+            else:
+                v_partition_states_n_tags, pos = _rtc(buf, pos, '_tagged_fields')
+                v_partition_states_raw_tags: list[tuple[int, bytes]] = []
+                for _ in range(v_partition_states_n_tags):
+                    v_partition_states_tag, v_partition_states_size, pos = _rth(buf, pos, '_tagged_fields')
+                    v_partition_states_raw_tags.append((v_partition_states_tag, bytes(buf[pos:pos + v_partition_states_size])))
+                    pos += v_partition_states_size
+                if v_partition_states_raw_tags:
+                    v_partition_states_unknown = tuple(v_partition_states_raw_tags)
+            v_partition_states_o = _new(LeaderAndIsrPartitionState)
+            v_partition_states_o.topic_name = ''
+            v_partition_states_o.partition_index = v_partition_states_v_partition_index
+            v_partition_states_o.controller_epoch = v_partition_states_v_controller_epoch
+            v_partition_states_o.leader = v_partition_states_v_leader
+            v_partition_states_o.leader_epoch = v_partition_states_v_leader_epoch
+            v_partition_states_o.isr = v_partition_states_v_isr
+            v_partition_states_o.partition_epoch = v_partition_states_v_partition_epoch
+            v_partition_states_o.replicas = v_partition_states_v_replicas
+            v_partition_states_o.adding_replicas = v_partition_states_v_adding_replicas
+            v_partition_states_o.removing_replicas = v_partition_states_v_removing_replicas
+            v_partition_states_o.is_new = v_partition_states_v_is_new
+            v_partition_states_o.leader_recovery_state = 0
+            v_partition_states_o.unknown_tagged_fields = v_partition_states_unknown
+            app_v_partition_states(v_partition_states_o)
     except _DecodeError as exc:
         raise exc.refine(field=f'PartitionStates[{i}]')
     unknown: tuple[tuple[int, bytes], ...] = ()
@@ -729,8 +862,73 @@ def _read_LeaderAndIsrTopicState_3(buf: bytes | bytearray | memoryview, pos: int
     i = 0
     try:
         for i in range(n_v_partition_states):
-            e_v_partition_states, pos = _read_LeaderAndIsrPartitionState_4(buf, pos)
-            app_v_partition_states(e_v_partition_states)
+            if pos + 16 > end:
+                raise _short_fixed(pos, end, _L0)
+            v_partition_states_v_partition_index, v_partition_states_v_controller_epoch, v_partition_states_v_leader, v_partition_states_v_leader_epoch = _S_iiii.unpack_from(buf, pos)
+            pos += 16
+            v_partition_states_v_isr: list[int]
+            n_v_partition_states_v_isr = buf[pos] - 1 if pos < end else -2
+            if 0 <= n_v_partition_states_v_isr < 127 and n_v_partition_states_v_isr <= end - pos:
+                pos += 1
+            else:
+                n_v_partition_states_v_isr, pos = _rcal(buf, pos, 'Isr')
+            v_partition_states_v_isr, pos = _rfa(buf, pos, n_v_partition_states_v_isr, 'i', 'Isr')
+            if pos + 4 > end:
+                raise _short_fixed(pos, end, _L1)
+            v_partition_states_v_partition_epoch, = _S_i.unpack_from(buf, pos)
+            pos += 4
+            v_partition_states_v_replicas: list[int]
+            n_v_partition_states_v_replicas = buf[pos] - 1 if pos < end else -2
+            if 0 <= n_v_partition_states_v_replicas < 127 and n_v_partition_states_v_replicas <= end - pos:
+                pos += 1
+            else:
+                n_v_partition_states_v_replicas, pos = _rcal(buf, pos, 'Replicas')
+            v_partition_states_v_replicas, pos = _rfa(buf, pos, n_v_partition_states_v_replicas, 'i', 'Replicas')
+            v_partition_states_v_adding_replicas: list[int]
+            n_v_partition_states_v_adding_replicas = buf[pos] - 1 if pos < end else -2
+            if 0 <= n_v_partition_states_v_adding_replicas < 127 and n_v_partition_states_v_adding_replicas <= end - pos:
+                pos += 1
+            else:
+                n_v_partition_states_v_adding_replicas, pos = _rcal(buf, pos, 'AddingReplicas')
+            v_partition_states_v_adding_replicas, pos = _rfa(buf, pos, n_v_partition_states_v_adding_replicas, 'i', 'AddingReplicas')
+            v_partition_states_v_removing_replicas: list[int]
+            n_v_partition_states_v_removing_replicas = buf[pos] - 1 if pos < end else -2
+            if 0 <= n_v_partition_states_v_removing_replicas < 127 and n_v_partition_states_v_removing_replicas <= end - pos:
+                pos += 1
+            else:
+                n_v_partition_states_v_removing_replicas, pos = _rcal(buf, pos, 'RemovingReplicas')
+            v_partition_states_v_removing_replicas, pos = _rfa(buf, pos, n_v_partition_states_v_removing_replicas, 'i', 'RemovingReplicas')
+            if pos + 1 > end:
+                raise _short_fixed(pos, end, _L2)
+            v_partition_states_v_is_new, = _S__.unpack_from(buf, pos)
+            pos += 1
+            v_partition_states_unknown: tuple[tuple[int, bytes], ...] = ()
+            if pos < end and buf[pos] == 0:
+                pos += 1
+            else:
+                v_partition_states_n_tags, pos = _rtc(buf, pos, '_tagged_fields')
+                v_partition_states_raw_tags: list[tuple[int, bytes]] = []
+                for _ in range(v_partition_states_n_tags):
+                    v_partition_states_tag, v_partition_states_size, pos = _rth(buf, pos, '_tagged_fields')
+                    v_partition_states_raw_tags.append((v_partition_states_tag, bytes(buf[pos:pos + v_partition_states_size])))
+                    pos += v_partition_states_size
+                if v_partition_states_raw_tags:
+                    v_partition_states_unknown = tuple(v_partition_states_raw_tags)
+            v_partition_states_o = _new(LeaderAndIsrPartitionState)
+            v_partition_states_o.topic_name = ''
+            v_partition_states_o.partition_index = v_partition_states_v_partition_index
+            v_partition_states_o.controller_epoch = v_partition_states_v_controller_epoch
+            v_partition_states_o.leader = v_partition_states_v_leader
+            v_partition_states_o.leader_epoch = v_partition_states_v_leader_epoch
+            v_partition_states_o.isr = v_partition_states_v_isr
+            v_partition_states_o.partition_epoch = v_partition_states_v_partition_epoch
+            v_partition_states_o.replicas = v_partition_states_v_replicas
+            v_partition_states_o.adding_replicas = v_partition_states_v_adding_replicas
+            v_partition_states_o.removing_replicas = v_partition_states_v_removing_replicas
+            v_partition_states_o.is_new = v_partition_states_v_is_new
+            v_partition_states_o.leader_recovery_state = 0
+            v_partition_states_o.unknown_tagged_fields = v_partition_states_unknown
+            app_v_partition_states(v_partition_states_o)
     except _DecodeError as exc:
         raise exc.refine(field=f'PartitionStates[{i}]')
     unknown: tuple[tuple[int, bytes], ...] = ()
@@ -790,8 +988,73 @@ def _read_LeaderAndIsrTopicState_4(buf: bytes | bytearray | memoryview, pos: int
     i = 0
     try:
         for i in range(n_v_partition_states):
-            e_v_partition_states, pos = _read_LeaderAndIsrPartitionState_5(buf, pos)
-            app_v_partition_states(e_v_partition_states)
+            if pos + 16 > end:
+                raise _short_fixed(pos, end, _L0)
+            v_partition_states_v_partition_index, v_partition_states_v_controller_epoch, v_partition_states_v_leader, v_partition_states_v_leader_epoch = _S_iiii.unpack_from(buf, pos)
+            pos += 16
+            v_partition_states_v_isr: list[int]
+            n_v_partition_states_v_isr = buf[pos] - 1 if pos < end else -2
+            if 0 <= n_v_partition_states_v_isr < 127 and n_v_partition_states_v_isr <= end - pos:
+                pos += 1
+            else:
+                n_v_partition_states_v_isr, pos = _rcal(buf, pos, 'Isr')
+            v_partition_states_v_isr, pos = _rfa(buf, pos, n_v_partition_states_v_isr, 'i', 'Isr')
+            if pos + 4 > end:
+                raise _short_fixed(pos, end, _L1)
+            v_partition_states_v_partition_epoch, = _S_i.unpack_from(buf, pos)
+            pos += 4
+            v_partition_states_v_replicas: list[int]
+            n_v_partition_states_v_replicas = buf[pos] - 1 if pos < end else -2
+            if 0 <= n_v_partition_states_v_replicas < 127 and n_v_partition_states_v_replicas <= end - pos:
+                pos += 1
+            else:
+                n_v_partition_states_v_replicas, pos = _rcal(buf, pos, 'Replicas')
+            v_partition_states_v_replicas, pos = _rfa(buf, pos, n_v_partition_states_v_replicas, 'i', 'Replicas')
+            v_partition_states_v_adding_replicas: list[int]
+            n_v_partition_states_v_adding_replicas = buf[pos] - 1 if pos < end else -2
+            if 0 <= n_v_partition_states_v_adding_replicas < 127 and n_v_partition_states_v_adding_replicas <= end - pos:
+                pos += 1
+            else:
+                n_v_partition_states_v_adding_replicas, pos = _rcal(buf, pos, 'AddingReplicas')
+            v_partition_states_v_adding_replicas, pos = _rfa(buf, pos, n_v_partition_states_v_adding_replicas, 'i', 'AddingReplicas')
+            v_partition_states_v_removing_replicas: list[int]
+            n_v_partition_states_v_removing_replicas = buf[pos] - 1 if pos < end else -2
+            if 0 <= n_v_partition_states_v_removing_replicas < 127 and n_v_partition_states_v_removing_replicas <= end - pos:
+                pos += 1
+            else:
+                n_v_partition_states_v_removing_replicas, pos = _rcal(buf, pos, 'RemovingReplicas')
+            v_partition_states_v_removing_replicas, pos = _rfa(buf, pos, n_v_partition_states_v_removing_replicas, 'i', 'RemovingReplicas')
+            if pos + 2 > end:
+                raise _short_fixed(pos, end, _L3)
+            v_partition_states_v_is_new, v_partition_states_v_leader_recovery_state = _S__b.unpack_from(buf, pos)
+            pos += 2
+            v_partition_states_unknown: tuple[tuple[int, bytes], ...] = ()
+            if pos < end and buf[pos] == 0:
+                pos += 1
+            else:
+                v_partition_states_n_tags, pos = _rtc(buf, pos, '_tagged_fields')
+                v_partition_states_raw_tags: list[tuple[int, bytes]] = []
+                for _ in range(v_partition_states_n_tags):
+                    v_partition_states_tag, v_partition_states_size, pos = _rth(buf, pos, '_tagged_fields')
+                    v_partition_states_raw_tags.append((v_partition_states_tag, bytes(buf[pos:pos + v_partition_states_size])))
+                    pos += v_partition_states_size
+                if v_partition_states_raw_tags:
+                    v_partition_states_unknown = tuple(v_partition_states_raw_tags)
+            v_partition_states_o = _new(LeaderAndIsrPartitionState)
+            v_partition_states_o.topic_name = ''
+            v_partition_states_o.partition_index = v_partition_states_v_partition_index
+            v_partition_states_o.controller_epoch = v_partition_states_v_controller_epoch
+            v_partition_states_o.leader = v_partition_states_v_leader
+            v_partition_states_o.leader_epoch = v_partition_states_v_leader_epoch
+            v_partition_states_o.isr = v_partition_states_v_isr
+            v_partition_states_o.partition_epoch = v_partition_states_v_partition_epoch
+            v_partition_states_o.replicas = v_partition_states_v_replicas
+            v_partition_states_o.adding_replicas = v_partition_states_v_adding_replicas
+            v_partition_states_o.removing_replicas = v_partition_states_v_removing_replicas
+            v_partition_states_o.is_new = v_partition_states_v_is_new
+            v_partition_states_o.leader_recovery_state = v_partition_states_v_leader_recovery_state
+            v_partition_states_o.unknown_tagged_fields = v_partition_states_unknown
+            app_v_partition_states(v_partition_states_o)
     except _DecodeError as exc:
         raise exc.refine(field=f'PartitionStates[{i}]')
     unknown: tuple[tuple[int, bytes], ...] = ()
@@ -921,8 +1184,36 @@ def _read_LeaderAndIsrRequest_0(buf: bytes | bytearray | memoryview, pos: int) -
     i = 0
     try:
         for i in range(n_v_ungrouped_partition_states):
-            e_v_ungrouped_partition_states, pos = _read_LeaderAndIsrPartitionState_0(buf, pos)
-            app_v_ungrouped_partition_states(e_v_ungrouped_partition_states)
+            v_ungrouped_partition_states_v_topic_name, pos = _rs(buf, pos, 'TopicName')
+            if pos + 16 > end:
+                raise _short_fixed(pos, end, _L0)
+            v_ungrouped_partition_states_v_partition_index, v_ungrouped_partition_states_v_controller_epoch, v_ungrouped_partition_states_v_leader, v_ungrouped_partition_states_v_leader_epoch = _S_iiii.unpack_from(buf, pos)
+            pos += 16
+            v_ungrouped_partition_states_v_isr: list[int]
+            n_v_ungrouped_partition_states_v_isr, pos = _ral(buf, pos, 'Isr')
+            v_ungrouped_partition_states_v_isr, pos = _rfa(buf, pos, n_v_ungrouped_partition_states_v_isr, 'i', 'Isr')
+            if pos + 4 > end:
+                raise _short_fixed(pos, end, _L1)
+            v_ungrouped_partition_states_v_partition_epoch, = _S_i.unpack_from(buf, pos)
+            pos += 4
+            v_ungrouped_partition_states_v_replicas: list[int]
+            n_v_ungrouped_partition_states_v_replicas, pos = _ral(buf, pos, 'Replicas')
+            v_ungrouped_partition_states_v_replicas, pos = _rfa(buf, pos, n_v_ungrouped_partition_states_v_replicas, 'i', 'Replicas')
+            v_ungrouped_partition_states_o = _new(LeaderAndIsrPartitionState)
+            v_ungrouped_partition_states_o.topic_name = v_ungrouped_partition_states_v_topic_name
+            v_ungrouped_partition_states_o.partition_index = v_ungrouped_partition_states_v_partition_index
+            v_ungrouped_partition_states_o.controller_epoch = v_ungrouped_partition_states_v_controller_epoch
+            v_ungrouped_partition_states_o.leader = v_ungrouped_partition_states_v_leader
+            v_ungrouped_partition_states_o.leader_epoch = v_ungrouped_partition_states_v_leader_epoch
+            v_ungrouped_partition_states_o.isr = v_ungrouped_partition_states_v_isr
+            v_ungrouped_partition_states_o.partition_epoch = v_ungrouped_partition_states_v_partition_epoch
+            v_ungrouped_partition_states_o.replicas = v_ungrouped_partition_states_v_replicas
+            v_ungrouped_partition_states_o.adding_replicas = []
+            v_ungrouped_partition_states_o.removing_replicas = []
+            v_ungrouped_partition_states_o.is_new = False
+            v_ungrouped_partition_states_o.leader_recovery_state = 0
+            v_ungrouped_partition_states_o.unknown_tagged_fields = ()
+            app_v_ungrouped_partition_states(v_ungrouped_partition_states_o)
     except _DecodeError as exc:
         raise exc.refine(field=f'UngroupedPartitionStates[{i}]')
     v_live_leaders: list[LeaderAndIsrLiveLeader]
@@ -932,8 +1223,21 @@ def _read_LeaderAndIsrRequest_0(buf: bytes | bytearray | memoryview, pos: int) -
     i = 0
     try:
         for i in range(n_v_live_leaders):
-            e_v_live_leaders, pos = _read_LeaderAndIsrLiveLeader_0(buf, pos)
-            app_v_live_leaders(e_v_live_leaders)
+            if pos + 4 > end:
+                raise _short_fixed(pos, end, _L5)
+            v_live_leaders_v_broker_id, = _S_i.unpack_from(buf, pos)
+            pos += 4
+            v_live_leaders_v_host_name, pos = _rs(buf, pos, 'HostName')
+            if pos + 4 > end:
+                raise _short_fixed(pos, end, _L6)
+            v_live_leaders_v_port, = _S_i.unpack_from(buf, pos)
+            pos += 4
+            v_live_leaders_o = _new(LeaderAndIsrLiveLeader)
+            v_live_leaders_o.broker_id = v_live_leaders_v_broker_id
+            v_live_leaders_o.host_name = v_live_leaders_v_host_name
+            v_live_leaders_o.port = v_live_leaders_v_port
+            v_live_leaders_o.unknown_tagged_fields = ()
+            app_v_live_leaders(v_live_leaders_o)
     except _DecodeError as exc:
         raise exc.refine(field=f'LiveLeaders[{i}]')
     o = _new(LeaderAndIsrRequest)
@@ -986,8 +1290,40 @@ def _read_LeaderAndIsrRequest_1(buf: bytes | bytearray | memoryview, pos: int) -
     i = 0
     try:
         for i in range(n_v_ungrouped_partition_states):
-            e_v_ungrouped_partition_states, pos = _read_LeaderAndIsrPartitionState_1(buf, pos)
-            app_v_ungrouped_partition_states(e_v_ungrouped_partition_states)
+            v_ungrouped_partition_states_v_topic_name, pos = _rs(buf, pos, 'TopicName')
+            if pos + 16 > end:
+                raise _short_fixed(pos, end, _L0)
+            v_ungrouped_partition_states_v_partition_index, v_ungrouped_partition_states_v_controller_epoch, v_ungrouped_partition_states_v_leader, v_ungrouped_partition_states_v_leader_epoch = _S_iiii.unpack_from(buf, pos)
+            pos += 16
+            v_ungrouped_partition_states_v_isr: list[int]
+            n_v_ungrouped_partition_states_v_isr, pos = _ral(buf, pos, 'Isr')
+            v_ungrouped_partition_states_v_isr, pos = _rfa(buf, pos, n_v_ungrouped_partition_states_v_isr, 'i', 'Isr')
+            if pos + 4 > end:
+                raise _short_fixed(pos, end, _L1)
+            v_ungrouped_partition_states_v_partition_epoch, = _S_i.unpack_from(buf, pos)
+            pos += 4
+            v_ungrouped_partition_states_v_replicas: list[int]
+            n_v_ungrouped_partition_states_v_replicas, pos = _ral(buf, pos, 'Replicas')
+            v_ungrouped_partition_states_v_replicas, pos = _rfa(buf, pos, n_v_ungrouped_partition_states_v_replicas, 'i', 'Replicas')
+            if pos + 1 > end:
+                raise _short_fixed(pos, end, _L2)
+            v_ungrouped_partition_states_v_is_new, = _S__.unpack_from(buf, pos)
+            pos += 1
+            v_ungrouped_partition_states_o = _new(LeaderAndIsrPartitionState)
+            v_ungrouped_partition_states_o.topic_name = v_ungrouped_partition_states_v_topic_name
+            v_ungrouped_partition_states_o.partition_index = v_ungrouped_partition_states_v_partition_index
+            v_ungrouped_partition_states_o.controller_epoch = v_ungrouped_partition_states_v_controller_epoch
+            v_ungrouped_partition_states_o.leader = v_ungrouped_partition_states_v_leader
+            v_ungrouped_partition_states_o.leader_epoch = v_ungrouped_partition_states_v_leader_epoch
+            v_ungrouped_partition_states_o.isr = v_ungrouped_partition_states_v_isr
+            v_ungrouped_partition_states_o.partition_epoch = v_ungrouped_partition_states_v_partition_epoch
+            v_ungrouped_partition_states_o.replicas = v_ungrouped_partition_states_v_replicas
+            v_ungrouped_partition_states_o.adding_replicas = []
+            v_ungrouped_partition_states_o.removing_replicas = []
+            v_ungrouped_partition_states_o.is_new = v_ungrouped_partition_states_v_is_new
+            v_ungrouped_partition_states_o.leader_recovery_state = 0
+            v_ungrouped_partition_states_o.unknown_tagged_fields = ()
+            app_v_ungrouped_partition_states(v_ungrouped_partition_states_o)
     except _DecodeError as exc:
         raise exc.refine(field=f'UngroupedPartitionStates[{i}]')
     v_live_leaders: list[LeaderAndIsrLiveLeader]
@@ -997,8 +1333,21 @@ def _read_LeaderAndIsrRequest_1(buf: bytes | bytearray | memoryview, pos: int) -
     i = 0
     try:
         for i in range(n_v_live_leaders):
-            e_v_live_leaders, pos = _read_LeaderAndIsrLiveLeader_0(buf, pos)
-            app_v_live_leaders(e_v_live_leaders)
+            if pos + 4 > end:
+                raise _short_fixed(pos, end, _L5)
+            v_live_leaders_v_broker_id, = _S_i.unpack_from(buf, pos)
+            pos += 4
+            v_live_leaders_v_host_name, pos = _rs(buf, pos, 'HostName')
+            if pos + 4 > end:
+                raise _short_fixed(pos, end, _L6)
+            v_live_leaders_v_port, = _S_i.unpack_from(buf, pos)
+            pos += 4
+            v_live_leaders_o = _new(LeaderAndIsrLiveLeader)
+            v_live_leaders_o.broker_id = v_live_leaders_v_broker_id
+            v_live_leaders_o.host_name = v_live_leaders_v_host_name
+            v_live_leaders_o.port = v_live_leaders_v_port
+            v_live_leaders_o.unknown_tagged_fields = ()
+            app_v_live_leaders(v_live_leaders_o)
     except _DecodeError as exc:
         raise exc.refine(field=f'LiveLeaders[{i}]')
     o = _new(LeaderAndIsrRequest)
@@ -1062,8 +1411,21 @@ def _read_LeaderAndIsrRequest_2(buf: bytes | bytearray | memoryview, pos: int) -
     i = 0
     try:
         for i in range(n_v_live_leaders):
-            e_v_live_leaders, pos = _read_LeaderAndIsrLiveLeader_0(buf, pos)
-            app_v_live_leaders(e_v_live_leaders)
+            if pos + 4 > end:
+                raise _short_fixed(pos, end, _L5)
+            v_live_leaders_v_broker_id, = _S_i.unpack_from(buf, pos)
+            pos += 4
+            v_live_leaders_v_host_name, pos = _rs(buf, pos, 'HostName')
+            if pos + 4 > end:
+                raise _short_fixed(pos, end, _L6)
+            v_live_leaders_v_port, = _S_i.unpack_from(buf, pos)
+            pos += 4
+            v_live_leaders_o = _new(LeaderAndIsrLiveLeader)
+            v_live_leaders_o.broker_id = v_live_leaders_v_broker_id
+            v_live_leaders_o.host_name = v_live_leaders_v_host_name
+            v_live_leaders_o.port = v_live_leaders_v_port
+            v_live_leaders_o.unknown_tagged_fields = ()
+            app_v_live_leaders(v_live_leaders_o)
     except _DecodeError as exc:
         raise exc.refine(field=f'LiveLeaders[{i}]')
     o = _new(LeaderAndIsrRequest)
@@ -1127,8 +1489,21 @@ def _read_LeaderAndIsrRequest_3(buf: bytes | bytearray | memoryview, pos: int) -
     i = 0
     try:
         for i in range(n_v_live_leaders):
-            e_v_live_leaders, pos = _read_LeaderAndIsrLiveLeader_0(buf, pos)
-            app_v_live_leaders(e_v_live_leaders)
+            if pos + 4 > end:
+                raise _short_fixed(pos, end, _L5)
+            v_live_leaders_v_broker_id, = _S_i.unpack_from(buf, pos)
+            pos += 4
+            v_live_leaders_v_host_name, pos = _rs(buf, pos, 'HostName')
+            if pos + 4 > end:
+                raise _short_fixed(pos, end, _L6)
+            v_live_leaders_v_port, = _S_i.unpack_from(buf, pos)
+            pos += 4
+            v_live_leaders_o = _new(LeaderAndIsrLiveLeader)
+            v_live_leaders_o.broker_id = v_live_leaders_v_broker_id
+            v_live_leaders_o.host_name = v_live_leaders_v_host_name
+            v_live_leaders_o.port = v_live_leaders_v_port
+            v_live_leaders_o.unknown_tagged_fields = ()
+            app_v_live_leaders(v_live_leaders_o)
     except _DecodeError as exc:
         raise exc.refine(field=f'LiveLeaders[{i}]')
     o = _new(LeaderAndIsrRequest)
@@ -1200,8 +1575,33 @@ def _read_LeaderAndIsrRequest_4(buf: bytes | bytearray | memoryview, pos: int) -
     i = 0
     try:
         for i in range(n_v_live_leaders):
-            e_v_live_leaders, pos = _read_LeaderAndIsrLiveLeader_1(buf, pos)
-            app_v_live_leaders(e_v_live_leaders)
+            if pos + 4 > end:
+                raise _short_fixed(pos, end, _L5)
+            v_live_leaders_v_broker_id, = _S_i.unpack_from(buf, pos)
+            pos += 4
+            v_live_leaders_v_host_name, pos = _rcs(buf, pos, 'HostName')
+            if pos + 4 > end:
+                raise _short_fixed(pos, end, _L6)
+            v_live_leaders_v_port, = _S_i.unpack_from(buf, pos)
+            pos += 4
+            v_live_leaders_unknown: tuple[tuple[int, bytes], ...] = ()
+            if pos < end and buf[pos] == 0:
+                pos += 1
+            else:
+                v_live_leaders_n_tags, pos = _rtc(buf, pos, '_tagged_fields')
+                v_live_leaders_raw_tags: list[tuple[int, bytes]] = []
+                for _ in range(v_live_leaders_n_tags):
+                    v_live_leaders_tag, v_live_leaders_size, pos = _rth(buf, pos, '_tagged_fields')
+                    v_live_leaders_raw_tags.append((v_live_leaders_tag, bytes(buf[pos:pos + v_live_leaders_size])))
+                    pos += v_live_leaders_size
+                if v_live_leaders_raw_tags:
+                    v_live_leaders_unknown = tuple(v_live_leaders_raw_tags)
+            v_live_leaders_o = _new(LeaderAndIsrLiveLeader)
+            v_live_leaders_o.broker_id = v_live_leaders_v_broker_id
+            v_live_leaders_o.host_name = v_live_leaders_v_host_name
+            v_live_leaders_o.port = v_live_leaders_v_port
+            v_live_leaders_o.unknown_tagged_fields = v_live_leaders_unknown
+            app_v_live_leaders(v_live_leaders_o)
     except _DecodeError as exc:
         raise exc.refine(field=f'LiveLeaders[{i}]')
     unknown: tuple[tuple[int, bytes], ...] = ()
@@ -1287,8 +1687,33 @@ def _read_LeaderAndIsrRequest_5(buf: bytes | bytearray | memoryview, pos: int) -
     i = 0
     try:
         for i in range(n_v_live_leaders):
-            e_v_live_leaders, pos = _read_LeaderAndIsrLiveLeader_1(buf, pos)
-            app_v_live_leaders(e_v_live_leaders)
+            if pos + 4 > end:
+                raise _short_fixed(pos, end, _L5)
+            v_live_leaders_v_broker_id, = _S_i.unpack_from(buf, pos)
+            pos += 4
+            v_live_leaders_v_host_name, pos = _rcs(buf, pos, 'HostName')
+            if pos + 4 > end:
+                raise _short_fixed(pos, end, _L6)
+            v_live_leaders_v_port, = _S_i.unpack_from(buf, pos)
+            pos += 4
+            v_live_leaders_unknown: tuple[tuple[int, bytes], ...] = ()
+            if pos < end and buf[pos] == 0:
+                pos += 1
+            else:
+                v_live_leaders_n_tags, pos = _rtc(buf, pos, '_tagged_fields')
+                v_live_leaders_raw_tags: list[tuple[int, bytes]] = []
+                for _ in range(v_live_leaders_n_tags):
+                    v_live_leaders_tag, v_live_leaders_size, pos = _rth(buf, pos, '_tagged_fields')
+                    v_live_leaders_raw_tags.append((v_live_leaders_tag, bytes(buf[pos:pos + v_live_leaders_size])))
+                    pos += v_live_leaders_size
+                if v_live_leaders_raw_tags:
+                    v_live_leaders_unknown = tuple(v_live_leaders_raw_tags)
+            v_live_leaders_o = _new(LeaderAndIsrLiveLeader)
+            v_live_leaders_o.broker_id = v_live_leaders_v_broker_id
+            v_live_leaders_o.host_name = v_live_leaders_v_host_name
+            v_live_leaders_o.port = v_live_leaders_v_port
+            v_live_leaders_o.unknown_tagged_fields = v_live_leaders_unknown
+            app_v_live_leaders(v_live_leaders_o)
     except _DecodeError as exc:
         raise exc.refine(field=f'LiveLeaders[{i}]')
     unknown: tuple[tuple[int, bytes], ...] = ()
@@ -1372,8 +1797,33 @@ def _read_LeaderAndIsrRequest_6(buf: bytes | bytearray | memoryview, pos: int) -
     i = 0
     try:
         for i in range(n_v_live_leaders):
-            e_v_live_leaders, pos = _read_LeaderAndIsrLiveLeader_1(buf, pos)
-            app_v_live_leaders(e_v_live_leaders)
+            if pos + 4 > end:
+                raise _short_fixed(pos, end, _L5)
+            v_live_leaders_v_broker_id, = _S_i.unpack_from(buf, pos)
+            pos += 4
+            v_live_leaders_v_host_name, pos = _rcs(buf, pos, 'HostName')
+            if pos + 4 > end:
+                raise _short_fixed(pos, end, _L6)
+            v_live_leaders_v_port, = _S_i.unpack_from(buf, pos)
+            pos += 4
+            v_live_leaders_unknown: tuple[tuple[int, bytes], ...] = ()
+            if pos < end and buf[pos] == 0:
+                pos += 1
+            else:
+                v_live_leaders_n_tags, pos = _rtc(buf, pos, '_tagged_fields')
+                v_live_leaders_raw_tags: list[tuple[int, bytes]] = []
+                for _ in range(v_live_leaders_n_tags):
+                    v_live_leaders_tag, v_live_leaders_size, pos = _rth(buf, pos, '_tagged_fields')
+                    v_live_leaders_raw_tags.append((v_live_leaders_tag, bytes(buf[pos:pos + v_live_leaders_size])))
+                    pos += v_live_leaders_size
+                if v_live_leaders_raw_tags:
+                    v_live_leaders_unknown = tuple(v_live_leaders_raw_tags)
+            v_live_leaders_o = _new(LeaderAndIsrLiveLeader)
+            v_live_leaders_o.broker_id = v_live_leaders_v_broker_id
+            v_live_leaders_o.host_name = v_live_leaders_v_host_name
+            v_live_leaders_o.port = v_live_leaders_v_port
+            v_live_leaders_o.unknown_tagged_fields = v_live_leaders_unknown
+            app_v_live_leaders(v_live_leaders_o)
     except _DecodeError as exc:
         raise exc.refine(field=f'LiveLeaders[{i}]')
     unknown: tuple[tuple[int, bytes], ...] = ()
@@ -1457,8 +1907,33 @@ def _read_LeaderAndIsrRequest_7(buf: bytes | bytearray | memoryview, pos: int) -
     i = 0
     try:
         for i in range(n_v_live_leaders):
-            e_v_live_leaders, pos = _read_LeaderAndIsrLiveLeader_1(buf, pos)
-            app_v_live_leaders(e_v_live_leaders)
+            if pos + 4 > end:
+                raise _short_fixed(pos, end, _L5)
+            v_live_leaders_v_broker_id, = _S_i.unpack_from(buf, pos)
+            pos += 4
+            v_live_leaders_v_host_name, pos = _rcs(buf, pos, 'HostName')
+            if pos + 4 > end:
+                raise _short_fixed(pos, end, _L6)
+            v_live_leaders_v_port, = _S_i.unpack_from(buf, pos)
+            pos += 4
+            v_live_leaders_unknown: tuple[tuple[int, bytes], ...] = ()
+            if pos < end and buf[pos] == 0:
+                pos += 1
+            else:
+                v_live_leaders_n_tags, pos = _rtc(buf, pos, '_tagged_fields')
+                v_live_leaders_raw_tags: list[tuple[int, bytes]] = []
+                for _ in range(v_live_leaders_n_tags):
+                    v_live_leaders_tag, v_live_leaders_size, pos = _rth(buf, pos, '_tagged_fields')
+                    v_live_leaders_raw_tags.append((v_live_leaders_tag, bytes(buf[pos:pos + v_live_leaders_size])))
+                    pos += v_live_leaders_size
+                if v_live_leaders_raw_tags:
+                    v_live_leaders_unknown = tuple(v_live_leaders_raw_tags)
+            v_live_leaders_o = _new(LeaderAndIsrLiveLeader)
+            v_live_leaders_o.broker_id = v_live_leaders_v_broker_id
+            v_live_leaders_o.host_name = v_live_leaders_v_host_name
+            v_live_leaders_o.port = v_live_leaders_v_port
+            v_live_leaders_o.unknown_tagged_fields = v_live_leaders_unknown
+            app_v_live_leaders(v_live_leaders_o)
     except _DecodeError as exc:
         raise exc.refine(field=f'LiveLeaders[{i}]')
     unknown: tuple[tuple[int, bytes], ...] = ()

@@ -217,8 +217,28 @@ def _read_LeaderAndIsrTopicError_0(buf: bytes | bytearray | memoryview, pos: int
     i = 0
     try:
         for i in range(n_v_partition_errors):
-            e_v_partition_errors, pos = _read_LeaderAndIsrPartitionError_2(buf, pos)
-            app_v_partition_errors(e_v_partition_errors)
+            if pos + 6 > end:
+                raise _short_fixed(pos, end, _L0)
+            v_partition_errors_v_partition_index, v_partition_errors_v_error_code = _S_ih.unpack_from(buf, pos)
+            pos += 6
+            v_partition_errors_unknown: tuple[tuple[int, bytes], ...] = ()
+            if pos < end and buf[pos] == 0:
+                pos += 1
+            else:
+                v_partition_errors_n_tags, pos = _rtc(buf, pos, '_tagged_fields')
+                v_partition_errors_raw_tags: list[tuple[int, bytes]] = []
+                for _ in range(v_partition_errors_n_tags):
+                    v_partition_errors_tag, v_partition_errors_size, pos = _rth(buf, pos, '_tagged_fields')
+                    v_partition_errors_raw_tags.append((v_partition_errors_tag, bytes(buf[pos:pos + v_partition_errors_size])))
+                    pos += v_partition_errors_size
+                if v_partition_errors_raw_tags:
+                    v_partition_errors_unknown = tuple(v_partition_errors_raw_tags)
+            v_partition_errors_o = _new(LeaderAndIsrPartitionError)
+            v_partition_errors_o.topic_name = ''
+            v_partition_errors_o.partition_index = v_partition_errors_v_partition_index
+            v_partition_errors_o.error_code = v_partition_errors_v_error_code
+            v_partition_errors_o.unknown_tagged_fields = v_partition_errors_unknown
+            app_v_partition_errors(v_partition_errors_o)
     except _DecodeError as exc:
         raise exc.refine(field=f'PartitionErrors[{i}]')
     unknown: tuple[tuple[int, bytes], ...] = ()
@@ -268,8 +288,17 @@ def _read_LeaderAndIsrResponse_0(buf: bytes | bytearray | memoryview, pos: int) 
     i = 0
     try:
         for i in range(n_v_partition_errors):
-            e_v_partition_errors, pos = _read_LeaderAndIsrPartitionError_0(buf, pos)
-            app_v_partition_errors(e_v_partition_errors)
+            v_partition_errors_v_topic_name, pos = _rs(buf, pos, 'TopicName')
+            if pos + 6 > end:
+                raise _short_fixed(pos, end, _L0)
+            v_partition_errors_v_partition_index, v_partition_errors_v_error_code = _S_ih.unpack_from(buf, pos)
+            pos += 6
+            v_partition_errors_o = _new(LeaderAndIsrPartitionError)
+            v_partition_errors_o.topic_name = v_partition_errors_v_topic_name
+            v_partition_errors_o.partition_index = v_partition_errors_v_partition_index
+            v_partition_errors_o.error_code = v_partition_errors_v_error_code
+            v_partition_errors_o.unknown_tagged_fields = ()
+            app_v_partition_errors(v_partition_errors_o)
     except _DecodeError as exc:
         raise exc.refine(field=f'PartitionErrors[{i}]')
     o = _new(LeaderAndIsrResponse)
@@ -312,8 +341,29 @@ def _read_LeaderAndIsrResponse_1(buf: bytes | bytearray | memoryview, pos: int) 
     i = 0
     try:
         for i in range(n_v_partition_errors):
-            e_v_partition_errors, pos = _read_LeaderAndIsrPartitionError_1(buf, pos)
-            app_v_partition_errors(e_v_partition_errors)
+            v_partition_errors_v_topic_name, pos = _rcs(buf, pos, 'TopicName')
+            if pos + 6 > end:
+                raise _short_fixed(pos, end, _L0)
+            v_partition_errors_v_partition_index, v_partition_errors_v_error_code = _S_ih.unpack_from(buf, pos)
+            pos += 6
+            v_partition_errors_unknown: tuple[tuple[int, bytes], ...] = ()
+            if pos < end and buf[pos] == 0:
+                pos += 1
+            else:
+                v_partition_errors_n_tags, pos = _rtc(buf, pos, '_tagged_fields')
+                v_partition_errors_raw_tags: list[tuple[int, bytes]] = []
+                for _ in range(v_partition_errors_n_tags):
+                    v_partition_errors_tag, v_partition_errors_size, pos = _rth(buf, pos, '_tagged_fields')
+                    v_partition_errors_raw_tags.append((v_partition_errors_tag, bytes(buf[pos:pos + v_partition_errors_size])))
+                    pos += v_partition_errors_size
+                if v_partition_errors_raw_tags:
+                    v_partition_errors_unknown = tuple(v_partition_errors_raw_tags)
+            v_partition_errors_o = _new(LeaderAndIsrPartitionError)
+            v_partition_errors_o.topic_name = v_partition_errors_v_topic_name
+            v_partition_errors_o.partition_index = v_partition_errors_v_partition_index
+            v_partition_errors_o.error_code = v_partition_errors_v_error_code
+            v_partition_errors_o.unknown_tagged_fields = v_partition_errors_unknown
+            app_v_partition_errors(v_partition_errors_o)
     except _DecodeError as exc:
         raise exc.refine(field=f'PartitionErrors[{i}]')
     unknown: tuple[tuple[int, bytes], ...] = ()

@@ -178,8 +178,27 @@ def _read_LeaderChangeMessage_0(buf: bytes | bytearray | memoryview, pos: int) -
     i = 0
     try:
         for i in range(n_v_voters):
-            e_v_voters, pos = _read_Voter_0(buf, pos)
-            app_v_voters(e_v_voters)
+            if pos + 4 > end:
+                raise _short_fixed(pos, end, _L0)
+            v_voters_v_voter_id, = _S_i.unpack_from(buf, pos)
+            pos += 4
+            v_voters_unknown: tuple[tuple[int, bytes], ...] = ()
+            if pos < end and buf[pos] == 0:
+                pos += 1
+            else:
+                v_voters_n_tags, pos = _rtc(buf, pos, '_tagged_fields')
+                v_voters_raw_tags: list[tuple[int, bytes]] = []
+                for _ in range(v_voters_n_tags):
+                    v_voters_tag, v_voters_size, pos = _rth(buf, pos, '_tagged_fields')
+                    v_voters_raw_tags.append((v_voters_tag, bytes(buf[pos:pos + v_voters_size])))
+                    pos += v_voters_size
+                if v_voters_raw_tags:
+                    v_voters_unknown = tuple(v_voters_raw_tags)
+            v_voters_o = _new(Voter)
+            v_voters_o.voter_id = v_voters_v_voter_id
+            v_voters_o.voter_directory_id = _ZERO_UUID
+            v_voters_o.unknown_tagged_fields = v_voters_unknown
+            app_v_voters(v_voters_o)
     except _DecodeError as exc:
         raise exc.refine(field=f'Voters[{i}]')
     v_granting_voters: list[Voter]
@@ -193,8 +212,27 @@ def _read_LeaderChangeMessage_0(buf: bytes | bytearray | memoryview, pos: int) -
     i = 0
     try:
         for i in range(n_v_granting_voters):
-            e_v_granting_voters, pos = _read_Voter_0(buf, pos)
-            app_v_granting_voters(e_v_granting_voters)
+            if pos + 4 > end:
+                raise _short_fixed(pos, end, _L0)
+            v_granting_voters_v_voter_id, = _S_i.unpack_from(buf, pos)
+            pos += 4
+            v_granting_voters_unknown: tuple[tuple[int, bytes], ...] = ()
+            if pos < end and buf[pos] == 0:
+                pos += 1
+            else:
+                v_granting_voters_n_tags, pos = _rtc(buf, pos, '_tagged_fields')
+                v_granting_voters_raw_tags: list[tuple[int, bytes]] = []
+                for _ in range(v_granting_voters_n_tags):
+                    v_granting_voters_tag, v_granting_voters_size, pos = _rth(buf, pos, '_tagged_fields')
+                    v_granting_voters_raw_tags.append((v_granting_voters_tag, bytes(buf[pos:pos + v_granting_voters_size])))
+                    pos += v_granting_voters_size
+                if v_granting_voters_raw_tags:
+                    v_granting_voters_unknown = tuple(v_granting_voters_raw_tags)
+            v_granting_voters_o = _new(Voter)
+            v_granting_voters_o.voter_id = v_granting_voters_v_voter_id
+            v_granting_voters_o.voter_directory_id = _ZERO_UUID
+            v_granting_voters_o.unknown_tagged_fields = v_granting_voters_unknown
+            app_v_granting_voters(v_granting_voters_o)
     except _DecodeError as exc:
         raise exc.refine(field=f'GrantingVoters[{i}]')
     unknown: tuple[tuple[int, bytes], ...] = ()
@@ -255,8 +293,28 @@ def _read_LeaderChangeMessage_1(buf: bytes | bytearray | memoryview, pos: int) -
     i = 0
     try:
         for i in range(n_v_voters):
-            e_v_voters, pos = _read_Voter_1(buf, pos)
-            app_v_voters(e_v_voters)
+            if pos + 20 > end:
+                raise _short_fixed(pos, end, _L1)
+            v_voters_v_voter_id, v_voters_r_voter_directory_id = _S_i16s.unpack_from(buf, pos)
+            v_voters_v_voter_directory_id = _uuid_from_bytes(v_voters_r_voter_directory_id)
+            pos += 20
+            v_voters_unknown: tuple[tuple[int, bytes], ...] = ()
+            if pos < end and buf[pos] == 0:
+                pos += 1
+            else:
+                v_voters_n_tags, pos = _rtc(buf, pos, '_tagged_fields')
+                v_voters_raw_tags: list[tuple[int, bytes]] = []
+                for _ in range(v_voters_n_tags):
+                    v_voters_tag, v_voters_size, pos = _rth(buf, pos, '_tagged_fields')
+                    v_voters_raw_tags.append((v_voters_tag, bytes(buf[pos:pos + v_voters_size])))
+                    pos += v_voters_size
+                if v_voters_raw_tags:
+                    v_voters_unknown = tuple(v_voters_raw_tags)
+            v_voters_o = _new(Voter)
+            v_voters_o.voter_id = v_voters_v_voter_id
+            v_voters_o.voter_directory_id = v_voters_v_voter_directory_id
+            v_voters_o.unknown_tagged_fields = v_voters_unknown
+            app_v_voters(v_voters_o)
     except _DecodeError as exc:
         raise exc.refine(field=f'Voters[{i}]')
     v_granting_voters: list[Voter]
@@ -270,8 +328,28 @@ def _read_LeaderChangeMessage_1(buf: bytes | bytearray | memoryview, pos: int) -
     i = 0
     try:
         for i in range(n_v_granting_voters):
-            e_v_granting_voters, pos = _read_Voter_1(buf, pos)
-            app_v_granting_voters(e_v_granting_voters)
+            if pos + 20 > end:
+                raise _short_fixed(pos, end, _L1)
+            v_granting_voters_v_voter_id, v_granting_voters_r_voter_directory_id = _S_i16s.unpack_from(buf, pos)
+            v_granting_voters_v_voter_directory_id = _uuid_from_bytes(v_granting_voters_r_voter_directory_id)
+            pos += 20
+            v_granting_voters_unknown: tuple[tuple[int, bytes], ...] = ()
+            if pos < end and buf[pos] == 0:
+                pos += 1
+            else:
+                v_granting_voters_n_tags, pos = _rtc(buf, pos, '_tagged_fields')
+                v_granting_voters_raw_tags: list[tuple[int, bytes]] = []
+                for _ in range(v_granting_voters_n_tags):
+                    v_granting_voters_tag, v_granting_voters_size, pos = _rth(buf, pos, '_tagged_fields')
+                    v_granting_voters_raw_tags.append((v_granting_voters_tag, bytes(buf[pos:pos + v_granting_voters_size])))
+                    pos += v_granting_voters_size
+                if v_granting_voters_raw_tags:
+                    v_granting_voters_unknown = tuple(v_granting_voters_raw_tags)
+            v_granting_voters_o = _new(Voter)
+            v_granting_voters_o.voter_id = v_granting_voters_v_voter_id
+            v_granting_voters_o.voter_directory_id = v_granting_voters_v_voter_directory_id
+            v_granting_voters_o.unknown_tagged_fields = v_granting_voters_unknown
+            app_v_granting_voters(v_granting_voters_o)
     except _DecodeError as exc:
         raise exc.refine(field=f'GrantingVoters[{i}]')
     unknown: tuple[tuple[int, bytes], ...] = ()

@@ -216,8 +216,18 @@ def _read_LeaveGroupResponse_2(buf: bytes | bytearray | memoryview, pos: int) ->
     i = 0
     try:
         for i in range(n_v_members):
-            e_v_members, pos = _read_MemberResponse_0(buf, pos)
-            app_v_members(e_v_members)
+            v_members_v_member_id, pos = _rs(buf, pos, 'MemberId')
+            v_members_v_group_instance_id, pos = _rns(buf, pos, 'GroupInstanceId')
+            if pos + 2 > end:
+                raise _short_fixed(pos, end, _L0)
+            v_members_v_error_code, = _S_h.unpack_from(buf, pos)
+            pos += 2
+            v_members_o = _new(MemberResponse)
+            v_members_o.member_id = v_members_v_member_id
+            v_members_o.group_instance_id = v_members_v_group_instance_id
+            v_members_o.error_code = v_members_v_error_code
+            v_members_o.unknown_tagged_fields = ()
+            app_v_members(v_members_o)
     except _DecodeError as exc:
         raise exc.refine(field=f'Members[{i}]')
     o = _new(LeaveGroupResponse)
@@ -258,8 +268,30 @@ def _read_LeaveGroupResponse_3(buf: bytes | bytearray | memoryview, pos: int) ->
     i = 0
     try:
         for i in range(n_v_members):
-            e_v_members, pos = _read_MemberResponse_1(buf, pos)
-            app_v_members(e_v_members)
+            v_members_v_member_id, pos = _rcs(buf, pos, 'MemberId')
+            v_members_v_group_instance_id, pos = _rncs(buf, pos, 'GroupInstanceId')
+            if pos + 2 > end:
+                raise _short_fixed(pos, end, _L0)
+            v_members_v_error_code, = _S_h.unpack_from(buf, pos)
+            pos += 2
+            v_members_unknown: tuple[tuple[int, bytes], ...] = ()
+            if pos < end and buf[pos] == 0:
+                pos += 1
+            else:
+                v_members_n_tags, pos = _rtc(buf, pos, '_tagged_fields')
+                v_members_raw_tags: list[tuple[int, bytes]] = []
+                for _ in range(v_members_n_tags):
+                    v_members_tag, v_members_size, pos = _rth(buf, pos, '_tagged_fields')
+                    v_members_raw_tags.append((v_members_tag, bytes(buf[pos:pos + v_members_size])))
+                    pos += v_members_size
+                if v_members_raw_tags:
+                    v_members_unknown = tuple(v_members_raw_tags)
+            v_members_o = _new(MemberResponse)
+            v_members_o.member_id = v_members_v_member_id
+            v_members_o.group_instance_id = v_members_v_group_instance_id
+            v_members_o.error_code = v_members_v_error_code
+            v_members_o.unknown_tagged_fields = v_members_unknown
+            app_v_members(v_members_o)
     except _DecodeError as exc:
         raise exc.refine(field=f'Members[{i}]')
     unknown: tuple[tuple[int, bytes], ...] = ()

@@ -131,8 +131,23 @@ def _read_ListClientMetricsResourcesResponse_0(buf: bytes | bytearray | memoryvi
     i = 0
     try:
         for i in range(n_v_client_metrics_resources):
-            e_v_client_metrics_resources, pos = _read_ClientMetricsResource_0(buf, pos)
-            app_v_client_metrics_resources(e_v_client_metrics_resources)
+            v_client_metrics_resources_v_name, pos = _rcs(buf, pos, 'Name')
+            v_client_metrics_resources_unknown: tuple[tuple[int, bytes], ...] = ()
+            if pos < end and buf[pos] == 0:
+                pos += 1
+            else:
+                v_client_metrics_resources_n_tags, pos = _rtc(buf, pos, '_tagged_fields')
+                v_client_metrics_resources_raw_tags: list[tuple[int, bytes]] = []
+                for _ in range(v_client_metrics_resources_n_tags):
+                    v_client_metrics_resources_tag, v_client_metrics_resources_size, pos = _rth(buf, pos, '_tagged_fields')
+                    v_client_metrics_resources_raw_tags.append((v_client_metrics_resources_tag, bytes(buf[pos:pos + v_client_metrics_resources_size])))
+                    pos += v_client_metrics_resources_size
+                if v_client_metrics_resources_raw_tags:
+                    v_client_metrics_resources_unknown = tuple(v_client_metrics_resources_raw_tags)
+            v_client_metrics_resources_o = _new(ClientMetricsResource)
+            v_client_metrics_resources_o.name = v_client_metrics_resources_v_name
+            v_client_metrics_resources_o.unknown_tagged_fields = v_client_metrics_resources_unknown
+            app_v_client_metrics_resources(v_client_metrics_resources_o)
     except _DecodeError as exc:
         raise exc.refine(field=f'ClientMetricsResources[{i}]')
     unknown: tuple[tuple[int, bytes], ...] = ()

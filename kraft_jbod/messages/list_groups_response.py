@@ -257,8 +257,15 @@ def _read_ListGroupsResponse_0(buf: bytes | bytearray | memoryview, pos: int) ->
     i = 0
     try:
         for i in range(n_v_groups):
-            e_v_groups, pos = _read_ListedGroup_0(buf, pos)
-            app_v_groups(e_v_groups)
+            v_groups_v_group_id, pos = _rs(buf, pos, 'GroupId')
+            v_groups_v_protocol_type, pos = _rs(buf, pos, 'ProtocolType')
+            v_groups_o = _new(ListedGroup)
+            v_groups_o.group_id = v_groups_v_group_id
+            v_groups_o.protocol_type = v_groups_v_protocol_type
+            v_groups_o.group_state = ''
+            v_groups_o.group_type = ''
+            v_groups_o.unknown_tagged_fields = ()
+            app_v_groups(v_groups_o)
     except _DecodeError as exc:
         raise exc.refine(field=f'Groups[{i}]')
     o = _new(ListGroupsResponse)
@@ -295,8 +302,15 @@ def _read_ListGroupsResponse_1(buf: bytes | bytearray | memoryview, pos: int) ->
     i = 0
     try:
         for i in range(n_v_groups):
-            e_v_groups, pos = _read_ListedGroup_0(buf, pos)
-            app_v_groups(e_v_groups)
+            v_groups_v_group_id, pos = _rs(buf, pos, 'GroupId')
+            v_groups_v_protocol_type, pos = _rs(buf, pos, 'ProtocolType')
+            v_groups_o = _new(ListedGroup)
+            v_groups_o.group_id = v_groups_v_group_id
+            v_groups_o.protocol_type = v_groups_v_protocol_type
+            v_groups_o.group_state = ''
+            v_groups_o.group_type = ''
+            v_groups_o.unknown_tagged_fields = ()
+            app_v_groups(v_groups_o)
     except _DecodeError as exc:
         raise exc.refine(field=f'Groups[{i}]')
     o = _new(ListGroupsResponse)
@@ -337,8 +351,27 @@ def _read_ListGroupsResponse_2(buf: bytes | bytearray | memoryview, pos: int) ->
     i = 0
     try:
         for i in range(n_v_groups):
-            e_v_groups, pos = _read_ListedGroup_1(buf, pos)
-            app_v_groups(e_v_groups)
+            v_groups_v_group_id, pos = _rcs(buf, pos, 'GroupId')
+            v_groups_v_protocol_type, pos = _rcs(buf, pos, 'ProtocolType')
+            v_groups_unknown: tuple[tuple[int, bytes], ...] = ()
+            if pos < end and buf[pos] == 0:
+                pos += 1
+            else:
+                v_groups_n_tags, pos = _rtc(buf, pos, '_tagged_fields')
+                v_groups_raw_tags: list[tuple[int, bytes]] = []
+                for _ in range(v_groups_n_tags):
+                    v_groups_tag, v_groups_size, pos = _rth(buf, pos, '_tagged_fields')
+                    v_groups_raw_tags.append((v_groups_tag, bytes(buf[pos:pos + v_groups_size])))
+                    pos += v_groups_size
+                if v_groups_raw_tags:
+                    v_groups_unknown = tuple(v_groups_raw_tags)
+            v_groups_o = _new(ListedGroup)
+            v_groups_o.group_id = v_groups_v_group_id
+            v_groups_o.protocol_type = v_groups_v_protocol_type
+            v_groups_o.group_state = ''
+            v_groups_o.group_type = ''
+            v_groups_o.unknown_tagged_fields = v_groups_unknown
+            app_v_groups(v_groups_o)
     except _DecodeError as exc:
         raise exc.refine(field=f'Groups[{i}]')
     unknown: tuple[tuple[int, bytes], ...] = ()
@@ -393,8 +426,28 @@ def _read_ListGroupsResponse_3(buf: bytes | bytearray | memoryview, pos: int) ->
     i = 0
     try:
         for i in range(n_v_groups):
-            e_v_groups, pos = _read_ListedGroup_2(buf, pos)
-            app_v_groups(e_v_groups)
+            v_groups_v_group_id, pos = _rcs(buf, pos, 'GroupId')
+            v_groups_v_protocol_type, pos = _rcs(buf, pos, 'ProtocolType')
+            v_groups_v_group_state, pos = _rcs(buf, pos, 'GroupState')
+            v_groups_unknown: tuple[tuple[int, bytes], ...] = ()
+            if pos < end and buf[pos] == 0:
+                pos += 1
+            else:
+                v_groups_n_tags, pos = _rtc(buf, pos, '_tagged_fields')
+                v_groups_raw_tags: list[tuple[int, bytes]] = []
+                for _ in range(v_groups_n_tags):
+                    v_groups_tag, v_groups_size, pos = _rth(buf, pos, '_tagged_fields')
+                    v_groups_raw_tags.append((v_groups_tag, bytes(buf[pos:pos + v_groups_size])))
+                    pos += v_groups_size
+                if v_groups_raw_tags:
+                    v_groups_unknown = tuple(v_groups_raw_tags)
+            v_groups_o = _new(ListedGroup)
+            v_groups_o.group_id = v_groups_v_group_id
+            v_groups_o.protocol_type = v_groups_v_protocol_type
+            v_groups_o.group_state = v_groups_v_group_state
+            v_groups_o.group_type = ''
+            v_groups_o.unknown_tagged_fields = v_groups_unknown
+            app_v_groups(v_groups_o)
     except _DecodeError as exc:
         raise exc.refine(field=f'Groups[{i}]')
     unknown: tuple[tuple[int, bytes], ...] = ()
@@ -449,8 +502,29 @@ def _read_ListGroupsResponse_4(buf: bytes | bytearray | memoryview, pos: int) ->
     i = 0
     try:
         for i in range(n_v_groups):
-            e_v_groups, pos = _read_ListedGroup_3(buf, pos)
-            app_v_groups(e_v_groups)
+            v_groups_v_group_id, pos = _rcs(buf, pos, 'GroupId')
+            v_groups_v_protocol_type, pos = _rcs(buf, pos, 'ProtocolType')
+            v_groups_v_group_state, pos = _rcs(buf, pos, 'GroupState')
+            v_groups_v_group_type, pos = _rcs(buf, pos, 'GroupType')
+            v_groups_unknown: tuple[tuple[int, bytes], ...] = ()
+            if pos < end and buf[pos] == 0:
+                pos += 1
+            else:
+                v_groups_n_tags, pos = _rtc(buf, pos, '_tagged_fields')
+                v_groups_raw_tags: list[tuple[int, bytes]] = []
+                for _ in range(v_groups_n_tags):
+                    v_groups_tag, v_groups_size, pos = _rth(buf, pos, '_tagged_fields')
+                    v_groups_raw_tags.append((v_groups_tag, bytes(buf[pos:pos + v_groups_size])))
+                    pos += v_groups_size
+                if v_groups_raw_tags:
+                    v_groups_unknown = tuple(v_groups_raw_tags)
+            v_groups_o = _new(ListedGroup)
+            v_groups_o.group_id = v_groups_v_group_id
+            v_groups_o.protocol_type = v_groups_v_protocol_type
+            v_groups_o.group_state = v_groups_v_group_state
+            v_groups_o.group_type = v_groups_v_group_type
+            v_groups_o.unknown_tagged_fields = v_groups_unknown
+            app_v_groups(v_groups_o)
     except _DecodeError as exc:
         raise exc.refine(field=f'Groups[{i}]')
     unknown: tuple[tuple[int, bytes], ...] = ()

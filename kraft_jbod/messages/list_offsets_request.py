@@ -225,8 +225,17 @@ def _read_ListOffsetsTopic_0(buf: bytes | bytearray | memoryview, pos: int) -> t
     i = 0
     try:
         for i in range(n_v_partitions):
-            e_v_partitions, pos = _read_ListOffsetsPartition_0(buf, pos)
-            app_v_partitions(e_v_partitions)
+            if pos + 16 > end:
+                raise _short_fixed(pos, end, _L0)
+            v_partitions_v_partition_index, v_partitions_v_timestamp, v_partitions_v_max_num_offsets = _S_iqi.unpack_from(buf, pos)
+            pos += 16
+            v_partitions_o = _new(ListOffsetsPartition)
+            v_partitions_o.partition_index = v_partitions_v_partition_index
+            v_partitions_o.current_leader_epoch = -1
+            v_partitions_o.timestamp = v_partitions_v_timestamp
+            v_partitions_o.max_num_offsets = v_partitions_v_max_num_offsets
+            v_partitions_o.unknown_tagged_fields = ()
+            app_v_partitions(v_partitions_o)
     except _DecodeError as exc:
         raise exc.refine(field=f'Partitions[{i}]')
     o = _new(ListOffsetsTopic)
@@ -261,8 +270,17 @@ def _read_ListOffsetsTopic_1(buf: bytes | bytearray | memoryview, pos: int) -> t
     i = 0
     try:
         for i in range(n_v_partitions):
-            e_v_partitions, pos = _read_ListOffsetsPartition_1(buf, pos)
-            app_v_partitions(e_v_partitions)
+            if pos + 12 > end:
+                raise _short_fixed(pos, end, _L1)
+            v_partitions_v_partition_index, v_partitions_v_timestamp = _S_iq.unpack_from(buf, pos)
+            pos += 12
+            v_partitions_o = _new(ListOffsetsPartition)
+            v_partitions_o.partition_index = v_partitions_v_partition_index
+            v_partitions_o.current_leader_epoch = -1
+            v_partitions_o.timestamp = v_partitions_v_timestamp
+            v_partitions_o.max_num_offsets = 1
+            v_partitions_o.unknown_tagged_fields = ()
+            app_v_partitions(v_partitions_o)
     except _DecodeError as exc:
         raise exc.refine(field=f'Partitions[{i}]')
     o = _new(ListOffsetsTopic)
@@ -297,8 +315,17 @@ def _read_ListOffsetsTopic_2(buf: bytes | bytearray | memoryview, pos: int) -> t
     i = 0
     try:
         for i in range(n_v_partitions):
-            e_v_partitions, pos = _read_ListOffsetsPartition_2(buf, pos)
-            app_v_partitions(e_v_partitions)
+            if pos + 16 > end:
+                raise _short_fixed(pos, end, _L2)
+            v_partitions_v_partition_index, v_partitions_v_current_leader_epoch, v_partitions_v_timestamp = _S_iiq.unpack_from(buf, pos)
+            pos += 16
+            v_partitions_o = _new(ListOffsetsPartition)
+            v_partitions_o.partition_index = v_partitions_v_partition_index
+            v_partitions_o.current_leader_epoch = v_partitions_v_current_leader_epoch
+            v_partitions_o.timestamp = v_partitions_v_timestamp
+            v_partitions_o.max_num_offsets = 1
+            v_partitions_o.unknown_tagged_fields = ()
+            app_v_partitions(v_partitions_o)
     except _DecodeError as exc:
         raise exc.refine(field=f'Partitions[{i}]')
     o = _new(ListOffsetsTopic)
@@ -337,8 +364,29 @@ def _read_ListOffsetsTopic_3(buf: bytes | bytearray | memoryview, pos: int) -> t
     i = 0
     try:
         for i in range(n_v_partitions):
-            e_v_partitions, pos = _read_ListOffsetsPartition_3(buf, pos)
-            app_v_partitions(e_v_partitions)
+            if pos + 16 > end:
+                raise _short_fixed(pos, end, _L2)
+            v_partitions_v_partition_index, v_partitions_v_current_leader_epoch, v_partitions_v_timestamp = _S_iiq.unpack_from(buf, pos)
+            pos += 16
+            v_partitions_unknown: tuple[tuple[int, bytes], ...] = ()
+            if pos < end and buf[pos] == 0:
+                pos += 1
+            else:
+                v_partitions_n_tags, pos = _rtc(buf, pos, '_tagged_fields')
+                v_partitions_raw_tags: list[tuple[int, bytes]] = []
+                for _ in range(v_partitions_n_tags):
+                    v_partitions_tag, v_partitions_size, pos = _rth(buf, pos, '_tagged_fields')
+                    v_partitions_raw_tags.append((v_partitions_tag, bytes(buf[pos:pos + v_partitions_size])))
+                    pos += v_partitions_size
+                if v_partitions_raw_tags:
+                    v_partitions_unknown = tuple(v_partitions_raw_tags)
+            v_partitions_o = _new(ListOffsetsPartition)
+            v_partitions_o.partition_index = v_partitions_v_partition_index
+            v_partitions_o.current_leader_epoch = v_partitions_v_current_leader_epoch
+            v_partitions_o.timestamp = v_partitions_v_timestamp
+            v_partitions_o.max_num_offsets = 1
+            v_partitions_o.unknown_tagged_fields = v_partitions_unknown
+            app_v_partitions(v_partitions_o)
     except _DecodeError as exc:
         raise exc.refine(field=f'Partitions[{i}]')
     unknown: tuple[tuple[int, bytes], ...] = ()

@@ -245,8 +245,22 @@ def _read_ListOffsetsTopicResponse_0(buf: bytes | bytearray | memoryview, pos: i
     i = 0
     try:
         for i in range(n_v_partitions):
-            e_v_partitions, pos = _read_ListOffsetsPartitionResponse_0(buf, pos)
-            app_v_partitions(e_v_partitions)
+            if pos + 6 > end:
+                raise _short_fixed(pos, end, _L0)
+            v_partitions_v_partition_index, v_partitions_v_error_code = _S_ih.unpack_from(buf, pos)
+            pos += 6
+            v_partitions_v_old_style_offsets: list[int]
+            n_v_partitions_v_old_style_offsets, pos = _ral(buf, pos, 'OldStyleOffsets')
+            v_partitions_v_old_style_offsets, pos = _rfa(buf, pos, n_v_partitions_v_old_style_offsets, 'q', 'OldStyleOffsets')
+            v_partitions_o = _new(ListOffsetsPartitionResponse)
+            v_partitions_o.partition_index = v_partitions_v_partition_index
+            v_partitions_o.error_code = v_partitions_v_error_code
+            v_partitions_o.old_style_offsets = v_partitions_v_old_style_offsets
+            v_partitions_o.timestamp = -1
+            v_partitions_o.offset = -1
+            v_partitions_o.leader_epoch = -1
+            v_partitions_o.unknown_tagged_fields = ()
+            app_v_partitions(v_partitions_o)
     except _DecodeError as exc:
         raise exc.refine(field=f'Partitions[{i}]')
     o = _new(ListOffsetsTopicResponse)
@@ -281,8 +295,19 @@ def _read_ListOffsetsTopicResponse_1(buf: bytes | bytearray | memoryview, pos: i
     i = 0
     try:
         for i in range(n_v_partitions):
-            e_v_partitions, pos = _read_ListOffsetsPartitionResponse_1(buf, pos)
-            app_v_partitions(e_v_partitions)
+            if pos + 22 > end:
+                raise _short_fixed(pos, end, _L1)
+            v_partitions_v_partition_index, v_partitions_v_error_code, v_partitions_v_timestamp, v_partitions_v_offset = _S_ihqq.unpack_from(buf, pos)
+            pos += 22
+            v_partitions_o = _new(ListOffsetsPartitionResponse)
+            v_partitions_o.partition_index = v_partitions_v_partition_index
+            v_partitions_o.error_code = v_partitions_v_error_code
+            v_partitions_o.old_style_offsets = []
+            v_partitions_o.timestamp = v_partitions_v_timestamp
+            v_partitions_o.offset = v_partitions_v_offset
+            v_partitions_o.leader_epoch = -1
+            v_partitions_o.unknown_tagged_fields = ()
+            app_v_partitions(v_partitions_o)
     except _DecodeError as exc:
         raise exc.refine(field=f'Partitions[{i}]')
     o = _new(ListOffsetsTopicResponse)
@@ -317,8 +342,19 @@ def _read_ListOffsetsTopicResponse_2(buf: bytes | bytearray | memoryview, pos: i
     i = 0
     try:
         for i in range(n_v_partitions):
-            e_v_partitions, pos = _read_ListOffsetsPartitionResponse_2(buf, pos)
-            app_v_partitions(e_v_partitions)
+            if pos + 26 > end:
+                raise _short_fixed(pos, end, _L2)
+            v_partitions_v_partition_index, v_partitions_v_error_code, v_partitions_v_timestamp, v_partitions_v_offset, v_partitions_v_leader_epoch = _S_ihqqi.unpack_from(buf, pos)
+            pos += 26
+            v_partitions_o = _new(ListOffsetsPartitionResponse)
+            v_partitions_o.partition_index = v_partitions_v_partition_index
+            v_partitions_o.error_code = v_partitions_v_error_code
+            v_partitions_o.old_style_offsets = []
+            v_partitions_o.timestamp = v_partitions_v_timestamp
+            v_partitions_o.offset = v_partitions_v_offset
+            v_partitions_o.leader_epoch = v_partitions_v_leader_epoch
+            v_partitions_o.unknown_tagged_fields = ()
+            app_v_partitions(v_partitions_o)
     except _DecodeError as exc:
         raise exc.refine(field=f'Partitions[{i}]')
     o = _new(ListOffsetsTopicResponse)
@@ -357,8 +393,31 @@ def _read_ListOffsetsTopicResponse_3(buf: bytes | bytearray | memoryview, pos: i
     i = 0
     try:
         for i in range(n_v_partitions):
-            e_v_partitions, pos = _read_ListOffsetsPartitionResponse_3(buf, pos)
-            app_v_partitions(e_v_partitions)
+            if pos + 26 > end:
+                raise _short_fixed(pos, end, _L2)
+            v_partitions_v_partition_index, v_partitions_v_error_code, v_partitions_v_timestamp, v_partitions_v_offset, v_partitions_v_leader_epoch = _S_ihqqi.unpack_from(buf, pos)
+            pos += 26
+            v_partitions_unknown: tuple[tuple[int, bytes], ...] = ()
+            if pos < end and buf[pos] == 0:
+                pos += 1
+            else:
+                v_partitions_n_tags, pos = _rtc(buf, pos, '_tagged_fields')
+                v_partitions_raw_tags: list[tuple[int, bytes]] = []
+                for _ in range(v_partitions_n_tags):
+                    v_partitions_tag, v_partitions_size, pos = _rth(buf, pos, '_tagged_fields')
+                    v_partitions_raw_tags.append((v_partitions_tag, bytes(buf[pos:pos + v_partitions_size])))
+                    pos += v_partitions_size
+                if v_partitions_raw_tags:
+                    v_partitions_unknown = tuple(v_partitions_raw_tags)
+            v_partitions_o = _new(ListOffsetsPartitionResponse)
+            v_partitions_o.partition_index = v_partitions_v_partition_index
+            v_partitions_o.error_code = v_partitions_v_error_code
+            v_partitions_o.old_style_offsets = []
+            v_partitions_o.timestamp = v_partitions_v_timestamp
+            v_partitions_o.offset = v_partitions_v_offset
+            v_partitions_o.leader_epoch = v_partitions_v_leader_epoch
+            v_partitions_o.unknown_tagged_fields = v_partitions_unknown
+            app_v_partitions(v_partitions_o)
     except _DecodeError as exc:
         raise exc.refine(field=f'Partitions[{i}]')
     unknown: tuple[tuple[int, bytes], ...] = ()

@@ -146,8 +146,31 @@ def _read_ListPartitionReassignmentsRequest_0(buf: bytes | bytearray | memoryvie
         i = 0
         try:
             for i in range(n_v_topics):
-                e_v_topics, pos = _read_ListPartitionReassignmentsTopics_0(buf, pos)
-                app_v_topics(e_v_topics)
+                v_topics_v_name, pos = _rcs(buf, pos, 'Name')
+                v_topics_v_partition_indexes: list[int]
+                n_v_topics_v_partition_indexes = buf[pos] - 1 if pos < end else -2
+                if 0 <= n_v_topics_v_partition_indexes < 127 and n_v_topics_v_partition_indexes <= end - pos:
+                    pos += 1
+                else:
+                    n_v_topics_v_partition_indexes, pos = _rcal(buf, pos, 'PartitionIndexes')
+                v_topics_v_partition_indexes, pos = _rfa(buf, pos, n_v_topics_v_partition_indexes, 'i', 'PartitionIndexes')
+                v_topics_unknown: tuple[tuple[int, bytes], ...] = ()
+                if pos < end and buf[pos] == 0:
+                    pos += 1
+                else:
+                    v_topics_n_tags, pos = _rtc(buf, pos, '_tagged_fields')
+                    v_topics_raw_tags: list[tuple[int, bytes]] = []
+                    for _ in range(v_topics_n_tags):
+                        v_topics_tag, v_topics_size, pos = _rth(buf, pos, '_tagged_fields')
+                        v_topics_raw_tags.append((v_topics_tag, bytes(buf[pos:pos + v_topics_size])))
+                        pos += v_topics_size
+                    if v_topics_raw_tags:
+                        v_topics_unknown = tuple(v_topics_raw_tags)
+                v_topics_o = _new(ListPartitionReassignmentsTopics)
+                v_topics_o.name = v_topics_v_name
+                v_topics_o.partition_indexes = v_topics_v_partition_indexes
+                v_topics_o.unknown_tagged_fields = v_topics_unknown
+                app_v_topics(v_topics_o)
         except _DecodeError as exc:
             raise exc.refine(field=f'Topics[{i}]')
     unknown: tuple[tuple[int, bytes], ...] = ()

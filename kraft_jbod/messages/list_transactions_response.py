@@ -158,8 +158,30 @@ def _read_ListTransactionsResponse_0(buf: bytes | bytearray | memoryview, pos: i
     i = 0
     try:
         for i in range(n_v_transaction_states):
-            e_v_transaction_states, pos = _read_TransactionState_0(buf, pos)
-            app_v_transaction_states(e_v_transaction_states)
+            v_transaction_states_v_transactional_id, pos = _rcs(buf, pos, 'TransactionalId')
+            if pos + 8 > end:
+                raise _short_fixed(pos, end, _L0)
+            v_transaction_states_v_producer_id, = _S_q.unpack_from(buf, pos)
+            pos += 8
+            v_transaction_states_v_transaction_state, pos = _rcs(buf, pos, 'TransactionState')
+            v_transaction_states_unknown: tuple[tuple[int, bytes], ...] = ()
+            if pos < end and buf[pos] == 0:
+                pos += 1
+            else:
+                v_transaction_states_n_tags, pos = _rtc(buf, pos, '_tagged_fields')
+                v_transaction_states_raw_tags: list[tuple[int, bytes]] = []
+                for _ in range(v_transaction_states_n_tags):
+                    v_transaction_states_tag, v_transaction_states_size, pos = _rth(buf, pos, '_tagged_fields')
+                    v_transaction_states_raw_tags.append((v_transaction_states_tag, bytes(buf[pos:pos + v_transaction_states_size])))
+                    pos += v_transaction_states_size
+                if v_transaction_states_raw_tags:
+                    v_transaction_states_unknown = tuple(v_transaction_states_raw_tags)
+            v_transaction_states_o = _new(TransactionState)
+            v_transaction_states_o.transactional_id = v_transaction_states_v_transactional_id
+            v_transaction_states_o.producer_id = v_transaction_states_v_producer_id
+            v_transaction_states_o.transaction_state = v_transaction_states_v_transaction_state
+            v_transaction_states_o.unknown_tagged_fields = v_transaction_states_unknown
+            app_v_transaction_states(v_transaction_states_o)
     except _DecodeError as exc:
         raise exc.refine(field=f'TransactionStates[{i}]')
     unknown: tuple[tuple[int, bytes], ...] = ()

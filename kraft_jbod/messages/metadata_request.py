@@ -191,8 +191,12 @@ def _read_MetadataRequest_0(buf: bytes | bytearray | memoryview, pos: int) -> tu
     i = 0
     try:
         for i in range(n_v_topics):
-            e_v_topics, pos = _read_MetadataRequestTopic_0(buf, pos)
-            app_v_topics(e_v_topics)
+            v_topics_v_name, pos = _rs(buf, pos, 'Name')
+            v_topics_o = _new(MetadataRequestTopic)
+            v_topics_o.topic_id = _ZERO_UUID
+            v_topics_o.name = v_topics_v_name
+            v_topics_o.unknown_tagged_fields = ()
+            app_v_topics(v_topics_o)
     except _DecodeError as exc:
         raise exc.refine(field=f'Topics[{i}]')
     o = _new(MetadataRequest)
@@ -234,8 +238,12 @@ def _read_MetadataRequest_1(buf: bytes | bytearray | memoryview, pos: int) -> tu
         i = 0
         try:
             for i in range(n_v_topics):
-                e_v_topics, pos = _read_MetadataRequestTopic_0(buf, pos)
-                app_v_topics(e_v_topics)
+                v_topics_v_name, pos = _rs(buf, pos, 'Name')
+                v_topics_o = _new(MetadataRequestTopic)
+                v_topics_o.topic_id = _ZERO_UUID
+                v_topics_o.name = v_topics_v_name
+                v_topics_o.unknown_tagged_fields = ()
+                app_v_topics(v_topics_o)
         except _DecodeError as exc:
             raise exc.refine(field=f'Topics[{i}]')
     o = _new(MetadataRequest)
@@ -276,8 +284,12 @@ def _read_MetadataRequest_2(buf: bytes | bytearray | memoryview, pos: int) -> tu
         i = 0
         try:
             for i in range(n_v_topics):
-                e_v_topics, pos = _read_MetadataRequestTopic_0(buf, pos)
-                app_v_topics(e_v_topics)
+                v_topics_v_name, pos = _rs(buf, pos, 'Name')
+                v_topics_o = _new(MetadataRequestTopic)
+                v_topics_o.topic_id = _ZERO_UUID
+                v_topics_o.name = v_topics_v_name
+                v_topics_o.unknown_tagged_fields = ()
+                app_v_topics(v_topics_o)
         except _DecodeError as exc:
             raise exc.refine(field=f'Topics[{i}]')
     if pos + 1 > end:
@@ -321,8 +333,12 @@ def _read_MetadataRequest_3(buf: bytes | bytearray | memoryview, pos: int) -> tu
         i = 0
         try:
             for i in range(n_v_topics):
-                e_v_topics, pos = _read_MetadataRequestTopic_0(buf, pos)
-                app_v_topics(e_v_topics)
+                v_topics_v_name, pos = _rs(buf, pos, 'Name')
+                v_topics_o = _new(MetadataRequestTopic)
+                v_topics_o.topic_id = _ZERO_UUID
+                v_topics_o.name = v_topics_v_name
+                v_topics_o.unknown_tagged_fields = ()
+                app_v_topics(v_topics_o)
         except _DecodeError as exc:
             raise exc.refine(field=f'Topics[{i}]')
     if pos + 3 > end:
@@ -366,8 +382,24 @@ def _read_MetadataRequest_4(buf: bytes | bytearray | memoryview, pos: int) -> tu
         i = 0
         try:
             for i in range(n_v_topics):
-                e_v_topics, pos = _read_MetadataRequestTopic_1(buf, pos)
-                app_v_topics(e_v_topics)
+                v_topics_v_name, pos = _rcs(buf, pos, 'Name')
+                v_topics_unknown: tuple[tuple[int, bytes], ...] = ()
+                if pos < end and buf[pos] == 0:
+                    pos += 1
+                else:
+                    v_topics_n_tags, pos = _rtc(buf, pos, '_tagged_fields')
+                    v_topics_raw_tags: list[tuple[int, bytes]] = []
+                    for _ in range(v_topics_n_tags):
+                        v_topics_tag, v_topics_size, pos = _rth(buf, pos, '_tagged_fields')
+                        v_topics_raw_tags.append((v_topics_tag, bytes(buf[pos:pos + v_topics_size])))
+                        pos += v_topics_size
+                    if v_topics_raw_tags:
+                        v_topics_unknown = tuple(v_topics_raw_tags)
+                v_topics_o = _new(MetadataRequestTopic)
+                v_topics_o.topic_id = _ZERO_UUID
+                v_topics_o.name = v_topics_v_name
+                v_topics_o.unknown_tagged_fields = v_topics_unknown
+                app_v_topics(v_topics_o)
         except _DecodeError as exc:
             raise exc.refine(field=f'Topics[{i}]')
     if pos + 3 > end:
@@ -425,8 +457,29 @@ def _read_MetadataRequest_5(buf: bytes | bytearray | memoryview, pos: int) -> tu
         i = 0
         try:
             for i in range(n_v_topics):
-                e_v_topics, pos = _read_MetadataRequestTopic_2(buf, pos)
-                app_v_topics(e_v_topics)
+                if pos + 16 > end:
+                    raise _short_fixed(pos, end, _L0)
+                v_topics_r_topic_id, = _S_16s.unpack_from(buf, pos)
+                v_topics_v_topic_id = _uuid_from_bytes(v_topics_r_topic_id)
+                pos += 16
+                v_topics_v_name, pos = _rncs(buf, pos, 'Name')
+                v_topics_unknown: tuple[tuple[int, bytes], ...] = ()
+                if pos < end and buf[pos] == 0:
+                    pos += 1
+                else:
+                    v_topics_n_tags, pos = _rtc(buf, pos, '_tagged_fields')
+                    v_topics_raw_tags: list[tuple[int, bytes]] = []
+                    for _ in range(v_topics_n_tags):
+                        v_topics_tag, v_topics_size, pos = _rth(buf, pos, '_tagged_fields')
+                        v_topics_raw_tags.append((v_topics_tag, bytes(buf[pos:pos + v_topics_size])))
+                        pos += v_topics_size
+                    if v_topics_raw_tags:
+                        v_topics_unknown = tuple(v_topics_raw_tags)
+                v_topics_o = _new(MetadataRequestTopic)
+                v_topics_o.topic_id = v_topics_v_topic_id
+                v_topics_o.name = v_topics_v_name
+                v_topics_o.unknown_tagged_fields = v_topics_unknown
+                app_v_topics(v_topics_o)
         except _DecodeError as exc:
             raise exc.refine(field=f'Topics[{i}]')
     if pos + 3 > end:
@@ -484,8 +537,29 @@ def _read_MetadataRequest_6(buf: bytes | bytearray | memoryview, pos: int) -> tu
         i = 0
         try:
             for i in range(n_v_topics):
-                e_v_topics, pos = _read_MetadataRequestTopic_2(buf, pos)
-                app_v_topics(e_v_topics)
+                if pos + 16 > end:
+                    raise _short_fixed(pos, end, _L0)
+                v_topics_r_topic_id, = _S_16s.unpack_from(buf, pos)
+                v_topics_v_topic_id = _uuid_from_bytes(v_topics_r_topic_id)
+                pos += 16
+                v_topics_v_name, pos = _rncs(buf, pos, 'Name')
+                v_topics_unknown: tuple[tuple[int, bytes], ...] = ()
+                if pos < end and buf[pos] == 0:
+                    pos += 1
+                else:
+                    v_topics_n_tags, pos = _rtc(buf, pos, '_tagged_fields')
+                    v_topics_raw_tags: list[tuple[int, bytes]] = []
+                    for _ in range(v_topics_n_tags):
+                        v_topics_tag, v_topics_size, pos = _rth(buf, pos, '_tagged_fields')
+                        v_topics_raw_tags.append((v_topics_tag, bytes(buf[pos:pos + v_topics_size])))
+                        pos += v_topics_size
+                    if v_topics_raw_tags:
+                        v_topics_unknown = tuple(v_topics_raw_tags)
+                v_topics_o = _new(MetadataRequestTopic)
+                v_topics_o.topic_id = v_topics_v_topic_id
+                v_topics_o.name = v_topics_v_name
+                v_topics_o.unknown_tagged_fields = v_topics_unknown
+                app_v_topics(v_topics_o)
         except _DecodeError as exc:
             raise exc.refine(field=f'Topics[{i}]')
     if pos + 2 > end:

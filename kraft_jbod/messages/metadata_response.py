@@ -465,8 +465,26 @@ def _read_MetadataResponseTopic_0(buf: bytes | bytearray | memoryview, pos: int)
     i = 0
     try:
         for i in range(n_v_partitions):
-            e_v_partitions, pos = _read_MetadataResponsePartition_0(buf, pos)
-            app_v_partitions(e_v_partitions)
+            if pos + 10 > end:
+                raise _short_fixed(pos, end, _L2)
+            v_partitions_v_error_code, v_partitions_v_partition_index, v_partitions_v_leader_id = _S_hii.unpack_from(buf, pos)
+            pos += 10
+            v_partitions_v_replica_nodes: list[int]
+            n_v_partitions_v_replica_nodes, pos = _ral(buf, pos, 'ReplicaNodes')
+            v_partitions_v_replica_nodes, pos = _rfa(buf, pos, n_v_partitions_v_replica_nodes, 'i', 'ReplicaNodes')
+            v_partitions_v_isr_nodes: list[int]
+            n_v_partitions_v_isr_nodes, pos = _ral(buf, pos, 'IsrNodes')
+            v_partitions_v_isr_nodes, pos = _rfa(buf, pos, n_v_partitions_v_isr_nodes, 'i', 'IsrNodes')
+            v_partitions_o = _new(MetadataResponsePartition)
+            v_partitions_o.error_code = v_partitions_v_error_code
+            v_partitions_o.partition_index = v_partitions_v_partition_index
+            v_partitions_o.leader_id = v_partitions_v_leader_id
+            v_partitions_o.leader_epoch = -1
+            v_partitions_o.replica_nodes = v_partitions_v_replica_nodes
+            v_partitions_o.isr_nodes = v_partitions_v_isr_nodes
+            v_partitions_o.offline_replicas = []
+            v_partitions_o.unknown_tagged_fields = ()
+            app_v_partitions(v_partitions_o)
     except _DecodeError as exc:
         raise exc.refine(field=f'Partitions[{i}]')
     o = _new(MetadataResponseTopic)
@@ -516,8 +534,26 @@ def _read_MetadataResponseTopic_1(buf: bytes | bytearray | memoryview, pos: int)
     i = 0
     try:
         for i in range(n_v_partitions):
-            e_v_partitions, pos = _read_MetadataResponsePartition_0(buf, pos)
-            app_v_partitions(e_v_partitions)
+            if pos + 10 > end:
+                raise _short_fixed(pos, end, _L2)
+            v_partitions_v_error_code, v_partitions_v_partition_index, v_partitions_v_leader_id = _S_hii.unpack_from(buf, pos)
+            pos += 10
+            v_partitions_v_replica_nodes: list[int]
+            n_v_partitions_v_replica_nodes, pos = _ral(buf, pos, 'ReplicaNodes')
+            v_partitions_v_replica_nodes, pos = _rfa(buf, pos, n_v_partitions_v_replica_nodes, 'i', 'ReplicaNodes')
+            v_partitions_v_isr_nodes: list[int]
+            n_v_partitions_v_isr_nodes, pos = _ral(buf, pos, 'IsrNodes')
+            v_partitions_v_isr_nodes, pos = _rfa(buf, pos, n_v_partitions_v_isr_nodes, 'i', 'IsrNodes')
+            v_partitions_o = _new(MetadataResponsePartition)
+            v_partitions_o.error_code = v_partitions_v_error_code
+            v_partitions_o.partition_index = v_partitions_v_partition_index
+            v_partitions_o.leader_id = v_partitions_v_leader_id
+            v_partitions_o.leader_epoch = -1
+            v_partitions_o.replica_nodes = v_partitions_v_replica_nodes
+            v_partitions_o.isr_nodes = v_partitions_v_isr_nodes
+            v_partitions_o.offline_replicas = []
+            v_partitions_o.unknown_tagged_fields = ()
+            app_v_partitions(v_partitions_o)
     except _DecodeError as exc:
         raise exc.refine(field=f'Partitions[{i}]')
     o = _new(MetadataResponseTopic)
@@ -568,8 +604,29 @@ def _read_MetadataResponseTopic_2(buf: bytes | bytearray | memoryview, pos: int)
     i = 0
     try:
         for i in range(n_v_partitions):
-            e_v_partitions, pos = _read_MetadataResponsePartition_1(buf, pos)
-            app_v_partitions(e_v_partitions)
+            if pos + 10 > end:
+                raise _short_fixed(pos, end, _L2)
+            v_partitions_v_error_code, v_partitions_v_partition_index, v_partitions_v_leader_id = _S_hii.unpack_from(buf, pos)
+            pos += 10
+            v_partitions_v_replica_nodes: list[int]
+            n_v_partitions_v_replica_nodes, pos = _ral(buf, pos, 'ReplicaNodes')
+            v_partitions_v_replica_nodes, pos = _rfa(buf, pos, n_v_partitions_v_replica_nodes, 'i', 'ReplicaNodes')
+            v_partitions_v_isr_nodes: list[int]
+            n_v_partitions_v_isr_nodes, pos = _ral(buf, pos, 'IsrNodes')
+            v_partitions_v_isr_nodes, pos = _rfa(buf, pos, n_v_partitions_v_isr_nodes, 'i', 'IsrNodes')
+            v_partitions_v_offline_replicas: list[int]
+            n_v_partitions_v_offline_replicas, pos = _ral(buf, pos, 'OfflineReplicas')
+            v_partitions_v_offline_replicas, pos = _rfa(buf, pos, n_v_partitions_v_offline_replicas, 'i', 'OfflineReplicas')
+            v_partitions_o = _new(MetadataResponsePartition)
+            v_partitions_o.error_code = v_partitions_v_error_code
+            v_partitions_o.partition_index = v_partitions_v_partition_index
+            v_partitions_o.leader_id = v_partitions_v_leader_id
+            v_partitions_o.leader_epoch = -1
+            v_partitions_o.replica_nodes = v_partitions_v_replica_nodes
+            v_partitions_o.isr_nodes = v_partitions_v_isr_nodes
+            v_partitions_o.offline_replicas = v_partitions_v_offline_replicas
+            v_partitions_o.unknown_tagged_fields = ()
+            app_v_partitions(v_partitions_o)
     except _DecodeError as exc:
         raise exc.refine(field=f'Partitions[{i}]')
     o = _new(MetadataResponseTopic)
@@ -620,8 +677,29 @@ def _read_MetadataResponseTopic_3(buf: bytes | bytearray | memoryview, pos: int)
     i = 0
     try:
         for i in range(n_v_partitions):
-            e_v_partitions, pos = _read_MetadataResponsePartition_2(buf, pos)
-            app_v_partitions(e_v_partitions)
+            if pos + 14 > end:
+                raise _short_fixed(pos, end, _L3)
+            v_partitions_v_error_code, v_partitions_v_partition_index, v_partitions_v_leader_id, v_partitions_v_leader_epoch = _S_hiii.unpack_from(buf, pos)
+            pos += 14
+            v_partitions_v_replica_nodes: list[int]
+            n_v_partitions_v_replica_nodes, pos = _ral(buf, pos, 'ReplicaNodes')
+            v_partitions_v_replica_nodes, pos = _rfa(buf, pos, n_v_partitions_v_replica_nodes, 'i', 'ReplicaNodes')
+            v_partitions_v_isr_nodes: list[int]
+            n_v_partitions_v_isr_nodes, pos = _ral(buf, pos, 'IsrNodes')
+            v_partitions_v_isr_nodes, pos = _rfa(buf, pos, n_v_partitions_v_isr_nodes, 'i', 'IsrNodes')
+            v_partitions_v_offline_replicas: list[int]
+            n_v_partitions_v_offline_replicas, pos = _ral(buf, pos, 'OfflineReplicas')
+            v_partitions_v_offline_replicas, pos = _rfa(buf, pos, n_v_partitions_v_offline_replicas, 'i', 'OfflineReplicas')
+            v_partitions_o = _new(MetadataResponsePartition)
+            v_partitions_o.error_code = v_partitions_v_error_code
+            v_partitions_o.partition_index = v_partitions_v_partition_index
+            v_partitions_o.leader_id = v_partitions_v_leader_id
+            v_partitions_o.leader_epoch = v_partitions_v_leader_epoch
+            v_partitions_o.replica_nodes = v_partitions_v_replica_nodes
+            v_partitions_o.isr_nodes = v_partitions_v_isr_nodes
+            v_partitions_o.offline_replicas = v_partitions_v_offline_replicas
+            v_partitions_o.unknown_tagged_fields = ()
+            app_v_partitions(v_partitions_o)
     except _DecodeError as exc:
         raise exc.refine(field=f'Partitions[{i}]')
     o = _new(MetadataResponseTopic)
@@ -672,8 +750,29 @@ def _read_MetadataResponseTopic_4(buf: bytes | bytearray | memoryview, pos: int)
     i = 0
     try:
         for i in range(n_v_partitions):
-            e_v_partitions, pos = _read_MetadataResponsePartition_2(buf, pos)
-            app_v_partitions(e_v_partitions)
+            if pos + 14 > end:
+                raise _short_fixed(pos, end, _L3)
+            v_partitions_v_error_code, v_partitions_v_partition_index, v_partitions_v_leader_id, v_partitions_v_leader_epoch = _S_hiii.unpack_from(buf, pos)
+            pos += 14
+            v_partitions_v_replica_nodes: list[int]
+            n_v_partitions_v_replica_nodes, pos = _ral(buf, pos, 'ReplicaNodes')
+            v_partitions_v_replica_nodes, pos = _rfa(buf, pos, n_v_partitions_v_replica_nodes, 'i', 'ReplicaNodes')
+            v_partitions_v_isr_nodes: list[int]
+            n_v_partitions_v_isr_nodes, pos = _ral(buf, pos, 'IsrNodes')
+            v_partitions_v_isr_nodes, pos = _rfa(buf, pos, n_v_partitions_v_isr_nodes, 'i', 'IsrNodes')
+            v_partitions_v_offline_replicas: list[int]
+            n_v_partitions_v_offline_replicas, pos = _ral(buf, pos, 'OfflineReplicas')
+            v_partitions_v_offline_replicas, pos = _rfa(buf, pos, n_v_partitions_v_offline_replicas, 'i', 'OfflineReplicas')
+            v_partitions_o = _new(MetadataResponsePartition)
+            v_partitions_o.error_code = v_partitions_v_error_code
+            v_partitions_o.partition_index = v_partitions_v_partition_index
+            v_partitions_o.leader_id = v_partitions_v_leader_id
+            v_partitions_o.leader_epoch = v_partitions_v_leader_epoch
+            v_partitions_o.replica_nodes = v_partitions_v_replica_nodes
+            v_partitions_o.isr_nodes = v_partitions_v_isr_nodes
+            v_partitions_o.offline_replicas = v_partitions_v_offline_replicas
+            v_partitions_o.unknown_tagged_fields = ()
+            app_v_partitions(v_partitions_o)
     except _DecodeError as exc:
         raise exc.refine(field=f'Partitions[{i}]')
     if pos + 4 > end:
@@ -731,8 +830,53 @@ def _read_MetadataResponseTopic_5(buf: bytes | bytearray | memoryview, pos: int)
     i = 0
     try:
         for i in range(n_v_partitions):
-            e_v_partitions, pos = _read_MetadataResponsePartition_3(buf, pos)
-            app_v_partitions(e_v_partitions)
+            if pos + 14 > end:
+                raise _short_fixed(pos, end, _L3)
+            v_partitions_v_error_code, v_partitions_v_partition_index, v_partitions_v_leader_id, v_partitions_v_leader_epoch = _S_hiii.unpack_from(buf, pos)
+            pos += 14
+            v_partitions_v_replica_nodes: list[int]
+            n_v_partitions_v_replica_nodes = buf[pos] - 1 if pos < end else -2
+            if 0 <= n_v_partitions_v_replica_nodes < 127 and n_v_partitions_v_replica_nodes <= end - pos:
+                pos += 1
+            else:
+                n_v_partitions_v_replica_nodes, pos = _rcal(buf, pos, 'ReplicaNodes')
+            v_partitions_v_replica_nodes, pos = _rfa(buf, pos, n_v_partitions_v_replica_nodes, 'i', 'ReplicaNodes')
+            v_partitions_v_isr_nodes: list[int]
+            n_v_partitions_v_isr_nodes = buf[pos] - 1 if pos < end else -2
+            if 0 <= n_v_partitions_v_isr_nodes < 127 and n_v_partitions_v_isr_nodes <= end - pos:
+                pos += 1
+            else:
+                n_v_partitions_v_isr_nodes, pos = _rcal(buf, pos, 'IsrNodes')
+            v_partitions_v_isr_nodes, pos = _rfa(buf, pos, n_v_partitions_v_isr_nodes, 'i', 'IsrNodes')
+            v_partitions_v_offline_replicas: list[int]
+            n_v_partitions_v_offline_replicas = buf[pos] - 1 if pos < end else -2
+            if 0 <= n_v_partitions_v_offline_replicas < 127 and n_v_partitions_v_offline_replicas <= end - pos:
+                pos += 1
+            else:
+                n_v_partitions_v_offline_replicas, pos = _rcal(buf, pos, 'OfflineReplicas')
+            v_partitions_v_offline_replicas, pos = _rfa(buf, pos, n_v_partitions_v_offline_replicas, 'i', 'OfflineReplicas')
+            v_partitions_unknown: tuple[tuple[int, bytes], ...] = ()
+            if pos < end and buf[pos] == 0:
+                pos += 1
+            else:
+                v_partitions_n_tags, pos = _rtc(buf, pos, '_tagged_fields')
+                v_partitions_raw_tags: list[tuple[int, bytes]] = []
+                for _ in range(v_partitions_n_tags):
+                    v_partitions_tag, v_partitions_size, pos = _rth(buf, pos, '_tagged_fields')
+                    v_partitions_raw_tags.append((v_partitions_tag, bytes(buf[pos:pos + v_partitions_size])))
+                    pos += v_partitions_size
+                if v_partitions_raw_tags:
+                    v_partitions_unknown = tuple(v_partitions_raw_tags)
+            v_partitions_o = _new(MetadataResponsePartition)
+            v_partitions_o.error_code = v_partitions_v_error_code
+            v_partitions_o.partition_index = v_partitions_v_partition_index
+            v_partitions_o.leader_id = v_partitions_v_leader_id
+            v_partitions_o.leader_epoch = v_partitions_v_leader_epoch
+            v_partitions_o.replica_nodes = v_partitions_v_replica_nodes
+            v_partitions_o.isr_nodes = v_partitions_v_isr_nodes
+            v_partitions_o.offline_replicas = v_partitions_v_offline_replicas
+            v_partitions_o.unknown_tagged_fields = v_partitions_unknown
+            app_v_partitions(v_partitions_o)
     except _DecodeError as exc:
         raise exc.refine(field=f'Partitions[{i}]')
     if pos + 4 > end:
@@ -805,8 +949,53 @@ def _read_MetadataResponseTopic_6(buf: bytes | bytearray | memoryview, pos: int)
     i = 0
     try:
         for i in range(n_v_partitions):
-            e_v_partitions, pos = _read_MetadataResponsePartition_3(buf, pos)
-            app_v_partitions(e_v_partitions)
+            if pos + 14 > end:
+                raise _short_fixed(pos, end, _L3)
+            v_partitions_v_error_code, v_partitions_v_partition_index, v_partitions_v_leader_id, v_partitions_v_leader_epoch = _S_hiii.unpack_from(buf, pos)
+            pos += 14
+            v_partitions_v_replica_nodes: list[int]
+            n_v_partitions_v_replica_nodes = buf[pos] - 1 if pos < end else -2
+            if 0 <= n_v_partitions_v_replica_nodes < 127 and n_v_partitions_v_replica_nodes <= end - pos:
+                pos += 1
+            else:
+                n_v_partitions_v_replica_nodes, pos = _rcal(buf, pos, 'ReplicaNodes')
+            v_partitions_v_replica_nodes, pos = _rfa(buf, pos, n_v_partitions_v_replica_nodes, 'i', 'ReplicaNodes')
+            v_partitions_v_isr_nodes: list[int]
+            n_v_partitions_v_isr_nodes = buf[pos] - 1 if pos < end else -2
+            if 0 <= n_v_partitions_v_isr_nodes < 127 and n_v_partitions_v_isr_nodes <= end - pos:
+                pos += 1
+            else:
+                n_v_partitions_v_isr_nodes, pos = _rcal(buf, pos, 'IsrNodes')
+            v_partitions_v_isr_nodes, pos = _rfa(buf, pos, n_v_partitions_v_isr_nodes, 'i', 'IsrNodes')
+            v_partitions_v_offline_replicas: list[int]
+            n_v_partitions_v_offline_replicas = buf[pos] - 1 if pos < end else -2
+            if 0 <= n_v_partitions_v_offline_replicas < 127 and n_v_partitions_v_offline_replicas <= end - pos:
+                pos += 1
+            else:
+                n_v_partitions_v_offline_replicas, pos = _rcal(buf, pos, 'OfflineReplicas')
+            v_partitions_v_offline_replicas, pos = _rfa(buf, pos, n_v_partitions_v_offline_replicas, 'i', 'OfflineReplicas')
+            v_partitions_unknown: tuple[tuple[int, bytes], ...] = ()
+            if pos < end and buf[pos] == 0:
+                pos += 1
+            else:
+                v_partitions_n_tags, pos = _rtc(buf, pos, '_tagged_fields')
+                v_partitions_raw_tags: list[tuple[int, bytes]] = []
+                for _ in range(v_partitions_n_tags):
+                    v_partitions_tag, v_partitions_size, pos = _rth(buf, pos, '_tagged_fields')
+                    v_partitions_raw_tags.append((v_partitions_tag, bytes(buf[pos:pos + v_partitions_size])))
+                    pos += v_partitions_size
+                if v_partitions_raw_tags:
+                    v_partitions_unknown = tuple(v_partitions_raw_tags)
+            v_partitions_o = _new(MetadataResponsePartition)
+            v_partitions_o.error_code = v_partitions_v_error_code
+            v_partitions_o.partition_index = v_partitions_v_partition_index
+            v_partitions_o.leader_id = v_partitions_v_leader_id
+            v_partitions_o.leader_epoch = v_partitions_v_leader_epoch
+            v_partitions_o.replica_nodes = v_partitions_v_replica_nodes
+            v_partitions_o.isr_nodes = v_partitions_v_isr_nodes
+            v_partitions_o.offline_replicas = v_partitions_v_offline_replicas
+            v_partitions_o.unknown_tagged_fields = v_partitions_unknown
+            app_v_partitions(v_partitions_o)
     except _DecodeError as exc:
         raise exc.refine(field=f'Partitions[{i}]')
     if pos + 4 > end:
@@ -879,8 +1068,53 @@ def _read_MetadataResponseTopic_7(buf: bytes | bytearray | memoryview, pos: int)
     i = 0
     try:
         for i in range(n_v_partitions):
-            e_v_partitions, pos = _read_MetadataResponsePartition_3(buf, pos)
-            app_v_partitions(e_v_partitions)
+            if pos + 14 > end:
+                raise _short_fixed(pos, end, _L3)
+            v_partitions_v_error_code, v_partitions_v_partition_index, v_partitions_v_leader_id, v_partitions_v_leader_epoch = _S_hiii.unpack_from(buf, pos)
+            pos += 14
+            v_partitions_v_replica_nodes: list[int]
+            n_v_partitions_v_replica_nodes = buf[pos] - 1 if pos < end else -2
+            if 0 <= n_v_partitions_v_replica_nodes < 127 and n_v_partitions_v_replica_nodes <= end - pos:
+                pos += 1
+            else:
+                n_v_partitions_v_replica_nodes, pos = _rcal(buf, pos, 'ReplicaNodes')
+            v_partitions_v_replica_nodes, pos = _rfa(buf, pos, n_v_partitions_v_replica_nodes, 'i', 'ReplicaNodes')
+            v_partitions_v_isr_nodes: list[int]
+            n_v_partitions_v_isr_nodes = buf[pos] - 1 if pos < end else -2
+            if 0 <= n_v_partitions_v_isr_nodes < 127 and n_v_partitions_v_isr_nodes <= end - pos:
+                pos += 1
+            else:
+                n_v_partitions_v_isr_nodes, pos = _rcal(buf, pos, 'IsrNodes')
+            v_partitions_v_isr_nodes, pos = _rfa(buf, pos, n_v_partitions_v_isr_nodes, 'i', 'IsrNodes')
+            v_partitions_v_offline_replicas: list[int]
+            n_v_partitions_v_offline_replicas = buf[pos] - 1 if pos < end else -2
+            if 0 <= n_v_partitions_v_offline_replicas < 127 and n_v_partitions_v_offline_replicas <= end - pos:
+                pos += 1
+            else:
+                n_v_partitions_v_offline_replicas, pos = _rcal(buf, pos, 'OfflineReplicas')
+            v_partitions_v_offline_replicas, pos = _rfa(buf, pos, n_v_partitions_v_offline_replicas, 'i', 'OfflineReplicas')
+            v_partitions_unknown: tuple[tuple[int, bytes], ...] = ()
+            if pos < end and buf[pos] == 0:
+                pos += 1
+            else:
+                v_partitions_n_tags, pos = _rtc(buf, pos, '_tagged_fields')
+                v_partitions_raw_tags: list[tuple[int, bytes]] = []
+                for _ in range(v_partitions_n_tags):
+                    v_partitions_tag, v_partitions_size, pos = _rth(buf, pos, '_tagged_fields')
+                    v_partitions_raw_tags.append((v_partitions_tag, bytes(buf[pos:pos + v_partitions_size])))
+                    pos += v_partitions_size
+                if v_partitions_raw_tags:
+                    v_partitions_unknown = tuple(v_partitions_raw_tags)
+            v_partitions_o = _new(MetadataResponsePartition)
+            v_partitions_o.error_code = v_partitions_v_error_code
+            v_partitions_o.partition_index = v_partitions_v_partition_index
+            v_partitions_o.leader_id = v_partitions_v_leader_id
+            v_partitions_o.leader_epoch = v_partitions_v_leader_epoch
+            v_partitions_o.replica_nodes = v_partitions_v_replica_nodes
+            v_partitions_o.isr_nodes = v_partitions_v_isr_nodes
+            v_partitions_o.offline_replicas = v_partitions_v_offline_replicas
+            v_partitions_o.unknown_tagged_fields = v_partitions_unknown
+            app_v_partitions(v_partitions_o)
     except _DecodeError as exc:
         raise exc.refine(field=f'Partitions[{i}]')
     if pos + 4 > end:
@@ -937,8 +1171,22 @@ def _read_MetadataResponse_0(buf: bytes | bytearray | memoryview, pos: int) -> t
     i = 0
     try:
         for i in range(n_v_brokers):
-            e_v_brokers, pos = _read_MetadataResponseBroker_0(buf, pos)
-            app_v_brokers(e_v_brokers)
+            if pos + 4 > end:
+                raise _short_fixed(pos, end, _L0)
+            v_brokers_v_node_id, = _S_i.unpack_from(buf, pos)
+            pos += 4
+            v_brokers_v_host, pos = _rs(buf, pos, 'Host')
+            if pos + 4 > end:
+                raise _short_fixed(pos, end, _L1)
+            v_brokers_v_port, = _S_i.unpack_from(buf, pos)
+            pos += 4
+            v_brokers_o = _new(MetadataResponseBroker)
+            v_brokers_o.node_id = v_brokers_v_node_id
+            v_brokers_o.host = v_brokers_v_host
+            v_brokers_o.port = v_brokers_v_port
+            v_brokers_o.rack = None
+            v_brokers_o.unknown_tagged_fields = ()
+            app_v_brokers(v_brokers_o)
     except _DecodeError as exc:
         raise exc.refine(field=f'Brokers[{i}]')
     v_topics: list[MetadataResponseTopic]
@@ -991,8 +1239,23 @@ def _read_MetadataResponse_1(buf: bytes | bytearray | memoryview, pos: int) -> t
     i = 0
     try:
         for i in range(n_v_brokers):
-            e_v_brokers, pos = _read_MetadataResponseBroker_1(buf, pos)
-            app_v_brokers(e_v_brokers)
+            if pos + 4 > end:
+                raise _short_fixed(pos, end, _L0)
+            v_brokers_v_node_id, = _S_i.unpack_from(buf, pos)
+            pos += 4
+            v_brokers_v_host, pos = _rs(buf, pos, 'Host')
+            if pos + 4 > end:
+                raise _short_fixed(pos, end, _L1)
+            v_brokers_v_port, = _S_i.unpack_from(buf, pos)
+            pos += 4
+            v_brokers_v_rack, pos = _rns(buf, pos, 'Rack')
+            v_brokers_o = _new(MetadataResponseBroker)
+            v_brokers_o.node_id = v_brokers_v_node_id
+            v_brokers_o.host = v_brokers_v_host
+            v_brokers_o.port = v_brokers_v_port
+            v_brokers_o.rack = v_brokers_v_rack
+            v_brokers_o.unknown_tagged_fields = ()
+            app_v_brokers(v_brokers_o)
     except _DecodeError as exc:
         raise exc.refine(field=f'Brokers[{i}]')
     if pos + 4 > end:
@@ -1050,8 +1313,23 @@ def _read_MetadataResponse_2(buf: bytes | bytearray | memoryview, pos: int) -> t
     i = 0
     try:
         for i in range(n_v_brokers):
-            e_v_brokers, pos = _read_MetadataResponseBroker_1(buf, pos)
-            app_v_brokers(e_v_brokers)
+            if pos + 4 > end:
+                raise _short_fixed(pos, end, _L0)
+            v_brokers_v_node_id, = _S_i.unpack_from(buf, pos)
+            pos += 4
+            v_brokers_v_host, pos = _rs(buf, pos, 'Host')
+            if pos + 4 > end:
+                raise _short_fixed(pos, end, _L1)
+            v_brokers_v_port, = _S_i.unpack_from(buf, pos)
+            pos += 4
+            v_brokers_v_rack, pos = _rns(buf, pos, 'Rack')
+            v_brokers_o = _new(MetadataResponseBroker)
+            v_brokers_o.node_id = v_brokers_v_node_id
+            v_brokers_o.host = v_brokers_v_host
+            v_brokers_o.port = v_brokers_v_port
+            v_brokers_o.rack = v_brokers_v_rack
+            v_brokers_o.unknown_tagged_fields = ()
+            app_v_brokers(v_brokers_o)
     except _DecodeError as exc:
         raise exc.refine(field=f'Brokers[{i}]')
     v_cluster_id, pos = _rns(buf, pos, 'ClusterId')
@@ -1115,8 +1393,23 @@ def _read_MetadataResponse_3(buf: bytes | bytearray | memoryview, pos: int) -> t
     i = 0
     try:
         for i in range(n_v_brokers):
-            e_v_brokers, pos = _read_MetadataResponseBroker_1(buf, pos)
-            app_v_brokers(e_v_brokers)
+            if pos + 4 > end:
+                raise _short_fixed(pos, end, _L0)
+            v_brokers_v_node_id, = _S_i.unpack_from(buf, pos)
+            pos += 4
+            v_brokers_v_host, pos = _rs(buf, pos, 'Host')
+            if pos + 4 > end:
+                raise _short_fixed(pos, end, _L1)
+            v_brokers_v_port, = _S_i.unpack_from(buf, pos)
+            pos += 4
+            v_brokers_v_rack, pos = _rns(buf, pos, 'Rack')
+            v_brokers_o = _new(MetadataResponseBroker)
+            v_brokers_o.node_id = v_brokers_v_node_id
+            v_brokers_o.host = v_brokers_v_host
+            v_brokers_o.port = v_brokers_v_port
+            v_brokers_o.rack = v_brokers_v_rack
+            v_brokers_o.unknown_tagged_fields = ()
+            app_v_brokers(v_brokers_o)
     except _DecodeError as exc:
         raise exc.refine(field=f'Brokers[{i}]')
     v_cluster_id, pos = _rns(buf, pos, 'ClusterId')
@@ -1181,8 +1474,23 @@ def _read_MetadataResponse_4(buf: bytes | bytearray | memoryview, pos: int) -> t
     i = 0
     try:
         for i in range(n_v_brokers):
-            e_v_brokers, pos = _read_MetadataResponseBroker_1(buf, pos)
-            app_v_brokers(e_v_brokers)
+            if pos + 4 > end:
+                raise _short_fixed(pos, end, _L0)
+            v_brokers_v_node_id, = _S_i.unpack_from(buf, pos)
+            pos += 4
+            v_brokers_v_host, pos = _rs(buf, pos, 'Host')
+            if pos + 4 > end:
+                raise _short_fixed(pos, end, _L1)
+            v_brokers_v_port, = _S_i.unpack_from(buf, pos)
+            pos += 4
+            v_brokers_v_rack, pos = _rns(buf, pos, 'Rack')
+            v_brokers_o = _new(MetadataResponseBroker)
+            v_brokers_o.node_id = v_brokers_v_node_id
+            v_brokers_o.host = v_brokers_v_host
+            v_brokers_o.port = v_brokers_v_port
+            v_brokers_o.rack = v_brokers_v_rack
+            v_brokers_o.unknown_tagged_fields = ()
+            app_v_brokers(v_brokers_o)
     except _DecodeError as exc:
         raise exc.refine(field=f'Brokers[{i}]')
     v_cluster_id, pos = _rns(buf, pos, 'ClusterId')
@@ -1247,8 +1555,23 @@ def _read_MetadataResponse_5(buf: bytes | bytearray | memoryview, pos: int) -> t
     i = 0
     try:
         for i in range(n_v_brokers):
-            e_v_brokers, pos = _read_MetadataResponseBroker_1(buf, pos)
-            app_v_brokers(e_v_brokers)
+            if pos + 4 > end:
+                raise _short_fixed(pos, end, _L0)
+            v_brokers_v_node_id, = _S_i.unpack_from(buf, pos)
+            pos += 4
+            v_brokers_v_host, pos = _rs(buf, pos, 'Host')
+            if pos + 4 > end:
+                raise _short_fixed(pos, end, _L1)
+            v_brokers_v_port, = _S_i.unpack_from(buf, pos)
+            pos += 4
+            v_brokers_v_rack, pos = _rns(buf, pos, 'Rack')
+            v_brokers_o = _new(MetadataResponseBroker)
+            v_brokers_o.node_id = v_brokers_v_node_id
+            v_brokers_o.host = v_brokers_v_host
+            v_brokers_o.port = v_brokers_v_port
+            v_brokers_o.rack = v_brokers_v_rack
+            v_brokers_o.unknown_tagged_fields = ()
+            app_v_brokers(v_brokers_o)
     except _DecodeError as exc:
         raise exc.refine(field=f'Brokers[{i}]')
     v_cluster_id, pos = _rns(buf, pos, 'ClusterId')
@@ -1313,8 +1636,23 @@ def _read_MetadataResponse_6(buf: bytes | bytearray | memoryview, pos: int) -> t
     i = 0
     try:
         for i in range(n_v_brokers):
-            e_v_brokers, pos = _read_MetadataResponseBroker_1(buf, pos)
-            app_v_brokers(e_v_brokers)
+            if pos + 4 > end:
+                raise _short_fixed(pos, end, _L0)
+            v_brokers_v_node_id, = _S_i.unpack_from(buf, pos)
+            pos += 4
+            v_brokers_v_host, pos = _rs(buf, pos, 'Host')
+            if pos + 4 > end:
+                raise _short_fixed(pos, end, _L1)
+            v_brokers_v_port, = _S_i.unpack_from(buf, pos)
+            pos += 4
+            v_brokers_v_rack, pos = _rns(buf, pos, 'Rack')
+            v_brokers_o = _new(MetadataResponseBroker)
+            v_brokers_o.node_id = v_brokers_v_node_id
+            v_brokers_o.host = v_brokers_v_host
+            v_brokers_o.port = v_brokers_v_port
+            v_brokers_o.rack = v_brokers_v_rack
+            v_brokers_o.unknown_tagged_fields = ()
+            app_v_brokers(v_brokers_o)
     except _DecodeError as exc:
         raise exc.refine(field=f'Brokers[{i}]')
     v_cluster_id, pos = _rns(buf, pos, 'ClusterId')
@@ -1386,8 +1724,35 @@ def _read_MetadataResponse_7(buf: bytes | bytearray | memoryview, pos: int) -> t
     i = 0
     try:
         for i in range(n_v_brokers):
-            e_v_brokers, pos = _read_MetadataResponseBroker_2(buf, pos)
-            app_v_brokers(e_v_brokers)
+            if pos + 4 > end:
+                raise _short_fixed(pos, end, _L0)
+            v_brokers_v_node_id, = _S_i.unpack_from(buf, pos)
+            pos += 4
+            v_brokers_v_host, pos = _rcs(buf, pos, 'Host')
+            if pos + 4 > end:
+                raise _short_fixed(pos, end, _L1)
+            v_brokers_v_port, = _S_i.unpack_from(buf, pos)
+            pos += 4
+            v_brokers_v_rack, pos = _rncs(buf, pos, 'Rack')
+            v_brokers_unknown: tuple[tuple[int, bytes], ...] = ()
+            if pos < end and buf[pos] == 0:
+                pos += 1
+            else:
+                v_brokers_n_tags, pos = _rtc(buf, pos, '_tagged_fields')
+                v_brokers_raw_tags: list[tuple[int, bytes]] = []
+                for _ in range(v_brokers_n_tags):
+                    v_brokers_tag, v_brokers_size, pos = _rth(buf, pos, '_tagged_fields')
+                    v_brokers_raw_tags.append((v_brokers_tag, bytes(buf[pos:pos + v_brokers_size])))
+                    pos += v_brokers_size
+                if v_brokers_raw_tags:
+                    v_brokers_unknown = tuple(v_brokers_raw_tags)
+            v_brokers_o = _new(MetadataResponseBroker)
+            v_brokers_o.node_id = v_brokers_v_node_id
+            v_brokers_o.host = v_brokers_v_host
+            v_brokers_o.port = v_brokers_v_port
+            v_brokers_o.rack = v_brokers_v_rack
+            v_brokers_o.unknown_tagged_fields = v_brokers_unknown
+            app_v_brokers(v_brokers_o)
     except _DecodeError as exc:
         raise exc.refine(field=f'Brokers[{i}]')
     v_cluster_id, pos = _rncs(buf, pos, 'ClusterId')
@@ -1477,8 +1842,35 @@ def _read_MetadataResponse_8(buf: bytes | bytearray | memoryview, pos: int) -> t
     i = 0
     try:
         for i in range(n_v_brokers):
-            e_v_brokers, pos = _read_MetadataResponseBroker_2(buf, pos)
-            app_v_brokers(e_v_brokers)
+            if pos + 4 > end:
+                raise _short_fixed(pos, end, _L0)
+            v_brokers_v_node_id, = _S_i.unpack_from(buf, pos)
+            pos += 4
+            v_brokers_v_host, pos = _rcs(buf, pos, 'Host')
+            if pos + 4 > end:
+                raise _short_fixed(pos, end, _L1)
+            v_brokers_v_port, = _S_i.unpack_from(buf, pos)
+            pos += 4
+            v_brokers_v_rack, pos = _rncs(buf, pos, 'Rack')
+            v_brokers_unknown: tuple[tuple[int, bytes], ...] = ()
+            if pos < end and buf[pos] == 0:
+                pos += 1
+            else:
+                v_brokers_n_tags, pos = _rtc(buf, pos, '_tagged_fields')
+                v_brokers_raw_tags: list[tuple[int, bytes]] = []
+                for _ in range(v_brokers_n_tags):
+                    v_brokers_tag, v_brokers_size, pos = _rth(buf, pos, '_tagged_fields')
+                    v_brokers_raw_tags.append((v_brokers_tag, bytes(buf[pos:pos + v_brokers_size])))
+                    pos += v_brokers_size
+                if v_brokers_raw_tags:
+                    v_brokers_unknown = tuple(v_brokers_raw_tags)
+            v_brokers_o = _new(MetadataResponseBroker)
+            v_brokers_o.node_id = v_brokers_v_node_id
+            v_brokers_o.host = v_brokers_v_host
+            v_brokers_o.port = v_brokers_v_port
+            v_brokers_o.rack = v_brokers_v_rack
+            v_brokers_o.unknown_tagged_fields = v_brokers_unknown
+            app_v_brokers(v_brokers_o)
     except _DecodeError as exc:
         raise exc.refine(field=f'Brokers[{i}]')
     v_cluster_id, pos = _rncs(buf, pos, 'ClusterId')
@@ -1568,8 +1960,35 @@ def _read_MetadataResponse_9(buf: bytes | bytearray | memoryview, pos: int) -> t
     i = 0
     try:
         for i in range(n_v_brokers):
-            e_v_brokers, pos = _read_MetadataResponseBroker_2(buf, pos)
-            app_v_brokers(e_v_brokers)
+            if pos + 4 > end:
+                raise _short_fixed(pos, end, _L0)
+            v_brokers_v_node_id, = _S_i.unpack_from(buf, pos)
+            pos += 4
+            v_brokers_v_host, pos = _rcs(buf, pos, 'Host')
+            if pos + 4 > end:
+                raise _short_fixed(pos, end, _L1)
+            v_brokers_v_port, = _S_i.unpack_from(buf, pos)
+            pos += 4
+            v_brokers_v_rack, pos = _rncs(buf, pos, 'Rack')
+            v_brokers_unknown: tuple[tuple[int, bytes], ...] = ()
+            if pos < end and buf[pos] == 0:
+                pos += 1
+            else:
+                v_brokers_n_tags, pos = _rtc(buf, pos, '_tagged_fields')
+                v_brokers_raw_tags: list[tuple[int, bytes]] = []
+                for _ in range(v_brokers_n_tags):
+                    v_brokers_tag, v_brokers_size, pos = _rth(buf, pos, '_tagged_fields')
+                    v_brokers_raw_tags.append((v_brokers_tag, bytes(buf[pos:pos + v_brokers_size])))
+                    pos += v_brokers_size
+                if v_brokers_raw_tags:
+                    v_brokers_unknown = tuple(v_brokers_raw_tags)
+            v_brokers_o = _new(MetadataResponseBroker)
+            v_brokers_o.node_id = v_brokers_v_node_id
+            v_brokers_o.host = v_brokers_v_host
+            v_brokers_o.port = v_brokers_v_port
+            v_brokers_o.rack = v_brokers_v_rack
+            v_brokers_o.unknown_tagged_fields = v_brokers_unknown
+            app_v_brokers(v_brokers_o)
     except _DecodeError as exc:
         raise exc.refine(field=f'Brokers[{i}]')
     v_cluster_id, pos = _rncs(buf, pos, 'ClusterId')
@@ -1656,8 +2075,35 @@ def _read_MetadataResponse_10(buf: bytes | bytearray | memoryview, pos: int) -> 
     i = 0
     try:
         for i in range(n_v_brokers):
-            e_v_brokers, pos = _read_MetadataResponseBroker_2(buf, pos)
-            app_v_brokers(e_v_brokers)
+            if pos + 4 > end:
+                raise _short_fixed(pos, end, _L0)
+            v_brokers_v_node_id, = _S_i.unpack_from(buf, pos)
+            pos += 4
+            v_brokers_v_host, pos = _rcs(buf, pos, 'Host')
+            if pos + 4 > end:
+                raise _short_fixed(pos, end, _L1)
+            v_brokers_v_port, = _S_i.unpack_from(buf, pos)
+            pos += 4
+            v_brokers_v_rack, pos = _rncs(buf, pos, 'Rack')
+            v_brokers_unknown: tuple[tuple[int, bytes], ...] = ()
+            if pos < end and buf[pos] == 0:
+                pos += 1
+            else:
+                v_brokers_n_tags, pos = _rtc(buf, pos, '_tagged_fields')
+                v_brokers_raw_tags: list[tuple[int, bytes]] = []
+                for _ in range(v_brokers_n_tags):
+                    v_brokers_tag, v_brokers_size, pos = _rth(buf, pos, '_tagged_fields')
+                    v_brokers_raw_tags.append((v_brokers_tag, bytes(buf[pos:pos + v_brokers_size])))
+                    pos += v_brokers_size
+                if v_brokers_raw_tags:
+                    v_brokers_unknown = tuple(v_brokers_raw_tags)
+            v_brokers_o = _new(MetadataResponseBroker)
+            v_brokers_o.node_id = v_brokers_v_node_id
+            v_brokers_o.host = v_brokers_v_host
+            v_brokers_o.port = v_brokers_v_port
+            v_brokers_o.rack = v_brokers_v_rack
+            v_brokers_o.unknown_tagged_fields = v_brokers_unknown
+            app_v_brokers(v_brokers_o)
     except _DecodeError as exc:
         raise exc.refine(field=f'Brokers[{i}]')
     v_cluster_id, pos = _rncs(buf, pos, 'ClusterId')

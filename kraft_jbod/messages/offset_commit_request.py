@@ -239,8 +239,19 @@ def _read_OffsetCommitRequestTopic_0(buf: bytes | bytearray | memoryview, pos: i
     i = 0
     try:
         for i in range(n_v_partitions):
-            e_v_partitions, pos = _read_OffsetCommitRequestPartition_0(buf, pos)
-            app_v_partitions(e_v_partitions)
+            if pos + 12 > end:
+                raise _short_fixed(pos, end, _L0)
+            v_partitions_v_partition_index, v_partitions_v_committed_offset = _S_iq.unpack_from(buf, pos)
+            pos += 12
+            v_partitions_v_committed_metadata, pos = _rns(buf, pos, 'CommittedMetadata')
+            v_partitions_o = _new(OffsetCommitRequestPartition)
+            v_partitions_o.partition_index = v_partitions_v_partition_index
+            v_partitions_o.committed_offset = v_partitions_v_committed_offset
+            v_partitions_o.committed_leader_epoch = -1
+            v_partitions_o.commit_timestamp = -1
+            v_partitions_o.committed_metadata = v_partitions_v_committed_metadata
+            v_partitions_o.unknown_tagged_fields = ()
+            app_v_partitions(v_partitions_o)
     except _DecodeError as exc:
         raise exc.refine(field=f'Partitions[{i}]')
     o = _new(OffsetCommitRequestTopic)
@@ -275,8 +286,19 @@ def _read_OffsetCommitRequestTopic_1(buf: bytes | bytearray | memoryview, pos: i
     i = 0
     try:
         for i in range(n_v_partitions):
-            e_v_partitions, pos = _read_OffsetCommitRequestPartition_1(buf, pos)
-            app_v_partitions(e_v_partitions)
+            if pos + 20 > end:
+                raise _short_fixed(pos, end, _L1)
+            v_partitions_v_partition_index, v_partitions_v_committed_offset, v_partitions_v_commit_timestamp = _S_iqq.unpack_from(buf, pos)
+            pos += 20
+            v_partitions_v_committed_metadata, pos = _rns(buf, pos, 'CommittedMetadata')
+            v_partitions_o = _new(OffsetCommitRequestPartition)
+            v_partitions_o.partition_index = v_partitions_v_partition_index
+            v_partitions_o.committed_offset = v_partitions_v_committed_offset
+            v_partitions_o.committed_leader_epoch = -1
+            v_partitions_o.commit_timestamp = v_partitions_v_commit_timestamp
+            v_partitions_o.committed_metadata = v_partitions_v_committed_metadata
+            v_partitions_o.unknown_tagged_fields = ()
+            app_v_partitions(v_partitions_o)
     except _DecodeError as exc:
         raise exc.refine(field=f'Partitions[{i}]')
     o = _new(OffsetCommitRequestTopic)
@@ -311,8 +333,19 @@ def _read_OffsetCommitRequestTopic_2(buf: bytes | bytearray | memoryview, pos: i
     i = 0
     try:
         for i in range(n_v_partitions):
-            e_v_partitions, pos = _read_OffsetCommitRequestPartition_2(buf, pos)
-            app_v_partitions(e_v_partitions)
+            if pos + 16 > end:
+                raise _short_fixed(pos, end, _L2)
+            v_partitions_v_partition_index, v_partitions_v_committed_offset, v_partitions_v_committed_leader_epoch = _S_iqi.unpack_from(buf, pos)
+            pos += 16
+            v_partitions_v_committed_metadata, pos = _rns(buf, pos, 'CommittedMetadata')
+            v_partitions_o = _new(OffsetCommitRequestPartition)
+            v_partitions_o.partition_index = v_partitions_v_partition_index
+            v_partitions_o.committed_offset = v_partitions_v_committed_offset
+            v_partitions_o.committed_leader_epoch = v_partitions_v_committed_leader_epoch
+            v_partitions_o.commit_timestamp = -1
+            v_partitions_o.committed_metadata = v_partitions_v_committed_metadata
+            v_partitions_o.unknown_tagged_fields = ()
+            app_v_partitions(v_partitions_o)
     except _DecodeError as exc:
         raise exc.refine(field=f'Partitions[{i}]')
     o = _new(OffsetCommitRequestTopic)
@@ -351,8 +384,31 @@ def _read_OffsetCommitRequestTopic_3(buf: bytes | bytearray | memoryview, pos: i
     i = 0
     try:
         for i in range(n_v_partitions):
-            e_v_partitions, pos = _read_OffsetCommitRequestPartition_3(buf, pos)
-            app_v_partitions(e_v_partitions)
+            if pos + 16 > end:
+                raise _short_fixed(pos, end, _L2)
+            v_partitions_v_partition_index, v_partitions_v_committed_offset, v_partitions_v_committed_leader_epoch = _S_iqi.unpack_from(buf, pos)
+            pos += 16
+            v_partitions_v_committed_metadata, pos = _rncs(buf, pos, 'CommittedMetadata')
+            v_partitions_unknown: tuple[tuple[int, bytes], ...] = ()
+            if pos < end and buf[pos] == 0:
+                pos += 1
+            else:
+                v_partitions_n_tags, pos = _rtc(buf, pos, '_tagged_fields')
+                v_partitions_raw_tags: list[tuple[int, bytes]] = []
+                for _ in range(v_partitions_n_tags):
+                    v_partitions_tag, v_partitions_size, pos = _rth(buf, pos, '_tagged_fields')
+                    v_partitions_raw_tags.append((v_partitions_tag, bytes(buf[pos:pos + v_partitions_size])))
+                    pos += v_partitions_size
+                if v_partitions_raw_tags:
+                    v_partitions_unknown = tuple(v_partitions_raw_tags)
+            v_partitions_o = _new(OffsetCommitRequestPartition)
+            v_partitions_o.partition_index = v_partitions_v_partition_index
+            v_partitions_o.committed_offset = v_partitions_v_committed_offset
+            v_partitions_o.committed_leader_epoch = v_partitions_v_committed_leader_epoch
+            v_partitions_o.commit_timestamp = -1
+            v_partitions_o.committed_metadata = v_partitions_v_committed_metadata
+            v_partitions_o.unknown_tagged_fields = v_partitions_unknown
+            app_v_partitions(v_partitions_o)
     except _DecodeError as exc:
         raise exc.refine(field=f'Partitions[{i}]')
     unknown: tuple[tuple[int, bytes], ...] = ()

@@ -119,8 +119,14 @@ def _read_OffsetDeleteRequestTopic_0(buf: bytes | bytearray | memoryview, pos: i
     i = 0
     try:
         for i in range(n_v_partitions):
-            e_v_partitions, pos = _read_OffsetDeleteRequestPartition_0(buf, pos)
-            app_v_partitions(e_v_partitions)
+            if pos + 4 > end:
+                raise _short_fixed(pos, end, _L0)
+            v_partitions_v_partition_index, = _S_i.unpack_from(buf, pos)
+            pos += 4
+            v_partitions_o = _new(OffsetDeleteRequestPartition)
+            v_partitions_o.partition_index = v_partitions_v_partition_index
+            v_partitions_o.unknown_tagged_fields = ()
+            app_v_partitions(v_partitions_o)
     except _DecodeError as exc:
         raise exc.refine(field=f'Partitions[{i}]')
     o = _new(OffsetDeleteRequestTopic)

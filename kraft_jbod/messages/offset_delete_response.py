@@ -124,8 +124,15 @@ def _read_OffsetDeleteResponseTopic_0(buf: bytes | bytearray | memoryview, pos: 
     i = 0
     try:
         for i in range(n_v_partitions):
-            e_v_partitions, pos = _read_OffsetDeleteResponsePartition_0(buf, pos)
-            app_v_partitions(e_v_partitions)
+            if pos + 6 > end:
+                raise _short_fixed(pos, end, _L0)
+            v_partitions_v_partition_index, v_partitions_v_error_code = _S_ih.unpack_from(buf, pos)
+            pos += 6
+            v_partitions_o = _new(OffsetDeleteResponsePartition)
+            v_partitions_o.partition_index = v_partitions_v_partition_index
+            v_partitions_o.error_code = v_partitions_v_error_code
+            v_partitions_o.unknown_tagged_fields = ()
+            app_v_partitions(v_partitions_o)
     except _DecodeError as exc:
         raise exc.refine(field=f'Partitions[{i}]')
     o = _new(OffsetDeleteResponseTopic)

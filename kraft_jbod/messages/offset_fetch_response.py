@@ -249,8 +249,23 @@ def _read_OffsetFetchResponseTopic_0(buf: bytes | bytearray | memoryview, pos: i
     i = 0
     try:
         for i in range(n_v_partitions):
-            e_v_partitions, pos = _read_OffsetFetchResponsePartition_0(buf, pos)
-            app_v_partitions(e_v_partitions)
+            if pos + 12 > end:
+                raise _short_fixed(pos, end, _L0)
+            v_partitions_v_partition_index, v_partitions_v_committed_offset = _S_iq.unpack_from(buf, pos)
+            pos += 12
+            v_partitions_v_metadata, pos = _rns(buf, pos, 'Metadata')
+            if pos + 2 > end:
+                raise _short_fixed(pos, end, _L1)
+            v_partitions_v_error_code, = _S_h.unpack_from(buf, pos)
+            pos += 2
+            v_partitions_o = _new(OffsetFetchResponsePartition)
+            v_partitions_o.partition_index = v_partitions_v_partition_index
+            v_partitions_o.committed_offset = v_partitions_v_committed_offset
+            v_partitions_o.committed_leader_epoch = -1
+            v_partitions_o.metadata = v_partitions_v_metadata
+            v_partitions_o.error_code = v_partitions_v_error_code
+            v_partitions_o.unknown_tagged_fields = ()
+            app_v_partitions(v_partitions_o)
     except _DecodeError as exc:
         raise exc.refine(field=f'Partitions[{i}]')
     o = _new(OffsetFetchResponseTopic)
@@ -285,8 +300,23 @@ def _read_OffsetFetchResponseTopic_1(buf: bytes | bytearray | memoryview, pos: i
     i = 0
     try:
         for i in range(n_v_partitions):
-            e_v_partitions, pos = _read_OffsetFetchResponsePartition_1(buf, pos)
-            app_v_partitions(e_v_partitions)
+            if pos + 16 > end:
+                raise _short_fixed(pos, end, _L2)
+            v_partitions_v_partition_index, v_partitions_v_committed_offset, v_partitions_v_committed_leader_epoch = _S_iqi.unpack_from(buf, pos)
+            pos += 16
+            v_partitions_v_metadata, pos = _rns(buf, pos, 'Metadata')
+            if pos + 2 > end:
+                raise _short_fixed(pos, end, _L1)
+            v_partitions_v_error_code, = _S_h.unpack_from(buf, pos)
+            pos += 2
+            v_partitions_o = _new(OffsetFetchResponsePartition)
+            v_partitions_o.partition_index = v_partitions_v_partition_index
+            v_partitions_o.committed_offset = v_partitions_v_committed_offset
+            v_partitions_o.committed_leader_epoch = v_partitions_v_committed_leader_epoch
+            v_partitions_o.metadata = v_partitions_v_metadata
+            v_partitions_o.error_code = v_partitions_v_error_code
+            v_partitions_o.unknown_tagged_fields = ()
+            app_v_partitions(v_partitions_o)
     except _DecodeError as exc:
         raise exc.refine(field=f'Partitions[{i}]')
     o = _new(OffsetFetchResponseTopic)
@@ -325,8 +355,35 @@ def _read_OffsetFetchResponseTopic_2(buf: bytes | bytearray | memoryview, pos: i
     i = 0
     try:
         for i in range(n_v_partitions):
-            e_v_partitions, pos = _read_OffsetFetchResponsePartition_2(buf, pos)
-            app_v_partitions(e_v_partitions)
+            if pos + 16 > end:
+                raise _short_fixed(pos, end, _L2)
+            v_partitions_v_partition_index, v_partitions_v_committed_offset, v_partitions_v_committed_leader_epoch = _S_iqi.unpack_from(buf, pos)
+            pos += 16
+            v_partitions_v_metadata, pos = _rncs(buf, pos, 'Metadata')
+            if pos + 2 > end:
+                raise _short_fixed(pos, end, _L1)
+            v_partitions_v_error_code, = _S_h.unpack_from(buf, pos)
+            pos += 2
+            v_partitions_unknown: tuple[tuple[int, bytes], ...] = ()
+            if pos < end and buf[pos] == 0:
+                pos += 1
+            else:
+                v_partitions_n_tags, pos = _rtc(buf, pos, '_tagged_fields')
+                v_partitions_raw_tags: list[tuple[int, bytes]] = []
+                for _ in range(v_partitions_n_tags):
+                    v_partitions_tag, v_partitions_size, pos = _rth(buf, pos, '_tagged_fields')
+                    v_partitions_raw_tags.append((v_partitions_tag, bytes(buf[pos:pos + v_partitions_size])))
+                    pos += v_partitions_size
+                if v_partitions_raw_tags:
+                    v_partitions_unknown = tuple(v_partitions_raw_tags)
+            v_partitions_o = _new(OffsetFetchResponsePartition)
+            v_partitions_o.partition_index = v_partitions_v_partition_index
+            v_partitions_o.committed_offset = v_partitions_v_committed_offset
+            v_partitions_o.committed_leader_epoch = v_partitions_v_committed_leader_epoch
+            v_partitions_o.metadata = v_partitions_v_metadata
+            v_partitions_o.error_code = v_partitions_v_error_code
+            v_partitions_o.unknown_tagged_fields = v_partitions_unknown
+            app_v_partitions(v_partitions_o)
     except _DecodeError as exc:
         raise exc.refine(field=f'Partitions[{i}]')
     unknown: tuple[tuple[int, bytes], ...] = ()
@@ -424,8 +481,35 @@ def _read_OffsetFetchResponseTopics_0(buf: bytes | bytearray | memoryview, pos: 
     i = 0
     try:
         for i in range(n_v_partitions):
-            e_v_partitions, pos = _read_OffsetFetchResponsePartitions_0(buf, pos)
-            app_v_partitions(e_v_partitions)
+            if pos + 16 > end:
+                raise _short_fixed(pos, end, _L2)
+            v_partitions_v_partition_index, v_partitions_v_committed_offset, v_partitions_v_committed_leader_epoch = _S_iqi.unpack_from(buf, pos)
+            pos += 16
+            v_partitions_v_metadata, pos = _rncs(buf, pos, 'Metadata')
+            if pos + 2 > end:
+                raise _short_fixed(pos, end, _L1)
+            v_partitions_v_error_code, = _S_h.unpack_from(buf, pos)
+            pos += 2
+            v_partitions_unknown: tuple[tuple[int, bytes], ...] = ()
+            if pos < end and buf[pos] == 0:
+                pos += 1
+            else:
+                v_partitions_n_tags, pos = _rtc(buf, pos, '_tagged_fields')
+                v_partitions_raw_tags: list[tuple[int, bytes]] = []
+                for _ in range(v_partitions_n_tags):
+                    v_partitions_tag, v_partitions_size, pos = _rth(buf, pos, '_tagged_fields')
+                    v_partitions_raw_tags.append((v_partitions_tag, bytes(buf[pos:pos + v_partitions_size])))
+                    pos += v_partitions_size
+                if v_partitions_raw_tags:
+                    v_partitions_unknown = tuple(v_partitions_raw_tags)
+            v_partitions_o = _new(OffsetFetchResponsePartitions)
+            v_partitions_o.partition_index = v_partitions_v_partition_index
+            v_partitions_o.committed_offset = v_partitions_v_committed_offset
+            v_partitions_o.committed_leader_epoch = v_partitions_v_committed_leader_epoch
+            v_partitions_o.metadata = v_partitions_v_metadata
+            v_partitions_o.error_code = v_partitions_v_error_code
+            v_partitions_o.unknown_tagged_fields = v_partitions_unknown
+            app_v_partitions(v_partitions_o)
     except _DecodeError as exc:
         raise exc.refine(field=f'Partitions[{i}]')
     unknown: tuple[tuple[int, bytes], ...] = ()

@@ -185,8 +185,16 @@ def _read_OffsetForLeaderTopic_0(buf: bytes | bytearray | memoryview, pos: int) 
     i = 0
     try:
         for i in range(n_v_partitions):
-            e_v_partitions, pos = _read_OffsetForLeaderPartition_0(buf, pos)
-            app_v_partitions(e_v_partitions)
+            if pos + 8 > end:
+                raise _short_fixed(pos, end, _L0)
+            v_partitions_v_partition, v_partitions_v_leader_epoch = _S_ii.unpack_from(buf, pos)
+            pos += 8
+            v_partitions_o = _new(OffsetForLeaderPartition)
+            v_partitions_o.partition = v_partitions_v_partition
+            v_partitions_o.current_leader_epoch = -1
+            v_partitions_o.leader_epoch = v_partitions_v_leader_epoch
+            v_partitions_o.unknown_tagged_fields = ()
+            app_v_partitions(v_partitions_o)
     except _DecodeError as exc:
         raise exc.refine(field=f'Partitions[{i}]')
     o = _new(OffsetForLeaderTopic)
@@ -221,8 +229,16 @@ def _read_OffsetForLeaderTopic_1(buf: bytes | bytearray | memoryview, pos: int) 
     i = 0
     try:
         for i in range(n_v_partitions):
-            e_v_partitions, pos = _read_OffsetForLeaderPartition_1(buf, pos)
-            app_v_partitions(e_v_partitions)
+            if pos + 12 > end:
+                raise _short_fixed(pos, end, _L1)
+            v_partitions_v_partition, v_partitions_v_current_leader_epoch, v_partitions_v_leader_epoch = _S_iii.unpack_from(buf, pos)
+            pos += 12
+            v_partitions_o = _new(OffsetForLeaderPartition)
+            v_partitions_o.partition = v_partitions_v_partition
+            v_partitions_o.current_leader_epoch = v_partitions_v_current_leader_epoch
+            v_partitions_o.leader_epoch = v_partitions_v_leader_epoch
+            v_partitions_o.unknown_tagged_fields = ()
+            app_v_partitions(v_partitions_o)
     except _DecodeError as exc:
         raise exc.refine(field=f'Partitions[{i}]')
     o = _new(OffsetForLeaderTopic)
@@ -261,8 +277,28 @@ def _read_OffsetForLeaderTopic_2(buf: bytes | bytearray | memoryview, pos: int) 
     i = 0
     try:
         for i in range(n_v_partitions):
-            e_v_partitions, pos = _read_OffsetForLeaderPartition_2(buf, pos)
-            app_v_partitions(e_v_partitions)
+            if pos + 12 > end:
+                raise _short_fixed(pos, end, _L1)
+            v_partitions_v_partition, v_partitions_v_current_leader_epoch, v_partitions_v_leader_epoch = _S_iii.unpack_from(buf, pos)
+            pos += 12
+            v_partitions_unknown: tuple[tuple[int, bytes], ...] = ()
+            if pos < end and buf[pos] == 0:
+                pos += 1
+            else:
+                v_partitions_n_tags, pos = _rtc(buf, pos, '_tagged_fields')
+                v_partitions_raw_tags: list[tuple[int, bytes]] = []
+                for _ in range(v_partitions_n_tags):
+                    v_partitions_tag, v_partitions_size, pos = _rth(buf, pos, '_tagged_fields')
+                    v_partitions_raw_tags.append((v_partitions_tag, bytes(buf[pos:pos + v_partitions_size])))
+                    pos += v_partitions_size
+                if v_partitions_raw_tags:
+                    v_partitions_unknown = tuple(v_partitions_raw_tags)
+            v_partitions_o = _new(OffsetForLeaderPartition)
+            v_partitions_o.partition = v_partitions_v_partition
+            v_partitions_o.current_leader_epoch = v_partitions_v_current_leader_epoch
+            v_partitions_o.leader_epoch = v_partitions_v_leader_epoch
+            v_partitions_o.unknown_tagged_fields = v_partitions_unknown
+            app_v_partitions(v_partitions_o)
     except _DecodeError as exc:
         raise exc.refine(field=f'Partitions[{i}]')
     unknown: tuple[tuple[int, bytes], ...] = ()

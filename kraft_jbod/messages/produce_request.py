@@ -164,8 +164,16 @@ def _read_TopicProduceData_0(buf: bytes | bytearray | memoryview, pos: int) -> t
     i = 0
     try:
         for i in range(n_v_partition_data):
-            e_v_partition_data, pos = _read_PartitionProduceData_0(buf, pos)
-            app_v_partition_data(e_v_partition_data)
+            if pos + 4 > end:
+                raise _short_fixed(pos, end, _L0)
+            v_partition_data_v_index, = _S_i.unpack_from(buf, pos)
+            pos += 4
+            v_partition_data_v_records, pos = _rnb(buf, pos, 'Records')
+            v_partition_data_o = _new(PartitionProduceData)
+            v_partition_data_o.index = v_partition_data_v_index
+            v_partition_data_o.records = v_partition_data_v_records
+            v_partition_data_o.unknown_tagged_fields = ()
+            app_v_partition_data(v_partition_data_o)
     except _DecodeError as exc:
         raise exc.refine(field=f'PartitionData[{i}]')
     o = _new(TopicProduceData)
@@ -204,8 +212,28 @@ def _read_TopicProduceData_1(buf: bytes | bytearray | memoryview, pos: int) -> t
     i = 0
     try:
         for i in range(n_v_partition_data):
-            e_v_partition_data, pos = _read_PartitionProduceData_1(buf, pos)
-            app_v_partition_data(e_v_partition_data)
+            if pos + 4 > end:
+                raise _short_fixed(pos, end, _L0)
+            v_partition_data_v_index, = _S_i.unpack_from(buf, pos)
+            pos += 4
+            v_partition_data_v_records, pos = _rncb(buf, pos, 'Records')
+            v_partition_data_unknown: tuple[tuple[int, bytes], ...] = ()
+            if pos < end and buf[pos] == 0:
+                pos += 1
+            else:
+                v_partition_data_n_tags, pos = _rtc(buf, pos, '_tagged_fields')
+                v_partition_data_raw_tags: list[tuple[int, bytes]] = []
+                for _ in range(v_partition_data_n_tags):
+                    v_partition_data_tag, v_partition_data_size, pos = _rth(buf, pos, '_tagged_fields')
+                    v_partition_data_raw_tags.append((v_partition_data_tag, bytes(buf[pos:pos + v_partition_data_size])))
+                    pos += v_partition_data_size
+                if v_partition_data_raw_tags:
+                    v_partition_data_unknown = tuple(v_partition_data_raw_tags)
+            v_partition_data_o = _new(PartitionProduceData)
+            v_partition_data_o.index = v_partition_data_v_index
+            v_partition_data_o.records = v_partition_data_v_records
+            v_partition_data_o.unknown_tagged_fields = v_partition_data_unknown
+            app_v_partition_data(v_partition_data_o)
     except _DecodeError as exc:
         raise exc.refine(field=f'PartitionData[{i}]')
     unknown: tuple[tuple[int, bytes], ...] = ()

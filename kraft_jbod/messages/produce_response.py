@@ -332,8 +332,16 @@ def _read_PartitionProduceResponse_3(buf: bytes | bytearray | memoryview, pos: i
     i = 0
     try:
         for i in range(n_v_record_errors):
-            e_v_record_errors, pos = _read_BatchIndexAndErrorMessage_0(buf, pos)
-            app_v_record_errors(e_v_record_errors)
+            if pos + 4 > end:
+                raise _short_fixed(pos, end, _L0)
+            v_record_errors_v_batch_index, = _S_i.unpack_from(buf, pos)
+            pos += 4
+            v_record_errors_v_batch_index_error_message, pos = _rns(buf, pos, 'BatchIndexErrorMessage')
+            v_record_errors_o = _new(BatchIndexAndErrorMessage)
+            v_record_errors_o.batch_index = v_record_errors_v_batch_index
+            v_record_errors_o.batch_index_error_message = v_record_errors_v_batch_index_error_message
+            v_record_errors_o.unknown_tagged_fields = ()
+            app_v_record_errors(v_record_errors_o)
     except _DecodeError as exc:
         raise exc.refine(field=f'RecordErrors[{i}]')
     v_error_message, pos = _rns(buf, pos, 'ErrorMessage')
@@ -383,8 +391,28 @@ def _read_PartitionProduceResponse_4(buf: bytes | bytearray | memoryview, pos: i
     i = 0
     try:
         for i in range(n_v_record_errors):
-            e_v_record_errors, pos = _read_BatchIndexAndErrorMessage_1(buf, pos)
-            app_v_record_errors(e_v_record_errors)
+            if pos + 4 > end:
+                raise _short_fixed(pos, end, _L0)
+            v_record_errors_v_batch_index, = _S_i.unpack_from(buf, pos)
+            pos += 4
+            v_record_errors_v_batch_index_error_message, pos = _rncs(buf, pos, 'BatchIndexErrorMessage')
+            v_record_errors_unknown: tuple[tuple[int, bytes], ...] = ()
+            if pos < end and buf[pos] == 0:
+                pos += 1
+            else:
+                v_record_errors_n_tags, pos = _rtc(buf, pos, '_tagged_fields')
+                v_record_errors_raw_tags: list[tuple[int, bytes]] = []
+                for _ in range(v_record_errors_n_tags):
+                    v_record_errors_tag, v_record_errors_size, pos = _rth(buf, pos, '_tagged_fields')
+                    v_record_errors_raw_tags.append((v_record_errors_tag, bytes(buf[pos:pos + v_record_errors_size])))
+                    pos += v_record_errors_size
+                if v_record_errors_raw_tags:
+                    v_record_errors_unknown = tuple(v_record_errors_raw_tags)
+            v_record_errors_o = _new(BatchIndexAndErrorMessage)
+            v_record_errors_o.batch_index = v_record_errors_v_batch_index
+            v_record_errors_o.batch_index_error_message = v_record_errors_v_batch_index_error_message
+            v_record_errors_o.unknown_tagged_fields = v_record_errors_unknown
+            app_v_record_errors(v_record_errors_o)
     except _DecodeError as exc:
         raise exc.refine(field=f'RecordErrors[{i}]')
     v_error_message, pos = _rncs(buf, pos, 'ErrorMessage')
@@ -451,8 +479,28 @@ def _read_PartitionProduceResponse_5(buf: bytes | bytearray | memoryview, pos: i
     i = 0
     try:
         for i in range(n_v_record_errors):
-            e_v_record_errors, pos = _read_BatchIndexAndErrorMessage_1(buf, pos)
-            app_v_record_errors(e_v_record_errors)
+            if pos + 4 > end:
+                raise _short_fixed(pos, end, _L0)
+            v_record_errors_v_batch_index, = _S_i.unpack_from(buf, pos)
+            pos += 4
+            v_record_errors_v_batch_index_error_message, pos = _rncs(buf, pos, 'BatchIndexErrorMessage')
+            v_record_errors_unknown: tuple[tuple[int, bytes], ...] = ()
+            if pos < end and buf[pos] == 0:
+                pos += 1
+            else:
+                v_record_errors_n_tags, pos = _rtc(buf, pos, '_tagged_fields')
+                v_record_errors_raw_tags: list[tuple[int, bytes]] = []
+                for _ in range(v_record_errors_n_tags):
+                    v_record_errors_tag, v_record_errors_size, pos = _rth(buf, pos, '_tagged_fields')
+                    v_record_errors_raw_tags.append((v_record_errors_tag, bytes(buf[pos:pos + v_record_errors_size])))
+                    pos += v_record_errors_size
+                if v_record_errors_raw_tags:
+                    v_record_errors_unknown = tuple(v_record_errors_raw_tags)
+            v_record_errors_o = _new(BatchIndexAndErrorMessage)
+            v_record_errors_o.batch_index = v_record_errors_v_batch_index
+            v_record_errors_o.batch_index_error_message = v_record_errors_v_batch_index_error_message
+            v_record_errors_o.unknown_tagged_fields = v_record_errors_unknown
+            app_v_record_errors(v_record_errors_o)
     except _DecodeError as exc:
         raise exc.refine(field=f'RecordErrors[{i}]')
     v_error_message, pos = _rncs(buf, pos, 'ErrorMessage')
@@ -523,8 +571,21 @@ def _read_TopicProduceResponse_0(buf: bytes | bytearray | memoryview, pos: int) 
     i = 0
     try:
         for i in range(n_v_partition_responses):
-            e_v_partition_responses, pos = _read_PartitionProduceResponse_0(buf, pos)
-            app_v_partition_responses(e_v_partition_responses)
+            if pos + 14 > end:
+                raise _short_fixed(pos, end, _L2)
+            v_partition_responses_v_index, v_partition_responses_v_error_code, v_partition_responses_v_base_offset = _S_ihq.unpack_from(buf, pos)
+            pos += 14
+            v_partition_responses_o = _new(PartitionProduceResponse)
+            v_partition_responses_o.index = v_partition_responses_v_index
+            v_partition_responses_o.error_code = v_partition_responses_v_error_code
+            v_partition_responses_o.base_offset = v_partition_responses_v_base_offset
+            v_partition_responses_o.log_append_time_ms = -1
+            v_partition_responses_o.log_start_offset = -1
+            v_partition_responses_o.record_errors = []
+            v_partition_responses_o.error_message = None
+            v_partition_responses_o.current_leader = LeaderIdAndEpoch()
+            v_partition_responses_o.unknown_tagged_fields = ()
+            app_v_partition_responses(v_partition_responses_o)
     except _DecodeError as exc:
         raise exc.refine(field=f'PartitionResponses[{i}]')
     o = _new(TopicProduceResponse)
@@ -559,8 +620,21 @@ def _read_TopicProduceResponse_1(buf: bytes | bytearray | memoryview, pos: int) 
     i = 0
     try:
         for i in range(n_v_partition_responses):
-            e_v_partition_responses, pos = _read_PartitionProduceResponse_1(buf, pos)
-            app_v_partition_responses(e_v_partition_responses)
+            if pos + 22 > end:
+                raise _short_fixed(pos, end, _L3)
+            v_partition_responses_v_index, v_partition_responses_v_error_code, v_partition_responses_v_base_offset, v_partition_responses_v_log_append_time_ms = _S_ihqq.unpack_from(buf, pos)
+            pos += 22
+            v_partition_responses_o = _new(PartitionProduceResponse)
+            v_partition_responses_o.index = v_partition_responses_v_index
+            v_partition_responses_o.error_code = v_partition_responses_v_error_code
+            v_partition_responses_o.base_offset = v_partition_responses_v_base_offset
+            v_partition_responses_o.log_append_time_ms = v_partition_responses_v_log_append_time_ms
+            v_partition_responses_o.log_start_offset = -1
+            v_partition_responses_o.record_errors = []
+            v_partition_responses_o.error_message = None
+            v_partition_responses_o.current_leader = LeaderIdAndEpoch()
+            v_partition_responses_o.unknown_tagged_fields = ()
+            app_v_partition_responses(v_partition_responses_o)
     except _DecodeError as exc:
         raise exc.refine(field=f'PartitionResponses[{i}]')
     o = _new(TopicProduceResponse)
@@ -595,8 +669,21 @@ def _read_TopicProduceResponse_2(buf: bytes | bytearray | memoryview, pos: int) 
     i = 0
     try:
         for i in range(n_v_partition_responses):
-            e_v_partition_responses, pos = _read_PartitionProduceResponse_2(buf, pos)
-            app_v_partition_responses(e_v_partition_responses)
+            if pos + 30 > end:
+                raise _short_fixed(pos, end, _L4)
+            v_partition_responses_v_index, v_partition_responses_v_error_code, v_partition_responses_v_base_offset, v_partition_responses_v_log_append_time_ms, v_partition_responses_v_log_start_offset = _S_ihqqq.unpack_from(buf, pos)
+            pos += 30
+            v_partition_responses_o = _new(PartitionProduceResponse)
+            v_partition_responses_o.index = v_partition_responses_v_index
+            v_partition_responses_o.error_code = v_partition_responses_v_error_code
+            v_partition_responses_o.base_offset = v_partition_responses_v_base_offset
+            v_partition_responses_o.log_append_time_ms = v_partition_responses_v_log_append_time_ms
+            v_partition_responses_o.log_start_offset = v_partition_responses_v_log_start_offset
+            v_partition_responses_o.record_errors = []
+            v_partition_responses_o.error_message = None
+            v_partition_responses_o.current_leader = LeaderIdAndEpoch()
+            v_partition_responses_o.unknown_tagged_fields = ()
+            app_v_partition_responses(v_partition_responses_o)
     except _DecodeError as exc:
         raise exc.refine(field=f'PartitionResponses[{i}]')
     o = _new(TopicProduceResponse)

@@ -170,8 +170,29 @@ def _read_PartitionResult_0(buf: bytes | bytearray | memoryview, pos: int) -> tu
     i = 0
     try:
         for i in range(n_v_state_batches):
-            e_v_state_batches, pos = _read_StateBatch_0(buf, pos)
-            app_v_state_batches(e_v_state_batches)
+            if pos + 19 > end:
+                raise _short_fixed(pos, end, _L0)
+            v_state_batches_v_first_offset, v_state_batches_v_last_offset, v_state_batches_v_delivery_state, v_state_batches_v_delivery_count = _S_qqbh.unpack_from(buf, pos)
+            pos += 19
+            v_state_batches_unknown: tuple[tuple[int, bytes], ...] = ()
+            if pos < end and buf[pos] == 0:
+                pos += 1
+            else:
+                v_state_batches_n_tags, pos = _rtc(buf, pos, '_tagged_fields')
+                v_state_batches_raw_tags: list[tuple[int, bytes]] = []
+                for _ in range(v_state_batches_n_tags):
+                    v_state_batches_tag, v_state_batches_size, pos = _rth(buf, pos, '_tagged_fields')
+                    v_state_batches_raw_tags.append((v_state_batches_tag, bytes(buf[pos:pos + v_state_batches_size])))
+                    pos += v_state_batches_size
+                if v_state_batches_raw_tags:
+                    v_state_batches_unknown = tuple(v_state_batches_raw_tags)
+            v_state_batches_o = _new(StateBatch)
+            v_state_batches_o.first_offset = v_state_batches_v_first_offset
+            v_state_batches_o.last_offset = v_state_batches_v_last_offset
+            v_state_batches_o.delivery_state = v_state_batches_v_delivery_state
+            v_state_batches_o.delivery_count = v_state_batches_v_delivery_count
+            v_state_batches_o.unknown_tagged_fields = v_state_batches_unknown
+            app_v_state_batches(v_state_batches_o)
     except _DecodeError as exc:
         raise exc.refine(field=f'StateBatches[{i}]')
     unknown: tuple[tuple[int, bytes], ...] = ()

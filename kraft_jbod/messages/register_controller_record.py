@@ -204,8 +204,31 @@ def _read_RegisterControllerRecord_0(buf: bytes | bytearray | memoryview, pos: i
     i = 0
     try:
         for i in range(n_v_end_points):
-            e_v_end_points, pos = _read_ControllerEndpoint_0(buf, pos)
-            app_v_end_points(e_v_end_points)
+            v_end_points_v_name, pos = _rcs(buf, pos, 'Name')
+            v_end_points_v_host, pos = _rcs(buf, pos, 'Host')
+            if pos + 4 > end:
+                raise _short_fixed(pos, end, _L0)
+            v_end_points_v_port, v_end_points_v_security_protocol = _S_Hh.unpack_from(buf, pos)
+            pos += 4
+            v_end_points_unknown: tuple[tuple[int, bytes], ...] = ()
+            if pos < end and buf[pos] == 0:
+                pos += 1
+            else:
+                v_end_points_n_tags, pos = _rtc(buf, pos, '_tagged_fields')
+                v_end_points_raw_tags: list[tuple[int, bytes]] = []
+                for _ in range(v_end_points_n_tags):
+                    v_end_points_tag, v_end_points_size, pos = _rth(buf, pos, '_tagged_fields')
+                    v_end_points_raw_tags.append((v_end_points_tag, bytes(buf[pos:pos + v_end_points_size])))
+                    pos += v_end_points_size
+                if v_end_points_raw_tags:
+                    v_end_points_unknown = tuple(v_end_points_raw_tags)
+            v_end_points_o = _new(ControllerEndpoint)
+            v_end_points_o.name = v_end_points_v_name
+            v_end_points_o.host = v_end_points_v_host
+            v_end_points_o.port = v_end_points_v_port
+            v_end_points_o.security_protocol = v_end_points_v_security_protocol
+            v_end_points_o.unknown_tagged_fields = v_end_points_unknown
+            app_v_end_points(v_end_points_o)
     except _DecodeError as exc:
         raise exc.refine(field=f'EndPoints[{i}]')
     v_features: list[ControllerFeature]
@@ -219,8 +242,29 @@ def _read_RegisterControllerRecord_0(buf: bytes | bytearray | memoryview, pos: i
     i = 0
     try:
         for i in range(n_v_features):
-            e_v_features, pos = _read_ControllerFeature_0(buf, pos)
-            app_v_features(e_v_features)
+            v_features_v_name, pos = _rcs(buf, pos, 'Name')
+            if pos + 4 > end:
+                raise _short_fixed(pos, end, _L1)
+            v_features_v_min_supported_version, v_features_v_max_supported_version = _S_hh.unpack_from(buf, pos)
+            pos += 4
+            v_features_unknown: tuple[tuple[int, bytes], ...] = ()
+            if pos < end and buf[pos] == 0:
+                pos += 1
+            else:
+                v_features_n_tags, pos = _rtc(buf, pos, '_tagged_fields')
+                v_features_raw_tags: list[tuple[int, bytes]] = []
+                for _ in range(v_features_n_tags):
+                    v_features_tag, v_features_size, pos = _rth(buf, pos, '_tagged_fields')
+                    v_features_raw_tags.append((v_features_tag, bytes(buf[pos:pos + v_features_size])))
+                    pos += v_features_size
+                if v_features_raw_tags:
+                    v_features_unknown = tuple(v_features_raw_tags)
+            v_features_o = _new(ControllerFeature)
+            v_features_o.name = v_features_v_name
+            v_features_o.min_supported_version = v_features_v_min_supported_version
+            v_features_o.max_supported_version = v_features_v_max_supported_version
+            v_features_o.unknown_tagged_fields = v_features_unknown
+            app_v_features(v_features_o)
     except _DecodeError as exc:
         raise exc.refine(field=f'Features[{i}]')
     unknown: tuple[tuple[int, bytes], ...] = ()

@@ -342,8 +342,35 @@ def _read_ShareAcknowledgeResponse_0(buf: bytes | bytearray | memoryview, pos: i
     i = 0
     try:
         for i in range(n_v_node_endpoints):
-            e_v_node_endpoints, pos = _read_NodeEndpoint_0(buf, pos)
-            app_v_node_endpoints(e_v_node_endpoints)
+            if pos + 4 > end:
+                raise _short_fixed(pos, end, _L3)
+            v_node_endpoints_v_node_id, = _S_i.unpack_from(buf, pos)
+            pos += 4
+            v_node_endpoints_v_host, pos = _rcs(buf, pos, 'Host')
+            if pos + 4 > end:
+                raise _short_fixed(pos, end, _L4)
+            v_node_endpoints_v_port, = _S_i.unpack_from(buf, pos)
+            pos += 4
+            v_node_endpoints_v_rack, pos = _rncs(buf, pos, 'Rack')
+            v_node_endpoints_unknown: tuple[tuple[int, bytes], ...] = ()
+            if pos < end and buf[pos] == 0:
+                pos += 1
+            else:
+                v_node_endpoints_n_tags, pos = _rtc(buf, pos, '_tagged_fields')
+                v_node_endpoints_raw_tags: list[tuple[int, bytes]] = []
+                for _ in range(v_node_endpoints_n_tags):
+                    v_node_endpoints_tag, v_node_endpoints_size, pos = _rth(buf, pos, '_tagged_fields')
+                    v_node_endpoints_raw_tags.append((v_node_endpoints_tag, bytes(buf[pos:pos + v_node_endpoints_size])))
+                    pos += v_node_endpoints_size
+                if v_node_endpoints_raw_tags:
+                    v_node_endpoints_unknown = tuple(v_node_endpoints_raw_tags)
+            v_node_endpoints_o = _new(NodeEndpoint)
+            v_node_endpoints_o.node_id = v_node_endpoints_v_node_id
+            v_node_endpoints_o.host = v_node_endpoints_v_host
+            v_node_endpoints_o.port = v_node_endpoints_v_port
+            v_node_endpoints_o.rack = v_node_endpoints_v_rack
+            v_node_endpoints_o.unknown_tagged_fields = v_node_endpoints_unknown
+            app_v_node_endpoints(v_node_endpoints_o)
     except _DecodeError as exc:
         raise exc.refine(field=f'NodeEndpoints[{i}]')
     unknown: tuple[tuple[int, bytes], ...] = ()

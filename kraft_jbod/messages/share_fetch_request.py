@@ -187,8 +187,35 @@ def _read_FetchPartition_0(buf: bytes | bytearray | memoryview, pos: int) -> tup
     i = 0
     try:
         for i in range(n_v_acknowledgement_batches):
-            e_v_acknowledgement_batches, pos = _read_AcknowledgementBatch_0(buf, pos)
-            app_v_acknowledgement_batches(e_v_acknowledgement_batches)
+            if pos + 16 > end:
+                raise _short_fixed(pos, end, _L0)
+            v_acknowledgement_batches_v_first_offset, v_acknowledgement_batches_v_last_offset = _S_qq.unpack_from(buf, pos)
+            pos += 16
+            v_acknowledgement_batches_v_acknowledge_types: list[int]
+            n_v_acknowledgement_batches_v_acknowledge_types = buf[pos] - 1 if pos < end else -2
+            if 0 <= n_v_acknowledgement_batches_v_acknowledge_types < 127 and n_v_acknowledgement_batches_v_acknowledge_types <= end - pos:
+                pos += 1
+            else:
+                n_v_acknowledgement_batches_v_acknowledge_types, pos = _rcal(buf, pos, 'AcknowledgeTypes')
+            v_acknowledgement_batches_v_acknowledge_types, pos = _rfa(buf, pos, n_v_acknowledgement_batches_v_acknowledge_types, 'b', 'AcknowledgeTypes')
+            v_acknowledgement_batches_unknown: tuple[tuple[int, bytes], ...] = ()
+            if pos < end and buf[pos] == 0:
+                pos += 1
+            else:
+                v_acknowledgement_batches_n_tags, pos = _rtc(buf, pos, '_tagged_fields')
+                v_acknowledgement_batches_raw_tags: list[tuple[int, bytes]] = []
+                for _ in range(v_acknowledgement_batches_n_tags):
+                    v_acknowledgement_batches_tag, v_acknowledgement_batches_size, pos = _rth(buf, pos, '_tagged_fields')
+                    v_acknowledgement_batches_raw_tags.append((v_acknowledgement_batches_tag, bytes(buf[pos:pos + v_acknowledgement_batches_size])))
+                    pos += v_acknowledgement_batches_size
+                if v_acknowledgement_batches_raw_tags:
+                    v_acknowledgement_batches_unknown = tuple(v_acknowledgement_batches_raw_tags)
+            v_acknowledgement_batches_o = _new(AcknowledgementBatch)
+            v_acknowledgement_batches_o.first_offset = v_acknowledgement_batches_v_first_offset
+            v_acknowledgement_batches_o.last_offset = v_acknowledgement_batches_v_last_offset
+            v_acknowledgement_batches_o.acknowledge_types = v_acknowledgement_batches_v_acknowledge_types
+            v_acknowledgement_batches_o.unknown_tagged_fields = v_acknowledgement_batches_unknown
+            app_v_acknowledgement_batches(v_acknowledgement_batches_o)
     except _DecodeError as exc:
         raise exc.refine(field=f'AcknowledgementBatches[{i}]')
     unknown: tuple[tuple[int, bytes], ...] = ()
@@ -363,8 +390,35 @@ def _read_ShareFetchRequest_0(buf: bytes | bytearray | memoryview, pos: int) -> 
     i = 0
     try:
         for i in range(n_v_forgotten_topics_data):
-            e_v_forgotten_topics_data, pos = _read_ForgottenTopic_0(buf, pos)
-            app_v_forgotten_topics_data(e_v_forgotten_topics_data)
+            if pos + 16 > end:
+                raise _short_fixed(pos, end, _L2)
+            v_forgotten_topics_data_r_topic_id, = _S_16s.unpack_from(buf, pos)
+            v_forgotten_topics_data_v_topic_id = _uuid_from_bytes(v_forgotten_topics_data_r_topic_id)
+            pos += 16
+            v_forgotten_topics_data_v_partitions: list[int]
+            n_v_forgotten_topics_data_v_partitions = buf[pos] - 1 if pos < end else -2
+            if 0 <= n_v_forgotten_topics_data_v_partitions < 127 and n_v_forgotten_topics_data_v_partitions <= end - pos:
+                pos += 1
+            else:
+                n_v_forgotten_topics_data_v_partitions, pos = _rcal(buf, pos, 'Partitions')
+            v_forgotten_topics_data_v_partitions, pos = _rfa(buf, pos, n_v_forgotten_topics_data_v_partitions, 'i', 'Partitions')
+            v_forgotten_topics_data_unknown: tuple[tuple[int, bytes], ...] = ()
+            if pos < end and buf[pos] == 0:
+                pos += 1
+            else:
+                v_forgotten_topics_data_n_tags, pos = _rtc(buf, pos, '_tagged_fields')
+                v_forgotten_topics_data_raw_tags: list[tuple[int, bytes]] = []
+                for _ in range(v_forgotten_topics_data_n_tags):
+                    v_forgotten_topics_data_tag, v_forgotten_topics_data_size, pos = _rth(buf, pos, '_tagged_fields')
+                    v_forgotten_topics_data_raw_tags.append((v_forgotten_topics_data_tag, bytes(buf[pos:pos + v_forgotten_topics_data_size])))
+                    pos += v_forgotten_topics_data_size
+                if v_forgotten_topics_data_raw_tags:
+                    v_forgotten_topics_data_unknown = tuple(v_forgotten_topics_data_raw_tags)
+            v_forgotten_topics_data_o = _new(ForgottenTopic)
+            v_forgotten_topics_data_o.topic_id = v_forgotten_topics_data_v_topic_id
+            v_forgotten_topics_data_o.partitions = v_forgotten_topics_data_v_partitions
+            v_forgotten_topics_data_o.unknown_tagged_fields = v_forgotten_topics_data_unknown
+            app_v_forgotten_topics_data(v_forgotten_topics_data_o)
     except _DecodeError as exc:
         raise exc.refine(field=f'ForgottenTopicsData[{i}]')
     unknown: tuple[tuple[int, bytes], ...] = ()

@@ -241,8 +241,28 @@ def _read_PartitionData_0(buf: bytes | bytearray | memoryview, pos: int) -> tupl
     i = 0
     try:
         for i in range(n_v_acquired_records):
-            e_v_acquired_records, pos = _read_AcquiredRecords_0(buf, pos)
-            app_v_acquired_records(e_v_acquired_records)
+            if pos + 18 > end:
+                raise _short_fixed(pos, end, _L1)
+            v_acquired_records_v_first_offset, v_acquired_records_v_last_offset, v_acquired_records_v_delivery_count = _S_qqh.unpack_from(buf, pos)
+            pos += 18
+            v_acquired_records_unknown: tuple[tuple[int, bytes], ...] = ()
+            if pos < end and buf[pos] == 0:
+                pos += 1
+            else:
+                v_acquired_records_n_tags, pos = _rtc(buf, pos, '_tagged_fields')
+                v_acquired_records_raw_tags: list[tuple[int, bytes]] = []
+                for _ in range(v_acquired_records_n_tags):
+                    v_acquired_records_tag, v_acquired_records_size, pos = _rth(buf, pos, '_tagged_fields')
+                    v_acquired_records_raw_tags.append((v_acquired_records_tag, bytes(buf[pos:pos + v_acquired_records_size])))
+                    pos += v_acquired_records_size
+                if v_acquired_records_raw_tags:
+                    v_acquired_records_unknown = tuple(v_acquired_records_raw_tags)
+            v_acquired_records_o = _new(AcquiredRecords)
+            v_acquired_records_o.first_offset = v_acquired_records_v_first_offset
+            v_acquired_records_o.last_offset = v_acquired_records_v_last_offset
+            v_acquired_records_o.delivery_count = v_acquired_records_v_delivery_count
+            v_acquired_records_o.unknown_tagged_fields = v_acquired_records_unknown
+            app_v_acquired_records(v_acquired_records_o)
     except _DecodeError as exc:
         raise exc.refine(field=f'AcquiredRecords[{i}]')
     unknown: tuple[tuple[int, bytes], ...] = ()
@@ -429,8 +449,35 @@ def _read_ShareFetchResponse_0(buf: bytes | bytearray | memoryview, pos: int) ->
     i = 0
     try:
         for i in range(n_v_node_endpoints):
-            e_v_node_endpoints, pos = _read_NodeEndpoint_0(buf, pos)
-            app_v_node_endpoints(e_v_node_endpoints)
+            if pos + 4 > end:
+                raise _short_fixed(pos, end, _L5)
+            v_node_endpoints_v_node_id, = _S_i.unpack_from(buf, pos)
+            pos += 4
+            v_node_endpoints_v_host, pos = _rcs(buf, pos, 'Host')
+            if pos + 4 > end:
+                raise _short_fixed(pos, end, _L6)
+            v_node_endpoints_v_port, = _S_i.unpack_from(buf, pos)
+            pos += 4
+            v_node_endpoints_v_rack, pos = _rncs(buf, pos, 'Rack')
+            v_node_endpoints_unknown: tuple[tuple[int, bytes], ...] = ()
+            if pos < end and buf[pos] == 0:
+                pos += 1
+            else:
+                v_node_endpoints_n_tags, pos = _rtc(buf, pos, '_tagged_fields')
+                v_node_endpoints_raw_tags: list[tuple[int, bytes]] = []
+                for _ in range(v_node_endpoints_n_tags):
+                    v_node_endpoints_tag, v_node_endpoints_size, pos = _rth(buf, pos, '_tagged_fields')
+                    v_node_endpoints_raw_tags.append((v_node_endpoints_tag, bytes(buf[pos:pos + v_node_endpoints_size])))
+                    pos += v_node_endpoints_size
+                if v_node_endpoints_raw_tags:
+                    v_node_endpoints_unknown = tuple(v_node_endpoints_raw_tags)
+            v_node_endpoints_o = _new(NodeEndpoint)
+            v_node_endpoints_o.node_id = v_node_endpoints_v_node_id
+            v_node_endpoints_o.host = v_node_endpoints_v_host
+            v_node_endpoints_o.port = v_node_endpoints_v_port
+            v_node_endpoints_o.rack = v_node_endpoints_v_rack
+            v_node_endpoints_o.unknown_tagged_fields = v_node_endpoints_unknown
+            app_v_node_endpoints(v_node_endpoints_o)
     except _DecodeError as exc:
         raise exc.refine(field=f'NodeEndpoints[{i}]')
     unknown: tuple[tuple[int, bytes], ...] = ()

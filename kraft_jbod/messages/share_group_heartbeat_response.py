@@ -159,8 +159,35 @@ def _read_Assignment_0(buf: bytes | bytearray | memoryview, pos: int) -> tuple[A
     i = 0
     try:
         for i in range(n_v_topic_partitions):
-            e_v_topic_partitions, pos = _read_TopicPartitions_0(buf, pos)
-            app_v_topic_partitions(e_v_topic_partitions)
+            if pos + 16 > end:
+                raise _short_fixed(pos, end, _L0)
+            v_topic_partitions_r_topic_id, = _S_16s.unpack_from(buf, pos)
+            v_topic_partitions_v_topic_id = _uuid_from_bytes(v_topic_partitions_r_topic_id)
+            pos += 16
+            v_topic_partitions_v_partitions: list[int]
+            n_v_topic_partitions_v_partitions = buf[pos] - 1 if pos < end else -2
+            if 0 <= n_v_topic_partitions_v_partitions < 127 and n_v_topic_partitions_v_partitions <= end - pos:
+                pos += 1
+            else:
+                n_v_topic_partitions_v_partitions, pos = _rcal(buf, pos, 'Partitions')
+            v_topic_partitions_v_partitions, pos = _rfa(buf, pos, n_v_topic_partitions_v_partitions, 'i', 'Partitions')
+            v_topic_partitions_unknown: tuple[tuple[int, bytes], ...] = ()
+            if pos < end and buf[pos] == 0:
+                pos += 1
+            else:
+                v_topic_partitions_n_tags, pos = _rtc(buf, pos, '_tagged_fields')
+                v_topic_partitions_raw_tags: list[tuple[int, bytes]] = []
+                for _ in range(v_topic_partitions_n_tags):
+                    v_topic_partitions_tag, v_topic_partitions_size, pos = _rth(buf, pos, '_tagged_fields')
+                    v_topic_partitions_raw_tags.append((v_topic_partitions_tag, bytes(buf[pos:pos + v_topic_partitions_size])))
+                    pos += v_topic_partitions_size
+                if v_topic_partitions_raw_tags:
+                    v_topic_partitions_unknown = tuple(v_topic_partitions_raw_tags)
+            v_topic_partitions_o = _new(TopicPartitions)
+            v_topic_partitions_o.topic_id = v_topic_partitions_v_topic_id
+            v_topic_partitions_o.partitions = v_topic_partitions_v_partitions
+            v_topic_partitions_o.unknown_tagged_fields = v_topic_partitions_unknown
+            app_v_topic_partitions(v_topic_partitions_o)
     except _DecodeError as exc:
         raise exc.refine(field=f'TopicPartitions[{i}]')
     unknown: tuple[tuple[int, bytes], ...] = ()

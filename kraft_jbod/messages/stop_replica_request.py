@@ -271,8 +271,28 @@ def _read_StopReplicaTopicState_0(buf: bytes | bytearray | memoryview, pos: int)
     i = 0
     try:
         for i in range(n_v_partition_states):
-            e_v_partition_states, pos = _read_StopReplicaPartitionState_0(buf, pos)
-            app_v_partition_states(e_v_partition_states)
+            if pos + 9 > end:
+                raise _short_fixed(pos, end, _L1)
+            v_partition_states_v_partition_index, v_partition_states_v_leader_epoch, v_partition_states_v_delete_partition = _S_ii_.unpack_from(buf, pos)
+            pos += 9
+            v_partition_states_unknown: tuple[tuple[int, bytes], ...] = ()
+            if pos < end and buf[pos] == 0:
+                pos += 1
+            else:
+                v_partition_states_n_tags, pos = _rtc(buf, pos, '_tagged_fields')
+                v_partition_states_raw_tags: list[tuple[int, bytes]] = []
+                for _ in range(v_partition_states_n_tags):
+                    v_partition_states_tag, v_partition_states_size, pos = _rth(buf, pos, '_tagged_fields')
+                    v_partition_states_raw_tags.append((v_partition_states_tag, bytes(buf[pos:pos + v_partition_states_size])))
+                    pos += v_partition_states_size
+                if v_partition_states_raw_tags:
+                    v_partition_states_unknown = tuple(v_partition_states_raw_tags)
+            v_partition_states_o = _new(StopReplicaPartitionState)
+            v_partition_states_o.partition_index = v_partition_states_v_partition_index
+            v_partition_states_o.leader_epoch = v_partition_states_v_leader_epoch
+            v_partition_states_o.delete_partition = v_partition_states_v_delete_partition
+            v_partition_states_o.unknown_tagged_fields = v_partition_states_unknown
+            app_v_partition_states(v_partition_states_o)
     except _DecodeError as exc:
         raise exc.refine(field=f'PartitionStates[{i}]')
     unknown: tuple[tuple[int, bytes], ...] = ()
@@ -324,8 +344,16 @@ def _read_StopReplicaRequest_0(buf: bytes | bytearray | memoryview, pos: int) ->
     i = 0
     try:
         for i in range(n_v_ungrouped_partitions):
-            e_v_ungrouped_partitions, pos = _read_StopReplicaPartitionV0_0(buf, pos)
-            app_v_ungrouped_partitions(e_v_ungrouped_partitions)
+            v_ungrouped_partitions_v_topic_name, pos = _rs(buf, pos, 'TopicName')
+            if pos + 4 > end:
+                raise _short_fixed(pos, end, _L0)
+            v_ungrouped_partitions_v_partition_index, = _S_i.unpack_from(buf, pos)
+            pos += 4
+            v_ungrouped_partitions_o = _new(StopReplicaPartitionV0)
+            v_ungrouped_partitions_o.topic_name = v_ungrouped_partitions_v_topic_name
+            v_ungrouped_partitions_o.partition_index = v_ungrouped_partitions_v_partition_index
+            v_ungrouped_partitions_o.unknown_tagged_fields = ()
+            app_v_ungrouped_partitions(v_ungrouped_partitions_o)
     except _DecodeError as exc:
         raise exc.refine(field=f'UngroupedPartitions[{i}]')
     o = _new(StopReplicaRequest)
@@ -373,8 +401,15 @@ def _read_StopReplicaRequest_1(buf: bytes | bytearray | memoryview, pos: int) ->
     i = 0
     try:
         for i in range(n_v_topics):
-            e_v_topics, pos = _read_StopReplicaTopicV1_0(buf, pos)
-            app_v_topics(e_v_topics)
+            v_topics_v_name, pos = _rs(buf, pos, 'Name')
+            v_topics_v_partition_indexes: list[int]
+            n_v_topics_v_partition_indexes, pos = _ral(buf, pos, 'PartitionIndexes')
+            v_topics_v_partition_indexes, pos = _rfa(buf, pos, n_v_topics_v_partition_indexes, 'i', 'PartitionIndexes')
+            v_topics_o = _new(StopReplicaTopicV1)
+            v_topics_o.name = v_topics_v_name
+            v_topics_o.partition_indexes = v_topics_v_partition_indexes
+            v_topics_o.unknown_tagged_fields = ()
+            app_v_topics(v_topics_o)
     except _DecodeError as exc:
         raise exc.refine(field=f'Topics[{i}]')
     o = _new(StopReplicaRequest)
@@ -426,8 +461,31 @@ def _read_StopReplicaRequest_2(buf: bytes | bytearray | memoryview, pos: int) ->
     i = 0
     try:
         for i in range(n_v_topics):
-            e_v_topics, pos = _read_StopReplicaTopicV1_1(buf, pos)
-            app_v_topics(e_v_topics)
+            v_topics_v_name, pos = _rcs(buf, pos, 'Name')
+            v_topics_v_partition_indexes: list[int]
+            n_v_topics_v_partition_indexes = buf[pos] - 1 if pos < end else -2
+            if 0 <= n_v_topics_v_partition_indexes < 127 and n_v_topics_v_partition_indexes <= end - pos:
+                pos += 1
+            else:
+                n_v_topics_v_partition_indexes, pos = _rcal(buf, pos, 'PartitionIndexes')
+            v_topics_v_partition_indexes, pos = _rfa(buf, pos, n_v_topics_v_partition_indexes, 'i', 'PartitionIndexes')
+            v_topics_unknown: tuple[tuple[int, bytes], ...] = ()
+            if pos < end and buf[pos] == 0:
+                pos += 1
+            else:
+                v_topics_n_tags, pos = _rtc(buf, pos, '_tagged_fields')
+                v_topics_raw_tags: list[tuple[int, bytes]] = []
+                for _ in range(v_topics_n_tags):
+                    v_topics_tag, v_topics_size, pos = _rth(buf, pos, '_tagged_fields')
+                    v_topics_raw_tags.append((v_topics_tag, bytes(buf[pos:pos + v_topics_size])))
+                    pos += v_topics_size
+                if v_topics_raw_tags:
+                    v_topics_unknown = tuple(v_topics_raw_tags)
+            v_topics_o = _new(StopReplicaTopicV1)
+            v_topics_o.name = v_topics_v_name
+            v_topics_o.partition_indexes = v_topics_v_partition_indexes
+            v_topics_o.unknown_tagged_fields = v_topics_unknown
+            app_v_topics(v_topics_o)
     except _DecodeError as exc:
         raise exc.refine(field=f'Topics[{i}]')
     unknown: tuple[tuple[int, bytes], ...] = ()

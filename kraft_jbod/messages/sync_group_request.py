@@ -163,8 +163,13 @@ def _read_SyncGroupRequest_0(buf: bytes | bytearray | memoryview, pos: int) -> t
     i = 0
     try:
         for i in range(n_v_assignments):
-            e_v_assignments, pos = _read_SyncGroupRequestAssignment_0(buf, pos)
-            app_v_assignments(e_v_assignments)
+            v_assignments_v_member_id, pos = _rs(buf, pos, 'MemberId')
+            v_assignments_v_assignment, pos = _rb(buf, pos, 'Assignment')
+            v_assignments_o = _new(SyncGroupRequestAssignment)
+            v_assignments_o.member_id = v_assignments_v_member_id
+            v_assignments_o.assignment = v_assignments_v_assignment
+            v_assignments_o.unknown_tagged_fields = ()
+            app_v_assignments(v_assignments_o)
     except _DecodeError as exc:
         raise exc.refine(field=f'Assignments[{i}]')
     o = _new(SyncGroupRequest)
@@ -216,8 +221,13 @@ def _read_SyncGroupRequest_1(buf: bytes | bytearray | memoryview, pos: int) -> t
     i = 0
     try:
         for i in range(n_v_assignments):
-            e_v_assignments, pos = _read_SyncGroupRequestAssignment_0(buf, pos)
-            app_v_assignments(e_v_assignments)
+            v_assignments_v_member_id, pos = _rs(buf, pos, 'MemberId')
+            v_assignments_v_assignment, pos = _rb(buf, pos, 'Assignment')
+            v_assignments_o = _new(SyncGroupRequestAssignment)
+            v_assignments_o.member_id = v_assignments_v_member_id
+            v_assignments_o.assignment = v_assignments_v_assignment
+            v_assignments_o.unknown_tagged_fields = ()
+            app_v_assignments(v_assignments_o)
     except _DecodeError as exc:
         raise exc.refine(field=f'Assignments[{i}]')
     o = _new(SyncGroupRequest)
@@ -272,8 +282,25 @@ def _read_SyncGroupRequest_2(buf: bytes | bytearray | memoryview, pos: int) -> t
     i = 0
     try:
         for i in range(n_v_assignments):
-            e_v_assignments, pos = _read_SyncGroupRequestAssignment_1(buf, pos)
-            app_v_assignments(e_v_assignments)
+            v_assignments_v_member_id, pos = _rcs(buf, pos, 'MemberId')
+            v_assignments_v_assignment, pos = _rcb(buf, pos, 'Assignment')
+            v_assignments_unknown: tuple[tuple[int, bytes], ...] = ()
+            if pos < end and buf[pos] == 0:
+                pos += 1
+            else:
+                v_assignments_n_tags, pos = _rtc(buf, pos, '_tagged_fields')
+                v_assignments_raw_tags: list[tuple[int, bytes]] = []
+                for _ in range(v_assignments_n_tags):
+                    v_assignments_tag, v_assignments_size, pos = _rth(buf, pos, '_tagged_fields')
+                    v_assignments_raw_tags.append((v_assignments_tag, bytes(buf[pos:pos + v_assignments_size])))
+                    pos += v_assignments_size
+                if v_assignments_raw_tags:
+                    v_assignments_unknown = tuple(v_assignments_raw_tags)
+            v_assignments_o = _new(SyncGroupRequestAssignment)
+            v_assignments_o.member_id = v_assignments_v_member_id
+            v_assignments_o.assignment = v_assignments_v_assignment
+            v_assignments_o.unknown_tagged_fields = v_assignments_unknown
+            app_v_assignments(v_assignments_o)
     except _DecodeError as exc:
         raise exc.refine(field=f'Assignments[{i}]')
     unknown: tuple[tuple[int, bytes], ...] = ()
@@ -344,8 +371,25 @@ def _read_SyncGroupRequest_3(buf: bytes | bytearray | memoryview, pos: int) -> t
     i = 0
     try:
         for i in range(n_v_assignments):
-            e_v_assignments, pos = _read_SyncGroupRequestAssignment_1(buf, pos)
-            app_v_assignments(e_v_assignments)
+            v_assignments_v_member_id, pos = _rcs(buf, pos, 'MemberId')
+            v_assignments_v_assignment, pos = _rcb(buf, pos, 'Assignment')
+            v_assignments_unknown: tuple[tuple[int, bytes], ...] = ()
+            if pos < end and buf[pos] == 0:
+                pos += 1
+            else:
+                v_assignments_n_tags, pos = _rtc(buf, pos, '_tagged_fields')
+                v_assignments_raw_tags: list[tuple[int, bytes]] = []
+                for _ in range(v_assignments_n_tags):
+                    v_assignments_tag, v_assignments_size, pos = _rth(buf, pos, '_tagged_fields')
+                    v_assignments_raw_tags.append((v_assignments_tag, bytes(buf[pos:pos + v_assignments_size])))
+                    pos += v_assignments_size
+                if v_assignments_raw_tags:
+                    v_assignments_unknown = tuple(v_assignments_raw_tags)
+            v_assignments_o = _new(SyncGroupRequestAssignment)
+            v_assignments_o.member_id = v_assignments_v_member_id
+            v_assignments_o.assignment = v_assignments_v_assignment
+            v_assignments_o.unknown_tagged_fields = v_assignments_unknown
+            app_v_assignments(v_assignments_o)
     except _DecodeError as exc:
         raise exc.refine(field=f'Assignments[{i}]')
     unknown: tuple[tuple[int, bytes], ...] = ()

@@ -193,8 +193,30 @@ def _read_UpdateFeaturesRequest_0(buf: bytes | bytearray | memoryview, pos: int)
     i = 0
     try:
         for i in range(n_v_feature_updates):
-            e_v_feature_updates, pos = _read_FeatureUpdateKey_0(buf, pos)
-            app_v_feature_updates(e_v_feature_updates)
+            v_feature_updates_v_feature, pos = _rcs(buf, pos, 'Feature')
+            if pos + 3 > end:
+                raise _short_fixed(pos, end, _L0)
+            v_feature_updates_v_max_version_level, v_feature_updates_v_allow_downgrade = _S_h_.unpack_from(buf, pos)
+            pos += 3
+            v_feature_updates_unknown: tuple[tuple[int, bytes], ...] = ()
+            if pos < end and buf[pos] == 0:
+                pos += 1
+            else:
+                v_feature_updates_n_tags, pos = _rtc(buf, pos, '_tagged_fields')
+                v_feature_updates_raw_tags: list[tuple[int, bytes]] = []
+                for _ in range(v_feature_updates_n_tags):
+                    v_feature_updates_tag, v_feature_updates_size, pos = _rth(buf, pos, '_tagged_fields')
+                    v_feature_updates_raw_tags.append((v_feature_updates_tag, bytes(buf[pos:pos + v_feature_updates_size])))
+                    pos += v_feature_updates_size
+                if v_feature_updates_raw_tags:
+                    v_feature_updates_unknown = tuple(v_feature_updates_raw_tags)
+            v_feature_updates_o = _new(FeatureUpdateKey)
+            v_feature_updates_o.feature = v_feature_updates_v_feature
+            v_feature_updates_o.max_version_level = v_feature_updates_v_max_version_level
+            v_feature_updates_o.allow_downgrade = v_feature_updates_v_allow_downgrade
+            v_feature_updates_o.upgrade_type = 1
+            v_feature_updates_o.unknown_tagged_fields = v_feature_updates_unknown
+            app_v_feature_updates(v_feature_updates_o)
     except _DecodeError as exc:
         raise exc.refine(field=f'FeatureUpdates[{i}]')
     unknown: tuple[tuple[int, bytes], ...] = ()
@@ -251,8 +273,30 @@ def _read_UpdateFeaturesRequest_1(buf: bytes | bytearray | memoryview, pos: int)
     i = 0
     try:
         for i in range(n_v_feature_updates):
-            e_v_feature_updates, pos = _read_FeatureUpdateKey_1(buf, pos)
-            app_v_feature_updates(e_v_feature_updates)
+            v_feature_updates_v_feature, pos = _rcs(buf, pos, 'Feature')
+            if pos + 3 > end:
+                raise _short_fixed(pos, end, _L1)
+            v_feature_updates_v_max_version_level, v_feature_updates_v_upgrade_type = _S_hb.unpack_from(buf, pos)
+            pos += 3
+            v_feature_updates_unknown: tuple[tuple[int, bytes], ...] = ()
+            if pos < end and buf[pos] == 0:
+                pos += 1
+            else:
+                v_feature_updates_n_tags, pos = _rtc(buf, pos, '_tagged_fields')
+                v_feature_updates_raw_tags: list[tuple[int, bytes]] = []
+                for _ in range(v_feature_updates_n_tags):
+                    v_feature_updates_tag, v_feature_updates_size, pos = _rth(buf, pos, '_tagged_fields')
+                    v_feature_updates_raw_tags.append((v_feature_updates_tag, bytes(buf[pos:pos + v_feature_updates_size])))
+                    pos += v_feature_updates_size
+                if v_feature_updates_raw_tags:
+                    v_feature_updates_unknown = tuple(v_feature_updates_raw_tags)
+            v_feature_updates_o = _new(FeatureUpdateKey)
+            v_feature_updates_o.feature = v_feature_updates_v_feature
+            v_feature_updates_o.max_version_level = v_feature_updates_v_max_version_level
+            v_feature_updates_o.allow_downgrade = False
+            v_feature_updates_o.upgrade_type = v_feature_updates_v_upgrade_type
+            v_feature_updates_o.unknown_tagged_fields = v_feature_updates_unknown
+            app_v_feature_updates(v_feature_updates_o)
     except _DecodeError as exc:
         raise exc.refine(field=f'FeatureUpdates[{i}]')
     if pos + 1 > end:

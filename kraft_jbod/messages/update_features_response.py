@@ -146,8 +146,30 @@ def _read_UpdateFeaturesResponse_0(buf: bytes | bytearray | memoryview, pos: int
     i = 0
     try:
         for i in range(n_v_results):
-            e_v_results, pos = _read_UpdatableFeatureResult_0(buf, pos)
-            app_v_results(e_v_results)
+            v_results_v_feature, pos = _rcs(buf, pos, 'Feature')
+            if pos + 2 > end:
+                raise _short_fixed(pos, end, _L0)
+            v_results_v_error_code, = _S_h.unpack_from(buf, pos)
+            pos += 2
+            v_results_v_error_message, pos = _rncs(buf, pos, 'ErrorMessage')
+            v_results_unknown: tuple[tuple[int, bytes], ...] = ()
+            if pos < end and buf[pos] == 0:
+                pos += 1
+            else:
+                v_results_n_tags, pos = _rtc(buf, pos, '_tagged_fields')
+                v_results_raw_tags: list[tuple[int, bytes]] = []
+                for _ in range(v_results_n_tags):
+                    v_results_tag, v_results_size, pos = _rth(buf, pos, '_tagged_fields')
+                    v_results_raw_tags.append((v_results_tag, bytes(buf[pos:pos + v_results_size])))
+                    pos += v_results_size
+                if v_results_raw_tags:
+                    v_results_unknown = tuple(v_results_raw_tags)
+            v_results_o = _new(UpdatableFeatureResult)
+            v_results_o.feature = v_results_v_feature
+            v_results_o.error_code = v_results_v_error_code
+            v_results_o.error_message = v_results_v_error_message
+            v_results_o.unknown_tagged_fields = v_results_unknown
+            app_v_results(v_results_o)
     except _DecodeError as exc:
         raise exc.refine(field=f'Results[{i}]')
     unknown: tuple[tuple[int, bytes], ...] = ()

@@ -397,8 +397,35 @@ def _read_UpdateMetadataTopicState_0(buf: bytes | bytearray | memoryview, pos: i
     i = 0
     try:
         for i in range(n_v_partition_states):
-            e_v_partition_states, pos = _read_UpdateMetadataPartitionState_2(buf, pos)
-            app_v_partition_states(e_v_partition_states)
+            if pos + 16 > end:
+                raise _short_fixed(pos, end, _L0)
+            v_partition_states_v_partition_index, v_partition_states_v_controller_epoch, v_partition_states_v_leader, v_partition_states_v_leader_epoch = _S_iiii.unpack_from(buf, pos)
+            pos += 16
+            v_partition_states_v_isr: list[int]
+            n_v_partition_states_v_isr, pos = _ral(buf, pos, 'Isr')
+            v_partition_states_v_isr, pos = _rfa(buf, pos, n_v_partition_states_v_isr, 'i', 'Isr')
+            if pos + 4 > end:
+                raise _short_fixed(pos, end, _L1)
+            v_partition_states_v_zk_version, = _S_i.unpack_from(buf, pos)
+            pos += 4
+            v_partition_states_v_replicas: list[int]
+            n_v_partition_states_v_replicas, pos = _ral(buf, pos, 'Replicas')
+            v_partition_states_v_replicas, pos = _rfa(buf, pos, n_v_partition_states_v_replicas, 'i', 'Replicas')
+            v_partition_states_v_offline_replicas: list[int]
+            n_v_partition_states_v_offline_replicas, pos = _ral(buf, pos, 'OfflineReplicas')
+            v_partition_states_v_offline_replicas, pos = _rfa(buf, pos, n_v_partition_states_v_offline_replicas, 'i', 'OfflineReplicas')
+            v_partition_states_o = _new(UpdateMetadataPartitionState)
+            v_partition_states_o.topic_name = ''
+            v_partition_states_o.partition_index = v_partition_states_v_partition_index
+            v_partition_states_o.controller_epoch = v_partition_states_v_controller_epoch
+            v_partition_states_o.leader = v_partition_states_v_leader
+            v_partition_states_o.leader_epoch = v_partition_states_v_leader_epoch
+            v_partition_states_o.isr = v_partition_states_v_isr
+            v_partition_states_o.zk_version = v_partition_states_v_zk_version
+            v_partition_states_o.replicas = v_partition_states_v_replicas
+            v_partition_states_o.offline_replicas = v_partition_states_v_offline_replicas
+            v_partition_states_o.unknown_tagged_fields = ()
+            app_v_partition_states(v_partition_states_o)
     except _DecodeError as exc:
         raise exc.refine(field=f'PartitionStates[{i}]')
     o = _new(UpdateMetadataTopicState)
@@ -438,8 +465,59 @@ def _read_UpdateMetadataTopicState_1(buf: bytes | bytearray | memoryview, pos: i
     i = 0
     try:
         for i in range(n_v_partition_states):
-            e_v_partition_states, pos = _read_UpdateMetadataPartitionState_3(buf, pos)
-            app_v_partition_states(e_v_partition_states)
+            if pos + 16 > end:
+                raise _short_fixed(pos, end, _L0)
+            v_partition_states_v_partition_index, v_partition_states_v_controller_epoch, v_partition_states_v_leader, v_partition_states_v_leader_epoch = _S_iiii.unpack_from(buf, pos)
+            pos += 16
+            v_partition_states_v_isr: list[int]
+            n_v_partition_states_v_isr = buf[pos] - 1 if pos < end else -2
+            if 0 <= n_v_partition_states_v_isr < 127 and n_v_partition_states_v_isr <= end - pos:
+                pos += 1
+            else:
+                n_v_partition_states_v_isr, pos = _rcal(buf, pos, 'Isr')
+            v_partition_states_v_isr, pos = _rfa(buf, pos, n_v_partition_states_v_isr, 'i', 'Isr')
+            if pos + 4 > end:
+                raise _short_fixed(pos, end, _L1)
+            v_partition_states_v_zk_version, = _S_i.unpack_from(buf, pos)
+            pos += 4
+            v_partition_states_v_replicas: list[int]
+            n_v_partition_states_v_replicas = buf[pos] - 1 if pos < end else -2
+            if 0 <= n_v_partition_states_v_replicas < 127 and n_v_partition_states_v_replicas <= end - pos:
+                pos += 1
+            else:
+                n_v_partition_states_v_replicas, pos = _rcal(buf, pos, 'Replicas')
+            v_partition_states_v_replicas, pos = _rfa(buf, pos, n_v_partition_states_v_replicas, 'i', 'Replicas')
+            v_partition_states_v_offline_replicas: list[int]
+            n_v_partition_states_v_offline_replicas = buf[pos] - 1 if pos < end else -2
+            if 0 <= n_v_partition_states_v_offline_replicas < 127 and n_v_partition_states_v_offline_replicas <= end - pos:
+                pos += 1
+            else:
+                n_v_partition_states_v_offline_replicas, pos = _rcal(buf, pos, 'OfflineReplicas')
+            v_partition_states_v_offline_replicas, pos = _rfa(buf, pos, n_v_partition_states_v_offline_replicas, 'i', 'OfflineReplicas')
+            v_partition_states_unknown: tuple[tuple[int, bytes], ...] = ()
+            if pos < end and buf[pos] == 0:
+                pos += 1
+            else:
+                v_partition_states_n_tags, pos = _rtc(buf, pos, '_tagged_fields')
+                v_partition_states_raw_tags: list[tuple[int, bytes]] = []
+                for _ in range(v_partition_states_n_tags):
+                    v_partition_states_tag, v_partition_states_size, pos = _rth(buf, pos, '_tagged_fields')
+                    v_partition_states_raw_tags.append((v_partition_states_tag, bytes(buf[pos:pos + v_partition_states_size])))
+                    pos += v_partition_states_size
+                if v_partition_states_raw_tags:
+                    v_partition_states_unknown = tuple(v_partition_states_raw_tags)
+            v_partition_states_o = _new(UpdateMetadataPartitionState)
+            v_partition_states_o.topic_name = ''
+            v_partition_states_o.partition_index = v_partition_states_v_partition_index
+            v_partition_states_o.controller_epoch = v_partition_states_v_controller_epoch
+            v_partition_states_o.leader = v_partition_states_v_leader
+            v_partition_states_o.leader_epoch = v_partition_states_v_leader_epoch
+            v_partition_states_o.isr = v_partition_states_v_isr
+            v_partition_states_o.zk_version = v_partition_states_v_zk_version
+            v_partition_states_o.replicas = v_partition_states_v_replicas
+            v_partition_states_o.offline_replicas = v_partition_states_v_offline_replicas
+            v_partition_states_o.unknown_tagged_fields = v_partition_states_unknown
+            app_v_partition_states(v_partition_states_o)
     except _DecodeError as exc:
         raise exc.refine(field=f'PartitionStates[{i}]')
     unknown: tuple[tuple[int, bytes], ...] = ()
@@ -498,8 +576,59 @@ def _read_UpdateMetadataTopicState_2(buf: bytes | bytearray | memoryview, pos: i
     i = 0
     try:
         for i in range(n_v_partition_states):
-            e_v_partition_states, pos = _read_UpdateMetadataPartitionState_3(buf, pos)
-            app_v_partition_states(e_v_partition_states)
+            if pos + 16 > end:
+                raise _short_fixed(pos, end, _L0)
+            v_partition_states_v_partition_index, v_partition_states_v_controller_epoch, v_partition_states_v_leader, v_partition_states_v_leader_epoch = _S_iiii.unpack_from(buf, pos)
+            pos += 16
+            v_partition_states_v_isr: list[int]
+            n_v_partition_states_v_isr = buf[pos] - 1 if pos < end else -2
+            if 0 <= n_v_partition_states_v_isr < 127 and n_v_partition_states_v_isr <= end - pos:
+                pos += 1
+            else:
+                n_v_partition_states_v_isr, pos = _rcal(buf, pos, 'Isr')
+            v_partition_states_v_isr, pos = _rfa(buf, pos, n_v_partition_states_v_isr, 'i', 'Isr')
+            if pos + 4 > end:
+                raise _short_fixed(pos, end, _L1)
+            v_partition_states_v_zk_version, = _S_i.unpack_from(buf, pos)
+            pos += 4
+            v_partition_states_v_replicas: list[int]
+            n_v_partition_states_v_replicas = buf[pos] - 1 if pos < end else -2
+            if 0 <= n_v_partition_states_v_replicas < 127 and n_v_partition_states_v_replicas <= end - pos:
+                pos += 1
+            else:
+                n_v_partition_states_v_replicas, pos = _rcal(buf, pos, 'Replicas')
+            v_partition_states_v_replicas, pos = _rfa(buf, pos, n_v_partition_states_v_replicas, 'i', 'Replicas')
+            v_partition_states_v_offline_replicas: list[int]
+            n_v_partition_states_v_offline_replicas = buf[pos] - 1 if pos < end else -2
+            if 0 <= n_v_partition_states_v_offline_replicas < 127 and n_v_partition_states_v_offline_replicas <= end - pos:
+                pos += 1
+            else:
+                n_v_partition_states_v_offline_replicas, pos = _rcal(buf, pos, 'OfflineReplicas')
+            v_partition_states_v_offline_replicas, pos = _rfa(buf, pos, n_v_partition_states_v_offline_replicas, 'i', 'OfflineReplicas')
+            v_partition_states_unknown: tuple[tuple[int, bytes], ...] = ()
+            if pos < end and buf[pos] == 0:
+                pos += 1
+            else:
+                v_partition_states_n_tags, pos = _rtc(buf, pos, '_tagged_fields')
+                v_partition_states_raw_tags: list[tuple[int, bytes]] = []
+                for _ in range(v_partition_states_n_tags):
+                    v_partition_states_tag, v_partition_states_size, pos = _rth(buf, pos, '_tagged_fields')
+                    v_partition_states_raw_tags.append((v_partition_states_tag, bytes(buf[pos:pos + v_partition_states_size])))
+                    pos += v_partition_states_size
+                if v_partition_states_raw_tags:
+                    v_partition_states_unknown = tuple(v_partition_states_raw_tags)
+            v_partition_states_o = _new(UpdateMetadataPartitionState)
+            v_partition_states_o.topic_name = ''
+            v_partition_states_o.partition_index = v_partition_states_v_partition_index
+            v_partition_states_o.controller_epoch = v_partition_states_v_controller_epoch
+            v_partition_states_o.leader = v_partition_states_v_leader
+            v_partition_states_o.leader_epoch = v_partition_states_v_leader_epoch
+            v_partition_states_o.isr = v_partition_states_v_isr
+            v_partition_states_o.zk_version = v_partition_states_v_zk_version
+            v_partition_states_o.replicas = v_partition_states_v_replicas
+            v_partition_states_o.offline_replicas = v_partition_states_v_offline_replicas
+            v_partition_states_o.unknown_tagged_fields = v_partition_states_unknown
+            app_v_partition_states(v_partition_states_o)
     except _DecodeError as exc:
         raise exc.refine(field=f'PartitionStates[{i}]')
     unknown: tuple[tuple[int, bytes], ...] = ()
@@ -704,8 +833,22 @@ def _read_UpdateMetadataBroker_1(buf: bytes | bytearray | memoryview, pos: int) 
     i = 0
     try:
         for i in range(n_v_endpoints):
-            e_v_endpoints, pos = _read_UpdateMetadataEndpoint_0(buf, pos)
-            app_v_endpoints(e_v_endpoints)
+            if pos + 4 > end:
+                raise _short_fixed(pos, end, _L3)
+            v_endpoints_v_port, = _S_i.unpack_from(buf, pos)
+            pos += 4
+            v_endpoints_v_host, pos = _rs(buf, pos, 'Host')
+            if pos + 2 > end:
+                raise _short_fixed(pos, end, _L4)
+            v_endpoints_v_security_protocol, = _S_h.unpack_from(buf, pos)
+            pos += 2
+            v_endpoints_o = _new(UpdateMetadataEndpoint)
+            v_endpoints_o.port = v_endpoints_v_port
+            v_endpoints_o.host = v_endpoints_v_host
+            v_endpoints_o.listener = ''
+            v_endpoints_o.security_protocol = v_endpoints_v_security_protocol
+            v_endpoints_o.unknown_tagged_fields = ()
+            app_v_endpoints(v_endpoints_o)
     except _DecodeError as exc:
         raise exc.refine(field=f'Endpoints[{i}]')
     o = _new(UpdateMetadataBroker)
@@ -744,8 +887,22 @@ def _read_UpdateMetadataBroker_2(buf: bytes | bytearray | memoryview, pos: int) 
     i = 0
     try:
         for i in range(n_v_endpoints):
-            e_v_endpoints, pos = _read_UpdateMetadataEndpoint_0(buf, pos)
-            app_v_endpoints(e_v_endpoints)
+            if pos + 4 > end:
+                raise _short_fixed(pos, end, _L3)
+            v_endpoints_v_port, = _S_i.unpack_from(buf, pos)
+            pos += 4
+            v_endpoints_v_host, pos = _rs(buf, pos, 'Host')
+            if pos + 2 > end:
+                raise _short_fixed(pos, end, _L4)
+            v_endpoints_v_security_protocol, = _S_h.unpack_from(buf, pos)
+            pos += 2
+            v_endpoints_o = _new(UpdateMetadataEndpoint)
+            v_endpoints_o.port = v_endpoints_v_port
+            v_endpoints_o.host = v_endpoints_v_host
+            v_endpoints_o.listener = ''
+            v_endpoints_o.security_protocol = v_endpoints_v_security_protocol
+            v_endpoints_o.unknown_tagged_fields = ()
+            app_v_endpoints(v_endpoints_o)
     except _DecodeError as exc:
         raise exc.refine(field=f'Endpoints[{i}]')
     v_rack, pos = _rns(buf, pos, 'Rack')
@@ -786,8 +943,23 @@ def _read_UpdateMetadataBroker_3(buf: bytes | bytearray | memoryview, pos: int) 
     i = 0
     try:
         for i in range(n_v_endpoints):
-            e_v_endpoints, pos = _read_UpdateMetadataEndpoint_1(buf, pos)
-            app_v_endpoints(e_v_endpoints)
+            if pos + 4 > end:
+                raise _short_fixed(pos, end, _L3)
+            v_endpoints_v_port, = _S_i.unpack_from(buf, pos)
+            pos += 4
+            v_endpoints_v_host, pos = _rs(buf, pos, 'Host')
+            v_endpoints_v_listener, pos = _rs(buf, pos, 'Listener')
+            if pos + 2 > end:
+                raise _short_fixed(pos, end, _L4)
+            v_endpoints_v_security_protocol, = _S_h.unpack_from(buf, pos)
+            pos += 2
+            v_endpoints_o = _new(UpdateMetadataEndpoint)
+            v_endpoints_o.port = v_endpoints_v_port
+            v_endpoints_o.host = v_endpoints_v_host
+            v_endpoints_o.listener = v_endpoints_v_listener
+            v_endpoints_o.security_protocol = v_endpoints_v_security_protocol
+            v_endpoints_o.unknown_tagged_fields = ()
+            app_v_endpoints(v_endpoints_o)
     except _DecodeError as exc:
         raise exc.refine(field=f'Endpoints[{i}]')
     v_rack, pos = _rns(buf, pos, 'Rack')
@@ -832,8 +1004,35 @@ def _read_UpdateMetadataBroker_4(buf: bytes | bytearray | memoryview, pos: int) 
     i = 0
     try:
         for i in range(n_v_endpoints):
-            e_v_endpoints, pos = _read_UpdateMetadataEndpoint_2(buf, pos)
-            app_v_endpoints(e_v_endpoints)
+            if pos + 4 > end:
+                raise _short_fixed(pos, end, _L3)
+            v_endpoints_v_port, = _S_i.unpack_from(buf, pos)
+            pos += 4
+            v_endpoints_v_host, pos = _rcs(buf, pos, 'Host')
+            v_endpoints_v_listener, pos = _rcs(buf, pos, 'Listener')
+            if pos + 2 > end:
+                raise _short_fixed(pos, end, _L4)
+            v_endpoints_v_security_protocol, = _S_h.unpack_from(buf, pos)
+            pos += 2
+            v_endpoints_unknown: tuple[tuple[int, bytes], ...] = ()
+            if pos < end and buf[pos] == 0:
+                pos += 1
+            else:
+                v_endpoints_n_tags, pos = _rtc(buf, pos, '_tagged_fields')
+                v_endpoints_raw_tags: list[tuple[int, bytes]] = []
+                for _ in range(v_endpoints_n_tags):
+                    v_endpoints_tag, v_endpoints_size, pos = _rth(buf, pos, '_tagged_fields')
+                    v_endpoints_raw_tags.append((v_endpoints_tag, bytes(buf[pos:pos + v_endpoints_size])))
+                    pos += v_endpoints_size
+                if v_endpoints_raw_tags:
+                    v_endpoints_unknown = tuple(v_endpoints_raw_tags)
+            v_endpoints_o = _new(UpdateMetadataEndpoint)
+            v_endpoints_o.port = v_endpoints_v_port
+            v_endpoints_o.host = v_endpoints_v_host
+            v_endpoints_o.listener = v_endpoints_v_listener
+            v_endpoints_o.security_protocol = v_endpoints_v_security_protocol
+            v_endpoints_o.unknown_tagged_fields = v_endpoints_unknown
+            app_v_endpoints(v_endpoints_o)
     except _DecodeError as exc:
         raise exc.refine(field=f'Endpoints[{i}]')
     v_rack, pos = _rncs(buf, pos, 'Rack')
@@ -888,8 +1087,33 @@ def _read_UpdateMetadataRequest_0(buf: bytes | bytearray | memoryview, pos: int)
     i = 0
     try:
         for i in range(n_v_ungrouped_partition_states):
-            e_v_ungrouped_partition_states, pos = _read_UpdateMetadataPartitionState_0(buf, pos)
-            app_v_ungrouped_partition_states(e_v_ungrouped_partition_states)
+            v_ungrouped_partition_states_v_topic_name, pos = _rs(buf, pos, 'TopicName')
+            if pos + 16 > end:
+                raise _short_fixed(pos, end, _L0)
+            v_ungrouped_partition_states_v_partition_index, v_ungrouped_partition_states_v_controller_epoch, v_ungrouped_partition_states_v_leader, v_ungrouped_partition_states_v_leader_epoch = _S_iiii.unpack_from(buf, pos)
+            pos += 16
+            v_ungrouped_partition_states_v_isr: list[int]
+            n_v_ungrouped_partition_states_v_isr, pos = _ral(buf, pos, 'Isr')
+            v_ungrouped_partition_states_v_isr, pos = _rfa(buf, pos, n_v_ungrouped_partition_states_v_isr, 'i', 'Isr')
+            if pos + 4 > end:
+                raise _short_fixed(pos, end, _L1)
+            v_ungrouped_partition_states_v_zk_version, = _S_i.unpack_from(buf, pos)
+            pos += 4
+            v_ungrouped_partition_states_v_replicas: list[int]
+            n_v_ungrouped_partition_states_v_replicas, pos = _ral(buf, pos, 'Replicas')
+            v_ungrouped_partition_states_v_replicas, pos = _rfa(buf, pos, n_v_ungrouped_partition_states_v_replicas, 'i', 'Replicas')
+            v_ungrouped_partition_states_o = _new(UpdateMetadataPartitionState)
+            v_ungrouped_partition_states_o.topic_name = v_ungrouped_partition_states_v_topic_name
+            v_ungrouped_partition_states_o.partition_index = v_ungrouped_partition_states_v_partition_index
+            v_ungrouped_partition_states_o.controller_epoch = v_ungrouped_partition_states_v_controller_epoch
+            v_ungrouped_partition_states_o.leader = v_ungrouped_partition_states_v_leader
+            v_ungrouped_partition_states_o.leader_epoch = v_ungrouped_partition_states_v_leader_epoch
+            v_ungrouped_partition_states_o.isr = v_ungrouped_partition_states_v_isr
+            v_ungrouped_partition_states_o.zk_version = v_ungrouped_partition_states_v_zk_version
+            v_ungrouped_partition_states_o.replicas = v_ungrouped_partition_states_v_replicas
+            v_ungrouped_partition_states_o.offline_replicas = []
+            v_ungrouped_partition_states_o.unknown_tagged_fields = ()
+            app_v_ungrouped_partition_states(v_ungrouped_partition_states_o)
     except _DecodeError as exc:
         raise exc.refine(field=f'UngroupedPartitionStates[{i}]')
     v_live_brokers: list[UpdateMetadataBroker]
@@ -899,8 +1123,23 @@ def _read_UpdateMetadataRequest_0(buf: bytes | bytearray | memoryview, pos: int)
     i = 0
     try:
         for i in range(n_v_live_brokers):
-            e_v_live_brokers, pos = _read_UpdateMetadataBroker_0(buf, pos)
-            app_v_live_brokers(e_v_live_brokers)
+            if pos + 4 > end:
+                raise _short_fixed(pos, end, _L5)
+            v_live_brokers_v_id, = _S_i.unpack_from(buf, pos)
+            pos += 4
+            v_live_brokers_v_v0_host, pos = _rs(buf, pos, 'V0Host')
+            if pos + 4 > end:
+                raise _short_fixed(pos, end, _L6)
+            v_live_brokers_v_v0_port, = _S_i.unpack_from(buf, pos)
+            pos += 4
+            v_live_brokers_o = _new(UpdateMetadataBroker)
+            v_live_brokers_o.id = v_live_brokers_v_id
+            v_live_brokers_o.v0_host = v_live_brokers_v_v0_host
+            v_live_brokers_o.v0_port = v_live_brokers_v_v0_port
+            v_live_brokers_o.endpoints = []
+            v_live_brokers_o.rack = ''
+            v_live_brokers_o.unknown_tagged_fields = ()
+            app_v_live_brokers(v_live_brokers_o)
     except _DecodeError as exc:
         raise exc.refine(field=f'LiveBrokers[{i}]')
     o = _new(UpdateMetadataRequest)
@@ -953,8 +1192,33 @@ def _read_UpdateMetadataRequest_1(buf: bytes | bytearray | memoryview, pos: int)
     i = 0
     try:
         for i in range(n_v_ungrouped_partition_states):
-            e_v_ungrouped_partition_states, pos = _read_UpdateMetadataPartitionState_0(buf, pos)
-            app_v_ungrouped_partition_states(e_v_ungrouped_partition_states)
+            v_ungrouped_partition_states_v_topic_name, pos = _rs(buf, pos, 'TopicName')
+            if pos + 16 > end:
+                raise _short_fixed(pos, end, _L0)
+            v_ungrouped_partition_states_v_partition_index, v_ungrouped_partition_states_v_controller_epoch, v_ungrouped_partition_states_v_leader, v_ungrouped_partition_states_v_leader_epoch = _S_iiii.unpack_from(buf, pos)
+            pos += 16
+            v_ungrouped_partition_states_v_isr: list[int]
+            n_v_ungrouped_partition_states_v_isr, pos = _ral(buf, pos, 'Isr')
+            v_ungrouped_partition_states_v_isr, pos = _rfa(buf, pos, n_v_ungrouped_partition_states_v_isr, 'i', 'Isr')
+            if pos + 4 > end:
+                raise _short_fixed(pos, end, _L1)
+            v_ungrouped_partition_states_v_zk_version, = _S_i.unpack_from(buf, pos)
+            pos += 4
+            v_ungrouped_partition_states_v_replicas: list[int]
+            n_v_ungrouped_partition_states_v_replicas, pos = _ral(buf, pos, 'Replicas')
+            v_ungrouped_partition_states_v_replicas, pos = _rfa(buf, pos, n_v_ungrouped_partition_states_v_replicas, 'i', 'Replicas')
+            v_ungrouped_partition_states_o = _new(UpdateMetadataPartitionState)
+            v_ungrouped_partition_states_o.topic_name = v_ungrouped_partition_states_v_topic_name
+            v_ungrouped_partition_states_o.partition_index = v_ungrouped_partition_states_v_partition_index
+            v_ungrouped_partition_states_o.controller_epoch = v_ungrouped_partition_states_v_controller_epoch
+            v_ungrouped_partition_states_o.leader = v_ungrouped_partition_states_v_leader
+            v_ungrouped_partition_states_o.leader_epoch = v_ungrouped_partition_states_v_leader_epoch
+            v_ungrouped_partition_states_o.isr = v_ungrouped_partition_states_v_isr
+            v_ungrouped_partition_states_o.zk_version = v_ungrouped_partition_states_v_zk_version
+            v_ungrouped_partition_states_o.replicas = v_ungrouped_partition_states_v_replicas
+            v_ungrouped_partition_states_o.offline_replicas = []
+            v_ungrouped_partition_states_o.unknown_tagged_fields = ()
+            app_v_ungrouped_partition_states(v_ungrouped_partition_states_o)
     except _DecodeError as exc:
         raise exc.refine(field=f'UngroupedPartitionStates[{i}]')
     v_live_brokers: list[UpdateMetadataBroker]
@@ -1018,8 +1282,33 @@ def _read_UpdateMetadataRequest_2(buf: bytes | bytearray | memoryview, pos: int)
     i = 0
     try:
         for i in range(n_v_ungrouped_partition_states):
-            e_v_ungrouped_partition_states, pos = _read_UpdateMetadataPartitionState_0(buf, pos)
-            app_v_ungrouped_partition_states(e_v_ungrouped_partition_states)
+            v_ungrouped_partition_states_v_topic_name, pos = _rs(buf, pos, 'TopicName')
+            if pos + 16 > end:
+                raise _short_fixed(pos, end, _L0)
+            v_ungrouped_partition_states_v_partition_index, v_ungrouped_partition_states_v_controller_epoch, v_ungrouped_partition_states_v_leader, v_ungrouped_partition_states_v_leader_epoch = _S_iiii.unpack_from(buf, pos)
+            pos += 16
+            v_ungrouped_partition_states_v_isr: list[int]
+            n_v_ungrouped_partition_states_v_isr, pos = _ral(buf, pos, 'Isr')
+            v_ungrouped_partition_states_v_isr, pos = _rfa(buf, pos, n_v_ungrouped_partition_states_v_isr, 'i', 'Isr')
+            if pos + 4 > end:
+                raise _short_fixed(pos, end, _L1)
+            v_ungrouped_partition_states_v_zk_version, = _S_i.unpack_from(buf, pos)
+            pos += 4
+            v_ungrouped_partition_states_v_replicas: list[int]
+            n_v_ungrouped_partition_states_v_replicas, pos = _ral(buf, pos, 'Replicas')
+            v_ungrouped_partition_states_v_replicas, pos = _rfa(buf, pos, n_v_ungrouped_partition_states_v_replicas, 'i', 'Replicas')
+            v_ungrouped_partition_states_o = _new(UpdateMetadataPartitionState)
+            v_ungrouped_partition_states_o.topic_name = v_ungrouped_partition_states_v_topic_name
+            v_ungrouped_partition_states_o.partition_index = v_ungrouped_partition_states_v_partition_index
+            v_ungrouped_partition_states_o.controller_epoch = v_ungrouped_partition_states_v_controller_epoch
+            v_ungrouped_partition_states_o.leader = v_ungrouped_partition_states_v_leader
+            v_ungrouped_partition_states_o.leader_epoch = v_ungrouped_partition_states_v_leader_epoch
+            v_ungrouped_partition_states_o.isr = v_ungrouped_partition_states_v_isr
+            v_ungrouped_partition_states_o.zk_version = v_ungrouped_partition_states_v_zk_version
+            v_ungrouped_partition_states_o.replicas = v_ungrouped_partition_states_v_replicas
+            v_ungrouped_partition_states_o.offline_replicas = []
+            v_ungrouped_partition_states_o.unknown_tagged_fields = ()
+            app_v_ungrouped_partition_states(v_ungrouped_partition_states_o)
     except _DecodeError as exc:
         raise exc.refine(field=f'UngroupedPartitionStates[{i}]')
     v_live_brokers: list[UpdateMetadataBroker]
@@ -1083,8 +1372,33 @@ def _read_UpdateMetadataRequest_3(buf: bytes | bytearray | memoryview, pos: int)
     i = 0
     try:
         for i in range(n_v_ungrouped_partition_states):
-            e_v_ungrouped_partition_states, pos = _read_UpdateMetadataPartitionState_0(buf, pos)
-            app_v_ungrouped_partition_states(e_v_ungrouped_partition_states)
+            v_ungrouped_partition_states_v_topic_name, pos = _rs(buf, pos, 'TopicName')
+            if pos + 16 > end:
+                raise _short_fixed(pos, end, _L0)
+            v_ungrouped_partition_states_v_partition_index, v_ungrouped_partition_states_v_controller_epoch, v_ungrouped_partition_states_v_leader, v_ungrouped_partition_states_v_leader_epoch = _S_iiii.unpack_from(buf, pos)
+            pos += 16
+            v_ungrouped_partition_states_v_isr: list[int]
+            n_v_ungrouped_partition_states_v_isr, pos = _ral(buf, pos, 'Isr')
+            v_ungrouped_partition_states_v_isr, pos = _rfa(buf, pos, n_v_ungrouped_partition_states_v_isr, 'i', 'Isr')
+            if pos + 4 > end:
+                raise _short_fixed(pos, end, _L1)
+            v_ungrouped_partition_states_v_zk_version, = _S_i.unpack_from(buf, pos)
+            pos += 4
+            v_ungrouped_partition_states_v_replicas: list[int]
+            n_v_ungrouped_partition_states_v_replicas, pos = _ral(buf, pos, 'Replicas')
+            v_ungrouped_partition_states_v_replicas, pos = _rfa(buf, pos, n_v_ungrouped_partition_states_v_replicas, 'i', 'Replicas')
+            v_ungrouped_partition_states_o = _new(UpdateMetadataPartitionState)
+            v_ungrouped_partition_states_o.topic_name = v_ungrouped_partition_states_v_topic_name
+            v_ungrouped_partition_states_o.partition_index = v_ungrouped_partition_states_v_partition_index
+            v_ungrouped_partition_states_o.controller_epoch = v_ungrouped_partition_states_v_controller_epoch
+            v_ungrouped_partition_states_o.leader = v_ungrouped_partition_states_v_leader
+            v_ungrouped_partition_states_o.leader_epoch = v_ungrouped_partition_states_v_leader_epoch
+            v_ungrouped_partition_states_o.isr = v_ungrouped_partition_states_v_isr
+            v_ungrouped_partition_states_o.zk_version = v_ungrouped_partition_states_v_zk_version
+            v_ungrouped_partition_states_o.replicas = v_ungrouped_partition_states_v_replicas
+            v_ungrouped_partition_states_o.offline_replicas = []
+            v_ungrouped_partition_states_o.unknown_tagged_fields = ()
+            app_v_ungrouped_partition_states(v_ungrouped_partition_states_o)
     except _DecodeError as exc:
         raise exc.refine(field=f'UngroupedPartitionStates[{i}]')
     v_live_brokers: list[UpdateMetadataBroker]
@@ -1148,8 +1462,36 @@ def _read_UpdateMetadataRequest_4(buf: bytes | bytearray | memoryview, pos: int)
     i = 0
     try:
         for i in range(n_v_ungrouped_partition_states):
-            e_v_ungrouped_partition_states, pos = _read_UpdateMetadataPartitionState_1(buf, pos)
-            app_v_ungrouped_partition_states(e_v_ungrouped_partition_states)
+            v_ungrouped_partition_states_v_topic_name, pos = _rs(buf, pos, 'TopicName')
+            if pos + 16 > end:
+                raise _short_fixed(pos, end, _L0)
+            v_ungrouped_partition_states_v_partition_index, v_ungrouped_partition_states_v_controller_epoch, v_ungrouped_partition_states_v_leader, v_ungrouped_partition_states_v_leader_epoch = _S_iiii.unpack_from(buf, pos)
+            pos += 16
+            v_ungrouped_partition_states_v_isr: list[int]
+            n_v_ungrouped_partition_states_v_isr, pos = _ral(buf, pos, 'Isr')
+            v_ungrouped_partition_states_v_isr, pos = _rfa(buf, pos, n_v_ungrouped_partition_states_v_isr, 'i', 'Isr')
+            if pos + 4 > end:
+                raise _short_fixed(pos, end, _L1)
+            v_ungrouped_partition_states_v_zk_version, = _S_i.unpack_from(buf, pos)
+            pos += 4
+            v_ungrouped_partition_states_v_replicas: list[int]
+            n_v_ungrouped_partition_states_v_replicas, pos = _ral(buf, pos, 'Replicas')
+            v_ungrouped_partition_states_v_replicas, pos = _rfa(buf, pos, n_v_ungrouped_partition_states_v_replicas, 'i', 'Replicas')
+            v_ungrouped_partition_states_v_offline_replicas: list[int]
+            n_v_ungrouped_partition_states_v_offline_replicas, pos = _ral(buf, pos, 'OfflineReplicas')
+            v_ungrouped_partition_states_v_offline_replicas, pos = _rfa(buf, pos, n_v_ungrouped_partition_states_v_offline_replicas, 'i', 'OfflineReplicas')
+            v_ungrouped_partition_states_o = _new(UpdateMetadataPartitionState)
+            v_ungrouped_partition_states_o.topic_name = v_ungrouped_partition_states_v_topic_name
+            v_ungrouped_partition_states_o.partition_index = v_ungrouped_partition_states_v_partition_index
+            v_ungrouped_partition_states_o.controller_epoch = v_ungrouped_partition_states_v_controller_epoch
+            v_ungrouped_partition_states_o.leader = v_ungrouped_partition_states_v_leader
+            v_ungrouped_partition_states_o.leader_epoch = v_ungrouped_partition_states_v_leader_epoch
+            v_ungrouped_partition_states_o.isr = v_ungrouped_partition_states_v_isr
+            v_ungrouped_partition_states_o.zk_version = v_ungrouped_partition_states_v_zk_version
+            v_ungrouped_partition_states_o.replicas = v_ungrouped_partition_states_v_replicas
+            v_ungrouped_partition_states_o.offline_replicas = v_ungrouped_partition_states_v_offline_replicas
+            v_ungrouped_partition_states_o.unknown_tagged_fields = ()
+            app_v_ungrouped_partition_states(v_ungrouped_partition_states_o)
     except _DecodeError as exc:
         raise exc.refine(field=f'UngroupedPartitionStates[{i}]')
     v_live_brokers: list[UpdateMetadataBroker]

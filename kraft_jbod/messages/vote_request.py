@@ -197,8 +197,32 @@ def _read_TopicData_0(buf: bytes | bytearray | memoryview, pos: int) -> tuple[To
     i = 0
     try:
         for i in range(n_v_partitions):
-            e_v_partitions, pos = _read_PartitionData_0(buf, pos)
-            app_v_partitions(e_v_partitions)
+            if pos + 24 > end:
+                raise _short_fixed(pos, end, _L0)
+            v_partitions_v_partition_index, v_partitions_v_candidate_epoch, v_partitions_v_candidate_id, v_partitions_v_last_offset_epoch, v_partitions_v_last_offset = _S_iiiiq.unpack_from(buf, pos)
+            pos += 24
+            v_partitions_unknown: tuple[tuple[int, bytes], ...] = ()
+            if pos < end and buf[pos] == 0:
+                pos += 1
+            else:
+                v_partitions_n_tags, pos = _rtc(buf, pos, '_tagged_fields')
+                v_partitions_raw_tags: list[tuple[int, bytes]] = []
+                for _ in range(v_partitions_n_tags):
+                    v_partitions_tag, v_partitions_size, pos = _rth(buf, pos, '_tagged_fields')
+                    v_partitions_raw_tags.append((v_partitions_tag, bytes(buf[pos:pos + v_partitions_size])))
+                    pos += v_partitions_size
+                if v_partitions_raw_tags:
+                    v_partitions_unknown = tuple(v_partitions_raw_tags)
+            v_partitions_o = _new(PartitionData)
+            v_partitions_o.partition_index = v_partitions_v_partition_index
+            v_partitions_o.candidate_epoch = v_partitions_v_candidate_epoch
+            v_partitions_o.candidate_id = v_partitions_v_candidate_id
+            v_partitions_o.candidate_directory_id = _ZERO_UUID
+            v_partitions_o.voter_directory_id = _ZERO_UUID
+            v_partitions_o.last_offset_epoch = v_partitions_v_last_offset_epoch
+            v_partitions_o.last_offset = v_partitions_v_last_offset
+            v_partitions_o.unknown_tagged_fields = v_partitions_unknown
+            app_v_partitions(v_partitions_o)
     except _DecodeError as exc:
         raise exc.refine(field=f'Partitions[{i}]')
     unknown: tuple[tuple[int, bytes], ...] = ()
@@ -251,8 +275,34 @@ def _read_TopicData_1(buf: bytes | bytearray | memoryview, pos: int) -> tuple[To
     i = 0
     try:
         for i in range(n_v_partitions):
-            e_v_partitions, pos = _read_PartitionData_1(buf, pos)
-            app_v_partitions(e_v_partitions)
+            if pos + 56 > end:
+                raise _short_fixed(pos, end, _L1)
+            v_partitions_v_partition_index, v_partitions_v_candidate_epoch, v_partitions_v_candidate_id, v_partitions_r_candidate_directory_id, v_partitions_r_voter_directory_id, v_partitions_v_last_offset_epoch, v_partitions_v_last_offset = _S_iii16s16siq.unpack_from(buf, pos)
+            v_partitions_v_candidate_directory_id = _uuid_from_bytes(v_partitions_r_candidate_directory_id)
+            v_partitions_v_voter_directory_id = _uuid_from_bytes(v_partitions_r_voter_directory_id)
+            pos += 56
+            v_partitions_unknown: tuple[tuple[int, bytes], ...] = ()
+            if pos < end and buf[pos] == 0:
+                pos += 1
+            else:
+                v_partitions_n_tags, pos = _rtc(buf, pos, '_tagged_fields')
+                v_partitions_raw_tags: list[tuple[int, bytes]] = []
+                for _ in range(v_partitions_n_tags):
+                    v_partitions_tag, v_partitions_size, pos = _rth(buf, pos, '_tagged_fields')
+                    v_partitions_raw_tags.append((v_partitions_tag, bytes(buf[pos:pos + v_partitions_size])))
+                    pos += v_partitions_size
+                if v_partitions_raw_tags:
+                    v_partitions_unknown = tuple(v_partitions_raw_tags)
+            v_partitions_o = _new(PartitionData)
+            v_partitions_o.partition_index = v_partitions_v_partition_index
+            v_partitions_o.candidate_epoch = v_partitions_v_candidate_epoch
+            v_partitions_o.candidate_id = v_partitions_v_candidate_id
+            v_partitions_o.candidate_directory_id = v_partitions_v_candidate_directory_id
+            v_partitions_o.voter_directory_id = v_partitions_v_voter_directory_id
+            v_partitions_o.last_offset_epoch = v_partitions_v_last_offset_epoch
+            v_partitions_o.last_offset = v_partitions_v_last_offset
+            v_partitions_o.unknown_tagged_fields = v_partitions_unknown
+            app_v_partitions(v_partitions_o)
     except _DecodeError as exc:
         raise exc.refine(field=f'Partitions[{i}]')
     unknown: tuple[tuple[int, bytes], ...] = ()

@@ -206,8 +206,30 @@ def _read_Voter_0(buf: bytes | bytearray | memoryview, pos: int) -> tuple[Voter,
     i = 0
     try:
         for i in range(n_v_endpoints):
-            e_v_endpoints, pos = _read_Endpoint_0(buf, pos)
-            app_v_endpoints(e_v_endpoints)
+            v_endpoints_v_name, pos = _rcs(buf, pos, 'Name')
+            v_endpoints_v_host, pos = _rcs(buf, pos, 'Host')
+            if pos + 2 > end:
+                raise _short_fixed(pos, end, _L0)
+            v_endpoints_v_port, = _S_H.unpack_from(buf, pos)
+            pos += 2
+            v_endpoints_unknown: tuple[tuple[int, bytes], ...] = ()
+            if pos < end and buf[pos] == 0:
+                pos += 1
+            else:
+                v_endpoints_n_tags, pos = _rtc(buf, pos, '_tagged_fields')
+                v_endpoints_raw_tags: list[tuple[int, bytes]] = []
+                for _ in range(v_endpoints_n_tags):
+                    v_endpoints_tag, v_endpoints_size, pos = _rth(buf, pos, '_tagged_fields')
+                    v_endpoints_raw_tags.append((v_endpoints_tag, bytes(buf[pos:pos + v_endpoints_size])))
+                    pos += v_endpoints_size
+                if v_endpoints_raw_tags:
+                    v_endpoints_unknown = tuple(v_endpoints_raw_tags)
+            v_endpoints_o = _new(Endpoint)
+            v_endpoints_o.name = v_endpoints_v_name
+            v_endpoints_o.host = v_endpoints_v_host
+            v_endpoints_o.port = v_endpoints_v_port
+            v_endpoints_o.unknown_tagged_fields = v_endpoints_unknown
+            app_v_endpoints(v_endpoints_o)
     except _DecodeError as exc:
         raise exc.refine(field=f'Endpoints[{i}]')
     try:

@@ -53,6 +53,8 @@ _IMPLIES: Final[dict[str, frozenset[str]]] = {
     "DESCRIBE_CONFIGS": frozenset({"ALTER_CONFIGS"}),
 }
 
+_ACL_FIELDS: Final = ("principal", "operation", "resource_type", "resource_name", "pattern_type", "permission", "host")
+
 # Api key -> cluster operation, as Apache Kafka's ControllerApis checks them.
 REQUIRED: Final[dict[int, str]] = {
     1: "CLUSTER_ACTION",  # Fetch (raft)
@@ -100,11 +102,11 @@ class Acl:
     def from_json(cls, d: object, where: str) -> Acl:
         if not isinstance(d, dict):
             raise ConfigError(f"{where}: must be an object")
-        extra = set(d) - {"principal", "operation", "resource_type", "resource_name", "pattern_type", "permission", "host"}
+        extra = set(d) - set(_ACL_FIELDS)
         if extra:
             raise ConfigError(f"{where}: unknown field(s) {', '.join(sorted(extra))}")
         values: dict[str, str] = {}
-        for key in ("principal", "operation", "resource_type", "resource_name", "pattern_type", "permission", "host"):
+        for key in _ACL_FIELDS:
             if key in d:
                 if not isinstance(d[key], str) or not d[key]:
                     raise ConfigError(f"{where}: {key} must be a non-empty string")

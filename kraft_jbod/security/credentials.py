@@ -98,7 +98,12 @@ class CredentialStore:
         self._users: dict[str, User] = dict(users or {})
 
     def add_user(
-        self, name: str, password: str, *, mechanisms: tuple[str, ...] = MECHANISMS, iterations: int = DEFAULT_ITERATIONS
+        self,
+        name: str,
+        password: str,
+        *,
+        mechanisms: tuple[str, ...] = MECHANISMS,
+        iterations: int = DEFAULT_ITERATIONS,
     ) -> User:
         """Add (or replace) a user with a password; SCRAM keys are derived now.
 

@@ -146,9 +146,7 @@ def _bounded(
             del out  # free the small buffer before allocating the bigger one
             if _overflowed(exc):
                 if size >= max_size:
-                    raise DecodeError(
-                        f"{codec} data decompresses to more than the {max_size}-byte limit"
-                    ) from None
+                    raise DecodeError(f"{codec} data decompresses to more than the {max_size}-byte limit") from None
                 size = min(max_size, size * 4)
                 continue
             raise DecodeError(f"corrupt {codec} data: {exc}") from None
@@ -162,18 +160,14 @@ def _snappy_raw(data: Buffer, max_size: int) -> bytes:
     except _CODEC_ERRORS as exc:
         raise DecodeError(f"corrupt snappy data: {exc}") from None
     if need > max_size:
-        raise DecodeError(
-            f"snappy data decompresses to more than the {max_size}-byte limit"
-        )
+        raise DecodeError(f"snappy data decompresses to more than the {max_size}-byte limit")
     out = bytearray(need)
     try:
         n = cramjam.snappy.decompress_raw_into(data, out)
     except _CODEC_ERRORS as exc:
         raise DecodeError(f"corrupt snappy data: {exc}") from None
     if n != need:
-        raise DecodeError(
-            "corrupt snappy data: length header disagrees with the content"
-        )
+        raise DecodeError("corrupt snappy data: length header disagrees with the content")
     return bytes(out)
 
 
@@ -191,9 +185,7 @@ def _snappy_decompress(data: Buffer, max_size: int) -> bytes:
         (n,) = _BE_i.unpack_from(mv, p)
         p += 4
         if n < 0 or n > end - p:
-            raise DecodeError(
-                f"xerial snappy block length {n} exceeds the data", offset=p - 4
-            )
+            raise DecodeError(f"xerial snappy block length {n} exceeds the data", offset=p - 4)
         block = _snappy_raw(mv[p : p + n], max_size - total)
         total += len(block)
         parts.append(block)
@@ -205,9 +197,7 @@ def _lz4_decompress(data: Buffer, max_size: int) -> bytes:
     mv = memoryview(data)
     if len(mv) >= 7 and bytes(mv[:4]) == _LZ4_MAGIC:
         flg = mv[4]
-        hc_pos = (
-            14 if flg & 0x08 else 6
-        )  # an 8-byte content size sits before the checksum
+        hc_pos = 14 if flg & 0x08 else 6  # an 8-byte content size sits before the checksum
         if len(mv) > hc_pos:
             descriptor = bytes(mv[4:hc_pos])
             right = (xxh32(descriptor) >> 8) & 0xFF
@@ -219,9 +209,7 @@ def _lz4_decompress(data: Buffer, max_size: int) -> bytes:
     return _bounded(cramjam.lz4.decompress_into, mv, max_size, "lz4")
 
 
-def decompress(
-    codec: int, data: Buffer, max_size: int = DEFAULT_MAX_DECOMPRESSED
-) -> bytes:
+def decompress(codec: int, data: Buffer, max_size: int = DEFAULT_MAX_DECOMPRESSED) -> bytes:
     """Decompress ``data`` written with Kafka codec ``codec``; output is at most ``max_size``.
 
     Raises DecodeError for an unknown codec, corrupt data or output above ``max_size``.

@@ -46,11 +46,25 @@ _UUID_SET = object.__setattr__
 _SAFE_UNKNOWN = uuid.SafeUUID.unknown
 
 
+_UUID_CACHE: dict[bytes, uuid.UUID] = {}
+_UUID_CACHE_MAX = 65536
+
+
 def uuid_from_bytes(raw: bytes | bytearray | memoryview) -> uuid.UUID:
-    """Build a UUID from 16 big-endian bytes without ``uuid.UUID``'s validation cost."""
-    u: uuid.UUID = _UUID_NEW(uuid.UUID)
-    _UUID_SET(u, "int", int.from_bytes(raw, "big"))
-    _UUID_SET(u, "is_safe", _SAFE_UNKNOWN)
+    """Build a UUID from 16 big-endian bytes without ``uuid.UUID``'s validation cost.
+
+    Topic and directory ids repeat across a message and across messages, and UUIDs are
+    immutable, so a bounded cache hands back the same object for the same bytes.
+    """
+    key = bytes(raw)
+    u = _UUID_CACHE.get(key)
+    if u is None:
+        u = _UUID_NEW(uuid.UUID)
+        _UUID_SET(u, "int", int.from_bytes(key, "big"))
+        _UUID_SET(u, "is_safe", _SAFE_UNKNOWN)
+        if len(_UUID_CACHE) >= _UUID_CACHE_MAX:
+            _UUID_CACHE.clear()
+        _UUID_CACHE[key] = u
     return u
 
 

@@ -249,9 +249,7 @@ RecordsEntry = RecordBatch | LegacyMessage | TruncatedBatch
 # --- v2 records ---------------------------------------------------------------------------
 
 
-def _read_batch_records(
-    data: bytes, p: int, end: int, count: int, base: int
-) -> list[Record]:
+def _read_batch_records(data: bytes, p: int, end: int, count: int, base: int) -> list[Record]:
     """Decode ``count`` records from ``data[p:end]``; ``base`` locates errors in the input."""
     records: list[Record] = []
     append = records.append
@@ -381,9 +379,7 @@ def _read_batch_records(
                 )
             append(Record(attributes, ts_delta, off_delta, key, value, headers))
     except IndexError:
-        raise DecodeError(
-            "record truncated", offset=base + p, field_path="records"
-        ) from None
+        raise DecodeError("record truncated", offset=base + p, field_path="records") from None
     except DecodeError as exc:
         if exc.offset is not None and exc.field_path == "":
             # A varint reader's offset is relative to ``data``; make it absolute.
@@ -434,9 +430,7 @@ def read_record_batch(
         count,
     ) = _BE_qiibIhiqqqhii.unpack_from(buf, pos)
     if magic != 2:
-        raise DecodeError(
-            f"record batch magic {magic}, expected 2", offset=pos + _MAGIC_POS
-        )
+        raise DecodeError(f"record batch magic {magic}, expected 2", offset=pos + _MAGIC_POS)
     size = LOG_OVERHEAD + length
     if size < BATCH_HEADER_SIZE or size > avail:
         raise DecodeError(
@@ -483,9 +477,7 @@ def read_record_batch(
         try:
             records = _read_batch_records(data, 0, len(data), count, 0)
         except DecodeError as exc:
-            raise exc.refine(
-                message=f"inside the {_codecs.CODEC_NAMES[codec]} payload at {body_pos}"
-            ) from None
+            raise exc.refine(message=f"inside the {_codecs.CODEC_NAMES[codec]} payload at {body_pos}") from None
     batch = RecordBatch(
         base_offset=base_offset,
         partition_leader_epoch=leader_epoch,
@@ -534,9 +526,7 @@ def _write_record(out: bytearray, rec: Record) -> None:
     out += body
 
 
-def write_record_batch(
-    out: bytearray, batch: RecordBatch, compression: int | None = None
-) -> None:
+def write_record_batch(out: bytearray, batch: RecordBatch, compression: int | None = None) -> None:
     """Append ``batch`` to ``out``, computing Length and CRC-32C.
 
     ``compression`` (a codec id) replaces the codec bits of ``batch.attributes``; None keeps
@@ -596,25 +586,17 @@ def write_record_batch(
 # --- legacy message sets ------------------------------------------------------------------
 
 
-def _read_legacy_bytes(
-    buf: Buffer, p: int, end: int, what: str
-) -> tuple[bytes | None, int]:
+def _read_legacy_bytes(buf: Buffer, p: int, end: int, what: str) -> tuple[bytes | None, int]:
     if end - p < 4:
-        raise DecodeError(
-            f"legacy message {what} length truncated", offset=p, field_path=what
-        )
+        raise DecodeError(f"legacy message {what} length truncated", offset=p, field_path=what)
     (n,) = _BE_i.unpack_from(buf, p)
     p += 4
     if n < 0:
         if n != -1:
-            raise DecodeError(
-                f"invalid {what} length {n}", offset=p - 4, field_path=what
-            )
+            raise DecodeError(f"invalid {what} length {n}", offset=p - 4, field_path=what)
         return None, p
     if n > end - p:
-        raise DecodeError(
-            f"{what} length {n} overruns the message", offset=p - 4, field_path=what
-        )
+        raise DecodeError(f"{what} length {n} overruns the message", offset=p - 4, field_path=what)
     return bytes(buf[p : p + n]), p + n
 
 
@@ -650,9 +632,7 @@ def _read_legacy_message(
     key, p = _read_legacy_bytes(buf, p, end, "key")
     value, p = _read_legacy_bytes(buf, p, end, "value")
     if p != end:
-        raise DecodeError(
-            f"legacy message size {size} leaves {end - p} unread bytes", offset=pos + 8
-        )
+        raise DecodeError(f"legacy message size {size} leaves {end - p} unread bytes", offset=pos + 8)
     msg = LegacyMessage(
         offset=offset,
         magic=magic,
@@ -666,13 +646,9 @@ def _read_legacy_message(
     codec = attributes & COMPRESSION_MASK
     if codec:
         if nested:
-            raise DecodeError(
-                "compressed message nested inside a compressed message", offset=pos
-            )
+            raise DecodeError("compressed message nested inside a compressed message", offset=pos)
         if codec not in (_codecs.GZIP, _codecs.SNAPPY, _codecs.LZ4):
-            raise DecodeError(
-                f"codec {codec} is not allowed in magic {magic}", offset=pos + 17
-            )
+            raise DecodeError(f"codec {codec} is not allowed in magic {magic}", offset=pos + 17)
         if value is None:
             raise DecodeError("compressed wrapper message has a null value", offset=pos)
         try:
@@ -690,9 +666,7 @@ def _read_legacy_message(
             ):
                 if not isinstance(item, LegacyMessage):
                     # A partial or v2 entry inside a wrapper is corrupt, not a Fetch cut-off.
-                    raise DecodeError(
-                        "wrapper message holds a partial or non-legacy entry"
-                    )
+                    raise DecodeError("wrapper message holds a partial or non-legacy entry")
                 inner.append(item)
         except DecodeError as exc:
             raise exc.refine(message=f"inside the wrapper message at {pos}") from None
@@ -700,9 +674,7 @@ def _read_legacy_message(
     return msg, end
 
 
-def _iter_entries(
-    buf: Buffer, *, verify_crc: bool, max_decompressed: int, nested: bool
-) -> Iterator[RecordsEntry]:
+def _iter_entries(buf: Buffer, *, verify_crc: bool, max_decompressed: int, nested: bool) -> Iterator[RecordsEntry]:
     pos = 0
     total = len(buf)
     while pos < total:
@@ -723,12 +695,8 @@ def _iter_entries(
         magic = buf[pos + _MAGIC_POS]
         if magic == 2:
             if nested:
-                raise DecodeError(
-                    "v2 batch inside a legacy wrapper message", offset=pos
-                )
-            batch, pos = read_record_batch(
-                buf, pos, verify_crc=verify_crc, max_decompressed=max_decompressed
-            )
+                raise DecodeError("v2 batch inside a legacy wrapper message", offset=pos)
+            batch, pos = read_record_batch(buf, pos, verify_crc=verify_crc, max_decompressed=max_decompressed)
             yield batch
         elif magic in (0, 1):
             msg, pos = _read_legacy_message(
@@ -755,9 +723,7 @@ def iter_records(
     A :class:`TruncatedBatch` can only be the last item. Raises DecodeError for a corrupt
     entry (the entries before it have been yielded).
     """
-    return _iter_entries(
-        buf, verify_crc=verify_crc, max_decompressed=max_decompressed, nested=False
-    )
+    return _iter_entries(buf, verify_crc=verify_crc, max_decompressed=max_decompressed, nested=False)
 
 
 def read_records(
@@ -767,9 +733,7 @@ def read_records(
     max_decompressed: int = DEFAULT_MAX_DECOMPRESSED,
 ) -> list[RecordsEntry]:
     """All entries of a ``records`` value as a list; see :func:`iter_records`."""
-    return list(
-        iter_records(buf, verify_crc=verify_crc, max_decompressed=max_decompressed)
-    )
+    return list(iter_records(buf, verify_crc=verify_crc, max_decompressed=max_decompressed))
 
 
 def flatten_legacy(msg: LegacyMessage) -> list[tuple[int, LegacyMessage]]:
@@ -805,9 +769,7 @@ def write_legacy_message(out: bytearray, msg: LegacyMessage) -> None:
     if msg.inner is not None:
         codec = msg.attributes & COMPRESSION_MASK
         if codec not in (_codecs.GZIP, _codecs.SNAPPY, _codecs.LZ4):
-            raise EncodeError(
-                f"wrapper message needs gzip, snappy or lz4, not codec {codec}"
-            )
+            raise EncodeError(f"wrapper message needs gzip, snappy or lz4, not codec {codec}")
         raw = bytearray()
         for m in msg.inner:
             if m.inner is not None or m.compression:
@@ -890,9 +852,7 @@ def read_metadata_frame_header(buf: Buffer, pos: int) -> tuple[int, int, int, in
     version_pos = pos
     version, pos = read_unsigned_varint(buf, pos)
     if version > _MAX_API_KEY_OR_VERSION:
-        raise DecodeError(
-            f"metadata record version {version} too large", offset=version_pos
-        )
+        raise DecodeError(f"metadata record version {version} too large", offset=version_pos)
     return frame_version, api_key, version, pos
 
 

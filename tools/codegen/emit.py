@@ -412,6 +412,21 @@ class Emitter:
             f"    # versions {_ranges(versions)}",
             "    end = len(buf)",
         ]
+        L += self.reader_body(s, v, "", "    ")
+        L.append("    return o, pos")
+        return L
+
+    def is_leaf(self, s: StructSpec, v: int) -> bool:
+        """No struct-valued fields at ``v``: cheap enough to inline into a parent's loop."""
+        return all(f.struct is None for f in s.fields if v in f.versions)
+
+    def reader_body(self, s: StructSpec, v: int, P: str, ind: str) -> list[str]:
+        """Statements reading struct ``s`` at ``v`` from ``buf``/``pos``/``end`` into ``{P}o``.
+
+        ``P`` prefixes every local name so a leaf struct's body can be inlined into its
+        parent's loop without clashing with the parent's names.
+        """
+        L: list[str] = []
         present = [f for f in s.fields if v in f.versions]
         inline = [f for f in present if v not in f.tagged_versions]
         tagged = [f for f in present if v in f.tagged_versions]
@@ -424,56 +439,58 @@ class Emitter:
                 while j < len(inline) and inline[j].type in FIXED_FORMATS:
                     group.append(inline[j])
                     j += 1
-                L += self.read_fixed_group(group, "    ")
+                L += self.read_fixed_group(group, ind, P)
                 i = j
                 continue
-            L += self.read_value(f, v, f"v_{snake(f.name)}", "buf", "pos", "    ", tagged_ctx=False)
+            L += self.read_value(f, v, f"{P}v_{snake(f.name)}", "buf", "pos", ind, tagged_ctx=False)
             i += 1
+        unknown = f"{P}unknown"
         if self.flexible(v):
             for f in tagged:
-                L.append(f"    v_{snake(f.name)}: {self.py_type(f)} = {self.default_expr(f)}")
-            L.append("    unknown: tuple[tuple[int, bytes], ...] = ()")
-            L.append("    if pos < end and buf[pos] == 0:")
-            L.append("        pos += 1")
-            L.append("    else:")
-            L.append("        n_tags, pos = _rtc(buf, pos, '_tagged_fields')")
-            L.append("        raw_tags: list[tuple[int, bytes]] = []")
-            L.append("        for _ in range(n_tags):")
-            L.append("            tag, size, pos = _rth(buf, pos, '_tagged_fields')")
+                L.append(f"{ind}{P}v_{snake(f.name)}: {self.py_type(f)} = {self.default_expr(f)}")
+            L.append(f"{ind}{unknown}: tuple[tuple[int, bytes], ...] = ()")
+            L.append(f"{ind}if pos < end and buf[pos] == 0:")
+            L.append(f"{ind}    pos += 1")
+            L.append(f"{ind}else:")
+            L.append(f"{ind}    {P}n_tags, pos = _rtc(buf, pos, '_tagged_fields')")
+            L.append(f"{ind}    {P}raw_tags: list[tuple[int, bytes]] = []")
+            L.append(f"{ind}    for _ in range({P}n_tags):")
+            L.append(f"{ind}        {P}tag, {P}size, pos = _rth(buf, pos, '_tagged_fields')")
             first = True
             for f in tagged:
                 kw = "if" if first else "elif"
                 first = False
-                L.append(f"            {kw} tag == {f.tag}:")
-                L.append("                sub = bytes(buf[pos:pos + size])")
+                L.append(f"{ind}        {kw} {P}tag == {f.tag}:")
+                L.append(f"{ind}            {P}sub = bytes(buf[pos:pos + {P}size])")
                 L += self.read_value(
-                    f, v, f"v_{snake(f.name)}", "sub", "p", "                ", tagged_ctx=True, init_pos="0"
+                    f, v, f"{P}v_{snake(f.name)}", f"{P}sub", f"{P}p", ind + "            ",
+                    tagged_ctx=True, init_pos="0",
                 )
             invalid = sorted({f.tag for f in s.fields if f.tag is not None and v not in f.tagged_versions})
             if invalid:
                 kw = "if" if first else "elif"
                 first = False
-                L.append(f"            {kw} tag in {tuple(invalid)!r}:")
-                L.append(f"                raise _bad_tag(tag, {v}, pos)")
+                L.append(f"{ind}        {kw} {P}tag in {tuple(invalid)!r}:")
+                L.append(f"{ind}            raise _bad_tag({P}tag, {v}, pos)")
+            raw = f"{P}raw_tags.append(({P}tag, bytes(buf[pos:pos + {P}size])))"
             if first:
-                L.append("            raw_tags.append((tag, bytes(buf[pos:pos + size])))")
+                L.append(f"{ind}        {raw}")
             else:
-                L.append("            else:")
-                L.append("                raw_tags.append((tag, bytes(buf[pos:pos + size])))")
-            L.append("            pos += size")
-            L.append("        if raw_tags:")
-            L.append("            unknown = tuple(raw_tags)")
+                L.append(f"{ind}        else:")
+                L.append(f"{ind}            {raw}")
+            L.append(f"{ind}        pos += {P}size")
+            L.append(f"{ind}    if {P}raw_tags:")
+            L.append(f"{ind}        {unknown} = tuple({P}raw_tags)")
         # Slot stores on a bare instance: skips the dataclass __init__ and its
         # default-factory checks, which cost more than the stores themselves.
-        L.append(f"    o = _new({s.name})")
+        L.append(f"{ind}{P}o = _new({s.name})")
         for f in s.fields:
-            value = f"v_{snake(f.name)}" if v in f.versions else self.default_expr(f)
-            L.append(f"    o.{snake(f.name)} = {value}")
-        L.append(f"    o.unknown_tagged_fields = {'unknown' if self.flexible(v) else '()'}")
-        L.append("    return o, pos")
+            value = f"{P}v_{snake(f.name)}" if v in f.versions else self.default_expr(f)
+            L.append(f"{ind}{P}o.{snake(f.name)} = {value}")
+        L.append(f"{ind}{P}o.unknown_tagged_fields = {unknown if self.flexible(v) else '()'}")
         return L
 
-    def read_fixed_group(self, group: list[FieldSpec], ind: str) -> list[str]:
+    def read_fixed_group(self, group: list[FieldSpec], ind: str, P: str = "") -> list[str]:
         fmt = "".join(FIXED_FORMATS[f.type][0] for f in group)
         size = sum(FIXED_FORMATS[f.type][1] for f in group)
         const = self.fmt_const(fmt)
@@ -483,7 +500,7 @@ class Emitter:
             layout_name = f"_L{len(self.layout_names)}"
             self.layout_names[layout] = layout_name
             self.consts.append(f"{layout_name} = {layout!r}")
-        names = [f"r_{snake(f.name)}" if f.type == "uuid" else f"v_{snake(f.name)}" for f in group]
+        names = [f"{P}r_{snake(f.name)}" if f.type == "uuid" else f"{P}v_{snake(f.name)}" for f in group]
         L = [
             f"{ind}if pos + {size} > end:",
             f"{ind}    raise _short_fixed(pos, end, {layout_name})",
@@ -494,7 +511,7 @@ class Emitter:
             L.append(f"{ind}{', '.join(names)} = {const}.unpack_from(buf, pos)")
         for f, n in zip(group, names, strict=True):
             if f.type == "uuid":
-                L.append(f"{ind}v_{snake(f.name)} = _uuid_from_bytes({n})")
+                L.append(f"{ind}{P}v_{snake(f.name)} = _uuid_from_bytes({n})")
         L.append(f"{ind}pos += {size}")
         return L
 
@@ -556,8 +573,14 @@ class Emitter:
                 L.append(f"{inner}i = 0")
                 L.append(f"{inner}try:")
                 L.append(f"{inner}    for i in range(n_{var}):")
-                L.append(f"{inner}        e_{var}, {pos} = _read_{et}_{lid}({buf}, {pos})")
-                L.append(f"{inner}        app_{var}(e_{var})")
+                if f.struct is not None and not tagged_ctx and buf == "buf" and self.is_leaf(f.struct, v):
+                    # Inlined element reader: no call and no tuple per element.
+                    P = f"{var}_"
+                    L += self.reader_body(f.struct, v, P, inner + "        ")
+                    L.append(f"{inner}        app_{var}({P}o)")
+                else:
+                    L.append(f"{inner}        e_{var}, {pos} = _read_{et}_{lid}({buf}, {pos})")
+                    L.append(f"{inner}        app_{var}(e_{var})")
                 L.append(f"{inner}except _DecodeError as exc:")
                 L.append(f"{inner}    raise exc.refine(field=f'{name}[{{i}}]')")
             else:

@@ -1,0 +1,97 @@
+"""CLI command of the analytics area: ``kraft-jbod stats INPUT... --out DIR``.
+
+``register(sub)`` adds the subparser; the handler returns an exit code: 0 success, 1 the
+job ran but found KIP-858 violations or frames that do not decode (so CI can gate on it
+with ``--fail-on``), 2 bad usage or bad input (the message names each file). pyspark is
+imported only when the command runs, so ``kraft-jbod --help`` stays fast. Progress lines
+go to stderr, the summary to stdout.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+import time
+from typing import Any
+
+__all__ = ["cmd_stats", "register"]
+
+
+def _say(text: str) -> None:
+    sys.stderr.write(f"[stats {time.strftime('%H:%M:%S')}] {text}\n")
+    sys.stderr.flush()
+
+
+def _conf(items: list[str] | None) -> dict[str, str]:
+    out: dict[str, str] = {}
+    for item in items or []:
+        key, sep, value = item.partition("=")
+        if not sep or not key:
+            raise ValueError(f"--conf expects KEY=VALUE, got {item!r}")
+        out[key.strip()] = value
+    return out
+
+
+def cmd_stats(args: argparse.Namespace) -> int:
+    from kraft_jbod.analytics.work import InputError
+
+    try:
+        conf = _conf(args.conf)
+    except ValueError as exc:
+        sys.stderr.write(f"kraft-jbod: stats: {exc}\n")
+        return 2
+    try:
+        from kraft_jbod.analytics.job import StatsOptions, run_stats
+    except ImportError as exc:  # pragma: no cover - depends on the installed extras
+        sys.stderr.write(f"kraft-jbod: stats needs the spark extra (pip install 'kraft-jbod[spark]'): {exc}\n")
+        return 2
+    opts = StatsOptions(master=args.master, conf=conf, ports=args.port or None,
+                        split_bytes=int(args.split_mb * (1 << 20)), decode_path=args.decode_path,
+                        keep_going=args.keep_going, write_frames=not args.no_frames,
+                        check_canonical=not args.no_canonical, capture_set=args.capture_set)
+    try:
+        result = run_stats(args.inputs, args.out, opts, progress=None if args.quiet else _say)
+    except InputError as exc:
+        sys.stderr.write(f"kraft-jbod: stats: {exc}\n")
+        return 2
+    sys.stdout.write(result.summary + "\n")
+    sys.stdout.write(f"tables and report.html in {result.out_dir}\n")
+    overall = (result.tables.get("overall") or [{}])[0]
+    violations = [v for v in result.tables.get("violations", []) if v.get("verdict") == "violation"]
+    failed = False
+    if "violations" in args.fail_on and violations:
+        failed = True
+    if "undecoded" in args.fail_on and (overall.get("frames") or 0) > (overall.get("decoded") or 0) + (
+            overall.get("truncated") or 0):
+        failed = True
+    return 1 if failed else 0
+
+
+def register(sub: Any) -> None:
+    """Add ``stats`` to the main parser's subcommands."""
+    p = sub.add_parser(
+        "stats",
+        help="conformance statistics of captured Kafka traffic (PySpark job)",
+        description="Decodes pcap/pcapng captures (files, folders, globs, or URIs such as s3://, hdfs://) "
+        "on Spark (local[*] by default) and writes Parquet tables, report.html and summary.txt to --out. "
+        "Run it under spark-submit for a cluster (see docs/spark.md).",
+    )
+    p.add_argument("inputs", nargs="+", metavar="INPUT", help="capture file, folder, glob or URI")
+    p.add_argument("--out", required=True, metavar="DIR", help="output folder (tables are replaced)")
+    p.add_argument("--master", help="Spark master URL (default local[*], or spark-submit's)")
+    p.add_argument("--conf", action="append", metavar="KEY=VALUE", help="a Spark setting (repeatable)")
+    p.add_argument("--port", type=int, action="append", metavar="N", help="a Kafka server port (repeatable)")
+    p.add_argument("--split-mb", type=float, default=128.0,
+                   help="files larger than this are split by TCP connection into several tasks (default 128)")
+    p.add_argument("--decode-path", choices=["arrow", "rdd", "udf"], default="arrow",
+                   help="how Python workers run: mapInArrow (default, fastest measured), RDD mapPartitions, "
+                   "or an Arrow Python UDF")
+    p.add_argument("--keep-going", action="store_true",
+                   help="report truncated or unreadable files and continue instead of stopping")
+    p.add_argument("--no-frames", action="store_true", help="do not write the per-frame table")
+    p.add_argument("--no-canonical", action="store_true", help="skip the byte-exact re-encoding check")
+    p.add_argument("--capture-set", default="default", help="name of this capture set in the tables")
+    p.add_argument("--fail-on", action="append", choices=["violations", "undecoded"], default=[],
+                   help="exit 1 when the run finds KIP-858 violations or undecodable frames")
+    p.add_argument("--quiet", action="store_true", help="no progress lines on stderr")
+    p.set_defaults(func=cmd_stats)

@@ -1,0 +1,474 @@
+"""KIP-858 checks over a controller-plane capture: events out of frames, findings out of events.
+
+Strategy, in two pure stages so an engine can run the first per task and the second per
+capture set:
+
+1. :class:`EventCollector` watches decoded frames and emits small JSON-ready *events*:
+   a BrokerRegistration, BrokerHeartbeat or AssignReplicasToDirs request merged with its
+   response (matched by connection and correlation id), and each metadata record carried
+   by a Fetch of the metadata log (``record`` events with their log offset).
+2. :func:`check` replays the events of one capture set in time order through a small
+   model of the controller's view (brokers: registered and online directories, epoch,
+   fencing; partitions: replicas, directories, leader) and reports :data:`RULES`
+   findings.
+
+Rules (Apache Kafka's behaviour is the reference; see protocol-notes §6):
+
+* ``HEARTBEAT_UNREGISTERED_OFFLINE_DIR``: a heartbeat names an OfflineLogDir the broker's
+  current registration does not list.
+* ``ASSIGNMENT_TO_OFFLINE_DIR``: an AssignReplicasToDirs entry the controller accepted, or
+  a partition record, places a replica in a directory that is not online for its broker
+  (LOST, or a real id outside the broker's online set).
+* ``BROKER_EPOCH_REGRESSION``: a broker's epoch goes backwards: a registration yields an
+  epoch below the previous one (or equal for a new incarnation), or the controller accepts
+  a heartbeat carrying an epoch older than the current one.
+* ``UNFENCED_WITH_UNASSIGNED_REPLICAS``: a broker registered with several directories
+  becomes unfenced while one of its replicas is still UNASSIGNED. This is the KIP's text;
+  Kafka's controller leaves it to the broker (it keeps WantFence), so the severity is
+  ``warning``.
+* ``LEADER_ON_OFFLINE_DIR``: at the end of the capture a partition is still led by a
+  broker whose directory for it was reported offline, although metadata was written after
+  the report (the controller had its chance to move the leader).
+
+Invariants: a rule that needs state the capture never showed (a registration that predates
+it, partitions never seen in the metadata log) gives an ``indeterminate`` finding once per
+broker and rule, never a violation. Metadata records seen several times (every broker
+fetches the log) are applied once, by offset. Findings are aggregated per (rule, broker,
+subject) with a count and the first and last time.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+from typing import Any, Final
+
+from kraft_jbod.capture.kafka import DecodedFrame
+from kraft_jbod.wire.primitives import is_reserved_directory_id, uuid_from_base64url, uuid_to_base64url
+
+__all__ = ["RULES", "EventCollector", "Finding", "check", "check_json"]
+
+PREFIX: Final = "KIP858."
+HEARTBEAT_UNREGISTERED_OFFLINE_DIR: Final = PREFIX + "HEARTBEAT_UNREGISTERED_OFFLINE_DIR"
+ASSIGNMENT_TO_OFFLINE_DIR: Final = PREFIX + "ASSIGNMENT_TO_OFFLINE_DIR"
+BROKER_EPOCH_REGRESSION: Final = PREFIX + "BROKER_EPOCH_REGRESSION"
+UNFENCED_WITH_UNASSIGNED_REPLICAS: Final = PREFIX + "UNFENCED_WITH_UNASSIGNED_REPLICAS"
+LEADER_ON_OFFLINE_DIR: Final = PREFIX + "LEADER_ON_OFFLINE_DIR"
+RULES: Final = (HEARTBEAT_UNREGISTERED_OFFLINE_DIR, ASSIGNMENT_TO_OFFLINE_DIR,
+                BROKER_EPOCH_REGRESSION, UNFENCED_WITH_UNASSIGNED_REPLICAS, LEADER_ON_OFFLINE_DIR)
+
+MIGRATING: Final = "AAAAAAAAAAAAAAAAAAAAAA"
+UNASSIGNED: Final = "AAAAAAAAAAAAAAAAAAAAAQ"
+LOST: Final = "AAAAAAAAAAAAAAAAAAAAAg"
+
+_REGISTRATION: Final = 62
+_HEARTBEAT: Final = 63
+_ASSIGN: Final = 73
+_FETCH: Final = 1
+_STALE_BROKER_EPOCH: Final = 77
+
+
+# --------------------------------------------------------------------------- events
+
+
+def _ids(values: Iterable[Any] | None) -> list[str]:
+    return [uuid_to_base64url(v) for v in values or ()]
+
+
+class EventCollector:
+    """Decoded frames in, controller-plane events (dicts) out; see the module docstring.
+
+    ``feed`` returns the events a frame completes; ``finish`` returns requests whose
+    response never came (their response fields stay ``None``). Never raises for content.
+    """
+
+    def __init__(self) -> None:
+        self._pending: dict[tuple[str, int], dict[str, Any]] = {}
+
+    def feed(self, f: DecodedFrame) -> list[dict[str, Any]]:
+        key = f.api_key
+        if key not in (_REGISTRATION, _HEARTBEAT, _ASSIGN, _FETCH) or f.body is None:
+            return []
+        if f.kind == "request":
+            if key == _FETCH or f.correlation_id is None:
+                return []
+            ev = self._request_event(f)
+            self._pending[(f.connection_id, f.correlation_id)] = ev
+            return []
+        if key == _FETCH:
+            return self._records(f)
+        ev = self._pending.pop((f.connection_id, f.correlation_id or 0), None)
+        if ev is None:
+            return []  # a response alone names no broker
+        self._response(ev, f)
+        return [ev]
+
+    def finish(self) -> list[dict[str, Any]]:
+        out = list(self._pending.values())
+        self._pending.clear()
+        return out
+
+    @staticmethod
+    def _request_event(f: DecodedFrame) -> dict[str, Any]:
+        b = f.body
+        ev: dict[str, Any] = {"ts": f.timestamp_ns, "conn": f.connection_id,
+                              "corr": f.correlation_id, "broker": b.broker_id,
+                              "error_code": None}
+        if f.api_key == _REGISTRATION:
+            ev["type"] = "registration"
+            ev["log_dirs"] = _ids(getattr(b, "log_dirs", None))
+            ev["incarnation"] = uuid_to_base64url(b.incarnation_id)
+            ev["epoch"] = None
+        elif f.api_key == _HEARTBEAT:
+            ev["type"] = "heartbeat"
+            ev["epoch"] = b.broker_epoch
+            ev["offline_dirs"] = _ids(getattr(b, "offline_log_dirs", None))
+            ev["want_fence"] = bool(b.want_fence)
+            ev["is_fenced"] = None
+        else:
+            ev["type"] = "assign"
+            ev["epoch"] = b.broker_epoch
+            ev["assignments"] = [
+                [uuid_to_base64url(d.id), uuid_to_base64url(t.topic_id), p.partition_index, None]
+                for d in b.directories for t in d.topics for p in t.partitions
+            ]
+        return ev
+
+    @staticmethod
+    def _response(ev: dict[str, Any], f: DecodedFrame) -> None:
+        b = f.body
+        ev["ts"] = f.timestamp_ns
+        ev["error_code"] = getattr(b, "error_code", None)
+        if ev["type"] == "registration":
+            ev["epoch"] = getattr(b, "broker_epoch", None)
+        elif ev["type"] == "heartbeat":
+            ev["is_fenced"] = bool(b.is_fenced)
+        else:
+            codes = {(uuid_to_base64url(d.id), uuid_to_base64url(t.topic_id), p.partition_index):
+                     p.error_code for d in b.directories for t in d.topics for p in t.partitions}
+            for a in ev["assignments"]:
+                a[3] = codes.get((a[0], a[1], a[2]))
+
+    @staticmethod
+    def _records(f: DecodedFrame) -> list[dict[str, Any]]:
+        out: list[dict[str, Any]] = []
+        for field_records in f.records:
+            if not field_records.get("metadataLog"):
+                continue
+            for batch in field_records.get("batches", ()):
+                base = batch.get("baseOffset")
+                if base is None:
+                    continue
+                for rec in batch.get("records", ()):
+                    m = rec.get("metadataRecord")
+                    if m is None:
+                        continue
+                    out.append({"type": "record", "ts": f.timestamp_ns, "conn": f.connection_id,
+                                "offset": base + rec.get("offsetDelta", 0), "name": m["name"],
+                                "data": m["data"]})
+        return out
+
+
+# --------------------------------------------------------------------------- model
+
+
+@dataclass(slots=True)
+class Finding:
+    """One aggregated finding: ``verdict`` is ``violation`` or ``indeterminate``."""
+
+    rule: str
+    verdict: str
+    severity: str
+    broker: int | None
+    subject: str
+    detail: str
+    first_ts: int
+    last_ts: int
+    count: int = 1
+    conn: str | None = None
+
+    def as_dict(self) -> dict[str, Any]:
+        return {"rule": self.rule, "verdict": self.verdict, "severity": self.severity,
+                "broker": self.broker, "subject": self.subject, "detail": self.detail,
+                "first_ts": self.first_ts, "last_ts": self.last_ts, "count": self.count,
+                "conn": self.conn}
+
+
+@dataclass(slots=True)
+class _Broker:
+    registered: set[str] | None = None  # None: no registration captured
+    online: set[str] | None = None
+    epoch: int | None = None
+    incarnation: str | None = None
+    fenced: bool | None = None
+    offline_since: dict[str, int] = field(default_factory=dict)
+
+
+@dataclass(slots=True)
+class _Partition:
+    replicas: list[int]
+    directories: list[str]
+    leader: int
+
+
+def _reserved(d: str) -> bool:
+    try:
+        return is_reserved_directory_id(uuid_from_base64url(d))
+    except ValueError:
+        return False
+
+
+class _Checker:
+    def __init__(self) -> None:
+        self.brokers: dict[int, _Broker] = {}
+        self.parts: dict[tuple[str, int], _Partition] = {}
+        self.applied: set[int] = set()
+        self.last_record_ts: int | None = None
+        self.findings: dict[tuple[str, str, int | None, str], Finding] = {}
+
+    def broker(self, bid: int) -> _Broker:
+        b = self.brokers.get(bid)
+        if b is None:
+            b = self.brokers[bid] = _Broker()
+        return b
+
+    def report(self, rule: str, verdict: str, bid: int | None, subject: str, detail: str, ts: int,
+               conn: str | None, severity: str = "error") -> None:
+        k = (rule, verdict, bid, subject)
+        f = self.findings.get(k)
+        if f is None:
+            self.findings[k] = Finding(rule, verdict, severity if verdict == "violation" else "info",
+                                       bid, subject, detail, ts, ts, 1, conn)
+        else:
+            f.count += 1
+            f.last_ts = max(f.last_ts, ts)
+            f.first_ts = min(f.first_ts, ts)
+
+    # -- directory placement ------------------------------------------------------
+
+    def dir_offline(self, b: _Broker, d: str) -> bool | None:
+        """Kafka's isOnline, negated: None when the broker's directories are unknown."""
+        if d in (UNASSIGNED, MIGRATING):
+            return False
+        if d == LOST:
+            return True
+        if b.online is None:
+            return None
+        if not b.online and not b.registered:
+            return False  # registered without directories: pre-JBOD, always online
+        return d not in b.online
+
+    def placement(self, bid: int, d: str, subject: str, ts: int, conn: str | None, how: str) -> None:
+        b = self.broker(bid)
+        off = self.dir_offline(b, d)
+        if off is None:
+            self.report(ASSIGNMENT_TO_OFFLINE_DIR, "indeterminate", bid, "registration not captured",
+                        "directory placements seen for a broker whose registration predates the "
+                        "capture", ts, conn)
+        elif off:
+            self.report(ASSIGNMENT_TO_OFFLINE_DIR, "violation", bid, f"{subject} -> {d}",
+                        f"{how} places the replica of broker {bid} in directory {d}, which is not "
+                        "online", ts, conn)
+
+    # -- events -------------------------------------------------------------------
+
+    def registration(self, ev: dict[str, Any]) -> None:
+        if ev.get("error_code") not in (0, None) or ev.get("epoch") is None:
+            return
+        self.registered(ev["broker"], ev["log_dirs"], ev["epoch"], ev.get("incarnation"), ev["ts"],
+                        ev.get("conn"), "BrokerRegistration response")
+
+    def registered(self, bid: int, dirs: list[str], epoch: int, incarnation: str | None, ts: int,
+                   conn: str | None, how: str) -> None:
+        b = self.broker(bid)
+        if b.epoch is not None:
+            same = incarnation is not None and incarnation == b.incarnation
+            if epoch < b.epoch or (epoch == b.epoch and not same):
+                self.report(BROKER_EPOCH_REGRESSION, "violation", bid, f"{b.epoch} -> {epoch}",
+                            f"{how} gives broker {bid} epoch {epoch} after epoch {b.epoch}"
+                            + ("" if same else " (new incarnation)"), ts, conn)
+        if incarnation != b.incarnation:
+            b.fenced = True  # a new incarnation registers fenced
+        b.epoch = epoch if b.epoch is None else max(epoch, b.epoch)
+        b.incarnation = incarnation
+        b.registered = set(dirs)
+        b.online = set(dirs)
+        b.offline_since = {}
+
+    def heartbeat(self, ev: dict[str, Any]) -> None:
+        bid, ts, conn = ev["broker"], ev["ts"], ev.get("conn")
+        b = self.broker(bid)
+        accepted = ev.get("error_code") == 0
+        epoch = ev.get("epoch")
+        if accepted and epoch is not None and b.epoch is not None and epoch < b.epoch:
+            self.report(BROKER_EPOCH_REGRESSION, "violation", bid, f"heartbeat {epoch} < {b.epoch}",
+                        f"the controller accepted a heartbeat of broker {bid} with epoch {epoch}, older "
+                        f"than its current epoch {b.epoch}", ts, conn)
+        for d in ev.get("offline_dirs") or ():
+            if b.registered is None:
+                self.report(HEARTBEAT_UNREGISTERED_OFFLINE_DIR, "indeterminate", bid,
+                            "registration not captured", "heartbeats name offline directories but "
+                            "the broker's registration predates the capture", ts, conn)
+            elif d not in b.registered:
+                self.report(HEARTBEAT_UNREGISTERED_OFFLINE_DIR, "violation", bid, d,
+                            f"heartbeat of broker {bid} names offline directory {d}, which its "
+                            f"registration does not list ({len(b.registered)} registered)", ts, conn)
+            elif accepted or ev.get("error_code") is None:
+                if b.online is not None:
+                    b.online.discard(d)
+                b.offline_since.setdefault(d, ts)
+        if ev.get("is_fenced") is not None and accepted:
+            self.fence_state(bid, bool(ev["is_fenced"]), ts, conn, "heartbeat response")
+
+    def fence_state(self, bid: int, fenced: bool, ts: int, conn: str | None, how: str) -> None:
+        b = self.broker(bid)
+        was = b.fenced
+        b.fenced = fenced
+        if fenced or was is False:
+            return
+        if b.registered is None or len(b.registered) < 2:
+            return
+        mine = [(k, p) for k, p in self.parts.items() if bid in p.replicas]
+        if not mine:
+            self.report(UNFENCED_WITH_UNASSIGNED_REPLICAS, "indeterminate", bid, "partitions not captured",
+                        f"broker {bid} with {len(b.registered)} directories was unfenced; its replicas' "
+                        "directories are not in the capture", ts, conn)
+            return
+        for (topic, part), p in mine:
+            i = p.replicas.index(bid)
+            if i < len(p.directories) and p.directories[i] == UNASSIGNED:
+                self.report(UNFENCED_WITH_UNASSIGNED_REPLICAS, "violation", bid, f"{topic}-{part}",
+                            f"{how} unfenced broker {bid} ({len(b.registered)} directories) while its "
+                            f"replica of {topic}-{part} is still UNASSIGNED", ts, conn, severity="warning")
+
+    def assign(self, ev: dict[str, Any]) -> None:
+        if ev.get("error_code") not in (0, None):
+            return
+        bid = ev["broker"]
+        for d, topic, part, code in ev.get("assignments") or ():
+            if code not in (0, None):
+                continue
+            self.placement(bid, d, f"{topic}-{part}", ev["ts"], ev.get("conn"), "AssignReplicasToDirs")
+            p = self.parts.get((topic, part))
+            if p is not None and bid in p.replicas:
+                i = p.replicas.index(bid)
+                while len(p.directories) < len(p.replicas):
+                    p.directories.append(UNASSIGNED)
+                p.directories[i] = d
+
+    def record(self, ev: dict[str, Any]) -> None:
+        off = ev.get("offset")
+        if off is None or off in self.applied:
+            return
+        self.applied.add(off)
+        ts, conn, data, name = ev["ts"], ev.get("conn"), ev.get("data") or {}, ev.get("name")
+        self.last_record_ts = ts
+        if name == "RegisterBrokerRecord":
+            self.registered(data["brokerId"], data.get("logDirs") or [], data["brokerEpoch"],
+                            data.get("incarnationId"), ts, conn, f"RegisterBrokerRecord at offset {off}")
+            self.broker(data["brokerId"]).fenced = bool(data.get("fenced", True))
+        elif name == "BrokerRegistrationChangeRecord":
+            bid = data["brokerId"]
+            b = self.broker(bid)
+            dirs = data.get("logDirs") or []
+            if dirs and b.registered is not None:
+                b.online = set(dirs)
+                for d in b.registered - b.online:
+                    b.offline_since.setdefault(d, ts)
+            fenced = data.get("fenced", 0)
+            if fenced:
+                self.fence_state(bid, fenced > 0, ts, conn, f"BrokerRegistrationChangeRecord at offset {off}")
+        elif name in ("FenceBrokerRecord", "UnfenceBrokerRecord"):
+            self.fence_state(data["id"], name == "FenceBrokerRecord", ts, conn, f"{name} at offset {off}")
+        elif name == "UnregisterBrokerRecord":
+            self.brokers.pop(data.get("brokerId", -1), None)
+        elif name in ("PartitionRecord", "PartitionChangeRecord"):
+            self.partition(name, data, ts, conn, off)
+
+    def partition(self, name: str, data: dict[str, Any], ts: int, conn: str | None, off: int) -> None:
+        k = (data["topicId"], data["partitionId"])
+        p = self.parts.get(k)
+        if name == "PartitionRecord":
+            replicas = list(data.get("replicas") or [])
+            dirs = list(data.get("directories") or [])
+            p = _Partition(replicas, dirs, data.get("leader", -1))
+            self.parts[k] = p
+        else:
+            if p is None:
+                return  # the partition's creation predates the capture
+            if data.get("replicas") is not None:
+                p.replicas = list(data["replicas"])
+            if data.get("directories") is not None:
+                p.directories = list(data["directories"])
+            if data.get("leader", -2) != -2:
+                p.leader = data["leader"]
+            if data.get("directories") is None:
+                return
+        for i, bid in enumerate(p.replicas):
+            if i < len(p.directories):
+                d = p.directories[i]
+                if not _reserved(d) or d == LOST:
+                    self.placement(bid, d, f"{k[0]}-{k[1]}", ts, conn, f"{name} at offset {off}")
+
+    def finish(self, end_ts: int) -> None:
+        for (topic, part), p in self.parts.items():
+            bid = p.leader
+            if bid < 0 or bid not in p.replicas:
+                continue
+            b = self.brokers.get(bid)
+            i = p.replicas.index(bid)
+            if b is None or i >= len(p.directories):
+                continue
+            d = p.directories[i]
+            since = b.offline_since.get(d)
+            if since is None:
+                continue
+            if self.last_record_ts is not None and self.last_record_ts > since:
+                self.report(LEADER_ON_OFFLINE_DIR, "violation", bid, f"{topic}-{part}",
+                            f"broker {bid} still leads {topic}-{part} from directory {d}, reported "
+                            "offline, although metadata was written after the report", end_ts, None)
+            else:
+                self.report(LEADER_ON_OFFLINE_DIR, "indeterminate", bid, f"{topic}-{part}",
+                            f"broker {bid} leads {topic}-{part} from offline directory {d}; no metadata "
+                            "was captured after the report", end_ts, None)
+
+
+def check(events: Iterable[dict[str, Any]]) -> list[Finding]:
+    """Run every rule over one capture set's events (any order; sorted here by time, ties
+    kept in the given order). Returns findings sorted by rule, broker and subject."""
+    ordered = sorted(enumerate(events), key=lambda ie: (ie[1].get("ts") or 0, ie[0]))
+    c = _Checker()
+    end = 0
+    for _, ev in ordered:
+        end = max(end, ev.get("ts") or 0)
+        kind = ev.get("type")
+        if kind == "registration":
+            c.registration(ev)
+        elif kind == "heartbeat":
+            c.heartbeat(ev)
+        elif kind == "assign":
+            c.assign(ev)
+        elif kind == "record":
+            c.record(ev)
+    c.finish(end)
+    return sorted(c.findings.values(),
+                  key=lambda f: (f.rule, f.verdict, -1 if f.broker is None else f.broker, f.subject))
+
+
+def check_json(event_texts: Iterable[str]) -> list[dict[str, Any]]:
+    """:func:`check` over JSON-encoded events; findings as dicts. Unparseable or
+    malformed events are skipped, never fatal (they came from a worker of this tool)."""
+    events = []
+    for text in event_texts:
+        try:
+            ev = json.loads(text)
+        except ValueError:
+            continue
+        if isinstance(ev, dict):
+            events.append(ev)
+    try:
+        return [f.as_dict() for f in check(events)]
+    except (KeyError, TypeError, ValueError) as exc:
+        return [Finding("KIP858.CHECKER", "indeterminate", "info", None, "checker",
+                        f"events could not be checked: {type(exc).__name__}: {exc}", 0, 0).as_dict()]

@@ -1,0 +1,452 @@
+"""Inputs to tasks, and one task to rows: the unit of work every engine runs.
+
+Strategy: the driver expands the inputs (files, folders, globs; local paths or any URI
+``pyarrow.fs`` opens: ``s3://``, ``gs://``, ``hdfs://``) and checks each file's magic
+number before anything starts, so a wrong file fails in a second with its name. A file
+becomes one task, or, when larger than ``split_bytes``, ``k`` tasks that each read the
+whole file but decode only the TCP connections whose endpoint pair hashes to their
+bucket (a symmetric CRC-32 of the two endpoints, stable across processes unlike
+``hash``). Splitting by connection keeps every connection whole inside one task, so no
+frame is lost or paired across tasks; the price is that each of the ``k`` tasks parses
+every packet header of the file, which is cheap next to Kafka decoding (measured in
+``tools/bench/bench_stats.py``).
+
+:func:`run_task` drives the capture layer (``CaptureReader`` -> ``TcpDecoder`` ->
+``FrameExtractor`` -> ``KafkaDecoder``) and yields :mod:`.rows` rows: one per frame,
+one per connection, one per KIP-858 event, then one ``file`` row with the task's
+counters. Rules:
+
+1. It never raises. An unreadable or malformed file, a file cut short, or a bug becomes
+   an ``error`` row naming the file; the job decides whether that ends the run.
+2. The rows of one task come out in capture order per connection.
+3. Memory is bounded by the open connections (the capture layer's guarantee) plus one
+   entry per connection seen for its ApiVersions facts.
+"""
+
+from __future__ import annotations
+
+import fnmatch
+import glob
+import json
+import os
+import re
+import resource
+import time
+import zlib
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass
+from typing import Any, BinaryIO, Final
+
+from kraft_jbod.analytics import rows as R
+from kraft_jbod.analytics.kip858 import EventCollector
+from kraft_jbod.capture.kafka import API_VERSIONS, DecodedFrame, KafkaDecoder, is_request
+from kraft_jbod.capture.packets import TcpDecoder, TcpSegment
+from kraft_jbod.capture.pcapfile import CaptureReader
+from kraft_jbod.capture.streams import FlowEnd, Frame, FrameExtractor
+from kraft_jbod.errors import DecodeError, KraftJbodError
+
+__all__ = [
+    "CAPTURE_SUFFIXES",
+    "DEFAULT_SPLIT_BYTES",
+    "InputError",
+    "InputFile",
+    "Task",
+    "Unit",
+    "bucket_of",
+    "expand_inputs",
+    "open_input",
+    "plan",
+    "precheck",
+    "run_task",
+    "run_unit",
+]
+
+#: Files taken from folders (explicit files and globs may have any name).
+CAPTURE_SUFFIXES: Final = (".pcap", ".pcapng", ".cap", ".pcapng.tmp")
+DEFAULT_SPLIT_BYTES: Final = 128 << 20
+MAX_BUCKETS: Final = 64
+_MAGICS: Final = {
+    bytes.fromhex("d4c3b2a1"), bytes.fromhex("a1b2c3d4"),  # pcap, microseconds
+    bytes.fromhex("4d3cb2a1"), bytes.fromhex("a1b23c4d"),  # pcap, nanoseconds
+    bytes.fromhex("0a0d0d0a"),  # pcapng section header block
+}
+_URI = re.compile(r"^[A-Za-z][A-Za-z0-9+.-]*://")
+_GLOB = re.compile(r"[*?\[]")
+_BUCKET_CACHE_MAX: Final = 1 << 20
+
+
+class InputError(KraftJbodError):
+    """Inputs that cannot be processed; ``problems`` lists ``(path, reason)``."""
+
+    def __init__(self, problems: Sequence[tuple[str, str]]) -> None:
+        self.problems = list(problems)
+        lines = [f"{path}: {reason}" for path, reason in self.problems[:20]]
+        if len(self.problems) > 20:
+            lines.append(f"... and {len(self.problems) - 20} more")
+        super().__init__("bad input:\n  " + "\n  ".join(lines))
+
+
+@dataclass(frozen=True, slots=True)
+class InputFile:
+    """One capture file: a local path or a URI, and its size in bytes."""
+
+    path: str
+    size: int
+
+
+@dataclass(frozen=True, slots=True)
+class Unit:
+    """Decode the connections of ``path`` whose bucket (of ``buckets``) is ``bucket``."""
+
+    path: str
+    size: int
+    bucket: int
+    buckets: int
+
+    @property
+    def cost(self) -> float:
+        return self.size / self.buckets
+
+
+@dataclass(frozen=True, slots=True)
+class Task:
+    """One unit of parallel work: one or more :class:`Unit` run one after the other
+    (small files are packed together, so a thousand tiny captures are not a thousand
+    Spark tasks)."""
+
+    task_id: int
+    units: tuple[Unit, ...]
+
+    @property
+    def cost(self) -> float:
+        return sum(u.cost for u in self.units)
+
+    def as_tuple(self) -> tuple[int, tuple[tuple[str, int, int, int], ...]]:
+        return (self.task_id, tuple((u.path, u.size, u.bucket, u.buckets) for u in self.units))
+
+    @classmethod
+    def from_tuple(cls, t: tuple[int, tuple[tuple[str, int, int, int], ...]]) -> Task:
+        return cls(t[0], tuple(Unit(*u) for u in t[1]))
+
+
+# --------------------------------------------------------------------------- inputs
+
+
+def _is_uri(text: str) -> bool:
+    return bool(_URI.match(text)) and not text.startswith("file://")
+
+
+def _wanted(name: str) -> bool:
+    return name.lower().endswith(CAPTURE_SUFFIXES)
+
+
+def expand_inputs(inputs: Sequence[str]) -> list[InputFile]:
+    """Files named by ``inputs``, in a stable order, each once.
+
+    Raises:
+        InputError: an input does not exist, or a folder or glob holds no capture file.
+    """
+    found: dict[str, InputFile] = {}
+    problems: list[tuple[str, str]] = []
+    if not inputs:
+        raise InputError([("(none)", "no INPUT given")])
+    for text in inputs:
+        if _is_uri(text):
+            files = _expand_uri(text, problems)
+        else:
+            files = _expand_local(text[7:] if text.startswith("file://") else text, problems)
+        for f in files:
+            found.setdefault(f.path, f)
+    if problems:
+        raise InputError(problems)
+    return list(found.values())
+
+
+def _expand_local(text: str, problems: list[tuple[str, str]]) -> list[InputFile]:
+    if _GLOB.search(text):
+        names = sorted(p for p in glob.glob(text, recursive=True) if os.path.isfile(p))
+        if not names:
+            problems.append((text, "the pattern matches no file"))
+        return [InputFile(p, os.path.getsize(p)) for p in names]
+    if os.path.isdir(text):
+        out = []
+        for root, dirs, files in os.walk(text):
+            dirs.sort()
+            out.extend(os.path.join(root, n) for n in sorted(files) if _wanted(n))
+        if not out:
+            problems.append((text, "the folder holds no capture file (" + ", ".join(CAPTURE_SUFFIXES[:3])
+                             + ")"))
+        return [InputFile(p, os.path.getsize(p)) for p in out]
+    if not os.path.exists(text):
+        problems.append((text, "no such file or folder"))
+        return []
+    try:
+        return [InputFile(text, os.path.getsize(text))]
+    except OSError as exc:
+        problems.append((text, f"cannot read: {exc.strerror}"))
+        return []
+
+
+def _expand_uri(text: str, problems: list[tuple[str, str]]) -> list[InputFile]:
+    try:
+        from pyarrow import fs as pafs
+    except ImportError:
+        problems.append((text, "reading URIs needs pyarrow (pip install 'kraft-jbod[spark]')"))
+        return []
+    scheme = text.split("://", 1)[0]
+    pattern: str | None = None
+    base = text
+    if _GLOB.search(text.split("://", 1)[1]):
+        base, pattern = text.rsplit("/", 1)
+    try:
+        filesystem, path = pafs.FileSystem.from_uri(base)
+        info = filesystem.get_file_info(path)
+        if info.type == pafs.FileType.NotFound:
+            problems.append((text, "no such file or folder"))
+            return []
+        if info.type == pafs.FileType.File and pattern is None:
+            return [InputFile(text, int(info.size or 0))]
+        infos = filesystem.get_file_info(pafs.FileSelector(path, recursive=pattern is None))
+    except (OSError, ValueError) as exc:
+        problems.append((text, f"cannot list: {exc}"))
+        return []
+    out = []
+    for i in sorted(infos, key=lambda i: i.path):
+        if i.type != pafs.FileType.File:
+            continue
+        name = i.path.rsplit("/", 1)[-1]
+        if (pattern is not None and fnmatch.fnmatch(name, pattern)) or (pattern is None and _wanted(name)):
+            out.append(InputFile(f"{scheme}://{i.path.lstrip('/')}" if scheme != "hdfs" else
+                                 f"{base.split('://', 1)[0]}://{i.path}", int(i.size or 0)))
+    if not out:
+        problems.append((text, "matches no capture file"))
+    return out
+
+
+def open_input(path: str) -> BinaryIO:
+    """Open a local path or URI for reading.
+
+    Raises:
+        OSError: the file cannot be opened.
+    """
+    if _is_uri(path):
+        from pyarrow import fs as pafs
+
+        filesystem, inner = pafs.FileSystem.from_uri(path)
+        stream: BinaryIO = filesystem.open_input_stream(inner)
+        return stream
+    return open(path[7:] if path.startswith("file://") else path, "rb")  # noqa: SIM115
+
+
+def precheck(files: Sequence[InputFile]) -> list[tuple[str, str]]:
+    """``(path, reason)`` for each file that is empty, unreadable or not pcap/pcapng."""
+    problems = []
+    for f in files:
+        try:
+            with open_input(f.path) as fh:
+                head = fh.read(4)
+        except OSError as exc:
+            problems.append((f.path, f"cannot read: {exc.strerror or exc}"))
+            continue
+        if not head:
+            problems.append((f.path, "empty file"))
+        elif len(head) < 4 or bytes(head) not in _MAGICS:
+            problems.append((f.path, f"not a pcap or pcapng file (starts with {bytes(head).hex()})"))
+    return problems
+
+
+def plan(files: Sequence[InputFile], *, split_bytes: int = DEFAULT_SPLIT_BYTES, parallelism: int = 1,
+         max_buckets: int = MAX_BUCKETS) -> list[Task]:
+    """Tasks for ``files``, the most expensive first (Spark starts partitions in order).
+
+    A file larger than ``split_bytes`` is cut into connection buckets, their number
+    rounded up to a multiple of ``parallelism`` so every core gets an equal share. Units
+    are then packed into tasks (largest first, each to the lightest task): as many tasks
+    as it takes to keep each near ``split_bytes``, and at least ``2 * parallelism`` when
+    there are that many units, for balance.
+    """
+    par = max(1, parallelism)
+    units: list[Unit] = []
+    for f in files:
+        k = 1
+        if 0 < split_bytes < f.size:
+            k = -(-f.size // split_bytes)
+            k = min(max_buckets, -(-k // par) * par)
+        units.extend(Unit(f.path, f.size, b, k) for b in range(k))
+    if not units:
+        return []
+    units.sort(key=lambda u: (-u.cost, u.path, u.bucket))
+    total = sum(u.cost for u in units)
+    n = max(-(-int(total) // max(1, split_bytes)) if split_bytes > 0 else len(units), 2 * par)
+    n = min(len(units), n)
+    bins: list[list[Unit]] = [[] for _ in range(n)]
+    loads = [0.0] * n
+    for u in units:
+        i = min(range(n), key=lambda j: (loads[j], j))
+        bins[i].append(u)
+        loads[i] += u.cost
+    order = sorted(range(n), key=lambda j: -loads[j])
+    return [Task(tid, tuple(bins[j])) for tid, j in enumerate(order)]
+
+
+def bucket_of(src: str, sport: int, dst: str, dport: int, buckets: int) -> int:
+    """The bucket of a connection, the same for both directions and in every process."""
+    a, b = f"{src}|{sport}", f"{dst}|{dport}"
+    lo, hi = (a, b) if a <= b else (b, a)
+    return zlib.crc32(f"{lo}/{hi}".encode()) % buckets
+
+
+# --------------------------------------------------------------------------- one task
+
+
+class _ConnFacts:
+    __slots__ = ("ranges", "software")
+
+    def __init__(self) -> None:
+        self.software: tuple[str | None, str | None] = (None, None)
+        self.ranges: dict[int, tuple[int, int]] | None = None
+
+
+class _TaskRun:
+    def __init__(self, unit: Unit, task_id: int, ports: Sequence[int] | None, check_canonical: bool) -> None:
+        self.unit = unit
+        self.task_id = task_id
+        self.source = unit.path
+        self.ports = ports
+        self.decoder = KafkaDecoder(check_canonical=check_canonical)
+        self.events = EventCollector()
+        self.conns: dict[str, _ConnFacts] = {}
+        self.frames = 0
+        self.packets = 0
+
+    def _facts(self, cid: str) -> _ConnFacts:
+        c = self.conns.get(cid)
+        if c is None:
+            c = self.conns[cid] = _ConnFacts()
+        return c
+
+    def frame(self, f: DecodedFrame) -> Iterator[dict[str, Any]]:
+        c = self._facts(f.connection_id)
+        body = f.body
+        if f.api_key == API_VERSIONS and body is not None:
+            if f.kind == "request":
+                name = getattr(body, "client_software_name", None)
+                if name:
+                    c.software = (name, getattr(body, "client_software_version", None))
+            elif getattr(body, "error_code", 1) == 0:
+                c.ranges = {k.api_key: (k.min_version, k.max_version) for k in body.api_keys}
+        negotiated = None
+        if c.ranges is not None and f.api_key is not None and f.kind == "request":
+            negotiated = c.ranges.get(f.api_key, (-1, -1))
+        self.frames += 1
+        yield R.frame_row(f, self.source, self.task_id, software=c.software, negotiated=negotiated)
+        for ev in self.events.feed(f):
+            yield self._event(ev)
+
+    def _event(self, ev: dict[str, Any]) -> dict[str, Any]:
+        row = R.blank(R.RTYPE_EVENT, self.source, self.task_id)
+        row["conn_id"] = ev.get("conn")
+        row["ts_ns"] = ev.get("ts")
+        row["event"] = json.dumps(ev, separators=(",", ":"))
+        return row
+
+    def flow_end(self, end: FlowEnd) -> dict[str, Any]:
+        fl = end.flow
+        c = self.conns.pop(fl.connection_id, None) or _ConnFacts()
+        row = R.blank(R.RTYPE_CONN, self.source, self.task_id)
+        row["conn_id"] = fl.connection_id
+        row["ts_ns"] = fl.first_timestamp_ns
+        row["latency_ns"] = fl.last_timestamp_ns - fl.first_timestamp_ns
+        row["software_name"], row["software_version"] = c.software
+        row["client_source"] = fl.client_source
+        row["gap_bytes"] = fl.gap_bytes
+        row["retransmitted_bytes"] = fl.retransmitted_bytes
+        row["anomaly_kinds"] = [R.anomaly_kind(a) for a in fl.anomalies]
+        row["error"] = fl.close_reason or None
+        return row
+
+    def items(self, items: list[Frame | FlowEnd]) -> Iterator[dict[str, Any]]:
+        feed = self.decoder.feed
+        for item in items:
+            for f in feed(item):
+                yield from self.frame(f)
+            if isinstance(item, FlowEnd):
+                yield self.flow_end(item)
+        self.decoder.flows.clear()
+
+    def run(self) -> Iterator[dict[str, Any]]:
+        task = self.unit
+        with open_input(task.path) as fh:
+            reader = CaptureReader(fh)
+            decode = TcpDecoder().decode
+            ex = FrameExtractor(ports=self.ports, classifier=is_request)
+            feed = ex.feed
+            split = task.buckets > 1
+            cache: dict[tuple[str, int, str, int], int] = {}
+            mine = task.bucket
+            for ts, linktype, data, _caplen, _origlen, index in reader.records():
+                self.packets += 1
+                seg: TcpSegment | None = decode(linktype, data, ts, index)
+                if seg is None:
+                    continue
+                if split:
+                    key = (seg.src, seg.sport, seg.dst, seg.dport)
+                    b = cache.get(key)
+                    if b is None:
+                        if len(cache) > _BUCKET_CACHE_MAX:
+                            cache.clear()
+                        b = cache[key] = bucket_of(*key, task.buckets)
+                    if b != mine:
+                        continue
+                out = feed(seg)
+                if out:
+                    yield from self.items(out)
+            yield from self.items(ex.flush())
+            for f in self.decoder.finish():
+                yield from self.frame(f)
+            for ev in self.events.finish():
+                yield self._event(ev)
+            if reader.truncated:
+                row = R.blank(R.RTYPE_ERROR, self.source, self.task_id)
+                row["kind"] = "truncated"
+                row["error"] = (f"the capture ends inside a record at byte {reader.truncated_offset} "
+                                "(file cut short?); the packets before it were decoded")
+                yield row
+
+
+def run_task(task: Task, *, ports: Sequence[int] | None = None,
+             check_canonical: bool = True) -> Iterator[dict[str, Any]]:
+    """All rows of one task, unit after unit; never raises (module docstring, rule 1)."""
+    for unit in task.units:
+        yield from run_unit(unit, task.task_id, ports=ports, check_canonical=check_canonical)
+
+
+def run_unit(unit: Unit, task_id: int = 0, *, ports: Sequence[int] | None = None,
+             check_canonical: bool = True) -> Iterator[dict[str, Any]]:
+    """All rows of one unit, ending with its ``file`` row; never raises."""
+    started = time.perf_counter()
+    cpu0 = time.process_time()
+    run = _TaskRun(unit, task_id, ports, check_canonical)
+
+    def problem(kind: str, text: str) -> dict[str, Any]:
+        row = R.blank(R.RTYPE_ERROR, unit.path, task_id)
+        row["kind"] = kind
+        row["error"] = text
+        return row
+
+    try:
+        yield from run.run()
+    except DecodeError as exc:
+        yield problem("malformed", f"not a readable capture: {exc}")
+    except OSError as exc:
+        yield problem("unreadable", f"cannot read: {exc.strerror or exc}")
+    except Exception as exc:  # noqa: BLE001 - a worker must not die on one file
+        yield problem("internal", f"internal error while decoding (please report): {type(exc).__name__}: {exc}")
+    row = R.blank(R.RTYPE_FILE, unit.path, task_id)
+    row["size"] = unit.size
+    row["event"] = json.dumps({
+        "bucket": unit.bucket, "buckets": unit.buckets, "packets": run.packets, "frames": run.frames,
+        "wall_s": round(time.perf_counter() - started, 3), "cpu_s": round(time.process_time() - cpu0, 3),
+        "max_rss_kb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss, "pid": os.getpid(),
+    }, separators=(",", ":"))
+    yield row

@@ -1,0 +1,650 @@
+"""The fake JBOD broker's asyncio shell: sockets and timers around the pure pieces.
+
+Strategy: three TCP channels to the controller, as a real broker opens them (raft Fetch,
+"heartbeat" for registration and heartbeats, "directory-assignments"), each a
+:class:`~kraft_jbod.connection.ClientConnection` that starts with ApiVersions and uses
+the highest version both sides support. Five tasks drive the pure parts:
+
+* fetch: :class:`~.follower.MetadataFollower` -> records -> :class:`~.image.MetadataImage`,
+  then :func:`~.directories.reconcile` creates folders and queues assignments;
+* lifecycle: register (retried with backoff until ``initial.broker.registration.timeout.ms``),
+  then heartbeats through the :class:`~.lifecycle.Lifecycle` table; a directory failure
+  sends one at once;
+* assignments: the :class:`~.assignments.AssignmentQueue`, one request in flight;
+* probe: every ``kraft.jbod.probe.interval.ms`` each online directory is probed;
+* control: an optional local TCP endpoint taking one command per line
+  (``fail-dir DIR``, ``move TOPIC PARTITION DIR``, ``status``, ``shutdown``), answering one
+  JSON line.
+
+Invariants: a peer's bytes never crash the broker: a channel that fails is closed and
+reopened after a backoff. The broker stops on ``close()``, on a fatal follower error,
+when registration times out, or by Rule 3 of the lifecycle (an unreported directory
+failure under a partition it leads); ``exit_reason`` says which. Every notable step is
+an event in ``events`` (and passed to ``on_event``) for timelines and tests.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+import logging
+import time
+import uuid
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from kraft_jbod.broker import directories as dm
+from kraft_jbod.broker.assignments import Assignment, AssignmentQueue
+from kraft_jbod.broker.config import BrokerConfig
+from kraft_jbod.broker.follower import FENCED_LEADER_EPOCH, FollowerFatal, MetadataFollower
+from kraft_jbod.broker.image import MetadataImage
+from kraft_jbod.broker.lifecycle import Effect, Input, Lifecycle, State
+from kraft_jbod.connection import NEED_DATA, ClientConnection, ConnectionClosed, ResponseReceived
+from kraft_jbod.controller import features as fv
+from kraft_jbod.errors import KraftJbodError, StorageError
+from kraft_jbod.messages.api_versions_request import ApiVersionsRequest
+from kraft_jbod.messages.broker_registration_request import BrokerRegistrationRequest, Feature, Listener
+from kraft_jbod.storage import ensure_directory_ids
+from kraft_jbod.wire.primitives import uuid_from_base64url, uuid_signed_key, uuid_to_base64url
+
+log = logging.getLogger(__name__)
+
+FETCH, CREATE_TOPICS, API_VERSIONS, REGISTRATION, HEARTBEAT, ASSIGN = 1, 19, 18, 62, 63, 73
+OUR_VERSIONS: dict[int, tuple[int, int]] = {
+    FETCH: (13, 17), REGISTRATION: (2, 4), HEARTBEAT: (0, 1), ASSIGN: (0, 0), CREATE_TOPICS: (2, 7)
+}
+STALE_BROKER_EPOCH = 77
+
+
+class ChannelError(KraftJbodError):
+    """A channel to the controller failed (connect, timeout, close, protocol, version)."""
+
+
+@dataclass(slots=True, frozen=True)
+class BrokerEvent:
+    ts_ms: int
+    broker_id: int
+    kind: str
+    text: str
+
+
+def _now_ms() -> int:
+    return time.monotonic_ns() // 1_000_000
+
+
+class Channel:
+    """One NodeToController-style connection: max one request in flight, ApiVersions first."""
+
+    def __init__(self, name: str, addr: tuple[str, int], client_id: str, timeout_ms: int, tap: Any = None) -> None:
+        self.name, self.addr, self.client_id, self.timeout_ms, self.tap = name, addr, client_id, timeout_ms, tap
+        self._reader: asyncio.StreamReader | None = None
+        self._writer: asyncio.StreamWriter | None = None
+        self._conn: ClientConnection | None = None
+        self._tapped: Any = None
+        self.versions: dict[int, tuple[int, int]] = {}
+        self._lock = asyncio.Lock()
+
+    async def _open(self) -> None:
+        try:
+            self._reader, self._writer = await asyncio.wait_for(
+                asyncio.open_connection(*self.addr), self.timeout_ms / 1000
+            )
+        except (OSError, TimeoutError) as exc:
+            raise ChannelError(f"{self.name}: cannot connect to {self.addr[0]}:{self.addr[1]}: {exc}") from None
+        self._conn = ClientConnection(client_id=self.client_id)
+        if self.tap is not None:
+            local = self._writer.get_extra_info("sockname")  # type: ignore[union-attr]
+            self._tapped = self.tap.open((str(local[0]), int(local[1])), self.addr)
+        resp = await self._roundtrip(
+            ApiVersionsRequest(client_software_name="kraft-jbod", client_software_version="0.1.0"), 3, None
+        )
+        if resp.error_code != 0:
+            raise ChannelError(f"{self.name}: ApiVersions answered error {resp.error_code}")
+        self.versions = {k.api_key: (k.min_version, k.max_version) for k in resp.api_keys}
+
+    def version(self, key: int) -> int:
+        lo, hi = OUR_VERSIONS[key]
+        theirs = self.versions.get(key)
+        if theirs is None or theirs[1] < lo or theirs[0] > hi:
+            raise ChannelError(f"{self.name}: the controller does not support api key {key} v{lo}-{hi}")
+        return min(hi, theirs[1])
+
+    async def _roundtrip(self, body: Any, version: int, timeout_ms: int | None) -> Any:
+        assert self._conn is not None and self._writer is not None and self._reader is not None
+        data = self._conn.send_request(body, version)
+        self._writer.write(data)
+        if self._tapped is not None:
+            self._tapped.sent(data)
+        deadline = time.monotonic() + (timeout_ms or self.timeout_ms) / 1000
+        while True:
+            ev = self._conn.next_event()
+            if isinstance(ev, ResponseReceived):
+                return ev.body
+            if isinstance(ev, ConnectionClosed):
+                raise ChannelError(f"{self.name}: the controller closed the connection")
+            assert ev is NEED_DATA
+            remaining = deadline - time.monotonic()
+            if remaining <= 0:
+                raise ChannelError(f"{self.name}: request timed out")
+            try:
+                chunk = await asyncio.wait_for(self._reader.read(65536), remaining)
+            except (OSError, TimeoutError) as exc:
+                raise ChannelError(f"{self.name}: {exc or 'request timed out'}") from None
+            if chunk and self._tapped is not None:
+                self._tapped.received(chunk)
+            self._conn.receive_data(chunk)
+
+    async def call(self, key: int, build: Any, timeout_ms: int | None = None) -> Any:
+        """Send ``build(version)`` (or ``build`` itself, a request body) and return the
+        response body; reconnects as needed.
+
+        Raises:
+            ChannelError: anything went wrong; the connection is closed.
+        """
+        async with self._lock:
+            try:
+                if self._conn is None:
+                    await self._open()
+                version = self.version(key)
+                body = build(version) if callable(build) else build
+                return await self._roundtrip(body, version, timeout_ms)
+            except ChannelError:
+                self.close()
+                raise
+            except KraftJbodError as exc:
+                self.close()
+                raise ChannelError(f"{self.name}: {exc}") from None
+
+    def close(self) -> None:
+        if self._writer is not None:
+            self._writer.close()
+        if self._tapped is not None:
+            self._tapped.close()
+        self._reader = self._writer = self._conn = self._tapped = None
+
+
+class FakeBroker:
+    """``async with FakeBroker(config) as broker``; see the module docstring."""
+
+    def __init__(
+        self,
+        config: BrokerConfig,
+        *,
+        tap: Any = None,
+        on_event: Callable[[BrokerEvent], None] | None = None,
+    ) -> None:
+        self.config = config
+        self.node_id = config.node_id
+        self.tap = tap
+        self.on_event = on_event
+        self.events: list[BrokerEvent] = []
+        self.image = MetadataImage()
+        self.queue = AssignmentQueue()
+        self.exit_reason: str | None = None
+        self.stopped = asyncio.Event()
+        self.control_address: tuple[str, int] | None = None
+        self.incarnation_id = uuid.uuid4()
+        self._tasks: list[asyncio.Task[None]] = []
+        self._wake_heartbeat = asyncio.Event()
+        self._wake_assign = asyncio.Event()
+        self._control: asyncio.Server | None = None
+        self._moves: dict[dm.TopicPartition, tuple[uuid.UUID, uuid.UUID, bool]] = {}  # src, dst, acked
+        self.cluster_id = ""
+        self.dirs: dm.DirectoryManager
+        self.follower: MetadataFollower
+        self.lifecycle: Lifecycle
+        self.metadata_dir_id: uuid.UUID | None = None
+
+    # ------------------------------------------------------------------ lifecycle
+
+    async def __aenter__(self) -> FakeBroker:
+        await self.start()
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        await self.close()
+
+    def event(self, kind: str, text: str) -> None:
+        ev = BrokerEvent(int(time.time() * 1000), self.node_id, kind, text)
+        self.events.append(ev)
+        log.info("broker %d: %s: %s", self.node_id, kind, text)
+        if self.on_event is not None:
+            self.on_event(ev)
+
+    async def start(self) -> None:
+        """Load directory ids, start the tasks and the control endpoint.
+
+        Raises:
+            StorageError: the directories are unformatted, inconsistent or share an id.
+            OSError: the control endpoint cannot bind.
+        """
+        cfg = self.config
+        results = ensure_directory_ids(cfg.layout)
+        by_path = {r.path: r for r in results}
+        self.cluster_id = results[0].meta.cluster_id or ""
+        for r in results:
+            if r.action != "kept":
+                shown = uuid_to_base64url(r.meta.directory_id or uuid.UUID(int=0))
+                self.event("storage", f"{r.path}: {r.action} ({shown})")
+        log_dirs = []
+        for p in cfg.layout.log_dirs:
+            dir_id = by_path[p].meta.directory_id
+            assert dir_id is not None
+            log_dirs.append((p, dir_id))
+        self.dirs = dm.DirectoryManager(log_dirs)
+        self.metadata_dir_id = by_path[cfg.layout.metadata_log_dir].meta.directory_id
+        self.follower = MetadataFollower(
+            cluster_id=self.cluster_id, node_id=self.node_id, directory_id=self.metadata_dir_id
+        )
+        self.lifecycle = Lifecycle(self.node_id, multi_dir=len(log_dirs) > 1, failure_timeout_ms=cfg.failure_timeout_ms)
+        voter = cfg.voters[0]
+        addr = (voter.host, voter.port)
+        timeout = cfg.request_timeout_ms
+        self._raft = Channel("raft", addr, f"raft-client-{self.node_id}", timeout, self.tap)
+        self._hb = Channel("heartbeat", addr, str(self.node_id), timeout, self.tap)
+        self._assign = Channel("directory-assignments", addr, str(self.node_id), timeout, self.tap)
+        if cfg.control_listener is not None:
+            self._control = await asyncio.start_server(self._serve_control, *cfg.control_listener)
+            sock = self._control.sockets[0].getsockname()
+            self.control_address = (str(sock[0]), int(sock[1]))
+        loop = asyncio.get_running_loop()
+        for name, coro in (
+            ("fetch", self._fetch_loop()),
+            ("lifecycle", self._lifecycle_loop()),
+            ("assign", self._assign_loop()),
+            ("probe", self._probe_loop()),
+        ):
+            self._tasks.append(loop.create_task(self._guard(name, coro), name=f"broker-{self.node_id}-{name}"))
+        self.event("start", f"log dirs {', '.join(f'{p}={uuid_to_base64url(d)}' for p, d in log_dirs)}")
+
+    async def _guard(self, name: str, coro: Any) -> None:
+        try:
+            await coro
+        except asyncio.CancelledError:
+            raise
+        except FollowerFatal as exc:
+            self.stop(f"fatal replication error: {exc}")
+        except Exception as exc:  # a bug: stop the broker rather than limp on
+            log.exception("broker %d: task %s failed", self.node_id, name)
+            self.stop(f"task {name} failed: {exc!r}")
+
+    def stop(self, reason: str) -> None:
+        """Stop the broker (idempotent); ``exit_reason`` keeps the first reason."""
+        if self.exit_reason is None:
+            self.exit_reason = reason
+            self.event("stop", reason)
+        self.stopped.set()
+
+    async def close(self) -> None:
+        self.stop("closed")
+        current = asyncio.current_task()
+        for t in self._tasks:
+            if t is not current:
+                t.cancel()
+        for t in self._tasks:
+            if t is not current:
+                with contextlib.suppress(asyncio.CancelledError):
+                    await t
+        if self._control is not None:
+            self._control.close()
+            await self._control.wait_closed()
+        for ch in (self._raft, self._hb, self._assign):
+            ch.close()
+
+    async def _sleep(self, ms: float, wake: asyncio.Event | None = None) -> None:
+        if wake is None:
+            await asyncio.sleep(ms / 1000)
+            return
+        with contextlib.suppress(TimeoutError):
+            await asyncio.wait_for(wake.wait(), ms / 1000)
+        wake.clear()
+
+    # ------------------------------------------------------------------ metadata
+
+    async def _fetch_loop(self) -> None:
+        while not self.stopped.is_set():
+            try:
+                resp = await self._raft.call(
+                    FETCH, self.follower.build_request, timeout_ms=self.config.request_timeout_ms + 1000
+                )
+            except ChannelError as exc:
+                log.debug("broker %d: fetch: %s", self.node_id, exc)
+                await self._sleep(100)
+                continue
+            try:
+                result = self.follower.on_response(resp)
+            except KraftJbodError as exc:
+                if isinstance(exc, FollowerFatal):
+                    raise
+                self.event("fetch-error", f"response refused: {exc}")
+                await self._sleep(100)
+                continue
+            if result.new_leader:
+                f = self.follower
+                self.event("leader", f"controller {f.leader_id} leads the metadata quorum at epoch {f.epoch}")
+            if result.error_code not in (0, FENCED_LEADER_EPOCH):
+                await self._sleep(100)
+                continue
+            if result.published:
+                for offset, record, version in result.published:
+                    self.image.apply(offset, record, version)
+                if not self.lifecycle.image_published:
+                    self.lifecycle.image_published = True
+                    self.event("image", f"first metadata image published at offset {self.follower.published_offset}")
+                self._after_metadata()
+
+    def _after_metadata(self) -> None:
+        me = self.image.brokers.get(self.node_id)
+        if me is not None and me.epoch != self.lifecycle.epoch:
+            return  # our registration is not in the image yet
+        if not fv.supports_jbod(self.image.features.get(fv.METADATA_VERSION, 1)):
+            return
+        self._reconcile()
+
+    def _reconcile(self) -> None:
+        multi = self.lifecycle.multi_dir
+        for action in dm.reconcile(self.node_id, self.image.partitions_of(self.node_id), self.dirs):
+            tp = action.tp
+            name = self.image.topic_names.get(tp[0], uuid_to_base64url(tp[0]))
+            if action.create:
+                d = self.dirs.dirs[action.directory]
+                if not self.dirs.create(d, tp, name):
+                    self._dir_failed(d.dir_id, d.reason)
+                    continue
+                self.event("replica", f"created {name}-{tp[1]} in {d.path}")
+            if action.assign and multi:
+                pending = self.queue.pending(tp)
+                if pending is None or pending.directory != action.directory:
+                    self.queue.add(Assignment(tp[0], tp[1], action.directory, _now_ms(), action.why))
+                    self._wake_assign.set()
+
+    # ------------------------------------------------------------------ registration, heartbeats
+
+    def _registration(self, version: int) -> BrokerRegistrationRequest:
+        feats = [Feature(fv.METADATA_VERSION, 1, fv.LATEST_PRODUCTION_LEVEL), Feature(fv.KRAFT_VERSION, 0, 1)]
+        if version < 4:
+            feats = [f for f in feats if f.min_supported_version != 0]
+        online = sorted((d.dir_id for d in self.dirs.online), key=uuid_signed_key)
+        return BrokerRegistrationRequest(
+            broker_id=self.node_id,
+            cluster_id=self.cluster_id,
+            incarnation_id=self.incarnation_id,
+            listeners=[Listener(li.name, li.host or "localhost", li.port, 0) for li in self.config.listeners],
+            features=feats,
+            rack=self.config.rack,
+            is_migrating_zk_broker=False,
+            log_dirs=online,
+            previous_broker_epoch=-1,
+        )
+
+    async def _register(self) -> bool:
+        started = _now_ms()
+        backoff = 100
+        while not self.stopped.is_set():
+            try:
+                resp = await self._hb.call(REGISTRATION, self._registration)
+            except ChannelError as exc:
+                resp, err = None, str(exc)
+            if resp is not None and resp.error_code == 0:
+                self.lifecycle.epoch = resp.broker_epoch
+                self.event("registered", f"broker epoch {resp.broker_epoch}, LogDirs {len(self.dirs.online)}")
+                return True
+            if resp is not None:
+                err = f"error {resp.error_code}"
+            if _now_ms() - started > self.config.registration_timeout_ms:
+                self.stop(f"registration failed for {self.config.registration_timeout_ms} ms: {err}")
+                return False
+            await self._sleep(backoff)
+            backoff = min(backoff * 2, self.config.session_timeout_ms)
+        return False
+
+    async def _lifecycle_loop(self) -> None:
+        if not await self._register():
+            return
+        lc = self.lifecycle
+        while not self.stopped.is_set():
+            self._check_failure_timeout()
+            if self.stopped.is_set():
+                return
+            req = lc.heartbeat(self.follower.published_offset, self.queue.queued)
+            try:
+                resp = await self._hb.call(HEARTBEAT, req)
+            except ChannelError as exc:
+                log.debug("broker %d: heartbeat: %s", self.node_id, exc)
+                await self._sleep(min(200, self.config.heartbeat_interval_ms), self._wake_heartbeat)
+                continue
+            if resp.error_code == 0:
+                newly = [d for d in req.offline_log_dirs if d not in lc.reported]
+                before = lc.state
+                for effect in lc.on_heartbeat(req, resp):
+                    if effect is Effect.STOP:
+                        self.stop("controlled shutdown complete")
+                        return
+                if lc.state is not before:
+                    self.event("state", f"{before.value} -> {lc.state.value}")
+                if newly:
+                    self.event("reported", f"OfflineLogDirs {[uuid_to_base64url(d) for d in newly]} acknowledged")
+            elif resp.error_code != STALE_BROKER_EPOCH or lc.state is not State.STARTING:
+                log.debug("broker %d: heartbeat error %d", self.node_id, resp.error_code)
+            fast = lc.state in (State.STARTING, State.RECOVERY)
+            interval = min(50, self.config.heartbeat_interval_ms) if fast else self.config.heartbeat_interval_ms
+            await self._sleep(interval, self._wake_heartbeat)
+
+    def _check_failure_timeout(self) -> None:
+        overdue = set(self.lifecycle.overdue_failures(_now_ms()))
+        if not overdue:
+            return
+        me = self.node_id
+        leads = [p for p in self.image.partitions_of(me) if p.leader == me and p.dir_of(me) in overdue]
+        if leads:
+            self.lifecycle.feed(Input.DIR_FAILURE_TIMEOUT)
+            self.stop(
+                f"could not report failed log dirs {[uuid_to_base64url(d) for d in overdue]} within "
+                f"log.dir.failure.timeout.ms={self.config.failure_timeout_ms} "
+                f"while leading {len(leads)} partitions there"
+            )
+
+    # ------------------------------------------------------------------ directories
+
+    async def _probe_loop(self) -> None:
+        while not self.stopped.is_set():
+            await self._sleep(self.config.probe_interval_ms)
+            for dir_id in self.dirs.probe():
+                self._dir_failed(dir_id, self.dirs.dirs[dir_id].reason)
+
+    def _dir_failed(self, dir_id: uuid.UUID, reason: str) -> None:
+        d = self.dirs.dirs.get(dir_id)
+        if d is None:
+            return
+        self.dirs.fail(dir_id, reason)
+        if not self.lifecycle.dir_failed(dir_id, _now_ms()):
+            return
+        self.event("dir-failed", f"{d.path} ({uuid_to_base64url(dir_id)}): {reason}")
+        if dir_id == self.metadata_dir_id:
+            self.lifecycle.feed(Input.METADATA_DIR_FAILED)
+            self.stop(f"the metadata log directory {d.path} failed")
+            return
+        if not self.dirs.online:
+            self.stop("every log directory failed")
+            return
+        for tp, (src, dst, acked) in list(self._moves.items()):
+            if dir_id == dst:
+                # The future replica is lost: cancel locally, or tell the controller it stays put.
+                del self._moves[tp]
+                self.queue.cancel(tp)
+                if acked:
+                    self.queue.add(Assignment(tp[0], tp[1], src, _now_ms(), "revert move"))
+            elif dir_id == src:
+                del self._moves[tp]
+                self.queue.add(Assignment(tp[0], tp[1], src, _now_ms(), "revert move (source failed)"))
+        for key, a in list(self.queue.ready.items()):
+            if a.directory == dir_id and "revert" not in a.reason:
+                self.queue.cancel(key)
+        self._wake_heartbeat.set()
+        self._wake_assign.set()
+
+    def fail_directory(self, which: str, reason: str = "failed by command") -> str:
+        """Fail a log directory named by path or base64url id. Returns what happened.
+
+        Raises:
+            KraftJbodError: no such directory.
+        """
+        d = self._find_dir(which)
+        if not d.online:
+            return f"{d.path} is already offline"
+        self._dir_failed(d.dir_id, reason)
+        return f"{d.path} failed"
+
+    def _find_dir(self, which: str) -> dm.LogDir:
+        d = self.dirs.by_path(which)
+        if d is None:
+            with contextlib.suppress(ValueError):
+                d = self.dirs.dirs.get(uuid_from_base64url(which))
+        if d is None:
+            raise KraftJbodError(f"no log directory {which!r} on broker {self.node_id}")
+        return d
+
+    def move_replica(self, topic: str, partition: int, target: str) -> str:
+        """Start an intra-broker move with the KIP's future-replica protocol.
+
+        Raises:
+            KraftJbodError: unknown topic/partition/directory, or nothing to move.
+        """
+        tid = self.image.topic_id(topic)
+        if tid is None:
+            raise KraftJbodError(f"unknown topic {topic!r}")
+        tp = (tid, partition)
+        src = self.dirs.location(tp)
+        if src is None:
+            raise KraftJbodError(f"{topic}-{partition} has no online replica on broker {self.node_id}")
+        dst = self._find_dir(target)
+        if not dst.online or dst is src:
+            raise KraftJbodError(f"cannot move {topic}-{partition} to {dst.path}")
+        if tp in self._moves:
+            raise KraftJbodError(f"{topic}-{partition} is already moving")
+        if not self.dirs.start_future(src, dst, tp, topic):
+            self._dir_failed(dst.dir_id, dst.reason)
+            raise KraftJbodError(f"cannot create the future replica in {dst.path}")
+        self._moves[tp] = (src.dir_id, dst.dir_id, False)
+        self.queue.add(Assignment(tid, partition, dst.dir_id, _now_ms(), "move"))
+        self._wake_assign.set()
+        self.event("move", f"{topic}-{partition}: future replica in {dst.path}, assignment queued")
+        return f"moving {topic}-{partition} from {src.path} to {dst.path}"
+
+    # ------------------------------------------------------------------ assignments
+
+    def _valid(self, a: Assignment) -> bool:
+        p = self.image.partitions.get(a.key)
+        return p is not None and self.node_id in p.replicas
+
+    async def _assign_loop(self) -> None:
+        while not self.stopped.is_set():
+            me = self.image.brokers.get(self.node_id)
+            due = self.queue.send_at()
+            if me is None or me.epoch != self.lifecycle.epoch or due is None:
+                await self._sleep(200, self._wake_assign)
+                continue
+            wait = due - _now_ms()
+            if wait > 0:
+                await self._sleep(wait, self._wake_assign)
+                continue
+            for key, a in list(self.queue.ready.items()):
+                if not self._valid(a):
+                    self.queue.cancel(key)
+            req = self.queue.build(self.node_id, me.epoch)
+            if req is None:
+                continue
+            n = sum(len(t.partitions) for d in req.directories for t in d.topics)
+            try:
+                resp = await self._assign.call(ASSIGN, req)
+            except ChannelError as exc:
+                self.queue.on_failure(_now_ms())
+                log.debug("broker %d: assignments: %s", self.node_id, exc)
+                continue
+            done = self.queue.on_response(resp, _now_ms())
+            self.event(
+                "assigned",
+                f"AssignReplicasToDirs: {len(done)}/{n} accepted, {self.queue.queued} still queued",
+            )
+            for a in done:
+                self._assignment_done(a)
+            self._wake_heartbeat.set()
+
+    def _assignment_done(self, a: Assignment) -> None:
+        move = self._moves.get(a.key)
+        if move is None or a.reason != "move":
+            return
+        src_id, dst_id, _ = move
+        src, dst = self.dirs.dirs[src_id], self.dirs.dirs[dst_id]
+        name = self.image.topic_names.get(a.topic_id, uuid_to_base64url(a.topic_id))
+        self._moves[a.key] = (src_id, dst_id, True)
+        if not (src.online and dst.online):
+            return
+        if self.dirs.promote(src, dst, a.key, name):
+            del self._moves[a.key]
+            self.event("move", f"{name}-{a.partition}: future replica promoted in {dst.path}")
+        else:
+            self._dir_failed(dst_id, dst.reason)
+
+    # ------------------------------------------------------------------ status and control
+
+    def status(self) -> dict[str, Any]:
+        return {
+            "broker_id": self.node_id,
+            "state": self.lifecycle.state.value,
+            "epoch": self.lifecycle.epoch,
+            "metadata_offset": self.follower.published_offset,
+            "QueuedReplicaToDirAssignments": self.queue.queued,
+            "dirs": {
+                str(d.path): {"id": uuid_to_base64url(d.dir_id), "online": d.online, "replicas": len(d.replicas)}
+                for d in self.dirs.dirs.values()
+            },
+            "offline_reported": sorted(uuid_to_base64url(d) for d in self.lifecycle.reported),
+            "exit_reason": self.exit_reason,
+        }
+
+    async def _serve_control(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        try:
+            while True:
+                line = await reader.readline()
+                if not line:
+                    return
+                words = line.decode("utf-8", "replace").split()
+                answer: dict[str, Any]
+                try:
+                    answer = {"ok": True, "result": self.control(words)}
+                except KraftJbodError as exc:
+                    answer = {"ok": False, "error": str(exc)}
+                writer.write((json.dumps(answer) + "\n").encode())
+                await writer.drain()
+        except (OSError, asyncio.IncompleteReadError, ValueError):
+            return
+        finally:
+            writer.close()
+
+    def control(self, words: list[str]) -> Any:
+        """One control command (what the endpoint runs).
+
+        Raises:
+            KraftJbodError: an unknown command or bad arguments.
+        """
+        if words[:1] == ["status"] and len(words) == 1:
+            return self.status()
+        if words[:1] == ["fail-dir"] and len(words) == 2:
+            return self.fail_directory(words[1])
+        if words[:1] == ["move"] and len(words) == 4 and words[2].isdigit():
+            return self.move_replica(words[1], int(words[2]), words[3])
+        if words[:1] == ["shutdown"] and len(words) == 1:
+            self.stop("shutdown by command")
+            return "stopping"
+        raise KraftJbodError(f"unknown command {' '.join(words)!r}: try status, fail-dir DIR, move TOPIC PARTITION DIR")
+
+
+def dir_paths(broker: FakeBroker) -> dict[uuid.UUID, Path]:
+    return {d.dir_id: d.path for d in broker.dirs.dirs.values()}
+
+
+__all__ = ["BrokerEvent", "Channel", "ChannelError", "FakeBroker", "StorageError", "dir_paths"]

@@ -1,0 +1,238 @@
+"""What clients see: Metadata (v0-v12) and DescribeCluster answered from the controller state.
+
+Pure functions of a :class:`~kraft_jbod.controller.state.ControllerState` (read-only), so
+real clients (librdkafka, kafka-python, aiokafka, kcat, kafkajs) pointed at the client
+listener list brokers and partitions and see leaders and ISRs move as the controller
+fences brokers and fails directories. The rules follow a KRaft broker's metadata cache:
+
+* Rule 1: only registered, unfenced brokers are listed (Kafka's "alive" brokers), each with
+  its endpoint on the chosen listener name (default: its first endpoint). The controller id
+  a client sees is the lowest listed broker id (clients then talk to a broker, as with a
+  real KRaft cluster whose controllers are hidden), -1 when none is alive.
+* Rule 2: a partition without a leader answers LEADER_NOT_AVAILABLE (5); its
+  ``offline_replicas`` (v5+) are replicas on fenced or unregistered brokers or in a
+  directory the broker reported offline.
+* Rule 3: Metadata v0 with no topics, or v1+ with a null topic list, means every topic;
+  an unknown name answers UNKNOWN_TOPIC_OR_PARTITION (3), an unknown id (v10+)
+  UNKNOWN_TOPIC_ID (100). Topics are never auto-created.
+
+:func:`cluster_view` is the same picture as plain JSON (``kraft-jbod status``, the admin
+endpoint, the pytest plugin).
+"""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Callable
+from typing import Any, Final
+
+from kraft_jbod.messages.describe_cluster_request import DescribeClusterRequest
+from kraft_jbod.messages.describe_cluster_response import DescribeClusterBroker, DescribeClusterResponse
+from kraft_jbod.messages.metadata_request import MetadataRequest
+from kraft_jbod.messages.metadata_response import (
+    MetadataResponse,
+    MetadataResponseBroker,
+    MetadataResponsePartition,
+    MetadataResponseTopic,
+)
+from kraft_jbod.wire.primitives import uuid_to_base64url
+
+API_METADATA: Final = 3
+API_DESCRIBE_CLUSTER: Final = 60
+CLIENT_APIS: Final[dict[int, tuple[int, int]]] = {API_METADATA: (0, 12), API_DESCRIBE_CLUSTER: (0, 1)}
+LEADER_NOT_AVAILABLE: Final = 5
+UNKNOWN_TOPIC_OR_PARTITION: Final = 3
+UNKNOWN_TOPIC_ID: Final = 100
+MISMATCHED_ENDPOINT_TYPE: Final = 114
+TOPIC_AUTHORIZATION_FAILED: Final = 29
+
+TopicFilter = Callable[[str], bool]
+
+
+def _endpoint(listeners: tuple[tuple[str, str, int, int], ...], name: str | None) -> tuple[str, int] | None:
+    for lname, host, port, _proto in listeners:
+        if name is None or lname.upper() == name.upper():
+            return host, port
+    return None
+
+
+def alive_brokers(state: Any, listener_name: str | None = None) -> list[tuple[int, str, int, str | None]]:
+    """(id, host, port, rack) of unfenced brokers with an endpoint on the listener (Rule 1)."""
+    out = []
+    for b, reg in sorted(state.brokers.items()):
+        if reg.fenced:
+            continue
+        ep = _endpoint(reg.listeners, listener_name)
+        if ep is not None:
+            out.append((b, ep[0], ep[1], reg.rack))
+    return out
+
+
+def offline_replicas(state: Any, p: Any) -> list[int]:
+    """Replicas on fenced/unregistered brokers or in a directory reported offline (Rule 2)."""
+    out = []
+    for b, d in zip(p.replicas, p.dirs, strict=True):
+        reg = state.brokers.get(b)
+        if reg is None or reg.fenced:
+            out.append(b)
+        elif reg.registered_dirs and d in set(reg.registered_dirs) and d not in reg.online_set:
+            out.append(b)
+        elif d == state.profile.lost:
+            out.append(b)
+    return out
+
+
+def _partition(state: Any, p: Any) -> MetadataResponsePartition:
+    return MetadataResponsePartition(
+        error_code=LEADER_NOT_AVAILABLE if p.leader < 0 else 0,
+        partition_index=p.partition_id,
+        leader_id=p.leader,
+        leader_epoch=p.leader_epoch,
+        replica_nodes=list(p.replicas),
+        isr_nodes=list(p.isr),
+        offline_replicas=offline_replicas(state, p),
+    )
+
+
+def _topic(state: Any, topic: Any) -> MetadataResponseTopic:
+    parts = [_partition(state, p) for _, p in sorted(topic.partitions.items())]
+    return MetadataResponseTopic(error_code=0, name=topic.name, topic_id=topic.topic_id, partitions=parts)
+
+
+def metadata_response(
+    state: Any, api_version: int, req: MetadataRequest, *, listener_name: str | None = None,
+    may_describe: TopicFilter | None = None,
+) -> MetadataResponse:
+    """The Metadata answer (Rules 1-3); ``may_describe`` hides topics a principal may not see."""
+    brokers = alive_brokers(state, listener_name)
+    resp = MetadataResponse(
+        brokers=[MetadataResponseBroker(node_id=b, host=h, port=port, rack=r) for b, h, port, r in brokers],
+        cluster_id=state.cluster_id,
+        controller_id=brokers[0][0] if brokers else -1,
+    )
+    everything = req.topics is None or (api_version == 0 and not req.topics)
+    if everything:
+        for _, topic in sorted(state.topics.items(), key=lambda kv: kv[1].name):
+            if may_describe is None or may_describe(topic.name):
+                resp.topics.append(_topic(state, topic))
+        return resp
+    for t in req.topics or ():
+        if t.name is None and t.topic_id.int != 0:
+            found = state.topics.get(t.topic_id)
+            if found is None or (may_describe is not None and not may_describe(found.name)):
+                resp.topics.append(MetadataResponseTopic(error_code=UNKNOWN_TOPIC_ID, name=None, topic_id=t.topic_id))
+            else:
+                resp.topics.append(_topic(state, found))
+            continue
+        name = t.name or ""
+        if may_describe is not None and not may_describe(name):
+            resp.topics.append(MetadataResponseTopic(error_code=TOPIC_AUTHORIZATION_FAILED, name=name))
+            continue
+        tid = state.topic_id_of(name)
+        if tid is None:
+            resp.topics.append(MetadataResponseTopic(error_code=UNKNOWN_TOPIC_OR_PARTITION, name=name))
+        else:
+            resp.topics.append(_topic(state, state.topics[tid]))
+    return resp
+
+
+def describe_cluster_response(
+    state: Any, api_version: int, req: DescribeClusterRequest, *, listener_name: str | None = None
+) -> DescribeClusterResponse:
+    """DescribeCluster as a broker answers it: alive brokers; controllers are not exposed."""
+    brokers = alive_brokers(state, listener_name)
+    resp = DescribeClusterResponse(
+        cluster_id=state.cluster_id,
+        controller_id=brokers[0][0] if brokers else -1,
+        error_message=None,
+    )
+    if api_version >= 1:
+        resp.endpoint_type = req.endpoint_type
+        if req.endpoint_type != 1:
+            resp.error_code = MISMATCHED_ENDPOINT_TYPE
+            resp.error_message = (
+                "The request was sent to an endpoint of type BROKER, but we wanted an endpoint of type CONTROLLER"
+            )
+            return resp
+    resp.brokers = [DescribeClusterBroker(broker_id=b, host=h, port=p, rack=r) for b, h, p, r in brokers]
+    return resp
+
+
+def answer(state: Any, api_key: int, api_version: int, body: Any, **kwargs: Any) -> Any:
+    """The response to a client-listener request (Metadata or DescribeCluster)."""
+    if api_key == API_METADATA:
+        return metadata_response(state, api_version, body, **kwargs)
+    if api_key == API_DESCRIBE_CLUSTER:
+        kwargs.pop("may_describe", None)
+        return describe_cluster_response(state, api_version, body, **kwargs)
+    raise ValueError(f"api key {api_key} is not a client-listener api")
+
+
+def cluster_view(state: Any) -> dict[str, Any]:
+    """Brokers (state, directories), topics and partitions (leader, ISR, directories) as JSON."""
+    brokers = []
+    for b, reg in sorted(state.brokers.items()):
+        hb = state.broker_state(b)
+        brokers.append({
+            "id": b,
+            "epoch": reg.epoch,
+            "state": hb.value if hb is not None else "UNKNOWN",
+            "fenced": reg.fenced,
+            "in_controlled_shutdown": reg.in_controlled_shutdown or reg.cs_offset >= 0,
+            "rack": reg.rack,
+            "endpoints": [f"{n}://{h}:{p}" for n, h, p, _ in reg.listeners],
+            "directories": [
+                {"id": uuid_to_base64url(d), "online": d in reg.online_set} for d in reg.registered_dirs
+            ],
+        })
+    topics = []
+    for _, topic in sorted(state.topics.items(), key=lambda kv: kv[1].name):
+        parts = []
+        for pid, p in sorted(topic.partitions.items()):
+            parts.append({
+                "partition": pid,
+                "leader": p.leader,
+                "leader_epoch": p.leader_epoch,
+                "replicas": list(p.replicas),
+                "isr": list(p.isr),
+                "directories": [_dir_name(state, d) for d in p.dirs],
+                "offline_replicas": offline_replicas(state, p),
+            })
+        topics.append({"name": topic.name, "id": uuid_to_base64url(topic.topic_id), "partitions": parts})
+    return {
+        "cluster_id": state.cluster_id,
+        "metadata_version": state.metadata_version,
+        "last_applied_offset": state.last_applied_offset,
+        "brokers": brokers,
+        "topics": topics,
+    }
+
+
+def _dir_name(state: Any, d: uuid.UUID) -> str:
+    prof = state.profile
+    for label, reserved in (("UNASSIGNED", prof.unassigned), ("LOST", prof.lost), ("MIGRATING", prof.migrating)):
+        if d == reserved:
+            return label
+    return uuid_to_base64url(d)
+
+
+def render_text(view: dict[str, Any]) -> str:
+    """The cluster view for people (``kraft-jbod status``)."""
+    lines = [f"cluster {view['cluster_id']}  metadata.version {view['metadata_version']}  "
+             f"offset {view['last_applied_offset']}", "", "brokers:"]
+    if not view["brokers"]:
+        lines.append("  (none)")
+    for b in view["brokers"]:
+        dirs = ", ".join(f"{d['id']}{'' if d['online'] else ' OFFLINE'}" for d in b["directories"]) or "-"
+        lines.append(f"  {b['id']:>5}  {b['state']:<19} epoch {b['epoch']:<6} {' '.join(b['endpoints']) or '-'}")
+        lines.append(f"         dirs: {dirs}")
+    lines += ["", "partitions:"]
+    if not view["topics"]:
+        lines.append("  (none)")
+    for t in view["topics"]:
+        for p in t["partitions"]:
+            lines.append(
+                f"  {t['name']}-{p['partition']}  leader {p['leader']}  isr {p['isr']}  replicas {p['replicas']}  "
+                f"dirs {p['directories']}" + (f"  offline {p['offline_replicas']}" if p["offline_replicas"] else "")
+            )
+    return "\n".join(lines) + "\n"

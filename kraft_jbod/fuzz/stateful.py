@@ -1,0 +1,362 @@
+"""Stateful fuzzing of a KRaft controller: broker lifecycles with hostile steps mixed in.
+
+Strategy:
+
+* One session plays one broker: DescribeCluster (for the cluster id) → BrokerRegistration
+  with two log directories → BrokerHeartbeat until unfenced → CreateTopics →
+  AssignReplicasToDirs → BrokerHeartbeat with one directory offline (a failed disk) →
+  a last heartbeat. Every value comes from ``random.Random(f"{seed}:stateful:{n}")``.
+* With probability ``mutate_ratio`` a step is first sent *mutated* (``mutators.mutate``
+  on that step's frame) and the real step follows on a fresh connection when the server
+  closed; with ``hostile_ratio`` the step is sent well-formed but with hostile values
+  (a stale or negative epoch, reserved directory ids, duplicated directories, unknown
+  topic ids, an offline directory the broker never registered).
+* Judging: every frame is judged as in the runner (answered / error code / closed /
+  timeout / gone / bad answer). On top, the *unmutated* path has expectations:
+  registration answers error 0 with an epoch ≥ 0; a heartbeat at that epoch never
+  answers STALE_BROKER_EPOCH (77); the broker is unfenced within ``max_heartbeats``; a
+  well-formed request is answered rather than the connection closed. A broken
+  expectation is a ``violation`` (a wrong answer).
+* Sessions run ``concurrency`` at a time with distinct broker ids; the whole run is bounded
+  by ``sessions`` and ``time_limit``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import dataclasses
+import random
+import time
+import uuid
+from collections import Counter
+from dataclasses import dataclass, field
+from typing import Any
+
+from kraft_jbod import codec
+from kraft_jbod.errors import DecodeError, EncodeError
+from kraft_jbod.fuzz import mutators
+from kraft_jbod.fuzz.runner import (
+    API_VERSIONS,
+    Case,
+    Conn,
+    Judge,
+    Outcome,
+    Result,
+    TargetWatch,
+    api_versions_frame,
+    check_loopback,
+    fetch_api_versions,
+)
+from kraft_jbod.messages.api_versions_response import ApiVersionsResponse
+from kraft_jbod.messages.assign_replicas_to_dirs_request import (
+    AssignReplicasToDirsRequest,
+    DirectoryData,
+    PartitionData,
+    TopicData,
+)
+from kraft_jbod.messages.broker_heartbeat_request import BrokerHeartbeatRequest
+from kraft_jbod.messages.broker_registration_request import BrokerRegistrationRequest, Feature, Listener
+from kraft_jbod.messages.create_topics_request import CreatableTopic, CreateTopicsRequest
+from kraft_jbod.messages.describe_cluster_request import DescribeClusterRequest
+from kraft_jbod.wire.message import Message
+from kraft_jbod.wire.primitives import LOST_DIRECTORY, MIGRATING_DIRECTORY, UNASSIGNED_DIRECTORY
+
+STALE_BROKER_EPOCH = 77
+_RESERVED = (UNASSIGNED_DIRECTORY, LOST_DIRECTORY, MIGRATING_DIRECTORY)
+
+
+@dataclass(slots=True)
+class Violation:
+    session: int
+    step: str
+    detail: str
+    hex: str
+
+
+@dataclass(slots=True)
+class StatefulReport:
+    seed: int
+    sessions: int = 0
+    steps: int = 0
+    frames_sent: int = 0
+    elapsed: float = 0.0
+    outcomes: Counter[str] = field(default_factory=Counter)
+    per_step: Counter[str] = field(default_factory=Counter)
+    unfenced: int = 0
+    violations: list[Violation] = field(default_factory=list)
+    findings: list[tuple[str, Case, Result]] = field(default_factory=list)
+
+    def summary(self) -> dict[str, Any]:
+        return {
+            "seed": self.seed,
+            "sessions": self.sessions,
+            "steps": self.steps,
+            "frames_sent": self.frames_sent,
+            "elapsed_s": round(self.elapsed, 2),
+            "outcomes": dict(sorted(self.outcomes.items())),
+            "unfenced_brokers": self.unfenced,
+            "violations": [dataclasses.asdict(v) for v in self.violations[:20]],
+            "findings": [
+                {"step": s, "outcome": str(r.outcome), "detail": r.detail, "hex": c.data.hex()}
+                for s, c, r in self.findings[:20]
+            ],
+        }
+
+
+@dataclass(slots=True)
+class StatefulConfig:
+    host: str
+    port: int
+    seed: int = 0
+    sessions: int = 20
+    concurrency: int = 4
+    time_limit: float = 60.0
+    timeout: float = 2.0
+    mutate_ratio: float = 0.25
+    hostile_ratio: float = 0.2
+    max_heartbeats: int = 10
+    allow_remote: bool = False
+    first_broker_id: int = 1000
+
+
+class _Session:
+    def __init__(self, run: StatefulRunner, n: int) -> None:
+        self.run = run
+        self.n = n
+        self.rng = random.Random(f"{run.config.seed}:stateful:{n}")
+        self.broker_id = run.config.first_broker_id + n
+        self.conn: Conn | None = None
+        self.corr = 0
+        self.epoch = -1
+        self.dirs = [uuid.UUID(int=self.rng.getrandbits(128) | (1 << 100)) for _ in range(2)]
+
+    async def _conn(self) -> Conn | None:
+        if self.conn is None or self.conn.dead:
+            if self.conn is not None:
+                self.conn.close()
+            try:
+                self.conn = await Conn.open(self.run.config.host, self.run.config.port, self.run.config.timeout)
+            except (OSError, TimeoutError):
+                self.conn = None
+        return self.conn
+
+    async def send(self, step: str, body: Message, version: int, *, well_formed_path: bool) -> Result | None:
+        """Send one step (maybe mutated first); the judged result of the well-formed frame."""
+        rep = self.run.report
+        cfg = self.run.config
+        self.corr += 1
+        try:
+            frame = mutators.build_frame(body, version, self.corr)
+        except EncodeError as exc:
+            rep.violations.append(Violation(self.n, step, f"our own request does not encode: {exc}", ""))
+            return None
+        if self.rng.random() < cfg.mutate_ratio:
+            mutant = mutators.mutate(frame, self.rng)
+            await self._exchange(f"{step}:mutated", Case(cfg.seed, self.n, mutant.data, mutant.ops, "stateful"))
+            if self.conn is not None and self.conn.dead:
+                self.conn.close()
+                self.conn = None
+        result = await self._exchange(step, Case(cfg.seed, self.n, frame.framed(), [], "stateful", frame.api_key))
+        if result is None:
+            return None
+        if well_formed_path and result.outcome in (Outcome.CLOSED, Outcome.SILENT):
+            rep.violations.append(
+                Violation(self.n, step, f"well-formed request not answered: {result.detail}", frame.framed().hex())
+            )
+        return result
+
+    async def _exchange(self, step: str, case: Case) -> Result | None:
+        rep = self.run.report
+        conn = await self._conn()
+        if conn is None:
+            rep.outcomes[str(Outcome.GONE)] += 1
+            self.run.gone = True
+            return None
+        result = await self.run.judge.exchange(conn, case)
+        rep.steps += 1
+        rep.frames_sent += max(1, len(mutators.split_frames(case.data).frames))
+        rep.outcomes[str(result.outcome)] += 1
+        rep.per_step[f"{step}:{result.outcome}"] += 1
+        if result.outcome in (Outcome.TIMEOUT, Outcome.GONE, Outcome.BAD_ANSWER):
+            rep.findings.append((step, case, result))
+            if result.outcome is Outcome.GONE:
+                self.run.gone = True
+        return result
+
+    def _body(self, result: Result | None, key: int, version: int) -> Any:
+        if result is None or not result.payloads:
+            return None
+        try:
+            return codec.decode_response(result.payloads[-1], key, version).body
+        except DecodeError:
+            return None
+
+    async def play(self) -> None:
+        rng = self.rng
+        served = self.run.served
+        rep = self.run.report
+
+        def ver(key: int, default: int) -> int:
+            lo, hi = served.get(key, (default, default))
+            return rng.randint(lo, hi) if rng.random() < 0.3 else hi
+
+        v = ver(60, 0)
+        res = await self.send("describe_cluster", DescribeClusterRequest(), v, well_formed_path=True)
+        dc = self._body(res, 60, v)
+        cluster_id = getattr(dc, "cluster_id", "") or ""
+
+        hostile = rng.random() < self.run.config.hostile_ratio
+        reg_dirs = list(self.dirs)
+        if hostile:
+            reg_dirs = rng.choice(
+                ([rng.choice(_RESERVED), *self.dirs], [self.dirs[0], self.dirs[0]], [], [uuid.UUID(int=0)])
+            )
+        # LogDirs exist from v2; a JBOD metadata.version refuses a registration without them.
+        v = ver(62, 0) if hostile else max(2, ver(62, 2))
+        reg = BrokerRegistrationRequest(
+            broker_id=self.broker_id,
+            cluster_id=cluster_id,
+            incarnation_id=uuid.UUID(int=rng.getrandbits(128)),
+            listeners=[Listener("PLAINTEXT", "127.0.0.1", 19092 + self.n % 1000, 0)],
+            features=[Feature("metadata.version", 1, self.run.metadata_level or 1)],
+            rack=None,
+            log_dirs=reg_dirs if v >= 2 else [],
+        )
+        res = await self.send("register", reg, v, well_formed_path=True)
+        body = self._body(res, 62, v)
+        if body is None:
+            return
+        if body.error_code != 0:
+            if not hostile:
+                rep.violations.append(
+                    Violation(self.n, "register", f"error {body.error_code} on a clean registration", "")
+                )
+            return
+        self.epoch = int(body.broker_epoch)
+        if self.epoch < 0:
+            rep.violations.append(Violation(self.n, "register", f"negative broker epoch {self.epoch}", ""))
+            return
+
+        unfenced = False
+        for i in range(self.run.config.max_heartbeats):
+            v = ver(63, 0)
+            hb = BrokerHeartbeatRequest(
+                broker_id=self.broker_id, broker_epoch=self.epoch, current_metadata_offset=1 << 40
+            )
+            res = await self.send(f"heartbeat{min(i, 2)}", hb, v, well_formed_path=True)
+            b = self._body(res, 63, v)
+            if b is None:
+                return
+            if b.error_code == STALE_BROKER_EPOCH:
+                rep.violations.append(
+                    Violation(self.n, "heartbeat", "STALE_BROKER_EPOCH at the epoch just granted", "")
+                )
+                return
+            if not b.is_fenced:
+                unfenced = True
+                break
+            await asyncio.sleep(0.01)
+        if not unfenced:
+            rep.violations.append(Violation(self.n, "heartbeat", "still fenced after caught-up heartbeats", ""))
+            return
+        rep.unfenced += 1
+
+        v = ver(19, 7)
+        name = f"fz-{self.run.config.seed}-{self.n}"
+        ct = CreateTopicsRequest(
+            topics=[CreatableTopic(name=name, num_partitions=rng.randint(1, 3), replication_factor=1)]
+        )
+        res = await self.send("create_topic", ct, v, well_formed_path=True)
+        created = self._body(res, 19, v)
+        topic_id = uuid.UUID(int=rng.getrandbits(128))
+        if created is not None and created.topics and getattr(created.topics[0], "topic_id", None):
+            topic_id = created.topics[0].topic_id
+
+        target_dir = self.dirs[1]
+        epoch = self.epoch
+        if rng.random() < self.run.config.hostile_ratio:
+            target_dir = rng.choice((*_RESERVED, uuid.UUID(int=rng.getrandbits(128))))
+            epoch = rng.choice((self.epoch - 1, -1, self.epoch + 100))
+            topic_id = rng.choice((topic_id, uuid.UUID(int=0), uuid.UUID(int=rng.getrandbits(128))))
+        ar = AssignReplicasToDirsRequest(
+            broker_id=self.broker_id,
+            broker_epoch=epoch,
+            directories=[
+                DirectoryData(
+                    id=target_dir,
+                    topics=[TopicData(topic_id=topic_id, partitions=[PartitionData(0), PartitionData(1)])],
+                )
+            ],
+        )
+        await self.send("assign", ar, 0, well_formed_path=True)
+
+        offline = [self.dirs[0]]
+        if rng.random() < self.run.config.hostile_ratio:
+            offline = rng.choice(([*_RESERVED], [uuid.UUID(int=rng.getrandbits(128))], self.dirs, [self.dirs[0]] * 3))
+        v = max(1, ver(63, 1))
+        hb = BrokerHeartbeatRequest(
+            broker_id=self.broker_id, broker_epoch=self.epoch, current_metadata_offset=1 << 40, offline_log_dirs=offline
+        )
+        await self.send("fail_dir", hb, v, well_formed_path=True)
+        hb = BrokerHeartbeatRequest(
+            broker_id=self.broker_id, broker_epoch=self.epoch, current_metadata_offset=1 << 40, offline_log_dirs=offline
+        )
+        await self.send("after_fail", hb, v, well_formed_path=True)
+
+    def close(self) -> None:
+        if self.conn is not None:
+            self.conn.close()
+
+
+class StatefulRunner:
+    def __init__(self, config: StatefulConfig, *, watch: TargetWatch | None = None) -> None:
+        check_loopback(config.host, config.allow_remote)
+        self.config = config
+        self.watch = watch or TargetWatch()
+        self.judge = Judge(config.host, config.port, config.timeout, self.watch)
+        self.report = StatefulReport(config.seed)
+        self.served: dict[int, tuple[int, int]] = {}
+        self.metadata_level = 0
+        self.gone = False
+
+    async def _metadata_level(self) -> int:
+        try:
+            conn = await Conn.open(self.config.host, self.config.port, self.config.timeout)
+        except (OSError, TimeoutError):
+            return 0
+        try:
+            await conn.send(api_versions_frame(3, 1))
+            payload = await conn.read_frame(self.config.timeout)
+            if payload is None:
+                return 0
+            body: ApiVersionsResponse = codec.decode_response(payload, API_VERSIONS, 3).body
+            for f in body.finalized_features:
+                if f.name == "metadata.version":
+                    return int(f.max_version_level)
+        except (DecodeError, TimeoutError, OSError):
+            return 0
+        finally:
+            conn.close()
+        return 0
+
+    async def run(self) -> StatefulReport:
+        cfg = self.config
+        start = time.monotonic()
+        self.served = await fetch_api_versions(cfg.host, cfg.port, cfg.timeout)
+        self.metadata_level = await self._metadata_level()
+        next_session = iter(range(cfg.sessions))
+
+        async def worker() -> None:
+            for n in next_session:
+                if self.gone or time.monotonic() - start > cfg.time_limit:
+                    return
+                s = _Session(self, n)
+                try:
+                    await s.play()
+                finally:
+                    s.close()
+                self.report.sessions += 1
+
+        await asyncio.gather(*(worker() for _ in range(max(1, cfg.concurrency))))
+        self.report.elapsed = time.monotonic() - start
+        return self.report

@@ -1,0 +1,40 @@
+"""The demo end to end: its printed facts hold in the controller's log."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from kraft_jbod import cli
+from kraft_jbod.capture.pcapfile import iter_packets
+from kraft_jbod.demo import BROKERS, FAILED_BROKER, image_from_log, run
+from kraft_jbod.messages.broker_registration_change_record import BrokerRegistrationChangeRecord
+from kraft_jbod.messages.register_broker_record import RegisterBrokerRecord
+
+
+def test_demo_timeline_matches_the_controller_log(tmp_path: Path) -> None:
+    lines: list[str] = []
+    result = run(tmp_path / "demo.pcapng", tmp_path / "work", lines.append)
+    log = result.controller_log
+    regs = [r for _, r, _ in log if isinstance(r, RegisterBrokerRecord)]
+    assert sorted(r.broker_id for r in regs) == list(BROKERS)
+    assert all(len(r.log_dirs) == 2 for r in regs)
+    offline = [r for _, r, _ in log if isinstance(r, BrokerRegistrationChangeRecord) and r.log_dirs]
+    assert [r.broker_id for r in offline] == [FAILED_BROKER]
+    assert result.failed_dir not in offline[0].log_dirs
+    truth = image_from_log(log)
+    for p in truth.partitions.values():
+        assert p.leader >= 0
+        assert not (p.leader == FAILED_BROKER and p.dir_of(FAILED_BROKER) == result.failed_dir)
+        assert (p.leader, p.isr) == result.after[(truth.topic_names[p.topic_id], p.partition_id)]
+        if p.dir_of(FAILED_BROKER) == result.failed_dir:
+            assert FAILED_BROKER not in p.isr
+    joined = "\n".join(lines)
+    for needle in ("registered", "RECOVERY -> RUNNING", "AssignReplicasToDirs", "dir-failed", "OfflineLogDirs",
+                   "matches the controller's log"):
+        assert needle in joined
+    with open(tmp_path / "demo.pcapng", "rb") as f:
+        assert sum(1 for _ in iter_packets(f)) > 50
+
+
+def test_demo_command_runs(tmp_path: Path, capsys: object) -> None:
+    assert cli.main(["demo", "--no-capture", "--keep", str(tmp_path / "w")]) == 0
