@@ -37,6 +37,10 @@ def register(sub: Any) -> None:
         help="metadata.version for a new log, as a name (3.7-IV2) or level (17); default: newest with JBOD",
     )
     c.add_argument("--no-fsync", action="store_true", help="skip fsync (benchmarks only: not crash-safe)")
+    c.add_argument("--capture", type=Path, help="write every frame exchanged to this pcapng (Wireshark opens it)")
+    c.add_argument(
+        "--mirror", metavar="HOST:PORT", help="mirror every frame over UDP to `kraft-jbod capture listen HOST:PORT`"
+    )
     c.add_argument("--log-level", default="INFO", choices=["DEBUG", "INFO", "WARNING", "ERROR"])
     c.set_defaults(func=cmd_controller)
 
@@ -72,10 +76,39 @@ def cmd_controller(args: argparse.Namespace) -> int:
             f"--metadata-version {args.metadata_version}: level {level} is outside "
             f"{features.MINIMUM_BOOTSTRAP_LEVEL}..{features.MAX_SUPPORTED_LEVEL}"
         )
-    return asyncio.run(_run_controller(cfg, args.cluster_id, level, not args.no_fsync))
+    mirror = None
+    if args.mirror:
+        host, sep, port = args.mirror.rpartition(":")
+        if not sep or not port.isdigit() or not host:
+            raise ConfigError(f"--mirror {args.mirror!r}: expected HOST:PORT")
+        mirror = (host.strip("[]"), int(port))
+    return asyncio.run(_run_controller(cfg, args.cluster_id, level, not args.no_fsync, args.capture, mirror))
 
 
-async def _run_controller(cfg: Any, cluster_id: str | None, level: int | None, fsync: bool) -> int:
+async def _run_controller(
+    cfg: Any,
+    cluster_id: str | None,
+    level: int | None,
+    fsync: bool,
+    capture: Path | None = None,
+    mirror: tuple[str, int] | None = None,
+) -> int:
+
+
+    tap: Any = None
+    if capture is not None or mirror is not None:
+        from kraft_jbod.capture.tap import FrameTap
+
+        tap = FrameTap(pcapng=capture, udp=mirror)
+        await tap.start()
+    try:
+        return await _serve(cfg, cluster_id, level, fsync, tap)
+    finally:
+        if tap is not None:
+            await tap.aclose()
+
+
+async def _serve(cfg: Any, cluster_id: str | None, level: int | None, fsync: bool, tap: Any) -> int:
     import asyncio
     import signal
 
@@ -85,7 +118,7 @@ async def _run_controller(cfg: Any, cluster_id: str | None, level: int | None, f
     loop = asyncio.get_running_loop()
     for sig in (signal.SIGINT, signal.SIGTERM):
         loop.add_signal_handler(sig, stop.set)
-    server = ControllerServer(cfg, cluster_id=cluster_id, metadata_version=level, fsync=fsync)
+    server = ControllerServer(cfg, cluster_id=cluster_id, metadata_version=level, fsync=fsync, tap=tap)
     async with server:
         for host, port in server.addresses:
             sys.stdout.write(f"listening on {_host_port(host, port)}\n")

@@ -171,8 +171,11 @@ class ControllerServer:
         state_factory: Callable[..., Any] | None = None,
         clock: Clock | None = None,
         extensions: Any | None = None,
+        tap: Any | None = None,
     ) -> None:
         self.config = config
+        # capture/tap.py FrameTap: every frame exchanged goes to a pcapng and/or UDP mirror.
+        self.tap = tap
         # Integration-testing hooks (controller/extensions.py); the clock drives session
         # timeouts and the tick loop, so tests advance time instead of sleeping.
         self.extensions = extensions
@@ -549,6 +552,7 @@ class _ControllerProtocol(asyncio.Protocol):
         )
         self.peer = "?"
         self.local: tuple[str, int] = ("", 0)
+        self.tapped: Any = None
         self.in_flight = False
         self.closed = False
         self._paused = False
@@ -562,13 +566,20 @@ class _ControllerProtocol(asyncio.Protocol):
         local = transport.get_extra_info("sockname")
         if isinstance(local, tuple):
             self.local = (str(local[0]), int(local[1]))
+        if self.server.tap is not None and isinstance(peer, tuple):
+            self.tapped = self.server.tap.open((str(peer[0]), int(peer[1])), self.local)
         self.server._protocols.add(self)
 
     def connection_lost(self, exc: Exception | None) -> None:
         self.closed = True
         self.server._protocols.discard(self)
+        if self.tapped is not None:
+            self.tapped.close()
+            self.tapped = None
 
     def data_received(self, data: bytes) -> None:
+        if self.tapped is not None:
+            self.tapped.received(data)
         self.conn.receive_data(data)
         self._pump()
 
@@ -637,6 +648,8 @@ class _ControllerProtocol(asyncio.Protocol):
 
     def _write(self, data: bytes) -> None:
         if self.transport is not None and not self.closed:
+            if self.tapped is not None:
+                self.tapped.sent(data)
             self.transport.write(data)
 
     def respond(self, event: RequestReceived, body: Any) -> None:
