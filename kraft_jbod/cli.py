@@ -18,8 +18,8 @@ from kraft_jbod.errors import KraftJbodError
 Handler = Callable[[argparse.Namespace], int]
 
 
-def _print_json(obj: Any, out: TextIO = sys.stdout) -> None:
-    out.write(json.dumps(obj, separators=(",", ":"), ensure_ascii=False) + "\n")
+def _print_json(obj: Any, out: TextIO | None = None) -> None:
+    (out or sys.stdout).write(json.dumps(obj, separators=(",", ":"), ensure_ascii=False) + "\n")
 
 
 def _fail(msg: str) -> int:

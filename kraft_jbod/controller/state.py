@@ -100,6 +100,8 @@ _HANDLED: dict[int, tuple[int, int]] = {
     API_ASSIGN_REPLICAS_TO_DIRS: AssignReplicasToDirsRequest.VALID_VERSIONS,
 }
 
+_MAX_PARTITIONS_PER_REQUEST = 10_000
+_POLICY_VIOLATION = 44
 _TOPIC_NAME = re.compile(r"[a-zA-Z0-9._-]+")
 _MAX_TOPIC_NAME = 249
 # Namespace for deterministic topic ids (uuid5 of cluster id, name and log offset).
@@ -983,6 +985,22 @@ class ControllerState:
             return u
 
     def _create_topics(self, api_version: int, req: CreateTopicsRequest, next_offset: int) -> Outcome:
+        # Kafka (KAFKA-17870) refuses the whole request past 10,000 new partitions, before
+        # planning any: a NumPartitions of 2**31-1 must not be planned (found by the fuzzer).
+        total = 0
+        for t in req.topics:
+            total += len(t.assignments) if t.assignments else (
+                self.default_num_partitions if t.num_partitions == -1 else max(0, t.num_partitions)
+            )
+        if total > _MAX_PARTITIONS_PER_REQUEST:
+            refused = [
+                CreatableTopicResult(
+                    name=t.name, error_code=_POLICY_VIOLATION,
+                    error_message="Excessively large number of partitions per request.",
+                )
+                for t in req.topics
+            ]
+            return Outcome(CreateTopicsResponse(topics=refused), [])
         counts: dict[str, int] = {}
         for t in req.topics:
             counts[t.name] = counts.get(t.name, 0) + 1

@@ -18,10 +18,13 @@ Invariant: the result always failed ``still_fails`` (or is the input itself).
 
 from __future__ import annotations
 
+import asyncio
 import struct
 from collections.abc import Awaitable, Callable
+from typing import Any
 
 from kraft_jbod.fuzz import mutators
+from kraft_jbod.fuzz.runner import Finding, Outcome, TargetWatch, probe_server, replay
 
 _I32 = struct.Struct(">i")
 
@@ -103,3 +106,65 @@ async def minimize(data: bytes, still_fails: Predicate, *, budget: int = 200) ->
 
     out = await _ddmin(data, raw, still_fails, b)
     return await _zero(out, raw, still_fails, b), b.used
+
+
+Restart = Callable[[], Awaitable[tuple[str, int] | None]]
+
+
+async def minimize_finding(
+    finding: Finding,
+    host: str,
+    port: int,
+    *,
+    timeout: float,
+    watch: TargetWatch | None = None,
+    restart: Restart | None = None,
+    budget: int = 120,
+) -> bytes | None:
+    """Shrink a finding's bytes, replaying each candidate on a fresh connection.
+
+    "Fails the same way" means the same outcome class: ``gone`` (the target process died
+    or stopped accepting), ``timeout``, ``bad_answer`` or ``silent``. Before each replay the
+    target must answer a probe; a target left dead or stuck by the previous replay is
+    restarted with ``restart`` (a spawned target), and without one minimization stops.
+    Returns the minimized bytes, or ``None`` when the original no longer reproduces.
+    """
+    addr: dict[str, Any] = {"host": host, "port": port}
+    watch = watch or TargetWatch()
+
+    async def healthy() -> bool:
+        if watch.alive() and await probe_server(addr["host"], addr["port"], timeout) == "answering":
+            return True
+        if restart is None:
+            return False
+        new = await restart()
+        if new is None:
+            return False
+        addr["host"], addr["port"] = new
+        return await probe_server(addr["host"], addr["port"], timeout) == "answering"
+
+    async def fails(candidate: bytes) -> bool:
+        if not await healthy():
+            raise _Unhealthy
+        result = await replay(addr["host"], addr["port"], candidate, timeout, watch)
+        if finding.outcome is Outcome.GONE:
+            if result.outcome is Outcome.GONE:
+                return True
+            if result.outcome is Outcome.CLOSED:
+                # The socket may close a moment before the process is reaped.
+                await asyncio.sleep(0.05)
+                return not watch.alive() or await probe_server(addr["host"], addr["port"], timeout) == "refused"
+            return False
+        return result.outcome is finding.outcome
+
+    try:
+        if not await fails(finding.case.data):
+            return None
+        small, _used = await minimize(finding.case.data, fails, budget=budget)
+    except _Unhealthy:
+        return None
+    return small
+
+
+class _Unhealthy(Exception):
+    """The target cannot be brought back to a state where a replay means anything."""

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 from pathlib import Path
+from typing import Any
 
 from kraft_jbod.capture.kafka import decode_capture
 from kraft_jbod.capture.tap import FrameTap, TapListener
@@ -47,7 +48,7 @@ async def test_controller_mirrors_frames_over_udp(tmp_path: Path) -> None:
         await register_and_unfence(client, 2)
         await client.close()
     await tap.aclose()
-    frames = []
+    frames: list[Any] = []
     while len([f for f in frames if f.kind == "response"]) < 2:
         data, addr = await asyncio.wait_for(receiver.recv(), 10)
         frames += listener.feed(data, addr)

@@ -1,0 +1,140 @@
+"""KIP-858 checks: each rule fires on its story, stays quiet on a correct one, and says
+"indeterminate" when the capture lacks the state it needs."""
+
+from __future__ import annotations
+
+import io
+import json
+from typing import Any
+
+from kraft_jbod.analytics import kip858 as K
+from kraft_jbod.capture.kafka import decode_capture
+from kraft_jbod.capture.sample import build_sample
+
+D1, D2, D3 = "AAAAAAAAAAEAAAAAAAABAA", "AAAAAAAAAAEAAAAAAAABAQ", "AAAAAAAAAAEAAAAAAAABAg"
+ROGUE = "AAAAAAAAAAAAAAAAAADerQ"
+TOPIC = "AAAAAAAAAAAAAAAAAAAD6A"
+
+
+def reg(ts: int, broker: int = 1, dirs: list[str] | None = None, epoch: int = 10, inc: str = "I1") -> dict[str, Any]:
+    return {"type": "registration", "ts": ts, "broker": broker, "log_dirs": dirs if dirs is not None else [D1, D2],
+            "incarnation": inc, "epoch": epoch, "error_code": 0, "conn": "c"}
+
+
+def hb(ts: int, broker: int = 1, epoch: int = 10, offline: list[str] | None = None, fenced: bool = False,
+       error: int = 0) -> dict[str, Any]:
+    return {"type": "heartbeat", "ts": ts, "broker": broker, "epoch": epoch, "offline_dirs": offline or [],
+            "want_fence": False, "is_fenced": fenced, "error_code": error, "conn": "c"}
+
+
+def rec(ts: int, offset: int, name: str, **data: Any) -> dict[str, Any]:
+    return {"type": "record", "ts": ts, "offset": offset, "name": name, "data": data, "conn": "f"}
+
+
+def part(ts: int, offset: int, p: int, replicas: list[int], dirs: list[str], leader: int) -> dict[str, Any]:
+    return rec(ts, offset, "PartitionRecord", topicId=TOPIC, partitionId=p, replicas=replicas, isr=replicas,
+               leader=leader, directories=dirs)
+
+
+def rules(findings: list[K.Finding], verdict: str = "violation") -> list[tuple[str, int | None, str]]:
+    return [(f.rule, f.broker, f.subject) for f in findings if f.verdict == verdict]
+
+
+def test_clean_story_has_no_violation() -> None:
+    events = [reg(1), part(2, 50, 0, [1], [D1], 1), hb(3), hb(4, offline=[D2]),
+              {"type": "assign", "ts": 5, "broker": 1, "epoch": 10, "error_code": 0,
+               "assignments": [[D1, TOPIC, 0, 0]], "conn": "c"}, hb(6, offline=[D2])]
+    assert rules(K.check(events)) == []
+
+
+def test_heartbeat_naming_an_unregistered_dir() -> None:
+    f = K.check([reg(1), hb(2, offline=[ROGUE]), hb(3, offline=[ROGUE])])
+    assert rules(f) == [(K.HEARTBEAT_UNREGISTERED_OFFLINE_DIR, 1, ROGUE)]
+    assert f[0].count == 2 and (f[0].first_ts, f[0].last_ts) == (2, 3)
+
+
+def test_heartbeat_without_registration_is_indeterminate() -> None:
+    f = K.check([hb(2, offline=[ROGUE])])
+    assert rules(f) == [] and rules(f, "indeterminate") == [(K.HEARTBEAT_UNREGISTERED_OFFLINE_DIR, 1,
+                                                              "registration not captured")]
+
+
+def test_assignment_to_offline_and_unknown_dirs() -> None:
+    assign = {"type": "assign", "ts": 5, "broker": 1, "epoch": 10, "error_code": 0, "conn": "c",
+              "assignments": [[D2, TOPIC, 0, 0], [D3, TOPIC, 1, 0], [D1, TOPIC, 2, 0], [K.LOST, TOPIC, 3, 0],
+                              [D3, TOPIC, 4, 6]]}
+    f = K.check([reg(1), hb(2, offline=[D2]), assign])
+    assert sorted(rules(f)) == sorted([(K.ASSIGNMENT_TO_OFFLINE_DIR, 1, f"{TOPIC}-0 -> {D2}"),
+                                       (K.ASSIGNMENT_TO_OFFLINE_DIR, 1, f"{TOPIC}-1 -> {D3}"),
+                                       (K.ASSIGNMENT_TO_OFFLINE_DIR, 1, f"{TOPIC}-3 -> {K.LOST}")])
+
+
+def test_partition_record_placing_replica_in_offline_dir() -> None:
+    events = [reg(1), hb(2, offline=[D2]), part(3, 7, 0, [1], [D2], 1)]
+    # Written after the report, the record also leaves the leader on the offline directory.
+    assert rules(K.check(events)) == [(K.ASSIGNMENT_TO_OFFLINE_DIR, 1, f"{TOPIC}-0 -> {D2}"),
+                                      (K.LEADER_ON_OFFLINE_DIR, 1, f"{TOPIC}-0")]
+
+
+def test_epoch_regressions() -> None:
+    f = K.check([reg(1, epoch=10), reg(2, epoch=9, inc="I2"), hb(3, epoch=8)])
+    got = rules(f)
+    assert (K.BROKER_EPOCH_REGRESSION, 1, "10 -> 9") in got
+    assert (K.BROKER_EPOCH_REGRESSION, 1, "heartbeat 8 < 10") in got
+    # Rejected stale heartbeats and same-incarnation re-registrations are fine.
+    assert rules(K.check([reg(1, epoch=10), hb(2, epoch=8, error=77), reg(3, epoch=10)])) == []
+    assert rules(K.check([reg(1, epoch=10), reg(3, epoch=10, inc="I9")])) == [
+        (K.BROKER_EPOCH_REGRESSION, 1, "10 -> 10")]
+
+
+def test_unfenced_with_unassigned_replicas() -> None:
+    events = [reg(1), part(2, 1, 0, [1, 2], [K.UNASSIGNED, D3], 2), hb(3, fenced=True), hb(4, fenced=False)]
+    assert rules(K.check(events)) == [(K.UNFENCED_WITH_UNASSIGNED_REPLICAS, 1, f"{TOPIC}-0")]
+    f = K.check(events)[0]
+    assert f.severity == "warning"
+    # After an assignment the same unfencing is fine; a single-dir broker is never flagged.
+    assigned = events[:3] + [{"type": "assign", "ts": 3, "broker": 1, "epoch": 10, "error_code": 0, "conn": "c",
+                              "assignments": [[D1, TOPIC, 0, 0]]}, hb(4, fenced=False)]
+    assert rules(K.check(assigned)) == []
+    single = [reg(1, dirs=[D1])] + events[1:]
+    assert rules(K.check(single)) == []
+
+
+def test_leader_left_on_offline_dir() -> None:
+    base = [reg(1), part(2, 1, 0, [1, 2], [D2, D3], 1), hb(3, offline=[D2])]
+    later = rec(4, 2, "BrokerRegistrationChangeRecord", brokerId=1, brokerEpoch=10, fenced=0, logDirs=[D1])
+    assert rules(K.check([*base, later])) == [(K.LEADER_ON_OFFLINE_DIR, 1, f"{TOPIC}-0")]
+    moved = rec(5, 3, "PartitionChangeRecord", topicId=TOPIC, partitionId=0, leader=2, isr=[2], replicas=None,
+                directories=None)
+    assert rules(K.check([*base, later, moved])) == []
+    assert rules(K.check(base), "indeterminate") == [(K.LEADER_ON_OFFLINE_DIR, 1, f"{TOPIC}-0")]
+
+
+def test_duplicate_records_applied_once() -> None:
+    r = rec(2, 5, "RegisterBrokerRecord", brokerId=1, brokerEpoch=10, incarnationId="I1", logDirs=[D1, D2],
+            fenced=True)
+    # Two brokers fetched the same record: it is no second registration with the same epoch.
+    assert rules(K.check([r, dict(r, ts=3, conn="g")])) == []
+
+
+def test_events_from_the_sample_capture() -> None:
+    col = K.EventCollector()
+    events: list[dict[str, Any]] = []
+    for f in decode_capture(io.BytesIO(build_sample())):
+        events.extend(col.feed(f))
+    events.extend(col.finish())
+    kinds = [e["type"] for e in events]
+    assert kinds.count("registration") == 2 and kinds.count("assign") == 1
+    assert {e["name"] for e in events if e["type"] == "record"} == {"RegisterBrokerRecord", "PartitionRecord"}
+    hbs = [e for e in events if e["type"] == "heartbeat"]
+    assert any(e["offline_dirs"] == ["PJ4felstTI6fChssPU5fYA"] and e["error_code"] == 0 for e in hbs)
+    assert all(json.loads(json.dumps(e)) == e for e in events)
+    # DIR_B was registered by broker 1: its offline report is legitimate.
+    assert rules(K.check(events)) == []
+
+
+def test_check_json_tolerates_garbage() -> None:
+    out = K.check_json(["{not json", json.dumps(reg(1)), json.dumps(hb(2, offline=[ROGUE])), "[]"])
+    assert [(f["rule"], f["verdict"]) for f in out] == [(K.HEARTBEAT_UNREGISTERED_OFFLINE_DIR, "violation")]
+    broken = K.check_json([json.dumps({"type": "heartbeat", "ts": 1})])
+    assert broken and broken[0]["verdict"] == "indeterminate"
