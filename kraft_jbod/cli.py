@@ -107,19 +107,28 @@ def build_parser() -> argparse.ArgumentParser:
 
 _EXTRA_COMMANDS: list[Callable[[Any], None]] = []
 
-from kraft_jbod.capture import commands as _capture_commands  # noqa: E402
 
-_EXTRA_COMMANDS.append(_capture_commands.register)
-from kraft_jbod.controller import commands as _controller_commands  # noqa: E402, I001
+def _register_area_commands() -> None:
+    """Each area registers its own subcommands; their heavy imports happen inside handlers."""
+    from kraft_jbod.analytics import commands as analytics_commands
+    from kraft_jbod.broker import commands as broker_commands
+    from kraft_jbod.capture import commands as capture_commands
+    from kraft_jbod.controller import commands as controller_commands
+    from kraft_jbod.fuzz import commands as fuzz_commands
+    from kraft_jbod.metrics import commands as metrics_commands
 
-_EXTRA_COMMANDS.append(_controller_commands.register)
-from kraft_jbod.analytics import commands as _analytics_commands  # noqa: E402, I001
-_EXTRA_COMMANDS.append(_analytics_commands.register)
-from kraft_jbod.broker import commands as _broker_commands  # noqa: E402
+    for module in (
+        capture_commands,
+        controller_commands,
+        broker_commands,
+        fuzz_commands,
+        analytics_commands,
+        metrics_commands,
+    ):
+        _EXTRA_COMMANDS.append(module.register)
 
-_EXTRA_COMMANDS.append(_broker_commands.register)
-from kraft_jbod.metrics import commands as _metrics_commands  # noqa: E402, I001
-_EXTRA_COMMANDS.append(_metrics_commands.register)
+
+_register_area_commands()
 
 
 def main(argv: Sequence[str] | None = None) -> int:

@@ -8,6 +8,8 @@ import struct
 import subprocess
 from pathlib import Path
 
+import pytest
+
 from kraft_jbod.capture.packets import TcpDecoder
 from kraft_jbod.capture.pcapfile import CaptureReader
 from kraft_jbod.capture.reassembly import ChunkEvent, Connection, Data, Gap, TcpReassembler
@@ -59,10 +61,10 @@ def response(corr: int, body: bytes = b"") -> bytes:
     return kafka_frame(struct.pack(">i", corr) + body)
 
 
-def tshark_count(path: Path) -> int | None:
-    """Packets tshark reads from ``path``, or None without tshark."""
+def tshark_count(path: Path) -> int:
+    """Packets tshark reads from ``path``. `make test` installs tshark; missing it is a failure."""
     if TSHARK is None:
-        return None
+        pytest.fail("tshark is not installed (apt-get install -y tshark; `make test` does it)")
     res = subprocess.run([TSHARK, "-r", str(path), "-T", "fields", "-e", "frame.number"],
                          capture_output=True, text=True, check=True)
     return len(res.stdout.split())
@@ -94,7 +96,7 @@ def test_writer_output_checked_by_tshark(tmp_path: Path) -> None:
     from kraft_jbod.capture.pcapng_writer import PcapngWriter, PcapWriter, TcpConversation
 
     if TSHARK is None:
-        pytest.skip("tshark not installed (apt-get install -y tshark)")
+        pytest.fail("tshark is not installed (apt-get install -y tshark; `make test` does it)")
     cases = []
     makers: list[tuple[str, Callable[[BinaryIO], PcapWriter | PcapngWriter]]] = [
         ("eth.pcapng", lambda f: PcapngWriter(f, LINKTYPE_ETHERNET)),

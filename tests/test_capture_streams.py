@@ -135,7 +135,6 @@ def test_ports_option_names_the_server() -> None:
     assert [(f.connection_id, f.direction) for f in frames] == [("10.9.9.9:31000->10.9.9.8:19092", "server")]
 
 
-@pytest.mark.skipif(not CAPTURES, reason="../shared/captures not present")
 @pytest.mark.parametrize("path", CAPTURES, ids=lambda p: f"{p.parent.name}/{p.name}")
 def test_real_captures_yield_kafka_frames(path: Path) -> None:
     with path.open("rb") as fh:

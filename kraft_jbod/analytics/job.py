@@ -222,7 +222,7 @@ def build_session(master: str | None, conf: dict[str, str], app_name: str = "kra
     spark = builder.getOrCreate()
     try:
         spark.sparkContext.setLogLevel("ERROR")
-    except Exception:  # noqa: BLE001 - Spark Connect has no SparkContext
+    except Exception:
         pass
     return spark
 
@@ -238,7 +238,7 @@ class _ProgressThread(threading.Thread):
         self.label = ""
         try:
             self.tracker = spark.sparkContext.statusTracker()
-        except Exception:  # noqa: BLE001 - Spark Connect: no tracker, no progress lines
+        except Exception:
             self.tracker = None
 
     def run(self) -> None:
@@ -253,7 +253,7 @@ class _ProgressThread(threading.Thread):
                     if info is not None:
                         parts.append(f"{info.numCompletedTasks}/{info.numTasks} tasks"
                                      + (f" ({info.numActiveTasks} running)" if info.numActiveTasks else ""))
-            except Exception:  # noqa: BLE001 - progress is best effort
+            except Exception:
                 return
             text = f"{self.label}: " + ", ".join(parts) if parts else ""
             if text and text != last:
@@ -429,7 +429,7 @@ def run_stats(inputs: Sequence[str], out_dir: str | Path, opts: StatsOptions | N
     timings["spark_start_s"] = time.perf_counter() - t1
     try:
         parallelism = int(spark.sparkContext.defaultParallelism)
-    except Exception:  # noqa: BLE001 - Spark Connect: ask the conf instead
+    except Exception:
         parallelism = int(spark.conf.get("spark.default.parallelism", "2"))
     tasks = work.plan(files, split_bytes=opts.split_bytes, parallelism=parallelism)
     total = sum(f.size for f in files)

@@ -98,11 +98,11 @@ class EventCollector:
             return []
         if key == _FETCH:
             return self._records(f)
-        ev = self._pending.pop((f.connection_id, f.correlation_id or 0), None)
-        if ev is None:
+        found = self._pending.pop((f.connection_id, f.correlation_id or 0), None)
+        if found is None:
             return []  # a response alone names no broker
-        self._response(ev, f)
-        return [ev]
+        self._response(found, f)
+        return [found]
 
     def finish(self) -> list[dict[str, Any]]:
         out = list(self._pending.values())

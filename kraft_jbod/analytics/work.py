@@ -169,7 +169,7 @@ def _expand_local(text: str, problems: list[tuple[str, str]]) -> list[InputFile]
             problems.append((text, "the pattern matches no file"))
         return [InputFile(p, os.path.getsize(p)) for p in names]
     if os.path.isdir(text):
-        out = []
+        out: list[str] = []
         for root, dirs, files in os.walk(text):
             dirs.sort()
             out.extend(os.path.join(root, n) for n in sorted(files) if _wanted(n))
@@ -235,7 +235,7 @@ def open_input(path: str) -> BinaryIO:
         filesystem, inner = pafs.FileSystem.from_uri(path)
         stream: BinaryIO = filesystem.open_input_stream(inner)
         return stream
-    return open(path[7:] if path.startswith("file://") else path, "rb")  # noqa: SIM115
+    return open(path[7:] if path.startswith("file://") else path, "rb")
 
 
 def precheck(files: Sequence[InputFile]) -> list[tuple[str, str]]:
@@ -440,7 +440,7 @@ def run_unit(unit: Unit, task_id: int = 0, *, ports: Sequence[int] | None = None
         yield problem("malformed", f"not a readable capture: {exc}")
     except OSError as exc:
         yield problem("unreadable", f"cannot read: {exc.strerror or exc}")
-    except Exception as exc:  # noqa: BLE001 - a worker must not die on one file
+    except Exception as exc:
         yield problem("internal", f"internal error while decoding (please report): {type(exc).__name__}: {exc}")
     row = R.blank(R.RTYPE_FILE, unit.path, task_id)
     row["size"] = unit.size

@@ -37,6 +37,12 @@ def register(sub: Any) -> None:
         help="metadata.version for a new log, as a name (3.7-IV2) or level (17); default: newest with JBOD",
     )
     c.add_argument("--no-fsync", action="store_true", help="skip fsync (benchmarks only: not crash-safe)")
+    c.add_argument(
+        "--extensions",
+        type=Path,
+        help="JSON settings for faults, TLS/SASL/ACLs, metrics, client listener and admin channel "
+        "(docs/integration-testing.md)",
+    )
     c.add_argument("--capture", type=Path, help="write every frame exchanged to this pcapng (Wireshark opens it)")
     c.add_argument(
         "--mirror", metavar="HOST:PORT", help="mirror every frame over UDP to `kraft-jbod capture listen HOST:PORT`"
@@ -82,7 +88,14 @@ def cmd_controller(args: argparse.Namespace) -> int:
         if not sep or not port.isdigit() or not host:
             raise ConfigError(f"--mirror {args.mirror!r}: expected HOST:PORT")
         mirror = (host.strip("[]"), int(port))
-    return asyncio.run(_run_controller(cfg, args.cluster_id, level, not args.no_fsync, args.capture, mirror))
+    extensions = None
+    if args.extensions is not None:
+        from kraft_jbod.controller.extensions import Extensions
+
+        extensions = Extensions.load(args.extensions)
+    return asyncio.run(
+        _run_controller(cfg, args.cluster_id, level, not args.no_fsync, args.capture, mirror, extensions)
+    )
 
 
 async def _run_controller(
@@ -92,6 +105,7 @@ async def _run_controller(
     fsync: bool,
     capture: Path | None = None,
     mirror: tuple[str, int] | None = None,
+    extensions: Any = None,
 ) -> int:
 
 
@@ -102,13 +116,15 @@ async def _run_controller(
         tap = FrameTap(pcapng=capture, udp=mirror)
         await tap.start()
     try:
-        return await _serve(cfg, cluster_id, level, fsync, tap)
+        return await _serve(cfg, cluster_id, level, fsync, tap, extensions)
     finally:
         if tap is not None:
             await tap.aclose()
 
 
-async def _serve(cfg: Any, cluster_id: str | None, level: int | None, fsync: bool, tap: Any) -> int:
+async def _serve(
+    cfg: Any, cluster_id: str | None, level: int | None, fsync: bool, tap: Any, extensions: Any
+) -> int:
     import asyncio
     import signal
 
@@ -118,7 +134,9 @@ async def _serve(cfg: Any, cluster_id: str | None, level: int | None, fsync: boo
     loop = asyncio.get_running_loop()
     for sig in (signal.SIGINT, signal.SIGTERM):
         loop.add_signal_handler(sig, stop.set)
-    server = ControllerServer(cfg, cluster_id=cluster_id, metadata_version=level, fsync=fsync, tap=tap)
+    server = ControllerServer(
+        cfg, cluster_id=cluster_id, metadata_version=level, fsync=fsync, tap=tap, extensions=extensions
+    )
     async with server:
         for host, port in server.addresses:
             sys.stdout.write(f"listening on {_host_port(host, port)}\n")

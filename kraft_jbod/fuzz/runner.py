@@ -568,7 +568,7 @@ class Runner:
         *,
         watch: TargetWatch | None = None,
         corpus: list[bytes] | None = None,
-        on_case: Callable[[Case, Result], None] | None = None,
+        on_case: Callable[[Case, Result], object] | None = None,
         on_finding: Callable[[Finding], Awaitable[None]] | None = None,
         served: dict[int, tuple[int, int]] | None = None,
     ) -> None:

@@ -28,16 +28,7 @@ from typing import Any
 from hypothesis import strategies as st
 
 from kraft_jbod.wire.message import FieldInfo, Message, Struct
-from kraft_jbod.wire.primitives import uuid_from_bytes
-
-_INT_BOUNDS = {
-    "int8": (-(1 << 7), (1 << 7) - 1),
-    "int16": (-(1 << 15), (1 << 15) - 1),
-    "uint16": (0, (1 << 16) - 1),
-    "int32": (-(1 << 31), (1 << 31) - 1),
-    "uint32": (0, (1 << 32) - 1),
-    "int64": (-(1 << 63), (1 << 63) - 1),
-}
+from kraft_jbod.wire.primitives import INT_RANGES, uuid_from_bytes
 
 MAX_ARRAY = 3
 MAX_TEXT = 12
@@ -52,8 +43,8 @@ def uuids() -> st.SearchStrategy[uuid.UUID]:
 
 
 def scalar(kind: str) -> st.SearchStrategy[Any]:
-    if kind in _INT_BOUNDS:
-        lo, hi = _INT_BOUNDS[kind]
+    if kind in INT_RANGES:
+        lo, hi = INT_RANGES[kind]
         return st.integers(lo, hi)
     if kind == "bool":
         return st.booleans()
@@ -163,8 +154,8 @@ _TEXT_ALPHABET = "abcxyz019._-é€"
 
 
 def _random_scalar(kind: str, rng: random.Random) -> Any:
-    if kind in _INT_BOUNDS:
-        lo, hi = _INT_BOUNDS[kind]
+    if kind in INT_RANGES:
+        lo, hi = INT_RANGES[kind]
         roll = rng.random()
         if roll < 0.3:
             return max(lo, min(hi, rng.choice(_FAVOURED_INTS)))

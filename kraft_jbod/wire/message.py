@@ -25,7 +25,7 @@ from collections.abc import Callable
 from typing import Any, ClassVar, NamedTuple, TypeVar
 
 from kraft_jbod.errors import DecodeError, EncodeError
-from kraft_jbod.wire.primitives import uuid_from_base64url, uuid_to_base64url
+from kraft_jbod.wire.primitives import INT_RANGES, uuid_from_base64url, uuid_to_base64url
 
 T = TypeVar("T", bound="Message")
 
@@ -167,19 +167,11 @@ class Message(Struct):
 
 # --------------------------------------------------------------------------- diagnostics
 
-_INT_RANGES = {
-    "int8": (-(1 << 7), (1 << 7) - 1),
-    "int16": (-(1 << 15), (1 << 15) - 1),
-    "uint16": (0, (1 << 16) - 1),
-    "int32": (-(1 << 31), (1 << 31) - 1),
-    "uint32": (0, (1 << 32) - 1),
-    "int64": (-(1 << 63), (1 << 63) - 1),
-}
 
 
 def _check_scalar(kind: str, value: Any, path: str) -> str | None:
-    if kind in _INT_RANGES:
-        lo, hi = _INT_RANGES[kind]
+    if kind in INT_RANGES:
+        lo, hi = INT_RANGES[kind]
         if not isinstance(value, int) or isinstance(value, bool):
             return f"{path}: expected int, got {type(value).__name__}"
         if not lo <= value <= hi:

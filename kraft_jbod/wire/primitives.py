@@ -37,6 +37,16 @@ INT64 = struct.Struct(">q")
 FLOAT64 = struct.Struct(">d")
 
 MAX_CLASSIC_STRING = 0x7FFF
+
+# Inclusive value ranges of the schema's integer types.
+INT_RANGES: dict[str, tuple[int, int]] = {
+    "int8": (-(1 << 7), (1 << 7) - 1),
+    "int16": (-(1 << 15), (1 << 15) - 1),
+    "uint16": (0, (1 << 16) - 1),
+    "int32": (-(1 << 31), (1 << 31) - 1),
+    "uint32": (0, (1 << 32) - 1),
+    "int64": (-(1 << 63), (1 << 63) - 1),
+}
 UVARINT_MAX_BYTES = 5
 
 # --------------------------------------------------------------------------- uuids

@@ -90,13 +90,12 @@ def test_epoch_regressions() -> None:
 def test_unfenced_with_unassigned_replicas() -> None:
     events = [reg(1), part(2, 1, 0, [1, 2], [K.UNASSIGNED, D3], 2), hb(3, fenced=True), hb(4, fenced=False)]
     assert rules(K.check(events)) == [(K.UNFENCED_WITH_UNASSIGNED_REPLICAS, 1, f"{TOPIC}-0")]
-    f = K.check(events)[0]
+    (f,) = [x for x in K.check(events) if x.verdict == "violation"]
     assert f.severity == "warning"
     # After an assignment the same unfencing is fine; a single-dir broker is never flagged.
-    assigned = events[:3] + [{"type": "assign", "ts": 3, "broker": 1, "epoch": 10, "error_code": 0, "conn": "c",
-                              "assignments": [[D1, TOPIC, 0, 0]]}, hb(4, fenced=False)]
+    assigned = [*events[:3], {"type": "assign", "ts": 3, "broker": 1, "epoch": 10, "error_code": 0, "conn": "c", "assignments": [[D1, TOPIC, 0, 0]]}, hb(4, fenced=False)]
     assert rules(K.check(assigned)) == []
-    single = [reg(1, dirs=[D1])] + events[1:]
+    single = [reg(1, dirs=[D1]), *events[1:]]
     assert rules(K.check(single)) == []
 
 
@@ -107,7 +106,8 @@ def test_leader_left_on_offline_dir() -> None:
     moved = rec(5, 3, "PartitionChangeRecord", topicId=TOPIC, partitionId=0, leader=2, isr=[2], replicas=None,
                 directories=None)
     assert rules(K.check([*base, later, moved])) == []
-    assert rules(K.check(base), "indeterminate") == [(K.LEADER_ON_OFFLINE_DIR, 1, f"{TOPIC}-0")]
+    assert [r for r in rules(K.check(base), "indeterminate") if r[0] == K.LEADER_ON_OFFLINE_DIR] == [
+        (K.LEADER_ON_OFFLINE_DIR, 1, f"{TOPIC}-0")]
 
 
 def test_duplicate_records_applied_once() -> None:
@@ -135,6 +135,6 @@ def test_events_from_the_sample_capture() -> None:
 
 def test_check_json_tolerates_garbage() -> None:
     out = K.check_json(["{not json", json.dumps(reg(1)), json.dumps(hb(2, offline=[ROGUE])), "[]"])
-    assert [(f["rule"], f["verdict"]) for f in out] == [(K.HEARTBEAT_UNREGISTERED_OFFLINE_DIR, "violation")]
+    assert [f["rule"] for f in out if f["verdict"] == "violation"] == [K.HEARTBEAT_UNREGISTERED_OFFLINE_DIR]
     broken = K.check_json([json.dumps({"type": "heartbeat", "ts": 1})])
     assert broken and broken[0]["verdict"] == "indeterminate"

@@ -6,11 +6,7 @@ from __future__ import annotations
 import asyncio
 from typing import Any
 
-import pytest
-
 from kraft_jbod.pytest_plugin import KraftCluster
-
-confluent_kafka = pytest.importorskip("confluent_kafka")
 
 
 async def _setup(cluster: KraftCluster) -> None:
@@ -69,7 +65,6 @@ def _kafka_python_describe(bootstrap: str) -> tuple[list[int], list[dict[str, An
 
 
 async def test_kafka_python_sees_isr_shrink_after_directory_failure(kraft_cluster: KraftCluster) -> None:
-    pytest.importorskip("kafka")
     await _setup(kraft_cluster)
     brokers, topics = await asyncio.to_thread(_kafka_python_describe, kraft_cluster.bootstrap)
     assert brokers == [1, 2, 3]

@@ -25,6 +25,7 @@ import argparse
 import json
 import os
 import re
+import resource
 import subprocess
 import sys
 import tempfile
@@ -39,15 +40,18 @@ def _cli() -> list[str]:
     return [sys.executable, "-m", "kraft_jbod.cli"]
 
 
-def _decode(path: Path) -> tuple[int, float]:
+def _decode(path: Path) -> tuple[int, float, float]:
+    cpu0 = resource.getrusage(resource.RUSAGE_CHILDREN)
     t = time.perf_counter()
     out = subprocess.run([*_cli(), "decode", "--summary", "--no-progress", str(path)], capture_output=True,
                          text=True, check=False)
     wall = time.perf_counter() - t
+    cpu1 = resource.getrusage(resource.RUSAGE_CHILDREN)
+    cpu = (cpu1.ru_utime - cpu0.ru_utime) + (cpu1.ru_stime - cpu0.ru_stime)
     m = re.search(r"^(\d+) frames", out.stdout, re.M)
     if m is None:
         raise SystemExit(f"decode printed no summary: {out.stderr[-2000:]}")
-    return int(m.group(1)), wall
+    return int(m.group(1)), wall, cpu
 
 
 def _stats(path: Path, master: str, out: Path, decode_path: str, split_mb: float) -> dict[str, Any]:
@@ -83,8 +87,9 @@ def main() -> None:
             generate(fh, mb=args.mb, seed=7)
     size_mb = path.stat().st_size / 1e6
     print(f"input: {path} ({size_mb:.1f} MB), cpus: {os.cpu_count()}")
-    frames, dwall = _decode(path)
-    print(f"single-process decode: {frames} frames in {dwall:.1f} s = {frames / dwall:,.0f} frames/s")
+    frames, dwall, dcpu = _decode(path)
+    print(f"single-process decode: {frames} frames in {dwall:.1f} s = {frames / dwall:,.0f} frames/s "
+          f"({dcpu:.1f} cpu-s)")
     runs: dict[str, dict[str, Any]] = {}
     plan = [("local[1]", "arrow"), ("local[2]", "arrow")]
     if args.paths:
@@ -105,6 +110,8 @@ def main() -> None:
     print(f"local[1] / single-process (wall):    {one['frames'] / one['wall'] / fps:.2f}x  (target >= 0.7)")
     print(f"local[1] / single-process (decode):  {one['frames'] / one['decode_s'] / fps:.2f}x")
     print(f"local[2] / single-process (wall):    {two['frames'] / two['wall'] / fps:.2f}x")
+    print(f"decode CPU in Spark workers / single-process CPU: local[1] {one['worker_cpu_s'] / dcpu:.2f}x, "
+          f"local[2] {two['worker_cpu_s'] / dcpu:.2f}x")
     if args.paths:
         base = runs["local[2] arrow"]["decode_s"]
         for k in ("local[2] rdd", "local[2] udf"):

@@ -196,8 +196,8 @@ class ControllerPlane:
                 listeners=[brq.Listener(name="PLAINTEXT", host=f"10.1.0.{b}", port=BROKER_PORT, security_protocol=0)],
                 features=[brq.Feature(name="metadata.version", min_supported_version=7, max_supported_version=21)],
                 log_dirs=sorted(self.dirs[b]), previous_broker_epoch=-1)
-            c.exchange((_req(reg, 3, f"raft-{b}"), _resp(brr.BrokerRegistrationResponse(broker_epoch=self.epochs[b]), 3)),
-                       ts + 1_000_000, 2_000_000)
+            answer = brr.BrokerRegistrationResponse(broker_epoch=self.epochs[b])
+            c.exchange((_req(reg, 3, f"raft-{b}"), _resp(answer, 3)), ts + 1_000_000, 2_000_000)
 
     def _records(self) -> bytes:
         vals = []
@@ -239,8 +239,9 @@ class ControllerPlane:
             offline = [self.failed[b]] if b in self.failed else []
             if b == 3 and self.step >= 60:
                 offline = [uuid.UUID(int=0xDEAD)]  # planted: never registered
-            hb = bhq.BrokerHeartbeatRequest(broker_id=b, broker_epoch=self.epochs[b], current_metadata_offset=self.offset,
-                                            want_fence=False, offline_log_dirs=offline)
+            hb = bhq.BrokerHeartbeatRequest(broker_id=b, broker_epoch=self.epochs[b],
+                                            current_metadata_offset=self.offset, want_fence=False,
+                                            offline_log_dirs=offline)
             n += c.exchange((_req(hb, 1, f"raft-{b}"), _resp(bhr.BrokerHeartbeatResponse(is_caught_up=True,
                                                                                           is_fenced=False), 1)),
                             ts + b * 1_000_000, self.rng.randrange(200_000, 3_000_000))
@@ -259,9 +260,9 @@ class ControllerPlane:
             req = arq.AssignReplicasToDirsRequest(broker_id=b, broker_epoch=self.epochs[b], directories=[
                 arq.DirectoryData(id=d, topics=[arq.TopicData(topic_id=self.topic, partitions=[
                     arq.PartitionData(partition_index=1)])])])
-            resp = arr.AssignReplicasToDirsResponse(directories=[arr.DirectoryData(id=d, topics=[arr.TopicData(
+            answer = arr.AssignReplicasToDirsResponse(directories=[arr.DirectoryData(id=d, topics=[arr.TopicData(
                 topic_id=self.topic, partitions=[arr.PartitionData(partition_index=1)])])])
-            n += self.conns[b].exchange((_req(req, 0, "raft-2"), _resp(resp, 0)), ts + 7_000_000, 900_000)
+            n += self.conns[b].exchange((_req(req, 0, "raft-2"), _resp(answer, 0)), ts + 7_000_000, 900_000)
         return n
 
 

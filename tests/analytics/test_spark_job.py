@@ -1,0 +1,118 @@
+"""The Spark job end to end in local mode: its counts equal the single-process decoder's on
+the shared captures, and bad input ends the job with a message naming the file.
+
+One SparkSession serves the whole test session (the job's getOrCreate picks it up);
+few runs, tiny inputs: the cost is the JVM start plus a handful of small jobs.
+"""
+
+from __future__ import annotations
+
+import io
+from collections import Counter
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pyarrow.parquet as pq
+import pytest
+
+from kraft_jbod import cli
+from kraft_jbod.analytics import kip858, work
+from kraft_jbod.analytics.job import StatsOptions, build_session, run_stats
+from kraft_jbod.capture.kafka import KafkaDecoder, decode_capture
+from kraft_jbod.capture.sample import build_sample
+
+SHARED = Path(__file__).resolve().parents[2].parent / "shared" / "captures"
+CONF = {"spark.sql.shuffle.partitions": "2", "spark.ui.enabled": "false", "spark.default.parallelism": "2"}
+
+
+@pytest.fixture(scope="session")
+def spark() -> Iterator[Any]:
+    session = build_session("local[2]", CONF, app_name="kraft-jbod tests")
+    yield session
+    session.stop()
+
+
+@pytest.fixture(scope="module")
+def inputs(tmp_path_factory: pytest.TempPathFactory) -> list[str]:
+    d = tmp_path_factory.mktemp("in")
+    (d / "kip858-sample.pcapng").write_bytes(build_sample())
+    return [str(SHARED), str(d)]
+
+
+def _single_process(paths: list[str]) -> tuple[Counter[tuple[Any, ...]], list[Any]]:
+    counts: Counter[tuple[Any, ...]] = Counter()
+    events: list[dict[str, Any]] = []
+    for f in work.expand_inputs(paths):
+        col = kip858.EventCollector()
+        with open(f.path, "rb") as fh:
+            for d in decode_capture(fh, decoder=KafkaDecoder()):
+                counts[(d.api_key, d.api_version, d.kind, "frames")] += 1
+                counts[(d.api_key, d.api_version, d.kind, "decoded")] += d.body is not None
+                counts[(d.api_key, d.api_version, d.kind, "exact")] += d.canonical is True
+                counts[(d.api_key, d.api_version, d.kind, "bytes")] += d.size + 4
+                events.extend(col.feed(d))
+        events.extend(col.finish())
+    return +counts, [f.as_dict() for f in kip858.check(events)]
+
+
+def test_counts_equal_the_single_process_decoder(spark: Any, inputs: list[str], tmp_path: Path) -> None:
+    seen: list[str] = []
+    result = run_stats(inputs, tmp_path / "out", StatsOptions(master="local[2]", conf=CONF), progress=seen.append)
+    want, findings = _single_process(inputs)
+    got: Counter[tuple[Any, ...]] = Counter()
+    for r in pq.read_table(tmp_path / "out" / "conformance").to_pylist():
+        k = (r["api_key"], r["api_version"], r["kind"])
+        got[(*k, "frames")] += r["frames"]
+        got[(*k, "decoded")] += r["decoded"]
+        got[(*k, "exact")] += r["reencode_exact"]
+        got[(*k, "bytes")] += r["bytes"]
+    assert +got == want
+    overall = result.tables["overall"][0]
+    assert overall["frames"] == sum(v for k, v in want.items() if k[3] == "frames")
+    # The per-frame table holds exactly those frames.
+    assert pq.read_table(tmp_path / "out" / "frames").num_rows == overall["frames"]
+    # KIP-858 findings: the Spark stage gives what the pure checker gives.
+    strip = [{k: v for k, v in f.items() if k != "capture_set"} for f in result.tables["violations"]]
+    assert sorted(strip, key=str) == sorted(findings, key=str)
+    # Client software and versions negotiated vs used.
+    versions = result.tables["versions"]
+    hb = [v for v in versions if v["api_key"] == 63 and v["software_version"] == "3.9.1"]
+    assert hb and hb[0]["versions_used"] == [1] and hb[0]["advertised_max"] == 1
+    html = (tmp_path / "out" / "report.html").read_text(encoding="utf-8")
+    assert "<svg" in html and "BrokerHeartbeat" in html and "http://" not in html.replace(
+        'xmlns="http://www.w3.org/2000/svg"', "")
+    assert result.summary.splitlines()[1].startswith(f"{overall['frames']} frames")
+    assert any(s.startswith("decoded ") for s in seen), seen
+
+
+def test_truncated_capture_ends_the_job_naming_the_file(spark: Any, tmp_path: Path, capsys: Any) -> None:
+    data = build_sample()
+    d = tmp_path / "in"
+    d.mkdir()
+    (d / "good.pcapng").write_bytes(data)
+    (d / "cut.pcapng").write_bytes(data[:-50])
+    with pytest.raises(work.InputError) as exc:
+        run_stats([str(d)], tmp_path / "out", StatsOptions(master="local[2]", conf=CONF, write_frames=False))
+    assert str(d / "cut.pcapng") in str(exc.value) and "ends inside a record" in str(exc.value)
+    assert str(d / "good.pcapng") not in str(exc.value)
+    # Through the CLI: exit code 2, the file named, no traceback.
+    rc = cli.main(["stats", str(d), "--out", str(tmp_path / "out2"), "--master", "local[2]", "--quiet"])
+    err = capsys.readouterr().err
+    assert rc == 2 and str(d / "cut.pcapng") in err and "Traceback" not in err
+    # --keep-going reports it and carries on with what was readable.
+    res = run_stats([str(d)], tmp_path / "out3", StatsOptions(master="local[2]", conf=CONF, keep_going=True,
+                                                               write_frames=False, report=False))
+    assert [p for p, _ in res.problems] == [str(d / "cut.pcapng")]
+    assert res.tables["overall"][0]["frames"] > len(list(decode_capture(io.BytesIO(data))))
+
+
+def test_non_capture_and_empty_folder_fail_before_spark(tmp_path: Path, capsys: Any) -> None:
+    junk = tmp_path / "junk.pcap"
+    junk.write_text("this is not a capture\n")
+    empty = tmp_path / "empty"
+    empty.mkdir()
+    for target, words in ((junk, "not a pcap or pcapng file"), (empty, "no capture file")):
+        rc = cli.main(["stats", str(target), "--out", str(tmp_path / "o"), "--quiet"])
+        err = capsys.readouterr().err
+        assert rc == 2 and str(target) in err and words in err and "Traceback" not in err
