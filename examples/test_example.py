@@ -6,7 +6,7 @@ entry point loads the fixtures); without the entry point add ``-p kraft_jbod.pyt
 
 from __future__ import annotations
 
-from kraft_jbod.pytest_plugin import KraftCluster
+from kraft_jbod.pytest_plugin import FakeBrokerFactory, KraftCluster
 
 
 async def test_directory_failure_moves_leadership(kraft_cluster: KraftCluster) -> None:
@@ -23,6 +23,28 @@ async def test_directory_failure_moves_leadership(kraft_cluster: KraftCluster) -
     after = kraft_cluster.partition("payments", 0)
     assert after["leader"] != before["leader"]
     assert leader.broker_id not in after["isr"]
+
+
+async def test_real_fake_brokers_lose_a_disk(kraft_cluster: KraftCluster, kraft_fake_brokers: FakeBrokerFactory
+                                             ) -> None:
+    # Two real fake brokers (ids 1 and 2), each with two formatted log directories on disk.
+    await kraft_fake_brokers(2)
+    assert (await kraft_cluster.create_topic("orders", partitions=1, replication_factor=2)).error_code == 0
+    await kraft_cluster.wait_for_placement("orders")  # the brokers place replicas themselves
+
+    before = kraft_cluster.partition("orders", 0)
+    leader = kraft_cluster.fake_brokers[before["leader"]]
+    index = leader.directory_of("orders", 0)
+    # rm -rf the leader's directory: its probe notices, its heartbeat reports it offline.
+    # (how="command" fails it through the broker's control endpoint instead.)
+    await leader.fail_directory(index, how="remove")
+
+    after = kraft_cluster.partition("orders", 0)
+    assert after["leader"] not in (leader.broker_id, -1)
+    new_leader = kraft_cluster.fake_brokers[after["leader"]]
+    assert new_leader.online_in_controller(new_leader.directory_of("orders", 0))  # a healthy directory
+    broker_view = next(b for b in kraft_cluster.view()["brokers"] if b["id"] == leader.broker_id)
+    assert [d["online"] for d in broker_view["directories"]].count(False) == 1
 
 
 async def test_session_timeout_without_sleeping(kraft_cluster: KraftCluster) -> None:

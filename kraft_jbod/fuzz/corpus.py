@@ -48,6 +48,7 @@ class Corpus:
         self.max_entries = max_entries
         self.entries: list[bytes] = []
         self._seen: set[tuple[Any, ...]] = set()
+        self._names: set[str] = set()  # content hashes: the same bytes are kept once
         self.skipped = 0
         self.added = 0
         if self.directory is not None:
@@ -64,6 +65,10 @@ class Corpus:
             except (OSError, ValueError, KeyError, TypeError):
                 self.skipped += 1
                 continue
+            name = hashlib.sha1(data).hexdigest()[:16]
+            if name in self._names:
+                continue
+            self._names.add(name)
             self.entries.append(data)
             if sig:
                 self._seen.add(sig)
@@ -74,10 +79,13 @@ class Corpus:
         if sig in self._seen or len(self.entries) >= self.max_entries:
             return False
         self._seen.add(sig)
+        name = hashlib.sha1(case.data).hexdigest()[:16]
+        if name in self._names:
+            return False
+        self._names.add(name)
         self.entries.append(case.data)
         self.added += 1
         if self.directory is not None:
-            name = hashlib.sha1(case.data).hexdigest()[:16]
             _write_json(
                 self.directory / f"{name}.json",
                 {
@@ -111,6 +119,8 @@ def finding_record(finding: Finding, target: str) -> dict[str, Any]:
         "regenerate": f"kraft-jbod fuzz --target {target} --seed {case.seed} --start-index {case.index} --count 1",
         **finding.extra,
     }
+    if finding.suspects:
+        rec["suspects_hex"] = [c.data.hex() for c in finding.suspects[-16:]]
     if finding.minimized is not None:
         rec["minimized_hex"] = finding.minimized.hex()
         rec["minimized_frames"] = mutators.describe(finding.minimized)

@@ -158,9 +158,17 @@ async def minimize_finding(
         return result.outcome is finding.outcome
 
     try:
-        if not await fails(finding.case.data):
+        culprit: bytes | None = None
+        # The case in flight first, then (for a crash) the other recent ones, newest first.
+        for data in [finding.case.data, *(c.data for c in reversed(finding.suspects))][: 1 + budget // 4]:
+            if await fails(data):
+                culprit = data
+                break
+        if culprit is None:
             return None
-        small, _used = await minimize(finding.case.data, fails, budget=budget)
+        if culprit is not finding.case.data:
+            finding.extra["culprit_hex"] = culprit.hex()
+        small, _used = await minimize(culprit, fails, budget=budget)
     except _Unhealthy:
         return None
     return small

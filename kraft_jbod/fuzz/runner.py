@@ -32,10 +32,12 @@ Strategy:
 from __future__ import annotations
 
 import asyncio
+import collections
 import enum
 import ipaddress
 import itertools
 import random
+import re
 import socket
 import struct
 import time
@@ -65,6 +67,11 @@ class Outcome(enum.StrEnum):
     GONE = "gone"
     BAD_ANSWER = "bad_answer"
     SILENT = "silent"
+    SLOW = "slow"  # a long-polling api (Fetch, JoinGroup...) still waiting: not judged
+
+
+# Requests a correct server may hold for seconds (max wait, rebalance delays).
+LONG_POLL_KEYS = frozenset({1, 11, 14, 78})
 
 
 FINDING_OUTCOMES = frozenset({Outcome.TIMEOUT, Outcome.GONE, Outcome.BAD_ANSWER, Outcome.SILENT})
@@ -398,11 +405,13 @@ class Finding:
     history: list[bytes] = field(default_factory=list)
     minimized: bytes | None = None
     extra: dict[str, Any] = field(default_factory=dict)
+    suspects: list[Case] = field(default_factory=list)  # for a crash: other recent cases
 
     @property
     def signature(self) -> str:
-        op = self.case.ops[0] if self.case.ops else self.case.origin
-        return f"{self.outcome}:{self.case.api_key}:{op}"
+        """Findings alike up to numbers (sizes, offsets, indexes) share a signature."""
+        detail = re.sub(r"\d+", "N", self.detail.split("; stderr")[0])[:120]
+        return f"{self.outcome}:{self.case.api_key}:{detail}"
 
 
 @dataclass(slots=True)
@@ -537,7 +546,11 @@ class Judge:
         if not self.watch.alive():
             conn.close()
             return Result(Outcome.GONE, "no answer and the target exited" + self.watch.exit_detail())
-        name = codec.api_name(codec.peek_request(frame)[0])
+        key = codec.peek_request(frame)[0]
+        name = codec.api_name(key)
+        if key in LONG_POLL_KEYS:
+            conn.close()
+            return Result(Outcome.SLOW, f"{name}: long-polling api, no answer within {self.timeout}s")
         if not half_closed:
             try:
                 await conn.send(api_versions_frame(0, PROBE_CORRELATION_ID))
@@ -588,6 +601,8 @@ class Runner:
         self._epoch = 0  # bumped on each restart of the target
         self.factory: CaseFactory | None = None
         self.judge = Judge(config.host, config.port, config.timeout, self.watch)
+        # The last cases sent by any worker: a crash may come from a frame already "answered".
+        self.recent: collections.deque[Case] = collections.deque(maxlen=32)
 
     def _take(self) -> int | None:
         if self._stop or time.monotonic() > self._deadline:
@@ -636,16 +651,17 @@ class Runner:
             while (index := self._take()) is not None:
                 assert self.factory is not None
                 case = self.factory.case(index)
-                if conn is None or conn.dead:
+                while conn is None or conn.dead:
                     if conn is not None:
                         conn.close()
                     conn = await self._connect()
                     if conn is None:
-                        # The server stopped accepting: blame what this worker sent last.
+                        # The server stopped accepting: blame what this worker sent last,
+                        # then send this case to the restarted target (no index is skipped).
                         await self._gone(last or case, "target refuses connections")
                         if self._stop:
                             return
-                        continue
+                self.recent.append(case)
                 result = await self.judge.exchange(conn, case)
                 last = case
                 await self._account(case, result, conn)
@@ -669,7 +685,10 @@ class Runner:
         if self._on_case is not None:
             self._on_case(case, result)
         if result.outcome in FINDING_OUTCOMES:
-            await self._record(Finding(result.outcome, result.detail, case, list(conn.history[:-1])))
+            finding = Finding(result.outcome, result.detail, case, list(conn.history[:-1]))
+            if result.outcome is Outcome.GONE:
+                finding.suspects = [c for c in self.recent if c is not case]
+            await self._record(finding)
         if result.outcome is Outcome.GONE:
             await self._gone(None, "")
 
@@ -691,7 +710,9 @@ class Runner:
             if epoch != self._epoch or self._stop:
                 return  # another worker already handled this death
             if case is not None:
-                await self._record(Finding(Outcome.GONE, detail + self.watch.exit_detail(), case))
+                finding = Finding(Outcome.GONE, detail + self.watch.exit_detail(), case)
+                finding.suspects = [c for c in self.recent if c is not case]
+                await self._record(finding)
             addr = await self.watch.restart()
             if addr is None:
                 self._stop = True

@@ -130,7 +130,10 @@ class SpawnedTarget(TargetWatch):
             detail = self.exit_detail()
             await self.stop()
             raise ConfigError(f"{self.argv[0]} did not become ready within {self.startup_timeout}s{detail}") from None
-        self.rss_baseline = self.rss_peak = self.rss_last = read_rss(self.proc.pid)
+        self.rss_last = read_rss(self.proc.pid)
+        if not self.rss_baseline:
+            self.rss_baseline = self.rss_last  # the first start's; restarts keep it and the peak
+        self.rss_peak = max(self.rss_peak, self.rss_last)
         self._tasks.append(asyncio.create_task(self._sample()))
         return self.host, int(self.port or 0)
 

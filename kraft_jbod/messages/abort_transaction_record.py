@@ -97,15 +97,21 @@ def _read_AbortTransactionRecord_0(buf: bytes | bytearray | memoryview, pos: int
 
 def _write_AbortTransactionRecord_0(o: AbortTransactionRecord, out: bytearray) -> None:
     # versions 0
-    tagged: list[tuple[int, bytes | bytearray]] = []
-    if o.reason is not None:
-        tb = bytearray()
-        _wcs(tb, o.reason, 'Reason')
-        tagged.append((0, tb))
-    if tagged or o.unknown_tagged_fields:
-        _wts(out, tagged, o.unknown_tagged_fields, '_tagged_fields')
+    if not o.unknown_tagged_fields:
+        out.append((o.reason is not None))
+        if o.reason is not None:
+            tb = bytearray()
+            _wcs(tb, o.reason, 'Reason')
+            out += b'\x00'
+            _wuv(out, len(tb))
+            out += tb
     else:
-        out.append(0)
+        tagged: list[tuple[int, bytes | bytearray]] = []
+        if o.reason is not None:
+            tb = bytearray()
+            _wcs(tb, o.reason, 'Reason')
+            tagged.append((0, tb))
+        _wts(out, tagged, o.unknown_tagged_fields, '_tagged_fields')
 
 
 AbortTransactionRecord._READERS = {0: _read_AbortTransactionRecord_0}

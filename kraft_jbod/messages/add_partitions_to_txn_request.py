@@ -247,7 +247,17 @@ def _write_AddPartitionsToTxnTransaction_0(o: AddPartitionsToTxnTransaction, out
         raise _null('Topics')
     _wcal(out, o.topics, 'Topics')
     for e_topics in o.topics:
-        _write_AddPartitionsToTxnTopic_1(e_topics, out)
+        if e_topics.name is None:
+            raise _null('Name')
+        _wcs(out, e_topics.name, 'Name')
+        if e_topics.partitions is None:
+            raise _null('Partitions')
+        _wcal(out, e_topics.partitions, 'Partitions')
+        out += _struct.pack(f'>{len(e_topics.partitions)}i', *e_topics.partitions)
+        if e_topics.unknown_tagged_fields:
+            _wts(out, (), e_topics.unknown_tagged_fields, '_tagged_fields')
+        else:
+            out.append(0)
     if o.unknown_tagged_fields:
         _wts(out, (), o.unknown_tagged_fields, '_tagged_fields')
     else:
@@ -302,7 +312,15 @@ def _write_AddPartitionsToTxnRequest_0(o: AddPartitionsToTxnRequest, out: bytear
         raise _null('V3AndBelowTopics')
     _wal(out, o.v3_and_below_topics, 'V3AndBelowTopics')
     for e_v3_and_below_topics in o.v3_and_below_topics:
-        _write_AddPartitionsToTxnTopic_0(e_v3_and_below_topics, out)
+        if e_v3_and_below_topics.name is None:
+            raise _null('Name')
+        _ws(out, e_v3_and_below_topics.name, 'Name')
+        if e_v3_and_below_topics.partitions is None:
+            raise _null('Partitions')
+        _wal(out, e_v3_and_below_topics.partitions, 'Partitions')
+        out += _struct.pack(f'>{len(e_v3_and_below_topics.partitions)}i', *e_v3_and_below_topics.partitions)
+        if e_v3_and_below_topics.unknown_tagged_fields:
+            raise _EncodeError('tagged fields cannot be written at non-flexible version 0')
     if o.unknown_tagged_fields:
         raise _EncodeError('tagged fields cannot be written at non-flexible version 0-2')
 
@@ -387,7 +405,17 @@ def _write_AddPartitionsToTxnRequest_1(o: AddPartitionsToTxnRequest, out: bytear
         raise _null('V3AndBelowTopics')
     _wcal(out, o.v3_and_below_topics, 'V3AndBelowTopics')
     for e_v3_and_below_topics in o.v3_and_below_topics:
-        _write_AddPartitionsToTxnTopic_1(e_v3_and_below_topics, out)
+        if e_v3_and_below_topics.name is None:
+            raise _null('Name')
+        _wcs(out, e_v3_and_below_topics.name, 'Name')
+        if e_v3_and_below_topics.partitions is None:
+            raise _null('Partitions')
+        _wcal(out, e_v3_and_below_topics.partitions, 'Partitions')
+        out += _struct.pack(f'>{len(e_v3_and_below_topics.partitions)}i', *e_v3_and_below_topics.partitions)
+        if e_v3_and_below_topics.unknown_tagged_fields:
+            _wts(out, (), e_v3_and_below_topics.unknown_tagged_fields, '_tagged_fields')
+        else:
+            out.append(0)
     if o.unknown_tagged_fields:
         _wts(out, (), o.unknown_tagged_fields, '_tagged_fields')
     else:

@@ -197,7 +197,9 @@ def _write_AddPartitionsToTxnTopicResult_0(o: AddPartitionsToTxnTopicResult, out
         raise _null('ResultsByPartition')
     _wal(out, o.results_by_partition, 'ResultsByPartition')
     for e_results_by_partition in o.results_by_partition:
-        _write_AddPartitionsToTxnPartitionResult_0(e_results_by_partition, out)
+        out += _S_ih.pack(e_results_by_partition.partition_index, e_results_by_partition.partition_error_code)
+        if e_results_by_partition.unknown_tagged_fields:
+            raise _EncodeError('tagged fields cannot be written at non-flexible version 0')
     if o.unknown_tagged_fields:
         raise _EncodeError('tagged fields cannot be written at non-flexible version 0-2')
 
@@ -268,7 +270,11 @@ def _write_AddPartitionsToTxnTopicResult_1(o: AddPartitionsToTxnTopicResult, out
         raise _null('ResultsByPartition')
     _wcal(out, o.results_by_partition, 'ResultsByPartition')
     for e_results_by_partition in o.results_by_partition:
-        _write_AddPartitionsToTxnPartitionResult_1(e_results_by_partition, out)
+        out += _S_ih.pack(e_results_by_partition.partition_index, e_results_by_partition.partition_error_code)
+        if e_results_by_partition.unknown_tagged_fields:
+            _wts(out, (), e_results_by_partition.unknown_tagged_fields, '_tagged_fields')
+        else:
+            out.append(0)
     if o.unknown_tagged_fields:
         _wts(out, (), o.unknown_tagged_fields, '_tagged_fields')
     else:

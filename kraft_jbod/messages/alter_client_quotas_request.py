@@ -277,12 +277,22 @@ def _write_EntryData_0(o: EntryData, out: bytearray) -> None:
         raise _null('Entity')
     _wal(out, o.entity, 'Entity')
     for e_entity in o.entity:
-        _write_EntityData_0(e_entity, out)
+        if e_entity.entity_type is None:
+            raise _null('EntityType')
+        _ws(out, e_entity.entity_type, 'EntityType')
+        _ws(out, e_entity.entity_name, 'EntityName')
+        if e_entity.unknown_tagged_fields:
+            raise _EncodeError('tagged fields cannot be written at non-flexible version 0')
     if o.ops is None:
         raise _null('Ops')
     _wal(out, o.ops, 'Ops')
     for e_ops in o.ops:
-        _write_OpData_0(e_ops, out)
+        if e_ops.key is None:
+            raise _null('Key')
+        _ws(out, e_ops.key, 'Key')
+        out += _S_d_.pack(e_ops.value, (e_ops.remove if e_ops.remove.__class__ is bool else _bool(e_ops.remove, 'Remove')))
+        if e_ops.unknown_tagged_fields:
+            raise _EncodeError('tagged fields cannot be written at non-flexible version 0')
     if o.unknown_tagged_fields:
         raise _EncodeError('tagged fields cannot be written at non-flexible version 0')
 
@@ -383,12 +393,26 @@ def _write_EntryData_1(o: EntryData, out: bytearray) -> None:
         raise _null('Entity')
     _wcal(out, o.entity, 'Entity')
     for e_entity in o.entity:
-        _write_EntityData_1(e_entity, out)
+        if e_entity.entity_type is None:
+            raise _null('EntityType')
+        _wcs(out, e_entity.entity_type, 'EntityType')
+        _wcs(out, e_entity.entity_name, 'EntityName')
+        if e_entity.unknown_tagged_fields:
+            _wts(out, (), e_entity.unknown_tagged_fields, '_tagged_fields')
+        else:
+            out.append(0)
     if o.ops is None:
         raise _null('Ops')
     _wcal(out, o.ops, 'Ops')
     for e_ops in o.ops:
-        _write_OpData_1(e_ops, out)
+        if e_ops.key is None:
+            raise _null('Key')
+        _wcs(out, e_ops.key, 'Key')
+        out += _S_d_.pack(e_ops.value, (e_ops.remove if e_ops.remove.__class__ is bool else _bool(e_ops.remove, 'Remove')))
+        if e_ops.unknown_tagged_fields:
+            _wts(out, (), e_ops.unknown_tagged_fields, '_tagged_fields')
+        else:
+            out.append(0)
     if o.unknown_tagged_fields:
         _wts(out, (), o.unknown_tagged_fields, '_tagged_fields')
     else:

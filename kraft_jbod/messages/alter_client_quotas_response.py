@@ -190,7 +190,12 @@ def _write_EntryData_0(o: EntryData, out: bytearray) -> None:
         raise _null('Entity')
     _wal(out, o.entity, 'Entity')
     for e_entity in o.entity:
-        _write_EntityData_0(e_entity, out)
+        if e_entity.entity_type is None:
+            raise _null('EntityType')
+        _ws(out, e_entity.entity_type, 'EntityType')
+        _ws(out, e_entity.entity_name, 'EntityName')
+        if e_entity.unknown_tagged_fields:
+            raise _EncodeError('tagged fields cannot be written at non-flexible version 0')
     if o.unknown_tagged_fields:
         raise _EncodeError('tagged fields cannot be written at non-flexible version 0')
 
@@ -263,7 +268,14 @@ def _write_EntryData_1(o: EntryData, out: bytearray) -> None:
         raise _null('Entity')
     _wcal(out, o.entity, 'Entity')
     for e_entity in o.entity:
-        _write_EntityData_1(e_entity, out)
+        if e_entity.entity_type is None:
+            raise _null('EntityType')
+        _wcs(out, e_entity.entity_type, 'EntityType')
+        _wcs(out, e_entity.entity_name, 'EntityName')
+        if e_entity.unknown_tagged_fields:
+            _wts(out, (), e_entity.unknown_tagged_fields, '_tagged_fields')
+        else:
+            out.append(0)
     if o.unknown_tagged_fields:
         _wts(out, (), o.unknown_tagged_fields, '_tagged_fields')
     else:

@@ -214,7 +214,14 @@ def _write_ReassignableTopic_0(o: ReassignableTopic, out: bytearray) -> None:
         raise _null('Partitions')
     _wcal(out, o.partitions, 'Partitions')
     for e_partitions in o.partitions:
-        _write_ReassignablePartition_0(e_partitions, out)
+        out += _S_i.pack(e_partitions.partition_index)
+        _wcal(out, e_partitions.replicas, 'Replicas')
+        if e_partitions.replicas is not None:
+            out += _struct.pack(f'>{len(e_partitions.replicas)}i', *e_partitions.replicas)
+        if e_partitions.unknown_tagged_fields:
+            _wts(out, (), e_partitions.unknown_tagged_fields, '_tagged_fields')
+        else:
+            out.append(0)
     if o.unknown_tagged_fields:
         _wts(out, (), o.unknown_tagged_fields, '_tagged_fields')
     else:

@@ -341,7 +341,11 @@ def _write_PartitionData_2(o: PartitionData, out: bytearray) -> None:
         raise _null('NewIsrWithEpochs')
     _wcal(out, o.new_isr_with_epochs, 'NewIsrWithEpochs')
     for e_new_isr_with_epochs in o.new_isr_with_epochs:
-        _write_BrokerState_0(e_new_isr_with_epochs, out)
+        out += _S_iq.pack(e_new_isr_with_epochs.broker_id, e_new_isr_with_epochs.broker_epoch)
+        if e_new_isr_with_epochs.unknown_tagged_fields:
+            _wts(out, (), e_new_isr_with_epochs.unknown_tagged_fields, '_tagged_fields')
+        else:
+            out.append(0)
     out += _S_bi.pack(o.leader_recovery_state, o.partition_epoch)
     if o.unknown_tagged_fields:
         _wts(out, (), o.unknown_tagged_fields, '_tagged_fields')
@@ -431,7 +435,20 @@ def _write_TopicData_0(o: TopicData, out: bytearray) -> None:
         raise _null('Partitions')
     _wcal(out, o.partitions, 'Partitions')
     for e_partitions in o.partitions:
-        _write_PartitionData_0(e_partitions, out)
+        if (e_partitions.new_isr_with_epochs is None or len(e_partitions.new_isr_with_epochs) != 0):
+            raise _absent('NewIsrWithEpochs', '0')
+        if e_partitions.leader_recovery_state != 0:
+            raise _absent('LeaderRecoveryState', '0')
+        out += _S_ii.pack(e_partitions.partition_index, e_partitions.leader_epoch)
+        if e_partitions.new_isr is None:
+            raise _null('NewIsr')
+        _wcal(out, e_partitions.new_isr, 'NewIsr')
+        out += _struct.pack(f'>{len(e_partitions.new_isr)}i', *e_partitions.new_isr)
+        out += _S_i.pack(e_partitions.partition_epoch)
+        if e_partitions.unknown_tagged_fields:
+            _wts(out, (), e_partitions.unknown_tagged_fields, '_tagged_fields')
+        else:
+            out.append(0)
     if o.unknown_tagged_fields:
         _wts(out, (), o.unknown_tagged_fields, '_tagged_fields')
     else:
@@ -520,7 +537,18 @@ def _write_TopicData_1(o: TopicData, out: bytearray) -> None:
         raise _null('Partitions')
     _wcal(out, o.partitions, 'Partitions')
     for e_partitions in o.partitions:
-        _write_PartitionData_1(e_partitions, out)
+        if (e_partitions.new_isr_with_epochs is None or len(e_partitions.new_isr_with_epochs) != 0):
+            raise _absent('NewIsrWithEpochs', '1')
+        out += _S_ii.pack(e_partitions.partition_index, e_partitions.leader_epoch)
+        if e_partitions.new_isr is None:
+            raise _null('NewIsr')
+        _wcal(out, e_partitions.new_isr, 'NewIsr')
+        out += _struct.pack(f'>{len(e_partitions.new_isr)}i', *e_partitions.new_isr)
+        out += _S_bi.pack(e_partitions.leader_recovery_state, e_partitions.partition_epoch)
+        if e_partitions.unknown_tagged_fields:
+            _wts(out, (), e_partitions.unknown_tagged_fields, '_tagged_fields')
+        else:
+            out.append(0)
     if o.unknown_tagged_fields:
         _wts(out, (), o.unknown_tagged_fields, '_tagged_fields')
     else:
@@ -611,7 +639,18 @@ def _write_TopicData_2(o: TopicData, out: bytearray) -> None:
         raise _null('Partitions')
     _wcal(out, o.partitions, 'Partitions')
     for e_partitions in o.partitions:
-        _write_PartitionData_1(e_partitions, out)
+        if (e_partitions.new_isr_with_epochs is None or len(e_partitions.new_isr_with_epochs) != 0):
+            raise _absent('NewIsrWithEpochs', '2')
+        out += _S_ii.pack(e_partitions.partition_index, e_partitions.leader_epoch)
+        if e_partitions.new_isr is None:
+            raise _null('NewIsr')
+        _wcal(out, e_partitions.new_isr, 'NewIsr')
+        out += _struct.pack(f'>{len(e_partitions.new_isr)}i', *e_partitions.new_isr)
+        out += _S_bi.pack(e_partitions.leader_recovery_state, e_partitions.partition_epoch)
+        if e_partitions.unknown_tagged_fields:
+            _wts(out, (), e_partitions.unknown_tagged_fields, '_tagged_fields')
+        else:
+            out.append(0)
     if o.unknown_tagged_fields:
         _wts(out, (), o.unknown_tagged_fields, '_tagged_fields')
     else:

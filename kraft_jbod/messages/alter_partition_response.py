@@ -300,7 +300,16 @@ def _write_TopicData_0(o: TopicData, out: bytearray) -> None:
         raise _null('Partitions')
     _wcal(out, o.partitions, 'Partitions')
     for e_partitions in o.partitions:
-        _write_PartitionData_0(e_partitions, out)
+        out += _S_ihii.pack(e_partitions.partition_index, e_partitions.error_code, e_partitions.leader_id, e_partitions.leader_epoch)
+        if e_partitions.isr is None:
+            raise _null('Isr')
+        _wcal(out, e_partitions.isr, 'Isr')
+        out += _struct.pack(f'>{len(e_partitions.isr)}i', *e_partitions.isr)
+        out += _S_i.pack(e_partitions.partition_epoch)
+        if e_partitions.unknown_tagged_fields:
+            _wts(out, (), e_partitions.unknown_tagged_fields, '_tagged_fields')
+        else:
+            out.append(0)
     if o.unknown_tagged_fields:
         _wts(out, (), o.unknown_tagged_fields, '_tagged_fields')
     else:
@@ -390,7 +399,16 @@ def _write_TopicData_1(o: TopicData, out: bytearray) -> None:
         raise _null('Partitions')
     _wcal(out, o.partitions, 'Partitions')
     for e_partitions in o.partitions:
-        _write_PartitionData_1(e_partitions, out)
+        out += _S_ihii.pack(e_partitions.partition_index, e_partitions.error_code, e_partitions.leader_id, e_partitions.leader_epoch)
+        if e_partitions.isr is None:
+            raise _null('Isr')
+        _wcal(out, e_partitions.isr, 'Isr')
+        out += _struct.pack(f'>{len(e_partitions.isr)}i', *e_partitions.isr)
+        out += _S_bi.pack(e_partitions.leader_recovery_state, e_partitions.partition_epoch)
+        if e_partitions.unknown_tagged_fields:
+            _wts(out, (), e_partitions.unknown_tagged_fields, '_tagged_fields')
+        else:
+            out.append(0)
     if o.unknown_tagged_fields:
         _wts(out, (), o.unknown_tagged_fields, '_tagged_fields')
     else:
@@ -482,7 +500,16 @@ def _write_TopicData_2(o: TopicData, out: bytearray) -> None:
         raise _null('Partitions')
     _wcal(out, o.partitions, 'Partitions')
     for e_partitions in o.partitions:
-        _write_PartitionData_1(e_partitions, out)
+        out += _S_ihii.pack(e_partitions.partition_index, e_partitions.error_code, e_partitions.leader_id, e_partitions.leader_epoch)
+        if e_partitions.isr is None:
+            raise _null('Isr')
+        _wcal(out, e_partitions.isr, 'Isr')
+        out += _struct.pack(f'>{len(e_partitions.isr)}i', *e_partitions.isr)
+        out += _S_bi.pack(e_partitions.leader_recovery_state, e_partitions.partition_epoch)
+        if e_partitions.unknown_tagged_fields:
+            _wts(out, (), e_partitions.unknown_tagged_fields, '_tagged_fields')
+        else:
+            out.append(0)
     if o.unknown_tagged_fields:
         _wts(out, (), o.unknown_tagged_fields, '_tagged_fields')
     else:

@@ -196,7 +196,15 @@ def _write_AlterReplicaLogDir_0(o: AlterReplicaLogDir, out: bytearray) -> None:
         raise _null('Topics')
     _wal(out, o.topics, 'Topics')
     for e_topics in o.topics:
-        _write_AlterReplicaLogDirTopic_0(e_topics, out)
+        if e_topics.name is None:
+            raise _null('Name')
+        _ws(out, e_topics.name, 'Name')
+        if e_topics.partitions is None:
+            raise _null('Partitions')
+        _wal(out, e_topics.partitions, 'Partitions')
+        out += _struct.pack(f'>{len(e_topics.partitions)}i', *e_topics.partitions)
+        if e_topics.unknown_tagged_fields:
+            raise _EncodeError('tagged fields cannot be written at non-flexible version 0')
     if o.unknown_tagged_fields:
         raise _EncodeError('tagged fields cannot be written at non-flexible version 0-1')
 
@@ -271,7 +279,17 @@ def _write_AlterReplicaLogDir_1(o: AlterReplicaLogDir, out: bytearray) -> None:
         raise _null('Topics')
     _wcal(out, o.topics, 'Topics')
     for e_topics in o.topics:
-        _write_AlterReplicaLogDirTopic_1(e_topics, out)
+        if e_topics.name is None:
+            raise _null('Name')
+        _wcs(out, e_topics.name, 'Name')
+        if e_topics.partitions is None:
+            raise _null('Partitions')
+        _wcal(out, e_topics.partitions, 'Partitions')
+        out += _struct.pack(f'>{len(e_topics.partitions)}i', *e_topics.partitions)
+        if e_topics.unknown_tagged_fields:
+            _wts(out, (), e_topics.unknown_tagged_fields, '_tagged_fields')
+        else:
+            out.append(0)
     if o.unknown_tagged_fields:
         _wts(out, (), o.unknown_tagged_fields, '_tagged_fields')
     else:

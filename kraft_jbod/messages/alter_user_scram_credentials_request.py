@@ -286,12 +286,32 @@ def _write_AlterUserScramCredentialsRequest_0(o: AlterUserScramCredentialsReques
         raise _null('Deletions')
     _wcal(out, o.deletions, 'Deletions')
     for e_deletions in o.deletions:
-        _write_ScramCredentialDeletion_0(e_deletions, out)
+        if e_deletions.name is None:
+            raise _null('Name')
+        _wcs(out, e_deletions.name, 'Name')
+        out += _S_b.pack(e_deletions.mechanism)
+        if e_deletions.unknown_tagged_fields:
+            _wts(out, (), e_deletions.unknown_tagged_fields, '_tagged_fields')
+        else:
+            out.append(0)
     if o.upsertions is None:
         raise _null('Upsertions')
     _wcal(out, o.upsertions, 'Upsertions')
     for e_upsertions in o.upsertions:
-        _write_ScramCredentialUpsertion_0(e_upsertions, out)
+        if e_upsertions.name is None:
+            raise _null('Name')
+        _wcs(out, e_upsertions.name, 'Name')
+        out += _S_bi.pack(e_upsertions.mechanism, e_upsertions.iterations)
+        if e_upsertions.salt is None:
+            raise _null('Salt')
+        _wcb(out, e_upsertions.salt, 'Salt')
+        if e_upsertions.salted_password is None:
+            raise _null('SaltedPassword')
+        _wcb(out, e_upsertions.salted_password, 'SaltedPassword')
+        if e_upsertions.unknown_tagged_fields:
+            _wts(out, (), e_upsertions.unknown_tagged_fields, '_tagged_fields')
+        else:
+            out.append(0)
     if o.unknown_tagged_fields:
         _wts(out, (), o.unknown_tagged_fields, '_tagged_fields')
     else:

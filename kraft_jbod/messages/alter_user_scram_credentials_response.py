@@ -195,7 +195,15 @@ def _write_AlterUserScramCredentialsResponse_0(o: AlterUserScramCredentialsRespo
         raise _null('Results')
     _wcal(out, o.results, 'Results')
     for e_results in o.results:
-        _write_AlterUserScramCredentialsResult_0(e_results, out)
+        if e_results.user is None:
+            raise _null('User')
+        _wcs(out, e_results.user, 'User')
+        out += _S_h.pack(e_results.error_code)
+        _wcs(out, e_results.error_message, 'ErrorMessage')
+        if e_results.unknown_tagged_fields:
+            _wts(out, (), e_results.unknown_tagged_fields, '_tagged_fields')
+        else:
+            out.append(0)
     if o.unknown_tagged_fields:
         _wts(out, (), o.unknown_tagged_fields, '_tagged_fields')
     else:

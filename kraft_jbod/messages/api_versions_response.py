@@ -298,7 +298,9 @@ def _write_ApiVersionsResponse_0(o: ApiVersionsResponse, out: bytearray) -> None
         raise _null('ApiKeys')
     _wal(out, o.api_keys, 'ApiKeys')
     for e_api_keys in o.api_keys:
-        _write_ApiVersion_0(e_api_keys, out)
+        out += _S_hhh.pack(e_api_keys.api_key, e_api_keys.min_version, e_api_keys.max_version)
+        if e_api_keys.unknown_tagged_fields:
+            raise _EncodeError('tagged fields cannot be written at non-flexible version 0')
     if o.unknown_tagged_fields:
         raise _EncodeError('tagged fields cannot be written at non-flexible version 0')
 
@@ -352,7 +354,9 @@ def _write_ApiVersionsResponse_1(o: ApiVersionsResponse, out: bytearray) -> None
         raise _null('ApiKeys')
     _wal(out, o.api_keys, 'ApiKeys')
     for e_api_keys in o.api_keys:
-        _write_ApiVersion_0(e_api_keys, out)
+        out += _S_hhh.pack(e_api_keys.api_key, e_api_keys.min_version, e_api_keys.max_version)
+        if e_api_keys.unknown_tagged_fields:
+            raise _EncodeError('tagged fields cannot be written at non-flexible version 1')
     out += _S_i.pack(o.throttle_time_ms)
     if o.unknown_tagged_fields:
         raise _EncodeError('tagged fields cannot be written at non-flexible version 1-2')
@@ -480,41 +484,81 @@ def _write_ApiVersionsResponse_2(o: ApiVersionsResponse, out: bytearray) -> None
         raise _null('ApiKeys')
     _wcal(out, o.api_keys, 'ApiKeys')
     for e_api_keys in o.api_keys:
-        _write_ApiVersion_1(e_api_keys, out)
+        out += _S_hhh.pack(e_api_keys.api_key, e_api_keys.min_version, e_api_keys.max_version)
+        if e_api_keys.unknown_tagged_fields:
+            _wts(out, (), e_api_keys.unknown_tagged_fields, '_tagged_fields')
+        else:
+            out.append(0)
     out += _S_i.pack(o.throttle_time_ms)
-    tagged: list[tuple[int, bytes | bytearray]] = []
-    if (o.supported_features is None or len(o.supported_features) != 0):
-        tb = bytearray()
-        if o.supported_features is None:
-            raise _null('SupportedFeatures')
-        _wcal(tb, o.supported_features, 'SupportedFeatures')
-        for e_supported_features in o.supported_features:
-            _write_SupportedFeatureKey_0(e_supported_features, tb)
-        tagged.append((0, tb))
-    if o.finalized_features_epoch != -1:
-        tb = bytearray()
-        if o.finalized_features_epoch is None:
-            raise _null('FinalizedFeaturesEpoch')
-        tb += _S_q.pack(o.finalized_features_epoch)
-        tagged.append((1, tb))
-    if (o.finalized_features is None or len(o.finalized_features) != 0):
-        tb = bytearray()
-        if o.finalized_features is None:
-            raise _null('FinalizedFeatures')
-        _wcal(tb, o.finalized_features, 'FinalizedFeatures')
-        for e_finalized_features in o.finalized_features:
-            _write_FinalizedFeatureKey_0(e_finalized_features, tb)
-        tagged.append((2, tb))
-    if o.zk_migration_ready != False:
-        tb = bytearray()
-        if o.zk_migration_ready is None:
-            raise _null('ZkMigrationReady')
-        tb += _S__.pack(_bool(o.zk_migration_ready, 'ZkMigrationReady'))
-        tagged.append((3, tb))
-    if tagged or o.unknown_tagged_fields:
-        _wts(out, tagged, o.unknown_tagged_fields, '_tagged_fields')
+    if not o.unknown_tagged_fields:
+        out.append(((o.supported_features is None or len(o.supported_features) != 0)) + (o.finalized_features_epoch != -1) + ((o.finalized_features is None or len(o.finalized_features) != 0)) + (o.zk_migration_ready != False))
+        if (o.supported_features is None or len(o.supported_features) != 0):
+            tb = bytearray()
+            if o.supported_features is None:
+                raise _null('SupportedFeatures')
+            _wcal(tb, o.supported_features, 'SupportedFeatures')
+            for e_supported_features in o.supported_features:
+                _write_SupportedFeatureKey_0(e_supported_features, tb)
+            out += b'\x00'
+            _wuv(out, len(tb))
+            out += tb
+        if o.finalized_features_epoch != -1:
+            tb = bytearray()
+            if o.finalized_features_epoch is None:
+                raise _null('FinalizedFeaturesEpoch')
+            tb += _S_q.pack(o.finalized_features_epoch)
+            out += b'\x01'
+            _wuv(out, len(tb))
+            out += tb
+        if (o.finalized_features is None or len(o.finalized_features) != 0):
+            tb = bytearray()
+            if o.finalized_features is None:
+                raise _null('FinalizedFeatures')
+            _wcal(tb, o.finalized_features, 'FinalizedFeatures')
+            for e_finalized_features in o.finalized_features:
+                _write_FinalizedFeatureKey_0(e_finalized_features, tb)
+            out += b'\x02'
+            _wuv(out, len(tb))
+            out += tb
+        if o.zk_migration_ready != False:
+            tb = bytearray()
+            if o.zk_migration_ready is None:
+                raise _null('ZkMigrationReady')
+            tb += _S__.pack(_bool(o.zk_migration_ready, 'ZkMigrationReady'))
+            out += b'\x03'
+            _wuv(out, len(tb))
+            out += tb
     else:
-        out.append(0)
+        tagged: list[tuple[int, bytes | bytearray]] = []
+        if (o.supported_features is None or len(o.supported_features) != 0):
+            tb = bytearray()
+            if o.supported_features is None:
+                raise _null('SupportedFeatures')
+            _wcal(tb, o.supported_features, 'SupportedFeatures')
+            for e_supported_features in o.supported_features:
+                _write_SupportedFeatureKey_0(e_supported_features, tb)
+            tagged.append((0, tb))
+        if o.finalized_features_epoch != -1:
+            tb = bytearray()
+            if o.finalized_features_epoch is None:
+                raise _null('FinalizedFeaturesEpoch')
+            tb += _S_q.pack(o.finalized_features_epoch)
+            tagged.append((1, tb))
+        if (o.finalized_features is None or len(o.finalized_features) != 0):
+            tb = bytearray()
+            if o.finalized_features is None:
+                raise _null('FinalizedFeatures')
+            _wcal(tb, o.finalized_features, 'FinalizedFeatures')
+            for e_finalized_features in o.finalized_features:
+                _write_FinalizedFeatureKey_0(e_finalized_features, tb)
+            tagged.append((2, tb))
+        if o.zk_migration_ready != False:
+            tb = bytearray()
+            if o.zk_migration_ready is None:
+                raise _null('ZkMigrationReady')
+            tb += _S__.pack(_bool(o.zk_migration_ready, 'ZkMigrationReady'))
+            tagged.append((3, tb))
+        _wts(out, tagged, o.unknown_tagged_fields, '_tagged_fields')
 
 
 ApiVersionsResponse._READERS = {0: _read_ApiVersionsResponse_0, 1: _read_ApiVersionsResponse_1, 2: _read_ApiVersionsResponse_1, 3: _read_ApiVersionsResponse_2, 4: _read_ApiVersionsResponse_2}

@@ -211,7 +211,9 @@ def _write_TopicData_0(o: TopicData, out: bytearray) -> None:
         raise _null('Partitions')
     _wal(out, o.partitions, 'Partitions')
     for e_partitions in o.partitions:
-        _write_PartitionData_0(e_partitions, out)
+        out += _S_iii.pack(e_partitions.partition_index, e_partitions.leader_id, e_partitions.leader_epoch)
+        if e_partitions.unknown_tagged_fields:
+            raise _EncodeError('tagged fields cannot be written at non-flexible version 0')
     if o.unknown_tagged_fields:
         raise _EncodeError('tagged fields cannot be written at non-flexible version 0')
 
@@ -285,7 +287,11 @@ def _write_TopicData_1(o: TopicData, out: bytearray) -> None:
         raise _null('Partitions')
     _wcal(out, o.partitions, 'Partitions')
     for e_partitions in o.partitions:
-        _write_PartitionData_1(e_partitions, out)
+        out += _S_i16sii.pack(e_partitions.partition_index, e_partitions.voter_directory_id.bytes, e_partitions.leader_id, e_partitions.leader_epoch)
+        if e_partitions.unknown_tagged_fields:
+            _wts(out, (), e_partitions.unknown_tagged_fields, '_tagged_fields')
+        else:
+            out.append(0)
     if o.unknown_tagged_fields:
         _wts(out, (), o.unknown_tagged_fields, '_tagged_fields')
     else:
@@ -466,7 +472,17 @@ def _write_BeginQuorumEpochRequest_1(o: BeginQuorumEpochRequest, out: bytearray)
         raise _null('LeaderEndpoints')
     _wcal(out, o.leader_endpoints, 'LeaderEndpoints')
     for e_leader_endpoints in o.leader_endpoints:
-        _write_LeaderEndpoint_0(e_leader_endpoints, out)
+        if e_leader_endpoints.name is None:
+            raise _null('Name')
+        _wcs(out, e_leader_endpoints.name, 'Name')
+        if e_leader_endpoints.host is None:
+            raise _null('Host')
+        _wcs(out, e_leader_endpoints.host, 'Host')
+        out += _S_H.pack(e_leader_endpoints.port)
+        if e_leader_endpoints.unknown_tagged_fields:
+            _wts(out, (), e_leader_endpoints.unknown_tagged_fields, '_tagged_fields')
+        else:
+            out.append(0)
     if o.unknown_tagged_fields:
         _wts(out, (), o.unknown_tagged_fields, '_tagged_fields')
     else:

@@ -208,7 +208,9 @@ def _write_TopicData_0(o: TopicData, out: bytearray) -> None:
         raise _null('Partitions')
     _wal(out, o.partitions, 'Partitions')
     for e_partitions in o.partitions:
-        _write_PartitionData_0(e_partitions, out)
+        out += _S_ihii.pack(e_partitions.partition_index, e_partitions.error_code, e_partitions.leader_id, e_partitions.leader_epoch)
+        if e_partitions.unknown_tagged_fields:
+            raise _EncodeError('tagged fields cannot be written at non-flexible version 0')
     if o.unknown_tagged_fields:
         raise _EncodeError('tagged fields cannot be written at non-flexible version 0')
 
@@ -281,7 +283,11 @@ def _write_TopicData_1(o: TopicData, out: bytearray) -> None:
         raise _null('Partitions')
     _wcal(out, o.partitions, 'Partitions')
     for e_partitions in o.partitions:
-        _write_PartitionData_1(e_partitions, out)
+        out += _S_ihii.pack(e_partitions.partition_index, e_partitions.error_code, e_partitions.leader_id, e_partitions.leader_epoch)
+        if e_partitions.unknown_tagged_fields:
+            _wts(out, (), e_partitions.unknown_tagged_fields, '_tagged_fields')
+        else:
+            out.append(0)
     if o.unknown_tagged_fields:
         _wts(out, (), o.unknown_tagged_fields, '_tagged_fields')
     else:
@@ -438,19 +444,29 @@ def _write_BeginQuorumEpochResponse_1(o: BeginQuorumEpochResponse, out: bytearra
     _wcal(out, o.topics, 'Topics')
     for e_topics in o.topics:
         _write_TopicData_1(e_topics, out)
-    tagged: list[tuple[int, bytes | bytearray]] = []
-    if (o.node_endpoints is None or len(o.node_endpoints) != 0):
-        tb = bytearray()
-        if o.node_endpoints is None:
-            raise _null('NodeEndpoints')
-        _wcal(tb, o.node_endpoints, 'NodeEndpoints')
-        for e_node_endpoints in o.node_endpoints:
-            _write_NodeEndpoint_0(e_node_endpoints, tb)
-        tagged.append((0, tb))
-    if tagged or o.unknown_tagged_fields:
-        _wts(out, tagged, o.unknown_tagged_fields, '_tagged_fields')
+    if not o.unknown_tagged_fields:
+        out.append(((o.node_endpoints is None or len(o.node_endpoints) != 0)))
+        if (o.node_endpoints is None or len(o.node_endpoints) != 0):
+            tb = bytearray()
+            if o.node_endpoints is None:
+                raise _null('NodeEndpoints')
+            _wcal(tb, o.node_endpoints, 'NodeEndpoints')
+            for e_node_endpoints in o.node_endpoints:
+                _write_NodeEndpoint_0(e_node_endpoints, tb)
+            out += b'\x00'
+            _wuv(out, len(tb))
+            out += tb
     else:
-        out.append(0)
+        tagged: list[tuple[int, bytes | bytearray]] = []
+        if (o.node_endpoints is None or len(o.node_endpoints) != 0):
+            tb = bytearray()
+            if o.node_endpoints is None:
+                raise _null('NodeEndpoints')
+            _wcal(tb, o.node_endpoints, 'NodeEndpoints')
+            for e_node_endpoints in o.node_endpoints:
+                _write_NodeEndpoint_0(e_node_endpoints, tb)
+            tagged.append((0, tb))
+        _wts(out, tagged, o.unknown_tagged_fields, '_tagged_fields')
 
 
 BeginQuorumEpochResponse._READERS = {0: _read_BeginQuorumEpochResponse_0, 1: _read_BeginQuorumEpochResponse_1}

@@ -97,15 +97,21 @@ def _read_BeginTransactionRecord_0(buf: bytes | bytearray | memoryview, pos: int
 
 def _write_BeginTransactionRecord_0(o: BeginTransactionRecord, out: bytearray) -> None:
     # versions 0
-    tagged: list[tuple[int, bytes | bytearray]] = []
-    if o.name is not None:
-        tb = bytearray()
-        _wcs(tb, o.name, 'Name')
-        tagged.append((0, tb))
-    if tagged or o.unknown_tagged_fields:
-        _wts(out, tagged, o.unknown_tagged_fields, '_tagged_fields')
+    if not o.unknown_tagged_fields:
+        out.append((o.name is not None))
+        if o.name is not None:
+            tb = bytearray()
+            _wcs(tb, o.name, 'Name')
+            out += b'\x00'
+            _wuv(out, len(tb))
+            out += tb
     else:
-        out.append(0)
+        tagged: list[tuple[int, bytes | bytearray]] = []
+        if o.name is not None:
+            tb = bytearray()
+            _wcs(tb, o.name, 'Name')
+            tagged.append((0, tb))
+        _wts(out, tagged, o.unknown_tagged_fields, '_tagged_fields')
 
 
 BeginTransactionRecord._READERS = {0: _read_BeginTransactionRecord_0}

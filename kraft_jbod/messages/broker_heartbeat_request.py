@@ -159,18 +159,27 @@ def _read_BrokerHeartbeatRequest_1(buf: bytes | bytearray | memoryview, pos: int
 def _write_BrokerHeartbeatRequest_1(o: BrokerHeartbeatRequest, out: bytearray) -> None:
     # versions 1
     out += _S_iqq__.pack(o.broker_id, o.broker_epoch, o.current_metadata_offset, (o.want_fence if o.want_fence.__class__ is bool else _bool(o.want_fence, 'WantFence')), (o.want_shut_down if o.want_shut_down.__class__ is bool else _bool(o.want_shut_down, 'WantShutDown')))
-    tagged: list[tuple[int, bytes | bytearray]] = []
-    if (o.offline_log_dirs is None or len(o.offline_log_dirs) != 0):
-        tb = bytearray()
-        if o.offline_log_dirs is None:
-            raise _null('OfflineLogDirs')
-        _wcal(tb, o.offline_log_dirs, 'OfflineLogDirs')
-        tb += b''.join([e_offline_log_dirs.bytes for e_offline_log_dirs in o.offline_log_dirs])
-        tagged.append((0, tb))
-    if tagged or o.unknown_tagged_fields:
-        _wts(out, tagged, o.unknown_tagged_fields, '_tagged_fields')
+    if not o.unknown_tagged_fields:
+        out.append(((o.offline_log_dirs is None or len(o.offline_log_dirs) != 0)))
+        if (o.offline_log_dirs is None or len(o.offline_log_dirs) != 0):
+            tb = bytearray()
+            if o.offline_log_dirs is None:
+                raise _null('OfflineLogDirs')
+            _wcal(tb, o.offline_log_dirs, 'OfflineLogDirs')
+            tb += b''.join([e_offline_log_dirs.bytes for e_offline_log_dirs in o.offline_log_dirs])
+            out += b'\x00'
+            _wuv(out, len(tb))
+            out += tb
     else:
-        out.append(0)
+        tagged: list[tuple[int, bytes | bytearray]] = []
+        if (o.offline_log_dirs is None or len(o.offline_log_dirs) != 0):
+            tb = bytearray()
+            if o.offline_log_dirs is None:
+                raise _null('OfflineLogDirs')
+            _wcal(tb, o.offline_log_dirs, 'OfflineLogDirs')
+            tb += b''.join([e_offline_log_dirs.bytes for e_offline_log_dirs in o.offline_log_dirs])
+            tagged.append((0, tb))
+        _wts(out, tagged, o.unknown_tagged_fields, '_tagged_fields')
 
 
 BrokerHeartbeatRequest._READERS = {0: _read_BrokerHeartbeatRequest_0, 1: _read_BrokerHeartbeatRequest_1}

@@ -122,17 +122,25 @@ def _write_BrokerRegistrationChangeRecord_0(o: BrokerRegistrationChangeRecord, o
     if (o.log_dirs is None or len(o.log_dirs) != 0):
         raise _absent('LogDirs', 0)
     out += _S_iq.pack(o.broker_id, o.broker_epoch)
-    tagged: list[tuple[int, bytes | bytearray]] = []
-    if o.fenced != 0:
-        tb = bytearray()
-        if o.fenced is None:
-            raise _null('Fenced')
-        tb += _S_b.pack(o.fenced)
-        tagged.append((0, tb))
-    if tagged or o.unknown_tagged_fields:
-        _wts(out, tagged, o.unknown_tagged_fields, '_tagged_fields')
+    if not o.unknown_tagged_fields:
+        out.append((o.fenced != 0))
+        if o.fenced != 0:
+            tb = bytearray()
+            if o.fenced is None:
+                raise _null('Fenced')
+            tb += _S_b.pack(o.fenced)
+            out += b'\x00'
+            _wuv(out, len(tb))
+            out += tb
     else:
-        out.append(0)
+        tagged: list[tuple[int, bytes | bytearray]] = []
+        if o.fenced != 0:
+            tb = bytearray()
+            if o.fenced is None:
+                raise _null('Fenced')
+            tb += _S_b.pack(o.fenced)
+            tagged.append((0, tb))
+        _wts(out, tagged, o.unknown_tagged_fields, '_tagged_fields')
 
 
 def _read_BrokerRegistrationChangeRecord_1(buf: bytes | bytearray | memoryview, pos: int) -> tuple[BrokerRegistrationChangeRecord, int]:
@@ -188,23 +196,39 @@ def _write_BrokerRegistrationChangeRecord_1(o: BrokerRegistrationChangeRecord, o
     if (o.log_dirs is None or len(o.log_dirs) != 0):
         raise _absent('LogDirs', 1)
     out += _S_iq.pack(o.broker_id, o.broker_epoch)
-    tagged: list[tuple[int, bytes | bytearray]] = []
-    if o.fenced != 0:
-        tb = bytearray()
-        if o.fenced is None:
-            raise _null('Fenced')
-        tb += _S_b.pack(o.fenced)
-        tagged.append((0, tb))
-    if o.in_controlled_shutdown != 0:
-        tb = bytearray()
-        if o.in_controlled_shutdown is None:
-            raise _null('InControlledShutdown')
-        tb += _S_b.pack(o.in_controlled_shutdown)
-        tagged.append((1, tb))
-    if tagged or o.unknown_tagged_fields:
-        _wts(out, tagged, o.unknown_tagged_fields, '_tagged_fields')
+    if not o.unknown_tagged_fields:
+        out.append((o.fenced != 0) + (o.in_controlled_shutdown != 0))
+        if o.fenced != 0:
+            tb = bytearray()
+            if o.fenced is None:
+                raise _null('Fenced')
+            tb += _S_b.pack(o.fenced)
+            out += b'\x00'
+            _wuv(out, len(tb))
+            out += tb
+        if o.in_controlled_shutdown != 0:
+            tb = bytearray()
+            if o.in_controlled_shutdown is None:
+                raise _null('InControlledShutdown')
+            tb += _S_b.pack(o.in_controlled_shutdown)
+            out += b'\x01'
+            _wuv(out, len(tb))
+            out += tb
     else:
-        out.append(0)
+        tagged: list[tuple[int, bytes | bytearray]] = []
+        if o.fenced != 0:
+            tb = bytearray()
+            if o.fenced is None:
+                raise _null('Fenced')
+            tb += _S_b.pack(o.fenced)
+            tagged.append((0, tb))
+        if o.in_controlled_shutdown != 0:
+            tb = bytearray()
+            if o.in_controlled_shutdown is None:
+                raise _null('InControlledShutdown')
+            tb += _S_b.pack(o.in_controlled_shutdown)
+            tagged.append((1, tb))
+        _wts(out, tagged, o.unknown_tagged_fields, '_tagged_fields')
 
 
 def _read_BrokerRegistrationChangeRecord_2(buf: bytes | bytearray | memoryview, pos: int) -> tuple[BrokerRegistrationChangeRecord, int]:
@@ -262,30 +286,55 @@ def _read_BrokerRegistrationChangeRecord_2(buf: bytes | bytearray | memoryview, 
 def _write_BrokerRegistrationChangeRecord_2(o: BrokerRegistrationChangeRecord, out: bytearray) -> None:
     # versions 2
     out += _S_iq.pack(o.broker_id, o.broker_epoch)
-    tagged: list[tuple[int, bytes | bytearray]] = []
-    if o.fenced != 0:
-        tb = bytearray()
-        if o.fenced is None:
-            raise _null('Fenced')
-        tb += _S_b.pack(o.fenced)
-        tagged.append((0, tb))
-    if o.in_controlled_shutdown != 0:
-        tb = bytearray()
-        if o.in_controlled_shutdown is None:
-            raise _null('InControlledShutdown')
-        tb += _S_b.pack(o.in_controlled_shutdown)
-        tagged.append((1, tb))
-    if (o.log_dirs is None or len(o.log_dirs) != 0):
-        tb = bytearray()
-        if o.log_dirs is None:
-            raise _null('LogDirs')
-        _wcal(tb, o.log_dirs, 'LogDirs')
-        tb += b''.join([e_log_dirs.bytes for e_log_dirs in o.log_dirs])
-        tagged.append((2, tb))
-    if tagged or o.unknown_tagged_fields:
-        _wts(out, tagged, o.unknown_tagged_fields, '_tagged_fields')
+    if not o.unknown_tagged_fields:
+        out.append((o.fenced != 0) + (o.in_controlled_shutdown != 0) + ((o.log_dirs is None or len(o.log_dirs) != 0)))
+        if o.fenced != 0:
+            tb = bytearray()
+            if o.fenced is None:
+                raise _null('Fenced')
+            tb += _S_b.pack(o.fenced)
+            out += b'\x00'
+            _wuv(out, len(tb))
+            out += tb
+        if o.in_controlled_shutdown != 0:
+            tb = bytearray()
+            if o.in_controlled_shutdown is None:
+                raise _null('InControlledShutdown')
+            tb += _S_b.pack(o.in_controlled_shutdown)
+            out += b'\x01'
+            _wuv(out, len(tb))
+            out += tb
+        if (o.log_dirs is None or len(o.log_dirs) != 0):
+            tb = bytearray()
+            if o.log_dirs is None:
+                raise _null('LogDirs')
+            _wcal(tb, o.log_dirs, 'LogDirs')
+            tb += b''.join([e_log_dirs.bytes for e_log_dirs in o.log_dirs])
+            out += b'\x02'
+            _wuv(out, len(tb))
+            out += tb
     else:
-        out.append(0)
+        tagged: list[tuple[int, bytes | bytearray]] = []
+        if o.fenced != 0:
+            tb = bytearray()
+            if o.fenced is None:
+                raise _null('Fenced')
+            tb += _S_b.pack(o.fenced)
+            tagged.append((0, tb))
+        if o.in_controlled_shutdown != 0:
+            tb = bytearray()
+            if o.in_controlled_shutdown is None:
+                raise _null('InControlledShutdown')
+            tb += _S_b.pack(o.in_controlled_shutdown)
+            tagged.append((1, tb))
+        if (o.log_dirs is None or len(o.log_dirs) != 0):
+            tb = bytearray()
+            if o.log_dirs is None:
+                raise _null('LogDirs')
+            _wcal(tb, o.log_dirs, 'LogDirs')
+            tb += b''.join([e_log_dirs.bytes for e_log_dirs in o.log_dirs])
+            tagged.append((2, tb))
+        _wts(out, tagged, o.unknown_tagged_fields, '_tagged_fields')
 
 
 BrokerRegistrationChangeRecord._READERS = {0: _read_BrokerRegistrationChangeRecord_0, 1: _read_BrokerRegistrationChangeRecord_1, 2: _read_BrokerRegistrationChangeRecord_2}

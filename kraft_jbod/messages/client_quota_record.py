@@ -185,7 +185,14 @@ def _write_ClientQuotaRecord_0(o: ClientQuotaRecord, out: bytearray) -> None:
         raise _null('Entity')
     _wcal(out, o.entity, 'Entity')
     for e_entity in o.entity:
-        _write_EntityData_0(e_entity, out)
+        if e_entity.entity_type is None:
+            raise _null('EntityType')
+        _wcs(out, e_entity.entity_type, 'EntityType')
+        _wcs(out, e_entity.entity_name, 'EntityName')
+        if e_entity.unknown_tagged_fields:
+            _wts(out, (), e_entity.unknown_tagged_fields, '_tagged_fields')
+        else:
+            out.append(0)
     if o.key is None:
         raise _null('Key')
     _wcs(out, o.key, 'Key')

@@ -265,7 +265,15 @@ def _write_ConsumerGroupHeartbeatRequest_0(o: ConsumerGroupHeartbeatRequest, out
     _wcal(out, o.topic_partitions, 'TopicPartitions')
     if o.topic_partitions is not None:
         for e_topic_partitions in o.topic_partitions:
-            _write_TopicPartitions_0(e_topic_partitions, out)
+            out += _S_16s.pack(e_topic_partitions.topic_id.bytes)
+            if e_topic_partitions.partitions is None:
+                raise _null('Partitions')
+            _wcal(out, e_topic_partitions.partitions, 'Partitions')
+            out += _struct.pack(f'>{len(e_topic_partitions.partitions)}i', *e_topic_partitions.partitions)
+            if e_topic_partitions.unknown_tagged_fields:
+                _wts(out, (), e_topic_partitions.unknown_tagged_fields, '_tagged_fields')
+            else:
+                out.append(0)
     if o.unknown_tagged_fields:
         _wts(out, (), o.unknown_tagged_fields, '_tagged_fields')
     else:
@@ -398,7 +406,15 @@ def _write_ConsumerGroupHeartbeatRequest_1(o: ConsumerGroupHeartbeatRequest, out
     _wcal(out, o.topic_partitions, 'TopicPartitions')
     if o.topic_partitions is not None:
         for e_topic_partitions in o.topic_partitions:
-            _write_TopicPartitions_0(e_topic_partitions, out)
+            out += _S_16s.pack(e_topic_partitions.topic_id.bytes)
+            if e_topic_partitions.partitions is None:
+                raise _null('Partitions')
+            _wcal(out, e_topic_partitions.partitions, 'Partitions')
+            out += _struct.pack(f'>{len(e_topic_partitions.partitions)}i', *e_topic_partitions.partitions)
+            if e_topic_partitions.unknown_tagged_fields:
+                _wts(out, (), e_topic_partitions.unknown_tagged_fields, '_tagged_fields')
+            else:
+                out.append(0)
     if o.unknown_tagged_fields:
         _wts(out, (), o.unknown_tagged_fields, '_tagged_fields')
     else:

@@ -214,7 +214,15 @@ def _write_Assignment_0(o: Assignment, out: bytearray) -> None:
         raise _null('TopicPartitions')
     _wcal(out, o.topic_partitions, 'TopicPartitions')
     for e_topic_partitions in o.topic_partitions:
-        _write_TopicPartitions_0(e_topic_partitions, out)
+        out += _S_16s.pack(e_topic_partitions.topic_id.bytes)
+        if e_topic_partitions.partitions is None:
+            raise _null('Partitions')
+        _wcal(out, e_topic_partitions.partitions, 'Partitions')
+        out += _struct.pack(f'>{len(e_topic_partitions.partitions)}i', *e_topic_partitions.partitions)
+        if e_topic_partitions.unknown_tagged_fields:
+            _wts(out, (), e_topic_partitions.unknown_tagged_fields, '_tagged_fields')
+        else:
+            out.append(0)
     if o.unknown_tagged_fields:
         _wts(out, (), o.unknown_tagged_fields, '_tagged_fields')
     else:

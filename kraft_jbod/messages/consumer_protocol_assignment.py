@@ -140,7 +140,15 @@ def _write_ConsumerProtocolAssignment_0(o: ConsumerProtocolAssignment, out: byte
         raise _null('AssignedPartitions')
     _wal(out, o.assigned_partitions, 'AssignedPartitions')
     for e_assigned_partitions in o.assigned_partitions:
-        _write_TopicPartition_0(e_assigned_partitions, out)
+        if e_assigned_partitions.topic is None:
+            raise _null('Topic')
+        _ws(out, e_assigned_partitions.topic, 'Topic')
+        if e_assigned_partitions.partitions is None:
+            raise _null('Partitions')
+        _wal(out, e_assigned_partitions.partitions, 'Partitions')
+        out += _struct.pack(f'>{len(e_assigned_partitions.partitions)}i', *e_assigned_partitions.partitions)
+        if e_assigned_partitions.unknown_tagged_fields:
+            raise _EncodeError('tagged fields cannot be written at non-flexible version 0')
     _wb(out, o.user_data, 'UserData')
     if o.unknown_tagged_fields:
         raise _EncodeError('tagged fields cannot be written at non-flexible version 0-3')

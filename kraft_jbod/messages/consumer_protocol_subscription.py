@@ -198,7 +198,15 @@ def _write_ConsumerProtocolSubscription_1(o: ConsumerProtocolSubscription, out: 
         raise _null('OwnedPartitions')
     _wal(out, o.owned_partitions, 'OwnedPartitions')
     for e_owned_partitions in o.owned_partitions:
-        _write_TopicPartition_0(e_owned_partitions, out)
+        if e_owned_partitions.topic is None:
+            raise _null('Topic')
+        _ws(out, e_owned_partitions.topic, 'Topic')
+        if e_owned_partitions.partitions is None:
+            raise _null('Partitions')
+        _wal(out, e_owned_partitions.partitions, 'Partitions')
+        out += _struct.pack(f'>{len(e_owned_partitions.partitions)}i', *e_owned_partitions.partitions)
+        if e_owned_partitions.unknown_tagged_fields:
+            raise _EncodeError('tagged fields cannot be written at non-flexible version 1')
     if o.unknown_tagged_fields:
         raise _EncodeError('tagged fields cannot be written at non-flexible version 1')
 
@@ -260,7 +268,15 @@ def _write_ConsumerProtocolSubscription_2(o: ConsumerProtocolSubscription, out: 
         raise _null('OwnedPartitions')
     _wal(out, o.owned_partitions, 'OwnedPartitions')
     for e_owned_partitions in o.owned_partitions:
-        _write_TopicPartition_0(e_owned_partitions, out)
+        if e_owned_partitions.topic is None:
+            raise _null('Topic')
+        _ws(out, e_owned_partitions.topic, 'Topic')
+        if e_owned_partitions.partitions is None:
+            raise _null('Partitions')
+        _wal(out, e_owned_partitions.partitions, 'Partitions')
+        out += _struct.pack(f'>{len(e_owned_partitions.partitions)}i', *e_owned_partitions.partitions)
+        if e_owned_partitions.unknown_tagged_fields:
+            raise _EncodeError('tagged fields cannot be written at non-flexible version 2')
     out += _S_i.pack(o.generation_id)
     if o.unknown_tagged_fields:
         raise _EncodeError('tagged fields cannot be written at non-flexible version 2')
@@ -324,7 +340,15 @@ def _write_ConsumerProtocolSubscription_3(o: ConsumerProtocolSubscription, out: 
         raise _null('OwnedPartitions')
     _wal(out, o.owned_partitions, 'OwnedPartitions')
     for e_owned_partitions in o.owned_partitions:
-        _write_TopicPartition_0(e_owned_partitions, out)
+        if e_owned_partitions.topic is None:
+            raise _null('Topic')
+        _ws(out, e_owned_partitions.topic, 'Topic')
+        if e_owned_partitions.partitions is None:
+            raise _null('Partitions')
+        _wal(out, e_owned_partitions.partitions, 'Partitions')
+        out += _struct.pack(f'>{len(e_owned_partitions.partitions)}i', *e_owned_partitions.partitions)
+        if e_owned_partitions.unknown_tagged_fields:
+            raise _EncodeError('tagged fields cannot be written at non-flexible version 3')
     out += _S_i.pack(o.generation_id)
     _ws(out, o.rack_id, 'RackId')
     if o.unknown_tagged_fields:

@@ -186,7 +186,12 @@ def _write_ControlledShutdownResponse_0(o: ControlledShutdownResponse, out: byte
         raise _null('RemainingPartitions')
     _wal(out, o.remaining_partitions, 'RemainingPartitions')
     for e_remaining_partitions in o.remaining_partitions:
-        _write_RemainingPartition_0(e_remaining_partitions, out)
+        if e_remaining_partitions.topic_name is None:
+            raise _null('TopicName')
+        _ws(out, e_remaining_partitions.topic_name, 'TopicName')
+        out += _S_i.pack(e_remaining_partitions.partition_index)
+        if e_remaining_partitions.unknown_tagged_fields:
+            raise _EncodeError('tagged fields cannot be written at non-flexible version 0')
     if o.unknown_tagged_fields:
         raise _EncodeError('tagged fields cannot be written at non-flexible version 0-2')
 
@@ -259,7 +264,14 @@ def _write_ControlledShutdownResponse_1(o: ControlledShutdownResponse, out: byte
         raise _null('RemainingPartitions')
     _wcal(out, o.remaining_partitions, 'RemainingPartitions')
     for e_remaining_partitions in o.remaining_partitions:
-        _write_RemainingPartition_1(e_remaining_partitions, out)
+        if e_remaining_partitions.topic_name is None:
+            raise _null('TopicName')
+        _wcs(out, e_remaining_partitions.topic_name, 'TopicName')
+        out += _S_i.pack(e_remaining_partitions.partition_index)
+        if e_remaining_partitions.unknown_tagged_fields:
+            _wts(out, (), e_remaining_partitions.unknown_tagged_fields, '_tagged_fields')
+        else:
+            out.append(0)
     if o.unknown_tagged_fields:
         _wts(out, (), o.unknown_tagged_fields, '_tagged_fields')
     else:

@@ -296,12 +296,29 @@ def _write_ControllerRegistrationRequest_0(o: ControllerRegistrationRequest, out
         raise _null('Listeners')
     _wcal(out, o.listeners, 'Listeners')
     for e_listeners in o.listeners:
-        _write_Listener_0(e_listeners, out)
+        if e_listeners.name is None:
+            raise _null('Name')
+        _wcs(out, e_listeners.name, 'Name')
+        if e_listeners.host is None:
+            raise _null('Host')
+        _wcs(out, e_listeners.host, 'Host')
+        out += _S_Hh.pack(e_listeners.port, e_listeners.security_protocol)
+        if e_listeners.unknown_tagged_fields:
+            _wts(out, (), e_listeners.unknown_tagged_fields, '_tagged_fields')
+        else:
+            out.append(0)
     if o.features is None:
         raise _null('Features')
     _wcal(out, o.features, 'Features')
     for e_features in o.features:
-        _write_Feature_0(e_features, out)
+        if e_features.name is None:
+            raise _null('Name')
+        _wcs(out, e_features.name, 'Name')
+        out += _S_hh.pack(e_features.min_supported_version, e_features.max_supported_version)
+        if e_features.unknown_tagged_fields:
+            _wts(out, (), e_features.unknown_tagged_fields, '_tagged_fields')
+        else:
+            out.append(0)
     if o.unknown_tagged_fields:
         _wts(out, (), o.unknown_tagged_fields, '_tagged_fields')
     else:

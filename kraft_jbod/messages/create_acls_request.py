@@ -287,7 +287,21 @@ def _write_CreateAclsRequest_0(o: CreateAclsRequest, out: bytearray) -> None:
         raise _null('Creations')
     _wal(out, o.creations, 'Creations')
     for e_creations in o.creations:
-        _write_AclCreation_0(e_creations, out)
+        if e_creations.resource_pattern_type != 3:
+            raise _absent('ResourcePatternType', '0')
+        out += _S_b.pack(e_creations.resource_type)
+        if e_creations.resource_name is None:
+            raise _null('ResourceName')
+        _ws(out, e_creations.resource_name, 'ResourceName')
+        if e_creations.principal is None:
+            raise _null('Principal')
+        _ws(out, e_creations.principal, 'Principal')
+        if e_creations.host is None:
+            raise _null('Host')
+        _ws(out, e_creations.host, 'Host')
+        out += _S_bb.pack(e_creations.operation, e_creations.permission_type)
+        if e_creations.unknown_tagged_fields:
+            raise _EncodeError('tagged fields cannot be written at non-flexible version 0')
     if o.unknown_tagged_fields:
         raise _EncodeError('tagged fields cannot be written at non-flexible version 0')
 
@@ -341,7 +355,20 @@ def _write_CreateAclsRequest_1(o: CreateAclsRequest, out: bytearray) -> None:
         raise _null('Creations')
     _wal(out, o.creations, 'Creations')
     for e_creations in o.creations:
-        _write_AclCreation_1(e_creations, out)
+        out += _S_b.pack(e_creations.resource_type)
+        if e_creations.resource_name is None:
+            raise _null('ResourceName')
+        _ws(out, e_creations.resource_name, 'ResourceName')
+        out += _S_b.pack(e_creations.resource_pattern_type)
+        if e_creations.principal is None:
+            raise _null('Principal')
+        _ws(out, e_creations.principal, 'Principal')
+        if e_creations.host is None:
+            raise _null('Host')
+        _ws(out, e_creations.host, 'Host')
+        out += _S_bb.pack(e_creations.operation, e_creations.permission_type)
+        if e_creations.unknown_tagged_fields:
+            raise _EncodeError('tagged fields cannot be written at non-flexible version 1')
     if o.unknown_tagged_fields:
         raise _EncodeError('tagged fields cannot be written at non-flexible version 1')
 
@@ -423,7 +450,22 @@ def _write_CreateAclsRequest_2(o: CreateAclsRequest, out: bytearray) -> None:
         raise _null('Creations')
     _wcal(out, o.creations, 'Creations')
     for e_creations in o.creations:
-        _write_AclCreation_2(e_creations, out)
+        out += _S_b.pack(e_creations.resource_type)
+        if e_creations.resource_name is None:
+            raise _null('ResourceName')
+        _wcs(out, e_creations.resource_name, 'ResourceName')
+        out += _S_b.pack(e_creations.resource_pattern_type)
+        if e_creations.principal is None:
+            raise _null('Principal')
+        _wcs(out, e_creations.principal, 'Principal')
+        if e_creations.host is None:
+            raise _null('Host')
+        _wcs(out, e_creations.host, 'Host')
+        out += _S_bb.pack(e_creations.operation, e_creations.permission_type)
+        if e_creations.unknown_tagged_fields:
+            _wts(out, (), e_creations.unknown_tagged_fields, '_tagged_fields')
+        else:
+            out.append(0)
     if o.unknown_tagged_fields:
         _wts(out, (), o.unknown_tagged_fields, '_tagged_fields')
     else:

@@ -182,7 +182,10 @@ def _write_CreateAclsResponse_0(o: CreateAclsResponse, out: bytearray) -> None:
         raise _null('Results')
     _wal(out, o.results, 'Results')
     for e_results in o.results:
-        _write_AclCreationResult_0(e_results, out)
+        out += _S_h.pack(e_results.error_code)
+        _ws(out, e_results.error_message, 'ErrorMessage')
+        if e_results.unknown_tagged_fields:
+            raise _EncodeError('tagged fields cannot be written at non-flexible version 0')
     if o.unknown_tagged_fields:
         raise _EncodeError('tagged fields cannot be written at non-flexible version 0-1')
 
@@ -255,7 +258,12 @@ def _write_CreateAclsResponse_1(o: CreateAclsResponse, out: bytearray) -> None:
         raise _null('Results')
     _wcal(out, o.results, 'Results')
     for e_results in o.results:
-        _write_AclCreationResult_1(e_results, out)
+        out += _S_h.pack(e_results.error_code)
+        _wcs(out, e_results.error_message, 'ErrorMessage')
+        if e_results.unknown_tagged_fields:
+            _wts(out, (), e_results.unknown_tagged_fields, '_tagged_fields')
+        else:
+            out.append(0)
     if o.unknown_tagged_fields:
         _wts(out, (), o.unknown_tagged_fields, '_tagged_fields')
     else:

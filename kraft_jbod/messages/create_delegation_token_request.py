@@ -186,7 +186,14 @@ def _write_CreateDelegationTokenRequest_0(o: CreateDelegationTokenRequest, out: 
         raise _null('Renewers')
     _wal(out, o.renewers, 'Renewers')
     for e_renewers in o.renewers:
-        _write_CreatableRenewers_0(e_renewers, out)
+        if e_renewers.principal_type is None:
+            raise _null('PrincipalType')
+        _ws(out, e_renewers.principal_type, 'PrincipalType')
+        if e_renewers.principal_name is None:
+            raise _null('PrincipalName')
+        _ws(out, e_renewers.principal_name, 'PrincipalName')
+        if e_renewers.unknown_tagged_fields:
+            raise _EncodeError('tagged fields cannot be written at non-flexible version 0')
     out += _S_q.pack(o.max_lifetime_ms)
     if o.unknown_tagged_fields:
         raise _EncodeError('tagged fields cannot be written at non-flexible version 0-1')
@@ -262,7 +269,16 @@ def _write_CreateDelegationTokenRequest_1(o: CreateDelegationTokenRequest, out: 
         raise _null('Renewers')
     _wcal(out, o.renewers, 'Renewers')
     for e_renewers in o.renewers:
-        _write_CreatableRenewers_1(e_renewers, out)
+        if e_renewers.principal_type is None:
+            raise _null('PrincipalType')
+        _wcs(out, e_renewers.principal_type, 'PrincipalType')
+        if e_renewers.principal_name is None:
+            raise _null('PrincipalName')
+        _wcs(out, e_renewers.principal_name, 'PrincipalName')
+        if e_renewers.unknown_tagged_fields:
+            _wts(out, (), e_renewers.unknown_tagged_fields, '_tagged_fields')
+        else:
+            out.append(0)
     out += _S_q.pack(o.max_lifetime_ms)
     if o.unknown_tagged_fields:
         _wts(out, (), o.unknown_tagged_fields, '_tagged_fields')
@@ -340,7 +356,16 @@ def _write_CreateDelegationTokenRequest_2(o: CreateDelegationTokenRequest, out: 
         raise _null('Renewers')
     _wcal(out, o.renewers, 'Renewers')
     for e_renewers in o.renewers:
-        _write_CreatableRenewers_1(e_renewers, out)
+        if e_renewers.principal_type is None:
+            raise _null('PrincipalType')
+        _wcs(out, e_renewers.principal_type, 'PrincipalType')
+        if e_renewers.principal_name is None:
+            raise _null('PrincipalName')
+        _wcs(out, e_renewers.principal_name, 'PrincipalName')
+        if e_renewers.unknown_tagged_fields:
+            _wts(out, (), e_renewers.unknown_tagged_fields, '_tagged_fields')
+        else:
+            out.append(0)
     out += _S_q.pack(o.max_lifetime_ms)
     if o.unknown_tagged_fields:
         _wts(out, (), o.unknown_tagged_fields, '_tagged_fields')

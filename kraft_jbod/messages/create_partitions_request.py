@@ -198,7 +198,12 @@ def _write_CreatePartitionsTopic_0(o: CreatePartitionsTopic, out: bytearray) -> 
     _wal(out, o.assignments, 'Assignments')
     if o.assignments is not None:
         for e_assignments in o.assignments:
-            _write_CreatePartitionsAssignment_0(e_assignments, out)
+            if e_assignments.broker_ids is None:
+                raise _null('BrokerIds')
+            _wal(out, e_assignments.broker_ids, 'BrokerIds')
+            out += _struct.pack(f'>{len(e_assignments.broker_ids)}i', *e_assignments.broker_ids)
+            if e_assignments.unknown_tagged_fields:
+                raise _EncodeError('tagged fields cannot be written at non-flexible version 0')
     if o.unknown_tagged_fields:
         raise _EncodeError('tagged fields cannot be written at non-flexible version 0-1')
 
@@ -279,7 +284,14 @@ def _write_CreatePartitionsTopic_1(o: CreatePartitionsTopic, out: bytearray) -> 
     _wcal(out, o.assignments, 'Assignments')
     if o.assignments is not None:
         for e_assignments in o.assignments:
-            _write_CreatePartitionsAssignment_1(e_assignments, out)
+            if e_assignments.broker_ids is None:
+                raise _null('BrokerIds')
+            _wcal(out, e_assignments.broker_ids, 'BrokerIds')
+            out += _struct.pack(f'>{len(e_assignments.broker_ids)}i', *e_assignments.broker_ids)
+            if e_assignments.unknown_tagged_fields:
+                _wts(out, (), e_assignments.unknown_tagged_fields, '_tagged_fields')
+            else:
+                out.append(0)
     if o.unknown_tagged_fields:
         _wts(out, (), o.unknown_tagged_fields, '_tagged_fields')
     else:

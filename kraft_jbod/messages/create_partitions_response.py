@@ -195,7 +195,13 @@ def _write_CreatePartitionsResponse_0(o: CreatePartitionsResponse, out: bytearra
         raise _null('Results')
     _wal(out, o.results, 'Results')
     for e_results in o.results:
-        _write_CreatePartitionsTopicResult_0(e_results, out)
+        if e_results.name is None:
+            raise _null('Name')
+        _ws(out, e_results.name, 'Name')
+        out += _S_h.pack(e_results.error_code)
+        _ws(out, e_results.error_message, 'ErrorMessage')
+        if e_results.unknown_tagged_fields:
+            raise _EncodeError('tagged fields cannot be written at non-flexible version 0')
     if o.unknown_tagged_fields:
         raise _EncodeError('tagged fields cannot be written at non-flexible version 0-1')
 
@@ -270,7 +276,15 @@ def _write_CreatePartitionsResponse_1(o: CreatePartitionsResponse, out: bytearra
         raise _null('Results')
     _wcal(out, o.results, 'Results')
     for e_results in o.results:
-        _write_CreatePartitionsTopicResult_1(e_results, out)
+        if e_results.name is None:
+            raise _null('Name')
+        _wcs(out, e_results.name, 'Name')
+        out += _S_h.pack(e_results.error_code)
+        _wcs(out, e_results.error_message, 'ErrorMessage')
+        if e_results.unknown_tagged_fields:
+            _wts(out, (), e_results.unknown_tagged_fields, '_tagged_fields')
+        else:
+            out.append(0)
     if o.unknown_tagged_fields:
         _wts(out, (), o.unknown_tagged_fields, '_tagged_fields')
     else:

@@ -304,12 +304,23 @@ def _write_CreatableTopic_0(o: CreatableTopic, out: bytearray) -> None:
         raise _null('Assignments')
     _wal(out, o.assignments, 'Assignments')
     for e_assignments in o.assignments:
-        _write_CreatableReplicaAssignment_0(e_assignments, out)
+        out += _S_i.pack(e_assignments.partition_index)
+        if e_assignments.broker_ids is None:
+            raise _null('BrokerIds')
+        _wal(out, e_assignments.broker_ids, 'BrokerIds')
+        out += _struct.pack(f'>{len(e_assignments.broker_ids)}i', *e_assignments.broker_ids)
+        if e_assignments.unknown_tagged_fields:
+            raise _EncodeError('tagged fields cannot be written at non-flexible version 0')
     if o.configs is None:
         raise _null('Configs')
     _wal(out, o.configs, 'Configs')
     for e_configs in o.configs:
-        _write_CreatableTopicConfig_0(e_configs, out)
+        if e_configs.name is None:
+            raise _null('Name')
+        _ws(out, e_configs.name, 'Name')
+        _ws(out, e_configs.value, 'Value')
+        if e_configs.unknown_tagged_fields:
+            raise _EncodeError('tagged fields cannot be written at non-flexible version 0')
     if o.unknown_tagged_fields:
         raise _EncodeError('tagged fields cannot be written at non-flexible version 0-4')
 
@@ -427,12 +438,27 @@ def _write_CreatableTopic_1(o: CreatableTopic, out: bytearray) -> None:
         raise _null('Assignments')
     _wcal(out, o.assignments, 'Assignments')
     for e_assignments in o.assignments:
-        _write_CreatableReplicaAssignment_1(e_assignments, out)
+        out += _S_i.pack(e_assignments.partition_index)
+        if e_assignments.broker_ids is None:
+            raise _null('BrokerIds')
+        _wcal(out, e_assignments.broker_ids, 'BrokerIds')
+        out += _struct.pack(f'>{len(e_assignments.broker_ids)}i', *e_assignments.broker_ids)
+        if e_assignments.unknown_tagged_fields:
+            _wts(out, (), e_assignments.unknown_tagged_fields, '_tagged_fields')
+        else:
+            out.append(0)
     if o.configs is None:
         raise _null('Configs')
     _wcal(out, o.configs, 'Configs')
     for e_configs in o.configs:
-        _write_CreatableTopicConfig_1(e_configs, out)
+        if e_configs.name is None:
+            raise _null('Name')
+        _wcs(out, e_configs.name, 'Name')
+        _wcs(out, e_configs.value, 'Value')
+        if e_configs.unknown_tagged_fields:
+            _wts(out, (), e_configs.unknown_tagged_fields, '_tagged_fields')
+        else:
+            out.append(0)
     if o.unknown_tagged_fields:
         _wts(out, (), o.unknown_tagged_fields, '_tagged_fields')
     else:

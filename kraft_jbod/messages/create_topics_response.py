@@ -315,18 +315,34 @@ def _write_CreatableTopicResult_2(o: CreatableTopicResult, out: bytearray) -> No
     _wcal(out, o.configs, 'Configs')
     if o.configs is not None:
         for e_configs in o.configs:
-            _write_CreatableTopicConfigs_0(e_configs, out)
-    tagged: list[tuple[int, bytes | bytearray]] = []
-    if o.topic_config_error_code != 0:
-        tb = bytearray()
-        if o.topic_config_error_code is None:
-            raise _null('TopicConfigErrorCode')
-        tb += _S_h.pack(o.topic_config_error_code)
-        tagged.append((0, tb))
-    if tagged or o.unknown_tagged_fields:
-        _wts(out, tagged, o.unknown_tagged_fields, '_tagged_fields')
+            if e_configs.name is None:
+                raise _null('Name')
+            _wcs(out, e_configs.name, 'Name')
+            _wcs(out, e_configs.value, 'Value')
+            out += _S__b_.pack((e_configs.read_only if e_configs.read_only.__class__ is bool else _bool(e_configs.read_only, 'ReadOnly')), e_configs.config_source, (e_configs.is_sensitive if e_configs.is_sensitive.__class__ is bool else _bool(e_configs.is_sensitive, 'IsSensitive')))
+            if e_configs.unknown_tagged_fields:
+                _wts(out, (), e_configs.unknown_tagged_fields, '_tagged_fields')
+            else:
+                out.append(0)
+    if not o.unknown_tagged_fields:
+        out.append((o.topic_config_error_code != 0))
+        if o.topic_config_error_code != 0:
+            tb = bytearray()
+            if o.topic_config_error_code is None:
+                raise _null('TopicConfigErrorCode')
+            tb += _S_h.pack(o.topic_config_error_code)
+            out += b'\x00'
+            _wuv(out, len(tb))
+            out += tb
     else:
-        out.append(0)
+        tagged: list[tuple[int, bytes | bytearray]] = []
+        if o.topic_config_error_code != 0:
+            tb = bytearray()
+            if o.topic_config_error_code is None:
+                raise _null('TopicConfigErrorCode')
+            tb += _S_h.pack(o.topic_config_error_code)
+            tagged.append((0, tb))
+        _wts(out, tagged, o.unknown_tagged_fields, '_tagged_fields')
 
 
 def _read_CreatableTopicResult_3(buf: bytes | bytearray | memoryview, pos: int) -> tuple[CreatableTopicResult, int]:
@@ -430,18 +446,34 @@ def _write_CreatableTopicResult_3(o: CreatableTopicResult, out: bytearray) -> No
     _wcal(out, o.configs, 'Configs')
     if o.configs is not None:
         for e_configs in o.configs:
-            _write_CreatableTopicConfigs_0(e_configs, out)
-    tagged: list[tuple[int, bytes | bytearray]] = []
-    if o.topic_config_error_code != 0:
-        tb = bytearray()
-        if o.topic_config_error_code is None:
-            raise _null('TopicConfigErrorCode')
-        tb += _S_h.pack(o.topic_config_error_code)
-        tagged.append((0, tb))
-    if tagged or o.unknown_tagged_fields:
-        _wts(out, tagged, o.unknown_tagged_fields, '_tagged_fields')
+            if e_configs.name is None:
+                raise _null('Name')
+            _wcs(out, e_configs.name, 'Name')
+            _wcs(out, e_configs.value, 'Value')
+            out += _S__b_.pack((e_configs.read_only if e_configs.read_only.__class__ is bool else _bool(e_configs.read_only, 'ReadOnly')), e_configs.config_source, (e_configs.is_sensitive if e_configs.is_sensitive.__class__ is bool else _bool(e_configs.is_sensitive, 'IsSensitive')))
+            if e_configs.unknown_tagged_fields:
+                _wts(out, (), e_configs.unknown_tagged_fields, '_tagged_fields')
+            else:
+                out.append(0)
+    if not o.unknown_tagged_fields:
+        out.append((o.topic_config_error_code != 0))
+        if o.topic_config_error_code != 0:
+            tb = bytearray()
+            if o.topic_config_error_code is None:
+                raise _null('TopicConfigErrorCode')
+            tb += _S_h.pack(o.topic_config_error_code)
+            out += b'\x00'
+            _wuv(out, len(tb))
+            out += tb
     else:
-        out.append(0)
+        tagged: list[tuple[int, bytes | bytearray]] = []
+        if o.topic_config_error_code != 0:
+            tb = bytearray()
+            if o.topic_config_error_code is None:
+                raise _null('TopicConfigErrorCode')
+            tb += _S_h.pack(o.topic_config_error_code)
+            tagged.append((0, tb))
+        _wts(out, tagged, o.unknown_tagged_fields, '_tagged_fields')
 
 
 def _read_CreateTopicsResponse_0(buf: bytes | bytearray | memoryview, pos: int) -> tuple[CreateTopicsResponse, int]:
@@ -485,7 +517,12 @@ def _write_CreateTopicsResponse_0(o: CreateTopicsResponse, out: bytearray) -> No
         raise _null('Topics')
     _wal(out, o.topics, 'Topics')
     for e_topics in o.topics:
-        _write_CreatableTopicResult_0(e_topics, out)
+        if e_topics.name is None:
+            raise _null('Name')
+        _ws(out, e_topics.name, 'Name')
+        out += _S_h.pack(e_topics.error_code)
+        if e_topics.unknown_tagged_fields:
+            raise _EncodeError('tagged fields cannot be written at non-flexible version 0')
     if o.unknown_tagged_fields:
         raise _EncodeError('tagged fields cannot be written at non-flexible version 0')
 
@@ -532,7 +569,13 @@ def _write_CreateTopicsResponse_1(o: CreateTopicsResponse, out: bytearray) -> No
         raise _null('Topics')
     _wal(out, o.topics, 'Topics')
     for e_topics in o.topics:
-        _write_CreatableTopicResult_1(e_topics, out)
+        if e_topics.name is None:
+            raise _null('Name')
+        _ws(out, e_topics.name, 'Name')
+        out += _S_h.pack(e_topics.error_code)
+        _ws(out, e_topics.error_message, 'ErrorMessage')
+        if e_topics.unknown_tagged_fields:
+            raise _EncodeError('tagged fields cannot be written at non-flexible version 1')
     if o.unknown_tagged_fields:
         raise _EncodeError('tagged fields cannot be written at non-flexible version 1')
 
@@ -584,7 +627,13 @@ def _write_CreateTopicsResponse_2(o: CreateTopicsResponse, out: bytearray) -> No
         raise _null('Topics')
     _wal(out, o.topics, 'Topics')
     for e_topics in o.topics:
-        _write_CreatableTopicResult_1(e_topics, out)
+        if e_topics.name is None:
+            raise _null('Name')
+        _ws(out, e_topics.name, 'Name')
+        out += _S_h.pack(e_topics.error_code)
+        _ws(out, e_topics.error_message, 'ErrorMessage')
+        if e_topics.unknown_tagged_fields:
+            raise _EncodeError('tagged fields cannot be written at non-flexible version 2')
     if o.unknown_tagged_fields:
         raise _EncodeError('tagged fields cannot be written at non-flexible version 2-4')
 

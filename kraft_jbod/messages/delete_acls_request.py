@@ -269,7 +269,15 @@ def _write_DeleteAclsRequest_0(o: DeleteAclsRequest, out: bytearray) -> None:
         raise _null('Filters')
     _wal(out, o.filters, 'Filters')
     for e_filters in o.filters:
-        _write_DeleteAclsFilter_0(e_filters, out)
+        if e_filters.pattern_type_filter != 3:
+            raise _absent('PatternTypeFilter', '0')
+        out += _S_b.pack(e_filters.resource_type_filter)
+        _ws(out, e_filters.resource_name_filter, 'ResourceNameFilter')
+        _ws(out, e_filters.principal_filter, 'PrincipalFilter')
+        _ws(out, e_filters.host_filter, 'HostFilter')
+        out += _S_bb.pack(e_filters.operation, e_filters.permission_type)
+        if e_filters.unknown_tagged_fields:
+            raise _EncodeError('tagged fields cannot be written at non-flexible version 0')
     if o.unknown_tagged_fields:
         raise _EncodeError('tagged fields cannot be written at non-flexible version 0')
 
@@ -323,7 +331,14 @@ def _write_DeleteAclsRequest_1(o: DeleteAclsRequest, out: bytearray) -> None:
         raise _null('Filters')
     _wal(out, o.filters, 'Filters')
     for e_filters in o.filters:
-        _write_DeleteAclsFilter_1(e_filters, out)
+        out += _S_b.pack(e_filters.resource_type_filter)
+        _ws(out, e_filters.resource_name_filter, 'ResourceNameFilter')
+        out += _S_b.pack(e_filters.pattern_type_filter)
+        _ws(out, e_filters.principal_filter, 'PrincipalFilter')
+        _ws(out, e_filters.host_filter, 'HostFilter')
+        out += _S_bb.pack(e_filters.operation, e_filters.permission_type)
+        if e_filters.unknown_tagged_fields:
+            raise _EncodeError('tagged fields cannot be written at non-flexible version 1')
     if o.unknown_tagged_fields:
         raise _EncodeError('tagged fields cannot be written at non-flexible version 1')
 
@@ -405,7 +420,16 @@ def _write_DeleteAclsRequest_2(o: DeleteAclsRequest, out: bytearray) -> None:
         raise _null('Filters')
     _wcal(out, o.filters, 'Filters')
     for e_filters in o.filters:
-        _write_DeleteAclsFilter_2(e_filters, out)
+        out += _S_b.pack(e_filters.resource_type_filter)
+        _wcs(out, e_filters.resource_name_filter, 'ResourceNameFilter')
+        out += _S_b.pack(e_filters.pattern_type_filter)
+        _wcs(out, e_filters.principal_filter, 'PrincipalFilter')
+        _wcs(out, e_filters.host_filter, 'HostFilter')
+        out += _S_bb.pack(e_filters.operation, e_filters.permission_type)
+        if e_filters.unknown_tagged_fields:
+            _wts(out, (), e_filters.unknown_tagged_fields, '_tagged_fields')
+        else:
+            out.append(0)
     if o.unknown_tagged_fields:
         _wts(out, (), o.unknown_tagged_fields, '_tagged_fields')
     else:

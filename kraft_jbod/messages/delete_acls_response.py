@@ -347,7 +347,23 @@ def _write_DeleteAclsFilterResult_0(o: DeleteAclsFilterResult, out: bytearray) -
         raise _null('MatchingAcls')
     _wal(out, o.matching_acls, 'MatchingAcls')
     for e_matching_acls in o.matching_acls:
-        _write_DeleteAclsMatchingAcl_0(e_matching_acls, out)
+        if e_matching_acls.pattern_type != 3:
+            raise _absent('PatternType', '0')
+        out += _S_h.pack(e_matching_acls.error_code)
+        _ws(out, e_matching_acls.error_message, 'ErrorMessage')
+        out += _S_b.pack(e_matching_acls.resource_type)
+        if e_matching_acls.resource_name is None:
+            raise _null('ResourceName')
+        _ws(out, e_matching_acls.resource_name, 'ResourceName')
+        if e_matching_acls.principal is None:
+            raise _null('Principal')
+        _ws(out, e_matching_acls.principal, 'Principal')
+        if e_matching_acls.host is None:
+            raise _null('Host')
+        _ws(out, e_matching_acls.host, 'Host')
+        out += _S_bb.pack(e_matching_acls.operation, e_matching_acls.permission_type)
+        if e_matching_acls.unknown_tagged_fields:
+            raise _EncodeError('tagged fields cannot be written at non-flexible version 0')
     if o.unknown_tagged_fields:
         raise _EncodeError('tagged fields cannot be written at non-flexible version 0')
 
@@ -417,7 +433,22 @@ def _write_DeleteAclsFilterResult_1(o: DeleteAclsFilterResult, out: bytearray) -
         raise _null('MatchingAcls')
     _wal(out, o.matching_acls, 'MatchingAcls')
     for e_matching_acls in o.matching_acls:
-        _write_DeleteAclsMatchingAcl_1(e_matching_acls, out)
+        out += _S_h.pack(e_matching_acls.error_code)
+        _ws(out, e_matching_acls.error_message, 'ErrorMessage')
+        out += _S_b.pack(e_matching_acls.resource_type)
+        if e_matching_acls.resource_name is None:
+            raise _null('ResourceName')
+        _ws(out, e_matching_acls.resource_name, 'ResourceName')
+        out += _S_b.pack(e_matching_acls.pattern_type)
+        if e_matching_acls.principal is None:
+            raise _null('Principal')
+        _ws(out, e_matching_acls.principal, 'Principal')
+        if e_matching_acls.host is None:
+            raise _null('Host')
+        _ws(out, e_matching_acls.host, 'Host')
+        out += _S_bb.pack(e_matching_acls.operation, e_matching_acls.permission_type)
+        if e_matching_acls.unknown_tagged_fields:
+            raise _EncodeError('tagged fields cannot be written at non-flexible version 1')
     if o.unknown_tagged_fields:
         raise _EncodeError('tagged fields cannot be written at non-flexible version 1')
 
@@ -515,7 +546,24 @@ def _write_DeleteAclsFilterResult_2(o: DeleteAclsFilterResult, out: bytearray) -
         raise _null('MatchingAcls')
     _wcal(out, o.matching_acls, 'MatchingAcls')
     for e_matching_acls in o.matching_acls:
-        _write_DeleteAclsMatchingAcl_2(e_matching_acls, out)
+        out += _S_h.pack(e_matching_acls.error_code)
+        _wcs(out, e_matching_acls.error_message, 'ErrorMessage')
+        out += _S_b.pack(e_matching_acls.resource_type)
+        if e_matching_acls.resource_name is None:
+            raise _null('ResourceName')
+        _wcs(out, e_matching_acls.resource_name, 'ResourceName')
+        out += _S_b.pack(e_matching_acls.pattern_type)
+        if e_matching_acls.principal is None:
+            raise _null('Principal')
+        _wcs(out, e_matching_acls.principal, 'Principal')
+        if e_matching_acls.host is None:
+            raise _null('Host')
+        _wcs(out, e_matching_acls.host, 'Host')
+        out += _S_bb.pack(e_matching_acls.operation, e_matching_acls.permission_type)
+        if e_matching_acls.unknown_tagged_fields:
+            _wts(out, (), e_matching_acls.unknown_tagged_fields, '_tagged_fields')
+        else:
+            out.append(0)
     if o.unknown_tagged_fields:
         _wts(out, (), o.unknown_tagged_fields, '_tagged_fields')
     else:

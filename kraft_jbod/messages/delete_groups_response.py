@@ -186,7 +186,12 @@ def _write_DeleteGroupsResponse_0(o: DeleteGroupsResponse, out: bytearray) -> No
         raise _null('Results')
     _wal(out, o.results, 'Results')
     for e_results in o.results:
-        _write_DeletableGroupResult_0(e_results, out)
+        if e_results.group_id is None:
+            raise _null('GroupId')
+        _ws(out, e_results.group_id, 'GroupId')
+        out += _S_h.pack(e_results.error_code)
+        if e_results.unknown_tagged_fields:
+            raise _EncodeError('tagged fields cannot be written at non-flexible version 0')
     if o.unknown_tagged_fields:
         raise _EncodeError('tagged fields cannot be written at non-flexible version 0-1')
 
@@ -259,7 +264,14 @@ def _write_DeleteGroupsResponse_1(o: DeleteGroupsResponse, out: bytearray) -> No
         raise _null('Results')
     _wcal(out, o.results, 'Results')
     for e_results in o.results:
-        _write_DeletableGroupResult_1(e_results, out)
+        if e_results.group_id is None:
+            raise _null('GroupId')
+        _wcs(out, e_results.group_id, 'GroupId')
+        out += _S_h.pack(e_results.error_code)
+        if e_results.unknown_tagged_fields:
+            _wts(out, (), e_results.unknown_tagged_fields, '_tagged_fields')
+        else:
+            out.append(0)
     if o.unknown_tagged_fields:
         _wts(out, (), o.unknown_tagged_fields, '_tagged_fields')
     else:

@@ -189,7 +189,9 @@ def _write_DeleteRecordsTopicResult_0(o: DeleteRecordsTopicResult, out: bytearra
         raise _null('Partitions')
     _wal(out, o.partitions, 'Partitions')
     for e_partitions in o.partitions:
-        _write_DeleteRecordsPartitionResult_0(e_partitions, out)
+        out += _S_iqh.pack(e_partitions.partition_index, e_partitions.low_watermark, e_partitions.error_code)
+        if e_partitions.unknown_tagged_fields:
+            raise _EncodeError('tagged fields cannot be written at non-flexible version 0')
     if o.unknown_tagged_fields:
         raise _EncodeError('tagged fields cannot be written at non-flexible version 0-1')
 
@@ -261,7 +263,11 @@ def _write_DeleteRecordsTopicResult_1(o: DeleteRecordsTopicResult, out: bytearra
         raise _null('Partitions')
     _wcal(out, o.partitions, 'Partitions')
     for e_partitions in o.partitions:
-        _write_DeleteRecordsPartitionResult_1(e_partitions, out)
+        out += _S_iqh.pack(e_partitions.partition_index, e_partitions.low_watermark, e_partitions.error_code)
+        if e_partitions.unknown_tagged_fields:
+            _wts(out, (), e_partitions.unknown_tagged_fields, '_tagged_fields')
+        else:
+            out.append(0)
     if o.unknown_tagged_fields:
         _wts(out, (), o.unknown_tagged_fields, '_tagged_fields')
     else:

@@ -285,7 +285,12 @@ def _write_DeleteTopicsRequest_2(o: DeleteTopicsRequest, out: bytearray) -> None
         raise _null('Topics')
     _wcal(out, o.topics, 'Topics')
     for e_topics in o.topics:
-        _write_DeleteTopicState_0(e_topics, out)
+        _wcs(out, e_topics.name, 'Name')
+        out += _S_16s.pack(e_topics.topic_id.bytes)
+        if e_topics.unknown_tagged_fields:
+            _wts(out, (), e_topics.unknown_tagged_fields, '_tagged_fields')
+        else:
+            out.append(0)
     out += _S_i.pack(o.timeout_ms)
     if o.unknown_tagged_fields:
         _wts(out, (), o.unknown_tagged_fields, '_tagged_fields')

@@ -277,7 +277,12 @@ def _write_DeleteTopicsResponse_0(o: DeleteTopicsResponse, out: bytearray) -> No
         raise _null('Responses')
     _wal(out, o.responses, 'Responses')
     for e_responses in o.responses:
-        _write_DeletableTopicResult_0(e_responses, out)
+        if e_responses.name is None:
+            raise _null('Name')
+        _ws(out, e_responses.name, 'Name')
+        out += _S_h.pack(e_responses.error_code)
+        if e_responses.unknown_tagged_fields:
+            raise _EncodeError('tagged fields cannot be written at non-flexible version 0')
     if o.unknown_tagged_fields:
         raise _EncodeError('tagged fields cannot be written at non-flexible version 0')
 
@@ -324,7 +329,12 @@ def _write_DeleteTopicsResponse_1(o: DeleteTopicsResponse, out: bytearray) -> No
         raise _null('Responses')
     _wal(out, o.responses, 'Responses')
     for e_responses in o.responses:
-        _write_DeletableTopicResult_0(e_responses, out)
+        if e_responses.name is None:
+            raise _null('Name')
+        _ws(out, e_responses.name, 'Name')
+        out += _S_h.pack(e_responses.error_code)
+        if e_responses.unknown_tagged_fields:
+            raise _EncodeError('tagged fields cannot be written at non-flexible version 1')
     if o.unknown_tagged_fields:
         raise _EncodeError('tagged fields cannot be written at non-flexible version 1-3')
 
@@ -399,7 +409,14 @@ def _write_DeleteTopicsResponse_2(o: DeleteTopicsResponse, out: bytearray) -> No
         raise _null('Responses')
     _wcal(out, o.responses, 'Responses')
     for e_responses in o.responses:
-        _write_DeletableTopicResult_1(e_responses, out)
+        if e_responses.name is None:
+            raise _null('Name')
+        _wcs(out, e_responses.name, 'Name')
+        out += _S_h.pack(e_responses.error_code)
+        if e_responses.unknown_tagged_fields:
+            _wts(out, (), e_responses.unknown_tagged_fields, '_tagged_fields')
+        else:
+            out.append(0)
     if o.unknown_tagged_fields:
         _wts(out, (), o.unknown_tagged_fields, '_tagged_fields')
     else:
@@ -477,7 +494,15 @@ def _write_DeleteTopicsResponse_3(o: DeleteTopicsResponse, out: bytearray) -> No
         raise _null('Responses')
     _wcal(out, o.responses, 'Responses')
     for e_responses in o.responses:
-        _write_DeletableTopicResult_2(e_responses, out)
+        if e_responses.name is None:
+            raise _null('Name')
+        _wcs(out, e_responses.name, 'Name')
+        out += _S_h.pack(e_responses.error_code)
+        _wcs(out, e_responses.error_message, 'ErrorMessage')
+        if e_responses.unknown_tagged_fields:
+            _wts(out, (), e_responses.unknown_tagged_fields, '_tagged_fields')
+        else:
+            out.append(0)
     if o.unknown_tagged_fields:
         _wts(out, (), o.unknown_tagged_fields, '_tagged_fields')
     else:
@@ -556,7 +581,13 @@ def _write_DeleteTopicsResponse_4(o: DeleteTopicsResponse, out: bytearray) -> No
         raise _null('Responses')
     _wcal(out, o.responses, 'Responses')
     for e_responses in o.responses:
-        _write_DeletableTopicResult_3(e_responses, out)
+        _wcs(out, e_responses.name, 'Name')
+        out += _S_16sh.pack(e_responses.topic_id.bytes, e_responses.error_code)
+        _wcs(out, e_responses.error_message, 'ErrorMessage')
+        if e_responses.unknown_tagged_fields:
+            _wts(out, (), e_responses.unknown_tagged_fields, '_tagged_fields')
+        else:
+            out.append(0)
     if o.unknown_tagged_fields:
         _wts(out, (), o.unknown_tagged_fields, '_tagged_fields')
     else:

@@ -227,7 +227,15 @@ def _write_DescribeAclsResource_0(o: DescribeAclsResource, out: bytearray) -> No
         raise _null('Acls')
     _wal(out, o.acls, 'Acls')
     for e_acls in o.acls:
-        _write_AclDescription_0(e_acls, out)
+        if e_acls.principal is None:
+            raise _null('Principal')
+        _ws(out, e_acls.principal, 'Principal')
+        if e_acls.host is None:
+            raise _null('Host')
+        _ws(out, e_acls.host, 'Host')
+        out += _S_bb.pack(e_acls.operation, e_acls.permission_type)
+        if e_acls.unknown_tagged_fields:
+            raise _EncodeError('tagged fields cannot be written at non-flexible version 0')
     if o.unknown_tagged_fields:
         raise _EncodeError('tagged fields cannot be written at non-flexible version 0')
 
@@ -286,7 +294,15 @@ def _write_DescribeAclsResource_1(o: DescribeAclsResource, out: bytearray) -> No
         raise _null('Acls')
     _wal(out, o.acls, 'Acls')
     for e_acls in o.acls:
-        _write_AclDescription_0(e_acls, out)
+        if e_acls.principal is None:
+            raise _null('Principal')
+        _ws(out, e_acls.principal, 'Principal')
+        if e_acls.host is None:
+            raise _null('Host')
+        _ws(out, e_acls.host, 'Host')
+        out += _S_bb.pack(e_acls.operation, e_acls.permission_type)
+        if e_acls.unknown_tagged_fields:
+            raise _EncodeError('tagged fields cannot be written at non-flexible version 1')
     if o.unknown_tagged_fields:
         raise _EncodeError('tagged fields cannot be written at non-flexible version 1')
 
@@ -373,7 +389,17 @@ def _write_DescribeAclsResource_2(o: DescribeAclsResource, out: bytearray) -> No
         raise _null('Acls')
     _wcal(out, o.acls, 'Acls')
     for e_acls in o.acls:
-        _write_AclDescription_1(e_acls, out)
+        if e_acls.principal is None:
+            raise _null('Principal')
+        _wcs(out, e_acls.principal, 'Principal')
+        if e_acls.host is None:
+            raise _null('Host')
+        _wcs(out, e_acls.host, 'Host')
+        out += _S_bb.pack(e_acls.operation, e_acls.permission_type)
+        if e_acls.unknown_tagged_fields:
+            _wts(out, (), e_acls.unknown_tagged_fields, '_tagged_fields')
+        else:
+            out.append(0)
     if o.unknown_tagged_fields:
         _wts(out, (), o.unknown_tagged_fields, '_tagged_fields')
     else:

@@ -194,7 +194,13 @@ def _write_DescribeClientQuotasRequest_0(o: DescribeClientQuotasRequest, out: by
         raise _null('Components')
     _wal(out, o.components, 'Components')
     for e_components in o.components:
-        _write_ComponentData_0(e_components, out)
+        if e_components.entity_type is None:
+            raise _null('EntityType')
+        _ws(out, e_components.entity_type, 'EntityType')
+        out += _S_b.pack(e_components.match_type)
+        _ws(out, e_components.match, 'Match')
+        if e_components.unknown_tagged_fields:
+            raise _EncodeError('tagged fields cannot be written at non-flexible version 0')
     out += _S__.pack((o.strict if o.strict.__class__ is bool else _bool(o.strict, 'Strict')))
     if o.unknown_tagged_fields:
         raise _EncodeError('tagged fields cannot be written at non-flexible version 0')
@@ -269,7 +275,15 @@ def _write_DescribeClientQuotasRequest_1(o: DescribeClientQuotasRequest, out: by
         raise _null('Components')
     _wcal(out, o.components, 'Components')
     for e_components in o.components:
-        _write_ComponentData_1(e_components, out)
+        if e_components.entity_type is None:
+            raise _null('EntityType')
+        _wcs(out, e_components.entity_type, 'EntityType')
+        out += _S_b.pack(e_components.match_type)
+        _wcs(out, e_components.match, 'Match')
+        if e_components.unknown_tagged_fields:
+            _wts(out, (), e_components.unknown_tagged_fields, '_tagged_fields')
+        else:
+            out.append(0)
     out += _S__.pack((o.strict if o.strict.__class__ is bool else _bool(o.strict, 'Strict')))
     if o.unknown_tagged_fields:
         _wts(out, (), o.unknown_tagged_fields, '_tagged_fields')

@@ -241,7 +241,16 @@ def _write_DescribeClusterResponse_0(o: DescribeClusterResponse, out: bytearray)
         raise _null('Brokers')
     _wcal(out, o.brokers, 'Brokers')
     for e_brokers in o.brokers:
-        _write_DescribeClusterBroker_0(e_brokers, out)
+        out += _S_i.pack(e_brokers.broker_id)
+        if e_brokers.host is None:
+            raise _null('Host')
+        _wcs(out, e_brokers.host, 'Host')
+        out += _S_i.pack(e_brokers.port)
+        _wcs(out, e_brokers.rack, 'Rack')
+        if e_brokers.unknown_tagged_fields:
+            _wts(out, (), e_brokers.unknown_tagged_fields, '_tagged_fields')
+        else:
+            out.append(0)
     out += _S_i.pack(o.cluster_authorized_operations)
     if o.unknown_tagged_fields:
         _wts(out, (), o.unknown_tagged_fields, '_tagged_fields')
@@ -350,7 +359,16 @@ def _write_DescribeClusterResponse_1(o: DescribeClusterResponse, out: bytearray)
         raise _null('Brokers')
     _wcal(out, o.brokers, 'Brokers')
     for e_brokers in o.brokers:
-        _write_DescribeClusterBroker_0(e_brokers, out)
+        out += _S_i.pack(e_brokers.broker_id)
+        if e_brokers.host is None:
+            raise _null('Host')
+        _wcs(out, e_brokers.host, 'Host')
+        out += _S_i.pack(e_brokers.port)
+        _wcs(out, e_brokers.rack, 'Rack')
+        if e_brokers.unknown_tagged_fields:
+            _wts(out, (), e_brokers.unknown_tagged_fields, '_tagged_fields')
+        else:
+            out.append(0)
     out += _S_i.pack(o.cluster_authorized_operations)
     if o.unknown_tagged_fields:
         _wts(out, (), o.unknown_tagged_fields, '_tagged_fields')

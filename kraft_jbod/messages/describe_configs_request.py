@@ -239,7 +239,18 @@ def _write_DescribeConfigsRequest_0(o: DescribeConfigsRequest, out: bytearray) -
         raise _null('Resources')
     _wal(out, o.resources, 'Resources')
     for e_resources in o.resources:
-        _write_DescribeConfigsResource_0(e_resources, out)
+        out += _S_b.pack(e_resources.resource_type)
+        if e_resources.resource_name is None:
+            raise _null('ResourceName')
+        _ws(out, e_resources.resource_name, 'ResourceName')
+        _wal(out, e_resources.configuration_keys, 'ConfigurationKeys')
+        if e_resources.configuration_keys is not None:
+            for e_configuration_keys in e_resources.configuration_keys:
+                if e_configuration_keys is None:
+                    raise _null('ConfigurationKeys')
+                _ws(out, e_configuration_keys, 'ConfigurationKeys')
+        if e_resources.unknown_tagged_fields:
+            raise _EncodeError('tagged fields cannot be written at non-flexible version 0')
     if o.unknown_tagged_fields:
         raise _EncodeError('tagged fields cannot be written at non-flexible version 0')
 
@@ -297,7 +308,18 @@ def _write_DescribeConfigsRequest_1(o: DescribeConfigsRequest, out: bytearray) -
         raise _null('Resources')
     _wal(out, o.resources, 'Resources')
     for e_resources in o.resources:
-        _write_DescribeConfigsResource_0(e_resources, out)
+        out += _S_b.pack(e_resources.resource_type)
+        if e_resources.resource_name is None:
+            raise _null('ResourceName')
+        _ws(out, e_resources.resource_name, 'ResourceName')
+        _wal(out, e_resources.configuration_keys, 'ConfigurationKeys')
+        if e_resources.configuration_keys is not None:
+            for e_configuration_keys in e_resources.configuration_keys:
+                if e_configuration_keys is None:
+                    raise _null('ConfigurationKeys')
+                _ws(out, e_configuration_keys, 'ConfigurationKeys')
+        if e_resources.unknown_tagged_fields:
+            raise _EncodeError('tagged fields cannot be written at non-flexible version 1')
     out += _S__.pack((o.include_synonyms if o.include_synonyms.__class__ is bool else _bool(o.include_synonyms, 'IncludeSynonyms')))
     if o.unknown_tagged_fields:
         raise _EncodeError('tagged fields cannot be written at non-flexible version 1-2')
@@ -354,7 +376,18 @@ def _write_DescribeConfigsRequest_2(o: DescribeConfigsRequest, out: bytearray) -
         raise _null('Resources')
     _wal(out, o.resources, 'Resources')
     for e_resources in o.resources:
-        _write_DescribeConfigsResource_0(e_resources, out)
+        out += _S_b.pack(e_resources.resource_type)
+        if e_resources.resource_name is None:
+            raise _null('ResourceName')
+        _ws(out, e_resources.resource_name, 'ResourceName')
+        _wal(out, e_resources.configuration_keys, 'ConfigurationKeys')
+        if e_resources.configuration_keys is not None:
+            for e_configuration_keys in e_resources.configuration_keys:
+                if e_configuration_keys is None:
+                    raise _null('ConfigurationKeys')
+                _ws(out, e_configuration_keys, 'ConfigurationKeys')
+        if e_resources.unknown_tagged_fields:
+            raise _EncodeError('tagged fields cannot be written at non-flexible version 3')
     out += _S___.pack((o.include_synonyms if o.include_synonyms.__class__ is bool else _bool(o.include_synonyms, 'IncludeSynonyms')), (o.include_documentation if o.include_documentation.__class__ is bool else _bool(o.include_documentation, 'IncludeDocumentation')))
     if o.unknown_tagged_fields:
         raise _EncodeError('tagged fields cannot be written at non-flexible version 3')
@@ -443,7 +476,20 @@ def _write_DescribeConfigsRequest_3(o: DescribeConfigsRequest, out: bytearray) -
         raise _null('Resources')
     _wcal(out, o.resources, 'Resources')
     for e_resources in o.resources:
-        _write_DescribeConfigsResource_1(e_resources, out)
+        out += _S_b.pack(e_resources.resource_type)
+        if e_resources.resource_name is None:
+            raise _null('ResourceName')
+        _wcs(out, e_resources.resource_name, 'ResourceName')
+        _wcal(out, e_resources.configuration_keys, 'ConfigurationKeys')
+        if e_resources.configuration_keys is not None:
+            for e_configuration_keys in e_resources.configuration_keys:
+                if e_configuration_keys is None:
+                    raise _null('ConfigurationKeys')
+                _wcs(out, e_configuration_keys, 'ConfigurationKeys')
+        if e_resources.unknown_tagged_fields:
+            _wts(out, (), e_resources.unknown_tagged_fields, '_tagged_fields')
+        else:
+            out.append(0)
     out += _S___.pack((o.include_synonyms if o.include_synonyms.__class__ is bool else _bool(o.include_synonyms, 'IncludeSynonyms')), (o.include_documentation if o.include_documentation.__class__ is bool else _bool(o.include_documentation, 'IncludeDocumentation')))
     if o.unknown_tagged_fields:
         _wts(out, (), o.unknown_tagged_fields, '_tagged_fields')

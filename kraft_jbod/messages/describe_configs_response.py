@@ -280,7 +280,13 @@ def _write_DescribeConfigsResourceResult_1(o: DescribeConfigsResourceResult, out
         raise _null('Synonyms')
     _wal(out, o.synonyms, 'Synonyms')
     for e_synonyms in o.synonyms:
-        _write_DescribeConfigsSynonym_0(e_synonyms, out)
+        if e_synonyms.name is None:
+            raise _null('Name')
+        _ws(out, e_synonyms.name, 'Name')
+        _ws(out, e_synonyms.value, 'Value')
+        out += _S_b.pack(e_synonyms.source)
+        if e_synonyms.unknown_tagged_fields:
+            raise _EncodeError('tagged fields cannot be written at non-flexible version 1')
     if o.unknown_tagged_fields:
         raise _EncodeError('tagged fields cannot be written at non-flexible version 1-2')
 
@@ -347,7 +353,13 @@ def _write_DescribeConfigsResourceResult_2(o: DescribeConfigsResourceResult, out
         raise _null('Synonyms')
     _wal(out, o.synonyms, 'Synonyms')
     for e_synonyms in o.synonyms:
-        _write_DescribeConfigsSynonym_0(e_synonyms, out)
+        if e_synonyms.name is None:
+            raise _null('Name')
+        _ws(out, e_synonyms.name, 'Name')
+        _ws(out, e_synonyms.value, 'Value')
+        out += _S_b.pack(e_synonyms.source)
+        if e_synonyms.unknown_tagged_fields:
+            raise _EncodeError('tagged fields cannot be written at non-flexible version 3')
     out += _S_b.pack(o.config_type)
     _ws(out, o.documentation, 'Documentation')
     if o.unknown_tagged_fields:
@@ -444,7 +456,15 @@ def _write_DescribeConfigsResourceResult_3(o: DescribeConfigsResourceResult, out
         raise _null('Synonyms')
     _wcal(out, o.synonyms, 'Synonyms')
     for e_synonyms in o.synonyms:
-        _write_DescribeConfigsSynonym_1(e_synonyms, out)
+        if e_synonyms.name is None:
+            raise _null('Name')
+        _wcs(out, e_synonyms.name, 'Name')
+        _wcs(out, e_synonyms.value, 'Value')
+        out += _S_b.pack(e_synonyms.source)
+        if e_synonyms.unknown_tagged_fields:
+            _wts(out, (), e_synonyms.unknown_tagged_fields, '_tagged_fields')
+        else:
+            out.append(0)
     out += _S_b.pack(o.config_type)
     _wcs(out, o.documentation, 'Documentation')
     if o.unknown_tagged_fields:
@@ -515,7 +535,13 @@ def _write_DescribeConfigsResult_0(o: DescribeConfigsResult, out: bytearray) -> 
         raise _null('Configs')
     _wal(out, o.configs, 'Configs')
     for e_configs in o.configs:
-        _write_DescribeConfigsResourceResult_0(e_configs, out)
+        if e_configs.name is None:
+            raise _null('Name')
+        _ws(out, e_configs.name, 'Name')
+        _ws(out, e_configs.value, 'Value')
+        out += _S____.pack((e_configs.read_only if e_configs.read_only.__class__ is bool else _bool(e_configs.read_only, 'ReadOnly')), (e_configs.is_default if e_configs.is_default.__class__ is bool else _bool(e_configs.is_default, 'IsDefault')), (e_configs.is_sensitive if e_configs.is_sensitive.__class__ is bool else _bool(e_configs.is_sensitive, 'IsSensitive')))
+        if e_configs.unknown_tagged_fields:
+            raise _EncodeError('tagged fields cannot be written at non-flexible version 0')
     if o.unknown_tagged_fields:
         raise _EncodeError('tagged fields cannot be written at non-flexible version 0')
 

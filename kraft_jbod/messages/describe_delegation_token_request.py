@@ -172,7 +172,14 @@ def _write_DescribeDelegationTokenRequest_0(o: DescribeDelegationTokenRequest, o
     _wal(out, o.owners, 'Owners')
     if o.owners is not None:
         for e_owners in o.owners:
-            _write_DescribeDelegationTokenOwner_0(e_owners, out)
+            if e_owners.principal_type is None:
+                raise _null('PrincipalType')
+            _ws(out, e_owners.principal_type, 'PrincipalType')
+            if e_owners.principal_name is None:
+                raise _null('PrincipalName')
+            _ws(out, e_owners.principal_name, 'PrincipalName')
+            if e_owners.unknown_tagged_fields:
+                raise _EncodeError('tagged fields cannot be written at non-flexible version 0')
     if o.unknown_tagged_fields:
         raise _EncodeError('tagged fields cannot be written at non-flexible version 0-1')
 
@@ -238,7 +245,16 @@ def _write_DescribeDelegationTokenRequest_1(o: DescribeDelegationTokenRequest, o
     _wcal(out, o.owners, 'Owners')
     if o.owners is not None:
         for e_owners in o.owners:
-            _write_DescribeDelegationTokenOwner_1(e_owners, out)
+            if e_owners.principal_type is None:
+                raise _null('PrincipalType')
+            _wcs(out, e_owners.principal_type, 'PrincipalType')
+            if e_owners.principal_name is None:
+                raise _null('PrincipalName')
+            _wcs(out, e_owners.principal_name, 'PrincipalName')
+            if e_owners.unknown_tagged_fields:
+                _wts(out, (), e_owners.unknown_tagged_fields, '_tagged_fields')
+            else:
+                out.append(0)
     if o.unknown_tagged_fields:
         _wts(out, (), o.unknown_tagged_fields, '_tagged_fields')
     else:

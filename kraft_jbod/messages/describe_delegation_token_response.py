@@ -229,7 +229,14 @@ def _write_DescribedDelegationToken_0(o: DescribedDelegationToken, out: bytearra
         raise _null('Renewers')
     _wal(out, o.renewers, 'Renewers')
     for e_renewers in o.renewers:
-        _write_DescribedDelegationTokenRenewer_0(e_renewers, out)
+        if e_renewers.principal_type is None:
+            raise _null('PrincipalType')
+        _ws(out, e_renewers.principal_type, 'PrincipalType')
+        if e_renewers.principal_name is None:
+            raise _null('PrincipalName')
+        _ws(out, e_renewers.principal_name, 'PrincipalName')
+        if e_renewers.unknown_tagged_fields:
+            raise _EncodeError('tagged fields cannot be written at non-flexible version 0')
     if o.unknown_tagged_fields:
         raise _EncodeError('tagged fields cannot be written at non-flexible version 0-1')
 
@@ -327,7 +334,16 @@ def _write_DescribedDelegationToken_1(o: DescribedDelegationToken, out: bytearra
         raise _null('Renewers')
     _wcal(out, o.renewers, 'Renewers')
     for e_renewers in o.renewers:
-        _write_DescribedDelegationTokenRenewer_1(e_renewers, out)
+        if e_renewers.principal_type is None:
+            raise _null('PrincipalType')
+        _wcs(out, e_renewers.principal_type, 'PrincipalType')
+        if e_renewers.principal_name is None:
+            raise _null('PrincipalName')
+        _wcs(out, e_renewers.principal_name, 'PrincipalName')
+        if e_renewers.unknown_tagged_fields:
+            _wts(out, (), e_renewers.unknown_tagged_fields, '_tagged_fields')
+        else:
+            out.append(0)
     if o.unknown_tagged_fields:
         _wts(out, (), o.unknown_tagged_fields, '_tagged_fields')
     else:
@@ -431,7 +447,16 @@ def _write_DescribedDelegationToken_2(o: DescribedDelegationToken, out: bytearra
         raise _null('Renewers')
     _wcal(out, o.renewers, 'Renewers')
     for e_renewers in o.renewers:
-        _write_DescribedDelegationTokenRenewer_1(e_renewers, out)
+        if e_renewers.principal_type is None:
+            raise _null('PrincipalType')
+        _wcs(out, e_renewers.principal_type, 'PrincipalType')
+        if e_renewers.principal_name is None:
+            raise _null('PrincipalName')
+        _wcs(out, e_renewers.principal_name, 'PrincipalName')
+        if e_renewers.unknown_tagged_fields:
+            _wts(out, (), e_renewers.unknown_tagged_fields, '_tagged_fields')
+        else:
+            out.append(0)
     if o.unknown_tagged_fields:
         _wts(out, (), o.unknown_tagged_fields, '_tagged_fields')
     else:

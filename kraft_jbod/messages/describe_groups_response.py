@@ -306,7 +306,23 @@ def _write_DescribedGroup_0(o: DescribedGroup, out: bytearray) -> None:
         raise _null('Members')
     _wal(out, o.members, 'Members')
     for e_members in o.members:
-        _write_DescribedGroupMember_0(e_members, out)
+        if e_members.member_id is None:
+            raise _null('MemberId')
+        _ws(out, e_members.member_id, 'MemberId')
+        if e_members.client_id is None:
+            raise _null('ClientId')
+        _ws(out, e_members.client_id, 'ClientId')
+        if e_members.client_host is None:
+            raise _null('ClientHost')
+        _ws(out, e_members.client_host, 'ClientHost')
+        if e_members.member_metadata is None:
+            raise _null('MemberMetadata')
+        _wb(out, e_members.member_metadata, 'MemberMetadata')
+        if e_members.member_assignment is None:
+            raise _null('MemberAssignment')
+        _wb(out, e_members.member_assignment, 'MemberAssignment')
+        if e_members.unknown_tagged_fields:
+            raise _EncodeError('tagged fields cannot be written at non-flexible version 0')
     if o.unknown_tagged_fields:
         raise _EncodeError('tagged fields cannot be written at non-flexible version 0-2')
 
@@ -380,7 +396,23 @@ def _write_DescribedGroup_1(o: DescribedGroup, out: bytearray) -> None:
         raise _null('Members')
     _wal(out, o.members, 'Members')
     for e_members in o.members:
-        _write_DescribedGroupMember_0(e_members, out)
+        if e_members.member_id is None:
+            raise _null('MemberId')
+        _ws(out, e_members.member_id, 'MemberId')
+        if e_members.client_id is None:
+            raise _null('ClientId')
+        _ws(out, e_members.client_id, 'ClientId')
+        if e_members.client_host is None:
+            raise _null('ClientHost')
+        _ws(out, e_members.client_host, 'ClientHost')
+        if e_members.member_metadata is None:
+            raise _null('MemberMetadata')
+        _wb(out, e_members.member_metadata, 'MemberMetadata')
+        if e_members.member_assignment is None:
+            raise _null('MemberAssignment')
+        _wb(out, e_members.member_assignment, 'MemberAssignment')
+        if e_members.unknown_tagged_fields:
+            raise _EncodeError('tagged fields cannot be written at non-flexible version 3')
     out += _S_i.pack(o.authorized_operations)
     if o.unknown_tagged_fields:
         raise _EncodeError('tagged fields cannot be written at non-flexible version 3')
@@ -456,7 +488,24 @@ def _write_DescribedGroup_2(o: DescribedGroup, out: bytearray) -> None:
         raise _null('Members')
     _wal(out, o.members, 'Members')
     for e_members in o.members:
-        _write_DescribedGroupMember_1(e_members, out)
+        if e_members.member_id is None:
+            raise _null('MemberId')
+        _ws(out, e_members.member_id, 'MemberId')
+        _ws(out, e_members.group_instance_id, 'GroupInstanceId')
+        if e_members.client_id is None:
+            raise _null('ClientId')
+        _ws(out, e_members.client_id, 'ClientId')
+        if e_members.client_host is None:
+            raise _null('ClientHost')
+        _ws(out, e_members.client_host, 'ClientHost')
+        if e_members.member_metadata is None:
+            raise _null('MemberMetadata')
+        _wb(out, e_members.member_metadata, 'MemberMetadata')
+        if e_members.member_assignment is None:
+            raise _null('MemberAssignment')
+        _wb(out, e_members.member_assignment, 'MemberAssignment')
+        if e_members.unknown_tagged_fields:
+            raise _EncodeError('tagged fields cannot be written at non-flexible version 4')
     out += _S_i.pack(o.authorized_operations)
     if o.unknown_tagged_fields:
         raise _EncodeError('tagged fields cannot be written at non-flexible version 4')
@@ -560,7 +609,26 @@ def _write_DescribedGroup_3(o: DescribedGroup, out: bytearray) -> None:
         raise _null('Members')
     _wcal(out, o.members, 'Members')
     for e_members in o.members:
-        _write_DescribedGroupMember_2(e_members, out)
+        if e_members.member_id is None:
+            raise _null('MemberId')
+        _wcs(out, e_members.member_id, 'MemberId')
+        _wcs(out, e_members.group_instance_id, 'GroupInstanceId')
+        if e_members.client_id is None:
+            raise _null('ClientId')
+        _wcs(out, e_members.client_id, 'ClientId')
+        if e_members.client_host is None:
+            raise _null('ClientHost')
+        _wcs(out, e_members.client_host, 'ClientHost')
+        if e_members.member_metadata is None:
+            raise _null('MemberMetadata')
+        _wcb(out, e_members.member_metadata, 'MemberMetadata')
+        if e_members.member_assignment is None:
+            raise _null('MemberAssignment')
+        _wcb(out, e_members.member_assignment, 'MemberAssignment')
+        if e_members.unknown_tagged_fields:
+            _wts(out, (), e_members.unknown_tagged_fields, '_tagged_fields')
+        else:
+            out.append(0)
     out += _S_i.pack(o.authorized_operations)
     if o.unknown_tagged_fields:
         _wts(out, (), o.unknown_tagged_fields, '_tagged_fields')

@@ -184,7 +184,15 @@ def _write_DescribeLogDirsRequest_0(o: DescribeLogDirsRequest, out: bytearray) -
     _wal(out, o.topics, 'Topics')
     if o.topics is not None:
         for e_topics in o.topics:
-            _write_DescribableLogDirTopic_0(e_topics, out)
+            if e_topics.topic is None:
+                raise _null('Topic')
+            _ws(out, e_topics.topic, 'Topic')
+            if e_topics.partitions is None:
+                raise _null('Partitions')
+            _wal(out, e_topics.partitions, 'Partitions')
+            out += _struct.pack(f'>{len(e_topics.partitions)}i', *e_topics.partitions)
+            if e_topics.unknown_tagged_fields:
+                raise _EncodeError('tagged fields cannot be written at non-flexible version 0')
     if o.unknown_tagged_fields:
         raise _EncodeError('tagged fields cannot be written at non-flexible version 0-1')
 
@@ -256,7 +264,17 @@ def _write_DescribeLogDirsRequest_1(o: DescribeLogDirsRequest, out: bytearray) -
     _wcal(out, o.topics, 'Topics')
     if o.topics is not None:
         for e_topics in o.topics:
-            _write_DescribableLogDirTopic_1(e_topics, out)
+            if e_topics.topic is None:
+                raise _null('Topic')
+            _wcs(out, e_topics.topic, 'Topic')
+            if e_topics.partitions is None:
+                raise _null('Partitions')
+            _wcal(out, e_topics.partitions, 'Partitions')
+            out += _struct.pack(f'>{len(e_topics.partitions)}i', *e_topics.partitions)
+            if e_topics.unknown_tagged_fields:
+                _wts(out, (), e_topics.unknown_tagged_fields, '_tagged_fields')
+            else:
+                out.append(0)
     if o.unknown_tagged_fields:
         _wts(out, (), o.unknown_tagged_fields, '_tagged_fields')
     else:

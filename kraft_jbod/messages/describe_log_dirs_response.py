@@ -212,7 +212,9 @@ def _write_DescribeLogDirsTopic_0(o: DescribeLogDirsTopic, out: bytearray) -> No
         raise _null('Partitions')
     _wal(out, o.partitions, 'Partitions')
     for e_partitions in o.partitions:
-        _write_DescribeLogDirsPartition_0(e_partitions, out)
+        out += _S_iqq_.pack(e_partitions.partition_index, e_partitions.partition_size, e_partitions.offset_lag, (e_partitions.is_future_key if e_partitions.is_future_key.__class__ is bool else _bool(e_partitions.is_future_key, 'IsFutureKey')))
+        if e_partitions.unknown_tagged_fields:
+            raise _EncodeError('tagged fields cannot be written at non-flexible version 0')
     if o.unknown_tagged_fields:
         raise _EncodeError('tagged fields cannot be written at non-flexible version 0-1')
 
@@ -285,7 +287,11 @@ def _write_DescribeLogDirsTopic_1(o: DescribeLogDirsTopic, out: bytearray) -> No
         raise _null('Partitions')
     _wcal(out, o.partitions, 'Partitions')
     for e_partitions in o.partitions:
-        _write_DescribeLogDirsPartition_1(e_partitions, out)
+        out += _S_iqq_.pack(e_partitions.partition_index, e_partitions.partition_size, e_partitions.offset_lag, (e_partitions.is_future_key if e_partitions.is_future_key.__class__ is bool else _bool(e_partitions.is_future_key, 'IsFutureKey')))
+        if e_partitions.unknown_tagged_fields:
+            _wts(out, (), e_partitions.unknown_tagged_fields, '_tagged_fields')
+        else:
+            out.append(0)
     if o.unknown_tagged_fields:
         _wts(out, (), o.unknown_tagged_fields, '_tagged_fields')
     else:

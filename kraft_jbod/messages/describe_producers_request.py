@@ -187,7 +187,17 @@ def _write_DescribeProducersRequest_0(o: DescribeProducersRequest, out: bytearra
         raise _null('Topics')
     _wcal(out, o.topics, 'Topics')
     for e_topics in o.topics:
-        _write_TopicRequest_0(e_topics, out)
+        if e_topics.name is None:
+            raise _null('Name')
+        _wcs(out, e_topics.name, 'Name')
+        if e_topics.partition_indexes is None:
+            raise _null('PartitionIndexes')
+        _wcal(out, e_topics.partition_indexes, 'PartitionIndexes')
+        out += _struct.pack(f'>{len(e_topics.partition_indexes)}i', *e_topics.partition_indexes)
+        if e_topics.unknown_tagged_fields:
+            _wts(out, (), e_topics.unknown_tagged_fields, '_tagged_fields')
+        else:
+            out.append(0)
     if o.unknown_tagged_fields:
         _wts(out, (), o.unknown_tagged_fields, '_tagged_fields')
     else:

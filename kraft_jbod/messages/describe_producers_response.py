@@ -222,7 +222,11 @@ def _write_PartitionResponse_0(o: PartitionResponse, out: bytearray) -> None:
         raise _null('ActiveProducers')
     _wcal(out, o.active_producers, 'ActiveProducers')
     for e_active_producers in o.active_producers:
-        _write_ProducerState_0(e_active_producers, out)
+        out += _S_qiiqiq.pack(e_active_producers.producer_id, e_active_producers.producer_epoch, e_active_producers.last_sequence, e_active_producers.last_timestamp, e_active_producers.coordinator_epoch, e_active_producers.current_txn_start_offset)
+        if e_active_producers.unknown_tagged_fields:
+            _wts(out, (), e_active_producers.unknown_tagged_fields, '_tagged_fields')
+        else:
+            out.append(0)
     if o.unknown_tagged_fields:
         _wts(out, (), o.unknown_tagged_fields, '_tagged_fields')
     else:

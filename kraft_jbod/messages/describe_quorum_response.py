@@ -377,12 +377,24 @@ def _write_PartitionData_0(o: PartitionData, out: bytearray) -> None:
         raise _null('CurrentVoters')
     _wcal(out, o.current_voters, 'CurrentVoters')
     for e_current_voters in o.current_voters:
-        _write_ReplicaState_0(e_current_voters, out)
+        if e_current_voters.replica_directory_id != _ZERO_UUID:
+            raise _absent('ReplicaDirectoryId', '0')
+        out += _S_iq.pack(e_current_voters.replica_id, e_current_voters.log_end_offset)
+        if e_current_voters.unknown_tagged_fields:
+            _wts(out, (), e_current_voters.unknown_tagged_fields, '_tagged_fields')
+        else:
+            out.append(0)
     if o.observers is None:
         raise _null('Observers')
     _wcal(out, o.observers, 'Observers')
     for e_observers in o.observers:
-        _write_ReplicaState_0(e_observers, out)
+        if e_observers.replica_directory_id != _ZERO_UUID:
+            raise _absent('ReplicaDirectoryId', '0')
+        out += _S_iq.pack(e_observers.replica_id, e_observers.log_end_offset)
+        if e_observers.unknown_tagged_fields:
+            _wts(out, (), e_observers.unknown_tagged_fields, '_tagged_fields')
+        else:
+            out.append(0)
     if o.unknown_tagged_fields:
         _wts(out, (), o.unknown_tagged_fields, '_tagged_fields')
     else:
@@ -502,12 +514,24 @@ def _write_PartitionData_1(o: PartitionData, out: bytearray) -> None:
         raise _null('CurrentVoters')
     _wcal(out, o.current_voters, 'CurrentVoters')
     for e_current_voters in o.current_voters:
-        _write_ReplicaState_1(e_current_voters, out)
+        if e_current_voters.replica_directory_id != _ZERO_UUID:
+            raise _absent('ReplicaDirectoryId', '1')
+        out += _S_iqqq.pack(e_current_voters.replica_id, e_current_voters.log_end_offset, e_current_voters.last_fetch_timestamp, e_current_voters.last_caught_up_timestamp)
+        if e_current_voters.unknown_tagged_fields:
+            _wts(out, (), e_current_voters.unknown_tagged_fields, '_tagged_fields')
+        else:
+            out.append(0)
     if o.observers is None:
         raise _null('Observers')
     _wcal(out, o.observers, 'Observers')
     for e_observers in o.observers:
-        _write_ReplicaState_1(e_observers, out)
+        if e_observers.replica_directory_id != _ZERO_UUID:
+            raise _absent('ReplicaDirectoryId', '1')
+        out += _S_iqqq.pack(e_observers.replica_id, e_observers.log_end_offset, e_observers.last_fetch_timestamp, e_observers.last_caught_up_timestamp)
+        if e_observers.unknown_tagged_fields:
+            _wts(out, (), e_observers.unknown_tagged_fields, '_tagged_fields')
+        else:
+            out.append(0)
     if o.unknown_tagged_fields:
         _wts(out, (), o.unknown_tagged_fields, '_tagged_fields')
     else:
@@ -636,12 +660,20 @@ def _write_PartitionData_2(o: PartitionData, out: bytearray) -> None:
         raise _null('CurrentVoters')
     _wcal(out, o.current_voters, 'CurrentVoters')
     for e_current_voters in o.current_voters:
-        _write_ReplicaState_2(e_current_voters, out)
+        out += _S_i16sqqq.pack(e_current_voters.replica_id, e_current_voters.replica_directory_id.bytes, e_current_voters.log_end_offset, e_current_voters.last_fetch_timestamp, e_current_voters.last_caught_up_timestamp)
+        if e_current_voters.unknown_tagged_fields:
+            _wts(out, (), e_current_voters.unknown_tagged_fields, '_tagged_fields')
+        else:
+            out.append(0)
     if o.observers is None:
         raise _null('Observers')
     _wcal(out, o.observers, 'Observers')
     for e_observers in o.observers:
-        _write_ReplicaState_2(e_observers, out)
+        out += _S_i16sqqq.pack(e_observers.replica_id, e_observers.replica_directory_id.bytes, e_observers.log_end_offset, e_observers.last_fetch_timestamp, e_observers.last_caught_up_timestamp)
+        if e_observers.unknown_tagged_fields:
+            _wts(out, (), e_observers.unknown_tagged_fields, '_tagged_fields')
+        else:
+            out.append(0)
     if o.unknown_tagged_fields:
         _wts(out, (), o.unknown_tagged_fields, '_tagged_fields')
     else:
@@ -924,7 +956,17 @@ def _write_Node_0(o: Node, out: bytearray) -> None:
         raise _null('Listeners')
     _wcal(out, o.listeners, 'Listeners')
     for e_listeners in o.listeners:
-        _write_Listener_0(e_listeners, out)
+        if e_listeners.name is None:
+            raise _null('Name')
+        _wcs(out, e_listeners.name, 'Name')
+        if e_listeners.host is None:
+            raise _null('Host')
+        _wcs(out, e_listeners.host, 'Host')
+        out += _S_H.pack(e_listeners.port)
+        if e_listeners.unknown_tagged_fields:
+            _wts(out, (), e_listeners.unknown_tagged_fields, '_tagged_fields')
+        else:
+            out.append(0)
     if o.unknown_tagged_fields:
         _wts(out, (), o.unknown_tagged_fields, '_tagged_fields')
     else:

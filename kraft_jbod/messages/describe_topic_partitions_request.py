@@ -236,7 +236,13 @@ def _write_DescribeTopicPartitionsRequest_0(o: DescribeTopicPartitionsRequest, o
         raise _null('Topics')
     _wcal(out, o.topics, 'Topics')
     for e_topics in o.topics:
-        _write_TopicRequest_0(e_topics, out)
+        if e_topics.name is None:
+            raise _null('Name')
+        _wcs(out, e_topics.name, 'Name')
+        if e_topics.unknown_tagged_fields:
+            _wts(out, (), e_topics.unknown_tagged_fields, '_tagged_fields')
+        else:
+            out.append(0)
     out += _S_i.pack(o.response_partition_limit)
     if o.cursor is None:
         out.append(0xff)

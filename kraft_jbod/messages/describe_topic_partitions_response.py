@@ -351,7 +351,29 @@ def _write_DescribeTopicPartitionsResponseTopic_0(o: DescribeTopicPartitionsResp
         raise _null('Partitions')
     _wcal(out, o.partitions, 'Partitions')
     for e_partitions in o.partitions:
-        _write_DescribeTopicPartitionsResponsePartition_0(e_partitions, out)
+        out += _S_hiii.pack(e_partitions.error_code, e_partitions.partition_index, e_partitions.leader_id, e_partitions.leader_epoch)
+        if e_partitions.replica_nodes is None:
+            raise _null('ReplicaNodes')
+        _wcal(out, e_partitions.replica_nodes, 'ReplicaNodes')
+        out += _struct.pack(f'>{len(e_partitions.replica_nodes)}i', *e_partitions.replica_nodes)
+        if e_partitions.isr_nodes is None:
+            raise _null('IsrNodes')
+        _wcal(out, e_partitions.isr_nodes, 'IsrNodes')
+        out += _struct.pack(f'>{len(e_partitions.isr_nodes)}i', *e_partitions.isr_nodes)
+        _wcal(out, e_partitions.eligible_leader_replicas, 'EligibleLeaderReplicas')
+        if e_partitions.eligible_leader_replicas is not None:
+            out += _struct.pack(f'>{len(e_partitions.eligible_leader_replicas)}i', *e_partitions.eligible_leader_replicas)
+        _wcal(out, e_partitions.last_known_elr, 'LastKnownElr')
+        if e_partitions.last_known_elr is not None:
+            out += _struct.pack(f'>{len(e_partitions.last_known_elr)}i', *e_partitions.last_known_elr)
+        if e_partitions.offline_replicas is None:
+            raise _null('OfflineReplicas')
+        _wcal(out, e_partitions.offline_replicas, 'OfflineReplicas')
+        out += _struct.pack(f'>{len(e_partitions.offline_replicas)}i', *e_partitions.offline_replicas)
+        if e_partitions.unknown_tagged_fields:
+            _wts(out, (), e_partitions.unknown_tagged_fields, '_tagged_fields')
+        else:
+            out.append(0)
     out += _S_i.pack(o.topic_authorized_operations)
     if o.unknown_tagged_fields:
         _wts(out, (), o.unknown_tagged_fields, '_tagged_fields')

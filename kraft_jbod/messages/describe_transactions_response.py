@@ -234,7 +234,17 @@ def _write_TransactionState_0(o: TransactionState, out: bytearray) -> None:
         raise _null('Topics')
     _wcal(out, o.topics, 'Topics')
     for e_topics in o.topics:
-        _write_TopicData_0(e_topics, out)
+        if e_topics.topic is None:
+            raise _null('Topic')
+        _wcs(out, e_topics.topic, 'Topic')
+        if e_topics.partitions is None:
+            raise _null('Partitions')
+        _wcal(out, e_topics.partitions, 'Partitions')
+        out += _struct.pack(f'>{len(e_topics.partitions)}i', *e_topics.partitions)
+        if e_topics.unknown_tagged_fields:
+            _wts(out, (), e_topics.unknown_tagged_fields, '_tagged_fields')
+        else:
+            out.append(0)
     if o.unknown_tagged_fields:
         _wts(out, (), o.unknown_tagged_fields, '_tagged_fields')
     else:

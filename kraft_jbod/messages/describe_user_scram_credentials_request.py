@@ -168,7 +168,13 @@ def _write_DescribeUserScramCredentialsRequest_0(o: DescribeUserScramCredentials
     _wcal(out, o.users, 'Users')
     if o.users is not None:
         for e_users in o.users:
-            _write_UserName_0(e_users, out)
+            if e_users.name is None:
+                raise _null('Name')
+            _wcs(out, e_users.name, 'Name')
+            if e_users.unknown_tagged_fields:
+                _wts(out, (), e_users.unknown_tagged_fields, '_tagged_fields')
+            else:
+                out.append(0)
     if o.unknown_tagged_fields:
         _wts(out, (), o.unknown_tagged_fields, '_tagged_fields')
     else:

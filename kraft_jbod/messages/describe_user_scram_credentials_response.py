@@ -207,7 +207,11 @@ def _write_DescribeUserScramCredentialsResult_0(o: DescribeUserScramCredentialsR
         raise _null('CredentialInfos')
     _wcal(out, o.credential_infos, 'CredentialInfos')
     for e_credential_infos in o.credential_infos:
-        _write_CredentialInfo_0(e_credential_infos, out)
+        out += _S_bi.pack(e_credential_infos.mechanism, e_credential_infos.iterations)
+        if e_credential_infos.unknown_tagged_fields:
+            _wts(out, (), e_credential_infos.unknown_tagged_fields, '_tagged_fields')
+        else:
+            out.append(0)
     if o.unknown_tagged_fields:
         _wts(out, (), o.unknown_tagged_fields, '_tagged_fields')
     else:

@@ -198,7 +198,15 @@ def _write_ElectLeadersRequest_0(o: ElectLeadersRequest, out: bytearray) -> None
     _wal(out, o.topic_partitions, 'TopicPartitions')
     if o.topic_partitions is not None:
         for e_topic_partitions in o.topic_partitions:
-            _write_TopicPartitions_0(e_topic_partitions, out)
+            if e_topic_partitions.topic is None:
+                raise _null('Topic')
+            _ws(out, e_topic_partitions.topic, 'Topic')
+            if e_topic_partitions.partitions is None:
+                raise _null('Partitions')
+            _wal(out, e_topic_partitions.partitions, 'Partitions')
+            out += _struct.pack(f'>{len(e_topic_partitions.partitions)}i', *e_topic_partitions.partitions)
+            if e_topic_partitions.unknown_tagged_fields:
+                raise _EncodeError('tagged fields cannot be written at non-flexible version 0')
     out += _S_i.pack(o.timeout_ms)
     if o.unknown_tagged_fields:
         raise _EncodeError('tagged fields cannot be written at non-flexible version 0')
@@ -250,7 +258,15 @@ def _write_ElectLeadersRequest_1(o: ElectLeadersRequest, out: bytearray) -> None
     _wal(out, o.topic_partitions, 'TopicPartitions')
     if o.topic_partitions is not None:
         for e_topic_partitions in o.topic_partitions:
-            _write_TopicPartitions_0(e_topic_partitions, out)
+            if e_topic_partitions.topic is None:
+                raise _null('Topic')
+            _ws(out, e_topic_partitions.topic, 'Topic')
+            if e_topic_partitions.partitions is None:
+                raise _null('Partitions')
+            _wal(out, e_topic_partitions.partitions, 'Partitions')
+            out += _struct.pack(f'>{len(e_topic_partitions.partitions)}i', *e_topic_partitions.partitions)
+            if e_topic_partitions.unknown_tagged_fields:
+                raise _EncodeError('tagged fields cannot be written at non-flexible version 1')
     out += _S_i.pack(o.timeout_ms)
     if o.unknown_tagged_fields:
         raise _EncodeError('tagged fields cannot be written at non-flexible version 1')
@@ -334,7 +350,17 @@ def _write_ElectLeadersRequest_2(o: ElectLeadersRequest, out: bytearray) -> None
     _wcal(out, o.topic_partitions, 'TopicPartitions')
     if o.topic_partitions is not None:
         for e_topic_partitions in o.topic_partitions:
-            _write_TopicPartitions_1(e_topic_partitions, out)
+            if e_topic_partitions.topic is None:
+                raise _null('Topic')
+            _wcs(out, e_topic_partitions.topic, 'Topic')
+            if e_topic_partitions.partitions is None:
+                raise _null('Partitions')
+            _wcal(out, e_topic_partitions.partitions, 'Partitions')
+            out += _struct.pack(f'>{len(e_topic_partitions.partitions)}i', *e_topic_partitions.partitions)
+            if e_topic_partitions.unknown_tagged_fields:
+                _wts(out, (), e_topic_partitions.unknown_tagged_fields, '_tagged_fields')
+            else:
+                out.append(0)
     out += _S_i.pack(o.timeout_ms)
     if o.unknown_tagged_fields:
         _wts(out, (), o.unknown_tagged_fields, '_tagged_fields')

@@ -196,7 +196,10 @@ def _write_ReplicaElectionResult_0(o: ReplicaElectionResult, out: bytearray) -> 
         raise _null('PartitionResult')
     _wal(out, o.partition_result, 'PartitionResult')
     for e_partition_result in o.partition_result:
-        _write_PartitionResult_0(e_partition_result, out)
+        out += _S_ih.pack(e_partition_result.partition_id, e_partition_result.error_code)
+        _ws(out, e_partition_result.error_message, 'ErrorMessage')
+        if e_partition_result.unknown_tagged_fields:
+            raise _EncodeError('tagged fields cannot be written at non-flexible version 0')
     if o.unknown_tagged_fields:
         raise _EncodeError('tagged fields cannot be written at non-flexible version 0-1')
 
@@ -269,7 +272,12 @@ def _write_ReplicaElectionResult_1(o: ReplicaElectionResult, out: bytearray) -> 
         raise _null('PartitionResult')
     _wcal(out, o.partition_result, 'PartitionResult')
     for e_partition_result in o.partition_result:
-        _write_PartitionResult_1(e_partition_result, out)
+        out += _S_ih.pack(e_partition_result.partition_id, e_partition_result.error_code)
+        _wcs(out, e_partition_result.error_message, 'ErrorMessage')
+        if e_partition_result.unknown_tagged_fields:
+            _wts(out, (), e_partition_result.unknown_tagged_fields, '_tagged_fields')
+        else:
+            out.append(0)
     if o.unknown_tagged_fields:
         _wts(out, (), o.unknown_tagged_fields, '_tagged_fields')
     else:

@@ -255,7 +255,11 @@ def _write_PartitionData_1(o: PartitionData, out: bytearray) -> None:
         raise _null('PreferredCandidates')
     _wcal(out, o.preferred_candidates, 'PreferredCandidates')
     for e_preferred_candidates in o.preferred_candidates:
-        _write_ReplicaInfo_0(e_preferred_candidates, out)
+        out += _S_i16s.pack(e_preferred_candidates.candidate_id, e_preferred_candidates.candidate_directory_id.bytes)
+        if e_preferred_candidates.unknown_tagged_fields:
+            _wts(out, (), e_preferred_candidates.unknown_tagged_fields, '_tagged_fields')
+        else:
+            out.append(0)
     if o.unknown_tagged_fields:
         _wts(out, (), o.unknown_tagged_fields, '_tagged_fields')
     else:
@@ -306,7 +310,13 @@ def _write_TopicData_0(o: TopicData, out: bytearray) -> None:
         raise _null('Partitions')
     _wal(out, o.partitions, 'Partitions')
     for e_partitions in o.partitions:
-        _write_PartitionData_0(e_partitions, out)
+        out += _S_iii.pack(e_partitions.partition_index, e_partitions.leader_id, e_partitions.leader_epoch)
+        if e_partitions.preferred_successors is None:
+            raise _null('PreferredSuccessors')
+        _wal(out, e_partitions.preferred_successors, 'PreferredSuccessors')
+        out += _struct.pack(f'>{len(e_partitions.preferred_successors)}i', *e_partitions.preferred_successors)
+        if e_partitions.unknown_tagged_fields:
+            raise _EncodeError('tagged fields cannot be written at non-flexible version 0')
     if o.unknown_tagged_fields:
         raise _EncodeError('tagged fields cannot be written at non-flexible version 0')
 
@@ -532,7 +542,17 @@ def _write_EndQuorumEpochRequest_1(o: EndQuorumEpochRequest, out: bytearray) -> 
         raise _null('LeaderEndpoints')
     _wcal(out, o.leader_endpoints, 'LeaderEndpoints')
     for e_leader_endpoints in o.leader_endpoints:
-        _write_LeaderEndpoint_0(e_leader_endpoints, out)
+        if e_leader_endpoints.name is None:
+            raise _null('Name')
+        _wcs(out, e_leader_endpoints.name, 'Name')
+        if e_leader_endpoints.host is None:
+            raise _null('Host')
+        _wcs(out, e_leader_endpoints.host, 'Host')
+        out += _S_H.pack(e_leader_endpoints.port)
+        if e_leader_endpoints.unknown_tagged_fields:
+            _wts(out, (), e_leader_endpoints.unknown_tagged_fields, '_tagged_fields')
+        else:
+            out.append(0)
     if o.unknown_tagged_fields:
         _wts(out, (), o.unknown_tagged_fields, '_tagged_fields')
     else:

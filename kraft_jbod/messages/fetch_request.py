@@ -350,17 +350,25 @@ def _read_FetchPartition_4(buf: bytes | bytearray | memoryview, pos: int) -> tup
 def _write_FetchPartition_4(o: FetchPartition, out: bytearray) -> None:
     # versions 17
     out += _S_iiqiqi.pack(o.partition, o.current_leader_epoch, o.fetch_offset, o.last_fetched_epoch, o.log_start_offset, o.partition_max_bytes)
-    tagged: list[tuple[int, bytes | bytearray]] = []
-    if o.replica_directory_id != _ZERO_UUID:
-        tb = bytearray()
-        if o.replica_directory_id is None:
-            raise _null('ReplicaDirectoryId')
-        tb += _S_16s.pack(o.replica_directory_id.bytes)
-        tagged.append((0, tb))
-    if tagged or o.unknown_tagged_fields:
-        _wts(out, tagged, o.unknown_tagged_fields, '_tagged_fields')
+    if not o.unknown_tagged_fields:
+        out.append((o.replica_directory_id != _ZERO_UUID))
+        if o.replica_directory_id != _ZERO_UUID:
+            tb = bytearray()
+            if o.replica_directory_id is None:
+                raise _null('ReplicaDirectoryId')
+            tb += _S_16s.pack(o.replica_directory_id.bytes)
+            out += b'\x00'
+            _wuv(out, len(tb))
+            out += tb
     else:
-        out.append(0)
+        tagged: list[tuple[int, bytes | bytearray]] = []
+        if o.replica_directory_id != _ZERO_UUID:
+            tb = bytearray()
+            if o.replica_directory_id is None:
+                raise _null('ReplicaDirectoryId')
+            tb += _S_16s.pack(o.replica_directory_id.bytes)
+            tagged.append((0, tb))
+        _wts(out, tagged, o.unknown_tagged_fields, '_tagged_fields')
 
 
 def _read_FetchTopic_0(buf: bytes | bytearray | memoryview, pos: int) -> tuple[FetchTopic, int]:
@@ -407,7 +415,11 @@ def _write_FetchTopic_0(o: FetchTopic, out: bytearray) -> None:
         raise _null('Partitions')
     _wal(out, o.partitions, 'Partitions')
     for e_partitions in o.partitions:
-        _write_FetchPartition_0(e_partitions, out)
+        if e_partitions.last_fetched_epoch != -1:
+            raise _absent('LastFetchedEpoch', '0')
+        out += _S_iqi.pack(e_partitions.partition, e_partitions.fetch_offset, e_partitions.partition_max_bytes)
+        if e_partitions.unknown_tagged_fields:
+            raise _EncodeError('tagged fields cannot be written at non-flexible version 0')
     if o.unknown_tagged_fields:
         raise _EncodeError('tagged fields cannot be written at non-flexible version 0-4')
 
@@ -456,7 +468,11 @@ def _write_FetchTopic_1(o: FetchTopic, out: bytearray) -> None:
         raise _null('Partitions')
     _wal(out, o.partitions, 'Partitions')
     for e_partitions in o.partitions:
-        _write_FetchPartition_1(e_partitions, out)
+        if e_partitions.last_fetched_epoch != -1:
+            raise _absent('LastFetchedEpoch', '5')
+        out += _S_iqqi.pack(e_partitions.partition, e_partitions.fetch_offset, e_partitions.log_start_offset, e_partitions.partition_max_bytes)
+        if e_partitions.unknown_tagged_fields:
+            raise _EncodeError('tagged fields cannot be written at non-flexible version 5')
     if o.unknown_tagged_fields:
         raise _EncodeError('tagged fields cannot be written at non-flexible version 5-8')
 
@@ -505,7 +521,11 @@ def _write_FetchTopic_2(o: FetchTopic, out: bytearray) -> None:
         raise _null('Partitions')
     _wal(out, o.partitions, 'Partitions')
     for e_partitions in o.partitions:
-        _write_FetchPartition_2(e_partitions, out)
+        if e_partitions.last_fetched_epoch != -1:
+            raise _absent('LastFetchedEpoch', '9')
+        out += _S_iiqqi.pack(e_partitions.partition, e_partitions.current_leader_epoch, e_partitions.fetch_offset, e_partitions.log_start_offset, e_partitions.partition_max_bytes)
+        if e_partitions.unknown_tagged_fields:
+            raise _EncodeError('tagged fields cannot be written at non-flexible version 9')
     if o.unknown_tagged_fields:
         raise _EncodeError('tagged fields cannot be written at non-flexible version 9-11')
 
@@ -585,7 +605,11 @@ def _write_FetchTopic_3(o: FetchTopic, out: bytearray) -> None:
         raise _null('Partitions')
     _wcal(out, o.partitions, 'Partitions')
     for e_partitions in o.partitions:
-        _write_FetchPartition_3(e_partitions, out)
+        out += _S_iiqiqi.pack(e_partitions.partition, e_partitions.current_leader_epoch, e_partitions.fetch_offset, e_partitions.last_fetched_epoch, e_partitions.log_start_offset, e_partitions.partition_max_bytes)
+        if e_partitions.unknown_tagged_fields:
+            _wts(out, (), e_partitions.unknown_tagged_fields, '_tagged_fields')
+        else:
+            out.append(0)
     if o.unknown_tagged_fields:
         _wts(out, (), o.unknown_tagged_fields, '_tagged_fields')
     else:
@@ -669,7 +693,11 @@ def _write_FetchTopic_4(o: FetchTopic, out: bytearray) -> None:
         raise _null('Partitions')
     _wcal(out, o.partitions, 'Partitions')
     for e_partitions in o.partitions:
-        _write_FetchPartition_3(e_partitions, out)
+        out += _S_iiqiqi.pack(e_partitions.partition, e_partitions.current_leader_epoch, e_partitions.fetch_offset, e_partitions.last_fetched_epoch, e_partitions.log_start_offset, e_partitions.partition_max_bytes)
+        if e_partitions.unknown_tagged_fields:
+            _wts(out, (), e_partitions.unknown_tagged_fields, '_tagged_fields')
+        else:
+            out.append(0)
     if o.unknown_tagged_fields:
         _wts(out, (), o.unknown_tagged_fields, '_tagged_fields')
     else:
@@ -759,7 +787,26 @@ def _write_FetchTopic_5(o: FetchTopic, out: bytearray) -> None:
         raise _null('Partitions')
     _wcal(out, o.partitions, 'Partitions')
     for e_partitions in o.partitions:
-        _write_FetchPartition_4(e_partitions, out)
+        out += _S_iiqiqi.pack(e_partitions.partition, e_partitions.current_leader_epoch, e_partitions.fetch_offset, e_partitions.last_fetched_epoch, e_partitions.log_start_offset, e_partitions.partition_max_bytes)
+        if not e_partitions.unknown_tagged_fields:
+            out.append((e_partitions.replica_directory_id != _ZERO_UUID))
+            if e_partitions.replica_directory_id != _ZERO_UUID:
+                tb = bytearray()
+                if e_partitions.replica_directory_id is None:
+                    raise _null('ReplicaDirectoryId')
+                tb += _S_16s.pack(e_partitions.replica_directory_id.bytes)
+                out += b'\x00'
+                _wuv(out, len(tb))
+                out += tb
+        else:
+            tagged: list[tuple[int, bytes | bytearray]] = []
+            if e_partitions.replica_directory_id != _ZERO_UUID:
+                tb = bytearray()
+                if e_partitions.replica_directory_id is None:
+                    raise _null('ReplicaDirectoryId')
+                tb += _S_16s.pack(e_partitions.replica_directory_id.bytes)
+                tagged.append((0, tb))
+            _wts(out, tagged, e_partitions.unknown_tagged_fields, '_tagged_fields')
     if o.unknown_tagged_fields:
         _wts(out, (), o.unknown_tagged_fields, '_tagged_fields')
     else:
@@ -1160,7 +1207,15 @@ def _write_FetchRequest_4(o: FetchRequest, out: bytearray) -> None:
         raise _null('ForgottenTopicsData')
     _wal(out, o.forgotten_topics_data, 'ForgottenTopicsData')
     for e_forgotten_topics_data in o.forgotten_topics_data:
-        _write_ForgottenTopic_0(e_forgotten_topics_data, out)
+        if e_forgotten_topics_data.topic is None:
+            raise _null('Topic')
+        _ws(out, e_forgotten_topics_data.topic, 'Topic')
+        if e_forgotten_topics_data.partitions is None:
+            raise _null('Partitions')
+        _wal(out, e_forgotten_topics_data.partitions, 'Partitions')
+        out += _struct.pack(f'>{len(e_forgotten_topics_data.partitions)}i', *e_forgotten_topics_data.partitions)
+        if e_forgotten_topics_data.unknown_tagged_fields:
+            raise _EncodeError('tagged fields cannot be written at non-flexible version 7')
     if o.unknown_tagged_fields:
         raise _EncodeError('tagged fields cannot be written at non-flexible version 7-8')
 
@@ -1233,7 +1288,15 @@ def _write_FetchRequest_5(o: FetchRequest, out: bytearray) -> None:
         raise _null('ForgottenTopicsData')
     _wal(out, o.forgotten_topics_data, 'ForgottenTopicsData')
     for e_forgotten_topics_data in o.forgotten_topics_data:
-        _write_ForgottenTopic_0(e_forgotten_topics_data, out)
+        if e_forgotten_topics_data.topic is None:
+            raise _null('Topic')
+        _ws(out, e_forgotten_topics_data.topic, 'Topic')
+        if e_forgotten_topics_data.partitions is None:
+            raise _null('Partitions')
+        _wal(out, e_forgotten_topics_data.partitions, 'Partitions')
+        out += _struct.pack(f'>{len(e_forgotten_topics_data.partitions)}i', *e_forgotten_topics_data.partitions)
+        if e_forgotten_topics_data.unknown_tagged_fields:
+            raise _EncodeError('tagged fields cannot be written at non-flexible version 9')
     if o.unknown_tagged_fields:
         raise _EncodeError('tagged fields cannot be written at non-flexible version 9-10')
 
@@ -1307,7 +1370,15 @@ def _write_FetchRequest_6(o: FetchRequest, out: bytearray) -> None:
         raise _null('ForgottenTopicsData')
     _wal(out, o.forgotten_topics_data, 'ForgottenTopicsData')
     for e_forgotten_topics_data in o.forgotten_topics_data:
-        _write_ForgottenTopic_0(e_forgotten_topics_data, out)
+        if e_forgotten_topics_data.topic is None:
+            raise _null('Topic')
+        _ws(out, e_forgotten_topics_data.topic, 'Topic')
+        if e_forgotten_topics_data.partitions is None:
+            raise _null('Partitions')
+        _wal(out, e_forgotten_topics_data.partitions, 'Partitions')
+        out += _struct.pack(f'>{len(e_forgotten_topics_data.partitions)}i', *e_forgotten_topics_data.partitions)
+        if e_forgotten_topics_data.unknown_tagged_fields:
+            raise _EncodeError('tagged fields cannot be written at non-flexible version 11')
     if o.rack_id is None:
         raise _null('RackId')
     _ws(out, o.rack_id, 'RackId')
@@ -1428,19 +1499,35 @@ def _write_FetchRequest_7(o: FetchRequest, out: bytearray) -> None:
         raise _null('ForgottenTopicsData')
     _wcal(out, o.forgotten_topics_data, 'ForgottenTopicsData')
     for e_forgotten_topics_data in o.forgotten_topics_data:
-        _write_ForgottenTopic_1(e_forgotten_topics_data, out)
+        if e_forgotten_topics_data.topic is None:
+            raise _null('Topic')
+        _wcs(out, e_forgotten_topics_data.topic, 'Topic')
+        if e_forgotten_topics_data.partitions is None:
+            raise _null('Partitions')
+        _wcal(out, e_forgotten_topics_data.partitions, 'Partitions')
+        out += _struct.pack(f'>{len(e_forgotten_topics_data.partitions)}i', *e_forgotten_topics_data.partitions)
+        if e_forgotten_topics_data.unknown_tagged_fields:
+            _wts(out, (), e_forgotten_topics_data.unknown_tagged_fields, '_tagged_fields')
+        else:
+            out.append(0)
     if o.rack_id is None:
         raise _null('RackId')
     _wcs(out, o.rack_id, 'RackId')
-    tagged: list[tuple[int, bytes | bytearray]] = []
-    if o.cluster_id is not None:
-        tb = bytearray()
-        _wcs(tb, o.cluster_id, 'ClusterId')
-        tagged.append((0, tb))
-    if tagged or o.unknown_tagged_fields:
-        _wts(out, tagged, o.unknown_tagged_fields, '_tagged_fields')
+    if not o.unknown_tagged_fields:
+        out.append((o.cluster_id is not None))
+        if o.cluster_id is not None:
+            tb = bytearray()
+            _wcs(tb, o.cluster_id, 'ClusterId')
+            out += b'\x00'
+            _wuv(out, len(tb))
+            out += tb
     else:
-        out.append(0)
+        tagged: list[tuple[int, bytes | bytearray]] = []
+        if o.cluster_id is not None:
+            tb = bytearray()
+            _wcs(tb, o.cluster_id, 'ClusterId')
+            tagged.append((0, tb))
+        _wts(out, tagged, o.unknown_tagged_fields, '_tagged_fields')
 
 
 def _read_FetchRequest_8(buf: bytes | bytearray | memoryview, pos: int) -> tuple[FetchRequest, int]:
@@ -1560,19 +1647,33 @@ def _write_FetchRequest_8(o: FetchRequest, out: bytearray) -> None:
         raise _null('ForgottenTopicsData')
     _wcal(out, o.forgotten_topics_data, 'ForgottenTopicsData')
     for e_forgotten_topics_data in o.forgotten_topics_data:
-        _write_ForgottenTopic_2(e_forgotten_topics_data, out)
+        out += _S_16s.pack(e_forgotten_topics_data.topic_id.bytes)
+        if e_forgotten_topics_data.partitions is None:
+            raise _null('Partitions')
+        _wcal(out, e_forgotten_topics_data.partitions, 'Partitions')
+        out += _struct.pack(f'>{len(e_forgotten_topics_data.partitions)}i', *e_forgotten_topics_data.partitions)
+        if e_forgotten_topics_data.unknown_tagged_fields:
+            _wts(out, (), e_forgotten_topics_data.unknown_tagged_fields, '_tagged_fields')
+        else:
+            out.append(0)
     if o.rack_id is None:
         raise _null('RackId')
     _wcs(out, o.rack_id, 'RackId')
-    tagged: list[tuple[int, bytes | bytearray]] = []
-    if o.cluster_id is not None:
-        tb = bytearray()
-        _wcs(tb, o.cluster_id, 'ClusterId')
-        tagged.append((0, tb))
-    if tagged or o.unknown_tagged_fields:
-        _wts(out, tagged, o.unknown_tagged_fields, '_tagged_fields')
+    if not o.unknown_tagged_fields:
+        out.append((o.cluster_id is not None))
+        if o.cluster_id is not None:
+            tb = bytearray()
+            _wcs(tb, o.cluster_id, 'ClusterId')
+            out += b'\x00'
+            _wuv(out, len(tb))
+            out += tb
     else:
-        out.append(0)
+        tagged: list[tuple[int, bytes | bytearray]] = []
+        if o.cluster_id is not None:
+            tb = bytearray()
+            _wcs(tb, o.cluster_id, 'ClusterId')
+            tagged.append((0, tb))
+        _wts(out, tagged, o.unknown_tagged_fields, '_tagged_fields')
 
 
 def _read_FetchRequest_9(buf: bytes | bytearray | memoryview, pos: int) -> tuple[FetchRequest, int]:
@@ -1698,25 +1799,47 @@ def _write_FetchRequest_9(o: FetchRequest, out: bytearray) -> None:
         raise _null('ForgottenTopicsData')
     _wcal(out, o.forgotten_topics_data, 'ForgottenTopicsData')
     for e_forgotten_topics_data in o.forgotten_topics_data:
-        _write_ForgottenTopic_2(e_forgotten_topics_data, out)
+        out += _S_16s.pack(e_forgotten_topics_data.topic_id.bytes)
+        if e_forgotten_topics_data.partitions is None:
+            raise _null('Partitions')
+        _wcal(out, e_forgotten_topics_data.partitions, 'Partitions')
+        out += _struct.pack(f'>{len(e_forgotten_topics_data.partitions)}i', *e_forgotten_topics_data.partitions)
+        if e_forgotten_topics_data.unknown_tagged_fields:
+            _wts(out, (), e_forgotten_topics_data.unknown_tagged_fields, '_tagged_fields')
+        else:
+            out.append(0)
     if o.rack_id is None:
         raise _null('RackId')
     _wcs(out, o.rack_id, 'RackId')
-    tagged: list[tuple[int, bytes | bytearray]] = []
-    if o.cluster_id is not None:
-        tb = bytearray()
-        _wcs(tb, o.cluster_id, 'ClusterId')
-        tagged.append((0, tb))
-    if o.replica_state != ReplicaState():
-        tb = bytearray()
-        if o.replica_state is None:
-            raise _null('ReplicaState')
-        _write_ReplicaState_0(o.replica_state, tb)
-        tagged.append((1, tb))
-    if tagged or o.unknown_tagged_fields:
-        _wts(out, tagged, o.unknown_tagged_fields, '_tagged_fields')
+    if not o.unknown_tagged_fields:
+        out.append((o.cluster_id is not None) + (o.replica_state != ReplicaState()))
+        if o.cluster_id is not None:
+            tb = bytearray()
+            _wcs(tb, o.cluster_id, 'ClusterId')
+            out += b'\x00'
+            _wuv(out, len(tb))
+            out += tb
+        if o.replica_state != ReplicaState():
+            tb = bytearray()
+            if o.replica_state is None:
+                raise _null('ReplicaState')
+            _write_ReplicaState_0(o.replica_state, tb)
+            out += b'\x01'
+            _wuv(out, len(tb))
+            out += tb
     else:
-        out.append(0)
+        tagged: list[tuple[int, bytes | bytearray]] = []
+        if o.cluster_id is not None:
+            tb = bytearray()
+            _wcs(tb, o.cluster_id, 'ClusterId')
+            tagged.append((0, tb))
+        if o.replica_state != ReplicaState():
+            tb = bytearray()
+            if o.replica_state is None:
+                raise _null('ReplicaState')
+            _write_ReplicaState_0(o.replica_state, tb)
+            tagged.append((1, tb))
+        _wts(out, tagged, o.unknown_tagged_fields, '_tagged_fields')
 
 
 def _read_FetchRequest_10(buf: bytes | bytearray | memoryview, pos: int) -> tuple[FetchRequest, int]:
@@ -1842,25 +1965,47 @@ def _write_FetchRequest_10(o: FetchRequest, out: bytearray) -> None:
         raise _null('ForgottenTopicsData')
     _wcal(out, o.forgotten_topics_data, 'ForgottenTopicsData')
     for e_forgotten_topics_data in o.forgotten_topics_data:
-        _write_ForgottenTopic_2(e_forgotten_topics_data, out)
+        out += _S_16s.pack(e_forgotten_topics_data.topic_id.bytes)
+        if e_forgotten_topics_data.partitions is None:
+            raise _null('Partitions')
+        _wcal(out, e_forgotten_topics_data.partitions, 'Partitions')
+        out += _struct.pack(f'>{len(e_forgotten_topics_data.partitions)}i', *e_forgotten_topics_data.partitions)
+        if e_forgotten_topics_data.unknown_tagged_fields:
+            _wts(out, (), e_forgotten_topics_data.unknown_tagged_fields, '_tagged_fields')
+        else:
+            out.append(0)
     if o.rack_id is None:
         raise _null('RackId')
     _wcs(out, o.rack_id, 'RackId')
-    tagged: list[tuple[int, bytes | bytearray]] = []
-    if o.cluster_id is not None:
-        tb = bytearray()
-        _wcs(tb, o.cluster_id, 'ClusterId')
-        tagged.append((0, tb))
-    if o.replica_state != ReplicaState():
-        tb = bytearray()
-        if o.replica_state is None:
-            raise _null('ReplicaState')
-        _write_ReplicaState_0(o.replica_state, tb)
-        tagged.append((1, tb))
-    if tagged or o.unknown_tagged_fields:
-        _wts(out, tagged, o.unknown_tagged_fields, '_tagged_fields')
+    if not o.unknown_tagged_fields:
+        out.append((o.cluster_id is not None) + (o.replica_state != ReplicaState()))
+        if o.cluster_id is not None:
+            tb = bytearray()
+            _wcs(tb, o.cluster_id, 'ClusterId')
+            out += b'\x00'
+            _wuv(out, len(tb))
+            out += tb
+        if o.replica_state != ReplicaState():
+            tb = bytearray()
+            if o.replica_state is None:
+                raise _null('ReplicaState')
+            _write_ReplicaState_0(o.replica_state, tb)
+            out += b'\x01'
+            _wuv(out, len(tb))
+            out += tb
     else:
-        out.append(0)
+        tagged: list[tuple[int, bytes | bytearray]] = []
+        if o.cluster_id is not None:
+            tb = bytearray()
+            _wcs(tb, o.cluster_id, 'ClusterId')
+            tagged.append((0, tb))
+        if o.replica_state != ReplicaState():
+            tb = bytearray()
+            if o.replica_state is None:
+                raise _null('ReplicaState')
+            _write_ReplicaState_0(o.replica_state, tb)
+            tagged.append((1, tb))
+        _wts(out, tagged, o.unknown_tagged_fields, '_tagged_fields')
 
 
 FetchRequest._READERS = {0: _read_FetchRequest_0, 1: _read_FetchRequest_0, 2: _read_FetchRequest_0, 3: _read_FetchRequest_1, 4: _read_FetchRequest_2, 5: _read_FetchRequest_3, 6: _read_FetchRequest_3, 7: _read_FetchRequest_4, 8: _read_FetchRequest_4, 9: _read_FetchRequest_5, 10: _read_FetchRequest_5, 11: _read_FetchRequest_6, 12: _read_FetchRequest_7, 13: _read_FetchRequest_8, 14: _read_FetchRequest_8, 15: _read_FetchRequest_9, 16: _read_FetchRequest_9, 17: _read_FetchRequest_10}

@@ -431,7 +431,9 @@ def _write_PartitionData_1(o: PartitionData, out: bytearray) -> None:
     _wal(out, o.aborted_transactions, 'AbortedTransactions')
     if o.aborted_transactions is not None:
         for e_aborted_transactions in o.aborted_transactions:
-            _write_AbortedTransaction_0(e_aborted_transactions, out)
+            out += _S_qq.pack(e_aborted_transactions.producer_id, e_aborted_transactions.first_offset)
+            if e_aborted_transactions.unknown_tagged_fields:
+                raise _EncodeError('tagged fields cannot be written at non-flexible version 4')
     _wb(out, o.records, 'Records')
     if o.unknown_tagged_fields:
         raise _EncodeError('tagged fields cannot be written at non-flexible version 4')
@@ -496,7 +498,9 @@ def _write_PartitionData_2(o: PartitionData, out: bytearray) -> None:
     _wal(out, o.aborted_transactions, 'AbortedTransactions')
     if o.aborted_transactions is not None:
         for e_aborted_transactions in o.aborted_transactions:
-            _write_AbortedTransaction_0(e_aborted_transactions, out)
+            out += _S_qq.pack(e_aborted_transactions.producer_id, e_aborted_transactions.first_offset)
+            if e_aborted_transactions.unknown_tagged_fields:
+                raise _EncodeError('tagged fields cannot be written at non-flexible version 5')
     _wb(out, o.records, 'Records')
     if o.unknown_tagged_fields:
         raise _EncodeError('tagged fields cannot be written at non-flexible version 5-10')
@@ -563,7 +567,9 @@ def _write_PartitionData_3(o: PartitionData, out: bytearray) -> None:
     _wal(out, o.aborted_transactions, 'AbortedTransactions')
     if o.aborted_transactions is not None:
         for e_aborted_transactions in o.aborted_transactions:
-            _write_AbortedTransaction_0(e_aborted_transactions, out)
+            out += _S_qq.pack(e_aborted_transactions.producer_id, e_aborted_transactions.first_offset)
+            if e_aborted_transactions.unknown_tagged_fields:
+                raise _EncodeError('tagged fields cannot be written at non-flexible version 11')
     out += _S_i.pack(o.preferred_read_replica)
     _wb(out, o.records, 'Records')
     if o.unknown_tagged_fields:
@@ -678,32 +684,60 @@ def _write_PartitionData_4(o: PartitionData, out: bytearray) -> None:
     _wcal(out, o.aborted_transactions, 'AbortedTransactions')
     if o.aborted_transactions is not None:
         for e_aborted_transactions in o.aborted_transactions:
-            _write_AbortedTransaction_1(e_aborted_transactions, out)
+            out += _S_qq.pack(e_aborted_transactions.producer_id, e_aborted_transactions.first_offset)
+            if e_aborted_transactions.unknown_tagged_fields:
+                _wts(out, (), e_aborted_transactions.unknown_tagged_fields, '_tagged_fields')
+            else:
+                out.append(0)
     out += _S_i.pack(o.preferred_read_replica)
     _wcb(out, o.records, 'Records')
-    tagged: list[tuple[int, bytes | bytearray]] = []
-    if o.diverging_epoch != EpochEndOffset():
-        tb = bytearray()
-        if o.diverging_epoch is None:
-            raise _null('DivergingEpoch')
-        _write_EpochEndOffset_0(o.diverging_epoch, tb)
-        tagged.append((0, tb))
-    if o.current_leader != LeaderIdAndEpoch():
-        tb = bytearray()
-        if o.current_leader is None:
-            raise _null('CurrentLeader')
-        _write_LeaderIdAndEpoch_0(o.current_leader, tb)
-        tagged.append((1, tb))
-    if o.snapshot_id != SnapshotId():
-        tb = bytearray()
-        if o.snapshot_id is None:
-            raise _null('SnapshotId')
-        _write_SnapshotId_0(o.snapshot_id, tb)
-        tagged.append((2, tb))
-    if tagged or o.unknown_tagged_fields:
-        _wts(out, tagged, o.unknown_tagged_fields, '_tagged_fields')
+    if not o.unknown_tagged_fields:
+        out.append((o.diverging_epoch != EpochEndOffset()) + (o.current_leader != LeaderIdAndEpoch()) + (o.snapshot_id != SnapshotId()))
+        if o.diverging_epoch != EpochEndOffset():
+            tb = bytearray()
+            if o.diverging_epoch is None:
+                raise _null('DivergingEpoch')
+            _write_EpochEndOffset_0(o.diverging_epoch, tb)
+            out += b'\x00'
+            _wuv(out, len(tb))
+            out += tb
+        if o.current_leader != LeaderIdAndEpoch():
+            tb = bytearray()
+            if o.current_leader is None:
+                raise _null('CurrentLeader')
+            _write_LeaderIdAndEpoch_0(o.current_leader, tb)
+            out += b'\x01'
+            _wuv(out, len(tb))
+            out += tb
+        if o.snapshot_id != SnapshotId():
+            tb = bytearray()
+            if o.snapshot_id is None:
+                raise _null('SnapshotId')
+            _write_SnapshotId_0(o.snapshot_id, tb)
+            out += b'\x02'
+            _wuv(out, len(tb))
+            out += tb
     else:
-        out.append(0)
+        tagged: list[tuple[int, bytes | bytearray]] = []
+        if o.diverging_epoch != EpochEndOffset():
+            tb = bytearray()
+            if o.diverging_epoch is None:
+                raise _null('DivergingEpoch')
+            _write_EpochEndOffset_0(o.diverging_epoch, tb)
+            tagged.append((0, tb))
+        if o.current_leader != LeaderIdAndEpoch():
+            tb = bytearray()
+            if o.current_leader is None:
+                raise _null('CurrentLeader')
+            _write_LeaderIdAndEpoch_0(o.current_leader, tb)
+            tagged.append((1, tb))
+        if o.snapshot_id != SnapshotId():
+            tb = bytearray()
+            if o.snapshot_id is None:
+                raise _null('SnapshotId')
+            _write_SnapshotId_0(o.snapshot_id, tb)
+            tagged.append((2, tb))
+        _wts(out, tagged, o.unknown_tagged_fields, '_tagged_fields')
 
 
 def _read_FetchableTopicResponse_0(buf: bytes | bytearray | memoryview, pos: int) -> tuple[FetchableTopicResponse, int]:
@@ -755,7 +789,18 @@ def _write_FetchableTopicResponse_0(o: FetchableTopicResponse, out: bytearray) -
         raise _null('Partitions')
     _wal(out, o.partitions, 'Partitions')
     for e_partitions in o.partitions:
-        _write_PartitionData_0(e_partitions, out)
+        if e_partitions.diverging_epoch != EpochEndOffset():
+            raise _absent('DivergingEpoch', '0')
+        if e_partitions.current_leader != LeaderIdAndEpoch():
+            raise _absent('CurrentLeader', '0')
+        if e_partitions.snapshot_id != SnapshotId():
+            raise _absent('SnapshotId', '0')
+        if e_partitions.preferred_read_replica != -1:
+            raise _absent('PreferredReadReplica', '0')
+        out += _S_ihq.pack(e_partitions.partition_index, e_partitions.error_code, e_partitions.high_watermark)
+        _wb(out, e_partitions.records, 'Records')
+        if e_partitions.unknown_tagged_fields:
+            raise _EncodeError('tagged fields cannot be written at non-flexible version 0')
     if o.unknown_tagged_fields:
         raise _EncodeError('tagged fields cannot be written at non-flexible version 0-3')
 
@@ -1479,19 +1524,29 @@ def _write_FetchResponse_8(o: FetchResponse, out: bytearray) -> None:
     _wcal(out, o.responses, 'Responses')
     for e_responses in o.responses:
         _write_FetchableTopicResponse_5(e_responses, out)
-    tagged: list[tuple[int, bytes | bytearray]] = []
-    if (o.node_endpoints is None or len(o.node_endpoints) != 0):
-        tb = bytearray()
-        if o.node_endpoints is None:
-            raise _null('NodeEndpoints')
-        _wcal(tb, o.node_endpoints, 'NodeEndpoints')
-        for e_node_endpoints in o.node_endpoints:
-            _write_NodeEndpoint_0(e_node_endpoints, tb)
-        tagged.append((0, tb))
-    if tagged or o.unknown_tagged_fields:
-        _wts(out, tagged, o.unknown_tagged_fields, '_tagged_fields')
+    if not o.unknown_tagged_fields:
+        out.append(((o.node_endpoints is None or len(o.node_endpoints) != 0)))
+        if (o.node_endpoints is None or len(o.node_endpoints) != 0):
+            tb = bytearray()
+            if o.node_endpoints is None:
+                raise _null('NodeEndpoints')
+            _wcal(tb, o.node_endpoints, 'NodeEndpoints')
+            for e_node_endpoints in o.node_endpoints:
+                _write_NodeEndpoint_0(e_node_endpoints, tb)
+            out += b'\x00'
+            _wuv(out, len(tb))
+            out += tb
     else:
-        out.append(0)
+        tagged: list[tuple[int, bytes | bytearray]] = []
+        if (o.node_endpoints is None or len(o.node_endpoints) != 0):
+            tb = bytearray()
+            if o.node_endpoints is None:
+                raise _null('NodeEndpoints')
+            _wcal(tb, o.node_endpoints, 'NodeEndpoints')
+            for e_node_endpoints in o.node_endpoints:
+                _write_NodeEndpoint_0(e_node_endpoints, tb)
+            tagged.append((0, tb))
+        _wts(out, tagged, o.unknown_tagged_fields, '_tagged_fields')
 
 
 FetchResponse._READERS = {0: _read_FetchResponse_0, 1: _read_FetchResponse_1, 2: _read_FetchResponse_1, 3: _read_FetchResponse_1, 4: _read_FetchResponse_2, 5: _read_FetchResponse_3, 6: _read_FetchResponse_3, 7: _read_FetchResponse_4, 8: _read_FetchResponse_4, 9: _read_FetchResponse_4, 10: _read_FetchResponse_4, 11: _read_FetchResponse_5, 12: _read_FetchResponse_6, 13: _read_FetchResponse_7, 14: _read_FetchResponse_7, 15: _read_FetchResponse_7, 16: _read_FetchResponse_8, 17: _read_FetchResponse_8}

@@ -251,17 +251,25 @@ def _write_PartitionSnapshot_1(o: PartitionSnapshot, out: bytearray) -> None:
         raise _null('SnapshotId')
     _write_SnapshotId_0(o.snapshot_id, out)
     out += _S_q.pack(o.position)
-    tagged: list[tuple[int, bytes | bytearray]] = []
-    if o.replica_directory_id != _ZERO_UUID:
-        tb = bytearray()
-        if o.replica_directory_id is None:
-            raise _null('ReplicaDirectoryId')
-        tb += _S_16s.pack(o.replica_directory_id.bytes)
-        tagged.append((0, tb))
-    if tagged or o.unknown_tagged_fields:
-        _wts(out, tagged, o.unknown_tagged_fields, '_tagged_fields')
+    if not o.unknown_tagged_fields:
+        out.append((o.replica_directory_id != _ZERO_UUID))
+        if o.replica_directory_id != _ZERO_UUID:
+            tb = bytearray()
+            if o.replica_directory_id is None:
+                raise _null('ReplicaDirectoryId')
+            tb += _S_16s.pack(o.replica_directory_id.bytes)
+            out += b'\x00'
+            _wuv(out, len(tb))
+            out += tb
     else:
-        out.append(0)
+        tagged: list[tuple[int, bytes | bytearray]] = []
+        if o.replica_directory_id != _ZERO_UUID:
+            tb = bytearray()
+            if o.replica_directory_id is None:
+                raise _null('ReplicaDirectoryId')
+            tb += _S_16s.pack(o.replica_directory_id.bytes)
+            tagged.append((0, tb))
+        _wts(out, tagged, o.unknown_tagged_fields, '_tagged_fields')
 
 
 def _read_TopicSnapshot_0(buf: bytes | bytearray | memoryview, pos: int) -> tuple[TopicSnapshot, int]:
@@ -429,15 +437,21 @@ def _write_FetchSnapshotRequest_0(o: FetchSnapshotRequest, out: bytearray) -> No
     _wcal(out, o.topics, 'Topics')
     for e_topics in o.topics:
         _write_TopicSnapshot_0(e_topics, out)
-    tagged: list[tuple[int, bytes | bytearray]] = []
-    if o.cluster_id is not None:
-        tb = bytearray()
-        _wcs(tb, o.cluster_id, 'ClusterId')
-        tagged.append((0, tb))
-    if tagged or o.unknown_tagged_fields:
-        _wts(out, tagged, o.unknown_tagged_fields, '_tagged_fields')
+    if not o.unknown_tagged_fields:
+        out.append((o.cluster_id is not None))
+        if o.cluster_id is not None:
+            tb = bytearray()
+            _wcs(tb, o.cluster_id, 'ClusterId')
+            out += b'\x00'
+            _wuv(out, len(tb))
+            out += tb
     else:
-        out.append(0)
+        tagged: list[tuple[int, bytes | bytearray]] = []
+        if o.cluster_id is not None:
+            tb = bytearray()
+            _wcs(tb, o.cluster_id, 'ClusterId')
+            tagged.append((0, tb))
+        _wts(out, tagged, o.unknown_tagged_fields, '_tagged_fields')
 
 
 def _read_FetchSnapshotRequest_1(buf: bytes | bytearray | memoryview, pos: int) -> tuple[FetchSnapshotRequest, int]:
@@ -497,15 +511,21 @@ def _write_FetchSnapshotRequest_1(o: FetchSnapshotRequest, out: bytearray) -> No
     _wcal(out, o.topics, 'Topics')
     for e_topics in o.topics:
         _write_TopicSnapshot_1(e_topics, out)
-    tagged: list[tuple[int, bytes | bytearray]] = []
-    if o.cluster_id is not None:
-        tb = bytearray()
-        _wcs(tb, o.cluster_id, 'ClusterId')
-        tagged.append((0, tb))
-    if tagged or o.unknown_tagged_fields:
-        _wts(out, tagged, o.unknown_tagged_fields, '_tagged_fields')
+    if not o.unknown_tagged_fields:
+        out.append((o.cluster_id is not None))
+        if o.cluster_id is not None:
+            tb = bytearray()
+            _wcs(tb, o.cluster_id, 'ClusterId')
+            out += b'\x00'
+            _wuv(out, len(tb))
+            out += tb
     else:
-        out.append(0)
+        tagged: list[tuple[int, bytes | bytearray]] = []
+        if o.cluster_id is not None:
+            tb = bytearray()
+            _wcs(tb, o.cluster_id, 'ClusterId')
+            tagged.append((0, tb))
+        _wts(out, tagged, o.unknown_tagged_fields, '_tagged_fields')
 
 
 FetchSnapshotRequest._READERS = {0: _read_FetchSnapshotRequest_0, 1: _read_FetchSnapshotRequest_1}

@@ -264,17 +264,25 @@ def _write_PartitionSnapshot_0(o: PartitionSnapshot, out: bytearray) -> None:
     if o.unaligned_records is None:
         raise _null('UnalignedRecords')
     _wcb(out, o.unaligned_records, 'UnalignedRecords')
-    tagged: list[tuple[int, bytes | bytearray]] = []
-    if o.current_leader != LeaderIdAndEpoch():
-        tb = bytearray()
-        if o.current_leader is None:
-            raise _null('CurrentLeader')
-        _write_LeaderIdAndEpoch_0(o.current_leader, tb)
-        tagged.append((0, tb))
-    if tagged or o.unknown_tagged_fields:
-        _wts(out, tagged, o.unknown_tagged_fields, '_tagged_fields')
+    if not o.unknown_tagged_fields:
+        out.append((o.current_leader != LeaderIdAndEpoch()))
+        if o.current_leader != LeaderIdAndEpoch():
+            tb = bytearray()
+            if o.current_leader is None:
+                raise _null('CurrentLeader')
+            _write_LeaderIdAndEpoch_0(o.current_leader, tb)
+            out += b'\x00'
+            _wuv(out, len(tb))
+            out += tb
     else:
-        out.append(0)
+        tagged: list[tuple[int, bytes | bytearray]] = []
+        if o.current_leader != LeaderIdAndEpoch():
+            tb = bytearray()
+            if o.current_leader is None:
+                raise _null('CurrentLeader')
+            _write_LeaderIdAndEpoch_0(o.current_leader, tb)
+            tagged.append((0, tb))
+        _wts(out, tagged, o.unknown_tagged_fields, '_tagged_fields')
 
 
 def _read_TopicSnapshot_0(buf: bytes | bytearray | memoryview, pos: int) -> tuple[TopicSnapshot, int]:
@@ -504,19 +512,29 @@ def _write_FetchSnapshotResponse_1(o: FetchSnapshotResponse, out: bytearray) -> 
     _wcal(out, o.topics, 'Topics')
     for e_topics in o.topics:
         _write_TopicSnapshot_0(e_topics, out)
-    tagged: list[tuple[int, bytes | bytearray]] = []
-    if (o.node_endpoints is None or len(o.node_endpoints) != 0):
-        tb = bytearray()
-        if o.node_endpoints is None:
-            raise _null('NodeEndpoints')
-        _wcal(tb, o.node_endpoints, 'NodeEndpoints')
-        for e_node_endpoints in o.node_endpoints:
-            _write_NodeEndpoint_0(e_node_endpoints, tb)
-        tagged.append((0, tb))
-    if tagged or o.unknown_tagged_fields:
-        _wts(out, tagged, o.unknown_tagged_fields, '_tagged_fields')
+    if not o.unknown_tagged_fields:
+        out.append(((o.node_endpoints is None or len(o.node_endpoints) != 0)))
+        if (o.node_endpoints is None or len(o.node_endpoints) != 0):
+            tb = bytearray()
+            if o.node_endpoints is None:
+                raise _null('NodeEndpoints')
+            _wcal(tb, o.node_endpoints, 'NodeEndpoints')
+            for e_node_endpoints in o.node_endpoints:
+                _write_NodeEndpoint_0(e_node_endpoints, tb)
+            out += b'\x00'
+            _wuv(out, len(tb))
+            out += tb
     else:
-        out.append(0)
+        tagged: list[tuple[int, bytes | bytearray]] = []
+        if (o.node_endpoints is None or len(o.node_endpoints) != 0):
+            tb = bytearray()
+            if o.node_endpoints is None:
+                raise _null('NodeEndpoints')
+            _wcal(tb, o.node_endpoints, 'NodeEndpoints')
+            for e_node_endpoints in o.node_endpoints:
+                _write_NodeEndpoint_0(e_node_endpoints, tb)
+            tagged.append((0, tb))
+        _wts(out, tagged, o.unknown_tagged_fields, '_tagged_fields')
 
 
 FetchSnapshotResponse._READERS = {0: _read_FetchSnapshotResponse_0, 1: _read_FetchSnapshotResponse_1}

@@ -380,7 +380,19 @@ def _write_FindCoordinatorResponse_3(o: FindCoordinatorResponse, out: bytearray)
         raise _null('Coordinators')
     _wcal(out, o.coordinators, 'Coordinators')
     for e_coordinators in o.coordinators:
-        _write_Coordinator_0(e_coordinators, out)
+        if e_coordinators.key is None:
+            raise _null('Key')
+        _wcs(out, e_coordinators.key, 'Key')
+        out += _S_i.pack(e_coordinators.node_id)
+        if e_coordinators.host is None:
+            raise _null('Host')
+        _wcs(out, e_coordinators.host, 'Host')
+        out += _S_ih.pack(e_coordinators.port, e_coordinators.error_code)
+        _wcs(out, e_coordinators.error_message, 'ErrorMessage')
+        if e_coordinators.unknown_tagged_fields:
+            _wts(out, (), e_coordinators.unknown_tagged_fields, '_tagged_fields')
+        else:
+            out.append(0)
     if o.unknown_tagged_fields:
         _wts(out, (), o.unknown_tagged_fields, '_tagged_fields')
     else:

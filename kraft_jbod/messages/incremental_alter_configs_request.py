@@ -211,7 +211,13 @@ def _write_AlterConfigsResource_0(o: AlterConfigsResource, out: bytearray) -> No
         raise _null('Configs')
     _wal(out, o.configs, 'Configs')
     for e_configs in o.configs:
-        _write_AlterableConfig_0(e_configs, out)
+        if e_configs.name is None:
+            raise _null('Name')
+        _ws(out, e_configs.name, 'Name')
+        out += _S_b.pack(e_configs.config_operation)
+        _ws(out, e_configs.value, 'Value')
+        if e_configs.unknown_tagged_fields:
+            raise _EncodeError('tagged fields cannot be written at non-flexible version 0')
     if o.unknown_tagged_fields:
         raise _EncodeError('tagged fields cannot be written at non-flexible version 0')
 
@@ -291,7 +297,15 @@ def _write_AlterConfigsResource_1(o: AlterConfigsResource, out: bytearray) -> No
         raise _null('Configs')
     _wcal(out, o.configs, 'Configs')
     for e_configs in o.configs:
-        _write_AlterableConfig_1(e_configs, out)
+        if e_configs.name is None:
+            raise _null('Name')
+        _wcs(out, e_configs.name, 'Name')
+        out += _S_b.pack(e_configs.config_operation)
+        _wcs(out, e_configs.value, 'Value')
+        if e_configs.unknown_tagged_fields:
+            _wts(out, (), e_configs.unknown_tagged_fields, '_tagged_fields')
+        else:
+            out.append(0)
     if o.unknown_tagged_fields:
         _wts(out, (), o.unknown_tagged_fields, '_tagged_fields')
     else:

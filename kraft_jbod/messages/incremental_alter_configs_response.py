@@ -215,7 +215,14 @@ def _write_IncrementalAlterConfigsResponse_0(o: IncrementalAlterConfigsResponse,
         raise _null('Responses')
     _wal(out, o.responses, 'Responses')
     for e_responses in o.responses:
-        _write_AlterConfigsResourceResponse_0(e_responses, out)
+        out += _S_h.pack(e_responses.error_code)
+        _ws(out, e_responses.error_message, 'ErrorMessage')
+        out += _S_b.pack(e_responses.resource_type)
+        if e_responses.resource_name is None:
+            raise _null('ResourceName')
+        _ws(out, e_responses.resource_name, 'ResourceName')
+        if e_responses.unknown_tagged_fields:
+            raise _EncodeError('tagged fields cannot be written at non-flexible version 0')
     if o.unknown_tagged_fields:
         raise _EncodeError('tagged fields cannot be written at non-flexible version 0')
 
@@ -295,7 +302,16 @@ def _write_IncrementalAlterConfigsResponse_1(o: IncrementalAlterConfigsResponse,
         raise _null('Responses')
     _wcal(out, o.responses, 'Responses')
     for e_responses in o.responses:
-        _write_AlterConfigsResourceResponse_1(e_responses, out)
+        out += _S_h.pack(e_responses.error_code)
+        _wcs(out, e_responses.error_message, 'ErrorMessage')
+        out += _S_b.pack(e_responses.resource_type)
+        if e_responses.resource_name is None:
+            raise _null('ResourceName')
+        _wcs(out, e_responses.resource_name, 'ResourceName')
+        if e_responses.unknown_tagged_fields:
+            _wts(out, (), e_responses.unknown_tagged_fields, '_tagged_fields')
+        else:
+            out.append(0)
     if o.unknown_tagged_fields:
         _wts(out, (), o.unknown_tagged_fields, '_tagged_fields')
     else:

@@ -200,7 +200,12 @@ def _write_InitializeStateResult_0(o: InitializeStateResult, out: bytearray) -> 
         raise _null('Partitions')
     _wcal(out, o.partitions, 'Partitions')
     for e_partitions in o.partitions:
-        _write_PartitionResult_0(e_partitions, out)
+        out += _S_ih.pack(e_partitions.partition, e_partitions.error_code)
+        _wcs(out, e_partitions.error_message, 'ErrorMessage')
+        if e_partitions.unknown_tagged_fields:
+            _wts(out, (), e_partitions.unknown_tagged_fields, '_tagged_fields')
+        else:
+            out.append(0)
     if o.unknown_tagged_fields:
         _wts(out, (), o.unknown_tagged_fields, '_tagged_fields')
     else:

@@ -207,7 +207,14 @@ def _write_JoinGroupRequest_0(o: JoinGroupRequest, out: bytearray) -> None:
         raise _null('Protocols')
     _wal(out, o.protocols, 'Protocols')
     for e_protocols in o.protocols:
-        _write_JoinGroupRequestProtocol_0(e_protocols, out)
+        if e_protocols.name is None:
+            raise _null('Name')
+        _ws(out, e_protocols.name, 'Name')
+        if e_protocols.metadata is None:
+            raise _null('Metadata')
+        _wb(out, e_protocols.metadata, 'Metadata')
+        if e_protocols.unknown_tagged_fields:
+            raise _EncodeError('tagged fields cannot be written at non-flexible version 0')
     if o.unknown_tagged_fields:
         raise _EncodeError('tagged fields cannot be written at non-flexible version 0')
 
@@ -269,7 +276,14 @@ def _write_JoinGroupRequest_1(o: JoinGroupRequest, out: bytearray) -> None:
         raise _null('Protocols')
     _wal(out, o.protocols, 'Protocols')
     for e_protocols in o.protocols:
-        _write_JoinGroupRequestProtocol_0(e_protocols, out)
+        if e_protocols.name is None:
+            raise _null('Name')
+        _ws(out, e_protocols.name, 'Name')
+        if e_protocols.metadata is None:
+            raise _null('Metadata')
+        _wb(out, e_protocols.metadata, 'Metadata')
+        if e_protocols.unknown_tagged_fields:
+            raise _EncodeError('tagged fields cannot be written at non-flexible version 1')
     if o.unknown_tagged_fields:
         raise _EncodeError('tagged fields cannot be written at non-flexible version 1-4')
 
@@ -331,7 +345,14 @@ def _write_JoinGroupRequest_2(o: JoinGroupRequest, out: bytearray) -> None:
         raise _null('Protocols')
     _wal(out, o.protocols, 'Protocols')
     for e_protocols in o.protocols:
-        _write_JoinGroupRequestProtocol_0(e_protocols, out)
+        if e_protocols.name is None:
+            raise _null('Name')
+        _ws(out, e_protocols.name, 'Name')
+        if e_protocols.metadata is None:
+            raise _null('Metadata')
+        _wb(out, e_protocols.metadata, 'Metadata')
+        if e_protocols.unknown_tagged_fields:
+            raise _EncodeError('tagged fields cannot be written at non-flexible version 5')
     if o.unknown_tagged_fields:
         raise _EncodeError('tagged fields cannot be written at non-flexible version 5')
 
@@ -421,7 +442,16 @@ def _write_JoinGroupRequest_3(o: JoinGroupRequest, out: bytearray) -> None:
         raise _null('Protocols')
     _wcal(out, o.protocols, 'Protocols')
     for e_protocols in o.protocols:
-        _write_JoinGroupRequestProtocol_1(e_protocols, out)
+        if e_protocols.name is None:
+            raise _null('Name')
+        _wcs(out, e_protocols.name, 'Name')
+        if e_protocols.metadata is None:
+            raise _null('Metadata')
+        _wcb(out, e_protocols.metadata, 'Metadata')
+        if e_protocols.unknown_tagged_fields:
+            _wts(out, (), e_protocols.unknown_tagged_fields, '_tagged_fields')
+        else:
+            out.append(0)
     if o.unknown_tagged_fields:
         _wts(out, (), o.unknown_tagged_fields, '_tagged_fields')
     else:
@@ -514,7 +544,16 @@ def _write_JoinGroupRequest_4(o: JoinGroupRequest, out: bytearray) -> None:
         raise _null('Protocols')
     _wcal(out, o.protocols, 'Protocols')
     for e_protocols in o.protocols:
-        _write_JoinGroupRequestProtocol_1(e_protocols, out)
+        if e_protocols.name is None:
+            raise _null('Name')
+        _wcs(out, e_protocols.name, 'Name')
+        if e_protocols.metadata is None:
+            raise _null('Metadata')
+        _wcb(out, e_protocols.metadata, 'Metadata')
+        if e_protocols.unknown_tagged_fields:
+            _wts(out, (), e_protocols.unknown_tagged_fields, '_tagged_fields')
+        else:
+            out.append(0)
     _wcs(out, o.reason, 'Reason')
     if o.unknown_tagged_fields:
         _wts(out, (), o.unknown_tagged_fields, '_tagged_fields')

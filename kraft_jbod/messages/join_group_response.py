@@ -244,7 +244,14 @@ def _write_JoinGroupResponse_0(o: JoinGroupResponse, out: bytearray) -> None:
         raise _null('Members')
     _wal(out, o.members, 'Members')
     for e_members in o.members:
-        _write_JoinGroupResponseMember_0(e_members, out)
+        if e_members.member_id is None:
+            raise _null('MemberId')
+        _ws(out, e_members.member_id, 'MemberId')
+        if e_members.metadata is None:
+            raise _null('Metadata')
+        _wb(out, e_members.metadata, 'Metadata')
+        if e_members.unknown_tagged_fields:
+            raise _EncodeError('tagged fields cannot be written at non-flexible version 0')
     if o.unknown_tagged_fields:
         raise _EncodeError('tagged fields cannot be written at non-flexible version 0-1')
 
@@ -308,7 +315,14 @@ def _write_JoinGroupResponse_1(o: JoinGroupResponse, out: bytearray) -> None:
         raise _null('Members')
     _wal(out, o.members, 'Members')
     for e_members in o.members:
-        _write_JoinGroupResponseMember_0(e_members, out)
+        if e_members.member_id is None:
+            raise _null('MemberId')
+        _ws(out, e_members.member_id, 'MemberId')
+        if e_members.metadata is None:
+            raise _null('Metadata')
+        _wb(out, e_members.metadata, 'Metadata')
+        if e_members.unknown_tagged_fields:
+            raise _EncodeError('tagged fields cannot be written at non-flexible version 2')
     if o.unknown_tagged_fields:
         raise _EncodeError('tagged fields cannot be written at non-flexible version 2-4')
 
@@ -373,7 +387,15 @@ def _write_JoinGroupResponse_2(o: JoinGroupResponse, out: bytearray) -> None:
         raise _null('Members')
     _wal(out, o.members, 'Members')
     for e_members in o.members:
-        _write_JoinGroupResponseMember_1(e_members, out)
+        if e_members.member_id is None:
+            raise _null('MemberId')
+        _ws(out, e_members.member_id, 'MemberId')
+        _ws(out, e_members.group_instance_id, 'GroupInstanceId')
+        if e_members.metadata is None:
+            raise _null('Metadata')
+        _wb(out, e_members.metadata, 'Metadata')
+        if e_members.unknown_tagged_fields:
+            raise _EncodeError('tagged fields cannot be written at non-flexible version 5')
     if o.unknown_tagged_fields:
         raise _EncodeError('tagged fields cannot be written at non-flexible version 5')
 
@@ -466,7 +488,17 @@ def _write_JoinGroupResponse_3(o: JoinGroupResponse, out: bytearray) -> None:
         raise _null('Members')
     _wcal(out, o.members, 'Members')
     for e_members in o.members:
-        _write_JoinGroupResponseMember_2(e_members, out)
+        if e_members.member_id is None:
+            raise _null('MemberId')
+        _wcs(out, e_members.member_id, 'MemberId')
+        _wcs(out, e_members.group_instance_id, 'GroupInstanceId')
+        if e_members.metadata is None:
+            raise _null('Metadata')
+        _wcb(out, e_members.metadata, 'Metadata')
+        if e_members.unknown_tagged_fields:
+            _wts(out, (), e_members.unknown_tagged_fields, '_tagged_fields')
+        else:
+            out.append(0)
     if o.unknown_tagged_fields:
         _wts(out, (), o.unknown_tagged_fields, '_tagged_fields')
     else:
@@ -561,7 +593,17 @@ def _write_JoinGroupResponse_4(o: JoinGroupResponse, out: bytearray) -> None:
         raise _null('Members')
     _wcal(out, o.members, 'Members')
     for e_members in o.members:
-        _write_JoinGroupResponseMember_2(e_members, out)
+        if e_members.member_id is None:
+            raise _null('MemberId')
+        _wcs(out, e_members.member_id, 'MemberId')
+        _wcs(out, e_members.group_instance_id, 'GroupInstanceId')
+        if e_members.metadata is None:
+            raise _null('Metadata')
+        _wcb(out, e_members.metadata, 'Metadata')
+        if e_members.unknown_tagged_fields:
+            _wts(out, (), e_members.unknown_tagged_fields, '_tagged_fields')
+        else:
+            out.append(0)
     if o.unknown_tagged_fields:
         _wts(out, (), o.unknown_tagged_fields, '_tagged_fields')
     else:
@@ -659,7 +701,17 @@ def _write_JoinGroupResponse_5(o: JoinGroupResponse, out: bytearray) -> None:
         raise _null('Members')
     _wcal(out, o.members, 'Members')
     for e_members in o.members:
-        _write_JoinGroupResponseMember_2(e_members, out)
+        if e_members.member_id is None:
+            raise _null('MemberId')
+        _wcs(out, e_members.member_id, 'MemberId')
+        _wcs(out, e_members.group_instance_id, 'GroupInstanceId')
+        if e_members.metadata is None:
+            raise _null('Metadata')
+        _wcb(out, e_members.metadata, 'Metadata')
+        if e_members.unknown_tagged_fields:
+            _wts(out, (), e_members.unknown_tagged_fields, '_tagged_fields')
+        else:
+            out.append(0)
     if o.unknown_tagged_fields:
         _wts(out, (), o.unknown_tagged_fields, '_tagged_fields')
     else:

@@ -643,7 +643,21 @@ def _write_LeaderAndIsrTopicState_0(o: LeaderAndIsrTopicState, out: bytearray) -
         raise _null('PartitionStates')
     _wal(out, o.partition_states, 'PartitionStates')
     for e_partition_states in o.partition_states:
-        _write_LeaderAndIsrPartitionState_2(e_partition_states, out)
+        if e_partition_states.leader_recovery_state != 0:
+            raise _absent('LeaderRecoveryState', '2')
+        out += _S_iiii.pack(e_partition_states.partition_index, e_partition_states.controller_epoch, e_partition_states.leader, e_partition_states.leader_epoch)
+        if e_partition_states.isr is None:
+            raise _null('Isr')
+        _wal(out, e_partition_states.isr, 'Isr')
+        out += _struct.pack(f'>{len(e_partition_states.isr)}i', *e_partition_states.isr)
+        out += _S_i.pack(e_partition_states.partition_epoch)
+        if e_partition_states.replicas is None:
+            raise _null('Replicas')
+        _wal(out, e_partition_states.replicas, 'Replicas')
+        out += _struct.pack(f'>{len(e_partition_states.replicas)}i', *e_partition_states.replicas)
+        out += _S__.pack((e_partition_states.is_new if e_partition_states.is_new.__class__ is bool else _bool(e_partition_states.is_new, 'IsNew')))
+        if e_partition_states.unknown_tagged_fields:
+            raise _EncodeError('tagged fields cannot be written at non-flexible version 2')
     if o.unknown_tagged_fields:
         raise _EncodeError('tagged fields cannot be written at non-flexible version 2')
 
@@ -717,7 +731,29 @@ def _write_LeaderAndIsrTopicState_1(o: LeaderAndIsrTopicState, out: bytearray) -
         raise _null('PartitionStates')
     _wal(out, o.partition_states, 'PartitionStates')
     for e_partition_states in o.partition_states:
-        _write_LeaderAndIsrPartitionState_3(e_partition_states, out)
+        if e_partition_states.leader_recovery_state != 0:
+            raise _absent('LeaderRecoveryState', '3')
+        out += _S_iiii.pack(e_partition_states.partition_index, e_partition_states.controller_epoch, e_partition_states.leader, e_partition_states.leader_epoch)
+        if e_partition_states.isr is None:
+            raise _null('Isr')
+        _wal(out, e_partition_states.isr, 'Isr')
+        out += _struct.pack(f'>{len(e_partition_states.isr)}i', *e_partition_states.isr)
+        out += _S_i.pack(e_partition_states.partition_epoch)
+        if e_partition_states.replicas is None:
+            raise _null('Replicas')
+        _wal(out, e_partition_states.replicas, 'Replicas')
+        out += _struct.pack(f'>{len(e_partition_states.replicas)}i', *e_partition_states.replicas)
+        if e_partition_states.adding_replicas is None:
+            raise _null('AddingReplicas')
+        _wal(out, e_partition_states.adding_replicas, 'AddingReplicas')
+        out += _struct.pack(f'>{len(e_partition_states.adding_replicas)}i', *e_partition_states.adding_replicas)
+        if e_partition_states.removing_replicas is None:
+            raise _null('RemovingReplicas')
+        _wal(out, e_partition_states.removing_replicas, 'RemovingReplicas')
+        out += _struct.pack(f'>{len(e_partition_states.removing_replicas)}i', *e_partition_states.removing_replicas)
+        out += _S__.pack((e_partition_states.is_new if e_partition_states.is_new.__class__ is bool else _bool(e_partition_states.is_new, 'IsNew')))
+        if e_partition_states.unknown_tagged_fields:
+            raise _EncodeError('tagged fields cannot be written at non-flexible version 3')
     if o.unknown_tagged_fields:
         raise _EncodeError('tagged fields cannot be written at non-flexible version 3')
 
@@ -835,7 +871,31 @@ def _write_LeaderAndIsrTopicState_2(o: LeaderAndIsrTopicState, out: bytearray) -
         raise _null('PartitionStates')
     _wcal(out, o.partition_states, 'PartitionStates')
     for e_partition_states in o.partition_states:
-        _write_LeaderAndIsrPartitionState_4(e_partition_states, out)
+        if e_partition_states.leader_recovery_state != 0:
+            raise _absent('LeaderRecoveryState', '4')
+        out += _S_iiii.pack(e_partition_states.partition_index, e_partition_states.controller_epoch, e_partition_states.leader, e_partition_states.leader_epoch)
+        if e_partition_states.isr is None:
+            raise _null('Isr')
+        _wcal(out, e_partition_states.isr, 'Isr')
+        out += _struct.pack(f'>{len(e_partition_states.isr)}i', *e_partition_states.isr)
+        out += _S_i.pack(e_partition_states.partition_epoch)
+        if e_partition_states.replicas is None:
+            raise _null('Replicas')
+        _wcal(out, e_partition_states.replicas, 'Replicas')
+        out += _struct.pack(f'>{len(e_partition_states.replicas)}i', *e_partition_states.replicas)
+        if e_partition_states.adding_replicas is None:
+            raise _null('AddingReplicas')
+        _wcal(out, e_partition_states.adding_replicas, 'AddingReplicas')
+        out += _struct.pack(f'>{len(e_partition_states.adding_replicas)}i', *e_partition_states.adding_replicas)
+        if e_partition_states.removing_replicas is None:
+            raise _null('RemovingReplicas')
+        _wcal(out, e_partition_states.removing_replicas, 'RemovingReplicas')
+        out += _struct.pack(f'>{len(e_partition_states.removing_replicas)}i', *e_partition_states.removing_replicas)
+        out += _S__.pack((e_partition_states.is_new if e_partition_states.is_new.__class__ is bool else _bool(e_partition_states.is_new, 'IsNew')))
+        if e_partition_states.unknown_tagged_fields:
+            _wts(out, (), e_partition_states.unknown_tagged_fields, '_tagged_fields')
+        else:
+            out.append(0)
     if o.unknown_tagged_fields:
         _wts(out, (), o.unknown_tagged_fields, '_tagged_fields')
     else:
@@ -961,7 +1021,31 @@ def _write_LeaderAndIsrTopicState_3(o: LeaderAndIsrTopicState, out: bytearray) -
         raise _null('PartitionStates')
     _wcal(out, o.partition_states, 'PartitionStates')
     for e_partition_states in o.partition_states:
-        _write_LeaderAndIsrPartitionState_4(e_partition_states, out)
+        if e_partition_states.leader_recovery_state != 0:
+            raise _absent('LeaderRecoveryState', '5')
+        out += _S_iiii.pack(e_partition_states.partition_index, e_partition_states.controller_epoch, e_partition_states.leader, e_partition_states.leader_epoch)
+        if e_partition_states.isr is None:
+            raise _null('Isr')
+        _wcal(out, e_partition_states.isr, 'Isr')
+        out += _struct.pack(f'>{len(e_partition_states.isr)}i', *e_partition_states.isr)
+        out += _S_i.pack(e_partition_states.partition_epoch)
+        if e_partition_states.replicas is None:
+            raise _null('Replicas')
+        _wcal(out, e_partition_states.replicas, 'Replicas')
+        out += _struct.pack(f'>{len(e_partition_states.replicas)}i', *e_partition_states.replicas)
+        if e_partition_states.adding_replicas is None:
+            raise _null('AddingReplicas')
+        _wcal(out, e_partition_states.adding_replicas, 'AddingReplicas')
+        out += _struct.pack(f'>{len(e_partition_states.adding_replicas)}i', *e_partition_states.adding_replicas)
+        if e_partition_states.removing_replicas is None:
+            raise _null('RemovingReplicas')
+        _wcal(out, e_partition_states.removing_replicas, 'RemovingReplicas')
+        out += _struct.pack(f'>{len(e_partition_states.removing_replicas)}i', *e_partition_states.removing_replicas)
+        out += _S__.pack((e_partition_states.is_new if e_partition_states.is_new.__class__ is bool else _bool(e_partition_states.is_new, 'IsNew')))
+        if e_partition_states.unknown_tagged_fields:
+            _wts(out, (), e_partition_states.unknown_tagged_fields, '_tagged_fields')
+        else:
+            out.append(0)
     if o.unknown_tagged_fields:
         _wts(out, (), o.unknown_tagged_fields, '_tagged_fields')
     else:
@@ -1087,7 +1171,29 @@ def _write_LeaderAndIsrTopicState_4(o: LeaderAndIsrTopicState, out: bytearray) -
         raise _null('PartitionStates')
     _wcal(out, o.partition_states, 'PartitionStates')
     for e_partition_states in o.partition_states:
-        _write_LeaderAndIsrPartitionState_5(e_partition_states, out)
+        out += _S_iiii.pack(e_partition_states.partition_index, e_partition_states.controller_epoch, e_partition_states.leader, e_partition_states.leader_epoch)
+        if e_partition_states.isr is None:
+            raise _null('Isr')
+        _wcal(out, e_partition_states.isr, 'Isr')
+        out += _struct.pack(f'>{len(e_partition_states.isr)}i', *e_partition_states.isr)
+        out += _S_i.pack(e_partition_states.partition_epoch)
+        if e_partition_states.replicas is None:
+            raise _null('Replicas')
+        _wcal(out, e_partition_states.replicas, 'Replicas')
+        out += _struct.pack(f'>{len(e_partition_states.replicas)}i', *e_partition_states.replicas)
+        if e_partition_states.adding_replicas is None:
+            raise _null('AddingReplicas')
+        _wcal(out, e_partition_states.adding_replicas, 'AddingReplicas')
+        out += _struct.pack(f'>{len(e_partition_states.adding_replicas)}i', *e_partition_states.adding_replicas)
+        if e_partition_states.removing_replicas is None:
+            raise _null('RemovingReplicas')
+        _wcal(out, e_partition_states.removing_replicas, 'RemovingReplicas')
+        out += _struct.pack(f'>{len(e_partition_states.removing_replicas)}i', *e_partition_states.removing_replicas)
+        out += _S__b.pack((e_partition_states.is_new if e_partition_states.is_new.__class__ is bool else _bool(e_partition_states.is_new, 'IsNew')), e_partition_states.leader_recovery_state)
+        if e_partition_states.unknown_tagged_fields:
+            _wts(out, (), e_partition_states.unknown_tagged_fields, '_tagged_fields')
+        else:
+            out.append(0)
     if o.unknown_tagged_fields:
         _wts(out, (), o.unknown_tagged_fields, '_tagged_fields')
     else:
@@ -1266,12 +1372,34 @@ def _write_LeaderAndIsrRequest_0(o: LeaderAndIsrRequest, out: bytearray) -> None
         raise _null('UngroupedPartitionStates')
     _wal(out, o.ungrouped_partition_states, 'UngroupedPartitionStates')
     for e_ungrouped_partition_states in o.ungrouped_partition_states:
-        _write_LeaderAndIsrPartitionState_0(e_ungrouped_partition_states, out)
+        if e_ungrouped_partition_states.leader_recovery_state != 0:
+            raise _absent('LeaderRecoveryState', '0')
+        if e_ungrouped_partition_states.topic_name is None:
+            raise _null('TopicName')
+        _ws(out, e_ungrouped_partition_states.topic_name, 'TopicName')
+        out += _S_iiii.pack(e_ungrouped_partition_states.partition_index, e_ungrouped_partition_states.controller_epoch, e_ungrouped_partition_states.leader, e_ungrouped_partition_states.leader_epoch)
+        if e_ungrouped_partition_states.isr is None:
+            raise _null('Isr')
+        _wal(out, e_ungrouped_partition_states.isr, 'Isr')
+        out += _struct.pack(f'>{len(e_ungrouped_partition_states.isr)}i', *e_ungrouped_partition_states.isr)
+        out += _S_i.pack(e_ungrouped_partition_states.partition_epoch)
+        if e_ungrouped_partition_states.replicas is None:
+            raise _null('Replicas')
+        _wal(out, e_ungrouped_partition_states.replicas, 'Replicas')
+        out += _struct.pack(f'>{len(e_ungrouped_partition_states.replicas)}i', *e_ungrouped_partition_states.replicas)
+        if e_ungrouped_partition_states.unknown_tagged_fields:
+            raise _EncodeError('tagged fields cannot be written at non-flexible version 0')
     if o.live_leaders is None:
         raise _null('LiveLeaders')
     _wal(out, o.live_leaders, 'LiveLeaders')
     for e_live_leaders in o.live_leaders:
-        _write_LeaderAndIsrLiveLeader_0(e_live_leaders, out)
+        out += _S_i.pack(e_live_leaders.broker_id)
+        if e_live_leaders.host_name is None:
+            raise _null('HostName')
+        _ws(out, e_live_leaders.host_name, 'HostName')
+        out += _S_i.pack(e_live_leaders.port)
+        if e_live_leaders.unknown_tagged_fields:
+            raise _EncodeError('tagged fields cannot be written at non-flexible version 0')
     if o.unknown_tagged_fields:
         raise _EncodeError('tagged fields cannot be written at non-flexible version 0')
 
@@ -1376,12 +1504,35 @@ def _write_LeaderAndIsrRequest_1(o: LeaderAndIsrRequest, out: bytearray) -> None
         raise _null('UngroupedPartitionStates')
     _wal(out, o.ungrouped_partition_states, 'UngroupedPartitionStates')
     for e_ungrouped_partition_states in o.ungrouped_partition_states:
-        _write_LeaderAndIsrPartitionState_1(e_ungrouped_partition_states, out)
+        if e_ungrouped_partition_states.leader_recovery_state != 0:
+            raise _absent('LeaderRecoveryState', '1')
+        if e_ungrouped_partition_states.topic_name is None:
+            raise _null('TopicName')
+        _ws(out, e_ungrouped_partition_states.topic_name, 'TopicName')
+        out += _S_iiii.pack(e_ungrouped_partition_states.partition_index, e_ungrouped_partition_states.controller_epoch, e_ungrouped_partition_states.leader, e_ungrouped_partition_states.leader_epoch)
+        if e_ungrouped_partition_states.isr is None:
+            raise _null('Isr')
+        _wal(out, e_ungrouped_partition_states.isr, 'Isr')
+        out += _struct.pack(f'>{len(e_ungrouped_partition_states.isr)}i', *e_ungrouped_partition_states.isr)
+        out += _S_i.pack(e_ungrouped_partition_states.partition_epoch)
+        if e_ungrouped_partition_states.replicas is None:
+            raise _null('Replicas')
+        _wal(out, e_ungrouped_partition_states.replicas, 'Replicas')
+        out += _struct.pack(f'>{len(e_ungrouped_partition_states.replicas)}i', *e_ungrouped_partition_states.replicas)
+        out += _S__.pack((e_ungrouped_partition_states.is_new if e_ungrouped_partition_states.is_new.__class__ is bool else _bool(e_ungrouped_partition_states.is_new, 'IsNew')))
+        if e_ungrouped_partition_states.unknown_tagged_fields:
+            raise _EncodeError('tagged fields cannot be written at non-flexible version 1')
     if o.live_leaders is None:
         raise _null('LiveLeaders')
     _wal(out, o.live_leaders, 'LiveLeaders')
     for e_live_leaders in o.live_leaders:
-        _write_LeaderAndIsrLiveLeader_0(e_live_leaders, out)
+        out += _S_i.pack(e_live_leaders.broker_id)
+        if e_live_leaders.host_name is None:
+            raise _null('HostName')
+        _ws(out, e_live_leaders.host_name, 'HostName')
+        out += _S_i.pack(e_live_leaders.port)
+        if e_live_leaders.unknown_tagged_fields:
+            raise _EncodeError('tagged fields cannot be written at non-flexible version 1')
     if o.unknown_tagged_fields:
         raise _EncodeError('tagged fields cannot be written at non-flexible version 1')
 
@@ -1459,7 +1610,13 @@ def _write_LeaderAndIsrRequest_2(o: LeaderAndIsrRequest, out: bytearray) -> None
         raise _null('LiveLeaders')
     _wal(out, o.live_leaders, 'LiveLeaders')
     for e_live_leaders in o.live_leaders:
-        _write_LeaderAndIsrLiveLeader_0(e_live_leaders, out)
+        out += _S_i.pack(e_live_leaders.broker_id)
+        if e_live_leaders.host_name is None:
+            raise _null('HostName')
+        _ws(out, e_live_leaders.host_name, 'HostName')
+        out += _S_i.pack(e_live_leaders.port)
+        if e_live_leaders.unknown_tagged_fields:
+            raise _EncodeError('tagged fields cannot be written at non-flexible version 2')
     if o.unknown_tagged_fields:
         raise _EncodeError('tagged fields cannot be written at non-flexible version 2')
 
@@ -1537,7 +1694,13 @@ def _write_LeaderAndIsrRequest_3(o: LeaderAndIsrRequest, out: bytearray) -> None
         raise _null('LiveLeaders')
     _wal(out, o.live_leaders, 'LiveLeaders')
     for e_live_leaders in o.live_leaders:
-        _write_LeaderAndIsrLiveLeader_0(e_live_leaders, out)
+        out += _S_i.pack(e_live_leaders.broker_id)
+        if e_live_leaders.host_name is None:
+            raise _null('HostName')
+        _ws(out, e_live_leaders.host_name, 'HostName')
+        out += _S_i.pack(e_live_leaders.port)
+        if e_live_leaders.unknown_tagged_fields:
+            raise _EncodeError('tagged fields cannot be written at non-flexible version 3')
     if o.unknown_tagged_fields:
         raise _EncodeError('tagged fields cannot be written at non-flexible version 3')
 
@@ -1647,7 +1810,15 @@ def _write_LeaderAndIsrRequest_4(o: LeaderAndIsrRequest, out: bytearray) -> None
         raise _null('LiveLeaders')
     _wcal(out, o.live_leaders, 'LiveLeaders')
     for e_live_leaders in o.live_leaders:
-        _write_LeaderAndIsrLiveLeader_1(e_live_leaders, out)
+        out += _S_i.pack(e_live_leaders.broker_id)
+        if e_live_leaders.host_name is None:
+            raise _null('HostName')
+        _wcs(out, e_live_leaders.host_name, 'HostName')
+        out += _S_i.pack(e_live_leaders.port)
+        if e_live_leaders.unknown_tagged_fields:
+            _wts(out, (), e_live_leaders.unknown_tagged_fields, '_tagged_fields')
+        else:
+            out.append(0)
     if o.unknown_tagged_fields:
         _wts(out, (), o.unknown_tagged_fields, '_tagged_fields')
     else:
@@ -1757,7 +1928,15 @@ def _write_LeaderAndIsrRequest_5(o: LeaderAndIsrRequest, out: bytearray) -> None
         raise _null('LiveLeaders')
     _wcal(out, o.live_leaders, 'LiveLeaders')
     for e_live_leaders in o.live_leaders:
-        _write_LeaderAndIsrLiveLeader_1(e_live_leaders, out)
+        out += _S_i.pack(e_live_leaders.broker_id)
+        if e_live_leaders.host_name is None:
+            raise _null('HostName')
+        _wcs(out, e_live_leaders.host_name, 'HostName')
+        out += _S_i.pack(e_live_leaders.port)
+        if e_live_leaders.unknown_tagged_fields:
+            _wts(out, (), e_live_leaders.unknown_tagged_fields, '_tagged_fields')
+        else:
+            out.append(0)
     if o.unknown_tagged_fields:
         _wts(out, (), o.unknown_tagged_fields, '_tagged_fields')
     else:
@@ -1867,7 +2046,15 @@ def _write_LeaderAndIsrRequest_6(o: LeaderAndIsrRequest, out: bytearray) -> None
         raise _null('LiveLeaders')
     _wcal(out, o.live_leaders, 'LiveLeaders')
     for e_live_leaders in o.live_leaders:
-        _write_LeaderAndIsrLiveLeader_1(e_live_leaders, out)
+        out += _S_i.pack(e_live_leaders.broker_id)
+        if e_live_leaders.host_name is None:
+            raise _null('HostName')
+        _wcs(out, e_live_leaders.host_name, 'HostName')
+        out += _S_i.pack(e_live_leaders.port)
+        if e_live_leaders.unknown_tagged_fields:
+            _wts(out, (), e_live_leaders.unknown_tagged_fields, '_tagged_fields')
+        else:
+            out.append(0)
     if o.unknown_tagged_fields:
         _wts(out, (), o.unknown_tagged_fields, '_tagged_fields')
     else:
@@ -1975,7 +2162,15 @@ def _write_LeaderAndIsrRequest_7(o: LeaderAndIsrRequest, out: bytearray) -> None
         raise _null('LiveLeaders')
     _wcal(out, o.live_leaders, 'LiveLeaders')
     for e_live_leaders in o.live_leaders:
-        _write_LeaderAndIsrLiveLeader_1(e_live_leaders, out)
+        out += _S_i.pack(e_live_leaders.broker_id)
+        if e_live_leaders.host_name is None:
+            raise _null('HostName')
+        _wcs(out, e_live_leaders.host_name, 'HostName')
+        out += _S_i.pack(e_live_leaders.port)
+        if e_live_leaders.unknown_tagged_fields:
+            _wts(out, (), e_live_leaders.unknown_tagged_fields, '_tagged_fields')
+        else:
+            out.append(0)
     if o.unknown_tagged_fields:
         _wts(out, (), o.unknown_tagged_fields, '_tagged_fields')
     else:

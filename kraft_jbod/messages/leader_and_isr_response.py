@@ -267,7 +267,11 @@ def _write_LeaderAndIsrTopicError_0(o: LeaderAndIsrTopicError, out: bytearray) -
         raise _null('PartitionErrors')
     _wcal(out, o.partition_errors, 'PartitionErrors')
     for e_partition_errors in o.partition_errors:
-        _write_LeaderAndIsrPartitionError_2(e_partition_errors, out)
+        out += _S_ih.pack(e_partition_errors.partition_index, e_partition_errors.error_code)
+        if e_partition_errors.unknown_tagged_fields:
+            _wts(out, (), e_partition_errors.unknown_tagged_fields, '_tagged_fields')
+        else:
+            out.append(0)
     if o.unknown_tagged_fields:
         _wts(out, (), o.unknown_tagged_fields, '_tagged_fields')
     else:
@@ -318,7 +322,12 @@ def _write_LeaderAndIsrResponse_0(o: LeaderAndIsrResponse, out: bytearray) -> No
         raise _null('PartitionErrors')
     _wal(out, o.partition_errors, 'PartitionErrors')
     for e_partition_errors in o.partition_errors:
-        _write_LeaderAndIsrPartitionError_0(e_partition_errors, out)
+        if e_partition_errors.topic_name is None:
+            raise _null('TopicName')
+        _ws(out, e_partition_errors.topic_name, 'TopicName')
+        out += _S_ih.pack(e_partition_errors.partition_index, e_partition_errors.error_code)
+        if e_partition_errors.unknown_tagged_fields:
+            raise _EncodeError('tagged fields cannot be written at non-flexible version 0')
     if o.unknown_tagged_fields:
         raise _EncodeError('tagged fields cannot be written at non-flexible version 0-3')
 
@@ -395,7 +404,14 @@ def _write_LeaderAndIsrResponse_1(o: LeaderAndIsrResponse, out: bytearray) -> No
         raise _null('PartitionErrors')
     _wcal(out, o.partition_errors, 'PartitionErrors')
     for e_partition_errors in o.partition_errors:
-        _write_LeaderAndIsrPartitionError_1(e_partition_errors, out)
+        if e_partition_errors.topic_name is None:
+            raise _null('TopicName')
+        _wcs(out, e_partition_errors.topic_name, 'TopicName')
+        out += _S_ih.pack(e_partition_errors.partition_index, e_partition_errors.error_code)
+        if e_partition_errors.unknown_tagged_fields:
+            _wts(out, (), e_partition_errors.unknown_tagged_fields, '_tagged_fields')
+        else:
+            out.append(0)
     if o.unknown_tagged_fields:
         _wts(out, (), o.unknown_tagged_fields, '_tagged_fields')
     else:

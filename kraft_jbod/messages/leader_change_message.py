@@ -263,12 +263,24 @@ def _write_LeaderChangeMessage_0(o: LeaderChangeMessage, out: bytearray) -> None
         raise _null('Voters')
     _wcal(out, o.voters, 'Voters')
     for e_voters in o.voters:
-        _write_Voter_0(e_voters, out)
+        if e_voters.voter_directory_id != _ZERO_UUID:
+            raise _absent('VoterDirectoryId', '0')
+        out += _S_i.pack(e_voters.voter_id)
+        if e_voters.unknown_tagged_fields:
+            _wts(out, (), e_voters.unknown_tagged_fields, '_tagged_fields')
+        else:
+            out.append(0)
     if o.granting_voters is None:
         raise _null('GrantingVoters')
     _wcal(out, o.granting_voters, 'GrantingVoters')
     for e_granting_voters in o.granting_voters:
-        _write_Voter_0(e_granting_voters, out)
+        if e_granting_voters.voter_directory_id != _ZERO_UUID:
+            raise _absent('VoterDirectoryId', '0')
+        out += _S_i.pack(e_granting_voters.voter_id)
+        if e_granting_voters.unknown_tagged_fields:
+            _wts(out, (), e_granting_voters.unknown_tagged_fields, '_tagged_fields')
+        else:
+            out.append(0)
     if o.unknown_tagged_fields:
         _wts(out, (), o.unknown_tagged_fields, '_tagged_fields')
     else:
@@ -380,12 +392,20 @@ def _write_LeaderChangeMessage_1(o: LeaderChangeMessage, out: bytearray) -> None
         raise _null('Voters')
     _wcal(out, o.voters, 'Voters')
     for e_voters in o.voters:
-        _write_Voter_1(e_voters, out)
+        out += _S_i16s.pack(e_voters.voter_id, e_voters.voter_directory_id.bytes)
+        if e_voters.unknown_tagged_fields:
+            _wts(out, (), e_voters.unknown_tagged_fields, '_tagged_fields')
+        else:
+            out.append(0)
     if o.granting_voters is None:
         raise _null('GrantingVoters')
     _wcal(out, o.granting_voters, 'GrantingVoters')
     for e_granting_voters in o.granting_voters:
-        _write_Voter_1(e_granting_voters, out)
+        out += _S_i16s.pack(e_granting_voters.voter_id, e_granting_voters.voter_directory_id.bytes)
+        if e_granting_voters.unknown_tagged_fields:
+            _wts(out, (), e_granting_voters.unknown_tagged_fields, '_tagged_fields')
+        else:
+            out.append(0)
     if o.unknown_tagged_fields:
         _wts(out, (), o.unknown_tagged_fields, '_tagged_fields')
     else:

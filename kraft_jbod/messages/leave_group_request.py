@@ -246,7 +246,12 @@ def _write_LeaveGroupRequest_1(o: LeaveGroupRequest, out: bytearray) -> None:
         raise _null('Members')
     _wal(out, o.members, 'Members')
     for e_members in o.members:
-        _write_MemberIdentity_0(e_members, out)
+        if e_members.member_id is None:
+            raise _null('MemberId')
+        _ws(out, e_members.member_id, 'MemberId')
+        _ws(out, e_members.group_instance_id, 'GroupInstanceId')
+        if e_members.unknown_tagged_fields:
+            raise _EncodeError('tagged fields cannot be written at non-flexible version 3')
     if o.unknown_tagged_fields:
         raise _EncodeError('tagged fields cannot be written at non-flexible version 3')
 
@@ -319,7 +324,14 @@ def _write_LeaveGroupRequest_2(o: LeaveGroupRequest, out: bytearray) -> None:
         raise _null('Members')
     _wcal(out, o.members, 'Members')
     for e_members in o.members:
-        _write_MemberIdentity_1(e_members, out)
+        if e_members.member_id is None:
+            raise _null('MemberId')
+        _wcs(out, e_members.member_id, 'MemberId')
+        _wcs(out, e_members.group_instance_id, 'GroupInstanceId')
+        if e_members.unknown_tagged_fields:
+            _wts(out, (), e_members.unknown_tagged_fields, '_tagged_fields')
+        else:
+            out.append(0)
     if o.unknown_tagged_fields:
         _wts(out, (), o.unknown_tagged_fields, '_tagged_fields')
     else:
@@ -395,7 +407,15 @@ def _write_LeaveGroupRequest_3(o: LeaveGroupRequest, out: bytearray) -> None:
         raise _null('Members')
     _wcal(out, o.members, 'Members')
     for e_members in o.members:
-        _write_MemberIdentity_2(e_members, out)
+        if e_members.member_id is None:
+            raise _null('MemberId')
+        _wcs(out, e_members.member_id, 'MemberId')
+        _wcs(out, e_members.group_instance_id, 'GroupInstanceId')
+        _wcs(out, e_members.reason, 'Reason')
+        if e_members.unknown_tagged_fields:
+            _wts(out, (), e_members.unknown_tagged_fields, '_tagged_fields')
+        else:
+            out.append(0)
     if o.unknown_tagged_fields:
         _wts(out, (), o.unknown_tagged_fields, '_tagged_fields')
     else:

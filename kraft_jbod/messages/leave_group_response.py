@@ -245,7 +245,13 @@ def _write_LeaveGroupResponse_2(o: LeaveGroupResponse, out: bytearray) -> None:
         raise _null('Members')
     _wal(out, o.members, 'Members')
     for e_members in o.members:
-        _write_MemberResponse_0(e_members, out)
+        if e_members.member_id is None:
+            raise _null('MemberId')
+        _ws(out, e_members.member_id, 'MemberId')
+        _ws(out, e_members.group_instance_id, 'GroupInstanceId')
+        out += _S_h.pack(e_members.error_code)
+        if e_members.unknown_tagged_fields:
+            raise _EncodeError('tagged fields cannot be written at non-flexible version 3')
     if o.unknown_tagged_fields:
         raise _EncodeError('tagged fields cannot be written at non-flexible version 3')
 
@@ -321,7 +327,15 @@ def _write_LeaveGroupResponse_3(o: LeaveGroupResponse, out: bytearray) -> None:
         raise _null('Members')
     _wcal(out, o.members, 'Members')
     for e_members in o.members:
-        _write_MemberResponse_1(e_members, out)
+        if e_members.member_id is None:
+            raise _null('MemberId')
+        _wcs(out, e_members.member_id, 'MemberId')
+        _wcs(out, e_members.group_instance_id, 'GroupInstanceId')
+        out += _S_h.pack(e_members.error_code)
+        if e_members.unknown_tagged_fields:
+            _wts(out, (), e_members.unknown_tagged_fields, '_tagged_fields')
+        else:
+            out.append(0)
     if o.unknown_tagged_fields:
         _wts(out, (), o.unknown_tagged_fields, '_tagged_fields')
     else:

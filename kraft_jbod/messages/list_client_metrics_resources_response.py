@@ -177,7 +177,13 @@ def _write_ListClientMetricsResourcesResponse_0(o: ListClientMetricsResourcesRes
         raise _null('ClientMetricsResources')
     _wcal(out, o.client_metrics_resources, 'ClientMetricsResources')
     for e_client_metrics_resources in o.client_metrics_resources:
-        _write_ClientMetricsResource_0(e_client_metrics_resources, out)
+        if e_client_metrics_resources.name is None:
+            raise _null('Name')
+        _wcs(out, e_client_metrics_resources.name, 'Name')
+        if e_client_metrics_resources.unknown_tagged_fields:
+            _wts(out, (), e_client_metrics_resources.unknown_tagged_fields, '_tagged_fields')
+        else:
+            out.append(0)
     if o.unknown_tagged_fields:
         _wts(out, (), o.unknown_tagged_fields, '_tagged_fields')
     else:

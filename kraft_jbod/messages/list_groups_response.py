@@ -283,7 +283,14 @@ def _write_ListGroupsResponse_0(o: ListGroupsResponse, out: bytearray) -> None:
         raise _null('Groups')
     _wal(out, o.groups, 'Groups')
     for e_groups in o.groups:
-        _write_ListedGroup_0(e_groups, out)
+        if e_groups.group_id is None:
+            raise _null('GroupId')
+        _ws(out, e_groups.group_id, 'GroupId')
+        if e_groups.protocol_type is None:
+            raise _null('ProtocolType')
+        _ws(out, e_groups.protocol_type, 'ProtocolType')
+        if e_groups.unknown_tagged_fields:
+            raise _EncodeError('tagged fields cannot be written at non-flexible version 0')
     if o.unknown_tagged_fields:
         raise _EncodeError('tagged fields cannot be written at non-flexible version 0')
 
@@ -328,7 +335,14 @@ def _write_ListGroupsResponse_1(o: ListGroupsResponse, out: bytearray) -> None:
         raise _null('Groups')
     _wal(out, o.groups, 'Groups')
     for e_groups in o.groups:
-        _write_ListedGroup_0(e_groups, out)
+        if e_groups.group_id is None:
+            raise _null('GroupId')
+        _ws(out, e_groups.group_id, 'GroupId')
+        if e_groups.protocol_type is None:
+            raise _null('ProtocolType')
+        _ws(out, e_groups.protocol_type, 'ProtocolType')
+        if e_groups.unknown_tagged_fields:
+            raise _EncodeError('tagged fields cannot be written at non-flexible version 1')
     if o.unknown_tagged_fields:
         raise _EncodeError('tagged fields cannot be written at non-flexible version 1-2')
 
@@ -401,7 +415,16 @@ def _write_ListGroupsResponse_2(o: ListGroupsResponse, out: bytearray) -> None:
         raise _null('Groups')
     _wcal(out, o.groups, 'Groups')
     for e_groups in o.groups:
-        _write_ListedGroup_1(e_groups, out)
+        if e_groups.group_id is None:
+            raise _null('GroupId')
+        _wcs(out, e_groups.group_id, 'GroupId')
+        if e_groups.protocol_type is None:
+            raise _null('ProtocolType')
+        _wcs(out, e_groups.protocol_type, 'ProtocolType')
+        if e_groups.unknown_tagged_fields:
+            _wts(out, (), e_groups.unknown_tagged_fields, '_tagged_fields')
+        else:
+            out.append(0)
     if o.unknown_tagged_fields:
         _wts(out, (), o.unknown_tagged_fields, '_tagged_fields')
     else:
@@ -477,7 +500,19 @@ def _write_ListGroupsResponse_3(o: ListGroupsResponse, out: bytearray) -> None:
         raise _null('Groups')
     _wcal(out, o.groups, 'Groups')
     for e_groups in o.groups:
-        _write_ListedGroup_2(e_groups, out)
+        if e_groups.group_id is None:
+            raise _null('GroupId')
+        _wcs(out, e_groups.group_id, 'GroupId')
+        if e_groups.protocol_type is None:
+            raise _null('ProtocolType')
+        _wcs(out, e_groups.protocol_type, 'ProtocolType')
+        if e_groups.group_state is None:
+            raise _null('GroupState')
+        _wcs(out, e_groups.group_state, 'GroupState')
+        if e_groups.unknown_tagged_fields:
+            _wts(out, (), e_groups.unknown_tagged_fields, '_tagged_fields')
+        else:
+            out.append(0)
     if o.unknown_tagged_fields:
         _wts(out, (), o.unknown_tagged_fields, '_tagged_fields')
     else:
@@ -554,7 +589,22 @@ def _write_ListGroupsResponse_4(o: ListGroupsResponse, out: bytearray) -> None:
         raise _null('Groups')
     _wcal(out, o.groups, 'Groups')
     for e_groups in o.groups:
-        _write_ListedGroup_3(e_groups, out)
+        if e_groups.group_id is None:
+            raise _null('GroupId')
+        _wcs(out, e_groups.group_id, 'GroupId')
+        if e_groups.protocol_type is None:
+            raise _null('ProtocolType')
+        _wcs(out, e_groups.protocol_type, 'ProtocolType')
+        if e_groups.group_state is None:
+            raise _null('GroupState')
+        _wcs(out, e_groups.group_state, 'GroupState')
+        if e_groups.group_type is None:
+            raise _null('GroupType')
+        _wcs(out, e_groups.group_type, 'GroupType')
+        if e_groups.unknown_tagged_fields:
+            _wts(out, (), e_groups.unknown_tagged_fields, '_tagged_fields')
+        else:
+            out.append(0)
     if o.unknown_tagged_fields:
         _wts(out, (), o.unknown_tagged_fields, '_tagged_fields')
     else:

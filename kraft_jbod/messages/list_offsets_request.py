@@ -254,7 +254,9 @@ def _write_ListOffsetsTopic_0(o: ListOffsetsTopic, out: bytearray) -> None:
         raise _null('Partitions')
     _wal(out, o.partitions, 'Partitions')
     for e_partitions in o.partitions:
-        _write_ListOffsetsPartition_0(e_partitions, out)
+        out += _S_iqi.pack(e_partitions.partition_index, e_partitions.timestamp, e_partitions.max_num_offsets)
+        if e_partitions.unknown_tagged_fields:
+            raise _EncodeError('tagged fields cannot be written at non-flexible version 0')
     if o.unknown_tagged_fields:
         raise _EncodeError('tagged fields cannot be written at non-flexible version 0')
 
@@ -299,7 +301,11 @@ def _write_ListOffsetsTopic_1(o: ListOffsetsTopic, out: bytearray) -> None:
         raise _null('Partitions')
     _wal(out, o.partitions, 'Partitions')
     for e_partitions in o.partitions:
-        _write_ListOffsetsPartition_1(e_partitions, out)
+        if e_partitions.max_num_offsets != 1:
+            raise _absent('MaxNumOffsets', '1')
+        out += _S_iq.pack(e_partitions.partition_index, e_partitions.timestamp)
+        if e_partitions.unknown_tagged_fields:
+            raise _EncodeError('tagged fields cannot be written at non-flexible version 1')
     if o.unknown_tagged_fields:
         raise _EncodeError('tagged fields cannot be written at non-flexible version 1-3')
 
@@ -344,7 +350,11 @@ def _write_ListOffsetsTopic_2(o: ListOffsetsTopic, out: bytearray) -> None:
         raise _null('Partitions')
     _wal(out, o.partitions, 'Partitions')
     for e_partitions in o.partitions:
-        _write_ListOffsetsPartition_2(e_partitions, out)
+        if e_partitions.max_num_offsets != 1:
+            raise _absent('MaxNumOffsets', '4')
+        out += _S_iiq.pack(e_partitions.partition_index, e_partitions.current_leader_epoch, e_partitions.timestamp)
+        if e_partitions.unknown_tagged_fields:
+            raise _EncodeError('tagged fields cannot be written at non-flexible version 4')
     if o.unknown_tagged_fields:
         raise _EncodeError('tagged fields cannot be written at non-flexible version 4-5')
 
@@ -417,7 +427,13 @@ def _write_ListOffsetsTopic_3(o: ListOffsetsTopic, out: bytearray) -> None:
         raise _null('Partitions')
     _wcal(out, o.partitions, 'Partitions')
     for e_partitions in o.partitions:
-        _write_ListOffsetsPartition_3(e_partitions, out)
+        if e_partitions.max_num_offsets != 1:
+            raise _absent('MaxNumOffsets', '6')
+        out += _S_iiq.pack(e_partitions.partition_index, e_partitions.current_leader_epoch, e_partitions.timestamp)
+        if e_partitions.unknown_tagged_fields:
+            _wts(out, (), e_partitions.unknown_tagged_fields, '_tagged_fields')
+        else:
+            out.append(0)
     if o.unknown_tagged_fields:
         _wts(out, (), o.unknown_tagged_fields, '_tagged_fields')
     else:

@@ -279,7 +279,19 @@ def _write_ListOffsetsTopicResponse_0(o: ListOffsetsTopicResponse, out: bytearra
         raise _null('Partitions')
     _wal(out, o.partitions, 'Partitions')
     for e_partitions in o.partitions:
-        _write_ListOffsetsPartitionResponse_0(e_partitions, out)
+        if e_partitions.timestamp != -1:
+            raise _absent('Timestamp', '0')
+        if e_partitions.offset != -1:
+            raise _absent('Offset', '0')
+        if e_partitions.leader_epoch != -1:
+            raise _absent('LeaderEpoch', '0')
+        out += _S_ih.pack(e_partitions.partition_index, e_partitions.error_code)
+        if e_partitions.old_style_offsets is None:
+            raise _null('OldStyleOffsets')
+        _wal(out, e_partitions.old_style_offsets, 'OldStyleOffsets')
+        out += _struct.pack(f'>{len(e_partitions.old_style_offsets)}q', *e_partitions.old_style_offsets)
+        if e_partitions.unknown_tagged_fields:
+            raise _EncodeError('tagged fields cannot be written at non-flexible version 0')
     if o.unknown_tagged_fields:
         raise _EncodeError('tagged fields cannot be written at non-flexible version 0')
 
@@ -326,7 +338,13 @@ def _write_ListOffsetsTopicResponse_1(o: ListOffsetsTopicResponse, out: bytearra
         raise _null('Partitions')
     _wal(out, o.partitions, 'Partitions')
     for e_partitions in o.partitions:
-        _write_ListOffsetsPartitionResponse_1(e_partitions, out)
+        if (e_partitions.old_style_offsets is None or len(e_partitions.old_style_offsets) != 0):
+            raise _absent('OldStyleOffsets', '1')
+        if e_partitions.leader_epoch != -1:
+            raise _absent('LeaderEpoch', '1')
+        out += _S_ihqq.pack(e_partitions.partition_index, e_partitions.error_code, e_partitions.timestamp, e_partitions.offset)
+        if e_partitions.unknown_tagged_fields:
+            raise _EncodeError('tagged fields cannot be written at non-flexible version 1')
     if o.unknown_tagged_fields:
         raise _EncodeError('tagged fields cannot be written at non-flexible version 1-3')
 
@@ -373,7 +391,11 @@ def _write_ListOffsetsTopicResponse_2(o: ListOffsetsTopicResponse, out: bytearra
         raise _null('Partitions')
     _wal(out, o.partitions, 'Partitions')
     for e_partitions in o.partitions:
-        _write_ListOffsetsPartitionResponse_2(e_partitions, out)
+        if (e_partitions.old_style_offsets is None or len(e_partitions.old_style_offsets) != 0):
+            raise _absent('OldStyleOffsets', '4')
+        out += _S_ihqqi.pack(e_partitions.partition_index, e_partitions.error_code, e_partitions.timestamp, e_partitions.offset, e_partitions.leader_epoch)
+        if e_partitions.unknown_tagged_fields:
+            raise _EncodeError('tagged fields cannot be written at non-flexible version 4')
     if o.unknown_tagged_fields:
         raise _EncodeError('tagged fields cannot be written at non-flexible version 4-5')
 
@@ -448,7 +470,13 @@ def _write_ListOffsetsTopicResponse_3(o: ListOffsetsTopicResponse, out: bytearra
         raise _null('Partitions')
     _wcal(out, o.partitions, 'Partitions')
     for e_partitions in o.partitions:
-        _write_ListOffsetsPartitionResponse_3(e_partitions, out)
+        if (e_partitions.old_style_offsets is None or len(e_partitions.old_style_offsets) != 0):
+            raise _absent('OldStyleOffsets', '6')
+        out += _S_ihqqi.pack(e_partitions.partition_index, e_partitions.error_code, e_partitions.timestamp, e_partitions.offset, e_partitions.leader_epoch)
+        if e_partitions.unknown_tagged_fields:
+            _wts(out, (), e_partitions.unknown_tagged_fields, '_tagged_fields')
+        else:
+            out.append(0)
     if o.unknown_tagged_fields:
         _wts(out, (), o.unknown_tagged_fields, '_tagged_fields')
     else:

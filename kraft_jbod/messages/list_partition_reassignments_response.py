@@ -254,7 +254,23 @@ def _write_OngoingTopicReassignment_0(o: OngoingTopicReassignment, out: bytearra
         raise _null('Partitions')
     _wcal(out, o.partitions, 'Partitions')
     for e_partitions in o.partitions:
-        _write_OngoingPartitionReassignment_0(e_partitions, out)
+        out += _S_i.pack(e_partitions.partition_index)
+        if e_partitions.replicas is None:
+            raise _null('Replicas')
+        _wcal(out, e_partitions.replicas, 'Replicas')
+        out += _struct.pack(f'>{len(e_partitions.replicas)}i', *e_partitions.replicas)
+        if e_partitions.adding_replicas is None:
+            raise _null('AddingReplicas')
+        _wcal(out, e_partitions.adding_replicas, 'AddingReplicas')
+        out += _struct.pack(f'>{len(e_partitions.adding_replicas)}i', *e_partitions.adding_replicas)
+        if e_partitions.removing_replicas is None:
+            raise _null('RemovingReplicas')
+        _wcal(out, e_partitions.removing_replicas, 'RemovingReplicas')
+        out += _struct.pack(f'>{len(e_partitions.removing_replicas)}i', *e_partitions.removing_replicas)
+        if e_partitions.unknown_tagged_fields:
+            _wts(out, (), e_partitions.unknown_tagged_fields, '_tagged_fields')
+        else:
+            out.append(0)
     if o.unknown_tagged_fields:
         _wts(out, (), o.unknown_tagged_fields, '_tagged_fields')
     else:

@@ -219,7 +219,17 @@ def _write_ListTransactionsResponse_0(o: ListTransactionsResponse, out: bytearra
         raise _null('TransactionStates')
     _wcal(out, o.transaction_states, 'TransactionStates')
     for e_transaction_states in o.transaction_states:
-        _write_TransactionState_0(e_transaction_states, out)
+        if e_transaction_states.transactional_id is None:
+            raise _null('TransactionalId')
+        _wcs(out, e_transaction_states.transactional_id, 'TransactionalId')
+        out += _S_q.pack(e_transaction_states.producer_id)
+        if e_transaction_states.transaction_state is None:
+            raise _null('TransactionState')
+        _wcs(out, e_transaction_states.transaction_state, 'TransactionState')
+        if e_transaction_states.unknown_tagged_fields:
+            _wts(out, (), e_transaction_states.unknown_tagged_fields, '_tagged_fields')
+        else:
+            out.append(0)
     if o.unknown_tagged_fields:
         _wts(out, (), o.unknown_tagged_fields, '_tagged_fields')
     else:

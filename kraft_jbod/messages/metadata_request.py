@@ -220,7 +220,11 @@ def _write_MetadataRequest_0(o: MetadataRequest, out: bytearray) -> None:
         raise _null('Topics')
     _wal(out, o.topics, 'Topics')
     for e_topics in o.topics:
-        _write_MetadataRequestTopic_0(e_topics, out)
+        if e_topics.name is None:
+            raise _null('Name')
+        _ws(out, e_topics.name, 'Name')
+        if e_topics.unknown_tagged_fields:
+            raise _EncodeError('tagged fields cannot be written at non-flexible version 0')
     if o.unknown_tagged_fields:
         raise _EncodeError('tagged fields cannot be written at non-flexible version 0')
 
@@ -266,7 +270,11 @@ def _write_MetadataRequest_1(o: MetadataRequest, out: bytearray) -> None:
     _wal(out, o.topics, 'Topics')
     if o.topics is not None:
         for e_topics in o.topics:
-            _write_MetadataRequestTopic_0(e_topics, out)
+            if e_topics.name is None:
+                raise _null('Name')
+            _ws(out, e_topics.name, 'Name')
+            if e_topics.unknown_tagged_fields:
+                raise _EncodeError('tagged fields cannot be written at non-flexible version 1')
     if o.unknown_tagged_fields:
         raise _EncodeError('tagged fields cannot be written at non-flexible version 1-3')
 
@@ -314,7 +322,11 @@ def _write_MetadataRequest_2(o: MetadataRequest, out: bytearray) -> None:
     _wal(out, o.topics, 'Topics')
     if o.topics is not None:
         for e_topics in o.topics:
-            _write_MetadataRequestTopic_0(e_topics, out)
+            if e_topics.name is None:
+                raise _null('Name')
+            _ws(out, e_topics.name, 'Name')
+            if e_topics.unknown_tagged_fields:
+                raise _EncodeError('tagged fields cannot be written at non-flexible version 4')
     out += _S__.pack((o.allow_auto_topic_creation if o.allow_auto_topic_creation.__class__ is bool else _bool(o.allow_auto_topic_creation, 'AllowAutoTopicCreation')))
     if o.unknown_tagged_fields:
         raise _EncodeError('tagged fields cannot be written at non-flexible version 4-7')
@@ -359,7 +371,11 @@ def _write_MetadataRequest_3(o: MetadataRequest, out: bytearray) -> None:
     _wal(out, o.topics, 'Topics')
     if o.topics is not None:
         for e_topics in o.topics:
-            _write_MetadataRequestTopic_0(e_topics, out)
+            if e_topics.name is None:
+                raise _null('Name')
+            _ws(out, e_topics.name, 'Name')
+            if e_topics.unknown_tagged_fields:
+                raise _EncodeError('tagged fields cannot be written at non-flexible version 8')
     out += _S____.pack((o.allow_auto_topic_creation if o.allow_auto_topic_creation.__class__ is bool else _bool(o.allow_auto_topic_creation, 'AllowAutoTopicCreation')), (o.include_cluster_authorized_operations if o.include_cluster_authorized_operations.__class__ is bool else _bool(o.include_cluster_authorized_operations, 'IncludeClusterAuthorizedOperations')), (o.include_topic_authorized_operations if o.include_topic_authorized_operations.__class__ is bool else _bool(o.include_topic_authorized_operations, 'IncludeTopicAuthorizedOperations')))
     if o.unknown_tagged_fields:
         raise _EncodeError('tagged fields cannot be written at non-flexible version 8')
@@ -432,7 +448,13 @@ def _write_MetadataRequest_4(o: MetadataRequest, out: bytearray) -> None:
     _wcal(out, o.topics, 'Topics')
     if o.topics is not None:
         for e_topics in o.topics:
-            _write_MetadataRequestTopic_1(e_topics, out)
+            if e_topics.name is None:
+                raise _null('Name')
+            _wcs(out, e_topics.name, 'Name')
+            if e_topics.unknown_tagged_fields:
+                _wts(out, (), e_topics.unknown_tagged_fields, '_tagged_fields')
+            else:
+                out.append(0)
     out += _S____.pack((o.allow_auto_topic_creation if o.allow_auto_topic_creation.__class__ is bool else _bool(o.allow_auto_topic_creation, 'AllowAutoTopicCreation')), (o.include_cluster_authorized_operations if o.include_cluster_authorized_operations.__class__ is bool else _bool(o.include_cluster_authorized_operations, 'IncludeClusterAuthorizedOperations')), (o.include_topic_authorized_operations if o.include_topic_authorized_operations.__class__ is bool else _bool(o.include_topic_authorized_operations, 'IncludeTopicAuthorizedOperations')))
     if o.unknown_tagged_fields:
         _wts(out, (), o.unknown_tagged_fields, '_tagged_fields')
@@ -512,7 +534,12 @@ def _write_MetadataRequest_5(o: MetadataRequest, out: bytearray) -> None:
     _wcal(out, o.topics, 'Topics')
     if o.topics is not None:
         for e_topics in o.topics:
-            _write_MetadataRequestTopic_2(e_topics, out)
+            out += _S_16s.pack(e_topics.topic_id.bytes)
+            _wcs(out, e_topics.name, 'Name')
+            if e_topics.unknown_tagged_fields:
+                _wts(out, (), e_topics.unknown_tagged_fields, '_tagged_fields')
+            else:
+                out.append(0)
     out += _S____.pack((o.allow_auto_topic_creation if o.allow_auto_topic_creation.__class__ is bool else _bool(o.allow_auto_topic_creation, 'AllowAutoTopicCreation')), (o.include_cluster_authorized_operations if o.include_cluster_authorized_operations.__class__ is bool else _bool(o.include_cluster_authorized_operations, 'IncludeClusterAuthorizedOperations')), (o.include_topic_authorized_operations if o.include_topic_authorized_operations.__class__ is bool else _bool(o.include_topic_authorized_operations, 'IncludeTopicAuthorizedOperations')))
     if o.unknown_tagged_fields:
         _wts(out, (), o.unknown_tagged_fields, '_tagged_fields')
@@ -594,7 +621,12 @@ def _write_MetadataRequest_6(o: MetadataRequest, out: bytearray) -> None:
     _wcal(out, o.topics, 'Topics')
     if o.topics is not None:
         for e_topics in o.topics:
-            _write_MetadataRequestTopic_2(e_topics, out)
+            out += _S_16s.pack(e_topics.topic_id.bytes)
+            _wcs(out, e_topics.name, 'Name')
+            if e_topics.unknown_tagged_fields:
+                _wts(out, (), e_topics.unknown_tagged_fields, '_tagged_fields')
+            else:
+                out.append(0)
     out += _S___.pack((o.allow_auto_topic_creation if o.allow_auto_topic_creation.__class__ is bool else _bool(o.allow_auto_topic_creation, 'AllowAutoTopicCreation')), (o.include_topic_authorized_operations if o.include_topic_authorized_operations.__class__ is bool else _bool(o.include_topic_authorized_operations, 'IncludeTopicAuthorizedOperations')))
     if o.unknown_tagged_fields:
         _wts(out, (), o.unknown_tagged_fields, '_tagged_fields')

@@ -510,7 +510,17 @@ def _write_MetadataResponseTopic_0(o: MetadataResponseTopic, out: bytearray) -> 
         raise _null('Partitions')
     _wal(out, o.partitions, 'Partitions')
     for e_partitions in o.partitions:
-        _write_MetadataResponsePartition_0(e_partitions, out)
+        out += _S_hii.pack(e_partitions.error_code, e_partitions.partition_index, e_partitions.leader_id)
+        if e_partitions.replica_nodes is None:
+            raise _null('ReplicaNodes')
+        _wal(out, e_partitions.replica_nodes, 'ReplicaNodes')
+        out += _struct.pack(f'>{len(e_partitions.replica_nodes)}i', *e_partitions.replica_nodes)
+        if e_partitions.isr_nodes is None:
+            raise _null('IsrNodes')
+        _wal(out, e_partitions.isr_nodes, 'IsrNodes')
+        out += _struct.pack(f'>{len(e_partitions.isr_nodes)}i', *e_partitions.isr_nodes)
+        if e_partitions.unknown_tagged_fields:
+            raise _EncodeError('tagged fields cannot be written at non-flexible version 0')
     if o.unknown_tagged_fields:
         raise _EncodeError('tagged fields cannot be written at non-flexible version 0')
 
@@ -580,7 +590,17 @@ def _write_MetadataResponseTopic_1(o: MetadataResponseTopic, out: bytearray) -> 
         raise _null('Partitions')
     _wal(out, o.partitions, 'Partitions')
     for e_partitions in o.partitions:
-        _write_MetadataResponsePartition_0(e_partitions, out)
+        out += _S_hii.pack(e_partitions.error_code, e_partitions.partition_index, e_partitions.leader_id)
+        if e_partitions.replica_nodes is None:
+            raise _null('ReplicaNodes')
+        _wal(out, e_partitions.replica_nodes, 'ReplicaNodes')
+        out += _struct.pack(f'>{len(e_partitions.replica_nodes)}i', *e_partitions.replica_nodes)
+        if e_partitions.isr_nodes is None:
+            raise _null('IsrNodes')
+        _wal(out, e_partitions.isr_nodes, 'IsrNodes')
+        out += _struct.pack(f'>{len(e_partitions.isr_nodes)}i', *e_partitions.isr_nodes)
+        if e_partitions.unknown_tagged_fields:
+            raise _EncodeError('tagged fields cannot be written at non-flexible version 1')
     if o.unknown_tagged_fields:
         raise _EncodeError('tagged fields cannot be written at non-flexible version 1-4')
 
@@ -653,7 +673,21 @@ def _write_MetadataResponseTopic_2(o: MetadataResponseTopic, out: bytearray) -> 
         raise _null('Partitions')
     _wal(out, o.partitions, 'Partitions')
     for e_partitions in o.partitions:
-        _write_MetadataResponsePartition_1(e_partitions, out)
+        out += _S_hii.pack(e_partitions.error_code, e_partitions.partition_index, e_partitions.leader_id)
+        if e_partitions.replica_nodes is None:
+            raise _null('ReplicaNodes')
+        _wal(out, e_partitions.replica_nodes, 'ReplicaNodes')
+        out += _struct.pack(f'>{len(e_partitions.replica_nodes)}i', *e_partitions.replica_nodes)
+        if e_partitions.isr_nodes is None:
+            raise _null('IsrNodes')
+        _wal(out, e_partitions.isr_nodes, 'IsrNodes')
+        out += _struct.pack(f'>{len(e_partitions.isr_nodes)}i', *e_partitions.isr_nodes)
+        if e_partitions.offline_replicas is None:
+            raise _null('OfflineReplicas')
+        _wal(out, e_partitions.offline_replicas, 'OfflineReplicas')
+        out += _struct.pack(f'>{len(e_partitions.offline_replicas)}i', *e_partitions.offline_replicas)
+        if e_partitions.unknown_tagged_fields:
+            raise _EncodeError('tagged fields cannot be written at non-flexible version 5')
     if o.unknown_tagged_fields:
         raise _EncodeError('tagged fields cannot be written at non-flexible version 5-6')
 
@@ -726,7 +760,21 @@ def _write_MetadataResponseTopic_3(o: MetadataResponseTopic, out: bytearray) -> 
         raise _null('Partitions')
     _wal(out, o.partitions, 'Partitions')
     for e_partitions in o.partitions:
-        _write_MetadataResponsePartition_2(e_partitions, out)
+        out += _S_hiii.pack(e_partitions.error_code, e_partitions.partition_index, e_partitions.leader_id, e_partitions.leader_epoch)
+        if e_partitions.replica_nodes is None:
+            raise _null('ReplicaNodes')
+        _wal(out, e_partitions.replica_nodes, 'ReplicaNodes')
+        out += _struct.pack(f'>{len(e_partitions.replica_nodes)}i', *e_partitions.replica_nodes)
+        if e_partitions.isr_nodes is None:
+            raise _null('IsrNodes')
+        _wal(out, e_partitions.isr_nodes, 'IsrNodes')
+        out += _struct.pack(f'>{len(e_partitions.isr_nodes)}i', *e_partitions.isr_nodes)
+        if e_partitions.offline_replicas is None:
+            raise _null('OfflineReplicas')
+        _wal(out, e_partitions.offline_replicas, 'OfflineReplicas')
+        out += _struct.pack(f'>{len(e_partitions.offline_replicas)}i', *e_partitions.offline_replicas)
+        if e_partitions.unknown_tagged_fields:
+            raise _EncodeError('tagged fields cannot be written at non-flexible version 7')
     if o.unknown_tagged_fields:
         raise _EncodeError('tagged fields cannot be written at non-flexible version 7')
 
@@ -801,7 +849,21 @@ def _write_MetadataResponseTopic_4(o: MetadataResponseTopic, out: bytearray) -> 
         raise _null('Partitions')
     _wal(out, o.partitions, 'Partitions')
     for e_partitions in o.partitions:
-        _write_MetadataResponsePartition_2(e_partitions, out)
+        out += _S_hiii.pack(e_partitions.error_code, e_partitions.partition_index, e_partitions.leader_id, e_partitions.leader_epoch)
+        if e_partitions.replica_nodes is None:
+            raise _null('ReplicaNodes')
+        _wal(out, e_partitions.replica_nodes, 'ReplicaNodes')
+        out += _struct.pack(f'>{len(e_partitions.replica_nodes)}i', *e_partitions.replica_nodes)
+        if e_partitions.isr_nodes is None:
+            raise _null('IsrNodes')
+        _wal(out, e_partitions.isr_nodes, 'IsrNodes')
+        out += _struct.pack(f'>{len(e_partitions.isr_nodes)}i', *e_partitions.isr_nodes)
+        if e_partitions.offline_replicas is None:
+            raise _null('OfflineReplicas')
+        _wal(out, e_partitions.offline_replicas, 'OfflineReplicas')
+        out += _struct.pack(f'>{len(e_partitions.offline_replicas)}i', *e_partitions.offline_replicas)
+        if e_partitions.unknown_tagged_fields:
+            raise _EncodeError('tagged fields cannot be written at non-flexible version 8')
     out += _S_i.pack(o.topic_authorized_operations)
     if o.unknown_tagged_fields:
         raise _EncodeError('tagged fields cannot be written at non-flexible version 8')
@@ -917,7 +979,23 @@ def _write_MetadataResponseTopic_5(o: MetadataResponseTopic, out: bytearray) -> 
         raise _null('Partitions')
     _wcal(out, o.partitions, 'Partitions')
     for e_partitions in o.partitions:
-        _write_MetadataResponsePartition_3(e_partitions, out)
+        out += _S_hiii.pack(e_partitions.error_code, e_partitions.partition_index, e_partitions.leader_id, e_partitions.leader_epoch)
+        if e_partitions.replica_nodes is None:
+            raise _null('ReplicaNodes')
+        _wcal(out, e_partitions.replica_nodes, 'ReplicaNodes')
+        out += _struct.pack(f'>{len(e_partitions.replica_nodes)}i', *e_partitions.replica_nodes)
+        if e_partitions.isr_nodes is None:
+            raise _null('IsrNodes')
+        _wcal(out, e_partitions.isr_nodes, 'IsrNodes')
+        out += _struct.pack(f'>{len(e_partitions.isr_nodes)}i', *e_partitions.isr_nodes)
+        if e_partitions.offline_replicas is None:
+            raise _null('OfflineReplicas')
+        _wcal(out, e_partitions.offline_replicas, 'OfflineReplicas')
+        out += _struct.pack(f'>{len(e_partitions.offline_replicas)}i', *e_partitions.offline_replicas)
+        if e_partitions.unknown_tagged_fields:
+            _wts(out, (), e_partitions.unknown_tagged_fields, '_tagged_fields')
+        else:
+            out.append(0)
     out += _S_i.pack(o.topic_authorized_operations)
     if o.unknown_tagged_fields:
         _wts(out, (), o.unknown_tagged_fields, '_tagged_fields')
@@ -1036,7 +1114,23 @@ def _write_MetadataResponseTopic_6(o: MetadataResponseTopic, out: bytearray) -> 
         raise _null('Partitions')
     _wcal(out, o.partitions, 'Partitions')
     for e_partitions in o.partitions:
-        _write_MetadataResponsePartition_3(e_partitions, out)
+        out += _S_hiii.pack(e_partitions.error_code, e_partitions.partition_index, e_partitions.leader_id, e_partitions.leader_epoch)
+        if e_partitions.replica_nodes is None:
+            raise _null('ReplicaNodes')
+        _wcal(out, e_partitions.replica_nodes, 'ReplicaNodes')
+        out += _struct.pack(f'>{len(e_partitions.replica_nodes)}i', *e_partitions.replica_nodes)
+        if e_partitions.isr_nodes is None:
+            raise _null('IsrNodes')
+        _wcal(out, e_partitions.isr_nodes, 'IsrNodes')
+        out += _struct.pack(f'>{len(e_partitions.isr_nodes)}i', *e_partitions.isr_nodes)
+        if e_partitions.offline_replicas is None:
+            raise _null('OfflineReplicas')
+        _wcal(out, e_partitions.offline_replicas, 'OfflineReplicas')
+        out += _struct.pack(f'>{len(e_partitions.offline_replicas)}i', *e_partitions.offline_replicas)
+        if e_partitions.unknown_tagged_fields:
+            _wts(out, (), e_partitions.unknown_tagged_fields, '_tagged_fields')
+        else:
+            out.append(0)
     out += _S_i.pack(o.topic_authorized_operations)
     if o.unknown_tagged_fields:
         _wts(out, (), o.unknown_tagged_fields, '_tagged_fields')
@@ -1153,7 +1247,23 @@ def _write_MetadataResponseTopic_7(o: MetadataResponseTopic, out: bytearray) -> 
         raise _null('Partitions')
     _wcal(out, o.partitions, 'Partitions')
     for e_partitions in o.partitions:
-        _write_MetadataResponsePartition_3(e_partitions, out)
+        out += _S_hiii.pack(e_partitions.error_code, e_partitions.partition_index, e_partitions.leader_id, e_partitions.leader_epoch)
+        if e_partitions.replica_nodes is None:
+            raise _null('ReplicaNodes')
+        _wcal(out, e_partitions.replica_nodes, 'ReplicaNodes')
+        out += _struct.pack(f'>{len(e_partitions.replica_nodes)}i', *e_partitions.replica_nodes)
+        if e_partitions.isr_nodes is None:
+            raise _null('IsrNodes')
+        _wcal(out, e_partitions.isr_nodes, 'IsrNodes')
+        out += _struct.pack(f'>{len(e_partitions.isr_nodes)}i', *e_partitions.isr_nodes)
+        if e_partitions.offline_replicas is None:
+            raise _null('OfflineReplicas')
+        _wcal(out, e_partitions.offline_replicas, 'OfflineReplicas')
+        out += _struct.pack(f'>{len(e_partitions.offline_replicas)}i', *e_partitions.offline_replicas)
+        if e_partitions.unknown_tagged_fields:
+            _wts(out, (), e_partitions.unknown_tagged_fields, '_tagged_fields')
+        else:
+            out.append(0)
     out += _S_i.pack(o.topic_authorized_operations)
     if o.unknown_tagged_fields:
         _wts(out, (), o.unknown_tagged_fields, '_tagged_fields')
@@ -1219,7 +1329,13 @@ def _write_MetadataResponse_0(o: MetadataResponse, out: bytearray) -> None:
         raise _null('Brokers')
     _wal(out, o.brokers, 'Brokers')
     for e_brokers in o.brokers:
-        _write_MetadataResponseBroker_0(e_brokers, out)
+        out += _S_i.pack(e_brokers.node_id)
+        if e_brokers.host is None:
+            raise _null('Host')
+        _ws(out, e_brokers.host, 'Host')
+        out += _S_i.pack(e_brokers.port)
+        if e_brokers.unknown_tagged_fields:
+            raise _EncodeError('tagged fields cannot be written at non-flexible version 0')
     if o.topics is None:
         raise _null('Topics')
     _wal(out, o.topics, 'Topics')
@@ -1292,7 +1408,14 @@ def _write_MetadataResponse_1(o: MetadataResponse, out: bytearray) -> None:
         raise _null('Brokers')
     _wal(out, o.brokers, 'Brokers')
     for e_brokers in o.brokers:
-        _write_MetadataResponseBroker_1(e_brokers, out)
+        out += _S_i.pack(e_brokers.node_id)
+        if e_brokers.host is None:
+            raise _null('Host')
+        _ws(out, e_brokers.host, 'Host')
+        out += _S_i.pack(e_brokers.port)
+        _ws(out, e_brokers.rack, 'Rack')
+        if e_brokers.unknown_tagged_fields:
+            raise _EncodeError('tagged fields cannot be written at non-flexible version 1')
     out += _S_i.pack(o.controller_id)
     if o.topics is None:
         raise _null('Topics')
@@ -1367,7 +1490,14 @@ def _write_MetadataResponse_2(o: MetadataResponse, out: bytearray) -> None:
         raise _null('Brokers')
     _wal(out, o.brokers, 'Brokers')
     for e_brokers in o.brokers:
-        _write_MetadataResponseBroker_1(e_brokers, out)
+        out += _S_i.pack(e_brokers.node_id)
+        if e_brokers.host is None:
+            raise _null('Host')
+        _ws(out, e_brokers.host, 'Host')
+        out += _S_i.pack(e_brokers.port)
+        _ws(out, e_brokers.rack, 'Rack')
+        if e_brokers.unknown_tagged_fields:
+            raise _EncodeError('tagged fields cannot be written at non-flexible version 2')
     _ws(out, o.cluster_id, 'ClusterId')
     out += _S_i.pack(o.controller_id)
     if o.topics is None:
@@ -1448,7 +1578,14 @@ def _write_MetadataResponse_3(o: MetadataResponse, out: bytearray) -> None:
         raise _null('Brokers')
     _wal(out, o.brokers, 'Brokers')
     for e_brokers in o.brokers:
-        _write_MetadataResponseBroker_1(e_brokers, out)
+        out += _S_i.pack(e_brokers.node_id)
+        if e_brokers.host is None:
+            raise _null('Host')
+        _ws(out, e_brokers.host, 'Host')
+        out += _S_i.pack(e_brokers.port)
+        _ws(out, e_brokers.rack, 'Rack')
+        if e_brokers.unknown_tagged_fields:
+            raise _EncodeError('tagged fields cannot be written at non-flexible version 3')
     _ws(out, o.cluster_id, 'ClusterId')
     out += _S_i.pack(o.controller_id)
     if o.topics is None:
@@ -1529,7 +1666,14 @@ def _write_MetadataResponse_4(o: MetadataResponse, out: bytearray) -> None:
         raise _null('Brokers')
     _wal(out, o.brokers, 'Brokers')
     for e_brokers in o.brokers:
-        _write_MetadataResponseBroker_1(e_brokers, out)
+        out += _S_i.pack(e_brokers.node_id)
+        if e_brokers.host is None:
+            raise _null('Host')
+        _ws(out, e_brokers.host, 'Host')
+        out += _S_i.pack(e_brokers.port)
+        _ws(out, e_brokers.rack, 'Rack')
+        if e_brokers.unknown_tagged_fields:
+            raise _EncodeError('tagged fields cannot be written at non-flexible version 5')
     _ws(out, o.cluster_id, 'ClusterId')
     out += _S_i.pack(o.controller_id)
     if o.topics is None:
@@ -1610,7 +1754,14 @@ def _write_MetadataResponse_5(o: MetadataResponse, out: bytearray) -> None:
         raise _null('Brokers')
     _wal(out, o.brokers, 'Brokers')
     for e_brokers in o.brokers:
-        _write_MetadataResponseBroker_1(e_brokers, out)
+        out += _S_i.pack(e_brokers.node_id)
+        if e_brokers.host is None:
+            raise _null('Host')
+        _ws(out, e_brokers.host, 'Host')
+        out += _S_i.pack(e_brokers.port)
+        _ws(out, e_brokers.rack, 'Rack')
+        if e_brokers.unknown_tagged_fields:
+            raise _EncodeError('tagged fields cannot be written at non-flexible version 7')
     _ws(out, o.cluster_id, 'ClusterId')
     out += _S_i.pack(o.controller_id)
     if o.topics is None:
@@ -1693,7 +1844,14 @@ def _write_MetadataResponse_6(o: MetadataResponse, out: bytearray) -> None:
         raise _null('Brokers')
     _wal(out, o.brokers, 'Brokers')
     for e_brokers in o.brokers:
-        _write_MetadataResponseBroker_1(e_brokers, out)
+        out += _S_i.pack(e_brokers.node_id)
+        if e_brokers.host is None:
+            raise _null('Host')
+        _ws(out, e_brokers.host, 'Host')
+        out += _S_i.pack(e_brokers.port)
+        _ws(out, e_brokers.rack, 'Rack')
+        if e_brokers.unknown_tagged_fields:
+            raise _EncodeError('tagged fields cannot be written at non-flexible version 8')
     _ws(out, o.cluster_id, 'ClusterId')
     out += _S_i.pack(o.controller_id)
     if o.topics is None:
@@ -1809,7 +1967,16 @@ def _write_MetadataResponse_7(o: MetadataResponse, out: bytearray) -> None:
         raise _null('Brokers')
     _wcal(out, o.brokers, 'Brokers')
     for e_brokers in o.brokers:
-        _write_MetadataResponseBroker_2(e_brokers, out)
+        out += _S_i.pack(e_brokers.node_id)
+        if e_brokers.host is None:
+            raise _null('Host')
+        _wcs(out, e_brokers.host, 'Host')
+        out += _S_i.pack(e_brokers.port)
+        _wcs(out, e_brokers.rack, 'Rack')
+        if e_brokers.unknown_tagged_fields:
+            _wts(out, (), e_brokers.unknown_tagged_fields, '_tagged_fields')
+        else:
+            out.append(0)
     _wcs(out, o.cluster_id, 'ClusterId')
     out += _S_i.pack(o.controller_id)
     if o.topics is None:
@@ -1927,7 +2094,16 @@ def _write_MetadataResponse_8(o: MetadataResponse, out: bytearray) -> None:
         raise _null('Brokers')
     _wcal(out, o.brokers, 'Brokers')
     for e_brokers in o.brokers:
-        _write_MetadataResponseBroker_2(e_brokers, out)
+        out += _S_i.pack(e_brokers.node_id)
+        if e_brokers.host is None:
+            raise _null('Host')
+        _wcs(out, e_brokers.host, 'Host')
+        out += _S_i.pack(e_brokers.port)
+        _wcs(out, e_brokers.rack, 'Rack')
+        if e_brokers.unknown_tagged_fields:
+            _wts(out, (), e_brokers.unknown_tagged_fields, '_tagged_fields')
+        else:
+            out.append(0)
     _wcs(out, o.cluster_id, 'ClusterId')
     out += _S_i.pack(o.controller_id)
     if o.topics is None:
@@ -2043,7 +2219,16 @@ def _write_MetadataResponse_9(o: MetadataResponse, out: bytearray) -> None:
         raise _null('Brokers')
     _wcal(out, o.brokers, 'Brokers')
     for e_brokers in o.brokers:
-        _write_MetadataResponseBroker_2(e_brokers, out)
+        out += _S_i.pack(e_brokers.node_id)
+        if e_brokers.host is None:
+            raise _null('Host')
+        _wcs(out, e_brokers.host, 'Host')
+        out += _S_i.pack(e_brokers.port)
+        _wcs(out, e_brokers.rack, 'Rack')
+        if e_brokers.unknown_tagged_fields:
+            _wts(out, (), e_brokers.unknown_tagged_fields, '_tagged_fields')
+        else:
+            out.append(0)
     _wcs(out, o.cluster_id, 'ClusterId')
     out += _S_i.pack(o.controller_id)
     if o.topics is None:
@@ -2158,7 +2343,16 @@ def _write_MetadataResponse_10(o: MetadataResponse, out: bytearray) -> None:
         raise _null('Brokers')
     _wcal(out, o.brokers, 'Brokers')
     for e_brokers in o.brokers:
-        _write_MetadataResponseBroker_2(e_brokers, out)
+        out += _S_i.pack(e_brokers.node_id)
+        if e_brokers.host is None:
+            raise _null('Host')
+        _wcs(out, e_brokers.host, 'Host')
+        out += _S_i.pack(e_brokers.port)
+        _wcs(out, e_brokers.rack, 'Rack')
+        if e_brokers.unknown_tagged_fields:
+            _wts(out, (), e_brokers.unknown_tagged_fields, '_tagged_fields')
+        else:
+            out.append(0)
     _wcs(out, o.cluster_id, 'ClusterId')
     out += _S_i.pack(o.controller_id)
     if o.topics is None:

@@ -270,7 +270,12 @@ def _write_OffsetCommitRequestTopic_0(o: OffsetCommitRequestTopic, out: bytearra
         raise _null('Partitions')
     _wal(out, o.partitions, 'Partitions')
     for e_partitions in o.partitions:
-        _write_OffsetCommitRequestPartition_0(e_partitions, out)
+        if e_partitions.commit_timestamp != -1:
+            raise _absent('CommitTimestamp', '0')
+        out += _S_iq.pack(e_partitions.partition_index, e_partitions.committed_offset)
+        _ws(out, e_partitions.committed_metadata, 'CommittedMetadata')
+        if e_partitions.unknown_tagged_fields:
+            raise _EncodeError('tagged fields cannot be written at non-flexible version 0')
     if o.unknown_tagged_fields:
         raise _EncodeError('tagged fields cannot be written at non-flexible version 0,2-5')
 
@@ -317,7 +322,10 @@ def _write_OffsetCommitRequestTopic_1(o: OffsetCommitRequestTopic, out: bytearra
         raise _null('Partitions')
     _wal(out, o.partitions, 'Partitions')
     for e_partitions in o.partitions:
-        _write_OffsetCommitRequestPartition_1(e_partitions, out)
+        out += _S_iqq.pack(e_partitions.partition_index, e_partitions.committed_offset, e_partitions.commit_timestamp)
+        _ws(out, e_partitions.committed_metadata, 'CommittedMetadata')
+        if e_partitions.unknown_tagged_fields:
+            raise _EncodeError('tagged fields cannot be written at non-flexible version 1')
     if o.unknown_tagged_fields:
         raise _EncodeError('tagged fields cannot be written at non-flexible version 1')
 
@@ -364,7 +372,12 @@ def _write_OffsetCommitRequestTopic_2(o: OffsetCommitRequestTopic, out: bytearra
         raise _null('Partitions')
     _wal(out, o.partitions, 'Partitions')
     for e_partitions in o.partitions:
-        _write_OffsetCommitRequestPartition_2(e_partitions, out)
+        if e_partitions.commit_timestamp != -1:
+            raise _absent('CommitTimestamp', '6')
+        out += _S_iqi.pack(e_partitions.partition_index, e_partitions.committed_offset, e_partitions.committed_leader_epoch)
+        _ws(out, e_partitions.committed_metadata, 'CommittedMetadata')
+        if e_partitions.unknown_tagged_fields:
+            raise _EncodeError('tagged fields cannot be written at non-flexible version 6')
     if o.unknown_tagged_fields:
         raise _EncodeError('tagged fields cannot be written at non-flexible version 6-7')
 
@@ -439,7 +452,14 @@ def _write_OffsetCommitRequestTopic_3(o: OffsetCommitRequestTopic, out: bytearra
         raise _null('Partitions')
     _wcal(out, o.partitions, 'Partitions')
     for e_partitions in o.partitions:
-        _write_OffsetCommitRequestPartition_3(e_partitions, out)
+        if e_partitions.commit_timestamp != -1:
+            raise _absent('CommitTimestamp', '8')
+        out += _S_iqi.pack(e_partitions.partition_index, e_partitions.committed_offset, e_partitions.committed_leader_epoch)
+        _wcs(out, e_partitions.committed_metadata, 'CommittedMetadata')
+        if e_partitions.unknown_tagged_fields:
+            _wts(out, (), e_partitions.unknown_tagged_fields, '_tagged_fields')
+        else:
+            out.append(0)
     if o.unknown_tagged_fields:
         _wts(out, (), o.unknown_tagged_fields, '_tagged_fields')
     else:

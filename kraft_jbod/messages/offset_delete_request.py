@@ -145,7 +145,9 @@ def _write_OffsetDeleteRequestTopic_0(o: OffsetDeleteRequestTopic, out: bytearra
         raise _null('Partitions')
     _wal(out, o.partitions, 'Partitions')
     for e_partitions in o.partitions:
-        _write_OffsetDeleteRequestPartition_0(e_partitions, out)
+        out += _S_i.pack(e_partitions.partition_index)
+        if e_partitions.unknown_tagged_fields:
+            raise _EncodeError('tagged fields cannot be written at non-flexible version 0')
     if o.unknown_tagged_fields:
         raise _EncodeError('tagged fields cannot be written at non-flexible version 0')
 

@@ -151,7 +151,9 @@ def _write_OffsetDeleteResponseTopic_0(o: OffsetDeleteResponseTopic, out: bytear
         raise _null('Partitions')
     _wal(out, o.partitions, 'Partitions')
     for e_partitions in o.partitions:
-        _write_OffsetDeleteResponsePartition_0(e_partitions, out)
+        out += _S_ih.pack(e_partitions.partition_index, e_partitions.error_code)
+        if e_partitions.unknown_tagged_fields:
+            raise _EncodeError('tagged fields cannot be written at non-flexible version 0')
     if o.unknown_tagged_fields:
         raise _EncodeError('tagged fields cannot be written at non-flexible version 0')
 

@@ -295,7 +295,17 @@ def _write_OffsetFetchRequestGroup_0(o: OffsetFetchRequestGroup, out: bytearray)
     _wcal(out, o.topics, 'Topics')
     if o.topics is not None:
         for e_topics in o.topics:
-            _write_OffsetFetchRequestTopics_0(e_topics, out)
+            if e_topics.name is None:
+                raise _null('Name')
+            _wcs(out, e_topics.name, 'Name')
+            if e_topics.partition_indexes is None:
+                raise _null('PartitionIndexes')
+            _wcal(out, e_topics.partition_indexes, 'PartitionIndexes')
+            out += _struct.pack(f'>{len(e_topics.partition_indexes)}i', *e_topics.partition_indexes)
+            if e_topics.unknown_tagged_fields:
+                _wts(out, (), e_topics.unknown_tagged_fields, '_tagged_fields')
+            else:
+                out.append(0)
     if o.unknown_tagged_fields:
         _wts(out, (), o.unknown_tagged_fields, '_tagged_fields')
     else:
@@ -383,7 +393,17 @@ def _write_OffsetFetchRequestGroup_1(o: OffsetFetchRequestGroup, out: bytearray)
     _wcal(out, o.topics, 'Topics')
     if o.topics is not None:
         for e_topics in o.topics:
-            _write_OffsetFetchRequestTopics_0(e_topics, out)
+            if e_topics.name is None:
+                raise _null('Name')
+            _wcs(out, e_topics.name, 'Name')
+            if e_topics.partition_indexes is None:
+                raise _null('PartitionIndexes')
+            _wcal(out, e_topics.partition_indexes, 'PartitionIndexes')
+            out += _struct.pack(f'>{len(e_topics.partition_indexes)}i', *e_topics.partition_indexes)
+            if e_topics.unknown_tagged_fields:
+                _wts(out, (), e_topics.unknown_tagged_fields, '_tagged_fields')
+            else:
+                out.append(0)
     if o.unknown_tagged_fields:
         _wts(out, (), o.unknown_tagged_fields, '_tagged_fields')
     else:
@@ -434,7 +454,15 @@ def _write_OffsetFetchRequest_0(o: OffsetFetchRequest, out: bytearray) -> None:
         raise _null('Topics')
     _wal(out, o.topics, 'Topics')
     for e_topics in o.topics:
-        _write_OffsetFetchRequestTopic_0(e_topics, out)
+        if e_topics.name is None:
+            raise _null('Name')
+        _ws(out, e_topics.name, 'Name')
+        if e_topics.partition_indexes is None:
+            raise _null('PartitionIndexes')
+        _wal(out, e_topics.partition_indexes, 'PartitionIndexes')
+        out += _struct.pack(f'>{len(e_topics.partition_indexes)}i', *e_topics.partition_indexes)
+        if e_topics.unknown_tagged_fields:
+            raise _EncodeError('tagged fields cannot be written at non-flexible version 0')
     if o.unknown_tagged_fields:
         raise _EncodeError('tagged fields cannot be written at non-flexible version 0-1')
 
@@ -485,7 +513,15 @@ def _write_OffsetFetchRequest_1(o: OffsetFetchRequest, out: bytearray) -> None:
     _wal(out, o.topics, 'Topics')
     if o.topics is not None:
         for e_topics in o.topics:
-            _write_OffsetFetchRequestTopic_0(e_topics, out)
+            if e_topics.name is None:
+                raise _null('Name')
+            _ws(out, e_topics.name, 'Name')
+            if e_topics.partition_indexes is None:
+                raise _null('PartitionIndexes')
+            _wal(out, e_topics.partition_indexes, 'PartitionIndexes')
+            out += _struct.pack(f'>{len(e_topics.partition_indexes)}i', *e_topics.partition_indexes)
+            if e_topics.unknown_tagged_fields:
+                raise _EncodeError('tagged fields cannot be written at non-flexible version 2')
     if o.unknown_tagged_fields:
         raise _EncodeError('tagged fields cannot be written at non-flexible version 2-5')
 
@@ -568,7 +604,17 @@ def _write_OffsetFetchRequest_2(o: OffsetFetchRequest, out: bytearray) -> None:
     _wcal(out, o.topics, 'Topics')
     if o.topics is not None:
         for e_topics in o.topics:
-            _write_OffsetFetchRequestTopic_1(e_topics, out)
+            if e_topics.name is None:
+                raise _null('Name')
+            _wcs(out, e_topics.name, 'Name')
+            if e_topics.partition_indexes is None:
+                raise _null('PartitionIndexes')
+            _wcal(out, e_topics.partition_indexes, 'PartitionIndexes')
+            out += _struct.pack(f'>{len(e_topics.partition_indexes)}i', *e_topics.partition_indexes)
+            if e_topics.unknown_tagged_fields:
+                _wts(out, (), e_topics.unknown_tagged_fields, '_tagged_fields')
+            else:
+                out.append(0)
     if o.unknown_tagged_fields:
         _wts(out, (), o.unknown_tagged_fields, '_tagged_fields')
     else:
@@ -655,7 +701,17 @@ def _write_OffsetFetchRequest_3(o: OffsetFetchRequest, out: bytearray) -> None:
     _wcal(out, o.topics, 'Topics')
     if o.topics is not None:
         for e_topics in o.topics:
-            _write_OffsetFetchRequestTopic_1(e_topics, out)
+            if e_topics.name is None:
+                raise _null('Name')
+            _wcs(out, e_topics.name, 'Name')
+            if e_topics.partition_indexes is None:
+                raise _null('PartitionIndexes')
+            _wcal(out, e_topics.partition_indexes, 'PartitionIndexes')
+            out += _struct.pack(f'>{len(e_topics.partition_indexes)}i', *e_topics.partition_indexes)
+            if e_topics.unknown_tagged_fields:
+                _wts(out, (), e_topics.unknown_tagged_fields, '_tagged_fields')
+            else:
+                out.append(0)
     out += _S__.pack((o.require_stable if o.require_stable.__class__ is bool else _bool(o.require_stable, 'RequireStable')))
     if o.unknown_tagged_fields:
         _wts(out, (), o.unknown_tagged_fields, '_tagged_fields')

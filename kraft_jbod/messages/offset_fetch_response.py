@@ -284,7 +284,11 @@ def _write_OffsetFetchResponseTopic_0(o: OffsetFetchResponseTopic, out: bytearra
         raise _null('Partitions')
     _wal(out, o.partitions, 'Partitions')
     for e_partitions in o.partitions:
-        _write_OffsetFetchResponsePartition_0(e_partitions, out)
+        out += _S_iq.pack(e_partitions.partition_index, e_partitions.committed_offset)
+        _ws(out, e_partitions.metadata, 'Metadata')
+        out += _S_h.pack(e_partitions.error_code)
+        if e_partitions.unknown_tagged_fields:
+            raise _EncodeError('tagged fields cannot be written at non-flexible version 0')
     if o.unknown_tagged_fields:
         raise _EncodeError('tagged fields cannot be written at non-flexible version 0-4')
 
@@ -335,7 +339,11 @@ def _write_OffsetFetchResponseTopic_1(o: OffsetFetchResponseTopic, out: bytearra
         raise _null('Partitions')
     _wal(out, o.partitions, 'Partitions')
     for e_partitions in o.partitions:
-        _write_OffsetFetchResponsePartition_1(e_partitions, out)
+        out += _S_iqi.pack(e_partitions.partition_index, e_partitions.committed_offset, e_partitions.committed_leader_epoch)
+        _ws(out, e_partitions.metadata, 'Metadata')
+        out += _S_h.pack(e_partitions.error_code)
+        if e_partitions.unknown_tagged_fields:
+            raise _EncodeError('tagged fields cannot be written at non-flexible version 5')
     if o.unknown_tagged_fields:
         raise _EncodeError('tagged fields cannot be written at non-flexible version 5')
 
@@ -414,7 +422,13 @@ def _write_OffsetFetchResponseTopic_2(o: OffsetFetchResponseTopic, out: bytearra
         raise _null('Partitions')
     _wcal(out, o.partitions, 'Partitions')
     for e_partitions in o.partitions:
-        _write_OffsetFetchResponsePartition_2(e_partitions, out)
+        out += _S_iqi.pack(e_partitions.partition_index, e_partitions.committed_offset, e_partitions.committed_leader_epoch)
+        _wcs(out, e_partitions.metadata, 'Metadata')
+        out += _S_h.pack(e_partitions.error_code)
+        if e_partitions.unknown_tagged_fields:
+            _wts(out, (), e_partitions.unknown_tagged_fields, '_tagged_fields')
+        else:
+            out.append(0)
     if o.unknown_tagged_fields:
         _wts(out, (), o.unknown_tagged_fields, '_tagged_fields')
     else:
@@ -540,7 +554,13 @@ def _write_OffsetFetchResponseTopics_0(o: OffsetFetchResponseTopics, out: bytear
         raise _null('Partitions')
     _wcal(out, o.partitions, 'Partitions')
     for e_partitions in o.partitions:
-        _write_OffsetFetchResponsePartitions_0(e_partitions, out)
+        out += _S_iqi.pack(e_partitions.partition_index, e_partitions.committed_offset, e_partitions.committed_leader_epoch)
+        _wcs(out, e_partitions.metadata, 'Metadata')
+        out += _S_h.pack(e_partitions.error_code)
+        if e_partitions.unknown_tagged_fields:
+            _wts(out, (), e_partitions.unknown_tagged_fields, '_tagged_fields')
+        else:
+            out.append(0)
     if o.unknown_tagged_fields:
         _wts(out, (), o.unknown_tagged_fields, '_tagged_fields')
     else:

@@ -213,7 +213,9 @@ def _write_OffsetForLeaderTopic_0(o: OffsetForLeaderTopic, out: bytearray) -> No
         raise _null('Partitions')
     _wal(out, o.partitions, 'Partitions')
     for e_partitions in o.partitions:
-        _write_OffsetForLeaderPartition_0(e_partitions, out)
+        out += _S_ii.pack(e_partitions.partition, e_partitions.leader_epoch)
+        if e_partitions.unknown_tagged_fields:
+            raise _EncodeError('tagged fields cannot be written at non-flexible version 0')
     if o.unknown_tagged_fields:
         raise _EncodeError('tagged fields cannot be written at non-flexible version 0-1')
 
@@ -257,7 +259,9 @@ def _write_OffsetForLeaderTopic_1(o: OffsetForLeaderTopic, out: bytearray) -> No
         raise _null('Partitions')
     _wal(out, o.partitions, 'Partitions')
     for e_partitions in o.partitions:
-        _write_OffsetForLeaderPartition_1(e_partitions, out)
+        out += _S_iii.pack(e_partitions.partition, e_partitions.current_leader_epoch, e_partitions.leader_epoch)
+        if e_partitions.unknown_tagged_fields:
+            raise _EncodeError('tagged fields cannot be written at non-flexible version 2')
     if o.unknown_tagged_fields:
         raise _EncodeError('tagged fields cannot be written at non-flexible version 2-3')
 
@@ -329,7 +333,11 @@ def _write_OffsetForLeaderTopic_2(o: OffsetForLeaderTopic, out: bytearray) -> No
         raise _null('Partitions')
     _wcal(out, o.partitions, 'Partitions')
     for e_partitions in o.partitions:
-        _write_OffsetForLeaderPartition_2(e_partitions, out)
+        out += _S_iii.pack(e_partitions.partition, e_partitions.current_leader_epoch, e_partitions.leader_epoch)
+        if e_partitions.unknown_tagged_fields:
+            _wts(out, (), e_partitions.unknown_tagged_fields, '_tagged_fields')
+        else:
+            out.append(0)
     if o.unknown_tagged_fields:
         _wts(out, (), o.unknown_tagged_fields, '_tagged_fields')
     else:

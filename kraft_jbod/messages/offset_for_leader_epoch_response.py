@@ -218,7 +218,9 @@ def _write_OffsetForLeaderTopicResult_0(o: OffsetForLeaderTopicResult, out: byte
         raise _null('Partitions')
     _wal(out, o.partitions, 'Partitions')
     for e_partitions in o.partitions:
-        _write_EpochEndOffset_0(e_partitions, out)
+        out += _S_hiq.pack(e_partitions.error_code, e_partitions.partition, e_partitions.end_offset)
+        if e_partitions.unknown_tagged_fields:
+            raise _EncodeError('tagged fields cannot be written at non-flexible version 0')
     if o.unknown_tagged_fields:
         raise _EncodeError('tagged fields cannot be written at non-flexible version 0')
 
@@ -263,7 +265,9 @@ def _write_OffsetForLeaderTopicResult_1(o: OffsetForLeaderTopicResult, out: byte
         raise _null('Partitions')
     _wal(out, o.partitions, 'Partitions')
     for e_partitions in o.partitions:
-        _write_EpochEndOffset_1(e_partitions, out)
+        out += _S_hiiq.pack(e_partitions.error_code, e_partitions.partition, e_partitions.leader_epoch, e_partitions.end_offset)
+        if e_partitions.unknown_tagged_fields:
+            raise _EncodeError('tagged fields cannot be written at non-flexible version 1')
     if o.unknown_tagged_fields:
         raise _EncodeError('tagged fields cannot be written at non-flexible version 1-3')
 
@@ -336,7 +340,11 @@ def _write_OffsetForLeaderTopicResult_2(o: OffsetForLeaderTopicResult, out: byte
         raise _null('Partitions')
     _wcal(out, o.partitions, 'Partitions')
     for e_partitions in o.partitions:
-        _write_EpochEndOffset_2(e_partitions, out)
+        out += _S_hiiq.pack(e_partitions.error_code, e_partitions.partition, e_partitions.leader_epoch, e_partitions.end_offset)
+        if e_partitions.unknown_tagged_fields:
+            _wts(out, (), e_partitions.unknown_tagged_fields, '_tagged_fields')
+        else:
+            out.append(0)
     if o.unknown_tagged_fields:
         _wts(out, (), o.unknown_tagged_fields, '_tagged_fields')
     else:

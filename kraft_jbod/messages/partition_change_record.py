@@ -183,47 +183,95 @@ def _write_PartitionChangeRecord_0(o: PartitionChangeRecord, out: bytearray) -> 
     if o.last_known_elr is not None:
         raise _absent('LastKnownElr', 0)
     out += _S_i16s.pack(o.partition_id, o.topic_id.bytes)
-    tagged: list[tuple[int, bytes | bytearray]] = []
-    if o.isr is not None:
-        tb = bytearray()
-        _wcal(tb, o.isr, 'Isr')
+    if not o.unknown_tagged_fields:
+        out.append((o.isr is not None) + (o.leader != -2) + (o.replicas is not None) + (o.removing_replicas is not None) + (o.adding_replicas is not None) + (o.leader_recovery_state != -1))
         if o.isr is not None:
-            tb += _struct.pack(f'>{len(o.isr)}i', *o.isr)
-        tagged.append((0, tb))
-    if o.leader != -2:
-        tb = bytearray()
-        if o.leader is None:
-            raise _null('Leader')
-        tb += _S_i.pack(o.leader)
-        tagged.append((1, tb))
-    if o.replicas is not None:
-        tb = bytearray()
-        _wcal(tb, o.replicas, 'Replicas')
+            tb = bytearray()
+            _wcal(tb, o.isr, 'Isr')
+            if o.isr is not None:
+                tb += _struct.pack(f'>{len(o.isr)}i', *o.isr)
+            out += b'\x00'
+            _wuv(out, len(tb))
+            out += tb
+        if o.leader != -2:
+            tb = bytearray()
+            if o.leader is None:
+                raise _null('Leader')
+            tb += _S_i.pack(o.leader)
+            out += b'\x01'
+            _wuv(out, len(tb))
+            out += tb
         if o.replicas is not None:
-            tb += _struct.pack(f'>{len(o.replicas)}i', *o.replicas)
-        tagged.append((2, tb))
-    if o.removing_replicas is not None:
-        tb = bytearray()
-        _wcal(tb, o.removing_replicas, 'RemovingReplicas')
+            tb = bytearray()
+            _wcal(tb, o.replicas, 'Replicas')
+            if o.replicas is not None:
+                tb += _struct.pack(f'>{len(o.replicas)}i', *o.replicas)
+            out += b'\x02'
+            _wuv(out, len(tb))
+            out += tb
         if o.removing_replicas is not None:
-            tb += _struct.pack(f'>{len(o.removing_replicas)}i', *o.removing_replicas)
-        tagged.append((3, tb))
-    if o.adding_replicas is not None:
-        tb = bytearray()
-        _wcal(tb, o.adding_replicas, 'AddingReplicas')
+            tb = bytearray()
+            _wcal(tb, o.removing_replicas, 'RemovingReplicas')
+            if o.removing_replicas is not None:
+                tb += _struct.pack(f'>{len(o.removing_replicas)}i', *o.removing_replicas)
+            out += b'\x03'
+            _wuv(out, len(tb))
+            out += tb
         if o.adding_replicas is not None:
-            tb += _struct.pack(f'>{len(o.adding_replicas)}i', *o.adding_replicas)
-        tagged.append((4, tb))
-    if o.leader_recovery_state != -1:
-        tb = bytearray()
-        if o.leader_recovery_state is None:
-            raise _null('LeaderRecoveryState')
-        tb += _S_b.pack(o.leader_recovery_state)
-        tagged.append((5, tb))
-    if tagged or o.unknown_tagged_fields:
-        _wts(out, tagged, o.unknown_tagged_fields, '_tagged_fields')
+            tb = bytearray()
+            _wcal(tb, o.adding_replicas, 'AddingReplicas')
+            if o.adding_replicas is not None:
+                tb += _struct.pack(f'>{len(o.adding_replicas)}i', *o.adding_replicas)
+            out += b'\x04'
+            _wuv(out, len(tb))
+            out += tb
+        if o.leader_recovery_state != -1:
+            tb = bytearray()
+            if o.leader_recovery_state is None:
+                raise _null('LeaderRecoveryState')
+            tb += _S_b.pack(o.leader_recovery_state)
+            out += b'\x05'
+            _wuv(out, len(tb))
+            out += tb
     else:
-        out.append(0)
+        tagged: list[tuple[int, bytes | bytearray]] = []
+        if o.isr is not None:
+            tb = bytearray()
+            _wcal(tb, o.isr, 'Isr')
+            if o.isr is not None:
+                tb += _struct.pack(f'>{len(o.isr)}i', *o.isr)
+            tagged.append((0, tb))
+        if o.leader != -2:
+            tb = bytearray()
+            if o.leader is None:
+                raise _null('Leader')
+            tb += _S_i.pack(o.leader)
+            tagged.append((1, tb))
+        if o.replicas is not None:
+            tb = bytearray()
+            _wcal(tb, o.replicas, 'Replicas')
+            if o.replicas is not None:
+                tb += _struct.pack(f'>{len(o.replicas)}i', *o.replicas)
+            tagged.append((2, tb))
+        if o.removing_replicas is not None:
+            tb = bytearray()
+            _wcal(tb, o.removing_replicas, 'RemovingReplicas')
+            if o.removing_replicas is not None:
+                tb += _struct.pack(f'>{len(o.removing_replicas)}i', *o.removing_replicas)
+            tagged.append((3, tb))
+        if o.adding_replicas is not None:
+            tb = bytearray()
+            _wcal(tb, o.adding_replicas, 'AddingReplicas')
+            if o.adding_replicas is not None:
+                tb += _struct.pack(f'>{len(o.adding_replicas)}i', *o.adding_replicas)
+            tagged.append((4, tb))
+        if o.leader_recovery_state != -1:
+            tb = bytearray()
+            if o.leader_recovery_state is None:
+                raise _null('LeaderRecoveryState')
+            tb += _S_b.pack(o.leader_recovery_state)
+            tagged.append((5, tb))
+        _wts(out, tagged, o.unknown_tagged_fields, '_tagged_fields')
 
 
 def _read_PartitionChangeRecord_1(buf: bytes | bytearray | memoryview, pos: int) -> tuple[PartitionChangeRecord, int]:
@@ -333,53 +381,109 @@ def _write_PartitionChangeRecord_1(o: PartitionChangeRecord, out: bytearray) -> 
     if o.last_known_elr is not None:
         raise _absent('LastKnownElr', 1)
     out += _S_i16s.pack(o.partition_id, o.topic_id.bytes)
-    tagged: list[tuple[int, bytes | bytearray]] = []
-    if o.isr is not None:
-        tb = bytearray()
-        _wcal(tb, o.isr, 'Isr')
+    if not o.unknown_tagged_fields:
+        out.append((o.isr is not None) + (o.leader != -2) + (o.replicas is not None) + (o.removing_replicas is not None) + (o.adding_replicas is not None) + (o.leader_recovery_state != -1) + (o.directories is not None))
         if o.isr is not None:
-            tb += _struct.pack(f'>{len(o.isr)}i', *o.isr)
-        tagged.append((0, tb))
-    if o.leader != -2:
-        tb = bytearray()
-        if o.leader is None:
-            raise _null('Leader')
-        tb += _S_i.pack(o.leader)
-        tagged.append((1, tb))
-    if o.replicas is not None:
-        tb = bytearray()
-        _wcal(tb, o.replicas, 'Replicas')
+            tb = bytearray()
+            _wcal(tb, o.isr, 'Isr')
+            if o.isr is not None:
+                tb += _struct.pack(f'>{len(o.isr)}i', *o.isr)
+            out += b'\x00'
+            _wuv(out, len(tb))
+            out += tb
+        if o.leader != -2:
+            tb = bytearray()
+            if o.leader is None:
+                raise _null('Leader')
+            tb += _S_i.pack(o.leader)
+            out += b'\x01'
+            _wuv(out, len(tb))
+            out += tb
         if o.replicas is not None:
-            tb += _struct.pack(f'>{len(o.replicas)}i', *o.replicas)
-        tagged.append((2, tb))
-    if o.removing_replicas is not None:
-        tb = bytearray()
-        _wcal(tb, o.removing_replicas, 'RemovingReplicas')
+            tb = bytearray()
+            _wcal(tb, o.replicas, 'Replicas')
+            if o.replicas is not None:
+                tb += _struct.pack(f'>{len(o.replicas)}i', *o.replicas)
+            out += b'\x02'
+            _wuv(out, len(tb))
+            out += tb
         if o.removing_replicas is not None:
-            tb += _struct.pack(f'>{len(o.removing_replicas)}i', *o.removing_replicas)
-        tagged.append((3, tb))
-    if o.adding_replicas is not None:
-        tb = bytearray()
-        _wcal(tb, o.adding_replicas, 'AddingReplicas')
+            tb = bytearray()
+            _wcal(tb, o.removing_replicas, 'RemovingReplicas')
+            if o.removing_replicas is not None:
+                tb += _struct.pack(f'>{len(o.removing_replicas)}i', *o.removing_replicas)
+            out += b'\x03'
+            _wuv(out, len(tb))
+            out += tb
         if o.adding_replicas is not None:
-            tb += _struct.pack(f'>{len(o.adding_replicas)}i', *o.adding_replicas)
-        tagged.append((4, tb))
-    if o.leader_recovery_state != -1:
-        tb = bytearray()
-        if o.leader_recovery_state is None:
-            raise _null('LeaderRecoveryState')
-        tb += _S_b.pack(o.leader_recovery_state)
-        tagged.append((5, tb))
-    if o.directories is not None:
-        tb = bytearray()
-        _wcal(tb, o.directories, 'Directories')
+            tb = bytearray()
+            _wcal(tb, o.adding_replicas, 'AddingReplicas')
+            if o.adding_replicas is not None:
+                tb += _struct.pack(f'>{len(o.adding_replicas)}i', *o.adding_replicas)
+            out += b'\x04'
+            _wuv(out, len(tb))
+            out += tb
+        if o.leader_recovery_state != -1:
+            tb = bytearray()
+            if o.leader_recovery_state is None:
+                raise _null('LeaderRecoveryState')
+            tb += _S_b.pack(o.leader_recovery_state)
+            out += b'\x05'
+            _wuv(out, len(tb))
+            out += tb
         if o.directories is not None:
-            tb += b''.join([e_directories.bytes for e_directories in o.directories])
-        tagged.append((8, tb))
-    if tagged or o.unknown_tagged_fields:
-        _wts(out, tagged, o.unknown_tagged_fields, '_tagged_fields')
+            tb = bytearray()
+            _wcal(tb, o.directories, 'Directories')
+            if o.directories is not None:
+                tb += b''.join([e_directories.bytes for e_directories in o.directories])
+            out += b'\x08'
+            _wuv(out, len(tb))
+            out += tb
     else:
-        out.append(0)
+        tagged: list[tuple[int, bytes | bytearray]] = []
+        if o.isr is not None:
+            tb = bytearray()
+            _wcal(tb, o.isr, 'Isr')
+            if o.isr is not None:
+                tb += _struct.pack(f'>{len(o.isr)}i', *o.isr)
+            tagged.append((0, tb))
+        if o.leader != -2:
+            tb = bytearray()
+            if o.leader is None:
+                raise _null('Leader')
+            tb += _S_i.pack(o.leader)
+            tagged.append((1, tb))
+        if o.replicas is not None:
+            tb = bytearray()
+            _wcal(tb, o.replicas, 'Replicas')
+            if o.replicas is not None:
+                tb += _struct.pack(f'>{len(o.replicas)}i', *o.replicas)
+            tagged.append((2, tb))
+        if o.removing_replicas is not None:
+            tb = bytearray()
+            _wcal(tb, o.removing_replicas, 'RemovingReplicas')
+            if o.removing_replicas is not None:
+                tb += _struct.pack(f'>{len(o.removing_replicas)}i', *o.removing_replicas)
+            tagged.append((3, tb))
+        if o.adding_replicas is not None:
+            tb = bytearray()
+            _wcal(tb, o.adding_replicas, 'AddingReplicas')
+            if o.adding_replicas is not None:
+                tb += _struct.pack(f'>{len(o.adding_replicas)}i', *o.adding_replicas)
+            tagged.append((4, tb))
+        if o.leader_recovery_state != -1:
+            tb = bytearray()
+            if o.leader_recovery_state is None:
+                raise _null('LeaderRecoveryState')
+            tb += _S_b.pack(o.leader_recovery_state)
+            tagged.append((5, tb))
+        if o.directories is not None:
+            tb = bytearray()
+            _wcal(tb, o.directories, 'Directories')
+            if o.directories is not None:
+                tb += b''.join([e_directories.bytes for e_directories in o.directories])
+            tagged.append((8, tb))
+        _wts(out, tagged, o.unknown_tagged_fields, '_tagged_fields')
 
 
 def _read_PartitionChangeRecord_2(buf: bytes | bytearray | memoryview, pos: int) -> tuple[PartitionChangeRecord, int]:
@@ -501,65 +605,137 @@ def _read_PartitionChangeRecord_2(buf: bytes | bytearray | memoryview, pos: int)
 def _write_PartitionChangeRecord_2(o: PartitionChangeRecord, out: bytearray) -> None:
     # versions 2
     out += _S_i16s.pack(o.partition_id, o.topic_id.bytes)
-    tagged: list[tuple[int, bytes | bytearray]] = []
-    if o.isr is not None:
-        tb = bytearray()
-        _wcal(tb, o.isr, 'Isr')
+    if not o.unknown_tagged_fields:
+        out.append((o.isr is not None) + (o.leader != -2) + (o.replicas is not None) + (o.removing_replicas is not None) + (o.adding_replicas is not None) + (o.leader_recovery_state != -1) + (o.eligible_leader_replicas is not None) + (o.last_known_elr is not None) + (o.directories is not None))
         if o.isr is not None:
-            tb += _struct.pack(f'>{len(o.isr)}i', *o.isr)
-        tagged.append((0, tb))
-    if o.leader != -2:
-        tb = bytearray()
-        if o.leader is None:
-            raise _null('Leader')
-        tb += _S_i.pack(o.leader)
-        tagged.append((1, tb))
-    if o.replicas is not None:
-        tb = bytearray()
-        _wcal(tb, o.replicas, 'Replicas')
+            tb = bytearray()
+            _wcal(tb, o.isr, 'Isr')
+            if o.isr is not None:
+                tb += _struct.pack(f'>{len(o.isr)}i', *o.isr)
+            out += b'\x00'
+            _wuv(out, len(tb))
+            out += tb
+        if o.leader != -2:
+            tb = bytearray()
+            if o.leader is None:
+                raise _null('Leader')
+            tb += _S_i.pack(o.leader)
+            out += b'\x01'
+            _wuv(out, len(tb))
+            out += tb
         if o.replicas is not None:
-            tb += _struct.pack(f'>{len(o.replicas)}i', *o.replicas)
-        tagged.append((2, tb))
-    if o.removing_replicas is not None:
-        tb = bytearray()
-        _wcal(tb, o.removing_replicas, 'RemovingReplicas')
+            tb = bytearray()
+            _wcal(tb, o.replicas, 'Replicas')
+            if o.replicas is not None:
+                tb += _struct.pack(f'>{len(o.replicas)}i', *o.replicas)
+            out += b'\x02'
+            _wuv(out, len(tb))
+            out += tb
         if o.removing_replicas is not None:
-            tb += _struct.pack(f'>{len(o.removing_replicas)}i', *o.removing_replicas)
-        tagged.append((3, tb))
-    if o.adding_replicas is not None:
-        tb = bytearray()
-        _wcal(tb, o.adding_replicas, 'AddingReplicas')
+            tb = bytearray()
+            _wcal(tb, o.removing_replicas, 'RemovingReplicas')
+            if o.removing_replicas is not None:
+                tb += _struct.pack(f'>{len(o.removing_replicas)}i', *o.removing_replicas)
+            out += b'\x03'
+            _wuv(out, len(tb))
+            out += tb
         if o.adding_replicas is not None:
-            tb += _struct.pack(f'>{len(o.adding_replicas)}i', *o.adding_replicas)
-        tagged.append((4, tb))
-    if o.leader_recovery_state != -1:
-        tb = bytearray()
-        if o.leader_recovery_state is None:
-            raise _null('LeaderRecoveryState')
-        tb += _S_b.pack(o.leader_recovery_state)
-        tagged.append((5, tb))
-    if o.eligible_leader_replicas is not None:
-        tb = bytearray()
-        _wcal(tb, o.eligible_leader_replicas, 'EligibleLeaderReplicas')
+            tb = bytearray()
+            _wcal(tb, o.adding_replicas, 'AddingReplicas')
+            if o.adding_replicas is not None:
+                tb += _struct.pack(f'>{len(o.adding_replicas)}i', *o.adding_replicas)
+            out += b'\x04'
+            _wuv(out, len(tb))
+            out += tb
+        if o.leader_recovery_state != -1:
+            tb = bytearray()
+            if o.leader_recovery_state is None:
+                raise _null('LeaderRecoveryState')
+            tb += _S_b.pack(o.leader_recovery_state)
+            out += b'\x05'
+            _wuv(out, len(tb))
+            out += tb
         if o.eligible_leader_replicas is not None:
-            tb += _struct.pack(f'>{len(o.eligible_leader_replicas)}i', *o.eligible_leader_replicas)
-        tagged.append((6, tb))
-    if o.last_known_elr is not None:
-        tb = bytearray()
-        _wcal(tb, o.last_known_elr, 'LastKnownElr')
+            tb = bytearray()
+            _wcal(tb, o.eligible_leader_replicas, 'EligibleLeaderReplicas')
+            if o.eligible_leader_replicas is not None:
+                tb += _struct.pack(f'>{len(o.eligible_leader_replicas)}i', *o.eligible_leader_replicas)
+            out += b'\x06'
+            _wuv(out, len(tb))
+            out += tb
         if o.last_known_elr is not None:
-            tb += _struct.pack(f'>{len(o.last_known_elr)}i', *o.last_known_elr)
-        tagged.append((7, tb))
-    if o.directories is not None:
-        tb = bytearray()
-        _wcal(tb, o.directories, 'Directories')
+            tb = bytearray()
+            _wcal(tb, o.last_known_elr, 'LastKnownElr')
+            if o.last_known_elr is not None:
+                tb += _struct.pack(f'>{len(o.last_known_elr)}i', *o.last_known_elr)
+            out += b'\x07'
+            _wuv(out, len(tb))
+            out += tb
         if o.directories is not None:
-            tb += b''.join([e_directories.bytes for e_directories in o.directories])
-        tagged.append((8, tb))
-    if tagged or o.unknown_tagged_fields:
-        _wts(out, tagged, o.unknown_tagged_fields, '_tagged_fields')
+            tb = bytearray()
+            _wcal(tb, o.directories, 'Directories')
+            if o.directories is not None:
+                tb += b''.join([e_directories.bytes for e_directories in o.directories])
+            out += b'\x08'
+            _wuv(out, len(tb))
+            out += tb
     else:
-        out.append(0)
+        tagged: list[tuple[int, bytes | bytearray]] = []
+        if o.isr is not None:
+            tb = bytearray()
+            _wcal(tb, o.isr, 'Isr')
+            if o.isr is not None:
+                tb += _struct.pack(f'>{len(o.isr)}i', *o.isr)
+            tagged.append((0, tb))
+        if o.leader != -2:
+            tb = bytearray()
+            if o.leader is None:
+                raise _null('Leader')
+            tb += _S_i.pack(o.leader)
+            tagged.append((1, tb))
+        if o.replicas is not None:
+            tb = bytearray()
+            _wcal(tb, o.replicas, 'Replicas')
+            if o.replicas is not None:
+                tb += _struct.pack(f'>{len(o.replicas)}i', *o.replicas)
+            tagged.append((2, tb))
+        if o.removing_replicas is not None:
+            tb = bytearray()
+            _wcal(tb, o.removing_replicas, 'RemovingReplicas')
+            if o.removing_replicas is not None:
+                tb += _struct.pack(f'>{len(o.removing_replicas)}i', *o.removing_replicas)
+            tagged.append((3, tb))
+        if o.adding_replicas is not None:
+            tb = bytearray()
+            _wcal(tb, o.adding_replicas, 'AddingReplicas')
+            if o.adding_replicas is not None:
+                tb += _struct.pack(f'>{len(o.adding_replicas)}i', *o.adding_replicas)
+            tagged.append((4, tb))
+        if o.leader_recovery_state != -1:
+            tb = bytearray()
+            if o.leader_recovery_state is None:
+                raise _null('LeaderRecoveryState')
+            tb += _S_b.pack(o.leader_recovery_state)
+            tagged.append((5, tb))
+        if o.eligible_leader_replicas is not None:
+            tb = bytearray()
+            _wcal(tb, o.eligible_leader_replicas, 'EligibleLeaderReplicas')
+            if o.eligible_leader_replicas is not None:
+                tb += _struct.pack(f'>{len(o.eligible_leader_replicas)}i', *o.eligible_leader_replicas)
+            tagged.append((6, tb))
+        if o.last_known_elr is not None:
+            tb = bytearray()
+            _wcal(tb, o.last_known_elr, 'LastKnownElr')
+            if o.last_known_elr is not None:
+                tb += _struct.pack(f'>{len(o.last_known_elr)}i', *o.last_known_elr)
+            tagged.append((7, tb))
+        if o.directories is not None:
+            tb = bytearray()
+            _wcal(tb, o.directories, 'Directories')
+            if o.directories is not None:
+                tb += b''.join([e_directories.bytes for e_directories in o.directories])
+            tagged.append((8, tb))
+        _wts(out, tagged, o.unknown_tagged_fields, '_tagged_fields')
 
 
 PartitionChangeRecord._READERS = {0: _read_PartitionChangeRecord_0, 1: _read_PartitionChangeRecord_1, 2: _read_PartitionChangeRecord_2}

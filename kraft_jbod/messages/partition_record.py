@@ -193,17 +193,25 @@ def _write_PartitionRecord_0(o: PartitionRecord, out: bytearray) -> None:
     _wcal(out, o.adding_replicas, 'AddingReplicas')
     out += _struct.pack(f'>{len(o.adding_replicas)}i', *o.adding_replicas)
     out += _S_iii.pack(o.leader, o.leader_epoch, o.partition_epoch)
-    tagged: list[tuple[int, bytes | bytearray]] = []
-    if o.leader_recovery_state != 0:
-        tb = bytearray()
-        if o.leader_recovery_state is None:
-            raise _null('LeaderRecoveryState')
-        tb += _S_b.pack(o.leader_recovery_state)
-        tagged.append((0, tb))
-    if tagged or o.unknown_tagged_fields:
-        _wts(out, tagged, o.unknown_tagged_fields, '_tagged_fields')
+    if not o.unknown_tagged_fields:
+        out.append((o.leader_recovery_state != 0))
+        if o.leader_recovery_state != 0:
+            tb = bytearray()
+            if o.leader_recovery_state is None:
+                raise _null('LeaderRecoveryState')
+            tb += _S_b.pack(o.leader_recovery_state)
+            out += b'\x00'
+            _wuv(out, len(tb))
+            out += tb
     else:
-        out.append(0)
+        tagged: list[tuple[int, bytes | bytearray]] = []
+        if o.leader_recovery_state != 0:
+            tb = bytearray()
+            if o.leader_recovery_state is None:
+                raise _null('LeaderRecoveryState')
+            tb += _S_b.pack(o.leader_recovery_state)
+            tagged.append((0, tb))
+        _wts(out, tagged, o.unknown_tagged_fields, '_tagged_fields')
 
 
 def _read_PartitionRecord_1(buf: bytes | bytearray | memoryview, pos: int) -> tuple[PartitionRecord, int]:
@@ -322,17 +330,25 @@ def _write_PartitionRecord_1(o: PartitionRecord, out: bytearray) -> None:
         raise _null('Directories')
     _wcal(out, o.directories, 'Directories')
     out += b''.join([e_directories.bytes for e_directories in o.directories])
-    tagged: list[tuple[int, bytes | bytearray]] = []
-    if o.leader_recovery_state != 0:
-        tb = bytearray()
-        if o.leader_recovery_state is None:
-            raise _null('LeaderRecoveryState')
-        tb += _S_b.pack(o.leader_recovery_state)
-        tagged.append((0, tb))
-    if tagged or o.unknown_tagged_fields:
-        _wts(out, tagged, o.unknown_tagged_fields, '_tagged_fields')
+    if not o.unknown_tagged_fields:
+        out.append((o.leader_recovery_state != 0))
+        if o.leader_recovery_state != 0:
+            tb = bytearray()
+            if o.leader_recovery_state is None:
+                raise _null('LeaderRecoveryState')
+            tb += _S_b.pack(o.leader_recovery_state)
+            out += b'\x00'
+            _wuv(out, len(tb))
+            out += tb
     else:
-        out.append(0)
+        tagged: list[tuple[int, bytes | bytearray]] = []
+        if o.leader_recovery_state != 0:
+            tb = bytearray()
+            if o.leader_recovery_state is None:
+                raise _null('LeaderRecoveryState')
+            tb += _S_b.pack(o.leader_recovery_state)
+            tagged.append((0, tb))
+        _wts(out, tagged, o.unknown_tagged_fields, '_tagged_fields')
 
 
 def _read_PartitionRecord_2(buf: bytes | bytearray | memoryview, pos: int) -> tuple[PartitionRecord, int]:
@@ -463,29 +479,53 @@ def _write_PartitionRecord_2(o: PartitionRecord, out: bytearray) -> None:
         raise _null('Directories')
     _wcal(out, o.directories, 'Directories')
     out += b''.join([e_directories.bytes for e_directories in o.directories])
-    tagged: list[tuple[int, bytes | bytearray]] = []
-    if o.leader_recovery_state != 0:
-        tb = bytearray()
-        if o.leader_recovery_state is None:
-            raise _null('LeaderRecoveryState')
-        tb += _S_b.pack(o.leader_recovery_state)
-        tagged.append((0, tb))
-    if o.eligible_leader_replicas is not None:
-        tb = bytearray()
-        _wcal(tb, o.eligible_leader_replicas, 'EligibleLeaderReplicas')
+    if not o.unknown_tagged_fields:
+        out.append((o.leader_recovery_state != 0) + (o.eligible_leader_replicas is not None) + (o.last_known_elr is not None))
+        if o.leader_recovery_state != 0:
+            tb = bytearray()
+            if o.leader_recovery_state is None:
+                raise _null('LeaderRecoveryState')
+            tb += _S_b.pack(o.leader_recovery_state)
+            out += b'\x00'
+            _wuv(out, len(tb))
+            out += tb
         if o.eligible_leader_replicas is not None:
-            tb += _struct.pack(f'>{len(o.eligible_leader_replicas)}i', *o.eligible_leader_replicas)
-        tagged.append((1, tb))
-    if o.last_known_elr is not None:
-        tb = bytearray()
-        _wcal(tb, o.last_known_elr, 'LastKnownElr')
+            tb = bytearray()
+            _wcal(tb, o.eligible_leader_replicas, 'EligibleLeaderReplicas')
+            if o.eligible_leader_replicas is not None:
+                tb += _struct.pack(f'>{len(o.eligible_leader_replicas)}i', *o.eligible_leader_replicas)
+            out += b'\x01'
+            _wuv(out, len(tb))
+            out += tb
         if o.last_known_elr is not None:
-            tb += _struct.pack(f'>{len(o.last_known_elr)}i', *o.last_known_elr)
-        tagged.append((2, tb))
-    if tagged or o.unknown_tagged_fields:
-        _wts(out, tagged, o.unknown_tagged_fields, '_tagged_fields')
+            tb = bytearray()
+            _wcal(tb, o.last_known_elr, 'LastKnownElr')
+            if o.last_known_elr is not None:
+                tb += _struct.pack(f'>{len(o.last_known_elr)}i', *o.last_known_elr)
+            out += b'\x02'
+            _wuv(out, len(tb))
+            out += tb
     else:
-        out.append(0)
+        tagged: list[tuple[int, bytes | bytearray]] = []
+        if o.leader_recovery_state != 0:
+            tb = bytearray()
+            if o.leader_recovery_state is None:
+                raise _null('LeaderRecoveryState')
+            tb += _S_b.pack(o.leader_recovery_state)
+            tagged.append((0, tb))
+        if o.eligible_leader_replicas is not None:
+            tb = bytearray()
+            _wcal(tb, o.eligible_leader_replicas, 'EligibleLeaderReplicas')
+            if o.eligible_leader_replicas is not None:
+                tb += _struct.pack(f'>{len(o.eligible_leader_replicas)}i', *o.eligible_leader_replicas)
+            tagged.append((1, tb))
+        if o.last_known_elr is not None:
+            tb = bytearray()
+            _wcal(tb, o.last_known_elr, 'LastKnownElr')
+            if o.last_known_elr is not None:
+                tb += _struct.pack(f'>{len(o.last_known_elr)}i', *o.last_known_elr)
+            tagged.append((2, tb))
+        _wts(out, tagged, o.unknown_tagged_fields, '_tagged_fields')
 
 
 PartitionRecord._READERS = {0: _read_PartitionRecord_0, 1: _read_PartitionRecord_1, 2: _read_PartitionRecord_2}

@@ -192,7 +192,10 @@ def _write_TopicProduceData_0(o: TopicProduceData, out: bytearray) -> None:
         raise _null('PartitionData')
     _wal(out, o.partition_data, 'PartitionData')
     for e_partition_data in o.partition_data:
-        _write_PartitionProduceData_0(e_partition_data, out)
+        out += _S_i.pack(e_partition_data.index)
+        _wb(out, e_partition_data.records, 'Records')
+        if e_partition_data.unknown_tagged_fields:
+            raise _EncodeError('tagged fields cannot be written at non-flexible version 0')
     if o.unknown_tagged_fields:
         raise _EncodeError('tagged fields cannot be written at non-flexible version 0-8')
 
@@ -264,7 +267,12 @@ def _write_TopicProduceData_1(o: TopicProduceData, out: bytearray) -> None:
         raise _null('PartitionData')
     _wcal(out, o.partition_data, 'PartitionData')
     for e_partition_data in o.partition_data:
-        _write_PartitionProduceData_1(e_partition_data, out)
+        out += _S_i.pack(e_partition_data.index)
+        _wcb(out, e_partition_data.records, 'Records')
+        if e_partition_data.unknown_tagged_fields:
+            _wts(out, (), e_partition_data.unknown_tagged_fields, '_tagged_fields')
+        else:
+            out.append(0)
     if o.unknown_tagged_fields:
         _wts(out, (), o.unknown_tagged_fields, '_tagged_fields')
     else:

@@ -367,7 +367,10 @@ def _write_PartitionProduceResponse_3(o: PartitionProduceResponse, out: bytearra
         raise _null('RecordErrors')
     _wal(out, o.record_errors, 'RecordErrors')
     for e_record_errors in o.record_errors:
-        _write_BatchIndexAndErrorMessage_0(e_record_errors, out)
+        out += _S_i.pack(e_record_errors.batch_index)
+        _ws(out, e_record_errors.batch_index_error_message, 'BatchIndexErrorMessage')
+        if e_record_errors.unknown_tagged_fields:
+            raise _EncodeError('tagged fields cannot be written at non-flexible version 8')
     _ws(out, o.error_message, 'ErrorMessage')
     if o.unknown_tagged_fields:
         raise _EncodeError('tagged fields cannot be written at non-flexible version 8')
@@ -453,7 +456,12 @@ def _write_PartitionProduceResponse_4(o: PartitionProduceResponse, out: bytearra
         raise _null('RecordErrors')
     _wcal(out, o.record_errors, 'RecordErrors')
     for e_record_errors in o.record_errors:
-        _write_BatchIndexAndErrorMessage_1(e_record_errors, out)
+        out += _S_i.pack(e_record_errors.batch_index)
+        _wcs(out, e_record_errors.batch_index_error_message, 'BatchIndexErrorMessage')
+        if e_record_errors.unknown_tagged_fields:
+            _wts(out, (), e_record_errors.unknown_tagged_fields, '_tagged_fields')
+        else:
+            out.append(0)
     _wcs(out, o.error_message, 'ErrorMessage')
     if o.unknown_tagged_fields:
         _wts(out, (), o.unknown_tagged_fields, '_tagged_fields')
@@ -545,19 +553,32 @@ def _write_PartitionProduceResponse_5(o: PartitionProduceResponse, out: bytearra
         raise _null('RecordErrors')
     _wcal(out, o.record_errors, 'RecordErrors')
     for e_record_errors in o.record_errors:
-        _write_BatchIndexAndErrorMessage_1(e_record_errors, out)
+        out += _S_i.pack(e_record_errors.batch_index)
+        _wcs(out, e_record_errors.batch_index_error_message, 'BatchIndexErrorMessage')
+        if e_record_errors.unknown_tagged_fields:
+            _wts(out, (), e_record_errors.unknown_tagged_fields, '_tagged_fields')
+        else:
+            out.append(0)
     _wcs(out, o.error_message, 'ErrorMessage')
-    tagged: list[tuple[int, bytes | bytearray]] = []
-    if o.current_leader != LeaderIdAndEpoch():
-        tb = bytearray()
-        if o.current_leader is None:
-            raise _null('CurrentLeader')
-        _write_LeaderIdAndEpoch_0(o.current_leader, tb)
-        tagged.append((0, tb))
-    if tagged or o.unknown_tagged_fields:
-        _wts(out, tagged, o.unknown_tagged_fields, '_tagged_fields')
+    if not o.unknown_tagged_fields:
+        out.append((o.current_leader != LeaderIdAndEpoch()))
+        if o.current_leader != LeaderIdAndEpoch():
+            tb = bytearray()
+            if o.current_leader is None:
+                raise _null('CurrentLeader')
+            _write_LeaderIdAndEpoch_0(o.current_leader, tb)
+            out += b'\x00'
+            _wuv(out, len(tb))
+            out += tb
     else:
-        out.append(0)
+        tagged: list[tuple[int, bytes | bytearray]] = []
+        if o.current_leader != LeaderIdAndEpoch():
+            tb = bytearray()
+            if o.current_leader is None:
+                raise _null('CurrentLeader')
+            _write_LeaderIdAndEpoch_0(o.current_leader, tb)
+            tagged.append((0, tb))
+        _wts(out, tagged, o.unknown_tagged_fields, '_tagged_fields')
 
 
 def _read_TopicProduceResponse_0(buf: bytes | bytearray | memoryview, pos: int) -> tuple[TopicProduceResponse, int]:
@@ -604,7 +625,11 @@ def _write_TopicProduceResponse_0(o: TopicProduceResponse, out: bytearray) -> No
         raise _null('PartitionResponses')
     _wal(out, o.partition_responses, 'PartitionResponses')
     for e_partition_responses in o.partition_responses:
-        _write_PartitionProduceResponse_0(e_partition_responses, out)
+        if e_partition_responses.current_leader != LeaderIdAndEpoch():
+            raise _absent('CurrentLeader', '0')
+        out += _S_ihq.pack(e_partition_responses.index, e_partition_responses.error_code, e_partition_responses.base_offset)
+        if e_partition_responses.unknown_tagged_fields:
+            raise _EncodeError('tagged fields cannot be written at non-flexible version 0')
     if o.unknown_tagged_fields:
         raise _EncodeError('tagged fields cannot be written at non-flexible version 0-1')
 
@@ -653,7 +678,11 @@ def _write_TopicProduceResponse_1(o: TopicProduceResponse, out: bytearray) -> No
         raise _null('PartitionResponses')
     _wal(out, o.partition_responses, 'PartitionResponses')
     for e_partition_responses in o.partition_responses:
-        _write_PartitionProduceResponse_1(e_partition_responses, out)
+        if e_partition_responses.current_leader != LeaderIdAndEpoch():
+            raise _absent('CurrentLeader', '2')
+        out += _S_ihqq.pack(e_partition_responses.index, e_partition_responses.error_code, e_partition_responses.base_offset, e_partition_responses.log_append_time_ms)
+        if e_partition_responses.unknown_tagged_fields:
+            raise _EncodeError('tagged fields cannot be written at non-flexible version 2')
     if o.unknown_tagged_fields:
         raise _EncodeError('tagged fields cannot be written at non-flexible version 2-4')
 
@@ -702,7 +731,11 @@ def _write_TopicProduceResponse_2(o: TopicProduceResponse, out: bytearray) -> No
         raise _null('PartitionResponses')
     _wal(out, o.partition_responses, 'PartitionResponses')
     for e_partition_responses in o.partition_responses:
-        _write_PartitionProduceResponse_2(e_partition_responses, out)
+        if e_partition_responses.current_leader != LeaderIdAndEpoch():
+            raise _absent('CurrentLeader', '5')
+        out += _S_ihqqq.pack(e_partition_responses.index, e_partition_responses.error_code, e_partition_responses.base_offset, e_partition_responses.log_append_time_ms, e_partition_responses.log_start_offset)
+        if e_partition_responses.unknown_tagged_fields:
+            raise _EncodeError('tagged fields cannot be written at non-flexible version 5')
     if o.unknown_tagged_fields:
         raise _EncodeError('tagged fields cannot be written at non-flexible version 5-7')
 
@@ -1220,19 +1253,29 @@ def _write_ProduceResponse_6(o: ProduceResponse, out: bytearray) -> None:
     for e_responses in o.responses:
         _write_TopicProduceResponse_5(e_responses, out)
     out += _S_i.pack(o.throttle_time_ms)
-    tagged: list[tuple[int, bytes | bytearray]] = []
-    if (o.node_endpoints is None or len(o.node_endpoints) != 0):
-        tb = bytearray()
-        if o.node_endpoints is None:
-            raise _null('NodeEndpoints')
-        _wcal(tb, o.node_endpoints, 'NodeEndpoints')
-        for e_node_endpoints in o.node_endpoints:
-            _write_NodeEndpoint_0(e_node_endpoints, tb)
-        tagged.append((0, tb))
-    if tagged or o.unknown_tagged_fields:
-        _wts(out, tagged, o.unknown_tagged_fields, '_tagged_fields')
+    if not o.unknown_tagged_fields:
+        out.append(((o.node_endpoints is None or len(o.node_endpoints) != 0)))
+        if (o.node_endpoints is None or len(o.node_endpoints) != 0):
+            tb = bytearray()
+            if o.node_endpoints is None:
+                raise _null('NodeEndpoints')
+            _wcal(tb, o.node_endpoints, 'NodeEndpoints')
+            for e_node_endpoints in o.node_endpoints:
+                _write_NodeEndpoint_0(e_node_endpoints, tb)
+            out += b'\x00'
+            _wuv(out, len(tb))
+            out += tb
     else:
-        out.append(0)
+        tagged: list[tuple[int, bytes | bytearray]] = []
+        if (o.node_endpoints is None or len(o.node_endpoints) != 0):
+            tb = bytearray()
+            if o.node_endpoints is None:
+                raise _null('NodeEndpoints')
+            _wcal(tb, o.node_endpoints, 'NodeEndpoints')
+            for e_node_endpoints in o.node_endpoints:
+                _write_NodeEndpoint_0(e_node_endpoints, tb)
+            tagged.append((0, tb))
+        _wts(out, tagged, o.unknown_tagged_fields, '_tagged_fields')
 
 
 ProduceResponse._READERS = {0: _read_ProduceResponse_0, 1: _read_ProduceResponse_1, 2: _read_ProduceResponse_2, 3: _read_ProduceResponse_2, 4: _read_ProduceResponse_2, 5: _read_ProduceResponse_3, 6: _read_ProduceResponse_3, 7: _read_ProduceResponse_3, 8: _read_ProduceResponse_4, 9: _read_ProduceResponse_5, 10: _read_ProduceResponse_6, 11: _read_ProduceResponse_6}

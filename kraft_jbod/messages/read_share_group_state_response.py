@@ -227,7 +227,11 @@ def _write_PartitionResult_0(o: PartitionResult, out: bytearray) -> None:
         raise _null('StateBatches')
     _wcal(out, o.state_batches, 'StateBatches')
     for e_state_batches in o.state_batches:
-        _write_StateBatch_0(e_state_batches, out)
+        out += _S_qqbh.pack(e_state_batches.first_offset, e_state_batches.last_offset, e_state_batches.delivery_state, e_state_batches.delivery_count)
+        if e_state_batches.unknown_tagged_fields:
+            _wts(out, (), e_state_batches.unknown_tagged_fields, '_tagged_fields')
+        else:
+            out.append(0)
     if o.unknown_tagged_fields:
         _wts(out, (), o.unknown_tagged_fields, '_tagged_fields')
     else:

@@ -195,7 +195,11 @@ def _write_ReadStateSummaryData_0(o: ReadStateSummaryData, out: bytearray) -> No
         raise _null('Partitions')
     _wcal(out, o.partitions, 'Partitions')
     for e_partitions in o.partitions:
-        _write_PartitionData_0(e_partitions, out)
+        out += _S_ii.pack(e_partitions.partition, e_partitions.leader_epoch)
+        if e_partitions.unknown_tagged_fields:
+            _wts(out, (), e_partitions.unknown_tagged_fields, '_tagged_fields')
+        else:
+            out.append(0)
     if o.unknown_tagged_fields:
         _wts(out, (), o.unknown_tagged_fields, '_tagged_fields')
     else:

@@ -326,12 +326,29 @@ def _write_RegisterBrokerRecord_0(o: RegisterBrokerRecord, out: bytearray) -> No
         raise _null('EndPoints')
     _wcal(out, o.end_points, 'EndPoints')
     for e_end_points in o.end_points:
-        _write_BrokerEndpoint_0(e_end_points, out)
+        if e_end_points.name is None:
+            raise _null('Name')
+        _wcs(out, e_end_points.name, 'Name')
+        if e_end_points.host is None:
+            raise _null('Host')
+        _wcs(out, e_end_points.host, 'Host')
+        out += _S_Hh.pack(e_end_points.port, e_end_points.security_protocol)
+        if e_end_points.unknown_tagged_fields:
+            _wts(out, (), e_end_points.unknown_tagged_fields, '_tagged_fields')
+        else:
+            out.append(0)
     if o.features is None:
         raise _null('Features')
     _wcal(out, o.features, 'Features')
     for e_features in o.features:
-        _write_BrokerFeature_0(e_features, out)
+        if e_features.name is None:
+            raise _null('Name')
+        _wcs(out, e_features.name, 'Name')
+        out += _S_hh.pack(e_features.min_supported_version, e_features.max_supported_version)
+        if e_features.unknown_tagged_fields:
+            _wts(out, (), e_features.unknown_tagged_fields, '_tagged_fields')
+        else:
+            out.append(0)
     _wcs(out, o.rack, 'Rack')
     out += _S__.pack((o.fenced if o.fenced.__class__ is bool else _bool(o.fenced, 'Fenced')))
     if o.unknown_tagged_fields:
@@ -468,12 +485,29 @@ def _write_RegisterBrokerRecord_1(o: RegisterBrokerRecord, out: bytearray) -> No
         raise _null('EndPoints')
     _wcal(out, o.end_points, 'EndPoints')
     for e_end_points in o.end_points:
-        _write_BrokerEndpoint_0(e_end_points, out)
+        if e_end_points.name is None:
+            raise _null('Name')
+        _wcs(out, e_end_points.name, 'Name')
+        if e_end_points.host is None:
+            raise _null('Host')
+        _wcs(out, e_end_points.host, 'Host')
+        out += _S_Hh.pack(e_end_points.port, e_end_points.security_protocol)
+        if e_end_points.unknown_tagged_fields:
+            _wts(out, (), e_end_points.unknown_tagged_fields, '_tagged_fields')
+        else:
+            out.append(0)
     if o.features is None:
         raise _null('Features')
     _wcal(out, o.features, 'Features')
     for e_features in o.features:
-        _write_BrokerFeature_0(e_features, out)
+        if e_features.name is None:
+            raise _null('Name')
+        _wcs(out, e_features.name, 'Name')
+        out += _S_hh.pack(e_features.min_supported_version, e_features.max_supported_version)
+        if e_features.unknown_tagged_fields:
+            _wts(out, (), e_features.unknown_tagged_fields, '_tagged_fields')
+        else:
+            out.append(0)
     _wcs(out, o.rack, 'Rack')
     out += _S___.pack((o.fenced if o.fenced.__class__ is bool else _bool(o.fenced, 'Fenced')), (o.in_controlled_shutdown if o.in_controlled_shutdown.__class__ is bool else _bool(o.in_controlled_shutdown, 'InControlledShutdown')))
     if o.unknown_tagged_fields:
@@ -608,12 +642,29 @@ def _write_RegisterBrokerRecord_2(o: RegisterBrokerRecord, out: bytearray) -> No
         raise _null('EndPoints')
     _wcal(out, o.end_points, 'EndPoints')
     for e_end_points in o.end_points:
-        _write_BrokerEndpoint_0(e_end_points, out)
+        if e_end_points.name is None:
+            raise _null('Name')
+        _wcs(out, e_end_points.name, 'Name')
+        if e_end_points.host is None:
+            raise _null('Host')
+        _wcs(out, e_end_points.host, 'Host')
+        out += _S_Hh.pack(e_end_points.port, e_end_points.security_protocol)
+        if e_end_points.unknown_tagged_fields:
+            _wts(out, (), e_end_points.unknown_tagged_fields, '_tagged_fields')
+        else:
+            out.append(0)
     if o.features is None:
         raise _null('Features')
     _wcal(out, o.features, 'Features')
     for e_features in o.features:
-        _write_BrokerFeature_0(e_features, out)
+        if e_features.name is None:
+            raise _null('Name')
+        _wcs(out, e_features.name, 'Name')
+        out += _S_hh.pack(e_features.min_supported_version, e_features.max_supported_version)
+        if e_features.unknown_tagged_fields:
+            _wts(out, (), e_features.unknown_tagged_fields, '_tagged_fields')
+        else:
+            out.append(0)
     _wcs(out, o.rack, 'Rack')
     out += _S___.pack((o.fenced if o.fenced.__class__ is bool else _bool(o.fenced, 'Fenced')), (o.in_controlled_shutdown if o.in_controlled_shutdown.__class__ is bool else _bool(o.in_controlled_shutdown, 'InControlledShutdown')))
     if o.unknown_tagged_fields:
@@ -750,26 +801,52 @@ def _write_RegisterBrokerRecord_3(o: RegisterBrokerRecord, out: bytearray) -> No
         raise _null('EndPoints')
     _wcal(out, o.end_points, 'EndPoints')
     for e_end_points in o.end_points:
-        _write_BrokerEndpoint_0(e_end_points, out)
+        if e_end_points.name is None:
+            raise _null('Name')
+        _wcs(out, e_end_points.name, 'Name')
+        if e_end_points.host is None:
+            raise _null('Host')
+        _wcs(out, e_end_points.host, 'Host')
+        out += _S_Hh.pack(e_end_points.port, e_end_points.security_protocol)
+        if e_end_points.unknown_tagged_fields:
+            _wts(out, (), e_end_points.unknown_tagged_fields, '_tagged_fields')
+        else:
+            out.append(0)
     if o.features is None:
         raise _null('Features')
     _wcal(out, o.features, 'Features')
     for e_features in o.features:
-        _write_BrokerFeature_0(e_features, out)
+        if e_features.name is None:
+            raise _null('Name')
+        _wcs(out, e_features.name, 'Name')
+        out += _S_hh.pack(e_features.min_supported_version, e_features.max_supported_version)
+        if e_features.unknown_tagged_fields:
+            _wts(out, (), e_features.unknown_tagged_fields, '_tagged_fields')
+        else:
+            out.append(0)
     _wcs(out, o.rack, 'Rack')
     out += _S___.pack((o.fenced if o.fenced.__class__ is bool else _bool(o.fenced, 'Fenced')), (o.in_controlled_shutdown if o.in_controlled_shutdown.__class__ is bool else _bool(o.in_controlled_shutdown, 'InControlledShutdown')))
-    tagged: list[tuple[int, bytes | bytearray]] = []
-    if (o.log_dirs is None or len(o.log_dirs) != 0):
-        tb = bytearray()
-        if o.log_dirs is None:
-            raise _null('LogDirs')
-        _wcal(tb, o.log_dirs, 'LogDirs')
-        tb += b''.join([e_log_dirs.bytes for e_log_dirs in o.log_dirs])
-        tagged.append((0, tb))
-    if tagged or o.unknown_tagged_fields:
-        _wts(out, tagged, o.unknown_tagged_fields, '_tagged_fields')
+    if not o.unknown_tagged_fields:
+        out.append(((o.log_dirs is None or len(o.log_dirs) != 0)))
+        if (o.log_dirs is None or len(o.log_dirs) != 0):
+            tb = bytearray()
+            if o.log_dirs is None:
+                raise _null('LogDirs')
+            _wcal(tb, o.log_dirs, 'LogDirs')
+            tb += b''.join([e_log_dirs.bytes for e_log_dirs in o.log_dirs])
+            out += b'\x00'
+            _wuv(out, len(tb))
+            out += tb
     else:
-        out.append(0)
+        tagged: list[tuple[int, bytes | bytearray]] = []
+        if (o.log_dirs is None or len(o.log_dirs) != 0):
+            tb = bytearray()
+            if o.log_dirs is None:
+                raise _null('LogDirs')
+            _wcal(tb, o.log_dirs, 'LogDirs')
+            tb += b''.join([e_log_dirs.bytes for e_log_dirs in o.log_dirs])
+            tagged.append((0, tb))
+        _wts(out, tagged, o.unknown_tagged_fields, '_tagged_fields')
 
 
 RegisterBrokerRecord._READERS = {0: _read_RegisterBrokerRecord_0, 1: _read_RegisterBrokerRecord_1, 2: _read_RegisterBrokerRecord_2, 3: _read_RegisterBrokerRecord_3}

@@ -296,12 +296,29 @@ def _write_RegisterControllerRecord_0(o: RegisterControllerRecord, out: bytearra
         raise _null('EndPoints')
     _wcal(out, o.end_points, 'EndPoints')
     for e_end_points in o.end_points:
-        _write_ControllerEndpoint_0(e_end_points, out)
+        if e_end_points.name is None:
+            raise _null('Name')
+        _wcs(out, e_end_points.name, 'Name')
+        if e_end_points.host is None:
+            raise _null('Host')
+        _wcs(out, e_end_points.host, 'Host')
+        out += _S_Hh.pack(e_end_points.port, e_end_points.security_protocol)
+        if e_end_points.unknown_tagged_fields:
+            _wts(out, (), e_end_points.unknown_tagged_fields, '_tagged_fields')
+        else:
+            out.append(0)
     if o.features is None:
         raise _null('Features')
     _wcal(out, o.features, 'Features')
     for e_features in o.features:
-        _write_ControllerFeature_0(e_features, out)
+        if e_features.name is None:
+            raise _null('Name')
+        _wcs(out, e_features.name, 'Name')
+        out += _S_hh.pack(e_features.min_supported_version, e_features.max_supported_version)
+        if e_features.unknown_tagged_fields:
+            _wts(out, (), e_features.unknown_tagged_fields, '_tagged_fields')
+        else:
+            out.append(0)
     if o.unknown_tagged_fields:
         _wts(out, (), o.unknown_tagged_fields, '_tagged_fields')
     else:

@@ -229,7 +229,15 @@ def _write_AcknowledgePartition_0(o: AcknowledgePartition, out: bytearray) -> No
         raise _null('AcknowledgementBatches')
     _wcal(out, o.acknowledgement_batches, 'AcknowledgementBatches')
     for e_acknowledgement_batches in o.acknowledgement_batches:
-        _write_AcknowledgementBatch_0(e_acknowledgement_batches, out)
+        out += _S_qq.pack(e_acknowledgement_batches.first_offset, e_acknowledgement_batches.last_offset)
+        if e_acknowledgement_batches.acknowledge_types is None:
+            raise _null('AcknowledgeTypes')
+        _wcal(out, e_acknowledgement_batches.acknowledge_types, 'AcknowledgeTypes')
+        out += _struct.pack(f'>{len(e_acknowledgement_batches.acknowledge_types)}b', *e_acknowledgement_batches.acknowledge_types)
+        if e_acknowledgement_batches.unknown_tagged_fields:
+            _wts(out, (), e_acknowledgement_batches.unknown_tagged_fields, '_tagged_fields')
+        else:
+            out.append(0)
     if o.unknown_tagged_fields:
         _wts(out, (), o.unknown_tagged_fields, '_tagged_fields')
     else:

@@ -408,7 +408,16 @@ def _write_ShareAcknowledgeResponse_0(o: ShareAcknowledgeResponse, out: bytearra
         raise _null('NodeEndpoints')
     _wcal(out, o.node_endpoints, 'NodeEndpoints')
     for e_node_endpoints in o.node_endpoints:
-        _write_NodeEndpoint_0(e_node_endpoints, out)
+        out += _S_i.pack(e_node_endpoints.node_id)
+        if e_node_endpoints.host is None:
+            raise _null('Host')
+        _wcs(out, e_node_endpoints.host, 'Host')
+        out += _S_i.pack(e_node_endpoints.port)
+        _wcs(out, e_node_endpoints.rack, 'Rack')
+        if e_node_endpoints.unknown_tagged_fields:
+            _wts(out, (), e_node_endpoints.unknown_tagged_fields, '_tagged_fields')
+        else:
+            out.append(0)
     if o.unknown_tagged_fields:
         _wts(out, (), o.unknown_tagged_fields, '_tagged_fields')
     else:

@@ -245,7 +245,15 @@ def _write_FetchPartition_0(o: FetchPartition, out: bytearray) -> None:
         raise _null('AcknowledgementBatches')
     _wcal(out, o.acknowledgement_batches, 'AcknowledgementBatches')
     for e_acknowledgement_batches in o.acknowledgement_batches:
-        _write_AcknowledgementBatch_0(e_acknowledgement_batches, out)
+        out += _S_qq.pack(e_acknowledgement_batches.first_offset, e_acknowledgement_batches.last_offset)
+        if e_acknowledgement_batches.acknowledge_types is None:
+            raise _null('AcknowledgeTypes')
+        _wcal(out, e_acknowledgement_batches.acknowledge_types, 'AcknowledgeTypes')
+        out += _struct.pack(f'>{len(e_acknowledgement_batches.acknowledge_types)}b', *e_acknowledgement_batches.acknowledge_types)
+        if e_acknowledgement_batches.unknown_tagged_fields:
+            _wts(out, (), e_acknowledgement_batches.unknown_tagged_fields, '_tagged_fields')
+        else:
+            out.append(0)
     if o.unknown_tagged_fields:
         _wts(out, (), o.unknown_tagged_fields, '_tagged_fields')
     else:
@@ -460,7 +468,15 @@ def _write_ShareFetchRequest_0(o: ShareFetchRequest, out: bytearray) -> None:
         raise _null('ForgottenTopicsData')
     _wcal(out, o.forgotten_topics_data, 'ForgottenTopicsData')
     for e_forgotten_topics_data in o.forgotten_topics_data:
-        _write_ForgottenTopic_0(e_forgotten_topics_data, out)
+        out += _S_16s.pack(e_forgotten_topics_data.topic_id.bytes)
+        if e_forgotten_topics_data.partitions is None:
+            raise _null('Partitions')
+        _wcal(out, e_forgotten_topics_data.partitions, 'Partitions')
+        out += _struct.pack(f'>{len(e_forgotten_topics_data.partitions)}i', *e_forgotten_topics_data.partitions)
+        if e_forgotten_topics_data.unknown_tagged_fields:
+            _wts(out, (), e_forgotten_topics_data.unknown_tagged_fields, '_tagged_fields')
+        else:
+            out.append(0)
     if o.unknown_tagged_fields:
         _wts(out, (), o.unknown_tagged_fields, '_tagged_fields')
     else:

@@ -304,7 +304,11 @@ def _write_PartitionData_0(o: PartitionData, out: bytearray) -> None:
         raise _null('AcquiredRecords')
     _wcal(out, o.acquired_records, 'AcquiredRecords')
     for e_acquired_records in o.acquired_records:
-        _write_AcquiredRecords_0(e_acquired_records, out)
+        out += _S_qqh.pack(e_acquired_records.first_offset, e_acquired_records.last_offset, e_acquired_records.delivery_count)
+        if e_acquired_records.unknown_tagged_fields:
+            _wts(out, (), e_acquired_records.unknown_tagged_fields, '_tagged_fields')
+        else:
+            out.append(0)
     if o.unknown_tagged_fields:
         _wts(out, (), o.unknown_tagged_fields, '_tagged_fields')
     else:
@@ -515,7 +519,16 @@ def _write_ShareFetchResponse_0(o: ShareFetchResponse, out: bytearray) -> None:
         raise _null('NodeEndpoints')
     _wcal(out, o.node_endpoints, 'NodeEndpoints')
     for e_node_endpoints in o.node_endpoints:
-        _write_NodeEndpoint_0(e_node_endpoints, out)
+        out += _S_i.pack(e_node_endpoints.node_id)
+        if e_node_endpoints.host is None:
+            raise _null('Host')
+        _wcs(out, e_node_endpoints.host, 'Host')
+        out += _S_i.pack(e_node_endpoints.port)
+        _wcs(out, e_node_endpoints.rack, 'Rack')
+        if e_node_endpoints.unknown_tagged_fields:
+            _wts(out, (), e_node_endpoints.unknown_tagged_fields, '_tagged_fields')
+        else:
+            out.append(0)
     if o.unknown_tagged_fields:
         _wts(out, (), o.unknown_tagged_fields, '_tagged_fields')
     else:

@@ -323,7 +323,11 @@ def _write_StopReplicaTopicState_0(o: StopReplicaTopicState, out: bytearray) -> 
         raise _null('PartitionStates')
     _wcal(out, o.partition_states, 'PartitionStates')
     for e_partition_states in o.partition_states:
-        _write_StopReplicaPartitionState_0(e_partition_states, out)
+        out += _S_ii_.pack(e_partition_states.partition_index, e_partition_states.leader_epoch, (e_partition_states.delete_partition if e_partition_states.delete_partition.__class__ is bool else _bool(e_partition_states.delete_partition, 'DeletePartition')))
+        if e_partition_states.unknown_tagged_fields:
+            _wts(out, (), e_partition_states.unknown_tagged_fields, '_tagged_fields')
+        else:
+            out.append(0)
     if o.unknown_tagged_fields:
         _wts(out, (), o.unknown_tagged_fields, '_tagged_fields')
     else:
@@ -382,7 +386,12 @@ def _write_StopReplicaRequest_0(o: StopReplicaRequest, out: bytearray) -> None:
         raise _null('UngroupedPartitions')
     _wal(out, o.ungrouped_partitions, 'UngroupedPartitions')
     for e_ungrouped_partitions in o.ungrouped_partitions:
-        _write_StopReplicaPartitionV0_0(e_ungrouped_partitions, out)
+        if e_ungrouped_partitions.topic_name is None:
+            raise _null('TopicName')
+        _ws(out, e_ungrouped_partitions.topic_name, 'TopicName')
+        out += _S_i.pack(e_ungrouped_partitions.partition_index)
+        if e_ungrouped_partitions.unknown_tagged_fields:
+            raise _EncodeError('tagged fields cannot be written at non-flexible version 0')
     if o.unknown_tagged_fields:
         raise _EncodeError('tagged fields cannot be written at non-flexible version 0')
 
@@ -438,7 +447,15 @@ def _write_StopReplicaRequest_1(o: StopReplicaRequest, out: bytearray) -> None:
         raise _null('Topics')
     _wal(out, o.topics, 'Topics')
     for e_topics in o.topics:
-        _write_StopReplicaTopicV1_0(e_topics, out)
+        if e_topics.name is None:
+            raise _null('Name')
+        _ws(out, e_topics.name, 'Name')
+        if e_topics.partition_indexes is None:
+            raise _null('PartitionIndexes')
+        _wal(out, e_topics.partition_indexes, 'PartitionIndexes')
+        out += _struct.pack(f'>{len(e_topics.partition_indexes)}i', *e_topics.partition_indexes)
+        if e_topics.unknown_tagged_fields:
+            raise _EncodeError('tagged fields cannot be written at non-flexible version 1')
     if o.unknown_tagged_fields:
         raise _EncodeError('tagged fields cannot be written at non-flexible version 1')
 
@@ -526,7 +543,17 @@ def _write_StopReplicaRequest_2(o: StopReplicaRequest, out: bytearray) -> None:
         raise _null('Topics')
     _wcal(out, o.topics, 'Topics')
     for e_topics in o.topics:
-        _write_StopReplicaTopicV1_1(e_topics, out)
+        if e_topics.name is None:
+            raise _null('Name')
+        _wcs(out, e_topics.name, 'Name')
+        if e_topics.partition_indexes is None:
+            raise _null('PartitionIndexes')
+        _wcal(out, e_topics.partition_indexes, 'PartitionIndexes')
+        out += _struct.pack(f'>{len(e_topics.partition_indexes)}i', *e_topics.partition_indexes)
+        if e_topics.unknown_tagged_fields:
+            _wts(out, (), e_topics.unknown_tagged_fields, '_tagged_fields')
+        else:
+            out.append(0)
     if o.unknown_tagged_fields:
         _wts(out, (), o.unknown_tagged_fields, '_tagged_fields')
     else:

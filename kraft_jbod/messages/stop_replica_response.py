@@ -190,7 +190,12 @@ def _write_StopReplicaResponse_0(o: StopReplicaResponse, out: bytearray) -> None
         raise _null('PartitionErrors')
     _wal(out, o.partition_errors, 'PartitionErrors')
     for e_partition_errors in o.partition_errors:
-        _write_StopReplicaPartitionError_0(e_partition_errors, out)
+        if e_partition_errors.topic_name is None:
+            raise _null('TopicName')
+        _ws(out, e_partition_errors.topic_name, 'TopicName')
+        out += _S_ih.pack(e_partition_errors.partition_index, e_partition_errors.error_code)
+        if e_partition_errors.unknown_tagged_fields:
+            raise _EncodeError('tagged fields cannot be written at non-flexible version 0')
     if o.unknown_tagged_fields:
         raise _EncodeError('tagged fields cannot be written at non-flexible version 0-1')
 
@@ -264,7 +269,14 @@ def _write_StopReplicaResponse_1(o: StopReplicaResponse, out: bytearray) -> None
         raise _null('PartitionErrors')
     _wcal(out, o.partition_errors, 'PartitionErrors')
     for e_partition_errors in o.partition_errors:
-        _write_StopReplicaPartitionError_1(e_partition_errors, out)
+        if e_partition_errors.topic_name is None:
+            raise _null('TopicName')
+        _wcs(out, e_partition_errors.topic_name, 'TopicName')
+        out += _S_ih.pack(e_partition_errors.partition_index, e_partition_errors.error_code)
+        if e_partition_errors.unknown_tagged_fields:
+            _wts(out, (), e_partition_errors.unknown_tagged_fields, '_tagged_fields')
+        else:
+            out.append(0)
     if o.unknown_tagged_fields:
         _wts(out, (), o.unknown_tagged_fields, '_tagged_fields')
     else:

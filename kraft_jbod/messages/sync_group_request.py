@@ -199,7 +199,14 @@ def _write_SyncGroupRequest_0(o: SyncGroupRequest, out: bytearray) -> None:
         raise _null('Assignments')
     _wal(out, o.assignments, 'Assignments')
     for e_assignments in o.assignments:
-        _write_SyncGroupRequestAssignment_0(e_assignments, out)
+        if e_assignments.member_id is None:
+            raise _null('MemberId')
+        _ws(out, e_assignments.member_id, 'MemberId')
+        if e_assignments.assignment is None:
+            raise _null('Assignment')
+        _wb(out, e_assignments.assignment, 'Assignment')
+        if e_assignments.unknown_tagged_fields:
+            raise _EncodeError('tagged fields cannot be written at non-flexible version 0')
     if o.unknown_tagged_fields:
         raise _EncodeError('tagged fields cannot be written at non-flexible version 0-2')
 
@@ -256,7 +263,14 @@ def _write_SyncGroupRequest_1(o: SyncGroupRequest, out: bytearray) -> None:
         raise _null('Assignments')
     _wal(out, o.assignments, 'Assignments')
     for e_assignments in o.assignments:
-        _write_SyncGroupRequestAssignment_0(e_assignments, out)
+        if e_assignments.member_id is None:
+            raise _null('MemberId')
+        _ws(out, e_assignments.member_id, 'MemberId')
+        if e_assignments.assignment is None:
+            raise _null('Assignment')
+        _wb(out, e_assignments.assignment, 'Assignment')
+        if e_assignments.unknown_tagged_fields:
+            raise _EncodeError('tagged fields cannot be written at non-flexible version 3')
     if o.unknown_tagged_fields:
         raise _EncodeError('tagged fields cannot be written at non-flexible version 3')
 
@@ -341,7 +355,16 @@ def _write_SyncGroupRequest_2(o: SyncGroupRequest, out: bytearray) -> None:
         raise _null('Assignments')
     _wcal(out, o.assignments, 'Assignments')
     for e_assignments in o.assignments:
-        _write_SyncGroupRequestAssignment_1(e_assignments, out)
+        if e_assignments.member_id is None:
+            raise _null('MemberId')
+        _wcs(out, e_assignments.member_id, 'MemberId')
+        if e_assignments.assignment is None:
+            raise _null('Assignment')
+        _wcb(out, e_assignments.assignment, 'Assignment')
+        if e_assignments.unknown_tagged_fields:
+            _wts(out, (), e_assignments.unknown_tagged_fields, '_tagged_fields')
+        else:
+            out.append(0)
     if o.unknown_tagged_fields:
         _wts(out, (), o.unknown_tagged_fields, '_tagged_fields')
     else:
@@ -432,7 +455,16 @@ def _write_SyncGroupRequest_3(o: SyncGroupRequest, out: bytearray) -> None:
         raise _null('Assignments')
     _wcal(out, o.assignments, 'Assignments')
     for e_assignments in o.assignments:
-        _write_SyncGroupRequestAssignment_1(e_assignments, out)
+        if e_assignments.member_id is None:
+            raise _null('MemberId')
+        _wcs(out, e_assignments.member_id, 'MemberId')
+        if e_assignments.assignment is None:
+            raise _null('Assignment')
+        _wcb(out, e_assignments.assignment, 'Assignment')
+        if e_assignments.unknown_tagged_fields:
+            _wts(out, (), e_assignments.unknown_tagged_fields, '_tagged_fields')
+        else:
+            out.append(0)
     if o.unknown_tagged_fields:
         _wts(out, (), o.unknown_tagged_fields, '_tagged_fields')
     else:

@@ -233,7 +233,10 @@ def _write_TxnOffsetCommitRequestTopic_0(o: TxnOffsetCommitRequestTopic, out: by
         raise _null('Partitions')
     _wal(out, o.partitions, 'Partitions')
     for e_partitions in o.partitions:
-        _write_TxnOffsetCommitRequestPartition_0(e_partitions, out)
+        out += _S_iq.pack(e_partitions.partition_index, e_partitions.committed_offset)
+        _ws(out, e_partitions.committed_metadata, 'CommittedMetadata')
+        if e_partitions.unknown_tagged_fields:
+            raise _EncodeError('tagged fields cannot be written at non-flexible version 0')
     if o.unknown_tagged_fields:
         raise _EncodeError('tagged fields cannot be written at non-flexible version 0-1')
 
@@ -279,7 +282,10 @@ def _write_TxnOffsetCommitRequestTopic_1(o: TxnOffsetCommitRequestTopic, out: by
         raise _null('Partitions')
     _wal(out, o.partitions, 'Partitions')
     for e_partitions in o.partitions:
-        _write_TxnOffsetCommitRequestPartition_1(e_partitions, out)
+        out += _S_iqi.pack(e_partitions.partition_index, e_partitions.committed_offset, e_partitions.committed_leader_epoch)
+        _ws(out, e_partitions.committed_metadata, 'CommittedMetadata')
+        if e_partitions.unknown_tagged_fields:
+            raise _EncodeError('tagged fields cannot be written at non-flexible version 2')
     if o.unknown_tagged_fields:
         raise _EncodeError('tagged fields cannot be written at non-flexible version 2')
 
@@ -353,7 +359,12 @@ def _write_TxnOffsetCommitRequestTopic_2(o: TxnOffsetCommitRequestTopic, out: by
         raise _null('Partitions')
     _wcal(out, o.partitions, 'Partitions')
     for e_partitions in o.partitions:
-        _write_TxnOffsetCommitRequestPartition_2(e_partitions, out)
+        out += _S_iqi.pack(e_partitions.partition_index, e_partitions.committed_offset, e_partitions.committed_leader_epoch)
+        _wcs(out, e_partitions.committed_metadata, 'CommittedMetadata')
+        if e_partitions.unknown_tagged_fields:
+            _wts(out, (), e_partitions.unknown_tagged_fields, '_tagged_fields')
+        else:
+            out.append(0)
     if o.unknown_tagged_fields:
         _wts(out, (), o.unknown_tagged_fields, '_tagged_fields')
     else:

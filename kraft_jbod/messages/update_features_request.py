@@ -248,7 +248,16 @@ def _write_UpdateFeaturesRequest_0(o: UpdateFeaturesRequest, out: bytearray) -> 
         raise _null('FeatureUpdates')
     _wcal(out, o.feature_updates, 'FeatureUpdates')
     for e_feature_updates in o.feature_updates:
-        _write_FeatureUpdateKey_0(e_feature_updates, out)
+        if e_feature_updates.upgrade_type != 1:
+            raise _absent('UpgradeType', '0')
+        if e_feature_updates.feature is None:
+            raise _null('Feature')
+        _wcs(out, e_feature_updates.feature, 'Feature')
+        out += _S_h_.pack(e_feature_updates.max_version_level, (e_feature_updates.allow_downgrade if e_feature_updates.allow_downgrade.__class__ is bool else _bool(e_feature_updates.allow_downgrade, 'AllowDowngrade')))
+        if e_feature_updates.unknown_tagged_fields:
+            _wts(out, (), e_feature_updates.unknown_tagged_fields, '_tagged_fields')
+        else:
+            out.append(0)
     if o.unknown_tagged_fields:
         _wts(out, (), o.unknown_tagged_fields, '_tagged_fields')
     else:
@@ -330,7 +339,16 @@ def _write_UpdateFeaturesRequest_1(o: UpdateFeaturesRequest, out: bytearray) -> 
         raise _null('FeatureUpdates')
     _wcal(out, o.feature_updates, 'FeatureUpdates')
     for e_feature_updates in o.feature_updates:
-        _write_FeatureUpdateKey_1(e_feature_updates, out)
+        if e_feature_updates.allow_downgrade != False:
+            raise _absent('AllowDowngrade', '1')
+        if e_feature_updates.feature is None:
+            raise _null('Feature')
+        _wcs(out, e_feature_updates.feature, 'Feature')
+        out += _S_hb.pack(e_feature_updates.max_version_level, e_feature_updates.upgrade_type)
+        if e_feature_updates.unknown_tagged_fields:
+            _wts(out, (), e_feature_updates.unknown_tagged_fields, '_tagged_fields')
+        else:
+            out.append(0)
     out += _S__.pack((o.validate_only if o.validate_only.__class__ is bool else _bool(o.validate_only, 'ValidateOnly')))
     if o.unknown_tagged_fields:
         _wts(out, (), o.unknown_tagged_fields, '_tagged_fields')

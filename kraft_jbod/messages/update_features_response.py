@@ -201,7 +201,15 @@ def _write_UpdateFeaturesResponse_0(o: UpdateFeaturesResponse, out: bytearray) -
         raise _null('Results')
     _wcal(out, o.results, 'Results')
     for e_results in o.results:
-        _write_UpdatableFeatureResult_0(e_results, out)
+        if e_results.feature is None:
+            raise _null('Feature')
+        _wcs(out, e_results.feature, 'Feature')
+        out += _S_h.pack(e_results.error_code)
+        _wcs(out, e_results.error_message, 'ErrorMessage')
+        if e_results.unknown_tagged_fields:
+            _wts(out, (), e_results.unknown_tagged_fields, '_tagged_fields')
+        else:
+            out.append(0)
     if o.unknown_tagged_fields:
         _wts(out, (), o.unknown_tagged_fields, '_tagged_fields')
     else:

@@ -445,7 +445,22 @@ def _write_UpdateMetadataTopicState_0(o: UpdateMetadataTopicState, out: bytearra
         raise _null('PartitionStates')
     _wal(out, o.partition_states, 'PartitionStates')
     for e_partition_states in o.partition_states:
-        _write_UpdateMetadataPartitionState_2(e_partition_states, out)
+        out += _S_iiii.pack(e_partition_states.partition_index, e_partition_states.controller_epoch, e_partition_states.leader, e_partition_states.leader_epoch)
+        if e_partition_states.isr is None:
+            raise _null('Isr')
+        _wal(out, e_partition_states.isr, 'Isr')
+        out += _struct.pack(f'>{len(e_partition_states.isr)}i', *e_partition_states.isr)
+        out += _S_i.pack(e_partition_states.zk_version)
+        if e_partition_states.replicas is None:
+            raise _null('Replicas')
+        _wal(out, e_partition_states.replicas, 'Replicas')
+        out += _struct.pack(f'>{len(e_partition_states.replicas)}i', *e_partition_states.replicas)
+        if e_partition_states.offline_replicas is None:
+            raise _null('OfflineReplicas')
+        _wal(out, e_partition_states.offline_replicas, 'OfflineReplicas')
+        out += _struct.pack(f'>{len(e_partition_states.offline_replicas)}i', *e_partition_states.offline_replicas)
+        if e_partition_states.unknown_tagged_fields:
+            raise _EncodeError('tagged fields cannot be written at non-flexible version 5')
     if o.unknown_tagged_fields:
         raise _EncodeError('tagged fields cannot be written at non-flexible version 5')
 
@@ -549,7 +564,24 @@ def _write_UpdateMetadataTopicState_1(o: UpdateMetadataTopicState, out: bytearra
         raise _null('PartitionStates')
     _wcal(out, o.partition_states, 'PartitionStates')
     for e_partition_states in o.partition_states:
-        _write_UpdateMetadataPartitionState_3(e_partition_states, out)
+        out += _S_iiii.pack(e_partition_states.partition_index, e_partition_states.controller_epoch, e_partition_states.leader, e_partition_states.leader_epoch)
+        if e_partition_states.isr is None:
+            raise _null('Isr')
+        _wcal(out, e_partition_states.isr, 'Isr')
+        out += _struct.pack(f'>{len(e_partition_states.isr)}i', *e_partition_states.isr)
+        out += _S_i.pack(e_partition_states.zk_version)
+        if e_partition_states.replicas is None:
+            raise _null('Replicas')
+        _wcal(out, e_partition_states.replicas, 'Replicas')
+        out += _struct.pack(f'>{len(e_partition_states.replicas)}i', *e_partition_states.replicas)
+        if e_partition_states.offline_replicas is None:
+            raise _null('OfflineReplicas')
+        _wcal(out, e_partition_states.offline_replicas, 'OfflineReplicas')
+        out += _struct.pack(f'>{len(e_partition_states.offline_replicas)}i', *e_partition_states.offline_replicas)
+        if e_partition_states.unknown_tagged_fields:
+            _wts(out, (), e_partition_states.unknown_tagged_fields, '_tagged_fields')
+        else:
+            out.append(0)
     if o.unknown_tagged_fields:
         _wts(out, (), o.unknown_tagged_fields, '_tagged_fields')
     else:
@@ -661,7 +693,24 @@ def _write_UpdateMetadataTopicState_2(o: UpdateMetadataTopicState, out: bytearra
         raise _null('PartitionStates')
     _wcal(out, o.partition_states, 'PartitionStates')
     for e_partition_states in o.partition_states:
-        _write_UpdateMetadataPartitionState_3(e_partition_states, out)
+        out += _S_iiii.pack(e_partition_states.partition_index, e_partition_states.controller_epoch, e_partition_states.leader, e_partition_states.leader_epoch)
+        if e_partition_states.isr is None:
+            raise _null('Isr')
+        _wcal(out, e_partition_states.isr, 'Isr')
+        out += _struct.pack(f'>{len(e_partition_states.isr)}i', *e_partition_states.isr)
+        out += _S_i.pack(e_partition_states.zk_version)
+        if e_partition_states.replicas is None:
+            raise _null('Replicas')
+        _wcal(out, e_partition_states.replicas, 'Replicas')
+        out += _struct.pack(f'>{len(e_partition_states.replicas)}i', *e_partition_states.replicas)
+        if e_partition_states.offline_replicas is None:
+            raise _null('OfflineReplicas')
+        _wcal(out, e_partition_states.offline_replicas, 'OfflineReplicas')
+        out += _struct.pack(f'>{len(e_partition_states.offline_replicas)}i', *e_partition_states.offline_replicas)
+        if e_partition_states.unknown_tagged_fields:
+            _wts(out, (), e_partition_states.unknown_tagged_fields, '_tagged_fields')
+        else:
+            out.append(0)
     if o.unknown_tagged_fields:
         _wts(out, (), o.unknown_tagged_fields, '_tagged_fields')
     else:
@@ -868,7 +917,13 @@ def _write_UpdateMetadataBroker_1(o: UpdateMetadataBroker, out: bytearray) -> No
         raise _null('Endpoints')
     _wal(out, o.endpoints, 'Endpoints')
     for e_endpoints in o.endpoints:
-        _write_UpdateMetadataEndpoint_0(e_endpoints, out)
+        out += _S_i.pack(e_endpoints.port)
+        if e_endpoints.host is None:
+            raise _null('Host')
+        _ws(out, e_endpoints.host, 'Host')
+        out += _S_h.pack(e_endpoints.security_protocol)
+        if e_endpoints.unknown_tagged_fields:
+            raise _EncodeError('tagged fields cannot be written at non-flexible version 1')
     if o.unknown_tagged_fields:
         raise _EncodeError('tagged fields cannot be written at non-flexible version 1')
 
@@ -923,7 +978,13 @@ def _write_UpdateMetadataBroker_2(o: UpdateMetadataBroker, out: bytearray) -> No
         raise _null('Endpoints')
     _wal(out, o.endpoints, 'Endpoints')
     for e_endpoints in o.endpoints:
-        _write_UpdateMetadataEndpoint_0(e_endpoints, out)
+        out += _S_i.pack(e_endpoints.port)
+        if e_endpoints.host is None:
+            raise _null('Host')
+        _ws(out, e_endpoints.host, 'Host')
+        out += _S_h.pack(e_endpoints.security_protocol)
+        if e_endpoints.unknown_tagged_fields:
+            raise _EncodeError('tagged fields cannot be written at non-flexible version 2')
     _ws(out, o.rack, 'Rack')
     if o.unknown_tagged_fields:
         raise _EncodeError('tagged fields cannot be written at non-flexible version 2')
@@ -980,7 +1041,16 @@ def _write_UpdateMetadataBroker_3(o: UpdateMetadataBroker, out: bytearray) -> No
         raise _null('Endpoints')
     _wal(out, o.endpoints, 'Endpoints')
     for e_endpoints in o.endpoints:
-        _write_UpdateMetadataEndpoint_1(e_endpoints, out)
+        out += _S_i.pack(e_endpoints.port)
+        if e_endpoints.host is None:
+            raise _null('Host')
+        _ws(out, e_endpoints.host, 'Host')
+        if e_endpoints.listener is None:
+            raise _null('Listener')
+        _ws(out, e_endpoints.listener, 'Listener')
+        out += _S_h.pack(e_endpoints.security_protocol)
+        if e_endpoints.unknown_tagged_fields:
+            raise _EncodeError('tagged fields cannot be written at non-flexible version 3')
     _ws(out, o.rack, 'Rack')
     if o.unknown_tagged_fields:
         raise _EncodeError('tagged fields cannot be written at non-flexible version 3-5')
@@ -1065,7 +1135,18 @@ def _write_UpdateMetadataBroker_4(o: UpdateMetadataBroker, out: bytearray) -> No
         raise _null('Endpoints')
     _wcal(out, o.endpoints, 'Endpoints')
     for e_endpoints in o.endpoints:
-        _write_UpdateMetadataEndpoint_2(e_endpoints, out)
+        out += _S_i.pack(e_endpoints.port)
+        if e_endpoints.host is None:
+            raise _null('Host')
+        _wcs(out, e_endpoints.host, 'Host')
+        if e_endpoints.listener is None:
+            raise _null('Listener')
+        _wcs(out, e_endpoints.listener, 'Listener')
+        out += _S_h.pack(e_endpoints.security_protocol)
+        if e_endpoints.unknown_tagged_fields:
+            _wts(out, (), e_endpoints.unknown_tagged_fields, '_tagged_fields')
+        else:
+            out.append(0)
     _wcs(out, o.rack, 'Rack')
     if o.unknown_tagged_fields:
         _wts(out, (), o.unknown_tagged_fields, '_tagged_fields')
@@ -1168,12 +1249,32 @@ def _write_UpdateMetadataRequest_0(o: UpdateMetadataRequest, out: bytearray) -> 
         raise _null('UngroupedPartitionStates')
     _wal(out, o.ungrouped_partition_states, 'UngroupedPartitionStates')
     for e_ungrouped_partition_states in o.ungrouped_partition_states:
-        _write_UpdateMetadataPartitionState_0(e_ungrouped_partition_states, out)
+        if e_ungrouped_partition_states.topic_name is None:
+            raise _null('TopicName')
+        _ws(out, e_ungrouped_partition_states.topic_name, 'TopicName')
+        out += _S_iiii.pack(e_ungrouped_partition_states.partition_index, e_ungrouped_partition_states.controller_epoch, e_ungrouped_partition_states.leader, e_ungrouped_partition_states.leader_epoch)
+        if e_ungrouped_partition_states.isr is None:
+            raise _null('Isr')
+        _wal(out, e_ungrouped_partition_states.isr, 'Isr')
+        out += _struct.pack(f'>{len(e_ungrouped_partition_states.isr)}i', *e_ungrouped_partition_states.isr)
+        out += _S_i.pack(e_ungrouped_partition_states.zk_version)
+        if e_ungrouped_partition_states.replicas is None:
+            raise _null('Replicas')
+        _wal(out, e_ungrouped_partition_states.replicas, 'Replicas')
+        out += _struct.pack(f'>{len(e_ungrouped_partition_states.replicas)}i', *e_ungrouped_partition_states.replicas)
+        if e_ungrouped_partition_states.unknown_tagged_fields:
+            raise _EncodeError('tagged fields cannot be written at non-flexible version 0')
     if o.live_brokers is None:
         raise _null('LiveBrokers')
     _wal(out, o.live_brokers, 'LiveBrokers')
     for e_live_brokers in o.live_brokers:
-        _write_UpdateMetadataBroker_0(e_live_brokers, out)
+        out += _S_i.pack(e_live_brokers.id)
+        if e_live_brokers.v0_host is None:
+            raise _null('V0Host')
+        _ws(out, e_live_brokers.v0_host, 'V0Host')
+        out += _S_i.pack(e_live_brokers.v0_port)
+        if e_live_brokers.unknown_tagged_fields:
+            raise _EncodeError('tagged fields cannot be written at non-flexible version 0')
     if o.unknown_tagged_fields:
         raise _EncodeError('tagged fields cannot be written at non-flexible version 0')
 
@@ -1258,7 +1359,21 @@ def _write_UpdateMetadataRequest_1(o: UpdateMetadataRequest, out: bytearray) -> 
         raise _null('UngroupedPartitionStates')
     _wal(out, o.ungrouped_partition_states, 'UngroupedPartitionStates')
     for e_ungrouped_partition_states in o.ungrouped_partition_states:
-        _write_UpdateMetadataPartitionState_0(e_ungrouped_partition_states, out)
+        if e_ungrouped_partition_states.topic_name is None:
+            raise _null('TopicName')
+        _ws(out, e_ungrouped_partition_states.topic_name, 'TopicName')
+        out += _S_iiii.pack(e_ungrouped_partition_states.partition_index, e_ungrouped_partition_states.controller_epoch, e_ungrouped_partition_states.leader, e_ungrouped_partition_states.leader_epoch)
+        if e_ungrouped_partition_states.isr is None:
+            raise _null('Isr')
+        _wal(out, e_ungrouped_partition_states.isr, 'Isr')
+        out += _struct.pack(f'>{len(e_ungrouped_partition_states.isr)}i', *e_ungrouped_partition_states.isr)
+        out += _S_i.pack(e_ungrouped_partition_states.zk_version)
+        if e_ungrouped_partition_states.replicas is None:
+            raise _null('Replicas')
+        _wal(out, e_ungrouped_partition_states.replicas, 'Replicas')
+        out += _struct.pack(f'>{len(e_ungrouped_partition_states.replicas)}i', *e_ungrouped_partition_states.replicas)
+        if e_ungrouped_partition_states.unknown_tagged_fields:
+            raise _EncodeError('tagged fields cannot be written at non-flexible version 1')
     if o.live_brokers is None:
         raise _null('LiveBrokers')
     _wal(out, o.live_brokers, 'LiveBrokers')
@@ -1348,7 +1463,21 @@ def _write_UpdateMetadataRequest_2(o: UpdateMetadataRequest, out: bytearray) -> 
         raise _null('UngroupedPartitionStates')
     _wal(out, o.ungrouped_partition_states, 'UngroupedPartitionStates')
     for e_ungrouped_partition_states in o.ungrouped_partition_states:
-        _write_UpdateMetadataPartitionState_0(e_ungrouped_partition_states, out)
+        if e_ungrouped_partition_states.topic_name is None:
+            raise _null('TopicName')
+        _ws(out, e_ungrouped_partition_states.topic_name, 'TopicName')
+        out += _S_iiii.pack(e_ungrouped_partition_states.partition_index, e_ungrouped_partition_states.controller_epoch, e_ungrouped_partition_states.leader, e_ungrouped_partition_states.leader_epoch)
+        if e_ungrouped_partition_states.isr is None:
+            raise _null('Isr')
+        _wal(out, e_ungrouped_partition_states.isr, 'Isr')
+        out += _struct.pack(f'>{len(e_ungrouped_partition_states.isr)}i', *e_ungrouped_partition_states.isr)
+        out += _S_i.pack(e_ungrouped_partition_states.zk_version)
+        if e_ungrouped_partition_states.replicas is None:
+            raise _null('Replicas')
+        _wal(out, e_ungrouped_partition_states.replicas, 'Replicas')
+        out += _struct.pack(f'>{len(e_ungrouped_partition_states.replicas)}i', *e_ungrouped_partition_states.replicas)
+        if e_ungrouped_partition_states.unknown_tagged_fields:
+            raise _EncodeError('tagged fields cannot be written at non-flexible version 2')
     if o.live_brokers is None:
         raise _null('LiveBrokers')
     _wal(out, o.live_brokers, 'LiveBrokers')
@@ -1438,7 +1567,21 @@ def _write_UpdateMetadataRequest_3(o: UpdateMetadataRequest, out: bytearray) -> 
         raise _null('UngroupedPartitionStates')
     _wal(out, o.ungrouped_partition_states, 'UngroupedPartitionStates')
     for e_ungrouped_partition_states in o.ungrouped_partition_states:
-        _write_UpdateMetadataPartitionState_0(e_ungrouped_partition_states, out)
+        if e_ungrouped_partition_states.topic_name is None:
+            raise _null('TopicName')
+        _ws(out, e_ungrouped_partition_states.topic_name, 'TopicName')
+        out += _S_iiii.pack(e_ungrouped_partition_states.partition_index, e_ungrouped_partition_states.controller_epoch, e_ungrouped_partition_states.leader, e_ungrouped_partition_states.leader_epoch)
+        if e_ungrouped_partition_states.isr is None:
+            raise _null('Isr')
+        _wal(out, e_ungrouped_partition_states.isr, 'Isr')
+        out += _struct.pack(f'>{len(e_ungrouped_partition_states.isr)}i', *e_ungrouped_partition_states.isr)
+        out += _S_i.pack(e_ungrouped_partition_states.zk_version)
+        if e_ungrouped_partition_states.replicas is None:
+            raise _null('Replicas')
+        _wal(out, e_ungrouped_partition_states.replicas, 'Replicas')
+        out += _struct.pack(f'>{len(e_ungrouped_partition_states.replicas)}i', *e_ungrouped_partition_states.replicas)
+        if e_ungrouped_partition_states.unknown_tagged_fields:
+            raise _EncodeError('tagged fields cannot be written at non-flexible version 3')
     if o.live_brokers is None:
         raise _null('LiveBrokers')
     _wal(out, o.live_brokers, 'LiveBrokers')
@@ -1531,7 +1674,25 @@ def _write_UpdateMetadataRequest_4(o: UpdateMetadataRequest, out: bytearray) -> 
         raise _null('UngroupedPartitionStates')
     _wal(out, o.ungrouped_partition_states, 'UngroupedPartitionStates')
     for e_ungrouped_partition_states in o.ungrouped_partition_states:
-        _write_UpdateMetadataPartitionState_1(e_ungrouped_partition_states, out)
+        if e_ungrouped_partition_states.topic_name is None:
+            raise _null('TopicName')
+        _ws(out, e_ungrouped_partition_states.topic_name, 'TopicName')
+        out += _S_iiii.pack(e_ungrouped_partition_states.partition_index, e_ungrouped_partition_states.controller_epoch, e_ungrouped_partition_states.leader, e_ungrouped_partition_states.leader_epoch)
+        if e_ungrouped_partition_states.isr is None:
+            raise _null('Isr')
+        _wal(out, e_ungrouped_partition_states.isr, 'Isr')
+        out += _struct.pack(f'>{len(e_ungrouped_partition_states.isr)}i', *e_ungrouped_partition_states.isr)
+        out += _S_i.pack(e_ungrouped_partition_states.zk_version)
+        if e_ungrouped_partition_states.replicas is None:
+            raise _null('Replicas')
+        _wal(out, e_ungrouped_partition_states.replicas, 'Replicas')
+        out += _struct.pack(f'>{len(e_ungrouped_partition_states.replicas)}i', *e_ungrouped_partition_states.replicas)
+        if e_ungrouped_partition_states.offline_replicas is None:
+            raise _null('OfflineReplicas')
+        _wal(out, e_ungrouped_partition_states.offline_replicas, 'OfflineReplicas')
+        out += _struct.pack(f'>{len(e_ungrouped_partition_states.offline_replicas)}i', *e_ungrouped_partition_states.offline_replicas)
+        if e_ungrouped_partition_states.unknown_tagged_fields:
+            raise _EncodeError('tagged fields cannot be written at non-flexible version 4')
     if o.live_brokers is None:
         raise _null('LiveBrokers')
     _wal(out, o.live_brokers, 'LiveBrokers')
@@ -1872,17 +2033,25 @@ def _write_UpdateMetadataRequest_8(o: UpdateMetadataRequest, out: bytearray) -> 
     _wcal(out, o.live_brokers, 'LiveBrokers')
     for e_live_brokers in o.live_brokers:
         _write_UpdateMetadataBroker_4(e_live_brokers, out)
-    tagged: list[tuple[int, bytes | bytearray]] = []
-    if o.type != 0:
-        tb = bytearray()
-        if o.type is None:
-            raise _null('Type')
-        tb += _S_b.pack(o.type)
-        tagged.append((0, tb))
-    if tagged or o.unknown_tagged_fields:
-        _wts(out, tagged, o.unknown_tagged_fields, '_tagged_fields')
+    if not o.unknown_tagged_fields:
+        out.append((o.type != 0))
+        if o.type != 0:
+            tb = bytearray()
+            if o.type is None:
+                raise _null('Type')
+            tb += _S_b.pack(o.type)
+            out += b'\x00'
+            _wuv(out, len(tb))
+            out += tb
     else:
-        out.append(0)
+        tagged: list[tuple[int, bytes | bytearray]] = []
+        if o.type != 0:
+            tb = bytearray()
+            if o.type is None:
+                raise _null('Type')
+            tb += _S_b.pack(o.type)
+            tagged.append((0, tb))
+        _wts(out, tagged, o.unknown_tagged_fields, '_tagged_fields')
 
 
 UpdateMetadataRequest._READERS = {0: _read_UpdateMetadataRequest_0, 1: _read_UpdateMetadataRequest_1, 2: _read_UpdateMetadataRequest_2, 3: _read_UpdateMetadataRequest_3, 4: _read_UpdateMetadataRequest_4, 5: _read_UpdateMetadataRequest_5, 6: _read_UpdateMetadataRequest_6, 7: _read_UpdateMetadataRequest_7, 8: _read_UpdateMetadataRequest_8}

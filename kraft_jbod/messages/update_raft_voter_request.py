@@ -259,7 +259,17 @@ def _write_UpdateRaftVoterRequest_0(o: UpdateRaftVoterRequest, out: bytearray) -
         raise _null('Listeners')
     _wcal(out, o.listeners, 'Listeners')
     for e_listeners in o.listeners:
-        _write_Listener_0(e_listeners, out)
+        if e_listeners.name is None:
+            raise _null('Name')
+        _wcs(out, e_listeners.name, 'Name')
+        if e_listeners.host is None:
+            raise _null('Host')
+        _wcs(out, e_listeners.host, 'Host')
+        out += _S_H.pack(e_listeners.port)
+        if e_listeners.unknown_tagged_fields:
+            _wts(out, (), e_listeners.unknown_tagged_fields, '_tagged_fields')
+        else:
+            out.append(0)
     if o.k_raft_version_feature is None:
         raise _null('KRaftVersionFeature')
     _write_KRaftVersionFeature_0(o.k_raft_version_feature, out)

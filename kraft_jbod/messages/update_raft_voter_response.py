@@ -172,17 +172,25 @@ def _read_UpdateRaftVoterResponse_0(buf: bytes | bytearray | memoryview, pos: in
 def _write_UpdateRaftVoterResponse_0(o: UpdateRaftVoterResponse, out: bytearray) -> None:
     # versions 0
     out += _S_ih.pack(o.throttle_time_ms, o.error_code)
-    tagged: list[tuple[int, bytes | bytearray]] = []
-    if o.current_leader != CurrentLeader():
-        tb = bytearray()
-        if o.current_leader is None:
-            raise _null('CurrentLeader')
-        _write_CurrentLeader_0(o.current_leader, tb)
-        tagged.append((0, tb))
-    if tagged or o.unknown_tagged_fields:
-        _wts(out, tagged, o.unknown_tagged_fields, '_tagged_fields')
+    if not o.unknown_tagged_fields:
+        out.append((o.current_leader != CurrentLeader()))
+        if o.current_leader != CurrentLeader():
+            tb = bytearray()
+            if o.current_leader is None:
+                raise _null('CurrentLeader')
+            _write_CurrentLeader_0(o.current_leader, tb)
+            out += b'\x00'
+            _wuv(out, len(tb))
+            out += tb
     else:
-        out.append(0)
+        tagged: list[tuple[int, bytes | bytearray]] = []
+        if o.current_leader != CurrentLeader():
+            tb = bytearray()
+            if o.current_leader is None:
+                raise _null('CurrentLeader')
+            _write_CurrentLeader_0(o.current_leader, tb)
+            tagged.append((0, tb))
+        _wts(out, tagged, o.unknown_tagged_fields, '_tagged_fields')
 
 
 UpdateRaftVoterResponse._READERS = {0: _read_UpdateRaftVoterResponse_0}

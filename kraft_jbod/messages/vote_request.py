@@ -253,7 +253,11 @@ def _write_TopicData_0(o: TopicData, out: bytearray) -> None:
         raise _null('Partitions')
     _wcal(out, o.partitions, 'Partitions')
     for e_partitions in o.partitions:
-        _write_PartitionData_0(e_partitions, out)
+        out += _S_iiiiq.pack(e_partitions.partition_index, e_partitions.candidate_epoch, e_partitions.candidate_id, e_partitions.last_offset_epoch, e_partitions.last_offset)
+        if e_partitions.unknown_tagged_fields:
+            _wts(out, (), e_partitions.unknown_tagged_fields, '_tagged_fields')
+        else:
+            out.append(0)
     if o.unknown_tagged_fields:
         _wts(out, (), o.unknown_tagged_fields, '_tagged_fields')
     else:
@@ -333,7 +337,11 @@ def _write_TopicData_1(o: TopicData, out: bytearray) -> None:
         raise _null('Partitions')
     _wcal(out, o.partitions, 'Partitions')
     for e_partitions in o.partitions:
-        _write_PartitionData_1(e_partitions, out)
+        out += _S_iii16s16siq.pack(e_partitions.partition_index, e_partitions.candidate_epoch, e_partitions.candidate_id, e_partitions.candidate_directory_id.bytes, e_partitions.voter_directory_id.bytes, e_partitions.last_offset_epoch, e_partitions.last_offset)
+        if e_partitions.unknown_tagged_fields:
+            _wts(out, (), e_partitions.unknown_tagged_fields, '_tagged_fields')
+        else:
+            out.append(0)
     if o.unknown_tagged_fields:
         _wts(out, (), o.unknown_tagged_fields, '_tagged_fields')
     else:

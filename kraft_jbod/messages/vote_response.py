@@ -216,7 +216,11 @@ def _write_TopicData_0(o: TopicData, out: bytearray) -> None:
         raise _null('Partitions')
     _wcal(out, o.partitions, 'Partitions')
     for e_partitions in o.partitions:
-        _write_PartitionData_0(e_partitions, out)
+        out += _S_ihii_.pack(e_partitions.partition_index, e_partitions.error_code, e_partitions.leader_id, e_partitions.leader_epoch, (e_partitions.vote_granted if e_partitions.vote_granted.__class__ is bool else _bool(e_partitions.vote_granted, 'VoteGranted')))
+        if e_partitions.unknown_tagged_fields:
+            _wts(out, (), e_partitions.unknown_tagged_fields, '_tagged_fields')
+        else:
+            out.append(0)
     if o.unknown_tagged_fields:
         _wts(out, (), o.unknown_tagged_fields, '_tagged_fields')
     else:
@@ -394,19 +398,29 @@ def _write_VoteResponse_1(o: VoteResponse, out: bytearray) -> None:
     _wcal(out, o.topics, 'Topics')
     for e_topics in o.topics:
         _write_TopicData_0(e_topics, out)
-    tagged: list[tuple[int, bytes | bytearray]] = []
-    if (o.node_endpoints is None or len(o.node_endpoints) != 0):
-        tb = bytearray()
-        if o.node_endpoints is None:
-            raise _null('NodeEndpoints')
-        _wcal(tb, o.node_endpoints, 'NodeEndpoints')
-        for e_node_endpoints in o.node_endpoints:
-            _write_NodeEndpoint_0(e_node_endpoints, tb)
-        tagged.append((0, tb))
-    if tagged or o.unknown_tagged_fields:
-        _wts(out, tagged, o.unknown_tagged_fields, '_tagged_fields')
+    if not o.unknown_tagged_fields:
+        out.append(((o.node_endpoints is None or len(o.node_endpoints) != 0)))
+        if (o.node_endpoints is None or len(o.node_endpoints) != 0):
+            tb = bytearray()
+            if o.node_endpoints is None:
+                raise _null('NodeEndpoints')
+            _wcal(tb, o.node_endpoints, 'NodeEndpoints')
+            for e_node_endpoints in o.node_endpoints:
+                _write_NodeEndpoint_0(e_node_endpoints, tb)
+            out += b'\x00'
+            _wuv(out, len(tb))
+            out += tb
     else:
-        out.append(0)
+        tagged: list[tuple[int, bytes | bytearray]] = []
+        if (o.node_endpoints is None or len(o.node_endpoints) != 0):
+            tb = bytearray()
+            if o.node_endpoints is None:
+                raise _null('NodeEndpoints')
+            _wcal(tb, o.node_endpoints, 'NodeEndpoints')
+            for e_node_endpoints in o.node_endpoints:
+                _write_NodeEndpoint_0(e_node_endpoints, tb)
+            tagged.append((0, tb))
+        _wts(out, tagged, o.unknown_tagged_fields, '_tagged_fields')
 
 
 VoteResponse._READERS = {0: _read_VoteResponse_0, 1: _read_VoteResponse_1}

@@ -264,7 +264,17 @@ def _write_Voter_0(o: Voter, out: bytearray) -> None:
         raise _null('Endpoints')
     _wcal(out, o.endpoints, 'Endpoints')
     for e_endpoints in o.endpoints:
-        _write_Endpoint_0(e_endpoints, out)
+        if e_endpoints.name is None:
+            raise _null('Name')
+        _wcs(out, e_endpoints.name, 'Name')
+        if e_endpoints.host is None:
+            raise _null('Host')
+        _wcs(out, e_endpoints.host, 'Host')
+        out += _S_H.pack(e_endpoints.port)
+        if e_endpoints.unknown_tagged_fields:
+            _wts(out, (), e_endpoints.unknown_tagged_fields, '_tagged_fields')
+        else:
+            out.append(0)
     if o.k_raft_version_feature is None:
         raise _null('KRaftVersionFeature')
     _write_KRaftVersionFeature_0(o.k_raft_version_feature, out)

@@ -211,7 +211,15 @@ def _write_WritableTxnMarker_0(o: WritableTxnMarker, out: bytearray) -> None:
         raise _null('Topics')
     _wal(out, o.topics, 'Topics')
     for e_topics in o.topics:
-        _write_WritableTxnMarkerTopic_0(e_topics, out)
+        if e_topics.name is None:
+            raise _null('Name')
+        _ws(out, e_topics.name, 'Name')
+        if e_topics.partition_indexes is None:
+            raise _null('PartitionIndexes')
+        _wal(out, e_topics.partition_indexes, 'PartitionIndexes')
+        out += _struct.pack(f'>{len(e_topics.partition_indexes)}i', *e_topics.partition_indexes)
+        if e_topics.unknown_tagged_fields:
+            raise _EncodeError('tagged fields cannot be written at non-flexible version 0')
     out += _S_i.pack(o.coordinator_epoch)
     if o.unknown_tagged_fields:
         raise _EncodeError('tagged fields cannot be written at non-flexible version 0')
@@ -295,7 +303,17 @@ def _write_WritableTxnMarker_1(o: WritableTxnMarker, out: bytearray) -> None:
         raise _null('Topics')
     _wcal(out, o.topics, 'Topics')
     for e_topics in o.topics:
-        _write_WritableTxnMarkerTopic_1(e_topics, out)
+        if e_topics.name is None:
+            raise _null('Name')
+        _wcs(out, e_topics.name, 'Name')
+        if e_topics.partition_indexes is None:
+            raise _null('PartitionIndexes')
+        _wcal(out, e_topics.partition_indexes, 'PartitionIndexes')
+        out += _struct.pack(f'>{len(e_topics.partition_indexes)}i', *e_topics.partition_indexes)
+        if e_topics.unknown_tagged_fields:
+            _wts(out, (), e_topics.unknown_tagged_fields, '_tagged_fields')
+        else:
+            out.append(0)
     out += _S_i.pack(o.coordinator_epoch)
     if o.unknown_tagged_fields:
         _wts(out, (), o.unknown_tagged_fields, '_tagged_fields')

@@ -193,7 +193,9 @@ def _write_WritableTxnMarkerTopicResult_0(o: WritableTxnMarkerTopicResult, out: 
         raise _null('Partitions')
     _wal(out, o.partitions, 'Partitions')
     for e_partitions in o.partitions:
-        _write_WritableTxnMarkerPartitionResult_0(e_partitions, out)
+        out += _S_ih.pack(e_partitions.partition_index, e_partitions.error_code)
+        if e_partitions.unknown_tagged_fields:
+            raise _EncodeError('tagged fields cannot be written at non-flexible version 0')
     if o.unknown_tagged_fields:
         raise _EncodeError('tagged fields cannot be written at non-flexible version 0')
 
@@ -264,7 +266,11 @@ def _write_WritableTxnMarkerTopicResult_1(o: WritableTxnMarkerTopicResult, out: 
         raise _null('Partitions')
     _wcal(out, o.partitions, 'Partitions')
     for e_partitions in o.partitions:
-        _write_WritableTxnMarkerPartitionResult_1(e_partitions, out)
+        out += _S_ih.pack(e_partitions.partition_index, e_partitions.error_code)
+        if e_partitions.unknown_tagged_fields:
+            _wts(out, (), e_partitions.unknown_tagged_fields, '_tagged_fields')
+        else:
+            out.append(0)
     if o.unknown_tagged_fields:
         _wts(out, (), o.unknown_tagged_fields, '_tagged_fields')
     else:

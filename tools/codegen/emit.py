@@ -651,12 +651,21 @@ class Emitter:
         # which is part of the layout, so one function serves all its versions.
         vname = versions[0] if len(versions) == 1 else None
         vexpr = str(vname) if vname is not None else repr(_ranges(versions))
+        L += self.writer_body(s, v, "o", "    ", vexpr)
+        return L
+
+    def writer_body(self, s: StructSpec, v: int, o: str, ind: str, vexpr: str) -> list[str]:
+        """Statements writing the struct held in ``o`` at ``v`` to ``out``.
+
+        No ``return``: a leaf struct's body is inlined into its parent's loop.
+        """
+        L: list[str] = []
         for f in s.fields:
             if v in f.versions or f.ignorable:
                 continue
-            cond = self.non_default_cond(f, f"o.{snake(f.name)}")
-            L.append(f"    if {cond}:")
-            L.append(f"        raise _absent({f.name!r}, {vexpr})")
+            cond = self.non_default_cond(f, f"{o}.{snake(f.name)}")
+            L.append(f"{ind}if {cond}:")
+            L.append(f"{ind}    raise _absent({f.name!r}, {vexpr})")
         present = [f for f in s.fields if v in f.versions]
         inline = [f for f in present if v not in f.tagged_versions]
         tagged = sorted((f for f in present if v in f.tagged_versions), key=lambda f: f.tag or 0)
@@ -669,39 +678,55 @@ class Emitter:
                 while j < len(inline) and inline[j].type in FIXED_FORMATS:
                     group.append(inline[j])
                     j += 1
-                L += self.write_fixed_group(group, "    ")
+                L += self.write_fixed_group(group, ind, o)
                 i = j
                 continue
-            L += self.write_value(f, v, f"o.{snake(f.name)}", "out", "    ", tagged_ctx=False)
+            L += self.write_value(f, v, f"{o}.{snake(f.name)}", "out", ind, tagged_ctx=False)
             i += 1
+        unknown = f"{o}.unknown_tagged_fields"
         if self.flexible(v):
             if tagged:
-                L.append("    tagged: list[tuple[int, bytes | bytearray]] = []")
-                for f in tagged:
-                    val = f"o.{snake(f.name)}"
-                    L.append(f"    if {self.non_default_cond(f, val)}:")
-                    L.append("        tb = bytearray()")
-                    L += self.write_value(f, v, val, "tb", "        ", tagged_ctx=True)
-                    L.append(f"        tagged.append(({f.tag}, tb))")
-                L.append("    if tagged or o.unknown_tagged_fields:")
-                L.append("        _wts(out, tagged, o.unknown_tagged_fields, '_tagged_fields')")
+                # Common case first: no unknown tags to merge, so the section is written
+                # directly (count, then each present field's tag, size and bytes).
+                conds = [self.non_default_cond(f, f"{o}.{snake(f.name)}") for f in tagged]
+                L.append(f"{ind}if not {unknown}:")
+                L.append(f"{ind}    out.append({' + '.join(f'({c})' for c in conds)})")
+                for f, cond in zip(tagged, conds, strict=True):
+                    val = f"{o}.{snake(f.name)}"
+                    L.append(f"{ind}    if {cond}:")
+                    L.append(f"{ind}        tb = bytearray()")
+                    L += self.write_value(f, v, val, "tb", ind + "        ", tagged_ctx=True)
+                    tag_bytes = bytearray()
+                    _uvarint_into(tag_bytes, f.tag or 0)
+                    L.append(f"{ind}        out += {bytes(tag_bytes)!r}")
+                    L.append(f"{ind}        _wuv(out, len(tb))")
+                    L.append(f"{ind}        out += tb")
+                L.append(f"{ind}else:")
+                L.append(f"{ind}    tagged: list[tuple[int, bytes | bytearray]] = []")
+                for f, cond in zip(tagged, conds, strict=True):
+                    val = f"{o}.{snake(f.name)}"
+                    L.append(f"{ind}    if {cond}:")
+                    L.append(f"{ind}        tb = bytearray()")
+                    L += self.write_value(f, v, val, "tb", ind + "        ", tagged_ctx=True)
+                    L.append(f"{ind}        tagged.append(({f.tag}, tb))")
+                L.append(f"{ind}    _wts(out, tagged, {unknown}, '_tagged_fields')")
             else:
-                L.append("    if o.unknown_tagged_fields:")
-                L.append("        _wts(out, (), o.unknown_tagged_fields, '_tagged_fields')")
-            L.append("    else:")
-            L.append("        out.append(0)")
+                L.append(f"{ind}if {unknown}:")
+                L.append(f"{ind}    _wts(out, (), {unknown}, '_tagged_fields')")
+                L.append(f"{ind}else:")
+                L.append(f"{ind}    out.append(0)")
         else:
-            L.append("    if o.unknown_tagged_fields:")
+            L.append(f"{ind}if {unknown}:")
             reason = "tagged fields cannot be written at non-flexible version " + vexpr.strip("'")
-            L.append(f"        raise _EncodeError({reason!r})")
+            L.append(f"{ind}    raise _EncodeError({reason!r})")
         return L
 
-    def write_fixed_group(self, group: list[FieldSpec], ind: str) -> list[str]:
+    def write_fixed_group(self, group: list[FieldSpec], ind: str, o: str = "o") -> list[str]:
         fmt = "".join(FIXED_FORMATS[f.type][0] for f in group)
         const = self.fmt_const(fmt)
         vals = []
         for f in group:
-            a = f"o.{snake(f.name)}"
+            a = f"{o}.{snake(f.name)}"
             if f.type == "uuid":
                 vals.append(f"{a}.bytes")
             elif f.type == "bool":
@@ -743,7 +768,11 @@ class Emitter:
             elif f.is_struct:
                 lid = self.layout_id(f.struct, v) if f.struct is not None else 0
                 L.append(f"{inner}for e_{ev} in {val}:")
-                L.append(f"{inner}    _write_{et}_{lid}(e_{ev}, {out})")
+                if f.struct is not None and not tagged_ctx and out == "out" and self.is_leaf(f.struct, v):
+                    # Inlined element writer: no call per element.
+                    L += self.writer_body(f.struct, v, f"e_{ev}", inner + "    ", repr(str(v)))
+                else:
+                    L.append(f"{inner}    _write_{et}_{lid}(e_{ev}, {out})")
             else:
                 fn = self.scalar_writer(et, struct_flex)
                 L.append(f"{inner}for e_{ev} in {val}:")
@@ -783,6 +812,13 @@ class Emitter:
         if t in ("bytes", "records"):
             return "_wcb" if flex else "_wb"
         raise ValueError(f"no scalar writer for {t}")
+
+
+def _uvarint_into(out: bytearray, value: int) -> None:
+    while value >= 0x80:
+        out.append((value & 0x7F) | 0x80)
+        value >>= 7
+    out.append(value)
 
 
 def _ranges(versions: list[int]) -> str:
