@@ -1,7 +1,12 @@
-"""Copy me: a test against a KRaft controller with JBOD brokers, faults and real clients.
+"""Copy me: tests against a KRaft controller with JBOD brokers, faults and real clients.
+
+Scripted brokers (``add_broker``) do exactly what the test says; real fake brokers
+(``kraft_fake_brokers`` / ``start_broker``) format directories on disk, replicate the
+metadata log, place replicas themselves and notice a removed directory.
 
 Run with ``pytest examples/test_example.py`` once kraft-jbod is installed (its pytest11
-entry point loads the fixtures); without the entry point add ``-p kraft_jbod.pytest_plugin``.
+entry point loads the fixtures); without the entry point add ``-p kraft_jbod.pytest_plugin``
+(not both: pytest refuses to register the plugin twice).
 """
 
 from __future__ import annotations

@@ -21,7 +21,6 @@ Exit codes: 0 no finding, 1 findings, 2 bad usage or a target that cannot be rea
 from __future__ import annotations
 
 import argparse
-import asyncio
 import json
 import logging
 import sys
@@ -57,6 +56,7 @@ def register(sub: Any) -> None:
     p.add_argument("--max-restarts", type=int, default=5, help="restarts of a spawned target that died")
     p.add_argument("--stateful-sessions", type=int, default=None, help="controller lifecycles (default: 50 if served)")
     p.add_argument("--minimize-budget", type=int, default=150, help="replays per finding (0: no minimizing)")
+    p.add_argument("--progress", type=float, default=10.0, help="seconds between progress lines on stderr (0: none)")
     p.add_argument("--replay", type=Path, help="resend one saved finding and print the outcome")
     p.add_argument("--log-level", default="WARNING", choices=["DEBUG", "INFO", "WARNING", "ERROR"])
     p.set_defaults(func=cmd_fuzz)
@@ -68,6 +68,8 @@ def cmd_fuzz(args: argparse.Namespace) -> int:
         raise ConfigError("--count must be >= 0; --time-limit, --connections and --timeout must be positive")
     if not (args.target or args.spawn or args.spawn_controller or args.peer):
         raise ConfigError("give --target HOST:PORT, --spawn CMD, --spawn-controller or --peer NAME")
+    import asyncio  # only when the command runs: ``kraft-jbod --help`` stays light
+
     summary = asyncio.run(_fuzz(args))
     sys.stdout.write(json.dumps(summary, indent=1) + "\n")
     sys.stdout.flush()
@@ -139,7 +141,20 @@ async def _run(args: argparse.Namespace, host: str, port: int, spawned: Any) -> 
         allow_remote=args.allow_remote,
         start_index=args.start_index,
     )
-    run = runner.Runner(cfg, watch=spawned, corpus=list(corp.entries), on_case=corp.consider)
+    def progress(rep: runner.Report) -> None:
+        rate = rep.cases / rep.elapsed if rep.elapsed else 0.0
+        sys.stderr.write(
+            f"fuzz: {rep.cases} cases, {rate:.0f}/s, {dict(rep.outcomes)}, findings {len(rep.findings)}\n"
+        )
+
+    run = runner.Runner(
+        cfg,
+        watch=spawned,
+        corpus=list(corp.entries),
+        on_case=corp.consider,
+        progress=progress if args.progress > 0 else None,
+        progress_every=max(args.progress, 0.5),
+    )
     report = await run.run()
     host, port = run.config.host, run.config.port  # a restarted target may listen elsewhere
     out = report.summary()

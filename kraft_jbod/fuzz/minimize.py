@@ -3,7 +3,8 @@
 Strategy (delta debugging, bounded):
 
 * The bytes are cut into frames (``mutators.split_frames``). First each complete frame
-  is tried alone; then chunks of the remaining frame's payload are removed, halving the
+  is tried alone, then its prefixes of 8, 16, 32... bytes; then chunks of the remaining
+  frame's payload are removed, halving the
   chunk size down to one byte (ddmin's complement step). Payloads are re-framed with a
   truthful size prefix after each cut, so a candidate is never "bytes the server waits
   for". An input whose tail is partial or invalid is shrunk as raw bytes instead, since
@@ -78,6 +79,18 @@ async def _zero(units: bytes, build: Callable[[bytes], bytes], fails: Predicate,
     return bytes(current)
 
 
+async def _shortest_prefix(units: bytes, build: Callable[[bytes], bytes], fails: Predicate, budget: _Budget) -> bytes:
+    """Truncation first: most parser bugs sit in the first bytes, and one cut saves many ddmin steps."""
+    n = 8
+    while n < len(units):
+        if not budget.take():
+            break
+        if await fails(build(units[:n])):
+            return units[:n]
+        n *= 2
+    return units
+
+
 def _frame(payload: bytes) -> bytes:
     return _I32.pack(len(payload)) + payload
 
@@ -96,7 +109,8 @@ async def minimize(data: bytes, still_fails: Predicate, *, budget: int = 200) ->
                     frames = [f]
                     break
         if len(frames) == 1:
-            payload = await _ddmin(frames[0], _frame, still_fails, b)
+            payload = await _shortest_prefix(frames[0], _frame, still_fails, b)
+            payload = await _ddmin(payload, _frame, still_fails, b)
             payload = await _zero(payload, _frame, still_fails, b)
             return _frame(payload), b.used
         return b"".join(_frame(f) for f in frames), b.used

@@ -584,8 +584,12 @@ class Runner:
         on_case: Callable[[Case, Result], object] | None = None,
         on_finding: Callable[[Finding], Awaitable[None]] | None = None,
         served: dict[int, tuple[int, int]] | None = None,
+        progress: Callable[[Report], object] | None = None,
+        progress_every: float = 10.0,
     ) -> None:
         check_loopback(config.host, config.allow_remote)
+        self._progress = progress
+        self._progress_every = progress_every
         self.config = config
         self.watch = watch or TargetWatch()
         self._corpus = corpus
@@ -625,13 +629,23 @@ class Runner:
         self.report.served = served
         self.factory = CaseFactory(cfg.seed, served, self._corpus, valid_ratio=cfg.valid_ratio)
         workers = [asyncio.create_task(self._worker()) for _ in range(max(1, cfg.connections))]
+        ticker = asyncio.create_task(self._progress_loop(start)) if self._progress is not None else None
         try:
             await asyncio.gather(*workers)
         finally:
             for w in workers:
                 w.cancel()
+            if ticker is not None:
+                ticker.cancel()
         self.report.elapsed = time.monotonic() - start
         return self.report
+
+    async def _progress_loop(self, start: float) -> None:
+        assert self._progress is not None
+        while True:
+            await asyncio.sleep(self._progress_every)
+            self.report.elapsed = time.monotonic() - start
+            self._progress(self.report)
 
     async def _connect(self) -> Conn | None:
         cfg = self.config

@@ -12,7 +12,8 @@ Strategy:
   detail carries the exit status and the last stderr lines.
 * RSS comes from ``/proc/PID/status`` (VmRSS), sampled every ``rss_interval`` seconds
   while the target runs: baseline after start, peak, last. Above ``rss_limit`` it is a
-  memory finding (``rss_exceeded``). Linux only; elsewhere the figures stay 0.
+  memory finding (``rss_exceeded``) and the process is killed, so a blow-up never takes
+  the machine with it. Linux only; elsewhere the figures stay 0.
 * ``restart()`` is bounded by ``max_restarts``: a target that keeps dying ends the run.
 """
 
@@ -89,6 +90,8 @@ class SpawnedTarget(TargetWatch):
         self.rss_peak = 0
         self.rss_last = 0
         self.rss_exceeded = False
+        self.rss_kills = 0
+        self._killed_for_rss = 0
         self.exits: list[int] = []
 
     async def __aenter__(self) -> SpawnedTarget:
@@ -100,6 +103,9 @@ class SpawnedTarget(TargetWatch):
 
     async def start(self) -> tuple[str, int]:
         """Start the process and wait until it accepts connections.
+
+        A process found above ``rss_limit`` is killed (SIGKILL to its group) and counted
+        in ``rss_kills``; the runner then sees it gone and restarts it if allowed.
 
         Raises:
             ConfigError: it cannot be started, exits early, or never becomes ready.
@@ -130,6 +136,7 @@ class SpawnedTarget(TargetWatch):
             detail = self.exit_detail()
             await self.stop()
             raise ConfigError(f"{self.argv[0]} did not become ready within {self.startup_timeout}s{detail}") from None
+        self._killed_for_rss = 0
         self.rss_last = read_rss(self.proc.pid)
         if not self.rss_baseline:
             self.rss_baseline = self.rss_last  # the first start's; restarts keep it and the peak
@@ -174,7 +181,13 @@ class SpawnedTarget(TargetWatch):
                 self.rss_last = rss
                 self.rss_peak = max(self.rss_peak, rss)
                 if self.rss_limit is not None and rss > self.rss_limit:
+                    # Recorded, then stopped: a target eating memory must not take the machine.
                     self.rss_exceeded = True
+                    self.rss_kills += 1
+                    self._killed_for_rss = rss
+                    with contextlib.suppress(ProcessLookupError, PermissionError):
+                        os.killpg(self.proc.pid, signal.SIGKILL)
+                    return
             await asyncio.sleep(self.rss_interval)
 
     def alive(self) -> bool:
@@ -186,6 +199,8 @@ class SpawnedTarget(TargetWatch):
         code = self.proc.returncode
         how = f"signal {signal.Signals(-code).name}" if code < 0 and -code in signal.valid_signals() else f"code {code}"
         tail = " | ".join(list(self.stderr)[-5:])
+        if self._killed_for_rss:
+            how += f" (killed by the fuzzer: RSS {self._killed_for_rss >> 20} MiB above the limit)"
         return f"; target exited with {how}" + (f"; stderr: {tail}" if tail else "")
 
     async def wait_exit(self, timeout: float) -> int | None:
@@ -229,7 +244,12 @@ class SpawnedTarget(TargetWatch):
             return None
 
     def rss_report(self) -> dict[str, int]:
-        return {"baseline": self.rss_baseline, "peak": self.rss_peak, "last": self.rss_last}
+        return {
+            "baseline": self.rss_baseline,
+            "peak": self.rss_peak,
+            "last": self.rss_last,
+            "killed_above_limit": self.rss_kills,
+        }
 
 
 def controller_command(directory: str | Path | None = None, python: str = sys.executable) -> list[str]:

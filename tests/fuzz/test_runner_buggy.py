@@ -11,17 +11,19 @@ from pathlib import Path
 
 import pytest
 
+from kraft_jbod import codec
 from kraft_jbod.errors import ConfigError
 from kraft_jbod.fuzz import corpus, minimize, mutators, runner
 from kraft_jbod.fuzz.runner import Outcome, RunConfig, Runner
 from kraft_jbod.fuzz.target import SpawnedTarget
+from kraft_jbod.messages.metadata_request import MetadataRequest
 
 BUGGY = [sys.executable, str(Path(__file__).with_name("buggy_server.py"))]
 
 
 async def test_finds_minimizes_saves_and_replays_the_crash_and_the_hang(tmp_path: Path) -> None:
     async with SpawnedTarget(BUGGY, max_restarts=30) as target:
-        cfg = RunConfig(target.host, int(target.port or 0), seed=11, count=300, time_limit=50, connections=4, timeout=0.4)
+        cfg = RunConfig(target.host, int(target.port or 0), seed=11, count=300, time_limit=50, connections=4, timeout=0.25)
         corp = corpus.Corpus(tmp_path / "corpus")
         report = await Runner(cfg, watch=target, corpus=[], on_case=corp.consider).run()
         assert report.cases == sum(report.outcomes.values())
@@ -39,7 +41,7 @@ async def test_finds_minimizes_saves_and_replays_the_crash_and_the_hang(tmp_path
 
         host, port = target.host, int(target.port or 0)
         crash = next(f for f in report.findings if f.outcome is Outcome.GONE)
-        small = await minimize.minimize_finding(crash, host, port, timeout=0.4, watch=target, restart=restart, budget=200)
+        small = await minimize.minimize_finding(crash, host, port, timeout=0.25, watch=target, restart=restart, budget=200)
         assert small is not None
         split = mutators.split_frames(small)
         assert split.tail == "clean" and len(split.frames) == 1
@@ -50,7 +52,7 @@ async def test_finds_minimizes_saves_and_replays_the_crash_and_the_hang(tmp_path
 
         host, port = target.host, int(target.port or 0)
         hang = next(f for f in report.findings if f.outcome is Outcome.TIMEOUT)
-        small = await minimize.minimize_finding(hang, host, port, timeout=0.4, watch=target, restart=restart, budget=200)
+        small = await minimize.minimize_finding(hang, host, port, timeout=0.25, watch=target, restart=restart, budget=200)
         assert small is not None
         payload = mutators.split_frames(small).frames[0]
         assert len(payload) == 10  # header fields plus the ClientId length
@@ -67,7 +69,7 @@ async def test_finds_minimizes_saves_and_replays_the_crash_and_the_hang(tmp_path
             assert rec["frames"] and "size_prefix" in rec["frames"][0]
         # The hang replays from the file (a fresh connection, the minimized bytes).
         data = corpus.load_finding_bytes(tmp_path / "findings" / f"timeout-s11-i{hang.case.index}.json")
-        assert (await runner.replay(host, port, data, 0.4, target)).outcome is Outcome.TIMEOUT
+        assert (await runner.replay(host, port, data, 0.25, target)).outcome is Outcome.TIMEOUT
         # ... and regenerates from its seed and index alone.
         assert runner.CaseFactory(11, report.served).case(hang.case.index).data == hang.case.data
 
@@ -84,23 +86,25 @@ async def test_a_clean_case_is_answered_by_the_buggy_server() -> None:
         assert result.outcome is Outcome.ERROR_CODE and result.error_code == 35
 
 
-async def test_memory_growth_of_a_spawned_target_is_seen(tmp_path: Path) -> None:
+async def test_memory_growth_of_a_spawned_target_is_seen_and_stopped(tmp_path: Path) -> None:
     async with SpawnedTarget([*BUGGY, "--leak"], rss_interval=0.05) as target:
         target.rss_limit = target.rss_baseline + 100 * 1024 * 1024
         host, port = target.host, int(target.port or 0)
-        from kraft_jbod.messages.metadata_request import MetadataRequest
-        from kraft_jbod import codec
-
-        for i in range(5):
-            res = await runner.replay(host, port, codec.encode_request(MetadataRequest(), 12, i, "t"), 2.0, target)
-            assert res.outcome is Outcome.ANSWERED
-        # the sampler runs every 50 ms; a bounded number of probes waits for it
-        for _ in range(100):
+        outcomes = []
+        for i in range(5):  # each Metadata keeps 40 MB: the third one crosses the limit
+            frame = codec.encode_request(MetadataRequest(), 12, i, "t")
+            outcomes.append((await runner.replay(host, port, frame, 2.0, target)).outcome)
+            for _ in range(40):  # give the 50 ms sampler a bounded chance to see it
+                if target.rss_exceeded or not target.alive():
+                    break
+                await asyncio.sleep(0.05)
             if target.rss_exceeded:
                 break
-            await asyncio.sleep(0.05)
-        assert target.rss_exceeded
+        assert outcomes[:2] == [Outcome.ANSWERED, Outcome.ANSWERED]
+        assert target.rss_exceeded and target.rss_kills == 1
         assert target.rss_peak > target.rss_limit
+        assert await target.wait_exit(5.0) is not None  # killed, not left to eat the machine
+        assert "RSS" in target.exit_detail()
 
 
 def test_remote_targets_need_the_flag() -> None:
