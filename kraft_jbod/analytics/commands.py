@@ -47,7 +47,7 @@ def cmd_stats(args: argparse.Namespace) -> int:
         return 2
     opts = StatsOptions(master=args.master, conf=conf, ports=args.port or None,
                         split_bytes=int(args.split_mb * (1 << 20)), decode_path=args.decode_path,
-                        keep_going=args.keep_going, write_frames=not args.no_frames,
+                        keep_going=args.keep_going, write_frames=args.frames and not args.no_frames,
                         check_canonical=not args.no_canonical, capture_set=args.capture_set)
     try:
         result = run_stats(args.inputs, args.out, opts, progress=None if args.quiet else _say)
@@ -88,7 +88,10 @@ def register(sub: Any) -> None:
                    "or an Arrow Python UDF")
     p.add_argument("--keep-going", action="store_true",
                    help="report truncated or unreadable files and continue instead of stopping")
-    p.add_argument("--no-frames", action="store_true", help="do not write the per-frame table")
+    p.add_argument("--frames", action="store_true",
+                   help="also write the per-frame table (one row per frame, written by the workers; "
+                   "by nature as large as the input's frame count)")
+    p.add_argument("--no-frames", action="store_true", help=argparse.SUPPRESS)  # the default now; kept for scripts
     p.add_argument("--no-canonical", action="store_true", help="skip the byte-exact re-encoding check")
     p.add_argument("--capture-set", default="default", help="name of this capture set in the tables")
     p.add_argument("--fail-on", action="append", choices=["violations", "undecoded"], default=[],

@@ -4,19 +4,24 @@ Strategy (measured in ``tools/bench/bench_stats.py``; see docs/spark.md):
 
 * S0, driver: expand and pre-check the inputs (a wrong file fails before Spark starts),
   then plan tasks (:func:`.work.plan`: per file, and per connection bucket in big files).
-* S1, decode: ``spark.range(n, numPartitions=n)`` gives each task its own partition and
-  ``mapInArrow`` runs :func:`.work.run_task` in a Python worker, which opens the file
-  itself: capture bytes never travel through the JVM, only narrow rows come back as Arrow
-  batches. The result is persisted because every table below reads it.
+* S1, decode and pre-aggregate: ``spark.range(n, numPartitions=n)`` gives each task its
+  own partition and ``mapInArrow`` runs :func:`.work.run_unit` in a Python worker, which
+  opens the file itself and folds every row into a :class:`.partials.Partial` as it is
+  made. A task returns one small binary value per unit (the pickled partial state), so
+  the JVM carries kilobytes per task, never one row per frame, and nothing is persisted.
+  With ``write_frames`` the worker also writes its frames as one Parquet file of the
+  ``frames`` table itself (pyarrow), again bypassing the JVM.
   ``decode_path`` ``rdd`` (RDD ``mapPartitions``) and ``udf`` (an Arrow-optimised Python
   UDF per task) exist to measure the alternatives.
-* Problem rows (a file cut short, a malformed file, a worker-side bug) are collected
-  right after S1; unless ``keep_going``, they end the job with :class:`.work.InputError`
-  naming each file, and no table is written.
-* S2, KIP-858: the events (a few hundred bytes each) of the capture set are grouped
-  (``applyInArrow``) and replayed through :func:`.kip858.check`.
-* S3, aggregation in the JVM (``groupBy``, ``percentile_approx``), then small tables are
-  written as Parquet (one folder per table) and collected for :mod:`.report`.
+* S2, driver: the partials are collected and merged (associative, order-free); problem
+  rows (a file cut short, a malformed file, a worker-side bug) end the job with
+  :class:`.work.InputError` naming each file unless ``keep_going``; then every table,
+  the KIP-858 replay (:func:`.kip858.check` over the collected events) included, comes
+  out of the merged state in one pass (:func:`.partials.build_tables`) and is written
+  with pyarrow as one Parquet file per table folder. No second Spark job runs.
+* Embedded runs start the JVM with C1-only JIT and a class-data-sharing archive of
+  Spark's classes (made by the first run, reused after; ``KRAFT_JBOD_SPARK_CDS=0`` turns
+  it off), which halves to quarters the JVM's start-up CPU.
 
 pyspark is imported only inside functions of this module, so importing the package or
 ``kraft-jbod --help`` never loads it.
@@ -27,24 +32,27 @@ from __future__ import annotations
 import functools
 import json
 import os
+import pickle
 import shutil
 import sys
 import tempfile
 import threading
 import time
+import zlib
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Final
 
-from kraft_jbod.analytics import kip858, work
-from kraft_jbod.analytics.rows import COLUMNS, RTYPE_CONN, RTYPE_ERROR, RTYPE_EVENT, RTYPE_FILE, RTYPE_FRAME
+from kraft_jbod.analytics import partials as P
+from kraft_jbod.analytics import work
+from kraft_jbod.analytics.rows import COLUMNS, RTYPE_CONN, RTYPE_FRAME
 
-__all__ = ["DECODE_PATHS", "StatsOptions", "StatsResult", "build_session", "run_stats"]
+__all__ = ["DECODE_PATHS", "FRAME_COLUMNS", "StatsOptions", "StatsResult", "build_session", "run_stats",
+           "unit_partial"]
 
 DECODE_PATHS: Final = ("arrow", "rdd", "udf")
-_BATCH_ROWS: Final = 8192
-_LATENCY_Q: Final = (0.5, 0.9, 0.99, 0.999)
+_FRAME_BATCH_ROWS: Final = 65536
 _LOG4J: Final = """rootLogger.level = error
 rootLogger.appenderRef.stderr.ref = console
 appender.console.type = Console
@@ -53,6 +61,9 @@ appender.console.target = SYSTEM_ERR
 appender.console.layout.type = PatternLayout
 appender.console.layout.pattern = %d{HH:mm:ss} %p %c{1}: %m%n
 """
+#: Row columns that the per-frame table leaves out (they belong to other row types).
+_FRAME_DROPPED: Final = frozenset(("rtype", "event", "client_source", "gap_bytes", "retransmitted_bytes"))
+FRAME_COLUMNS: Final = (*tuple((n, t) for n, t in COLUMNS if n not in _FRAME_DROPPED), ("capture_set", "string"))
 
 Progress = Callable[[str], None]
 
@@ -67,7 +78,7 @@ class StatsOptions:
     split_bytes: int = work.DEFAULT_SPLIT_BYTES
     decode_path: str = "arrow"
     keep_going: bool = False
-    write_frames: bool = True
+    write_frames: bool = False
     check_canonical: bool = True
     capture_set: str = "default"
     report: bool = True
@@ -86,102 +97,211 @@ class StatsResult:
     summary: str = ""
 
 
-# --------------------------------------------------------------------------- schema
+# --------------------------------------------------------------------------- table schemas
 
 
-def _arrow_schema() -> Any:
+def _pa_type(t: str) -> Any:
     import pyarrow as pa
 
-    types = {"string": pa.string(), "bool": pa.bool_(), "int16": pa.int16(), "int32": pa.int32(),
-             "int64": pa.int64(), "list<int16>": pa.list_(pa.int16()), "list<string>": pa.list_(pa.string())}
-    return pa.schema([(n, types[t]) for n, t in COLUMNS])
+    simple = {"string": pa.string(), "bool": pa.bool_(), "int16": pa.int16(), "int32": pa.int32(),
+              "int64": pa.int64(), "float64": pa.float64(), "binary": pa.binary()}
+    if t.startswith("list<"):
+        return pa.list_(simple[t[5:-1]])
+    return simple[t]
 
 
-def _spark_schema() -> Any:
-    from pyspark.sql import types as T
+_KEY_TYPES: Final = {"api_key": "int16", "api_version": "int16", "kind": "string", "software_name": "string",
+                     "software_version": "string"}
+_LAT_COLS: Final = (*((P.latency_column(q), "float64") for q in P.LATENCY_QUANTILES),
+                    ("latency_max_ms", "float64"), ("latency_mean_ms", "float64"))
+_MEASURES: Final = (*((c, "int64") for c in P.COUNTERS), ("first_ts", "int64"), ("last_ts", "int64"),
+                    *_LAT_COLS, ("decode_rate", "float64"), ("reencode_rate", "float64"))
+#: Column names and types of every small table, in output order.
+TABLE_SCHEMAS: Final[dict[str, tuple[tuple[str, str], ...]]] = {
+    "conformance": tuple(_KEY_TYPES.items()) + _MEASURES,
+    "overall": (*_MEASURES, ("connections", "int64")),
+    "latency": (("api_key", "int16"), ("api_version", "int16"), ("responses", "int64"), *_LAT_COLS),
+    "latency_hist": (("api_key", "int16"), ("bucket", "int32"), ("count", "int64")),
+    "error_codes": (("api_key", "int16"), ("api_version", "int16"), ("error_code", "int16"), ("level", "string"),
+                    ("count", "int64")),
+    "versions": (("software_name", "string"), ("software_version", "string"), ("api_key", "int16"),
+                 ("versions_used", "list<int16>"), ("max_used", "int16"), ("advertised_min", "int16"),
+                 ("advertised_max", "int16"), ("requests", "int64"), ("outside_advertised", "int64"),
+                 ("below_advertised_max", "int64"), ("deprecated", "int64"), ("unstable", "int64")),
+    "anomalies": (("anomaly", "string"), ("rtype", "string"), ("count", "int64"), ("first_ts", "int64"),
+                  ("example_conn", "string")),
+    "connections": (("source", "string"), ("conn_id", "string"), ("first_ts", "int64"), ("duration_s", "float64"),
+                    ("software_name", "string"), ("software_version", "string"), ("client_source", "string"),
+                    ("gap_bytes", "int64"), ("retransmitted_bytes", "int64"), ("anomaly_kinds", "list<string>"),
+                    ("close_reason", "string")),
+    "violations": (("capture_set", "string"), ("rule", "string"), ("verdict", "string"), ("severity", "string"),
+                   ("broker", "int32"), ("subject", "string"), ("detail", "string"), ("first_ts", "int64"),
+                   ("last_ts", "int64"), ("count", "int64"), ("conn", "string")),
+    "timeline": (("bucket_ts", "int64"), ("api_key", "int16"), ("frames", "int64"), ("anomalous", "int64"),
+                 ("errors", "int64"), ("width_ns", "int64")),
+}
 
-    types = {"string": T.StringType(), "bool": T.BooleanType(), "int16": T.ShortType(),
-             "int32": T.IntegerType(), "int64": T.LongType(), "list<int16>": T.ArrayType(T.ShortType()),
-             "list<string>": T.ArrayType(T.StringType())}
-    return T.StructType([T.StructField(n, types[t], True) for n, t in COLUMNS])
 
-
-def _to_batches(rows: Iterator[dict[str, Any]], schema: Any) -> Iterator[Any]:
+def _arrow_table(rows: list[dict[str, Any]], columns: Sequence[tuple[str, str]]) -> Any:
     import pyarrow as pa
 
-    names = [n for n, _ in COLUMNS]
-    types = [schema.field(n).type for n in names]
-    buf: list[dict[str, Any]] = []
-    for r in rows:
-        buf.append(r)
-        if len(buf) >= _BATCH_ROWS:
-            yield pa.RecordBatch.from_arrays([pa.array([x[n] for x in buf], type=t) for n, t in zip(names, types,
-                                                                                             strict=True)],
-                                             schema=schema)
-            buf = []
-    if buf:
-        yield pa.RecordBatch.from_arrays([pa.array([x[n] for x in buf], type=t) for n, t in zip(names, types,
-                                                                                         strict=True)],
-                                         schema=schema)
+    schema = pa.schema([(n, _pa_type(t)) for n, t in columns])
+    return pa.Table.from_arrays([pa.array([r.get(n) for r in rows], type=schema.field(n).type) for n, _ in columns],
+                                schema=schema)
 
 
-# --------------------------------------------------------------------------- worker functions
+# --------------------------------------------------------------------------- worker side
 # Module-level so Spark pickles them by reference: executors import this module.
 
 
-def _arrow_tasks(batches: Iterator[Any], tasks: tuple[Any, ...],
-                 ports: list[int] | None, canonical: bool) -> Iterator[Any]:
-    schema = _arrow_schema()
+class _FrameWriter:
+    """Frame rows of one unit into one Parquet file, written under a temporary name and
+    renamed when complete (a retried task replaces its own file, never duplicates it)."""
+
+    def __init__(self, folder: str, task_id: int, index: int, capture_set: str) -> None:
+        self.path = os.path.join(folder, f"part-{task_id:05d}-{index:03d}.parquet")
+        self.tmp = self.path + f".tmp-{os.getpid()}"
+        self.capture_set = capture_set
+        self.rows: list[dict[str, Any]] = []
+        self.writer: Any = None
+
+    def add(self, row: dict[str, Any]) -> None:
+        self.rows.append(row)
+        if len(self.rows) >= _FRAME_BATCH_ROWS:
+            self._flush()
+
+    def _flush(self) -> None:
+        import pyarrow.parquet as pq
+
+        for r in self.rows:
+            r["capture_set"] = self.capture_set
+        table = _arrow_table(self.rows, FRAME_COLUMNS)
+        if self.writer is None:
+            self.writer = pq.ParquetWriter(self.tmp, table.schema)
+        self.writer.write_table(table)
+        self.rows = []
+
+    def close(self) -> None:
+        if self.rows or self.writer is None:
+            self._flush()
+        self.writer.close()
+        os.replace(self.tmp, self.path)
+
+
+def unit_partial(unit: work.Unit, task_id: int, index: int = 0, *, ports: Sequence[int] | None = None,
+                 check_canonical: bool = True, frames_dir: str | None = None,
+                 capture_set: str = "default") -> bytes:
+    """Run one unit and return its pickled :class:`.partials.Partial` state; with
+    ``frames_dir``, also write its frames there. Never raises: a failure of the
+    aggregation or of the frame file becomes an ``internal`` problem of the unit."""
+    part = P.Partial()
+    writer = _FrameWriter(frames_dir, task_id, index, capture_set) if frames_dir else None
+    try:
+        for row in work.run_unit(unit, task_id, ports=ports, check_canonical=check_canonical):
+            part.add(row)
+            if writer is not None and row["rtype"] == RTYPE_FRAME:
+                writer.add(row)
+        if writer is not None:
+            writer.close()
+    except Exception as exc:  # a bug here must name the file, not kill the job
+        part.errors.append({"source": unit.path, "kind": "internal",
+                            "error": f"internal error while aggregating (please report): {type(exc).__name__}: "
+                                     f"{exc}"})
+    return pickle.dumps(part.to_state(), protocol=pickle.HIGHEST_PROTOCOL)
+
+
+def _units(tid: int, tasks: tuple[Any, ...], opts: tuple[Any, ...]) -> Iterator[tuple[int, int, bytes]]:
+    ports, canonical, frames_dir, capture_set = opts
+    task = work.Task.from_tuple(tasks[tid])
+    for i, unit in enumerate(task.units):
+        yield task.task_id, i, unit_partial(unit, task.task_id, i, ports=ports, check_canonical=canonical,
+                                            frames_dir=frames_dir, capture_set=capture_set)
+
+
+_OUT_DDL: Final = "task int, unit int, payload binary"
+
+
+def _arrow_tasks(batches: Iterator[Any], tasks: tuple[Any, ...], opts: tuple[Any, ...]) -> Iterator[Any]:
+    import pyarrow as pa
+
+    schema = pa.schema([("task", pa.int32()), ("unit", pa.int32()), ("payload", pa.binary())])
     for b in batches:
         for tid in b.column(0).to_pylist():
-            task = work.Task.from_tuple(tasks[tid])
-            yield from _to_batches(work.run_task(task, ports=ports, check_canonical=canonical), schema)
+            for t, i, payload in _units(tid, tasks, opts):
+                yield pa.RecordBatch.from_arrays([pa.array([t], pa.int32()), pa.array([i], pa.int32()),
+                                                  pa.array([payload], pa.binary())], schema=schema)
 
 
-def _rdd_tasks(ids: Iterator[int], tasks: tuple[Any, ...],
-               ports: list[int] | None, canonical: bool) -> Iterator[tuple[Any, ...]]:
-    names = [n for n, _ in COLUMNS]
+def _rdd_tasks(ids: Iterator[int], tasks: tuple[Any, ...], opts: tuple[Any, ...]) -> Iterator[tuple[int, int, bytes]]:
     for tid in ids:
-        for r in work.run_task(work.Task.from_tuple(tasks[tid]), ports=ports, check_canonical=canonical):
-            yield tuple(r[n] for n in names)
+        yield from _units(tid, tasks, opts)
 
 
-def _udf_task(tid: int, tasks: tuple[Any, ...], ports: list[int] | None,
-              canonical: bool) -> list[dict[str, Any]]:
-    return list(work.run_task(work.Task.from_tuple(tasks[tid]), ports=ports, check_canonical=canonical))
-
-
-def _check_group(table: Any) -> Any:
-    import pyarrow as pa
-
-    findings = kip858.check_json(table.column("event").to_pylist())
-    cs = table.column("capture_set")[0].as_py() if table.num_rows else ""
-    cols: dict[str, list[Any]] = {k: [] for k in _FINDING_COLS}
-    for f in findings:
-        f["capture_set"] = cs
-        for k in _FINDING_COLS:
-            cols[k].append(f.get(k))
-    return pa.table(cols, schema=_finding_arrow_schema())
-
-
-_FINDING_COLS: Final = ("capture_set", "rule", "verdict", "severity", "broker", "subject", "detail",
-                        "first_ts", "last_ts", "count", "conn")
-
-
-def _finding_arrow_schema() -> Any:
-    import pyarrow as pa
-
-    return pa.schema([("capture_set", pa.string()), ("rule", pa.string()), ("verdict", pa.string()),
-                      ("severity", pa.string()), ("broker", pa.int32()), ("subject", pa.string()),
-                      ("detail", pa.string()), ("first_ts", pa.int64()), ("last_ts", pa.int64()),
-                      ("count", pa.int64()), ("conn", pa.string())])
-
-
-_FINDING_DDL: Final = ("capture_set string, rule string, verdict string, severity string, broker int, "
-                       "subject string, detail string, first_ts long, last_ts long, count long, conn string")
+def _udf_task(tid: int, tasks: tuple[Any, ...], opts: tuple[Any, ...]) -> list[tuple[int, int, bytes]]:
+    return list(_units(tid, tasks, opts))
 
 
 # --------------------------------------------------------------------------- session
+
+
+def _cache_dir() -> Path:
+    base = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
+    return Path(base) / "kraft-jbod"
+
+
+def _pid_alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
+
+
+def _cds_options() -> list[str]:
+    """JVM flags for a class-data-sharing archive of the classes Spark loads.
+
+    The first run asks its JVM to dump the archive at exit under a name carrying the
+    driver's pid; a later run promotes a dump whose driver is gone and which has not
+    changed for a while (the JVM writes it after the driver exits), then uses it. A stale
+    or mismatched archive is ignored by the JVM itself (``-Xshare:auto``), so the worst
+    case is the start-up we would have had anyway.
+    """
+    if os.environ.get("KRAFT_JBOD_SPARK_CDS", "1") == "0":
+        return []
+    try:
+        import pyspark
+
+        java = os.path.join(os.environ["JAVA_HOME"], "bin", "java") if os.environ.get("JAVA_HOME") else (
+            shutil.which("java") or "java")
+        real = os.path.realpath(java)
+        st = os.stat(real)
+        key = f"{pyspark.__version__}-{zlib.crc32(f'{real}|{st.st_size}|{int(st.st_mtime)}'.encode()):08x}"
+        folder = _cache_dir()
+        folder.mkdir(parents=True, exist_ok=True)
+        archive = folder / f"spark-{key}.jsa"
+        quiet = ["-Xlog:cds=off", "-Xlog:cds+dynamic=off"]
+        if archive.exists():
+            return [f"-XX:SharedArchiveFile={archive}", *quiet]
+        busy = False
+        for cand in folder.glob(f"spark-{key}.jsa.*"):
+            pid_text = cand.name.rsplit(".", 1)[1]
+            if not pid_text.isdigit():
+                continue
+            cst = cand.stat()
+            if _pid_alive(int(pid_text)) or time.time() - cst.st_mtime < 30:
+                busy = True
+            elif cst.st_size > 0:
+                os.replace(cand, archive)
+                return [f"-XX:SharedArchiveFile={archive}", *quiet]
+            else:
+                cand.unlink(missing_ok=True)
+        if busy:
+            return []
+        return [f"-XX:ArchiveClassesAtExit={archive}.{os.getpid()}", *quiet]
+    except (OSError, ImportError, ValueError):
+        return []
 
 
 def build_session(master: str | None, conf: dict[str, str], app_name: str = "kraft-jbod stats") -> Any:
@@ -200,7 +320,6 @@ def build_session(master: str | None, conf: dict[str, str], app_name: str = "kra
         local = True
     defaults = {
         "spark.ui.showConsoleProgress": "false",
-        "spark.sql.execution.arrow.maxRecordsPerBatch": str(_BATCH_ROWS),
         "spark.sql.adaptive.enabled": "true",
     }
     if local:
@@ -208,7 +327,7 @@ def build_session(master: str | None, conf: dict[str, str], app_name: str = "kra
         defaults.update({
             "spark.sql.shuffle.partitions": str(max(2, 2 * cores)),
             "spark.ui.enabled": "false",
-            "spark.driver.memory": "2g",
+            "spark.driver.memory": "1g",
         })
         os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
         os.environ.setdefault("PYSPARK_DRIVER_PYTHON", sys.executable)
@@ -216,7 +335,11 @@ def build_session(master: str | None, conf: dict[str, str], app_name: str = "kra
             log4j = Path(tempfile.gettempdir()) / "kraft-jbod-spark-log4j2.properties"
             if not log4j.exists():
                 log4j.write_text(_LOG4J, encoding="utf-8")
-            defaults["spark.driver.extraJavaOptions"] = f"-Dlog4j2.configurationFile=file:{log4j}"
+            # The JVM only schedules tasks and moves kilobytes here: the C1 compiler and
+            # the serial collector cost far less start-up CPU than C2 and G1.
+            flags = [f"-Dlog4j2.configurationFile=file:{log4j}", "-XX:TieredStopAtLevel=1", "-XX:+UseSerialGC",
+                     *_cds_options()]
+            defaults["spark.driver.extraJavaOptions"] = " ".join(flags)
     for k, v in {**defaults, **conf}.items():
         builder = builder.config(k, v)
     spark = builder.getOrCreate()
@@ -264,137 +387,34 @@ class _ProgressThread(threading.Thread):
 # --------------------------------------------------------------------------- stages
 
 
-def _decode(spark: Any, tasks: list[work.Task], opts: StatsOptions) -> Any:
+def _decode(spark: Any, tasks: list[work.Task], opts: StatsOptions, frames_dir: str | None) -> Any:
+    """The decode stage as a DataFrame of ``(task, unit, payload)``, one row per unit."""
     from pyspark.sql import functions as F
 
     n = len(tasks)
     specs = tuple(t.as_tuple() for t in tasks)
-    schema = _spark_schema()
+    wopts = (opts.ports, opts.check_canonical, frames_dir, opts.capture_set)
     if opts.decode_path == "arrow":
-        fn = functools.partial(_arrow_tasks, tasks=specs, ports=opts.ports, canonical=opts.check_canonical)
-        return spark.range(0, n, 1, n).mapInArrow(fn, schema)
+        fn = functools.partial(_arrow_tasks, tasks=specs, opts=wopts)
+        return spark.range(0, n, 1, n).mapInArrow(fn, _OUT_DDL)
     if opts.decode_path == "rdd":
-        fn2 = functools.partial(_rdd_tasks, tasks=specs, ports=opts.ports, canonical=opts.check_canonical)
+        fn2 = functools.partial(_rdd_tasks, tasks=specs, opts=wopts)
         rdd = spark.sparkContext.parallelize(range(n), n).mapPartitions(fn2)
-        return spark.createDataFrame(rdd, schema)
+        return spark.createDataFrame(rdd, _OUT_DDL)
     if opts.decode_path == "udf":
-        from pyspark.sql import types as T
-
-        fn3 = functools.partial(_udf_task, tasks=specs, ports=opts.ports, canonical=opts.check_canonical)
-        udf = F.udf(fn3, T.ArrayType(schema), useArrow=True)
+        fn3 = functools.partial(_udf_task, tasks=specs, opts=wopts)
+        udf = F.udf(fn3, f"array<struct<{_OUT_DDL.replace(' int', ':int').replace(' binary', ':binary')}>>",
+                    useArrow=True)
         ids = spark.range(0, n, 1, n)
         return ids.select(F.explode(udf(F.col("id").cast("int"))).alias("r")).select("r.*")
     raise ValueError(f"decode path must be one of {DECODE_PATHS}, not {opts.decode_path!r}")
 
 
-def _timeline_width(span_ns: int) -> int:
-    """A round bucket width giving at most ~120 points over the span."""
-    steps = [10**6, 10**7, 10**8, 10**9, 5 * 10**9, 10 * 10**9, 30 * 10**9, 60 * 10**9, 300 * 10**9,
-             600 * 10**9, 1800 * 10**9, 3600 * 10**9, 6 * 3600 * 10**9, 86400 * 10**9]
-    for s in steps:
-        if span_ns / s <= 120:
-            return s
-    return steps[-1]
-
-
-def _aggregate(decoded: Any, findings: Any) -> dict[str, Any]:
-    from pyspark.sql import functions as F
-
-    frames = decoded.filter(F.col("rtype") == RTYPE_FRAME)
-    conns = decoded.filter(F.col("rtype") == RTYPE_CONN)
-    ok = F.col("decoded").cast("long")
-    q = F.array(*[F.lit(x) for x in _LATENCY_Q])
-
-    def lat_cols() -> list[Any]:
-        p = F.percentile_approx(F.col("latency_ns"), q, 10000)
-        return [(p[i] / 1e6).alias(f"latency_p{str(x * 100).rstrip('0').rstrip('.').replace('.', '')}_ms")
-                for i, x in enumerate(_LATENCY_Q)] + [(F.max("latency_ns") / 1e6).alias("latency_max_ms"),
-                                                      (F.avg("latency_ns") / 1e6).alias("latency_mean_ms")]
-
-    common = [
-        F.count(F.lit(1)).alias("frames"),
-        F.sum("size").alias("bytes"),
-        F.sum(ok).alias("decoded"),
-        F.sum(F.col("canonical").isNotNull().cast("long")).alias("reencode_checked"),
-        F.sum((F.col("canonical") == F.lit(True)).cast("long")).alias("reencode_exact"),
-        F.sum((F.col("canonical") == F.lit(False)).cast("long")).alias("non_canonical"),
-        F.sum((F.col("unknown_tags") > 0).cast("long")).alias("frames_unknown_tags"),
-        F.sum("unknown_tags").alias("unknown_tags"),
-        F.sum((F.col("trailing_bytes") > 0).cast("long")).alias("frames_trailing"),
-        F.sum(F.coalesce(F.col("deprecated"), F.lit(False)).cast("long")).alias("deprecated_frames"),
-        F.sum(F.coalesce(F.col("unstable"), F.lit(False)).cast("long")).alias("unstable_frames"),
-        F.sum(((F.col("error_code").isNotNull()) & (F.col("error_code") != 0)).cast("long")).alias("error_frames"),
-        F.sum((~F.col("confidence").isin("header", "paired")).cast("long")).alias("inferred_or_worse"),
-        F.sum((F.col("complete") == F.lit(False)).cast("long")).alias("truncated"),
-        F.min("ts_ns").alias("first_ts"),
-        F.max("ts_ns").alias("last_ts"),
-    ]
-
-    def rates(df: Any) -> Any:
-        return (df.withColumn("decode_rate", F.col("decoded") / F.col("frames"))
-                .withColumn("reencode_rate", F.when(F.col("reencode_checked") > 0,
-                                                    F.col("reencode_exact") / F.col("reencode_checked"))))
-
-    keys = ["api_key", "api_version", "kind", "software_name", "software_version"]
-    out: dict[str, Any] = {}
-    out["conformance"] = rates(frames.groupBy(*keys).agg(*common, *lat_cols())).orderBy(*keys)
-    out["overall"] = rates(frames.agg(*common, *lat_cols(), F.countDistinct("source", "conn_id")
-                                      .alias("connections")))
-    out["latency"] = (frames.filter(F.col("latency_ns").isNotNull())
-                      .groupBy("api_key", "api_version").agg(F.count(F.lit(1)).alias("responses"), *lat_cols())
-                      .orderBy("api_key", "api_version"))
-    out["latency_hist"] = (frames.filter(F.col("latency_ns").isNotNull())
-                           .withColumn("bucket", F.floor(F.log2(F.col("latency_ns") / 1000 + 1)).cast("int"))
-                           .groupBy("api_key", "bucket").count().orderBy("api_key", "bucket"))
-    top = (frames.filter(F.col("error_code").isNotNull())
-           .select("api_key", "api_version", "error_code", F.lit("top").alias("level")))
-    nested = (frames.filter(F.size("nested_error_codes") > 0)
-              .select("api_key", "api_version", F.explode("nested_error_codes").alias("error_code"),
-                      F.lit("nested").alias("level")))
-    out["error_codes"] = (top.unionByName(nested).groupBy("api_key", "api_version", "error_code", "level")
-                          .count().orderBy("api_key", "api_version", "level", "error_code"))
-    req = frames.filter(F.col("kind") == "request")
-    out["versions"] = (
-        req.groupBy("software_name", "software_version", "api_key")
-        .agg(F.array_sort(F.collect_set("api_version")).alias("versions_used"),
-             F.max("api_version").alias("max_used"),
-             F.min("negotiated_min").alias("advertised_min"),
-             F.max("negotiated_max").alias("advertised_max"),
-             F.count(F.lit(1)).alias("requests"),
-             F.sum((F.col("negotiated_max").isNotNull()
-                    & ((F.col("api_version") < F.col("negotiated_min"))
-                       | (F.col("api_version") > F.col("negotiated_max")))).cast("long")).alias("outside_advertised"),
-             F.sum((F.col("api_version") < F.col("negotiated_max")).cast("long")).alias("below_advertised_max"),
-             F.sum(F.coalesce(F.col("deprecated"), F.lit(False)).cast("long")).alias("deprecated"),
-             F.sum(F.coalesce(F.col("unstable"), F.lit(False)).cast("long")).alias("unstable"))
-        .orderBy("software_name", "software_version", "api_key"))
-    an = (decoded.filter(F.col("rtype").isin(RTYPE_FRAME, RTYPE_CONN))
-          .select("rtype", "conn_id", "ts_ns", F.explode("anomaly_kinds").alias("anomaly")))
-    out["anomalies"] = (an.groupBy("anomaly", "rtype").agg(F.count(F.lit(1)).alias("count"),
-                                                            F.min("ts_ns").alias("first_ts"),
-                                                            F.first("conn_id").alias("example_conn"))
-                        .orderBy(F.desc("count")))
-    out["connections"] = conns.select("source", "conn_id", F.col("ts_ns").alias("first_ts"),
-                                      (F.col("latency_ns") / 1e9).alias("duration_s"), "software_name",
-                                      "software_version", "client_source", "gap_bytes", "retransmitted_bytes",
-                                      "anomaly_kinds", F.col("error").alias("close_reason"))
-    out["violations"] = findings
-    return out
-
-
-def _timeline(frames: Any, first: int, last: int) -> Any:
-    from pyspark.sql import functions as F
-
-    width = _timeline_width(max(1, last - first))
-    b = (F.floor((F.col("ts_ns") - F.lit(first)) / F.lit(width)) * F.lit(width) + F.lit(first)).cast("long")
-    return (frames.withColumn("bucket_ts", b)
-            .groupBy("bucket_ts", "api_key")
-            .agg(F.count(F.lit(1)).alias("frames"),
-                 F.sum((F.size("anomaly_kinds") > 0).cast("long")).alias("anomalous"),
-                 F.sum(((F.col("error_code").isNotNull()) & (F.col("error_code") != 0)).cast("long"))
-                 .alias("errors"))
-            .withColumn("width_ns", F.lit(width))
-            .orderBy("bucket_ts", "api_key"))
+def _load(payloads: list[tuple[int, int, bytes]]) -> P.Partial:
+    parts = []
+    for _t, _i, data in sorted(payloads, key=lambda x: (x[0], x[1])):
+        parts.append(P.Partial.from_state(pickle.loads(bytes(data))))
+    return P.merge_all(parts)
 
 
 # --------------------------------------------------------------------------- the job
@@ -434,61 +454,41 @@ def run_stats(inputs: Sequence[str], out_dir: str | Path, opts: StatsOptions | N
     tasks = work.plan(files, split_bytes=opts.split_bytes, parallelism=parallelism)
     total = sum(f.size for f in files)
     say(f"{len(files)} file(s), {total / 1e6:.1f} MB, {len(tasks)} task(s) on {parallelism} core(s)")
-    from pyspark import StorageLevel
-    from pyspark.sql import functions as F
 
-    out = Path(out_dir)
+    out = Path(out_dir).resolve()
     out.mkdir(parents=True, exist_ok=True)
+    frames_dir: str | None = None
+    if opts.write_frames:
+        target = out / "frames"
+        if target.exists():
+            shutil.rmtree(target)
+        target.mkdir()
+        frames_dir = str(target)
     ticker = _ProgressThread(spark, say)
     ticker.start()
-    decoded = None
     try:
         t2 = time.perf_counter()
         ticker.label = "decode"
-        decoded = _decode(spark, tasks, opts).withColumn("capture_set", F.lit(opts.capture_set))
-        decoded = decoded.persist(StorageLevel.MEMORY_AND_DISK)
-        counts = {r["rtype"]: r["count"] for r in decoded.groupBy("rtype").count().collect()}
+        rows = _decode(spark, tasks, opts, frames_dir).collect()
         timings["decode_s"] = time.perf_counter() - t2
-        file_rows = [r.asDict() for r in decoded.filter(F.col("rtype") == RTYPE_FILE)
-                     .select("source", "size", "event").collect()]
-        err_rows = [r.asDict() for r in decoded.filter(F.col("rtype") == RTYPE_ERROR)
-                    .select("source", "kind", "error").collect()]
-        worker_problems = sorted({(r["source"], r["error"]) for r in err_rows})
-        if worker_problems and not opts.keep_going:
-            raise work.InputError(worker_problems)
-        problems = problems + worker_problems
-        say(f"decoded {counts.get(RTYPE_FRAME, 0)} frames on {counts.get(RTYPE_CONN, 0)} connections "
-            f"in {timings['decode_s']:.1f} s")
-
-        t3 = time.perf_counter()
-        ticker.label = "KIP-858 checks"
-        events = decoded.filter(F.col("rtype") == RTYPE_EVENT).select("capture_set", "ts_ns", "event")
-        findings = events.groupBy("capture_set").applyInArrow(_check_group, _FINDING_DDL)
-        ticker.label = "statistics"
-        tables = _aggregate(decoded, findings)
-        frames = decoded.filter(F.col("rtype") == RTYPE_FRAME)
-        collected: dict[str, list[dict[str, Any]]] = {}
-        pending = list(tables.items())
-        while pending:
-            name, df = pending.pop(0)
-            say(f"writing {name}")
-            collected[name] = _write_table(spark, df, out, name)
-            if name == "overall" and collected[name] and collected[name][0].get("first_ts") is not None:
-                o = collected[name][0]
-                pending.append(("timeline", _timeline(frames, o["first_ts"], o["last_ts"])))
-        if opts.write_frames:
-            ticker.label = "writing frames"
-            say("writing frames")
-            (frames.drop("rtype", "event", "client_source", "gap_bytes", "retransmitted_bytes")
-             .write.mode("overwrite").parquet(str(out / "frames")))
-        timings["stats_s"] = time.perf_counter() - t3
     finally:
         ticker.stop_event.set()
-        if decoded is not None:
-            decoded.unpersist()
+    t3 = time.perf_counter()
+    merged = _load([(r["task"], r["unit"], r["payload"]) for r in rows])
+    counts = dict(merged.counts)
+    worker_problems = sorted({(e["source"], e["error"]) for e in merged.errors})
+    if worker_problems and not opts.keep_going:
+        raise work.InputError(worker_problems)
+    problems = problems + worker_problems
+    say(f"decoded {counts.get(RTYPE_FRAME, 0)} frames on {counts.get(RTYPE_CONN, 0)} connections "
+        f"in {timings['decode_s']:.1f} s")
+    collected = P.build_tables(merged, opts.capture_set)
+    for name, rows_ in collected.items():
+        _write_parquet(out / name, _arrow_table(rows_, TABLE_SCHEMAS[name]))
+    timings["stats_s"] = time.perf_counter() - t3
     timings["total_s"] = time.perf_counter() - t0
     inputs_rows = []
-    for r in file_rows:
+    for r in merged.files:
         info = json.loads(r["event"] or "{}")
         inputs_rows.append({"source": r["source"], "size": r["size"], **info})
     collected["inputs"] = sorted(inputs_rows, key=lambda r: (r["source"], r.get("bucket", 0)))
@@ -497,7 +497,8 @@ def run_stats(inputs: Sequence[str], out_dir: str | Path, opts: StatsOptions | N
         "inputs": list(inputs), "files": len(files), "bytes": total, "tasks": len(tasks),
         "decode_path": opts.decode_path, "split_bytes": opts.split_bytes, "master": spark.conf.get("spark.master"),
         "spark_version": spark.version, "python": sys.version.split()[0], "timings": timings,
-        "counts": counts, "problems": collected["problems"],
+        "counts": counts, "problems": collected["problems"], "frames_table": opts.write_frames,
+        "latency_relative_accuracy": P.RELATIVE_ACCURACY,
     }
     (out / "run_manifest.json").write_text(json.dumps(manifest, indent=2, default=str), encoding="utf-8")
     for name in ("inputs", "problems"):
@@ -510,25 +511,18 @@ def run_stats(inputs: Sequence[str], out_dir: str | Path, opts: StatsOptions | N
     return result
 
 
-def _write_table(spark: Any, df: Any, out: Path, name: str) -> list[dict[str, Any]]:
-    """Write one small table as a single Parquet file and return its rows (read back
-    with pyarrow: no second Spark job)."""
-    import pyarrow.parquet as pq
-
-    target = out / name
-    if target.exists():
-        shutil.rmtree(target)
-    df.coalesce(1).write.mode("overwrite").parquet(str(target))
-    rows: list[dict[str, Any]] = pq.read_table(str(target)).to_pylist()
-    return rows
-
-
-def _write_small_parquet(target: Path, rows: list[dict[str, Any]]) -> None:
-    import pyarrow as pa
+def _write_parquet(target: Path, table: Any) -> None:
+    """One table as one Parquet file in its own folder (readable as a Spark/pandas dataset)."""
     import pyarrow.parquet as pq
 
     if target.exists():
         shutil.rmtree(target)
     target.mkdir(parents=True)
-    table = pa.Table.from_pylist(rows) if rows else pa.table({"source": pa.array([], pa.string())})
     pq.write_table(table, target / "part-0.parquet")
+
+
+def _write_small_parquet(target: Path, rows: list[dict[str, Any]]) -> None:
+    import pyarrow as pa
+
+    table = pa.Table.from_pylist(rows) if rows else pa.table({"source": pa.array([], pa.string())})
+    _write_parquet(target, table)

@@ -40,7 +40,7 @@ from typing import Any, BinaryIO, Final
 from kraft_jbod.analytics import rows as R
 from kraft_jbod.analytics.kip858 import EventCollector
 from kraft_jbod.capture.kafka import API_VERSIONS, DecodedFrame, KafkaDecoder, is_request
-from kraft_jbod.capture.packets import TcpDecoder, TcpSegment
+from kraft_jbod.capture.packets import LINKTYPE_ETHERNET, TcpDecoder, TcpSegment
 from kraft_jbod.capture.pcapfile import CaptureReader
 from kraft_jbod.capture.streams import FlowEnd, Frame, FrameExtractor
 from kraft_jbod.errors import DecodeError, KraftJbodError
@@ -73,6 +73,7 @@ _MAGICS: Final = {
 _URI = re.compile(r"^[A-Za-z][A-Za-z0-9+.-]*://")
 _GLOB = re.compile(r"[*?\[]")
 _BUCKET_CACHE_MAX: Final = 1 << 20
+_IPV4_ETH: Final = b"\x08\x00"
 
 
 class InputError(KraftJbodError):
@@ -384,8 +385,18 @@ class _TaskRun:
             split = task.buckets > 1
             cache: dict[tuple[str, int, str, int], int] = {}
             mine = task.bucket
+            # Raw (addresses, ports) bytes of plain Ethernet/IPv4/TCP packets -> mine?
+            # Other buckets' packets are most of a split file: they skip the full decode.
+            raw_mine: dict[bytes, bool] = {}
             for ts, linktype, data, _caplen, _origlen, index in reader.records():
                 self.packets += 1
+                raw: bytes | None = None
+                if split and linktype == LINKTYPE_ETHERNET and len(data) >= 38 and data[12:14] == _IPV4_ETH and data[14] == 0x45 \
+                        and data[23] == 6 and not (data[20] & 0x3F or data[21]):
+                    raw = data[26:38]
+                    known = raw_mine.get(raw)
+                    if known is False:
+                        continue
                 seg: TcpSegment | None = decode(linktype, data, ts, index)
                 if seg is None:
                     continue
@@ -395,7 +406,10 @@ class _TaskRun:
                     if b is None:
                         if len(cache) > _BUCKET_CACHE_MAX:
                             cache.clear()
+                            raw_mine.clear()
                         b = cache[key] = bucket_of(*key, task.buckets)
+                    if raw is not None:
+                        raw_mine[raw] = b == mine
                     if b != mine:
                         continue
                 out = feed(seg)

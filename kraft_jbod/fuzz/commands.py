@@ -195,6 +195,7 @@ async def _run(args: argparse.Namespace, host: str, port: int, spawned: Any) -> 
 
         restart = restart_target
     saved: list[str] = []
+    kept: dict[bytes, runner.Finding] = {}  # minimized bytes -> the finding saved for them
     for finding in report.findings:
         if args.minimize_budget > 0:
             finding.minimized = await minimize.minimize_finding(
@@ -202,6 +203,14 @@ async def _run(args: argparse.Namespace, host: str, port: int, spawned: Any) -> 
             )
             if spawned is not None and spawned.alive():
                 host, port = spawned.host, int(spawned.port or port)
+        if finding.minimized is not None:
+            first = kept.get(finding.minimized)
+            if first is not None:
+                # The same minimal repro as a finding already saved: one file, a tally.
+                first.extra["same_repro_indexes"] = [*first.extra.get("same_repro_indexes", []), finding.case.index]
+                corpus.save_finding(args.findings, first, target_text)
+                continue
+            kept[finding.minimized] = finding
         saved.append(str(corpus.save_finding(args.findings, finding, target_text)))
     if spawned is not None:
         out["rss"] = spawned.rss_report()

@@ -12,7 +12,9 @@ Strategy:
   (a stale or negative epoch, reserved directory ids, duplicated directories, unknown
   topic ids, an offline directory the broker never registered).
 * Judging: every frame is judged as in the runner (answered / error code / closed /
-  timeout / gone / bad answer). On top, the *unmutated* path has expectations:
+  timeout / gone / bad answer). On top, the *unmutated* path has expectations (not
+  applied to a step whose mutated twin the server accepted, since that may have
+  changed the broker's state):
   registration answers error 0 with an epoch ≥ 0; a heartbeat at that epoch never
   answers STALE_BROKER_EPOCH (77); the broker is unfenced within ``max_heartbeats``; a
   well-formed request is answered rather than the connection closed. A broken
@@ -128,6 +130,7 @@ class _Session:
         self.conn: Conn | None = None
         self.corr = 0
         self.epoch = -1
+        self.tainted = False
         self.dirs = [uuid.UUID(int=self.rng.getrandbits(128) | (1 << 100)) for _ in range(2)]
 
     async def _conn(self) -> Conn | None:
@@ -150,9 +153,13 @@ class _Session:
         except EncodeError as exc:
             rep.violations.append(Violation(self.n, step, f"our own request does not encode: {exc}", ""))
             return None
+        self.tainted = False
         if self.rng.random() < cfg.mutate_ratio:
             mutant = mutators.mutate(frame, self.rng)
-            await self._exchange(f"{step}:mutated", Case(cfg.seed, self.n, mutant.data, mutant.ops, "stateful"))
+            got = await self._exchange(f"{step}:mutated", Case(cfg.seed, self.n, mutant.data, mutant.ops, "stateful"))
+            # A mutant the server accepted may have changed state (another incarnation id,
+            # other directories): the clean step's expectations no longer apply to it.
+            self.tainted = got is not None and got.outcome in (Outcome.ANSWERED, Outcome.ERROR_CODE)
             if self.conn is not None and self.conn.dead:
                 self.conn.close()
                 self.conn = None
@@ -227,7 +234,7 @@ class _Session:
         if body is None:
             return
         if body.error_code != 0:
-            if not hostile:
+            if not hostile and not self.tainted:
                 rep.violations.append(
                     Violation(self.n, "register", f"error {body.error_code} on a clean registration", "")
                 )
@@ -238,6 +245,7 @@ class _Session:
             return
 
         unfenced = False
+        tainted_any = False
         for i in range(self.run.config.max_heartbeats):
             v = ver(63, 0)
             hb = BrokerHeartbeatRequest(
@@ -247,7 +255,8 @@ class _Session:
             b = self._body(res, 63, v)
             if b is None:
                 return
-            if b.error_code == STALE_BROKER_EPOCH:
+            tainted_any = tainted_any or self.tainted
+            if b.error_code == STALE_BROKER_EPOCH and not tainted_any:
                 rep.violations.append(
                     Violation(self.n, "heartbeat", "STALE_BROKER_EPOCH at the epoch just granted", "")
                 )
@@ -257,7 +266,8 @@ class _Session:
                 break
             await asyncio.sleep(0.01)
         if not unfenced:
-            rep.violations.append(Violation(self.n, "heartbeat", "still fenced after caught-up heartbeats", ""))
+            if not tainted_any:
+                rep.violations.append(Violation(self.n, "heartbeat", "still fenced after caught-up heartbeats", ""))
             return
         rep.unfenced += 1
 

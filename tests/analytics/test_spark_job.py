@@ -58,7 +58,8 @@ def _single_process(paths: list[str]) -> tuple[Counter[tuple[Any, ...]], list[An
 
 def test_counts_equal_the_single_process_decoder(spark: Any, inputs: list[str], tmp_path: Path) -> None:
     seen: list[str] = []
-    result = run_stats(inputs, tmp_path / "out", StatsOptions(master="local[2]", conf=CONF), progress=seen.append)
+    result = run_stats(inputs, tmp_path / "out", StatsOptions(master="local[2]", conf=CONF, write_frames=True),
+                       progress=seen.append)
     want, findings = _single_process(inputs)
     got: Counter[tuple[Any, ...]] = Counter()
     for r in pq.read_table(tmp_path / "out" / "conformance").to_pylist():

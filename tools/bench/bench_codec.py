@@ -708,9 +708,13 @@ def main(argv: Sequence[str] | None = None) -> int:
         print(f"bench_codec: {exc}", file=sys.stderr)
         return 1
     rows = report_rows(cases)
+    from kraft_jbod.wire import primitives
+
+    path = "compiled primitives (mypyc)" if primitives.__file__.endswith(".so") else "pure Python"
     if args.json:
         doc = {
             "python": sys.version.split()[0],
+            "codec_path": path,
             "rounds": args.rounds,
             "batch_ms": args.batch_ms,
             "peers": {"kio": _version("kio"), "kafka-python": _version("kafka-python")},
@@ -718,6 +722,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         }
         print(json.dumps(doc, indent=2))
     else:
+        print(f"our codec: {path} (python -m tools.build_compiled builds the compiled primitives)")
         print(format_table(rows))
     return 0
 
