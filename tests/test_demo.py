@@ -4,7 +4,10 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import pytest
+
 from kraft_jbod import cli
+from kraft_jbod.capture.kafka import decode_capture
 from kraft_jbod.capture.pcapfile import iter_packets
 from kraft_jbod.demo import BROKERS, FAILED_BROKER, image_from_log, run
 from kraft_jbod.messages.broker_registration_change_record import BrokerRegistrationChangeRecord
@@ -34,7 +37,23 @@ def test_demo_timeline_matches_the_controller_log(tmp_path: Path) -> None:
         assert needle in joined
     with open(tmp_path / "demo.pcapng", "rb") as f:
         assert sum(1 for _ in iter_packets(f)) > 50
+    # The capture is the brokers' side of every exchange: it must decode completely.
+    with open(tmp_path / "demo.pcapng", "rb") as f:
+        frames = list(decode_capture(f))
+    assert frames and all(fr.confidence in ("header", "paired") for fr in frames), {fr.confidence for fr in frames}
+    keys = {fr.api_key for fr in frames if fr.kind == "request"}
+    assert {18, 62, 63, 73, 1} <= keys
+    assert all(fr.canonical for fr in frames)
 
 
 def test_demo_command_runs(tmp_path: Path, capsys: object) -> None:
     assert cli.main(["demo", "--no-capture", "--keep", str(tmp_path / "w")]) == 0
+
+
+def test_demo_runs_the_conformance_job_on_its_capture(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    capture, stats = tmp_path / "demo.pcapng", tmp_path / "stats"
+    assert cli.main(["demo", "--capture", str(capture), "--stats", str(stats), "--keep", str(tmp_path / "w")]) == 0
+    out = capsys.readouterr().out
+    assert "decoded 100.00 %" in out and "byte-exact re-encode 100.00 %" in out
+    assert "KIP-858: 0 violation(s)" in out
+    assert (stats / "report.html").is_file() and (stats / "conformance").is_dir()

@@ -471,6 +471,9 @@ def run_stats(inputs: Sequence[str], out_dir: str | Path, opts: StatsOptions | N
         ticker.label = "decode"
         rows = _decode(spark, tasks, opts, frames_dir).collect()
         timings["decode_s"] = time.perf_counter() - t2
+        jvm = _jvm_cpu_s(spark)
+        if jvm is not None:
+            timings["jvm_cpu_s"] = jvm
     finally:
         ticker.stop_event.set()
     t3 = time.perf_counter()
@@ -487,6 +490,7 @@ def run_stats(inputs: Sequence[str], out_dir: str | Path, opts: StatsOptions | N
         _write_parquet(out / name, _arrow_table(rows_, TABLE_SCHEMAS[name]))
     timings["stats_s"] = time.perf_counter() - t3
     timings["total_s"] = time.perf_counter() - t0
+    timings["driver_cpu_s"] = time.process_time()
     inputs_rows = []
     for r in merged.files:
         info = json.loads(r["event"] or "{}")
@@ -509,6 +513,17 @@ def run_stats(inputs: Sequence[str], out_dir: str | Path, opts: StatsOptions | N
 
         result.summary = report.write_report(out, collected, manifest)
     return result
+
+
+def _jvm_cpu_s(spark: Any) -> float | None:
+    """CPU seconds the local driver JVM has used so far (Linux ``/proc``); None elsewhere."""
+    try:
+        pid = int(spark.sparkContext._jvm.java.lang.ProcessHandle.current().pid())
+        with open(f"/proc/{pid}/stat", encoding="ascii") as fh:
+            fields = fh.read().rsplit(")", 1)[1].split()
+        return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+    except Exception:  # not local, not Linux, or Spark Connect: the figure is optional
+        return None
 
 
 def _write_parquet(target: Path, table: Any) -> None:

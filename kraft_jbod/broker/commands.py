@@ -46,6 +46,13 @@ def register(sub: Any) -> None:
     d.add_argument("--capture", type=Path, default=Path("kraft-jbod-demo.pcapng"), help="pcapng of all traffic")
     d.add_argument("--no-capture", action="store_true")
     d.add_argument("--keep", type=Path, help="run in this folder and keep it (default: a temporary folder)")
+    d.add_argument(
+        "--stats",
+        type=Path,
+        default=Path("kraft-jbod-demo-stats"),
+        help="run the conformance job (Spark) on the capture into this folder",
+    )
+    d.add_argument("--no-stats", action="store_true", help="skip the conformance job")
     d.set_defaults(func=cmd_demo)
 
 
@@ -140,4 +147,22 @@ def cmd_demo(args: argparse.Namespace) -> int:
         print(line, flush=True)
 
     demo.run(capture, args.keep, out)
+    if capture is None or args.no_stats:
+        return 0
+    return _demo_stats(capture, args.stats, out)
+
+
+def _demo_stats(capture: Path, out_dir: Path, out: Any) -> int:
+    """The conformance job over the demo's own capture, when the spark extra is installed."""
+    import importlib.util
+
+    if importlib.util.find_spec("pyspark") is None:
+        out("conformance job skipped: pyspark is not installed (pip install 'kraft-jbod[spark]')")
+        return 0
+    from kraft_jbod.analytics.job import StatsOptions, run_stats
+
+    out(f"conformance job on {capture} (Spark local mode) ...")
+    result = run_stats([str(capture)], out_dir, StatsOptions(), progress=lambda text: out(f"  {text}"))
+    out(result.summary.rstrip())
+    out(f"conformance report: {out_dir / 'report.html'}")
     return 0

@@ -117,7 +117,7 @@ class Channel:
         data = self._conn.send_request(body, version)
         self._writer.write(data)
         if self._tapped is not None:
-            self._tapped.sent(data)
+            self._tapped.from_client(data)
         deadline = time.monotonic() + (timeout_ms or self.timeout_ms) / 1000
         while True:
             ev = self._conn.next_event()
@@ -134,7 +134,7 @@ class Channel:
             except (OSError, TimeoutError) as exc:
                 raise ChannelError(f"{self.name}: {exc or 'request timed out'}") from None
             if chunk and self._tapped is not None:
-                self._tapped.received(chunk)
+                self._tapped.from_server(chunk)
             self._conn.receive_data(chunk)
 
     async def call(self, key: int, build: Any, timeout_ms: int | None = None) -> Any:

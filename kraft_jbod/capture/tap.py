@@ -120,6 +120,10 @@ class TapConnection:
         """Bytes the server wrote to the client."""
         self._bytes(1, data)
 
+    # Direction-neutral names for taps on the client side of a connection.
+    from_client = received
+    from_server = sent
+
     def _bytes(self, side: int, data: bytes) -> None:
         if self.closed or not data:
             return

@@ -141,7 +141,9 @@ async def minimize_finding(
     or stopped accepting), ``timeout``, ``bad_answer`` or ``silent``. Before each replay the
     target must answer a probe; a target left dead or stuck by the previous replay is
     restarted with ``restart`` (a spawned target), and without one minimization stops.
-    Returns the minimized bytes, or ``None`` when the original no longer reproduces.
+    A crash or hang must fail once more on a freshly restarted target before its minimized
+    bytes are returned. Returns the minimized bytes, or ``None`` when the failure does not
+    reproduce alone.
     """
     addr: dict[str, Any] = {"host": host, "port": port}
     watch = watch or TargetWatch()
@@ -183,6 +185,16 @@ async def minimize_finding(
         if culprit is not finding.case.data:
             finding.extra["culprit_hex"] = culprit.hex()
         small, _used = await minimize(culprit, fails, budget=budget)
+        if restart is not None and finding.outcome in (Outcome.GONE, Outcome.TIMEOUT):
+            # A crash or hang may come from state built up earlier (or land late): the
+            # repro counts only if it fails again on a freshly started target.
+            new = await restart()
+            if new is None:
+                return None
+            addr["host"], addr["port"] = new
+            if not await fails(small):
+                finding.extra["minimize_note"] = "the minimized bytes do not fail on a fresh target"
+                return None
     except _Unhealthy:
         return None
     return small

@@ -160,6 +160,8 @@ class _Session:
             # A mutant the server accepted may have changed state (another incarnation id,
             # other directories): the clean step's expectations no longer apply to it.
             self.tainted = got is not None and got.outcome in (Outcome.ANSWERED, Outcome.ERROR_CODE)
+            if self.tainted:
+                self.run.note_claims(mutant.data)
             if self.conn is not None and self.conn.dead:
                 self.conn.close()
                 self.conn = None
@@ -234,7 +236,10 @@ class _Session:
         if body is None:
             return
         if body.error_code != 0:
-            if not hostile and not self.tainted:
+            # Another session's accepted mutant may have registered our id or our dirs
+            # (a flipped bit in its BrokerId): then the refusal is right, not a violation.
+            claimed = self.broker_id in self.run.claimed_ids or any(d in self.run.claimed_dirs for d in self.dirs)
+            if not hostile and not self.tainted and not claimed:
                 rep.violations.append(
                     Violation(self.n, "register", f"error {body.error_code} on a clean registration", "")
                 )
@@ -328,6 +333,19 @@ class StatefulRunner:
         self.served: dict[int, tuple[int, int]] = {}
         self.metadata_level = 0
         self.gone = False
+        self.claimed_ids: set[int] = set()
+        self.claimed_dirs: set[uuid.UUID] = set()
+
+    def note_claims(self, data: bytes) -> None:
+        """Broker ids and directories an accepted mutant may have registered."""
+        for payload in mutators.split_frames(data).frames:
+            try:
+                body = codec.decode_request(payload).body
+            except DecodeError:
+                continue
+            if isinstance(body, BrokerRegistrationRequest):
+                self.claimed_ids.add(int(body.broker_id))
+                self.claimed_dirs.update(body.log_dirs)
 
     async def _metadata_level(self) -> int:
         try:

@@ -75,14 +75,17 @@ def _stats(path: Path, master: str, out: Path, decode_path: str, split_mb: float
     proc, wall, cpu = _timed(cmd)
     if proc.returncode not in (0, 1):
         raise SystemExit(f"stats failed ({proc.returncode}): {proc.stderr[-3000:]}")
-    # The JVM is a child of the driver; it may outlive it by a moment (class-data dump).
     manifest = json.loads((out / "run_manifest.json").read_text())
     inputs = pq.read_table(out / "inputs").to_pylist()
-    return {"wall": wall, "cpu": cpu, "frames": manifest["counts"].get("frame", 0),
+    workers = sum((r.get("cpu_s") or 0) for r in inputs)
+    # The JVM is not a waited-for child of the driver: add its own figure and the workers'.
+    cpu += manifest["timings"].get("jvm_cpu_s", 0.0) + workers
+    return {"wall": wall, "cpu": cpu, "jvm_cpu_s": manifest["timings"].get("jvm_cpu_s"),
+            "frames": manifest["counts"].get("frame", 0),
             "decode_s": manifest["timings"]["decode_s"], "start_s": manifest["timings"]["spark_start_s"],
             "stats_s": manifest["timings"]["stats_s"], "tasks": manifest["tasks"],
             "rss_mb": max((r.get("max_rss_kb") or 0) for r in inputs) / 1024,
-            "worker_cpu_s": sum((r.get("cpu_s") or 0) for r in inputs)}
+            "worker_cpu_s": workers}
 
 
 def _best(runs: list[dict[str, Any]]) -> dict[str, Any]:
@@ -137,7 +140,8 @@ def main() -> None:
         print(f"{key:>16}: {r['frames']} frames; wall {r['wall']:.1f} s = {r['frames'] / r['wall']:,.0f} frames/s; "
               f"decode stage {r['decode_s']:.1f} s = {r['frames'] / r['decode_s']:,.0f} frames/s; JVM start "
               f"{r['start_s']:.1f} s; statistics {r['stats_s']:.2f} s; {r['tasks']} tasks; process-tree CPU "
-              f"{r['cpu']:.1f} s (workers {r['worker_cpu_s']:.1f} s); peak worker RSS {r['rss_mb']:.0f} MB")
+              f"{r['cpu']:.1f} s (workers {r['worker_cpu_s']:.1f} s, JVM {r['jvm_cpu_s'] or 0:.1f} s); "
+              f"peak worker RSS {r['rss_mb']:.0f} MB")
     one, two = runs["local[1] arrow"], runs["local[2] arrow"]
     print()
     print(f"local[2] / local[1] (wall):          {one['wall'] / two['wall']:.2f}x  (target >= 1.7)")
