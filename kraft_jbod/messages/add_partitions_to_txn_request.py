@@ -25,11 +25,13 @@ from kraft_jbod.wire.primitives import (
     write_array_len as _wal, write_compact_array_len as _wcal,
     write_tagged_section as _wts, write_uvarint as _wuv,
     short_fixed as _short_fixed, uuid_from_bytes as _uuid_from_bytes,
+    array_structs as _array_structs,
 )
 
 _new = object.__new__
 _S_qh = _struct.Struct('>qh')
 _S_qh_ = _struct.Struct('>qh?')
+_ARR_i = _array_structs('i')
 _L0 = (('ProducerId', 8), ('ProducerEpoch', 2), ('VerifyOnly', 1))
 _L1 = (('V3AndBelowProducerId', 8), ('V3AndBelowProducerEpoch', 2))
 
@@ -103,7 +105,11 @@ def _read_AddPartitionsToTxnTopic_0(buf: bytes | bytearray | memoryview, pos: in
     v_name, pos = _rs(buf, pos, 'Name')
     v_partitions: list[int]
     n_v_partitions, pos = _ral(buf, pos, 'Partitions')
-    v_partitions, pos = _rfa(buf, pos, n_v_partitions, 'i', 'Partitions')
+    if n_v_partitions < 32 and pos + 4 * n_v_partitions <= len(buf):
+        v_partitions = list(_ARR_i[n_v_partitions].unpack_from(buf, pos))
+        pos += 4 * n_v_partitions
+    else:
+        v_partitions, pos = _rfa(buf, pos, n_v_partitions, 'i', 'Partitions')
     o = _new(AddPartitionsToTxnTopic)
     o.name = v_name
     o.partitions = v_partitions
@@ -134,7 +140,11 @@ def _read_AddPartitionsToTxnTopic_1(buf: bytes | bytearray | memoryview, pos: in
         pos += 1
     else:
         n_v_partitions, pos = _rcal(buf, pos, 'Partitions')
-    v_partitions, pos = _rfa(buf, pos, n_v_partitions, 'i', 'Partitions')
+    if n_v_partitions < 32 and pos + 4 * n_v_partitions <= len(buf):
+        v_partitions = list(_ARR_i[n_v_partitions].unpack_from(buf, pos))
+        pos += 4 * n_v_partitions
+    else:
+        v_partitions, pos = _rfa(buf, pos, n_v_partitions, 'i', 'Partitions')
     unknown: tuple[tuple[int, bytes], ...] = ()
     if pos < end and buf[pos] == 0:
         pos += 1
@@ -195,7 +205,11 @@ def _read_AddPartitionsToTxnTransaction_0(buf: bytes | bytearray | memoryview, p
                 pos += 1
             else:
                 n_v_topics_v_partitions, pos = _rcal(buf, pos, 'Partitions')
-            v_topics_v_partitions, pos = _rfa(buf, pos, n_v_topics_v_partitions, 'i', 'Partitions')
+            if n_v_topics_v_partitions < 32 and pos + 4 * n_v_topics_v_partitions <= len(buf):
+                v_topics_v_partitions = list(_ARR_i[n_v_topics_v_partitions].unpack_from(buf, pos))
+                pos += 4 * n_v_topics_v_partitions
+            else:
+                v_topics_v_partitions, pos = _rfa(buf, pos, n_v_topics_v_partitions, 'i', 'Partitions')
             v_topics_unknown: tuple[tuple[int, bytes], ...] = ()
             if pos < end and buf[pos] == 0:
                 pos += 1
@@ -282,7 +296,11 @@ def _read_AddPartitionsToTxnRequest_0(buf: bytes | bytearray | memoryview, pos: 
             v_v3_and_below_topics_v_name, pos = _rs(buf, pos, 'Name')
             v_v3_and_below_topics_v_partitions: list[int]
             n_v_v3_and_below_topics_v_partitions, pos = _ral(buf, pos, 'Partitions')
-            v_v3_and_below_topics_v_partitions, pos = _rfa(buf, pos, n_v_v3_and_below_topics_v_partitions, 'i', 'Partitions')
+            if n_v_v3_and_below_topics_v_partitions < 32 and pos + 4 * n_v_v3_and_below_topics_v_partitions <= len(buf):
+                v_v3_and_below_topics_v_partitions = list(_ARR_i[n_v_v3_and_below_topics_v_partitions].unpack_from(buf, pos))
+                pos += 4 * n_v_v3_and_below_topics_v_partitions
+            else:
+                v_v3_and_below_topics_v_partitions, pos = _rfa(buf, pos, n_v_v3_and_below_topics_v_partitions, 'i', 'Partitions')
             v_v3_and_below_topics_o = _new(AddPartitionsToTxnTopic)
             v_v3_and_below_topics_o.name = v_v3_and_below_topics_v_name
             v_v3_and_below_topics_o.partitions = v_v3_and_below_topics_v_partitions
@@ -351,7 +369,11 @@ def _read_AddPartitionsToTxnRequest_1(buf: bytes | bytearray | memoryview, pos: 
                 pos += 1
             else:
                 n_v_v3_and_below_topics_v_partitions, pos = _rcal(buf, pos, 'Partitions')
-            v_v3_and_below_topics_v_partitions, pos = _rfa(buf, pos, n_v_v3_and_below_topics_v_partitions, 'i', 'Partitions')
+            if n_v_v3_and_below_topics_v_partitions < 32 and pos + 4 * n_v_v3_and_below_topics_v_partitions <= len(buf):
+                v_v3_and_below_topics_v_partitions = list(_ARR_i[n_v_v3_and_below_topics_v_partitions].unpack_from(buf, pos))
+                pos += 4 * n_v_v3_and_below_topics_v_partitions
+            else:
+                v_v3_and_below_topics_v_partitions, pos = _rfa(buf, pos, n_v_v3_and_below_topics_v_partitions, 'i', 'Partitions')
             v_v3_and_below_topics_unknown: tuple[tuple[int, bytes], ...] = ()
             if pos < end and buf[pos] == 0:
                 pos += 1

@@ -25,11 +25,13 @@ from kraft_jbod.wire.primitives import (
     write_array_len as _wal, write_compact_array_len as _wcal,
     write_tagged_section as _wts, write_uvarint as _wuv,
     short_fixed as _short_fixed, uuid_from_bytes as _uuid_from_bytes,
+    array_structs as _array_structs,
 )
 
 _new = object.__new__
 _S_i = _struct.Struct('>i')
 _L0 = (('PartitionIndex', 4),)
+_ARR_i = _array_structs('i')
 _L1 = (('TimeoutMs', 4),)
 
 
@@ -106,7 +108,11 @@ def _read_ReassignablePartition_0(buf: bytes | bytearray | memoryview, pos: int)
     if n_v_replicas < 0:
         v_replicas = None
     else:
-        v_replicas, pos = _rfa(buf, pos, n_v_replicas, 'i', 'Replicas')
+        if n_v_replicas < 32 and pos + 4 * n_v_replicas <= len(buf):
+            v_replicas = list(_ARR_i[n_v_replicas].unpack_from(buf, pos))
+            pos += 4 * n_v_replicas
+        else:
+            v_replicas, pos = _rfa(buf, pos, n_v_replicas, 'i', 'Replicas')
     unknown: tuple[tuple[int, bytes], ...] = ()
     if pos < end and buf[pos] == 0:
         pos += 1
@@ -166,7 +172,11 @@ def _read_ReassignableTopic_0(buf: bytes | bytearray | memoryview, pos: int) -> 
             if n_v_partitions_v_replicas < 0:
                 v_partitions_v_replicas = None
             else:
-                v_partitions_v_replicas, pos = _rfa(buf, pos, n_v_partitions_v_replicas, 'i', 'Replicas')
+                if n_v_partitions_v_replicas < 32 and pos + 4 * n_v_partitions_v_replicas <= len(buf):
+                    v_partitions_v_replicas = list(_ARR_i[n_v_partitions_v_replicas].unpack_from(buf, pos))
+                    pos += 4 * n_v_partitions_v_replicas
+                else:
+                    v_partitions_v_replicas, pos = _rfa(buf, pos, n_v_partitions_v_replicas, 'i', 'Replicas')
             v_partitions_unknown: tuple[tuple[int, bytes], ...] = ()
             if pos < end and buf[pos] == 0:
                 pos += 1

@@ -25,6 +25,7 @@ from kraft_jbod.wire.primitives import (
     write_array_len as _wal, write_compact_array_len as _wcal,
     write_tagged_section as _wts, write_uvarint as _wuv,
     short_fixed as _short_fixed, uuid_from_bytes as _uuid_from_bytes,
+    array_structs as _array_structs,
 )
 
 _new = object.__new__
@@ -36,6 +37,7 @@ _S_iq = _struct.Struct('>iq')
 _ZERO_UUID = _uuid_from_bytes((0).to_bytes(16, 'big'))
 _L0 = (('BrokerId', 4), ('BrokerEpoch', 8))
 _L1 = (('PartitionIndex', 4), ('LeaderEpoch', 4))
+_ARR_i = _array_structs('i')
 _L2 = (('PartitionEpoch', 4),)
 _L3 = (('LeaderRecoveryState', 1), ('PartitionEpoch', 4))
 _L4 = (('TopicId', 16),)
@@ -161,7 +163,11 @@ def _read_PartitionData_0(buf: bytes | bytearray | memoryview, pos: int) -> tupl
         pos += 1
     else:
         n_v_new_isr, pos = _rcal(buf, pos, 'NewIsr')
-    v_new_isr, pos = _rfa(buf, pos, n_v_new_isr, 'i', 'NewIsr')
+    if n_v_new_isr < 32 and pos + 4 * n_v_new_isr <= len(buf):
+        v_new_isr = list(_ARR_i[n_v_new_isr].unpack_from(buf, pos))
+        pos += 4 * n_v_new_isr
+    else:
+        v_new_isr, pos = _rfa(buf, pos, n_v_new_isr, 'i', 'NewIsr')
     if pos + 4 > end:
         raise _short_fixed(pos, end, _L2)
     v_partition_epoch, = _S_i.unpack_from(buf, pos)
@@ -220,7 +226,11 @@ def _read_PartitionData_1(buf: bytes | bytearray | memoryview, pos: int) -> tupl
         pos += 1
     else:
         n_v_new_isr, pos = _rcal(buf, pos, 'NewIsr')
-    v_new_isr, pos = _rfa(buf, pos, n_v_new_isr, 'i', 'NewIsr')
+    if n_v_new_isr < 32 and pos + 4 * n_v_new_isr <= len(buf):
+        v_new_isr = list(_ARR_i[n_v_new_isr].unpack_from(buf, pos))
+        pos += 4 * n_v_new_isr
+    else:
+        v_new_isr, pos = _rfa(buf, pos, n_v_new_isr, 'i', 'NewIsr')
     if pos + 5 > end:
         raise _short_fixed(pos, end, _L3)
     v_leader_recovery_state, v_partition_epoch = _S_bi.unpack_from(buf, pos)
@@ -378,7 +388,11 @@ def _read_TopicData_0(buf: bytes | bytearray | memoryview, pos: int) -> tuple[To
                 pos += 1
             else:
                 n_v_partitions_v_new_isr, pos = _rcal(buf, pos, 'NewIsr')
-            v_partitions_v_new_isr, pos = _rfa(buf, pos, n_v_partitions_v_new_isr, 'i', 'NewIsr')
+            if n_v_partitions_v_new_isr < 32 and pos + 4 * n_v_partitions_v_new_isr <= len(buf):
+                v_partitions_v_new_isr = list(_ARR_i[n_v_partitions_v_new_isr].unpack_from(buf, pos))
+                pos += 4 * n_v_partitions_v_new_isr
+            else:
+                v_partitions_v_new_isr, pos = _rfa(buf, pos, n_v_partitions_v_new_isr, 'i', 'NewIsr')
             if pos + 4 > end:
                 raise _short_fixed(pos, end, _L2)
             v_partitions_v_partition_epoch, = _S_i.unpack_from(buf, pos)
@@ -480,7 +494,11 @@ def _read_TopicData_1(buf: bytes | bytearray | memoryview, pos: int) -> tuple[To
                 pos += 1
             else:
                 n_v_partitions_v_new_isr, pos = _rcal(buf, pos, 'NewIsr')
-            v_partitions_v_new_isr, pos = _rfa(buf, pos, n_v_partitions_v_new_isr, 'i', 'NewIsr')
+            if n_v_partitions_v_new_isr < 32 and pos + 4 * n_v_partitions_v_new_isr <= len(buf):
+                v_partitions_v_new_isr = list(_ARR_i[n_v_partitions_v_new_isr].unpack_from(buf, pos))
+                pos += 4 * n_v_partitions_v_new_isr
+            else:
+                v_partitions_v_new_isr, pos = _rfa(buf, pos, n_v_partitions_v_new_isr, 'i', 'NewIsr')
             if pos + 5 > end:
                 raise _short_fixed(pos, end, _L3)
             v_partitions_v_leader_recovery_state, v_partitions_v_partition_epoch = _S_bi.unpack_from(buf, pos)
@@ -584,7 +602,11 @@ def _read_TopicData_2(buf: bytes | bytearray | memoryview, pos: int) -> tuple[To
                 pos += 1
             else:
                 n_v_partitions_v_new_isr, pos = _rcal(buf, pos, 'NewIsr')
-            v_partitions_v_new_isr, pos = _rfa(buf, pos, n_v_partitions_v_new_isr, 'i', 'NewIsr')
+            if n_v_partitions_v_new_isr < 32 and pos + 4 * n_v_partitions_v_new_isr <= len(buf):
+                v_partitions_v_new_isr = list(_ARR_i[n_v_partitions_v_new_isr].unpack_from(buf, pos))
+                pos += 4 * n_v_partitions_v_new_isr
+            else:
+                v_partitions_v_new_isr, pos = _rfa(buf, pos, n_v_partitions_v_new_isr, 'i', 'NewIsr')
             if pos + 5 > end:
                 raise _short_fixed(pos, end, _L3)
             v_partitions_v_leader_recovery_state, v_partitions_v_partition_epoch = _S_bi.unpack_from(buf, pos)

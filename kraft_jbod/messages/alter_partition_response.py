@@ -25,6 +25,7 @@ from kraft_jbod.wire.primitives import (
     write_array_len as _wal, write_compact_array_len as _wcal,
     write_tagged_section as _wts, write_uvarint as _wuv,
     short_fixed as _short_fixed, uuid_from_bytes as _uuid_from_bytes,
+    array_structs as _array_structs,
 )
 
 _new = object.__new__
@@ -35,6 +36,7 @@ _S_ih = _struct.Struct('>ih')
 _S_ihii = _struct.Struct('>ihii')
 _ZERO_UUID = _uuid_from_bytes((0).to_bytes(16, 'big'))
 _L0 = (('PartitionIndex', 4), ('ErrorCode', 2), ('LeaderId', 4), ('LeaderEpoch', 4))
+_ARR_i = _array_structs('i')
 _L1 = (('PartitionEpoch', 4),)
 _L2 = (('LeaderRecoveryState', 1), ('PartitionEpoch', 4))
 _L3 = (('TopicId', 16),)
@@ -118,7 +120,11 @@ def _read_PartitionData_0(buf: bytes | bytearray | memoryview, pos: int) -> tupl
         pos += 1
     else:
         n_v_isr, pos = _rcal(buf, pos, 'Isr')
-    v_isr, pos = _rfa(buf, pos, n_v_isr, 'i', 'Isr')
+    if n_v_isr < 32 and pos + 4 * n_v_isr <= len(buf):
+        v_isr = list(_ARR_i[n_v_isr].unpack_from(buf, pos))
+        pos += 4 * n_v_isr
+    else:
+        v_isr, pos = _rfa(buf, pos, n_v_isr, 'i', 'Isr')
     if pos + 4 > end:
         raise _short_fixed(pos, end, _L1)
     v_partition_epoch, = _S_i.unpack_from(buf, pos)
@@ -174,7 +180,11 @@ def _read_PartitionData_1(buf: bytes | bytearray | memoryview, pos: int) -> tupl
         pos += 1
     else:
         n_v_isr, pos = _rcal(buf, pos, 'Isr')
-    v_isr, pos = _rfa(buf, pos, n_v_isr, 'i', 'Isr')
+    if n_v_isr < 32 and pos + 4 * n_v_isr <= len(buf):
+        v_isr = list(_ARR_i[n_v_isr].unpack_from(buf, pos))
+        pos += 4 * n_v_isr
+    else:
+        v_isr, pos = _rfa(buf, pos, n_v_isr, 'i', 'Isr')
     if pos + 5 > end:
         raise _short_fixed(pos, end, _L2)
     v_leader_recovery_state, v_partition_epoch = _S_bi.unpack_from(buf, pos)
@@ -242,7 +252,11 @@ def _read_TopicData_0(buf: bytes | bytearray | memoryview, pos: int) -> tuple[To
                 pos += 1
             else:
                 n_v_partitions_v_isr, pos = _rcal(buf, pos, 'Isr')
-            v_partitions_v_isr, pos = _rfa(buf, pos, n_v_partitions_v_isr, 'i', 'Isr')
+            if n_v_partitions_v_isr < 32 and pos + 4 * n_v_partitions_v_isr <= len(buf):
+                v_partitions_v_isr = list(_ARR_i[n_v_partitions_v_isr].unpack_from(buf, pos))
+                pos += 4 * n_v_partitions_v_isr
+            else:
+                v_partitions_v_isr, pos = _rfa(buf, pos, n_v_partitions_v_isr, 'i', 'Isr')
             if pos + 4 > end:
                 raise _short_fixed(pos, end, _L1)
             v_partitions_v_partition_epoch, = _S_i.unpack_from(buf, pos)
@@ -341,7 +355,11 @@ def _read_TopicData_1(buf: bytes | bytearray | memoryview, pos: int) -> tuple[To
                 pos += 1
             else:
                 n_v_partitions_v_isr, pos = _rcal(buf, pos, 'Isr')
-            v_partitions_v_isr, pos = _rfa(buf, pos, n_v_partitions_v_isr, 'i', 'Isr')
+            if n_v_partitions_v_isr < 32 and pos + 4 * n_v_partitions_v_isr <= len(buf):
+                v_partitions_v_isr = list(_ARR_i[n_v_partitions_v_isr].unpack_from(buf, pos))
+                pos += 4 * n_v_partitions_v_isr
+            else:
+                v_partitions_v_isr, pos = _rfa(buf, pos, n_v_partitions_v_isr, 'i', 'Isr')
             if pos + 5 > end:
                 raise _short_fixed(pos, end, _L2)
             v_partitions_v_leader_recovery_state, v_partitions_v_partition_epoch = _S_bi.unpack_from(buf, pos)
@@ -444,7 +462,11 @@ def _read_TopicData_2(buf: bytes | bytearray | memoryview, pos: int) -> tuple[To
                 pos += 1
             else:
                 n_v_partitions_v_isr, pos = _rcal(buf, pos, 'Isr')
-            v_partitions_v_isr, pos = _rfa(buf, pos, n_v_partitions_v_isr, 'i', 'Isr')
+            if n_v_partitions_v_isr < 32 and pos + 4 * n_v_partitions_v_isr <= len(buf):
+                v_partitions_v_isr = list(_ARR_i[n_v_partitions_v_isr].unpack_from(buf, pos))
+                pos += 4 * n_v_partitions_v_isr
+            else:
+                v_partitions_v_isr, pos = _rfa(buf, pos, n_v_partitions_v_isr, 'i', 'Isr')
             if pos + 5 > end:
                 raise _short_fixed(pos, end, _L2)
             v_partitions_v_leader_recovery_state, v_partitions_v_partition_epoch = _S_bi.unpack_from(buf, pos)

@@ -25,9 +25,11 @@ from kraft_jbod.wire.primitives import (
     write_array_len as _wal, write_compact_array_len as _wcal,
     write_tagged_section as _wts, write_uvarint as _wuv,
     short_fixed as _short_fixed, uuid_from_bytes as _uuid_from_bytes,
+    array_structs as _array_structs,
 )
 
 _new = object.__new__
+_ARR_i = _array_structs('i')
 
 
 def _absent(field: str, version: int | str) -> _EncodeError:
@@ -92,7 +94,11 @@ def _read_AlterReplicaLogDirTopic_0(buf: bytes | bytearray | memoryview, pos: in
     v_name, pos = _rs(buf, pos, 'Name')
     v_partitions: list[int]
     n_v_partitions, pos = _ral(buf, pos, 'Partitions')
-    v_partitions, pos = _rfa(buf, pos, n_v_partitions, 'i', 'Partitions')
+    if n_v_partitions < 32 and pos + 4 * n_v_partitions <= len(buf):
+        v_partitions = list(_ARR_i[n_v_partitions].unpack_from(buf, pos))
+        pos += 4 * n_v_partitions
+    else:
+        v_partitions, pos = _rfa(buf, pos, n_v_partitions, 'i', 'Partitions')
     o = _new(AlterReplicaLogDirTopic)
     o.name = v_name
     o.partitions = v_partitions
@@ -123,7 +129,11 @@ def _read_AlterReplicaLogDirTopic_1(buf: bytes | bytearray | memoryview, pos: in
         pos += 1
     else:
         n_v_partitions, pos = _rcal(buf, pos, 'Partitions')
-    v_partitions, pos = _rfa(buf, pos, n_v_partitions, 'i', 'Partitions')
+    if n_v_partitions < 32 and pos + 4 * n_v_partitions <= len(buf):
+        v_partitions = list(_ARR_i[n_v_partitions].unpack_from(buf, pos))
+        pos += 4 * n_v_partitions
+    else:
+        v_partitions, pos = _rfa(buf, pos, n_v_partitions, 'i', 'Partitions')
     unknown: tuple[tuple[int, bytes], ...] = ()
     if pos < end and buf[pos] == 0:
         pos += 1
@@ -172,7 +182,11 @@ def _read_AlterReplicaLogDir_0(buf: bytes | bytearray | memoryview, pos: int) ->
             v_topics_v_name, pos = _rs(buf, pos, 'Name')
             v_topics_v_partitions: list[int]
             n_v_topics_v_partitions, pos = _ral(buf, pos, 'Partitions')
-            v_topics_v_partitions, pos = _rfa(buf, pos, n_v_topics_v_partitions, 'i', 'Partitions')
+            if n_v_topics_v_partitions < 32 and pos + 4 * n_v_topics_v_partitions <= len(buf):
+                v_topics_v_partitions = list(_ARR_i[n_v_topics_v_partitions].unpack_from(buf, pos))
+                pos += 4 * n_v_topics_v_partitions
+            else:
+                v_topics_v_partitions, pos = _rfa(buf, pos, n_v_topics_v_partitions, 'i', 'Partitions')
             v_topics_o = _new(AlterReplicaLogDirTopic)
             v_topics_o.name = v_topics_v_name
             v_topics_o.partitions = v_topics_v_partitions
@@ -231,7 +245,11 @@ def _read_AlterReplicaLogDir_1(buf: bytes | bytearray | memoryview, pos: int) ->
                 pos += 1
             else:
                 n_v_topics_v_partitions, pos = _rcal(buf, pos, 'Partitions')
-            v_topics_v_partitions, pos = _rfa(buf, pos, n_v_topics_v_partitions, 'i', 'Partitions')
+            if n_v_topics_v_partitions < 32 and pos + 4 * n_v_topics_v_partitions <= len(buf):
+                v_topics_v_partitions = list(_ARR_i[n_v_topics_v_partitions].unpack_from(buf, pos))
+                pos += 4 * n_v_topics_v_partitions
+            else:
+                v_topics_v_partitions, pos = _rfa(buf, pos, n_v_topics_v_partitions, 'i', 'Partitions')
             v_topics_unknown: tuple[tuple[int, bytes], ...] = ()
             if pos < end and buf[pos] == 0:
                 pos += 1

@@ -25,9 +25,11 @@ from kraft_jbod.wire.primitives import (
     write_array_len as _wal, write_compact_array_len as _wcal,
     write_tagged_section as _wts, write_uvarint as _wuv,
     short_fixed as _short_fixed, uuid_from_bytes as _uuid_from_bytes,
+    array_structs as _array_structs,
 )
 
 _new = object.__new__
+_ARR_i = _array_structs('i')
 
 
 def _absent(field: str, version: int | str) -> _EncodeError:
@@ -84,7 +86,11 @@ def _read_TopicPartition_0(buf: bytes | bytearray | memoryview, pos: int) -> tup
     v_topic, pos = _rs(buf, pos, 'Topic')
     v_partitions: list[int]
     n_v_partitions, pos = _ral(buf, pos, 'Partitions')
-    v_partitions, pos = _rfa(buf, pos, n_v_partitions, 'i', 'Partitions')
+    if n_v_partitions < 32 and pos + 4 * n_v_partitions <= len(buf):
+        v_partitions = list(_ARR_i[n_v_partitions].unpack_from(buf, pos))
+        pos += 4 * n_v_partitions
+    else:
+        v_partitions, pos = _rfa(buf, pos, n_v_partitions, 'i', 'Partitions')
     o = _new(TopicPartition)
     o.topic = v_topic
     o.partitions = v_partitions
@@ -118,7 +124,11 @@ def _read_ConsumerProtocolAssignment_0(buf: bytes | bytearray | memoryview, pos:
             v_assigned_partitions_v_topic, pos = _rs(buf, pos, 'Topic')
             v_assigned_partitions_v_partitions: list[int]
             n_v_assigned_partitions_v_partitions, pos = _ral(buf, pos, 'Partitions')
-            v_assigned_partitions_v_partitions, pos = _rfa(buf, pos, n_v_assigned_partitions_v_partitions, 'i', 'Partitions')
+            if n_v_assigned_partitions_v_partitions < 32 and pos + 4 * n_v_assigned_partitions_v_partitions <= len(buf):
+                v_assigned_partitions_v_partitions = list(_ARR_i[n_v_assigned_partitions_v_partitions].unpack_from(buf, pos))
+                pos += 4 * n_v_assigned_partitions_v_partitions
+            else:
+                v_assigned_partitions_v_partitions, pos = _rfa(buf, pos, n_v_assigned_partitions_v_partitions, 'i', 'Partitions')
             v_assigned_partitions_o = _new(TopicPartition)
             v_assigned_partitions_o.topic = v_assigned_partitions_v_topic
             v_assigned_partitions_o.partitions = v_assigned_partitions_v_partitions

@@ -25,10 +25,12 @@ from kraft_jbod.wire.primitives import (
     write_array_len as _wal, write_compact_array_len as _wcal,
     write_tagged_section as _wts, write_uvarint as _wuv,
     short_fixed as _short_fixed, uuid_from_bytes as _uuid_from_bytes,
+    array_structs as _array_structs,
 )
 
 _new = object.__new__
 _S_i = _struct.Struct('>i')
+_ARR_i = _array_structs('i')
 _L0 = (('GenerationId', 4),)
 
 
@@ -89,7 +91,11 @@ def _read_TopicPartition_0(buf: bytes | bytearray | memoryview, pos: int) -> tup
     v_topic, pos = _rs(buf, pos, 'Topic')
     v_partitions: list[int]
     n_v_partitions, pos = _ral(buf, pos, 'Partitions')
-    v_partitions, pos = _rfa(buf, pos, n_v_partitions, 'i', 'Partitions')
+    if n_v_partitions < 32 and pos + 4 * n_v_partitions <= len(buf):
+        v_partitions = list(_ARR_i[n_v_partitions].unpack_from(buf, pos))
+        pos += 4 * n_v_partitions
+    else:
+        v_partitions, pos = _rfa(buf, pos, n_v_partitions, 'i', 'Partitions')
     o = _new(TopicPartition)
     o.topic = v_topic
     o.partitions = v_partitions
@@ -166,7 +172,11 @@ def _read_ConsumerProtocolSubscription_1(buf: bytes | bytearray | memoryview, po
             v_owned_partitions_v_topic, pos = _rs(buf, pos, 'Topic')
             v_owned_partitions_v_partitions: list[int]
             n_v_owned_partitions_v_partitions, pos = _ral(buf, pos, 'Partitions')
-            v_owned_partitions_v_partitions, pos = _rfa(buf, pos, n_v_owned_partitions_v_partitions, 'i', 'Partitions')
+            if n_v_owned_partitions_v_partitions < 32 and pos + 4 * n_v_owned_partitions_v_partitions <= len(buf):
+                v_owned_partitions_v_partitions = list(_ARR_i[n_v_owned_partitions_v_partitions].unpack_from(buf, pos))
+                pos += 4 * n_v_owned_partitions_v_partitions
+            else:
+                v_owned_partitions_v_partitions, pos = _rfa(buf, pos, n_v_owned_partitions_v_partitions, 'i', 'Partitions')
             v_owned_partitions_o = _new(TopicPartition)
             v_owned_partitions_o.topic = v_owned_partitions_v_topic
             v_owned_partitions_o.partitions = v_owned_partitions_v_partitions
@@ -232,7 +242,11 @@ def _read_ConsumerProtocolSubscription_2(buf: bytes | bytearray | memoryview, po
             v_owned_partitions_v_topic, pos = _rs(buf, pos, 'Topic')
             v_owned_partitions_v_partitions: list[int]
             n_v_owned_partitions_v_partitions, pos = _ral(buf, pos, 'Partitions')
-            v_owned_partitions_v_partitions, pos = _rfa(buf, pos, n_v_owned_partitions_v_partitions, 'i', 'Partitions')
+            if n_v_owned_partitions_v_partitions < 32 and pos + 4 * n_v_owned_partitions_v_partitions <= len(buf):
+                v_owned_partitions_v_partitions = list(_ARR_i[n_v_owned_partitions_v_partitions].unpack_from(buf, pos))
+                pos += 4 * n_v_owned_partitions_v_partitions
+            else:
+                v_owned_partitions_v_partitions, pos = _rfa(buf, pos, n_v_owned_partitions_v_partitions, 'i', 'Partitions')
             v_owned_partitions_o = _new(TopicPartition)
             v_owned_partitions_o.topic = v_owned_partitions_v_topic
             v_owned_partitions_o.partitions = v_owned_partitions_v_partitions
@@ -303,7 +317,11 @@ def _read_ConsumerProtocolSubscription_3(buf: bytes | bytearray | memoryview, po
             v_owned_partitions_v_topic, pos = _rs(buf, pos, 'Topic')
             v_owned_partitions_v_partitions: list[int]
             n_v_owned_partitions_v_partitions, pos = _ral(buf, pos, 'Partitions')
-            v_owned_partitions_v_partitions, pos = _rfa(buf, pos, n_v_owned_partitions_v_partitions, 'i', 'Partitions')
+            if n_v_owned_partitions_v_partitions < 32 and pos + 4 * n_v_owned_partitions_v_partitions <= len(buf):
+                v_owned_partitions_v_partitions = list(_ARR_i[n_v_owned_partitions_v_partitions].unpack_from(buf, pos))
+                pos += 4 * n_v_owned_partitions_v_partitions
+            else:
+                v_owned_partitions_v_partitions, pos = _rfa(buf, pos, n_v_owned_partitions_v_partitions, 'i', 'Partitions')
             v_owned_partitions_o = _new(TopicPartition)
             v_owned_partitions_o.topic = v_owned_partitions_v_topic
             v_owned_partitions_o.partitions = v_owned_partitions_v_partitions

@@ -25,11 +25,13 @@ from kraft_jbod.wire.primitives import (
     write_array_len as _wal, write_compact_array_len as _wcal,
     write_tagged_section as _wts, write_uvarint as _wuv,
     short_fixed as _short_fixed, uuid_from_bytes as _uuid_from_bytes,
+    array_structs as _array_structs,
 )
 
 _new = object.__new__
 _S_i = _struct.Struct('>i')
 _S_i_ = _struct.Struct('>i?')
+_ARR_i = _array_structs('i')
 _L0 = (('Count', 4),)
 _L1 = (('TimeoutMs', 4), ('ValidateOnly', 1))
 
@@ -97,7 +99,11 @@ def _read_CreatePartitionsAssignment_0(buf: bytes | bytearray | memoryview, pos:
     end = len(buf)
     v_broker_ids: list[int]
     n_v_broker_ids, pos = _ral(buf, pos, 'BrokerIds')
-    v_broker_ids, pos = _rfa(buf, pos, n_v_broker_ids, 'i', 'BrokerIds')
+    if n_v_broker_ids < 32 and pos + 4 * n_v_broker_ids <= len(buf):
+        v_broker_ids = list(_ARR_i[n_v_broker_ids].unpack_from(buf, pos))
+        pos += 4 * n_v_broker_ids
+    else:
+        v_broker_ids, pos = _rfa(buf, pos, n_v_broker_ids, 'i', 'BrokerIds')
     o = _new(CreatePartitionsAssignment)
     o.broker_ids = v_broker_ids
     o.unknown_tagged_fields = ()
@@ -123,7 +129,11 @@ def _read_CreatePartitionsAssignment_1(buf: bytes | bytearray | memoryview, pos:
         pos += 1
     else:
         n_v_broker_ids, pos = _rcal(buf, pos, 'BrokerIds')
-    v_broker_ids, pos = _rfa(buf, pos, n_v_broker_ids, 'i', 'BrokerIds')
+    if n_v_broker_ids < 32 and pos + 4 * n_v_broker_ids <= len(buf):
+        v_broker_ids = list(_ARR_i[n_v_broker_ids].unpack_from(buf, pos))
+        pos += 4 * n_v_broker_ids
+    else:
+        v_broker_ids, pos = _rfa(buf, pos, n_v_broker_ids, 'i', 'BrokerIds')
     unknown: tuple[tuple[int, bytes], ...] = ()
     if pos < end and buf[pos] == 0:
         pos += 1
@@ -174,7 +184,11 @@ def _read_CreatePartitionsTopic_0(buf: bytes | bytearray | memoryview, pos: int)
             for i in range(n_v_assignments):
                 v_assignments_v_broker_ids: list[int]
                 n_v_assignments_v_broker_ids, pos = _ral(buf, pos, 'BrokerIds')
-                v_assignments_v_broker_ids, pos = _rfa(buf, pos, n_v_assignments_v_broker_ids, 'i', 'BrokerIds')
+                if n_v_assignments_v_broker_ids < 32 and pos + 4 * n_v_assignments_v_broker_ids <= len(buf):
+                    v_assignments_v_broker_ids = list(_ARR_i[n_v_assignments_v_broker_ids].unpack_from(buf, pos))
+                    pos += 4 * n_v_assignments_v_broker_ids
+                else:
+                    v_assignments_v_broker_ids, pos = _rfa(buf, pos, n_v_assignments_v_broker_ids, 'i', 'BrokerIds')
                 v_assignments_o = _new(CreatePartitionsAssignment)
                 v_assignments_o.broker_ids = v_assignments_v_broker_ids
                 v_assignments_o.unknown_tagged_fields = ()
@@ -236,7 +250,11 @@ def _read_CreatePartitionsTopic_1(buf: bytes | bytearray | memoryview, pos: int)
                     pos += 1
                 else:
                     n_v_assignments_v_broker_ids, pos = _rcal(buf, pos, 'BrokerIds')
-                v_assignments_v_broker_ids, pos = _rfa(buf, pos, n_v_assignments_v_broker_ids, 'i', 'BrokerIds')
+                if n_v_assignments_v_broker_ids < 32 and pos + 4 * n_v_assignments_v_broker_ids <= len(buf):
+                    v_assignments_v_broker_ids = list(_ARR_i[n_v_assignments_v_broker_ids].unpack_from(buf, pos))
+                    pos += 4 * n_v_assignments_v_broker_ids
+                else:
+                    v_assignments_v_broker_ids, pos = _rfa(buf, pos, n_v_assignments_v_broker_ids, 'i', 'BrokerIds')
                 v_assignments_unknown: tuple[tuple[int, bytes], ...] = ()
                 if pos < end and buf[pos] == 0:
                     pos += 1

@@ -25,6 +25,7 @@ from kraft_jbod.wire.primitives import (
     write_array_len as _wal, write_compact_array_len as _wcal,
     write_tagged_section as _wts, write_uvarint as _wuv,
     short_fixed as _short_fixed, uuid_from_bytes as _uuid_from_bytes,
+    array_structs as _array_structs,
 )
 
 _new = object.__new__
@@ -32,6 +33,7 @@ _S_i = _struct.Struct('>i')
 _S_i_ = _struct.Struct('>i?')
 _S_ih = _struct.Struct('>ih')
 _L0 = (('PartitionIndex', 4),)
+_ARR_i = _array_structs('i')
 _L1 = (('NumPartitions', 4), ('ReplicationFactor', 2))
 _L2 = (('timeoutMs', 4),)
 _L3 = (('timeoutMs', 4), ('validateOnly', 1))
@@ -116,7 +118,11 @@ def _read_CreatableReplicaAssignment_0(buf: bytes | bytearray | memoryview, pos:
     pos += 4
     v_broker_ids: list[int]
     n_v_broker_ids, pos = _ral(buf, pos, 'BrokerIds')
-    v_broker_ids, pos = _rfa(buf, pos, n_v_broker_ids, 'i', 'BrokerIds')
+    if n_v_broker_ids < 32 and pos + 4 * n_v_broker_ids <= len(buf):
+        v_broker_ids = list(_ARR_i[n_v_broker_ids].unpack_from(buf, pos))
+        pos += 4 * n_v_broker_ids
+    else:
+        v_broker_ids, pos = _rfa(buf, pos, n_v_broker_ids, 'i', 'BrokerIds')
     o = _new(CreatableReplicaAssignment)
     o.partition_index = v_partition_index
     o.broker_ids = v_broker_ids
@@ -148,7 +154,11 @@ def _read_CreatableReplicaAssignment_1(buf: bytes | bytearray | memoryview, pos:
         pos += 1
     else:
         n_v_broker_ids, pos = _rcal(buf, pos, 'BrokerIds')
-    v_broker_ids, pos = _rfa(buf, pos, n_v_broker_ids, 'i', 'BrokerIds')
+    if n_v_broker_ids < 32 and pos + 4 * n_v_broker_ids <= len(buf):
+        v_broker_ids = list(_ARR_i[n_v_broker_ids].unpack_from(buf, pos))
+        pos += 4 * n_v_broker_ids
+    else:
+        v_broker_ids, pos = _rfa(buf, pos, n_v_broker_ids, 'i', 'BrokerIds')
     unknown: tuple[tuple[int, bytes], ...] = ()
     if pos < end and buf[pos] == 0:
         pos += 1
@@ -260,7 +270,11 @@ def _read_CreatableTopic_0(buf: bytes | bytearray | memoryview, pos: int) -> tup
             pos += 4
             v_assignments_v_broker_ids: list[int]
             n_v_assignments_v_broker_ids, pos = _ral(buf, pos, 'BrokerIds')
-            v_assignments_v_broker_ids, pos = _rfa(buf, pos, n_v_assignments_v_broker_ids, 'i', 'BrokerIds')
+            if n_v_assignments_v_broker_ids < 32 and pos + 4 * n_v_assignments_v_broker_ids <= len(buf):
+                v_assignments_v_broker_ids = list(_ARR_i[n_v_assignments_v_broker_ids].unpack_from(buf, pos))
+                pos += 4 * n_v_assignments_v_broker_ids
+            else:
+                v_assignments_v_broker_ids, pos = _rfa(buf, pos, n_v_assignments_v_broker_ids, 'i', 'BrokerIds')
             v_assignments_o = _new(CreatableReplicaAssignment)
             v_assignments_o.partition_index = v_assignments_v_partition_index
             v_assignments_o.broker_ids = v_assignments_v_broker_ids
@@ -354,7 +368,11 @@ def _read_CreatableTopic_1(buf: bytes | bytearray | memoryview, pos: int) -> tup
                 pos += 1
             else:
                 n_v_assignments_v_broker_ids, pos = _rcal(buf, pos, 'BrokerIds')
-            v_assignments_v_broker_ids, pos = _rfa(buf, pos, n_v_assignments_v_broker_ids, 'i', 'BrokerIds')
+            if n_v_assignments_v_broker_ids < 32 and pos + 4 * n_v_assignments_v_broker_ids <= len(buf):
+                v_assignments_v_broker_ids = list(_ARR_i[n_v_assignments_v_broker_ids].unpack_from(buf, pos))
+                pos += 4 * n_v_assignments_v_broker_ids
+            else:
+                v_assignments_v_broker_ids, pos = _rfa(buf, pos, n_v_assignments_v_broker_ids, 'i', 'BrokerIds')
             v_assignments_unknown: tuple[tuple[int, bytes], ...] = ()
             if pos < end and buf[pos] == 0:
                 pos += 1

@@ -25,9 +25,11 @@ from kraft_jbod.wire.primitives import (
     write_array_len as _wal, write_compact_array_len as _wcal,
     write_tagged_section as _wts, write_uvarint as _wuv,
     short_fixed as _short_fixed, uuid_from_bytes as _uuid_from_bytes,
+    array_structs as _array_structs,
 )
 
 _new = object.__new__
+_ARR_i = _array_structs('i')
 
 
 def _absent(field: str, version: int | str) -> _EncodeError:
@@ -83,7 +85,11 @@ def _read_DescribableLogDirTopic_0(buf: bytes | bytearray | memoryview, pos: int
     v_topic, pos = _rs(buf, pos, 'Topic')
     v_partitions: list[int]
     n_v_partitions, pos = _ral(buf, pos, 'Partitions')
-    v_partitions, pos = _rfa(buf, pos, n_v_partitions, 'i', 'Partitions')
+    if n_v_partitions < 32 and pos + 4 * n_v_partitions <= len(buf):
+        v_partitions = list(_ARR_i[n_v_partitions].unpack_from(buf, pos))
+        pos += 4 * n_v_partitions
+    else:
+        v_partitions, pos = _rfa(buf, pos, n_v_partitions, 'i', 'Partitions')
     o = _new(DescribableLogDirTopic)
     o.topic = v_topic
     o.partitions = v_partitions
@@ -114,7 +120,11 @@ def _read_DescribableLogDirTopic_1(buf: bytes | bytearray | memoryview, pos: int
         pos += 1
     else:
         n_v_partitions, pos = _rcal(buf, pos, 'Partitions')
-    v_partitions, pos = _rfa(buf, pos, n_v_partitions, 'i', 'Partitions')
+    if n_v_partitions < 32 and pos + 4 * n_v_partitions <= len(buf):
+        v_partitions = list(_ARR_i[n_v_partitions].unpack_from(buf, pos))
+        pos += 4 * n_v_partitions
+    else:
+        v_partitions, pos = _rfa(buf, pos, n_v_partitions, 'i', 'Partitions')
     unknown: tuple[tuple[int, bytes], ...] = ()
     if pos < end and buf[pos] == 0:
         pos += 1
@@ -165,7 +175,11 @@ def _read_DescribeLogDirsRequest_0(buf: bytes | bytearray | memoryview, pos: int
                 v_topics_v_topic, pos = _rs(buf, pos, 'Topic')
                 v_topics_v_partitions: list[int]
                 n_v_topics_v_partitions, pos = _ral(buf, pos, 'Partitions')
-                v_topics_v_partitions, pos = _rfa(buf, pos, n_v_topics_v_partitions, 'i', 'Partitions')
+                if n_v_topics_v_partitions < 32 and pos + 4 * n_v_topics_v_partitions <= len(buf):
+                    v_topics_v_partitions = list(_ARR_i[n_v_topics_v_partitions].unpack_from(buf, pos))
+                    pos += 4 * n_v_topics_v_partitions
+                else:
+                    v_topics_v_partitions, pos = _rfa(buf, pos, n_v_topics_v_partitions, 'i', 'Partitions')
                 v_topics_o = _new(DescribableLogDirTopic)
                 v_topics_o.topic = v_topics_v_topic
                 v_topics_o.partitions = v_topics_v_partitions
@@ -221,7 +235,11 @@ def _read_DescribeLogDirsRequest_1(buf: bytes | bytearray | memoryview, pos: int
                     pos += 1
                 else:
                     n_v_topics_v_partitions, pos = _rcal(buf, pos, 'Partitions')
-                v_topics_v_partitions, pos = _rfa(buf, pos, n_v_topics_v_partitions, 'i', 'Partitions')
+                if n_v_topics_v_partitions < 32 and pos + 4 * n_v_topics_v_partitions <= len(buf):
+                    v_topics_v_partitions = list(_ARR_i[n_v_topics_v_partitions].unpack_from(buf, pos))
+                    pos += 4 * n_v_topics_v_partitions
+                else:
+                    v_topics_v_partitions, pos = _rfa(buf, pos, n_v_topics_v_partitions, 'i', 'Partitions')
                 v_topics_unknown: tuple[tuple[int, bytes], ...] = ()
                 if pos < end and buf[pos] == 0:
                     pos += 1

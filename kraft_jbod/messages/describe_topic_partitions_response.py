@@ -25,6 +25,7 @@ from kraft_jbod.wire.primitives import (
     write_array_len as _wal, write_compact_array_len as _wcal,
     write_tagged_section as _wts, write_uvarint as _wuv,
     short_fixed as _short_fixed, uuid_from_bytes as _uuid_from_bytes,
+    array_structs as _array_structs,
 )
 
 _new = object.__new__
@@ -34,6 +35,7 @@ _S_hiii = _struct.Struct('>hiii')
 _S_i = _struct.Struct('>i')
 _ZERO_UUID = _uuid_from_bytes((0).to_bytes(16, 'big'))
 _L0 = (('ErrorCode', 2), ('PartitionIndex', 4), ('LeaderId', 4), ('LeaderEpoch', 4))
+_ARR_i = _array_structs('i')
 _L1 = (('ErrorCode', 2),)
 _L2 = (('TopicId', 16), ('IsInternal', 1))
 _L3 = (('TopicAuthorizedOperations', 4),)
@@ -132,14 +134,22 @@ def _read_DescribeTopicPartitionsResponsePartition_0(buf: bytes | bytearray | me
         pos += 1
     else:
         n_v_replica_nodes, pos = _rcal(buf, pos, 'ReplicaNodes')
-    v_replica_nodes, pos = _rfa(buf, pos, n_v_replica_nodes, 'i', 'ReplicaNodes')
+    if n_v_replica_nodes < 32 and pos + 4 * n_v_replica_nodes <= len(buf):
+        v_replica_nodes = list(_ARR_i[n_v_replica_nodes].unpack_from(buf, pos))
+        pos += 4 * n_v_replica_nodes
+    else:
+        v_replica_nodes, pos = _rfa(buf, pos, n_v_replica_nodes, 'i', 'ReplicaNodes')
     v_isr_nodes: list[int]
     n_v_isr_nodes = buf[pos] - 1 if pos < end else -2
     if 0 <= n_v_isr_nodes < 127 and n_v_isr_nodes <= end - pos:
         pos += 1
     else:
         n_v_isr_nodes, pos = _rcal(buf, pos, 'IsrNodes')
-    v_isr_nodes, pos = _rfa(buf, pos, n_v_isr_nodes, 'i', 'IsrNodes')
+    if n_v_isr_nodes < 32 and pos + 4 * n_v_isr_nodes <= len(buf):
+        v_isr_nodes = list(_ARR_i[n_v_isr_nodes].unpack_from(buf, pos))
+        pos += 4 * n_v_isr_nodes
+    else:
+        v_isr_nodes, pos = _rfa(buf, pos, n_v_isr_nodes, 'i', 'IsrNodes')
     v_eligible_leader_replicas: list[int] | None
     n_v_eligible_leader_replicas = buf[pos] - 1 if pos < end else -2
     if 0 <= n_v_eligible_leader_replicas < 127 and n_v_eligible_leader_replicas <= end - pos:
@@ -149,7 +159,11 @@ def _read_DescribeTopicPartitionsResponsePartition_0(buf: bytes | bytearray | me
     if n_v_eligible_leader_replicas < 0:
         v_eligible_leader_replicas = None
     else:
-        v_eligible_leader_replicas, pos = _rfa(buf, pos, n_v_eligible_leader_replicas, 'i', 'EligibleLeaderReplicas')
+        if n_v_eligible_leader_replicas < 32 and pos + 4 * n_v_eligible_leader_replicas <= len(buf):
+            v_eligible_leader_replicas = list(_ARR_i[n_v_eligible_leader_replicas].unpack_from(buf, pos))
+            pos += 4 * n_v_eligible_leader_replicas
+        else:
+            v_eligible_leader_replicas, pos = _rfa(buf, pos, n_v_eligible_leader_replicas, 'i', 'EligibleLeaderReplicas')
     v_last_known_elr: list[int] | None
     n_v_last_known_elr = buf[pos] - 1 if pos < end else -2
     if 0 <= n_v_last_known_elr < 127 and n_v_last_known_elr <= end - pos:
@@ -159,14 +173,22 @@ def _read_DescribeTopicPartitionsResponsePartition_0(buf: bytes | bytearray | me
     if n_v_last_known_elr < 0:
         v_last_known_elr = None
     else:
-        v_last_known_elr, pos = _rfa(buf, pos, n_v_last_known_elr, 'i', 'LastKnownElr')
+        if n_v_last_known_elr < 32 and pos + 4 * n_v_last_known_elr <= len(buf):
+            v_last_known_elr = list(_ARR_i[n_v_last_known_elr].unpack_from(buf, pos))
+            pos += 4 * n_v_last_known_elr
+        else:
+            v_last_known_elr, pos = _rfa(buf, pos, n_v_last_known_elr, 'i', 'LastKnownElr')
     v_offline_replicas: list[int]
     n_v_offline_replicas = buf[pos] - 1 if pos < end else -2
     if 0 <= n_v_offline_replicas < 127 and n_v_offline_replicas <= end - pos:
         pos += 1
     else:
         n_v_offline_replicas, pos = _rcal(buf, pos, 'OfflineReplicas')
-    v_offline_replicas, pos = _rfa(buf, pos, n_v_offline_replicas, 'i', 'OfflineReplicas')
+    if n_v_offline_replicas < 32 and pos + 4 * n_v_offline_replicas <= len(buf):
+        v_offline_replicas = list(_ARR_i[n_v_offline_replicas].unpack_from(buf, pos))
+        pos += 4 * n_v_offline_replicas
+    else:
+        v_offline_replicas, pos = _rfa(buf, pos, n_v_offline_replicas, 'i', 'OfflineReplicas')
     unknown: tuple[tuple[int, bytes], ...] = ()
     if pos < end and buf[pos] == 0:
         pos += 1
@@ -254,14 +276,22 @@ def _read_DescribeTopicPartitionsResponseTopic_0(buf: bytes | bytearray | memory
                 pos += 1
             else:
                 n_v_partitions_v_replica_nodes, pos = _rcal(buf, pos, 'ReplicaNodes')
-            v_partitions_v_replica_nodes, pos = _rfa(buf, pos, n_v_partitions_v_replica_nodes, 'i', 'ReplicaNodes')
+            if n_v_partitions_v_replica_nodes < 32 and pos + 4 * n_v_partitions_v_replica_nodes <= len(buf):
+                v_partitions_v_replica_nodes = list(_ARR_i[n_v_partitions_v_replica_nodes].unpack_from(buf, pos))
+                pos += 4 * n_v_partitions_v_replica_nodes
+            else:
+                v_partitions_v_replica_nodes, pos = _rfa(buf, pos, n_v_partitions_v_replica_nodes, 'i', 'ReplicaNodes')
             v_partitions_v_isr_nodes: list[int]
             n_v_partitions_v_isr_nodes = buf[pos] - 1 if pos < end else -2
             if 0 <= n_v_partitions_v_isr_nodes < 127 and n_v_partitions_v_isr_nodes <= end - pos:
                 pos += 1
             else:
                 n_v_partitions_v_isr_nodes, pos = _rcal(buf, pos, 'IsrNodes')
-            v_partitions_v_isr_nodes, pos = _rfa(buf, pos, n_v_partitions_v_isr_nodes, 'i', 'IsrNodes')
+            if n_v_partitions_v_isr_nodes < 32 and pos + 4 * n_v_partitions_v_isr_nodes <= len(buf):
+                v_partitions_v_isr_nodes = list(_ARR_i[n_v_partitions_v_isr_nodes].unpack_from(buf, pos))
+                pos += 4 * n_v_partitions_v_isr_nodes
+            else:
+                v_partitions_v_isr_nodes, pos = _rfa(buf, pos, n_v_partitions_v_isr_nodes, 'i', 'IsrNodes')
             v_partitions_v_eligible_leader_replicas: list[int] | None
             n_v_partitions_v_eligible_leader_replicas = buf[pos] - 1 if pos < end else -2
             if 0 <= n_v_partitions_v_eligible_leader_replicas < 127 and n_v_partitions_v_eligible_leader_replicas <= end - pos:
@@ -271,7 +301,11 @@ def _read_DescribeTopicPartitionsResponseTopic_0(buf: bytes | bytearray | memory
             if n_v_partitions_v_eligible_leader_replicas < 0:
                 v_partitions_v_eligible_leader_replicas = None
             else:
-                v_partitions_v_eligible_leader_replicas, pos = _rfa(buf, pos, n_v_partitions_v_eligible_leader_replicas, 'i', 'EligibleLeaderReplicas')
+                if n_v_partitions_v_eligible_leader_replicas < 32 and pos + 4 * n_v_partitions_v_eligible_leader_replicas <= len(buf):
+                    v_partitions_v_eligible_leader_replicas = list(_ARR_i[n_v_partitions_v_eligible_leader_replicas].unpack_from(buf, pos))
+                    pos += 4 * n_v_partitions_v_eligible_leader_replicas
+                else:
+                    v_partitions_v_eligible_leader_replicas, pos = _rfa(buf, pos, n_v_partitions_v_eligible_leader_replicas, 'i', 'EligibleLeaderReplicas')
             v_partitions_v_last_known_elr: list[int] | None
             n_v_partitions_v_last_known_elr = buf[pos] - 1 if pos < end else -2
             if 0 <= n_v_partitions_v_last_known_elr < 127 and n_v_partitions_v_last_known_elr <= end - pos:
@@ -281,14 +315,22 @@ def _read_DescribeTopicPartitionsResponseTopic_0(buf: bytes | bytearray | memory
             if n_v_partitions_v_last_known_elr < 0:
                 v_partitions_v_last_known_elr = None
             else:
-                v_partitions_v_last_known_elr, pos = _rfa(buf, pos, n_v_partitions_v_last_known_elr, 'i', 'LastKnownElr')
+                if n_v_partitions_v_last_known_elr < 32 and pos + 4 * n_v_partitions_v_last_known_elr <= len(buf):
+                    v_partitions_v_last_known_elr = list(_ARR_i[n_v_partitions_v_last_known_elr].unpack_from(buf, pos))
+                    pos += 4 * n_v_partitions_v_last_known_elr
+                else:
+                    v_partitions_v_last_known_elr, pos = _rfa(buf, pos, n_v_partitions_v_last_known_elr, 'i', 'LastKnownElr')
             v_partitions_v_offline_replicas: list[int]
             n_v_partitions_v_offline_replicas = buf[pos] - 1 if pos < end else -2
             if 0 <= n_v_partitions_v_offline_replicas < 127 and n_v_partitions_v_offline_replicas <= end - pos:
                 pos += 1
             else:
                 n_v_partitions_v_offline_replicas, pos = _rcal(buf, pos, 'OfflineReplicas')
-            v_partitions_v_offline_replicas, pos = _rfa(buf, pos, n_v_partitions_v_offline_replicas, 'i', 'OfflineReplicas')
+            if n_v_partitions_v_offline_replicas < 32 and pos + 4 * n_v_partitions_v_offline_replicas <= len(buf):
+                v_partitions_v_offline_replicas = list(_ARR_i[n_v_partitions_v_offline_replicas].unpack_from(buf, pos))
+                pos += 4 * n_v_partitions_v_offline_replicas
+            else:
+                v_partitions_v_offline_replicas, pos = _rfa(buf, pos, n_v_partitions_v_offline_replicas, 'i', 'OfflineReplicas')
             v_partitions_unknown: tuple[tuple[int, bytes], ...] = ()
             if pos < end and buf[pos] == 0:
                 pos += 1

@@ -25,12 +25,14 @@ from kraft_jbod.wire.primitives import (
     write_array_len as _wal, write_compact_array_len as _wcal,
     write_tagged_section as _wts, write_uvarint as _wuv,
     short_fixed as _short_fixed, uuid_from_bytes as _uuid_from_bytes,
+    array_structs as _array_structs,
 )
 
 _new = object.__new__
 _S_h = _struct.Struct('>h')
 _S_i = _struct.Struct('>i')
 _S_iqqh = _struct.Struct('>iqqh')
+_ARR_i = _array_structs('i')
 _L0 = (('ErrorCode', 2),)
 _L1 = (('TransactionTimeoutMs', 4), ('TransactionStartTimeMs', 8), ('ProducerId', 8), ('ProducerEpoch', 2))
 _L2 = (('ThrottleTimeMs', 4),)
@@ -109,7 +111,11 @@ def _read_TopicData_0(buf: bytes | bytearray | memoryview, pos: int) -> tuple[To
         pos += 1
     else:
         n_v_partitions, pos = _rcal(buf, pos, 'Partitions')
-    v_partitions, pos = _rfa(buf, pos, n_v_partitions, 'i', 'Partitions')
+    if n_v_partitions < 32 and pos + 4 * n_v_partitions <= len(buf):
+        v_partitions = list(_ARR_i[n_v_partitions].unpack_from(buf, pos))
+        pos += 4 * n_v_partitions
+    else:
+        v_partitions, pos = _rfa(buf, pos, n_v_partitions, 'i', 'Partitions')
     unknown: tuple[tuple[int, bytes], ...] = ()
     if pos < end and buf[pos] == 0:
         pos += 1
@@ -175,7 +181,11 @@ def _read_TransactionState_0(buf: bytes | bytearray | memoryview, pos: int) -> t
                 pos += 1
             else:
                 n_v_topics_v_partitions, pos = _rcal(buf, pos, 'Partitions')
-            v_topics_v_partitions, pos = _rfa(buf, pos, n_v_topics_v_partitions, 'i', 'Partitions')
+            if n_v_topics_v_partitions < 32 and pos + 4 * n_v_topics_v_partitions <= len(buf):
+                v_topics_v_partitions = list(_ARR_i[n_v_topics_v_partitions].unpack_from(buf, pos))
+                pos += 4 * n_v_topics_v_partitions
+            else:
+                v_topics_v_partitions, pos = _rfa(buf, pos, n_v_topics_v_partitions, 'i', 'Partitions')
             v_topics_unknown: tuple[tuple[int, bytes], ...] = ()
             if pos < end and buf[pos] == 0:
                 pos += 1

@@ -25,11 +25,13 @@ from kraft_jbod.wire.primitives import (
     write_array_len as _wal, write_compact_array_len as _wcal,
     write_tagged_section as _wts, write_uvarint as _wuv,
     short_fixed as _short_fixed, uuid_from_bytes as _uuid_from_bytes,
+    array_structs as _array_structs,
 )
 
 _new = object.__new__
 _S_b = _struct.Struct('>b')
 _S_i = _struct.Struct('>i')
+_ARR_i = _array_structs('i')
 _L0 = (('TimeoutMs', 4),)
 _L1 = (('ElectionType', 1),)
 
@@ -89,7 +91,11 @@ def _read_TopicPartitions_0(buf: bytes | bytearray | memoryview, pos: int) -> tu
     v_topic, pos = _rs(buf, pos, 'Topic')
     v_partitions: list[int]
     n_v_partitions, pos = _ral(buf, pos, 'Partitions')
-    v_partitions, pos = _rfa(buf, pos, n_v_partitions, 'i', 'Partitions')
+    if n_v_partitions < 32 and pos + 4 * n_v_partitions <= len(buf):
+        v_partitions = list(_ARR_i[n_v_partitions].unpack_from(buf, pos))
+        pos += 4 * n_v_partitions
+    else:
+        v_partitions, pos = _rfa(buf, pos, n_v_partitions, 'i', 'Partitions')
     o = _new(TopicPartitions)
     o.topic = v_topic
     o.partitions = v_partitions
@@ -120,7 +126,11 @@ def _read_TopicPartitions_1(buf: bytes | bytearray | memoryview, pos: int) -> tu
         pos += 1
     else:
         n_v_partitions, pos = _rcal(buf, pos, 'Partitions')
-    v_partitions, pos = _rfa(buf, pos, n_v_partitions, 'i', 'Partitions')
+    if n_v_partitions < 32 and pos + 4 * n_v_partitions <= len(buf):
+        v_partitions = list(_ARR_i[n_v_partitions].unpack_from(buf, pos))
+        pos += 4 * n_v_partitions
+    else:
+        v_partitions, pos = _rfa(buf, pos, n_v_partitions, 'i', 'Partitions')
     unknown: tuple[tuple[int, bytes], ...] = ()
     if pos < end and buf[pos] == 0:
         pos += 1
@@ -171,7 +181,11 @@ def _read_ElectLeadersRequest_0(buf: bytes | bytearray | memoryview, pos: int) -
                 v_topic_partitions_v_topic, pos = _rs(buf, pos, 'Topic')
                 v_topic_partitions_v_partitions: list[int]
                 n_v_topic_partitions_v_partitions, pos = _ral(buf, pos, 'Partitions')
-                v_topic_partitions_v_partitions, pos = _rfa(buf, pos, n_v_topic_partitions_v_partitions, 'i', 'Partitions')
+                if n_v_topic_partitions_v_partitions < 32 and pos + 4 * n_v_topic_partitions_v_partitions <= len(buf):
+                    v_topic_partitions_v_partitions = list(_ARR_i[n_v_topic_partitions_v_partitions].unpack_from(buf, pos))
+                    pos += 4 * n_v_topic_partitions_v_partitions
+                else:
+                    v_topic_partitions_v_partitions, pos = _rfa(buf, pos, n_v_topic_partitions_v_partitions, 'i', 'Partitions')
                 v_topic_partitions_o = _new(TopicPartitions)
                 v_topic_partitions_o.topic = v_topic_partitions_v_topic
                 v_topic_partitions_o.partitions = v_topic_partitions_v_partitions
@@ -232,7 +246,11 @@ def _read_ElectLeadersRequest_1(buf: bytes | bytearray | memoryview, pos: int) -
                 v_topic_partitions_v_topic, pos = _rs(buf, pos, 'Topic')
                 v_topic_partitions_v_partitions: list[int]
                 n_v_topic_partitions_v_partitions, pos = _ral(buf, pos, 'Partitions')
-                v_topic_partitions_v_partitions, pos = _rfa(buf, pos, n_v_topic_partitions_v_partitions, 'i', 'Partitions')
+                if n_v_topic_partitions_v_partitions < 32 and pos + 4 * n_v_topic_partitions_v_partitions <= len(buf):
+                    v_topic_partitions_v_partitions = list(_ARR_i[n_v_topic_partitions_v_partitions].unpack_from(buf, pos))
+                    pos += 4 * n_v_topic_partitions_v_partitions
+                else:
+                    v_topic_partitions_v_partitions, pos = _rfa(buf, pos, n_v_topic_partitions_v_partitions, 'i', 'Partitions')
                 v_topic_partitions_o = _new(TopicPartitions)
                 v_topic_partitions_o.topic = v_topic_partitions_v_topic
                 v_topic_partitions_o.partitions = v_topic_partitions_v_partitions
@@ -300,7 +318,11 @@ def _read_ElectLeadersRequest_2(buf: bytes | bytearray | memoryview, pos: int) -
                     pos += 1
                 else:
                     n_v_topic_partitions_v_partitions, pos = _rcal(buf, pos, 'Partitions')
-                v_topic_partitions_v_partitions, pos = _rfa(buf, pos, n_v_topic_partitions_v_partitions, 'i', 'Partitions')
+                if n_v_topic_partitions_v_partitions < 32 and pos + 4 * n_v_topic_partitions_v_partitions <= len(buf):
+                    v_topic_partitions_v_partitions = list(_ARR_i[n_v_topic_partitions_v_partitions].unpack_from(buf, pos))
+                    pos += 4 * n_v_topic_partitions_v_partitions
+                else:
+                    v_topic_partitions_v_partitions, pos = _rfa(buf, pos, n_v_topic_partitions_v_partitions, 'i', 'Partitions')
                 v_topic_partitions_unknown: tuple[tuple[int, bytes], ...] = ()
                 if pos < end and buf[pos] == 0:
                     pos += 1

@@ -25,6 +25,7 @@ from kraft_jbod.wire.primitives import (
     write_array_len as _wal, write_compact_array_len as _wcal,
     write_tagged_section as _wts, write_uvarint as _wuv,
     short_fixed as _short_fixed, uuid_from_bytes as _uuid_from_bytes,
+    array_structs as _array_structs,
 )
 
 _new = object.__new__
@@ -34,6 +35,7 @@ _S_iii = _struct.Struct('>iii')
 _ZERO_UUID = _uuid_from_bytes((0).to_bytes(16, 'big'))
 _L0 = (('CandidateId', 4), ('CandidateDirectoryId', 16))
 _L1 = (('PartitionIndex', 4), ('LeaderId', 4), ('LeaderEpoch', 4))
+_ARR_i = _array_structs('i')
 _L2 = (('Port', 2),)
 
 
@@ -162,7 +164,11 @@ def _read_PartitionData_0(buf: bytes | bytearray | memoryview, pos: int) -> tupl
     pos += 12
     v_preferred_successors: list[int]
     n_v_preferred_successors, pos = _ral(buf, pos, 'PreferredSuccessors')
-    v_preferred_successors, pos = _rfa(buf, pos, n_v_preferred_successors, 'i', 'PreferredSuccessors')
+    if n_v_preferred_successors < 32 and pos + 4 * n_v_preferred_successors <= len(buf):
+        v_preferred_successors = list(_ARR_i[n_v_preferred_successors].unpack_from(buf, pos))
+        pos += 4 * n_v_preferred_successors
+    else:
+        v_preferred_successors, pos = _rfa(buf, pos, n_v_preferred_successors, 'i', 'PreferredSuccessors')
     o = _new(PartitionData)
     o.partition_index = v_partition_index
     o.leader_id = v_leader_id
@@ -283,7 +289,11 @@ def _read_TopicData_0(buf: bytes | bytearray | memoryview, pos: int) -> tuple[To
             pos += 12
             v_partitions_v_preferred_successors: list[int]
             n_v_partitions_v_preferred_successors, pos = _ral(buf, pos, 'PreferredSuccessors')
-            v_partitions_v_preferred_successors, pos = _rfa(buf, pos, n_v_partitions_v_preferred_successors, 'i', 'PreferredSuccessors')
+            if n_v_partitions_v_preferred_successors < 32 and pos + 4 * n_v_partitions_v_preferred_successors <= len(buf):
+                v_partitions_v_preferred_successors = list(_ARR_i[n_v_partitions_v_preferred_successors].unpack_from(buf, pos))
+                pos += 4 * n_v_partitions_v_preferred_successors
+            else:
+                v_partitions_v_preferred_successors, pos = _rfa(buf, pos, n_v_partitions_v_preferred_successors, 'i', 'PreferredSuccessors')
             v_partitions_o = _new(PartitionData)
             v_partitions_o.partition_index = v_partitions_v_partition_index
             v_partitions_o.leader_id = v_partitions_v_leader_id

@@ -25,6 +25,7 @@ from kraft_jbod.wire.primitives import (
     write_array_len as _wal, write_compact_array_len as _wcal,
     write_tagged_section as _wts, write_uvarint as _wuv,
     short_fixed as _short_fixed, uuid_from_bytes as _uuid_from_bytes,
+    array_structs as _array_structs,
 )
 
 _new = object.__new__
@@ -46,6 +47,7 @@ _L2 = (('Partition', 4), ('FetchOffset', 8), ('LogStartOffset', 8), ('PartitionM
 _L3 = (('Partition', 4), ('CurrentLeaderEpoch', 4), ('FetchOffset', 8), ('LogStartOffset', 8), ('PartitionMaxBytes', 4))
 _L4 = (('Partition', 4), ('CurrentLeaderEpoch', 4), ('FetchOffset', 8), ('LastFetchedEpoch', 4), ('LogStartOffset', 8), ('PartitionMaxBytes', 4))
 _L5 = (('TopicId', 16),)
+_ARR_i = _array_structs('i')
 _L6 = (('ReplicaId', 4), ('MaxWaitMs', 4), ('MinBytes', 4))
 _L7 = (('ReplicaId', 4), ('MaxWaitMs', 4), ('MinBytes', 4), ('MaxBytes', 4))
 _L8 = (('ReplicaId', 4), ('MaxWaitMs', 4), ('MinBytes', 4), ('MaxBytes', 4), ('IsolationLevel', 1))
@@ -819,7 +821,11 @@ def _read_ForgottenTopic_0(buf: bytes | bytearray | memoryview, pos: int) -> tup
     v_topic, pos = _rs(buf, pos, 'Topic')
     v_partitions: list[int]
     n_v_partitions, pos = _ral(buf, pos, 'Partitions')
-    v_partitions, pos = _rfa(buf, pos, n_v_partitions, 'i', 'Partitions')
+    if n_v_partitions < 32 and pos + 4 * n_v_partitions <= len(buf):
+        v_partitions = list(_ARR_i[n_v_partitions].unpack_from(buf, pos))
+        pos += 4 * n_v_partitions
+    else:
+        v_partitions, pos = _rfa(buf, pos, n_v_partitions, 'i', 'Partitions')
     o = _new(ForgottenTopic)
     o.topic = v_topic
     o.topic_id = _ZERO_UUID
@@ -851,7 +857,11 @@ def _read_ForgottenTopic_1(buf: bytes | bytearray | memoryview, pos: int) -> tup
         pos += 1
     else:
         n_v_partitions, pos = _rcal(buf, pos, 'Partitions')
-    v_partitions, pos = _rfa(buf, pos, n_v_partitions, 'i', 'Partitions')
+    if n_v_partitions < 32 and pos + 4 * n_v_partitions <= len(buf):
+        v_partitions = list(_ARR_i[n_v_partitions].unpack_from(buf, pos))
+        pos += 4 * n_v_partitions
+    else:
+        v_partitions, pos = _rfa(buf, pos, n_v_partitions, 'i', 'Partitions')
     unknown: tuple[tuple[int, bytes], ...] = ()
     if pos < end and buf[pos] == 0:
         pos += 1
@@ -901,7 +911,11 @@ def _read_ForgottenTopic_2(buf: bytes | bytearray | memoryview, pos: int) -> tup
         pos += 1
     else:
         n_v_partitions, pos = _rcal(buf, pos, 'Partitions')
-    v_partitions, pos = _rfa(buf, pos, n_v_partitions, 'i', 'Partitions')
+    if n_v_partitions < 32 and pos + 4 * n_v_partitions <= len(buf):
+        v_partitions = list(_ARR_i[n_v_partitions].unpack_from(buf, pos))
+        pos += 4 * n_v_partitions
+    else:
+        v_partitions, pos = _rfa(buf, pos, n_v_partitions, 'i', 'Partitions')
     unknown: tuple[tuple[int, bytes], ...] = ()
     if pos < end and buf[pos] == 0:
         pos += 1
@@ -1167,7 +1181,11 @@ def _read_FetchRequest_4(buf: bytes | bytearray | memoryview, pos: int) -> tuple
             v_forgotten_topics_data_v_topic, pos = _rs(buf, pos, 'Topic')
             v_forgotten_topics_data_v_partitions: list[int]
             n_v_forgotten_topics_data_v_partitions, pos = _ral(buf, pos, 'Partitions')
-            v_forgotten_topics_data_v_partitions, pos = _rfa(buf, pos, n_v_forgotten_topics_data_v_partitions, 'i', 'Partitions')
+            if n_v_forgotten_topics_data_v_partitions < 32 and pos + 4 * n_v_forgotten_topics_data_v_partitions <= len(buf):
+                v_forgotten_topics_data_v_partitions = list(_ARR_i[n_v_forgotten_topics_data_v_partitions].unpack_from(buf, pos))
+                pos += 4 * n_v_forgotten_topics_data_v_partitions
+            else:
+                v_forgotten_topics_data_v_partitions, pos = _rfa(buf, pos, n_v_forgotten_topics_data_v_partitions, 'i', 'Partitions')
             v_forgotten_topics_data_o = _new(ForgottenTopic)
             v_forgotten_topics_data_o.topic = v_forgotten_topics_data_v_topic
             v_forgotten_topics_data_o.topic_id = _ZERO_UUID
@@ -1248,7 +1266,11 @@ def _read_FetchRequest_5(buf: bytes | bytearray | memoryview, pos: int) -> tuple
             v_forgotten_topics_data_v_topic, pos = _rs(buf, pos, 'Topic')
             v_forgotten_topics_data_v_partitions: list[int]
             n_v_forgotten_topics_data_v_partitions, pos = _ral(buf, pos, 'Partitions')
-            v_forgotten_topics_data_v_partitions, pos = _rfa(buf, pos, n_v_forgotten_topics_data_v_partitions, 'i', 'Partitions')
+            if n_v_forgotten_topics_data_v_partitions < 32 and pos + 4 * n_v_forgotten_topics_data_v_partitions <= len(buf):
+                v_forgotten_topics_data_v_partitions = list(_ARR_i[n_v_forgotten_topics_data_v_partitions].unpack_from(buf, pos))
+                pos += 4 * n_v_forgotten_topics_data_v_partitions
+            else:
+                v_forgotten_topics_data_v_partitions, pos = _rfa(buf, pos, n_v_forgotten_topics_data_v_partitions, 'i', 'Partitions')
             v_forgotten_topics_data_o = _new(ForgottenTopic)
             v_forgotten_topics_data_o.topic = v_forgotten_topics_data_v_topic
             v_forgotten_topics_data_o.topic_id = _ZERO_UUID
@@ -1329,7 +1351,11 @@ def _read_FetchRequest_6(buf: bytes | bytearray | memoryview, pos: int) -> tuple
             v_forgotten_topics_data_v_topic, pos = _rs(buf, pos, 'Topic')
             v_forgotten_topics_data_v_partitions: list[int]
             n_v_forgotten_topics_data_v_partitions, pos = _ral(buf, pos, 'Partitions')
-            v_forgotten_topics_data_v_partitions, pos = _rfa(buf, pos, n_v_forgotten_topics_data_v_partitions, 'i', 'Partitions')
+            if n_v_forgotten_topics_data_v_partitions < 32 and pos + 4 * n_v_forgotten_topics_data_v_partitions <= len(buf):
+                v_forgotten_topics_data_v_partitions = list(_ARR_i[n_v_forgotten_topics_data_v_partitions].unpack_from(buf, pos))
+                pos += 4 * n_v_forgotten_topics_data_v_partitions
+            else:
+                v_forgotten_topics_data_v_partitions, pos = _rfa(buf, pos, n_v_forgotten_topics_data_v_partitions, 'i', 'Partitions')
             v_forgotten_topics_data_o = _new(ForgottenTopic)
             v_forgotten_topics_data_o.topic = v_forgotten_topics_data_v_topic
             v_forgotten_topics_data_o.topic_id = _ZERO_UUID
@@ -1426,7 +1452,11 @@ def _read_FetchRequest_7(buf: bytes | bytearray | memoryview, pos: int) -> tuple
                 pos += 1
             else:
                 n_v_forgotten_topics_data_v_partitions, pos = _rcal(buf, pos, 'Partitions')
-            v_forgotten_topics_data_v_partitions, pos = _rfa(buf, pos, n_v_forgotten_topics_data_v_partitions, 'i', 'Partitions')
+            if n_v_forgotten_topics_data_v_partitions < 32 and pos + 4 * n_v_forgotten_topics_data_v_partitions <= len(buf):
+                v_forgotten_topics_data_v_partitions = list(_ARR_i[n_v_forgotten_topics_data_v_partitions].unpack_from(buf, pos))
+                pos += 4 * n_v_forgotten_topics_data_v_partitions
+            else:
+                v_forgotten_topics_data_v_partitions, pos = _rfa(buf, pos, n_v_forgotten_topics_data_v_partitions, 'i', 'Partitions')
             v_forgotten_topics_data_unknown: tuple[tuple[int, bytes], ...] = ()
             if pos < end and buf[pos] == 0:
                 pos += 1
@@ -1574,7 +1604,11 @@ def _read_FetchRequest_8(buf: bytes | bytearray | memoryview, pos: int) -> tuple
                 pos += 1
             else:
                 n_v_forgotten_topics_data_v_partitions, pos = _rcal(buf, pos, 'Partitions')
-            v_forgotten_topics_data_v_partitions, pos = _rfa(buf, pos, n_v_forgotten_topics_data_v_partitions, 'i', 'Partitions')
+            if n_v_forgotten_topics_data_v_partitions < 32 and pos + 4 * n_v_forgotten_topics_data_v_partitions <= len(buf):
+                v_forgotten_topics_data_v_partitions = list(_ARR_i[n_v_forgotten_topics_data_v_partitions].unpack_from(buf, pos))
+                pos += 4 * n_v_forgotten_topics_data_v_partitions
+            else:
+                v_forgotten_topics_data_v_partitions, pos = _rfa(buf, pos, n_v_forgotten_topics_data_v_partitions, 'i', 'Partitions')
             v_forgotten_topics_data_unknown: tuple[tuple[int, bytes], ...] = ()
             if pos < end and buf[pos] == 0:
                 pos += 1
@@ -1720,7 +1754,11 @@ def _read_FetchRequest_9(buf: bytes | bytearray | memoryview, pos: int) -> tuple
                 pos += 1
             else:
                 n_v_forgotten_topics_data_v_partitions, pos = _rcal(buf, pos, 'Partitions')
-            v_forgotten_topics_data_v_partitions, pos = _rfa(buf, pos, n_v_forgotten_topics_data_v_partitions, 'i', 'Partitions')
+            if n_v_forgotten_topics_data_v_partitions < 32 and pos + 4 * n_v_forgotten_topics_data_v_partitions <= len(buf):
+                v_forgotten_topics_data_v_partitions = list(_ARR_i[n_v_forgotten_topics_data_v_partitions].unpack_from(buf, pos))
+                pos += 4 * n_v_forgotten_topics_data_v_partitions
+            else:
+                v_forgotten_topics_data_v_partitions, pos = _rfa(buf, pos, n_v_forgotten_topics_data_v_partitions, 'i', 'Partitions')
             v_forgotten_topics_data_unknown: tuple[tuple[int, bytes], ...] = ()
             if pos < end and buf[pos] == 0:
                 pos += 1
@@ -1886,7 +1924,11 @@ def _read_FetchRequest_10(buf: bytes | bytearray | memoryview, pos: int) -> tupl
                 pos += 1
             else:
                 n_v_forgotten_topics_data_v_partitions, pos = _rcal(buf, pos, 'Partitions')
-            v_forgotten_topics_data_v_partitions, pos = _rfa(buf, pos, n_v_forgotten_topics_data_v_partitions, 'i', 'Partitions')
+            if n_v_forgotten_topics_data_v_partitions < 32 and pos + 4 * n_v_forgotten_topics_data_v_partitions <= len(buf):
+                v_forgotten_topics_data_v_partitions = list(_ARR_i[n_v_forgotten_topics_data_v_partitions].unpack_from(buf, pos))
+                pos += 4 * n_v_forgotten_topics_data_v_partitions
+            else:
+                v_forgotten_topics_data_v_partitions, pos = _rfa(buf, pos, n_v_forgotten_topics_data_v_partitions, 'i', 'Partitions')
             v_forgotten_topics_data_unknown: tuple[tuple[int, bytes], ...] = ()
             if pos < end and buf[pos] == 0:
                 pos += 1

@@ -25,6 +25,7 @@ from kraft_jbod.wire.primitives import (
     write_array_len as _wal, write_compact_array_len as _wcal,
     write_tagged_section as _wts, write_uvarint as _wuv,
     short_fixed as _short_fixed, uuid_from_bytes as _uuid_from_bytes,
+    array_structs as _array_structs,
 )
 
 _new = object.__new__
@@ -32,6 +33,7 @@ _S_ih16si = _struct.Struct('>ih16si')
 _S_ii_ = _struct.Struct('>ii?')
 _ZERO_UUID = _uuid_from_bytes((0).to_bytes(16, 'big'))
 _L0 = (('ThrottleTimeMs', 4), ('ErrorCode', 2), ('ClientInstanceId', 16), ('SubscriptionId', 4))
+_ARR_b = _array_structs('b')
 _L1 = (('PushIntervalMs', 4), ('TelemetryMaxBytes', 4), ('DeltaTemporality', 1))
 
 
@@ -95,7 +97,11 @@ def _read_GetTelemetrySubscriptionsResponse_0(buf: bytes | bytearray | memoryvie
         pos += 1
     else:
         n_v_accepted_compression_types, pos = _rcal(buf, pos, 'AcceptedCompressionTypes')
-    v_accepted_compression_types, pos = _rfa(buf, pos, n_v_accepted_compression_types, 'b', 'AcceptedCompressionTypes')
+    if n_v_accepted_compression_types < 32 and pos + 1 * n_v_accepted_compression_types <= len(buf):
+        v_accepted_compression_types = list(_ARR_b[n_v_accepted_compression_types].unpack_from(buf, pos))
+        pos += 1 * n_v_accepted_compression_types
+    else:
+        v_accepted_compression_types, pos = _rfa(buf, pos, n_v_accepted_compression_types, 'b', 'AcceptedCompressionTypes')
     if pos + 9 > end:
         raise _short_fixed(pos, end, _L1)
     v_push_interval_ms, v_telemetry_max_bytes, v_delta_temporality = _S_ii_.unpack_from(buf, pos)

@@ -25,6 +25,7 @@ from kraft_jbod.wire.primitives import (
     write_array_len as _wal, write_compact_array_len as _wcal,
     write_tagged_section as _wts, write_uvarint as _wuv,
     short_fixed as _short_fixed, uuid_from_bytes as _uuid_from_bytes,
+    array_structs as _array_structs,
 )
 
 _new = object.__new__
@@ -39,6 +40,7 @@ _S_iiq = _struct.Struct('>iiq')
 _S_iiqb = _struct.Struct('>iiqb')
 _ZERO_UUID = _uuid_from_bytes((0).to_bytes(16, 'big'))
 _L0 = (('PartitionIndex', 4), ('ControllerEpoch', 4), ('Leader', 4), ('LeaderEpoch', 4))
+_ARR_i = _array_structs('i')
 _L1 = (('PartitionEpoch', 4),)
 _L2 = (('IsNew', 1),)
 _L3 = (('IsNew', 1), ('LeaderRecoveryState', 1))
@@ -145,14 +147,22 @@ def _read_LeaderAndIsrPartitionState_0(buf: bytes | bytearray | memoryview, pos:
     pos += 16
     v_isr: list[int]
     n_v_isr, pos = _ral(buf, pos, 'Isr')
-    v_isr, pos = _rfa(buf, pos, n_v_isr, 'i', 'Isr')
+    if n_v_isr < 32 and pos + 4 * n_v_isr <= len(buf):
+        v_isr = list(_ARR_i[n_v_isr].unpack_from(buf, pos))
+        pos += 4 * n_v_isr
+    else:
+        v_isr, pos = _rfa(buf, pos, n_v_isr, 'i', 'Isr')
     if pos + 4 > end:
         raise _short_fixed(pos, end, _L1)
     v_partition_epoch, = _S_i.unpack_from(buf, pos)
     pos += 4
     v_replicas: list[int]
     n_v_replicas, pos = _ral(buf, pos, 'Replicas')
-    v_replicas, pos = _rfa(buf, pos, n_v_replicas, 'i', 'Replicas')
+    if n_v_replicas < 32 and pos + 4 * n_v_replicas <= len(buf):
+        v_replicas = list(_ARR_i[n_v_replicas].unpack_from(buf, pos))
+        pos += 4 * n_v_replicas
+    else:
+        v_replicas, pos = _rfa(buf, pos, n_v_replicas, 'i', 'Replicas')
     o = _new(LeaderAndIsrPartitionState)
     o.topic_name = v_topic_name
     o.partition_index = v_partition_index
@@ -201,14 +211,22 @@ def _read_LeaderAndIsrPartitionState_1(buf: bytes | bytearray | memoryview, pos:
     pos += 16
     v_isr: list[int]
     n_v_isr, pos = _ral(buf, pos, 'Isr')
-    v_isr, pos = _rfa(buf, pos, n_v_isr, 'i', 'Isr')
+    if n_v_isr < 32 and pos + 4 * n_v_isr <= len(buf):
+        v_isr = list(_ARR_i[n_v_isr].unpack_from(buf, pos))
+        pos += 4 * n_v_isr
+    else:
+        v_isr, pos = _rfa(buf, pos, n_v_isr, 'i', 'Isr')
     if pos + 4 > end:
         raise _short_fixed(pos, end, _L1)
     v_partition_epoch, = _S_i.unpack_from(buf, pos)
     pos += 4
     v_replicas: list[int]
     n_v_replicas, pos = _ral(buf, pos, 'Replicas')
-    v_replicas, pos = _rfa(buf, pos, n_v_replicas, 'i', 'Replicas')
+    if n_v_replicas < 32 and pos + 4 * n_v_replicas <= len(buf):
+        v_replicas = list(_ARR_i[n_v_replicas].unpack_from(buf, pos))
+        pos += 4 * n_v_replicas
+    else:
+        v_replicas, pos = _rfa(buf, pos, n_v_replicas, 'i', 'Replicas')
     if pos + 1 > end:
         raise _short_fixed(pos, end, _L2)
     v_is_new, = _S__.unpack_from(buf, pos)
@@ -261,14 +279,22 @@ def _read_LeaderAndIsrPartitionState_2(buf: bytes | bytearray | memoryview, pos:
     pos += 16
     v_isr: list[int]
     n_v_isr, pos = _ral(buf, pos, 'Isr')
-    v_isr, pos = _rfa(buf, pos, n_v_isr, 'i', 'Isr')
+    if n_v_isr < 32 and pos + 4 * n_v_isr <= len(buf):
+        v_isr = list(_ARR_i[n_v_isr].unpack_from(buf, pos))
+        pos += 4 * n_v_isr
+    else:
+        v_isr, pos = _rfa(buf, pos, n_v_isr, 'i', 'Isr')
     if pos + 4 > end:
         raise _short_fixed(pos, end, _L1)
     v_partition_epoch, = _S_i.unpack_from(buf, pos)
     pos += 4
     v_replicas: list[int]
     n_v_replicas, pos = _ral(buf, pos, 'Replicas')
-    v_replicas, pos = _rfa(buf, pos, n_v_replicas, 'i', 'Replicas')
+    if n_v_replicas < 32 and pos + 4 * n_v_replicas <= len(buf):
+        v_replicas = list(_ARR_i[n_v_replicas].unpack_from(buf, pos))
+        pos += 4 * n_v_replicas
+    else:
+        v_replicas, pos = _rfa(buf, pos, n_v_replicas, 'i', 'Replicas')
     if pos + 1 > end:
         raise _short_fixed(pos, end, _L2)
     v_is_new, = _S__.unpack_from(buf, pos)
@@ -318,20 +344,36 @@ def _read_LeaderAndIsrPartitionState_3(buf: bytes | bytearray | memoryview, pos:
     pos += 16
     v_isr: list[int]
     n_v_isr, pos = _ral(buf, pos, 'Isr')
-    v_isr, pos = _rfa(buf, pos, n_v_isr, 'i', 'Isr')
+    if n_v_isr < 32 and pos + 4 * n_v_isr <= len(buf):
+        v_isr = list(_ARR_i[n_v_isr].unpack_from(buf, pos))
+        pos += 4 * n_v_isr
+    else:
+        v_isr, pos = _rfa(buf, pos, n_v_isr, 'i', 'Isr')
     if pos + 4 > end:
         raise _short_fixed(pos, end, _L1)
     v_partition_epoch, = _S_i.unpack_from(buf, pos)
     pos += 4
     v_replicas: list[int]
     n_v_replicas, pos = _ral(buf, pos, 'Replicas')
-    v_replicas, pos = _rfa(buf, pos, n_v_replicas, 'i', 'Replicas')
+    if n_v_replicas < 32 and pos + 4 * n_v_replicas <= len(buf):
+        v_replicas = list(_ARR_i[n_v_replicas].unpack_from(buf, pos))
+        pos += 4 * n_v_replicas
+    else:
+        v_replicas, pos = _rfa(buf, pos, n_v_replicas, 'i', 'Replicas')
     v_adding_replicas: list[int]
     n_v_adding_replicas, pos = _ral(buf, pos, 'AddingReplicas')
-    v_adding_replicas, pos = _rfa(buf, pos, n_v_adding_replicas, 'i', 'AddingReplicas')
+    if n_v_adding_replicas < 32 and pos + 4 * n_v_adding_replicas <= len(buf):
+        v_adding_replicas = list(_ARR_i[n_v_adding_replicas].unpack_from(buf, pos))
+        pos += 4 * n_v_adding_replicas
+    else:
+        v_adding_replicas, pos = _rfa(buf, pos, n_v_adding_replicas, 'i', 'AddingReplicas')
     v_removing_replicas: list[int]
     n_v_removing_replicas, pos = _ral(buf, pos, 'RemovingReplicas')
-    v_removing_replicas, pos = _rfa(buf, pos, n_v_removing_replicas, 'i', 'RemovingReplicas')
+    if n_v_removing_replicas < 32 and pos + 4 * n_v_removing_replicas <= len(buf):
+        v_removing_replicas = list(_ARR_i[n_v_removing_replicas].unpack_from(buf, pos))
+        pos += 4 * n_v_removing_replicas
+    else:
+        v_removing_replicas, pos = _rfa(buf, pos, n_v_removing_replicas, 'i', 'RemovingReplicas')
     if pos + 1 > end:
         raise _short_fixed(pos, end, _L2)
     v_is_new, = _S__.unpack_from(buf, pos)
@@ -393,7 +435,11 @@ def _read_LeaderAndIsrPartitionState_4(buf: bytes | bytearray | memoryview, pos:
         pos += 1
     else:
         n_v_isr, pos = _rcal(buf, pos, 'Isr')
-    v_isr, pos = _rfa(buf, pos, n_v_isr, 'i', 'Isr')
+    if n_v_isr < 32 and pos + 4 * n_v_isr <= len(buf):
+        v_isr = list(_ARR_i[n_v_isr].unpack_from(buf, pos))
+        pos += 4 * n_v_isr
+    else:
+        v_isr, pos = _rfa(buf, pos, n_v_isr, 'i', 'Isr')
     if pos + 4 > end:
         raise _short_fixed(pos, end, _L1)
     v_partition_epoch, = _S_i.unpack_from(buf, pos)
@@ -404,21 +450,33 @@ def _read_LeaderAndIsrPartitionState_4(buf: bytes | bytearray | memoryview, pos:
         pos += 1
     else:
         n_v_replicas, pos = _rcal(buf, pos, 'Replicas')
-    v_replicas, pos = _rfa(buf, pos, n_v_replicas, 'i', 'Replicas')
+    if n_v_replicas < 32 and pos + 4 * n_v_replicas <= len(buf):
+        v_replicas = list(_ARR_i[n_v_replicas].unpack_from(buf, pos))
+        pos += 4 * n_v_replicas
+    else:
+        v_replicas, pos = _rfa(buf, pos, n_v_replicas, 'i', 'Replicas')
     v_adding_replicas: list[int]
     n_v_adding_replicas = buf[pos] - 1 if pos < end else -2
     if 0 <= n_v_adding_replicas < 127 and n_v_adding_replicas <= end - pos:
         pos += 1
     else:
         n_v_adding_replicas, pos = _rcal(buf, pos, 'AddingReplicas')
-    v_adding_replicas, pos = _rfa(buf, pos, n_v_adding_replicas, 'i', 'AddingReplicas')
+    if n_v_adding_replicas < 32 and pos + 4 * n_v_adding_replicas <= len(buf):
+        v_adding_replicas = list(_ARR_i[n_v_adding_replicas].unpack_from(buf, pos))
+        pos += 4 * n_v_adding_replicas
+    else:
+        v_adding_replicas, pos = _rfa(buf, pos, n_v_adding_replicas, 'i', 'AddingReplicas')
     v_removing_replicas: list[int]
     n_v_removing_replicas = buf[pos] - 1 if pos < end else -2
     if 0 <= n_v_removing_replicas < 127 and n_v_removing_replicas <= end - pos:
         pos += 1
     else:
         n_v_removing_replicas, pos = _rcal(buf, pos, 'RemovingReplicas')
-    v_removing_replicas, pos = _rfa(buf, pos, n_v_removing_replicas, 'i', 'RemovingReplicas')
+    if n_v_removing_replicas < 32 and pos + 4 * n_v_removing_replicas <= len(buf):
+        v_removing_replicas = list(_ARR_i[n_v_removing_replicas].unpack_from(buf, pos))
+        pos += 4 * n_v_removing_replicas
+    else:
+        v_removing_replicas, pos = _rfa(buf, pos, n_v_removing_replicas, 'i', 'RemovingReplicas')
     if pos + 1 > end:
         raise _short_fixed(pos, end, _L2)
     v_is_new, = _S__.unpack_from(buf, pos)
@@ -494,7 +552,11 @@ def _read_LeaderAndIsrPartitionState_5(buf: bytes | bytearray | memoryview, pos:
         pos += 1
     else:
         n_v_isr, pos = _rcal(buf, pos, 'Isr')
-    v_isr, pos = _rfa(buf, pos, n_v_isr, 'i', 'Isr')
+    if n_v_isr < 32 and pos + 4 * n_v_isr <= len(buf):
+        v_isr = list(_ARR_i[n_v_isr].unpack_from(buf, pos))
+        pos += 4 * n_v_isr
+    else:
+        v_isr, pos = _rfa(buf, pos, n_v_isr, 'i', 'Isr')
     if pos + 4 > end:
         raise _short_fixed(pos, end, _L1)
     v_partition_epoch, = _S_i.unpack_from(buf, pos)
@@ -505,21 +567,33 @@ def _read_LeaderAndIsrPartitionState_5(buf: bytes | bytearray | memoryview, pos:
         pos += 1
     else:
         n_v_replicas, pos = _rcal(buf, pos, 'Replicas')
-    v_replicas, pos = _rfa(buf, pos, n_v_replicas, 'i', 'Replicas')
+    if n_v_replicas < 32 and pos + 4 * n_v_replicas <= len(buf):
+        v_replicas = list(_ARR_i[n_v_replicas].unpack_from(buf, pos))
+        pos += 4 * n_v_replicas
+    else:
+        v_replicas, pos = _rfa(buf, pos, n_v_replicas, 'i', 'Replicas')
     v_adding_replicas: list[int]
     n_v_adding_replicas = buf[pos] - 1 if pos < end else -2
     if 0 <= n_v_adding_replicas < 127 and n_v_adding_replicas <= end - pos:
         pos += 1
     else:
         n_v_adding_replicas, pos = _rcal(buf, pos, 'AddingReplicas')
-    v_adding_replicas, pos = _rfa(buf, pos, n_v_adding_replicas, 'i', 'AddingReplicas')
+    if n_v_adding_replicas < 32 and pos + 4 * n_v_adding_replicas <= len(buf):
+        v_adding_replicas = list(_ARR_i[n_v_adding_replicas].unpack_from(buf, pos))
+        pos += 4 * n_v_adding_replicas
+    else:
+        v_adding_replicas, pos = _rfa(buf, pos, n_v_adding_replicas, 'i', 'AddingReplicas')
     v_removing_replicas: list[int]
     n_v_removing_replicas = buf[pos] - 1 if pos < end else -2
     if 0 <= n_v_removing_replicas < 127 and n_v_removing_replicas <= end - pos:
         pos += 1
     else:
         n_v_removing_replicas, pos = _rcal(buf, pos, 'RemovingReplicas')
-    v_removing_replicas, pos = _rfa(buf, pos, n_v_removing_replicas, 'i', 'RemovingReplicas')
+    if n_v_removing_replicas < 32 and pos + 4 * n_v_removing_replicas <= len(buf):
+        v_removing_replicas = list(_ARR_i[n_v_removing_replicas].unpack_from(buf, pos))
+        pos += 4 * n_v_removing_replicas
+    else:
+        v_removing_replicas, pos = _rfa(buf, pos, n_v_removing_replicas, 'i', 'RemovingReplicas')
     if pos + 2 > end:
         raise _short_fixed(pos, end, _L3)
     v_is_new, v_leader_recovery_state = _S__b.unpack_from(buf, pos)
@@ -597,14 +671,22 @@ def _read_LeaderAndIsrTopicState_0(buf: bytes | bytearray | memoryview, pos: int
             pos += 16
             v_partition_states_v_isr: list[int]
             n_v_partition_states_v_isr, pos = _ral(buf, pos, 'Isr')
-            v_partition_states_v_isr, pos = _rfa(buf, pos, n_v_partition_states_v_isr, 'i', 'Isr')
+            if n_v_partition_states_v_isr < 32 and pos + 4 * n_v_partition_states_v_isr <= len(buf):
+                v_partition_states_v_isr = list(_ARR_i[n_v_partition_states_v_isr].unpack_from(buf, pos))
+                pos += 4 * n_v_partition_states_v_isr
+            else:
+                v_partition_states_v_isr, pos = _rfa(buf, pos, n_v_partition_states_v_isr, 'i', 'Isr')
             if pos + 4 > end:
                 raise _short_fixed(pos, end, _L1)
             v_partition_states_v_partition_epoch, = _S_i.unpack_from(buf, pos)
             pos += 4
             v_partition_states_v_replicas: list[int]
             n_v_partition_states_v_replicas, pos = _ral(buf, pos, 'Replicas')
-            v_partition_states_v_replicas, pos = _rfa(buf, pos, n_v_partition_states_v_replicas, 'i', 'Replicas')
+            if n_v_partition_states_v_replicas < 32 and pos + 4 * n_v_partition_states_v_replicas <= len(buf):
+                v_partition_states_v_replicas = list(_ARR_i[n_v_partition_states_v_replicas].unpack_from(buf, pos))
+                pos += 4 * n_v_partition_states_v_replicas
+            else:
+                v_partition_states_v_replicas, pos = _rfa(buf, pos, n_v_partition_states_v_replicas, 'i', 'Replicas')
             if pos + 1 > end:
                 raise _short_fixed(pos, end, _L2)
             v_partition_states_v_is_new, = _S__.unpack_from(buf, pos)
@@ -679,20 +761,36 @@ def _read_LeaderAndIsrTopicState_1(buf: bytes | bytearray | memoryview, pos: int
             pos += 16
             v_partition_states_v_isr: list[int]
             n_v_partition_states_v_isr, pos = _ral(buf, pos, 'Isr')
-            v_partition_states_v_isr, pos = _rfa(buf, pos, n_v_partition_states_v_isr, 'i', 'Isr')
+            if n_v_partition_states_v_isr < 32 and pos + 4 * n_v_partition_states_v_isr <= len(buf):
+                v_partition_states_v_isr = list(_ARR_i[n_v_partition_states_v_isr].unpack_from(buf, pos))
+                pos += 4 * n_v_partition_states_v_isr
+            else:
+                v_partition_states_v_isr, pos = _rfa(buf, pos, n_v_partition_states_v_isr, 'i', 'Isr')
             if pos + 4 > end:
                 raise _short_fixed(pos, end, _L1)
             v_partition_states_v_partition_epoch, = _S_i.unpack_from(buf, pos)
             pos += 4
             v_partition_states_v_replicas: list[int]
             n_v_partition_states_v_replicas, pos = _ral(buf, pos, 'Replicas')
-            v_partition_states_v_replicas, pos = _rfa(buf, pos, n_v_partition_states_v_replicas, 'i', 'Replicas')
+            if n_v_partition_states_v_replicas < 32 and pos + 4 * n_v_partition_states_v_replicas <= len(buf):
+                v_partition_states_v_replicas = list(_ARR_i[n_v_partition_states_v_replicas].unpack_from(buf, pos))
+                pos += 4 * n_v_partition_states_v_replicas
+            else:
+                v_partition_states_v_replicas, pos = _rfa(buf, pos, n_v_partition_states_v_replicas, 'i', 'Replicas')
             v_partition_states_v_adding_replicas: list[int]
             n_v_partition_states_v_adding_replicas, pos = _ral(buf, pos, 'AddingReplicas')
-            v_partition_states_v_adding_replicas, pos = _rfa(buf, pos, n_v_partition_states_v_adding_replicas, 'i', 'AddingReplicas')
+            if n_v_partition_states_v_adding_replicas < 32 and pos + 4 * n_v_partition_states_v_adding_replicas <= len(buf):
+                v_partition_states_v_adding_replicas = list(_ARR_i[n_v_partition_states_v_adding_replicas].unpack_from(buf, pos))
+                pos += 4 * n_v_partition_states_v_adding_replicas
+            else:
+                v_partition_states_v_adding_replicas, pos = _rfa(buf, pos, n_v_partition_states_v_adding_replicas, 'i', 'AddingReplicas')
             v_partition_states_v_removing_replicas: list[int]
             n_v_partition_states_v_removing_replicas, pos = _ral(buf, pos, 'RemovingReplicas')
-            v_partition_states_v_removing_replicas, pos = _rfa(buf, pos, n_v_partition_states_v_removing_replicas, 'i', 'RemovingReplicas')
+            if n_v_partition_states_v_removing_replicas < 32 and pos + 4 * n_v_partition_states_v_removing_replicas <= len(buf):
+                v_partition_states_v_removing_replicas = list(_ARR_i[n_v_partition_states_v_removing_replicas].unpack_from(buf, pos))
+                pos += 4 * n_v_partition_states_v_removing_replicas
+            else:
+                v_partition_states_v_removing_replicas, pos = _rfa(buf, pos, n_v_partition_states_v_removing_replicas, 'i', 'RemovingReplicas')
             if pos + 1 > end:
                 raise _short_fixed(pos, end, _L2)
             v_partition_states_v_is_new, = _S__.unpack_from(buf, pos)
@@ -783,7 +881,11 @@ def _read_LeaderAndIsrTopicState_2(buf: bytes | bytearray | memoryview, pos: int
                 pos += 1
             else:
                 n_v_partition_states_v_isr, pos = _rcal(buf, pos, 'Isr')
-            v_partition_states_v_isr, pos = _rfa(buf, pos, n_v_partition_states_v_isr, 'i', 'Isr')
+            if n_v_partition_states_v_isr < 32 and pos + 4 * n_v_partition_states_v_isr <= len(buf):
+                v_partition_states_v_isr = list(_ARR_i[n_v_partition_states_v_isr].unpack_from(buf, pos))
+                pos += 4 * n_v_partition_states_v_isr
+            else:
+                v_partition_states_v_isr, pos = _rfa(buf, pos, n_v_partition_states_v_isr, 'i', 'Isr')
             if pos + 4 > end:
                 raise _short_fixed(pos, end, _L1)
             v_partition_states_v_partition_epoch, = _S_i.unpack_from(buf, pos)
@@ -794,21 +896,33 @@ def _read_LeaderAndIsrTopicState_2(buf: bytes | bytearray | memoryview, pos: int
                 pos += 1
             else:
                 n_v_partition_states_v_replicas, pos = _rcal(buf, pos, 'Replicas')
-            v_partition_states_v_replicas, pos = _rfa(buf, pos, n_v_partition_states_v_replicas, 'i', 'Replicas')
+            if n_v_partition_states_v_replicas < 32 and pos + 4 * n_v_partition_states_v_replicas <= len(buf):
+                v_partition_states_v_replicas = list(_ARR_i[n_v_partition_states_v_replicas].unpack_from(buf, pos))
+                pos += 4 * n_v_partition_states_v_replicas
+            else:
+                v_partition_states_v_replicas, pos = _rfa(buf, pos, n_v_partition_states_v_replicas, 'i', 'Replicas')
             v_partition_states_v_adding_replicas: list[int]
             n_v_partition_states_v_adding_replicas = buf[pos] - 1 if pos < end else -2
             if 0 <= n_v_partition_states_v_adding_replicas < 127 and n_v_partition_states_v_adding_replicas <= end - pos:
                 pos += 1
             else:
                 n_v_partition_states_v_adding_replicas, pos = _rcal(buf, pos, 'AddingReplicas')
-            v_partition_states_v_adding_replicas, pos = _rfa(buf, pos, n_v_partition_states_v_adding_replicas, 'i', 'AddingReplicas')
+            if n_v_partition_states_v_adding_replicas < 32 and pos + 4 * n_v_partition_states_v_adding_replicas <= len(buf):
+                v_partition_states_v_adding_replicas = list(_ARR_i[n_v_partition_states_v_adding_replicas].unpack_from(buf, pos))
+                pos += 4 * n_v_partition_states_v_adding_replicas
+            else:
+                v_partition_states_v_adding_replicas, pos = _rfa(buf, pos, n_v_partition_states_v_adding_replicas, 'i', 'AddingReplicas')
             v_partition_states_v_removing_replicas: list[int]
             n_v_partition_states_v_removing_replicas = buf[pos] - 1 if pos < end else -2
             if 0 <= n_v_partition_states_v_removing_replicas < 127 and n_v_partition_states_v_removing_replicas <= end - pos:
                 pos += 1
             else:
                 n_v_partition_states_v_removing_replicas, pos = _rcal(buf, pos, 'RemovingReplicas')
-            v_partition_states_v_removing_replicas, pos = _rfa(buf, pos, n_v_partition_states_v_removing_replicas, 'i', 'RemovingReplicas')
+            if n_v_partition_states_v_removing_replicas < 32 and pos + 4 * n_v_partition_states_v_removing_replicas <= len(buf):
+                v_partition_states_v_removing_replicas = list(_ARR_i[n_v_partition_states_v_removing_replicas].unpack_from(buf, pos))
+                pos += 4 * n_v_partition_states_v_removing_replicas
+            else:
+                v_partition_states_v_removing_replicas, pos = _rfa(buf, pos, n_v_partition_states_v_removing_replicas, 'i', 'RemovingReplicas')
             if pos + 1 > end:
                 raise _short_fixed(pos, end, _L2)
             v_partition_states_v_is_new, = _S__.unpack_from(buf, pos)
@@ -932,7 +1046,11 @@ def _read_LeaderAndIsrTopicState_3(buf: bytes | bytearray | memoryview, pos: int
                 pos += 1
             else:
                 n_v_partition_states_v_isr, pos = _rcal(buf, pos, 'Isr')
-            v_partition_states_v_isr, pos = _rfa(buf, pos, n_v_partition_states_v_isr, 'i', 'Isr')
+            if n_v_partition_states_v_isr < 32 and pos + 4 * n_v_partition_states_v_isr <= len(buf):
+                v_partition_states_v_isr = list(_ARR_i[n_v_partition_states_v_isr].unpack_from(buf, pos))
+                pos += 4 * n_v_partition_states_v_isr
+            else:
+                v_partition_states_v_isr, pos = _rfa(buf, pos, n_v_partition_states_v_isr, 'i', 'Isr')
             if pos + 4 > end:
                 raise _short_fixed(pos, end, _L1)
             v_partition_states_v_partition_epoch, = _S_i.unpack_from(buf, pos)
@@ -943,21 +1061,33 @@ def _read_LeaderAndIsrTopicState_3(buf: bytes | bytearray | memoryview, pos: int
                 pos += 1
             else:
                 n_v_partition_states_v_replicas, pos = _rcal(buf, pos, 'Replicas')
-            v_partition_states_v_replicas, pos = _rfa(buf, pos, n_v_partition_states_v_replicas, 'i', 'Replicas')
+            if n_v_partition_states_v_replicas < 32 and pos + 4 * n_v_partition_states_v_replicas <= len(buf):
+                v_partition_states_v_replicas = list(_ARR_i[n_v_partition_states_v_replicas].unpack_from(buf, pos))
+                pos += 4 * n_v_partition_states_v_replicas
+            else:
+                v_partition_states_v_replicas, pos = _rfa(buf, pos, n_v_partition_states_v_replicas, 'i', 'Replicas')
             v_partition_states_v_adding_replicas: list[int]
             n_v_partition_states_v_adding_replicas = buf[pos] - 1 if pos < end else -2
             if 0 <= n_v_partition_states_v_adding_replicas < 127 and n_v_partition_states_v_adding_replicas <= end - pos:
                 pos += 1
             else:
                 n_v_partition_states_v_adding_replicas, pos = _rcal(buf, pos, 'AddingReplicas')
-            v_partition_states_v_adding_replicas, pos = _rfa(buf, pos, n_v_partition_states_v_adding_replicas, 'i', 'AddingReplicas')
+            if n_v_partition_states_v_adding_replicas < 32 and pos + 4 * n_v_partition_states_v_adding_replicas <= len(buf):
+                v_partition_states_v_adding_replicas = list(_ARR_i[n_v_partition_states_v_adding_replicas].unpack_from(buf, pos))
+                pos += 4 * n_v_partition_states_v_adding_replicas
+            else:
+                v_partition_states_v_adding_replicas, pos = _rfa(buf, pos, n_v_partition_states_v_adding_replicas, 'i', 'AddingReplicas')
             v_partition_states_v_removing_replicas: list[int]
             n_v_partition_states_v_removing_replicas = buf[pos] - 1 if pos < end else -2
             if 0 <= n_v_partition_states_v_removing_replicas < 127 and n_v_partition_states_v_removing_replicas <= end - pos:
                 pos += 1
             else:
                 n_v_partition_states_v_removing_replicas, pos = _rcal(buf, pos, 'RemovingReplicas')
-            v_partition_states_v_removing_replicas, pos = _rfa(buf, pos, n_v_partition_states_v_removing_replicas, 'i', 'RemovingReplicas')
+            if n_v_partition_states_v_removing_replicas < 32 and pos + 4 * n_v_partition_states_v_removing_replicas <= len(buf):
+                v_partition_states_v_removing_replicas = list(_ARR_i[n_v_partition_states_v_removing_replicas].unpack_from(buf, pos))
+                pos += 4 * n_v_partition_states_v_removing_replicas
+            else:
+                v_partition_states_v_removing_replicas, pos = _rfa(buf, pos, n_v_partition_states_v_removing_replicas, 'i', 'RemovingReplicas')
             if pos + 1 > end:
                 raise _short_fixed(pos, end, _L2)
             v_partition_states_v_is_new, = _S__.unpack_from(buf, pos)
@@ -1082,7 +1212,11 @@ def _read_LeaderAndIsrTopicState_4(buf: bytes | bytearray | memoryview, pos: int
                 pos += 1
             else:
                 n_v_partition_states_v_isr, pos = _rcal(buf, pos, 'Isr')
-            v_partition_states_v_isr, pos = _rfa(buf, pos, n_v_partition_states_v_isr, 'i', 'Isr')
+            if n_v_partition_states_v_isr < 32 and pos + 4 * n_v_partition_states_v_isr <= len(buf):
+                v_partition_states_v_isr = list(_ARR_i[n_v_partition_states_v_isr].unpack_from(buf, pos))
+                pos += 4 * n_v_partition_states_v_isr
+            else:
+                v_partition_states_v_isr, pos = _rfa(buf, pos, n_v_partition_states_v_isr, 'i', 'Isr')
             if pos + 4 > end:
                 raise _short_fixed(pos, end, _L1)
             v_partition_states_v_partition_epoch, = _S_i.unpack_from(buf, pos)
@@ -1093,21 +1227,33 @@ def _read_LeaderAndIsrTopicState_4(buf: bytes | bytearray | memoryview, pos: int
                 pos += 1
             else:
                 n_v_partition_states_v_replicas, pos = _rcal(buf, pos, 'Replicas')
-            v_partition_states_v_replicas, pos = _rfa(buf, pos, n_v_partition_states_v_replicas, 'i', 'Replicas')
+            if n_v_partition_states_v_replicas < 32 and pos + 4 * n_v_partition_states_v_replicas <= len(buf):
+                v_partition_states_v_replicas = list(_ARR_i[n_v_partition_states_v_replicas].unpack_from(buf, pos))
+                pos += 4 * n_v_partition_states_v_replicas
+            else:
+                v_partition_states_v_replicas, pos = _rfa(buf, pos, n_v_partition_states_v_replicas, 'i', 'Replicas')
             v_partition_states_v_adding_replicas: list[int]
             n_v_partition_states_v_adding_replicas = buf[pos] - 1 if pos < end else -2
             if 0 <= n_v_partition_states_v_adding_replicas < 127 and n_v_partition_states_v_adding_replicas <= end - pos:
                 pos += 1
             else:
                 n_v_partition_states_v_adding_replicas, pos = _rcal(buf, pos, 'AddingReplicas')
-            v_partition_states_v_adding_replicas, pos = _rfa(buf, pos, n_v_partition_states_v_adding_replicas, 'i', 'AddingReplicas')
+            if n_v_partition_states_v_adding_replicas < 32 and pos + 4 * n_v_partition_states_v_adding_replicas <= len(buf):
+                v_partition_states_v_adding_replicas = list(_ARR_i[n_v_partition_states_v_adding_replicas].unpack_from(buf, pos))
+                pos += 4 * n_v_partition_states_v_adding_replicas
+            else:
+                v_partition_states_v_adding_replicas, pos = _rfa(buf, pos, n_v_partition_states_v_adding_replicas, 'i', 'AddingReplicas')
             v_partition_states_v_removing_replicas: list[int]
             n_v_partition_states_v_removing_replicas = buf[pos] - 1 if pos < end else -2
             if 0 <= n_v_partition_states_v_removing_replicas < 127 and n_v_partition_states_v_removing_replicas <= end - pos:
                 pos += 1
             else:
                 n_v_partition_states_v_removing_replicas, pos = _rcal(buf, pos, 'RemovingReplicas')
-            v_partition_states_v_removing_replicas, pos = _rfa(buf, pos, n_v_partition_states_v_removing_replicas, 'i', 'RemovingReplicas')
+            if n_v_partition_states_v_removing_replicas < 32 and pos + 4 * n_v_partition_states_v_removing_replicas <= len(buf):
+                v_partition_states_v_removing_replicas = list(_ARR_i[n_v_partition_states_v_removing_replicas].unpack_from(buf, pos))
+                pos += 4 * n_v_partition_states_v_removing_replicas
+            else:
+                v_partition_states_v_removing_replicas, pos = _rfa(buf, pos, n_v_partition_states_v_removing_replicas, 'i', 'RemovingReplicas')
             if pos + 2 > end:
                 raise _short_fixed(pos, end, _L3)
             v_partition_states_v_is_new, v_partition_states_v_leader_recovery_state = _S__b.unpack_from(buf, pos)
@@ -1297,14 +1443,22 @@ def _read_LeaderAndIsrRequest_0(buf: bytes | bytearray | memoryview, pos: int) -
             pos += 16
             v_ungrouped_partition_states_v_isr: list[int]
             n_v_ungrouped_partition_states_v_isr, pos = _ral(buf, pos, 'Isr')
-            v_ungrouped_partition_states_v_isr, pos = _rfa(buf, pos, n_v_ungrouped_partition_states_v_isr, 'i', 'Isr')
+            if n_v_ungrouped_partition_states_v_isr < 32 and pos + 4 * n_v_ungrouped_partition_states_v_isr <= len(buf):
+                v_ungrouped_partition_states_v_isr = list(_ARR_i[n_v_ungrouped_partition_states_v_isr].unpack_from(buf, pos))
+                pos += 4 * n_v_ungrouped_partition_states_v_isr
+            else:
+                v_ungrouped_partition_states_v_isr, pos = _rfa(buf, pos, n_v_ungrouped_partition_states_v_isr, 'i', 'Isr')
             if pos + 4 > end:
                 raise _short_fixed(pos, end, _L1)
             v_ungrouped_partition_states_v_partition_epoch, = _S_i.unpack_from(buf, pos)
             pos += 4
             v_ungrouped_partition_states_v_replicas: list[int]
             n_v_ungrouped_partition_states_v_replicas, pos = _ral(buf, pos, 'Replicas')
-            v_ungrouped_partition_states_v_replicas, pos = _rfa(buf, pos, n_v_ungrouped_partition_states_v_replicas, 'i', 'Replicas')
+            if n_v_ungrouped_partition_states_v_replicas < 32 and pos + 4 * n_v_ungrouped_partition_states_v_replicas <= len(buf):
+                v_ungrouped_partition_states_v_replicas = list(_ARR_i[n_v_ungrouped_partition_states_v_replicas].unpack_from(buf, pos))
+                pos += 4 * n_v_ungrouped_partition_states_v_replicas
+            else:
+                v_ungrouped_partition_states_v_replicas, pos = _rfa(buf, pos, n_v_ungrouped_partition_states_v_replicas, 'i', 'Replicas')
             v_ungrouped_partition_states_o = _new(LeaderAndIsrPartitionState)
             v_ungrouped_partition_states_o.topic_name = v_ungrouped_partition_states_v_topic_name
             v_ungrouped_partition_states_o.partition_index = v_ungrouped_partition_states_v_partition_index
@@ -1425,14 +1579,22 @@ def _read_LeaderAndIsrRequest_1(buf: bytes | bytearray | memoryview, pos: int) -
             pos += 16
             v_ungrouped_partition_states_v_isr: list[int]
             n_v_ungrouped_partition_states_v_isr, pos = _ral(buf, pos, 'Isr')
-            v_ungrouped_partition_states_v_isr, pos = _rfa(buf, pos, n_v_ungrouped_partition_states_v_isr, 'i', 'Isr')
+            if n_v_ungrouped_partition_states_v_isr < 32 and pos + 4 * n_v_ungrouped_partition_states_v_isr <= len(buf):
+                v_ungrouped_partition_states_v_isr = list(_ARR_i[n_v_ungrouped_partition_states_v_isr].unpack_from(buf, pos))
+                pos += 4 * n_v_ungrouped_partition_states_v_isr
+            else:
+                v_ungrouped_partition_states_v_isr, pos = _rfa(buf, pos, n_v_ungrouped_partition_states_v_isr, 'i', 'Isr')
             if pos + 4 > end:
                 raise _short_fixed(pos, end, _L1)
             v_ungrouped_partition_states_v_partition_epoch, = _S_i.unpack_from(buf, pos)
             pos += 4
             v_ungrouped_partition_states_v_replicas: list[int]
             n_v_ungrouped_partition_states_v_replicas, pos = _ral(buf, pos, 'Replicas')
-            v_ungrouped_partition_states_v_replicas, pos = _rfa(buf, pos, n_v_ungrouped_partition_states_v_replicas, 'i', 'Replicas')
+            if n_v_ungrouped_partition_states_v_replicas < 32 and pos + 4 * n_v_ungrouped_partition_states_v_replicas <= len(buf):
+                v_ungrouped_partition_states_v_replicas = list(_ARR_i[n_v_ungrouped_partition_states_v_replicas].unpack_from(buf, pos))
+                pos += 4 * n_v_ungrouped_partition_states_v_replicas
+            else:
+                v_ungrouped_partition_states_v_replicas, pos = _rfa(buf, pos, n_v_ungrouped_partition_states_v_replicas, 'i', 'Replicas')
             if pos + 1 > end:
                 raise _short_fixed(pos, end, _L2)
             v_ungrouped_partition_states_v_is_new, = _S__.unpack_from(buf, pos)

@@ -25,6 +25,7 @@ from kraft_jbod.wire.primitives import (
     write_array_len as _wal, write_compact_array_len as _wcal,
     write_tagged_section as _wts, write_uvarint as _wuv,
     short_fixed as _short_fixed, uuid_from_bytes as _uuid_from_bytes,
+    array_structs as _array_structs,
 )
 
 _new = object.__new__
@@ -33,6 +34,7 @@ _S_ih = _struct.Struct('>ih')
 _S_ihqq = _struct.Struct('>ihqq')
 _S_ihqqi = _struct.Struct('>ihqqi')
 _L0 = (('PartitionIndex', 4), ('ErrorCode', 2))
+_ARR_q = _array_structs('q')
 _L1 = (('PartitionIndex', 4), ('ErrorCode', 2), ('Timestamp', 8), ('Offset', 8))
 _L2 = (('PartitionIndex', 4), ('ErrorCode', 2), ('Timestamp', 8), ('Offset', 8), ('LeaderEpoch', 4))
 _L3 = (('ThrottleTimeMs', 4),)
@@ -108,7 +110,11 @@ def _read_ListOffsetsPartitionResponse_0(buf: bytes | bytearray | memoryview, po
     pos += 6
     v_old_style_offsets: list[int]
     n_v_old_style_offsets, pos = _ral(buf, pos, 'OldStyleOffsets')
-    v_old_style_offsets, pos = _rfa(buf, pos, n_v_old_style_offsets, 'q', 'OldStyleOffsets')
+    if n_v_old_style_offsets < 32 and pos + 8 * n_v_old_style_offsets <= len(buf):
+        v_old_style_offsets = list(_ARR_q[n_v_old_style_offsets].unpack_from(buf, pos))
+        pos += 8 * n_v_old_style_offsets
+    else:
+        v_old_style_offsets, pos = _rfa(buf, pos, n_v_old_style_offsets, 'q', 'OldStyleOffsets')
     o = _new(ListOffsetsPartitionResponse)
     o.partition_index = v_partition_index
     o.error_code = v_error_code
@@ -251,7 +257,11 @@ def _read_ListOffsetsTopicResponse_0(buf: bytes | bytearray | memoryview, pos: i
             pos += 6
             v_partitions_v_old_style_offsets: list[int]
             n_v_partitions_v_old_style_offsets, pos = _ral(buf, pos, 'OldStyleOffsets')
-            v_partitions_v_old_style_offsets, pos = _rfa(buf, pos, n_v_partitions_v_old_style_offsets, 'q', 'OldStyleOffsets')
+            if n_v_partitions_v_old_style_offsets < 32 and pos + 8 * n_v_partitions_v_old_style_offsets <= len(buf):
+                v_partitions_v_old_style_offsets = list(_ARR_q[n_v_partitions_v_old_style_offsets].unpack_from(buf, pos))
+                pos += 8 * n_v_partitions_v_old_style_offsets
+            else:
+                v_partitions_v_old_style_offsets, pos = _rfa(buf, pos, n_v_partitions_v_old_style_offsets, 'q', 'OldStyleOffsets')
             v_partitions_o = _new(ListOffsetsPartitionResponse)
             v_partitions_o.partition_index = v_partitions_v_partition_index
             v_partitions_o.error_code = v_partitions_v_error_code

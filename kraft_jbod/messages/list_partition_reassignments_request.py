@@ -25,10 +25,12 @@ from kraft_jbod.wire.primitives import (
     write_array_len as _wal, write_compact_array_len as _wcal,
     write_tagged_section as _wts, write_uvarint as _wuv,
     short_fixed as _short_fixed, uuid_from_bytes as _uuid_from_bytes,
+    array_structs as _array_structs,
 )
 
 _new = object.__new__
 _S_i = _struct.Struct('>i')
+_ARR_i = _array_structs('i')
 _L0 = (('TimeoutMs', 4),)
 
 
@@ -90,7 +92,11 @@ def _read_ListPartitionReassignmentsTopics_0(buf: bytes | bytearray | memoryview
         pos += 1
     else:
         n_v_partition_indexes, pos = _rcal(buf, pos, 'PartitionIndexes')
-    v_partition_indexes, pos = _rfa(buf, pos, n_v_partition_indexes, 'i', 'PartitionIndexes')
+    if n_v_partition_indexes < 32 and pos + 4 * n_v_partition_indexes <= len(buf):
+        v_partition_indexes = list(_ARR_i[n_v_partition_indexes].unpack_from(buf, pos))
+        pos += 4 * n_v_partition_indexes
+    else:
+        v_partition_indexes, pos = _rfa(buf, pos, n_v_partition_indexes, 'i', 'PartitionIndexes')
     unknown: tuple[tuple[int, bytes], ...] = ()
     if pos < end and buf[pos] == 0:
         pos += 1
@@ -153,7 +159,11 @@ def _read_ListPartitionReassignmentsRequest_0(buf: bytes | bytearray | memoryvie
                     pos += 1
                 else:
                     n_v_topics_v_partition_indexes, pos = _rcal(buf, pos, 'PartitionIndexes')
-                v_topics_v_partition_indexes, pos = _rfa(buf, pos, n_v_topics_v_partition_indexes, 'i', 'PartitionIndexes')
+                if n_v_topics_v_partition_indexes < 32 and pos + 4 * n_v_topics_v_partition_indexes <= len(buf):
+                    v_topics_v_partition_indexes = list(_ARR_i[n_v_topics_v_partition_indexes].unpack_from(buf, pos))
+                    pos += 4 * n_v_topics_v_partition_indexes
+                else:
+                    v_topics_v_partition_indexes, pos = _rfa(buf, pos, n_v_topics_v_partition_indexes, 'i', 'PartitionIndexes')
                 v_topics_unknown: tuple[tuple[int, bytes], ...] = ()
                 if pos < end and buf[pos] == 0:
                     pos += 1

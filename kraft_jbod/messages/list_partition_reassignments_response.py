@@ -25,12 +25,14 @@ from kraft_jbod.wire.primitives import (
     write_array_len as _wal, write_compact_array_len as _wcal,
     write_tagged_section as _wts, write_uvarint as _wuv,
     short_fixed as _short_fixed, uuid_from_bytes as _uuid_from_bytes,
+    array_structs as _array_structs,
 )
 
 _new = object.__new__
 _S_i = _struct.Struct('>i')
 _S_ih = _struct.Struct('>ih')
 _L0 = (('PartitionIndex', 4),)
+_ARR_i = _array_structs('i')
 _L1 = (('ThrottleTimeMs', 4), ('ErrorCode', 2))
 
 
@@ -108,21 +110,33 @@ def _read_OngoingPartitionReassignment_0(buf: bytes | bytearray | memoryview, po
         pos += 1
     else:
         n_v_replicas, pos = _rcal(buf, pos, 'Replicas')
-    v_replicas, pos = _rfa(buf, pos, n_v_replicas, 'i', 'Replicas')
+    if n_v_replicas < 32 and pos + 4 * n_v_replicas <= len(buf):
+        v_replicas = list(_ARR_i[n_v_replicas].unpack_from(buf, pos))
+        pos += 4 * n_v_replicas
+    else:
+        v_replicas, pos = _rfa(buf, pos, n_v_replicas, 'i', 'Replicas')
     v_adding_replicas: list[int]
     n_v_adding_replicas = buf[pos] - 1 if pos < end else -2
     if 0 <= n_v_adding_replicas < 127 and n_v_adding_replicas <= end - pos:
         pos += 1
     else:
         n_v_adding_replicas, pos = _rcal(buf, pos, 'AddingReplicas')
-    v_adding_replicas, pos = _rfa(buf, pos, n_v_adding_replicas, 'i', 'AddingReplicas')
+    if n_v_adding_replicas < 32 and pos + 4 * n_v_adding_replicas <= len(buf):
+        v_adding_replicas = list(_ARR_i[n_v_adding_replicas].unpack_from(buf, pos))
+        pos += 4 * n_v_adding_replicas
+    else:
+        v_adding_replicas, pos = _rfa(buf, pos, n_v_adding_replicas, 'i', 'AddingReplicas')
     v_removing_replicas: list[int]
     n_v_removing_replicas = buf[pos] - 1 if pos < end else -2
     if 0 <= n_v_removing_replicas < 127 and n_v_removing_replicas <= end - pos:
         pos += 1
     else:
         n_v_removing_replicas, pos = _rcal(buf, pos, 'RemovingReplicas')
-    v_removing_replicas, pos = _rfa(buf, pos, n_v_removing_replicas, 'i', 'RemovingReplicas')
+    if n_v_removing_replicas < 32 and pos + 4 * n_v_removing_replicas <= len(buf):
+        v_removing_replicas = list(_ARR_i[n_v_removing_replicas].unpack_from(buf, pos))
+        pos += 4 * n_v_removing_replicas
+    else:
+        v_removing_replicas, pos = _rfa(buf, pos, n_v_removing_replicas, 'i', 'RemovingReplicas')
     unknown: tuple[tuple[int, bytes], ...] = ()
     if pos < end and buf[pos] == 0:
         pos += 1
@@ -190,21 +204,33 @@ def _read_OngoingTopicReassignment_0(buf: bytes | bytearray | memoryview, pos: i
                 pos += 1
             else:
                 n_v_partitions_v_replicas, pos = _rcal(buf, pos, 'Replicas')
-            v_partitions_v_replicas, pos = _rfa(buf, pos, n_v_partitions_v_replicas, 'i', 'Replicas')
+            if n_v_partitions_v_replicas < 32 and pos + 4 * n_v_partitions_v_replicas <= len(buf):
+                v_partitions_v_replicas = list(_ARR_i[n_v_partitions_v_replicas].unpack_from(buf, pos))
+                pos += 4 * n_v_partitions_v_replicas
+            else:
+                v_partitions_v_replicas, pos = _rfa(buf, pos, n_v_partitions_v_replicas, 'i', 'Replicas')
             v_partitions_v_adding_replicas: list[int]
             n_v_partitions_v_adding_replicas = buf[pos] - 1 if pos < end else -2
             if 0 <= n_v_partitions_v_adding_replicas < 127 and n_v_partitions_v_adding_replicas <= end - pos:
                 pos += 1
             else:
                 n_v_partitions_v_adding_replicas, pos = _rcal(buf, pos, 'AddingReplicas')
-            v_partitions_v_adding_replicas, pos = _rfa(buf, pos, n_v_partitions_v_adding_replicas, 'i', 'AddingReplicas')
+            if n_v_partitions_v_adding_replicas < 32 and pos + 4 * n_v_partitions_v_adding_replicas <= len(buf):
+                v_partitions_v_adding_replicas = list(_ARR_i[n_v_partitions_v_adding_replicas].unpack_from(buf, pos))
+                pos += 4 * n_v_partitions_v_adding_replicas
+            else:
+                v_partitions_v_adding_replicas, pos = _rfa(buf, pos, n_v_partitions_v_adding_replicas, 'i', 'AddingReplicas')
             v_partitions_v_removing_replicas: list[int]
             n_v_partitions_v_removing_replicas = buf[pos] - 1 if pos < end else -2
             if 0 <= n_v_partitions_v_removing_replicas < 127 and n_v_partitions_v_removing_replicas <= end - pos:
                 pos += 1
             else:
                 n_v_partitions_v_removing_replicas, pos = _rcal(buf, pos, 'RemovingReplicas')
-            v_partitions_v_removing_replicas, pos = _rfa(buf, pos, n_v_partitions_v_removing_replicas, 'i', 'RemovingReplicas')
+            if n_v_partitions_v_removing_replicas < 32 and pos + 4 * n_v_partitions_v_removing_replicas <= len(buf):
+                v_partitions_v_removing_replicas = list(_ARR_i[n_v_partitions_v_removing_replicas].unpack_from(buf, pos))
+                pos += 4 * n_v_partitions_v_removing_replicas
+            else:
+                v_partitions_v_removing_replicas, pos = _rfa(buf, pos, n_v_partitions_v_removing_replicas, 'i', 'RemovingReplicas')
             v_partitions_unknown: tuple[tuple[int, bytes], ...] = ()
             if pos < end and buf[pos] == 0:
                 pos += 1

@@ -25,10 +25,12 @@ from kraft_jbod.wire.primitives import (
     write_array_len as _wal, write_compact_array_len as _wcal,
     write_tagged_section as _wts, write_uvarint as _wuv,
     short_fixed as _short_fixed, uuid_from_bytes as _uuid_from_bytes,
+    array_structs as _array_structs,
 )
 
 _new = object.__new__
 _S_q = _struct.Struct('>q')
+_ARR_q = _array_structs('q')
 _L0 = (('DurationFilter', 8),)
 
 
@@ -92,7 +94,11 @@ def _read_ListTransactionsRequest_0(buf: bytes | bytearray | memoryview, pos: in
         pos += 1
     else:
         n_v_producer_id_filters, pos = _rcal(buf, pos, 'ProducerIdFilters')
-    v_producer_id_filters, pos = _rfa(buf, pos, n_v_producer_id_filters, 'q', 'ProducerIdFilters')
+    if n_v_producer_id_filters < 32 and pos + 8 * n_v_producer_id_filters <= len(buf):
+        v_producer_id_filters = list(_ARR_q[n_v_producer_id_filters].unpack_from(buf, pos))
+        pos += 8 * n_v_producer_id_filters
+    else:
+        v_producer_id_filters, pos = _rfa(buf, pos, n_v_producer_id_filters, 'q', 'ProducerIdFilters')
     unknown: tuple[tuple[int, bytes], ...] = ()
     if pos < end and buf[pos] == 0:
         pos += 1
@@ -154,7 +160,11 @@ def _read_ListTransactionsRequest_1(buf: bytes | bytearray | memoryview, pos: in
         pos += 1
     else:
         n_v_producer_id_filters, pos = _rcal(buf, pos, 'ProducerIdFilters')
-    v_producer_id_filters, pos = _rfa(buf, pos, n_v_producer_id_filters, 'q', 'ProducerIdFilters')
+    if n_v_producer_id_filters < 32 and pos + 8 * n_v_producer_id_filters <= len(buf):
+        v_producer_id_filters = list(_ARR_q[n_v_producer_id_filters].unpack_from(buf, pos))
+        pos += 8 * n_v_producer_id_filters
+    else:
+        v_producer_id_filters, pos = _rfa(buf, pos, n_v_producer_id_filters, 'q', 'ProducerIdFilters')
     if pos + 8 > end:
         raise _short_fixed(pos, end, _L0)
     v_duration_filter, = _S_q.unpack_from(buf, pos)

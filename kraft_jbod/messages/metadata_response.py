@@ -25,6 +25,7 @@ from kraft_jbod.wire.primitives import (
     write_array_len as _wal, write_compact_array_len as _wcal,
     write_tagged_section as _wts, write_uvarint as _wuv,
     short_fixed as _short_fixed, uuid_from_bytes as _uuid_from_bytes,
+    array_structs as _array_structs,
 )
 
 _new = object.__new__
@@ -38,6 +39,7 @@ _ZERO_UUID = _uuid_from_bytes((0).to_bytes(16, 'big'))
 _L0 = (('NodeId', 4),)
 _L1 = (('Port', 4),)
 _L2 = (('ErrorCode', 2), ('PartitionIndex', 4), ('LeaderId', 4))
+_ARR_i = _array_structs('i')
 _L3 = (('ErrorCode', 2), ('PartitionIndex', 4), ('LeaderId', 4), ('LeaderEpoch', 4))
 _L4 = (('ErrorCode', 2),)
 _L5 = (('IsInternal', 1),)
@@ -252,10 +254,18 @@ def _read_MetadataResponsePartition_0(buf: bytes | bytearray | memoryview, pos: 
     pos += 10
     v_replica_nodes: list[int]
     n_v_replica_nodes, pos = _ral(buf, pos, 'ReplicaNodes')
-    v_replica_nodes, pos = _rfa(buf, pos, n_v_replica_nodes, 'i', 'ReplicaNodes')
+    if n_v_replica_nodes < 32 and pos + 4 * n_v_replica_nodes <= len(buf):
+        v_replica_nodes = list(_ARR_i[n_v_replica_nodes].unpack_from(buf, pos))
+        pos += 4 * n_v_replica_nodes
+    else:
+        v_replica_nodes, pos = _rfa(buf, pos, n_v_replica_nodes, 'i', 'ReplicaNodes')
     v_isr_nodes: list[int]
     n_v_isr_nodes, pos = _ral(buf, pos, 'IsrNodes')
-    v_isr_nodes, pos = _rfa(buf, pos, n_v_isr_nodes, 'i', 'IsrNodes')
+    if n_v_isr_nodes < 32 and pos + 4 * n_v_isr_nodes <= len(buf):
+        v_isr_nodes = list(_ARR_i[n_v_isr_nodes].unpack_from(buf, pos))
+        pos += 4 * n_v_isr_nodes
+    else:
+        v_isr_nodes, pos = _rfa(buf, pos, n_v_isr_nodes, 'i', 'IsrNodes')
     o = _new(MetadataResponsePartition)
     o.error_code = v_error_code
     o.partition_index = v_partition_index
@@ -292,13 +302,25 @@ def _read_MetadataResponsePartition_1(buf: bytes | bytearray | memoryview, pos: 
     pos += 10
     v_replica_nodes: list[int]
     n_v_replica_nodes, pos = _ral(buf, pos, 'ReplicaNodes')
-    v_replica_nodes, pos = _rfa(buf, pos, n_v_replica_nodes, 'i', 'ReplicaNodes')
+    if n_v_replica_nodes < 32 and pos + 4 * n_v_replica_nodes <= len(buf):
+        v_replica_nodes = list(_ARR_i[n_v_replica_nodes].unpack_from(buf, pos))
+        pos += 4 * n_v_replica_nodes
+    else:
+        v_replica_nodes, pos = _rfa(buf, pos, n_v_replica_nodes, 'i', 'ReplicaNodes')
     v_isr_nodes: list[int]
     n_v_isr_nodes, pos = _ral(buf, pos, 'IsrNodes')
-    v_isr_nodes, pos = _rfa(buf, pos, n_v_isr_nodes, 'i', 'IsrNodes')
+    if n_v_isr_nodes < 32 and pos + 4 * n_v_isr_nodes <= len(buf):
+        v_isr_nodes = list(_ARR_i[n_v_isr_nodes].unpack_from(buf, pos))
+        pos += 4 * n_v_isr_nodes
+    else:
+        v_isr_nodes, pos = _rfa(buf, pos, n_v_isr_nodes, 'i', 'IsrNodes')
     v_offline_replicas: list[int]
     n_v_offline_replicas, pos = _ral(buf, pos, 'OfflineReplicas')
-    v_offline_replicas, pos = _rfa(buf, pos, n_v_offline_replicas, 'i', 'OfflineReplicas')
+    if n_v_offline_replicas < 32 and pos + 4 * n_v_offline_replicas <= len(buf):
+        v_offline_replicas = list(_ARR_i[n_v_offline_replicas].unpack_from(buf, pos))
+        pos += 4 * n_v_offline_replicas
+    else:
+        v_offline_replicas, pos = _rfa(buf, pos, n_v_offline_replicas, 'i', 'OfflineReplicas')
     o = _new(MetadataResponsePartition)
     o.error_code = v_error_code
     o.partition_index = v_partition_index
@@ -339,13 +361,25 @@ def _read_MetadataResponsePartition_2(buf: bytes | bytearray | memoryview, pos: 
     pos += 14
     v_replica_nodes: list[int]
     n_v_replica_nodes, pos = _ral(buf, pos, 'ReplicaNodes')
-    v_replica_nodes, pos = _rfa(buf, pos, n_v_replica_nodes, 'i', 'ReplicaNodes')
+    if n_v_replica_nodes < 32 and pos + 4 * n_v_replica_nodes <= len(buf):
+        v_replica_nodes = list(_ARR_i[n_v_replica_nodes].unpack_from(buf, pos))
+        pos += 4 * n_v_replica_nodes
+    else:
+        v_replica_nodes, pos = _rfa(buf, pos, n_v_replica_nodes, 'i', 'ReplicaNodes')
     v_isr_nodes: list[int]
     n_v_isr_nodes, pos = _ral(buf, pos, 'IsrNodes')
-    v_isr_nodes, pos = _rfa(buf, pos, n_v_isr_nodes, 'i', 'IsrNodes')
+    if n_v_isr_nodes < 32 and pos + 4 * n_v_isr_nodes <= len(buf):
+        v_isr_nodes = list(_ARR_i[n_v_isr_nodes].unpack_from(buf, pos))
+        pos += 4 * n_v_isr_nodes
+    else:
+        v_isr_nodes, pos = _rfa(buf, pos, n_v_isr_nodes, 'i', 'IsrNodes')
     v_offline_replicas: list[int]
     n_v_offline_replicas, pos = _ral(buf, pos, 'OfflineReplicas')
-    v_offline_replicas, pos = _rfa(buf, pos, n_v_offline_replicas, 'i', 'OfflineReplicas')
+    if n_v_offline_replicas < 32 and pos + 4 * n_v_offline_replicas <= len(buf):
+        v_offline_replicas = list(_ARR_i[n_v_offline_replicas].unpack_from(buf, pos))
+        pos += 4 * n_v_offline_replicas
+    else:
+        v_offline_replicas, pos = _rfa(buf, pos, n_v_offline_replicas, 'i', 'OfflineReplicas')
     o = _new(MetadataResponsePartition)
     o.error_code = v_error_code
     o.partition_index = v_partition_index
@@ -390,21 +424,33 @@ def _read_MetadataResponsePartition_3(buf: bytes | bytearray | memoryview, pos: 
         pos += 1
     else:
         n_v_replica_nodes, pos = _rcal(buf, pos, 'ReplicaNodes')
-    v_replica_nodes, pos = _rfa(buf, pos, n_v_replica_nodes, 'i', 'ReplicaNodes')
+    if n_v_replica_nodes < 32 and pos + 4 * n_v_replica_nodes <= len(buf):
+        v_replica_nodes = list(_ARR_i[n_v_replica_nodes].unpack_from(buf, pos))
+        pos += 4 * n_v_replica_nodes
+    else:
+        v_replica_nodes, pos = _rfa(buf, pos, n_v_replica_nodes, 'i', 'ReplicaNodes')
     v_isr_nodes: list[int]
     n_v_isr_nodes = buf[pos] - 1 if pos < end else -2
     if 0 <= n_v_isr_nodes < 127 and n_v_isr_nodes <= end - pos:
         pos += 1
     else:
         n_v_isr_nodes, pos = _rcal(buf, pos, 'IsrNodes')
-    v_isr_nodes, pos = _rfa(buf, pos, n_v_isr_nodes, 'i', 'IsrNodes')
+    if n_v_isr_nodes < 32 and pos + 4 * n_v_isr_nodes <= len(buf):
+        v_isr_nodes = list(_ARR_i[n_v_isr_nodes].unpack_from(buf, pos))
+        pos += 4 * n_v_isr_nodes
+    else:
+        v_isr_nodes, pos = _rfa(buf, pos, n_v_isr_nodes, 'i', 'IsrNodes')
     v_offline_replicas: list[int]
     n_v_offline_replicas = buf[pos] - 1 if pos < end else -2
     if 0 <= n_v_offline_replicas < 127 and n_v_offline_replicas <= end - pos:
         pos += 1
     else:
         n_v_offline_replicas, pos = _rcal(buf, pos, 'OfflineReplicas')
-    v_offline_replicas, pos = _rfa(buf, pos, n_v_offline_replicas, 'i', 'OfflineReplicas')
+    if n_v_offline_replicas < 32 and pos + 4 * n_v_offline_replicas <= len(buf):
+        v_offline_replicas = list(_ARR_i[n_v_offline_replicas].unpack_from(buf, pos))
+        pos += 4 * n_v_offline_replicas
+    else:
+        v_offline_replicas, pos = _rfa(buf, pos, n_v_offline_replicas, 'i', 'OfflineReplicas')
     unknown: tuple[tuple[int, bytes], ...] = ()
     if pos < end and buf[pos] == 0:
         pos += 1
@@ -471,10 +517,18 @@ def _read_MetadataResponseTopic_0(buf: bytes | bytearray | memoryview, pos: int)
             pos += 10
             v_partitions_v_replica_nodes: list[int]
             n_v_partitions_v_replica_nodes, pos = _ral(buf, pos, 'ReplicaNodes')
-            v_partitions_v_replica_nodes, pos = _rfa(buf, pos, n_v_partitions_v_replica_nodes, 'i', 'ReplicaNodes')
+            if n_v_partitions_v_replica_nodes < 32 and pos + 4 * n_v_partitions_v_replica_nodes <= len(buf):
+                v_partitions_v_replica_nodes = list(_ARR_i[n_v_partitions_v_replica_nodes].unpack_from(buf, pos))
+                pos += 4 * n_v_partitions_v_replica_nodes
+            else:
+                v_partitions_v_replica_nodes, pos = _rfa(buf, pos, n_v_partitions_v_replica_nodes, 'i', 'ReplicaNodes')
             v_partitions_v_isr_nodes: list[int]
             n_v_partitions_v_isr_nodes, pos = _ral(buf, pos, 'IsrNodes')
-            v_partitions_v_isr_nodes, pos = _rfa(buf, pos, n_v_partitions_v_isr_nodes, 'i', 'IsrNodes')
+            if n_v_partitions_v_isr_nodes < 32 and pos + 4 * n_v_partitions_v_isr_nodes <= len(buf):
+                v_partitions_v_isr_nodes = list(_ARR_i[n_v_partitions_v_isr_nodes].unpack_from(buf, pos))
+                pos += 4 * n_v_partitions_v_isr_nodes
+            else:
+                v_partitions_v_isr_nodes, pos = _rfa(buf, pos, n_v_partitions_v_isr_nodes, 'i', 'IsrNodes')
             v_partitions_o = _new(MetadataResponsePartition)
             v_partitions_o.error_code = v_partitions_v_error_code
             v_partitions_o.partition_index = v_partitions_v_partition_index
@@ -550,10 +604,18 @@ def _read_MetadataResponseTopic_1(buf: bytes | bytearray | memoryview, pos: int)
             pos += 10
             v_partitions_v_replica_nodes: list[int]
             n_v_partitions_v_replica_nodes, pos = _ral(buf, pos, 'ReplicaNodes')
-            v_partitions_v_replica_nodes, pos = _rfa(buf, pos, n_v_partitions_v_replica_nodes, 'i', 'ReplicaNodes')
+            if n_v_partitions_v_replica_nodes < 32 and pos + 4 * n_v_partitions_v_replica_nodes <= len(buf):
+                v_partitions_v_replica_nodes = list(_ARR_i[n_v_partitions_v_replica_nodes].unpack_from(buf, pos))
+                pos += 4 * n_v_partitions_v_replica_nodes
+            else:
+                v_partitions_v_replica_nodes, pos = _rfa(buf, pos, n_v_partitions_v_replica_nodes, 'i', 'ReplicaNodes')
             v_partitions_v_isr_nodes: list[int]
             n_v_partitions_v_isr_nodes, pos = _ral(buf, pos, 'IsrNodes')
-            v_partitions_v_isr_nodes, pos = _rfa(buf, pos, n_v_partitions_v_isr_nodes, 'i', 'IsrNodes')
+            if n_v_partitions_v_isr_nodes < 32 and pos + 4 * n_v_partitions_v_isr_nodes <= len(buf):
+                v_partitions_v_isr_nodes = list(_ARR_i[n_v_partitions_v_isr_nodes].unpack_from(buf, pos))
+                pos += 4 * n_v_partitions_v_isr_nodes
+            else:
+                v_partitions_v_isr_nodes, pos = _rfa(buf, pos, n_v_partitions_v_isr_nodes, 'i', 'IsrNodes')
             v_partitions_o = _new(MetadataResponsePartition)
             v_partitions_o.error_code = v_partitions_v_error_code
             v_partitions_o.partition_index = v_partitions_v_partition_index
@@ -630,13 +692,25 @@ def _read_MetadataResponseTopic_2(buf: bytes | bytearray | memoryview, pos: int)
             pos += 10
             v_partitions_v_replica_nodes: list[int]
             n_v_partitions_v_replica_nodes, pos = _ral(buf, pos, 'ReplicaNodes')
-            v_partitions_v_replica_nodes, pos = _rfa(buf, pos, n_v_partitions_v_replica_nodes, 'i', 'ReplicaNodes')
+            if n_v_partitions_v_replica_nodes < 32 and pos + 4 * n_v_partitions_v_replica_nodes <= len(buf):
+                v_partitions_v_replica_nodes = list(_ARR_i[n_v_partitions_v_replica_nodes].unpack_from(buf, pos))
+                pos += 4 * n_v_partitions_v_replica_nodes
+            else:
+                v_partitions_v_replica_nodes, pos = _rfa(buf, pos, n_v_partitions_v_replica_nodes, 'i', 'ReplicaNodes')
             v_partitions_v_isr_nodes: list[int]
             n_v_partitions_v_isr_nodes, pos = _ral(buf, pos, 'IsrNodes')
-            v_partitions_v_isr_nodes, pos = _rfa(buf, pos, n_v_partitions_v_isr_nodes, 'i', 'IsrNodes')
+            if n_v_partitions_v_isr_nodes < 32 and pos + 4 * n_v_partitions_v_isr_nodes <= len(buf):
+                v_partitions_v_isr_nodes = list(_ARR_i[n_v_partitions_v_isr_nodes].unpack_from(buf, pos))
+                pos += 4 * n_v_partitions_v_isr_nodes
+            else:
+                v_partitions_v_isr_nodes, pos = _rfa(buf, pos, n_v_partitions_v_isr_nodes, 'i', 'IsrNodes')
             v_partitions_v_offline_replicas: list[int]
             n_v_partitions_v_offline_replicas, pos = _ral(buf, pos, 'OfflineReplicas')
-            v_partitions_v_offline_replicas, pos = _rfa(buf, pos, n_v_partitions_v_offline_replicas, 'i', 'OfflineReplicas')
+            if n_v_partitions_v_offline_replicas < 32 and pos + 4 * n_v_partitions_v_offline_replicas <= len(buf):
+                v_partitions_v_offline_replicas = list(_ARR_i[n_v_partitions_v_offline_replicas].unpack_from(buf, pos))
+                pos += 4 * n_v_partitions_v_offline_replicas
+            else:
+                v_partitions_v_offline_replicas, pos = _rfa(buf, pos, n_v_partitions_v_offline_replicas, 'i', 'OfflineReplicas')
             v_partitions_o = _new(MetadataResponsePartition)
             v_partitions_o.error_code = v_partitions_v_error_code
             v_partitions_o.partition_index = v_partitions_v_partition_index
@@ -717,13 +791,25 @@ def _read_MetadataResponseTopic_3(buf: bytes | bytearray | memoryview, pos: int)
             pos += 14
             v_partitions_v_replica_nodes: list[int]
             n_v_partitions_v_replica_nodes, pos = _ral(buf, pos, 'ReplicaNodes')
-            v_partitions_v_replica_nodes, pos = _rfa(buf, pos, n_v_partitions_v_replica_nodes, 'i', 'ReplicaNodes')
+            if n_v_partitions_v_replica_nodes < 32 and pos + 4 * n_v_partitions_v_replica_nodes <= len(buf):
+                v_partitions_v_replica_nodes = list(_ARR_i[n_v_partitions_v_replica_nodes].unpack_from(buf, pos))
+                pos += 4 * n_v_partitions_v_replica_nodes
+            else:
+                v_partitions_v_replica_nodes, pos = _rfa(buf, pos, n_v_partitions_v_replica_nodes, 'i', 'ReplicaNodes')
             v_partitions_v_isr_nodes: list[int]
             n_v_partitions_v_isr_nodes, pos = _ral(buf, pos, 'IsrNodes')
-            v_partitions_v_isr_nodes, pos = _rfa(buf, pos, n_v_partitions_v_isr_nodes, 'i', 'IsrNodes')
+            if n_v_partitions_v_isr_nodes < 32 and pos + 4 * n_v_partitions_v_isr_nodes <= len(buf):
+                v_partitions_v_isr_nodes = list(_ARR_i[n_v_partitions_v_isr_nodes].unpack_from(buf, pos))
+                pos += 4 * n_v_partitions_v_isr_nodes
+            else:
+                v_partitions_v_isr_nodes, pos = _rfa(buf, pos, n_v_partitions_v_isr_nodes, 'i', 'IsrNodes')
             v_partitions_v_offline_replicas: list[int]
             n_v_partitions_v_offline_replicas, pos = _ral(buf, pos, 'OfflineReplicas')
-            v_partitions_v_offline_replicas, pos = _rfa(buf, pos, n_v_partitions_v_offline_replicas, 'i', 'OfflineReplicas')
+            if n_v_partitions_v_offline_replicas < 32 and pos + 4 * n_v_partitions_v_offline_replicas <= len(buf):
+                v_partitions_v_offline_replicas = list(_ARR_i[n_v_partitions_v_offline_replicas].unpack_from(buf, pos))
+                pos += 4 * n_v_partitions_v_offline_replicas
+            else:
+                v_partitions_v_offline_replicas, pos = _rfa(buf, pos, n_v_partitions_v_offline_replicas, 'i', 'OfflineReplicas')
             v_partitions_o = _new(MetadataResponsePartition)
             v_partitions_o.error_code = v_partitions_v_error_code
             v_partitions_o.partition_index = v_partitions_v_partition_index
@@ -804,13 +890,25 @@ def _read_MetadataResponseTopic_4(buf: bytes | bytearray | memoryview, pos: int)
             pos += 14
             v_partitions_v_replica_nodes: list[int]
             n_v_partitions_v_replica_nodes, pos = _ral(buf, pos, 'ReplicaNodes')
-            v_partitions_v_replica_nodes, pos = _rfa(buf, pos, n_v_partitions_v_replica_nodes, 'i', 'ReplicaNodes')
+            if n_v_partitions_v_replica_nodes < 32 and pos + 4 * n_v_partitions_v_replica_nodes <= len(buf):
+                v_partitions_v_replica_nodes = list(_ARR_i[n_v_partitions_v_replica_nodes].unpack_from(buf, pos))
+                pos += 4 * n_v_partitions_v_replica_nodes
+            else:
+                v_partitions_v_replica_nodes, pos = _rfa(buf, pos, n_v_partitions_v_replica_nodes, 'i', 'ReplicaNodes')
             v_partitions_v_isr_nodes: list[int]
             n_v_partitions_v_isr_nodes, pos = _ral(buf, pos, 'IsrNodes')
-            v_partitions_v_isr_nodes, pos = _rfa(buf, pos, n_v_partitions_v_isr_nodes, 'i', 'IsrNodes')
+            if n_v_partitions_v_isr_nodes < 32 and pos + 4 * n_v_partitions_v_isr_nodes <= len(buf):
+                v_partitions_v_isr_nodes = list(_ARR_i[n_v_partitions_v_isr_nodes].unpack_from(buf, pos))
+                pos += 4 * n_v_partitions_v_isr_nodes
+            else:
+                v_partitions_v_isr_nodes, pos = _rfa(buf, pos, n_v_partitions_v_isr_nodes, 'i', 'IsrNodes')
             v_partitions_v_offline_replicas: list[int]
             n_v_partitions_v_offline_replicas, pos = _ral(buf, pos, 'OfflineReplicas')
-            v_partitions_v_offline_replicas, pos = _rfa(buf, pos, n_v_partitions_v_offline_replicas, 'i', 'OfflineReplicas')
+            if n_v_partitions_v_offline_replicas < 32 and pos + 4 * n_v_partitions_v_offline_replicas <= len(buf):
+                v_partitions_v_offline_replicas = list(_ARR_i[n_v_partitions_v_offline_replicas].unpack_from(buf, pos))
+                pos += 4 * n_v_partitions_v_offline_replicas
+            else:
+                v_partitions_v_offline_replicas, pos = _rfa(buf, pos, n_v_partitions_v_offline_replicas, 'i', 'OfflineReplicas')
             v_partitions_o = _new(MetadataResponsePartition)
             v_partitions_o.error_code = v_partitions_v_error_code
             v_partitions_o.partition_index = v_partitions_v_partition_index
@@ -902,21 +1000,33 @@ def _read_MetadataResponseTopic_5(buf: bytes | bytearray | memoryview, pos: int)
                 pos += 1
             else:
                 n_v_partitions_v_replica_nodes, pos = _rcal(buf, pos, 'ReplicaNodes')
-            v_partitions_v_replica_nodes, pos = _rfa(buf, pos, n_v_partitions_v_replica_nodes, 'i', 'ReplicaNodes')
+            if n_v_partitions_v_replica_nodes < 32 and pos + 4 * n_v_partitions_v_replica_nodes <= len(buf):
+                v_partitions_v_replica_nodes = list(_ARR_i[n_v_partitions_v_replica_nodes].unpack_from(buf, pos))
+                pos += 4 * n_v_partitions_v_replica_nodes
+            else:
+                v_partitions_v_replica_nodes, pos = _rfa(buf, pos, n_v_partitions_v_replica_nodes, 'i', 'ReplicaNodes')
             v_partitions_v_isr_nodes: list[int]
             n_v_partitions_v_isr_nodes = buf[pos] - 1 if pos < end else -2
             if 0 <= n_v_partitions_v_isr_nodes < 127 and n_v_partitions_v_isr_nodes <= end - pos:
                 pos += 1
             else:
                 n_v_partitions_v_isr_nodes, pos = _rcal(buf, pos, 'IsrNodes')
-            v_partitions_v_isr_nodes, pos = _rfa(buf, pos, n_v_partitions_v_isr_nodes, 'i', 'IsrNodes')
+            if n_v_partitions_v_isr_nodes < 32 and pos + 4 * n_v_partitions_v_isr_nodes <= len(buf):
+                v_partitions_v_isr_nodes = list(_ARR_i[n_v_partitions_v_isr_nodes].unpack_from(buf, pos))
+                pos += 4 * n_v_partitions_v_isr_nodes
+            else:
+                v_partitions_v_isr_nodes, pos = _rfa(buf, pos, n_v_partitions_v_isr_nodes, 'i', 'IsrNodes')
             v_partitions_v_offline_replicas: list[int]
             n_v_partitions_v_offline_replicas = buf[pos] - 1 if pos < end else -2
             if 0 <= n_v_partitions_v_offline_replicas < 127 and n_v_partitions_v_offline_replicas <= end - pos:
                 pos += 1
             else:
                 n_v_partitions_v_offline_replicas, pos = _rcal(buf, pos, 'OfflineReplicas')
-            v_partitions_v_offline_replicas, pos = _rfa(buf, pos, n_v_partitions_v_offline_replicas, 'i', 'OfflineReplicas')
+            if n_v_partitions_v_offline_replicas < 32 and pos + 4 * n_v_partitions_v_offline_replicas <= len(buf):
+                v_partitions_v_offline_replicas = list(_ARR_i[n_v_partitions_v_offline_replicas].unpack_from(buf, pos))
+                pos += 4 * n_v_partitions_v_offline_replicas
+            else:
+                v_partitions_v_offline_replicas, pos = _rfa(buf, pos, n_v_partitions_v_offline_replicas, 'i', 'OfflineReplicas')
             v_partitions_unknown: tuple[tuple[int, bytes], ...] = ()
             if pos < end and buf[pos] == 0:
                 pos += 1
@@ -1037,21 +1147,33 @@ def _read_MetadataResponseTopic_6(buf: bytes | bytearray | memoryview, pos: int)
                 pos += 1
             else:
                 n_v_partitions_v_replica_nodes, pos = _rcal(buf, pos, 'ReplicaNodes')
-            v_partitions_v_replica_nodes, pos = _rfa(buf, pos, n_v_partitions_v_replica_nodes, 'i', 'ReplicaNodes')
+            if n_v_partitions_v_replica_nodes < 32 and pos + 4 * n_v_partitions_v_replica_nodes <= len(buf):
+                v_partitions_v_replica_nodes = list(_ARR_i[n_v_partitions_v_replica_nodes].unpack_from(buf, pos))
+                pos += 4 * n_v_partitions_v_replica_nodes
+            else:
+                v_partitions_v_replica_nodes, pos = _rfa(buf, pos, n_v_partitions_v_replica_nodes, 'i', 'ReplicaNodes')
             v_partitions_v_isr_nodes: list[int]
             n_v_partitions_v_isr_nodes = buf[pos] - 1 if pos < end else -2
             if 0 <= n_v_partitions_v_isr_nodes < 127 and n_v_partitions_v_isr_nodes <= end - pos:
                 pos += 1
             else:
                 n_v_partitions_v_isr_nodes, pos = _rcal(buf, pos, 'IsrNodes')
-            v_partitions_v_isr_nodes, pos = _rfa(buf, pos, n_v_partitions_v_isr_nodes, 'i', 'IsrNodes')
+            if n_v_partitions_v_isr_nodes < 32 and pos + 4 * n_v_partitions_v_isr_nodes <= len(buf):
+                v_partitions_v_isr_nodes = list(_ARR_i[n_v_partitions_v_isr_nodes].unpack_from(buf, pos))
+                pos += 4 * n_v_partitions_v_isr_nodes
+            else:
+                v_partitions_v_isr_nodes, pos = _rfa(buf, pos, n_v_partitions_v_isr_nodes, 'i', 'IsrNodes')
             v_partitions_v_offline_replicas: list[int]
             n_v_partitions_v_offline_replicas = buf[pos] - 1 if pos < end else -2
             if 0 <= n_v_partitions_v_offline_replicas < 127 and n_v_partitions_v_offline_replicas <= end - pos:
                 pos += 1
             else:
                 n_v_partitions_v_offline_replicas, pos = _rcal(buf, pos, 'OfflineReplicas')
-            v_partitions_v_offline_replicas, pos = _rfa(buf, pos, n_v_partitions_v_offline_replicas, 'i', 'OfflineReplicas')
+            if n_v_partitions_v_offline_replicas < 32 and pos + 4 * n_v_partitions_v_offline_replicas <= len(buf):
+                v_partitions_v_offline_replicas = list(_ARR_i[n_v_partitions_v_offline_replicas].unpack_from(buf, pos))
+                pos += 4 * n_v_partitions_v_offline_replicas
+            else:
+                v_partitions_v_offline_replicas, pos = _rfa(buf, pos, n_v_partitions_v_offline_replicas, 'i', 'OfflineReplicas')
             v_partitions_unknown: tuple[tuple[int, bytes], ...] = ()
             if pos < end and buf[pos] == 0:
                 pos += 1
@@ -1172,21 +1294,33 @@ def _read_MetadataResponseTopic_7(buf: bytes | bytearray | memoryview, pos: int)
                 pos += 1
             else:
                 n_v_partitions_v_replica_nodes, pos = _rcal(buf, pos, 'ReplicaNodes')
-            v_partitions_v_replica_nodes, pos = _rfa(buf, pos, n_v_partitions_v_replica_nodes, 'i', 'ReplicaNodes')
+            if n_v_partitions_v_replica_nodes < 32 and pos + 4 * n_v_partitions_v_replica_nodes <= len(buf):
+                v_partitions_v_replica_nodes = list(_ARR_i[n_v_partitions_v_replica_nodes].unpack_from(buf, pos))
+                pos += 4 * n_v_partitions_v_replica_nodes
+            else:
+                v_partitions_v_replica_nodes, pos = _rfa(buf, pos, n_v_partitions_v_replica_nodes, 'i', 'ReplicaNodes')
             v_partitions_v_isr_nodes: list[int]
             n_v_partitions_v_isr_nodes = buf[pos] - 1 if pos < end else -2
             if 0 <= n_v_partitions_v_isr_nodes < 127 and n_v_partitions_v_isr_nodes <= end - pos:
                 pos += 1
             else:
                 n_v_partitions_v_isr_nodes, pos = _rcal(buf, pos, 'IsrNodes')
-            v_partitions_v_isr_nodes, pos = _rfa(buf, pos, n_v_partitions_v_isr_nodes, 'i', 'IsrNodes')
+            if n_v_partitions_v_isr_nodes < 32 and pos + 4 * n_v_partitions_v_isr_nodes <= len(buf):
+                v_partitions_v_isr_nodes = list(_ARR_i[n_v_partitions_v_isr_nodes].unpack_from(buf, pos))
+                pos += 4 * n_v_partitions_v_isr_nodes
+            else:
+                v_partitions_v_isr_nodes, pos = _rfa(buf, pos, n_v_partitions_v_isr_nodes, 'i', 'IsrNodes')
             v_partitions_v_offline_replicas: list[int]
             n_v_partitions_v_offline_replicas = buf[pos] - 1 if pos < end else -2
             if 0 <= n_v_partitions_v_offline_replicas < 127 and n_v_partitions_v_offline_replicas <= end - pos:
                 pos += 1
             else:
                 n_v_partitions_v_offline_replicas, pos = _rcal(buf, pos, 'OfflineReplicas')
-            v_partitions_v_offline_replicas, pos = _rfa(buf, pos, n_v_partitions_v_offline_replicas, 'i', 'OfflineReplicas')
+            if n_v_partitions_v_offline_replicas < 32 and pos + 4 * n_v_partitions_v_offline_replicas <= len(buf):
+                v_partitions_v_offline_replicas = list(_ARR_i[n_v_partitions_v_offline_replicas].unpack_from(buf, pos))
+                pos += 4 * n_v_partitions_v_offline_replicas
+            else:
+                v_partitions_v_offline_replicas, pos = _rfa(buf, pos, n_v_partitions_v_offline_replicas, 'i', 'OfflineReplicas')
             v_partitions_unknown: tuple[tuple[int, bytes], ...] = ()
             if pos < end and buf[pos] == 0:
                 pos += 1

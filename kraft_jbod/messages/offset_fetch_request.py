@@ -25,11 +25,13 @@ from kraft_jbod.wire.primitives import (
     write_array_len as _wal, write_compact_array_len as _wcal,
     write_tagged_section as _wts, write_uvarint as _wuv,
     short_fixed as _short_fixed, uuid_from_bytes as _uuid_from_bytes,
+    array_structs as _array_structs,
 )
 
 _new = object.__new__
 _S__ = _struct.Struct('>?')
 _S_i = _struct.Struct('>i')
+_ARR_i = _array_structs('i')
 _L0 = (('MemberEpoch', 4),)
 _L1 = (('RequireStable', 1),)
 
@@ -110,7 +112,11 @@ def _read_OffsetFetchRequestTopic_0(buf: bytes | bytearray | memoryview, pos: in
     v_name, pos = _rs(buf, pos, 'Name')
     v_partition_indexes: list[int]
     n_v_partition_indexes, pos = _ral(buf, pos, 'PartitionIndexes')
-    v_partition_indexes, pos = _rfa(buf, pos, n_v_partition_indexes, 'i', 'PartitionIndexes')
+    if n_v_partition_indexes < 32 and pos + 4 * n_v_partition_indexes <= len(buf):
+        v_partition_indexes = list(_ARR_i[n_v_partition_indexes].unpack_from(buf, pos))
+        pos += 4 * n_v_partition_indexes
+    else:
+        v_partition_indexes, pos = _rfa(buf, pos, n_v_partition_indexes, 'i', 'PartitionIndexes')
     o = _new(OffsetFetchRequestTopic)
     o.name = v_name
     o.partition_indexes = v_partition_indexes
@@ -141,7 +147,11 @@ def _read_OffsetFetchRequestTopic_1(buf: bytes | bytearray | memoryview, pos: in
         pos += 1
     else:
         n_v_partition_indexes, pos = _rcal(buf, pos, 'PartitionIndexes')
-    v_partition_indexes, pos = _rfa(buf, pos, n_v_partition_indexes, 'i', 'PartitionIndexes')
+    if n_v_partition_indexes < 32 and pos + 4 * n_v_partition_indexes <= len(buf):
+        v_partition_indexes = list(_ARR_i[n_v_partition_indexes].unpack_from(buf, pos))
+        pos += 4 * n_v_partition_indexes
+    else:
+        v_partition_indexes, pos = _rfa(buf, pos, n_v_partition_indexes, 'i', 'PartitionIndexes')
     unknown: tuple[tuple[int, bytes], ...] = ()
     if pos < end and buf[pos] == 0:
         pos += 1
@@ -186,7 +196,11 @@ def _read_OffsetFetchRequestTopics_0(buf: bytes | bytearray | memoryview, pos: i
         pos += 1
     else:
         n_v_partition_indexes, pos = _rcal(buf, pos, 'PartitionIndexes')
-    v_partition_indexes, pos = _rfa(buf, pos, n_v_partition_indexes, 'i', 'PartitionIndexes')
+    if n_v_partition_indexes < 32 and pos + 4 * n_v_partition_indexes <= len(buf):
+        v_partition_indexes = list(_ARR_i[n_v_partition_indexes].unpack_from(buf, pos))
+        pos += 4 * n_v_partition_indexes
+    else:
+        v_partition_indexes, pos = _rfa(buf, pos, n_v_partition_indexes, 'i', 'PartitionIndexes')
     unknown: tuple[tuple[int, bytes], ...] = ()
     if pos < end and buf[pos] == 0:
         pos += 1
@@ -246,7 +260,11 @@ def _read_OffsetFetchRequestGroup_0(buf: bytes | bytearray | memoryview, pos: in
                     pos += 1
                 else:
                     n_v_topics_v_partition_indexes, pos = _rcal(buf, pos, 'PartitionIndexes')
-                v_topics_v_partition_indexes, pos = _rfa(buf, pos, n_v_topics_v_partition_indexes, 'i', 'PartitionIndexes')
+                if n_v_topics_v_partition_indexes < 32 and pos + 4 * n_v_topics_v_partition_indexes <= len(buf):
+                    v_topics_v_partition_indexes = list(_ARR_i[n_v_topics_v_partition_indexes].unpack_from(buf, pos))
+                    pos += 4 * n_v_topics_v_partition_indexes
+                else:
+                    v_topics_v_partition_indexes, pos = _rfa(buf, pos, n_v_topics_v_partition_indexes, 'i', 'PartitionIndexes')
                 v_topics_unknown: tuple[tuple[int, bytes], ...] = ()
                 if pos < end and buf[pos] == 0:
                     pos += 1
@@ -342,7 +360,11 @@ def _read_OffsetFetchRequestGroup_1(buf: bytes | bytearray | memoryview, pos: in
                     pos += 1
                 else:
                     n_v_topics_v_partition_indexes, pos = _rcal(buf, pos, 'PartitionIndexes')
-                v_topics_v_partition_indexes, pos = _rfa(buf, pos, n_v_topics_v_partition_indexes, 'i', 'PartitionIndexes')
+                if n_v_topics_v_partition_indexes < 32 and pos + 4 * n_v_topics_v_partition_indexes <= len(buf):
+                    v_topics_v_partition_indexes = list(_ARR_i[n_v_topics_v_partition_indexes].unpack_from(buf, pos))
+                    pos += 4 * n_v_topics_v_partition_indexes
+                else:
+                    v_topics_v_partition_indexes, pos = _rfa(buf, pos, n_v_topics_v_partition_indexes, 'i', 'PartitionIndexes')
                 v_topics_unknown: tuple[tuple[int, bytes], ...] = ()
                 if pos < end and buf[pos] == 0:
                     pos += 1
@@ -424,7 +446,11 @@ def _read_OffsetFetchRequest_0(buf: bytes | bytearray | memoryview, pos: int) ->
             v_topics_v_name, pos = _rs(buf, pos, 'Name')
             v_topics_v_partition_indexes: list[int]
             n_v_topics_v_partition_indexes, pos = _ral(buf, pos, 'PartitionIndexes')
-            v_topics_v_partition_indexes, pos = _rfa(buf, pos, n_v_topics_v_partition_indexes, 'i', 'PartitionIndexes')
+            if n_v_topics_v_partition_indexes < 32 and pos + 4 * n_v_topics_v_partition_indexes <= len(buf):
+                v_topics_v_partition_indexes = list(_ARR_i[n_v_topics_v_partition_indexes].unpack_from(buf, pos))
+                pos += 4 * n_v_topics_v_partition_indexes
+            else:
+                v_topics_v_partition_indexes, pos = _rfa(buf, pos, n_v_topics_v_partition_indexes, 'i', 'PartitionIndexes')
             v_topics_o = _new(OffsetFetchRequestTopic)
             v_topics_o.name = v_topics_v_name
             v_topics_o.partition_indexes = v_topics_v_partition_indexes
@@ -484,7 +510,11 @@ def _read_OffsetFetchRequest_1(buf: bytes | bytearray | memoryview, pos: int) ->
                 v_topics_v_name, pos = _rs(buf, pos, 'Name')
                 v_topics_v_partition_indexes: list[int]
                 n_v_topics_v_partition_indexes, pos = _ral(buf, pos, 'PartitionIndexes')
-                v_topics_v_partition_indexes, pos = _rfa(buf, pos, n_v_topics_v_partition_indexes, 'i', 'PartitionIndexes')
+                if n_v_topics_v_partition_indexes < 32 and pos + 4 * n_v_topics_v_partition_indexes <= len(buf):
+                    v_topics_v_partition_indexes = list(_ARR_i[n_v_topics_v_partition_indexes].unpack_from(buf, pos))
+                    pos += 4 * n_v_topics_v_partition_indexes
+                else:
+                    v_topics_v_partition_indexes, pos = _rfa(buf, pos, n_v_topics_v_partition_indexes, 'i', 'PartitionIndexes')
                 v_topics_o = _new(OffsetFetchRequestTopic)
                 v_topics_o.name = v_topics_v_name
                 v_topics_o.partition_indexes = v_topics_v_partition_indexes
@@ -551,7 +581,11 @@ def _read_OffsetFetchRequest_2(buf: bytes | bytearray | memoryview, pos: int) ->
                     pos += 1
                 else:
                     n_v_topics_v_partition_indexes, pos = _rcal(buf, pos, 'PartitionIndexes')
-                v_topics_v_partition_indexes, pos = _rfa(buf, pos, n_v_topics_v_partition_indexes, 'i', 'PartitionIndexes')
+                if n_v_topics_v_partition_indexes < 32 and pos + 4 * n_v_topics_v_partition_indexes <= len(buf):
+                    v_topics_v_partition_indexes = list(_ARR_i[n_v_topics_v_partition_indexes].unpack_from(buf, pos))
+                    pos += 4 * n_v_topics_v_partition_indexes
+                else:
+                    v_topics_v_partition_indexes, pos = _rfa(buf, pos, n_v_topics_v_partition_indexes, 'i', 'PartitionIndexes')
                 v_topics_unknown: tuple[tuple[int, bytes], ...] = ()
                 if pos < end and buf[pos] == 0:
                     pos += 1
@@ -646,7 +680,11 @@ def _read_OffsetFetchRequest_3(buf: bytes | bytearray | memoryview, pos: int) ->
                     pos += 1
                 else:
                     n_v_topics_v_partition_indexes, pos = _rcal(buf, pos, 'PartitionIndexes')
-                v_topics_v_partition_indexes, pos = _rfa(buf, pos, n_v_topics_v_partition_indexes, 'i', 'PartitionIndexes')
+                if n_v_topics_v_partition_indexes < 32 and pos + 4 * n_v_topics_v_partition_indexes <= len(buf):
+                    v_topics_v_partition_indexes = list(_ARR_i[n_v_topics_v_partition_indexes].unpack_from(buf, pos))
+                    pos += 4 * n_v_topics_v_partition_indexes
+                else:
+                    v_topics_v_partition_indexes, pos = _rfa(buf, pos, n_v_topics_v_partition_indexes, 'i', 'PartitionIndexes')
                 v_topics_unknown: tuple[tuple[int, bytes], ...] = ()
                 if pos < end and buf[pos] == 0:
                     pos += 1

@@ -25,6 +25,7 @@ from kraft_jbod.wire.primitives import (
     write_array_len as _wal, write_compact_array_len as _wcal,
     write_tagged_section as _wts, write_uvarint as _wuv,
     short_fixed as _short_fixed, uuid_from_bytes as _uuid_from_bytes,
+    array_structs as _array_structs,
 )
 
 _new = object.__new__
@@ -33,6 +34,7 @@ _S_i = _struct.Struct('>i')
 _S_i16s = _struct.Struct('>i16s')
 _ZERO_UUID = _uuid_from_bytes((0).to_bytes(16, 'big'))
 _L0 = (('PartitionId', 4), ('TopicId', 16))
+_ARR_i = _array_structs('i')
 
 
 def _absent(field: str, version: int | str) -> _EncodeError:
@@ -112,7 +114,11 @@ def _read_PartitionChangeRecord_0(buf: bytes | bytearray | memoryview, pos: int)
                 if n_v_isr < 0:
                     v_isr = None
                 else:
-                    v_isr, p = _rfa(sub, p, n_v_isr, 'i', 'Isr')
+                    if n_v_isr < 32 and p + 4 * n_v_isr <= len(sub):
+                        v_isr = list(_ARR_i[n_v_isr].unpack_from(sub, p))
+                        p += 4 * n_v_isr
+                    else:
+                        v_isr, p = _rfa(sub, p, n_v_isr, 'i', 'Isr')
             elif tag == 1:
                 sub = bytes(buf[pos:pos + size])
                 p = 0
@@ -127,7 +133,11 @@ def _read_PartitionChangeRecord_0(buf: bytes | bytearray | memoryview, pos: int)
                 if n_v_replicas < 0:
                     v_replicas = None
                 else:
-                    v_replicas, p = _rfa(sub, p, n_v_replicas, 'i', 'Replicas')
+                    if n_v_replicas < 32 and p + 4 * n_v_replicas <= len(sub):
+                        v_replicas = list(_ARR_i[n_v_replicas].unpack_from(sub, p))
+                        p += 4 * n_v_replicas
+                    else:
+                        v_replicas, p = _rfa(sub, p, n_v_replicas, 'i', 'Replicas')
             elif tag == 3:
                 sub = bytes(buf[pos:pos + size])
                 p = 0
@@ -135,7 +145,11 @@ def _read_PartitionChangeRecord_0(buf: bytes | bytearray | memoryview, pos: int)
                 if n_v_removing_replicas < 0:
                     v_removing_replicas = None
                 else:
-                    v_removing_replicas, p = _rfa(sub, p, n_v_removing_replicas, 'i', 'RemovingReplicas')
+                    if n_v_removing_replicas < 32 and p + 4 * n_v_removing_replicas <= len(sub):
+                        v_removing_replicas = list(_ARR_i[n_v_removing_replicas].unpack_from(sub, p))
+                        p += 4 * n_v_removing_replicas
+                    else:
+                        v_removing_replicas, p = _rfa(sub, p, n_v_removing_replicas, 'i', 'RemovingReplicas')
             elif tag == 4:
                 sub = bytes(buf[pos:pos + size])
                 p = 0
@@ -143,7 +157,11 @@ def _read_PartitionChangeRecord_0(buf: bytes | bytearray | memoryview, pos: int)
                 if n_v_adding_replicas < 0:
                     v_adding_replicas = None
                 else:
-                    v_adding_replicas, p = _rfa(sub, p, n_v_adding_replicas, 'i', 'AddingReplicas')
+                    if n_v_adding_replicas < 32 and p + 4 * n_v_adding_replicas <= len(sub):
+                        v_adding_replicas = list(_ARR_i[n_v_adding_replicas].unpack_from(sub, p))
+                        p += 4 * n_v_adding_replicas
+                    else:
+                        v_adding_replicas, p = _rfa(sub, p, n_v_adding_replicas, 'i', 'AddingReplicas')
             elif tag == 5:
                 sub = bytes(buf[pos:pos + size])
                 p = 0
@@ -304,7 +322,11 @@ def _read_PartitionChangeRecord_1(buf: bytes | bytearray | memoryview, pos: int)
                 if n_v_isr < 0:
                     v_isr = None
                 else:
-                    v_isr, p = _rfa(sub, p, n_v_isr, 'i', 'Isr')
+                    if n_v_isr < 32 and p + 4 * n_v_isr <= len(sub):
+                        v_isr = list(_ARR_i[n_v_isr].unpack_from(sub, p))
+                        p += 4 * n_v_isr
+                    else:
+                        v_isr, p = _rfa(sub, p, n_v_isr, 'i', 'Isr')
             elif tag == 1:
                 sub = bytes(buf[pos:pos + size])
                 p = 0
@@ -319,7 +341,11 @@ def _read_PartitionChangeRecord_1(buf: bytes | bytearray | memoryview, pos: int)
                 if n_v_replicas < 0:
                     v_replicas = None
                 else:
-                    v_replicas, p = _rfa(sub, p, n_v_replicas, 'i', 'Replicas')
+                    if n_v_replicas < 32 and p + 4 * n_v_replicas <= len(sub):
+                        v_replicas = list(_ARR_i[n_v_replicas].unpack_from(sub, p))
+                        p += 4 * n_v_replicas
+                    else:
+                        v_replicas, p = _rfa(sub, p, n_v_replicas, 'i', 'Replicas')
             elif tag == 3:
                 sub = bytes(buf[pos:pos + size])
                 p = 0
@@ -327,7 +353,11 @@ def _read_PartitionChangeRecord_1(buf: bytes | bytearray | memoryview, pos: int)
                 if n_v_removing_replicas < 0:
                     v_removing_replicas = None
                 else:
-                    v_removing_replicas, p = _rfa(sub, p, n_v_removing_replicas, 'i', 'RemovingReplicas')
+                    if n_v_removing_replicas < 32 and p + 4 * n_v_removing_replicas <= len(sub):
+                        v_removing_replicas = list(_ARR_i[n_v_removing_replicas].unpack_from(sub, p))
+                        p += 4 * n_v_removing_replicas
+                    else:
+                        v_removing_replicas, p = _rfa(sub, p, n_v_removing_replicas, 'i', 'RemovingReplicas')
             elif tag == 4:
                 sub = bytes(buf[pos:pos + size])
                 p = 0
@@ -335,7 +365,11 @@ def _read_PartitionChangeRecord_1(buf: bytes | bytearray | memoryview, pos: int)
                 if n_v_adding_replicas < 0:
                     v_adding_replicas = None
                 else:
-                    v_adding_replicas, p = _rfa(sub, p, n_v_adding_replicas, 'i', 'AddingReplicas')
+                    if n_v_adding_replicas < 32 and p + 4 * n_v_adding_replicas <= len(sub):
+                        v_adding_replicas = list(_ARR_i[n_v_adding_replicas].unpack_from(sub, p))
+                        p += 4 * n_v_adding_replicas
+                    else:
+                        v_adding_replicas, p = _rfa(sub, p, n_v_adding_replicas, 'i', 'AddingReplicas')
             elif tag == 5:
                 sub = bytes(buf[pos:pos + size])
                 p = 0
@@ -518,7 +552,11 @@ def _read_PartitionChangeRecord_2(buf: bytes | bytearray | memoryview, pos: int)
                 if n_v_isr < 0:
                     v_isr = None
                 else:
-                    v_isr, p = _rfa(sub, p, n_v_isr, 'i', 'Isr')
+                    if n_v_isr < 32 and p + 4 * n_v_isr <= len(sub):
+                        v_isr = list(_ARR_i[n_v_isr].unpack_from(sub, p))
+                        p += 4 * n_v_isr
+                    else:
+                        v_isr, p = _rfa(sub, p, n_v_isr, 'i', 'Isr')
             elif tag == 1:
                 sub = bytes(buf[pos:pos + size])
                 p = 0
@@ -533,7 +571,11 @@ def _read_PartitionChangeRecord_2(buf: bytes | bytearray | memoryview, pos: int)
                 if n_v_replicas < 0:
                     v_replicas = None
                 else:
-                    v_replicas, p = _rfa(sub, p, n_v_replicas, 'i', 'Replicas')
+                    if n_v_replicas < 32 and p + 4 * n_v_replicas <= len(sub):
+                        v_replicas = list(_ARR_i[n_v_replicas].unpack_from(sub, p))
+                        p += 4 * n_v_replicas
+                    else:
+                        v_replicas, p = _rfa(sub, p, n_v_replicas, 'i', 'Replicas')
             elif tag == 3:
                 sub = bytes(buf[pos:pos + size])
                 p = 0
@@ -541,7 +583,11 @@ def _read_PartitionChangeRecord_2(buf: bytes | bytearray | memoryview, pos: int)
                 if n_v_removing_replicas < 0:
                     v_removing_replicas = None
                 else:
-                    v_removing_replicas, p = _rfa(sub, p, n_v_removing_replicas, 'i', 'RemovingReplicas')
+                    if n_v_removing_replicas < 32 and p + 4 * n_v_removing_replicas <= len(sub):
+                        v_removing_replicas = list(_ARR_i[n_v_removing_replicas].unpack_from(sub, p))
+                        p += 4 * n_v_removing_replicas
+                    else:
+                        v_removing_replicas, p = _rfa(sub, p, n_v_removing_replicas, 'i', 'RemovingReplicas')
             elif tag == 4:
                 sub = bytes(buf[pos:pos + size])
                 p = 0
@@ -549,7 +595,11 @@ def _read_PartitionChangeRecord_2(buf: bytes | bytearray | memoryview, pos: int)
                 if n_v_adding_replicas < 0:
                     v_adding_replicas = None
                 else:
-                    v_adding_replicas, p = _rfa(sub, p, n_v_adding_replicas, 'i', 'AddingReplicas')
+                    if n_v_adding_replicas < 32 and p + 4 * n_v_adding_replicas <= len(sub):
+                        v_adding_replicas = list(_ARR_i[n_v_adding_replicas].unpack_from(sub, p))
+                        p += 4 * n_v_adding_replicas
+                    else:
+                        v_adding_replicas, p = _rfa(sub, p, n_v_adding_replicas, 'i', 'AddingReplicas')
             elif tag == 5:
                 sub = bytes(buf[pos:pos + size])
                 p = 0
@@ -572,7 +622,11 @@ def _read_PartitionChangeRecord_2(buf: bytes | bytearray | memoryview, pos: int)
                 if n_v_eligible_leader_replicas < 0:
                     v_eligible_leader_replicas = None
                 else:
-                    v_eligible_leader_replicas, p = _rfa(sub, p, n_v_eligible_leader_replicas, 'i', 'EligibleLeaderReplicas')
+                    if n_v_eligible_leader_replicas < 32 and p + 4 * n_v_eligible_leader_replicas <= len(sub):
+                        v_eligible_leader_replicas = list(_ARR_i[n_v_eligible_leader_replicas].unpack_from(sub, p))
+                        p += 4 * n_v_eligible_leader_replicas
+                    else:
+                        v_eligible_leader_replicas, p = _rfa(sub, p, n_v_eligible_leader_replicas, 'i', 'EligibleLeaderReplicas')
             elif tag == 7:
                 sub = bytes(buf[pos:pos + size])
                 p = 0
@@ -580,7 +634,11 @@ def _read_PartitionChangeRecord_2(buf: bytes | bytearray | memoryview, pos: int)
                 if n_v_last_known_elr < 0:
                     v_last_known_elr = None
                 else:
-                    v_last_known_elr, p = _rfa(sub, p, n_v_last_known_elr, 'i', 'LastKnownElr')
+                    if n_v_last_known_elr < 32 and p + 4 * n_v_last_known_elr <= len(sub):
+                        v_last_known_elr = list(_ARR_i[n_v_last_known_elr].unpack_from(sub, p))
+                        p += 4 * n_v_last_known_elr
+                    else:
+                        v_last_known_elr, p = _rfa(sub, p, n_v_last_known_elr, 'i', 'LastKnownElr')
             else:
                 raw_tags.append((tag, bytes(buf[pos:pos + size])))
             pos += size

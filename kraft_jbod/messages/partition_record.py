@@ -25,6 +25,7 @@ from kraft_jbod.wire.primitives import (
     write_array_len as _wal, write_compact_array_len as _wcal,
     write_tagged_section as _wts, write_uvarint as _wuv,
     short_fixed as _short_fixed, uuid_from_bytes as _uuid_from_bytes,
+    array_structs as _array_structs,
 )
 
 _new = object.__new__
@@ -33,6 +34,7 @@ _S_i16s = _struct.Struct('>i16s')
 _S_iii = _struct.Struct('>iii')
 _ZERO_UUID = _uuid_from_bytes((0).to_bytes(16, 'big'))
 _L0 = (('PartitionId', 4), ('TopicId', 16))
+_ARR_i = _array_structs('i')
 _L1 = (('Leader', 4), ('LeaderEpoch', 4), ('PartitionEpoch', 4))
 
 
@@ -100,28 +102,44 @@ def _read_PartitionRecord_0(buf: bytes | bytearray | memoryview, pos: int) -> tu
         pos += 1
     else:
         n_v_replicas, pos = _rcal(buf, pos, 'Replicas')
-    v_replicas, pos = _rfa(buf, pos, n_v_replicas, 'i', 'Replicas')
+    if n_v_replicas < 32 and pos + 4 * n_v_replicas <= len(buf):
+        v_replicas = list(_ARR_i[n_v_replicas].unpack_from(buf, pos))
+        pos += 4 * n_v_replicas
+    else:
+        v_replicas, pos = _rfa(buf, pos, n_v_replicas, 'i', 'Replicas')
     v_isr: list[int]
     n_v_isr = buf[pos] - 1 if pos < end else -2
     if 0 <= n_v_isr < 127 and n_v_isr <= end - pos:
         pos += 1
     else:
         n_v_isr, pos = _rcal(buf, pos, 'Isr')
-    v_isr, pos = _rfa(buf, pos, n_v_isr, 'i', 'Isr')
+    if n_v_isr < 32 and pos + 4 * n_v_isr <= len(buf):
+        v_isr = list(_ARR_i[n_v_isr].unpack_from(buf, pos))
+        pos += 4 * n_v_isr
+    else:
+        v_isr, pos = _rfa(buf, pos, n_v_isr, 'i', 'Isr')
     v_removing_replicas: list[int]
     n_v_removing_replicas = buf[pos] - 1 if pos < end else -2
     if 0 <= n_v_removing_replicas < 127 and n_v_removing_replicas <= end - pos:
         pos += 1
     else:
         n_v_removing_replicas, pos = _rcal(buf, pos, 'RemovingReplicas')
-    v_removing_replicas, pos = _rfa(buf, pos, n_v_removing_replicas, 'i', 'RemovingReplicas')
+    if n_v_removing_replicas < 32 and pos + 4 * n_v_removing_replicas <= len(buf):
+        v_removing_replicas = list(_ARR_i[n_v_removing_replicas].unpack_from(buf, pos))
+        pos += 4 * n_v_removing_replicas
+    else:
+        v_removing_replicas, pos = _rfa(buf, pos, n_v_removing_replicas, 'i', 'RemovingReplicas')
     v_adding_replicas: list[int]
     n_v_adding_replicas = buf[pos] - 1 if pos < end else -2
     if 0 <= n_v_adding_replicas < 127 and n_v_adding_replicas <= end - pos:
         pos += 1
     else:
         n_v_adding_replicas, pos = _rcal(buf, pos, 'AddingReplicas')
-    v_adding_replicas, pos = _rfa(buf, pos, n_v_adding_replicas, 'i', 'AddingReplicas')
+    if n_v_adding_replicas < 32 and pos + 4 * n_v_adding_replicas <= len(buf):
+        v_adding_replicas = list(_ARR_i[n_v_adding_replicas].unpack_from(buf, pos))
+        pos += 4 * n_v_adding_replicas
+    else:
+        v_adding_replicas, pos = _rfa(buf, pos, n_v_adding_replicas, 'i', 'AddingReplicas')
     if pos + 12 > end:
         raise _short_fixed(pos, end, _L1)
     v_leader, v_leader_epoch, v_partition_epoch = _S_iii.unpack_from(buf, pos)
@@ -228,28 +246,44 @@ def _read_PartitionRecord_1(buf: bytes | bytearray | memoryview, pos: int) -> tu
         pos += 1
     else:
         n_v_replicas, pos = _rcal(buf, pos, 'Replicas')
-    v_replicas, pos = _rfa(buf, pos, n_v_replicas, 'i', 'Replicas')
+    if n_v_replicas < 32 and pos + 4 * n_v_replicas <= len(buf):
+        v_replicas = list(_ARR_i[n_v_replicas].unpack_from(buf, pos))
+        pos += 4 * n_v_replicas
+    else:
+        v_replicas, pos = _rfa(buf, pos, n_v_replicas, 'i', 'Replicas')
     v_isr: list[int]
     n_v_isr = buf[pos] - 1 if pos < end else -2
     if 0 <= n_v_isr < 127 and n_v_isr <= end - pos:
         pos += 1
     else:
         n_v_isr, pos = _rcal(buf, pos, 'Isr')
-    v_isr, pos = _rfa(buf, pos, n_v_isr, 'i', 'Isr')
+    if n_v_isr < 32 and pos + 4 * n_v_isr <= len(buf):
+        v_isr = list(_ARR_i[n_v_isr].unpack_from(buf, pos))
+        pos += 4 * n_v_isr
+    else:
+        v_isr, pos = _rfa(buf, pos, n_v_isr, 'i', 'Isr')
     v_removing_replicas: list[int]
     n_v_removing_replicas = buf[pos] - 1 if pos < end else -2
     if 0 <= n_v_removing_replicas < 127 and n_v_removing_replicas <= end - pos:
         pos += 1
     else:
         n_v_removing_replicas, pos = _rcal(buf, pos, 'RemovingReplicas')
-    v_removing_replicas, pos = _rfa(buf, pos, n_v_removing_replicas, 'i', 'RemovingReplicas')
+    if n_v_removing_replicas < 32 and pos + 4 * n_v_removing_replicas <= len(buf):
+        v_removing_replicas = list(_ARR_i[n_v_removing_replicas].unpack_from(buf, pos))
+        pos += 4 * n_v_removing_replicas
+    else:
+        v_removing_replicas, pos = _rfa(buf, pos, n_v_removing_replicas, 'i', 'RemovingReplicas')
     v_adding_replicas: list[int]
     n_v_adding_replicas = buf[pos] - 1 if pos < end else -2
     if 0 <= n_v_adding_replicas < 127 and n_v_adding_replicas <= end - pos:
         pos += 1
     else:
         n_v_adding_replicas, pos = _rcal(buf, pos, 'AddingReplicas')
-    v_adding_replicas, pos = _rfa(buf, pos, n_v_adding_replicas, 'i', 'AddingReplicas')
+    if n_v_adding_replicas < 32 and pos + 4 * n_v_adding_replicas <= len(buf):
+        v_adding_replicas = list(_ARR_i[n_v_adding_replicas].unpack_from(buf, pos))
+        pos += 4 * n_v_adding_replicas
+    else:
+        v_adding_replicas, pos = _rfa(buf, pos, n_v_adding_replicas, 'i', 'AddingReplicas')
     if pos + 12 > end:
         raise _short_fixed(pos, end, _L1)
     v_leader, v_leader_epoch, v_partition_epoch = _S_iii.unpack_from(buf, pos)
@@ -365,28 +399,44 @@ def _read_PartitionRecord_2(buf: bytes | bytearray | memoryview, pos: int) -> tu
         pos += 1
     else:
         n_v_replicas, pos = _rcal(buf, pos, 'Replicas')
-    v_replicas, pos = _rfa(buf, pos, n_v_replicas, 'i', 'Replicas')
+    if n_v_replicas < 32 and pos + 4 * n_v_replicas <= len(buf):
+        v_replicas = list(_ARR_i[n_v_replicas].unpack_from(buf, pos))
+        pos += 4 * n_v_replicas
+    else:
+        v_replicas, pos = _rfa(buf, pos, n_v_replicas, 'i', 'Replicas')
     v_isr: list[int]
     n_v_isr = buf[pos] - 1 if pos < end else -2
     if 0 <= n_v_isr < 127 and n_v_isr <= end - pos:
         pos += 1
     else:
         n_v_isr, pos = _rcal(buf, pos, 'Isr')
-    v_isr, pos = _rfa(buf, pos, n_v_isr, 'i', 'Isr')
+    if n_v_isr < 32 and pos + 4 * n_v_isr <= len(buf):
+        v_isr = list(_ARR_i[n_v_isr].unpack_from(buf, pos))
+        pos += 4 * n_v_isr
+    else:
+        v_isr, pos = _rfa(buf, pos, n_v_isr, 'i', 'Isr')
     v_removing_replicas: list[int]
     n_v_removing_replicas = buf[pos] - 1 if pos < end else -2
     if 0 <= n_v_removing_replicas < 127 and n_v_removing_replicas <= end - pos:
         pos += 1
     else:
         n_v_removing_replicas, pos = _rcal(buf, pos, 'RemovingReplicas')
-    v_removing_replicas, pos = _rfa(buf, pos, n_v_removing_replicas, 'i', 'RemovingReplicas')
+    if n_v_removing_replicas < 32 and pos + 4 * n_v_removing_replicas <= len(buf):
+        v_removing_replicas = list(_ARR_i[n_v_removing_replicas].unpack_from(buf, pos))
+        pos += 4 * n_v_removing_replicas
+    else:
+        v_removing_replicas, pos = _rfa(buf, pos, n_v_removing_replicas, 'i', 'RemovingReplicas')
     v_adding_replicas: list[int]
     n_v_adding_replicas = buf[pos] - 1 if pos < end else -2
     if 0 <= n_v_adding_replicas < 127 and n_v_adding_replicas <= end - pos:
         pos += 1
     else:
         n_v_adding_replicas, pos = _rcal(buf, pos, 'AddingReplicas')
-    v_adding_replicas, pos = _rfa(buf, pos, n_v_adding_replicas, 'i', 'AddingReplicas')
+    if n_v_adding_replicas < 32 and pos + 4 * n_v_adding_replicas <= len(buf):
+        v_adding_replicas = list(_ARR_i[n_v_adding_replicas].unpack_from(buf, pos))
+        pos += 4 * n_v_adding_replicas
+    else:
+        v_adding_replicas, pos = _rfa(buf, pos, n_v_adding_replicas, 'i', 'AddingReplicas')
     if pos + 12 > end:
         raise _short_fixed(pos, end, _L1)
     v_leader, v_leader_epoch, v_partition_epoch = _S_iii.unpack_from(buf, pos)
@@ -423,7 +473,11 @@ def _read_PartitionRecord_2(buf: bytes | bytearray | memoryview, pos: int) -> tu
                 if n_v_eligible_leader_replicas < 0:
                     v_eligible_leader_replicas = None
                 else:
-                    v_eligible_leader_replicas, p = _rfa(sub, p, n_v_eligible_leader_replicas, 'i', 'EligibleLeaderReplicas')
+                    if n_v_eligible_leader_replicas < 32 and p + 4 * n_v_eligible_leader_replicas <= len(sub):
+                        v_eligible_leader_replicas = list(_ARR_i[n_v_eligible_leader_replicas].unpack_from(sub, p))
+                        p += 4 * n_v_eligible_leader_replicas
+                    else:
+                        v_eligible_leader_replicas, p = _rfa(sub, p, n_v_eligible_leader_replicas, 'i', 'EligibleLeaderReplicas')
             elif tag == 2:
                 sub = bytes(buf[pos:pos + size])
                 p = 0
@@ -431,7 +485,11 @@ def _read_PartitionRecord_2(buf: bytes | bytearray | memoryview, pos: int) -> tu
                 if n_v_last_known_elr < 0:
                     v_last_known_elr = None
                 else:
-                    v_last_known_elr, p = _rfa(sub, p, n_v_last_known_elr, 'i', 'LastKnownElr')
+                    if n_v_last_known_elr < 32 and p + 4 * n_v_last_known_elr <= len(sub):
+                        v_last_known_elr = list(_ARR_i[n_v_last_known_elr].unpack_from(sub, p))
+                        p += 4 * n_v_last_known_elr
+                    else:
+                        v_last_known_elr, p = _rfa(sub, p, n_v_last_known_elr, 'i', 'LastKnownElr')
             else:
                 raw_tags.append((tag, bytes(buf[pos:pos + size])))
             pos += size

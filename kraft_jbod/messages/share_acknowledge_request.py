@@ -25,6 +25,7 @@ from kraft_jbod.wire.primitives import (
     write_array_len as _wal, write_compact_array_len as _wcal,
     write_tagged_section as _wts, write_uvarint as _wuv,
     short_fixed as _short_fixed, uuid_from_bytes as _uuid_from_bytes,
+    array_structs as _array_structs,
 )
 
 _new = object.__new__
@@ -33,6 +34,7 @@ _S_i = _struct.Struct('>i')
 _S_qq = _struct.Struct('>qq')
 _ZERO_UUID = _uuid_from_bytes((0).to_bytes(16, 'big'))
 _L0 = (('FirstOffset', 8), ('LastOffset', 8))
+_ARR_b = _array_structs('b')
 _L1 = (('PartitionIndex', 4),)
 _L2 = (('TopicId', 16),)
 _L3 = (('ShareSessionEpoch', 4),)
@@ -120,7 +122,11 @@ def _read_AcknowledgementBatch_0(buf: bytes | bytearray | memoryview, pos: int) 
         pos += 1
     else:
         n_v_acknowledge_types, pos = _rcal(buf, pos, 'AcknowledgeTypes')
-    v_acknowledge_types, pos = _rfa(buf, pos, n_v_acknowledge_types, 'b', 'AcknowledgeTypes')
+    if n_v_acknowledge_types < 32 and pos + 1 * n_v_acknowledge_types <= len(buf):
+        v_acknowledge_types = list(_ARR_b[n_v_acknowledge_types].unpack_from(buf, pos))
+        pos += 1 * n_v_acknowledge_types
+    else:
+        v_acknowledge_types, pos = _rfa(buf, pos, n_v_acknowledge_types, 'b', 'AcknowledgeTypes')
     unknown: tuple[tuple[int, bytes], ...] = ()
     if pos < end and buf[pos] == 0:
         pos += 1
@@ -182,7 +188,11 @@ def _read_AcknowledgePartition_0(buf: bytes | bytearray | memoryview, pos: int) 
                 pos += 1
             else:
                 n_v_acknowledgement_batches_v_acknowledge_types, pos = _rcal(buf, pos, 'AcknowledgeTypes')
-            v_acknowledgement_batches_v_acknowledge_types, pos = _rfa(buf, pos, n_v_acknowledgement_batches_v_acknowledge_types, 'b', 'AcknowledgeTypes')
+            if n_v_acknowledgement_batches_v_acknowledge_types < 32 and pos + 1 * n_v_acknowledgement_batches_v_acknowledge_types <= len(buf):
+                v_acknowledgement_batches_v_acknowledge_types = list(_ARR_b[n_v_acknowledgement_batches_v_acknowledge_types].unpack_from(buf, pos))
+                pos += 1 * n_v_acknowledgement_batches_v_acknowledge_types
+            else:
+                v_acknowledgement_batches_v_acknowledge_types, pos = _rfa(buf, pos, n_v_acknowledgement_batches_v_acknowledge_types, 'b', 'AcknowledgeTypes')
             v_acknowledgement_batches_unknown: tuple[tuple[int, bytes], ...] = ()
             if pos < end and buf[pos] == 0:
                 pos += 1

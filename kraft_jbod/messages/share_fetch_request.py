@@ -25,6 +25,7 @@ from kraft_jbod.wire.primitives import (
     write_array_len as _wal, write_compact_array_len as _wcal,
     write_tagged_section as _wts, write_uvarint as _wuv,
     short_fixed as _short_fixed, uuid_from_bytes as _uuid_from_bytes,
+    array_structs as _array_structs,
 )
 
 _new = object.__new__
@@ -34,8 +35,10 @@ _S_iiii = _struct.Struct('>iiii')
 _S_qq = _struct.Struct('>qq')
 _ZERO_UUID = _uuid_from_bytes((0).to_bytes(16, 'big'))
 _L0 = (('FirstOffset', 8), ('LastOffset', 8))
+_ARR_b = _array_structs('b')
 _L1 = (('PartitionIndex', 4), ('PartitionMaxBytes', 4))
 _L2 = (('TopicId', 16),)
+_ARR_i = _array_structs('i')
 _L3 = (('ShareSessionEpoch', 4), ('MaxWaitMs', 4), ('MinBytes', 4), ('MaxBytes', 4))
 
 
@@ -135,7 +138,11 @@ def _read_AcknowledgementBatch_0(buf: bytes | bytearray | memoryview, pos: int) 
         pos += 1
     else:
         n_v_acknowledge_types, pos = _rcal(buf, pos, 'AcknowledgeTypes')
-    v_acknowledge_types, pos = _rfa(buf, pos, n_v_acknowledge_types, 'b', 'AcknowledgeTypes')
+    if n_v_acknowledge_types < 32 and pos + 1 * n_v_acknowledge_types <= len(buf):
+        v_acknowledge_types = list(_ARR_b[n_v_acknowledge_types].unpack_from(buf, pos))
+        pos += 1 * n_v_acknowledge_types
+    else:
+        v_acknowledge_types, pos = _rfa(buf, pos, n_v_acknowledge_types, 'b', 'AcknowledgeTypes')
     unknown: tuple[tuple[int, bytes], ...] = ()
     if pos < end and buf[pos] == 0:
         pos += 1
@@ -197,7 +204,11 @@ def _read_FetchPartition_0(buf: bytes | bytearray | memoryview, pos: int) -> tup
                 pos += 1
             else:
                 n_v_acknowledgement_batches_v_acknowledge_types, pos = _rcal(buf, pos, 'AcknowledgeTypes')
-            v_acknowledgement_batches_v_acknowledge_types, pos = _rfa(buf, pos, n_v_acknowledgement_batches_v_acknowledge_types, 'b', 'AcknowledgeTypes')
+            if n_v_acknowledgement_batches_v_acknowledge_types < 32 and pos + 1 * n_v_acknowledgement_batches_v_acknowledge_types <= len(buf):
+                v_acknowledgement_batches_v_acknowledge_types = list(_ARR_b[n_v_acknowledgement_batches_v_acknowledge_types].unpack_from(buf, pos))
+                pos += 1 * n_v_acknowledgement_batches_v_acknowledge_types
+            else:
+                v_acknowledgement_batches_v_acknowledge_types, pos = _rfa(buf, pos, n_v_acknowledgement_batches_v_acknowledge_types, 'b', 'AcknowledgeTypes')
             v_acknowledgement_batches_unknown: tuple[tuple[int, bytes], ...] = ()
             if pos < end and buf[pos] == 0:
                 pos += 1
@@ -330,7 +341,11 @@ def _read_ForgottenTopic_0(buf: bytes | bytearray | memoryview, pos: int) -> tup
         pos += 1
     else:
         n_v_partitions, pos = _rcal(buf, pos, 'Partitions')
-    v_partitions, pos = _rfa(buf, pos, n_v_partitions, 'i', 'Partitions')
+    if n_v_partitions < 32 and pos + 4 * n_v_partitions <= len(buf):
+        v_partitions = list(_ARR_i[n_v_partitions].unpack_from(buf, pos))
+        pos += 4 * n_v_partitions
+    else:
+        v_partitions, pos = _rfa(buf, pos, n_v_partitions, 'i', 'Partitions')
     unknown: tuple[tuple[int, bytes], ...] = ()
     if pos < end and buf[pos] == 0:
         pos += 1
@@ -409,7 +424,11 @@ def _read_ShareFetchRequest_0(buf: bytes | bytearray | memoryview, pos: int) -> 
                 pos += 1
             else:
                 n_v_forgotten_topics_data_v_partitions, pos = _rcal(buf, pos, 'Partitions')
-            v_forgotten_topics_data_v_partitions, pos = _rfa(buf, pos, n_v_forgotten_topics_data_v_partitions, 'i', 'Partitions')
+            if n_v_forgotten_topics_data_v_partitions < 32 and pos + 4 * n_v_forgotten_topics_data_v_partitions <= len(buf):
+                v_forgotten_topics_data_v_partitions = list(_ARR_i[n_v_forgotten_topics_data_v_partitions].unpack_from(buf, pos))
+                pos += 4 * n_v_forgotten_topics_data_v_partitions
+            else:
+                v_forgotten_topics_data_v_partitions, pos = _rfa(buf, pos, n_v_forgotten_topics_data_v_partitions, 'i', 'Partitions')
             v_forgotten_topics_data_unknown: tuple[tuple[int, bytes], ...] = ()
             if pos < end and buf[pos] == 0:
                 pos += 1

@@ -25,6 +25,7 @@ from kraft_jbod.wire.primitives import (
     write_array_len as _wal, write_compact_array_len as _wcal,
     write_tagged_section as _wts, write_uvarint as _wuv,
     short_fixed as _short_fixed, uuid_from_bytes as _uuid_from_bytes,
+    array_structs as _array_structs,
 )
 
 _new = object.__new__

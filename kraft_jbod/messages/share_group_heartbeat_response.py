@@ -25,6 +25,7 @@ from kraft_jbod.wire.primitives import (
     write_array_len as _wal, write_compact_array_len as _wcal,
     write_tagged_section as _wts, write_uvarint as _wuv,
     short_fixed as _short_fixed, uuid_from_bytes as _uuid_from_bytes,
+    array_structs as _array_structs,
 )
 
 _new = object.__new__
@@ -33,6 +34,7 @@ _S_ih = _struct.Struct('>ih')
 _S_ii = _struct.Struct('>ii')
 _ZERO_UUID = _uuid_from_bytes((0).to_bytes(16, 'big'))
 _L0 = (('TopicId', 16),)
+_ARR_i = _array_structs('i')
 _L1 = (('ThrottleTimeMs', 4), ('ErrorCode', 2))
 _L2 = (('MemberEpoch', 4), ('HeartbeatIntervalMs', 4))
 
@@ -112,7 +114,11 @@ def _read_TopicPartitions_0(buf: bytes | bytearray | memoryview, pos: int) -> tu
         pos += 1
     else:
         n_v_partitions, pos = _rcal(buf, pos, 'Partitions')
-    v_partitions, pos = _rfa(buf, pos, n_v_partitions, 'i', 'Partitions')
+    if n_v_partitions < 32 and pos + 4 * n_v_partitions <= len(buf):
+        v_partitions = list(_ARR_i[n_v_partitions].unpack_from(buf, pos))
+        pos += 4 * n_v_partitions
+    else:
+        v_partitions, pos = _rfa(buf, pos, n_v_partitions, 'i', 'Partitions')
     unknown: tuple[tuple[int, bytes], ...] = ()
     if pos < end and buf[pos] == 0:
         pos += 1
@@ -170,7 +176,11 @@ def _read_Assignment_0(buf: bytes | bytearray | memoryview, pos: int) -> tuple[A
                 pos += 1
             else:
                 n_v_topic_partitions_v_partitions, pos = _rcal(buf, pos, 'Partitions')
-            v_topic_partitions_v_partitions, pos = _rfa(buf, pos, n_v_topic_partitions_v_partitions, 'i', 'Partitions')
+            if n_v_topic_partitions_v_partitions < 32 and pos + 4 * n_v_topic_partitions_v_partitions <= len(buf):
+                v_topic_partitions_v_partitions = list(_ARR_i[n_v_topic_partitions_v_partitions].unpack_from(buf, pos))
+                pos += 4 * n_v_topic_partitions_v_partitions
+            else:
+                v_topic_partitions_v_partitions, pos = _rfa(buf, pos, n_v_topic_partitions_v_partitions, 'i', 'Partitions')
             v_topic_partitions_unknown: tuple[tuple[int, bytes], ...] = ()
             if pos < end and buf[pos] == 0:
                 pos += 1

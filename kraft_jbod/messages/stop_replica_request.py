@@ -25,6 +25,7 @@ from kraft_jbod.wire.primitives import (
     write_array_len as _wal, write_compact_array_len as _wcal,
     write_tagged_section as _wts, write_uvarint as _wuv,
     short_fixed as _short_fixed, uuid_from_bytes as _uuid_from_bytes,
+    array_structs as _array_structs,
 )
 
 _new = object.__new__
@@ -34,6 +35,7 @@ _S_ii_ = _struct.Struct('>ii?')
 _S_iiq = _struct.Struct('>iiq')
 _S_iiq_ = _struct.Struct('>iiq?')
 _L0 = (('PartitionIndex', 4),)
+_ARR_i = _array_structs('i')
 _L1 = (('PartitionIndex', 4), ('LeaderEpoch', 4), ('DeletePartition', 1))
 _L2 = (('ControllerId', 4), ('ControllerEpoch', 4), ('DeletePartitions', 1))
 _L3 = (('ControllerId', 4), ('ControllerEpoch', 4), ('BrokerEpoch', 8), ('DeletePartitions', 1))
@@ -154,7 +156,11 @@ def _read_StopReplicaTopicV1_0(buf: bytes | bytearray | memoryview, pos: int) ->
     v_name, pos = _rs(buf, pos, 'Name')
     v_partition_indexes: list[int]
     n_v_partition_indexes, pos = _ral(buf, pos, 'PartitionIndexes')
-    v_partition_indexes, pos = _rfa(buf, pos, n_v_partition_indexes, 'i', 'PartitionIndexes')
+    if n_v_partition_indexes < 32 and pos + 4 * n_v_partition_indexes <= len(buf):
+        v_partition_indexes = list(_ARR_i[n_v_partition_indexes].unpack_from(buf, pos))
+        pos += 4 * n_v_partition_indexes
+    else:
+        v_partition_indexes, pos = _rfa(buf, pos, n_v_partition_indexes, 'i', 'PartitionIndexes')
     o = _new(StopReplicaTopicV1)
     o.name = v_name
     o.partition_indexes = v_partition_indexes
@@ -185,7 +191,11 @@ def _read_StopReplicaTopicV1_1(buf: bytes | bytearray | memoryview, pos: int) ->
         pos += 1
     else:
         n_v_partition_indexes, pos = _rcal(buf, pos, 'PartitionIndexes')
-    v_partition_indexes, pos = _rfa(buf, pos, n_v_partition_indexes, 'i', 'PartitionIndexes')
+    if n_v_partition_indexes < 32 and pos + 4 * n_v_partition_indexes <= len(buf):
+        v_partition_indexes = list(_ARR_i[n_v_partition_indexes].unpack_from(buf, pos))
+        pos += 4 * n_v_partition_indexes
+    else:
+        v_partition_indexes, pos = _rfa(buf, pos, n_v_partition_indexes, 'i', 'PartitionIndexes')
     unknown: tuple[tuple[int, bytes], ...] = ()
     if pos < end and buf[pos] == 0:
         pos += 1
@@ -413,7 +423,11 @@ def _read_StopReplicaRequest_1(buf: bytes | bytearray | memoryview, pos: int) ->
             v_topics_v_name, pos = _rs(buf, pos, 'Name')
             v_topics_v_partition_indexes: list[int]
             n_v_topics_v_partition_indexes, pos = _ral(buf, pos, 'PartitionIndexes')
-            v_topics_v_partition_indexes, pos = _rfa(buf, pos, n_v_topics_v_partition_indexes, 'i', 'PartitionIndexes')
+            if n_v_topics_v_partition_indexes < 32 and pos + 4 * n_v_topics_v_partition_indexes <= len(buf):
+                v_topics_v_partition_indexes = list(_ARR_i[n_v_topics_v_partition_indexes].unpack_from(buf, pos))
+                pos += 4 * n_v_topics_v_partition_indexes
+            else:
+                v_topics_v_partition_indexes, pos = _rfa(buf, pos, n_v_topics_v_partition_indexes, 'i', 'PartitionIndexes')
             v_topics_o = _new(StopReplicaTopicV1)
             v_topics_o.name = v_topics_v_name
             v_topics_o.partition_indexes = v_topics_v_partition_indexes
@@ -485,7 +499,11 @@ def _read_StopReplicaRequest_2(buf: bytes | bytearray | memoryview, pos: int) ->
                 pos += 1
             else:
                 n_v_topics_v_partition_indexes, pos = _rcal(buf, pos, 'PartitionIndexes')
-            v_topics_v_partition_indexes, pos = _rfa(buf, pos, n_v_topics_v_partition_indexes, 'i', 'PartitionIndexes')
+            if n_v_topics_v_partition_indexes < 32 and pos + 4 * n_v_topics_v_partition_indexes <= len(buf):
+                v_topics_v_partition_indexes = list(_ARR_i[n_v_topics_v_partition_indexes].unpack_from(buf, pos))
+                pos += 4 * n_v_topics_v_partition_indexes
+            else:
+                v_topics_v_partition_indexes, pos = _rfa(buf, pos, n_v_topics_v_partition_indexes, 'i', 'PartitionIndexes')
             v_topics_unknown: tuple[tuple[int, bytes], ...] = ()
             if pos < end and buf[pos] == 0:
                 pos += 1

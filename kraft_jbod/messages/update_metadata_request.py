@@ -25,6 +25,7 @@ from kraft_jbod.wire.primitives import (
     write_array_len as _wal, write_compact_array_len as _wcal,
     write_tagged_section as _wts, write_uvarint as _wuv,
     short_fixed as _short_fixed, uuid_from_bytes as _uuid_from_bytes,
+    array_structs as _array_structs,
 )
 
 _new = object.__new__
@@ -38,6 +39,7 @@ _S_iiii = _struct.Struct('>iiii')
 _S_iiq = _struct.Struct('>iiq')
 _ZERO_UUID = _uuid_from_bytes((0).to_bytes(16, 'big'))
 _L0 = (('PartitionIndex', 4), ('ControllerEpoch', 4), ('Leader', 4), ('LeaderEpoch', 4))
+_ARR_i = _array_structs('i')
 _L1 = (('ZkVersion', 4),)
 _L2 = (('TopicId', 16),)
 _L3 = (('Port', 4),)
@@ -153,14 +155,22 @@ def _read_UpdateMetadataPartitionState_0(buf: bytes | bytearray | memoryview, po
     pos += 16
     v_isr: list[int]
     n_v_isr, pos = _ral(buf, pos, 'Isr')
-    v_isr, pos = _rfa(buf, pos, n_v_isr, 'i', 'Isr')
+    if n_v_isr < 32 and pos + 4 * n_v_isr <= len(buf):
+        v_isr = list(_ARR_i[n_v_isr].unpack_from(buf, pos))
+        pos += 4 * n_v_isr
+    else:
+        v_isr, pos = _rfa(buf, pos, n_v_isr, 'i', 'Isr')
     if pos + 4 > end:
         raise _short_fixed(pos, end, _L1)
     v_zk_version, = _S_i.unpack_from(buf, pos)
     pos += 4
     v_replicas: list[int]
     n_v_replicas, pos = _ral(buf, pos, 'Replicas')
-    v_replicas, pos = _rfa(buf, pos, n_v_replicas, 'i', 'Replicas')
+    if n_v_replicas < 32 and pos + 4 * n_v_replicas <= len(buf):
+        v_replicas = list(_ARR_i[n_v_replicas].unpack_from(buf, pos))
+        pos += 4 * n_v_replicas
+    else:
+        v_replicas, pos = _rfa(buf, pos, n_v_replicas, 'i', 'Replicas')
     o = _new(UpdateMetadataPartitionState)
     o.topic_name = v_topic_name
     o.partition_index = v_partition_index
@@ -204,17 +214,29 @@ def _read_UpdateMetadataPartitionState_1(buf: bytes | bytearray | memoryview, po
     pos += 16
     v_isr: list[int]
     n_v_isr, pos = _ral(buf, pos, 'Isr')
-    v_isr, pos = _rfa(buf, pos, n_v_isr, 'i', 'Isr')
+    if n_v_isr < 32 and pos + 4 * n_v_isr <= len(buf):
+        v_isr = list(_ARR_i[n_v_isr].unpack_from(buf, pos))
+        pos += 4 * n_v_isr
+    else:
+        v_isr, pos = _rfa(buf, pos, n_v_isr, 'i', 'Isr')
     if pos + 4 > end:
         raise _short_fixed(pos, end, _L1)
     v_zk_version, = _S_i.unpack_from(buf, pos)
     pos += 4
     v_replicas: list[int]
     n_v_replicas, pos = _ral(buf, pos, 'Replicas')
-    v_replicas, pos = _rfa(buf, pos, n_v_replicas, 'i', 'Replicas')
+    if n_v_replicas < 32 and pos + 4 * n_v_replicas <= len(buf):
+        v_replicas = list(_ARR_i[n_v_replicas].unpack_from(buf, pos))
+        pos += 4 * n_v_replicas
+    else:
+        v_replicas, pos = _rfa(buf, pos, n_v_replicas, 'i', 'Replicas')
     v_offline_replicas: list[int]
     n_v_offline_replicas, pos = _ral(buf, pos, 'OfflineReplicas')
-    v_offline_replicas, pos = _rfa(buf, pos, n_v_offline_replicas, 'i', 'OfflineReplicas')
+    if n_v_offline_replicas < 32 and pos + 4 * n_v_offline_replicas <= len(buf):
+        v_offline_replicas = list(_ARR_i[n_v_offline_replicas].unpack_from(buf, pos))
+        pos += 4 * n_v_offline_replicas
+    else:
+        v_offline_replicas, pos = _rfa(buf, pos, n_v_offline_replicas, 'i', 'OfflineReplicas')
     o = _new(UpdateMetadataPartitionState)
     o.topic_name = v_topic_name
     o.partition_index = v_partition_index
@@ -261,17 +283,29 @@ def _read_UpdateMetadataPartitionState_2(buf: bytes | bytearray | memoryview, po
     pos += 16
     v_isr: list[int]
     n_v_isr, pos = _ral(buf, pos, 'Isr')
-    v_isr, pos = _rfa(buf, pos, n_v_isr, 'i', 'Isr')
+    if n_v_isr < 32 and pos + 4 * n_v_isr <= len(buf):
+        v_isr = list(_ARR_i[n_v_isr].unpack_from(buf, pos))
+        pos += 4 * n_v_isr
+    else:
+        v_isr, pos = _rfa(buf, pos, n_v_isr, 'i', 'Isr')
     if pos + 4 > end:
         raise _short_fixed(pos, end, _L1)
     v_zk_version, = _S_i.unpack_from(buf, pos)
     pos += 4
     v_replicas: list[int]
     n_v_replicas, pos = _ral(buf, pos, 'Replicas')
-    v_replicas, pos = _rfa(buf, pos, n_v_replicas, 'i', 'Replicas')
+    if n_v_replicas < 32 and pos + 4 * n_v_replicas <= len(buf):
+        v_replicas = list(_ARR_i[n_v_replicas].unpack_from(buf, pos))
+        pos += 4 * n_v_replicas
+    else:
+        v_replicas, pos = _rfa(buf, pos, n_v_replicas, 'i', 'Replicas')
     v_offline_replicas: list[int]
     n_v_offline_replicas, pos = _ral(buf, pos, 'OfflineReplicas')
-    v_offline_replicas, pos = _rfa(buf, pos, n_v_offline_replicas, 'i', 'OfflineReplicas')
+    if n_v_offline_replicas < 32 and pos + 4 * n_v_offline_replicas <= len(buf):
+        v_offline_replicas = list(_ARR_i[n_v_offline_replicas].unpack_from(buf, pos))
+        pos += 4 * n_v_offline_replicas
+    else:
+        v_offline_replicas, pos = _rfa(buf, pos, n_v_offline_replicas, 'i', 'OfflineReplicas')
     o = _new(UpdateMetadataPartitionState)
     o.topic_name = ''
     o.partition_index = v_partition_index
@@ -319,7 +353,11 @@ def _read_UpdateMetadataPartitionState_3(buf: bytes | bytearray | memoryview, po
         pos += 1
     else:
         n_v_isr, pos = _rcal(buf, pos, 'Isr')
-    v_isr, pos = _rfa(buf, pos, n_v_isr, 'i', 'Isr')
+    if n_v_isr < 32 and pos + 4 * n_v_isr <= len(buf):
+        v_isr = list(_ARR_i[n_v_isr].unpack_from(buf, pos))
+        pos += 4 * n_v_isr
+    else:
+        v_isr, pos = _rfa(buf, pos, n_v_isr, 'i', 'Isr')
     if pos + 4 > end:
         raise _short_fixed(pos, end, _L1)
     v_zk_version, = _S_i.unpack_from(buf, pos)
@@ -330,14 +368,22 @@ def _read_UpdateMetadataPartitionState_3(buf: bytes | bytearray | memoryview, po
         pos += 1
     else:
         n_v_replicas, pos = _rcal(buf, pos, 'Replicas')
-    v_replicas, pos = _rfa(buf, pos, n_v_replicas, 'i', 'Replicas')
+    if n_v_replicas < 32 and pos + 4 * n_v_replicas <= len(buf):
+        v_replicas = list(_ARR_i[n_v_replicas].unpack_from(buf, pos))
+        pos += 4 * n_v_replicas
+    else:
+        v_replicas, pos = _rfa(buf, pos, n_v_replicas, 'i', 'Replicas')
     v_offline_replicas: list[int]
     n_v_offline_replicas = buf[pos] - 1 if pos < end else -2
     if 0 <= n_v_offline_replicas < 127 and n_v_offline_replicas <= end - pos:
         pos += 1
     else:
         n_v_offline_replicas, pos = _rcal(buf, pos, 'OfflineReplicas')
-    v_offline_replicas, pos = _rfa(buf, pos, n_v_offline_replicas, 'i', 'OfflineReplicas')
+    if n_v_offline_replicas < 32 and pos + 4 * n_v_offline_replicas <= len(buf):
+        v_offline_replicas = list(_ARR_i[n_v_offline_replicas].unpack_from(buf, pos))
+        pos += 4 * n_v_offline_replicas
+    else:
+        v_offline_replicas, pos = _rfa(buf, pos, n_v_offline_replicas, 'i', 'OfflineReplicas')
     unknown: tuple[tuple[int, bytes], ...] = ()
     if pos < end and buf[pos] == 0:
         pos += 1
@@ -403,17 +449,29 @@ def _read_UpdateMetadataTopicState_0(buf: bytes | bytearray | memoryview, pos: i
             pos += 16
             v_partition_states_v_isr: list[int]
             n_v_partition_states_v_isr, pos = _ral(buf, pos, 'Isr')
-            v_partition_states_v_isr, pos = _rfa(buf, pos, n_v_partition_states_v_isr, 'i', 'Isr')
+            if n_v_partition_states_v_isr < 32 and pos + 4 * n_v_partition_states_v_isr <= len(buf):
+                v_partition_states_v_isr = list(_ARR_i[n_v_partition_states_v_isr].unpack_from(buf, pos))
+                pos += 4 * n_v_partition_states_v_isr
+            else:
+                v_partition_states_v_isr, pos = _rfa(buf, pos, n_v_partition_states_v_isr, 'i', 'Isr')
             if pos + 4 > end:
                 raise _short_fixed(pos, end, _L1)
             v_partition_states_v_zk_version, = _S_i.unpack_from(buf, pos)
             pos += 4
             v_partition_states_v_replicas: list[int]
             n_v_partition_states_v_replicas, pos = _ral(buf, pos, 'Replicas')
-            v_partition_states_v_replicas, pos = _rfa(buf, pos, n_v_partition_states_v_replicas, 'i', 'Replicas')
+            if n_v_partition_states_v_replicas < 32 and pos + 4 * n_v_partition_states_v_replicas <= len(buf):
+                v_partition_states_v_replicas = list(_ARR_i[n_v_partition_states_v_replicas].unpack_from(buf, pos))
+                pos += 4 * n_v_partition_states_v_replicas
+            else:
+                v_partition_states_v_replicas, pos = _rfa(buf, pos, n_v_partition_states_v_replicas, 'i', 'Replicas')
             v_partition_states_v_offline_replicas: list[int]
             n_v_partition_states_v_offline_replicas, pos = _ral(buf, pos, 'OfflineReplicas')
-            v_partition_states_v_offline_replicas, pos = _rfa(buf, pos, n_v_partition_states_v_offline_replicas, 'i', 'OfflineReplicas')
+            if n_v_partition_states_v_offline_replicas < 32 and pos + 4 * n_v_partition_states_v_offline_replicas <= len(buf):
+                v_partition_states_v_offline_replicas = list(_ARR_i[n_v_partition_states_v_offline_replicas].unpack_from(buf, pos))
+                pos += 4 * n_v_partition_states_v_offline_replicas
+            else:
+                v_partition_states_v_offline_replicas, pos = _rfa(buf, pos, n_v_partition_states_v_offline_replicas, 'i', 'OfflineReplicas')
             v_partition_states_o = _new(UpdateMetadataPartitionState)
             v_partition_states_o.topic_name = ''
             v_partition_states_o.partition_index = v_partition_states_v_partition_index
@@ -490,7 +548,11 @@ def _read_UpdateMetadataTopicState_1(buf: bytes | bytearray | memoryview, pos: i
                 pos += 1
             else:
                 n_v_partition_states_v_isr, pos = _rcal(buf, pos, 'Isr')
-            v_partition_states_v_isr, pos = _rfa(buf, pos, n_v_partition_states_v_isr, 'i', 'Isr')
+            if n_v_partition_states_v_isr < 32 and pos + 4 * n_v_partition_states_v_isr <= len(buf):
+                v_partition_states_v_isr = list(_ARR_i[n_v_partition_states_v_isr].unpack_from(buf, pos))
+                pos += 4 * n_v_partition_states_v_isr
+            else:
+                v_partition_states_v_isr, pos = _rfa(buf, pos, n_v_partition_states_v_isr, 'i', 'Isr')
             if pos + 4 > end:
                 raise _short_fixed(pos, end, _L1)
             v_partition_states_v_zk_version, = _S_i.unpack_from(buf, pos)
@@ -501,14 +563,22 @@ def _read_UpdateMetadataTopicState_1(buf: bytes | bytearray | memoryview, pos: i
                 pos += 1
             else:
                 n_v_partition_states_v_replicas, pos = _rcal(buf, pos, 'Replicas')
-            v_partition_states_v_replicas, pos = _rfa(buf, pos, n_v_partition_states_v_replicas, 'i', 'Replicas')
+            if n_v_partition_states_v_replicas < 32 and pos + 4 * n_v_partition_states_v_replicas <= len(buf):
+                v_partition_states_v_replicas = list(_ARR_i[n_v_partition_states_v_replicas].unpack_from(buf, pos))
+                pos += 4 * n_v_partition_states_v_replicas
+            else:
+                v_partition_states_v_replicas, pos = _rfa(buf, pos, n_v_partition_states_v_replicas, 'i', 'Replicas')
             v_partition_states_v_offline_replicas: list[int]
             n_v_partition_states_v_offline_replicas = buf[pos] - 1 if pos < end else -2
             if 0 <= n_v_partition_states_v_offline_replicas < 127 and n_v_partition_states_v_offline_replicas <= end - pos:
                 pos += 1
             else:
                 n_v_partition_states_v_offline_replicas, pos = _rcal(buf, pos, 'OfflineReplicas')
-            v_partition_states_v_offline_replicas, pos = _rfa(buf, pos, n_v_partition_states_v_offline_replicas, 'i', 'OfflineReplicas')
+            if n_v_partition_states_v_offline_replicas < 32 and pos + 4 * n_v_partition_states_v_offline_replicas <= len(buf):
+                v_partition_states_v_offline_replicas = list(_ARR_i[n_v_partition_states_v_offline_replicas].unpack_from(buf, pos))
+                pos += 4 * n_v_partition_states_v_offline_replicas
+            else:
+                v_partition_states_v_offline_replicas, pos = _rfa(buf, pos, n_v_partition_states_v_offline_replicas, 'i', 'OfflineReplicas')
             v_partition_states_unknown: tuple[tuple[int, bytes], ...] = ()
             if pos < end and buf[pos] == 0:
                 pos += 1
@@ -618,7 +688,11 @@ def _read_UpdateMetadataTopicState_2(buf: bytes | bytearray | memoryview, pos: i
                 pos += 1
             else:
                 n_v_partition_states_v_isr, pos = _rcal(buf, pos, 'Isr')
-            v_partition_states_v_isr, pos = _rfa(buf, pos, n_v_partition_states_v_isr, 'i', 'Isr')
+            if n_v_partition_states_v_isr < 32 and pos + 4 * n_v_partition_states_v_isr <= len(buf):
+                v_partition_states_v_isr = list(_ARR_i[n_v_partition_states_v_isr].unpack_from(buf, pos))
+                pos += 4 * n_v_partition_states_v_isr
+            else:
+                v_partition_states_v_isr, pos = _rfa(buf, pos, n_v_partition_states_v_isr, 'i', 'Isr')
             if pos + 4 > end:
                 raise _short_fixed(pos, end, _L1)
             v_partition_states_v_zk_version, = _S_i.unpack_from(buf, pos)
@@ -629,14 +703,22 @@ def _read_UpdateMetadataTopicState_2(buf: bytes | bytearray | memoryview, pos: i
                 pos += 1
             else:
                 n_v_partition_states_v_replicas, pos = _rcal(buf, pos, 'Replicas')
-            v_partition_states_v_replicas, pos = _rfa(buf, pos, n_v_partition_states_v_replicas, 'i', 'Replicas')
+            if n_v_partition_states_v_replicas < 32 and pos + 4 * n_v_partition_states_v_replicas <= len(buf):
+                v_partition_states_v_replicas = list(_ARR_i[n_v_partition_states_v_replicas].unpack_from(buf, pos))
+                pos += 4 * n_v_partition_states_v_replicas
+            else:
+                v_partition_states_v_replicas, pos = _rfa(buf, pos, n_v_partition_states_v_replicas, 'i', 'Replicas')
             v_partition_states_v_offline_replicas: list[int]
             n_v_partition_states_v_offline_replicas = buf[pos] - 1 if pos < end else -2
             if 0 <= n_v_partition_states_v_offline_replicas < 127 and n_v_partition_states_v_offline_replicas <= end - pos:
                 pos += 1
             else:
                 n_v_partition_states_v_offline_replicas, pos = _rcal(buf, pos, 'OfflineReplicas')
-            v_partition_states_v_offline_replicas, pos = _rfa(buf, pos, n_v_partition_states_v_offline_replicas, 'i', 'OfflineReplicas')
+            if n_v_partition_states_v_offline_replicas < 32 and pos + 4 * n_v_partition_states_v_offline_replicas <= len(buf):
+                v_partition_states_v_offline_replicas = list(_ARR_i[n_v_partition_states_v_offline_replicas].unpack_from(buf, pos))
+                pos += 4 * n_v_partition_states_v_offline_replicas
+            else:
+                v_partition_states_v_offline_replicas, pos = _rfa(buf, pos, n_v_partition_states_v_offline_replicas, 'i', 'OfflineReplicas')
             v_partition_states_unknown: tuple[tuple[int, bytes], ...] = ()
             if pos < end and buf[pos] == 0:
                 pos += 1
@@ -1175,14 +1257,22 @@ def _read_UpdateMetadataRequest_0(buf: bytes | bytearray | memoryview, pos: int)
             pos += 16
             v_ungrouped_partition_states_v_isr: list[int]
             n_v_ungrouped_partition_states_v_isr, pos = _ral(buf, pos, 'Isr')
-            v_ungrouped_partition_states_v_isr, pos = _rfa(buf, pos, n_v_ungrouped_partition_states_v_isr, 'i', 'Isr')
+            if n_v_ungrouped_partition_states_v_isr < 32 and pos + 4 * n_v_ungrouped_partition_states_v_isr <= len(buf):
+                v_ungrouped_partition_states_v_isr = list(_ARR_i[n_v_ungrouped_partition_states_v_isr].unpack_from(buf, pos))
+                pos += 4 * n_v_ungrouped_partition_states_v_isr
+            else:
+                v_ungrouped_partition_states_v_isr, pos = _rfa(buf, pos, n_v_ungrouped_partition_states_v_isr, 'i', 'Isr')
             if pos + 4 > end:
                 raise _short_fixed(pos, end, _L1)
             v_ungrouped_partition_states_v_zk_version, = _S_i.unpack_from(buf, pos)
             pos += 4
             v_ungrouped_partition_states_v_replicas: list[int]
             n_v_ungrouped_partition_states_v_replicas, pos = _ral(buf, pos, 'Replicas')
-            v_ungrouped_partition_states_v_replicas, pos = _rfa(buf, pos, n_v_ungrouped_partition_states_v_replicas, 'i', 'Replicas')
+            if n_v_ungrouped_partition_states_v_replicas < 32 and pos + 4 * n_v_ungrouped_partition_states_v_replicas <= len(buf):
+                v_ungrouped_partition_states_v_replicas = list(_ARR_i[n_v_ungrouped_partition_states_v_replicas].unpack_from(buf, pos))
+                pos += 4 * n_v_ungrouped_partition_states_v_replicas
+            else:
+                v_ungrouped_partition_states_v_replicas, pos = _rfa(buf, pos, n_v_ungrouped_partition_states_v_replicas, 'i', 'Replicas')
             v_ungrouped_partition_states_o = _new(UpdateMetadataPartitionState)
             v_ungrouped_partition_states_o.topic_name = v_ungrouped_partition_states_v_topic_name
             v_ungrouped_partition_states_o.partition_index = v_ungrouped_partition_states_v_partition_index
@@ -1300,14 +1390,22 @@ def _read_UpdateMetadataRequest_1(buf: bytes | bytearray | memoryview, pos: int)
             pos += 16
             v_ungrouped_partition_states_v_isr: list[int]
             n_v_ungrouped_partition_states_v_isr, pos = _ral(buf, pos, 'Isr')
-            v_ungrouped_partition_states_v_isr, pos = _rfa(buf, pos, n_v_ungrouped_partition_states_v_isr, 'i', 'Isr')
+            if n_v_ungrouped_partition_states_v_isr < 32 and pos + 4 * n_v_ungrouped_partition_states_v_isr <= len(buf):
+                v_ungrouped_partition_states_v_isr = list(_ARR_i[n_v_ungrouped_partition_states_v_isr].unpack_from(buf, pos))
+                pos += 4 * n_v_ungrouped_partition_states_v_isr
+            else:
+                v_ungrouped_partition_states_v_isr, pos = _rfa(buf, pos, n_v_ungrouped_partition_states_v_isr, 'i', 'Isr')
             if pos + 4 > end:
                 raise _short_fixed(pos, end, _L1)
             v_ungrouped_partition_states_v_zk_version, = _S_i.unpack_from(buf, pos)
             pos += 4
             v_ungrouped_partition_states_v_replicas: list[int]
             n_v_ungrouped_partition_states_v_replicas, pos = _ral(buf, pos, 'Replicas')
-            v_ungrouped_partition_states_v_replicas, pos = _rfa(buf, pos, n_v_ungrouped_partition_states_v_replicas, 'i', 'Replicas')
+            if n_v_ungrouped_partition_states_v_replicas < 32 and pos + 4 * n_v_ungrouped_partition_states_v_replicas <= len(buf):
+                v_ungrouped_partition_states_v_replicas = list(_ARR_i[n_v_ungrouped_partition_states_v_replicas].unpack_from(buf, pos))
+                pos += 4 * n_v_ungrouped_partition_states_v_replicas
+            else:
+                v_ungrouped_partition_states_v_replicas, pos = _rfa(buf, pos, n_v_ungrouped_partition_states_v_replicas, 'i', 'Replicas')
             v_ungrouped_partition_states_o = _new(UpdateMetadataPartitionState)
             v_ungrouped_partition_states_o.topic_name = v_ungrouped_partition_states_v_topic_name
             v_ungrouped_partition_states_o.partition_index = v_ungrouped_partition_states_v_partition_index
@@ -1404,14 +1502,22 @@ def _read_UpdateMetadataRequest_2(buf: bytes | bytearray | memoryview, pos: int)
             pos += 16
             v_ungrouped_partition_states_v_isr: list[int]
             n_v_ungrouped_partition_states_v_isr, pos = _ral(buf, pos, 'Isr')
-            v_ungrouped_partition_states_v_isr, pos = _rfa(buf, pos, n_v_ungrouped_partition_states_v_isr, 'i', 'Isr')
+            if n_v_ungrouped_partition_states_v_isr < 32 and pos + 4 * n_v_ungrouped_partition_states_v_isr <= len(buf):
+                v_ungrouped_partition_states_v_isr = list(_ARR_i[n_v_ungrouped_partition_states_v_isr].unpack_from(buf, pos))
+                pos += 4 * n_v_ungrouped_partition_states_v_isr
+            else:
+                v_ungrouped_partition_states_v_isr, pos = _rfa(buf, pos, n_v_ungrouped_partition_states_v_isr, 'i', 'Isr')
             if pos + 4 > end:
                 raise _short_fixed(pos, end, _L1)
             v_ungrouped_partition_states_v_zk_version, = _S_i.unpack_from(buf, pos)
             pos += 4
             v_ungrouped_partition_states_v_replicas: list[int]
             n_v_ungrouped_partition_states_v_replicas, pos = _ral(buf, pos, 'Replicas')
-            v_ungrouped_partition_states_v_replicas, pos = _rfa(buf, pos, n_v_ungrouped_partition_states_v_replicas, 'i', 'Replicas')
+            if n_v_ungrouped_partition_states_v_replicas < 32 and pos + 4 * n_v_ungrouped_partition_states_v_replicas <= len(buf):
+                v_ungrouped_partition_states_v_replicas = list(_ARR_i[n_v_ungrouped_partition_states_v_replicas].unpack_from(buf, pos))
+                pos += 4 * n_v_ungrouped_partition_states_v_replicas
+            else:
+                v_ungrouped_partition_states_v_replicas, pos = _rfa(buf, pos, n_v_ungrouped_partition_states_v_replicas, 'i', 'Replicas')
             v_ungrouped_partition_states_o = _new(UpdateMetadataPartitionState)
             v_ungrouped_partition_states_o.topic_name = v_ungrouped_partition_states_v_topic_name
             v_ungrouped_partition_states_o.partition_index = v_ungrouped_partition_states_v_partition_index
@@ -1508,14 +1614,22 @@ def _read_UpdateMetadataRequest_3(buf: bytes | bytearray | memoryview, pos: int)
             pos += 16
             v_ungrouped_partition_states_v_isr: list[int]
             n_v_ungrouped_partition_states_v_isr, pos = _ral(buf, pos, 'Isr')
-            v_ungrouped_partition_states_v_isr, pos = _rfa(buf, pos, n_v_ungrouped_partition_states_v_isr, 'i', 'Isr')
+            if n_v_ungrouped_partition_states_v_isr < 32 and pos + 4 * n_v_ungrouped_partition_states_v_isr <= len(buf):
+                v_ungrouped_partition_states_v_isr = list(_ARR_i[n_v_ungrouped_partition_states_v_isr].unpack_from(buf, pos))
+                pos += 4 * n_v_ungrouped_partition_states_v_isr
+            else:
+                v_ungrouped_partition_states_v_isr, pos = _rfa(buf, pos, n_v_ungrouped_partition_states_v_isr, 'i', 'Isr')
             if pos + 4 > end:
                 raise _short_fixed(pos, end, _L1)
             v_ungrouped_partition_states_v_zk_version, = _S_i.unpack_from(buf, pos)
             pos += 4
             v_ungrouped_partition_states_v_replicas: list[int]
             n_v_ungrouped_partition_states_v_replicas, pos = _ral(buf, pos, 'Replicas')
-            v_ungrouped_partition_states_v_replicas, pos = _rfa(buf, pos, n_v_ungrouped_partition_states_v_replicas, 'i', 'Replicas')
+            if n_v_ungrouped_partition_states_v_replicas < 32 and pos + 4 * n_v_ungrouped_partition_states_v_replicas <= len(buf):
+                v_ungrouped_partition_states_v_replicas = list(_ARR_i[n_v_ungrouped_partition_states_v_replicas].unpack_from(buf, pos))
+                pos += 4 * n_v_ungrouped_partition_states_v_replicas
+            else:
+                v_ungrouped_partition_states_v_replicas, pos = _rfa(buf, pos, n_v_ungrouped_partition_states_v_replicas, 'i', 'Replicas')
             v_ungrouped_partition_states_o = _new(UpdateMetadataPartitionState)
             v_ungrouped_partition_states_o.topic_name = v_ungrouped_partition_states_v_topic_name
             v_ungrouped_partition_states_o.partition_index = v_ungrouped_partition_states_v_partition_index
@@ -1612,17 +1726,29 @@ def _read_UpdateMetadataRequest_4(buf: bytes | bytearray | memoryview, pos: int)
             pos += 16
             v_ungrouped_partition_states_v_isr: list[int]
             n_v_ungrouped_partition_states_v_isr, pos = _ral(buf, pos, 'Isr')
-            v_ungrouped_partition_states_v_isr, pos = _rfa(buf, pos, n_v_ungrouped_partition_states_v_isr, 'i', 'Isr')
+            if n_v_ungrouped_partition_states_v_isr < 32 and pos + 4 * n_v_ungrouped_partition_states_v_isr <= len(buf):
+                v_ungrouped_partition_states_v_isr = list(_ARR_i[n_v_ungrouped_partition_states_v_isr].unpack_from(buf, pos))
+                pos += 4 * n_v_ungrouped_partition_states_v_isr
+            else:
+                v_ungrouped_partition_states_v_isr, pos = _rfa(buf, pos, n_v_ungrouped_partition_states_v_isr, 'i', 'Isr')
             if pos + 4 > end:
                 raise _short_fixed(pos, end, _L1)
             v_ungrouped_partition_states_v_zk_version, = _S_i.unpack_from(buf, pos)
             pos += 4
             v_ungrouped_partition_states_v_replicas: list[int]
             n_v_ungrouped_partition_states_v_replicas, pos = _ral(buf, pos, 'Replicas')
-            v_ungrouped_partition_states_v_replicas, pos = _rfa(buf, pos, n_v_ungrouped_partition_states_v_replicas, 'i', 'Replicas')
+            if n_v_ungrouped_partition_states_v_replicas < 32 and pos + 4 * n_v_ungrouped_partition_states_v_replicas <= len(buf):
+                v_ungrouped_partition_states_v_replicas = list(_ARR_i[n_v_ungrouped_partition_states_v_replicas].unpack_from(buf, pos))
+                pos += 4 * n_v_ungrouped_partition_states_v_replicas
+            else:
+                v_ungrouped_partition_states_v_replicas, pos = _rfa(buf, pos, n_v_ungrouped_partition_states_v_replicas, 'i', 'Replicas')
             v_ungrouped_partition_states_v_offline_replicas: list[int]
             n_v_ungrouped_partition_states_v_offline_replicas, pos = _ral(buf, pos, 'OfflineReplicas')
-            v_ungrouped_partition_states_v_offline_replicas, pos = _rfa(buf, pos, n_v_ungrouped_partition_states_v_offline_replicas, 'i', 'OfflineReplicas')
+            if n_v_ungrouped_partition_states_v_offline_replicas < 32 and pos + 4 * n_v_ungrouped_partition_states_v_offline_replicas <= len(buf):
+                v_ungrouped_partition_states_v_offline_replicas = list(_ARR_i[n_v_ungrouped_partition_states_v_offline_replicas].unpack_from(buf, pos))
+                pos += 4 * n_v_ungrouped_partition_states_v_offline_replicas
+            else:
+                v_ungrouped_partition_states_v_offline_replicas, pos = _rfa(buf, pos, n_v_ungrouped_partition_states_v_offline_replicas, 'i', 'OfflineReplicas')
             v_ungrouped_partition_states_o = _new(UpdateMetadataPartitionState)
             v_ungrouped_partition_states_o.topic_name = v_ungrouped_partition_states_v_topic_name
             v_ungrouped_partition_states_o.partition_index = v_ungrouped_partition_states_v_partition_index

@@ -25,11 +25,13 @@ from kraft_jbod.wire.primitives import (
     write_array_len as _wal, write_compact_array_len as _wcal,
     write_tagged_section as _wts, write_uvarint as _wuv,
     short_fixed as _short_fixed, uuid_from_bytes as _uuid_from_bytes,
+    array_structs as _array_structs,
 )
 
 _new = object.__new__
 _S_i = _struct.Struct('>i')
 _S_qh_ = _struct.Struct('>qh?')
+_ARR_i = _array_structs('i')
 _L0 = (('ProducerId', 8), ('ProducerEpoch', 2), ('TransactionResult', 1))
 _L1 = (('CoordinatorEpoch', 4),)
 
@@ -99,7 +101,11 @@ def _read_WritableTxnMarkerTopic_0(buf: bytes | bytearray | memoryview, pos: int
     v_name, pos = _rs(buf, pos, 'Name')
     v_partition_indexes: list[int]
     n_v_partition_indexes, pos = _ral(buf, pos, 'PartitionIndexes')
-    v_partition_indexes, pos = _rfa(buf, pos, n_v_partition_indexes, 'i', 'PartitionIndexes')
+    if n_v_partition_indexes < 32 and pos + 4 * n_v_partition_indexes <= len(buf):
+        v_partition_indexes = list(_ARR_i[n_v_partition_indexes].unpack_from(buf, pos))
+        pos += 4 * n_v_partition_indexes
+    else:
+        v_partition_indexes, pos = _rfa(buf, pos, n_v_partition_indexes, 'i', 'PartitionIndexes')
     o = _new(WritableTxnMarkerTopic)
     o.name = v_name
     o.partition_indexes = v_partition_indexes
@@ -130,7 +136,11 @@ def _read_WritableTxnMarkerTopic_1(buf: bytes | bytearray | memoryview, pos: int
         pos += 1
     else:
         n_v_partition_indexes, pos = _rcal(buf, pos, 'PartitionIndexes')
-    v_partition_indexes, pos = _rfa(buf, pos, n_v_partition_indexes, 'i', 'PartitionIndexes')
+    if n_v_partition_indexes < 32 and pos + 4 * n_v_partition_indexes <= len(buf):
+        v_partition_indexes = list(_ARR_i[n_v_partition_indexes].unpack_from(buf, pos))
+        pos += 4 * n_v_partition_indexes
+    else:
+        v_partition_indexes, pos = _rfa(buf, pos, n_v_partition_indexes, 'i', 'PartitionIndexes')
     unknown: tuple[tuple[int, bytes], ...] = ()
     if pos < end and buf[pos] == 0:
         pos += 1
@@ -182,7 +192,11 @@ def _read_WritableTxnMarker_0(buf: bytes | bytearray | memoryview, pos: int) -> 
             v_topics_v_name, pos = _rs(buf, pos, 'Name')
             v_topics_v_partition_indexes: list[int]
             n_v_topics_v_partition_indexes, pos = _ral(buf, pos, 'PartitionIndexes')
-            v_topics_v_partition_indexes, pos = _rfa(buf, pos, n_v_topics_v_partition_indexes, 'i', 'PartitionIndexes')
+            if n_v_topics_v_partition_indexes < 32 and pos + 4 * n_v_topics_v_partition_indexes <= len(buf):
+                v_topics_v_partition_indexes = list(_ARR_i[n_v_topics_v_partition_indexes].unpack_from(buf, pos))
+                pos += 4 * n_v_topics_v_partition_indexes
+            else:
+                v_topics_v_partition_indexes, pos = _rfa(buf, pos, n_v_topics_v_partition_indexes, 'i', 'PartitionIndexes')
             v_topics_o = _new(WritableTxnMarkerTopic)
             v_topics_o.name = v_topics_v_name
             v_topics_o.partition_indexes = v_topics_v_partition_indexes
@@ -250,7 +264,11 @@ def _read_WritableTxnMarker_1(buf: bytes | bytearray | memoryview, pos: int) -> 
                 pos += 1
             else:
                 n_v_topics_v_partition_indexes, pos = _rcal(buf, pos, 'PartitionIndexes')
-            v_topics_v_partition_indexes, pos = _rfa(buf, pos, n_v_topics_v_partition_indexes, 'i', 'PartitionIndexes')
+            if n_v_topics_v_partition_indexes < 32 and pos + 4 * n_v_topics_v_partition_indexes <= len(buf):
+                v_topics_v_partition_indexes = list(_ARR_i[n_v_topics_v_partition_indexes].unpack_from(buf, pos))
+                pos += 4 * n_v_topics_v_partition_indexes
+            else:
+                v_topics_v_partition_indexes, pos = _rfa(buf, pos, n_v_topics_v_partition_indexes, 'i', 'PartitionIndexes')
             v_topics_unknown: tuple[tuple[int, bytes], ...] = ()
             if pos < end and buf[pos] == 0:
                 pos += 1

@@ -453,6 +453,15 @@ def write_compact_array_len(out: bytearray, value: Sequence[object] | None, fiel
 
 
 _ARRAY_STRUCTS: dict[tuple[str, int], struct.Struct] = {}
+_SMALL_ARRAY_TABLES: dict[str, list[struct.Struct]] = {}
+
+
+def array_structs(code: str, count: int = 32) -> list[struct.Struct]:
+    """``Struct(">{n}{code}")`` for n < count, shared by every generated module."""
+    table = _SMALL_ARRAY_TABLES.get(code)
+    if table is None or len(table) < count:
+        table = _SMALL_ARRAY_TABLES[code] = [struct.Struct(f">{n}{code}") for n in range(count)]
+    return table
 
 
 def read_fixed_array(buf: Buffer, pos: int, count: int, code: str, field: str) -> tuple[list[Any], int]:

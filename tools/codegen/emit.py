@@ -53,6 +53,8 @@ PY_SCALAR = {
     "uuid": "_uuid.UUID",
 }
 
+SMALL_ARRAY = 32  # arrays shorter than this are read with a precompiled Struct per length
+
 RESERVED_ATTRS = {"unknown_tagged_fields", "encode", "decode", "read", "write", "to_json", "from_json"}
 
 
@@ -141,6 +143,13 @@ class Emitter:
         if name is None:
             name = f"_S_{re.sub(r'[^A-Za-z0-9]', '_', fmt)}"
             self.structs_fmt[fmt] = name
+        return name
+
+    def array_table(self, code: str) -> str:
+        name = f"_ARR_{code.replace('?', 'bool')}"
+        decl = f"{name} = _array_structs({code!r})"
+        if decl not in self.consts:
+            self.consts.append(decl)
         return name
 
     def uuid_const(self, value: int) -> str:
@@ -295,6 +304,7 @@ class Emitter:
             "    write_array_len as _wal, write_compact_array_len as _wcal,",
             "    write_tagged_section as _wts, write_uvarint as _wuv,",
             "    short_fixed as _short_fixed, uuid_from_bytes as _uuid_from_bytes,",
+            "    array_structs as _array_structs,",
             ")",
             "",
         ]
@@ -563,7 +573,14 @@ class Emitter:
             et = f.element_type
             if et in FIXED_FORMATS and et != "uuid":
                 code = FIXED_FORMATS[et][0]
-                L.append(f"{inner}{var}, {pos} = _rfa({buf}, {pos}, n_{var}, {code!r}, {name!r})")
+                width = FIXED_FORMATS[et][1]
+                table = self.array_table(code)
+                # Short arrays (replica lists, ISRs) use a precompiled Struct per length.
+                L.append(f"{inner}if n_{var} < {SMALL_ARRAY} and {pos} + {width} * n_{var} <= len({buf}):")
+                L.append(f"{inner}    {var} = list({table}[n_{var}].unpack_from({buf}, {pos}))")
+                L.append(f"{inner}    {pos} += {width} * n_{var}")
+                L.append(f"{inner}else:")
+                L.append(f"{inner}    {var}, {pos} = _rfa({buf}, {pos}, n_{var}, {code!r}, {name!r})")
             elif et == "uuid":
                 L.append(f"{inner}{var}, {pos} = _rua({buf}, {pos}, n_{var}, {name!r})")
             elif f.is_struct:
