@@ -35,9 +35,15 @@ def _fail(msg: str) -> int:
 
 
 def _frames(fh: BinaryIO, ports: list[int] | None, summary: Summary,
-            check_canonical: bool) -> Iterator[DecodedFrame]:
+            check_canonical: bool, name: str = "") -> Iterator[DecodedFrame]:
     dec = KafkaDecoder(check_canonical=check_canonical)
-    for f in decode_capture(fh, ports=ports, decoder=dec):
+
+    def cut_short(offset: int) -> None:
+        summary.files_cut_short.append((name, offset))
+        sys.stderr.write(f"kraft-jbod: {name}: the capture file ends inside a record at byte {offset} "
+                         "(cut short); everything before it was decoded\n")
+
+    for f in decode_capture(fh, ports=ports, decoder=dec, on_truncated=cut_short):
         summary.add(f)
         yield f
     for end in dec.flows:
@@ -84,7 +90,7 @@ def cmd_decode(args: argparse.Namespace) -> int:
                                                delay=0.5, leave=False))
                 reader = stack.enter_context(bar.wrapattr(fh, "read"))
             try:
-                for f in _frames(reader, ports, summary, not args.no_canonical):
+                for f in _frames(reader, ports, summary, not args.no_canonical, name):
                     if out is not None:
                         out.write(frame_to_line(f))
                         out.write("\n")

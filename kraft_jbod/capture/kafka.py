@@ -44,7 +44,7 @@ import base64
 import struct
 import uuid
 from collections import deque
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
 from typing import Any, BinaryIO, Final
 
@@ -787,16 +787,18 @@ def is_request(frame: Frame) -> bool:
 
 def decode_capture(fileobj: BinaryIO, *, ports: Iterable[int] | None = None,
                    check_canonical: bool = True,
-                   decoder: KafkaDecoder | None = None) -> Iterator[DecodedFrame]:
+                   decoder: KafkaDecoder | None = None,
+                   on_truncated: Callable[[int], None] | None = None) -> Iterator[DecodedFrame]:
     """Decode every Kafka frame of a pcap/pcapng file object, streaming. Finished
-    connections are left in ``decoder.flows`` for summaries.
+    connections are left in ``decoder.flows`` for summaries. ``on_truncated`` gets the
+    file offset of a last record the capture cut short.
 
     Raises:
         DecodeError: the capture file itself is malformed.
     """
     dec = decoder if decoder is not None else KafkaDecoder(check_canonical=check_canonical)
     feed = dec.feed
-    for item in iter_frames(fileobj, ports=ports, classifier=is_request):
+    for item in iter_frames(fileobj, ports=ports, classifier=is_request, on_truncated=on_truncated):
         out = feed(item)
         if out:
             yield from out

@@ -120,6 +120,7 @@ class Summary:
     unknown_tags: int = 0
     first_ns: int | None = None
     last_ns: int | None = None
+    files_cut_short: list[tuple[str, int]] = field(default_factory=list)
 
     def add(self, f: DecodedFrame) -> None:
         self.frames += 1
@@ -197,6 +198,8 @@ class Summary:
                      f"{self.retransmitted_bytes}")
         for a in self.flow_anomalies:
             lines.append(f"  {a}")
+        for name, offset in self.files_cut_short:
+            lines.append(f"capture file cut short: {name} ends inside a record at byte {offset}")
         return "\n".join(lines)
 
 

@@ -625,10 +625,13 @@ def iter_frames(
     response_check: FrameCheck = plausible_response,
     max_frame: int = DEFAULT_MAX_FRAME,
     segment_filter: Callable[[TcpSegment], bool] | None = None,
+    on_truncated: Callable[[int], None] | None = None,
 ) -> Iterator[Frame | FlowEnd]:
     """Stream frames (and a :class:`FlowEnd` per connection) out of a capture file.
 
     ``segment_filter`` may drop segments early (for example other ports' traffic).
+    ``on_truncated`` is called with the file offset when the file ends inside a record
+    (the capture was cut short); everything before it is still decoded.
     Raises :class:`~kraft_jbod.errors.DecodeError` for a malformed capture file.
     """
     reader = CaptureReader(fileobj)
@@ -643,6 +646,8 @@ def iter_frames(
         out = feed(seg)
         if out:
             yield from out
+    if reader.truncated and on_truncated is not None:
+        on_truncated(reader.truncated_offset or 0)
     yield from ex.flush()
 
 

@@ -74,3 +74,18 @@ def test_undecodable_frame_exits_1(tmp_path: Path) -> None:
     path = tmp_path / "junk.pcapng"
     path.write_bytes(buf.getvalue())
     assert cli.main(["decode", str(path), "--no-progress", "--summary"]) == 1
+
+
+def test_a_capture_file_cut_short_is_reported(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    from kraft_jbod.capture.sample import build_sample
+
+    whole = build_sample()
+    cut = tmp_path / "cut.pcapng"
+    cut.write_bytes(whole[:-10])  # the last block loses its tail
+    code = cli.main(["decode", str(cut), "--summary", "--no-progress"])
+    captured = capsys.readouterr()
+    assert "ends inside a record at byte" in captured.err
+    assert "capture file cut short: " in captured.out
+    # The cut falls in the closing packets: every Kafka frame before it still decodes.
+    assert code == 0
+    assert captured.out.startswith("19 frames") and "BrokerRegistration" in captured.out
