@@ -121,20 +121,30 @@ async def _run_broker(cfg: Any) -> int:
 def cmd_broker_ctl(args: argparse.Namespace) -> int:
     import socket
 
-    host, _, port = args.address.rpartition(":")
-    with socket.create_connection((host or "127.0.0.1", int(port)), timeout=10) as s:
-        s.sendall((" ".join(args.words) + "\n").encode())
-        data = b""
-        while not data.endswith(b"\n"):
-            chunk = s.recv(65536)
-            if not chunk:
-                break
-            data += chunk
-    print(data.decode().strip())
+    host, sep, port = args.address.rpartition(":")
+    if not sep or not port.isdigit() or not 0 < int(port) < 65536:
+        print(f"kraft-jbod: broker-ctl: expected HOST:PORT, got {args.address!r}", file=sys.stderr)
+        return 2
+    data = b""
     try:
-        return 0 if json.loads(data).get("ok") else 1
+        with socket.create_connection((host.strip("[]") or "127.0.0.1", int(port)), timeout=10) as s:
+            s.sendall((" ".join(args.words) + "\n").encode())
+            # One JSON line answers a command; a cap keeps a wrong endpoint from flooding us.
+            while not data.endswith(b"\n") and len(data) < (1 << 20):
+                chunk = s.recv(65536)
+                if not chunk:
+                    break
+                data += chunk
+    except OSError as exc:
+        print(f"kraft-jbod: broker-ctl: cannot talk to {args.address}: {exc.strerror or exc}", file=sys.stderr)
+        return 2
+    text = data.decode("utf-8", "replace").strip()
+    print(text)
+    try:
+        answer = json.loads(text)
     except ValueError:
         return 1
+    return 0 if isinstance(answer, dict) and answer.get("ok") else 1
 
 
 def cmd_demo(args: argparse.Namespace) -> int:

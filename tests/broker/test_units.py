@@ -201,3 +201,12 @@ def test_fetch_errors_and_diverging_epoch(tmp_path: Path) -> None:
     resp = FetchResponse.decode(ans.encode(17), 17)
     with pytest.raises(FollowerFatal):
         f.on_response(resp)
+
+
+def test_broker_ctl_bad_address_is_a_clear_error(capsys: pytest.CaptureFixture[str]) -> None:
+    from kraft_jbod import cli
+
+    assert cli.main(["broker-ctl", "nonsense", "status"]) == 2
+    assert "expected HOST:PORT" in capsys.readouterr().err
+    assert cli.main(["broker-ctl", "127.0.0.1:1", "status"]) == 2
+    assert "cannot talk to 127.0.0.1:1" in capsys.readouterr().err
