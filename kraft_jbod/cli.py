@@ -40,10 +40,9 @@ def cmd_codec_decode(args: argparse.Namespace) -> int:
         data = codectool.parse_hex(text)
     except ValueError as exc:
         return _fail(str(exc))
+    kind = "request_header" if args.kind == "header" else args.kind
     try:
-        result = codectool.decode_command(
-            data, kind=args.kind, api_key=args.api_key, version=args.version, framed=args.framed
-        )
+        result = codectool.decode_command(data, kind=kind, api_key=args.api_key, version=args.version, framed=args.framed)
     except KraftJbodError as exc:
         _print_json(
             {"error": str(exc), "field_path": getattr(exc, "field_path", ""), "offset": getattr(exc, "offset", None)}
@@ -87,7 +86,11 @@ def build_parser() -> argparse.ArgumentParser:
         "With --kind and --version, HEX is a bare body; add --framed for a response frame.",
     )
     d.add_argument("hex", help="hex bytes, or - to read them from stdin")
-    d.add_argument("--kind", choices=["request", "response", "request_header", "response_header"])
+    d.add_argument(
+        "--kind",
+        choices=["request", "response", "header", "request_header", "response_header"],
+        help="what a bare HEX is; `header` is a request header (--version is the header version)",
+    )
     d.add_argument("--api-key", type=int)
     d.add_argument("--version", type=int)
     d.add_argument("--framed", action="store_true", help="HEX is a response header + body (size optional)")

@@ -43,6 +43,8 @@ def test_decode_bare_bodies(capsys: pytest.CaptureFixture[str]) -> None:
     assert json.loads(out)["body"] == {"throttleTimeMs": 3, "errorCode": 0, "brokerEpoch": 42}
     code, out = run(capsys, "codec", "decode", "0012000300000001ffff00", "--kind", "request_header", "--version", "2")
     assert code == 0 and json.loads(out)["body"]["clientId"] is None
+    code, out = run(capsys, "codec", "decode", "0012000300000001ffff00", "--kind", "header", "--version", "2")
+    assert code == 0 and json.loads(out)["body"]["requestApiKey"] == 18
 
 
 def test_decode_errors_name_field_and_offset(capsys: pytest.CaptureFixture[str]) -> None:
