@@ -42,7 +42,9 @@ def cmd_codec_decode(args: argparse.Namespace) -> int:
         return _fail(str(exc))
     kind = "request_header" if args.kind == "header" else args.kind
     try:
-        result = codectool.decode_command(data, kind=kind, api_key=args.api_key, version=args.version, framed=args.framed)
+        result = codectool.decode_command(
+            data, kind=kind, api_key=args.api_key, version=args.version, framed=args.framed
+        )
     except KraftJbodError as exc:
         _print_json(
             {"error": str(exc), "field_path": getattr(exc, "field_path", ""), "offset": getattr(exc, "offset", None)}
