@@ -105,7 +105,7 @@ def _read_AddPartitionsToTxnTopic_0(buf: bytes | bytearray | memoryview, pos: in
     v_name, pos = _rs(buf, pos, 'Name')
     v_partitions: list[int]
     n_v_partitions, pos = _ral(buf, pos, 'Partitions')
-    if n_v_partitions < 32 and pos + 4 * n_v_partitions <= len(buf):
+    if n_v_partitions < 32 and pos + 4 * n_v_partitions <= end:
         v_partitions = list(_ARR_i[n_v_partitions].unpack_from(buf, pos))
         pos += 4 * n_v_partitions
     else:
@@ -140,7 +140,7 @@ def _read_AddPartitionsToTxnTopic_1(buf: bytes | bytearray | memoryview, pos: in
         pos += 1
     else:
         n_v_partitions, pos = _rcal(buf, pos, 'Partitions')
-    if n_v_partitions < 32 and pos + 4 * n_v_partitions <= len(buf):
+    if n_v_partitions < 32 and pos + 4 * n_v_partitions <= end:
         v_partitions = list(_ARR_i[n_v_partitions].unpack_from(buf, pos))
         pos += 4 * n_v_partitions
     else:
@@ -205,7 +205,7 @@ def _read_AddPartitionsToTxnTransaction_0(buf: bytes | bytearray | memoryview, p
                 pos += 1
             else:
                 n_v_topics_v_partitions, pos = _rcal(buf, pos, 'Partitions')
-            if n_v_topics_v_partitions < 32 and pos + 4 * n_v_topics_v_partitions <= len(buf):
+            if n_v_topics_v_partitions < 32 and pos + 4 * n_v_topics_v_partitions <= end:
                 v_topics_v_partitions = list(_ARR_i[n_v_topics_v_partitions].unpack_from(buf, pos))
                 pos += 4 * n_v_topics_v_partitions
             else:
@@ -296,7 +296,7 @@ def _read_AddPartitionsToTxnRequest_0(buf: bytes | bytearray | memoryview, pos: 
             v_v3_and_below_topics_v_name, pos = _rs(buf, pos, 'Name')
             v_v3_and_below_topics_v_partitions: list[int]
             n_v_v3_and_below_topics_v_partitions, pos = _ral(buf, pos, 'Partitions')
-            if n_v_v3_and_below_topics_v_partitions < 32 and pos + 4 * n_v_v3_and_below_topics_v_partitions <= len(buf):
+            if n_v_v3_and_below_topics_v_partitions < 32 and pos + 4 * n_v_v3_and_below_topics_v_partitions <= end:
                 v_v3_and_below_topics_v_partitions = list(_ARR_i[n_v_v3_and_below_topics_v_partitions].unpack_from(buf, pos))
                 pos += 4 * n_v_v3_and_below_topics_v_partitions
             else:
@@ -369,7 +369,7 @@ def _read_AddPartitionsToTxnRequest_1(buf: bytes | bytearray | memoryview, pos: 
                 pos += 1
             else:
                 n_v_v3_and_below_topics_v_partitions, pos = _rcal(buf, pos, 'Partitions')
-            if n_v_v3_and_below_topics_v_partitions < 32 and pos + 4 * n_v_v3_and_below_topics_v_partitions <= len(buf):
+            if n_v_v3_and_below_topics_v_partitions < 32 and pos + 4 * n_v_v3_and_below_topics_v_partitions <= end:
                 v_v3_and_below_topics_v_partitions = list(_ARR_i[n_v_v3_and_below_topics_v_partitions].unpack_from(buf, pos))
                 pos += 4 * n_v_v3_and_below_topics_v_partitions
             else:

@@ -108,7 +108,7 @@ def _read_ReassignablePartition_0(buf: bytes | bytearray | memoryview, pos: int)
     if n_v_replicas < 0:
         v_replicas = None
     else:
-        if n_v_replicas < 32 and pos + 4 * n_v_replicas <= len(buf):
+        if n_v_replicas < 32 and pos + 4 * n_v_replicas <= end:
             v_replicas = list(_ARR_i[n_v_replicas].unpack_from(buf, pos))
             pos += 4 * n_v_replicas
         else:
@@ -172,7 +172,7 @@ def _read_ReassignableTopic_0(buf: bytes | bytearray | memoryview, pos: int) -> 
             if n_v_partitions_v_replicas < 0:
                 v_partitions_v_replicas = None
             else:
-                if n_v_partitions_v_replicas < 32 and pos + 4 * n_v_partitions_v_replicas <= len(buf):
+                if n_v_partitions_v_replicas < 32 and pos + 4 * n_v_partitions_v_replicas <= end:
                     v_partitions_v_replicas = list(_ARR_i[n_v_partitions_v_replicas].unpack_from(buf, pos))
                     pos += 4 * n_v_partitions_v_replicas
                 else:

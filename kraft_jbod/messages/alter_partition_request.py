@@ -163,7 +163,7 @@ def _read_PartitionData_0(buf: bytes | bytearray | memoryview, pos: int) -> tupl
         pos += 1
     else:
         n_v_new_isr, pos = _rcal(buf, pos, 'NewIsr')
-    if n_v_new_isr < 32 and pos + 4 * n_v_new_isr <= len(buf):
+    if n_v_new_isr < 32 and pos + 4 * n_v_new_isr <= end:
         v_new_isr = list(_ARR_i[n_v_new_isr].unpack_from(buf, pos))
         pos += 4 * n_v_new_isr
     else:
@@ -226,7 +226,7 @@ def _read_PartitionData_1(buf: bytes | bytearray | memoryview, pos: int) -> tupl
         pos += 1
     else:
         n_v_new_isr, pos = _rcal(buf, pos, 'NewIsr')
-    if n_v_new_isr < 32 and pos + 4 * n_v_new_isr <= len(buf):
+    if n_v_new_isr < 32 and pos + 4 * n_v_new_isr <= end:
         v_new_isr = list(_ARR_i[n_v_new_isr].unpack_from(buf, pos))
         pos += 4 * n_v_new_isr
     else:
@@ -388,7 +388,7 @@ def _read_TopicData_0(buf: bytes | bytearray | memoryview, pos: int) -> tuple[To
                 pos += 1
             else:
                 n_v_partitions_v_new_isr, pos = _rcal(buf, pos, 'NewIsr')
-            if n_v_partitions_v_new_isr < 32 and pos + 4 * n_v_partitions_v_new_isr <= len(buf):
+            if n_v_partitions_v_new_isr < 32 and pos + 4 * n_v_partitions_v_new_isr <= end:
                 v_partitions_v_new_isr = list(_ARR_i[n_v_partitions_v_new_isr].unpack_from(buf, pos))
                 pos += 4 * n_v_partitions_v_new_isr
             else:
@@ -494,7 +494,7 @@ def _read_TopicData_1(buf: bytes | bytearray | memoryview, pos: int) -> tuple[To
                 pos += 1
             else:
                 n_v_partitions_v_new_isr, pos = _rcal(buf, pos, 'NewIsr')
-            if n_v_partitions_v_new_isr < 32 and pos + 4 * n_v_partitions_v_new_isr <= len(buf):
+            if n_v_partitions_v_new_isr < 32 and pos + 4 * n_v_partitions_v_new_isr <= end:
                 v_partitions_v_new_isr = list(_ARR_i[n_v_partitions_v_new_isr].unpack_from(buf, pos))
                 pos += 4 * n_v_partitions_v_new_isr
             else:
@@ -602,7 +602,7 @@ def _read_TopicData_2(buf: bytes | bytearray | memoryview, pos: int) -> tuple[To
                 pos += 1
             else:
                 n_v_partitions_v_new_isr, pos = _rcal(buf, pos, 'NewIsr')
-            if n_v_partitions_v_new_isr < 32 and pos + 4 * n_v_partitions_v_new_isr <= len(buf):
+            if n_v_partitions_v_new_isr < 32 and pos + 4 * n_v_partitions_v_new_isr <= end:
                 v_partitions_v_new_isr = list(_ARR_i[n_v_partitions_v_new_isr].unpack_from(buf, pos))
                 pos += 4 * n_v_partitions_v_new_isr
             else:

@@ -120,7 +120,7 @@ def _read_PartitionData_0(buf: bytes | bytearray | memoryview, pos: int) -> tupl
         pos += 1
     else:
         n_v_isr, pos = _rcal(buf, pos, 'Isr')
-    if n_v_isr < 32 and pos + 4 * n_v_isr <= len(buf):
+    if n_v_isr < 32 and pos + 4 * n_v_isr <= end:
         v_isr = list(_ARR_i[n_v_isr].unpack_from(buf, pos))
         pos += 4 * n_v_isr
     else:
@@ -180,7 +180,7 @@ def _read_PartitionData_1(buf: bytes | bytearray | memoryview, pos: int) -> tupl
         pos += 1
     else:
         n_v_isr, pos = _rcal(buf, pos, 'Isr')
-    if n_v_isr < 32 and pos + 4 * n_v_isr <= len(buf):
+    if n_v_isr < 32 and pos + 4 * n_v_isr <= end:
         v_isr = list(_ARR_i[n_v_isr].unpack_from(buf, pos))
         pos += 4 * n_v_isr
     else:
@@ -252,7 +252,7 @@ def _read_TopicData_0(buf: bytes | bytearray | memoryview, pos: int) -> tuple[To
                 pos += 1
             else:
                 n_v_partitions_v_isr, pos = _rcal(buf, pos, 'Isr')
-            if n_v_partitions_v_isr < 32 and pos + 4 * n_v_partitions_v_isr <= len(buf):
+            if n_v_partitions_v_isr < 32 and pos + 4 * n_v_partitions_v_isr <= end:
                 v_partitions_v_isr = list(_ARR_i[n_v_partitions_v_isr].unpack_from(buf, pos))
                 pos += 4 * n_v_partitions_v_isr
             else:
@@ -355,7 +355,7 @@ def _read_TopicData_1(buf: bytes | bytearray | memoryview, pos: int) -> tuple[To
                 pos += 1
             else:
                 n_v_partitions_v_isr, pos = _rcal(buf, pos, 'Isr')
-            if n_v_partitions_v_isr < 32 and pos + 4 * n_v_partitions_v_isr <= len(buf):
+            if n_v_partitions_v_isr < 32 and pos + 4 * n_v_partitions_v_isr <= end:
                 v_partitions_v_isr = list(_ARR_i[n_v_partitions_v_isr].unpack_from(buf, pos))
                 pos += 4 * n_v_partitions_v_isr
             else:
@@ -462,7 +462,7 @@ def _read_TopicData_2(buf: bytes | bytearray | memoryview, pos: int) -> tuple[To
                 pos += 1
             else:
                 n_v_partitions_v_isr, pos = _rcal(buf, pos, 'Isr')
-            if n_v_partitions_v_isr < 32 and pos + 4 * n_v_partitions_v_isr <= len(buf):
+            if n_v_partitions_v_isr < 32 and pos + 4 * n_v_partitions_v_isr <= end:
                 v_partitions_v_isr = list(_ARR_i[n_v_partitions_v_isr].unpack_from(buf, pos))
                 pos += 4 * n_v_partitions_v_isr
             else:

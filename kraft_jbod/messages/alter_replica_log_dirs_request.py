@@ -94,7 +94,7 @@ def _read_AlterReplicaLogDirTopic_0(buf: bytes | bytearray | memoryview, pos: in
     v_name, pos = _rs(buf, pos, 'Name')
     v_partitions: list[int]
     n_v_partitions, pos = _ral(buf, pos, 'Partitions')
-    if n_v_partitions < 32 and pos + 4 * n_v_partitions <= len(buf):
+    if n_v_partitions < 32 and pos + 4 * n_v_partitions <= end:
         v_partitions = list(_ARR_i[n_v_partitions].unpack_from(buf, pos))
         pos += 4 * n_v_partitions
     else:
@@ -129,7 +129,7 @@ def _read_AlterReplicaLogDirTopic_1(buf: bytes | bytearray | memoryview, pos: in
         pos += 1
     else:
         n_v_partitions, pos = _rcal(buf, pos, 'Partitions')
-    if n_v_partitions < 32 and pos + 4 * n_v_partitions <= len(buf):
+    if n_v_partitions < 32 and pos + 4 * n_v_partitions <= end:
         v_partitions = list(_ARR_i[n_v_partitions].unpack_from(buf, pos))
         pos += 4 * n_v_partitions
     else:
@@ -182,7 +182,7 @@ def _read_AlterReplicaLogDir_0(buf: bytes | bytearray | memoryview, pos: int) ->
             v_topics_v_name, pos = _rs(buf, pos, 'Name')
             v_topics_v_partitions: list[int]
             n_v_topics_v_partitions, pos = _ral(buf, pos, 'Partitions')
-            if n_v_topics_v_partitions < 32 and pos + 4 * n_v_topics_v_partitions <= len(buf):
+            if n_v_topics_v_partitions < 32 and pos + 4 * n_v_topics_v_partitions <= end:
                 v_topics_v_partitions = list(_ARR_i[n_v_topics_v_partitions].unpack_from(buf, pos))
                 pos += 4 * n_v_topics_v_partitions
             else:
@@ -245,7 +245,7 @@ def _read_AlterReplicaLogDir_1(buf: bytes | bytearray | memoryview, pos: int) ->
                 pos += 1
             else:
                 n_v_topics_v_partitions, pos = _rcal(buf, pos, 'Partitions')
-            if n_v_topics_v_partitions < 32 and pos + 4 * n_v_topics_v_partitions <= len(buf):
+            if n_v_topics_v_partitions < 32 and pos + 4 * n_v_topics_v_partitions <= end:
                 v_topics_v_partitions = list(_ARR_i[n_v_topics_v_partitions].unpack_from(buf, pos))
                 pos += 4 * n_v_topics_v_partitions
             else:

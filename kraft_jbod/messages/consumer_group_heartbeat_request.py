@@ -108,7 +108,7 @@ def _read_TopicPartitions_0(buf: bytes | bytearray | memoryview, pos: int) -> tu
         pos += 1
     else:
         n_v_partitions, pos = _rcal(buf, pos, 'Partitions')
-    if n_v_partitions < 32 and pos + 4 * n_v_partitions <= len(buf):
+    if n_v_partitions < 32 and pos + 4 * n_v_partitions <= end:
         v_partitions = list(_ARR_i[n_v_partitions].unpack_from(buf, pos))
         pos += 4 * n_v_partitions
     else:
@@ -200,7 +200,7 @@ def _read_ConsumerGroupHeartbeatRequest_0(buf: bytes | bytearray | memoryview, p
                     pos += 1
                 else:
                     n_v_topic_partitions_v_partitions, pos = _rcal(buf, pos, 'Partitions')
-                if n_v_topic_partitions_v_partitions < 32 and pos + 4 * n_v_topic_partitions_v_partitions <= len(buf):
+                if n_v_topic_partitions_v_partitions < 32 and pos + 4 * n_v_topic_partitions_v_partitions <= end:
                     v_topic_partitions_v_partitions = list(_ARR_i[n_v_topic_partitions_v_partitions].unpack_from(buf, pos))
                     pos += 4 * n_v_topic_partitions_v_partitions
                 else:
@@ -346,7 +346,7 @@ def _read_ConsumerGroupHeartbeatRequest_1(buf: bytes | bytearray | memoryview, p
                     pos += 1
                 else:
                     n_v_topic_partitions_v_partitions, pos = _rcal(buf, pos, 'Partitions')
-                if n_v_topic_partitions_v_partitions < 32 and pos + 4 * n_v_topic_partitions_v_partitions <= len(buf):
+                if n_v_topic_partitions_v_partitions < 32 and pos + 4 * n_v_topic_partitions_v_partitions <= end:
                     v_topic_partitions_v_partitions = list(_ARR_i[n_v_topic_partitions_v_partitions].unpack_from(buf, pos))
                     pos += 4 * n_v_topic_partitions_v_partitions
                 else:

@@ -114,7 +114,7 @@ def _read_TopicPartitions_0(buf: bytes | bytearray | memoryview, pos: int) -> tu
         pos += 1
     else:
         n_v_partitions, pos = _rcal(buf, pos, 'Partitions')
-    if n_v_partitions < 32 and pos + 4 * n_v_partitions <= len(buf):
+    if n_v_partitions < 32 and pos + 4 * n_v_partitions <= end:
         v_partitions = list(_ARR_i[n_v_partitions].unpack_from(buf, pos))
         pos += 4 * n_v_partitions
     else:
@@ -176,7 +176,7 @@ def _read_Assignment_0(buf: bytes | bytearray | memoryview, pos: int) -> tuple[A
                 pos += 1
             else:
                 n_v_topic_partitions_v_partitions, pos = _rcal(buf, pos, 'Partitions')
-            if n_v_topic_partitions_v_partitions < 32 and pos + 4 * n_v_topic_partitions_v_partitions <= len(buf):
+            if n_v_topic_partitions_v_partitions < 32 and pos + 4 * n_v_topic_partitions_v_partitions <= end:
                 v_topic_partitions_v_partitions = list(_ARR_i[n_v_topic_partitions_v_partitions].unpack_from(buf, pos))
                 pos += 4 * n_v_topic_partitions_v_partitions
             else:

@@ -86,7 +86,7 @@ def _read_TopicPartition_0(buf: bytes | bytearray | memoryview, pos: int) -> tup
     v_topic, pos = _rs(buf, pos, 'Topic')
     v_partitions: list[int]
     n_v_partitions, pos = _ral(buf, pos, 'Partitions')
-    if n_v_partitions < 32 and pos + 4 * n_v_partitions <= len(buf):
+    if n_v_partitions < 32 and pos + 4 * n_v_partitions <= end:
         v_partitions = list(_ARR_i[n_v_partitions].unpack_from(buf, pos))
         pos += 4 * n_v_partitions
     else:
@@ -124,7 +124,7 @@ def _read_ConsumerProtocolAssignment_0(buf: bytes | bytearray | memoryview, pos:
             v_assigned_partitions_v_topic, pos = _rs(buf, pos, 'Topic')
             v_assigned_partitions_v_partitions: list[int]
             n_v_assigned_partitions_v_partitions, pos = _ral(buf, pos, 'Partitions')
-            if n_v_assigned_partitions_v_partitions < 32 and pos + 4 * n_v_assigned_partitions_v_partitions <= len(buf):
+            if n_v_assigned_partitions_v_partitions < 32 and pos + 4 * n_v_assigned_partitions_v_partitions <= end:
                 v_assigned_partitions_v_partitions = list(_ARR_i[n_v_assigned_partitions_v_partitions].unpack_from(buf, pos))
                 pos += 4 * n_v_assigned_partitions_v_partitions
             else:

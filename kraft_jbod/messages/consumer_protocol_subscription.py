@@ -91,7 +91,7 @@ def _read_TopicPartition_0(buf: bytes | bytearray | memoryview, pos: int) -> tup
     v_topic, pos = _rs(buf, pos, 'Topic')
     v_partitions: list[int]
     n_v_partitions, pos = _ral(buf, pos, 'Partitions')
-    if n_v_partitions < 32 and pos + 4 * n_v_partitions <= len(buf):
+    if n_v_partitions < 32 and pos + 4 * n_v_partitions <= end:
         v_partitions = list(_ARR_i[n_v_partitions].unpack_from(buf, pos))
         pos += 4 * n_v_partitions
     else:
@@ -172,7 +172,7 @@ def _read_ConsumerProtocolSubscription_1(buf: bytes | bytearray | memoryview, po
             v_owned_partitions_v_topic, pos = _rs(buf, pos, 'Topic')
             v_owned_partitions_v_partitions: list[int]
             n_v_owned_partitions_v_partitions, pos = _ral(buf, pos, 'Partitions')
-            if n_v_owned_partitions_v_partitions < 32 and pos + 4 * n_v_owned_partitions_v_partitions <= len(buf):
+            if n_v_owned_partitions_v_partitions < 32 and pos + 4 * n_v_owned_partitions_v_partitions <= end:
                 v_owned_partitions_v_partitions = list(_ARR_i[n_v_owned_partitions_v_partitions].unpack_from(buf, pos))
                 pos += 4 * n_v_owned_partitions_v_partitions
             else:
@@ -242,7 +242,7 @@ def _read_ConsumerProtocolSubscription_2(buf: bytes | bytearray | memoryview, po
             v_owned_partitions_v_topic, pos = _rs(buf, pos, 'Topic')
             v_owned_partitions_v_partitions: list[int]
             n_v_owned_partitions_v_partitions, pos = _ral(buf, pos, 'Partitions')
-            if n_v_owned_partitions_v_partitions < 32 and pos + 4 * n_v_owned_partitions_v_partitions <= len(buf):
+            if n_v_owned_partitions_v_partitions < 32 and pos + 4 * n_v_owned_partitions_v_partitions <= end:
                 v_owned_partitions_v_partitions = list(_ARR_i[n_v_owned_partitions_v_partitions].unpack_from(buf, pos))
                 pos += 4 * n_v_owned_partitions_v_partitions
             else:
@@ -317,7 +317,7 @@ def _read_ConsumerProtocolSubscription_3(buf: bytes | bytearray | memoryview, po
             v_owned_partitions_v_topic, pos = _rs(buf, pos, 'Topic')
             v_owned_partitions_v_partitions: list[int]
             n_v_owned_partitions_v_partitions, pos = _ral(buf, pos, 'Partitions')
-            if n_v_owned_partitions_v_partitions < 32 and pos + 4 * n_v_owned_partitions_v_partitions <= len(buf):
+            if n_v_owned_partitions_v_partitions < 32 and pos + 4 * n_v_owned_partitions_v_partitions <= end:
                 v_owned_partitions_v_partitions = list(_ARR_i[n_v_owned_partitions_v_partitions].unpack_from(buf, pos))
                 pos += 4 * n_v_owned_partitions_v_partitions
             else:

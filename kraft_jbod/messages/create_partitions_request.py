@@ -99,7 +99,7 @@ def _read_CreatePartitionsAssignment_0(buf: bytes | bytearray | memoryview, pos:
     end = len(buf)
     v_broker_ids: list[int]
     n_v_broker_ids, pos = _ral(buf, pos, 'BrokerIds')
-    if n_v_broker_ids < 32 and pos + 4 * n_v_broker_ids <= len(buf):
+    if n_v_broker_ids < 32 and pos + 4 * n_v_broker_ids <= end:
         v_broker_ids = list(_ARR_i[n_v_broker_ids].unpack_from(buf, pos))
         pos += 4 * n_v_broker_ids
     else:
@@ -129,7 +129,7 @@ def _read_CreatePartitionsAssignment_1(buf: bytes | bytearray | memoryview, pos:
         pos += 1
     else:
         n_v_broker_ids, pos = _rcal(buf, pos, 'BrokerIds')
-    if n_v_broker_ids < 32 and pos + 4 * n_v_broker_ids <= len(buf):
+    if n_v_broker_ids < 32 and pos + 4 * n_v_broker_ids <= end:
         v_broker_ids = list(_ARR_i[n_v_broker_ids].unpack_from(buf, pos))
         pos += 4 * n_v_broker_ids
     else:
@@ -184,7 +184,7 @@ def _read_CreatePartitionsTopic_0(buf: bytes | bytearray | memoryview, pos: int)
             for i in range(n_v_assignments):
                 v_assignments_v_broker_ids: list[int]
                 n_v_assignments_v_broker_ids, pos = _ral(buf, pos, 'BrokerIds')
-                if n_v_assignments_v_broker_ids < 32 and pos + 4 * n_v_assignments_v_broker_ids <= len(buf):
+                if n_v_assignments_v_broker_ids < 32 and pos + 4 * n_v_assignments_v_broker_ids <= end:
                     v_assignments_v_broker_ids = list(_ARR_i[n_v_assignments_v_broker_ids].unpack_from(buf, pos))
                     pos += 4 * n_v_assignments_v_broker_ids
                 else:
@@ -250,7 +250,7 @@ def _read_CreatePartitionsTopic_1(buf: bytes | bytearray | memoryview, pos: int)
                     pos += 1
                 else:
                     n_v_assignments_v_broker_ids, pos = _rcal(buf, pos, 'BrokerIds')
-                if n_v_assignments_v_broker_ids < 32 and pos + 4 * n_v_assignments_v_broker_ids <= len(buf):
+                if n_v_assignments_v_broker_ids < 32 and pos + 4 * n_v_assignments_v_broker_ids <= end:
                     v_assignments_v_broker_ids = list(_ARR_i[n_v_assignments_v_broker_ids].unpack_from(buf, pos))
                     pos += 4 * n_v_assignments_v_broker_ids
                 else:

@@ -118,7 +118,7 @@ def _read_CreatableReplicaAssignment_0(buf: bytes | bytearray | memoryview, pos:
     pos += 4
     v_broker_ids: list[int]
     n_v_broker_ids, pos = _ral(buf, pos, 'BrokerIds')
-    if n_v_broker_ids < 32 and pos + 4 * n_v_broker_ids <= len(buf):
+    if n_v_broker_ids < 32 and pos + 4 * n_v_broker_ids <= end:
         v_broker_ids = list(_ARR_i[n_v_broker_ids].unpack_from(buf, pos))
         pos += 4 * n_v_broker_ids
     else:
@@ -154,7 +154,7 @@ def _read_CreatableReplicaAssignment_1(buf: bytes | bytearray | memoryview, pos:
         pos += 1
     else:
         n_v_broker_ids, pos = _rcal(buf, pos, 'BrokerIds')
-    if n_v_broker_ids < 32 and pos + 4 * n_v_broker_ids <= len(buf):
+    if n_v_broker_ids < 32 and pos + 4 * n_v_broker_ids <= end:
         v_broker_ids = list(_ARR_i[n_v_broker_ids].unpack_from(buf, pos))
         pos += 4 * n_v_broker_ids
     else:
@@ -270,7 +270,7 @@ def _read_CreatableTopic_0(buf: bytes | bytearray | memoryview, pos: int) -> tup
             pos += 4
             v_assignments_v_broker_ids: list[int]
             n_v_assignments_v_broker_ids, pos = _ral(buf, pos, 'BrokerIds')
-            if n_v_assignments_v_broker_ids < 32 and pos + 4 * n_v_assignments_v_broker_ids <= len(buf):
+            if n_v_assignments_v_broker_ids < 32 and pos + 4 * n_v_assignments_v_broker_ids <= end:
                 v_assignments_v_broker_ids = list(_ARR_i[n_v_assignments_v_broker_ids].unpack_from(buf, pos))
                 pos += 4 * n_v_assignments_v_broker_ids
             else:
@@ -368,7 +368,7 @@ def _read_CreatableTopic_1(buf: bytes | bytearray | memoryview, pos: int) -> tup
                 pos += 1
             else:
                 n_v_assignments_v_broker_ids, pos = _rcal(buf, pos, 'BrokerIds')
-            if n_v_assignments_v_broker_ids < 32 and pos + 4 * n_v_assignments_v_broker_ids <= len(buf):
+            if n_v_assignments_v_broker_ids < 32 and pos + 4 * n_v_assignments_v_broker_ids <= end:
                 v_assignments_v_broker_ids = list(_ARR_i[n_v_assignments_v_broker_ids].unpack_from(buf, pos))
                 pos += 4 * n_v_assignments_v_broker_ids
             else:

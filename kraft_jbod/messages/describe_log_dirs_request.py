@@ -85,7 +85,7 @@ def _read_DescribableLogDirTopic_0(buf: bytes | bytearray | memoryview, pos: int
     v_topic, pos = _rs(buf, pos, 'Topic')
     v_partitions: list[int]
     n_v_partitions, pos = _ral(buf, pos, 'Partitions')
-    if n_v_partitions < 32 and pos + 4 * n_v_partitions <= len(buf):
+    if n_v_partitions < 32 and pos + 4 * n_v_partitions <= end:
         v_partitions = list(_ARR_i[n_v_partitions].unpack_from(buf, pos))
         pos += 4 * n_v_partitions
     else:
@@ -120,7 +120,7 @@ def _read_DescribableLogDirTopic_1(buf: bytes | bytearray | memoryview, pos: int
         pos += 1
     else:
         n_v_partitions, pos = _rcal(buf, pos, 'Partitions')
-    if n_v_partitions < 32 and pos + 4 * n_v_partitions <= len(buf):
+    if n_v_partitions < 32 and pos + 4 * n_v_partitions <= end:
         v_partitions = list(_ARR_i[n_v_partitions].unpack_from(buf, pos))
         pos += 4 * n_v_partitions
     else:
@@ -175,7 +175,7 @@ def _read_DescribeLogDirsRequest_0(buf: bytes | bytearray | memoryview, pos: int
                 v_topics_v_topic, pos = _rs(buf, pos, 'Topic')
                 v_topics_v_partitions: list[int]
                 n_v_topics_v_partitions, pos = _ral(buf, pos, 'Partitions')
-                if n_v_topics_v_partitions < 32 and pos + 4 * n_v_topics_v_partitions <= len(buf):
+                if n_v_topics_v_partitions < 32 and pos + 4 * n_v_topics_v_partitions <= end:
                     v_topics_v_partitions = list(_ARR_i[n_v_topics_v_partitions].unpack_from(buf, pos))
                     pos += 4 * n_v_topics_v_partitions
                 else:
@@ -235,7 +235,7 @@ def _read_DescribeLogDirsRequest_1(buf: bytes | bytearray | memoryview, pos: int
                     pos += 1
                 else:
                     n_v_topics_v_partitions, pos = _rcal(buf, pos, 'Partitions')
-                if n_v_topics_v_partitions < 32 and pos + 4 * n_v_topics_v_partitions <= len(buf):
+                if n_v_topics_v_partitions < 32 and pos + 4 * n_v_topics_v_partitions <= end:
                     v_topics_v_partitions = list(_ARR_i[n_v_topics_v_partitions].unpack_from(buf, pos))
                     pos += 4 * n_v_topics_v_partitions
                 else:

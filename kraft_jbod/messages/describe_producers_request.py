@@ -89,7 +89,7 @@ def _read_TopicRequest_0(buf: bytes | bytearray | memoryview, pos: int) -> tuple
         pos += 1
     else:
         n_v_partition_indexes, pos = _rcal(buf, pos, 'PartitionIndexes')
-    if n_v_partition_indexes < 32 and pos + 4 * n_v_partition_indexes <= len(buf):
+    if n_v_partition_indexes < 32 and pos + 4 * n_v_partition_indexes <= end:
         v_partition_indexes = list(_ARR_i[n_v_partition_indexes].unpack_from(buf, pos))
         pos += 4 * n_v_partition_indexes
     else:
@@ -149,7 +149,7 @@ def _read_DescribeProducersRequest_0(buf: bytes | bytearray | memoryview, pos: i
                 pos += 1
             else:
                 n_v_topics_v_partition_indexes, pos = _rcal(buf, pos, 'PartitionIndexes')
-            if n_v_topics_v_partition_indexes < 32 and pos + 4 * n_v_topics_v_partition_indexes <= len(buf):
+            if n_v_topics_v_partition_indexes < 32 and pos + 4 * n_v_topics_v_partition_indexes <= end:
                 v_topics_v_partition_indexes = list(_ARR_i[n_v_topics_v_partition_indexes].unpack_from(buf, pos))
                 pos += 4 * n_v_topics_v_partition_indexes
             else:

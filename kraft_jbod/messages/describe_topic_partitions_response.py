@@ -134,7 +134,7 @@ def _read_DescribeTopicPartitionsResponsePartition_0(buf: bytes | bytearray | me
         pos += 1
     else:
         n_v_replica_nodes, pos = _rcal(buf, pos, 'ReplicaNodes')
-    if n_v_replica_nodes < 32 and pos + 4 * n_v_replica_nodes <= len(buf):
+    if n_v_replica_nodes < 32 and pos + 4 * n_v_replica_nodes <= end:
         v_replica_nodes = list(_ARR_i[n_v_replica_nodes].unpack_from(buf, pos))
         pos += 4 * n_v_replica_nodes
     else:
@@ -145,7 +145,7 @@ def _read_DescribeTopicPartitionsResponsePartition_0(buf: bytes | bytearray | me
         pos += 1
     else:
         n_v_isr_nodes, pos = _rcal(buf, pos, 'IsrNodes')
-    if n_v_isr_nodes < 32 and pos + 4 * n_v_isr_nodes <= len(buf):
+    if n_v_isr_nodes < 32 and pos + 4 * n_v_isr_nodes <= end:
         v_isr_nodes = list(_ARR_i[n_v_isr_nodes].unpack_from(buf, pos))
         pos += 4 * n_v_isr_nodes
     else:
@@ -159,7 +159,7 @@ def _read_DescribeTopicPartitionsResponsePartition_0(buf: bytes | bytearray | me
     if n_v_eligible_leader_replicas < 0:
         v_eligible_leader_replicas = None
     else:
-        if n_v_eligible_leader_replicas < 32 and pos + 4 * n_v_eligible_leader_replicas <= len(buf):
+        if n_v_eligible_leader_replicas < 32 and pos + 4 * n_v_eligible_leader_replicas <= end:
             v_eligible_leader_replicas = list(_ARR_i[n_v_eligible_leader_replicas].unpack_from(buf, pos))
             pos += 4 * n_v_eligible_leader_replicas
         else:
@@ -173,7 +173,7 @@ def _read_DescribeTopicPartitionsResponsePartition_0(buf: bytes | bytearray | me
     if n_v_last_known_elr < 0:
         v_last_known_elr = None
     else:
-        if n_v_last_known_elr < 32 and pos + 4 * n_v_last_known_elr <= len(buf):
+        if n_v_last_known_elr < 32 and pos + 4 * n_v_last_known_elr <= end:
             v_last_known_elr = list(_ARR_i[n_v_last_known_elr].unpack_from(buf, pos))
             pos += 4 * n_v_last_known_elr
         else:
@@ -184,7 +184,7 @@ def _read_DescribeTopicPartitionsResponsePartition_0(buf: bytes | bytearray | me
         pos += 1
     else:
         n_v_offline_replicas, pos = _rcal(buf, pos, 'OfflineReplicas')
-    if n_v_offline_replicas < 32 and pos + 4 * n_v_offline_replicas <= len(buf):
+    if n_v_offline_replicas < 32 and pos + 4 * n_v_offline_replicas <= end:
         v_offline_replicas = list(_ARR_i[n_v_offline_replicas].unpack_from(buf, pos))
         pos += 4 * n_v_offline_replicas
     else:
@@ -276,7 +276,7 @@ def _read_DescribeTopicPartitionsResponseTopic_0(buf: bytes | bytearray | memory
                 pos += 1
             else:
                 n_v_partitions_v_replica_nodes, pos = _rcal(buf, pos, 'ReplicaNodes')
-            if n_v_partitions_v_replica_nodes < 32 and pos + 4 * n_v_partitions_v_replica_nodes <= len(buf):
+            if n_v_partitions_v_replica_nodes < 32 and pos + 4 * n_v_partitions_v_replica_nodes <= end:
                 v_partitions_v_replica_nodes = list(_ARR_i[n_v_partitions_v_replica_nodes].unpack_from(buf, pos))
                 pos += 4 * n_v_partitions_v_replica_nodes
             else:
@@ -287,7 +287,7 @@ def _read_DescribeTopicPartitionsResponseTopic_0(buf: bytes | bytearray | memory
                 pos += 1
             else:
                 n_v_partitions_v_isr_nodes, pos = _rcal(buf, pos, 'IsrNodes')
-            if n_v_partitions_v_isr_nodes < 32 and pos + 4 * n_v_partitions_v_isr_nodes <= len(buf):
+            if n_v_partitions_v_isr_nodes < 32 and pos + 4 * n_v_partitions_v_isr_nodes <= end:
                 v_partitions_v_isr_nodes = list(_ARR_i[n_v_partitions_v_isr_nodes].unpack_from(buf, pos))
                 pos += 4 * n_v_partitions_v_isr_nodes
             else:
@@ -301,7 +301,7 @@ def _read_DescribeTopicPartitionsResponseTopic_0(buf: bytes | bytearray | memory
             if n_v_partitions_v_eligible_leader_replicas < 0:
                 v_partitions_v_eligible_leader_replicas = None
             else:
-                if n_v_partitions_v_eligible_leader_replicas < 32 and pos + 4 * n_v_partitions_v_eligible_leader_replicas <= len(buf):
+                if n_v_partitions_v_eligible_leader_replicas < 32 and pos + 4 * n_v_partitions_v_eligible_leader_replicas <= end:
                     v_partitions_v_eligible_leader_replicas = list(_ARR_i[n_v_partitions_v_eligible_leader_replicas].unpack_from(buf, pos))
                     pos += 4 * n_v_partitions_v_eligible_leader_replicas
                 else:
@@ -315,7 +315,7 @@ def _read_DescribeTopicPartitionsResponseTopic_0(buf: bytes | bytearray | memory
             if n_v_partitions_v_last_known_elr < 0:
                 v_partitions_v_last_known_elr = None
             else:
-                if n_v_partitions_v_last_known_elr < 32 and pos + 4 * n_v_partitions_v_last_known_elr <= len(buf):
+                if n_v_partitions_v_last_known_elr < 32 and pos + 4 * n_v_partitions_v_last_known_elr <= end:
                     v_partitions_v_last_known_elr = list(_ARR_i[n_v_partitions_v_last_known_elr].unpack_from(buf, pos))
                     pos += 4 * n_v_partitions_v_last_known_elr
                 else:
@@ -326,7 +326,7 @@ def _read_DescribeTopicPartitionsResponseTopic_0(buf: bytes | bytearray | memory
                 pos += 1
             else:
                 n_v_partitions_v_offline_replicas, pos = _rcal(buf, pos, 'OfflineReplicas')
-            if n_v_partitions_v_offline_replicas < 32 and pos + 4 * n_v_partitions_v_offline_replicas <= len(buf):
+            if n_v_partitions_v_offline_replicas < 32 and pos + 4 * n_v_partitions_v_offline_replicas <= end:
                 v_partitions_v_offline_replicas = list(_ARR_i[n_v_partitions_v_offline_replicas].unpack_from(buf, pos))
                 pos += 4 * n_v_partitions_v_offline_replicas
             else:

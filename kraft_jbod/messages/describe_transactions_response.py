@@ -111,7 +111,7 @@ def _read_TopicData_0(buf: bytes | bytearray | memoryview, pos: int) -> tuple[To
         pos += 1
     else:
         n_v_partitions, pos = _rcal(buf, pos, 'Partitions')
-    if n_v_partitions < 32 and pos + 4 * n_v_partitions <= len(buf):
+    if n_v_partitions < 32 and pos + 4 * n_v_partitions <= end:
         v_partitions = list(_ARR_i[n_v_partitions].unpack_from(buf, pos))
         pos += 4 * n_v_partitions
     else:
@@ -181,7 +181,7 @@ def _read_TransactionState_0(buf: bytes | bytearray | memoryview, pos: int) -> t
                 pos += 1
             else:
                 n_v_topics_v_partitions, pos = _rcal(buf, pos, 'Partitions')
-            if n_v_topics_v_partitions < 32 and pos + 4 * n_v_topics_v_partitions <= len(buf):
+            if n_v_topics_v_partitions < 32 and pos + 4 * n_v_topics_v_partitions <= end:
                 v_topics_v_partitions = list(_ARR_i[n_v_topics_v_partitions].unpack_from(buf, pos))
                 pos += 4 * n_v_topics_v_partitions
             else:

@@ -91,7 +91,7 @@ def _read_TopicPartitions_0(buf: bytes | bytearray | memoryview, pos: int) -> tu
     v_topic, pos = _rs(buf, pos, 'Topic')
     v_partitions: list[int]
     n_v_partitions, pos = _ral(buf, pos, 'Partitions')
-    if n_v_partitions < 32 and pos + 4 * n_v_partitions <= len(buf):
+    if n_v_partitions < 32 and pos + 4 * n_v_partitions <= end:
         v_partitions = list(_ARR_i[n_v_partitions].unpack_from(buf, pos))
         pos += 4 * n_v_partitions
     else:
@@ -126,7 +126,7 @@ def _read_TopicPartitions_1(buf: bytes | bytearray | memoryview, pos: int) -> tu
         pos += 1
     else:
         n_v_partitions, pos = _rcal(buf, pos, 'Partitions')
-    if n_v_partitions < 32 and pos + 4 * n_v_partitions <= len(buf):
+    if n_v_partitions < 32 and pos + 4 * n_v_partitions <= end:
         v_partitions = list(_ARR_i[n_v_partitions].unpack_from(buf, pos))
         pos += 4 * n_v_partitions
     else:
@@ -181,7 +181,7 @@ def _read_ElectLeadersRequest_0(buf: bytes | bytearray | memoryview, pos: int) -
                 v_topic_partitions_v_topic, pos = _rs(buf, pos, 'Topic')
                 v_topic_partitions_v_partitions: list[int]
                 n_v_topic_partitions_v_partitions, pos = _ral(buf, pos, 'Partitions')
-                if n_v_topic_partitions_v_partitions < 32 and pos + 4 * n_v_topic_partitions_v_partitions <= len(buf):
+                if n_v_topic_partitions_v_partitions < 32 and pos + 4 * n_v_topic_partitions_v_partitions <= end:
                     v_topic_partitions_v_partitions = list(_ARR_i[n_v_topic_partitions_v_partitions].unpack_from(buf, pos))
                     pos += 4 * n_v_topic_partitions_v_partitions
                 else:
@@ -246,7 +246,7 @@ def _read_ElectLeadersRequest_1(buf: bytes | bytearray | memoryview, pos: int) -
                 v_topic_partitions_v_topic, pos = _rs(buf, pos, 'Topic')
                 v_topic_partitions_v_partitions: list[int]
                 n_v_topic_partitions_v_partitions, pos = _ral(buf, pos, 'Partitions')
-                if n_v_topic_partitions_v_partitions < 32 and pos + 4 * n_v_topic_partitions_v_partitions <= len(buf):
+                if n_v_topic_partitions_v_partitions < 32 and pos + 4 * n_v_topic_partitions_v_partitions <= end:
                     v_topic_partitions_v_partitions = list(_ARR_i[n_v_topic_partitions_v_partitions].unpack_from(buf, pos))
                     pos += 4 * n_v_topic_partitions_v_partitions
                 else:
@@ -318,7 +318,7 @@ def _read_ElectLeadersRequest_2(buf: bytes | bytearray | memoryview, pos: int) -
                     pos += 1
                 else:
                     n_v_topic_partitions_v_partitions, pos = _rcal(buf, pos, 'Partitions')
-                if n_v_topic_partitions_v_partitions < 32 and pos + 4 * n_v_topic_partitions_v_partitions <= len(buf):
+                if n_v_topic_partitions_v_partitions < 32 and pos + 4 * n_v_topic_partitions_v_partitions <= end:
                     v_topic_partitions_v_partitions = list(_ARR_i[n_v_topic_partitions_v_partitions].unpack_from(buf, pos))
                     pos += 4 * n_v_topic_partitions_v_partitions
                 else:

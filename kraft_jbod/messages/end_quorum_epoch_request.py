@@ -164,7 +164,7 @@ def _read_PartitionData_0(buf: bytes | bytearray | memoryview, pos: int) -> tupl
     pos += 12
     v_preferred_successors: list[int]
     n_v_preferred_successors, pos = _ral(buf, pos, 'PreferredSuccessors')
-    if n_v_preferred_successors < 32 and pos + 4 * n_v_preferred_successors <= len(buf):
+    if n_v_preferred_successors < 32 and pos + 4 * n_v_preferred_successors <= end:
         v_preferred_successors = list(_ARR_i[n_v_preferred_successors].unpack_from(buf, pos))
         pos += 4 * n_v_preferred_successors
     else:
@@ -289,7 +289,7 @@ def _read_TopicData_0(buf: bytes | bytearray | memoryview, pos: int) -> tuple[To
             pos += 12
             v_partitions_v_preferred_successors: list[int]
             n_v_partitions_v_preferred_successors, pos = _ral(buf, pos, 'PreferredSuccessors')
-            if n_v_partitions_v_preferred_successors < 32 and pos + 4 * n_v_partitions_v_preferred_successors <= len(buf):
+            if n_v_partitions_v_preferred_successors < 32 and pos + 4 * n_v_partitions_v_preferred_successors <= end:
                 v_partitions_v_preferred_successors = list(_ARR_i[n_v_partitions_v_preferred_successors].unpack_from(buf, pos))
                 pos += 4 * n_v_partitions_v_preferred_successors
             else:

@@ -821,7 +821,7 @@ def _read_ForgottenTopic_0(buf: bytes | bytearray | memoryview, pos: int) -> tup
     v_topic, pos = _rs(buf, pos, 'Topic')
     v_partitions: list[int]
     n_v_partitions, pos = _ral(buf, pos, 'Partitions')
-    if n_v_partitions < 32 and pos + 4 * n_v_partitions <= len(buf):
+    if n_v_partitions < 32 and pos + 4 * n_v_partitions <= end:
         v_partitions = list(_ARR_i[n_v_partitions].unpack_from(buf, pos))
         pos += 4 * n_v_partitions
     else:
@@ -857,7 +857,7 @@ def _read_ForgottenTopic_1(buf: bytes | bytearray | memoryview, pos: int) -> tup
         pos += 1
     else:
         n_v_partitions, pos = _rcal(buf, pos, 'Partitions')
-    if n_v_partitions < 32 and pos + 4 * n_v_partitions <= len(buf):
+    if n_v_partitions < 32 and pos + 4 * n_v_partitions <= end:
         v_partitions = list(_ARR_i[n_v_partitions].unpack_from(buf, pos))
         pos += 4 * n_v_partitions
     else:
@@ -911,7 +911,7 @@ def _read_ForgottenTopic_2(buf: bytes | bytearray | memoryview, pos: int) -> tup
         pos += 1
     else:
         n_v_partitions, pos = _rcal(buf, pos, 'Partitions')
-    if n_v_partitions < 32 and pos + 4 * n_v_partitions <= len(buf):
+    if n_v_partitions < 32 and pos + 4 * n_v_partitions <= end:
         v_partitions = list(_ARR_i[n_v_partitions].unpack_from(buf, pos))
         pos += 4 * n_v_partitions
     else:
@@ -1181,7 +1181,7 @@ def _read_FetchRequest_4(buf: bytes | bytearray | memoryview, pos: int) -> tuple
             v_forgotten_topics_data_v_topic, pos = _rs(buf, pos, 'Topic')
             v_forgotten_topics_data_v_partitions: list[int]
             n_v_forgotten_topics_data_v_partitions, pos = _ral(buf, pos, 'Partitions')
-            if n_v_forgotten_topics_data_v_partitions < 32 and pos + 4 * n_v_forgotten_topics_data_v_partitions <= len(buf):
+            if n_v_forgotten_topics_data_v_partitions < 32 and pos + 4 * n_v_forgotten_topics_data_v_partitions <= end:
                 v_forgotten_topics_data_v_partitions = list(_ARR_i[n_v_forgotten_topics_data_v_partitions].unpack_from(buf, pos))
                 pos += 4 * n_v_forgotten_topics_data_v_partitions
             else:
@@ -1266,7 +1266,7 @@ def _read_FetchRequest_5(buf: bytes | bytearray | memoryview, pos: int) -> tuple
             v_forgotten_topics_data_v_topic, pos = _rs(buf, pos, 'Topic')
             v_forgotten_topics_data_v_partitions: list[int]
             n_v_forgotten_topics_data_v_partitions, pos = _ral(buf, pos, 'Partitions')
-            if n_v_forgotten_topics_data_v_partitions < 32 and pos + 4 * n_v_forgotten_topics_data_v_partitions <= len(buf):
+            if n_v_forgotten_topics_data_v_partitions < 32 and pos + 4 * n_v_forgotten_topics_data_v_partitions <= end:
                 v_forgotten_topics_data_v_partitions = list(_ARR_i[n_v_forgotten_topics_data_v_partitions].unpack_from(buf, pos))
                 pos += 4 * n_v_forgotten_topics_data_v_partitions
             else:
@@ -1351,7 +1351,7 @@ def _read_FetchRequest_6(buf: bytes | bytearray | memoryview, pos: int) -> tuple
             v_forgotten_topics_data_v_topic, pos = _rs(buf, pos, 'Topic')
             v_forgotten_topics_data_v_partitions: list[int]
             n_v_forgotten_topics_data_v_partitions, pos = _ral(buf, pos, 'Partitions')
-            if n_v_forgotten_topics_data_v_partitions < 32 and pos + 4 * n_v_forgotten_topics_data_v_partitions <= len(buf):
+            if n_v_forgotten_topics_data_v_partitions < 32 and pos + 4 * n_v_forgotten_topics_data_v_partitions <= end:
                 v_forgotten_topics_data_v_partitions = list(_ARR_i[n_v_forgotten_topics_data_v_partitions].unpack_from(buf, pos))
                 pos += 4 * n_v_forgotten_topics_data_v_partitions
             else:
@@ -1452,7 +1452,7 @@ def _read_FetchRequest_7(buf: bytes | bytearray | memoryview, pos: int) -> tuple
                 pos += 1
             else:
                 n_v_forgotten_topics_data_v_partitions, pos = _rcal(buf, pos, 'Partitions')
-            if n_v_forgotten_topics_data_v_partitions < 32 and pos + 4 * n_v_forgotten_topics_data_v_partitions <= len(buf):
+            if n_v_forgotten_topics_data_v_partitions < 32 and pos + 4 * n_v_forgotten_topics_data_v_partitions <= end:
                 v_forgotten_topics_data_v_partitions = list(_ARR_i[n_v_forgotten_topics_data_v_partitions].unpack_from(buf, pos))
                 pos += 4 * n_v_forgotten_topics_data_v_partitions
             else:
@@ -1604,7 +1604,7 @@ def _read_FetchRequest_8(buf: bytes | bytearray | memoryview, pos: int) -> tuple
                 pos += 1
             else:
                 n_v_forgotten_topics_data_v_partitions, pos = _rcal(buf, pos, 'Partitions')
-            if n_v_forgotten_topics_data_v_partitions < 32 and pos + 4 * n_v_forgotten_topics_data_v_partitions <= len(buf):
+            if n_v_forgotten_topics_data_v_partitions < 32 and pos + 4 * n_v_forgotten_topics_data_v_partitions <= end:
                 v_forgotten_topics_data_v_partitions = list(_ARR_i[n_v_forgotten_topics_data_v_partitions].unpack_from(buf, pos))
                 pos += 4 * n_v_forgotten_topics_data_v_partitions
             else:
@@ -1754,7 +1754,7 @@ def _read_FetchRequest_9(buf: bytes | bytearray | memoryview, pos: int) -> tuple
                 pos += 1
             else:
                 n_v_forgotten_topics_data_v_partitions, pos = _rcal(buf, pos, 'Partitions')
-            if n_v_forgotten_topics_data_v_partitions < 32 and pos + 4 * n_v_forgotten_topics_data_v_partitions <= len(buf):
+            if n_v_forgotten_topics_data_v_partitions < 32 and pos + 4 * n_v_forgotten_topics_data_v_partitions <= end:
                 v_forgotten_topics_data_v_partitions = list(_ARR_i[n_v_forgotten_topics_data_v_partitions].unpack_from(buf, pos))
                 pos += 4 * n_v_forgotten_topics_data_v_partitions
             else:
@@ -1924,7 +1924,7 @@ def _read_FetchRequest_10(buf: bytes | bytearray | memoryview, pos: int) -> tupl
                 pos += 1
             else:
                 n_v_forgotten_topics_data_v_partitions, pos = _rcal(buf, pos, 'Partitions')
-            if n_v_forgotten_topics_data_v_partitions < 32 and pos + 4 * n_v_forgotten_topics_data_v_partitions <= len(buf):
+            if n_v_forgotten_topics_data_v_partitions < 32 and pos + 4 * n_v_forgotten_topics_data_v_partitions <= end:
                 v_forgotten_topics_data_v_partitions = list(_ARR_i[n_v_forgotten_topics_data_v_partitions].unpack_from(buf, pos))
                 pos += 4 * n_v_forgotten_topics_data_v_partitions
             else:

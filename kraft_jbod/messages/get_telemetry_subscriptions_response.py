@@ -97,7 +97,7 @@ def _read_GetTelemetrySubscriptionsResponse_0(buf: bytes | bytearray | memoryvie
         pos += 1
     else:
         n_v_accepted_compression_types, pos = _rcal(buf, pos, 'AcceptedCompressionTypes')
-    if n_v_accepted_compression_types < 32 and pos + 1 * n_v_accepted_compression_types <= len(buf):
+    if n_v_accepted_compression_types < 32 and pos + 1 * n_v_accepted_compression_types <= end:
         v_accepted_compression_types = list(_ARR_b[n_v_accepted_compression_types].unpack_from(buf, pos))
         pos += 1 * n_v_accepted_compression_types
     else:

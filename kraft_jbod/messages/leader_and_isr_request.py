@@ -147,7 +147,7 @@ def _read_LeaderAndIsrPartitionState_0(buf: bytes | bytearray | memoryview, pos:
     pos += 16
     v_isr: list[int]
     n_v_isr, pos = _ral(buf, pos, 'Isr')
-    if n_v_isr < 32 and pos + 4 * n_v_isr <= len(buf):
+    if n_v_isr < 32 and pos + 4 * n_v_isr <= end:
         v_isr = list(_ARR_i[n_v_isr].unpack_from(buf, pos))
         pos += 4 * n_v_isr
     else:
@@ -158,7 +158,7 @@ def _read_LeaderAndIsrPartitionState_0(buf: bytes | bytearray | memoryview, pos:
     pos += 4
     v_replicas: list[int]
     n_v_replicas, pos = _ral(buf, pos, 'Replicas')
-    if n_v_replicas < 32 and pos + 4 * n_v_replicas <= len(buf):
+    if n_v_replicas < 32 and pos + 4 * n_v_replicas <= end:
         v_replicas = list(_ARR_i[n_v_replicas].unpack_from(buf, pos))
         pos += 4 * n_v_replicas
     else:
@@ -211,7 +211,7 @@ def _read_LeaderAndIsrPartitionState_1(buf: bytes | bytearray | memoryview, pos:
     pos += 16
     v_isr: list[int]
     n_v_isr, pos = _ral(buf, pos, 'Isr')
-    if n_v_isr < 32 and pos + 4 * n_v_isr <= len(buf):
+    if n_v_isr < 32 and pos + 4 * n_v_isr <= end:
         v_isr = list(_ARR_i[n_v_isr].unpack_from(buf, pos))
         pos += 4 * n_v_isr
     else:
@@ -222,7 +222,7 @@ def _read_LeaderAndIsrPartitionState_1(buf: bytes | bytearray | memoryview, pos:
     pos += 4
     v_replicas: list[int]
     n_v_replicas, pos = _ral(buf, pos, 'Replicas')
-    if n_v_replicas < 32 and pos + 4 * n_v_replicas <= len(buf):
+    if n_v_replicas < 32 and pos + 4 * n_v_replicas <= end:
         v_replicas = list(_ARR_i[n_v_replicas].unpack_from(buf, pos))
         pos += 4 * n_v_replicas
     else:
@@ -279,7 +279,7 @@ def _read_LeaderAndIsrPartitionState_2(buf: bytes | bytearray | memoryview, pos:
     pos += 16
     v_isr: list[int]
     n_v_isr, pos = _ral(buf, pos, 'Isr')
-    if n_v_isr < 32 and pos + 4 * n_v_isr <= len(buf):
+    if n_v_isr < 32 and pos + 4 * n_v_isr <= end:
         v_isr = list(_ARR_i[n_v_isr].unpack_from(buf, pos))
         pos += 4 * n_v_isr
     else:
@@ -290,7 +290,7 @@ def _read_LeaderAndIsrPartitionState_2(buf: bytes | bytearray | memoryview, pos:
     pos += 4
     v_replicas: list[int]
     n_v_replicas, pos = _ral(buf, pos, 'Replicas')
-    if n_v_replicas < 32 and pos + 4 * n_v_replicas <= len(buf):
+    if n_v_replicas < 32 and pos + 4 * n_v_replicas <= end:
         v_replicas = list(_ARR_i[n_v_replicas].unpack_from(buf, pos))
         pos += 4 * n_v_replicas
     else:
@@ -344,7 +344,7 @@ def _read_LeaderAndIsrPartitionState_3(buf: bytes | bytearray | memoryview, pos:
     pos += 16
     v_isr: list[int]
     n_v_isr, pos = _ral(buf, pos, 'Isr')
-    if n_v_isr < 32 and pos + 4 * n_v_isr <= len(buf):
+    if n_v_isr < 32 and pos + 4 * n_v_isr <= end:
         v_isr = list(_ARR_i[n_v_isr].unpack_from(buf, pos))
         pos += 4 * n_v_isr
     else:
@@ -355,21 +355,21 @@ def _read_LeaderAndIsrPartitionState_3(buf: bytes | bytearray | memoryview, pos:
     pos += 4
     v_replicas: list[int]
     n_v_replicas, pos = _ral(buf, pos, 'Replicas')
-    if n_v_replicas < 32 and pos + 4 * n_v_replicas <= len(buf):
+    if n_v_replicas < 32 and pos + 4 * n_v_replicas <= end:
         v_replicas = list(_ARR_i[n_v_replicas].unpack_from(buf, pos))
         pos += 4 * n_v_replicas
     else:
         v_replicas, pos = _rfa(buf, pos, n_v_replicas, 'i', 'Replicas')
     v_adding_replicas: list[int]
     n_v_adding_replicas, pos = _ral(buf, pos, 'AddingReplicas')
-    if n_v_adding_replicas < 32 and pos + 4 * n_v_adding_replicas <= len(buf):
+    if n_v_adding_replicas < 32 and pos + 4 * n_v_adding_replicas <= end:
         v_adding_replicas = list(_ARR_i[n_v_adding_replicas].unpack_from(buf, pos))
         pos += 4 * n_v_adding_replicas
     else:
         v_adding_replicas, pos = _rfa(buf, pos, n_v_adding_replicas, 'i', 'AddingReplicas')
     v_removing_replicas: list[int]
     n_v_removing_replicas, pos = _ral(buf, pos, 'RemovingReplicas')
-    if n_v_removing_replicas < 32 and pos + 4 * n_v_removing_replicas <= len(buf):
+    if n_v_removing_replicas < 32 and pos + 4 * n_v_removing_replicas <= end:
         v_removing_replicas = list(_ARR_i[n_v_removing_replicas].unpack_from(buf, pos))
         pos += 4 * n_v_removing_replicas
     else:
@@ -435,7 +435,7 @@ def _read_LeaderAndIsrPartitionState_4(buf: bytes | bytearray | memoryview, pos:
         pos += 1
     else:
         n_v_isr, pos = _rcal(buf, pos, 'Isr')
-    if n_v_isr < 32 and pos + 4 * n_v_isr <= len(buf):
+    if n_v_isr < 32 and pos + 4 * n_v_isr <= end:
         v_isr = list(_ARR_i[n_v_isr].unpack_from(buf, pos))
         pos += 4 * n_v_isr
     else:
@@ -450,7 +450,7 @@ def _read_LeaderAndIsrPartitionState_4(buf: bytes | bytearray | memoryview, pos:
         pos += 1
     else:
         n_v_replicas, pos = _rcal(buf, pos, 'Replicas')
-    if n_v_replicas < 32 and pos + 4 * n_v_replicas <= len(buf):
+    if n_v_replicas < 32 and pos + 4 * n_v_replicas <= end:
         v_replicas = list(_ARR_i[n_v_replicas].unpack_from(buf, pos))
         pos += 4 * n_v_replicas
     else:
@@ -461,7 +461,7 @@ def _read_LeaderAndIsrPartitionState_4(buf: bytes | bytearray | memoryview, pos:
         pos += 1
     else:
         n_v_adding_replicas, pos = _rcal(buf, pos, 'AddingReplicas')
-    if n_v_adding_replicas < 32 and pos + 4 * n_v_adding_replicas <= len(buf):
+    if n_v_adding_replicas < 32 and pos + 4 * n_v_adding_replicas <= end:
         v_adding_replicas = list(_ARR_i[n_v_adding_replicas].unpack_from(buf, pos))
         pos += 4 * n_v_adding_replicas
     else:
@@ -472,7 +472,7 @@ def _read_LeaderAndIsrPartitionState_4(buf: bytes | bytearray | memoryview, pos:
         pos += 1
     else:
         n_v_removing_replicas, pos = _rcal(buf, pos, 'RemovingReplicas')
-    if n_v_removing_replicas < 32 and pos + 4 * n_v_removing_replicas <= len(buf):
+    if n_v_removing_replicas < 32 and pos + 4 * n_v_removing_replicas <= end:
         v_removing_replicas = list(_ARR_i[n_v_removing_replicas].unpack_from(buf, pos))
         pos += 4 * n_v_removing_replicas
     else:
@@ -552,7 +552,7 @@ def _read_LeaderAndIsrPartitionState_5(buf: bytes | bytearray | memoryview, pos:
         pos += 1
     else:
         n_v_isr, pos = _rcal(buf, pos, 'Isr')
-    if n_v_isr < 32 and pos + 4 * n_v_isr <= len(buf):
+    if n_v_isr < 32 and pos + 4 * n_v_isr <= end:
         v_isr = list(_ARR_i[n_v_isr].unpack_from(buf, pos))
         pos += 4 * n_v_isr
     else:
@@ -567,7 +567,7 @@ def _read_LeaderAndIsrPartitionState_5(buf: bytes | bytearray | memoryview, pos:
         pos += 1
     else:
         n_v_replicas, pos = _rcal(buf, pos, 'Replicas')
-    if n_v_replicas < 32 and pos + 4 * n_v_replicas <= len(buf):
+    if n_v_replicas < 32 and pos + 4 * n_v_replicas <= end:
         v_replicas = list(_ARR_i[n_v_replicas].unpack_from(buf, pos))
         pos += 4 * n_v_replicas
     else:
@@ -578,7 +578,7 @@ def _read_LeaderAndIsrPartitionState_5(buf: bytes | bytearray | memoryview, pos:
         pos += 1
     else:
         n_v_adding_replicas, pos = _rcal(buf, pos, 'AddingReplicas')
-    if n_v_adding_replicas < 32 and pos + 4 * n_v_adding_replicas <= len(buf):
+    if n_v_adding_replicas < 32 and pos + 4 * n_v_adding_replicas <= end:
         v_adding_replicas = list(_ARR_i[n_v_adding_replicas].unpack_from(buf, pos))
         pos += 4 * n_v_adding_replicas
     else:
@@ -589,7 +589,7 @@ def _read_LeaderAndIsrPartitionState_5(buf: bytes | bytearray | memoryview, pos:
         pos += 1
     else:
         n_v_removing_replicas, pos = _rcal(buf, pos, 'RemovingReplicas')
-    if n_v_removing_replicas < 32 and pos + 4 * n_v_removing_replicas <= len(buf):
+    if n_v_removing_replicas < 32 and pos + 4 * n_v_removing_replicas <= end:
         v_removing_replicas = list(_ARR_i[n_v_removing_replicas].unpack_from(buf, pos))
         pos += 4 * n_v_removing_replicas
     else:
@@ -671,7 +671,7 @@ def _read_LeaderAndIsrTopicState_0(buf: bytes | bytearray | memoryview, pos: int
             pos += 16
             v_partition_states_v_isr: list[int]
             n_v_partition_states_v_isr, pos = _ral(buf, pos, 'Isr')
-            if n_v_partition_states_v_isr < 32 and pos + 4 * n_v_partition_states_v_isr <= len(buf):
+            if n_v_partition_states_v_isr < 32 and pos + 4 * n_v_partition_states_v_isr <= end:
                 v_partition_states_v_isr = list(_ARR_i[n_v_partition_states_v_isr].unpack_from(buf, pos))
                 pos += 4 * n_v_partition_states_v_isr
             else:
@@ -682,7 +682,7 @@ def _read_LeaderAndIsrTopicState_0(buf: bytes | bytearray | memoryview, pos: int
             pos += 4
             v_partition_states_v_replicas: list[int]
             n_v_partition_states_v_replicas, pos = _ral(buf, pos, 'Replicas')
-            if n_v_partition_states_v_replicas < 32 and pos + 4 * n_v_partition_states_v_replicas <= len(buf):
+            if n_v_partition_states_v_replicas < 32 and pos + 4 * n_v_partition_states_v_replicas <= end:
                 v_partition_states_v_replicas = list(_ARR_i[n_v_partition_states_v_replicas].unpack_from(buf, pos))
                 pos += 4 * n_v_partition_states_v_replicas
             else:
@@ -761,7 +761,7 @@ def _read_LeaderAndIsrTopicState_1(buf: bytes | bytearray | memoryview, pos: int
             pos += 16
             v_partition_states_v_isr: list[int]
             n_v_partition_states_v_isr, pos = _ral(buf, pos, 'Isr')
-            if n_v_partition_states_v_isr < 32 and pos + 4 * n_v_partition_states_v_isr <= len(buf):
+            if n_v_partition_states_v_isr < 32 and pos + 4 * n_v_partition_states_v_isr <= end:
                 v_partition_states_v_isr = list(_ARR_i[n_v_partition_states_v_isr].unpack_from(buf, pos))
                 pos += 4 * n_v_partition_states_v_isr
             else:
@@ -772,21 +772,21 @@ def _read_LeaderAndIsrTopicState_1(buf: bytes | bytearray | memoryview, pos: int
             pos += 4
             v_partition_states_v_replicas: list[int]
             n_v_partition_states_v_replicas, pos = _ral(buf, pos, 'Replicas')
-            if n_v_partition_states_v_replicas < 32 and pos + 4 * n_v_partition_states_v_replicas <= len(buf):
+            if n_v_partition_states_v_replicas < 32 and pos + 4 * n_v_partition_states_v_replicas <= end:
                 v_partition_states_v_replicas = list(_ARR_i[n_v_partition_states_v_replicas].unpack_from(buf, pos))
                 pos += 4 * n_v_partition_states_v_replicas
             else:
                 v_partition_states_v_replicas, pos = _rfa(buf, pos, n_v_partition_states_v_replicas, 'i', 'Replicas')
             v_partition_states_v_adding_replicas: list[int]
             n_v_partition_states_v_adding_replicas, pos = _ral(buf, pos, 'AddingReplicas')
-            if n_v_partition_states_v_adding_replicas < 32 and pos + 4 * n_v_partition_states_v_adding_replicas <= len(buf):
+            if n_v_partition_states_v_adding_replicas < 32 and pos + 4 * n_v_partition_states_v_adding_replicas <= end:
                 v_partition_states_v_adding_replicas = list(_ARR_i[n_v_partition_states_v_adding_replicas].unpack_from(buf, pos))
                 pos += 4 * n_v_partition_states_v_adding_replicas
             else:
                 v_partition_states_v_adding_replicas, pos = _rfa(buf, pos, n_v_partition_states_v_adding_replicas, 'i', 'AddingReplicas')
             v_partition_states_v_removing_replicas: list[int]
             n_v_partition_states_v_removing_replicas, pos = _ral(buf, pos, 'RemovingReplicas')
-            if n_v_partition_states_v_removing_replicas < 32 and pos + 4 * n_v_partition_states_v_removing_replicas <= len(buf):
+            if n_v_partition_states_v_removing_replicas < 32 and pos + 4 * n_v_partition_states_v_removing_replicas <= end:
                 v_partition_states_v_removing_replicas = list(_ARR_i[n_v_partition_states_v_removing_replicas].unpack_from(buf, pos))
                 pos += 4 * n_v_partition_states_v_removing_replicas
             else:
@@ -881,7 +881,7 @@ def _read_LeaderAndIsrTopicState_2(buf: bytes | bytearray | memoryview, pos: int
                 pos += 1
             else:
                 n_v_partition_states_v_isr, pos = _rcal(buf, pos, 'Isr')
-            if n_v_partition_states_v_isr < 32 and pos + 4 * n_v_partition_states_v_isr <= len(buf):
+            if n_v_partition_states_v_isr < 32 and pos + 4 * n_v_partition_states_v_isr <= end:
                 v_partition_states_v_isr = list(_ARR_i[n_v_partition_states_v_isr].unpack_from(buf, pos))
                 pos += 4 * n_v_partition_states_v_isr
             else:
@@ -896,7 +896,7 @@ def _read_LeaderAndIsrTopicState_2(buf: bytes | bytearray | memoryview, pos: int
                 pos += 1
             else:
                 n_v_partition_states_v_replicas, pos = _rcal(buf, pos, 'Replicas')
-            if n_v_partition_states_v_replicas < 32 and pos + 4 * n_v_partition_states_v_replicas <= len(buf):
+            if n_v_partition_states_v_replicas < 32 and pos + 4 * n_v_partition_states_v_replicas <= end:
                 v_partition_states_v_replicas = list(_ARR_i[n_v_partition_states_v_replicas].unpack_from(buf, pos))
                 pos += 4 * n_v_partition_states_v_replicas
             else:
@@ -907,7 +907,7 @@ def _read_LeaderAndIsrTopicState_2(buf: bytes | bytearray | memoryview, pos: int
                 pos += 1
             else:
                 n_v_partition_states_v_adding_replicas, pos = _rcal(buf, pos, 'AddingReplicas')
-            if n_v_partition_states_v_adding_replicas < 32 and pos + 4 * n_v_partition_states_v_adding_replicas <= len(buf):
+            if n_v_partition_states_v_adding_replicas < 32 and pos + 4 * n_v_partition_states_v_adding_replicas <= end:
                 v_partition_states_v_adding_replicas = list(_ARR_i[n_v_partition_states_v_adding_replicas].unpack_from(buf, pos))
                 pos += 4 * n_v_partition_states_v_adding_replicas
             else:
@@ -918,7 +918,7 @@ def _read_LeaderAndIsrTopicState_2(buf: bytes | bytearray | memoryview, pos: int
                 pos += 1
             else:
                 n_v_partition_states_v_removing_replicas, pos = _rcal(buf, pos, 'RemovingReplicas')
-            if n_v_partition_states_v_removing_replicas < 32 and pos + 4 * n_v_partition_states_v_removing_replicas <= len(buf):
+            if n_v_partition_states_v_removing_replicas < 32 and pos + 4 * n_v_partition_states_v_removing_replicas <= end:
                 v_partition_states_v_removing_replicas = list(_ARR_i[n_v_partition_states_v_removing_replicas].unpack_from(buf, pos))
                 pos += 4 * n_v_partition_states_v_removing_replicas
             else:
@@ -1046,7 +1046,7 @@ def _read_LeaderAndIsrTopicState_3(buf: bytes | bytearray | memoryview, pos: int
                 pos += 1
             else:
                 n_v_partition_states_v_isr, pos = _rcal(buf, pos, 'Isr')
-            if n_v_partition_states_v_isr < 32 and pos + 4 * n_v_partition_states_v_isr <= len(buf):
+            if n_v_partition_states_v_isr < 32 and pos + 4 * n_v_partition_states_v_isr <= end:
                 v_partition_states_v_isr = list(_ARR_i[n_v_partition_states_v_isr].unpack_from(buf, pos))
                 pos += 4 * n_v_partition_states_v_isr
             else:
@@ -1061,7 +1061,7 @@ def _read_LeaderAndIsrTopicState_3(buf: bytes | bytearray | memoryview, pos: int
                 pos += 1
             else:
                 n_v_partition_states_v_replicas, pos = _rcal(buf, pos, 'Replicas')
-            if n_v_partition_states_v_replicas < 32 and pos + 4 * n_v_partition_states_v_replicas <= len(buf):
+            if n_v_partition_states_v_replicas < 32 and pos + 4 * n_v_partition_states_v_replicas <= end:
                 v_partition_states_v_replicas = list(_ARR_i[n_v_partition_states_v_replicas].unpack_from(buf, pos))
                 pos += 4 * n_v_partition_states_v_replicas
             else:
@@ -1072,7 +1072,7 @@ def _read_LeaderAndIsrTopicState_3(buf: bytes | bytearray | memoryview, pos: int
                 pos += 1
             else:
                 n_v_partition_states_v_adding_replicas, pos = _rcal(buf, pos, 'AddingReplicas')
-            if n_v_partition_states_v_adding_replicas < 32 and pos + 4 * n_v_partition_states_v_adding_replicas <= len(buf):
+            if n_v_partition_states_v_adding_replicas < 32 and pos + 4 * n_v_partition_states_v_adding_replicas <= end:
                 v_partition_states_v_adding_replicas = list(_ARR_i[n_v_partition_states_v_adding_replicas].unpack_from(buf, pos))
                 pos += 4 * n_v_partition_states_v_adding_replicas
             else:
@@ -1083,7 +1083,7 @@ def _read_LeaderAndIsrTopicState_3(buf: bytes | bytearray | memoryview, pos: int
                 pos += 1
             else:
                 n_v_partition_states_v_removing_replicas, pos = _rcal(buf, pos, 'RemovingReplicas')
-            if n_v_partition_states_v_removing_replicas < 32 and pos + 4 * n_v_partition_states_v_removing_replicas <= len(buf):
+            if n_v_partition_states_v_removing_replicas < 32 and pos + 4 * n_v_partition_states_v_removing_replicas <= end:
                 v_partition_states_v_removing_replicas = list(_ARR_i[n_v_partition_states_v_removing_replicas].unpack_from(buf, pos))
                 pos += 4 * n_v_partition_states_v_removing_replicas
             else:
@@ -1212,7 +1212,7 @@ def _read_LeaderAndIsrTopicState_4(buf: bytes | bytearray | memoryview, pos: int
                 pos += 1
             else:
                 n_v_partition_states_v_isr, pos = _rcal(buf, pos, 'Isr')
-            if n_v_partition_states_v_isr < 32 and pos + 4 * n_v_partition_states_v_isr <= len(buf):
+            if n_v_partition_states_v_isr < 32 and pos + 4 * n_v_partition_states_v_isr <= end:
                 v_partition_states_v_isr = list(_ARR_i[n_v_partition_states_v_isr].unpack_from(buf, pos))
                 pos += 4 * n_v_partition_states_v_isr
             else:
@@ -1227,7 +1227,7 @@ def _read_LeaderAndIsrTopicState_4(buf: bytes | bytearray | memoryview, pos: int
                 pos += 1
             else:
                 n_v_partition_states_v_replicas, pos = _rcal(buf, pos, 'Replicas')
-            if n_v_partition_states_v_replicas < 32 and pos + 4 * n_v_partition_states_v_replicas <= len(buf):
+            if n_v_partition_states_v_replicas < 32 and pos + 4 * n_v_partition_states_v_replicas <= end:
                 v_partition_states_v_replicas = list(_ARR_i[n_v_partition_states_v_replicas].unpack_from(buf, pos))
                 pos += 4 * n_v_partition_states_v_replicas
             else:
@@ -1238,7 +1238,7 @@ def _read_LeaderAndIsrTopicState_4(buf: bytes | bytearray | memoryview, pos: int
                 pos += 1
             else:
                 n_v_partition_states_v_adding_replicas, pos = _rcal(buf, pos, 'AddingReplicas')
-            if n_v_partition_states_v_adding_replicas < 32 and pos + 4 * n_v_partition_states_v_adding_replicas <= len(buf):
+            if n_v_partition_states_v_adding_replicas < 32 and pos + 4 * n_v_partition_states_v_adding_replicas <= end:
                 v_partition_states_v_adding_replicas = list(_ARR_i[n_v_partition_states_v_adding_replicas].unpack_from(buf, pos))
                 pos += 4 * n_v_partition_states_v_adding_replicas
             else:
@@ -1249,7 +1249,7 @@ def _read_LeaderAndIsrTopicState_4(buf: bytes | bytearray | memoryview, pos: int
                 pos += 1
             else:
                 n_v_partition_states_v_removing_replicas, pos = _rcal(buf, pos, 'RemovingReplicas')
-            if n_v_partition_states_v_removing_replicas < 32 and pos + 4 * n_v_partition_states_v_removing_replicas <= len(buf):
+            if n_v_partition_states_v_removing_replicas < 32 and pos + 4 * n_v_partition_states_v_removing_replicas <= end:
                 v_partition_states_v_removing_replicas = list(_ARR_i[n_v_partition_states_v_removing_replicas].unpack_from(buf, pos))
                 pos += 4 * n_v_partition_states_v_removing_replicas
             else:
@@ -1443,7 +1443,7 @@ def _read_LeaderAndIsrRequest_0(buf: bytes | bytearray | memoryview, pos: int) -
             pos += 16
             v_ungrouped_partition_states_v_isr: list[int]
             n_v_ungrouped_partition_states_v_isr, pos = _ral(buf, pos, 'Isr')
-            if n_v_ungrouped_partition_states_v_isr < 32 and pos + 4 * n_v_ungrouped_partition_states_v_isr <= len(buf):
+            if n_v_ungrouped_partition_states_v_isr < 32 and pos + 4 * n_v_ungrouped_partition_states_v_isr <= end:
                 v_ungrouped_partition_states_v_isr = list(_ARR_i[n_v_ungrouped_partition_states_v_isr].unpack_from(buf, pos))
                 pos += 4 * n_v_ungrouped_partition_states_v_isr
             else:
@@ -1454,7 +1454,7 @@ def _read_LeaderAndIsrRequest_0(buf: bytes | bytearray | memoryview, pos: int) -
             pos += 4
             v_ungrouped_partition_states_v_replicas: list[int]
             n_v_ungrouped_partition_states_v_replicas, pos = _ral(buf, pos, 'Replicas')
-            if n_v_ungrouped_partition_states_v_replicas < 32 and pos + 4 * n_v_ungrouped_partition_states_v_replicas <= len(buf):
+            if n_v_ungrouped_partition_states_v_replicas < 32 and pos + 4 * n_v_ungrouped_partition_states_v_replicas <= end:
                 v_ungrouped_partition_states_v_replicas = list(_ARR_i[n_v_ungrouped_partition_states_v_replicas].unpack_from(buf, pos))
                 pos += 4 * n_v_ungrouped_partition_states_v_replicas
             else:
@@ -1579,7 +1579,7 @@ def _read_LeaderAndIsrRequest_1(buf: bytes | bytearray | memoryview, pos: int) -
             pos += 16
             v_ungrouped_partition_states_v_isr: list[int]
             n_v_ungrouped_partition_states_v_isr, pos = _ral(buf, pos, 'Isr')
-            if n_v_ungrouped_partition_states_v_isr < 32 and pos + 4 * n_v_ungrouped_partition_states_v_isr <= len(buf):
+            if n_v_ungrouped_partition_states_v_isr < 32 and pos + 4 * n_v_ungrouped_partition_states_v_isr <= end:
                 v_ungrouped_partition_states_v_isr = list(_ARR_i[n_v_ungrouped_partition_states_v_isr].unpack_from(buf, pos))
                 pos += 4 * n_v_ungrouped_partition_states_v_isr
             else:
@@ -1590,7 +1590,7 @@ def _read_LeaderAndIsrRequest_1(buf: bytes | bytearray | memoryview, pos: int) -
             pos += 4
             v_ungrouped_partition_states_v_replicas: list[int]
             n_v_ungrouped_partition_states_v_replicas, pos = _ral(buf, pos, 'Replicas')
-            if n_v_ungrouped_partition_states_v_replicas < 32 and pos + 4 * n_v_ungrouped_partition_states_v_replicas <= len(buf):
+            if n_v_ungrouped_partition_states_v_replicas < 32 and pos + 4 * n_v_ungrouped_partition_states_v_replicas <= end:
                 v_ungrouped_partition_states_v_replicas = list(_ARR_i[n_v_ungrouped_partition_states_v_replicas].unpack_from(buf, pos))
                 pos += 4 * n_v_ungrouped_partition_states_v_replicas
             else:

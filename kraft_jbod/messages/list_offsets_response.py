@@ -110,7 +110,7 @@ def _read_ListOffsetsPartitionResponse_0(buf: bytes | bytearray | memoryview, po
     pos += 6
     v_old_style_offsets: list[int]
     n_v_old_style_offsets, pos = _ral(buf, pos, 'OldStyleOffsets')
-    if n_v_old_style_offsets < 32 and pos + 8 * n_v_old_style_offsets <= len(buf):
+    if n_v_old_style_offsets < 32 and pos + 8 * n_v_old_style_offsets <= end:
         v_old_style_offsets = list(_ARR_q[n_v_old_style_offsets].unpack_from(buf, pos))
         pos += 8 * n_v_old_style_offsets
     else:
@@ -257,7 +257,7 @@ def _read_ListOffsetsTopicResponse_0(buf: bytes | bytearray | memoryview, pos: i
             pos += 6
             v_partitions_v_old_style_offsets: list[int]
             n_v_partitions_v_old_style_offsets, pos = _ral(buf, pos, 'OldStyleOffsets')
-            if n_v_partitions_v_old_style_offsets < 32 and pos + 8 * n_v_partitions_v_old_style_offsets <= len(buf):
+            if n_v_partitions_v_old_style_offsets < 32 and pos + 8 * n_v_partitions_v_old_style_offsets <= end:
                 v_partitions_v_old_style_offsets = list(_ARR_q[n_v_partitions_v_old_style_offsets].unpack_from(buf, pos))
                 pos += 8 * n_v_partitions_v_old_style_offsets
             else:

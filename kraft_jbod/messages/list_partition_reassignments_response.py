@@ -110,7 +110,7 @@ def _read_OngoingPartitionReassignment_0(buf: bytes | bytearray | memoryview, po
         pos += 1
     else:
         n_v_replicas, pos = _rcal(buf, pos, 'Replicas')
-    if n_v_replicas < 32 and pos + 4 * n_v_replicas <= len(buf):
+    if n_v_replicas < 32 and pos + 4 * n_v_replicas <= end:
         v_replicas = list(_ARR_i[n_v_replicas].unpack_from(buf, pos))
         pos += 4 * n_v_replicas
     else:
@@ -121,7 +121,7 @@ def _read_OngoingPartitionReassignment_0(buf: bytes | bytearray | memoryview, po
         pos += 1
     else:
         n_v_adding_replicas, pos = _rcal(buf, pos, 'AddingReplicas')
-    if n_v_adding_replicas < 32 and pos + 4 * n_v_adding_replicas <= len(buf):
+    if n_v_adding_replicas < 32 and pos + 4 * n_v_adding_replicas <= end:
         v_adding_replicas = list(_ARR_i[n_v_adding_replicas].unpack_from(buf, pos))
         pos += 4 * n_v_adding_replicas
     else:
@@ -132,7 +132,7 @@ def _read_OngoingPartitionReassignment_0(buf: bytes | bytearray | memoryview, po
         pos += 1
     else:
         n_v_removing_replicas, pos = _rcal(buf, pos, 'RemovingReplicas')
-    if n_v_removing_replicas < 32 and pos + 4 * n_v_removing_replicas <= len(buf):
+    if n_v_removing_replicas < 32 and pos + 4 * n_v_removing_replicas <= end:
         v_removing_replicas = list(_ARR_i[n_v_removing_replicas].unpack_from(buf, pos))
         pos += 4 * n_v_removing_replicas
     else:
@@ -204,7 +204,7 @@ def _read_OngoingTopicReassignment_0(buf: bytes | bytearray | memoryview, pos: i
                 pos += 1
             else:
                 n_v_partitions_v_replicas, pos = _rcal(buf, pos, 'Replicas')
-            if n_v_partitions_v_replicas < 32 and pos + 4 * n_v_partitions_v_replicas <= len(buf):
+            if n_v_partitions_v_replicas < 32 and pos + 4 * n_v_partitions_v_replicas <= end:
                 v_partitions_v_replicas = list(_ARR_i[n_v_partitions_v_replicas].unpack_from(buf, pos))
                 pos += 4 * n_v_partitions_v_replicas
             else:
@@ -215,7 +215,7 @@ def _read_OngoingTopicReassignment_0(buf: bytes | bytearray | memoryview, pos: i
                 pos += 1
             else:
                 n_v_partitions_v_adding_replicas, pos = _rcal(buf, pos, 'AddingReplicas')
-            if n_v_partitions_v_adding_replicas < 32 and pos + 4 * n_v_partitions_v_adding_replicas <= len(buf):
+            if n_v_partitions_v_adding_replicas < 32 and pos + 4 * n_v_partitions_v_adding_replicas <= end:
                 v_partitions_v_adding_replicas = list(_ARR_i[n_v_partitions_v_adding_replicas].unpack_from(buf, pos))
                 pos += 4 * n_v_partitions_v_adding_replicas
             else:
@@ -226,7 +226,7 @@ def _read_OngoingTopicReassignment_0(buf: bytes | bytearray | memoryview, pos: i
                 pos += 1
             else:
                 n_v_partitions_v_removing_replicas, pos = _rcal(buf, pos, 'RemovingReplicas')
-            if n_v_partitions_v_removing_replicas < 32 and pos + 4 * n_v_partitions_v_removing_replicas <= len(buf):
+            if n_v_partitions_v_removing_replicas < 32 and pos + 4 * n_v_partitions_v_removing_replicas <= end:
                 v_partitions_v_removing_replicas = list(_ARR_i[n_v_partitions_v_removing_replicas].unpack_from(buf, pos))
                 pos += 4 * n_v_partitions_v_removing_replicas
             else:

@@ -94,7 +94,7 @@ def _read_ListTransactionsRequest_0(buf: bytes | bytearray | memoryview, pos: in
         pos += 1
     else:
         n_v_producer_id_filters, pos = _rcal(buf, pos, 'ProducerIdFilters')
-    if n_v_producer_id_filters < 32 and pos + 8 * n_v_producer_id_filters <= len(buf):
+    if n_v_producer_id_filters < 32 and pos + 8 * n_v_producer_id_filters <= end:
         v_producer_id_filters = list(_ARR_q[n_v_producer_id_filters].unpack_from(buf, pos))
         pos += 8 * n_v_producer_id_filters
     else:
@@ -160,7 +160,7 @@ def _read_ListTransactionsRequest_1(buf: bytes | bytearray | memoryview, pos: in
         pos += 1
     else:
         n_v_producer_id_filters, pos = _rcal(buf, pos, 'ProducerIdFilters')
-    if n_v_producer_id_filters < 32 and pos + 8 * n_v_producer_id_filters <= len(buf):
+    if n_v_producer_id_filters < 32 and pos + 8 * n_v_producer_id_filters <= end:
         v_producer_id_filters = list(_ARR_q[n_v_producer_id_filters].unpack_from(buf, pos))
         pos += 8 * n_v_producer_id_filters
     else:

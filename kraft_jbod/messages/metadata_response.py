@@ -254,14 +254,14 @@ def _read_MetadataResponsePartition_0(buf: bytes | bytearray | memoryview, pos: 
     pos += 10
     v_replica_nodes: list[int]
     n_v_replica_nodes, pos = _ral(buf, pos, 'ReplicaNodes')
-    if n_v_replica_nodes < 32 and pos + 4 * n_v_replica_nodes <= len(buf):
+    if n_v_replica_nodes < 32 and pos + 4 * n_v_replica_nodes <= end:
         v_replica_nodes = list(_ARR_i[n_v_replica_nodes].unpack_from(buf, pos))
         pos += 4 * n_v_replica_nodes
     else:
         v_replica_nodes, pos = _rfa(buf, pos, n_v_replica_nodes, 'i', 'ReplicaNodes')
     v_isr_nodes: list[int]
     n_v_isr_nodes, pos = _ral(buf, pos, 'IsrNodes')
-    if n_v_isr_nodes < 32 and pos + 4 * n_v_isr_nodes <= len(buf):
+    if n_v_isr_nodes < 32 and pos + 4 * n_v_isr_nodes <= end:
         v_isr_nodes = list(_ARR_i[n_v_isr_nodes].unpack_from(buf, pos))
         pos += 4 * n_v_isr_nodes
     else:
@@ -302,21 +302,21 @@ def _read_MetadataResponsePartition_1(buf: bytes | bytearray | memoryview, pos: 
     pos += 10
     v_replica_nodes: list[int]
     n_v_replica_nodes, pos = _ral(buf, pos, 'ReplicaNodes')
-    if n_v_replica_nodes < 32 and pos + 4 * n_v_replica_nodes <= len(buf):
+    if n_v_replica_nodes < 32 and pos + 4 * n_v_replica_nodes <= end:
         v_replica_nodes = list(_ARR_i[n_v_replica_nodes].unpack_from(buf, pos))
         pos += 4 * n_v_replica_nodes
     else:
         v_replica_nodes, pos = _rfa(buf, pos, n_v_replica_nodes, 'i', 'ReplicaNodes')
     v_isr_nodes: list[int]
     n_v_isr_nodes, pos = _ral(buf, pos, 'IsrNodes')
-    if n_v_isr_nodes < 32 and pos + 4 * n_v_isr_nodes <= len(buf):
+    if n_v_isr_nodes < 32 and pos + 4 * n_v_isr_nodes <= end:
         v_isr_nodes = list(_ARR_i[n_v_isr_nodes].unpack_from(buf, pos))
         pos += 4 * n_v_isr_nodes
     else:
         v_isr_nodes, pos = _rfa(buf, pos, n_v_isr_nodes, 'i', 'IsrNodes')
     v_offline_replicas: list[int]
     n_v_offline_replicas, pos = _ral(buf, pos, 'OfflineReplicas')
-    if n_v_offline_replicas < 32 and pos + 4 * n_v_offline_replicas <= len(buf):
+    if n_v_offline_replicas < 32 and pos + 4 * n_v_offline_replicas <= end:
         v_offline_replicas = list(_ARR_i[n_v_offline_replicas].unpack_from(buf, pos))
         pos += 4 * n_v_offline_replicas
     else:
@@ -361,21 +361,21 @@ def _read_MetadataResponsePartition_2(buf: bytes | bytearray | memoryview, pos: 
     pos += 14
     v_replica_nodes: list[int]
     n_v_replica_nodes, pos = _ral(buf, pos, 'ReplicaNodes')
-    if n_v_replica_nodes < 32 and pos + 4 * n_v_replica_nodes <= len(buf):
+    if n_v_replica_nodes < 32 and pos + 4 * n_v_replica_nodes <= end:
         v_replica_nodes = list(_ARR_i[n_v_replica_nodes].unpack_from(buf, pos))
         pos += 4 * n_v_replica_nodes
     else:
         v_replica_nodes, pos = _rfa(buf, pos, n_v_replica_nodes, 'i', 'ReplicaNodes')
     v_isr_nodes: list[int]
     n_v_isr_nodes, pos = _ral(buf, pos, 'IsrNodes')
-    if n_v_isr_nodes < 32 and pos + 4 * n_v_isr_nodes <= len(buf):
+    if n_v_isr_nodes < 32 and pos + 4 * n_v_isr_nodes <= end:
         v_isr_nodes = list(_ARR_i[n_v_isr_nodes].unpack_from(buf, pos))
         pos += 4 * n_v_isr_nodes
     else:
         v_isr_nodes, pos = _rfa(buf, pos, n_v_isr_nodes, 'i', 'IsrNodes')
     v_offline_replicas: list[int]
     n_v_offline_replicas, pos = _ral(buf, pos, 'OfflineReplicas')
-    if n_v_offline_replicas < 32 and pos + 4 * n_v_offline_replicas <= len(buf):
+    if n_v_offline_replicas < 32 and pos + 4 * n_v_offline_replicas <= end:
         v_offline_replicas = list(_ARR_i[n_v_offline_replicas].unpack_from(buf, pos))
         pos += 4 * n_v_offline_replicas
     else:
@@ -424,7 +424,7 @@ def _read_MetadataResponsePartition_3(buf: bytes | bytearray | memoryview, pos: 
         pos += 1
     else:
         n_v_replica_nodes, pos = _rcal(buf, pos, 'ReplicaNodes')
-    if n_v_replica_nodes < 32 and pos + 4 * n_v_replica_nodes <= len(buf):
+    if n_v_replica_nodes < 32 and pos + 4 * n_v_replica_nodes <= end:
         v_replica_nodes = list(_ARR_i[n_v_replica_nodes].unpack_from(buf, pos))
         pos += 4 * n_v_replica_nodes
     else:
@@ -435,7 +435,7 @@ def _read_MetadataResponsePartition_3(buf: bytes | bytearray | memoryview, pos: 
         pos += 1
     else:
         n_v_isr_nodes, pos = _rcal(buf, pos, 'IsrNodes')
-    if n_v_isr_nodes < 32 and pos + 4 * n_v_isr_nodes <= len(buf):
+    if n_v_isr_nodes < 32 and pos + 4 * n_v_isr_nodes <= end:
         v_isr_nodes = list(_ARR_i[n_v_isr_nodes].unpack_from(buf, pos))
         pos += 4 * n_v_isr_nodes
     else:
@@ -446,7 +446,7 @@ def _read_MetadataResponsePartition_3(buf: bytes | bytearray | memoryview, pos: 
         pos += 1
     else:
         n_v_offline_replicas, pos = _rcal(buf, pos, 'OfflineReplicas')
-    if n_v_offline_replicas < 32 and pos + 4 * n_v_offline_replicas <= len(buf):
+    if n_v_offline_replicas < 32 and pos + 4 * n_v_offline_replicas <= end:
         v_offline_replicas = list(_ARR_i[n_v_offline_replicas].unpack_from(buf, pos))
         pos += 4 * n_v_offline_replicas
     else:
@@ -517,14 +517,14 @@ def _read_MetadataResponseTopic_0(buf: bytes | bytearray | memoryview, pos: int)
             pos += 10
             v_partitions_v_replica_nodes: list[int]
             n_v_partitions_v_replica_nodes, pos = _ral(buf, pos, 'ReplicaNodes')
-            if n_v_partitions_v_replica_nodes < 32 and pos + 4 * n_v_partitions_v_replica_nodes <= len(buf):
+            if n_v_partitions_v_replica_nodes < 32 and pos + 4 * n_v_partitions_v_replica_nodes <= end:
                 v_partitions_v_replica_nodes = list(_ARR_i[n_v_partitions_v_replica_nodes].unpack_from(buf, pos))
                 pos += 4 * n_v_partitions_v_replica_nodes
             else:
                 v_partitions_v_replica_nodes, pos = _rfa(buf, pos, n_v_partitions_v_replica_nodes, 'i', 'ReplicaNodes')
             v_partitions_v_isr_nodes: list[int]
             n_v_partitions_v_isr_nodes, pos = _ral(buf, pos, 'IsrNodes')
-            if n_v_partitions_v_isr_nodes < 32 and pos + 4 * n_v_partitions_v_isr_nodes <= len(buf):
+            if n_v_partitions_v_isr_nodes < 32 and pos + 4 * n_v_partitions_v_isr_nodes <= end:
                 v_partitions_v_isr_nodes = list(_ARR_i[n_v_partitions_v_isr_nodes].unpack_from(buf, pos))
                 pos += 4 * n_v_partitions_v_isr_nodes
             else:
@@ -604,14 +604,14 @@ def _read_MetadataResponseTopic_1(buf: bytes | bytearray | memoryview, pos: int)
             pos += 10
             v_partitions_v_replica_nodes: list[int]
             n_v_partitions_v_replica_nodes, pos = _ral(buf, pos, 'ReplicaNodes')
-            if n_v_partitions_v_replica_nodes < 32 and pos + 4 * n_v_partitions_v_replica_nodes <= len(buf):
+            if n_v_partitions_v_replica_nodes < 32 and pos + 4 * n_v_partitions_v_replica_nodes <= end:
                 v_partitions_v_replica_nodes = list(_ARR_i[n_v_partitions_v_replica_nodes].unpack_from(buf, pos))
                 pos += 4 * n_v_partitions_v_replica_nodes
             else:
                 v_partitions_v_replica_nodes, pos = _rfa(buf, pos, n_v_partitions_v_replica_nodes, 'i', 'ReplicaNodes')
             v_partitions_v_isr_nodes: list[int]
             n_v_partitions_v_isr_nodes, pos = _ral(buf, pos, 'IsrNodes')
-            if n_v_partitions_v_isr_nodes < 32 and pos + 4 * n_v_partitions_v_isr_nodes <= len(buf):
+            if n_v_partitions_v_isr_nodes < 32 and pos + 4 * n_v_partitions_v_isr_nodes <= end:
                 v_partitions_v_isr_nodes = list(_ARR_i[n_v_partitions_v_isr_nodes].unpack_from(buf, pos))
                 pos += 4 * n_v_partitions_v_isr_nodes
             else:
@@ -692,21 +692,21 @@ def _read_MetadataResponseTopic_2(buf: bytes | bytearray | memoryview, pos: int)
             pos += 10
             v_partitions_v_replica_nodes: list[int]
             n_v_partitions_v_replica_nodes, pos = _ral(buf, pos, 'ReplicaNodes')
-            if n_v_partitions_v_replica_nodes < 32 and pos + 4 * n_v_partitions_v_replica_nodes <= len(buf):
+            if n_v_partitions_v_replica_nodes < 32 and pos + 4 * n_v_partitions_v_replica_nodes <= end:
                 v_partitions_v_replica_nodes = list(_ARR_i[n_v_partitions_v_replica_nodes].unpack_from(buf, pos))
                 pos += 4 * n_v_partitions_v_replica_nodes
             else:
                 v_partitions_v_replica_nodes, pos = _rfa(buf, pos, n_v_partitions_v_replica_nodes, 'i', 'ReplicaNodes')
             v_partitions_v_isr_nodes: list[int]
             n_v_partitions_v_isr_nodes, pos = _ral(buf, pos, 'IsrNodes')
-            if n_v_partitions_v_isr_nodes < 32 and pos + 4 * n_v_partitions_v_isr_nodes <= len(buf):
+            if n_v_partitions_v_isr_nodes < 32 and pos + 4 * n_v_partitions_v_isr_nodes <= end:
                 v_partitions_v_isr_nodes = list(_ARR_i[n_v_partitions_v_isr_nodes].unpack_from(buf, pos))
                 pos += 4 * n_v_partitions_v_isr_nodes
             else:
                 v_partitions_v_isr_nodes, pos = _rfa(buf, pos, n_v_partitions_v_isr_nodes, 'i', 'IsrNodes')
             v_partitions_v_offline_replicas: list[int]
             n_v_partitions_v_offline_replicas, pos = _ral(buf, pos, 'OfflineReplicas')
-            if n_v_partitions_v_offline_replicas < 32 and pos + 4 * n_v_partitions_v_offline_replicas <= len(buf):
+            if n_v_partitions_v_offline_replicas < 32 and pos + 4 * n_v_partitions_v_offline_replicas <= end:
                 v_partitions_v_offline_replicas = list(_ARR_i[n_v_partitions_v_offline_replicas].unpack_from(buf, pos))
                 pos += 4 * n_v_partitions_v_offline_replicas
             else:
@@ -791,21 +791,21 @@ def _read_MetadataResponseTopic_3(buf: bytes | bytearray | memoryview, pos: int)
             pos += 14
             v_partitions_v_replica_nodes: list[int]
             n_v_partitions_v_replica_nodes, pos = _ral(buf, pos, 'ReplicaNodes')
-            if n_v_partitions_v_replica_nodes < 32 and pos + 4 * n_v_partitions_v_replica_nodes <= len(buf):
+            if n_v_partitions_v_replica_nodes < 32 and pos + 4 * n_v_partitions_v_replica_nodes <= end:
                 v_partitions_v_replica_nodes = list(_ARR_i[n_v_partitions_v_replica_nodes].unpack_from(buf, pos))
                 pos += 4 * n_v_partitions_v_replica_nodes
             else:
                 v_partitions_v_replica_nodes, pos = _rfa(buf, pos, n_v_partitions_v_replica_nodes, 'i', 'ReplicaNodes')
             v_partitions_v_isr_nodes: list[int]
             n_v_partitions_v_isr_nodes, pos = _ral(buf, pos, 'IsrNodes')
-            if n_v_partitions_v_isr_nodes < 32 and pos + 4 * n_v_partitions_v_isr_nodes <= len(buf):
+            if n_v_partitions_v_isr_nodes < 32 and pos + 4 * n_v_partitions_v_isr_nodes <= end:
                 v_partitions_v_isr_nodes = list(_ARR_i[n_v_partitions_v_isr_nodes].unpack_from(buf, pos))
                 pos += 4 * n_v_partitions_v_isr_nodes
             else:
                 v_partitions_v_isr_nodes, pos = _rfa(buf, pos, n_v_partitions_v_isr_nodes, 'i', 'IsrNodes')
             v_partitions_v_offline_replicas: list[int]
             n_v_partitions_v_offline_replicas, pos = _ral(buf, pos, 'OfflineReplicas')
-            if n_v_partitions_v_offline_replicas < 32 and pos + 4 * n_v_partitions_v_offline_replicas <= len(buf):
+            if n_v_partitions_v_offline_replicas < 32 and pos + 4 * n_v_partitions_v_offline_replicas <= end:
                 v_partitions_v_offline_replicas = list(_ARR_i[n_v_partitions_v_offline_replicas].unpack_from(buf, pos))
                 pos += 4 * n_v_partitions_v_offline_replicas
             else:
@@ -890,21 +890,21 @@ def _read_MetadataResponseTopic_4(buf: bytes | bytearray | memoryview, pos: int)
             pos += 14
             v_partitions_v_replica_nodes: list[int]
             n_v_partitions_v_replica_nodes, pos = _ral(buf, pos, 'ReplicaNodes')
-            if n_v_partitions_v_replica_nodes < 32 and pos + 4 * n_v_partitions_v_replica_nodes <= len(buf):
+            if n_v_partitions_v_replica_nodes < 32 and pos + 4 * n_v_partitions_v_replica_nodes <= end:
                 v_partitions_v_replica_nodes = list(_ARR_i[n_v_partitions_v_replica_nodes].unpack_from(buf, pos))
                 pos += 4 * n_v_partitions_v_replica_nodes
             else:
                 v_partitions_v_replica_nodes, pos = _rfa(buf, pos, n_v_partitions_v_replica_nodes, 'i', 'ReplicaNodes')
             v_partitions_v_isr_nodes: list[int]
             n_v_partitions_v_isr_nodes, pos = _ral(buf, pos, 'IsrNodes')
-            if n_v_partitions_v_isr_nodes < 32 and pos + 4 * n_v_partitions_v_isr_nodes <= len(buf):
+            if n_v_partitions_v_isr_nodes < 32 and pos + 4 * n_v_partitions_v_isr_nodes <= end:
                 v_partitions_v_isr_nodes = list(_ARR_i[n_v_partitions_v_isr_nodes].unpack_from(buf, pos))
                 pos += 4 * n_v_partitions_v_isr_nodes
             else:
                 v_partitions_v_isr_nodes, pos = _rfa(buf, pos, n_v_partitions_v_isr_nodes, 'i', 'IsrNodes')
             v_partitions_v_offline_replicas: list[int]
             n_v_partitions_v_offline_replicas, pos = _ral(buf, pos, 'OfflineReplicas')
-            if n_v_partitions_v_offline_replicas < 32 and pos + 4 * n_v_partitions_v_offline_replicas <= len(buf):
+            if n_v_partitions_v_offline_replicas < 32 and pos + 4 * n_v_partitions_v_offline_replicas <= end:
                 v_partitions_v_offline_replicas = list(_ARR_i[n_v_partitions_v_offline_replicas].unpack_from(buf, pos))
                 pos += 4 * n_v_partitions_v_offline_replicas
             else:
@@ -1000,7 +1000,7 @@ def _read_MetadataResponseTopic_5(buf: bytes | bytearray | memoryview, pos: int)
                 pos += 1
             else:
                 n_v_partitions_v_replica_nodes, pos = _rcal(buf, pos, 'ReplicaNodes')
-            if n_v_partitions_v_replica_nodes < 32 and pos + 4 * n_v_partitions_v_replica_nodes <= len(buf):
+            if n_v_partitions_v_replica_nodes < 32 and pos + 4 * n_v_partitions_v_replica_nodes <= end:
                 v_partitions_v_replica_nodes = list(_ARR_i[n_v_partitions_v_replica_nodes].unpack_from(buf, pos))
                 pos += 4 * n_v_partitions_v_replica_nodes
             else:
@@ -1011,7 +1011,7 @@ def _read_MetadataResponseTopic_5(buf: bytes | bytearray | memoryview, pos: int)
                 pos += 1
             else:
                 n_v_partitions_v_isr_nodes, pos = _rcal(buf, pos, 'IsrNodes')
-            if n_v_partitions_v_isr_nodes < 32 and pos + 4 * n_v_partitions_v_isr_nodes <= len(buf):
+            if n_v_partitions_v_isr_nodes < 32 and pos + 4 * n_v_partitions_v_isr_nodes <= end:
                 v_partitions_v_isr_nodes = list(_ARR_i[n_v_partitions_v_isr_nodes].unpack_from(buf, pos))
                 pos += 4 * n_v_partitions_v_isr_nodes
             else:
@@ -1022,7 +1022,7 @@ def _read_MetadataResponseTopic_5(buf: bytes | bytearray | memoryview, pos: int)
                 pos += 1
             else:
                 n_v_partitions_v_offline_replicas, pos = _rcal(buf, pos, 'OfflineReplicas')
-            if n_v_partitions_v_offline_replicas < 32 and pos + 4 * n_v_partitions_v_offline_replicas <= len(buf):
+            if n_v_partitions_v_offline_replicas < 32 and pos + 4 * n_v_partitions_v_offline_replicas <= end:
                 v_partitions_v_offline_replicas = list(_ARR_i[n_v_partitions_v_offline_replicas].unpack_from(buf, pos))
                 pos += 4 * n_v_partitions_v_offline_replicas
             else:
@@ -1147,7 +1147,7 @@ def _read_MetadataResponseTopic_6(buf: bytes | bytearray | memoryview, pos: int)
                 pos += 1
             else:
                 n_v_partitions_v_replica_nodes, pos = _rcal(buf, pos, 'ReplicaNodes')
-            if n_v_partitions_v_replica_nodes < 32 and pos + 4 * n_v_partitions_v_replica_nodes <= len(buf):
+            if n_v_partitions_v_replica_nodes < 32 and pos + 4 * n_v_partitions_v_replica_nodes <= end:
                 v_partitions_v_replica_nodes = list(_ARR_i[n_v_partitions_v_replica_nodes].unpack_from(buf, pos))
                 pos += 4 * n_v_partitions_v_replica_nodes
             else:
@@ -1158,7 +1158,7 @@ def _read_MetadataResponseTopic_6(buf: bytes | bytearray | memoryview, pos: int)
                 pos += 1
             else:
                 n_v_partitions_v_isr_nodes, pos = _rcal(buf, pos, 'IsrNodes')
-            if n_v_partitions_v_isr_nodes < 32 and pos + 4 * n_v_partitions_v_isr_nodes <= len(buf):
+            if n_v_partitions_v_isr_nodes < 32 and pos + 4 * n_v_partitions_v_isr_nodes <= end:
                 v_partitions_v_isr_nodes = list(_ARR_i[n_v_partitions_v_isr_nodes].unpack_from(buf, pos))
                 pos += 4 * n_v_partitions_v_isr_nodes
             else:
@@ -1169,7 +1169,7 @@ def _read_MetadataResponseTopic_6(buf: bytes | bytearray | memoryview, pos: int)
                 pos += 1
             else:
                 n_v_partitions_v_offline_replicas, pos = _rcal(buf, pos, 'OfflineReplicas')
-            if n_v_partitions_v_offline_replicas < 32 and pos + 4 * n_v_partitions_v_offline_replicas <= len(buf):
+            if n_v_partitions_v_offline_replicas < 32 and pos + 4 * n_v_partitions_v_offline_replicas <= end:
                 v_partitions_v_offline_replicas = list(_ARR_i[n_v_partitions_v_offline_replicas].unpack_from(buf, pos))
                 pos += 4 * n_v_partitions_v_offline_replicas
             else:
@@ -1294,7 +1294,7 @@ def _read_MetadataResponseTopic_7(buf: bytes | bytearray | memoryview, pos: int)
                 pos += 1
             else:
                 n_v_partitions_v_replica_nodes, pos = _rcal(buf, pos, 'ReplicaNodes')
-            if n_v_partitions_v_replica_nodes < 32 and pos + 4 * n_v_partitions_v_replica_nodes <= len(buf):
+            if n_v_partitions_v_replica_nodes < 32 and pos + 4 * n_v_partitions_v_replica_nodes <= end:
                 v_partitions_v_replica_nodes = list(_ARR_i[n_v_partitions_v_replica_nodes].unpack_from(buf, pos))
                 pos += 4 * n_v_partitions_v_replica_nodes
             else:
@@ -1305,7 +1305,7 @@ def _read_MetadataResponseTopic_7(buf: bytes | bytearray | memoryview, pos: int)
                 pos += 1
             else:
                 n_v_partitions_v_isr_nodes, pos = _rcal(buf, pos, 'IsrNodes')
-            if n_v_partitions_v_isr_nodes < 32 and pos + 4 * n_v_partitions_v_isr_nodes <= len(buf):
+            if n_v_partitions_v_isr_nodes < 32 and pos + 4 * n_v_partitions_v_isr_nodes <= end:
                 v_partitions_v_isr_nodes = list(_ARR_i[n_v_partitions_v_isr_nodes].unpack_from(buf, pos))
                 pos += 4 * n_v_partitions_v_isr_nodes
             else:
@@ -1316,7 +1316,7 @@ def _read_MetadataResponseTopic_7(buf: bytes | bytearray | memoryview, pos: int)
                 pos += 1
             else:
                 n_v_partitions_v_offline_replicas, pos = _rcal(buf, pos, 'OfflineReplicas')
-            if n_v_partitions_v_offline_replicas < 32 and pos + 4 * n_v_partitions_v_offline_replicas <= len(buf):
+            if n_v_partitions_v_offline_replicas < 32 and pos + 4 * n_v_partitions_v_offline_replicas <= end:
                 v_partitions_v_offline_replicas = list(_ARR_i[n_v_partitions_v_offline_replicas].unpack_from(buf, pos))
                 pos += 4 * n_v_partitions_v_offline_replicas
             else:

@@ -112,7 +112,7 @@ def _read_OffsetFetchRequestTopic_0(buf: bytes | bytearray | memoryview, pos: in
     v_name, pos = _rs(buf, pos, 'Name')
     v_partition_indexes: list[int]
     n_v_partition_indexes, pos = _ral(buf, pos, 'PartitionIndexes')
-    if n_v_partition_indexes < 32 and pos + 4 * n_v_partition_indexes <= len(buf):
+    if n_v_partition_indexes < 32 and pos + 4 * n_v_partition_indexes <= end:
         v_partition_indexes = list(_ARR_i[n_v_partition_indexes].unpack_from(buf, pos))
         pos += 4 * n_v_partition_indexes
     else:
@@ -147,7 +147,7 @@ def _read_OffsetFetchRequestTopic_1(buf: bytes | bytearray | memoryview, pos: in
         pos += 1
     else:
         n_v_partition_indexes, pos = _rcal(buf, pos, 'PartitionIndexes')
-    if n_v_partition_indexes < 32 and pos + 4 * n_v_partition_indexes <= len(buf):
+    if n_v_partition_indexes < 32 and pos + 4 * n_v_partition_indexes <= end:
         v_partition_indexes = list(_ARR_i[n_v_partition_indexes].unpack_from(buf, pos))
         pos += 4 * n_v_partition_indexes
     else:
@@ -196,7 +196,7 @@ def _read_OffsetFetchRequestTopics_0(buf: bytes | bytearray | memoryview, pos: i
         pos += 1
     else:
         n_v_partition_indexes, pos = _rcal(buf, pos, 'PartitionIndexes')
-    if n_v_partition_indexes < 32 and pos + 4 * n_v_partition_indexes <= len(buf):
+    if n_v_partition_indexes < 32 and pos + 4 * n_v_partition_indexes <= end:
         v_partition_indexes = list(_ARR_i[n_v_partition_indexes].unpack_from(buf, pos))
         pos += 4 * n_v_partition_indexes
     else:
@@ -260,7 +260,7 @@ def _read_OffsetFetchRequestGroup_0(buf: bytes | bytearray | memoryview, pos: in
                     pos += 1
                 else:
                     n_v_topics_v_partition_indexes, pos = _rcal(buf, pos, 'PartitionIndexes')
-                if n_v_topics_v_partition_indexes < 32 and pos + 4 * n_v_topics_v_partition_indexes <= len(buf):
+                if n_v_topics_v_partition_indexes < 32 and pos + 4 * n_v_topics_v_partition_indexes <= end:
                     v_topics_v_partition_indexes = list(_ARR_i[n_v_topics_v_partition_indexes].unpack_from(buf, pos))
                     pos += 4 * n_v_topics_v_partition_indexes
                 else:
@@ -360,7 +360,7 @@ def _read_OffsetFetchRequestGroup_1(buf: bytes | bytearray | memoryview, pos: in
                     pos += 1
                 else:
                     n_v_topics_v_partition_indexes, pos = _rcal(buf, pos, 'PartitionIndexes')
-                if n_v_topics_v_partition_indexes < 32 and pos + 4 * n_v_topics_v_partition_indexes <= len(buf):
+                if n_v_topics_v_partition_indexes < 32 and pos + 4 * n_v_topics_v_partition_indexes <= end:
                     v_topics_v_partition_indexes = list(_ARR_i[n_v_topics_v_partition_indexes].unpack_from(buf, pos))
                     pos += 4 * n_v_topics_v_partition_indexes
                 else:
@@ -446,7 +446,7 @@ def _read_OffsetFetchRequest_0(buf: bytes | bytearray | memoryview, pos: int) ->
             v_topics_v_name, pos = _rs(buf, pos, 'Name')
             v_topics_v_partition_indexes: list[int]
             n_v_topics_v_partition_indexes, pos = _ral(buf, pos, 'PartitionIndexes')
-            if n_v_topics_v_partition_indexes < 32 and pos + 4 * n_v_topics_v_partition_indexes <= len(buf):
+            if n_v_topics_v_partition_indexes < 32 and pos + 4 * n_v_topics_v_partition_indexes <= end:
                 v_topics_v_partition_indexes = list(_ARR_i[n_v_topics_v_partition_indexes].unpack_from(buf, pos))
                 pos += 4 * n_v_topics_v_partition_indexes
             else:
@@ -510,7 +510,7 @@ def _read_OffsetFetchRequest_1(buf: bytes | bytearray | memoryview, pos: int) ->
                 v_topics_v_name, pos = _rs(buf, pos, 'Name')
                 v_topics_v_partition_indexes: list[int]
                 n_v_topics_v_partition_indexes, pos = _ral(buf, pos, 'PartitionIndexes')
-                if n_v_topics_v_partition_indexes < 32 and pos + 4 * n_v_topics_v_partition_indexes <= len(buf):
+                if n_v_topics_v_partition_indexes < 32 and pos + 4 * n_v_topics_v_partition_indexes <= end:
                     v_topics_v_partition_indexes = list(_ARR_i[n_v_topics_v_partition_indexes].unpack_from(buf, pos))
                     pos += 4 * n_v_topics_v_partition_indexes
                 else:
@@ -581,7 +581,7 @@ def _read_OffsetFetchRequest_2(buf: bytes | bytearray | memoryview, pos: int) ->
                     pos += 1
                 else:
                     n_v_topics_v_partition_indexes, pos = _rcal(buf, pos, 'PartitionIndexes')
-                if n_v_topics_v_partition_indexes < 32 and pos + 4 * n_v_topics_v_partition_indexes <= len(buf):
+                if n_v_topics_v_partition_indexes < 32 and pos + 4 * n_v_topics_v_partition_indexes <= end:
                     v_topics_v_partition_indexes = list(_ARR_i[n_v_topics_v_partition_indexes].unpack_from(buf, pos))
                     pos += 4 * n_v_topics_v_partition_indexes
                 else:
@@ -680,7 +680,7 @@ def _read_OffsetFetchRequest_3(buf: bytes | bytearray | memoryview, pos: int) ->
                     pos += 1
                 else:
                     n_v_topics_v_partition_indexes, pos = _rcal(buf, pos, 'PartitionIndexes')
-                if n_v_topics_v_partition_indexes < 32 and pos + 4 * n_v_topics_v_partition_indexes <= len(buf):
+                if n_v_topics_v_partition_indexes < 32 and pos + 4 * n_v_topics_v_partition_indexes <= end:
                     v_topics_v_partition_indexes = list(_ARR_i[n_v_topics_v_partition_indexes].unpack_from(buf, pos))
                     pos += 4 * n_v_topics_v_partition_indexes
                 else:

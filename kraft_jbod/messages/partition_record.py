@@ -102,7 +102,7 @@ def _read_PartitionRecord_0(buf: bytes | bytearray | memoryview, pos: int) -> tu
         pos += 1
     else:
         n_v_replicas, pos = _rcal(buf, pos, 'Replicas')
-    if n_v_replicas < 32 and pos + 4 * n_v_replicas <= len(buf):
+    if n_v_replicas < 32 and pos + 4 * n_v_replicas <= end:
         v_replicas = list(_ARR_i[n_v_replicas].unpack_from(buf, pos))
         pos += 4 * n_v_replicas
     else:
@@ -113,7 +113,7 @@ def _read_PartitionRecord_0(buf: bytes | bytearray | memoryview, pos: int) -> tu
         pos += 1
     else:
         n_v_isr, pos = _rcal(buf, pos, 'Isr')
-    if n_v_isr < 32 and pos + 4 * n_v_isr <= len(buf):
+    if n_v_isr < 32 and pos + 4 * n_v_isr <= end:
         v_isr = list(_ARR_i[n_v_isr].unpack_from(buf, pos))
         pos += 4 * n_v_isr
     else:
@@ -124,7 +124,7 @@ def _read_PartitionRecord_0(buf: bytes | bytearray | memoryview, pos: int) -> tu
         pos += 1
     else:
         n_v_removing_replicas, pos = _rcal(buf, pos, 'RemovingReplicas')
-    if n_v_removing_replicas < 32 and pos + 4 * n_v_removing_replicas <= len(buf):
+    if n_v_removing_replicas < 32 and pos + 4 * n_v_removing_replicas <= end:
         v_removing_replicas = list(_ARR_i[n_v_removing_replicas].unpack_from(buf, pos))
         pos += 4 * n_v_removing_replicas
     else:
@@ -135,7 +135,7 @@ def _read_PartitionRecord_0(buf: bytes | bytearray | memoryview, pos: int) -> tu
         pos += 1
     else:
         n_v_adding_replicas, pos = _rcal(buf, pos, 'AddingReplicas')
-    if n_v_adding_replicas < 32 and pos + 4 * n_v_adding_replicas <= len(buf):
+    if n_v_adding_replicas < 32 and pos + 4 * n_v_adding_replicas <= end:
         v_adding_replicas = list(_ARR_i[n_v_adding_replicas].unpack_from(buf, pos))
         pos += 4 * n_v_adding_replicas
     else:
@@ -246,7 +246,7 @@ def _read_PartitionRecord_1(buf: bytes | bytearray | memoryview, pos: int) -> tu
         pos += 1
     else:
         n_v_replicas, pos = _rcal(buf, pos, 'Replicas')
-    if n_v_replicas < 32 and pos + 4 * n_v_replicas <= len(buf):
+    if n_v_replicas < 32 and pos + 4 * n_v_replicas <= end:
         v_replicas = list(_ARR_i[n_v_replicas].unpack_from(buf, pos))
         pos += 4 * n_v_replicas
     else:
@@ -257,7 +257,7 @@ def _read_PartitionRecord_1(buf: bytes | bytearray | memoryview, pos: int) -> tu
         pos += 1
     else:
         n_v_isr, pos = _rcal(buf, pos, 'Isr')
-    if n_v_isr < 32 and pos + 4 * n_v_isr <= len(buf):
+    if n_v_isr < 32 and pos + 4 * n_v_isr <= end:
         v_isr = list(_ARR_i[n_v_isr].unpack_from(buf, pos))
         pos += 4 * n_v_isr
     else:
@@ -268,7 +268,7 @@ def _read_PartitionRecord_1(buf: bytes | bytearray | memoryview, pos: int) -> tu
         pos += 1
     else:
         n_v_removing_replicas, pos = _rcal(buf, pos, 'RemovingReplicas')
-    if n_v_removing_replicas < 32 and pos + 4 * n_v_removing_replicas <= len(buf):
+    if n_v_removing_replicas < 32 and pos + 4 * n_v_removing_replicas <= end:
         v_removing_replicas = list(_ARR_i[n_v_removing_replicas].unpack_from(buf, pos))
         pos += 4 * n_v_removing_replicas
     else:
@@ -279,7 +279,7 @@ def _read_PartitionRecord_1(buf: bytes | bytearray | memoryview, pos: int) -> tu
         pos += 1
     else:
         n_v_adding_replicas, pos = _rcal(buf, pos, 'AddingReplicas')
-    if n_v_adding_replicas < 32 and pos + 4 * n_v_adding_replicas <= len(buf):
+    if n_v_adding_replicas < 32 and pos + 4 * n_v_adding_replicas <= end:
         v_adding_replicas = list(_ARR_i[n_v_adding_replicas].unpack_from(buf, pos))
         pos += 4 * n_v_adding_replicas
     else:
@@ -399,7 +399,7 @@ def _read_PartitionRecord_2(buf: bytes | bytearray | memoryview, pos: int) -> tu
         pos += 1
     else:
         n_v_replicas, pos = _rcal(buf, pos, 'Replicas')
-    if n_v_replicas < 32 and pos + 4 * n_v_replicas <= len(buf):
+    if n_v_replicas < 32 and pos + 4 * n_v_replicas <= end:
         v_replicas = list(_ARR_i[n_v_replicas].unpack_from(buf, pos))
         pos += 4 * n_v_replicas
     else:
@@ -410,7 +410,7 @@ def _read_PartitionRecord_2(buf: bytes | bytearray | memoryview, pos: int) -> tu
         pos += 1
     else:
         n_v_isr, pos = _rcal(buf, pos, 'Isr')
-    if n_v_isr < 32 and pos + 4 * n_v_isr <= len(buf):
+    if n_v_isr < 32 and pos + 4 * n_v_isr <= end:
         v_isr = list(_ARR_i[n_v_isr].unpack_from(buf, pos))
         pos += 4 * n_v_isr
     else:
@@ -421,7 +421,7 @@ def _read_PartitionRecord_2(buf: bytes | bytearray | memoryview, pos: int) -> tu
         pos += 1
     else:
         n_v_removing_replicas, pos = _rcal(buf, pos, 'RemovingReplicas')
-    if n_v_removing_replicas < 32 and pos + 4 * n_v_removing_replicas <= len(buf):
+    if n_v_removing_replicas < 32 and pos + 4 * n_v_removing_replicas <= end:
         v_removing_replicas = list(_ARR_i[n_v_removing_replicas].unpack_from(buf, pos))
         pos += 4 * n_v_removing_replicas
     else:
@@ -432,7 +432,7 @@ def _read_PartitionRecord_2(buf: bytes | bytearray | memoryview, pos: int) -> tu
         pos += 1
     else:
         n_v_adding_replicas, pos = _rcal(buf, pos, 'AddingReplicas')
-    if n_v_adding_replicas < 32 and pos + 4 * n_v_adding_replicas <= len(buf):
+    if n_v_adding_replicas < 32 and pos + 4 * n_v_adding_replicas <= end:
         v_adding_replicas = list(_ARR_i[n_v_adding_replicas].unpack_from(buf, pos))
         pos += 4 * n_v_adding_replicas
     else:

@@ -122,7 +122,7 @@ def _read_AcknowledgementBatch_0(buf: bytes | bytearray | memoryview, pos: int) 
         pos += 1
     else:
         n_v_acknowledge_types, pos = _rcal(buf, pos, 'AcknowledgeTypes')
-    if n_v_acknowledge_types < 32 and pos + 1 * n_v_acknowledge_types <= len(buf):
+    if n_v_acknowledge_types < 32 and pos + 1 * n_v_acknowledge_types <= end:
         v_acknowledge_types = list(_ARR_b[n_v_acknowledge_types].unpack_from(buf, pos))
         pos += 1 * n_v_acknowledge_types
     else:
@@ -188,7 +188,7 @@ def _read_AcknowledgePartition_0(buf: bytes | bytearray | memoryview, pos: int) 
                 pos += 1
             else:
                 n_v_acknowledgement_batches_v_acknowledge_types, pos = _rcal(buf, pos, 'AcknowledgeTypes')
-            if n_v_acknowledgement_batches_v_acknowledge_types < 32 and pos + 1 * n_v_acknowledgement_batches_v_acknowledge_types <= len(buf):
+            if n_v_acknowledgement_batches_v_acknowledge_types < 32 and pos + 1 * n_v_acknowledgement_batches_v_acknowledge_types <= end:
                 v_acknowledgement_batches_v_acknowledge_types = list(_ARR_b[n_v_acknowledgement_batches_v_acknowledge_types].unpack_from(buf, pos))
                 pos += 1 * n_v_acknowledgement_batches_v_acknowledge_types
             else:

@@ -138,7 +138,7 @@ def _read_AcknowledgementBatch_0(buf: bytes | bytearray | memoryview, pos: int) 
         pos += 1
     else:
         n_v_acknowledge_types, pos = _rcal(buf, pos, 'AcknowledgeTypes')
-    if n_v_acknowledge_types < 32 and pos + 1 * n_v_acknowledge_types <= len(buf):
+    if n_v_acknowledge_types < 32 and pos + 1 * n_v_acknowledge_types <= end:
         v_acknowledge_types = list(_ARR_b[n_v_acknowledge_types].unpack_from(buf, pos))
         pos += 1 * n_v_acknowledge_types
     else:
@@ -204,7 +204,7 @@ def _read_FetchPartition_0(buf: bytes | bytearray | memoryview, pos: int) -> tup
                 pos += 1
             else:
                 n_v_acknowledgement_batches_v_acknowledge_types, pos = _rcal(buf, pos, 'AcknowledgeTypes')
-            if n_v_acknowledgement_batches_v_acknowledge_types < 32 and pos + 1 * n_v_acknowledgement_batches_v_acknowledge_types <= len(buf):
+            if n_v_acknowledgement_batches_v_acknowledge_types < 32 and pos + 1 * n_v_acknowledgement_batches_v_acknowledge_types <= end:
                 v_acknowledgement_batches_v_acknowledge_types = list(_ARR_b[n_v_acknowledgement_batches_v_acknowledge_types].unpack_from(buf, pos))
                 pos += 1 * n_v_acknowledgement_batches_v_acknowledge_types
             else:
@@ -341,7 +341,7 @@ def _read_ForgottenTopic_0(buf: bytes | bytearray | memoryview, pos: int) -> tup
         pos += 1
     else:
         n_v_partitions, pos = _rcal(buf, pos, 'Partitions')
-    if n_v_partitions < 32 and pos + 4 * n_v_partitions <= len(buf):
+    if n_v_partitions < 32 and pos + 4 * n_v_partitions <= end:
         v_partitions = list(_ARR_i[n_v_partitions].unpack_from(buf, pos))
         pos += 4 * n_v_partitions
     else:
@@ -424,7 +424,7 @@ def _read_ShareFetchRequest_0(buf: bytes | bytearray | memoryview, pos: int) -> 
                 pos += 1
             else:
                 n_v_forgotten_topics_data_v_partitions, pos = _rcal(buf, pos, 'Partitions')
-            if n_v_forgotten_topics_data_v_partitions < 32 and pos + 4 * n_v_forgotten_topics_data_v_partitions <= len(buf):
+            if n_v_forgotten_topics_data_v_partitions < 32 and pos + 4 * n_v_forgotten_topics_data_v_partitions <= end:
                 v_forgotten_topics_data_v_partitions = list(_ARR_i[n_v_forgotten_topics_data_v_partitions].unpack_from(buf, pos))
                 pos += 4 * n_v_forgotten_topics_data_v_partitions
             else:

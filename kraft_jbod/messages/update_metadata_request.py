@@ -155,7 +155,7 @@ def _read_UpdateMetadataPartitionState_0(buf: bytes | bytearray | memoryview, po
     pos += 16
     v_isr: list[int]
     n_v_isr, pos = _ral(buf, pos, 'Isr')
-    if n_v_isr < 32 and pos + 4 * n_v_isr <= len(buf):
+    if n_v_isr < 32 and pos + 4 * n_v_isr <= end:
         v_isr = list(_ARR_i[n_v_isr].unpack_from(buf, pos))
         pos += 4 * n_v_isr
     else:
@@ -166,7 +166,7 @@ def _read_UpdateMetadataPartitionState_0(buf: bytes | bytearray | memoryview, po
     pos += 4
     v_replicas: list[int]
     n_v_replicas, pos = _ral(buf, pos, 'Replicas')
-    if n_v_replicas < 32 and pos + 4 * n_v_replicas <= len(buf):
+    if n_v_replicas < 32 and pos + 4 * n_v_replicas <= end:
         v_replicas = list(_ARR_i[n_v_replicas].unpack_from(buf, pos))
         pos += 4 * n_v_replicas
     else:
@@ -214,7 +214,7 @@ def _read_UpdateMetadataPartitionState_1(buf: bytes | bytearray | memoryview, po
     pos += 16
     v_isr: list[int]
     n_v_isr, pos = _ral(buf, pos, 'Isr')
-    if n_v_isr < 32 and pos + 4 * n_v_isr <= len(buf):
+    if n_v_isr < 32 and pos + 4 * n_v_isr <= end:
         v_isr = list(_ARR_i[n_v_isr].unpack_from(buf, pos))
         pos += 4 * n_v_isr
     else:
@@ -225,14 +225,14 @@ def _read_UpdateMetadataPartitionState_1(buf: bytes | bytearray | memoryview, po
     pos += 4
     v_replicas: list[int]
     n_v_replicas, pos = _ral(buf, pos, 'Replicas')
-    if n_v_replicas < 32 and pos + 4 * n_v_replicas <= len(buf):
+    if n_v_replicas < 32 and pos + 4 * n_v_replicas <= end:
         v_replicas = list(_ARR_i[n_v_replicas].unpack_from(buf, pos))
         pos += 4 * n_v_replicas
     else:
         v_replicas, pos = _rfa(buf, pos, n_v_replicas, 'i', 'Replicas')
     v_offline_replicas: list[int]
     n_v_offline_replicas, pos = _ral(buf, pos, 'OfflineReplicas')
-    if n_v_offline_replicas < 32 and pos + 4 * n_v_offline_replicas <= len(buf):
+    if n_v_offline_replicas < 32 and pos + 4 * n_v_offline_replicas <= end:
         v_offline_replicas = list(_ARR_i[n_v_offline_replicas].unpack_from(buf, pos))
         pos += 4 * n_v_offline_replicas
     else:
@@ -283,7 +283,7 @@ def _read_UpdateMetadataPartitionState_2(buf: bytes | bytearray | memoryview, po
     pos += 16
     v_isr: list[int]
     n_v_isr, pos = _ral(buf, pos, 'Isr')
-    if n_v_isr < 32 and pos + 4 * n_v_isr <= len(buf):
+    if n_v_isr < 32 and pos + 4 * n_v_isr <= end:
         v_isr = list(_ARR_i[n_v_isr].unpack_from(buf, pos))
         pos += 4 * n_v_isr
     else:
@@ -294,14 +294,14 @@ def _read_UpdateMetadataPartitionState_2(buf: bytes | bytearray | memoryview, po
     pos += 4
     v_replicas: list[int]
     n_v_replicas, pos = _ral(buf, pos, 'Replicas')
-    if n_v_replicas < 32 and pos + 4 * n_v_replicas <= len(buf):
+    if n_v_replicas < 32 and pos + 4 * n_v_replicas <= end:
         v_replicas = list(_ARR_i[n_v_replicas].unpack_from(buf, pos))
         pos += 4 * n_v_replicas
     else:
         v_replicas, pos = _rfa(buf, pos, n_v_replicas, 'i', 'Replicas')
     v_offline_replicas: list[int]
     n_v_offline_replicas, pos = _ral(buf, pos, 'OfflineReplicas')
-    if n_v_offline_replicas < 32 and pos + 4 * n_v_offline_replicas <= len(buf):
+    if n_v_offline_replicas < 32 and pos + 4 * n_v_offline_replicas <= end:
         v_offline_replicas = list(_ARR_i[n_v_offline_replicas].unpack_from(buf, pos))
         pos += 4 * n_v_offline_replicas
     else:
@@ -353,7 +353,7 @@ def _read_UpdateMetadataPartitionState_3(buf: bytes | bytearray | memoryview, po
         pos += 1
     else:
         n_v_isr, pos = _rcal(buf, pos, 'Isr')
-    if n_v_isr < 32 and pos + 4 * n_v_isr <= len(buf):
+    if n_v_isr < 32 and pos + 4 * n_v_isr <= end:
         v_isr = list(_ARR_i[n_v_isr].unpack_from(buf, pos))
         pos += 4 * n_v_isr
     else:
@@ -368,7 +368,7 @@ def _read_UpdateMetadataPartitionState_3(buf: bytes | bytearray | memoryview, po
         pos += 1
     else:
         n_v_replicas, pos = _rcal(buf, pos, 'Replicas')
-    if n_v_replicas < 32 and pos + 4 * n_v_replicas <= len(buf):
+    if n_v_replicas < 32 and pos + 4 * n_v_replicas <= end:
         v_replicas = list(_ARR_i[n_v_replicas].unpack_from(buf, pos))
         pos += 4 * n_v_replicas
     else:
@@ -379,7 +379,7 @@ def _read_UpdateMetadataPartitionState_3(buf: bytes | bytearray | memoryview, po
         pos += 1
     else:
         n_v_offline_replicas, pos = _rcal(buf, pos, 'OfflineReplicas')
-    if n_v_offline_replicas < 32 and pos + 4 * n_v_offline_replicas <= len(buf):
+    if n_v_offline_replicas < 32 and pos + 4 * n_v_offline_replicas <= end:
         v_offline_replicas = list(_ARR_i[n_v_offline_replicas].unpack_from(buf, pos))
         pos += 4 * n_v_offline_replicas
     else:
@@ -449,7 +449,7 @@ def _read_UpdateMetadataTopicState_0(buf: bytes | bytearray | memoryview, pos: i
             pos += 16
             v_partition_states_v_isr: list[int]
             n_v_partition_states_v_isr, pos = _ral(buf, pos, 'Isr')
-            if n_v_partition_states_v_isr < 32 and pos + 4 * n_v_partition_states_v_isr <= len(buf):
+            if n_v_partition_states_v_isr < 32 and pos + 4 * n_v_partition_states_v_isr <= end:
                 v_partition_states_v_isr = list(_ARR_i[n_v_partition_states_v_isr].unpack_from(buf, pos))
                 pos += 4 * n_v_partition_states_v_isr
             else:
@@ -460,14 +460,14 @@ def _read_UpdateMetadataTopicState_0(buf: bytes | bytearray | memoryview, pos: i
             pos += 4
             v_partition_states_v_replicas: list[int]
             n_v_partition_states_v_replicas, pos = _ral(buf, pos, 'Replicas')
-            if n_v_partition_states_v_replicas < 32 and pos + 4 * n_v_partition_states_v_replicas <= len(buf):
+            if n_v_partition_states_v_replicas < 32 and pos + 4 * n_v_partition_states_v_replicas <= end:
                 v_partition_states_v_replicas = list(_ARR_i[n_v_partition_states_v_replicas].unpack_from(buf, pos))
                 pos += 4 * n_v_partition_states_v_replicas
             else:
                 v_partition_states_v_replicas, pos = _rfa(buf, pos, n_v_partition_states_v_replicas, 'i', 'Replicas')
             v_partition_states_v_offline_replicas: list[int]
             n_v_partition_states_v_offline_replicas, pos = _ral(buf, pos, 'OfflineReplicas')
-            if n_v_partition_states_v_offline_replicas < 32 and pos + 4 * n_v_partition_states_v_offline_replicas <= len(buf):
+            if n_v_partition_states_v_offline_replicas < 32 and pos + 4 * n_v_partition_states_v_offline_replicas <= end:
                 v_partition_states_v_offline_replicas = list(_ARR_i[n_v_partition_states_v_offline_replicas].unpack_from(buf, pos))
                 pos += 4 * n_v_partition_states_v_offline_replicas
             else:
@@ -548,7 +548,7 @@ def _read_UpdateMetadataTopicState_1(buf: bytes | bytearray | memoryview, pos: i
                 pos += 1
             else:
                 n_v_partition_states_v_isr, pos = _rcal(buf, pos, 'Isr')
-            if n_v_partition_states_v_isr < 32 and pos + 4 * n_v_partition_states_v_isr <= len(buf):
+            if n_v_partition_states_v_isr < 32 and pos + 4 * n_v_partition_states_v_isr <= end:
                 v_partition_states_v_isr = list(_ARR_i[n_v_partition_states_v_isr].unpack_from(buf, pos))
                 pos += 4 * n_v_partition_states_v_isr
             else:
@@ -563,7 +563,7 @@ def _read_UpdateMetadataTopicState_1(buf: bytes | bytearray | memoryview, pos: i
                 pos += 1
             else:
                 n_v_partition_states_v_replicas, pos = _rcal(buf, pos, 'Replicas')
-            if n_v_partition_states_v_replicas < 32 and pos + 4 * n_v_partition_states_v_replicas <= len(buf):
+            if n_v_partition_states_v_replicas < 32 and pos + 4 * n_v_partition_states_v_replicas <= end:
                 v_partition_states_v_replicas = list(_ARR_i[n_v_partition_states_v_replicas].unpack_from(buf, pos))
                 pos += 4 * n_v_partition_states_v_replicas
             else:
@@ -574,7 +574,7 @@ def _read_UpdateMetadataTopicState_1(buf: bytes | bytearray | memoryview, pos: i
                 pos += 1
             else:
                 n_v_partition_states_v_offline_replicas, pos = _rcal(buf, pos, 'OfflineReplicas')
-            if n_v_partition_states_v_offline_replicas < 32 and pos + 4 * n_v_partition_states_v_offline_replicas <= len(buf):
+            if n_v_partition_states_v_offline_replicas < 32 and pos + 4 * n_v_partition_states_v_offline_replicas <= end:
                 v_partition_states_v_offline_replicas = list(_ARR_i[n_v_partition_states_v_offline_replicas].unpack_from(buf, pos))
                 pos += 4 * n_v_partition_states_v_offline_replicas
             else:
@@ -688,7 +688,7 @@ def _read_UpdateMetadataTopicState_2(buf: bytes | bytearray | memoryview, pos: i
                 pos += 1
             else:
                 n_v_partition_states_v_isr, pos = _rcal(buf, pos, 'Isr')
-            if n_v_partition_states_v_isr < 32 and pos + 4 * n_v_partition_states_v_isr <= len(buf):
+            if n_v_partition_states_v_isr < 32 and pos + 4 * n_v_partition_states_v_isr <= end:
                 v_partition_states_v_isr = list(_ARR_i[n_v_partition_states_v_isr].unpack_from(buf, pos))
                 pos += 4 * n_v_partition_states_v_isr
             else:
@@ -703,7 +703,7 @@ def _read_UpdateMetadataTopicState_2(buf: bytes | bytearray | memoryview, pos: i
                 pos += 1
             else:
                 n_v_partition_states_v_replicas, pos = _rcal(buf, pos, 'Replicas')
-            if n_v_partition_states_v_replicas < 32 and pos + 4 * n_v_partition_states_v_replicas <= len(buf):
+            if n_v_partition_states_v_replicas < 32 and pos + 4 * n_v_partition_states_v_replicas <= end:
                 v_partition_states_v_replicas = list(_ARR_i[n_v_partition_states_v_replicas].unpack_from(buf, pos))
                 pos += 4 * n_v_partition_states_v_replicas
             else:
@@ -714,7 +714,7 @@ def _read_UpdateMetadataTopicState_2(buf: bytes | bytearray | memoryview, pos: i
                 pos += 1
             else:
                 n_v_partition_states_v_offline_replicas, pos = _rcal(buf, pos, 'OfflineReplicas')
-            if n_v_partition_states_v_offline_replicas < 32 and pos + 4 * n_v_partition_states_v_offline_replicas <= len(buf):
+            if n_v_partition_states_v_offline_replicas < 32 and pos + 4 * n_v_partition_states_v_offline_replicas <= end:
                 v_partition_states_v_offline_replicas = list(_ARR_i[n_v_partition_states_v_offline_replicas].unpack_from(buf, pos))
                 pos += 4 * n_v_partition_states_v_offline_replicas
             else:
@@ -1257,7 +1257,7 @@ def _read_UpdateMetadataRequest_0(buf: bytes | bytearray | memoryview, pos: int)
             pos += 16
             v_ungrouped_partition_states_v_isr: list[int]
             n_v_ungrouped_partition_states_v_isr, pos = _ral(buf, pos, 'Isr')
-            if n_v_ungrouped_partition_states_v_isr < 32 and pos + 4 * n_v_ungrouped_partition_states_v_isr <= len(buf):
+            if n_v_ungrouped_partition_states_v_isr < 32 and pos + 4 * n_v_ungrouped_partition_states_v_isr <= end:
                 v_ungrouped_partition_states_v_isr = list(_ARR_i[n_v_ungrouped_partition_states_v_isr].unpack_from(buf, pos))
                 pos += 4 * n_v_ungrouped_partition_states_v_isr
             else:
@@ -1268,7 +1268,7 @@ def _read_UpdateMetadataRequest_0(buf: bytes | bytearray | memoryview, pos: int)
             pos += 4
             v_ungrouped_partition_states_v_replicas: list[int]
             n_v_ungrouped_partition_states_v_replicas, pos = _ral(buf, pos, 'Replicas')
-            if n_v_ungrouped_partition_states_v_replicas < 32 and pos + 4 * n_v_ungrouped_partition_states_v_replicas <= len(buf):
+            if n_v_ungrouped_partition_states_v_replicas < 32 and pos + 4 * n_v_ungrouped_partition_states_v_replicas <= end:
                 v_ungrouped_partition_states_v_replicas = list(_ARR_i[n_v_ungrouped_partition_states_v_replicas].unpack_from(buf, pos))
                 pos += 4 * n_v_ungrouped_partition_states_v_replicas
             else:
@@ -1390,7 +1390,7 @@ def _read_UpdateMetadataRequest_1(buf: bytes | bytearray | memoryview, pos: int)
             pos += 16
             v_ungrouped_partition_states_v_isr: list[int]
             n_v_ungrouped_partition_states_v_isr, pos = _ral(buf, pos, 'Isr')
-            if n_v_ungrouped_partition_states_v_isr < 32 and pos + 4 * n_v_ungrouped_partition_states_v_isr <= len(buf):
+            if n_v_ungrouped_partition_states_v_isr < 32 and pos + 4 * n_v_ungrouped_partition_states_v_isr <= end:
                 v_ungrouped_partition_states_v_isr = list(_ARR_i[n_v_ungrouped_partition_states_v_isr].unpack_from(buf, pos))
                 pos += 4 * n_v_ungrouped_partition_states_v_isr
             else:
@@ -1401,7 +1401,7 @@ def _read_UpdateMetadataRequest_1(buf: bytes | bytearray | memoryview, pos: int)
             pos += 4
             v_ungrouped_partition_states_v_replicas: list[int]
             n_v_ungrouped_partition_states_v_replicas, pos = _ral(buf, pos, 'Replicas')
-            if n_v_ungrouped_partition_states_v_replicas < 32 and pos + 4 * n_v_ungrouped_partition_states_v_replicas <= len(buf):
+            if n_v_ungrouped_partition_states_v_replicas < 32 and pos + 4 * n_v_ungrouped_partition_states_v_replicas <= end:
                 v_ungrouped_partition_states_v_replicas = list(_ARR_i[n_v_ungrouped_partition_states_v_replicas].unpack_from(buf, pos))
                 pos += 4 * n_v_ungrouped_partition_states_v_replicas
             else:
@@ -1502,7 +1502,7 @@ def _read_UpdateMetadataRequest_2(buf: bytes | bytearray | memoryview, pos: int)
             pos += 16
             v_ungrouped_partition_states_v_isr: list[int]
             n_v_ungrouped_partition_states_v_isr, pos = _ral(buf, pos, 'Isr')
-            if n_v_ungrouped_partition_states_v_isr < 32 and pos + 4 * n_v_ungrouped_partition_states_v_isr <= len(buf):
+            if n_v_ungrouped_partition_states_v_isr < 32 and pos + 4 * n_v_ungrouped_partition_states_v_isr <= end:
                 v_ungrouped_partition_states_v_isr = list(_ARR_i[n_v_ungrouped_partition_states_v_isr].unpack_from(buf, pos))
                 pos += 4 * n_v_ungrouped_partition_states_v_isr
             else:
@@ -1513,7 +1513,7 @@ def _read_UpdateMetadataRequest_2(buf: bytes | bytearray | memoryview, pos: int)
             pos += 4
             v_ungrouped_partition_states_v_replicas: list[int]
             n_v_ungrouped_partition_states_v_replicas, pos = _ral(buf, pos, 'Replicas')
-            if n_v_ungrouped_partition_states_v_replicas < 32 and pos + 4 * n_v_ungrouped_partition_states_v_replicas <= len(buf):
+            if n_v_ungrouped_partition_states_v_replicas < 32 and pos + 4 * n_v_ungrouped_partition_states_v_replicas <= end:
                 v_ungrouped_partition_states_v_replicas = list(_ARR_i[n_v_ungrouped_partition_states_v_replicas].unpack_from(buf, pos))
                 pos += 4 * n_v_ungrouped_partition_states_v_replicas
             else:
@@ -1614,7 +1614,7 @@ def _read_UpdateMetadataRequest_3(buf: bytes | bytearray | memoryview, pos: int)
             pos += 16
             v_ungrouped_partition_states_v_isr: list[int]
             n_v_ungrouped_partition_states_v_isr, pos = _ral(buf, pos, 'Isr')
-            if n_v_ungrouped_partition_states_v_isr < 32 and pos + 4 * n_v_ungrouped_partition_states_v_isr <= len(buf):
+            if n_v_ungrouped_partition_states_v_isr < 32 and pos + 4 * n_v_ungrouped_partition_states_v_isr <= end:
                 v_ungrouped_partition_states_v_isr = list(_ARR_i[n_v_ungrouped_partition_states_v_isr].unpack_from(buf, pos))
                 pos += 4 * n_v_ungrouped_partition_states_v_isr
             else:
@@ -1625,7 +1625,7 @@ def _read_UpdateMetadataRequest_3(buf: bytes | bytearray | memoryview, pos: int)
             pos += 4
             v_ungrouped_partition_states_v_replicas: list[int]
             n_v_ungrouped_partition_states_v_replicas, pos = _ral(buf, pos, 'Replicas')
-            if n_v_ungrouped_partition_states_v_replicas < 32 and pos + 4 * n_v_ungrouped_partition_states_v_replicas <= len(buf):
+            if n_v_ungrouped_partition_states_v_replicas < 32 and pos + 4 * n_v_ungrouped_partition_states_v_replicas <= end:
                 v_ungrouped_partition_states_v_replicas = list(_ARR_i[n_v_ungrouped_partition_states_v_replicas].unpack_from(buf, pos))
                 pos += 4 * n_v_ungrouped_partition_states_v_replicas
             else:
@@ -1726,7 +1726,7 @@ def _read_UpdateMetadataRequest_4(buf: bytes | bytearray | memoryview, pos: int)
             pos += 16
             v_ungrouped_partition_states_v_isr: list[int]
             n_v_ungrouped_partition_states_v_isr, pos = _ral(buf, pos, 'Isr')
-            if n_v_ungrouped_partition_states_v_isr < 32 and pos + 4 * n_v_ungrouped_partition_states_v_isr <= len(buf):
+            if n_v_ungrouped_partition_states_v_isr < 32 and pos + 4 * n_v_ungrouped_partition_states_v_isr <= end:
                 v_ungrouped_partition_states_v_isr = list(_ARR_i[n_v_ungrouped_partition_states_v_isr].unpack_from(buf, pos))
                 pos += 4 * n_v_ungrouped_partition_states_v_isr
             else:
@@ -1737,14 +1737,14 @@ def _read_UpdateMetadataRequest_4(buf: bytes | bytearray | memoryview, pos: int)
             pos += 4
             v_ungrouped_partition_states_v_replicas: list[int]
             n_v_ungrouped_partition_states_v_replicas, pos = _ral(buf, pos, 'Replicas')
-            if n_v_ungrouped_partition_states_v_replicas < 32 and pos + 4 * n_v_ungrouped_partition_states_v_replicas <= len(buf):
+            if n_v_ungrouped_partition_states_v_replicas < 32 and pos + 4 * n_v_ungrouped_partition_states_v_replicas <= end:
                 v_ungrouped_partition_states_v_replicas = list(_ARR_i[n_v_ungrouped_partition_states_v_replicas].unpack_from(buf, pos))
                 pos += 4 * n_v_ungrouped_partition_states_v_replicas
             else:
                 v_ungrouped_partition_states_v_replicas, pos = _rfa(buf, pos, n_v_ungrouped_partition_states_v_replicas, 'i', 'Replicas')
             v_ungrouped_partition_states_v_offline_replicas: list[int]
             n_v_ungrouped_partition_states_v_offline_replicas, pos = _ral(buf, pos, 'OfflineReplicas')
-            if n_v_ungrouped_partition_states_v_offline_replicas < 32 and pos + 4 * n_v_ungrouped_partition_states_v_offline_replicas <= len(buf):
+            if n_v_ungrouped_partition_states_v_offline_replicas < 32 and pos + 4 * n_v_ungrouped_partition_states_v_offline_replicas <= end:
                 v_ungrouped_partition_states_v_offline_replicas = list(_ARR_i[n_v_ungrouped_partition_states_v_offline_replicas].unpack_from(buf, pos))
                 pos += 4 * n_v_ungrouped_partition_states_v_offline_replicas
             else:

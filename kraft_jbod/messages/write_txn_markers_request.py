@@ -101,7 +101,7 @@ def _read_WritableTxnMarkerTopic_0(buf: bytes | bytearray | memoryview, pos: int
     v_name, pos = _rs(buf, pos, 'Name')
     v_partition_indexes: list[int]
     n_v_partition_indexes, pos = _ral(buf, pos, 'PartitionIndexes')
-    if n_v_partition_indexes < 32 and pos + 4 * n_v_partition_indexes <= len(buf):
+    if n_v_partition_indexes < 32 and pos + 4 * n_v_partition_indexes <= end:
         v_partition_indexes = list(_ARR_i[n_v_partition_indexes].unpack_from(buf, pos))
         pos += 4 * n_v_partition_indexes
     else:
@@ -136,7 +136,7 @@ def _read_WritableTxnMarkerTopic_1(buf: bytes | bytearray | memoryview, pos: int
         pos += 1
     else:
         n_v_partition_indexes, pos = _rcal(buf, pos, 'PartitionIndexes')
-    if n_v_partition_indexes < 32 and pos + 4 * n_v_partition_indexes <= len(buf):
+    if n_v_partition_indexes < 32 and pos + 4 * n_v_partition_indexes <= end:
         v_partition_indexes = list(_ARR_i[n_v_partition_indexes].unpack_from(buf, pos))
         pos += 4 * n_v_partition_indexes
     else:
@@ -192,7 +192,7 @@ def _read_WritableTxnMarker_0(buf: bytes | bytearray | memoryview, pos: int) -> 
             v_topics_v_name, pos = _rs(buf, pos, 'Name')
             v_topics_v_partition_indexes: list[int]
             n_v_topics_v_partition_indexes, pos = _ral(buf, pos, 'PartitionIndexes')
-            if n_v_topics_v_partition_indexes < 32 and pos + 4 * n_v_topics_v_partition_indexes <= len(buf):
+            if n_v_topics_v_partition_indexes < 32 and pos + 4 * n_v_topics_v_partition_indexes <= end:
                 v_topics_v_partition_indexes = list(_ARR_i[n_v_topics_v_partition_indexes].unpack_from(buf, pos))
                 pos += 4 * n_v_topics_v_partition_indexes
             else:
@@ -264,7 +264,7 @@ def _read_WritableTxnMarker_1(buf: bytes | bytearray | memoryview, pos: int) -> 
                 pos += 1
             else:
                 n_v_topics_v_partition_indexes, pos = _rcal(buf, pos, 'PartitionIndexes')
-            if n_v_topics_v_partition_indexes < 32 and pos + 4 * n_v_topics_v_partition_indexes <= len(buf):
+            if n_v_topics_v_partition_indexes < 32 and pos + 4 * n_v_topics_v_partition_indexes <= end:
                 v_topics_v_partition_indexes = list(_ARR_i[n_v_topics_v_partition_indexes].unpack_from(buf, pos))
                 pos += 4 * n_v_topics_v_partition_indexes
             else:

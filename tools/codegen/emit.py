@@ -576,7 +576,8 @@ class Emitter:
                 width = FIXED_FORMATS[et][1]
                 table = self.array_table(code)
                 # Short arrays (replica lists, ISRs) use a precompiled Struct per length.
-                L.append(f"{inner}if n_{var} < {SMALL_ARRAY} and {pos} + {width} * n_{var} <= len({buf}):")
+                limit = "end" if buf == "buf" else f"len({buf})"
+                L.append(f"{inner}if n_{var} < {SMALL_ARRAY} and {pos} + {width} * n_{var} <= {limit}:")
                 L.append(f"{inner}    {var} = list({table}[n_{var}].unpack_from({buf}, {pos}))")
                 L.append(f"{inner}    {pos} += {width} * n_{var}")
                 L.append(f"{inner}else:")
