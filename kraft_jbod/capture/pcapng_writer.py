@@ -20,6 +20,7 @@ Invariants:
 
 from __future__ import annotations
 
+import abc
 import ipaddress
 import struct
 from collections.abc import Iterable, Sequence
@@ -125,13 +126,16 @@ def build_link_frame(linktype: int, ip_packet: bytes) -> bytes:
     raise EncodeError(f"writer does not build link type {linktype}")
 
 
-class _Writer:
+class _Writer(abc.ABC):
+    """What the pcap and pcapng writers share: TCP segments built on top of add_packet."""
+
     linktype: int
     snaplen: int
     packets_written: int
 
+    @abc.abstractmethod
     def add_packet(self, ts_ns: int, data: bytes, original_len: int | None = None) -> None:
-        raise NotImplementedError
+        """Write one link-layer packet (truncated to the snap length)."""
 
     def add_tcp_segment(
         self,
