@@ -37,6 +37,15 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Final, Protocol
 
+from kraft_jbod.controller.errors_codes import (
+    BROKER_NOT_AVAILABLE,
+    FENCED_LEADER_EPOCH,
+    INCONSISTENT_CLUSTER_ID,
+    INVALID_REQUEST,
+    NONE,
+    SNAPSHOT_NOT_FOUND,
+    UNKNOWN_LEADER_EPOCH,
+)
 from kraft_jbod.messages.fetch_request import FetchRequest
 from kraft_jbod.messages.fetch_response import (
     EpochEndOffset,
@@ -63,14 +72,6 @@ METADATA_PARTITION: Final = 0
 #: Kafka's raft client never reads more than this per fetch, whatever MaxBytes says.
 MAX_FETCH_BYTES: Final = 8 * 1024 * 1024
 
-NONE: Final = 0
-NOT_LEADER_OR_FOLLOWER: Final = 6
-BROKER_NOT_AVAILABLE: Final = 8
-INVALID_REQUEST: Final = 42
-FENCED_LEADER_EPOCH: Final = 74
-UNKNOWN_LEADER_EPOCH: Final = 75
-SNAPSHOT_NOT_FOUND: Final = 98
-INCONSISTENT_CLUSTER_ID: Final = 104
 
 
 class BatchIndex(Protocol):

@@ -32,12 +32,21 @@ from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from typing import Any, Literal
 
+from kraft_jbod.controller import alter_partition as ap
 from kraft_jbod.controller import errors_codes as ec
 from kraft_jbod.controller import features as fv
+from kraft_jbod.controller import producer_ids as pids
 from kraft_jbod.controller.heartbeat import HbEffect, HbState, classify, transition
 from kraft_jbod.controller.placement import place_replicas
 from kraft_jbod.controller.profiles import Profile, is_reserved_directory, profile_named
 from kraft_jbod.errors import ConfigError, ProtocolError, StorageError
+from kraft_jbod.messages.allocate_producer_ids_request import AllocateProducerIdsRequest
+from kraft_jbod.messages.allocate_producer_ids_response import AllocateProducerIdsResponse
+from kraft_jbod.messages.alter_partition_request import AlterPartitionRequest
+from kraft_jbod.messages.alter_partition_request import PartitionData as AlterPartData
+from kraft_jbod.messages.alter_partition_response import AlterPartitionResponse
+from kraft_jbod.messages.alter_partition_response import PartitionData as AlterPartResult
+from kraft_jbod.messages.alter_partition_response import TopicData as AlterTopicResult
 from kraft_jbod.messages.assign_replicas_to_dirs_request import AssignReplicasToDirsRequest
 from kraft_jbod.messages.assign_replicas_to_dirs_response import (
     AssignReplicasToDirsResponse,
@@ -66,6 +75,7 @@ from kraft_jbod.messages.feature_level_record import FeatureLevelRecord
 from kraft_jbod.messages.fence_broker_record import FenceBrokerRecord
 from kraft_jbod.messages.partition_change_record import PartitionChangeRecord
 from kraft_jbod.messages.partition_record import PartitionRecord
+from kraft_jbod.messages.producer_ids_record import ProducerIdsRecord
 from kraft_jbod.messages.register_broker_record import BrokerEndpoint, BrokerFeature, RegisterBrokerRecord
 from kraft_jbod.messages.remove_topic_record import RemoveTopicRecord
 from kraft_jbod.messages.topic_record import TopicRecord
@@ -84,10 +94,12 @@ NO_LEADER_CHANGE = -2
 
 API_CREATE_TOPICS = 19
 API_DELETE_TOPICS = 20
+API_ALTER_PARTITION = 56
 API_DESCRIBE_CLUSTER = 60
 API_BROKER_REGISTRATION = 62
 API_BROKER_HEARTBEAT = 63
 API_UNREGISTER_BROKER = 64
+API_ALLOCATE_PRODUCER_IDS = 67
 API_ASSIGN_REPLICAS_TO_DIRS = 73
 
 _HANDLED: dict[int, tuple[int, int]] = {
@@ -98,6 +110,8 @@ _HANDLED: dict[int, tuple[int, int]] = {
     API_BROKER_HEARTBEAT: BrokerHeartbeatRequest.VALID_VERSIONS,
     API_UNREGISTER_BROKER: UnregisterBrokerRequest.VALID_VERSIONS,
     API_ASSIGN_REPLICAS_TO_DIRS: AssignReplicasToDirsRequest.VALID_VERSIONS,
+    API_ALTER_PARTITION: AlterPartitionRequest.VALID_VERSIONS,
+    API_ALLOCATE_PRODUCER_IDS: AllocateProducerIdsRequest.VALID_VERSIONS,
 }
 
 _MAX_PARTITIONS_PER_REQUEST = 10_000
@@ -156,7 +170,10 @@ class BrokerInfo:
 class Partition:
     """One partition; tuples of ints/uuids keep it small (a million of these fit in RAM)."""
 
-    __slots__ = ("dirs", "isr", "leader", "leader_epoch", "partition_epoch", "partition_id", "replicas", "topic_id")
+    __slots__ = (
+        "dirs", "isr", "leader", "leader_epoch", "leader_recovery_state", "partition_epoch", "partition_id",
+        "replicas", "topic_id",
+    )
 
     def __init__(
         self,
@@ -168,6 +185,7 @@ class Partition:
         leader: int,
         leader_epoch: int,
         partition_epoch: int,
+        leader_recovery_state: int = ap.RECOVERED,
     ) -> None:
         self.topic_id = topic_id
         self.partition_id = partition_id
@@ -177,12 +195,16 @@ class Partition:
         self.leader = leader
         self.leader_epoch = leader_epoch
         self.partition_epoch = partition_epoch
+        self.leader_recovery_state = leader_recovery_state  # 0 RECOVERED, 1 RECOVERING (KIP-704)
 
     def dir_of(self, broker_id: int) -> uuid.UUID:
         return self.dirs[self.replicas.index(broker_id)]
 
     def durable(self) -> tuple[Any, ...]:
-        return (self.replicas, self.isr, self.dirs, self.leader, self.leader_epoch, self.partition_epoch)
+        return (
+            self.replicas, self.isr, self.dirs, self.leader, self.leader_epoch, self.partition_epoch,
+            self.leader_recovery_state,
+        )
 
     def __repr__(self) -> str:
         return (
@@ -246,6 +268,7 @@ class ControllerState:
         self._brokers: dict[int, BrokerInfo] = {}
         self._topics: dict[uuid.UUID, TopicInfo] = {}
         self._topic_names: dict[str, uuid.UUID] = {}
+        self._next_producer_id: int | None = None  # first id of the next block; None: no record yet
         # derived from the durable state (rebuilt by apply)
         self._dir_owner: dict[uuid.UUID, int] = {}
         self._index: dict[int, dict[uuid.UUID, set[Partition]]] = {}
@@ -295,6 +318,11 @@ class ControllerState:
         reg = self._brokers.get(broker_id)
         return None if reg is None else self._current_state(reg)
 
+    @property
+    def next_producer_id(self) -> int | None:
+        """First id of the next producer-id block; None before any ProducerIdsRecord."""
+        return self._next_producer_id
+
     def handled_api_versions(self) -> dict[int, tuple[int, int]]:
         """Api key -> (min, max) this state machine answers; ApiVersions is the server's."""
         return dict(_HANDLED)
@@ -303,6 +331,7 @@ class ControllerState:
         """Everything the log determines, in comparable form (replay must reproduce it)."""
         return {
             "features": dict(self._features),
+            "next_producer_id": self._next_producer_id,
             "brokers": {b: reg.durable() for b, reg in sorted(self._brokers.items())},
             "topics": {
                 tid: (t.name, {pid: p.durable() for pid, p in sorted(t.partitions.items())})
@@ -472,7 +501,7 @@ class ControllerState:
         dirs = self._record_dirs(offset, replicas, rec.directories)
         p = Partition(
             topic.topic_id, rec.partition_id, replicas, tuple(rec.isr), dirs, NO_LEADER,
-            rec.leader_epoch, rec.partition_epoch,
+            rec.leader_epoch, rec.partition_epoch, rec.leader_recovery_state,
         )
         self._set_leader(p, rec.leader)
         topic.partitions[rec.partition_id] = p
@@ -519,7 +548,12 @@ class ControllerState:
         if rec.leader != NO_LEADER_CHANGE:
             self._set_leader(p, rec.leader)
             p.leader_epoch += 1
+        if rec.leader_recovery_state != ap.NO_RECOVERY_CHANGE:
+            p.leader_recovery_state = rec.leader_recovery_state
         p.partition_epoch += 1
+
+    def _apply_producer_ids(self, offset: int, rec: ProducerIdsRecord, version: int) -> None:
+        self._next_producer_id = pids.replayed(self._next_producer_id, rec.next_producer_id, offset)
 
     def _apply_remove_topic(self, offset: int, rec: RemoveTopicRecord, version: int) -> None:
         topic = self._topics.pop(rec.topic_id, None)
@@ -721,6 +755,10 @@ class ControllerState:
             return self._unregister(request)
         if api_key == API_DESCRIBE_CLUSTER and isinstance(request, DescribeClusterRequest):
             return self._describe_cluster(api_version, request)
+        if api_key == API_ALTER_PARTITION and isinstance(request, AlterPartitionRequest):
+            return self._alter_partition(api_version, request)
+        if api_key == API_ALLOCATE_PRODUCER_IDS and isinstance(request, AllocateProducerIdsRequest):
+            return self._allocate_producer_ids(request)
         raise ProtocolError(f"api key {api_key} got a {type(request).__name__} body")
 
     # -- BrokerRegistration
@@ -933,6 +971,104 @@ class ControllerState:
         self._fence(d, reg, with_record=False)
         d.records.append((UnregisterBrokerRecord(broker_id=reg.broker_id, broker_epoch=reg.epoch), 0))
         return Outcome(UnregisterBrokerResponse(error_code=ec.NONE, error_message=None), d.records)
+
+    # -- AllocateProducerIds
+
+    def _allocate_producer_ids(self, req: AllocateProducerIdsRequest) -> Outcome:
+        """One block of producer ids and the ProducerIdsRecord that makes it durable."""
+        reg = self._brokers.get(req.broker_id)
+        if reg is None or reg.epoch != req.broker_epoch:
+            return Outcome(AllocateProducerIdsResponse(error_code=ec.STALE_BROKER_EPOCH), [])
+        block = pids.next_block(self._next_producer_id)
+        if block is None:
+            return Outcome(AllocateProducerIdsResponse(error_code=pids.UNKNOWN_SERVER_ERROR), [])
+        first, length = block
+        rec = ProducerIdsRecord(broker_id=req.broker_id, broker_epoch=req.broker_epoch, next_producer_id=first + length)
+        resp = AllocateProducerIdsResponse(error_code=ec.NONE, producer_id_start=first, producer_id_len=length)
+        return Outcome(resp, [(rec, 0)])
+
+    # -- AlterPartition
+
+    def _alter_partition(self, api_version: int, req: AlterPartitionRequest) -> Outcome:
+        """ISR and leader-recovery-state changes from a partition leader (rules in alter_partition.py).
+
+        Entries are checked in request order against the partition as changed by earlier
+        entries of the same request, so a repeated partition sees its own first change
+        (and, carrying the old partition epoch, gets INVALID_UPDATE_VERSION).
+        """
+        reg = self._brokers.get(req.broker_id)
+        if reg is None or reg.epoch != req.broker_epoch:
+            return Outcome(AlterPartitionResponse(error_code=ec.STALE_BROKER_EPOCH), [])
+        by_id = api_version >= 2
+        mv = self.metadata_version
+        record_version = fv.partition_change_record_version(mv)
+        seen: dict[Partition, ap.PartitionView] = {}
+        records: list[RecordAndVersion] = []
+        topics_out: list[AlterTopicResult] = []
+        empty = _Draft()
+        for td in req.topics:
+            out = AlterTopicResult(topic_name=td.topic_name if not by_id else "", topic_id=td.topic_id)
+            topics_out.append(out)
+            tid = td.topic_id if by_id else self._topic_names.get(td.topic_name)
+            topic = None if tid is None else self._topics.get(tid)
+            if topic is None:
+                code = ec.UNKNOWN_TOPIC_ID if by_id else ec.UNKNOWN_TOPIC_OR_PARTITION
+                out.partitions = [
+                    AlterPartResult(partition_index=pd.partition_index, error_code=code) for pd in td.partitions
+                ]
+                continue
+            for pd in td.partitions:
+                p = topic.partitions.get(pd.partition_index)
+                view = None if p is None else seen.get(p) or _partition_view(p)
+
+                def eligibility(b: int, epoch: int, p: Partition | None = p) -> str | None:
+                    return self._isr_ineligibility(empty, p, b, epoch)
+
+                prop = _proposal(api_version, pd)
+                verdict = ap.validate(req.broker_id, view, prop, api_version, eligibility)
+                if verdict.error_code != ec.NONE or p is None or view is None:
+                    out.partitions.append(
+                        AlterPartResult(partition_index=pd.partition_index, error_code=verdict.error_code)
+                    )
+                    continue
+                change = ap.plan_change(view, [b for b, _ in prop.new_isr], prop.leader_recovery_state, mv)
+                if change is not None:
+                    rec = PartitionChangeRecord(partition_id=p.partition_id, topic_id=p.topic_id)
+                    if change.isr is not None:
+                        rec.isr = list(change.isr)
+                    rec.leader = change.leader
+                    rec.leader_recovery_state = change.leader_recovery_state
+                    records.append((rec, record_version))
+                    view = seen[p] = change.apply_to(view)
+                out.partitions.append(
+                    AlterPartResult(
+                        partition_index=pd.partition_index,
+                        error_code=ec.NONE,
+                        leader_id=view.leader,
+                        leader_epoch=view.leader_epoch,
+                        isr=list(view.isr),
+                        leader_recovery_state=view.leader_recovery_state,
+                        partition_epoch=view.partition_epoch,
+                    )
+                )
+        return Outcome(AlterPartitionResponse(error_code=ec.NONE, topics=topics_out), records)
+
+    def _isr_ineligibility(self, d: _Draft, p: Partition | None, broker_id: int, epoch: int) -> str | None:
+        """Why ``broker_id`` may not be in ``p``'s ISR (Rule 8 of alter_partition.py), or None."""
+        reg = self._brokers.get(broker_id)
+        if reg is None:
+            return "not registered"
+        if reg.in_controlled_shutdown or reg.cs_offset >= 0:
+            return "shutting down"
+        if reg.fenced:
+            return "fenced"
+        if epoch != -1 and epoch != reg.epoch:
+            return f"broker epoch {epoch} is not {reg.epoch}"
+        if p is not None and broker_id in p.replicas:
+            directory = p.dir_of(broker_id)
+            if not self._dir_online(d, broker_id, directory):
+                return f"directory {uuid_to_base64url(directory)} is offline"
+        return None
 
     # -- DescribeCluster
 
@@ -1206,6 +1342,19 @@ class ControllerState:
         return problems
 
 
+def _partition_view(p: Partition) -> ap.PartitionView:
+    return ap.PartitionView(p.replicas, p.isr, p.leader, p.leader_epoch, p.partition_epoch, p.leader_recovery_state)
+
+
+def _proposal(api_version: int, pd: AlterPartData) -> ap.Proposal:
+    """Before v3 the ISR carries no broker epochs (-1: not checked), as Kafka converts it."""
+    if api_version >= 3:
+        isr = tuple((x.broker_id, x.broker_epoch) for x in pd.new_isr_with_epochs)
+    else:
+        isr = tuple((b, -1) for b in pd.new_isr)
+    lrs = pd.leader_recovery_state if api_version >= 1 else ap.RECOVERED
+    return ap.Proposal(pd.leader_epoch, pd.partition_epoch, isr, lrs)
+
 def _topic_name_error(name: str) -> str | None:
     if not name:
         return "Topic name is illegal, it can't be empty"
@@ -1229,4 +1378,5 @@ _APPLY: dict[type, Any] = {
     PartitionRecord: ControllerState._apply_partition,
     PartitionChangeRecord: ControllerState._apply_partition_change,
     RemoveTopicRecord: ControllerState._apply_remove_topic,
+    ProducerIdsRecord: ControllerState._apply_producer_ids,
 }

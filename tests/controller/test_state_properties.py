@@ -1,4 +1,4 @@
-"""Property tests: random register / heartbeat / create / assign / fail-dir / restart runs.
+"""Property tests: random register / heartbeat / create / assign / fail-dir / alter-ISR / restart runs.
 
 After every step the invariants hold (a leader is in its ISR, on an active broker, in
 an online directory; indexes agree); at every restart, and at the end, a fresh state
@@ -13,6 +13,8 @@ from typing import Any
 from hypothesis import given
 from hypothesis import strategies as st
 
+from kraft_jbod.messages.allocate_producer_ids_request import AllocateProducerIdsRequest
+from kraft_jbod.messages.alter_partition_request import AlterPartitionRequest, BrokerState, PartitionData, TopicData
 from kraft_jbod.messages.broker_heartbeat_request import BrokerHeartbeatRequest
 from kraft_jbod.messages.delete_topics_request import DeleteTopicsRequest
 from kraft_jbod.messages.unregister_broker_request import UnregisterBrokerRequest
@@ -32,6 +34,12 @@ OPS = st.one_of(
     st.tuples(st.just("delete"), st.integers(0, 3)),
     st.tuples(st.just("unregister"), BROKERS),
     st.tuples(st.just("restart")),
+    # AlterPartition from the leader (twice, to draw it often): topic (mostly the one the
+    # setup creates), partition, which followers join the ISR (bit i = replicas[i]),
+    # recovery state, mode (0-1 valid epochs, 2 epochs one behind, 3 leader left out), version.
+    *[st.tuples(st.just("alter"), st.sampled_from([0, 0, 0, 1]), st.integers(0, 3), st.integers(0, 7),
+                st.sampled_from([0, 0, 0, 1]), st.integers(0, 3), st.integers(0, 3))] * 2,
+    st.tuples(st.just("allocate"), BROKERS),
 )
 
 
@@ -75,6 +83,30 @@ def _step(c: Cluster, op: tuple[Any, ...]) -> None:
         c.call(20, 5, DeleteTopicsRequest(topic_names=[f"t{op[1]}"]))
     elif kind == "unregister":
         c.call(64, 0, UnregisterBrokerRequest(broker_id=op[1]))
+    elif kind == "alter":
+        _, t, pid, mask, lrs, mode, version = op
+        tid = st_.topic_id_of(f"t{t}")
+        p = None if tid is None else st_.partition(tid, pid)
+        if p is None or tid is None:
+            return
+        requester = p.leader if p.leader >= 0 else p.replicas[0]
+        if requester not in st_.brokers:
+            return
+        isr = [b for i, b in enumerate(p.replicas) if (b == requester and mode != 3) or (b != requester and mask >> i & 1)]
+        lag = 1 if mode == 2 else 0
+        pd = PartitionData(partition_index=pid, leader_epoch=p.leader_epoch - lag,
+                           partition_epoch=p.partition_epoch - lag, leader_recovery_state=lrs if version else 0)
+        if version >= 3:
+            pd.new_isr_with_epochs = [BrokerState(b, st_.brokers[b].epoch if b in st_.brokers else -1) for b in isr]
+        else:
+            pd.new_isr = isr
+        topic = TopicData(topic_name=f"t{t}", topic_id=tid, partitions=[pd])
+        alter = AlterPartitionRequest(broker_id=requester, broker_epoch=st_.brokers[requester].epoch, topics=[topic])
+        c.call(56, version, alter)
+    elif kind == "allocate":
+        b = op[1]
+        if b in st_.brokers:
+            c.call(67, 0, AllocateProducerIdsRequest(broker_id=b, broker_epoch=st_.brokers[b].epoch))
     elif kind == "restart":
         live = st_.durable_state()
         fresh = c.restart()
@@ -140,6 +172,14 @@ def test_a_busy_scripted_run_exercises_every_path() -> None:
     assert c.state.check_invariants() == []
     leaders = {p.leader for p in c.state.partitions()}
     assert leaders <= {1, -1}
+    led = [p for p in c.state.partitions() if p.leader == 1]
+    assert led
+    for p in led:  # shrink, then re-expand where allowed, through the random step
+        _step(c, ("alter", 0, p.partition_id, 0, 0, 0, 3))
+        assert c.state.partition(tid, p.partition_id).isr == (1,)  # type: ignore[union-attr]
+        _step(c, ("alter", 0, p.partition_id, 7, 0, 0, 2))
+    _step(c, ("allocate", 1))
+    assert c.state.check_invariants() == [] and c.state.next_producer_id == 1000
     live = c.state.durable_state()
     assert c.restart().durable_state() == live
 
