@@ -4,7 +4,6 @@
 from __future__ import annotations
 
 import struct as _struct
-from typing import Any as _Any
 import uuid as _uuid
 from dataclasses import dataclass as _dataclass, field as _field
 from typing import ClassVar as _ClassVar

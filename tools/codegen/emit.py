@@ -159,9 +159,6 @@ class Emitter:
             self.uuid_consts[value] = name
         return name
 
-    def class_name(self, s: StructSpec) -> str:
-        return s.name
-
     def py_type(self, f: FieldSpec) -> str:
         nullable = not f.nullable_versions.empty
         if f.is_array:
@@ -283,7 +280,6 @@ class Emitter:
             "from __future__ import annotations",
             "",
             "import struct as _struct",
-            "from typing import Any as _Any",
             "import uuid as _uuid",
             "from dataclasses import dataclass as _dataclass, field as _field",
             "from typing import ClassVar as _ClassVar",
