@@ -182,14 +182,6 @@ def write_uvarint(out: bytearray, value: int) -> None:
     out.append(value)
 
 
-def uvarint_size(value: int) -> int:
-    size = 1
-    while value >= 0x80:
-        value >>= 7
-        size += 1
-    return size
-
-
 # --------------------------------------------------------------------------- strings
 
 
