@@ -25,6 +25,7 @@ from collections.abc import Iterable, Sequence
 from typing import Any
 
 from kraft_jbod.errors import DecodeError, EncodeError
+from kraft_jbod.wire.varint import read_unsigned_varint, write_unsigned_varint
 
 Buffer = bytes | bytearray | memoryview
 
@@ -47,7 +48,6 @@ INT_RANGES: dict[str, tuple[int, int]] = {
     "uint32": (0, (1 << 32) - 1),
     "int64": (-(1 << 63), (1 << 63) - 1),
 }
-UVARINT_MAX_BYTES = 5
 
 # --------------------------------------------------------------------------- uuids
 
@@ -148,38 +148,19 @@ def short_fixed(pos: int, buf_len: int, layout: Sequence[tuple[str, int]]) -> De
 
 
 def read_uvarint(buf: Buffer, pos: int, field: str) -> tuple[int, int]:
-    """Unsigned varint as Kafka's ``readUnsignedVarint``: at most 5 bytes, 32 bits."""
-    end = len(buf)
-    value = 0
-    shift = 0
-    start = pos
-    while True:
-        if pos >= end:
-            raise short_read(pos, 1, end, field)
-        b = buf[pos]
-        pos += 1
-        value |= (b & 0x7F) << shift
-        if b < 0x80:
-            if value > 0xFFFFFFFF:
-                raise DecodeError("varint is too long", offset=start, field_path=field)
-            return value, pos
-        shift += 7
-        if shift >= 7 * UVARINT_MAX_BYTES:
-            raise DecodeError("varint is too long", offset=start, field_path=field)
+    """Kafka's ``readUnsignedVarint`` (``wire.varint``) with the field named on failure.
+
+    At most 5 bytes; like Kafka, bits above 32 in the fifth byte are dropped, and the
+    callers' length checks then refuse what such a value claims.
+    """
+    try:
+        return read_unsigned_varint(buf, pos)
+    except DecodeError as exc:
+        raise exc.refine(field=field) from None
 
 
-def write_uvarint(out: bytearray, value: int) -> None:
-    if value < 0x80:
-        if value < 0:
-            raise EncodeError(f"unsigned varint cannot hold {value}")
-        out.append(value)
-        return
-    if value > 0xFFFFFFFF:
-        raise EncodeError(f"unsigned varint cannot hold {value}")
-    while value >= 0x80:
-        out.append((value & 0x7F) | 0x80)
-        value >>= 7
-    out.append(value)
+# One implementation of the unsigned varint writer serves message bodies and records.
+write_uvarint = write_unsigned_varint
 
 
 # --------------------------------------------------------------------------- strings

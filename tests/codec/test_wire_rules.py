@@ -147,12 +147,16 @@ def test_uvarint_values(raw: str, value: int) -> None:
 
 
 def test_uvarint_limits_like_kafka() -> None:
-    with pytest.raises(DecodeError, match="varint is too long"):
-        p.read_uvarint(bytes.fromhex("8080808080"), 0, "f")  # a 6th byte would be needed
-    with pytest.raises(DecodeError, match="varint is too long"):
-        p.read_uvarint(bytes.fromhex("ffffffff1f"), 0, "f")  # more than 32 bits
-    with pytest.raises(DecodeError, match="need 1 bytes"):
+    with pytest.raises(DecodeError, match="varint is too long") as info:
+        p.read_uvarint(bytes.fromhex("8080808080"), 0, "Tags")  # a 6th byte would be needed
+    assert info.value.field_path == "Tags"
+    # Kafka's reader keeps 32 bits and drops the rest of a fifth byte.
+    assert p.read_uvarint(bytes.fromhex("ffffffff1f"), 0, "f") == (0xFFFFFFFF, 5)
+    with pytest.raises(DecodeError, match="truncated"):
         p.read_uvarint(bytes.fromhex("8080"), 0, "f")
+    # A compact string whose length wraps like that is refused by the length check.
+    with pytest.raises(DecodeError, match="exceeds 32767"):
+        p.read_compact_string(bytes.fromhex("ffffffff1f"), 0, "Name")
     out = bytearray()
     with pytest.raises(EncodeError):
         p.write_uvarint(out, 1 << 32)
