@@ -16,29 +16,17 @@ silently empty sweep fails.
 
 from __future__ import annotations
 
-import dataclasses
-from typing import Any
-
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from kraft_jbod import messages
 from kraft_jbod.fuzz import strategies
-from kraft_jbod.wire.message import Message, Struct
+from kraft_jbod.wire.message import Message
 from tests.oracles.java_oracle import JavaOracle
+from tests.oracles.values import strip_unknown
 
 CHECKED: set[tuple[str, int, int]] = set()
-
-
-def strip_unknown(value: Any) -> Any:
-    """A copy without unknown tagged fields anywhere (JSON cannot carry them)."""
-    if isinstance(value, list):
-        return [strip_unknown(v) for v in value]
-    if isinstance(value, Struct):
-        changes = {f.attr: strip_unknown(getattr(value, f.attr)) for f in value._FIELDS}
-        return dataclasses.replace(value, unknown_tagged_fields=(), **changes)  # type: ignore[type-var]
-    return value
 
 
 def _java_ranges(java_oracle: JavaOracle) -> dict[int, tuple[int, int]]:

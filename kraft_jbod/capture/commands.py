@@ -19,12 +19,16 @@ from contextlib import ExitStack
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, BinaryIO, TextIO
 
-from kraft_jbod.capture.kafka import DecodedFrame, KafkaDecoder, decode_capture
-from kraft_jbod.capture.output import Summary, frame_to_line
 from kraft_jbod.errors import DecodeError
 
 if TYPE_CHECKING:
     import asyncio
+
+    from kraft_jbod.capture.kafka import DecodedFrame
+    from kraft_jbod.capture.output import Summary
+
+# The decoder and output modules are imported inside the handlers: every `kraft-jbod`
+# invocation registers these commands, and most never decode anything.
 
 __all__ = ["cmd_decode", "cmd_listen", "listen", "register"]
 
@@ -36,6 +40,8 @@ def _fail(msg: str) -> int:
 
 def _frames(fh: BinaryIO, ports: list[int] | None, summary: Summary,
             check_canonical: bool, name: str = "") -> Iterator[DecodedFrame]:
+    from kraft_jbod.capture.kafka import KafkaDecoder, decode_capture
+
     dec = KafkaDecoder(check_canonical=check_canonical)
 
     def cut_short(offset: int) -> None:
@@ -51,6 +57,7 @@ def _frames(fh: BinaryIO, ports: list[int] | None, summary: Summary,
 
 
 def cmd_decode(args: argparse.Namespace) -> int:
+    from kraft_jbod.capture.output import Summary, frame_to_line
     from kraft_jbod.capture.sample import SAMPLE_NAME, build_sample
 
     sources: list[tuple[str, Any]] = []
@@ -114,6 +121,7 @@ async def listen(host: str, port: int, out: TextIO, *, count: int | None = None,
 
     import asyncio_dgram
 
+    from kraft_jbod.capture.output import frame_to_line
     from kraft_jbod.capture.tap import TapListener
 
     stream = await asyncio_dgram.bind((host, port))

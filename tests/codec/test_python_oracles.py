@@ -11,7 +11,6 @@
 
 from __future__ import annotations
 
-import dataclasses
 import importlib
 import io
 import json
@@ -27,19 +26,11 @@ from hypothesis import strategies as st
 from kraft_jbod import messages
 from kraft_jbod.fuzz import strategies
 from kraft_jbod.wire.message import Struct
+from tests.oracles.values import strip_unknown
 from tools.codegen.spec import strip_comments
 
 REFERENCE = Path(__file__).resolve().parents[3] / "shared" / "reference" / "kafka-schemas"
 CHECKED: dict[str, set[tuple[str, int]]] = {"kio": set(), "kafka-python": set()}
-
-
-def strip_unknown(value: Any) -> Any:
-    if isinstance(value, list):
-        return [strip_unknown(v) for v in value]
-    if isinstance(value, Struct):
-        changes = {f.attr: strip_unknown(getattr(value, f.attr)) for f in value._FIELDS}
-        return dataclasses.replace(value, unknown_tagged_fields=(), **changes)  # type: ignore[type-var]
-    return value
 
 
 # --------------------------------------------------------------------------- kio
