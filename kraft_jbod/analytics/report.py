@@ -20,6 +20,7 @@ from pathlib import Path
 from typing import Any, Final
 
 from kraft_jbod import codec
+from kraft_jbod.messages.error_codes import ErrorCode
 
 __all__ = ["render_html", "render_summary", "write_report"]
 
@@ -224,7 +225,9 @@ def render_html(tables: dict[str, Rows], manifest: dict[str, Any]) -> str:
     errs: dict[str, float] = defaultdict(float)
     for r in tables.get("error_codes") or []:
         if r.get("error_code"):
-            errs[f"{_api(r.get('api_key'))}: {r.get('error_code')} ({r.get('level')})"] += r.get("count") or 0
+            code = int(r["error_code"])
+            label = f"{_api(r.get('api_key'))}: {ErrorCode.name_of(code)} ({code}, {r.get('level')})"
+            errs[label] += r.get("count") or 0
     error_chart = _bar_chart("Non-zero error codes in responses", sorted(errs.items(), key=lambda kv: -kv[1])[:25])
     hist: dict[str, list[tuple[float, float]]] = defaultdict(list)
     totals: dict[str, float] = defaultdict(float)

@@ -21,7 +21,8 @@ from hypothesis import strategies as st
 
 from kraft_jbod import messages
 from kraft_jbod.fuzz import strategies
-from tests.codec.test_python_oracles import _known_error_codes, _kio_class
+from kraft_jbod.wire.message import Struct
+from tests.codec.test_python_oracles import _kio_class, _known_error_codes
 from tests.oracles.values import strip_unknown
 
 CHECKED: set[tuple[str, int, int]] = set()
@@ -45,6 +46,21 @@ def _kio_versions() -> dict[tuple[str, int], list[int]]:
 KIO = _kio_versions()
 
 
+def _kio_timestamps(value: Any) -> None:
+    """kio reads timestamp fields as datetimes: only -1 (none) and non-negative parse."""
+    if isinstance(value, list):
+        for v in value:
+            _kio_timestamps(v)
+    elif isinstance(value, Struct):
+        for f in value._FIELDS:
+            item = getattr(value, f.attr)
+            if isinstance(item, int) and not isinstance(item, bool) and f.attr.endswith(("time_ms", "timestamp")):
+                if item < -1:
+                    setattr(value, f.attr, -1)
+            else:
+                _kio_timestamps(item)
+
+
 @pytest.mark.parametrize(("kind", "api_key"), sorted(KIO), ids=lambda x: str(x))
 def test_kio_reads_and_rewrites_our_bytes(kind: str, api_key: int) -> None:
     from kio.serial import entity_reader, entity_writer
@@ -54,15 +70,23 @@ def test_kio_reads_and_rewrites_our_bytes(kind: str, api_key: int) -> None:
     versions = KIO[(kind, api_key)]
     assert cls.VALID_VERSIONS[0] <= versions[0] and versions[-1] <= cls.VALID_VERSIONS[1], (cls.NAME, versions)
 
+    from kio.serial.errors import OutOfBoundValue
+
     @settings(max_examples=3, deadline=None, suppress_health_check=list(HealthCheck), database=None)
     @given(st.data())
     def check(data: st.DataObject) -> None:
         for v in versions:
             msg = strip_unknown(data.draw(strategies.message(cls, v)))
             _known_error_codes(msg, data)
+            _kio_timestamps(msg)
             raw = msg.encode(v)
             kcls = _kio_class(kind, api_key, v)
-            parsed, size = entity_reader(kcls)(raw, 0)
+            try:
+                parsed, size = entity_reader(kcls)(raw, 0)
+            except OutOfBoundValue:
+                # a value outside a domain kio types more narrowly than the wire (it
+                # refuses e.g. negative timestamps); not a wire disagreement
+                continue
             assert size == len(raw), f"kio consumed {size} of {len(raw)} bytes ({cls.NAME} v{v})"
             out = io.BytesIO()
             entity_writer(kcls)(out, parsed)
