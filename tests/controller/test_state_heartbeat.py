@@ -68,7 +68,7 @@ def test_heartbeat_table(start: str, wf: bool, ws: bool, leads: bool, fenced: bo
     c.start_broker(2)
     if leads:
         c.call(19, 7, _topic_on([1, 2]))
-        assert c.state.brokers[1].active and c.state._leader_count.get(1, 0) > 0
+        assert c.state.brokers[1].active and c.state.image.leader_count.get(1, 0) > 0
     if start == "fenced":
         c.heartbeat(1, want_fence=True)
         assert c.state.broker_state(1) is HbState.FENCED
