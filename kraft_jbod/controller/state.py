@@ -53,6 +53,7 @@ from kraft_jbod.controller.profiles import Profile, profile_named
 from kraft_jbod.errors import ConfigError, ProtocolError
 from kraft_jbod.messages.allocate_producer_ids_request import AllocateProducerIdsRequest
 from kraft_jbod.messages.alter_partition_request import AlterPartitionRequest
+from kraft_jbod.messages.api_keys import ApiKey
 from kraft_jbod.messages.assign_replicas_to_dirs_request import AssignReplicasToDirsRequest
 from kraft_jbod.messages.broker_heartbeat_request import BrokerHeartbeatRequest
 from kraft_jbod.messages.broker_registration_request import BrokerRegistrationRequest
@@ -78,15 +79,16 @@ __all__ = [
     "TopicInfo",
 ]
 
-API_CREATE_TOPICS = 19
-API_DELETE_TOPICS = 20
-API_ALTER_PARTITION = 56
-API_DESCRIBE_CLUSTER = 60
-API_BROKER_REGISTRATION = 62
-API_BROKER_HEARTBEAT = 63
-API_UNREGISTER_BROKER = 64
-API_ALLOCATE_PRODUCER_IDS = 67
-API_ASSIGN_REPLICAS_TO_DIRS = 73
+# Kept for callers that name keys this way; the table below uses ApiKey.
+API_CREATE_TOPICS = ApiKey.CREATE_TOPICS
+API_DELETE_TOPICS = ApiKey.DELETE_TOPICS
+API_ALTER_PARTITION = ApiKey.ALTER_PARTITION
+API_DESCRIBE_CLUSTER = ApiKey.DESCRIBE_CLUSTER
+API_BROKER_REGISTRATION = ApiKey.BROKER_REGISTRATION
+API_BROKER_HEARTBEAT = ApiKey.BROKER_HEARTBEAT
+API_UNREGISTER_BROKER = ApiKey.UNREGISTER_BROKER
+API_ALLOCATE_PRODUCER_IDS = ApiKey.ALLOCATE_PRODUCER_IDS
+API_ASSIGN_REPLICAS_TO_DIRS = ApiKey.ASSIGN_REPLICAS_TO_DIRS
 
 Handler = Callable[[ControllerContext, Call, Any], Outcome]
 
@@ -108,15 +110,15 @@ class Route:
 
 
 ROUTES: dict[int, Route] = {
-    API_CREATE_TOPICS: Route(CreateTopicsRequest, topics.handle_create_topics),
-    API_DELETE_TOPICS: Route(DeleteTopicsRequest, topics.handle_delete_topics),
-    API_ALTER_PARTITION: Route(AlterPartitionRequest, topics.handle_alter_partition),
-    API_DESCRIBE_CLUSTER: Route(DescribeClusterRequest, describe.handle_describe_cluster),
-    API_BROKER_REGISTRATION: Route(BrokerRegistrationRequest, brokers.handle_registration),
-    API_BROKER_HEARTBEAT: Route(BrokerHeartbeatRequest, brokers.handle_heartbeat),
-    API_UNREGISTER_BROKER: Route(UnregisterBrokerRequest, brokers.handle_unregister),
-    API_ALLOCATE_PRODUCER_IDS: Route(AllocateProducerIdsRequest, producer_ids.handle_allocate),
-    API_ASSIGN_REPLICAS_TO_DIRS: Route(AssignReplicasToDirsRequest, directories.handle_assign),
+    ApiKey.CREATE_TOPICS: Route(CreateTopicsRequest, topics.handle_create_topics),
+    ApiKey.DELETE_TOPICS: Route(DeleteTopicsRequest, topics.handle_delete_topics),
+    ApiKey.ALTER_PARTITION: Route(AlterPartitionRequest, topics.handle_alter_partition),
+    ApiKey.DESCRIBE_CLUSTER: Route(DescribeClusterRequest, describe.handle_describe_cluster),
+    ApiKey.BROKER_REGISTRATION: Route(BrokerRegistrationRequest, brokers.handle_registration),
+    ApiKey.BROKER_HEARTBEAT: Route(BrokerHeartbeatRequest, brokers.handle_heartbeat),
+    ApiKey.UNREGISTER_BROKER: Route(UnregisterBrokerRequest, brokers.handle_unregister),
+    ApiKey.ALLOCATE_PRODUCER_IDS: Route(AllocateProducerIdsRequest, producer_ids.handle_allocate),
+    ApiKey.ASSIGN_REPLICAS_TO_DIRS: Route(AssignReplicasToDirsRequest, directories.handle_assign),
 }
 
 

@@ -7,11 +7,11 @@ from collections.abc import Callable
 
 import pytest
 
-from kraft_jbod.controller import errors_codes as ec
 from kraft_jbod.controller import features as fv
 from kraft_jbod.controller.state import ControllerState
 from kraft_jbod.errors import ConfigError, ProtocolError
 from kraft_jbod.messages.broker_registration_request import BrokerRegistrationRequest, Feature
+from kraft_jbod.messages.error_codes import ErrorCode
 from kraft_jbod.messages.feature_level_record import FeatureLevelRecord
 from kraft_jbod.messages.register_broker_record import RegisterBrokerRecord
 from kraft_jbod.messages.zk_migration_state_record import ZkMigrationStateRecord
@@ -20,26 +20,26 @@ from tests.controller.harness import Cluster, dir_id
 NEGATIVE_RESERVED = uuid.UUID(int=(1 << 63) | 5)  # msb 0, lsb negative as a signed long
 
 ERROR_CASES: list[tuple[str, str, Callable[[Cluster], object], int]] = [
-    ("kafka", "wrong cluster id", lambda c: c.register(1, cluster_id="other"), ec.INCONSISTENT_CLUSTER_ID),
-    ("kafka", "live duplicate", lambda c: (c.register(1), c.register(1, inc=1))[1], ec.DUPLICATE_BROKER_REGISTRATION),
-    ("kafka", "zk broker", lambda c: c.register(1, zk=True), ec.BROKER_ID_NOT_REGISTERED),
-    ("kafka", "no log dirs", lambda c: c.register(1, []), ec.INVALID_REGISTRATION),
-    ("kip", "no log dirs", lambda c: c.register(1, []), ec.INVALID_REQUEST),
-    ("kafka", "v1 has no log dirs", lambda c: c.register(1, version=1), ec.INVALID_REGISTRATION),
-    ("kafka", "reserved MIGRATING", lambda c: c.register(1, [uuid.UUID(int=0)]), ec.INVALID_REGISTRATION),
-    ("kafka", "reserved 99", lambda c: c.register(1, [dir_id(1, 0), uuid.UUID(int=99)]), ec.INVALID_REGISTRATION),
-    ("kafka", "reserved negative lsb", lambda c: c.register(1, [NEGATIVE_RESERVED]), ec.INVALID_REGISTRATION),
-    ("kip", "reserved 2", lambda c: c.register(1, [uuid.UUID(int=2)]), ec.INVALID_REGISTRATION),
-    ("kafka", "duplicate dir", lambda c: c.register(1, [dir_id(1, 0), dir_id(1, 0)]), ec.INVALID_REGISTRATION),
-    ("kafka", "foreign dir", lambda c: (c.register(2), c.register(1, [dir_id(2, 0)]))[1], ec.INVALID_REGISTRATION),
-    ("kafka", "mv range below", lambda c: c.register(1, mv_range=(1, 16)), ec.UNSUPPORTED_VERSION),
-    ("kafka", "mv range above", lambda c: c.register(1, mv_range=(23, 25)), ec.UNSUPPORTED_VERSION),
-    ("kafka", "mv omitted means [1,1]", lambda c: c.register(1, mv_range=None), ec.UNSUPPORTED_VERSION),
+    ("kafka", "wrong cluster id", lambda c: c.register(1, cluster_id="other"), ErrorCode.INCONSISTENT_CLUSTER_ID),
+    ("kafka", "live duplicate", lambda c: (c.register(1), c.register(1, inc=1))[1], ErrorCode.DUPLICATE_BROKER_REGISTRATION),
+    ("kafka", "zk broker", lambda c: c.register(1, zk=True), ErrorCode.BROKER_ID_NOT_REGISTERED),
+    ("kafka", "no log dirs", lambda c: c.register(1, []), ErrorCode.INVALID_REGISTRATION),
+    ("kip", "no log dirs", lambda c: c.register(1, []), ErrorCode.INVALID_REQUEST),
+    ("kafka", "v1 has no log dirs", lambda c: c.register(1, version=1), ErrorCode.INVALID_REGISTRATION),
+    ("kafka", "reserved MIGRATING", lambda c: c.register(1, [uuid.UUID(int=0)]), ErrorCode.INVALID_REGISTRATION),
+    ("kafka", "reserved 99", lambda c: c.register(1, [dir_id(1, 0), uuid.UUID(int=99)]), ErrorCode.INVALID_REGISTRATION),
+    ("kafka", "reserved negative lsb", lambda c: c.register(1, [NEGATIVE_RESERVED]), ErrorCode.INVALID_REGISTRATION),
+    ("kip", "reserved 2", lambda c: c.register(1, [uuid.UUID(int=2)]), ErrorCode.INVALID_REGISTRATION),
+    ("kafka", "duplicate dir", lambda c: c.register(1, [dir_id(1, 0), dir_id(1, 0)]), ErrorCode.INVALID_REGISTRATION),
+    ("kafka", "foreign dir", lambda c: (c.register(2), c.register(1, [dir_id(2, 0)]))[1], ErrorCode.INVALID_REGISTRATION),
+    ("kafka", "mv range below", lambda c: c.register(1, mv_range=(1, 16)), ErrorCode.UNSUPPORTED_VERSION),
+    ("kafka", "mv range above", lambda c: c.register(1, mv_range=(23, 25)), ErrorCode.UNSUPPORTED_VERSION),
+    ("kafka", "mv omitted means [1,1]", lambda c: c.register(1, mv_range=None), ErrorCode.UNSUPPORTED_VERSION),
     (
         "kafka",
         "kraft.version range excludes 0",
         lambda c: c.register(1, extra_features=[Feature(fv.KRAFT_VERSION, 1, 1)]),
-        ec.UNSUPPORTED_VERSION,
+        ErrorCode.UNSUPPORTED_VERSION,
     ),
 ]
 
@@ -50,7 +50,7 @@ def test_registration_errors(profile: str, case: str, act: Callable[[Cluster], o
     before = c.state.durable_state()
     start = c.end_offset
     out = act(c)
-    assert out.response.error_code == code, ec.error_name(out.response.error_code)  # type: ignore[attr-defined]
+    assert out.response.error_code == code, ErrorCode(out.response.error_code).name  # type: ignore[attr-defined]
     assert out.records == []  # type: ignore[attr-defined]
     assert out.response.broker_epoch == -1  # type: ignore[attr-defined]
     if case not in ("live duplicate", "foreign dir"):

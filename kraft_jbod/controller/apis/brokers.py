@@ -11,7 +11,6 @@ Heartbeats go through the table of :mod:`kraft_jbod.controller.heartbeat`; Offli
 
 from __future__ import annotations
 
-from kraft_jbod.controller import errors_codes as ec
 from kraft_jbod.controller import features as fv
 from kraft_jbod.controller.context import Call, ControllerContext, Outcome, RecordAndVersion
 from kraft_jbod.controller.draft import Draft
@@ -23,6 +22,7 @@ from kraft_jbod.messages.broker_heartbeat_response import BrokerHeartbeatRespons
 from kraft_jbod.messages.broker_registration_change_record import BrokerRegistrationChangeRecord
 from kraft_jbod.messages.broker_registration_request import BrokerRegistrationRequest
 from kraft_jbod.messages.broker_registration_response import BrokerRegistrationResponse
+from kraft_jbod.messages.error_codes import ErrorCode
 from kraft_jbod.messages.register_broker_record import BrokerEndpoint, BrokerFeature, RegisterBrokerRecord
 from kraft_jbod.messages.unregister_broker_record import UnregisterBrokerRecord
 from kraft_jbod.messages.unregister_broker_request import UnregisterBrokerRequest
@@ -36,13 +36,13 @@ def handle_registration(ctx: ControllerContext, call: Call, req: BrokerRegistrat
     img = ctx.image
     api_version, now_ms, next_offset = call.api_version, call.now_ms, call.next_offset
     if req.cluster_id != ctx.cluster_id:
-        return fail(ec.INCONSISTENT_CLUSTER_ID)
+        return fail(ErrorCode.INCONSISTENT_CLUSTER_ID)
     existing = img.brokers.get(req.broker_id)
     new_incarnation = existing is None or existing.incarnation_id != req.incarnation_id
     if existing is not None and new_incarnation and ctx.sessions.valid(req.broker_id, now_ms, ctx.session_timeout_ms):
-        return fail(ec.DUPLICATE_BROKER_REGISTRATION)
+        return fail(ErrorCode.DUPLICATE_BROKER_REGISTRATION)
     if api_version >= 1 and req.is_migrating_zk_broker:
-        return fail(ec.BROKER_ID_NOT_REGISTERED)
+        return fail(ErrorCode.BROKER_ID_NOT_REGISTERED)
     mv = img.metadata_version
     jbod = fv.supports_jbod(mv)
     dirs = list(req.log_dirs) if api_version >= 2 else []
@@ -50,15 +50,15 @@ def handle_registration(ctx: ControllerContext, call: Call, req: BrokerRegistrat
         if not dirs:
             return fail(ctx.profile.empty_log_dirs_error)
         if any(is_reserved_directory(x) for x in dirs):
-            return fail(ec.INVALID_REGISTRATION)
+            return fail(ErrorCode.INVALID_REGISTRATION)
         if len(set(dirs)) != len(dirs):
-            return fail(ec.INVALID_REGISTRATION)
+            return fail(ErrorCode.INVALID_REGISTRATION)
         if any(img.dir_owner.get(x, req.broker_id) != req.broker_id for x in dirs):
-            return fail(ec.INVALID_REGISTRATION)
+            return fail(ErrorCode.INVALID_REGISTRATION)
     else:
         dirs = []
     if not features_ok(ctx, req):
-        return fail(ec.UNSUPPORTED_VERSION)
+        return fail(ErrorCode.UNSUPPORTED_VERSION)
 
     d = Draft(ctx)
     if existing is not None and existing.active:
@@ -90,7 +90,7 @@ def handle_registration(ctx: ControllerContext, call: Call, req: BrokerRegistrat
     )
     d.records.append((rec, fv.register_broker_record_version(mv)))
     ctx.sessions.last_contact[req.broker_id] = now_ms
-    return Outcome(BrokerRegistrationResponse(error_code=ec.NONE, broker_epoch=epoch), d.records)
+    return Outcome(BrokerRegistrationResponse(error_code=ErrorCode.NONE, broker_epoch=epoch), d.records)
 
 
 def features_ok(ctx: ControllerContext, req: BrokerRegistrationRequest) -> bool:
@@ -113,7 +113,7 @@ def handle_heartbeat(ctx: ControllerContext, call: Call, req: BrokerHeartbeatReq
     api_version, next_offset = call.api_version, call.next_offset
     reg = img.brokers.get(req.broker_id)
     if reg is None or reg.epoch != req.broker_epoch:
-        return Outcome(BrokerHeartbeatResponse(error_code=ec.STALE_BROKER_EPOCH), [])
+        return Outcome(BrokerHeartbeatResponse(error_code=ErrorCode.STALE_BROKER_EPOCH), [])
     b = reg.broker_id
     ctx.sessions.last_contact[b] = call.now_ms
     ctx.sessions.metadata_offset[b] = req.current_metadata_offset
@@ -170,7 +170,7 @@ def handle_heartbeat(ctx: ControllerContext, call: Call, req: BrokerHeartbeatReq
         if newly:
             d.dirs_offline(reg, newly)
     resp = BrokerHeartbeatResponse(
-        error_code=ec.NONE,
+        error_code=ErrorCode.NONE,
         is_caught_up=caught_up,
         is_fenced=next_state.fenced,
         should_shut_down=next_state.should_shut_down,
@@ -183,14 +183,15 @@ def handle_unregister(ctx: ControllerContext, call: Call, req: UnregisterBrokerR
     if reg is None:
         return Outcome(
             UnregisterBrokerResponse(
-                error_code=ec.BROKER_ID_NOT_REGISTERED, error_message=f"Broker {req.broker_id} is not registered."
+                error_code=ErrorCode.BROKER_ID_NOT_REGISTERED,
+                error_message=f"Broker {req.broker_id} is not registered.",
             ),
             [],
         )
     d = Draft(ctx)
     d.fence(reg, with_record=False)
     d.records.append((UnregisterBrokerRecord(broker_id=reg.broker_id, broker_epoch=reg.epoch), 0))
-    return Outcome(UnregisterBrokerResponse(error_code=ec.NONE, error_message=None), d.records)
+    return Outcome(UnregisterBrokerResponse(error_code=ErrorCode.NONE, error_message=None), d.records)
 
 
 def expire_sessions(ctx: ControllerContext, now_ms: int) -> list[RecordAndVersion]:

@@ -6,10 +6,10 @@ in modules next to this one, each with one row in ``state.ROUTES``.
 
 from __future__ import annotations
 
-from kraft_jbod.controller import errors_codes as ec
 from kraft_jbod.controller.context import Call, ControllerContext, Outcome
 from kraft_jbod.messages.describe_cluster_request import DescribeClusterRequest
 from kraft_jbod.messages.describe_cluster_response import DescribeClusterBroker, DescribeClusterResponse
+from kraft_jbod.messages.error_codes import ErrorCode
 
 ENDPOINT_BROKERS = 1
 ENDPOINT_CONTROLLERS = 2
@@ -33,6 +33,6 @@ def handle_describe_cluster(ctx: ControllerContext, call: Call, req: DescribeClu
         for host, port in ctx.controller_endpoints:
             resp.brokers.append(DescribeClusterBroker(broker_id=ctx.node_id, host=host, port=port, rack=None))
     else:
-        resp.error_code = ec.UNSUPPORTED_ENDPOINT_TYPE
+        resp.error_code = ErrorCode.UNSUPPORTED_ENDPOINT_TYPE
         resp.error_message = f"unsupported endpoint type {endpoint_type}"
     return Outcome(resp, [])

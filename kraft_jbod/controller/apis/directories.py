@@ -8,7 +8,6 @@ afterwards, as Kafka's ReplicationControlManager.handleAssignReplicasToDirs does
 
 from __future__ import annotations
 
-from kraft_jbod.controller import errors_codes as ec
 from kraft_jbod.controller import features as fv
 from kraft_jbod.controller.context import Call, ControllerContext, Outcome
 from kraft_jbod.controller.draft import Draft
@@ -26,15 +25,16 @@ from kraft_jbod.messages.assign_replicas_to_dirs_response import (
 from kraft_jbod.messages.assign_replicas_to_dirs_response import (
     TopicData as AssignTopicResult,
 )
+from kraft_jbod.messages.error_codes import ErrorCode
 
 
 def handle_assign(ctx: ControllerContext, call: Call, req: AssignReplicasToDirsRequest) -> Outcome:
     img = ctx.image
     if not fv.supports_jbod(img.metadata_version):
-        return Outcome(AssignReplicasToDirsResponse(error_code=ec.UNSUPPORTED_VERSION), [])
+        return Outcome(AssignReplicasToDirsResponse(error_code=ErrorCode.UNSUPPORTED_VERSION), [])
     reg = img.brokers.get(req.broker_id)
     if reg is None or reg.epoch != req.broker_epoch:
-        return Outcome(AssignReplicasToDirsResponse(error_code=ec.STALE_BROKER_EPOCH), [])
+        return Outcome(AssignReplicasToDirsResponse(error_code=ErrorCode.STALE_BROKER_EPOCH), [])
     b = reg.broker_id
     d = Draft(ctx)
     to_offline: list[Partition] = []
@@ -47,14 +47,14 @@ def handle_assign(ctx: ControllerContext, call: Call, req: AssignReplicasToDirsR
             topic = img.topics.get(td.topic_id)
             parts_out: list[AssignPartResult] = []
             for pd in td.partitions:
-                code = ec.NONE
+                code = ErrorCode.NONE
                 p = None if topic is None else topic.partitions.get(pd.partition_index)
                 if topic is None:
-                    code = ec.UNKNOWN_TOPIC_ID
+                    code = ErrorCode.UNKNOWN_TOPIC_ID
                 elif p is None:
-                    code = ec.UNKNOWN_TOPIC_OR_PARTITION
+                    code = ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
                 elif b not in p.replicas:
-                    code = ec.NOT_LEADER_OR_FOLLOWER
+                    code = ErrorCode.NOT_LEADER_OR_FOLLOWER
                 else:
                     _, _, dirs = d.view(p)
                     i = p.replicas.index(b)
@@ -67,4 +67,4 @@ def handle_assign(ctx: ControllerContext, call: Call, req: AssignReplicasToDirsR
         results.append(AssignDirResult(id=dd.id, topics=topics_out))
     for p in to_offline:
         d.remove_from_isr(p, b)
-    return Outcome(AssignReplicasToDirsResponse(error_code=ec.NONE, directories=results), d.records)
+    return Outcome(AssignReplicasToDirsResponse(error_code=ErrorCode.NONE, directories=results), d.records)

@@ -13,7 +13,6 @@ import re
 import uuid
 
 from kraft_jbod.controller import alter_partition as ap
-from kraft_jbod.controller import errors_codes as ec
 from kraft_jbod.controller import features as fv
 from kraft_jbod.controller.context import Call, ControllerContext, Outcome, RecordAndVersion
 from kraft_jbod.controller.draft import Draft
@@ -29,6 +28,7 @@ from kraft_jbod.messages.create_topics_request import CreatableTopic, CreateTopi
 from kraft_jbod.messages.create_topics_response import CreatableTopicResult, CreateTopicsResponse
 from kraft_jbod.messages.delete_topics_request import DeleteTopicsRequest
 from kraft_jbod.messages.delete_topics_response import DeletableTopicResult, DeleteTopicsResponse
+from kraft_jbod.messages.error_codes import ErrorCode
 from kraft_jbod.messages.partition_change_record import PartitionChangeRecord
 from kraft_jbod.messages.partition_record import PartitionRecord
 from kraft_jbod.messages.remove_topic_record import RemoveTopicRecord
@@ -80,13 +80,16 @@ def handle_create_topics(ctx: ControllerContext, call: Call, req: CreateTopicsRe
     # planning any: a NumPartitions of 2**31-1 must not be planned (found by the fuzzer).
     total = 0
     for t in req.topics:
-        total += len(t.assignments) if t.assignments else (
-            ctx.default_num_partitions if t.num_partitions == -1 else max(0, t.num_partitions)
+        total += (
+            len(t.assignments)
+            if t.assignments
+            else (ctx.default_num_partitions if t.num_partitions == -1 else max(0, t.num_partitions))
         )
     if total > MAX_PARTITIONS_PER_REQUEST:
         refused = [
             CreatableTopicResult(
-                name=t.name, error_code=POLICY_VIOLATION,
+                name=t.name,
+                error_code=POLICY_VIOLATION,
                 error_message="Excessively large number of partitions per request.",
             )
             for t in req.topics
@@ -103,14 +106,14 @@ def handle_create_topics(ctx: ControllerContext, call: Call, req: CreateTopicsRe
         res = CreatableTopicResult(name=t.name, error_message=None)
         results.append(res)
         if counts[t.name] > 1:
-            res.error_code, res.error_message = ec.INVALID_REQUEST, "Duplicate topic name."
+            res.error_code, res.error_message = ErrorCode.INVALID_REQUEST, "Duplicate topic name."
             continue
         err = topic_name_error(t.name)
         if err is not None:
-            res.error_code, res.error_message = ec.INVALID_TOPIC_EXCEPTION, err
+            res.error_code, res.error_message = ErrorCode.INVALID_TOPIC_EXCEPTION, err
             continue
         if t.name in img.topic_names:
-            res.error_code, res.error_message = ec.TOPIC_ALREADY_EXISTS, f"Topic '{t.name}' already exists."
+            res.error_code, res.error_message = ErrorCode.TOPIC_ALREADY_EXISTS, f"Topic '{t.name}' already exists."
             continue
         plan = plan_topic(ctx, t, active, placed_so_far)
         if isinstance(plan, tuple):
@@ -136,8 +139,13 @@ def handle_create_topics(ctx: ControllerContext, call: Call, req: CreateTopicsRe
                     leader = b
                     break
             rec = PartitionRecord(
-                partition_id=pid, topic_id=topic_id, replicas=list(replicas), isr=isr,
-                leader=leader, leader_epoch=0, partition_epoch=0,
+                partition_id=pid,
+                topic_id=topic_id,
+                replicas=list(replicas),
+                isr=isr,
+                leader=leader,
+                leader_epoch=0,
+                partition_epoch=0,
                 directories=dirs if pversion >= 1 else [],
             )
             d.records.append((rec, pversion))
@@ -151,22 +159,25 @@ def plan_topic(
     brokers = ctx.image.brokers
     if t.assignments:
         if t.num_partitions != -1 or t.replication_factor != -1:
-            return ec.INVALID_REQUEST, "Both numPartitions or replicationFactor and replicasAssignments were set."
+            return (
+                ErrorCode.INVALID_REQUEST,
+                "Both numPartitions or replicationFactor and replicasAssignments were set.",
+            )
         by_index = {a.partition_index: a.broker_ids for a in t.assignments}
         if len(by_index) != len(t.assignments) or sorted(by_index) != list(range(len(by_index))):
-            return ec.INVALID_REPLICA_ASSIGNMENT, "Partition indices must be 0..n-1 without gaps or repeats."
+            return ErrorCode.INVALID_REPLICA_ASSIGNMENT, "Partition indices must be 0..n-1 without gaps or repeats."
         plan: list[list[int]] = []
         for pid in range(len(by_index)):
             replicas = list(by_index[pid])
             if not replicas:
-                return ec.INVALID_REPLICA_ASSIGNMENT, f"Partition {pid} has no replicas."
+                return ErrorCode.INVALID_REPLICA_ASSIGNMENT, f"Partition {pid} has no replicas."
             if len(set(replicas)) != len(replicas):
-                return ec.INVALID_REPLICA_ASSIGNMENT, f"Partition {pid} lists a broker twice."
+                return ErrorCode.INVALID_REPLICA_ASSIGNMENT, f"Partition {pid} lists a broker twice."
             missing = [b for b in replicas if b not in brokers]
             if missing:
-                return ec.INVALID_REPLICA_ASSIGNMENT, f"Partition {pid} names unregistered brokers {missing}."
+                return ErrorCode.INVALID_REPLICA_ASSIGNMENT, f"Partition {pid} names unregistered brokers {missing}."
             if not any(b in active for b in replicas):
-                return ec.INVALID_REPLICA_ASSIGNMENT, (
+                return ErrorCode.INVALID_REPLICA_ASSIGNMENT, (
                     f"All brokers specified for partition {pid} are fenced or in controlled shutdown."
                 )
             plan.append(replicas)
@@ -174,13 +185,12 @@ def plan_topic(
     n = ctx.default_num_partitions if t.num_partitions == -1 else t.num_partitions
     rf = ctx.default_replication_factor if t.replication_factor == -1 else t.replication_factor
     if n <= 0:
-        return ec.INVALID_PARTITIONS, "Number of partitions was set to an invalid non-positive value."
+        return ErrorCode.INVALID_PARTITIONS, "Number of partitions was set to an invalid non-positive value."
     if rf <= 0:
-        return ec.INVALID_REPLICATION_FACTOR, "Replication factor must be larger than 0."
+        return ErrorCode.INVALID_REPLICATION_FACTOR, "Replication factor must be larger than 0."
     if rf > len(active):
-        return ec.INVALID_REPLICATION_FACTOR, (
-            f"Unable to replicate the partition {rf} time(s): only {len(active)} broker(s) "
-            "are registered and unfenced."
+        return ErrorCode.INVALID_REPLICATION_FACTOR, (
+            f"Unable to replicate the partition {rf} time(s): only {len(active)} broker(s) are registered and unfenced."
         )
     return place_replicas(active, n, rf, start=placed_so_far, shift=placed_so_far // max(1, len(active)))
 
@@ -189,7 +199,7 @@ def topic_name_error(name: str) -> str | None:
     if not name:
         return "Topic name is illegal, it can't be empty"
     if name in (".", ".."):
-        return "Topic name cannot be \".\" or \"..\""
+        return 'Topic name cannot be "." or ".."'
     if len(name) > _MAX_TOPIC_NAME:
         return f"Topic name is illegal, it can't be longer than {_MAX_TOPIC_NAME} characters"
     if not _TOPIC_NAME.fullmatch(name):
@@ -225,21 +235,27 @@ def handle_delete_topics(ctx: ControllerContext, call: Call, req: DeleteTopicsRe
         out.append(res)
         key = tid if tid is not None else name
         if (name is not None and tid is not None) or (name is None and tid is None):
-            res.error_code, res.error_message = ec.INVALID_REQUEST, "Give exactly one of topic name and topic id."
+            res.error_code, res.error_message = (
+                ErrorCode.INVALID_REQUEST,
+                "Give exactly one of topic name and topic id.",
+            )
             continue
         if seen[key] > 1:
-            res.error_code, res.error_message = ec.INVALID_REQUEST, "Duplicate topic in request."
+            res.error_code, res.error_message = ErrorCode.INVALID_REQUEST, "Duplicate topic in request."
             continue
         if tid is not None:
             topic = img.topics.get(tid)
             if topic is None:
-                res.error_code, res.error_message = ec.UNKNOWN_TOPIC_ID, "This server does not host this topic ID."
+                res.error_code, res.error_message = (
+                    ErrorCode.UNKNOWN_TOPIC_ID,
+                    "This server does not host this topic ID.",
+                )
                 continue
             res.name = topic.name
         else:
             found = img.topic_names.get(name or "")
             if found is None:
-                res.error_code = ec.UNKNOWN_TOPIC_OR_PARTITION
+                res.error_code = ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
                 res.error_message = "This server does not host this topic-partition."
                 continue
             topic = img.topics[found]
@@ -266,7 +282,7 @@ def handle_alter_partition(ctx: ControllerContext, call: Call, req: AlterPartiti
     api_version = call.api_version
     reg = img.brokers.get(req.broker_id)
     if reg is None or reg.epoch != req.broker_epoch:
-        return Outcome(AlterPartitionResponse(error_code=ec.STALE_BROKER_EPOCH), [])
+        return Outcome(AlterPartitionResponse(error_code=ErrorCode.STALE_BROKER_EPOCH), [])
     by_id = api_version >= 2
     mv = img.metadata_version
     record_version = fv.partition_change_record_version(mv)
@@ -280,7 +296,7 @@ def handle_alter_partition(ctx: ControllerContext, call: Call, req: AlterPartiti
         tid = td.topic_id if by_id else img.topic_names.get(td.topic_name)
         topic = None if tid is None else img.topics.get(tid)
         if topic is None:
-            code = ec.UNKNOWN_TOPIC_ID if by_id else ec.UNKNOWN_TOPIC_OR_PARTITION
+            code = ErrorCode.UNKNOWN_TOPIC_ID if by_id else ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
             out.partitions = [
                 AlterPartResult(partition_index=pd.partition_index, error_code=code) for pd in td.partitions
             ]
@@ -294,7 +310,7 @@ def handle_alter_partition(ctx: ControllerContext, call: Call, req: AlterPartiti
 
             prop = _proposal(api_version, pd)
             verdict = ap.validate(req.broker_id, view, prop, api_version, eligibility)
-            if verdict.error_code != ec.NONE or p is None or view is None:
+            if verdict.error_code != ErrorCode.NONE or p is None or view is None:
                 out.partitions.append(
                     AlterPartResult(partition_index=pd.partition_index, error_code=verdict.error_code)
                 )
@@ -311,7 +327,7 @@ def handle_alter_partition(ctx: ControllerContext, call: Call, req: AlterPartiti
             out.partitions.append(
                 AlterPartResult(
                     partition_index=pd.partition_index,
-                    error_code=ec.NONE,
+                    error_code=ErrorCode.NONE,
                     leader_id=view.leader,
                     leader_epoch=view.leader_epoch,
                     isr=list(view.isr),
@@ -319,7 +335,7 @@ def handle_alter_partition(ctx: ControllerContext, call: Call, req: AlterPartiti
                     partition_epoch=view.partition_epoch,
                 )
             )
-    return Outcome(AlterPartitionResponse(error_code=ec.NONE, topics=topics_out), records)
+    return Outcome(AlterPartitionResponse(error_code=ErrorCode.NONE, topics=topics_out), records)
 
 
 def isr_ineligibility(d: Draft, p: Partition | None, broker_id: int, epoch: int) -> str | None:
