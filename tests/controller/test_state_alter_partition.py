@@ -16,12 +16,11 @@ from typing import Any
 
 import pytest
 
-from kraft_jbod.controller import alter_partition as ap
 from kraft_jbod.controller.state import API_ALTER_PARTITION, Partition
 from kraft_jbod.errors import ProtocolError
-from kraft_jbod.messages.error_codes import ErrorCode
 from kraft_jbod.messages.alter_partition_request import AlterPartitionRequest, BrokerState, PartitionData, TopicData
 from kraft_jbod.messages.alter_partition_response import AlterPartitionResponse
+from kraft_jbod.messages.error_codes import ErrorCode
 from kraft_jbod.messages.partition_change_record import PartitionChangeRecord
 from kraft_jbod.messages.unregister_broker_request import UnregisterBrokerRequest
 from tests.controller.harness import Cluster, dir_id
