@@ -39,22 +39,53 @@ class Call:
 
 
 class Sessions:
-    """Heartbeat times and reported metadata offsets (soft: not in the log)."""
+    """Broker sessions, heartbeat contact times and reported metadata offsets (soft: not in the log).
 
-    __slots__ = ("last_contact", "metadata_offset")
+    As Kafka 4.4's BrokerHeartbeatTracker: a session belongs to a (broker id, broker
+    epoch) and exists only once that epoch has been heard from (a heartbeat), or, for a
+    broker already unfenced when the controller becomes active, from that moment. A
+    registration alone opens no session, and fencing does not close one: only its expiry
+    (``session.timeout.ms`` without a heartbeat) does, and expiry fences the broker.
+    """
+
+    __slots__ = ("activated", "contact", "metadata_offset")
 
     def __init__(self) -> None:
-        self.last_contact: dict[int, int] = {}
+        self.contact: dict[int, tuple[int, int]] = {}  # broker id -> (epoch, last contact ms)
         self.metadata_offset: dict[int, int] = {}
+        self.activated = False
+
+    def activate(self, image: MetadataImage, now_ms: int) -> None:
+        """Open a session for every unfenced broker, once, when the controller starts serving."""
+        if self.activated:
+            return
+        self.activated = True
+        for b, reg in image.brokers.items():
+            if not reg.fenced:
+                self.contact.setdefault(b, (reg.epoch, now_ms))
 
     def forget(self, broker_id: int) -> None:
-        self.last_contact.pop(broker_id, None)
+        self.contact.pop(broker_id, None)
         self.metadata_offset.pop(broker_id, None)
 
-    def valid(self, broker_id: int, now_ms: int, timeout_ms: int) -> bool:
-        """A broker never heard from starts its session now (as after a controller restart)."""
-        last = self.last_contact.setdefault(broker_id, now_ms)
-        return now_ms - last <= timeout_ms
+    def touch(self, broker_id: int, epoch: int, now_ms: int) -> None:
+        self.contact[broker_id] = (epoch, now_ms)
+
+    @staticmethod
+    def _expired(last_ms: int, now_ms: int, timeout_ms: int) -> bool:
+        return now_ms > last_ms and last_ms + timeout_ms < now_ms
+
+    def valid(self, broker_id: int, epoch: int, now_ms: int, timeout_ms: int) -> bool:
+        """Whether (broker, epoch) has a session that has not expired."""
+        got = self.contact.get(broker_id)
+        return got is not None and got[0] == epoch and not self._expired(got[1], now_ms, timeout_ms)
+
+    def pop_expired(self, now_ms: int, timeout_ms: int) -> list[tuple[int, int]]:
+        """Remove and return every expired (broker id, epoch), in broker id order."""
+        out = [(b, e) for b, (e, t) in sorted(self.contact.items()) if self._expired(t, now_ms, timeout_ms)]
+        for b, _ in out:
+            del self.contact[b]
+        return out
 
     def lowest_active_offset(self, image: MetadataImage) -> int:
         """The lowest metadata offset any active broker reported (max long when none is active)."""

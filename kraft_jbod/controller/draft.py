@@ -18,6 +18,7 @@ import uuid
 from kraft_jbod.controller import features as fv
 from kraft_jbod.controller.context import ControllerContext, RecordAndVersion
 from kraft_jbod.controller.image import NO_LEADER, NO_LEADER_CHANGE, BrokerInfo, Partition, sorted_partitions
+from kraft_jbod.controller.image import dir_online as image_dir_online
 from kraft_jbod.messages.broker_registration_change_record import BrokerRegistrationChangeRecord
 from kraft_jbod.messages.fence_broker_record import FenceBrokerRecord
 from kraft_jbod.messages.partition_change_record import PartitionChangeRecord
@@ -60,18 +61,8 @@ class Draft:
         return None if reg is None else reg.online_set
 
     def dir_online(self, broker_id: int, directory: uuid.UUID) -> bool:
-        """Kafka's DirectoryId.isOnline (and the KIP's variant in the kip profile)."""
-        prof = self.ctx.profile
-        if directory == prof.unassigned or directory == prof.migrating:
-            return True
-        if directory == prof.lost:
-            return False
-        online = self.online_set(broker_id)
-        if online is None:
-            return False
-        if not online or directory in online:
-            return True
-        return prof.single_dir_unknown_is_online and len(online) == 1
+        """Kafka's DirectoryId.isOnline against the draft's view of the broker's online dirs."""
+        return image_dir_online(self.ctx.profile, self.online_set(broker_id), directory)
 
     def acceptable_leader(self, broker_id: int, directory: uuid.UUID) -> bool:
         return self.is_active(broker_id) and self.dir_online(broker_id, directory)

@@ -14,8 +14,9 @@ Rule 2: replicas are indexed by (broker id, directory id), so failing a director
 touches only the partitions in it; per-broker leader counts are kept so no heartbeat
 walks all partitions.
 
-Invariants: the index, the leader counts and the directory-owner map agree with the
-partitions and registrations (checked by ``ControllerState.check_invariants``).
+Invariants: the index, the leader counts and the directory-owner map (every online
+directory of every broker, as Kafka's ``directoryToBroker``) agree with the partitions
+and registrations (checked by ``ControllerState.check_invariants``).
 
 Adding a record type: write ``apply_<record>(image, offset, record, version)`` and add one
 row to ``APPLIERS``.
@@ -74,6 +75,15 @@ class BrokerInfo:
     online_dirs: tuple[uuid.UUID, ...]  # registered minus reported offline
     online_set: frozenset[uuid.UUID]
     cs_offset: int = -1  # offset of the record that started controlled shutdown
+    # KIP-1066: None until the broker first reports them (Kafka's "unknown"), then a list.
+    cordoned_dirs: tuple[uuid.UUID, ...] | None = None
+
+    @property
+    def has_uncordoned_dirs(self) -> bool:
+        """Kafka's hasUncordonedDirs: some online directory is not cordoned (or nothing is known)."""
+        if not self.online_dirs or self.cordoned_dirs is None:
+            return True
+        return any(d not in self.cordoned_dirs for d in self.online_dirs)
 
     @property
     def active(self) -> bool:
@@ -101,6 +111,7 @@ class BrokerInfo:
             self.in_controlled_shutdown,
             self.registered_dirs,
             self.online_dirs,
+            self.cordoned_dirs,
         )
 
 
@@ -155,6 +166,34 @@ class TopicInfo:
     name: str
     topic_id: uuid.UUID
     partitions: dict[int, Partition]
+
+
+def dir_online(profile: Profile, online: frozenset[uuid.UUID] | None, directory: uuid.UUID) -> bool:
+    """Kafka's DirectoryId.isOnline over a broker's online directories (None: no such broker).
+
+    UNASSIGNED and MIGRATING are online, LOST is not; an empty list (a registration from
+    before JBOD) means every directory is online. The kip profile also counts an unknown
+    directory of a single-directory broker as online (the KIP's caching rule).
+    """
+    if directory == profile.unassigned or directory == profile.migrating:
+        return True
+    if directory == profile.lost or online is None:
+        return False
+    if not online or directory in online:
+        return True
+    return profile.single_dir_unknown_is_online and len(online) == 1
+
+
+def offline_replicas(image: MetadataImage, p: Partition) -> list[int]:
+    """Replicas a broker's metadata image calls offline (Kafka's MetadataCache.getOfflineReplicas):
+    on an unregistered or fenced broker, or in a directory not among the broker's online ones
+    (reported failed, or missing from a later registration)."""
+    out: list[int] = []
+    for b, d in zip(p.replicas, p.dirs, strict=True):
+        reg = image.brokers.get(b)
+        if reg is None or reg.fenced or not dir_online(image.profile, reg.online_set, d):
+            out.append(b)
+    return out
 
 
 def sorted_partitions(parts: Iterable[Partition]) -> list[Partition]:
@@ -247,8 +286,9 @@ class MetadataImage:
             raise StorageError(f"{what} at offset {offset} names broker {broker_id} epoch {epoch}, not registered")
         return reg
 
-    def release_dirs(self, reg: BrokerInfo) -> None:
-        for d in reg.registered_dirs:
+    def release_dirs(self, reg: BrokerInfo, dirs: Iterable[uuid.UUID] | None = None) -> None:
+        """Forget ``reg`` as the owner of ``dirs`` (default: all its online dirs)."""
+        for d in reg.online_dirs if dirs is None else dirs:
             if self.dir_owner.get(d) == reg.broker_id:
                 del self.dir_owner[d]
 
@@ -367,8 +407,13 @@ def apply_registration_change(
         reg.cs_offset = offset
     if rec.log_dirs:  # empty means "no change" (Kafka replays it that way)
         dirs = sorted_dirs(img.canonical(d) for d in rec.log_dirs)
+        # A directory that is no longer listed is released (Kafka's updateDirectories):
+        # another broker may register it from now on.
+        img.release_dirs(reg, [d for d in reg.online_dirs if d not in frozenset(dirs)])
         reg.online_dirs = dirs
         reg.online_set = frozenset(dirs)
+        for d in dirs:
+            img.dir_owner.setdefault(d, rec.broker_id)
 
 
 def apply_topic(img: MetadataImage, offset: int, rec: TopicRecord, version: int) -> None:

@@ -302,11 +302,17 @@ class ControllerState:
             raise ProtocolError(f"api key {api_key} version {api_version} is not supported")
         if not isinstance(request, route.request_type):
             raise ProtocolError(f"api key {api_key} got a {type(request).__name__} body")
+        self.ctx.sessions.activate(self.image, now_ms)
         call = Call(api_version=api_version, now_ms=now_ms, next_offset=next_offset, principal=principal)
         return route.handler(self.ctx, call, request)
 
     def tick(self, *, now_ms: int, next_offset: int) -> list[RecordAndVersion]:
-        """Fence every unfenced broker whose session expired; records for one batch."""
+        """Fence every broker whose session expired; records for one batch.
+
+        The first ``handle`` or ``tick`` after a replay is when this controller becomes
+        active: every unfenced broker's session starts then (Kafka's activate()).
+        """
+        self.ctx.sessions.activate(self.image, now_ms)
         return brokers.expire_sessions(self.ctx, now_ms)
 
     # ------------------------------------------------------------------ invariants
@@ -353,7 +359,7 @@ class ControllerState:
             problems.append(f"index holds {indexed} replicas, partitions have {index_count}")
         if leaders != img.leader_count:
             problems.append(f"leader counts {img.leader_count} != actual {leaders}")
-        owners = {x: b for b, reg in img.brokers.items() for x in reg.registered_dirs}
+        owners = {x: b for b, reg in img.brokers.items() for x in reg.online_dirs}
         if owners != img.dir_owner:
             problems.append("directory owner map out of date")
         for b, reg in img.brokers.items():

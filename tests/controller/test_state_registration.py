@@ -21,7 +21,12 @@ NEGATIVE_RESERVED = uuid.UUID(int=(1 << 63) | 5)  # msb 0, lsb negative as a sig
 
 ERROR_CASES: list[tuple[str, str, Callable[[Cluster], object], int]] = [
     ("kafka", "wrong cluster id", lambda c: c.register(1, cluster_id="other"), ErrorCode.INCONSISTENT_CLUSTER_ID),
-    ("kafka", "live duplicate", lambda c: (c.register(1), c.register(1, inc=1))[1], ErrorCode.DUPLICATE_BROKER_REGISTRATION),
+    (
+        "kafka",
+        "live duplicate",
+        lambda c: (c.register(1), c.heartbeat(1), c.register(1, inc=1))[2],
+        ErrorCode.DUPLICATE_BROKER_REGISTRATION,
+    ),
     ("kafka", "zk broker", lambda c: c.register(1, zk=True), ErrorCode.BROKER_ID_NOT_REGISTERED),
     ("kafka", "no log dirs", lambda c: c.register(1, []), ErrorCode.INVALID_REGISTRATION),
     ("kip", "no log dirs", lambda c: c.register(1, []), ErrorCode.INVALID_REQUEST),
@@ -34,7 +39,7 @@ ERROR_CASES: list[tuple[str, str, Callable[[Cluster], object], int]] = [
     ("kafka", "foreign dir", lambda c: (c.register(2), c.register(1, [dir_id(2, 0)]))[1], ErrorCode.INVALID_REGISTRATION),
     ("kafka", "mv range below", lambda c: c.register(1, mv_range=(1, 16)), ErrorCode.UNSUPPORTED_VERSION),
     ("kafka", "mv range above", lambda c: c.register(1, mv_range=(23, 25)), ErrorCode.UNSUPPORTED_VERSION),
-    ("kafka", "mv omitted means [1,1]", lambda c: c.register(1, mv_range=None), ErrorCode.UNSUPPORTED_VERSION),
+    ("kafka", "mv omitted", lambda c: c.register(1, mv_range=None), ErrorCode.INVALID_REGISTRATION),
     (
         "kafka",
         "kraft.version range excludes 0",
@@ -68,7 +73,8 @@ def test_success_epoch_is_record_offset_and_record_shape() -> None:
     [(rec, ver)] = out.records
     assert isinstance(rec, RegisterBrokerRecord) and ver == 3
     assert rec.fenced is True and rec.broker_epoch == offset
-    assert rec.log_dirs == [dir_id(1, 0), dir_id(1, 1)]  # sorted by signed (msb, lsb)
+    assert rec.log_dirs == [dir_id(1, 1), dir_id(1, 0)]  # request order, as Kafka copies it
+    assert c.state.brokers[1].registered_dirs == (dir_id(1, 0), dir_id(1, 1))  # the image sorts
     assert c.state.brokers[1].reg_offset == offset
 
 

@@ -15,7 +15,7 @@ from kraft_jbod.controller import features as fv
 from kraft_jbod.controller.context import Call, ControllerContext, Outcome, RecordAndVersion
 from kraft_jbod.controller.draft import Draft
 from kraft_jbod.controller.heartbeat import HbEffect, classify, transition
-from kraft_jbod.controller.image import sorted_dirs, sorted_partitions
+from kraft_jbod.controller.image import sorted_partitions
 from kraft_jbod.controller.profiles import is_reserved_directory
 from kraft_jbod.messages.broker_heartbeat_request import BrokerHeartbeatRequest
 from kraft_jbod.messages.broker_heartbeat_response import BrokerHeartbeatResponse
@@ -39,7 +39,11 @@ def handle_registration(ctx: ControllerContext, call: Call, req: BrokerRegistrat
         return fail(ErrorCode.INCONSISTENT_CLUSTER_ID)
     existing = img.brokers.get(req.broker_id)
     new_incarnation = existing is None or existing.incarnation_id != req.incarnation_id
-    if existing is not None and new_incarnation and ctx.sessions.valid(req.broker_id, now_ms, ctx.session_timeout_ms):
+    if (
+        existing is not None
+        and new_incarnation
+        and ctx.sessions.valid(req.broker_id, existing.epoch, now_ms, ctx.session_timeout_ms)
+    ):
         return fail(ErrorCode.DUPLICATE_BROKER_REGISTRATION)
     if api_version >= 1 and req.is_migrating_zk_broker:
         return fail(ErrorCode.BROKER_ID_NOT_REGISTERED)
@@ -57,8 +61,9 @@ def handle_registration(ctx: ControllerContext, call: Call, req: BrokerRegistrat
             return fail(ErrorCode.INVALID_REGISTRATION)
     else:
         dirs = []
-    if not features_ok(ctx, req):
-        return fail(ErrorCode.UNSUPPORTED_VERSION)
+    feature_error = features_error(ctx, req)
+    if feature_error != ErrorCode.NONE:
+        return fail(feature_error)
 
     d = Draft(ctx)
     if existing is not None and existing.active:
@@ -86,26 +91,28 @@ def handle_registration(ctx: ControllerContext, call: Call, req: BrokerRegistrat
         rack=req.rack,
         fenced=fenced,
         in_controlled_shutdown=ics,
-        log_dirs=list(sorted_dirs(dirs)),
+        log_dirs=dirs,  # in request order, as Kafka copies them (the image sorts)
     )
     d.records.append((rec, fv.register_broker_record_version(mv)))
-    ctx.sessions.last_contact[req.broker_id] = now_ms
     return Outcome(BrokerRegistrationResponse(error_code=ErrorCode.NONE, broker_epoch=epoch), d.records)
 
 
-def features_ok(ctx: ControllerContext, req: BrokerRegistrationRequest) -> bool:
-    """Every finalized feature within the broker's range, and every broker range around a finalized level."""
+def features_error(ctx: ControllerContext, req: BrokerRegistrationRequest) -> ErrorCode:
+    """Kafka's feature checks in its order: each listed range must hold the finalized level
+    (UNSUPPORTED_VERSION), metadata.version must be listed (INVALID_REGISTRATION), and every
+    finalized feature the broker leaves out must be at level 0 (UNSUPPORTED_VERSION)."""
     finalized = dict(ctx.image.features)
     finalized[fv.METADATA_VERSION] = ctx.metadata_version
     finalized[fv.KRAFT_VERSION] = 0  # the live kraft.version of a static single voter
     listed = {f.name: (f.min_supported_version, f.max_supported_version) for f in req.features}
-    if fv.METADATA_VERSION not in listed:
-        listed[fv.METADATA_VERSION] = (1, 1)
     for name, (lo, hi) in listed.items():
-        level = finalized.get(name, 0)
-        if not lo <= level <= hi:
-            return False
-    return all(level == 0 or name in listed for name, level in finalized.items())
+        if not lo <= finalized.get(name, 0) <= hi:
+            return ErrorCode.UNSUPPORTED_VERSION
+    if fv.METADATA_VERSION not in listed:
+        return ErrorCode.INVALID_REGISTRATION
+    if any(level != 0 and name not in listed for name, level in finalized.items()):
+        return ErrorCode.UNSUPPORTED_VERSION
+    return ErrorCode.NONE
 
 
 def handle_heartbeat(ctx: ControllerContext, call: Call, req: BrokerHeartbeatRequest) -> Outcome:
@@ -115,7 +122,7 @@ def handle_heartbeat(ctx: ControllerContext, call: Call, req: BrokerHeartbeatReq
     if reg is None or reg.epoch != req.broker_epoch:
         return Outcome(BrokerHeartbeatResponse(error_code=ErrorCode.STALE_BROKER_EPOCH), [])
     b = reg.broker_id
-    ctx.sessions.last_contact[b] = call.now_ms
+    ctx.sessions.touch(b, reg.epoch, call.now_ms)
     ctx.sessions.metadata_offset[b] = req.current_metadata_offset
     caught_up = req.current_metadata_offset >= reg.reg_offset
     state = reg.hb_state
@@ -151,9 +158,17 @@ def handle_heartbeat(ctx: ControllerContext, call: Call, req: BrokerHeartbeatReq
     )
     effect, next_state = transition(state, event)
     d = Draft(ctx)
+    wanted = set(offline)
+    newly = [x for x in reg.online_dirs if x in wanted]
     if effect is HbEffect.FENCE:
         d.fence(reg)
     elif effect is HbEffect.UNFENCE:
+        if newly:
+            # Kafka elects this broker for its leaderless partitions from the state before
+            # the heartbeat, so one in a directory reported offline by the same heartbeat
+            # gets it as leader (docs/divergences.md). We let the election see the
+            # directories as offline already; the records keep Kafka's order.
+            d.online[b] = frozenset(reg.online_dirs) - wanted
         d.unfence(reg)
     elif effect is HbEffect.ENTER_CONTROLLED_SHUTDOWN:
         if mv >= fv.MV_3_3_IV3:
@@ -164,11 +179,8 @@ def handle_heartbeat(ctx: ControllerContext, call: Call, req: BrokerHeartbeatReq
         if mv < fv.MV_3_3_IV3:
             # No durable flag before 3.3-IV3: remember the offset softly, like Kafka.
             reg.cs_offset = next_offset + len(d.records) - 1
-    if offline:
-        wanted = set(offline)
-        newly = [x for x in reg.online_dirs if x in wanted]
-        if newly:
-            d.dirs_offline(reg, newly)
+    if newly:
+        d.dirs_offline(reg, newly)
     resp = BrokerHeartbeatResponse(
         error_code=ErrorCode.NONE,
         is_caught_up=caught_up,
@@ -195,11 +207,15 @@ def handle_unregister(ctx: ControllerContext, call: Call, req: UnregisterBrokerR
 
 
 def expire_sessions(ctx: ControllerContext, now_ms: int) -> list[RecordAndVersion]:
-    """Fence every unfenced broker whose session expired; records for one batch."""
+    """Fence every broker whose session expired; records for one batch.
+
+    As Kafka 4.4 (maybeFenceOneStaleBroker), a broker fenced already (by WantFence, or
+    never unfenced) that kept heartbeating is fenced again when it falls silent: its ISR
+    memberships are revisited and a fencing registration change is written.
+    """
     d = Draft(ctx)
-    for b, reg in sorted(ctx.image.brokers.items()):
-        if reg.fenced:
-            continue
-        if not ctx.sessions.valid(b, now_ms, ctx.session_timeout_ms):
+    for b, epoch in ctx.sessions.pop_expired(now_ms, ctx.session_timeout_ms):
+        reg = ctx.image.brokers.get(b)
+        if reg is not None and reg.epoch == epoch:
             d.fence(reg)
     return d.records

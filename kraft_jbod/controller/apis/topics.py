@@ -9,6 +9,7 @@ AlterPartition applies the pure rules of :mod:`kraft_jbod.controller.alter_parti
 
 from __future__ import annotations
 
+import random
 import re
 import uuid
 
@@ -17,7 +18,7 @@ from kraft_jbod.controller import features as fv
 from kraft_jbod.controller.context import Call, ControllerContext, Outcome, RecordAndVersion
 from kraft_jbod.controller.draft import Draft
 from kraft_jbod.controller.image import NO_LEADER, Partition
-from kraft_jbod.controller.placement import place_replicas
+from kraft_jbod.controller.placement import PlacementError, StripedPlacer, UsableBroker
 from kraft_jbod.controller.profiles import is_reserved_directory
 from kraft_jbod.messages.alter_partition_request import AlterPartitionRequest
 from kraft_jbod.messages.alter_partition_request import PartitionData as AlterPartData
@@ -36,7 +37,11 @@ from kraft_jbod.messages.topic_record import TopicRecord
 from kraft_jbod.wire.primitives import uuid_to_base64url
 
 MAX_PARTITIONS_PER_REQUEST = 10_000
-POLICY_VIOLATION = 44
+# Kafka's QuorumController.MAX_RECORDS_PER_USER_OP: a user request that would write more
+# records fails as a whole with POLICY_VIOLATION (BoundedListTooLongException).
+MAX_RECORDS_PER_USER_OP = 10_000
+EXCESSIVE_PARTITIONS = "Excessively large number of partitions per request."
+EXCESSIVE_BATCH = "Unable to perform excessively large batch operation."
 _TOPIC_NAME = re.compile(r"[a-zA-Z0-9._-]+")
 _MAX_TOPIC_NAME = 249
 # Namespace for deterministic topic ids (uuid5 of cluster id, name and log offset).
@@ -86,22 +91,13 @@ def handle_create_topics(ctx: ControllerContext, call: Call, req: CreateTopicsRe
             else (ctx.default_num_partitions if t.num_partitions == -1 else max(0, t.num_partitions))
         )
     if total > MAX_PARTITIONS_PER_REQUEST:
-        refused = [
-            CreatableTopicResult(
-                name=t.name,
-                error_code=POLICY_VIOLATION,
-                error_message="Excessively large number of partitions per request.",
-            )
-            for t in req.topics
-        ]
-        return Outcome(CreateTopicsResponse(topics=refused), [])
+        return Outcome(CreateTopicsResponse(topics=_refuse_all(req, EXCESSIVE_PARTITIONS)), [])
     counts: dict[str, int] = {}
     for t in req.topics:
         counts[t.name] = counts.get(t.name, 0) + 1
-    active = sorted(b for b, reg in img.brokers.items() if reg.active)
     d = Draft(ctx)
     results: list[CreatableTopicResult] = []
-    placed_so_far = img.partition_total
+    would_write = 0  # records, counted for validate-only requests too
     for t in req.topics:
         res = CreatableTopicResult(name=t.name, error_message=None)
         results.append(res)
@@ -115,11 +111,11 @@ def handle_create_topics(ctx: ControllerContext, call: Call, req: CreateTopicsRe
         if t.name in img.topic_names:
             res.error_code, res.error_message = ErrorCode.TOPIC_ALREADY_EXISTS, f"Topic '{t.name}' already exists."
             continue
-        plan = plan_topic(ctx, t, active, placed_so_far)
+        plan = plan_topic(ctx, t, next_offset + len(d.records))
         if isinstance(plan, tuple):
             res.error_code, res.error_message = plan
             continue
-        placed_so_far += len(plan)
+        would_write += 1 + len(plan)
         rf = len(plan[0]) if plan else 0
         if api_version >= 5:
             res.num_partitions, res.replication_factor = len(plan), rf
@@ -149,50 +145,103 @@ def handle_create_topics(ctx: ControllerContext, call: Call, req: CreateTopicsRe
                 directories=dirs if pversion >= 1 else [],
             )
             d.records.append((rec, pversion))
+    if would_write > MAX_RECORDS_PER_USER_OP:
+        return Outcome(CreateTopicsResponse(topics=_refuse_all(req, EXCESSIVE_BATCH)), [])
     return Outcome(CreateTopicsResponse(topics=results), d.records)
 
 
-def plan_topic(
-    ctx: ControllerContext, t: CreatableTopic, active: list[int], placed_so_far: int
-) -> list[list[int]] | tuple[int, str]:
-    """Replica lists for a new topic, or (error code, message)."""
+def _refuse_all(req: CreateTopicsRequest, message: str) -> list[CreatableTopicResult]:
+    return [
+        CreatableTopicResult(name=t.name, error_code=ErrorCode.POLICY_VIOLATION, error_message=message)
+        for t in req.topics
+    ]
+
+
+def usable_brokers(ctx: ControllerContext) -> list[UsableBroker]:
+    """Kafka's usable brokers: registered, not shutting down, not all directories cordoned."""
+    out: list[UsableBroker] = []
+    for b, reg in sorted(ctx.image.brokers.items()):
+        if reg.in_controlled_shutdown or reg.cs_offset >= 0 or not reg.has_uncordoned_dirs:
+            continue
+        out.append(UsableBroker(b, reg.rack, reg.fenced))
+    return out
+
+
+def plan_topic(ctx: ControllerContext, t: CreatableTopic, next_offset: int) -> list[list[int]] | tuple[int, str]:
+    """Replica lists for a new topic, or (error code, message), with Kafka's checks and texts."""
     brokers = ctx.image.brokers
     if t.assignments:
-        if t.num_partitions != -1 or t.replication_factor != -1:
-            return (
-                ErrorCode.INVALID_REQUEST,
-                "Both numPartitions or replicationFactor and replicasAssignments were set.",
+        if t.replication_factor != -1:
+            return ErrorCode.INVALID_REQUEST, (
+                "A manual partition assignment was specified, but replication factor was not set to -1."
             )
-        by_index = {a.partition_index: a.broker_ids for a in t.assignments}
-        if len(by_index) != len(t.assignments) or sorted(by_index) != list(range(len(by_index))):
-            return ErrorCode.INVALID_REPLICA_ASSIGNMENT, "Partition indices must be 0..n-1 without gaps or repeats."
-        plan: list[list[int]] = []
-        for pid in range(len(by_index)):
-            replicas = list(by_index[pid])
-            if not replicas:
-                return ErrorCode.INVALID_REPLICA_ASSIGNMENT, f"Partition {pid} has no replicas."
-            if len(set(replicas)) != len(replicas):
-                return ErrorCode.INVALID_REPLICA_ASSIGNMENT, f"Partition {pid} lists a broker twice."
-            missing = [b for b in replicas if b not in brokers]
-            if missing:
-                return ErrorCode.INVALID_REPLICA_ASSIGNMENT, f"Partition {pid} names unregistered brokers {missing}."
-            if not any(b in active for b in replicas):
+        if t.num_partitions != -1:
+            return ErrorCode.INVALID_REQUEST, (
+                "A manual partition assignment was specified, but numPartitions was not set to -1."
+            )
+        by_index: dict[int, list[int]] = {}
+        rf: int | None = None
+        for a in t.assignments:
+            if a.partition_index in by_index:
                 return ErrorCode.INVALID_REPLICA_ASSIGNMENT, (
-                    f"All brokers specified for partition {pid} are fenced or in controlled shutdown."
+                    f"Found multiple manual partition assignments for partition {a.partition_index}"
                 )
-            plan.append(replicas)
-        return plan
+            problem = _manual_assignment_problem(ctx, list(a.broker_ids), rf)
+            if problem is not None:
+                return ErrorCode.INVALID_REPLICA_ASSIGNMENT, problem
+            rf = len(a.broker_ids)
+            if not any(brokers[b].active for b in a.broker_ids):
+                return ErrorCode.INVALID_REPLICA_ASSIGNMENT, (
+                    f"All brokers specified in the manual partition assignment for partition "
+                    f"{a.partition_index} are fenced or in controlled shutdown."
+                )
+            by_index[a.partition_index] = list(a.broker_ids)
+        if sorted(by_index) != list(range(len(by_index))):
+            return ErrorCode.INVALID_REPLICA_ASSIGNMENT, "partitions should be a consecutive 0-based integer sequence"
+        return [by_index[i] for i in range(len(by_index))]
+    if t.replication_factor < -1 or t.replication_factor == 0:
+        return ErrorCode.INVALID_REPLICATION_FACTOR, (
+            "Replication factor must be larger than 0, or -1 to use the default value."
+        )
+    if t.num_partitions < -1 or t.num_partitions == 0:
+        return ErrorCode.INVALID_PARTITIONS, "Number of partitions was set to an invalid non-positive value."
     n = ctx.default_num_partitions if t.num_partitions == -1 else t.num_partitions
     rf = ctx.default_replication_factor if t.replication_factor == -1 else t.replication_factor
-    if n <= 0:
-        return ErrorCode.INVALID_PARTITIONS, "Number of partitions was set to an invalid non-positive value."
-    if rf <= 0:
-        return ErrorCode.INVALID_REPLICATION_FACTOR, "Replication factor must be larger than 0."
-    if rf > len(active):
-        return ErrorCode.INVALID_REPLICATION_FACTOR, (
-            f"Unable to replicate the partition {rf} time(s): only {len(active)} broker(s) are registered and unfenced."
+    # Kafka draws from an unseeded Random; ours is seeded by the request so it replays.
+    rng = random.Random(f"{ctx.cluster_id}/{t.name}/{next_offset}")
+    try:
+        plan = StripedPlacer(usable_brokers(ctx), rng).place(n, rf)
+    except PlacementError as e:
+        return ErrorCode.INVALID_REPLICATION_FACTOR, f"Unable to replicate the partition {rf} time(s): {e}"
+    for replicas in plan:
+        if not any(brokers[b].active for b in replicas):
+            return ErrorCode.INVALID_REPLICATION_FACTOR, (
+                f"Unable to replicate the partition {rf} time(s): All brokers are currently fenced "
+                "or in controlled shutdown."
+            )
+    return plan
+
+
+def _manual_assignment_problem(ctx: ControllerContext, replicas: list[int], rf: int | None) -> str | None:
+    """Kafka's validateManualPartitionAssignment, in its order (brokers checked sorted by id)."""
+    if not replicas:
+        return "The manual partition assignment includes an empty replica list."
+    prev: int | None = None
+    for b in sorted(replicas):
+        reg = ctx.image.brokers.get(b)
+        if reg is None:
+            return f"The manual partition assignment includes broker {b}, but no such broker is registered."
+        if not reg.has_uncordoned_dirs:
+            return f"The manual partition assignment includes broker {b}, but all its log directories are cordoned."
+        if b == prev:
+            return f"The manual partition assignment includes the broker {b} more than once."
+        prev = b
+    if rf is not None and len(replicas) != rf:
+        return (
+            f"The manual partition assignment includes a partition with {len(replicas)} replica(s), but this "
+            f"is not consistent with previous partitions, which have {rf} replica(s)."
         )
-    return place_replicas(active, n, rf, start=placed_so_far, shift=placed_so_far // max(1, len(active)))
+    return None
 
 
 def topic_name_error(name: str) -> str | None:
@@ -265,6 +314,10 @@ def handle_delete_topics(ctx: ControllerContext, call: Call, req: DeleteTopicsRe
             continue
         removed.add(topic.topic_id)
         records.append((RemoveTopicRecord(topic_id=topic.topic_id), 0))
+    if len(records) > MAX_RECORDS_PER_USER_OP:
+        for res in out:
+            res.error_code, res.error_message = ErrorCode.POLICY_VIOLATION, EXCESSIVE_BATCH
+        return Outcome(DeleteTopicsResponse(responses=out), [])
     return Outcome(DeleteTopicsResponse(responses=out), records)
 
 
