@@ -63,7 +63,6 @@ from kraft_jbod.messages.describe_cluster_request import DescribeClusterRequest
 from kraft_jbod.messages.feature_level_record import FeatureLevelRecord
 from kraft_jbod.messages.unregister_broker_record import UnregisterBrokerRecord
 from kraft_jbod.messages.unregister_broker_request import UnregisterBrokerRequest
-from kraft_jbod.messages.zk_migration_state_record import ZkMigrationStateRecord
 from kraft_jbod.wire.message import Message
 
 __all__ = [
@@ -246,10 +245,13 @@ class ControllerState:
 
     @staticmethod
     def bootstrap_records(metadata_version_level: int) -> list[RecordAndVersion]:
-        """Records a fresh log starts with: metadata.version first, then ZK migration NONE.
+        """Records a fresh log starts with, as Kafka 4.4's formatter computes them.
 
-        Written as one atomic batch without Begin/EndTransaction markers, so the
-        FeatureLevelRecord is the log's first record.
+        ``FeatureLevelRecord(metadata.version)`` first, then one FeatureLevelRecord per other
+        feature a new cluster gets at this level (sorted by name, level > 0 only; kraft.version
+        is a control record, never a FeatureLevelRecord). Written as one atomic batch without
+        the Begin/EndTransactionRecord pair Kafka's activation adds from 3.6-IV1, so the
+        FeatureLevelRecord is the log's first record. No ZkMigrationStateRecord: 4.x writes none.
 
         Raises:
             ConfigError: the level is below 3.3-IV0 or above what we support.
@@ -261,8 +263,9 @@ class ControllerState:
                 f"{fv.MINIMUM_BOOTSTRAP_LEVEL}..{fv.MAX_SUPPORTED_LEVEL}"
             )
         records: list[RecordAndVersion] = [(FeatureLevelRecord(name=fv.METADATA_VERSION, feature_level=level), 0)]
-        if level >= fv.MV_3_4_IV0:
-            records.append((ZkMigrationStateRecord(zk_migration_state=0), 0))
+        for name, feature_level in sorted(fv.default_feature_levels(level).items()):
+            if feature_level > 0:
+                records.append((FeatureLevelRecord(name=name, feature_level=feature_level), 0))
         return records
 
     # ------------------------------------------------------------------ apply / handle / tick

@@ -90,12 +90,15 @@ class Cluster:
         version: int = 4,
         inc: int = 0,
         cluster_id: str = CLUSTER_ID,
-        mv_range: tuple[int, int] | None = (1, fv.LATEST_PRODUCTION_LEVEL),
+        mv_range: tuple[int, int] | None = (1, fv.NEWEST_LEVEL),
         extra_features: list[Feature] | None = None,
         zk: bool = False,
     ) -> Outcome:
         feats = [] if mv_range is None else [Feature(fv.METADATA_VERSION, mv_range[0], mv_range[1])]
-        feats += extra_features or []
+        if extra_features is None:
+            # What a 4.4 broker lists besides metadata.version (features with min 0 only from v4).
+            extra_features = [Feature(n, 0, hi) for n, hi in fv.IMPLEMENTED_MAX.items()] if version >= 4 else []
+        feats += extra_features
         req = BrokerRegistrationRequest(
             broker_id=broker,
             cluster_id=cluster_id,

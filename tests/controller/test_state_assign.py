@@ -6,6 +6,7 @@ import uuid
 
 import pytest
 
+from kraft_jbod.controller import features as fv
 from kraft_jbod.messages.assign_replicas_to_dirs_request import (
     AssignReplicasToDirsRequest,
     DirectoryData,
@@ -68,7 +69,7 @@ def test_per_partition_errors_mirror_the_request() -> None:
         [ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, ErrorCode.NOT_LEADER_OR_FOLLOWER, ErrorCode.NONE],
     ]
     [(rec, ver)] = out.records
-    assert isinstance(rec, PartitionChangeRecord) and ver == 1
+    assert isinstance(rec, PartitionChangeRecord) and ver == fv.partition_change_record_version(fv.DEFAULT_LEVEL)
     p = c.state.partition(tid, mine)
     assert p is not None and rec.directories == list(p.dirs)
     assert p.dir_of(1) == dir_id(1, 1)

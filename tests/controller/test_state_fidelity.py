@@ -12,6 +12,7 @@ from collections.abc import Callable
 import pytest
 
 from kraft_jbod.controller import client_api
+from kraft_jbod.controller import features as fv
 from kraft_jbod.controller.heartbeat import HbState
 from kraft_jbod.messages.broker_registration_change_record import BrokerRegistrationChangeRecord
 from kraft_jbod.messages.broker_registration_request import BrokerRegistrationRequest, Feature, Listener
@@ -144,7 +145,9 @@ def _register_rack(c: Cluster, broker: int, rack: str | None) -> None:
     req = BrokerRegistrationRequest(
         broker_id=broker, cluster_id=CLUSTER_ID, incarnation_id=incarnation(broker),
         listeners=[Listener("PLAINTEXT", "localhost", 9092 + broker, 0)],
-        features=[Feature("metadata.version", 1, 22)], rack=rack, log_dirs=[dir_id(broker, 0)],
+        features=[Feature("metadata.version", 1, fv.NEWEST_LEVEL),
+                  *(Feature(n, 0, hi) for n, hi in fv.IMPLEMENTED_MAX.items())],
+        rack=rack, log_dirs=[dir_id(broker, 0)],
     )
     assert c.call(62, 4, req).response.error_code == 0  # type: ignore[attr-defined]
 

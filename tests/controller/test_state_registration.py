@@ -14,7 +14,6 @@ from kraft_jbod.messages.broker_registration_request import BrokerRegistrationRe
 from kraft_jbod.messages.error_codes import ErrorCode
 from kraft_jbod.messages.feature_level_record import FeatureLevelRecord
 from kraft_jbod.messages.register_broker_record import RegisterBrokerRecord
-from kraft_jbod.messages.zk_migration_state_record import ZkMigrationStateRecord
 from tests.controller.harness import Cluster, dir_id
 
 NEGATIVE_RESERVED = uuid.UUID(int=(1 << 63) | 5)  # msb 0, lsb negative as a signed long
@@ -116,12 +115,35 @@ def test_register_record_version_follows_metadata_version(level: int, expected: 
     assert out.records[-1][1] == expected
 
 
-def test_bootstrap_records_start_with_metadata_version() -> None:
-    recs = ControllerState.bootstrap_records(17)
-    assert isinstance(recs[0][0], FeatureLevelRecord)
-    assert recs[0][0].name == "metadata.version" and recs[0][0].feature_level == 17
-    assert isinstance(recs[1][0], ZkMigrationStateRecord)
-    assert [type(r) for r, _ in ControllerState.bootstrap_records(5)] == [FeatureLevelRecord]
+def _boot(level: int) -> list[tuple[str, int]]:
+    out = []
+    for rec, ver in ControllerState.bootstrap_records(level):
+        assert isinstance(rec, FeatureLevelRecord) and ver == 0
+        out.append((rec.name, rec.feature_level))
+    return out
+
+
+# What Kafka 4.4's formatter finalizes (BootstrapMetadata.fromVersions with each feature's
+# defaultLevel): metadata.version first, then the rest sorted by name, zeros left out.
+# eligible.leader.replicas.version would be 1 from 26; we do not implement ELR, so it stays 0.
+BOOTSTRAP = [
+    (5, [("metadata.version", 5)]),
+    (17, [("metadata.version", 17)]),
+    (21, [("metadata.version", 21)]),
+    (22, [("metadata.version", 22), ("group.version", 1)]),
+    (24, [("metadata.version", 24), ("group.version", 1), ("transaction.version", 2)]),
+    (28, [("metadata.version", 28), ("group.version", 1), ("share.version", 1), ("transaction.version", 2)]),
+    (29, [("metadata.version", 29), ("group.version", 1), ("share.version", 1), ("streams.version", 1),
+          ("transaction.version", 2)]),
+]
+
+
+@pytest.mark.parametrize(("level", "expected"), BOOTSTRAP)
+def test_bootstrap_records_as_kafkas_formatter(level: int, expected: list[tuple[str, int]]) -> None:
+    assert _boot(level) == expected
+
+
+def test_bootstrap_range() -> None:
     for bad in (3, fv.MAX_SUPPORTED_LEVEL + 1):
         with pytest.raises(ConfigError):
             ControllerState.bootstrap_records(bad)

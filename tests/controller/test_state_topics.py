@@ -6,6 +6,7 @@ import uuid
 
 import pytest
 
+from kraft_jbod.controller import features as fv
 from kraft_jbod.messages.create_topics_request import (
     CreatableReplicaAssignment,
     CreatableTopic,
@@ -89,7 +90,7 @@ def test_create_topic_records_and_default_directories(version: int) -> None:
         assert res.topic_id == tid
     expected = {1: dir_id(1, 0), 2: UNASSIGNED, 3: dir_id(3, 0)}
     for rec, ver in out.records[1:]:
-        assert ver == 1
+        assert ver == fv.partition_record_version(fv.DEFAULT_LEVEL)
         assert isinstance(rec, PartitionRecord)
         assert rec.directories == [expected[b] for b in rec.replicas]
         assert rec.isr == rec.replicas and rec.leader == rec.replicas[0]
