@@ -370,6 +370,7 @@ def apply_register(img: MetadataImage, offset: int, rec: RegisterBrokerRecord, v
         online_dirs=dirs,
         online_set=frozenset(dirs),
         cs_offset=offset if rec.in_controlled_shutdown else -1,
+        cordoned_dirs=None if rec.cordoned_log_dirs is None else tuple(rec.cordoned_log_dirs),
     )
     img.brokers[rec.broker_id] = reg
     for d in dirs:
@@ -405,6 +406,8 @@ def apply_registration_change(
     if rec.in_controlled_shutdown == 1:
         reg.in_controlled_shutdown = True
         reg.cs_offset = offset
+    if rec.cordoned_log_dirs is not None:  # v3 (KIP-1066); null means "no change"
+        reg.cordoned_dirs = tuple(img.canonical(d) for d in rec.cordoned_log_dirs)
     if rec.log_dirs:  # empty means "no change" (Kafka replays it that way)
         dirs = sorted_dirs(img.canonical(d) for d in rec.log_dirs)
         # A directory that is no longer listed is released (Kafka's updateDirectories):

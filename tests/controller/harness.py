@@ -124,6 +124,7 @@ class Cluster:
         offline: list[uuid.UUID] | None = None,
         epoch: int | None = None,
         version: int = 1,
+        cordoned: list[uuid.UUID] | None = None,
     ) -> Outcome:
         req = BrokerHeartbeatRequest(
             broker_id=broker,
@@ -132,6 +133,7 @@ class Cluster:
             want_fence=want_fence,
             want_shut_down=want_shut_down,
             offline_log_dirs=offline or [],
+            cordoned_log_dirs=cordoned,
         )
         return self.call(63, version, req)
 

@@ -7,6 +7,7 @@ MetadataCache do for the same sequence (read from Kafka 4.4's source).
 
 from __future__ import annotations
 
+import uuid
 from collections.abc import Callable
 
 import pytest
@@ -369,3 +370,72 @@ def test_unfence_and_offline_in_one_heartbeat_writes_one_record_per_partition() 
     assert c.state.partition(tid, 0).leader == -1  # type: ignore[union-attr]
     assert c.state.partition(tid, 1).leader == 1  # type: ignore[union-attr]
     assert c.state.check_invariants() == []
+
+
+# ---------------------------------------------------------------------- KIP-1066 cordoned directories (issue 13)
+
+
+def _cordon_records(out: object) -> list[list[uuid.UUID] | None]:
+    return [
+        r.cordoned_log_dirs for r, v in out.records  # type: ignore[attr-defined]
+        if isinstance(r, BrokerRegistrationChangeRecord) and v == 3
+    ]
+
+
+def test_cordoned_dirs_recorded_when_the_set_changes() -> None:
+    c = Cluster()
+    c.start_broker(1, [dir_id(1, 0), dir_id(1, 1)])
+    assert c.state.brokers[1].cordoned_dirs is None  # unknown until the broker says
+    out = c.heartbeat(1, version=2)  # null: the broker has not caught up yet
+    assert _cordon_records(out) == []
+    out = c.heartbeat(1, version=2, cordoned=[])
+    assert _cordon_records(out) == [[]]  # unknown -> known, even when empty
+    assert c.heartbeat(1, version=2, cordoned=[]).records == []
+    out = c.heartbeat(1, version=2, cordoned=[dir_id(1, 1), dir_id(1, 0)])
+    assert _cordon_records(out) == [[dir_id(1, 1), dir_id(1, 0)]]  # as sent
+    assert c.heartbeat(1, version=2, cordoned=[dir_id(1, 0), dir_id(1, 1)]).records == []  # same set
+    assert c.state.brokers[1].cordoned_dirs == (dir_id(1, 1), dir_id(1, 0))
+    assert not c.state.brokers[1].has_uncordoned_dirs
+    # Cordoning moves nothing: still unfenced, nothing left the ISR.
+    assert c.state.broker_state(1) is HbState.UNFENCED
+    before = c.state.durable_state()
+    c.restart()
+    assert c.state.durable_state() == before
+
+
+def test_cordoning_is_ignored_below_4_3() -> None:
+    c = Cluster(level=29)
+    c.start_broker(1)
+    assert c.heartbeat(1, version=2, cordoned=[dir_id(1, 0)]).records == []
+
+
+def test_placement_skips_fully_cordoned_brokers_and_manual_assignment_is_refused() -> None:
+    c = Cluster()
+    c.start_broker(1, [dir_id(1, 0), dir_id(1, 1)])
+    c.start_broker(2)
+    c.heartbeat(1, version=2, cordoned=[dir_id(1, 0)])  # one dir left: still usable
+    out = c.call(19, 7, _create(c, 4, 2))
+    assert out.response.topics[0].error_code == 0  # type: ignore[attr-defined]
+    c.heartbeat(1, version=2, cordoned=[dir_id(1, 0), dir_id(1, 1)])
+    [res] = c.call(19, 7, _create(c, 1, 2, name="u")).response.topics  # type: ignore[attr-defined]
+    assert res.error_code == ErrorCode.INVALID_REPLICATION_FACTOR
+    assert "only 1 broker(s) are registered or some brokers have all their log directories cordoned" in res.error_message
+    out = c.call(19, 7, _create(c, 3, 1, name="v"))
+    parts = [r for r, _ in out.records if not hasattr(r, "name")]
+    assert parts and all(p.replicas == [2] for p in parts)  # type: ignore[attr-defined]
+    topic = CreatableTopic(name="m", num_partitions=-1, replication_factor=-1,
+                           assignments=[CreatableReplicaAssignment(0, [1, 2])])
+    [res] = c.call(19, 7, CreateTopicsRequest(topics=[topic])).response.topics  # type: ignore[attr-defined]
+    assert (res.error_code, res.error_message) == (
+        ErrorCode.INVALID_REPLICA_ASSIGNMENT,
+        "The manual partition assignment includes broker 1, but all its log directories are cordoned.",
+    )
+
+
+def test_reregistration_forgets_cordoned_dirs() -> None:
+    c = Cluster()
+    c.start_broker(1)
+    c.heartbeat(1, version=2, cordoned=[dir_id(1, 0)])
+    rec = c.register(1).records[-1][0]
+    assert isinstance(rec, RegisterBrokerRecord) and rec.cordoned_log_dirs is None
+    assert c.state.brokers[1].cordoned_dirs is None and c.state.brokers[1].has_uncordoned_dirs

@@ -70,7 +70,7 @@ def test_success_epoch_is_record_offset_and_record_shape() -> None:
     assert out.response.error_code == 0  # type: ignore[attr-defined]
     assert out.response.broker_epoch == offset  # type: ignore[attr-defined]
     [(rec, ver)] = out.records
-    assert isinstance(rec, RegisterBrokerRecord) and ver == 3
+    assert isinstance(rec, RegisterBrokerRecord) and ver == fv.register_broker_record_version(fv.DEFAULT_LEVEL)
     assert rec.fenced is True and rec.broker_epoch == offset
     assert rec.log_dirs == [dir_id(1, 1), dir_id(1, 0)]  # request order, as Kafka copies it
     assert c.state.brokers[1].registered_dirs == (dir_id(1, 0), dir_id(1, 1))  # the image sorts

@@ -11,6 +11,8 @@ Heartbeats go through the table of :mod:`kraft_jbod.controller.heartbeat`; Offli
 
 from __future__ import annotations
 
+import uuid
+
 from kraft_jbod.controller import features as fv
 from kraft_jbod.controller.context import Call, ControllerContext, Outcome, RecordAndVersion
 from kraft_jbod.controller.draft import Draft
@@ -181,6 +183,13 @@ def handle_heartbeat(ctx: ControllerContext, call: Call, req: BrokerHeartbeatReq
             reg.cs_offset = next_offset + len(d.records) - 1
     if newly:
         d.dirs_offline(reg, newly)
+    cordoned = req.cordoned_log_dirs if api_version >= 2 else None
+    if cordoned is not None and fv.supports_cordoned_dirs(mv) and _cordoned_changed(reg.cordoned_dirs, cordoned):
+        # KIP-1066: recorded as sent whenever the set changes (or was unknown); nothing
+        # else moves: assignment, ISR and fencing ignore cordoning, placement skips
+        # brokers whose online directories are all cordoned.
+        change = BrokerRegistrationChangeRecord(broker_id=b, broker_epoch=reg.epoch, cordoned_log_dirs=list(cordoned))
+        d.records.append((change, fv.registration_change_record_version(mv, cordoned=True)))
     resp = BrokerHeartbeatResponse(
         error_code=ErrorCode.NONE,
         is_caught_up=caught_up,
@@ -188,6 +197,11 @@ def handle_heartbeat(ctx: ControllerContext, call: Call, req: BrokerHeartbeatReq
         should_shut_down=next_state.should_shut_down,
     )
     return Outcome(resp, d.records)
+
+
+def _cordoned_changed(known: tuple[uuid.UUID, ...] | None, reported: list[uuid.UUID]) -> bool:
+    """Kafka's BrokerRegistration.cordonedDirChanged: unknown so far, or another set."""
+    return known is None or set(known) != set(reported)
 
 
 def handle_unregister(ctx: ControllerContext, call: Call, req: UnregisterBrokerRequest) -> Outcome:
