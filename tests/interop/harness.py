@@ -172,6 +172,7 @@ class InteropJvm:
                 raise InteropError("the interop JVM is closed")
             ident = self._next
             self._next += 1
+            err: OSError | None = None
             try:
                 proc.stdin.write(json.dumps({"op": op, "id": ident, **fields}) + "\n")
                 proc.stdin.flush()
@@ -179,8 +180,6 @@ class InteropJvm:
             except OSError as exc:
                 line = ""
                 err = exc
-            else:
-                err = None
             if not line:
                 tail = self._stderr_tail()
                 proc.kill()

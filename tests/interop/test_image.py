@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import uuid
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
@@ -28,7 +28,7 @@ from tests.interop import kafka_view
 from tests.interop.harness import InteropJvm
 
 
-def view_of_log(directory: Path, profile: str = "kafka") -> dict[str, Any]:
+def view_of_log(directory: Path, profile: Literal["kafka", "kip"] = "kafka") -> dict[str, Any]:
     """Our view of a log on disk: a fresh controller state replaying it."""
     state = ControllerState(cluster_id=CLUSTER_ID, node_id=3000, profile=profile)
     log = MetadataLog.open(resolve_log_dir(directory), read_only=True)
@@ -135,3 +135,21 @@ def test_a_corrupt_log_is_reported_not_loaded(interop: InteropJvm, tmp_path: Pat
     reply = interop.raw("load_log", dir=str(directory))
     assert reply["ok"] is False
     assert "CorruptRecord" in reply["error"] or "crc" in reply["error"].lower(), reply["error"]
+
+
+def test_a_metadata_version_change_in_the_log(interop: InteropJvm, tmp_path: Path) -> None:
+    """A FeatureLevelRecord raising metadata.version mid-log (what an upgrade writes): Kafka's
+    loader switches level and keeps every broker and partition; our replay agrees."""
+    from kraft_jbod.messages.feature_level_record import FeatureLevelRecord
+
+    c = RecordingCluster(level=17)
+    for b in (1, 2):
+        c.start_broker(b, [dir_id(b, 0), dir_id(b, 1)])
+    c.create_topic("before", 3, 2)
+    c.commit([(FeatureLevelRecord(name="metadata.version", feature_level=22), 0)])
+    c.create_topic("after", 3, 2)
+    view = client_api.cluster_view(c.state)
+    assert view["metadata_version"] == 22
+    loaded = load_and_compare(interop, c.write(tmp_path / "upgrade"), view)
+    assert loaded["image"]["features"]["metadata.version.name"] == "4.0-IV0"
+    assert [t["name"] for t in loaded["image"]["topics"]] == ["after", "before"]
