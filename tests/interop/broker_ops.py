@@ -84,7 +84,9 @@ def check_all_views(jvm: InteropJvm, ctl: ControllerThread, broker_id: int | Non
                     listener: str = "PLAINTEXT", compare_listener: bool = True) -> dict[str, Any]:
     """The end of every scenario: Kafka's images (the live broker's, and the controller's log
     loaded from disk) equal our status view; Kafka's metadata cache answers Metadata as our
-    client listener does. Returns the log load reply."""
+    client listener does; Kafka logged no warning or error. Returns the log load reply."""
+    problems = [line for line in jvm.log_lines() if line[0] in ("WARN", "ERROR", "FATAL")]
+    assert problems == [], problems
     view = ctl.view()
     if broker_id is not None:
         wait_synced(jvm, ctl, broker_id)

@@ -57,8 +57,9 @@ def _record_classes(jvm: InteropJvm) -> None:
 
 
 @pytest.fixture
-def controller_factory(tmp_path: Path) -> Iterator[Callable[..., ControllerThread]]:
-    """``controller_factory(metadata_version=..., semantics=...)``: started controllers, closed at teardown."""
+def controller_factory(tmp_path: Path, request: pytest.FixtureRequest) -> Iterator[Callable[..., ControllerThread]]:
+    """``controller_factory(metadata_version=..., semantics=...)``: started controllers, closed at
+    teardown after the test's Kafka brokers (so Kafka never logs a lost controller at teardown)."""
     made: list[ControllerThread] = []
 
     def make(**kwargs: object) -> ControllerThread:
@@ -69,5 +70,9 @@ def controller_factory(tmp_path: Path) -> Iterator[Callable[..., ControllerThrea
     try:
         yield make
     finally:
-        for ctl in made:
-            ctl.close()
+        try:
+            if "interop" in request.fixturenames:
+                request.getfixturevalue("interop")("stop_all")
+        finally:
+            for ctl in made:
+                ctl.close()

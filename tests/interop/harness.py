@@ -35,7 +35,6 @@ from pathlib import Path
 from typing import IO, Any, Final, TypeVar
 
 from kraft_jbod.clock import SYSTEM_CLOCK
-from kraft_jbod.controller import client_api
 from kraft_jbod.controller.extensions import ClientListener, Extensions
 from kraft_jbod.controller.server import ControllerServer
 from kraft_jbod.pytest_plugin import CLUSTER_ID, KraftCluster, controller_config, stop_cluster
@@ -305,8 +304,14 @@ class ControllerThread:
         return host, port
 
     def view(self) -> dict[str, Any]:
-        """``kraft-jbod status --json``'s view: the state as the admin endpoint reports it."""
-        return self.call(lambda: client_api.cluster_view(self.server.state))
+        """What ``kraft-jbod status --json`` prints: ``GET /status`` on the admin endpoint."""
+        import urllib.request
+
+        assert self.cluster is not None and self.cluster.ext.admin_address is not None
+        host, port = self.cluster.ext.admin_address
+        with urllib.request.urlopen(f"http://{host}:{port}/status", timeout=10) as resp:
+            view: dict[str, Any] = json.loads(resp.read())
+        return view
 
     def end_offset(self) -> int:
         return self.call(lambda: int(self.server.log.end_offset))  # type: ignore[union-attr]

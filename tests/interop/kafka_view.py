@@ -36,7 +36,7 @@ def view_dir_bytes(label: str, profile: str) -> str:
 
 
 def brokers_from_view(view: dict[str, Any]) -> list[dict[str, Any]]:
-    return [
+    out = [
         {
             "id": b["id"],
             "epoch": b["epoch"],
@@ -48,10 +48,15 @@ def brokers_from_view(view: dict[str, Any]) -> list[dict[str, Any]]:
         }
         for b in view["brokers"]
     ]
+    for row, b in zip(out, view["brokers"], strict=True):
+        # Cordoned dirs (KIP-1066) are compared once our view reports them.
+        if "cordoned_directories" in b:
+            row["cordoned_directories"] = sorted(b["cordoned_directories"] or [])
+    return out
 
 
-def brokers_from_image(image: dict[str, Any]) -> list[dict[str, Any]]:
-    return [
+def brokers_from_image(image: dict[str, Any], view: dict[str, Any] | None = None) -> list[dict[str, Any]]:
+    out = [
         {
             "id": b["id"],
             "epoch": b["epoch"],
@@ -62,6 +67,10 @@ def brokers_from_image(image: dict[str, Any]) -> list[dict[str, Any]]:
         }
         for b in image["brokers"]
     ]
+    if view is not None and any("cordoned_directories" in b for b in view["brokers"]):
+        for row, b in zip(out, image["brokers"], strict=True):
+            row["cordoned_directories"] = sorted(b["cordoned_directories"] or [])
+    return out
 
 
 def partitions_from_view(view: dict[str, Any], profile: str = "kafka") -> dict[tuple[str, int], dict[str, Any]]:
@@ -97,7 +106,7 @@ def partitions_from_image(image: dict[str, Any]) -> dict[tuple[str, int], dict[s
 def assert_image_matches_view(image: dict[str, Any], view: dict[str, Any], profile: str = "kafka") -> None:
     """Kafka's image and our status view describe the same cluster."""
     assert image["features"].get("metadata.version") == view["metadata_version"], (image["features"], view["metadata_version"])
-    kafka_brokers, our_brokers = brokers_from_image(image), brokers_from_view(view)
+    kafka_brokers, our_brokers = brokers_from_image(image, view), brokers_from_view(view)
     assert kafka_brokers == our_brokers, ("kafka", kafka_brokers, "ours", our_brokers)
     kafka_parts = partitions_from_image(image)
     our_parts = partitions_from_view(view, profile)

@@ -32,7 +32,7 @@ def test_override_must_hold_a_built_oracle(monkeypatch: pytest.MonkeyPatch, tmp_
     jar = tmp_path / "k.jar"
     jar.write_bytes(b"")
     (tmp_path / "classpath").write_text(f"{jar}:{tmp_path / 'missing.jar'}\n")
-    with pytest.raises(kafka_oracle.OracleUnavailable, match="missing.jar"):
+    with pytest.raises(kafka_oracle.OracleUnavailable, match=r"missing\.jar"):
         kafka_oracle.locate()
     (tmp_path / "classpath").write_text(f"{jar}\n")
     assert kafka_oracle.locate().jar == jar
