@@ -95,6 +95,7 @@ def check_all_views(jvm: InteropJvm, ctl: ControllerThread, broker_id: int | Non
         kafka_view.assert_image_matches_view(live, view, profile)
     loaded = jvm("load_log", dir=str(ctl.metadata_dir), listener=listener)
     assert loaded["faults"] == []
+    assert loaded["snapshot_losses"] == [] and loaded["snapshot_round_trip_equal"] is True
     kafka_view.assert_image_matches_view(loaded["image"], view, profile)
     if not compare_listener:
         return loaded

@@ -65,6 +65,9 @@ class RecordingCluster(Cluster):
 def load_and_compare(jvm: InteropJvm, directory: Path, view: dict[str, Any], profile: str = "kafka") -> dict[str, Any]:
     loaded = jvm("load_log", dir=str(directory))
     assert loaded["faults"] == [], loaded["faults"]
+    # Kafka can write the image as a snapshot at its metadata.version and read it back whole.
+    assert loaded["snapshot_losses"] == []
+    assert loaded["snapshot_round_trip_equal"] is True
     kafka_view.assert_image_matches_view(loaded["image"], view, profile)
     return loaded
 

@@ -92,6 +92,8 @@ import org.apache.kafka.image.MetadataImage;
 import org.apache.kafka.image.MetadataDelta;
 import org.apache.kafka.image.TopicImage;
 import org.apache.kafka.image.loader.LoaderManifest;
+import org.apache.kafka.image.writer.ImageWriterOptions;
+import org.apache.kafka.image.writer.RecordListWriter;
 import org.apache.kafka.image.loader.MetadataBatchLoader;
 import org.apache.kafka.image.loader.MetadataLoader;
 import org.apache.kafka.image.publisher.MetadataPublisher;
@@ -663,7 +665,26 @@ public final class KraftInterop {
             faults.forEach(f::add);
             o.set("image", ImageJson.of(last.get()));
             lastImage = last.get();
+            snapshotRoundTrip(last.get(), o);
             return o;
+        }
+
+        /** Write the image as a snapshot would (MetadataImage.write), replay that into an empty
+         *  image, and say whether anything was lost or came back different. */
+        static void snapshotRoundTrip(MetadataImage image, ObjectNode o) {
+            ArrayNode losses = o.putArray("snapshot_losses");
+            if (image.features().metadataVersion().isEmpty()) {
+                o.put("snapshot_round_trip_equal", image.isEmpty());
+                return;
+            }
+            RecordListWriter writer = new RecordListWriter();
+            image.write(writer, new ImageWriterOptions.Builder(image)
+                    .setLossHandler(e -> losses.add(e.loss())).build());
+            MetadataDelta delta = new MetadataDelta.Builder().setImage(MetadataImage.EMPTY).build();
+            for (ApiMessageAndVersion r : writer.records()) delta.replay(r.message());
+            MetadataImage again = delta.apply(image.provenance());
+            o.put("snapshot_records", writer.records().size());
+            o.put("snapshot_round_trip_equal", ImageJson.of(again).equals(ImageJson.of(image)));
         }
     }
 
