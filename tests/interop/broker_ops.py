@@ -81,7 +81,7 @@ def listener_metadata(ctl: ControllerThread) -> Any:
 
 
 def check_all_views(jvm: InteropJvm, ctl: ControllerThread, broker_id: int | None, *, profile: str = "kafka",
-                    listener: str = "PLAINTEXT", compare_listener: bool = True) -> dict[str, Any]:
+                    listener: str = "PLAINTEXT") -> dict[str, Any]:
     """The end of every scenario: Kafka's images (the live broker's, and the controller's log
     loaded from disk) equal our status view; Kafka's metadata cache answers Metadata as our
     client listener does; Kafka logged no warning or error. Returns the log load reply."""
@@ -97,8 +97,6 @@ def check_all_views(jvm: InteropJvm, ctl: ControllerThread, broker_id: int | Non
     assert loaded["faults"] == []
     assert loaded["snapshot_losses"] == [] and loaded["snapshot_round_trip_equal"] is True
     kafka_view.assert_image_matches_view(loaded["image"], view, profile)
-    if not compare_listener:
-        return loaded
     ours = kafka_view.metadata_from_listener(listener_metadata(ctl))
     kafkas = kafka_view.metadata_from_kafka_cache(loaded["metadata"])
     assert sorted(ours) == sorted(kafkas)

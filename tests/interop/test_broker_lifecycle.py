@@ -146,9 +146,7 @@ def test_assignments_and_dir_failure_then_reregistration_without_it(
     image = interop("image", broker=1)["image"]
     b1 = next(b for b in image["brokers"] if b["id"] == 1)
     assert b1["directories"] == [first] and not b1["fenced"]
-    # Our views' offline replicas after the re-registration are the xfail case
-    # test_restart_with_a_dir_missing_offline_in_our_views (issue 12 item 6).
-    check_all_views(interop, ctl, 1, compare_listener=False)
+    check_all_views(interop, ctl, 1)
     interop("stop_broker", broker=1)
     interop("stop_broker", broker=2)
 
@@ -208,19 +206,14 @@ def test_restart_with_a_dir_missing(interop: InteropJvm, controller_factory: Fac
         assert (1 in offline) == (where == missing), (topic, partition, offline)
         part = next(p for p in image["image"]["topics"][0]["partitions"] if p["partition"] == partition)
         assert (1 in part["replicas_in_offline_dirs"]) == (where == missing)
-    check_all_views(interop, ctl, 1, compare_listener=False)
+    check_all_views(interop, ctl, 1)
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="Kafka disagrees: a replica whose directory its broker's registration no longer lists is "
-    "offline in Kafka's Metadata answer (KRaftMetadataCache.isReplicaInOfflineDir via "
-    "BrokerRegistration.hasOnlineDir); our client listener and `kraft-jbod status` report no offline "
-    "replica after a restart without the dir; fix pending in controller (issue 12 item 6)",
-)
 def test_restart_with_a_dir_missing_offline_in_our_views(
     interop: InteropJvm, controller_factory: Factory, tmp_path: Path
 ) -> None:
+    """Our status view and client listener agree with Kafka's metadata cache
+    (KRaftMetadataCache.isReplicaInOfflineDir via BrokerRegistration.hasOnlineDir)."""
     ctl = controller_factory()
     placed, missing = _restart_with_a_dir_missing(interop, ctl, tmp_path)
     offline_in_status = {
