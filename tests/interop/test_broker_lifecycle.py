@@ -386,3 +386,36 @@ def test_metadata_version_upgrade_reaches_kafka_brokers(
     assert image["features"]["metadata.version"] == 22
     assert interop("broker", broker=1)["state"] == "RUNNING"
     check_all_views(interop, ctl, 1)
+
+
+def test_session_expiry_fences_and_the_next_heartbeat_unfences(
+    interop: InteropJvm, controller_factory: Factory, tmp_path: Path
+) -> None:
+    """One heartbeat held past the session timeout (a fault rule): the controller fences the
+    broker and moves its leaderships; Kafka's manager, RUNNING all along, keeps asking to be
+    unfenced, and the next heartbeat unfences it (Kafka's BrokerHeartbeatManager: FENCED, caught
+    up, WantFence false -> UNFENCED)."""
+    ctl = controller_factory()
+    dirs1 = start_java_broker(interop, ctl, tmp_path, 1, 2, rack="r1")
+    dirs2 = start_java_broker(interop, ctl, tmp_path, 2, 2, rack="r2")
+    create_topic(ctl, "s", 4, 2)
+    assign_round_robin(interop, ctl, 1, dirs1)
+    assign_round_robin(interop, ctl, 2, dirs2)
+    assert ctl.cluster is not None
+    faults = ctl.cluster.faults
+    ctl.call(lambda: faults.add({"id": "hold", "match": {"api": "BrokerHeartbeat", "broker_id": 1},
+                                 "action": {"type": "delay", "ms": 4000}, "trigger": {"type": "once"}}))
+    # Fenced by the session timer while the heartbeat is held...
+    ctl.wait(lambda: next(b for b in ctl.view()["brokers"] if b["id"] == 1)["fenced"], timeout=15)
+    assert all(p["leader"] != 1 for p in ctl.view()["topics"][0]["partitions"])
+    # ...then unfenced by the next one, with Kafka's manager still RUNNING.
+    ctl.wait(lambda: not next(b for b in ctl.view()["brokers"] if b["id"] == 1)["fenced"], timeout=15)
+    assert interop("broker", broker=1)["state"] == "RUNNING"
+    # Every heartbeat after the first unfencing asked to stay unfenced and was answered.
+    beats = exchanges(interop, 1, "BrokerHeartbeat")
+    first_unfenced = next(i for i, b in enumerate(beats) if not b["response"]["isFenced"])
+    assert all(b["request"]["wantFence"] is False and b["response"]["errorCode"] == 0 for b in beats[first_unfenced:])
+    changes = [c["data"] for c in records_of(ctl, "BrokerRegistrationChangeRecord") if c["data"]["brokerId"] == 1]
+    assert [c["fenced"] for c in changes][-2:] == [1, -1]
+    image = check_all_views(interop, ctl, 1)["image"]
+    assert {b["id"]: b["rack"] for b in image["brokers"]} == {1: "r1", 2: "r2"}
