@@ -41,14 +41,7 @@ lint: $(STAMP)
 typecheck: $(STAMP)
 	$(VENV)/bin/mypy kraft_jbod tools
 
-import# Apache Kafka 4.4 compiled from ../shared/kafka/ into .cache/kafka-4.4 for the interop tests
-# (tests/interop/, docs/interop.md). Rebuilt only when missing or older than the tarball
-# (about 0.3 s otherwise). Without that package it says how to get it and the interop tests
-# skip; under CI=true that is an error.
-kafka-oracle: $(STAMP)
-	$(PY) -m tools.kafka_oracle build -p $(VENV)
-
-lint: $(STAMP)
+importlint: $(STAMP)
 	$(VENV)/bin/lint-imports
 
 unit: $(STAMP)
