@@ -130,6 +130,11 @@ static PyObject *make_uuid(const uint8_t *p) {
     SLOT(u, uuid_int_off) = value;
     Py_INCREF(uuid_safe_unknown);
     SLOT(u, uuid_safe_off) = uuid_safe_unknown;
+    /* A UUID holds an int and an enum member and refuses attribute writes, so it can
+     * never be part of a reference cycle: like CPython's tuples of atomic values, it
+     * is left out of the collector's lists (which large messages would otherwise fill
+     * with thousands of ids to traverse). */
+    PyObject_GC_UnTrack(u);
     if (e != NULL) {
         Py_XSETREF(e->obj, u);
         Py_INCREF(u);
@@ -151,10 +156,49 @@ static int default_into(Field *f, PyObject *obj) {
 
 /* ------------------------------------------------------------------ decoding */
 
-static PyObject *dec_struct(Plan *p, const uint8_t *buf, Py_ssize_t *pos, Py_ssize_t end);
+/* Objects a decode creates are kept out of the garbage collector's lists until the
+ * whole message is built, then tracked at once. Why: a large message allocates
+ * thousands of objects, which triggers young-generation collections mid-decode; the
+ * half-built (live) message would be traversed and promoted to older generations,
+ * feeding full collections. Untracked objects are skipped by those collections. All
+ * of them are tracked again before the message is returned, so GC semantics for the
+ * caller are unchanged; on failure they are freed by reference counting. */
+typedef struct {
+    PyObject **items;
+    Py_ssize_t len, cap;
+    PyObject *small[64];
+} Ctx;
+
+static int ctx_hold(Ctx *c, PyObject *obj) {
+    if (c->len == c->cap) {
+        Py_ssize_t cap = c->cap * 2;
+        PyObject **d;
+        if (c->items == c->small) {
+            d = PyMem_Malloc(sizeof(PyObject *) * (size_t)cap);
+            if (d != NULL) memcpy(d, c->items, sizeof(PyObject *) * (size_t)c->len);
+        } else {
+            d = PyMem_Realloc(c->items, sizeof(PyObject *) * (size_t)cap);
+        }
+        if (d == NULL) { PyErr_NoMemory(); return -1; }
+        c->items = d;
+        c->cap = cap;
+    }
+    PyObject_GC_UnTrack(obj);
+    c->items[c->len++] = obj;
+    return 0;
+}
+
+static void ctx_release(Ctx *c, int track) {
+    if (track) {
+        for (Py_ssize_t i = 0; i < c->len; i++) PyObject_GC_Track(c->items[i]);
+    }
+    if (c->items != c->small) PyMem_Free(c->items);
+}
+
+static PyObject *dec_struct(Plan *p, Ctx *c, const uint8_t *buf, Py_ssize_t *pos, Py_ssize_t end);
 
 /* One scalar of kind k at *pos; compact selects the string/bytes encoding. */
-static PyObject *dec_scalar(int k, int compact, int nullable, const uint8_t *buf, Py_ssize_t *pos, Py_ssize_t end) {
+static PyObject *dec_scalar(int k, Ctx *c, int compact, int nullable, const uint8_t *buf, Py_ssize_t *pos, Py_ssize_t end) {
     Py_ssize_t p = *pos;
     int w = FIXED_WIDTH[k];
     if (w) {
@@ -256,7 +300,7 @@ static Py_ssize_t dec_count(int compact, int nullable, const uint8_t *buf, Py_ss
     return n;
 }
 
-static PyObject *dec_field(Field *f, const uint8_t *buf, Py_ssize_t *pos, Py_ssize_t end) {
+static PyObject *dec_field(Field *f, Ctx *c, const uint8_t *buf, Py_ssize_t *pos, Py_ssize_t end) {
     if (f->kind == K_ARRAY) {
         Py_ssize_t n = dec_count(f->arr_compact, f->nullable, buf, pos, end);
         if (n == -2) return NULL;
@@ -265,9 +309,10 @@ static PyObject *dec_field(Field *f, const uint8_t *buf, Py_ssize_t *pos, Py_ssi
         if (w && *pos + w * n > end) return NULL;
         PyObject *list = PyList_New(n);
         if (list == NULL) return NULL;
+        if (ctx_hold(c, list) < 0) { Py_DECREF(list); return NULL; }
         for (Py_ssize_t i = 0; i < n; i++) {
-            PyObject *e = f->elem == K_STRUCT ? dec_struct(f->sub, buf, pos, end)
-                                              : dec_scalar(f->elem, f->arr_compact, 0, buf, pos, end);
+            PyObject *e = f->elem == K_STRUCT ? dec_struct(f->sub, c, buf, pos, end)
+                                              : dec_scalar(f->elem, c, f->arr_compact, 0, buf, pos, end);
             if (e == NULL) { Py_DECREF(list); return NULL; }
             PyList_SET_ITEM(list, i, e);
         }
@@ -279,19 +324,20 @@ static PyObject *dec_field(Field *f, const uint8_t *buf, Py_ssize_t *pos, Py_ssi
             if (buf[*pos] >= 0x80) { *pos += 1; Py_RETURN_NONE; }
             *pos += 1;
         }
-        return dec_struct(f->sub, buf, pos, end);
+        return dec_struct(f->sub, c, buf, pos, end);
     }
-    return dec_scalar(f->kind, f->compact, f->nullable, buf, pos, end);
+    return dec_scalar(f->kind, c, f->compact, f->nullable, buf, pos, end);
 }
 
-static PyObject *dec_struct(Plan *p, const uint8_t *buf, Py_ssize_t *pos, Py_ssize_t end) {
+static PyObject *dec_struct(Plan *p, Ctx *c, const uint8_t *buf, Py_ssize_t *pos, Py_ssize_t end) {
     PyObject *obj = p->cls->tp_alloc(p->cls, 0);
     if (obj == NULL) return NULL;
+    if (PyObject_IS_GC(obj) && ctx_hold(c, obj) < 0) { Py_DECREF(obj); return NULL; }
     Py_ssize_t i;
     for (i = 0; i < p->nf; i++) {
         Field *f = &p->f[i];
         if (!f->present || f->tagged) continue;
-        PyObject *v = dec_field(f, buf, pos, end);
+        PyObject *v = dec_field(f, c, buf, pos, end);
         if (v == NULL) goto fail;
         SLOT(obj, f->offset) = v;
     }
@@ -310,10 +356,13 @@ static PyObject *dec_struct(Plan *p, const uint8_t *buf, Py_ssize_t *pos, Py_ssi
                 if (p->tagged[j]->tag == tag) { known = p->tagged[j]; break; }
             }
             if (known != NULL) {
+                /* A repeated tag (the last wins in Python) is left to Python: replacing
+                 * the first value here would free an object the Ctx still holds. */
+                if (SLOT(obj, known->offset) != NULL) goto fail_u;
                 Py_ssize_t vq = q;
-                PyObject *v = dec_field(known, buf, &vq, vend);
+                PyObject *v = dec_field(known, c, buf, &vq, vend);
                 if (v == NULL) goto fail_u;
-                Py_XSETREF(SLOT(obj, known->offset), v);  /* a repeated tag: the last wins */
+                SLOT(obj, known->offset) = v;
             } else {
                 for (Py_ssize_t j = 0; j < p->ninvalid; j++) {
                     if (p->invalid[j] == tag) goto fail_u;
@@ -522,8 +571,14 @@ static PyObject *run_decode(PyObject *cls, PyObject *data, long version, Py_ssiz
     PyObject *result = NULL;
     Py_ssize_t pos = start;
     if (pos >= 0 && pos <= len) {
-        result = dec_struct(p, buf, &pos, len);
+        Ctx ctx;
+        ctx.items = ctx.small;
+        ctx.len = 0;
+        ctx.cap = 64;
+        result = dec_struct(p, &ctx, buf, &pos, len);
         if (result != NULL && whole && pos != len) Py_CLEAR(result);
+        /* on failure the held objects are already freed: do not touch them */
+        ctx_release(&ctx, result != NULL);
         if (result != NULL && !whole) {
             PyObject *pair = Py_BuildValue("(Nn)", result, pos);
             result = pair;
