@@ -104,9 +104,9 @@ def test_backends_agree(name: str, both: None) -> None:
             valid += 1
             for bad in _mutations(py_bytes, rng):
                 _accel.use("python")
-                expect = _outcome(lambda bad=bad: cls.decode(bad, version))
+                expect = _outcome(lambda bad=bad, version=version: cls.decode(bad, version))
                 _accel.use("c")
-                assert _outcome(lambda bad=bad: cls.decode(bad, version)) == expect, (version, bad.hex())
+                assert _outcome(lambda bad=bad, version=version: cls.decode(bad, version)) == expect, (version, bad.hex())
     after = _accel._c.counters()  # type: ignore[union-attr]
     # Every valid message was served by C, in both directions (not handed to Python).
     assert after["encode_c"] - before["encode_c"] >= 2 * valid

@@ -803,7 +803,8 @@ def format_table(rows: Sequence[dict[str, Any]]) -> str:
         lines.append(
             f"{row['case'][:44]:<44} {row['op']:<6} {row['bytes']:>6} {rate['ours']:>10,.0f} {rate['kio']:>9,.0f} "
             f"{rate['kafka-python']:>10,.0f} {java:>10} {mark(row, 'ours/kio'):>8} {mark(row, 'ours/kafka-python'):>9} "
-            f"{mark(row, 'ours/java'):>6} {mark(row, 'ours-nocache/kio'):>12} {mark(row, 'ours-nocache/kafka-python'):>9}"
+            f"{mark(row, 'ours/java'):>6} {mark(row, 'ours-nocache/kio'):>12} "
+            f"{mark(row, 'ours-nocache/kafka-python'):>9}"
         )
     targets = ", ".join(f"{op} >= {v:g}x {peer}" for (op, peer), v in TARGETS.items())
     lines.append(f"ratios are ours/peer throughput (>1 = ours faster); '<' marks a miss of the target ({targets})")
