@@ -204,41 +204,46 @@ class _Paced(asyncio.Protocol):
 
 
 async def _drive(
-    addr: tuple[str, int], frames: list[bytes], window: tuple[float, float], rate_per_conn: float | None
+    addr: tuple[str, int], frames: list[bytes], duration: float, warmup: float, rate_per_conn: float | None,
+    ready: Any, start_at: Any,
 ) -> dict[str, Any]:
+    """Connect everything, report ready, wait for the parent's window start, then count."""
     loop = asyncio.get_running_loop()
     out: dict[str, Any] = {"count": 0, "lat": []}
-    # Connect everything first so the window measures steady state, not connection setup.
-    if rate_per_conn is None:
-        far = (time.perf_counter() + 3600.0,) * 2
-        loops: list[_Loop] = []
-        for frame in frames:
+    far = (time.perf_counter() + 3600.0,) * 2
+    loops: list[_Loop] = []
+    paced: list[_Paced] = []
+    interval = 0.0 if rate_per_conn is None else 1.0 / rate_per_conn
+    for frame in frames:
+        if rate_per_conn is None:
             _, p = await loop.create_connection(lambda f=frame: _Loop(f, far, out), *addr)  # type: ignore[misc]
             loops.append(p)
-        for p in loops:
-            p.start, p.end = window
-        waits = [p.done for p in loops]
-    else:
-        interval = 1.0 / rate_per_conn
-        paced: list[_Paced] = []
-        for frame in frames:
+        else:
             _, q = await loop.create_connection(
-                lambda f=frame: _Paced(f, interval, window, out), *addr  # type: ignore[misc]
+                lambda f=frame: _Paced(f, interval, far, out), *addr  # type: ignore[misc]
             )
             paced.append(q)
-        # Spread the connections' phases evenly over one interval, starting now.
-        now = time.perf_counter()
-        for i, q in enumerate(paced):
-            q.begin(now + interval * i / len(paced))
-        waits = [q.done for q in paced]
-    await asyncio.wait_for(asyncio.gather(*waits), window[1] - time.perf_counter() + 60)
+    ready.put(len(frames))
+    while start_at.value == 0.0:
+        await asyncio.sleep(0.005)
+    window = (start_at.value, start_at.value + duration)
+    for p in loops:
+        p.start, p.end = window
+    now = time.perf_counter()
+    for i, q in enumerate(paced):
+        q.start, q.end = window
+        # The schedule starts with the warm-up, phases spread evenly over one interval.
+        q.begin(now + interval * i / len(paced))
+    waits = [p.done for p in loops] + [q.done for q in paced]
+    await asyncio.wait_for(asyncio.gather(*waits), window[1] - time.perf_counter() + warmup + 60)
     return out
 
 
 def _client_proc(
-    addr: tuple[str, int], frames: list[bytes], window: tuple[float, float], rate_per_conn: float | None
-) -> dict[str, Any]:
-    return asyncio.run(_drive(addr, frames, window, rate_per_conn))
+    addr: tuple[str, int], frames: list[bytes], duration: float, warmup: float, rate_per_conn: float | None,
+    ready: Any, start_at: Any, results: Any,
+) -> None:
+    results.put(asyncio.run(_drive(addr, frames, duration, warmup, rate_per_conn, ready, start_at)))
 
 
 def _cpu_seconds(pid: int) -> float:
@@ -259,18 +264,29 @@ def _measure(
     rate: float | None = None,
 ) -> dict[str, Any]:
     chunks = [frames[i::procs] for i in range(procs)]
-    # Clients connect first (allowance scaled by connections), then warm up, then count.
-    start = time.perf_counter() + 1.0 + len(frames) / 500 + warmup
-    window = (start, start + duration)
     per_conn = None if rate is None else rate / len(frames)
     ctx = multiprocessing.get_context("fork")
-    with ctx.Pool(procs) as pool:
-        pending = pool.starmap_async(_client_proc, [(addr, c, window, per_conn) for c in chunks])
-        time.sleep(max(0.0, start - time.perf_counter()))
-        cpu0 = _cpu_seconds(server_pid)
-        time.sleep(max(0.0, window[1] - time.perf_counter()))
-        cpu1 = _cpu_seconds(server_pid)
-        results = pending.get(duration + 120)
+    ready, results_q = ctx.Queue(), ctx.Queue()
+    start_at = ctx.Value("d", 0.0)
+    workers = [
+        ctx.Process(target=_client_proc, args=(addr, c, duration, warmup, per_conn, ready, start_at, results_q))
+        for c in chunks
+    ]
+    for w in workers:
+        w.start()
+    # The window opens only once every connection is up, whatever the machine's load.
+    connected = sum(ready.get(timeout=300) for _ in workers)
+    assert connected == len(frames)
+    start = time.perf_counter() + warmup
+    window = (start, start + duration)
+    start_at.value = start
+    time.sleep(max(0.0, start - time.perf_counter()))
+    cpu0 = _cpu_seconds(server_pid)
+    time.sleep(max(0.0, window[1] - time.perf_counter()))
+    cpu1 = _cpu_seconds(server_pid)
+    results = [results_q.get(timeout=duration + warmup + 120) for _ in workers]
+    for w in workers:
+        w.join(30)
     count = sum(r["count"] for r in results)
     lat = sorted(x for r in results for x in r["lat"])
     return {
