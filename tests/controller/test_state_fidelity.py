@@ -27,6 +27,7 @@ from kraft_jbod.messages.metadata_request import MetadataRequest
 from kraft_jbod.messages.no_op_record import NoOpRecord
 from kraft_jbod.messages.partition_change_record import PartitionChangeRecord
 from kraft_jbod.messages.register_broker_record import RegisterBrokerRecord
+from kraft_jbod.messages.unregister_broker_request import UnregisterBrokerRequest
 from kraft_jbod.wire.constants import METADATA_TOPIC_ID
 from tests.controller.harness import CLUSTER_ID, Cluster, dir_id, incarnation
 
@@ -472,3 +473,16 @@ def test_fetch_v18_answers_at_once_when_the_observer_high_watermark_is_behind(
     assert (answer.park_ms > 0) is parked
     assert answer.response.responses[0].partitions[0].high_watermark == 3
     log.close()
+
+
+def test_unregister_broker_record_limit() -> None:
+    c = Cluster()
+    c.start_broker(1)
+    c.start_broker(2)
+    for name in ("a", "b"):
+        assert c.call(19, 7, _create(c, 5_000, 2, name=name)).records  # 10,000 partitions, both in every ISR
+    out = c.call(64, 0, UnregisterBrokerRequest(broker_id=1))
+    assert (out.response.error_code, out.response.error_message) == (  # type: ignore[attr-defined]
+        ErrorCode.POLICY_VIOLATION, "Unable to perform excessively large batch operation."
+    )
+    assert out.records == [] and 1 in c.state.brokers

@@ -18,6 +18,7 @@ from kraft_jbod.controller.context import Call, ControllerContext, Outcome, Reco
 from kraft_jbod.controller.draft import Draft
 from kraft_jbod.controller.heartbeat import HbEffect, classify, transition
 from kraft_jbod.controller.image import sorted_partitions
+from kraft_jbod.controller.limits import EXCESSIVE_BATCH, MAX_RECORDS_PER_USER_OP
 from kraft_jbod.controller.profiles import is_reserved_directory
 from kraft_jbod.messages.broker_heartbeat_request import BrokerHeartbeatRequest
 from kraft_jbod.messages.broker_heartbeat_response import BrokerHeartbeatResponse
@@ -217,6 +218,10 @@ def handle_unregister(ctx: ControllerContext, call: Call, req: UnregisterBrokerR
     d = Draft(ctx)
     d.fence(reg, with_record=False)
     d.records.append((UnregisterBrokerRecord(broker_id=reg.broker_id, broker_epoch=reg.epoch), 0))
+    if len(d.records) > MAX_RECORDS_PER_USER_OP:
+        # Kafka bounds this user operation too (BoundedList in unregisterBroker).
+        resp = UnregisterBrokerResponse(error_code=ErrorCode.POLICY_VIOLATION, error_message=EXCESSIVE_BATCH)
+        return Outcome(resp, [])
     return Outcome(UnregisterBrokerResponse(error_code=ErrorCode.NONE, error_message=None), d.records)
 
 
