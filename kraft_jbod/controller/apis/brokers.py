@@ -53,17 +53,10 @@ def handle_registration(ctx: ControllerContext, call: Call, req: BrokerRegistrat
     mv = img.metadata_version
     jbod = fv.supports_jbod(mv)
     dirs = list(req.log_dirs) if api_version >= 2 else []
-    if jbod:
-        if not dirs:
-            return fail(ctx.profile.empty_log_dirs_error)
-        if any(is_reserved_directory(x) for x in dirs):
-            return fail(ErrorCode.INVALID_REGISTRATION)
-        if len(set(dirs)) != len(dirs):
-            return fail(ErrorCode.INVALID_REGISTRATION)
-        if any(img.dir_owner.get(x, req.broker_id) != req.broker_id for x in dirs):
-            return fail(ErrorCode.INVALID_REGISTRATION)
-    else:
+    if not jbod:
         dirs = []
+    elif (dirs_error := log_dirs_error(ctx, req.broker_id, dirs)) is not None:
+        return fail(dirs_error)
     feature_error = features_error(ctx, req)
     if feature_error != ErrorCode.NONE:
         return fail(feature_error)
@@ -98,6 +91,18 @@ def handle_registration(ctx: ControllerContext, call: Call, req: BrokerRegistrat
     )
     d.records.append((rec, fv.register_broker_record_version(mv)))
     return Outcome(BrokerRegistrationResponse(error_code=ErrorCode.NONE, broker_epoch=epoch), d.records)
+
+
+def log_dirs_error(ctx: ControllerContext, broker_id: int, dirs: list[uuid.UUID]) -> int | None:
+    """Kafka's LogDirs checks at JBOD levels: present, not reserved, not repeated, not another
+    broker's (online) directory. None when they pass."""
+    if not dirs:
+        return ctx.profile.empty_log_dirs_error
+    if any(is_reserved_directory(x) for x in dirs) or len(set(dirs)) != len(dirs):
+        return ErrorCode.INVALID_REGISTRATION
+    if any(ctx.image.dir_owner.get(x, broker_id) != broker_id for x in dirs):
+        return ErrorCode.INVALID_REGISTRATION
+    return None
 
 
 def features_error(ctx: ControllerContext, req: BrokerRegistrationRequest) -> ErrorCode:
