@@ -57,6 +57,8 @@ def test_register_catch_up_unfence(interop: InteropJvm, controller_factory: Fact
     epoch = reg[0]["response"]["brokerEpoch"]
     assert state["epoch"] == epoch
     beats = exchanges(interop, 1, "BrokerHeartbeat")
+    # Negotiated by Kafka's NetworkClient from our ApiVersions: heartbeat v1 (v2 needs 4.3-IV0).
+    assert {b["version"] for b in beats} == {1}
     assert all(b["response"]["errorCode"] == 0 for b in beats)
     assert all(b["request"]["brokerEpoch"] == epoch for b in beats)
     assert beats[0]["response"]["isCaughtUp"] is False and beats[0]["response"]["isFenced"] is True
@@ -94,7 +96,10 @@ def test_assignments_and_dir_failure_then_reregistration_without_it(
     create_topic(ctl, "events", 6, 2)
     placed = {1: assign_round_robin(interop, ctl, 1, dirs1), 2: assign_round_robin(interop, ctl, 2, dirs2)}
     assert len(placed[1]) == len(placed[2]) == 6
-    for e in exchanges(interop, 1, "AssignReplicasToDirs"):
+    assigns = exchanges(interop, 1, "AssignReplicasToDirs")
+    assert assigns and {e["version"] for e in assigns} == {0}
+    for e in assigns:
+        assert e["request"]["brokerEpoch"] == interop("broker", broker=1)["epoch"]
         assert e["response"]["errorCode"] == 0
         for t in e["response"]["directories"]:
             for tt in t["topics"]:

@@ -12,6 +12,7 @@ log. The scenario modules load their own controllers' logs the same way
 
 from __future__ import annotations
 
+import os
 import uuid
 from pathlib import Path
 from typing import Any, Literal
@@ -87,7 +88,7 @@ def test_demo_log(interop: InteropJvm, tmp_path: Path) -> None:
     assert sorted(len(b["directories"]) for b in image["brokers"]) == [1, 2, 2]
 
 
-@settings(max_examples=40, derandomize=True, deadline=None, suppress_health_check=list(HealthCheck))
+@settings(max_examples=int(os.environ.get("KRAFT_JBOD_INTEROP_EXAMPLES", "40")), derandomize=True, deadline=None, suppress_health_check=list(HealthCheck))
 @given(st.lists(OPS, max_size=40), SETUPS, st.sampled_from([("kafka", 22), ("kafka", 17), ("kip", 22)]))
 def test_random_request_sequences(
     interop: InteropJvm, tmp_path_factory: Any, ops: list[tuple[Any, ...]], setup: list[int], how: tuple[str, int]
