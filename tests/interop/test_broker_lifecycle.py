@@ -424,3 +424,39 @@ def test_session_expiry_fences_and_the_next_heartbeat_unfences(
     assert [c["fenced"] for c in changes][-2:] == [1, -1]
     image = check_all_views(interop, ctl, 1)["image"]
     assert {b["id"]: b["rack"] for b in image["brokers"]} == {1: "r1", 2: "r2"}
+
+
+def test_a_dir_fails_before_the_broker_is_unfenced(
+    interop: InteropJvm, controller_factory: Factory, tmp_path: Path
+) -> None:
+    """A restarted Kafka broker reports a failed dir while still fenced, then asks to be
+    unfenced: it is unfenced, and it leads nothing in the failed dir."""
+    ctl = controller_factory()
+    dirs1 = start_java_broker(interop, ctl, tmp_path, 1, 2)
+    dirs2 = start_java_broker(interop, ctl, tmp_path, 2, 2)
+    create_topic(ctl, "u", 6, 2)
+    placed = assign_round_robin(interop, ctl, 1, dirs1)
+    assign_round_robin(interop, ctl, 2, dirs2)
+    assert interop("shutdown", broker=1, timeout_ms=15000)["controlled_shutdown_done"] is True
+    epoch = interop("stop_broker", broker=1)["epoch"]
+    start_java_broker(interop, ctl, tmp_path, 1, dirs=dirs1, unfence=False, previous_epoch=epoch)
+    kept, failed = list(dirs1.values())
+    interop("fail_dir", broker=1, dir=failed)
+    ctl.wait(lambda: any(b["request"].get("offlineLogDirs") for b in exchanges(interop, 1, "BrokerHeartbeat")))
+    interop("unfence", broker=1, timeout_ms=20000)
+    beats = exchanges(interop, 1, "BrokerHeartbeat")
+    # Kafka reports the dir at once (still fenced) and then in every heartbeat, so the one that
+    # unfences the broker carries it too.
+    first_offline = next(i for i, b in enumerate(beats) if b["request"].get("offlineLogDirs") == [failed])
+    assert beats[first_offline]["request"]["wantFence"] is True
+    unfencing = next(b for b in beats[first_offline:] if not b["response"]["isFenced"])
+    assert unfencing["request"]["offlineLogDirs"] == [failed] and unfencing["request"]["wantFence"] is False
+    assert all(b["response"]["errorCode"] == 0 for b in beats)
+    wait_synced(interop, ctl, 1)
+    image = interop("image", broker=1)["image"]
+    b1 = next(b for b in image["brokers"] if b["id"] == 1)
+    assert not b1["fenced"] and b1["directories"] == [kept]
+    for p in image["topics"][0]["partitions"]:
+        if placed[("u", p["partition"])] == failed:
+            assert p["leader"] != 1 and 1 not in p["isr"]
+    check_all_views(interop, ctl, 1)
