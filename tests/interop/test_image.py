@@ -21,6 +21,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from kraft_jbod.controller import client_api
+from kraft_jbod.controller import features as fv
 from kraft_jbod.controller.log import MetadataLog, resolve_log_dir
 from kraft_jbod.controller.state import ControllerState, RecordAndVersion
 from tests.controller.harness import CLUSTER_ID, Cluster, dir_id
@@ -79,7 +80,7 @@ def test_demo_log(interop: InteropJvm, tmp_path: Path) -> None:
     run(None, tmp_path / "demo", lambda _line: None)
     meta = tmp_path / "demo" / "controller"
     view = view_of_log(meta)
-    assert view["metadata_version"] == 22 and len(view["brokers"]) == 3
+    assert view["metadata_version"] == fv.DEFAULT_LEVEL and len(view["brokers"]) == 3
     loaded = load_and_compare(interop, meta, view)
     assert loaded["records"] > 40 and loaded["control_records"] >= 1
     image = loaded["image"]
