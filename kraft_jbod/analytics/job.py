@@ -45,11 +45,12 @@ from pathlib import Path
 from typing import Any, Final
 
 from kraft_jbod.analytics import partials as P
-from kraft_jbod.analytics import work
+from kraft_jbod.analytics import ship, work
 from kraft_jbod.analytics.rows import COLUMNS, RTYPE_CONN, RTYPE_FRAME
+from kraft_jbod.errors import KraftJbodError
 
-__all__ = ["DECODE_PATHS", "FRAME_COLUMNS", "StatsOptions", "StatsResult", "build_session", "run_stats",
-           "unit_partial"]
+__all__ = ["DECODE_PATHS", "FRAME_COLUMNS", "SparkJobError", "StatsOptions", "StatsResult", "build_session",
+           "run_stats", "unit_partial"]
 
 DECODE_PATHS: Final = ("arrow", "rdd", "udf")
 _FRAME_BATCH_ROWS: Final = 65536
@@ -68,6 +69,11 @@ FRAME_COLUMNS: Final = (*tuple((n, t) for n, t in COLUMNS if n not in _FRAME_DRO
 Progress = Callable[[str], None]
 
 
+class SparkJobError(KraftJbodError):
+    """Spark did not start, or a Spark job failed; the message says why in a line or two
+    (the executor's Python error when there is one), never a JVM stack trace."""
+
+
 @dataclass(slots=True)
 class StatsOptions:
     """What :func:`run_stats` does; defaults are the embedded local run."""
@@ -82,6 +88,7 @@ class StatsOptions:
     check_canonical: bool = True
     capture_set: str = "default"
     report: bool = True
+    ship_package: bool = True
 
 
 @dataclass(slots=True)
@@ -340,6 +347,10 @@ def build_session(master: str | None, conf: dict[str, str], app_name: str = "kra
             flags = [f"-Dlog4j2.configurationFile=file:{log4j}", "-XX:TieredStopAtLevel=1", "-XX:+UseSerialGC",
                      *_cds_options()]
             defaults["spark.driver.extraJavaOptions"] = " ".join(flags)
+    if conf.get("spark.pyspark.python") and "PYSPARK_GATEWAY_PORT" not in os.environ:
+        # A Python driver reads the executors' interpreter from PYSPARK_PYTHON only;
+        # spark-submit maps the setting to it, a driver started from Python does not.
+        os.environ["PYSPARK_PYTHON"] = conf["spark.pyspark.python"]
     for k, v in {**defaults, **conf}.items():
         builder = builder.config(k, v)
     spark = builder.getOrCreate()
@@ -445,8 +456,18 @@ def run_stats(inputs: Sequence[str], out_dir: str | Path, opts: StatsOptions | N
     timings: dict[str, float] = {}
     say("starting Spark" + (f" ({opts.master})" if opts.master else ""))
     t1 = time.perf_counter()
-    spark = build_session(opts.master, opts.conf)
+    try:
+        spark = build_session(opts.master, opts.conf)
+    except Exception as exc:  # Java missing, bad conf, unreachable master...
+        raise SparkJobError("Spark did not start: " + ship.explain_failure(exc)) from exc
     timings["spark_start_s"] = time.perf_counter() - t1
+    if opts.ship_package:
+        try:
+            shipped = ship.ship_package(spark, _cache_dir() / "ship")
+        except Exception as exc:
+            raise SparkJobError(f"cannot ship the kraft_jbod package to the executors: {exc}") from exc
+        if shipped is not None:
+            say(f"shipped {shipped.name} to the executors")
     try:
         parallelism = int(spark.sparkContext.defaultParallelism)
     except Exception:
@@ -469,7 +490,10 @@ def run_stats(inputs: Sequence[str], out_dir: str | Path, opts: StatsOptions | N
     try:
         t2 = time.perf_counter()
         ticker.label = "decode"
-        rows = _decode(spark, tasks, opts, frames_dir).collect()
+        try:
+            rows = _decode(spark, tasks, opts, frames_dir).collect()
+        except Exception as exc:
+            raise SparkJobError("the decode job failed: " + ship.explain_failure(exc)) from exc
         timings["decode_s"] = time.perf_counter() - t2
         jvm = _jvm_cpu_s(spark)
         if jvm is not None:
