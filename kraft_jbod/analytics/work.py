@@ -5,20 +5,21 @@ Strategy: the driver expands the inputs (files, folders, globs; local paths or a
 number before anything starts, so a wrong file fails in a second with its name. A file
 becomes one task, or, when larger than ``split_bytes``, ``k`` tasks that each read the
 whole file but decode only the TCP connections whose endpoint pair hashes to their
-bucket (a symmetric CRC-32 of the two endpoints, stable across processes unlike
-``hash``). Splitting by connection keeps every connection whole inside one task, so no
-frame is lost or paired across tasks; the price is that each of the ``k`` tasks reads
-every record of the file. Plain Ethernet/IPv4/TCP packets of other buckets are told by
-their raw address and port bytes (cached per connection) and skip the packet decoder,
-so a second bucket costs about 4 % more CPU in all; ``k`` stays at most one per core.
+bucket (:class:`~kraft_jbod.capture.pipeline.Bucket`). Splitting by connection keeps
+every connection whole inside one task, so no frame is lost or paired across tasks; the
+price is that each of the ``k`` tasks reads every record of the file (other buckets'
+packets are skipped cheaply by the pipeline), so ``k`` stays at most one per core.
 
-:func:`run_task` drives the capture layer (``CaptureReader`` -> ``TcpDecoder`` ->
-``FrameExtractor`` -> ``KafkaDecoder``) and yields :mod:`.rows` rows: one per frame,
-one per connection, one per KIP-858 event, then one ``file`` row with the task's
-counters. Rules:
+:func:`run_task` runs the one capture pipeline that ``kraft-jbod decode`` runs
+(:class:`~kraft_jbod.capture.pipeline.CapturePipeline`, with the task's bucket) into a
+``KafkaDecoder`` and yields :mod:`.rows` rows: one per frame, one per connection, one
+per KIP-858 event, then one ``file`` row with the task's counters. Rules:
 
 1. It never raises. An unreadable or malformed file, a file cut short, or a bug becomes
-   an ``error`` row naming the file; the job decides whether that ends the run.
+   an ``error`` row naming the file; the job decides whether that ends the run. A file
+   damaged mid-way still gives the frames and connection rows read before the damage
+   (the open connections are flushed), so with ``--keep-going`` the connections table
+   agrees with the frame counts.
 2. The rows of one task come out in capture order per connection.
 3. Memory is bounded by the open connections (the capture layer's guarantee) plus one
    entry per connection seen for its ApiVersions facts.
@@ -41,9 +42,8 @@ from typing import Any, BinaryIO, Final
 from kraft_jbod.analytics import rows as R
 from kraft_jbod.analytics.kip858 import EventCollector
 from kraft_jbod.capture.kafka import API_VERSIONS, DecodedFrame, KafkaDecoder, is_request
-from kraft_jbod.capture.packets import LINKTYPE_ETHERNET, TcpDecoder, TcpSegment
-from kraft_jbod.capture.pcapfile import CaptureReader
-from kraft_jbod.capture.streams import FlowEnd, Frame, FrameExtractor
+from kraft_jbod.capture.pipeline import Bucket, CapturePipeline, bucket_of
+from kraft_jbod.capture.streams import FlowEnd, Frame
 from kraft_jbod.errors import DecodeError, KraftJbodError
 
 __all__ = [
@@ -73,8 +73,6 @@ _MAGICS: Final = {
 }
 _URI = re.compile(r"^[A-Za-z][A-Za-z0-9+.-]*://")
 _GLOB = re.compile(r"[*?\[]")
-_BUCKET_CACHE_MAX: Final = 1 << 20
-_IPV4_ETH: Final = b"\x08\x00"
 
 
 class InputError(KraftJbodError):
@@ -293,13 +291,6 @@ def plan(files: Sequence[InputFile], *, split_bytes: int = DEFAULT_SPLIT_BYTES, 
     return [Task(tid, tuple(bins[j])) for tid, j in enumerate(order)]
 
 
-def bucket_of(src: str, sport: int, dst: str, dport: int, buckets: int) -> int:
-    """The bucket of a connection, the same for both directions and in every process."""
-    a, b = f"{src}|{sport}", f"{dst}|{dport}"
-    lo, hi = (a, b) if a <= b else (b, a)
-    return zlib.crc32(f"{lo}/{hi}".encode()) % buckets
-
-
 # --------------------------------------------------------------------------- one task
 
 
@@ -379,54 +370,35 @@ class _TaskRun:
         self.decoder.flows.clear()
 
     def run(self) -> Iterator[dict[str, Any]]:
-        task = self.unit
-        with open_input(task.path) as fh:
-            reader = CaptureReader(fh)
-            decode = TcpDecoder().decode
-            ex = FrameExtractor(ports=self.ports, classifier=is_request)
-            feed = ex.feed
-            split = task.buckets > 1
-            cache: dict[tuple[str, int, str, int], int] = {}
-            mine = task.bucket
-            # Raw (addresses, ports) bytes of plain Ethernet/IPv4/TCP packets -> mine?
-            # Other buckets' packets are most of a split file: they skip the full decode.
-            raw_mine: dict[bytes, bool] = {}
-            for ts, linktype, data, _caplen, _origlen, index in reader.records():
-                self.packets += 1
-                raw: bytes | None = None
-                if (split and linktype == LINKTYPE_ETHERNET and len(data) >= 38 and data[12:14] == _IPV4_ETH
-                        and data[14] == 0x45 and data[23] == 6 and not (data[20] & 0x3F or data[21])):
-                    raw = data[26:38]
-                    known = raw_mine.get(raw)
-                    if known is False:
-                        continue
-                seg: TcpSegment | None = decode(linktype, data, ts, index)
-                if seg is None:
-                    continue
-                if split:
-                    key = (seg.src, seg.sport, seg.dst, seg.dport)
-                    b = cache.get(key)
-                    if b is None:
-                        if len(cache) > _BUCKET_CACHE_MAX:
-                            cache.clear()
-                            raw_mine.clear()
-                        b = cache[key] = bucket_of(*key, task.buckets)
-                    if raw is not None:
-                        raw_mine[raw] = b == mine
-                    if b != mine:
-                        continue
-                out = feed(seg)
-                if out:
-                    yield from self.items(out)
-            yield from self.items(ex.flush())
+        unit = self.unit
+        damage: list[DecodeError] = []
+        with open_input(unit.path) as fh:
+            pipe = CapturePipeline(fh, ports=self.ports, classifier=is_request,
+                                   bucket=Bucket(unit.bucket, unit.buckets), on_malformed=damage.append)
+            try:
+                batch: list[Frame | FlowEnd] = []
+                for item in pipe.items():
+                    batch.append(item)
+                    if len(batch) >= 64 or isinstance(item, FlowEnd):
+                        yield from self.items(batch)
+                        batch = []
+                yield from self.items(batch)
+            finally:
+                self.packets = pipe.packets
             for f in self.decoder.finish():
                 yield from self.frame(f)
             for ev in self.events.finish():
                 yield self._event(ev)
-            if reader.truncated:
+            if damage:
+                row = R.blank(R.RTYPE_ERROR, self.source, self.task_id)
+                row["kind"] = "malformed"
+                row["error"] = (f"not a readable capture: {damage[0]}; the {pipe.packets} packets before it "
+                                "were decoded")
+                yield row
+            if pipe.truncated_offset is not None:
                 row = R.blank(R.RTYPE_ERROR, self.source, self.task_id)
                 row["kind"] = "truncated"
-                row["error"] = (f"the capture ends inside a record at byte {reader.truncated_offset} "
+                row["error"] = (f"the capture ends inside a record at byte {pipe.truncated_offset} "
                                 "(file cut short?); the packets before it were decoded")
                 yield row
 

@@ -124,15 +124,20 @@ def _tables(out: Path) -> dict[str, list[dict[str, Any]]]:
 def test_cluster_run_ships_the_package_and_equals_the_local_run(cluster: dict[str, Any], tmp_path: Path) -> None:
     cap = tmp_path / "sample.pcapng"
     cap.write_bytes(build_sample())
-    env = _clean_env(PYTHONPATH=str(ROOT), XDG_CACHE_HOME=str(tmp_path / "cache"))
+    # No class-data archive: dumping one costs more than this whole small run.
+    env = _clean_env(PYTHONPATH=str(ROOT), XDG_CACHE_HOME=str(tmp_path / "cache"), KRAFT_JBOD_SPARK_CDS="0")
     common = [str(cap), "--quiet", "--capture-set", "ci"]
     conf = ["--conf", f"spark.pyspark.python={cluster['python']}", "--conf", "spark.executor.memory=512m",
+            "--conf", "spark.task.maxFailures=1",
             "--conf", "spark.driver.host=127.0.0.1", "--conf", "spark.driver.bindAddress=127.0.0.1"]
+    t0 = time.monotonic()
     remote = _stats([*common, "--out", str(tmp_path / "remote"), "--master", cluster["url"], *conf],
                     env, tmp_path)
     assert remote.returncode == 0, remote.stderr[-3000:]
+    t1 = time.monotonic()
     local = _stats([*common, "--out", str(tmp_path / "local"), "--master", "local[1]"], env, tmp_path)
     assert local.returncode == 0, local.stderr[-3000:]
+    print(f"cluster run {t1 - t0:.1f} s, local run {time.monotonic() - t1:.1f} s")
     manifest = (tmp_path / "remote" / "run_manifest.json").read_text(encoding="utf-8")
     assert cluster["url"] in manifest
     want, got = _tables(tmp_path / "local"), _tables(tmp_path / "remote")
