@@ -46,7 +46,7 @@ from typing import Any, Final
 
 from kraft_jbod.analytics import partials as P
 from kraft_jbod.analytics import ship, work
-from kraft_jbod.analytics.rows import COLUMNS, RTYPE_CONN, RTYPE_FRAME
+from kraft_jbod.analytics.rows import COLUMNS, RTYPE_CONN, RTYPE_FRAME, api_name
 from kraft_jbod.errors import KraftJbodError
 
 __all__ = ["DECODE_PATHS", "FRAME_COLUMNS", "SparkJobError", "StatsOptions", "StatsResult", "build_session",
@@ -64,7 +64,14 @@ appender.console.layout.pattern = %d{HH:mm:ss} %p %c{1}: %m%n
 """
 #: Row columns that the per-frame table leaves out (they belong to other row types).
 _FRAME_DROPPED: Final = frozenset(("rtype", "event", "client_source", "gap_bytes", "retransmitted_bytes"))
-FRAME_COLUMNS: Final = (*tuple((n, t) for n, t in COLUMNS if n not in _FRAME_DROPPED), ("capture_set", "string"))
+#: The per-frame table: the frame row's columns (time as an Arrow timestamp, the api's
+#: name beside its key). It is partitioned by capture set in folders
+#: ``frames/capture_set=NAME/`` (Hive style: pyarrow, pandas, Spark and DuckDB read
+#: ``capture_set`` back as a column), so several runs can share one dataset root.
+FRAME_COLUMNS: Final = tuple(
+    item for n, t in COLUMNS if n not in _FRAME_DROPPED
+    for item in (((n, "timestamp"),) if n == "ts_ns" else ((n, t), ("api_name", "string")) if n == "api_key"
+                 else ((n, t),)))
 
 Progress = Callable[[str], None]
 
@@ -111,50 +118,72 @@ def _pa_type(t: str) -> Any:
     import pyarrow as pa
 
     simple = {"string": pa.string(), "bool": pa.bool_(), "int16": pa.int16(), "int32": pa.int32(),
-              "int64": pa.int64(), "float64": pa.float64(), "binary": pa.binary()}
+              "int64": pa.int64(), "float64": pa.float64(), "binary": pa.binary(),
+              "timestamp": pa.timestamp("ns", tz="UTC"), "duration": pa.duration("ns")}
     if t.startswith("list<"):
         return pa.list_(simple[t[5:-1]])
     return simple[t]
 
 
-_KEY_TYPES: Final = {"api_key": "int16", "api_version": "int16", "kind": "string", "software_name": "string",
-                     "software_version": "string"}
+# Types: "timestamp" is an Arrow timestamp (ns, UTC) filled from epoch nanoseconds,
+# "duration" an Arrow duration (ns). Every table starts with its capture set, and an
+# ``api_name`` column stands beside each ``api_key`` (filled from the key when writing).
+_CS: Final = (("capture_set", "string"),)
+_API: Final = (("api_key", "int16"), ("api_name", "string"))
+_KEY_TYPES: Final = (*_API, ("api_version", "int16"), ("kind", "string"), ("software_name", "string"),
+                     ("software_version", "string"))
 _LAT_COLS: Final = (*((P.latency_column(q), "float64") for q in P.LATENCY_QUANTILES),
                     ("latency_max_ms", "float64"), ("latency_mean_ms", "float64"))
-_MEASURES: Final = (*((c, "int64") for c in P.COUNTERS), ("first_ts", "int64"), ("last_ts", "int64"),
+_MEASURES: Final = (*((c, "int64") for c in P.COUNTERS), ("first_ts", "timestamp"), ("last_ts", "timestamp"),
                     *_LAT_COLS, ("decode_rate", "float64"), ("reencode_rate", "float64"))
-#: Column names and types of every small table, in output order.
+#: Column names and types of every table the driver writes, in output order; an empty
+#: table is written with the same schema.
 TABLE_SCHEMAS: Final[dict[str, tuple[tuple[str, str], ...]]] = {
-    "conformance": tuple(_KEY_TYPES.items()) + _MEASURES,
-    "overall": (*_MEASURES, ("connections", "int64")),
-    "latency": (("api_key", "int16"), ("api_version", "int16"), ("responses", "int64"), *_LAT_COLS),
-    "latency_hist": (("api_key", "int16"), ("bucket", "int32"), ("count", "int64")),
-    "error_codes": (("api_key", "int16"), ("api_version", "int16"), ("error_code", "int16"), ("level", "string"),
+    "conformance": (*_CS, *_KEY_TYPES, *_MEASURES),
+    "overall": (*_CS, *_MEASURES, ("connections", "int64")),
+    "latency": (*_CS, *_API, ("api_version", "int16"), ("responses", "int64"), *_LAT_COLS),
+    "latency_hist": (*_CS, *_API, ("bucket", "int32"), ("count", "int64")),
+    "error_codes": (*_CS, *_API, ("api_version", "int16"), ("error_code", "int16"), ("level", "string"),
                     ("count", "int64")),
-    "versions": (("software_name", "string"), ("software_version", "string"), ("api_key", "int16"),
+    "versions": (*_CS, ("software_name", "string"), ("software_version", "string"), *_API,
                  ("versions_used", "list<int16>"), ("max_used", "int16"), ("advertised_min", "int16"),
                  ("advertised_max", "int16"), ("requests", "int64"), ("outside_advertised", "int64"),
                  ("below_advertised_max", "int64"), ("deprecated", "int64"), ("unstable", "int64")),
-    "anomalies": (("anomaly", "string"), ("rtype", "string"), ("count", "int64"), ("first_ts", "int64"),
+    "anomalies": (*_CS, ("anomaly", "string"), ("rtype", "string"), ("count", "int64"), ("first_ts", "timestamp"),
                   ("example_conn", "string")),
-    "connections": (("source", "string"), ("conn_id", "string"), ("first_ts", "int64"), ("duration_s", "float64"),
-                    ("software_name", "string"), ("software_version", "string"), ("client_source", "string"),
-                    ("gap_bytes", "int64"), ("retransmitted_bytes", "int64"), ("anomaly_kinds", "list<string>"),
-                    ("close_reason", "string")),
-    "violations": (("capture_set", "string"), ("rule", "string"), ("verdict", "string"), ("severity", "string"),
-                   ("broker", "int32"), ("subject", "string"), ("detail", "string"), ("first_ts", "int64"),
-                   ("last_ts", "int64"), ("count", "int64"), ("conn", "string")),
-    "timeline": (("bucket_ts", "int64"), ("api_key", "int16"), ("frames", "int64"), ("anomalous", "int64"),
-                 ("errors", "int64"), ("width_ns", "int64")),
+    "connections": (*_CS, ("source", "string"), ("conn_id", "string"), ("first_ts", "timestamp"),
+                    ("duration_s", "float64"), ("software_name", "string"), ("software_version", "string"),
+                    ("client_source", "string"), ("gap_bytes", "int64"), ("retransmitted_bytes", "int64"),
+                    ("anomaly_kinds", "list<string>"), ("close_reason", "string")),
+    "violations": (*_CS, ("rule", "string"), ("verdict", "string"), ("severity", "string"),
+                   ("broker", "int32"), ("subject", "string"), ("detail", "string"), ("first_ts", "timestamp"),
+                   ("last_ts", "timestamp"), ("count", "int64"), ("conn", "string")),
+    "timeline": (*_CS, ("bucket_ts", "timestamp"), *_API, ("frames", "int64"), ("anomalous", "int64"),
+                 ("errors", "int64"), ("width_ns", "duration")),
+    "inputs": (*_CS, ("source", "string"), ("size", "int64"), ("bucket", "int32"), ("buckets", "int32"),
+               ("packets", "int64"), ("frames", "int64"), ("wall_s", "float64"), ("cpu_s", "float64"),
+               ("max_rss_kb", "int64"), ("pid", "int64")),
+    "problems": (*_CS, ("source", "string"), ("problem", "string")),
 }
 
 
-def _arrow_table(rows: list[dict[str, Any]], columns: Sequence[tuple[str, str]]) -> Any:
+def _arrow_table(rows: list[dict[str, Any]], columns: Sequence[tuple[str, str]], capture_set: str | None = None) -> Any:
+    """Rows as an Arrow table of exactly ``columns``; ``api_name`` is filled from
+    ``api_key`` and ``capture_set`` from the argument when the rows lack them."""
     import pyarrow as pa
 
     schema = pa.schema([(n, _pa_type(t)) for n, t in columns])
-    return pa.Table.from_arrays([pa.array([r.get(n) for r in rows], type=schema.field(n).type) for n, _ in columns],
-                                schema=schema)
+    arrays = []
+    for n, _ in columns:
+        if n == "api_name":
+            values = [r.get("api_name") or (api_name(r["api_key"]) if r.get("api_key") is not None else None)
+                      for r in rows]
+        elif n == "capture_set" and capture_set is not None:
+            values = [r.get("capture_set") or capture_set for r in rows]
+        else:
+            values = [r.get(n) for r in rows]
+        arrays.append(pa.array(values, type=schema.field(n).type))
+    return pa.Table.from_arrays(arrays, schema=schema)
 
 
 # --------------------------------------------------------------------------- worker side
@@ -167,6 +196,7 @@ class _FrameWriter:
 
     def __init__(self, folder: str, task_id: int, index: int, capture_set: str) -> None:
         self.path = os.path.join(folder, f"part-{task_id:05d}-{index:03d}.parquet")
+        os.makedirs(folder, exist_ok=True)
         self.tmp = self.path + f".tmp-{os.getpid()}"
         self.capture_set = capture_set
         self.rows: list[dict[str, Any]] = []
@@ -180,8 +210,6 @@ class _FrameWriter:
     def _flush(self) -> None:
         import pyarrow.parquet as pq
 
-        for r in self.rows:
-            r["capture_set"] = self.capture_set
         table = _arrow_table(self.rows, FRAME_COLUMNS)
         if self.writer is None:
             self.writer = pq.ParquetWriter(self.tmp, table.schema)
@@ -483,8 +511,7 @@ def run_stats(inputs: Sequence[str], out_dir: str | Path, opts: StatsOptions | N
         target = out / "frames"
         if target.exists():
             shutil.rmtree(target)
-        target.mkdir()
-        frames_dir = str(target)
+        frames_dir = str(target / f"capture_set={_partition_value(opts.capture_set)}")
     ticker = _ProgressThread(spark, say)
     ticker.start()
     try:
@@ -511,7 +538,7 @@ def run_stats(inputs: Sequence[str], out_dir: str | Path, opts: StatsOptions | N
         f"in {timings['decode_s']:.1f} s")
     collected = P.build_tables(merged, opts.capture_set)
     for name, rows_ in collected.items():
-        _write_parquet(out / name, _arrow_table(rows_, TABLE_SCHEMAS[name]))
+        _write_parquet(out / name, _arrow_table(rows_, TABLE_SCHEMAS[name], opts.capture_set))
     timings["stats_s"] = time.perf_counter() - t3
     timings["total_s"] = time.perf_counter() - t0
     timings["driver_cpu_s"] = time.process_time()
@@ -530,7 +557,7 @@ def run_stats(inputs: Sequence[str], out_dir: str | Path, opts: StatsOptions | N
     }
     (out / "run_manifest.json").write_text(json.dumps(manifest, indent=2, default=str), encoding="utf-8")
     for name in ("inputs", "problems"):
-        _write_small_parquet(out / name, collected[name])
+        _write_parquet(out / name, _arrow_table(collected[name], TABLE_SCHEMAS[name], opts.capture_set))
     result = StatsResult(out, collected, timings, len(tasks), len(files), problems)
     if opts.report:
         from kraft_jbod.analytics import report
@@ -560,8 +587,9 @@ def _write_parquet(target: Path, table: Any) -> None:
     pq.write_table(table, target / "part-0.parquet")
 
 
-def _write_small_parquet(target: Path, rows: list[dict[str, Any]]) -> None:
-    import pyarrow as pa
+def _partition_value(text: str) -> str:
+    """``text`` made safe as a Hive partition folder value (``/``, ``=`` and the like
+    percent-encoded, as Spark writes them)."""
+    from urllib.parse import quote
 
-    table = pa.Table.from_pylist(rows) if rows else pa.table({"source": pa.array([], pa.string())})
-    _write_parquet(target, table)
+    return quote(text, safe=" -_.,:@+")

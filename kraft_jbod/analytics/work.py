@@ -187,13 +187,90 @@ def _expand_local(text: str, problems: list[tuple[str, str]]) -> list[InputFile]
         return []
 
 
-def _expand_uri(text: str, problems: list[tuple[str, str]]) -> list[InputFile]:
+#: URI schemes the workers can read (through ``pyarrow.fs``): the pyarrow class that
+#: serves each, and what it needs from the machine.
+_SCHEMES: Final = {
+    "s3": ("S3FileSystem", "AWS credentials (AWS_* variables, ~/.aws or an instance role)"),
+    "gs": ("GcsFileSystem", "Google credentials (GOOGLE_APPLICATION_CREDENTIALS or "
+                            "`gcloud auth application-default login`)"),
+    "gcs": ("GcsFileSystem", "Google credentials (GOOGLE_APPLICATION_CREDENTIALS or "
+                             "`gcloud auth application-default login`)"),
+    "hdfs": ("HadoopFileSystem", "libhdfs: HADOOP_HOME (or ARROW_LIBHDFS_DIR) and CLASSPATH=$(hadoop classpath --glob)"),
+    "viewfs": ("HadoopFileSystem", "libhdfs: HADOOP_HOME (or ARROW_LIBHDFS_DIR) and "
+                                   "CLASSPATH=$(hadoop classpath --glob)"),
+    "abfs": ("AzureFileSystem", "Azure credentials"),
+    "abfss": ("AzureFileSystem", "Azure credentials"),
+}
+#: Seconds the driver waits for a remote filesystem to list an input.
+LIST_TIMEOUT_S: Final = float(os.environ.get("KRAFT_JBOD_LIST_TIMEOUT", "30"))
+
+
+def connector_problem(scheme: str) -> str | None:
+    """Why inputs of ``scheme`` cannot be read on this machine, found without network
+    access (so a missing connector fails at once instead of hanging); None when they
+    might be."""
+    entry = _SCHEMES.get(scheme.lower())
+    if entry is None:
+        known = ", ".join(f"{k}://" for k in _SCHEMES)
+        return f"no connector for {scheme}:// (the workers read {known} through pyarrow.fs)"
+    cls_name, needs = entry
     try:
         from pyarrow import fs as pafs
     except ImportError:
-        problems.append((text, "reading URIs needs pyarrow (pip install 'kraft-jbod[spark]')"))
-        return []
+        return "reading URIs needs pyarrow (pip install 'kraft-jbod[spark]')"
+    if getattr(pafs, cls_name, None) is None:
+        return f"this pyarrow build has no {cls_name}: the {scheme}:// connector is missing"
+    env = os.environ
+    if cls_name == "GcsFileSystem":
+        adc = os.path.join(os.path.expanduser("~"), ".config", "gcloud", "application_default_credentials.json")
+        if not (env.get("GOOGLE_APPLICATION_CREDENTIALS") or os.path.exists(adc) or env.get("GCE_METADATA_HOST")):
+            return (f"{scheme}:// needs {needs}; none is set up, and pyarrow's GCS connector would wait "
+                    "for a metadata server instead of failing")
+    if cls_name == "HadoopFileSystem" and not (env.get("HADOOP_HOME") or env.get("ARROW_LIBHDFS_DIR")):
+        return f"{scheme}:// needs {needs}; HADOOP_HOME is not set"
+    return None
+
+
+def _with_deadline(fn: Any, seconds: float) -> Any:
+    """``fn()`` in a daemon thread; TimeoutError when it takes longer than ``seconds``."""
+    import threading
+
+    box: dict[str, Any] = {}
+
+    def run() -> None:
+        try:
+            box["value"] = fn()
+        except BaseException as exc:
+            box["error"] = exc
+
+    t = threading.Thread(target=run, daemon=True, name="kraft-jbod-list")
+    t.start()
+    t.join(seconds)
+    if t.is_alive():
+        raise TimeoutError(f"no answer within {seconds:g} s")
+    if "error" in box:
+        raise box["error"]
+    return box["value"]
+
+
+def _expand_uri(text: str, problems: list[tuple[str, str]]) -> list[InputFile]:
     scheme = text.split("://", 1)[0]
+    why = connector_problem(scheme)
+    if why is not None:
+        problems.append((text, why))
+        return []
+    try:
+        out = _with_deadline(lambda: _list_uri(text, scheme, problems), LIST_TIMEOUT_S)
+    except TimeoutError as exc:
+        problems.append((text, f"cannot list: {exc} (network, endpoint or {_SCHEMES[scheme.lower()][1]}?)"))
+        return []
+    result: list[InputFile] = out
+    return result
+
+
+def _list_uri(text: str, scheme: str, problems: list[tuple[str, str]]) -> list[InputFile]:
+    from pyarrow import fs as pafs
+
     pattern: str | None = None
     base = text
     if _GLOB.search(text.split("://", 1)[1]):

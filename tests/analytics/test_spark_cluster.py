@@ -113,10 +113,13 @@ def _stats(args: list[str], env: dict[str, str], cwd: Path) -> subprocess.Comple
                           capture_output=True, text=True, timeout=300)
 
 
+_RUN_DEPENDENT = frozenset(("wall_s", "cpu_s", "max_rss_kb", "pid"))  # of the inputs table
+
+
 def _tables(out: Path) -> dict[str, list[dict[str, Any]]]:
     got = {}
     for name in TABLE_SCHEMAS:
-        rows = pq.read_table(out / name).to_pylist()
+        rows = [{k: v for k, v in r.items() if k not in _RUN_DEPENDENT} for r in pq.read_table(out / name).to_pylist()]
         got[name] = sorted(rows, key=lambda r: repr(sorted(r.items())))
     return got
 
