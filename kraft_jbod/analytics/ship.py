@@ -41,7 +41,7 @@ def _package_root() -> Path:
 
 
 def _sources(root: Path) -> list[Path]:
-    out = []
+    out: list[Path] = []
     for dirpath, dirs, files in os.walk(root):
         dirs[:] = sorted(d for d in dirs if d != "__pycache__")
         out.extend(Path(dirpath) / f for f in sorted(files) if f.endswith(".py") or f == "py.typed")

@@ -34,7 +34,6 @@ import os
 import re
 import resource
 import time
-import zlib
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from typing import Any, BinaryIO, Final
@@ -195,7 +194,8 @@ _SCHEMES: Final = {
                             "`gcloud auth application-default login`)"),
     "gcs": ("GcsFileSystem", "Google credentials (GOOGLE_APPLICATION_CREDENTIALS or "
                              "`gcloud auth application-default login`)"),
-    "hdfs": ("HadoopFileSystem", "libhdfs: HADOOP_HOME (or ARROW_LIBHDFS_DIR) and CLASSPATH=$(hadoop classpath --glob)"),
+    "hdfs": ("HadoopFileSystem", "libhdfs: HADOOP_HOME (or ARROW_LIBHDFS_DIR) and "
+                                 "CLASSPATH=$(hadoop classpath --glob)"),
     "viewfs": ("HadoopFileSystem", "libhdfs: HADOOP_HOME (or ARROW_LIBHDFS_DIR) and "
                                    "CLASSPATH=$(hadoop classpath --glob)"),
     "abfs": ("AzureFileSystem", "Azure credentials"),

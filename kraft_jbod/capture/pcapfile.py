@@ -3,10 +3,10 @@
 Strategy: the file object is read in large chunks (1 MiB) into one ``bytes`` buffer and
 record headers are unpacked in place with precompiled :class:`struct.Struct` objects
 derived from the layouts declared in :mod:`.headers` (file headers, SHB and IDB are
-parsed with construct itself); only each packet's data is sliced out. Memory is bounded by the chunk size plus the largest
-record, never by the file size, and the file object need not be seekable (pipes work).
-Measured faster than dpkt's readers (see tools/bench/bench_capture_read.py and the report
-in the module's git history), and it needs no dependency.
+parsed with construct itself); only each packet's data is sliced out. Memory is bounded
+by the chunk size plus the largest record, never by the file size, and the file object
+need not be seekable (pipes work). Measured faster than dpkt's readers (see
+tools/bench/bench_capture_read.py and the report in the module's git history).
 
 Invariants:
 
