@@ -1,9 +1,10 @@
 """Ship the kraft_jbod package to a cluster's executors, and name what a failed job lacked.
 
 Strategy: on a non-local master the driver zips the ``kraft_jbod`` package it runs from
-(Python sources only, a few MB) and adds the zip as a py-file (``addPyFile``, or
-``addArtifacts(pyfile=True)`` under Spark Connect), so executors that have pyspark,
-pyarrow, pandas, crc32c and cramjam but not kraft-jbod run the job unchanged, with the
+(Python sources only, a few MB) together with its pure-Python dependency ``construct``,
+and adds the zip as a py-file (``addPyFile``, or ``addArtifacts(pyfile=True)`` under
+Spark Connect), so executors that have pyspark, pyarrow, pandas and the two native
+dependencies (crc32c, cramjam) but not kraft-jbod run the job unchanged, with the
 driver's exact code. The zip lives in the user's cache folder under a name carrying a
 hash of every shipped file's path, size and mtime, so it is rebuilt only when the code
 changes; it is written under a temporary name and renamed, so concurrent runs never see
@@ -14,8 +15,8 @@ Invariants:
 * Nothing is shipped to ``local[...]`` masters (the workers import the driver's package).
 * A zip already named in ``spark.submit.pyFiles`` as ``kraft_jbod*.zip`` means the user
   shipped the package: nothing is added.
-* The zip holds ``kraft_jbod/**.py`` and ``py.typed`` only, in sorted order with fixed
-  timestamps, so the same sources give the same bytes.
+* The zip holds ``kraft_jbod/**.py``, ``construct/**.py`` and ``py.typed`` only, in
+  sorted order with fixed timestamps, so the same sources give the same bytes.
 """
 
 from __future__ import annotations
@@ -34,10 +35,12 @@ _FIXED_TIME: Final = (2020, 1, 1, 0, 0, 0)
 _PY_ERROR: Final = re.compile(r"^(?:[\w.]+\.)?(\w+(?:Error|Exception|Exit)): (.*)$", re.MULTILINE)
 
 
-def _package_root() -> Path:
+def _package_roots() -> list[Path]:
+    import construct
+
     import kraft_jbod
 
-    return Path(kraft_jbod.__file__).resolve().parent
+    return [Path(m.__file__ or "").resolve().parent for m in (kraft_jbod, construct)]
 
 
 def _sources(root: Path) -> list[Path]:
@@ -54,20 +57,19 @@ def package_zip(cache_dir: Path) -> Path:
     Raises:
         OSError: the cache folder or the zip cannot be written.
     """
-    root = _package_root()
-    files = _sources(root)
+    files = [(root, f) for root in _package_roots() for f in _sources(root)]
     h = hashlib.sha256()
-    for f in files:
+    for root, f in files:
         st = f.stat()
-        h.update(f"{f.relative_to(root)}|{st.st_size}|{st.st_mtime_ns}\n".encode())
+        h.update(f"{root.name}/{f.relative_to(root)}|{st.st_size}|{st.st_mtime_ns}\n".encode())
     target = cache_dir / f"kraft_jbod-{h.hexdigest()[:16]}.zip"
     if target.exists():
         return target
     cache_dir.mkdir(parents=True, exist_ok=True)
     tmp = target.with_name(f"{target.name}.tmp-{os.getpid()}")
     with zipfile.ZipFile(tmp, "w", zipfile.ZIP_DEFLATED) as zf:
-        for f in files:
-            info = zipfile.ZipInfo(f"kraft_jbod/{f.relative_to(root).as_posix()}", _FIXED_TIME)
+        for root, f in files:
+            info = zipfile.ZipInfo(f"{root.name}/{f.relative_to(root).as_posix()}", _FIXED_TIME)
             info.compress_type = zipfile.ZIP_DEFLATED
             info.external_attr = 0o644 << 16
             zf.writestr(info, f.read_bytes())

@@ -4,8 +4,9 @@ cannot import kraft_jbod: the job ships its own package and gives the local run'
 The cluster is pyspark's own: a master and one worker started with ``spark-class`` on
 127.0.0.1 (web UIs on loopback, REST server off). The workers' Python is a fresh venv
 whose only extra path is a copy-by-symlink of this venv's site-packages *without*
-kraft_jbod (and without the ``.pth`` hooks of an editable install), so it has pyarrow,
-pandas, crc32c and cramjam but not the package; the test checks that premise first.
+kraft_jbod and construct (and without the ``.pth`` hooks of an editable install), so it
+has pyarrow, pandas, crc32c and cramjam but not the package; the test checks that
+premise first.
 Input: one small capture (the built-in KIP-858 sample), so the run is start-up bound.
 """
 
@@ -48,7 +49,8 @@ def _worker_python(base: Path) -> Path:
     filtered.mkdir(parents=True)
     for entry in site_src.iterdir():
         name = entry.name.lower()
-        if name.startswith(("kraft_jbod", "__editable__", "_kraft")) or name.endswith(".pth"):
+        # construct too: the job ships it with the package (it is pure Python).
+        if name.startswith(("kraft_jbod", "__editable__", "_kraft", "construct")) or name.endswith(".pth"):
             continue
         (filtered / entry.name).symlink_to(entry)
     env_dir = base / "env"

@@ -157,3 +157,32 @@ def test_unreadable_scheme_fails_at_once_naming_the_connector(tmp_path: Path, ca
         err = capsys.readouterr().err
         assert rc == 2 and uri in err and words in err and "Traceback" not in err, err
         assert time.monotonic() - t0 < 5
+
+
+def test_cds_archive_key_and_rejection(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from kraft_jbod.analytics import job
+
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path))
+    monkeypatch.delenv("KRAFT_JBOD_SPARK_CDS", raising=False)
+    base = job._cds_key({})
+    assert job._cds_key({"spark.jars": "/x.jar"}) != base
+    home = tmp_path / "spark-home"
+    (home / "jars").mkdir(parents=True)
+    monkeypatch.setenv("SPARK_HOME", str(home))
+    assert job._cds_key({}) != base
+    # No archive yet: the JVM is asked to dump one at exit.
+    first = job._Cds({})
+    assert any(f.startswith("-XX:ArchiveClassesAtExit=") for f in first.flags)
+    # An archive the JVM did not map is deleted, so the next run dumps a fresh one.
+    archive = tmp_path / "kraft-jbod" / f"spark-{job._cds_key({})}.jsa"
+    archive.write_bytes(b"stale")
+    cds = job._Cds({})
+    assert cds.archive == archive and any(f.startswith("-XX:SharedArchiveFile=") for f in cds.flags)
+    assert cds.log is not None
+    cds.log.write_text("[info][cds] UseSharedSpaces: shared class paths mismatch\n")
+    assert cds.check() is False and not archive.exists()
+    archive.write_bytes(b"good")
+    cds = job._Cds({})
+    assert cds.log is not None
+    cds.log.write_text("[info][cds] Mapped dynamic region #0 at base 0x1\n")
+    assert cds.check() is True and archive.exists()
