@@ -144,3 +144,8 @@ def test_unit_partial_reports_problems_and_writes_frames(tmp_path: Path, mixed_p
     assert (status / "t7-0").read_text() == str(part.counts[R.RTYPE_FRAME])
     with pytest.raises((KeyError, TypeError, ValueError)):
         P.Partial.from_state({"conf": []})
+
+
+def test_counter_positions_follow_their_names() -> None:
+    for i, name in enumerate(P.COUNTERS):
+        assert getattr(P, f"_{name.upper()}") == i
