@@ -40,10 +40,11 @@ from typing import Any, BinaryIO, Final
 
 from kraft_jbod.analytics import rows as R
 from kraft_jbod.analytics.kip858 import EventCollector
-from kraft_jbod.capture.kafka import API_VERSIONS, DecodedFrame, KafkaDecoder, is_request
+from kraft_jbod.capture.kafka import DecodedFrame, KafkaDecoder, is_request
 from kraft_jbod.capture.pipeline import Bucket, CapturePipeline, bucket_of
 from kraft_jbod.capture.streams import FlowEnd, Frame
 from kraft_jbod.errors import DecodeError, KraftJbodError
+from kraft_jbod.messages.api_keys import ApiKey
 
 __all__ = [
     "CAPTURE_SUFFIXES",
@@ -400,7 +401,7 @@ class _TaskRun:
     def frame(self, f: DecodedFrame) -> Iterator[dict[str, Any]]:
         c = self._facts(f.connection_id)
         body = f.body
-        if f.api_key == API_VERSIONS and body is not None:
+        if f.api_key == ApiKey.API_VERSIONS and body is not None:
             if f.kind == "request":
                 name = getattr(body, "client_software_name", None)
                 if name:
