@@ -48,6 +48,7 @@ from kraft_jbod.analytics import partials as P
 from kraft_jbod.analytics import ship, work
 from kraft_jbod.analytics.rows import COLUMNS, RTYPE_CONN, RTYPE_FRAME, api_name
 from kraft_jbod.errors import KraftJbodError
+from kraft_jbod.messages.error_codes import ErrorCode
 
 __all__ = ["FRAME_COLUMNS", "SparkJobError", "StatsOptions", "StatsResult", "build_session",
            "run_stats", "unit_partial"]
@@ -125,7 +126,8 @@ def _pa_type(t: str) -> Any:
 
 # Types: "timestamp" is an Arrow timestamp (ns, UTC) filled from epoch nanoseconds,
 # "duration" an Arrow duration (ns). Every table starts with its capture set, and an
-# ``api_name`` column stands beside each ``api_key`` (filled from the key when writing).
+# ``api_name`` column stands beside each ``api_key`` and ``error_name`` (Kafka's name)
+# beside ``error_code`` (filled from the key or code when writing).
 _CS: Final = (("capture_set", "string"),)
 _API: Final = (("api_key", "int16"), ("api_name", "string"))
 _KEY_TYPES: Final = (*_API, ("api_version", "int16"), ("kind", "string"), ("software_name", "string"),
@@ -141,7 +143,8 @@ TABLE_SCHEMAS: Final[dict[str, tuple[tuple[str, str], ...]]] = {
     "overall": (*_CS, *_MEASURES, ("connections", "int64")),
     "latency": (*_CS, *_API, ("api_version", "int16"), ("responses", "int64"), *_LAT_COLS),
     "latency_hist": (*_CS, *_API, ("bucket", "int32"), ("count", "int64")),
-    "error_codes": (*_CS, *_API, ("api_version", "int16"), ("error_code", "int16"), ("level", "string"),
+    "error_codes": (*_CS, *_API, ("api_version", "int16"), ("error_code", "int16"), ("error_name", "string"),
+                    ("level", "string"),
                     ("count", "int64")),
     "versions": (*_CS, ("software_name", "string"), ("software_version", "string"), *_API,
                  ("versions_used", "list<int16>"), ("max_used", "int16"), ("advertised_min", "int16"),
@@ -176,6 +179,8 @@ def _arrow_table(rows: list[dict[str, Any]], columns: Sequence[tuple[str, str]],
         if n == "api_name":
             values = [r.get("api_name") or (api_name(r["api_key"]) if r.get("api_key") is not None else None)
                       for r in rows]
+        elif n == "error_name":
+            values = [ErrorCode.name_of(r["error_code"]) if r.get("error_code") is not None else None for r in rows]
         elif n == "capture_set" and capture_set is not None:
             values = [r.get("capture_set") or capture_set for r in rows]
         else:
