@@ -16,7 +16,7 @@ import pytest
 from kraft_jbod import messages
 from kraft_jbod.wire.message import Message
 from tests.oracles.differential import java_ranges as _java_ranges_of
-from tests.oracles.differential import older_json_names, sweep
+from tests.oracles.differential import older_json_names, respecified_versions, sweep
 from tests.oracles.java_oracle import JavaOracle
 
 CHECKED: set[tuple[str, int, int]] = set()
@@ -47,7 +47,9 @@ def test_against_java(
         return
     jlo, jhi = java_ranges[api_key]
     lo, hi = max(jlo, cls.VALID_VERSIONS[0]), min(jhi, cls.VALID_VERSIONS[1])
-    versions = list(range(lo, hi + 1))
+    # Versions Kafka re-specified after 3.9 (share-group APIs changed v0 while unstable):
+    # we follow 4.4 there, so 3.9.1 is not the judge of them.
+    versions = [v for v in range(lo, hi + 1) if v not in respecified_versions(cls.NAME)]
     assert versions, f"no common versions for {cls.NAME}"
     # 3.9.1 still uses the names some fields had before 4.x renamed them.
     sweep(
@@ -62,9 +64,9 @@ def test_sweep_covered_every_common_version(java_ranges: dict[int, tuple[int, in
             continue
         cls = messages.request_class(key) if kind == "request" else messages.response_class(key)
         lo, hi = max(java_ranges[key][0], cls.VALID_VERSIONS[0]), min(java_ranges[key][1], cls.VALID_VERSIONS[1])
-        expected |= {(kind, key, v) for v in range(lo, hi + 1)}
+        expected |= {(kind, key, v) for v in range(lo, hi + 1) if v not in respecified_versions(cls.NAME)}
     missing = expected - CHECKED
     assert not missing, f"{len(missing)} combinations not checked, e.g. {sorted(missing)[:5]}"
     # kafka-clients 3.9.1 and our union schemas share this many (kind, api key, version) triples.
-    assert len(CHECKED) == len(expected) >= 646
+    assert len(CHECKED) == len(expected) >= 645
     print(f"\nkafka-clients 3.9.1 oracle: {len(CHECKED)} (kind, api key, version) checked")

@@ -35,6 +35,13 @@ def older_json_names(message: str) -> dict[str, str]:
     return {_camel(new): _camel(old) for old, new in row.get("renamed", {}).items()}
 
 
+def respecified_versions(message: str, source: str = "snapshot-2024-10-25") -> set[int]:
+    """Versions ``source`` (which kafka-clients 3.9 matches) lays out differently from the
+    Kafka 4.4 schemas we follow (schemas/versions.json: Kafka changed them while unstable)."""
+    row = json.loads(VERSIONS_TABLE.read_text(encoding="utf-8"))["messages"].get(message, {})
+    return set(row.get("respecified", {}).get(source, []))
+
+
 def rename_keys(value: Any, names: dict[str, str]) -> Any:
     if not names:
         return value

@@ -316,6 +316,32 @@ def merge_specs(specs: list[MessageSpec | None]) -> tuple[MessageSpec, dict[int,
     return parse_schema(json.dumps(merged.raw()), newest.source), owner, dict(sorted(ctx.renamed.items()))
 
 
+def _layout(fields: list[FieldSpec], v: int) -> list[object]:
+    """The wire layout of resolved ``fields`` at ``v`` (names left out)."""
+    return [
+        (_wire_key(f, v)[:5], _layout(f.struct.fields, v) if f.struct is not None else None)
+        for f in fields
+        if v in f.versions
+    ]
+
+
+def respecified(specs: list[MessageSpec | None]) -> dict[int, list[int]]:
+    """Per older source index, versions it defines that the newest source lays out
+    differently (Kafka changed a version while it was unstable, e.g. share-group v0)."""
+    present = [(i, s) for i, s in enumerate(specs) if s is not None and not s.valid_versions.empty]
+    if len(present) < 2:
+        return {}
+    _, newest = present[-1]
+    out: dict[int, list[int]] = {}
+    for i, s in present[:-1]:
+        shared = s.valid_versions.intersect(newest.valid_versions)
+        for v in range(shared.lo, shared.hi + 1) if not shared.empty else ():
+            same_flex = (v in s.flexible_versions) == (v in newest.flexible_versions)
+            if not same_flex or _layout(s.root.fields, v) != _layout(newest.root.fields, v):
+                out.setdefault(i, []).append(v)
+    return out
+
+
 def _key(spec: MessageSpec) -> tuple[str, object]:
     """Messages are the same across sources when their api key and type match (the name
     may change, as ListClientMetricsResources became ListConfigResources), else by name."""
@@ -353,6 +379,10 @@ def union(sources: list[Source]) -> tuple[dict[str, dict[str, str]], dict[str, o
             row: dict[str, object] = {"defined_by": ranges, "in": known_in}
             if renamed:
                 row["renamed"] = renamed  # older sources' field names, for peers that still use them
+            changed = respecified(specs)
+            if changed:
+                # versions an older release spoke with another layout; the newest wins here
+                row["respecified"] = {sources[i].label: vs for i, vs in changed.items()}
             messages[merged.name] = row
         files[category] = out
     table["messages"] = dict(sorted(messages.items()))
