@@ -50,7 +50,8 @@ KIO = _kio_versions()
 def _kio_domains(value: Any, codes: list[int], data: st.DataObject) -> None:
     """Keep values inside the domains kio types more narrowly than the wire.
 
-    kio reads timestamp fields as datetimes (-1 or a time before year 9999) and error
+    kio reads timestamp and ``*_ms`` fields as datetimes or timedeltas (-1, or a value
+    Python's datetime arithmetic can hold; we keep them below 2**31) and error
     codes as its enum (codes Kafka defines). A value already inside the domain (such as
     the default 0 of a field absent at the version) is left alone.
     """
@@ -61,8 +62,8 @@ def _kio_domains(value: Any, codes: list[int], data: st.DataObject) -> None:
         for f in value._FIELDS:
             item = getattr(value, f.attr)
             if isinstance(item, int) and not isinstance(item, bool):
-                if f.attr.endswith(("time_ms", "timestamp")) and not -1 <= item < 1 << 43:
-                    setattr(value, f.attr, -1 if item < 0 else item % (1 << 43))
+                if (f.attr.endswith("_ms") or "timestamp" in f.attr) and not -1 <= item < 1 << 31:
+                    setattr(value, f.attr, -1 if item < 0 else item % (1 << 31))
                 elif f.attr.endswith("error_code") and item not in codes:
                     setattr(value, f.attr, data.draw(st.sampled_from(codes)))
             else:
