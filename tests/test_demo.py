@@ -9,7 +9,7 @@ import pytest
 from kraft_jbod import cli
 from kraft_jbod.capture.kafka import decode_capture
 from kraft_jbod.capture.pcapfile import iter_packets
-from kraft_jbod.demo import BROKERS, FAILED_BROKER, image_from_log, run
+from kraft_jbod.demo.scenario import BROKERS, FAILED_BROKER, image_from_log, run
 from kraft_jbod.messages.broker_registration_change_record import BrokerRegistrationChangeRecord
 from kraft_jbod.messages.register_broker_record import RegisterBrokerRecord
 

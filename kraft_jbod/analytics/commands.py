@@ -10,16 +10,16 @@ go to stderr, the summary to stdout.
 from __future__ import annotations
 
 import argparse
-import sys
 import time
 from typing import Any
+
+from kraft_jbod import console
 
 __all__ = ["cmd_stats", "register"]
 
 
 def _say(text: str) -> None:
-    sys.stderr.write(f"[stats {time.strftime('%H:%M:%S')}] {text}\n")
-    sys.stderr.flush()
+    console.note(f"[stats {time.strftime('%H:%M:%S')}] {text}")
 
 
 def _conf(items: list[str] | None) -> dict[str, str]:
@@ -33,18 +33,16 @@ def _conf(items: list[str] | None) -> dict[str, str]:
 
 
 def cmd_stats(args: argparse.Namespace) -> int:
-    from kraft_jbod.analytics.work import InputError
-
     try:
         conf = _conf(args.conf)
     except ValueError as exc:
-        sys.stderr.write(f"kraft-jbod: stats: {exc}\n")
-        return 2
-    try:
-        from kraft_jbod.analytics.job import StatsOptions, run_stats
-    except ImportError as exc:  # pragma: no cover - depends on the installed extras
-        sys.stderr.write(f"kraft-jbod: stats needs the spark extra (pip install 'kraft-jbod[spark]'): {exc}\n")
-        return 2
+        return console.fail(f"stats: {exc}")
+    # Checked before any import that needs them, so the message is one line, not a traceback.
+    console.require("stats", "pyspark", "pyarrow", "pandas")
+    _require_java()
+    from kraft_jbod.analytics.job import StatsOptions, run_stats
+    from kraft_jbod.analytics.work import InputError
+
     opts = StatsOptions(master=args.master, conf=conf, ports=args.port or None,
                         split_bytes=int(args.split_mb * (1 << 20)), decode_path=args.decode_path,
                         keep_going=args.keep_going, write_frames=args.frames and not args.no_frames,
@@ -52,10 +50,9 @@ def cmd_stats(args: argparse.Namespace) -> int:
     try:
         result = run_stats(args.inputs, args.out, opts, progress=None if args.quiet else _say)
     except InputError as exc:
-        sys.stderr.write(f"kraft-jbod: stats: {exc}\n")
-        return 2
-    sys.stdout.write(result.summary + "\n")
-    sys.stdout.write(f"tables and report.html in {result.out_dir}\n")
+        return console.fail(f"stats: {exc}")
+    console.line(result.summary)
+    console.line(f"tables and report.html in {result.out_dir}")
     overall = (result.tables.get("overall") or [{}])[0]
     violations = [v for v in result.tables.get("violations", []) if v.get("verdict") == "violation"]
     failed = False
@@ -65,6 +62,19 @@ def cmd_stats(args: argparse.Namespace) -> int:
             overall.get("truncated") or 0):
         failed = True
     return 1 if failed else 0
+
+
+def _require_java() -> None:
+    """Spark runs on a JVM: say so in one line rather than let py4j print a traceback."""
+    import os
+    import shutil
+    from pathlib import Path
+
+    from kraft_jbod.errors import ConfigError
+
+    home = os.environ.get("JAVA_HOME")
+    if shutil.which("java") is None and not (home and Path(home, "bin", "java").exists()):
+        raise ConfigError("stats: Spark needs Java 17 or newer; install it or set JAVA_HOME (see docs/spark.md)")
 
 
 def register(sub: Any) -> None:

@@ -4,9 +4,11 @@
 handler returns an exit code: 0 success, 1 some frame did not decode (truncated frames,
 which the capture cut, do not count), 2 unreadable input or bad usage.
 
-The progress bar (tqdm, on stderr) follows the bytes read from each file; it appears only
-when stderr is a terminal and the file takes more than a moment, and ``--no-progress``
-turns it off.
+The progress bar (tqdm, on stderr) follows the bytes read from each file: one bar per
+input, named after the file, with percentage and ETA, cleared when the file is done so
+no stray line stays behind. It appears only when stderr is a terminal and the file takes
+more than a moment; ``--no-progress`` turns it off. Output goes through
+:mod:`kraft_jbod.console` only.
 """
 
 from __future__ import annotations
@@ -19,6 +21,7 @@ from contextlib import ExitStack
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, BinaryIO, TextIO
 
+from kraft_jbod import console
 from kraft_jbod.errors import DecodeError
 
 if TYPE_CHECKING:
@@ -34,20 +37,23 @@ __all__ = ["cmd_decode", "cmd_listen", "listen", "register"]
 
 
 def _fail(msg: str) -> int:
-    sys.stderr.write(f"kraft-jbod: {msg}\n")
-    return 2
+    return console.fail(msg)
 
 
 def _frames(fh: BinaryIO, ports: list[int] | None, summary: Summary,
-            check_canonical: bool, name: str = "") -> Iterator[DecodedFrame]:
+            check_canonical: bool, name: str = "", bar: Any = None) -> Iterator[DecodedFrame]:
     from kraft_jbod.capture.kafka import KafkaDecoder, decode_capture
 
     dec = KafkaDecoder(check_canonical=check_canonical)
 
     def cut_short(offset: int) -> None:
         summary.files_cut_short.append((name, offset))
-        sys.stderr.write(f"kraft-jbod: {name}: the capture file ends inside a record at byte {offset} "
-                         "(cut short); everything before it was decoded\n")
+        text = (f"{name}: the capture file ends inside a record at byte {offset} "
+                "(cut short); everything before it was decoded")
+        if bar is not None:
+            bar.write(f"kraft-jbod: {text}", file=console.stderr())  # above the bar, not through it
+        else:
+            console.error(text)
 
     for f in decode_capture(fh, ports=ports, decoder=dec, on_truncated=cut_short):
         summary.add(f)
@@ -77,7 +83,7 @@ def cmd_decode(args: argparse.Namespace) -> int:
             except OSError as exc:
                 return _fail(f"cannot write {args.output}: {exc.strerror}")
         else:
-            out = None if args.summary else sys.stdout
+            out = None if args.summary else console.stdout()
         for name, path in sources:
             if path is None:
                 fh: BinaryIO = io.BytesIO(build_sample())
@@ -89,22 +95,26 @@ def cmd_decode(args: argparse.Namespace) -> int:
                 except OSError as exc:
                     return _fail(f"cannot read {name}: {exc.strerror}")
             reader: Any = fh
+            bar: Any = None
             if show_progress and size:
                 from tqdm import tqdm
+                from tqdm.utils import CallbackIOWrapper
 
-                bar = stack.enter_context(tqdm(total=size, unit="B", unit_scale=True,
-                                               desc=Path(name).name, file=sys.stderr,
-                                               delay=0.5, leave=False))
-                reader = stack.enter_context(bar.wrapattr(fh, "read"))
+                # One bar per file; CallbackIOWrapper feeds it without opening a second,
+                # bare bar as tqdm.wrapattr does; leave=False clears it when done.
+                bar = stack.enter_context(tqdm(total=size, unit="B", unit_scale=True, unit_divisor=1024,
+                                               desc=Path(name).name, file=console.stderr(),
+                                               delay=0.5, leave=False, dynamic_ncols=True))
+                reader = CallbackIOWrapper(bar.update, fh, "read")
             try:
-                for f in _frames(reader, ports, summary, not args.no_canonical, name):
+                for f in _frames(reader, ports, summary, not args.no_canonical, name, bar):
                     if out is not None:
                         out.write(frame_to_line(f))
                         out.write("\n")
             except DecodeError as exc:
                 return _fail(f"{name}: not a readable capture: {exc}")
     if args.summary:
-        sys.stdout.write(summary.render() + "\n")
+        console.line(summary.render())
     return 1 if summary.undecoded else 0
 
 
@@ -119,7 +129,7 @@ async def listen(host: str, port: int, out: TextIO, *, count: int | None = None,
     """
     import asyncio
 
-    import asyncio_dgram
+    import asyncio_dgram  # the `net` extra; cmd_listen checks for it first
 
     from kraft_jbod.capture.output import frame_to_line
     from kraft_jbod.capture.tap import TapListener
@@ -163,8 +173,9 @@ def cmd_listen(args: argparse.Namespace) -> int:
         port = int(port_text)
     except ValueError:
         return _fail(f"listen: expected HOST:PORT, got {args.address!r}")
+    console.require("capture listen", "asyncio_dgram")
     try:
-        asyncio.run(listen(host, port, sys.stdout, count=args.count, timeout=args.timeout))
+        asyncio.run(listen(host, port, console.stdout(), count=args.count, timeout=args.timeout))
     except OSError as exc:
         return _fail(f"listen: cannot bind {args.address}: {exc.strerror or exc}")
     return 0

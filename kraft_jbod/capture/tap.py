@@ -29,15 +29,18 @@ import ipaddress
 import struct
 import time
 from pathlib import Path
-from typing import BinaryIO, Final
-
-import asyncio_dgram
+from typing import TYPE_CHECKING, BinaryIO, Final
 
 from kraft_jbod.capture.kafka import DecodedFrame, KafkaDecoder
 from kraft_jbod.capture.pcapng_writer import PcapngWriter, TcpConversation
 from kraft_jbod.capture.reassembly import Data, Gap, format_endpoint
 from kraft_jbod.capture.streams import Flow, FlowEnd, Frame, FrameSplitter
 from kraft_jbod.errors import EncodeError
+
+if TYPE_CHECKING:
+    # asyncio-dgram (the `net` extra) is imported only when mirroring over UDP: writing a
+    # pcapng needs nothing beyond the base install.
+    import asyncio_dgram
 
 __all__ = ["MAGIC", "MAX_CHUNK", "FrameTap", "TapConnection", "TapDatagram", "TapListener",
            "parse_datagram"]
@@ -186,6 +189,8 @@ class FrameTap:
     async def start(self) -> None:
         """Open the UDP socket (when mirroring). Raises OSError if it cannot."""
         if self.udp is not None and self._stream is None:
+            import asyncio_dgram
+
             self._stream = await asyncio_dgram.connect(self.udp)
             self._wake = asyncio.Event()
             self._task = asyncio.get_running_loop().create_task(self._drain())
@@ -207,6 +212,8 @@ class FrameTap:
         self._wake.set()
 
     async def _drain(self) -> None:
+        import asyncio_dgram
+
         assert self._stream is not None and self._wake is not None
         while True:
             await self._wake.wait()

@@ -4,9 +4,12 @@
 input was read but something in it failed, 2 bad usage or unreadable input), and
 ``kraft_jbod.cli.main`` turns a ``KraftJbodError`` into a message and exit code 2.
 
-``controller`` prints exactly one line ``listening on HOST:PORT`` per controller listener
-(IPv6 hosts in brackets) once every listener accepts, and flushes stdout, so a script
-can read the port of ``:0`` listeners. Logs go to stderr. SIGINT/SIGTERM stop it
+``controller`` prints exactly one line ``listening on NAME HOST:PORT`` per address it
+serves (IPv6 hosts in brackets) once every one accepts, controller listeners first, then
+client listeners, then ``ADMIN`` and ``METRICS`` (one HTTP endpoint serves both), and
+flushes stdout, so a script can read the port of ``:0`` listeners. A fixed port already
+in use is reported before anything is created on disk. Logs go to stderr; output goes
+through :mod:`kraft_jbod.console` only. SIGINT/SIGTERM stop it
 gracefully: connections closed, the in-flight append finished, the log fsync'd.
 
 asyncio and the server are imported only when a command runs, so ``kraft-jbod --help``
@@ -22,6 +25,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
+from kraft_jbod import console
 from kraft_jbod.errors import ConfigError, DecodeError, KraftJbodError
 
 
@@ -64,8 +68,33 @@ def _setup_logging(level: str) -> None:
     )
 
 
-def _host_port(host: str, port: int) -> str:
-    return f"[{host}]:{port}" if ":" in host else f"{host}:{port}"
+def check_ports_free(addresses: list[tuple[str, str | None, int]]) -> None:
+    """Bind and release every fixed port before the server touches the disk.
+
+    A port in use then fails the command with one line and no half-made metadata dir.
+    (The server still handles the race where another process takes the port meanwhile.)
+
+    Raises:
+        ConfigError: ``NAME host:port`` cannot be bound, with the reason.
+    """
+    import socket
+
+    for name, host, port in addresses:
+        if port == 0:
+            continue
+        try:
+            infos = socket.getaddrinfo(host or None, port, type=socket.SOCK_STREAM, flags=socket.AI_PASSIVE)
+        except OSError as exc:
+            raise ConfigError(f"{name} listener {host}:{port}: {exc.strerror or exc}") from None
+        family, kind, proto, _, sockaddr = infos[0]
+        with socket.socket(family, kind, proto) as s:
+            # asyncio binds with SO_REUSEADDR too: a port in TIME_WAIT is free for both.
+            s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+            try:
+                s.bind(sockaddr)
+            except OSError as exc:
+                where = console.host_port(host or "0.0.0.0", port)
+                raise ConfigError(f"{name} listener {where}: {exc.strerror or exc}") from None
 
 
 def cmd_controller(args: argparse.Namespace) -> int:
@@ -88,11 +117,21 @@ def cmd_controller(args: argparse.Namespace) -> int:
         if not sep or not port.isdigit() or not host:
             raise ConfigError(f"--mirror {args.mirror!r}: expected HOST:PORT")
         mirror = (host.strip("[]"), int(port))
+    if mirror is not None:
+        console.require("controller --mirror (the UDP frame tap)", "asyncio_dgram")
     extensions = None
     if args.extensions is not None:
         from kraft_jbod.controller.extensions import Extensions
 
         extensions = Extensions.load(args.extensions)
+        if extensions.statsd is not None:
+            console.require("statsd metrics", "asyncio_dgram")
+    fixed: list[tuple[str, str | None, int]] = [(li.name, li.bind_host, li.port) for li in cfg.controller_listeners]
+    if extensions is not None:
+        fixed += [(cl.name, cl.host, cl.port) for cl in extensions.client_listeners]
+        if extensions.admin is not None:
+            fixed.append(("ADMIN", extensions.admin[0], extensions.admin[1]))
+    check_ports_free(fixed)
     return asyncio.run(
         _run_controller(cfg, args.cluster_id, level, not args.no_fsync, args.capture, mirror, extensions)
     )
@@ -138,9 +177,15 @@ async def _serve(
         cfg, cluster_id=cluster_id, metadata_version=level, fsync=fsync, tap=tap, extensions=extensions
     )
     async with server:
-        for host, port in server.addresses:
-            sys.stdout.write(f"listening on {_host_port(host, port)}\n")
-        sys.stdout.flush()
+        for listener, (host, port) in zip(cfg.controller_listeners, server.addresses, strict=False):
+            console.listening(listener.name, host, port)
+        if extensions is not None:
+            for name, (host, port) in extensions.client_addresses.items():
+                console.listening(name, host, port)
+            if extensions.admin_address is not None:
+                host, port = extensions.admin_address
+                console.listening("ADMIN", host, port)
+                console.listening("METRICS", host, port)
         logging.getLogger(__name__).info(
             "controller %d of cluster %s serving %s", cfg.node_id, server.cluster_id, server.addresses
         )
@@ -160,7 +205,7 @@ def cmd_log_dump(args: argparse.Namespace) -> int:
     _setup_logging("WARNING")
     directory = resolve_log_dir(args.dir)
     metadata_log = MetadataLog.open(directory, read_only=True)
-    out = sys.stdout
+    out = console.stdout()
     failed = 0
     try:
         for info, batch in metadata_log.iter_batches():

@@ -27,6 +27,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
+from kraft_jbod import console
 from kraft_jbod.errors import ConfigError
 
 
@@ -68,12 +69,12 @@ def cmd_fuzz(args: argparse.Namespace) -> int:
         raise ConfigError("--count must be >= 0; --time-limit, --connections and --timeout must be positive")
     if not (args.target or args.spawn or args.spawn_controller or args.peer):
         raise ConfigError("give --target HOST:PORT, --spawn CMD, --spawn-controller or --peer NAME")
+    console.require("fuzz", "hypothesis")
     import asyncio  # only when the command runs: ``kraft-jbod --help`` stays light
 
     summary = asyncio.run(_fuzz(args))
-    sys.stdout.write(json.dumps(summary, indent=1) + "\n")
-    sys.stdout.flush()
-    return 1 if summary.get("finding_count", 0) else 0
+    console.write(json.dumps(summary, indent=1) + "\n")
+    return console.EXIT_FAILED if summary.get("finding_count", 0) else console.EXIT_OK
 
 
 async def _fuzz(args: argparse.Namespace) -> dict[str, Any]:
@@ -143,9 +144,7 @@ async def _run(args: argparse.Namespace, host: str, port: int, spawned: Any) -> 
     )
     def progress(rep: runner.Report) -> None:
         rate = rep.cases / rep.elapsed if rep.elapsed else 0.0
-        sys.stderr.write(
-            f"fuzz: {rep.cases} cases, {rate:.0f}/s, {dict(rep.outcomes)}, findings {len(rep.findings)}\n"
-        )
+        console.note(f"fuzz: {rep.cases} cases, {rate:.0f}/s, {dict(rep.outcomes)}, findings {len(rep.findings)}")
 
     run = runner.Runner(
         cfg,

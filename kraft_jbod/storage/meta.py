@@ -28,8 +28,8 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Final
 
-from kraft_jbod.controller.config import load_properties, parse_properties
 from kraft_jbod.errors import ConfigError, StorageError
+from kraft_jbod.properties import load_properties, parse_properties
 from kraft_jbod.wire.primitives import is_reserved_directory_id, uuid_from_base64url, uuid_to_base64url
 
 META_PROPERTIES: Final = "meta.properties"
