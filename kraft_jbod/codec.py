@@ -36,6 +36,8 @@ CONTROLLED_SHUTDOWN = 7
 DEFAULT_MAX_FRAME = 100 * 1024 * 1024
 _INT16_PAIR = struct.Struct(">hh")
 _INT32 = struct.Struct(">i")
+_INT16 = struct.Struct(">h")
+UNSUPPORTED_VERSION = 35
 
 
 def request_class(api_key: int) -> type[Message]:
@@ -60,10 +62,12 @@ def api_name(api_key: int) -> str:
     return entry[1].removesuffix("Request")
 
 
-def request_header_version(api_key: int, api_version: int) -> int:
+def request_header_version(api_key: int, api_version: int, cls: Any = None) -> int:
+    """The request header version (``cls``: the request class, when the caller has it)."""
     if api_key == CONTROLLED_SHUTDOWN and api_version == 0:
         return 0
-    cls = messages.request_class(api_key)
+    if cls is None:
+        cls = messages.request_class(api_key)
     if cls is not None and cls.is_flexible(api_version):
         return 2
     return 1
@@ -76,6 +80,24 @@ def response_header_version(api_key: int, api_version: int) -> int:
     if cls is not None and cls.is_flexible(api_version):
         return 1
     return 0
+
+
+def response_read_version(
+    api_key: int, api_version: int, payload: bytes | bytearray | memoryview, body_offset: int = 4
+) -> int:
+    """The version to read a response body at: the request's, except KIP-511's fallback.
+
+    An ApiVersions response whose ErrorCode (the first body field in every version) is
+    UNSUPPORTED_VERSION carries a v0 body whatever version was asked for. This is the
+    one place the rule lives; the connection, the capture decoder and the fuzzer ask it.
+    """
+    if (
+        api_key == API_VERSIONS
+        and len(payload) >= body_offset + 2
+        and _INT16.unpack_from(payload, body_offset)[0] == UNSUPPORTED_VERSION
+    ):
+        return 0
+    return api_version
 
 
 @dataclass(slots=True)

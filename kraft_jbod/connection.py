@@ -73,12 +73,6 @@ def _response_cls(api_key: int) -> Any:
         return cls
 
 
-def _request_header_version(api_key: int, api_version: int, cls: Any) -> int:
-    if api_key == codec.CONTROLLED_SHUTDOWN and api_version == 0:
-        return 0
-    return 2 if cls is not None and cls.is_flexible(api_version) else 1
-
-
 class _Sentinel:
     __slots__ = ("_name",)
 
@@ -299,7 +293,7 @@ class ServerConnection:
         if cls is None:
             self._framer.fail(refuse(f"api key {key} is unknown"))
         try:
-            header, pos = RequestHeader.read(payload, 0, _request_header_version(key, version, cls))
+            header, pos = RequestHeader.read(payload, 0, codec.request_header_version(key, version, cls))
             body, end = cls.read(payload, pos, version)
         except DecodeError as exc:
             self._framer.fail(refuse(f"{codec.api_name(key)} v{version} does not decode: {exc}"))
@@ -384,12 +378,7 @@ class ClientConnection:
                 )
             )
         key, version = self._in_flight.pop(corr)
-        read_version = version
-        if key == API_VERSIONS and len(payload) >= _MIN_RESPONSE_SIZE + 2:
-            # The header is always v0 here; the body starts with ErrorCode in every version.
-            (err,) = _BE_h.unpack_from(payload, 4)
-            if err == UNSUPPORTED_VERSION:
-                read_version = 0
+        read_version = codec.response_read_version(key, version, payload)
         try:
             decoded = codec.decode_response(payload, key, read_version)
         except DecodeError as exc:

@@ -564,8 +564,7 @@ class KafkaDecoder:
             df.confidence = UNDECODED
             df.error = f"unknown api key {key}"
             return
-        if key == API_VERSIONS and ver > 0 and len(p) >= pos + 2 \
-                and struct.unpack_from(">h", p, pos)[0] == UNSUPPORTED_VERSION:
+        if ver > 0 and codec.response_read_version(key, ver, p, pos) == 0:
             # KIP-511: the answer to a too-new ApiVersions request is a v0 body.
             ver = 0
             df.api_version = 0

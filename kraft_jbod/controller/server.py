@@ -32,7 +32,6 @@ from __future__ import annotations
 import asyncio
 import collections
 import logging
-import os
 import re
 import time
 import uuid
@@ -52,7 +51,7 @@ from kraft_jbod.connection import (
     ServerConnection,
 )
 from kraft_jbod.controller import features, replication
-from kraft_jbod.controller.config import ControllerConfig, parse_properties
+from kraft_jbod.controller.config import ControllerConfig
 from kraft_jbod.controller.log import MetadataLog
 from kraft_jbod.errors import ConfigError, EncodeError, KraftJbodError, ProtocolError, StorageError
 from kraft_jbod.messages.api_versions_response import (
@@ -109,38 +108,14 @@ def check_cluster_id(text: str) -> str:
 def ensure_meta_properties(directory: Path, node_id: int, cluster_id: str | None) -> str:
     """Read ``meta.properties`` of the metadata dir, or write it (as ``kafka-storage format``).
 
-    Returns the cluster id in force.
+    Returns the cluster id in force. One writer of the file: :mod:`kraft_jbod.storage.meta`.
 
     Raises:
         StorageError: the file is unreadable, or holds another node id or cluster id.
     """
-    path = directory / META_PROPERTIES
-    if path.exists():
-        try:
-            props = parse_properties(path.read_text(encoding="utf-8"))
-        except (OSError, UnicodeDecodeError, ConfigError) as exc:
-            raise StorageError(f"cannot read {path}: {exc}") from None
-        stored = props.get("cluster.id")
-        if not stored:
-            raise StorageError(f"{path} has no cluster.id")
-        if props.get("node.id") not in (None, str(node_id)):
-            raise StorageError(f"{path} belongs to node {props.get('node.id')}, not node.id={node_id}")
-        if cluster_id is not None and cluster_id != stored:
-            raise StorageError(f"{path} holds cluster.id {stored}, not the requested {cluster_id}")
-        return stored
-    cid = cluster_id or new_cluster_id()
-    directory.mkdir(parents=True, exist_ok=True)
-    text = (
-        "#\n#written by kraft-jbod\n"
-        f"cluster.id={cid}\ndirectory.id={uuid_to_base64url(uuid.uuid4())}\nnode.id={node_id}\nversion=1\n"
-    )
-    tmp = path.with_suffix(".tmp")
-    with open(tmp, "w", encoding="utf-8") as f:
-        f.write(text)
-        f.flush()
-        os.fsync(f.fileno())
-    os.replace(tmp, path)
-    return cid
+    from kraft_jbod.storage.meta import ensure_metadata_dir
+
+    return ensure_metadata_dir(directory, node_id, cluster_id)
 
 
 # --------------------------------------------------------------------------- the server

@@ -315,6 +315,37 @@ def ensure_directory_ids(layout: StorageLayout, *, now: float | None = None) -> 
     return _complete(layout, cluster_id, found, now)
 
 
+def ensure_metadata_dir(directory: Path, node_id: int, cluster_id: str | None, *, now: float | None = None) -> str:
+    """A controller's ``metadata.log.dir``: read its meta.properties, or format it.
+
+    ``cluster_id`` is the one asked for; None means "keep the one on disk, or pick a
+    random one" (Kafka's ``Uuid.randomUuid``: never a string starting with '-'). An
+    existing file must hold the same node id and the requested cluster id. Returns the
+    cluster id in force.
+
+    Raises:
+        StorageError: the file is unreadable or belongs to another node or cluster.
+    """
+    meta = read_meta_properties(directory)
+    if meta is None:
+        if cluster_id is None:
+            cluster_id = uuid_to_base64url(new_directory_id())
+        try:
+            uuid_from_base64url(cluster_id)
+        except ValueError as exc:
+            raise StorageError(f"cluster id {cluster_id!r} is not a Kafka uuid: {exc}") from None
+        write_meta_properties(directory, MetaProperties(1, cluster_id, node_id, new_directory_id()), now)
+        return cluster_id
+    path = directory / META_PROPERTIES
+    if not meta.cluster_id:
+        raise StorageError(f"{path} has no cluster.id")
+    if meta.node_id is not None and meta.node_id != node_id:
+        raise StorageError(f"{path} belongs to node {meta.node_id}, not node.id={node_id}")
+    if cluster_id is not None and cluster_id != meta.cluster_id:
+        raise StorageError(f"{path} holds cluster.id {meta.cluster_id}, not the requested {cluster_id}")
+    return meta.cluster_id
+
+
 def storage_info(layout: StorageLayout) -> list[dict[str, object]]:
     """One row per directory: path, whether formatted, the keys found, or the error."""
     rows: list[dict[str, object]] = []
