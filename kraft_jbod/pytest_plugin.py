@@ -675,6 +675,7 @@ async def _cluster(clock: ManualClock) -> AsyncIterator[KraftCluster]:
             await stop_cluster(cluster)
 
 
+kraft_cluster: Any  # the fixture, importable by name (conftest files re-export it)
 if pytest_asyncio is not None:
 
     @pytest_asyncio.fixture(name="kraft_cluster")
@@ -682,11 +683,15 @@ if pytest_asyncio is not None:
         async for cluster in _cluster(kraft_clock):
             yield cluster
 
+    kraft_cluster = _kraft_cluster
+
 else:  # pragma: no cover - exercised by the fresh-venv test
 
     @pytest.fixture(name="kraft_cluster")
     def _kraft_cluster_unavailable() -> KraftCluster:
         pytest.fail(NEEDS_PYTEST_ASYNCIO, pytrace=False)
+
+    kraft_cluster = _kraft_cluster_unavailable
 
 
 @pytest.hookimpl(tryfirst=True)

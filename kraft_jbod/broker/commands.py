@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import logging
 import sys
 from pathlib import Path
 from typing import Any
@@ -28,6 +27,7 @@ def register(sub: Any) -> None:
     b.add_argument("--override", action="append", default=[], metavar="KEY=VALUE")
     b.add_argument("--control", metavar="HOST:PORT", help="local command endpoint (fail-dir, move, status)")
     b.add_argument("--log-level", default="INFO", choices=["DEBUG", "INFO", "WARNING", "ERROR"])
+    b.add_argument("--log-json", action="store_true", help="logs as JSON lines on stderr")
     b.set_defaults(func=cmd_broker)
 
     ctl = sub.add_parser("broker-ctl", help="send one command to a running fake broker's control endpoint")
@@ -40,9 +40,9 @@ def cmd_broker(args: argparse.Namespace) -> int:
     import asyncio
 
     from kraft_jbod.broker import config as cfgmod
+    from kraft_jbod.metrics import logs
 
-    fmt = "%(asctime)s %(levelname)s %(name)s: %(message)s"
-    logging.basicConfig(stream=sys.stderr, level=getattr(logging, args.log_level), format=fmt)
+    logs.setup(args.log_level, json_lines=args.log_json, stream=sys.stderr)
     overrides = list(args.override)
     if args.control:
         overrides.append(f"kraft.jbod.control.listener={args.control}")

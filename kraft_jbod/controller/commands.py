@@ -52,6 +52,7 @@ def register(sub: Any) -> None:
         "--mirror", metavar="HOST:PORT", help="mirror every frame over UDP to `kraft-jbod capture listen HOST:PORT`"
     )
     c.add_argument("--log-level", default="INFO", choices=["DEBUG", "INFO", "WARNING", "ERROR"])
+    c.add_argument("--log-json", action="store_true", help="logs as JSON lines on stderr (same events, as fields)")
     c.set_defaults(func=cmd_controller)
 
     lg = sub.add_parser("log", help="inspect a metadata log")
@@ -62,10 +63,10 @@ def register(sub: Any) -> None:
     d.set_defaults(func=cmd_log_dump)
 
 
-def _setup_logging(level: str) -> None:
-    logging.basicConfig(
-        stream=sys.stderr, level=getattr(logging, level), format="%(asctime)s %(levelname)s %(name)s: %(message)s"
-    )
+def _setup_logging(level: str, json_lines: bool = False) -> None:
+    from kraft_jbod.metrics import logs
+
+    logs.setup(level, json_lines=json_lines, stream=sys.stderr)
 
 
 def check_ports_free(addresses: list[tuple[str, str | None, int]]) -> None:
@@ -103,7 +104,7 @@ def cmd_controller(args: argparse.Namespace) -> int:
     from kraft_jbod.controller import config as cfgmod
     from kraft_jbod.controller import features
 
-    _setup_logging(args.log_level)
+    _setup_logging(args.log_level, args.log_json)
     cfg = cfgmod.load(args.config, args.override)
     level = None if args.metadata_version is None else features.level_of(args.metadata_version)
     if level is not None and not features.MINIMUM_BOOTSTRAP_LEVEL <= level <= features.MAX_SUPPORTED_LEVEL:

@@ -53,6 +53,7 @@ from kraft_jbod.connection import (
 from kraft_jbod.controller import features, replication
 from kraft_jbod.controller.config import ControllerConfig
 from kraft_jbod.controller.log import MetadataLog
+from kraft_jbod.controller.story import Story
 from kraft_jbod.errors import ConfigError, EncodeError, KraftJbodError, ProtocolError, StorageError
 from kraft_jbod.messages.api_versions_response import (
     ApiVersion,
@@ -173,6 +174,8 @@ class ControllerServer:
         self._closing = False
         self.fatal: BaseException | None = None
         self._stopped = asyncio.Event()
+        # Logs what committed records and refused requests mean (controller/story.py).
+        self.story = Story()
         self.supported: dict[int, tuple[int, int]] = {}
         # Metadata replication (controller/replication.py): parked long-poll fetches.
         self.fetch_waiter = replication.FetchWaiter()
@@ -218,6 +221,7 @@ class ControllerServer:
             replayed = 0
             for offset, record, version in self.log.replay():
                 self.state.apply(offset, record, version)
+                self.story.committed(((record, version),), tell=False)
                 replayed += 1
             # A new leader epoch per start, as a raft leader gets on election.
             self.log.leader_epoch = max(1, self.log.last_epoch + 1)
@@ -384,7 +388,7 @@ class ControllerServer:
         proto.close()
         return None
 
-    async def _commit(self, records: list[Any]) -> None:
+    async def _commit(self, records: list[Any], cause: Any = None) -> None:
         """Rule 2: append as one batch and fsync off the loop, then apply at their offsets."""
         assert self.log is not None
         log_ = self.log
@@ -402,6 +406,7 @@ class ControllerServer:
             log.critical("state rejected committed records at offset %d; stopping", base, exc_info=True)
             asyncio.get_running_loop().call_soon(lambda: asyncio.ensure_future(self.close()))
             raise
+        self.story.committed(records, cause)
 
     # ------------------------------------------------------------------ Fetch (replication)
 
@@ -470,7 +475,7 @@ class ControllerServer:
                         continue
                 if outcome.records:
                     try:
-                        await self._commit(list(outcome.records))
+                        await self._commit(list(outcome.records), event.body)
                     except (StorageError, EncodeError, OSError) as exc:
                         log.error(
                             "closing %s without a response: appending the records of %s v%d failed: %s",
@@ -644,6 +649,7 @@ class _ControllerProtocol(asyncio.Protocol):
             self.close()
             return
         self.server.stats["responses"] += 1
+        self.server.story.responded(self.peer, event.api_key, event.api_version, body)
         if self.gate is not None:
             self.gate.on_response(event, body)
         self._write(data)
