@@ -373,7 +373,10 @@ class FakeBroker:
             broker_id=self.node_id,
             cluster_id=self.cluster_id,
             incarnation_id=self.incarnation_id,
-            listeners=[Listener(li.name, li.host or "localhost", li.port, 0) for li in self.config.listeners],
+            listeners=[
+                Listener(li.name, li.host or "localhost", li.port, 0)
+                for li in (self.config.advertised_listeners or self.config.listeners)
+            ],
             features=feats,
             rack=self.config.rack,
             is_migrating_zk_broker=False,
