@@ -120,7 +120,8 @@ def cmd_decode(args: argparse.Namespace) -> int:
 
 async def listen(host: str, port: int, out: TextIO, *, count: int | None = None,
                  timeout: float | None = None, ready: asyncio.Event | None = None,
-                 bound: list[tuple[str, int]] | None = None) -> int:
+                 bound: list[tuple[str, int]] | None = None,
+                 announce: Any = None) -> int:
     """Receive tap datagrams on ``host:port`` and write one JSON line per decoded frame.
 
     Stops after ``count`` frames or ``timeout`` seconds without a datagram (when given).
@@ -137,6 +138,8 @@ async def listen(host: str, port: int, out: TextIO, *, count: int | None = None,
     stream = await asyncio_dgram.bind((host, port))
     if bound is not None:
         bound.append(stream.sockname[:2])
+    if announce is not None:
+        announce(str(stream.sockname[0]), int(stream.sockname[1]))
     if ready is not None:
         ready.set()
     listener = TapListener()
@@ -175,7 +178,9 @@ def cmd_listen(args: argparse.Namespace) -> int:
         return _fail(f"listen: expected HOST:PORT, got {args.address!r}")
     console.require("capture listen", "asyncio_dgram")
     try:
-        asyncio.run(listen(host, port, console.stdout(), count=args.count, timeout=args.timeout))
+        # stdout carries the frames, so the bound address goes to stderr, in the usual shape.
+        asyncio.run(listen(host, port, console.stdout(), count=args.count, timeout=args.timeout,
+                           announce=lambda h, p: console.note(f"listening on TAP {console.host_port(h, p)}")))
     except OSError as exc:
         return _fail(f"listen: cannot bind {args.address}: {exc.strerror or exc}")
     return 0
