@@ -33,19 +33,12 @@ def _api(key: Any) -> str:
 
 
 def _error(code: Any) -> str:
-    """``NAME (code)``: Kafka's name where the generated table (or the controller's) knows it."""
+    """``NAME (code)`` with Kafka's name for the code."""
     if code is None:
         return "-"
-    c = int(code)
-    try:
-        from kraft_jbod.messages.error_codes import ErrorCode  # type: ignore[import-not-found,unused-ignore]
+    from kraft_jbod.messages.error_codes import ErrorCode
 
-        return f"{ErrorCode(c).name} ({c})"
-    except (ImportError, ValueError):
-        from kraft_jbod.controller.errors_codes import error_name
-
-        name = error_name(c)
-        return f"{name} ({c})" if not name.startswith("ERROR_") else f"error {c}"
+    return f"{ErrorCode.name_of(int(code))} ({int(code)})"
 
 
 def _dur_us(us: float) -> str:

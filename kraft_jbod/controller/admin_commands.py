@@ -182,9 +182,9 @@ def controller_call(address: str, body: Any, timeout: float = 10.0) -> Any:
 
 
 def _error_text(code: int, message: str | None) -> str:
-    from kraft_jbod.controller.errors_codes import error_name
+    from kraft_jbod.messages.error_codes import ErrorCode
 
-    return f"{error_name(code)} ({code})" + (f": {message}" if message else "")
+    return f"{ErrorCode.name_of(code)} ({code})" + (f": {message}" if message else "")
 
 
 def cmd_topics(args: argparse.Namespace) -> int:

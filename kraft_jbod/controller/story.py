@@ -66,9 +66,9 @@ def _ids(dirs: Iterable[uuid.UUID]) -> list[str]:
 
 
 def _error_name(code: int) -> str:
-    from kraft_jbod.controller.errors_codes import error_name
+    from kraft_jbod.messages.error_codes import ErrorCode
 
-    return error_name(code)
+    return ErrorCode.name_of(code)
 
 
 def _first_error(body: Any) -> tuple[int, str | None, str | None]:

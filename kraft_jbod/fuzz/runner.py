@@ -49,12 +49,11 @@ from typing import Any
 from kraft_jbod import codec, messages
 from kraft_jbod.errors import ConfigError, DecodeError, EncodeError
 from kraft_jbod.fuzz import mutators, strategies
+from kraft_jbod.messages.api_keys import ApiKey
 from kraft_jbod.messages.api_versions_request import ApiVersionsRequest
 
 _I32 = struct.Struct(">i")
 _I16 = struct.Struct(">h")
-API_VERSIONS = 18
-UNSUPPORTED_VERSION = 35
 PROBE_CORRELATION_ID = 0x7FFF_FFF0
 DEFAULT_MAX_RESPONSE = 64 * 1024 * 1024
 
@@ -232,8 +231,8 @@ async def fetch_api_versions(host: str, port: int, timeout: float) -> dict[int, 
             payload = await conn.read_frame(timeout)
             if payload is None:
                 continue
-            read_at = codec.response_read_version(API_VERSIONS, version, payload)
-            resp = codec.decode_response(payload, API_VERSIONS, read_at).body
+            read_at = codec.response_read_version(ApiKey.API_VERSIONS, version, payload)
+            resp = codec.decode_response(payload, ApiKey.API_VERSIONS, read_at).body
             if resp.error_code == 0:
                 return {int(k.api_key): (int(k.min_version), int(k.max_version)) for k in resp.api_keys}
         except (DecodeError, TimeoutError, OSError):
@@ -349,7 +348,7 @@ class CaseFactory:
         body = strategies.random_message(cls, version, rng)
         if key == 0 and getattr(body, "acks", 1) == 0:
             body.acks = 1  # acks=0 Produce is the one request Kafka never answers
-        if key == API_VERSIONS and version >= 3 and rng.random() < 0.7:
+        if key == ApiKey.API_VERSIONS and version >= 3 and rng.random() < 0.7:
             body.client_software_name, body.client_software_version = "kraft-jbod-fuzz", "0.1"
         return mutators.build_frame(body, version, corr)
 
