@@ -35,6 +35,8 @@ if TYPE_CHECKING:
 
 __all__ = ["cmd_decode", "cmd_listen", "listen", "register"]
 
+_BAR_DELAY_S = 0.5  # a file decoded faster than this never shows a bar
+
 
 def _fail(msg: str) -> int:
     return console.fail(msg)
@@ -104,7 +106,7 @@ def cmd_decode(args: argparse.Namespace) -> int:
                 # bare bar as tqdm.wrapattr does; leave=False clears it when done.
                 bar = stack.enter_context(tqdm(total=size, unit="B", unit_scale=True, unit_divisor=1024,
                                                desc=Path(name).name, file=console.stderr(),
-                                               delay=0.5, leave=False, dynamic_ncols=True))
+                                               delay=_BAR_DELAY_S, leave=False, dynamic_ncols=True))
                 reader = CallbackIOWrapper(bar.update, fh, "read")
             try:
                 for f in _frames(reader, ports, summary, not args.no_canonical, name, bar):
