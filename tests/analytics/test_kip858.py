@@ -148,3 +148,12 @@ def test_unfenced_with_no_replicas_is_determinate_when_the_log_is_whole() -> Non
     assert K.check(whole) == []
     partial = whole[1:]
     assert [(f.rule, f.verdict) for f in K.check(partial)] == [(K.UNFENCED_WITH_UNASSIGNED_REPLICAS, "indeterminate")]
+
+
+def test_the_logs_first_batch_makes_the_capture_whole() -> None:
+    # KRaft's log starts with a control batch at offset 0: seeing it in a Fetch answer is
+    # what tells the checker that the capture holds the whole history (the demo's case).
+    events = [{"type": "log-start", "ts": 0, "conn": "f"}, rec(0, 1, "FeatureLevelRecord", featureLevel=21),
+              reg(1), hb(2, fenced=True), hb(3, fenced=False)]
+    assert K.check(events) == []
+    assert [f.verdict for f in K.check(events[1:])] == ["indeterminate"]
