@@ -17,8 +17,9 @@ import errno
 import importlib
 import sys
 from collections.abc import Callable, Sequence
+from typing import Any
 
-from kraft_jbod import __version__, console
+from kraft_jbod import console
 from kraft_jbod.errors import KraftJbodError
 
 Handler = Callable[[argparse.Namespace], int]
@@ -37,9 +38,22 @@ COMMAND_MODULES = (
 )
 
 
+class _VersionAction(argparse.Action):
+    """``--version``: the package version and which codec backend is active (c or python)."""
+
+    def __init__(self, option_strings: list[str], dest: str, **kwargs: Any) -> None:
+        super().__init__(option_strings, dest, nargs=0, default=argparse.SUPPRESS, **kwargs)
+
+    def __call__(self, parser: argparse.ArgumentParser, *args: Any, **kwargs: Any) -> None:
+        import kraft_jbod
+
+        console.line(f"kraft-jbod {kraft_jbod.__version__} (codec: {kraft_jbod.codec_backend()})")
+        parser.exit()
+
+
 def build_parser() -> argparse.ArgumentParser:
     ap = argparse.ArgumentParser(prog="kraft-jbod", description="Kafka KRaft + KIP-858 (JBOD) toolkit.")
-    ap.add_argument("--version", action="version", version=f"kraft-jbod {__version__}")
+    ap.add_argument("--version", action=_VersionAction, help="print the version and the active codec, then exit")
     sub = ap.add_subparsers(dest="command", required=True, metavar="COMMAND")
     for name in COMMAND_MODULES:
         importlib.import_module(name).register(sub)
