@@ -36,10 +36,14 @@ from kraft_jbod.controller import alter_partition as ap
 from kraft_jbod.controller import errors_codes as ec
 from kraft_jbod.controller import features as fv
 from kraft_jbod.controller import producer_ids as pids
+from kraft_jbod.controller.apis import admin as admin_apis
+from kraft_jbod.controller.apis.acls import AclImage
+from kraft_jbod.controller.apis.configs import ConfigImage
 from kraft_jbod.controller.heartbeat import HbEffect, HbState, classify, transition
 from kraft_jbod.controller.placement import place_replicas
 from kraft_jbod.controller.profiles import Profile, is_reserved_directory, profile_named
 from kraft_jbod.errors import ConfigError, ProtocolError, StorageError
+from kraft_jbod.messages.access_control_entry_record import AccessControlEntryRecord
 from kraft_jbod.messages.allocate_producer_ids_request import AllocateProducerIdsRequest
 from kraft_jbod.messages.allocate_producer_ids_response import AllocateProducerIdsResponse
 from kraft_jbod.messages.alter_partition_request import AlterPartitionRequest
@@ -65,6 +69,7 @@ from kraft_jbod.messages.broker_heartbeat_response import BrokerHeartbeatRespons
 from kraft_jbod.messages.broker_registration_change_record import BrokerRegistrationChangeRecord
 from kraft_jbod.messages.broker_registration_request import BrokerRegistrationRequest
 from kraft_jbod.messages.broker_registration_response import BrokerRegistrationResponse
+from kraft_jbod.messages.config_record import ConfigRecord
 from kraft_jbod.messages.create_topics_request import CreatableTopic, CreateTopicsRequest
 from kraft_jbod.messages.create_topics_response import CreatableTopicResult, CreateTopicsResponse
 from kraft_jbod.messages.delete_topics_request import DeleteTopicsRequest
@@ -77,6 +82,7 @@ from kraft_jbod.messages.partition_change_record import PartitionChangeRecord
 from kraft_jbod.messages.partition_record import PartitionRecord
 from kraft_jbod.messages.producer_ids_record import ProducerIdsRecord
 from kraft_jbod.messages.register_broker_record import BrokerEndpoint, BrokerFeature, RegisterBrokerRecord
+from kraft_jbod.messages.remove_access_control_entry_record import RemoveAccessControlEntryRecord
 from kraft_jbod.messages.remove_topic_record import RemoveTopicRecord
 from kraft_jbod.messages.topic_record import TopicRecord
 from kraft_jbod.messages.unfence_broker_record import UnfenceBrokerRecord
@@ -171,8 +177,8 @@ class Partition:
     """One partition; tuples of ints/uuids keep it small (a million of these fit in RAM)."""
 
     __slots__ = (
-        "dirs", "isr", "leader", "leader_epoch", "leader_recovery_state", "partition_epoch", "partition_id",
-        "replicas", "topic_id",
+        "adding", "dirs", "isr", "leader", "leader_epoch", "leader_recovery_state", "partition_epoch",
+        "partition_id", "removing", "replicas", "topic_id",
     )
 
     def __init__(
@@ -196,6 +202,9 @@ class Partition:
         self.leader_epoch = leader_epoch
         self.partition_epoch = partition_epoch
         self.leader_recovery_state = leader_recovery_state  # 0 RECOVERED, 1 RECOVERING (KIP-704)
+        # An ongoing reassignment (KIP-455): replicas being added and being removed.
+        self.adding: tuple[int, ...] = ()
+        self.removing: tuple[int, ...] = ()
 
     def dir_of(self, broker_id: int) -> uuid.UUID:
         return self.dirs[self.replicas.index(broker_id)]
@@ -203,7 +212,7 @@ class Partition:
     def durable(self) -> tuple[Any, ...]:
         return (
             self.replicas, self.isr, self.dirs, self.leader, self.leader_epoch, self.partition_epoch,
-            self.leader_recovery_state,
+            self.leader_recovery_state, self.adding, self.removing,
         )
 
     def __repr__(self) -> str:
@@ -269,6 +278,9 @@ class ControllerState:
         self._topics: dict[uuid.UUID, TopicInfo] = {}
         self._topic_names: dict[str, uuid.UUID] = {}
         self._next_producer_id: int | None = None  # first id of the next block; None: no record yet
+        self.configs = ConfigImage()
+        self.acls = AclImage()
+        self.leader_epoch = 1  # the raft leader epoch; the server sets it (DescribeQuorum)
         # derived from the durable state (rebuilt by apply)
         self._dir_owner: dict[uuid.UUID, int] = {}
         self._index: dict[int, dict[uuid.UUID, set[Partition]]] = {}
@@ -325,13 +337,31 @@ class ControllerState:
 
     def handled_api_versions(self) -> dict[int, tuple[int, int]]:
         """Api key -> (min, max) this state machine answers; ApiVersions is the server's."""
-        return dict(_HANDLED)
+        return {**_HANDLED, **admin_apis.HANDLED}
+
+    # Views the admin API modules (controller/apis/) use.
+    def new_draft(self) -> _Draft:
+        return _Draft()
+
+    def acceptable_leader(self, d: _Draft, broker_id: int, directory: uuid.UUID) -> bool:
+        return self._acceptable_leader(d, broker_id, directory)
+
+    def is_active(self, d: _Draft, broker_id: int) -> bool:
+        return self._is_active(d, broker_id)
+
+    def default_dir(self, broker_id: int) -> uuid.UUID:
+        return self._default_dir(broker_id)
+
+    def reported_offsets(self) -> dict[int, int]:
+        return dict(self._metadata_offset)
 
     def durable_state(self) -> dict[str, Any]:
         """Everything the log determines, in comparable form (replay must reproduce it)."""
         return {
             "features": dict(self._features),
             "next_producer_id": self._next_producer_id,
+            "configs": self.configs.durable(),
+            "acls": self.acls.durable(),
             "brokers": {b: reg.durable() for b, reg in sorted(self._brokers.items())},
             "topics": {
                 tid: (t.name, {pid: p.durable() for pid, p in sorted(t.partitions.items())})
@@ -503,6 +533,7 @@ class ControllerState:
             topic.topic_id, rec.partition_id, replicas, tuple(rec.isr), dirs, NO_LEADER,
             rec.leader_epoch, rec.partition_epoch, rec.leader_recovery_state,
         )
+        p.adding, p.removing = tuple(rec.adding_replicas), tuple(rec.removing_replicas)
         self._set_leader(p, rec.leader)
         topic.partitions[rec.partition_id] = p
         self._index_add(p)
@@ -550,7 +581,23 @@ class ControllerState:
             p.leader_epoch += 1
         if rec.leader_recovery_state != ap.NO_RECOVERY_CHANGE:
             p.leader_recovery_state = rec.leader_recovery_state
+        if rec.adding_replicas is not None:
+            p.adding = tuple(rec.adding_replicas)
+        if rec.removing_replicas is not None:
+            p.removing = tuple(rec.removing_replicas)
         p.partition_epoch += 1
+
+    def _apply_config(self, offset: int, rec: ConfigRecord, version: int) -> None:
+        self.configs.apply(rec)
+
+    def _apply_acl(self, offset: int, rec: AccessControlEntryRecord, version: int) -> None:
+        self.acls.apply_entry(rec)
+
+    def _apply_remove_acl(self, offset: int, rec: RemoveAccessControlEntryRecord, version: int) -> None:
+        try:
+            self.acls.apply_remove(rec, offset)
+        except KeyError as exc:
+            raise StorageError(str(exc.args[0])) from None
 
     def _apply_producer_ids(self, offset: int, rec: ProducerIdsRecord, version: int) -> None:
         self._next_producer_id = pids.replayed(self._next_producer_id, rec.next_producer_id, offset)
@@ -560,6 +607,7 @@ class ControllerState:
         if topic is None:
             raise StorageError(f"RemoveTopicRecord at offset {offset} for unknown topic {rec.topic_id}")
         del self._topic_names[topic.name]
+        self.configs.drop_topic(topic.name)
         for p in topic.partitions.values():
             self._index_remove(p)
             self._set_leader(p, NO_LEADER)
@@ -736,6 +784,19 @@ class ControllerState:
             ProtocolError: an api key or version this controller does not answer, or a
                 body of the wrong type; Kafka closes the connection for these.
         """
+        if api_key in admin_apis.HANDLED and api_key not in _HANDLED:
+            lo, hi = admin_apis.HANDLED[api_key]
+            if not lo <= api_version <= hi:
+                raise ProtocolError(f"api key {api_key} version {api_version} is not supported")
+
+            def inner(key: int, version: int, body: Message, principal: str | None = None) -> Outcome:
+                return self.handle(key, version, body, now_ms=now_ms, next_offset=next_offset, principal=principal)
+
+            response, records = admin_apis.handle(
+                self, api_key, api_version, request, next_offset=next_offset, now_ms=now_ms, inner=inner,
+                principal=principal,
+            )
+            return Outcome(response, records)
         versions = _HANDLED.get(api_key)
         if versions is None:
             raise ProtocolError(f"api key {api_key} is not handled by the controller")
@@ -1031,6 +1092,23 @@ class ControllerState:
                         AlterPartResult(partition_index=pd.partition_index, error_code=verdict.error_code)
                     )
                     continue
+                if (p.adding or p.removing) and p not in seen:
+                    # An ongoing reassignment: Kafka's change builder may complete it here.
+                    moved = admin_apis.reassignment_isr_change(self, p, [b for b, _ in prop.new_isr],
+                                                               prop.leader_recovery_state)
+                    if moved is not None:
+                        rec, view = moved
+                        records.append((rec, record_version))
+                        seen[p] = view
+                        if view.leader != req.broker_id:
+                            out.partitions.append(AlterPartResult(partition_index=pd.partition_index,
+                                                                  error_code=ec.NEW_LEADER_ELECTED))
+                            continue
+                        out.partitions.append(AlterPartResult(
+                            partition_index=pd.partition_index, error_code=ec.NONE, leader_id=view.leader,
+                            leader_epoch=view.leader_epoch, isr=list(view.isr),
+                            leader_recovery_state=view.leader_recovery_state, partition_epoch=view.partition_epoch))
+                        continue
                 change = ap.plan_change(view, [b for b, _ in prop.new_isr], prop.leader_recovery_state, mv)
                 if change is not None:
                     rec = PartitionChangeRecord(partition_id=p.partition_id, topic_id=p.topic_id)
@@ -1379,4 +1457,7 @@ _APPLY: dict[type, Any] = {
     PartitionChangeRecord: ControllerState._apply_partition_change,
     RemoveTopicRecord: ControllerState._apply_remove_topic,
     ProducerIdsRecord: ControllerState._apply_producer_ids,
+    ConfigRecord: ControllerState._apply_config,
+    AccessControlEntryRecord: ControllerState._apply_acl,
+    RemoveAccessControlEntryRecord: ControllerState._apply_remove_acl,
 }

@@ -1,0 +1,1 @@
+"""The controller's admin API families (configs, ACLs, partitions, features, quorum)."""
