@@ -154,18 +154,19 @@ def unwrap(req: EnvelopeRequest, served: Mapping[int, tuple[int, int]]) -> Forwa
 
 def _carries_not_controller(value: Any, depth: int = 0) -> bool:
     """True when any ``error_code`` in the response is NOT_CONTROLLER (Kafka's errorCounts)."""
-    if depth > 6:
+    if depth > 8:
         return False
-    if isinstance(value, Message) and dataclasses.is_dataclass(value):
-        if getattr(value, "error_code", None) == NOT_CONTROLLER:
-            return True
-        return any(
-            isinstance(v, (list, Message)) and _carries_not_controller(v, depth + 1)
-            for v in (getattr(value, f.name) for f in dataclasses.fields(value) if f.name != "unknown_tagged_fields")
-        )
     if isinstance(value, list):
         return any(_carries_not_controller(v, depth + 1) for v in value)
-    return False
+    if not dataclasses.is_dataclass(value) or isinstance(value, type):
+        return False
+    if getattr(value, "error_code", None) == NOT_CONTROLLER:
+        return True
+    return any(
+        _carries_not_controller(getattr(value, f.name), depth + 1)
+        for f in dataclasses.fields(value)
+        if f.name != "unknown_tagged_fields"
+    )
 
 
 def wrap(fwd: Forwarded, response: Message) -> EnvelopeResponse:

@@ -216,7 +216,7 @@ def _create_for_topic(ops: Ops, t: CreatePartitionsTopic, records: list[RecordAn
     st = ops.st
     tid = st.topic_id_of(t.name)
     if tid is None:
-        raise _Refused(ec.UNKNOWN_TOPIC_OR_PARTITION, "This server does not host this topic-partition.")
+        raise _Refused(ec.UNKNOWN_TOPIC_OR_PARTITION)  # Kafka's exception here carries no message
     parts = st.topics[tid].partitions
     have = len(parts)
     if t.count == have:
