@@ -46,7 +46,7 @@ from kraft_jbod.connection import (
     ServerConnection,
 )
 from kraft_jbod.controller import client_api
-from kraft_jbod.errors import ConfigError, EncodeError
+from kraft_jbod.errors import ConfigError, EncodeError, ProtocolError
 from kraft_jbod.faults import Action, FaultInjector, Fired, facts_of
 from kraft_jbod.messages.api_versions_response import ApiVersion, ApiVersionsResponse
 from kraft_jbod.metrics.http import HttpError, HttpServer, Request, Response
@@ -679,6 +679,7 @@ class _ClientProtocol(asyncio.Protocol):
         self.listener = listener.name
         self.transport: asyncio.Transport | None = None
         self.peer = "?"
+        self.local: tuple[str, int] | None = None  # the address the client reached (Metadata Rule 4)
         self.closed = False
         self.in_flight = False
         self.gate = ext.new_gate(self)
@@ -690,6 +691,8 @@ class _ClientProtocol(asyncio.Protocol):
         self.transport = transport
         peer = transport.get_extra_info("peername")
         self.peer = f"{peer[0]}:{peer[1]}" if isinstance(peer, tuple) else str(peer)
+        local = transport.get_extra_info("sockname")
+        self.local = (str(local[0]), int(local[1])) if isinstance(local, tuple) else None
         self.ext._client_protos.add(self)
 
     def connection_lost(self, exc: Exception | None) -> None:
@@ -749,6 +752,9 @@ class _ClientProtocol(asyncio.Protocol):
         if state is None:
             self.close()
             return
+        if client_api.is_write(ev.api_key):
+            self.ext.server.submit(self, ev)  # admin writes: the controller's one writer commits their records
+            return
         may_describe = None
         authz = self.ext.authorizer
         if authz is not None:
@@ -757,8 +763,16 @@ class _ClientProtocol(asyncio.Protocol):
             def may_describe(name: str) -> bool:
                 return authz.authorize(principal, "DESCRIBE", "TOPIC", name)
         try:
-            body = client_api.answer(state, ev.api_key, ev.api_version, ev.body, listener_name=self.cl.advertised,
-                                     may_describe=may_describe)
+            kwargs: dict[str, Any] = {}
+            if ev.api_key in (client_api.API_METADATA, client_api.API_DESCRIBE_CLUSTER):
+                kwargs = {"listener_name": self.cl.advertised, "self_endpoint": self.local}
+                if ev.api_key == client_api.API_METADATA:
+                    kwargs["may_describe"] = may_describe
+            body = client_api.answer(state, ev.api_key, ev.api_version, ev.body, **kwargs)
+        except ProtocolError as exc:
+            log.warning("closing client connection from %s: %s", self.peer, exc)
+            self.close()
+            return
         except Exception:
             log.exception("bug answering %s v%d from %s", codec.api_name(ev.api_key), ev.api_version, self.peer)
             self.close()
