@@ -32,7 +32,6 @@ from __future__ import annotations
 
 import asyncio
 import bisect
-import uuid
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Final, Protocol
@@ -59,16 +58,12 @@ from kraft_jbod.messages.fetch_snapshot_request import FetchSnapshotRequest
 from kraft_jbod.messages.fetch_snapshot_response import FetchSnapshotResponse, PartitionSnapshot, TopicSnapshot
 from kraft_jbod.messages.fetch_snapshot_response import LeaderIdAndEpoch as SnapshotLeader
 from kraft_jbod.messages.fetch_snapshot_response import NodeEndpoint as SnapshotNodeEndpoint
+from kraft_jbod.wire.constants import METADATA_PARTITION, METADATA_TOPIC, METADATA_TOPIC_ID
 
-FETCH: Final = 1
-FETCH_SNAPSHOT: Final = 59
 #: Fetch versions we serve: v13 is the first with topic ids, which KRaft brokers require.
 FETCH_VERSIONS: Final = (13, 17)
 FETCH_SNAPSHOT_VERSIONS: Final = (0, 1)
 
-METADATA_TOPIC: Final = "__cluster_metadata"
-METADATA_TOPIC_ID: Final = uuid.UUID(int=1)
-METADATA_PARTITION: Final = 0
 #: Kafka's raft client never reads more than this per fetch, whatever MaxBytes says.
 MAX_FETCH_BYTES: Final = 8 * 1024 * 1024
 

@@ -55,22 +55,21 @@ from kraft_jbod.controller import features, replication
 from kraft_jbod.controller.config import ControllerConfig, parse_properties
 from kraft_jbod.controller.log import MetadataLog
 from kraft_jbod.errors import ConfigError, EncodeError, KraftJbodError, ProtocolError, StorageError
+from kraft_jbod.messages.api_keys import ApiKey
 from kraft_jbod.messages.api_versions_response import (
     ApiVersion,
     ApiVersionsResponse,
     FinalizedFeatureKey,
     SupportedFeatureKey,
 )
+from kraft_jbod.messages.error_codes import ErrorCode
 from kraft_jbod.messages.leader_change_message import LeaderChangeMessage, Voter
 from kraft_jbod.wire.primitives import uuid_from_base64url, uuid_to_base64url
 from kraft_jbod.wire.records import LEADER_CHANGE
 
 log = logging.getLogger(__name__)
 
-API_VERSIONS = 18
 API_VERSIONS_RANGE = (0, 4)
-INVALID_REQUEST = 42
-UNSUPPORTED_VERSION = 35
 # Pause reading a connection whose request is in flight once this much more is buffered.
 _PAUSE_BUFFERED = 1 << 20
 _SOFTWARE_RE = re.compile(r"[a-zA-Z0-9](?:[a-zA-Z0-9\-.]*[a-zA-Z0-9])?")
@@ -296,11 +295,11 @@ class ControllerServer:
             cls = codec.request_class(key)
             vlo, vhi = cls.VALID_VERSIONS
             lo, hi = max(lo, vlo), min(hi, vhi)
-            if lo <= hi and key != API_VERSIONS:
+            if lo <= hi and key != ApiKey.API_VERSIONS:
                 out[key] = (lo, hi)
         # Observers replicate the log through Fetch (>= v13: topic ids) as a KRaft broker does.
-        out[replication.FETCH] = replication.FETCH_VERSIONS
-        out[replication.FETCH_SNAPSHOT] = replication.FETCH_SNAPSHOT_VERSIONS
+        out[ApiKey.FETCH] = replication.FETCH_VERSIONS
+        out[ApiKey.FETCH_SNAPSHOT] = replication.FETCH_SNAPSHOT_VERSIONS
         return out
 
     async def close(self) -> None:
@@ -344,8 +343,8 @@ class ControllerServer:
             _SOFTWARE_RE.fullmatch(request.client_software_name or "")
             and _SOFTWARE_RE.fullmatch(request.client_software_version or "")
         ):
-            return ApiVersionsResponse(error_code=INVALID_REQUEST)
-        keys = [ApiVersion(API_VERSIONS, *API_VERSIONS_RANGE)]
+            return ApiVersionsResponse(error_code=ErrorCode.INVALID_REQUEST)
+        keys = [ApiVersion(ApiKey.API_VERSIONS, *API_VERSIONS_RANGE)]
         keys += [ApiVersion(k, lo, hi) for k, (lo, hi) in sorted(self.supported.items())]
         resp = ApiVersionsResponse(error_code=0, api_keys=keys)
         if version >= 3:
@@ -361,7 +360,7 @@ class ControllerServer:
 
     def api_versions_fallback(self) -> ApiVersionsResponse:
         return ApiVersionsResponse(
-            error_code=UNSUPPORTED_VERSION, api_keys=[ApiVersion(API_VERSIONS, *API_VERSIONS_RANGE)]
+            error_code=ErrorCode.UNSUPPORTED_VERSION, api_keys=[ApiVersion(ApiKey.API_VERSIONS, *API_VERSIONS_RANGE)]
         )
 
     # ------------------------------------------------------------------ the one writer
@@ -443,7 +442,7 @@ class ControllerServer:
         host, port = proto.local
         leader = replication.Leader(self.config.node_id, self.log.leader_epoch, host, port)
         try:
-            if event.api_key == replication.FETCH_SNAPSHOT:
+            if event.api_key == ApiKey.FETCH_SNAPSHOT:
                 body: Any = replication.handle_fetch_snapshot(
                     event.body, event.api_version, cluster_id=self.cluster_id, leader=leader
                 )
@@ -625,7 +624,7 @@ class _ControllerProtocol(asyncio.Protocol):
                 self._write(self.conn.send_response(ev, self.server.api_versions_fallback()))
                 continue
             assert isinstance(ev, RequestReceived)
-            if ev.api_key == API_VERSIONS:
+            if ev.api_key == ApiKey.API_VERSIONS:
                 body = self.server.api_versions_response(ev.api_version, ev.body)
                 self._write(self.conn.send_response(ev, body if self.gate is None else self.gate.api_versions(body)))
                 continue
@@ -643,7 +642,7 @@ class _ControllerProtocol(asyncio.Protocol):
 
     def dispatch(self, ev: RequestReceived) -> None:
         """Hand a request on: Fetch to the replication path, the rest to the state machine."""
-        if ev.api_key in (replication.FETCH, replication.FETCH_SNAPSHOT):
+        if ev.api_key in (ApiKey.FETCH, ApiKey.FETCH_SNAPSHOT):
             self.server.serve_fetch(self, ev)
         else:
             self.server.submit(self, ev)

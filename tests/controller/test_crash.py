@@ -25,11 +25,11 @@ from kraft_jbod.controller.log import MetadataLog
 from kraft_jbod.controller.state import ControllerState
 from kraft_jbod.messages.broker_heartbeat_request import BrokerHeartbeatRequest
 from kraft_jbod.messages.broker_registration_request import BrokerRegistrationRequest, Feature, Listener
+from kraft_jbod.messages.error_codes import ErrorCode
 
 CLUSTER = "MkU3OEVBNTcwNTJENDM2Qg"
 CLIENTS = 40
 KILL_AFTER_ACKS = 1000
-STALE_BROKER_EPOCH = 77
 
 
 class Conn:
@@ -143,7 +143,7 @@ async def test_sigkill_loses_no_acknowledged_record(tmp_path: Path, capsys: pyte
     conn = Conn(r, w)
     for b, epoch in sorted(registered.items()):
         hb = await conn.call(BrokerHeartbeatRequest(b, epoch, epoch, want_fence=False), 1)
-        assert hb is not None and getattr(hb, "error_code") != STALE_BROKER_EPOCH, (b, epoch, hb)  # noqa: B009
+        assert hb is not None and getattr(hb, "error_code") != ErrorCode.STALE_BROKER_EPOCH, (b, epoch, hb)  # noqa: B009
     w.close()
     proc2.send_signal(signal.SIGTERM)
     assert await asyncio.wait_for(proc2.wait(), 30) == 0

@@ -5,7 +5,8 @@ Input: a Kafka source tree (its ``clients/.../common/message`` and
 jar (``common/message/*.json`` inside it), or plain folders of schema files.
 Output: one file per schema holding only wire facts (names, types, versions,
 tags, nullability, defaults, ignorable, mapKey, ...) in a stable layout; Kafka's
-comments and ``about`` texts are dropped. A new Kafka release then becomes
+comments and ``about`` texts are dropped. From a source tree it also refreshes
+``errors.json`` (Kafka's error table, see ``tools/codegen/errors.py``). A new Kafka release then becomes
 ``python -m tools.codegen.extract <src> --out schemas`` plus a regeneration.
 
 Usage: ``python -m tools.codegen.extract SRC [SRC ...] --out DIR [--kafka-version V]``
@@ -19,6 +20,7 @@ import sys
 import zipfile
 from pathlib import Path
 
+from tools.codegen import errors as error_facts
 from tools.codegen.spec import MessageSpec, SchemaError, parse_schema
 
 TREE_FOLDERS = {
@@ -67,6 +69,15 @@ def main(argv: list[str] | None = None) -> int:
                     spec = parse_schema(text, source=name)
                     (target / name).write_text(facts_json(spec), encoding="utf-8")
                     count += 1
+        for src in args.sources:
+            if (src / error_facts.ERRORS_JAVA).is_file():
+                # Kafka's error table: codes, names and retriability from the source,
+                # messages kept from our errors.json (see tools/codegen/errors.py).
+                target = args.out / "errors.json"
+                existing = error_facts.load_errors(target) if target.is_file() else []
+                merged = error_facts.merge(error_facts.kafka_errors(src), existing)
+                target.write_text(error_facts.errors_json(merged), encoding="utf-8")
+                count += 1
     except (SchemaError, OSError, zipfile.BadZipFile, UnicodeDecodeError) as exc:
         print(f"extract: {exc}", file=sys.stderr)
         return 2
