@@ -11,7 +11,11 @@ manages ACLs through the client listener. Skipped where no JDK or jar is install
 from __future__ import annotations
 
 import asyncio
+import contextlib
+import hashlib
+import shutil
 import subprocess
+import tempfile
 from pathlib import Path
 
 import pytest
@@ -21,20 +25,34 @@ from tests.oracles.java_oracle import _classpath, _java_tool, find_jar_dir, java
 
 SOURCE = Path(__file__).resolve().parents[1] / "controller" / "java" / "AdminProbe.java"
 JARS = ("kafka-clients.jar", "slf4j-api.jar")
+CACHE = Path(__file__).resolve().parents[2] / ".cache" / "admin-probe"
 
 
 @pytest.fixture(scope="module")
-def probe(tmp_path_factory: pytest.TempPathFactory) -> list[str]:
+def probe() -> list[str]:
     reason = java_available()
     if reason is not None:
         pytest.skip(f"no Java Admin client here: {reason}")
     javac, java = _java_tool("javac"), _java_tool("java")
     assert javac is not None and java is not None
     jars = [find_jar_dir() / j for j in JARS]
-    out = tmp_path_factory.mktemp("admin-probe")
-    done = subprocess.run([javac, "-nowarn", "--release", "17", "-d", str(out), "-cp", _classpath(jars), str(SOURCE)],
-                          capture_output=True, text=True, check=False, timeout=300)
-    assert done.returncode == 0, done.stderr
+    # Compiled once per source and jar set (javac takes ~10 s here), like the codec oracle.
+    digest = hashlib.sha256(SOURCE.read_bytes())
+    for jar in jars:
+        digest.update(f"\0{jar.name}\0{jar.stat().st_size}".encode())
+    out = CACHE / digest.hexdigest()[:20]
+    if not (out / "AdminProbe.class").is_file():
+        CACHE.mkdir(parents=True, exist_ok=True)
+        staging = Path(tempfile.mkdtemp(prefix="build-", dir=CACHE))
+        try:
+            done = subprocess.run(
+                [javac, "-nowarn", "--release", "17", "-d", str(staging), "-cp", _classpath(jars), str(SOURCE)],
+                capture_output=True, text=True, check=False, timeout=300)
+            assert done.returncode == 0, done.stderr
+            with contextlib.suppress(OSError):  # another worker may have finished first
+                staging.rename(out)
+        finally:
+            shutil.rmtree(staging, ignore_errors=True)
     return [java, "-XX:+UseSerialGC", "-cp", _classpath([out, *jars]), "AdminProbe"]
 
 

@@ -530,3 +530,55 @@ def describe_configs(
         except _Refused as exc:
             result.error_code, result.error_message = exc.code, exc.message
     return resp
+
+
+# ---------------------------------------------------------------------------- CreateTopics
+
+
+def creation_records(
+    st: Any, topic: str, configs: Iterable[tuple[str, str | None]]
+) -> list[RecordAndVersion] | tuple[int, str | None]:
+    """ConfigRecords for a topic created with ``configs``, or (error code, message).
+
+    As Kafka's CreateTopics: a null value refuses the topic ("Null value not supported for
+    topic configs: a,b"); the rest is an incremental SET on a resource that does not exist
+    yet (so no existence check), validated as IncrementalAlterConfigs validates it. The
+    records go right after the TopicRecord.
+    """
+    ops: dict[str, tuple[int, str | None]] = {}
+    nulls: list[str] = []
+    for key, value in configs:
+        if value is None:
+            nulls.append(key)
+        else:
+            ops[key] = (SET, value)
+    if nulls:
+        return INVALID_CONFIG, "Null value not supported for topic configs: " + ",".join(nulls)
+    if not ops:
+        return []
+    records: list[RecordAndVersion] = []
+    try:
+        for key, (_op, value) in ops.items():
+            if value is not None and len(value) > _MAX_VALUE_LEN:
+                raise _Refused(INVALID_CONFIG, "The configuration value cannot be added because it exceeds the "
+                                               f"maximum value size of {_MAX_VALUE_LEN} bytes.")
+            records.append(_record(TOPIC, topic, key, value))
+        _validate_topic_configs({k: v for k, (_o, v) in ops.items() if v is not None})
+    except _Refused as exc:
+        return exc.code, exc.message
+    return records
+
+
+def effective_topic_configs(st: Any, overrides: dict[str, str]) -> list[tuple[str, str | None, int]]:
+    """(name, value, source) of every topic config a new topic with ``overrides`` has
+    (CreateTopics v5+ answers list them)."""
+    defaults = st.configs.get(BROKER, "")
+    out: list[tuple[str, str | None, int]] = []
+    for key, spec in sorted(TOPIC_CONFIGS.items()):
+        if key in overrides:
+            out.append((key, overrides[key], SOURCE_TOPIC))
+        elif spec.synonym is not None and spec.synonym in defaults:
+            out.append((key, defaults[spec.synonym], SOURCE_DYNAMIC_DEFAULT_BROKER))
+        else:
+            out.append((key, spec.default, SOURCE_DEFAULT))
+    return out
