@@ -131,6 +131,11 @@ def error_response(api_key: int, body: Any, code: int, message: str | None = Non
             MetadataResponseTopic(error_code=code, name=t.name, topic_id=t.topic_id) for t in (body.topics or ())
         ]
         return resp
+    from kraft_jbod.controller.apis.admin import error_response as admin_error_response
+
+    admin = admin_error_response(api_key, body, code, message)
+    if admin is not None:
+        return admin
     raise ConfigError(f"{codec.api_name(api_key)} responses have no error code to inject")
 
 
@@ -609,23 +614,37 @@ class Gate:
         return self._carry_out(rule.action, ev, proceed)
 
     def _denied(self, authz: Authorizer, ev: RequestReceived) -> Any | None:
-        key, principal = ev.api_key, self.principal
         host = self.proto.peer.rsplit(":", 1)[0]
+        denied = self._denied_for(authz, ev.api_key, ev.body, self.principal, host)
+        if denied is not None or ev.api_key != ApiKey.ENVELOPE:
+            return denied
+        # A forwarded request is authorized as its client: the principal and address the
+        # broker put in the envelope (Kafka's ControllerApis); a refusal travels inside.
+        from kraft_jbod.controller import envelope as env
+
+        server = self.ext.server
+        fwd = env.unwrap(ev.body, getattr(server, "supported", {}) or {})
+        if not isinstance(fwd, env.Forwarded):
+            return None  # the state machine answers the envelope's own error
+        inner = self._denied_for(authz, fwd.api_key, fwd.body, str(fwd.principal), fwd.client_address)
+        return None if inner is None else env.wrap(fwd, inner)
+
+    def _denied_for(self, authz: Authorizer, key: int, body: Any, principal: str, host: str) -> Any | None:
         op = authz.required_for(key)
         if op is not None:
             if authz.authorize(principal, op, host=host):
                 return None
-            return error_response(key, ev.body, CLUSTER_AUTHORIZATION_FAILED,
+            return error_response(key, body, CLUSTER_AUTHORIZATION_FAILED,
                                   f"Principal {principal} lacks {op} on the cluster")
         if key in (ApiKey.CREATE_TOPICS, ApiKey.DELETE_TOPICS):
             op = "CREATE" if key == ApiKey.CREATE_TOPICS else "DELETE"
             if authz.authorize(principal, op, host=host):
                 return None
-            names = [t.name for t in ev.body.topics] if key == ApiKey.CREATE_TOPICS else (
-                list(ev.body.topic_names) + [t.name for t in ev.body.topics])
+            names = [t.name for t in body.topics] if key == ApiKey.CREATE_TOPICS else (
+                list(body.topic_names) + [t.name for t in body.topics])
             if all(n is not None and authz.authorize(principal, op, "TOPIC", n, host=host) for n in names):
                 return None
-            return error_response(key, ev.body, TOPIC_AUTHORIZATION_FAILED, "Authorization failed.")
+            return error_response(key, body, TOPIC_AUTHORIZATION_FAILED, "Authorization failed.")
         return None
 
     def _carry_out(self, action: Action, ev: RequestReceived, proceed: Callable[[], None]) -> bool:

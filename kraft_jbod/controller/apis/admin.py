@@ -170,3 +170,36 @@ def reassignment_isr_change(st: Any, p: Any, new_isr: list[int], lrs: int) -> tu
         p.leader_recovery_state if rec.leader_recovery_state == -1 else rec.leader_recovery_state,
     )
     return rec, view
+
+
+def error_response(api_key: int, body: Any, code: int, message: str | None = None) -> Message | None:
+    """The response carrying ``code`` for every entry of an admin request whose answer has
+    no top-level error code (Kafka's getErrorResponse), or None for other apis."""
+    from kraft_jbod.messages.alter_configs_response import AlterConfigsResourceResponse as LegacyResult
+    from kraft_jbod.messages.alter_configs_response import AlterConfigsResponse
+    from kraft_jbod.messages.create_acls_response import AclCreationResult, CreateAclsResponse
+    from kraft_jbod.messages.create_partitions_response import CreatePartitionsResponse, CreatePartitionsTopicResult
+    from kraft_jbod.messages.delete_acls_response import DeleteAclsFilterResult, DeleteAclsResponse
+    from kraft_jbod.messages.describe_configs_response import DescribeConfigsResponse, DescribeConfigsResult
+    from kraft_jbod.messages.incremental_alter_configs_response import (
+        AlterConfigsResourceResponse,
+        IncrementalAlterConfigsResponse,
+    )
+
+    if api_key == API_CREATE_ACLS:
+        return CreateAclsResponse(results=[AclCreationResult(code, message) for _ in body.creations])
+    if api_key == API_DELETE_ACLS:
+        return DeleteAclsResponse(filter_results=[DeleteAclsFilterResult(code, message) for _ in body.filters])
+    if api_key == API_DESCRIBE_CONFIGS:
+        return DescribeConfigsResponse(results=[
+            DescribeConfigsResult(code, message, r.resource_type, r.resource_name) for r in body.resources])
+    if api_key == API_ALTER_CONFIGS:
+        return AlterConfigsResponse(responses=[
+            LegacyResult(code, message, r.resource_type, r.resource_name) for r in body.resources])
+    if api_key == API_INCREMENTAL_ALTER_CONFIGS:
+        return IncrementalAlterConfigsResponse(responses=[
+            AlterConfigsResourceResponse(code, message, r.resource_type, r.resource_name) for r in body.resources])
+    if api_key == API_CREATE_PARTITIONS:
+        return CreatePartitionsResponse(results=[
+            CreatePartitionsTopicResult(t.name, code, message) for t in body.topics])
+    return None
