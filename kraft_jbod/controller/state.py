@@ -1235,6 +1235,12 @@ class ControllerState:
             if t.name in self._topic_names:
                 res.error_code, res.error_message = ec.TOPIC_ALREADY_EXISTS, f"Topic '{t.name}' already exists."
                 continue
+            # Topic configs (controller/apis/configs.py): validated before placement, written
+            # right after the TopicRecord, and listed in v5+ answers, as Kafka does.
+            config_records = admin_apis.topic_config_records(self, t.name, [(c.name, c.value) for c in t.configs])
+            if isinstance(config_records, tuple):
+                res.error_code, res.error_message = config_records
+                continue
             plan = self._plan_topic(t, active, placed_so_far)
             if isinstance(plan, tuple):
                 res.error_code, res.error_message = plan
@@ -1243,12 +1249,14 @@ class ControllerState:
             rf = len(plan[0]) if plan else 0
             if api_version >= 5:
                 res.num_partitions, res.replication_factor = len(plan), rf
+                res.configs = admin_apis.created_topic_configs(self, config_records)
             if req.validate_only:
                 continue
             topic_id = self._new_topic_id(t.name, next_offset + len(d.records))
             if api_version >= 7:
                 res.topic_id = topic_id
             d.records.append((TopicRecord(name=t.name, topic_id=topic_id), 0))
+            d.records.extend(config_records)
             pversion = fv.partition_record_version(self.metadata_version)
             for pid, replicas in enumerate(plan):
                 dirs = [self._default_dir(b) for b in replicas]

@@ -691,3 +691,45 @@ def test_acl_id_is_not_random() -> None:
     rb = b.call(30, 3, CreateAclsRequest(creations=[_acl()])).records
     assert [r.id for r, _ in ra] == [r.id for r, _ in rb]  # type: ignore[attr-defined]
     assert all(isinstance(r.id, uuid.UUID) for r, _ in ra)  # type: ignore[attr-defined]
+
+
+# ----------------------------------------------------------------------------- CreateTopics with configs
+
+
+def test_create_topics_with_configs_writes_config_records_after_the_topic() -> None:
+    from kraft_jbod.messages.create_topics_request import CreatableTopicConfig
+    from kraft_jbod.messages.topic_record import TopicRecord
+
+    c = started()
+    topic = CreatableTopic("compacted", 1, 1, configs=[CreatableTopicConfig("cleanup.policy", "compact"),
+                                                      CreatableTopicConfig("retention.ms", "100")])
+    out = c.call(19, 7, CreateTopicsRequest(topics=[topic], timeout_ms=1))
+    (res,) = out.response.topics  # type: ignore[attr-defined]
+    assert res.error_code == 0
+    kinds = [type(r).__name__ for r, _ in out.records]
+    assert kinds[:3] == ["TopicRecord", "ConfigRecord", "ConfigRecord"] and set(kinds[3:]) == {"PartitionRecord"}
+    assert isinstance(out.records[0][0], TopicRecord)
+    listed = {x.name: (x.value, x.config_source) for x in res.configs}
+    assert listed["cleanup.policy"] == ("compact", 1) and listed["segment.ms"] == ("604800000", 5)
+    assert c.state.configs.get(TOPIC, "compacted") == {"cleanup.policy": "compact", "retention.ms": "100"}
+    replay_equals_live(c)
+
+
+@pytest.mark.parametrize(
+    ("configs", "code", "message"),
+    [
+        ([("nope", "1")], 40, "Unknown topic config name: nope"),
+        ([("retention.ms", None), ("segment.ms", None)], 40, "Null value not supported for topic configs: "
+                                                             "retention.ms,segment.ms"),
+        ([("retention.ms", "x")], 40, "Invalid value x for configuration retention.ms: Not a number of type LONG"),
+    ],
+)
+def test_create_topics_with_bad_configs(configs: list[tuple[str, str | None]], code: int, message: str) -> None:
+    from kraft_jbod.messages.create_topics_request import CreatableTopicConfig
+
+    c = started()
+    topic = CreatableTopic("t", 1, 1, configs=[CreatableTopicConfig(k, v) for k, v in configs])
+    out = c.call(19, 7, CreateTopicsRequest(topics=[topic], timeout_ms=1))
+    (res,) = out.response.topics  # type: ignore[attr-defined]
+    assert (res.error_code, res.error_message) == (code, message)
+    assert out.records == []

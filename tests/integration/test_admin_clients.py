@@ -75,13 +75,15 @@ def _confluent_admin_story(bootstrap: str) -> dict[str, Any]:
 
     admin = _confluent(bootstrap)
     out: dict[str, Any] = {}
-    admin.create_topics([NewTopic("orders", 2, 2)], request_timeout=10)["orders"].result(timeout=TIMEOUT)
+    new = NewTopic("orders", 2, 2, config={"cleanup.policy": "compact"})
+    admin.create_topics([new], request_timeout=10)["orders"].result(timeout=TIMEOUT)
     resource = ConfigResource(ResourceType.TOPIC, "orders", incremental_configs=[
         ConfigEntry("retention.ms", "3600000", incremental_operation=AlterConfigOpType.SET)])
     admin.incremental_alter_configs([resource])[resource].result(timeout=TIMEOUT)
     described = admin.describe_configs([ConfigResource(ResourceType.TOPIC, "orders")])
     configs = next(iter(described.values())).result(timeout=TIMEOUT)
     out["retention"] = (configs["retention.ms"].value, configs["retention.ms"].source)
+    out["cleanup"] = configs["cleanup.policy"].value
     admin.create_partitions([NewPartitions("orders", 5)])["orders"].result(timeout=TIMEOUT)
     try:
         admin.create_partitions([NewPartitions("orders", 3)])["orders"].result(timeout=TIMEOUT)
@@ -97,6 +99,7 @@ async def test_librdkafka_admin_story(kraft_cluster: KraftCluster) -> None:
         await kraft_cluster.add_broker(b, dirs=2)
     out = await asyncio.to_thread(_confluent_admin_story, kraft_cluster.bootstrap)
     assert out["retention"] == ("3600000", 1)  # ConfigSource.DYNAMIC_TOPIC_CONFIG
+    assert out["cleanup"] == "compact"  # set at creation
     assert out["shrink"] == 37 and out["partitions"] == 5
     state = kraft_cluster.server.state
     assert state.topic_id_of("orders") is None  # deleted, and the configs with it

@@ -20,6 +20,7 @@ from kraft_jbod.controller import envelope as env
 from kraft_jbod.controller.apis import acls, configs, features_api, partitions, quorum
 from kraft_jbod.controller.placement import place_replicas
 from kraft_jbod.errors import EncodeError, ProtocolError
+from kraft_jbod.messages.config_record import ConfigRecord
 from kraft_jbod.wire.message import Message
 
 API_DESCRIBE_ACLS: Final = 29
@@ -203,3 +204,19 @@ def error_response(api_key: int, body: Any, code: int, message: str | None = Non
         return CreatePartitionsResponse(results=[
             CreatePartitionsTopicResult(t.name, code, message) for t in body.topics])
     return None
+
+
+def topic_config_records(
+    st: Any, topic: str, configs_: list[tuple[str, str | None]]
+) -> list[RecordAndVersion] | tuple[int, str | None]:
+    """ConfigRecords of a topic being created (CreateTopics), or (error code, message)."""
+    return configs.creation_records(st, topic, configs_)
+
+
+def created_topic_configs(st: Any, records: list[RecordAndVersion]) -> list[Any]:
+    """CreateTopics v5+ ``Configs``: every topic config of the new topic and its source."""
+    from kraft_jbod.messages.create_topics_response import CreatableTopicConfigs
+
+    overrides = {r.name: r.value for r, _ in records if isinstance(r, ConfigRecord) and r.value is not None}
+    return [CreatableTopicConfigs(name=name, value=value, read_only=False, config_source=source, is_sensitive=False)
+            for name, value, source in configs.effective_topic_configs(st, overrides)]
