@@ -24,9 +24,9 @@ from pathlib import Path
 import pytest
 
 from kraft_jbod.controller import envelope as env
+from kraft_jbod.messages.alter_configs_request import AlterableConfig as LegacyConfig
 from kraft_jbod.messages.alter_configs_request import AlterConfigsRequest
 from kraft_jbod.messages.alter_configs_request import AlterConfigsResource as LegacyResource
-from kraft_jbod.messages.alter_configs_request import AlterableConfig as LegacyConfig
 from kraft_jbod.messages.alter_partition_reassignments_request import (
     AlterPartitionReassignmentsRequest,
     ReassignablePartition,
