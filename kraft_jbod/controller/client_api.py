@@ -99,15 +99,21 @@ def alive_brokers(
 
 
 def offline_replicas(state: Any, p: Any) -> list[int]:
-    """Replicas on fenced/unregistered brokers or in a directory reported offline (Rule 2)."""
+    """Replicas a client sees offline, as Kafka's ``KRaftMetadataCache`` computes them: the
+    broker is unregistered or fenced, or its registration does not list the replica's
+    directory as online (``BrokerRegistration.hasOnlineDir``). A directory the broker no
+    longer lists, failed or missing after a restart, is offline too; UNASSIGNED and MIGRATING
+    count as online, LOST never; a registration without directories counts all online. The
+    ``kip`` profile keeps its single-directory rule (docs/divergences.md row 5)."""
+    prof = state.profile
     out = []
     for b, d in zip(p.replicas, p.dirs, strict=True):
         reg = state.brokers.get(b)
-        if reg is None or reg.fenced:
+        if reg is None or reg.fenced or d == prof.lost:
             out.append(b)
-        elif reg.registered_dirs and d in set(reg.registered_dirs) and d not in reg.online_set:
-            out.append(b)
-        elif d == state.profile.lost:
+        elif d in (prof.unassigned, prof.migrating) or not reg.online_set or d in reg.online_set:
+            continue
+        elif not (prof.single_dir_unknown_is_online and len(reg.online_set) == 1):
             out.append(b)
     return out
 
