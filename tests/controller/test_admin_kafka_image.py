@@ -8,7 +8,8 @@ the same record bytes through Kafka 4.4's MetadataDelta, and the image Kafka bui
 equal ours: every partition (replicas, ISR, leader, epochs, adding/removing, recovery
 state), every dynamic config, every ACL (with its id) and metadata.version.
 
-Needs the Kafka 4.4 oracle build (``../shared/kafka/build.sh``); skipped where it is absent.
+Needs the Kafka 4.4 oracle (``tools/kafka_oracle.py``, as the interop tests): skipped where
+it cannot be found or built, failed under ``CI=true``.
 """
 
 from __future__ import annotations
@@ -47,27 +48,23 @@ from kraft_jbod.messages.incremental_alter_configs_request import (
 from kraft_jbod.messages.update_features_request import FeatureUpdateKey, UpdateFeaturesRequest
 from kraft_jbod.wire.primitives import uuid_to_base64url
 from tests.controller.harness import Cluster, dir_id
+from tools.kafka_oracle import OracleUnavailable, in_ci, locate
 
 SOURCE = Path(__file__).resolve().parent / "java" / "ImageProbe.java"
 CACHE = Path(__file__).resolve().parents[2] / ".cache" / "image-probe"
-_REPO = Path(__file__).resolve().parents[2]
-
-
-def _oracle_classpath() -> str | None:
-    candidates = [os.environ.get("KAFKA_ORACLE_CLASSPATH", ""), str(_REPO / "build" / "kafka-4.4" / "classpath"),
-                  str(_REPO.parent / "kafka-oracle" / "classpath"), "/work/kafka-oracle/classpath"]
-    for c in candidates:
-        if c and Path(c).is_file():
-            return Path(c).read_text(encoding="utf-8").strip()
-    return None
 
 
 @pytest.fixture(scope="module")
 def image_probe() -> list[str]:
-    classpath = _oracle_classpath()
+    try:
+        oracle = locate()
+    except OracleUnavailable as exc:
+        if in_ci():
+            pytest.fail(f"CI=true and the Kafka 4.4 oracle is unavailable: {exc}")
+        pytest.skip(f"Kafka 4.4 oracle unavailable: {exc}")
     javac, java = shutil.which("javac"), shutil.which("java")
-    if classpath is None or javac is None or java is None:
-        pytest.skip("the Kafka 4.4 oracle build (../shared/kafka/build.sh) or a JDK is not here")
+    assert javac is not None and java is not None  # the oracle build needed them
+    classpath = os.pathsep.join(str(p) for p in oracle.classpath)
     digest = hashlib.sha256(SOURCE.read_bytes() + classpath.encode()).hexdigest()[:20]
     out = CACHE / digest
     if not (out / "ImageProbe.class").is_file():
