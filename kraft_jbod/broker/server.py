@@ -47,7 +47,7 @@ from kraft_jbod.controller import features as fv
 from kraft_jbod.errors import KraftJbodError, StorageError
 from kraft_jbod.messages.api_keys import ApiKey
 from kraft_jbod.messages.api_versions_request import ApiVersionsRequest
-from kraft_jbod.messages.broker_registration_request import BrokerRegistrationRequest, Feature, Listener
+from kraft_jbod.messages.broker_registration_request import BrokerRegistrationRequest, Listener
 from kraft_jbod.messages.error_codes import ErrorCode
 from kraft_jbod.storage import ensure_directory_ids
 from kraft_jbod.wire.primitives import uuid_from_base64url, uuid_signed_key, uuid_to_base64url
@@ -368,7 +368,7 @@ class FakeBroker:
     # ------------------------------------------------------------------ registration, heartbeats
 
     def _registration(self, version: int) -> BrokerRegistrationRequest:
-        feats = [Feature(fv.METADATA_VERSION, 1, fv.LATEST_PRODUCTION_LEVEL), Feature(fv.KRAFT_VERSION, 0, 1)]
+        feats = fv.registration_features(4)
         if version < 4:
             feats = [f for f in feats if f.min_supported_version != 0]
         online = sorted((d.dir_id for d in self.dirs.online), key=uuid_signed_key)

@@ -11,14 +11,15 @@ fences brokers and fails directories. The rules follow a KRaft broker's metadata
   real KRaft cluster whose controllers are hidden), -1 when none is alive.
 * Rule 2: a partition without a leader answers LEADER_NOT_AVAILABLE (5); its
   ``offline_replicas`` (v5+) are replicas on fenced or unregistered brokers or in a
-  directory the broker reported offline.
+  directory that is not among the broker's online ones (reported offline, or missing
+  from its latest registration), as Kafka's metadata cache computes them.
 * Rule 3: Metadata v0 with no topics, or v1+ with a null topic list, means every topic;
   an unknown name answers UNKNOWN_TOPIC_OR_PARTITION (3), an unknown id (v10+)
   UNKNOWN_TOPIC_ID (100). Topics are never auto-created.
 * Rule 4: while no broker is alive, the listener lists itself (the controller's node id
   at the address the client reached) as the one broker and the controller, so admin
   clients send their requests here and get Kafka's answers (CreateTopics:
-  INVALID_REPLICATION_FACTOR, "only 0 broker(s) are registered") instead of waiting for a
+  INVALID_REPLICATION_FACTOR, "Unable to replicate the partition ...") instead of waiting for a
   controller that never appears.
 * Rule 5: the admin APIs a broker forwards to its controller (:data:`WRITE_APIS`) go to
   the controller's state machine through the server's one writer, as if forwarded, so
@@ -35,6 +36,7 @@ import uuid
 from collections.abc import Callable
 from typing import Any, Final
 
+from kraft_jbod.controller.image import offline_replicas as image_offline_replicas
 from kraft_jbod.messages.describe_cluster_request import DescribeClusterRequest
 from kraft_jbod.messages.describe_cluster_response import DescribeClusterBroker, DescribeClusterResponse
 from kraft_jbod.messages.metadata_request import MetadataRequest
@@ -99,23 +101,8 @@ def alive_brokers(
 
 
 def offline_replicas(state: Any, p: Any) -> list[int]:
-    """Replicas a client sees offline, as Kafka's ``KRaftMetadataCache`` computes them: the
-    broker is unregistered or fenced, or its registration does not list the replica's
-    directory as online (``BrokerRegistration.hasOnlineDir``). A directory the broker no
-    longer lists, failed or missing after a restart, is offline too; UNASSIGNED and MIGRATING
-    count as online, LOST never; a registration without directories counts all online. The
-    ``kip`` profile keeps its single-directory rule (docs/divergences.md row 5)."""
-    prof = state.profile
-    out = []
-    for b, d in zip(p.replicas, p.dirs, strict=True):
-        reg = state.brokers.get(b)
-        if reg is None or reg.fenced or d == prof.lost:
-            out.append(b)
-        elif d in (prof.unassigned, prof.migrating) or not reg.online_set or d in reg.online_set:
-            continue
-        elif not (prof.single_dir_unknown_is_online and len(reg.online_set) == 1):
-            out.append(b)
-    return out
+    """Replicas on fenced/unregistered brokers or in a directory not online on the broker (Rule 2)."""
+    return image_offline_replicas(state.image, p)
 
 
 def _partition(state: Any, p: Any) -> MetadataResponsePartition:
@@ -216,15 +203,15 @@ def answer(state: Any, api_key: int, api_version: int, body: Any, **kwargs: Any)
     if api_key == API_DESCRIBE_CONFIGS:
         from kraft_jbod.controller.apis.configs import describe_configs
 
-        return describe_configs(state, api_version, body, any_broker=True)
+        return describe_configs(_admin_view(state), api_version, body, any_broker=True)
     if api_key == API_DESCRIBE_ACLS:
         from kraft_jbod.controller.apis.acls import describe_acls
 
-        return describe_acls(state, api_version, body)
+        return describe_acls(_admin_view(state), api_version, body)
     if api_key == API_LIST_PARTITION_REASSIGNMENTS:
         from kraft_jbod.controller.apis.partitions import list_partition_reassignments
 
-        return list_partition_reassignments(state, api_version, body)
+        return list_partition_reassignments(_admin_view(state), api_version, body)
     raise ValueError(f"api key {api_key} is not a client-listener api")
 
 
@@ -296,3 +283,10 @@ def render_text(view: dict[str, Any]) -> str:
                 f"dirs {p['directories']}" + (f"  offline {p['offline_replicas']}" if p["offline_replicas"] else "")
             )
     return "\n".join(lines) + "\n"
+
+
+def _admin_view(state: Any) -> Any:
+    """The read-only view the admin API modules are written against."""
+    from kraft_jbod.controller.apis.admin import view_of
+
+    return view_of(state)

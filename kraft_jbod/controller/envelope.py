@@ -49,9 +49,31 @@ INVALID_REQUEST: Final = 42
 PRINCIPAL_DESERIALIZATION_FAILURE: Final = 97
 
 # ApiKeys with forwardable=true in Kafka 4.4 (protocol-notes.md §8.2).
-FORWARDABLE: Final[frozenset[int]] = frozenset({
-    19, 20, 30, 31, 33, 37, 38, 39, 40, 43, 44, 45, 46, 49, 51, 55, 57, 64, 67, 80, 81,
-})
+FORWARDABLE: Final[frozenset[int]] = frozenset(
+    {
+        19,
+        20,
+        30,
+        31,
+        33,
+        37,
+        38,
+        39,
+        40,
+        43,
+        44,
+        45,
+        46,
+        49,
+        51,
+        55,
+        57,
+        64,
+        67,
+        80,
+        81,
+    }
+)
 _INT16: Final = struct.Struct(">h")
 
 
@@ -182,8 +204,13 @@ def wrap(fwd: Forwarded, response: Message) -> EnvelopeResponse:
 
 
 def envelope_of(
-    body: Message, api_version: int, *, correlation_id: int = 1, client_id: str | None = "broker",
-    principal: Principal = Principal("User", "ANONYMOUS"), client_address: str = "127.0.0.1",
+    body: Message,
+    api_version: int,
+    *,
+    correlation_id: int = 1,
+    client_id: str | None = "broker",
+    principal: Principal = Principal("User", "ANONYMOUS"),
+    client_address: str = "127.0.0.1",
 ) -> EnvelopeRequest:
     """An Envelope around ``body`` as a broker builds one (for tests and tools).
 

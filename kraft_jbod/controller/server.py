@@ -353,7 +353,10 @@ class ControllerServer:
             ]
             level = getattr(self.state, "metadata_version", None)
             if isinstance(level, int) and level > 0:
-                resp.finalized_features = [FinalizedFeatureKey(features.METADATA_VERSION, level, level)]
+                finalized = dict(getattr(self.state, "finalized_features", {}), **{features.METADATA_VERSION: level})
+                resp.finalized_features = [
+                    FinalizedFeatureKey(name, lvl, lvl) for name, lvl in sorted(finalized.items()) if lvl > 0
+                ]
                 assert self.log is not None
                 resp.finalized_features_epoch = self.log.end_offset - 1
         return resp

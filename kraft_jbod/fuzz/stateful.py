@@ -227,7 +227,9 @@ class _Session:
             cluster_id=cluster_id,
             incarnation_id=uuid.UUID(int=rng.getrandbits(128)),
             listeners=[Listener("PLAINTEXT", "127.0.0.1", 19092 + self.n % 1000, 0)],
-            features=[Feature("metadata.version", 1, self.run.metadata_level or 1)],
+            # Every finalized feature must be listed (Kafka's rule); metadata.version as a range.
+            features=[Feature("metadata.version", 1, self.run.metadata_level or 1)]
+            + [Feature(n, lvl, lvl) for n, lvl in sorted(self.run.other_features.items())],
             rack=None,
             log_dirs=reg_dirs if v >= 2 else [],
         )
@@ -332,6 +334,7 @@ class StatefulRunner:
         self.report = StatefulReport(config.seed)
         self.served: dict[int, tuple[int, int]] = {}
         self.metadata_level = 0
+        self.other_features: dict[str, int] = {}  # finalized features besides metadata.version
         self.gone = False
         self.claimed_ids: set[int] = set()
         self.claimed_dirs: set[uuid.UUID] = set()
@@ -358,9 +361,13 @@ class StatefulRunner:
             if payload is None:
                 return 0
             body: ApiVersionsResponse = codec.decode_response(payload, ApiKey.API_VERSIONS, 3).body
+            level = 0
             for f in body.finalized_features:
                 if f.name == "metadata.version":
-                    return int(f.max_version_level)
+                    level = int(f.max_version_level)
+                elif f.max_version_level > 0:
+                    self.other_features[f.name] = int(f.max_version_level)
+            return level
         except (DecodeError, TimeoutError, OSError):
             return 0
         finally:

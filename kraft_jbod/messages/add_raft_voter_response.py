@@ -39,12 +39,12 @@ _L0 = (('ThrottleTimeMs', 4), ('ErrorCode', 2))
 
 @_dataclass(slots=True)
 class AddRaftVoterResponse(_Message):
-    """response AddRaftVoterResponse, versions 0."""
+    """response AddRaftVoterResponse, versions 0-1."""
 
     NAME: _ClassVar[str] = 'AddRaftVoterResponse'
     SCHEMA_TYPE: _ClassVar[str] = 'response'
     API_KEY: _ClassVar[int | None] = 80
-    VALID_VERSIONS: _ClassVar[tuple[int, int]] = (0, 0)
+    VALID_VERSIONS: _ClassVar[tuple[int, int]] = (0, 1)
     FLEXIBLE_MIN: _ClassVar[int | None] = 0
     LATEST_VERSION_UNSTABLE: _ClassVar[bool] = False
     DEPRECATED_VERSIONS: _ClassVar[tuple[int, int] | None] = None
@@ -55,7 +55,7 @@ class AddRaftVoterResponse(_Message):
 
 
 def _read_AddRaftVoterResponse_0(buf: bytes | bytearray | memoryview, pos: int) -> tuple[AddRaftVoterResponse, int]:
-    # versions 0
+    # versions 0-1
     end = len(buf)
     if pos + 6 > end:
         raise _short_fixed(pos, end, _L0)
@@ -83,7 +83,7 @@ def _read_AddRaftVoterResponse_0(buf: bytes | bytearray | memoryview, pos: int) 
 
 
 def _write_AddRaftVoterResponse_0(o: AddRaftVoterResponse, out: bytearray) -> None:
-    # versions 0
+    # versions 0-1
     out += _S_ih.pack(o.throttle_time_ms, o.error_code)
     _wcs(out, o.error_message, 'ErrorMessage')
     if o.unknown_tagged_fields:
@@ -92,8 +92,8 @@ def _write_AddRaftVoterResponse_0(o: AddRaftVoterResponse, out: bytearray) -> No
         out.append(0)
 
 
-AddRaftVoterResponse._READERS = {0: _read_AddRaftVoterResponse_0}
-AddRaftVoterResponse._WRITERS = {0: _write_AddRaftVoterResponse_0}
+AddRaftVoterResponse._READERS = {0: _read_AddRaftVoterResponse_0, 1: _read_AddRaftVoterResponse_0}
+AddRaftVoterResponse._WRITERS = {0: _write_AddRaftVoterResponse_0, 1: _write_AddRaftVoterResponse_0}
 AddRaftVoterResponse._FIELDS = (
     _F('ThrottleTimeMs', 'throttle_time_ms', 'int32', (0, 32767), None, None, None, False, lambda: 0, None, None),
     _F('ErrorCode', 'error_code', 'int16', (0, 32767), None, None, None, False, lambda: 0, None, None),

@@ -31,9 +31,11 @@ from kraft_jbod.wire.primitives import (
 )
 
 _new = object.__new__
+_S_i_h = _struct.Struct('>i?h')
 _S_ih = _struct.Struct('>ih')
 _L0 = (('PartitionIndex', 4), ('ErrorCode', 2))
 _L1 = (('ThrottleTimeMs', 4), ('ErrorCode', 2))
+_L2 = (('ThrottleTimeMs', 4), ('AllowReplicationFactorChange', 1), ('ErrorCode', 2))
 
 
 
@@ -59,16 +61,17 @@ class ReassignableTopicResponse(_Struct):
 
 @_dataclass(slots=True)
 class AlterPartitionReassignmentsResponse(_Message):
-    """response AlterPartitionReassignmentsResponse, versions 0."""
+    """response AlterPartitionReassignmentsResponse, versions 0-1."""
 
     NAME: _ClassVar[str] = 'AlterPartitionReassignmentsResponse'
     SCHEMA_TYPE: _ClassVar[str] = 'response'
     API_KEY: _ClassVar[int | None] = 45
-    VALID_VERSIONS: _ClassVar[tuple[int, int]] = (0, 0)
+    VALID_VERSIONS: _ClassVar[tuple[int, int]] = (0, 1)
     FLEXIBLE_MIN: _ClassVar[int | None] = 0
     LATEST_VERSION_UNSTABLE: _ClassVar[bool] = False
     DEPRECATED_VERSIONS: _ClassVar[tuple[int, int] | None] = None
     throttle_time_ms: int = 0
+    allow_replication_factor_change: bool = True
     error_code: int = 0
     error_message: str | None = ''
     responses: list[ReassignableTopicResponse] = _field(default_factory=list)
@@ -76,7 +79,7 @@ class AlterPartitionReassignmentsResponse(_Message):
 
 
 def _read_ReassignablePartitionResponse_0(buf: bytes | bytearray | memoryview, pos: int) -> tuple[ReassignablePartitionResponse, int]:
-    # versions 0
+    # versions 0-1
     end = len(buf)
     if pos + 6 > end:
         raise _short_fixed(pos, end, _L0)
@@ -104,7 +107,7 @@ def _read_ReassignablePartitionResponse_0(buf: bytes | bytearray | memoryview, p
 
 
 def _write_ReassignablePartitionResponse_0(o: ReassignablePartitionResponse, out: bytearray) -> None:
-    # versions 0
+    # versions 0-1
     out += _S_ih.pack(o.partition_index, o.error_code)
     _wcs(out, o.error_message, 'ErrorMessage')
     if o.unknown_tagged_fields:
@@ -114,7 +117,7 @@ def _write_ReassignablePartitionResponse_0(o: ReassignablePartitionResponse, out
 
 
 def _read_ReassignableTopicResponse_0(buf: bytes | bytearray | memoryview, pos: int) -> tuple[ReassignableTopicResponse, int]:
-    # versions 0
+    # versions 0-1
     end = len(buf)
     v_name, pos = _rcs(buf, pos, 'Name')
     v_partitions: list[ReassignablePartitionResponse]
@@ -173,7 +176,7 @@ def _read_ReassignableTopicResponse_0(buf: bytes | bytearray | memoryview, pos: 
 
 
 def _write_ReassignableTopicResponse_0(o: ReassignableTopicResponse, out: bytearray) -> None:
-    # versions 0
+    # versions 0-1
     if o.name is None:
         raise _null('Name')
     _wcs(out, o.name, 'Name')
@@ -230,6 +233,7 @@ def _read_AlterPartitionReassignmentsResponse_0(buf: bytes | bytearray | memoryv
             unknown = tuple(raw_tags)
     o = _new(AlterPartitionReassignmentsResponse)
     o.throttle_time_ms = v_throttle_time_ms
+    o.allow_replication_factor_change = True
     o.error_code = v_error_code
     o.error_message = v_error_message
     o.responses = v_responses
@@ -252,8 +256,68 @@ def _write_AlterPartitionReassignmentsResponse_0(o: AlterPartitionReassignmentsR
         out.append(0)
 
 
-AlterPartitionReassignmentsResponse._READERS = {0: _read_AlterPartitionReassignmentsResponse_0}
-AlterPartitionReassignmentsResponse._WRITERS = {0: _write_AlterPartitionReassignmentsResponse_0}
+def _read_AlterPartitionReassignmentsResponse_1(buf: bytes | bytearray | memoryview, pos: int) -> tuple[AlterPartitionReassignmentsResponse, int]:
+    # versions 1
+    end = len(buf)
+    if pos + 7 > end:
+        raise _short_fixed(pos, end, _L2)
+    v_throttle_time_ms, v_allow_replication_factor_change, v_error_code = _S_i_h.unpack_from(buf, pos)
+    pos += 7
+    v_error_message, pos = _rncs(buf, pos, 'ErrorMessage')
+    v_responses: list[ReassignableTopicResponse]
+    n_v_responses = buf[pos] - 1 if pos < end else -2
+    if 0 <= n_v_responses < 127 and n_v_responses <= end - pos:
+        pos += 1
+    else:
+        n_v_responses, pos = _rcal(buf, pos, 'Responses')
+    v_responses = []
+    app_v_responses = v_responses.append
+    i = 0
+    try:
+        for i in range(n_v_responses):
+            e_v_responses, pos = _read_ReassignableTopicResponse_0(buf, pos)
+            app_v_responses(e_v_responses)
+    except _DecodeError as exc:
+        raise exc.refine(field=f'Responses[{i}]')
+    unknown: tuple[tuple[int, bytes], ...] = ()
+    if pos < end and buf[pos] == 0:
+        pos += 1
+    else:
+        n_tags, pos = _rtc(buf, pos, '_tagged_fields')
+        raw_tags: list[tuple[int, bytes]] = []
+        for _ in range(n_tags):
+            tag, size, pos = _rth(buf, pos, '_tagged_fields')
+            raw_tags.append((tag, bytes(buf[pos:pos + size])))
+            pos += size
+        if raw_tags:
+            unknown = tuple(raw_tags)
+    o = _new(AlterPartitionReassignmentsResponse)
+    o.throttle_time_ms = v_throttle_time_ms
+    o.allow_replication_factor_change = v_allow_replication_factor_change
+    o.error_code = v_error_code
+    o.error_message = v_error_message
+    o.responses = v_responses
+    o.unknown_tagged_fields = unknown
+    return o, pos
+
+
+def _write_AlterPartitionReassignmentsResponse_1(o: AlterPartitionReassignmentsResponse, out: bytearray) -> None:
+    # versions 1
+    out += _S_i_h.pack(o.throttle_time_ms, (o.allow_replication_factor_change if o.allow_replication_factor_change.__class__ is bool else _bool(o.allow_replication_factor_change, 'AllowReplicationFactorChange')), o.error_code)
+    _wcs(out, o.error_message, 'ErrorMessage')
+    if o.responses is None:
+        raise _null('Responses')
+    _wcal(out, o.responses, 'Responses')
+    for e_responses in o.responses:
+        _write_ReassignableTopicResponse_0(e_responses, out)
+    if o.unknown_tagged_fields:
+        _wts(out, (), o.unknown_tagged_fields, '_tagged_fields')
+    else:
+        out.append(0)
+
+
+AlterPartitionReassignmentsResponse._READERS = {0: _read_AlterPartitionReassignmentsResponse_0, 1: _read_AlterPartitionReassignmentsResponse_1}
+AlterPartitionReassignmentsResponse._WRITERS = {0: _write_AlterPartitionReassignmentsResponse_0, 1: _write_AlterPartitionReassignmentsResponse_1}
 ReassignablePartitionResponse._FIELDS = (
     _F('PartitionIndex', 'partition_index', 'int32', (0, 32767), None, None, None, False, lambda: 0, None, None),
     _F('ErrorCode', 'error_code', 'int16', (0, 32767), None, None, None, False, lambda: 0, None, None),
@@ -265,6 +329,7 @@ ReassignableTopicResponse._FIELDS = (
 )
 AlterPartitionReassignmentsResponse._FIELDS = (
     _F('ThrottleTimeMs', 'throttle_time_ms', 'int32', (0, 32767), None, None, None, False, lambda: 0, None, None),
+    _F('AllowReplicationFactorChange', 'allow_replication_factor_change', 'bool', (1, 32767), None, None, None, True, lambda: True, None, None),
     _F('ErrorCode', 'error_code', 'int16', (0, 32767), None, None, None, False, lambda: 0, None, None),
     _F('ErrorMessage', 'error_message', 'string', (0, 32767), None, None, (0, 32767), False, lambda: '', None, None),
     _F('Responses', 'responses', '[]ReassignableTopicResponse', (0, 32767), None, None, None, False, lambda: [], ReassignableTopicResponse, None),

@@ -18,59 +18,59 @@ _PACKAGE: _Final = __name__.rpartition('.')[0]
 
 # key: (display name, request module, request class, response module, response class, versions)
 _FACTS: _Final[dict[int, tuple[str, str, str, str, str, tuple[int, int]]]] = {
-    0: ('Produce', 'produce_request', 'ProduceRequest', 'produce_response', 'ProduceResponse', (0, 11)),
-    1: ('Fetch', 'fetch_request', 'FetchRequest', 'fetch_response', 'FetchResponse', (0, 17)),
-    2: ('ListOffsets', 'list_offsets_request', 'ListOffsetsRequest', 'list_offsets_response', 'ListOffsetsResponse', (0, 10)),
-    3: ('Metadata', 'metadata_request', 'MetadataRequest', 'metadata_response', 'MetadataResponse', (0, 12)),
+    0: ('Produce', 'produce_request', 'ProduceRequest', 'produce_response', 'ProduceResponse', (0, 13)),
+    1: ('Fetch', 'fetch_request', 'FetchRequest', 'fetch_response', 'FetchResponse', (0, 18)),
+    2: ('ListOffsets', 'list_offsets_request', 'ListOffsetsRequest', 'list_offsets_response', 'ListOffsetsResponse', (0, 11)),
+    3: ('Metadata', 'metadata_request', 'MetadataRequest', 'metadata_response', 'MetadataResponse', (0, 13)),
     4: ('LeaderAndIsr', 'leader_and_isr_request', 'LeaderAndIsrRequest', 'leader_and_isr_response', 'LeaderAndIsrResponse', (0, 7)),
     5: ('StopReplica', 'stop_replica_request', 'StopReplicaRequest', 'stop_replica_response', 'StopReplicaResponse', (0, 4)),
     6: ('UpdateMetadata', 'update_metadata_request', 'UpdateMetadataRequest', 'update_metadata_response', 'UpdateMetadataResponse', (0, 8)),
     7: ('ControlledShutdown', 'controlled_shutdown_request', 'ControlledShutdownRequest', 'controlled_shutdown_response', 'ControlledShutdownResponse', (0, 3)),
-    8: ('OffsetCommit', 'offset_commit_request', 'OffsetCommitRequest', 'offset_commit_response', 'OffsetCommitResponse', (0, 9)),
-    9: ('OffsetFetch', 'offset_fetch_request', 'OffsetFetchRequest', 'offset_fetch_response', 'OffsetFetchResponse', (0, 9)),
+    8: ('OffsetCommit', 'offset_commit_request', 'OffsetCommitRequest', 'offset_commit_response', 'OffsetCommitResponse', (0, 10)),
+    9: ('OffsetFetch', 'offset_fetch_request', 'OffsetFetchRequest', 'offset_fetch_response', 'OffsetFetchResponse', (0, 10)),
     10: ('FindCoordinator', 'find_coordinator_request', 'FindCoordinatorRequest', 'find_coordinator_response', 'FindCoordinatorResponse', (0, 6)),
     11: ('JoinGroup', 'join_group_request', 'JoinGroupRequest', 'join_group_response', 'JoinGroupResponse', (0, 9)),
     12: ('Heartbeat', 'heartbeat_request', 'HeartbeatRequest', 'heartbeat_response', 'HeartbeatResponse', (0, 4)),
     13: ('LeaveGroup', 'leave_group_request', 'LeaveGroupRequest', 'leave_group_response', 'LeaveGroupResponse', (0, 5)),
     14: ('SyncGroup', 'sync_group_request', 'SyncGroupRequest', 'sync_group_response', 'SyncGroupResponse', (0, 5)),
-    15: ('DescribeGroups', 'describe_groups_request', 'DescribeGroupsRequest', 'describe_groups_response', 'DescribeGroupsResponse', (0, 5)),
+    15: ('DescribeGroups', 'describe_groups_request', 'DescribeGroupsRequest', 'describe_groups_response', 'DescribeGroupsResponse', (0, 6)),
     16: ('ListGroups', 'list_groups_request', 'ListGroupsRequest', 'list_groups_response', 'ListGroupsResponse', (0, 5)),
     17: ('SaslHandshake', 'sasl_handshake_request', 'SaslHandshakeRequest', 'sasl_handshake_response', 'SaslHandshakeResponse', (0, 1)),
-    18: ('ApiVersions', 'api_versions_request', 'ApiVersionsRequest', 'api_versions_response', 'ApiVersionsResponse', (0, 4)),
+    18: ('ApiVersions', 'api_versions_request', 'ApiVersionsRequest', 'api_versions_response', 'ApiVersionsResponse', (0, 5)),
     19: ('CreateTopics', 'create_topics_request', 'CreateTopicsRequest', 'create_topics_response', 'CreateTopicsResponse', (0, 7)),
     20: ('DeleteTopics', 'delete_topics_request', 'DeleteTopicsRequest', 'delete_topics_response', 'DeleteTopicsResponse', (0, 6)),
     21: ('DeleteRecords', 'delete_records_request', 'DeleteRecordsRequest', 'delete_records_response', 'DeleteRecordsResponse', (0, 2)),
-    22: ('InitProducerId', 'init_producer_id_request', 'InitProducerIdRequest', 'init_producer_id_response', 'InitProducerIdResponse', (0, 5)),
+    22: ('InitProducerId', 'init_producer_id_request', 'InitProducerIdRequest', 'init_producer_id_response', 'InitProducerIdResponse', (0, 6)),
     23: ('OffsetForLeaderEpoch', 'offset_for_leader_epoch_request', 'OffsetForLeaderEpochRequest', 'offset_for_leader_epoch_response', 'OffsetForLeaderEpochResponse', (0, 4)),
     24: ('AddPartitionsToTxn', 'add_partitions_to_txn_request', 'AddPartitionsToTxnRequest', 'add_partitions_to_txn_response', 'AddPartitionsToTxnResponse', (0, 5)),
     25: ('AddOffsetsToTxn', 'add_offsets_to_txn_request', 'AddOffsetsToTxnRequest', 'add_offsets_to_txn_response', 'AddOffsetsToTxnResponse', (0, 4)),
     26: ('EndTxn', 'end_txn_request', 'EndTxnRequest', 'end_txn_response', 'EndTxnResponse', (0, 5)),
-    27: ('WriteTxnMarkers', 'write_txn_markers_request', 'WriteTxnMarkersRequest', 'write_txn_markers_response', 'WriteTxnMarkersResponse', (0, 1)),
-    28: ('TxnOffsetCommit', 'txn_offset_commit_request', 'TxnOffsetCommitRequest', 'txn_offset_commit_response', 'TxnOffsetCommitResponse', (0, 4)),
+    27: ('WriteTxnMarkers', 'write_txn_markers_request', 'WriteTxnMarkersRequest', 'write_txn_markers_response', 'WriteTxnMarkersResponse', (0, 2)),
+    28: ('TxnOffsetCommit', 'txn_offset_commit_request', 'TxnOffsetCommitRequest', 'txn_offset_commit_response', 'TxnOffsetCommitResponse', (0, 6)),
     29: ('DescribeAcls', 'describe_acls_request', 'DescribeAclsRequest', 'describe_acls_response', 'DescribeAclsResponse', (0, 3)),
     30: ('CreateAcls', 'create_acls_request', 'CreateAclsRequest', 'create_acls_response', 'CreateAclsResponse', (0, 3)),
     31: ('DeleteAcls', 'delete_acls_request', 'DeleteAclsRequest', 'delete_acls_response', 'DeleteAclsResponse', (0, 3)),
     32: ('DescribeConfigs', 'describe_configs_request', 'DescribeConfigsRequest', 'describe_configs_response', 'DescribeConfigsResponse', (0, 4)),
     33: ('AlterConfigs', 'alter_configs_request', 'AlterConfigsRequest', 'alter_configs_response', 'AlterConfigsResponse', (0, 2)),
     34: ('AlterReplicaLogDirs', 'alter_replica_log_dirs_request', 'AlterReplicaLogDirsRequest', 'alter_replica_log_dirs_response', 'AlterReplicaLogDirsResponse', (0, 2)),
-    35: ('DescribeLogDirs', 'describe_log_dirs_request', 'DescribeLogDirsRequest', 'describe_log_dirs_response', 'DescribeLogDirsResponse', (0, 4)),
+    35: ('DescribeLogDirs', 'describe_log_dirs_request', 'DescribeLogDirsRequest', 'describe_log_dirs_response', 'DescribeLogDirsResponse', (0, 5)),
     36: ('SaslAuthenticate', 'sasl_authenticate_request', 'SaslAuthenticateRequest', 'sasl_authenticate_response', 'SaslAuthenticateResponse', (0, 2)),
     37: ('CreatePartitions', 'create_partitions_request', 'CreatePartitionsRequest', 'create_partitions_response', 'CreatePartitionsResponse', (0, 3)),
     38: ('CreateDelegationToken', 'create_delegation_token_request', 'CreateDelegationTokenRequest', 'create_delegation_token_response', 'CreateDelegationTokenResponse', (0, 3)),
     39: ('RenewDelegationToken', 'renew_delegation_token_request', 'RenewDelegationTokenRequest', 'renew_delegation_token_response', 'RenewDelegationTokenResponse', (0, 2)),
     40: ('ExpireDelegationToken', 'expire_delegation_token_request', 'ExpireDelegationTokenRequest', 'expire_delegation_token_response', 'ExpireDelegationTokenResponse', (0, 2)),
     41: ('DescribeDelegationToken', 'describe_delegation_token_request', 'DescribeDelegationTokenRequest', 'describe_delegation_token_response', 'DescribeDelegationTokenResponse', (0, 3)),
-    42: ('DeleteGroups', 'delete_groups_request', 'DeleteGroupsRequest', 'delete_groups_response', 'DeleteGroupsResponse', (0, 2)),
+    42: ('DeleteGroups', 'delete_groups_request', 'DeleteGroupsRequest', 'delete_groups_response', 'DeleteGroupsResponse', (0, 3)),
     43: ('ElectLeaders', 'elect_leaders_request', 'ElectLeadersRequest', 'elect_leaders_response', 'ElectLeadersResponse', (0, 2)),
     44: ('IncrementalAlterConfigs', 'incremental_alter_configs_request', 'IncrementalAlterConfigsRequest', 'incremental_alter_configs_response', 'IncrementalAlterConfigsResponse', (0, 1)),
-    45: ('AlterPartitionReassignments', 'alter_partition_reassignments_request', 'AlterPartitionReassignmentsRequest', 'alter_partition_reassignments_response', 'AlterPartitionReassignmentsResponse', (0, 0)),
+    45: ('AlterPartitionReassignments', 'alter_partition_reassignments_request', 'AlterPartitionReassignmentsRequest', 'alter_partition_reassignments_response', 'AlterPartitionReassignmentsResponse', (0, 1)),
     46: ('ListPartitionReassignments', 'list_partition_reassignments_request', 'ListPartitionReassignmentsRequest', 'list_partition_reassignments_response', 'ListPartitionReassignmentsResponse', (0, 0)),
     47: ('OffsetDelete', 'offset_delete_request', 'OffsetDeleteRequest', 'offset_delete_response', 'OffsetDeleteResponse', (0, 0)),
     48: ('DescribeClientQuotas', 'describe_client_quotas_request', 'DescribeClientQuotasRequest', 'describe_client_quotas_response', 'DescribeClientQuotasResponse', (0, 1)),
     49: ('AlterClientQuotas', 'alter_client_quotas_request', 'AlterClientQuotasRequest', 'alter_client_quotas_response', 'AlterClientQuotasResponse', (0, 1)),
     50: ('DescribeUserScramCredentials', 'describe_user_scram_credentials_request', 'DescribeUserScramCredentialsRequest', 'describe_user_scram_credentials_response', 'DescribeUserScramCredentialsResponse', (0, 0)),
     51: ('AlterUserScramCredentials', 'alter_user_scram_credentials_request', 'AlterUserScramCredentialsRequest', 'alter_user_scram_credentials_response', 'AlterUserScramCredentialsResponse', (0, 0)),
-    52: ('Vote', 'vote_request', 'VoteRequest', 'vote_response', 'VoteResponse', (0, 1)),
+    52: ('Vote', 'vote_request', 'VoteRequest', 'vote_response', 'VoteResponse', (0, 2)),
     53: ('BeginQuorumEpoch', 'begin_quorum_epoch_request', 'BeginQuorumEpochRequest', 'begin_quorum_epoch_response', 'BeginQuorumEpochResponse', (0, 1)),
     54: ('EndQuorumEpoch', 'end_quorum_epoch_request', 'EndQuorumEpochRequest', 'end_quorum_epoch_response', 'EndQuorumEpochResponse', (0, 1)),
     55: ('DescribeQuorum', 'describe_quorum_request', 'DescribeQuorumRequest', 'describe_quorum_response', 'DescribeQuorumResponse', (0, 2)),
@@ -78,34 +78,41 @@ _FACTS: _Final[dict[int, tuple[str, str, str, str, str, tuple[int, int]]]] = {
     57: ('UpdateFeatures', 'update_features_request', 'UpdateFeaturesRequest', 'update_features_response', 'UpdateFeaturesResponse', (0, 2)),
     58: ('Envelope', 'envelope_request', 'EnvelopeRequest', 'envelope_response', 'EnvelopeResponse', (0, 0)),
     59: ('FetchSnapshot', 'fetch_snapshot_request', 'FetchSnapshotRequest', 'fetch_snapshot_response', 'FetchSnapshotResponse', (0, 1)),
-    60: ('DescribeCluster', 'describe_cluster_request', 'DescribeClusterRequest', 'describe_cluster_response', 'DescribeClusterResponse', (0, 1)),
+    60: ('DescribeCluster', 'describe_cluster_request', 'DescribeClusterRequest', 'describe_cluster_response', 'DescribeClusterResponse', (0, 2)),
     61: ('DescribeProducers', 'describe_producers_request', 'DescribeProducersRequest', 'describe_producers_response', 'DescribeProducersResponse', (0, 0)),
     62: ('BrokerRegistration', 'broker_registration_request', 'BrokerRegistrationRequest', 'broker_registration_response', 'BrokerRegistrationResponse', (0, 4)),
-    63: ('BrokerHeartbeat', 'broker_heartbeat_request', 'BrokerHeartbeatRequest', 'broker_heartbeat_response', 'BrokerHeartbeatResponse', (0, 1)),
+    63: ('BrokerHeartbeat', 'broker_heartbeat_request', 'BrokerHeartbeatRequest', 'broker_heartbeat_response', 'BrokerHeartbeatResponse', (0, 2)),
     64: ('UnregisterBroker', 'unregister_broker_request', 'UnregisterBrokerRequest', 'unregister_broker_response', 'UnregisterBrokerResponse', (0, 0)),
     65: ('DescribeTransactions', 'describe_transactions_request', 'DescribeTransactionsRequest', 'describe_transactions_response', 'DescribeTransactionsResponse', (0, 0)),
-    66: ('ListTransactions', 'list_transactions_request', 'ListTransactionsRequest', 'list_transactions_response', 'ListTransactionsResponse', (0, 1)),
+    66: ('ListTransactions', 'list_transactions_request', 'ListTransactionsRequest', 'list_transactions_response', 'ListTransactionsResponse', (0, 2)),
     67: ('AllocateProducerIds', 'allocate_producer_ids_request', 'AllocateProducerIdsRequest', 'allocate_producer_ids_response', 'AllocateProducerIdsResponse', (0, 0)),
     68: ('ConsumerGroupHeartbeat', 'consumer_group_heartbeat_request', 'ConsumerGroupHeartbeatRequest', 'consumer_group_heartbeat_response', 'ConsumerGroupHeartbeatResponse', (0, 1)),
-    69: ('ConsumerGroupDescribe', 'consumer_group_describe_request', 'ConsumerGroupDescribeRequest', 'consumer_group_describe_response', 'ConsumerGroupDescribeResponse', (0, 0)),
+    69: ('ConsumerGroupDescribe', 'consumer_group_describe_request', 'ConsumerGroupDescribeRequest', 'consumer_group_describe_response', 'ConsumerGroupDescribeResponse', (0, 1)),
     70: ('ControllerRegistration', 'controller_registration_request', 'ControllerRegistrationRequest', 'controller_registration_response', 'ControllerRegistrationResponse', (0, 0)),
     71: ('GetTelemetrySubscriptions', 'get_telemetry_subscriptions_request', 'GetTelemetrySubscriptionsRequest', 'get_telemetry_subscriptions_response', 'GetTelemetrySubscriptionsResponse', (0, 0)),
     72: ('PushTelemetry', 'push_telemetry_request', 'PushTelemetryRequest', 'push_telemetry_response', 'PushTelemetryResponse', (0, 0)),
     73: ('AssignReplicasToDirs', 'assign_replicas_to_dirs_request', 'AssignReplicasToDirsRequest', 'assign_replicas_to_dirs_response', 'AssignReplicasToDirsResponse', (0, 0)),
-    74: ('ListClientMetricsResources', 'list_client_metrics_resources_request', 'ListClientMetricsResourcesRequest', 'list_client_metrics_resources_response', 'ListClientMetricsResourcesResponse', (0, 0)),
+    74: ('ListConfigResources', 'list_config_resources_request', 'ListConfigResourcesRequest', 'list_config_resources_response', 'ListConfigResourcesResponse', (0, 1)),
     75: ('DescribeTopicPartitions', 'describe_topic_partitions_request', 'DescribeTopicPartitionsRequest', 'describe_topic_partitions_response', 'DescribeTopicPartitionsResponse', (0, 0)),
-    76: ('ShareGroupHeartbeat', 'share_group_heartbeat_request', 'ShareGroupHeartbeatRequest', 'share_group_heartbeat_response', 'ShareGroupHeartbeatResponse', (0, 0)),
-    77: ('ShareGroupDescribe', 'share_group_describe_request', 'ShareGroupDescribeRequest', 'share_group_describe_response', 'ShareGroupDescribeResponse', (0, 0)),
-    78: ('ShareFetch', 'share_fetch_request', 'ShareFetchRequest', 'share_fetch_response', 'ShareFetchResponse', (0, 0)),
-    79: ('ShareAcknowledge', 'share_acknowledge_request', 'ShareAcknowledgeRequest', 'share_acknowledge_response', 'ShareAcknowledgeResponse', (0, 0)),
-    80: ('AddRaftVoter', 'add_raft_voter_request', 'AddRaftVoterRequest', 'add_raft_voter_response', 'AddRaftVoterResponse', (0, 0)),
+    76: ('ShareGroupHeartbeat', 'share_group_heartbeat_request', 'ShareGroupHeartbeatRequest', 'share_group_heartbeat_response', 'ShareGroupHeartbeatResponse', (0, 1)),
+    77: ('ShareGroupDescribe', 'share_group_describe_request', 'ShareGroupDescribeRequest', 'share_group_describe_response', 'ShareGroupDescribeResponse', (0, 1)),
+    78: ('ShareFetch', 'share_fetch_request', 'ShareFetchRequest', 'share_fetch_response', 'ShareFetchResponse', (0, 2)),
+    79: ('ShareAcknowledge', 'share_acknowledge_request', 'ShareAcknowledgeRequest', 'share_acknowledge_response', 'ShareAcknowledgeResponse', (0, 2)),
+    80: ('AddRaftVoter', 'add_raft_voter_request', 'AddRaftVoterRequest', 'add_raft_voter_response', 'AddRaftVoterResponse', (0, 1)),
     81: ('RemoveRaftVoter', 'remove_raft_voter_request', 'RemoveRaftVoterRequest', 'remove_raft_voter_response', 'RemoveRaftVoterResponse', (0, 0)),
     82: ('UpdateRaftVoter', 'update_raft_voter_request', 'UpdateRaftVoterRequest', 'update_raft_voter_response', 'UpdateRaftVoterResponse', (0, 0)),
     83: ('InitializeShareGroupState', 'initialize_share_group_state_request', 'InitializeShareGroupStateRequest', 'initialize_share_group_state_response', 'InitializeShareGroupStateResponse', (0, 0)),
     84: ('ReadShareGroupState', 'read_share_group_state_request', 'ReadShareGroupStateRequest', 'read_share_group_state_response', 'ReadShareGroupStateResponse', (0, 0)),
-    85: ('WriteShareGroupState', 'write_share_group_state_request', 'WriteShareGroupStateRequest', 'write_share_group_state_response', 'WriteShareGroupStateResponse', (0, 0)),
+    85: ('WriteShareGroupState', 'write_share_group_state_request', 'WriteShareGroupStateRequest', 'write_share_group_state_response', 'WriteShareGroupStateResponse', (0, 1)),
     86: ('DeleteShareGroupState', 'delete_share_group_state_request', 'DeleteShareGroupStateRequest', 'delete_share_group_state_response', 'DeleteShareGroupStateResponse', (0, 0)),
-    87: ('ReadShareGroupStateSummary', 'read_share_group_state_summary_request', 'ReadShareGroupStateSummaryRequest', 'read_share_group_state_summary_response', 'ReadShareGroupStateSummaryResponse', (0, 0)),
+    87: ('ReadShareGroupStateSummary', 'read_share_group_state_summary_request', 'ReadShareGroupStateSummaryRequest', 'read_share_group_state_summary_response', 'ReadShareGroupStateSummaryResponse', (0, 1)),
+    88: ('StreamsGroupHeartbeat', 'streams_group_heartbeat_request', 'StreamsGroupHeartbeatRequest', 'streams_group_heartbeat_response', 'StreamsGroupHeartbeatResponse', (0, 1)),
+    89: ('StreamsGroupDescribe', 'streams_group_describe_request', 'StreamsGroupDescribeRequest', 'streams_group_describe_response', 'StreamsGroupDescribeResponse', (0, 1)),
+    90: ('DescribeShareGroupOffsets', 'describe_share_group_offsets_request', 'DescribeShareGroupOffsetsRequest', 'describe_share_group_offsets_response', 'DescribeShareGroupOffsetsResponse', (0, 1)),
+    91: ('AlterShareGroupOffsets', 'alter_share_group_offsets_request', 'AlterShareGroupOffsetsRequest', 'alter_share_group_offsets_response', 'AlterShareGroupOffsetsResponse', (0, 0)),
+    92: ('DeleteShareGroupOffsets', 'delete_share_group_offsets_request', 'DeleteShareGroupOffsetsRequest', 'delete_share_group_offsets_response', 'DeleteShareGroupOffsetsResponse', (0, 0)),
+    93: ('StreamsGroupTopologyDescriptionUpdate', 'streams_group_topology_description_update_request', 'StreamsGroupTopologyDescriptionUpdateRequest', 'streams_group_topology_description_update_response', 'StreamsGroupTopologyDescriptionUpdateResponse', (0, 0)),
+    94: ('UnregisterController', 'unregister_controller_request', 'UnregisterControllerRequest', 'unregister_controller_response', 'UnregisterControllerResponse', (0, 0)),
 }
 
 
@@ -191,7 +198,7 @@ class ApiKey(_enum.IntEnum):
     GET_TELEMETRY_SUBSCRIPTIONS = 71
     PUSH_TELEMETRY = 72
     ASSIGN_REPLICAS_TO_DIRS = 73
-    LIST_CLIENT_METRICS_RESOURCES = 74
+    LIST_CONFIG_RESOURCES = 74
     DESCRIBE_TOPIC_PARTITIONS = 75
     SHARE_GROUP_HEARTBEAT = 76
     SHARE_GROUP_DESCRIBE = 77
@@ -205,6 +212,13 @@ class ApiKey(_enum.IntEnum):
     WRITE_SHARE_GROUP_STATE = 85
     DELETE_SHARE_GROUP_STATE = 86
     READ_SHARE_GROUP_STATE_SUMMARY = 87
+    STREAMS_GROUP_HEARTBEAT = 88
+    STREAMS_GROUP_DESCRIBE = 89
+    DESCRIBE_SHARE_GROUP_OFFSETS = 90
+    ALTER_SHARE_GROUP_OFFSETS = 91
+    DELETE_SHARE_GROUP_OFFSETS = 92
+    STREAMS_GROUP_TOPOLOGY_DESCRIPTION_UPDATE = 93
+    UNREGISTER_CONTROLLER = 94
 
     @property
     def title(self) -> str:

@@ -78,12 +78,12 @@ class FinalizedFeatureKey(_Struct):
 
 @_dataclass(slots=True)
 class ApiVersionsResponse(_Message):
-    """response ApiVersionsResponse, versions 0-4."""
+    """response ApiVersionsResponse, versions 0-5."""
 
     NAME: _ClassVar[str] = 'ApiVersionsResponse'
     SCHEMA_TYPE: _ClassVar[str] = 'response'
     API_KEY: _ClassVar[int | None] = 18
-    VALID_VERSIONS: _ClassVar[tuple[int, int]] = (0, 4)
+    VALID_VERSIONS: _ClassVar[tuple[int, int]] = (0, 5)
     FLEXIBLE_MIN: _ClassVar[int | None] = 3
     LATEST_VERSION_UNSTABLE: _ClassVar[bool] = False
     DEPRECATED_VERSIONS: _ClassVar[tuple[int, int] | None] = None
@@ -120,7 +120,7 @@ def _write_ApiVersion_0(o: ApiVersion, out: bytearray) -> None:
 
 
 def _read_ApiVersion_1(buf: bytes | bytearray | memoryview, pos: int) -> tuple[ApiVersion, int]:
-    # versions 3-4
+    # versions 3-5
     end = len(buf)
     if pos + 6 > end:
         raise _short_fixed(pos, end, _L0)
@@ -147,7 +147,7 @@ def _read_ApiVersion_1(buf: bytes | bytearray | memoryview, pos: int) -> tuple[A
 
 
 def _write_ApiVersion_1(o: ApiVersion, out: bytearray) -> None:
-    # versions 3-4
+    # versions 3-5
     out += _S_hhh.pack(o.api_key, o.min_version, o.max_version)
     if o.unknown_tagged_fields:
         _wts(out, (), o.unknown_tagged_fields, '_tagged_fields')
@@ -156,7 +156,7 @@ def _write_ApiVersion_1(o: ApiVersion, out: bytearray) -> None:
 
 
 def _read_SupportedFeatureKey_0(buf: bytes | bytearray | memoryview, pos: int) -> tuple[SupportedFeatureKey, int]:
-    # versions 3-4
+    # versions 3-5
     end = len(buf)
     v_name, pos = _rcs(buf, pos, 'Name')
     if pos + 4 > end:
@@ -184,7 +184,7 @@ def _read_SupportedFeatureKey_0(buf: bytes | bytearray | memoryview, pos: int) -
 
 
 def _write_SupportedFeatureKey_0(o: SupportedFeatureKey, out: bytearray) -> None:
-    # versions 3-4
+    # versions 3-5
     if o.name is None:
         raise _null('Name')
     _wcs(out, o.name, 'Name')
@@ -196,7 +196,7 @@ def _write_SupportedFeatureKey_0(o: SupportedFeatureKey, out: bytearray) -> None
 
 
 def _read_FinalizedFeatureKey_0(buf: bytes | bytearray | memoryview, pos: int) -> tuple[FinalizedFeatureKey, int]:
-    # versions 3-4
+    # versions 3-5
     end = len(buf)
     v_name, pos = _rcs(buf, pos, 'Name')
     if pos + 4 > end:
@@ -224,7 +224,7 @@ def _read_FinalizedFeatureKey_0(buf: bytes | bytearray | memoryview, pos: int) -
 
 
 def _write_FinalizedFeatureKey_0(o: FinalizedFeatureKey, out: bytearray) -> None:
-    # versions 3-4
+    # versions 3-5
     if o.name is None:
         raise _null('Name')
     _wcs(out, o.name, 'Name')
@@ -345,7 +345,7 @@ def _write_ApiVersionsResponse_1(o: ApiVersionsResponse, out: bytearray) -> None
 
 
 def _read_ApiVersionsResponse_2(buf: bytes | bytearray | memoryview, pos: int) -> tuple[ApiVersionsResponse, int]:
-    # versions 3-4
+    # versions 3-5
     end = len(buf)
     if pos + 2 > end:
         raise _short_fixed(pos, end, _L3)
@@ -460,7 +460,7 @@ def _read_ApiVersionsResponse_2(buf: bytes | bytearray | memoryview, pos: int) -
 
 
 def _write_ApiVersionsResponse_2(o: ApiVersionsResponse, out: bytearray) -> None:
-    # versions 3-4
+    # versions 3-5
     out += _S_h.pack(o.error_code)
     if o.api_keys is None:
         raise _null('ApiKeys')
@@ -543,8 +543,8 @@ def _write_ApiVersionsResponse_2(o: ApiVersionsResponse, out: bytearray) -> None
         _wts(out, tagged, o.unknown_tagged_fields, '_tagged_fields')
 
 
-ApiVersionsResponse._READERS = {0: _read_ApiVersionsResponse_0, 1: _read_ApiVersionsResponse_1, 2: _read_ApiVersionsResponse_1, 3: _read_ApiVersionsResponse_2, 4: _read_ApiVersionsResponse_2}
-ApiVersionsResponse._WRITERS = {0: _write_ApiVersionsResponse_0, 1: _write_ApiVersionsResponse_1, 2: _write_ApiVersionsResponse_1, 3: _write_ApiVersionsResponse_2, 4: _write_ApiVersionsResponse_2}
+ApiVersionsResponse._READERS = {0: _read_ApiVersionsResponse_0, 1: _read_ApiVersionsResponse_1, 2: _read_ApiVersionsResponse_1, 3: _read_ApiVersionsResponse_2, 4: _read_ApiVersionsResponse_2, 5: _read_ApiVersionsResponse_2}
+ApiVersionsResponse._WRITERS = {0: _write_ApiVersionsResponse_0, 1: _write_ApiVersionsResponse_1, 2: _write_ApiVersionsResponse_1, 3: _write_ApiVersionsResponse_2, 4: _write_ApiVersionsResponse_2, 5: _write_ApiVersionsResponse_2}
 ApiVersion._FIELDS = (
     _F('ApiKey', 'api_key', 'int16', (0, 32767), None, None, None, False, lambda: 0, None, None),
     _F('MinVersion', 'min_version', 'int16', (0, 32767), None, None, None, False, lambda: 0, None, None),

@@ -39,12 +39,12 @@ _L0 = (('ThrottleTimeMs', 4), ('ErrorCode', 2), ('IsCaughtUp', 1), ('IsFenced', 
 
 @_dataclass(slots=True)
 class BrokerHeartbeatResponse(_Message):
-    """response BrokerHeartbeatResponse, versions 0-1."""
+    """response BrokerHeartbeatResponse, versions 0-2."""
 
     NAME: _ClassVar[str] = 'BrokerHeartbeatResponse'
     SCHEMA_TYPE: _ClassVar[str] = 'response'
     API_KEY: _ClassVar[int | None] = 63
-    VALID_VERSIONS: _ClassVar[tuple[int, int]] = (0, 1)
+    VALID_VERSIONS: _ClassVar[tuple[int, int]] = (0, 2)
     FLEXIBLE_MIN: _ClassVar[int | None] = 0
     LATEST_VERSION_UNSTABLE: _ClassVar[bool] = False
     DEPRECATED_VERSIONS: _ClassVar[tuple[int, int] | None] = None
@@ -57,7 +57,7 @@ class BrokerHeartbeatResponse(_Message):
 
 
 def _read_BrokerHeartbeatResponse_0(buf: bytes | bytearray | memoryview, pos: int) -> tuple[BrokerHeartbeatResponse, int]:
-    # versions 0-1
+    # versions 0-2
     end = len(buf)
     if pos + 9 > end:
         raise _short_fixed(pos, end, _L0)
@@ -86,7 +86,7 @@ def _read_BrokerHeartbeatResponse_0(buf: bytes | bytearray | memoryview, pos: in
 
 
 def _write_BrokerHeartbeatResponse_0(o: BrokerHeartbeatResponse, out: bytearray) -> None:
-    # versions 0-1
+    # versions 0-2
     out += _S_ih___.pack(o.throttle_time_ms, o.error_code, (o.is_caught_up if o.is_caught_up.__class__ is bool else _bool(o.is_caught_up, 'IsCaughtUp')), (o.is_fenced if o.is_fenced.__class__ is bool else _bool(o.is_fenced, 'IsFenced')), (o.should_shut_down if o.should_shut_down.__class__ is bool else _bool(o.should_shut_down, 'ShouldShutDown')))
     if o.unknown_tagged_fields:
         _wts(out, (), o.unknown_tagged_fields, '_tagged_fields')
@@ -94,8 +94,8 @@ def _write_BrokerHeartbeatResponse_0(o: BrokerHeartbeatResponse, out: bytearray)
         out.append(0)
 
 
-BrokerHeartbeatResponse._READERS = {0: _read_BrokerHeartbeatResponse_0, 1: _read_BrokerHeartbeatResponse_0}
-BrokerHeartbeatResponse._WRITERS = {0: _write_BrokerHeartbeatResponse_0, 1: _write_BrokerHeartbeatResponse_0}
+BrokerHeartbeatResponse._READERS = {0: _read_BrokerHeartbeatResponse_0, 1: _read_BrokerHeartbeatResponse_0, 2: _read_BrokerHeartbeatResponse_0}
+BrokerHeartbeatResponse._WRITERS = {0: _write_BrokerHeartbeatResponse_0, 1: _write_BrokerHeartbeatResponse_0, 2: _write_BrokerHeartbeatResponse_0}
 BrokerHeartbeatResponse._FIELDS = (
     _F('ThrottleTimeMs', 'throttle_time_ms', 'int32', (0, 32767), None, None, None, False, lambda: 0, None, None),
     _F('ErrorCode', 'error_code', 'int16', (0, 32767), None, None, None, False, lambda: 0, None, None),

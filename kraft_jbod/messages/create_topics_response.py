@@ -743,7 +743,7 @@ CreatableTopicResult._FIELDS = (
     _F('Name', 'name', 'string', (0, 32767), None, None, None, False, lambda: '', None, None),
     _F('TopicId', 'topic_id', 'uuid', (7, 32767), None, None, None, True, lambda: _ZERO_UUID, None, None),
     _F('ErrorCode', 'error_code', 'int16', (0, 32767), None, None, None, False, lambda: 0, None, None),
-    _F('ErrorMessage', 'error_message', 'string', (1, 32767), None, None, (0, 32767), True, lambda: '', None, None),
+    _F('ErrorMessage', 'error_message', 'string', (1, 32767), None, None, (1, 32767), True, lambda: '', None, None),
     _F('TopicConfigErrorCode', 'topic_config_error_code', 'int16', (5, 32767), (5, 32767), 0, None, True, lambda: 0, None, None),
     _F('NumPartitions', 'num_partitions', 'int32', (5, 32767), None, None, None, True, lambda: -1, None, None),
     _F('ReplicationFactor', 'replication_factor', 'int16', (5, 32767), None, None, None, True, lambda: -1, None, None),

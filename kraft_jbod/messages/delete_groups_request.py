@@ -37,12 +37,12 @@ _new = object.__new__
 
 @_dataclass(slots=True)
 class DeleteGroupsRequest(_Message):
-    """request DeleteGroupsRequest, versions 0-2."""
+    """request DeleteGroupsRequest, versions 0-3."""
 
     NAME: _ClassVar[str] = 'DeleteGroupsRequest'
     SCHEMA_TYPE: _ClassVar[str] = 'request'
     API_KEY: _ClassVar[int | None] = 42
-    VALID_VERSIONS: _ClassVar[tuple[int, int]] = (0, 2)
+    VALID_VERSIONS: _ClassVar[tuple[int, int]] = (0, 3)
     FLEXIBLE_MIN: _ClassVar[int | None] = 2
     LATEST_VERSION_UNSTABLE: _ClassVar[bool] = False
     DEPRECATED_VERSIONS: _ClassVar[tuple[int, int] | None] = (0, 0)
@@ -80,7 +80,7 @@ def _write_DeleteGroupsRequest_0(o: DeleteGroupsRequest, out: bytearray) -> None
 
 
 def _read_DeleteGroupsRequest_1(buf: bytes | bytearray | memoryview, pos: int) -> tuple[DeleteGroupsRequest, int]:
-    # versions 2
+    # versions 2-3
     end = len(buf)
     v_groups_names: list[str]
     n_v_groups_names = buf[pos] - 1 if pos < end else -2
@@ -112,7 +112,7 @@ def _read_DeleteGroupsRequest_1(buf: bytes | bytearray | memoryview, pos: int) -
 
 
 def _write_DeleteGroupsRequest_1(o: DeleteGroupsRequest, out: bytearray) -> None:
-    # versions 2
+    # versions 2-3
     if o.groups_names is None:
         raise _null('GroupsNames')
     _wcal(out, o.groups_names, 'GroupsNames')
@@ -126,8 +126,8 @@ def _write_DeleteGroupsRequest_1(o: DeleteGroupsRequest, out: bytearray) -> None
         out.append(0)
 
 
-DeleteGroupsRequest._READERS = {0: _read_DeleteGroupsRequest_0, 1: _read_DeleteGroupsRequest_0, 2: _read_DeleteGroupsRequest_1}
-DeleteGroupsRequest._WRITERS = {0: _write_DeleteGroupsRequest_0, 1: _write_DeleteGroupsRequest_0, 2: _write_DeleteGroupsRequest_1}
+DeleteGroupsRequest._READERS = {0: _read_DeleteGroupsRequest_0, 1: _read_DeleteGroupsRequest_0, 2: _read_DeleteGroupsRequest_1, 3: _read_DeleteGroupsRequest_1}
+DeleteGroupsRequest._WRITERS = {0: _write_DeleteGroupsRequest_0, 1: _write_DeleteGroupsRequest_0, 2: _write_DeleteGroupsRequest_1, 3: _write_DeleteGroupsRequest_1}
 DeleteGroupsRequest._FIELDS = (
     _F('GroupsNames', 'groups_names', '[]string', (0, 32767), None, None, None, False, lambda: [], None, None),
 )

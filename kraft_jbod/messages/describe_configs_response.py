@@ -869,7 +869,7 @@ DescribeConfigsResponse._READERS = {0: _read_DescribeConfigsResponse_0, 1: _read
 DescribeConfigsResponse._WRITERS = {0: _write_DescribeConfigsResponse_0, 1: _write_DescribeConfigsResponse_1, 2: _write_DescribeConfigsResponse_1, 3: _write_DescribeConfigsResponse_2, 4: _write_DescribeConfigsResponse_3}
 DescribeConfigsSynonym._FIELDS = (
     _F('Name', 'name', 'string', (1, 32767), None, None, None, False, lambda: '', None, None),
-    _F('Value', 'value', 'string', (1, 32767), None, None, (0, 32767), False, lambda: '', None, None),
+    _F('Value', 'value', 'string', (1, 32767), None, None, (1, 32767), False, lambda: '', None, None),
     _F('Source', 'source', 'int8', (1, 32767), None, None, None, False, lambda: 0, None, None),
 )
 DescribeConfigsResourceResult._FIELDS = (
@@ -881,7 +881,7 @@ DescribeConfigsResourceResult._FIELDS = (
     _F('IsSensitive', 'is_sensitive', 'bool', (0, 32767), None, None, None, False, lambda: False, None, None),
     _F('Synonyms', 'synonyms', '[]DescribeConfigsSynonym', (1, 32767), None, None, None, True, lambda: [], DescribeConfigsSynonym, None),
     _F('ConfigType', 'config_type', 'int8', (3, 32767), None, None, None, True, lambda: 0, None, None),
-    _F('Documentation', 'documentation', 'string', (3, 32767), None, None, (0, 32767), True, lambda: '', None, None),
+    _F('Documentation', 'documentation', 'string', (3, 32767), None, None, (3, 32767), True, lambda: '', None, None),
 )
 DescribeConfigsResult._FIELDS = (
     _F('ErrorCode', 'error_code', 'int16', (0, 32767), None, None, None, False, lambda: 0, None, None),

@@ -39,12 +39,12 @@ _L0 = (('IncludeAuthorizedOperations', 1),)
 
 @_dataclass(slots=True)
 class DescribeGroupsRequest(_Message):
-    """request DescribeGroupsRequest, versions 0-5."""
+    """request DescribeGroupsRequest, versions 0-6."""
 
     NAME: _ClassVar[str] = 'DescribeGroupsRequest'
     SCHEMA_TYPE: _ClassVar[str] = 'request'
     API_KEY: _ClassVar[int | None] = 15
-    VALID_VERSIONS: _ClassVar[tuple[int, int]] = (0, 5)
+    VALID_VERSIONS: _ClassVar[tuple[int, int]] = (0, 6)
     FLEXIBLE_MIN: _ClassVar[int | None] = 5
     LATEST_VERSION_UNSTABLE: _ClassVar[bool] = False
     DEPRECATED_VERSIONS: _ClassVar[tuple[int, int] | None] = None
@@ -121,7 +121,7 @@ def _write_DescribeGroupsRequest_1(o: DescribeGroupsRequest, out: bytearray) -> 
 
 
 def _read_DescribeGroupsRequest_2(buf: bytes | bytearray | memoryview, pos: int) -> tuple[DescribeGroupsRequest, int]:
-    # versions 5
+    # versions 5-6
     end = len(buf)
     v_groups: list[str]
     n_v_groups = buf[pos] - 1 if pos < end else -2
@@ -158,7 +158,7 @@ def _read_DescribeGroupsRequest_2(buf: bytes | bytearray | memoryview, pos: int)
 
 
 def _write_DescribeGroupsRequest_2(o: DescribeGroupsRequest, out: bytearray) -> None:
-    # versions 5
+    # versions 5-6
     if o.groups is None:
         raise _null('Groups')
     _wcal(out, o.groups, 'Groups')
@@ -173,8 +173,8 @@ def _write_DescribeGroupsRequest_2(o: DescribeGroupsRequest, out: bytearray) -> 
         out.append(0)
 
 
-DescribeGroupsRequest._READERS = {0: _read_DescribeGroupsRequest_0, 1: _read_DescribeGroupsRequest_0, 2: _read_DescribeGroupsRequest_0, 3: _read_DescribeGroupsRequest_1, 4: _read_DescribeGroupsRequest_1, 5: _read_DescribeGroupsRequest_2}
-DescribeGroupsRequest._WRITERS = {0: _write_DescribeGroupsRequest_0, 1: _write_DescribeGroupsRequest_0, 2: _write_DescribeGroupsRequest_0, 3: _write_DescribeGroupsRequest_1, 4: _write_DescribeGroupsRequest_1, 5: _write_DescribeGroupsRequest_2}
+DescribeGroupsRequest._READERS = {0: _read_DescribeGroupsRequest_0, 1: _read_DescribeGroupsRequest_0, 2: _read_DescribeGroupsRequest_0, 3: _read_DescribeGroupsRequest_1, 4: _read_DescribeGroupsRequest_1, 5: _read_DescribeGroupsRequest_2, 6: _read_DescribeGroupsRequest_2}
+DescribeGroupsRequest._WRITERS = {0: _write_DescribeGroupsRequest_0, 1: _write_DescribeGroupsRequest_0, 2: _write_DescribeGroupsRequest_0, 3: _write_DescribeGroupsRequest_1, 4: _write_DescribeGroupsRequest_1, 5: _write_DescribeGroupsRequest_2, 6: _write_DescribeGroupsRequest_2}
 DescribeGroupsRequest._FIELDS = (
     _F('Groups', 'groups', '[]string', (0, 32767), None, None, None, False, lambda: [], None, None),
     _F('IncludeAuthorizedOperations', 'include_authorized_operations', 'bool', (3, 32767), None, None, None, False, lambda: False, None, None),

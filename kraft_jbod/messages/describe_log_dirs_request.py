@@ -47,12 +47,12 @@ class DescribableLogDirTopic(_Struct):
 
 @_dataclass(slots=True)
 class DescribeLogDirsRequest(_Message):
-    """request DescribeLogDirsRequest, versions 0-4."""
+    """request DescribeLogDirsRequest, versions 0-5."""
 
     NAME: _ClassVar[str] = 'DescribeLogDirsRequest'
     SCHEMA_TYPE: _ClassVar[str] = 'request'
     API_KEY: _ClassVar[int | None] = 35
-    VALID_VERSIONS: _ClassVar[tuple[int, int]] = (0, 4)
+    VALID_VERSIONS: _ClassVar[tuple[int, int]] = (0, 5)
     FLEXIBLE_MIN: _ClassVar[int | None] = 2
     LATEST_VERSION_UNSTABLE: _ClassVar[bool] = False
     DEPRECATED_VERSIONS: _ClassVar[tuple[int, int] | None] = (0, 0)
@@ -92,7 +92,7 @@ def _write_DescribableLogDirTopic_0(o: DescribableLogDirTopic, out: bytearray) -
 
 
 def _read_DescribableLogDirTopic_1(buf: bytes | bytearray | memoryview, pos: int) -> tuple[DescribableLogDirTopic, int]:
-    # versions 2-4
+    # versions 2-5
     end = len(buf)
     v_topic, pos = _rcs(buf, pos, 'Topic')
     v_partitions: list[int]
@@ -126,7 +126,7 @@ def _read_DescribableLogDirTopic_1(buf: bytes | bytearray | memoryview, pos: int
 
 
 def _write_DescribableLogDirTopic_1(o: DescribableLogDirTopic, out: bytearray) -> None:
-    # versions 2-4
+    # versions 2-5
     if o.topic is None:
         raise _null('Topic')
     _wcs(out, o.topic, 'Topic')
@@ -193,7 +193,7 @@ def _write_DescribeLogDirsRequest_0(o: DescribeLogDirsRequest, out: bytearray) -
 
 
 def _read_DescribeLogDirsRequest_1(buf: bytes | bytearray | memoryview, pos: int) -> tuple[DescribeLogDirsRequest, int]:
-    # versions 2-4
+    # versions 2-5
     end = len(buf)
     v_topics: list[DescribableLogDirTopic] | None
     n_v_topics = buf[pos] - 1 if pos < end else -2
@@ -259,7 +259,7 @@ def _read_DescribeLogDirsRequest_1(buf: bytes | bytearray | memoryview, pos: int
 
 
 def _write_DescribeLogDirsRequest_1(o: DescribeLogDirsRequest, out: bytearray) -> None:
-    # versions 2-4
+    # versions 2-5
     _wcal(out, o.topics, 'Topics')
     if o.topics is not None:
         for e_topics in o.topics:
@@ -280,8 +280,8 @@ def _write_DescribeLogDirsRequest_1(o: DescribeLogDirsRequest, out: bytearray) -
         out.append(0)
 
 
-DescribeLogDirsRequest._READERS = {0: _read_DescribeLogDirsRequest_0, 1: _read_DescribeLogDirsRequest_0, 2: _read_DescribeLogDirsRequest_1, 3: _read_DescribeLogDirsRequest_1, 4: _read_DescribeLogDirsRequest_1}
-DescribeLogDirsRequest._WRITERS = {0: _write_DescribeLogDirsRequest_0, 1: _write_DescribeLogDirsRequest_0, 2: _write_DescribeLogDirsRequest_1, 3: _write_DescribeLogDirsRequest_1, 4: _write_DescribeLogDirsRequest_1}
+DescribeLogDirsRequest._READERS = {0: _read_DescribeLogDirsRequest_0, 1: _read_DescribeLogDirsRequest_0, 2: _read_DescribeLogDirsRequest_1, 3: _read_DescribeLogDirsRequest_1, 4: _read_DescribeLogDirsRequest_1, 5: _read_DescribeLogDirsRequest_1}
+DescribeLogDirsRequest._WRITERS = {0: _write_DescribeLogDirsRequest_0, 1: _write_DescribeLogDirsRequest_0, 2: _write_DescribeLogDirsRequest_1, 3: _write_DescribeLogDirsRequest_1, 4: _write_DescribeLogDirsRequest_1, 5: _write_DescribeLogDirsRequest_1}
 DescribableLogDirTopic._FIELDS = (
     _F('Topic', 'topic', 'string', (0, 32767), None, None, None, False, lambda: '', None, None),
     _F('Partitions', 'partitions', '[]int32', (0, 32767), None, None, None, False, lambda: [], None, None),

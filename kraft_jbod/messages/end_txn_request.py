@@ -46,7 +46,7 @@ class EndTxnRequest(_Message):
     API_KEY: _ClassVar[int | None] = 26
     VALID_VERSIONS: _ClassVar[tuple[int, int]] = (0, 5)
     FLEXIBLE_MIN: _ClassVar[int | None] = 3
-    LATEST_VERSION_UNSTABLE: _ClassVar[bool] = True
+    LATEST_VERSION_UNSTABLE: _ClassVar[bool] = False
     DEPRECATED_VERSIONS: _ClassVar[tuple[int, int] | None] = None
     transactional_id: str = ''
     producer_id: int = 0

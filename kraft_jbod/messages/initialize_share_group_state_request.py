@@ -68,7 +68,7 @@ class InitializeShareGroupStateRequest(_Message):
     API_KEY: _ClassVar[int | None] = 83
     VALID_VERSIONS: _ClassVar[tuple[int, int]] = (0, 0)
     FLEXIBLE_MIN: _ClassVar[int | None] = 0
-    LATEST_VERSION_UNSTABLE: _ClassVar[bool] = True
+    LATEST_VERSION_UNSTABLE: _ClassVar[bool] = False
     DEPRECATED_VERSIONS: _ClassVar[tuple[int, int] | None] = None
     group_id: str = ''
     topics: list[InitializeStateData] = _field(default_factory=list)

@@ -68,12 +68,12 @@ class ListOffsetsTopicResponse(_Struct):
 
 @_dataclass(slots=True)
 class ListOffsetsResponse(_Message):
-    """response ListOffsetsResponse, versions 0-10."""
+    """response ListOffsetsResponse, versions 0-11."""
 
     NAME: _ClassVar[str] = 'ListOffsetsResponse'
     SCHEMA_TYPE: _ClassVar[str] = 'response'
     API_KEY: _ClassVar[int | None] = 2
-    VALID_VERSIONS: _ClassVar[tuple[int, int]] = (0, 10)
+    VALID_VERSIONS: _ClassVar[tuple[int, int]] = (0, 11)
     FLEXIBLE_MIN: _ClassVar[int | None] = 6
     LATEST_VERSION_UNSTABLE: _ClassVar[bool] = False
     DEPRECATED_VERSIONS: _ClassVar[tuple[int, int] | None] = None
@@ -181,7 +181,7 @@ def _write_ListOffsetsPartitionResponse_2(o: ListOffsetsPartitionResponse, out: 
 
 
 def _read_ListOffsetsPartitionResponse_3(buf: bytes | bytearray | memoryview, pos: int) -> tuple[ListOffsetsPartitionResponse, int]:
-    # versions 6-10
+    # versions 6-11
     end = len(buf)
     if pos + 26 > end:
         raise _short_fixed(pos, end, _L2)
@@ -211,9 +211,9 @@ def _read_ListOffsetsPartitionResponse_3(buf: bytes | bytearray | memoryview, po
 
 
 def _write_ListOffsetsPartitionResponse_3(o: ListOffsetsPartitionResponse, out: bytearray) -> None:
-    # versions 6-10
+    # versions 6-11
     if (o.old_style_offsets is None or len(o.old_style_offsets) != 0):
-        raise _absent('OldStyleOffsets', '6-10')
+        raise _absent('OldStyleOffsets', '6-11')
     out += _S_ihqqi.pack(o.partition_index, o.error_code, o.timestamp, o.offset, o.leader_epoch)
     if o.unknown_tagged_fields:
         _wts(out, (), o.unknown_tagged_fields, '_tagged_fields')
@@ -392,7 +392,7 @@ def _write_ListOffsetsTopicResponse_2(o: ListOffsetsTopicResponse, out: bytearra
 
 
 def _read_ListOffsetsTopicResponse_3(buf: bytes | bytearray | memoryview, pos: int) -> tuple[ListOffsetsTopicResponse, int]:
-    # versions 6-10
+    # versions 6-11
     end = len(buf)
     v_name, pos = _rcs(buf, pos, 'Name')
     v_partitions: list[ListOffsetsPartitionResponse]
@@ -453,7 +453,7 @@ def _read_ListOffsetsTopicResponse_3(buf: bytes | bytearray | memoryview, pos: i
 
 
 def _write_ListOffsetsTopicResponse_3(o: ListOffsetsTopicResponse, out: bytearray) -> None:
-    # versions 6-10
+    # versions 6-11
     if o.name is None:
         raise _null('Name')
     _wcs(out, o.name, 'Name')
@@ -613,7 +613,7 @@ def _write_ListOffsetsResponse_3(o: ListOffsetsResponse, out: bytearray) -> None
 
 
 def _read_ListOffsetsResponse_4(buf: bytes | bytearray | memoryview, pos: int) -> tuple[ListOffsetsResponse, int]:
-    # versions 6-10
+    # versions 6-11
     end = len(buf)
     if pos + 4 > end:
         raise _short_fixed(pos, end, _L3)
@@ -654,7 +654,7 @@ def _read_ListOffsetsResponse_4(buf: bytes | bytearray | memoryview, pos: int) -
 
 
 def _write_ListOffsetsResponse_4(o: ListOffsetsResponse, out: bytearray) -> None:
-    # versions 6-10
+    # versions 6-11
     out += _S_i.pack(o.throttle_time_ms)
     if o.topics is None:
         raise _null('Topics')
@@ -667,8 +667,8 @@ def _write_ListOffsetsResponse_4(o: ListOffsetsResponse, out: bytearray) -> None
         out.append(0)
 
 
-ListOffsetsResponse._READERS = {0: _read_ListOffsetsResponse_0, 1: _read_ListOffsetsResponse_1, 2: _read_ListOffsetsResponse_2, 3: _read_ListOffsetsResponse_2, 4: _read_ListOffsetsResponse_3, 5: _read_ListOffsetsResponse_3, 6: _read_ListOffsetsResponse_4, 7: _read_ListOffsetsResponse_4, 8: _read_ListOffsetsResponse_4, 9: _read_ListOffsetsResponse_4, 10: _read_ListOffsetsResponse_4}
-ListOffsetsResponse._WRITERS = {0: _write_ListOffsetsResponse_0, 1: _write_ListOffsetsResponse_1, 2: _write_ListOffsetsResponse_2, 3: _write_ListOffsetsResponse_2, 4: _write_ListOffsetsResponse_3, 5: _write_ListOffsetsResponse_3, 6: _write_ListOffsetsResponse_4, 7: _write_ListOffsetsResponse_4, 8: _write_ListOffsetsResponse_4, 9: _write_ListOffsetsResponse_4, 10: _write_ListOffsetsResponse_4}
+ListOffsetsResponse._READERS = {0: _read_ListOffsetsResponse_0, 1: _read_ListOffsetsResponse_1, 2: _read_ListOffsetsResponse_2, 3: _read_ListOffsetsResponse_2, 4: _read_ListOffsetsResponse_3, 5: _read_ListOffsetsResponse_3, 6: _read_ListOffsetsResponse_4, 7: _read_ListOffsetsResponse_4, 8: _read_ListOffsetsResponse_4, 9: _read_ListOffsetsResponse_4, 10: _read_ListOffsetsResponse_4, 11: _read_ListOffsetsResponse_4}
+ListOffsetsResponse._WRITERS = {0: _write_ListOffsetsResponse_0, 1: _write_ListOffsetsResponse_1, 2: _write_ListOffsetsResponse_2, 3: _write_ListOffsetsResponse_2, 4: _write_ListOffsetsResponse_3, 5: _write_ListOffsetsResponse_3, 6: _write_ListOffsetsResponse_4, 7: _write_ListOffsetsResponse_4, 8: _write_ListOffsetsResponse_4, 9: _write_ListOffsetsResponse_4, 10: _write_ListOffsetsResponse_4, 11: _write_ListOffsetsResponse_4}
 ListOffsetsPartitionResponse._FIELDS = (
     _F('PartitionIndex', 'partition_index', 'int32', (0, 32767), None, None, None, False, lambda: 0, None, None),
     _F('ErrorCode', 'error_code', 'int16', (0, 32767), None, None, None, False, lambda: 0, None, None),

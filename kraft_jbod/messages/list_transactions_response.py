@@ -51,12 +51,12 @@ class TransactionState(_Struct):
 
 @_dataclass(slots=True)
 class ListTransactionsResponse(_Message):
-    """response ListTransactionsResponse, versions 0-1."""
+    """response ListTransactionsResponse, versions 0-2."""
 
     NAME: _ClassVar[str] = 'ListTransactionsResponse'
     SCHEMA_TYPE: _ClassVar[str] = 'response'
     API_KEY: _ClassVar[int | None] = 66
-    VALID_VERSIONS: _ClassVar[tuple[int, int]] = (0, 1)
+    VALID_VERSIONS: _ClassVar[tuple[int, int]] = (0, 2)
     FLEXIBLE_MIN: _ClassVar[int | None] = 0
     LATEST_VERSION_UNSTABLE: _ClassVar[bool] = False
     DEPRECATED_VERSIONS: _ClassVar[tuple[int, int] | None] = None
@@ -68,7 +68,7 @@ class ListTransactionsResponse(_Message):
 
 
 def _read_TransactionState_0(buf: bytes | bytearray | memoryview, pos: int) -> tuple[TransactionState, int]:
-    # versions 0-1
+    # versions 0-2
     end = len(buf)
     v_transactional_id, pos = _rcs(buf, pos, 'TransactionalId')
     if pos + 8 > end:
@@ -97,7 +97,7 @@ def _read_TransactionState_0(buf: bytes | bytearray | memoryview, pos: int) -> t
 
 
 def _write_TransactionState_0(o: TransactionState, out: bytearray) -> None:
-    # versions 0-1
+    # versions 0-2
     if o.transactional_id is None:
         raise _null('TransactionalId')
     _wcs(out, o.transactional_id, 'TransactionalId')
@@ -112,7 +112,7 @@ def _write_TransactionState_0(o: TransactionState, out: bytearray) -> None:
 
 
 def _read_ListTransactionsResponse_0(buf: bytes | bytearray | memoryview, pos: int) -> tuple[ListTransactionsResponse, int]:
-    # versions 0-1
+    # versions 0-2
     end = len(buf)
     if pos + 6 > end:
         raise _short_fixed(pos, end, _L1)
@@ -188,7 +188,7 @@ def _read_ListTransactionsResponse_0(buf: bytes | bytearray | memoryview, pos: i
 
 
 def _write_ListTransactionsResponse_0(o: ListTransactionsResponse, out: bytearray) -> None:
-    # versions 0-1
+    # versions 0-2
     out += _S_ih.pack(o.throttle_time_ms, o.error_code)
     if o.unknown_state_filters is None:
         raise _null('UnknownStateFilters')
@@ -218,8 +218,8 @@ def _write_ListTransactionsResponse_0(o: ListTransactionsResponse, out: bytearra
         out.append(0)
 
 
-ListTransactionsResponse._READERS = {0: _read_ListTransactionsResponse_0, 1: _read_ListTransactionsResponse_0}
-ListTransactionsResponse._WRITERS = {0: _write_ListTransactionsResponse_0, 1: _write_ListTransactionsResponse_0}
+ListTransactionsResponse._READERS = {0: _read_ListTransactionsResponse_0, 1: _read_ListTransactionsResponse_0, 2: _read_ListTransactionsResponse_0}
+ListTransactionsResponse._WRITERS = {0: _write_ListTransactionsResponse_0, 1: _write_ListTransactionsResponse_0, 2: _write_ListTransactionsResponse_0}
 TransactionState._FIELDS = (
     _F('TransactionalId', 'transactional_id', 'string', (0, 32767), None, None, None, False, lambda: '', None, None),
     _F('ProducerId', 'producer_id', 'int64', (0, 32767), None, None, None, False, lambda: 0, None, None),

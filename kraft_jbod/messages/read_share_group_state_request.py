@@ -67,7 +67,7 @@ class ReadShareGroupStateRequest(_Message):
     API_KEY: _ClassVar[int | None] = 84
     VALID_VERSIONS: _ClassVar[tuple[int, int]] = (0, 0)
     FLEXIBLE_MIN: _ClassVar[int | None] = 0
-    LATEST_VERSION_UNSTABLE: _ClassVar[bool] = True
+    LATEST_VERSION_UNSTABLE: _ClassVar[bool] = False
     DEPRECATED_VERSIONS: _ClassVar[tuple[int, int] | None] = None
     group_id: str = ''
     topics: list[ReadStateData] = _field(default_factory=list)

@@ -39,14 +39,14 @@ _L0 = (('IncludeAuthorizedOperations', 1),)
 
 @_dataclass(slots=True)
 class ShareGroupDescribeRequest(_Message):
-    """request ShareGroupDescribeRequest, versions 0."""
+    """request ShareGroupDescribeRequest, versions 0-1."""
 
     NAME: _ClassVar[str] = 'ShareGroupDescribeRequest'
     SCHEMA_TYPE: _ClassVar[str] = 'request'
     API_KEY: _ClassVar[int | None] = 77
-    VALID_VERSIONS: _ClassVar[tuple[int, int]] = (0, 0)
+    VALID_VERSIONS: _ClassVar[tuple[int, int]] = (0, 1)
     FLEXIBLE_MIN: _ClassVar[int | None] = 0
-    LATEST_VERSION_UNSTABLE: _ClassVar[bool] = True
+    LATEST_VERSION_UNSTABLE: _ClassVar[bool] = False
     DEPRECATED_VERSIONS: _ClassVar[tuple[int, int] | None] = None
     group_ids: list[str] = _field(default_factory=list)
     include_authorized_operations: bool = False
@@ -54,7 +54,7 @@ class ShareGroupDescribeRequest(_Message):
 
 
 def _read_ShareGroupDescribeRequest_0(buf: bytes | bytearray | memoryview, pos: int) -> tuple[ShareGroupDescribeRequest, int]:
-    # versions 0
+    # versions 0-1
     end = len(buf)
     v_group_ids: list[str]
     n_v_group_ids = buf[pos] - 1 if pos < end else -2
@@ -91,7 +91,7 @@ def _read_ShareGroupDescribeRequest_0(buf: bytes | bytearray | memoryview, pos: 
 
 
 def _write_ShareGroupDescribeRequest_0(o: ShareGroupDescribeRequest, out: bytearray) -> None:
-    # versions 0
+    # versions 0-1
     if o.group_ids is None:
         raise _null('GroupIds')
     _wcal(out, o.group_ids, 'GroupIds')
@@ -106,8 +106,8 @@ def _write_ShareGroupDescribeRequest_0(o: ShareGroupDescribeRequest, out: bytear
         out.append(0)
 
 
-ShareGroupDescribeRequest._READERS = {0: _read_ShareGroupDescribeRequest_0}
-ShareGroupDescribeRequest._WRITERS = {0: _write_ShareGroupDescribeRequest_0}
+ShareGroupDescribeRequest._READERS = {0: _read_ShareGroupDescribeRequest_0, 1: _read_ShareGroupDescribeRequest_0}
+ShareGroupDescribeRequest._WRITERS = {0: _write_ShareGroupDescribeRequest_0, 1: _write_ShareGroupDescribeRequest_0}
 ShareGroupDescribeRequest._FIELDS = (
     _F('GroupIds', 'group_ids', '[]string', (0, 32767), None, None, None, False, lambda: [], None, None),
     _F('IncludeAuthorizedOperations', 'include_authorized_operations', 'bool', (0, 32767), None, None, None, False, lambda: False, None, None),

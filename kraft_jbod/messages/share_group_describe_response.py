@@ -97,12 +97,12 @@ class DescribedGroup(_Struct):
 
 @_dataclass(slots=True)
 class ShareGroupDescribeResponse(_Message):
-    """response ShareGroupDescribeResponse, versions 0."""
+    """response ShareGroupDescribeResponse, versions 0-1."""
 
     NAME: _ClassVar[str] = 'ShareGroupDescribeResponse'
     SCHEMA_TYPE: _ClassVar[str] = 'response'
     API_KEY: _ClassVar[int | None] = 77
-    VALID_VERSIONS: _ClassVar[tuple[int, int]] = (0, 0)
+    VALID_VERSIONS: _ClassVar[tuple[int, int]] = (0, 1)
     FLEXIBLE_MIN: _ClassVar[int | None] = 0
     LATEST_VERSION_UNSTABLE: _ClassVar[bool] = False
     DEPRECATED_VERSIONS: _ClassVar[tuple[int, int] | None] = None
@@ -112,7 +112,7 @@ class ShareGroupDescribeResponse(_Message):
 
 
 def _read_TopicPartitions_0(buf: bytes | bytearray | memoryview, pos: int) -> tuple[TopicPartitions, int]:
-    # versions 0
+    # versions 0-1
     end = len(buf)
     if pos + 16 > end:
         raise _short_fixed(pos, end, _L0)
@@ -152,7 +152,7 @@ def _read_TopicPartitions_0(buf: bytes | bytearray | memoryview, pos: int) -> tu
 
 
 def _write_TopicPartitions_0(o: TopicPartitions, out: bytearray) -> None:
-    # versions 0
+    # versions 0-1
     out += _S_16s.pack(o.topic_id.bytes)
     if o.topic_name is None:
         raise _null('TopicName')
@@ -168,7 +168,7 @@ def _write_TopicPartitions_0(o: TopicPartitions, out: bytearray) -> None:
 
 
 def _read_Assignment_0(buf: bytes | bytearray | memoryview, pos: int) -> tuple[Assignment, int]:
-    # versions 0
+    # versions 0-1
     end = len(buf)
     v_topic_partitions: list[TopicPartitions]
     n_v_topic_partitions = buf[pos] - 1 if pos < end else -2
@@ -237,7 +237,7 @@ def _read_Assignment_0(buf: bytes | bytearray | memoryview, pos: int) -> tuple[A
 
 
 def _write_Assignment_0(o: Assignment, out: bytearray) -> None:
-    # versions 0
+    # versions 0-1
     if o.topic_partitions is None:
         raise _null('TopicPartitions')
     _wcal(out, o.topic_partitions, 'TopicPartitions')
@@ -261,7 +261,7 @@ def _write_Assignment_0(o: Assignment, out: bytearray) -> None:
 
 
 def _read_Member_0(buf: bytes | bytearray | memoryview, pos: int) -> tuple[Member, int]:
-    # versions 0
+    # versions 0-1
     end = len(buf)
     v_member_id, pos = _rcs(buf, pos, 'MemberId')
     v_rack_id, pos = _rncs(buf, pos, 'RackId')
@@ -311,7 +311,7 @@ def _read_Member_0(buf: bytes | bytearray | memoryview, pos: int) -> tuple[Membe
 
 
 def _write_Member_0(o: Member, out: bytearray) -> None:
-    # versions 0
+    # versions 0-1
     if o.member_id is None:
         raise _null('MemberId')
     _wcs(out, o.member_id, 'MemberId')
@@ -340,7 +340,7 @@ def _write_Member_0(o: Member, out: bytearray) -> None:
 
 
 def _read_DescribedGroup_0(buf: bytes | bytearray | memoryview, pos: int) -> tuple[DescribedGroup, int]:
-    # versions 0
+    # versions 0-1
     end = len(buf)
     if pos + 2 > end:
         raise _short_fixed(pos, end, _L2)
@@ -400,7 +400,7 @@ def _read_DescribedGroup_0(buf: bytes | bytearray | memoryview, pos: int) -> tup
 
 
 def _write_DescribedGroup_0(o: DescribedGroup, out: bytearray) -> None:
-    # versions 0
+    # versions 0-1
     out += _S_h.pack(o.error_code)
     _wcs(out, o.error_message, 'ErrorMessage')
     if o.group_id is None:
@@ -426,7 +426,7 @@ def _write_DescribedGroup_0(o: DescribedGroup, out: bytearray) -> None:
 
 
 def _read_ShareGroupDescribeResponse_0(buf: bytes | bytearray | memoryview, pos: int) -> tuple[ShareGroupDescribeResponse, int]:
-    # versions 0
+    # versions 0-1
     end = len(buf)
     if pos + 4 > end:
         raise _short_fixed(pos, end, _L5)
@@ -467,7 +467,7 @@ def _read_ShareGroupDescribeResponse_0(buf: bytes | bytearray | memoryview, pos:
 
 
 def _write_ShareGroupDescribeResponse_0(o: ShareGroupDescribeResponse, out: bytearray) -> None:
-    # versions 0
+    # versions 0-1
     out += _S_i.pack(o.throttle_time_ms)
     if o.groups is None:
         raise _null('Groups')
@@ -480,8 +480,8 @@ def _write_ShareGroupDescribeResponse_0(o: ShareGroupDescribeResponse, out: byte
         out.append(0)
 
 
-ShareGroupDescribeResponse._READERS = {0: _read_ShareGroupDescribeResponse_0}
-ShareGroupDescribeResponse._WRITERS = {0: _write_ShareGroupDescribeResponse_0}
+ShareGroupDescribeResponse._READERS = {0: _read_ShareGroupDescribeResponse_0, 1: _read_ShareGroupDescribeResponse_0}
+ShareGroupDescribeResponse._WRITERS = {0: _write_ShareGroupDescribeResponse_0, 1: _write_ShareGroupDescribeResponse_0}
 TopicPartitions._FIELDS = (
     _F('TopicId', 'topic_id', 'uuid', (0, 32767), None, None, None, False, lambda: _ZERO_UUID, None, None),
     _F('TopicName', 'topic_name', 'string', (0, 32767), None, None, None, False, lambda: '', None, None),

@@ -39,14 +39,14 @@ _L0 = (('MemberEpoch', 4),)
 
 @_dataclass(slots=True)
 class ShareGroupHeartbeatRequest(_Message):
-    """request ShareGroupHeartbeatRequest, versions 0."""
+    """request ShareGroupHeartbeatRequest, versions 0-1."""
 
     NAME: _ClassVar[str] = 'ShareGroupHeartbeatRequest'
     SCHEMA_TYPE: _ClassVar[str] = 'request'
     API_KEY: _ClassVar[int | None] = 76
-    VALID_VERSIONS: _ClassVar[tuple[int, int]] = (0, 0)
+    VALID_VERSIONS: _ClassVar[tuple[int, int]] = (0, 1)
     FLEXIBLE_MIN: _ClassVar[int | None] = 0
-    LATEST_VERSION_UNSTABLE: _ClassVar[bool] = True
+    LATEST_VERSION_UNSTABLE: _ClassVar[bool] = False
     DEPRECATED_VERSIONS: _ClassVar[tuple[int, int] | None] = None
     group_id: str = ''
     member_id: str = ''
@@ -57,7 +57,7 @@ class ShareGroupHeartbeatRequest(_Message):
 
 
 def _read_ShareGroupHeartbeatRequest_0(buf: bytes | bytearray | memoryview, pos: int) -> tuple[ShareGroupHeartbeatRequest, int]:
-    # versions 0
+    # versions 0-1
     end = len(buf)
     v_group_id, pos = _rcs(buf, pos, 'GroupId')
     v_member_id, pos = _rcs(buf, pos, 'MemberId')
@@ -103,7 +103,7 @@ def _read_ShareGroupHeartbeatRequest_0(buf: bytes | bytearray | memoryview, pos:
 
 
 def _write_ShareGroupHeartbeatRequest_0(o: ShareGroupHeartbeatRequest, out: bytearray) -> None:
-    # versions 0
+    # versions 0-1
     if o.group_id is None:
         raise _null('GroupId')
     _wcs(out, o.group_id, 'GroupId')
@@ -124,8 +124,8 @@ def _write_ShareGroupHeartbeatRequest_0(o: ShareGroupHeartbeatRequest, out: byte
         out.append(0)
 
 
-ShareGroupHeartbeatRequest._READERS = {0: _read_ShareGroupHeartbeatRequest_0}
-ShareGroupHeartbeatRequest._WRITERS = {0: _write_ShareGroupHeartbeatRequest_0}
+ShareGroupHeartbeatRequest._READERS = {0: _read_ShareGroupHeartbeatRequest_0, 1: _read_ShareGroupHeartbeatRequest_0}
+ShareGroupHeartbeatRequest._WRITERS = {0: _write_ShareGroupHeartbeatRequest_0, 1: _write_ShareGroupHeartbeatRequest_0}
 ShareGroupHeartbeatRequest._FIELDS = (
     _F('GroupId', 'group_id', 'string', (0, 32767), None, None, None, False, lambda: '', None, None),
     _F('MemberId', 'member_id', 'string', (0, 32767), None, None, None, False, lambda: '', None, None),

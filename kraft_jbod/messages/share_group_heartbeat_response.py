@@ -62,12 +62,12 @@ class Assignment(_Struct):
 
 @_dataclass(slots=True)
 class ShareGroupHeartbeatResponse(_Message):
-    """response ShareGroupHeartbeatResponse, versions 0."""
+    """response ShareGroupHeartbeatResponse, versions 0-1."""
 
     NAME: _ClassVar[str] = 'ShareGroupHeartbeatResponse'
     SCHEMA_TYPE: _ClassVar[str] = 'response'
     API_KEY: _ClassVar[int | None] = 76
-    VALID_VERSIONS: _ClassVar[tuple[int, int]] = (0, 0)
+    VALID_VERSIONS: _ClassVar[tuple[int, int]] = (0, 1)
     FLEXIBLE_MIN: _ClassVar[int | None] = 0
     LATEST_VERSION_UNSTABLE: _ClassVar[bool] = False
     DEPRECATED_VERSIONS: _ClassVar[tuple[int, int] | None] = None
@@ -82,7 +82,7 @@ class ShareGroupHeartbeatResponse(_Message):
 
 
 def _read_TopicPartitions_0(buf: bytes | bytearray | memoryview, pos: int) -> tuple[TopicPartitions, int]:
-    # versions 0
+    # versions 0-1
     end = len(buf)
     if pos + 16 > end:
         raise _short_fixed(pos, end, _L0)
@@ -120,7 +120,7 @@ def _read_TopicPartitions_0(buf: bytes | bytearray | memoryview, pos: int) -> tu
 
 
 def _write_TopicPartitions_0(o: TopicPartitions, out: bytearray) -> None:
-    # versions 0
+    # versions 0-1
     out += _S_16s.pack(o.topic_id.bytes)
     if o.partitions is None:
         raise _null('Partitions')
@@ -133,7 +133,7 @@ def _write_TopicPartitions_0(o: TopicPartitions, out: bytearray) -> None:
 
 
 def _read_Assignment_0(buf: bytes | bytearray | memoryview, pos: int) -> tuple[Assignment, int]:
-    # versions 0
+    # versions 0-1
     end = len(buf)
     v_topic_partitions: list[TopicPartitions]
     n_v_topic_partitions = buf[pos] - 1 if pos < end else -2
@@ -200,7 +200,7 @@ def _read_Assignment_0(buf: bytes | bytearray | memoryview, pos: int) -> tuple[A
 
 
 def _write_Assignment_0(o: Assignment, out: bytearray) -> None:
-    # versions 0
+    # versions 0-1
     if o.topic_partitions is None:
         raise _null('TopicPartitions')
     _wcal(out, o.topic_partitions, 'TopicPartitions')
@@ -221,7 +221,7 @@ def _write_Assignment_0(o: Assignment, out: bytearray) -> None:
 
 
 def _read_ShareGroupHeartbeatResponse_0(buf: bytes | bytearray | memoryview, pos: int) -> tuple[ShareGroupHeartbeatResponse, int]:
-    # versions 0
+    # versions 0-1
     end = len(buf)
     if pos + 6 > end:
         raise _short_fixed(pos, end, _L1)
@@ -269,7 +269,7 @@ def _read_ShareGroupHeartbeatResponse_0(buf: bytes | bytearray | memoryview, pos
 
 
 def _write_ShareGroupHeartbeatResponse_0(o: ShareGroupHeartbeatResponse, out: bytearray) -> None:
-    # versions 0
+    # versions 0-1
     out += _S_ih.pack(o.throttle_time_ms, o.error_code)
     _wcs(out, o.error_message, 'ErrorMessage')
     _wcs(out, o.member_id, 'MemberId')
@@ -285,8 +285,8 @@ def _write_ShareGroupHeartbeatResponse_0(o: ShareGroupHeartbeatResponse, out: by
         out.append(0)
 
 
-ShareGroupHeartbeatResponse._READERS = {0: _read_ShareGroupHeartbeatResponse_0}
-ShareGroupHeartbeatResponse._WRITERS = {0: _write_ShareGroupHeartbeatResponse_0}
+ShareGroupHeartbeatResponse._READERS = {0: _read_ShareGroupHeartbeatResponse_0, 1: _read_ShareGroupHeartbeatResponse_0}
+ShareGroupHeartbeatResponse._WRITERS = {0: _write_ShareGroupHeartbeatResponse_0, 1: _write_ShareGroupHeartbeatResponse_0}
 TopicPartitions._FIELDS = (
     _F('TopicId', 'topic_id', 'uuid', (0, 32767), None, None, None, False, lambda: _ZERO_UUID, None, None),
     _F('Partitions', 'partitions', '[]int32', (0, 32767), None, None, None, False, lambda: [], None, None),

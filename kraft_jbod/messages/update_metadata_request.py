@@ -2190,7 +2190,7 @@ UpdateMetadataBroker._FIELDS = (
     _F('V0Host', 'v0_host', 'string', (0, 0), None, None, None, True, lambda: '', None, None),
     _F('V0Port', 'v0_port', 'int32', (0, 0), None, None, None, True, lambda: 0, None, None),
     _F('Endpoints', 'endpoints', '[]UpdateMetadataEndpoint', (1, 32767), None, None, None, True, lambda: [], UpdateMetadataEndpoint, None),
-    _F('Rack', 'rack', 'string', (2, 32767), None, None, (0, 32767), True, lambda: '', None, None),
+    _F('Rack', 'rack', 'string', (2, 32767), None, None, (2, 32767), True, lambda: '', None, None),
 )
 UpdateMetadataRequest._FIELDS = (
     _F('ControllerId', 'controller_id', 'int32', (0, 32767), None, None, None, False, lambda: 0, None, None),

@@ -61,12 +61,12 @@ class WriteStateResult(_Struct):
 
 @_dataclass(slots=True)
 class WriteShareGroupStateResponse(_Message):
-    """response WriteShareGroupStateResponse, versions 0."""
+    """response WriteShareGroupStateResponse, versions 0-1."""
 
     NAME: _ClassVar[str] = 'WriteShareGroupStateResponse'
     SCHEMA_TYPE: _ClassVar[str] = 'response'
     API_KEY: _ClassVar[int | None] = 85
-    VALID_VERSIONS: _ClassVar[tuple[int, int]] = (0, 0)
+    VALID_VERSIONS: _ClassVar[tuple[int, int]] = (0, 1)
     FLEXIBLE_MIN: _ClassVar[int | None] = 0
     LATEST_VERSION_UNSTABLE: _ClassVar[bool] = False
     DEPRECATED_VERSIONS: _ClassVar[tuple[int, int] | None] = None
@@ -75,7 +75,7 @@ class WriteShareGroupStateResponse(_Message):
 
 
 def _read_PartitionResult_0(buf: bytes | bytearray | memoryview, pos: int) -> tuple[PartitionResult, int]:
-    # versions 0
+    # versions 0-1
     end = len(buf)
     if pos + 6 > end:
         raise _short_fixed(pos, end, _L0)
@@ -103,7 +103,7 @@ def _read_PartitionResult_0(buf: bytes | bytearray | memoryview, pos: int) -> tu
 
 
 def _write_PartitionResult_0(o: PartitionResult, out: bytearray) -> None:
-    # versions 0
+    # versions 0-1
     out += _S_ih.pack(o.partition, o.error_code)
     _wcs(out, o.error_message, 'ErrorMessage')
     if o.unknown_tagged_fields:
@@ -113,7 +113,7 @@ def _write_PartitionResult_0(o: PartitionResult, out: bytearray) -> None:
 
 
 def _read_WriteStateResult_0(buf: bytes | bytearray | memoryview, pos: int) -> tuple[WriteStateResult, int]:
-    # versions 0
+    # versions 0-1
     end = len(buf)
     if pos + 16 > end:
         raise _short_fixed(pos, end, _L1)
@@ -176,7 +176,7 @@ def _read_WriteStateResult_0(buf: bytes | bytearray | memoryview, pos: int) -> t
 
 
 def _write_WriteStateResult_0(o: WriteStateResult, out: bytearray) -> None:
-    # versions 0
+    # versions 0-1
     out += _S_16s.pack(o.topic_id.bytes)
     if o.partitions is None:
         raise _null('Partitions')
@@ -195,7 +195,7 @@ def _write_WriteStateResult_0(o: WriteStateResult, out: bytearray) -> None:
 
 
 def _read_WriteShareGroupStateResponse_0(buf: bytes | bytearray | memoryview, pos: int) -> tuple[WriteShareGroupStateResponse, int]:
-    # versions 0
+    # versions 0-1
     end = len(buf)
     v_results: list[WriteStateResult]
     n_v_results = buf[pos] - 1 if pos < end else -2
@@ -231,7 +231,7 @@ def _read_WriteShareGroupStateResponse_0(buf: bytes | bytearray | memoryview, po
 
 
 def _write_WriteShareGroupStateResponse_0(o: WriteShareGroupStateResponse, out: bytearray) -> None:
-    # versions 0
+    # versions 0-1
     if o.results is None:
         raise _null('Results')
     _wcal(out, o.results, 'Results')
@@ -243,8 +243,8 @@ def _write_WriteShareGroupStateResponse_0(o: WriteShareGroupStateResponse, out: 
         out.append(0)
 
 
-WriteShareGroupStateResponse._READERS = {0: _read_WriteShareGroupStateResponse_0}
-WriteShareGroupStateResponse._WRITERS = {0: _write_WriteShareGroupStateResponse_0}
+WriteShareGroupStateResponse._READERS = {0: _read_WriteShareGroupStateResponse_0, 1: _read_WriteShareGroupStateResponse_0}
+WriteShareGroupStateResponse._WRITERS = {0: _write_WriteShareGroupStateResponse_0, 1: _write_WriteShareGroupStateResponse_0}
 PartitionResult._FIELDS = (
     _F('Partition', 'partition', 'int32', (0, 32767), None, None, None, False, lambda: 0, None, None),
     _F('ErrorCode', 'error_code', 'int16', (0, 32767), None, None, None, False, lambda: 0, None, None),

@@ -105,20 +105,24 @@ def test_envelope_carries_a_create_topics_and_its_records() -> None:
     replay_equals_live(c)
 
 
-def test_envelope_inner_request_sees_the_principal() -> None:
+def test_envelope_inner_request_sees_the_principal(monkeypatch: pytest.MonkeyPatch) -> None:
+    import dataclasses
+
+    from kraft_jbod.controller import state as state_module
+
     c = started()
     seen: list[Any] = []
-    real = c.state.handle
+    route = state_module.ROUTES[44]
 
-    def spy(*args: Any, **kwargs: Any) -> Any:
-        seen.append(kwargs.get("principal"))
-        return real(*args, **kwargs)
+    def spy(ctx: Any, call: Any, req: Any) -> Any:
+        seen.append(call.principal)
+        return route.handler(ctx, call, req)
 
-    c.state.handle = spy  # type: ignore[method-assign]
+    monkeypatch.setitem(state_module.ROUTES, 44, dataclasses.replace(route, handler=spy))
     req = IncrementalAlterConfigsRequest(resources=[AlterConfigsResource(BROKER, "", [AlterableConfig("a", 0, "1")])])
     out = c.call(58, 0, _envelope(req, 1, principal=env.Principal("User", "bob")))
     assert out.response.error_code == 0  # type: ignore[attr-defined]
-    assert seen == [None, "User:bob"]
+    assert seen == ["User:bob"]
     # DescribeConfigs is answered by brokers themselves: Kafka does not forward it.
     describe = DescribeConfigsRequest(resources=[DescribeConfigsResource(BROKER, "", None)])
     assert c.call(58, 0, _envelope(describe, 4)).response.error_code == 42  # type: ignore[attr-defined]
@@ -300,9 +304,9 @@ def test_incremental_alter_configs_writes_config_records_and_describe_sees_them(
     assert again.records == []
     # SUBTRACT, then DELETE.
     _incremental(c, AlterConfigsResource(TOPIC, "t", [AlterableConfig("cleanup.policy", SUBTRACT, "delete")]))
-    assert c.state.configs.get(TOPIC, "t")["cleanup.policy"] == "compact"
+    assert c.state.image.configs.get(TOPIC, "t")["cleanup.policy"] == "compact"
     _incremental(c, AlterConfigsResource(TOPIC, "t", [AlterableConfig("retention.ms", DELETE, None)]))
-    assert "retention.ms" not in c.state.configs.get(TOPIC, "t")
+    assert "retention.ms" not in c.state.image.configs.get(TOPIC, "t")
     replay_equals_live(c)
 
 
@@ -375,7 +379,7 @@ def test_duplicate_resources_and_validate_only() -> None:
     out = _incremental(c, AlterConfigsResource(TOPIC, "t", [AlterableConfig("retention.ms", SET, "9")]),
                        validate_only=True)
     assert out.response.responses[0].error_code == 0 and out.records == []
-    assert c.state.configs.get(TOPIC, "t") == {}
+    assert c.state.image.configs.get(TOPIC, "t") == {}
 
 
 def test_legacy_alter_configs_replaces_the_set() -> None:
@@ -386,7 +390,7 @@ def test_legacy_alter_configs_replaces_the_set() -> None:
     out = c.call(33, 2, AlterConfigsRequest(resources=[LegacyResource(TOPIC, "t", [LegacyConfig("segment.ms", "3")])]))
     assert out.response.responses[0].error_code == 0
     assert [(r.name, r.value) for r in records_of(out, ConfigRecord)] == [("segment.ms", "3"), ("retention.ms", None)]
-    assert c.state.configs.get(TOPIC, "t") == {"segment.ms": "3"}
+    assert c.state.image.configs.get(TOPIC, "t") == {"segment.ms": "3"}
     bad = c.call(33, 2, AlterConfigsRequest(resources=[LegacyResource(BROKER_LOGGER, "3000", [])]))
     assert bad.response.responses[0].error_code == 42
     replay_equals_live(c)
@@ -397,7 +401,7 @@ def test_deleting_a_topic_drops_its_configs() -> None:
     c.create_topic("t", 1, 1)
     _incremental(c, AlterConfigsResource(TOPIC, "t", [AlterableConfig("retention.ms", SET, "1")]))
     c.call(20, 5, DeleteTopicsRequest(topic_names=["t"]))
-    assert c.state.configs.get(TOPIC, "t") == {}
+    assert c.state.image.configs.get(TOPIC, "t") == {}
     c.create_topic("t", 1, 1)
     assert _describe(c, TOPIC, "t", ["retention.ms"]).configs[0].value == "604800000"
     replay_equals_live(c)
@@ -439,7 +443,7 @@ def test_create_and_delete_acls_write_their_records() -> None:
     assert [len(f.matching_acls) for f in out.response.filter_results] == [1, 1]
     removed = records_of(out, RemoveAccessControlEntryRecord)
     assert len(removed) == 1
-    assert [a.resource_name for _, a in c.state.acls.items()] == ["t"]
+    assert [a.resource_name for _, a in c.state.image.acls.items()] == ["t"]
     replay_equals_live(c)
 
 
@@ -586,7 +590,7 @@ def test_reassignment_adds_then_completes_when_the_new_replica_joins_the_isr() -
     assert p is not None and list(p.replicas) == target and set(p.isr) == set(target)
     assert p.adding == () and p.removing == ()
     if leader == old[1]:  # the leader was removed: it is told a new one was elected
-        assert out.response.topics[0].partitions[0].error_code == 106
+        assert out.response.topics[0].partitions[0].error_code == 108
     assert _list(c).topics == []
     replay_equals_live(c)
 
@@ -642,8 +646,9 @@ def test_update_features() -> None:
         (("metadata.version", 16, 1), "Can't downgrade the version of this feature without setting the upgrade "
                                       "type to either safe or unsafe downgrade."),
         (("metadata.version", 18, 2), "Can't downgrade to a newer version."),
-        (("metadata.version", 30, 1), "Local controller 3000 only supports versions 1-22"),
-        (("group.version", 1, 1), "Local controller 3000 does not support this feature."),
+        (("metadata.version", 40, 1), "Local controller 3000 only supports versions 1-33"),
+        (("foo.version", 1, 1), "Local controller 3000 does not support this feature."),
+        (("group.version", 2, 1), "Local controller 3000 only supports versions 0-1"),
         (("metadata.version", 18, 0), "The controller does not support the given upgrade type."),
         (("metadata.version", -1, 1), "A feature version cannot be less than 0."),
     ]
@@ -711,7 +716,7 @@ def test_create_topics_with_configs_writes_config_records_after_the_topic() -> N
     assert isinstance(out.records[0][0], TopicRecord)
     listed = {x.name: (x.value, x.config_source) for x in res.configs}
     assert listed["cleanup.policy"] == ("compact", 1) and listed["segment.ms"] == ("604800000", 5)
-    assert c.state.configs.get(TOPIC, "compacted") == {"cleanup.policy": "compact", "retention.ms": "100"}
+    assert c.state.image.configs.get(TOPIC, "compacted") == {"cleanup.policy": "compact", "retention.ms": "100"}
     replay_equals_live(c)
 
 
@@ -733,3 +738,22 @@ def test_create_topics_with_bad_configs(configs: list[tuple[str, str | None]], c
     (res,) = out.response.topics  # type: ignore[attr-defined]
     assert (res.error_code, res.error_message) == (code, message)
     assert out.records == []
+
+
+def test_update_other_features_writes_their_level() -> None:
+    from kraft_jbod.controller import features as fv
+    from kraft_jbod.messages.broker_registration_request import Feature
+
+    c = Cluster()
+    c.start_broker(1, [dir_id(1, 0)])
+    for level, kind in ((0, 2), (1, 1), (0, 2)):  # down (safe downgrade), up, down again
+        out = _features(c, ("group.version", level, kind))
+        assert out.response.error_code == 0, out.response.error_message
+        assert [(r.name, r.feature_level) for r in records_of(out, FeatureLevelRecord)] == [("group.version", level)]
+        assert c.state.finalized_features.get("group.version", 0) == level
+    # A broker that does not list the feature: a level other than 0 is refused.
+    others = [Feature(n, 0, hi) for n, hi in fv.IMPLEMENTED_MAX.items() if n != "group.version"]
+    assert c.register(2, [dir_id(2, 0)], extra_features=others).response.error_code == 0  # type: ignore[attr-defined]
+    refused = _features(c, ("group.version", 1, 1)).response
+    assert refused.error_code == 95 and refused.error_message.endswith("Broker 2 does not support this feature.")
+    replay_equals_live(c)

@@ -97,9 +97,9 @@ def our_image(c: Cluster) -> list[str]:
                 f"partition.{topic.name}-{pid}=replicas:{list(p.replicas)} isr:{list(p.isr)} leader:{p.leader} "
                 f"leaderEpoch:{p.leader_epoch} partitionEpoch:{p.partition_epoch} adding:{list(p.adding)} "
                 f"removing:{list(p.removing)} recovery:{p.leader_recovery_state}".replace(", ", ","))
-    for (rtype, name), kv in st.configs.durable().items():
+    for (rtype, name), kv in st.image.configs.durable().items():
         out += [f"config.{rtype}/{name}/{k}={v}" for k, v in kv.items()]
-    for acl_id, a in st.acls.items():
+    for acl_id, a in st.image.acls.items():
         out.append(f"acl.{uuid_to_base64url(acl_id)}={a.resource_type}/{a.resource_name}/{a.pattern_type}/"
                    f"{a.principal}/{a.host}/{a.operation}/{a.permission_type}")
     out.append(f"metadata.version={st.metadata_version}")

@@ -15,7 +15,7 @@ import pytest
 
 from kraft_jbod import codec
 from kraft_jbod.controller import envelope as env
-from kraft_jbod.controller.apis.admin import HANDLED
+from kraft_jbod.controller.apis.admin import VERSIONS as HANDLED
 from kraft_jbod.errors import ProtocolError
 from kraft_jbod.fuzz.strategies import random_message
 from tests.controller.harness import Cluster, dir_id

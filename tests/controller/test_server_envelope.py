@@ -64,4 +64,4 @@ async def test_forwarded_requests_over_tcp(tmp_path: Path) -> None:
 
     async with ControllerServer(cfg, cluster_id=CLUSTER) as s2:
         assert s2.state.durable_state() == live
-        assert s2.state.configs.get(2, "fwd") == {"retention.ms": "60000"}
+        assert s2.state.image.configs.get(2, "fwd") == {"retention.ms": "60000"}

@@ -80,7 +80,7 @@ async def test_kafka_admin_on_the_controller_listener(kraft_cluster: KraftCluste
     assert out["features.metadata.version"] == str(state.metadata_version)
     assert out["alter.cluster"] == "ok"
     assert out["describe.cluster.log.retention.ms"] == "123456/DYNAMIC_DEFAULT_BROKER_CONFIG"
-    assert state.configs.get(4, "") == {"log.retention.ms": "123456"}
+    assert state.image.configs.get(4, "") == {"log.retention.ms": "123456"}
 
 
 async def test_kafka_admin_on_the_client_listener(kraft_cluster: KraftCluster, probe: list[str]) -> None:

@@ -174,3 +174,62 @@ def emit_error_codes(facts: list[ErrorFact]) -> str:
             "",
         ]
     )
+
+
+def emit_releases(releases: list[str], apis: dict[int, list[tuple[str, int, int]]], sources: dict[int, str]) -> str:
+    """``releases.py``: which Kafka releases speak each (api key, version).
+
+    ``sources`` names, per api key, where versions outside every release row come from
+    (the schema source's label, from versions.json).
+    """
+    index = {r: i for i, r in enumerate(releases)}
+    rows: list[str] = []
+    for key in sorted(apis):
+        cells = ", ".join(f"({index[r]}, {lo}, {hi})" for r, lo, hi in apis[key])
+        rows.append(f"    {key}: ({cells},),")
+    doc = (
+        "Which Kafka releases speak each API version (from schemas/releases.json: brokers'\n"
+        "ApiVersions answers per release, and the 4.4 schemas)."
+    )
+    return "\n".join(
+        [
+            HEADER.format(source="schemas/releases.json and schemas/versions.json", doc=doc),
+            "# ruff: noqa",
+            "from __future__ import annotations",
+            "",
+            "from typing import Final as _Final",
+            "",
+            f"RELEASES: _Final[tuple[str, ...]] = {tuple(releases)!r}",
+            "",
+            "# api key: ((index into RELEASES, lowest version, highest version), ...)",
+            "ADVERTISED: _Final[dict[int, tuple[tuple[int, int, int], ...]]] = {",
+            *rows,
+            "}",
+            "",
+            "# api key: the schema source its oldest versions come from",
+            f"SCHEMA_SOURCE: _Final[dict[int, str]] = {dict(sorted(sources.items()))!r}",
+            "",
+            "",
+            "def releases_speaking(api_key: int, version: int) -> list[str]:",
+            '    """Every release whose brokers (or, for 4.4, schemas) define this version."""',
+            "    return [RELEASES[i] for i, lo, hi in ADVERTISED.get(api_key, ()) if lo <= version <= hi]",
+            "",
+            "",
+            "def defined_in(api_key: int, version: int) -> str:",
+            '    """A phrase such as ``defined in Kafka 0.10.0-3.9; removed in 4.0``."""',
+            "    rows = ADVERTISED.get(api_key, ())",
+            "    hits = [i for i, lo, hi in rows if lo <= version <= hi]",
+            "    if not hits:",
+            "        source = SCHEMA_SOURCE.get(api_key)",
+            "        where = f'the {source} schemas' if source else 'no schema we hold'",
+            "        return f'defined in {where}; no Kafka release advertises it'",
+            "    first, last = RELEASES[hits[0]], RELEASES[hits[-1]]",
+            "    text = f'defined in Kafka {first}' if first == last else f'defined in Kafka {first}-{last}'",
+            "    if hits[-1] < len(RELEASES) - 1:",
+            "        text += f'; removed in {RELEASES[hits[-1] + 1]}'",
+            "    if all(i == len(RELEASES) - 1 for i, _, _ in rows):",
+            "        text += ' (earlier releases not recorded: brokers do not advertise this API)'",
+            "    return text",
+            "",
+        ]
+    )

@@ -26,7 +26,6 @@ import uuid
 from dataclasses import dataclass
 from typing import Any, Final
 
-from kraft_jbod.controller import errors_codes as ec
 from kraft_jbod.errors import ProtocolError
 from kraft_jbod.messages.access_control_entry_record import AccessControlEntryRecord
 from kraft_jbod.messages.create_acls_request import CreateAclsRequest
@@ -39,6 +38,7 @@ from kraft_jbod.messages.delete_acls_response import (
 )
 from kraft_jbod.messages.describe_acls_request import DescribeAclsRequest
 from kraft_jbod.messages.describe_acls_response import AclDescription, DescribeAclsResource, DescribeAclsResponse
+from kraft_jbod.messages.error_codes import ErrorCode
 from kraft_jbod.messages.remove_access_control_entry_record import RemoveAccessControlEntryRecord
 from kraft_jbod.wire.message import Message
 
@@ -76,8 +76,15 @@ class AclImage:
         self._ids: dict[Acl, uuid.UUID] = {}
 
     def apply_entry(self, rec: AccessControlEntryRecord) -> None:
-        acl = Acl(rec.resource_type, rec.resource_name, rec.pattern_type, rec.principal, rec.host,
-                  rec.operation, rec.permission_type)
+        acl = Acl(
+            rec.resource_type,
+            rec.resource_name,
+            rec.pattern_type,
+            rec.principal,
+            rec.host,
+            rec.operation,
+            rec.permission_type,
+        )
         self._by_id[rec.id] = acl
         self._ids[acl] = rec.id
 
@@ -122,8 +129,10 @@ def _creation_error(acl: Acl) -> str | None:
     if acl.permission_type not in (PERM_DENY, PERM_ALLOW):
         return f"Invalid permissionType {_name(_PERM_NAMES, acl.permission_type)}"
     if ":" not in acl.principal:
-        return (f"Could not parse principal from `{acl.principal}` (no colon is present separating the "
-                "principal type from the principal name)")
+        return (
+            f"Could not parse principal from `{acl.principal}` (no colon is present separating the "
+            "principal type from the principal name)"
+        )
     if not acl.host:
         return "Host pattern cannot be null or empty"
     return None
@@ -156,34 +165,64 @@ def create_acls(
     wanted: set[Acl] = set()
     taken = {i for i, _ in st.acls.items()}
     for c in req.creations:
-        acl = Acl(c.resource_type, c.resource_name, c.resource_pattern_type, c.principal, c.host, c.operation,
-                  c.permission_type)
+        acl = Acl(
+            c.resource_type,
+            c.resource_name,
+            c.resource_pattern_type,
+            c.principal,
+            c.host,
+            c.operation,
+            c.permission_type,
+        )
         err = _creation_error(acl)
         if err is not None:
-            results.append(AclCreationResult(ec.INVALID_REQUEST, err))
+            results.append(AclCreationResult(ErrorCode.INVALID_REQUEST, err))
             continue
         if acl not in st.acls and acl not in wanted:
             wanted.add(acl)
             acl_id = _acl_id(st, next_offset + len(records), acl, taken)
             taken.add(acl_id)
-            records.append((AccessControlEntryRecord(
-                id=acl_id, resource_type=acl.resource_type, resource_name=acl.resource_name,
-                pattern_type=acl.pattern_type, principal=acl.principal, host=acl.host, operation=acl.operation,
-                permission_type=acl.permission_type), 0))
+            records.append(
+                (
+                    AccessControlEntryRecord(
+                        id=acl_id,
+                        resource_type=acl.resource_type,
+                        resource_name=acl.resource_name,
+                        pattern_type=acl.pattern_type,
+                        principal=acl.principal,
+                        host=acl.host,
+                        operation=acl.operation,
+                        permission_type=acl.permission_type,
+                    ),
+                    0,
+                )
+            )
         results.append(AclCreationResult(0, None))
     return CreateAclsResponse(results=results), records
 
 
 def filter_unknown(resource_type: int, pattern_type: int, operation: int, permission: int) -> bool:
-    return (resource_type == R_UNKNOWN or not R_ANY <= resource_type <= R_USER
-            or pattern_type == P_UNKNOWN or not P_ANY <= pattern_type <= P_PREFIXED
-            or operation == OP_UNKNOWN or not OP_ANY <= operation <= OP_MAX
-            or permission == PERM_UNKNOWN or not PERM_ANY <= permission <= PERM_ALLOW)
+    return (
+        resource_type == R_UNKNOWN
+        or not R_ANY <= resource_type <= R_USER
+        or pattern_type == P_UNKNOWN
+        or not P_ANY <= pattern_type <= P_PREFIXED
+        or operation == OP_UNKNOWN
+        or not OP_ANY <= operation <= OP_MAX
+        or permission == PERM_UNKNOWN
+        or not PERM_ANY <= permission <= PERM_ALLOW
+    )
 
 
 def matches(
-    acl: Acl, resource_type: int, name: str | None, pattern_type: int, principal: str | None, host: str | None,
-    operation: int, permission: int,
+    acl: Acl,
+    resource_type: int,
+    name: str | None,
+    pattern_type: int,
+    principal: str | None,
+    host: str | None,
+    operation: int,
+    permission: int,
 ) -> bool:
     """Kafka's AclBindingFilter.matches."""
     if resource_type != R_ANY and resource_type != acl.resource_type:
@@ -210,9 +249,18 @@ def matches(
 
 def _matching(st: Any, f: DeleteAclsFilter | DescribeAclsRequest) -> list[tuple[uuid.UUID, Acl]]:
     return [
-        (i, acl) for i, acl in st.acls.items()
-        if matches(acl, f.resource_type_filter, f.resource_name_filter, f.pattern_type_filter, f.principal_filter,
-                   f.host_filter, f.operation, f.permission_type)
+        (i, acl)
+        for i, acl in st.acls.items()
+        if matches(
+            acl,
+            f.resource_type_filter,
+            f.resource_name_filter,
+            f.pattern_type_filter,
+            f.principal_filter,
+            f.host_filter,
+            f.operation,
+            f.permission_type,
+        )
     ]
 
 
@@ -232,14 +280,23 @@ def delete_acls(st: Any, api_version: int, req: DeleteAclsRequest) -> tuple[Dele
     records: list[RecordAndVersion] = []
     for f in req.filters:
         if filter_unknown(f.resource_type_filter, f.pattern_type_filter, f.operation, f.permission_type):
-            out.append(DeleteAclsFilterResult(ec.INVALID_REQUEST, "Unknown patternFilter."))
+            out.append(DeleteAclsFilterResult(ErrorCode.INVALID_REQUEST, "Unknown patternFilter."))
             continue
         result = DeleteAclsFilterResult(0, None)
         for acl_id, acl in _matching(st, f):
-            result.matching_acls.append(DeleteAclsMatchingAcl(
-                error_code=0, error_message=None, resource_type=acl.resource_type,
-                resource_name=acl.resource_name, pattern_type=acl.pattern_type, principal=acl.principal,
-                host=acl.host, operation=acl.operation, permission_type=acl.permission_type))
+            result.matching_acls.append(
+                DeleteAclsMatchingAcl(
+                    error_code=0,
+                    error_message=None,
+                    resource_type=acl.resource_type,
+                    resource_name=acl.resource_name,
+                    pattern_type=acl.pattern_type,
+                    principal=acl.principal,
+                    host=acl.host,
+                    operation=acl.operation,
+                    permission_type=acl.permission_type,
+                )
+            )
             if acl_id not in removed:
                 removed.add(acl_id)
                 records.append((RemoveAccessControlEntryRecord(id=acl_id), 0))
@@ -256,11 +313,15 @@ def describe_acls(st: Any, api_version: int, req: DescribeAclsRequest) -> Descri
     if 0 in (req.resource_type_filter, req.pattern_type_filter, req.operation, req.permission_type):
         raise ProtocolError("DescribeAcls filter contains UNKNOWN elements")
     if filter_unknown(req.resource_type_filter, req.pattern_type_filter, req.operation, req.permission_type):
-        return DescribeAclsResponse(error_code=ec.INVALID_REQUEST, error_message="The filter contains UNKNOWN elements")
+        return DescribeAclsResponse(
+            error_code=ErrorCode.INVALID_REQUEST, error_message="The filter contains UNKNOWN elements"
+        )
     grouped: dict[tuple[int, str, int], list[AclDescription]] = {}
     for _i, acl in _matching(st, req):
         key = (acl.resource_type, acl.resource_name, acl.pattern_type)
         grouped.setdefault(key, []).append(AclDescription(acl.principal, acl.host, acl.operation, acl.permission_type))
-    resources = [DescribeAclsResource(resource_type=t, resource_name=n, pattern_type=p, acls=acls)
-                 for (t, n, p), acls in sorted(grouped.items())]
+    resources = [
+        DescribeAclsResource(resource_type=t, resource_name=n, pattern_type=p, acls=acls)
+        for (t, n, p), acls in sorted(grouped.items())
+    ]
     return DescribeAclsResponse(error_code=0, error_message=None, resources=resources)

@@ -1,173 +1,242 @@
-"""The admin APIs a KRaft controller serves, and Envelope, wired to the controller state.
+"""The admin APIs a KRaft controller serves, and Envelope: handlers for ``ROUTES``.
 
-One table, :data:`HANDLED`, maps each api key to the versions served; :func:`handle`
-dispatches to the API-family modules (configs, acls, partitions, features_api, quorum,
-envelope). Each handler reads the image and proposes records; nothing here changes
-durable state (the records do, through ``apply``).
+Each ``handle_*`` here is a ``ROUTES`` row's handler (``(ctx, call, request) -> Outcome``)
+that hands the request to its API-family module (configs, acls, partitions, features_api,
+quorum, envelope) through :class:`AdminView`, the small read-only view of the controller
+those modules are written against. Nothing here changes durable state: the records do,
+through the image's appliers.
 
-Versions follow Kafka 4.4 where it dropped old ones (KIP-896: DescribeConfigs and the ACL
-APIs from v1) and our schemas' newest otherwise.
+:data:`VERSIONS` are the versions served: Kafka 4.4's where it dropped old ones (KIP-896:
+DescribeConfigs and the ACL APIs from v1), our schemas' newest otherwise.
 """
 
 from __future__ import annotations
 
+import random
 import time
 import uuid
-from collections.abc import Callable
 from typing import Any, Final
 
 from kraft_jbod.controller import envelope as env
 from kraft_jbod.controller.apis import acls, configs, features_api, partitions, quorum
-from kraft_jbod.controller.placement import place_replicas
+from kraft_jbod.controller.context import Call, ControllerContext, Outcome
+from kraft_jbod.controller.draft import Draft
+from kraft_jbod.controller.placement import PlacementError, StripedPlacer
 from kraft_jbod.errors import EncodeError, ProtocolError
-from kraft_jbod.messages.config_record import ConfigRecord
+from kraft_jbod.messages.api_keys import ApiKey
+from kraft_jbod.messages.error_codes import ErrorCode
 from kraft_jbod.wire.message import Message
 
-API_DESCRIBE_ACLS: Final = 29
-API_CREATE_ACLS: Final = 30
-API_DELETE_ACLS: Final = 31
-API_DESCRIBE_CONFIGS: Final = 32
-API_ALTER_CONFIGS: Final = 33
-API_CREATE_PARTITIONS: Final = 37
-API_ELECT_LEADERS: Final = 43
-API_INCREMENTAL_ALTER_CONFIGS: Final = 44
-API_ALTER_PARTITION_REASSIGNMENTS: Final = 45
-API_LIST_PARTITION_REASSIGNMENTS: Final = 46
-API_DESCRIBE_QUORUM: Final = 55
-API_UPDATE_FEATURES: Final = 57
-API_ENVELOPE: Final = env.API_ENVELOPE
-
-HANDLED: Final[dict[int, tuple[int, int]]] = {
-    API_DESCRIBE_ACLS: (1, 3),
-    API_CREATE_ACLS: (1, 3),
-    API_DELETE_ACLS: (1, 3),
-    API_DESCRIBE_CONFIGS: (1, 4),
-    API_ALTER_CONFIGS: (0, 2),
-    API_CREATE_PARTITIONS: (0, 3),
-    API_ELECT_LEADERS: (0, 2),
-    API_INCREMENTAL_ALTER_CONFIGS: (0, 1),
-    API_ALTER_PARTITION_REASSIGNMENTS: (0, 0),
-    API_LIST_PARTITION_REASSIGNMENTS: (0, 0),
-    API_DESCRIBE_QUORUM: (0, 2),
-    API_UPDATE_FEATURES: (0, 2),
-    API_ENVELOPE: (0, 0),
+VERSIONS: Final[dict[int, tuple[int, int]]] = {
+    ApiKey.DESCRIBE_ACLS: (1, 3),
+    ApiKey.CREATE_ACLS: (1, 3),
+    ApiKey.DELETE_ACLS: (1, 3),
+    ApiKey.DESCRIBE_CONFIGS: (1, 4),
+    ApiKey.ALTER_CONFIGS: (0, 2),
+    ApiKey.CREATE_PARTITIONS: (0, 3),
+    ApiKey.ELECT_LEADERS: (0, 2),
+    ApiKey.INCREMENTAL_ALTER_CONFIGS: (0, 1),
+    ApiKey.ALTER_PARTITION_REASSIGNMENTS: (0, 0),
+    ApiKey.LIST_PARTITION_REASSIGNMENTS: (0, 0),
+    ApiKey.DESCRIBE_QUORUM: (0, 2),
+    ApiKey.UPDATE_FEATURES: (0, 2),
+    ApiKey.ENVELOPE: (0, 0),
 }
 
-RecordAndVersion = tuple[Message, int]
+
+class AdminView:
+    """What the admin API modules read of the controller: the image plus its settings."""
+
+    def __init__(self, ctx: ControllerContext) -> None:
+        self.ctx = ctx
+        self.image = ctx.image
+
+    @property
+    def cluster_id(self) -> str:
+        return self.ctx.cluster_id
+
+    @property
+    def node_id(self) -> int:
+        return self.ctx.node_id
+
+    @property
+    def metadata_version(self) -> int:
+        return self.image.metadata_version
+
+    @property
+    def finalized_features(self) -> dict[str, int]:
+        return dict(self.image.features)
+
+    @property
+    def brokers(self) -> Any:
+        return self.image.brokers
+
+    @property
+    def topics(self) -> Any:
+        return self.image.topics
+
+    @property
+    def configs(self) -> configs.ConfigImage:
+        return self.image.configs
+
+    @property
+    def acls(self) -> acls.AclImage:
+        return self.image.acls
+
+    def topic_id_of(self, name: str) -> uuid.UUID | None:
+        return self.image.topic_names.get(name)
 
 
-def ops_of(st: Any) -> partitions.Ops:
-    """The partition operations over the state (views through an empty draft)."""
-    draft = st.new_draft()
+def view_of(state: Any) -> AdminView:
+    """The view of a ControllerState (client listener reads)."""
+    return AdminView(state.ctx)
+
+
+def ops_of(ctx: ControllerContext, salt: int = 0) -> partitions.Ops:
+    """The partition operations over the image (read through an empty draft)."""
+    from kraft_jbod.controller.apis import topics
+
+    draft = Draft(ctx)
 
     def view(p: Any) -> partitions.PartView:
-        return partitions.PartView(p.replicas, p.isr, p.leader, p.dirs, p.adding, p.removing,
-                                   p.leader_recovery_state)
+        return partitions.PartView(p.replicas, p.isr, p.leader, p.dirs, p.adding, p.removing, p.leader_recovery_state)
 
     def place(start: int, count: int, rf: int) -> list[list[int]] | tuple[int, str]:
-        active = sorted(b for b, reg in st.brokers.items() if reg.active)
-        if rf > len(active):
-            return 38, (f"Unable to replicate the partition {rf} time(s): The target replication factor of {rf} "
-                        f"cannot be reached because only {len(active)} broker(s) are registered.")
-        return place_replicas(active, count, rf, start=start, shift=start // max(1, len(active)))
+        # Kafka's striped placer, seeded by the request so that a replay gives the same layout.
+        rng = random.Random(f"{ctx.cluster_id}/partitions/{salt}/{start}")
+        try:
+            return StripedPlacer(topics.usable_brokers(ctx), rng).place(count, rf)
+        except PlacementError as exc:
+            return ErrorCode.INVALID_REPLICATION_FACTOR, str(exc)
 
     return partitions.Ops(
-        st, view=view,
-        acceptable=lambda b, d: bool(st.acceptable_leader(draft, b, d)),
-        active=lambda b: bool(st.is_active(draft, b)),
-        default_dir=lambda b: uuid.UUID(int=st.default_dir(b).int),
+        AdminView(ctx),
+        view=view,
+        acceptable=lambda b, d: bool(draft.acceptable_leader(b, d)),
+        active=lambda b: bool(draft.is_active(b)),
+        default_dir=lambda b: topics.default_dir(ctx, b),
         place=place,
     )
 
 
-def _observers(st: Any) -> list[quorum.Observer]:
-    offsets = st.reported_offsets()
-    return [quorum.Observer(b, offsets.get(b, -1)) for b in sorted(st.brokers)]
+# ---------------------------------------------------------------------------- ROUTES handlers
 
 
-def handle(
-    st: Any, api_key: int, api_version: int, body: Any, *, next_offset: int, now_ms: int,
-    inner: Callable[..., Any], principal: str | None = None,
-) -> tuple[Message, list[RecordAndVersion]]:
-    """(response, records) for one admin request.
-
-    ``inner(api_key, api_version, body, principal=...)`` handles a request unwrapped from
-    an Envelope (it is the state's own ``handle``) and returns its Outcome.
-
-    Raises:
-        ProtocolError: a request Kafka cannot parse at all (the connection is closed).
-    """
-    if api_key == API_INCREMENTAL_ALTER_CONFIGS:
-        return configs.incremental_alter_configs(st, api_version, body)
-    if api_key == API_ALTER_CONFIGS:
-        return configs.alter_configs(st, api_version, body)
-    if api_key == API_DESCRIBE_CONFIGS:
-        return configs.describe_configs(st, api_version, body), []
-    if api_key == API_CREATE_PARTITIONS:
-        return partitions.create_partitions(ops_of(st), api_version, body)
-    if api_key == API_ELECT_LEADERS:
-        return partitions.elect_leaders(ops_of(st), api_version, body)
-    if api_key == API_ALTER_PARTITION_REASSIGNMENTS:
-        return partitions.alter_partition_reassignments(ops_of(st), api_version, body)
-    if api_key == API_LIST_PARTITION_REASSIGNMENTS:
-        return partitions.list_partition_reassignments(st, api_version, body), []
-    if api_key == API_CREATE_ACLS:
-        return acls.create_acls(st, api_version, body, next_offset)
-    if api_key == API_DELETE_ACLS:
-        return acls.delete_acls(st, api_version, body)
-    if api_key == API_DESCRIBE_ACLS:
-        return acls.describe_acls(st, api_version, body), []
-    if api_key == API_UPDATE_FEATURES:
-        return features_api.update_features(st, api_version, body)
-    if api_key == API_DESCRIBE_QUORUM:
-        # A read-only answer: Kafka reports wall-clock times, so this reads the wall clock
-        # (nothing durable depends on it).
-        wall_ms = int(time.time() * 1000)
-        return quorum.describe_quorum(
-            api_version, body, node_id=st.node_id, leader_epoch=int(getattr(st, "leader_epoch", 1)),
-            end_offset=next_offset, now_ms=wall_ms, observers=_observers(st),
-            listeners=[("CONTROLLER", h, p) for h, p in st.controller_endpoints],
-        ), []
-    if api_key == API_ENVELOPE:
-        return _envelope(st, body, inner)
-    raise ProtocolError(f"api key {api_key} is not an admin api")
+def handle_incremental_alter_configs(ctx: ControllerContext, call: Call, req: Any) -> Outcome:
+    return Outcome(*configs.incremental_alter_configs(AdminView(ctx), call.api_version, req))
 
 
-def _envelope(st: Any, body: Any, inner: Callable[..., Any]) -> tuple[Message, list[RecordAndVersion]]:
-    unwrapped = env.unwrap(body, st.handled_api_versions())
-    if not isinstance(unwrapped, env.Forwarded):
-        return unwrapped, []
+def handle_alter_configs(ctx: ControllerContext, call: Call, req: Any) -> Outcome:
+    return Outcome(*configs.alter_configs(AdminView(ctx), call.api_version, req))
+
+
+def handle_describe_configs(ctx: ControllerContext, call: Call, req: Any) -> Outcome:
+    return Outcome(configs.describe_configs(AdminView(ctx), call.api_version, req), [])
+
+
+def handle_create_partitions(ctx: ControllerContext, call: Call, req: Any) -> Outcome:
+    return Outcome(*partitions.create_partitions(ops_of(ctx, call.next_offset), call.api_version, req))
+
+
+def handle_elect_leaders(ctx: ControllerContext, call: Call, req: Any) -> Outcome:
+    return Outcome(*partitions.elect_leaders(ops_of(ctx), call.api_version, req))
+
+
+def handle_alter_reassignments(ctx: ControllerContext, call: Call, req: Any) -> Outcome:
+    return Outcome(*partitions.alter_partition_reassignments(ops_of(ctx), call.api_version, req))
+
+
+def handle_list_reassignments(ctx: ControllerContext, call: Call, req: Any) -> Outcome:
+    return Outcome(partitions.list_partition_reassignments(AdminView(ctx), call.api_version, req), [])
+
+
+def handle_create_acls(ctx: ControllerContext, call: Call, req: Any) -> Outcome:
+    return Outcome(*acls.create_acls(AdminView(ctx), call.api_version, req, call.next_offset))
+
+
+def handle_delete_acls(ctx: ControllerContext, call: Call, req: Any) -> Outcome:
+    return Outcome(*acls.delete_acls(AdminView(ctx), call.api_version, req))
+
+
+def handle_describe_acls(ctx: ControllerContext, call: Call, req: Any) -> Outcome:
+    return Outcome(acls.describe_acls(AdminView(ctx), call.api_version, req), [])
+
+
+def handle_update_features(ctx: ControllerContext, call: Call, req: Any) -> Outcome:
+    return Outcome(*features_api.update_features(AdminView(ctx), call.api_version, req))
+
+
+def handle_describe_quorum(ctx: ControllerContext, call: Call, req: Any) -> Outcome:
+    # A read-only answer: Kafka reports wall-clock times, so this reads the wall clock
+    # (nothing durable depends on it). Observers: the registered brokers, with the
+    # metadata offset each last reported.
+    offsets = ctx.sessions.metadata_offset
+    observers = [quorum.Observer(b, offsets.get(b, -1)) for b in sorted(ctx.image.brokers)]
+    resp = quorum.describe_quorum(
+        call.api_version,
+        req,
+        node_id=ctx.node_id,
+        leader_epoch=ctx.leader_epoch,
+        end_offset=call.next_offset,
+        now_ms=int(time.time() * 1000),
+        observers=observers,
+        listeners=[("CONTROLLER", h, p) for h, p in ctx.controller_endpoints],
+    )
+    return Outcome(resp, [])
+
+
+def handle_envelope(ctx: ControllerContext, call: Call, req: Any) -> Outcome:
+    """Unwrap, handle the forwarded request as its client through ``ROUTES``, wrap the answer."""
+    from kraft_jbod.controller.state import ROUTES
+
+    served = {key: route.valid_versions for key, route in ROUTES.items()}
+    fwd = env.unwrap(req, served)
+    if not isinstance(fwd, env.Forwarded):
+        return Outcome(fwd, [])
+    route = ROUTES[fwd.api_key]
+    if not isinstance(fwd.body, route.request_type):
+        return Outcome(env.EnvelopeResponse(response_data=None, error_code=env.INVALID_REQUEST), [])
+    inner_call = Call(
+        api_version=fwd.api_version, now_ms=call.now_ms, next_offset=call.next_offset, principal=str(fwd.principal)
+    )
     try:
-        outcome = inner(unwrapped.api_key, unwrapped.api_version, unwrapped.body, principal=str(unwrapped.principal))
-    except ProtocolError:
-        return env.EnvelopeResponse(response_data=None, error_code=env.INVALID_REQUEST), []
-    try:
-        wrapped = env.wrap(unwrapped, outcome.response)
-    except EncodeError:
-        return env.EnvelopeResponse(response_data=None, error_code=env.INVALID_REQUEST), []
-    return wrapped, list(outcome.records)
+        outcome = route.handler(ctx, inner_call, fwd.body)
+        wrapped = env.wrap(fwd, outcome.response)
+    except (ProtocolError, EncodeError):  # Kafka's parser refuses it, or it cannot be answered
+        return Outcome(env.EnvelopeResponse(response_data=None, error_code=env.INVALID_REQUEST), [])
+    return Outcome(wrapped, list(outcome.records))
 
 
-def reassignment_isr_change(st: Any, p: Any, new_isr: list[int], lrs: int) -> tuple[Message, Any] | None:
+# ---------------------------------------------------------------------------- hooks for other families
+
+
+def reassignment_isr_change(ctx: ControllerContext, p: Any, new_isr: list[int], lrs: int) -> tuple[Message, Any] | None:
     """An AlterPartition ISR change on a reassigning partition (may complete it), or None.
 
-    Returns the PartitionChangeRecord and the partition view after it (alter_partition's
-    ``PartitionView``), for the AlterPartition answer.
+    Returns the PartitionChangeRecord and alter_partition's ``PartitionView`` after it.
     """
     from kraft_jbod.controller.alter_partition import PartitionView
 
-    ops = ops_of(st)
+    ops = ops_of(ctx)
     rec = partitions.build_change(
-        ops.view(p), p.topic_id, p.partition_id, acceptable=ops.acceptable, default_dir=ops.default_dir,
-        metadata_version=ops.metadata_version, target_isr=new_isr, target_lrs=lrs,
+        ops.view(p),
+        p.topic_id,
+        p.partition_id,
+        acceptable=ops.acceptable,
+        default_dir=ops.default_dir,
+        metadata_version=ops.metadata_version,
+        target_isr=new_isr,
+        target_lrs=lrs,
     )
     if rec is None:
         return None
-    leader = p.leader if rec.leader == partitions.NO_LEADER_CHANGE else rec.leader
-    epoch = p.leader_epoch if rec.leader == partitions.NO_LEADER_CHANGE else p.leader_epoch + 1
+    changed = rec.leader != partitions.NO_LEADER_CHANGE
     view = PartitionView(
         tuple(p.replicas if rec.replicas is None else rec.replicas),
-        tuple(p.isr if rec.isr is None else rec.isr), leader, epoch, p.partition_epoch + 1,
+        tuple(p.isr if rec.isr is None else rec.isr),
+        rec.leader if changed else p.leader,
+        p.leader_epoch + 1 if changed else p.leader_epoch,
+        p.partition_epoch + 1,
         p.leader_recovery_state if rec.leader_recovery_state == -1 else rec.leader_recovery_state,
     )
     return rec, view
@@ -187,36 +256,26 @@ def error_response(api_key: int, body: Any, code: int, message: str | None = Non
         IncrementalAlterConfigsResponse,
     )
 
-    if api_key == API_CREATE_ACLS:
+    if api_key == ApiKey.CREATE_ACLS:
         return CreateAclsResponse(results=[AclCreationResult(code, message) for _ in body.creations])
-    if api_key == API_DELETE_ACLS:
+    if api_key == ApiKey.DELETE_ACLS:
         return DeleteAclsResponse(filter_results=[DeleteAclsFilterResult(code, message) for _ in body.filters])
-    if api_key == API_DESCRIBE_CONFIGS:
-        return DescribeConfigsResponse(results=[
-            DescribeConfigsResult(code, message, r.resource_type, r.resource_name) for r in body.resources])
-    if api_key == API_ALTER_CONFIGS:
-        return AlterConfigsResponse(responses=[
-            LegacyResult(code, message, r.resource_type, r.resource_name) for r in body.resources])
-    if api_key == API_INCREMENTAL_ALTER_CONFIGS:
-        return IncrementalAlterConfigsResponse(responses=[
-            AlterConfigsResourceResponse(code, message, r.resource_type, r.resource_name) for r in body.resources])
-    if api_key == API_CREATE_PARTITIONS:
-        return CreatePartitionsResponse(results=[
-            CreatePartitionsTopicResult(t.name, code, message) for t in body.topics])
+    if api_key == ApiKey.DESCRIBE_CONFIGS:
+        return DescribeConfigsResponse(
+            results=[DescribeConfigsResult(code, message, r.resource_type, r.resource_name) for r in body.resources]
+        )
+    if api_key == ApiKey.ALTER_CONFIGS:
+        return AlterConfigsResponse(
+            responses=[LegacyResult(code, message, r.resource_type, r.resource_name) for r in body.resources]
+        )
+    if api_key == ApiKey.INCREMENTAL_ALTER_CONFIGS:
+        return IncrementalAlterConfigsResponse(
+            responses=[
+                AlterConfigsResourceResponse(code, message, r.resource_type, r.resource_name) for r in body.resources
+            ]
+        )
+    if api_key == ApiKey.CREATE_PARTITIONS:
+        return CreatePartitionsResponse(
+            results=[CreatePartitionsTopicResult(t.name, code, message) for t in body.topics]
+        )
     return None
-
-
-def topic_config_records(
-    st: Any, topic: str, configs_: list[tuple[str, str | None]]
-) -> list[RecordAndVersion] | tuple[int, str | None]:
-    """ConfigRecords of a topic being created (CreateTopics), or (error code, message)."""
-    return configs.creation_records(st, topic, configs_)
-
-
-def created_topic_configs(st: Any, records: list[RecordAndVersion]) -> list[Any]:
-    """CreateTopics v5+ ``Configs``: every topic config of the new topic and its source."""
-    from kraft_jbod.messages.create_topics_response import CreatableTopicConfigs
-
-    overrides = {r.name: r.value for r, _ in records if isinstance(r, ConfigRecord) and r.value is not None}
-    return [CreatableTopicConfigs(name=name, value=value, read_only=False, config_source=source, is_sensitive=False)
-            for name, value, source in configs.effective_topic_configs(st, overrides)]

@@ -32,11 +32,11 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Any, Final
 
-from kraft_jbod.controller import errors_codes as ec
 from kraft_jbod.messages.alter_configs_request import AlterConfigsRequest
 from kraft_jbod.messages.alter_configs_response import AlterConfigsResourceResponse as LegacyResult
 from kraft_jbod.messages.alter_configs_response import AlterConfigsResponse
 from kraft_jbod.messages.config_record import ConfigRecord
+from kraft_jbod.messages.create_topics_response import CreatableTopicConfigs
 from kraft_jbod.messages.describe_configs_request import DescribeConfigsRequest
 from kraft_jbod.messages.describe_configs_response import (
     DescribeConfigsResourceResult,
@@ -44,6 +44,7 @@ from kraft_jbod.messages.describe_configs_response import (
     DescribeConfigsResult,
     DescribeConfigsSynonym,
 )
+from kraft_jbod.messages.error_codes import ErrorCode
 from kraft_jbod.messages.incremental_alter_configs_request import IncrementalAlterConfigsRequest
 from kraft_jbod.messages.incremental_alter_configs_response import (
     AlterConfigsResourceResponse,
@@ -59,8 +60,13 @@ BROKER_LOGGER: Final = 8
 CLIENT_METRICS: Final = 16
 GROUP: Final = 32
 KNOWN_TYPES: Final = frozenset({TOPIC, BROKER, BROKER_LOGGER, CLIENT_METRICS, GROUP})
-TYPE_NAMES: Final = {TOPIC: "TOPIC", BROKER: "BROKER", BROKER_LOGGER: "BROKER_LOGGER",
-                     CLIENT_METRICS: "CLIENT_METRICS", GROUP: "GROUP"}
+TYPE_NAMES: Final = {
+    TOPIC: "TOPIC",
+    BROKER: "BROKER",
+    BROKER_LOGGER: "BROKER_LOGGER",
+    CLIENT_METRICS: "CLIENT_METRICS",
+    GROUP: "GROUP",
+}
 
 SET, DELETE, APPEND, SUBTRACT = 0, 1, 2, 3
 _OP_NAMES: Final = {SET: "SET", DELETE: "DELETE", APPEND: "APPEND", SUBTRACT: "SUBTRACT"}
@@ -93,8 +99,9 @@ class TopicConfig:
 # Kafka 4.x topic configs (TopicConfig / LogConfig): names, types, defaults, broker synonyms.
 TOPIC_CONFIGS: Final[dict[str, TopicConfig]] = {
     "cleanup.policy": TopicConfig(T_LIST, "delete", "log.cleanup.policy", one_of=("compact", "delete")),
-    "compression.type": TopicConfig(T_STRING, "producer", "compression.type",
-                                    one_of=("uncompressed", "zstd", "lz4", "snappy", "gzip", "producer")),
+    "compression.type": TopicConfig(
+        T_STRING, "producer", "compression.type", one_of=("uncompressed", "zstd", "lz4", "snappy", "gzip", "producer")
+    ),
     "compression.gzip.level": TopicConfig(T_INT, "-1", "compression.gzip.level"),
     "compression.lz4.level": TopicConfig(T_INT, "9", "compression.lz4.level"),
     "compression.zstd.level": TopicConfig(T_INT, "3", "compression.zstd.level"),
@@ -109,12 +116,13 @@ TOPIC_CONFIGS: Final[dict[str, TopicConfig]] = {
     "local.retention.ms": TopicConfig(T_LONG, "-2", "log.local.retention.ms", at_least=-2),
     "max.compaction.lag.ms": TopicConfig(T_LONG, _LONG_MAX, "log.cleaner.max.compaction.lag.ms", at_least=1),
     "max.message.bytes": TopicConfig(T_INT, "1048588", "message.max.bytes", at_least=0),
-    "message.timestamp.after.max.ms": TopicConfig(T_LONG, "3600000", "log.message.timestamp.after.max.ms",
-                                                  at_least=0),
-    "message.timestamp.before.max.ms": TopicConfig(T_LONG, _LONG_MAX, "log.message.timestamp.before.max.ms",
-                                                   at_least=0),
-    "message.timestamp.type": TopicConfig(T_STRING, "CreateTime", "log.message.timestamp.type",
-                                          one_of=("CreateTime", "LogAppendTime")),
+    "message.timestamp.after.max.ms": TopicConfig(T_LONG, "3600000", "log.message.timestamp.after.max.ms", at_least=0),
+    "message.timestamp.before.max.ms": TopicConfig(
+        T_LONG, _LONG_MAX, "log.message.timestamp.before.max.ms", at_least=0
+    ),
+    "message.timestamp.type": TopicConfig(
+        T_STRING, "CreateTime", "log.message.timestamp.type", one_of=("CreateTime", "LogAppendTime")
+    ),
     "min.cleanable.dirty.ratio": TopicConfig(T_DOUBLE, "0.5", "log.cleaner.min.cleanable.ratio", at_least=0),
     "min.compaction.lag.ms": TopicConfig(T_LONG, "0", "log.cleaner.min.compaction.lag.ms", at_least=0),
     "min.insync.replicas": TopicConfig(T_INT, "1", "min.insync.replicas", at_least=1),
@@ -189,12 +197,14 @@ def topic_name_error(name: str) -> str | None:
     if not name:
         return "Topic name is illegal, it can't be empty"
     if name in (".", ".."):
-        return "Topic name cannot be \".\" or \"..\""
+        return 'Topic name cannot be "." or ".."'
     if len(name) > 249:
         return "Topic name is illegal, it can't be longer than 249 characters, topic name: " + name
     if not _TOPIC_NAME.fullmatch(name):
-        return (f"Topic name \"{name}\" is illegal, it contains a character other than ASCII alphanumerics, "
-                "'.', '_' and '-'")
+        return (
+            f'Topic name "{name}" is illegal, it contains a character other than ASCII alphanumerics, '
+            "'.', '_' and '-'"
+        )
     return None
 
 
@@ -248,9 +258,9 @@ def _broker_id(name: str) -> int | None:
     try:
         node = int(name)
     except ValueError:
-        raise _Refused(ec.INVALID_REQUEST, f"Unable to parse broker name {name}") from None
+        raise _Refused(ErrorCode.INVALID_REQUEST, f"Unable to parse broker name {name}") from None
     if node < 0:
-        raise _Refused(ec.INVALID_REQUEST, "Invalid negative broker ID.")
+        raise _Refused(ErrorCode.INVALID_REQUEST, "Invalid negative broker ID.")
     return node
 
 
@@ -258,19 +268,19 @@ def _validate_resource(st: Any, rtype: int, name: str, configs: dict[str, str]) 
     """Kafka's ControllerConfigurationValidator, then the existence check (Rule 3)."""
     if rtype == TOPIC:
         if not name:
-            raise _Refused(ec.INVALID_REQUEST, "Default topic resources are not allowed.")
+            raise _Refused(ErrorCode.INVALID_REQUEST, "Default topic resources are not allowed.")
         err = topic_name_error(name)
         if err is not None:
-            raise _Refused(ec.INVALID_TOPIC_EXCEPTION, err)
+            raise _Refused(ErrorCode.INVALID_TOPIC_EXCEPTION, err)
         _validate_topic_configs(configs)
         if st.topic_id_of(name) is None:
-            raise _Refused(ec.UNKNOWN_TOPIC_OR_PARTITION, f"The topic '{name}' does not exist.")
+            raise _Refused(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, f"The topic '{name}' does not exist.")
     elif rtype == BROKER:
         node = _broker_id(name)
         if node is not None and node not in st.brokers and node != st.node_id:
-            raise _Refused(ec.BROKER_ID_NOT_REGISTERED, f"No node with id {node} found.")
+            raise _Refused(ErrorCode.BROKER_ID_NOT_REGISTERED, f"No node with id {node} found.")
     else:
-        raise _Refused(ec.INVALID_REQUEST, f"Unknown resource type {TYPE_NAMES.get(rtype, rtype)}")
+        raise _Refused(ErrorCode.INVALID_REQUEST, f"Unknown resource type {TYPE_NAMES.get(rtype, rtype)}")
 
 
 def _record(rtype: int, name: str, key: str, value: str | None) -> RecordAndVersion:
@@ -311,15 +321,18 @@ def _incremental_resource(
                     parts.remove(item)
             new = ",".join(parts)
         else:
-            raise _Refused(ec.INVALID_REQUEST, f"Unknown config operation {op} for key {key}.")
+            raise _Refused(ErrorCode.INVALID_REQUEST, f"Unknown config operation {op} for key {key}.")
         if new != old or rtype == BROKER:
             records.append(_record(rtype, name, key, new))
         if new is None:
             after.pop(key, None)
         else:
             if len(new) > _MAX_VALUE_LEN:
-                raise _Refused(INVALID_CONFIG, "The configuration value cannot be added because it exceeds the "
-                                               f"maximum value size of {_MAX_VALUE_LEN} bytes.")
+                raise _Refused(
+                    INVALID_CONFIG,
+                    "The configuration value cannot be added because it exceeds the "
+                    f"maximum value size of {_MAX_VALUE_LEN} bytes.",
+                )
             after[key] = new
     _validate_resource(st, rtype, name, after)
     return records
@@ -337,8 +350,11 @@ def _legacy_resource(st: Any, rtype: int, name: str, wanted: dict[str, str | Non
     for _rec, _v in records:
         value = getattr(_rec, "value", None)
         if value is not None and len(value) > _MAX_VALUE_LEN:
-            raise _Refused(INVALID_CONFIG, "The configuration value cannot be added because it exceeds the "
-                                           f"maximum value size of {_MAX_VALUE_LEN} bytes.")
+            raise _Refused(
+                INVALID_CONFIG,
+                "The configuration value cannot be added because it exceeds the "
+                f"maximum value size of {_MAX_VALUE_LEN} bytes.",
+            )
     _validate_resource(st, rtype, name, after)
     return records
 
@@ -348,16 +364,18 @@ def _logger_result(st: Any, name: str, ops: Iterable[tuple[str, int, str | None]
     try:
         node = int(name)
     except ValueError:
-        return ec.INVALID_REQUEST, f"Node id must be an integer, but it is: {name}"
+        return ErrorCode.INVALID_REQUEST, f"Node id must be an integer, but it is: {name}"
     if node != st.node_id:
-        return ec.INVALID_REQUEST, f"Unexpected node id. Expected {st.node_id}, but got {node}"
+        return ErrorCode.INVALID_REQUEST, f"Unexpected node id. Expected {st.node_id}, but got {node}"
     for logger, op, value in ops:
         if op == SET and (value or "").upper() not in _LOG_LEVELS:
-            return INVALID_CONFIG, (f"Cannot set the log level of {logger} to {value} as it is not a supported "
-                                    "log level.")
+            return INVALID_CONFIG, (
+                f"Cannot set the log level of {logger} to {value} as it is not a supported log level."
+            )
         if op not in (SET, DELETE):
-            return ec.INVALID_REQUEST, (f"Operation {_OP_NAMES.get(op, op)} is not allowed for the BROKER_LOGGER "
-                                        "resource")
+            return ErrorCode.INVALID_REQUEST, (
+                f"Operation {_OP_NAMES.get(op, op)} is not allowed for the BROKER_LOGGER resource"
+            )
     return 0, None
 
 
@@ -372,22 +390,31 @@ def incremental_alter_configs(
     for res in req.resources:
         key = (res.resource_type, res.resource_name)
         if res.resource_type == BROKER_LOGGER:
-            code, msg = _logger_result(st, res.resource_name,
-                                       [(c.name, c.config_operation, c.value) for c in res.configs])
+            code, msg = _logger_result(
+                st, res.resource_name, [(c.name, c.config_operation, c.value) for c in res.configs]
+            )
             loggers.append(AlterConfigsResourceResponse(code, msg, res.resource_type, res.resource_name))
             continue
         if res.resource_type not in KNOWN_TYPES:
-            early.append(AlterConfigsResourceResponse(
-                ec.UNSUPPORTED_VERSION, f"Unknown resource type {res.resource_type}.", res.resource_type,
-                res.resource_name))
+            early.append(
+                AlterConfigsResourceResponse(
+                    ErrorCode.UNSUPPORTED_VERSION,
+                    f"Unknown resource type {res.resource_type}.",
+                    res.resource_type,
+                    res.resource_name,
+                )
+            )
             continue
         if key in duplicates:
             continue
         if key in changes:
             duplicates.add(key)
             del changes[key]
-            early.append(AlterConfigsResourceResponse(ec.INVALID_REQUEST, "Duplicate resource.", res.resource_type,
-                                                      res.resource_name))
+            early.append(
+                AlterConfigsResourceResponse(
+                    ErrorCode.INVALID_REQUEST, "Duplicate resource.", res.resource_type, res.resource_name
+                )
+            )
             continue
         changes[key] = {c.name: (c.config_operation, c.value) for c in res.configs}
     results = list(early)
@@ -414,15 +441,23 @@ def alter_configs(
     for res in req.resources:
         key = (res.resource_type, res.resource_name)
         if res.resource_type not in KNOWN_TYPES:
-            early.append(LegacyResult(ec.UNSUPPORTED_VERSION, f"Unknown resource type {res.resource_type}.",
-                                      res.resource_type, res.resource_name))
+            early.append(
+                LegacyResult(
+                    ErrorCode.UNSUPPORTED_VERSION,
+                    f"Unknown resource type {res.resource_type}.",
+                    res.resource_type,
+                    res.resource_name,
+                )
+            )
             continue
         if key in duplicates:
             continue
         if key in changes:
             duplicates.add(key)
             del changes[key]
-            early.append(LegacyResult(ec.INVALID_REQUEST, "Duplicate resource.", res.resource_type, res.resource_name))
+            early.append(
+                LegacyResult(ErrorCode.INVALID_REQUEST, "Duplicate resource.", res.resource_type, res.resource_name)
+            )
             continue
         changes[key] = {c.name: c.value for c in res.configs}
     results = list(early)
@@ -442,12 +477,22 @@ def alter_configs(
 
 
 def _entry(
-    api_version: int, name: str, value: str | None, source: int, ctype: int,
-    synonyms: list[DescribeConfigsSynonym], include_synonyms: bool,
+    api_version: int,
+    name: str,
+    value: str | None,
+    source: int,
+    ctype: int,
+    synonyms: list[DescribeConfigsSynonym],
+    include_synonyms: bool,
 ) -> DescribeConfigsResourceResult:
     entry = DescribeConfigsResourceResult(
-        name=name, value=value, read_only=False, config_source=source, is_sensitive=False,
-        synonyms=synonyms if include_synonyms else [], config_type=ctype if api_version >= 3 else 0,
+        name=name,
+        value=value,
+        read_only=False,
+        config_source=source,
+        is_sensitive=False,
+        synonyms=synonyms if include_synonyms else [],
+        config_type=ctype if api_version >= 3 else 0,
         documentation=None,
     )
     if api_version == 0:
@@ -455,8 +500,9 @@ def _entry(
     return entry
 
 
-def _topic_entries(st: Any, api_version: int, topic: str, keys: list[str] | None,
-                   synonyms: bool) -> list[DescribeConfigsResourceResult]:
+def _topic_entries(
+    st: Any, api_version: int, topic: str, keys: list[str] | None, synonyms: bool
+) -> list[DescribeConfigsResourceResult]:
     overrides = st.configs.get(TOPIC, topic)
     defaults = st.configs.get(BROKER, "")
     out = []
@@ -474,8 +520,9 @@ def _topic_entries(st: Any, api_version: int, topic: str, keys: list[str] | None
     return out
 
 
-def _broker_entries(st: Any, api_version: int, node: int | None, keys: list[str] | None,
-                    synonyms: bool) -> list[DescribeConfigsResourceResult]:
+def _broker_entries(
+    st: Any, api_version: int, node: int | None, keys: list[str] | None, synonyms: bool
+) -> list[DescribeConfigsResourceResult]:
     defaults = st.configs.get(BROKER, "")
     own = {} if node is None else st.configs.get(BROKER, str(node))
     out = []
@@ -504,17 +551,18 @@ def describe_configs(
     """
     resp = DescribeConfigsResponse()
     for res in req.resources:
-        result = DescribeConfigsResult(error_code=0, error_message=None, resource_type=res.resource_type,
-                                       resource_name=res.resource_name)
+        result = DescribeConfigsResult(
+            error_code=0, error_message=None, resource_type=res.resource_type, resource_name=res.resource_name
+        )
         resp.results.append(result)
         keys = None if res.configuration_keys is None else list(res.configuration_keys)
         try:
             if res.resource_type == TOPIC:
                 err = topic_name_error(res.resource_name)
                 if err is not None:
-                    raise _Refused(ec.INVALID_TOPIC_EXCEPTION, err)
+                    raise _Refused(ErrorCode.INVALID_TOPIC_EXCEPTION, err)
                 if st.topic_id_of(res.resource_name) is None:
-                    result.error_code = ec.UNKNOWN_TOPIC_OR_PARTITION
+                    result.error_code = ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
                     result.error_message = ""
                     continue
                 result.configs = _topic_entries(st, api_version, res.resource_name, keys, req.include_synonyms)
@@ -522,11 +570,16 @@ def describe_configs(
                 node = _broker_id(res.resource_name)
                 ok = node is None or node == st.node_id or (any_broker and node in st.brokers)
                 if not ok:
-                    raise _Refused(ec.INVALID_REQUEST, f"Unexpected broker id, expected {st.node_id} or empty "
-                                                       f"string, but received {res.resource_name}")
+                    raise _Refused(
+                        ErrorCode.INVALID_REQUEST,
+                        f"Unexpected broker id, expected {st.node_id} or empty "
+                        f"string, but received {res.resource_name}",
+                    )
                 result.configs = _broker_entries(st, api_version, node, keys, req.include_synonyms)
             else:
-                raise _Refused(ec.INVALID_REQUEST, f"Unsupported resource type: {TYPE_NAMES.get(res.resource_type)}")
+                raise _Refused(
+                    ErrorCode.INVALID_REQUEST, f"Unsupported resource type: {TYPE_NAMES.get(res.resource_type)}"
+                )
         except _Refused as exc:
             result.error_code, result.error_message = exc.code, exc.message
     return resp
@@ -560,8 +613,11 @@ def creation_records(
     try:
         for key, (_op, value) in ops.items():
             if value is not None and len(value) > _MAX_VALUE_LEN:
-                raise _Refused(INVALID_CONFIG, "The configuration value cannot be added because it exceeds the "
-                                               f"maximum value size of {_MAX_VALUE_LEN} bytes.")
+                raise _Refused(
+                    INVALID_CONFIG,
+                    "The configuration value cannot be added because it exceeds the "
+                    f"maximum value size of {_MAX_VALUE_LEN} bytes.",
+                )
             records.append(_record(TOPIC, topic, key, value))
         _validate_topic_configs({k: v for k, (_o, v) in ops.items() if v is not None})
     except _Refused as exc:
@@ -582,3 +638,12 @@ def effective_topic_configs(st: Any, overrides: dict[str, str]) -> list[tuple[st
         else:
             out.append((key, spec.default, SOURCE_DEFAULT))
     return out
+
+
+def created_topic_configs(st: Any, records: list[RecordAndVersion]) -> list[CreatableTopicConfigs]:
+    """CreateTopics v5+ ``Configs``: every topic config of the new topic and its source."""
+    overrides = {r.name: r.value for r, _ in records if isinstance(r, ConfigRecord) and r.value is not None}
+    return [
+        CreatableTopicConfigs(name=name, value=value, read_only=False, config_source=source, is_sensitive=False)
+        for name, value, source in effective_topic_configs(st, overrides)
+    ]

@@ -31,7 +31,6 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any, Final
 
-from kraft_jbod.controller import errors_codes as ec
 from kraft_jbod.controller import features as fv
 from kraft_jbod.messages.alter_partition_reassignments_request import AlterPartitionReassignmentsRequest
 from kraft_jbod.messages.alter_partition_reassignments_response import (
@@ -43,6 +42,7 @@ from kraft_jbod.messages.create_partitions_request import CreatePartitionsReques
 from kraft_jbod.messages.create_partitions_response import CreatePartitionsResponse, CreatePartitionsTopicResult
 from kraft_jbod.messages.elect_leaders_request import ElectLeadersRequest
 from kraft_jbod.messages.elect_leaders_response import ElectLeadersResponse, PartitionResult, ReplicaElectionResult
+from kraft_jbod.messages.error_codes import ErrorCode
 from kraft_jbod.messages.list_partition_reassignments_request import ListPartitionReassignmentsRequest
 from kraft_jbod.messages.list_partition_reassignments_response import (
     ListPartitionReassignmentsResponse,
@@ -103,10 +103,19 @@ def complete_reassignment(
 
 
 def build_change(
-    p: PartView, topic_id: uuid.UUID, partition_id: int, *, acceptable: Callable[[int, uuid.UUID], bool],
-    default_dir: Callable[[int], uuid.UUID], metadata_version: int, target_isr: Sequence[int] | None = None,
-    target_replicas: Sequence[int] | None = None, target_adding: Sequence[int] | None = None,
-    target_removing: Sequence[int] | None = None, election: int = ONLINE, target_lrs: int | None = None,
+    p: PartView,
+    topic_id: uuid.UUID,
+    partition_id: int,
+    *,
+    acceptable: Callable[[int, uuid.UUID], bool],
+    default_dir: Callable[[int], uuid.UUID],
+    metadata_version: int,
+    target_isr: Sequence[int] | None = None,
+    target_replicas: Sequence[int] | None = None,
+    target_adding: Sequence[int] | None = None,
+    target_removing: Sequence[int] | None = None,
+    election: int = ONLINE,
+    target_lrs: int | None = None,
 ) -> PartitionChangeRecord | None:
     """The PartitionChangeRecord taking ``p`` to the targets (Rules 1-4), or None.
 
@@ -152,8 +161,12 @@ def build_change(
         rec.leader = p.leader
     if rec.isr is None and isr and isr != list(p.isr):
         rec.isr = isr
-    if (metadata_version < MV_3_6_IV0 and rec.leader == NO_LEADER_CHANGE and rec.isr is not None
-            and not set(p.isr) <= set(rec.isr)):
+    if (
+        metadata_version < MV_3_6_IV0
+        and rec.leader == NO_LEADER_CHANGE
+        and rec.isr is not None
+        and not set(p.isr) <= set(rec.isr)
+    ):
         rec.leader = p.leader
     if replicas:
         if fv.supports_jbod(metadata_version) and tuple(dirs) != tuple(p.dirs):
@@ -166,9 +179,15 @@ def build_change(
         rec.removing_replicas = removing
     if adding != list(p.adding):
         rec.adding_replicas = adding
-    no_op = (rec.isr is None and rec.leader == NO_LEADER_CHANGE and rec.replicas is None
-             and rec.removing_replicas is None and rec.adding_replicas is None
-             and rec.leader_recovery_state == -1 and rec.directories is None)
+    no_op = (
+        rec.isr is None
+        and rec.leader == NO_LEADER_CHANGE
+        and rec.replicas is None
+        and rec.removing_replicas is None
+        and rec.adding_replicas is None
+        and rec.leader_recovery_state == -1
+        and rec.directories is None
+    )
     return None if no_op else rec
 
 
@@ -179,8 +198,13 @@ class Ops:
     """
 
     def __init__(
-        self, st: Any, *, view: Callable[[Any], PartView], acceptable: Callable[[int, uuid.UUID], bool],
-        active: Callable[[int], bool], default_dir: Callable[[int], uuid.UUID],
+        self,
+        st: Any,
+        *,
+        view: Callable[[Any], PartView],
+        acceptable: Callable[[int, uuid.UUID], bool],
+        active: Callable[[int], bool],
+        default_dir: Callable[[int], uuid.UUID],
         place: Callable[[int, int, int], list[list[int]] | tuple[int, str]],
     ) -> None:
         self.st = st
@@ -196,8 +220,13 @@ class Ops:
 
     def change(self, p: Any, **targets: Any) -> RecordAndVersion | None:
         rec = build_change(
-            self.view(p), p.topic_id, p.partition_id, acceptable=self.acceptable, default_dir=self.default_dir,
-            metadata_version=self.metadata_version, **targets,
+            self.view(p),
+            p.topic_id,
+            p.partition_id,
+            acceptable=self.acceptable,
+            default_dir=self.default_dir,
+            metadata_version=self.metadata_version,
+            **targets,
         )
         return None if rec is None else (rec, fv.partition_change_record_version(self.metadata_version))
 
@@ -216,18 +245,23 @@ def _create_for_topic(ops: Ops, t: CreatePartitionsTopic, records: list[RecordAn
     st = ops.st
     tid = st.topic_id_of(t.name)
     if tid is None:
-        raise _Refused(ec.UNKNOWN_TOPIC_OR_PARTITION)  # Kafka's exception here carries no message
+        raise _Refused(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION)  # Kafka's exception here carries no message
     parts = st.topics[tid].partitions
     have = len(parts)
     if t.count == have:
-        raise _Refused(ec.INVALID_PARTITIONS, f"Topic already has {have} partition(s).")
+        raise _Refused(ErrorCode.INVALID_PARTITIONS, f"Topic already has {have} partition(s).")
     if t.count < have:
-        raise _Refused(ec.INVALID_PARTITIONS,
-                       f"The topic {t.name} currently has {have} partition(s); {t.count} would not be an increase.")
+        raise _Refused(
+            ErrorCode.INVALID_PARTITIONS,
+            f"The topic {t.name} currently has {have} partition(s); {t.count} would not be an increase.",
+        )
     additional = t.count - have
     if t.assignments is not None and len(t.assignments) != additional:
-        raise _Refused(ec.INVALID_REPLICA_ASSIGNMENT, f"Attempted to add {additional} additional partition(s), but "
-                                                      f"only {len(t.assignments)} assignment(s) were specified.")
+        raise _Refused(
+            ErrorCode.INVALID_REPLICA_ASSIGNMENT,
+            f"Attempted to add {additional} additional partition(s), but "
+            f"only {len(t.assignments)} assignment(s) were specified.",
+        )
     if additional > 10_000:
         raise _Refused(44, "Excessively large number of partitions per request.")  # POLICY_VIOLATION
     rf = len(next(iter(parts.values())).replicas) if parts else 0
@@ -238,8 +272,11 @@ def _create_for_topic(ops: Ops, t: CreatePartitionsTopic, records: list[RecordAn
             replicas = list(a.broker_ids)
             check_manual_assignment(st, replicas, rf)
             if not any(ops.active(b) for b in replicas):
-                raise _Refused(ec.INVALID_REPLICA_ASSIGNMENT, "All brokers specified in the manual partition "
-                               f"assignment for partition {have + i} are fenced or in controlled shutdown.")
+                raise _Refused(
+                    ErrorCode.INVALID_REPLICA_ASSIGNMENT,
+                    "All brokers specified in the manual partition "
+                    f"assignment for partition {have + i} are fenced or in controlled shutdown.",
+                )
             plans.append(replicas)
     else:
         placed = ops.place(have, additional, rf)
@@ -251,11 +288,20 @@ def _create_for_topic(ops: Ops, t: CreatePartitionsTopic, records: list[RecordAn
     for i, replicas in enumerate(plans):
         isr = [b for b in replicas if ops.active(b)]
         if not isr:
-            raise _Refused(ec.INVALID_REPLICATION_FACTOR, f"Unable to replicate the partition {rf} time(s): All "
-                                                          "brokers are currently fenced or in controlled shutdown.")
+            raise _Refused(
+                ErrorCode.INVALID_REPLICATION_FACTOR,
+                f"Unable to replicate the partition {rf} time(s): All "
+                "brokers are currently fenced or in controlled shutdown.",
+            )
         rec = PartitionRecord(
-            partition_id=have + i, topic_id=tid, replicas=replicas, isr=isr, leader=isr[0], leader_epoch=0,
-            partition_epoch=0, directories=[ops.default_dir(b) for b in replicas] if jbod and pversion >= 1 else [],
+            partition_id=have + i,
+            topic_id=tid,
+            replicas=replicas,
+            isr=isr,
+            leader=isr[0],
+            leader_epoch=0,
+            partition_epoch=0,
+            directories=[ops.default_dir(b) for b in replicas] if jbod and pversion >= 1 else [],
         )
         records.append((rec, pversion))
 
@@ -267,20 +313,34 @@ def check_manual_assignment(st: Any, replicas: list[int], rf: int | None) -> Non
         _Refused: INVALID_REPLICA_ASSIGNMENT with Kafka's message.
     """
     if not replicas:
-        raise _Refused(ec.INVALID_REPLICA_ASSIGNMENT, "The manual partition assignment includes an empty replica list.")
+        raise _Refused(
+            ErrorCode.INVALID_REPLICA_ASSIGNMENT, "The manual partition assignment includes an empty replica list."
+        )
     previous = None
     for b in sorted(replicas):
         if b not in st.brokers:
-            raise _Refused(ec.INVALID_REPLICA_ASSIGNMENT, f"The manual partition assignment includes broker {b}, "
-                                                          "but no such broker is registered.")
+            raise _Refused(
+                ErrorCode.INVALID_REPLICA_ASSIGNMENT,
+                f"The manual partition assignment includes broker {b}, but no such broker is registered.",
+            )
+        if not getattr(st.brokers[b], "has_uncordoned_dirs", True):
+            raise _Refused(
+                ErrorCode.INVALID_REPLICA_ASSIGNMENT,
+                f"The manual partition assignment includes broker {b}, but all its log directories are cordoned.",
+            )
         if b == previous:
-            raise _Refused(ec.INVALID_REPLICA_ASSIGNMENT, f"The manual partition assignment includes the broker {b} "
-                                                          "more than once.")
+            raise _Refused(
+                ErrorCode.INVALID_REPLICA_ASSIGNMENT,
+                f"The manual partition assignment includes the broker {b} more than once.",
+            )
         previous = b
     if rf is not None and len(replicas) != rf:
-        raise _Refused(ec.INVALID_REPLICA_ASSIGNMENT, f"The manual partition assignment includes a partition with "
-                       f"{len(replicas)} replica(s), but this is not consistent with previous partitions, which have "
-                       f"{rf} replica(s).")
+        raise _Refused(
+            ErrorCode.INVALID_REPLICA_ASSIGNMENT,
+            f"The manual partition assignment includes a partition with "
+            f"{len(replicas)} replica(s), but this is not consistent with previous partitions, which have "
+            f"{rf} replica(s).",
+        )
 
 
 def create_partitions(
@@ -297,7 +357,7 @@ def create_partitions(
         counts[t.name] = counts.get(t.name, 0) + 1
     results: list[CreatePartitionsTopicResult] = []
     for name in dict.fromkeys(t.name for t in req.topics if counts[t.name] > 1):
-        results.append(CreatePartitionsTopicResult(name, ec.INVALID_REQUEST, "Duplicate topic name."))
+        results.append(CreatePartitionsTopicResult(name, ErrorCode.INVALID_REQUEST, "Duplicate topic name."))
     records: list[RecordAndVersion] = []
     for t in req.topics:
         if counts[t.name] > 1:
@@ -322,10 +382,10 @@ def _elect_one(
     st = ops.st
     tid = st.topic_id_of(topic)
     if tid is None:
-        return ec.UNKNOWN_TOPIC_OR_PARTITION, f"No such topic as {topic}"
+        return ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, f"No such topic as {topic}"
     p = st.topics[tid].partitions.get(pid)
     if p is None:
-        return ec.UNKNOWN_TOPIC_OR_PARTITION, f"No such partition as {topic}-{pid}"
+        return ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, f"No such partition as {topic}-{pid}"
     v = ops.view(p)
     if (election == PREFERRED and v.leader == v.replicas[0]) or (election == UNCLEAN and v.leader != NO_LEADER):
         return ELECTION_NOT_NEEDED, "Leader election not needed for topic partition."
@@ -352,10 +412,14 @@ def elect_leaders(
     records: list[RecordAndVersion] = []
     if election not in (PREFERRED, UNCLEAN):
         why = f"Unknown election type {election}"
-        resp.error_code = ec.INVALID_REQUEST if api_version >= 1 else 0
+        resp.error_code = ErrorCode.INVALID_REQUEST if api_version >= 1 else 0
         for tp in req.topic_partitions or []:
-            resp.replica_election_results.append(ReplicaElectionResult(
-                topic=tp.topic, partition_result=[PartitionResult(p, ec.INVALID_REQUEST, why) for p in tp.partitions]))
+            resp.replica_election_results.append(
+                ReplicaElectionResult(
+                    topic=tp.topic,
+                    partition_result=[PartitionResult(p, ErrorCode.INVALID_REQUEST, why) for p in tp.partitions],
+                )
+            )
         return resp, []
     if req.topic_partitions is None:
         for _tid, topic in sorted(ops.st.topics.items(), key=lambda kv: kv[1].name):
@@ -382,10 +446,10 @@ def _reassign_one(ops: Ops, topic: str, pid: int, target: list[int] | None) -> R
     st = ops.st
     tid = st.topic_id_of(topic)
     if tid is None:
-        raise _Refused(ec.UNKNOWN_TOPIC_OR_PARTITION, f"Unable to find a topic named {topic}.")
+        raise _Refused(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, f"Unable to find a topic named {topic}.")
     p = st.topics[tid].partitions.get(pid)
     if p is None:
-        raise _Refused(ec.UNKNOWN_TOPIC_OR_PARTITION, f"Unable to find partition {topic}:{pid}.")
+        raise _Refused(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, f"Unable to find partition {topic}:{pid}.")
     v = ops.view(p)
     if target is None:
         if not v.adding and not v.removing:
@@ -395,12 +459,20 @@ def _reassign_one(ops: Ops, topic: str, pid: int, target: list[int] | None) -> R
         unclean_on = st.configs.topic_flag(topic, "unclean.leader.election.enable")
         if not isr:
             if not unclean_on:
-                raise _Refused(ec.INVALID_REPLICA_ASSIGNMENT,
-                               f"Unable to revert partition assignment for {topic}:{pid} because it would require "
-                               "an unclean leader election.")
+                raise _Refused(
+                    ErrorCode.INVALID_REPLICA_ASSIGNMENT,
+                    f"Unable to revert partition assignment for {topic}:{pid} because it would require "
+                    "an unclean leader election.",
+                )
             isr = [original[0]]
-        return ops.change(p, target_isr=isr, target_replicas=original, target_removing=[], target_adding=[],
-                          election=UNCLEAN if unclean_on else ONLINE)
+        return ops.change(
+            p,
+            target_isr=isr,
+            target_replicas=original,
+            target_removing=[],
+            target_adding=[],
+            election=UNCLEAN if unclean_on else ONLINE,
+        )
     check_manual_assignment(st, list(target), None)
     removing = sorted(set(v.replicas) - set(target))
     adding = sorted(set(target) - set(v.replicas))
@@ -427,8 +499,9 @@ def alter_partition_reassignments(
         for part in t.partitions:
             code, msg = 0, None
             try:
-                rec = _reassign_one(ops, t.name, part.partition_index,
-                                    None if part.replicas is None else list(part.replicas))
+                rec = _reassign_one(
+                    ops, t.name, part.partition_index, None if part.replicas is None else list(part.replicas)
+                )
                 if rec is not None:
                     records.append(rec)
             except _Refused as exc:
@@ -437,8 +510,9 @@ def alter_partition_reassignments(
     return resp, records
 
 
-def list_partition_reassignments(st: Any, api_version: int, req: ListPartitionReassignmentsRequest
-                                 ) -> ListPartitionReassignmentsResponse:
+def list_partition_reassignments(
+    st: Any, api_version: int, req: ListPartitionReassignmentsRequest
+) -> ListPartitionReassignmentsResponse:
     """Partitions with a reassignment in progress: all (null topics) or those named."""
     resp = ListPartitionReassignmentsResponse(error_code=0, error_message=None)
 
@@ -448,9 +522,14 @@ def list_partition_reassignments(st: Any, api_version: int, req: ListPartitionRe
             p = topic.partitions.get(pid)
             if p is None or not (p.adding or p.removing):
                 continue
-            ongoing.partitions.append(OngoingPartitionReassignment(
-                partition_index=pid, replicas=list(p.replicas), adding_replicas=list(p.adding),
-                removing_replicas=list(p.removing)))
+            ongoing.partitions.append(
+                OngoingPartitionReassignment(
+                    partition_index=pid,
+                    replicas=list(p.replicas),
+                    adding_replicas=list(p.adding),
+                    removing_replicas=list(p.removing),
+                )
+            )
         if ongoing.partitions:
             resp.topics.append(ongoing)
 
