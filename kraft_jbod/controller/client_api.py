@@ -58,7 +58,7 @@ API_LIST_PARTITION_REASSIGNMENTS: Final = 46
 # CreateAcls, DeleteAcls, AlterConfigs, CreatePartitions, ElectLeaders,
 # IncrementalAlterConfigs, AlterPartitionReassignments, UpdateFeatures.
 WRITE_APIS: Final[dict[int, tuple[int, int]]] = {
-    19: (2, 7), 20: (1, 6), 30: (1, 3), 31: (1, 3), 33: (0, 2), 37: (0, 3), 43: (0, 2), 44: (0, 1), 45: (0, 0),
+    19: (2, 7), 20: (1, 6), 30: (1, 3), 31: (1, 3), 33: (0, 2), 37: (0, 3), 43: (0, 2), 44: (0, 1), 45: (0, 1),
     57: (0, 2),
 }
 CLIENT_APIS: Final[dict[int, tuple[int, int]]] = {

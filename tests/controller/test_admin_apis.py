@@ -686,7 +686,7 @@ def test_describe_quorum() -> None:
 def test_served_versions_include_the_admin_apis() -> None:
     served = Cluster().state.handled_api_versions()
     for key, rng in {29: (1, 3), 30: (1, 3), 31: (1, 3), 32: (1, 4), 33: (0, 2), 37: (0, 3), 43: (0, 2), 44: (0, 1),
-                     45: (0, 0), 46: (0, 0), 55: (0, 2), 57: (0, 2), 58: (0, 0)}.items():
+                     45: (0, 1), 46: (0, 0), 55: (0, 2), 57: (0, 2), 58: (0, 0)}.items():
         assert served[key] == rng
 
 
@@ -756,4 +756,23 @@ def test_update_other_features_writes_their_level() -> None:
     assert c.register(2, [dir_id(2, 0)], extra_features=others).response.error_code == 0  # type: ignore[attr-defined]
     refused = _features(c, ("group.version", 1, 1)).response
     assert refused.error_code == 95 and refused.error_message.endswith("Broker 2 does not support this feature.")
+    replay_equals_live(c)
+
+
+def test_reassignment_v1_may_forbid_a_replication_factor_change() -> None:
+    c = started(3)
+    c.create_topic("t", 1, 2)
+    req = AlterPartitionReassignmentsRequest(allow_replication_factor_change=False,
+                                             topics=[ReassignableTopic("t", [ReassignablePartition(0, [1, 2, 3])])])
+    out = c.call(45, 1, req)
+    r = out.response.responses[0].partitions[0]
+    assert (r.error_code, r.error_message) == (38, "The replication factor is changed from 2 to 3")
+    assert out.response.allow_replication_factor_change is False and out.records == []
+    req.allow_replication_factor_change = True
+    assert c.call(45, 1, req).response.responses[0].partitions[0].error_code == 0
+    # In progress: the count is the replicas it will end with (3), whatever the list holds now.
+    req.topics[0].partitions[0].replicas = [3, 2]
+    req.allow_replication_factor_change = False
+    r = c.call(45, 1, req).response.responses[0].partitions[0]
+    assert (r.error_code, r.error_message) == (38, "The replication factor is changed from 3 to 2")
     replay_equals_live(c)

@@ -442,7 +442,9 @@ def elect_leaders(
 # ---------------------------------------------------------------------------- reassignments
 
 
-def _reassign_one(ops: Ops, topic: str, pid: int, target: list[int] | None) -> RecordAndVersion | None:
+def _reassign_one(
+    ops: Ops, topic: str, pid: int, target: list[int] | None, allow_rf_change: bool = True
+) -> RecordAndVersion | None:
     st = ops.st
     tid = st.topic_id_of(topic)
     if tid is None:
@@ -474,6 +476,16 @@ def _reassign_one(ops: Ops, topic: str, pid: int, target: list[int] | None) -> R
             election=UNCLEAN if unclean_on else ONLINE,
         )
     check_manual_assignment(st, list(target), None)
+    if not allow_rf_change:
+        # KIP-860 (v1): the count of replicas the partition will end with may not change.
+        current = (
+            len((set(v.replicas) | set(v.adding)) - set(v.removing)) if v.adding or v.removing else len(v.replicas)
+        )
+        if current != len(target):
+            raise _Refused(
+                ErrorCode.INVALID_REPLICATION_FACTOR,
+                f"The replication factor is changed from {current} to {len(target)}",
+            )
     removing = sorted(set(v.replicas) - set(target))
     adding = sorted(set(target) - set(v.replicas))
     replicas = list(target) + removing
@@ -491,7 +503,10 @@ def alter_partition_reassignments(
     ops: Ops, api_version: int, req: AlterPartitionReassignmentsRequest
 ) -> tuple[AlterPartitionReassignmentsResponse, list[RecordAndVersion]]:
     """AlterPartitionReassignments: start, change or cancel (null replicas) reassignments."""
+    allow = req.allow_replication_factor_change if api_version >= 1 else True
     resp = AlterPartitionReassignmentsResponse(error_code=0, error_message=None)
+    if api_version >= 1:
+        resp.allow_replication_factor_change = allow
     records: list[RecordAndVersion] = []
     for t in req.topics:
         tr = ReassignableTopicResponse(name=t.name)
@@ -500,7 +515,7 @@ def alter_partition_reassignments(
             code, msg = 0, None
             try:
                 rec = _reassign_one(
-                    ops, t.name, part.partition_index, None if part.replicas is None else list(part.replicas)
+                    ops, t.name, part.partition_index, None if part.replicas is None else list(part.replicas), allow
                 )
                 if rec is not None:
                     records.append(rec)
