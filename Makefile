@@ -8,7 +8,8 @@ STAMP := $(VENV)/.installed
 
 .PHONY: run test check lint typecheck importlint unit system-deps kafka-oracle clean
 
-$(STAMP): pyproject.toml
+# setup.py builds the optional compiled codec (kraft_jbod/_accel); a change to it reinstalls.
+$(STAMP): pyproject.toml setup.py kraft_jbod/_accel/_ccodec.c
 	$(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install --quiet --upgrade pip
 	$(PY) -m pip install --quiet -e '.[all,test]'
@@ -44,8 +45,11 @@ typecheck: $(STAMP)
 importlint: $(STAMP)
 	$(VENV)/bin/lint-imports
 
+# The whole suite runs on the default codec (the compiled one when it built); the codec
+# suite and the Java differential tests run again on the pure-Python reference codec.
 unit: $(STAMP)
 	$(PY) -m pytest -q
+	KRAFT_JBOD_CODEC=python $(PY) -m pytest -q tests/codec tests/test_java_differential.py
 
 clean:
 	rm -rf $(VENV) .cache .pytest_cache .mypy_cache .ruff_cache .hypothesis

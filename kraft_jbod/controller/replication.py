@@ -53,7 +53,7 @@ from kraft_jbod.messages.fetch_snapshot_response import NodeEndpoint as Snapshot
 from kraft_jbod.wire.constants import METADATA_PARTITION, METADATA_TOPIC, METADATA_TOPIC_ID
 
 #: Fetch versions we serve: v13 is the first with topic ids, which KRaft brokers require.
-FETCH_VERSIONS: Final = (13, 17)
+FETCH_VERSIONS: Final = (13, 18)
 FETCH_SNAPSHOT_VERSIONS: Final = (0, 1)
 
 #: Kafka's raft client never reads more than this per fetch, whatever MaxBytes says.
@@ -207,7 +207,10 @@ def handle_fetch(
     max_bytes = request.max_bytes if 0 < request.max_bytes < MAX_FETCH_BYTES else MAX_FETCH_BYTES
     records = log.read(p.fetch_offset, max_bytes) if p.fetch_offset < end else b""
     part = _partition(leader, ErrorCode.NONE, high_watermark=hw, log_start_offset=0, records=records)
-    park = request.max_wait_ms if not records and request.max_wait_ms > 0 else 0
+    # KIP-1166 (v18): an observer whose high watermark is behind ours gets the answer at
+    # once, so it learns the new high watermark without waiting for new records.
+    hw_behind = version >= 18 and p.high_watermark < hw
+    park = request.max_wait_ms if not records and request.max_wait_ms > 0 and not hw_behind else 0
     return FetchAnswer(_wrap(version, part, leader), park_ms=park)
 
 

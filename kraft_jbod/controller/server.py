@@ -69,7 +69,7 @@ from kraft_jbod.wire.records import LEADER_CHANGE
 
 log = logging.getLogger(__name__)
 
-API_VERSIONS_RANGE = (0, 4)
+API_VERSIONS_RANGE = (0, 5)
 # Pause reading a connection whose request is in flight once this much more is buffered.
 _PAUSE_BUFFERED = 1 << 20
 _SOFTWARE_RE = re.compile(r"[a-zA-Z0-9](?:[a-zA-Z0-9\-.]*[a-zA-Z0-9])?")
@@ -344,6 +344,14 @@ class ControllerServer:
             and _SOFTWARE_RE.fullmatch(request.client_software_version or "")
         ):
             return ApiVersionsResponse(error_code=ErrorCode.INVALID_REQUEST)
+        if version >= 5:
+            # KIP-1242: ClusterId and NodeId come together or not at all (Kafka's isValid);
+            # a client that means another cluster or node is told to rebootstrap.
+            cid, nid = request.cluster_id, request.node_id
+            if (cid is None) != (nid == -1):
+                return ApiVersionsResponse(error_code=ErrorCode.INVALID_REQUEST)
+            if cid is not None and (cid != self.state.cluster_id or nid != self.state.node_id):
+                return ApiVersionsResponse(error_code=ErrorCode.REBOOTSTRAP_REQUIRED)
         keys = [ApiVersion(ApiKey.API_VERSIONS, *API_VERSIONS_RANGE)]
         keys += [ApiVersion(k, lo, hi) for k, (lo, hi) in sorted(self.supported.items())]
         resp = ApiVersionsResponse(error_code=0, api_keys=keys)

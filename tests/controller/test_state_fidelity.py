@@ -9,19 +9,26 @@ from __future__ import annotations
 
 import uuid
 from collections.abc import Callable
+from pathlib import Path
 
 import pytest
 
 from kraft_jbod.controller import client_api
 from kraft_jbod.controller import features as fv
+from kraft_jbod.controller import replication as rp
 from kraft_jbod.controller.heartbeat import HbState
+from kraft_jbod.controller.log import MetadataLog
 from kraft_jbod.messages.broker_registration_change_record import BrokerRegistrationChangeRecord
 from kraft_jbod.messages.broker_registration_request import BrokerRegistrationRequest, Feature, Listener
 from kraft_jbod.messages.create_topics_request import CreatableReplicaAssignment, CreatableTopic, CreateTopicsRequest
 from kraft_jbod.messages.error_codes import ErrorCode
+from kraft_jbod.messages.fetch_request import FetchPartition, FetchRequest, FetchTopic
 from kraft_jbod.messages.metadata_request import MetadataRequest
+from kraft_jbod.messages.no_op_record import NoOpRecord
 from kraft_jbod.messages.partition_change_record import PartitionChangeRecord
 from kraft_jbod.messages.register_broker_record import RegisterBrokerRecord
+from kraft_jbod.messages.unregister_broker_request import UnregisterBrokerRequest
+from kraft_jbod.wire.constants import METADATA_TOPIC_ID
 from tests.controller.harness import CLUSTER_ID, Cluster, dir_id, incarnation
 
 TIMEOUT = 9000
@@ -439,3 +446,43 @@ def test_reregistration_forgets_cordoned_dirs() -> None:
     rec = c.register(1).records[-1][0]
     assert isinstance(rec, RegisterBrokerRecord) and rec.cordoned_log_dirs is None
     assert c.state.brokers[1].cordoned_dirs is None and c.state.brokers[1].has_uncordoned_dirs
+
+
+# ---------------------------------------------------------------------- Fetch v18 (KIP-1166)
+
+
+@pytest.mark.parametrize(("version", "observer_hw", "parked"), [
+    (17, 0, True),  # before v18 an idle fetch at the end always waits
+    (18, 2**63 - 1, True),  # "not supported" marker: waits
+    (18, -1, False),  # unknown: behind, answered at once
+    (18, 1, False),  # behind ours
+    (18, 3, True),  # caught up (our high watermark is the end offset, 3)
+])
+def test_fetch_v18_answers_at_once_when_the_observer_high_watermark_is_behind(
+    tmp_path: Path, version: int, observer_hw: int, parked: bool
+) -> None:
+    log = MetadataLog.open(tmp_path / "log", fsync=False)
+    log.leader_epoch = 1
+    log.append([(NoOpRecord(), 0)] * 3, timestamp_ms=1)
+    part = FetchPartition(partition=0, current_leader_epoch=1, fetch_offset=3, last_fetched_epoch=1,
+                          high_watermark=observer_hw)
+    req = FetchRequest(cluster_id=CLUSTER_ID, max_wait_ms=500,
+                       topics=[FetchTopic(topic_id=METADATA_TOPIC_ID, partitions=[part])])
+    req = FetchRequest.decode(req.encode(version), version)
+    answer = rp.handle_fetch(req, version, cluster_id=CLUSTER_ID, leader=rp.Leader(3000, 1, "127.0.0.1", 9093), log=log)
+    assert (answer.park_ms > 0) is parked
+    assert answer.response.responses[0].partitions[0].high_watermark == 3
+    log.close()
+
+
+def test_unregister_broker_record_limit() -> None:
+    c = Cluster()
+    c.start_broker(1)
+    c.start_broker(2)
+    for name in ("a", "b"):
+        assert c.call(19, 7, _create(c, 5_000, 2, name=name)).records  # 10,000 partitions, both in every ISR
+    out = c.call(64, 0, UnregisterBrokerRequest(broker_id=1))
+    assert (out.response.error_code, out.response.error_message) == (  # type: ignore[attr-defined]
+        ErrorCode.POLICY_VIOLATION, "Unable to perform excessively large batch operation."
+    )
+    assert out.records == [] and 1 in c.state.brokers

@@ -57,9 +57,17 @@ def test_register_catch_up_unfence(interop: InteropJvm, controller_factory: Fact
     epoch = reg[0]["response"]["brokerEpoch"]
     assert state["epoch"] == epoch
     beats = exchanges(interop, 1, "BrokerHeartbeat")
+    # Negotiated by Kafka's NetworkClient from our ApiVersions: BrokerHeartbeat v2 (KIP-1066).
+    assert {b["version"] for b in beats} == {2}
+    # At the default level (4.3-IV0) Kafka sends CordonedLogDirs once caught up: none here.
+    assert ctl.view()["metadata_version"] == 30
+    assert all("cordonedLogDirs" not in b["request"] for b in beats[: caught_index(beats) + 1])
+    assert all(b["request"]["cordonedLogDirs"] == [] for b in beats[caught_index(beats) + 1 :])
     assert all(b["response"]["errorCode"] == 0 for b in beats)
     assert all(b["request"]["brokerEpoch"] == epoch for b in beats)
-    assert beats[0]["response"]["isCaughtUp"] is False and beats[0]["response"]["isFenced"] is True
+    # (The first heartbeat may already be caught up: the observer can fetch the registration
+    # record before Kafka's manager sends it.)
+    assert beats[0]["response"]["isFenced"] is True
     caught = next(i for i, b in enumerate(beats) if b["response"]["isCaughtUp"])
     unfenced = next(i for i, b in enumerate(beats) if not b["response"]["isFenced"])
     assert caught <= unfenced
@@ -70,10 +78,20 @@ def test_register_catch_up_unfence(interop: InteropJvm, controller_factory: Fact
     regs = records_of(ctl, "RegisterBrokerRecord")
     assert [r["offset"] for r in regs] == [epoch]
     assert sorted(regs[0]["data"]["logDirs"]) == sorted(dirs.values())
-    changes = records_of(ctl, "BrokerRegistrationChangeRecord")
-    assert [c["data"]["fenced"] for c in changes] == [-1]
+    change_records = records_of(ctl, "BrokerRegistrationChangeRecord")
+    assert all(c["version"] == 3 for c in change_records if "cordonedLogDirs" in c["data"])
+    changes = [c["data"] for c in change_records]
+    assert [c["fenced"] for c in changes if "fenced" in c] == [-1]
+    # Kafka's ReplicationControlManager writes one v3 record when the cordoned set goes from
+    # unknown (null) to known ([] here), and none while it stays the same.
+    assert [c["cordonedLogDirs"] for c in changes if "cordonedLogDirs" in c] == [[]]
     check_all_views(interop, ctl, 1)
     interop("stop_broker", broker=1)
+
+
+def caught_index(beats: list[dict[str, Any]]) -> int:
+    """Index of the heartbeat whose answer said the broker caught up."""
+    return next(i for i, b in enumerate(beats) if b["response"]["isCaughtUp"])
 
 
 def _uuid_order(u: str) -> tuple[int, int]:
@@ -94,7 +112,10 @@ def test_assignments_and_dir_failure_then_reregistration_without_it(
     create_topic(ctl, "events", 6, 2)
     placed = {1: assign_round_robin(interop, ctl, 1, dirs1), 2: assign_round_robin(interop, ctl, 2, dirs2)}
     assert len(placed[1]) == len(placed[2]) == 6
-    for e in exchanges(interop, 1, "AssignReplicasToDirs"):
+    assigns = exchanges(interop, 1, "AssignReplicasToDirs")
+    assert assigns and {e["version"] for e in assigns} == {0}
+    for e in assigns:
+        assert e["request"]["brokerEpoch"] == interop("broker", broker=1)["epoch"]
         assert e["response"]["errorCode"] == 0
         for t in e["response"]["directories"]:
             for tt in t["topics"]:
@@ -252,11 +273,12 @@ def test_controlled_shutdown_of_a_leader(interop: InteropJvm, controller_factory
     interop("stop_broker", broker=2)
 
 
-@pytest.mark.parametrize("level", [17, 22])
+@pytest.mark.parametrize("level", [17, 22, 30])
 def test_lifecycle_at_metadata_versions(
     interop: InteropJvm, controller_factory: Factory, tmp_path: Path, level: int
 ) -> None:
-    """3.7-IV2 (first JBOD level) and 4.0-IV0: Kafka's image carries the level we bootstrapped."""
+    """3.7-IV2 (first JBOD level), 4.0-IV0 and 4.3-IV0: Kafka's image carries the level we
+    bootstrapped, and Kafka sends CordonedLogDirs exactly from 4.3-IV0."""
     ctl = controller_factory(metadata_version=level)
     dirs = start_java_broker(interop, ctl, tmp_path, 1, 2)
     create_topic(ctl, "t", 2, 1)
@@ -264,18 +286,14 @@ def test_lifecycle_at_metadata_versions(
     wait_synced(interop, ctl, 1)
     image = interop("image", broker=1)["image"]
     assert image["features"]["metadata.version"] == level
-    # Kafka's broker sends no CordonedLogDirs below 4.3-IV0.
-    assert all("cordonedLogDirs" not in b["request"] for b in exchanges(interop, 1, "BrokerHeartbeat"))
+    beats = exchanges(interop, 1, "BrokerHeartbeat")
+    after_catch_up = beats[caught_index(beats) + 1 :]
+    assert after_catch_up
+    assert all(("cordonedLogDirs" in b["request"]) == (level >= 30) for b in after_catch_up)
     check_all_views(interop, ctl, 1)
     interop("stop_broker", broker=1)
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="Kafka disagrees: a Kafka 4.4 broker at metadata.version 4.3-IV0 (30) sends BrokerHeartbeat "
-    "v2 with CordonedLogDirs (BrokerLifecycleManager.sendBrokerHeartbeat); our controller cannot "
-    "bootstrap level 30 nor serve heartbeat v2 yet; fix pending in controller (issue 13 item 2)",
-)
 def test_cordoned_dirs_at_4_3(interop: InteropJvm, controller_factory: Factory, tmp_path: Path) -> None:
     ctl = controller_factory(metadata_version=30)
     d0 = str(tmp_path / "java-broker-1" / "d0")
@@ -416,6 +434,42 @@ def test_session_expiry_fences_and_the_next_heartbeat_unfences(
     first_unfenced = next(i for i, b in enumerate(beats) if not b["response"]["isFenced"])
     assert all(b["request"]["wantFence"] is False and b["response"]["errorCode"] == 0 for b in beats[first_unfenced:])
     changes = [c["data"] for c in records_of(ctl, "BrokerRegistrationChangeRecord") if c["data"]["brokerId"] == 1]
-    assert [c["fenced"] for c in changes][-2:] == [1, -1]
+    assert [c.get("fenced", 0) for c in changes if c.get("fenced", 0)][-2:] == [1, -1]
     image = check_all_views(interop, ctl, 1)["image"]
     assert {b["id"]: b["rack"] for b in image["brokers"]} == {1: "r1", 2: "r2"}
+
+
+def test_a_dir_fails_before_the_broker_is_unfenced(
+    interop: InteropJvm, controller_factory: Factory, tmp_path: Path
+) -> None:
+    """A restarted Kafka broker reports a failed dir while still fenced, then asks to be
+    unfenced: it is unfenced, and it leads nothing in the failed dir."""
+    ctl = controller_factory()
+    dirs1 = start_java_broker(interop, ctl, tmp_path, 1, 2)
+    dirs2 = start_java_broker(interop, ctl, tmp_path, 2, 2)
+    create_topic(ctl, "u", 6, 2)
+    placed = assign_round_robin(interop, ctl, 1, dirs1)
+    assign_round_robin(interop, ctl, 2, dirs2)
+    assert interop("shutdown", broker=1, timeout_ms=15000)["controlled_shutdown_done"] is True
+    epoch = interop("stop_broker", broker=1)["epoch"]
+    start_java_broker(interop, ctl, tmp_path, 1, dirs=dirs1, unfence=False, previous_epoch=epoch)
+    kept, failed = list(dirs1.values())
+    interop("fail_dir", broker=1, dir=failed)
+    ctl.wait(lambda: any(b["request"].get("offlineLogDirs") for b in exchanges(interop, 1, "BrokerHeartbeat")))
+    interop("unfence", broker=1, timeout_ms=20000)
+    beats = exchanges(interop, 1, "BrokerHeartbeat")
+    # Kafka reports the dir at once (still fenced) and then in every heartbeat, so the one that
+    # unfences the broker carries it too.
+    first_offline = next(i for i, b in enumerate(beats) if b["request"].get("offlineLogDirs") == [failed])
+    assert beats[first_offline]["request"]["wantFence"] is True
+    unfencing = next(b for b in beats[first_offline:] if not b["response"]["isFenced"])
+    assert unfencing["request"]["offlineLogDirs"] == [failed] and unfencing["request"]["wantFence"] is False
+    assert all(b["response"]["errorCode"] == 0 for b in beats)
+    wait_synced(interop, ctl, 1)
+    image = interop("image", broker=1)["image"]
+    b1 = next(b for b in image["brokers"] if b["id"] == 1)
+    assert not b1["fenced"] and b1["directories"] == [kept]
+    for p in image["topics"][0]["partitions"]:
+        if placed[("u", p["partition"])] == failed:
+            assert p["leader"] != 1 and 1 not in p["isr"]
+    check_all_views(interop, ctl, 1)

@@ -12,6 +12,7 @@ log. The scenario modules load their own controllers' logs the same way
 
 from __future__ import annotations
 
+import os
 import uuid
 from pathlib import Path
 from typing import Any, Literal
@@ -20,6 +21,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from kraft_jbod.controller import client_api
+from kraft_jbod.controller import features as fv
 from kraft_jbod.controller.log import MetadataLog, resolve_log_dir
 from kraft_jbod.controller.state import ControllerState, RecordAndVersion
 from tests.controller.harness import CLUSTER_ID, Cluster, dir_id
@@ -78,7 +80,7 @@ def test_demo_log(interop: InteropJvm, tmp_path: Path) -> None:
     run(None, tmp_path / "demo", lambda _line: None)
     meta = tmp_path / "demo" / "controller"
     view = view_of_log(meta)
-    assert view["metadata_version"] == 22 and len(view["brokers"]) == 3
+    assert view["metadata_version"] == fv.DEFAULT_LEVEL and len(view["brokers"]) == 3
     loaded = load_and_compare(interop, meta, view)
     assert loaded["records"] > 40 and loaded["control_records"] >= 1
     image = loaded["image"]
@@ -87,7 +89,7 @@ def test_demo_log(interop: InteropJvm, tmp_path: Path) -> None:
     assert sorted(len(b["directories"]) for b in image["brokers"]) == [1, 2, 2]
 
 
-@settings(max_examples=40, derandomize=True, deadline=None, suppress_health_check=list(HealthCheck))
+@settings(max_examples=int(os.environ.get("KRAFT_JBOD_INTEROP_EXAMPLES", "40")), derandomize=True, deadline=None, suppress_health_check=list(HealthCheck))
 @given(st.lists(OPS, max_size=40), SETUPS, st.sampled_from([("kafka", 22), ("kafka", 17), ("kip", 22)]))
 def test_random_request_sequences(
     interop: InteropJvm, tmp_path_factory: Any, ops: list[tuple[Any, ...]], setup: list[int], how: tuple[str, int]

@@ -18,6 +18,7 @@ from kraft_jbod.controller.context import Call, ControllerContext, Outcome, Reco
 from kraft_jbod.controller.draft import Draft
 from kraft_jbod.controller.heartbeat import HbEffect, classify, transition
 from kraft_jbod.controller.image import sorted_partitions
+from kraft_jbod.controller.limits import EXCESSIVE_BATCH, MAX_RECORDS_PER_USER_OP
 from kraft_jbod.controller.profiles import is_reserved_directory
 from kraft_jbod.messages.broker_heartbeat_request import BrokerHeartbeatRequest
 from kraft_jbod.messages.broker_heartbeat_response import BrokerHeartbeatResponse
@@ -52,17 +53,10 @@ def handle_registration(ctx: ControllerContext, call: Call, req: BrokerRegistrat
     mv = img.metadata_version
     jbod = fv.supports_jbod(mv)
     dirs = list(req.log_dirs) if api_version >= 2 else []
-    if jbod:
-        if not dirs:
-            return fail(ctx.profile.empty_log_dirs_error)
-        if any(is_reserved_directory(x) for x in dirs):
-            return fail(ErrorCode.INVALID_REGISTRATION)
-        if len(set(dirs)) != len(dirs):
-            return fail(ErrorCode.INVALID_REGISTRATION)
-        if any(img.dir_owner.get(x, req.broker_id) != req.broker_id for x in dirs):
-            return fail(ErrorCode.INVALID_REGISTRATION)
-    else:
+    if not jbod:
         dirs = []
+    elif (dirs_error := log_dirs_error(ctx, req.broker_id, dirs)) is not None:
+        return fail(dirs_error)
     feature_error = features_error(ctx, req)
     if feature_error != ErrorCode.NONE:
         return fail(feature_error)
@@ -97,6 +91,18 @@ def handle_registration(ctx: ControllerContext, call: Call, req: BrokerRegistrat
     )
     d.records.append((rec, fv.register_broker_record_version(mv)))
     return Outcome(BrokerRegistrationResponse(error_code=ErrorCode.NONE, broker_epoch=epoch), d.records)
+
+
+def log_dirs_error(ctx: ControllerContext, broker_id: int, dirs: list[uuid.UUID]) -> int | None:
+    """Kafka's LogDirs checks at JBOD levels: present, not reserved, not repeated, not another
+    broker's (online) directory. None when they pass."""
+    if not dirs:
+        return ctx.profile.empty_log_dirs_error
+    if any(is_reserved_directory(x) for x in dirs) or len(set(dirs)) != len(dirs):
+        return ErrorCode.INVALID_REGISTRATION
+    if any(ctx.image.dir_owner.get(x, broker_id) != broker_id for x in dirs):
+        return ErrorCode.INVALID_REGISTRATION
+    return None
 
 
 def features_error(ctx: ControllerContext, req: BrokerRegistrationRequest) -> ErrorCode:
@@ -217,6 +223,10 @@ def handle_unregister(ctx: ControllerContext, call: Call, req: UnregisterBrokerR
     d = Draft(ctx)
     d.fence(reg, with_record=False)
     d.records.append((UnregisterBrokerRecord(broker_id=reg.broker_id, broker_epoch=reg.epoch), 0))
+    if len(d.records) > MAX_RECORDS_PER_USER_OP:
+        # Kafka bounds this user operation too (BoundedList in unregisterBroker).
+        resp = UnregisterBrokerResponse(error_code=ErrorCode.POLICY_VIOLATION, error_message=EXCESSIVE_BATCH)
+        return Outcome(resp, [])
     return Outcome(UnregisterBrokerResponse(error_code=ErrorCode.NONE, error_message=None), d.records)
 
 

@@ -19,6 +19,12 @@ from kraft_jbod.controller.apis import configs
 from kraft_jbod.controller.context import Call, ControllerContext, Outcome, RecordAndVersion
 from kraft_jbod.controller.draft import Draft
 from kraft_jbod.controller.image import NO_LEADER, Partition
+from kraft_jbod.controller.limits import (
+    EXCESSIVE_BATCH,
+    EXCESSIVE_PARTITIONS,
+    MAX_PARTITIONS_PER_REQUEST,
+    MAX_RECORDS_PER_USER_OP,
+)
 from kraft_jbod.controller.placement import PlacementError, StripedPlacer, UsableBroker
 from kraft_jbod.controller.profiles import is_reserved_directory
 from kraft_jbod.messages.alter_partition_request import AlterPartitionRequest
@@ -37,12 +43,6 @@ from kraft_jbod.messages.remove_topic_record import RemoveTopicRecord
 from kraft_jbod.messages.topic_record import TopicRecord
 from kraft_jbod.wire.primitives import uuid_to_base64url
 
-MAX_PARTITIONS_PER_REQUEST = 10_000
-# Kafka's QuorumController.MAX_RECORDS_PER_USER_OP: a user request that would write more
-# records fails as a whole with POLICY_VIOLATION (BoundedListTooLongException).
-MAX_RECORDS_PER_USER_OP = 10_000
-EXCESSIVE_PARTITIONS = "Excessively large number of partitions per request."
-EXCESSIVE_BATCH = "Unable to perform excessively large batch operation."
 _TOPIC_NAME = re.compile(r"[a-zA-Z0-9._-]+")
 _MAX_TOPIC_NAME = 249
 # Namespace for deterministic topic ids (uuid5 of cluster id, name and log offset).
