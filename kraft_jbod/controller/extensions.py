@@ -46,7 +46,7 @@ from kraft_jbod.connection import (
     ServerConnection,
 )
 from kraft_jbod.controller import client_api
-from kraft_jbod.errors import ConfigError, EncodeError
+from kraft_jbod.errors import ConfigError, EncodeError, ProtocolError
 from kraft_jbod.faults import Action, FaultInjector, Fired, facts_of
 from kraft_jbod.messages.api_keys import ApiKey
 from kraft_jbod.messages.api_versions_response import ApiVersion, ApiVersionsResponse
@@ -131,6 +131,11 @@ def error_response(api_key: int, body: Any, code: int, message: str | None = Non
             MetadataResponseTopic(error_code=code, name=t.name, topic_id=t.topic_id) for t in (body.topics or ())
         ]
         return resp
+    from kraft_jbod.controller.apis.admin import error_response as admin_error_response
+
+    admin = admin_error_response(api_key, body, code, message)
+    if admin is not None:
+        return admin
     raise ConfigError(f"{codec.api_name(api_key)} responses have no error code to inject")
 
 
@@ -609,23 +614,37 @@ class Gate:
         return self._carry_out(rule.action, ev, proceed)
 
     def _denied(self, authz: Authorizer, ev: RequestReceived) -> Any | None:
-        key, principal = ev.api_key, self.principal
         host = self.proto.peer.rsplit(":", 1)[0]
+        denied = self._denied_for(authz, ev.api_key, ev.body, self.principal, host)
+        if denied is not None or ev.api_key != ApiKey.ENVELOPE:
+            return denied
+        # A forwarded request is authorized as its client: the principal and address the
+        # broker put in the envelope (Kafka's ControllerApis); a refusal travels inside.
+        from kraft_jbod.controller import envelope as env
+
+        server = self.ext.server
+        fwd = env.unwrap(ev.body, getattr(server, "supported", {}) or {})
+        if not isinstance(fwd, env.Forwarded):
+            return None  # the state machine answers the envelope's own error
+        inner = self._denied_for(authz, fwd.api_key, fwd.body, str(fwd.principal), fwd.client_address)
+        return None if inner is None else env.wrap(fwd, inner)
+
+    def _denied_for(self, authz: Authorizer, key: int, body: Any, principal: str, host: str) -> Any | None:
         op = authz.required_for(key)
         if op is not None:
             if authz.authorize(principal, op, host=host):
                 return None
-            return error_response(key, ev.body, CLUSTER_AUTHORIZATION_FAILED,
+            return error_response(key, body, CLUSTER_AUTHORIZATION_FAILED,
                                   f"Principal {principal} lacks {op} on the cluster")
         if key in (ApiKey.CREATE_TOPICS, ApiKey.DELETE_TOPICS):
             op = "CREATE" if key == ApiKey.CREATE_TOPICS else "DELETE"
             if authz.authorize(principal, op, host=host):
                 return None
-            names = [t.name for t in ev.body.topics] if key == ApiKey.CREATE_TOPICS else (
-                list(ev.body.topic_names) + [t.name for t in ev.body.topics])
+            names = [t.name for t in body.topics] if key == ApiKey.CREATE_TOPICS else (
+                list(body.topic_names) + [t.name for t in body.topics])
             if all(n is not None and authz.authorize(principal, op, "TOPIC", n, host=host) for n in names):
                 return None
-            return error_response(key, ev.body, TOPIC_AUTHORIZATION_FAILED, "Authorization failed.")
+            return error_response(key, body, TOPIC_AUTHORIZATION_FAILED, "Authorization failed.")
         return None
 
     def _carry_out(self, action: Action, ev: RequestReceived, proceed: Callable[[], None]) -> bool:
@@ -675,6 +694,7 @@ class _ClientProtocol(asyncio.Protocol):
         self.listener = listener.name
         self.transport: asyncio.Transport | None = None
         self.peer = "?"
+        self.local: tuple[str, int] | None = None  # the address the client reached (Metadata Rule 4)
         self.closed = False
         self.in_flight = False
         self.gate = ext.new_gate(self)
@@ -686,6 +706,8 @@ class _ClientProtocol(asyncio.Protocol):
         self.transport = transport
         peer = transport.get_extra_info("peername")
         self.peer = f"{peer[0]}:{peer[1]}" if isinstance(peer, tuple) else str(peer)
+        local = transport.get_extra_info("sockname")
+        self.local = (str(local[0]), int(local[1])) if isinstance(local, tuple) else None
         self.ext._client_protos.add(self)
 
     def connection_lost(self, exc: Exception | None) -> None:
@@ -746,6 +768,9 @@ class _ClientProtocol(asyncio.Protocol):
         if state is None:
             self.close()
             return
+        if client_api.is_write(ev.api_key):
+            self.ext.server.submit(self, ev)  # admin writes: the controller's one writer commits their records
+            return
         may_describe = None
         authz = self.ext.authorizer
         if authz is not None:
@@ -754,8 +779,16 @@ class _ClientProtocol(asyncio.Protocol):
             def may_describe(name: str) -> bool:
                 return authz.authorize(principal, "DESCRIBE", "TOPIC", name)
         try:
-            body = client_api.answer(state, ev.api_key, ev.api_version, ev.body, listener_name=self.cl.advertised,
-                                     may_describe=may_describe)
+            kwargs: dict[str, Any] = {}
+            if ev.api_key in (client_api.API_METADATA, client_api.API_DESCRIBE_CLUSTER):
+                kwargs = {"listener_name": self.cl.advertised, "self_endpoint": self.local}
+                if ev.api_key == client_api.API_METADATA:
+                    kwargs["may_describe"] = may_describe
+            body = client_api.answer(state, ev.api_key, ev.api_version, ev.body, **kwargs)
+        except ProtocolError as exc:
+            log.warning("closing client connection from %s: %s", self.peer, exc)
+            self.close()
+            return
         except Exception:
             log.exception("bug answering %s v%d from %s", codec.api_name(ev.api_key), ev.api_version, self.peer)
             self.close()

@@ -256,6 +256,8 @@ class ControllerServer:
             if hasattr(self.state, "controller_endpoints"):
                 # DescribeCluster(controllers) answers with the addresses actually bound.
                 self.state.controller_endpoints = list(self.addresses)
+            if hasattr(self.state, "leader_epoch"):
+                self.state.leader_epoch = self.log.leader_epoch  # DescribeQuorum reports it
             if self.extensions is not None:
                 await self.extensions.start(self)
         except BaseException:
