@@ -20,6 +20,7 @@ from pathlib import Path
 from typing import Any, Final
 
 from kraft_jbod import codec
+from kraft_jbod.messages.error_codes import ErrorCode
 
 __all__ = ["render_html", "render_summary", "write_report"]
 
@@ -36,8 +37,6 @@ def _error(code: Any) -> str:
     """``NAME (code)`` with Kafka's name for the code."""
     if code is None:
         return "-"
-    from kraft_jbod.messages.error_codes import ErrorCode
-
     return f"{ErrorCode.name_of(int(code))} ({int(code)})"
 
 

@@ -23,6 +23,8 @@ from typing import Any, Final
 from kraft_jbod import codec
 from kraft_jbod.capture.kafka import CONFIDENCES, TRUNCATED, UNDECODED, DecodedFrame
 from kraft_jbod.capture.streams import FlowEnd
+from kraft_jbod.messages.error_codes import ErrorCode
+from kraft_jbod.messages.releases import defined_in
 
 __all__ = ["Summary", "format_time", "frame_to_json", "frame_to_line"]
 
@@ -55,6 +57,8 @@ def frame_to_json(f: DecodedFrame) -> dict[str, Any]:
         out["apiName"] = codec.api_name(f.api_key)
     if f.api_version is not None:
         out["apiVersion"] = f.api_version
+        if f.api_key is not None and f.kind in ("request", "response"):
+            out["versionDefinedIn"] = defined_in(f.api_key, f.api_version)
     if f.client_id is not None:
         out["clientId"] = f.client_id
     if f.candidates:
@@ -64,6 +68,9 @@ def frame_to_json(f: DecodedFrame) -> dict[str, Any]:
         out["header"] = f.header.to_json(f.header_version)
     if f.body is not None and f.api_version is not None:
         out["body"] = f.body.to_json(f.api_version)
+        code = getattr(f.body, "error_code", None)
+        if isinstance(code, int) and code != 0:
+            out["errorName"] = ErrorCode.name_of(code)
     if f.records:
         out["records"] = f.records
     if f.unknown_tags:

@@ -239,8 +239,11 @@ def _scalar_to_json(kind: str, value: Any) -> Any:
     if kind in ("bytes", "records"):
         return base64.b64encode(bytes(value)).decode("ascii")
     if kind == "float64":
-        if math.isnan(value) or math.isinf(value):
-            return str(value)
+        # Kafka's JSON (Jackson) writes non-finite doubles as these strings.
+        if math.isnan(value):
+            return "NaN"
+        if math.isinf(value):
+            return "Infinity" if value > 0 else "-Infinity"
         return float(value)
     return value
 

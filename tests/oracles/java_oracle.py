@@ -135,13 +135,13 @@ def _classpath(entries: Iterable[Path]) -> str:
     return os.pathsep.join(str(entry) for entry in entries)
 
 
-def _compile(source: Path, jar_dir: Path, cache_dir: Path) -> Path:
+def _compile(source: Path, jars: Sequence[Path], cache_dir: Path) -> Path:
     """Compile ``source`` unless a build of exactly this source and these jars is cached."""
     digest = hashlib.sha256(source.read_bytes())
-    for jar in REQUIRED_JARS:
+    for jar in jars:
         # The jar set is part of the key: a different kafka-clients must not reuse old classes.
-        stat = (jar_dir / jar).stat()
-        digest.update(f"\0{jar}\0{stat.st_size}".encode())
+        stat = jar.stat()
+        digest.update(f"\0{jar}\0{stat.st_size}\0{stat.st_mtime_ns}".encode())
     out_dir = cache_dir / digest.hexdigest()[:20]
     if (out_dir / f"{_MAIN_CLASS}.class").is_file():
         return out_dir
@@ -162,7 +162,7 @@ def _compile(source: Path, jar_dir: Path, cache_dir: Path) -> Path:
                 "-d",
                 str(staging),
                 "-cp",
-                _classpath(jar_dir / jar for jar in REQUIRED_JARS),
+                _classpath(jars),
                 str(source),
             ],
             capture_output=True,
@@ -195,6 +195,7 @@ class JavaOracle:
         cache_dir: Path = DEFAULT_CACHE_DIR,
         # One GC thread is plenty for small heaps and leaves the CPUs to the test process.
         jvm_args: Sequence[str] = ("-XX:+UseSerialGC",),
+        classpath: Sequence[Path] | None = None,
     ) -> None:
         """Compile if needed and start the JVM.
 
@@ -202,13 +203,17 @@ class JavaOracle:
             JavaOracleError: no JDK, no jars, or javac failed. A JVM that fails to start is
                 reported by the first request.
         """
-        reason = java_available()
-        if reason is not None:
-            raise JavaOracleError(f"Java oracle unavailable: {reason}")
+        if classpath is None:
+            reason = java_available()
+            if reason is not None:
+                raise JavaOracleError(f"Java oracle unavailable: {reason}")
+            jar_dir = find_jar_dir()
+            classpath = [jar_dir / jar for jar in REQUIRED_JARS]
+        # Otherwise another Kafka build (e.g. the 4.4 oracle jar) with its libraries.
         java = _java_tool("java")
-        assert java is not None  # java_available() checked it
-        jar_dir = find_jar_dir()
-        classes = _compile(source, jar_dir, cache_dir)
+        if java is None:
+            raise JavaOracleError("java not found on PATH or under JAVA_HOME")
+        classes = _compile(source, classpath, cache_dir)
         # stderr goes to a file: a pipe nobody drains could fill up and stall the JVM. The file
         # lives as long as the JVM, so close() owns it rather than a with-block.
         self._stderr: IO[bytes] = tempfile.TemporaryFile()
@@ -217,7 +222,7 @@ class JavaOracle:
                 java,
                 *jvm_args,
                 "-cp",
-                _classpath([classes, *(jar_dir / jar for jar in REQUIRED_JARS)]),
+                _classpath([classes, *classpath]),
                 _MAIN_CLASS,
             ],
             stdin=subprocess.PIPE,

@@ -31,7 +31,7 @@ from __future__ import annotations
 import argparse
 import json
 import sys
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 from tools.codegen.extract import facts_json
@@ -102,6 +102,7 @@ class _Ctx:
     top: int  # highest valid version of the union
     name: str
     valid: list[set[int]]  # per source, the versions it declares valid
+    renamed: dict[str, str] = field(default_factory=dict)  # older field name -> newest
 
     def versions_of(self, i: int) -> set[int]:
         return {v for v, o in self.owner.items() if o == i}
@@ -173,6 +174,7 @@ def _merge_fields(lists: list[list[FieldSpec] | None], ctx: _Ctx, where: str) ->
             aligned.append(fl)
             continue
         ren = _renames(fl, newest, ctx.valid[i] & ctx.valid[newest_i])
+        ctx.renamed.update(ren)
         aligned.append([replace(f, name=ren.get(f.name, f.name)) for f in fl])
     for fl in aligned:
         names.append([f.name for f in fl] if fl is not None else [])
@@ -257,9 +259,9 @@ def _merge_field(per: list[FieldSpec | None], ctx: _Ctx, where: str) -> FieldSpe
     )
 
 
-def merge_specs(specs: list[MessageSpec | None]) -> tuple[MessageSpec, dict[int, int]]:
-    """The union of one message's specs (oldest first, None where a source lacks it)
-    and, per version, the index of the source that defines it."""
+def merge_specs(specs: list[MessageSpec | None]) -> tuple[MessageSpec, dict[int, int], dict[str, str]]:
+    """The union of one message's specs (oldest first, None where a source lacks it),
+    per version the index of the source that defines it, and the fields renamed."""
     present = [(i, s) for i, s in enumerate(specs) if s is not None]
     if not present:
         raise SchemaError("nothing to merge")
@@ -274,7 +276,7 @@ def merge_specs(specs: list[MessageSpec | None]) -> tuple[MessageSpec, dict[int,
         if s.api_key != newest.api_key or s.type != newest.type:
             raise SchemaError(f"{s.source}: api key or type differs from the newer {newest.source}")
     if not owner:
-        return newest, owner
+        return newest, owner, {}
     top = max(owner)
     valid: list[set[int]] = []
     for spec in specs:
@@ -311,7 +313,33 @@ def merge_specs(specs: list[MessageSpec | None]) -> tuple[MessageSpec, dict[int,
         source=newest.source,
     )
     # parse back: resolves structs and runs every dialect check on the result
-    return parse_schema(json.dumps(merged.raw()), newest.source), owner
+    return parse_schema(json.dumps(merged.raw()), newest.source), owner, dict(sorted(ctx.renamed.items()))
+
+
+def _layout(fields: list[FieldSpec], v: int) -> list[object]:
+    """The wire layout of resolved ``fields`` at ``v`` (names left out)."""
+    return [
+        (_wire_key(f, v)[:5], _layout(f.struct.fields, v) if f.struct is not None else None)
+        for f in fields
+        if v in f.versions
+    ]
+
+
+def respecified(specs: list[MessageSpec | None]) -> dict[int, list[int]]:
+    """Per older source index, versions it defines that the newest source lays out
+    differently (Kafka changed a version while it was unstable, e.g. share-group v0)."""
+    present = [(i, s) for i, s in enumerate(specs) if s is not None and not s.valid_versions.empty]
+    if len(present) < 2:
+        return {}
+    _, newest = present[-1]
+    out: dict[int, list[int]] = {}
+    for i, s in present[:-1]:
+        shared = s.valid_versions.intersect(newest.valid_versions)
+        for v in range(shared.lo, shared.hi + 1) if not shared.empty else ():
+            same_flex = (v in s.flexible_versions) == (v in newest.flexible_versions)
+            if not same_flex or _layout(s.root.fields, v) != _layout(newest.root.fields, v):
+                out.setdefault(i, []).append(v)
+    return out
 
 
 def _key(spec: MessageSpec) -> tuple[str, object]:
@@ -340,7 +368,7 @@ def union(sources: list[Source]) -> tuple[dict[str, dict[str, str]], dict[str, o
                 slot[i] = spec
         out: dict[str, str] = {}
         for specs in by_key.values():
-            merged, owner = merge_specs(specs)
+            merged, owner, renamed = merge_specs(specs)
             out[f"{merged.name}.json"] = facts_json(merged)
             ranges: dict[str, list[int]] = {}
             for v in sorted(owner):
@@ -348,7 +376,14 @@ def union(sources: list[Source]) -> tuple[dict[str, dict[str, str]], dict[str, o
                 r = ranges.setdefault(label, [v, v])
                 r[1] = v
             known_in = [sources[i].label for i, s in enumerate(specs) if s is not None]
-            messages[merged.name] = {"defined_by": ranges, "in": known_in}
+            row: dict[str, object] = {"defined_by": ranges, "in": known_in}
+            if renamed:
+                row["renamed"] = renamed  # older sources' field names, for peers that still use them
+            changed = respecified(specs)
+            if changed:
+                # versions an older release spoke with another layout; the newest wins here
+                row["respecified"] = {sources[i].label: vs for i, vs in changed.items()}
+            messages[merged.name] = row
         files[category] = out
     table["messages"] = dict(sorted(messages.items()))
     return files, table

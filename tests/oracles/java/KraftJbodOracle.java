@@ -9,6 +9,9 @@
  * input never costs the caller a JVM restart. A request's optional "id" is echoed back.
  *
  * Ops: apis, decode, encode_json, quit. See tests/oracles/java_oracle.py for the Python side.
+ *
+ * Builds against kafka-clients 3.9 and Kafka 4.4 alike: the records classes moved to
+ * org.apache.kafka.common.record.internal in 4.x, so they are looked up by name.
  */
 
 import com.fasterxml.jackson.databind.JsonNode;
@@ -50,8 +53,6 @@ import org.apache.kafka.common.protocol.MessageUtil;
 import org.apache.kafka.common.protocol.ObjectSerializationCache;
 import org.apache.kafka.common.protocol.types.RawTaggedField;
 import org.apache.kafka.common.protocol.types.Schema;
-import org.apache.kafka.common.record.BaseRecords;
-import org.apache.kafka.common.record.MemoryRecords;
 
 public final class KraftJbodOracle {
     private static final ObjectMapper MAPPER = new ObjectMapper();
@@ -64,7 +65,23 @@ public final class KraftJbodOracle {
     // Looked up once per message class: reflection per line would dominate small messages.
     private static final Map<Class<?>, Converter> CONVERTERS = new HashMap<>();
 
+    private static final Class<?> BASE_RECORDS = firstClass(
+        "org.apache.kafka.common.record.BaseRecords", "org.apache.kafka.common.record.internal.BaseRecords");
+    private static final Class<?> MEMORY_RECORDS = firstClass(
+        "org.apache.kafka.common.record.MemoryRecords", "org.apache.kafka.common.record.internal.MemoryRecords");
+
     private KraftJbodOracle() { }
+
+    private static Class<?> firstClass(String... names) {
+        for (String name : names) {
+            try {
+                return Class.forName(name);
+            } catch (ClassNotFoundException e) {
+                // try the next location
+            }
+        }
+        throw new IllegalStateException("none of " + String.join(", ", names) + " is on the class path");
+    }
 
     public static void main(String[] args) throws IOException {
         Writer out = new BufferedWriter(new OutputStreamWriter(
@@ -260,7 +277,7 @@ public final class KraftJbodOracle {
      * faithful picture of what was decoded and lets it round trip through encode_json.
      * The generated field names are the JSON keys, and lists keep their order in both.
      */
-    private static void fillRecords(Object data, JsonNode json) throws IllegalAccessException {
+    private static void fillRecords(Object data, JsonNode json) throws ReflectiveOperationException {
         if (!(json instanceof ObjectNode object)) {
             return;
         }
@@ -270,8 +287,9 @@ public final class KraftJbodOracle {
             if (value == null || child == null) {
                 continue;
             }
-            if (value instanceof MemoryRecords records) {
-                object.put(field.getName(), MessageUtil.byteBufferToArray(records.buffer()));
+            if (MEMORY_RECORDS.isInstance(value)) {
+                ByteBuffer records = (ByteBuffer) MEMORY_RECORDS.getMethod("buffer").invoke(value);
+                object.put(field.getName(), MessageUtil.byteBufferToArray(records));
             } else if (value instanceof Message nested) {
                 fillRecords(nested, child);
             } else if (value instanceof Collection<?> items && child.isArray() && items.size() == child.size()) {
@@ -297,7 +315,7 @@ public final class KraftJbodOracle {
         List<Field> fields = new ArrayList<>();
         for (Field field : type.getDeclaredFields()) {
             Class<?> ft = field.getType();
-            boolean walkable = BaseRecords.class.isAssignableFrom(ft) || Message.class.isAssignableFrom(ft)
+            boolean walkable = BASE_RECORDS.isAssignableFrom(ft) || Message.class.isAssignableFrom(ft)
                 || Collection.class.isAssignableFrom(ft);
             if (walkable && !Modifier.isStatic(field.getModifiers()) && !field.getName().startsWith("_")) {
                 field.setAccessible(true);
