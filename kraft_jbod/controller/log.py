@@ -28,7 +28,8 @@ import fcntl
 import logging
 import os
 import struct
-from collections.abc import Iterator, Sequence
+import time
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -121,6 +122,8 @@ class MetadataLog:
         self._fd: int | None = None
         self._broken: str | None = None
         self.truncated_bytes = 0
+        # Called with the seconds each append took (write + fsync); the metrics set it.
+        self.append_observer: Callable[[float], None] | None = None
 
     # ------------------------------------------------------------------ opening
 
@@ -364,6 +367,7 @@ class MetadataLog:
         )
         out = bytearray()
         write_record_batch(out, batch)  # EncodeError leaves the disk untouched
+        started = time.perf_counter()
         if self._segments[-1].size > 0 and self._segments[-1].size + len(out) > self.segment_bytes:
             try:
                 self._new_segment()
@@ -390,6 +394,8 @@ class MetadataLog:
             bool(attributes & CONTROL_MASK),
         )
         seg.size += len(out)
+        if self.append_observer is not None:
+            self.append_observer(time.perf_counter() - started)
         self._batches.append(info)
         self._batch_bases.append(base)
         self.end_offset = info.last_offset + 1

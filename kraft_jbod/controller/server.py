@@ -34,12 +34,13 @@ import collections
 import logging
 import os
 import re
+import ssl
 import time
 import uuid
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 from kraft_jbod import codec
 from kraft_jbod.clock import SYSTEM_CLOCK, Clock
@@ -54,6 +55,17 @@ from kraft_jbod.connection import (
 from kraft_jbod.controller import features, replication
 from kraft_jbod.controller.config import ControllerConfig, parse_properties
 from kraft_jbod.controller.log import MetadataLog
+from kraft_jbod.controller.seams import (
+    Extensions,
+    Gate,
+    Outcome,
+    RecordAndVersion,
+    Sink,
+    StateFactory,
+    StateMachine,
+    Tap,
+    TapConnection,
+)
 from kraft_jbod.errors import ConfigError, EncodeError, KraftJbodError, ProtocolError, StorageError
 from kraft_jbod.messages.api_versions_response import (
     ApiVersion,
@@ -62,6 +74,7 @@ from kraft_jbod.messages.api_versions_response import (
     SupportedFeatureKey,
 )
 from kraft_jbod.messages.leader_change_message import LeaderChangeMessage, Voter
+from kraft_jbod.wire.message import Message
 from kraft_jbod.wire.primitives import uuid_from_base64url, uuid_to_base64url
 from kraft_jbod.wire.records import LEADER_CHANGE
 
@@ -148,9 +161,9 @@ def ensure_meta_properties(directory: Path, node_id: int, cluster_id: str | None
 
 @dataclass(slots=True)
 class _Work:
-    proto: _ControllerProtocol | None  # None for a tick
+    proto: Connection | None  # None for a tick
     event: RequestReceived | None
-    outcome: Any | None  # an Outcome already computed inline
+    outcome: Outcome | None  # already computed inline
 
 
 class ControllerServer:
@@ -168,10 +181,10 @@ class ControllerServer:
         metadata_version: int | None = None,
         fsync: bool = True,
         tick_interval_ms: int | None = None,
-        state_factory: Callable[..., Any] | None = None,
+        state_factory: StateFactory | None = None,
         clock: Clock | None = None,
-        extensions: Any | None = None,
-        tap: Any | None = None,
+        extensions: Extensions | None = None,
+        tap: Tap | None = None,
     ) -> None:
         self.config = config
         # capture/tap.py FrameTap: every frame exchanged goes to a pcapng and/or UDP mirror.
@@ -179,18 +192,18 @@ class ControllerServer:
         # Integration-testing hooks (controller/extensions.py); the clock drives session
         # timeouts and the tick loop, so tests advance time instead of sleeping.
         self.extensions = extensions
-        self.clock: Clock = clock or getattr(extensions, "clock", None) or SYSTEM_CLOCK
+        self.clock: Clock = clock or (extensions.clock if extensions is not None else SYSTEM_CLOCK)
         self._requested_cluster_id = check_cluster_id(cluster_id) if cluster_id is not None else None
         self.cluster_id = ""
         self.metadata_version = features.DEFAULT_LEVEL if metadata_version is None else metadata_version
         self._fsync = fsync
         self._tick_ms = tick_interval_ms or max(10, min(250, config.session_timeout_ms // 10))
         self._state_factory = state_factory
-        self.state: Any = None
+        self._state: StateMachine | None = None
         self.log: MetadataLog | None = None
         self._servers: list[asyncio.Server] = []
         self.addresses: list[tuple[str, int]] = []
-        self._protocols: set[_ControllerProtocol] = set()
+        self._protocols: set[Connection] = set()
         self._queue: collections.deque[_Work] = collections.deque()
         self._busy = False
         self._wake = asyncio.Event()
@@ -203,6 +216,16 @@ class ControllerServer:
         self.fetch_waiter = replication.FetchWaiter()
         self._fetch_tasks: set[asyncio.Task[None]] = set()
         self.stats = collections.Counter[str]()
+
+    @property
+    def state(self) -> Any:
+        """The state machine (``Any`` to readers: tests and views read its tables)."""
+        return self._state
+
+    @property
+    def machine(self) -> StateMachine:
+        assert self._state is not None, "the server has not started"
+        return self._state
 
     # ------------------------------------------------------------------ lifecycle
 
@@ -224,14 +247,14 @@ class ControllerServer:
         if self._state_factory is None:
             from kraft_jbod.controller.state import ControllerState
 
-            self._state_factory = ControllerState
+            self._state_factory = cast(StateFactory, ControllerState)
         self.cluster_id = ensure_meta_properties(cfg.metadata_log_dir, cfg.node_id, self._requested_cluster_id)
         loop = asyncio.get_running_loop()
         self.log = await loop.run_in_executor(
             None, lambda: MetadataLog.open(cfg.metadata_partition_dir, fsync=self._fsync)
         )
         try:
-            self.state = self._state_factory(
+            self._state = machine = self._state_factory(
                 cluster_id=self.cluster_id,
                 node_id=cfg.node_id,
                 profile=cfg.semantics,
@@ -242,7 +265,7 @@ class ControllerServer:
             )
             replayed = 0
             for offset, record, version in self.log.replay():
-                self.state.apply(offset, record, version)
+                machine.apply(offset, record, version)
                 replayed += 1
             # A new leader epoch per start, as a raft leader gets on election.
             self.log.leader_epoch = max(1, self.log.last_epoch + 1)
@@ -251,10 +274,10 @@ class ControllerServer:
             )
             self.log.append_control([(LEADER_CHANGE, lcm, 0)], timestamp_ms=_wall_ms())
             if replayed == 0:
-                boot = list(self.state.bootstrap_records(self.metadata_version))
+                boot = list(machine.bootstrap_records(self.metadata_version))
                 base = self.log.append(boot, timestamp_ms=_wall_ms())
                 for i, (record, version) in enumerate(boot):
-                    self.state.apply(base + i, record, version)
+                    machine.apply(base + i, record, version)
                 log.info("bootstrapped metadata log at metadata.version %s", features.name_of(self.metadata_version))
             else:
                 log.info(
@@ -266,18 +289,11 @@ class ControllerServer:
                 )
             self.supported = self._served_versions()
             for listener in cfg.controller_listeners:
-                server = await loop.create_server(
-                    lambda name=listener.name: _ControllerProtocol(self, name),
-                    host=listener.bind_host,
-                    port=listener.port,
-                    ssl=None if self.extensions is None else self.extensions.ssl_context(listener.name),
-                )
-                self._servers.append(server)
-                sockname = server.sockets[0].getsockname()
-                self.addresses.append((str(sockname[0]), int(sockname[1])))
-            if hasattr(self.state, "controller_endpoints"):
-                # DescribeCluster(controllers) answers with the addresses actually bound.
-                self.state.controller_endpoints = list(self.addresses)
+                ctx = None if self.extensions is None else self.extensions.ssl_context(listener.name)
+                bound = await self.open_listener(listener.name, listener.bind_host, listener.port, self, ctx)
+                self.addresses.extend(bound)
+            # DescribeCluster(controllers) answers with the addresses actually bound.
+            machine.controller_endpoints = list(self.addresses)
             if self.extensions is not None:
                 await self.extensions.start(self)
         except BaseException:
@@ -288,9 +304,32 @@ class ControllerServer:
         self._tasks.append(asyncio.create_task(self._worker(), name="controller-worker"))
         self._tasks.append(asyncio.create_task(self._ticker(), name="controller-ticker"))
 
+    async def open_listener(
+        self, name: str, host: str | None, port: int, sink: Sink, ssl_context: ssl.SSLContext | None
+    ) -> list[tuple[str, int]]:
+        """Listen on ``host:port`` with this server's connection class and read loop,
+        handing requests to ``sink``; returns every address bound.
+
+        Raises:
+            OSError: the address cannot be bound.
+        """
+        loop = asyncio.get_running_loop()
+        server = await loop.create_server(lambda: Connection(self, name, sink), host=host, port=port, ssl=ssl_context)
+        self._servers.append(server)
+        out = []
+        for sock in server.sockets:
+            sockname = sock.getsockname()
+            out.append((str(sockname[0]), int(sockname[1])))
+        return out
+
+    # ------------------------------------------------------------------ the controller as a sink
+
+    def served(self) -> Mapping[int, tuple[int, int]]:
+        return self.supported
+
     def _served_versions(self) -> dict[int, tuple[int, int]]:
         out: dict[int, tuple[int, int]] = {}
-        for key, (lo, hi) in dict(self.state.handled_api_versions()).items():
+        for key, (lo, hi) in dict(self.machine.handled_api_versions()).items():
             cls = codec.request_class(key)
             vlo, vhi = cls.VALID_VERSIONS
             lo, hi = max(lo, vlo), min(hi, vhi)
@@ -338,6 +377,7 @@ class ControllerServer:
     # ------------------------------------------------------------------ ApiVersions
 
     def api_versions_response(self, version: int, request: Any) -> ApiVersionsResponse:
+        """The controller listener's ApiVersions answer (KIP-511 checks of v3+ included)."""
         if version >= 3 and not (
             _SOFTWARE_RE.fullmatch(request.client_software_name or "")
             and _SOFTWARE_RE.fullmatch(request.client_software_version or "")
@@ -350,21 +390,23 @@ class ControllerServer:
             resp.supported_features = [
                 SupportedFeatureKey(name, lo, hi) for name, (lo, hi) in sorted(features.SUPPORTED_FEATURES.items())
             ]
-            level = getattr(self.state, "metadata_version", None)
+            level = getattr(self._state, "metadata_version", None)
             if isinstance(level, int) and level > 0:
                 resp.finalized_features = [FinalizedFeatureKey(features.METADATA_VERSION, level, level)]
                 assert self.log is not None
                 resp.finalized_features_epoch = self.log.end_offset - 1
         return resp
 
-    def api_versions_fallback(self) -> ApiVersionsResponse:
-        return ApiVersionsResponse(
-            error_code=UNSUPPORTED_VERSION, api_keys=[ApiVersion(API_VERSIONS, *API_VERSIONS_RANGE)]
-        )
+    def dispatch(self, conn: Connection, ev: RequestReceived) -> None:
+        """Hand a request on: Fetch to the replication path, the rest to the state machine."""
+        if ev.api_key in (replication.FETCH, replication.FETCH_SNAPSHOT):
+            self.serve_fetch(conn, ev)
+        else:
+            self.submit(conn, ev)
 
     # ------------------------------------------------------------------ the one writer
 
-    def submit(self, proto: _ControllerProtocol, event: RequestReceived) -> None:
+    def submit(self, proto: Connection, event: RequestReceived) -> None:
         """Hand a request to the state machine (Rules 1-3 of the module docstring)."""
         if self.fatal is not None or self._closing:
             proto.close()
@@ -382,10 +424,10 @@ class ControllerServer:
             self._queue.append(_Work(proto, event, None))
         self._wake.set()
 
-    def _call_handle(self, proto: _ControllerProtocol, event: RequestReceived) -> Any | None:
+    def _call_handle(self, proto: Connection, event: RequestReceived) -> Outcome | None:
         assert self.log is not None
         try:
-            return self.state.handle(
+            return self.machine.handle(
                 event.api_key,
                 event.api_version,
                 event.body,
@@ -409,7 +451,7 @@ class ControllerServer:
         proto.close()
         return None
 
-    async def _commit(self, records: list[Any]) -> None:
+    async def _commit(self, records: list[RecordAndVersion]) -> None:
         """Rule 2: append as one batch and fsync off the loop, then apply at their offsets."""
         assert self.log is not None
         log_ = self.log
@@ -420,7 +462,7 @@ class ControllerServer:
         self.fetch_waiter.notify()
         try:
             for i, (record, version) in enumerate(records):
-                self.state.apply(base + i, record, version)
+                self.machine.apply(base + i, record, version)
         except Exception as exc:
             # The log holds records the state cannot take: replay would fail the same way.
             self.fatal = exc
@@ -430,13 +472,13 @@ class ControllerServer:
 
     # ------------------------------------------------------------------ Fetch (replication)
 
-    def serve_fetch(self, proto: _ControllerProtocol, event: RequestReceived) -> None:
+    def serve_fetch(self, proto: Connection, event: RequestReceived) -> None:
         """Answer a Fetch/FetchSnapshot off the writer queue: reads never wait for appends."""
         task = asyncio.get_running_loop().create_task(self._serve_fetch(proto, event))
         self._fetch_tasks.add(task)
         task.add_done_callback(self._fetch_tasks.discard)
 
-    async def _serve_fetch(self, proto: _ControllerProtocol, event: RequestReceived) -> None:
+    async def _serve_fetch(self, proto: Connection, event: RequestReceived) -> None:
         assert self.log is not None
         host, port = proto.local
         leader = replication.Leader(self.config.node_id, self.log.leader_epoch, host, port)
@@ -516,7 +558,7 @@ class ControllerServer:
     async def _run_tick(self) -> None:
         assert self.log is not None
         try:
-            records = list(self.state.tick(now_ms=self.clock.monotonic_ms(), next_offset=self.log.end_offset))
+            records = list(self.machine.tick(now_ms=self.clock.monotonic_ms(), next_offset=self.log.end_offset))
         except Exception:
             log.exception("bug in tick()")
             return
@@ -537,26 +579,41 @@ class ControllerServer:
                 self._wake.set()
 
 
-class _ControllerProtocol(asyncio.Protocol):
-    """One client connection. At most one request of it is inside the controller at a time."""
+def api_versions_fallback() -> ApiVersionsResponse:
+    """KIP-511: the v0 answer to an ApiVersions request above the versions we read."""
+    return ApiVersionsResponse(error_code=UNSUPPORTED_VERSION, api_keys=[ApiVersion(API_VERSIONS, *API_VERSIONS_RANGE)])
 
-    def __init__(self, server: ControllerServer, listener: str = "") -> None:
+
+class Connection(asyncio.Protocol):
+    """One connection of any listener; its requests go to the listener's :class:`Sink`.
+
+    At most one request of it is inside the sink at a time (Kafka mutes a channel until
+    its response is sent), so responses leave in request order.
+    """
+
+    def __init__(self, server: ControllerServer, listener: str, sink: Sink) -> None:
         self.server = server
         self.listener = listener
+        self.sink = sink
         self.transport: asyncio.Transport | None = None
-        self.gate = None if server.extensions is None else server.extensions.new_gate(self)
-        self.conn = ServerConnection(
-            server.supported if self.gate is None else self.gate.supported(server.supported),
-            api_versions_range=API_VERSIONS_RANGE,
-            max_frame=server.config.socket_request_max_bytes,
-        )
         self.peer = "?"
         self.local: tuple[str, int] = ("", 0)
-        self.tapped: Any = None
+        self.tapped: TapConnection | None = None
         self.in_flight = False
         self.closed = False
         self._paused = False
         self._pumping = False
+        self.gate: Gate | None = None if server.extensions is None else server.extensions.new_gate(self)
+        served = dict(sink.served())
+        self.conn = ServerConnection(
+            served if self.gate is None else self.gate.supported(served),
+            api_versions_range=API_VERSIONS_RANGE,
+            max_frame=server.config.socket_request_max_bytes,
+        )
+
+    def peercert(self) -> dict[str, Any] | None:
+        cert = None if self.transport is None else self.transport.get_extra_info("peercert")
+        return cert if isinstance(cert, dict) else None
 
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
         assert isinstance(transport, asyncio.Transport)
@@ -620,17 +677,17 @@ class _ControllerProtocol(asyncio.Protocol):
                 self.close()
                 return
             if isinstance(ev, ApiVersionsFallback):
-                self._write(self.conn.send_response(ev, self.server.api_versions_fallback()))
+                self._write(self.conn.send_response(ev, api_versions_fallback()))
                 continue
             assert isinstance(ev, RequestReceived)
             if ev.api_key == API_VERSIONS:
-                body = self.server.api_versions_response(ev.api_version, ev.body)
+                body = self.sink.api_versions_response(ev.api_version, ev.body)
                 self._write(self.conn.send_response(ev, body if self.gate is None else self.gate.api_versions(body)))
                 continue
             self.in_flight = True
             # The gate (extensions: SASL, ACLs, faults) may answer, close, delay or stall.
-            if self.gate is None or self.gate.admit(ev, lambda ev=ev: self.dispatch(ev)):
-                self.dispatch(ev)
+            if self.gate is None or self.gate.admit(ev, self._proceed(ev)):
+                self.sink.dispatch(self, ev)
         if self.transport is not None and not self.closed:
             if self.in_flight and self.conn.buffered > _PAUSE_BUFFERED and not self._paused:
                 self._paused = True
@@ -639,12 +696,8 @@ class _ControllerProtocol(asyncio.Protocol):
                 self._paused = False
                 self.transport.resume_reading()
 
-    def dispatch(self, ev: RequestReceived) -> None:
-        """Hand a request on: Fetch to the replication path, the rest to the state machine."""
-        if ev.api_key in (replication.FETCH, replication.FETCH_SNAPSHOT):
-            self.server.serve_fetch(self, ev)
-        else:
-            self.server.submit(self, ev)
+    def _proceed(self, ev: RequestReceived) -> Callable[[], None]:
+        return lambda: self.sink.dispatch(self, ev)
 
     def _write(self, data: bytes) -> None:
         if self.transport is not None and not self.closed:
@@ -652,7 +705,7 @@ class _ControllerProtocol(asyncio.Protocol):
                 self.tapped.sent(data)
             self.transport.write(data)
 
-    def respond(self, event: RequestReceived, body: Any) -> None:
+    def respond(self, event: RequestReceived, body: Message) -> None:
         """Send the response to the request in flight and read on."""
         if self.closed:
             return
@@ -674,4 +727,3 @@ class _ControllerProtocol(asyncio.Protocol):
         self._write(data)
         self.in_flight = False
         self._pump()
-
