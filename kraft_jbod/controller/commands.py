@@ -4,6 +4,9 @@
 input was read but something in it failed, 2 bad usage or unreadable input), and
 ``kraft_jbod.cli.main`` turns a ``KraftJbodError`` into a message and exit code 2.
 
+``log recover DIR`` reports whether the log is clean, ends in a torn tail, or is damaged
+(exit 1); ``--truncate-at OFFSET`` cuts it back to OFFSET after copying the cut bytes.
+
 ``controller`` prints exactly one line ``listening on HOST:PORT`` per controller listener
 (IPv6 hosts in brackets) once every listener accepts, and flushes stdout, so a script
 can read the port of ``:0`` listeners. Logs go to stderr. SIGINT/SIGTERM stop it
@@ -56,6 +59,12 @@ def register(sub: Any) -> None:
     d.add_argument("dir", type=Path, help="metadata.log.dir or its __cluster_metadata-0 directory")
     d.add_argument("--no-control", action="store_true", help="leave out control batches")
     d.set_defaults(func=cmd_log_dump)
+    r = lg_sub.add_parser(
+        "recover", help="check a metadata log; with --truncate-at, cut it back there (a backup of the cut is kept)"
+    )
+    r.add_argument("dir", type=Path, help="metadata.log.dir or its __cluster_metadata-0 directory")
+    r.add_argument("--truncate-at", type=int, metavar="OFFSET", help="keep offsets below OFFSET, drop the rest")
+    r.set_defaults(func=cmd_log_recover)
 
 
 def _setup_logging(level: str) -> None:
@@ -151,6 +160,36 @@ async def _serve(
         stopped.cancel()
     logging.getLogger(__name__).info("controller stopped; metadata log flushed")
     return 1 if server.fatal is not None else 0
+
+
+def cmd_log_recover(args: argparse.Namespace) -> int:
+    """Without --truncate-at: 0 clean or torn tail only, 1 damaged. With it: 0 cut, 2 refused."""
+    from kraft_jbod.controller.log import resolve_log_dir, scan_segments, truncate_at
+
+    directory = resolve_log_dir(args.dir)
+    if not directory.is_dir():
+        raise ConfigError(f"{args.dir} is not a directory")
+    if args.truncate_at is None:
+        scan = scan_segments(directory)
+        p = scan.problem
+        if p is None:
+            print(f"clean: {len(scan.batches)} batches, end offset {scan.end_offset}")
+            return 0
+        name = scan.segments[p.segment].path.name
+        if p.torn:
+            print(f"torn tail at offset {p.offset} ({name}, byte {p.position}): {p.reason}; "
+                  "the controller truncates it when it starts")
+            return 0
+        print(f"damaged at offset {p.offset} ({name}, byte {p.position}): {p.reason}\n"
+              f"to keep offsets below {p.offset} and lose the rest: "
+              f"kraft-jbod log recover {args.dir} --truncate-at {p.offset}")
+        return 1
+    if args.truncate_at < 0:
+        raise ConfigError(f"--truncate-at {args.truncate_at}: an offset is >= 0")
+    done = truncate_at(directory, args.truncate_at)
+    print(f"cut the log at offset {done.offset}: {done.bytes_cut} bytes and {done.segments_removed} later "
+          f"segment(s) removed; backup in {done.backup}")
+    return 0
 
 
 def cmd_log_dump(args: argparse.Namespace) -> int:
