@@ -31,13 +31,15 @@ from __future__ import annotations
 
 import asyncio
 import collections
+import errno
 import logging
 import os
 import re
+import socket
 import ssl
 import time
 import uuid
-from collections.abc import Callable, Mapping
+from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, cast
@@ -45,27 +47,21 @@ from typing import Any, cast
 from kraft_jbod import codec
 from kraft_jbod.clock import SYSTEM_CLOCK, Clock
 from kraft_jbod.connection import (
-    NEED_DATA,
-    ApiVersionsFallback,
-    ConnectionClosed,
-    RemoteProtocolError,
     RequestReceived,
-    ServerConnection,
 )
 from kraft_jbod.controller import features, replication
 from kraft_jbod.controller.config import ControllerConfig, parse_properties
 from kraft_jbod.controller.log import MetadataLog
 from kraft_jbod.controller.seams import (
     Extensions,
-    Gate,
     Outcome,
     RecordAndVersion,
     Sink,
     StateFactory,
     StateMachine,
     Tap,
-    TapConnection,
 )
+from kraft_jbod.controller.service import API_VERSIONS, API_VERSIONS_RANGE, Connection, Service
 from kraft_jbod.errors import ConfigError, EncodeError, KraftJbodError, ProtocolError, StorageError
 from kraft_jbod.messages.api_versions_response import (
     ApiVersion,
@@ -74,18 +70,13 @@ from kraft_jbod.messages.api_versions_response import (
     SupportedFeatureKey,
 )
 from kraft_jbod.messages.leader_change_message import LeaderChangeMessage, Voter
-from kraft_jbod.wire.message import Message
 from kraft_jbod.wire.primitives import uuid_from_base64url, uuid_to_base64url
 from kraft_jbod.wire.records import LEADER_CHANGE
 
 log = logging.getLogger(__name__)
 
-API_VERSIONS = 18
-API_VERSIONS_RANGE = (0, 4)
 INVALID_REQUEST = 42
 UNSUPPORTED_VERSION = 35
-# Pause reading a connection whose request is in flight once this much more is buffered.
-_PAUSE_BUFFERED = 1 << 20
 _SOFTWARE_RE = re.compile(r"[a-zA-Z0-9](?:[a-zA-Z0-9\-.]*[a-zA-Z0-9])?")
 META_PROPERTIES = "meta.properties"
 
@@ -203,7 +194,8 @@ class ControllerServer:
         self.log: MetadataLog | None = None
         self._servers: list[asyncio.Server] = []
         self.addresses: list[tuple[str, int]] = []
-        self._protocols: set[Connection] = set()
+        # (listener name, host, port) of every socket bound, controller and client listeners.
+        self.bound: list[tuple[str, str, int]] = []
         self._queue: collections.deque[_Work] = collections.deque()
         self._busy = False
         self._wake = asyncio.Event()
@@ -216,6 +208,7 @@ class ControllerServer:
         self.fetch_waiter = replication.FetchWaiter()
         self._fetch_tasks: set[asyncio.Task[None]] = set()
         self.stats = collections.Counter[str]()
+        self.service = Service(config, extensions=extensions, tap=tap, stats=self.stats)
 
     @property
     def state(self) -> Any:
@@ -244,6 +237,7 @@ class ControllerServer:
             OSError: a listener cannot bind.
         """
         cfg = self.config
+        self.service.start()
         if self._state_factory is None:
             from kraft_jbod.controller.state import ControllerState
 
@@ -299,6 +293,7 @@ class ControllerServer:
         except BaseException:
             for s in self._servers:
                 s.close()
+            self.service.close()
             self.log.close()
             raise
         self._tasks.append(asyncio.create_task(self._worker(), name="controller-worker"))
@@ -314,12 +309,31 @@ class ControllerServer:
             OSError: the address cannot be bound.
         """
         loop = asyncio.get_running_loop()
-        server = await loop.create_server(lambda: Connection(self, name, sink), host=host, port=port, ssl=ssl_context)
-        self._servers.append(server)
+        controller = sink is self
+
+        def factory() -> Connection:
+            return Connection(self.service, name, sink, controller=controller)
+
+        servers = []
+        try:
+            if not host:
+                # Every interface: IPv4 and IPv6 on ONE port, so the port announced is the port
+                # both families reach (asyncio alone picks a free port per family for port 0).
+                for sock in wildcard_sockets(port):
+                    servers.append(await loop.create_server(factory, sock=sock, ssl=ssl_context))
+            else:
+                servers.append(await loop.create_server(factory, host=host, port=port, ssl=ssl_context))
+        except BaseException:
+            for srv in servers:
+                srv.close()
+            raise
+        self._servers.extend(servers)
         out = []
-        for sock in server.sockets:
-            sockname = sock.getsockname()
-            out.append((str(sockname[0]), int(sockname[1])))
+        for srv in servers:
+            for sock in srv.sockets:
+                sockname = sock.getsockname()
+                out.append((str(sockname[0]), int(sockname[1])))
+        self.bound.extend((name, h, p) for h, p in out)
         return out
 
     # ------------------------------------------------------------------ the controller as a sink
@@ -353,8 +367,7 @@ class ControllerServer:
             task.cancel()
         for s in self._servers:
             s.close()
-        for proto in list(self._protocols):
-            proto.close()
+        self.service.close()
         # Let the worker finish what it holds (an append in a thread cannot be cancelled).
         self._wake.set()
         for task in self._tasks:
@@ -579,151 +592,47 @@ class ControllerServer:
                 self._wake.set()
 
 
-def api_versions_fallback() -> ApiVersionsResponse:
-    """KIP-511: the v0 answer to an ApiVersions request above the versions we read."""
-    return ApiVersionsResponse(error_code=UNSUPPORTED_VERSION, api_keys=[ApiVersion(API_VERSIONS, *API_VERSIONS_RANGE)])
+def wildcard_sockets(port: int, attempts: int = 20) -> list[socket.socket]:
+    """Listening sockets for every interface on one port: IPv6 ``::`` (v6-only) and IPv4
+    ``0.0.0.0``; port 0 picks a port free in both families. IPv4 alone where IPv6 is off.
 
-
-class Connection(asyncio.Protocol):
-    """One connection of any listener; its requests go to the listener's :class:`Sink`.
-
-    At most one request of it is inside the sink at a time (Kafka mutes a channel until
-    its response is sent), so responses leave in request order.
+    Raises:
+        OSError: the port (or, for port 0, every port tried) cannot be bound in both families.
     """
-
-    def __init__(self, server: ControllerServer, listener: str, sink: Sink) -> None:
-        self.server = server
-        self.listener = listener
-        self.sink = sink
-        self.transport: asyncio.Transport | None = None
-        self.peer = "?"
-        self.local: tuple[str, int] = ("", 0)
-        self.tapped: TapConnection | None = None
-        self.in_flight = False
-        self.closed = False
-        self._paused = False
-        self._pumping = False
-        self.gate: Gate | None = None if server.extensions is None else server.extensions.new_gate(self)
-        served = dict(sink.served())
-        self.conn = ServerConnection(
-            served if self.gate is None else self.gate.supported(served),
-            api_versions_range=API_VERSIONS_RANGE,
-            max_frame=server.config.socket_request_max_bytes,
-        )
-
-    def peercert(self) -> dict[str, Any] | None:
-        cert = None if self.transport is None else self.transport.get_extra_info("peercert")
-        return cert if isinstance(cert, dict) else None
-
-    def connection_made(self, transport: asyncio.BaseTransport) -> None:
-        assert isinstance(transport, asyncio.Transport)
-        self.transport = transport
-        peer = transport.get_extra_info("peername")
-        self.peer = f"{peer[0]}:{peer[1]}" if isinstance(peer, tuple) else str(peer)
-        local = transport.get_extra_info("sockname")
-        if isinstance(local, tuple):
-            self.local = (str(local[0]), int(local[1]))
-        if self.server.tap is not None and isinstance(peer, tuple):
-            self.tapped = self.server.tap.open((str(peer[0]), int(peer[1])), self.local)
-        self.server._protocols.add(self)
-
-    def connection_lost(self, exc: Exception | None) -> None:
-        self.closed = True
-        self.server._protocols.discard(self)
-        if self.tapped is not None:
-            self.tapped.close()
-            self.tapped = None
-
-    def data_received(self, data: bytes) -> None:
-        if self.tapped is not None:
-            self.tapped.received(data)
-        self.conn.receive_data(data)
-        self._pump()
-
-    def eof_received(self) -> bool:
-        self.conn.receive_data(b"")
-        self._pump()
-        return False
-
-    def close(self) -> None:
-        if not self.closed:
-            self.closed = True
-            if self.transport is not None:
-                self.transport.close()
-
-    def _pump(self) -> None:
-        if self._pumping:
-            return  # an inline response inside the loop below: the loop reads on
-        self._pumping = True
+    last: OSError | None = None
+    for _ in range(attempts if port == 0 else 1):
+        socks: list[socket.socket] = []
         try:
-            self._pump_events()
-        finally:
-            self._pumping = False
-
-    def _pump_events(self) -> None:
-        while not self.in_flight and not self.closed:
-            try:
-                ev = self.conn.next_event()
-            except RemoteProtocolError as exc:
-                self.server.stats["protocol_errors"] += 1
-                key = "?" if exc.api_key is None else f"{exc.api_key} ({codec.api_name(exc.api_key)})"
-                ver = "?" if exc.api_version is None else str(exc.api_version)
-                log.warning("closing connection from %s: api key %s version %s: %s", self.peer, key, ver, exc.reason)
-                self.close()
-                return
-            if ev is NEED_DATA:
-                break
-            if isinstance(ev, ConnectionClosed):
-                self.close()
-                return
-            if isinstance(ev, ApiVersionsFallback):
-                self._write(self.conn.send_response(ev, api_versions_fallback()))
-                continue
-            assert isinstance(ev, RequestReceived)
-            if ev.api_key == API_VERSIONS:
-                body = self.sink.api_versions_response(ev.api_version, ev.body)
-                self._write(self.conn.send_response(ev, body if self.gate is None else self.gate.api_versions(body)))
-                continue
-            self.in_flight = True
-            # The gate (extensions: SASL, ACLs, faults) may answer, close, delay or stall.
-            if self.gate is None or self.gate.admit(ev, self._proceed(ev)):
-                self.sink.dispatch(self, ev)
-        if self.transport is not None and not self.closed:
-            if self.in_flight and self.conn.buffered > _PAUSE_BUFFERED and not self._paused:
-                self._paused = True
-                self.transport.pause_reading()
-            elif self._paused and not self.in_flight:
-                self._paused = False
-                self.transport.resume_reading()
-
-    def _proceed(self, ev: RequestReceived) -> Callable[[], None]:
-        return lambda: self.sink.dispatch(self, ev)
-
-    def _write(self, data: bytes) -> None:
-        if self.transport is not None and not self.closed:
-            if self.tapped is not None:
-                self.tapped.sent(data)
-            self.transport.write(data)
-
-    def respond(self, event: RequestReceived, body: Message) -> None:
-        """Send the response to the request in flight and read on."""
-        if self.closed:
-            return
-        try:
-            data = self.conn.send_response(event, body)
-        except EncodeError as exc:
-            log.error(
-                "closing %s: the %s v%d response does not encode: %s",
-                self.peer,
-                codec.api_name(event.api_key),
-                event.api_version,
-                exc,
-            )
-            self.close()
-            return
-        self.server.stats["responses"] += 1
-        if self.gate is not None:
-            self.gate.on_response(event, body)
-        self._write(data)
-        self.in_flight = False
-        self._pump()
+            chosen = port
+            if socket.has_ipv6:
+                try:
+                    s6 = socket.socket(socket.AF_INET6, socket.SOCK_STREAM)
+                except OSError:
+                    s6 = None
+                if s6 is not None:
+                    socks.append(s6)
+                    s6.setsockopt(socket.IPPROTO_IPV6, socket.IPV6_V6ONLY, 1)
+                    s6.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+                    try:
+                        s6.bind(("::", chosen))
+                    except OSError as exc:
+                        if exc.errno != errno.EADDRNOTAVAIL:
+                            raise
+                        socks.remove(s6)
+                        s6.close()
+                    else:
+                        chosen = int(s6.getsockname()[1])
+            s4 = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+            socks.append(s4)
+            s4.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+            s4.bind(("0.0.0.0", chosen))
+            for s in socks:
+                s.listen(128)
+                s.setblocking(False)
+            return socks
+        except OSError as exc:
+            last = exc
+            for s in socks:
+                s.close()
+    assert last is not None
+    raise last

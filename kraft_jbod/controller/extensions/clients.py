@@ -20,7 +20,7 @@ from kraft_jbod.controller.seams import ServerView
 from kraft_jbod.messages.api_versions_response import ApiVersion, ApiVersionsResponse
 
 if TYPE_CHECKING:
-    from kraft_jbod.controller.server import Connection
+    from kraft_jbod.controller.service import Connection
 
 log = logging.getLogger(__name__)
 
