@@ -7,9 +7,10 @@ input was read but something in it failed, 2 bad usage or unreadable input), and
 ``log recover DIR`` reports whether the log is clean, ends in a torn tail, or is damaged
 (exit 1); ``--truncate-at OFFSET`` cuts it back to OFFSET after copying the cut bytes.
 
-``controller`` prints exactly one line ``listening on HOST:PORT`` per controller listener
-(IPv6 hosts in brackets) once every listener accepts, and flushes stdout, so a script
-can read the port of ``:0`` listeners. Logs go to stderr. SIGINT/SIGTERM stop it
+``controller`` prints one line ``listening on NAME HOST:PORT`` per bound address (IPv6
+hosts in brackets): controller listeners first, then client listeners and the admin
+channel, once every listener accepts, and flushes stdout, so a script can read the port
+of ``:0`` listeners. A wildcard host binds IPv4 and IPv6 on one port: two lines. Logs go to stderr. SIGINT/SIGTERM stop it
 gracefully: connections closed, the in-flight append finished, the log fsync'd.
 
 asyncio and the server are imported only when a command runs, so ``kraft-jbod --help``
@@ -147,8 +148,11 @@ async def _serve(
         cfg, cluster_id=cluster_id, metadata_version=level, fsync=fsync, tap=tap, extensions=extensions
     )
     async with server:
-        for host, port in server.addresses:
-            sys.stdout.write(f"listening on {_host_port(host, port)}\n")
+        for name, host, port in server.bound:
+            sys.stdout.write(f"listening on {name} {_host_port(host, port)}\n")
+        if extensions is not None and extensions.admin_address is not None:
+            host, port = extensions.admin_address
+            sys.stdout.write(f"listening on ADMIN {_host_port(host, port)}\n")
         sys.stdout.flush()
         logging.getLogger(__name__).info(
             "controller %d of cluster %s serving %s", cfg.node_id, server.cluster_id, server.addresses

@@ -232,9 +232,12 @@ class ControllerServer:
     async def start(self) -> None:
         """Recover the log, replay it into the state, bootstrap an empty log, listen.
 
+        Controller listeners are bound first (not yet accepting), so a port in use fails
+        before anything is written to disk.
+
         Raises:
-            StorageError, ConfigError: the metadata dir or log cannot be used.
-            OSError: a listener cannot bind.
+            StorageError: the metadata dir or log cannot be used.
+            ConfigError: a listener cannot bind (the message names it and why).
         """
         cfg = self.config
         self.service.start()
@@ -242,11 +245,24 @@ class ControllerServer:
             from kraft_jbod.controller.state import ControllerState
 
             self._state_factory = cast(StateFactory, ControllerState)
-        self.cluster_id = ensure_meta_properties(cfg.metadata_log_dir, cfg.node_id, self._requested_cluster_id)
-        loop = asyncio.get_running_loop()
-        self.log = await loop.run_in_executor(
-            None, lambda: MetadataLog.open(cfg.metadata_partition_dir, fsync=self._fsync)
-        )
+        controller_servers = len(self._servers)
+        try:
+            for listener in cfg.controller_listeners:
+                ctx = None if self.extensions is None else self.extensions.ssl_context(listener.name)
+                bound = await self.open_listener(
+                    listener.name, listener.bind_host, listener.port, self, ctx, start_serving=False
+                )
+                self.addresses.extend(bound)
+            self.cluster_id = ensure_meta_properties(cfg.metadata_log_dir, cfg.node_id, self._requested_cluster_id)
+            loop = asyncio.get_running_loop()
+            self.log = await loop.run_in_executor(
+                None, lambda: MetadataLog.open(cfg.metadata_partition_dir, fsync=self._fsync)
+            )
+        except BaseException:
+            for srv in self._servers:
+                srv.close()
+            self.service.close()
+            raise
         try:
             self._state = machine = self._state_factory(
                 cluster_id=self.cluster_id,
@@ -282,10 +298,8 @@ class ControllerServer:
                     self.log.leader_epoch,
                 )
             self.supported = self._served_versions()
-            for listener in cfg.controller_listeners:
-                ctx = None if self.extensions is None else self.extensions.ssl_context(listener.name)
-                bound = await self.open_listener(listener.name, listener.bind_host, listener.port, self, ctx)
-                self.addresses.extend(bound)
+            for srv in self._servers[controller_servers:]:
+                await srv.start_serving()
             # DescribeCluster(controllers) answers with the addresses actually bound.
             machine.controller_endpoints = list(self.addresses)
             if self.extensions is not None:
@@ -300,13 +314,20 @@ class ControllerServer:
         self._tasks.append(asyncio.create_task(self._ticker(), name="controller-ticker"))
 
     async def open_listener(
-        self, name: str, host: str | None, port: int, sink: Sink, ssl_context: ssl.SSLContext | None
+        self,
+        name: str,
+        host: str | None,
+        port: int,
+        sink: Sink,
+        ssl_context: ssl.SSLContext | None,
+        *,
+        start_serving: bool = True,
     ) -> list[tuple[str, int]]:
         """Listen on ``host:port`` with this server's connection class and read loop,
         handing requests to ``sink``; returns every address bound.
 
         Raises:
-            OSError: the address cannot be bound.
+            ConfigError: the address cannot be bound (in use, not local, no permission).
         """
         loop = asyncio.get_running_loop()
         controller = sink is self
@@ -320,9 +341,20 @@ class ControllerServer:
                 # Every interface: IPv4 and IPv6 on ONE port, so the port announced is the port
                 # both families reach (asyncio alone picks a free port per family for port 0).
                 for sock in wildcard_sockets(port):
-                    servers.append(await loop.create_server(factory, sock=sock, ssl=ssl_context))
+                    servers.append(
+                        await loop.create_server(factory, sock=sock, ssl=ssl_context, start_serving=start_serving)
+                    )
             else:
-                servers.append(await loop.create_server(factory, host=host, port=port, ssl=ssl_context))
+                servers.append(
+                    await loop.create_server(
+                        factory, host=host, port=port, ssl=ssl_context, start_serving=start_serving
+                    )
+                )
+        except OSError as exc:
+            for srv in servers:
+                srv.close()
+            where = f"[{host}]:{port}" if host and ":" in host else f"{host or '*'}:{port}"
+            raise ConfigError(f"listener {name}: cannot listen on {where}: {exc.strerror or exc}") from None
         except BaseException:
             for srv in servers:
                 srv.close()

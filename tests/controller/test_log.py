@@ -148,7 +148,7 @@ def test_a_bad_length_on_the_last_whole_batch_is_damage(tmp_path: Path) -> None:
     data = bytearray(seg.read_bytes())
     struct.pack_into(">i", data, last.position + 8, last.size - 12 + 100)
     seg.write_bytes(bytes(data))
-    with pytest.raises(StorageError, match="length .* is wrong"):
+    with pytest.raises(StorageError, match=r"length .* is wrong"):
         MetadataLog.open(tmp_path)
 
 

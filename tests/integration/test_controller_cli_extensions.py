@@ -35,7 +35,7 @@ def test_controller_cli_loads_extensions(tmp_path: Path) -> None:
     try:
         assert proc.stdout is not None
         line = proc.stdout.readline()
-        assert line.startswith("listening on 127.0.0.1:"), proc.stderr.read() if proc.stderr else line
+        assert line.startswith("listening on CONTROLLER 127.0.0.1:"), proc.stderr.read() if proc.stderr else line
         listed = subprocess.run(
             [sys.executable, "-m", "kraft_jbod.cli", "faults", "--admin", f"127.0.0.1:{admin_port}",
              "--token-file", str(tmp_path / "meta" / "admin.token"), "list"],
