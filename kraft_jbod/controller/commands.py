@@ -10,8 +10,9 @@ input was read but something in it failed, 2 bad usage or unreadable input), and
 ``controller`` prints one line ``listening on NAME HOST:PORT`` per bound address (IPv6
 hosts in brackets): controller listeners first, then client listeners and the admin
 channel, once every listener accepts, and flushes stdout, so a script can read the port
-of ``:0`` listeners. A wildcard host binds IPv4 and IPv6 on one port: two lines. Logs go to stderr. SIGINT/SIGTERM stop it
-gracefully: connections closed, the in-flight append finished, the log fsync'd.
+of ``:0`` listeners. A wildcard host binds IPv4 and IPv6 on one port: two lines. Logs go
+to stderr. SIGINT/SIGTERM stop it gracefully: connections closed, the in-flight append
+finished, the log fsync'd.
 
 asyncio and the server are imported only when a command runs, so ``kraft-jbod --help``
 stays light.

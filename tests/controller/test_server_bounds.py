@@ -32,7 +32,7 @@ def _frame(body: object, version: int, corr: int = 1) -> bytes:
 
 async def _flood(addr: tuple[str, int], stop: asyncio.Event, frame: bytes, batch: int) -> int:
     """Pipeline ``frame`` as fast as the socket takes it, never reading a response."""
-    r, w = await asyncio.open_connection(*addr)
+    _r, w = await asyncio.open_connection(*addr)
     sent = 0
     try:
         while not stop.is_set():
@@ -185,12 +185,12 @@ async def test_a_port_in_use_is_a_clear_error_and_nothing_is_written(tmp_path: P
 
 
 def test_absurd_socket_request_max_bytes_is_refused(tmp_path: Path) -> None:
-    with pytest.raises(ConfigError, match="socket.request.max.bytes=2147483647 is above queued.max.request.bytes"):
+    with pytest.raises(ConfigError, match=r"socket\.request\.max\.bytes=2147483647 is above queued\.max\.request\.bytes"):
         make_config(tmp_path, **{"socket.request.max.bytes": "2147483647"})
     # Raising the budget too (or -1, Kafka's default: no budget) makes it a deliberate choice.
     cfg = make_config(tmp_path, **{"socket.request.max.bytes": "2147483647", "queued.max.request.bytes": "-1"})
     assert isinstance(cfg, ControllerConfig) and cfg.queued_max_request_bytes == -1
-    with pytest.raises(ConfigError, match="queued.max.request.bytes"):
+    with pytest.raises(ConfigError, match=r"queued\.max\.request\.bytes"):
         make_config(tmp_path, **{"queued.max.request.bytes": "0"})
 
 
