@@ -52,6 +52,11 @@ def register(sub: Any) -> None:
     c.add_argument(
         "--mirror", metavar="HOST:PORT", help="mirror every frame over UDP to `kraft-jbod capture listen HOST:PORT`"
     )
+    c.add_argument(
+        "--capture-secrets",
+        action="store_true",
+        help="keep SASL passwords/proofs in --capture/--mirror output (default: starred out)",
+    )
     c.add_argument("--log-level", default="INFO", choices=["DEBUG", "INFO", "WARNING", "ERROR"])
     c.set_defaults(func=cmd_controller)
 
@@ -105,7 +110,9 @@ def cmd_controller(args: argparse.Namespace) -> int:
 
         extensions = Extensions.load(args.extensions)
     return asyncio.run(
-        _run_controller(cfg, args.cluster_id, level, not args.no_fsync, args.capture, mirror, extensions)
+        _run_controller(
+            cfg, args.cluster_id, level, not args.no_fsync, args.capture, mirror, extensions, args.capture_secrets
+        )
     )
 
 
@@ -117,14 +124,18 @@ async def _run_controller(
     capture: Path | None = None,
     mirror: tuple[str, int] | None = None,
     extensions: Any = None,
+    capture_secrets: bool = False,
 ) -> int:
-
-
     tap: Any = None
     if capture is not None or mirror is not None:
         from kraft_jbod.capture.tap import FrameTap
 
-        tap = FrameTap(pcapng=capture, udp=mirror)
+        if capture is not None and capture.is_dir():
+            raise ConfigError(f"--capture {capture}: is a directory; name a file")
+        try:
+            tap = FrameTap(pcapng=capture, udp=mirror, secrets=capture_secrets)
+        except OSError as exc:
+            raise ConfigError(f"--capture {capture}: cannot create it: {exc.strerror}") from None
         await tap.start()
     try:
         return await _serve(cfg, cluster_id, level, fsync, tap, extensions)

@@ -27,7 +27,7 @@ from pathlib import Path
 from typing import Any
 
 from kraft_jbod.clock import SYSTEM_CLOCK, Clock, ManualClock
-from kraft_jbod.controller.extensions.admin import AdminChannel
+from kraft_jbod.controller.extensions.admin import AdminChannel, is_loopback
 from kraft_jbod.controller.extensions.clients import ClientApiSink, ClientListener
 from kraft_jbod.controller.extensions.faults import error_response
 from kraft_jbod.controller.extensions.gate import Gate
@@ -101,6 +101,12 @@ class Extensions:
         self.admin_allow_remote = admin_allow_remote
         self.statsd = statsd
         self.statsd_interval = statsd_interval
+        if admin is not None and not admin_allow_remote and not is_loopback(admin[0]):
+            raise ConfigError(
+                f"admin: {admin[0]} is not a loopback address; set admin_allow_remote to expose the channel"
+            )
+        if admin_token is not None and len(admin_token) < 16:
+            raise ConfigError("admin_token: use at least 16 characters")
         self.metrics = ControllerMetrics(self.registry, self.faults)
         self.server: ServerView | None = None
         self.client_addresses: dict[str, tuple[str, int]] = {}
