@@ -21,6 +21,9 @@ Strategy:
   budget the moment its size prefix arrives (as Kafka's memory pool does); a connection
   that cannot reserve stops reading until others' requests are served. Before SASL
   authentication the frame limit is ``sasl.server.max.receive.size`` (512 KiB).
+* Rule 3b: a peer that does not read its responses is served no further once its
+  transport's write buffer passes the high-water mark (``pause_writing``); its queue then
+  fills and reading pauses, so the backpressure reaches the peer's own socket.
 * Rule 4 (connections): ``max.connections`` and ``max.connections.per.ip`` refuse new
   connections at accept; ``connections.max.idle.ms`` closes connections with nothing in
   flight and no traffic for that long; running out of file descriptors is reported once
@@ -173,8 +176,8 @@ class Service:
             self._sweeper.cancel()
         for conn in list(self.connections):
             conn.close()
-        if self._loop is not None and self._loop.get_exception_handler() == self._loop_exception:
-            self._loop.set_exception_handler(self._previous_handler)
+        # The handler stays installed: asyncio's accept back-off may still fire on a closed
+        # listener (see _loop_exception); everything else goes to the previous handler.
 
     def _loop_exception(self, loop: asyncio.AbstractEventLoop, context: dict[str, Any]) -> None:
         exc = context.get("exception")
@@ -184,6 +187,9 @@ class Service:
             self.warnings.warn(
                 "accept", "refusing new connections: %s (%d open)", exc.strerror, len(self.connections)
             )
+            return
+        if self._closing and isinstance(exc, ValueError) and "_start_serving" in repr(context.get("handle")):
+            # The accept back-off timer fired after the listener closed: nothing to restart.
             return
         if self._previous_handler is not None:
             self._previous_handler(loop, context)
@@ -255,7 +261,7 @@ class Service:
 
     def ready(self, conn: Connection) -> None:
         """``conn`` has a frame queued and nothing in flight: queue it for one turn."""
-        if conn.scheduled or conn.closed:
+        if conn.scheduled or conn.closed or conn.write_paused:
             return
         conn.scheduled = True
         first = conn.frames[0]
@@ -274,8 +280,8 @@ class Service:
         while self._priority or self._ready:
             conn = (self._priority or self._ready).popleft()
             conn.scheduled = False
-            if conn.closed or conn.in_flight or not conn.frames:
-                continue
+            if conn.closed or conn.in_flight or not conn.frames or conn.write_paused:
+                continue  # write_paused: resume_writing queues it again
             conn.serve_next()
             break
         if (self._priority or self._ready) and not self._scheduled:
@@ -305,6 +311,7 @@ class Connection(asyncio.Protocol):
         self.scheduled = False
         self.eof = False
         self.waiting_for_memory = False
+        self.write_paused = False  # the peer does not read its responses: serve it no more
         self.frames: collections.deque[bytes] = collections.deque()
         self.queued_bytes = 0
         self.granted = 0  # bytes reserved for the frame being assembled
@@ -373,6 +380,17 @@ class Connection(asyncio.Protocol):
             self.tapped.received(data)
         self.conn.receive_data(data)
         self._read_frames()
+
+    def pause_writing(self) -> None:
+        # The transport's buffer passed its high-water mark: no more requests of this peer
+        # are served until it reads, so unread responses cannot pile up without bound.
+        self.write_paused = True
+        self.service.stats["write_pauses"] += 1
+
+    def resume_writing(self) -> None:
+        self.write_paused = False
+        if self.frames and not self.in_flight:
+            self.service.ready(self)
 
     def eof_received(self) -> bool:
         self.eof = True

@@ -60,10 +60,10 @@ async def test_heartbeats_are_answered_while_clients_flood(tmp_path: Path) -> No
         versions = _frame(ApiVersionsRequest(), 0)
         # CreateTopics naming far more topics than a request may carry: refused from its count.
         many = CreateTopicsRequest(topics=[CreatableTopic(f"t{i}", 0, 1) for i in range(12_000)], timeout_ms=1000)
-        floods = [asyncio.create_task(_flood(addr, stop, versions, 200)) for _ in range(2)]
+        floods = [asyncio.create_task(_flood(addr, stop, versions, 2000)) for _ in range(2)]
         floods.append(asyncio.create_task(_flood(addr, stop, _frame(many, 5), 1)))
         try:
-            await asyncio.sleep(0.3)  # the floods are running
+            await asyncio.sleep(0.5)  # the floods are running
             latencies = []
             for _ in range(20):
                 t0 = time.perf_counter()
@@ -73,11 +73,39 @@ async def test_heartbeats_are_answered_while_clients_flood(tmp_path: Path) -> No
                 latencies.append(time.perf_counter() - t0)
                 assert hb.error_code == 0 and not hb.is_fenced
             assert server.stats["refused_oversized"] >= 1
+            # The flooders never read: what waits for them in our buffers stays bounded.
+            unread = sum(c.transport.get_write_buffer_size() for c in server.service.connections if c.transport)
+            assert unread < 8 << 20, unread
         finally:
             stop.set()
             sent = await asyncio.gather(*floods)
         assert sum(sent) > 1000  # the flood really ran
         assert len(latencies) == 20
+
+
+async def test_a_peer_that_does_not_read_is_not_served_until_it_does(tmp_path: Path) -> None:
+    async with ControllerServer(make_config(tmp_path), cluster_id=CLUSTER, fsync=False) as server:
+        r, w = await asyncio.open_connection(*server.addresses[0])
+        for _ in range(100):
+            if server.service.connections:
+                break
+            await asyncio.sleep(0.01)
+        (conn,) = server.service.connections
+        conn.pause_writing()  # what the transport does when its buffer passes the high-water mark
+        w.write(_frame(ApiVersionsRequest(), 0) * 3)
+        for _ in range(100):
+            if len(conn.frames) == 3:
+                break
+            await asyncio.sleep(0.01)
+        assert len(conn.frames) == 3 and not conn.in_flight
+        with pytest.raises(TimeoutError):
+            await asyncio.wait_for(r.read(1), 0.2)
+        conn.resume_writing()
+        for _ in range(3):
+            (size,) = struct.unpack(">i", await asyncio.wait_for(r.readexactly(4), 5))
+            await asyncio.wait_for(r.readexactly(size), 5)
+        assert not conn.frames
+        w.close()
 
 
 async def test_too_many_topics_refused_with_policy_violation_before_decoding(tmp_path: Path) -> None:
@@ -208,3 +236,60 @@ async def test_pre_auth_frames_are_held_to_the_sasl_limit(tmp_path: Path) -> Non
         assert server.stats["protocol_errors"] == 1
         assert server.service.reserved == 0
         w.close()
+
+
+def test_running_out_of_file_descriptors_is_one_log_line_not_a_traceback_storm(tmp_path: Path) -> None:
+    import resource
+    import subprocess
+    import sys
+
+    props = tmp_path / "c.properties"
+    props.write_text(
+        "node.id=3000\nprocess.roles=controller\nlisteners=CONTROLLER://127.0.0.1:0\n"
+        f"controller.listener.names=CONTROLLER\nmetadata.log.dir={tmp_path / 'meta'}\n"
+    )
+
+    def low_fd_limit() -> None:
+        resource.setrlimit(resource.RLIMIT_NOFILE, (48, 48))
+
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "kraft_jbod.cli", "controller", "--config", str(props), "--cluster-id", CLUSTER,
+         "--no-fsync"],
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, preexec_fn=low_fd_limit,
+    )
+    socks: list[socket.socket] = []
+    try:
+        assert proc.stdout is not None
+        line = proc.stdout.readline()
+        assert line.startswith("listening on CONTROLLER 127.0.0.1:"), line
+        port = int(line.rsplit(":", 1)[1])
+        for _ in range(120):
+            s = socket.socket()
+            s.settimeout(5)
+            s.connect(("127.0.0.1", port))
+            socks.append(s)
+        time.sleep(1.5)
+        # The peers go away: the controller serves again.
+        for s in socks:
+            s.close()
+        socks.clear()
+        deadline = time.monotonic() + 10
+        while True:
+            try:
+                with socket.create_connection(("127.0.0.1", port), timeout=5) as c:
+                    c.sendall(_frame(ApiVersionsRequest(), 0))
+                    c.settimeout(5)
+                    if c.recv(4):
+                        break
+            except OSError:
+                pass
+            assert time.monotonic() < deadline, "the controller did not serve again after descriptors were freed"
+            time.sleep(0.2)
+    finally:
+        for s in socks:
+            s.close()
+        proc.terminate()
+        _out, err = proc.communicate(timeout=30)
+    assert proc.returncode == 0, err
+    assert "Traceback" not in err, err
+    assert 1 <= err.count("refusing new connections") <= 2, err
