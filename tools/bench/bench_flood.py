@@ -118,7 +118,10 @@ def main(argv: list[str] | None = None) -> int:
             idle = asyncio.run(_beats(addr, args.beats))
             seconds = max(2.0, args.beats * 0.02)
             q: Any = multiprocessing.Queue()
-            procs = [multiprocessing.Process(target=_flood_proc, args=(addr, seconds, args.burst, q)) for _ in range(args.flooders)]
+            procs = [
+                multiprocessing.Process(target=_flood_proc, args=(addr, seconds, args.burst, q))
+                for _ in range(args.flooders)
+            ]
             for p in procs:
                 p.start()
             time.sleep(0.5)  # the flood is running
