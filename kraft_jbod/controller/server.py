@@ -118,7 +118,11 @@ def ensure_meta_properties(directory: Path, node_id: int, cluster_id: str | None
     Raises:
         StorageError: the file is unreadable, or holds another node id or cluster id.
     """
+    if directory.exists() and not directory.is_dir():
+        raise StorageError(f"metadata.log.dir {directory} is a file, not a directory")
     path = directory / META_PROPERTIES
+    if path.is_dir():
+        raise StorageError(f"{path} is a directory, not a file")
     if path.exists():
         try:
             props = parse_properties(path.read_text(encoding="utf-8"))
@@ -133,7 +137,10 @@ def ensure_meta_properties(directory: Path, node_id: int, cluster_id: str | None
             raise StorageError(f"{path} holds cluster.id {stored}, not the requested {cluster_id}")
         return stored
     cid = cluster_id or new_cluster_id()
-    directory.mkdir(parents=True, exist_ok=True)
+    try:
+        directory.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        raise StorageError(f"cannot create metadata.log.dir {directory}: {exc.strerror}") from None
     text = (
         "#\n#written by kraft-jbod\n"
         f"cluster.id={cid}\ndirectory.id={uuid_to_base64url(uuid.uuid4())}\nnode.id={node_id}\nversion=1\n"
