@@ -161,7 +161,7 @@ async def test_memory_budget_holds_readers_back_without_losing_requests(tmp_path
 async def test_idle_connections_are_closed_and_caps_refuse_new_ones(tmp_path: Path) -> None:
     cfg = make_config(
         tmp_path,
-        **{"connections.max.idle.ms": "200", "max.connections": "4", "max.connections.per.ip": "3"},
+        **{"connections.max.idle.ms": "1500", "max.connections": "4", "max.connections.per.ip": "3"},
     )
     async with ControllerServer(cfg, cluster_id=CLUSTER, fsync=False) as server:
         addr = server.addresses[0]
