@@ -10,8 +10,10 @@ What is measured, in one run on one machine:
   CreateTopics with 12,000 topics (refused from its count before decoding) again and again.
 
 Output: p50/p99/max heartbeat latency for each phase, the ratio flood p99 / idle p99 and
-how many flood requests were sent. Nothing is asserted; the starvation *test*
-(tests/controller/test_server_bounds.py) asserts that heartbeats are answered at all.
+how many flood requests were sent, and the controller's peak RSS (unread responses of a
+peer that never reads are what a server without write backpressure accumulates).
+Nothing is asserted; the starvation *test* (tests/controller/test_server_bounds.py)
+asserts that heartbeats are answered at all.
 
 Run: ``python -m tools.bench.bench_flood [--beats 200] [--flooders 2] [--json]``.
 """
@@ -86,6 +88,17 @@ async def _beats(addr: tuple[str, int], n: int) -> list[float]:
     return out
 
 
+def _peak_rss_mb(pid: int) -> float | None:
+    try:
+        with open(f"/proc/{pid}/status", encoding="ascii") as f:
+            for line in f:
+                if line.startswith("VmHWM:"):
+                    return round(int(line.split()[1]) / 1024, 1)
+    except OSError:
+        return None
+    return None
+
+
 def _summary(lat: list[float]) -> dict[str, float]:
     s = sorted(lat)
     return {
@@ -99,7 +112,7 @@ def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0] if __doc__ else None)
     ap.add_argument("--beats", type=int, default=200)
     ap.add_argument("--flooders", type=int, default=2)
-    ap.add_argument("--burst", type=int, default=2000, help="ApiVersions requests per write of a flooder")
+    ap.add_argument("--burst", type=int, default=5000, help="ApiVersions requests per write of a flooder")
     ap.add_argument("--json", action="store_true")
     args = ap.parse_args(argv)
     if not 10 <= args.beats <= 100_000 or not 1 <= args.flooders <= 16:
@@ -129,6 +142,7 @@ def main(argv: list[str] | None = None) -> int:
             sent = sum(q.get(timeout=seconds + 30) for _ in procs)
             for p in procs:
                 p.join(timeout=30)
+            peak_rss = _peak_rss_mb(ctl.pid)
         finally:
             ctl.terminate()
             ctl.wait(timeout=30)
@@ -137,6 +151,7 @@ def main(argv: list[str] | None = None) -> int:
         "idle": i,
         "flood": f,
         "flood_requests_sent": sent,
+        "controller_peak_rss_mb": peak_rss,
         "p99_ratio_flood_over_idle": round(f["p99_ms"] / i["p99_ms"], 2) if i["p99_ms"] else None,
     }
     if args.json:
@@ -145,7 +160,7 @@ def main(argv: list[str] | None = None) -> int:
         print(f"heartbeat latency idle : p50 {i['p50_ms']} ms  p99 {i['p99_ms']} ms  max {i['max_ms']} ms")
         print(f"heartbeat latency flood: p50 {f['p50_ms']} ms  p99 {f['p99_ms']} ms  max {f['max_ms']} ms"
               f"  ({sent} flood requests sent by {args.flooders} processes)")
-        print(f"p99 flood / idle: {result['p99_ratio_flood_over_idle']}")
+        print(f"p99 flood / idle: {result['p99_ratio_flood_over_idle']}; controller peak RSS {peak_rss} MB")
     return 0
 
 
