@@ -17,6 +17,7 @@ from kraft_jbod.clock import Clock
 from kraft_jbod.connection import RequestReceived
 from kraft_jbod.controller.config import ControllerConfig
 from kraft_jbod.controller.log import MetadataLog
+from kraft_jbod.messages.api_versions_request import ApiVersionsRequest
 from kraft_jbod.messages.api_versions_response import ApiVersionsResponse
 from kraft_jbod.wire.message import Message
 
@@ -146,7 +147,7 @@ class Sink(Protocol):
 
     def served(self) -> Mapping[int, tuple[int, int]]: ...
 
-    def api_versions_response(self, version: int, request: Any) -> ApiVersionsResponse: ...
+    def api_versions_response(self, version: int, request: ApiVersionsRequest) -> ApiVersionsResponse: ...
 
     def dispatch(self, conn: Any, event: RequestReceived) -> None: ...
 

@@ -42,7 +42,7 @@ import uuid
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, cast
+from typing import Any
 
 from kraft_jbod import codec
 from kraft_jbod.clock import SYSTEM_CLOCK, Clock
@@ -63,6 +63,7 @@ from kraft_jbod.controller.seams import (
 )
 from kraft_jbod.controller.service import API_VERSIONS, API_VERSIONS_RANGE, Connection, Service
 from kraft_jbod.errors import ConfigError, EncodeError, KraftJbodError, ProtocolError, StorageError
+from kraft_jbod.messages.api_versions_request import ApiVersionsRequest
 from kraft_jbod.messages.api_versions_response import (
     ApiVersion,
     ApiVersionsResponse,
@@ -251,7 +252,7 @@ class ControllerServer:
         if self._state_factory is None:
             from kraft_jbod.controller.state import ControllerState
 
-            self._state_factory = cast(StateFactory, ControllerState)
+            self._state_factory = ControllerState
         controller_servers = len(self._servers)
         try:
             for listener in cfg.controller_listeners:
@@ -428,7 +429,7 @@ class ControllerServer:
 
     # ------------------------------------------------------------------ ApiVersions
 
-    def api_versions_response(self, version: int, request: Any) -> ApiVersionsResponse:
+    def api_versions_response(self, version: int, request: ApiVersionsRequest) -> ApiVersionsResponse:
         """The controller listener's ApiVersions answer (KIP-511 checks of v3+ included)."""
         if version >= 3 and not (
             _SOFTWARE_RE.fullmatch(request.client_software_name or "")

@@ -54,6 +54,7 @@ from kraft_jbod.connection import (
 from kraft_jbod.controller.config import ControllerConfig
 from kraft_jbod.controller.seams import Extensions, Gate, Sink, Tap, TapConnection
 from kraft_jbod.errors import DecodeError, EncodeError
+from kraft_jbod.messages.api_versions_request import ApiVersionsRequest
 from kraft_jbod.messages.api_versions_response import ApiVersion, ApiVersionsResponse
 from kraft_jbod.wire.message import Message
 from kraft_jbod.wire.varint import read_unsigned_varint
@@ -545,7 +546,9 @@ class Connection(asyncio.Protocol):
             self._done()
             return
         if ev.api_key == API_VERSIONS:
-            body = self.sink.api_versions_response(ev.api_version, ev.body)
+            request = ev.body
+            assert isinstance(request, ApiVersionsRequest)  # the codec decodes key 18 to it
+            body = self.sink.api_versions_response(ev.api_version, request)
             self._send(self.conn.send_response(ev, body if self.gate is None else self.gate.api_versions(body)))
             self._done()
             return
