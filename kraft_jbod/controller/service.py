@@ -6,8 +6,8 @@ Strategy:
 * A :class:`Connection` only *frames* what it reads (the sans-I/O
   :class:`~kraft_jbod.connection.ServerConnection` checks each size prefix first) and
   queues whole, undecoded frames, at most :data:`QUEUED_FRAMES` of them; a full queue
-  pauses reading. Decoding and handling happen in :class:`Service`, one request per
-  event-loop turn, so socket I/O and timers run between any two requests.
+  pauses reading. Decoding and handling happen in :class:`Service`, in event-loop turns of at
+  most :data:`TURN_SECONDS`, so socket I/O and timers run at least that often.
 * Rule 1 (fairness): connections with a queued frame and no request in flight wait in a
   round-robin queue; serving one request puts the connection back at the end. A broker's
   BrokerRegistration or BrokerHeartbeat on an authenticated controller connection goes
@@ -73,6 +73,8 @@ PRIORITY_KEYS: Final = frozenset({62, 63})  # BrokerRegistration, BrokerHeartbea
 QUEUED_FRAMES: Final = 4
 # Frames above this are decoded in a worker thread, off the event loop.
 DECODE_OFF_LOOP_BYTES: Final = 256 * 1024
+# One event-loop turn serves requests for at most this long before sockets are polled again.
+TURN_SECONDS: Final = 0.001
 # At most one line per this many seconds for each kind of refused connection.
 LOG_INTERVAL_S: Final = 10.0
 _BE_i = struct.Struct(">i")
@@ -156,6 +158,7 @@ class Service:
         self._ready: collections.deque[Connection] = collections.deque()
         self._memory_waiters: collections.deque[Connection] = collections.deque()
         self._scheduled = False
+        self._inline = False
         self._closing = False
         self.warnings = _RateLimitedLog()
         self._sweeper: asyncio.Task[None] | None = None
@@ -261,8 +264,16 @@ class Service:
     # ------------------------------------------------------------------ scheduling (Rules 1-2)
 
     def ready(self, conn: Connection) -> None:
-        """``conn`` has a frame queued and nothing in flight: queue it for one turn."""
+        """``conn`` has a frame queued and nothing in flight: serve it now when nobody else
+        waits (the common case: no extra loop turn per heartbeat), else queue it."""
         if conn.scheduled or conn.closed or conn.write_paused:
+            return
+        if not (self._scheduled or self._inline or self._priority or self._ready):
+            self._inline = True
+            try:
+                conn.serve_next()
+            finally:
+                self._inline = False
             return
         conn.scheduled = True
         first = conn.frames[0]
@@ -276,15 +287,19 @@ class Service:
             asyncio.get_running_loop().call_soon(self._turn)
 
     def _turn(self) -> None:
-        """Serve one request, then yield to the loop (call_soon) if more are waiting."""
+        """Serve queued requests, one per connection in turn, for at most TURN_SECONDS (so
+        sockets are polled between turns and a heartbeat that just arrived waits at most
+        that long), then yield to the loop (call_soon) if more are waiting."""
         self._scheduled = False
+        deadline = time.perf_counter() + TURN_SECONDS
         while self._priority or self._ready:
             conn = (self._priority or self._ready).popleft()
             conn.scheduled = False
             if conn.closed or conn.in_flight or not conn.frames or conn.write_paused:
                 continue  # write_paused: resume_writing queues it again
             conn.serve_next()
-            break
+            if time.perf_counter() >= deadline:
+                break
         if (self._priority or self._ready) and not self._scheduled:
             self._scheduled = True
             asyncio.get_running_loop().call_soon(self._turn)
