@@ -75,8 +75,22 @@ def cmd_codec_roundtrip(args: argparse.Namespace) -> int:
 # --------------------------------------------------------------------------- parser
 
 
+class _VersionAction(argparse.Action):
+    """``--version``: the package version and which codec backend is active (c or python)."""
+
+    def __init__(self, option_strings: list[str], dest: str, **kwargs: Any) -> None:
+        super().__init__(option_strings, dest, nargs=0, default=argparse.SUPPRESS, **kwargs)
+
+    def __call__(self, parser: argparse.ArgumentParser, *args: Any, **kwargs: Any) -> None:
+        import kraft_jbod
+
+        print(f"kraft-jbod {kraft_jbod.__version__} (codec: {kraft_jbod.codec_backend()})")
+        parser.exit()
+
+
 def build_parser() -> argparse.ArgumentParser:
     ap = argparse.ArgumentParser(prog="kraft-jbod", description="Kafka KRaft + KIP-858 (JBOD) toolkit.")
+    ap.add_argument("--version", action=_VersionAction, help="print the version and the active codec, then exit")
     sub = ap.add_subparsers(dest="command", required=True)
 
     codec_p = sub.add_parser("codec", help="decode and round-trip raw Kafka bytes")

@@ -40,11 +40,12 @@ from typing import Any, BinaryIO, Final
 
 from kraft_jbod.analytics import rows as R
 from kraft_jbod.analytics.kip858 import EventCollector
-from kraft_jbod.capture.kafka import API_VERSIONS, DecodedFrame, KafkaDecoder, is_request
+from kraft_jbod.capture.kafka import DecodedFrame, KafkaDecoder, is_request
 from kraft_jbod.capture.packets import LINKTYPE_ETHERNET, TcpDecoder, TcpSegment
 from kraft_jbod.capture.pcapfile import CaptureReader
 from kraft_jbod.capture.streams import FlowEnd, Frame, FrameExtractor
 from kraft_jbod.errors import DecodeError, KraftJbodError
+from kraft_jbod.messages.api_keys import ApiKey
 
 __all__ = [
     "CAPTURE_SUFFIXES",
@@ -332,7 +333,7 @@ class _TaskRun:
     def frame(self, f: DecodedFrame) -> Iterator[dict[str, Any]]:
         c = self._facts(f.connection_id)
         body = f.body
-        if f.api_key == API_VERSIONS and body is not None:
+        if f.api_key == ApiKey.API_VERSIONS and body is not None:
             if f.kind == "request":
                 name = getattr(body, "client_software_name", None)
                 if name:

@@ -46,6 +46,7 @@ from kraft_jbod.capture.pcapng_writer import PcapngWriter, TcpConversation
 from kraft_jbod.capture.reassembly import Data, Gap, format_endpoint
 from kraft_jbod.capture.streams import Flow, FlowEnd, Frame, FrameSplitter
 from kraft_jbod.errors import DecodeError, EncodeError
+from kraft_jbod.messages.api_keys import ApiKey
 
 __all__ = ["MAGIC", "MAX_CHUNK", "FrameTap", "TapConnection", "TapDatagram", "TapListener",
            "parse_datagram"]
@@ -95,7 +96,7 @@ def _ip(host: str, fallback: str) -> str:
         return fallback
 
 
-SASL_AUTHENTICATE: Final = 36
+SASL_AUTHENTICATE: Final = ApiKey.SASL_AUTHENTICATE
 # A SaslAuthenticate frame larger than this is not held back whole: it is blanked instead.
 _REDACT_HOLD_LIMIT: Final = 1 << 20
 _BE_i = struct.Struct(">i")

@@ -61,8 +61,9 @@ from kraft_jbod.controller.seams import (
     StateMachine,
     Tap,
 )
-from kraft_jbod.controller.service import API_VERSIONS, API_VERSIONS_RANGE, Connection, Service
+from kraft_jbod.controller.service import API_VERSIONS_RANGE, Connection, Service
 from kraft_jbod.errors import ConfigError, EncodeError, KraftJbodError, ProtocolError, StorageError
+from kraft_jbod.messages.api_keys import ApiKey
 from kraft_jbod.messages.api_versions_request import ApiVersionsRequest
 from kraft_jbod.messages.api_versions_response import (
     ApiVersion,
@@ -70,14 +71,13 @@ from kraft_jbod.messages.api_versions_response import (
     FinalizedFeatureKey,
     SupportedFeatureKey,
 )
+from kraft_jbod.messages.error_codes import ErrorCode
 from kraft_jbod.messages.leader_change_message import LeaderChangeMessage, Voter
 from kraft_jbod.wire.primitives import uuid_from_base64url, uuid_to_base64url
 from kraft_jbod.wire.records import LEADER_CHANGE
 
 log = logging.getLogger(__name__)
 
-INVALID_REQUEST = 42
-UNSUPPORTED_VERSION = 35
 _SOFTWARE_RE = re.compile(r"[a-zA-Z0-9](?:[a-zA-Z0-9\-.]*[a-zA-Z0-9])?")
 META_PROPERTIES = "meta.properties"
 
@@ -387,11 +387,11 @@ class ControllerServer:
             cls = codec.request_class(key)
             vlo, vhi = cls.VALID_VERSIONS
             lo, hi = max(lo, vlo), min(hi, vhi)
-            if lo <= hi and key != API_VERSIONS:
+            if lo <= hi and key != ApiKey.API_VERSIONS:
                 out[key] = (lo, hi)
         # Observers replicate the log through Fetch (>= v13: topic ids) as a KRaft broker does.
-        out[replication.FETCH] = replication.FETCH_VERSIONS
-        out[replication.FETCH_SNAPSHOT] = replication.FETCH_SNAPSHOT_VERSIONS
+        out[ApiKey.FETCH] = replication.FETCH_VERSIONS
+        out[ApiKey.FETCH_SNAPSHOT] = replication.FETCH_SNAPSHOT_VERSIONS
         return out
 
     async def close(self) -> None:
@@ -435,8 +435,8 @@ class ControllerServer:
             _SOFTWARE_RE.fullmatch(request.client_software_name or "")
             and _SOFTWARE_RE.fullmatch(request.client_software_version or "")
         ):
-            return ApiVersionsResponse(error_code=INVALID_REQUEST)
-        keys = [ApiVersion(API_VERSIONS, *API_VERSIONS_RANGE)]
+            return ApiVersionsResponse(error_code=ErrorCode.INVALID_REQUEST)
+        keys = [ApiVersion(ApiKey.API_VERSIONS, *API_VERSIONS_RANGE)]
         keys += [ApiVersion(k, lo, hi) for k, (lo, hi) in sorted(self.supported.items())]
         resp = ApiVersionsResponse(error_code=0, api_keys=keys)
         if version >= 3:
@@ -445,14 +445,17 @@ class ControllerServer:
             ]
             level = getattr(self._state, "metadata_version", None)
             if isinstance(level, int) and level > 0:
-                resp.finalized_features = [FinalizedFeatureKey(features.METADATA_VERSION, level, level)]
+                finalized = dict(getattr(self.state, "finalized_features", {}), **{features.METADATA_VERSION: level})
+                resp.finalized_features = [
+                    FinalizedFeatureKey(name, lvl, lvl) for name, lvl in sorted(finalized.items()) if lvl > 0
+                ]
                 assert self.log is not None
                 resp.finalized_features_epoch = self.log.end_offset - 1
         return resp
 
     def dispatch(self, conn: Connection, ev: RequestReceived) -> None:
         """Hand a request on: Fetch to the replication path, the rest to the state machine."""
-        if ev.api_key in (replication.FETCH, replication.FETCH_SNAPSHOT):
+        if ev.api_key in (ApiKey.FETCH, ApiKey.FETCH_SNAPSHOT):
             self.serve_fetch(conn, ev)
         else:
             self.submit(conn, ev)
@@ -536,7 +539,7 @@ class ControllerServer:
         host, port = proto.local
         leader = replication.Leader(self.config.node_id, self.log.leader_epoch, host, port)
         try:
-            if event.api_key == replication.FETCH_SNAPSHOT:
+            if event.api_key == ApiKey.FETCH_SNAPSHOT:
                 body: Any = replication.handle_fetch_snapshot(
                     event.body, event.api_version, cluster_id=self.cluster_id, leader=leader
                 )

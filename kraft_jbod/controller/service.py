@@ -54,21 +54,20 @@ from kraft_jbod.connection import (
 from kraft_jbod.controller.config import ControllerConfig
 from kraft_jbod.controller.seams import Extensions, Gate, Sink, Tap, TapConnection
 from kraft_jbod.errors import DecodeError, EncodeError
+from kraft_jbod.messages.api_keys import ApiKey
 from kraft_jbod.messages.api_versions_request import ApiVersionsRequest
 from kraft_jbod.messages.api_versions_response import ApiVersion, ApiVersionsResponse
+from kraft_jbod.messages.error_codes import ErrorCode
 from kraft_jbod.wire.message import Message
 from kraft_jbod.wire.varint import read_unsigned_varint
 
 log = logging.getLogger(__name__)
 
-API_VERSIONS: Final = 18
+API_VERSIONS: Final = ApiKey.API_VERSIONS
 API_VERSIONS_RANGE: Final = (0, 4)
-UNSUPPORTED_VERSION: Final = 35
-POLICY_VIOLATION: Final = 44
-API_CREATE_TOPICS: Final = 19
-API_DELETE_TOPICS: Final = 20
-API_CREATE_PARTITIONS: Final = 37
-PRIORITY_KEYS: Final = frozenset({62, 63})  # BrokerRegistration, BrokerHeartbeat
+# Requests whose body starts with the array of topics they act on (checked before decoding).
+TOPIC_ARRAY_KEYS: Final = frozenset({ApiKey.CREATE_TOPICS, ApiKey.DELETE_TOPICS, ApiKey.CREATE_PARTITIONS})
+PRIORITY_KEYS: Final = frozenset({ApiKey.BROKER_REGISTRATION, ApiKey.BROKER_HEARTBEAT})
 # Whole frames a connection may have queued besides the one in flight.
 QUEUED_FRAMES: Final = 4
 # Frames above this are decoded in a worker thread, off the event loop.
@@ -82,7 +81,9 @@ _BE_i = struct.Struct(">i")
 
 def api_versions_fallback() -> ApiVersionsResponse:
     """KIP-511: the v0 answer to an ApiVersions request above the versions we read."""
-    return ApiVersionsResponse(error_code=UNSUPPORTED_VERSION, api_keys=[ApiVersion(API_VERSIONS, *API_VERSIONS_RANGE)])
+    return ApiVersionsResponse(
+        error_code=ErrorCode.UNSUPPORTED_VERSION, api_keys=[ApiVersion(API_VERSIONS, *API_VERSIONS_RANGE)]
+    )
 
 
 class _RateLimitedLog:
@@ -129,7 +130,7 @@ def oversized_refusal(api_key: int, count: int, limit: int) -> Message:
     resp = cls()
     message = f"Unable to perform excessively large batch operation: {count} topics, the limit is {limit}."
     if hasattr(resp, "error_code"):
-        resp.error_code = POLICY_VIOLATION
+        resp.error_code = ErrorCode.POLICY_VIOLATION
         if hasattr(resp, "error_message"):
             resp.error_message = message
     return resp  # type: ignore[no-any-return]
@@ -507,7 +508,7 @@ class Connection(asyncio.Protocol):
         self.in_flight = True
         self._read_frames()  # room in the queue again
         key, version, _corr = codec.peek_request(payload)
-        if key in (API_CREATE_TOPICS, API_DELETE_TOPICS, API_CREATE_PARTITIONS):
+        if key in TOPIC_ARRAY_KEYS:
             limit = self.service.config.max_topics_per_request
             count = leading_array_count(payload, key, version)
             if count is not None and count > limit:

@@ -324,3 +324,10 @@ def _struct_from_json(cls: type[Struct], obj: Any, version: int, path: str = "")
             value = _scalar_from_json(f.type, raw, here)
         setattr(inst, f.attr, value)
     return inst
+
+
+# The compiled codec (kraft_jbod/_accel) takes over decode/read/encode/write when it is
+# built, falling back to the methods above; KRAFT_JBOD_CODEC=python keeps these.
+from kraft_jbod._accel import install as _install_codec  # noqa: E402
+
+_install_codec(Message)

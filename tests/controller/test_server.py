@@ -33,7 +33,7 @@ from kraft_jbod.messages.assign_replicas_to_dirs_request import (
     TopicData,
 )
 from kraft_jbod.messages.broker_heartbeat_request import BrokerHeartbeatRequest
-from kraft_jbod.messages.broker_registration_request import BrokerRegistrationRequest, Feature, Listener
+from kraft_jbod.messages.broker_registration_request import BrokerRegistrationRequest, Listener
 from kraft_jbod.messages.create_topics_request import CreatableTopic, CreateTopicsRequest
 from kraft_jbod.messages.describe_cluster_request import DescribeClusterRequest
 from kraft_jbod.messages.metadata_request import MetadataRequest
@@ -109,7 +109,7 @@ def registration(b: int) -> BrokerRegistrationRequest:
         cluster_id=CLUSTER,
         incarnation_id=uuid.UUID(int=b + 77),
         listeners=[Listener("PLAINTEXT", "127.0.0.1", 9092 + b, 0)],
-        features=[Feature(features.METADATA_VERSION, 1, features.LATEST_PRODUCTION_LEVEL)],
+        features=features.registration_features(),
         rack=None,
         log_dirs=dirs_of(b),
     )
@@ -132,9 +132,9 @@ async def test_api_versions_lists_state_apis_and_finalized_mv(server: Controller
     assert keys[18] == (0, 4)
     for key, rng in server.state.handled_api_versions().items():
         assert keys[key] == rng
-    assert [(f.name, f.max_version_level) for f in resp.finalized_features] == [
-        ("metadata.version", features.DEFAULT_LEVEL)
-    ]
+    defaults = {n: lvl for n, lvl in features.default_feature_levels(features.DEFAULT_LEVEL).items() if lvl > 0}
+    expected = sorted({**defaults, "metadata.version": features.DEFAULT_LEVEL}.items())
+    assert [(f.name, f.max_version_level) for f in resp.finalized_features] == expected
     v0 = await c.call(ApiVersionsRequest(), 0)
     assert v0.error_code == 0 and {k.api_key for k in v0.api_keys} == set(keys)
     bad = await c.call(ApiVersionsRequest("bad name!", "1"), 3)

@@ -68,10 +68,10 @@ PEERS = ("ours", "kio", "kafka-python")
 
 # Targets from the codec issue, as ours/peer throughput ratios.
 TARGETS: dict[tuple[str, str], float] = {
-    ("decode", "kio"): 1.0,
-    ("decode", "kafka-python"): 3.0,
-    ("encode", "kio"): 4.0,
-    ("encode", "kafka-python"): 2.0,
+    ("decode", "kio"): 1.5,
+    ("decode", "kafka-python"): 5.0,
+    ("encode", "kio"): 6.0,
+    ("encode", "kafka-python"): 3.0,
 }
 
 JAR_SCHEMAS = ("BrokerRegistrationRequest", "BrokerHeartbeatRequest", "AssignReplicasToDirsRequest", "MetadataResponse")
@@ -126,10 +126,10 @@ class Metadata:
     topics: list[tuple[str, uuid.UUID, list[tuple[int, int, int, list[int], list[int]]]]]
 
 
-def registration_spec() -> Registration:
-    rnd = random.Random(62)
+def registration_spec(seed: int = 62) -> Registration:
+    rnd = random.Random(seed)
     return Registration(
-        broker_id=1,
+        broker_id=1 + seed % 1000,
         cluster_id="MkU3OEVBNTcwNTJENDM2Qk",
         incarnation_id=_uuids(rnd, 1)[0],
         listeners=[("PLAINTEXT", "broker-1.kafka.internal", 9092, 0)],
@@ -140,13 +140,15 @@ def registration_spec() -> Registration:
     )
 
 
-def heartbeat_spec() -> Heartbeat:
-    rnd = random.Random(63)
-    return Heartbeat(broker_id=1, broker_epoch=42, current_metadata_offset=1000, offline_log_dirs=_uuids(rnd, 2))
+def heartbeat_spec(seed: int = 63) -> Heartbeat:
+    rnd = random.Random(seed)
+    return Heartbeat(
+        broker_id=1 + seed % 1000, broker_epoch=42, current_metadata_offset=1000 + seed, offline_log_dirs=_uuids(rnd, 2)
+    )
 
 
-def assign_spec(dirs: int = 3, topics: int = 15, partitions: int = 50) -> Assign:
-    rnd = random.Random(73)
+def assign_spec(seed: int = 73, dirs: int = 3, topics: int = 15, partitions: int = 50) -> Assign:
+    rnd = random.Random(seed)
     topic_ids = _uuids(rnd, dirs * topics)
     directories = []
     for d, dir_id in enumerate(_uuids(rnd, dirs)):
@@ -155,8 +157,8 @@ def assign_spec(dirs: int = 3, topics: int = 15, partitions: int = 50) -> Assign
     return Assign(broker_id=1, broker_epoch=42, directories=directories)
 
 
-def metadata_spec(topics: int = 100, partitions: int = 12) -> Metadata:
-    rnd = random.Random(3)
+def metadata_spec(seed: int = 3, topics: int = 100, partitions: int = 12) -> Metadata:
+    rnd = random.Random(seed)
     brokers: list[tuple[int, str, int, str | None]] = [
         (n, f"broker-{n}.kafka.internal", 9092, f"rack-{n}") for n in (1, 2, 3)
     ]
@@ -480,8 +482,13 @@ class PeerCodec:
 @dataclass
 class Case:
     name: str
+    api_key: int
+    kind: str
+    version: int
     peers: dict[str, PeerCodec]
+    variant: Callable[[int], bytes]  # seed -> a distinct encoding of the same shape
     wire: bytes = b""
+    inputs: list[bytes] = field(default_factory=list)
     results: dict[str, dict[str, float]] = field(default_factory=dict)  # op -> peer -> seconds per call
 
 
@@ -532,35 +539,43 @@ def build_cases(kp: dict[str, Any], names: Sequence[str] | None = None) -> list[
     cases = [
         Case(
             "BrokerRegistrationRequest v3 (1 listener, 2 features, 3 dirs)",
+            62, "request", 3,
             {
                 "ours": _ours(ours_registration(reg), 3),
                 "kio": _kio_codec(kio_registration(reg)),
                 "kafka-python": _kp_codec(kp_registration(kp, reg), 3),
             },
+            lambda seed: ours_registration(registration_spec(1000 + seed)).encode(3),
         ),
         Case(
             "BrokerHeartbeatRequest v1 (2 offline dirs)",
+            63, "request", 1,
             {
                 "ours": _ours(ours_heartbeat(hb), 1),
                 "kio": _kio_codec(kio_heartbeat(hb)),
                 "kafka-python": _kp_codec(kp_heartbeat(kp, hb), 1),
             },
+            lambda seed: ours_heartbeat(heartbeat_spec(1000 + seed)).encode(1),
         ),
         Case(
             "AssignReplicasToDirsRequest v0 (3 dirs x 15 topics x 50 partitions)",
+            73, "request", 0,
             {
                 "ours": _ours(ours_assign(asg), 0),
                 "kio": _kio_codec(kio_assign(asg)),
                 "kafka-python": _kp_codec(kp_assign(kp, asg), 0),
             },
+            lambda seed: ours_assign(assign_spec(1000 + seed)).encode(0),
         ),
         Case(
             "MetadataResponse v12 (100 topics x 12 partitions, 3 replicas)",
+            3, "response", 12,
             {
                 "ours": _ours(ours_metadata(md), 12),
                 "kio": _kio_codec(kio_metadata(md)),
                 "kafka-python": _kp_codec(kp_metadata(kp, md), 12),
             },
+            lambda seed: ours_metadata(metadata_spec(1000 + seed)).encode(12),
         ),
     ]
     if names:
@@ -570,6 +585,9 @@ def build_cases(kp: dict[str, Any], names: Sequence[str] | None = None) -> list[
 
 def verify(case: Case) -> None:
     """All encoders agree byte for byte; every decoder round-trips the common bytes.
+
+    Also: a distinct input decodes and round-trips in every peer (so the pool of distinct
+    inputs measures the same work as the reference bytes).
 
     Raises:
         BenchError: naming the peer and the first differing offset.
@@ -585,62 +603,155 @@ def verify(case: Case) -> None:
             raise BenchError(
                 f"{case.name}: {peer} encodes {len(data)} bytes, ours {len(reference)}; first difference at {at}"
             )
+    other = case.variant(0)
+    if other == reference or len(other) != len(reference):
+        raise BenchError(f"{case.name}: a variant input should differ from the reference but keep its size")
     for peer, codec in case.peers.items():
-        again = bytes(codec.reencode(codec.decode(reference)))
-        if again != reference:
-            raise BenchError(f"{case.name}: {peer} does not round-trip the common bytes")
+        for data in (reference, other):
+            again = bytes(codec.reencode(codec.decode(data)))
+            if again != data:
+                raise BenchError(f"{case.name}: {peer} does not round-trip the common bytes")
     case.wire = reference
 
 
 # --------------------------------------------------------------------------- timing
+#
+# Fairness rules (issue 16): the garbage collector stays on during timed batches, as in
+# a server; every decode in a batch gets a different byte string with different
+# content (different ids and uuids), so no cache sees an input twice within a batch;
+# the UUID caches are emptied before each batch; "ours" is measured with its UUID
+# cache on and off.
+
+DECODERS = ("ours", "ours-nocache", "kio", "kafka-python")
+# CPU time of this process (the GC included, since it runs in-thread): on a shared
+# machine, time spent descheduled would otherwise land on whichever peer was running.
+CLOCK = time.process_time
+MAX_POOL = 50_000
 
 
-def _batch(fn: Callable[[], object], n: int) -> float:
+def _clear_uuid_caches() -> None:
+    from kraft_jbod import _accel
+    from kraft_jbod.wire import primitives
+
+    primitives._UUID_CACHE.clear()
+    _accel.set_uuid_cache(True)  # emptied (and on)
+
+
+def _set_uuid_cache(enabled: bool) -> None:
+    from kraft_jbod import _accel
+    from kraft_jbod.wire import primitives
+
+    primitives._UUID_CACHE.clear()
+    primitives._UUID_CACHE_MAX = 65536 if enabled else 0  # 0: the Python cache empties itself on every insert
+    _accel.set_uuid_cache(enabled)
+
+
+def _batch_encode(fn: Callable[[], object], n: int) -> float:
     loop = range(n)
-    start = time.perf_counter()
+    start = CLOCK()
     for _ in loop:
         fn()
-    return time.perf_counter() - start
+    return CLOCK() - start
 
 
-def _calibrate(fn: Callable[[], object], batch_s: float) -> int:
-    n = 1
-    # Doubling stops once a batch reaches a tenth of the target; bounded by 2**24 calls.
-    while n < 1 << 24:
-        took = _batch(fn, n)
-        if took >= batch_s / 10:
-            return max(1, int(n * batch_s / took))
-        n *= 2
-    return n
+def _batch_decode(fn: Callable[[bytes], object], pool: list[bytes], n: int) -> float:
+    inputs = pool[:n]
+    start = CLOCK()
+    for data in inputs:
+        fn(data)
+    return CLOCK() - start
+
+
+def _per_call(op: str, peer: str, case: Case, n: int) -> float:
+    codec = case.peers["ours" if peer == "ours-nocache" else peer]
+    if op == "encode":
+        return _batch_encode(codec.encode, n) / n
+    _clear_uuid_caches()
+    if peer == "ours-nocache":
+        _set_uuid_cache(False)
+    try:
+        return _batch_decode(codec.decode, case.inputs, n) / n
+    finally:
+        if peer == "ours-nocache":
+            _set_uuid_cache(True)
+
+
+def _grow_pool(case: Case, n: int) -> None:
+    while len(case.inputs) < min(n, MAX_POOL):
+        case.inputs.append(case.variant(len(case.inputs) + 1))
 
 
 def measure(case: Case, rounds: int, batch_s: float) -> None:
     """Fill ``case.results`` with the best seconds per call of every peer and operation."""
-    wire = case.wire
-    calls: list[tuple[str, str, Callable[[], object]]] = []
-    for peer in PEERS:
-        codec = case.peers[peer]
-        dec = codec.decode
-        calls.append(("encode", peer, codec.encode))
-        calls.append(("decode", peer, lambda dec=dec: dec(wire)))  # type: ignore[misc]
-    sizes = {(op, peer): _calibrate(fn, batch_s) for op, peer, fn in calls}
+    _grow_pool(case, 64)
+    calls = [("encode", p) for p in PEERS] + [("decode", p) for p in DECODERS]
+    sizes: dict[tuple[str, str], int] = {}
+    for op, peer in calls:
+        n = 1
+        while True:
+            if op == "decode":
+                _grow_pool(case, n)
+                n = min(n, len(case.inputs))
+            took = _per_call(op, peer, case, n) * n
+            if took >= batch_s / 10 or n >= MAX_POOL or n >= 1 << 24:
+                break
+            n *= 2
+        n = max(1, int(n * batch_s / took)) if took > 0 else n
+        if op == "decode":
+            _grow_pool(case, n)
+            n = min(n, len(case.inputs))
+        sizes[(op, peer)] = n
     best: dict[tuple[str, str], float] = {}
-    gc_was_enabled = gc.isenabled()
     for r in range(rounds):
         order = calls[r % len(calls) :] + calls[: r % len(calls)]
-        for op, peer, fn in order:
-            n = sizes[(op, peer)]
-            gc.collect()
-            gc.disable()  # a collection landing in one peer's batch would favour the others
-            try:
-                per_call = _batch(fn, n) / n
-            finally:
-                if gc_was_enabled:
-                    gc.enable()
+        for op, peer in order:
+            gc.collect()  # the same starting point for every batch; the collector stays on inside it
+            per_call = _per_call(op, peer, case, sizes[(op, peer)])
             key = (op, peer)
             best[key] = min(best.get(key, per_call), per_call)
     for (op, peer), seconds in best.items():
         case.results.setdefault(op, {})[peer] = seconds
+
+
+# --------------------------------------------------------------------------- Java (the ceiling)
+
+JAVA_SOURCE = Path(__file__).resolve().parent / "java" / "CodecBench.java"
+
+
+def measure_java(cases: Sequence[Case], rounds: int, batch_s: float, inputs: int) -> str | None:
+    """Kafka's own codec (kafka-clients from the same wheel) on the same bytes; None if it ran.
+
+    Returns the reason when Java could not be measured (no JDK), so the table says so.
+    """
+    import shutil
+    import subprocess
+
+    javac, java = shutil.which("javac"), shutil.which("java")
+    if javac is None or java is None:
+        return "no JDK (javac/java) on PATH"
+    jar_dir = find_kafka_clients_jar().parent
+    cp = ":".join(str(jar_dir / j) for j in ("kafka-clients.jar", "slf4j-api.jar") if (jar_dir / j).exists())
+    with tempfile.TemporaryDirectory() as tmp:
+        subprocess.run([javac, "-nowarn", "-cp", cp, "-d", tmp, str(JAVA_SOURCE)], check=True, capture_output=True)
+        lines = []
+        for i, case in enumerate(cases):
+            lines.append(f"CASE {i} {case.api_key} {case.kind} {case.version} {rounds} {batch_s * 1000:g}")
+            lines += [data.hex() for data in case.inputs[:inputs]] or [case.wire.hex()]
+            lines.append("END")
+        proc = subprocess.run(
+            [java, "-cp", f"{tmp}:{cp}", "CodecBench"],
+            input="\n".join(lines) + "\n",
+            capture_output=True,
+            text=True,
+            check=False,
+        )
+    if proc.returncode != 0:
+        return f"java failed: {proc.stderr.strip().splitlines()[-1:]}"
+    for line in proc.stdout.splitlines():
+        parts = line.split()
+        if len(parts) == 4 and parts[0] == "RESULT":
+            cases[int(parts[1])].results.setdefault(parts[2], {})["java"] = float(parts[3])
+    return None
 
 
 # --------------------------------------------------------------------------- report
@@ -655,35 +766,49 @@ def report_rows(cases: Sequence[Case]) -> list[dict[str, Any]]:
                 "case": case.name,
                 "bytes": len(case.wire),
                 "op": op,
-                "msgs_per_s": {peer: 1.0 / secs[peer] for peer in PEERS},
+                "distinct_inputs": len(case.inputs) if op == "decode" else 1,
+                "msgs_per_s": {peer: 1.0 / t for peer, t in secs.items()},
             }
             for peer in PEERS[1:]:
                 ratio = secs[peer] / secs["ours"]
                 row[f"ours/{peer}"] = ratio
                 row[f"target_ours/{peer}"] = TARGETS[(op, peer)]
                 row[f"meets_ours/{peer}"] = ratio >= TARGETS[(op, peer)]
+                if op == "decode":
+                    nocache = secs[peer] / secs["ours-nocache"]
+                    row[f"ours-nocache/{peer}"] = nocache
+                    row[f"meets_ours-nocache/{peer}"] = nocache >= TARGETS[(op, peer)]
+            if "java" in secs:
+                row["ours/java"] = secs["java"] / secs["ours"]
             rows.append(row)
     return rows
 
 
 def format_table(rows: Sequence[dict[str, Any]]) -> str:
     head = (
-        f"{'case':<70} {'op':<6} {'bytes':>7} {'ours/s':>11} {'kio/s':>11} {'kafka-py/s':>11}"
-        f" {'/kio':>12} {'/kafka-py':>12}"
+        f"{'case':<44} {'op':<6} {'bytes':>6} {'ours/s':>10} {'kio/s':>9} {'kafka-py/s':>10} {'java/s':>10}"
+        f" {'/kio':>8} {'/kafka-py':>9} {'/java':>6} {'nocache /kio':>12} {'/kafka-py':>9}"
     )
     lines = [head, "-" * len(head)]
+
+    def mark(row: dict[str, Any], key: str) -> str:
+        if key not in row:
+            return "-"
+        meets = row.get(key.replace("ours", "meets_ours", 1), True)
+        return f"{row[key]:.2f}x{'' if meets else '<'}"
+
     for row in rows:
         rate = row["msgs_per_s"]
-        marks = []
-        for peer in PEERS[1:]:
-            flag = "" if row[f"meets_ours/{peer}"] else " <"
-            marks.append(f"{row[f'ours/{peer}']:.2f}x{flag}")
+        java = f"{rate['java']:,.0f}" if "java" in rate else "-"
         lines.append(
-            f"{row['case']:<70} {row['op']:<6} {row['bytes']:>7} {rate['ours']:>11,.0f} {rate['kio']:>11,.0f} "
-            f"{rate['kafka-python']:>11,.0f} {marks[0]:>12} {marks[1]:>12}"
+            f"{row['case'][:44]:<44} {row['op']:<6} {row['bytes']:>6} {rate['ours']:>10,.0f} {rate['kio']:>9,.0f} "
+            f"{rate['kafka-python']:>10,.0f} {java:>10} {mark(row, 'ours/kio'):>8} {mark(row, 'ours/kafka-python'):>9} "
+            f"{mark(row, 'ours/java'):>6} {mark(row, 'ours-nocache/kio'):>12} "
+            f"{mark(row, 'ours-nocache/kafka-python'):>9}"
         )
     targets = ", ".join(f"{op} >= {v:g}x {peer}" for (op, peer), v in TARGETS.items())
     lines.append(f"ratios are ours/peer throughput (>1 = ours faster); '<' marks a miss of the target ({targets})")
+    lines.append("java = Apache Kafka's kafka-clients codec in a warmed-up JVM: the ceiling, no target")
     return "\n".join(lines)
 
 
@@ -692,10 +817,17 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--rounds", type=int, default=7, help="timed rounds per peer and operation (best is kept)")
     parser.add_argument("--batch-ms", type=float, default=40.0, help="target length of one timed batch")
     parser.add_argument("--case", action="append", help="only cases whose name contains this (repeatable)")
+    parser.add_argument("--backend", choices=("auto", "c", "python"), default="auto", help="our codec backend")
+    parser.add_argument("--no-java", action="store_true", help="skip the kafka-clients (Java) column")
     parser.add_argument("--json", action="store_true", help="print one JSON document instead of the table")
     args = parser.parse_args(argv)
     if args.rounds < 1 or args.batch_ms <= 0:
         parser.error("--rounds must be >= 1 and --batch-ms > 0")
+    from kraft_jbod import _accel, codec_backend
+
+    if args.backend != "auto":
+        _accel.use(args.backend)
+    java_note: str | None = "skipped (--no-java)"
     try:
         with tempfile.TemporaryDirectory() as tmp:
             kp = load_kafka_python_classes(find_kafka_clients_jar(), Path(tmp))
@@ -704,25 +836,29 @@ def main(argv: Sequence[str] | None = None) -> int:
                 verify(case)
             for case in cases:
                 measure(case, args.rounds, args.batch_ms / 1000)
+            if not args.no_java:
+                java_note = measure_java(cases, args.rounds, args.batch_ms / 1000, inputs=2000)
     except BenchError as exc:
         print(f"bench_codec: {exc}", file=sys.stderr)
         return 1
     rows = report_rows(cases)
-    from kraft_jbod.wire import primitives
-
-    path = "compiled primitives (mypyc)" if primitives.__file__.endswith(".so") else "pure Python"
+    path = codec_backend()
     if args.json:
         doc = {
             "python": sys.version.split()[0],
-            "codec_path": path,
+            "codec_backend": path,
             "rounds": args.rounds,
             "batch_ms": args.batch_ms,
+            "gc": "enabled during batches",
             "peers": {"kio": _version("kio"), "kafka-python": _version("kafka-python")},
+            "java": java_note or "kafka-clients from shigawire-apache-flink-libraries",
             "rows": rows,
         }
         print(json.dumps(doc, indent=2))
     else:
-        print(f"our codec: {path} (python -m tools.build_compiled builds the compiled primitives)")
+        print(f"our codec backend: {path} (kraft_jbod.codec_backend(); --backend python for the reference codec)")
+        if java_note:
+            print(f"java column: {java_note}")
         print(format_table(rows))
     return 0
 

@@ -4,9 +4,10 @@ Builds a controller state with 100 brokers x 10 directories and N partitions (RF
 replicas spread evenly over the directories), then measures one heartbeat reporting a
 directory offline: ``handle()`` plus ``apply()`` of every record it produced, plus
 encoding those records the way the log would. The failed ("probe") directories hold
-the same number of replicas (``--per-dir``) at every cluster size, so the measurement
-isolates what the *rest* of the cluster costs: with the (broker, directory) index it
-should cost nothing. Run at 100,000 and 1,000,000 partitions in the same process and
+the share of replicas a directory really holds at the large size (``--per-dir``,
+default ``large x RF / (brokers x dirs)`` = 3,000 at 1M partitions) at *both* cluster
+sizes, so the measurement isolates what the *rest* of the cluster costs: with the
+(broker, directory) index it should cost nothing. Run at 100,000 and 1,000,000 partitions in the same process and
 print the ratio (target <= 1.3x) and the process RSS.
 
     .venv/bin/python -m tools.bench.bench_dir_failure [--small N] [--large N] [--reps R]
@@ -133,14 +134,20 @@ def main() -> None:
     ap.add_argument("--small", type=int, default=100_000)
     ap.add_argument("--large", type=int, default=1_000_000)
     ap.add_argument("--reps", type=int, default=9)
-    ap.add_argument("--per-dir", type=int, default=1000, help="replicas in each failed directory")
+    ap.add_argument(
+        "--per-dir", type=int, default=0,
+        help="replicas in each failed directory (default: a directory's real share at --large)",
+    )
     args = ap.parse_args()
+    if args.per_dir <= 0:
+        args.per_dir = args.large * RF // (BROKERS * DIRS)
     small = measure(args.small, args.reps, args.per_dir)
     large = measure(args.large, args.reps, args.per_dir)
     for n, (t, recs, build_s, rss) in ((args.small, small), (args.large, large)):
         print(f"{n:>9} partitions: fail one dir median {t * 1e3:8.2f} ms  records {recs:5d}  "
               f"(build {build_s:5.1f} s, RSS after build {rss:7.0f} MiB)")
     ratio = large[0] / small[0]
+    print(f"failed directory holds {args.per_dir} replicas at both sizes")
     print(f"ratio large/small time: {ratio:.2f}x (target <= 1.3x)")
     print(f"RSS with {args.large} partitions: {large[3]:.0f} MiB (target < 2048 MiB)")
 

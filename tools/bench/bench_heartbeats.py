@@ -14,11 +14,21 @@ What is measured, in one run on one machine:
   and framing.
 
 Both servers run as their own processes; the load comes from ``--procs`` client
-processes. Requests completing in the ``--warmup`` seconds are not counted; counting
-stops after ``--duration`` seconds. Output: the rates, the ratio controller/echo (target
->= 0.5) and p50/p99 latency of each. Nothing is asserted.
+processes, so the load generator is not the limit. Two phases per server:
 
-Run: ``python -m tools.bench.bench_heartbeats [--connections 1000] [--duration 3] [--json]``.
+* **saturation** (closed loop): the request rate, and the server process's CPU time
+  (user + system, from /proc) divided by the requests it answered in the window. CPU per
+  request is the headline figure (target: the controller at most 2x the echo server's),
+  since on a shared machine a rate depends on what else runs; CPU per request does not.
+* **fixed offered load** (open loop, ``--rate`` requests/s in total spread over all
+  connections, each sending on its own schedule whether or not answers came back): p50
+  and p99 latency measured from the *scheduled* send time, so a stalled server cannot
+  hide its queueing delay (no coordinated omission).
+
+Requests completing in the ``--warmup`` seconds are not counted; counting stops after
+``--duration`` seconds. Nothing is asserted.
+
+Run: ``python -m tools.bench.bench_heartbeats [--connections 1000] [--duration 3] [--rate 4000] [--json]``.
 """
 
 from __future__ import annotations
@@ -42,7 +52,7 @@ from kraft_jbod import codec
 from kraft_jbod.connection import NEED_DATA, ClientConnection, ResponseReceived
 from kraft_jbod.controller import features
 from kraft_jbod.messages.broker_heartbeat_request import BrokerHeartbeatRequest
-from kraft_jbod.messages.broker_registration_request import BrokerRegistrationRequest, Feature, Listener
+from kraft_jbod.messages.broker_registration_request import BrokerRegistrationRequest, Listener
 
 CLUSTER = "MkU3OEVBNTcwNTJENDM2Qg"
 _BE_i = struct.Struct(">i")
@@ -138,37 +148,152 @@ class _Loop(asyncio.Protocol):
             self.done.set_result(None)
 
 
-async def _drive(addr: tuple[str, int], frames: list[bytes], warmup: float, duration: float) -> dict[str, Any]:
+class _Paced(asyncio.Protocol):
+    """One open-loop connection: a request every ``interval`` seconds on a fixed schedule."""
+
+    def __init__(self, frame: bytes, interval: float, window: tuple[float, float], out: dict[str, Any]) -> None:
+        self.frame = frame
+        self.interval = interval
+        self.start, self.end = window
+        self.out = out
+        self.buf = bytearray()
+        self.t: asyncio.Transport | None = None
+        self.scheduled: list[float] = []  # send times of the requests in flight, oldest first
+        self.sending = True
+        self.loop = asyncio.get_running_loop()
+        self.done = self.loop.create_future()
+
+    def connection_made(self, transport: asyncio.BaseTransport) -> None:
+        assert isinstance(transport, asyncio.Transport)
+        self.t = transport
+
+    def begin(self, first: float) -> None:
+        self._tick(first)
+
+    def _tick(self, due: float) -> None:
+        if due >= self.end or self.t is None or self.t.is_closing():
+            self.sending = False
+            if not self.scheduled and not self.done.done():
+                self.done.set_result(None)
+            return
+        self.scheduled.append(due)
+        self.t.write(self.frame)
+        nxt = due + self.interval
+        self.loop.call_at(self.loop.time() + max(0.0, nxt - time.perf_counter()), self._tick, nxt)
+
+    def data_received(self, data: bytes) -> None:
+        buf = self.buf
+        buf += data
+        while len(buf) >= 4:
+            (size,) = _BE_i.unpack_from(buf, 0)
+            if len(buf) < 4 + size:
+                return
+            del buf[: 4 + size]
+            now = time.perf_counter()
+            due = self.scheduled.pop(0)
+            if self.start <= due < self.end:
+                self.out["count"] += 1
+                if len(self.out["lat"]) < _MAX_SAMPLES:
+                    self.out["lat"].append(now - due)
+            if not self.scheduled and not self.sending and not self.done.done():
+                self.done.set_result(None)
+
+    def connection_lost(self, exc: Exception | None) -> None:
+        if not self.done.done():
+            self.done.set_result(None)
+
+
+async def _drive(
+    addr: tuple[str, int], frames: list[bytes], duration: float, warmup: float, rate_per_conn: float | None,
+    ready: Any, start_at: Any,
+) -> dict[str, Any]:
+    """Connect everything, report ready, wait for the parent's window start, then count."""
     loop = asyncio.get_running_loop()
     out: dict[str, Any] = {"count": 0, "lat": []}
-    protos: list[_Loop] = []
-    # Connect everything first so the window measures steady state, not connection setup.
-    t0 = time.perf_counter() + 3600.0
-    window = (t0, t0)
+    far = (time.perf_counter() + 3600.0,) * 2
+    loops: list[_Loop] = []
+    paced: list[_Paced] = []
+    interval = 0.0 if rate_per_conn is None else 1.0 / rate_per_conn
     for frame in frames:
-        _, p = await loop.create_connection(lambda f=frame: _Loop(f, window, out), *addr)  # type: ignore[misc]
-        protos.append(p)
-    start = time.perf_counter() + warmup
-    for p in protos:
-        p.start, p.end = start, start + duration
-    await asyncio.wait_for(asyncio.gather(*(p.done for p in protos)), warmup + duration + 60)
+        if rate_per_conn is None:
+            _, p = await loop.create_connection(lambda f=frame: _Loop(f, far, out), *addr)  # type: ignore[misc]
+            loops.append(p)
+        else:
+            _, q = await loop.create_connection(
+                lambda f=frame: _Paced(f, interval, far, out), *addr  # type: ignore[misc]
+            )
+            paced.append(q)
+    ready.put(len(frames))
+    while start_at.value == 0.0:
+        await asyncio.sleep(0.005)
+    window = (start_at.value, start_at.value + duration)
+    for p in loops:
+        p.start, p.end = window
+    now = time.perf_counter()
+    for i, q in enumerate(paced):
+        q.start, q.end = window
+        # The schedule starts with the warm-up, phases spread evenly over one interval.
+        q.begin(now + interval * i / len(paced))
+    waits = [p.done for p in loops] + [q.done for q in paced]
+    await asyncio.wait_for(asyncio.gather(*waits), window[1] - time.perf_counter() + warmup + 60)
     return out
 
 
-def _client_proc(addr: tuple[str, int], frames: list[bytes], warmup: float, duration: float) -> dict[str, Any]:
-    return asyncio.run(_drive(addr, frames, warmup, duration))
+def _client_proc(
+    addr: tuple[str, int], frames: list[bytes], duration: float, warmup: float, rate_per_conn: float | None,
+    ready: Any, start_at: Any, results: Any,
+) -> None:
+    results.put(asyncio.run(_drive(addr, frames, duration, warmup, rate_per_conn, ready, start_at)))
 
 
-def _measure(addr: tuple[str, int], frames: list[bytes], procs: int, warmup: float, duration: float) -> dict[str, Any]:
+def _cpu_seconds(pid: int) -> float:
+    """User + system CPU time of a process, from /proc (Linux)."""
+    import os
+
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+def _measure(
+    server_pid: int,
+    addr: tuple[str, int],
+    frames: list[bytes],
+    procs: int,
+    warmup: float,
+    duration: float,
+    rate: float | None = None,
+) -> dict[str, Any]:
     chunks = [frames[i::procs] for i in range(procs)]
+    per_conn = None if rate is None else rate / len(frames)
     ctx = multiprocessing.get_context("fork")
-    with ctx.Pool(procs) as pool:
-        results = pool.starmap(_client_proc, [(addr, c, warmup, duration) for c in chunks])
+    ready, results_q = ctx.Queue(), ctx.Queue()
+    start_at = ctx.Value("d", 0.0)
+    workers = [
+        ctx.Process(target=_client_proc, args=(addr, c, duration, warmup, per_conn, ready, start_at, results_q))
+        for c in chunks
+    ]
+    for w in workers:
+        w.start()
+    # The window opens only once every connection is up, whatever the machine's load.
+    connected = sum(ready.get(timeout=300) for _ in workers)
+    assert connected == len(frames)
+    start = time.perf_counter() + warmup
+    window = (start, start + duration)
+    start_at.value = start
+    time.sleep(max(0.0, start - time.perf_counter()))
+    cpu0 = _cpu_seconds(server_pid)
+    time.sleep(max(0.0, window[1] - time.perf_counter()))
+    cpu1 = _cpu_seconds(server_pid)
+    results = [results_q.get(timeout=duration + warmup + 120) for _ in workers]
+    for w in workers:
+        w.join(30)
     count = sum(r["count"] for r in results)
     lat = sorted(x for r in results for x in r["lat"])
     return {
         "rate": count / duration,
         "requests": count,
+        "server_cpu_s": cpu1 - cpu0,
+        "cpu_us_per_request": 1e6 * (cpu1 - cpu0) / count if count else float("nan"),
         "p50_ms": 1000 * statistics.median(lat) if lat else float("nan"),
         "p99_ms": 1000 * lat[min(len(lat) - 1, int(0.99 * len(lat)))] if lat else float("nan"),
     }
@@ -183,7 +308,7 @@ def _registration(b: int) -> BrokerRegistrationRequest:
         cluster_id=CLUSTER,
         incarnation_id=uuid.UUID(int=b + 1),
         listeners=[Listener("PLAINTEXT", "127.0.0.1", 9092, 0)],
-        features=[Feature(features.METADATA_VERSION, 1, features.LATEST_PRODUCTION_LEVEL)],
+        features=features.registration_features(),
         log_dirs=[uuid.UUID(int=(b << 32) | 500), uuid.UUID(int=(b << 32) | 501)],
     )
 
@@ -233,7 +358,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--connections", type=int, default=1000)
     ap.add_argument("--duration", type=float, default=3.0)
     ap.add_argument("--warmup", type=float, default=1.0)
-    ap.add_argument("--procs", type=int, default=max(1, min(4, (multiprocessing.cpu_count() or 2) - 1)))
+    ap.add_argument("--procs", type=int, default=3, help="client processes generating the load")
+    ap.add_argument("--rate", type=float, default=4000.0, help="offered load (req/s, all connections) for latency")
     ap.add_argument("--json", action="store_true")
     ap.add_argument("--echo-server", action="store_true", help=argparse.SUPPRESS)
     args = ap.parse_args(argv)
@@ -260,36 +386,57 @@ def main(argv: list[str] | None = None) -> int:
                 codec.encode_request(BrokerHeartbeatRequest(b, e, 1 << 40, want_fence=False), 1, 7, "bench")
                 for b, e in sorted(epochs.items())
             ]
-            results = {
-                "echo": _measure(echo_addr, frames, args.procs, args.warmup, args.duration),
-                "controller": _measure(ctl_addr, frames, args.procs, args.warmup, args.duration),
-            }
+            results = {}
+            for name, proc, addr in (("echo", echo, echo_addr), ("controller", ctl, ctl_addr)):
+                sat = _measure(proc.pid, addr, frames, args.procs, args.warmup, args.duration)
+                fixed = _measure(proc.pid, addr, frames, args.procs, args.warmup, args.duration, args.rate)
+                results[name] = {
+                    **{k: sat[k] for k in ("rate", "requests", "server_cpu_s", "cpu_us_per_request")},
+                    "saturated_p50_ms": sat["p50_ms"],
+                    "saturated_p99_ms": sat["p99_ms"],
+                    "offered_rate": args.rate,
+                    "achieved_rate_at_offered": fixed["rate"],
+                    "p50_ms": fixed["p50_ms"],
+                    "p99_ms": fixed["p99_ms"],
+                    "cpu_us_per_request_at_offered": fixed["cpu_us_per_request"],
+                }
         finally:
             for p in (ctl, echo):
                 if p.stdin:
                     p.stdin.close()
                 p.terminate()
                 p.wait(10)
+    from kraft_jbod import codec_backend
+
     ratio = results["controller"]["rate"] / results["echo"]["rate"]
+    cpu_ratio = results["controller"]["cpu_us_per_request"] / results["echo"]["cpu_us_per_request"]
     summary = {
         "connections": args.connections,
         "client_procs": args.procs,
         "duration_s": args.duration,
+        "codec_backend": codec_backend(),
         **results,
-        "ratio_controller_over_echo": ratio,
-        "target_ratio": 0.5,
+        "cpu_per_request_controller_over_echo": cpu_ratio,
+        "target_cpu_ratio": 2.0,
+        "rate_controller_over_echo": ratio,
     }
     if args.json:
         print(json.dumps(summary, indent=2))
     else:
-        print(f"{args.connections} connections, {args.procs} client process(es), {args.duration:.1f} s window")
+        print(
+            f"{args.connections} connections, {args.procs} client processes, {args.duration:.1f} s windows, "
+            f"codec {summary['codec_backend']}"
+        )
         for name in ("echo", "controller"):
             r = results[name]
             print(
-                f"  {name:<10} {r['rate']:>10.0f} req/s   p50 {r['p50_ms']:.2f} ms   p99 {r['p99_ms']:.2f} ms"
-                f"   ({r['requests']} requests)"
+                f"  {name:<10} saturated {r['rate']:>8.0f} req/s, server CPU {r['cpu_us_per_request']:.1f} us/request;"
+                f" at {args.rate:.0f} req/s offered ({r['achieved_rate_at_offered']:.0f} answered):"
+                f" p50 {r['p50_ms']:.2f} ms, p99 {r['p99_ms']:.2f} ms"
             )
-        print(f"  ratio controller/echo = {ratio:.2f}  (target >= 0.50)")
+        flag = "" if cpu_ratio <= 2.0 else "  < miss"
+        print(f"  server CPU per request, controller/echo = {cpu_ratio:.2f}x (target <= 2x){flag}")
+        print(f"  saturated rate, controller/echo = {ratio:.2f}")
     return 0
 
 

@@ -17,6 +17,7 @@ from kraft_jbod import codec
 from kraft_jbod.connection import RequestReceived
 from kraft_jbod.controller import client_api
 from kraft_jbod.controller.seams import ServerView
+from kraft_jbod.messages.api_keys import ApiKey
 from kraft_jbod.messages.api_versions_request import ApiVersionsRequest
 from kraft_jbod.messages.api_versions_response import ApiVersion, ApiVersionsResponse
 
@@ -25,7 +26,6 @@ if TYPE_CHECKING:
 
 log = logging.getLogger(__name__)
 
-API_VERSIONS: Final = 18
 API_VERSIONS_RANGE: Final = (0, 4)
 
 
@@ -50,7 +50,7 @@ class ClientApiSink:
         return dict(client_api.CLIENT_APIS)
 
     def api_versions_response(self, version: int, request: ApiVersionsRequest) -> ApiVersionsResponse:
-        keys = [ApiVersion(API_VERSIONS, *API_VERSIONS_RANGE)]
+        keys = [ApiVersion(ApiKey.API_VERSIONS, *API_VERSIONS_RANGE)]
         keys += [ApiVersion(k, lo, hi) for k, (lo, hi) in sorted(client_api.CLIENT_APIS.items())]
         return ApiVersionsResponse(error_code=0, api_keys=keys)
 

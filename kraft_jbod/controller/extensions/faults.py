@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Callable
-from typing import Any, Final
+from typing import Any
 
 from kraft_jbod import codec
 from kraft_jbod.connection import RequestReceived
@@ -19,15 +19,12 @@ from kraft_jbod.controller import client_api
 from kraft_jbod.controller.seams import Peer
 from kraft_jbod.errors import ConfigError
 from kraft_jbod.faults import Action
+from kraft_jbod.messages.api_keys import ApiKey
+from kraft_jbod.messages.error_codes import ErrorCode
 from kraft_jbod.wire.message import Message
 
 log = logging.getLogger(__name__)
 
-API_CREATE_TOPICS: Final = 19
-API_DELETE_TOPICS: Final = 20
-API_BROKER_REGISTRATION: Final = 62
-API_BROKER_HEARTBEAT: Final = 63
-STALE_BROKER_EPOCH: Final = 77
 
 
 def error_response(api_key: int, body: Any, code: int, message: str | None = None) -> Message:
@@ -38,19 +35,19 @@ def error_response(api_key: int, body: Any, code: int, message: str | None = Non
     """
     cls = codec.response_class(api_key)
     resp: Any = cls()
-    if api_key == API_BROKER_REGISTRATION:
+    if api_key == ApiKey.BROKER_REGISTRATION:
         resp.broker_epoch = -1
     if hasattr(resp, "error_code"):
         resp.error_code = code
         if message is not None and hasattr(resp, "error_message"):
             resp.error_message = message
         return resp  # type: ignore[no-any-return]
-    if api_key == API_CREATE_TOPICS:
+    if api_key == ApiKey.CREATE_TOPICS:
         from kraft_jbod.messages.create_topics_response import CreatableTopicResult
 
         resp.topics = [CreatableTopicResult(name=t.name, error_code=code, error_message=message) for t in body.topics]
         return resp  # type: ignore[no-any-return]
-    if api_key == API_DELETE_TOPICS:
+    if api_key == ApiKey.DELETE_TOPICS:
         from kraft_jbod.messages.delete_topics_response import DeletableTopicResult
 
         names = list(body.topic_names) + [t.name for t in body.topics]
@@ -90,7 +87,7 @@ def carry_out(
         later(action.ms, resume)
         return False
     if kind in ("error", "refuse_registration", "stale_epoch"):
-        code = STALE_BROKER_EPOCH if kind == "stale_epoch" else action.error_code
+        code = ErrorCode.STALE_BROKER_EPOCH if kind == "stale_epoch" else action.error_code
         try:
             body = error_response(ev.api_key, ev.body, code)
         except ConfigError as exc:
@@ -99,10 +96,10 @@ def carry_out(
             return False
         peer.respond(ev, body)
         return False
-    if kind == "fence" and ev.api_key == API_BROKER_HEARTBEAT:
+    if kind == "fence" and ev.api_key == ApiKey.BROKER_HEARTBEAT:
         ev.body.want_fence = True
         return True
-    if kind == "offline_dir" and ev.api_key == API_BROKER_HEARTBEAT and action.directory is not None:
+    if kind == "offline_dir" and ev.api_key == ApiKey.BROKER_HEARTBEAT and action.directory is not None:
         if ev.api_version < 1:
             log.warning("offline_dir fault needs BrokerHeartbeat v1+, got v%d; passed unchanged", ev.api_version)
         elif action.directory not in ev.body.offline_log_dirs:

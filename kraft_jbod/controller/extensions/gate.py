@@ -18,6 +18,7 @@ from kraft_jbod.controller.extensions import faults as faults_mod
 from kraft_jbod.controller.extensions.security import ConnectionSecurity
 from kraft_jbod.controller.seams import Peer
 from kraft_jbod.faults import facts_of
+from kraft_jbod.messages.api_keys import ApiKey
 from kraft_jbod.messages.api_versions_response import ApiVersionsResponse
 from kraft_jbod.wire.message import Message
 
@@ -27,7 +28,9 @@ if TYPE_CHECKING:
 log = logging.getLogger(__name__)
 
 # Registration, heartbeat, controlled shutdown, unregister: requests naming a broker id.
-_BROKER_KEYS: Final = frozenset({62, 63, 64, 73})
+_BROKER_KEYS: Final = frozenset(
+    {ApiKey.BROKER_REGISTRATION, ApiKey.BROKER_HEARTBEAT, ApiKey.UNREGISTER_BROKER, ApiKey.ASSIGN_REPLICAS_TO_DIRS}
+)
 
 
 class Gate:

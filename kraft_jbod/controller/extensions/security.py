@@ -22,6 +22,7 @@ from kraft_jbod.connection import RequestReceived
 from kraft_jbod.controller.extensions.faults import error_response
 from kraft_jbod.controller.seams import Peer
 from kraft_jbod.errors import ConfigError
+from kraft_jbod.messages.api_keys import ApiKey
 from kraft_jbod.messages.api_versions_response import ApiVersion, ApiVersionsResponse
 from kraft_jbod.security import sasl as sasl_mod
 from kraft_jbod.security.acl import CLUSTER_AUTHORIZATION_FAILED, TOPIC_AUTHORIZATION_FAILED, Authorizer
@@ -31,8 +32,6 @@ from kraft_jbod.wire.message import Message
 
 log = logging.getLogger(__name__)
 
-API_CREATE_TOPICS: Final = 19
-API_DELETE_TOPICS: Final = 20
 ANONYMOUS: Final = "User:ANONYMOUS"
 # Kafka's sasl.server.max.receive.size default: the largest frame before authentication.
 PRE_AUTH_MAX_FRAME: Final = 524_288
@@ -145,14 +144,14 @@ class ConnectionSecurity:
             return error_response(
                 key, ev.body, CLUSTER_AUTHORIZATION_FAILED, f"Principal {principal} lacks {op} on the cluster"
             )
-        if key in (API_CREATE_TOPICS, API_DELETE_TOPICS):
-            op = "CREATE" if key == API_CREATE_TOPICS else "DELETE"
+        if key in (ApiKey.CREATE_TOPICS, ApiKey.DELETE_TOPICS):
+            op = "CREATE" if key == ApiKey.CREATE_TOPICS else "DELETE"
             if authz.authorize(principal, op, host=host):
                 return None
             body: Any = ev.body
             names = (
                 [t.name for t in body.topics]
-                if key == API_CREATE_TOPICS
+                if key == ApiKey.CREATE_TOPICS
                 else (list(body.topic_names) + [t.name for t in body.topics])
             )
             if all(n is not None and authz.authorize(principal, op, "TOPIC", n, host=host) for n in names):

@@ -1,0 +1,106 @@
+"""Which message codec runs: the compiled C codec or the pure-Python reference.
+
+The generated modules in ``kraft_jbod.messages`` are the codec and its reference.
+``_ccodec`` (kraft_jbod/_accel/_ccodec.c, built by ``pip install`` when a C compiler
+is there, skipped quietly when not) is an accelerator for the same classes: it walks
+plans compiled from the generated field tables (``plans.py``) and, on anything it
+does not handle or any bad input, hands the call to the pure-Python method, so the
+values, bytes and errors are the reference's by construction.
+
+Selection, once at import of ``kraft_jbod.wire.message`` (which calls :func:`install`):
+
+* ``KRAFT_JBOD_CODEC=auto`` (default): C when the extension imports, else Python;
+* ``KRAFT_JBOD_CODEC=c``: C, and an ``ImportError`` naming the cause when it is absent
+  (CI uses this so a failed build cannot pass as a green run of the C path);
+* ``KRAFT_JBOD_CODEC=python``: the pure-Python codec.
+
+:func:`use` switches at run time (tests run the codec suite under both).
+"""
+
+from __future__ import annotations
+
+import os
+import uuid
+from types import ModuleType
+from typing import Any
+
+ENV = "KRAFT_JBOD_CODEC"
+BACKENDS = ("c", "python")
+
+_c: ModuleType | None
+_c_error: str | None
+try:
+    from kraft_jbod._accel import _ccodec as _c
+
+    _c_error = None
+except ImportError as exc:  # no compiler at install time, or a source checkout without a build
+    _c = None
+    _c_error = str(exc)
+
+_message: Any = None
+_python: dict[str, Any] = {}
+_active = "python"
+
+
+def available() -> bool:
+    """True when the compiled codec was built and imports."""
+    return _c is not None
+
+
+def backend() -> str:
+    """``"c"`` or ``"python"``: what ``Message.decode``/``encode`` run now."""
+    return _active
+
+
+def install(message_cls: Any) -> None:
+    """Remember the pure-Python methods of ``Message`` and apply ``KRAFT_JBOD_CODEC``."""
+    global _message
+    _message = message_cls
+    for name in ("decode", "read", "encode", "write"):
+        _python[name] = message_cls.__dict__[name]
+    choice = os.environ.get(ENV, "auto").strip().lower() or "auto"
+    if choice not in ("auto", *BACKENDS):
+        raise ImportError(f"{ENV}={choice!r}: expected auto, c or python")
+    use("python" if choice == "python" or (choice == "auto" and _c is None) else "c")
+
+
+def use(name: str) -> None:
+    """Switch every message class to backend ``name`` (``"c"`` or ``"python"``).
+
+    Raises:
+        ImportError: ``"c"`` asked for but the extension is not built.
+        ValueError: an unknown backend name.
+    """
+    global _active
+    if name not in BACKENDS:
+        raise ValueError(f"unknown codec backend {name!r}; expected one of {BACKENDS}")
+    if _message is None:
+        raise RuntimeError("kraft_jbod.wire.message has not been imported")
+    if name == "c":
+        if _c is None:
+            raise ImportError(f"the compiled codec is not built ({_c_error}); reinstall with a C compiler")
+        from kraft_jbod._accel.plans import plan_for
+
+        _c.configure(
+            uuid.UUID,
+            uuid.SafeUUID.unknown,
+            plan_for,
+            _python["decode"].__func__,
+            _python["read"].__func__,
+            _python["encode"],
+            _python["write"],
+        )
+        _message.decode = classmethod(_c.decode)
+        _message.read = classmethod(_c.read)
+        _message.encode = _c.encode
+        _message.write = _c.write
+    else:
+        for attr, value in _python.items():
+            setattr(_message, attr, value)
+    _active = name
+
+
+def set_uuid_cache(enabled: bool) -> None:
+    """Turn the compiled codec's UUID object cache on or off (benchmarks measure both)."""
+    if _c is not None:
+        _c.set_uuid_cache(enabled)

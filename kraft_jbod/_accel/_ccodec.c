@@ -1,0 +1,1015 @@
+/* Table-driven C codec for the generated message classes.
+ *
+ * What it is: one decoder and one encoder that walk a *plan* (a compiled field table
+ * for one class at one version, built by kraft_jbod/_accel/plans.py from the
+ * generated ``_FIELDS`` tables) and read or write the slots of the generated classes
+ * directly. The pure-Python codec in kraft_jbod/messages stays the reference.
+ *
+ * Why it is safe to be partial: whenever this code meets anything it does not
+ * handle, or bytes/values that are wrong in any way, it gives up ("bails") and the
+ * caller runs the pure-Python codec on the same input, which returns the value or
+ * raises the exact DecodeError/EncodeError it always raised. So this file only has
+ * to (a) never accept what Python rejects and (b) produce equal values or identical
+ * bytes when it accepts; tests/codec/test_accel.py checks both on every message and
+ * version, and on mutated bytes.
+ *
+ * Lengths and counts are checked against the bytes that remain before anything is
+ * allocated, as the Python readers do.
+ */
+#define PY_SSIZE_T_CLEAN
+#include <Python.h>
+#include <structmember.h>
+#include <stdint.h>
+#include <string.h>
+
+enum {
+    K_BOOL = 0, K_INT8, K_INT16, K_UINT16, K_INT32, K_UINT32, K_INT64, K_FLOAT64,
+    K_UUID, K_STRING, K_BYTES, K_STRUCT, K_ARRAY, K_LAST
+};
+enum { D_CONST = 0, D_LIST = 1, D_CALL = 2 };          /* how an absent field gets its default */
+enum { C_NE = 0, C_NOT_NONE = 1, C_LEN = 2 };          /* Kafka's "not the default" test */
+
+static const int FIXED_WIDTH[K_LAST] = {1, 1, 2, 2, 4, 4, 8, 8, 16, 0, 0, 0, 0};
+
+struct Plan;
+
+typedef struct {
+    Py_ssize_t offset;      /* slot offset in the instance */
+    int kind, elem;         /* elem: element kind of an array */
+    int present, tagged, nullable;
+    int compact;            /* compact string/bytes */
+    int arr_compact;        /* compact array length */
+    int dmode, ignorable, dcmp;
+    uint32_t tag;
+    struct Plan *sub;       /* struct or array of struct */
+    PyObject *dflt;         /* constant default, or a factory (D_CALL) */
+    PyObject *cmpobj;       /* what C_NE compares with */
+} Field;
+
+typedef struct Plan {
+    PyTypeObject *cls;
+    int flexible;
+    Py_ssize_t nf;
+    Field *f;
+    Py_ssize_t ntagged;
+    Field **tagged;         /* present and tagged at this version, ascending tag */
+    Py_ssize_t ninvalid;
+    uint32_t *invalid;      /* known tags not valid at this version */
+    Py_ssize_t unknown_off;
+} Plan;
+
+/* ------------------------------------------------------------------ module state */
+
+static PyTypeObject *uuid_type = NULL;
+static Py_ssize_t uuid_int_off = -1, uuid_safe_off = -1;
+static PyObject *uuid_safe_unknown = NULL;
+static PyObject *planner = NULL;          /* planner(cls, version) -> plan tuple or None */
+static PyObject *plan_cache = NULL;       /* dict: cls -> list indexed by version */
+static PyObject *py_decode = NULL, *py_read = NULL, *py_encode = NULL, *py_write = NULL;
+static PyObject *empty_tuple = NULL;
+/* How often each path ran: tests use these to prove the C path did the work. */
+static unsigned long long n_dec_c, n_dec_py, n_enc_c, n_enc_py;
+static PyObject *str_valid_versions = NULL;
+
+/* Bounded direct-mapped cache of immutable UUID objects (ids repeat within and across
+ * messages). Toggled by set_uuid_cache() so benchmarks can measure both ways. */
+#define UUID_CACHE_BITS 12
+#define UUID_CACHE_SIZE (1 << UUID_CACHE_BITS)
+typedef struct { uint64_t hi, lo; PyObject *obj; } UuidEntry;
+static UuidEntry uuid_cache[UUID_CACHE_SIZE];
+static int uuid_cache_on = 1;
+
+/* ------------------------------------------------------------------ helpers */
+
+#define SLOT(obj, off) (*(PyObject **)((char *)(obj) + (off)))
+
+static inline uint16_t be16(const uint8_t *p) { return (uint16_t)((p[0] << 8) | p[1]); }
+static inline uint32_t be32(const uint8_t *p) {
+    return ((uint32_t)p[0] << 24) | ((uint32_t)p[1] << 16) | ((uint32_t)p[2] << 8) | p[3];
+}
+static inline uint64_t be64(const uint8_t *p) { return ((uint64_t)be32(p) << 32) | be32(p + 4); }
+
+/* Kafka's readUnsignedVarint: at most 5 bytes, bits above 32 dropped. -1 on failure. */
+static inline int read_uvarint(const uint8_t *buf, Py_ssize_t *pos, Py_ssize_t end, uint32_t *out) {
+    Py_ssize_t p = *pos;
+    if (p >= end) return -1;
+    uint8_t b = buf[p++];
+    if (b < 0x80) { *out = b; *pos = p; return 0; }
+    uint64_t value = b & 0x7F;
+    int shift = 7;
+    for (;;) {
+        if (p >= end) return -1;
+        b = buf[p++];
+        if (b < 0x80) {
+            *out = (uint32_t)((value | ((uint64_t)b << shift)) & 0xFFFFFFFFu);
+            *pos = p;
+            return 0;
+        }
+        value |= (uint64_t)(b & 0x7F) << shift;
+        shift += 7;
+        if (shift > 28) return -1;
+    }
+}
+
+static PyObject *make_uuid(const uint8_t *p) {
+    uint64_t hi = be64(p), lo = be64(p + 8);
+    UuidEntry *e = NULL;
+    if (uuid_cache_on) {
+        uint64_t h = (hi ^ (lo * 0x9E3779B97F4A7C15ull)) ^ (lo >> 31);
+        h *= 0x9E3779B97F4A7C15ull;
+        e = &uuid_cache[h >> (64 - UUID_CACHE_BITS)];
+        if (e->obj != NULL && e->hi == hi && e->lo == lo) {
+            Py_INCREF(e->obj);
+            return e->obj;
+        }
+    }
+    PyObject *value = _PyLong_FromByteArray(p, 16, 0, 0);
+    if (value == NULL) return NULL;
+    PyObject *u = uuid_type->tp_alloc(uuid_type, 0);
+    if (u == NULL) { Py_DECREF(value); return NULL; }
+    SLOT(u, uuid_int_off) = value;
+    Py_INCREF(uuid_safe_unknown);
+    SLOT(u, uuid_safe_off) = uuid_safe_unknown;
+    /* A UUID holds an int and an enum member and refuses attribute writes, so it can
+     * never be part of a reference cycle: like CPython's tuples of atomic values, it
+     * is left out of the collector's lists (which large messages would otherwise fill
+     * with thousands of ids to traverse). */
+    PyObject_GC_UnTrack(u);
+    if (e != NULL) {
+        Py_XSETREF(e->obj, u);
+        Py_INCREF(u);
+        e->hi = hi;
+        e->lo = lo;
+    }
+    return u;
+}
+
+static int default_into(Field *f, PyObject *obj) {
+    PyObject *v;
+    if (f->dmode == D_LIST) v = PyList_New(0);
+    else if (f->dmode == D_CALL) v = PyObject_CallNoArgs(f->dflt);
+    else { v = f->dflt; Py_INCREF(v); }
+    if (v == NULL) return -1;
+    SLOT(obj, f->offset) = v;
+    return 0;
+}
+
+/* ------------------------------------------------------------------ decoding */
+
+/* Objects a decode creates are kept out of the garbage collector's lists until the
+ * whole message is built, then tracked at once. Why: a large message allocates
+ * thousands of objects, which triggers young-generation collections mid-decode; the
+ * half-built (live) message would be traversed and promoted to older generations,
+ * feeding full collections. Untracked objects are skipped by those collections. All
+ * of them are tracked again before the message is returned, so GC semantics for the
+ * caller are unchanged; on failure they are freed by reference counting. */
+typedef struct {
+    PyObject **items;
+    Py_ssize_t len, cap;
+    PyObject *small[64];
+} Ctx;
+
+static int ctx_hold(Ctx *c, PyObject *obj) {
+    if (c->len == c->cap) {
+        Py_ssize_t cap = c->cap * 2;
+        PyObject **d;
+        if (c->items == c->small) {
+            d = PyMem_Malloc(sizeof(PyObject *) * (size_t)cap);
+            if (d != NULL) memcpy(d, c->items, sizeof(PyObject *) * (size_t)c->len);
+        } else {
+            d = PyMem_Realloc(c->items, sizeof(PyObject *) * (size_t)cap);
+        }
+        if (d == NULL) { PyErr_NoMemory(); return -1; }
+        c->items = d;
+        c->cap = cap;
+    }
+    PyObject_GC_UnTrack(obj);
+    c->items[c->len++] = obj;
+    return 0;
+}
+
+static void ctx_release(Ctx *c, int track) {
+    if (track) {
+        for (Py_ssize_t i = 0; i < c->len; i++) PyObject_GC_Track(c->items[i]);
+    }
+    if (c->items != c->small) PyMem_Free(c->items);
+}
+
+static PyObject *dec_struct(Plan *p, Ctx *c, const uint8_t *buf, Py_ssize_t *pos, Py_ssize_t end);
+
+/* One scalar of kind k at *pos; compact selects the string/bytes encoding. */
+static PyObject *dec_scalar(int k, Ctx *c, int compact, int nullable, const uint8_t *buf, Py_ssize_t *pos, Py_ssize_t end) {
+    Py_ssize_t p = *pos;
+    int w = FIXED_WIDTH[k];
+    if (w) {
+        if (p + w > end) return NULL;
+        const uint8_t *q = buf + p;
+        *pos = p + w;
+        switch (k) {
+        case K_BOOL: return PyBool_FromLong(q[0] != 0);
+        case K_INT8: return PyLong_FromLong((int8_t)q[0]);
+        case K_INT16: return PyLong_FromLong((int16_t)be16(q));
+        case K_UINT16: return PyLong_FromLong(be16(q));
+        case K_INT32: return PyLong_FromLong((int32_t)be32(q));
+        case K_UINT32: return PyLong_FromUnsignedLong(be32(q));
+        case K_INT64: return PyLong_FromLongLong((int64_t)be64(q));
+        case K_FLOAT64: { uint64_t bits = be64(q); double d; memcpy(&d, &bits, 8); return PyFloat_FromDouble(d); }
+        case K_UUID: return make_uuid(q);
+        }
+        return NULL;
+    }
+    Py_ssize_t n;
+    if (k == K_STRING) {
+        if (compact) {
+            uint32_t u;
+            if (read_uvarint(buf, &p, end, &u) < 0) return NULL;
+            if (u == 0) {
+                if (!nullable) return NULL;
+                *pos = p;
+                Py_RETURN_NONE;
+            }
+            n = (Py_ssize_t)u - 1;
+            if (n > 0x7FFF) return NULL;
+        } else {
+            if (p + 2 > end) return NULL;
+            uint16_t u = be16(buf + p);
+            p += 2;
+            if (u >= 0x8000) {
+                if (nullable && u == 0xFFFF) { *pos = p; Py_RETURN_NONE; }
+                return NULL;
+            }
+            n = u;
+        }
+        if (n > end - p) return NULL;
+        PyObject *s = PyUnicode_DecodeUTF8((const char *)buf + p, n, NULL);
+        if (s == NULL) return NULL;
+        *pos = p + n;
+        return s;
+    }
+    if (k == K_BYTES) {
+        if (compact) {
+            uint32_t u;
+            if (read_uvarint(buf, &p, end, &u) < 0) return NULL;
+            if (u == 0) {
+                if (!nullable) return NULL;
+                *pos = p;
+                Py_RETURN_NONE;
+            }
+            n = (Py_ssize_t)u - 1;
+        } else {
+            if (p + 4 > end) return NULL;
+            int32_t s = (int32_t)be32(buf + p);
+            p += 4;
+            if (s < 0) {
+                if (nullable && s == -1) { *pos = p; Py_RETURN_NONE; }
+                return NULL;
+            }
+            n = s;
+        }
+        if (n > end - p) return NULL;
+        *pos = p + n;
+        return PyBytes_FromStringAndSize((const char *)buf + p, n);
+    }
+    return NULL;
+}
+
+/* Array count: -1 null, -2 failure. */
+static Py_ssize_t dec_count(int compact, int nullable, const uint8_t *buf, Py_ssize_t *pos, Py_ssize_t end) {
+    Py_ssize_t p = *pos, n;
+    if (compact) {
+        uint32_t u;
+        if (read_uvarint(buf, &p, end, &u) < 0) return -2;
+        if (u == 0) {
+            if (!nullable) return -2;
+            *pos = p;
+            return -1;
+        }
+        n = (Py_ssize_t)u - 1;
+    } else {
+        if (p + 4 > end) return -2;
+        int32_t s = (int32_t)be32(buf + p);
+        p += 4;
+        if (s < 0) {
+            if (nullable && s == -1) { *pos = p; return -1; }
+            return -2;
+        }
+        n = s;
+    }
+    if (n > end - p) return -2;
+    *pos = p;
+    return n;
+}
+
+static PyObject *dec_field(Field *f, Ctx *c, const uint8_t *buf, Py_ssize_t *pos, Py_ssize_t end) {
+    if (f->kind == K_ARRAY) {
+        Py_ssize_t n = dec_count(f->arr_compact, f->nullable, buf, pos, end);
+        if (n == -2) return NULL;
+        if (n == -1) Py_RETURN_NONE;
+        int w = FIXED_WIDTH[f->elem];
+        if (w && *pos + w * n > end) return NULL;
+        PyObject *list = PyList_New(n);
+        if (list == NULL) return NULL;
+        if (ctx_hold(c, list) < 0) { Py_DECREF(list); return NULL; }
+        for (Py_ssize_t i = 0; i < n; i++) {
+            PyObject *e = f->elem == K_STRUCT ? dec_struct(f->sub, c, buf, pos, end)
+                                              : dec_scalar(f->elem, c, f->arr_compact, 0, buf, pos, end);
+            if (e == NULL) { Py_DECREF(list); return NULL; }
+            PyList_SET_ITEM(list, i, e);
+        }
+        return list;
+    }
+    if (f->kind == K_STRUCT) {
+        if (f->nullable) {
+            if (*pos >= end) return NULL;
+            if (buf[*pos] >= 0x80) { *pos += 1; Py_RETURN_NONE; }
+            *pos += 1;
+        }
+        return dec_struct(f->sub, c, buf, pos, end);
+    }
+    return dec_scalar(f->kind, c, f->compact, f->nullable, buf, pos, end);
+}
+
+static PyObject *dec_struct(Plan *p, Ctx *c, const uint8_t *buf, Py_ssize_t *pos, Py_ssize_t end) {
+    PyObject *obj = p->cls->tp_alloc(p->cls, 0);
+    if (obj == NULL) return NULL;
+    if (PyObject_IS_GC(obj) && ctx_hold(c, obj) < 0) { Py_DECREF(obj); return NULL; }
+    Py_ssize_t i;
+    for (i = 0; i < p->nf; i++) {
+        Field *f = &p->f[i];
+        if (!f->present || f->tagged) continue;
+        PyObject *v = dec_field(f, c, buf, pos, end);
+        if (v == NULL) goto fail;
+        SLOT(obj, f->offset) = v;
+    }
+    PyObject *unknown = NULL;
+    if (p->flexible) {
+        Py_ssize_t q = *pos;
+        uint32_t count;
+        if (read_uvarint(buf, &q, end, &count) < 0) goto fail;
+        for (uint32_t t = 0; t < count; t++) {
+            uint32_t tag, size;
+            if (read_uvarint(buf, &q, end, &tag) < 0 || read_uvarint(buf, &q, end, &size) < 0) goto fail_u;
+            if ((Py_ssize_t)size > end - q) goto fail_u;
+            Py_ssize_t vend = q + (Py_ssize_t)size;
+            Field *known = NULL;
+            for (Py_ssize_t j = 0; j < p->ntagged; j++) {
+                if (p->tagged[j]->tag == tag) { known = p->tagged[j]; break; }
+            }
+            if (known != NULL) {
+                /* A repeated tag (the last wins in Python) is left to Python: replacing
+                 * the first value here would free an object the Ctx still holds. */
+                if (SLOT(obj, known->offset) != NULL) goto fail_u;
+                Py_ssize_t vq = q;
+                PyObject *v = dec_field(known, c, buf, &vq, vend);
+                if (v == NULL) goto fail_u;
+                SLOT(obj, known->offset) = v;
+            } else {
+                for (Py_ssize_t j = 0; j < p->ninvalid; j++) {
+                    if (p->invalid[j] == tag) goto fail_u;
+                }
+                if (unknown == NULL && (unknown = PyList_New(0)) == NULL) goto fail;
+                PyObject *pair = Py_BuildValue("(Iy#)", tag, (const char *)buf + q, (Py_ssize_t)size);
+                if (pair == NULL) goto fail_u;
+                int rc = PyList_Append(unknown, pair);
+                Py_DECREF(pair);
+                if (rc < 0) goto fail_u;
+            }
+            q = vend;
+        }
+        *pos = q;
+    }
+    for (i = 0; i < p->nf; i++) {
+        Field *f = &p->f[i];
+        if (SLOT(obj, f->offset) == NULL && default_into(f, obj) < 0) goto fail_u;
+    }
+    if (unknown != NULL) {
+        PyObject *t = PyList_AsTuple(unknown);
+        Py_DECREF(unknown);
+        if (t == NULL) goto fail;
+        SLOT(obj, p->unknown_off) = t;
+    } else {
+        Py_INCREF(empty_tuple);
+        SLOT(obj, p->unknown_off) = empty_tuple;
+    }
+    return obj;
+fail_u:
+    Py_XDECREF(unknown);
+fail:
+    Py_DECREF(obj);
+    return NULL;
+}
+
+/* ------------------------------------------------------------------ plans */
+
+static void plan_free(Plan *p) {
+    if (p == NULL) return;
+    for (Py_ssize_t i = 0; i < p->nf; i++) {
+        plan_free(p->f[i].sub);
+        Py_XDECREF(p->f[i].dflt);
+        Py_XDECREF(p->f[i].cmpobj);
+    }
+    PyMem_Free(p->f);
+    PyMem_Free(p->tagged);
+    PyMem_Free(p->invalid);
+    Py_XDECREF(p->cls);
+    PyMem_Free(p);
+}
+
+static Py_ssize_t slot_offset(PyTypeObject *cls, PyObject *name) {
+    PyObject *d = PyObject_GetAttr((PyObject *)cls, name);
+    if (d == NULL) return -1;
+    Py_ssize_t off = -1;
+    if (Py_IS_TYPE(d, &PyMemberDescr_Type)) {
+        PyMemberDef *m = ((PyMemberDescrObject *)d)->d_member;
+        if (m->type == T_OBJECT_EX && PyType_IsSubtype(cls, PyDescr_TYPE(d))) off = m->offset;
+    }
+    Py_DECREF(d);
+    if (off < 0 && !PyErr_Occurred()) PyErr_Format(PyExc_TypeError, "%R is not a slot of %R", name, cls);
+    return off;
+}
+
+static int field_cmp(const void *a, const void *b) {
+    uint32_t x = (*(Field *const *)a)->tag, y = (*(Field *const *)b)->tag;
+    return x < y ? -1 : x > y;
+}
+
+/* plan = (cls, flexible, fields, invalid_tags)
+ * field = (attr, kind, elem, present, tagged, tag, nullable, compact, arr_compact,
+ *          subplan|None, dmode, dflt, cmpobj, ignorable, dcmp) */
+static Plan *plan_compile(PyObject *t) {
+    PyObject *cls, *fields, *invalid;
+    int flexible;
+    if (!PyArg_ParseTuple(t, "O!pO!O!", &PyType_Type, &cls, &flexible, &PyTuple_Type, &fields, &PyTuple_Type, &invalid))
+        return NULL;
+    Plan *p = PyMem_Calloc(1, sizeof(Plan));
+    if (p == NULL) { PyErr_NoMemory(); return NULL; }
+    Py_INCREF(cls);
+    p->cls = (PyTypeObject *)cls;
+    p->flexible = flexible;
+    p->nf = PyTuple_GET_SIZE(fields);
+    p->f = PyMem_Calloc(p->nf ? p->nf : 1, sizeof(Field));
+    p->tagged = PyMem_Calloc(p->nf ? p->nf : 1, sizeof(Field *));
+    p->ninvalid = PyTuple_GET_SIZE(invalid);
+    p->invalid = PyMem_Calloc(p->ninvalid ? p->ninvalid : 1, sizeof(uint32_t));
+    if (p->f == NULL || p->tagged == NULL || p->invalid == NULL) { PyErr_NoMemory(); goto fail; }
+    for (Py_ssize_t i = 0; i < p->ninvalid; i++) {
+        unsigned long tag = PyLong_AsUnsignedLong(PyTuple_GET_ITEM(invalid, i));
+        if (PyErr_Occurred()) goto fail;
+        p->invalid[i] = (uint32_t)tag;
+    }
+    PyObject *uname = PyUnicode_InternFromString("unknown_tagged_fields");
+    if (uname == NULL) goto fail;
+    p->unknown_off = slot_offset(p->cls, uname);
+    Py_DECREF(uname);
+    if (p->unknown_off < 0) goto fail;
+    for (Py_ssize_t i = 0; i < p->nf; i++) {
+        Field *f = &p->f[i];
+        PyObject *attr, *sub, *dflt, *cmpobj;
+        unsigned long tag;
+        if (!PyArg_ParseTuple(PyTuple_GET_ITEM(fields, i), "Uiippkpp" "pOiOOpi", &attr, &f->kind, &f->elem, &f->present,
+                              &f->tagged, &tag, &f->nullable, &f->compact, &f->arr_compact, &sub, &f->dmode, &dflt,
+                              &cmpobj, &f->ignorable, &f->dcmp))
+            goto fail;
+        f->tag = (uint32_t)tag;
+        if (f->kind < 0 || f->kind >= K_LAST || f->elem < 0 || f->elem >= K_LAST || f->elem == K_ARRAY) {
+            PyErr_SetString(PyExc_ValueError, "bad field kind");
+            goto fail;
+        }
+        Py_INCREF(dflt);
+        f->dflt = dflt;
+        Py_INCREF(cmpobj);
+        f->cmpobj = cmpobj;
+        f->offset = slot_offset(p->cls, attr);
+        if (f->offset < 0) goto fail;
+        int needs_sub = f->kind == K_STRUCT || (f->kind == K_ARRAY && f->elem == K_STRUCT);
+        if (f->present && needs_sub && sub == Py_None) {
+            PyErr_SetString(PyExc_ValueError, "struct field without a plan");
+            goto fail;
+        }
+        if (sub != Py_None && (f->sub = plan_compile(sub)) == NULL) goto fail;
+        if (f->present && f->tagged) {
+            if (!p->flexible) {
+                PyErr_SetString(PyExc_ValueError, "tagged field in a non-flexible version");
+                goto fail;
+            }
+            p->tagged[p->ntagged++] = f;
+        }
+    }
+    qsort(p->tagged, (size_t)p->ntagged, sizeof(Field *), field_cmp);
+    return p;
+fail:
+    plan_free(p);
+    return NULL;
+}
+
+static void capsule_free(PyObject *cap) { plan_free(PyCapsule_GetPointer(cap, "kraft_jbod.plan")); }
+
+/* The plan for (cls, version), compiled on first use; NULL without an error set means
+ * "no plan" (the caller runs Python). */
+static Plan *get_plan(PyObject *cls, long version) {
+    PyObject *versions = PyDict_GetItemWithError(plan_cache, cls);
+    if (versions == NULL) {
+        if (PyErr_Occurred()) return NULL;
+        PyObject *vv = PyObject_GetAttr(cls, str_valid_versions);
+        if (vv == NULL) return NULL;
+        long hi = -1;
+        if (PyTuple_Check(vv) && PyTuple_GET_SIZE(vv) == 2) hi = PyLong_AsLong(PyTuple_GET_ITEM(vv, 1));
+        Py_DECREF(vv);
+        if (hi < 0 || hi > 4096) { PyErr_Clear(); hi = -1; }
+        versions = PyList_New(hi + 1);
+        if (versions == NULL) return NULL;
+        for (long i = 0; i <= hi; i++) { Py_INCREF(Py_None); PyList_SET_ITEM(versions, i, Py_None); }
+        int rc = PyDict_SetItem(plan_cache, cls, versions);
+        Py_DECREF(versions);
+        if (rc < 0) return NULL;
+    }
+    if (version < 0 || version >= PyList_GET_SIZE(versions)) return NULL;
+    PyObject *entry = PyList_GET_ITEM(versions, version);
+    if (entry == Py_None) {
+        /* A class or version the planner refuses (or fails on) is remembered as
+         * Py_False: Python serves it from then on. tests/codec/test_accel.py checks
+         * every generated class and version gets a plan. */
+        PyObject *t = PyObject_CallFunction(planner, "Ol", cls, version);
+        Plan *p = NULL;
+        entry = NULL;
+        if (t != NULL && t != Py_None) {
+            p = plan_compile(t);
+            if (p != NULL) {
+                entry = PyCapsule_New(p, "kraft_jbod.plan", capsule_free);
+                if (entry == NULL) plan_free(p);
+            }
+        }
+        Py_XDECREF(t);
+        if (entry == NULL) {
+            PyErr_Clear();
+            entry = Py_False;
+            Py_INCREF(entry);
+        }
+        PyList_SetItem(versions, version, entry);  /* steals */
+    }
+    if (entry == Py_False) return NULL;
+    return PyCapsule_GetPointer(entry, "kraft_jbod.plan");
+}
+
+/* decode(cls, data, version) as Message.decode; read(cls, buf, pos, version) as Message.read. */
+static PyObject *run_decode(PyObject *cls, PyObject *data, long version, Py_ssize_t start, int whole) {
+    Plan *p = get_plan(cls, version);
+    if (p == NULL) return NULL;
+    Py_buffer view;
+    const uint8_t *buf;
+    Py_ssize_t len;
+    int have_view = 0;
+    if (PyBytes_CheckExact(data)) {
+        buf = (const uint8_t *)PyBytes_AS_STRING(data);
+        len = PyBytes_GET_SIZE(data);
+    } else {
+        if (PyObject_GetBuffer(data, &view, PyBUF_SIMPLE) < 0) return NULL;
+        have_view = 1;
+        buf = view.buf;
+        len = view.len;
+    }
+    PyObject *result = NULL;
+    Py_ssize_t pos = start;
+    if (pos >= 0 && pos <= len) {
+        Ctx ctx;
+        ctx.items = ctx.small;
+        ctx.len = 0;
+        ctx.cap = 64;
+        result = dec_struct(p, &ctx, buf, &pos, len);
+        if (result != NULL && whole && pos != len) Py_CLEAR(result);
+        /* on failure the held objects are already freed: do not touch them */
+        ctx_release(&ctx, result != NULL);
+        if (result != NULL && !whole) {
+            PyObject *pair = Py_BuildValue("(Nn)", result, pos);
+            result = pair;
+        }
+    }
+    if (have_view) PyBuffer_Release(&view);
+    return result;
+}
+
+static PyObject *c_decode(PyObject *self, PyObject *const *args, Py_ssize_t nargs) {
+    if (nargs != 3) return PyObject_Vectorcall(py_decode, args, nargs, NULL);
+    long version = PyLong_Check(args[2]) ? PyLong_AsLong(args[2]) : -1;
+    PyObject *r = NULL;
+    if (!(version == -1 && PyErr_Occurred())) r = run_decode(args[0], args[1], version, 0, 1);
+    if (r != NULL) { n_dec_c++; return r; }
+    PyErr_Clear();
+    n_dec_py++;
+    return PyObject_Vectorcall(py_decode, args, nargs, NULL);
+}
+
+static PyObject *c_read(PyObject *self, PyObject *const *args, Py_ssize_t nargs) {
+    if (nargs != 4) return PyObject_Vectorcall(py_read, args, nargs, NULL);
+    long version = PyLong_Check(args[3]) ? PyLong_AsLong(args[3]) : -1;
+    Py_ssize_t pos = PyLong_Check(args[2]) ? PyLong_AsSsize_t(args[2]) : -1;
+    PyObject *r = NULL;
+    if (!PyErr_Occurred()) r = run_decode(args[0], args[1], version, pos, 0);
+    if (r != NULL) { n_dec_c++; return r; }
+    PyErr_Clear();
+    n_dec_py++;
+    return PyObject_Vectorcall(py_read, args, nargs, NULL);
+}
+
+/* ------------------------------------------------------------------ encoding */
+
+typedef struct {
+    uint8_t *data;
+    Py_ssize_t len, cap;
+    uint8_t small[512];
+} Out;
+
+static int out_grow(Out *o, Py_ssize_t need) {
+    Py_ssize_t cap = o->cap * 2;
+    while (cap < o->len + need) cap *= 2;
+    uint8_t *d;
+    if (o->data == o->small) {
+        d = PyMem_Malloc((size_t)cap);
+        if (d != NULL) memcpy(d, o->data, (size_t)o->len);
+    } else {
+        d = PyMem_Realloc(o->data, (size_t)cap);
+    }
+    if (d == NULL) { PyErr_NoMemory(); return -1; }
+    o->data = d;
+    o->cap = cap;
+    return 0;
+}
+
+#define RESERVE_OR(o, n, label) do { if ((o)->len + (Py_ssize_t)(n) > (o)->cap && out_grow((o), (n)) < 0) goto label; } while (0)
+#define RESERVE(o, n) do { if ((o)->len + (Py_ssize_t)(n) > (o)->cap && out_grow((o), (n)) < 0) return -1; } while (0)
+
+static inline int put_uvarint(Out *o, uint32_t v) {
+    RESERVE(o, 5);
+    while (v >= 0x80) { o->data[o->len++] = (uint8_t)((v & 0x7F) | 0x80); v >>= 7; }
+    o->data[o->len++] = (uint8_t)v;
+    return 0;
+}
+
+static inline void put_be(Out *o, uint64_t v, int w) {
+    for (int i = w - 1; i >= 0; i--) { o->data[o->len + i] = (uint8_t)(v & 0xFF); v >>= 8; }
+    o->len += w;
+}
+
+static int enc_struct(Plan *p, PyObject *obj, Out *o);
+
+/* Kafka's "value is not the field's default": 1 yes, 0 no, -1 bail. */
+static int non_default(Field *f, PyObject *v) {
+    if (f->dcmp == C_NOT_NONE) return v != Py_None;
+    if (f->dcmp == C_LEN) {
+        if (v == Py_None) return 1;
+        Py_ssize_t n = PyObject_Size(v);
+        return n < 0 ? -1 : n != 0;
+    }
+    return PyObject_RichCompareBool(v, f->cmpobj, Py_NE);
+}
+
+static int enc_scalar(int k, int compact, PyObject *v, Out *o) {
+    int w = FIXED_WIDTH[k];
+    if (w) {
+        RESERVE(o, w);
+        if (k == K_BOOL) {
+            if (v == Py_True) o->data[o->len++] = 1;
+            else if (v == Py_False) o->data[o->len++] = 0;
+            else return -1;
+            return 0;
+        }
+        if (k == K_FLOAT64) {
+            if (!PyFloat_CheckExact(v)) return -1;
+            double d = PyFloat_AS_DOUBLE(v);
+            uint64_t bits;
+            memcpy(&bits, &d, 8);
+            put_be(o, bits, 8);
+            return 0;
+        }
+        if (k == K_UUID) {
+            if (Py_TYPE(v) != uuid_type) return -1;
+            PyObject *n = SLOT(v, uuid_int_off);
+            if (n == NULL || !PyLong_CheckExact(n)) return -1;
+            if (_PyLong_AsByteArray((PyLongObject *)n, o->data + o->len, 16, 0, 0) < 0) return -1;
+            o->len += 16;
+            return 0;
+        }
+        /* int subclasses (IntEnum error codes) pack as their value, as struct.pack does */
+        if (!PyLong_Check(v)) return -1;
+        int overflow;
+        long long x = PyLong_AsLongLongAndOverflow(v, &overflow);
+        if (overflow || (x == -1 && PyErr_Occurred())) return -1;
+        switch (k) {
+        case K_INT8: if (x < -128 || x > 127) return -1; break;
+        case K_INT16: if (x < -32768 || x > 32767) return -1; break;
+        case K_UINT16: if (x < 0 || x > 65535) return -1; break;
+        case K_INT32: if (x < INT32_MIN || x > INT32_MAX) return -1; break;
+        case K_UINT32: if (x < 0 || x > 0xFFFFFFFFLL) return -1; break;
+        }
+        put_be(o, (uint64_t)x, w);
+        return 0;
+    }
+    const char *s;
+    Py_ssize_t n;
+    if (k == K_STRING) {
+        if (!PyUnicode_CheckExact(v)) return -1;
+        s = PyUnicode_AsUTF8AndSize(v, &n);
+        if (s == NULL || n > 0x7FFF) return -1;
+        if (compact) { if (put_uvarint(o, (uint32_t)n + 1) < 0) return -1; }
+        else { RESERVE(o, 2); put_be(o, (uint64_t)n, 2); }
+    } else if (k == K_BYTES) {
+        if (!PyBytes_CheckExact(v)) return -1;
+        s = PyBytes_AS_STRING(v);
+        n = PyBytes_GET_SIZE(v);
+        if (n > 0x7FFFFFFE) return -1;
+        if (compact) { if (put_uvarint(o, (uint32_t)n + 1) < 0) return -1; }
+        else { RESERVE(o, 4); put_be(o, (uint64_t)n, 4); }
+    } else {
+        return -1;
+    }
+    RESERVE(o, n);
+    memcpy(o->data + o->len, s, (size_t)n);
+    o->len += n;
+    return 0;
+}
+
+static int enc_field(Field *f, PyObject *v, Out *o) {
+    if (v == Py_None) {
+        if (!f->nullable) return -1;
+        if (f->kind == K_STRUCT) { RESERVE(o, 1); o->data[o->len++] = 0xFF; return 0; }
+        int compact = f->kind == K_ARRAY ? f->arr_compact : f->compact;
+        if (f->kind != K_ARRAY && f->kind != K_STRING && f->kind != K_BYTES) return -1;
+        if (compact) { RESERVE(o, 1); o->data[o->len++] = 0; return 0; }
+        int w = f->kind == K_STRING ? 2 : 4;
+        RESERVE(o, w);
+        memset(o->data + o->len, 0xFF, (size_t)w);
+        o->len += w;
+        return 0;
+    }
+    if (f->kind == K_ARRAY) {
+        if (!PyList_CheckExact(v) && !PyTuple_CheckExact(v)) return -1;
+        PyObject **items = PySequence_Fast_ITEMS(v);
+        Py_ssize_t n = PySequence_Fast_GET_SIZE(v);
+        if (n > 0x7FFFFFFE) return -1;
+        if (f->arr_compact) { if (put_uvarint(o, (uint32_t)n + 1) < 0) return -1; }
+        else { RESERVE(o, 4); put_be(o, (uint64_t)n, 4); }
+        int w = FIXED_WIDTH[f->elem];
+        if (w) RESERVE(o, w * n);
+        for (Py_ssize_t i = 0; i < n; i++) {
+            /* list items are read through the live list: n is re-checked in case an
+             * element's __eq__ or __len__ mutated it (then Python redoes the work) */
+            if (PySequence_Fast_GET_SIZE(v) != n) return -1;
+            PyObject *e = items[i];
+            if (e == Py_None) return -1;
+            Py_INCREF(e);
+            int rc = f->elem == K_STRUCT ? enc_struct(f->sub, e, o) : enc_scalar(f->elem, f->arr_compact, e, o);
+            Py_DECREF(e);
+            if (rc < 0) return -1;
+            items = PySequence_Fast_ITEMS(v);
+        }
+        return 0;
+    }
+    if (f->kind == K_STRUCT) {
+        if (f->nullable) { RESERVE(o, 1); o->data[o->len++] = 1; }
+        return enc_struct(f->sub, v, o);
+    }
+    return enc_scalar(f->kind, f->compact, v, o);
+}
+
+static int enc_struct(Plan *p, PyObject *obj, Out *o) {
+    if (Py_TYPE(obj) != p->cls) return -1;
+    if (Py_EnterRecursiveCall(" while encoding")) return -1;
+    int rc = -1;
+    Py_ssize_t i;
+    for (i = 0; i < p->nf; i++) {
+        Field *f = &p->f[i];
+        PyObject *v = SLOT(obj, f->offset);
+        if (v == NULL) goto done;
+        if (!f->present) {
+            if (f->ignorable) continue;
+            Py_INCREF(v);
+            int nd = non_default(f, v);
+            Py_DECREF(v);
+            if (nd != 0) goto done;
+            continue;
+        }
+        if (f->tagged) continue;
+        Py_INCREF(v);
+        int frc = enc_field(f, v, o);
+        Py_DECREF(v);
+        if (frc < 0) goto done;
+    }
+    PyObject *unknown = SLOT(obj, p->unknown_off);
+    if (unknown == NULL || !PyTuple_CheckExact(unknown)) goto done;
+    Py_ssize_t nu = PyTuple_GET_SIZE(unknown);
+    if (!p->flexible) {
+        if (nu != 0) goto done;   /* Python refuses tags at a non-flexible version */
+    } else {
+        /* Known tags that differ from their default, merged with the preserved unknown
+         * ones in ascending tag order (unknowns stably sorted); a clash is refused. */
+        if (nu > 64 || p->ntagged > 64) goto done;
+        struct { uint32_t tag; PyObject *data; } un[64];
+        Field *known[64];
+        PyObject *vals[64];
+        Py_ssize_t nk = 0, j;
+        for (j = 0; j < nu; j++) {
+            PyObject *item = PyTuple_GET_ITEM(unknown, j);
+            if (!PyTuple_CheckExact(item) || PyTuple_GET_SIZE(item) != 2) goto done;
+            PyObject *t = PyTuple_GET_ITEM(item, 0), *d = PyTuple_GET_ITEM(item, 1);
+            if (!PyLong_CheckExact(t) || !PyBytes_CheckExact(d) || PyBytes_GET_SIZE(d) > 0x7FFFFFFE) goto done;
+            unsigned long long tag = PyLong_AsUnsignedLongLong(t);
+            if (tag == (unsigned long long)-1 && PyErr_Occurred()) goto done;
+            if (tag > 0xFFFFFFFFull) goto done;
+            Py_ssize_t k = j;
+            while (k > 0 && un[k - 1].tag > (uint32_t)tag) { un[k] = un[k - 1]; k--; }
+            un[k].tag = (uint32_t)tag;
+            un[k].data = d;
+        }
+        for (i = 0; i < p->ntagged; i++) {
+            Field *f = p->tagged[i];
+            PyObject *v = SLOT(obj, f->offset);
+            if (v == NULL) goto done;
+            Py_INCREF(v);
+            int nd = non_default(f, v);
+            if (nd <= 0) { Py_DECREF(v); if (nd < 0) goto tags_done; continue; }
+            known[nk] = f;
+            vals[nk++] = v;   /* owned until tags_done */
+        }
+        if (nk + nu >= 0x80) goto tags_done;   /* never in practice; Python writes it */
+        RESERVE_OR(o, 1, tags_done);
+        o->data[o->len++] = (uint8_t)(nk + nu);
+        Py_ssize_t a = 0, b = 0;
+        while (a < nk || b < nu) {
+            if (a < nk && b < nu && known[a]->tag == un[b].tag) goto tags_done;
+            if (b >= nu || (a < nk && known[a]->tag < un[b].tag)) {
+                Field *f = known[a];
+                if (put_uvarint(o, f->tag) < 0) goto tags_done;
+                Py_ssize_t at = o->len;
+                if (enc_field(f, vals[a], o) < 0) goto tags_done;
+                Py_ssize_t size = o->len - at;
+                uint8_t tmp[5];
+                int k = 0;
+                uint32_t sz = (uint32_t)size;
+                while (sz >= 0x80) { tmp[k++] = (uint8_t)((sz & 0x7F) | 0x80); sz >>= 7; }
+                tmp[k++] = (uint8_t)sz;
+                RESERVE_OR(o, k, tags_done);
+                memmove(o->data + at + k, o->data + at, (size_t)size);
+                memcpy(o->data + at, tmp, (size_t)k);
+                o->len += k;
+                a++;
+            } else {
+                Py_ssize_t n = PyBytes_GET_SIZE(un[b].data);
+                if (put_uvarint(o, un[b].tag) < 0 || put_uvarint(o, (uint32_t)n) < 0) goto tags_done;
+                RESERVE_OR(o, n, tags_done);
+                memcpy(o->data + o->len, PyBytes_AS_STRING(un[b].data), (size_t)n);
+                o->len += n;
+                b++;
+            }
+        }
+        for (j = 0; j < nk; j++) Py_DECREF(vals[j]);
+        goto tags_ok;
+    tags_done:
+        for (j = 0; j < nk; j++) Py_DECREF(vals[j]);
+        goto done;
+    tags_ok:;
+    }
+    rc = 0;
+done:
+    Py_LeaveRecursiveCall();
+    return rc;
+}
+
+static PyObject *run_encode(PyObject *obj, long version, PyObject *into) {
+    Plan *p = get_plan((PyObject *)Py_TYPE(obj), version);
+    if (p == NULL) return NULL;
+    Out o;
+    o.data = o.small;
+    o.len = 0;
+    o.cap = (Py_ssize_t)sizeof(o.small);
+    PyObject *result = NULL;
+    if (enc_struct(p, obj, &o) == 0) {
+        if (into != NULL) {
+            Py_ssize_t old = PyByteArray_GET_SIZE(into);
+            if (PyByteArray_Resize(into, old + o.len) == 0) {
+                memcpy(PyByteArray_AS_STRING(into) + old, o.data, (size_t)o.len);
+                result = Py_None;
+                Py_INCREF(result);
+            }
+        } else {
+            result = PyBytes_FromStringAndSize((const char *)o.data, o.len);
+        }
+    }
+    if (o.data != o.small) PyMem_Free(o.data);
+    return result;
+}
+
+/* Called as method descriptors of ``object``: ``self`` is the message, ``args`` what
+ * follows it; the fallback gets (self, *args) like the Python method. */
+static PyObject *fallback_method(PyObject *fn, PyObject *self, PyObject *const *args, Py_ssize_t nargs) {
+    PyObject *stack[8];
+    if (nargs > 7) { PyErr_SetString(PyExc_TypeError, "too many arguments"); return NULL; }
+    stack[0] = self;
+    for (Py_ssize_t i = 0; i < nargs; i++) stack[i + 1] = args[i];
+    return PyObject_Vectorcall(fn, stack, nargs + 1, NULL);
+}
+
+static PyObject *c_encode(PyObject *self, PyObject *const *args, Py_ssize_t nargs) {
+    if (nargs == 1 && PyLong_Check(args[0])) {
+        long version = PyLong_AsLong(args[0]);
+        PyObject *r = PyErr_Occurred() ? NULL : run_encode(self, version, NULL);
+        if (r != NULL) { n_enc_c++; return r; }
+        PyErr_Clear();
+    }
+    n_enc_py++;
+    return fallback_method(py_encode, self, args, nargs);
+}
+
+static PyObject *c_write(PyObject *self, PyObject *const *args, Py_ssize_t nargs) {
+    if (nargs == 2 && PyByteArray_CheckExact(args[0]) && PyLong_Check(args[1])) {
+        long version = PyLong_AsLong(args[1]);
+        PyObject *r = PyErr_Occurred() ? NULL : run_encode(self, version, args[0]);
+        if (r != NULL) { n_enc_c++; return r; }
+        PyErr_Clear();
+    }
+    n_enc_py++;
+    return fallback_method(py_write, self, args, nargs);
+}
+
+/* ------------------------------------------------------------------ module */
+
+static PyObject *m_configure(PyObject *self, PyObject *args) {
+    PyObject *ut, *safe, *pl, *dec, *rd, *enc, *wr;
+    if (!PyArg_ParseTuple(args, "O!OOOOOO", &PyType_Type, &ut, &safe, &pl, &dec, &rd, &enc, &wr)) return NULL;
+    PyObject *n_int = PyUnicode_FromString("int"), *n_safe = PyUnicode_FromString("is_safe");
+    if (n_int == NULL || n_safe == NULL) { Py_XDECREF(n_int); Py_XDECREF(n_safe); return NULL; }
+    Py_ssize_t a = slot_offset((PyTypeObject *)ut, n_int), b = a < 0 ? -1 : slot_offset((PyTypeObject *)ut, n_safe);
+    Py_DECREF(n_int);
+    Py_DECREF(n_safe);
+    if (a < 0 || b < 0) return NULL;
+    Py_INCREF(ut); Py_XSETREF(uuid_type, (PyTypeObject *)ut);
+    uuid_int_off = a;
+    uuid_safe_off = b;
+    Py_INCREF(safe); Py_XSETREF(uuid_safe_unknown, safe);
+    Py_INCREF(pl); Py_XSETREF(planner, pl);
+    Py_INCREF(dec); Py_XSETREF(py_decode, dec);
+    Py_INCREF(rd); Py_XSETREF(py_read, rd);
+    Py_INCREF(enc); Py_XSETREF(py_encode, enc);
+    Py_INCREF(wr); Py_XSETREF(py_write, wr);
+    PyDict_Clear(plan_cache);
+    Py_RETURN_NONE;
+}
+
+static PyObject *m_set_uuid_cache(PyObject *self, PyObject *arg) {
+    int on = PyObject_IsTrue(arg);
+    if (on < 0) return NULL;
+    uuid_cache_on = on;
+    for (int i = 0; i < UUID_CACHE_SIZE; i++) Py_CLEAR(uuid_cache[i].obj);
+    Py_RETURN_NONE;
+}
+
+static PyObject *m_clear_plans(PyObject *self, PyObject *unused) {
+    PyDict_Clear(plan_cache);
+    Py_RETURN_NONE;
+}
+
+static PyObject *m_plan_count(PyObject *self, PyObject *unused) {
+    return PyLong_FromSsize_t(PyDict_Size(plan_cache));
+}
+
+static PyObject *m_counters(PyObject *self, PyObject *unused) {
+    return Py_BuildValue("{sKsKsKsK}", "decode_c", n_dec_c, "decode_python", n_dec_py, "encode_c", n_enc_c,
+                         "encode_python", n_enc_py);
+}
+
+static PyMethodDef methods[] = {
+    {"counters", m_counters, METH_NOARGS, "calls served by C and handed to Python, per direction"},
+    {"configure", m_configure, METH_VARARGS, "configure(uuid_type, safe_unknown, planner, py_decode, py_read, py_encode, py_write)"},
+    {"set_uuid_cache", m_set_uuid_cache, METH_O, "turn the UUID object cache on or off (and empty it)"},
+    {"clear_plans", m_clear_plans, METH_NOARGS, "forget every compiled plan"},
+    {"plan_count", m_plan_count, METH_NOARGS, "number of classes with compiled plans"},
+    {NULL, NULL, 0, NULL},
+};
+
+/* Method-shaped entry points: decode/read are wrapped in classmethod by the Python
+ * side; encode/write are method descriptors of ``object`` so they bind to instances. */
+static PyMethodDef entry_decode = {"decode", (PyCFunction)(void (*)(void))c_decode, METH_FASTCALL, "compiled Message.decode"};
+static PyMethodDef entry_read = {"read", (PyCFunction)(void (*)(void))c_read, METH_FASTCALL, "compiled Message.read"};
+static PyMethodDef entry_encode = {"encode", (PyCFunction)(void (*)(void))c_encode, METH_FASTCALL, "compiled Message.encode"};
+static PyMethodDef entry_write = {"write", (PyCFunction)(void (*)(void))c_write, METH_FASTCALL, "compiled Message.write"};
+
+static struct PyModuleDef moddef = {PyModuleDef_HEAD_INIT, "_ccodec", "Table-driven C codec for kraft_jbod messages.", -1, methods};
+
+PyMODINIT_FUNC PyInit__ccodec(void) {
+    PyObject *m = PyModule_Create(&moddef);
+    if (m == NULL) return NULL;
+    plan_cache = PyDict_New();
+    empty_tuple = PyTuple_New(0);
+    str_valid_versions = PyUnicode_InternFromString("VALID_VERSIONS");
+    if (plan_cache == NULL || empty_tuple == NULL || str_valid_versions == NULL) goto fail;
+    PyObject *dec = PyCFunction_New(&entry_decode, NULL);
+    PyObject *rd = PyCFunction_New(&entry_read, NULL);
+    PyObject *enc = PyDescr_NewMethod(&PyBaseObject_Type, &entry_encode);
+    PyObject *wr = PyDescr_NewMethod(&PyBaseObject_Type, &entry_write);
+    if (PyModule_AddObject(m, "decode", dec) < 0 || PyModule_AddObject(m, "read", rd) < 0 ||
+        PyModule_AddObject(m, "encode", enc) < 0 || PyModule_AddObject(m, "write", wr) < 0)
+        goto fail;
+    return m;
+fail:
+    Py_DECREF(m);
+    return NULL;
+}
