@@ -189,3 +189,6 @@ def test_cds_archive_key_and_rejection(tmp_path: Path, monkeypatch: pytest.Monke
     assert cds.log is not None
     cds.log.write_text("[info][cds] Mapped dynamic region #0 at base 0x1\n")
     assert cds.check() is True and archive.exists()
+    # A log that says nothing is no rejection: the archive stays.
+    cds = job._Cds({})
+    assert cds.check() is True and archive.exists()
