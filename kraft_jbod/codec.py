@@ -27,6 +27,7 @@ from typing import Any
 from kraft_jbod import messages
 from kraft_jbod.errors import DecodeError, EncodeError
 from kraft_jbod.messages.api_keys import ApiKey
+from kraft_jbod.messages.error_codes import ErrorCode
 from kraft_jbod.messages.request_header import RequestHeader
 from kraft_jbod.messages.response_header import ResponseHeader
 from kraft_jbod.wire.message import Message
@@ -35,6 +36,7 @@ from kraft_jbod.wire.records import read_metadata_frame_header, write_metadata_f
 DEFAULT_MAX_FRAME = 100 * 1024 * 1024
 _INT16_PAIR = struct.Struct(">hh")
 _INT32 = struct.Struct(">i")
+_INT16 = struct.Struct(">h")
 
 
 def request_class(api_key: int) -> type[Message]:
@@ -59,10 +61,12 @@ def api_name(api_key: int) -> str:
     return entry[1].removesuffix("Request")
 
 
-def request_header_version(api_key: int, api_version: int) -> int:
+def request_header_version(api_key: int, api_version: int, cls: Any = None) -> int:
+    """The request header version (``cls``: the request class, when the caller has it)."""
     if api_key == ApiKey.CONTROLLED_SHUTDOWN and api_version == 0:
         return 0
-    cls = messages.request_class(api_key)
+    if cls is None:
+        cls = messages.request_class(api_key)
     if cls is not None and cls.is_flexible(api_version):
         return 2
     return 1
@@ -75,6 +79,24 @@ def response_header_version(api_key: int, api_version: int) -> int:
     if cls is not None and cls.is_flexible(api_version):
         return 1
     return 0
+
+
+def response_read_version(
+    api_key: int, api_version: int, payload: bytes | bytearray | memoryview, body_offset: int = 4
+) -> int:
+    """The version to read a response body at: the request's, except KIP-511's fallback.
+
+    An ApiVersions response whose ErrorCode (the first body field in every version) is
+    UNSUPPORTED_VERSION carries a v0 body whatever version was asked for. This is the
+    one place the rule lives; the connection, the capture decoder and the fuzzer ask it.
+    """
+    if (
+        api_key == ApiKey.API_VERSIONS
+        and len(payload) >= body_offset + 2
+        and _INT16.unpack_from(payload, body_offset)[0] == ErrorCode.UNSUPPORTED_VERSION
+    ):
+        return 0
+    return api_version
 
 
 @dataclass(slots=True)

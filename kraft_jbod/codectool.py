@@ -1,6 +1,7 @@
 """The logic behind ``kraft-jbod codec decode`` and ``kraft-jbod codec roundtrip``.
 
-Pure functions from inputs to JSON-ready dicts; ``cli.py`` does the printing.
+Pure functions from inputs to JSON-ready dicts, then the two commands themselves
+(``register``), which write only through :mod:`kraft_jbod.console`.
 Decoded values use the JSON shape of Kafka's generated JSON converters (camelCase
 schema names, uuids as base64url, bytes as base64), so they compare directly with
 what Kafka's request logger prints.
@@ -8,13 +9,15 @@ what Kafka's request logger prints.
 
 from __future__ import annotations
 
+import argparse
 import json
+import sys
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, TextIO
 
-from kraft_jbod import codec
-from kraft_jbod.errors import DecodeError, EncodeError
+from kraft_jbod import codec, console
+from kraft_jbod.errors import DecodeError, EncodeError, KraftJbodError
 from kraft_jbod.messages.releases import defined_in
 from kraft_jbod.messages.request_header import RequestHeader
 from kraft_jbod.messages.response_header import ResponseHeader
@@ -187,3 +190,84 @@ def roundtrip_lines(lines: Iterable[str], tally: RoundtripTally) -> Iterator[dic
         else:
             tally.differ += 1
         yield r
+
+
+# --------------------------------------------------------------------------- the commands
+
+ROUNDTRIP_EPILOG = """\
+Input: one JSON object per line, the hex being a bare body (no size prefix, no header)
+at the given version; kind is request, response, request_header or response_header:
+
+  {"api_key": 63, "kind": "request", "version": 1, "hex": "0000000100000000..."}
+
+Output: one JSON line per input line (byte_exact, the decoded value, or the error with
+its field path), then "N byte-exact, M differ, K failed". Exit 1 when any differ or fail.
+"""
+
+
+def cmd_codec_decode(args: argparse.Namespace) -> int:
+    text = args.hex
+    if text == "-":
+        text = sys.stdin.read()
+    try:
+        data = parse_hex(text)
+    except ValueError as exc:
+        return console.fail(str(exc))
+    kind = "request_header" if args.kind == "header" else args.kind
+    try:
+        result = decode_command(data, kind=kind, api_key=args.api_key, version=args.version, framed=args.framed)
+    except KraftJbodError as exc:
+        console.json_line(
+            {"error": str(exc), "field_path": getattr(exc, "field_path", ""), "offset": getattr(exc, "offset", None)}
+        )
+        return console.EXIT_FAILED
+    console.line(json.dumps(result, indent=None if args.compact else 2, ensure_ascii=False))
+    return console.EXIT_OK
+
+
+def cmd_codec_roundtrip(args: argparse.Namespace) -> int:
+    tally = RoundtripTally()
+    try:
+        stream: TextIO = sys.stdin if args.file == "-" else open(args.file, encoding="utf-8")
+    except OSError as exc:
+        return console.fail(f"cannot read {args.file}: {exc.strerror}")
+    with stream:
+        try:
+            for result in roundtrip_lines(stream, tally):
+                console.json_line(result)
+        except UnicodeDecodeError as exc:
+            return console.fail(f"{args.file} is not UTF-8 text: {exc.reason}")
+    console.line(tally.summary())
+    return console.EXIT_OK if tally.failed == 0 and tally.differ == 0 else console.EXIT_FAILED
+
+
+def register(sub: Any) -> None:
+    """Add ``codec decode`` and ``codec roundtrip`` to the main parser's subcommands."""
+    codec_p = sub.add_parser("codec", help="decode and round-trip raw Kafka bytes")
+    codec_sub = codec_p.add_subparsers(dest="codec_command", required=True)
+    d = codec_sub.add_parser(
+        "decode",
+        help="decode a hex frame or body",
+        description="Without --kind, HEX is a request frame (size prefix optional). "
+        "With --kind and --version, HEX is a bare body; add --framed for a response frame.",
+    )
+    d.add_argument("hex", help="hex bytes, or - to read them from stdin")
+    d.add_argument(
+        "--kind",
+        choices=["request", "response", "header", "request_header", "response_header"],
+        help="what a bare HEX is; `header` is a request header (--version is the header version)",
+    )
+    d.add_argument("--api-key", type=int)
+    d.add_argument("--version", type=int)
+    d.add_argument("--framed", action="store_true", help="HEX is a response header + body (size optional)")
+    d.add_argument("--compact", action="store_true", help="one-line JSON")
+    d.set_defaults(func=cmd_codec_decode)
+    r = codec_sub.add_parser(
+        "roundtrip",
+        help="decode and re-encode JSON lines of {api_key, kind, version, hex}",
+        description="Decode every body and encode it again; report whether the bytes come back identical.",
+        epilog=ROUNDTRIP_EPILOG,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    r.add_argument("file", help="JSON lines file, or - for stdin")
+    r.set_defaults(func=cmd_codec_roundtrip)

@@ -4,6 +4,12 @@ Enabled by the ``pytest11`` entry point ``kraft_jbod = "kraft_jbod.pytest_plugin
 ``pytest -p kraft_jbod.pytest_plugin``). Fixtures (all function-scoped, async under
 pytest-asyncio):
 
+It never breaks a run: without pytest-asyncio installed the plugin still loads, every
+test that does not ask for a ``kraft_*`` fixture runs as before, and one that does fails
+alone with a line naming what to install. No configuration is needed either: an
+``async def`` test that asks for a ``kraft_*`` fixture is marked ``asyncio`` by the
+plugin, so ``asyncio_mode = "strict"`` (pytest-asyncio's default) works as ``auto`` does.
+
 * ``kraft_clock``: a :class:`~kraft_jbod.clock.ManualClock`; the controller's session
   timeouts and tick loop run on it, so ``cluster.advance(ms)`` replaces sleeping.
 * ``kraft_cluster``: a started controller on 127.0.0.1 port 0 with a client listener
@@ -56,7 +62,11 @@ from pathlib import Path
 from typing import Any, TypeVar
 
 import pytest
-import pytest_asyncio
+
+try:  # the fixtures are async; without pytest-asyncio they explain themselves (see below)
+    import pytest_asyncio
+except ImportError:  # pragma: no cover - exercised by the fresh-venv test
+    pytest_asyncio = None  # type: ignore[assignment]
 
 from kraft_jbod.broker.config import BrokerConfig
 from kraft_jbod.broker.lifecycle import State
@@ -450,6 +460,13 @@ class KraftCluster:
         assert self.ext.admin_address is not None
         return "http://{}:{}".format(*self.ext.admin_address)
 
+    @property
+    def admin_headers(self) -> dict[str, str]:
+        """Headers every admin channel request needs: the token and the JSON content type."""
+        token = self.ext.admin_token_value
+        assert token is not None, "the admin channel has not started"
+        return {"Authorization": f"Bearer {token}", "Content-Type": "application/json"}
+
     def view(self) -> dict[str, Any]:
         """The cluster view (brokers, directories, partitions with leader/ISR/directories)."""
         return client_api.cluster_view(self.server.state)
@@ -650,14 +667,60 @@ def kraft_clock() -> ManualClock:
     return ManualClock()
 
 
-@pytest_asyncio.fixture
-async def kraft_cluster(kraft_clock: ManualClock) -> AsyncIterator[KraftCluster]:
+_FIXTURES = ("kraft_cluster", "kraft_faults", "kraft_fake_brokers", "kraft_clock")
+NEEDS_PYTEST_ASYNCIO = (
+    "the kraft_cluster fixture runs a controller on an asyncio loop and needs pytest-asyncio: "
+    "pip install pytest-asyncio (or pip install 'kraft-jbod[test]')"
+)
+
+
+async def _cluster(clock: ManualClock) -> AsyncIterator[KraftCluster]:
     with tempfile.TemporaryDirectory(prefix="kraft-jbod-") as tmp:
-        cluster = await start_cluster(Path(tmp), clock=kraft_clock)
+        cluster = await start_cluster(Path(tmp), clock=clock)
         try:
             yield cluster
         finally:
             await stop_cluster(cluster)
+
+
+kraft_cluster: Any  # the fixture, importable by name (conftest files re-export it)
+if pytest_asyncio is not None:
+
+    @pytest_asyncio.fixture(name="kraft_cluster")
+    async def _kraft_cluster(kraft_clock: ManualClock) -> AsyncIterator[KraftCluster]:
+        async for cluster in _cluster(kraft_clock):
+            yield cluster
+
+    kraft_cluster = _kraft_cluster
+
+else:  # pragma: no cover - exercised by the fresh-venv test
+
+    @pytest.fixture(name="kraft_cluster")
+    def _kraft_cluster_unavailable() -> KraftCluster:
+        pytest.fail(NEEDS_PYTEST_ASYNCIO, pytrace=False)
+
+    kraft_cluster = _kraft_cluster_unavailable
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_pycollect_makeitem(collector: Any, name: str, obj: Any) -> None:
+    """Mark ``async def`` tests that use our fixtures as asyncio tests (strict mode needs it).
+
+    Runs before pytest-asyncio looks at the function, so its strict mode sees the marker
+    just as if the user had written ``@pytest.mark.asyncio``.
+    """
+    import inspect
+
+    if pytest_asyncio is None or not inspect.iscoroutinefunction(obj) or not collector.funcnamefilter(name):
+        return
+    try:
+        params = inspect.signature(obj).parameters
+    except (TypeError, ValueError):
+        return
+    if any(p in params for p in _FIXTURES) and not any(
+        getattr(m, "name", None) == "asyncio" for m in getattr(obj, "pytestmark", [])
+    ):
+        pytest.mark.asyncio(obj)
 
 
 @pytest.fixture

@@ -9,7 +9,7 @@ import pytest
 from kraft_jbod import cli
 from kraft_jbod.capture.kafka import decode_capture
 from kraft_jbod.capture.pcapfile import iter_packets
-from kraft_jbod.demo import BROKERS, FAILED_BROKER, image_from_log, run
+from kraft_jbod.demo.scenario import BROKERS, FAILED_BROKER, image_from_log, run
 from kraft_jbod.messages.broker_registration_change_record import BrokerRegistrationChangeRecord
 from kraft_jbod.messages.register_broker_record import RegisterBrokerRecord
 
@@ -44,6 +44,13 @@ def test_demo_timeline_matches_the_controller_log(tmp_path: Path) -> None:
     keys = {fr.api_key for fr in frames if fr.kind == "request"}
     assert {18, 62, 63, 73, 1} <= keys
     assert all(fr.canonical for fr in frames)
+    # It holds the whole metadata history, so every KIP-858 check has a verdict: nothing
+    # "indeterminate", and no violation.
+    from kraft_jbod.analytics import kip858
+
+    collector = kip858.EventCollector()
+    events = [ev for fr in frames for ev in collector.feed(fr)] + collector.finish()
+    assert [(f.rule, f.verdict, f.detail) for f in kip858.check(events)] == []
 
 
 def test_demo_command_runs(tmp_path: Path, capsys: object) -> None:

@@ -14,10 +14,11 @@ from __future__ import annotations
 
 import argparse
 import os
-import sys
 import time
 import traceback
 from typing import Any, Final
+
+from kraft_jbod import console
 
 __all__ = ["EXIT_FINDINGS", "EXIT_INPUT", "EXIT_INTERNAL", "EXIT_SPARK", "cmd_stats", "register"]
 
@@ -28,8 +29,7 @@ EXIT_INTERNAL: Final = 4
 
 
 def _say(text: str) -> None:
-    sys.stderr.write(f"[stats {time.strftime('%H:%M:%S')}] {text}\n")
-    sys.stderr.flush()
+    console.note(f"[stats {time.strftime('%H:%M:%S')}] {text}")
 
 
 def _conf(items: list[str] | None) -> dict[str, str]:
@@ -43,20 +43,16 @@ def _conf(items: list[str] | None) -> dict[str, str]:
 
 
 def cmd_stats(args: argparse.Namespace) -> int:
-    from kraft_jbod.analytics.work import InputError
-
     try:
         conf = _conf(args.conf)
     except ValueError as exc:
-        sys.stderr.write(f"kraft-jbod: stats: {exc}\n")
-        return 2
-    try:
-        import pyspark  # noqa: F401  (checked here so the message names the extra)
+        return console.fail(f"stats: {exc}")
+    # Checked before any import that needs them, so the message is one line, not a traceback.
+    console.require("stats", "pyspark", "pyarrow", "pandas")
+    _require_java()
+    from kraft_jbod.analytics.job import SparkJobError, StatsOptions, run_stats
+    from kraft_jbod.analytics.work import InputError
 
-        from kraft_jbod.analytics.job import SparkJobError, StatsOptions, run_stats
-    except ImportError as exc:  # pragma: no cover - depends on the installed extras
-        sys.stderr.write(f"kraft-jbod: stats needs the spark extra (pip install 'kraft-jbod[spark]'): {exc}\n")
-        return EXIT_INPUT
     opts = StatsOptions(master=args.master, conf=conf, ports=args.port or None,
                         split_bytes=int(args.split_mb * (1 << 20)),
                         keep_going=args.keep_going, write_frames=args.frames and not args.no_frames,
@@ -65,22 +61,21 @@ def cmd_stats(args: argparse.Namespace) -> int:
     try:
         result = run_stats(args.inputs, args.out, opts, progress=None if args.quiet else _say)
     except InputError as exc:
-        sys.stderr.write(f"kraft-jbod: stats: {exc}\n")
-        return EXIT_INPUT
+        return console.fail(f"stats: {exc}")
     except SparkJobError as exc:
-        sys.stderr.write(f"kraft-jbod: stats: {exc}\n")
+        console.error(f"stats: {exc}")
         return EXIT_SPARK
     except KeyboardInterrupt:
-        sys.stderr.write("kraft-jbod: stats: interrupted\n")
+        console.error("stats: interrupted")
         return 130
     except Exception as exc:
         if os.environ.get("KRAFT_JBOD_DEBUG") == "1":
             traceback.print_exc()
-        sys.stderr.write(f"kraft-jbod: stats: internal error (please report; KRAFT_JBOD_DEBUG=1 shows the "
-                         f"traceback): {type(exc).__name__}: {exc}\n")
+        console.error(f"stats: internal error (please report; KRAFT_JBOD_DEBUG=1 shows the "
+                      f"traceback): {type(exc).__name__}: {exc}")
         return EXIT_INTERNAL
-    sys.stdout.write(result.summary + "\n")
-    sys.stdout.write(f"tables and report.html in {result.out_dir}\n")
+    console.line(result.summary)
+    console.line(f"tables and report.html in {result.out_dir}")
     overall = (result.tables.get("overall") or [{}])[0]
     violations = [v for v in result.tables.get("violations", []) if v.get("verdict") == "violation"]
     failed = False
@@ -90,6 +85,19 @@ def cmd_stats(args: argparse.Namespace) -> int:
             overall.get("truncated") or 0):
         failed = True
     return EXIT_FINDINGS if failed else 0
+
+
+def _require_java() -> None:
+    """Spark runs on a JVM: say so in one line rather than let py4j print a traceback."""
+    import os
+    import shutil
+    from pathlib import Path
+
+    from kraft_jbod.errors import ConfigError
+
+    home = os.environ.get("JAVA_HOME")
+    if shutil.which("java") is None and not (home and Path(home, "bin", "java").exists()):
+        raise ConfigError("stats: Spark needs Java 17 or newer; install it or set JAVA_HOME (see docs/spark.md)")
 
 
 def register(sub: Any) -> None:

@@ -33,6 +33,21 @@ def _api(key: Any) -> str:
     return "(unknown)" if key is None else f"{codec.api_name(int(key))}"
 
 
+def _error(code: Any) -> str:
+    """``NAME (code)`` with Kafka's name for the code."""
+    if code is None:
+        return "-"
+    return f"{ErrorCode.name_of(int(code))} ({int(code)})"
+
+
+def _dur_us(us: float) -> str:
+    if us >= 1_000_000:
+        return f"{us / 1e6:g} s"
+    if us >= 1000:
+        return f"{us / 1000:g} ms"
+    return f"{us:g} µs"
+
+
 def _time(ns: Any) -> str:
     if not ns:
         return "-"
@@ -58,17 +73,18 @@ def _num(x: Any, digits: int = 3) -> str:
 def _bar_chart(title: str, items: Sequence[tuple[str, float]], *, width: int = 720, unit: str = "") -> str:
     if not items:
         return f"<p><em>{html.escape(title)}: no data</em></p>"
-    bar_h, gap, label_w = 16, 4, 260
+    bar_h, gap, label_w = 16, 4, 320
     h = len(items) * (bar_h + gap) + 30
     top = max(v for _, v in items) or 1.0
-    parts = [f'<svg xmlns="http://www.w3.org/2000/svg" width="{width}" height="{h}" role="img" '
+    parts = [f'<svg xmlns="http://www.w3.org/2000/svg" width="{width}" height="{h}" '
+             f'viewBox="0 0 {width} {h}" role="img" '
              f'aria-label="{html.escape(title)}"><text x="0" y="14" font-size="13" font-weight="bold">'
              f"{html.escape(title)}</text>"]
     for i, (label, v) in enumerate(items):
         y = 24 + i * (bar_h + gap)
         w = max(1.0, (width - label_w - 90) * v / top)
         parts.append(f'<text x="{label_w - 6}" y="{y + 12}" font-size="11" text-anchor="end">'
-                     f"{html.escape(label[:40])}</text>"
+                     f"{html.escape(label[:52])}</text>"
                      f'<rect x="{label_w}" y="{y}" width="{w:.1f}" height="{bar_h}" fill="{_PALETTE[0]}"/>'
                      f'<text x="{label_w + w + 4:.1f}" y="{y + 12}" font-size="11">{_num(v, 2)}{unit}</text>')
     parts.append("</svg>")
@@ -77,6 +93,7 @@ def _bar_chart(title: str, items: Sequence[tuple[str, float]], *, width: int = 7
 
 def _line_chart(title: str, series: dict[str, list[tuple[float, float]]], *, x_label: str, y_label: str,
                 log_y: bool = False, x_time: bool = False, marks: Sequence[tuple[float, str]] = (),
+                x_ticks: Sequence[tuple[float, str]] | None = None,
                 width: int = 760, height: int = 280) -> str:
     pts = [p for s in series.values() for p in s]
     if not pts:
@@ -99,7 +116,8 @@ def _line_chart(title: str, series: dict[str, list[tuple[float, float]]], *, x_l
     def sy(y: float) -> float:
         return top + ph - ph * fy(y) / y1
 
-    out = [f'<svg xmlns="http://www.w3.org/2000/svg" width="{width}" height="{height}" role="img" '
+    out = [f'<svg xmlns="http://www.w3.org/2000/svg" width="{width}" height="{height}" '
+           f'viewBox="0 0 {width} {height}" role="img" '
            f'aria-label="{html.escape(title)}"><text x="0" y="14" font-size="13" font-weight="bold">'
            f"{html.escape(title)}</text>",
            f'<line x1="{left}" y1="{top + ph}" x2="{left + pw}" y2="{top + ph}" stroke="#888"/>',
@@ -113,9 +131,7 @@ def _line_chart(title: str, series: dict[str, list[tuple[float, float]]], *, x_l
         real = (10**yv - 1) if log_y else yv
         out.append(f'<text x="{left - 4}" y="{sy(real) + 4:.1f}" font-size="10" text-anchor="end">'
                    f"{_num(real, 1) if real < 1000 else f'{real:.3g}'}</text>")
-    for frac in (0.0, 0.5, 1.0):
-        xv = x0 + (x1 - x0) * frac
-        label = _time(xv)[11:19] if x_time else f"{xv:g}"
+    for xv, label in x_ticks if x_ticks is not None else _ticks(x0, x1, x_time):
         out.append(f'<text x="{sx(xv):.1f}" y="{top + ph + 14}" font-size="10" text-anchor="middle">'
                    f"{html.escape(label)}</text>")
     for x, label in marks:
@@ -129,6 +145,24 @@ def _line_chart(title: str, series: dict[str, list[tuple[float, float]]], *, x_l
                    f"{html.escape(name[:26])}</text>")
     out.append("</svg>")
     return "".join(out)
+
+
+def _ticks(x0: float, x1: float, x_time: bool, n: int = 5) -> list[tuple[float, str]]:
+    """``n`` distinct tick labels: wall-clock seconds for long spans, offsets for short ones."""
+    xs = [x0 + (x1 - x0) * i / (n - 1) for i in range(n)]
+    if not x_time:
+        return [(x, f"{x:g}") for x in xs]
+    span_s = (x1 - x0) / 1e9
+    if span_s >= 4 * (n - 1):
+        labels = [_time(x)[11:19] for x in xs]
+    else:  # a short capture: every tick in the same second would read the same
+        digits = 0 if span_s >= n else 3 if span_s < 0.05 * n else 2
+        labels = [f"+{(x - x0) / 1e9:.{digits}f} s" for x in xs]
+    out: list[tuple[float, str]] = []
+    for x, label in zip(xs, labels, strict=True):
+        if not out or out[-1][1] != label:
+            out.append((x, label))
+    return out
 
 
 # --------------------------------------------------------------------------- tables
@@ -150,6 +184,8 @@ def _table(rows: Rows, cols: Sequence[tuple[str, str]], *, limit: int = 200, rat
                 text = _pct(v)
             elif key == "api_key":
                 text = f"{_api(v)} ({v})" if v is not None else "(unknown)"
+            elif key == "error_code":
+                text = _error(v)
             elif key.endswith("_ts"):
                 text = _time(v)
             elif isinstance(v, list):
@@ -159,7 +195,8 @@ def _table(rows: Rows, cols: Sequence[tuple[str, str]], *, limit: int = 200, rat
             cells.append(f"<td{style}>{html.escape(text)}</td>")
         body.append("<tr>" + "".join(cells) + "</tr>")
     more = f"<p>{len(rows) - limit} more rows in the Parquet table.</p>" if len(rows) > limit else ""
-    return f"<table><thead><tr>{head}</tr></thead><tbody>{''.join(body)}</tbody></table>{more}"
+    return (f'<div class="scroll"><table><thead><tr>{head}</tr></thead><tbody>{"".join(body)}</tbody></table></div>'
+            f"{more}")
 
 
 def _by_api(conformance: Rows) -> Rows:
@@ -194,8 +231,15 @@ def render_summary(tables: dict[str, Rows], manifest: dict[str, Any]) -> str:
         lines.append(f"decoded {_pct(o.get('decode_rate'))}; byte-exact re-encode {_pct(o.get('reencode_rate'))} "
                      f"({o.get('non_canonical') or 0} non-canonical); unknown tagged fields in "
                      f"{o.get('frames_unknown_tags') or 0} frames; trailing bytes in {o.get('frames_trailing') or 0}")
+        errors = [r for r in tables.get("error_codes") or [] if r.get("error_code")]
+        total = sum(int(r.get("count") or 0) for r in errors)
+        by_name: dict[str, int] = defaultdict(int)
+        for r in errors:
+            by_name[_error(r.get("error_code"))] += int(r.get("count") or 0)
+        shown = ", ".join(f"{n} x{c}" for n, c in sorted(by_name.items(), key=lambda kv: -kv[1])[:4])
         lines.append(f"deprecated versions: {o.get('deprecated_frames') or 0} frames; unstable: "
-                     f"{o.get('unstable_frames') or 0}; responses with an error code: {o.get('error_frames') or 0}")
+                     f"{o.get('unstable_frames') or 0}")
+        lines.append(f"non-zero error codes in responses: {total}" + (f" ({shown})" if shown else ""))
         lines.append(f"latency p50 {_num(o.get('latency_p50_ms'))} ms, p99 {_num(o.get('latency_p99_ms'))} ms, "
                      f"max {_num(o.get('latency_max_ms'))} ms")
     apis = _by_api(tables.get("conformance") or [])
@@ -231,19 +275,22 @@ def render_html(tables: dict[str, Rows], manifest: dict[str, Any]) -> str:
     errs: dict[str, float] = defaultdict(float)
     for r in tables.get("error_codes") or []:
         if r.get("error_code"):
-            code = int(r["error_code"])
-            label = f"{_api(r.get('api_key'))}: {ErrorCode.name_of(code)} ({code}, {r.get('level')})"
-            errs[label] += r.get("count") or 0
+            errs[f"{_api(r.get('api_key'))}: {_error(r.get('error_code'))}, {r.get('level')}"] += r.get("count") or 0
     error_chart = _bar_chart("Non-zero error codes in responses", sorted(errs.items(), key=lambda kv: -kv[1])[:25])
     hist: dict[str, list[tuple[float, float]]] = defaultdict(list)
     totals: dict[str, float] = defaultdict(float)
     for r in tables.get("latency_hist") or []:
         name = _api(r.get("api_key"))
-        hist[name].append((float(2 ** (r.get("bucket") or 0)), float(r.get("count") or 0)))
+        # x is the bucket's log2 (µs): the axis is logarithmic, its ticks read as durations.
+        hist[name].append((float(r.get("bucket") or 0), float(r.get("count") or 0)))
         totals[name] += r.get("count") or 0
     top = dict(sorted(hist.items(), key=lambda kv: -totals[kv[0]])[:8])
+    buckets = sorted({int(x) for s_ in top.values() for x, _ in s_})
+    step = max(1, (buckets[-1] - buckets[0]) // 6) if buckets else 1
+    lat_ticks = [(float(b), _dur_us(2.0**b)) for b in range(buckets[0], buckets[-1] + 1, step)] if buckets else []
     lat_chart = _line_chart("Latency distribution (responses per latency bucket)", top,
-                            x_label="latency, µs (log2 buckets)", y_label="responses", log_y=True)
+                            x_label="latency (log scale, buckets double)", y_label="responses", log_y=True,
+                            x_ticks=lat_ticks)
     tl = tables.get("timeline") or []
     series: dict[str, list[tuple[float, float]]] = defaultdict(list)
     per_bucket: dict[float, list[float]] = defaultdict(lambda: [0.0, 0.0, 0.0])
@@ -258,8 +305,10 @@ def render_html(tables: dict[str, Rows], manifest: dict[str, Any]) -> str:
         series["error responses"].append((x, er))
     marks = [(float(v["first_ts"]), f"{v['rule']} broker {v.get('broker')}") for v in tables.get("violations") or []
              if v.get("verdict") == "violation" and v.get("first_ts")]
+    start = min(per_bucket) if per_bucket else 0
     time_chart = _line_chart("Traffic, anomalies and errors over time (red: KIP-858 violations)", series,
-                             x_label="time (UTC)", y_label="frames per bucket", log_y=True, x_time=True, marks=marks)
+                             x_label=f"time (UTC; start {_time(start)})", y_label="frames per bucket", log_y=True,
+                             x_time=True, marks=marks)
     summary = render_summary(tables, manifest)
     sections = [
         ("Summary", f"<pre>{html.escape(summary)}</pre>"),
@@ -268,7 +317,7 @@ def render_html(tables: dict[str, Rows], manifest: dict[str, Any]) -> str:
             ("decode_rate", "decoded"), ("reencode_rate", "byte-exact re-encode"),
             ("non_canonical", "non-canonical"), ("frames_unknown_tags", "frames w/ unknown tags"),
             ("frames_trailing", "frames w/ trailing bytes"), ("deprecated_frames", "deprecated"),
-            ("unstable_frames", "unstable"), ("error_frames", "error responses"),
+            ("unstable_frames", "unstable"), ("error_frames", "responses with a top-level error"),
             ("latency_p50_ms", "p50 ms"), ("latency_p99_ms", "p99 ms")], rate_cols=("decode_rate", "reencode_rate"))),
         ("Versions in use", versions_chart),
         ("Conformance by api, version, direction and client", _table(conf, [
@@ -308,7 +357,9 @@ def render_html(tables: dict[str, Rows], manifest: dict[str, Any]) -> str:
     return ("<!DOCTYPE html><html lang=\"en\"><head><meta charset=\"utf-8\"><title>kraft-jbod conformance report"
             "</title><style>body{font-family:system-ui,sans-serif;margin:2em;max-width:1200px}"
             "table{border-collapse:collapse;font-size:12px;margin:0.5em 0}td,th{border:1px solid #ccc;"
-            "padding:2px 6px;text-align:left}th{background:#f3f3f3}pre{background:#f8f8f8;padding:1em}"
+            "padding:2px 6px;text-align:left;overflow-wrap:anywhere}th{background:#f3f3f3}"
+            "pre{background:#f8f8f8;padding:1em;white-space:pre-wrap;overflow-wrap:anywhere}"
+            ".scroll{overflow-x:auto;max-width:100%}svg{max-width:100%;height:auto}"
             "</style></head><body><h1>kraft-jbod conformance report</h1>"
             f"<p>Generated {html.escape(_time(int(datetime.datetime.now(datetime.UTC).timestamp() * 1e9)))} from "
             f"{html.escape(', '.join(str(i) for i in manifest.get('inputs', [])))}</p><ul>{toc}</ul>{body}"

@@ -2,7 +2,8 @@
 
 Reads what a ``process.roles=broker`` node needs (protocol-notes §8.1): ``node.id``,
 ``log.dirs``/``metadata.log.dir``, ``controller.quorum.voters`` (static quorum),
-``listeners`` (advertised in the registration), the heartbeat and session timings and
+``listeners`` and ``advertised.listeners`` (what the registration advertises; default:
+``listeners``), the heartbeat and session timings and
 ``log.dir.failure.timeout.ms``; plus two of our own, ``kraft.jbod.probe.interval.ms``
 (how often each directory is probed) and ``kraft.jbod.control.listener`` (host:port of
 the local command endpoint). Pure: parsing only.
@@ -43,6 +44,10 @@ class BrokerConfig:
     request_timeout_ms: int = 2000
     probe_interval_ms: int = 1000
     control_listener: tuple[str, int] | None = None
+    # What the registration advertises (Kafka's advertised.listeners, default: listeners).
+    # The fake broker serves no client traffic itself, so pointing these at the
+    # controller's client listener lets real clients' follow-up connections land there.
+    advertised_listeners: tuple[Listener, ...] = ()
 
     @classmethod
     def from_properties(cls, props: Mapping[str, str]) -> BrokerConfig:
@@ -66,6 +71,15 @@ class BrokerConfig:
         if any(v.node_id == layout.node_id for v in voters):
             raise ConfigError(f"node.id {layout.node_id} must not be a voter of controller.quorum.voters")
         listeners = parse_listeners(p.get("listeners", "PLAINTEXT://localhost:9092"))
+        advertised = listeners
+        if p.get("advertised.listeners"):
+            advertised = parse_listeners(p["advertised.listeners"], "advertised.listeners")
+            names = {li.name for li in listeners}
+            for li in advertised:
+                if li.name not in names:
+                    raise ConfigError(f"advertised.listeners: {li.name} is not a listener name of listeners")
+                if li.port == 0 or li.host in ("", "0.0.0.0", "::"):
+                    raise ConfigError(f"advertised.listeners: {li.name} needs a host and a port clients can reach")
         control = None
         if p.get("kraft.jbod.control.listener"):
             host, _, port = p["kraft.jbod.control.listener"].rpartition(":")
@@ -85,6 +99,7 @@ class BrokerConfig:
             request_timeout_ms=_int(p, "controller.quorum.request.timeout.ms", 2000),
             probe_interval_ms=_int(p, "kraft.jbod.probe.interval.ms", 1000),
             control_listener=control,
+            advertised_listeners=tuple(advertised),
         )
 
 

@@ -184,6 +184,7 @@ class FakeBroker:
         self.node_id = config.node_id
         self.tap = tap
         self.on_event = on_event
+        self._controller_unreachable = False
         self.events: list[BrokerEvent] = []
         self.image = MetadataImage()
         self.queue = AssignmentQueue()
@@ -214,7 +215,7 @@ class FakeBroker:
     def event(self, kind: str, text: str) -> None:
         ev = BrokerEvent(int(time.time() * 1000), self.node_id, kind, text)
         self.events.append(ev)
-        log.info("broker %d: %s: %s", self.node_id, kind, text)
+        log.info("broker %d: %s: %s", self.node_id, kind, text, extra={"event": kind, "broker": self.node_id})
         if self.on_event is not None:
             self.on_event(ev)
 
@@ -376,7 +377,10 @@ class FakeBroker:
             broker_id=self.node_id,
             cluster_id=self.cluster_id,
             incarnation_id=self.incarnation_id,
-            listeners=[Listener(li.name, li.host or "localhost", li.port, 0) for li in self.config.listeners],
+            listeners=[
+                Listener(li.name, li.host or "localhost", li.port, 0)
+                for li in (self.config.advertised_listeners or self.config.listeners)
+            ],
             features=feats,
             rack=self.config.rack,
             is_migrating_zk_broker=False,
@@ -392,12 +396,18 @@ class FakeBroker:
                 resp = await self._hb.call(ApiKey.BROKER_REGISTRATION, self._registration)
             except ChannelError as exc:
                 resp, err = None, str(exc)
+                if not self._controller_unreachable:
+                    self._controller_unreachable = True
+                    log.warning("broker %d: cannot reach the controller to register (retrying): %s", self.node_id,
+                                exc, extra={"event": "controller-unreachable", "broker": self.node_id})
             if resp is not None and resp.error_code == 0:
                 self.lifecycle.epoch = resp.broker_epoch
                 self.event("registered", f"broker epoch {resp.broker_epoch}, LogDirs {len(self.dirs.online)}")
                 return True
             if resp is not None:
                 err = f"error {resp.error_code}"
+                log.warning("broker %d: registration refused with error %d (retrying)", self.node_id,
+                            resp.error_code, extra={"event": "registration-refused", "broker": self.node_id})
             if _now_ms() - started > self.config.registration_timeout_ms:
                 self.stop(f"registration failed for {self.config.registration_timeout_ms} ms: {err}")
                 return False
@@ -417,9 +427,19 @@ class FakeBroker:
             try:
                 resp = await self._hb.call(ApiKey.BROKER_HEARTBEAT, req)
             except ChannelError as exc:
-                log.debug("broker %d: heartbeat: %s", self.node_id, exc)
+                if not self._controller_unreachable:
+                    # Once per outage: the retries every few hundred ms stay at DEBUG.
+                    self._controller_unreachable = True
+                    log.warning("broker %d: cannot reach the controller (retrying): %s", self.node_id, exc,
+                                extra={"event": "controller-unreachable", "broker": self.node_id})
+                else:
+                    log.debug("broker %d: heartbeat: %s", self.node_id, exc)
                 await self._sleep(min(200, self.config.heartbeat_interval_ms), self._wake_heartbeat)
                 continue
+            if self._controller_unreachable:
+                self._controller_unreachable = False
+                log.info("broker %d: the controller answers again", self.node_id,
+                         extra={"event": "controller-reachable", "broker": self.node_id})
             if resp.error_code == 0:
                 newly = [d for d in req.offline_log_dirs if d not in lc.reported]
                 before = lc.state

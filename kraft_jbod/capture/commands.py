@@ -4,21 +4,25 @@
 handler returns an exit code: 0 success, 1 some frame did not decode (truncated frames,
 which the capture cut, do not count), 2 unreadable input or bad usage.
 
-The progress bar (tqdm, on stderr) follows the bytes read from each file; it appears only
-when stderr is a terminal and the file takes more than a moment, and ``--no-progress``
-turns it off.
+The progress bar (tqdm, on stderr) follows the bytes read from each file: one bar per
+input, named after the file, with percentage and ETA, cleared when the file is done so
+no stray line stays behind. It appears only when stderr is a terminal and the file takes
+more than a moment; ``--no-progress`` turns it off. Output goes through
+:mod:`kraft_jbod.console` only.
 """
 
 from __future__ import annotations
 
 import argparse
 import io
+import os
 import sys
 from collections.abc import Iterator
 from contextlib import ExitStack
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, BinaryIO, TextIO
 
+from kraft_jbod import console
 from kraft_jbod.errors import DecodeError
 
 if TYPE_CHECKING:
@@ -32,22 +36,27 @@ if TYPE_CHECKING:
 
 __all__ = ["cmd_decode", "cmd_listen", "listen", "register"]
 
+_BAR_DELAY_S = 0.5  # a file decoded faster than this never shows a bar
+
 
 def _fail(msg: str) -> int:
-    sys.stderr.write(f"kraft-jbod: {msg}\n")
-    return 2
+    return console.fail(msg)
 
 
 def _frames(fh: BinaryIO, ports: list[int] | None, summary: Summary,
-            check_canonical: bool, name: str = "") -> Iterator[DecodedFrame]:
+            check_canonical: bool, name: str = "", bar: Any = None) -> Iterator[DecodedFrame]:
     from kraft_jbod.capture.kafka import KafkaDecoder, decode_capture
 
     dec = KafkaDecoder(check_canonical=check_canonical)
 
     def cut_short(offset: int) -> None:
         summary.files_cut_short.append((name, offset))
-        sys.stderr.write(f"kraft-jbod: {name}: the capture file ends inside a record at byte {offset} "
-                         "(cut short); everything before it was decoded\n")
+        text = (f"{name}: the capture file ends inside a record at byte {offset} "
+                "(cut short); everything before it was decoded")
+        if bar is not None:
+            bar.write(f"kraft-jbod: {text}", file=console.stderr())  # above the bar, not through it
+        else:
+            console.error(text)
 
     for f in decode_capture(fh, ports=ports, decoder=dec, on_truncated=cut_short):
         summary.add(f)
@@ -66,18 +75,25 @@ def cmd_decode(args: argparse.Namespace) -> int:
     sources.extend((f, Path(f)) for f in args.files)
     if not sources:
         return _fail("decode: give capture FILE(s) or --sample")
+    for name, path in sources:
+        # Every input is checked before --output is touched: a typo must not empty it.
+        if path is not None and not path.is_file():
+            return _fail(f"cannot read {name}: {'is a directory' if path.is_dir() else 'no such file'}")
     ports = args.port or None
     summary = Summary()
     show_progress = not args.no_progress and sys.stderr.isatty()
+    tmp_out = None if not args.output else Path(args.output).with_name(Path(args.output).name + ".partial")
     with ExitStack() as stack:
         out: TextIO | None
-        if args.output:
+        if tmp_out is not None:
             try:
-                out = stack.enter_context(open(args.output, "w", encoding="utf-8"))
+                out = stack.enter_context(open(tmp_out, "w", encoding="utf-8"))
             except OSError as exc:
                 return _fail(f"cannot write {args.output}: {exc.strerror}")
+            # Removed unless the run completes and replaces --output with it.
+            stack.callback(lambda: tmp_out.unlink(missing_ok=True))
         else:
-            out = None if args.summary else sys.stdout
+            out = None if args.summary else console.stdout()
         for name, path in sources:
             if path is None:
                 fh: BinaryIO = io.BytesIO(build_sample())
@@ -89,28 +105,36 @@ def cmd_decode(args: argparse.Namespace) -> int:
                 except OSError as exc:
                     return _fail(f"cannot read {name}: {exc.strerror}")
             reader: Any = fh
+            bar: Any = None
             if show_progress and size:
                 from tqdm import tqdm
+                from tqdm.utils import CallbackIOWrapper
 
-                bar = stack.enter_context(tqdm(total=size, unit="B", unit_scale=True,
-                                               desc=Path(name).name, file=sys.stderr,
-                                               delay=0.5, leave=False))
-                reader = stack.enter_context(bar.wrapattr(fh, "read"))
+                # One bar per file; CallbackIOWrapper feeds it without opening a second,
+                # bare bar as tqdm.wrapattr does; leave=False clears it when done.
+                bar = stack.enter_context(tqdm(total=size, unit="B", unit_scale=True, unit_divisor=1024,
+                                               desc=Path(name).name, file=console.stderr(),
+                                               delay=_BAR_DELAY_S, leave=False, dynamic_ncols=True))
+                reader = CallbackIOWrapper(bar.update, fh, "read")
             try:
-                for f in _frames(reader, ports, summary, not args.no_canonical, name):
+                for f in _frames(reader, ports, summary, not args.no_canonical, name, bar):
                     if out is not None:
                         out.write(frame_to_line(f))
                         out.write("\n")
             except DecodeError as exc:
                 return _fail(f"{name}: not a readable capture: {exc}")
+        if tmp_out is not None and out is not None:
+            out.close()
+            os.replace(tmp_out, args.output)
     if args.summary:
-        sys.stdout.write(summary.render() + "\n")
+        console.line(summary.render())
     return 1 if summary.undecoded else 0
 
 
 async def listen(host: str, port: int, out: TextIO, *, count: int | None = None,
                  timeout: float | None = None, ready: asyncio.Event | None = None,
-                 bound: list[tuple[str, int]] | None = None) -> int:
+                 bound: list[tuple[str, int]] | None = None,
+                 announce: Any = None) -> int:
     """Receive tap datagrams on ``host:port`` and write one JSON line per decoded frame.
 
     Stops after ``count`` frames or ``timeout`` seconds without a datagram (when given).
@@ -119,7 +143,7 @@ async def listen(host: str, port: int, out: TextIO, *, count: int | None = None,
     """
     import asyncio
 
-    import asyncio_dgram
+    import asyncio_dgram  # the `net` extra; cmd_listen checks for it first
 
     from kraft_jbod.capture.output import frame_to_line
     from kraft_jbod.capture.tap import TapListener
@@ -127,6 +151,8 @@ async def listen(host: str, port: int, out: TextIO, *, count: int | None = None,
     stream = await asyncio_dgram.bind((host, port))
     if bound is not None:
         bound.append(stream.sockname[:2])
+    if announce is not None:
+        announce(str(stream.sockname[0]), int(stream.sockname[1]))
     if ready is not None:
         ready.set()
     listener = TapListener()
@@ -163,8 +189,11 @@ def cmd_listen(args: argparse.Namespace) -> int:
         port = int(port_text)
     except ValueError:
         return _fail(f"listen: expected HOST:PORT, got {args.address!r}")
+    console.require("capture listen", "asyncio_dgram")
     try:
-        asyncio.run(listen(host, port, sys.stdout, count=args.count, timeout=args.timeout))
+        # stdout carries the frames, so the bound address goes to stderr, in the usual shape.
+        asyncio.run(listen(host, port, console.stdout(), count=args.count, timeout=args.timeout,
+                           announce=lambda h, p: console.note(f"listening on TAP {console.host_port(h, p)}")))
     except OSError as exc:
         return _fail(f"listen: cannot bind {args.address}: {exc.strerror or exc}")
     return 0

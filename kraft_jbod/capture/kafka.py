@@ -51,7 +51,6 @@ from kraft_jbod import codec, messages
 from kraft_jbod.capture.streams import FlowEnd, Frame, iter_frames, looks_like_request
 from kraft_jbod.errors import DecodeError, EncodeError
 from kraft_jbod.messages.api_keys import ApiKey
-from kraft_jbod.messages.error_codes import ErrorCode
 from kraft_jbod.messages.request_header import RequestHeader
 from kraft_jbod.messages.response_header import ResponseHeader
 from kraft_jbod.wire import compression
@@ -562,8 +561,7 @@ class KafkaDecoder:
             df.confidence = UNDECODED
             df.error = f"unknown api key {key}"
             return
-        if key == ApiKey.API_VERSIONS and ver > 0 and len(p) >= pos + 2 \
-                and struct.unpack_from(">h", p, pos)[0] == ErrorCode.UNSUPPORTED_VERSION:
+        if ver > 0 and codec.response_read_version(key, ver, p, pos) == 0:
             # KIP-511: the answer to a too-new ApiVersions request is a v0 body.
             ver = 0
             df.api_version = 0

@@ -1,4 +1,4 @@
-"""What clients see: Metadata (v0-v12) and DescribeCluster answered from the controller state.
+"""What clients see: Metadata, DescribeCluster, DescribeConfigs, and the admin writes.
 
 Pure functions of a :class:`~kraft_jbod.controller.state.ControllerState` (read-only), so
 real clients (librdkafka, kafka-python, aiokafka, kcat, kafkajs) pointed at the client
@@ -16,6 +16,15 @@ fences brokers and fails directories. The rules follow a KRaft broker's metadata
 * Rule 3: Metadata v0 with no topics, or v1+ with a null topic list, means every topic;
   an unknown name answers UNKNOWN_TOPIC_OR_PARTITION (3), an unknown id (v10+)
   UNKNOWN_TOPIC_ID (100). Topics are never auto-created.
+* Rule 4: while no broker is alive, the listener lists itself (the controller's node id
+  at the address the client reached) as the one broker and the controller, so admin
+  clients send their requests here and get Kafka's answers (CreateTopics:
+  INVALID_REPLICATION_FACTOR, "Unable to replicate the partition ...") instead of waiting for a
+  controller that never appears.
+* Rule 5: the admin APIs a broker forwards to its controller (:data:`WRITE_APIS`) go to
+  the controller's state machine through the server's one writer, as if forwarded, so
+  their records are committed before the answer. Reads (Metadata, DescribeCluster,
+  DescribeConfigs, DescribeAcls, ListPartitionReassignments) are answered inline.
 
 :func:`cluster_view` is the same picture as plain JSON (``kraft-jbod status``, the admin
 endpoint, the pytest plugin).
@@ -41,7 +50,21 @@ from kraft_jbod.wire.primitives import uuid_to_base64url
 
 API_METADATA: Final = 3
 API_DESCRIBE_CLUSTER: Final = 60
-CLIENT_APIS: Final[dict[int, tuple[int, int]]] = {API_METADATA: (0, 12), API_DESCRIBE_CLUSTER: (0, 1)}
+API_DESCRIBE_CONFIGS: Final = 32
+API_DESCRIBE_ACLS: Final = 29
+API_LIST_PARTITION_REASSIGNMENTS: Final = 46
+# The admin writes a KRaft broker forwards to its controller, with the versions served here
+# (4.4's lowest versions where KIP-896 removed old ones): CreateTopics, DeleteTopics,
+# CreateAcls, DeleteAcls, AlterConfigs, CreatePartitions, ElectLeaders,
+# IncrementalAlterConfigs, AlterPartitionReassignments, UpdateFeatures.
+WRITE_APIS: Final[dict[int, tuple[int, int]]] = {
+    19: (2, 7), 20: (1, 6), 30: (1, 3), 31: (1, 3), 33: (0, 2), 37: (0, 3), 43: (0, 2), 44: (0, 1), 45: (0, 1),
+    57: (0, 2),
+}
+CLIENT_APIS: Final[dict[int, tuple[int, int]]] = {
+    API_METADATA: (0, 12), API_DESCRIBE_CLUSTER: (0, 1), API_DESCRIBE_CONFIGS: (1, 4), API_DESCRIBE_ACLS: (1, 3),
+    API_LIST_PARTITION_REASSIGNMENTS: (0, 0), **WRITE_APIS,
+}
 LEADER_NOT_AVAILABLE: Final = 5
 UNKNOWN_TOPIC_OR_PARTITION: Final = 3
 UNKNOWN_TOPIC_ID: Final = 100
@@ -58,8 +81,13 @@ def _endpoint(listeners: tuple[tuple[str, str, int, int], ...], name: str | None
     return None
 
 
-def alive_brokers(state: Any, listener_name: str | None = None) -> list[tuple[int, str, int, str | None]]:
-    """(id, host, port, rack) of unfenced brokers with an endpoint on the listener (Rule 1)."""
+def alive_brokers(
+    state: Any, listener_name: str | None = None, self_endpoint: tuple[str, int] | None = None
+) -> list[tuple[int, str, int, str | None]]:
+    """(id, host, port, rack) of unfenced brokers with an endpoint on the listener (Rule 1).
+
+    With none alive and ``self_endpoint`` given, the listener itself (Rule 4).
+    """
     out = []
     for b, reg in sorted(state.brokers.items()):
         if reg.fenced:
@@ -67,6 +95,8 @@ def alive_brokers(state: Any, listener_name: str | None = None) -> list[tuple[in
         ep = _endpoint(reg.listeners, listener_name)
         if ep is not None:
             out.append((b, ep[0], ep[1], reg.rack))
+    if not out and self_endpoint is not None:
+        out.append((int(state.node_id), self_endpoint[0], self_endpoint[1], None))
     return out
 
 
@@ -94,10 +124,10 @@ def _topic(state: Any, topic: Any) -> MetadataResponseTopic:
 
 def metadata_response(
     state: Any, api_version: int, req: MetadataRequest, *, listener_name: str | None = None,
-    may_describe: TopicFilter | None = None,
+    may_describe: TopicFilter | None = None, self_endpoint: tuple[str, int] | None = None,
 ) -> MetadataResponse:
-    """The Metadata answer (Rules 1-3); ``may_describe`` hides topics a principal may not see."""
-    brokers = alive_brokers(state, listener_name)
+    """The Metadata answer (Rules 1-4); ``may_describe`` hides topics a principal may not see."""
+    brokers = alive_brokers(state, listener_name, self_endpoint)
     resp = MetadataResponse(
         brokers=[MetadataResponseBroker(node_id=b, host=h, port=port, rack=r) for b, h, port, r in brokers],
         cluster_id=state.cluster_id,
@@ -130,10 +160,11 @@ def metadata_response(
 
 
 def describe_cluster_response(
-    state: Any, api_version: int, req: DescribeClusterRequest, *, listener_name: str | None = None
+    state: Any, api_version: int, req: DescribeClusterRequest, *, listener_name: str | None = None,
+    self_endpoint: tuple[str, int] | None = None,
 ) -> DescribeClusterResponse:
     """DescribeCluster as a broker answers it: alive brokers; controllers are not exposed."""
-    brokers = alive_brokers(state, listener_name)
+    brokers = alive_brokers(state, listener_name, self_endpoint)
     resp = DescribeClusterResponse(
         cluster_id=state.cluster_id,
         controller_id=brokers[0][0] if brokers else -1,
@@ -151,13 +182,36 @@ def describe_cluster_response(
     return resp
 
 
+def is_write(api_key: int) -> bool:
+    """True for the admin writes that go through the controller's writer (Rule 5)."""
+    return api_key in WRITE_APIS
+
+
 def answer(state: Any, api_key: int, api_version: int, body: Any, **kwargs: Any) -> Any:
-    """The response to a client-listener request (Metadata or DescribeCluster)."""
+    """The response to a client-listener read (Metadata, DescribeCluster, DescribeConfigs,
+    DescribeAcls, ListPartitionReassignments).
+
+    Raises:
+        ValueError: ``api_key`` is not a read this listener answers.
+        ProtocolError: a request Kafka cannot parse (the connection is closed).
+    """
     if api_key == API_METADATA:
         return metadata_response(state, api_version, body, **kwargs)
     if api_key == API_DESCRIBE_CLUSTER:
         kwargs.pop("may_describe", None)
         return describe_cluster_response(state, api_version, body, **kwargs)
+    if api_key == API_DESCRIBE_CONFIGS:
+        from kraft_jbod.controller.apis.configs import describe_configs
+
+        return describe_configs(_admin_view(state), api_version, body, any_broker=True)
+    if api_key == API_DESCRIBE_ACLS:
+        from kraft_jbod.controller.apis.acls import describe_acls
+
+        return describe_acls(_admin_view(state), api_version, body)
+    if api_key == API_LIST_PARTITION_REASSIGNMENTS:
+        from kraft_jbod.controller.apis.partitions import list_partition_reassignments
+
+        return list_partition_reassignments(_admin_view(state), api_version, body)
     raise ValueError(f"api key {api_key} is not a client-listener api")
 
 
@@ -229,3 +283,10 @@ def render_text(view: dict[str, Any]) -> str:
                 f"dirs {p['directories']}" + (f"  offline {p['offline_replicas']}" if p["offline_replicas"] else "")
             )
     return "\n".join(lines) + "\n"
+
+
+def _admin_view(state: Any) -> Any:
+    """The read-only view the admin API modules are written against."""
+    from kraft_jbod.controller.apis.admin import view_of
+
+    return view_of(state)

@@ -4,10 +4,17 @@
 input was read but something in it failed, 2 bad usage or unreadable input), and
 ``kraft_jbod.cli.main`` turns a ``KraftJbodError`` into a message and exit code 2.
 
-``controller`` prints exactly one line ``listening on HOST:PORT`` per controller listener
-(IPv6 hosts in brackets) once every listener accepts, and flushes stdout, so a script
-can read the port of ``:0`` listeners. Logs go to stderr. SIGINT/SIGTERM stop it
-gracefully: connections closed, the in-flight append finished, the log fsync'd.
+``log recover DIR`` reports whether the log is clean, ends in a torn tail, or is damaged
+(exit 1); ``--truncate-at OFFSET`` cuts it back to OFFSET after copying the cut bytes.
+
+``controller`` prints exactly one line ``listening on NAME HOST:PORT`` per bound address
+(IPv6 hosts in brackets) once every one accepts: controller listeners first, then client
+listeners, then ``ADMIN`` and ``METRICS`` (one HTTP endpoint serves both), and flushes
+stdout, so a script can read the port of ``:0`` listeners. A wildcard host binds IPv4 and
+IPv6 on one port: two lines. A fixed port already in use is reported before anything is
+created on disk. Logs go to stderr; output goes through :mod:`kraft_jbod.console` only.
+SIGINT/SIGTERM stop it gracefully: connections closed, the in-flight append finished, the
+log fsync'd.
 
 asyncio and the server are imported only when a command runs, so ``kraft-jbod --help``
 stays light.
@@ -22,6 +29,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
+from kraft_jbod import console
 from kraft_jbod.errors import ConfigError, DecodeError, KraftJbodError
 
 
@@ -47,7 +55,13 @@ def register(sub: Any) -> None:
     c.add_argument(
         "--mirror", metavar="HOST:PORT", help="mirror every frame over UDP to `kraft-jbod capture listen HOST:PORT`"
     )
+    c.add_argument(
+        "--capture-secrets",
+        action="store_true",
+        help="keep SASL passwords/proofs in --capture/--mirror output (default: starred out)",
+    )
     c.add_argument("--log-level", default="INFO", choices=["DEBUG", "INFO", "WARNING", "ERROR"])
+    c.add_argument("--log-json", action="store_true", help="logs as JSON lines on stderr (same events, as fields)")
     c.set_defaults(func=cmd_controller)
 
     lg = sub.add_parser("log", help="inspect a metadata log")
@@ -56,16 +70,47 @@ def register(sub: Any) -> None:
     d.add_argument("dir", type=Path, help="metadata.log.dir or its __cluster_metadata-0 directory")
     d.add_argument("--no-control", action="store_true", help="leave out control batches")
     d.set_defaults(func=cmd_log_dump)
-
-
-def _setup_logging(level: str) -> None:
-    logging.basicConfig(
-        stream=sys.stderr, level=getattr(logging, level), format="%(asctime)s %(levelname)s %(name)s: %(message)s"
+    r = lg_sub.add_parser(
+        "recover", help="check a metadata log; with --truncate-at, cut it back there (a backup of the cut is kept)"
     )
+    r.add_argument("dir", type=Path, help="metadata.log.dir or its __cluster_metadata-0 directory")
+    r.add_argument("--truncate-at", type=int, metavar="OFFSET", help="keep offsets below OFFSET, drop the rest")
+    r.set_defaults(func=cmd_log_recover)
 
 
-def _host_port(host: str, port: int) -> str:
-    return f"[{host}]:{port}" if ":" in host else f"{host}:{port}"
+def _setup_logging(level: str, json_lines: bool = False) -> None:
+    from kraft_jbod.metrics import logs
+
+    logs.setup(level, json_lines=json_lines, stream=sys.stderr)
+
+
+def check_ports_free(addresses: list[tuple[str, str | None, int]]) -> None:
+    """Bind and release every fixed port before the server touches the disk.
+
+    A port in use then fails the command with one line and no half-made metadata dir.
+    (The server still handles the race where another process takes the port meanwhile.)
+
+    Raises:
+        ConfigError: ``NAME host:port`` cannot be bound, with the reason.
+    """
+    import socket
+
+    for name, host, port in addresses:
+        if port == 0:
+            continue
+        try:
+            infos = socket.getaddrinfo(host or None, port, type=socket.SOCK_STREAM, flags=socket.AI_PASSIVE)
+        except OSError as exc:
+            raise ConfigError(f"{name} listener {host}:{port}: {exc.strerror or exc}") from None
+        family, kind, proto, _, sockaddr = infos[0]
+        with socket.socket(family, kind, proto) as s:
+            # asyncio binds with SO_REUSEADDR too: a port in TIME_WAIT is free for both.
+            s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+            try:
+                s.bind(sockaddr)
+            except OSError as exc:
+                where = console.host_port(host or "0.0.0.0", port)
+                raise ConfigError(f"{name} listener {where}: {exc.strerror or exc}") from None
 
 
 def cmd_controller(args: argparse.Namespace) -> int:
@@ -74,7 +119,7 @@ def cmd_controller(args: argparse.Namespace) -> int:
     from kraft_jbod.controller import config as cfgmod
     from kraft_jbod.controller import features
 
-    _setup_logging(args.log_level)
+    _setup_logging(args.log_level, args.log_json)
     cfg = cfgmod.load(args.config, args.override)
     level = None if args.metadata_version is None else features.level_of(args.metadata_version)
     if level is not None and not features.MINIMUM_BOOTSTRAP_LEVEL <= level <= features.MAX_SUPPORTED_LEVEL:
@@ -88,13 +133,25 @@ def cmd_controller(args: argparse.Namespace) -> int:
         if not sep or not port.isdigit() or not host:
             raise ConfigError(f"--mirror {args.mirror!r}: expected HOST:PORT")
         mirror = (host.strip("[]"), int(port))
+    if mirror is not None:
+        console.require("controller --mirror (the UDP frame tap)", "asyncio_dgram")
     extensions = None
     if args.extensions is not None:
         from kraft_jbod.controller.extensions import Extensions
 
         extensions = Extensions.load(args.extensions)
+        if extensions.statsd is not None:
+            console.require("statsd metrics", "asyncio_dgram")
+    fixed: list[tuple[str, str | None, int]] = [(li.name, li.bind_host, li.port) for li in cfg.controller_listeners]
+    if extensions is not None:
+        fixed += [(cl.name, cl.host, cl.port) for cl in extensions.client_listeners]
+        if extensions.admin is not None:
+            fixed.append(("ADMIN", extensions.admin[0], extensions.admin[1]))
+    check_ports_free(fixed)
     return asyncio.run(
-        _run_controller(cfg, args.cluster_id, level, not args.no_fsync, args.capture, mirror, extensions)
+        _run_controller(
+            cfg, args.cluster_id, level, not args.no_fsync, args.capture, mirror, extensions, args.capture_secrets
+        )
     )
 
 
@@ -106,14 +163,18 @@ async def _run_controller(
     capture: Path | None = None,
     mirror: tuple[str, int] | None = None,
     extensions: Any = None,
+    capture_secrets: bool = False,
 ) -> int:
-
-
     tap: Any = None
     if capture is not None or mirror is not None:
         from kraft_jbod.capture.tap import FrameTap
 
-        tap = FrameTap(pcapng=capture, udp=mirror)
+        if capture is not None and capture.is_dir():
+            raise ConfigError(f"--capture {capture}: is a directory; name a file")
+        try:
+            tap = FrameTap(pcapng=capture, udp=mirror, secrets=capture_secrets)
+        except OSError as exc:
+            raise ConfigError(f"--capture {capture}: cannot create it: {exc.strerror}") from None
         await tap.start()
     try:
         return await _serve(cfg, cluster_id, level, fsync, tap, extensions)
@@ -138,9 +199,12 @@ async def _serve(
         cfg, cluster_id=cluster_id, metadata_version=level, fsync=fsync, tap=tap, extensions=extensions
     )
     async with server:
-        for host, port in server.addresses:
-            sys.stdout.write(f"listening on {_host_port(host, port)}\n")
-        sys.stdout.flush()
+        for name, host, port in server.bound:
+            console.listening(name, host, port)
+        if extensions is not None and extensions.admin_address is not None:
+            host, port = extensions.admin_address
+            console.listening("ADMIN", host, port)
+            console.listening("METRICS", host, port)
         logging.getLogger(__name__).info(
             "controller %d of cluster %s serving %s", cfg.node_id, server.cluster_id, server.addresses
         )
@@ -153,6 +217,36 @@ async def _serve(
     return 1 if server.fatal is not None else 0
 
 
+def cmd_log_recover(args: argparse.Namespace) -> int:
+    """Without --truncate-at: 0 clean or torn tail only, 1 damaged. With it: 0 cut, 2 refused."""
+    from kraft_jbod.controller.log import resolve_log_dir, scan_segments, truncate_at
+
+    directory = resolve_log_dir(args.dir)
+    if not directory.is_dir():
+        raise ConfigError(f"{args.dir} is not a directory")
+    if args.truncate_at is None:
+        scan = scan_segments(directory)
+        p = scan.problem
+        if p is None:
+            print(f"clean: {len(scan.batches)} batches, end offset {scan.end_offset}")
+            return 0
+        name = scan.segments[p.segment].path.name
+        if p.torn:
+            print(f"torn tail at offset {p.offset} ({name}, byte {p.position}): {p.reason}; "
+                  "the controller truncates it when it starts")
+            return 0
+        print(f"damaged at offset {p.offset} ({name}, byte {p.position}): {p.reason}\n"
+              f"to keep offsets below {p.offset} and lose the rest: "
+              f"kraft-jbod log recover {args.dir} --truncate-at {p.offset}")
+        return 1
+    if args.truncate_at < 0:
+        raise ConfigError(f"--truncate-at {args.truncate_at}: an offset is >= 0")
+    done = truncate_at(directory, args.truncate_at)
+    print(f"cut the log at offset {done.offset}: {done.bytes_cut} bytes and {done.segments_removed} later "
+          f"segment(s) removed; backup in {done.backup}")
+    return 0
+
+
 def cmd_log_dump(args: argparse.Namespace) -> int:
     from kraft_jbod.controller.log import MetadataLog, decode_control_record, resolve_log_dir
     from kraft_jbod.wire.records import ControlRecordType
@@ -160,7 +254,7 @@ def cmd_log_dump(args: argparse.Namespace) -> int:
     _setup_logging("WARNING")
     directory = resolve_log_dir(args.dir)
     metadata_log = MetadataLog.open(directory, read_only=True)
-    out = sys.stdout
+    out = console.stdout()
     failed = 0
     try:
         for info, batch in metadata_log.iter_batches():

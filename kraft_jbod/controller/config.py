@@ -2,13 +2,8 @@
 
 Two steps, both pure:
 
-1. :func:`parse_properties` reads text the way ``java.util.Properties.load`` does: natural
-   lines end at ``\\n``, ``\\r`` or ``\\r\\n``; leading blanks (space, tab, form feed) are
-   skipped; a line whose first non-blank is ``#`` or ``!`` is a comment; a line ending in an
-   odd number of backslashes continues on the next one (leading blanks of that one
-   dropped); the key ends at the first unescaped ``=``, ``:`` or blank, then blanks, one
-   optional ``=``/``:`` and blanks are skipped; ``\\t \\n \\r \\f \\uXXXX`` are escapes and
-   any other escaped character stands for itself. The last value of a repeated key wins.
+1. :func:`kraft_jbod.properties.parse_properties` reads the text as
+   ``java.util.Properties.load`` does (shared with the broker and ``meta.properties``).
 2. :meth:`ControllerConfig.from_properties` turns the strings into typed settings with
    Kafka's defaults, and raises :class:`ConfigError` naming the key and the value it
    could not use. Keys it does not know are kept in ``unknown`` and logged as warnings,
@@ -29,6 +24,9 @@ from typing import Literal
 
 from kraft_jbod.errors import ConfigError
 
+# Properties text and listener lists have one home, shared by every node type.
+from kraft_jbod.properties import Listener, load_properties, parse_listeners, parse_override, parse_properties
+
 log = logging.getLogger(__name__)
 
 Semantics = Literal["kafka", "kip"]
@@ -36,6 +34,16 @@ Semantics = Literal["kafka", "kip"]
 DEFAULT_SESSION_TIMEOUT_MS = 9000
 DEFAULT_HEARTBEAT_INTERVAL_MS = 2000
 DEFAULT_SOCKET_REQUEST_MAX_BYTES = 104857600
+_INT32_MAX = 2**31 - 1
+# Kafka's default is -1 (no budget). Ours is a budget a little above one largest frame, so
+# a few peers cannot make the controller buffer gigabytes; -1 restores Kafka's behaviour.
+DEFAULT_QUEUED_MAX_REQUEST_BYTES = 128 * 1024 * 1024
+DEFAULT_CONNECTIONS_MAX_IDLE_MS = 10 * 60 * 1000
+# Kafka's sasl.server.max.receive.size: the frame limit before SASL authentication.
+DEFAULT_SASL_SERVER_MAX_RECEIVE_SIZE = 524_288
+# A request naming more topics than this is refused before it is decoded in full; Kafka
+# caps what one operation may write at 10,000 records (QuorumController).
+DEFAULT_MAX_TOPICS_PER_REQUEST = 10_000
 DEFAULT_LOG_DIR = "/tmp/kafka-logs"  # Kafka's log.dir default
 
 # Kafka settings a controller-only mock accepts without warning but does not act on.
@@ -82,6 +90,12 @@ _KNOWN_USED = frozenset(
         "broker.session.timeout.ms",
         "broker.heartbeat.interval.ms",
         "socket.request.max.bytes",
+        "queued.max.request.bytes",
+        "connections.max.idle.ms",
+        "max.connections",
+        "max.connections.per.ip",
+        "sasl.server.max.receive.size",
+        "kraft.jbod.max.topics.per.request",
         "default.replication.factor",
         "num.partitions",
         "kraft.jbod.semantics",
@@ -89,172 +103,15 @@ _KNOWN_USED = frozenset(
 )
 
 
-# --------------------------------------------------------------------------- properties
-
-
-_BLANKS = " \t\f"
-_ESCAPES = {"t": "\t", "n": "\n", "r": "\r", "f": "\f"}
-
-
-def _logical_lines(text: str) -> list[tuple[int, str]]:
-    """(first line number, logical line) with continuations joined and comments dropped."""
-    natural = re.split(r"\r\n|\r|\n", text)
-    out: list[tuple[int, str]] = []
-    i = 0
-    while i < len(natural):
-        lineno = i + 1
-        line = natural[i].lstrip(_BLANKS)
-        i += 1
-        if not line or line[0] in "#!":
-            continue
-        parts = []
-        while True:
-            trailing = len(line) - len(line.rstrip("\\"))
-            if trailing % 2 == 1:
-                parts.append(line[:-1])
-                if i >= len(natural):
-                    break  # a continuation at end of input just ends the line
-                line = natural[i].lstrip(_BLANKS)
-                i += 1
-            else:
-                parts.append(line)
-                break
-        out.append((lineno, "".join(parts)))
-    return out
-
-
-def _unescape(text: str, lineno: int) -> str:
-    out = []
-    i = 0
-    while i < len(text):
-        c = text[i]
-        if c != "\\":
-            out.append(c)
-            i += 1
-            continue
-        if i + 1 >= len(text):
-            i += 1  # a lone trailing backslash (only after an even-count continuation check)
-            continue
-        nxt = text[i + 1]
-        if nxt == "u":
-            digits = text[i + 2 : i + 6]
-            if len(digits) != 4 or any(d not in "0123456789abcdefABCDEF" for d in digits):
-                raise ConfigError(f"line {lineno}: malformed \\uxxxx escape {text[i : i + 6]!r}")
-            out.append(chr(int(digits, 16)))
-            i += 6
-        else:
-            out.append(_ESCAPES.get(nxt, nxt))
-            i += 2
-    return "".join(out)
-
-
-def _split_key_value(line: str) -> tuple[str, str]:
-    i = 0
-    n = len(line)
-    while i < n:
-        c = line[i]
-        if c == "\\":
-            i += 2
-            continue
-        if c in "=:" or c in _BLANKS:
-            break
-        i += 1
-    key = line[:i]
-    j = i
-    while j < n and line[j] in _BLANKS:
-        j += 1
-    if j < n and line[j] in "=:":
-        j += 1
-    while j < n and line[j] in _BLANKS:
-        j += 1
-    return key, line[j:]
-
-
-def parse_properties(text: str) -> dict[str, str]:
-    """Parse properties text as ``java.util.Properties.load`` does.
-
-    Raises:
-        ConfigError: a malformed ``\\uxxxx`` escape (the message names the line).
-    """
-    props: dict[str, str] = {}
-    for lineno, line in _logical_lines(text):
-        raw_key, raw_value = _split_key_value(line)
-        props[_unescape(raw_key, lineno)] = _unescape(raw_value, lineno)
-    return props
-
-
-def load_properties(path: Path) -> dict[str, str]:
-    """Read and parse a properties file (UTF-8, as Kafka's scripts read it).
-
-    Raises:
-        ConfigError: the file cannot be read or parsed.
-    """
-    try:
-        text = path.read_text(encoding="utf-8")
-    except OSError as exc:
-        raise ConfigError(f"cannot read config file {path}: {exc.strerror}") from None
-    except UnicodeDecodeError as exc:
-        raise ConfigError(f"config file {path} is not UTF-8: {exc.reason}") from None
-    return parse_properties(text)
-
-
-def parse_override(text: str) -> tuple[str, str]:
-    """``key=value`` from ``--override``; the value may itself contain ``=``.
-
-    Raises:
-        ConfigError: no ``=`` or an empty key.
-    """
-    key, sep, value = text.partition("=")
-    if not sep or not key.strip():
-        raise ConfigError(f"override {text!r} is not key=value")
-    return key.strip(), value
-
-
-# --------------------------------------------------------------------------- listeners
-
-
-@dataclass(slots=True, frozen=True)
-class Listener:
-    """One ``NAME://host:port`` entry; host ``""`` means every interface, port 0 any free port."""
-
-    name: str
-    host: str
-    port: int
-
-    @property
-    def bind_host(self) -> str | None:
-        return self.host or None
-
-
-# Kafka's shape: a name, ://, a host (bracketed for IPv6) and a port.
-_LISTENER = re.compile(r"^([A-Za-z0-9_\-.]+)://(\[[0-9A-Fa-f:.%a-zA-Z]*\]|[0-9A-Za-z\-%._]*):(-?[0-9]+)$")
-
-
-def parse_listeners(value: str, key: str = "listeners") -> list[Listener]:
-    """Parse a comma-separated listeners value.
-
-    Raises:
-        ConfigError: an entry that is not ``NAME://host:port``, a port outside 0-65535, or a
-            listener name used twice.
-    """
-    result: list[Listener] = []
-    for entry in (e.strip() for e in value.split(",")):
-        if not entry:
-            continue
-        m = _LISTENER.match(entry)
-        if m is None:
-            raise ConfigError(f"{key}: {entry!r} is not NAME://host:port")
-        name, host, port_text = m.groups()
-        port = int(port_text)
-        if not 0 <= port <= 65535:
-            raise ConfigError(f"{key}: port {port} in {entry!r} is outside 0-65535")
-        if host.startswith("["):
-            host = host[1:-1]
-        name = name.upper()
-        if any(li.name == name for li in result):
-            raise ConfigError(f"{key}: listener name {name} appears more than once in {value!r}")
-        result.append(Listener(name, host, port))
-    return result
+__all__ = [
+    "ControllerConfig",
+    "Listener",
+    "load",
+    "load_properties",
+    "parse_listeners",
+    "parse_override",
+    "parse_properties",
+]
 
 
 def _names(value: str) -> list[str]:
@@ -274,6 +131,13 @@ class ControllerConfig:
     session_timeout_ms: int = DEFAULT_SESSION_TIMEOUT_MS
     heartbeat_interval_ms: int = DEFAULT_HEARTBEAT_INTERVAL_MS
     socket_request_max_bytes: int = DEFAULT_SOCKET_REQUEST_MAX_BYTES
+    # Bounds of the socket layer, Kafka's names (see DEFAULT_QUEUED_MAX_REQUEST_BYTES).
+    queued_max_request_bytes: int = DEFAULT_QUEUED_MAX_REQUEST_BYTES
+    connections_max_idle_ms: int = DEFAULT_CONNECTIONS_MAX_IDLE_MS
+    max_connections: int = _INT32_MAX
+    max_connections_per_ip: int = _INT32_MAX
+    sasl_server_max_receive_size: int = DEFAULT_SASL_SERVER_MAX_RECEIVE_SIZE
+    max_topics_per_request: int = DEFAULT_MAX_TOPICS_PER_REQUEST
     default_replication_factor: int = 1
     num_partitions: int = 1
     semantics: Semantics = "kafka"
@@ -346,6 +210,17 @@ class ControllerConfig:
         if semantics not in ("kafka", "kip"):
             raise ConfigError(f"kraft.jbod.semantics: {semantics!r} is not 'kafka' or 'kip'")
 
+        socket_max = _int(p, "socket.request.max.bytes", 1, DEFAULT_SOCKET_REQUEST_MAX_BYTES)
+        queued = _long(p, "queued.max.request.bytes", DEFAULT_QUEUED_MAX_REQUEST_BYTES)
+        if queued == 0 or queued < -1:
+            raise ConfigError(f"queued.max.request.bytes: {queued} must be -1 (no budget) or positive")
+        if 0 < queued < socket_max:
+            raise ConfigError(
+                f"socket.request.max.bytes={socket_max} is above queued.max.request.bytes={queued}: such a request "
+                "could never be read; lower socket.request.max.bytes or raise queued.max.request.bytes"
+            )
+        idle = _long(p, "connections.max.idle.ms", DEFAULT_CONNECTIONS_MAX_IDLE_MS)
+
         unknown = {k: v for k, v in props.items() if k not in _KNOWN_USED and k not in _KNOWN_IGNORED}
         for k in sorted(unknown):
             log.warning("the configuration %r was supplied but isn't a known config", k)
@@ -358,7 +233,15 @@ class ControllerConfig:
             process_roles=roles,
             session_timeout_ms=_int(p, "broker.session.timeout.ms", 1, DEFAULT_SESSION_TIMEOUT_MS),
             heartbeat_interval_ms=_int(p, "broker.heartbeat.interval.ms", 1, DEFAULT_HEARTBEAT_INTERVAL_MS),
-            socket_request_max_bytes=_int(p, "socket.request.max.bytes", 1, DEFAULT_SOCKET_REQUEST_MAX_BYTES),
+            socket_request_max_bytes=socket_max,
+            queued_max_request_bytes=queued,
+            connections_max_idle_ms=idle,
+            max_connections=_int(p, "max.connections", 0, _INT32_MAX),
+            max_connections_per_ip=_int(p, "max.connections.per.ip", 0, _INT32_MAX),
+            sasl_server_max_receive_size=_int(
+                p, "sasl.server.max.receive.size", 8, DEFAULT_SASL_SERVER_MAX_RECEIVE_SIZE
+            ),
+            max_topics_per_request=_int(p, "kraft.jbod.max.topics.per.request", 1, DEFAULT_MAX_TOPICS_PER_REQUEST),
             default_replication_factor=_int(p, "default.replication.factor", 1, 1),
             num_partitions=_int(p, "num.partitions", 1, 1),
             semantics="kip" if semantics == "kip" else "kafka",
@@ -375,7 +258,18 @@ def _dirs(value: str) -> list[str]:
     return [d.strip() for d in value.split(",") if d.strip()]
 
 
-_INT32_MAX = 2**31 - 1
+
+
+def _long(p: Mapping[str, str], key: str, default: int) -> int:
+    if key not in p:
+        return default
+    text = p[key]
+    if not re.fullmatch(r"[+-]?[0-9]+", text):
+        raise ConfigError(f"{key}: {text!r} is not an integer")
+    value = int(text)
+    if not -(2**63) <= value < 2**63:
+        raise ConfigError(f"{key}: {text!r} is outside the int64 range")
+    return value
 
 
 def _int(p: Mapping[str, str], key: str, minimum: int, default: int | None = None) -> int:

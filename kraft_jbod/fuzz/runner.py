@@ -51,7 +51,6 @@ from kraft_jbod.errors import ConfigError, DecodeError, EncodeError
 from kraft_jbod.fuzz import mutators, strategies
 from kraft_jbod.messages.api_keys import ApiKey
 from kraft_jbod.messages.api_versions_request import ApiVersionsRequest
-from kraft_jbod.messages.error_codes import ErrorCode
 
 _I32 = struct.Struct(">i")
 _I16 = struct.Struct(">h")
@@ -232,8 +231,8 @@ async def fetch_api_versions(host: str, port: int, timeout: float) -> dict[int, 
             payload = await conn.read_frame(timeout)
             if payload is None:
                 continue
-            resp = codec.decode_response(payload, ApiKey.API_VERSIONS, version if len(payload) < 6 or
-                                         _I16.unpack_from(payload, 4)[0] != ErrorCode.UNSUPPORTED_VERSION else 0).body
+            read_at = codec.response_read_version(ApiKey.API_VERSIONS, version, payload)
+            resp = codec.decode_response(payload, ApiKey.API_VERSIONS, read_at).body
             if resp.error_code == 0:
                 return {int(k.api_key): (int(k.min_version), int(k.max_version)) for k in resp.api_keys}
         except (DecodeError, TimeoutError, OSError):
@@ -268,13 +267,7 @@ async def probe_server(host: str, port: int, timeout: float) -> str:
 
 def expected_read_version(api_key: int, api_version: int, payload: bytes) -> int:
     """The version to read a response at: ApiVersions refusing the version is v0 (KIP-511)."""
-    if (
-        api_key == ApiKey.API_VERSIONS
-        and len(payload) >= 6
-        and _I16.unpack_from(payload, 4)[0] == ErrorCode.UNSUPPORTED_VERSION
-    ):
-        return 0
-    return api_version
+    return codec.response_read_version(api_key, api_version, payload)
 
 
 def top_error_code(body: Any) -> int | None:

@@ -72,6 +72,20 @@ REQUIRED: Final[dict[int, str]] = {
     67: "CLUSTER_ACTION",  # AllocateProducerIds
     70: "CLUSTER_ACTION",  # ControllerRegistration
     73: "CLUSTER_ACTION",  # AssignReplicasToDirs
+    # Admin APIs (controller/apis/). Kafka checks the topic-scoped ones per topic
+    # (CreatePartitions: ALTER, configs: ALTER_CONFIGS/DESCRIBE_CONFIGS on the resource);
+    # here the cluster grant is required for all of them.
+    29: "DESCRIBE",  # DescribeAcls
+    30: "ALTER",  # CreateAcls
+    31: "ALTER",  # DeleteAcls
+    32: "DESCRIBE_CONFIGS",  # DescribeConfigs
+    33: "ALTER_CONFIGS",  # AlterConfigs
+    37: "ALTER",  # CreatePartitions
+    43: "ALTER",  # ElectLeaders
+    44: "ALTER_CONFIGS",  # IncrementalAlterConfigs
+    45: "ALTER",  # AlterPartitionReassignments
+    46: "DESCRIBE",  # ListPartitionReassignments
+    57: "ALTER",  # UpdateFeatures
 }
 
 
@@ -194,6 +208,6 @@ class Authorizer:
             doc = json.loads(path.read_text(encoding="utf-8"))
         except OSError as exc:
             raise ConfigError(f"cannot read acl file {path}: {exc.strerror}") from None
-        except (UnicodeDecodeError, json.JSONDecodeError) as exc:
+        except (UnicodeDecodeError, json.JSONDecodeError, RecursionError) as exc:
             raise ConfigError(f"acl file {path} is not JSON: {exc}") from None
         return cls.from_json(doc, str(path))

@@ -138,3 +138,22 @@ def test_check_json_tolerates_garbage() -> None:
     assert [f["rule"] for f in out if f["verdict"] == "violation"] == [K.HEARTBEAT_UNREGISTERED_OFFLINE_DIR]
     broken = K.check_json([json.dumps({"type": "heartbeat", "ts": 1})])
     assert broken and broken[0]["verdict"] == "indeterminate"
+
+
+def test_unfenced_with_no_replicas_is_determinate_when_the_log_is_whole() -> None:
+    # A broker unfenced before any topic exists: with the metadata log captured from offset 0
+    # that is known (no replica, nothing to check); without it, the capture lacks the state.
+    whole = [rec(0, 0, "FeatureLevelRecord", featureLevel=21), reg(1),
+             hb(2, fenced=True), hb(3, fenced=False)]
+    assert K.check(whole) == []
+    partial = whole[1:]
+    assert [(f.rule, f.verdict) for f in K.check(partial)] == [(K.UNFENCED_WITH_UNASSIGNED_REPLICAS, "indeterminate")]
+
+
+def test_the_logs_first_batch_makes_the_capture_whole() -> None:
+    # KRaft's log starts with a control batch at offset 0: seeing it in a Fetch answer is
+    # what tells the checker that the capture holds the whole history (the demo's case).
+    events = [{"type": "log-start", "ts": 0, "conn": "f"}, rec(0, 1, "FeatureLevelRecord", featureLevel=21),
+              reg(1), hb(2, fenced=True), hb(3, fenced=False)]
+    assert K.check(events) == []
+    assert [f.verdict for f in K.check(events[1:])] == ["indeterminate"]

@@ -13,7 +13,7 @@ from kraft_jbod.broker.lifecycle import State
 from kraft_jbod.broker.server import FakeBroker
 from kraft_jbod.controller.config import parse_properties
 from kraft_jbod.controller.server import ControllerServer
-from kraft_jbod.demo import CLUSTER_ID, controller_config, image_from_log, run_demo, wait_for
+from kraft_jbod.demo.scenario import CLUSTER_ID, controller_config, image_from_log, run_demo, wait_for
 from kraft_jbod.messages.partition_change_record import PartitionChangeRecord
 
 
@@ -49,7 +49,7 @@ async def test_broker_and_controller_restarts_end_consistent(tmp_path: Path) -> 
 
 
 async def _cluster(tmp_path: Path, extra: str = "") -> tuple[ControllerServer, FakeBroker, int]:
-    from kraft_jbod.demo import broker_properties
+    from kraft_jbod.demo.scenario import broker_properties
     from kraft_jbod.storage import StorageLayout, format_storage
 
     controller = ControllerServer(controller_config(tmp_path), cluster_id=CLUSTER_ID, fsync=False)

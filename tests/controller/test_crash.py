@@ -65,7 +65,7 @@ async def start_controller(config: Path) -> tuple[asyncio.subprocess.Process, tu
     )
     assert proc.stdout is not None
     line = (await asyncio.wait_for(proc.stdout.readline(), 30)).decode()
-    m = re.fullmatch(r"listening on (\S+):(\d+)\n", line)
+    m = re.fullmatch(r"listening on (?:[A-Z0-9_.-]+ )?(\S+):(\d+)\n", line)
     assert m, f"unexpected first line {line!r}"
     return proc, (m.group(1), int(m.group(2)))
 

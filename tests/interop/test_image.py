@@ -75,7 +75,7 @@ def load_and_compare(jvm: InteropJvm, directory: Path, view: dict[str, Any], pro
 
 
 def test_demo_log(interop: InteropJvm, tmp_path: Path) -> None:
-    from kraft_jbod.demo import run
+    from kraft_jbod.demo.scenario import run
 
     run(None, tmp_path / "demo", lambda _line: None)
     meta = tmp_path / "demo" / "controller"

@@ -346,7 +346,7 @@ def _start(cmd: list[str]) -> tuple[subprocess.Popen[bytes], tuple[str, int]]:
     proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stdin=subprocess.PIPE, stderr=subprocess.DEVNULL)
     assert proc.stdout is not None
     line = proc.stdout.readline().decode()
-    m = re.fullmatch(r"listening on (\S+):(\d+)\n", line)
+    m = re.fullmatch(r"listening on (?:[A-Z0-9_.-]+ )?(\S+):(\d+)\n", line)
     if not m:
         proc.kill()
         raise SystemExit(f"server did not start: {line!r}")

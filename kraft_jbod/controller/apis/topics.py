@@ -15,6 +15,7 @@ import uuid
 
 from kraft_jbod.controller import alter_partition as ap
 from kraft_jbod.controller import features as fv
+from kraft_jbod.controller.apis import configs
 from kraft_jbod.controller.context import Call, ControllerContext, Outcome, RecordAndVersion
 from kraft_jbod.controller.draft import Draft
 from kraft_jbod.controller.image import NO_LEADER, Partition
@@ -111,20 +112,28 @@ def handle_create_topics(ctx: ControllerContext, call: Call, req: CreateTopicsRe
         if t.name in img.topic_names:
             res.error_code, res.error_message = ErrorCode.TOPIC_ALREADY_EXISTS, f"Topic '{t.name}' already exists."
             continue
+        # Topic configs (apis/configs.py): checked before placement, written right after the
+        # TopicRecord, listed in v5+ answers, as Kafka does.
+        config_records = configs.creation_records(img, t.name, [(c.name, c.value) for c in t.configs])
+        if isinstance(config_records, tuple):
+            res.error_code, res.error_message = config_records
+            continue
         plan = plan_topic(ctx, t, next_offset + len(d.records))
         if isinstance(plan, tuple):
             res.error_code, res.error_message = plan
             continue
-        would_write += 1 + len(plan)
+        would_write += 1 + len(config_records) + len(plan)
         rf = len(plan[0]) if plan else 0
         if api_version >= 5:
             res.num_partitions, res.replication_factor = len(plan), rf
+            res.configs = configs.created_topic_configs(img, config_records)
         if req.validate_only:
             continue
         topic_id = new_topic_id(ctx, t.name, next_offset + len(d.records))
         if api_version >= 7:
             res.topic_id = topic_id
         d.records.append((TopicRecord(name=t.name, topic_id=topic_id), 0))
+        d.records.extend(config_records)
         pversion = fv.partition_record_version(img.metadata_version)
         for pid, replicas in enumerate(plan):
             dirs = [default_dir(ctx, b) for b in replicas]
@@ -368,6 +377,24 @@ def handle_alter_partition(ctx: ControllerContext, call: Call, req: AlterPartiti
                     AlterPartResult(partition_index=pd.partition_index, error_code=verdict.error_code)
                 )
                 continue
+            if (p.adding or p.removing) and p not in seen:
+                # An ongoing reassignment: Kafka's change builder may complete it here (admin.py).
+                from kraft_jbod.controller.apis import admin
+
+                moved = admin.reassignment_isr_change(ctx, p, [b for b, _ in prop.new_isr], prop.leader_recovery_state)
+                if moved is not None:
+                    rec_moved, view = moved
+                    records.append((rec_moved, record_version))
+                    seen[p] = view
+                    if view.leader != req.broker_id:
+                        out.partitions.append(AlterPartResult(partition_index=pd.partition_index,
+                                                              error_code=ErrorCode.NEW_LEADER_ELECTED))
+                        continue
+                    out.partitions.append(AlterPartResult(
+                        partition_index=pd.partition_index, error_code=ErrorCode.NONE, leader_id=view.leader,
+                        leader_epoch=view.leader_epoch, isr=list(view.isr),
+                        leader_recovery_state=view.leader_recovery_state, partition_epoch=view.partition_epoch))
+                    continue
             change = ap.plan_change(view, [b for b, _ in prop.new_isr], prop.leader_recovery_state, mv)
             if change is not None:
                 rec = PartitionChangeRecord(partition_id=p.partition_id, topic_id=p.topic_id)

@@ -35,13 +35,14 @@ from kraft_jbod.broker.config import BrokerConfig
 from kraft_jbod.broker.image import MetadataImage
 from kraft_jbod.broker.lifecycle import State
 from kraft_jbod.broker.server import BrokerEvent, Channel, FakeBroker
-from kraft_jbod.controller.config import ControllerConfig, parse_properties
+from kraft_jbod.controller.config import ControllerConfig
 from kraft_jbod.controller.log import MetadataLog
 from kraft_jbod.errors import KraftJbodError
 from kraft_jbod.messages.broker_registration_change_record import BrokerRegistrationChangeRecord
 from kraft_jbod.messages.create_topics_request import CreatableTopic, CreateTopicsRequest
 from kraft_jbod.messages.partition_change_record import PartitionChangeRecord
 from kraft_jbod.messages.register_broker_record import RegisterBrokerRecord
+from kraft_jbod.properties import parse_properties
 from kraft_jbod.storage import StorageLayout, format_storage
 from kraft_jbod.wire.primitives import UNASSIGNED_DIRECTORY, uuid_to_base64url
 

@@ -1,0 +1,139 @@
+"""UpdateFeatures (api 57): finalized feature levels changed through FeatureLevelRecords.
+
+Rules (Kafka's QuorumController.updateFeatures and FeatureControlManager):
+
+* Rule 1: all or nothing. The first feature that fails refuses the whole request with
+  INVALID_UPDATE_VERSION; the answer's top-level message names it, and no record is
+  written. ``validate_only`` writes nothing either.
+* Rule 2: per feature, in order: a known upgrade type (v0: ``AllowDowngrade`` means
+  SAFE_DOWNGRADE); a level >= 0; a level this controller supports, then every registered
+  broker ("Broker N only supports versions a-b" / "does not support this feature");
+  no downgrade without a downgrade type, no upgrade with one.
+* Rule 3: metadata.version may go down only across levels that did not change the
+  metadata (Kafka's didMetadataChange table); kraft.version is fixed at 0 here (a single
+  static voter). Other features (group.version, transaction.version, ...) get a
+  FeatureLevelRecord within what this controller implements; features it does not know
+  are refused by Rule 2.
+* Rule 4: v0-1 answers carry one result per feature on success; v2 carries none.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Final
+
+from kraft_jbod.controller import features as fv
+from kraft_jbod.messages.error_codes import ErrorCode
+from kraft_jbod.messages.feature_level_record import FeatureLevelRecord
+from kraft_jbod.messages.update_features_request import UpdateFeaturesRequest
+from kraft_jbod.messages.update_features_response import UpdatableFeatureResult, UpdateFeaturesResponse
+from kraft_jbod.wire.message import Message
+
+RecordAndVersion = tuple[Message, int]
+
+UNKNOWN_TYPE, UPGRADE, SAFE_DOWNGRADE, UNSAFE_DOWNGRADE = 0, 1, 2, 3
+# Levels whose MetadataVersion has didMetadataChange=false in Kafka 4.4 (levels below 7,
+# which 4.4 no longer knows, count as changed).
+_NO_METADATA_CHANGE: Final = frozenset({9, 10, 12, 16, 18, 19, 20, 21, 22, 24, 25, 26, 27, 28, 29, 31})
+_MV_MINIMUM: Final = 7  # Kafka 4.4's MetadataVersion.MINIMUM_VERSION, 3.3-IV3
+
+
+def _range_text(lo: int, hi: int) -> str:
+    return str(lo) if lo == hi else f"{lo}-{hi}"
+
+
+def _not_supported(level: int, what: str, rng: tuple[int, int]) -> str | None:
+    lo, hi = rng
+    if lo <= level <= hi:
+        return None
+    if hi == 0:
+        return f"{what} does not support this feature."
+    return f"{what} only supports versions {_range_text(lo, hi)}"
+
+
+def metadata_changed(high: int, low: int) -> bool:
+    """Kafka's MetadataVersion.checkIfMetadataChanged between two levels."""
+    high, low = max(high, low), min(high, low)
+    level = high
+    while level in _NO_METADATA_CHANGE and level != low:
+        level -= 1
+    return level != low
+
+
+def _update_one(
+    st: Any, name: str, level: int, kind: int, records: list[RecordAndVersion], proposed_mv: int
+) -> str | None:
+    """The reason ``name`` cannot go to ``level`` (Rules 2-3), else None (records appended)."""
+
+    def invalid(msg: str) -> str:
+        return f"Invalid update version {level} for feature {name}. {msg}"
+
+    if kind not in (UPGRADE, SAFE_DOWNGRADE, UNSAFE_DOWNGRADE):
+        return invalid("The controller does not support the given upgrade type.")
+    current = st.metadata_version if name == fv.METADATA_VERSION else st.finalized_features.get(name, 0)
+    if level < 0:
+        return invalid("A feature version cannot be less than 0.")
+    reason = _not_supported(level, f"Local controller {st.node_id}", fv.SUPPORTED_FEATURES.get(name, (0, 0)))
+    if reason is None:
+        for b, reg in sorted(st.brokers.items()):
+            rng = next(((lo, hi) for fname, lo, hi in reg.features if fname == name), (0, 0))
+            reason = _not_supported(level, f"Broker {b}", rng)
+            if reason is not None:
+                break
+    if reason is not None:
+        return invalid(reason)
+    if level < current and kind == UPGRADE:
+        return invalid(
+            "Can't downgrade the version of this feature without setting the upgrade type to either "
+            "safe or unsafe downgrade."
+        )
+    if level > current and kind != UPGRADE:
+        return invalid("Can't downgrade to a newer version.")
+    if name == fv.METADATA_VERSION:
+        if level < current and metadata_changed(current, level):
+            why = (
+                "Unsafe metadata downgrade is not supported in this version."
+                if kind == UNSAFE_DOWNGRADE
+                else "Refusing to perform the requested downgrade because it might delete metadata information."
+            )
+            return f"Unsupported metadata.version downgrade from {current} to {level}. {why}"
+        records.append((FeatureLevelRecord(name=name, feature_level=level), 0))
+        return None
+    if name == fv.KRAFT_VERSION:
+        return None  # level 0 only (Rule 2 refused others): nothing to write
+    # Kafka's Feature.validateVersion: a level >= 1 needs metadata.version >= 3.3-IV3 (the
+    # only dependency among the features implemented here).
+    if level >= 1 and proposed_mv < _MV_MINIMUM:
+        return invalid(
+            f"{name} could not be set to {level} because it depends on metadata.version={_MV_MINIMUM} (3.3-IV3)"
+        )
+    records.append((FeatureLevelRecord(name=name, feature_level=level), 0))
+    return None
+
+
+def update_features(
+    st: Any, api_version: int, req: UpdateFeaturesRequest
+) -> tuple[UpdateFeaturesResponse, list[RecordAndVersion]]:
+    """UpdateFeatures (Rules 1-4)."""
+    records: list[RecordAndVersion] = []
+    resp = UpdateFeaturesResponse(error_code=0, error_message=None)
+    proposed_mv = st.metadata_version
+    for u in req.feature_updates:
+        if u.feature == fv.METADATA_VERSION:
+            proposed_mv = u.max_version_level
+    for u in req.feature_updates:
+        if api_version == 0:
+            kind = SAFE_DOWNGRADE if u.allow_downgrade else UPGRADE
+        else:
+            kind = u.upgrade_type
+        reason = _update_one(st, u.feature, u.max_version_level, kind, records, proposed_mv)
+        if reason is not None:
+            resp.error_code = ErrorCode.INVALID_UPDATE_VERSION
+            resp.error_message = (
+                "The update failed for all features since the following feature had an error: " + reason
+            )
+            return resp, []
+    if api_version <= 1:
+        resp.results = [
+            UpdatableFeatureResult(feature=u.feature, error_code=0, error_message=None) for u in req.feature_updates
+        ]
+    return resp, [] if req.validate_only else records

@@ -1,0 +1,559 @@
+"""CreatePartitions, ElectLeaders, Alter/ListPartitionReassignments, and the change builder.
+
+:func:`build_change` is Kafka's PartitionChangeBuilder without ELR (this controller does
+not implement eligible leader replicas): from a partition and targets (ISR, replicas,
+adding, removing, election kind) it makes the one PartitionChangeRecord that takes the
+partition there, or None when nothing changes. In Kafka's order:
+
+* Rule 1: a reassignment completes when the target ISR holds every adding replica and
+  at least one replica that is not being removed (and, when the replica count shrinks,
+  every target replica): the removing replicas leave Replicas and the ISR.
+* Rule 2: election. PREFERRED takes the first target replica if it is in the ISR and may
+  lead, else keeps the leader, else the next eligible replica. ONLINE keeps a leader that
+  may still lead, else the first eligible replica. UNCLEAN may pick a replica outside the
+  ISR: the ISR becomes that replica alone and the leader is RECOVERING.
+* Rule 3: the leader epoch is bumped (Leader set to the current leader) when replicas
+  leave the replica set, and below 3.6-IV0 when the ISR shrinks.
+* Rule 4: Directories follow the target replicas: a replica keeps its directory, a new
+  one gets the controller's default directory for its broker.
+
+Reassignment (KIP-455, as Kafka's ReplicationControlManager): the first record sets
+Replicas to target + removing, and AddingReplicas/RemovingReplicas; AlterPartition
+requests that bring the adding replicas into the ISR complete it (Rule 1). Cancelling
+(null target) reverts to the original replicas, which needs an unclean election when
+only adding replicas are in the ISR (refused unless unclean.leader.election.enable).
+"""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from typing import Any, Final
+
+from kraft_jbod.controller import features as fv
+from kraft_jbod.messages.alter_partition_reassignments_request import AlterPartitionReassignmentsRequest
+from kraft_jbod.messages.alter_partition_reassignments_response import (
+    AlterPartitionReassignmentsResponse,
+    ReassignablePartitionResponse,
+    ReassignableTopicResponse,
+)
+from kraft_jbod.messages.create_partitions_request import CreatePartitionsRequest, CreatePartitionsTopic
+from kraft_jbod.messages.create_partitions_response import CreatePartitionsResponse, CreatePartitionsTopicResult
+from kraft_jbod.messages.elect_leaders_request import ElectLeadersRequest
+from kraft_jbod.messages.elect_leaders_response import ElectLeadersResponse, PartitionResult, ReplicaElectionResult
+from kraft_jbod.messages.error_codes import ErrorCode
+from kraft_jbod.messages.list_partition_reassignments_request import ListPartitionReassignmentsRequest
+from kraft_jbod.messages.list_partition_reassignments_response import (
+    ListPartitionReassignmentsResponse,
+    OngoingPartitionReassignment,
+    OngoingTopicReassignment,
+)
+from kraft_jbod.messages.partition_change_record import PartitionChangeRecord
+from kraft_jbod.messages.partition_record import PartitionRecord
+from kraft_jbod.wire.message import Message
+
+RecordAndVersion = tuple[Message, int]
+
+NO_LEADER: Final = -1
+NO_LEADER_CHANGE: Final = -2
+RECOVERED: Final = 0
+RECOVERING: Final = 1
+PREFERRED, UNCLEAN, ONLINE = 0, 1, 2
+MV_3_6_IV0: Final = 12
+ELECTION_NOT_NEEDED: Final = 84
+PREFERRED_LEADER_NOT_AVAILABLE: Final = 80
+ELIGIBLE_LEADERS_NOT_AVAILABLE: Final = 83
+NO_REASSIGNMENT_IN_PROGRESS: Final = 85
+_NO_REASSIGNMENT_MESSAGE: Final = "No partition reassignment is in progress."
+
+
+@dataclass(frozen=True, slots=True)
+class PartView:
+    """What the builder reads of a partition (a draft view or the image's)."""
+
+    replicas: tuple[int, ...]
+    isr: tuple[int, ...]
+    leader: int
+    dirs: tuple[uuid.UUID, ...]
+    adding: tuple[int, ...] = ()
+    removing: tuple[int, ...] = ()
+    leader_recovery_state: int = RECOVERED
+
+
+def complete_reassignment(
+    replicas: Sequence[int], adding: Sequence[int], removing: Sequence[int], isr: Sequence[int]
+) -> tuple[list[int], list[int]] | None:
+    """(replicas, ISR) once a reassignment may complete (Rule 1), else None."""
+    if not adding and not removing:
+        return None
+    new_isr, new_replicas = list(isr), list(replicas)
+    if removing:
+        new_isr = [b for b in isr if b not in removing]
+        if not new_isr:
+            return None
+        new_replicas = [b for b in replicas if b not in removing]
+        if not new_replicas:
+            return None
+    if not set(adding) <= set(new_isr):
+        return None
+    if len(adding) < len(removing) and not set(new_replicas) <= set(new_isr):
+        return None
+    return new_replicas, new_isr
+
+
+def build_change(
+    p: PartView,
+    topic_id: uuid.UUID,
+    partition_id: int,
+    *,
+    acceptable: Callable[[int, uuid.UUID], bool],
+    default_dir: Callable[[int], uuid.UUID],
+    metadata_version: int,
+    target_isr: Sequence[int] | None = None,
+    target_replicas: Sequence[int] | None = None,
+    target_adding: Sequence[int] | None = None,
+    target_removing: Sequence[int] | None = None,
+    election: int = ONLINE,
+    target_lrs: int | None = None,
+) -> PartitionChangeRecord | None:
+    """The PartitionChangeRecord taking ``p`` to the targets (Rules 1-4), or None.
+
+    ``acceptable(broker, directory)`` says whether a broker may lead from that directory.
+    """
+    isr = list(p.isr if target_isr is None else target_isr)
+    replicas = list(p.replicas if target_replicas is None else target_replicas)
+    adding = list(p.adding if target_adding is None else target_adding)
+    removing = list(p.removing if target_removing is None else target_removing)
+    done = complete_reassignment(replicas, adding, removing, isr)
+    if done is not None:
+        replicas, isr = done
+        adding, removing = [], []
+    known_dirs = dict(zip(p.replicas, p.dirs, strict=True))
+    dirs = [known_dirs[b] if b in known_dirs else default_dir(b) for b in replicas]
+    dir_of = dict(zip(replicas, dirs, strict=True))
+
+    def may_lead(b: int) -> bool:
+        return b in dir_of and acceptable(b, dir_of[b])
+
+    def valid(b: int) -> bool:
+        return b in isr and may_lead(b)
+
+    rec = PartitionChangeRecord(partition_id=partition_id, topic_id=topic_id)
+    leader, unclean = NO_LEADER, False
+    if election == PREFERRED and replicas and valid(replicas[0]):
+        leader = replicas[0]
+    elif p.leader >= 0 and valid(p.leader):
+        leader = p.leader
+    else:
+        pool = replicas[1:] if election == PREFERRED else replicas
+        leader = next((b for b in pool if valid(b)), NO_LEADER)
+        if leader == NO_LEADER and election == UNCLEAN:
+            leader = next((b for b in replicas if may_lead(b)), NO_LEADER)
+            unclean = leader != NO_LEADER
+    if leader != p.leader:
+        rec.leader = leader
+        if unclean:
+            rec.isr = [leader]
+            if p.leader_recovery_state != RECOVERING:
+                rec.leader_recovery_state = RECOVERING
+    if rec.leader == NO_LEADER_CHANGE and not set(p.replicas) <= set(replicas):
+        rec.leader = p.leader
+    if rec.isr is None and isr and isr != list(p.isr):
+        rec.isr = isr
+    if (
+        metadata_version < MV_3_6_IV0
+        and rec.leader == NO_LEADER_CHANGE
+        and rec.isr is not None
+        and not set(p.isr) <= set(rec.isr)
+    ):
+        rec.leader = p.leader
+    if replicas:
+        if fv.supports_jbod(metadata_version) and tuple(dirs) != tuple(p.dirs):
+            rec.directories = dirs
+        if replicas != list(p.replicas):
+            rec.replicas = replicas
+    if target_lrs is not None and rec.leader_recovery_state == -1 and target_lrs != p.leader_recovery_state:
+        rec.leader_recovery_state = target_lrs
+    if removing != list(p.removing):
+        rec.removing_replicas = removing
+    if adding != list(p.adding):
+        rec.adding_replicas = adding
+    no_op = (
+        rec.isr is None
+        and rec.leader == NO_LEADER_CHANGE
+        and rec.replicas is None
+        and rec.removing_replicas is None
+        and rec.adding_replicas is None
+        and rec.leader_recovery_state == -1
+        and rec.directories is None
+    )
+    return None if no_op else rec
+
+
+class Ops:
+    """What these handlers need of the controller state (kept small so it is easy to fake).
+
+    ``st`` is the image; the callables read through the current draft.
+    """
+
+    def __init__(
+        self,
+        st: Any,
+        *,
+        view: Callable[[Any], PartView],
+        acceptable: Callable[[int, uuid.UUID], bool],
+        active: Callable[[int], bool],
+        default_dir: Callable[[int], uuid.UUID],
+        place: Callable[[int, int, int], list[list[int]] | tuple[int, str]],
+    ) -> None:
+        self.st = st
+        self.view = view
+        self.acceptable = acceptable
+        self.active = active
+        self.default_dir = default_dir
+        self.place = place  # (start partition id, count, replication factor) -> replica lists or error
+
+    @property
+    def metadata_version(self) -> int:
+        return int(self.st.metadata_version)
+
+    def change(self, p: Any, **targets: Any) -> RecordAndVersion | None:
+        rec = build_change(
+            self.view(p),
+            p.topic_id,
+            p.partition_id,
+            acceptable=self.acceptable,
+            default_dir=self.default_dir,
+            metadata_version=self.metadata_version,
+            **targets,
+        )
+        return None if rec is None else (rec, fv.partition_change_record_version(self.metadata_version))
+
+
+# ---------------------------------------------------------------------------- CreatePartitions
+
+
+class _Refused(Exception):
+    def __init__(self, code: int, message: str | None = None) -> None:
+        super().__init__(message)
+        self.code = code
+        self.message = message
+
+
+def _create_for_topic(ops: Ops, t: CreatePartitionsTopic, records: list[RecordAndVersion]) -> None:
+    st = ops.st
+    tid = st.topic_id_of(t.name)
+    if tid is None:
+        raise _Refused(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION)  # Kafka's exception here carries no message
+    parts = st.topics[tid].partitions
+    have = len(parts)
+    if t.count == have:
+        raise _Refused(ErrorCode.INVALID_PARTITIONS, f"Topic already has {have} partition(s).")
+    if t.count < have:
+        raise _Refused(
+            ErrorCode.INVALID_PARTITIONS,
+            f"The topic {t.name} currently has {have} partition(s); {t.count} would not be an increase.",
+        )
+    additional = t.count - have
+    if t.assignments is not None and len(t.assignments) != additional:
+        raise _Refused(
+            ErrorCode.INVALID_REPLICA_ASSIGNMENT,
+            f"Attempted to add {additional} additional partition(s), but "
+            f"only {len(t.assignments)} assignment(s) were specified.",
+        )
+    if additional > 10_000:
+        raise _Refused(44, "Excessively large number of partitions per request.")  # POLICY_VIOLATION
+    rf = len(next(iter(parts.values())).replicas) if parts else 0
+    plans: list[list[int]]
+    if t.assignments is not None:
+        plans = []
+        for i, a in enumerate(t.assignments):
+            replicas = list(a.broker_ids)
+            check_manual_assignment(st, replicas, rf)
+            if not any(ops.active(b) for b in replicas):
+                raise _Refused(
+                    ErrorCode.INVALID_REPLICA_ASSIGNMENT,
+                    "All brokers specified in the manual partition "
+                    f"assignment for partition {have + i} are fenced or in controlled shutdown.",
+                )
+            plans.append(replicas)
+    else:
+        placed = ops.place(have, additional, rf)
+        if isinstance(placed, tuple):
+            raise _Refused(*placed)
+        plans = placed
+    pversion = fv.partition_record_version(ops.metadata_version)
+    jbod = fv.supports_jbod(ops.metadata_version)
+    for i, replicas in enumerate(plans):
+        isr = [b for b in replicas if ops.active(b)]
+        if not isr:
+            raise _Refused(
+                ErrorCode.INVALID_REPLICATION_FACTOR,
+                f"Unable to replicate the partition {rf} time(s): All "
+                "brokers are currently fenced or in controlled shutdown.",
+            )
+        rec = PartitionRecord(
+            partition_id=have + i,
+            topic_id=tid,
+            replicas=replicas,
+            isr=isr,
+            leader=isr[0],
+            leader_epoch=0,
+            partition_epoch=0,
+            directories=[ops.default_dir(b) for b in replicas] if jbod and pversion >= 1 else [],
+        )
+        records.append((rec, pversion))
+
+
+def check_manual_assignment(st: Any, replicas: list[int], rf: int | None) -> None:
+    """Kafka's validateManualPartitionAssignment.
+
+    Raises:
+        _Refused: INVALID_REPLICA_ASSIGNMENT with Kafka's message.
+    """
+    if not replicas:
+        raise _Refused(
+            ErrorCode.INVALID_REPLICA_ASSIGNMENT, "The manual partition assignment includes an empty replica list."
+        )
+    previous = None
+    for b in sorted(replicas):
+        if b not in st.brokers:
+            raise _Refused(
+                ErrorCode.INVALID_REPLICA_ASSIGNMENT,
+                f"The manual partition assignment includes broker {b}, but no such broker is registered.",
+            )
+        if not getattr(st.brokers[b], "has_uncordoned_dirs", True):
+            raise _Refused(
+                ErrorCode.INVALID_REPLICA_ASSIGNMENT,
+                f"The manual partition assignment includes broker {b}, but all its log directories are cordoned.",
+            )
+        if b == previous:
+            raise _Refused(
+                ErrorCode.INVALID_REPLICA_ASSIGNMENT,
+                f"The manual partition assignment includes the broker {b} more than once.",
+            )
+        previous = b
+    if rf is not None and len(replicas) != rf:
+        raise _Refused(
+            ErrorCode.INVALID_REPLICA_ASSIGNMENT,
+            f"The manual partition assignment includes a partition with "
+            f"{len(replicas)} replica(s), but this is not consistent with previous partitions, which have "
+            f"{rf} replica(s).",
+        )
+
+
+def create_partitions(
+    ops: Ops, api_version: int, req: CreatePartitionsRequest
+) -> tuple[CreatePartitionsResponse, list[RecordAndVersion]]:
+    """CreatePartitions: duplicates first (INVALID_REQUEST), then one result per topic.
+
+    Records of a topic are kept only when the whole topic succeeds; ``validate_only``
+    writes nothing. New partitions are placed as new topics are and lead from the first
+    active replica.
+    """
+    counts: dict[str, int] = {}
+    for t in req.topics:
+        counts[t.name] = counts.get(t.name, 0) + 1
+    results: list[CreatePartitionsTopicResult] = []
+    for name in dict.fromkeys(t.name for t in req.topics if counts[t.name] > 1):
+        results.append(CreatePartitionsTopicResult(name, ErrorCode.INVALID_REQUEST, "Duplicate topic name."))
+    records: list[RecordAndVersion] = []
+    for t in req.topics:
+        if counts[t.name] > 1:
+            continue
+        mine: list[RecordAndVersion] = []
+        try:
+            _create_for_topic(ops, t, mine)
+        except _Refused as exc:
+            results.append(CreatePartitionsTopicResult(t.name, exc.code, exc.message))
+            continue
+        records += mine
+        results.append(CreatePartitionsTopicResult(t.name, 0, None))
+    return CreatePartitionsResponse(results=results), [] if req.validate_only else records
+
+
+# ---------------------------------------------------------------------------- ElectLeaders
+
+
+def _elect_one(
+    ops: Ops, topic: str, pid: int, election: int, records: list[RecordAndVersion]
+) -> tuple[int, str | None]:
+    st = ops.st
+    tid = st.topic_id_of(topic)
+    if tid is None:
+        return ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, f"No such topic as {topic}"
+    p = st.topics[tid].partitions.get(pid)
+    if p is None:
+        return ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, f"No such partition as {topic}-{pid}"
+    v = ops.view(p)
+    if (election == PREFERRED and v.leader == v.replicas[0]) or (election == UNCLEAN and v.leader != NO_LEADER):
+        return ELECTION_NOT_NEEDED, "Leader election not needed for topic partition."
+    change = ops.change(p, election=election)
+    if change is None:
+        if election == PREFERRED:
+            return PREFERRED_LEADER_NOT_AVAILABLE, "The preferred leader was not available."
+        return ELIGIBLE_LEADERS_NOT_AVAILABLE, "Eligible topic partition leaders are not available."
+    records.append(change)
+    return 0, None
+
+
+def elect_leaders(
+    ops: Ops, api_version: int, req: ElectLeadersRequest
+) -> tuple[ElectLeadersResponse, list[RecordAndVersion]]:
+    """ElectLeaders: PREFERRED (0) or UNCLEAN (1) elections, per partition.
+
+    A null partition list means every partition, and then partitions that already have
+    the wanted leader are left out of the answer. An unknown election type refuses every
+    partition with INVALID_REQUEST.
+    """
+    election = req.election_type if api_version >= 1 else PREFERRED
+    resp = ElectLeadersResponse()
+    records: list[RecordAndVersion] = []
+    if election not in (PREFERRED, UNCLEAN):
+        why = f"Unknown election type {election}"
+        resp.error_code = ErrorCode.INVALID_REQUEST if api_version >= 1 else 0
+        for tp in req.topic_partitions or []:
+            resp.replica_election_results.append(
+                ReplicaElectionResult(
+                    topic=tp.topic,
+                    partition_result=[PartitionResult(p, ErrorCode.INVALID_REQUEST, why) for p in tp.partitions],
+                )
+            )
+        return resp, []
+    if req.topic_partitions is None:
+        for _tid, topic in sorted(ops.st.topics.items(), key=lambda kv: kv[1].name):
+            result = ReplicaElectionResult(topic=topic.name)
+            resp.replica_election_results.append(result)
+            for pid in sorted(topic.partitions):
+                code, msg = _elect_one(ops, topic.name, pid, election, records)
+                if code != ELECTION_NOT_NEEDED:
+                    result.partition_result.append(PartitionResult(pid, code, msg))
+        return resp, records
+    for tp in req.topic_partitions:
+        result = ReplicaElectionResult(topic=tp.topic)
+        resp.replica_election_results.append(result)
+        for pid in tp.partitions:
+            code, msg = _elect_one(ops, tp.topic, pid, election, records)
+            result.partition_result.append(PartitionResult(pid, code, msg))
+    return resp, records
+
+
+# ---------------------------------------------------------------------------- reassignments
+
+
+def _reassign_one(
+    ops: Ops, topic: str, pid: int, target: list[int] | None, allow_rf_change: bool = True
+) -> RecordAndVersion | None:
+    st = ops.st
+    tid = st.topic_id_of(topic)
+    if tid is None:
+        raise _Refused(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, f"Unable to find a topic named {topic}.")
+    p = st.topics[tid].partitions.get(pid)
+    if p is None:
+        raise _Refused(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, f"Unable to find partition {topic}:{pid}.")
+    v = ops.view(p)
+    if target is None:
+        if not v.adding and not v.removing:
+            raise _Refused(NO_REASSIGNMENT_IN_PROGRESS, _NO_REASSIGNMENT_MESSAGE)
+        original = [b for b in v.replicas if b not in v.adding]
+        isr = [b for b in v.isr if b not in v.adding]
+        unclean_on = st.configs.topic_flag(topic, "unclean.leader.election.enable")
+        if not isr:
+            if not unclean_on:
+                raise _Refused(
+                    ErrorCode.INVALID_REPLICA_ASSIGNMENT,
+                    f"Unable to revert partition assignment for {topic}:{pid} because it would require "
+                    "an unclean leader election.",
+                )
+            isr = [original[0]]
+        return ops.change(
+            p,
+            target_isr=isr,
+            target_replicas=original,
+            target_removing=[],
+            target_adding=[],
+            election=UNCLEAN if unclean_on else ONLINE,
+        )
+    check_manual_assignment(st, list(target), None)
+    if not allow_rf_change:
+        # KIP-860 (v1): the count of replicas the partition will end with may not change.
+        current = (
+            len((set(v.replicas) | set(v.adding)) - set(v.removing)) if v.adding or v.removing else len(v.replicas)
+        )
+        if current != len(target):
+            raise _Refused(
+                ErrorCode.INVALID_REPLICATION_FACTOR,
+                f"The replication factor is changed from {current} to {len(target)}",
+            )
+    removing = sorted(set(v.replicas) - set(target))
+    adding = sorted(set(target) - set(v.replicas))
+    replicas = list(target) + removing
+    targets: dict[str, Any] = {}
+    if replicas != list(v.replicas):
+        targets["target_replicas"] = replicas
+    if removing:
+        targets["target_removing"] = removing
+    if adding:
+        targets["target_adding"] = adding
+    return ops.change(p, **targets)
+
+
+def alter_partition_reassignments(
+    ops: Ops, api_version: int, req: AlterPartitionReassignmentsRequest
+) -> tuple[AlterPartitionReassignmentsResponse, list[RecordAndVersion]]:
+    """AlterPartitionReassignments: start, change or cancel (null replicas) reassignments."""
+    allow = req.allow_replication_factor_change if api_version >= 1 else True
+    resp = AlterPartitionReassignmentsResponse(error_code=0, error_message=None)
+    if api_version >= 1:
+        resp.allow_replication_factor_change = allow
+    records: list[RecordAndVersion] = []
+    for t in req.topics:
+        tr = ReassignableTopicResponse(name=t.name)
+        resp.responses.append(tr)
+        for part in t.partitions:
+            code, msg = 0, None
+            try:
+                rec = _reassign_one(
+                    ops, t.name, part.partition_index, None if part.replicas is None else list(part.replicas), allow
+                )
+                if rec is not None:
+                    records.append(rec)
+            except _Refused as exc:
+                code, msg = exc.code, exc.message
+            tr.partitions.append(ReassignablePartitionResponse(part.partition_index, code, msg))
+    return resp, records
+
+
+def list_partition_reassignments(
+    st: Any, api_version: int, req: ListPartitionReassignmentsRequest
+) -> ListPartitionReassignmentsResponse:
+    """Partitions with a reassignment in progress: all (null topics) or those named."""
+    resp = ListPartitionReassignmentsResponse(error_code=0, error_message=None)
+
+    def add(topic: Any, pids: Sequence[int]) -> None:
+        ongoing = OngoingTopicReassignment(name=topic.name)
+        for pid in pids:
+            p = topic.partitions.get(pid)
+            if p is None or not (p.adding or p.removing):
+                continue
+            ongoing.partitions.append(
+                OngoingPartitionReassignment(
+                    partition_index=pid,
+                    replicas=list(p.replicas),
+                    adding_replicas=list(p.adding),
+                    removing_replicas=list(p.removing),
+                )
+            )
+        if ongoing.partitions:
+            resp.topics.append(ongoing)
+
+    if req.topics is None:
+        for _tid, topic in sorted(st.topics.items(), key=lambda kv: kv[1].name):
+            add(topic, sorted(topic.partitions))
+    else:
+        for t in req.topics:
+            tid = st.topic_id_of(t.name)
+            if tid is not None:
+                add(st.topics[tid], list(t.partition_indexes))
+    return resp

@@ -1,0 +1,109 @@
+"""DescribeQuorum (api 55): the metadata quorum as its only voter, the leader, sees it.
+
+This controller is a single static voter and always the leader (KafkaRaftClient's
+answer on the leader): the one partition ``__cluster_metadata-0`` with the leader id and
+epoch, the high watermark (= the log end offset: one voter), the voter (its own fetch and
+catch-up times are "now") and the observers, i.e. the brokers that replicate the log by
+Fetch, with the offset each last reported. v2 adds the voter's directory id and its
+listener endpoints (``nodes``).
+
+A request that does not name exactly ``__cluster_metadata`` partition 0 answers
+UNKNOWN_TOPIC_OR_PARTITION in each partition it names.
+"""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Final
+
+from kraft_jbod.messages.describe_quorum_request import DescribeQuorumRequest
+from kraft_jbod.messages.describe_quorum_response import (
+    DescribeQuorumResponse,
+    Listener,
+    Node,
+    PartitionData,
+    ReplicaState,
+    TopicData,
+)
+from kraft_jbod.messages.error_codes import ErrorCode
+
+METADATA_TOPIC: Final = "__cluster_metadata"
+_UNKNOWN_MESSAGE: Final = "This server does not host this topic-partition."
+_NO_DIRECTORY: Final = uuid.UUID(int=0)
+
+
+@dataclass(frozen=True, slots=True)
+class Observer:
+    node_id: int
+    log_end_offset: int  # -1: never reported
+    last_fetch_ms: int = -1
+    last_caught_up_ms: int = -1
+
+
+def describe_quorum(
+    api_version: int,
+    req: DescribeQuorumRequest,
+    *,
+    node_id: int,
+    leader_epoch: int,
+    end_offset: int,
+    now_ms: int,
+    observers: Sequence[Observer] = (),
+    listeners: Sequence[tuple[str, str, int]] = (),
+    directory_id: uuid.UUID = _NO_DIRECTORY,
+) -> DescribeQuorumResponse:
+    """The leader's DescribeQuorum answer (wall-clock ``now_ms`` for the voter's times)."""
+    ok = (
+        len(req.topics) == 1
+        and req.topics[0].topic_name == METADATA_TOPIC
+        and len(req.topics[0].partitions) == 1
+        and req.topics[0].partitions[0].partition_index == 0
+    )
+    if not ok:
+        return DescribeQuorumResponse(
+            error_code=0,
+            error_message=None,
+            topics=[
+                TopicData(
+                    topic_name=t.topic_name,
+                    partitions=[
+                        PartitionData(
+                            partition_index=p.partition_index,
+                            error_code=ErrorCode.UNKNOWN_TOPIC_OR_PARTITION,
+                            error_message=_UNKNOWN_MESSAGE,
+                        )
+                        for p in t.partitions
+                    ],
+                )
+                for t in req.topics
+            ],
+        )
+
+    def state(replica: int, leo: int, fetch: int, caught: int, directory: uuid.UUID) -> ReplicaState:
+        rs = ReplicaState(
+            replica_id=replica, log_end_offset=leo, last_fetch_timestamp=fetch, last_caught_up_timestamp=caught
+        )
+        if api_version >= 2:
+            rs.replica_directory_id = directory
+        return rs
+
+    part = PartitionData(
+        partition_index=0,
+        error_code=0,
+        error_message=None,
+        leader_id=node_id,
+        leader_epoch=leader_epoch,
+        high_watermark=end_offset,
+        current_voters=[state(node_id, end_offset, now_ms, now_ms, directory_id)],
+        observers=[
+            state(o.node_id, o.log_end_offset, o.last_fetch_ms, o.last_caught_up_ms, _NO_DIRECTORY) for o in observers
+        ],
+    )
+    resp = DescribeQuorumResponse(
+        error_code=0, error_message=None, topics=[TopicData(topic_name=METADATA_TOPIC, partitions=[part])]
+    )
+    if api_version >= 2:
+        resp.nodes = [Node(node_id=node_id, listeners=[Listener(name=n, host=h, port=p) for n, h, p in listeners])]
+    return resp

@@ -1,0 +1,63 @@
+"""The HTML report and summary: names for codes, numbers that agree, readable axes."""
+
+from __future__ import annotations
+
+import re
+
+from kraft_jbod.analytics import kip858 as K
+from kraft_jbod.analytics.report import _ticks, render_html, render_summary
+
+T0 = 1_795_000_000_000_000_000
+
+
+def _tables() -> dict[str, list[dict[str, object]]]:
+    return {
+        "overall": [{"frames": 100, "bytes": 9000, "connections": 3, "decode_rate": 1.0, "reencode_rate": 1.0,
+                     "error_frames": 1}],
+        "error_codes": [
+            {"api_key": 19, "api_version": 7, "level": "topic", "error_code": 36, "count": 2},
+            {"api_key": 63, "api_version": 1, "level": "top", "error_code": 77, "count": 1},
+            {"api_key": 63, "api_version": 1, "level": "top", "error_code": 0, "count": 40},
+        ],
+        "latency_hist": [{"api_key": 63, "bucket": b, "count": 10 - b} for b in range(4, 10)],
+        "timeline": [{"bucket_ts": T0 + i * 100_000_000, "frames": 10, "anomalous": 0, "errors": i % 2}
+                     for i in range(6)],
+    }
+
+
+def test_summary_counts_the_error_codes_the_chart_shows() -> None:
+    summary = render_summary(_tables(), {})
+    assert "non-zero error codes in responses: 3" in summary
+    assert "TOPIC_ALREADY_EXISTS (36) x2" in summary and "STALE_BROKER_EPOCH (77) x1" in summary
+
+
+def test_html_names_error_codes_and_keeps_ticks_distinct() -> None:
+    page = render_html(_tables(), {"inputs": ["demo.pcapng"]})
+    assert "CreateTopics: TOPIC_ALREADY_EXISTS (36), topic" in page
+    assert "<td>TOPIC_ALREADY_EXISTS (36)</td>" in page
+    # The 0.5 s timeline gets offsets, not five copies of the same wall-clock second.
+    labels = re.findall(r">(\+[0-9.]+ s)<", page)
+    assert len(labels) == len(set(labels)) >= 3
+    # The latency axis reads as durations on a log scale.
+    assert "16 µs" in page and "256 µs" in page
+    assert "white-space:pre-wrap" in page and "viewBox=" in page
+
+
+def test_ticks_for_long_spans_are_clock_times() -> None:
+    ticks = _ticks(T0, T0 + 3600 * 10**9, True)
+    assert len({label for _, label in ticks}) == 5 and all(re.fullmatch(r"\d\d:\d\d:\d\d", t) for _, t in ticks)
+
+
+def test_findings_name_directories_by_broker_and_place() -> None:
+    d1, d2 = "AAAAAAAAAAEAAAAAAAABAA", "AAAAAAAAAAEAAAAAAAABAQ"
+    events = [{"type": "registration", "ts": 1, "broker": 1, "log_dirs": [d1, d2], "incarnation": "I",
+               "epoch": 10, "error_code": 0, "conn": "c"},
+              {"type": "heartbeat", "ts": 2, "broker": 1, "epoch": 10, "offline_dirs": ["AAAAAAAAAAAAAAAAAADerQ"],
+               "want_fence": False, "is_fenced": False, "error_code": 0, "conn": "c"},
+              {"type": "record", "ts": 3, "offset": 5, "name": "PartitionRecord", "conn": "f",
+               "data": {"topicId": "AAAAAAAAAAAAAAAAAAAD6A", "partitionId": 0, "replicas": [1], "isr": [1],
+                        "leader": 1, "directories": [d2]}},
+              {"type": "heartbeat", "ts": 4, "broker": 1, "epoch": 10, "offline_dirs": [d2], "want_fence": False,
+               "is_fenced": False, "error_code": 0, "conn": "c"}]
+    details = " ".join(f.detail for f in K.check(events))
+    assert f"{d2} (broker 1 dir 1)" in details
