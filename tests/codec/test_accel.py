@@ -159,13 +159,13 @@ def test_uuid_cache_switch(both: None) -> None:
     _accel.use("c")
     raw = BrokerHeartbeatRequest(offline_log_dirs=[uuid.UUID(int=77)] * 2).encode(1)
     a = BrokerHeartbeatRequest.decode(raw, 1).offline_log_dirs
-    assert a[0] is a[1]
-    _accel.set_uuid_cache(False)
+    assert a[0] is not a[1]  # off by default
+    _accel.set_uuid_cache(True)
     try:
         b = BrokerHeartbeatRequest.decode(raw, 1).offline_log_dirs
-        assert b[0] is not b[1] and b == a
+        assert b[0] is b[1] and b == a
     finally:
-        _accel.set_uuid_cache(True)
+        _accel.set_uuid_cache(False)
 
 
 def test_switch_and_report(both: None) -> None:
