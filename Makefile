@@ -6,7 +6,7 @@ VENV := .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
 
-.PHONY: run test check lint typecheck importlint unit system-deps clean
+.PHONY: run test check lint typecheck importlint unit system-deps kafka-oracle clean
 
 # setup.py builds the optional compiled codec (kraft_jbod/_accel); a change to it reinstalls.
 $(STAMP): pyproject.toml setup.py kraft_jbod/_accel/_ccodec.c
@@ -20,7 +20,7 @@ run: $(STAMP)
 	$(VENV)/bin/kraft-jbod demo
 
 # Everything CI runs.
-test: $(STAMP) system-deps lint typecheck importlint unit
+test: $(STAMP) system-deps kafka-oracle lint typecheck importlint unit
 
 # tshark is the reference dissector some capture tests compare against.
 system-deps:
@@ -28,6 +28,13 @@ system-deps:
 		echo "installing tshark (Debian package)"; \
 		if [ "$$(id -u)" = 0 ]; then SUDO=; else SUDO=sudo; fi; \
 		$$SUDO apt-get update -qq && DEBIAN_FRONTEND=noninteractive $$SUDO apt-get install -y -qq tshark >/dev/null; }
+
+# Apache Kafka 4.4 compiled from ../shared/kafka/ into .cache/kafka-4.4 for the interop tests
+# (tests/interop/, docs/interop.md). Rebuilt only when missing or older than the tarball
+# (about 0.3 s otherwise). Without that package it says how to get it and the interop tests
+# skip; under CI=true that is an error.
+kafka-oracle: $(STAMP)
+	$(PY) -m tools.kafka_oracle build -p $(VENV)
 
 lint: $(STAMP)
 	$(VENV)/bin/ruff check kraft_jbod tools tests

@@ -26,13 +26,12 @@ from typing import Any
 
 from kraft_jbod import messages
 from kraft_jbod.errors import DecodeError, EncodeError
+from kraft_jbod.messages.api_keys import ApiKey
 from kraft_jbod.messages.request_header import RequestHeader
 from kraft_jbod.messages.response_header import ResponseHeader
 from kraft_jbod.wire.message import Message
 from kraft_jbod.wire.records import read_metadata_frame_header, write_metadata_frame_header
 
-API_VERSIONS = 18
-CONTROLLED_SHUTDOWN = 7
 DEFAULT_MAX_FRAME = 100 * 1024 * 1024
 _INT16_PAIR = struct.Struct(">hh")
 _INT32 = struct.Struct(">i")
@@ -61,7 +60,7 @@ def api_name(api_key: int) -> str:
 
 
 def request_header_version(api_key: int, api_version: int) -> int:
-    if api_key == CONTROLLED_SHUTDOWN and api_version == 0:
+    if api_key == ApiKey.CONTROLLED_SHUTDOWN and api_version == 0:
         return 0
     cls = messages.request_class(api_key)
     if cls is not None and cls.is_flexible(api_version):
@@ -70,7 +69,7 @@ def request_header_version(api_key: int, api_version: int) -> int:
 
 
 def response_header_version(api_key: int, api_version: int) -> int:
-    if api_key == API_VERSIONS:
+    if api_key == ApiKey.API_VERSIONS:
         return 0
     cls = messages.response_class(api_key)
     if cls is not None and cls.is_flexible(api_version):

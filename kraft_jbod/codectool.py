@@ -15,11 +15,15 @@ from typing import Any
 
 from kraft_jbod import codec
 from kraft_jbod.errors import DecodeError, EncodeError
+from kraft_jbod.messages.releases import defined_in
 from kraft_jbod.messages.request_header import RequestHeader
 from kraft_jbod.messages.response_header import ResponseHeader
 from kraft_jbod.wire.message import Message
 
 KINDS = ("request", "response", "request_header", "response_header")
+
+
+_API_KINDS = ("request", "response")
 
 
 def parse_hex(text: str) -> bytes:
@@ -82,6 +86,7 @@ def decode_command(
             "api_key": req.api_key,
             "api_name": codec.api_name(req.api_key),
             "version": req.api_version,
+            "defined_in": defined_in(req.api_key, req.api_version),
             "header_version": req.header_version,
             "header": req.header.to_json(req.header_version),
             "body": req.body.to_json(req.api_version),
@@ -98,6 +103,7 @@ def decode_command(
             "api_key": api_key,
             "api_name": codec.api_name(api_key),
             "version": version,
+            "defined_in": defined_in(api_key, version),
             "header_version": resp.header_version,
             "header": resp.header.to_json(resp.header_version),
             "body": resp.body.to_json(version),
@@ -110,6 +116,7 @@ def decode_command(
         "api_key": cls.API_KEY,
         "api_name": cls.NAME,
         "version": version,
+        **({"defined_in": defined_in(cls.API_KEY, version)} if kind in _API_KINDS and cls.API_KEY is not None else {}),
         "body": value.to_json(version),
         "trailing_bytes": data[end:].hex(),
     }

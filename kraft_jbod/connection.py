@@ -35,12 +35,12 @@ from typing import Any, Final, NoReturn
 
 from kraft_jbod import codec, messages
 from kraft_jbod.errors import DecodeError, EncodeError, ProtocolError
+from kraft_jbod.messages.api_keys import ApiKey
+from kraft_jbod.messages.error_codes import ErrorCode
 from kraft_jbod.messages.request_header import RequestHeader
 from kraft_jbod.messages.response_header import ResponseHeader
 from kraft_jbod.wire.message import Message
 
-API_VERSIONS: Final = 18
-UNSUPPORTED_VERSION: Final = 35
 DEFAULT_MAX_FRAME: Final = codec.DEFAULT_MAX_FRAME
 # api key, api version, correlation id: the fixed part every request header starts with.
 _MIN_REQUEST_SIZE: Final = 8
@@ -74,7 +74,7 @@ def _response_cls(api_key: int) -> Any:
 
 
 def _request_header_version(api_key: int, api_version: int, cls: Any) -> int:
-    if api_key == codec.CONTROLLED_SHUTDOWN and api_version == 0:
+    if api_key == ApiKey.CONTROLLED_SHUTDOWN and api_version == 0:
         return 0
     return 2 if cls is not None and cls.is_flexible(api_version) else 1
 
@@ -147,7 +147,7 @@ class ApiVersionsFallback:
 
     @property
     def api_key(self) -> int:
-        return API_VERSIONS
+        return ApiKey.API_VERSIONS
 
     @property
     def api_version(self) -> int:
@@ -278,7 +278,7 @@ class ServerConnection:
         def refuse(reason: str) -> RemoteProtocolError:
             return RemoteProtocolError(reason, api_key=key, api_version=version, correlation_id=corr)
 
-        if key == API_VERSIONS:
+        if key == ApiKey.API_VERSIONS:
             lo, hi = self.api_versions_range
             if not lo <= version <= hi:
                 try:
@@ -319,7 +319,7 @@ class ServerConnection:
         if key is None or body.SCHEMA_TYPE != "response":
             raise EncodeError(f"{type(body).__name__} is not a response")
         cls = _response_cls(key)
-        flexible = key != API_VERSIONS and cls is not None and cls.is_flexible(version)
+        flexible = key != ApiKey.API_VERSIONS and cls is not None and cls.is_flexible(version)
         out = bytearray(8)
         _BE_ii.pack_into(out, 0, 0, request.correlation_id)
         if flexible:
@@ -385,10 +385,10 @@ class ClientConnection:
             )
         key, version = self._in_flight.pop(corr)
         read_version = version
-        if key == API_VERSIONS and len(payload) >= _MIN_RESPONSE_SIZE + 2:
+        if key == ApiKey.API_VERSIONS and len(payload) >= _MIN_RESPONSE_SIZE + 2:
             # The header is always v0 here; the body starts with ErrorCode in every version.
             (err,) = _BE_h.unpack_from(payload, 4)
-            if err == UNSUPPORTED_VERSION:
+            if err == ErrorCode.UNSUPPORTED_VERSION:
                 read_version = 0
         try:
             decoded = codec.decode_response(payload, key, read_version)

@@ -102,6 +102,10 @@ class ProtocolError(KraftJbodError):
         super().__init__(reason)
 
 
+class UnknownKeyError(KraftJbodError, LookupError):
+    """A lookup by a protocol number (api key, error code) that no schema defines."""
+
+
 class ConfigError(KraftJbodError):
     """A configuration file, property or command-line value that cannot be used."""
 

@@ -50,6 +50,8 @@ from typing import Any, Final, Literal
 
 from kraft_jbod import messages
 from kraft_jbod.errors import ConfigError
+from kraft_jbod.messages.api_keys import ApiKey
+from kraft_jbod.messages.error_codes import ErrorCode
 from kraft_jbod.wire.primitives import uuid_from_base64url, uuid_to_base64url
 
 log = logging.getLogger(__name__)
@@ -64,15 +66,11 @@ ACTION_TYPES: Final[tuple[str, ...]] = (
 )
 TRIGGER_TYPES: Final[tuple[str, ...]] = ("always", "once", "nth", "times", "probability")
 
-API_BROKER_REGISTRATION: Final = 62
-API_BROKER_HEARTBEAT: Final = 63
-STALE_BROKER_EPOCH: Final = 77
-INVALID_REGISTRATION: Final = 119
 # Actions that only make sense on one api; a rule without an api key gets this one.
 _DEFAULT_API: Final[dict[str, int]] = {
-    "fence": API_BROKER_HEARTBEAT,
-    "offline_dir": API_BROKER_HEARTBEAT,
-    "refuse_registration": API_BROKER_REGISTRATION,
+    "fence": ApiKey.BROKER_HEARTBEAT,
+    "offline_dir": ApiKey.BROKER_HEARTBEAT,
+    "refuse_registration": ApiKey.BROKER_REGISTRATION,
 }
 _MAX_HISTORY = 1000
 _MAX_DELAY_MS = 24 * 3600 * 1000
@@ -234,7 +232,7 @@ class Action:
                 raise ConfigError(f"{where}: error_code must be a non-zero int16, not {code}")
             return cls("error", error_code=code)
         if kind == "refuse_registration":
-            code = _int_field(d, "error_code", where, minimum=-1, default=INVALID_REGISTRATION)
+            code = _int_field(d, "error_code", where, minimum=-1, default=ErrorCode.INVALID_REGISTRATION)
             if code == 0 or code > 32767:
                 raise ConfigError(f"{where}: error_code must be a non-zero int16, not {code}")
             return cls("refuse_registration", error_code=code)
@@ -247,7 +245,7 @@ class Action:
             directory = None if d.get("directory") is None else _parse_uuid(d["directory"], f"{where}.directory")
             return cls("offline_dir", directory=directory)
         if kind == "stale_epoch":
-            return cls("stale_epoch", error_code=STALE_BROKER_EPOCH)
+            return cls("stale_epoch", error_code=ErrorCode.STALE_BROKER_EPOCH)
         return cls(kind)
 
 
@@ -441,7 +439,7 @@ def facts_of(
                 for k in keys:
                     parts.add((k, int(pd.partition_index)))
     for t in getattr(body, "topics", None) or ():  # CreateTopics, Metadata, DeleteTopics v6+
-        if api_key == 73:
+        if api_key == ApiKey.ASSIGN_REPLICAS_TO_DIRS:
             break
         add_topic(getattr(t, "topic_id", None), getattr(t, "name", None))
     for name in getattr(body, "topic_names", None) or ():
@@ -465,7 +463,7 @@ def matches(m: Match, f: RequestFacts) -> bool:
         return False
     if m.listener is not None and m.listener != f.listener:
         return False
-    if m.directory is not None and m.directory not in f.directories and m.api_key != API_BROKER_HEARTBEAT:
+    if m.directory is not None and m.directory not in f.directories and m.api_key != ApiKey.BROKER_HEARTBEAT:
         # A heartbeat rule naming a directory is about that broker's directory (to take it
         # offline), not about directories the heartbeat happens to list.
         return False

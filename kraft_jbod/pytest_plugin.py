@@ -64,6 +64,7 @@ from kraft_jbod.broker.server import FakeBroker
 from kraft_jbod.clock import ManualClock
 from kraft_jbod.connection import NEED_DATA, ClientConnection, ConnectionClosed, ResponseReceived
 from kraft_jbod.controller import client_api
+from kraft_jbod.controller import features as fv
 from kraft_jbod.controller.config import ControllerConfig
 from kraft_jbod.controller.extensions import ClientListener, Extensions
 from kraft_jbod.controller.server import ControllerServer
@@ -76,7 +77,7 @@ from kraft_jbod.messages.assign_replicas_to_dirs_request import (
     TopicData,
 )
 from kraft_jbod.messages.broker_heartbeat_request import BrokerHeartbeatRequest
-from kraft_jbod.messages.broker_registration_request import BrokerRegistrationRequest, Feature, Listener
+from kraft_jbod.messages.broker_registration_request import BrokerRegistrationRequest, Listener
 from kraft_jbod.messages.create_topics_request import CreatableTopic, CreateTopicsRequest
 from kraft_jbod.storage import format_storage
 from kraft_jbod.wire.message import Message
@@ -170,10 +171,10 @@ class SimBroker:
         req = BrokerRegistrationRequest(
             broker_id=self.broker_id, cluster_id=self.cluster.server.cluster_id, incarnation_id=self.incarnation,
             listeners=[Listener(name="PLAINTEXT", host=self.endpoint[0], port=self.endpoint[1], security_protocol=0)],
-            features=[Feature(name="metadata.version", min_supported_version=1, max_supported_version=30)],
+            features=fv.registration_features(4),
             rack=self.rack, log_dirs=list(self.dirs),
         )
-        resp = await self.conn.call(req, 3)
+        resp = await self.conn.call(req, 4)
         if resp.error_code == 0:
             self.epoch = resp.broker_epoch
         return resp

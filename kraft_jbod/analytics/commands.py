@@ -2,7 +2,10 @@
 
 ``register(sub)`` adds the subparser; the handler returns an exit code: 0 success, 1 the
 job ran but found KIP-858 violations or frames that do not decode (so CI can gate on it
-with ``--fail-on``), 2 bad usage or bad input (the message names each file). pyspark is
+with ``--fail-on``), 2 bad usage or bad input (the message names each file), 3 Spark did
+not start or a Spark job failed (the message gives the executor's error in a line), 4 an
+internal error (a bug: one line, the traceback only with ``KRAFT_JBOD_DEBUG=1``), 130
+interrupted. No path prints a raw traceback by default. pyspark is
 imported only when the command runs, so ``kraft-jbod --help`` stays fast. Progress lines
 go to stderr, the summary to stdout.
 """
@@ -10,11 +13,18 @@ go to stderr, the summary to stdout.
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 import time
-from typing import Any
+import traceback
+from typing import Any, Final
 
-__all__ = ["cmd_stats", "register"]
+__all__ = ["EXIT_FINDINGS", "EXIT_INPUT", "EXIT_INTERNAL", "EXIT_SPARK", "cmd_stats", "register"]
+
+EXIT_FINDINGS: Final = 1
+EXIT_INPUT: Final = 2
+EXIT_SPARK: Final = 3
+EXIT_INTERNAL: Final = 4
 
 
 def _say(text: str) -> None:
@@ -41,19 +51,34 @@ def cmd_stats(args: argparse.Namespace) -> int:
         sys.stderr.write(f"kraft-jbod: stats: {exc}\n")
         return 2
     try:
-        from kraft_jbod.analytics.job import StatsOptions, run_stats
+        import pyspark  # noqa: F401  (checked here so the message names the extra)
+
+        from kraft_jbod.analytics.job import SparkJobError, StatsOptions, run_stats
     except ImportError as exc:  # pragma: no cover - depends on the installed extras
         sys.stderr.write(f"kraft-jbod: stats needs the spark extra (pip install 'kraft-jbod[spark]'): {exc}\n")
-        return 2
+        return EXIT_INPUT
     opts = StatsOptions(master=args.master, conf=conf, ports=args.port or None,
-                        split_bytes=int(args.split_mb * (1 << 20)), decode_path=args.decode_path,
+                        split_bytes=int(args.split_mb * (1 << 20)),
                         keep_going=args.keep_going, write_frames=args.frames and not args.no_frames,
-                        check_canonical=not args.no_canonical, capture_set=args.capture_set)
+                        check_canonical=not args.no_canonical, capture_set=args.capture_set,
+                        ship_package=not args.no_ship_package)
     try:
         result = run_stats(args.inputs, args.out, opts, progress=None if args.quiet else _say)
     except InputError as exc:
         sys.stderr.write(f"kraft-jbod: stats: {exc}\n")
-        return 2
+        return EXIT_INPUT
+    except SparkJobError as exc:
+        sys.stderr.write(f"kraft-jbod: stats: {exc}\n")
+        return EXIT_SPARK
+    except KeyboardInterrupt:
+        sys.stderr.write("kraft-jbod: stats: interrupted\n")
+        return 130
+    except Exception as exc:
+        if os.environ.get("KRAFT_JBOD_DEBUG") == "1":
+            traceback.print_exc()
+        sys.stderr.write(f"kraft-jbod: stats: internal error (please report; KRAFT_JBOD_DEBUG=1 shows the "
+                         f"traceback): {type(exc).__name__}: {exc}\n")
+        return EXIT_INTERNAL
     sys.stdout.write(result.summary + "\n")
     sys.stdout.write(f"tables and report.html in {result.out_dir}\n")
     overall = (result.tables.get("overall") or [{}])[0]
@@ -64,7 +89,7 @@ def cmd_stats(args: argparse.Namespace) -> int:
     if "undecoded" in args.fail_on and (overall.get("frames") or 0) > (overall.get("decoded") or 0) + (
             overall.get("truncated") or 0):
         failed = True
-    return 1 if failed else 0
+    return EXIT_FINDINGS if failed else 0
 
 
 def register(sub: Any) -> None:
@@ -83,9 +108,8 @@ def register(sub: Any) -> None:
     p.add_argument("--port", type=int, action="append", metavar="N", help="a Kafka server port (repeatable)")
     p.add_argument("--split-mb", type=float, default=128.0,
                    help="files larger than this are split by TCP connection into several tasks (default 128)")
-    p.add_argument("--decode-path", choices=["arrow", "rdd", "udf"], default="arrow",
-                   help="how Python workers run: mapInArrow (default, fastest measured), RDD mapPartitions, "
-                   "or an Arrow Python UDF")
+    p.add_argument("--no-ship-package", action="store_true",
+                   help="do not send the kraft_jbod package to a cluster's executors (they have it installed)")
     p.add_argument("--keep-going", action="store_true",
                    help="report truncated or unreadable files and continue instead of stopping")
     p.add_argument("--frames", action="store_true",

@@ -11,8 +11,8 @@ Strategy (measured in ``tools/bench/bench_stats.py``; see docs/spark.md):
   the JVM carries kilobytes per task, never one row per frame, and nothing is persisted.
   With ``write_frames`` the worker also writes its frames as one Parquet file of the
   ``frames`` table itself (pyarrow), again bypassing the JVM.
-  ``decode_path`` ``rdd`` (RDD ``mapPartitions``) and ``udf`` (an Arrow-optimised Python
-  UDF per task) exist to measure the alternatives.
+  Each task reports its frames so far in a status file (local masters), which the
+  driver's progress line sums.
 * S2, driver: the partials are collected and merged (associative, order-free); problem
   rows (a file cut short, a malformed file, a worker-side bug) end the job with
   :class:`.work.InputError` naming each file unless ``keep_going``; then every table,
@@ -45,13 +45,14 @@ from pathlib import Path
 from typing import Any, Final
 
 from kraft_jbod.analytics import partials as P
-from kraft_jbod.analytics import work
-from kraft_jbod.analytics.rows import COLUMNS, RTYPE_CONN, RTYPE_FRAME
+from kraft_jbod.analytics import ship, work
+from kraft_jbod.analytics.rows import COLUMNS, RTYPE_CONN, RTYPE_FRAME, api_name
+from kraft_jbod.errors import KraftJbodError
+from kraft_jbod.messages.error_codes import ErrorCode
 
-__all__ = ["DECODE_PATHS", "FRAME_COLUMNS", "StatsOptions", "StatsResult", "build_session", "run_stats",
-           "unit_partial"]
+__all__ = ["FRAME_COLUMNS", "SparkJobError", "StatsOptions", "StatsResult", "build_session",
+           "run_stats", "unit_partial"]
 
-DECODE_PATHS: Final = ("arrow", "rdd", "udf")
 _FRAME_BATCH_ROWS: Final = 65536
 _LOG4J: Final = """rootLogger.level = error
 rootLogger.appenderRef.stderr.ref = console
@@ -63,9 +64,21 @@ appender.console.layout.pattern = %d{HH:mm:ss} %p %c{1}: %m%n
 """
 #: Row columns that the per-frame table leaves out (they belong to other row types).
 _FRAME_DROPPED: Final = frozenset(("rtype", "event", "client_source", "gap_bytes", "retransmitted_bytes"))
-FRAME_COLUMNS: Final = (*tuple((n, t) for n, t in COLUMNS if n not in _FRAME_DROPPED), ("capture_set", "string"))
+#: The per-frame table: the frame row's columns (time as an Arrow timestamp, the api's
+#: name beside its key). It is partitioned by capture set in folders
+#: ``frames/capture_set=NAME/`` (Hive style: pyarrow, pandas, Spark and DuckDB read
+#: ``capture_set`` back as a column), so several runs can share one dataset root.
+FRAME_COLUMNS: Final = tuple(
+    item for n, t in COLUMNS if n not in _FRAME_DROPPED
+    for item in (((n, "timestamp"),) if n == "ts_ns" else ((n, t), ("api_name", "string")) if n == "api_key"
+                 else ((n, t),)))
 
 Progress = Callable[[str], None]
+
+
+class SparkJobError(KraftJbodError):
+    """Spark did not start, or a Spark job failed; the message says why in a line or two
+    (the executor's Python error when there is one), never a JVM stack trace."""
 
 
 @dataclass(slots=True)
@@ -76,12 +89,12 @@ class StatsOptions:
     conf: dict[str, str] = field(default_factory=dict)
     ports: list[int] | None = None
     split_bytes: int = work.DEFAULT_SPLIT_BYTES
-    decode_path: str = "arrow"
     keep_going: bool = False
     write_frames: bool = False
     check_canonical: bool = True
     capture_set: str = "default"
     report: bool = True
+    ship_package: bool = True
 
 
 @dataclass(slots=True)
@@ -104,50 +117,76 @@ def _pa_type(t: str) -> Any:
     import pyarrow as pa
 
     simple = {"string": pa.string(), "bool": pa.bool_(), "int16": pa.int16(), "int32": pa.int32(),
-              "int64": pa.int64(), "float64": pa.float64(), "binary": pa.binary()}
+              "int64": pa.int64(), "float64": pa.float64(), "binary": pa.binary(),
+              "timestamp": pa.timestamp("ns", tz="UTC"), "duration": pa.duration("ns")}
     if t.startswith("list<"):
         return pa.list_(simple[t[5:-1]])
     return simple[t]
 
 
-_KEY_TYPES: Final = {"api_key": "int16", "api_version": "int16", "kind": "string", "software_name": "string",
-                     "software_version": "string"}
+# Types: "timestamp" is an Arrow timestamp (ns, UTC) filled from epoch nanoseconds,
+# "duration" an Arrow duration (ns). Every table starts with its capture set, and an
+# ``api_name`` column stands beside each ``api_key`` and ``error_name`` (Kafka's name)
+# beside ``error_code`` (filled from the key or code when writing).
+_CS: Final = (("capture_set", "string"),)
+_API: Final = (("api_key", "int16"), ("api_name", "string"))
+_KEY_TYPES: Final = (*_API, ("api_version", "int16"), ("kind", "string"), ("software_name", "string"),
+                     ("software_version", "string"))
 _LAT_COLS: Final = (*((P.latency_column(q), "float64") for q in P.LATENCY_QUANTILES),
                     ("latency_max_ms", "float64"), ("latency_mean_ms", "float64"))
-_MEASURES: Final = (*((c, "int64") for c in P.COUNTERS), ("first_ts", "int64"), ("last_ts", "int64"),
+_MEASURES: Final = (*((c, "int64") for c in P.COUNTERS), ("first_ts", "timestamp"), ("last_ts", "timestamp"),
                     *_LAT_COLS, ("decode_rate", "float64"), ("reencode_rate", "float64"))
-#: Column names and types of every small table, in output order.
+#: Column names and types of every table the driver writes, in output order; an empty
+#: table is written with the same schema.
 TABLE_SCHEMAS: Final[dict[str, tuple[tuple[str, str], ...]]] = {
-    "conformance": tuple(_KEY_TYPES.items()) + _MEASURES,
-    "overall": (*_MEASURES, ("connections", "int64")),
-    "latency": (("api_key", "int16"), ("api_version", "int16"), ("responses", "int64"), *_LAT_COLS),
-    "latency_hist": (("api_key", "int16"), ("bucket", "int32"), ("count", "int64")),
-    "error_codes": (("api_key", "int16"), ("api_version", "int16"), ("error_code", "int16"), ("level", "string"),
+    "conformance": (*_CS, *_KEY_TYPES, *_MEASURES),
+    "overall": (*_CS, *_MEASURES, ("connections", "int64")),
+    "latency": (*_CS, *_API, ("api_version", "int16"), ("responses", "int64"), *_LAT_COLS),
+    "latency_hist": (*_CS, *_API, ("bucket", "int32"), ("count", "int64")),
+    "error_codes": (*_CS, *_API, ("api_version", "int16"), ("error_code", "int16"), ("error_name", "string"),
+                    ("level", "string"),
                     ("count", "int64")),
-    "versions": (("software_name", "string"), ("software_version", "string"), ("api_key", "int16"),
+    "versions": (*_CS, ("software_name", "string"), ("software_version", "string"), *_API,
                  ("versions_used", "list<int16>"), ("max_used", "int16"), ("advertised_min", "int16"),
                  ("advertised_max", "int16"), ("requests", "int64"), ("outside_advertised", "int64"),
                  ("below_advertised_max", "int64"), ("deprecated", "int64"), ("unstable", "int64")),
-    "anomalies": (("anomaly", "string"), ("rtype", "string"), ("count", "int64"), ("first_ts", "int64"),
+    "anomalies": (*_CS, ("anomaly", "string"), ("rtype", "string"), ("count", "int64"), ("first_ts", "timestamp"),
                   ("example_conn", "string")),
-    "connections": (("source", "string"), ("conn_id", "string"), ("first_ts", "int64"), ("duration_s", "float64"),
-                    ("software_name", "string"), ("software_version", "string"), ("client_source", "string"),
-                    ("gap_bytes", "int64"), ("retransmitted_bytes", "int64"), ("anomaly_kinds", "list<string>"),
-                    ("close_reason", "string")),
-    "violations": (("capture_set", "string"), ("rule", "string"), ("verdict", "string"), ("severity", "string"),
-                   ("broker", "int32"), ("subject", "string"), ("detail", "string"), ("first_ts", "int64"),
-                   ("last_ts", "int64"), ("count", "int64"), ("conn", "string")),
-    "timeline": (("bucket_ts", "int64"), ("api_key", "int16"), ("frames", "int64"), ("anomalous", "int64"),
-                 ("errors", "int64"), ("width_ns", "int64")),
+    "connections": (*_CS, ("source", "string"), ("conn_id", "string"), ("first_ts", "timestamp"),
+                    ("duration_s", "float64"), ("software_name", "string"), ("software_version", "string"),
+                    ("client_source", "string"), ("gap_bytes", "int64"), ("retransmitted_bytes", "int64"),
+                    ("anomaly_kinds", "list<string>"), ("close_reason", "string")),
+    "violations": (*_CS, ("rule", "string"), ("verdict", "string"), ("severity", "string"),
+                   ("broker", "int32"), ("subject", "string"), ("detail", "string"), ("first_ts", "timestamp"),
+                   ("last_ts", "timestamp"), ("count", "int64"), ("conn", "string")),
+    "timeline": (*_CS, ("bucket_ts", "timestamp"), *_API, ("frames", "int64"), ("anomalous", "int64"),
+                 ("errors", "int64"), ("width_ns", "duration")),
+    "inputs": (*_CS, ("source", "string"), ("size", "int64"), ("bucket", "int32"), ("buckets", "int32"),
+               ("packets", "int64"), ("frames", "int64"), ("wall_s", "float64"), ("cpu_s", "float64"),
+               ("max_rss_kb", "int64"), ("pid", "int64")),
+    "problems": (*_CS, ("source", "string"), ("problem", "string")),
 }
 
 
-def _arrow_table(rows: list[dict[str, Any]], columns: Sequence[tuple[str, str]]) -> Any:
+def _arrow_table(rows: list[dict[str, Any]], columns: Sequence[tuple[str, str]], capture_set: str | None = None) -> Any:
+    """Rows as an Arrow table of exactly ``columns``; ``api_name`` is filled from
+    ``api_key`` and ``capture_set`` from the argument when the rows lack them."""
     import pyarrow as pa
 
     schema = pa.schema([(n, _pa_type(t)) for n, t in columns])
-    return pa.Table.from_arrays([pa.array([r.get(n) for r in rows], type=schema.field(n).type) for n, _ in columns],
-                                schema=schema)
+    arrays = []
+    for n, _ in columns:
+        if n == "api_name":
+            values = [r.get("api_name") or (api_name(r["api_key"]) if r.get("api_key") is not None else None)
+                      for r in rows]
+        elif n == "error_name":
+            values = [ErrorCode.name_of(r["error_code"]) if r.get("error_code") is not None else None for r in rows]
+        elif n == "capture_set" and capture_set is not None:
+            values = [r.get("capture_set") or capture_set for r in rows]
+        else:
+            values = [r.get(n) for r in rows]
+        arrays.append(pa.array(values, type=schema.field(n).type))
+    return pa.Table.from_arrays(arrays, schema=schema)
 
 
 # --------------------------------------------------------------------------- worker side
@@ -160,6 +199,7 @@ class _FrameWriter:
 
     def __init__(self, folder: str, task_id: int, index: int, capture_set: str) -> None:
         self.path = os.path.join(folder, f"part-{task_id:05d}-{index:03d}.parquet")
+        os.makedirs(folder, exist_ok=True)
         self.tmp = self.path + f".tmp-{os.getpid()}"
         self.capture_set = capture_set
         self.rows: list[dict[str, Any]] = []
@@ -173,8 +213,6 @@ class _FrameWriter:
     def _flush(self) -> None:
         import pyarrow.parquet as pq
 
-        for r in self.rows:
-            r["capture_set"] = self.capture_set
         table = _arrow_table(self.rows, FRAME_COLUMNS)
         if self.writer is None:
             self.writer = pq.ParquetWriter(self.tmp, table.schema)
@@ -188,19 +226,53 @@ class _FrameWriter:
         os.replace(self.tmp, self.path)
 
 
+class _Status:
+    """A task's progress (frames so far) in a small file of the driver's status folder,
+    replaced atomically about once a second; the driver's progress thread sums them.
+    Used with local masters only (a cluster's executors share no folder with the driver).
+    Never raises: progress is optional."""
+
+    def __init__(self, folder: str | None, task_id: int, index: int) -> None:
+        self.path = os.path.join(folder, f"t{task_id}-{index}") if folder else None
+        self.next = time.monotonic() + 1.0
+
+    def update(self, frames: int, force: bool = False) -> None:
+        if self.path is None:
+            return
+        now = time.monotonic()
+        if not force and now < self.next:
+            return
+        self.next = now + 1.0
+        try:
+            tmp = f"{self.path}.tmp"
+            with open(tmp, "w", encoding="ascii") as fh:
+                fh.write(str(frames))
+            os.replace(tmp, self.path)
+        except OSError:
+            self.path = None
+
+
 def unit_partial(unit: work.Unit, task_id: int, index: int = 0, *, ports: Sequence[int] | None = None,
                  check_canonical: bool = True, frames_dir: str | None = None,
-                 capture_set: str = "default") -> bytes:
+                 capture_set: str = "default", status_dir: str | None = None) -> bytes:
     """Run one unit and return its pickled :class:`.partials.Partial` state; with
-    ``frames_dir``, also write its frames there. Never raises: a failure of the
-    aggregation or of the frame file becomes an ``internal`` problem of the unit."""
+    ``frames_dir``, also write its frames there; with ``status_dir``, report frames so
+    far there. Never raises: a failure of the aggregation or of the frame file becomes
+    an ``internal`` problem of the unit."""
     part = P.Partial()
     writer = _FrameWriter(frames_dir, task_id, index, capture_set) if frames_dir else None
+    status = _Status(status_dir, task_id, index)
+    frames = 0
     try:
         for row in work.run_unit(unit, task_id, ports=ports, check_canonical=check_canonical):
             part.add(row)
-            if writer is not None and row["rtype"] == RTYPE_FRAME:
-                writer.add(row)
+            if row["rtype"] == RTYPE_FRAME:
+                frames += 1
+                if frames & 1023 == 0:
+                    status.update(frames)
+                if writer is not None:
+                    writer.add(row)
+        status.update(frames, force=True)
         if writer is not None:
             writer.close()
     except Exception as exc:  # a bug here must name the file, not kill the job
@@ -211,11 +283,11 @@ def unit_partial(unit: work.Unit, task_id: int, index: int = 0, *, ports: Sequen
 
 
 def _units(tid: int, tasks: tuple[Any, ...], opts: tuple[Any, ...]) -> Iterator[tuple[int, int, bytes]]:
-    ports, canonical, frames_dir, capture_set = opts
+    ports, canonical, frames_dir, capture_set, status_dir = opts
     task = work.Task.from_tuple(tasks[tid])
     for i, unit in enumerate(task.units):
         yield task.task_id, i, unit_partial(unit, task.task_id, i, ports=ports, check_canonical=canonical,
-                                            frames_dir=frames_dir, capture_set=capture_set)
+                                            frames_dir=frames_dir, capture_set=capture_set, status_dir=status_dir)
 
 
 _OUT_DDL: Final = "task int, unit int, payload binary"
@@ -230,15 +302,6 @@ def _arrow_tasks(batches: Iterator[Any], tasks: tuple[Any, ...], opts: tuple[Any
             for t, i, payload in _units(tid, tasks, opts):
                 yield pa.RecordBatch.from_arrays([pa.array([t], pa.int32()), pa.array([i], pa.int32()),
                                                   pa.array([payload], pa.binary())], schema=schema)
-
-
-def _rdd_tasks(ids: Iterator[int], tasks: tuple[Any, ...], opts: tuple[Any, ...]) -> Iterator[tuple[int, int, bytes]]:
-    for tid in ids:
-        yield from _units(tid, tasks, opts)
-
-
-def _udf_task(tid: int, tasks: tuple[Any, ...], opts: tuple[Any, ...]) -> list[tuple[int, int, bytes]]:
-    return list(_units(tid, tasks, opts))
 
 
 # --------------------------------------------------------------------------- session
@@ -259,62 +322,111 @@ def _pid_alive(pid: int) -> bool:
     return True
 
 
-def _cds_options() -> list[str]:
-    """JVM flags for a class-data-sharing archive of the classes Spark loads.
+def _cds_key(conf: dict[str, str]) -> str:
+    """What a class-data archive depends on, hashed: the java binary (path, size, mtime),
+    Spark's home and its jars (names and sizes: the class path), extra class-path
+    settings, and pyspark's version. Any change gives a new archive name."""
+    import pyspark
 
-    The first run asks its JVM to dump the archive at exit under a name carrying the
-    driver's pid; a later run promotes a dump whose driver is gone and which has not
-    changed for a while (the JVM writes it after the driver exits), then uses it. A stale
-    or mismatched archive is ignored by the JVM itself (``-Xshare:auto``), so the worst
-    case is the start-up we would have had anyway.
-    """
-    if os.environ.get("KRAFT_JBOD_SPARK_CDS", "1") == "0":
-        return []
-    try:
-        import pyspark
+    java = os.path.join(os.environ["JAVA_HOME"], "bin", "java") if os.environ.get("JAVA_HOME") else (
+        shutil.which("java") or "java")
+    real = os.path.realpath(java)
+    st = os.stat(real)
+    home = os.path.realpath(os.environ.get("SPARK_HOME") or os.path.dirname(pyspark.__file__))
+    parts = [real, str(st.st_size), str(int(st.st_mtime)), home]
+    jars = Path(home) / "jars"
+    if jars.is_dir():
+        parts.extend(f"{j.name}:{j.stat().st_size}" for j in sorted(jars.iterdir()))
+    parts.extend(f"{k}={conf.get(k, '')}" for k in ("spark.driver.extraClassPath", "spark.jars",
+                                                    "spark.jars.packages"))
+    return f"{pyspark.__version__}-{zlib.crc32(chr(10).join(parts).encode()):08x}"
 
-        java = os.path.join(os.environ["JAVA_HOME"], "bin", "java") if os.environ.get("JAVA_HOME") else (
-            shutil.which("java") or "java")
-        real = os.path.realpath(java)
-        st = os.stat(real)
-        key = f"{pyspark.__version__}-{zlib.crc32(f'{real}|{st.st_size}|{int(st.st_mtime)}'.encode()):08x}"
+
+class _Cds:
+    """The class-data-sharing archive for one key: the JVM flags to use it (or to dump
+    it at exit when missing), and, once the JVM is up, whether the JVM rejected it
+    (another JDK or class path, a damaged file): a rejected archive is deleted so the
+    next run dumps a fresh one."""
+
+    def __init__(self, conf: dict[str, str]) -> None:
+        self.archive: Path | None = None
+        self.log: Path | None = None
+        self.flags: list[str] = []
+        if os.environ.get("KRAFT_JBOD_SPARK_CDS", "1") == "0":
+            return
+        try:
+            self._plan(conf)
+        except (OSError, ImportError, ValueError):
+            self.flags = []
+
+    def _plan(self, conf: dict[str, str]) -> None:
+        key = _cds_key(conf)
         folder = _cache_dir()
         folder.mkdir(parents=True, exist_ok=True)
         archive = folder / f"spark-{key}.jsa"
-        quiet = ["-Xlog:cds=off", "-Xlog:cds+dynamic=off"]
-        if archive.exists():
-            return [f"-XX:SharedArchiveFile={archive}", *quiet]
-        busy = False
-        for cand in folder.glob(f"spark-{key}.jsa.*"):
-            pid_text = cand.name.rsplit(".", 1)[1]
-            if not pid_text.isdigit():
-                continue
-            cst = cand.stat()
-            if _pid_alive(int(pid_text)) or time.time() - cst.st_mtime < 30:
-                busy = True
-            elif cst.st_size > 0:
-                os.replace(cand, archive)
-                return [f"-XX:SharedArchiveFile={archive}", *quiet]
-            else:
-                cand.unlink(missing_ok=True)
-        if busy:
-            return []
-        return [f"-XX:ArchiveClassesAtExit={archive}.{os.getpid()}", *quiet]
-    except (OSError, ImportError, ValueError):
-        return []
+        quiet = ["-Xlog:cds*=off:stdout"]
+        if not archive.exists():
+            busy = False
+            for cand in folder.glob(f"spark-{key}.jsa.*"):
+                pid_text = cand.name.rsplit(".", 1)[1]
+                if not pid_text.isdigit():
+                    continue
+                cst = cand.stat()
+                if _pid_alive(int(pid_text)) or time.time() - cst.st_mtime < 30:
+                    busy = True
+                elif cst.st_size > 0:
+                    os.replace(cand, archive)
+                    break
+                else:
+                    cand.unlink(missing_ok=True)
+            if not archive.exists():
+                if not busy:
+                    self.flags = [f"-XX:ArchiveClassesAtExit={archive}.{os.getpid()}", *quiet]
+                return
+        self.archive = archive
+        self.log = folder / f"cds-{os.getpid()}.log"
+        self.log.unlink(missing_ok=True)
+        self.flags = [f"-XX:SharedArchiveFile={archive}", *quiet, f"-Xlog:cds=info:file={self.log}"]
+
+    def check(self) -> bool:
+        """After the JVM started: True when it mapped the archive; False (and the archive
+        deleted) when it rejected it. True when no archive was used."""
+        if self.archive is None or self.log is None:
+            return True
+        try:
+            text = self.log.read_text(encoding="utf-8", errors="replace")
+        except OSError:
+            text = ""
+        finally:
+            self.log.unlink(missing_ok=True)
+        ok = "Mapped dynamic region" in text and "UseSharedSpaces:" not in text
+        if not ok:
+            self.drop()
+        return ok
+
+    def drop(self) -> None:
+        if self.archive is not None:
+            self.archive.unlink(missing_ok=True)
 
 
 def build_session(master: str | None, conf: dict[str, str], app_name: str = "kraft-jbod stats") -> Any:
     """A SparkSession: local[*] unless ``master`` (or spark-submit) says otherwise, with
-    small-job defaults that ``conf`` overrides."""
+    small-job defaults that ``conf`` overrides.
+
+    When this process starts the JVM (not under spark-submit), Spark's log goes through
+    a quiet log4j configuration (errors only, on stderr), whatever the master. Embedded
+    runs also get C1, the serial collector and the class-data archive (:class:`_Cds`);
+    a JVM that dies on the archive is started again without it, the archive deleted.
+    """
     from pyspark.sql import SparkSession
 
     builder = SparkSession.builder.appName(app_name)
     local = False
+    own_jvm = "PYSPARK_GATEWAY_PORT" not in os.environ and "SPARK_REMOTE" not in os.environ
     if master is not None:
         builder = builder.master(master)
-        local = master.startswith("local")
-    elif "PYSPARK_GATEWAY_PORT" not in os.environ and "SPARK_REMOTE" not in os.environ:
+        local = ship.is_local_master(master)
+    elif own_jvm:
         # Not under spark-submit (which starts the JVM first) nor Spark Connect: embedded.
         builder = builder.master("local[*]")
         local = True
@@ -322,6 +434,18 @@ def build_session(master: str | None, conf: dict[str, str], app_name: str = "kra
         "spark.ui.showConsoleProgress": "false",
         "spark.sql.adaptive.enabled": "true",
     }
+    cds: _Cds | None = None
+    if own_jvm and "spark.driver.extraJavaOptions" not in conf:
+        log4j = Path(tempfile.gettempdir()) / "kraft-jbod-spark-log4j2.properties"
+        if not log4j.exists():
+            log4j.write_text(_LOG4J, encoding="utf-8")
+        flags = [f"-Dlog4j2.configurationFile=file:{log4j}"]
+        if local:
+            # The JVM only schedules tasks and moves kilobytes here: the C1 compiler and
+            # the serial collector cost far less start-up CPU than C2 and G1.
+            cds = _Cds(conf)
+            flags += ["-XX:TieredStopAtLevel=1", "-XX:+UseSerialGC", *cds.flags]
+        defaults["spark.driver.extraJavaOptions"] = " ".join(flags)
     if local:
         cores = os.cpu_count() or 2
         defaults.update({
@@ -331,18 +455,24 @@ def build_session(master: str | None, conf: dict[str, str], app_name: str = "kra
         })
         os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
         os.environ.setdefault("PYSPARK_DRIVER_PYTHON", sys.executable)
-        if "spark.driver.extraJavaOptions" not in conf:
-            log4j = Path(tempfile.gettempdir()) / "kraft-jbod-spark-log4j2.properties"
-            if not log4j.exists():
-                log4j.write_text(_LOG4J, encoding="utf-8")
-            # The JVM only schedules tasks and moves kilobytes here: the C1 compiler and
-            # the serial collector cost far less start-up CPU than C2 and G1.
-            flags = [f"-Dlog4j2.configurationFile=file:{log4j}", "-XX:TieredStopAtLevel=1", "-XX:+UseSerialGC",
-                     *_cds_options()]
-            defaults["spark.driver.extraJavaOptions"] = " ".join(flags)
-    for k, v in {**defaults, **conf}.items():
+    if conf.get("spark.pyspark.python") and own_jvm:
+        # A Python driver reads the executors' interpreter from PYSPARK_PYTHON only;
+        # spark-submit maps the setting to it, a driver started from Python does not.
+        os.environ["PYSPARK_PYTHON"] = conf["spark.pyspark.python"]
+    settings = {**defaults, **conf}
+    for k, v in settings.items():
         builder = builder.config(k, v)
-    spark = builder.getOrCreate()
+    try:
+        spark = builder.getOrCreate()
+    except Exception:
+        if cds is None or cds.archive is None:
+            raise
+        cds.drop()  # a JVM can die on a damaged archive: start once more without it
+        builder = builder.config("spark.driver.extraJavaOptions", settings["spark.driver.extraJavaOptions"].split(
+            " -XX:SharedArchiveFile=")[0])
+        spark = builder.getOrCreate()
+    if cds is not None:
+        cds.check()
     try:
         spark.sparkContext.setLogLevel("ERROR")
     except Exception:
@@ -353,8 +483,9 @@ def build_session(master: str | None, conf: dict[str, str], app_name: str = "kra
 class _ProgressThread(threading.Thread):
     """Polls Spark's status tracker and reports stage progress while a job runs."""
 
-    def __init__(self, spark: Any, report: Progress, every: float = 1.0) -> None:
+    def __init__(self, spark: Any, report: Progress, status_dir: str | None = None, every: float = 1.0) -> None:
         super().__init__(daemon=True, name="kraft-jbod-progress")
+        self.status_dir = status_dir
         self.report = report
         self.every = every
         self.stop_event = threading.Event()
@@ -363,6 +494,20 @@ class _ProgressThread(threading.Thread):
             self.tracker = spark.sparkContext.statusTracker()
         except Exception:
             self.tracker = None
+
+    def _frames(self) -> int:
+        """Frames decoded so far, summed over the tasks' status files."""
+        if self.status_dir is None:
+            return 0
+        total = 0
+        try:
+            for name in os.listdir(self.status_dir):
+                if not name.endswith(".tmp"):
+                    with open(os.path.join(self.status_dir, name), encoding="ascii") as fh:
+                        total += int(fh.read() or 0)
+        except (OSError, ValueError):
+            pass
+        return total
 
     def run(self) -> None:
         last = ""
@@ -378,6 +523,9 @@ class _ProgressThread(threading.Thread):
                                      + (f" ({info.numActiveTasks} running)" if info.numActiveTasks else ""))
             except Exception:
                 return
+            frames = self._frames()
+            if frames and parts:
+                parts.append(f"{frames:,} frames so far")
             text = f"{self.label}: " + ", ".join(parts) if parts else ""
             if text and text != last:
                 self.report(text)
@@ -387,27 +535,16 @@ class _ProgressThread(threading.Thread):
 # --------------------------------------------------------------------------- stages
 
 
-def _decode(spark: Any, tasks: list[work.Task], opts: StatsOptions, frames_dir: str | None) -> Any:
-    """The decode stage as a DataFrame of ``(task, unit, payload)``, one row per unit."""
-    from pyspark.sql import functions as F
-
+def _decode(spark: Any, tasks: list[work.Task], opts: StatsOptions, frames_dir: str | None,
+            status_dir: str | None) -> Any:
+    """The decode stage as a DataFrame of ``(task, unit, payload)``, one row per unit:
+    ``mapInArrow`` over ``spark.range(n, numPartitions=n)`` (measured fastest of the
+    mapInArrow, RDD and Arrow-UDF paths; runs unchanged under Spark Connect)."""
     n = len(tasks)
     specs = tuple(t.as_tuple() for t in tasks)
-    wopts = (opts.ports, opts.check_canonical, frames_dir, opts.capture_set)
-    if opts.decode_path == "arrow":
-        fn = functools.partial(_arrow_tasks, tasks=specs, opts=wopts)
-        return spark.range(0, n, 1, n).mapInArrow(fn, _OUT_DDL)
-    if opts.decode_path == "rdd":
-        fn2 = functools.partial(_rdd_tasks, tasks=specs, opts=wopts)
-        rdd = spark.sparkContext.parallelize(range(n), n).mapPartitions(fn2)
-        return spark.createDataFrame(rdd, _OUT_DDL)
-    if opts.decode_path == "udf":
-        fn3 = functools.partial(_udf_task, tasks=specs, opts=wopts)
-        udf = F.udf(fn3, f"array<struct<{_OUT_DDL.replace(' int', ':int').replace(' binary', ':binary')}>>",
-                    useArrow=True)
-        ids = spark.range(0, n, 1, n)
-        return ids.select(F.explode(udf(F.col("id").cast("int"))).alias("r")).select("r.*")
-    raise ValueError(f"decode path must be one of {DECODE_PATHS}, not {opts.decode_path!r}")
+    wopts = (opts.ports, opts.check_canonical, frames_dir, opts.capture_set, status_dir)
+    fn = functools.partial(_arrow_tasks, tasks=specs, opts=wopts)
+    return spark.range(0, n, 1, n).mapInArrow(fn, _OUT_DDL)
 
 
 def _load(payloads: list[tuple[int, int, bytes]]) -> P.Partial:
@@ -427,12 +564,9 @@ def run_stats(inputs: Sequence[str], out_dir: str | Path, opts: StatsOptions | N
     Raises:
         InputError: an input is missing, empty, not a capture, or (unless
             ``opts.keep_going``) a worker reported it cut short or malformed.
-        ValueError: an unknown decode path.
     """
     opts = opts or StatsOptions()
     say: Progress = progress or (lambda _text: None)
-    if opts.decode_path not in DECODE_PATHS:
-        raise ValueError(f"decode path must be one of {DECODE_PATHS}, not {opts.decode_path!r}")
     t0 = time.perf_counter()
     files = work.expand_inputs(inputs)
     problems = work.precheck(files)
@@ -445,8 +579,18 @@ def run_stats(inputs: Sequence[str], out_dir: str | Path, opts: StatsOptions | N
     timings: dict[str, float] = {}
     say("starting Spark" + (f" ({opts.master})" if opts.master else ""))
     t1 = time.perf_counter()
-    spark = build_session(opts.master, opts.conf)
+    try:
+        spark = build_session(opts.master, opts.conf)
+    except Exception as exc:  # Java missing, bad conf, unreachable master...
+        raise SparkJobError("Spark did not start: " + ship.explain_failure(exc)) from exc
     timings["spark_start_s"] = time.perf_counter() - t1
+    if opts.ship_package:
+        try:
+            shipped = ship.ship_package(spark, _cache_dir() / "ship")
+        except Exception as exc:
+            raise SparkJobError(f"cannot ship the kraft_jbod package to the executors: {exc}") from exc
+        if shipped is not None:
+            say(f"shipped {shipped.name} to the executors")
     try:
         parallelism = int(spark.sparkContext.defaultParallelism)
     except Exception:
@@ -462,20 +606,26 @@ def run_stats(inputs: Sequence[str], out_dir: str | Path, opts: StatsOptions | N
         target = out / "frames"
         if target.exists():
             shutil.rmtree(target)
-        target.mkdir()
-        frames_dir = str(target)
-    ticker = _ProgressThread(spark, say)
+        frames_dir = str(target / f"capture_set={_partition_value(opts.capture_set)}")
+    status_dir = tempfile.mkdtemp(prefix="kraft-jbod-status-") if ship.is_local_master(
+        spark.conf.get("spark.master")) else None
+    ticker = _ProgressThread(spark, say, status_dir)
     ticker.start()
     try:
         t2 = time.perf_counter()
         ticker.label = "decode"
-        rows = _decode(spark, tasks, opts, frames_dir).collect()
+        try:
+            rows = _decode(spark, tasks, opts, frames_dir, status_dir).collect()
+        except Exception as exc:
+            raise SparkJobError("the decode job failed: " + ship.explain_failure(exc)) from exc
         timings["decode_s"] = time.perf_counter() - t2
         jvm = _jvm_cpu_s(spark)
         if jvm is not None:
             timings["jvm_cpu_s"] = jvm
     finally:
         ticker.stop_event.set()
+        if status_dir is not None:
+            shutil.rmtree(status_dir, ignore_errors=True)
     t3 = time.perf_counter()
     merged = _load([(r["task"], r["unit"], r["payload"]) for r in rows])
     counts = dict(merged.counts)
@@ -487,7 +637,7 @@ def run_stats(inputs: Sequence[str], out_dir: str | Path, opts: StatsOptions | N
         f"in {timings['decode_s']:.1f} s")
     collected = P.build_tables(merged, opts.capture_set)
     for name, rows_ in collected.items():
-        _write_parquet(out / name, _arrow_table(rows_, TABLE_SCHEMAS[name]))
+        _write_parquet(out / name, _arrow_table(rows_, TABLE_SCHEMAS[name], opts.capture_set))
     timings["stats_s"] = time.perf_counter() - t3
     timings["total_s"] = time.perf_counter() - t0
     timings["driver_cpu_s"] = time.process_time()
@@ -499,14 +649,14 @@ def run_stats(inputs: Sequence[str], out_dir: str | Path, opts: StatsOptions | N
     collected["problems"] = [{"source": p, "problem": why} for p, why in problems]
     manifest = {
         "inputs": list(inputs), "files": len(files), "bytes": total, "tasks": len(tasks),
-        "decode_path": opts.decode_path, "split_bytes": opts.split_bytes, "master": spark.conf.get("spark.master"),
+"split_bytes": opts.split_bytes, "master": spark.conf.get("spark.master"),
         "spark_version": spark.version, "python": sys.version.split()[0], "timings": timings,
         "counts": counts, "problems": collected["problems"], "frames_table": opts.write_frames,
         "latency_relative_accuracy": P.RELATIVE_ACCURACY,
     }
     (out / "run_manifest.json").write_text(json.dumps(manifest, indent=2, default=str), encoding="utf-8")
     for name in ("inputs", "problems"):
-        _write_small_parquet(out / name, collected[name])
+        _write_parquet(out / name, _arrow_table(collected[name], TABLE_SCHEMAS[name], opts.capture_set))
     result = StatsResult(out, collected, timings, len(tasks), len(files), problems)
     if opts.report:
         from kraft_jbod.analytics import report
@@ -536,8 +686,9 @@ def _write_parquet(target: Path, table: Any) -> None:
     pq.write_table(table, target / "part-0.parquet")
 
 
-def _write_small_parquet(target: Path, rows: list[dict[str, Any]]) -> None:
-    import pyarrow as pa
+def _partition_value(text: str) -> str:
+    """``text`` made safe as a Hive partition folder value (``/``, ``=`` and the like
+    percent-encoded, as Spark writes them)."""
+    from urllib.parse import quote
 
-    table = pa.Table.from_pylist(rows) if rows else pa.table({"source": pa.array([], pa.string())})
-    _write_parquet(target, table)
+    return quote(text, safe=" -_.,:@+")

@@ -45,6 +45,7 @@ from dataclasses import dataclass, field
 from typing import Any, Final
 
 from kraft_jbod.capture.kafka import DecodedFrame
+from kraft_jbod.messages.api_keys import ApiKey
 from kraft_jbod.wire.primitives import is_reserved_directory_id, uuid_from_base64url, uuid_to_base64url
 
 __all__ = ["RULES", "EventCollector", "Finding", "check", "check_json"]
@@ -62,11 +63,7 @@ MIGRATING: Final = "AAAAAAAAAAAAAAAAAAAAAA"
 UNASSIGNED: Final = "AAAAAAAAAAAAAAAAAAAAAQ"
 LOST: Final = "AAAAAAAAAAAAAAAAAAAAAg"
 
-_REGISTRATION: Final = 62
-_HEARTBEAT: Final = 63
-_ASSIGN: Final = 73
-_FETCH: Final = 1
-_STALE_BROKER_EPOCH: Final = 77
+_WATCHED: Final = (ApiKey.BROKER_REGISTRATION, ApiKey.BROKER_HEARTBEAT, ApiKey.ASSIGN_REPLICAS_TO_DIRS, ApiKey.FETCH)
 
 
 # --------------------------------------------------------------------------- events
@@ -88,15 +85,15 @@ class EventCollector:
 
     def feed(self, f: DecodedFrame) -> list[dict[str, Any]]:
         key = f.api_key
-        if key not in (_REGISTRATION, _HEARTBEAT, _ASSIGN, _FETCH) or f.body is None:
+        if key not in _WATCHED or f.body is None:
             return []
         if f.kind == "request":
-            if key == _FETCH or f.correlation_id is None:
+            if key == ApiKey.FETCH or f.correlation_id is None:
                 return []
             ev = self._request_event(f)
             self._pending[(f.connection_id, f.correlation_id)] = ev
             return []
-        if key == _FETCH:
+        if key == ApiKey.FETCH:
             return self._records(f)
         found = self._pending.pop((f.connection_id, f.correlation_id or 0), None)
         if found is None:
@@ -115,12 +112,12 @@ class EventCollector:
         ev: dict[str, Any] = {"ts": f.timestamp_ns, "conn": f.connection_id,
                               "corr": f.correlation_id, "broker": b.broker_id,
                               "error_code": None}
-        if f.api_key == _REGISTRATION:
+        if f.api_key == ApiKey.BROKER_REGISTRATION:
             ev["type"] = "registration"
             ev["log_dirs"] = _ids(getattr(b, "log_dirs", None))
             ev["incarnation"] = uuid_to_base64url(b.incarnation_id)
             ev["epoch"] = None
-        elif f.api_key == _HEARTBEAT:
+        elif f.api_key == ApiKey.BROKER_HEARTBEAT:
             ev["type"] = "heartbeat"
             ev["epoch"] = b.broker_epoch
             ev["offline_dirs"] = _ids(getattr(b, "offline_log_dirs", None))

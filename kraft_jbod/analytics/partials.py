@@ -64,6 +64,11 @@ COUNTERS: Final = ("frames", "bytes", "decoded", "reencode_checked", "reencode_e
                    "frames_unknown_tags", "unknown_tags", "frames_trailing", "deprecated_frames",
                    "unstable_frames", "error_frames", "inferred_or_worse", "truncated")
 _N: Final = len(COUNTERS)
+# Positions of the counters in a conformance key's list (the list is the compact,
+# picklable form; these names are how the code addresses it).
+(_FRAMES, _BYTES, _DECODED, _REENCODE_CHECKED, _REENCODE_EXACT, _NON_CANONICAL, _FRAMES_UNKNOWN_TAGS,
+ _UNKNOWN_TAGS, _FRAMES_TRAILING, _DEPRECATED_FRAMES, _UNSTABLE_FRAMES, _ERROR_FRAMES, _INFERRED_OR_WORSE,
+ _TRUNCATED) = range(14)
 _FIRST: Final = _N  # min ts
 _LAST: Final = _N + 1  # max ts
 _PAIRED: Final = frozenset(("header", "paired"))
@@ -215,29 +220,29 @@ class Partial:
         code = r["error_code"]
         deprecated = r["deprecated"] is True
         unstable = r["unstable"] is True
-        c[0] += 1
-        c[1] += r["size"] or 0
-        c[2] += r["decoded"] is True
+        c[_FRAMES] += 1
+        c[_BYTES] += r["size"] or 0
+        c[_DECODED] += r["decoded"] is True
         if canonical is not None:
-            c[3] += 1
+            c[_REENCODE_CHECKED] += 1
             if canonical:
-                c[4] += 1
+                c[_REENCODE_EXACT] += 1
             else:
-                c[5] += 1
+                c[_NON_CANONICAL] += 1
         if unknown > 0:
-            c[6] += 1
-            c[7] += unknown
+            c[_FRAMES_UNKNOWN_TAGS] += 1
+            c[_UNKNOWN_TAGS] += unknown
         if (r["trailing_bytes"] or 0) > 0:
-            c[8] += 1
-        c[9] += deprecated
-        c[10] += unstable
+            c[_FRAMES_TRAILING] += 1
+        c[_DEPRECATED_FRAMES] += deprecated
+        c[_UNSTABLE_FRAMES] += unstable
         if code:
-            c[11] += 1
+            c[_ERROR_FRAMES] += 1
         conf = r["confidence"]
         if conf is not None and conf not in _PAIRED:
-            c[12] += 1
+            c[_INFERRED_OR_WORSE] += 1
         if r["complete"] is False:
-            c[13] += 1
+            c[_TRUNCATED] += 1
         ts = r["ts_ns"]
         if ts is not None:
             if c[_FIRST] is None or ts < c[_FIRST]:

@@ -205,11 +205,17 @@ def render_summary(tables: dict[str, Rows], manifest: dict[str, Any]) -> str:
     lines.append(f"KIP-858: {len(viol)} violation(s), {len(indet)} indeterminate")
     for v in viol[:8]:
         lines.append(f"  {v.get('rule')} broker {v.get('broker')} x{v.get('count')}: {v.get('detail')}")
+    if len(viol) > 8:
+        lines.append(f"  ... and {len(viol) - 8} more")
     an = tables.get("anomalies") or []
     if an:
-        lines.append("anomalies: " + "; ".join(f"{a.get('anomaly')} {a.get('count')}" for a in an[:5]))
-    for p in (tables.get("problems") or [])[:5]:
+        lines.append("anomalies: " + "; ".join(f"{a.get('anomaly')} {a.get('count')}" for a in an[:5])
+                     + (f"; ... and {len(an) - 5} more" if len(an) > 5 else ""))
+    probs = tables.get("problems") or []
+    for p in probs[:5]:
         lines.append(f"problem: {p.get('source')}: {p.get('problem')}")
+    if len(probs) > 5:
+        lines.append(f"... and {len(probs) - 5} more problem(s)")
     return "\n".join(lines)
 
 

@@ -138,41 +138,49 @@ def anomaly_kind(text: str) -> str:
 
 # --------------------------------------------------------------------------- error codes
 
-# Per struct class: the attributes to visit for error codes, (attr, is_error, is_list).
-_ERR_PLANS: dict[type, tuple[tuple[str, bool, bool], ...]] = {}
+# Per struct class: the fields to visit for error codes, (attr, is_error, is_list,
+# (first, last) version the field exists in). A field absent from the frame's version
+# holds its default (0 for an error code), which is no observation: it is skipped.
+_Plan = tuple[tuple[str, bool, bool, tuple[int, int]], ...]
+_ERR_PLANS: dict[type, _Plan] = {}
 
 
-def _err_plan(cls: type[Struct]) -> tuple[tuple[str, bool, bool], ...]:
+def _err_plan(cls: type[Struct]) -> _Plan:
     plan = _ERR_PLANS.get(cls)
     if plan is not None:
         return plan
     _ERR_PLANS[cls] = ()  # recursion guard for self-referencing schemas
-    items: list[tuple[str, bool, bool]] = []
+    items: list[tuple[str, bool, bool, tuple[int, int]]] = []
     for f in cls._FIELDS:
         if f.attr == "error_code" and f.type == "int16":
-            items.append((f.attr, True, False))
+            items.append((f.attr, True, False, f.versions))
         elif f.struct is not None and _err_plan(f.struct):
-            items.append((f.attr, False, f.type.startswith("[]")))
+            items.append((f.attr, False, f.type.startswith("[]"), f.versions))
     plan = tuple(items)
     _ERR_PLANS[cls] = plan
     return plan
 
 
-def error_codes(body: Any) -> tuple[int | None, list[int]]:
-    """``(top-level error code or None, non-zero nested error codes)`` of a message."""
+def error_codes(body: Any, version: int | None = None) -> tuple[int | None, list[int]]:
+    """``(top-level error code or None, non-zero nested error codes)`` of a message
+    decoded at ``version``: a field the schema does not have in that version (say
+    FindCoordinator v4+'s top-level ErrorCode, which moved into ``coordinators``) is
+    not read. ``version=None`` reads every field."""
     top: int | None = None
     nested: list[int] = []
-    for attr, is_err, _is_list in _err_plan(type(body)):
-        if is_err:
+    for attr, is_err, _is_list, (lo, hi) in _err_plan(type(body)):
+        if is_err and (version is None or lo <= version <= hi):
             value = getattr(body, attr, None)
             if isinstance(value, int):
                 top = value
-    _collect(body, nested, top_level=True)
+    _collect(body, nested, top_level=True, version=version)
     return top, nested
 
 
-def _collect(obj: Any, out: list[int], *, top_level: bool) -> None:
-    for attr, is_err, is_list in _err_plan(type(obj)):
+def _collect(obj: Any, out: list[int], *, top_level: bool, version: int | None) -> None:
+    for attr, is_err, is_list, (lo, hi) in _err_plan(type(obj)):
+        if version is not None and not lo <= version <= hi:
+            continue
         value = getattr(obj, attr, None)
         if value is None:
             continue
@@ -181,11 +189,11 @@ def _collect(obj: Any, out: list[int], *, top_level: bool) -> None:
                 out.append(value)
         elif is_list:
             for item in value:
-                _collect(item, out, top_level=False)
+                _collect(item, out, top_level=False, version=version)
                 if len(out) >= MAX_NESTED_ERRORS:
                     return
         else:
-            _collect(value, out, top_level=False)
+            _collect(value, out, top_level=False, version=version)
 
 
 # --------------------------------------------------------------------------- versions
@@ -252,7 +260,7 @@ def frame_row(
     row["latency_ns"] = f.latency_ns
     row["error"] = f.error
     if f.body is not None and f.kind == "response":
-        top, nested = error_codes(f.body)
+        top, nested = error_codes(f.body, f.api_version)
         row["error_code"] = top
         row["nested_error_codes"] = nested
     if f.api_key is not None and f.api_version is not None and f.kind in ("request", "response"):

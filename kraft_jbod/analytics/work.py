@@ -5,20 +5,21 @@ Strategy: the driver expands the inputs (files, folders, globs; local paths or a
 number before anything starts, so a wrong file fails in a second with its name. A file
 becomes one task, or, when larger than ``split_bytes``, ``k`` tasks that each read the
 whole file but decode only the TCP connections whose endpoint pair hashes to their
-bucket (a symmetric CRC-32 of the two endpoints, stable across processes unlike
-``hash``). Splitting by connection keeps every connection whole inside one task, so no
-frame is lost or paired across tasks; the price is that each of the ``k`` tasks reads
-every record of the file. Plain Ethernet/IPv4/TCP packets of other buckets are told by
-their raw address and port bytes (cached per connection) and skip the packet decoder,
-so a second bucket costs about 4 % more CPU in all; ``k`` stays at most one per core.
+bucket (:class:`~kraft_jbod.capture.pipeline.Bucket`). Splitting by connection keeps
+every connection whole inside one task, so no frame is lost or paired across tasks; the
+price is that each of the ``k`` tasks reads every record of the file (other buckets'
+packets are skipped cheaply by the pipeline), so ``k`` stays at most one per core.
 
-:func:`run_task` drives the capture layer (``CaptureReader`` -> ``TcpDecoder`` ->
-``FrameExtractor`` -> ``KafkaDecoder``) and yields :mod:`.rows` rows: one per frame,
-one per connection, one per KIP-858 event, then one ``file`` row with the task's
-counters. Rules:
+:func:`run_task` runs the one capture pipeline that ``kraft-jbod decode`` runs
+(:class:`~kraft_jbod.capture.pipeline.CapturePipeline`, with the task's bucket) into a
+``KafkaDecoder`` and yields :mod:`.rows` rows: one per frame, one per connection, one
+per KIP-858 event, then one ``file`` row with the task's counters. Rules:
 
 1. It never raises. An unreadable or malformed file, a file cut short, or a bug becomes
-   an ``error`` row naming the file; the job decides whether that ends the run.
+   an ``error`` row naming the file; the job decides whether that ends the run. A file
+   damaged mid-way still gives the frames and connection rows read before the damage
+   (the open connections are flushed), so with ``--keep-going`` the connections table
+   agrees with the frame counts.
 2. The rows of one task come out in capture order per connection.
 3. Memory is bounded by the open connections (the capture layer's guarantee) plus one
    entry per connection seen for its ApiVersions facts.
@@ -33,18 +34,17 @@ import os
 import re
 import resource
 import time
-import zlib
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from typing import Any, BinaryIO, Final
 
 from kraft_jbod.analytics import rows as R
 from kraft_jbod.analytics.kip858 import EventCollector
-from kraft_jbod.capture.kafka import API_VERSIONS, DecodedFrame, KafkaDecoder, is_request
-from kraft_jbod.capture.packets import LINKTYPE_ETHERNET, TcpDecoder, TcpSegment
-from kraft_jbod.capture.pcapfile import CaptureReader
-from kraft_jbod.capture.streams import FlowEnd, Frame, FrameExtractor
+from kraft_jbod.capture.kafka import DecodedFrame, KafkaDecoder, is_request
+from kraft_jbod.capture.pipeline import Bucket, CapturePipeline, bucket_of
+from kraft_jbod.capture.streams import FlowEnd, Frame
 from kraft_jbod.errors import DecodeError, KraftJbodError
+from kraft_jbod.messages.api_keys import ApiKey
 
 __all__ = [
     "CAPTURE_SUFFIXES",
@@ -73,8 +73,6 @@ _MAGICS: Final = {
 }
 _URI = re.compile(r"^[A-Za-z][A-Za-z0-9+.-]*://")
 _GLOB = re.compile(r"[*?\[]")
-_BUCKET_CACHE_MAX: Final = 1 << 20
-_IPV4_ETH: Final = b"\x08\x00"
 
 
 class InputError(KraftJbodError):
@@ -189,13 +187,91 @@ def _expand_local(text: str, problems: list[tuple[str, str]]) -> list[InputFile]
         return []
 
 
-def _expand_uri(text: str, problems: list[tuple[str, str]]) -> list[InputFile]:
+#: URI schemes the workers can read (through ``pyarrow.fs``): the pyarrow class that
+#: serves each, and what it needs from the machine.
+_SCHEMES: Final = {
+    "s3": ("S3FileSystem", "AWS credentials (AWS_* variables, ~/.aws or an instance role)"),
+    "gs": ("GcsFileSystem", "Google credentials (GOOGLE_APPLICATION_CREDENTIALS or "
+                            "`gcloud auth application-default login`)"),
+    "gcs": ("GcsFileSystem", "Google credentials (GOOGLE_APPLICATION_CREDENTIALS or "
+                             "`gcloud auth application-default login`)"),
+    "hdfs": ("HadoopFileSystem", "libhdfs: HADOOP_HOME (or ARROW_LIBHDFS_DIR) and "
+                                 "CLASSPATH=$(hadoop classpath --glob)"),
+    "viewfs": ("HadoopFileSystem", "libhdfs: HADOOP_HOME (or ARROW_LIBHDFS_DIR) and "
+                                   "CLASSPATH=$(hadoop classpath --glob)"),
+    "abfs": ("AzureFileSystem", "Azure credentials"),
+    "abfss": ("AzureFileSystem", "Azure credentials"),
+}
+#: Seconds the driver waits for a remote filesystem to list an input.
+LIST_TIMEOUT_S: Final = float(os.environ.get("KRAFT_JBOD_LIST_TIMEOUT", "30"))
+
+
+def connector_problem(scheme: str) -> str | None:
+    """Why inputs of ``scheme`` cannot be read on this machine, found without network
+    access (so a missing connector fails at once instead of hanging); None when they
+    might be."""
+    entry = _SCHEMES.get(scheme.lower())
+    if entry is None:
+        known = ", ".join(f"{k}://" for k in _SCHEMES)
+        return f"no connector for {scheme}:// (the workers read {known} through pyarrow.fs)"
+    cls_name, needs = entry
     try:
         from pyarrow import fs as pafs
     except ImportError:
-        problems.append((text, "reading URIs needs pyarrow (pip install 'kraft-jbod[spark]')"))
-        return []
+        return "reading URIs needs pyarrow (pip install 'kraft-jbod[spark]')"
+    if getattr(pafs, cls_name, None) is None:
+        return f"this pyarrow build has no {cls_name}: the {scheme}:// connector is missing"
+    env = os.environ
+    if cls_name == "GcsFileSystem":
+        adc = os.path.join(os.path.expanduser("~"), ".config", "gcloud", "application_default_credentials.json")
+        if not (env.get("GOOGLE_APPLICATION_CREDENTIALS") or os.path.exists(adc) or env.get("GCE_METADATA_HOST")):
+            return (f"{scheme}:// needs {needs}; none is set up, and pyarrow's GCS connector would wait "
+                    "for a metadata server instead of failing")
+    if cls_name == "HadoopFileSystem" and not (env.get("HADOOP_HOME") or env.get("ARROW_LIBHDFS_DIR")):
+        return f"{scheme}:// needs {needs}; HADOOP_HOME is not set"
+    return None
+
+
+def _with_deadline(fn: Any, seconds: float) -> Any:
+    """``fn()`` in a daemon thread; TimeoutError when it takes longer than ``seconds``."""
+    import threading
+
+    box: dict[str, Any] = {}
+
+    def run() -> None:
+        try:
+            box["value"] = fn()
+        except BaseException as exc:
+            box["error"] = exc
+
+    t = threading.Thread(target=run, daemon=True, name="kraft-jbod-list")
+    t.start()
+    t.join(seconds)
+    if t.is_alive():
+        raise TimeoutError(f"no answer within {seconds:g} s")
+    if "error" in box:
+        raise box["error"]
+    return box["value"]
+
+
+def _expand_uri(text: str, problems: list[tuple[str, str]]) -> list[InputFile]:
     scheme = text.split("://", 1)[0]
+    why = connector_problem(scheme)
+    if why is not None:
+        problems.append((text, why))
+        return []
+    try:
+        out = _with_deadline(lambda: _list_uri(text, scheme, problems), LIST_TIMEOUT_S)
+    except TimeoutError as exc:
+        problems.append((text, f"cannot list: {exc} (network, endpoint or {_SCHEMES[scheme.lower()][1]}?)"))
+        return []
+    result: list[InputFile] = out
+    return result
+
+
+def _list_uri(text: str, scheme: str, problems: list[tuple[str, str]]) -> list[InputFile]:
+    from pyarrow import fs as pafs
+
     pattern: str | None = None
     base = text
     if _GLOB.search(text.split("://", 1)[1]):
@@ -293,13 +369,6 @@ def plan(files: Sequence[InputFile], *, split_bytes: int = DEFAULT_SPLIT_BYTES, 
     return [Task(tid, tuple(bins[j])) for tid, j in enumerate(order)]
 
 
-def bucket_of(src: str, sport: int, dst: str, dport: int, buckets: int) -> int:
-    """The bucket of a connection, the same for both directions and in every process."""
-    a, b = f"{src}|{sport}", f"{dst}|{dport}"
-    lo, hi = (a, b) if a <= b else (b, a)
-    return zlib.crc32(f"{lo}/{hi}".encode()) % buckets
-
-
 # --------------------------------------------------------------------------- one task
 
 
@@ -332,7 +401,7 @@ class _TaskRun:
     def frame(self, f: DecodedFrame) -> Iterator[dict[str, Any]]:
         c = self._facts(f.connection_id)
         body = f.body
-        if f.api_key == API_VERSIONS and body is not None:
+        if f.api_key == ApiKey.API_VERSIONS and body is not None:
             if f.kind == "request":
                 name = getattr(body, "client_software_name", None)
                 if name:
@@ -379,54 +448,35 @@ class _TaskRun:
         self.decoder.flows.clear()
 
     def run(self) -> Iterator[dict[str, Any]]:
-        task = self.unit
-        with open_input(task.path) as fh:
-            reader = CaptureReader(fh)
-            decode = TcpDecoder().decode
-            ex = FrameExtractor(ports=self.ports, classifier=is_request)
-            feed = ex.feed
-            split = task.buckets > 1
-            cache: dict[tuple[str, int, str, int], int] = {}
-            mine = task.bucket
-            # Raw (addresses, ports) bytes of plain Ethernet/IPv4/TCP packets -> mine?
-            # Other buckets' packets are most of a split file: they skip the full decode.
-            raw_mine: dict[bytes, bool] = {}
-            for ts, linktype, data, _caplen, _origlen, index in reader.records():
-                self.packets += 1
-                raw: bytes | None = None
-                if (split and linktype == LINKTYPE_ETHERNET and len(data) >= 38 and data[12:14] == _IPV4_ETH
-                        and data[14] == 0x45 and data[23] == 6 and not (data[20] & 0x3F or data[21])):
-                    raw = data[26:38]
-                    known = raw_mine.get(raw)
-                    if known is False:
-                        continue
-                seg: TcpSegment | None = decode(linktype, data, ts, index)
-                if seg is None:
-                    continue
-                if split:
-                    key = (seg.src, seg.sport, seg.dst, seg.dport)
-                    b = cache.get(key)
-                    if b is None:
-                        if len(cache) > _BUCKET_CACHE_MAX:
-                            cache.clear()
-                            raw_mine.clear()
-                        b = cache[key] = bucket_of(*key, task.buckets)
-                    if raw is not None:
-                        raw_mine[raw] = b == mine
-                    if b != mine:
-                        continue
-                out = feed(seg)
-                if out:
-                    yield from self.items(out)
-            yield from self.items(ex.flush())
+        unit = self.unit
+        damage: list[DecodeError] = []
+        with open_input(unit.path) as fh:
+            pipe = CapturePipeline(fh, ports=self.ports, classifier=is_request,
+                                   bucket=Bucket(unit.bucket, unit.buckets), on_malformed=damage.append)
+            try:
+                batch: list[Frame | FlowEnd] = []
+                for item in pipe.items():
+                    batch.append(item)
+                    if len(batch) >= 64 or isinstance(item, FlowEnd):
+                        yield from self.items(batch)
+                        batch = []
+                yield from self.items(batch)
+            finally:
+                self.packets = pipe.packets
             for f in self.decoder.finish():
                 yield from self.frame(f)
             for ev in self.events.finish():
                 yield self._event(ev)
-            if reader.truncated:
+            if damage:
+                row = R.blank(R.RTYPE_ERROR, self.source, self.task_id)
+                row["kind"] = "malformed"
+                row["error"] = (f"not a readable capture: {damage[0]}; the {pipe.packets} packets before it "
+                                "were decoded")
+                yield row
+            if pipe.truncated_offset is not None:
                 row = R.blank(R.RTYPE_ERROR, self.source, self.task_id)
                 row["kind"] = "truncated"
-                row["error"] = (f"the capture ends inside a record at byte {reader.truncated_offset} "
+                row["error"] = (f"the capture ends inside a record at byte {pipe.truncated_offset} "
                                 "(file cut short?); the packets before it were decoded")
                 yield row
 

@@ -29,11 +29,9 @@ from kraft_jbod import codec
 from kraft_jbod.errors import DecodeError, KraftJbodError
 from kraft_jbod.messages.fetch_request import FetchPartition, FetchRequest, FetchTopic, ReplicaState
 from kraft_jbod.messages.fetch_response import FetchResponse
+from kraft_jbod.wire.constants import METADATA_TOPIC, METADATA_TOPIC_ID
 from kraft_jbod.wire.records import RecordBatch, iter_records
 
-METADATA_TOPIC_ID: Final = uuid.UUID(int=1)
-METADATA_TOPIC: Final = "__cluster_metadata"
-FENCED_LEADER_EPOCH: Final = 74
 MAX_WAIT_MS: Final = 500
 MAX_BYTES: Final = 8 * 1024 * 1024
 

@@ -39,24 +39,28 @@ from typing import Any
 from kraft_jbod.broker import directories as dm
 from kraft_jbod.broker.assignments import Assignment, AssignmentQueue
 from kraft_jbod.broker.config import BrokerConfig
-from kraft_jbod.broker.follower import FENCED_LEADER_EPOCH, FollowerFatal, MetadataFollower
+from kraft_jbod.broker.follower import FollowerFatal, MetadataFollower
 from kraft_jbod.broker.image import MetadataImage
 from kraft_jbod.broker.lifecycle import Effect, Input, Lifecycle, State
 from kraft_jbod.connection import NEED_DATA, ClientConnection, ConnectionClosed, ResponseReceived
 from kraft_jbod.controller import features as fv
 from kraft_jbod.errors import KraftJbodError, StorageError
+from kraft_jbod.messages.api_keys import ApiKey
 from kraft_jbod.messages.api_versions_request import ApiVersionsRequest
-from kraft_jbod.messages.broker_registration_request import BrokerRegistrationRequest, Feature, Listener
+from kraft_jbod.messages.broker_registration_request import BrokerRegistrationRequest, Listener
+from kraft_jbod.messages.error_codes import ErrorCode
 from kraft_jbod.storage import ensure_directory_ids
 from kraft_jbod.wire.primitives import uuid_from_base64url, uuid_signed_key, uuid_to_base64url
 
 log = logging.getLogger(__name__)
 
-FETCH, CREATE_TOPICS, API_VERSIONS, REGISTRATION, HEARTBEAT, ASSIGN = 1, 19, 18, 62, 63, 73
 OUR_VERSIONS: dict[int, tuple[int, int]] = {
-    FETCH: (13, 17), REGISTRATION: (2, 4), HEARTBEAT: (0, 1), ASSIGN: (0, 0), CREATE_TOPICS: (2, 7)
+    ApiKey.FETCH: (13, 17),
+    ApiKey.BROKER_REGISTRATION: (2, 4),
+    ApiKey.BROKER_HEARTBEAT: (0, 1),
+    ApiKey.ASSIGN_REPLICAS_TO_DIRS: (0, 0),
+    ApiKey.CREATE_TOPICS: (2, 7),
 }
-STALE_BROKER_EPOCH = 77
 
 
 class ChannelError(KraftJbodError):
@@ -308,7 +312,7 @@ class FakeBroker:
         while not self.stopped.is_set():
             try:
                 resp = await self._raft.call(
-                    FETCH, self.follower.build_request, timeout_ms=self.config.request_timeout_ms + 1000
+                    ApiKey.FETCH, self.follower.build_request, timeout_ms=self.config.request_timeout_ms + 1000
                 )
             except ChannelError as exc:
                 log.debug("broker %d: fetch: %s", self.node_id, exc)
@@ -325,7 +329,7 @@ class FakeBroker:
             if result.new_leader:
                 f = self.follower
                 self.event("leader", f"controller {f.leader_id} leads the metadata quorum at epoch {f.epoch}")
-            if result.error_code not in (0, FENCED_LEADER_EPOCH):
+            if result.error_code not in (0, ErrorCode.FENCED_LEADER_EPOCH):
                 await self._sleep(100)
                 continue
             if result.published:
@@ -364,7 +368,7 @@ class FakeBroker:
     # ------------------------------------------------------------------ registration, heartbeats
 
     def _registration(self, version: int) -> BrokerRegistrationRequest:
-        feats = [Feature(fv.METADATA_VERSION, 1, fv.LATEST_PRODUCTION_LEVEL), Feature(fv.KRAFT_VERSION, 0, 1)]
+        feats = fv.registration_features(4)
         if version < 4:
             feats = [f for f in feats if f.min_supported_version != 0]
         online = sorted((d.dir_id for d in self.dirs.online), key=uuid_signed_key)
@@ -385,7 +389,7 @@ class FakeBroker:
         backoff = 100
         while not self.stopped.is_set():
             try:
-                resp = await self._hb.call(REGISTRATION, self._registration)
+                resp = await self._hb.call(ApiKey.BROKER_REGISTRATION, self._registration)
             except ChannelError as exc:
                 resp, err = None, str(exc)
             if resp is not None and resp.error_code == 0:
@@ -411,7 +415,7 @@ class FakeBroker:
                 return
             req = lc.heartbeat(self.follower.published_offset, self.queue.queued)
             try:
-                resp = await self._hb.call(HEARTBEAT, req)
+                resp = await self._hb.call(ApiKey.BROKER_HEARTBEAT, req)
             except ChannelError as exc:
                 log.debug("broker %d: heartbeat: %s", self.node_id, exc)
                 await self._sleep(min(200, self.config.heartbeat_interval_ms), self._wake_heartbeat)
@@ -427,7 +431,7 @@ class FakeBroker:
                     self.event("state", f"{before.value} -> {lc.state.value}")
                 if newly:
                     self.event("reported", f"OfflineLogDirs {[uuid_to_base64url(d) for d in newly]} acknowledged")
-            elif resp.error_code != STALE_BROKER_EPOCH or lc.state is not State.STARTING:
+            elif resp.error_code != ErrorCode.STALE_BROKER_EPOCH or lc.state is not State.STARTING:
                 log.debug("broker %d: heartbeat error %d", self.node_id, resp.error_code)
             fast = lc.state in (State.STARTING, State.RECOVERY)
             interval = min(50, self.config.heartbeat_interval_ms) if fast else self.config.heartbeat_interval_ms
@@ -559,7 +563,7 @@ class FakeBroker:
                 continue
             n = sum(len(t.partitions) for d in req.directories for t in d.topics)
             try:
-                resp = await self._assign.call(ASSIGN, req)
+                resp = await self._assign.call(ApiKey.ASSIGN_REPLICAS_TO_DIRS, req)
             except ChannelError as exc:
                 self.queue.on_failure(_now_ms())
                 log.debug("broker %d: assignments: %s", self.node_id, exc)

@@ -42,7 +42,6 @@ from __future__ import annotations
 
 import base64
 import struct
-import uuid
 from collections import deque
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
@@ -51,9 +50,12 @@ from typing import Any, BinaryIO, Final
 from kraft_jbod import codec, messages
 from kraft_jbod.capture.streams import FlowEnd, Frame, iter_frames, looks_like_request
 from kraft_jbod.errors import DecodeError, EncodeError
+from kraft_jbod.messages.api_keys import ApiKey
+from kraft_jbod.messages.error_codes import ErrorCode
 from kraft_jbod.messages.request_header import RequestHeader
 from kraft_jbod.messages.response_header import ResponseHeader
 from kraft_jbod.wire import compression
+from kraft_jbod.wire.constants import METADATA_TOPIC, METADATA_TOPIC_ID
 from kraft_jbod.wire.message import Struct
 from kraft_jbod.wire.records import (
     LegacyMessage,
@@ -85,10 +87,6 @@ TRUNCATED: Final = "truncated"
 CONFIDENCES: Final = (HEADER, PAIRED, INFERRED_ORDER, TRIAL_UNIQUE, TRIAL_AMBIGUOUS,
                       TRUNCATED, UNDECODED)
 
-API_VERSIONS: Final = 18
-UNSUPPORTED_VERSION: Final = 35
-METADATA_TOPIC: Final = "__cluster_metadata"
-METADATA_TOPIC_ID: Final = uuid.UUID(int=1)
 # How many requests per connection are remembered for correlation-order inference.
 _HISTORY: Final = 1024
 # Requests seen after an orphan response before it is inferred: enough to learn the
@@ -531,7 +529,7 @@ class KafkaDecoder:
         df.client_id = client_id
         df.latency_ns = fr.timestamp_ns - ts
         self._decode_as(df, key, ver, PAIRED)
-        if key == API_VERSIONS and df.body is not None:
+        if key == ApiKey.API_VERSIONS and df.body is not None:
             self._learn_ranges(st, df.body)
         return [df]
 
@@ -564,12 +562,12 @@ class KafkaDecoder:
             df.confidence = UNDECODED
             df.error = f"unknown api key {key}"
             return
-        if key == API_VERSIONS and ver > 0 and len(p) >= pos + 2 \
-                and struct.unpack_from(">h", p, pos)[0] == UNSUPPORTED_VERSION:
+        if key == ApiKey.API_VERSIONS and ver > 0 and len(p) >= pos + 2 \
+                and struct.unpack_from(">h", p, pos)[0] == ErrorCode.UNSUPPORTED_VERSION:
             # KIP-511: the answer to a too-new ApiVersions request is a v0 body.
             ver = 0
             df.api_version = 0
-            df.anomalies.append("ApiVersions UNSUPPORTED_VERSION answer in the v0 format "
+            df.anomalies.append("ApiVersions ErrorCode.UNSUPPORTED_VERSION answer in the v0 format "
                                 "(KIP-511 fallback)")
         try:
             body, end = cls.read(p, pos, ver)

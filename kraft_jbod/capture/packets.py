@@ -1,7 +1,8 @@
 """Link, IP and TCP header decoding: captured packets to :class:`TcpSegment` records.
 
 Strategy: one straight-line function per layer over the packet's ``bytes`` with
-precompiled structs; no per-layer objects. Anything that is not a complete-enough
+precompiled structs derived from the header layouts declared in :mod:`.headers`; no
+per-layer objects. Anything that is not a complete-enough
 IPv4/IPv6 TCP packet is skipped and counted in :class:`DecodeStats` by reason, never
 raised: real captures hold ARP, UDP, ICMP and broken frames, and one odd packet must not
 stop a multi-gigabyte run.
@@ -29,6 +30,7 @@ from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 from typing import Final
 
+from kraft_jbod.capture.headers import ETHERNET, IPV4, IPV6, LINUX_SLL, LINUX_SLL2, TCP, struct_of
 from kraft_jbod.capture.pcapfile import Packet, RawRecord
 
 __all__ = [
@@ -83,9 +85,12 @@ _IPV6_FRAG: Final = 44
 _PROTO_TCP: Final = 6
 
 _U16 = struct.Struct(">H")
-_TCP_HDR = struct.Struct(">HHIIBB")
-_IPV4_HDR = struct.Struct(">BxHxxHxB")  # ver/ihl, total length, flags/frag, protocol
-_IPV6_HDR = struct.Struct(">4xHBx")  # payload length, next header
+_ETH_HDR = struct_of(ETHERNET)
+_SLL_HDR = struct_of(LINUX_SLL)
+_SLL2_HDR = struct_of(LINUX_SLL2)
+_TCP_HDR = struct_of(TCP)  # ports, seq, ack, data offset, flags
+_IPV4_HDR = struct_of(IPV4)  # ver/ihl, total length, flags/frag, protocol
+_IPV6_HDR = struct_of(IPV6)  # payload length, next header
 
 _ADDR_CACHE_MAX: Final = 65536
 
@@ -165,7 +170,7 @@ class TcpDecoder:
             if n < 14:
                 stats.skip("short link header")
                 return None
-            etype = _U16.unpack_from(data, 12)[0]
+            etype = _ETH_HDR.unpack_from(data, 0)[0]
             off = 14
             while etype in _ETH_VLAN_TAGS:
                 if off + 4 > n:
@@ -180,13 +185,13 @@ class TcpDecoder:
             if n < 16:
                 stats.skip("short link header")
                 return None
-            etype = _U16.unpack_from(data, 14)[0]
+            etype = _SLL_HDR.unpack_from(data, 0)[3]
             off = 16
         elif linktype == LINKTYPE_LINUX_SLL2:
             if n < 20:
                 stats.skip("short link header")
                 return None
-            etype = _U16.unpack_from(data, 0)[0]
+            etype = _SLL2_HDR.unpack_from(data, 0)[0]
             off = 20
         elif linktype == LINKTYPE_NULL or linktype == LINKTYPE_LOOP:
             if n < 4:

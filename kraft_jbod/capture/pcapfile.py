@@ -1,11 +1,12 @@
 """Streaming reader for classic pcap and pcapng capture files.
 
 Strategy: the file object is read in large chunks (1 MiB) into one ``bytes`` buffer and
-record headers are unpacked in place with precompiled :class:`struct.Struct` objects; only
-each packet's data is sliced out. Memory is bounded by the chunk size plus the largest
-record, never by the file size, and the file object need not be seekable (pipes work).
-Measured faster than dpkt's readers (see tools/bench/bench_capture_read.py and the report
-in the module's git history), and it needs no dependency.
+record headers are unpacked in place with precompiled :class:`struct.Struct` objects
+derived from the layouts declared in :mod:`.headers` (file headers, SHB and IDB are
+parsed with construct itself); only each packet's data is sliced out. Memory is bounded
+by the chunk size plus the largest record, never by the file size, and the file object
+need not be seekable (pipes work). Measured faster than dpkt's readers (see
+tools/bench/bench_capture_read.py and the report in the module's git history).
 
 Invariants:
 
@@ -31,6 +32,16 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import BinaryIO, Final
 
+from kraft_jbod.capture.headers import (
+    PCAP_GLOBAL,
+    PCAP_RECORD,
+    PCAPNG_BLOCK,
+    PCAPNG_EPB,
+    PCAPNG_IDB,
+    PCAPNG_OPTION,
+    compiled,
+    struct_of,
+)
 from kraft_jbod.errors import DecodeError
 
 __all__ = [
@@ -139,14 +150,12 @@ class CaptureReader:
             self.nanosecond = PCAP_MAGIC_NS in (magic_le, magic_be)
             if not self._fill(24):
                 raise DecodeError("pcap global header truncated", offset=self._avail())
-            _, major, _minor, _zone, _sigfigs, snaplen, network = struct.unpack_from(
-                self._endian + "IHHiIII", self._buf, 0
-            )
-            if major != 2:
-                raise DecodeError(f"unsupported pcap major version {major}", offset=4)
-            self.snaplen = snaplen
+            head = compiled(PCAP_GLOBAL, self._endian == ">").parse(self._buf[:24])
+            if head.version_major != 2:
+                raise DecodeError(f"unsupported pcap major version {head.version_major}", offset=4)
+            self.snaplen = head.snaplen
             # The upper bits carry FCS-length flags; the link type is the low 16 bits.
-            self.linktype = network & 0xFFFF
+            self.linktype = head.network & 0xFFFF
             self._pos = 24
         else:
             raise DecodeError(
@@ -210,7 +219,7 @@ class CaptureReader:
     def _pcap_records(self) -> Iterator[RawRecord]:
         assert self.linktype is not None
         linktype = self.linktype
-        unpack = struct.Struct(self._endian + "IIII").unpack_from
+        unpack = struct_of(PCAP_RECORD, self._endian).unpack_from
         frac_mul = 1 if self.nanosecond else 1000
         max_len = self.max_record_len
         index = 0
@@ -254,8 +263,8 @@ class CaptureReader:
         max_len = self.max_record_len
         interfaces: list[_Interface] = []
         endian = "<"
-        hdr = struct.Struct("<II").unpack_from
-        epb = struct.Struct("<IIIII").unpack_from
+        hdr = struct_of(PCAPNG_BLOCK, "<").unpack_from
+        epb = struct_of(PCAPNG_EPB, "<").unpack_from
         seen_shb = False
         index = 0
         while True:
@@ -287,8 +296,8 @@ class CaptureReader:
                         f"bad pcapng byte-order magic {buf[pos + 8 : pos + 12].hex()}",
                         offset=block_off + 8,
                     )
-                hdr = struct.Struct(endian + "II").unpack_from
-                epb = struct.Struct(endian + "IIIII").unpack_from
+                hdr = struct_of(PCAPNG_BLOCK, endian).unpack_from
+                epb = struct_of(PCAPNG_EPB, endian).unpack_from
                 btype, blen = hdr(buf, pos)
                 seen_shb = True
                 interfaces = []
@@ -384,12 +393,14 @@ def _u32(endian: str, buf: bytes, pos: int) -> int:
 def _parse_idb(endian: str, buf: bytes, pos: int, blen: int, block_off: int) -> _Interface:
     if blen < 20:
         raise DecodeError("interface description block too short", offset=block_off)
-    linktype, _reserved, snaplen = struct.unpack_from(endian + "HHI", buf, pos + 8)
+    idb = compiled(PCAPNG_IDB, endian == ">").parse(buf[pos + 8 : pos + 16])
+    linktype, snaplen = idb.linktype, idb.snaplen
+    option = struct_of(PCAPNG_OPTION, endian)
     mul, div, offset_ns = 1000, 1, 0  # default resolution: microseconds
     opt = pos + 16
     end = pos + blen - 4
     while opt + 4 <= end:
-        code, olen = struct.unpack_from(endian + "HH", buf, opt)
+        code, olen = option.unpack_from(buf, opt)
         if code == _OPT_END:
             break
         value_at = opt + 4

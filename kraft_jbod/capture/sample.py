@@ -36,6 +36,7 @@ from kraft_jbod.messages import fetch_request as fq
 from kraft_jbod.messages import fetch_response as fr
 from kraft_jbod.messages.partition_record import PartitionRecord
 from kraft_jbod.messages.register_broker_record import BrokerEndpoint, RegisterBrokerRecord
+from kraft_jbod.wire.constants import METADATA_TOPIC_ID
 from kraft_jbod.wire.records import Record, RecordBatch, write_record_batch
 
 __all__ = ["CONTROLLER", "SAMPLE_NAME", "build_sample"]
@@ -47,7 +48,6 @@ DIR_A: Final = uuid.UUID("7f2b9a3e-1c4d-4e5f-8a6b-0c1d2e3f4a5b")
 DIR_B: Final = uuid.UUID("3c9e1f7a-5b2d-4c8e-9f0a-1b2c3d4e5f60")
 DIR_C: Final = uuid.UUID("a1b2c3d4-e5f6-4718-8293-a4b5c6d7e8f9")
 TOPIC_ID: Final = uuid.UUID("5f3e2d1c-0b9a-4877-8665-544332211000")
-METADATA_TOPIC_ID: Final = uuid.UUID(int=1)
 _START_NS: Final = 1_732_000_000_000_000_000
 _SERVED: Final = {18: (0, 4), 1: (0, 17), 62: (0, 4), 63: (0, 1), 73: (0, 0)}
 

@@ -39,8 +39,7 @@ from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field, replace
 from typing import BinaryIO, Final
 
-from kraft_jbod.capture.packets import TcpDecoder, TcpSegment
-from kraft_jbod.capture.pcapfile import CaptureReader
+from kraft_jbod.capture.packets import TcpSegment
 from kraft_jbod.capture.reassembly import (
     ChunkEvent,
     Connection,
@@ -627,28 +626,26 @@ def iter_frames(
     segment_filter: Callable[[TcpSegment], bool] | None = None,
     on_truncated: Callable[[int], None] | None = None,
 ) -> Iterator[Frame | FlowEnd]:
-    """Stream frames (and a :class:`FlowEnd` per connection) out of a capture file.
+    """Stream frames (and a :class:`FlowEnd` per connection) out of a capture file,
+    through the one :class:`~.pipeline.CapturePipeline`.
 
     ``segment_filter`` may drop segments early (for example other ports' traffic).
     ``on_truncated`` is called with the file offset when the file ends inside a record
     (the capture was cut short); everything before it is still decoded.
     Raises :class:`~kraft_jbod.errors.DecodeError` for a malformed capture file.
     """
-    reader = CaptureReader(fileobj)
-    decode = TcpDecoder().decode
-    ex = FrameExtractor(ports=ports, classifier=classifier, request_check=request_check,
-                        response_check=response_check, max_frame=max_frame)
-    feed = ex.feed
-    for ts, linktype, data, _caplen, _origlen, index in reader.records():
-        seg = decode(linktype, data, ts, index)
-        if seg is None or (segment_filter is not None and not segment_filter(seg)):
-            continue
-        out = feed(seg)
-        if out:
-            yield from out
-    if reader.truncated and on_truncated is not None:
-        on_truncated(reader.truncated_offset or 0)
-    yield from ex.flush()
+    from kraft_jbod.capture.pipeline import CapturePipeline  # it builds on this module
+
+    pipe = CapturePipeline(fileobj, ports=ports, classifier=classifier, request_check=request_check,
+                           response_check=response_check, max_frame=max_frame, segment_filter=segment_filter)
+    items = pipe.items()
+    for item in items:
+        if pipe.truncated_offset is not None and on_truncated is not None:
+            on_truncated(pipe.truncated_offset)
+            on_truncated = None
+        yield item
+    if pipe.truncated_offset is not None and on_truncated is not None:
+        on_truncated(pipe.truncated_offset)
 
 
 def iter_flows(fileobj: BinaryIO, **options: object) -> Iterator[Flow]:

@@ -13,10 +13,10 @@ first one that fails decides the partition's error code:
 Rule 1: the partition must exist (UNKNOWN_TOPIC_OR_PARTITION).
 Rule 2: a leader epoch or partition epoch *ahead* of ours means the caller saw a newer
 controller: NOT_CONTROLLER, so it looks for the controller again and retries.
-Rule 3: an older leader epoch is FENCED_LEADER_EPOCH.
+Rule 3: an older leader epoch is ErrorCode.FENCED_LEADER_EPOCH.
 Rule 4: only the current leader may alter the partition; anyone else gets
 INVALID_REQUEST (Kafka's code, not NOT_LEADER_OR_FOLLOWER).
-Rule 5: an older partition epoch is INVALID_UPDATE_VERSION (the leader's view is stale).
+Rule 5: an older partition epoch is ErrorCode.INVALID_UPDATE_VERSION (the leader's view is stale).
 Rule 6: the new ISR must be distinct non-negative replica ids of this partition and must
 contain the leader, else INVALID_REQUEST.
 Rule 7: a leader still RECOVERING may have only itself in the ISR, and a RECOVERED
@@ -25,7 +25,7 @@ than 0 and 1 are INVALID_REQUEST too (Kafka throws on them; we answer instead).
 Rule 8: every ISR member must be eligible: registered, not in controlled shutdown, not
 fenced, with a matching broker epoch when the request carries one (v3), and, our JBOD
 addition, with this partition's directory online on that broker. A failure is
-INELIGIBLE_REPLICA from v2, OPERATION_NOT_ATTEMPTED before (older brokers do not know
+ErrorCode.INELIGIBLE_REPLICA from v2, ErrorCode.OPERATION_NOT_ATTEMPTED before (older brokers do not know
 the newer code).
 
 Once the rules pass, the change itself (:func:`plan_change`) follows Kafka's
@@ -41,13 +41,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Final
 
-from kraft_jbod.controller import errors_codes as ec
-from kraft_jbod.controller.errors_codes import (
-    FENCED_LEADER_EPOCH,
-    INELIGIBLE_REPLICA,
-    INVALID_UPDATE_VERSION,
-    OPERATION_NOT_ATTEMPTED,
-)
+from kraft_jbod.messages.error_codes import ErrorCode
 
 RECOVERED: Final = 0
 RECOVERING: Final = 1
@@ -88,7 +82,7 @@ class Verdict:
     reason: str
 
 
-OK: Final = Verdict(ec.NONE, "")
+OK: Final = Verdict(ErrorCode.NONE, "")
 
 
 def validate(
@@ -96,40 +90,46 @@ def validate(
 ) -> Verdict:
     """Apply Rules 1-8; the first failing rule's error code and a readable reason."""
     if part is None:
-        return Verdict(ec.UNKNOWN_TOPIC_OR_PARTITION, "unknown partition")
+        return Verdict(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, "unknown partition")
     if prop.leader_epoch > part.leader_epoch:
-        return Verdict(ec.NOT_CONTROLLER, f"leader epoch {prop.leader_epoch} is ahead of ours ({part.leader_epoch})")
+        return Verdict(
+            ErrorCode.NOT_CONTROLLER, f"leader epoch {prop.leader_epoch} is ahead of ours ({part.leader_epoch})"
+        )
     if prop.partition_epoch > part.partition_epoch:
         return Verdict(
-            ec.NOT_CONTROLLER, f"partition epoch {prop.partition_epoch} is ahead of ours ({part.partition_epoch})"
+            ErrorCode.NOT_CONTROLLER,
+            f"partition epoch {prop.partition_epoch} is ahead of ours ({part.partition_epoch})",
         )
     if prop.leader_epoch < part.leader_epoch:
-        return Verdict(FENCED_LEADER_EPOCH, f"leader epoch {prop.leader_epoch} is older than {part.leader_epoch}")
+        return Verdict(
+            ErrorCode.FENCED_LEADER_EPOCH, f"leader epoch {prop.leader_epoch} is older than {part.leader_epoch}"
+        )
     if requester != part.leader:
-        return Verdict(ec.INVALID_REQUEST, f"broker {requester} is not the leader ({part.leader})")
+        return Verdict(ErrorCode.INVALID_REQUEST, f"broker {requester} is not the leader ({part.leader})")
     if prop.partition_epoch < part.partition_epoch:
         return Verdict(
-            INVALID_UPDATE_VERSION, f"partition epoch {prop.partition_epoch} is older than {part.partition_epoch}"
+            ErrorCode.INVALID_UPDATE_VERSION,
+            f"partition epoch {prop.partition_epoch} is older than {part.partition_epoch}",
         )
     isr = [b for b, _ in prop.new_isr]
     if len(set(isr)) != len(isr) or any(b not in part.replicas for b in isr):
-        return Verdict(ec.INVALID_REQUEST, f"ISR {isr} is not a set of replicas of {list(part.replicas)}")
+        return Verdict(ErrorCode.INVALID_REQUEST, f"ISR {isr} is not a set of replicas of {list(part.replicas)}")
     if part.leader not in isr:
-        return Verdict(ec.INVALID_REQUEST, f"ISR {isr} does not contain the leader {part.leader}")
+        return Verdict(ErrorCode.INVALID_REQUEST, f"ISR {isr} does not contain the leader {part.leader}")
     lrs = prop.leader_recovery_state
     if lrs not in (RECOVERED, RECOVERING):
-        return Verdict(ec.INVALID_REQUEST, f"unknown leader recovery state {lrs}")
+        return Verdict(ErrorCode.INVALID_REQUEST, f"unknown leader recovery state {lrs}")
     if lrs == RECOVERING and len(isr) > 1:
-        return Verdict(ec.INVALID_REQUEST, "a recovering leader must be alone in the ISR")
+        return Verdict(ErrorCode.INVALID_REQUEST, "a recovering leader must be alone in the ISR")
     if part.leader_recovery_state == RECOVERED and lrs == RECOVERING:
-        return Verdict(ec.INVALID_REQUEST, "leader recovery state cannot go from RECOVERED to RECOVERING")
+        return Verdict(ErrorCode.INVALID_REQUEST, "leader recovery state cannot go from RECOVERED to RECOVERING")
     problems = []
     for b, epoch in prop.new_isr:
         why = eligibility(b, epoch)
         if why is not None:
             problems.append(f"{b}: {why}")
     if problems:
-        code = INELIGIBLE_REPLICA if api_version >= 2 else OPERATION_NOT_ATTEMPTED
+        code = ErrorCode.INELIGIBLE_REPLICA if api_version >= 2 else ErrorCode.OPERATION_NOT_ATTEMPTED
         return Verdict(code, "ineligible replicas " + ", ".join(problems))
     return OK
 

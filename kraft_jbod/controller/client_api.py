@@ -11,7 +11,8 @@ fences brokers and fails directories. The rules follow a KRaft broker's metadata
   real KRaft cluster whose controllers are hidden), -1 when none is alive.
 * Rule 2: a partition without a leader answers LEADER_NOT_AVAILABLE (5); its
   ``offline_replicas`` (v5+) are replicas on fenced or unregistered brokers or in a
-  directory the broker reported offline.
+  directory that is not among the broker's online ones (reported offline, or missing
+  from its latest registration), as Kafka's metadata cache computes them.
 * Rule 3: Metadata v0 with no topics, or v1+ with a null topic list, means every topic;
   an unknown name answers UNKNOWN_TOPIC_OR_PARTITION (3), an unknown id (v10+)
   UNKNOWN_TOPIC_ID (100). Topics are never auto-created.
@@ -26,6 +27,7 @@ import uuid
 from collections.abc import Callable
 from typing import Any, Final
 
+from kraft_jbod.controller.image import offline_replicas as image_offline_replicas
 from kraft_jbod.messages.describe_cluster_request import DescribeClusterRequest
 from kraft_jbod.messages.describe_cluster_response import DescribeClusterBroker, DescribeClusterResponse
 from kraft_jbod.messages.metadata_request import MetadataRequest
@@ -69,17 +71,8 @@ def alive_brokers(state: Any, listener_name: str | None = None) -> list[tuple[in
 
 
 def offline_replicas(state: Any, p: Any) -> list[int]:
-    """Replicas on fenced/unregistered brokers or in a directory reported offline (Rule 2)."""
-    out = []
-    for b, d in zip(p.replicas, p.dirs, strict=True):
-        reg = state.brokers.get(b)
-        if reg is None or reg.fenced:
-            out.append(b)
-        elif reg.registered_dirs and d in set(reg.registered_dirs) and d not in reg.online_set:
-            out.append(b)
-        elif d == state.profile.lost:
-            out.append(b)
-    return out
+    """Replicas on fenced/unregistered brokers or in a directory not online on the broker (Rule 2)."""
+    return image_offline_replicas(state.image, p)
 
 
 def _partition(state: Any, p: Any) -> MetadataResponsePartition:

@@ -48,7 +48,9 @@ from kraft_jbod.connection import (
 from kraft_jbod.controller import client_api
 from kraft_jbod.errors import ConfigError, EncodeError
 from kraft_jbod.faults import Action, FaultInjector, Fired, facts_of
+from kraft_jbod.messages.api_keys import ApiKey
 from kraft_jbod.messages.api_versions_response import ApiVersion, ApiVersionsResponse
+from kraft_jbod.messages.error_codes import ErrorCode
 from kraft_jbod.metrics.http import HttpError, HttpServer, Request, Response
 from kraft_jbod.metrics.registry import Labels, Registry
 from kraft_jbod.security import sasl as sasl_mod
@@ -62,12 +64,6 @@ from kraft_jbod.security.tls import TlsSettings, principal_from_peercert, server
 
 log = logging.getLogger(__name__)
 
-API_VERSIONS: Final = 18
-API_CREATE_TOPICS: Final = 19
-API_DELETE_TOPICS: Final = 20
-API_BROKER_REGISTRATION: Final = 62
-API_BROKER_HEARTBEAT: Final = 63
-STALE_BROKER_EPOCH: Final = 77
 ANONYMOUS: Final = "User:ANONYMOUS"
 
 
@@ -106,21 +102,21 @@ def error_response(api_key: int, body: Any, code: int, message: str | None = Non
     """
     cls = codec.response_class(api_key)
     resp: Any = cls()
-    if api_key == API_BROKER_REGISTRATION:
+    if api_key == ApiKey.BROKER_REGISTRATION:
         resp.broker_epoch = -1
     if hasattr(resp, "error_code"):
         resp.error_code = code
         if message is not None and hasattr(resp, "error_message"):
             resp.error_message = message
         return resp
-    if api_key == API_CREATE_TOPICS:
+    if api_key == ApiKey.CREATE_TOPICS:
         from kraft_jbod.messages.create_topics_response import CreatableTopicResult
 
         resp.topics = [
             CreatableTopicResult(name=t.name, error_code=code, error_message=message) for t in body.topics
         ]
         return resp
-    if api_key == API_DELETE_TOPICS:
+    if api_key == ApiKey.DELETE_TOPICS:
         from kraft_jbod.messages.delete_topics_response import DeletableTopicResult
 
         names = list(body.topic_names) + [t.name for t in body.topics]
@@ -621,11 +617,11 @@ class Gate:
                 return None
             return error_response(key, ev.body, CLUSTER_AUTHORIZATION_FAILED,
                                   f"Principal {principal} lacks {op} on the cluster")
-        if key in (API_CREATE_TOPICS, API_DELETE_TOPICS):
-            op = "CREATE" if key == API_CREATE_TOPICS else "DELETE"
+        if key in (ApiKey.CREATE_TOPICS, ApiKey.DELETE_TOPICS):
+            op = "CREATE" if key == ApiKey.CREATE_TOPICS else "DELETE"
             if authz.authorize(principal, op, host=host):
                 return None
-            names = [t.name for t in ev.body.topics] if key == API_CREATE_TOPICS else (
+            names = [t.name for t in ev.body.topics] if key == ApiKey.CREATE_TOPICS else (
                 list(ev.body.topic_names) + [t.name for t in ev.body.topics])
             if all(n is not None and authz.authorize(principal, op, "TOPIC", n, host=host) for n in names):
                 return None
@@ -646,7 +642,7 @@ class Gate:
             self.ext.later(action.ms, resume)
             return False
         if kind in ("error", "refuse_registration", "stale_epoch"):
-            code = STALE_BROKER_EPOCH if kind == "stale_epoch" else action.error_code
+            code = ErrorCode.STALE_BROKER_EPOCH if kind == "stale_epoch" else action.error_code
             try:
                 body = error_response(ev.api_key, ev.body, code)
             except ConfigError as exc:
@@ -657,10 +653,10 @@ class Gate:
                 return False
             self._respond(ev, body)
             return False
-        if kind == "fence" and ev.api_key == API_BROKER_HEARTBEAT:
+        if kind == "fence" and ev.api_key == ApiKey.BROKER_HEARTBEAT:
             ev.body.want_fence = True
             return True
-        if kind == "offline_dir" and ev.api_key == API_BROKER_HEARTBEAT and action.directory is not None:
+        if kind == "offline_dir" and ev.api_key == ApiKey.BROKER_HEARTBEAT and action.directory is not None:
             if ev.api_version < 1:
                 log.warning("offline_dir fault needs BrokerHeartbeat v1+, got v%d; passed unchanged", ev.api_version)
             elif action.directory not in ev.body.offline_log_dirs:
@@ -712,7 +708,7 @@ class _ClientProtocol(asyncio.Protocol):
         return False
 
     def _api_versions(self, version: int) -> ApiVersionsResponse:
-        keys = [ApiVersion(API_VERSIONS, 0, 4)]
+        keys = [ApiVersion(ApiKey.API_VERSIONS, 0, 4)]
         keys += [ApiVersion(k, lo, hi) for k, (lo, hi) in sorted(client_api.CLIENT_APIS.items())]
         return self.gate.api_versions(ApiVersionsResponse(error_code=0, api_keys=keys))
 
@@ -731,10 +727,11 @@ class _ClientProtocol(asyncio.Protocol):
                 return
             if isinstance(ev, ApiVersionsFallback):
                 self._write(self.conn.send_response(
-                    ev, ApiVersionsResponse(error_code=35, api_keys=[ApiVersion(API_VERSIONS, 0, 4)])))
+                    ev, ApiVersionsResponse(error_code=ErrorCode.UNSUPPORTED_VERSION,
+                                            api_keys=[ApiVersion(ApiKey.API_VERSIONS, 0, 4)])))
                 continue
             assert isinstance(ev, RequestReceived)
-            if ev.api_key == API_VERSIONS:
+            if ev.api_key == ApiKey.API_VERSIONS:
                 self._write(self.conn.send_response(ev, self._api_versions(ev.api_version)))
                 continue
             self.in_flight = True

@@ -14,7 +14,7 @@ import uuid
 from dataclasses import dataclass
 from typing import Literal
 
-from kraft_jbod.controller import errors_codes as ec
+from kraft_jbod.messages.error_codes import ErrorCode
 from kraft_jbod.wire.primitives import is_reserved_directory_id
 
 ProfileName = Literal["kafka", "kip"]
@@ -46,7 +46,7 @@ KAFKA = Profile(
     migrating=uuid.UUID(int=0),
     unassigned=uuid.UUID(int=1),
     lost=uuid.UUID(int=2),
-    empty_log_dirs_error=ec.INVALID_REGISTRATION,
+    empty_log_dirs_error=ErrorCode.INVALID_REGISTRATION,
     unknown_offline_dir_error=None,
     fence_while_unassigned=False,
     single_dir_unknown_is_online=False,
@@ -57,8 +57,8 @@ KIP = Profile(
     migrating=uuid.UUID(int=2),
     unassigned=uuid.UUID(int=0),
     lost=uuid.UUID(int=1),
-    empty_log_dirs_error=ec.INVALID_REQUEST,
-    unknown_offline_dir_error=ec.LOG_DIR_NOT_FOUND,
+    empty_log_dirs_error=ErrorCode.INVALID_REQUEST,
+    unknown_offline_dir_error=ErrorCode.LOG_DIR_NOT_FOUND,
     fence_while_unassigned=True,
     single_dir_unknown_is_online=True,
 )

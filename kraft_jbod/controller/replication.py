@@ -10,12 +10,12 @@ asyncio helper the server uses to park and wake those requests.
 Rules, as Kafka's raft leader applies them (protocol-notes §8.2):
 
 Rule 1: top-level errors carry no partitions: a different ClusterId is
-INCONSISTENT_CLUSTER_ID; anything but exactly one topic (the metadata topic id, or its
-name before v13) with exactly partition 0 is INVALID_REQUEST.
+ErrorCode.INCONSISTENT_CLUSTER_ID; anything but exactly one topic (the metadata topic id, or its
+name before v13) with exactly partition 0 is ErrorCode.INVALID_REQUEST.
 Rule 2: partition errors always carry CurrentLeader: negative MaxWaitMs, FetchOffset or
-LastFetchedEpoch, or LastFetchedEpoch above CurrentLeaderEpoch are INVALID_REQUEST; an
-epoch below ours is FENCED_LEADER_EPOCH (how a fresh observer learns the leader); above
-ours is UNKNOWN_LEADER_EPOCH; while shutting down, BROKER_NOT_AVAILABLE.
+LastFetchedEpoch, or LastFetchedEpoch above CurrentLeaderEpoch are ErrorCode.INVALID_REQUEST; an
+epoch below ours is ErrorCode.FENCED_LEADER_EPOCH (how a fresh observer learns the leader); above
+ours is ErrorCode.UNKNOWN_LEADER_EPOCH; while shutting down, ErrorCode.BROKER_NOT_AVAILABLE.
 Rule 3: offsets are checked against the epoch cache (the first offset of each epoch):
 unless (offset 0, log start 0), the largest epoch <= LastFetchedEpoch must *be*
 LastFetchedEpoch and end at or after FetchOffset, else the answer is DivergingEpoch
@@ -25,27 +25,18 @@ contiguous, up to MaxBytes (at least one batch), with HW = log end. With nothing
 send and MaxWaitMs > 0 the request is parked until an append or the timeout.
 
 We never write snapshots, so Fetch never answers with SnapshotId and FetchSnapshot always
-answers SNAPSHOT_NOT_FOUND (with the leader, so a confused observer re-fetches).
+answers ErrorCode.SNAPSHOT_NOT_FOUND (with the leader, so a confused observer re-fetches).
 """
 
 from __future__ import annotations
 
 import asyncio
 import bisect
-import uuid
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Final, Protocol
 
-from kraft_jbod.controller.errors_codes import (
-    BROKER_NOT_AVAILABLE,
-    FENCED_LEADER_EPOCH,
-    INCONSISTENT_CLUSTER_ID,
-    INVALID_REQUEST,
-    NONE,
-    SNAPSHOT_NOT_FOUND,
-    UNKNOWN_LEADER_EPOCH,
-)
+from kraft_jbod.messages.error_codes import ErrorCode
 from kraft_jbod.messages.fetch_request import FetchRequest
 from kraft_jbod.messages.fetch_response import (
     EpochEndOffset,
@@ -59,19 +50,14 @@ from kraft_jbod.messages.fetch_snapshot_request import FetchSnapshotRequest
 from kraft_jbod.messages.fetch_snapshot_response import FetchSnapshotResponse, PartitionSnapshot, TopicSnapshot
 from kraft_jbod.messages.fetch_snapshot_response import LeaderIdAndEpoch as SnapshotLeader
 from kraft_jbod.messages.fetch_snapshot_response import NodeEndpoint as SnapshotNodeEndpoint
+from kraft_jbod.wire.constants import METADATA_PARTITION, METADATA_TOPIC, METADATA_TOPIC_ID
 
-FETCH: Final = 1
-FETCH_SNAPSHOT: Final = 59
 #: Fetch versions we serve: v13 is the first with topic ids, which KRaft brokers require.
-FETCH_VERSIONS: Final = (13, 17)
+FETCH_VERSIONS: Final = (13, 18)
 FETCH_SNAPSHOT_VERSIONS: Final = (0, 1)
 
-METADATA_TOPIC: Final = "__cluster_metadata"
-METADATA_TOPIC_ID: Final = uuid.UUID(int=1)
-METADATA_PARTITION: Final = 0
 #: Kafka's raft client never reads more than this per fetch, whatever MaxBytes says.
 MAX_FETCH_BYTES: Final = 8 * 1024 * 1024
-
 
 
 class BatchIndex(Protocol):
@@ -161,7 +147,7 @@ def _wrap(version: int, part: PartitionData, leader: Leader) -> FetchResponse:
         topic.topic_id = METADATA_TOPIC_ID
     else:
         topic.topic = METADATA_TOPIC
-    resp = FetchResponse(error_code=NONE, session_id=0, responses=[topic])
+    resp = FetchResponse(error_code=ErrorCode.NONE, session_id=0, responses=[topic])
     if version >= 17 and leader.host:
         resp.node_endpoints = [NodeEndpoint(node_id=leader.node_id, host=leader.host, port=leader.port, rack=None)]
     return resp
@@ -178,31 +164,31 @@ def handle_fetch(
 ) -> FetchAnswer:
     """Decide the answer to one Fetch (module Rules 1-4). Never raises for a peer's values."""
     if request.cluster_id is not None and request.cluster_id != cluster_id:
-        return FetchAnswer(FetchResponse(error_code=INCONSISTENT_CLUSTER_ID, session_id=0))
+        return FetchAnswer(FetchResponse(error_code=ErrorCode.INCONSISTENT_CLUSTER_ID, session_id=0))
     if len(request.topics) != 1 or len(request.topics[0].partitions) != 1:
-        return FetchAnswer(FetchResponse(error_code=INVALID_REQUEST, session_id=0))
+        return FetchAnswer(FetchResponse(error_code=ErrorCode.INVALID_REQUEST, session_id=0))
     topic = request.topics[0]
     right_topic = topic.topic_id == METADATA_TOPIC_ID if version >= 13 else topic.topic == METADATA_TOPIC
     p = topic.partitions[0]
     if not right_topic or p.partition != METADATA_PARTITION:
-        return FetchAnswer(FetchResponse(error_code=INVALID_REQUEST, session_id=0))
+        return FetchAnswer(FetchResponse(error_code=ErrorCode.INVALID_REQUEST, session_id=0))
 
     def error(code: int) -> FetchAnswer:
         return FetchAnswer(_wrap(version, _partition(leader, code), leader))
 
     if shutting_down:
-        return error(BROKER_NOT_AVAILABLE)
+        return error(ErrorCode.BROKER_NOT_AVAILABLE)
     if (
         request.max_wait_ms < 0
         or p.fetch_offset < 0
         or p.last_fetched_epoch < 0
         or p.last_fetched_epoch > p.current_leader_epoch
     ):
-        return error(INVALID_REQUEST)
+        return error(ErrorCode.INVALID_REQUEST)
     if p.current_leader_epoch < leader.epoch:
-        return error(FENCED_LEADER_EPOCH)
+        return error(ErrorCode.FENCED_LEADER_EPOCH)
     if p.current_leader_epoch > leader.epoch:
-        return error(UNKNOWN_LEADER_EPOCH)
+        return error(ErrorCode.UNKNOWN_LEADER_EPOCH)
 
     end = log.end_offset
     hw = end  # single voter: every appended (fsync'd) record is committed
@@ -212,7 +198,7 @@ def handle_fetch(
         if epoch != p.last_fetched_epoch or epoch_end < p.fetch_offset:
             part = _partition(
                 leader,
-                NONE,
+                ErrorCode.NONE,
                 high_watermark=hw,
                 log_start_offset=0,
                 diverging_epoch=EpochEndOffset(epoch=epoch, end_offset=epoch_end),
@@ -220,37 +206,42 @@ def handle_fetch(
             return FetchAnswer(_wrap(version, part, leader))
     max_bytes = request.max_bytes if 0 < request.max_bytes < MAX_FETCH_BYTES else MAX_FETCH_BYTES
     records = log.read(p.fetch_offset, max_bytes) if p.fetch_offset < end else b""
-    part = _partition(leader, NONE, high_watermark=hw, log_start_offset=0, records=records)
-    park = request.max_wait_ms if not records and request.max_wait_ms > 0 else 0
+    part = _partition(leader, ErrorCode.NONE, high_watermark=hw, log_start_offset=0, records=records)
+    # KIP-1166 (v18): an observer whose high watermark is behind ours gets the answer at
+    # once, so it learns the new high watermark without waiting for new records.
+    hw_behind = version >= 18 and p.high_watermark < hw
+    park = request.max_wait_ms if not records and request.max_wait_ms > 0 and not hw_behind else 0
     return FetchAnswer(_wrap(version, part, leader), park_ms=park)
 
 
 def handle_fetch_snapshot(
     request: FetchSnapshotRequest, version: int, *, cluster_id: str, leader: Leader
 ) -> FetchSnapshotResponse:
-    """We hold no snapshots: SNAPSHOT_NOT_FOUND for the metadata partition, else INVALID_REQUEST."""
+    """We hold no snapshots: ErrorCode.SNAPSHOT_NOT_FOUND for the metadata partition, else ErrorCode.INVALID_REQUEST."""
     if request.cluster_id is not None and request.cluster_id != cluster_id:
-        return FetchSnapshotResponse(error_code=INCONSISTENT_CLUSTER_ID)
+        return FetchSnapshotResponse(error_code=ErrorCode.INCONSISTENT_CLUSTER_ID)
     if (
         len(request.topics) != 1
         or request.topics[0].name != METADATA_TOPIC
         or len(request.topics[0].partitions) != 1
         or request.topics[0].partitions[0].partition != METADATA_PARTITION
     ):
-        return FetchSnapshotResponse(error_code=INVALID_REQUEST)
+        return FetchSnapshotResponse(error_code=ErrorCode.INVALID_REQUEST)
     p = request.topics[0].partitions[0]
-    code = SNAPSHOT_NOT_FOUND
+    code = ErrorCode.SNAPSHOT_NOT_FOUND
     if p.current_leader_epoch < leader.epoch:
-        code = FENCED_LEADER_EPOCH
+        code = ErrorCode.FENCED_LEADER_EPOCH
     elif p.current_leader_epoch > leader.epoch:
-        code = UNKNOWN_LEADER_EPOCH
+        code = ErrorCode.UNKNOWN_LEADER_EPOCH
     part = PartitionSnapshot(
         index=METADATA_PARTITION,
         error_code=code,
         current_leader=SnapshotLeader(leader_id=leader.node_id, leader_epoch=leader.epoch),
         unaligned_records=b"",
     )
-    resp = FetchSnapshotResponse(error_code=NONE, topics=[TopicSnapshot(name=METADATA_TOPIC, partitions=[part])])
+    resp = FetchSnapshotResponse(
+        error_code=ErrorCode.NONE, topics=[TopicSnapshot(name=METADATA_TOPIC, partitions=[part])]
+    )
     if version >= 1 and leader.host:
         resp.node_endpoints = [SnapshotNodeEndpoint(node_id=leader.node_id, host=leader.host, port=leader.port)]
     return resp

@@ -55,22 +55,21 @@ from kraft_jbod.controller import features, replication
 from kraft_jbod.controller.config import ControllerConfig, parse_properties
 from kraft_jbod.controller.log import MetadataLog
 from kraft_jbod.errors import ConfigError, EncodeError, KraftJbodError, ProtocolError, StorageError
+from kraft_jbod.messages.api_keys import ApiKey
 from kraft_jbod.messages.api_versions_response import (
     ApiVersion,
     ApiVersionsResponse,
     FinalizedFeatureKey,
     SupportedFeatureKey,
 )
+from kraft_jbod.messages.error_codes import ErrorCode
 from kraft_jbod.messages.leader_change_message import LeaderChangeMessage, Voter
 from kraft_jbod.wire.primitives import uuid_from_base64url, uuid_to_base64url
 from kraft_jbod.wire.records import LEADER_CHANGE
 
 log = logging.getLogger(__name__)
 
-API_VERSIONS = 18
-API_VERSIONS_RANGE = (0, 4)
-INVALID_REQUEST = 42
-UNSUPPORTED_VERSION = 35
+API_VERSIONS_RANGE = (0, 5)
 # Pause reading a connection whose request is in flight once this much more is buffered.
 _PAUSE_BUFFERED = 1 << 20
 _SOFTWARE_RE = re.compile(r"[a-zA-Z0-9](?:[a-zA-Z0-9\-.]*[a-zA-Z0-9])?")
@@ -294,11 +293,11 @@ class ControllerServer:
             cls = codec.request_class(key)
             vlo, vhi = cls.VALID_VERSIONS
             lo, hi = max(lo, vlo), min(hi, vhi)
-            if lo <= hi and key != API_VERSIONS:
+            if lo <= hi and key != ApiKey.API_VERSIONS:
                 out[key] = (lo, hi)
         # Observers replicate the log through Fetch (>= v13: topic ids) as a KRaft broker does.
-        out[replication.FETCH] = replication.FETCH_VERSIONS
-        out[replication.FETCH_SNAPSHOT] = replication.FETCH_SNAPSHOT_VERSIONS
+        out[ApiKey.FETCH] = replication.FETCH_VERSIONS
+        out[ApiKey.FETCH_SNAPSHOT] = replication.FETCH_SNAPSHOT_VERSIONS
         return out
 
     async def close(self) -> None:
@@ -342,8 +341,16 @@ class ControllerServer:
             _SOFTWARE_RE.fullmatch(request.client_software_name or "")
             and _SOFTWARE_RE.fullmatch(request.client_software_version or "")
         ):
-            return ApiVersionsResponse(error_code=INVALID_REQUEST)
-        keys = [ApiVersion(API_VERSIONS, *API_VERSIONS_RANGE)]
+            return ApiVersionsResponse(error_code=ErrorCode.INVALID_REQUEST)
+        if version >= 5:
+            # KIP-1242: ClusterId and NodeId come together or not at all (Kafka's isValid);
+            # a client that means another cluster or node is told to rebootstrap.
+            cid, nid = request.cluster_id, request.node_id
+            if (cid is None) != (nid == -1):
+                return ApiVersionsResponse(error_code=ErrorCode.INVALID_REQUEST)
+            if cid is not None and (cid != self.state.cluster_id or nid != self.state.node_id):
+                return ApiVersionsResponse(error_code=ErrorCode.REBOOTSTRAP_REQUIRED)
+        keys = [ApiVersion(ApiKey.API_VERSIONS, *API_VERSIONS_RANGE)]
         keys += [ApiVersion(k, lo, hi) for k, (lo, hi) in sorted(self.supported.items())]
         resp = ApiVersionsResponse(error_code=0, api_keys=keys)
         if version >= 3:
@@ -352,14 +359,17 @@ class ControllerServer:
             ]
             level = getattr(self.state, "metadata_version", None)
             if isinstance(level, int) and level > 0:
-                resp.finalized_features = [FinalizedFeatureKey(features.METADATA_VERSION, level, level)]
+                finalized = dict(getattr(self.state, "finalized_features", {}), **{features.METADATA_VERSION: level})
+                resp.finalized_features = [
+                    FinalizedFeatureKey(name, lvl, lvl) for name, lvl in sorted(finalized.items()) if lvl > 0
+                ]
                 assert self.log is not None
                 resp.finalized_features_epoch = self.log.end_offset - 1
         return resp
 
     def api_versions_fallback(self) -> ApiVersionsResponse:
         return ApiVersionsResponse(
-            error_code=UNSUPPORTED_VERSION, api_keys=[ApiVersion(API_VERSIONS, *API_VERSIONS_RANGE)]
+            error_code=ErrorCode.UNSUPPORTED_VERSION, api_keys=[ApiVersion(ApiKey.API_VERSIONS, *API_VERSIONS_RANGE)]
         )
 
     # ------------------------------------------------------------------ the one writer
@@ -441,7 +451,7 @@ class ControllerServer:
         host, port = proto.local
         leader = replication.Leader(self.config.node_id, self.log.leader_epoch, host, port)
         try:
-            if event.api_key == replication.FETCH_SNAPSHOT:
+            if event.api_key == ApiKey.FETCH_SNAPSHOT:
                 body: Any = replication.handle_fetch_snapshot(
                     event.body, event.api_version, cluster_id=self.cluster_id, leader=leader
                 )
@@ -623,7 +633,7 @@ class _ControllerProtocol(asyncio.Protocol):
                 self._write(self.conn.send_response(ev, self.server.api_versions_fallback()))
                 continue
             assert isinstance(ev, RequestReceived)
-            if ev.api_key == API_VERSIONS:
+            if ev.api_key == ApiKey.API_VERSIONS:
                 body = self.server.api_versions_response(ev.api_version, ev.body)
                 self._write(self.conn.send_response(ev, body if self.gate is None else self.gate.api_versions(body)))
                 continue
@@ -641,7 +651,7 @@ class _ControllerProtocol(asyncio.Protocol):
 
     def dispatch(self, ev: RequestReceived) -> None:
         """Hand a request on: Fetch to the replication path, the rest to the state machine."""
-        if ev.api_key in (replication.FETCH, replication.FETCH_SNAPSHOT):
+        if ev.api_key in (ApiKey.FETCH, ApiKey.FETCH_SNAPSHOT):
             self.server.serve_fetch(self, ev)
         else:
             self.server.submit(self, ev)

@@ -49,12 +49,12 @@ from typing import Any
 from kraft_jbod import codec, messages
 from kraft_jbod.errors import ConfigError, DecodeError, EncodeError
 from kraft_jbod.fuzz import mutators, strategies
+from kraft_jbod.messages.api_keys import ApiKey
 from kraft_jbod.messages.api_versions_request import ApiVersionsRequest
+from kraft_jbod.messages.error_codes import ErrorCode
 
 _I32 = struct.Struct(">i")
 _I16 = struct.Struct(">h")
-API_VERSIONS = 18
-UNSUPPORTED_VERSION = 35
 PROBE_CORRELATION_ID = 0x7FFF_FFF0
 DEFAULT_MAX_RESPONSE = 64 * 1024 * 1024
 
@@ -232,8 +232,8 @@ async def fetch_api_versions(host: str, port: int, timeout: float) -> dict[int, 
             payload = await conn.read_frame(timeout)
             if payload is None:
                 continue
-            resp = codec.decode_response(payload, API_VERSIONS, version if len(payload) < 6 or
-                                         _I16.unpack_from(payload, 4)[0] != UNSUPPORTED_VERSION else 0).body
+            resp = codec.decode_response(payload, ApiKey.API_VERSIONS, version if len(payload) < 6 or
+                                         _I16.unpack_from(payload, 4)[0] != ErrorCode.UNSUPPORTED_VERSION else 0).body
             if resp.error_code == 0:
                 return {int(k.api_key): (int(k.min_version), int(k.max_version)) for k in resp.api_keys}
         except (DecodeError, TimeoutError, OSError):
@@ -268,7 +268,11 @@ async def probe_server(host: str, port: int, timeout: float) -> str:
 
 def expected_read_version(api_key: int, api_version: int, payload: bytes) -> int:
     """The version to read a response at: ApiVersions refusing the version is v0 (KIP-511)."""
-    if api_key == API_VERSIONS and len(payload) >= 6 and _I16.unpack_from(payload, 4)[0] == UNSUPPORTED_VERSION:
+    if (
+        api_key == ApiKey.API_VERSIONS
+        and len(payload) >= 6
+        and _I16.unpack_from(payload, 4)[0] == ErrorCode.UNSUPPORTED_VERSION
+    ):
         return 0
     return api_version
 
@@ -351,7 +355,7 @@ class CaseFactory:
         body = strategies.random_message(cls, version, rng)
         if key == 0 and getattr(body, "acks", 1) == 0:
             body.acks = 1  # acks=0 Produce is the one request Kafka never answers
-        if key == API_VERSIONS and version >= 3 and rng.random() < 0.7:
+        if key == ApiKey.API_VERSIONS and version >= 3 and rng.random() < 0.7:
             body.client_software_name, body.client_software_version = "kraft-jbod-fuzz", "0.1"
         return mutators.build_frame(body, version, corr)
 

@@ -38,7 +38,6 @@ from kraft_jbod import codec
 from kraft_jbod.errors import DecodeError, EncodeError
 from kraft_jbod.fuzz import mutators
 from kraft_jbod.fuzz.runner import (
-    API_VERSIONS,
     Case,
     Conn,
     Judge,
@@ -49,6 +48,7 @@ from kraft_jbod.fuzz.runner import (
     check_loopback,
     fetch_api_versions,
 )
+from kraft_jbod.messages.api_keys import ApiKey
 from kraft_jbod.messages.api_versions_response import ApiVersionsResponse
 from kraft_jbod.messages.assign_replicas_to_dirs_request import (
     AssignReplicasToDirsRequest,
@@ -60,10 +60,10 @@ from kraft_jbod.messages.broker_heartbeat_request import BrokerHeartbeatRequest
 from kraft_jbod.messages.broker_registration_request import BrokerRegistrationRequest, Feature, Listener
 from kraft_jbod.messages.create_topics_request import CreatableTopic, CreateTopicsRequest
 from kraft_jbod.messages.describe_cluster_request import DescribeClusterRequest
+from kraft_jbod.messages.error_codes import ErrorCode
 from kraft_jbod.wire.message import Message
 from kraft_jbod.wire.primitives import LOST_DIRECTORY, MIGRATING_DIRECTORY, UNASSIGNED_DIRECTORY
 
-STALE_BROKER_EPOCH = 77
 _RESERVED = (UNASSIGNED_DIRECTORY, LOST_DIRECTORY, MIGRATING_DIRECTORY)
 
 
@@ -227,7 +227,9 @@ class _Session:
             cluster_id=cluster_id,
             incarnation_id=uuid.UUID(int=rng.getrandbits(128)),
             listeners=[Listener("PLAINTEXT", "127.0.0.1", 19092 + self.n % 1000, 0)],
-            features=[Feature("metadata.version", 1, self.run.metadata_level or 1)],
+            # Every finalized feature must be listed (Kafka's rule); metadata.version as a range.
+            features=[Feature("metadata.version", 1, self.run.metadata_level or 1)]
+            + [Feature(n, lvl, lvl) for n, lvl in sorted(self.run.other_features.items())],
             rack=None,
             log_dirs=reg_dirs if v >= 2 else [],
         )
@@ -261,7 +263,7 @@ class _Session:
             if b is None:
                 return
             tainted_any = tainted_any or self.tainted
-            if b.error_code == STALE_BROKER_EPOCH and not tainted_any:
+            if b.error_code == ErrorCode.STALE_BROKER_EPOCH and not tainted_any:
                 rep.violations.append(
                     Violation(self.n, "heartbeat", "STALE_BROKER_EPOCH at the epoch just granted", "")
                 )
@@ -332,6 +334,7 @@ class StatefulRunner:
         self.report = StatefulReport(config.seed)
         self.served: dict[int, tuple[int, int]] = {}
         self.metadata_level = 0
+        self.other_features: dict[str, int] = {}  # finalized features besides metadata.version
         self.gone = False
         self.claimed_ids: set[int] = set()
         self.claimed_dirs: set[uuid.UUID] = set()
@@ -357,10 +360,14 @@ class StatefulRunner:
             payload = await conn.read_frame(self.config.timeout)
             if payload is None:
                 return 0
-            body: ApiVersionsResponse = codec.decode_response(payload, API_VERSIONS, 3).body
+            body: ApiVersionsResponse = codec.decode_response(payload, ApiKey.API_VERSIONS, 3).body
+            level = 0
             for f in body.finalized_features:
                 if f.name == "metadata.version":
-                    return int(f.max_version_level)
+                    level = int(f.max_version_level)
+                elif f.max_version_level > 0:
+                    self.other_features[f.name] = int(f.max_version_level)
+            return level
         except (DecodeError, TimeoutError, OSError):
             return 0
         finally:

@@ -10,6 +10,9 @@ from typing import ClassVar as _ClassVar
 
 from kraft_jbod.errors import DecodeError as _DecodeError, EncodeError as _EncodeError
 from kraft_jbod.wire.message import FieldInfo as _F, Message as _Message, Struct as _Struct
+from kraft_jbod.wire.runtime import (
+    absent as _absent, bad_tag as _bad_tag, check_bool as _bool, null as _null,
+)
 from kraft_jbod.wire.primitives import (
     read_string as _rs, read_nullable_string as _rns,
     read_compact_string as _rcs, read_nullable_compact_string as _rncs,
@@ -29,31 +32,12 @@ from kraft_jbod.wire.primitives import (
 
 _new = object.__new__
 _S_H = _struct.Struct('>H')
+_S__ = _struct.Struct('>?')
 _S_ii16s = _struct.Struct('>ii16s')
 _ZERO_UUID = _uuid_from_bytes((0).to_bytes(16, 'big'))
 _L0 = (('Port', 2),)
 _L1 = (('TimeoutMs', 4), ('VoterId', 4), ('VoterDirectoryId', 16))
-
-
-def _absent(field: str, version: int | str) -> _EncodeError:
-    return _EncodeError(
-        f'attempted to write a non-default {field} at version {version}', field_path=field
-    )
-
-
-def _null(field: str) -> _EncodeError:
-    return _EncodeError('None in a non-nullable field', field_path=field)
-
-
-def _bad_tag(tag: int, version: int, pos: int) -> _DecodeError:
-    return _DecodeError(f'tag {tag} is not valid for version {version}', offset=pos)
-
-
-def _bool(value: object, field: str) -> bool:
-    if type(value) is not bool:
-        raise _EncodeError(f'expected bool, got {type(value).__name__}', field_path=field)
-    return value
-
+_L2 = (('AckWhenCommitted', 1),)
 
 
 
@@ -70,12 +54,12 @@ class Listener(_Struct):
 
 @_dataclass(slots=True)
 class AddRaftVoterRequest(_Message):
-    """request AddRaftVoterRequest, versions 0."""
+    """request AddRaftVoterRequest, versions 0-1."""
 
     NAME: _ClassVar[str] = 'AddRaftVoterRequest'
     SCHEMA_TYPE: _ClassVar[str] = 'request'
     API_KEY: _ClassVar[int | None] = 80
-    VALID_VERSIONS: _ClassVar[tuple[int, int]] = (0, 0)
+    VALID_VERSIONS: _ClassVar[tuple[int, int]] = (0, 1)
     FLEXIBLE_MIN: _ClassVar[int | None] = 0
     LATEST_VERSION_UNSTABLE: _ClassVar[bool] = False
     DEPRECATED_VERSIONS: _ClassVar[tuple[int, int] | None] = None
@@ -84,11 +68,12 @@ class AddRaftVoterRequest(_Message):
     voter_id: int = 0
     voter_directory_id: _uuid.UUID = _ZERO_UUID
     listeners: list[Listener] = _field(default_factory=list)
+    ack_when_committed: bool = True
     unknown_tagged_fields: tuple[tuple[int, bytes], ...] = ()
 
 
 def _read_Listener_0(buf: bytes | bytearray | memoryview, pos: int) -> tuple[Listener, int]:
-    # versions 0
+    # versions 0-1
     end = len(buf)
     v_name, pos = _rcs(buf, pos, 'Name')
     v_host, pos = _rcs(buf, pos, 'Host')
@@ -117,7 +102,7 @@ def _read_Listener_0(buf: bytes | bytearray | memoryview, pos: int) -> tuple[Lis
 
 
 def _write_Listener_0(o: Listener, out: bytearray) -> None:
-    # versions 0
+    # versions 0-1
     if o.name is None:
         raise _null('Name')
     _wcs(out, o.name, 'Name')
@@ -195,12 +180,15 @@ def _read_AddRaftVoterRequest_0(buf: bytes | bytearray | memoryview, pos: int) -
     o.voter_id = v_voter_id
     o.voter_directory_id = v_voter_directory_id
     o.listeners = v_listeners
+    o.ack_when_committed = True
     o.unknown_tagged_fields = unknown
     return o, pos
 
 
 def _write_AddRaftVoterRequest_0(o: AddRaftVoterRequest, out: bytearray) -> None:
     # versions 0
+    if o.ack_when_committed != True:
+        raise _absent('AckWhenCommitted', 0)
     _wcs(out, o.cluster_id, 'ClusterId')
     out += _S_ii16s.pack(o.timeout_ms, o.voter_id, o.voter_directory_id.bytes)
     if o.listeners is None:
@@ -224,8 +212,107 @@ def _write_AddRaftVoterRequest_0(o: AddRaftVoterRequest, out: bytearray) -> None
         out.append(0)
 
 
-AddRaftVoterRequest._READERS = {0: _read_AddRaftVoterRequest_0}
-AddRaftVoterRequest._WRITERS = {0: _write_AddRaftVoterRequest_0}
+def _read_AddRaftVoterRequest_1(buf: bytes | bytearray | memoryview, pos: int) -> tuple[AddRaftVoterRequest, int]:
+    # versions 1
+    end = len(buf)
+    v_cluster_id, pos = _rncs(buf, pos, 'ClusterId')
+    if pos + 24 > end:
+        raise _short_fixed(pos, end, _L1)
+    v_timeout_ms, v_voter_id, r_voter_directory_id = _S_ii16s.unpack_from(buf, pos)
+    v_voter_directory_id = _uuid_from_bytes(r_voter_directory_id)
+    pos += 24
+    v_listeners: list[Listener]
+    n_v_listeners = buf[pos] - 1 if pos < end else -2
+    if 0 <= n_v_listeners < 127 and n_v_listeners <= end - pos:
+        pos += 1
+    else:
+        n_v_listeners, pos = _rcal(buf, pos, 'Listeners')
+    v_listeners = []
+    app_v_listeners = v_listeners.append
+    i = 0
+    try:
+        for i in range(n_v_listeners):
+            v_listeners_v_name, pos = _rcs(buf, pos, 'Name')
+            v_listeners_v_host, pos = _rcs(buf, pos, 'Host')
+            if pos + 2 > end:
+                raise _short_fixed(pos, end, _L0)
+            v_listeners_v_port, = _S_H.unpack_from(buf, pos)
+            pos += 2
+            v_listeners_unknown: tuple[tuple[int, bytes], ...] = ()
+            if pos < end and buf[pos] == 0:
+                pos += 1
+            else:
+                v_listeners_n_tags, pos = _rtc(buf, pos, '_tagged_fields')
+                v_listeners_raw_tags: list[tuple[int, bytes]] = []
+                for _ in range(v_listeners_n_tags):
+                    v_listeners_tag, v_listeners_size, pos = _rth(buf, pos, '_tagged_fields')
+                    v_listeners_raw_tags.append((v_listeners_tag, bytes(buf[pos:pos + v_listeners_size])))
+                    pos += v_listeners_size
+                if v_listeners_raw_tags:
+                    v_listeners_unknown = tuple(v_listeners_raw_tags)
+            v_listeners_o = _new(Listener)
+            v_listeners_o.name = v_listeners_v_name
+            v_listeners_o.host = v_listeners_v_host
+            v_listeners_o.port = v_listeners_v_port
+            v_listeners_o.unknown_tagged_fields = v_listeners_unknown
+            app_v_listeners(v_listeners_o)
+    except _DecodeError as exc:
+        raise exc.refine(field=f'Listeners[{i}]')
+    if pos + 1 > end:
+        raise _short_fixed(pos, end, _L2)
+    v_ack_when_committed, = _S__.unpack_from(buf, pos)
+    pos += 1
+    unknown: tuple[tuple[int, bytes], ...] = ()
+    if pos < end and buf[pos] == 0:
+        pos += 1
+    else:
+        n_tags, pos = _rtc(buf, pos, '_tagged_fields')
+        raw_tags: list[tuple[int, bytes]] = []
+        for _ in range(n_tags):
+            tag, size, pos = _rth(buf, pos, '_tagged_fields')
+            raw_tags.append((tag, bytes(buf[pos:pos + size])))
+            pos += size
+        if raw_tags:
+            unknown = tuple(raw_tags)
+    o = _new(AddRaftVoterRequest)
+    o.cluster_id = v_cluster_id
+    o.timeout_ms = v_timeout_ms
+    o.voter_id = v_voter_id
+    o.voter_directory_id = v_voter_directory_id
+    o.listeners = v_listeners
+    o.ack_when_committed = v_ack_when_committed
+    o.unknown_tagged_fields = unknown
+    return o, pos
+
+
+def _write_AddRaftVoterRequest_1(o: AddRaftVoterRequest, out: bytearray) -> None:
+    # versions 1
+    _wcs(out, o.cluster_id, 'ClusterId')
+    out += _S_ii16s.pack(o.timeout_ms, o.voter_id, o.voter_directory_id.bytes)
+    if o.listeners is None:
+        raise _null('Listeners')
+    _wcal(out, o.listeners, 'Listeners')
+    for e_listeners in o.listeners:
+        if e_listeners.name is None:
+            raise _null('Name')
+        _wcs(out, e_listeners.name, 'Name')
+        if e_listeners.host is None:
+            raise _null('Host')
+        _wcs(out, e_listeners.host, 'Host')
+        out += _S_H.pack(e_listeners.port)
+        if e_listeners.unknown_tagged_fields:
+            _wts(out, (), e_listeners.unknown_tagged_fields, '_tagged_fields')
+        else:
+            out.append(0)
+    out += _S__.pack((o.ack_when_committed if o.ack_when_committed.__class__ is bool else _bool(o.ack_when_committed, 'AckWhenCommitted')))
+    if o.unknown_tagged_fields:
+        _wts(out, (), o.unknown_tagged_fields, '_tagged_fields')
+    else:
+        out.append(0)
+
+
+AddRaftVoterRequest._READERS = {0: _read_AddRaftVoterRequest_0, 1: _read_AddRaftVoterRequest_1}
+AddRaftVoterRequest._WRITERS = {0: _write_AddRaftVoterRequest_0, 1: _write_AddRaftVoterRequest_1}
 Listener._FIELDS = (
     _F('Name', 'name', 'string', (0, 32767), None, None, None, False, lambda: '', None, None),
     _F('Host', 'host', 'string', (0, 32767), None, None, None, False, lambda: '', None, None),
@@ -237,4 +324,5 @@ AddRaftVoterRequest._FIELDS = (
     _F('VoterId', 'voter_id', 'int32', (0, 32767), None, None, None, False, lambda: 0, None, None),
     _F('VoterDirectoryId', 'voter_directory_id', 'uuid', (0, 32767), None, None, None, False, lambda: _ZERO_UUID, None, None),
     _F('Listeners', 'listeners', '[]Listener', (0, 32767), None, None, None, False, lambda: [], Listener, None),
+    _F('AckWhenCommitted', 'ack_when_committed', 'bool', (1, 32767), None, None, None, False, lambda: True, None, None),
 )

@@ -10,6 +10,9 @@ from typing import ClassVar as _ClassVar
 
 from kraft_jbod.errors import DecodeError as _DecodeError, EncodeError as _EncodeError
 from kraft_jbod.wire.message import FieldInfo as _F, Message as _Message, Struct as _Struct
+from kraft_jbod.wire.runtime import (
+    absent as _absent, bad_tag as _bad_tag, check_bool as _bool, null as _null,
+)
 from kraft_jbod.wire.primitives import (
     read_string as _rs, read_nullable_string as _rns,
     read_compact_string as _rcs, read_nullable_compact_string as _rncs,
@@ -32,37 +35,16 @@ _S_ih = _struct.Struct('>ih')
 _L0 = (('ThrottleTimeMs', 4), ('ErrorCode', 2))
 
 
-def _absent(field: str, version: int | str) -> _EncodeError:
-    return _EncodeError(
-        f'attempted to write a non-default {field} at version {version}', field_path=field
-    )
-
-
-def _null(field: str) -> _EncodeError:
-    return _EncodeError('None in a non-nullable field', field_path=field)
-
-
-def _bad_tag(tag: int, version: int, pos: int) -> _DecodeError:
-    return _DecodeError(f'tag {tag} is not valid for version {version}', offset=pos)
-
-
-def _bool(value: object, field: str) -> bool:
-    if type(value) is not bool:
-        raise _EncodeError(f'expected bool, got {type(value).__name__}', field_path=field)
-    return value
-
-
-
 
 
 @_dataclass(slots=True)
 class AddRaftVoterResponse(_Message):
-    """response AddRaftVoterResponse, versions 0."""
+    """response AddRaftVoterResponse, versions 0-1."""
 
     NAME: _ClassVar[str] = 'AddRaftVoterResponse'
     SCHEMA_TYPE: _ClassVar[str] = 'response'
     API_KEY: _ClassVar[int | None] = 80
-    VALID_VERSIONS: _ClassVar[tuple[int, int]] = (0, 0)
+    VALID_VERSIONS: _ClassVar[tuple[int, int]] = (0, 1)
     FLEXIBLE_MIN: _ClassVar[int | None] = 0
     LATEST_VERSION_UNSTABLE: _ClassVar[bool] = False
     DEPRECATED_VERSIONS: _ClassVar[tuple[int, int] | None] = None
@@ -73,7 +55,7 @@ class AddRaftVoterResponse(_Message):
 
 
 def _read_AddRaftVoterResponse_0(buf: bytes | bytearray | memoryview, pos: int) -> tuple[AddRaftVoterResponse, int]:
-    # versions 0
+    # versions 0-1
     end = len(buf)
     if pos + 6 > end:
         raise _short_fixed(pos, end, _L0)
@@ -101,7 +83,7 @@ def _read_AddRaftVoterResponse_0(buf: bytes | bytearray | memoryview, pos: int) 
 
 
 def _write_AddRaftVoterResponse_0(o: AddRaftVoterResponse, out: bytearray) -> None:
-    # versions 0
+    # versions 0-1
     out += _S_ih.pack(o.throttle_time_ms, o.error_code)
     _wcs(out, o.error_message, 'ErrorMessage')
     if o.unknown_tagged_fields:
@@ -110,8 +92,8 @@ def _write_AddRaftVoterResponse_0(o: AddRaftVoterResponse, out: bytearray) -> No
         out.append(0)
 
 
-AddRaftVoterResponse._READERS = {0: _read_AddRaftVoterResponse_0}
-AddRaftVoterResponse._WRITERS = {0: _write_AddRaftVoterResponse_0}
+AddRaftVoterResponse._READERS = {0: _read_AddRaftVoterResponse_0, 1: _read_AddRaftVoterResponse_0}
+AddRaftVoterResponse._WRITERS = {0: _write_AddRaftVoterResponse_0, 1: _write_AddRaftVoterResponse_0}
 AddRaftVoterResponse._FIELDS = (
     _F('ThrottleTimeMs', 'throttle_time_ms', 'int32', (0, 32767), None, None, None, False, lambda: 0, None, None),
     _F('ErrorCode', 'error_code', 'int16', (0, 32767), None, None, None, False, lambda: 0, None, None),

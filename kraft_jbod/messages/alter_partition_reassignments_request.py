@@ -10,6 +10,9 @@ from typing import ClassVar as _ClassVar
 
 from kraft_jbod.errors import DecodeError as _DecodeError, EncodeError as _EncodeError
 from kraft_jbod.wire.message import FieldInfo as _F, Message as _Message, Struct as _Struct
+from kraft_jbod.wire.runtime import (
+    absent as _absent, bad_tag as _bad_tag, check_bool as _bool, null as _null,
+)
 from kraft_jbod.wire.primitives import (
     read_string as _rs, read_nullable_string as _rns,
     read_compact_string as _rcs, read_nullable_compact_string as _rncs,
@@ -29,30 +32,11 @@ from kraft_jbod.wire.primitives import (
 
 _new = object.__new__
 _S_i = _struct.Struct('>i')
+_S_i_ = _struct.Struct('>i?')
 _L0 = (('PartitionIndex', 4),)
 _ARR_i = _array_structs('i')
 _L1 = (('TimeoutMs', 4),)
-
-
-def _absent(field: str, version: int | str) -> _EncodeError:
-    return _EncodeError(
-        f'attempted to write a non-default {field} at version {version}', field_path=field
-    )
-
-
-def _null(field: str) -> _EncodeError:
-    return _EncodeError('None in a non-nullable field', field_path=field)
-
-
-def _bad_tag(tag: int, version: int, pos: int) -> _DecodeError:
-    return _DecodeError(f'tag {tag} is not valid for version {version}', offset=pos)
-
-
-def _bool(value: object, field: str) -> bool:
-    if type(value) is not bool:
-        raise _EncodeError(f'expected bool, got {type(value).__name__}', field_path=field)
-    return value
-
+_L2 = (('TimeoutMs', 4), ('AllowReplicationFactorChange', 1))
 
 
 
@@ -77,22 +61,23 @@ class ReassignableTopic(_Struct):
 
 @_dataclass(slots=True)
 class AlterPartitionReassignmentsRequest(_Message):
-    """request AlterPartitionReassignmentsRequest, versions 0."""
+    """request AlterPartitionReassignmentsRequest, versions 0-1."""
 
     NAME: _ClassVar[str] = 'AlterPartitionReassignmentsRequest'
     SCHEMA_TYPE: _ClassVar[str] = 'request'
     API_KEY: _ClassVar[int | None] = 45
-    VALID_VERSIONS: _ClassVar[tuple[int, int]] = (0, 0)
+    VALID_VERSIONS: _ClassVar[tuple[int, int]] = (0, 1)
     FLEXIBLE_MIN: _ClassVar[int | None] = 0
     LATEST_VERSION_UNSTABLE: _ClassVar[bool] = False
     DEPRECATED_VERSIONS: _ClassVar[tuple[int, int] | None] = None
     timeout_ms: int = 60000
+    allow_replication_factor_change: bool = True
     topics: list[ReassignableTopic] = _field(default_factory=list)
     unknown_tagged_fields: tuple[tuple[int, bytes], ...] = ()
 
 
 def _read_ReassignablePartition_0(buf: bytes | bytearray | memoryview, pos: int) -> tuple[ReassignablePartition, int]:
-    # versions 0
+    # versions 0-1
     end = len(buf)
     if pos + 4 > end:
         raise _short_fixed(pos, end, _L0)
@@ -132,7 +117,7 @@ def _read_ReassignablePartition_0(buf: bytes | bytearray | memoryview, pos: int)
 
 
 def _write_ReassignablePartition_0(o: ReassignablePartition, out: bytearray) -> None:
-    # versions 0
+    # versions 0-1
     out += _S_i.pack(o.partition_index)
     _wcal(out, o.replicas, 'Replicas')
     if o.replicas is not None:
@@ -144,7 +129,7 @@ def _write_ReassignablePartition_0(o: ReassignablePartition, out: bytearray) -> 
 
 
 def _read_ReassignableTopic_0(buf: bytes | bytearray | memoryview, pos: int) -> tuple[ReassignableTopic, int]:
-    # versions 0
+    # versions 0-1
     end = len(buf)
     v_name, pos = _rcs(buf, pos, 'Name')
     v_partitions: list[ReassignablePartition]
@@ -215,7 +200,7 @@ def _read_ReassignableTopic_0(buf: bytes | bytearray | memoryview, pos: int) -> 
 
 
 def _write_ReassignableTopic_0(o: ReassignableTopic, out: bytearray) -> None:
-    # versions 0
+    # versions 0-1
     if o.name is None:
         raise _null('Name')
     _wcs(out, o.name, 'Name')
@@ -273,6 +258,7 @@ def _read_AlterPartitionReassignmentsRequest_0(buf: bytes | bytearray | memoryvi
             unknown = tuple(raw_tags)
     o = _new(AlterPartitionReassignmentsRequest)
     o.timeout_ms = v_timeout_ms
+    o.allow_replication_factor_change = True
     o.topics = v_topics
     o.unknown_tagged_fields = unknown
     return o, pos
@@ -280,6 +266,8 @@ def _read_AlterPartitionReassignmentsRequest_0(buf: bytes | bytearray | memoryvi
 
 def _write_AlterPartitionReassignmentsRequest_0(o: AlterPartitionReassignmentsRequest, out: bytearray) -> None:
     # versions 0
+    if o.allow_replication_factor_change != True:
+        raise _absent('AllowReplicationFactorChange', 0)
     out += _S_i.pack(o.timeout_ms)
     if o.topics is None:
         raise _null('Topics')
@@ -292,8 +280,64 @@ def _write_AlterPartitionReassignmentsRequest_0(o: AlterPartitionReassignmentsRe
         out.append(0)
 
 
-AlterPartitionReassignmentsRequest._READERS = {0: _read_AlterPartitionReassignmentsRequest_0}
-AlterPartitionReassignmentsRequest._WRITERS = {0: _write_AlterPartitionReassignmentsRequest_0}
+def _read_AlterPartitionReassignmentsRequest_1(buf: bytes | bytearray | memoryview, pos: int) -> tuple[AlterPartitionReassignmentsRequest, int]:
+    # versions 1
+    end = len(buf)
+    if pos + 5 > end:
+        raise _short_fixed(pos, end, _L2)
+    v_timeout_ms, v_allow_replication_factor_change = _S_i_.unpack_from(buf, pos)
+    pos += 5
+    v_topics: list[ReassignableTopic]
+    n_v_topics = buf[pos] - 1 if pos < end else -2
+    if 0 <= n_v_topics < 127 and n_v_topics <= end - pos:
+        pos += 1
+    else:
+        n_v_topics, pos = _rcal(buf, pos, 'Topics')
+    v_topics = []
+    app_v_topics = v_topics.append
+    i = 0
+    try:
+        for i in range(n_v_topics):
+            e_v_topics, pos = _read_ReassignableTopic_0(buf, pos)
+            app_v_topics(e_v_topics)
+    except _DecodeError as exc:
+        raise exc.refine(field=f'Topics[{i}]')
+    unknown: tuple[tuple[int, bytes], ...] = ()
+    if pos < end and buf[pos] == 0:
+        pos += 1
+    else:
+        n_tags, pos = _rtc(buf, pos, '_tagged_fields')
+        raw_tags: list[tuple[int, bytes]] = []
+        for _ in range(n_tags):
+            tag, size, pos = _rth(buf, pos, '_tagged_fields')
+            raw_tags.append((tag, bytes(buf[pos:pos + size])))
+            pos += size
+        if raw_tags:
+            unknown = tuple(raw_tags)
+    o = _new(AlterPartitionReassignmentsRequest)
+    o.timeout_ms = v_timeout_ms
+    o.allow_replication_factor_change = v_allow_replication_factor_change
+    o.topics = v_topics
+    o.unknown_tagged_fields = unknown
+    return o, pos
+
+
+def _write_AlterPartitionReassignmentsRequest_1(o: AlterPartitionReassignmentsRequest, out: bytearray) -> None:
+    # versions 1
+    out += _S_i_.pack(o.timeout_ms, (o.allow_replication_factor_change if o.allow_replication_factor_change.__class__ is bool else _bool(o.allow_replication_factor_change, 'AllowReplicationFactorChange')))
+    if o.topics is None:
+        raise _null('Topics')
+    _wcal(out, o.topics, 'Topics')
+    for e_topics in o.topics:
+        _write_ReassignableTopic_0(e_topics, out)
+    if o.unknown_tagged_fields:
+        _wts(out, (), o.unknown_tagged_fields, '_tagged_fields')
+    else:
+        out.append(0)
+
+
+AlterPartitionReassignmentsRequest._READERS = {0: _read_AlterPartitionReassignmentsRequest_0, 1: _read_AlterPartitionReassignmentsRequest_1}
+AlterPartitionReassignmentsRequest._WRITERS = {0: _write_AlterPartitionReassignmentsRequest_0, 1: _write_AlterPartitionReassignmentsRequest_1}
 ReassignablePartition._FIELDS = (
     _F('PartitionIndex', 'partition_index', 'int32', (0, 32767), None, None, None, False, lambda: 0, None, None),
     _F('Replicas', 'replicas', '[]int32', (0, 32767), None, None, (0, 32767), False, lambda: None, None, None),
@@ -304,5 +348,6 @@ ReassignableTopic._FIELDS = (
 )
 AlterPartitionReassignmentsRequest._FIELDS = (
     _F('TimeoutMs', 'timeout_ms', 'int32', (0, 32767), None, None, None, False, lambda: 60000, None, None),
+    _F('AllowReplicationFactorChange', 'allow_replication_factor_change', 'bool', (1, 32767), None, None, None, False, lambda: True, None, None),
     _F('Topics', 'topics', '[]ReassignableTopic', (0, 32767), None, None, None, False, lambda: [], ReassignableTopic, None),
 )

@@ -10,6 +10,9 @@ from typing import ClassVar as _ClassVar
 
 from kraft_jbod.errors import DecodeError as _DecodeError, EncodeError as _EncodeError
 from kraft_jbod.wire.message import FieldInfo as _F, Message as _Message, Struct as _Struct
+from kraft_jbod.wire.runtime import (
+    absent as _absent, bad_tag as _bad_tag, check_bool as _bool, null as _null,
+)
 from kraft_jbod.wire.primitives import (
     read_string as _rs, read_nullable_string as _rns,
     read_compact_string as _rcs, read_nullable_compact_string as _rncs,
@@ -28,30 +31,11 @@ from kraft_jbod.wire.primitives import (
 )
 
 _new = object.__new__
+_S_i_h = _struct.Struct('>i?h')
 _S_ih = _struct.Struct('>ih')
 _L0 = (('PartitionIndex', 4), ('ErrorCode', 2))
 _L1 = (('ThrottleTimeMs', 4), ('ErrorCode', 2))
-
-
-def _absent(field: str, version: int | str) -> _EncodeError:
-    return _EncodeError(
-        f'attempted to write a non-default {field} at version {version}', field_path=field
-    )
-
-
-def _null(field: str) -> _EncodeError:
-    return _EncodeError('None in a non-nullable field', field_path=field)
-
-
-def _bad_tag(tag: int, version: int, pos: int) -> _DecodeError:
-    return _DecodeError(f'tag {tag} is not valid for version {version}', offset=pos)
-
-
-def _bool(value: object, field: str) -> bool:
-    if type(value) is not bool:
-        raise _EncodeError(f'expected bool, got {type(value).__name__}', field_path=field)
-    return value
-
+_L2 = (('ThrottleTimeMs', 4), ('AllowReplicationFactorChange', 1), ('ErrorCode', 2))
 
 
 
@@ -77,16 +61,17 @@ class ReassignableTopicResponse(_Struct):
 
 @_dataclass(slots=True)
 class AlterPartitionReassignmentsResponse(_Message):
-    """response AlterPartitionReassignmentsResponse, versions 0."""
+    """response AlterPartitionReassignmentsResponse, versions 0-1."""
 
     NAME: _ClassVar[str] = 'AlterPartitionReassignmentsResponse'
     SCHEMA_TYPE: _ClassVar[str] = 'response'
     API_KEY: _ClassVar[int | None] = 45
-    VALID_VERSIONS: _ClassVar[tuple[int, int]] = (0, 0)
+    VALID_VERSIONS: _ClassVar[tuple[int, int]] = (0, 1)
     FLEXIBLE_MIN: _ClassVar[int | None] = 0
     LATEST_VERSION_UNSTABLE: _ClassVar[bool] = False
     DEPRECATED_VERSIONS: _ClassVar[tuple[int, int] | None] = None
     throttle_time_ms: int = 0
+    allow_replication_factor_change: bool = True
     error_code: int = 0
     error_message: str | None = ''
     responses: list[ReassignableTopicResponse] = _field(default_factory=list)
@@ -94,7 +79,7 @@ class AlterPartitionReassignmentsResponse(_Message):
 
 
 def _read_ReassignablePartitionResponse_0(buf: bytes | bytearray | memoryview, pos: int) -> tuple[ReassignablePartitionResponse, int]:
-    # versions 0
+    # versions 0-1
     end = len(buf)
     if pos + 6 > end:
         raise _short_fixed(pos, end, _L0)
@@ -122,7 +107,7 @@ def _read_ReassignablePartitionResponse_0(buf: bytes | bytearray | memoryview, p
 
 
 def _write_ReassignablePartitionResponse_0(o: ReassignablePartitionResponse, out: bytearray) -> None:
-    # versions 0
+    # versions 0-1
     out += _S_ih.pack(o.partition_index, o.error_code)
     _wcs(out, o.error_message, 'ErrorMessage')
     if o.unknown_tagged_fields:
@@ -132,7 +117,7 @@ def _write_ReassignablePartitionResponse_0(o: ReassignablePartitionResponse, out
 
 
 def _read_ReassignableTopicResponse_0(buf: bytes | bytearray | memoryview, pos: int) -> tuple[ReassignableTopicResponse, int]:
-    # versions 0
+    # versions 0-1
     end = len(buf)
     v_name, pos = _rcs(buf, pos, 'Name')
     v_partitions: list[ReassignablePartitionResponse]
@@ -191,7 +176,7 @@ def _read_ReassignableTopicResponse_0(buf: bytes | bytearray | memoryview, pos: 
 
 
 def _write_ReassignableTopicResponse_0(o: ReassignableTopicResponse, out: bytearray) -> None:
-    # versions 0
+    # versions 0-1
     if o.name is None:
         raise _null('Name')
     _wcs(out, o.name, 'Name')
@@ -248,6 +233,7 @@ def _read_AlterPartitionReassignmentsResponse_0(buf: bytes | bytearray | memoryv
             unknown = tuple(raw_tags)
     o = _new(AlterPartitionReassignmentsResponse)
     o.throttle_time_ms = v_throttle_time_ms
+    o.allow_replication_factor_change = True
     o.error_code = v_error_code
     o.error_message = v_error_message
     o.responses = v_responses
@@ -270,8 +256,68 @@ def _write_AlterPartitionReassignmentsResponse_0(o: AlterPartitionReassignmentsR
         out.append(0)
 
 
-AlterPartitionReassignmentsResponse._READERS = {0: _read_AlterPartitionReassignmentsResponse_0}
-AlterPartitionReassignmentsResponse._WRITERS = {0: _write_AlterPartitionReassignmentsResponse_0}
+def _read_AlterPartitionReassignmentsResponse_1(buf: bytes | bytearray | memoryview, pos: int) -> tuple[AlterPartitionReassignmentsResponse, int]:
+    # versions 1
+    end = len(buf)
+    if pos + 7 > end:
+        raise _short_fixed(pos, end, _L2)
+    v_throttle_time_ms, v_allow_replication_factor_change, v_error_code = _S_i_h.unpack_from(buf, pos)
+    pos += 7
+    v_error_message, pos = _rncs(buf, pos, 'ErrorMessage')
+    v_responses: list[ReassignableTopicResponse]
+    n_v_responses = buf[pos] - 1 if pos < end else -2
+    if 0 <= n_v_responses < 127 and n_v_responses <= end - pos:
+        pos += 1
+    else:
+        n_v_responses, pos = _rcal(buf, pos, 'Responses')
+    v_responses = []
+    app_v_responses = v_responses.append
+    i = 0
+    try:
+        for i in range(n_v_responses):
+            e_v_responses, pos = _read_ReassignableTopicResponse_0(buf, pos)
+            app_v_responses(e_v_responses)
+    except _DecodeError as exc:
+        raise exc.refine(field=f'Responses[{i}]')
+    unknown: tuple[tuple[int, bytes], ...] = ()
+    if pos < end and buf[pos] == 0:
+        pos += 1
+    else:
+        n_tags, pos = _rtc(buf, pos, '_tagged_fields')
+        raw_tags: list[tuple[int, bytes]] = []
+        for _ in range(n_tags):
+            tag, size, pos = _rth(buf, pos, '_tagged_fields')
+            raw_tags.append((tag, bytes(buf[pos:pos + size])))
+            pos += size
+        if raw_tags:
+            unknown = tuple(raw_tags)
+    o = _new(AlterPartitionReassignmentsResponse)
+    o.throttle_time_ms = v_throttle_time_ms
+    o.allow_replication_factor_change = v_allow_replication_factor_change
+    o.error_code = v_error_code
+    o.error_message = v_error_message
+    o.responses = v_responses
+    o.unknown_tagged_fields = unknown
+    return o, pos
+
+
+def _write_AlterPartitionReassignmentsResponse_1(o: AlterPartitionReassignmentsResponse, out: bytearray) -> None:
+    # versions 1
+    out += _S_i_h.pack(o.throttle_time_ms, (o.allow_replication_factor_change if o.allow_replication_factor_change.__class__ is bool else _bool(o.allow_replication_factor_change, 'AllowReplicationFactorChange')), o.error_code)
+    _wcs(out, o.error_message, 'ErrorMessage')
+    if o.responses is None:
+        raise _null('Responses')
+    _wcal(out, o.responses, 'Responses')
+    for e_responses in o.responses:
+        _write_ReassignableTopicResponse_0(e_responses, out)
+    if o.unknown_tagged_fields:
+        _wts(out, (), o.unknown_tagged_fields, '_tagged_fields')
+    else:
+        out.append(0)
+
+
+AlterPartitionReassignmentsResponse._READERS = {0: _read_AlterPartitionReassignmentsResponse_0, 1: _read_AlterPartitionReassignmentsResponse_1}
+AlterPartitionReassignmentsResponse._WRITERS = {0: _write_AlterPartitionReassignmentsResponse_0, 1: _write_AlterPartitionReassignmentsResponse_1}
 ReassignablePartitionResponse._FIELDS = (
     _F('PartitionIndex', 'partition_index', 'int32', (0, 32767), None, None, None, False, lambda: 0, None, None),
     _F('ErrorCode', 'error_code', 'int16', (0, 32767), None, None, None, False, lambda: 0, None, None),
@@ -283,6 +329,7 @@ ReassignableTopicResponse._FIELDS = (
 )
 AlterPartitionReassignmentsResponse._FIELDS = (
     _F('ThrottleTimeMs', 'throttle_time_ms', 'int32', (0, 32767), None, None, None, False, lambda: 0, None, None),
+    _F('AllowReplicationFactorChange', 'allow_replication_factor_change', 'bool', (1, 32767), None, None, None, True, lambda: True, None, None),
     _F('ErrorCode', 'error_code', 'int16', (0, 32767), None, None, None, False, lambda: 0, None, None),
     _F('ErrorMessage', 'error_message', 'string', (0, 32767), None, None, (0, 32767), False, lambda: '', None, None),
     _F('Responses', 'responses', '[]ReassignableTopicResponse', (0, 32767), None, None, None, False, lambda: [], ReassignableTopicResponse, None),

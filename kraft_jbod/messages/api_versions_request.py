@@ -10,6 +10,9 @@ from typing import ClassVar as _ClassVar
 
 from kraft_jbod.errors import DecodeError as _DecodeError, EncodeError as _EncodeError
 from kraft_jbod.wire.message import FieldInfo as _F, Message as _Message, Struct as _Struct
+from kraft_jbod.wire.runtime import (
+    absent as _absent, bad_tag as _bad_tag, check_bool as _bool, null as _null,
+)
 from kraft_jbod.wire.primitives import (
     read_string as _rs, read_nullable_string as _rns,
     read_compact_string as _rcs, read_nullable_compact_string as _rncs,
@@ -28,44 +31,27 @@ from kraft_jbod.wire.primitives import (
 )
 
 _new = object.__new__
-
-
-def _absent(field: str, version: int | str) -> _EncodeError:
-    return _EncodeError(
-        f'attempted to write a non-default {field} at version {version}', field_path=field
-    )
-
-
-def _null(field: str) -> _EncodeError:
-    return _EncodeError('None in a non-nullable field', field_path=field)
-
-
-def _bad_tag(tag: int, version: int, pos: int) -> _DecodeError:
-    return _DecodeError(f'tag {tag} is not valid for version {version}', offset=pos)
-
-
-def _bool(value: object, field: str) -> bool:
-    if type(value) is not bool:
-        raise _EncodeError(f'expected bool, got {type(value).__name__}', field_path=field)
-    return value
-
+_S_i = _struct.Struct('>i')
+_L0 = (('NodeId', 4),)
 
 
 
 
 @_dataclass(slots=True)
 class ApiVersionsRequest(_Message):
-    """request ApiVersionsRequest, versions 0-4."""
+    """request ApiVersionsRequest, versions 0-5."""
 
     NAME: _ClassVar[str] = 'ApiVersionsRequest'
     SCHEMA_TYPE: _ClassVar[str] = 'request'
     API_KEY: _ClassVar[int | None] = 18
-    VALID_VERSIONS: _ClassVar[tuple[int, int]] = (0, 4)
+    VALID_VERSIONS: _ClassVar[tuple[int, int]] = (0, 5)
     FLEXIBLE_MIN: _ClassVar[int | None] = 3
     LATEST_VERSION_UNSTABLE: _ClassVar[bool] = False
     DEPRECATED_VERSIONS: _ClassVar[tuple[int, int] | None] = None
     client_software_name: str = ''
     client_software_version: str = ''
+    cluster_id: str | None = None
+    node_id: int = -1
     unknown_tagged_fields: tuple[tuple[int, bytes], ...] = ()
 
 
@@ -75,6 +61,8 @@ def _read_ApiVersionsRequest_0(buf: bytes | bytearray | memoryview, pos: int) ->
     o = _new(ApiVersionsRequest)
     o.client_software_name = ''
     o.client_software_version = ''
+    o.cluster_id = None
+    o.node_id = -1
     o.unknown_tagged_fields = ()
     return o, pos
 
@@ -105,6 +93,8 @@ def _read_ApiVersionsRequest_1(buf: bytes | bytearray | memoryview, pos: int) ->
     o = _new(ApiVersionsRequest)
     o.client_software_name = v_client_software_name
     o.client_software_version = v_client_software_version
+    o.cluster_id = None
+    o.node_id = -1
     o.unknown_tagged_fields = unknown
     return o, pos
 
@@ -123,9 +113,58 @@ def _write_ApiVersionsRequest_1(o: ApiVersionsRequest, out: bytearray) -> None:
         out.append(0)
 
 
-ApiVersionsRequest._READERS = {0: _read_ApiVersionsRequest_0, 1: _read_ApiVersionsRequest_0, 2: _read_ApiVersionsRequest_0, 3: _read_ApiVersionsRequest_1, 4: _read_ApiVersionsRequest_1}
-ApiVersionsRequest._WRITERS = {0: _write_ApiVersionsRequest_0, 1: _write_ApiVersionsRequest_0, 2: _write_ApiVersionsRequest_0, 3: _write_ApiVersionsRequest_1, 4: _write_ApiVersionsRequest_1}
+def _read_ApiVersionsRequest_2(buf: bytes | bytearray | memoryview, pos: int) -> tuple[ApiVersionsRequest, int]:
+    # versions 5
+    end = len(buf)
+    v_client_software_name, pos = _rcs(buf, pos, 'ClientSoftwareName')
+    v_client_software_version, pos = _rcs(buf, pos, 'ClientSoftwareVersion')
+    v_cluster_id, pos = _rncs(buf, pos, 'ClusterId')
+    if pos + 4 > end:
+        raise _short_fixed(pos, end, _L0)
+    v_node_id, = _S_i.unpack_from(buf, pos)
+    pos += 4
+    unknown: tuple[tuple[int, bytes], ...] = ()
+    if pos < end and buf[pos] == 0:
+        pos += 1
+    else:
+        n_tags, pos = _rtc(buf, pos, '_tagged_fields')
+        raw_tags: list[tuple[int, bytes]] = []
+        for _ in range(n_tags):
+            tag, size, pos = _rth(buf, pos, '_tagged_fields')
+            raw_tags.append((tag, bytes(buf[pos:pos + size])))
+            pos += size
+        if raw_tags:
+            unknown = tuple(raw_tags)
+    o = _new(ApiVersionsRequest)
+    o.client_software_name = v_client_software_name
+    o.client_software_version = v_client_software_version
+    o.cluster_id = v_cluster_id
+    o.node_id = v_node_id
+    o.unknown_tagged_fields = unknown
+    return o, pos
+
+
+def _write_ApiVersionsRequest_2(o: ApiVersionsRequest, out: bytearray) -> None:
+    # versions 5
+    if o.client_software_name is None:
+        raise _null('ClientSoftwareName')
+    _wcs(out, o.client_software_name, 'ClientSoftwareName')
+    if o.client_software_version is None:
+        raise _null('ClientSoftwareVersion')
+    _wcs(out, o.client_software_version, 'ClientSoftwareVersion')
+    _wcs(out, o.cluster_id, 'ClusterId')
+    out += _S_i.pack(o.node_id)
+    if o.unknown_tagged_fields:
+        _wts(out, (), o.unknown_tagged_fields, '_tagged_fields')
+    else:
+        out.append(0)
+
+
+ApiVersionsRequest._READERS = {0: _read_ApiVersionsRequest_0, 1: _read_ApiVersionsRequest_0, 2: _read_ApiVersionsRequest_0, 3: _read_ApiVersionsRequest_1, 4: _read_ApiVersionsRequest_1, 5: _read_ApiVersionsRequest_2}
+ApiVersionsRequest._WRITERS = {0: _write_ApiVersionsRequest_0, 1: _write_ApiVersionsRequest_0, 2: _write_ApiVersionsRequest_0, 3: _write_ApiVersionsRequest_1, 4: _write_ApiVersionsRequest_1, 5: _write_ApiVersionsRequest_2}
 ApiVersionsRequest._FIELDS = (
     _F('ClientSoftwareName', 'client_software_name', 'string', (3, 32767), None, None, None, True, lambda: '', None, None),
     _F('ClientSoftwareVersion', 'client_software_version', 'string', (3, 32767), None, None, None, True, lambda: '', None, None),
+    _F('ClusterId', 'cluster_id', 'string', (5, 32767), None, None, (5, 32767), True, lambda: None, None, None),
+    _F('NodeId', 'node_id', 'int32', (5, 32767), None, None, None, True, lambda: -1, None, None),
 )

@@ -10,6 +10,9 @@ from typing import ClassVar as _ClassVar
 
 from kraft_jbod.errors import DecodeError as _DecodeError, EncodeError as _EncodeError
 from kraft_jbod.wire.message import FieldInfo as _F, Message as _Message, Struct as _Struct
+from kraft_jbod.wire.runtime import (
+    absent as _absent, bad_tag as _bad_tag, check_bool as _bool, null as _null,
+)
 from kraft_jbod.wire.primitives import (
     read_string as _rs, read_nullable_string as _rns,
     read_compact_string as _rcs, read_nullable_compact_string as _rncs,
@@ -39,27 +42,6 @@ _L1 = (('MinVersion', 2), ('MaxVersion', 2))
 _L2 = (('MaxVersionLevel', 2), ('MinVersionLevel', 2))
 _L3 = (('ErrorCode', 2),)
 _L4 = (('ThrottleTimeMs', 4),)
-
-
-def _absent(field: str, version: int | str) -> _EncodeError:
-    return _EncodeError(
-        f'attempted to write a non-default {field} at version {version}', field_path=field
-    )
-
-
-def _null(field: str) -> _EncodeError:
-    return _EncodeError('None in a non-nullable field', field_path=field)
-
-
-def _bad_tag(tag: int, version: int, pos: int) -> _DecodeError:
-    return _DecodeError(f'tag {tag} is not valid for version {version}', offset=pos)
-
-
-def _bool(value: object, field: str) -> bool:
-    if type(value) is not bool:
-        raise _EncodeError(f'expected bool, got {type(value).__name__}', field_path=field)
-    return value
-
 
 
 
@@ -96,12 +78,12 @@ class FinalizedFeatureKey(_Struct):
 
 @_dataclass(slots=True)
 class ApiVersionsResponse(_Message):
-    """response ApiVersionsResponse, versions 0-4."""
+    """response ApiVersionsResponse, versions 0-5."""
 
     NAME: _ClassVar[str] = 'ApiVersionsResponse'
     SCHEMA_TYPE: _ClassVar[str] = 'response'
     API_KEY: _ClassVar[int | None] = 18
-    VALID_VERSIONS: _ClassVar[tuple[int, int]] = (0, 4)
+    VALID_VERSIONS: _ClassVar[tuple[int, int]] = (0, 5)
     FLEXIBLE_MIN: _ClassVar[int | None] = 3
     LATEST_VERSION_UNSTABLE: _ClassVar[bool] = False
     DEPRECATED_VERSIONS: _ClassVar[tuple[int, int] | None] = None
@@ -138,7 +120,7 @@ def _write_ApiVersion_0(o: ApiVersion, out: bytearray) -> None:
 
 
 def _read_ApiVersion_1(buf: bytes | bytearray | memoryview, pos: int) -> tuple[ApiVersion, int]:
-    # versions 3-4
+    # versions 3-5
     end = len(buf)
     if pos + 6 > end:
         raise _short_fixed(pos, end, _L0)
@@ -165,7 +147,7 @@ def _read_ApiVersion_1(buf: bytes | bytearray | memoryview, pos: int) -> tuple[A
 
 
 def _write_ApiVersion_1(o: ApiVersion, out: bytearray) -> None:
-    # versions 3-4
+    # versions 3-5
     out += _S_hhh.pack(o.api_key, o.min_version, o.max_version)
     if o.unknown_tagged_fields:
         _wts(out, (), o.unknown_tagged_fields, '_tagged_fields')
@@ -174,7 +156,7 @@ def _write_ApiVersion_1(o: ApiVersion, out: bytearray) -> None:
 
 
 def _read_SupportedFeatureKey_0(buf: bytes | bytearray | memoryview, pos: int) -> tuple[SupportedFeatureKey, int]:
-    # versions 3-4
+    # versions 3-5
     end = len(buf)
     v_name, pos = _rcs(buf, pos, 'Name')
     if pos + 4 > end:
@@ -202,7 +184,7 @@ def _read_SupportedFeatureKey_0(buf: bytes | bytearray | memoryview, pos: int) -
 
 
 def _write_SupportedFeatureKey_0(o: SupportedFeatureKey, out: bytearray) -> None:
-    # versions 3-4
+    # versions 3-5
     if o.name is None:
         raise _null('Name')
     _wcs(out, o.name, 'Name')
@@ -214,7 +196,7 @@ def _write_SupportedFeatureKey_0(o: SupportedFeatureKey, out: bytearray) -> None
 
 
 def _read_FinalizedFeatureKey_0(buf: bytes | bytearray | memoryview, pos: int) -> tuple[FinalizedFeatureKey, int]:
-    # versions 3-4
+    # versions 3-5
     end = len(buf)
     v_name, pos = _rcs(buf, pos, 'Name')
     if pos + 4 > end:
@@ -242,7 +224,7 @@ def _read_FinalizedFeatureKey_0(buf: bytes | bytearray | memoryview, pos: int) -
 
 
 def _write_FinalizedFeatureKey_0(o: FinalizedFeatureKey, out: bytearray) -> None:
-    # versions 3-4
+    # versions 3-5
     if o.name is None:
         raise _null('Name')
     _wcs(out, o.name, 'Name')
@@ -363,7 +345,7 @@ def _write_ApiVersionsResponse_1(o: ApiVersionsResponse, out: bytearray) -> None
 
 
 def _read_ApiVersionsResponse_2(buf: bytes | bytearray | memoryview, pos: int) -> tuple[ApiVersionsResponse, int]:
-    # versions 3-4
+    # versions 3-5
     end = len(buf)
     if pos + 2 > end:
         raise _short_fixed(pos, end, _L3)
@@ -478,7 +460,7 @@ def _read_ApiVersionsResponse_2(buf: bytes | bytearray | memoryview, pos: int) -
 
 
 def _write_ApiVersionsResponse_2(o: ApiVersionsResponse, out: bytearray) -> None:
-    # versions 3-4
+    # versions 3-5
     out += _S_h.pack(o.error_code)
     if o.api_keys is None:
         raise _null('ApiKeys')
@@ -561,8 +543,8 @@ def _write_ApiVersionsResponse_2(o: ApiVersionsResponse, out: bytearray) -> None
         _wts(out, tagged, o.unknown_tagged_fields, '_tagged_fields')
 
 
-ApiVersionsResponse._READERS = {0: _read_ApiVersionsResponse_0, 1: _read_ApiVersionsResponse_1, 2: _read_ApiVersionsResponse_1, 3: _read_ApiVersionsResponse_2, 4: _read_ApiVersionsResponse_2}
-ApiVersionsResponse._WRITERS = {0: _write_ApiVersionsResponse_0, 1: _write_ApiVersionsResponse_1, 2: _write_ApiVersionsResponse_1, 3: _write_ApiVersionsResponse_2, 4: _write_ApiVersionsResponse_2}
+ApiVersionsResponse._READERS = {0: _read_ApiVersionsResponse_0, 1: _read_ApiVersionsResponse_1, 2: _read_ApiVersionsResponse_1, 3: _read_ApiVersionsResponse_2, 4: _read_ApiVersionsResponse_2, 5: _read_ApiVersionsResponse_2}
+ApiVersionsResponse._WRITERS = {0: _write_ApiVersionsResponse_0, 1: _write_ApiVersionsResponse_1, 2: _write_ApiVersionsResponse_1, 3: _write_ApiVersionsResponse_2, 4: _write_ApiVersionsResponse_2, 5: _write_ApiVersionsResponse_2}
 ApiVersion._FIELDS = (
     _F('ApiKey', 'api_key', 'int16', (0, 32767), None, None, None, False, lambda: 0, None, None),
     _F('MinVersion', 'min_version', 'int16', (0, 32767), None, None, None, False, lambda: 0, None, None),

@@ -10,6 +10,9 @@ from typing import ClassVar as _ClassVar
 
 from kraft_jbod.errors import DecodeError as _DecodeError, EncodeError as _EncodeError
 from kraft_jbod.wire.message import FieldInfo as _F, Message as _Message, Struct as _Struct
+from kraft_jbod.wire.runtime import (
+    absent as _absent, bad_tag as _bad_tag, check_bool as _bool, null as _null,
+)
 from kraft_jbod.wire.primitives import (
     read_string as _rs, read_nullable_string as _rns,
     read_compact_string as _rcs, read_nullable_compact_string as _rncs,
@@ -32,37 +35,16 @@ _S_iqq__ = _struct.Struct('>iqq??')
 _L0 = (('BrokerId', 4), ('BrokerEpoch', 8), ('CurrentMetadataOffset', 8), ('WantFence', 1), ('WantShutDown', 1))
 
 
-def _absent(field: str, version: int | str) -> _EncodeError:
-    return _EncodeError(
-        f'attempted to write a non-default {field} at version {version}', field_path=field
-    )
-
-
-def _null(field: str) -> _EncodeError:
-    return _EncodeError('None in a non-nullable field', field_path=field)
-
-
-def _bad_tag(tag: int, version: int, pos: int) -> _DecodeError:
-    return _DecodeError(f'tag {tag} is not valid for version {version}', offset=pos)
-
-
-def _bool(value: object, field: str) -> bool:
-    if type(value) is not bool:
-        raise _EncodeError(f'expected bool, got {type(value).__name__}', field_path=field)
-    return value
-
-
-
 
 
 @_dataclass(slots=True)
 class BrokerHeartbeatRequest(_Message):
-    """request BrokerHeartbeatRequest, versions 0-1."""
+    """request BrokerHeartbeatRequest, versions 0-2."""
 
     NAME: _ClassVar[str] = 'BrokerHeartbeatRequest'
     SCHEMA_TYPE: _ClassVar[str] = 'request'
     API_KEY: _ClassVar[int | None] = 63
-    VALID_VERSIONS: _ClassVar[tuple[int, int]] = (0, 1)
+    VALID_VERSIONS: _ClassVar[tuple[int, int]] = (0, 2)
     FLEXIBLE_MIN: _ClassVar[int | None] = 0
     LATEST_VERSION_UNSTABLE: _ClassVar[bool] = False
     DEPRECATED_VERSIONS: _ClassVar[tuple[int, int] | None] = None
@@ -72,6 +54,7 @@ class BrokerHeartbeatRequest(_Message):
     want_fence: bool = False
     want_shut_down: bool = False
     offline_log_dirs: list[_uuid.UUID] = _field(default_factory=list)
+    cordoned_log_dirs: list[_uuid.UUID] | None = None
     unknown_tagged_fields: tuple[tuple[int, bytes], ...] = ()
 
 
@@ -90,7 +73,7 @@ def _read_BrokerHeartbeatRequest_0(buf: bytes | bytearray | memoryview, pos: int
         raw_tags: list[tuple[int, bytes]] = []
         for _ in range(n_tags):
             tag, size, pos = _rth(buf, pos, '_tagged_fields')
-            if tag in (0,):
+            if tag in (0, 1):
                 raise _bad_tag(tag, 0, pos)
             else:
                 raw_tags.append((tag, bytes(buf[pos:pos + size])))
@@ -104,6 +87,7 @@ def _read_BrokerHeartbeatRequest_0(buf: bytes | bytearray | memoryview, pos: int
     o.want_fence = v_want_fence
     o.want_shut_down = v_want_shut_down
     o.offline_log_dirs = []
+    o.cordoned_log_dirs = None
     o.unknown_tagged_fields = unknown
     return o, pos
 
@@ -112,6 +96,8 @@ def _write_BrokerHeartbeatRequest_0(o: BrokerHeartbeatRequest, out: bytearray) -
     # versions 0
     if (o.offline_log_dirs is None or len(o.offline_log_dirs) != 0):
         raise _absent('OfflineLogDirs', 0)
+    if o.cordoned_log_dirs is not None:
+        raise _absent('CordonedLogDirs', 0)
     out += _S_iqq__.pack(o.broker_id, o.broker_epoch, o.current_metadata_offset, (o.want_fence if o.want_fence.__class__ is bool else _bool(o.want_fence, 'WantFence')), (o.want_shut_down if o.want_shut_down.__class__ is bool else _bool(o.want_shut_down, 'WantShutDown')))
     if o.unknown_tagged_fields:
         _wts(out, (), o.unknown_tagged_fields, '_tagged_fields')
@@ -140,6 +126,8 @@ def _read_BrokerHeartbeatRequest_1(buf: bytes | bytearray | memoryview, pos: int
                 p = 0
                 n_v_offline_log_dirs, p = _rcal(sub, p, 'OfflineLogDirs')
                 v_offline_log_dirs, p = _rua(sub, p, n_v_offline_log_dirs, 'OfflineLogDirs')
+            elif tag in (1,):
+                raise _bad_tag(tag, 1, pos)
             else:
                 raw_tags.append((tag, bytes(buf[pos:pos + size])))
             pos += size
@@ -152,12 +140,15 @@ def _read_BrokerHeartbeatRequest_1(buf: bytes | bytearray | memoryview, pos: int
     o.want_fence = v_want_fence
     o.want_shut_down = v_want_shut_down
     o.offline_log_dirs = v_offline_log_dirs
+    o.cordoned_log_dirs = None
     o.unknown_tagged_fields = unknown
     return o, pos
 
 
 def _write_BrokerHeartbeatRequest_1(o: BrokerHeartbeatRequest, out: bytearray) -> None:
     # versions 1
+    if o.cordoned_log_dirs is not None:
+        raise _absent('CordonedLogDirs', 1)
     out += _S_iqq__.pack(o.broker_id, o.broker_epoch, o.current_metadata_offset, (o.want_fence if o.want_fence.__class__ is bool else _bool(o.want_fence, 'WantFence')), (o.want_shut_down if o.want_shut_down.__class__ is bool else _bool(o.want_shut_down, 'WantShutDown')))
     if not o.unknown_tagged_fields:
         out.append(((o.offline_log_dirs is None or len(o.offline_log_dirs) != 0)))
@@ -182,8 +173,95 @@ def _write_BrokerHeartbeatRequest_1(o: BrokerHeartbeatRequest, out: bytearray) -
         _wts(out, tagged, o.unknown_tagged_fields, '_tagged_fields')
 
 
-BrokerHeartbeatRequest._READERS = {0: _read_BrokerHeartbeatRequest_0, 1: _read_BrokerHeartbeatRequest_1}
-BrokerHeartbeatRequest._WRITERS = {0: _write_BrokerHeartbeatRequest_0, 1: _write_BrokerHeartbeatRequest_1}
+def _read_BrokerHeartbeatRequest_2(buf: bytes | bytearray | memoryview, pos: int) -> tuple[BrokerHeartbeatRequest, int]:
+    # versions 2
+    end = len(buf)
+    if pos + 22 > end:
+        raise _short_fixed(pos, end, _L0)
+    v_broker_id, v_broker_epoch, v_current_metadata_offset, v_want_fence, v_want_shut_down = _S_iqq__.unpack_from(buf, pos)
+    pos += 22
+    v_offline_log_dirs: list[_uuid.UUID] = []
+    v_cordoned_log_dirs: list[_uuid.UUID] | None = None
+    unknown: tuple[tuple[int, bytes], ...] = ()
+    if pos < end and buf[pos] == 0:
+        pos += 1
+    else:
+        n_tags, pos = _rtc(buf, pos, '_tagged_fields')
+        raw_tags: list[tuple[int, bytes]] = []
+        for _ in range(n_tags):
+            tag, size, pos = _rth(buf, pos, '_tagged_fields')
+            if tag == 0:
+                sub = bytes(buf[pos:pos + size])
+                p = 0
+                n_v_offline_log_dirs, p = _rcal(sub, p, 'OfflineLogDirs')
+                v_offline_log_dirs, p = _rua(sub, p, n_v_offline_log_dirs, 'OfflineLogDirs')
+            elif tag == 1:
+                sub = bytes(buf[pos:pos + size])
+                p = 0
+                n_v_cordoned_log_dirs, p = _rncal(sub, p, 'CordonedLogDirs')
+                if n_v_cordoned_log_dirs < 0:
+                    v_cordoned_log_dirs = None
+                else:
+                    v_cordoned_log_dirs, p = _rua(sub, p, n_v_cordoned_log_dirs, 'CordonedLogDirs')
+            else:
+                raw_tags.append((tag, bytes(buf[pos:pos + size])))
+            pos += size
+        if raw_tags:
+            unknown = tuple(raw_tags)
+    o = _new(BrokerHeartbeatRequest)
+    o.broker_id = v_broker_id
+    o.broker_epoch = v_broker_epoch
+    o.current_metadata_offset = v_current_metadata_offset
+    o.want_fence = v_want_fence
+    o.want_shut_down = v_want_shut_down
+    o.offline_log_dirs = v_offline_log_dirs
+    o.cordoned_log_dirs = v_cordoned_log_dirs
+    o.unknown_tagged_fields = unknown
+    return o, pos
+
+
+def _write_BrokerHeartbeatRequest_2(o: BrokerHeartbeatRequest, out: bytearray) -> None:
+    # versions 2
+    out += _S_iqq__.pack(o.broker_id, o.broker_epoch, o.current_metadata_offset, (o.want_fence if o.want_fence.__class__ is bool else _bool(o.want_fence, 'WantFence')), (o.want_shut_down if o.want_shut_down.__class__ is bool else _bool(o.want_shut_down, 'WantShutDown')))
+    if not o.unknown_tagged_fields:
+        out.append(((o.offline_log_dirs is None or len(o.offline_log_dirs) != 0)) + (o.cordoned_log_dirs is not None))
+        if (o.offline_log_dirs is None or len(o.offline_log_dirs) != 0):
+            tb = bytearray()
+            if o.offline_log_dirs is None:
+                raise _null('OfflineLogDirs')
+            _wcal(tb, o.offline_log_dirs, 'OfflineLogDirs')
+            tb += b''.join([e_offline_log_dirs.bytes for e_offline_log_dirs in o.offline_log_dirs])
+            out += b'\x00'
+            _wuv(out, len(tb))
+            out += tb
+        if o.cordoned_log_dirs is not None:
+            tb = bytearray()
+            _wcal(tb, o.cordoned_log_dirs, 'CordonedLogDirs')
+            if o.cordoned_log_dirs is not None:
+                tb += b''.join([e_cordoned_log_dirs.bytes for e_cordoned_log_dirs in o.cordoned_log_dirs])
+            out += b'\x01'
+            _wuv(out, len(tb))
+            out += tb
+    else:
+        tagged: list[tuple[int, bytes | bytearray]] = []
+        if (o.offline_log_dirs is None or len(o.offline_log_dirs) != 0):
+            tb = bytearray()
+            if o.offline_log_dirs is None:
+                raise _null('OfflineLogDirs')
+            _wcal(tb, o.offline_log_dirs, 'OfflineLogDirs')
+            tb += b''.join([e_offline_log_dirs.bytes for e_offline_log_dirs in o.offline_log_dirs])
+            tagged.append((0, tb))
+        if o.cordoned_log_dirs is not None:
+            tb = bytearray()
+            _wcal(tb, o.cordoned_log_dirs, 'CordonedLogDirs')
+            if o.cordoned_log_dirs is not None:
+                tb += b''.join([e_cordoned_log_dirs.bytes for e_cordoned_log_dirs in o.cordoned_log_dirs])
+            tagged.append((1, tb))
+        _wts(out, tagged, o.unknown_tagged_fields, '_tagged_fields')
+
+
+BrokerHeartbeatRequest._READERS = {0: _read_BrokerHeartbeatRequest_0, 1: _read_BrokerHeartbeatRequest_1, 2: _read_BrokerHeartbeatRequest_2}
+BrokerHeartbeatRequest._WRITERS = {0: _write_BrokerHeartbeatRequest_0, 1: _write_BrokerHeartbeatRequest_1, 2: _write_BrokerHeartbeatRequest_2}
 BrokerHeartbeatRequest._FIELDS = (
     _F('BrokerId', 'broker_id', 'int32', (0, 32767), None, None, None, False, lambda: 0, None, None),
     _F('BrokerEpoch', 'broker_epoch', 'int64', (0, 32767), None, None, None, False, lambda: -1, None, None),
@@ -191,4 +269,5 @@ BrokerHeartbeatRequest._FIELDS = (
     _F('WantFence', 'want_fence', 'bool', (0, 32767), None, None, None, False, lambda: False, None, None),
     _F('WantShutDown', 'want_shut_down', 'bool', (0, 32767), None, None, None, False, lambda: False, None, None),
     _F('OfflineLogDirs', 'offline_log_dirs', '[]uuid', (1, 32767), (1, 32767), 0, None, False, lambda: [], None, None),
+    _F('CordonedLogDirs', 'cordoned_log_dirs', '[]uuid', (2, 32767), (2, 32767), 1, (2, 32767), False, lambda: None, None, None),
 )

@@ -10,6 +10,9 @@ from typing import ClassVar as _ClassVar
 
 from kraft_jbod.errors import DecodeError as _DecodeError, EncodeError as _EncodeError
 from kraft_jbod.wire.message import FieldInfo as _F, Message as _Message, Struct as _Struct
+from kraft_jbod.wire.runtime import (
+    absent as _absent, bad_tag as _bad_tag, check_bool as _bool, null as _null,
+)
 from kraft_jbod.wire.primitives import (
     read_string as _rs, read_nullable_string as _rns,
     read_compact_string as _rcs, read_nullable_compact_string as _rncs,
@@ -32,37 +35,16 @@ _S_ih___ = _struct.Struct('>ih???')
 _L0 = (('ThrottleTimeMs', 4), ('ErrorCode', 2), ('IsCaughtUp', 1), ('IsFenced', 1), ('ShouldShutDown', 1))
 
 
-def _absent(field: str, version: int | str) -> _EncodeError:
-    return _EncodeError(
-        f'attempted to write a non-default {field} at version {version}', field_path=field
-    )
-
-
-def _null(field: str) -> _EncodeError:
-    return _EncodeError('None in a non-nullable field', field_path=field)
-
-
-def _bad_tag(tag: int, version: int, pos: int) -> _DecodeError:
-    return _DecodeError(f'tag {tag} is not valid for version {version}', offset=pos)
-
-
-def _bool(value: object, field: str) -> bool:
-    if type(value) is not bool:
-        raise _EncodeError(f'expected bool, got {type(value).__name__}', field_path=field)
-    return value
-
-
-
 
 
 @_dataclass(slots=True)
 class BrokerHeartbeatResponse(_Message):
-    """response BrokerHeartbeatResponse, versions 0-1."""
+    """response BrokerHeartbeatResponse, versions 0-2."""
 
     NAME: _ClassVar[str] = 'BrokerHeartbeatResponse'
     SCHEMA_TYPE: _ClassVar[str] = 'response'
     API_KEY: _ClassVar[int | None] = 63
-    VALID_VERSIONS: _ClassVar[tuple[int, int]] = (0, 1)
+    VALID_VERSIONS: _ClassVar[tuple[int, int]] = (0, 2)
     FLEXIBLE_MIN: _ClassVar[int | None] = 0
     LATEST_VERSION_UNSTABLE: _ClassVar[bool] = False
     DEPRECATED_VERSIONS: _ClassVar[tuple[int, int] | None] = None
@@ -75,7 +57,7 @@ class BrokerHeartbeatResponse(_Message):
 
 
 def _read_BrokerHeartbeatResponse_0(buf: bytes | bytearray | memoryview, pos: int) -> tuple[BrokerHeartbeatResponse, int]:
-    # versions 0-1
+    # versions 0-2
     end = len(buf)
     if pos + 9 > end:
         raise _short_fixed(pos, end, _L0)
@@ -104,7 +86,7 @@ def _read_BrokerHeartbeatResponse_0(buf: bytes | bytearray | memoryview, pos: in
 
 
 def _write_BrokerHeartbeatResponse_0(o: BrokerHeartbeatResponse, out: bytearray) -> None:
-    # versions 0-1
+    # versions 0-2
     out += _S_ih___.pack(o.throttle_time_ms, o.error_code, (o.is_caught_up if o.is_caught_up.__class__ is bool else _bool(o.is_caught_up, 'IsCaughtUp')), (o.is_fenced if o.is_fenced.__class__ is bool else _bool(o.is_fenced, 'IsFenced')), (o.should_shut_down if o.should_shut_down.__class__ is bool else _bool(o.should_shut_down, 'ShouldShutDown')))
     if o.unknown_tagged_fields:
         _wts(out, (), o.unknown_tagged_fields, '_tagged_fields')
@@ -112,8 +94,8 @@ def _write_BrokerHeartbeatResponse_0(o: BrokerHeartbeatResponse, out: bytearray)
         out.append(0)
 
 
-BrokerHeartbeatResponse._READERS = {0: _read_BrokerHeartbeatResponse_0, 1: _read_BrokerHeartbeatResponse_0}
-BrokerHeartbeatResponse._WRITERS = {0: _write_BrokerHeartbeatResponse_0, 1: _write_BrokerHeartbeatResponse_0}
+BrokerHeartbeatResponse._READERS = {0: _read_BrokerHeartbeatResponse_0, 1: _read_BrokerHeartbeatResponse_0, 2: _read_BrokerHeartbeatResponse_0}
+BrokerHeartbeatResponse._WRITERS = {0: _write_BrokerHeartbeatResponse_0, 1: _write_BrokerHeartbeatResponse_0, 2: _write_BrokerHeartbeatResponse_0}
 BrokerHeartbeatResponse._FIELDS = (
     _F('ThrottleTimeMs', 'throttle_time_ms', 'int32', (0, 32767), None, None, None, False, lambda: 0, None, None),
     _F('ErrorCode', 'error_code', 'int16', (0, 32767), None, None, None, False, lambda: 0, None, None),

@@ -10,6 +10,9 @@ from typing import ClassVar as _ClassVar
 
 from kraft_jbod.errors import DecodeError as _DecodeError, EncodeError as _EncodeError
 from kraft_jbod.wire.message import FieldInfo as _F, Message as _Message, Struct as _Struct
+from kraft_jbod.wire.runtime import (
+    absent as _absent, bad_tag as _bad_tag, check_bool as _bool, null as _null,
+)
 from kraft_jbod.wire.primitives import (
     read_string as _rs, read_nullable_string as _rns,
     read_compact_string as _rcs, read_nullable_compact_string as _rncs,
@@ -33,37 +36,16 @@ _S_iq = _struct.Struct('>iq')
 _L0 = (('BrokerId', 4), ('BrokerEpoch', 8))
 
 
-def _absent(field: str, version: int | str) -> _EncodeError:
-    return _EncodeError(
-        f'attempted to write a non-default {field} at version {version}', field_path=field
-    )
-
-
-def _null(field: str) -> _EncodeError:
-    return _EncodeError('None in a non-nullable field', field_path=field)
-
-
-def _bad_tag(tag: int, version: int, pos: int) -> _DecodeError:
-    return _DecodeError(f'tag {tag} is not valid for version {version}', offset=pos)
-
-
-def _bool(value: object, field: str) -> bool:
-    if type(value) is not bool:
-        raise _EncodeError(f'expected bool, got {type(value).__name__}', field_path=field)
-    return value
-
-
-
 
 
 @_dataclass(slots=True)
 class BrokerRegistrationChangeRecord(_Message):
-    """metadata BrokerRegistrationChangeRecord, versions 0-2."""
+    """metadata BrokerRegistrationChangeRecord, versions 0-3."""
 
     NAME: _ClassVar[str] = 'BrokerRegistrationChangeRecord'
     SCHEMA_TYPE: _ClassVar[str] = 'metadata'
     API_KEY: _ClassVar[int | None] = 17
-    VALID_VERSIONS: _ClassVar[tuple[int, int]] = (0, 2)
+    VALID_VERSIONS: _ClassVar[tuple[int, int]] = (0, 3)
     FLEXIBLE_MIN: _ClassVar[int | None] = 0
     LATEST_VERSION_UNSTABLE: _ClassVar[bool] = False
     DEPRECATED_VERSIONS: _ClassVar[tuple[int, int] | None] = None
@@ -72,6 +54,7 @@ class BrokerRegistrationChangeRecord(_Message):
     fenced: int = 0
     in_controlled_shutdown: int = 0
     log_dirs: list[_uuid.UUID] = _field(default_factory=list)
+    cordoned_log_dirs: list[_uuid.UUID] | None = None
     unknown_tagged_fields: tuple[tuple[int, bytes], ...] = ()
 
 
@@ -98,7 +81,7 @@ def _read_BrokerRegistrationChangeRecord_0(buf: bytes | bytearray | memoryview, 
                     raise _short_fixed(p, len(sub), (('Fenced', 1),))
                 v_fenced, = _S_b.unpack_from(sub, p)
                 p += 1
-            elif tag in (1, 2):
+            elif tag in (1, 2, 3):
                 raise _bad_tag(tag, 0, pos)
             else:
                 raw_tags.append((tag, bytes(buf[pos:pos + size])))
@@ -111,6 +94,7 @@ def _read_BrokerRegistrationChangeRecord_0(buf: bytes | bytearray | memoryview, 
     o.fenced = v_fenced
     o.in_controlled_shutdown = 0
     o.log_dirs = []
+    o.cordoned_log_dirs = None
     o.unknown_tagged_fields = unknown
     return o, pos
 
@@ -121,6 +105,8 @@ def _write_BrokerRegistrationChangeRecord_0(o: BrokerRegistrationChangeRecord, o
         raise _absent('InControlledShutdown', 0)
     if (o.log_dirs is None or len(o.log_dirs) != 0):
         raise _absent('LogDirs', 0)
+    if o.cordoned_log_dirs is not None:
+        raise _absent('CordonedLogDirs', 0)
     out += _S_iq.pack(o.broker_id, o.broker_epoch)
     if not o.unknown_tagged_fields:
         out.append((o.fenced != 0))
@@ -174,7 +160,7 @@ def _read_BrokerRegistrationChangeRecord_1(buf: bytes | bytearray | memoryview, 
                     raise _short_fixed(p, len(sub), (('InControlledShutdown', 1),))
                 v_in_controlled_shutdown, = _S_b.unpack_from(sub, p)
                 p += 1
-            elif tag in (2,):
+            elif tag in (2, 3):
                 raise _bad_tag(tag, 1, pos)
             else:
                 raw_tags.append((tag, bytes(buf[pos:pos + size])))
@@ -187,6 +173,7 @@ def _read_BrokerRegistrationChangeRecord_1(buf: bytes | bytearray | memoryview, 
     o.fenced = v_fenced
     o.in_controlled_shutdown = v_in_controlled_shutdown
     o.log_dirs = []
+    o.cordoned_log_dirs = None
     o.unknown_tagged_fields = unknown
     return o, pos
 
@@ -195,6 +182,8 @@ def _write_BrokerRegistrationChangeRecord_1(o: BrokerRegistrationChangeRecord, o
     # versions 1
     if (o.log_dirs is None or len(o.log_dirs) != 0):
         raise _absent('LogDirs', 1)
+    if o.cordoned_log_dirs is not None:
+        raise _absent('CordonedLogDirs', 1)
     out += _S_iq.pack(o.broker_id, o.broker_epoch)
     if not o.unknown_tagged_fields:
         out.append((o.fenced != 0) + (o.in_controlled_shutdown != 0))
@@ -268,6 +257,8 @@ def _read_BrokerRegistrationChangeRecord_2(buf: bytes | bytearray | memoryview, 
                 p = 0
                 n_v_log_dirs, p = _rcal(sub, p, 'LogDirs')
                 v_log_dirs, p = _rua(sub, p, n_v_log_dirs, 'LogDirs')
+            elif tag in (3,):
+                raise _bad_tag(tag, 2, pos)
             else:
                 raw_tags.append((tag, bytes(buf[pos:pos + size])))
             pos += size
@@ -279,12 +270,15 @@ def _read_BrokerRegistrationChangeRecord_2(buf: bytes | bytearray | memoryview, 
     o.fenced = v_fenced
     o.in_controlled_shutdown = v_in_controlled_shutdown
     o.log_dirs = v_log_dirs
+    o.cordoned_log_dirs = None
     o.unknown_tagged_fields = unknown
     return o, pos
 
 
 def _write_BrokerRegistrationChangeRecord_2(o: BrokerRegistrationChangeRecord, out: bytearray) -> None:
     # versions 2
+    if o.cordoned_log_dirs is not None:
+        raise _absent('CordonedLogDirs', 2)
     out += _S_iq.pack(o.broker_id, o.broker_epoch)
     if not o.unknown_tagged_fields:
         out.append((o.fenced != 0) + (o.in_controlled_shutdown != 0) + ((o.log_dirs is None or len(o.log_dirs) != 0)))
@@ -337,12 +331,143 @@ def _write_BrokerRegistrationChangeRecord_2(o: BrokerRegistrationChangeRecord, o
         _wts(out, tagged, o.unknown_tagged_fields, '_tagged_fields')
 
 
-BrokerRegistrationChangeRecord._READERS = {0: _read_BrokerRegistrationChangeRecord_0, 1: _read_BrokerRegistrationChangeRecord_1, 2: _read_BrokerRegistrationChangeRecord_2}
-BrokerRegistrationChangeRecord._WRITERS = {0: _write_BrokerRegistrationChangeRecord_0, 1: _write_BrokerRegistrationChangeRecord_1, 2: _write_BrokerRegistrationChangeRecord_2}
+def _read_BrokerRegistrationChangeRecord_3(buf: bytes | bytearray | memoryview, pos: int) -> tuple[BrokerRegistrationChangeRecord, int]:
+    # versions 3
+    end = len(buf)
+    if pos + 12 > end:
+        raise _short_fixed(pos, end, _L0)
+    v_broker_id, v_broker_epoch = _S_iq.unpack_from(buf, pos)
+    pos += 12
+    v_fenced: int = 0
+    v_in_controlled_shutdown: int = 0
+    v_log_dirs: list[_uuid.UUID] = []
+    v_cordoned_log_dirs: list[_uuid.UUID] | None = None
+    unknown: tuple[tuple[int, bytes], ...] = ()
+    if pos < end and buf[pos] == 0:
+        pos += 1
+    else:
+        n_tags, pos = _rtc(buf, pos, '_tagged_fields')
+        raw_tags: list[tuple[int, bytes]] = []
+        for _ in range(n_tags):
+            tag, size, pos = _rth(buf, pos, '_tagged_fields')
+            if tag == 0:
+                sub = bytes(buf[pos:pos + size])
+                p = 0
+                if p + 1 > len(sub):
+                    raise _short_fixed(p, len(sub), (('Fenced', 1),))
+                v_fenced, = _S_b.unpack_from(sub, p)
+                p += 1
+            elif tag == 1:
+                sub = bytes(buf[pos:pos + size])
+                p = 0
+                if p + 1 > len(sub):
+                    raise _short_fixed(p, len(sub), (('InControlledShutdown', 1),))
+                v_in_controlled_shutdown, = _S_b.unpack_from(sub, p)
+                p += 1
+            elif tag == 2:
+                sub = bytes(buf[pos:pos + size])
+                p = 0
+                n_v_log_dirs, p = _rcal(sub, p, 'LogDirs')
+                v_log_dirs, p = _rua(sub, p, n_v_log_dirs, 'LogDirs')
+            elif tag == 3:
+                sub = bytes(buf[pos:pos + size])
+                p = 0
+                n_v_cordoned_log_dirs, p = _rncal(sub, p, 'CordonedLogDirs')
+                if n_v_cordoned_log_dirs < 0:
+                    v_cordoned_log_dirs = None
+                else:
+                    v_cordoned_log_dirs, p = _rua(sub, p, n_v_cordoned_log_dirs, 'CordonedLogDirs')
+            else:
+                raw_tags.append((tag, bytes(buf[pos:pos + size])))
+            pos += size
+        if raw_tags:
+            unknown = tuple(raw_tags)
+    o = _new(BrokerRegistrationChangeRecord)
+    o.broker_id = v_broker_id
+    o.broker_epoch = v_broker_epoch
+    o.fenced = v_fenced
+    o.in_controlled_shutdown = v_in_controlled_shutdown
+    o.log_dirs = v_log_dirs
+    o.cordoned_log_dirs = v_cordoned_log_dirs
+    o.unknown_tagged_fields = unknown
+    return o, pos
+
+
+def _write_BrokerRegistrationChangeRecord_3(o: BrokerRegistrationChangeRecord, out: bytearray) -> None:
+    # versions 3
+    out += _S_iq.pack(o.broker_id, o.broker_epoch)
+    if not o.unknown_tagged_fields:
+        out.append((o.fenced != 0) + (o.in_controlled_shutdown != 0) + ((o.log_dirs is None or len(o.log_dirs) != 0)) + (o.cordoned_log_dirs is not None))
+        if o.fenced != 0:
+            tb = bytearray()
+            if o.fenced is None:
+                raise _null('Fenced')
+            tb += _S_b.pack(o.fenced)
+            out += b'\x00'
+            _wuv(out, len(tb))
+            out += tb
+        if o.in_controlled_shutdown != 0:
+            tb = bytearray()
+            if o.in_controlled_shutdown is None:
+                raise _null('InControlledShutdown')
+            tb += _S_b.pack(o.in_controlled_shutdown)
+            out += b'\x01'
+            _wuv(out, len(tb))
+            out += tb
+        if (o.log_dirs is None or len(o.log_dirs) != 0):
+            tb = bytearray()
+            if o.log_dirs is None:
+                raise _null('LogDirs')
+            _wcal(tb, o.log_dirs, 'LogDirs')
+            tb += b''.join([e_log_dirs.bytes for e_log_dirs in o.log_dirs])
+            out += b'\x02'
+            _wuv(out, len(tb))
+            out += tb
+        if o.cordoned_log_dirs is not None:
+            tb = bytearray()
+            _wcal(tb, o.cordoned_log_dirs, 'CordonedLogDirs')
+            if o.cordoned_log_dirs is not None:
+                tb += b''.join([e_cordoned_log_dirs.bytes for e_cordoned_log_dirs in o.cordoned_log_dirs])
+            out += b'\x03'
+            _wuv(out, len(tb))
+            out += tb
+    else:
+        tagged: list[tuple[int, bytes | bytearray]] = []
+        if o.fenced != 0:
+            tb = bytearray()
+            if o.fenced is None:
+                raise _null('Fenced')
+            tb += _S_b.pack(o.fenced)
+            tagged.append((0, tb))
+        if o.in_controlled_shutdown != 0:
+            tb = bytearray()
+            if o.in_controlled_shutdown is None:
+                raise _null('InControlledShutdown')
+            tb += _S_b.pack(o.in_controlled_shutdown)
+            tagged.append((1, tb))
+        if (o.log_dirs is None or len(o.log_dirs) != 0):
+            tb = bytearray()
+            if o.log_dirs is None:
+                raise _null('LogDirs')
+            _wcal(tb, o.log_dirs, 'LogDirs')
+            tb += b''.join([e_log_dirs.bytes for e_log_dirs in o.log_dirs])
+            tagged.append((2, tb))
+        if o.cordoned_log_dirs is not None:
+            tb = bytearray()
+            _wcal(tb, o.cordoned_log_dirs, 'CordonedLogDirs')
+            if o.cordoned_log_dirs is not None:
+                tb += b''.join([e_cordoned_log_dirs.bytes for e_cordoned_log_dirs in o.cordoned_log_dirs])
+            tagged.append((3, tb))
+        _wts(out, tagged, o.unknown_tagged_fields, '_tagged_fields')
+
+
+BrokerRegistrationChangeRecord._READERS = {0: _read_BrokerRegistrationChangeRecord_0, 1: _read_BrokerRegistrationChangeRecord_1, 2: _read_BrokerRegistrationChangeRecord_2, 3: _read_BrokerRegistrationChangeRecord_3}
+BrokerRegistrationChangeRecord._WRITERS = {0: _write_BrokerRegistrationChangeRecord_0, 1: _write_BrokerRegistrationChangeRecord_1, 2: _write_BrokerRegistrationChangeRecord_2, 3: _write_BrokerRegistrationChangeRecord_3}
 BrokerRegistrationChangeRecord._FIELDS = (
     _F('BrokerId', 'broker_id', 'int32', (0, 32767), None, None, None, False, lambda: 0, None, None),
     _F('BrokerEpoch', 'broker_epoch', 'int64', (0, 32767), None, None, None, False, lambda: 0, None, None),
     _F('Fenced', 'fenced', 'int8', (0, 32767), (0, 32767), 0, None, False, lambda: 0, None, None),
     _F('InControlledShutdown', 'in_controlled_shutdown', 'int8', (1, 32767), (1, 32767), 1, None, False, lambda: 0, None, None),
     _F('LogDirs', 'log_dirs', '[]uuid', (2, 32767), (2, 32767), 2, None, False, lambda: [], None, None),
+    _F('CordonedLogDirs', 'cordoned_log_dirs', '[]uuid', (3, 32767), (3, 32767), 3, (3, 32767), False, lambda: None, None, None),
 )

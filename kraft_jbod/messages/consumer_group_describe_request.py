@@ -10,6 +10,9 @@ from typing import ClassVar as _ClassVar
 
 from kraft_jbod.errors import DecodeError as _DecodeError, EncodeError as _EncodeError
 from kraft_jbod.wire.message import FieldInfo as _F, Message as _Message, Struct as _Struct
+from kraft_jbod.wire.runtime import (
+    absent as _absent, bad_tag as _bad_tag, check_bool as _bool, null as _null,
+)
 from kraft_jbod.wire.primitives import (
     read_string as _rs, read_nullable_string as _rns,
     read_compact_string as _rcs, read_nullable_compact_string as _rncs,
@@ -32,37 +35,16 @@ _S__ = _struct.Struct('>?')
 _L0 = (('IncludeAuthorizedOperations', 1),)
 
 
-def _absent(field: str, version: int | str) -> _EncodeError:
-    return _EncodeError(
-        f'attempted to write a non-default {field} at version {version}', field_path=field
-    )
-
-
-def _null(field: str) -> _EncodeError:
-    return _EncodeError('None in a non-nullable field', field_path=field)
-
-
-def _bad_tag(tag: int, version: int, pos: int) -> _DecodeError:
-    return _DecodeError(f'tag {tag} is not valid for version {version}', offset=pos)
-
-
-def _bool(value: object, field: str) -> bool:
-    if type(value) is not bool:
-        raise _EncodeError(f'expected bool, got {type(value).__name__}', field_path=field)
-    return value
-
-
-
 
 
 @_dataclass(slots=True)
 class ConsumerGroupDescribeRequest(_Message):
-    """request ConsumerGroupDescribeRequest, versions 0."""
+    """request ConsumerGroupDescribeRequest, versions 0-1."""
 
     NAME: _ClassVar[str] = 'ConsumerGroupDescribeRequest'
     SCHEMA_TYPE: _ClassVar[str] = 'request'
     API_KEY: _ClassVar[int | None] = 69
-    VALID_VERSIONS: _ClassVar[tuple[int, int]] = (0, 0)
+    VALID_VERSIONS: _ClassVar[tuple[int, int]] = (0, 1)
     FLEXIBLE_MIN: _ClassVar[int | None] = 0
     LATEST_VERSION_UNSTABLE: _ClassVar[bool] = False
     DEPRECATED_VERSIONS: _ClassVar[tuple[int, int] | None] = None
@@ -72,7 +54,7 @@ class ConsumerGroupDescribeRequest(_Message):
 
 
 def _read_ConsumerGroupDescribeRequest_0(buf: bytes | bytearray | memoryview, pos: int) -> tuple[ConsumerGroupDescribeRequest, int]:
-    # versions 0
+    # versions 0-1
     end = len(buf)
     v_group_ids: list[str]
     n_v_group_ids = buf[pos] - 1 if pos < end else -2
@@ -109,7 +91,7 @@ def _read_ConsumerGroupDescribeRequest_0(buf: bytes | bytearray | memoryview, po
 
 
 def _write_ConsumerGroupDescribeRequest_0(o: ConsumerGroupDescribeRequest, out: bytearray) -> None:
-    # versions 0
+    # versions 0-1
     if o.group_ids is None:
         raise _null('GroupIds')
     _wcal(out, o.group_ids, 'GroupIds')
@@ -124,8 +106,8 @@ def _write_ConsumerGroupDescribeRequest_0(o: ConsumerGroupDescribeRequest, out: 
         out.append(0)
 
 
-ConsumerGroupDescribeRequest._READERS = {0: _read_ConsumerGroupDescribeRequest_0}
-ConsumerGroupDescribeRequest._WRITERS = {0: _write_ConsumerGroupDescribeRequest_0}
+ConsumerGroupDescribeRequest._READERS = {0: _read_ConsumerGroupDescribeRequest_0, 1: _read_ConsumerGroupDescribeRequest_0}
+ConsumerGroupDescribeRequest._WRITERS = {0: _write_ConsumerGroupDescribeRequest_0, 1: _write_ConsumerGroupDescribeRequest_0}
 ConsumerGroupDescribeRequest._FIELDS = (
     _F('GroupIds', 'group_ids', '[]string', (0, 32767), None, None, None, False, lambda: [], None, None),
     _F('IncludeAuthorizedOperations', 'include_authorized_operations', 'bool', (0, 32767), None, None, None, False, lambda: False, None, None),

@@ -10,6 +10,9 @@ from typing import ClassVar as _ClassVar
 
 from kraft_jbod.errors import DecodeError as _DecodeError, EncodeError as _EncodeError
 from kraft_jbod.wire.message import FieldInfo as _F, Message as _Message, Struct as _Struct
+from kraft_jbod.wire.runtime import (
+    absent as _absent, bad_tag as _bad_tag, check_bool as _bool, null as _null,
+)
 from kraft_jbod.wire.primitives import (
     read_string as _rs, read_nullable_string as _rns,
     read_compact_string as _rcs, read_nullable_compact_string as _rncs,
@@ -29,6 +32,7 @@ from kraft_jbod.wire.primitives import (
 
 _new = object.__new__
 _S_16s = _struct.Struct('>16s')
+_S_b = _struct.Struct('>b')
 _S_h = _struct.Struct('>h')
 _S_i = _struct.Struct('>i')
 _S_ii = _struct.Struct('>ii')
@@ -36,31 +40,11 @@ _ZERO_UUID = _uuid_from_bytes((0).to_bytes(16, 'big'))
 _L0 = (('TopicId', 16),)
 _ARR_i = _array_structs('i')
 _L1 = (('MemberEpoch', 4),)
-_L2 = (('ErrorCode', 2),)
-_L3 = (('GroupEpoch', 4), ('AssignmentEpoch', 4))
-_L4 = (('AuthorizedOperations', 4),)
-_L5 = (('ThrottleTimeMs', 4),)
-
-
-def _absent(field: str, version: int | str) -> _EncodeError:
-    return _EncodeError(
-        f'attempted to write a non-default {field} at version {version}', field_path=field
-    )
-
-
-def _null(field: str) -> _EncodeError:
-    return _EncodeError('None in a non-nullable field', field_path=field)
-
-
-def _bad_tag(tag: int, version: int, pos: int) -> _DecodeError:
-    return _DecodeError(f'tag {tag} is not valid for version {version}', offset=pos)
-
-
-def _bool(value: object, field: str) -> bool:
-    if type(value) is not bool:
-        raise _EncodeError(f'expected bool, got {type(value).__name__}', field_path=field)
-    return value
-
+_L2 = (('MemberType', 1),)
+_L3 = (('ErrorCode', 2),)
+_L4 = (('GroupEpoch', 4), ('AssignmentEpoch', 4))
+_L5 = (('AuthorizedOperations', 4),)
+_L6 = (('ThrottleTimeMs', 4),)
 
 
 
@@ -97,6 +81,7 @@ class Member(_Struct):
     subscribed_topic_regex: str | None = None
     assignment: Assignment = _field(default_factory=Assignment)
     target_assignment: Assignment = _field(default_factory=Assignment)
+    member_type: int = -1
     unknown_tagged_fields: tuple[tuple[int, bytes], ...] = ()
 
 
@@ -118,12 +103,12 @@ class DescribedGroup(_Struct):
 
 @_dataclass(slots=True)
 class ConsumerGroupDescribeResponse(_Message):
-    """response ConsumerGroupDescribeResponse, versions 0."""
+    """response ConsumerGroupDescribeResponse, versions 0-1."""
 
     NAME: _ClassVar[str] = 'ConsumerGroupDescribeResponse'
     SCHEMA_TYPE: _ClassVar[str] = 'response'
     API_KEY: _ClassVar[int | None] = 69
-    VALID_VERSIONS: _ClassVar[tuple[int, int]] = (0, 0)
+    VALID_VERSIONS: _ClassVar[tuple[int, int]] = (0, 1)
     FLEXIBLE_MIN: _ClassVar[int | None] = 0
     LATEST_VERSION_UNSTABLE: _ClassVar[bool] = False
     DEPRECATED_VERSIONS: _ClassVar[tuple[int, int] | None] = None
@@ -133,7 +118,7 @@ class ConsumerGroupDescribeResponse(_Message):
 
 
 def _read_TopicPartitions_0(buf: bytes | bytearray | memoryview, pos: int) -> tuple[TopicPartitions, int]:
-    # versions 0
+    # versions 0-1
     end = len(buf)
     if pos + 16 > end:
         raise _short_fixed(pos, end, _L0)
@@ -173,7 +158,7 @@ def _read_TopicPartitions_0(buf: bytes | bytearray | memoryview, pos: int) -> tu
 
 
 def _write_TopicPartitions_0(o: TopicPartitions, out: bytearray) -> None:
-    # versions 0
+    # versions 0-1
     out += _S_16s.pack(o.topic_id.bytes)
     if o.topic_name is None:
         raise _null('TopicName')
@@ -189,7 +174,7 @@ def _write_TopicPartitions_0(o: TopicPartitions, out: bytearray) -> None:
 
 
 def _read_Assignment_0(buf: bytes | bytearray | memoryview, pos: int) -> tuple[Assignment, int]:
-    # versions 0
+    # versions 0-1
     end = len(buf)
     v_topic_partitions: list[TopicPartitions]
     n_v_topic_partitions = buf[pos] - 1 if pos < end else -2
@@ -258,7 +243,7 @@ def _read_Assignment_0(buf: bytes | bytearray | memoryview, pos: int) -> tuple[A
 
 
 def _write_Assignment_0(o: Assignment, out: bytearray) -> None:
-    # versions 0
+    # versions 0-1
     if o.topic_partitions is None:
         raise _null('TopicPartitions')
     _wcal(out, o.topic_partitions, 'TopicPartitions')
@@ -336,6 +321,7 @@ def _read_Member_0(buf: bytes | bytearray | memoryview, pos: int) -> tuple[Membe
     o.subscribed_topic_regex = v_subscribed_topic_regex
     o.assignment = v_assignment
     o.target_assignment = v_target_assignment
+    o.member_type = -1
     o.unknown_tagged_fields = unknown
     return o, pos
 
@@ -374,18 +360,117 @@ def _write_Member_0(o: Member, out: bytearray) -> None:
         out.append(0)
 
 
+def _read_Member_1(buf: bytes | bytearray | memoryview, pos: int) -> tuple[Member, int]:
+    # versions 1
+    end = len(buf)
+    v_member_id, pos = _rcs(buf, pos, 'MemberId')
+    v_instance_id, pos = _rncs(buf, pos, 'InstanceId')
+    v_rack_id, pos = _rncs(buf, pos, 'RackId')
+    if pos + 4 > end:
+        raise _short_fixed(pos, end, _L1)
+    v_member_epoch, = _S_i.unpack_from(buf, pos)
+    pos += 4
+    v_client_id, pos = _rcs(buf, pos, 'ClientId')
+    v_client_host, pos = _rcs(buf, pos, 'ClientHost')
+    v_subscribed_topic_names: list[str]
+    n_v_subscribed_topic_names = buf[pos] - 1 if pos < end else -2
+    if 0 <= n_v_subscribed_topic_names < 127 and n_v_subscribed_topic_names <= end - pos:
+        pos += 1
+    else:
+        n_v_subscribed_topic_names, pos = _rcal(buf, pos, 'SubscribedTopicNames')
+    v_subscribed_topic_names = []
+    app_v_subscribed_topic_names = v_subscribed_topic_names.append
+    for _ in range(n_v_subscribed_topic_names):
+        e_v_subscribed_topic_names, pos = _rcs(buf, pos, 'SubscribedTopicNames')
+        app_v_subscribed_topic_names(e_v_subscribed_topic_names)
+    v_subscribed_topic_regex, pos = _rncs(buf, pos, 'SubscribedTopicRegex')
+    try:
+        v_assignment, pos = _read_Assignment_0(buf, pos)
+    except _DecodeError as exc:
+        raise exc.refine(field='Assignment')
+    try:
+        v_target_assignment, pos = _read_Assignment_0(buf, pos)
+    except _DecodeError as exc:
+        raise exc.refine(field='TargetAssignment')
+    if pos + 1 > end:
+        raise _short_fixed(pos, end, _L2)
+    v_member_type, = _S_b.unpack_from(buf, pos)
+    pos += 1
+    unknown: tuple[tuple[int, bytes], ...] = ()
+    if pos < end and buf[pos] == 0:
+        pos += 1
+    else:
+        n_tags, pos = _rtc(buf, pos, '_tagged_fields')
+        raw_tags: list[tuple[int, bytes]] = []
+        for _ in range(n_tags):
+            tag, size, pos = _rth(buf, pos, '_tagged_fields')
+            raw_tags.append((tag, bytes(buf[pos:pos + size])))
+            pos += size
+        if raw_tags:
+            unknown = tuple(raw_tags)
+    o = _new(Member)
+    o.member_id = v_member_id
+    o.instance_id = v_instance_id
+    o.rack_id = v_rack_id
+    o.member_epoch = v_member_epoch
+    o.client_id = v_client_id
+    o.client_host = v_client_host
+    o.subscribed_topic_names = v_subscribed_topic_names
+    o.subscribed_topic_regex = v_subscribed_topic_regex
+    o.assignment = v_assignment
+    o.target_assignment = v_target_assignment
+    o.member_type = v_member_type
+    o.unknown_tagged_fields = unknown
+    return o, pos
+
+
+def _write_Member_1(o: Member, out: bytearray) -> None:
+    # versions 1
+    if o.member_id is None:
+        raise _null('MemberId')
+    _wcs(out, o.member_id, 'MemberId')
+    _wcs(out, o.instance_id, 'InstanceId')
+    _wcs(out, o.rack_id, 'RackId')
+    out += _S_i.pack(o.member_epoch)
+    if o.client_id is None:
+        raise _null('ClientId')
+    _wcs(out, o.client_id, 'ClientId')
+    if o.client_host is None:
+        raise _null('ClientHost')
+    _wcs(out, o.client_host, 'ClientHost')
+    if o.subscribed_topic_names is None:
+        raise _null('SubscribedTopicNames')
+    _wcal(out, o.subscribed_topic_names, 'SubscribedTopicNames')
+    for e_subscribed_topic_names in o.subscribed_topic_names:
+        if e_subscribed_topic_names is None:
+            raise _null('SubscribedTopicNames')
+        _wcs(out, e_subscribed_topic_names, 'SubscribedTopicNames')
+    _wcs(out, o.subscribed_topic_regex, 'SubscribedTopicRegex')
+    if o.assignment is None:
+        raise _null('Assignment')
+    _write_Assignment_0(o.assignment, out)
+    if o.target_assignment is None:
+        raise _null('TargetAssignment')
+    _write_Assignment_0(o.target_assignment, out)
+    out += _S_b.pack(o.member_type)
+    if o.unknown_tagged_fields:
+        _wts(out, (), o.unknown_tagged_fields, '_tagged_fields')
+    else:
+        out.append(0)
+
+
 def _read_DescribedGroup_0(buf: bytes | bytearray | memoryview, pos: int) -> tuple[DescribedGroup, int]:
     # versions 0
     end = len(buf)
     if pos + 2 > end:
-        raise _short_fixed(pos, end, _L2)
+        raise _short_fixed(pos, end, _L3)
     v_error_code, = _S_h.unpack_from(buf, pos)
     pos += 2
     v_error_message, pos = _rncs(buf, pos, 'ErrorMessage')
     v_group_id, pos = _rcs(buf, pos, 'GroupId')
     v_group_state, pos = _rcs(buf, pos, 'GroupState')
     if pos + 8 > end:
-        raise _short_fixed(pos, end, _L3)
+        raise _short_fixed(pos, end, _L4)
     v_group_epoch, v_assignment_epoch = _S_ii.unpack_from(buf, pos)
     pos += 8
     v_assignor_name, pos = _rcs(buf, pos, 'AssignorName')
@@ -405,7 +490,7 @@ def _read_DescribedGroup_0(buf: bytes | bytearray | memoryview, pos: int) -> tup
     except _DecodeError as exc:
         raise exc.refine(field=f'Members[{i}]')
     if pos + 4 > end:
-        raise _short_fixed(pos, end, _L4)
+        raise _short_fixed(pos, end, _L5)
     v_authorized_operations, = _S_i.unpack_from(buf, pos)
     pos += 4
     unknown: tuple[tuple[int, bytes], ...] = ()
@@ -460,11 +545,97 @@ def _write_DescribedGroup_0(o: DescribedGroup, out: bytearray) -> None:
         out.append(0)
 
 
+def _read_DescribedGroup_1(buf: bytes | bytearray | memoryview, pos: int) -> tuple[DescribedGroup, int]:
+    # versions 1
+    end = len(buf)
+    if pos + 2 > end:
+        raise _short_fixed(pos, end, _L3)
+    v_error_code, = _S_h.unpack_from(buf, pos)
+    pos += 2
+    v_error_message, pos = _rncs(buf, pos, 'ErrorMessage')
+    v_group_id, pos = _rcs(buf, pos, 'GroupId')
+    v_group_state, pos = _rcs(buf, pos, 'GroupState')
+    if pos + 8 > end:
+        raise _short_fixed(pos, end, _L4)
+    v_group_epoch, v_assignment_epoch = _S_ii.unpack_from(buf, pos)
+    pos += 8
+    v_assignor_name, pos = _rcs(buf, pos, 'AssignorName')
+    v_members: list[Member]
+    n_v_members = buf[pos] - 1 if pos < end else -2
+    if 0 <= n_v_members < 127 and n_v_members <= end - pos:
+        pos += 1
+    else:
+        n_v_members, pos = _rcal(buf, pos, 'Members')
+    v_members = []
+    app_v_members = v_members.append
+    i = 0
+    try:
+        for i in range(n_v_members):
+            e_v_members, pos = _read_Member_1(buf, pos)
+            app_v_members(e_v_members)
+    except _DecodeError as exc:
+        raise exc.refine(field=f'Members[{i}]')
+    if pos + 4 > end:
+        raise _short_fixed(pos, end, _L5)
+    v_authorized_operations, = _S_i.unpack_from(buf, pos)
+    pos += 4
+    unknown: tuple[tuple[int, bytes], ...] = ()
+    if pos < end and buf[pos] == 0:
+        pos += 1
+    else:
+        n_tags, pos = _rtc(buf, pos, '_tagged_fields')
+        raw_tags: list[tuple[int, bytes]] = []
+        for _ in range(n_tags):
+            tag, size, pos = _rth(buf, pos, '_tagged_fields')
+            raw_tags.append((tag, bytes(buf[pos:pos + size])))
+            pos += size
+        if raw_tags:
+            unknown = tuple(raw_tags)
+    o = _new(DescribedGroup)
+    o.error_code = v_error_code
+    o.error_message = v_error_message
+    o.group_id = v_group_id
+    o.group_state = v_group_state
+    o.group_epoch = v_group_epoch
+    o.assignment_epoch = v_assignment_epoch
+    o.assignor_name = v_assignor_name
+    o.members = v_members
+    o.authorized_operations = v_authorized_operations
+    o.unknown_tagged_fields = unknown
+    return o, pos
+
+
+def _write_DescribedGroup_1(o: DescribedGroup, out: bytearray) -> None:
+    # versions 1
+    out += _S_h.pack(o.error_code)
+    _wcs(out, o.error_message, 'ErrorMessage')
+    if o.group_id is None:
+        raise _null('GroupId')
+    _wcs(out, o.group_id, 'GroupId')
+    if o.group_state is None:
+        raise _null('GroupState')
+    _wcs(out, o.group_state, 'GroupState')
+    out += _S_ii.pack(o.group_epoch, o.assignment_epoch)
+    if o.assignor_name is None:
+        raise _null('AssignorName')
+    _wcs(out, o.assignor_name, 'AssignorName')
+    if o.members is None:
+        raise _null('Members')
+    _wcal(out, o.members, 'Members')
+    for e_members in o.members:
+        _write_Member_1(e_members, out)
+    out += _S_i.pack(o.authorized_operations)
+    if o.unknown_tagged_fields:
+        _wts(out, (), o.unknown_tagged_fields, '_tagged_fields')
+    else:
+        out.append(0)
+
+
 def _read_ConsumerGroupDescribeResponse_0(buf: bytes | bytearray | memoryview, pos: int) -> tuple[ConsumerGroupDescribeResponse, int]:
     # versions 0
     end = len(buf)
     if pos + 4 > end:
-        raise _short_fixed(pos, end, _L5)
+        raise _short_fixed(pos, end, _L6)
     v_throttle_time_ms, = _S_i.unpack_from(buf, pos)
     pos += 4
     v_groups: list[DescribedGroup]
@@ -515,8 +686,63 @@ def _write_ConsumerGroupDescribeResponse_0(o: ConsumerGroupDescribeResponse, out
         out.append(0)
 
 
-ConsumerGroupDescribeResponse._READERS = {0: _read_ConsumerGroupDescribeResponse_0}
-ConsumerGroupDescribeResponse._WRITERS = {0: _write_ConsumerGroupDescribeResponse_0}
+def _read_ConsumerGroupDescribeResponse_1(buf: bytes | bytearray | memoryview, pos: int) -> tuple[ConsumerGroupDescribeResponse, int]:
+    # versions 1
+    end = len(buf)
+    if pos + 4 > end:
+        raise _short_fixed(pos, end, _L6)
+    v_throttle_time_ms, = _S_i.unpack_from(buf, pos)
+    pos += 4
+    v_groups: list[DescribedGroup]
+    n_v_groups = buf[pos] - 1 if pos < end else -2
+    if 0 <= n_v_groups < 127 and n_v_groups <= end - pos:
+        pos += 1
+    else:
+        n_v_groups, pos = _rcal(buf, pos, 'Groups')
+    v_groups = []
+    app_v_groups = v_groups.append
+    i = 0
+    try:
+        for i in range(n_v_groups):
+            e_v_groups, pos = _read_DescribedGroup_1(buf, pos)
+            app_v_groups(e_v_groups)
+    except _DecodeError as exc:
+        raise exc.refine(field=f'Groups[{i}]')
+    unknown: tuple[tuple[int, bytes], ...] = ()
+    if pos < end and buf[pos] == 0:
+        pos += 1
+    else:
+        n_tags, pos = _rtc(buf, pos, '_tagged_fields')
+        raw_tags: list[tuple[int, bytes]] = []
+        for _ in range(n_tags):
+            tag, size, pos = _rth(buf, pos, '_tagged_fields')
+            raw_tags.append((tag, bytes(buf[pos:pos + size])))
+            pos += size
+        if raw_tags:
+            unknown = tuple(raw_tags)
+    o = _new(ConsumerGroupDescribeResponse)
+    o.throttle_time_ms = v_throttle_time_ms
+    o.groups = v_groups
+    o.unknown_tagged_fields = unknown
+    return o, pos
+
+
+def _write_ConsumerGroupDescribeResponse_1(o: ConsumerGroupDescribeResponse, out: bytearray) -> None:
+    # versions 1
+    out += _S_i.pack(o.throttle_time_ms)
+    if o.groups is None:
+        raise _null('Groups')
+    _wcal(out, o.groups, 'Groups')
+    for e_groups in o.groups:
+        _write_DescribedGroup_1(e_groups, out)
+    if o.unknown_tagged_fields:
+        _wts(out, (), o.unknown_tagged_fields, '_tagged_fields')
+    else:
+        out.append(0)
+
+
+ConsumerGroupDescribeResponse._READERS = {0: _read_ConsumerGroupDescribeResponse_0, 1: _read_ConsumerGroupDescribeResponse_1}
+ConsumerGroupDescribeResponse._WRITERS = {0: _write_ConsumerGroupDescribeResponse_0, 1: _write_ConsumerGroupDescribeResponse_1}
 TopicPartitions._FIELDS = (
     _F('TopicId', 'topic_id', 'uuid', (0, 32767), None, None, None, False, lambda: _ZERO_UUID, None, None),
     _F('TopicName', 'topic_name', 'string', (0, 32767), None, None, None, False, lambda: '', None, None),
@@ -536,6 +762,7 @@ Member._FIELDS = (
     _F('SubscribedTopicRegex', 'subscribed_topic_regex', 'string', (0, 32767), None, None, (0, 32767), False, lambda: None, None, None),
     _F('Assignment', 'assignment', 'Assignment', (0, 32767), None, None, None, False, lambda: Assignment(), Assignment, None),
     _F('TargetAssignment', 'target_assignment', 'Assignment', (0, 32767), None, None, None, False, lambda: Assignment(), Assignment, None),
+    _F('MemberType', 'member_type', 'int8', (1, 32767), None, None, None, True, lambda: -1, None, None),
 )
 DescribedGroup._FIELDS = (
     _F('ErrorCode', 'error_code', 'int16', (0, 32767), None, None, None, False, lambda: 0, None, None),

@@ -10,6 +10,9 @@ from typing import ClassVar as _ClassVar
 
 from kraft_jbod.errors import DecodeError as _DecodeError, EncodeError as _EncodeError
 from kraft_jbod.wire.message import FieldInfo as _F, Message as _Message, Struct as _Struct
+from kraft_jbod.wire.runtime import (
+    absent as _absent, bad_tag as _bad_tag, check_bool as _bool, null as _null,
+)
 from kraft_jbod.wire.primitives import (
     read_string as _rs, read_nullable_string as _rns,
     read_compact_string as _rcs, read_nullable_compact_string as _rncs,
@@ -30,37 +33,16 @@ from kraft_jbod.wire.primitives import (
 _new = object.__new__
 
 
-def _absent(field: str, version: int | str) -> _EncodeError:
-    return _EncodeError(
-        f'attempted to write a non-default {field} at version {version}', field_path=field
-    )
-
-
-def _null(field: str) -> _EncodeError:
-    return _EncodeError('None in a non-nullable field', field_path=field)
-
-
-def _bad_tag(tag: int, version: int, pos: int) -> _DecodeError:
-    return _DecodeError(f'tag {tag} is not valid for version {version}', offset=pos)
-
-
-def _bool(value: object, field: str) -> bool:
-    if type(value) is not bool:
-        raise _EncodeError(f'expected bool, got {type(value).__name__}', field_path=field)
-    return value
-
-
-
 
 
 @_dataclass(slots=True)
 class DeleteGroupsRequest(_Message):
-    """request DeleteGroupsRequest, versions 0-2."""
+    """request DeleteGroupsRequest, versions 0-3."""
 
     NAME: _ClassVar[str] = 'DeleteGroupsRequest'
     SCHEMA_TYPE: _ClassVar[str] = 'request'
     API_KEY: _ClassVar[int | None] = 42
-    VALID_VERSIONS: _ClassVar[tuple[int, int]] = (0, 2)
+    VALID_VERSIONS: _ClassVar[tuple[int, int]] = (0, 3)
     FLEXIBLE_MIN: _ClassVar[int | None] = 2
     LATEST_VERSION_UNSTABLE: _ClassVar[bool] = False
     DEPRECATED_VERSIONS: _ClassVar[tuple[int, int] | None] = (0, 0)
@@ -98,7 +80,7 @@ def _write_DeleteGroupsRequest_0(o: DeleteGroupsRequest, out: bytearray) -> None
 
 
 def _read_DeleteGroupsRequest_1(buf: bytes | bytearray | memoryview, pos: int) -> tuple[DeleteGroupsRequest, int]:
-    # versions 2
+    # versions 2-3
     end = len(buf)
     v_groups_names: list[str]
     n_v_groups_names = buf[pos] - 1 if pos < end else -2
@@ -130,7 +112,7 @@ def _read_DeleteGroupsRequest_1(buf: bytes | bytearray | memoryview, pos: int) -
 
 
 def _write_DeleteGroupsRequest_1(o: DeleteGroupsRequest, out: bytearray) -> None:
-    # versions 2
+    # versions 2-3
     if o.groups_names is None:
         raise _null('GroupsNames')
     _wcal(out, o.groups_names, 'GroupsNames')
@@ -144,8 +126,8 @@ def _write_DeleteGroupsRequest_1(o: DeleteGroupsRequest, out: bytearray) -> None
         out.append(0)
 
 
-DeleteGroupsRequest._READERS = {0: _read_DeleteGroupsRequest_0, 1: _read_DeleteGroupsRequest_0, 2: _read_DeleteGroupsRequest_1}
-DeleteGroupsRequest._WRITERS = {0: _write_DeleteGroupsRequest_0, 1: _write_DeleteGroupsRequest_0, 2: _write_DeleteGroupsRequest_1}
+DeleteGroupsRequest._READERS = {0: _read_DeleteGroupsRequest_0, 1: _read_DeleteGroupsRequest_0, 2: _read_DeleteGroupsRequest_1, 3: _read_DeleteGroupsRequest_1}
+DeleteGroupsRequest._WRITERS = {0: _write_DeleteGroupsRequest_0, 1: _write_DeleteGroupsRequest_0, 2: _write_DeleteGroupsRequest_1, 3: _write_DeleteGroupsRequest_1}
 DeleteGroupsRequest._FIELDS = (
     _F('GroupsNames', 'groups_names', '[]string', (0, 32767), None, None, None, False, lambda: [], None, None),
 )

@@ -10,6 +10,9 @@ from typing import ClassVar as _ClassVar
 
 from kraft_jbod.errors import DecodeError as _DecodeError, EncodeError as _EncodeError
 from kraft_jbod.wire.message import FieldInfo as _F, Message as _Message, Struct as _Struct
+from kraft_jbod.wire.runtime import (
+    absent as _absent, bad_tag as _bad_tag, check_bool as _bool, null as _null,
+)
 from kraft_jbod.wire.primitives import (
     read_string as _rs, read_nullable_string as _rns,
     read_compact_string as _rcs, read_nullable_compact_string as _rncs,
@@ -34,27 +37,6 @@ _L0 = (('ErrorCode', 2),)
 _L1 = (('ThrottleTimeMs', 4),)
 
 
-def _absent(field: str, version: int | str) -> _EncodeError:
-    return _EncodeError(
-        f'attempted to write a non-default {field} at version {version}', field_path=field
-    )
-
-
-def _null(field: str) -> _EncodeError:
-    return _EncodeError('None in a non-nullable field', field_path=field)
-
-
-def _bad_tag(tag: int, version: int, pos: int) -> _DecodeError:
-    return _DecodeError(f'tag {tag} is not valid for version {version}', offset=pos)
-
-
-def _bool(value: object, field: str) -> bool:
-    if type(value) is not bool:
-        raise _EncodeError(f'expected bool, got {type(value).__name__}', field_path=field)
-    return value
-
-
-
 
 
 @_dataclass(slots=True)
@@ -63,17 +45,18 @@ class DeletableGroupResult(_Struct):
 
     group_id: str = ''
     error_code: int = 0
+    error_message: str | None = None
     unknown_tagged_fields: tuple[tuple[int, bytes], ...] = ()
 
 
 @_dataclass(slots=True)
 class DeleteGroupsResponse(_Message):
-    """response DeleteGroupsResponse, versions 0-2."""
+    """response DeleteGroupsResponse, versions 0-3."""
 
     NAME: _ClassVar[str] = 'DeleteGroupsResponse'
     SCHEMA_TYPE: _ClassVar[str] = 'response'
     API_KEY: _ClassVar[int | None] = 42
-    VALID_VERSIONS: _ClassVar[tuple[int, int]] = (0, 2)
+    VALID_VERSIONS: _ClassVar[tuple[int, int]] = (0, 3)
     FLEXIBLE_MIN: _ClassVar[int | None] = 2
     LATEST_VERSION_UNSTABLE: _ClassVar[bool] = False
     DEPRECATED_VERSIONS: _ClassVar[tuple[int, int] | None] = None
@@ -93,6 +76,7 @@ def _read_DeletableGroupResult_0(buf: bytes | bytearray | memoryview, pos: int) 
     o = _new(DeletableGroupResult)
     o.group_id = v_group_id
     o.error_code = v_error_code
+    o.error_message = None
     o.unknown_tagged_fields = ()
     return o, pos
 
@@ -130,6 +114,7 @@ def _read_DeletableGroupResult_1(buf: bytes | bytearray | memoryview, pos: int) 
     o = _new(DeletableGroupResult)
     o.group_id = v_group_id
     o.error_code = v_error_code
+    o.error_message = None
     o.unknown_tagged_fields = unknown
     return o, pos
 
@@ -140,6 +125,48 @@ def _write_DeletableGroupResult_1(o: DeletableGroupResult, out: bytearray) -> No
         raise _null('GroupId')
     _wcs(out, o.group_id, 'GroupId')
     out += _S_h.pack(o.error_code)
+    if o.unknown_tagged_fields:
+        _wts(out, (), o.unknown_tagged_fields, '_tagged_fields')
+    else:
+        out.append(0)
+
+
+def _read_DeletableGroupResult_2(buf: bytes | bytearray | memoryview, pos: int) -> tuple[DeletableGroupResult, int]:
+    # versions 3
+    end = len(buf)
+    v_group_id, pos = _rcs(buf, pos, 'GroupId')
+    if pos + 2 > end:
+        raise _short_fixed(pos, end, _L0)
+    v_error_code, = _S_h.unpack_from(buf, pos)
+    pos += 2
+    v_error_message, pos = _rncs(buf, pos, 'ErrorMessage')
+    unknown: tuple[tuple[int, bytes], ...] = ()
+    if pos < end and buf[pos] == 0:
+        pos += 1
+    else:
+        n_tags, pos = _rtc(buf, pos, '_tagged_fields')
+        raw_tags: list[tuple[int, bytes]] = []
+        for _ in range(n_tags):
+            tag, size, pos = _rth(buf, pos, '_tagged_fields')
+            raw_tags.append((tag, bytes(buf[pos:pos + size])))
+            pos += size
+        if raw_tags:
+            unknown = tuple(raw_tags)
+    o = _new(DeletableGroupResult)
+    o.group_id = v_group_id
+    o.error_code = v_error_code
+    o.error_message = v_error_message
+    o.unknown_tagged_fields = unknown
+    return o, pos
+
+
+def _write_DeletableGroupResult_2(o: DeletableGroupResult, out: bytearray) -> None:
+    # versions 3
+    if o.group_id is None:
+        raise _null('GroupId')
+    _wcs(out, o.group_id, 'GroupId')
+    out += _S_h.pack(o.error_code)
+    _wcs(out, o.error_message, 'ErrorMessage')
     if o.unknown_tagged_fields:
         _wts(out, (), o.unknown_tagged_fields, '_tagged_fields')
     else:
@@ -168,6 +195,7 @@ def _read_DeleteGroupsResponse_0(buf: bytes | bytearray | memoryview, pos: int) 
             v_results_o = _new(DeletableGroupResult)
             v_results_o.group_id = v_results_v_group_id
             v_results_o.error_code = v_results_v_error_code
+            v_results_o.error_message = None
             v_results_o.unknown_tagged_fields = ()
             app_v_results(v_results_o)
     except _DecodeError as exc:
@@ -234,6 +262,7 @@ def _read_DeleteGroupsResponse_1(buf: bytes | bytearray | memoryview, pos: int) 
             v_results_o = _new(DeletableGroupResult)
             v_results_o.group_id = v_results_v_group_id
             v_results_o.error_code = v_results_v_error_code
+            v_results_o.error_message = None
             v_results_o.unknown_tagged_fields = v_results_unknown
             app_v_results(v_results_o)
     except _DecodeError as exc:
@@ -278,11 +307,97 @@ def _write_DeleteGroupsResponse_1(o: DeleteGroupsResponse, out: bytearray) -> No
         out.append(0)
 
 
-DeleteGroupsResponse._READERS = {0: _read_DeleteGroupsResponse_0, 1: _read_DeleteGroupsResponse_0, 2: _read_DeleteGroupsResponse_1}
-DeleteGroupsResponse._WRITERS = {0: _write_DeleteGroupsResponse_0, 1: _write_DeleteGroupsResponse_0, 2: _write_DeleteGroupsResponse_1}
+def _read_DeleteGroupsResponse_2(buf: bytes | bytearray | memoryview, pos: int) -> tuple[DeleteGroupsResponse, int]:
+    # versions 3
+    end = len(buf)
+    if pos + 4 > end:
+        raise _short_fixed(pos, end, _L1)
+    v_throttle_time_ms, = _S_i.unpack_from(buf, pos)
+    pos += 4
+    v_results: list[DeletableGroupResult]
+    n_v_results = buf[pos] - 1 if pos < end else -2
+    if 0 <= n_v_results < 127 and n_v_results <= end - pos:
+        pos += 1
+    else:
+        n_v_results, pos = _rcal(buf, pos, 'Results')
+    v_results = []
+    app_v_results = v_results.append
+    i = 0
+    try:
+        for i in range(n_v_results):
+            v_results_v_group_id, pos = _rcs(buf, pos, 'GroupId')
+            if pos + 2 > end:
+                raise _short_fixed(pos, end, _L0)
+            v_results_v_error_code, = _S_h.unpack_from(buf, pos)
+            pos += 2
+            v_results_v_error_message, pos = _rncs(buf, pos, 'ErrorMessage')
+            v_results_unknown: tuple[tuple[int, bytes], ...] = ()
+            if pos < end and buf[pos] == 0:
+                pos += 1
+            else:
+                v_results_n_tags, pos = _rtc(buf, pos, '_tagged_fields')
+                v_results_raw_tags: list[tuple[int, bytes]] = []
+                for _ in range(v_results_n_tags):
+                    v_results_tag, v_results_size, pos = _rth(buf, pos, '_tagged_fields')
+                    v_results_raw_tags.append((v_results_tag, bytes(buf[pos:pos + v_results_size])))
+                    pos += v_results_size
+                if v_results_raw_tags:
+                    v_results_unknown = tuple(v_results_raw_tags)
+            v_results_o = _new(DeletableGroupResult)
+            v_results_o.group_id = v_results_v_group_id
+            v_results_o.error_code = v_results_v_error_code
+            v_results_o.error_message = v_results_v_error_message
+            v_results_o.unknown_tagged_fields = v_results_unknown
+            app_v_results(v_results_o)
+    except _DecodeError as exc:
+        raise exc.refine(field=f'Results[{i}]')
+    unknown: tuple[tuple[int, bytes], ...] = ()
+    if pos < end and buf[pos] == 0:
+        pos += 1
+    else:
+        n_tags, pos = _rtc(buf, pos, '_tagged_fields')
+        raw_tags: list[tuple[int, bytes]] = []
+        for _ in range(n_tags):
+            tag, size, pos = _rth(buf, pos, '_tagged_fields')
+            raw_tags.append((tag, bytes(buf[pos:pos + size])))
+            pos += size
+        if raw_tags:
+            unknown = tuple(raw_tags)
+    o = _new(DeleteGroupsResponse)
+    o.throttle_time_ms = v_throttle_time_ms
+    o.results = v_results
+    o.unknown_tagged_fields = unknown
+    return o, pos
+
+
+def _write_DeleteGroupsResponse_2(o: DeleteGroupsResponse, out: bytearray) -> None:
+    # versions 3
+    out += _S_i.pack(o.throttle_time_ms)
+    if o.results is None:
+        raise _null('Results')
+    _wcal(out, o.results, 'Results')
+    for e_results in o.results:
+        if e_results.group_id is None:
+            raise _null('GroupId')
+        _wcs(out, e_results.group_id, 'GroupId')
+        out += _S_h.pack(e_results.error_code)
+        _wcs(out, e_results.error_message, 'ErrorMessage')
+        if e_results.unknown_tagged_fields:
+            _wts(out, (), e_results.unknown_tagged_fields, '_tagged_fields')
+        else:
+            out.append(0)
+    if o.unknown_tagged_fields:
+        _wts(out, (), o.unknown_tagged_fields, '_tagged_fields')
+    else:
+        out.append(0)
+
+
+DeleteGroupsResponse._READERS = {0: _read_DeleteGroupsResponse_0, 1: _read_DeleteGroupsResponse_0, 2: _read_DeleteGroupsResponse_1, 3: _read_DeleteGroupsResponse_2}
+DeleteGroupsResponse._WRITERS = {0: _write_DeleteGroupsResponse_0, 1: _write_DeleteGroupsResponse_0, 2: _write_DeleteGroupsResponse_1, 3: _write_DeleteGroupsResponse_2}
 DeletableGroupResult._FIELDS = (
     _F('GroupId', 'group_id', 'string', (0, 32767), None, None, None, False, lambda: '', None, None),
     _F('ErrorCode', 'error_code', 'int16', (0, 32767), None, None, None, False, lambda: 0, None, None),
+    _F('ErrorMessage', 'error_message', 'string', (3, 32767), None, None, (3, 32767), True, lambda: None, None, None),
 )
 DeleteGroupsResponse._FIELDS = (
     _F('ThrottleTimeMs', 'throttle_time_ms', 'int32', (0, 32767), None, None, None, False, lambda: 0, None, None),

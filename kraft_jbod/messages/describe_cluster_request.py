@@ -10,6 +10,9 @@ from typing import ClassVar as _ClassVar
 
 from kraft_jbod.errors import DecodeError as _DecodeError, EncodeError as _EncodeError
 from kraft_jbod.wire.message import FieldInfo as _F, Message as _Message, Struct as _Struct
+from kraft_jbod.wire.runtime import (
+    absent as _absent, bad_tag as _bad_tag, check_bool as _bool, null as _null,
+)
 from kraft_jbod.wire.primitives import (
     read_string as _rs, read_nullable_string as _rns,
     read_compact_string as _rcs, read_nullable_compact_string as _rncs,
@@ -30,46 +33,28 @@ from kraft_jbod.wire.primitives import (
 _new = object.__new__
 _S__ = _struct.Struct('>?')
 _S__b = _struct.Struct('>?b')
+_S__b_ = _struct.Struct('>?b?')
 _L0 = (('IncludeClusterAuthorizedOperations', 1),)
 _L1 = (('IncludeClusterAuthorizedOperations', 1), ('EndpointType', 1))
-
-
-def _absent(field: str, version: int | str) -> _EncodeError:
-    return _EncodeError(
-        f'attempted to write a non-default {field} at version {version}', field_path=field
-    )
-
-
-def _null(field: str) -> _EncodeError:
-    return _EncodeError('None in a non-nullable field', field_path=field)
-
-
-def _bad_tag(tag: int, version: int, pos: int) -> _DecodeError:
-    return _DecodeError(f'tag {tag} is not valid for version {version}', offset=pos)
-
-
-def _bool(value: object, field: str) -> bool:
-    if type(value) is not bool:
-        raise _EncodeError(f'expected bool, got {type(value).__name__}', field_path=field)
-    return value
-
+_L2 = (('IncludeClusterAuthorizedOperations', 1), ('EndpointType', 1), ('IncludeFencedBrokers', 1))
 
 
 
 
 @_dataclass(slots=True)
 class DescribeClusterRequest(_Message):
-    """request DescribeClusterRequest, versions 0-1."""
+    """request DescribeClusterRequest, versions 0-2."""
 
     NAME: _ClassVar[str] = 'DescribeClusterRequest'
     SCHEMA_TYPE: _ClassVar[str] = 'request'
     API_KEY: _ClassVar[int | None] = 60
-    VALID_VERSIONS: _ClassVar[tuple[int, int]] = (0, 1)
+    VALID_VERSIONS: _ClassVar[tuple[int, int]] = (0, 2)
     FLEXIBLE_MIN: _ClassVar[int | None] = 0
     LATEST_VERSION_UNSTABLE: _ClassVar[bool] = False
     DEPRECATED_VERSIONS: _ClassVar[tuple[int, int] | None] = None
     include_cluster_authorized_operations: bool = False
     endpoint_type: int = 1
+    include_fenced_brokers: bool = False
     unknown_tagged_fields: tuple[tuple[int, bytes], ...] = ()
 
 
@@ -95,6 +80,7 @@ def _read_DescribeClusterRequest_0(buf: bytes | bytearray | memoryview, pos: int
     o = _new(DescribeClusterRequest)
     o.include_cluster_authorized_operations = v_include_cluster_authorized_operations
     o.endpoint_type = 1
+    o.include_fenced_brokers = False
     o.unknown_tagged_fields = unknown
     return o, pos
 
@@ -103,6 +89,8 @@ def _write_DescribeClusterRequest_0(o: DescribeClusterRequest, out: bytearray) -
     # versions 0
     if o.endpoint_type != 1:
         raise _absent('EndpointType', 0)
+    if o.include_fenced_brokers != False:
+        raise _absent('IncludeFencedBrokers', 0)
     out += _S__.pack((o.include_cluster_authorized_operations if o.include_cluster_authorized_operations.__class__ is bool else _bool(o.include_cluster_authorized_operations, 'IncludeClusterAuthorizedOperations')))
     if o.unknown_tagged_fields:
         _wts(out, (), o.unknown_tagged_fields, '_tagged_fields')
@@ -132,12 +120,15 @@ def _read_DescribeClusterRequest_1(buf: bytes | bytearray | memoryview, pos: int
     o = _new(DescribeClusterRequest)
     o.include_cluster_authorized_operations = v_include_cluster_authorized_operations
     o.endpoint_type = v_endpoint_type
+    o.include_fenced_brokers = False
     o.unknown_tagged_fields = unknown
     return o, pos
 
 
 def _write_DescribeClusterRequest_1(o: DescribeClusterRequest, out: bytearray) -> None:
     # versions 1
+    if o.include_fenced_brokers != False:
+        raise _absent('IncludeFencedBrokers', 1)
     out += _S__b.pack((o.include_cluster_authorized_operations if o.include_cluster_authorized_operations.__class__ is bool else _bool(o.include_cluster_authorized_operations, 'IncludeClusterAuthorizedOperations')), o.endpoint_type)
     if o.unknown_tagged_fields:
         _wts(out, (), o.unknown_tagged_fields, '_tagged_fields')
@@ -145,9 +136,46 @@ def _write_DescribeClusterRequest_1(o: DescribeClusterRequest, out: bytearray) -
         out.append(0)
 
 
-DescribeClusterRequest._READERS = {0: _read_DescribeClusterRequest_0, 1: _read_DescribeClusterRequest_1}
-DescribeClusterRequest._WRITERS = {0: _write_DescribeClusterRequest_0, 1: _write_DescribeClusterRequest_1}
+def _read_DescribeClusterRequest_2(buf: bytes | bytearray | memoryview, pos: int) -> tuple[DescribeClusterRequest, int]:
+    # versions 2
+    end = len(buf)
+    if pos + 3 > end:
+        raise _short_fixed(pos, end, _L2)
+    v_include_cluster_authorized_operations, v_endpoint_type, v_include_fenced_brokers = _S__b_.unpack_from(buf, pos)
+    pos += 3
+    unknown: tuple[tuple[int, bytes], ...] = ()
+    if pos < end and buf[pos] == 0:
+        pos += 1
+    else:
+        n_tags, pos = _rtc(buf, pos, '_tagged_fields')
+        raw_tags: list[tuple[int, bytes]] = []
+        for _ in range(n_tags):
+            tag, size, pos = _rth(buf, pos, '_tagged_fields')
+            raw_tags.append((tag, bytes(buf[pos:pos + size])))
+            pos += size
+        if raw_tags:
+            unknown = tuple(raw_tags)
+    o = _new(DescribeClusterRequest)
+    o.include_cluster_authorized_operations = v_include_cluster_authorized_operations
+    o.endpoint_type = v_endpoint_type
+    o.include_fenced_brokers = v_include_fenced_brokers
+    o.unknown_tagged_fields = unknown
+    return o, pos
+
+
+def _write_DescribeClusterRequest_2(o: DescribeClusterRequest, out: bytearray) -> None:
+    # versions 2
+    out += _S__b_.pack((o.include_cluster_authorized_operations if o.include_cluster_authorized_operations.__class__ is bool else _bool(o.include_cluster_authorized_operations, 'IncludeClusterAuthorizedOperations')), o.endpoint_type, (o.include_fenced_brokers if o.include_fenced_brokers.__class__ is bool else _bool(o.include_fenced_brokers, 'IncludeFencedBrokers')))
+    if o.unknown_tagged_fields:
+        _wts(out, (), o.unknown_tagged_fields, '_tagged_fields')
+    else:
+        out.append(0)
+
+
+DescribeClusterRequest._READERS = {0: _read_DescribeClusterRequest_0, 1: _read_DescribeClusterRequest_1, 2: _read_DescribeClusterRequest_2}
+DescribeClusterRequest._WRITERS = {0: _write_DescribeClusterRequest_0, 1: _write_DescribeClusterRequest_1, 2: _write_DescribeClusterRequest_2}
 DescribeClusterRequest._FIELDS = (
     _F('IncludeClusterAuthorizedOperations', 'include_cluster_authorized_operations', 'bool', (0, 32767), None, None, None, False, lambda: False, None, None),
     _F('EndpointType', 'endpoint_type', 'int8', (1, 32767), None, None, None, False, lambda: 1, None, None),
+    _F('IncludeFencedBrokers', 'include_fenced_brokers', 'bool', (2, 32767), None, None, None, False, lambda: False, None, None),
 )

@@ -10,6 +10,9 @@ from typing import ClassVar as _ClassVar
 
 from kraft_jbod.errors import DecodeError as _DecodeError, EncodeError as _EncodeError
 from kraft_jbod.wire.message import FieldInfo as _F, Message as _Message, Struct as _Struct
+from kraft_jbod.wire.runtime import (
+    absent as _absent, bad_tag as _bad_tag, check_bool as _bool, null as _null,
+)
 from kraft_jbod.wire.primitives import (
     read_string as _rs, read_nullable_string as _rns,
     read_compact_string as _rcs, read_nullable_compact_string as _rncs,
@@ -28,36 +31,17 @@ from kraft_jbod.wire.primitives import (
 )
 
 _new = object.__new__
+_S__ = _struct.Struct('>?')
 _S_b = _struct.Struct('>b')
 _S_i = _struct.Struct('>i')
 _S_ih = _struct.Struct('>ih')
 _L0 = (('BrokerId', 4),)
 _L1 = (('Port', 4),)
-_L2 = (('ThrottleTimeMs', 4), ('ErrorCode', 2))
-_L3 = (('ControllerId', 4),)
-_L4 = (('ClusterAuthorizedOperations', 4),)
-_L5 = (('EndpointType', 1),)
-
-
-def _absent(field: str, version: int | str) -> _EncodeError:
-    return _EncodeError(
-        f'attempted to write a non-default {field} at version {version}', field_path=field
-    )
-
-
-def _null(field: str) -> _EncodeError:
-    return _EncodeError('None in a non-nullable field', field_path=field)
-
-
-def _bad_tag(tag: int, version: int, pos: int) -> _DecodeError:
-    return _DecodeError(f'tag {tag} is not valid for version {version}', offset=pos)
-
-
-def _bool(value: object, field: str) -> bool:
-    if type(value) is not bool:
-        raise _EncodeError(f'expected bool, got {type(value).__name__}', field_path=field)
-    return value
-
+_L2 = (('IsFenced', 1),)
+_L3 = (('ThrottleTimeMs', 4), ('ErrorCode', 2))
+_L4 = (('ControllerId', 4),)
+_L5 = (('ClusterAuthorizedOperations', 4),)
+_L6 = (('EndpointType', 1),)
 
 
 
@@ -70,17 +54,18 @@ class DescribeClusterBroker(_Struct):
     host: str = ''
     port: int = 0
     rack: str | None = None
+    is_fenced: bool = False
     unknown_tagged_fields: tuple[tuple[int, bytes], ...] = ()
 
 
 @_dataclass(slots=True)
 class DescribeClusterResponse(_Message):
-    """response DescribeClusterResponse, versions 0-1."""
+    """response DescribeClusterResponse, versions 0-2."""
 
     NAME: _ClassVar[str] = 'DescribeClusterResponse'
     SCHEMA_TYPE: _ClassVar[str] = 'response'
     API_KEY: _ClassVar[int | None] = 60
-    VALID_VERSIONS: _ClassVar[tuple[int, int]] = (0, 1)
+    VALID_VERSIONS: _ClassVar[tuple[int, int]] = (0, 2)
     FLEXIBLE_MIN: _ClassVar[int | None] = 0
     LATEST_VERSION_UNSTABLE: _ClassVar[bool] = False
     DEPRECATED_VERSIONS: _ClassVar[tuple[int, int] | None] = None
@@ -125,12 +110,15 @@ def _read_DescribeClusterBroker_0(buf: bytes | bytearray | memoryview, pos: int)
     o.host = v_host
     o.port = v_port
     o.rack = v_rack
+    o.is_fenced = False
     o.unknown_tagged_fields = unknown
     return o, pos
 
 
 def _write_DescribeClusterBroker_0(o: DescribeClusterBroker, out: bytearray) -> None:
     # versions 0-1
+    if o.is_fenced != False:
+        raise _absent('IsFenced', '0-1')
     out += _S_i.pack(o.broker_id)
     if o.host is None:
         raise _null('Host')
@@ -143,17 +131,71 @@ def _write_DescribeClusterBroker_0(o: DescribeClusterBroker, out: bytearray) -> 
         out.append(0)
 
 
+def _read_DescribeClusterBroker_1(buf: bytes | bytearray | memoryview, pos: int) -> tuple[DescribeClusterBroker, int]:
+    # versions 2
+    end = len(buf)
+    if pos + 4 > end:
+        raise _short_fixed(pos, end, _L0)
+    v_broker_id, = _S_i.unpack_from(buf, pos)
+    pos += 4
+    v_host, pos = _rcs(buf, pos, 'Host')
+    if pos + 4 > end:
+        raise _short_fixed(pos, end, _L1)
+    v_port, = _S_i.unpack_from(buf, pos)
+    pos += 4
+    v_rack, pos = _rncs(buf, pos, 'Rack')
+    if pos + 1 > end:
+        raise _short_fixed(pos, end, _L2)
+    v_is_fenced, = _S__.unpack_from(buf, pos)
+    pos += 1
+    unknown: tuple[tuple[int, bytes], ...] = ()
+    if pos < end and buf[pos] == 0:
+        pos += 1
+    else:
+        n_tags, pos = _rtc(buf, pos, '_tagged_fields')
+        raw_tags: list[tuple[int, bytes]] = []
+        for _ in range(n_tags):
+            tag, size, pos = _rth(buf, pos, '_tagged_fields')
+            raw_tags.append((tag, bytes(buf[pos:pos + size])))
+            pos += size
+        if raw_tags:
+            unknown = tuple(raw_tags)
+    o = _new(DescribeClusterBroker)
+    o.broker_id = v_broker_id
+    o.host = v_host
+    o.port = v_port
+    o.rack = v_rack
+    o.is_fenced = v_is_fenced
+    o.unknown_tagged_fields = unknown
+    return o, pos
+
+
+def _write_DescribeClusterBroker_1(o: DescribeClusterBroker, out: bytearray) -> None:
+    # versions 2
+    out += _S_i.pack(o.broker_id)
+    if o.host is None:
+        raise _null('Host')
+    _wcs(out, o.host, 'Host')
+    out += _S_i.pack(o.port)
+    _wcs(out, o.rack, 'Rack')
+    out += _S__.pack((o.is_fenced if o.is_fenced.__class__ is bool else _bool(o.is_fenced, 'IsFenced')))
+    if o.unknown_tagged_fields:
+        _wts(out, (), o.unknown_tagged_fields, '_tagged_fields')
+    else:
+        out.append(0)
+
+
 def _read_DescribeClusterResponse_0(buf: bytes | bytearray | memoryview, pos: int) -> tuple[DescribeClusterResponse, int]:
     # versions 0
     end = len(buf)
     if pos + 6 > end:
-        raise _short_fixed(pos, end, _L2)
+        raise _short_fixed(pos, end, _L3)
     v_throttle_time_ms, v_error_code = _S_ih.unpack_from(buf, pos)
     pos += 6
     v_error_message, pos = _rncs(buf, pos, 'ErrorMessage')
     v_cluster_id, pos = _rcs(buf, pos, 'ClusterId')
     if pos + 4 > end:
-        raise _short_fixed(pos, end, _L3)
+        raise _short_fixed(pos, end, _L4)
     v_controller_id, = _S_i.unpack_from(buf, pos)
     pos += 4
     v_brokers: list[DescribeClusterBroker]
@@ -194,12 +236,13 @@ def _read_DescribeClusterResponse_0(buf: bytes | bytearray | memoryview, pos: in
             v_brokers_o.host = v_brokers_v_host
             v_brokers_o.port = v_brokers_v_port
             v_brokers_o.rack = v_brokers_v_rack
+            v_brokers_o.is_fenced = False
             v_brokers_o.unknown_tagged_fields = v_brokers_unknown
             app_v_brokers(v_brokers_o)
     except _DecodeError as exc:
         raise exc.refine(field=f'Brokers[{i}]')
     if pos + 4 > end:
-        raise _short_fixed(pos, end, _L4)
+        raise _short_fixed(pos, end, _L5)
     v_cluster_authorized_operations, = _S_i.unpack_from(buf, pos)
     pos += 4
     unknown: tuple[tuple[int, bytes], ...] = ()
@@ -241,6 +284,8 @@ def _write_DescribeClusterResponse_0(o: DescribeClusterResponse, out: bytearray)
         raise _null('Brokers')
     _wcal(out, o.brokers, 'Brokers')
     for e_brokers in o.brokers:
+        if e_brokers.is_fenced != False:
+            raise _absent('IsFenced', '0')
         out += _S_i.pack(e_brokers.broker_id)
         if e_brokers.host is None:
             raise _null('Host')
@@ -262,17 +307,17 @@ def _read_DescribeClusterResponse_1(buf: bytes | bytearray | memoryview, pos: in
     # versions 1
     end = len(buf)
     if pos + 6 > end:
-        raise _short_fixed(pos, end, _L2)
+        raise _short_fixed(pos, end, _L3)
     v_throttle_time_ms, v_error_code = _S_ih.unpack_from(buf, pos)
     pos += 6
     v_error_message, pos = _rncs(buf, pos, 'ErrorMessage')
     if pos + 1 > end:
-        raise _short_fixed(pos, end, _L5)
+        raise _short_fixed(pos, end, _L6)
     v_endpoint_type, = _S_b.unpack_from(buf, pos)
     pos += 1
     v_cluster_id, pos = _rcs(buf, pos, 'ClusterId')
     if pos + 4 > end:
-        raise _short_fixed(pos, end, _L3)
+        raise _short_fixed(pos, end, _L4)
     v_controller_id, = _S_i.unpack_from(buf, pos)
     pos += 4
     v_brokers: list[DescribeClusterBroker]
@@ -313,12 +358,13 @@ def _read_DescribeClusterResponse_1(buf: bytes | bytearray | memoryview, pos: in
             v_brokers_o.host = v_brokers_v_host
             v_brokers_o.port = v_brokers_v_port
             v_brokers_o.rack = v_brokers_v_rack
+            v_brokers_o.is_fenced = False
             v_brokers_o.unknown_tagged_fields = v_brokers_unknown
             app_v_brokers(v_brokers_o)
     except _DecodeError as exc:
         raise exc.refine(field=f'Brokers[{i}]')
     if pos + 4 > end:
-        raise _short_fixed(pos, end, _L4)
+        raise _short_fixed(pos, end, _L5)
     v_cluster_authorized_operations, = _S_i.unpack_from(buf, pos)
     pos += 4
     unknown: tuple[tuple[int, bytes], ...] = ()
@@ -359,6 +405,8 @@ def _write_DescribeClusterResponse_1(o: DescribeClusterResponse, out: bytearray)
         raise _null('Brokers')
     _wcal(out, o.brokers, 'Brokers')
     for e_brokers in o.brokers:
+        if e_brokers.is_fenced != False:
+            raise _absent('IsFenced', '1')
         out += _S_i.pack(e_brokers.broker_id)
         if e_brokers.host is None:
             raise _null('Host')
@@ -376,13 +424,138 @@ def _write_DescribeClusterResponse_1(o: DescribeClusterResponse, out: bytearray)
         out.append(0)
 
 
-DescribeClusterResponse._READERS = {0: _read_DescribeClusterResponse_0, 1: _read_DescribeClusterResponse_1}
-DescribeClusterResponse._WRITERS = {0: _write_DescribeClusterResponse_0, 1: _write_DescribeClusterResponse_1}
+def _read_DescribeClusterResponse_2(buf: bytes | bytearray | memoryview, pos: int) -> tuple[DescribeClusterResponse, int]:
+    # versions 2
+    end = len(buf)
+    if pos + 6 > end:
+        raise _short_fixed(pos, end, _L3)
+    v_throttle_time_ms, v_error_code = _S_ih.unpack_from(buf, pos)
+    pos += 6
+    v_error_message, pos = _rncs(buf, pos, 'ErrorMessage')
+    if pos + 1 > end:
+        raise _short_fixed(pos, end, _L6)
+    v_endpoint_type, = _S_b.unpack_from(buf, pos)
+    pos += 1
+    v_cluster_id, pos = _rcs(buf, pos, 'ClusterId')
+    if pos + 4 > end:
+        raise _short_fixed(pos, end, _L4)
+    v_controller_id, = _S_i.unpack_from(buf, pos)
+    pos += 4
+    v_brokers: list[DescribeClusterBroker]
+    n_v_brokers = buf[pos] - 1 if pos < end else -2
+    if 0 <= n_v_brokers < 127 and n_v_brokers <= end - pos:
+        pos += 1
+    else:
+        n_v_brokers, pos = _rcal(buf, pos, 'Brokers')
+    v_brokers = []
+    app_v_brokers = v_brokers.append
+    i = 0
+    try:
+        for i in range(n_v_brokers):
+            if pos + 4 > end:
+                raise _short_fixed(pos, end, _L0)
+            v_brokers_v_broker_id, = _S_i.unpack_from(buf, pos)
+            pos += 4
+            v_brokers_v_host, pos = _rcs(buf, pos, 'Host')
+            if pos + 4 > end:
+                raise _short_fixed(pos, end, _L1)
+            v_brokers_v_port, = _S_i.unpack_from(buf, pos)
+            pos += 4
+            v_brokers_v_rack, pos = _rncs(buf, pos, 'Rack')
+            if pos + 1 > end:
+                raise _short_fixed(pos, end, _L2)
+            v_brokers_v_is_fenced, = _S__.unpack_from(buf, pos)
+            pos += 1
+            v_brokers_unknown: tuple[tuple[int, bytes], ...] = ()
+            if pos < end and buf[pos] == 0:
+                pos += 1
+            else:
+                v_brokers_n_tags, pos = _rtc(buf, pos, '_tagged_fields')
+                v_brokers_raw_tags: list[tuple[int, bytes]] = []
+                for _ in range(v_brokers_n_tags):
+                    v_brokers_tag, v_brokers_size, pos = _rth(buf, pos, '_tagged_fields')
+                    v_brokers_raw_tags.append((v_brokers_tag, bytes(buf[pos:pos + v_brokers_size])))
+                    pos += v_brokers_size
+                if v_brokers_raw_tags:
+                    v_brokers_unknown = tuple(v_brokers_raw_tags)
+            v_brokers_o = _new(DescribeClusterBroker)
+            v_brokers_o.broker_id = v_brokers_v_broker_id
+            v_brokers_o.host = v_brokers_v_host
+            v_brokers_o.port = v_brokers_v_port
+            v_brokers_o.rack = v_brokers_v_rack
+            v_brokers_o.is_fenced = v_brokers_v_is_fenced
+            v_brokers_o.unknown_tagged_fields = v_brokers_unknown
+            app_v_brokers(v_brokers_o)
+    except _DecodeError as exc:
+        raise exc.refine(field=f'Brokers[{i}]')
+    if pos + 4 > end:
+        raise _short_fixed(pos, end, _L5)
+    v_cluster_authorized_operations, = _S_i.unpack_from(buf, pos)
+    pos += 4
+    unknown: tuple[tuple[int, bytes], ...] = ()
+    if pos < end and buf[pos] == 0:
+        pos += 1
+    else:
+        n_tags, pos = _rtc(buf, pos, '_tagged_fields')
+        raw_tags: list[tuple[int, bytes]] = []
+        for _ in range(n_tags):
+            tag, size, pos = _rth(buf, pos, '_tagged_fields')
+            raw_tags.append((tag, bytes(buf[pos:pos + size])))
+            pos += size
+        if raw_tags:
+            unknown = tuple(raw_tags)
+    o = _new(DescribeClusterResponse)
+    o.throttle_time_ms = v_throttle_time_ms
+    o.error_code = v_error_code
+    o.error_message = v_error_message
+    o.endpoint_type = v_endpoint_type
+    o.cluster_id = v_cluster_id
+    o.controller_id = v_controller_id
+    o.brokers = v_brokers
+    o.cluster_authorized_operations = v_cluster_authorized_operations
+    o.unknown_tagged_fields = unknown
+    return o, pos
+
+
+def _write_DescribeClusterResponse_2(o: DescribeClusterResponse, out: bytearray) -> None:
+    # versions 2
+    out += _S_ih.pack(o.throttle_time_ms, o.error_code)
+    _wcs(out, o.error_message, 'ErrorMessage')
+    out += _S_b.pack(o.endpoint_type)
+    if o.cluster_id is None:
+        raise _null('ClusterId')
+    _wcs(out, o.cluster_id, 'ClusterId')
+    out += _S_i.pack(o.controller_id)
+    if o.brokers is None:
+        raise _null('Brokers')
+    _wcal(out, o.brokers, 'Brokers')
+    for e_brokers in o.brokers:
+        out += _S_i.pack(e_brokers.broker_id)
+        if e_brokers.host is None:
+            raise _null('Host')
+        _wcs(out, e_brokers.host, 'Host')
+        out += _S_i.pack(e_brokers.port)
+        _wcs(out, e_brokers.rack, 'Rack')
+        out += _S__.pack((e_brokers.is_fenced if e_brokers.is_fenced.__class__ is bool else _bool(e_brokers.is_fenced, 'IsFenced')))
+        if e_brokers.unknown_tagged_fields:
+            _wts(out, (), e_brokers.unknown_tagged_fields, '_tagged_fields')
+        else:
+            out.append(0)
+    out += _S_i.pack(o.cluster_authorized_operations)
+    if o.unknown_tagged_fields:
+        _wts(out, (), o.unknown_tagged_fields, '_tagged_fields')
+    else:
+        out.append(0)
+
+
+DescribeClusterResponse._READERS = {0: _read_DescribeClusterResponse_0, 1: _read_DescribeClusterResponse_1, 2: _read_DescribeClusterResponse_2}
+DescribeClusterResponse._WRITERS = {0: _write_DescribeClusterResponse_0, 1: _write_DescribeClusterResponse_1, 2: _write_DescribeClusterResponse_2}
 DescribeClusterBroker._FIELDS = (
     _F('BrokerId', 'broker_id', 'int32', (0, 32767), None, None, None, False, lambda: 0, None, None),
     _F('Host', 'host', 'string', (0, 32767), None, None, None, False, lambda: '', None, None),
     _F('Port', 'port', 'int32', (0, 32767), None, None, None, False, lambda: 0, None, None),
     _F('Rack', 'rack', 'string', (0, 32767), None, None, (0, 32767), False, lambda: None, None, None),
+    _F('IsFenced', 'is_fenced', 'bool', (2, 32767), None, None, None, False, lambda: False, None, None),
 )
 DescribeClusterResponse._FIELDS = (
     _F('ThrottleTimeMs', 'throttle_time_ms', 'int32', (0, 32767), None, None, None, False, lambda: 0, None, None),

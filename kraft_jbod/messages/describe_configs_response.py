@@ -10,6 +10,9 @@ from typing import ClassVar as _ClassVar
 
 from kraft_jbod.errors import DecodeError as _DecodeError, EncodeError as _EncodeError
 from kraft_jbod.wire.message import FieldInfo as _F, Message as _Message, Struct as _Struct
+from kraft_jbod.wire.runtime import (
+    absent as _absent, bad_tag as _bad_tag, check_bool as _bool, null as _null,
+)
 from kraft_jbod.wire.primitives import (
     read_string as _rs, read_nullable_string as _rns,
     read_compact_string as _rcs, read_nullable_compact_string as _rncs,
@@ -40,27 +43,6 @@ _L3 = (('ConfigType', 1),)
 _L4 = (('ErrorCode', 2),)
 _L5 = (('ResourceType', 1),)
 _L6 = (('ThrottleTimeMs', 4),)
-
-
-def _absent(field: str, version: int | str) -> _EncodeError:
-    return _EncodeError(
-        f'attempted to write a non-default {field} at version {version}', field_path=field
-    )
-
-
-def _null(field: str) -> _EncodeError:
-    return _EncodeError('None in a non-nullable field', field_path=field)
-
-
-def _bad_tag(tag: int, version: int, pos: int) -> _DecodeError:
-    return _DecodeError(f'tag {tag} is not valid for version {version}', offset=pos)
-
-
-def _bool(value: object, field: str) -> bool:
-    if type(value) is not bool:
-        raise _EncodeError(f'expected bool, got {type(value).__name__}', field_path=field)
-    return value
-
 
 
 
@@ -887,7 +869,7 @@ DescribeConfigsResponse._READERS = {0: _read_DescribeConfigsResponse_0, 1: _read
 DescribeConfigsResponse._WRITERS = {0: _write_DescribeConfigsResponse_0, 1: _write_DescribeConfigsResponse_1, 2: _write_DescribeConfigsResponse_1, 3: _write_DescribeConfigsResponse_2, 4: _write_DescribeConfigsResponse_3}
 DescribeConfigsSynonym._FIELDS = (
     _F('Name', 'name', 'string', (1, 32767), None, None, None, False, lambda: '', None, None),
-    _F('Value', 'value', 'string', (1, 32767), None, None, (0, 32767), False, lambda: '', None, None),
+    _F('Value', 'value', 'string', (1, 32767), None, None, (1, 32767), False, lambda: '', None, None),
     _F('Source', 'source', 'int8', (1, 32767), None, None, None, False, lambda: 0, None, None),
 )
 DescribeConfigsResourceResult._FIELDS = (
@@ -899,7 +881,7 @@ DescribeConfigsResourceResult._FIELDS = (
     _F('IsSensitive', 'is_sensitive', 'bool', (0, 32767), None, None, None, False, lambda: False, None, None),
     _F('Synonyms', 'synonyms', '[]DescribeConfigsSynonym', (1, 32767), None, None, None, True, lambda: [], DescribeConfigsSynonym, None),
     _F('ConfigType', 'config_type', 'int8', (3, 32767), None, None, None, True, lambda: 0, None, None),
-    _F('Documentation', 'documentation', 'string', (3, 32767), None, None, (0, 32767), True, lambda: '', None, None),
+    _F('Documentation', 'documentation', 'string', (3, 32767), None, None, (3, 32767), True, lambda: '', None, None),
 )
 DescribeConfigsResult._FIELDS = (
     _F('ErrorCode', 'error_code', 'int16', (0, 32767), None, None, None, False, lambda: 0, None, None),

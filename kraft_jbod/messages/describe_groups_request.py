@@ -10,6 +10,9 @@ from typing import ClassVar as _ClassVar
 
 from kraft_jbod.errors import DecodeError as _DecodeError, EncodeError as _EncodeError
 from kraft_jbod.wire.message import FieldInfo as _F, Message as _Message, Struct as _Struct
+from kraft_jbod.wire.runtime import (
+    absent as _absent, bad_tag as _bad_tag, check_bool as _bool, null as _null,
+)
 from kraft_jbod.wire.primitives import (
     read_string as _rs, read_nullable_string as _rns,
     read_compact_string as _rcs, read_nullable_compact_string as _rncs,
@@ -32,37 +35,16 @@ _S__ = _struct.Struct('>?')
 _L0 = (('IncludeAuthorizedOperations', 1),)
 
 
-def _absent(field: str, version: int | str) -> _EncodeError:
-    return _EncodeError(
-        f'attempted to write a non-default {field} at version {version}', field_path=field
-    )
-
-
-def _null(field: str) -> _EncodeError:
-    return _EncodeError('None in a non-nullable field', field_path=field)
-
-
-def _bad_tag(tag: int, version: int, pos: int) -> _DecodeError:
-    return _DecodeError(f'tag {tag} is not valid for version {version}', offset=pos)
-
-
-def _bool(value: object, field: str) -> bool:
-    if type(value) is not bool:
-        raise _EncodeError(f'expected bool, got {type(value).__name__}', field_path=field)
-    return value
-
-
-
 
 
 @_dataclass(slots=True)
 class DescribeGroupsRequest(_Message):
-    """request DescribeGroupsRequest, versions 0-5."""
+    """request DescribeGroupsRequest, versions 0-6."""
 
     NAME: _ClassVar[str] = 'DescribeGroupsRequest'
     SCHEMA_TYPE: _ClassVar[str] = 'request'
     API_KEY: _ClassVar[int | None] = 15
-    VALID_VERSIONS: _ClassVar[tuple[int, int]] = (0, 5)
+    VALID_VERSIONS: _ClassVar[tuple[int, int]] = (0, 6)
     FLEXIBLE_MIN: _ClassVar[int | None] = 5
     LATEST_VERSION_UNSTABLE: _ClassVar[bool] = False
     DEPRECATED_VERSIONS: _ClassVar[tuple[int, int] | None] = None
@@ -139,7 +121,7 @@ def _write_DescribeGroupsRequest_1(o: DescribeGroupsRequest, out: bytearray) -> 
 
 
 def _read_DescribeGroupsRequest_2(buf: bytes | bytearray | memoryview, pos: int) -> tuple[DescribeGroupsRequest, int]:
-    # versions 5
+    # versions 5-6
     end = len(buf)
     v_groups: list[str]
     n_v_groups = buf[pos] - 1 if pos < end else -2
@@ -176,7 +158,7 @@ def _read_DescribeGroupsRequest_2(buf: bytes | bytearray | memoryview, pos: int)
 
 
 def _write_DescribeGroupsRequest_2(o: DescribeGroupsRequest, out: bytearray) -> None:
-    # versions 5
+    # versions 5-6
     if o.groups is None:
         raise _null('Groups')
     _wcal(out, o.groups, 'Groups')
@@ -191,8 +173,8 @@ def _write_DescribeGroupsRequest_2(o: DescribeGroupsRequest, out: bytearray) -> 
         out.append(0)
 
 
-DescribeGroupsRequest._READERS = {0: _read_DescribeGroupsRequest_0, 1: _read_DescribeGroupsRequest_0, 2: _read_DescribeGroupsRequest_0, 3: _read_DescribeGroupsRequest_1, 4: _read_DescribeGroupsRequest_1, 5: _read_DescribeGroupsRequest_2}
-DescribeGroupsRequest._WRITERS = {0: _write_DescribeGroupsRequest_0, 1: _write_DescribeGroupsRequest_0, 2: _write_DescribeGroupsRequest_0, 3: _write_DescribeGroupsRequest_1, 4: _write_DescribeGroupsRequest_1, 5: _write_DescribeGroupsRequest_2}
+DescribeGroupsRequest._READERS = {0: _read_DescribeGroupsRequest_0, 1: _read_DescribeGroupsRequest_0, 2: _read_DescribeGroupsRequest_0, 3: _read_DescribeGroupsRequest_1, 4: _read_DescribeGroupsRequest_1, 5: _read_DescribeGroupsRequest_2, 6: _read_DescribeGroupsRequest_2}
+DescribeGroupsRequest._WRITERS = {0: _write_DescribeGroupsRequest_0, 1: _write_DescribeGroupsRequest_0, 2: _write_DescribeGroupsRequest_0, 3: _write_DescribeGroupsRequest_1, 4: _write_DescribeGroupsRequest_1, 5: _write_DescribeGroupsRequest_2, 6: _write_DescribeGroupsRequest_2}
 DescribeGroupsRequest._FIELDS = (
     _F('Groups', 'groups', '[]string', (0, 32767), None, None, None, False, lambda: [], None, None),
     _F('IncludeAuthorizedOperations', 'include_authorized_operations', 'bool', (3, 32767), None, None, None, False, lambda: False, None, None),

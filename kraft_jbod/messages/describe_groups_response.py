@@ -10,6 +10,9 @@ from typing import ClassVar as _ClassVar
 
 from kraft_jbod.errors import DecodeError as _DecodeError, EncodeError as _EncodeError
 from kraft_jbod.wire.message import FieldInfo as _F, Message as _Message, Struct as _Struct
+from kraft_jbod.wire.runtime import (
+    absent as _absent, bad_tag as _bad_tag, check_bool as _bool, null as _null,
+)
 from kraft_jbod.wire.primitives import (
     read_string as _rs, read_nullable_string as _rns,
     read_compact_string as _rcs, read_nullable_compact_string as _rncs,
@@ -35,27 +38,6 @@ _L1 = (('AuthorizedOperations', 4),)
 _L2 = (('ThrottleTimeMs', 4),)
 
 
-def _absent(field: str, version: int | str) -> _EncodeError:
-    return _EncodeError(
-        f'attempted to write a non-default {field} at version {version}', field_path=field
-    )
-
-
-def _null(field: str) -> _EncodeError:
-    return _EncodeError('None in a non-nullable field', field_path=field)
-
-
-def _bad_tag(tag: int, version: int, pos: int) -> _DecodeError:
-    return _DecodeError(f'tag {tag} is not valid for version {version}', offset=pos)
-
-
-def _bool(value: object, field: str) -> bool:
-    if type(value) is not bool:
-        raise _EncodeError(f'expected bool, got {type(value).__name__}', field_path=field)
-    return value
-
-
-
 
 
 @_dataclass(slots=True)
@@ -76,6 +58,7 @@ class DescribedGroup(_Struct):
     """Struct DescribedGroup of DescribeGroupsResponse."""
 
     error_code: int = 0
+    error_message: str | None = None
     group_id: str = ''
     group_state: str = ''
     protocol_type: str = ''
@@ -87,12 +70,12 @@ class DescribedGroup(_Struct):
 
 @_dataclass(slots=True)
 class DescribeGroupsResponse(_Message):
-    """response DescribeGroupsResponse, versions 0-5."""
+    """response DescribeGroupsResponse, versions 0-6."""
 
     NAME: _ClassVar[str] = 'DescribeGroupsResponse'
     SCHEMA_TYPE: _ClassVar[str] = 'response'
     API_KEY: _ClassVar[int | None] = 15
-    VALID_VERSIONS: _ClassVar[tuple[int, int]] = (0, 5)
+    VALID_VERSIONS: _ClassVar[tuple[int, int]] = (0, 6)
     FLEXIBLE_MIN: _ClassVar[int | None] = 5
     LATEST_VERSION_UNSTABLE: _ClassVar[bool] = False
     DEPRECATED_VERSIONS: _ClassVar[tuple[int, int] | None] = None
@@ -184,7 +167,7 @@ def _write_DescribedGroupMember_1(o: DescribedGroupMember, out: bytearray) -> No
 
 
 def _read_DescribedGroupMember_2(buf: bytes | bytearray | memoryview, pos: int) -> tuple[DescribedGroupMember, int]:
-    # versions 5
+    # versions 5-6
     end = len(buf)
     v_member_id, pos = _rcs(buf, pos, 'MemberId')
     v_group_instance_id, pos = _rncs(buf, pos, 'GroupInstanceId')
@@ -216,7 +199,7 @@ def _read_DescribedGroupMember_2(buf: bytes | bytearray | memoryview, pos: int) 
 
 
 def _write_DescribedGroupMember_2(o: DescribedGroupMember, out: bytearray) -> None:
-    # versions 5
+    # versions 5-6
     if o.member_id is None:
         raise _null('MemberId')
     _wcs(out, o.member_id, 'MemberId')
@@ -275,6 +258,7 @@ def _read_DescribedGroup_0(buf: bytes | bytearray | memoryview, pos: int) -> tup
         raise exc.refine(field=f'Members[{i}]')
     o = _new(DescribedGroup)
     o.error_code = v_error_code
+    o.error_message = None
     o.group_id = v_group_id
     o.group_state = v_group_state
     o.protocol_type = v_protocol_type
@@ -287,6 +271,8 @@ def _read_DescribedGroup_0(buf: bytes | bytearray | memoryview, pos: int) -> tup
 
 def _write_DescribedGroup_0(o: DescribedGroup, out: bytearray) -> None:
     # versions 0-2
+    if o.error_message is not None:
+        raise _absent('ErrorMessage', '0-2')
     if o.authorized_operations != -2147483648:
         raise _absent('AuthorizedOperations', '0-2')
     out += _S_h.pack(o.error_code)
@@ -367,6 +353,7 @@ def _read_DescribedGroup_1(buf: bytes | bytearray | memoryview, pos: int) -> tup
     pos += 4
     o = _new(DescribedGroup)
     o.error_code = v_error_code
+    o.error_message = None
     o.group_id = v_group_id
     o.group_state = v_group_state
     o.protocol_type = v_protocol_type
@@ -379,6 +366,8 @@ def _read_DescribedGroup_1(buf: bytes | bytearray | memoryview, pos: int) -> tup
 
 def _write_DescribedGroup_1(o: DescribedGroup, out: bytearray) -> None:
     # versions 3
+    if o.error_message is not None:
+        raise _absent('ErrorMessage', 3)
     out += _S_h.pack(o.error_code)
     if o.group_id is None:
         raise _null('GroupId')
@@ -459,6 +448,7 @@ def _read_DescribedGroup_2(buf: bytes | bytearray | memoryview, pos: int) -> tup
     pos += 4
     o = _new(DescribedGroup)
     o.error_code = v_error_code
+    o.error_message = None
     o.group_id = v_group_id
     o.group_state = v_group_state
     o.protocol_type = v_protocol_type
@@ -471,6 +461,8 @@ def _read_DescribedGroup_2(buf: bytes | bytearray | memoryview, pos: int) -> tup
 
 def _write_DescribedGroup_2(o: DescribedGroup, out: bytearray) -> None:
     # versions 4
+    if o.error_message is not None:
+        raise _absent('ErrorMessage', 4)
     out += _S_h.pack(o.error_code)
     if o.group_id is None:
         raise _null('GroupId')
@@ -580,6 +572,7 @@ def _read_DescribedGroup_3(buf: bytes | bytearray | memoryview, pos: int) -> tup
             unknown = tuple(raw_tags)
     o = _new(DescribedGroup)
     o.error_code = v_error_code
+    o.error_message = None
     o.group_id = v_group_id
     o.group_state = v_group_state
     o.protocol_type = v_protocol_type
@@ -592,7 +585,137 @@ def _read_DescribedGroup_3(buf: bytes | bytearray | memoryview, pos: int) -> tup
 
 def _write_DescribedGroup_3(o: DescribedGroup, out: bytearray) -> None:
     # versions 5
+    if o.error_message is not None:
+        raise _absent('ErrorMessage', 5)
     out += _S_h.pack(o.error_code)
+    if o.group_id is None:
+        raise _null('GroupId')
+    _wcs(out, o.group_id, 'GroupId')
+    if o.group_state is None:
+        raise _null('GroupState')
+    _wcs(out, o.group_state, 'GroupState')
+    if o.protocol_type is None:
+        raise _null('ProtocolType')
+    _wcs(out, o.protocol_type, 'ProtocolType')
+    if o.protocol_data is None:
+        raise _null('ProtocolData')
+    _wcs(out, o.protocol_data, 'ProtocolData')
+    if o.members is None:
+        raise _null('Members')
+    _wcal(out, o.members, 'Members')
+    for e_members in o.members:
+        if e_members.member_id is None:
+            raise _null('MemberId')
+        _wcs(out, e_members.member_id, 'MemberId')
+        _wcs(out, e_members.group_instance_id, 'GroupInstanceId')
+        if e_members.client_id is None:
+            raise _null('ClientId')
+        _wcs(out, e_members.client_id, 'ClientId')
+        if e_members.client_host is None:
+            raise _null('ClientHost')
+        _wcs(out, e_members.client_host, 'ClientHost')
+        if e_members.member_metadata is None:
+            raise _null('MemberMetadata')
+        _wcb(out, e_members.member_metadata, 'MemberMetadata')
+        if e_members.member_assignment is None:
+            raise _null('MemberAssignment')
+        _wcb(out, e_members.member_assignment, 'MemberAssignment')
+        if e_members.unknown_tagged_fields:
+            _wts(out, (), e_members.unknown_tagged_fields, '_tagged_fields')
+        else:
+            out.append(0)
+    out += _S_i.pack(o.authorized_operations)
+    if o.unknown_tagged_fields:
+        _wts(out, (), o.unknown_tagged_fields, '_tagged_fields')
+    else:
+        out.append(0)
+
+
+def _read_DescribedGroup_4(buf: bytes | bytearray | memoryview, pos: int) -> tuple[DescribedGroup, int]:
+    # versions 6
+    end = len(buf)
+    if pos + 2 > end:
+        raise _short_fixed(pos, end, _L0)
+    v_error_code, = _S_h.unpack_from(buf, pos)
+    pos += 2
+    v_error_message, pos = _rncs(buf, pos, 'ErrorMessage')
+    v_group_id, pos = _rcs(buf, pos, 'GroupId')
+    v_group_state, pos = _rcs(buf, pos, 'GroupState')
+    v_protocol_type, pos = _rcs(buf, pos, 'ProtocolType')
+    v_protocol_data, pos = _rcs(buf, pos, 'ProtocolData')
+    v_members: list[DescribedGroupMember]
+    n_v_members = buf[pos] - 1 if pos < end else -2
+    if 0 <= n_v_members < 127 and n_v_members <= end - pos:
+        pos += 1
+    else:
+        n_v_members, pos = _rcal(buf, pos, 'Members')
+    v_members = []
+    app_v_members = v_members.append
+    i = 0
+    try:
+        for i in range(n_v_members):
+            v_members_v_member_id, pos = _rcs(buf, pos, 'MemberId')
+            v_members_v_group_instance_id, pos = _rncs(buf, pos, 'GroupInstanceId')
+            v_members_v_client_id, pos = _rcs(buf, pos, 'ClientId')
+            v_members_v_client_host, pos = _rcs(buf, pos, 'ClientHost')
+            v_members_v_member_metadata, pos = _rcb(buf, pos, 'MemberMetadata')
+            v_members_v_member_assignment, pos = _rcb(buf, pos, 'MemberAssignment')
+            v_members_unknown: tuple[tuple[int, bytes], ...] = ()
+            if pos < end and buf[pos] == 0:
+                pos += 1
+            else:
+                v_members_n_tags, pos = _rtc(buf, pos, '_tagged_fields')
+                v_members_raw_tags: list[tuple[int, bytes]] = []
+                for _ in range(v_members_n_tags):
+                    v_members_tag, v_members_size, pos = _rth(buf, pos, '_tagged_fields')
+                    v_members_raw_tags.append((v_members_tag, bytes(buf[pos:pos + v_members_size])))
+                    pos += v_members_size
+                if v_members_raw_tags:
+                    v_members_unknown = tuple(v_members_raw_tags)
+            v_members_o = _new(DescribedGroupMember)
+            v_members_o.member_id = v_members_v_member_id
+            v_members_o.group_instance_id = v_members_v_group_instance_id
+            v_members_o.client_id = v_members_v_client_id
+            v_members_o.client_host = v_members_v_client_host
+            v_members_o.member_metadata = v_members_v_member_metadata
+            v_members_o.member_assignment = v_members_v_member_assignment
+            v_members_o.unknown_tagged_fields = v_members_unknown
+            app_v_members(v_members_o)
+    except _DecodeError as exc:
+        raise exc.refine(field=f'Members[{i}]')
+    if pos + 4 > end:
+        raise _short_fixed(pos, end, _L1)
+    v_authorized_operations, = _S_i.unpack_from(buf, pos)
+    pos += 4
+    unknown: tuple[tuple[int, bytes], ...] = ()
+    if pos < end and buf[pos] == 0:
+        pos += 1
+    else:
+        n_tags, pos = _rtc(buf, pos, '_tagged_fields')
+        raw_tags: list[tuple[int, bytes]] = []
+        for _ in range(n_tags):
+            tag, size, pos = _rth(buf, pos, '_tagged_fields')
+            raw_tags.append((tag, bytes(buf[pos:pos + size])))
+            pos += size
+        if raw_tags:
+            unknown = tuple(raw_tags)
+    o = _new(DescribedGroup)
+    o.error_code = v_error_code
+    o.error_message = v_error_message
+    o.group_id = v_group_id
+    o.group_state = v_group_state
+    o.protocol_type = v_protocol_type
+    o.protocol_data = v_protocol_data
+    o.members = v_members
+    o.authorized_operations = v_authorized_operations
+    o.unknown_tagged_fields = unknown
+    return o, pos
+
+
+def _write_DescribedGroup_4(o: DescribedGroup, out: bytearray) -> None:
+    # versions 6
+    out += _S_h.pack(o.error_code)
+    _wcs(out, o.error_message, 'ErrorMessage')
     if o.group_id is None:
         raise _null('GroupId')
     _wcs(out, o.group_id, 'GroupId')
@@ -834,8 +957,63 @@ def _write_DescribeGroupsResponse_4(o: DescribeGroupsResponse, out: bytearray) -
         out.append(0)
 
 
-DescribeGroupsResponse._READERS = {0: _read_DescribeGroupsResponse_0, 1: _read_DescribeGroupsResponse_1, 2: _read_DescribeGroupsResponse_1, 3: _read_DescribeGroupsResponse_2, 4: _read_DescribeGroupsResponse_3, 5: _read_DescribeGroupsResponse_4}
-DescribeGroupsResponse._WRITERS = {0: _write_DescribeGroupsResponse_0, 1: _write_DescribeGroupsResponse_1, 2: _write_DescribeGroupsResponse_1, 3: _write_DescribeGroupsResponse_2, 4: _write_DescribeGroupsResponse_3, 5: _write_DescribeGroupsResponse_4}
+def _read_DescribeGroupsResponse_5(buf: bytes | bytearray | memoryview, pos: int) -> tuple[DescribeGroupsResponse, int]:
+    # versions 6
+    end = len(buf)
+    if pos + 4 > end:
+        raise _short_fixed(pos, end, _L2)
+    v_throttle_time_ms, = _S_i.unpack_from(buf, pos)
+    pos += 4
+    v_groups: list[DescribedGroup]
+    n_v_groups = buf[pos] - 1 if pos < end else -2
+    if 0 <= n_v_groups < 127 and n_v_groups <= end - pos:
+        pos += 1
+    else:
+        n_v_groups, pos = _rcal(buf, pos, 'Groups')
+    v_groups = []
+    app_v_groups = v_groups.append
+    i = 0
+    try:
+        for i in range(n_v_groups):
+            e_v_groups, pos = _read_DescribedGroup_4(buf, pos)
+            app_v_groups(e_v_groups)
+    except _DecodeError as exc:
+        raise exc.refine(field=f'Groups[{i}]')
+    unknown: tuple[tuple[int, bytes], ...] = ()
+    if pos < end and buf[pos] == 0:
+        pos += 1
+    else:
+        n_tags, pos = _rtc(buf, pos, '_tagged_fields')
+        raw_tags: list[tuple[int, bytes]] = []
+        for _ in range(n_tags):
+            tag, size, pos = _rth(buf, pos, '_tagged_fields')
+            raw_tags.append((tag, bytes(buf[pos:pos + size])))
+            pos += size
+        if raw_tags:
+            unknown = tuple(raw_tags)
+    o = _new(DescribeGroupsResponse)
+    o.throttle_time_ms = v_throttle_time_ms
+    o.groups = v_groups
+    o.unknown_tagged_fields = unknown
+    return o, pos
+
+
+def _write_DescribeGroupsResponse_5(o: DescribeGroupsResponse, out: bytearray) -> None:
+    # versions 6
+    out += _S_i.pack(o.throttle_time_ms)
+    if o.groups is None:
+        raise _null('Groups')
+    _wcal(out, o.groups, 'Groups')
+    for e_groups in o.groups:
+        _write_DescribedGroup_4(e_groups, out)
+    if o.unknown_tagged_fields:
+        _wts(out, (), o.unknown_tagged_fields, '_tagged_fields')
+    else:
+        out.append(0)
+
+
+DescribeGroupsResponse._READERS = {0: _read_DescribeGroupsResponse_0, 1: _read_DescribeGroupsResponse_1, 2: _read_DescribeGroupsResponse_1, 3: _read_DescribeGroupsResponse_2, 4: _read_DescribeGroupsResponse_3, 5: _read_DescribeGroupsResponse_4, 6: _read_DescribeGroupsResponse_5}
+DescribeGroupsResponse._WRITERS = {0: _write_DescribeGroupsResponse_0, 1: _write_DescribeGroupsResponse_1, 2: _write_DescribeGroupsResponse_1, 3: _write_DescribeGroupsResponse_2, 4: _write_DescribeGroupsResponse_3, 5: _write_DescribeGroupsResponse_4, 6: _write_DescribeGroupsResponse_5}
 DescribedGroupMember._FIELDS = (
     _F('MemberId', 'member_id', 'string', (0, 32767), None, None, None, False, lambda: '', None, None),
     _F('GroupInstanceId', 'group_instance_id', 'string', (4, 32767), None, None, (4, 32767), True, lambda: None, None, None),
@@ -846,6 +1024,7 @@ DescribedGroupMember._FIELDS = (
 )
 DescribedGroup._FIELDS = (
     _F('ErrorCode', 'error_code', 'int16', (0, 32767), None, None, None, False, lambda: 0, None, None),
+    _F('ErrorMessage', 'error_message', 'string', (6, 32767), None, None, (6, 32767), False, lambda: None, None, None),
     _F('GroupId', 'group_id', 'string', (0, 32767), None, None, None, False, lambda: '', None, None),
     _F('GroupState', 'group_state', 'string', (0, 32767), None, None, None, False, lambda: '', None, None),
     _F('ProtocolType', 'protocol_type', 'string', (0, 32767), None, None, None, False, lambda: '', None, None),

@@ -10,6 +10,9 @@ from typing import ClassVar as _ClassVar
 
 from kraft_jbod.errors import DecodeError as _DecodeError, EncodeError as _EncodeError
 from kraft_jbod.wire.message import FieldInfo as _F, Message as _Message, Struct as _Struct
+from kraft_jbod.wire.runtime import (
+    absent as _absent, bad_tag as _bad_tag, check_bool as _bool, null as _null,
+)
 from kraft_jbod.wire.primitives import (
     read_string as _rs, read_nullable_string as _rns,
     read_compact_string as _rcs, read_nullable_compact_string as _rncs,
@@ -31,27 +34,6 @@ _new = object.__new__
 _ARR_i = _array_structs('i')
 
 
-def _absent(field: str, version: int | str) -> _EncodeError:
-    return _EncodeError(
-        f'attempted to write a non-default {field} at version {version}', field_path=field
-    )
-
-
-def _null(field: str) -> _EncodeError:
-    return _EncodeError('None in a non-nullable field', field_path=field)
-
-
-def _bad_tag(tag: int, version: int, pos: int) -> _DecodeError:
-    return _DecodeError(f'tag {tag} is not valid for version {version}', offset=pos)
-
-
-def _bool(value: object, field: str) -> bool:
-    if type(value) is not bool:
-        raise _EncodeError(f'expected bool, got {type(value).__name__}', field_path=field)
-    return value
-
-
-
 
 
 @_dataclass(slots=True)
@@ -65,12 +47,12 @@ class DescribableLogDirTopic(_Struct):
 
 @_dataclass(slots=True)
 class DescribeLogDirsRequest(_Message):
-    """request DescribeLogDirsRequest, versions 0-4."""
+    """request DescribeLogDirsRequest, versions 0-5."""
 
     NAME: _ClassVar[str] = 'DescribeLogDirsRequest'
     SCHEMA_TYPE: _ClassVar[str] = 'request'
     API_KEY: _ClassVar[int | None] = 35
-    VALID_VERSIONS: _ClassVar[tuple[int, int]] = (0, 4)
+    VALID_VERSIONS: _ClassVar[tuple[int, int]] = (0, 5)
     FLEXIBLE_MIN: _ClassVar[int | None] = 2
     LATEST_VERSION_UNSTABLE: _ClassVar[bool] = False
     DEPRECATED_VERSIONS: _ClassVar[tuple[int, int] | None] = (0, 0)
@@ -110,7 +92,7 @@ def _write_DescribableLogDirTopic_0(o: DescribableLogDirTopic, out: bytearray) -
 
 
 def _read_DescribableLogDirTopic_1(buf: bytes | bytearray | memoryview, pos: int) -> tuple[DescribableLogDirTopic, int]:
-    # versions 2-4
+    # versions 2-5
     end = len(buf)
     v_topic, pos = _rcs(buf, pos, 'Topic')
     v_partitions: list[int]
@@ -144,7 +126,7 @@ def _read_DescribableLogDirTopic_1(buf: bytes | bytearray | memoryview, pos: int
 
 
 def _write_DescribableLogDirTopic_1(o: DescribableLogDirTopic, out: bytearray) -> None:
-    # versions 2-4
+    # versions 2-5
     if o.topic is None:
         raise _null('Topic')
     _wcs(out, o.topic, 'Topic')
@@ -211,7 +193,7 @@ def _write_DescribeLogDirsRequest_0(o: DescribeLogDirsRequest, out: bytearray) -
 
 
 def _read_DescribeLogDirsRequest_1(buf: bytes | bytearray | memoryview, pos: int) -> tuple[DescribeLogDirsRequest, int]:
-    # versions 2-4
+    # versions 2-5
     end = len(buf)
     v_topics: list[DescribableLogDirTopic] | None
     n_v_topics = buf[pos] - 1 if pos < end else -2
@@ -277,7 +259,7 @@ def _read_DescribeLogDirsRequest_1(buf: bytes | bytearray | memoryview, pos: int
 
 
 def _write_DescribeLogDirsRequest_1(o: DescribeLogDirsRequest, out: bytearray) -> None:
-    # versions 2-4
+    # versions 2-5
     _wcal(out, o.topics, 'Topics')
     if o.topics is not None:
         for e_topics in o.topics:
@@ -298,8 +280,8 @@ def _write_DescribeLogDirsRequest_1(o: DescribeLogDirsRequest, out: bytearray) -
         out.append(0)
 
 
-DescribeLogDirsRequest._READERS = {0: _read_DescribeLogDirsRequest_0, 1: _read_DescribeLogDirsRequest_0, 2: _read_DescribeLogDirsRequest_1, 3: _read_DescribeLogDirsRequest_1, 4: _read_DescribeLogDirsRequest_1}
-DescribeLogDirsRequest._WRITERS = {0: _write_DescribeLogDirsRequest_0, 1: _write_DescribeLogDirsRequest_0, 2: _write_DescribeLogDirsRequest_1, 3: _write_DescribeLogDirsRequest_1, 4: _write_DescribeLogDirsRequest_1}
+DescribeLogDirsRequest._READERS = {0: _read_DescribeLogDirsRequest_0, 1: _read_DescribeLogDirsRequest_0, 2: _read_DescribeLogDirsRequest_1, 3: _read_DescribeLogDirsRequest_1, 4: _read_DescribeLogDirsRequest_1, 5: _read_DescribeLogDirsRequest_1}
+DescribeLogDirsRequest._WRITERS = {0: _write_DescribeLogDirsRequest_0, 1: _write_DescribeLogDirsRequest_0, 2: _write_DescribeLogDirsRequest_1, 3: _write_DescribeLogDirsRequest_1, 4: _write_DescribeLogDirsRequest_1, 5: _write_DescribeLogDirsRequest_1}
 DescribableLogDirTopic._FIELDS = (
     _F('Topic', 'topic', 'string', (0, 32767), None, None, None, False, lambda: '', None, None),
     _F('Partitions', 'partitions', '[]int32', (0, 32767), None, None, None, False, lambda: [], None, None),

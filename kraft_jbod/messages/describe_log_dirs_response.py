@@ -10,6 +10,9 @@ from typing import ClassVar as _ClassVar
 
 from kraft_jbod.errors import DecodeError as _DecodeError, EncodeError as _EncodeError
 from kraft_jbod.wire.message import FieldInfo as _F, Message as _Message, Struct as _Struct
+from kraft_jbod.wire.runtime import (
+    absent as _absent, bad_tag as _bad_tag, check_bool as _bool, null as _null,
+)
 from kraft_jbod.wire.primitives import (
     read_string as _rs, read_nullable_string as _rns,
     read_compact_string as _rcs, read_nullable_compact_string as _rncs,
@@ -33,32 +36,13 @@ _S_i = _struct.Struct('>i')
 _S_ih = _struct.Struct('>ih')
 _S_iqq_ = _struct.Struct('>iqq?')
 _S_qq = _struct.Struct('>qq')
+_S_qq_ = _struct.Struct('>qq?')
 _L0 = (('PartitionIndex', 4), ('PartitionSize', 8), ('OffsetLag', 8), ('IsFutureKey', 1))
 _L1 = (('ErrorCode', 2),)
 _L2 = (('TotalBytes', 8), ('UsableBytes', 8))
-_L3 = (('ThrottleTimeMs', 4),)
-_L4 = (('ThrottleTimeMs', 4), ('ErrorCode', 2))
-
-
-def _absent(field: str, version: int | str) -> _EncodeError:
-    return _EncodeError(
-        f'attempted to write a non-default {field} at version {version}', field_path=field
-    )
-
-
-def _null(field: str) -> _EncodeError:
-    return _EncodeError('None in a non-nullable field', field_path=field)
-
-
-def _bad_tag(tag: int, version: int, pos: int) -> _DecodeError:
-    return _DecodeError(f'tag {tag} is not valid for version {version}', offset=pos)
-
-
-def _bool(value: object, field: str) -> bool:
-    if type(value) is not bool:
-        raise _EncodeError(f'expected bool, got {type(value).__name__}', field_path=field)
-    return value
-
+_L3 = (('TotalBytes', 8), ('UsableBytes', 8), ('IsCordoned', 1))
+_L4 = (('ThrottleTimeMs', 4),)
+_L5 = (('ThrottleTimeMs', 4), ('ErrorCode', 2))
 
 
 
@@ -92,17 +76,18 @@ class DescribeLogDirsResult(_Struct):
     topics: list[DescribeLogDirsTopic] = _field(default_factory=list)
     total_bytes: int = -1
     usable_bytes: int = -1
+    is_cordoned: bool = False
     unknown_tagged_fields: tuple[tuple[int, bytes], ...] = ()
 
 
 @_dataclass(slots=True)
 class DescribeLogDirsResponse(_Message):
-    """response DescribeLogDirsResponse, versions 0-4."""
+    """response DescribeLogDirsResponse, versions 0-5."""
 
     NAME: _ClassVar[str] = 'DescribeLogDirsResponse'
     SCHEMA_TYPE: _ClassVar[str] = 'response'
     API_KEY: _ClassVar[int | None] = 35
-    VALID_VERSIONS: _ClassVar[tuple[int, int]] = (0, 4)
+    VALID_VERSIONS: _ClassVar[tuple[int, int]] = (0, 5)
     FLEXIBLE_MIN: _ClassVar[int | None] = 2
     LATEST_VERSION_UNSTABLE: _ClassVar[bool] = False
     DEPRECATED_VERSIONS: _ClassVar[tuple[int, int] | None] = None
@@ -136,7 +121,7 @@ def _write_DescribeLogDirsPartition_0(o: DescribeLogDirsPartition, out: bytearra
 
 
 def _read_DescribeLogDirsPartition_1(buf: bytes | bytearray | memoryview, pos: int) -> tuple[DescribeLogDirsPartition, int]:
-    # versions 2-4
+    # versions 2-5
     end = len(buf)
     if pos + 21 > end:
         raise _short_fixed(pos, end, _L0)
@@ -164,7 +149,7 @@ def _read_DescribeLogDirsPartition_1(buf: bytes | bytearray | memoryview, pos: i
 
 
 def _write_DescribeLogDirsPartition_1(o: DescribeLogDirsPartition, out: bytearray) -> None:
-    # versions 2-4
+    # versions 2-5
     out += _S_iqq_.pack(o.partition_index, o.partition_size, o.offset_lag, (o.is_future_key if o.is_future_key.__class__ is bool else _bool(o.is_future_key, 'IsFutureKey')))
     if o.unknown_tagged_fields:
         _wts(out, (), o.unknown_tagged_fields, '_tagged_fields')
@@ -220,7 +205,7 @@ def _write_DescribeLogDirsTopic_0(o: DescribeLogDirsTopic, out: bytearray) -> No
 
 
 def _read_DescribeLogDirsTopic_1(buf: bytes | bytearray | memoryview, pos: int) -> tuple[DescribeLogDirsTopic, int]:
-    # versions 2-4
+    # versions 2-5
     end = len(buf)
     v_name, pos = _rcs(buf, pos, 'Name')
     v_partitions: list[DescribeLogDirsPartition]
@@ -279,7 +264,7 @@ def _read_DescribeLogDirsTopic_1(buf: bytes | bytearray | memoryview, pos: int) 
 
 
 def _write_DescribeLogDirsTopic_1(o: DescribeLogDirsTopic, out: bytearray) -> None:
-    # versions 2-4
+    # versions 2-5
     if o.name is None:
         raise _null('Name')
     _wcs(out, o.name, 'Name')
@@ -323,6 +308,7 @@ def _read_DescribeLogDirsResult_0(buf: bytes | bytearray | memoryview, pos: int)
     o.topics = v_topics
     o.total_bytes = -1
     o.usable_bytes = -1
+    o.is_cordoned = False
     o.unknown_tagged_fields = ()
     return o, pos
 
@@ -383,6 +369,7 @@ def _read_DescribeLogDirsResult_1(buf: bytes | bytearray | memoryview, pos: int)
     o.topics = v_topics
     o.total_bytes = -1
     o.usable_bytes = -1
+    o.is_cordoned = False
     o.unknown_tagged_fields = unknown
     return o, pos
 
@@ -449,6 +436,7 @@ def _read_DescribeLogDirsResult_2(buf: bytes | bytearray | memoryview, pos: int)
     o.topics = v_topics
     o.total_bytes = v_total_bytes
     o.usable_bytes = v_usable_bytes
+    o.is_cordoned = False
     o.unknown_tagged_fields = unknown
     return o, pos
 
@@ -471,11 +459,79 @@ def _write_DescribeLogDirsResult_2(o: DescribeLogDirsResult, out: bytearray) -> 
         out.append(0)
 
 
+def _read_DescribeLogDirsResult_3(buf: bytes | bytearray | memoryview, pos: int) -> tuple[DescribeLogDirsResult, int]:
+    # versions 5
+    end = len(buf)
+    if pos + 2 > end:
+        raise _short_fixed(pos, end, _L1)
+    v_error_code, = _S_h.unpack_from(buf, pos)
+    pos += 2
+    v_log_dir, pos = _rcs(buf, pos, 'LogDir')
+    v_topics: list[DescribeLogDirsTopic]
+    n_v_topics = buf[pos] - 1 if pos < end else -2
+    if 0 <= n_v_topics < 127 and n_v_topics <= end - pos:
+        pos += 1
+    else:
+        n_v_topics, pos = _rcal(buf, pos, 'Topics')
+    v_topics = []
+    app_v_topics = v_topics.append
+    i = 0
+    try:
+        for i in range(n_v_topics):
+            e_v_topics, pos = _read_DescribeLogDirsTopic_1(buf, pos)
+            app_v_topics(e_v_topics)
+    except _DecodeError as exc:
+        raise exc.refine(field=f'Topics[{i}]')
+    if pos + 17 > end:
+        raise _short_fixed(pos, end, _L3)
+    v_total_bytes, v_usable_bytes, v_is_cordoned = _S_qq_.unpack_from(buf, pos)
+    pos += 17
+    unknown: tuple[tuple[int, bytes], ...] = ()
+    if pos < end and buf[pos] == 0:
+        pos += 1
+    else:
+        n_tags, pos = _rtc(buf, pos, '_tagged_fields')
+        raw_tags: list[tuple[int, bytes]] = []
+        for _ in range(n_tags):
+            tag, size, pos = _rth(buf, pos, '_tagged_fields')
+            raw_tags.append((tag, bytes(buf[pos:pos + size])))
+            pos += size
+        if raw_tags:
+            unknown = tuple(raw_tags)
+    o = _new(DescribeLogDirsResult)
+    o.error_code = v_error_code
+    o.log_dir = v_log_dir
+    o.topics = v_topics
+    o.total_bytes = v_total_bytes
+    o.usable_bytes = v_usable_bytes
+    o.is_cordoned = v_is_cordoned
+    o.unknown_tagged_fields = unknown
+    return o, pos
+
+
+def _write_DescribeLogDirsResult_3(o: DescribeLogDirsResult, out: bytearray) -> None:
+    # versions 5
+    out += _S_h.pack(o.error_code)
+    if o.log_dir is None:
+        raise _null('LogDir')
+    _wcs(out, o.log_dir, 'LogDir')
+    if o.topics is None:
+        raise _null('Topics')
+    _wcal(out, o.topics, 'Topics')
+    for e_topics in o.topics:
+        _write_DescribeLogDirsTopic_1(e_topics, out)
+    out += _S_qq_.pack(o.total_bytes, o.usable_bytes, (o.is_cordoned if o.is_cordoned.__class__ is bool else _bool(o.is_cordoned, 'IsCordoned')))
+    if o.unknown_tagged_fields:
+        _wts(out, (), o.unknown_tagged_fields, '_tagged_fields')
+    else:
+        out.append(0)
+
+
 def _read_DescribeLogDirsResponse_0(buf: bytes | bytearray | memoryview, pos: int) -> tuple[DescribeLogDirsResponse, int]:
     # versions 0-1
     end = len(buf)
     if pos + 4 > end:
-        raise _short_fixed(pos, end, _L3)
+        raise _short_fixed(pos, end, _L4)
     v_throttle_time_ms, = _S_i.unpack_from(buf, pos)
     pos += 4
     v_results: list[DescribeLogDirsResult]
@@ -513,7 +569,7 @@ def _read_DescribeLogDirsResponse_1(buf: bytes | bytearray | memoryview, pos: in
     # versions 2
     end = len(buf)
     if pos + 4 > end:
-        raise _short_fixed(pos, end, _L3)
+        raise _short_fixed(pos, end, _L4)
     v_throttle_time_ms, = _S_i.unpack_from(buf, pos)
     pos += 4
     v_results: list[DescribeLogDirsResult]
@@ -569,7 +625,7 @@ def _read_DescribeLogDirsResponse_2(buf: bytes | bytearray | memoryview, pos: in
     # versions 3
     end = len(buf)
     if pos + 6 > end:
-        raise _short_fixed(pos, end, _L4)
+        raise _short_fixed(pos, end, _L5)
     v_throttle_time_ms, v_error_code = _S_ih.unpack_from(buf, pos)
     pos += 6
     v_results: list[DescribeLogDirsResult]
@@ -625,7 +681,7 @@ def _read_DescribeLogDirsResponse_3(buf: bytes | bytearray | memoryview, pos: in
     # versions 4
     end = len(buf)
     if pos + 6 > end:
-        raise _short_fixed(pos, end, _L4)
+        raise _short_fixed(pos, end, _L5)
     v_throttle_time_ms, v_error_code = _S_ih.unpack_from(buf, pos)
     pos += 6
     v_results: list[DescribeLogDirsResult]
@@ -677,8 +733,64 @@ def _write_DescribeLogDirsResponse_3(o: DescribeLogDirsResponse, out: bytearray)
         out.append(0)
 
 
-DescribeLogDirsResponse._READERS = {0: _read_DescribeLogDirsResponse_0, 1: _read_DescribeLogDirsResponse_0, 2: _read_DescribeLogDirsResponse_1, 3: _read_DescribeLogDirsResponse_2, 4: _read_DescribeLogDirsResponse_3}
-DescribeLogDirsResponse._WRITERS = {0: _write_DescribeLogDirsResponse_0, 1: _write_DescribeLogDirsResponse_0, 2: _write_DescribeLogDirsResponse_1, 3: _write_DescribeLogDirsResponse_2, 4: _write_DescribeLogDirsResponse_3}
+def _read_DescribeLogDirsResponse_4(buf: bytes | bytearray | memoryview, pos: int) -> tuple[DescribeLogDirsResponse, int]:
+    # versions 5
+    end = len(buf)
+    if pos + 6 > end:
+        raise _short_fixed(pos, end, _L5)
+    v_throttle_time_ms, v_error_code = _S_ih.unpack_from(buf, pos)
+    pos += 6
+    v_results: list[DescribeLogDirsResult]
+    n_v_results = buf[pos] - 1 if pos < end else -2
+    if 0 <= n_v_results < 127 and n_v_results <= end - pos:
+        pos += 1
+    else:
+        n_v_results, pos = _rcal(buf, pos, 'Results')
+    v_results = []
+    app_v_results = v_results.append
+    i = 0
+    try:
+        for i in range(n_v_results):
+            e_v_results, pos = _read_DescribeLogDirsResult_3(buf, pos)
+            app_v_results(e_v_results)
+    except _DecodeError as exc:
+        raise exc.refine(field=f'Results[{i}]')
+    unknown: tuple[tuple[int, bytes], ...] = ()
+    if pos < end and buf[pos] == 0:
+        pos += 1
+    else:
+        n_tags, pos = _rtc(buf, pos, '_tagged_fields')
+        raw_tags: list[tuple[int, bytes]] = []
+        for _ in range(n_tags):
+            tag, size, pos = _rth(buf, pos, '_tagged_fields')
+            raw_tags.append((tag, bytes(buf[pos:pos + size])))
+            pos += size
+        if raw_tags:
+            unknown = tuple(raw_tags)
+    o = _new(DescribeLogDirsResponse)
+    o.throttle_time_ms = v_throttle_time_ms
+    o.error_code = v_error_code
+    o.results = v_results
+    o.unknown_tagged_fields = unknown
+    return o, pos
+
+
+def _write_DescribeLogDirsResponse_4(o: DescribeLogDirsResponse, out: bytearray) -> None:
+    # versions 5
+    out += _S_ih.pack(o.throttle_time_ms, o.error_code)
+    if o.results is None:
+        raise _null('Results')
+    _wcal(out, o.results, 'Results')
+    for e_results in o.results:
+        _write_DescribeLogDirsResult_3(e_results, out)
+    if o.unknown_tagged_fields:
+        _wts(out, (), o.unknown_tagged_fields, '_tagged_fields')
+    else:
+        out.append(0)
+
+
+DescribeLogDirsResponse._READERS = {0: _read_DescribeLogDirsResponse_0, 1: _read_DescribeLogDirsResponse_0, 2: _read_DescribeLogDirsResponse_1, 3: _read_DescribeLogDirsResponse_2, 4: _read_DescribeLogDirsResponse_3, 5: _read_DescribeLogDirsResponse_4}
+DescribeLogDirsResponse._WRITERS = {0: _write_DescribeLogDirsResponse_0, 1: _write_DescribeLogDirsResponse_0, 2: _write_DescribeLogDirsResponse_1, 3: _write_DescribeLogDirsResponse_2, 4: _write_DescribeLogDirsResponse_3, 5: _write_DescribeLogDirsResponse_4}
 DescribeLogDirsPartition._FIELDS = (
     _F('PartitionIndex', 'partition_index', 'int32', (0, 32767), None, None, None, False, lambda: 0, None, None),
     _F('PartitionSize', 'partition_size', 'int64', (0, 32767), None, None, None, False, lambda: 0, None, None),
@@ -695,6 +807,7 @@ DescribeLogDirsResult._FIELDS = (
     _F('Topics', 'topics', '[]DescribeLogDirsTopic', (0, 32767), None, None, None, False, lambda: [], DescribeLogDirsTopic, None),
     _F('TotalBytes', 'total_bytes', 'int64', (4, 32767), None, None, None, True, lambda: -1, None, None),
     _F('UsableBytes', 'usable_bytes', 'int64', (4, 32767), None, None, None, True, lambda: -1, None, None),
+    _F('IsCordoned', 'is_cordoned', 'bool', (5, 32767), None, None, None, True, lambda: False, None, None),
 )
 DescribeLogDirsResponse._FIELDS = (
     _F('ThrottleTimeMs', 'throttle_time_ms', 'int32', (0, 32767), None, None, None, False, lambda: 0, None, None),

@@ -10,6 +10,9 @@ from typing import ClassVar as _ClassVar
 
 from kraft_jbod.errors import DecodeError as _DecodeError, EncodeError as _EncodeError
 from kraft_jbod.wire.message import FieldInfo as _F, Message as _Message, Struct as _Struct
+from kraft_jbod.wire.runtime import (
+    absent as _absent, bad_tag as _bad_tag, check_bool as _bool, null as _null,
+)
 from kraft_jbod.wire.primitives import (
     read_string as _rs, read_nullable_string as _rns,
     read_compact_string as _rcs, read_nullable_compact_string as _rncs,
@@ -39,6 +42,7 @@ _S_iiqqi = _struct.Struct('>iiqqi')
 _S_iq = _struct.Struct('>iq')
 _S_iqi = _struct.Struct('>iqi')
 _S_iqqi = _struct.Struct('>iqqi')
+_S_q = _struct.Struct('>q')
 _ZERO_UUID = _uuid_from_bytes((0).to_bytes(16, 'big'))
 _L0 = (('ReplicaId', 4), ('ReplicaEpoch', 8))
 _L1 = (('Partition', 4), ('FetchOffset', 8), ('PartitionMaxBytes', 4))
@@ -52,27 +56,6 @@ _L7 = (('ReplicaId', 4), ('MaxWaitMs', 4), ('MinBytes', 4), ('MaxBytes', 4))
 _L8 = (('ReplicaId', 4), ('MaxWaitMs', 4), ('MinBytes', 4), ('MaxBytes', 4), ('IsolationLevel', 1))
 _L9 = (('ReplicaId', 4), ('MaxWaitMs', 4), ('MinBytes', 4), ('MaxBytes', 4), ('IsolationLevel', 1), ('SessionId', 4), ('SessionEpoch', 4))
 _L10 = (('MaxWaitMs', 4), ('MinBytes', 4), ('MaxBytes', 4), ('IsolationLevel', 1), ('SessionId', 4), ('SessionEpoch', 4))
-
-
-def _absent(field: str, version: int | str) -> _EncodeError:
-    return _EncodeError(
-        f'attempted to write a non-default {field} at version {version}', field_path=field
-    )
-
-
-def _null(field: str) -> _EncodeError:
-    return _EncodeError('None in a non-nullable field', field_path=field)
-
-
-def _bad_tag(tag: int, version: int, pos: int) -> _DecodeError:
-    return _DecodeError(f'tag {tag} is not valid for version {version}', offset=pos)
-
-
-def _bool(value: object, field: str) -> bool:
-    if type(value) is not bool:
-        raise _EncodeError(f'expected bool, got {type(value).__name__}', field_path=field)
-    return value
-
 
 
 
@@ -97,6 +80,7 @@ class FetchPartition(_Struct):
     log_start_offset: int = -1
     partition_max_bytes: int = 0
     replica_directory_id: _uuid.UUID = _ZERO_UUID
+    high_watermark: int = 9223372036854775807
     unknown_tagged_fields: tuple[tuple[int, bytes], ...] = ()
 
 
@@ -122,12 +106,12 @@ class ForgottenTopic(_Struct):
 
 @_dataclass(slots=True)
 class FetchRequest(_Message):
-    """request FetchRequest, versions 0-17."""
+    """request FetchRequest, versions 0-18."""
 
     NAME: _ClassVar[str] = 'FetchRequest'
     SCHEMA_TYPE: _ClassVar[str] = 'request'
     API_KEY: _ClassVar[int | None] = 1
-    VALID_VERSIONS: _ClassVar[tuple[int, int]] = (0, 17)
+    VALID_VERSIONS: _ClassVar[tuple[int, int]] = (0, 18)
     FLEXIBLE_MIN: _ClassVar[int | None] = 12
     LATEST_VERSION_UNSTABLE: _ClassVar[bool] = False
     DEPRECATED_VERSIONS: _ClassVar[tuple[int, int] | None] = (0, 3)
@@ -147,7 +131,7 @@ class FetchRequest(_Message):
 
 
 def _read_ReplicaState_0(buf: bytes | bytearray | memoryview, pos: int) -> tuple[ReplicaState, int]:
-    # versions 15-17
+    # versions 15-18
     end = len(buf)
     if pos + 12 > end:
         raise _short_fixed(pos, end, _L0)
@@ -173,7 +157,7 @@ def _read_ReplicaState_0(buf: bytes | bytearray | memoryview, pos: int) -> tuple
 
 
 def _write_ReplicaState_0(o: ReplicaState, out: bytearray) -> None:
-    # versions 15-17
+    # versions 15-18
     out += _S_iq.pack(o.replica_id, o.replica_epoch)
     if o.unknown_tagged_fields:
         _wts(out, (), o.unknown_tagged_fields, '_tagged_fields')
@@ -196,6 +180,7 @@ def _read_FetchPartition_0(buf: bytes | bytearray | memoryview, pos: int) -> tup
     o.log_start_offset = -1
     o.partition_max_bytes = v_partition_max_bytes
     o.replica_directory_id = _ZERO_UUID
+    o.high_watermark = 9223372036854775807
     o.unknown_tagged_fields = ()
     return o, pos
 
@@ -224,6 +209,7 @@ def _read_FetchPartition_1(buf: bytes | bytearray | memoryview, pos: int) -> tup
     o.log_start_offset = v_log_start_offset
     o.partition_max_bytes = v_partition_max_bytes
     o.replica_directory_id = _ZERO_UUID
+    o.high_watermark = 9223372036854775807
     o.unknown_tagged_fields = ()
     return o, pos
 
@@ -252,6 +238,7 @@ def _read_FetchPartition_2(buf: bytes | bytearray | memoryview, pos: int) -> tup
     o.log_start_offset = v_log_start_offset
     o.partition_max_bytes = v_partition_max_bytes
     o.replica_directory_id = _ZERO_UUID
+    o.high_watermark = 9223372036854775807
     o.unknown_tagged_fields = ()
     return o, pos
 
@@ -280,7 +267,7 @@ def _read_FetchPartition_3(buf: bytes | bytearray | memoryview, pos: int) -> tup
         raw_tags: list[tuple[int, bytes]] = []
         for _ in range(n_tags):
             tag, size, pos = _rth(buf, pos, '_tagged_fields')
-            if tag in (0,):
+            if tag in (0, 1):
                 raise _bad_tag(tag, 12, pos)
             else:
                 raw_tags.append((tag, bytes(buf[pos:pos + size])))
@@ -295,6 +282,7 @@ def _read_FetchPartition_3(buf: bytes | bytearray | memoryview, pos: int) -> tup
     o.log_start_offset = v_log_start_offset
     o.partition_max_bytes = v_partition_max_bytes
     o.replica_directory_id = _ZERO_UUID
+    o.high_watermark = 9223372036854775807
     o.unknown_tagged_fields = unknown
     return o, pos
 
@@ -331,6 +319,8 @@ def _read_FetchPartition_4(buf: bytes | bytearray | memoryview, pos: int) -> tup
                     raise _short_fixed(p, len(sub), (('ReplicaDirectoryId', 16),))
                 v_replica_directory_id = _uuid_from_bytes(sub[p:p + 16])
                 p += 16
+            elif tag in (1,):
+                raise _bad_tag(tag, 17, pos)
             else:
                 raw_tags.append((tag, bytes(buf[pos:pos + size])))
             pos += size
@@ -344,6 +334,7 @@ def _read_FetchPartition_4(buf: bytes | bytearray | memoryview, pos: int) -> tup
     o.log_start_offset = v_log_start_offset
     o.partition_max_bytes = v_partition_max_bytes
     o.replica_directory_id = v_replica_directory_id
+    o.high_watermark = 9223372036854775807
     o.unknown_tagged_fields = unknown
     return o, pos
 
@@ -372,6 +363,93 @@ def _write_FetchPartition_4(o: FetchPartition, out: bytearray) -> None:
         _wts(out, tagged, o.unknown_tagged_fields, '_tagged_fields')
 
 
+def _read_FetchPartition_5(buf: bytes | bytearray | memoryview, pos: int) -> tuple[FetchPartition, int]:
+    # versions 18
+    end = len(buf)
+    if pos + 32 > end:
+        raise _short_fixed(pos, end, _L4)
+    v_partition, v_current_leader_epoch, v_fetch_offset, v_last_fetched_epoch, v_log_start_offset, v_partition_max_bytes = _S_iiqiqi.unpack_from(buf, pos)
+    pos += 32
+    v_replica_directory_id: _uuid.UUID = _ZERO_UUID
+    v_high_watermark: int = 9223372036854775807
+    unknown: tuple[tuple[int, bytes], ...] = ()
+    if pos < end and buf[pos] == 0:
+        pos += 1
+    else:
+        n_tags, pos = _rtc(buf, pos, '_tagged_fields')
+        raw_tags: list[tuple[int, bytes]] = []
+        for _ in range(n_tags):
+            tag, size, pos = _rth(buf, pos, '_tagged_fields')
+            if tag == 0:
+                sub = bytes(buf[pos:pos + size])
+                p = 0
+                if p + 16 > len(sub):
+                    raise _short_fixed(p, len(sub), (('ReplicaDirectoryId', 16),))
+                v_replica_directory_id = _uuid_from_bytes(sub[p:p + 16])
+                p += 16
+            elif tag == 1:
+                sub = bytes(buf[pos:pos + size])
+                p = 0
+                if p + 8 > len(sub):
+                    raise _short_fixed(p, len(sub), (('HighWatermark', 8),))
+                v_high_watermark, = _S_q.unpack_from(sub, p)
+                p += 8
+            else:
+                raw_tags.append((tag, bytes(buf[pos:pos + size])))
+            pos += size
+        if raw_tags:
+            unknown = tuple(raw_tags)
+    o = _new(FetchPartition)
+    o.partition = v_partition
+    o.current_leader_epoch = v_current_leader_epoch
+    o.fetch_offset = v_fetch_offset
+    o.last_fetched_epoch = v_last_fetched_epoch
+    o.log_start_offset = v_log_start_offset
+    o.partition_max_bytes = v_partition_max_bytes
+    o.replica_directory_id = v_replica_directory_id
+    o.high_watermark = v_high_watermark
+    o.unknown_tagged_fields = unknown
+    return o, pos
+
+
+def _write_FetchPartition_5(o: FetchPartition, out: bytearray) -> None:
+    # versions 18
+    out += _S_iiqiqi.pack(o.partition, o.current_leader_epoch, o.fetch_offset, o.last_fetched_epoch, o.log_start_offset, o.partition_max_bytes)
+    if not o.unknown_tagged_fields:
+        out.append((o.replica_directory_id != _ZERO_UUID) + (o.high_watermark != 9223372036854775807))
+        if o.replica_directory_id != _ZERO_UUID:
+            tb = bytearray()
+            if o.replica_directory_id is None:
+                raise _null('ReplicaDirectoryId')
+            tb += _S_16s.pack(o.replica_directory_id.bytes)
+            out += b'\x00'
+            _wuv(out, len(tb))
+            out += tb
+        if o.high_watermark != 9223372036854775807:
+            tb = bytearray()
+            if o.high_watermark is None:
+                raise _null('HighWatermark')
+            tb += _S_q.pack(o.high_watermark)
+            out += b'\x01'
+            _wuv(out, len(tb))
+            out += tb
+    else:
+        tagged: list[tuple[int, bytes | bytearray]] = []
+        if o.replica_directory_id != _ZERO_UUID:
+            tb = bytearray()
+            if o.replica_directory_id is None:
+                raise _null('ReplicaDirectoryId')
+            tb += _S_16s.pack(o.replica_directory_id.bytes)
+            tagged.append((0, tb))
+        if o.high_watermark != 9223372036854775807:
+            tb = bytearray()
+            if o.high_watermark is None:
+                raise _null('HighWatermark')
+            tb += _S_q.pack(o.high_watermark)
+            tagged.append((1, tb))
+        _wts(out, tagged, o.unknown_tagged_fields, '_tagged_fields')
+
+
 def _read_FetchTopic_0(buf: bytes | bytearray | memoryview, pos: int) -> tuple[FetchTopic, int]:
     # versions 0-4
     end = len(buf)
@@ -395,6 +473,7 @@ def _read_FetchTopic_0(buf: bytes | bytearray | memoryview, pos: int) -> tuple[F
             v_partitions_o.log_start_offset = -1
             v_partitions_o.partition_max_bytes = v_partitions_v_partition_max_bytes
             v_partitions_o.replica_directory_id = _ZERO_UUID
+            v_partitions_o.high_watermark = 9223372036854775807
             v_partitions_o.unknown_tagged_fields = ()
             app_v_partitions(v_partitions_o)
     except _DecodeError as exc:
@@ -448,6 +527,7 @@ def _read_FetchTopic_1(buf: bytes | bytearray | memoryview, pos: int) -> tuple[F
             v_partitions_o.log_start_offset = v_partitions_v_log_start_offset
             v_partitions_o.partition_max_bytes = v_partitions_v_partition_max_bytes
             v_partitions_o.replica_directory_id = _ZERO_UUID
+            v_partitions_o.high_watermark = 9223372036854775807
             v_partitions_o.unknown_tagged_fields = ()
             app_v_partitions(v_partitions_o)
     except _DecodeError as exc:
@@ -501,6 +581,7 @@ def _read_FetchTopic_2(buf: bytes | bytearray | memoryview, pos: int) -> tuple[F
             v_partitions_o.log_start_offset = v_partitions_v_log_start_offset
             v_partitions_o.partition_max_bytes = v_partitions_v_partition_max_bytes
             v_partitions_o.replica_directory_id = _ZERO_UUID
+            v_partitions_o.high_watermark = 9223372036854775807
             v_partitions_o.unknown_tagged_fields = ()
             app_v_partitions(v_partitions_o)
     except _DecodeError as exc:
@@ -558,7 +639,7 @@ def _read_FetchTopic_3(buf: bytes | bytearray | memoryview, pos: int) -> tuple[F
                 v_partitions_raw_tags: list[tuple[int, bytes]] = []
                 for _ in range(v_partitions_n_tags):
                     v_partitions_tag, v_partitions_size, pos = _rth(buf, pos, '_tagged_fields')
-                    if v_partitions_tag in (0,):
+                    if v_partitions_tag in (0, 1):
                         raise _bad_tag(v_partitions_tag, 12, pos)
                     else:
                         v_partitions_raw_tags.append((v_partitions_tag, bytes(buf[pos:pos + v_partitions_size])))
@@ -573,6 +654,7 @@ def _read_FetchTopic_3(buf: bytes | bytearray | memoryview, pos: int) -> tuple[F
             v_partitions_o.log_start_offset = v_partitions_v_log_start_offset
             v_partitions_o.partition_max_bytes = v_partitions_v_partition_max_bytes
             v_partitions_o.replica_directory_id = _ZERO_UUID
+            v_partitions_o.high_watermark = 9223372036854775807
             v_partitions_o.unknown_tagged_fields = v_partitions_unknown
             app_v_partitions(v_partitions_o)
     except _DecodeError as exc:
@@ -648,7 +730,7 @@ def _read_FetchTopic_4(buf: bytes | bytearray | memoryview, pos: int) -> tuple[F
                 v_partitions_raw_tags: list[tuple[int, bytes]] = []
                 for _ in range(v_partitions_n_tags):
                     v_partitions_tag, v_partitions_size, pos = _rth(buf, pos, '_tagged_fields')
-                    if v_partitions_tag in (0,):
+                    if v_partitions_tag in (0, 1):
                         raise _bad_tag(v_partitions_tag, 13, pos)
                     else:
                         v_partitions_raw_tags.append((v_partitions_tag, bytes(buf[pos:pos + v_partitions_size])))
@@ -663,6 +745,7 @@ def _read_FetchTopic_4(buf: bytes | bytearray | memoryview, pos: int) -> tuple[F
             v_partitions_o.log_start_offset = v_partitions_v_log_start_offset
             v_partitions_o.partition_max_bytes = v_partitions_v_partition_max_bytes
             v_partitions_o.replica_directory_id = _ZERO_UUID
+            v_partitions_o.high_watermark = 9223372036854775807
             v_partitions_o.unknown_tagged_fields = v_partitions_unknown
             app_v_partitions(v_partitions_o)
     except _DecodeError as exc:
@@ -744,6 +827,8 @@ def _read_FetchTopic_5(buf: bytes | bytearray | memoryview, pos: int) -> tuple[F
                             raise _short_fixed(v_partitions_p, len(v_partitions_sub), (('ReplicaDirectoryId', 16),))
                         v_partitions_v_replica_directory_id = _uuid_from_bytes(v_partitions_sub[v_partitions_p:v_partitions_p + 16])
                         v_partitions_p += 16
+                    elif v_partitions_tag in (1,):
+                        raise _bad_tag(v_partitions_tag, 17, pos)
                     else:
                         v_partitions_raw_tags.append((v_partitions_tag, bytes(buf[pos:pos + v_partitions_size])))
                     pos += v_partitions_size
@@ -757,6 +842,7 @@ def _read_FetchTopic_5(buf: bytes | bytearray | memoryview, pos: int) -> tuple[F
             v_partitions_o.log_start_offset = v_partitions_v_log_start_offset
             v_partitions_o.partition_max_bytes = v_partitions_v_partition_max_bytes
             v_partitions_o.replica_directory_id = v_partitions_v_replica_directory_id
+            v_partitions_o.high_watermark = 9223372036854775807
             v_partitions_o.unknown_tagged_fields = v_partitions_unknown
             app_v_partitions(v_partitions_o)
     except _DecodeError as exc:
@@ -807,6 +893,138 @@ def _write_FetchTopic_5(o: FetchTopic, out: bytearray) -> None:
                     raise _null('ReplicaDirectoryId')
                 tb += _S_16s.pack(e_partitions.replica_directory_id.bytes)
                 tagged.append((0, tb))
+            _wts(out, tagged, e_partitions.unknown_tagged_fields, '_tagged_fields')
+    if o.unknown_tagged_fields:
+        _wts(out, (), o.unknown_tagged_fields, '_tagged_fields')
+    else:
+        out.append(0)
+
+
+def _read_FetchTopic_6(buf: bytes | bytearray | memoryview, pos: int) -> tuple[FetchTopic, int]:
+    # versions 18
+    end = len(buf)
+    if pos + 16 > end:
+        raise _short_fixed(pos, end, _L5)
+    r_topic_id, = _S_16s.unpack_from(buf, pos)
+    v_topic_id = _uuid_from_bytes(r_topic_id)
+    pos += 16
+    v_partitions: list[FetchPartition]
+    n_v_partitions = buf[pos] - 1 if pos < end else -2
+    if 0 <= n_v_partitions < 127 and n_v_partitions <= end - pos:
+        pos += 1
+    else:
+        n_v_partitions, pos = _rcal(buf, pos, 'Partitions')
+    v_partitions = []
+    app_v_partitions = v_partitions.append
+    i = 0
+    try:
+        for i in range(n_v_partitions):
+            if pos + 32 > end:
+                raise _short_fixed(pos, end, _L4)
+            v_partitions_v_partition, v_partitions_v_current_leader_epoch, v_partitions_v_fetch_offset, v_partitions_v_last_fetched_epoch, v_partitions_v_log_start_offset, v_partitions_v_partition_max_bytes = _S_iiqiqi.unpack_from(buf, pos)
+            pos += 32
+            v_partitions_v_replica_directory_id: _uuid.UUID = _ZERO_UUID
+            v_partitions_v_high_watermark: int = 9223372036854775807
+            v_partitions_unknown: tuple[tuple[int, bytes], ...] = ()
+            if pos < end and buf[pos] == 0:
+                pos += 1
+            else:
+                v_partitions_n_tags, pos = _rtc(buf, pos, '_tagged_fields')
+                v_partitions_raw_tags: list[tuple[int, bytes]] = []
+                for _ in range(v_partitions_n_tags):
+                    v_partitions_tag, v_partitions_size, pos = _rth(buf, pos, '_tagged_fields')
+                    if v_partitions_tag == 0:
+                        v_partitions_sub = bytes(buf[pos:pos + v_partitions_size])
+                        v_partitions_p = 0
+                        if v_partitions_p + 16 > len(v_partitions_sub):
+                            raise _short_fixed(v_partitions_p, len(v_partitions_sub), (('ReplicaDirectoryId', 16),))
+                        v_partitions_v_replica_directory_id = _uuid_from_bytes(v_partitions_sub[v_partitions_p:v_partitions_p + 16])
+                        v_partitions_p += 16
+                    elif v_partitions_tag == 1:
+                        v_partitions_sub = bytes(buf[pos:pos + v_partitions_size])
+                        v_partitions_p = 0
+                        if v_partitions_p + 8 > len(v_partitions_sub):
+                            raise _short_fixed(v_partitions_p, len(v_partitions_sub), (('HighWatermark', 8),))
+                        v_partitions_v_high_watermark, = _S_q.unpack_from(v_partitions_sub, v_partitions_p)
+                        v_partitions_p += 8
+                    else:
+                        v_partitions_raw_tags.append((v_partitions_tag, bytes(buf[pos:pos + v_partitions_size])))
+                    pos += v_partitions_size
+                if v_partitions_raw_tags:
+                    v_partitions_unknown = tuple(v_partitions_raw_tags)
+            v_partitions_o = _new(FetchPartition)
+            v_partitions_o.partition = v_partitions_v_partition
+            v_partitions_o.current_leader_epoch = v_partitions_v_current_leader_epoch
+            v_partitions_o.fetch_offset = v_partitions_v_fetch_offset
+            v_partitions_o.last_fetched_epoch = v_partitions_v_last_fetched_epoch
+            v_partitions_o.log_start_offset = v_partitions_v_log_start_offset
+            v_partitions_o.partition_max_bytes = v_partitions_v_partition_max_bytes
+            v_partitions_o.replica_directory_id = v_partitions_v_replica_directory_id
+            v_partitions_o.high_watermark = v_partitions_v_high_watermark
+            v_partitions_o.unknown_tagged_fields = v_partitions_unknown
+            app_v_partitions(v_partitions_o)
+    except _DecodeError as exc:
+        raise exc.refine(field=f'Partitions[{i}]')
+    unknown: tuple[tuple[int, bytes], ...] = ()
+    if pos < end and buf[pos] == 0:
+        pos += 1
+    else:
+        n_tags, pos = _rtc(buf, pos, '_tagged_fields')
+        raw_tags: list[tuple[int, bytes]] = []
+        for _ in range(n_tags):
+            tag, size, pos = _rth(buf, pos, '_tagged_fields')
+            raw_tags.append((tag, bytes(buf[pos:pos + size])))
+            pos += size
+        if raw_tags:
+            unknown = tuple(raw_tags)
+    o = _new(FetchTopic)
+    o.topic = ''
+    o.topic_id = v_topic_id
+    o.partitions = v_partitions
+    o.unknown_tagged_fields = unknown
+    return o, pos
+
+
+def _write_FetchTopic_6(o: FetchTopic, out: bytearray) -> None:
+    # versions 18
+    out += _S_16s.pack(o.topic_id.bytes)
+    if o.partitions is None:
+        raise _null('Partitions')
+    _wcal(out, o.partitions, 'Partitions')
+    for e_partitions in o.partitions:
+        out += _S_iiqiqi.pack(e_partitions.partition, e_partitions.current_leader_epoch, e_partitions.fetch_offset, e_partitions.last_fetched_epoch, e_partitions.log_start_offset, e_partitions.partition_max_bytes)
+        if not e_partitions.unknown_tagged_fields:
+            out.append((e_partitions.replica_directory_id != _ZERO_UUID) + (e_partitions.high_watermark != 9223372036854775807))
+            if e_partitions.replica_directory_id != _ZERO_UUID:
+                tb = bytearray()
+                if e_partitions.replica_directory_id is None:
+                    raise _null('ReplicaDirectoryId')
+                tb += _S_16s.pack(e_partitions.replica_directory_id.bytes)
+                out += b'\x00'
+                _wuv(out, len(tb))
+                out += tb
+            if e_partitions.high_watermark != 9223372036854775807:
+                tb = bytearray()
+                if e_partitions.high_watermark is None:
+                    raise _null('HighWatermark')
+                tb += _S_q.pack(e_partitions.high_watermark)
+                out += b'\x01'
+                _wuv(out, len(tb))
+                out += tb
+        else:
+            tagged: list[tuple[int, bytes | bytearray]] = []
+            if e_partitions.replica_directory_id != _ZERO_UUID:
+                tb = bytearray()
+                if e_partitions.replica_directory_id is None:
+                    raise _null('ReplicaDirectoryId')
+                tb += _S_16s.pack(e_partitions.replica_directory_id.bytes)
+                tagged.append((0, tb))
+            if e_partitions.high_watermark != 9223372036854775807:
+                tb = bytearray()
+                if e_partitions.high_watermark is None:
+                    raise _null('HighWatermark')
+                tb += _S_q.pack(e_partitions.high_watermark)
+                tagged.append((1, tb))
             _wts(out, tagged, e_partitions.unknown_tagged_fields, '_tagged_fields')
     if o.unknown_tagged_fields:
         _wts(out, (), o.unknown_tagged_fields, '_tagged_fields')
@@ -897,7 +1115,7 @@ def _write_ForgottenTopic_1(o: ForgottenTopic, out: bytearray) -> None:
 
 
 def _read_ForgottenTopic_2(buf: bytes | bytearray | memoryview, pos: int) -> tuple[ForgottenTopic, int]:
-    # versions 13-17
+    # versions 13-18
     end = len(buf)
     if pos + 16 > end:
         raise _short_fixed(pos, end, _L5)
@@ -936,7 +1154,7 @@ def _read_ForgottenTopic_2(buf: bytes | bytearray | memoryview, pos: int) -> tup
 
 
 def _write_ForgottenTopic_2(o: ForgottenTopic, out: bytearray) -> None:
-    # versions 13-17
+    # versions 13-18
     out += _S_16s.pack(o.topic_id.bytes)
     if o.partitions is None:
         raise _null('Partitions')
@@ -2049,8 +2267,178 @@ def _write_FetchRequest_10(o: FetchRequest, out: bytearray) -> None:
         _wts(out, tagged, o.unknown_tagged_fields, '_tagged_fields')
 
 
-FetchRequest._READERS = {0: _read_FetchRequest_0, 1: _read_FetchRequest_0, 2: _read_FetchRequest_0, 3: _read_FetchRequest_1, 4: _read_FetchRequest_2, 5: _read_FetchRequest_3, 6: _read_FetchRequest_3, 7: _read_FetchRequest_4, 8: _read_FetchRequest_4, 9: _read_FetchRequest_5, 10: _read_FetchRequest_5, 11: _read_FetchRequest_6, 12: _read_FetchRequest_7, 13: _read_FetchRequest_8, 14: _read_FetchRequest_8, 15: _read_FetchRequest_9, 16: _read_FetchRequest_9, 17: _read_FetchRequest_10}
-FetchRequest._WRITERS = {0: _write_FetchRequest_0, 1: _write_FetchRequest_0, 2: _write_FetchRequest_0, 3: _write_FetchRequest_1, 4: _write_FetchRequest_2, 5: _write_FetchRequest_3, 6: _write_FetchRequest_3, 7: _write_FetchRequest_4, 8: _write_FetchRequest_4, 9: _write_FetchRequest_5, 10: _write_FetchRequest_5, 11: _write_FetchRequest_6, 12: _write_FetchRequest_7, 13: _write_FetchRequest_8, 14: _write_FetchRequest_8, 15: _write_FetchRequest_9, 16: _write_FetchRequest_9, 17: _write_FetchRequest_10}
+def _read_FetchRequest_11(buf: bytes | bytearray | memoryview, pos: int) -> tuple[FetchRequest, int]:
+    # versions 18
+    end = len(buf)
+    if pos + 21 > end:
+        raise _short_fixed(pos, end, _L10)
+    v_max_wait_ms, v_min_bytes, v_max_bytes, v_isolation_level, v_session_id, v_session_epoch = _S_iiibii.unpack_from(buf, pos)
+    pos += 21
+    v_topics: list[FetchTopic]
+    n_v_topics = buf[pos] - 1 if pos < end else -2
+    if 0 <= n_v_topics < 127 and n_v_topics <= end - pos:
+        pos += 1
+    else:
+        n_v_topics, pos = _rcal(buf, pos, 'Topics')
+    v_topics = []
+    app_v_topics = v_topics.append
+    i = 0
+    try:
+        for i in range(n_v_topics):
+            e_v_topics, pos = _read_FetchTopic_6(buf, pos)
+            app_v_topics(e_v_topics)
+    except _DecodeError as exc:
+        raise exc.refine(field=f'Topics[{i}]')
+    v_forgotten_topics_data: list[ForgottenTopic]
+    n_v_forgotten_topics_data = buf[pos] - 1 if pos < end else -2
+    if 0 <= n_v_forgotten_topics_data < 127 and n_v_forgotten_topics_data <= end - pos:
+        pos += 1
+    else:
+        n_v_forgotten_topics_data, pos = _rcal(buf, pos, 'ForgottenTopicsData')
+    v_forgotten_topics_data = []
+    app_v_forgotten_topics_data = v_forgotten_topics_data.append
+    i = 0
+    try:
+        for i in range(n_v_forgotten_topics_data):
+            if pos + 16 > end:
+                raise _short_fixed(pos, end, _L5)
+            v_forgotten_topics_data_r_topic_id, = _S_16s.unpack_from(buf, pos)
+            v_forgotten_topics_data_v_topic_id = _uuid_from_bytes(v_forgotten_topics_data_r_topic_id)
+            pos += 16
+            v_forgotten_topics_data_v_partitions: list[int]
+            n_v_forgotten_topics_data_v_partitions = buf[pos] - 1 if pos < end else -2
+            if 0 <= n_v_forgotten_topics_data_v_partitions < 127 and n_v_forgotten_topics_data_v_partitions <= end - pos:
+                pos += 1
+            else:
+                n_v_forgotten_topics_data_v_partitions, pos = _rcal(buf, pos, 'Partitions')
+            if n_v_forgotten_topics_data_v_partitions < 32 and pos + 4 * n_v_forgotten_topics_data_v_partitions <= end:
+                v_forgotten_topics_data_v_partitions = list(_ARR_i[n_v_forgotten_topics_data_v_partitions].unpack_from(buf, pos))
+                pos += 4 * n_v_forgotten_topics_data_v_partitions
+            else:
+                v_forgotten_topics_data_v_partitions, pos = _rfa(buf, pos, n_v_forgotten_topics_data_v_partitions, 'i', 'Partitions')
+            v_forgotten_topics_data_unknown: tuple[tuple[int, bytes], ...] = ()
+            if pos < end and buf[pos] == 0:
+                pos += 1
+            else:
+                v_forgotten_topics_data_n_tags, pos = _rtc(buf, pos, '_tagged_fields')
+                v_forgotten_topics_data_raw_tags: list[tuple[int, bytes]] = []
+                for _ in range(v_forgotten_topics_data_n_tags):
+                    v_forgotten_topics_data_tag, v_forgotten_topics_data_size, pos = _rth(buf, pos, '_tagged_fields')
+                    v_forgotten_topics_data_raw_tags.append((v_forgotten_topics_data_tag, bytes(buf[pos:pos + v_forgotten_topics_data_size])))
+                    pos += v_forgotten_topics_data_size
+                if v_forgotten_topics_data_raw_tags:
+                    v_forgotten_topics_data_unknown = tuple(v_forgotten_topics_data_raw_tags)
+            v_forgotten_topics_data_o = _new(ForgottenTopic)
+            v_forgotten_topics_data_o.topic = ''
+            v_forgotten_topics_data_o.topic_id = v_forgotten_topics_data_v_topic_id
+            v_forgotten_topics_data_o.partitions = v_forgotten_topics_data_v_partitions
+            v_forgotten_topics_data_o.unknown_tagged_fields = v_forgotten_topics_data_unknown
+            app_v_forgotten_topics_data(v_forgotten_topics_data_o)
+    except _DecodeError as exc:
+        raise exc.refine(field=f'ForgottenTopicsData[{i}]')
+    v_rack_id, pos = _rcs(buf, pos, 'RackId')
+    v_cluster_id: str | None = None
+    v_replica_state: ReplicaState = ReplicaState()
+    unknown: tuple[tuple[int, bytes], ...] = ()
+    if pos < end and buf[pos] == 0:
+        pos += 1
+    else:
+        n_tags, pos = _rtc(buf, pos, '_tagged_fields')
+        raw_tags: list[tuple[int, bytes]] = []
+        for _ in range(n_tags):
+            tag, size, pos = _rth(buf, pos, '_tagged_fields')
+            if tag == 0:
+                sub = bytes(buf[pos:pos + size])
+                p = 0
+                v_cluster_id, p = _rncs(sub, p, 'ClusterId')
+            elif tag == 1:
+                sub = bytes(buf[pos:pos + size])
+                p = 0
+                try:
+                    v_replica_state, p = _read_ReplicaState_0(sub, p)
+                except _DecodeError as exc:
+                    raise exc.refine(field='ReplicaState')
+            else:
+                raw_tags.append((tag, bytes(buf[pos:pos + size])))
+            pos += size
+        if raw_tags:
+            unknown = tuple(raw_tags)
+    o = _new(FetchRequest)
+    o.cluster_id = v_cluster_id
+    o.replica_id = -1
+    o.replica_state = v_replica_state
+    o.max_wait_ms = v_max_wait_ms
+    o.min_bytes = v_min_bytes
+    o.max_bytes = v_max_bytes
+    o.isolation_level = v_isolation_level
+    o.session_id = v_session_id
+    o.session_epoch = v_session_epoch
+    o.topics = v_topics
+    o.forgotten_topics_data = v_forgotten_topics_data
+    o.rack_id = v_rack_id
+    o.unknown_tagged_fields = unknown
+    return o, pos
+
+
+def _write_FetchRequest_11(o: FetchRequest, out: bytearray) -> None:
+    # versions 18
+    if o.replica_id != -1:
+        raise _absent('ReplicaId', 18)
+    out += _S_iiibii.pack(o.max_wait_ms, o.min_bytes, o.max_bytes, o.isolation_level, o.session_id, o.session_epoch)
+    if o.topics is None:
+        raise _null('Topics')
+    _wcal(out, o.topics, 'Topics')
+    for e_topics in o.topics:
+        _write_FetchTopic_6(e_topics, out)
+    if o.forgotten_topics_data is None:
+        raise _null('ForgottenTopicsData')
+    _wcal(out, o.forgotten_topics_data, 'ForgottenTopicsData')
+    for e_forgotten_topics_data in o.forgotten_topics_data:
+        out += _S_16s.pack(e_forgotten_topics_data.topic_id.bytes)
+        if e_forgotten_topics_data.partitions is None:
+            raise _null('Partitions')
+        _wcal(out, e_forgotten_topics_data.partitions, 'Partitions')
+        out += _struct.pack(f'>{len(e_forgotten_topics_data.partitions)}i', *e_forgotten_topics_data.partitions)
+        if e_forgotten_topics_data.unknown_tagged_fields:
+            _wts(out, (), e_forgotten_topics_data.unknown_tagged_fields, '_tagged_fields')
+        else:
+            out.append(0)
+    if o.rack_id is None:
+        raise _null('RackId')
+    _wcs(out, o.rack_id, 'RackId')
+    if not o.unknown_tagged_fields:
+        out.append((o.cluster_id is not None) + (o.replica_state != ReplicaState()))
+        if o.cluster_id is not None:
+            tb = bytearray()
+            _wcs(tb, o.cluster_id, 'ClusterId')
+            out += b'\x00'
+            _wuv(out, len(tb))
+            out += tb
+        if o.replica_state != ReplicaState():
+            tb = bytearray()
+            if o.replica_state is None:
+                raise _null('ReplicaState')
+            _write_ReplicaState_0(o.replica_state, tb)
+            out += b'\x01'
+            _wuv(out, len(tb))
+            out += tb
+    else:
+        tagged: list[tuple[int, bytes | bytearray]] = []
+        if o.cluster_id is not None:
+            tb = bytearray()
+            _wcs(tb, o.cluster_id, 'ClusterId')
+            tagged.append((0, tb))
+        if o.replica_state != ReplicaState():
+            tb = bytearray()
+            if o.replica_state is None:
+                raise _null('ReplicaState')
+            _write_ReplicaState_0(o.replica_state, tb)
+            tagged.append((1, tb))
+        _wts(out, tagged, o.unknown_tagged_fields, '_tagged_fields')
+
+
+FetchRequest._READERS = {0: _read_FetchRequest_0, 1: _read_FetchRequest_0, 2: _read_FetchRequest_0, 3: _read_FetchRequest_1, 4: _read_FetchRequest_2, 5: _read_FetchRequest_3, 6: _read_FetchRequest_3, 7: _read_FetchRequest_4, 8: _read_FetchRequest_4, 9: _read_FetchRequest_5, 10: _read_FetchRequest_5, 11: _read_FetchRequest_6, 12: _read_FetchRequest_7, 13: _read_FetchRequest_8, 14: _read_FetchRequest_8, 15: _read_FetchRequest_9, 16: _read_FetchRequest_9, 17: _read_FetchRequest_10, 18: _read_FetchRequest_11}
+FetchRequest._WRITERS = {0: _write_FetchRequest_0, 1: _write_FetchRequest_0, 2: _write_FetchRequest_0, 3: _write_FetchRequest_1, 4: _write_FetchRequest_2, 5: _write_FetchRequest_3, 6: _write_FetchRequest_3, 7: _write_FetchRequest_4, 8: _write_FetchRequest_4, 9: _write_FetchRequest_5, 10: _write_FetchRequest_5, 11: _write_FetchRequest_6, 12: _write_FetchRequest_7, 13: _write_FetchRequest_8, 14: _write_FetchRequest_8, 15: _write_FetchRequest_9, 16: _write_FetchRequest_9, 17: _write_FetchRequest_10, 18: _write_FetchRequest_11}
 ReplicaState._FIELDS = (
     _F('ReplicaId', 'replica_id', 'int32', (15, 32767), None, None, None, False, lambda: -1, None, None),
     _F('ReplicaEpoch', 'replica_epoch', 'int64', (15, 32767), None, None, None, False, lambda: -1, None, None),
@@ -2063,6 +2451,7 @@ FetchPartition._FIELDS = (
     _F('LogStartOffset', 'log_start_offset', 'int64', (5, 32767), None, None, None, True, lambda: -1, None, None),
     _F('PartitionMaxBytes', 'partition_max_bytes', 'int32', (0, 32767), None, None, None, False, lambda: 0, None, None),
     _F('ReplicaDirectoryId', 'replica_directory_id', 'uuid', (17, 32767), (17, 32767), 0, None, True, lambda: _ZERO_UUID, None, None),
+    _F('HighWatermark', 'high_watermark', 'int64', (18, 32767), (18, 32767), 1, None, True, lambda: 9223372036854775807, None, None),
 )
 FetchTopic._FIELDS = (
     _F('Topic', 'topic', 'string', (0, 12), None, None, None, True, lambda: '', None, None),

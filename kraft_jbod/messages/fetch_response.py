@@ -10,6 +10,9 @@ from typing import ClassVar as _ClassVar
 
 from kraft_jbod.errors import DecodeError as _DecodeError, EncodeError as _EncodeError
 from kraft_jbod.wire.message import FieldInfo as _F, Message as _Message, Struct as _Struct
+from kraft_jbod.wire.runtime import (
+    absent as _absent, bad_tag as _bad_tag, check_bool as _bool, null as _null,
+)
 from kraft_jbod.wire.primitives import (
     read_string as _rs, read_nullable_string as _rns,
     read_compact_string as _rcs, read_nullable_compact_string as _rncs,
@@ -52,27 +55,6 @@ _L9 = (('NodeId', 4),)
 _L10 = (('Port', 4),)
 _L11 = (('ThrottleTimeMs', 4),)
 _L12 = (('ThrottleTimeMs', 4), ('ErrorCode', 2), ('SessionId', 4))
-
-
-def _absent(field: str, version: int | str) -> _EncodeError:
-    return _EncodeError(
-        f'attempted to write a non-default {field} at version {version}', field_path=field
-    )
-
-
-def _null(field: str) -> _EncodeError:
-    return _EncodeError('None in a non-nullable field', field_path=field)
-
-
-def _bad_tag(tag: int, version: int, pos: int) -> _DecodeError:
-    return _DecodeError(f'tag {tag} is not valid for version {version}', offset=pos)
-
-
-def _bool(value: object, field: str) -> bool:
-    if type(value) is not bool:
-        raise _EncodeError(f'expected bool, got {type(value).__name__}', field_path=field)
-    return value
-
 
 
 
@@ -154,12 +136,12 @@ class NodeEndpoint(_Struct):
 
 @_dataclass(slots=True)
 class FetchResponse(_Message):
-    """response FetchResponse, versions 0-17."""
+    """response FetchResponse, versions 0-18."""
 
     NAME: _ClassVar[str] = 'FetchResponse'
     SCHEMA_TYPE: _ClassVar[str] = 'response'
     API_KEY: _ClassVar[int | None] = 1
-    VALID_VERSIONS: _ClassVar[tuple[int, int]] = (0, 17)
+    VALID_VERSIONS: _ClassVar[tuple[int, int]] = (0, 18)
     FLEXIBLE_MIN: _ClassVar[int | None] = 12
     LATEST_VERSION_UNSTABLE: _ClassVar[bool] = False
     DEPRECATED_VERSIONS: _ClassVar[tuple[int, int] | None] = None
@@ -172,7 +154,7 @@ class FetchResponse(_Message):
 
 
 def _read_EpochEndOffset_0(buf: bytes | bytearray | memoryview, pos: int) -> tuple[EpochEndOffset, int]:
-    # versions 12-17
+    # versions 12-18
     end = len(buf)
     if pos + 12 > end:
         raise _short_fixed(pos, end, _L0)
@@ -198,7 +180,7 @@ def _read_EpochEndOffset_0(buf: bytes | bytearray | memoryview, pos: int) -> tup
 
 
 def _write_EpochEndOffset_0(o: EpochEndOffset, out: bytearray) -> None:
-    # versions 12-17
+    # versions 12-18
     out += _S_iq.pack(o.epoch, o.end_offset)
     if o.unknown_tagged_fields:
         _wts(out, (), o.unknown_tagged_fields, '_tagged_fields')
@@ -207,7 +189,7 @@ def _write_EpochEndOffset_0(o: EpochEndOffset, out: bytearray) -> None:
 
 
 def _read_LeaderIdAndEpoch_0(buf: bytes | bytearray | memoryview, pos: int) -> tuple[LeaderIdAndEpoch, int]:
-    # versions 12-17
+    # versions 12-18
     end = len(buf)
     if pos + 8 > end:
         raise _short_fixed(pos, end, _L1)
@@ -233,7 +215,7 @@ def _read_LeaderIdAndEpoch_0(buf: bytes | bytearray | memoryview, pos: int) -> t
 
 
 def _write_LeaderIdAndEpoch_0(o: LeaderIdAndEpoch, out: bytearray) -> None:
-    # versions 12-17
+    # versions 12-18
     out += _S_ii.pack(o.leader_id, o.leader_epoch)
     if o.unknown_tagged_fields:
         _wts(out, (), o.unknown_tagged_fields, '_tagged_fields')
@@ -242,7 +224,7 @@ def _write_LeaderIdAndEpoch_0(o: LeaderIdAndEpoch, out: bytearray) -> None:
 
 
 def _read_SnapshotId_0(buf: bytes | bytearray | memoryview, pos: int) -> tuple[SnapshotId, int]:
-    # versions 12-17
+    # versions 12-18
     end = len(buf)
     if pos + 12 > end:
         raise _short_fixed(pos, end, _L2)
@@ -268,7 +250,7 @@ def _read_SnapshotId_0(buf: bytes | bytearray | memoryview, pos: int) -> tuple[S
 
 
 def _write_SnapshotId_0(o: SnapshotId, out: bytearray) -> None:
-    # versions 12-17
+    # versions 12-18
     out += _S_qi.pack(o.end_offset, o.epoch)
     if o.unknown_tagged_fields:
         _wts(out, (), o.unknown_tagged_fields, '_tagged_fields')
@@ -298,7 +280,7 @@ def _write_AbortedTransaction_0(o: AbortedTransaction, out: bytearray) -> None:
 
 
 def _read_AbortedTransaction_1(buf: bytes | bytearray | memoryview, pos: int) -> tuple[AbortedTransaction, int]:
-    # versions 12-17
+    # versions 12-18
     end = len(buf)
     if pos + 16 > end:
         raise _short_fixed(pos, end, _L3)
@@ -324,7 +306,7 @@ def _read_AbortedTransaction_1(buf: bytes | bytearray | memoryview, pos: int) ->
 
 
 def _write_AbortedTransaction_1(o: AbortedTransaction, out: bytearray) -> None:
-    # versions 12-17
+    # versions 12-18
     out += _S_qq.pack(o.producer_id, o.first_offset)
     if o.unknown_tagged_fields:
         _wts(out, (), o.unknown_tagged_fields, '_tagged_fields')
@@ -577,7 +559,7 @@ def _write_PartitionData_3(o: PartitionData, out: bytearray) -> None:
 
 
 def _read_PartitionData_4(buf: bytes | bytearray | memoryview, pos: int) -> tuple[PartitionData, int]:
-    # versions 12-17
+    # versions 12-18
     end = len(buf)
     if pos + 30 > end:
         raise _short_fixed(pos, end, _L6)
@@ -679,7 +661,7 @@ def _read_PartitionData_4(buf: bytes | bytearray | memoryview, pos: int) -> tupl
 
 
 def _write_PartitionData_4(o: PartitionData, out: bytearray) -> None:
-    # versions 12-17
+    # versions 12-18
     out += _S_ihqqq.pack(o.partition_index, o.error_code, o.high_watermark, o.last_stable_offset, o.log_start_offset)
     _wcal(out, o.aborted_transactions, 'AbortedTransactions')
     if o.aborted_transactions is not None:
@@ -972,7 +954,7 @@ def _write_FetchableTopicResponse_4(o: FetchableTopicResponse, out: bytearray) -
 
 
 def _read_FetchableTopicResponse_5(buf: bytes | bytearray | memoryview, pos: int) -> tuple[FetchableTopicResponse, int]:
-    # versions 13-17
+    # versions 13-18
     end = len(buf)
     if pos + 16 > end:
         raise _short_fixed(pos, end, _L8)
@@ -1015,7 +997,7 @@ def _read_FetchableTopicResponse_5(buf: bytes | bytearray | memoryview, pos: int
 
 
 def _write_FetchableTopicResponse_5(o: FetchableTopicResponse, out: bytearray) -> None:
-    # versions 13-17
+    # versions 13-18
     out += _S_16s.pack(o.topic_id.bytes)
     if o.partitions is None:
         raise _null('Partitions')
@@ -1029,7 +1011,7 @@ def _write_FetchableTopicResponse_5(o: FetchableTopicResponse, out: bytearray) -
 
 
 def _read_NodeEndpoint_0(buf: bytes | bytearray | memoryview, pos: int) -> tuple[NodeEndpoint, int]:
-    # versions 16-17
+    # versions 16-18
     end = len(buf)
     if pos + 4 > end:
         raise _short_fixed(pos, end, _L9)
@@ -1063,7 +1045,7 @@ def _read_NodeEndpoint_0(buf: bytes | bytearray | memoryview, pos: int) -> tuple
 
 
 def _write_NodeEndpoint_0(o: NodeEndpoint, out: bytearray) -> None:
-    # versions 16-17
+    # versions 16-18
     out += _S_i.pack(o.node_id)
     if o.host is None:
         raise _null('Host')
@@ -1458,7 +1440,7 @@ def _write_FetchResponse_7(o: FetchResponse, out: bytearray) -> None:
 
 
 def _read_FetchResponse_8(buf: bytes | bytearray | memoryview, pos: int) -> tuple[FetchResponse, int]:
-    # versions 16-17
+    # versions 16-18
     end = len(buf)
     if pos + 10 > end:
         raise _short_fixed(pos, end, _L12)
@@ -1517,7 +1499,7 @@ def _read_FetchResponse_8(buf: bytes | bytearray | memoryview, pos: int) -> tupl
 
 
 def _write_FetchResponse_8(o: FetchResponse, out: bytearray) -> None:
-    # versions 16-17
+    # versions 16-18
     out += _S_ihi.pack(o.throttle_time_ms, o.error_code, o.session_id)
     if o.responses is None:
         raise _null('Responses')
@@ -1549,8 +1531,8 @@ def _write_FetchResponse_8(o: FetchResponse, out: bytearray) -> None:
         _wts(out, tagged, o.unknown_tagged_fields, '_tagged_fields')
 
 
-FetchResponse._READERS = {0: _read_FetchResponse_0, 1: _read_FetchResponse_1, 2: _read_FetchResponse_1, 3: _read_FetchResponse_1, 4: _read_FetchResponse_2, 5: _read_FetchResponse_3, 6: _read_FetchResponse_3, 7: _read_FetchResponse_4, 8: _read_FetchResponse_4, 9: _read_FetchResponse_4, 10: _read_FetchResponse_4, 11: _read_FetchResponse_5, 12: _read_FetchResponse_6, 13: _read_FetchResponse_7, 14: _read_FetchResponse_7, 15: _read_FetchResponse_7, 16: _read_FetchResponse_8, 17: _read_FetchResponse_8}
-FetchResponse._WRITERS = {0: _write_FetchResponse_0, 1: _write_FetchResponse_1, 2: _write_FetchResponse_1, 3: _write_FetchResponse_1, 4: _write_FetchResponse_2, 5: _write_FetchResponse_3, 6: _write_FetchResponse_3, 7: _write_FetchResponse_4, 8: _write_FetchResponse_4, 9: _write_FetchResponse_4, 10: _write_FetchResponse_4, 11: _write_FetchResponse_5, 12: _write_FetchResponse_6, 13: _write_FetchResponse_7, 14: _write_FetchResponse_7, 15: _write_FetchResponse_7, 16: _write_FetchResponse_8, 17: _write_FetchResponse_8}
+FetchResponse._READERS = {0: _read_FetchResponse_0, 1: _read_FetchResponse_1, 2: _read_FetchResponse_1, 3: _read_FetchResponse_1, 4: _read_FetchResponse_2, 5: _read_FetchResponse_3, 6: _read_FetchResponse_3, 7: _read_FetchResponse_4, 8: _read_FetchResponse_4, 9: _read_FetchResponse_4, 10: _read_FetchResponse_4, 11: _read_FetchResponse_5, 12: _read_FetchResponse_6, 13: _read_FetchResponse_7, 14: _read_FetchResponse_7, 15: _read_FetchResponse_7, 16: _read_FetchResponse_8, 17: _read_FetchResponse_8, 18: _read_FetchResponse_8}
+FetchResponse._WRITERS = {0: _write_FetchResponse_0, 1: _write_FetchResponse_1, 2: _write_FetchResponse_1, 3: _write_FetchResponse_1, 4: _write_FetchResponse_2, 5: _write_FetchResponse_3, 6: _write_FetchResponse_3, 7: _write_FetchResponse_4, 8: _write_FetchResponse_4, 9: _write_FetchResponse_4, 10: _write_FetchResponse_4, 11: _write_FetchResponse_5, 12: _write_FetchResponse_6, 13: _write_FetchResponse_7, 14: _write_FetchResponse_7, 15: _write_FetchResponse_7, 16: _write_FetchResponse_8, 17: _write_FetchResponse_8, 18: _write_FetchResponse_8}
 EpochEndOffset._FIELDS = (
     _F('Epoch', 'epoch', 'int32', (12, 32767), None, None, None, False, lambda: -1, None, None),
     _F('EndOffset', 'end_offset', 'int64', (12, 32767), None, None, None, False, lambda: -1, None, None),

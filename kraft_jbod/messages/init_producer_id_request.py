@@ -10,6 +10,9 @@ from typing import ClassVar as _ClassVar
 
 from kraft_jbod.errors import DecodeError as _DecodeError, EncodeError as _EncodeError
 from kraft_jbod.wire.message import FieldInfo as _F, Message as _Message, Struct as _Struct
+from kraft_jbod.wire.runtime import (
+    absent as _absent, bad_tag as _bad_tag, check_bool as _bool, null as _null,
+)
 from kraft_jbod.wire.primitives import (
     read_string as _rs, read_nullable_string as _rns,
     read_compact_string as _rcs, read_nullable_compact_string as _rncs,
@@ -30,48 +33,31 @@ from kraft_jbod.wire.primitives import (
 _new = object.__new__
 _S_i = _struct.Struct('>i')
 _S_iqh = _struct.Struct('>iqh')
+_S_iqh__ = _struct.Struct('>iqh??')
 _L0 = (('TransactionTimeoutMs', 4),)
 _L1 = (('TransactionTimeoutMs', 4), ('ProducerId', 8), ('ProducerEpoch', 2))
-
-
-def _absent(field: str, version: int | str) -> _EncodeError:
-    return _EncodeError(
-        f'attempted to write a non-default {field} at version {version}', field_path=field
-    )
-
-
-def _null(field: str) -> _EncodeError:
-    return _EncodeError('None in a non-nullable field', field_path=field)
-
-
-def _bad_tag(tag: int, version: int, pos: int) -> _DecodeError:
-    return _DecodeError(f'tag {tag} is not valid for version {version}', offset=pos)
-
-
-def _bool(value: object, field: str) -> bool:
-    if type(value) is not bool:
-        raise _EncodeError(f'expected bool, got {type(value).__name__}', field_path=field)
-    return value
-
+_L2 = (('TransactionTimeoutMs', 4), ('ProducerId', 8), ('ProducerEpoch', 2), ('Enable2Pc', 1), ('KeepPreparedTxn', 1))
 
 
 
 
 @_dataclass(slots=True)
 class InitProducerIdRequest(_Message):
-    """request InitProducerIdRequest, versions 0-5."""
+    """request InitProducerIdRequest, versions 0-6."""
 
     NAME: _ClassVar[str] = 'InitProducerIdRequest'
     SCHEMA_TYPE: _ClassVar[str] = 'request'
     API_KEY: _ClassVar[int | None] = 22
-    VALID_VERSIONS: _ClassVar[tuple[int, int]] = (0, 5)
+    VALID_VERSIONS: _ClassVar[tuple[int, int]] = (0, 6)
     FLEXIBLE_MIN: _ClassVar[int | None] = 2
-    LATEST_VERSION_UNSTABLE: _ClassVar[bool] = False
+    LATEST_VERSION_UNSTABLE: _ClassVar[bool] = True
     DEPRECATED_VERSIONS: _ClassVar[tuple[int, int] | None] = None
     transactional_id: str | None = ''
     transaction_timeout_ms: int = 0
     producer_id: int = -1
     producer_epoch: int = -1
+    enable2_pc: bool = False
+    keep_prepared_txn: bool = False
     unknown_tagged_fields: tuple[tuple[int, bytes], ...] = ()
 
 
@@ -88,6 +74,8 @@ def _read_InitProducerIdRequest_0(buf: bytes | bytearray | memoryview, pos: int)
     o.transaction_timeout_ms = v_transaction_timeout_ms
     o.producer_id = -1
     o.producer_epoch = -1
+    o.enable2_pc = False
+    o.keep_prepared_txn = False
     o.unknown_tagged_fields = ()
     return o, pos
 
@@ -98,6 +86,10 @@ def _write_InitProducerIdRequest_0(o: InitProducerIdRequest, out: bytearray) -> 
         raise _absent('ProducerId', '0-1')
     if o.producer_epoch != -1:
         raise _absent('ProducerEpoch', '0-1')
+    if o.enable2_pc != False:
+        raise _absent('Enable2Pc', '0-1')
+    if o.keep_prepared_txn != False:
+        raise _absent('KeepPreparedTxn', '0-1')
     _ws(out, o.transactional_id, 'TransactionalId')
     out += _S_i.pack(o.transaction_timeout_ms)
     if o.unknown_tagged_fields:
@@ -129,6 +121,8 @@ def _read_InitProducerIdRequest_1(buf: bytes | bytearray | memoryview, pos: int)
     o.transaction_timeout_ms = v_transaction_timeout_ms
     o.producer_id = -1
     o.producer_epoch = -1
+    o.enable2_pc = False
+    o.keep_prepared_txn = False
     o.unknown_tagged_fields = unknown
     return o, pos
 
@@ -139,6 +133,10 @@ def _write_InitProducerIdRequest_1(o: InitProducerIdRequest, out: bytearray) -> 
         raise _absent('ProducerId', 2)
     if o.producer_epoch != -1:
         raise _absent('ProducerEpoch', 2)
+    if o.enable2_pc != False:
+        raise _absent('Enable2Pc', 2)
+    if o.keep_prepared_txn != False:
+        raise _absent('KeepPreparedTxn', 2)
     _wcs(out, o.transactional_id, 'TransactionalId')
     out += _S_i.pack(o.transaction_timeout_ms)
     if o.unknown_tagged_fields:
@@ -172,12 +170,18 @@ def _read_InitProducerIdRequest_2(buf: bytes | bytearray | memoryview, pos: int)
     o.transaction_timeout_ms = v_transaction_timeout_ms
     o.producer_id = v_producer_id
     o.producer_epoch = v_producer_epoch
+    o.enable2_pc = False
+    o.keep_prepared_txn = False
     o.unknown_tagged_fields = unknown
     return o, pos
 
 
 def _write_InitProducerIdRequest_2(o: InitProducerIdRequest, out: bytearray) -> None:
     # versions 3-5
+    if o.enable2_pc != False:
+        raise _absent('Enable2Pc', '3-5')
+    if o.keep_prepared_txn != False:
+        raise _absent('KeepPreparedTxn', '3-5')
     _wcs(out, o.transactional_id, 'TransactionalId')
     out += _S_iqh.pack(o.transaction_timeout_ms, o.producer_id, o.producer_epoch)
     if o.unknown_tagged_fields:
@@ -186,11 +190,54 @@ def _write_InitProducerIdRequest_2(o: InitProducerIdRequest, out: bytearray) -> 
         out.append(0)
 
 
-InitProducerIdRequest._READERS = {0: _read_InitProducerIdRequest_0, 1: _read_InitProducerIdRequest_0, 2: _read_InitProducerIdRequest_1, 3: _read_InitProducerIdRequest_2, 4: _read_InitProducerIdRequest_2, 5: _read_InitProducerIdRequest_2}
-InitProducerIdRequest._WRITERS = {0: _write_InitProducerIdRequest_0, 1: _write_InitProducerIdRequest_0, 2: _write_InitProducerIdRequest_1, 3: _write_InitProducerIdRequest_2, 4: _write_InitProducerIdRequest_2, 5: _write_InitProducerIdRequest_2}
+def _read_InitProducerIdRequest_3(buf: bytes | bytearray | memoryview, pos: int) -> tuple[InitProducerIdRequest, int]:
+    # versions 6
+    end = len(buf)
+    v_transactional_id, pos = _rncs(buf, pos, 'TransactionalId')
+    if pos + 16 > end:
+        raise _short_fixed(pos, end, _L2)
+    v_transaction_timeout_ms, v_producer_id, v_producer_epoch, v_enable2_pc, v_keep_prepared_txn = _S_iqh__.unpack_from(buf, pos)
+    pos += 16
+    unknown: tuple[tuple[int, bytes], ...] = ()
+    if pos < end and buf[pos] == 0:
+        pos += 1
+    else:
+        n_tags, pos = _rtc(buf, pos, '_tagged_fields')
+        raw_tags: list[tuple[int, bytes]] = []
+        for _ in range(n_tags):
+            tag, size, pos = _rth(buf, pos, '_tagged_fields')
+            raw_tags.append((tag, bytes(buf[pos:pos + size])))
+            pos += size
+        if raw_tags:
+            unknown = tuple(raw_tags)
+    o = _new(InitProducerIdRequest)
+    o.transactional_id = v_transactional_id
+    o.transaction_timeout_ms = v_transaction_timeout_ms
+    o.producer_id = v_producer_id
+    o.producer_epoch = v_producer_epoch
+    o.enable2_pc = v_enable2_pc
+    o.keep_prepared_txn = v_keep_prepared_txn
+    o.unknown_tagged_fields = unknown
+    return o, pos
+
+
+def _write_InitProducerIdRequest_3(o: InitProducerIdRequest, out: bytearray) -> None:
+    # versions 6
+    _wcs(out, o.transactional_id, 'TransactionalId')
+    out += _S_iqh__.pack(o.transaction_timeout_ms, o.producer_id, o.producer_epoch, (o.enable2_pc if o.enable2_pc.__class__ is bool else _bool(o.enable2_pc, 'Enable2Pc')), (o.keep_prepared_txn if o.keep_prepared_txn.__class__ is bool else _bool(o.keep_prepared_txn, 'KeepPreparedTxn')))
+    if o.unknown_tagged_fields:
+        _wts(out, (), o.unknown_tagged_fields, '_tagged_fields')
+    else:
+        out.append(0)
+
+
+InitProducerIdRequest._READERS = {0: _read_InitProducerIdRequest_0, 1: _read_InitProducerIdRequest_0, 2: _read_InitProducerIdRequest_1, 3: _read_InitProducerIdRequest_2, 4: _read_InitProducerIdRequest_2, 5: _read_InitProducerIdRequest_2, 6: _read_InitProducerIdRequest_3}
+InitProducerIdRequest._WRITERS = {0: _write_InitProducerIdRequest_0, 1: _write_InitProducerIdRequest_0, 2: _write_InitProducerIdRequest_1, 3: _write_InitProducerIdRequest_2, 4: _write_InitProducerIdRequest_2, 5: _write_InitProducerIdRequest_2, 6: _write_InitProducerIdRequest_3}
 InitProducerIdRequest._FIELDS = (
     _F('TransactionalId', 'transactional_id', 'string', (0, 32767), None, None, (0, 32767), False, lambda: '', None, None),
     _F('TransactionTimeoutMs', 'transaction_timeout_ms', 'int32', (0, 32767), None, None, None, False, lambda: 0, None, None),
     _F('ProducerId', 'producer_id', 'int64', (3, 32767), None, None, None, False, lambda: -1, None, None),
     _F('ProducerEpoch', 'producer_epoch', 'int16', (3, 32767), None, None, None, False, lambda: -1, None, None),
+    _F('Enable2Pc', 'enable2_pc', 'bool', (6, 32767), None, None, None, False, lambda: False, None, None),
+    _F('KeepPreparedTxn', 'keep_prepared_txn', 'bool', (6, 32767), None, None, None, False, lambda: False, None, None),
 )

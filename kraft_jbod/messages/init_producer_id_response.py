@@ -10,6 +10,9 @@ from typing import ClassVar as _ClassVar
 
 from kraft_jbod.errors import DecodeError as _DecodeError, EncodeError as _EncodeError
 from kraft_jbod.wire.message import FieldInfo as _F, Message as _Message, Struct as _Struct
+from kraft_jbod.wire.runtime import (
+    absent as _absent, bad_tag as _bad_tag, check_bool as _bool, null as _null,
+)
 from kraft_jbod.wire.primitives import (
     read_string as _rs, read_nullable_string as _rns,
     read_compact_string as _rcs, read_nullable_compact_string as _rncs,
@@ -29,40 +32,21 @@ from kraft_jbod.wire.primitives import (
 
 _new = object.__new__
 _S_ihqh = _struct.Struct('>ihqh')
+_S_ihqhqh = _struct.Struct('>ihqhqh')
 _L0 = (('ThrottleTimeMs', 4), ('ErrorCode', 2), ('ProducerId', 8), ('ProducerEpoch', 2))
-
-
-def _absent(field: str, version: int | str) -> _EncodeError:
-    return _EncodeError(
-        f'attempted to write a non-default {field} at version {version}', field_path=field
-    )
-
-
-def _null(field: str) -> _EncodeError:
-    return _EncodeError('None in a non-nullable field', field_path=field)
-
-
-def _bad_tag(tag: int, version: int, pos: int) -> _DecodeError:
-    return _DecodeError(f'tag {tag} is not valid for version {version}', offset=pos)
-
-
-def _bool(value: object, field: str) -> bool:
-    if type(value) is not bool:
-        raise _EncodeError(f'expected bool, got {type(value).__name__}', field_path=field)
-    return value
-
+_L1 = (('ThrottleTimeMs', 4), ('ErrorCode', 2), ('ProducerId', 8), ('ProducerEpoch', 2), ('OngoingTxnProducerId', 8), ('OngoingTxnProducerEpoch', 2))
 
 
 
 
 @_dataclass(slots=True)
 class InitProducerIdResponse(_Message):
-    """response InitProducerIdResponse, versions 0-5."""
+    """response InitProducerIdResponse, versions 0-6."""
 
     NAME: _ClassVar[str] = 'InitProducerIdResponse'
     SCHEMA_TYPE: _ClassVar[str] = 'response'
     API_KEY: _ClassVar[int | None] = 22
-    VALID_VERSIONS: _ClassVar[tuple[int, int]] = (0, 5)
+    VALID_VERSIONS: _ClassVar[tuple[int, int]] = (0, 6)
     FLEXIBLE_MIN: _ClassVar[int | None] = 2
     LATEST_VERSION_UNSTABLE: _ClassVar[bool] = False
     DEPRECATED_VERSIONS: _ClassVar[tuple[int, int] | None] = None
@@ -70,6 +54,8 @@ class InitProducerIdResponse(_Message):
     error_code: int = 0
     producer_id: int = -1
     producer_epoch: int = 0
+    ongoing_txn_producer_id: int = -1
+    ongoing_txn_producer_epoch: int = -1
     unknown_tagged_fields: tuple[tuple[int, bytes], ...] = ()
 
 
@@ -85,12 +71,18 @@ def _read_InitProducerIdResponse_0(buf: bytes | bytearray | memoryview, pos: int
     o.error_code = v_error_code
     o.producer_id = v_producer_id
     o.producer_epoch = v_producer_epoch
+    o.ongoing_txn_producer_id = -1
+    o.ongoing_txn_producer_epoch = -1
     o.unknown_tagged_fields = ()
     return o, pos
 
 
 def _write_InitProducerIdResponse_0(o: InitProducerIdResponse, out: bytearray) -> None:
     # versions 0-1
+    if o.ongoing_txn_producer_id != -1:
+        raise _absent('OngoingTxnProducerId', '0-1')
+    if o.ongoing_txn_producer_epoch != -1:
+        raise _absent('OngoingTxnProducerEpoch', '0-1')
     out += _S_ihqh.pack(o.throttle_time_ms, o.error_code, o.producer_id, o.producer_epoch)
     if o.unknown_tagged_fields:
         raise _EncodeError('tagged fields cannot be written at non-flexible version 0-1')
@@ -120,12 +112,18 @@ def _read_InitProducerIdResponse_1(buf: bytes | bytearray | memoryview, pos: int
     o.error_code = v_error_code
     o.producer_id = v_producer_id
     o.producer_epoch = v_producer_epoch
+    o.ongoing_txn_producer_id = -1
+    o.ongoing_txn_producer_epoch = -1
     o.unknown_tagged_fields = unknown
     return o, pos
 
 
 def _write_InitProducerIdResponse_1(o: InitProducerIdResponse, out: bytearray) -> None:
     # versions 2-5
+    if o.ongoing_txn_producer_id != -1:
+        raise _absent('OngoingTxnProducerId', '2-5')
+    if o.ongoing_txn_producer_epoch != -1:
+        raise _absent('OngoingTxnProducerEpoch', '2-5')
     out += _S_ihqh.pack(o.throttle_time_ms, o.error_code, o.producer_id, o.producer_epoch)
     if o.unknown_tagged_fields:
         _wts(out, (), o.unknown_tagged_fields, '_tagged_fields')
@@ -133,11 +131,52 @@ def _write_InitProducerIdResponse_1(o: InitProducerIdResponse, out: bytearray) -
         out.append(0)
 
 
-InitProducerIdResponse._READERS = {0: _read_InitProducerIdResponse_0, 1: _read_InitProducerIdResponse_0, 2: _read_InitProducerIdResponse_1, 3: _read_InitProducerIdResponse_1, 4: _read_InitProducerIdResponse_1, 5: _read_InitProducerIdResponse_1}
-InitProducerIdResponse._WRITERS = {0: _write_InitProducerIdResponse_0, 1: _write_InitProducerIdResponse_0, 2: _write_InitProducerIdResponse_1, 3: _write_InitProducerIdResponse_1, 4: _write_InitProducerIdResponse_1, 5: _write_InitProducerIdResponse_1}
+def _read_InitProducerIdResponse_2(buf: bytes | bytearray | memoryview, pos: int) -> tuple[InitProducerIdResponse, int]:
+    # versions 6
+    end = len(buf)
+    if pos + 26 > end:
+        raise _short_fixed(pos, end, _L1)
+    v_throttle_time_ms, v_error_code, v_producer_id, v_producer_epoch, v_ongoing_txn_producer_id, v_ongoing_txn_producer_epoch = _S_ihqhqh.unpack_from(buf, pos)
+    pos += 26
+    unknown: tuple[tuple[int, bytes], ...] = ()
+    if pos < end and buf[pos] == 0:
+        pos += 1
+    else:
+        n_tags, pos = _rtc(buf, pos, '_tagged_fields')
+        raw_tags: list[tuple[int, bytes]] = []
+        for _ in range(n_tags):
+            tag, size, pos = _rth(buf, pos, '_tagged_fields')
+            raw_tags.append((tag, bytes(buf[pos:pos + size])))
+            pos += size
+        if raw_tags:
+            unknown = tuple(raw_tags)
+    o = _new(InitProducerIdResponse)
+    o.throttle_time_ms = v_throttle_time_ms
+    o.error_code = v_error_code
+    o.producer_id = v_producer_id
+    o.producer_epoch = v_producer_epoch
+    o.ongoing_txn_producer_id = v_ongoing_txn_producer_id
+    o.ongoing_txn_producer_epoch = v_ongoing_txn_producer_epoch
+    o.unknown_tagged_fields = unknown
+    return o, pos
+
+
+def _write_InitProducerIdResponse_2(o: InitProducerIdResponse, out: bytearray) -> None:
+    # versions 6
+    out += _S_ihqhqh.pack(o.throttle_time_ms, o.error_code, o.producer_id, o.producer_epoch, o.ongoing_txn_producer_id, o.ongoing_txn_producer_epoch)
+    if o.unknown_tagged_fields:
+        _wts(out, (), o.unknown_tagged_fields, '_tagged_fields')
+    else:
+        out.append(0)
+
+
+InitProducerIdResponse._READERS = {0: _read_InitProducerIdResponse_0, 1: _read_InitProducerIdResponse_0, 2: _read_InitProducerIdResponse_1, 3: _read_InitProducerIdResponse_1, 4: _read_InitProducerIdResponse_1, 5: _read_InitProducerIdResponse_1, 6: _read_InitProducerIdResponse_2}
+InitProducerIdResponse._WRITERS = {0: _write_InitProducerIdResponse_0, 1: _write_InitProducerIdResponse_0, 2: _write_InitProducerIdResponse_1, 3: _write_InitProducerIdResponse_1, 4: _write_InitProducerIdResponse_1, 5: _write_InitProducerIdResponse_1, 6: _write_InitProducerIdResponse_2}
 InitProducerIdResponse._FIELDS = (
     _F('ThrottleTimeMs', 'throttle_time_ms', 'int32', (0, 32767), None, None, None, True, lambda: 0, None, None),
     _F('ErrorCode', 'error_code', 'int16', (0, 32767), None, None, None, False, lambda: 0, None, None),
     _F('ProducerId', 'producer_id', 'int64', (0, 32767), None, None, None, False, lambda: -1, None, None),
     _F('ProducerEpoch', 'producer_epoch', 'int16', (0, 32767), None, None, None, False, lambda: 0, None, None),
+    _F('OngoingTxnProducerId', 'ongoing_txn_producer_id', 'int64', (6, 32767), None, None, None, False, lambda: -1, None, None),
+    _F('OngoingTxnProducerEpoch', 'ongoing_txn_producer_epoch', 'int16', (6, 32767), None, None, None, False, lambda: -1, None, None),
 )

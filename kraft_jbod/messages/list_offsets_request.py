@@ -10,6 +10,9 @@ from typing import ClassVar as _ClassVar
 
 from kraft_jbod.errors import DecodeError as _DecodeError, EncodeError as _EncodeError
 from kraft_jbod.wire.message import FieldInfo as _F, Message as _Message, Struct as _Struct
+from kraft_jbod.wire.runtime import (
+    absent as _absent, bad_tag as _bad_tag, check_bool as _bool, null as _null,
+)
 from kraft_jbod.wire.primitives import (
     read_string as _rs, read_nullable_string as _rns,
     read_compact_string as _rcs, read_nullable_compact_string as _rncs,
@@ -41,27 +44,6 @@ _L4 = (('ReplicaId', 4), ('IsolationLevel', 1))
 _L5 = (('TimeoutMs', 4),)
 
 
-def _absent(field: str, version: int | str) -> _EncodeError:
-    return _EncodeError(
-        f'attempted to write a non-default {field} at version {version}', field_path=field
-    )
-
-
-def _null(field: str) -> _EncodeError:
-    return _EncodeError('None in a non-nullable field', field_path=field)
-
-
-def _bad_tag(tag: int, version: int, pos: int) -> _DecodeError:
-    return _DecodeError(f'tag {tag} is not valid for version {version}', offset=pos)
-
-
-def _bool(value: object, field: str) -> bool:
-    if type(value) is not bool:
-        raise _EncodeError(f'expected bool, got {type(value).__name__}', field_path=field)
-    return value
-
-
-
 
 
 @_dataclass(slots=True)
@@ -86,12 +68,12 @@ class ListOffsetsTopic(_Struct):
 
 @_dataclass(slots=True)
 class ListOffsetsRequest(_Message):
-    """request ListOffsetsRequest, versions 0-10."""
+    """request ListOffsetsRequest, versions 0-11."""
 
     NAME: _ClassVar[str] = 'ListOffsetsRequest'
     SCHEMA_TYPE: _ClassVar[str] = 'request'
     API_KEY: _ClassVar[int | None] = 2
-    VALID_VERSIONS: _ClassVar[tuple[int, int]] = (0, 10)
+    VALID_VERSIONS: _ClassVar[tuple[int, int]] = (0, 11)
     FLEXIBLE_MIN: _ClassVar[int | None] = 6
     LATEST_VERSION_UNSTABLE: _ClassVar[bool] = False
     DEPRECATED_VERSIONS: _ClassVar[tuple[int, int] | None] = (0, 0)
@@ -176,7 +158,7 @@ def _write_ListOffsetsPartition_2(o: ListOffsetsPartition, out: bytearray) -> No
 
 
 def _read_ListOffsetsPartition_3(buf: bytes | bytearray | memoryview, pos: int) -> tuple[ListOffsetsPartition, int]:
-    # versions 6-10
+    # versions 6-11
     end = len(buf)
     if pos + 16 > end:
         raise _short_fixed(pos, end, _L2)
@@ -204,9 +186,9 @@ def _read_ListOffsetsPartition_3(buf: bytes | bytearray | memoryview, pos: int) 
 
 
 def _write_ListOffsetsPartition_3(o: ListOffsetsPartition, out: bytearray) -> None:
-    # versions 6-10
+    # versions 6-11
     if o.max_num_offsets != 1:
-        raise _absent('MaxNumOffsets', '6-10')
+        raise _absent('MaxNumOffsets', '6-11')
     out += _S_iiq.pack(o.partition_index, o.current_leader_epoch, o.timestamp)
     if o.unknown_tagged_fields:
         _wts(out, (), o.unknown_tagged_fields, '_tagged_fields')
@@ -360,7 +342,7 @@ def _write_ListOffsetsTopic_2(o: ListOffsetsTopic, out: bytearray) -> None:
 
 
 def _read_ListOffsetsTopic_3(buf: bytes | bytearray | memoryview, pos: int) -> tuple[ListOffsetsTopic, int]:
-    # versions 6-10
+    # versions 6-11
     end = len(buf)
     v_name, pos = _rcs(buf, pos, 'Name')
     v_partitions: list[ListOffsetsPartition]
@@ -419,7 +401,7 @@ def _read_ListOffsetsTopic_3(buf: bytes | bytearray | memoryview, pos: int) -> t
 
 
 def _write_ListOffsetsTopic_3(o: ListOffsetsTopic, out: bytearray) -> None:
-    # versions 6-10
+    # versions 6-11
     if o.name is None:
         raise _null('Name')
     _wcs(out, o.name, 'Name')
@@ -658,7 +640,7 @@ def _write_ListOffsetsRequest_4(o: ListOffsetsRequest, out: bytearray) -> None:
 
 
 def _read_ListOffsetsRequest_5(buf: bytes | bytearray | memoryview, pos: int) -> tuple[ListOffsetsRequest, int]:
-    # versions 10
+    # versions 10-11
     end = len(buf)
     if pos + 5 > end:
         raise _short_fixed(pos, end, _L4)
@@ -705,7 +687,7 @@ def _read_ListOffsetsRequest_5(buf: bytes | bytearray | memoryview, pos: int) ->
 
 
 def _write_ListOffsetsRequest_5(o: ListOffsetsRequest, out: bytearray) -> None:
-    # versions 10
+    # versions 10-11
     out += _S_ib.pack(o.replica_id, o.isolation_level)
     if o.topics is None:
         raise _null('Topics')
@@ -719,8 +701,8 @@ def _write_ListOffsetsRequest_5(o: ListOffsetsRequest, out: bytearray) -> None:
         out.append(0)
 
 
-ListOffsetsRequest._READERS = {0: _read_ListOffsetsRequest_0, 1: _read_ListOffsetsRequest_1, 2: _read_ListOffsetsRequest_2, 3: _read_ListOffsetsRequest_2, 4: _read_ListOffsetsRequest_3, 5: _read_ListOffsetsRequest_3, 6: _read_ListOffsetsRequest_4, 7: _read_ListOffsetsRequest_4, 8: _read_ListOffsetsRequest_4, 9: _read_ListOffsetsRequest_4, 10: _read_ListOffsetsRequest_5}
-ListOffsetsRequest._WRITERS = {0: _write_ListOffsetsRequest_0, 1: _write_ListOffsetsRequest_1, 2: _write_ListOffsetsRequest_2, 3: _write_ListOffsetsRequest_2, 4: _write_ListOffsetsRequest_3, 5: _write_ListOffsetsRequest_3, 6: _write_ListOffsetsRequest_4, 7: _write_ListOffsetsRequest_4, 8: _write_ListOffsetsRequest_4, 9: _write_ListOffsetsRequest_4, 10: _write_ListOffsetsRequest_5}
+ListOffsetsRequest._READERS = {0: _read_ListOffsetsRequest_0, 1: _read_ListOffsetsRequest_1, 2: _read_ListOffsetsRequest_2, 3: _read_ListOffsetsRequest_2, 4: _read_ListOffsetsRequest_3, 5: _read_ListOffsetsRequest_3, 6: _read_ListOffsetsRequest_4, 7: _read_ListOffsetsRequest_4, 8: _read_ListOffsetsRequest_4, 9: _read_ListOffsetsRequest_4, 10: _read_ListOffsetsRequest_5, 11: _read_ListOffsetsRequest_5}
+ListOffsetsRequest._WRITERS = {0: _write_ListOffsetsRequest_0, 1: _write_ListOffsetsRequest_1, 2: _write_ListOffsetsRequest_2, 3: _write_ListOffsetsRequest_2, 4: _write_ListOffsetsRequest_3, 5: _write_ListOffsetsRequest_3, 6: _write_ListOffsetsRequest_4, 7: _write_ListOffsetsRequest_4, 8: _write_ListOffsetsRequest_4, 9: _write_ListOffsetsRequest_4, 10: _write_ListOffsetsRequest_5, 11: _write_ListOffsetsRequest_5}
 ListOffsetsPartition._FIELDS = (
     _F('PartitionIndex', 'partition_index', 'int32', (0, 32767), None, None, None, False, lambda: 0, None, None),
     _F('CurrentLeaderEpoch', 'current_leader_epoch', 'int32', (4, 32767), None, None, None, True, lambda: -1, None, None),

@@ -10,6 +10,9 @@ from typing import ClassVar as _ClassVar
 
 from kraft_jbod.errors import DecodeError as _DecodeError, EncodeError as _EncodeError
 from kraft_jbod.wire.message import FieldInfo as _F, Message as _Message, Struct as _Struct
+from kraft_jbod.wire.runtime import (
+    absent as _absent, bad_tag as _bad_tag, check_bool as _bool, null as _null,
+)
 from kraft_jbod.wire.primitives import (
     read_string as _rs, read_nullable_string as _rns,
     read_compact_string as _rcs, read_nullable_compact_string as _rncs,
@@ -39,27 +42,6 @@ _L2 = (('PartitionIndex', 4), ('ErrorCode', 2), ('Timestamp', 8), ('Offset', 8),
 _L3 = (('ThrottleTimeMs', 4),)
 
 
-def _absent(field: str, version: int | str) -> _EncodeError:
-    return _EncodeError(
-        f'attempted to write a non-default {field} at version {version}', field_path=field
-    )
-
-
-def _null(field: str) -> _EncodeError:
-    return _EncodeError('None in a non-nullable field', field_path=field)
-
-
-def _bad_tag(tag: int, version: int, pos: int) -> _DecodeError:
-    return _DecodeError(f'tag {tag} is not valid for version {version}', offset=pos)
-
-
-def _bool(value: object, field: str) -> bool:
-    if type(value) is not bool:
-        raise _EncodeError(f'expected bool, got {type(value).__name__}', field_path=field)
-    return value
-
-
-
 
 
 @_dataclass(slots=True)
@@ -86,12 +68,12 @@ class ListOffsetsTopicResponse(_Struct):
 
 @_dataclass(slots=True)
 class ListOffsetsResponse(_Message):
-    """response ListOffsetsResponse, versions 0-10."""
+    """response ListOffsetsResponse, versions 0-11."""
 
     NAME: _ClassVar[str] = 'ListOffsetsResponse'
     SCHEMA_TYPE: _ClassVar[str] = 'response'
     API_KEY: _ClassVar[int | None] = 2
-    VALID_VERSIONS: _ClassVar[tuple[int, int]] = (0, 10)
+    VALID_VERSIONS: _ClassVar[tuple[int, int]] = (0, 11)
     FLEXIBLE_MIN: _ClassVar[int | None] = 6
     LATEST_VERSION_UNSTABLE: _ClassVar[bool] = False
     DEPRECATED_VERSIONS: _ClassVar[tuple[int, int] | None] = None
@@ -199,7 +181,7 @@ def _write_ListOffsetsPartitionResponse_2(o: ListOffsetsPartitionResponse, out: 
 
 
 def _read_ListOffsetsPartitionResponse_3(buf: bytes | bytearray | memoryview, pos: int) -> tuple[ListOffsetsPartitionResponse, int]:
-    # versions 6-10
+    # versions 6-11
     end = len(buf)
     if pos + 26 > end:
         raise _short_fixed(pos, end, _L2)
@@ -229,9 +211,9 @@ def _read_ListOffsetsPartitionResponse_3(buf: bytes | bytearray | memoryview, po
 
 
 def _write_ListOffsetsPartitionResponse_3(o: ListOffsetsPartitionResponse, out: bytearray) -> None:
-    # versions 6-10
+    # versions 6-11
     if (o.old_style_offsets is None or len(o.old_style_offsets) != 0):
-        raise _absent('OldStyleOffsets', '6-10')
+        raise _absent('OldStyleOffsets', '6-11')
     out += _S_ihqqi.pack(o.partition_index, o.error_code, o.timestamp, o.offset, o.leader_epoch)
     if o.unknown_tagged_fields:
         _wts(out, (), o.unknown_tagged_fields, '_tagged_fields')
@@ -410,7 +392,7 @@ def _write_ListOffsetsTopicResponse_2(o: ListOffsetsTopicResponse, out: bytearra
 
 
 def _read_ListOffsetsTopicResponse_3(buf: bytes | bytearray | memoryview, pos: int) -> tuple[ListOffsetsTopicResponse, int]:
-    # versions 6-10
+    # versions 6-11
     end = len(buf)
     v_name, pos = _rcs(buf, pos, 'Name')
     v_partitions: list[ListOffsetsPartitionResponse]
@@ -471,7 +453,7 @@ def _read_ListOffsetsTopicResponse_3(buf: bytes | bytearray | memoryview, pos: i
 
 
 def _write_ListOffsetsTopicResponse_3(o: ListOffsetsTopicResponse, out: bytearray) -> None:
-    # versions 6-10
+    # versions 6-11
     if o.name is None:
         raise _null('Name')
     _wcs(out, o.name, 'Name')
@@ -631,7 +613,7 @@ def _write_ListOffsetsResponse_3(o: ListOffsetsResponse, out: bytearray) -> None
 
 
 def _read_ListOffsetsResponse_4(buf: bytes | bytearray | memoryview, pos: int) -> tuple[ListOffsetsResponse, int]:
-    # versions 6-10
+    # versions 6-11
     end = len(buf)
     if pos + 4 > end:
         raise _short_fixed(pos, end, _L3)
@@ -672,7 +654,7 @@ def _read_ListOffsetsResponse_4(buf: bytes | bytearray | memoryview, pos: int) -
 
 
 def _write_ListOffsetsResponse_4(o: ListOffsetsResponse, out: bytearray) -> None:
-    # versions 6-10
+    # versions 6-11
     out += _S_i.pack(o.throttle_time_ms)
     if o.topics is None:
         raise _null('Topics')
@@ -685,8 +667,8 @@ def _write_ListOffsetsResponse_4(o: ListOffsetsResponse, out: bytearray) -> None
         out.append(0)
 
 
-ListOffsetsResponse._READERS = {0: _read_ListOffsetsResponse_0, 1: _read_ListOffsetsResponse_1, 2: _read_ListOffsetsResponse_2, 3: _read_ListOffsetsResponse_2, 4: _read_ListOffsetsResponse_3, 5: _read_ListOffsetsResponse_3, 6: _read_ListOffsetsResponse_4, 7: _read_ListOffsetsResponse_4, 8: _read_ListOffsetsResponse_4, 9: _read_ListOffsetsResponse_4, 10: _read_ListOffsetsResponse_4}
-ListOffsetsResponse._WRITERS = {0: _write_ListOffsetsResponse_0, 1: _write_ListOffsetsResponse_1, 2: _write_ListOffsetsResponse_2, 3: _write_ListOffsetsResponse_2, 4: _write_ListOffsetsResponse_3, 5: _write_ListOffsetsResponse_3, 6: _write_ListOffsetsResponse_4, 7: _write_ListOffsetsResponse_4, 8: _write_ListOffsetsResponse_4, 9: _write_ListOffsetsResponse_4, 10: _write_ListOffsetsResponse_4}
+ListOffsetsResponse._READERS = {0: _read_ListOffsetsResponse_0, 1: _read_ListOffsetsResponse_1, 2: _read_ListOffsetsResponse_2, 3: _read_ListOffsetsResponse_2, 4: _read_ListOffsetsResponse_3, 5: _read_ListOffsetsResponse_3, 6: _read_ListOffsetsResponse_4, 7: _read_ListOffsetsResponse_4, 8: _read_ListOffsetsResponse_4, 9: _read_ListOffsetsResponse_4, 10: _read_ListOffsetsResponse_4, 11: _read_ListOffsetsResponse_4}
+ListOffsetsResponse._WRITERS = {0: _write_ListOffsetsResponse_0, 1: _write_ListOffsetsResponse_1, 2: _write_ListOffsetsResponse_2, 3: _write_ListOffsetsResponse_2, 4: _write_ListOffsetsResponse_3, 5: _write_ListOffsetsResponse_3, 6: _write_ListOffsetsResponse_4, 7: _write_ListOffsetsResponse_4, 8: _write_ListOffsetsResponse_4, 9: _write_ListOffsetsResponse_4, 10: _write_ListOffsetsResponse_4, 11: _write_ListOffsetsResponse_4}
 ListOffsetsPartitionResponse._FIELDS = (
     _F('PartitionIndex', 'partition_index', 'int32', (0, 32767), None, None, None, False, lambda: 0, None, None),
     _F('ErrorCode', 'error_code', 'int16', (0, 32767), None, None, None, False, lambda: 0, None, None),

@@ -10,6 +10,9 @@ from typing import ClassVar as _ClassVar
 
 from kraft_jbod.errors import DecodeError as _DecodeError, EncodeError as _EncodeError
 from kraft_jbod.wire.message import FieldInfo as _F, Message as _Message, Struct as _Struct
+from kraft_jbod.wire.runtime import (
+    absent as _absent, bad_tag as _bad_tag, check_bool as _bool, null as _null,
+)
 from kraft_jbod.wire.primitives import (
     read_string as _rs, read_nullable_string as _rns,
     read_compact_string as _rcs, read_nullable_compact_string as _rncs,
@@ -33,43 +36,23 @@ _ARR_q = _array_structs('q')
 _L0 = (('DurationFilter', 8),)
 
 
-def _absent(field: str, version: int | str) -> _EncodeError:
-    return _EncodeError(
-        f'attempted to write a non-default {field} at version {version}', field_path=field
-    )
-
-
-def _null(field: str) -> _EncodeError:
-    return _EncodeError('None in a non-nullable field', field_path=field)
-
-
-def _bad_tag(tag: int, version: int, pos: int) -> _DecodeError:
-    return _DecodeError(f'tag {tag} is not valid for version {version}', offset=pos)
-
-
-def _bool(value: object, field: str) -> bool:
-    if type(value) is not bool:
-        raise _EncodeError(f'expected bool, got {type(value).__name__}', field_path=field)
-    return value
-
-
-
 
 
 @_dataclass(slots=True)
 class ListTransactionsRequest(_Message):
-    """request ListTransactionsRequest, versions 0-1."""
+    """request ListTransactionsRequest, versions 0-2."""
 
     NAME: _ClassVar[str] = 'ListTransactionsRequest'
     SCHEMA_TYPE: _ClassVar[str] = 'request'
     API_KEY: _ClassVar[int | None] = 66
-    VALID_VERSIONS: _ClassVar[tuple[int, int]] = (0, 1)
+    VALID_VERSIONS: _ClassVar[tuple[int, int]] = (0, 2)
     FLEXIBLE_MIN: _ClassVar[int | None] = 0
     LATEST_VERSION_UNSTABLE: _ClassVar[bool] = False
     DEPRECATED_VERSIONS: _ClassVar[tuple[int, int] | None] = None
     state_filters: list[str] = _field(default_factory=list)
     producer_id_filters: list[int] = _field(default_factory=list)
     duration_filter: int = -1
+    transactional_id_pattern: str | None = None
     unknown_tagged_fields: tuple[tuple[int, bytes], ...] = ()
 
 
@@ -114,6 +97,7 @@ def _read_ListTransactionsRequest_0(buf: bytes | bytearray | memoryview, pos: in
     o.state_filters = v_state_filters
     o.producer_id_filters = v_producer_id_filters
     o.duration_filter = -1
+    o.transactional_id_pattern = None
     o.unknown_tagged_fields = unknown
     return o, pos
 
@@ -122,6 +106,8 @@ def _write_ListTransactionsRequest_0(o: ListTransactionsRequest, out: bytearray)
     # versions 0
     if o.duration_filter != -1:
         raise _absent('DurationFilter', 0)
+    if o.transactional_id_pattern is not None:
+        raise _absent('TransactionalIdPattern', 0)
     if o.state_filters is None:
         raise _null('StateFilters')
     _wcal(out, o.state_filters, 'StateFilters')
@@ -184,12 +170,15 @@ def _read_ListTransactionsRequest_1(buf: bytes | bytearray | memoryview, pos: in
     o.state_filters = v_state_filters
     o.producer_id_filters = v_producer_id_filters
     o.duration_filter = v_duration_filter
+    o.transactional_id_pattern = None
     o.unknown_tagged_fields = unknown
     return o, pos
 
 
 def _write_ListTransactionsRequest_1(o: ListTransactionsRequest, out: bytearray) -> None:
     # versions 1
+    if o.transactional_id_pattern is not None:
+        raise _absent('TransactionalIdPattern', 1)
     if o.state_filters is None:
         raise _null('StateFilters')
     _wcal(out, o.state_filters, 'StateFilters')
@@ -208,10 +197,83 @@ def _write_ListTransactionsRequest_1(o: ListTransactionsRequest, out: bytearray)
         out.append(0)
 
 
-ListTransactionsRequest._READERS = {0: _read_ListTransactionsRequest_0, 1: _read_ListTransactionsRequest_1}
-ListTransactionsRequest._WRITERS = {0: _write_ListTransactionsRequest_0, 1: _write_ListTransactionsRequest_1}
+def _read_ListTransactionsRequest_2(buf: bytes | bytearray | memoryview, pos: int) -> tuple[ListTransactionsRequest, int]:
+    # versions 2
+    end = len(buf)
+    v_state_filters: list[str]
+    n_v_state_filters = buf[pos] - 1 if pos < end else -2
+    if 0 <= n_v_state_filters < 127 and n_v_state_filters <= end - pos:
+        pos += 1
+    else:
+        n_v_state_filters, pos = _rcal(buf, pos, 'StateFilters')
+    v_state_filters = []
+    app_v_state_filters = v_state_filters.append
+    for _ in range(n_v_state_filters):
+        e_v_state_filters, pos = _rcs(buf, pos, 'StateFilters')
+        app_v_state_filters(e_v_state_filters)
+    v_producer_id_filters: list[int]
+    n_v_producer_id_filters = buf[pos] - 1 if pos < end else -2
+    if 0 <= n_v_producer_id_filters < 127 and n_v_producer_id_filters <= end - pos:
+        pos += 1
+    else:
+        n_v_producer_id_filters, pos = _rcal(buf, pos, 'ProducerIdFilters')
+    if n_v_producer_id_filters < 32 and pos + 8 * n_v_producer_id_filters <= end:
+        v_producer_id_filters = list(_ARR_q[n_v_producer_id_filters].unpack_from(buf, pos))
+        pos += 8 * n_v_producer_id_filters
+    else:
+        v_producer_id_filters, pos = _rfa(buf, pos, n_v_producer_id_filters, 'q', 'ProducerIdFilters')
+    if pos + 8 > end:
+        raise _short_fixed(pos, end, _L0)
+    v_duration_filter, = _S_q.unpack_from(buf, pos)
+    pos += 8
+    v_transactional_id_pattern, pos = _rncs(buf, pos, 'TransactionalIdPattern')
+    unknown: tuple[tuple[int, bytes], ...] = ()
+    if pos < end and buf[pos] == 0:
+        pos += 1
+    else:
+        n_tags, pos = _rtc(buf, pos, '_tagged_fields')
+        raw_tags: list[tuple[int, bytes]] = []
+        for _ in range(n_tags):
+            tag, size, pos = _rth(buf, pos, '_tagged_fields')
+            raw_tags.append((tag, bytes(buf[pos:pos + size])))
+            pos += size
+        if raw_tags:
+            unknown = tuple(raw_tags)
+    o = _new(ListTransactionsRequest)
+    o.state_filters = v_state_filters
+    o.producer_id_filters = v_producer_id_filters
+    o.duration_filter = v_duration_filter
+    o.transactional_id_pattern = v_transactional_id_pattern
+    o.unknown_tagged_fields = unknown
+    return o, pos
+
+
+def _write_ListTransactionsRequest_2(o: ListTransactionsRequest, out: bytearray) -> None:
+    # versions 2
+    if o.state_filters is None:
+        raise _null('StateFilters')
+    _wcal(out, o.state_filters, 'StateFilters')
+    for e_state_filters in o.state_filters:
+        if e_state_filters is None:
+            raise _null('StateFilters')
+        _wcs(out, e_state_filters, 'StateFilters')
+    if o.producer_id_filters is None:
+        raise _null('ProducerIdFilters')
+    _wcal(out, o.producer_id_filters, 'ProducerIdFilters')
+    out += _struct.pack(f'>{len(o.producer_id_filters)}q', *o.producer_id_filters)
+    out += _S_q.pack(o.duration_filter)
+    _wcs(out, o.transactional_id_pattern, 'TransactionalIdPattern')
+    if o.unknown_tagged_fields:
+        _wts(out, (), o.unknown_tagged_fields, '_tagged_fields')
+    else:
+        out.append(0)
+
+
+ListTransactionsRequest._READERS = {0: _read_ListTransactionsRequest_0, 1: _read_ListTransactionsRequest_1, 2: _read_ListTransactionsRequest_2}
+ListTransactionsRequest._WRITERS = {0: _write_ListTransactionsRequest_0, 1: _write_ListTransactionsRequest_1, 2: _write_ListTransactionsRequest_2}
 ListTransactionsRequest._FIELDS = (
     _F('StateFilters', 'state_filters', '[]string', (0, 32767), None, None, None, False, lambda: [], None, None),
     _F('ProducerIdFilters', 'producer_id_filters', '[]int64', (0, 32767), None, None, None, False, lambda: [], None, None),
     _F('DurationFilter', 'duration_filter', 'int64', (1, 32767), None, None, None, False, lambda: -1, None, None),
+    _F('TransactionalIdPattern', 'transactional_id_pattern', 'string', (2, 32767), None, None, (2, 32767), False, lambda: None, None, None),
 )

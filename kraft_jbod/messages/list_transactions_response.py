@@ -10,6 +10,9 @@ from typing import ClassVar as _ClassVar
 
 from kraft_jbod.errors import DecodeError as _DecodeError, EncodeError as _EncodeError
 from kraft_jbod.wire.message import FieldInfo as _F, Message as _Message, Struct as _Struct
+from kraft_jbod.wire.runtime import (
+    absent as _absent, bad_tag as _bad_tag, check_bool as _bool, null as _null,
+)
 from kraft_jbod.wire.primitives import (
     read_string as _rs, read_nullable_string as _rns,
     read_compact_string as _rcs, read_nullable_compact_string as _rncs,
@@ -34,27 +37,6 @@ _L0 = (('ProducerId', 8),)
 _L1 = (('ThrottleTimeMs', 4), ('ErrorCode', 2))
 
 
-def _absent(field: str, version: int | str) -> _EncodeError:
-    return _EncodeError(
-        f'attempted to write a non-default {field} at version {version}', field_path=field
-    )
-
-
-def _null(field: str) -> _EncodeError:
-    return _EncodeError('None in a non-nullable field', field_path=field)
-
-
-def _bad_tag(tag: int, version: int, pos: int) -> _DecodeError:
-    return _DecodeError(f'tag {tag} is not valid for version {version}', offset=pos)
-
-
-def _bool(value: object, field: str) -> bool:
-    if type(value) is not bool:
-        raise _EncodeError(f'expected bool, got {type(value).__name__}', field_path=field)
-    return value
-
-
-
 
 
 @_dataclass(slots=True)
@@ -69,12 +51,12 @@ class TransactionState(_Struct):
 
 @_dataclass(slots=True)
 class ListTransactionsResponse(_Message):
-    """response ListTransactionsResponse, versions 0-1."""
+    """response ListTransactionsResponse, versions 0-2."""
 
     NAME: _ClassVar[str] = 'ListTransactionsResponse'
     SCHEMA_TYPE: _ClassVar[str] = 'response'
     API_KEY: _ClassVar[int | None] = 66
-    VALID_VERSIONS: _ClassVar[tuple[int, int]] = (0, 1)
+    VALID_VERSIONS: _ClassVar[tuple[int, int]] = (0, 2)
     FLEXIBLE_MIN: _ClassVar[int | None] = 0
     LATEST_VERSION_UNSTABLE: _ClassVar[bool] = False
     DEPRECATED_VERSIONS: _ClassVar[tuple[int, int] | None] = None
@@ -86,7 +68,7 @@ class ListTransactionsResponse(_Message):
 
 
 def _read_TransactionState_0(buf: bytes | bytearray | memoryview, pos: int) -> tuple[TransactionState, int]:
-    # versions 0-1
+    # versions 0-2
     end = len(buf)
     v_transactional_id, pos = _rcs(buf, pos, 'TransactionalId')
     if pos + 8 > end:
@@ -115,7 +97,7 @@ def _read_TransactionState_0(buf: bytes | bytearray | memoryview, pos: int) -> t
 
 
 def _write_TransactionState_0(o: TransactionState, out: bytearray) -> None:
-    # versions 0-1
+    # versions 0-2
     if o.transactional_id is None:
         raise _null('TransactionalId')
     _wcs(out, o.transactional_id, 'TransactionalId')
@@ -130,7 +112,7 @@ def _write_TransactionState_0(o: TransactionState, out: bytearray) -> None:
 
 
 def _read_ListTransactionsResponse_0(buf: bytes | bytearray | memoryview, pos: int) -> tuple[ListTransactionsResponse, int]:
-    # versions 0-1
+    # versions 0-2
     end = len(buf)
     if pos + 6 > end:
         raise _short_fixed(pos, end, _L1)
@@ -206,7 +188,7 @@ def _read_ListTransactionsResponse_0(buf: bytes | bytearray | memoryview, pos: i
 
 
 def _write_ListTransactionsResponse_0(o: ListTransactionsResponse, out: bytearray) -> None:
-    # versions 0-1
+    # versions 0-2
     out += _S_ih.pack(o.throttle_time_ms, o.error_code)
     if o.unknown_state_filters is None:
         raise _null('UnknownStateFilters')
@@ -236,8 +218,8 @@ def _write_ListTransactionsResponse_0(o: ListTransactionsResponse, out: bytearra
         out.append(0)
 
 
-ListTransactionsResponse._READERS = {0: _read_ListTransactionsResponse_0, 1: _read_ListTransactionsResponse_0}
-ListTransactionsResponse._WRITERS = {0: _write_ListTransactionsResponse_0, 1: _write_ListTransactionsResponse_0}
+ListTransactionsResponse._READERS = {0: _read_ListTransactionsResponse_0, 1: _read_ListTransactionsResponse_0, 2: _read_ListTransactionsResponse_0}
+ListTransactionsResponse._WRITERS = {0: _write_ListTransactionsResponse_0, 1: _write_ListTransactionsResponse_0, 2: _write_ListTransactionsResponse_0}
 TransactionState._FIELDS = (
     _F('TransactionalId', 'transactional_id', 'string', (0, 32767), None, None, None, False, lambda: '', None, None),
     _F('ProducerId', 'producer_id', 'int64', (0, 32767), None, None, None, False, lambda: 0, None, None),

@@ -10,6 +10,9 @@ from typing import ClassVar as _ClassVar
 
 from kraft_jbod.errors import DecodeError as _DecodeError, EncodeError as _EncodeError
 from kraft_jbod.wire.message import FieldInfo as _F, Message as _Message, Struct as _Struct
+from kraft_jbod.wire.runtime import (
+    absent as _absent, bad_tag as _bad_tag, check_bool as _bool, null as _null,
+)
 from kraft_jbod.wire.primitives import (
     read_string as _rs, read_nullable_string as _rns,
     read_compact_string as _rcs, read_nullable_compact_string as _rncs,
@@ -39,27 +42,6 @@ _L2 = (('AllowAutoTopicCreation', 1), ('IncludeClusterAuthorizedOperations', 1),
 _L3 = (('AllowAutoTopicCreation', 1), ('IncludeTopicAuthorizedOperations', 1))
 
 
-def _absent(field: str, version: int | str) -> _EncodeError:
-    return _EncodeError(
-        f'attempted to write a non-default {field} at version {version}', field_path=field
-    )
-
-
-def _null(field: str) -> _EncodeError:
-    return _EncodeError('None in a non-nullable field', field_path=field)
-
-
-def _bad_tag(tag: int, version: int, pos: int) -> _DecodeError:
-    return _DecodeError(f'tag {tag} is not valid for version {version}', offset=pos)
-
-
-def _bool(value: object, field: str) -> bool:
-    if type(value) is not bool:
-        raise _EncodeError(f'expected bool, got {type(value).__name__}', field_path=field)
-    return value
-
-
-
 
 
 @_dataclass(slots=True)
@@ -73,12 +55,12 @@ class MetadataRequestTopic(_Struct):
 
 @_dataclass(slots=True)
 class MetadataRequest(_Message):
-    """request MetadataRequest, versions 0-12."""
+    """request MetadataRequest, versions 0-13."""
 
     NAME: _ClassVar[str] = 'MetadataRequest'
     SCHEMA_TYPE: _ClassVar[str] = 'request'
     API_KEY: _ClassVar[int | None] = 3
-    VALID_VERSIONS: _ClassVar[tuple[int, int]] = (0, 12)
+    VALID_VERSIONS: _ClassVar[tuple[int, int]] = (0, 13)
     FLEXIBLE_MIN: _ClassVar[int | None] = 9
     LATEST_VERSION_UNSTABLE: _ClassVar[bool] = False
     DEPRECATED_VERSIONS: _ClassVar[tuple[int, int] | None] = (0, 3)
@@ -144,7 +126,7 @@ def _write_MetadataRequestTopic_1(o: MetadataRequestTopic, out: bytearray) -> No
 
 
 def _read_MetadataRequestTopic_2(buf: bytes | bytearray | memoryview, pos: int) -> tuple[MetadataRequestTopic, int]:
-    # versions 10-12
+    # versions 10-13
     end = len(buf)
     if pos + 16 > end:
         raise _short_fixed(pos, end, _L0)
@@ -172,7 +154,7 @@ def _read_MetadataRequestTopic_2(buf: bytes | bytearray | memoryview, pos: int) 
 
 
 def _write_MetadataRequestTopic_2(o: MetadataRequestTopic, out: bytearray) -> None:
-    # versions 10-12
+    # versions 10-13
     out += _S_16s.pack(o.topic_id.bytes)
     _wcs(out, o.name, 'Name')
     if o.unknown_tagged_fields:
@@ -548,7 +530,7 @@ def _write_MetadataRequest_5(o: MetadataRequest, out: bytearray) -> None:
 
 
 def _read_MetadataRequest_6(buf: bytes | bytearray | memoryview, pos: int) -> tuple[MetadataRequest, int]:
-    # versions 11-12
+    # versions 11-13
     end = len(buf)
     v_topics: list[MetadataRequestTopic] | None
     n_v_topics = buf[pos] - 1 if pos < end else -2
@@ -615,9 +597,9 @@ def _read_MetadataRequest_6(buf: bytes | bytearray | memoryview, pos: int) -> tu
 
 
 def _write_MetadataRequest_6(o: MetadataRequest, out: bytearray) -> None:
-    # versions 11-12
+    # versions 11-13
     if o.include_cluster_authorized_operations != False:
-        raise _absent('IncludeClusterAuthorizedOperations', '11-12')
+        raise _absent('IncludeClusterAuthorizedOperations', '11-13')
     _wcal(out, o.topics, 'Topics')
     if o.topics is not None:
         for e_topics in o.topics:
@@ -634,8 +616,8 @@ def _write_MetadataRequest_6(o: MetadataRequest, out: bytearray) -> None:
         out.append(0)
 
 
-MetadataRequest._READERS = {0: _read_MetadataRequest_0, 1: _read_MetadataRequest_1, 2: _read_MetadataRequest_1, 3: _read_MetadataRequest_1, 4: _read_MetadataRequest_2, 5: _read_MetadataRequest_2, 6: _read_MetadataRequest_2, 7: _read_MetadataRequest_2, 8: _read_MetadataRequest_3, 9: _read_MetadataRequest_4, 10: _read_MetadataRequest_5, 11: _read_MetadataRequest_6, 12: _read_MetadataRequest_6}
-MetadataRequest._WRITERS = {0: _write_MetadataRequest_0, 1: _write_MetadataRequest_1, 2: _write_MetadataRequest_1, 3: _write_MetadataRequest_1, 4: _write_MetadataRequest_2, 5: _write_MetadataRequest_2, 6: _write_MetadataRequest_2, 7: _write_MetadataRequest_2, 8: _write_MetadataRequest_3, 9: _write_MetadataRequest_4, 10: _write_MetadataRequest_5, 11: _write_MetadataRequest_6, 12: _write_MetadataRequest_6}
+MetadataRequest._READERS = {0: _read_MetadataRequest_0, 1: _read_MetadataRequest_1, 2: _read_MetadataRequest_1, 3: _read_MetadataRequest_1, 4: _read_MetadataRequest_2, 5: _read_MetadataRequest_2, 6: _read_MetadataRequest_2, 7: _read_MetadataRequest_2, 8: _read_MetadataRequest_3, 9: _read_MetadataRequest_4, 10: _read_MetadataRequest_5, 11: _read_MetadataRequest_6, 12: _read_MetadataRequest_6, 13: _read_MetadataRequest_6}
+MetadataRequest._WRITERS = {0: _write_MetadataRequest_0, 1: _write_MetadataRequest_1, 2: _write_MetadataRequest_1, 3: _write_MetadataRequest_1, 4: _write_MetadataRequest_2, 5: _write_MetadataRequest_2, 6: _write_MetadataRequest_2, 7: _write_MetadataRequest_2, 8: _write_MetadataRequest_3, 9: _write_MetadataRequest_4, 10: _write_MetadataRequest_5, 11: _write_MetadataRequest_6, 12: _write_MetadataRequest_6, 13: _write_MetadataRequest_6}
 MetadataRequestTopic._FIELDS = (
     _F('TopicId', 'topic_id', 'uuid', (10, 32767), None, None, None, True, lambda: _ZERO_UUID, None, None),
     _F('Name', 'name', 'string', (0, 32767), None, None, (10, 32767), False, lambda: '', None, None),

@@ -10,6 +10,9 @@ from typing import ClassVar as _ClassVar
 
 from kraft_jbod.errors import DecodeError as _DecodeError, EncodeError as _EncodeError
 from kraft_jbod.wire.message import FieldInfo as _F, Message as _Message, Struct as _Struct
+from kraft_jbod.wire.runtime import (
+    absent as _absent, bad_tag as _bad_tag, check_bool as _bool, null as _null,
+)
 from kraft_jbod.wire.primitives import (
     read_string as _rs, read_nullable_string as _rns,
     read_compact_string as _rcs, read_nullable_compact_string as _rncs,
@@ -47,27 +50,6 @@ _L7 = (('TopicId', 16), ('IsInternal', 1))
 _L8 = (('ControllerId', 4),)
 _L9 = (('ThrottleTimeMs', 4),)
 _L10 = (('ClusterAuthorizedOperations', 4),)
-
-
-def _absent(field: str, version: int | str) -> _EncodeError:
-    return _EncodeError(
-        f'attempted to write a non-default {field} at version {version}', field_path=field
-    )
-
-
-def _null(field: str) -> _EncodeError:
-    return _EncodeError('None in a non-nullable field', field_path=field)
-
-
-def _bad_tag(tag: int, version: int, pos: int) -> _DecodeError:
-    return _DecodeError(f'tag {tag} is not valid for version {version}', offset=pos)
-
-
-def _bool(value: object, field: str) -> bool:
-    if type(value) is not bool:
-        raise _EncodeError(f'expected bool, got {type(value).__name__}', field_path=field)
-    return value
-
 
 
 
@@ -112,12 +94,12 @@ class MetadataResponseTopic(_Struct):
 
 @_dataclass(slots=True)
 class MetadataResponse(_Message):
-    """response MetadataResponse, versions 0-12."""
+    """response MetadataResponse, versions 0-13."""
 
     NAME: _ClassVar[str] = 'MetadataResponse'
     SCHEMA_TYPE: _ClassVar[str] = 'response'
     API_KEY: _ClassVar[int | None] = 3
-    VALID_VERSIONS: _ClassVar[tuple[int, int]] = (0, 12)
+    VALID_VERSIONS: _ClassVar[tuple[int, int]] = (0, 13)
     FLEXIBLE_MIN: _ClassVar[int | None] = 9
     LATEST_VERSION_UNSTABLE: _ClassVar[bool] = False
     DEPRECATED_VERSIONS: _ClassVar[tuple[int, int] | None] = None
@@ -127,6 +109,7 @@ class MetadataResponse(_Message):
     controller_id: int = -1
     topics: list[MetadataResponseTopic] = _field(default_factory=list)
     cluster_authorized_operations: int = -2147483648
+    error_code: int = 0
     unknown_tagged_fields: tuple[tuple[int, bytes], ...] = ()
 
 
@@ -197,7 +180,7 @@ def _write_MetadataResponseBroker_1(o: MetadataResponseBroker, out: bytearray) -
 
 
 def _read_MetadataResponseBroker_2(buf: bytes | bytearray | memoryview, pos: int) -> tuple[MetadataResponseBroker, int]:
-    # versions 9-12
+    # versions 9-13
     end = len(buf)
     if pos + 4 > end:
         raise _short_fixed(pos, end, _L0)
@@ -231,7 +214,7 @@ def _read_MetadataResponseBroker_2(buf: bytes | bytearray | memoryview, pos: int
 
 
 def _write_MetadataResponseBroker_2(o: MetadataResponseBroker, out: bytearray) -> None:
-    # versions 9-12
+    # versions 9-13
     out += _S_i.pack(o.node_id)
     if o.host is None:
         raise _null('Host')
@@ -411,7 +394,7 @@ def _write_MetadataResponsePartition_2(o: MetadataResponsePartition, out: bytear
 
 
 def _read_MetadataResponsePartition_3(buf: bytes | bytearray | memoryview, pos: int) -> tuple[MetadataResponsePartition, int]:
-    # versions 9-12
+    # versions 9-13
     end = len(buf)
     if pos + 14 > end:
         raise _short_fixed(pos, end, _L3)
@@ -475,7 +458,7 @@ def _read_MetadataResponsePartition_3(buf: bytes | bytearray | memoryview, pos: 
 
 
 def _write_MetadataResponsePartition_3(o: MetadataResponsePartition, out: bytearray) -> None:
-    # versions 9-12
+    # versions 9-13
     out += _S_hiii.pack(o.error_code, o.partition_index, o.leader_id, o.leader_epoch)
     if o.replica_nodes is None:
         raise _null('ReplicaNodes')
@@ -1260,7 +1243,7 @@ def _write_MetadataResponseTopic_6(o: MetadataResponseTopic, out: bytearray) -> 
 
 
 def _read_MetadataResponseTopic_7(buf: bytes | bytearray | memoryview, pos: int) -> tuple[MetadataResponseTopic, int]:
-    # versions 12
+    # versions 12-13
     end = len(buf)
     if pos + 2 > end:
         raise _short_fixed(pos, end, _L4)
@@ -1372,7 +1355,7 @@ def _read_MetadataResponseTopic_7(buf: bytes | bytearray | memoryview, pos: int)
 
 
 def _write_MetadataResponseTopic_7(o: MetadataResponseTopic, out: bytearray) -> None:
-    # versions 12
+    # versions 12-13
     out += _S_h.pack(o.error_code)
     _wcs(out, o.name, 'Name')
     out += _S_16s_.pack(o.topic_id.bytes, (o.is_internal if o.is_internal.__class__ is bool else _bool(o.is_internal, 'IsInternal')))
@@ -1450,6 +1433,7 @@ def _read_MetadataResponse_0(buf: bytes | bytearray | memoryview, pos: int) -> t
     o.controller_id = -1
     o.topics = v_topics
     o.cluster_authorized_operations = -2147483648
+    o.error_code = 0
     o.unknown_tagged_fields = ()
     return o, pos
 
@@ -1529,6 +1513,7 @@ def _read_MetadataResponse_1(buf: bytes | bytearray | memoryview, pos: int) -> t
     o.controller_id = v_controller_id
     o.topics = v_topics
     o.cluster_authorized_operations = -2147483648
+    o.error_code = 0
     o.unknown_tagged_fields = ()
     return o, pos
 
@@ -1611,6 +1596,7 @@ def _read_MetadataResponse_2(buf: bytes | bytearray | memoryview, pos: int) -> t
     o.controller_id = v_controller_id
     o.topics = v_topics
     o.cluster_authorized_operations = -2147483648
+    o.error_code = 0
     o.unknown_tagged_fields = ()
     return o, pos
 
@@ -1698,6 +1684,7 @@ def _read_MetadataResponse_3(buf: bytes | bytearray | memoryview, pos: int) -> t
     o.controller_id = v_controller_id
     o.topics = v_topics
     o.cluster_authorized_operations = -2147483648
+    o.error_code = 0
     o.unknown_tagged_fields = ()
     return o, pos
 
@@ -1786,6 +1773,7 @@ def _read_MetadataResponse_4(buf: bytes | bytearray | memoryview, pos: int) -> t
     o.controller_id = v_controller_id
     o.topics = v_topics
     o.cluster_authorized_operations = -2147483648
+    o.error_code = 0
     o.unknown_tagged_fields = ()
     return o, pos
 
@@ -1874,6 +1862,7 @@ def _read_MetadataResponse_5(buf: bytes | bytearray | memoryview, pos: int) -> t
     o.controller_id = v_controller_id
     o.topics = v_topics
     o.cluster_authorized_operations = -2147483648
+    o.error_code = 0
     o.unknown_tagged_fields = ()
     return o, pos
 
@@ -1966,6 +1955,7 @@ def _read_MetadataResponse_6(buf: bytes | bytearray | memoryview, pos: int) -> t
     o.controller_id = v_controller_id
     o.topics = v_topics
     o.cluster_authorized_operations = v_cluster_authorized_operations
+    o.error_code = 0
     o.unknown_tagged_fields = ()
     return o, pos
 
@@ -2089,6 +2079,7 @@ def _read_MetadataResponse_7(buf: bytes | bytearray | memoryview, pos: int) -> t
     o.controller_id = v_controller_id
     o.topics = v_topics
     o.cluster_authorized_operations = v_cluster_authorized_operations
+    o.error_code = 0
     o.unknown_tagged_fields = unknown
     return o, pos
 
@@ -2216,6 +2207,7 @@ def _read_MetadataResponse_8(buf: bytes | bytearray | memoryview, pos: int) -> t
     o.controller_id = v_controller_id
     o.topics = v_topics
     o.cluster_authorized_operations = v_cluster_authorized_operations
+    o.error_code = 0
     o.unknown_tagged_fields = unknown
     return o, pos
 
@@ -2339,6 +2331,7 @@ def _read_MetadataResponse_9(buf: bytes | bytearray | memoryview, pos: int) -> t
     o.controller_id = v_controller_id
     o.topics = v_topics
     o.cluster_authorized_operations = -2147483648
+    o.error_code = 0
     o.unknown_tagged_fields = unknown
     return o, pos
 
@@ -2463,6 +2456,7 @@ def _read_MetadataResponse_10(buf: bytes | bytearray | memoryview, pos: int) -> 
     o.controller_id = v_controller_id
     o.topics = v_topics
     o.cluster_authorized_operations = -2147483648
+    o.error_code = 0
     o.unknown_tagged_fields = unknown
     return o, pos
 
@@ -2499,8 +2493,138 @@ def _write_MetadataResponse_10(o: MetadataResponse, out: bytearray) -> None:
         out.append(0)
 
 
-MetadataResponse._READERS = {0: _read_MetadataResponse_0, 1: _read_MetadataResponse_1, 2: _read_MetadataResponse_2, 3: _read_MetadataResponse_3, 4: _read_MetadataResponse_3, 5: _read_MetadataResponse_4, 6: _read_MetadataResponse_4, 7: _read_MetadataResponse_5, 8: _read_MetadataResponse_6, 9: _read_MetadataResponse_7, 10: _read_MetadataResponse_8, 11: _read_MetadataResponse_9, 12: _read_MetadataResponse_10}
-MetadataResponse._WRITERS = {0: _write_MetadataResponse_0, 1: _write_MetadataResponse_1, 2: _write_MetadataResponse_2, 3: _write_MetadataResponse_3, 4: _write_MetadataResponse_3, 5: _write_MetadataResponse_4, 6: _write_MetadataResponse_4, 7: _write_MetadataResponse_5, 8: _write_MetadataResponse_6, 9: _write_MetadataResponse_7, 10: _write_MetadataResponse_8, 11: _write_MetadataResponse_9, 12: _write_MetadataResponse_10}
+def _read_MetadataResponse_11(buf: bytes | bytearray | memoryview, pos: int) -> tuple[MetadataResponse, int]:
+    # versions 13
+    end = len(buf)
+    if pos + 4 > end:
+        raise _short_fixed(pos, end, _L9)
+    v_throttle_time_ms, = _S_i.unpack_from(buf, pos)
+    pos += 4
+    v_brokers: list[MetadataResponseBroker]
+    n_v_brokers = buf[pos] - 1 if pos < end else -2
+    if 0 <= n_v_brokers < 127 and n_v_brokers <= end - pos:
+        pos += 1
+    else:
+        n_v_brokers, pos = _rcal(buf, pos, 'Brokers')
+    v_brokers = []
+    app_v_brokers = v_brokers.append
+    i = 0
+    try:
+        for i in range(n_v_brokers):
+            if pos + 4 > end:
+                raise _short_fixed(pos, end, _L0)
+            v_brokers_v_node_id, = _S_i.unpack_from(buf, pos)
+            pos += 4
+            v_brokers_v_host, pos = _rcs(buf, pos, 'Host')
+            if pos + 4 > end:
+                raise _short_fixed(pos, end, _L1)
+            v_brokers_v_port, = _S_i.unpack_from(buf, pos)
+            pos += 4
+            v_brokers_v_rack, pos = _rncs(buf, pos, 'Rack')
+            v_brokers_unknown: tuple[tuple[int, bytes], ...] = ()
+            if pos < end and buf[pos] == 0:
+                pos += 1
+            else:
+                v_brokers_n_tags, pos = _rtc(buf, pos, '_tagged_fields')
+                v_brokers_raw_tags: list[tuple[int, bytes]] = []
+                for _ in range(v_brokers_n_tags):
+                    v_brokers_tag, v_brokers_size, pos = _rth(buf, pos, '_tagged_fields')
+                    v_brokers_raw_tags.append((v_brokers_tag, bytes(buf[pos:pos + v_brokers_size])))
+                    pos += v_brokers_size
+                if v_brokers_raw_tags:
+                    v_brokers_unknown = tuple(v_brokers_raw_tags)
+            v_brokers_o = _new(MetadataResponseBroker)
+            v_brokers_o.node_id = v_brokers_v_node_id
+            v_brokers_o.host = v_brokers_v_host
+            v_brokers_o.port = v_brokers_v_port
+            v_brokers_o.rack = v_brokers_v_rack
+            v_brokers_o.unknown_tagged_fields = v_brokers_unknown
+            app_v_brokers(v_brokers_o)
+    except _DecodeError as exc:
+        raise exc.refine(field=f'Brokers[{i}]')
+    v_cluster_id, pos = _rncs(buf, pos, 'ClusterId')
+    if pos + 4 > end:
+        raise _short_fixed(pos, end, _L8)
+    v_controller_id, = _S_i.unpack_from(buf, pos)
+    pos += 4
+    v_topics: list[MetadataResponseTopic]
+    n_v_topics = buf[pos] - 1 if pos < end else -2
+    if 0 <= n_v_topics < 127 and n_v_topics <= end - pos:
+        pos += 1
+    else:
+        n_v_topics, pos = _rcal(buf, pos, 'Topics')
+    v_topics = []
+    app_v_topics = v_topics.append
+    i = 0
+    try:
+        for i in range(n_v_topics):
+            e_v_topics, pos = _read_MetadataResponseTopic_7(buf, pos)
+            app_v_topics(e_v_topics)
+    except _DecodeError as exc:
+        raise exc.refine(field=f'Topics[{i}]')
+    if pos + 2 > end:
+        raise _short_fixed(pos, end, _L4)
+    v_error_code, = _S_h.unpack_from(buf, pos)
+    pos += 2
+    unknown: tuple[tuple[int, bytes], ...] = ()
+    if pos < end and buf[pos] == 0:
+        pos += 1
+    else:
+        n_tags, pos = _rtc(buf, pos, '_tagged_fields')
+        raw_tags: list[tuple[int, bytes]] = []
+        for _ in range(n_tags):
+            tag, size, pos = _rth(buf, pos, '_tagged_fields')
+            raw_tags.append((tag, bytes(buf[pos:pos + size])))
+            pos += size
+        if raw_tags:
+            unknown = tuple(raw_tags)
+    o = _new(MetadataResponse)
+    o.throttle_time_ms = v_throttle_time_ms
+    o.brokers = v_brokers
+    o.cluster_id = v_cluster_id
+    o.controller_id = v_controller_id
+    o.topics = v_topics
+    o.cluster_authorized_operations = -2147483648
+    o.error_code = v_error_code
+    o.unknown_tagged_fields = unknown
+    return o, pos
+
+
+def _write_MetadataResponse_11(o: MetadataResponse, out: bytearray) -> None:
+    # versions 13
+    if o.cluster_authorized_operations != -2147483648:
+        raise _absent('ClusterAuthorizedOperations', 13)
+    out += _S_i.pack(o.throttle_time_ms)
+    if o.brokers is None:
+        raise _null('Brokers')
+    _wcal(out, o.brokers, 'Brokers')
+    for e_brokers in o.brokers:
+        out += _S_i.pack(e_brokers.node_id)
+        if e_brokers.host is None:
+            raise _null('Host')
+        _wcs(out, e_brokers.host, 'Host')
+        out += _S_i.pack(e_brokers.port)
+        _wcs(out, e_brokers.rack, 'Rack')
+        if e_brokers.unknown_tagged_fields:
+            _wts(out, (), e_brokers.unknown_tagged_fields, '_tagged_fields')
+        else:
+            out.append(0)
+    _wcs(out, o.cluster_id, 'ClusterId')
+    out += _S_i.pack(o.controller_id)
+    if o.topics is None:
+        raise _null('Topics')
+    _wcal(out, o.topics, 'Topics')
+    for e_topics in o.topics:
+        _write_MetadataResponseTopic_7(e_topics, out)
+    out += _S_h.pack(o.error_code)
+    if o.unknown_tagged_fields:
+        _wts(out, (), o.unknown_tagged_fields, '_tagged_fields')
+    else:
+        out.append(0)
+
+
+MetadataResponse._READERS = {0: _read_MetadataResponse_0, 1: _read_MetadataResponse_1, 2: _read_MetadataResponse_2, 3: _read_MetadataResponse_3, 4: _read_MetadataResponse_3, 5: _read_MetadataResponse_4, 6: _read_MetadataResponse_4, 7: _read_MetadataResponse_5, 8: _read_MetadataResponse_6, 9: _read_MetadataResponse_7, 10: _read_MetadataResponse_8, 11: _read_MetadataResponse_9, 12: _read_MetadataResponse_10, 13: _read_MetadataResponse_11}
+MetadataResponse._WRITERS = {0: _write_MetadataResponse_0, 1: _write_MetadataResponse_1, 2: _write_MetadataResponse_2, 3: _write_MetadataResponse_3, 4: _write_MetadataResponse_3, 5: _write_MetadataResponse_4, 6: _write_MetadataResponse_4, 7: _write_MetadataResponse_5, 8: _write_MetadataResponse_6, 9: _write_MetadataResponse_7, 10: _write_MetadataResponse_8, 11: _write_MetadataResponse_9, 12: _write_MetadataResponse_10, 13: _write_MetadataResponse_11}
 MetadataResponseBroker._FIELDS = (
     _F('NodeId', 'node_id', 'int32', (0, 32767), None, None, None, False, lambda: 0, None, None),
     _F('Host', 'host', 'string', (0, 32767), None, None, None, False, lambda: '', None, None),
@@ -2531,4 +2655,5 @@ MetadataResponse._FIELDS = (
     _F('ControllerId', 'controller_id', 'int32', (1, 32767), None, None, None, True, lambda: -1, None, None),
     _F('Topics', 'topics', '[]MetadataResponseTopic', (0, 32767), None, None, None, False, lambda: [], MetadataResponseTopic, None),
     _F('ClusterAuthorizedOperations', 'cluster_authorized_operations', 'int32', (8, 10), None, None, None, False, lambda: -2147483648, None, None),
+    _F('ErrorCode', 'error_code', 'int16', (13, 32767), None, None, None, True, lambda: 0, None, None),
 )

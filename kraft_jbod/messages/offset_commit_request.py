@@ -10,6 +10,9 @@ from typing import ClassVar as _ClassVar
 
 from kraft_jbod.errors import DecodeError as _DecodeError, EncodeError as _EncodeError
 from kraft_jbod.wire.message import FieldInfo as _F, Message as _Message, Struct as _Struct
+from kraft_jbod.wire.runtime import (
+    absent as _absent, bad_tag as _bad_tag, check_bool as _bool, null as _null,
+)
 from kraft_jbod.wire.primitives import (
     read_string as _rs, read_nullable_string as _rns,
     read_compact_string as _rcs, read_nullable_compact_string as _rncs,
@@ -28,37 +31,19 @@ from kraft_jbod.wire.primitives import (
 )
 
 _new = object.__new__
+_S_16s = _struct.Struct('>16s')
 _S_i = _struct.Struct('>i')
 _S_iq = _struct.Struct('>iq')
 _S_iqi = _struct.Struct('>iqi')
 _S_iqq = _struct.Struct('>iqq')
 _S_q = _struct.Struct('>q')
+_ZERO_UUID = _uuid_from_bytes((0).to_bytes(16, 'big'))
 _L0 = (('PartitionIndex', 4), ('CommittedOffset', 8))
 _L1 = (('PartitionIndex', 4), ('CommittedOffset', 8), ('CommitTimestamp', 8))
 _L2 = (('PartitionIndex', 4), ('CommittedOffset', 8), ('CommittedLeaderEpoch', 4))
-_L3 = (('GenerationIdOrMemberEpoch', 4),)
-_L4 = (('RetentionTimeMs', 8),)
-
-
-def _absent(field: str, version: int | str) -> _EncodeError:
-    return _EncodeError(
-        f'attempted to write a non-default {field} at version {version}', field_path=field
-    )
-
-
-def _null(field: str) -> _EncodeError:
-    return _EncodeError('None in a non-nullable field', field_path=field)
-
-
-def _bad_tag(tag: int, version: int, pos: int) -> _DecodeError:
-    return _DecodeError(f'tag {tag} is not valid for version {version}', offset=pos)
-
-
-def _bool(value: object, field: str) -> bool:
-    if type(value) is not bool:
-        raise _EncodeError(f'expected bool, got {type(value).__name__}', field_path=field)
-    return value
-
+_L3 = (('TopicId', 16),)
+_L4 = (('GenerationIdOrMemberEpoch', 4),)
+_L5 = (('RetentionTimeMs', 8),)
 
 
 
@@ -80,18 +65,19 @@ class OffsetCommitRequestTopic(_Struct):
     """Struct OffsetCommitRequestTopic of OffsetCommitRequest."""
 
     name: str = ''
+    topic_id: _uuid.UUID = _ZERO_UUID
     partitions: list[OffsetCommitRequestPartition] = _field(default_factory=list)
     unknown_tagged_fields: tuple[tuple[int, bytes], ...] = ()
 
 
 @_dataclass(slots=True)
 class OffsetCommitRequest(_Message):
-    """request OffsetCommitRequest, versions 0-9."""
+    """request OffsetCommitRequest, versions 0-10."""
 
     NAME: _ClassVar[str] = 'OffsetCommitRequest'
     SCHEMA_TYPE: _ClassVar[str] = 'request'
     API_KEY: _ClassVar[int | None] = 8
-    VALID_VERSIONS: _ClassVar[tuple[int, int]] = (0, 9)
+    VALID_VERSIONS: _ClassVar[tuple[int, int]] = (0, 10)
     FLEXIBLE_MIN: _ClassVar[int | None] = 8
     LATEST_VERSION_UNSTABLE: _ClassVar[bool] = False
     DEPRECATED_VERSIONS: _ClassVar[tuple[int, int] | None] = (0, 1)
@@ -187,7 +173,7 @@ def _write_OffsetCommitRequestPartition_2(o: OffsetCommitRequestPartition, out: 
 
 
 def _read_OffsetCommitRequestPartition_3(buf: bytes | bytearray | memoryview, pos: int) -> tuple[OffsetCommitRequestPartition, int]:
-    # versions 8-9
+    # versions 8-10
     end = len(buf)
     if pos + 16 > end:
         raise _short_fixed(pos, end, _L2)
@@ -217,9 +203,9 @@ def _read_OffsetCommitRequestPartition_3(buf: bytes | bytearray | memoryview, po
 
 
 def _write_OffsetCommitRequestPartition_3(o: OffsetCommitRequestPartition, out: bytearray) -> None:
-    # versions 8-9
+    # versions 8-10
     if o.commit_timestamp != -1:
-        raise _absent('CommitTimestamp', '8-9')
+        raise _absent('CommitTimestamp', '8-10')
     out += _S_iqi.pack(o.partition_index, o.committed_offset, o.committed_leader_epoch)
     _wcs(out, o.committed_metadata, 'CommittedMetadata')
     if o.unknown_tagged_fields:
@@ -256,6 +242,7 @@ def _read_OffsetCommitRequestTopic_0(buf: bytes | bytearray | memoryview, pos: i
         raise exc.refine(field=f'Partitions[{i}]')
     o = _new(OffsetCommitRequestTopic)
     o.name = v_name
+    o.topic_id = _ZERO_UUID
     o.partitions = v_partitions
     o.unknown_tagged_fields = ()
     return o, pos
@@ -308,6 +295,7 @@ def _read_OffsetCommitRequestTopic_1(buf: bytes | bytearray | memoryview, pos: i
         raise exc.refine(field=f'Partitions[{i}]')
     o = _new(OffsetCommitRequestTopic)
     o.name = v_name
+    o.topic_id = _ZERO_UUID
     o.partitions = v_partitions
     o.unknown_tagged_fields = ()
     return o, pos
@@ -358,6 +346,7 @@ def _read_OffsetCommitRequestTopic_2(buf: bytes | bytearray | memoryview, pos: i
         raise exc.refine(field=f'Partitions[{i}]')
     o = _new(OffsetCommitRequestTopic)
     o.name = v_name
+    o.topic_id = _ZERO_UUID
     o.partitions = v_partitions
     o.unknown_tagged_fields = ()
     return o, pos
@@ -438,6 +427,7 @@ def _read_OffsetCommitRequestTopic_3(buf: bytes | bytearray | memoryview, pos: i
             unknown = tuple(raw_tags)
     o = _new(OffsetCommitRequestTopic)
     o.name = v_name
+    o.topic_id = _ZERO_UUID
     o.partitions = v_partitions
     o.unknown_tagged_fields = unknown
     return o, pos
@@ -454,6 +444,93 @@ def _write_OffsetCommitRequestTopic_3(o: OffsetCommitRequestTopic, out: bytearra
     for e_partitions in o.partitions:
         if e_partitions.commit_timestamp != -1:
             raise _absent('CommitTimestamp', '8')
+        out += _S_iqi.pack(e_partitions.partition_index, e_partitions.committed_offset, e_partitions.committed_leader_epoch)
+        _wcs(out, e_partitions.committed_metadata, 'CommittedMetadata')
+        if e_partitions.unknown_tagged_fields:
+            _wts(out, (), e_partitions.unknown_tagged_fields, '_tagged_fields')
+        else:
+            out.append(0)
+    if o.unknown_tagged_fields:
+        _wts(out, (), o.unknown_tagged_fields, '_tagged_fields')
+    else:
+        out.append(0)
+
+
+def _read_OffsetCommitRequestTopic_4(buf: bytes | bytearray | memoryview, pos: int) -> tuple[OffsetCommitRequestTopic, int]:
+    # versions 10
+    end = len(buf)
+    if pos + 16 > end:
+        raise _short_fixed(pos, end, _L3)
+    r_topic_id, = _S_16s.unpack_from(buf, pos)
+    v_topic_id = _uuid_from_bytes(r_topic_id)
+    pos += 16
+    v_partitions: list[OffsetCommitRequestPartition]
+    n_v_partitions = buf[pos] - 1 if pos < end else -2
+    if 0 <= n_v_partitions < 127 and n_v_partitions <= end - pos:
+        pos += 1
+    else:
+        n_v_partitions, pos = _rcal(buf, pos, 'Partitions')
+    v_partitions = []
+    app_v_partitions = v_partitions.append
+    i = 0
+    try:
+        for i in range(n_v_partitions):
+            if pos + 16 > end:
+                raise _short_fixed(pos, end, _L2)
+            v_partitions_v_partition_index, v_partitions_v_committed_offset, v_partitions_v_committed_leader_epoch = _S_iqi.unpack_from(buf, pos)
+            pos += 16
+            v_partitions_v_committed_metadata, pos = _rncs(buf, pos, 'CommittedMetadata')
+            v_partitions_unknown: tuple[tuple[int, bytes], ...] = ()
+            if pos < end and buf[pos] == 0:
+                pos += 1
+            else:
+                v_partitions_n_tags, pos = _rtc(buf, pos, '_tagged_fields')
+                v_partitions_raw_tags: list[tuple[int, bytes]] = []
+                for _ in range(v_partitions_n_tags):
+                    v_partitions_tag, v_partitions_size, pos = _rth(buf, pos, '_tagged_fields')
+                    v_partitions_raw_tags.append((v_partitions_tag, bytes(buf[pos:pos + v_partitions_size])))
+                    pos += v_partitions_size
+                if v_partitions_raw_tags:
+                    v_partitions_unknown = tuple(v_partitions_raw_tags)
+            v_partitions_o = _new(OffsetCommitRequestPartition)
+            v_partitions_o.partition_index = v_partitions_v_partition_index
+            v_partitions_o.committed_offset = v_partitions_v_committed_offset
+            v_partitions_o.committed_leader_epoch = v_partitions_v_committed_leader_epoch
+            v_partitions_o.commit_timestamp = -1
+            v_partitions_o.committed_metadata = v_partitions_v_committed_metadata
+            v_partitions_o.unknown_tagged_fields = v_partitions_unknown
+            app_v_partitions(v_partitions_o)
+    except _DecodeError as exc:
+        raise exc.refine(field=f'Partitions[{i}]')
+    unknown: tuple[tuple[int, bytes], ...] = ()
+    if pos < end and buf[pos] == 0:
+        pos += 1
+    else:
+        n_tags, pos = _rtc(buf, pos, '_tagged_fields')
+        raw_tags: list[tuple[int, bytes]] = []
+        for _ in range(n_tags):
+            tag, size, pos = _rth(buf, pos, '_tagged_fields')
+            raw_tags.append((tag, bytes(buf[pos:pos + size])))
+            pos += size
+        if raw_tags:
+            unknown = tuple(raw_tags)
+    o = _new(OffsetCommitRequestTopic)
+    o.name = ''
+    o.topic_id = v_topic_id
+    o.partitions = v_partitions
+    o.unknown_tagged_fields = unknown
+    return o, pos
+
+
+def _write_OffsetCommitRequestTopic_4(o: OffsetCommitRequestTopic, out: bytearray) -> None:
+    # versions 10
+    out += _S_16s.pack(o.topic_id.bytes)
+    if o.partitions is None:
+        raise _null('Partitions')
+    _wcal(out, o.partitions, 'Partitions')
+    for e_partitions in o.partitions:
+        if e_partitions.commit_timestamp != -1:
+            raise _absent('CommitTimestamp', '10')
         out += _S_iqi.pack(e_partitions.partition_index, e_partitions.committed_offset, e_partitions.committed_leader_epoch)
         _wcs(out, e_partitions.committed_metadata, 'CommittedMetadata')
         if e_partitions.unknown_tagged_fields:
@@ -513,7 +590,7 @@ def _read_OffsetCommitRequest_1(buf: bytes | bytearray | memoryview, pos: int) -
     end = len(buf)
     v_group_id, pos = _rs(buf, pos, 'GroupId')
     if pos + 4 > end:
-        raise _short_fixed(pos, end, _L3)
+        raise _short_fixed(pos, end, _L4)
     v_generation_id_or_member_epoch, = _S_i.unpack_from(buf, pos)
     pos += 4
     v_member_id, pos = _rs(buf, pos, 'MemberId')
@@ -564,12 +641,12 @@ def _read_OffsetCommitRequest_2(buf: bytes | bytearray | memoryview, pos: int) -
     end = len(buf)
     v_group_id, pos = _rs(buf, pos, 'GroupId')
     if pos + 4 > end:
-        raise _short_fixed(pos, end, _L3)
+        raise _short_fixed(pos, end, _L4)
     v_generation_id_or_member_epoch, = _S_i.unpack_from(buf, pos)
     pos += 4
     v_member_id, pos = _rs(buf, pos, 'MemberId')
     if pos + 8 > end:
-        raise _short_fixed(pos, end, _L4)
+        raise _short_fixed(pos, end, _L5)
     v_retention_time_ms, = _S_q.unpack_from(buf, pos)
     pos += 8
     v_topics: list[OffsetCommitRequestTopic]
@@ -620,7 +697,7 @@ def _read_OffsetCommitRequest_3(buf: bytes | bytearray | memoryview, pos: int) -
     end = len(buf)
     v_group_id, pos = _rs(buf, pos, 'GroupId')
     if pos + 4 > end:
-        raise _short_fixed(pos, end, _L3)
+        raise _short_fixed(pos, end, _L4)
     v_generation_id_or_member_epoch, = _S_i.unpack_from(buf, pos)
     pos += 4
     v_member_id, pos = _rs(buf, pos, 'MemberId')
@@ -671,7 +748,7 @@ def _read_OffsetCommitRequest_4(buf: bytes | bytearray | memoryview, pos: int) -
     end = len(buf)
     v_group_id, pos = _rs(buf, pos, 'GroupId')
     if pos + 4 > end:
-        raise _short_fixed(pos, end, _L3)
+        raise _short_fixed(pos, end, _L4)
     v_generation_id_or_member_epoch, = _S_i.unpack_from(buf, pos)
     pos += 4
     v_member_id, pos = _rs(buf, pos, 'MemberId')
@@ -722,7 +799,7 @@ def _read_OffsetCommitRequest_5(buf: bytes | bytearray | memoryview, pos: int) -
     end = len(buf)
     v_group_id, pos = _rs(buf, pos, 'GroupId')
     if pos + 4 > end:
-        raise _short_fixed(pos, end, _L3)
+        raise _short_fixed(pos, end, _L4)
     v_generation_id_or_member_epoch, = _S_i.unpack_from(buf, pos)
     pos += 4
     v_member_id, pos = _rs(buf, pos, 'MemberId')
@@ -773,7 +850,7 @@ def _read_OffsetCommitRequest_6(buf: bytes | bytearray | memoryview, pos: int) -
     end = len(buf)
     v_group_id, pos = _rcs(buf, pos, 'GroupId')
     if pos + 4 > end:
-        raise _short_fixed(pos, end, _L3)
+        raise _short_fixed(pos, end, _L4)
     v_generation_id_or_member_epoch, = _S_i.unpack_from(buf, pos)
     pos += 4
     v_member_id, pos = _rcs(buf, pos, 'MemberId')
@@ -837,8 +914,77 @@ def _write_OffsetCommitRequest_6(o: OffsetCommitRequest, out: bytearray) -> None
         out.append(0)
 
 
-OffsetCommitRequest._READERS = {0: _read_OffsetCommitRequest_0, 1: _read_OffsetCommitRequest_1, 2: _read_OffsetCommitRequest_2, 3: _read_OffsetCommitRequest_2, 4: _read_OffsetCommitRequest_2, 5: _read_OffsetCommitRequest_3, 6: _read_OffsetCommitRequest_4, 7: _read_OffsetCommitRequest_5, 8: _read_OffsetCommitRequest_6, 9: _read_OffsetCommitRequest_6}
-OffsetCommitRequest._WRITERS = {0: _write_OffsetCommitRequest_0, 1: _write_OffsetCommitRequest_1, 2: _write_OffsetCommitRequest_2, 3: _write_OffsetCommitRequest_2, 4: _write_OffsetCommitRequest_2, 5: _write_OffsetCommitRequest_3, 6: _write_OffsetCommitRequest_4, 7: _write_OffsetCommitRequest_5, 8: _write_OffsetCommitRequest_6, 9: _write_OffsetCommitRequest_6}
+def _read_OffsetCommitRequest_7(buf: bytes | bytearray | memoryview, pos: int) -> tuple[OffsetCommitRequest, int]:
+    # versions 10
+    end = len(buf)
+    v_group_id, pos = _rcs(buf, pos, 'GroupId')
+    if pos + 4 > end:
+        raise _short_fixed(pos, end, _L4)
+    v_generation_id_or_member_epoch, = _S_i.unpack_from(buf, pos)
+    pos += 4
+    v_member_id, pos = _rcs(buf, pos, 'MemberId')
+    v_group_instance_id, pos = _rncs(buf, pos, 'GroupInstanceId')
+    v_topics: list[OffsetCommitRequestTopic]
+    n_v_topics = buf[pos] - 1 if pos < end else -2
+    if 0 <= n_v_topics < 127 and n_v_topics <= end - pos:
+        pos += 1
+    else:
+        n_v_topics, pos = _rcal(buf, pos, 'Topics')
+    v_topics = []
+    app_v_topics = v_topics.append
+    i = 0
+    try:
+        for i in range(n_v_topics):
+            e_v_topics, pos = _read_OffsetCommitRequestTopic_4(buf, pos)
+            app_v_topics(e_v_topics)
+    except _DecodeError as exc:
+        raise exc.refine(field=f'Topics[{i}]')
+    unknown: tuple[tuple[int, bytes], ...] = ()
+    if pos < end and buf[pos] == 0:
+        pos += 1
+    else:
+        n_tags, pos = _rtc(buf, pos, '_tagged_fields')
+        raw_tags: list[tuple[int, bytes]] = []
+        for _ in range(n_tags):
+            tag, size, pos = _rth(buf, pos, '_tagged_fields')
+            raw_tags.append((tag, bytes(buf[pos:pos + size])))
+            pos += size
+        if raw_tags:
+            unknown = tuple(raw_tags)
+    o = _new(OffsetCommitRequest)
+    o.group_id = v_group_id
+    o.generation_id_or_member_epoch = v_generation_id_or_member_epoch
+    o.member_id = v_member_id
+    o.group_instance_id = v_group_instance_id
+    o.retention_time_ms = -1
+    o.topics = v_topics
+    o.unknown_tagged_fields = unknown
+    return o, pos
+
+
+def _write_OffsetCommitRequest_7(o: OffsetCommitRequest, out: bytearray) -> None:
+    # versions 10
+    if o.group_id is None:
+        raise _null('GroupId')
+    _wcs(out, o.group_id, 'GroupId')
+    out += _S_i.pack(o.generation_id_or_member_epoch)
+    if o.member_id is None:
+        raise _null('MemberId')
+    _wcs(out, o.member_id, 'MemberId')
+    _wcs(out, o.group_instance_id, 'GroupInstanceId')
+    if o.topics is None:
+        raise _null('Topics')
+    _wcal(out, o.topics, 'Topics')
+    for e_topics in o.topics:
+        _write_OffsetCommitRequestTopic_4(e_topics, out)
+    if o.unknown_tagged_fields:
+        _wts(out, (), o.unknown_tagged_fields, '_tagged_fields')
+    else:
+        out.append(0)
+
+
+OffsetCommitRequest._READERS = {0: _read_OffsetCommitRequest_0, 1: _read_OffsetCommitRequest_1, 2: _read_OffsetCommitRequest_2, 3: _read_OffsetCommitRequest_2, 4: _read_OffsetCommitRequest_2, 5: _read_OffsetCommitRequest_3, 6: _read_OffsetCommitRequest_4, 7: _read_OffsetCommitRequest_5, 8: _read_OffsetCommitRequest_6, 9: _read_OffsetCommitRequest_6, 10: _read_OffsetCommitRequest_7}
+OffsetCommitRequest._WRITERS = {0: _write_OffsetCommitRequest_0, 1: _write_OffsetCommitRequest_1, 2: _write_OffsetCommitRequest_2, 3: _write_OffsetCommitRequest_2, 4: _write_OffsetCommitRequest_2, 5: _write_OffsetCommitRequest_3, 6: _write_OffsetCommitRequest_4, 7: _write_OffsetCommitRequest_5, 8: _write_OffsetCommitRequest_6, 9: _write_OffsetCommitRequest_6, 10: _write_OffsetCommitRequest_7}
 OffsetCommitRequestPartition._FIELDS = (
     _F('PartitionIndex', 'partition_index', 'int32', (0, 32767), None, None, None, False, lambda: 0, None, None),
     _F('CommittedOffset', 'committed_offset', 'int64', (0, 32767), None, None, None, False, lambda: 0, None, None),
@@ -847,7 +993,8 @@ OffsetCommitRequestPartition._FIELDS = (
     _F('CommittedMetadata', 'committed_metadata', 'string', (0, 32767), None, None, (0, 32767), False, lambda: '', None, None),
 )
 OffsetCommitRequestTopic._FIELDS = (
-    _F('Name', 'name', 'string', (0, 32767), None, None, None, False, lambda: '', None, None),
+    _F('Name', 'name', 'string', (0, 9), None, None, None, True, lambda: '', None, None),
+    _F('TopicId', 'topic_id', 'uuid', (10, 32767), None, None, None, True, lambda: _ZERO_UUID, None, None),
     _F('Partitions', 'partitions', '[]OffsetCommitRequestPartition', (0, 32767), None, None, None, False, lambda: [], OffsetCommitRequestPartition, None),
 )
 OffsetCommitRequest._FIELDS = (

@@ -10,6 +10,9 @@ from typing import ClassVar as _ClassVar
 
 from kraft_jbod.errors import DecodeError as _DecodeError, EncodeError as _EncodeError
 from kraft_jbod.wire.message import FieldInfo as _F, Message as _Message, Struct as _Struct
+from kraft_jbod.wire.runtime import (
+    absent as _absent, bad_tag as _bad_tag, check_bool as _bool, null as _null,
+)
 from kraft_jbod.wire.primitives import (
     read_string as _rs, read_nullable_string as _rns,
     read_compact_string as _rcs, read_nullable_compact_string as _rncs,
@@ -28,31 +31,13 @@ from kraft_jbod.wire.primitives import (
 )
 
 _new = object.__new__
+_S_16s = _struct.Struct('>16s')
 _S_i = _struct.Struct('>i')
 _S_ih = _struct.Struct('>ih')
+_ZERO_UUID = _uuid_from_bytes((0).to_bytes(16, 'big'))
 _L0 = (('PartitionIndex', 4), ('ErrorCode', 2))
-_L1 = (('ThrottleTimeMs', 4),)
-
-
-def _absent(field: str, version: int | str) -> _EncodeError:
-    return _EncodeError(
-        f'attempted to write a non-default {field} at version {version}', field_path=field
-    )
-
-
-def _null(field: str) -> _EncodeError:
-    return _EncodeError('None in a non-nullable field', field_path=field)
-
-
-def _bad_tag(tag: int, version: int, pos: int) -> _DecodeError:
-    return _DecodeError(f'tag {tag} is not valid for version {version}', offset=pos)
-
-
-def _bool(value: object, field: str) -> bool:
-    if type(value) is not bool:
-        raise _EncodeError(f'expected bool, got {type(value).__name__}', field_path=field)
-    return value
-
+_L1 = (('TopicId', 16),)
+_L2 = (('ThrottleTimeMs', 4),)
 
 
 
@@ -71,18 +56,19 @@ class OffsetCommitResponseTopic(_Struct):
     """Struct OffsetCommitResponseTopic of OffsetCommitResponse."""
 
     name: str = ''
+    topic_id: _uuid.UUID = _ZERO_UUID
     partitions: list[OffsetCommitResponsePartition] = _field(default_factory=list)
     unknown_tagged_fields: tuple[tuple[int, bytes], ...] = ()
 
 
 @_dataclass(slots=True)
 class OffsetCommitResponse(_Message):
-    """response OffsetCommitResponse, versions 0-9."""
+    """response OffsetCommitResponse, versions 0-10."""
 
     NAME: _ClassVar[str] = 'OffsetCommitResponse'
     SCHEMA_TYPE: _ClassVar[str] = 'response'
     API_KEY: _ClassVar[int | None] = 8
-    VALID_VERSIONS: _ClassVar[tuple[int, int]] = (0, 9)
+    VALID_VERSIONS: _ClassVar[tuple[int, int]] = (0, 10)
     FLEXIBLE_MIN: _ClassVar[int | None] = 8
     LATEST_VERSION_UNSTABLE: _ClassVar[bool] = False
     DEPRECATED_VERSIONS: _ClassVar[tuple[int, int] | None] = None
@@ -113,7 +99,7 @@ def _write_OffsetCommitResponsePartition_0(o: OffsetCommitResponsePartition, out
 
 
 def _read_OffsetCommitResponsePartition_1(buf: bytes | bytearray | memoryview, pos: int) -> tuple[OffsetCommitResponsePartition, int]:
-    # versions 8-9
+    # versions 8-10
     end = len(buf)
     if pos + 6 > end:
         raise _short_fixed(pos, end, _L0)
@@ -139,7 +125,7 @@ def _read_OffsetCommitResponsePartition_1(buf: bytes | bytearray | memoryview, p
 
 
 def _write_OffsetCommitResponsePartition_1(o: OffsetCommitResponsePartition, out: bytearray) -> None:
-    # versions 8-9
+    # versions 8-10
     out += _S_ih.pack(o.partition_index, o.error_code)
     if o.unknown_tagged_fields:
         _wts(out, (), o.unknown_tagged_fields, '_tagged_fields')
@@ -171,6 +157,7 @@ def _read_OffsetCommitResponseTopic_0(buf: bytes | bytearray | memoryview, pos: 
         raise exc.refine(field=f'Partitions[{i}]')
     o = _new(OffsetCommitResponseTopic)
     o.name = v_name
+    o.topic_id = _ZERO_UUID
     o.partitions = v_partitions
     o.unknown_tagged_fields = ()
     return o, pos
@@ -244,6 +231,7 @@ def _read_OffsetCommitResponseTopic_1(buf: bytes | bytearray | memoryview, pos: 
             unknown = tuple(raw_tags)
     o = _new(OffsetCommitResponseTopic)
     o.name = v_name
+    o.topic_id = _ZERO_UUID
     o.partitions = v_partitions
     o.unknown_tagged_fields = unknown
     return o, pos
@@ -254,6 +242,86 @@ def _write_OffsetCommitResponseTopic_1(o: OffsetCommitResponseTopic, out: bytear
     if o.name is None:
         raise _null('Name')
     _wcs(out, o.name, 'Name')
+    if o.partitions is None:
+        raise _null('Partitions')
+    _wcal(out, o.partitions, 'Partitions')
+    for e_partitions in o.partitions:
+        out += _S_ih.pack(e_partitions.partition_index, e_partitions.error_code)
+        if e_partitions.unknown_tagged_fields:
+            _wts(out, (), e_partitions.unknown_tagged_fields, '_tagged_fields')
+        else:
+            out.append(0)
+    if o.unknown_tagged_fields:
+        _wts(out, (), o.unknown_tagged_fields, '_tagged_fields')
+    else:
+        out.append(0)
+
+
+def _read_OffsetCommitResponseTopic_2(buf: bytes | bytearray | memoryview, pos: int) -> tuple[OffsetCommitResponseTopic, int]:
+    # versions 10
+    end = len(buf)
+    if pos + 16 > end:
+        raise _short_fixed(pos, end, _L1)
+    r_topic_id, = _S_16s.unpack_from(buf, pos)
+    v_topic_id = _uuid_from_bytes(r_topic_id)
+    pos += 16
+    v_partitions: list[OffsetCommitResponsePartition]
+    n_v_partitions = buf[pos] - 1 if pos < end else -2
+    if 0 <= n_v_partitions < 127 and n_v_partitions <= end - pos:
+        pos += 1
+    else:
+        n_v_partitions, pos = _rcal(buf, pos, 'Partitions')
+    v_partitions = []
+    app_v_partitions = v_partitions.append
+    i = 0
+    try:
+        for i in range(n_v_partitions):
+            if pos + 6 > end:
+                raise _short_fixed(pos, end, _L0)
+            v_partitions_v_partition_index, v_partitions_v_error_code = _S_ih.unpack_from(buf, pos)
+            pos += 6
+            v_partitions_unknown: tuple[tuple[int, bytes], ...] = ()
+            if pos < end and buf[pos] == 0:
+                pos += 1
+            else:
+                v_partitions_n_tags, pos = _rtc(buf, pos, '_tagged_fields')
+                v_partitions_raw_tags: list[tuple[int, bytes]] = []
+                for _ in range(v_partitions_n_tags):
+                    v_partitions_tag, v_partitions_size, pos = _rth(buf, pos, '_tagged_fields')
+                    v_partitions_raw_tags.append((v_partitions_tag, bytes(buf[pos:pos + v_partitions_size])))
+                    pos += v_partitions_size
+                if v_partitions_raw_tags:
+                    v_partitions_unknown = tuple(v_partitions_raw_tags)
+            v_partitions_o = _new(OffsetCommitResponsePartition)
+            v_partitions_o.partition_index = v_partitions_v_partition_index
+            v_partitions_o.error_code = v_partitions_v_error_code
+            v_partitions_o.unknown_tagged_fields = v_partitions_unknown
+            app_v_partitions(v_partitions_o)
+    except _DecodeError as exc:
+        raise exc.refine(field=f'Partitions[{i}]')
+    unknown: tuple[tuple[int, bytes], ...] = ()
+    if pos < end and buf[pos] == 0:
+        pos += 1
+    else:
+        n_tags, pos = _rtc(buf, pos, '_tagged_fields')
+        raw_tags: list[tuple[int, bytes]] = []
+        for _ in range(n_tags):
+            tag, size, pos = _rth(buf, pos, '_tagged_fields')
+            raw_tags.append((tag, bytes(buf[pos:pos + size])))
+            pos += size
+        if raw_tags:
+            unknown = tuple(raw_tags)
+    o = _new(OffsetCommitResponseTopic)
+    o.name = ''
+    o.topic_id = v_topic_id
+    o.partitions = v_partitions
+    o.unknown_tagged_fields = unknown
+    return o, pos
+
+
+def _write_OffsetCommitResponseTopic_2(o: OffsetCommitResponseTopic, out: bytearray) -> None:
+    # versions 10
+    out += _S_16s.pack(o.topic_id.bytes)
     if o.partitions is None:
         raise _null('Partitions')
     _wcal(out, o.partitions, 'Partitions')
@@ -305,7 +373,7 @@ def _read_OffsetCommitResponse_1(buf: bytes | bytearray | memoryview, pos: int) 
     # versions 3-7
     end = len(buf)
     if pos + 4 > end:
-        raise _short_fixed(pos, end, _L1)
+        raise _short_fixed(pos, end, _L2)
     v_throttle_time_ms, = _S_i.unpack_from(buf, pos)
     pos += 4
     v_topics: list[OffsetCommitResponseTopic]
@@ -342,7 +410,7 @@ def _read_OffsetCommitResponse_2(buf: bytes | bytearray | memoryview, pos: int) 
     # versions 8-9
     end = len(buf)
     if pos + 4 > end:
-        raise _short_fixed(pos, end, _L1)
+        raise _short_fixed(pos, end, _L2)
     v_throttle_time_ms, = _S_i.unpack_from(buf, pos)
     pos += 4
     v_topics: list[OffsetCommitResponseTopic]
@@ -393,14 +461,70 @@ def _write_OffsetCommitResponse_2(o: OffsetCommitResponse, out: bytearray) -> No
         out.append(0)
 
 
-OffsetCommitResponse._READERS = {0: _read_OffsetCommitResponse_0, 1: _read_OffsetCommitResponse_0, 2: _read_OffsetCommitResponse_0, 3: _read_OffsetCommitResponse_1, 4: _read_OffsetCommitResponse_1, 5: _read_OffsetCommitResponse_1, 6: _read_OffsetCommitResponse_1, 7: _read_OffsetCommitResponse_1, 8: _read_OffsetCommitResponse_2, 9: _read_OffsetCommitResponse_2}
-OffsetCommitResponse._WRITERS = {0: _write_OffsetCommitResponse_0, 1: _write_OffsetCommitResponse_0, 2: _write_OffsetCommitResponse_0, 3: _write_OffsetCommitResponse_1, 4: _write_OffsetCommitResponse_1, 5: _write_OffsetCommitResponse_1, 6: _write_OffsetCommitResponse_1, 7: _write_OffsetCommitResponse_1, 8: _write_OffsetCommitResponse_2, 9: _write_OffsetCommitResponse_2}
+def _read_OffsetCommitResponse_3(buf: bytes | bytearray | memoryview, pos: int) -> tuple[OffsetCommitResponse, int]:
+    # versions 10
+    end = len(buf)
+    if pos + 4 > end:
+        raise _short_fixed(pos, end, _L2)
+    v_throttle_time_ms, = _S_i.unpack_from(buf, pos)
+    pos += 4
+    v_topics: list[OffsetCommitResponseTopic]
+    n_v_topics = buf[pos] - 1 if pos < end else -2
+    if 0 <= n_v_topics < 127 and n_v_topics <= end - pos:
+        pos += 1
+    else:
+        n_v_topics, pos = _rcal(buf, pos, 'Topics')
+    v_topics = []
+    app_v_topics = v_topics.append
+    i = 0
+    try:
+        for i in range(n_v_topics):
+            e_v_topics, pos = _read_OffsetCommitResponseTopic_2(buf, pos)
+            app_v_topics(e_v_topics)
+    except _DecodeError as exc:
+        raise exc.refine(field=f'Topics[{i}]')
+    unknown: tuple[tuple[int, bytes], ...] = ()
+    if pos < end and buf[pos] == 0:
+        pos += 1
+    else:
+        n_tags, pos = _rtc(buf, pos, '_tagged_fields')
+        raw_tags: list[tuple[int, bytes]] = []
+        for _ in range(n_tags):
+            tag, size, pos = _rth(buf, pos, '_tagged_fields')
+            raw_tags.append((tag, bytes(buf[pos:pos + size])))
+            pos += size
+        if raw_tags:
+            unknown = tuple(raw_tags)
+    o = _new(OffsetCommitResponse)
+    o.throttle_time_ms = v_throttle_time_ms
+    o.topics = v_topics
+    o.unknown_tagged_fields = unknown
+    return o, pos
+
+
+def _write_OffsetCommitResponse_3(o: OffsetCommitResponse, out: bytearray) -> None:
+    # versions 10
+    out += _S_i.pack(o.throttle_time_ms)
+    if o.topics is None:
+        raise _null('Topics')
+    _wcal(out, o.topics, 'Topics')
+    for e_topics in o.topics:
+        _write_OffsetCommitResponseTopic_2(e_topics, out)
+    if o.unknown_tagged_fields:
+        _wts(out, (), o.unknown_tagged_fields, '_tagged_fields')
+    else:
+        out.append(0)
+
+
+OffsetCommitResponse._READERS = {0: _read_OffsetCommitResponse_0, 1: _read_OffsetCommitResponse_0, 2: _read_OffsetCommitResponse_0, 3: _read_OffsetCommitResponse_1, 4: _read_OffsetCommitResponse_1, 5: _read_OffsetCommitResponse_1, 6: _read_OffsetCommitResponse_1, 7: _read_OffsetCommitResponse_1, 8: _read_OffsetCommitResponse_2, 9: _read_OffsetCommitResponse_2, 10: _read_OffsetCommitResponse_3}
+OffsetCommitResponse._WRITERS = {0: _write_OffsetCommitResponse_0, 1: _write_OffsetCommitResponse_0, 2: _write_OffsetCommitResponse_0, 3: _write_OffsetCommitResponse_1, 4: _write_OffsetCommitResponse_1, 5: _write_OffsetCommitResponse_1, 6: _write_OffsetCommitResponse_1, 7: _write_OffsetCommitResponse_1, 8: _write_OffsetCommitResponse_2, 9: _write_OffsetCommitResponse_2, 10: _write_OffsetCommitResponse_3}
 OffsetCommitResponsePartition._FIELDS = (
     _F('PartitionIndex', 'partition_index', 'int32', (0, 32767), None, None, None, False, lambda: 0, None, None),
     _F('ErrorCode', 'error_code', 'int16', (0, 32767), None, None, None, False, lambda: 0, None, None),
 )
 OffsetCommitResponseTopic._FIELDS = (
-    _F('Name', 'name', 'string', (0, 32767), None, None, None, False, lambda: '', None, None),
+    _F('Name', 'name', 'string', (0, 9), None, None, None, True, lambda: '', None, None),
+    _F('TopicId', 'topic_id', 'uuid', (10, 32767), None, None, None, True, lambda: _ZERO_UUID, None, None),
     _F('Partitions', 'partitions', '[]OffsetCommitResponsePartition', (0, 32767), None, None, None, False, lambda: [], OffsetCommitResponsePartition, None),
 )
 OffsetCommitResponse._FIELDS = (

@@ -10,6 +10,9 @@ from typing import ClassVar as _ClassVar
 
 from kraft_jbod.errors import DecodeError as _DecodeError, EncodeError as _EncodeError
 from kraft_jbod.wire.message import FieldInfo as _F, Message as _Message, Struct as _Struct
+from kraft_jbod.wire.runtime import (
+    absent as _absent, bad_tag as _bad_tag, check_bool as _bool, null as _null,
+)
 from kraft_jbod.wire.primitives import (
     read_string as _rs, read_nullable_string as _rns,
     read_compact_string as _rcs, read_nullable_compact_string as _rncs,
@@ -28,32 +31,14 @@ from kraft_jbod.wire.primitives import (
 )
 
 _new = object.__new__
+_S_16s = _struct.Struct('>16s')
 _S__ = _struct.Struct('>?')
 _S_i = _struct.Struct('>i')
+_ZERO_UUID = _uuid_from_bytes((0).to_bytes(16, 'big'))
 _ARR_i = _array_structs('i')
-_L0 = (('MemberEpoch', 4),)
-_L1 = (('RequireStable', 1),)
-
-
-def _absent(field: str, version: int | str) -> _EncodeError:
-    return _EncodeError(
-        f'attempted to write a non-default {field} at version {version}', field_path=field
-    )
-
-
-def _null(field: str) -> _EncodeError:
-    return _EncodeError('None in a non-nullable field', field_path=field)
-
-
-def _bad_tag(tag: int, version: int, pos: int) -> _DecodeError:
-    return _DecodeError(f'tag {tag} is not valid for version {version}', offset=pos)
-
-
-def _bool(value: object, field: str) -> bool:
-    if type(value) is not bool:
-        raise _EncodeError(f'expected bool, got {type(value).__name__}', field_path=field)
-    return value
-
+_L0 = (('TopicId', 16),)
+_L1 = (('MemberEpoch', 4),)
+_L2 = (('RequireStable', 1),)
 
 
 
@@ -72,6 +57,7 @@ class OffsetFetchRequestTopics(_Struct):
     """Struct OffsetFetchRequestTopics of OffsetFetchRequest."""
 
     name: str = ''
+    topic_id: _uuid.UUID = _ZERO_UUID
     partition_indexes: list[int] = _field(default_factory=list)
     unknown_tagged_fields: tuple[tuple[int, bytes], ...] = ()
 
@@ -89,12 +75,12 @@ class OffsetFetchRequestGroup(_Struct):
 
 @_dataclass(slots=True)
 class OffsetFetchRequest(_Message):
-    """request OffsetFetchRequest, versions 0-9."""
+    """request OffsetFetchRequest, versions 0-10."""
 
     NAME: _ClassVar[str] = 'OffsetFetchRequest'
     SCHEMA_TYPE: _ClassVar[str] = 'request'
     API_KEY: _ClassVar[int | None] = 9
-    VALID_VERSIONS: _ClassVar[tuple[int, int]] = (0, 9)
+    VALID_VERSIONS: _ClassVar[tuple[int, int]] = (0, 10)
     FLEXIBLE_MIN: _ClassVar[int | None] = 6
     LATEST_VERSION_UNSTABLE: _ClassVar[bool] = False
     DEPRECATED_VERSIONS: _ClassVar[tuple[int, int] | None] = (0, 0)
@@ -214,6 +200,7 @@ def _read_OffsetFetchRequestTopics_0(buf: bytes | bytearray | memoryview, pos: i
             unknown = tuple(raw_tags)
     o = _new(OffsetFetchRequestTopics)
     o.name = v_name
+    o.topic_id = _ZERO_UUID
     o.partition_indexes = v_partition_indexes
     o.unknown_tagged_fields = unknown
     return o, pos
@@ -224,6 +211,58 @@ def _write_OffsetFetchRequestTopics_0(o: OffsetFetchRequestTopics, out: bytearra
     if o.name is None:
         raise _null('Name')
     _wcs(out, o.name, 'Name')
+    if o.partition_indexes is None:
+        raise _null('PartitionIndexes')
+    _wcal(out, o.partition_indexes, 'PartitionIndexes')
+    out += _struct.pack(f'>{len(o.partition_indexes)}i', *o.partition_indexes)
+    if o.unknown_tagged_fields:
+        _wts(out, (), o.unknown_tagged_fields, '_tagged_fields')
+    else:
+        out.append(0)
+
+
+def _read_OffsetFetchRequestTopics_1(buf: bytes | bytearray | memoryview, pos: int) -> tuple[OffsetFetchRequestTopics, int]:
+    # versions 10
+    end = len(buf)
+    if pos + 16 > end:
+        raise _short_fixed(pos, end, _L0)
+    r_topic_id, = _S_16s.unpack_from(buf, pos)
+    v_topic_id = _uuid_from_bytes(r_topic_id)
+    pos += 16
+    v_partition_indexes: list[int]
+    n_v_partition_indexes = buf[pos] - 1 if pos < end else -2
+    if 0 <= n_v_partition_indexes < 127 and n_v_partition_indexes <= end - pos:
+        pos += 1
+    else:
+        n_v_partition_indexes, pos = _rcal(buf, pos, 'PartitionIndexes')
+    if n_v_partition_indexes < 32 and pos + 4 * n_v_partition_indexes <= end:
+        v_partition_indexes = list(_ARR_i[n_v_partition_indexes].unpack_from(buf, pos))
+        pos += 4 * n_v_partition_indexes
+    else:
+        v_partition_indexes, pos = _rfa(buf, pos, n_v_partition_indexes, 'i', 'PartitionIndexes')
+    unknown: tuple[tuple[int, bytes], ...] = ()
+    if pos < end and buf[pos] == 0:
+        pos += 1
+    else:
+        n_tags, pos = _rtc(buf, pos, '_tagged_fields')
+        raw_tags: list[tuple[int, bytes]] = []
+        for _ in range(n_tags):
+            tag, size, pos = _rth(buf, pos, '_tagged_fields')
+            raw_tags.append((tag, bytes(buf[pos:pos + size])))
+            pos += size
+        if raw_tags:
+            unknown = tuple(raw_tags)
+    o = _new(OffsetFetchRequestTopics)
+    o.name = ''
+    o.topic_id = v_topic_id
+    o.partition_indexes = v_partition_indexes
+    o.unknown_tagged_fields = unknown
+    return o, pos
+
+
+def _write_OffsetFetchRequestTopics_1(o: OffsetFetchRequestTopics, out: bytearray) -> None:
+    # versions 10
+    out += _S_16s.pack(o.topic_id.bytes)
     if o.partition_indexes is None:
         raise _null('PartitionIndexes')
     _wcal(out, o.partition_indexes, 'PartitionIndexes')
@@ -278,6 +317,7 @@ def _read_OffsetFetchRequestGroup_0(buf: bytes | bytearray | memoryview, pos: in
                         v_topics_unknown = tuple(v_topics_raw_tags)
                 v_topics_o = _new(OffsetFetchRequestTopics)
                 v_topics_o.name = v_topics_v_name
+                v_topics_o.topic_id = _ZERO_UUID
                 v_topics_o.partition_indexes = v_topics_v_partition_indexes
                 v_topics_o.unknown_tagged_fields = v_topics_unknown
                 app_v_topics(v_topics_o)
@@ -335,7 +375,7 @@ def _read_OffsetFetchRequestGroup_1(buf: bytes | bytearray | memoryview, pos: in
     v_group_id, pos = _rcs(buf, pos, 'GroupId')
     v_member_id, pos = _rncs(buf, pos, 'MemberId')
     if pos + 4 > end:
-        raise _short_fixed(pos, end, _L0)
+        raise _short_fixed(pos, end, _L1)
     v_member_epoch, = _S_i.unpack_from(buf, pos)
     pos += 4
     v_topics: list[OffsetFetchRequestTopics] | None
@@ -378,6 +418,7 @@ def _read_OffsetFetchRequestGroup_1(buf: bytes | bytearray | memoryview, pos: in
                         v_topics_unknown = tuple(v_topics_raw_tags)
                 v_topics_o = _new(OffsetFetchRequestTopics)
                 v_topics_o.name = v_topics_v_name
+                v_topics_o.topic_id = _ZERO_UUID
                 v_topics_o.partition_indexes = v_topics_v_partition_indexes
                 v_topics_o.unknown_tagged_fields = v_topics_unknown
                 app_v_topics(v_topics_o)
@@ -417,6 +458,111 @@ def _write_OffsetFetchRequestGroup_1(o: OffsetFetchRequestGroup, out: bytearray)
             if e_topics.name is None:
                 raise _null('Name')
             _wcs(out, e_topics.name, 'Name')
+            if e_topics.partition_indexes is None:
+                raise _null('PartitionIndexes')
+            _wcal(out, e_topics.partition_indexes, 'PartitionIndexes')
+            out += _struct.pack(f'>{len(e_topics.partition_indexes)}i', *e_topics.partition_indexes)
+            if e_topics.unknown_tagged_fields:
+                _wts(out, (), e_topics.unknown_tagged_fields, '_tagged_fields')
+            else:
+                out.append(0)
+    if o.unknown_tagged_fields:
+        _wts(out, (), o.unknown_tagged_fields, '_tagged_fields')
+    else:
+        out.append(0)
+
+
+def _read_OffsetFetchRequestGroup_2(buf: bytes | bytearray | memoryview, pos: int) -> tuple[OffsetFetchRequestGroup, int]:
+    # versions 10
+    end = len(buf)
+    v_group_id, pos = _rcs(buf, pos, 'GroupId')
+    v_member_id, pos = _rncs(buf, pos, 'MemberId')
+    if pos + 4 > end:
+        raise _short_fixed(pos, end, _L1)
+    v_member_epoch, = _S_i.unpack_from(buf, pos)
+    pos += 4
+    v_topics: list[OffsetFetchRequestTopics] | None
+    n_v_topics = buf[pos] - 1 if pos < end else -2
+    if 0 <= n_v_topics < 127 and n_v_topics <= end - pos:
+        pos += 1
+    else:
+        n_v_topics, pos = _rncal(buf, pos, 'Topics')
+    if n_v_topics < 0:
+        v_topics = None
+    else:
+        v_topics = []
+        app_v_topics = v_topics.append
+        i = 0
+        try:
+            for i in range(n_v_topics):
+                if pos + 16 > end:
+                    raise _short_fixed(pos, end, _L0)
+                v_topics_r_topic_id, = _S_16s.unpack_from(buf, pos)
+                v_topics_v_topic_id = _uuid_from_bytes(v_topics_r_topic_id)
+                pos += 16
+                v_topics_v_partition_indexes: list[int]
+                n_v_topics_v_partition_indexes = buf[pos] - 1 if pos < end else -2
+                if 0 <= n_v_topics_v_partition_indexes < 127 and n_v_topics_v_partition_indexes <= end - pos:
+                    pos += 1
+                else:
+                    n_v_topics_v_partition_indexes, pos = _rcal(buf, pos, 'PartitionIndexes')
+                if n_v_topics_v_partition_indexes < 32 and pos + 4 * n_v_topics_v_partition_indexes <= end:
+                    v_topics_v_partition_indexes = list(_ARR_i[n_v_topics_v_partition_indexes].unpack_from(buf, pos))
+                    pos += 4 * n_v_topics_v_partition_indexes
+                else:
+                    v_topics_v_partition_indexes, pos = _rfa(buf, pos, n_v_topics_v_partition_indexes, 'i', 'PartitionIndexes')
+                v_topics_unknown: tuple[tuple[int, bytes], ...] = ()
+                if pos < end and buf[pos] == 0:
+                    pos += 1
+                else:
+                    v_topics_n_tags, pos = _rtc(buf, pos, '_tagged_fields')
+                    v_topics_raw_tags: list[tuple[int, bytes]] = []
+                    for _ in range(v_topics_n_tags):
+                        v_topics_tag, v_topics_size, pos = _rth(buf, pos, '_tagged_fields')
+                        v_topics_raw_tags.append((v_topics_tag, bytes(buf[pos:pos + v_topics_size])))
+                        pos += v_topics_size
+                    if v_topics_raw_tags:
+                        v_topics_unknown = tuple(v_topics_raw_tags)
+                v_topics_o = _new(OffsetFetchRequestTopics)
+                v_topics_o.name = ''
+                v_topics_o.topic_id = v_topics_v_topic_id
+                v_topics_o.partition_indexes = v_topics_v_partition_indexes
+                v_topics_o.unknown_tagged_fields = v_topics_unknown
+                app_v_topics(v_topics_o)
+        except _DecodeError as exc:
+            raise exc.refine(field=f'Topics[{i}]')
+    unknown: tuple[tuple[int, bytes], ...] = ()
+    if pos < end and buf[pos] == 0:
+        pos += 1
+    else:
+        n_tags, pos = _rtc(buf, pos, '_tagged_fields')
+        raw_tags: list[tuple[int, bytes]] = []
+        for _ in range(n_tags):
+            tag, size, pos = _rth(buf, pos, '_tagged_fields')
+            raw_tags.append((tag, bytes(buf[pos:pos + size])))
+            pos += size
+        if raw_tags:
+            unknown = tuple(raw_tags)
+    o = _new(OffsetFetchRequestGroup)
+    o.group_id = v_group_id
+    o.member_id = v_member_id
+    o.member_epoch = v_member_epoch
+    o.topics = v_topics
+    o.unknown_tagged_fields = unknown
+    return o, pos
+
+
+def _write_OffsetFetchRequestGroup_2(o: OffsetFetchRequestGroup, out: bytearray) -> None:
+    # versions 10
+    if o.group_id is None:
+        raise _null('GroupId')
+    _wcs(out, o.group_id, 'GroupId')
+    _wcs(out, o.member_id, 'MemberId')
+    out += _S_i.pack(o.member_epoch)
+    _wcal(out, o.topics, 'Topics')
+    if o.topics is not None:
+        for e_topics in o.topics:
+            out += _S_16s.pack(e_topics.topic_id.bytes)
             if e_topics.partition_indexes is None:
                 raise _null('PartitionIndexes')
             _wcal(out, e_topics.partition_indexes, 'PartitionIndexes')
@@ -704,7 +850,7 @@ def _read_OffsetFetchRequest_3(buf: bytes | bytearray | memoryview, pos: int) ->
         except _DecodeError as exc:
             raise exc.refine(field=f'Topics[{i}]')
     if pos + 1 > end:
-        raise _short_fixed(pos, end, _L1)
+        raise _short_fixed(pos, end, _L2)
     v_require_stable, = _S__.unpack_from(buf, pos)
     pos += 1
     unknown: tuple[tuple[int, bytes], ...] = ()
@@ -775,7 +921,7 @@ def _read_OffsetFetchRequest_4(buf: bytes | bytearray | memoryview, pos: int) ->
     except _DecodeError as exc:
         raise exc.refine(field=f'Groups[{i}]')
     if pos + 1 > end:
-        raise _short_fixed(pos, end, _L1)
+        raise _short_fixed(pos, end, _L2)
     v_require_stable, = _S__.unpack_from(buf, pos)
     pos += 1
     unknown: tuple[tuple[int, bytes], ...] = ()
@@ -836,7 +982,7 @@ def _read_OffsetFetchRequest_5(buf: bytes | bytearray | memoryview, pos: int) ->
     except _DecodeError as exc:
         raise exc.refine(field=f'Groups[{i}]')
     if pos + 1 > end:
-        raise _short_fixed(pos, end, _L1)
+        raise _short_fixed(pos, end, _L2)
     v_require_stable, = _S__.unpack_from(buf, pos)
     pos += 1
     unknown: tuple[tuple[int, bytes], ...] = ()
@@ -878,14 +1024,76 @@ def _write_OffsetFetchRequest_5(o: OffsetFetchRequest, out: bytearray) -> None:
         out.append(0)
 
 
-OffsetFetchRequest._READERS = {0: _read_OffsetFetchRequest_0, 1: _read_OffsetFetchRequest_0, 2: _read_OffsetFetchRequest_1, 3: _read_OffsetFetchRequest_1, 4: _read_OffsetFetchRequest_1, 5: _read_OffsetFetchRequest_1, 6: _read_OffsetFetchRequest_2, 7: _read_OffsetFetchRequest_3, 8: _read_OffsetFetchRequest_4, 9: _read_OffsetFetchRequest_5}
-OffsetFetchRequest._WRITERS = {0: _write_OffsetFetchRequest_0, 1: _write_OffsetFetchRequest_0, 2: _write_OffsetFetchRequest_1, 3: _write_OffsetFetchRequest_1, 4: _write_OffsetFetchRequest_1, 5: _write_OffsetFetchRequest_1, 6: _write_OffsetFetchRequest_2, 7: _write_OffsetFetchRequest_3, 8: _write_OffsetFetchRequest_4, 9: _write_OffsetFetchRequest_5}
+def _read_OffsetFetchRequest_6(buf: bytes | bytearray | memoryview, pos: int) -> tuple[OffsetFetchRequest, int]:
+    # versions 10
+    end = len(buf)
+    v_groups: list[OffsetFetchRequestGroup]
+    n_v_groups = buf[pos] - 1 if pos < end else -2
+    if 0 <= n_v_groups < 127 and n_v_groups <= end - pos:
+        pos += 1
+    else:
+        n_v_groups, pos = _rcal(buf, pos, 'Groups')
+    v_groups = []
+    app_v_groups = v_groups.append
+    i = 0
+    try:
+        for i in range(n_v_groups):
+            e_v_groups, pos = _read_OffsetFetchRequestGroup_2(buf, pos)
+            app_v_groups(e_v_groups)
+    except _DecodeError as exc:
+        raise exc.refine(field=f'Groups[{i}]')
+    if pos + 1 > end:
+        raise _short_fixed(pos, end, _L2)
+    v_require_stable, = _S__.unpack_from(buf, pos)
+    pos += 1
+    unknown: tuple[tuple[int, bytes], ...] = ()
+    if pos < end and buf[pos] == 0:
+        pos += 1
+    else:
+        n_tags, pos = _rtc(buf, pos, '_tagged_fields')
+        raw_tags: list[tuple[int, bytes]] = []
+        for _ in range(n_tags):
+            tag, size, pos = _rth(buf, pos, '_tagged_fields')
+            raw_tags.append((tag, bytes(buf[pos:pos + size])))
+            pos += size
+        if raw_tags:
+            unknown = tuple(raw_tags)
+    o = _new(OffsetFetchRequest)
+    o.group_id = ''
+    o.topics = []
+    o.groups = v_groups
+    o.require_stable = v_require_stable
+    o.unknown_tagged_fields = unknown
+    return o, pos
+
+
+def _write_OffsetFetchRequest_6(o: OffsetFetchRequest, out: bytearray) -> None:
+    # versions 10
+    if o.group_id != '':
+        raise _absent('GroupId', 10)
+    if (o.topics is None or len(o.topics) != 0):
+        raise _absent('Topics', 10)
+    if o.groups is None:
+        raise _null('Groups')
+    _wcal(out, o.groups, 'Groups')
+    for e_groups in o.groups:
+        _write_OffsetFetchRequestGroup_2(e_groups, out)
+    out += _S__.pack((o.require_stable if o.require_stable.__class__ is bool else _bool(o.require_stable, 'RequireStable')))
+    if o.unknown_tagged_fields:
+        _wts(out, (), o.unknown_tagged_fields, '_tagged_fields')
+    else:
+        out.append(0)
+
+
+OffsetFetchRequest._READERS = {0: _read_OffsetFetchRequest_0, 1: _read_OffsetFetchRequest_0, 2: _read_OffsetFetchRequest_1, 3: _read_OffsetFetchRequest_1, 4: _read_OffsetFetchRequest_1, 5: _read_OffsetFetchRequest_1, 6: _read_OffsetFetchRequest_2, 7: _read_OffsetFetchRequest_3, 8: _read_OffsetFetchRequest_4, 9: _read_OffsetFetchRequest_5, 10: _read_OffsetFetchRequest_6}
+OffsetFetchRequest._WRITERS = {0: _write_OffsetFetchRequest_0, 1: _write_OffsetFetchRequest_0, 2: _write_OffsetFetchRequest_1, 3: _write_OffsetFetchRequest_1, 4: _write_OffsetFetchRequest_1, 5: _write_OffsetFetchRequest_1, 6: _write_OffsetFetchRequest_2, 7: _write_OffsetFetchRequest_3, 8: _write_OffsetFetchRequest_4, 9: _write_OffsetFetchRequest_5, 10: _write_OffsetFetchRequest_6}
 OffsetFetchRequestTopic._FIELDS = (
     _F('Name', 'name', 'string', (0, 7), None, None, None, False, lambda: '', None, None),
     _F('PartitionIndexes', 'partition_indexes', '[]int32', (0, 7), None, None, None, False, lambda: [], None, None),
 )
 OffsetFetchRequestTopics._FIELDS = (
-    _F('Name', 'name', 'string', (8, 32767), None, None, None, False, lambda: '', None, None),
+    _F('Name', 'name', 'string', (8, 9), None, None, None, True, lambda: '', None, None),
+    _F('TopicId', 'topic_id', 'uuid', (10, 32767), None, None, None, True, lambda: _ZERO_UUID, None, None),
     _F('PartitionIndexes', 'partition_indexes', '[]int32', (8, 32767), None, None, None, False, lambda: [], None, None),
 )
 OffsetFetchRequestGroup._FIELDS = (

@@ -10,6 +10,9 @@ from typing import ClassVar as _ClassVar
 
 from kraft_jbod.errors import DecodeError as _DecodeError, EncodeError as _EncodeError
 from kraft_jbod.wire.message import FieldInfo as _F, Message as _Message, Struct as _Struct
+from kraft_jbod.wire.runtime import (
+    absent as _absent, bad_tag as _bad_tag, check_bool as _bool, null as _null,
+)
 from kraft_jbod.wire.primitives import (
     read_string as _rs, read_nullable_string as _rns,
     read_compact_string as _rcs, read_nullable_compact_string as _rncs,
@@ -28,35 +31,17 @@ from kraft_jbod.wire.primitives import (
 )
 
 _new = object.__new__
+_S_16s = _struct.Struct('>16s')
 _S_h = _struct.Struct('>h')
 _S_i = _struct.Struct('>i')
 _S_iq = _struct.Struct('>iq')
 _S_iqi = _struct.Struct('>iqi')
+_ZERO_UUID = _uuid_from_bytes((0).to_bytes(16, 'big'))
 _L0 = (('PartitionIndex', 4), ('CommittedOffset', 8))
 _L1 = (('ErrorCode', 2),)
 _L2 = (('PartitionIndex', 4), ('CommittedOffset', 8), ('CommittedLeaderEpoch', 4))
-_L3 = (('ThrottleTimeMs', 4),)
-
-
-def _absent(field: str, version: int | str) -> _EncodeError:
-    return _EncodeError(
-        f'attempted to write a non-default {field} at version {version}', field_path=field
-    )
-
-
-def _null(field: str) -> _EncodeError:
-    return _EncodeError('None in a non-nullable field', field_path=field)
-
-
-def _bad_tag(tag: int, version: int, pos: int) -> _DecodeError:
-    return _DecodeError(f'tag {tag} is not valid for version {version}', offset=pos)
-
-
-def _bool(value: object, field: str) -> bool:
-    if type(value) is not bool:
-        raise _EncodeError(f'expected bool, got {type(value).__name__}', field_path=field)
-    return value
-
+_L3 = (('TopicId', 16),)
+_L4 = (('ThrottleTimeMs', 4),)
 
 
 
@@ -99,6 +84,7 @@ class OffsetFetchResponseTopics(_Struct):
     """Struct OffsetFetchResponseTopics of OffsetFetchResponse."""
 
     name: str = ''
+    topic_id: _uuid.UUID = _ZERO_UUID
     partitions: list[OffsetFetchResponsePartitions] = _field(default_factory=list)
     unknown_tagged_fields: tuple[tuple[int, bytes], ...] = ()
 
@@ -115,12 +101,12 @@ class OffsetFetchResponseGroup(_Struct):
 
 @_dataclass(slots=True)
 class OffsetFetchResponse(_Message):
-    """response OffsetFetchResponse, versions 0-9."""
+    """response OffsetFetchResponse, versions 0-10."""
 
     NAME: _ClassVar[str] = 'OffsetFetchResponse'
     SCHEMA_TYPE: _ClassVar[str] = 'response'
     API_KEY: _ClassVar[int | None] = 9
-    VALID_VERSIONS: _ClassVar[tuple[int, int]] = (0, 9)
+    VALID_VERSIONS: _ClassVar[tuple[int, int]] = (0, 10)
     FLEXIBLE_MIN: _ClassVar[int | None] = 6
     LATEST_VERSION_UNSTABLE: _ClassVar[bool] = False
     DEPRECATED_VERSIONS: _ClassVar[tuple[int, int] | None] = None
@@ -436,7 +422,7 @@ def _write_OffsetFetchResponseTopic_2(o: OffsetFetchResponseTopic, out: bytearra
 
 
 def _read_OffsetFetchResponsePartitions_0(buf: bytes | bytearray | memoryview, pos: int) -> tuple[OffsetFetchResponsePartitions, int]:
-    # versions 8-9
+    # versions 8-10
     end = len(buf)
     if pos + 16 > end:
         raise _short_fixed(pos, end, _L2)
@@ -470,7 +456,7 @@ def _read_OffsetFetchResponsePartitions_0(buf: bytes | bytearray | memoryview, p
 
 
 def _write_OffsetFetchResponsePartitions_0(o: OffsetFetchResponsePartitions, out: bytearray) -> None:
-    # versions 8-9
+    # versions 8-10
     out += _S_iqi.pack(o.partition_index, o.committed_offset, o.committed_leader_epoch)
     _wcs(out, o.metadata, 'Metadata')
     out += _S_h.pack(o.error_code)
@@ -540,6 +526,7 @@ def _read_OffsetFetchResponseTopics_0(buf: bytes | bytearray | memoryview, pos: 
             unknown = tuple(raw_tags)
     o = _new(OffsetFetchResponseTopics)
     o.name = v_name
+    o.topic_id = _ZERO_UUID
     o.partitions = v_partitions
     o.unknown_tagged_fields = unknown
     return o, pos
@@ -550,6 +537,96 @@ def _write_OffsetFetchResponseTopics_0(o: OffsetFetchResponseTopics, out: bytear
     if o.name is None:
         raise _null('Name')
     _wcs(out, o.name, 'Name')
+    if o.partitions is None:
+        raise _null('Partitions')
+    _wcal(out, o.partitions, 'Partitions')
+    for e_partitions in o.partitions:
+        out += _S_iqi.pack(e_partitions.partition_index, e_partitions.committed_offset, e_partitions.committed_leader_epoch)
+        _wcs(out, e_partitions.metadata, 'Metadata')
+        out += _S_h.pack(e_partitions.error_code)
+        if e_partitions.unknown_tagged_fields:
+            _wts(out, (), e_partitions.unknown_tagged_fields, '_tagged_fields')
+        else:
+            out.append(0)
+    if o.unknown_tagged_fields:
+        _wts(out, (), o.unknown_tagged_fields, '_tagged_fields')
+    else:
+        out.append(0)
+
+
+def _read_OffsetFetchResponseTopics_1(buf: bytes | bytearray | memoryview, pos: int) -> tuple[OffsetFetchResponseTopics, int]:
+    # versions 10
+    end = len(buf)
+    if pos + 16 > end:
+        raise _short_fixed(pos, end, _L3)
+    r_topic_id, = _S_16s.unpack_from(buf, pos)
+    v_topic_id = _uuid_from_bytes(r_topic_id)
+    pos += 16
+    v_partitions: list[OffsetFetchResponsePartitions]
+    n_v_partitions = buf[pos] - 1 if pos < end else -2
+    if 0 <= n_v_partitions < 127 and n_v_partitions <= end - pos:
+        pos += 1
+    else:
+        n_v_partitions, pos = _rcal(buf, pos, 'Partitions')
+    v_partitions = []
+    app_v_partitions = v_partitions.append
+    i = 0
+    try:
+        for i in range(n_v_partitions):
+            if pos + 16 > end:
+                raise _short_fixed(pos, end, _L2)
+            v_partitions_v_partition_index, v_partitions_v_committed_offset, v_partitions_v_committed_leader_epoch = _S_iqi.unpack_from(buf, pos)
+            pos += 16
+            v_partitions_v_metadata, pos = _rncs(buf, pos, 'Metadata')
+            if pos + 2 > end:
+                raise _short_fixed(pos, end, _L1)
+            v_partitions_v_error_code, = _S_h.unpack_from(buf, pos)
+            pos += 2
+            v_partitions_unknown: tuple[tuple[int, bytes], ...] = ()
+            if pos < end and buf[pos] == 0:
+                pos += 1
+            else:
+                v_partitions_n_tags, pos = _rtc(buf, pos, '_tagged_fields')
+                v_partitions_raw_tags: list[tuple[int, bytes]] = []
+                for _ in range(v_partitions_n_tags):
+                    v_partitions_tag, v_partitions_size, pos = _rth(buf, pos, '_tagged_fields')
+                    v_partitions_raw_tags.append((v_partitions_tag, bytes(buf[pos:pos + v_partitions_size])))
+                    pos += v_partitions_size
+                if v_partitions_raw_tags:
+                    v_partitions_unknown = tuple(v_partitions_raw_tags)
+            v_partitions_o = _new(OffsetFetchResponsePartitions)
+            v_partitions_o.partition_index = v_partitions_v_partition_index
+            v_partitions_o.committed_offset = v_partitions_v_committed_offset
+            v_partitions_o.committed_leader_epoch = v_partitions_v_committed_leader_epoch
+            v_partitions_o.metadata = v_partitions_v_metadata
+            v_partitions_o.error_code = v_partitions_v_error_code
+            v_partitions_o.unknown_tagged_fields = v_partitions_unknown
+            app_v_partitions(v_partitions_o)
+    except _DecodeError as exc:
+        raise exc.refine(field=f'Partitions[{i}]')
+    unknown: tuple[tuple[int, bytes], ...] = ()
+    if pos < end and buf[pos] == 0:
+        pos += 1
+    else:
+        n_tags, pos = _rtc(buf, pos, '_tagged_fields')
+        raw_tags: list[tuple[int, bytes]] = []
+        for _ in range(n_tags):
+            tag, size, pos = _rth(buf, pos, '_tagged_fields')
+            raw_tags.append((tag, bytes(buf[pos:pos + size])))
+            pos += size
+        if raw_tags:
+            unknown = tuple(raw_tags)
+    o = _new(OffsetFetchResponseTopics)
+    o.name = ''
+    o.topic_id = v_topic_id
+    o.partitions = v_partitions
+    o.unknown_tagged_fields = unknown
+    return o, pos
+
+
+def _write_OffsetFetchResponseTopics_1(o: OffsetFetchResponseTopics, out: bytearray) -> None:
+    # versions 10
+    out += _S_16s.pack(o.topic_id.bytes)
     if o.partitions is None:
         raise _null('Partitions')
     _wcal(out, o.partitions, 'Partitions')
@@ -620,6 +697,66 @@ def _write_OffsetFetchResponseGroup_0(o: OffsetFetchResponseGroup, out: bytearra
     _wcal(out, o.topics, 'Topics')
     for e_topics in o.topics:
         _write_OffsetFetchResponseTopics_0(e_topics, out)
+    out += _S_h.pack(o.error_code)
+    if o.unknown_tagged_fields:
+        _wts(out, (), o.unknown_tagged_fields, '_tagged_fields')
+    else:
+        out.append(0)
+
+
+def _read_OffsetFetchResponseGroup_1(buf: bytes | bytearray | memoryview, pos: int) -> tuple[OffsetFetchResponseGroup, int]:
+    # versions 10
+    end = len(buf)
+    v_group_id, pos = _rcs(buf, pos, 'GroupId')
+    v_topics: list[OffsetFetchResponseTopics]
+    n_v_topics = buf[pos] - 1 if pos < end else -2
+    if 0 <= n_v_topics < 127 and n_v_topics <= end - pos:
+        pos += 1
+    else:
+        n_v_topics, pos = _rcal(buf, pos, 'Topics')
+    v_topics = []
+    app_v_topics = v_topics.append
+    i = 0
+    try:
+        for i in range(n_v_topics):
+            e_v_topics, pos = _read_OffsetFetchResponseTopics_1(buf, pos)
+            app_v_topics(e_v_topics)
+    except _DecodeError as exc:
+        raise exc.refine(field=f'Topics[{i}]')
+    if pos + 2 > end:
+        raise _short_fixed(pos, end, _L1)
+    v_error_code, = _S_h.unpack_from(buf, pos)
+    pos += 2
+    unknown: tuple[tuple[int, bytes], ...] = ()
+    if pos < end and buf[pos] == 0:
+        pos += 1
+    else:
+        n_tags, pos = _rtc(buf, pos, '_tagged_fields')
+        raw_tags: list[tuple[int, bytes]] = []
+        for _ in range(n_tags):
+            tag, size, pos = _rth(buf, pos, '_tagged_fields')
+            raw_tags.append((tag, bytes(buf[pos:pos + size])))
+            pos += size
+        if raw_tags:
+            unknown = tuple(raw_tags)
+    o = _new(OffsetFetchResponseGroup)
+    o.group_id = v_group_id
+    o.topics = v_topics
+    o.error_code = v_error_code
+    o.unknown_tagged_fields = unknown
+    return o, pos
+
+
+def _write_OffsetFetchResponseGroup_1(o: OffsetFetchResponseGroup, out: bytearray) -> None:
+    # versions 10
+    if o.group_id is None:
+        raise _null('GroupId')
+    _wcs(out, o.group_id, 'GroupId')
+    if o.topics is None:
+        raise _null('Topics')
+    _wcal(out, o.topics, 'Topics')
+    for e_topics in o.topics:
+        _write_OffsetFetchResponseTopics_1(e_topics, out)
     out += _S_h.pack(o.error_code)
     if o.unknown_tagged_fields:
         _wts(out, (), o.unknown_tagged_fields, '_tagged_fields')
@@ -708,7 +845,7 @@ def _read_OffsetFetchResponse_2(buf: bytes | bytearray | memoryview, pos: int) -
     # versions 3-4
     end = len(buf)
     if pos + 4 > end:
-        raise _short_fixed(pos, end, _L3)
+        raise _short_fixed(pos, end, _L4)
     v_throttle_time_ms, = _S_i.unpack_from(buf, pos)
     pos += 4
     v_topics: list[OffsetFetchResponseTopic]
@@ -754,7 +891,7 @@ def _read_OffsetFetchResponse_3(buf: bytes | bytearray | memoryview, pos: int) -
     # versions 5
     end = len(buf)
     if pos + 4 > end:
-        raise _short_fixed(pos, end, _L3)
+        raise _short_fixed(pos, end, _L4)
     v_throttle_time_ms, = _S_i.unpack_from(buf, pos)
     pos += 4
     v_topics: list[OffsetFetchResponseTopic]
@@ -800,7 +937,7 @@ def _read_OffsetFetchResponse_4(buf: bytes | bytearray | memoryview, pos: int) -
     # versions 6-7
     end = len(buf)
     if pos + 4 > end:
-        raise _short_fixed(pos, end, _L3)
+        raise _short_fixed(pos, end, _L4)
     v_throttle_time_ms, = _S_i.unpack_from(buf, pos)
     pos += 4
     v_topics: list[OffsetFetchResponseTopic]
@@ -864,7 +1001,7 @@ def _read_OffsetFetchResponse_5(buf: bytes | bytearray | memoryview, pos: int) -
     # versions 8-9
     end = len(buf)
     if pos + 4 > end:
-        raise _short_fixed(pos, end, _L3)
+        raise _short_fixed(pos, end, _L4)
     v_throttle_time_ms, = _S_i.unpack_from(buf, pos)
     pos += 4
     v_groups: list[OffsetFetchResponseGroup]
@@ -919,8 +1056,67 @@ def _write_OffsetFetchResponse_5(o: OffsetFetchResponse, out: bytearray) -> None
         out.append(0)
 
 
-OffsetFetchResponse._READERS = {0: _read_OffsetFetchResponse_0, 1: _read_OffsetFetchResponse_0, 2: _read_OffsetFetchResponse_1, 3: _read_OffsetFetchResponse_2, 4: _read_OffsetFetchResponse_2, 5: _read_OffsetFetchResponse_3, 6: _read_OffsetFetchResponse_4, 7: _read_OffsetFetchResponse_4, 8: _read_OffsetFetchResponse_5, 9: _read_OffsetFetchResponse_5}
-OffsetFetchResponse._WRITERS = {0: _write_OffsetFetchResponse_0, 1: _write_OffsetFetchResponse_0, 2: _write_OffsetFetchResponse_1, 3: _write_OffsetFetchResponse_2, 4: _write_OffsetFetchResponse_2, 5: _write_OffsetFetchResponse_3, 6: _write_OffsetFetchResponse_4, 7: _write_OffsetFetchResponse_4, 8: _write_OffsetFetchResponse_5, 9: _write_OffsetFetchResponse_5}
+def _read_OffsetFetchResponse_6(buf: bytes | bytearray | memoryview, pos: int) -> tuple[OffsetFetchResponse, int]:
+    # versions 10
+    end = len(buf)
+    if pos + 4 > end:
+        raise _short_fixed(pos, end, _L4)
+    v_throttle_time_ms, = _S_i.unpack_from(buf, pos)
+    pos += 4
+    v_groups: list[OffsetFetchResponseGroup]
+    n_v_groups = buf[pos] - 1 if pos < end else -2
+    if 0 <= n_v_groups < 127 and n_v_groups <= end - pos:
+        pos += 1
+    else:
+        n_v_groups, pos = _rcal(buf, pos, 'Groups')
+    v_groups = []
+    app_v_groups = v_groups.append
+    i = 0
+    try:
+        for i in range(n_v_groups):
+            e_v_groups, pos = _read_OffsetFetchResponseGroup_1(buf, pos)
+            app_v_groups(e_v_groups)
+    except _DecodeError as exc:
+        raise exc.refine(field=f'Groups[{i}]')
+    unknown: tuple[tuple[int, bytes], ...] = ()
+    if pos < end and buf[pos] == 0:
+        pos += 1
+    else:
+        n_tags, pos = _rtc(buf, pos, '_tagged_fields')
+        raw_tags: list[tuple[int, bytes]] = []
+        for _ in range(n_tags):
+            tag, size, pos = _rth(buf, pos, '_tagged_fields')
+            raw_tags.append((tag, bytes(buf[pos:pos + size])))
+            pos += size
+        if raw_tags:
+            unknown = tuple(raw_tags)
+    o = _new(OffsetFetchResponse)
+    o.throttle_time_ms = v_throttle_time_ms
+    o.topics = []
+    o.error_code = 0
+    o.groups = v_groups
+    o.unknown_tagged_fields = unknown
+    return o, pos
+
+
+def _write_OffsetFetchResponse_6(o: OffsetFetchResponse, out: bytearray) -> None:
+    # versions 10
+    if (o.topics is None or len(o.topics) != 0):
+        raise _absent('Topics', 10)
+    out += _S_i.pack(o.throttle_time_ms)
+    if o.groups is None:
+        raise _null('Groups')
+    _wcal(out, o.groups, 'Groups')
+    for e_groups in o.groups:
+        _write_OffsetFetchResponseGroup_1(e_groups, out)
+    if o.unknown_tagged_fields:
+        _wts(out, (), o.unknown_tagged_fields, '_tagged_fields')
+    else:
+        out.append(0)
+
+
+OffsetFetchResponse._READERS = {0: _read_OffsetFetchResponse_0, 1: _read_OffsetFetchResponse_0, 2: _read_OffsetFetchResponse_1, 3: _read_OffsetFetchResponse_2, 4: _read_OffsetFetchResponse_2, 5: _read_OffsetFetchResponse_3, 6: _read_OffsetFetchResponse_4, 7: _read_OffsetFetchResponse_4, 8: _read_OffsetFetchResponse_5, 9: _read_OffsetFetchResponse_5, 10: _read_OffsetFetchResponse_6}
+OffsetFetchResponse._WRITERS = {0: _write_OffsetFetchResponse_0, 1: _write_OffsetFetchResponse_0, 2: _write_OffsetFetchResponse_1, 3: _write_OffsetFetchResponse_2, 4: _write_OffsetFetchResponse_2, 5: _write_OffsetFetchResponse_3, 6: _write_OffsetFetchResponse_4, 7: _write_OffsetFetchResponse_4, 8: _write_OffsetFetchResponse_5, 9: _write_OffsetFetchResponse_5, 10: _write_OffsetFetchResponse_6}
 OffsetFetchResponsePartition._FIELDS = (
     _F('PartitionIndex', 'partition_index', 'int32', (0, 7), None, None, None, False, lambda: 0, None, None),
     _F('CommittedOffset', 'committed_offset', 'int64', (0, 7), None, None, None, False, lambda: 0, None, None),
@@ -940,7 +1136,8 @@ OffsetFetchResponsePartitions._FIELDS = (
     _F('ErrorCode', 'error_code', 'int16', (8, 32767), None, None, None, False, lambda: 0, None, None),
 )
 OffsetFetchResponseTopics._FIELDS = (
-    _F('Name', 'name', 'string', (8, 32767), None, None, None, False, lambda: '', None, None),
+    _F('Name', 'name', 'string', (8, 9), None, None, None, True, lambda: '', None, None),
+    _F('TopicId', 'topic_id', 'uuid', (10, 32767), None, None, None, True, lambda: _ZERO_UUID, None, None),
     _F('Partitions', 'partitions', '[]OffsetFetchResponsePartitions', (8, 32767), None, None, None, False, lambda: [], OffsetFetchResponsePartitions, None),
 )
 OffsetFetchResponseGroup._FIELDS = (

@@ -10,6 +10,9 @@ from typing import ClassVar as _ClassVar
 
 from kraft_jbod.errors import DecodeError as _DecodeError, EncodeError as _EncodeError
 from kraft_jbod.wire.message import FieldInfo as _F, Message as _Message, Struct as _Struct
+from kraft_jbod.wire.runtime import (
+    absent as _absent, bad_tag as _bad_tag, check_bool as _bool, null as _null,
+)
 from kraft_jbod.wire.primitives import (
     read_string as _rs, read_nullable_string as _rns,
     read_compact_string as _rcs, read_nullable_compact_string as _rncs,
@@ -28,31 +31,13 @@ from kraft_jbod.wire.primitives import (
 )
 
 _new = object.__new__
+_S_16s = _struct.Struct('>16s')
 _S_hi = _struct.Struct('>hi')
 _S_i = _struct.Struct('>i')
+_ZERO_UUID = _uuid_from_bytes((0).to_bytes(16, 'big'))
 _L0 = (('Index', 4),)
-_L1 = (('Acks', 2), ('TimeoutMs', 4))
-
-
-def _absent(field: str, version: int | str) -> _EncodeError:
-    return _EncodeError(
-        f'attempted to write a non-default {field} at version {version}', field_path=field
-    )
-
-
-def _null(field: str) -> _EncodeError:
-    return _EncodeError('None in a non-nullable field', field_path=field)
-
-
-def _bad_tag(tag: int, version: int, pos: int) -> _DecodeError:
-    return _DecodeError(f'tag {tag} is not valid for version {version}', offset=pos)
-
-
-def _bool(value: object, field: str) -> bool:
-    if type(value) is not bool:
-        raise _EncodeError(f'expected bool, got {type(value).__name__}', field_path=field)
-    return value
-
+_L1 = (('TopicId', 16),)
+_L2 = (('Acks', 2), ('TimeoutMs', 4))
 
 
 
@@ -71,18 +56,19 @@ class TopicProduceData(_Struct):
     """Struct TopicProduceData of ProduceRequest."""
 
     name: str = ''
+    topic_id: _uuid.UUID = _ZERO_UUID
     partition_data: list[PartitionProduceData] = _field(default_factory=list)
     unknown_tagged_fields: tuple[tuple[int, bytes], ...] = ()
 
 
 @_dataclass(slots=True)
 class ProduceRequest(_Message):
-    """request ProduceRequest, versions 0-11."""
+    """request ProduceRequest, versions 0-13."""
 
     NAME: _ClassVar[str] = 'ProduceRequest'
     SCHEMA_TYPE: _ClassVar[str] = 'request'
     API_KEY: _ClassVar[int | None] = 0
-    VALID_VERSIONS: _ClassVar[tuple[int, int]] = (0, 11)
+    VALID_VERSIONS: _ClassVar[tuple[int, int]] = (0, 13)
     FLEXIBLE_MIN: _ClassVar[int | None] = 9
     LATEST_VERSION_UNSTABLE: _ClassVar[bool] = False
     DEPRECATED_VERSIONS: _ClassVar[tuple[int, int] | None] = (0, 6)
@@ -117,7 +103,7 @@ def _write_PartitionProduceData_0(o: PartitionProduceData, out: bytearray) -> No
 
 
 def _read_PartitionProduceData_1(buf: bytes | bytearray | memoryview, pos: int) -> tuple[PartitionProduceData, int]:
-    # versions 9-11
+    # versions 9-13
     end = len(buf)
     if pos + 4 > end:
         raise _short_fixed(pos, end, _L0)
@@ -144,7 +130,7 @@ def _read_PartitionProduceData_1(buf: bytes | bytearray | memoryview, pos: int) 
 
 
 def _write_PartitionProduceData_1(o: PartitionProduceData, out: bytearray) -> None:
-    # versions 9-11
+    # versions 9-13
     out += _S_i.pack(o.index)
     _wcb(out, o.records, 'Records')
     if o.unknown_tagged_fields:
@@ -178,6 +164,7 @@ def _read_TopicProduceData_0(buf: bytes | bytearray | memoryview, pos: int) -> t
         raise exc.refine(field=f'PartitionData[{i}]')
     o = _new(TopicProduceData)
     o.name = v_name
+    o.topic_id = _ZERO_UUID
     o.partition_data = v_partition_data
     o.unknown_tagged_fields = ()
     return o, pos
@@ -201,7 +188,7 @@ def _write_TopicProduceData_0(o: TopicProduceData, out: bytearray) -> None:
 
 
 def _read_TopicProduceData_1(buf: bytes | bytearray | memoryview, pos: int) -> tuple[TopicProduceData, int]:
-    # versions 9-11
+    # versions 9-12
     end = len(buf)
     v_name, pos = _rcs(buf, pos, 'Name')
     v_partition_data: list[PartitionProduceData]
@@ -253,16 +240,99 @@ def _read_TopicProduceData_1(buf: bytes | bytearray | memoryview, pos: int) -> t
             unknown = tuple(raw_tags)
     o = _new(TopicProduceData)
     o.name = v_name
+    o.topic_id = _ZERO_UUID
     o.partition_data = v_partition_data
     o.unknown_tagged_fields = unknown
     return o, pos
 
 
 def _write_TopicProduceData_1(o: TopicProduceData, out: bytearray) -> None:
-    # versions 9-11
+    # versions 9-12
     if o.name is None:
         raise _null('Name')
     _wcs(out, o.name, 'Name')
+    if o.partition_data is None:
+        raise _null('PartitionData')
+    _wcal(out, o.partition_data, 'PartitionData')
+    for e_partition_data in o.partition_data:
+        out += _S_i.pack(e_partition_data.index)
+        _wcb(out, e_partition_data.records, 'Records')
+        if e_partition_data.unknown_tagged_fields:
+            _wts(out, (), e_partition_data.unknown_tagged_fields, '_tagged_fields')
+        else:
+            out.append(0)
+    if o.unknown_tagged_fields:
+        _wts(out, (), o.unknown_tagged_fields, '_tagged_fields')
+    else:
+        out.append(0)
+
+
+def _read_TopicProduceData_2(buf: bytes | bytearray | memoryview, pos: int) -> tuple[TopicProduceData, int]:
+    # versions 13
+    end = len(buf)
+    if pos + 16 > end:
+        raise _short_fixed(pos, end, _L1)
+    r_topic_id, = _S_16s.unpack_from(buf, pos)
+    v_topic_id = _uuid_from_bytes(r_topic_id)
+    pos += 16
+    v_partition_data: list[PartitionProduceData]
+    n_v_partition_data = buf[pos] - 1 if pos < end else -2
+    if 0 <= n_v_partition_data < 127 and n_v_partition_data <= end - pos:
+        pos += 1
+    else:
+        n_v_partition_data, pos = _rcal(buf, pos, 'PartitionData')
+    v_partition_data = []
+    app_v_partition_data = v_partition_data.append
+    i = 0
+    try:
+        for i in range(n_v_partition_data):
+            if pos + 4 > end:
+                raise _short_fixed(pos, end, _L0)
+            v_partition_data_v_index, = _S_i.unpack_from(buf, pos)
+            pos += 4
+            v_partition_data_v_records, pos = _rncb(buf, pos, 'Records')
+            v_partition_data_unknown: tuple[tuple[int, bytes], ...] = ()
+            if pos < end and buf[pos] == 0:
+                pos += 1
+            else:
+                v_partition_data_n_tags, pos = _rtc(buf, pos, '_tagged_fields')
+                v_partition_data_raw_tags: list[tuple[int, bytes]] = []
+                for _ in range(v_partition_data_n_tags):
+                    v_partition_data_tag, v_partition_data_size, pos = _rth(buf, pos, '_tagged_fields')
+                    v_partition_data_raw_tags.append((v_partition_data_tag, bytes(buf[pos:pos + v_partition_data_size])))
+                    pos += v_partition_data_size
+                if v_partition_data_raw_tags:
+                    v_partition_data_unknown = tuple(v_partition_data_raw_tags)
+            v_partition_data_o = _new(PartitionProduceData)
+            v_partition_data_o.index = v_partition_data_v_index
+            v_partition_data_o.records = v_partition_data_v_records
+            v_partition_data_o.unknown_tagged_fields = v_partition_data_unknown
+            app_v_partition_data(v_partition_data_o)
+    except _DecodeError as exc:
+        raise exc.refine(field=f'PartitionData[{i}]')
+    unknown: tuple[tuple[int, bytes], ...] = ()
+    if pos < end and buf[pos] == 0:
+        pos += 1
+    else:
+        n_tags, pos = _rtc(buf, pos, '_tagged_fields')
+        raw_tags: list[tuple[int, bytes]] = []
+        for _ in range(n_tags):
+            tag, size, pos = _rth(buf, pos, '_tagged_fields')
+            raw_tags.append((tag, bytes(buf[pos:pos + size])))
+            pos += size
+        if raw_tags:
+            unknown = tuple(raw_tags)
+    o = _new(TopicProduceData)
+    o.name = ''
+    o.topic_id = v_topic_id
+    o.partition_data = v_partition_data
+    o.unknown_tagged_fields = unknown
+    return o, pos
+
+
+def _write_TopicProduceData_2(o: TopicProduceData, out: bytearray) -> None:
+    # versions 13
+    out += _S_16s.pack(o.topic_id.bytes)
     if o.partition_data is None:
         raise _null('PartitionData')
     _wcal(out, o.partition_data, 'PartitionData')
@@ -283,7 +353,7 @@ def _read_ProduceRequest_0(buf: bytes | bytearray | memoryview, pos: int) -> tup
     # versions 0-2
     end = len(buf)
     if pos + 6 > end:
-        raise _short_fixed(pos, end, _L1)
+        raise _short_fixed(pos, end, _L2)
     v_acks, v_timeout_ms = _S_hi.unpack_from(buf, pos)
     pos += 6
     v_topic_data: list[TopicProduceData]
@@ -325,7 +395,7 @@ def _read_ProduceRequest_1(buf: bytes | bytearray | memoryview, pos: int) -> tup
     end = len(buf)
     v_transactional_id, pos = _rns(buf, pos, 'TransactionalId')
     if pos + 6 > end:
-        raise _short_fixed(pos, end, _L1)
+        raise _short_fixed(pos, end, _L2)
     v_acks, v_timeout_ms = _S_hi.unpack_from(buf, pos)
     pos += 6
     v_topic_data: list[TopicProduceData]
@@ -362,11 +432,11 @@ def _write_ProduceRequest_1(o: ProduceRequest, out: bytearray) -> None:
 
 
 def _read_ProduceRequest_2(buf: bytes | bytearray | memoryview, pos: int) -> tuple[ProduceRequest, int]:
-    # versions 9-11
+    # versions 9-12
     end = len(buf)
     v_transactional_id, pos = _rncs(buf, pos, 'TransactionalId')
     if pos + 6 > end:
-        raise _short_fixed(pos, end, _L1)
+        raise _short_fixed(pos, end, _L2)
     v_acks, v_timeout_ms = _S_hi.unpack_from(buf, pos)
     pos += 6
     v_topic_data: list[TopicProduceData]
@@ -406,7 +476,7 @@ def _read_ProduceRequest_2(buf: bytes | bytearray | memoryview, pos: int) -> tup
 
 
 def _write_ProduceRequest_2(o: ProduceRequest, out: bytearray) -> None:
-    # versions 9-11
+    # versions 9-12
     _wcs(out, o.transactional_id, 'TransactionalId')
     out += _S_hi.pack(o.acks, o.timeout_ms)
     if o.topic_data is None:
@@ -420,14 +490,74 @@ def _write_ProduceRequest_2(o: ProduceRequest, out: bytearray) -> None:
         out.append(0)
 
 
-ProduceRequest._READERS = {0: _read_ProduceRequest_0, 1: _read_ProduceRequest_0, 2: _read_ProduceRequest_0, 3: _read_ProduceRequest_1, 4: _read_ProduceRequest_1, 5: _read_ProduceRequest_1, 6: _read_ProduceRequest_1, 7: _read_ProduceRequest_1, 8: _read_ProduceRequest_1, 9: _read_ProduceRequest_2, 10: _read_ProduceRequest_2, 11: _read_ProduceRequest_2}
-ProduceRequest._WRITERS = {0: _write_ProduceRequest_0, 1: _write_ProduceRequest_0, 2: _write_ProduceRequest_0, 3: _write_ProduceRequest_1, 4: _write_ProduceRequest_1, 5: _write_ProduceRequest_1, 6: _write_ProduceRequest_1, 7: _write_ProduceRequest_1, 8: _write_ProduceRequest_1, 9: _write_ProduceRequest_2, 10: _write_ProduceRequest_2, 11: _write_ProduceRequest_2}
+def _read_ProduceRequest_3(buf: bytes | bytearray | memoryview, pos: int) -> tuple[ProduceRequest, int]:
+    # versions 13
+    end = len(buf)
+    v_transactional_id, pos = _rncs(buf, pos, 'TransactionalId')
+    if pos + 6 > end:
+        raise _short_fixed(pos, end, _L2)
+    v_acks, v_timeout_ms = _S_hi.unpack_from(buf, pos)
+    pos += 6
+    v_topic_data: list[TopicProduceData]
+    n_v_topic_data = buf[pos] - 1 if pos < end else -2
+    if 0 <= n_v_topic_data < 127 and n_v_topic_data <= end - pos:
+        pos += 1
+    else:
+        n_v_topic_data, pos = _rcal(buf, pos, 'TopicData')
+    v_topic_data = []
+    app_v_topic_data = v_topic_data.append
+    i = 0
+    try:
+        for i in range(n_v_topic_data):
+            e_v_topic_data, pos = _read_TopicProduceData_2(buf, pos)
+            app_v_topic_data(e_v_topic_data)
+    except _DecodeError as exc:
+        raise exc.refine(field=f'TopicData[{i}]')
+    unknown: tuple[tuple[int, bytes], ...] = ()
+    if pos < end and buf[pos] == 0:
+        pos += 1
+    else:
+        n_tags, pos = _rtc(buf, pos, '_tagged_fields')
+        raw_tags: list[tuple[int, bytes]] = []
+        for _ in range(n_tags):
+            tag, size, pos = _rth(buf, pos, '_tagged_fields')
+            raw_tags.append((tag, bytes(buf[pos:pos + size])))
+            pos += size
+        if raw_tags:
+            unknown = tuple(raw_tags)
+    o = _new(ProduceRequest)
+    o.transactional_id = v_transactional_id
+    o.acks = v_acks
+    o.timeout_ms = v_timeout_ms
+    o.topic_data = v_topic_data
+    o.unknown_tagged_fields = unknown
+    return o, pos
+
+
+def _write_ProduceRequest_3(o: ProduceRequest, out: bytearray) -> None:
+    # versions 13
+    _wcs(out, o.transactional_id, 'TransactionalId')
+    out += _S_hi.pack(o.acks, o.timeout_ms)
+    if o.topic_data is None:
+        raise _null('TopicData')
+    _wcal(out, o.topic_data, 'TopicData')
+    for e_topic_data in o.topic_data:
+        _write_TopicProduceData_2(e_topic_data, out)
+    if o.unknown_tagged_fields:
+        _wts(out, (), o.unknown_tagged_fields, '_tagged_fields')
+    else:
+        out.append(0)
+
+
+ProduceRequest._READERS = {0: _read_ProduceRequest_0, 1: _read_ProduceRequest_0, 2: _read_ProduceRequest_0, 3: _read_ProduceRequest_1, 4: _read_ProduceRequest_1, 5: _read_ProduceRequest_1, 6: _read_ProduceRequest_1, 7: _read_ProduceRequest_1, 8: _read_ProduceRequest_1, 9: _read_ProduceRequest_2, 10: _read_ProduceRequest_2, 11: _read_ProduceRequest_2, 12: _read_ProduceRequest_2, 13: _read_ProduceRequest_3}
+ProduceRequest._WRITERS = {0: _write_ProduceRequest_0, 1: _write_ProduceRequest_0, 2: _write_ProduceRequest_0, 3: _write_ProduceRequest_1, 4: _write_ProduceRequest_1, 5: _write_ProduceRequest_1, 6: _write_ProduceRequest_1, 7: _write_ProduceRequest_1, 8: _write_ProduceRequest_1, 9: _write_ProduceRequest_2, 10: _write_ProduceRequest_2, 11: _write_ProduceRequest_2, 12: _write_ProduceRequest_2, 13: _write_ProduceRequest_3}
 PartitionProduceData._FIELDS = (
     _F('Index', 'index', 'int32', (0, 32767), None, None, None, False, lambda: 0, None, None),
     _F('Records', 'records', 'records', (0, 32767), None, None, (0, 32767), False, lambda: None, None, None),
 )
 TopicProduceData._FIELDS = (
-    _F('Name', 'name', 'string', (0, 32767), None, None, None, False, lambda: '', None, None),
+    _F('Name', 'name', 'string', (0, 12), None, None, None, True, lambda: '', None, None),
+    _F('TopicId', 'topic_id', 'uuid', (13, 32767), None, None, None, True, lambda: _ZERO_UUID, None, None),
     _F('PartitionData', 'partition_data', '[]PartitionProduceData', (0, 32767), None, None, None, False, lambda: [], PartitionProduceData, None),
 )
 ProduceRequest._FIELDS = (

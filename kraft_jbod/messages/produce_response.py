@@ -10,6 +10,9 @@ from typing import ClassVar as _ClassVar
 
 from kraft_jbod.errors import DecodeError as _DecodeError, EncodeError as _EncodeError
 from kraft_jbod.wire.message import FieldInfo as _F, Message as _Message, Struct as _Struct
+from kraft_jbod.wire.runtime import (
+    absent as _absent, bad_tag as _bad_tag, check_bool as _bool, null as _null,
+)
 from kraft_jbod.wire.primitives import (
     read_string as _rs, read_nullable_string as _rns,
     read_compact_string as _rcs, read_nullable_compact_string as _rncs,
@@ -28,40 +31,22 @@ from kraft_jbod.wire.primitives import (
 )
 
 _new = object.__new__
+_S_16s = _struct.Struct('>16s')
 _S_i = _struct.Struct('>i')
 _S_ihq = _struct.Struct('>ihq')
 _S_ihqq = _struct.Struct('>ihqq')
 _S_ihqqq = _struct.Struct('>ihqqq')
 _S_ii = _struct.Struct('>ii')
+_ZERO_UUID = _uuid_from_bytes((0).to_bytes(16, 'big'))
 _L0 = (('BatchIndex', 4),)
 _L1 = (('LeaderId', 4), ('LeaderEpoch', 4))
 _L2 = (('Index', 4), ('ErrorCode', 2), ('BaseOffset', 8))
 _L3 = (('Index', 4), ('ErrorCode', 2), ('BaseOffset', 8), ('LogAppendTimeMs', 8))
 _L4 = (('Index', 4), ('ErrorCode', 2), ('BaseOffset', 8), ('LogAppendTimeMs', 8), ('LogStartOffset', 8))
-_L5 = (('NodeId', 4),)
-_L6 = (('Port', 4),)
-_L7 = (('ThrottleTimeMs', 4),)
-
-
-def _absent(field: str, version: int | str) -> _EncodeError:
-    return _EncodeError(
-        f'attempted to write a non-default {field} at version {version}', field_path=field
-    )
-
-
-def _null(field: str) -> _EncodeError:
-    return _EncodeError('None in a non-nullable field', field_path=field)
-
-
-def _bad_tag(tag: int, version: int, pos: int) -> _DecodeError:
-    return _DecodeError(f'tag {tag} is not valid for version {version}', offset=pos)
-
-
-def _bool(value: object, field: str) -> bool:
-    if type(value) is not bool:
-        raise _EncodeError(f'expected bool, got {type(value).__name__}', field_path=field)
-    return value
-
+_L5 = (('TopicId', 16),)
+_L6 = (('NodeId', 4),)
+_L7 = (('Port', 4),)
+_L8 = (('ThrottleTimeMs', 4),)
 
 
 
@@ -104,6 +89,7 @@ class TopicProduceResponse(_Struct):
     """Struct TopicProduceResponse of ProduceResponse."""
 
     name: str = ''
+    topic_id: _uuid.UUID = _ZERO_UUID
     partition_responses: list[PartitionProduceResponse] = _field(default_factory=list)
     unknown_tagged_fields: tuple[tuple[int, bytes], ...] = ()
 
@@ -121,12 +107,12 @@ class NodeEndpoint(_Struct):
 
 @_dataclass(slots=True)
 class ProduceResponse(_Message):
-    """response ProduceResponse, versions 0-11."""
+    """response ProduceResponse, versions 0-13."""
 
     NAME: _ClassVar[str] = 'ProduceResponse'
     SCHEMA_TYPE: _ClassVar[str] = 'response'
     API_KEY: _ClassVar[int | None] = 0
-    VALID_VERSIONS: _ClassVar[tuple[int, int]] = (0, 11)
+    VALID_VERSIONS: _ClassVar[tuple[int, int]] = (0, 13)
     FLEXIBLE_MIN: _ClassVar[int | None] = 9
     LATEST_VERSION_UNSTABLE: _ClassVar[bool] = False
     DEPRECATED_VERSIONS: _ClassVar[tuple[int, int] | None] = None
@@ -160,7 +146,7 @@ def _write_BatchIndexAndErrorMessage_0(o: BatchIndexAndErrorMessage, out: bytear
 
 
 def _read_BatchIndexAndErrorMessage_1(buf: bytes | bytearray | memoryview, pos: int) -> tuple[BatchIndexAndErrorMessage, int]:
-    # versions 9-11
+    # versions 9-13
     end = len(buf)
     if pos + 4 > end:
         raise _short_fixed(pos, end, _L0)
@@ -187,7 +173,7 @@ def _read_BatchIndexAndErrorMessage_1(buf: bytes | bytearray | memoryview, pos: 
 
 
 def _write_BatchIndexAndErrorMessage_1(o: BatchIndexAndErrorMessage, out: bytearray) -> None:
-    # versions 9-11
+    # versions 9-13
     out += _S_i.pack(o.batch_index)
     _wcs(out, o.batch_index_error_message, 'BatchIndexErrorMessage')
     if o.unknown_tagged_fields:
@@ -197,7 +183,7 @@ def _write_BatchIndexAndErrorMessage_1(o: BatchIndexAndErrorMessage, out: bytear
 
 
 def _read_LeaderIdAndEpoch_0(buf: bytes | bytearray | memoryview, pos: int) -> tuple[LeaderIdAndEpoch, int]:
-    # versions 10-11
+    # versions 10-13
     end = len(buf)
     if pos + 8 > end:
         raise _short_fixed(pos, end, _L1)
@@ -223,7 +209,7 @@ def _read_LeaderIdAndEpoch_0(buf: bytes | bytearray | memoryview, pos: int) -> t
 
 
 def _write_LeaderIdAndEpoch_0(o: LeaderIdAndEpoch, out: bytearray) -> None:
-    # versions 10-11
+    # versions 10-13
     out += _S_ii.pack(o.leader_id, o.leader_epoch)
     if o.unknown_tagged_fields:
         _wts(out, (), o.unknown_tagged_fields, '_tagged_fields')
@@ -470,7 +456,7 @@ def _write_PartitionProduceResponse_4(o: PartitionProduceResponse, out: bytearra
 
 
 def _read_PartitionProduceResponse_5(buf: bytes | bytearray | memoryview, pos: int) -> tuple[PartitionProduceResponse, int]:
-    # versions 10-11
+    # versions 10-13
     end = len(buf)
     if pos + 30 > end:
         raise _short_fixed(pos, end, _L4)
@@ -547,7 +533,7 @@ def _read_PartitionProduceResponse_5(buf: bytes | bytearray | memoryview, pos: i
 
 
 def _write_PartitionProduceResponse_5(o: PartitionProduceResponse, out: bytearray) -> None:
-    # versions 10-11
+    # versions 10-13
     out += _S_ihqqq.pack(o.index, o.error_code, o.base_offset, o.log_append_time_ms, o.log_start_offset)
     if o.record_errors is None:
         raise _null('RecordErrors')
@@ -611,6 +597,7 @@ def _read_TopicProduceResponse_0(buf: bytes | bytearray | memoryview, pos: int) 
         raise exc.refine(field=f'PartitionResponses[{i}]')
     o = _new(TopicProduceResponse)
     o.name = v_name
+    o.topic_id = _ZERO_UUID
     o.partition_responses = v_partition_responses
     o.unknown_tagged_fields = ()
     return o, pos
@@ -664,6 +651,7 @@ def _read_TopicProduceResponse_1(buf: bytes | bytearray | memoryview, pos: int) 
         raise exc.refine(field=f'PartitionResponses[{i}]')
     o = _new(TopicProduceResponse)
     o.name = v_name
+    o.topic_id = _ZERO_UUID
     o.partition_responses = v_partition_responses
     o.unknown_tagged_fields = ()
     return o, pos
@@ -717,6 +705,7 @@ def _read_TopicProduceResponse_2(buf: bytes | bytearray | memoryview, pos: int) 
         raise exc.refine(field=f'PartitionResponses[{i}]')
     o = _new(TopicProduceResponse)
     o.name = v_name
+    o.topic_id = _ZERO_UUID
     o.partition_responses = v_partition_responses
     o.unknown_tagged_fields = ()
     return o, pos
@@ -757,6 +746,7 @@ def _read_TopicProduceResponse_3(buf: bytes | bytearray | memoryview, pos: int) 
         raise exc.refine(field=f'PartitionResponses[{i}]')
     o = _new(TopicProduceResponse)
     o.name = v_name
+    o.topic_id = _ZERO_UUID
     o.partition_responses = v_partition_responses
     o.unknown_tagged_fields = ()
     return o, pos
@@ -809,6 +799,7 @@ def _read_TopicProduceResponse_4(buf: bytes | bytearray | memoryview, pos: int) 
             unknown = tuple(raw_tags)
     o = _new(TopicProduceResponse)
     o.name = v_name
+    o.topic_id = _ZERO_UUID
     o.partition_responses = v_partition_responses
     o.unknown_tagged_fields = unknown
     return o, pos
@@ -831,7 +822,7 @@ def _write_TopicProduceResponse_4(o: TopicProduceResponse, out: bytearray) -> No
 
 
 def _read_TopicProduceResponse_5(buf: bytes | bytearray | memoryview, pos: int) -> tuple[TopicProduceResponse, int]:
-    # versions 10-11
+    # versions 10-12
     end = len(buf)
     v_name, pos = _rcs(buf, pos, 'Name')
     v_partition_responses: list[PartitionProduceResponse]
@@ -863,13 +854,14 @@ def _read_TopicProduceResponse_5(buf: bytes | bytearray | memoryview, pos: int) 
             unknown = tuple(raw_tags)
     o = _new(TopicProduceResponse)
     o.name = v_name
+    o.topic_id = _ZERO_UUID
     o.partition_responses = v_partition_responses
     o.unknown_tagged_fields = unknown
     return o, pos
 
 
 def _write_TopicProduceResponse_5(o: TopicProduceResponse, out: bytearray) -> None:
-    # versions 10-11
+    # versions 10-12
     if o.name is None:
         raise _null('Name')
     _wcs(out, o.name, 'Name')
@@ -884,16 +876,73 @@ def _write_TopicProduceResponse_5(o: TopicProduceResponse, out: bytearray) -> No
         out.append(0)
 
 
+def _read_TopicProduceResponse_6(buf: bytes | bytearray | memoryview, pos: int) -> tuple[TopicProduceResponse, int]:
+    # versions 13
+    end = len(buf)
+    if pos + 16 > end:
+        raise _short_fixed(pos, end, _L5)
+    r_topic_id, = _S_16s.unpack_from(buf, pos)
+    v_topic_id = _uuid_from_bytes(r_topic_id)
+    pos += 16
+    v_partition_responses: list[PartitionProduceResponse]
+    n_v_partition_responses = buf[pos] - 1 if pos < end else -2
+    if 0 <= n_v_partition_responses < 127 and n_v_partition_responses <= end - pos:
+        pos += 1
+    else:
+        n_v_partition_responses, pos = _rcal(buf, pos, 'PartitionResponses')
+    v_partition_responses = []
+    app_v_partition_responses = v_partition_responses.append
+    i = 0
+    try:
+        for i in range(n_v_partition_responses):
+            e_v_partition_responses, pos = _read_PartitionProduceResponse_5(buf, pos)
+            app_v_partition_responses(e_v_partition_responses)
+    except _DecodeError as exc:
+        raise exc.refine(field=f'PartitionResponses[{i}]')
+    unknown: tuple[tuple[int, bytes], ...] = ()
+    if pos < end and buf[pos] == 0:
+        pos += 1
+    else:
+        n_tags, pos = _rtc(buf, pos, '_tagged_fields')
+        raw_tags: list[tuple[int, bytes]] = []
+        for _ in range(n_tags):
+            tag, size, pos = _rth(buf, pos, '_tagged_fields')
+            raw_tags.append((tag, bytes(buf[pos:pos + size])))
+            pos += size
+        if raw_tags:
+            unknown = tuple(raw_tags)
+    o = _new(TopicProduceResponse)
+    o.name = ''
+    o.topic_id = v_topic_id
+    o.partition_responses = v_partition_responses
+    o.unknown_tagged_fields = unknown
+    return o, pos
+
+
+def _write_TopicProduceResponse_6(o: TopicProduceResponse, out: bytearray) -> None:
+    # versions 13
+    out += _S_16s.pack(o.topic_id.bytes)
+    if o.partition_responses is None:
+        raise _null('PartitionResponses')
+    _wcal(out, o.partition_responses, 'PartitionResponses')
+    for e_partition_responses in o.partition_responses:
+        _write_PartitionProduceResponse_5(e_partition_responses, out)
+    if o.unknown_tagged_fields:
+        _wts(out, (), o.unknown_tagged_fields, '_tagged_fields')
+    else:
+        out.append(0)
+
+
 def _read_NodeEndpoint_0(buf: bytes | bytearray | memoryview, pos: int) -> tuple[NodeEndpoint, int]:
-    # versions 10-11
+    # versions 10-13
     end = len(buf)
     if pos + 4 > end:
-        raise _short_fixed(pos, end, _L5)
+        raise _short_fixed(pos, end, _L6)
     v_node_id, = _S_i.unpack_from(buf, pos)
     pos += 4
     v_host, pos = _rcs(buf, pos, 'Host')
     if pos + 4 > end:
-        raise _short_fixed(pos, end, _L6)
+        raise _short_fixed(pos, end, _L7)
     v_port, = _S_i.unpack_from(buf, pos)
     pos += 4
     v_rack, pos = _rncs(buf, pos, 'Rack')
@@ -919,7 +968,7 @@ def _read_NodeEndpoint_0(buf: bytes | bytearray | memoryview, pos: int) -> tuple
 
 
 def _write_NodeEndpoint_0(o: NodeEndpoint, out: bytearray) -> None:
-    # versions 10-11
+    # versions 10-13
     out += _S_i.pack(o.node_id)
     if o.host is None:
         raise _null('Host')
@@ -982,7 +1031,7 @@ def _read_ProduceResponse_1(buf: bytes | bytearray | memoryview, pos: int) -> tu
     except _DecodeError as exc:
         raise exc.refine(field=f'Responses[{i}]')
     if pos + 4 > end:
-        raise _short_fixed(pos, end, _L7)
+        raise _short_fixed(pos, end, _L8)
     v_throttle_time_ms, = _S_i.unpack_from(buf, pos)
     pos += 4
     o = _new(ProduceResponse)
@@ -1022,7 +1071,7 @@ def _read_ProduceResponse_2(buf: bytes | bytearray | memoryview, pos: int) -> tu
     except _DecodeError as exc:
         raise exc.refine(field=f'Responses[{i}]')
     if pos + 4 > end:
-        raise _short_fixed(pos, end, _L7)
+        raise _short_fixed(pos, end, _L8)
     v_throttle_time_ms, = _S_i.unpack_from(buf, pos)
     pos += 4
     o = _new(ProduceResponse)
@@ -1062,7 +1111,7 @@ def _read_ProduceResponse_3(buf: bytes | bytearray | memoryview, pos: int) -> tu
     except _DecodeError as exc:
         raise exc.refine(field=f'Responses[{i}]')
     if pos + 4 > end:
-        raise _short_fixed(pos, end, _L7)
+        raise _short_fixed(pos, end, _L8)
     v_throttle_time_ms, = _S_i.unpack_from(buf, pos)
     pos += 4
     o = _new(ProduceResponse)
@@ -1102,7 +1151,7 @@ def _read_ProduceResponse_4(buf: bytes | bytearray | memoryview, pos: int) -> tu
     except _DecodeError as exc:
         raise exc.refine(field=f'Responses[{i}]')
     if pos + 4 > end:
-        raise _short_fixed(pos, end, _L7)
+        raise _short_fixed(pos, end, _L8)
     v_throttle_time_ms, = _S_i.unpack_from(buf, pos)
     pos += 4
     o = _new(ProduceResponse)
@@ -1146,7 +1195,7 @@ def _read_ProduceResponse_5(buf: bytes | bytearray | memoryview, pos: int) -> tu
     except _DecodeError as exc:
         raise exc.refine(field=f'Responses[{i}]')
     if pos + 4 > end:
-        raise _short_fixed(pos, end, _L7)
+        raise _short_fixed(pos, end, _L8)
     v_throttle_time_ms, = _S_i.unpack_from(buf, pos)
     pos += 4
     unknown: tuple[tuple[int, bytes], ...] = ()
@@ -1189,7 +1238,7 @@ def _write_ProduceResponse_5(o: ProduceResponse, out: bytearray) -> None:
 
 
 def _read_ProduceResponse_6(buf: bytes | bytearray | memoryview, pos: int) -> tuple[ProduceResponse, int]:
-    # versions 10-11
+    # versions 10-12
     end = len(buf)
     v_responses: list[TopicProduceResponse]
     n_v_responses = buf[pos] - 1 if pos < end else -2
@@ -1207,7 +1256,7 @@ def _read_ProduceResponse_6(buf: bytes | bytearray | memoryview, pos: int) -> tu
     except _DecodeError as exc:
         raise exc.refine(field=f'Responses[{i}]')
     if pos + 4 > end:
-        raise _short_fixed(pos, end, _L7)
+        raise _short_fixed(pos, end, _L8)
     v_throttle_time_ms, = _S_i.unpack_from(buf, pos)
     pos += 4
     v_node_endpoints: list[NodeEndpoint] = []
@@ -1246,7 +1295,7 @@ def _read_ProduceResponse_6(buf: bytes | bytearray | memoryview, pos: int) -> tu
 
 
 def _write_ProduceResponse_6(o: ProduceResponse, out: bytearray) -> None:
-    # versions 10-11
+    # versions 10-12
     if o.responses is None:
         raise _null('Responses')
     _wcal(out, o.responses, 'Responses')
@@ -1278,8 +1327,98 @@ def _write_ProduceResponse_6(o: ProduceResponse, out: bytearray) -> None:
         _wts(out, tagged, o.unknown_tagged_fields, '_tagged_fields')
 
 
-ProduceResponse._READERS = {0: _read_ProduceResponse_0, 1: _read_ProduceResponse_1, 2: _read_ProduceResponse_2, 3: _read_ProduceResponse_2, 4: _read_ProduceResponse_2, 5: _read_ProduceResponse_3, 6: _read_ProduceResponse_3, 7: _read_ProduceResponse_3, 8: _read_ProduceResponse_4, 9: _read_ProduceResponse_5, 10: _read_ProduceResponse_6, 11: _read_ProduceResponse_6}
-ProduceResponse._WRITERS = {0: _write_ProduceResponse_0, 1: _write_ProduceResponse_1, 2: _write_ProduceResponse_2, 3: _write_ProduceResponse_2, 4: _write_ProduceResponse_2, 5: _write_ProduceResponse_3, 6: _write_ProduceResponse_3, 7: _write_ProduceResponse_3, 8: _write_ProduceResponse_4, 9: _write_ProduceResponse_5, 10: _write_ProduceResponse_6, 11: _write_ProduceResponse_6}
+def _read_ProduceResponse_7(buf: bytes | bytearray | memoryview, pos: int) -> tuple[ProduceResponse, int]:
+    # versions 13
+    end = len(buf)
+    v_responses: list[TopicProduceResponse]
+    n_v_responses = buf[pos] - 1 if pos < end else -2
+    if 0 <= n_v_responses < 127 and n_v_responses <= end - pos:
+        pos += 1
+    else:
+        n_v_responses, pos = _rcal(buf, pos, 'Responses')
+    v_responses = []
+    app_v_responses = v_responses.append
+    i = 0
+    try:
+        for i in range(n_v_responses):
+            e_v_responses, pos = _read_TopicProduceResponse_6(buf, pos)
+            app_v_responses(e_v_responses)
+    except _DecodeError as exc:
+        raise exc.refine(field=f'Responses[{i}]')
+    if pos + 4 > end:
+        raise _short_fixed(pos, end, _L8)
+    v_throttle_time_ms, = _S_i.unpack_from(buf, pos)
+    pos += 4
+    v_node_endpoints: list[NodeEndpoint] = []
+    unknown: tuple[tuple[int, bytes], ...] = ()
+    if pos < end and buf[pos] == 0:
+        pos += 1
+    else:
+        n_tags, pos = _rtc(buf, pos, '_tagged_fields')
+        raw_tags: list[tuple[int, bytes]] = []
+        for _ in range(n_tags):
+            tag, size, pos = _rth(buf, pos, '_tagged_fields')
+            if tag == 0:
+                sub = bytes(buf[pos:pos + size])
+                p = 0
+                n_v_node_endpoints, p = _rcal(sub, p, 'NodeEndpoints')
+                v_node_endpoints = []
+                app_v_node_endpoints = v_node_endpoints.append
+                i = 0
+                try:
+                    for i in range(n_v_node_endpoints):
+                        e_v_node_endpoints, p = _read_NodeEndpoint_0(sub, p)
+                        app_v_node_endpoints(e_v_node_endpoints)
+                except _DecodeError as exc:
+                    raise exc.refine(field=f'NodeEndpoints[{i}]')
+            else:
+                raw_tags.append((tag, bytes(buf[pos:pos + size])))
+            pos += size
+        if raw_tags:
+            unknown = tuple(raw_tags)
+    o = _new(ProduceResponse)
+    o.responses = v_responses
+    o.throttle_time_ms = v_throttle_time_ms
+    o.node_endpoints = v_node_endpoints
+    o.unknown_tagged_fields = unknown
+    return o, pos
+
+
+def _write_ProduceResponse_7(o: ProduceResponse, out: bytearray) -> None:
+    # versions 13
+    if o.responses is None:
+        raise _null('Responses')
+    _wcal(out, o.responses, 'Responses')
+    for e_responses in o.responses:
+        _write_TopicProduceResponse_6(e_responses, out)
+    out += _S_i.pack(o.throttle_time_ms)
+    if not o.unknown_tagged_fields:
+        out.append(((o.node_endpoints is None or len(o.node_endpoints) != 0)))
+        if (o.node_endpoints is None or len(o.node_endpoints) != 0):
+            tb = bytearray()
+            if o.node_endpoints is None:
+                raise _null('NodeEndpoints')
+            _wcal(tb, o.node_endpoints, 'NodeEndpoints')
+            for e_node_endpoints in o.node_endpoints:
+                _write_NodeEndpoint_0(e_node_endpoints, tb)
+            out += b'\x00'
+            _wuv(out, len(tb))
+            out += tb
+    else:
+        tagged: list[tuple[int, bytes | bytearray]] = []
+        if (o.node_endpoints is None or len(o.node_endpoints) != 0):
+            tb = bytearray()
+            if o.node_endpoints is None:
+                raise _null('NodeEndpoints')
+            _wcal(tb, o.node_endpoints, 'NodeEndpoints')
+            for e_node_endpoints in o.node_endpoints:
+                _write_NodeEndpoint_0(e_node_endpoints, tb)
+            tagged.append((0, tb))
+        _wts(out, tagged, o.unknown_tagged_fields, '_tagged_fields')
+
+
+ProduceResponse._READERS = {0: _read_ProduceResponse_0, 1: _read_ProduceResponse_1, 2: _read_ProduceResponse_2, 3: _read_ProduceResponse_2, 4: _read_ProduceResponse_2, 5: _read_ProduceResponse_3, 6: _read_ProduceResponse_3, 7: _read_ProduceResponse_3, 8: _read_ProduceResponse_4, 9: _read_ProduceResponse_5, 10: _read_ProduceResponse_6, 11: _read_ProduceResponse_6, 12: _read_ProduceResponse_6, 13: _read_ProduceResponse_7}
+ProduceResponse._WRITERS = {0: _write_ProduceResponse_0, 1: _write_ProduceResponse_1, 2: _write_ProduceResponse_2, 3: _write_ProduceResponse_2, 4: _write_ProduceResponse_2, 5: _write_ProduceResponse_3, 6: _write_ProduceResponse_3, 7: _write_ProduceResponse_3, 8: _write_ProduceResponse_4, 9: _write_ProduceResponse_5, 10: _write_ProduceResponse_6, 11: _write_ProduceResponse_6, 12: _write_ProduceResponse_6, 13: _write_ProduceResponse_7}
 BatchIndexAndErrorMessage._FIELDS = (
     _F('BatchIndex', 'batch_index', 'int32', (8, 32767), None, None, None, False, lambda: 0, None, None),
     _F('BatchIndexErrorMessage', 'batch_index_error_message', 'string', (8, 32767), None, None, (8, 32767), False, lambda: None, None, None),
@@ -1299,7 +1438,8 @@ PartitionProduceResponse._FIELDS = (
     _F('CurrentLeader', 'current_leader', 'LeaderIdAndEpoch', (10, 32767), (10, 32767), 0, None, False, lambda: LeaderIdAndEpoch(), LeaderIdAndEpoch, None),
 )
 TopicProduceResponse._FIELDS = (
-    _F('Name', 'name', 'string', (0, 32767), None, None, None, False, lambda: '', None, None),
+    _F('Name', 'name', 'string', (0, 12), None, None, None, True, lambda: '', None, None),
+    _F('TopicId', 'topic_id', 'uuid', (13, 32767), None, None, None, True, lambda: _ZERO_UUID, None, None),
     _F('PartitionResponses', 'partition_responses', '[]PartitionProduceResponse', (0, 32767), None, None, None, False, lambda: [], PartitionProduceResponse, None),
 )
 NodeEndpoint._FIELDS = (

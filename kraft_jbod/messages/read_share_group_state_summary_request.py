@@ -10,6 +10,9 @@ from typing import ClassVar as _ClassVar
 
 from kraft_jbod.errors import DecodeError as _DecodeError, EncodeError as _EncodeError
 from kraft_jbod.wire.message import FieldInfo as _F, Message as _Message, Struct as _Struct
+from kraft_jbod.wire.runtime import (
+    absent as _absent, bad_tag as _bad_tag, check_bool as _bool, null as _null,
+)
 from kraft_jbod.wire.primitives import (
     read_string as _rs, read_nullable_string as _rns,
     read_compact_string as _rcs, read_nullable_compact_string as _rncs,
@@ -35,27 +38,6 @@ _L0 = (('Partition', 4), ('LeaderEpoch', 4))
 _L1 = (('TopicId', 16),)
 
 
-def _absent(field: str, version: int | str) -> _EncodeError:
-    return _EncodeError(
-        f'attempted to write a non-default {field} at version {version}', field_path=field
-    )
-
-
-def _null(field: str) -> _EncodeError:
-    return _EncodeError('None in a non-nullable field', field_path=field)
-
-
-def _bad_tag(tag: int, version: int, pos: int) -> _DecodeError:
-    return _DecodeError(f'tag {tag} is not valid for version {version}', offset=pos)
-
-
-def _bool(value: object, field: str) -> bool:
-    if type(value) is not bool:
-        raise _EncodeError(f'expected bool, got {type(value).__name__}', field_path=field)
-    return value
-
-
-
 
 
 @_dataclass(slots=True)
@@ -78,14 +60,14 @@ class ReadStateSummaryData(_Struct):
 
 @_dataclass(slots=True)
 class ReadShareGroupStateSummaryRequest(_Message):
-    """request ReadShareGroupStateSummaryRequest, versions 0."""
+    """request ReadShareGroupStateSummaryRequest, versions 0-1."""
 
     NAME: _ClassVar[str] = 'ReadShareGroupStateSummaryRequest'
     SCHEMA_TYPE: _ClassVar[str] = 'request'
     API_KEY: _ClassVar[int | None] = 87
-    VALID_VERSIONS: _ClassVar[tuple[int, int]] = (0, 0)
+    VALID_VERSIONS: _ClassVar[tuple[int, int]] = (0, 1)
     FLEXIBLE_MIN: _ClassVar[int | None] = 0
-    LATEST_VERSION_UNSTABLE: _ClassVar[bool] = True
+    LATEST_VERSION_UNSTABLE: _ClassVar[bool] = False
     DEPRECATED_VERSIONS: _ClassVar[tuple[int, int] | None] = None
     group_id: str = ''
     topics: list[ReadStateSummaryData] = _field(default_factory=list)
@@ -93,7 +75,7 @@ class ReadShareGroupStateSummaryRequest(_Message):
 
 
 def _read_PartitionData_0(buf: bytes | bytearray | memoryview, pos: int) -> tuple[PartitionData, int]:
-    # versions 0
+    # versions 0-1
     end = len(buf)
     if pos + 8 > end:
         raise _short_fixed(pos, end, _L0)
@@ -119,7 +101,7 @@ def _read_PartitionData_0(buf: bytes | bytearray | memoryview, pos: int) -> tupl
 
 
 def _write_PartitionData_0(o: PartitionData, out: bytearray) -> None:
-    # versions 0
+    # versions 0-1
     out += _S_ii.pack(o.partition, o.leader_epoch)
     if o.unknown_tagged_fields:
         _wts(out, (), o.unknown_tagged_fields, '_tagged_fields')
@@ -128,7 +110,7 @@ def _write_PartitionData_0(o: PartitionData, out: bytearray) -> None:
 
 
 def _read_ReadStateSummaryData_0(buf: bytes | bytearray | memoryview, pos: int) -> tuple[ReadStateSummaryData, int]:
-    # versions 0
+    # versions 0-1
     end = len(buf)
     if pos + 16 > end:
         raise _short_fixed(pos, end, _L1)
@@ -189,7 +171,7 @@ def _read_ReadStateSummaryData_0(buf: bytes | bytearray | memoryview, pos: int) 
 
 
 def _write_ReadStateSummaryData_0(o: ReadStateSummaryData, out: bytearray) -> None:
-    # versions 0
+    # versions 0-1
     out += _S_16s.pack(o.topic_id.bytes)
     if o.partitions is None:
         raise _null('Partitions')
@@ -207,7 +189,7 @@ def _write_ReadStateSummaryData_0(o: ReadStateSummaryData, out: bytearray) -> No
 
 
 def _read_ReadShareGroupStateSummaryRequest_0(buf: bytes | bytearray | memoryview, pos: int) -> tuple[ReadShareGroupStateSummaryRequest, int]:
-    # versions 0
+    # versions 0-1
     end = len(buf)
     v_group_id, pos = _rcs(buf, pos, 'GroupId')
     v_topics: list[ReadStateSummaryData]
@@ -245,7 +227,7 @@ def _read_ReadShareGroupStateSummaryRequest_0(buf: bytes | bytearray | memoryvie
 
 
 def _write_ReadShareGroupStateSummaryRequest_0(o: ReadShareGroupStateSummaryRequest, out: bytearray) -> None:
-    # versions 0
+    # versions 0-1
     if o.group_id is None:
         raise _null('GroupId')
     _wcs(out, o.group_id, 'GroupId')
@@ -260,8 +242,8 @@ def _write_ReadShareGroupStateSummaryRequest_0(o: ReadShareGroupStateSummaryRequ
         out.append(0)
 
 
-ReadShareGroupStateSummaryRequest._READERS = {0: _read_ReadShareGroupStateSummaryRequest_0}
-ReadShareGroupStateSummaryRequest._WRITERS = {0: _write_ReadShareGroupStateSummaryRequest_0}
+ReadShareGroupStateSummaryRequest._READERS = {0: _read_ReadShareGroupStateSummaryRequest_0, 1: _read_ReadShareGroupStateSummaryRequest_0}
+ReadShareGroupStateSummaryRequest._WRITERS = {0: _write_ReadShareGroupStateSummaryRequest_0, 1: _write_ReadShareGroupStateSummaryRequest_0}
 PartitionData._FIELDS = (
     _F('Partition', 'partition', 'int32', (0, 32767), None, None, None, False, lambda: 0, None, None),
     _F('LeaderEpoch', 'leader_epoch', 'int32', (0, 32767), None, None, None, False, lambda: 0, None, None),

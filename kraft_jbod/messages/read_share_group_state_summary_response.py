@@ -10,6 +10,9 @@ from typing import ClassVar as _ClassVar
 
 from kraft_jbod.errors import DecodeError as _DecodeError, EncodeError as _EncodeError
 from kraft_jbod.wire.message import FieldInfo as _F, Message as _Message, Struct as _Struct
+from kraft_jbod.wire.runtime import (
+    absent as _absent, bad_tag as _bad_tag, check_bool as _bool, null as _null,
+)
 from kraft_jbod.wire.primitives import (
     read_string as _rs, read_nullable_string as _rns,
     read_compact_string as _rcs, read_nullable_compact_string as _rncs,
@@ -30,32 +33,13 @@ from kraft_jbod.wire.primitives import (
 _new = object.__new__
 _S_16s = _struct.Struct('>16s')
 _S_ih = _struct.Struct('>ih')
-_S_iq = _struct.Struct('>iq')
+_S_iiq = _struct.Struct('>iiq')
+_S_iiqi = _struct.Struct('>iiqi')
 _ZERO_UUID = _uuid_from_bytes((0).to_bytes(16, 'big'))
 _L0 = (('Partition', 4), ('ErrorCode', 2))
-_L1 = (('StateEpoch', 4), ('StartOffset', 8))
-_L2 = (('TopicId', 16),)
-
-
-def _absent(field: str, version: int | str) -> _EncodeError:
-    return _EncodeError(
-        f'attempted to write a non-default {field} at version {version}', field_path=field
-    )
-
-
-def _null(field: str) -> _EncodeError:
-    return _EncodeError('None in a non-nullable field', field_path=field)
-
-
-def _bad_tag(tag: int, version: int, pos: int) -> _DecodeError:
-    return _DecodeError(f'tag {tag} is not valid for version {version}', offset=pos)
-
-
-def _bool(value: object, field: str) -> bool:
-    if type(value) is not bool:
-        raise _EncodeError(f'expected bool, got {type(value).__name__}', field_path=field)
-    return value
-
+_L1 = (('StateEpoch', 4), ('LeaderEpoch', 4), ('StartOffset', 8))
+_L2 = (('StateEpoch', 4), ('LeaderEpoch', 4), ('StartOffset', 8), ('DeliveryCompleteCount', 4))
+_L3 = (('TopicId', 16),)
 
 
 
@@ -68,7 +52,9 @@ class PartitionResult(_Struct):
     error_code: int = 0
     error_message: str | None = None
     state_epoch: int = 0
+    leader_epoch: int = 0
     start_offset: int = 0
+    delivery_complete_count: int = -1
     unknown_tagged_fields: tuple[tuple[int, bytes], ...] = ()
 
 
@@ -83,12 +69,12 @@ class ReadStateSummaryResult(_Struct):
 
 @_dataclass(slots=True)
 class ReadShareGroupStateSummaryResponse(_Message):
-    """response ReadShareGroupStateSummaryResponse, versions 0."""
+    """response ReadShareGroupStateSummaryResponse, versions 0-1."""
 
     NAME: _ClassVar[str] = 'ReadShareGroupStateSummaryResponse'
     SCHEMA_TYPE: _ClassVar[str] = 'response'
     API_KEY: _ClassVar[int | None] = 87
-    VALID_VERSIONS: _ClassVar[tuple[int, int]] = (0, 0)
+    VALID_VERSIONS: _ClassVar[tuple[int, int]] = (0, 1)
     FLEXIBLE_MIN: _ClassVar[int | None] = 0
     LATEST_VERSION_UNSTABLE: _ClassVar[bool] = False
     DEPRECATED_VERSIONS: _ClassVar[tuple[int, int] | None] = None
@@ -104,10 +90,10 @@ def _read_PartitionResult_0(buf: bytes | bytearray | memoryview, pos: int) -> tu
     v_partition, v_error_code = _S_ih.unpack_from(buf, pos)
     pos += 6
     v_error_message, pos = _rncs(buf, pos, 'ErrorMessage')
-    if pos + 12 > end:
+    if pos + 16 > end:
         raise _short_fixed(pos, end, _L1)
-    v_state_epoch, v_start_offset = _S_iq.unpack_from(buf, pos)
-    pos += 12
+    v_state_epoch, v_leader_epoch, v_start_offset = _S_iiq.unpack_from(buf, pos)
+    pos += 16
     unknown: tuple[tuple[int, bytes], ...] = ()
     if pos < end and buf[pos] == 0:
         pos += 1
@@ -125,7 +111,9 @@ def _read_PartitionResult_0(buf: bytes | bytearray | memoryview, pos: int) -> tu
     o.error_code = v_error_code
     o.error_message = v_error_message
     o.state_epoch = v_state_epoch
+    o.leader_epoch = v_leader_epoch
     o.start_offset = v_start_offset
+    o.delivery_complete_count = -1
     o.unknown_tagged_fields = unknown
     return o, pos
 
@@ -134,7 +122,54 @@ def _write_PartitionResult_0(o: PartitionResult, out: bytearray) -> None:
     # versions 0
     out += _S_ih.pack(o.partition, o.error_code)
     _wcs(out, o.error_message, 'ErrorMessage')
-    out += _S_iq.pack(o.state_epoch, o.start_offset)
+    out += _S_iiq.pack(o.state_epoch, o.leader_epoch, o.start_offset)
+    if o.unknown_tagged_fields:
+        _wts(out, (), o.unknown_tagged_fields, '_tagged_fields')
+    else:
+        out.append(0)
+
+
+def _read_PartitionResult_1(buf: bytes | bytearray | memoryview, pos: int) -> tuple[PartitionResult, int]:
+    # versions 1
+    end = len(buf)
+    if pos + 6 > end:
+        raise _short_fixed(pos, end, _L0)
+    v_partition, v_error_code = _S_ih.unpack_from(buf, pos)
+    pos += 6
+    v_error_message, pos = _rncs(buf, pos, 'ErrorMessage')
+    if pos + 20 > end:
+        raise _short_fixed(pos, end, _L2)
+    v_state_epoch, v_leader_epoch, v_start_offset, v_delivery_complete_count = _S_iiqi.unpack_from(buf, pos)
+    pos += 20
+    unknown: tuple[tuple[int, bytes], ...] = ()
+    if pos < end and buf[pos] == 0:
+        pos += 1
+    else:
+        n_tags, pos = _rtc(buf, pos, '_tagged_fields')
+        raw_tags: list[tuple[int, bytes]] = []
+        for _ in range(n_tags):
+            tag, size, pos = _rth(buf, pos, '_tagged_fields')
+            raw_tags.append((tag, bytes(buf[pos:pos + size])))
+            pos += size
+        if raw_tags:
+            unknown = tuple(raw_tags)
+    o = _new(PartitionResult)
+    o.partition = v_partition
+    o.error_code = v_error_code
+    o.error_message = v_error_message
+    o.state_epoch = v_state_epoch
+    o.leader_epoch = v_leader_epoch
+    o.start_offset = v_start_offset
+    o.delivery_complete_count = v_delivery_complete_count
+    o.unknown_tagged_fields = unknown
+    return o, pos
+
+
+def _write_PartitionResult_1(o: PartitionResult, out: bytearray) -> None:
+    # versions 1
+    out += _S_ih.pack(o.partition, o.error_code)
+    _wcs(out, o.error_message, 'ErrorMessage')
+    out += _S_iiqi.pack(o.state_epoch, o.leader_epoch, o.start_offset, o.delivery_complete_count)
     if o.unknown_tagged_fields:
         _wts(out, (), o.unknown_tagged_fields, '_tagged_fields')
     else:
@@ -145,7 +180,7 @@ def _read_ReadStateSummaryResult_0(buf: bytes | bytearray | memoryview, pos: int
     # versions 0
     end = len(buf)
     if pos + 16 > end:
-        raise _short_fixed(pos, end, _L2)
+        raise _short_fixed(pos, end, _L3)
     r_topic_id, = _S_16s.unpack_from(buf, pos)
     v_topic_id = _uuid_from_bytes(r_topic_id)
     pos += 16
@@ -165,10 +200,10 @@ def _read_ReadStateSummaryResult_0(buf: bytes | bytearray | memoryview, pos: int
             v_partitions_v_partition, v_partitions_v_error_code = _S_ih.unpack_from(buf, pos)
             pos += 6
             v_partitions_v_error_message, pos = _rncs(buf, pos, 'ErrorMessage')
-            if pos + 12 > end:
+            if pos + 16 > end:
                 raise _short_fixed(pos, end, _L1)
-            v_partitions_v_state_epoch, v_partitions_v_start_offset = _S_iq.unpack_from(buf, pos)
-            pos += 12
+            v_partitions_v_state_epoch, v_partitions_v_leader_epoch, v_partitions_v_start_offset = _S_iiq.unpack_from(buf, pos)
+            pos += 16
             v_partitions_unknown: tuple[tuple[int, bytes], ...] = ()
             if pos < end and buf[pos] == 0:
                 pos += 1
@@ -186,7 +221,9 @@ def _read_ReadStateSummaryResult_0(buf: bytes | bytearray | memoryview, pos: int
             v_partitions_o.error_code = v_partitions_v_error_code
             v_partitions_o.error_message = v_partitions_v_error_message
             v_partitions_o.state_epoch = v_partitions_v_state_epoch
+            v_partitions_o.leader_epoch = v_partitions_v_leader_epoch
             v_partitions_o.start_offset = v_partitions_v_start_offset
+            v_partitions_o.delivery_complete_count = -1
             v_partitions_o.unknown_tagged_fields = v_partitions_unknown
             app_v_partitions(v_partitions_o)
     except _DecodeError as exc:
@@ -219,7 +256,98 @@ def _write_ReadStateSummaryResult_0(o: ReadStateSummaryResult, out: bytearray) -
     for e_partitions in o.partitions:
         out += _S_ih.pack(e_partitions.partition, e_partitions.error_code)
         _wcs(out, e_partitions.error_message, 'ErrorMessage')
-        out += _S_iq.pack(e_partitions.state_epoch, e_partitions.start_offset)
+        out += _S_iiq.pack(e_partitions.state_epoch, e_partitions.leader_epoch, e_partitions.start_offset)
+        if e_partitions.unknown_tagged_fields:
+            _wts(out, (), e_partitions.unknown_tagged_fields, '_tagged_fields')
+        else:
+            out.append(0)
+    if o.unknown_tagged_fields:
+        _wts(out, (), o.unknown_tagged_fields, '_tagged_fields')
+    else:
+        out.append(0)
+
+
+def _read_ReadStateSummaryResult_1(buf: bytes | bytearray | memoryview, pos: int) -> tuple[ReadStateSummaryResult, int]:
+    # versions 1
+    end = len(buf)
+    if pos + 16 > end:
+        raise _short_fixed(pos, end, _L3)
+    r_topic_id, = _S_16s.unpack_from(buf, pos)
+    v_topic_id = _uuid_from_bytes(r_topic_id)
+    pos += 16
+    v_partitions: list[PartitionResult]
+    n_v_partitions = buf[pos] - 1 if pos < end else -2
+    if 0 <= n_v_partitions < 127 and n_v_partitions <= end - pos:
+        pos += 1
+    else:
+        n_v_partitions, pos = _rcal(buf, pos, 'Partitions')
+    v_partitions = []
+    app_v_partitions = v_partitions.append
+    i = 0
+    try:
+        for i in range(n_v_partitions):
+            if pos + 6 > end:
+                raise _short_fixed(pos, end, _L0)
+            v_partitions_v_partition, v_partitions_v_error_code = _S_ih.unpack_from(buf, pos)
+            pos += 6
+            v_partitions_v_error_message, pos = _rncs(buf, pos, 'ErrorMessage')
+            if pos + 20 > end:
+                raise _short_fixed(pos, end, _L2)
+            v_partitions_v_state_epoch, v_partitions_v_leader_epoch, v_partitions_v_start_offset, v_partitions_v_delivery_complete_count = _S_iiqi.unpack_from(buf, pos)
+            pos += 20
+            v_partitions_unknown: tuple[tuple[int, bytes], ...] = ()
+            if pos < end and buf[pos] == 0:
+                pos += 1
+            else:
+                v_partitions_n_tags, pos = _rtc(buf, pos, '_tagged_fields')
+                v_partitions_raw_tags: list[tuple[int, bytes]] = []
+                for _ in range(v_partitions_n_tags):
+                    v_partitions_tag, v_partitions_size, pos = _rth(buf, pos, '_tagged_fields')
+                    v_partitions_raw_tags.append((v_partitions_tag, bytes(buf[pos:pos + v_partitions_size])))
+                    pos += v_partitions_size
+                if v_partitions_raw_tags:
+                    v_partitions_unknown = tuple(v_partitions_raw_tags)
+            v_partitions_o = _new(PartitionResult)
+            v_partitions_o.partition = v_partitions_v_partition
+            v_partitions_o.error_code = v_partitions_v_error_code
+            v_partitions_o.error_message = v_partitions_v_error_message
+            v_partitions_o.state_epoch = v_partitions_v_state_epoch
+            v_partitions_o.leader_epoch = v_partitions_v_leader_epoch
+            v_partitions_o.start_offset = v_partitions_v_start_offset
+            v_partitions_o.delivery_complete_count = v_partitions_v_delivery_complete_count
+            v_partitions_o.unknown_tagged_fields = v_partitions_unknown
+            app_v_partitions(v_partitions_o)
+    except _DecodeError as exc:
+        raise exc.refine(field=f'Partitions[{i}]')
+    unknown: tuple[tuple[int, bytes], ...] = ()
+    if pos < end and buf[pos] == 0:
+        pos += 1
+    else:
+        n_tags, pos = _rtc(buf, pos, '_tagged_fields')
+        raw_tags: list[tuple[int, bytes]] = []
+        for _ in range(n_tags):
+            tag, size, pos = _rth(buf, pos, '_tagged_fields')
+            raw_tags.append((tag, bytes(buf[pos:pos + size])))
+            pos += size
+        if raw_tags:
+            unknown = tuple(raw_tags)
+    o = _new(ReadStateSummaryResult)
+    o.topic_id = v_topic_id
+    o.partitions = v_partitions
+    o.unknown_tagged_fields = unknown
+    return o, pos
+
+
+def _write_ReadStateSummaryResult_1(o: ReadStateSummaryResult, out: bytearray) -> None:
+    # versions 1
+    out += _S_16s.pack(o.topic_id.bytes)
+    if o.partitions is None:
+        raise _null('Partitions')
+    _wcal(out, o.partitions, 'Partitions')
+    for e_partitions in o.partitions:
+        out += _S_ih.pack(e_partitions.partition, e_partitions.error_code)
+        _wcs(out, e_partitions.error_message, 'ErrorMessage')
+        out += _S_iiqi.pack(e_partitions.state_epoch, e_partitions.leader_epoch, e_partitions.start_offset, e_partitions.delivery_complete_count)
         if e_partitions.unknown_tagged_fields:
             _wts(out, (), e_partitions.unknown_tagged_fields, '_tagged_fields')
         else:
@@ -279,14 +407,65 @@ def _write_ReadShareGroupStateSummaryResponse_0(o: ReadShareGroupStateSummaryRes
         out.append(0)
 
 
-ReadShareGroupStateSummaryResponse._READERS = {0: _read_ReadShareGroupStateSummaryResponse_0}
-ReadShareGroupStateSummaryResponse._WRITERS = {0: _write_ReadShareGroupStateSummaryResponse_0}
+def _read_ReadShareGroupStateSummaryResponse_1(buf: bytes | bytearray | memoryview, pos: int) -> tuple[ReadShareGroupStateSummaryResponse, int]:
+    # versions 1
+    end = len(buf)
+    v_results: list[ReadStateSummaryResult]
+    n_v_results = buf[pos] - 1 if pos < end else -2
+    if 0 <= n_v_results < 127 and n_v_results <= end - pos:
+        pos += 1
+    else:
+        n_v_results, pos = _rcal(buf, pos, 'Results')
+    v_results = []
+    app_v_results = v_results.append
+    i = 0
+    try:
+        for i in range(n_v_results):
+            e_v_results, pos = _read_ReadStateSummaryResult_1(buf, pos)
+            app_v_results(e_v_results)
+    except _DecodeError as exc:
+        raise exc.refine(field=f'Results[{i}]')
+    unknown: tuple[tuple[int, bytes], ...] = ()
+    if pos < end and buf[pos] == 0:
+        pos += 1
+    else:
+        n_tags, pos = _rtc(buf, pos, '_tagged_fields')
+        raw_tags: list[tuple[int, bytes]] = []
+        for _ in range(n_tags):
+            tag, size, pos = _rth(buf, pos, '_tagged_fields')
+            raw_tags.append((tag, bytes(buf[pos:pos + size])))
+            pos += size
+        if raw_tags:
+            unknown = tuple(raw_tags)
+    o = _new(ReadShareGroupStateSummaryResponse)
+    o.results = v_results
+    o.unknown_tagged_fields = unknown
+    return o, pos
+
+
+def _write_ReadShareGroupStateSummaryResponse_1(o: ReadShareGroupStateSummaryResponse, out: bytearray) -> None:
+    # versions 1
+    if o.results is None:
+        raise _null('Results')
+    _wcal(out, o.results, 'Results')
+    for e_results in o.results:
+        _write_ReadStateSummaryResult_1(e_results, out)
+    if o.unknown_tagged_fields:
+        _wts(out, (), o.unknown_tagged_fields, '_tagged_fields')
+    else:
+        out.append(0)
+
+
+ReadShareGroupStateSummaryResponse._READERS = {0: _read_ReadShareGroupStateSummaryResponse_0, 1: _read_ReadShareGroupStateSummaryResponse_1}
+ReadShareGroupStateSummaryResponse._WRITERS = {0: _write_ReadShareGroupStateSummaryResponse_0, 1: _write_ReadShareGroupStateSummaryResponse_1}
 PartitionResult._FIELDS = (
     _F('Partition', 'partition', 'int32', (0, 32767), None, None, None, False, lambda: 0, None, None),
     _F('ErrorCode', 'error_code', 'int16', (0, 32767), None, None, None, False, lambda: 0, None, None),
     _F('ErrorMessage', 'error_message', 'string', (0, 32767), None, None, (0, 32767), False, lambda: None, None, None),
     _F('StateEpoch', 'state_epoch', 'int32', (0, 32767), None, None, None, False, lambda: 0, None, None),
+    _F('LeaderEpoch', 'leader_epoch', 'int32', (0, 32767), None, None, None, False, lambda: 0, None, None),
     _F('StartOffset', 'start_offset', 'int64', (0, 32767), None, None, None, False, lambda: 0, None, None),
+    _F('DeliveryCompleteCount', 'delivery_complete_count', 'int32', (1, 32767), None, None, None, True, lambda: -1, None, None),
 )
 ReadStateSummaryResult._FIELDS = (
     _F('TopicId', 'topic_id', 'uuid', (0, 32767), None, None, None, False, lambda: _ZERO_UUID, None, None),

@@ -10,6 +10,9 @@ from typing import ClassVar as _ClassVar
 
 from kraft_jbod.errors import DecodeError as _DecodeError, EncodeError as _EncodeError
 from kraft_jbod.wire.message import FieldInfo as _F, Message as _Message, Struct as _Struct
+from kraft_jbod.wire.runtime import (
+    absent as _absent, bad_tag as _bad_tag, check_bool as _bool, null as _null,
+)
 from kraft_jbod.wire.primitives import (
     read_string as _rs, read_nullable_string as _rns,
     read_compact_string as _rcs, read_nullable_compact_string as _rncs,
@@ -43,27 +46,6 @@ _L4 = (('Fenced', 1), ('InControlledShutdown', 1))
 _L5 = (('BrokerId', 4), ('IsMigratingZkBroker', 1), ('IncarnationId', 16), ('BrokerEpoch', 8))
 
 
-def _absent(field: str, version: int | str) -> _EncodeError:
-    return _EncodeError(
-        f'attempted to write a non-default {field} at version {version}', field_path=field
-    )
-
-
-def _null(field: str) -> _EncodeError:
-    return _EncodeError('None in a non-nullable field', field_path=field)
-
-
-def _bad_tag(tag: int, version: int, pos: int) -> _DecodeError:
-    return _DecodeError(f'tag {tag} is not valid for version {version}', offset=pos)
-
-
-def _bool(value: object, field: str) -> bool:
-    if type(value) is not bool:
-        raise _EncodeError(f'expected bool, got {type(value).__name__}', field_path=field)
-    return value
-
-
-
 
 
 @_dataclass(slots=True)
@@ -89,12 +71,12 @@ class BrokerFeature(_Struct):
 
 @_dataclass(slots=True)
 class RegisterBrokerRecord(_Message):
-    """metadata RegisterBrokerRecord, versions 0-3."""
+    """metadata RegisterBrokerRecord, versions 0-4."""
 
     NAME: _ClassVar[str] = 'RegisterBrokerRecord'
     SCHEMA_TYPE: _ClassVar[str] = 'metadata'
     API_KEY: _ClassVar[int | None] = 0
-    VALID_VERSIONS: _ClassVar[tuple[int, int]] = (0, 3)
+    VALID_VERSIONS: _ClassVar[tuple[int, int]] = (0, 4)
     FLEXIBLE_MIN: _ClassVar[int | None] = 0
     LATEST_VERSION_UNSTABLE: _ClassVar[bool] = False
     DEPRECATED_VERSIONS: _ClassVar[tuple[int, int] | None] = None
@@ -108,11 +90,12 @@ class RegisterBrokerRecord(_Message):
     fenced: bool = True
     in_controlled_shutdown: bool = False
     log_dirs: list[_uuid.UUID] = _field(default_factory=list)
+    cordoned_log_dirs: list[_uuid.UUID] | None = None
     unknown_tagged_fields: tuple[tuple[int, bytes], ...] = ()
 
 
 def _read_BrokerEndpoint_0(buf: bytes | bytearray | memoryview, pos: int) -> tuple[BrokerEndpoint, int]:
-    # versions 0-3
+    # versions 0-4
     end = len(buf)
     v_name, pos = _rcs(buf, pos, 'Name')
     v_host, pos = _rcs(buf, pos, 'Host')
@@ -142,7 +125,7 @@ def _read_BrokerEndpoint_0(buf: bytes | bytearray | memoryview, pos: int) -> tup
 
 
 def _write_BrokerEndpoint_0(o: BrokerEndpoint, out: bytearray) -> None:
-    # versions 0-3
+    # versions 0-4
     if o.name is None:
         raise _null('Name')
     _wcs(out, o.name, 'Name')
@@ -157,7 +140,7 @@ def _write_BrokerEndpoint_0(o: BrokerEndpoint, out: bytearray) -> None:
 
 
 def _read_BrokerFeature_0(buf: bytes | bytearray | memoryview, pos: int) -> tuple[BrokerFeature, int]:
-    # versions 0-3
+    # versions 0-4
     end = len(buf)
     v_name, pos = _rcs(buf, pos, 'Name')
     if pos + 4 > end:
@@ -185,7 +168,7 @@ def _read_BrokerFeature_0(buf: bytes | bytearray | memoryview, pos: int) -> tupl
 
 
 def _write_BrokerFeature_0(o: BrokerFeature, out: bytearray) -> None:
-    # versions 0-3
+    # versions 0-4
     if o.name is None:
         raise _null('Name')
     _wcs(out, o.name, 'Name')
@@ -291,7 +274,7 @@ def _read_RegisterBrokerRecord_0(buf: bytes | bytearray | memoryview, pos: int) 
         raw_tags: list[tuple[int, bytes]] = []
         for _ in range(n_tags):
             tag, size, pos = _rth(buf, pos, '_tagged_fields')
-            if tag in (0,):
+            if tag in (0, 1):
                 raise _bad_tag(tag, 0, pos)
             else:
                 raw_tags.append((tag, bytes(buf[pos:pos + size])))
@@ -309,6 +292,7 @@ def _read_RegisterBrokerRecord_0(buf: bytes | bytearray | memoryview, pos: int) 
     o.fenced = v_fenced
     o.in_controlled_shutdown = False
     o.log_dirs = []
+    o.cordoned_log_dirs = None
     o.unknown_tagged_fields = unknown
     return o, pos
 
@@ -321,6 +305,8 @@ def _write_RegisterBrokerRecord_0(o: RegisterBrokerRecord, out: bytearray) -> No
         raise _absent('InControlledShutdown', 0)
     if (o.log_dirs is None or len(o.log_dirs) != 0):
         raise _absent('LogDirs', 0)
+    if o.cordoned_log_dirs is not None:
+        raise _absent('CordonedLogDirs', 0)
     out += _S_i16sq.pack(o.broker_id, o.incarnation_id.bytes, o.broker_epoch)
     if o.end_points is None:
         raise _null('EndPoints')
@@ -452,7 +438,7 @@ def _read_RegisterBrokerRecord_1(buf: bytes | bytearray | memoryview, pos: int) 
         raw_tags: list[tuple[int, bytes]] = []
         for _ in range(n_tags):
             tag, size, pos = _rth(buf, pos, '_tagged_fields')
-            if tag in (0,):
+            if tag in (0, 1):
                 raise _bad_tag(tag, 1, pos)
             else:
                 raw_tags.append((tag, bytes(buf[pos:pos + size])))
@@ -470,6 +456,7 @@ def _read_RegisterBrokerRecord_1(buf: bytes | bytearray | memoryview, pos: int) 
     o.fenced = v_fenced
     o.in_controlled_shutdown = v_in_controlled_shutdown
     o.log_dirs = []
+    o.cordoned_log_dirs = None
     o.unknown_tagged_fields = unknown
     return o, pos
 
@@ -480,6 +467,8 @@ def _write_RegisterBrokerRecord_1(o: RegisterBrokerRecord, out: bytearray) -> No
         raise _absent('IsMigratingZkBroker', 1)
     if (o.log_dirs is None or len(o.log_dirs) != 0):
         raise _absent('LogDirs', 1)
+    if o.cordoned_log_dirs is not None:
+        raise _absent('CordonedLogDirs', 1)
     out += _S_i16sq.pack(o.broker_id, o.incarnation_id.bytes, o.broker_epoch)
     if o.end_points is None:
         raise _null('EndPoints')
@@ -611,7 +600,7 @@ def _read_RegisterBrokerRecord_2(buf: bytes | bytearray | memoryview, pos: int) 
         raw_tags: list[tuple[int, bytes]] = []
         for _ in range(n_tags):
             tag, size, pos = _rth(buf, pos, '_tagged_fields')
-            if tag in (0,):
+            if tag in (0, 1):
                 raise _bad_tag(tag, 2, pos)
             else:
                 raw_tags.append((tag, bytes(buf[pos:pos + size])))
@@ -629,6 +618,7 @@ def _read_RegisterBrokerRecord_2(buf: bytes | bytearray | memoryview, pos: int) 
     o.fenced = v_fenced
     o.in_controlled_shutdown = v_in_controlled_shutdown
     o.log_dirs = []
+    o.cordoned_log_dirs = None
     o.unknown_tagged_fields = unknown
     return o, pos
 
@@ -637,6 +627,8 @@ def _write_RegisterBrokerRecord_2(o: RegisterBrokerRecord, out: bytearray) -> No
     # versions 2
     if (o.log_dirs is None or len(o.log_dirs) != 0):
         raise _absent('LogDirs', 2)
+    if o.cordoned_log_dirs is not None:
+        raise _absent('CordonedLogDirs', 2)
     out += _S_i_16sq.pack(o.broker_id, (o.is_migrating_zk_broker if o.is_migrating_zk_broker.__class__ is bool else _bool(o.is_migrating_zk_broker, 'IsMigratingZkBroker')), o.incarnation_id.bytes, o.broker_epoch)
     if o.end_points is None:
         raise _null('EndPoints')
@@ -774,6 +766,8 @@ def _read_RegisterBrokerRecord_3(buf: bytes | bytearray | memoryview, pos: int) 
                 p = 0
                 n_v_log_dirs, p = _rcal(sub, p, 'LogDirs')
                 v_log_dirs, p = _rua(sub, p, n_v_log_dirs, 'LogDirs')
+            elif tag in (1,):
+                raise _bad_tag(tag, 3, pos)
             else:
                 raw_tags.append((tag, bytes(buf[pos:pos + size])))
             pos += size
@@ -790,12 +784,15 @@ def _read_RegisterBrokerRecord_3(buf: bytes | bytearray | memoryview, pos: int) 
     o.fenced = v_fenced
     o.in_controlled_shutdown = v_in_controlled_shutdown
     o.log_dirs = v_log_dirs
+    o.cordoned_log_dirs = None
     o.unknown_tagged_fields = unknown
     return o, pos
 
 
 def _write_RegisterBrokerRecord_3(o: RegisterBrokerRecord, out: bytearray) -> None:
     # versions 3
+    if o.cordoned_log_dirs is not None:
+        raise _absent('CordonedLogDirs', 3)
     out += _S_i_16sq.pack(o.broker_id, (o.is_migrating_zk_broker if o.is_migrating_zk_broker.__class__ is bool else _bool(o.is_migrating_zk_broker, 'IsMigratingZkBroker')), o.incarnation_id.bytes, o.broker_epoch)
     if o.end_points is None:
         raise _null('EndPoints')
@@ -849,8 +846,208 @@ def _write_RegisterBrokerRecord_3(o: RegisterBrokerRecord, out: bytearray) -> No
         _wts(out, tagged, o.unknown_tagged_fields, '_tagged_fields')
 
 
-RegisterBrokerRecord._READERS = {0: _read_RegisterBrokerRecord_0, 1: _read_RegisterBrokerRecord_1, 2: _read_RegisterBrokerRecord_2, 3: _read_RegisterBrokerRecord_3}
-RegisterBrokerRecord._WRITERS = {0: _write_RegisterBrokerRecord_0, 1: _write_RegisterBrokerRecord_1, 2: _write_RegisterBrokerRecord_2, 3: _write_RegisterBrokerRecord_3}
+def _read_RegisterBrokerRecord_4(buf: bytes | bytearray | memoryview, pos: int) -> tuple[RegisterBrokerRecord, int]:
+    # versions 4
+    end = len(buf)
+    if pos + 29 > end:
+        raise _short_fixed(pos, end, _L5)
+    v_broker_id, v_is_migrating_zk_broker, r_incarnation_id, v_broker_epoch = _S_i_16sq.unpack_from(buf, pos)
+    v_incarnation_id = _uuid_from_bytes(r_incarnation_id)
+    pos += 29
+    v_end_points: list[BrokerEndpoint]
+    n_v_end_points = buf[pos] - 1 if pos < end else -2
+    if 0 <= n_v_end_points < 127 and n_v_end_points <= end - pos:
+        pos += 1
+    else:
+        n_v_end_points, pos = _rcal(buf, pos, 'EndPoints')
+    v_end_points = []
+    app_v_end_points = v_end_points.append
+    i = 0
+    try:
+        for i in range(n_v_end_points):
+            v_end_points_v_name, pos = _rcs(buf, pos, 'Name')
+            v_end_points_v_host, pos = _rcs(buf, pos, 'Host')
+            if pos + 4 > end:
+                raise _short_fixed(pos, end, _L0)
+            v_end_points_v_port, v_end_points_v_security_protocol = _S_Hh.unpack_from(buf, pos)
+            pos += 4
+            v_end_points_unknown: tuple[tuple[int, bytes], ...] = ()
+            if pos < end and buf[pos] == 0:
+                pos += 1
+            else:
+                v_end_points_n_tags, pos = _rtc(buf, pos, '_tagged_fields')
+                v_end_points_raw_tags: list[tuple[int, bytes]] = []
+                for _ in range(v_end_points_n_tags):
+                    v_end_points_tag, v_end_points_size, pos = _rth(buf, pos, '_tagged_fields')
+                    v_end_points_raw_tags.append((v_end_points_tag, bytes(buf[pos:pos + v_end_points_size])))
+                    pos += v_end_points_size
+                if v_end_points_raw_tags:
+                    v_end_points_unknown = tuple(v_end_points_raw_tags)
+            v_end_points_o = _new(BrokerEndpoint)
+            v_end_points_o.name = v_end_points_v_name
+            v_end_points_o.host = v_end_points_v_host
+            v_end_points_o.port = v_end_points_v_port
+            v_end_points_o.security_protocol = v_end_points_v_security_protocol
+            v_end_points_o.unknown_tagged_fields = v_end_points_unknown
+            app_v_end_points(v_end_points_o)
+    except _DecodeError as exc:
+        raise exc.refine(field=f'EndPoints[{i}]')
+    v_features: list[BrokerFeature]
+    n_v_features = buf[pos] - 1 if pos < end else -2
+    if 0 <= n_v_features < 127 and n_v_features <= end - pos:
+        pos += 1
+    else:
+        n_v_features, pos = _rcal(buf, pos, 'Features')
+    v_features = []
+    app_v_features = v_features.append
+    i = 0
+    try:
+        for i in range(n_v_features):
+            v_features_v_name, pos = _rcs(buf, pos, 'Name')
+            if pos + 4 > end:
+                raise _short_fixed(pos, end, _L1)
+            v_features_v_min_supported_version, v_features_v_max_supported_version = _S_hh.unpack_from(buf, pos)
+            pos += 4
+            v_features_unknown: tuple[tuple[int, bytes], ...] = ()
+            if pos < end and buf[pos] == 0:
+                pos += 1
+            else:
+                v_features_n_tags, pos = _rtc(buf, pos, '_tagged_fields')
+                v_features_raw_tags: list[tuple[int, bytes]] = []
+                for _ in range(v_features_n_tags):
+                    v_features_tag, v_features_size, pos = _rth(buf, pos, '_tagged_fields')
+                    v_features_raw_tags.append((v_features_tag, bytes(buf[pos:pos + v_features_size])))
+                    pos += v_features_size
+                if v_features_raw_tags:
+                    v_features_unknown = tuple(v_features_raw_tags)
+            v_features_o = _new(BrokerFeature)
+            v_features_o.name = v_features_v_name
+            v_features_o.min_supported_version = v_features_v_min_supported_version
+            v_features_o.max_supported_version = v_features_v_max_supported_version
+            v_features_o.unknown_tagged_fields = v_features_unknown
+            app_v_features(v_features_o)
+    except _DecodeError as exc:
+        raise exc.refine(field=f'Features[{i}]')
+    v_rack, pos = _rncs(buf, pos, 'Rack')
+    if pos + 2 > end:
+        raise _short_fixed(pos, end, _L4)
+    v_fenced, v_in_controlled_shutdown = _S___.unpack_from(buf, pos)
+    pos += 2
+    v_log_dirs: list[_uuid.UUID] = []
+    v_cordoned_log_dirs: list[_uuid.UUID] | None = None
+    unknown: tuple[tuple[int, bytes], ...] = ()
+    if pos < end and buf[pos] == 0:
+        pos += 1
+    else:
+        n_tags, pos = _rtc(buf, pos, '_tagged_fields')
+        raw_tags: list[tuple[int, bytes]] = []
+        for _ in range(n_tags):
+            tag, size, pos = _rth(buf, pos, '_tagged_fields')
+            if tag == 0:
+                sub = bytes(buf[pos:pos + size])
+                p = 0
+                n_v_log_dirs, p = _rcal(sub, p, 'LogDirs')
+                v_log_dirs, p = _rua(sub, p, n_v_log_dirs, 'LogDirs')
+            elif tag == 1:
+                sub = bytes(buf[pos:pos + size])
+                p = 0
+                n_v_cordoned_log_dirs, p = _rncal(sub, p, 'CordonedLogDirs')
+                if n_v_cordoned_log_dirs < 0:
+                    v_cordoned_log_dirs = None
+                else:
+                    v_cordoned_log_dirs, p = _rua(sub, p, n_v_cordoned_log_dirs, 'CordonedLogDirs')
+            else:
+                raw_tags.append((tag, bytes(buf[pos:pos + size])))
+            pos += size
+        if raw_tags:
+            unknown = tuple(raw_tags)
+    o = _new(RegisterBrokerRecord)
+    o.broker_id = v_broker_id
+    o.is_migrating_zk_broker = v_is_migrating_zk_broker
+    o.incarnation_id = v_incarnation_id
+    o.broker_epoch = v_broker_epoch
+    o.end_points = v_end_points
+    o.features = v_features
+    o.rack = v_rack
+    o.fenced = v_fenced
+    o.in_controlled_shutdown = v_in_controlled_shutdown
+    o.log_dirs = v_log_dirs
+    o.cordoned_log_dirs = v_cordoned_log_dirs
+    o.unknown_tagged_fields = unknown
+    return o, pos
+
+
+def _write_RegisterBrokerRecord_4(o: RegisterBrokerRecord, out: bytearray) -> None:
+    # versions 4
+    out += _S_i_16sq.pack(o.broker_id, (o.is_migrating_zk_broker if o.is_migrating_zk_broker.__class__ is bool else _bool(o.is_migrating_zk_broker, 'IsMigratingZkBroker')), o.incarnation_id.bytes, o.broker_epoch)
+    if o.end_points is None:
+        raise _null('EndPoints')
+    _wcal(out, o.end_points, 'EndPoints')
+    for e_end_points in o.end_points:
+        if e_end_points.name is None:
+            raise _null('Name')
+        _wcs(out, e_end_points.name, 'Name')
+        if e_end_points.host is None:
+            raise _null('Host')
+        _wcs(out, e_end_points.host, 'Host')
+        out += _S_Hh.pack(e_end_points.port, e_end_points.security_protocol)
+        if e_end_points.unknown_tagged_fields:
+            _wts(out, (), e_end_points.unknown_tagged_fields, '_tagged_fields')
+        else:
+            out.append(0)
+    if o.features is None:
+        raise _null('Features')
+    _wcal(out, o.features, 'Features')
+    for e_features in o.features:
+        if e_features.name is None:
+            raise _null('Name')
+        _wcs(out, e_features.name, 'Name')
+        out += _S_hh.pack(e_features.min_supported_version, e_features.max_supported_version)
+        if e_features.unknown_tagged_fields:
+            _wts(out, (), e_features.unknown_tagged_fields, '_tagged_fields')
+        else:
+            out.append(0)
+    _wcs(out, o.rack, 'Rack')
+    out += _S___.pack((o.fenced if o.fenced.__class__ is bool else _bool(o.fenced, 'Fenced')), (o.in_controlled_shutdown if o.in_controlled_shutdown.__class__ is bool else _bool(o.in_controlled_shutdown, 'InControlledShutdown')))
+    if not o.unknown_tagged_fields:
+        out.append(((o.log_dirs is None or len(o.log_dirs) != 0)) + (o.cordoned_log_dirs is not None))
+        if (o.log_dirs is None or len(o.log_dirs) != 0):
+            tb = bytearray()
+            if o.log_dirs is None:
+                raise _null('LogDirs')
+            _wcal(tb, o.log_dirs, 'LogDirs')
+            tb += b''.join([e_log_dirs.bytes for e_log_dirs in o.log_dirs])
+            out += b'\x00'
+            _wuv(out, len(tb))
+            out += tb
+        if o.cordoned_log_dirs is not None:
+            tb = bytearray()
+            _wcal(tb, o.cordoned_log_dirs, 'CordonedLogDirs')
+            if o.cordoned_log_dirs is not None:
+                tb += b''.join([e_cordoned_log_dirs.bytes for e_cordoned_log_dirs in o.cordoned_log_dirs])
+            out += b'\x01'
+            _wuv(out, len(tb))
+            out += tb
+    else:
+        tagged: list[tuple[int, bytes | bytearray]] = []
+        if (o.log_dirs is None or len(o.log_dirs) != 0):
+            tb = bytearray()
+            if o.log_dirs is None:
+                raise _null('LogDirs')
+            _wcal(tb, o.log_dirs, 'LogDirs')
+            tb += b''.join([e_log_dirs.bytes for e_log_dirs in o.log_dirs])
+            tagged.append((0, tb))
+        if o.cordoned_log_dirs is not None:
+            tb = bytearray()
+            _wcal(tb, o.cordoned_log_dirs, 'CordonedLogDirs')
+            if o.cordoned_log_dirs is not None:
+                tb += b''.join([e_cordoned_log_dirs.bytes for e_cordoned_log_dirs in o.cordoned_log_dirs])
+            tagged.append((1, tb))
+        _wts(out, tagged, o.unknown_tagged_fields, '_tagged_fields')
+
+
+RegisterBrokerRecord._READERS = {0: _read_RegisterBrokerRecord_0, 1: _read_RegisterBrokerRecord_1, 2: _read_RegisterBrokerRecord_2, 3: _read_RegisterBrokerRecord_3, 4: _read_RegisterBrokerRecord_4}
+RegisterBrokerRecord._WRITERS = {0: _write_RegisterBrokerRecord_0, 1: _write_RegisterBrokerRecord_1, 2: _write_RegisterBrokerRecord_2, 3: _write_RegisterBrokerRecord_3, 4: _write_RegisterBrokerRecord_4}
 BrokerEndpoint._FIELDS = (
     _F('Name', 'name', 'string', (0, 32767), None, None, None, False, lambda: '', None, None),
     _F('Host', 'host', 'string', (0, 32767), None, None, None, False, lambda: '', None, None),
@@ -873,4 +1070,5 @@ RegisterBrokerRecord._FIELDS = (
     _F('Fenced', 'fenced', 'bool', (0, 32767), None, None, None, False, lambda: True, None, None),
     _F('InControlledShutdown', 'in_controlled_shutdown', 'bool', (1, 32767), None, None, None, False, lambda: False, None, None),
     _F('LogDirs', 'log_dirs', '[]uuid', (3, 32767), (3, 32767), 0, None, False, lambda: [], None, None),
+    _F('CordonedLogDirs', 'cordoned_log_dirs', '[]uuid', (4, 32767), (4, 32767), 1, (4, 32767), False, lambda: None, None, None),
 )

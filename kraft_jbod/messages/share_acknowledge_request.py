@@ -10,6 +10,9 @@ from typing import ClassVar as _ClassVar
 
 from kraft_jbod.errors import DecodeError as _DecodeError, EncodeError as _EncodeError
 from kraft_jbod.wire.message import FieldInfo as _F, Message as _Message, Struct as _Struct
+from kraft_jbod.wire.runtime import (
+    absent as _absent, bad_tag as _bad_tag, check_bool as _bool, null as _null,
+)
 from kraft_jbod.wire.primitives import (
     read_string as _rs, read_nullable_string as _rns,
     read_compact_string as _rcs, read_nullable_compact_string as _rncs,
@@ -30,6 +33,7 @@ from kraft_jbod.wire.primitives import (
 _new = object.__new__
 _S_16s = _struct.Struct('>16s')
 _S_i = _struct.Struct('>i')
+_S_i_ = _struct.Struct('>i?')
 _S_qq = _struct.Struct('>qq')
 _ZERO_UUID = _uuid_from_bytes((0).to_bytes(16, 'big'))
 _L0 = (('FirstOffset', 8), ('LastOffset', 8))
@@ -37,27 +41,7 @@ _ARR_b = _array_structs('b')
 _L1 = (('PartitionIndex', 4),)
 _L2 = (('TopicId', 16),)
 _L3 = (('ShareSessionEpoch', 4),)
-
-
-def _absent(field: str, version: int | str) -> _EncodeError:
-    return _EncodeError(
-        f'attempted to write a non-default {field} at version {version}', field_path=field
-    )
-
-
-def _null(field: str) -> _EncodeError:
-    return _EncodeError('None in a non-nullable field', field_path=field)
-
-
-def _bad_tag(tag: int, version: int, pos: int) -> _DecodeError:
-    return _DecodeError(f'tag {tag} is not valid for version {version}', offset=pos)
-
-
-def _bool(value: object, field: str) -> bool:
-    if type(value) is not bool:
-        raise _EncodeError(f'expected bool, got {type(value).__name__}', field_path=field)
-    return value
-
+_L4 = (('ShareSessionEpoch', 4), ('IsRenewAck', 1))
 
 
 
@@ -92,24 +76,25 @@ class AcknowledgeTopic(_Struct):
 
 @_dataclass(slots=True)
 class ShareAcknowledgeRequest(_Message):
-    """request ShareAcknowledgeRequest, versions 0."""
+    """request ShareAcknowledgeRequest, versions 0-2."""
 
     NAME: _ClassVar[str] = 'ShareAcknowledgeRequest'
     SCHEMA_TYPE: _ClassVar[str] = 'request'
     API_KEY: _ClassVar[int | None] = 79
-    VALID_VERSIONS: _ClassVar[tuple[int, int]] = (0, 0)
+    VALID_VERSIONS: _ClassVar[tuple[int, int]] = (0, 2)
     FLEXIBLE_MIN: _ClassVar[int | None] = 0
-    LATEST_VERSION_UNSTABLE: _ClassVar[bool] = True
+    LATEST_VERSION_UNSTABLE: _ClassVar[bool] = False
     DEPRECATED_VERSIONS: _ClassVar[tuple[int, int] | None] = None
     group_id: str | None = None
     member_id: str | None = ''
     share_session_epoch: int = 0
+    is_renew_ack: bool = False
     topics: list[AcknowledgeTopic] = _field(default_factory=list)
     unknown_tagged_fields: tuple[tuple[int, bytes], ...] = ()
 
 
 def _read_AcknowledgementBatch_0(buf: bytes | bytearray | memoryview, pos: int) -> tuple[AcknowledgementBatch, int]:
-    # versions 0
+    # versions 0-2
     end = len(buf)
     if pos + 16 > end:
         raise _short_fixed(pos, end, _L0)
@@ -147,7 +132,7 @@ def _read_AcknowledgementBatch_0(buf: bytes | bytearray | memoryview, pos: int) 
 
 
 def _write_AcknowledgementBatch_0(o: AcknowledgementBatch, out: bytearray) -> None:
-    # versions 0
+    # versions 0-2
     out += _S_qq.pack(o.first_offset, o.last_offset)
     if o.acknowledge_types is None:
         raise _null('AcknowledgeTypes')
@@ -160,7 +145,7 @@ def _write_AcknowledgementBatch_0(o: AcknowledgementBatch, out: bytearray) -> No
 
 
 def _read_AcknowledgePartition_0(buf: bytes | bytearray | memoryview, pos: int) -> tuple[AcknowledgePartition, int]:
-    # versions 0
+    # versions 0-2
     end = len(buf)
     if pos + 4 > end:
         raise _short_fixed(pos, end, _L1)
@@ -232,7 +217,7 @@ def _read_AcknowledgePartition_0(buf: bytes | bytearray | memoryview, pos: int) 
 
 
 def _write_AcknowledgePartition_0(o: AcknowledgePartition, out: bytearray) -> None:
-    # versions 0
+    # versions 0-2
     out += _S_i.pack(o.partition_index)
     if o.acknowledgement_batches is None:
         raise _null('AcknowledgementBatches')
@@ -254,7 +239,7 @@ def _write_AcknowledgePartition_0(o: AcknowledgePartition, out: bytearray) -> No
 
 
 def _read_AcknowledgeTopic_0(buf: bytes | bytearray | memoryview, pos: int) -> tuple[AcknowledgeTopic, int]:
-    # versions 0
+    # versions 0-2
     end = len(buf)
     if pos + 16 > end:
         raise _short_fixed(pos, end, _L2)
@@ -296,7 +281,7 @@ def _read_AcknowledgeTopic_0(buf: bytes | bytearray | memoryview, pos: int) -> t
 
 
 def _write_AcknowledgeTopic_0(o: AcknowledgeTopic, out: bytearray) -> None:
-    # versions 0
+    # versions 0-2
     out += _S_16s.pack(o.topic_id.bytes)
     if o.partitions is None:
         raise _null('Partitions')
@@ -310,7 +295,7 @@ def _write_AcknowledgeTopic_0(o: AcknowledgeTopic, out: bytearray) -> None:
 
 
 def _read_ShareAcknowledgeRequest_0(buf: bytes | bytearray | memoryview, pos: int) -> tuple[ShareAcknowledgeRequest, int]:
-    # versions 0
+    # versions 0-1
     end = len(buf)
     v_group_id, pos = _rncs(buf, pos, 'GroupId')
     v_member_id, pos = _rncs(buf, pos, 'MemberId')
@@ -349,13 +334,16 @@ def _read_ShareAcknowledgeRequest_0(buf: bytes | bytearray | memoryview, pos: in
     o.group_id = v_group_id
     o.member_id = v_member_id
     o.share_session_epoch = v_share_session_epoch
+    o.is_renew_ack = False
     o.topics = v_topics
     o.unknown_tagged_fields = unknown
     return o, pos
 
 
 def _write_ShareAcknowledgeRequest_0(o: ShareAcknowledgeRequest, out: bytearray) -> None:
-    # versions 0
+    # versions 0-1
+    if o.is_renew_ack != False:
+        raise _absent('IsRenewAck', '0-1')
     _wcs(out, o.group_id, 'GroupId')
     _wcs(out, o.member_id, 'MemberId')
     out += _S_i.pack(o.share_session_epoch)
@@ -370,8 +358,70 @@ def _write_ShareAcknowledgeRequest_0(o: ShareAcknowledgeRequest, out: bytearray)
         out.append(0)
 
 
-ShareAcknowledgeRequest._READERS = {0: _read_ShareAcknowledgeRequest_0}
-ShareAcknowledgeRequest._WRITERS = {0: _write_ShareAcknowledgeRequest_0}
+def _read_ShareAcknowledgeRequest_1(buf: bytes | bytearray | memoryview, pos: int) -> tuple[ShareAcknowledgeRequest, int]:
+    # versions 2
+    end = len(buf)
+    v_group_id, pos = _rncs(buf, pos, 'GroupId')
+    v_member_id, pos = _rncs(buf, pos, 'MemberId')
+    if pos + 5 > end:
+        raise _short_fixed(pos, end, _L4)
+    v_share_session_epoch, v_is_renew_ack = _S_i_.unpack_from(buf, pos)
+    pos += 5
+    v_topics: list[AcknowledgeTopic]
+    n_v_topics = buf[pos] - 1 if pos < end else -2
+    if 0 <= n_v_topics < 127 and n_v_topics <= end - pos:
+        pos += 1
+    else:
+        n_v_topics, pos = _rcal(buf, pos, 'Topics')
+    v_topics = []
+    app_v_topics = v_topics.append
+    i = 0
+    try:
+        for i in range(n_v_topics):
+            e_v_topics, pos = _read_AcknowledgeTopic_0(buf, pos)
+            app_v_topics(e_v_topics)
+    except _DecodeError as exc:
+        raise exc.refine(field=f'Topics[{i}]')
+    unknown: tuple[tuple[int, bytes], ...] = ()
+    if pos < end and buf[pos] == 0:
+        pos += 1
+    else:
+        n_tags, pos = _rtc(buf, pos, '_tagged_fields')
+        raw_tags: list[tuple[int, bytes]] = []
+        for _ in range(n_tags):
+            tag, size, pos = _rth(buf, pos, '_tagged_fields')
+            raw_tags.append((tag, bytes(buf[pos:pos + size])))
+            pos += size
+        if raw_tags:
+            unknown = tuple(raw_tags)
+    o = _new(ShareAcknowledgeRequest)
+    o.group_id = v_group_id
+    o.member_id = v_member_id
+    o.share_session_epoch = v_share_session_epoch
+    o.is_renew_ack = v_is_renew_ack
+    o.topics = v_topics
+    o.unknown_tagged_fields = unknown
+    return o, pos
+
+
+def _write_ShareAcknowledgeRequest_1(o: ShareAcknowledgeRequest, out: bytearray) -> None:
+    # versions 2
+    _wcs(out, o.group_id, 'GroupId')
+    _wcs(out, o.member_id, 'MemberId')
+    out += _S_i_.pack(o.share_session_epoch, (o.is_renew_ack if o.is_renew_ack.__class__ is bool else _bool(o.is_renew_ack, 'IsRenewAck')))
+    if o.topics is None:
+        raise _null('Topics')
+    _wcal(out, o.topics, 'Topics')
+    for e_topics in o.topics:
+        _write_AcknowledgeTopic_0(e_topics, out)
+    if o.unknown_tagged_fields:
+        _wts(out, (), o.unknown_tagged_fields, '_tagged_fields')
+    else:
+        out.append(0)
+
+
+ShareAcknowledgeRequest._READERS = {0: _read_ShareAcknowledgeRequest_0, 1: _read_ShareAcknowledgeRequest_0, 2: _read_ShareAcknowledgeRequest_1}
+ShareAcknowledgeRequest._WRITERS = {0: _write_ShareAcknowledgeRequest_0, 1: _write_ShareAcknowledgeRequest_0, 2: _write_ShareAcknowledgeRequest_1}
 AcknowledgementBatch._FIELDS = (
     _F('FirstOffset', 'first_offset', 'int64', (0, 32767), None, None, None, False, lambda: 0, None, None),
     _F('LastOffset', 'last_offset', 'int64', (0, 32767), None, None, None, False, lambda: 0, None, None),
@@ -389,5 +439,6 @@ ShareAcknowledgeRequest._FIELDS = (
     _F('GroupId', 'group_id', 'string', (0, 32767), None, None, (0, 32767), False, lambda: None, None, None),
     _F('MemberId', 'member_id', 'string', (0, 32767), None, None, (0, 32767), False, lambda: '', None, None),
     _F('ShareSessionEpoch', 'share_session_epoch', 'int32', (0, 32767), None, None, None, False, lambda: 0, None, None),
+    _F('IsRenewAck', 'is_renew_ack', 'bool', (2, 32767), None, None, None, False, lambda: False, None, None),
     _F('Topics', 'topics', '[]AcknowledgeTopic', (0, 32767), None, None, None, False, lambda: [], AcknowledgeTopic, None),
 )

@@ -10,6 +10,9 @@ from typing import ClassVar as _ClassVar
 
 from kraft_jbod.errors import DecodeError as _DecodeError, EncodeError as _EncodeError
 from kraft_jbod.wire.message import FieldInfo as _F, Message as _Message, Struct as _Struct
+from kraft_jbod.wire.runtime import (
+    absent as _absent, bad_tag as _bad_tag, check_bool as _bool, null as _null,
+)
 from kraft_jbod.wire.primitives import (
     read_string as _rs, read_nullable_string as _rns,
     read_compact_string as _rcs, read_nullable_compact_string as _rncs,
@@ -39,27 +42,7 @@ _L2 = (('TopicId', 16),)
 _L3 = (('NodeId', 4),)
 _L4 = (('Port', 4),)
 _L5 = (('ThrottleTimeMs', 4), ('ErrorCode', 2))
-
-
-def _absent(field: str, version: int | str) -> _EncodeError:
-    return _EncodeError(
-        f'attempted to write a non-default {field} at version {version}', field_path=field
-    )
-
-
-def _null(field: str) -> _EncodeError:
-    return _EncodeError('None in a non-nullable field', field_path=field)
-
-
-def _bad_tag(tag: int, version: int, pos: int) -> _DecodeError:
-    return _DecodeError(f'tag {tag} is not valid for version {version}', offset=pos)
-
-
-def _bool(value: object, field: str) -> bool:
-    if type(value) is not bool:
-        raise _EncodeError(f'expected bool, got {type(value).__name__}', field_path=field)
-    return value
-
+_L6 = (('AcquisitionLockTimeoutMs', 4),)
 
 
 
@@ -106,25 +89,26 @@ class NodeEndpoint(_Struct):
 
 @_dataclass(slots=True)
 class ShareAcknowledgeResponse(_Message):
-    """response ShareAcknowledgeResponse, versions 0."""
+    """response ShareAcknowledgeResponse, versions 0-2."""
 
     NAME: _ClassVar[str] = 'ShareAcknowledgeResponse'
     SCHEMA_TYPE: _ClassVar[str] = 'response'
     API_KEY: _ClassVar[int | None] = 79
-    VALID_VERSIONS: _ClassVar[tuple[int, int]] = (0, 0)
+    VALID_VERSIONS: _ClassVar[tuple[int, int]] = (0, 2)
     FLEXIBLE_MIN: _ClassVar[int | None] = 0
     LATEST_VERSION_UNSTABLE: _ClassVar[bool] = False
     DEPRECATED_VERSIONS: _ClassVar[tuple[int, int] | None] = None
     throttle_time_ms: int = 0
     error_code: int = 0
     error_message: str | None = None
+    acquisition_lock_timeout_ms: int = 0
     responses: list[ShareAcknowledgeTopicResponse] = _field(default_factory=list)
     node_endpoints: list[NodeEndpoint] = _field(default_factory=list)
     unknown_tagged_fields: tuple[tuple[int, bytes], ...] = ()
 
 
 def _read_LeaderIdAndEpoch_0(buf: bytes | bytearray | memoryview, pos: int) -> tuple[LeaderIdAndEpoch, int]:
-    # versions 0
+    # versions 0-2
     end = len(buf)
     if pos + 8 > end:
         raise _short_fixed(pos, end, _L0)
@@ -150,7 +134,7 @@ def _read_LeaderIdAndEpoch_0(buf: bytes | bytearray | memoryview, pos: int) -> t
 
 
 def _write_LeaderIdAndEpoch_0(o: LeaderIdAndEpoch, out: bytearray) -> None:
-    # versions 0
+    # versions 0-2
     out += _S_ii.pack(o.leader_id, o.leader_epoch)
     if o.unknown_tagged_fields:
         _wts(out, (), o.unknown_tagged_fields, '_tagged_fields')
@@ -159,7 +143,7 @@ def _write_LeaderIdAndEpoch_0(o: LeaderIdAndEpoch, out: bytearray) -> None:
 
 
 def _read_PartitionData_0(buf: bytes | bytearray | memoryview, pos: int) -> tuple[PartitionData, int]:
-    # versions 0
+    # versions 0-2
     end = len(buf)
     if pos + 6 > end:
         raise _short_fixed(pos, end, _L1)
@@ -192,7 +176,7 @@ def _read_PartitionData_0(buf: bytes | bytearray | memoryview, pos: int) -> tupl
 
 
 def _write_PartitionData_0(o: PartitionData, out: bytearray) -> None:
-    # versions 0
+    # versions 0-2
     out += _S_ih.pack(o.partition_index, o.error_code)
     _wcs(out, o.error_message, 'ErrorMessage')
     if o.current_leader is None:
@@ -205,7 +189,7 @@ def _write_PartitionData_0(o: PartitionData, out: bytearray) -> None:
 
 
 def _read_ShareAcknowledgeTopicResponse_0(buf: bytes | bytearray | memoryview, pos: int) -> tuple[ShareAcknowledgeTopicResponse, int]:
-    # versions 0
+    # versions 0-2
     end = len(buf)
     if pos + 16 > end:
         raise _short_fixed(pos, end, _L2)
@@ -247,7 +231,7 @@ def _read_ShareAcknowledgeTopicResponse_0(buf: bytes | bytearray | memoryview, p
 
 
 def _write_ShareAcknowledgeTopicResponse_0(o: ShareAcknowledgeTopicResponse, out: bytearray) -> None:
-    # versions 0
+    # versions 0-2
     out += _S_16s.pack(o.topic_id.bytes)
     if o.partitions is None:
         raise _null('Partitions')
@@ -261,7 +245,7 @@ def _write_ShareAcknowledgeTopicResponse_0(o: ShareAcknowledgeTopicResponse, out
 
 
 def _read_NodeEndpoint_0(buf: bytes | bytearray | memoryview, pos: int) -> tuple[NodeEndpoint, int]:
-    # versions 0
+    # versions 0-2
     end = len(buf)
     if pos + 4 > end:
         raise _short_fixed(pos, end, _L3)
@@ -295,7 +279,7 @@ def _read_NodeEndpoint_0(buf: bytes | bytearray | memoryview, pos: int) -> tuple
 
 
 def _write_NodeEndpoint_0(o: NodeEndpoint, out: bytearray) -> None:
-    # versions 0
+    # versions 0-2
     out += _S_i.pack(o.node_id)
     if o.host is None:
         raise _null('Host')
@@ -309,7 +293,7 @@ def _write_NodeEndpoint_0(o: NodeEndpoint, out: bytearray) -> None:
 
 
 def _read_ShareAcknowledgeResponse_0(buf: bytes | bytearray | memoryview, pos: int) -> tuple[ShareAcknowledgeResponse, int]:
-    # versions 0
+    # versions 0-1
     end = len(buf)
     if pos + 6 > end:
         raise _short_fixed(pos, end, _L5)
@@ -389,6 +373,7 @@ def _read_ShareAcknowledgeResponse_0(buf: bytes | bytearray | memoryview, pos: i
     o.throttle_time_ms = v_throttle_time_ms
     o.error_code = v_error_code
     o.error_message = v_error_message
+    o.acquisition_lock_timeout_ms = 0
     o.responses = v_responses
     o.node_endpoints = v_node_endpoints
     o.unknown_tagged_fields = unknown
@@ -396,7 +381,7 @@ def _read_ShareAcknowledgeResponse_0(buf: bytes | bytearray | memoryview, pos: i
 
 
 def _write_ShareAcknowledgeResponse_0(o: ShareAcknowledgeResponse, out: bytearray) -> None:
-    # versions 0
+    # versions 0-1
     out += _S_ih.pack(o.throttle_time_ms, o.error_code)
     _wcs(out, o.error_message, 'ErrorMessage')
     if o.responses is None:
@@ -424,8 +409,130 @@ def _write_ShareAcknowledgeResponse_0(o: ShareAcknowledgeResponse, out: bytearra
         out.append(0)
 
 
-ShareAcknowledgeResponse._READERS = {0: _read_ShareAcknowledgeResponse_0}
-ShareAcknowledgeResponse._WRITERS = {0: _write_ShareAcknowledgeResponse_0}
+def _read_ShareAcknowledgeResponse_1(buf: bytes | bytearray | memoryview, pos: int) -> tuple[ShareAcknowledgeResponse, int]:
+    # versions 2
+    end = len(buf)
+    if pos + 6 > end:
+        raise _short_fixed(pos, end, _L5)
+    v_throttle_time_ms, v_error_code = _S_ih.unpack_from(buf, pos)
+    pos += 6
+    v_error_message, pos = _rncs(buf, pos, 'ErrorMessage')
+    if pos + 4 > end:
+        raise _short_fixed(pos, end, _L6)
+    v_acquisition_lock_timeout_ms, = _S_i.unpack_from(buf, pos)
+    pos += 4
+    v_responses: list[ShareAcknowledgeTopicResponse]
+    n_v_responses = buf[pos] - 1 if pos < end else -2
+    if 0 <= n_v_responses < 127 and n_v_responses <= end - pos:
+        pos += 1
+    else:
+        n_v_responses, pos = _rcal(buf, pos, 'Responses')
+    v_responses = []
+    app_v_responses = v_responses.append
+    i = 0
+    try:
+        for i in range(n_v_responses):
+            e_v_responses, pos = _read_ShareAcknowledgeTopicResponse_0(buf, pos)
+            app_v_responses(e_v_responses)
+    except _DecodeError as exc:
+        raise exc.refine(field=f'Responses[{i}]')
+    v_node_endpoints: list[NodeEndpoint]
+    n_v_node_endpoints = buf[pos] - 1 if pos < end else -2
+    if 0 <= n_v_node_endpoints < 127 and n_v_node_endpoints <= end - pos:
+        pos += 1
+    else:
+        n_v_node_endpoints, pos = _rcal(buf, pos, 'NodeEndpoints')
+    v_node_endpoints = []
+    app_v_node_endpoints = v_node_endpoints.append
+    i = 0
+    try:
+        for i in range(n_v_node_endpoints):
+            if pos + 4 > end:
+                raise _short_fixed(pos, end, _L3)
+            v_node_endpoints_v_node_id, = _S_i.unpack_from(buf, pos)
+            pos += 4
+            v_node_endpoints_v_host, pos = _rcs(buf, pos, 'Host')
+            if pos + 4 > end:
+                raise _short_fixed(pos, end, _L4)
+            v_node_endpoints_v_port, = _S_i.unpack_from(buf, pos)
+            pos += 4
+            v_node_endpoints_v_rack, pos = _rncs(buf, pos, 'Rack')
+            v_node_endpoints_unknown: tuple[tuple[int, bytes], ...] = ()
+            if pos < end and buf[pos] == 0:
+                pos += 1
+            else:
+                v_node_endpoints_n_tags, pos = _rtc(buf, pos, '_tagged_fields')
+                v_node_endpoints_raw_tags: list[tuple[int, bytes]] = []
+                for _ in range(v_node_endpoints_n_tags):
+                    v_node_endpoints_tag, v_node_endpoints_size, pos = _rth(buf, pos, '_tagged_fields')
+                    v_node_endpoints_raw_tags.append((v_node_endpoints_tag, bytes(buf[pos:pos + v_node_endpoints_size])))
+                    pos += v_node_endpoints_size
+                if v_node_endpoints_raw_tags:
+                    v_node_endpoints_unknown = tuple(v_node_endpoints_raw_tags)
+            v_node_endpoints_o = _new(NodeEndpoint)
+            v_node_endpoints_o.node_id = v_node_endpoints_v_node_id
+            v_node_endpoints_o.host = v_node_endpoints_v_host
+            v_node_endpoints_o.port = v_node_endpoints_v_port
+            v_node_endpoints_o.rack = v_node_endpoints_v_rack
+            v_node_endpoints_o.unknown_tagged_fields = v_node_endpoints_unknown
+            app_v_node_endpoints(v_node_endpoints_o)
+    except _DecodeError as exc:
+        raise exc.refine(field=f'NodeEndpoints[{i}]')
+    unknown: tuple[tuple[int, bytes], ...] = ()
+    if pos < end and buf[pos] == 0:
+        pos += 1
+    else:
+        n_tags, pos = _rtc(buf, pos, '_tagged_fields')
+        raw_tags: list[tuple[int, bytes]] = []
+        for _ in range(n_tags):
+            tag, size, pos = _rth(buf, pos, '_tagged_fields')
+            raw_tags.append((tag, bytes(buf[pos:pos + size])))
+            pos += size
+        if raw_tags:
+            unknown = tuple(raw_tags)
+    o = _new(ShareAcknowledgeResponse)
+    o.throttle_time_ms = v_throttle_time_ms
+    o.error_code = v_error_code
+    o.error_message = v_error_message
+    o.acquisition_lock_timeout_ms = v_acquisition_lock_timeout_ms
+    o.responses = v_responses
+    o.node_endpoints = v_node_endpoints
+    o.unknown_tagged_fields = unknown
+    return o, pos
+
+
+def _write_ShareAcknowledgeResponse_1(o: ShareAcknowledgeResponse, out: bytearray) -> None:
+    # versions 2
+    out += _S_ih.pack(o.throttle_time_ms, o.error_code)
+    _wcs(out, o.error_message, 'ErrorMessage')
+    out += _S_i.pack(o.acquisition_lock_timeout_ms)
+    if o.responses is None:
+        raise _null('Responses')
+    _wcal(out, o.responses, 'Responses')
+    for e_responses in o.responses:
+        _write_ShareAcknowledgeTopicResponse_0(e_responses, out)
+    if o.node_endpoints is None:
+        raise _null('NodeEndpoints')
+    _wcal(out, o.node_endpoints, 'NodeEndpoints')
+    for e_node_endpoints in o.node_endpoints:
+        out += _S_i.pack(e_node_endpoints.node_id)
+        if e_node_endpoints.host is None:
+            raise _null('Host')
+        _wcs(out, e_node_endpoints.host, 'Host')
+        out += _S_i.pack(e_node_endpoints.port)
+        _wcs(out, e_node_endpoints.rack, 'Rack')
+        if e_node_endpoints.unknown_tagged_fields:
+            _wts(out, (), e_node_endpoints.unknown_tagged_fields, '_tagged_fields')
+        else:
+            out.append(0)
+    if o.unknown_tagged_fields:
+        _wts(out, (), o.unknown_tagged_fields, '_tagged_fields')
+    else:
+        out.append(0)
+
+
+ShareAcknowledgeResponse._READERS = {0: _read_ShareAcknowledgeResponse_0, 1: _read_ShareAcknowledgeResponse_0, 2: _read_ShareAcknowledgeResponse_1}
+ShareAcknowledgeResponse._WRITERS = {0: _write_ShareAcknowledgeResponse_0, 1: _write_ShareAcknowledgeResponse_0, 2: _write_ShareAcknowledgeResponse_1}
 LeaderIdAndEpoch._FIELDS = (
     _F('LeaderId', 'leader_id', 'int32', (0, 32767), None, None, None, False, lambda: 0, None, None),
     _F('LeaderEpoch', 'leader_epoch', 'int32', (0, 32767), None, None, None, False, lambda: 0, None, None),
@@ -450,6 +557,7 @@ ShareAcknowledgeResponse._FIELDS = (
     _F('ThrottleTimeMs', 'throttle_time_ms', 'int32', (0, 32767), None, None, None, True, lambda: 0, None, None),
     _F('ErrorCode', 'error_code', 'int16', (0, 32767), None, None, None, True, lambda: 0, None, None),
     _F('ErrorMessage', 'error_message', 'string', (0, 32767), None, None, (0, 32767), False, lambda: None, None, None),
+    _F('AcquisitionLockTimeoutMs', 'acquisition_lock_timeout_ms', 'int32', (2, 32767), None, None, None, True, lambda: 0, None, None),
     _F('Responses', 'responses', '[]ShareAcknowledgeTopicResponse', (0, 32767), None, None, None, False, lambda: [], ShareAcknowledgeTopicResponse, None),
     _F('NodeEndpoints', 'node_endpoints', '[]NodeEndpoint', (0, 32767), None, None, None, False, lambda: [], NodeEndpoint, None),
 )

@@ -10,6 +10,9 @@ from typing import ClassVar as _ClassVar
 
 from kraft_jbod.errors import DecodeError as _DecodeError, EncodeError as _EncodeError
 from kraft_jbod.wire.message import FieldInfo as _F, Message as _Message, Struct as _Struct
+from kraft_jbod.wire.runtime import (
+    absent as _absent, bad_tag as _bad_tag, check_bool as _bool, null as _null,
+)
 from kraft_jbod.wire.primitives import (
     read_string as _rs, read_nullable_string as _rns,
     read_compact_string as _rcs, read_nullable_compact_string as _rncs,
@@ -29,37 +32,22 @@ from kraft_jbod.wire.primitives import (
 
 _new = object.__new__
 _S_16s = _struct.Struct('>16s')
+_S_i = _struct.Struct('>i')
 _S_ii = _struct.Struct('>ii')
 _S_iiii = _struct.Struct('>iiii')
+_S_iiiiii = _struct.Struct('>iiiiii')
+_S_iiiiiib_ = _struct.Struct('>iiiiiib?')
 _S_qq = _struct.Struct('>qq')
 _ZERO_UUID = _uuid_from_bytes((0).to_bytes(16, 'big'))
 _L0 = (('FirstOffset', 8), ('LastOffset', 8))
 _ARR_b = _array_structs('b')
 _L1 = (('PartitionIndex', 4), ('PartitionMaxBytes', 4))
-_L2 = (('TopicId', 16),)
+_L2 = (('PartitionIndex', 4),)
+_L3 = (('TopicId', 16),)
 _ARR_i = _array_structs('i')
-_L3 = (('ShareSessionEpoch', 4), ('MaxWaitMs', 4), ('MinBytes', 4), ('MaxBytes', 4))
-
-
-def _absent(field: str, version: int | str) -> _EncodeError:
-    return _EncodeError(
-        f'attempted to write a non-default {field} at version {version}', field_path=field
-    )
-
-
-def _null(field: str) -> _EncodeError:
-    return _EncodeError('None in a non-nullable field', field_path=field)
-
-
-def _bad_tag(tag: int, version: int, pos: int) -> _DecodeError:
-    return _DecodeError(f'tag {tag} is not valid for version {version}', offset=pos)
-
-
-def _bool(value: object, field: str) -> bool:
-    if type(value) is not bool:
-        raise _EncodeError(f'expected bool, got {type(value).__name__}', field_path=field)
-    return value
-
+_L4 = (('ShareSessionEpoch', 4), ('MaxWaitMs', 4), ('MinBytes', 4), ('MaxBytes', 4))
+_L5 = (('ShareSessionEpoch', 4), ('MaxWaitMs', 4), ('MinBytes', 4), ('MaxBytes', 4), ('MaxRecords', 4), ('BatchSize', 4))
+_L6 = (('ShareSessionEpoch', 4), ('MaxWaitMs', 4), ('MinBytes', 4), ('MaxBytes', 4), ('MaxRecords', 4), ('BatchSize', 4), ('ShareAcquireMode', 1), ('IsRenewAck', 1))
 
 
 
@@ -104,14 +92,14 @@ class ForgottenTopic(_Struct):
 
 @_dataclass(slots=True)
 class ShareFetchRequest(_Message):
-    """request ShareFetchRequest, versions 0."""
+    """request ShareFetchRequest, versions 0-2."""
 
     NAME: _ClassVar[str] = 'ShareFetchRequest'
     SCHEMA_TYPE: _ClassVar[str] = 'request'
     API_KEY: _ClassVar[int | None] = 78
-    VALID_VERSIONS: _ClassVar[tuple[int, int]] = (0, 0)
+    VALID_VERSIONS: _ClassVar[tuple[int, int]] = (0, 2)
     FLEXIBLE_MIN: _ClassVar[int | None] = 0
-    LATEST_VERSION_UNSTABLE: _ClassVar[bool] = True
+    LATEST_VERSION_UNSTABLE: _ClassVar[bool] = False
     DEPRECATED_VERSIONS: _ClassVar[tuple[int, int] | None] = None
     group_id: str | None = None
     member_id: str | None = ''
@@ -119,13 +107,17 @@ class ShareFetchRequest(_Message):
     max_wait_ms: int = 0
     min_bytes: int = 0
     max_bytes: int = 2147483647
+    max_records: int = 0
+    batch_size: int = 0
+    share_acquire_mode: int = 0
+    is_renew_ack: bool = False
     topics: list[FetchTopic] = _field(default_factory=list)
     forgotten_topics_data: list[ForgottenTopic] = _field(default_factory=list)
     unknown_tagged_fields: tuple[tuple[int, bytes], ...] = ()
 
 
 def _read_AcknowledgementBatch_0(buf: bytes | bytearray | memoryview, pos: int) -> tuple[AcknowledgementBatch, int]:
-    # versions 0
+    # versions 0-2
     end = len(buf)
     if pos + 16 > end:
         raise _short_fixed(pos, end, _L0)
@@ -163,7 +155,7 @@ def _read_AcknowledgementBatch_0(buf: bytes | bytearray | memoryview, pos: int) 
 
 
 def _write_AcknowledgementBatch_0(o: AcknowledgementBatch, out: bytearray) -> None:
-    # versions 0
+    # versions 0-2
     out += _S_qq.pack(o.first_offset, o.last_offset)
     if o.acknowledge_types is None:
         raise _null('AcknowledgeTypes')
@@ -270,11 +262,108 @@ def _write_FetchPartition_0(o: FetchPartition, out: bytearray) -> None:
         out.append(0)
 
 
+def _read_FetchPartition_1(buf: bytes | bytearray | memoryview, pos: int) -> tuple[FetchPartition, int]:
+    # versions 1-2
+    end = len(buf)
+    if pos + 4 > end:
+        raise _short_fixed(pos, end, _L2)
+    v_partition_index, = _S_i.unpack_from(buf, pos)
+    pos += 4
+    v_acknowledgement_batches: list[AcknowledgementBatch]
+    n_v_acknowledgement_batches = buf[pos] - 1 if pos < end else -2
+    if 0 <= n_v_acknowledgement_batches < 127 and n_v_acknowledgement_batches <= end - pos:
+        pos += 1
+    else:
+        n_v_acknowledgement_batches, pos = _rcal(buf, pos, 'AcknowledgementBatches')
+    v_acknowledgement_batches = []
+    app_v_acknowledgement_batches = v_acknowledgement_batches.append
+    i = 0
+    try:
+        for i in range(n_v_acknowledgement_batches):
+            if pos + 16 > end:
+                raise _short_fixed(pos, end, _L0)
+            v_acknowledgement_batches_v_first_offset, v_acknowledgement_batches_v_last_offset = _S_qq.unpack_from(buf, pos)
+            pos += 16
+            v_acknowledgement_batches_v_acknowledge_types: list[int]
+            n_v_acknowledgement_batches_v_acknowledge_types = buf[pos] - 1 if pos < end else -2
+            if 0 <= n_v_acknowledgement_batches_v_acknowledge_types < 127 and n_v_acknowledgement_batches_v_acknowledge_types <= end - pos:
+                pos += 1
+            else:
+                n_v_acknowledgement_batches_v_acknowledge_types, pos = _rcal(buf, pos, 'AcknowledgeTypes')
+            if n_v_acknowledgement_batches_v_acknowledge_types < 32 and pos + 1 * n_v_acknowledgement_batches_v_acknowledge_types <= end:
+                v_acknowledgement_batches_v_acknowledge_types = list(_ARR_b[n_v_acknowledgement_batches_v_acknowledge_types].unpack_from(buf, pos))
+                pos += 1 * n_v_acknowledgement_batches_v_acknowledge_types
+            else:
+                v_acknowledgement_batches_v_acknowledge_types, pos = _rfa(buf, pos, n_v_acknowledgement_batches_v_acknowledge_types, 'b', 'AcknowledgeTypes')
+            v_acknowledgement_batches_unknown: tuple[tuple[int, bytes], ...] = ()
+            if pos < end and buf[pos] == 0:
+                pos += 1
+            else:
+                v_acknowledgement_batches_n_tags, pos = _rtc(buf, pos, '_tagged_fields')
+                v_acknowledgement_batches_raw_tags: list[tuple[int, bytes]] = []
+                for _ in range(v_acknowledgement_batches_n_tags):
+                    v_acknowledgement_batches_tag, v_acknowledgement_batches_size, pos = _rth(buf, pos, '_tagged_fields')
+                    v_acknowledgement_batches_raw_tags.append((v_acknowledgement_batches_tag, bytes(buf[pos:pos + v_acknowledgement_batches_size])))
+                    pos += v_acknowledgement_batches_size
+                if v_acknowledgement_batches_raw_tags:
+                    v_acknowledgement_batches_unknown = tuple(v_acknowledgement_batches_raw_tags)
+            v_acknowledgement_batches_o = _new(AcknowledgementBatch)
+            v_acknowledgement_batches_o.first_offset = v_acknowledgement_batches_v_first_offset
+            v_acknowledgement_batches_o.last_offset = v_acknowledgement_batches_v_last_offset
+            v_acknowledgement_batches_o.acknowledge_types = v_acknowledgement_batches_v_acknowledge_types
+            v_acknowledgement_batches_o.unknown_tagged_fields = v_acknowledgement_batches_unknown
+            app_v_acknowledgement_batches(v_acknowledgement_batches_o)
+    except _DecodeError as exc:
+        raise exc.refine(field=f'AcknowledgementBatches[{i}]')
+    unknown: tuple[tuple[int, bytes], ...] = ()
+    if pos < end and buf[pos] == 0:
+        pos += 1
+    else:
+        n_tags, pos = _rtc(buf, pos, '_tagged_fields')
+        raw_tags: list[tuple[int, bytes]] = []
+        for _ in range(n_tags):
+            tag, size, pos = _rth(buf, pos, '_tagged_fields')
+            raw_tags.append((tag, bytes(buf[pos:pos + size])))
+            pos += size
+        if raw_tags:
+            unknown = tuple(raw_tags)
+    o = _new(FetchPartition)
+    o.partition_index = v_partition_index
+    o.partition_max_bytes = 0
+    o.acknowledgement_batches = v_acknowledgement_batches
+    o.unknown_tagged_fields = unknown
+    return o, pos
+
+
+def _write_FetchPartition_1(o: FetchPartition, out: bytearray) -> None:
+    # versions 1-2
+    if o.partition_max_bytes != 0:
+        raise _absent('PartitionMaxBytes', '1-2')
+    out += _S_i.pack(o.partition_index)
+    if o.acknowledgement_batches is None:
+        raise _null('AcknowledgementBatches')
+    _wcal(out, o.acknowledgement_batches, 'AcknowledgementBatches')
+    for e_acknowledgement_batches in o.acknowledgement_batches:
+        out += _S_qq.pack(e_acknowledgement_batches.first_offset, e_acknowledgement_batches.last_offset)
+        if e_acknowledgement_batches.acknowledge_types is None:
+            raise _null('AcknowledgeTypes')
+        _wcal(out, e_acknowledgement_batches.acknowledge_types, 'AcknowledgeTypes')
+        out += _struct.pack(f'>{len(e_acknowledgement_batches.acknowledge_types)}b', *e_acknowledgement_batches.acknowledge_types)
+        if e_acknowledgement_batches.unknown_tagged_fields:
+            _wts(out, (), e_acknowledgement_batches.unknown_tagged_fields, '_tagged_fields')
+        else:
+            out.append(0)
+    if o.unknown_tagged_fields:
+        _wts(out, (), o.unknown_tagged_fields, '_tagged_fields')
+    else:
+        out.append(0)
+
+
 def _read_FetchTopic_0(buf: bytes | bytearray | memoryview, pos: int) -> tuple[FetchTopic, int]:
     # versions 0
     end = len(buf)
     if pos + 16 > end:
-        raise _short_fixed(pos, end, _L2)
+        raise _short_fixed(pos, end, _L3)
     r_topic_id, = _S_16s.unpack_from(buf, pos)
     v_topic_id = _uuid_from_bytes(r_topic_id)
     pos += 16
@@ -326,11 +415,67 @@ def _write_FetchTopic_0(o: FetchTopic, out: bytearray) -> None:
         out.append(0)
 
 
-def _read_ForgottenTopic_0(buf: bytes | bytearray | memoryview, pos: int) -> tuple[ForgottenTopic, int]:
-    # versions 0
+def _read_FetchTopic_1(buf: bytes | bytearray | memoryview, pos: int) -> tuple[FetchTopic, int]:
+    # versions 1-2
     end = len(buf)
     if pos + 16 > end:
-        raise _short_fixed(pos, end, _L2)
+        raise _short_fixed(pos, end, _L3)
+    r_topic_id, = _S_16s.unpack_from(buf, pos)
+    v_topic_id = _uuid_from_bytes(r_topic_id)
+    pos += 16
+    v_partitions: list[FetchPartition]
+    n_v_partitions = buf[pos] - 1 if pos < end else -2
+    if 0 <= n_v_partitions < 127 and n_v_partitions <= end - pos:
+        pos += 1
+    else:
+        n_v_partitions, pos = _rcal(buf, pos, 'Partitions')
+    v_partitions = []
+    app_v_partitions = v_partitions.append
+    i = 0
+    try:
+        for i in range(n_v_partitions):
+            e_v_partitions, pos = _read_FetchPartition_1(buf, pos)
+            app_v_partitions(e_v_partitions)
+    except _DecodeError as exc:
+        raise exc.refine(field=f'Partitions[{i}]')
+    unknown: tuple[tuple[int, bytes], ...] = ()
+    if pos < end and buf[pos] == 0:
+        pos += 1
+    else:
+        n_tags, pos = _rtc(buf, pos, '_tagged_fields')
+        raw_tags: list[tuple[int, bytes]] = []
+        for _ in range(n_tags):
+            tag, size, pos = _rth(buf, pos, '_tagged_fields')
+            raw_tags.append((tag, bytes(buf[pos:pos + size])))
+            pos += size
+        if raw_tags:
+            unknown = tuple(raw_tags)
+    o = _new(FetchTopic)
+    o.topic_id = v_topic_id
+    o.partitions = v_partitions
+    o.unknown_tagged_fields = unknown
+    return o, pos
+
+
+def _write_FetchTopic_1(o: FetchTopic, out: bytearray) -> None:
+    # versions 1-2
+    out += _S_16s.pack(o.topic_id.bytes)
+    if o.partitions is None:
+        raise _null('Partitions')
+    _wcal(out, o.partitions, 'Partitions')
+    for e_partitions in o.partitions:
+        _write_FetchPartition_1(e_partitions, out)
+    if o.unknown_tagged_fields:
+        _wts(out, (), o.unknown_tagged_fields, '_tagged_fields')
+    else:
+        out.append(0)
+
+
+def _read_ForgottenTopic_0(buf: bytes | bytearray | memoryview, pos: int) -> tuple[ForgottenTopic, int]:
+    # versions 0-2
+    end = len(buf)
+    if pos + 16 > end:
+        raise _short_fixed(pos, end, _L3)
     r_topic_id, = _S_16s.unpack_from(buf, pos)
     v_topic_id = _uuid_from_bytes(r_topic_id)
     pos += 16
@@ -365,7 +510,7 @@ def _read_ForgottenTopic_0(buf: bytes | bytearray | memoryview, pos: int) -> tup
 
 
 def _write_ForgottenTopic_0(o: ForgottenTopic, out: bytearray) -> None:
-    # versions 0
+    # versions 0-2
     out += _S_16s.pack(o.topic_id.bytes)
     if o.partitions is None:
         raise _null('Partitions')
@@ -383,7 +528,7 @@ def _read_ShareFetchRequest_0(buf: bytes | bytearray | memoryview, pos: int) -> 
     v_group_id, pos = _rncs(buf, pos, 'GroupId')
     v_member_id, pos = _rncs(buf, pos, 'MemberId')
     if pos + 16 > end:
-        raise _short_fixed(pos, end, _L3)
+        raise _short_fixed(pos, end, _L4)
     v_share_session_epoch, v_max_wait_ms, v_min_bytes, v_max_bytes = _S_iiii.unpack_from(buf, pos)
     pos += 16
     v_topics: list[FetchTopic]
@@ -413,7 +558,7 @@ def _read_ShareFetchRequest_0(buf: bytes | bytearray | memoryview, pos: int) -> 
     try:
         for i in range(n_v_forgotten_topics_data):
             if pos + 16 > end:
-                raise _short_fixed(pos, end, _L2)
+                raise _short_fixed(pos, end, _L3)
             v_forgotten_topics_data_r_topic_id, = _S_16s.unpack_from(buf, pos)
             v_forgotten_topics_data_v_topic_id = _uuid_from_bytes(v_forgotten_topics_data_r_topic_id)
             pos += 16
@@ -466,6 +611,10 @@ def _read_ShareFetchRequest_0(buf: bytes | bytearray | memoryview, pos: int) -> 
     o.max_wait_ms = v_max_wait_ms
     o.min_bytes = v_min_bytes
     o.max_bytes = v_max_bytes
+    o.max_records = 0
+    o.batch_size = 0
+    o.share_acquire_mode = 0
+    o.is_renew_ack = False
     o.topics = v_topics
     o.forgotten_topics_data = v_forgotten_topics_data
     o.unknown_tagged_fields = unknown
@@ -474,6 +623,12 @@ def _read_ShareFetchRequest_0(buf: bytes | bytearray | memoryview, pos: int) -> 
 
 def _write_ShareFetchRequest_0(o: ShareFetchRequest, out: bytearray) -> None:
     # versions 0
+    if o.max_records != 0:
+        raise _absent('MaxRecords', 0)
+    if o.batch_size != 0:
+        raise _absent('BatchSize', 0)
+    if o.is_renew_ack != False:
+        raise _absent('IsRenewAck', 0)
     _wcs(out, o.group_id, 'GroupId')
     _wcs(out, o.member_id, 'MemberId')
     out += _S_iiii.pack(o.share_session_epoch, o.max_wait_ms, o.min_bytes, o.max_bytes)
@@ -501,8 +656,266 @@ def _write_ShareFetchRequest_0(o: ShareFetchRequest, out: bytearray) -> None:
         out.append(0)
 
 
-ShareFetchRequest._READERS = {0: _read_ShareFetchRequest_0}
-ShareFetchRequest._WRITERS = {0: _write_ShareFetchRequest_0}
+def _read_ShareFetchRequest_1(buf: bytes | bytearray | memoryview, pos: int) -> tuple[ShareFetchRequest, int]:
+    # versions 1
+    end = len(buf)
+    v_group_id, pos = _rncs(buf, pos, 'GroupId')
+    v_member_id, pos = _rncs(buf, pos, 'MemberId')
+    if pos + 24 > end:
+        raise _short_fixed(pos, end, _L5)
+    v_share_session_epoch, v_max_wait_ms, v_min_bytes, v_max_bytes, v_max_records, v_batch_size = _S_iiiiii.unpack_from(buf, pos)
+    pos += 24
+    v_topics: list[FetchTopic]
+    n_v_topics = buf[pos] - 1 if pos < end else -2
+    if 0 <= n_v_topics < 127 and n_v_topics <= end - pos:
+        pos += 1
+    else:
+        n_v_topics, pos = _rcal(buf, pos, 'Topics')
+    v_topics = []
+    app_v_topics = v_topics.append
+    i = 0
+    try:
+        for i in range(n_v_topics):
+            e_v_topics, pos = _read_FetchTopic_1(buf, pos)
+            app_v_topics(e_v_topics)
+    except _DecodeError as exc:
+        raise exc.refine(field=f'Topics[{i}]')
+    v_forgotten_topics_data: list[ForgottenTopic]
+    n_v_forgotten_topics_data = buf[pos] - 1 if pos < end else -2
+    if 0 <= n_v_forgotten_topics_data < 127 and n_v_forgotten_topics_data <= end - pos:
+        pos += 1
+    else:
+        n_v_forgotten_topics_data, pos = _rcal(buf, pos, 'ForgottenTopicsData')
+    v_forgotten_topics_data = []
+    app_v_forgotten_topics_data = v_forgotten_topics_data.append
+    i = 0
+    try:
+        for i in range(n_v_forgotten_topics_data):
+            if pos + 16 > end:
+                raise _short_fixed(pos, end, _L3)
+            v_forgotten_topics_data_r_topic_id, = _S_16s.unpack_from(buf, pos)
+            v_forgotten_topics_data_v_topic_id = _uuid_from_bytes(v_forgotten_topics_data_r_topic_id)
+            pos += 16
+            v_forgotten_topics_data_v_partitions: list[int]
+            n_v_forgotten_topics_data_v_partitions = buf[pos] - 1 if pos < end else -2
+            if 0 <= n_v_forgotten_topics_data_v_partitions < 127 and n_v_forgotten_topics_data_v_partitions <= end - pos:
+                pos += 1
+            else:
+                n_v_forgotten_topics_data_v_partitions, pos = _rcal(buf, pos, 'Partitions')
+            if n_v_forgotten_topics_data_v_partitions < 32 and pos + 4 * n_v_forgotten_topics_data_v_partitions <= end:
+                v_forgotten_topics_data_v_partitions = list(_ARR_i[n_v_forgotten_topics_data_v_partitions].unpack_from(buf, pos))
+                pos += 4 * n_v_forgotten_topics_data_v_partitions
+            else:
+                v_forgotten_topics_data_v_partitions, pos = _rfa(buf, pos, n_v_forgotten_topics_data_v_partitions, 'i', 'Partitions')
+            v_forgotten_topics_data_unknown: tuple[tuple[int, bytes], ...] = ()
+            if pos < end and buf[pos] == 0:
+                pos += 1
+            else:
+                v_forgotten_topics_data_n_tags, pos = _rtc(buf, pos, '_tagged_fields')
+                v_forgotten_topics_data_raw_tags: list[tuple[int, bytes]] = []
+                for _ in range(v_forgotten_topics_data_n_tags):
+                    v_forgotten_topics_data_tag, v_forgotten_topics_data_size, pos = _rth(buf, pos, '_tagged_fields')
+                    v_forgotten_topics_data_raw_tags.append((v_forgotten_topics_data_tag, bytes(buf[pos:pos + v_forgotten_topics_data_size])))
+                    pos += v_forgotten_topics_data_size
+                if v_forgotten_topics_data_raw_tags:
+                    v_forgotten_topics_data_unknown = tuple(v_forgotten_topics_data_raw_tags)
+            v_forgotten_topics_data_o = _new(ForgottenTopic)
+            v_forgotten_topics_data_o.topic_id = v_forgotten_topics_data_v_topic_id
+            v_forgotten_topics_data_o.partitions = v_forgotten_topics_data_v_partitions
+            v_forgotten_topics_data_o.unknown_tagged_fields = v_forgotten_topics_data_unknown
+            app_v_forgotten_topics_data(v_forgotten_topics_data_o)
+    except _DecodeError as exc:
+        raise exc.refine(field=f'ForgottenTopicsData[{i}]')
+    unknown: tuple[tuple[int, bytes], ...] = ()
+    if pos < end and buf[pos] == 0:
+        pos += 1
+    else:
+        n_tags, pos = _rtc(buf, pos, '_tagged_fields')
+        raw_tags: list[tuple[int, bytes]] = []
+        for _ in range(n_tags):
+            tag, size, pos = _rth(buf, pos, '_tagged_fields')
+            raw_tags.append((tag, bytes(buf[pos:pos + size])))
+            pos += size
+        if raw_tags:
+            unknown = tuple(raw_tags)
+    o = _new(ShareFetchRequest)
+    o.group_id = v_group_id
+    o.member_id = v_member_id
+    o.share_session_epoch = v_share_session_epoch
+    o.max_wait_ms = v_max_wait_ms
+    o.min_bytes = v_min_bytes
+    o.max_bytes = v_max_bytes
+    o.max_records = v_max_records
+    o.batch_size = v_batch_size
+    o.share_acquire_mode = 0
+    o.is_renew_ack = False
+    o.topics = v_topics
+    o.forgotten_topics_data = v_forgotten_topics_data
+    o.unknown_tagged_fields = unknown
+    return o, pos
+
+
+def _write_ShareFetchRequest_1(o: ShareFetchRequest, out: bytearray) -> None:
+    # versions 1
+    if o.is_renew_ack != False:
+        raise _absent('IsRenewAck', 1)
+    _wcs(out, o.group_id, 'GroupId')
+    _wcs(out, o.member_id, 'MemberId')
+    out += _S_iiiiii.pack(o.share_session_epoch, o.max_wait_ms, o.min_bytes, o.max_bytes, o.max_records, o.batch_size)
+    if o.topics is None:
+        raise _null('Topics')
+    _wcal(out, o.topics, 'Topics')
+    for e_topics in o.topics:
+        _write_FetchTopic_1(e_topics, out)
+    if o.forgotten_topics_data is None:
+        raise _null('ForgottenTopicsData')
+    _wcal(out, o.forgotten_topics_data, 'ForgottenTopicsData')
+    for e_forgotten_topics_data in o.forgotten_topics_data:
+        out += _S_16s.pack(e_forgotten_topics_data.topic_id.bytes)
+        if e_forgotten_topics_data.partitions is None:
+            raise _null('Partitions')
+        _wcal(out, e_forgotten_topics_data.partitions, 'Partitions')
+        out += _struct.pack(f'>{len(e_forgotten_topics_data.partitions)}i', *e_forgotten_topics_data.partitions)
+        if e_forgotten_topics_data.unknown_tagged_fields:
+            _wts(out, (), e_forgotten_topics_data.unknown_tagged_fields, '_tagged_fields')
+        else:
+            out.append(0)
+    if o.unknown_tagged_fields:
+        _wts(out, (), o.unknown_tagged_fields, '_tagged_fields')
+    else:
+        out.append(0)
+
+
+def _read_ShareFetchRequest_2(buf: bytes | bytearray | memoryview, pos: int) -> tuple[ShareFetchRequest, int]:
+    # versions 2
+    end = len(buf)
+    v_group_id, pos = _rncs(buf, pos, 'GroupId')
+    v_member_id, pos = _rncs(buf, pos, 'MemberId')
+    if pos + 26 > end:
+        raise _short_fixed(pos, end, _L6)
+    v_share_session_epoch, v_max_wait_ms, v_min_bytes, v_max_bytes, v_max_records, v_batch_size, v_share_acquire_mode, v_is_renew_ack = _S_iiiiiib_.unpack_from(buf, pos)
+    pos += 26
+    v_topics: list[FetchTopic]
+    n_v_topics = buf[pos] - 1 if pos < end else -2
+    if 0 <= n_v_topics < 127 and n_v_topics <= end - pos:
+        pos += 1
+    else:
+        n_v_topics, pos = _rcal(buf, pos, 'Topics')
+    v_topics = []
+    app_v_topics = v_topics.append
+    i = 0
+    try:
+        for i in range(n_v_topics):
+            e_v_topics, pos = _read_FetchTopic_1(buf, pos)
+            app_v_topics(e_v_topics)
+    except _DecodeError as exc:
+        raise exc.refine(field=f'Topics[{i}]')
+    v_forgotten_topics_data: list[ForgottenTopic]
+    n_v_forgotten_topics_data = buf[pos] - 1 if pos < end else -2
+    if 0 <= n_v_forgotten_topics_data < 127 and n_v_forgotten_topics_data <= end - pos:
+        pos += 1
+    else:
+        n_v_forgotten_topics_data, pos = _rcal(buf, pos, 'ForgottenTopicsData')
+    v_forgotten_topics_data = []
+    app_v_forgotten_topics_data = v_forgotten_topics_data.append
+    i = 0
+    try:
+        for i in range(n_v_forgotten_topics_data):
+            if pos + 16 > end:
+                raise _short_fixed(pos, end, _L3)
+            v_forgotten_topics_data_r_topic_id, = _S_16s.unpack_from(buf, pos)
+            v_forgotten_topics_data_v_topic_id = _uuid_from_bytes(v_forgotten_topics_data_r_topic_id)
+            pos += 16
+            v_forgotten_topics_data_v_partitions: list[int]
+            n_v_forgotten_topics_data_v_partitions = buf[pos] - 1 if pos < end else -2
+            if 0 <= n_v_forgotten_topics_data_v_partitions < 127 and n_v_forgotten_topics_data_v_partitions <= end - pos:
+                pos += 1
+            else:
+                n_v_forgotten_topics_data_v_partitions, pos = _rcal(buf, pos, 'Partitions')
+            if n_v_forgotten_topics_data_v_partitions < 32 and pos + 4 * n_v_forgotten_topics_data_v_partitions <= end:
+                v_forgotten_topics_data_v_partitions = list(_ARR_i[n_v_forgotten_topics_data_v_partitions].unpack_from(buf, pos))
+                pos += 4 * n_v_forgotten_topics_data_v_partitions
+            else:
+                v_forgotten_topics_data_v_partitions, pos = _rfa(buf, pos, n_v_forgotten_topics_data_v_partitions, 'i', 'Partitions')
+            v_forgotten_topics_data_unknown: tuple[tuple[int, bytes], ...] = ()
+            if pos < end and buf[pos] == 0:
+                pos += 1
+            else:
+                v_forgotten_topics_data_n_tags, pos = _rtc(buf, pos, '_tagged_fields')
+                v_forgotten_topics_data_raw_tags: list[tuple[int, bytes]] = []
+                for _ in range(v_forgotten_topics_data_n_tags):
+                    v_forgotten_topics_data_tag, v_forgotten_topics_data_size, pos = _rth(buf, pos, '_tagged_fields')
+                    v_forgotten_topics_data_raw_tags.append((v_forgotten_topics_data_tag, bytes(buf[pos:pos + v_forgotten_topics_data_size])))
+                    pos += v_forgotten_topics_data_size
+                if v_forgotten_topics_data_raw_tags:
+                    v_forgotten_topics_data_unknown = tuple(v_forgotten_topics_data_raw_tags)
+            v_forgotten_topics_data_o = _new(ForgottenTopic)
+            v_forgotten_topics_data_o.topic_id = v_forgotten_topics_data_v_topic_id
+            v_forgotten_topics_data_o.partitions = v_forgotten_topics_data_v_partitions
+            v_forgotten_topics_data_o.unknown_tagged_fields = v_forgotten_topics_data_unknown
+            app_v_forgotten_topics_data(v_forgotten_topics_data_o)
+    except _DecodeError as exc:
+        raise exc.refine(field=f'ForgottenTopicsData[{i}]')
+    unknown: tuple[tuple[int, bytes], ...] = ()
+    if pos < end and buf[pos] == 0:
+        pos += 1
+    else:
+        n_tags, pos = _rtc(buf, pos, '_tagged_fields')
+        raw_tags: list[tuple[int, bytes]] = []
+        for _ in range(n_tags):
+            tag, size, pos = _rth(buf, pos, '_tagged_fields')
+            raw_tags.append((tag, bytes(buf[pos:pos + size])))
+            pos += size
+        if raw_tags:
+            unknown = tuple(raw_tags)
+    o = _new(ShareFetchRequest)
+    o.group_id = v_group_id
+    o.member_id = v_member_id
+    o.share_session_epoch = v_share_session_epoch
+    o.max_wait_ms = v_max_wait_ms
+    o.min_bytes = v_min_bytes
+    o.max_bytes = v_max_bytes
+    o.max_records = v_max_records
+    o.batch_size = v_batch_size
+    o.share_acquire_mode = v_share_acquire_mode
+    o.is_renew_ack = v_is_renew_ack
+    o.topics = v_topics
+    o.forgotten_topics_data = v_forgotten_topics_data
+    o.unknown_tagged_fields = unknown
+    return o, pos
+
+
+def _write_ShareFetchRequest_2(o: ShareFetchRequest, out: bytearray) -> None:
+    # versions 2
+    _wcs(out, o.group_id, 'GroupId')
+    _wcs(out, o.member_id, 'MemberId')
+    out += _S_iiiiiib_.pack(o.share_session_epoch, o.max_wait_ms, o.min_bytes, o.max_bytes, o.max_records, o.batch_size, o.share_acquire_mode, (o.is_renew_ack if o.is_renew_ack.__class__ is bool else _bool(o.is_renew_ack, 'IsRenewAck')))
+    if o.topics is None:
+        raise _null('Topics')
+    _wcal(out, o.topics, 'Topics')
+    for e_topics in o.topics:
+        _write_FetchTopic_1(e_topics, out)
+    if o.forgotten_topics_data is None:
+        raise _null('ForgottenTopicsData')
+    _wcal(out, o.forgotten_topics_data, 'ForgottenTopicsData')
+    for e_forgotten_topics_data in o.forgotten_topics_data:
+        out += _S_16s.pack(e_forgotten_topics_data.topic_id.bytes)
+        if e_forgotten_topics_data.partitions is None:
+            raise _null('Partitions')
+        _wcal(out, e_forgotten_topics_data.partitions, 'Partitions')
+        out += _struct.pack(f'>{len(e_forgotten_topics_data.partitions)}i', *e_forgotten_topics_data.partitions)
+        if e_forgotten_topics_data.unknown_tagged_fields:
+            _wts(out, (), e_forgotten_topics_data.unknown_tagged_fields, '_tagged_fields')
+        else:
+            out.append(0)
+    if o.unknown_tagged_fields:
+        _wts(out, (), o.unknown_tagged_fields, '_tagged_fields')
+    else:
+        out.append(0)
+
+
+ShareFetchRequest._READERS = {0: _read_ShareFetchRequest_0, 1: _read_ShareFetchRequest_1, 2: _read_ShareFetchRequest_2}
+ShareFetchRequest._WRITERS = {0: _write_ShareFetchRequest_0, 1: _write_ShareFetchRequest_1, 2: _write_ShareFetchRequest_2}
 AcknowledgementBatch._FIELDS = (
     _F('FirstOffset', 'first_offset', 'int64', (0, 32767), None, None, None, False, lambda: 0, None, None),
     _F('LastOffset', 'last_offset', 'int64', (0, 32767), None, None, None, False, lambda: 0, None, None),
@@ -510,7 +923,7 @@ AcknowledgementBatch._FIELDS = (
 )
 FetchPartition._FIELDS = (
     _F('PartitionIndex', 'partition_index', 'int32', (0, 32767), None, None, None, False, lambda: 0, None, None),
-    _F('PartitionMaxBytes', 'partition_max_bytes', 'int32', (0, 32767), None, None, None, False, lambda: 0, None, None),
+    _F('PartitionMaxBytes', 'partition_max_bytes', 'int32', (0, 0), None, None, None, False, lambda: 0, None, None),
     _F('AcknowledgementBatches', 'acknowledgement_batches', '[]AcknowledgementBatch', (0, 32767), None, None, None, False, lambda: [], AcknowledgementBatch, None),
 )
 FetchTopic._FIELDS = (
@@ -528,6 +941,10 @@ ShareFetchRequest._FIELDS = (
     _F('MaxWaitMs', 'max_wait_ms', 'int32', (0, 32767), None, None, None, False, lambda: 0, None, None),
     _F('MinBytes', 'min_bytes', 'int32', (0, 32767), None, None, None, False, lambda: 0, None, None),
     _F('MaxBytes', 'max_bytes', 'int32', (0, 32767), None, None, None, False, lambda: 2147483647, None, None),
+    _F('MaxRecords', 'max_records', 'int32', (1, 32767), None, None, None, False, lambda: 0, None, None),
+    _F('BatchSize', 'batch_size', 'int32', (1, 32767), None, None, None, False, lambda: 0, None, None),
+    _F('ShareAcquireMode', 'share_acquire_mode', 'int8', (2, 32767), None, None, None, True, lambda: 0, None, None),
+    _F('IsRenewAck', 'is_renew_ack', 'bool', (2, 32767), None, None, None, False, lambda: False, None, None),
     _F('Topics', 'topics', '[]FetchTopic', (0, 32767), None, None, None, False, lambda: [], FetchTopic, None),
     _F('ForgottenTopicsData', 'forgotten_topics_data', '[]ForgottenTopic', (0, 32767), None, None, None, False, lambda: [], ForgottenTopic, None),
 )

@@ -10,6 +10,9 @@ from typing import ClassVar as _ClassVar
 
 from kraft_jbod.errors import DecodeError as _DecodeError, EncodeError as _EncodeError
 from kraft_jbod.wire.message import FieldInfo as _F, Message as _Message, Struct as _Struct
+from kraft_jbod.wire.runtime import (
+    absent as _absent, bad_tag as _bad_tag, check_bool as _bool, null as _null,
+)
 from kraft_jbod.wire.primitives import (
     read_string as _rs, read_nullable_string as _rns,
     read_compact_string as _rcs, read_nullable_compact_string as _rncs,
@@ -43,27 +46,7 @@ _L4 = (('TopicId', 16),)
 _L5 = (('NodeId', 4),)
 _L6 = (('Port', 4),)
 _L7 = (('ThrottleTimeMs', 4), ('ErrorCode', 2))
-
-
-def _absent(field: str, version: int | str) -> _EncodeError:
-    return _EncodeError(
-        f'attempted to write a non-default {field} at version {version}', field_path=field
-    )
-
-
-def _null(field: str) -> _EncodeError:
-    return _EncodeError('None in a non-nullable field', field_path=field)
-
-
-def _bad_tag(tag: int, version: int, pos: int) -> _DecodeError:
-    return _DecodeError(f'tag {tag} is not valid for version {version}', offset=pos)
-
-
-def _bool(value: object, field: str) -> bool:
-    if type(value) is not bool:
-        raise _EncodeError(f'expected bool, got {type(value).__name__}', field_path=field)
-    return value
-
+_L8 = (('AcquisitionLockTimeoutMs', 4),)
 
 
 
@@ -124,25 +107,26 @@ class NodeEndpoint(_Struct):
 
 @_dataclass(slots=True)
 class ShareFetchResponse(_Message):
-    """response ShareFetchResponse, versions 0."""
+    """response ShareFetchResponse, versions 0-2."""
 
     NAME: _ClassVar[str] = 'ShareFetchResponse'
     SCHEMA_TYPE: _ClassVar[str] = 'response'
     API_KEY: _ClassVar[int | None] = 78
-    VALID_VERSIONS: _ClassVar[tuple[int, int]] = (0, 0)
+    VALID_VERSIONS: _ClassVar[tuple[int, int]] = (0, 2)
     FLEXIBLE_MIN: _ClassVar[int | None] = 0
     LATEST_VERSION_UNSTABLE: _ClassVar[bool] = False
     DEPRECATED_VERSIONS: _ClassVar[tuple[int, int] | None] = None
     throttle_time_ms: int = 0
     error_code: int = 0
     error_message: str | None = None
+    acquisition_lock_timeout_ms: int = 0
     responses: list[ShareFetchableTopicResponse] = _field(default_factory=list)
     node_endpoints: list[NodeEndpoint] = _field(default_factory=list)
     unknown_tagged_fields: tuple[tuple[int, bytes], ...] = ()
 
 
 def _read_LeaderIdAndEpoch_0(buf: bytes | bytearray | memoryview, pos: int) -> tuple[LeaderIdAndEpoch, int]:
-    # versions 0
+    # versions 0-2
     end = len(buf)
     if pos + 8 > end:
         raise _short_fixed(pos, end, _L0)
@@ -168,7 +152,7 @@ def _read_LeaderIdAndEpoch_0(buf: bytes | bytearray | memoryview, pos: int) -> t
 
 
 def _write_LeaderIdAndEpoch_0(o: LeaderIdAndEpoch, out: bytearray) -> None:
-    # versions 0
+    # versions 0-2
     out += _S_ii.pack(o.leader_id, o.leader_epoch)
     if o.unknown_tagged_fields:
         _wts(out, (), o.unknown_tagged_fields, '_tagged_fields')
@@ -177,7 +161,7 @@ def _write_LeaderIdAndEpoch_0(o: LeaderIdAndEpoch, out: bytearray) -> None:
 
 
 def _read_AcquiredRecords_0(buf: bytes | bytearray | memoryview, pos: int) -> tuple[AcquiredRecords, int]:
-    # versions 0
+    # versions 0-2
     end = len(buf)
     if pos + 18 > end:
         raise _short_fixed(pos, end, _L1)
@@ -204,7 +188,7 @@ def _read_AcquiredRecords_0(buf: bytes | bytearray | memoryview, pos: int) -> tu
 
 
 def _write_AcquiredRecords_0(o: AcquiredRecords, out: bytearray) -> None:
-    # versions 0
+    # versions 0-2
     out += _S_qqh.pack(o.first_offset, o.last_offset, o.delivery_count)
     if o.unknown_tagged_fields:
         _wts(out, (), o.unknown_tagged_fields, '_tagged_fields')
@@ -315,6 +299,111 @@ def _write_PartitionData_0(o: PartitionData, out: bytearray) -> None:
         out.append(0)
 
 
+def _read_PartitionData_1(buf: bytes | bytearray | memoryview, pos: int) -> tuple[PartitionData, int]:
+    # versions 1-2
+    end = len(buf)
+    if pos + 6 > end:
+        raise _short_fixed(pos, end, _L2)
+    v_partition_index, v_error_code = _S_ih.unpack_from(buf, pos)
+    pos += 6
+    v_error_message, pos = _rncs(buf, pos, 'ErrorMessage')
+    if pos + 2 > end:
+        raise _short_fixed(pos, end, _L3)
+    v_acknowledge_error_code, = _S_h.unpack_from(buf, pos)
+    pos += 2
+    v_acknowledge_error_message, pos = _rncs(buf, pos, 'AcknowledgeErrorMessage')
+    try:
+        v_current_leader, pos = _read_LeaderIdAndEpoch_0(buf, pos)
+    except _DecodeError as exc:
+        raise exc.refine(field='CurrentLeader')
+    v_records, pos = _rcb(buf, pos, 'Records')
+    v_acquired_records: list[AcquiredRecords]
+    n_v_acquired_records = buf[pos] - 1 if pos < end else -2
+    if 0 <= n_v_acquired_records < 127 and n_v_acquired_records <= end - pos:
+        pos += 1
+    else:
+        n_v_acquired_records, pos = _rcal(buf, pos, 'AcquiredRecords')
+    v_acquired_records = []
+    app_v_acquired_records = v_acquired_records.append
+    i = 0
+    try:
+        for i in range(n_v_acquired_records):
+            if pos + 18 > end:
+                raise _short_fixed(pos, end, _L1)
+            v_acquired_records_v_first_offset, v_acquired_records_v_last_offset, v_acquired_records_v_delivery_count = _S_qqh.unpack_from(buf, pos)
+            pos += 18
+            v_acquired_records_unknown: tuple[tuple[int, bytes], ...] = ()
+            if pos < end and buf[pos] == 0:
+                pos += 1
+            else:
+                v_acquired_records_n_tags, pos = _rtc(buf, pos, '_tagged_fields')
+                v_acquired_records_raw_tags: list[tuple[int, bytes]] = []
+                for _ in range(v_acquired_records_n_tags):
+                    v_acquired_records_tag, v_acquired_records_size, pos = _rth(buf, pos, '_tagged_fields')
+                    v_acquired_records_raw_tags.append((v_acquired_records_tag, bytes(buf[pos:pos + v_acquired_records_size])))
+                    pos += v_acquired_records_size
+                if v_acquired_records_raw_tags:
+                    v_acquired_records_unknown = tuple(v_acquired_records_raw_tags)
+            v_acquired_records_o = _new(AcquiredRecords)
+            v_acquired_records_o.first_offset = v_acquired_records_v_first_offset
+            v_acquired_records_o.last_offset = v_acquired_records_v_last_offset
+            v_acquired_records_o.delivery_count = v_acquired_records_v_delivery_count
+            v_acquired_records_o.unknown_tagged_fields = v_acquired_records_unknown
+            app_v_acquired_records(v_acquired_records_o)
+    except _DecodeError as exc:
+        raise exc.refine(field=f'AcquiredRecords[{i}]')
+    unknown: tuple[tuple[int, bytes], ...] = ()
+    if pos < end and buf[pos] == 0:
+        pos += 1
+    else:
+        n_tags, pos = _rtc(buf, pos, '_tagged_fields')
+        raw_tags: list[tuple[int, bytes]] = []
+        for _ in range(n_tags):
+            tag, size, pos = _rth(buf, pos, '_tagged_fields')
+            raw_tags.append((tag, bytes(buf[pos:pos + size])))
+            pos += size
+        if raw_tags:
+            unknown = tuple(raw_tags)
+    o = _new(PartitionData)
+    o.partition_index = v_partition_index
+    o.error_code = v_error_code
+    o.error_message = v_error_message
+    o.acknowledge_error_code = v_acknowledge_error_code
+    o.acknowledge_error_message = v_acknowledge_error_message
+    o.current_leader = v_current_leader
+    o.records = v_records
+    o.acquired_records = v_acquired_records
+    o.unknown_tagged_fields = unknown
+    return o, pos
+
+
+def _write_PartitionData_1(o: PartitionData, out: bytearray) -> None:
+    # versions 1-2
+    out += _S_ih.pack(o.partition_index, o.error_code)
+    _wcs(out, o.error_message, 'ErrorMessage')
+    out += _S_h.pack(o.acknowledge_error_code)
+    _wcs(out, o.acknowledge_error_message, 'AcknowledgeErrorMessage')
+    if o.current_leader is None:
+        raise _null('CurrentLeader')
+    _write_LeaderIdAndEpoch_0(o.current_leader, out)
+    if o.records is None:
+        raise _null('Records')
+    _wcb(out, o.records, 'Records')
+    if o.acquired_records is None:
+        raise _null('AcquiredRecords')
+    _wcal(out, o.acquired_records, 'AcquiredRecords')
+    for e_acquired_records in o.acquired_records:
+        out += _S_qqh.pack(e_acquired_records.first_offset, e_acquired_records.last_offset, e_acquired_records.delivery_count)
+        if e_acquired_records.unknown_tagged_fields:
+            _wts(out, (), e_acquired_records.unknown_tagged_fields, '_tagged_fields')
+        else:
+            out.append(0)
+    if o.unknown_tagged_fields:
+        _wts(out, (), o.unknown_tagged_fields, '_tagged_fields')
+    else:
+        out.append(0)
+
+
 def _read_ShareFetchableTopicResponse_0(buf: bytes | bytearray | memoryview, pos: int) -> tuple[ShareFetchableTopicResponse, int]:
     # versions 0
     end = len(buf)
@@ -371,8 +460,64 @@ def _write_ShareFetchableTopicResponse_0(o: ShareFetchableTopicResponse, out: by
         out.append(0)
 
 
+def _read_ShareFetchableTopicResponse_1(buf: bytes | bytearray | memoryview, pos: int) -> tuple[ShareFetchableTopicResponse, int]:
+    # versions 1-2
+    end = len(buf)
+    if pos + 16 > end:
+        raise _short_fixed(pos, end, _L4)
+    r_topic_id, = _S_16s.unpack_from(buf, pos)
+    v_topic_id = _uuid_from_bytes(r_topic_id)
+    pos += 16
+    v_partitions: list[PartitionData]
+    n_v_partitions = buf[pos] - 1 if pos < end else -2
+    if 0 <= n_v_partitions < 127 and n_v_partitions <= end - pos:
+        pos += 1
+    else:
+        n_v_partitions, pos = _rcal(buf, pos, 'Partitions')
+    v_partitions = []
+    app_v_partitions = v_partitions.append
+    i = 0
+    try:
+        for i in range(n_v_partitions):
+            e_v_partitions, pos = _read_PartitionData_1(buf, pos)
+            app_v_partitions(e_v_partitions)
+    except _DecodeError as exc:
+        raise exc.refine(field=f'Partitions[{i}]')
+    unknown: tuple[tuple[int, bytes], ...] = ()
+    if pos < end and buf[pos] == 0:
+        pos += 1
+    else:
+        n_tags, pos = _rtc(buf, pos, '_tagged_fields')
+        raw_tags: list[tuple[int, bytes]] = []
+        for _ in range(n_tags):
+            tag, size, pos = _rth(buf, pos, '_tagged_fields')
+            raw_tags.append((tag, bytes(buf[pos:pos + size])))
+            pos += size
+        if raw_tags:
+            unknown = tuple(raw_tags)
+    o = _new(ShareFetchableTopicResponse)
+    o.topic_id = v_topic_id
+    o.partitions = v_partitions
+    o.unknown_tagged_fields = unknown
+    return o, pos
+
+
+def _write_ShareFetchableTopicResponse_1(o: ShareFetchableTopicResponse, out: bytearray) -> None:
+    # versions 1-2
+    out += _S_16s.pack(o.topic_id.bytes)
+    if o.partitions is None:
+        raise _null('Partitions')
+    _wcal(out, o.partitions, 'Partitions')
+    for e_partitions in o.partitions:
+        _write_PartitionData_1(e_partitions, out)
+    if o.unknown_tagged_fields:
+        _wts(out, (), o.unknown_tagged_fields, '_tagged_fields')
+    else:
+        out.append(0)
+
+
 def _read_NodeEndpoint_0(buf: bytes | bytearray | memoryview, pos: int) -> tuple[NodeEndpoint, int]:
-    # versions 0
+    # versions 0-2
     end = len(buf)
     if pos + 4 > end:
         raise _short_fixed(pos, end, _L5)
@@ -406,7 +551,7 @@ def _read_NodeEndpoint_0(buf: bytes | bytearray | memoryview, pos: int) -> tuple
 
 
 def _write_NodeEndpoint_0(o: NodeEndpoint, out: bytearray) -> None:
-    # versions 0
+    # versions 0-2
     out += _S_i.pack(o.node_id)
     if o.host is None:
         raise _null('Host')
@@ -500,6 +645,7 @@ def _read_ShareFetchResponse_0(buf: bytes | bytearray | memoryview, pos: int) ->
     o.throttle_time_ms = v_throttle_time_ms
     o.error_code = v_error_code
     o.error_message = v_error_message
+    o.acquisition_lock_timeout_ms = 0
     o.responses = v_responses
     o.node_endpoints = v_node_endpoints
     o.unknown_tagged_fields = unknown
@@ -508,6 +654,8 @@ def _read_ShareFetchResponse_0(buf: bytes | bytearray | memoryview, pos: int) ->
 
 def _write_ShareFetchResponse_0(o: ShareFetchResponse, out: bytearray) -> None:
     # versions 0
+    if o.acquisition_lock_timeout_ms != 0:
+        raise _absent('AcquisitionLockTimeoutMs', 0)
     out += _S_ih.pack(o.throttle_time_ms, o.error_code)
     _wcs(out, o.error_message, 'ErrorMessage')
     if o.responses is None:
@@ -535,8 +683,130 @@ def _write_ShareFetchResponse_0(o: ShareFetchResponse, out: bytearray) -> None:
         out.append(0)
 
 
-ShareFetchResponse._READERS = {0: _read_ShareFetchResponse_0}
-ShareFetchResponse._WRITERS = {0: _write_ShareFetchResponse_0}
+def _read_ShareFetchResponse_1(buf: bytes | bytearray | memoryview, pos: int) -> tuple[ShareFetchResponse, int]:
+    # versions 1-2
+    end = len(buf)
+    if pos + 6 > end:
+        raise _short_fixed(pos, end, _L7)
+    v_throttle_time_ms, v_error_code = _S_ih.unpack_from(buf, pos)
+    pos += 6
+    v_error_message, pos = _rncs(buf, pos, 'ErrorMessage')
+    if pos + 4 > end:
+        raise _short_fixed(pos, end, _L8)
+    v_acquisition_lock_timeout_ms, = _S_i.unpack_from(buf, pos)
+    pos += 4
+    v_responses: list[ShareFetchableTopicResponse]
+    n_v_responses = buf[pos] - 1 if pos < end else -2
+    if 0 <= n_v_responses < 127 and n_v_responses <= end - pos:
+        pos += 1
+    else:
+        n_v_responses, pos = _rcal(buf, pos, 'Responses')
+    v_responses = []
+    app_v_responses = v_responses.append
+    i = 0
+    try:
+        for i in range(n_v_responses):
+            e_v_responses, pos = _read_ShareFetchableTopicResponse_1(buf, pos)
+            app_v_responses(e_v_responses)
+    except _DecodeError as exc:
+        raise exc.refine(field=f'Responses[{i}]')
+    v_node_endpoints: list[NodeEndpoint]
+    n_v_node_endpoints = buf[pos] - 1 if pos < end else -2
+    if 0 <= n_v_node_endpoints < 127 and n_v_node_endpoints <= end - pos:
+        pos += 1
+    else:
+        n_v_node_endpoints, pos = _rcal(buf, pos, 'NodeEndpoints')
+    v_node_endpoints = []
+    app_v_node_endpoints = v_node_endpoints.append
+    i = 0
+    try:
+        for i in range(n_v_node_endpoints):
+            if pos + 4 > end:
+                raise _short_fixed(pos, end, _L5)
+            v_node_endpoints_v_node_id, = _S_i.unpack_from(buf, pos)
+            pos += 4
+            v_node_endpoints_v_host, pos = _rcs(buf, pos, 'Host')
+            if pos + 4 > end:
+                raise _short_fixed(pos, end, _L6)
+            v_node_endpoints_v_port, = _S_i.unpack_from(buf, pos)
+            pos += 4
+            v_node_endpoints_v_rack, pos = _rncs(buf, pos, 'Rack')
+            v_node_endpoints_unknown: tuple[tuple[int, bytes], ...] = ()
+            if pos < end and buf[pos] == 0:
+                pos += 1
+            else:
+                v_node_endpoints_n_tags, pos = _rtc(buf, pos, '_tagged_fields')
+                v_node_endpoints_raw_tags: list[tuple[int, bytes]] = []
+                for _ in range(v_node_endpoints_n_tags):
+                    v_node_endpoints_tag, v_node_endpoints_size, pos = _rth(buf, pos, '_tagged_fields')
+                    v_node_endpoints_raw_tags.append((v_node_endpoints_tag, bytes(buf[pos:pos + v_node_endpoints_size])))
+                    pos += v_node_endpoints_size
+                if v_node_endpoints_raw_tags:
+                    v_node_endpoints_unknown = tuple(v_node_endpoints_raw_tags)
+            v_node_endpoints_o = _new(NodeEndpoint)
+            v_node_endpoints_o.node_id = v_node_endpoints_v_node_id
+            v_node_endpoints_o.host = v_node_endpoints_v_host
+            v_node_endpoints_o.port = v_node_endpoints_v_port
+            v_node_endpoints_o.rack = v_node_endpoints_v_rack
+            v_node_endpoints_o.unknown_tagged_fields = v_node_endpoints_unknown
+            app_v_node_endpoints(v_node_endpoints_o)
+    except _DecodeError as exc:
+        raise exc.refine(field=f'NodeEndpoints[{i}]')
+    unknown: tuple[tuple[int, bytes], ...] = ()
+    if pos < end and buf[pos] == 0:
+        pos += 1
+    else:
+        n_tags, pos = _rtc(buf, pos, '_tagged_fields')
+        raw_tags: list[tuple[int, bytes]] = []
+        for _ in range(n_tags):
+            tag, size, pos = _rth(buf, pos, '_tagged_fields')
+            raw_tags.append((tag, bytes(buf[pos:pos + size])))
+            pos += size
+        if raw_tags:
+            unknown = tuple(raw_tags)
+    o = _new(ShareFetchResponse)
+    o.throttle_time_ms = v_throttle_time_ms
+    o.error_code = v_error_code
+    o.error_message = v_error_message
+    o.acquisition_lock_timeout_ms = v_acquisition_lock_timeout_ms
+    o.responses = v_responses
+    o.node_endpoints = v_node_endpoints
+    o.unknown_tagged_fields = unknown
+    return o, pos
+
+
+def _write_ShareFetchResponse_1(o: ShareFetchResponse, out: bytearray) -> None:
+    # versions 1-2
+    out += _S_ih.pack(o.throttle_time_ms, o.error_code)
+    _wcs(out, o.error_message, 'ErrorMessage')
+    out += _S_i.pack(o.acquisition_lock_timeout_ms)
+    if o.responses is None:
+        raise _null('Responses')
+    _wcal(out, o.responses, 'Responses')
+    for e_responses in o.responses:
+        _write_ShareFetchableTopicResponse_1(e_responses, out)
+    if o.node_endpoints is None:
+        raise _null('NodeEndpoints')
+    _wcal(out, o.node_endpoints, 'NodeEndpoints')
+    for e_node_endpoints in o.node_endpoints:
+        out += _S_i.pack(e_node_endpoints.node_id)
+        if e_node_endpoints.host is None:
+            raise _null('Host')
+        _wcs(out, e_node_endpoints.host, 'Host')
+        out += _S_i.pack(e_node_endpoints.port)
+        _wcs(out, e_node_endpoints.rack, 'Rack')
+        if e_node_endpoints.unknown_tagged_fields:
+            _wts(out, (), e_node_endpoints.unknown_tagged_fields, '_tagged_fields')
+        else:
+            out.append(0)
+    if o.unknown_tagged_fields:
+        _wts(out, (), o.unknown_tagged_fields, '_tagged_fields')
+    else:
+        out.append(0)
+
+
+ShareFetchResponse._READERS = {0: _read_ShareFetchResponse_0, 1: _read_ShareFetchResponse_1, 2: _read_ShareFetchResponse_1}
+ShareFetchResponse._WRITERS = {0: _write_ShareFetchResponse_0, 1: _write_ShareFetchResponse_1, 2: _write_ShareFetchResponse_1}
 LeaderIdAndEpoch._FIELDS = (
     _F('LeaderId', 'leader_id', 'int32', (0, 32767), None, None, None, False, lambda: 0, None, None),
     _F('LeaderEpoch', 'leader_epoch', 'int32', (0, 32767), None, None, None, False, lambda: 0, None, None),
@@ -553,7 +823,7 @@ PartitionData._FIELDS = (
     _F('AcknowledgeErrorCode', 'acknowledge_error_code', 'int16', (0, 32767), None, None, None, False, lambda: 0, None, None),
     _F('AcknowledgeErrorMessage', 'acknowledge_error_message', 'string', (0, 32767), None, None, (0, 32767), False, lambda: None, None, None),
     _F('CurrentLeader', 'current_leader', 'LeaderIdAndEpoch', (0, 32767), None, None, None, False, lambda: LeaderIdAndEpoch(), LeaderIdAndEpoch, None),
-    _F('Records', 'records', 'records', (0, 32767), None, None, (0, 32767), False, lambda: None, None, None),
+    _F('Records', 'records', 'records', (0, 32767), None, None, (0, 0), False, lambda: None, None, None),
     _F('AcquiredRecords', 'acquired_records', '[]AcquiredRecords', (0, 32767), None, None, None, False, lambda: [], AcquiredRecords, None),
 )
 ShareFetchableTopicResponse._FIELDS = (
@@ -570,6 +840,7 @@ ShareFetchResponse._FIELDS = (
     _F('ThrottleTimeMs', 'throttle_time_ms', 'int32', (0, 32767), None, None, None, False, lambda: 0, None, None),
     _F('ErrorCode', 'error_code', 'int16', (0, 32767), None, None, None, False, lambda: 0, None, None),
     _F('ErrorMessage', 'error_message', 'string', (0, 32767), None, None, (0, 32767), False, lambda: None, None, None),
+    _F('AcquisitionLockTimeoutMs', 'acquisition_lock_timeout_ms', 'int32', (1, 32767), None, None, None, False, lambda: 0, None, None),
     _F('Responses', 'responses', '[]ShareFetchableTopicResponse', (0, 32767), None, None, None, False, lambda: [], ShareFetchableTopicResponse, None),
     _F('NodeEndpoints', 'node_endpoints', '[]NodeEndpoint', (0, 32767), None, None, None, False, lambda: [], NodeEndpoint, None),
 )

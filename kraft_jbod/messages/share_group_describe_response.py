@@ -10,6 +10,9 @@ from typing import ClassVar as _ClassVar
 
 from kraft_jbod.errors import DecodeError as _DecodeError, EncodeError as _EncodeError
 from kraft_jbod.wire.message import FieldInfo as _F, Message as _Message, Struct as _Struct
+from kraft_jbod.wire.runtime import (
+    absent as _absent, bad_tag as _bad_tag, check_bool as _bool, null as _null,
+)
 from kraft_jbod.wire.primitives import (
     read_string as _rs, read_nullable_string as _rns,
     read_compact_string as _rcs, read_nullable_compact_string as _rncs,
@@ -40,27 +43,6 @@ _L2 = (('ErrorCode', 2),)
 _L3 = (('GroupEpoch', 4), ('AssignmentEpoch', 4))
 _L4 = (('AuthorizedOperations', 4),)
 _L5 = (('ThrottleTimeMs', 4),)
-
-
-def _absent(field: str, version: int | str) -> _EncodeError:
-    return _EncodeError(
-        f'attempted to write a non-default {field} at version {version}', field_path=field
-    )
-
-
-def _null(field: str) -> _EncodeError:
-    return _EncodeError('None in a non-nullable field', field_path=field)
-
-
-def _bad_tag(tag: int, version: int, pos: int) -> _DecodeError:
-    return _DecodeError(f'tag {tag} is not valid for version {version}', offset=pos)
-
-
-def _bool(value: object, field: str) -> bool:
-    if type(value) is not bool:
-        raise _EncodeError(f'expected bool, got {type(value).__name__}', field_path=field)
-    return value
-
 
 
 
@@ -115,12 +97,12 @@ class DescribedGroup(_Struct):
 
 @_dataclass(slots=True)
 class ShareGroupDescribeResponse(_Message):
-    """response ShareGroupDescribeResponse, versions 0."""
+    """response ShareGroupDescribeResponse, versions 0-1."""
 
     NAME: _ClassVar[str] = 'ShareGroupDescribeResponse'
     SCHEMA_TYPE: _ClassVar[str] = 'response'
     API_KEY: _ClassVar[int | None] = 77
-    VALID_VERSIONS: _ClassVar[tuple[int, int]] = (0, 0)
+    VALID_VERSIONS: _ClassVar[tuple[int, int]] = (0, 1)
     FLEXIBLE_MIN: _ClassVar[int | None] = 0
     LATEST_VERSION_UNSTABLE: _ClassVar[bool] = False
     DEPRECATED_VERSIONS: _ClassVar[tuple[int, int] | None] = None
@@ -130,7 +112,7 @@ class ShareGroupDescribeResponse(_Message):
 
 
 def _read_TopicPartitions_0(buf: bytes | bytearray | memoryview, pos: int) -> tuple[TopicPartitions, int]:
-    # versions 0
+    # versions 0-1
     end = len(buf)
     if pos + 16 > end:
         raise _short_fixed(pos, end, _L0)
@@ -170,7 +152,7 @@ def _read_TopicPartitions_0(buf: bytes | bytearray | memoryview, pos: int) -> tu
 
 
 def _write_TopicPartitions_0(o: TopicPartitions, out: bytearray) -> None:
-    # versions 0
+    # versions 0-1
     out += _S_16s.pack(o.topic_id.bytes)
     if o.topic_name is None:
         raise _null('TopicName')
@@ -186,7 +168,7 @@ def _write_TopicPartitions_0(o: TopicPartitions, out: bytearray) -> None:
 
 
 def _read_Assignment_0(buf: bytes | bytearray | memoryview, pos: int) -> tuple[Assignment, int]:
-    # versions 0
+    # versions 0-1
     end = len(buf)
     v_topic_partitions: list[TopicPartitions]
     n_v_topic_partitions = buf[pos] - 1 if pos < end else -2
@@ -255,7 +237,7 @@ def _read_Assignment_0(buf: bytes | bytearray | memoryview, pos: int) -> tuple[A
 
 
 def _write_Assignment_0(o: Assignment, out: bytearray) -> None:
-    # versions 0
+    # versions 0-1
     if o.topic_partitions is None:
         raise _null('TopicPartitions')
     _wcal(out, o.topic_partitions, 'TopicPartitions')
@@ -279,7 +261,7 @@ def _write_Assignment_0(o: Assignment, out: bytearray) -> None:
 
 
 def _read_Member_0(buf: bytes | bytearray | memoryview, pos: int) -> tuple[Member, int]:
-    # versions 0
+    # versions 0-1
     end = len(buf)
     v_member_id, pos = _rcs(buf, pos, 'MemberId')
     v_rack_id, pos = _rncs(buf, pos, 'RackId')
@@ -329,7 +311,7 @@ def _read_Member_0(buf: bytes | bytearray | memoryview, pos: int) -> tuple[Membe
 
 
 def _write_Member_0(o: Member, out: bytearray) -> None:
-    # versions 0
+    # versions 0-1
     if o.member_id is None:
         raise _null('MemberId')
     _wcs(out, o.member_id, 'MemberId')
@@ -358,7 +340,7 @@ def _write_Member_0(o: Member, out: bytearray) -> None:
 
 
 def _read_DescribedGroup_0(buf: bytes | bytearray | memoryview, pos: int) -> tuple[DescribedGroup, int]:
-    # versions 0
+    # versions 0-1
     end = len(buf)
     if pos + 2 > end:
         raise _short_fixed(pos, end, _L2)
@@ -418,7 +400,7 @@ def _read_DescribedGroup_0(buf: bytes | bytearray | memoryview, pos: int) -> tup
 
 
 def _write_DescribedGroup_0(o: DescribedGroup, out: bytearray) -> None:
-    # versions 0
+    # versions 0-1
     out += _S_h.pack(o.error_code)
     _wcs(out, o.error_message, 'ErrorMessage')
     if o.group_id is None:
@@ -444,7 +426,7 @@ def _write_DescribedGroup_0(o: DescribedGroup, out: bytearray) -> None:
 
 
 def _read_ShareGroupDescribeResponse_0(buf: bytes | bytearray | memoryview, pos: int) -> tuple[ShareGroupDescribeResponse, int]:
-    # versions 0
+    # versions 0-1
     end = len(buf)
     if pos + 4 > end:
         raise _short_fixed(pos, end, _L5)
@@ -485,7 +467,7 @@ def _read_ShareGroupDescribeResponse_0(buf: bytes | bytearray | memoryview, pos:
 
 
 def _write_ShareGroupDescribeResponse_0(o: ShareGroupDescribeResponse, out: bytearray) -> None:
-    # versions 0
+    # versions 0-1
     out += _S_i.pack(o.throttle_time_ms)
     if o.groups is None:
         raise _null('Groups')
@@ -498,8 +480,8 @@ def _write_ShareGroupDescribeResponse_0(o: ShareGroupDescribeResponse, out: byte
         out.append(0)
 
 
-ShareGroupDescribeResponse._READERS = {0: _read_ShareGroupDescribeResponse_0}
-ShareGroupDescribeResponse._WRITERS = {0: _write_ShareGroupDescribeResponse_0}
+ShareGroupDescribeResponse._READERS = {0: _read_ShareGroupDescribeResponse_0, 1: _read_ShareGroupDescribeResponse_0}
+ShareGroupDescribeResponse._WRITERS = {0: _write_ShareGroupDescribeResponse_0, 1: _write_ShareGroupDescribeResponse_0}
 TopicPartitions._FIELDS = (
     _F('TopicId', 'topic_id', 'uuid', (0, 32767), None, None, None, False, lambda: _ZERO_UUID, None, None),
     _F('TopicName', 'topic_name', 'string', (0, 32767), None, None, None, False, lambda: '', None, None),

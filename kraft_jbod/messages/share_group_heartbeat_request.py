@@ -10,6 +10,9 @@ from typing import ClassVar as _ClassVar
 
 from kraft_jbod.errors import DecodeError as _DecodeError, EncodeError as _EncodeError
 from kraft_jbod.wire.message import FieldInfo as _F, Message as _Message, Struct as _Struct
+from kraft_jbod.wire.runtime import (
+    absent as _absent, bad_tag as _bad_tag, check_bool as _bool, null as _null,
+)
 from kraft_jbod.wire.primitives import (
     read_string as _rs, read_nullable_string as _rns,
     read_compact_string as _rcs, read_nullable_compact_string as _rncs,
@@ -32,39 +35,18 @@ _S_i = _struct.Struct('>i')
 _L0 = (('MemberEpoch', 4),)
 
 
-def _absent(field: str, version: int | str) -> _EncodeError:
-    return _EncodeError(
-        f'attempted to write a non-default {field} at version {version}', field_path=field
-    )
-
-
-def _null(field: str) -> _EncodeError:
-    return _EncodeError('None in a non-nullable field', field_path=field)
-
-
-def _bad_tag(tag: int, version: int, pos: int) -> _DecodeError:
-    return _DecodeError(f'tag {tag} is not valid for version {version}', offset=pos)
-
-
-def _bool(value: object, field: str) -> bool:
-    if type(value) is not bool:
-        raise _EncodeError(f'expected bool, got {type(value).__name__}', field_path=field)
-    return value
-
-
-
 
 
 @_dataclass(slots=True)
 class ShareGroupHeartbeatRequest(_Message):
-    """request ShareGroupHeartbeatRequest, versions 0."""
+    """request ShareGroupHeartbeatRequest, versions 0-1."""
 
     NAME: _ClassVar[str] = 'ShareGroupHeartbeatRequest'
     SCHEMA_TYPE: _ClassVar[str] = 'request'
     API_KEY: _ClassVar[int | None] = 76
-    VALID_VERSIONS: _ClassVar[tuple[int, int]] = (0, 0)
+    VALID_VERSIONS: _ClassVar[tuple[int, int]] = (0, 1)
     FLEXIBLE_MIN: _ClassVar[int | None] = 0
-    LATEST_VERSION_UNSTABLE: _ClassVar[bool] = True
+    LATEST_VERSION_UNSTABLE: _ClassVar[bool] = False
     DEPRECATED_VERSIONS: _ClassVar[tuple[int, int] | None] = None
     group_id: str = ''
     member_id: str = ''
@@ -75,7 +57,7 @@ class ShareGroupHeartbeatRequest(_Message):
 
 
 def _read_ShareGroupHeartbeatRequest_0(buf: bytes | bytearray | memoryview, pos: int) -> tuple[ShareGroupHeartbeatRequest, int]:
-    # versions 0
+    # versions 0-1
     end = len(buf)
     v_group_id, pos = _rcs(buf, pos, 'GroupId')
     v_member_id, pos = _rcs(buf, pos, 'MemberId')
@@ -121,7 +103,7 @@ def _read_ShareGroupHeartbeatRequest_0(buf: bytes | bytearray | memoryview, pos:
 
 
 def _write_ShareGroupHeartbeatRequest_0(o: ShareGroupHeartbeatRequest, out: bytearray) -> None:
-    # versions 0
+    # versions 0-1
     if o.group_id is None:
         raise _null('GroupId')
     _wcs(out, o.group_id, 'GroupId')
@@ -142,8 +124,8 @@ def _write_ShareGroupHeartbeatRequest_0(o: ShareGroupHeartbeatRequest, out: byte
         out.append(0)
 
 
-ShareGroupHeartbeatRequest._READERS = {0: _read_ShareGroupHeartbeatRequest_0}
-ShareGroupHeartbeatRequest._WRITERS = {0: _write_ShareGroupHeartbeatRequest_0}
+ShareGroupHeartbeatRequest._READERS = {0: _read_ShareGroupHeartbeatRequest_0, 1: _read_ShareGroupHeartbeatRequest_0}
+ShareGroupHeartbeatRequest._WRITERS = {0: _write_ShareGroupHeartbeatRequest_0, 1: _write_ShareGroupHeartbeatRequest_0}
 ShareGroupHeartbeatRequest._FIELDS = (
     _F('GroupId', 'group_id', 'string', (0, 32767), None, None, None, False, lambda: '', None, None),
     _F('MemberId', 'member_id', 'string', (0, 32767), None, None, None, False, lambda: '', None, None),

@@ -10,6 +10,9 @@ from typing import ClassVar as _ClassVar
 
 from kraft_jbod.errors import DecodeError as _DecodeError, EncodeError as _EncodeError
 from kraft_jbod.wire.message import FieldInfo as _F, Message as _Message, Struct as _Struct
+from kraft_jbod.wire.runtime import (
+    absent as _absent, bad_tag as _bad_tag, check_bool as _bool, null as _null,
+)
 from kraft_jbod.wire.primitives import (
     read_string as _rs, read_nullable_string as _rns,
     read_compact_string as _rcs, read_nullable_compact_string as _rncs,
@@ -38,27 +41,6 @@ _L1 = (('ThrottleTimeMs', 4), ('ErrorCode', 2))
 _L2 = (('MemberEpoch', 4), ('HeartbeatIntervalMs', 4))
 
 
-def _absent(field: str, version: int | str) -> _EncodeError:
-    return _EncodeError(
-        f'attempted to write a non-default {field} at version {version}', field_path=field
-    )
-
-
-def _null(field: str) -> _EncodeError:
-    return _EncodeError('None in a non-nullable field', field_path=field)
-
-
-def _bad_tag(tag: int, version: int, pos: int) -> _DecodeError:
-    return _DecodeError(f'tag {tag} is not valid for version {version}', offset=pos)
-
-
-def _bool(value: object, field: str) -> bool:
-    if type(value) is not bool:
-        raise _EncodeError(f'expected bool, got {type(value).__name__}', field_path=field)
-    return value
-
-
-
 
 
 @_dataclass(slots=True)
@@ -80,12 +62,12 @@ class Assignment(_Struct):
 
 @_dataclass(slots=True)
 class ShareGroupHeartbeatResponse(_Message):
-    """response ShareGroupHeartbeatResponse, versions 0."""
+    """response ShareGroupHeartbeatResponse, versions 0-1."""
 
     NAME: _ClassVar[str] = 'ShareGroupHeartbeatResponse'
     SCHEMA_TYPE: _ClassVar[str] = 'response'
     API_KEY: _ClassVar[int | None] = 76
-    VALID_VERSIONS: _ClassVar[tuple[int, int]] = (0, 0)
+    VALID_VERSIONS: _ClassVar[tuple[int, int]] = (0, 1)
     FLEXIBLE_MIN: _ClassVar[int | None] = 0
     LATEST_VERSION_UNSTABLE: _ClassVar[bool] = False
     DEPRECATED_VERSIONS: _ClassVar[tuple[int, int] | None] = None
@@ -100,7 +82,7 @@ class ShareGroupHeartbeatResponse(_Message):
 
 
 def _read_TopicPartitions_0(buf: bytes | bytearray | memoryview, pos: int) -> tuple[TopicPartitions, int]:
-    # versions 0
+    # versions 0-1
     end = len(buf)
     if pos + 16 > end:
         raise _short_fixed(pos, end, _L0)
@@ -138,7 +120,7 @@ def _read_TopicPartitions_0(buf: bytes | bytearray | memoryview, pos: int) -> tu
 
 
 def _write_TopicPartitions_0(o: TopicPartitions, out: bytearray) -> None:
-    # versions 0
+    # versions 0-1
     out += _S_16s.pack(o.topic_id.bytes)
     if o.partitions is None:
         raise _null('Partitions')
@@ -151,7 +133,7 @@ def _write_TopicPartitions_0(o: TopicPartitions, out: bytearray) -> None:
 
 
 def _read_Assignment_0(buf: bytes | bytearray | memoryview, pos: int) -> tuple[Assignment, int]:
-    # versions 0
+    # versions 0-1
     end = len(buf)
     v_topic_partitions: list[TopicPartitions]
     n_v_topic_partitions = buf[pos] - 1 if pos < end else -2
@@ -218,7 +200,7 @@ def _read_Assignment_0(buf: bytes | bytearray | memoryview, pos: int) -> tuple[A
 
 
 def _write_Assignment_0(o: Assignment, out: bytearray) -> None:
-    # versions 0
+    # versions 0-1
     if o.topic_partitions is None:
         raise _null('TopicPartitions')
     _wcal(out, o.topic_partitions, 'TopicPartitions')
@@ -239,7 +221,7 @@ def _write_Assignment_0(o: Assignment, out: bytearray) -> None:
 
 
 def _read_ShareGroupHeartbeatResponse_0(buf: bytes | bytearray | memoryview, pos: int) -> tuple[ShareGroupHeartbeatResponse, int]:
-    # versions 0
+    # versions 0-1
     end = len(buf)
     if pos + 6 > end:
         raise _short_fixed(pos, end, _L1)
@@ -287,7 +269,7 @@ def _read_ShareGroupHeartbeatResponse_0(buf: bytes | bytearray | memoryview, pos
 
 
 def _write_ShareGroupHeartbeatResponse_0(o: ShareGroupHeartbeatResponse, out: bytearray) -> None:
-    # versions 0
+    # versions 0-1
     out += _S_ih.pack(o.throttle_time_ms, o.error_code)
     _wcs(out, o.error_message, 'ErrorMessage')
     _wcs(out, o.member_id, 'MemberId')
@@ -303,8 +285,8 @@ def _write_ShareGroupHeartbeatResponse_0(o: ShareGroupHeartbeatResponse, out: by
         out.append(0)
 
 
-ShareGroupHeartbeatResponse._READERS = {0: _read_ShareGroupHeartbeatResponse_0}
-ShareGroupHeartbeatResponse._WRITERS = {0: _write_ShareGroupHeartbeatResponse_0}
+ShareGroupHeartbeatResponse._READERS = {0: _read_ShareGroupHeartbeatResponse_0, 1: _read_ShareGroupHeartbeatResponse_0}
+ShareGroupHeartbeatResponse._WRITERS = {0: _write_ShareGroupHeartbeatResponse_0, 1: _write_ShareGroupHeartbeatResponse_0}
 TopicPartitions._FIELDS = (
     _F('TopicId', 'topic_id', 'uuid', (0, 32767), None, None, None, False, lambda: _ZERO_UUID, None, None),
     _F('Partitions', 'partitions', '[]int32', (0, 32767), None, None, None, False, lambda: [], None, None),

@@ -10,6 +10,9 @@ from typing import ClassVar as _ClassVar
 
 from kraft_jbod.errors import DecodeError as _DecodeError, EncodeError as _EncodeError
 from kraft_jbod.wire.message import FieldInfo as _F, Message as _Message, Struct as _Struct
+from kraft_jbod.wire.runtime import (
+    absent as _absent, bad_tag as _bad_tag, check_bool as _bool, null as _null,
+)
 from kraft_jbod.wire.primitives import (
     read_string as _rs, read_nullable_string as _rns,
     read_compact_string as _rcs, read_nullable_compact_string as _rncs,
@@ -28,35 +31,17 @@ from kraft_jbod.wire.primitives import (
 )
 
 _new = object.__new__
+_S_16s = _struct.Struct('>16s')
 _S_iq = _struct.Struct('>iq')
 _S_iqi = _struct.Struct('>iqi')
 _S_qh = _struct.Struct('>qh')
 _S_qhi = _struct.Struct('>qhi')
+_ZERO_UUID = _uuid_from_bytes((0).to_bytes(16, 'big'))
 _L0 = (('PartitionIndex', 4), ('CommittedOffset', 8))
 _L1 = (('PartitionIndex', 4), ('CommittedOffset', 8), ('CommittedLeaderEpoch', 4))
-_L2 = (('ProducerId', 8), ('ProducerEpoch', 2))
-_L3 = (('ProducerId', 8), ('ProducerEpoch', 2), ('GenerationId', 4))
-
-
-def _absent(field: str, version: int | str) -> _EncodeError:
-    return _EncodeError(
-        f'attempted to write a non-default {field} at version {version}', field_path=field
-    )
-
-
-def _null(field: str) -> _EncodeError:
-    return _EncodeError('None in a non-nullable field', field_path=field)
-
-
-def _bad_tag(tag: int, version: int, pos: int) -> _DecodeError:
-    return _DecodeError(f'tag {tag} is not valid for version {version}', offset=pos)
-
-
-def _bool(value: object, field: str) -> bool:
-    if type(value) is not bool:
-        raise _EncodeError(f'expected bool, got {type(value).__name__}', field_path=field)
-    return value
-
+_L2 = (('TopicId', 16),)
+_L3 = (('ProducerId', 8), ('ProducerEpoch', 2))
+_L4 = (('ProducerId', 8), ('ProducerEpoch', 2), ('GenerationIdOrMemberEpoch', 4))
 
 
 
@@ -77,18 +62,19 @@ class TxnOffsetCommitRequestTopic(_Struct):
     """Struct TxnOffsetCommitRequestTopic of TxnOffsetCommitRequest."""
 
     name: str = ''
+    topic_id: _uuid.UUID = _ZERO_UUID
     partitions: list[TxnOffsetCommitRequestPartition] = _field(default_factory=list)
     unknown_tagged_fields: tuple[tuple[int, bytes], ...] = ()
 
 
 @_dataclass(slots=True)
 class TxnOffsetCommitRequest(_Message):
-    """request TxnOffsetCommitRequest, versions 0-4."""
+    """request TxnOffsetCommitRequest, versions 0-6."""
 
     NAME: _ClassVar[str] = 'TxnOffsetCommitRequest'
     SCHEMA_TYPE: _ClassVar[str] = 'request'
     API_KEY: _ClassVar[int | None] = 28
-    VALID_VERSIONS: _ClassVar[tuple[int, int]] = (0, 4)
+    VALID_VERSIONS: _ClassVar[tuple[int, int]] = (0, 6)
     FLEXIBLE_MIN: _ClassVar[int | None] = 3
     LATEST_VERSION_UNSTABLE: _ClassVar[bool] = False
     DEPRECATED_VERSIONS: _ClassVar[tuple[int, int] | None] = None
@@ -96,7 +82,7 @@ class TxnOffsetCommitRequest(_Message):
     group_id: str = ''
     producer_id: int = 0
     producer_epoch: int = 0
-    generation_id: int = -1
+    generation_id_or_member_epoch: int = -1
     member_id: str = ''
     group_instance_id: str | None = None
     topics: list[TxnOffsetCommitRequestTopic] = _field(default_factory=list)
@@ -154,7 +140,7 @@ def _write_TxnOffsetCommitRequestPartition_1(o: TxnOffsetCommitRequestPartition,
 
 
 def _read_TxnOffsetCommitRequestPartition_2(buf: bytes | bytearray | memoryview, pos: int) -> tuple[TxnOffsetCommitRequestPartition, int]:
-    # versions 3-4
+    # versions 3-6
     end = len(buf)
     if pos + 16 > end:
         raise _short_fixed(pos, end, _L1)
@@ -183,7 +169,7 @@ def _read_TxnOffsetCommitRequestPartition_2(buf: bytes | bytearray | memoryview,
 
 
 def _write_TxnOffsetCommitRequestPartition_2(o: TxnOffsetCommitRequestPartition, out: bytearray) -> None:
-    # versions 3-4
+    # versions 3-6
     out += _S_iqi.pack(o.partition_index, o.committed_offset, o.committed_leader_epoch)
     _wcs(out, o.committed_metadata, 'CommittedMetadata')
     if o.unknown_tagged_fields:
@@ -219,6 +205,7 @@ def _read_TxnOffsetCommitRequestTopic_0(buf: bytes | bytearray | memoryview, pos
         raise exc.refine(field=f'Partitions[{i}]')
     o = _new(TxnOffsetCommitRequestTopic)
     o.name = v_name
+    o.topic_id = _ZERO_UUID
     o.partitions = v_partitions
     o.unknown_tagged_fields = ()
     return o, pos
@@ -268,6 +255,7 @@ def _read_TxnOffsetCommitRequestTopic_1(buf: bytes | bytearray | memoryview, pos
         raise exc.refine(field=f'Partitions[{i}]')
     o = _new(TxnOffsetCommitRequestTopic)
     o.name = v_name
+    o.topic_id = _ZERO_UUID
     o.partitions = v_partitions
     o.unknown_tagged_fields = ()
     return o, pos
@@ -291,7 +279,7 @@ def _write_TxnOffsetCommitRequestTopic_1(o: TxnOffsetCommitRequestTopic, out: by
 
 
 def _read_TxnOffsetCommitRequestTopic_2(buf: bytes | bytearray | memoryview, pos: int) -> tuple[TxnOffsetCommitRequestTopic, int]:
-    # versions 3-4
+    # versions 3-5
     end = len(buf)
     v_name, pos = _rcs(buf, pos, 'Name')
     v_partitions: list[TxnOffsetCommitRequestPartition]
@@ -345,16 +333,101 @@ def _read_TxnOffsetCommitRequestTopic_2(buf: bytes | bytearray | memoryview, pos
             unknown = tuple(raw_tags)
     o = _new(TxnOffsetCommitRequestTopic)
     o.name = v_name
+    o.topic_id = _ZERO_UUID
     o.partitions = v_partitions
     o.unknown_tagged_fields = unknown
     return o, pos
 
 
 def _write_TxnOffsetCommitRequestTopic_2(o: TxnOffsetCommitRequestTopic, out: bytearray) -> None:
-    # versions 3-4
+    # versions 3-5
     if o.name is None:
         raise _null('Name')
     _wcs(out, o.name, 'Name')
+    if o.partitions is None:
+        raise _null('Partitions')
+    _wcal(out, o.partitions, 'Partitions')
+    for e_partitions in o.partitions:
+        out += _S_iqi.pack(e_partitions.partition_index, e_partitions.committed_offset, e_partitions.committed_leader_epoch)
+        _wcs(out, e_partitions.committed_metadata, 'CommittedMetadata')
+        if e_partitions.unknown_tagged_fields:
+            _wts(out, (), e_partitions.unknown_tagged_fields, '_tagged_fields')
+        else:
+            out.append(0)
+    if o.unknown_tagged_fields:
+        _wts(out, (), o.unknown_tagged_fields, '_tagged_fields')
+    else:
+        out.append(0)
+
+
+def _read_TxnOffsetCommitRequestTopic_3(buf: bytes | bytearray | memoryview, pos: int) -> tuple[TxnOffsetCommitRequestTopic, int]:
+    # versions 6
+    end = len(buf)
+    if pos + 16 > end:
+        raise _short_fixed(pos, end, _L2)
+    r_topic_id, = _S_16s.unpack_from(buf, pos)
+    v_topic_id = _uuid_from_bytes(r_topic_id)
+    pos += 16
+    v_partitions: list[TxnOffsetCommitRequestPartition]
+    n_v_partitions = buf[pos] - 1 if pos < end else -2
+    if 0 <= n_v_partitions < 127 and n_v_partitions <= end - pos:
+        pos += 1
+    else:
+        n_v_partitions, pos = _rcal(buf, pos, 'Partitions')
+    v_partitions = []
+    app_v_partitions = v_partitions.append
+    i = 0
+    try:
+        for i in range(n_v_partitions):
+            if pos + 16 > end:
+                raise _short_fixed(pos, end, _L1)
+            v_partitions_v_partition_index, v_partitions_v_committed_offset, v_partitions_v_committed_leader_epoch = _S_iqi.unpack_from(buf, pos)
+            pos += 16
+            v_partitions_v_committed_metadata, pos = _rncs(buf, pos, 'CommittedMetadata')
+            v_partitions_unknown: tuple[tuple[int, bytes], ...] = ()
+            if pos < end and buf[pos] == 0:
+                pos += 1
+            else:
+                v_partitions_n_tags, pos = _rtc(buf, pos, '_tagged_fields')
+                v_partitions_raw_tags: list[tuple[int, bytes]] = []
+                for _ in range(v_partitions_n_tags):
+                    v_partitions_tag, v_partitions_size, pos = _rth(buf, pos, '_tagged_fields')
+                    v_partitions_raw_tags.append((v_partitions_tag, bytes(buf[pos:pos + v_partitions_size])))
+                    pos += v_partitions_size
+                if v_partitions_raw_tags:
+                    v_partitions_unknown = tuple(v_partitions_raw_tags)
+            v_partitions_o = _new(TxnOffsetCommitRequestPartition)
+            v_partitions_o.partition_index = v_partitions_v_partition_index
+            v_partitions_o.committed_offset = v_partitions_v_committed_offset
+            v_partitions_o.committed_leader_epoch = v_partitions_v_committed_leader_epoch
+            v_partitions_o.committed_metadata = v_partitions_v_committed_metadata
+            v_partitions_o.unknown_tagged_fields = v_partitions_unknown
+            app_v_partitions(v_partitions_o)
+    except _DecodeError as exc:
+        raise exc.refine(field=f'Partitions[{i}]')
+    unknown: tuple[tuple[int, bytes], ...] = ()
+    if pos < end and buf[pos] == 0:
+        pos += 1
+    else:
+        n_tags, pos = _rtc(buf, pos, '_tagged_fields')
+        raw_tags: list[tuple[int, bytes]] = []
+        for _ in range(n_tags):
+            tag, size, pos = _rth(buf, pos, '_tagged_fields')
+            raw_tags.append((tag, bytes(buf[pos:pos + size])))
+            pos += size
+        if raw_tags:
+            unknown = tuple(raw_tags)
+    o = _new(TxnOffsetCommitRequestTopic)
+    o.name = ''
+    o.topic_id = v_topic_id
+    o.partitions = v_partitions
+    o.unknown_tagged_fields = unknown
+    return o, pos
+
+
+def _write_TxnOffsetCommitRequestTopic_3(o: TxnOffsetCommitRequestTopic, out: bytearray) -> None:
+    # versions 6
+    out += _S_16s.pack(o.topic_id.bytes)
     if o.partitions is None:
         raise _null('Partitions')
     _wcal(out, o.partitions, 'Partitions')
@@ -377,7 +450,7 @@ def _read_TxnOffsetCommitRequest_0(buf: bytes | bytearray | memoryview, pos: int
     v_transactional_id, pos = _rs(buf, pos, 'TransactionalId')
     v_group_id, pos = _rs(buf, pos, 'GroupId')
     if pos + 10 > end:
-        raise _short_fixed(pos, end, _L2)
+        raise _short_fixed(pos, end, _L3)
     v_producer_id, v_producer_epoch = _S_qh.unpack_from(buf, pos)
     pos += 10
     v_topics: list[TxnOffsetCommitRequestTopic]
@@ -396,7 +469,7 @@ def _read_TxnOffsetCommitRequest_0(buf: bytes | bytearray | memoryview, pos: int
     o.group_id = v_group_id
     o.producer_id = v_producer_id
     o.producer_epoch = v_producer_epoch
-    o.generation_id = -1
+    o.generation_id_or_member_epoch = -1
     o.member_id = ''
     o.group_instance_id = None
     o.topics = v_topics
@@ -406,8 +479,8 @@ def _read_TxnOffsetCommitRequest_0(buf: bytes | bytearray | memoryview, pos: int
 
 def _write_TxnOffsetCommitRequest_0(o: TxnOffsetCommitRequest, out: bytearray) -> None:
     # versions 0-1
-    if o.generation_id != -1:
-        raise _absent('GenerationId', '0-1')
+    if o.generation_id_or_member_epoch != -1:
+        raise _absent('GenerationIdOrMemberEpoch', '0-1')
     if o.member_id != '':
         raise _absent('MemberId', '0-1')
     if o.group_instance_id is not None:
@@ -434,7 +507,7 @@ def _read_TxnOffsetCommitRequest_1(buf: bytes | bytearray | memoryview, pos: int
     v_transactional_id, pos = _rs(buf, pos, 'TransactionalId')
     v_group_id, pos = _rs(buf, pos, 'GroupId')
     if pos + 10 > end:
-        raise _short_fixed(pos, end, _L2)
+        raise _short_fixed(pos, end, _L3)
     v_producer_id, v_producer_epoch = _S_qh.unpack_from(buf, pos)
     pos += 10
     v_topics: list[TxnOffsetCommitRequestTopic]
@@ -453,7 +526,7 @@ def _read_TxnOffsetCommitRequest_1(buf: bytes | bytearray | memoryview, pos: int
     o.group_id = v_group_id
     o.producer_id = v_producer_id
     o.producer_epoch = v_producer_epoch
-    o.generation_id = -1
+    o.generation_id_or_member_epoch = -1
     o.member_id = ''
     o.group_instance_id = None
     o.topics = v_topics
@@ -463,8 +536,8 @@ def _read_TxnOffsetCommitRequest_1(buf: bytes | bytearray | memoryview, pos: int
 
 def _write_TxnOffsetCommitRequest_1(o: TxnOffsetCommitRequest, out: bytearray) -> None:
     # versions 2
-    if o.generation_id != -1:
-        raise _absent('GenerationId', 2)
+    if o.generation_id_or_member_epoch != -1:
+        raise _absent('GenerationIdOrMemberEpoch', 2)
     if o.member_id != '':
         raise _absent('MemberId', 2)
     if o.group_instance_id is not None:
@@ -486,13 +559,13 @@ def _write_TxnOffsetCommitRequest_1(o: TxnOffsetCommitRequest, out: bytearray) -
 
 
 def _read_TxnOffsetCommitRequest_2(buf: bytes | bytearray | memoryview, pos: int) -> tuple[TxnOffsetCommitRequest, int]:
-    # versions 3-4
+    # versions 3-5
     end = len(buf)
     v_transactional_id, pos = _rcs(buf, pos, 'TransactionalId')
     v_group_id, pos = _rcs(buf, pos, 'GroupId')
     if pos + 14 > end:
-        raise _short_fixed(pos, end, _L3)
-    v_producer_id, v_producer_epoch, v_generation_id = _S_qhi.unpack_from(buf, pos)
+        raise _short_fixed(pos, end, _L4)
+    v_producer_id, v_producer_epoch, v_generation_id_or_member_epoch = _S_qhi.unpack_from(buf, pos)
     pos += 14
     v_member_id, pos = _rcs(buf, pos, 'MemberId')
     v_group_instance_id, pos = _rncs(buf, pos, 'GroupInstanceId')
@@ -528,7 +601,7 @@ def _read_TxnOffsetCommitRequest_2(buf: bytes | bytearray | memoryview, pos: int
     o.group_id = v_group_id
     o.producer_id = v_producer_id
     o.producer_epoch = v_producer_epoch
-    o.generation_id = v_generation_id
+    o.generation_id_or_member_epoch = v_generation_id_or_member_epoch
     o.member_id = v_member_id
     o.group_instance_id = v_group_instance_id
     o.topics = v_topics
@@ -537,14 +610,14 @@ def _read_TxnOffsetCommitRequest_2(buf: bytes | bytearray | memoryview, pos: int
 
 
 def _write_TxnOffsetCommitRequest_2(o: TxnOffsetCommitRequest, out: bytearray) -> None:
-    # versions 3-4
+    # versions 3-5
     if o.transactional_id is None:
         raise _null('TransactionalId')
     _wcs(out, o.transactional_id, 'TransactionalId')
     if o.group_id is None:
         raise _null('GroupId')
     _wcs(out, o.group_id, 'GroupId')
-    out += _S_qhi.pack(o.producer_id, o.producer_epoch, o.generation_id)
+    out += _S_qhi.pack(o.producer_id, o.producer_epoch, o.generation_id_or_member_epoch)
     if o.member_id is None:
         raise _null('MemberId')
     _wcs(out, o.member_id, 'MemberId')
@@ -560,8 +633,83 @@ def _write_TxnOffsetCommitRequest_2(o: TxnOffsetCommitRequest, out: bytearray) -
         out.append(0)
 
 
-TxnOffsetCommitRequest._READERS = {0: _read_TxnOffsetCommitRequest_0, 1: _read_TxnOffsetCommitRequest_0, 2: _read_TxnOffsetCommitRequest_1, 3: _read_TxnOffsetCommitRequest_2, 4: _read_TxnOffsetCommitRequest_2}
-TxnOffsetCommitRequest._WRITERS = {0: _write_TxnOffsetCommitRequest_0, 1: _write_TxnOffsetCommitRequest_0, 2: _write_TxnOffsetCommitRequest_1, 3: _write_TxnOffsetCommitRequest_2, 4: _write_TxnOffsetCommitRequest_2}
+def _read_TxnOffsetCommitRequest_3(buf: bytes | bytearray | memoryview, pos: int) -> tuple[TxnOffsetCommitRequest, int]:
+    # versions 6
+    end = len(buf)
+    v_transactional_id, pos = _rcs(buf, pos, 'TransactionalId')
+    v_group_id, pos = _rcs(buf, pos, 'GroupId')
+    if pos + 14 > end:
+        raise _short_fixed(pos, end, _L4)
+    v_producer_id, v_producer_epoch, v_generation_id_or_member_epoch = _S_qhi.unpack_from(buf, pos)
+    pos += 14
+    v_member_id, pos = _rcs(buf, pos, 'MemberId')
+    v_group_instance_id, pos = _rncs(buf, pos, 'GroupInstanceId')
+    v_topics: list[TxnOffsetCommitRequestTopic]
+    n_v_topics = buf[pos] - 1 if pos < end else -2
+    if 0 <= n_v_topics < 127 and n_v_topics <= end - pos:
+        pos += 1
+    else:
+        n_v_topics, pos = _rcal(buf, pos, 'Topics')
+    v_topics = []
+    app_v_topics = v_topics.append
+    i = 0
+    try:
+        for i in range(n_v_topics):
+            e_v_topics, pos = _read_TxnOffsetCommitRequestTopic_3(buf, pos)
+            app_v_topics(e_v_topics)
+    except _DecodeError as exc:
+        raise exc.refine(field=f'Topics[{i}]')
+    unknown: tuple[tuple[int, bytes], ...] = ()
+    if pos < end and buf[pos] == 0:
+        pos += 1
+    else:
+        n_tags, pos = _rtc(buf, pos, '_tagged_fields')
+        raw_tags: list[tuple[int, bytes]] = []
+        for _ in range(n_tags):
+            tag, size, pos = _rth(buf, pos, '_tagged_fields')
+            raw_tags.append((tag, bytes(buf[pos:pos + size])))
+            pos += size
+        if raw_tags:
+            unknown = tuple(raw_tags)
+    o = _new(TxnOffsetCommitRequest)
+    o.transactional_id = v_transactional_id
+    o.group_id = v_group_id
+    o.producer_id = v_producer_id
+    o.producer_epoch = v_producer_epoch
+    o.generation_id_or_member_epoch = v_generation_id_or_member_epoch
+    o.member_id = v_member_id
+    o.group_instance_id = v_group_instance_id
+    o.topics = v_topics
+    o.unknown_tagged_fields = unknown
+    return o, pos
+
+
+def _write_TxnOffsetCommitRequest_3(o: TxnOffsetCommitRequest, out: bytearray) -> None:
+    # versions 6
+    if o.transactional_id is None:
+        raise _null('TransactionalId')
+    _wcs(out, o.transactional_id, 'TransactionalId')
+    if o.group_id is None:
+        raise _null('GroupId')
+    _wcs(out, o.group_id, 'GroupId')
+    out += _S_qhi.pack(o.producer_id, o.producer_epoch, o.generation_id_or_member_epoch)
+    if o.member_id is None:
+        raise _null('MemberId')
+    _wcs(out, o.member_id, 'MemberId')
+    _wcs(out, o.group_instance_id, 'GroupInstanceId')
+    if o.topics is None:
+        raise _null('Topics')
+    _wcal(out, o.topics, 'Topics')
+    for e_topics in o.topics:
+        _write_TxnOffsetCommitRequestTopic_3(e_topics, out)
+    if o.unknown_tagged_fields:
+        _wts(out, (), o.unknown_tagged_fields, '_tagged_fields')
+    else:
+        out.append(0)
+
+
+TxnOffsetCommitRequest._READERS = {0: _read_TxnOffsetCommitRequest_0, 1: _read_TxnOffsetCommitRequest_0, 2: _read_TxnOffsetCommitRequest_1, 3: _read_TxnOffsetCommitRequest_2, 4: _read_TxnOffsetCommitRequest_2, 5: _read_TxnOffsetCommitRequest_2, 6: _read_TxnOffsetCommitRequest_3}
+TxnOffsetCommitRequest._WRITERS = {0: _write_TxnOffsetCommitRequest_0, 1: _write_TxnOffsetCommitRequest_0, 2: _write_TxnOffsetCommitRequest_1, 3: _write_TxnOffsetCommitRequest_2, 4: _write_TxnOffsetCommitRequest_2, 5: _write_TxnOffsetCommitRequest_2, 6: _write_TxnOffsetCommitRequest_3}
 TxnOffsetCommitRequestPartition._FIELDS = (
     _F('PartitionIndex', 'partition_index', 'int32', (0, 32767), None, None, None, False, lambda: 0, None, None),
     _F('CommittedOffset', 'committed_offset', 'int64', (0, 32767), None, None, None, False, lambda: 0, None, None),
@@ -569,7 +717,8 @@ TxnOffsetCommitRequestPartition._FIELDS = (
     _F('CommittedMetadata', 'committed_metadata', 'string', (0, 32767), None, None, (0, 32767), False, lambda: '', None, None),
 )
 TxnOffsetCommitRequestTopic._FIELDS = (
-    _F('Name', 'name', 'string', (0, 32767), None, None, None, False, lambda: '', None, None),
+    _F('Name', 'name', 'string', (0, 5), None, None, None, True, lambda: '', None, None),
+    _F('TopicId', 'topic_id', 'uuid', (6, 32767), None, None, None, True, lambda: _ZERO_UUID, None, None),
     _F('Partitions', 'partitions', '[]TxnOffsetCommitRequestPartition', (0, 32767), None, None, None, False, lambda: [], TxnOffsetCommitRequestPartition, None),
 )
 TxnOffsetCommitRequest._FIELDS = (
@@ -577,7 +726,7 @@ TxnOffsetCommitRequest._FIELDS = (
     _F('GroupId', 'group_id', 'string', (0, 32767), None, None, None, False, lambda: '', None, None),
     _F('ProducerId', 'producer_id', 'int64', (0, 32767), None, None, None, False, lambda: 0, None, None),
     _F('ProducerEpoch', 'producer_epoch', 'int16', (0, 32767), None, None, None, False, lambda: 0, None, None),
-    _F('GenerationId', 'generation_id', 'int32', (3, 32767), None, None, None, False, lambda: -1, None, None),
+    _F('GenerationIdOrMemberEpoch', 'generation_id_or_member_epoch', 'int32', (3, 32767), None, None, None, False, lambda: -1, None, None),
     _F('MemberId', 'member_id', 'string', (3, 32767), None, None, None, False, lambda: '', None, None),
     _F('GroupInstanceId', 'group_instance_id', 'string', (3, 32767), None, None, (3, 32767), False, lambda: None, None, None),
     _F('Topics', 'topics', '[]TxnOffsetCommitRequestTopic', (0, 32767), None, None, None, False, lambda: [], TxnOffsetCommitRequestTopic, None),

@@ -10,6 +10,9 @@ from typing import ClassVar as _ClassVar
 
 from kraft_jbod.errors import DecodeError as _DecodeError, EncodeError as _EncodeError
 from kraft_jbod.wire.message import FieldInfo as _F, Message as _Message, Struct as _Struct
+from kraft_jbod.wire.runtime import (
+    absent as _absent, bad_tag as _bad_tag, check_bool as _bool, null as _null,
+)
 from kraft_jbod.wire.primitives import (
     read_string as _rs, read_nullable_string as _rns,
     read_compact_string as _rcs, read_nullable_compact_string as _rncs,
@@ -30,32 +33,13 @@ from kraft_jbod.wire.primitives import (
 _new = object.__new__
 _S_i = _struct.Struct('>i')
 _S_iii16s16siq = _struct.Struct('>iii16s16siq')
+_S_iii16s16siq_ = _struct.Struct('>iii16s16siq?')
 _S_iiiiq = _struct.Struct('>iiiiq')
 _ZERO_UUID = _uuid_from_bytes((0).to_bytes(16, 'big'))
-_L0 = (('PartitionIndex', 4), ('CandidateEpoch', 4), ('CandidateId', 4), ('LastOffsetEpoch', 4), ('LastOffset', 8))
-_L1 = (('PartitionIndex', 4), ('CandidateEpoch', 4), ('CandidateId', 4), ('CandidateDirectoryId', 16), ('VoterDirectoryId', 16), ('LastOffsetEpoch', 4), ('LastOffset', 8))
-_L2 = (('VoterId', 4),)
-
-
-def _absent(field: str, version: int | str) -> _EncodeError:
-    return _EncodeError(
-        f'attempted to write a non-default {field} at version {version}', field_path=field
-    )
-
-
-def _null(field: str) -> _EncodeError:
-    return _EncodeError('None in a non-nullable field', field_path=field)
-
-
-def _bad_tag(tag: int, version: int, pos: int) -> _DecodeError:
-    return _DecodeError(f'tag {tag} is not valid for version {version}', offset=pos)
-
-
-def _bool(value: object, field: str) -> bool:
-    if type(value) is not bool:
-        raise _EncodeError(f'expected bool, got {type(value).__name__}', field_path=field)
-    return value
-
+_L0 = (('PartitionIndex', 4), ('ReplicaEpoch', 4), ('ReplicaId', 4), ('LastOffsetEpoch', 4), ('LastOffset', 8))
+_L1 = (('PartitionIndex', 4), ('ReplicaEpoch', 4), ('ReplicaId', 4), ('ReplicaDirectoryId', 16), ('VoterDirectoryId', 16), ('LastOffsetEpoch', 4), ('LastOffset', 8))
+_L2 = (('PartitionIndex', 4), ('ReplicaEpoch', 4), ('ReplicaId', 4), ('ReplicaDirectoryId', 16), ('VoterDirectoryId', 16), ('LastOffsetEpoch', 4), ('LastOffset', 8), ('PreVote', 1))
+_L3 = (('VoterId', 4),)
 
 
 
@@ -65,12 +49,13 @@ class PartitionData(_Struct):
     """Struct PartitionData of VoteRequest."""
 
     partition_index: int = 0
-    candidate_epoch: int = 0
-    candidate_id: int = 0
-    candidate_directory_id: _uuid.UUID = _ZERO_UUID
+    replica_epoch: int = 0
+    replica_id: int = 0
+    replica_directory_id: _uuid.UUID = _ZERO_UUID
     voter_directory_id: _uuid.UUID = _ZERO_UUID
     last_offset_epoch: int = 0
     last_offset: int = 0
+    pre_vote: bool = False
     unknown_tagged_fields: tuple[tuple[int, bytes], ...] = ()
 
 
@@ -85,12 +70,12 @@ class TopicData(_Struct):
 
 @_dataclass(slots=True)
 class VoteRequest(_Message):
-    """request VoteRequest, versions 0-1."""
+    """request VoteRequest, versions 0-2."""
 
     NAME: _ClassVar[str] = 'VoteRequest'
     SCHEMA_TYPE: _ClassVar[str] = 'request'
     API_KEY: _ClassVar[int | None] = 52
-    VALID_VERSIONS: _ClassVar[tuple[int, int]] = (0, 1)
+    VALID_VERSIONS: _ClassVar[tuple[int, int]] = (0, 2)
     FLEXIBLE_MIN: _ClassVar[int | None] = 0
     LATEST_VERSION_UNSTABLE: _ClassVar[bool] = False
     DEPRECATED_VERSIONS: _ClassVar[tuple[int, int] | None] = None
@@ -105,7 +90,7 @@ def _read_PartitionData_0(buf: bytes | bytearray | memoryview, pos: int) -> tupl
     end = len(buf)
     if pos + 24 > end:
         raise _short_fixed(pos, end, _L0)
-    v_partition_index, v_candidate_epoch, v_candidate_id, v_last_offset_epoch, v_last_offset = _S_iiiiq.unpack_from(buf, pos)
+    v_partition_index, v_replica_epoch, v_replica_id, v_last_offset_epoch, v_last_offset = _S_iiiiq.unpack_from(buf, pos)
     pos += 24
     unknown: tuple[tuple[int, bytes], ...] = ()
     if pos < end and buf[pos] == 0:
@@ -121,19 +106,22 @@ def _read_PartitionData_0(buf: bytes | bytearray | memoryview, pos: int) -> tupl
             unknown = tuple(raw_tags)
     o = _new(PartitionData)
     o.partition_index = v_partition_index
-    o.candidate_epoch = v_candidate_epoch
-    o.candidate_id = v_candidate_id
-    o.candidate_directory_id = _ZERO_UUID
+    o.replica_epoch = v_replica_epoch
+    o.replica_id = v_replica_id
+    o.replica_directory_id = _ZERO_UUID
     o.voter_directory_id = _ZERO_UUID
     o.last_offset_epoch = v_last_offset_epoch
     o.last_offset = v_last_offset
+    o.pre_vote = False
     o.unknown_tagged_fields = unknown
     return o, pos
 
 
 def _write_PartitionData_0(o: PartitionData, out: bytearray) -> None:
     # versions 0
-    out += _S_iiiiq.pack(o.partition_index, o.candidate_epoch, o.candidate_id, o.last_offset_epoch, o.last_offset)
+    if o.pre_vote != False:
+        raise _absent('PreVote', 0)
+    out += _S_iiiiq.pack(o.partition_index, o.replica_epoch, o.replica_id, o.last_offset_epoch, o.last_offset)
     if o.unknown_tagged_fields:
         _wts(out, (), o.unknown_tagged_fields, '_tagged_fields')
     else:
@@ -145,8 +133,8 @@ def _read_PartitionData_1(buf: bytes | bytearray | memoryview, pos: int) -> tupl
     end = len(buf)
     if pos + 56 > end:
         raise _short_fixed(pos, end, _L1)
-    v_partition_index, v_candidate_epoch, v_candidate_id, r_candidate_directory_id, r_voter_directory_id, v_last_offset_epoch, v_last_offset = _S_iii16s16siq.unpack_from(buf, pos)
-    v_candidate_directory_id = _uuid_from_bytes(r_candidate_directory_id)
+    v_partition_index, v_replica_epoch, v_replica_id, r_replica_directory_id, r_voter_directory_id, v_last_offset_epoch, v_last_offset = _S_iii16s16siq.unpack_from(buf, pos)
+    v_replica_directory_id = _uuid_from_bytes(r_replica_directory_id)
     v_voter_directory_id = _uuid_from_bytes(r_voter_directory_id)
     pos += 56
     unknown: tuple[tuple[int, bytes], ...] = ()
@@ -163,19 +151,65 @@ def _read_PartitionData_1(buf: bytes | bytearray | memoryview, pos: int) -> tupl
             unknown = tuple(raw_tags)
     o = _new(PartitionData)
     o.partition_index = v_partition_index
-    o.candidate_epoch = v_candidate_epoch
-    o.candidate_id = v_candidate_id
-    o.candidate_directory_id = v_candidate_directory_id
+    o.replica_epoch = v_replica_epoch
+    o.replica_id = v_replica_id
+    o.replica_directory_id = v_replica_directory_id
     o.voter_directory_id = v_voter_directory_id
     o.last_offset_epoch = v_last_offset_epoch
     o.last_offset = v_last_offset
+    o.pre_vote = False
     o.unknown_tagged_fields = unknown
     return o, pos
 
 
 def _write_PartitionData_1(o: PartitionData, out: bytearray) -> None:
     # versions 1
-    out += _S_iii16s16siq.pack(o.partition_index, o.candidate_epoch, o.candidate_id, o.candidate_directory_id.bytes, o.voter_directory_id.bytes, o.last_offset_epoch, o.last_offset)
+    if o.pre_vote != False:
+        raise _absent('PreVote', 1)
+    out += _S_iii16s16siq.pack(o.partition_index, o.replica_epoch, o.replica_id, o.replica_directory_id.bytes, o.voter_directory_id.bytes, o.last_offset_epoch, o.last_offset)
+    if o.unknown_tagged_fields:
+        _wts(out, (), o.unknown_tagged_fields, '_tagged_fields')
+    else:
+        out.append(0)
+
+
+def _read_PartitionData_2(buf: bytes | bytearray | memoryview, pos: int) -> tuple[PartitionData, int]:
+    # versions 2
+    end = len(buf)
+    if pos + 57 > end:
+        raise _short_fixed(pos, end, _L2)
+    v_partition_index, v_replica_epoch, v_replica_id, r_replica_directory_id, r_voter_directory_id, v_last_offset_epoch, v_last_offset, v_pre_vote = _S_iii16s16siq_.unpack_from(buf, pos)
+    v_replica_directory_id = _uuid_from_bytes(r_replica_directory_id)
+    v_voter_directory_id = _uuid_from_bytes(r_voter_directory_id)
+    pos += 57
+    unknown: tuple[tuple[int, bytes], ...] = ()
+    if pos < end and buf[pos] == 0:
+        pos += 1
+    else:
+        n_tags, pos = _rtc(buf, pos, '_tagged_fields')
+        raw_tags: list[tuple[int, bytes]] = []
+        for _ in range(n_tags):
+            tag, size, pos = _rth(buf, pos, '_tagged_fields')
+            raw_tags.append((tag, bytes(buf[pos:pos + size])))
+            pos += size
+        if raw_tags:
+            unknown = tuple(raw_tags)
+    o = _new(PartitionData)
+    o.partition_index = v_partition_index
+    o.replica_epoch = v_replica_epoch
+    o.replica_id = v_replica_id
+    o.replica_directory_id = v_replica_directory_id
+    o.voter_directory_id = v_voter_directory_id
+    o.last_offset_epoch = v_last_offset_epoch
+    o.last_offset = v_last_offset
+    o.pre_vote = v_pre_vote
+    o.unknown_tagged_fields = unknown
+    return o, pos
+
+
+def _write_PartitionData_2(o: PartitionData, out: bytearray) -> None:
+    # versions 2
+    out += _S_iii16s16siq_.pack(o.partition_index, o.replica_epoch, o.replica_id, o.replica_directory_id.bytes, o.voter_directory_id.bytes, o.last_offset_epoch, o.last_offset, (o.pre_vote if o.pre_vote.__class__ is bool else _bool(o.pre_vote, 'PreVote')))
     if o.unknown_tagged_fields:
         _wts(out, (), o.unknown_tagged_fields, '_tagged_fields')
     else:
@@ -199,7 +233,7 @@ def _read_TopicData_0(buf: bytes | bytearray | memoryview, pos: int) -> tuple[To
         for i in range(n_v_partitions):
             if pos + 24 > end:
                 raise _short_fixed(pos, end, _L0)
-            v_partitions_v_partition_index, v_partitions_v_candidate_epoch, v_partitions_v_candidate_id, v_partitions_v_last_offset_epoch, v_partitions_v_last_offset = _S_iiiiq.unpack_from(buf, pos)
+            v_partitions_v_partition_index, v_partitions_v_replica_epoch, v_partitions_v_replica_id, v_partitions_v_last_offset_epoch, v_partitions_v_last_offset = _S_iiiiq.unpack_from(buf, pos)
             pos += 24
             v_partitions_unknown: tuple[tuple[int, bytes], ...] = ()
             if pos < end and buf[pos] == 0:
@@ -215,12 +249,13 @@ def _read_TopicData_0(buf: bytes | bytearray | memoryview, pos: int) -> tuple[To
                     v_partitions_unknown = tuple(v_partitions_raw_tags)
             v_partitions_o = _new(PartitionData)
             v_partitions_o.partition_index = v_partitions_v_partition_index
-            v_partitions_o.candidate_epoch = v_partitions_v_candidate_epoch
-            v_partitions_o.candidate_id = v_partitions_v_candidate_id
-            v_partitions_o.candidate_directory_id = _ZERO_UUID
+            v_partitions_o.replica_epoch = v_partitions_v_replica_epoch
+            v_partitions_o.replica_id = v_partitions_v_replica_id
+            v_partitions_o.replica_directory_id = _ZERO_UUID
             v_partitions_o.voter_directory_id = _ZERO_UUID
             v_partitions_o.last_offset_epoch = v_partitions_v_last_offset_epoch
             v_partitions_o.last_offset = v_partitions_v_last_offset
+            v_partitions_o.pre_vote = False
             v_partitions_o.unknown_tagged_fields = v_partitions_unknown
             app_v_partitions(v_partitions_o)
     except _DecodeError as exc:
@@ -253,7 +288,9 @@ def _write_TopicData_0(o: TopicData, out: bytearray) -> None:
         raise _null('Partitions')
     _wcal(out, o.partitions, 'Partitions')
     for e_partitions in o.partitions:
-        out += _S_iiiiq.pack(e_partitions.partition_index, e_partitions.candidate_epoch, e_partitions.candidate_id, e_partitions.last_offset_epoch, e_partitions.last_offset)
+        if e_partitions.pre_vote != False:
+            raise _absent('PreVote', '0')
+        out += _S_iiiiq.pack(e_partitions.partition_index, e_partitions.replica_epoch, e_partitions.replica_id, e_partitions.last_offset_epoch, e_partitions.last_offset)
         if e_partitions.unknown_tagged_fields:
             _wts(out, (), e_partitions.unknown_tagged_fields, '_tagged_fields')
         else:
@@ -281,8 +318,8 @@ def _read_TopicData_1(buf: bytes | bytearray | memoryview, pos: int) -> tuple[To
         for i in range(n_v_partitions):
             if pos + 56 > end:
                 raise _short_fixed(pos, end, _L1)
-            v_partitions_v_partition_index, v_partitions_v_candidate_epoch, v_partitions_v_candidate_id, v_partitions_r_candidate_directory_id, v_partitions_r_voter_directory_id, v_partitions_v_last_offset_epoch, v_partitions_v_last_offset = _S_iii16s16siq.unpack_from(buf, pos)
-            v_partitions_v_candidate_directory_id = _uuid_from_bytes(v_partitions_r_candidate_directory_id)
+            v_partitions_v_partition_index, v_partitions_v_replica_epoch, v_partitions_v_replica_id, v_partitions_r_replica_directory_id, v_partitions_r_voter_directory_id, v_partitions_v_last_offset_epoch, v_partitions_v_last_offset = _S_iii16s16siq.unpack_from(buf, pos)
+            v_partitions_v_replica_directory_id = _uuid_from_bytes(v_partitions_r_replica_directory_id)
             v_partitions_v_voter_directory_id = _uuid_from_bytes(v_partitions_r_voter_directory_id)
             pos += 56
             v_partitions_unknown: tuple[tuple[int, bytes], ...] = ()
@@ -299,12 +336,13 @@ def _read_TopicData_1(buf: bytes | bytearray | memoryview, pos: int) -> tuple[To
                     v_partitions_unknown = tuple(v_partitions_raw_tags)
             v_partitions_o = _new(PartitionData)
             v_partitions_o.partition_index = v_partitions_v_partition_index
-            v_partitions_o.candidate_epoch = v_partitions_v_candidate_epoch
-            v_partitions_o.candidate_id = v_partitions_v_candidate_id
-            v_partitions_o.candidate_directory_id = v_partitions_v_candidate_directory_id
+            v_partitions_o.replica_epoch = v_partitions_v_replica_epoch
+            v_partitions_o.replica_id = v_partitions_v_replica_id
+            v_partitions_o.replica_directory_id = v_partitions_v_replica_directory_id
             v_partitions_o.voter_directory_id = v_partitions_v_voter_directory_id
             v_partitions_o.last_offset_epoch = v_partitions_v_last_offset_epoch
             v_partitions_o.last_offset = v_partitions_v_last_offset
+            v_partitions_o.pre_vote = False
             v_partitions_o.unknown_tagged_fields = v_partitions_unknown
             app_v_partitions(v_partitions_o)
     except _DecodeError as exc:
@@ -337,7 +375,94 @@ def _write_TopicData_1(o: TopicData, out: bytearray) -> None:
         raise _null('Partitions')
     _wcal(out, o.partitions, 'Partitions')
     for e_partitions in o.partitions:
-        out += _S_iii16s16siq.pack(e_partitions.partition_index, e_partitions.candidate_epoch, e_partitions.candidate_id, e_partitions.candidate_directory_id.bytes, e_partitions.voter_directory_id.bytes, e_partitions.last_offset_epoch, e_partitions.last_offset)
+        if e_partitions.pre_vote != False:
+            raise _absent('PreVote', '1')
+        out += _S_iii16s16siq.pack(e_partitions.partition_index, e_partitions.replica_epoch, e_partitions.replica_id, e_partitions.replica_directory_id.bytes, e_partitions.voter_directory_id.bytes, e_partitions.last_offset_epoch, e_partitions.last_offset)
+        if e_partitions.unknown_tagged_fields:
+            _wts(out, (), e_partitions.unknown_tagged_fields, '_tagged_fields')
+        else:
+            out.append(0)
+    if o.unknown_tagged_fields:
+        _wts(out, (), o.unknown_tagged_fields, '_tagged_fields')
+    else:
+        out.append(0)
+
+
+def _read_TopicData_2(buf: bytes | bytearray | memoryview, pos: int) -> tuple[TopicData, int]:
+    # versions 2
+    end = len(buf)
+    v_topic_name, pos = _rcs(buf, pos, 'TopicName')
+    v_partitions: list[PartitionData]
+    n_v_partitions = buf[pos] - 1 if pos < end else -2
+    if 0 <= n_v_partitions < 127 and n_v_partitions <= end - pos:
+        pos += 1
+    else:
+        n_v_partitions, pos = _rcal(buf, pos, 'Partitions')
+    v_partitions = []
+    app_v_partitions = v_partitions.append
+    i = 0
+    try:
+        for i in range(n_v_partitions):
+            if pos + 57 > end:
+                raise _short_fixed(pos, end, _L2)
+            v_partitions_v_partition_index, v_partitions_v_replica_epoch, v_partitions_v_replica_id, v_partitions_r_replica_directory_id, v_partitions_r_voter_directory_id, v_partitions_v_last_offset_epoch, v_partitions_v_last_offset, v_partitions_v_pre_vote = _S_iii16s16siq_.unpack_from(buf, pos)
+            v_partitions_v_replica_directory_id = _uuid_from_bytes(v_partitions_r_replica_directory_id)
+            v_partitions_v_voter_directory_id = _uuid_from_bytes(v_partitions_r_voter_directory_id)
+            pos += 57
+            v_partitions_unknown: tuple[tuple[int, bytes], ...] = ()
+            if pos < end and buf[pos] == 0:
+                pos += 1
+            else:
+                v_partitions_n_tags, pos = _rtc(buf, pos, '_tagged_fields')
+                v_partitions_raw_tags: list[tuple[int, bytes]] = []
+                for _ in range(v_partitions_n_tags):
+                    v_partitions_tag, v_partitions_size, pos = _rth(buf, pos, '_tagged_fields')
+                    v_partitions_raw_tags.append((v_partitions_tag, bytes(buf[pos:pos + v_partitions_size])))
+                    pos += v_partitions_size
+                if v_partitions_raw_tags:
+                    v_partitions_unknown = tuple(v_partitions_raw_tags)
+            v_partitions_o = _new(PartitionData)
+            v_partitions_o.partition_index = v_partitions_v_partition_index
+            v_partitions_o.replica_epoch = v_partitions_v_replica_epoch
+            v_partitions_o.replica_id = v_partitions_v_replica_id
+            v_partitions_o.replica_directory_id = v_partitions_v_replica_directory_id
+            v_partitions_o.voter_directory_id = v_partitions_v_voter_directory_id
+            v_partitions_o.last_offset_epoch = v_partitions_v_last_offset_epoch
+            v_partitions_o.last_offset = v_partitions_v_last_offset
+            v_partitions_o.pre_vote = v_partitions_v_pre_vote
+            v_partitions_o.unknown_tagged_fields = v_partitions_unknown
+            app_v_partitions(v_partitions_o)
+    except _DecodeError as exc:
+        raise exc.refine(field=f'Partitions[{i}]')
+    unknown: tuple[tuple[int, bytes], ...] = ()
+    if pos < end and buf[pos] == 0:
+        pos += 1
+    else:
+        n_tags, pos = _rtc(buf, pos, '_tagged_fields')
+        raw_tags: list[tuple[int, bytes]] = []
+        for _ in range(n_tags):
+            tag, size, pos = _rth(buf, pos, '_tagged_fields')
+            raw_tags.append((tag, bytes(buf[pos:pos + size])))
+            pos += size
+        if raw_tags:
+            unknown = tuple(raw_tags)
+    o = _new(TopicData)
+    o.topic_name = v_topic_name
+    o.partitions = v_partitions
+    o.unknown_tagged_fields = unknown
+    return o, pos
+
+
+def _write_TopicData_2(o: TopicData, out: bytearray) -> None:
+    # versions 2
+    if o.topic_name is None:
+        raise _null('TopicName')
+    _wcs(out, o.topic_name, 'TopicName')
+    if o.partitions is None:
+        raise _null('Partitions')
+    _wcal(out, o.partitions, 'Partitions')
+    for e_partitions in o.partitions:
+        out += _S_iii16s16siq_.pack(e_partitions.partition_index, e_partitions.replica_epoch, e_partitions.replica_id, e_partitions.replica_directory_id.bytes, e_partitions.voter_directory_id.bytes, e_partitions.last_offset_epoch, e_partitions.last_offset, (e_partitions.pre_vote if e_partitions.pre_vote.__class__ is bool else _bool(e_partitions.pre_vote, 'PreVote')))
         if e_partitions.unknown_tagged_fields:
             _wts(out, (), e_partitions.unknown_tagged_fields, '_tagged_fields')
         else:
@@ -406,7 +531,7 @@ def _read_VoteRequest_1(buf: bytes | bytearray | memoryview, pos: int) -> tuple[
     end = len(buf)
     v_cluster_id, pos = _rncs(buf, pos, 'ClusterId')
     if pos + 4 > end:
-        raise _short_fixed(pos, end, _L2)
+        raise _short_fixed(pos, end, _L3)
     v_voter_id, = _S_i.unpack_from(buf, pos)
     pos += 4
     v_topics: list[TopicData]
@@ -459,16 +584,75 @@ def _write_VoteRequest_1(o: VoteRequest, out: bytearray) -> None:
         out.append(0)
 
 
-VoteRequest._READERS = {0: _read_VoteRequest_0, 1: _read_VoteRequest_1}
-VoteRequest._WRITERS = {0: _write_VoteRequest_0, 1: _write_VoteRequest_1}
+def _read_VoteRequest_2(buf: bytes | bytearray | memoryview, pos: int) -> tuple[VoteRequest, int]:
+    # versions 2
+    end = len(buf)
+    v_cluster_id, pos = _rncs(buf, pos, 'ClusterId')
+    if pos + 4 > end:
+        raise _short_fixed(pos, end, _L3)
+    v_voter_id, = _S_i.unpack_from(buf, pos)
+    pos += 4
+    v_topics: list[TopicData]
+    n_v_topics = buf[pos] - 1 if pos < end else -2
+    if 0 <= n_v_topics < 127 and n_v_topics <= end - pos:
+        pos += 1
+    else:
+        n_v_topics, pos = _rcal(buf, pos, 'Topics')
+    v_topics = []
+    app_v_topics = v_topics.append
+    i = 0
+    try:
+        for i in range(n_v_topics):
+            e_v_topics, pos = _read_TopicData_2(buf, pos)
+            app_v_topics(e_v_topics)
+    except _DecodeError as exc:
+        raise exc.refine(field=f'Topics[{i}]')
+    unknown: tuple[tuple[int, bytes], ...] = ()
+    if pos < end and buf[pos] == 0:
+        pos += 1
+    else:
+        n_tags, pos = _rtc(buf, pos, '_tagged_fields')
+        raw_tags: list[tuple[int, bytes]] = []
+        for _ in range(n_tags):
+            tag, size, pos = _rth(buf, pos, '_tagged_fields')
+            raw_tags.append((tag, bytes(buf[pos:pos + size])))
+            pos += size
+        if raw_tags:
+            unknown = tuple(raw_tags)
+    o = _new(VoteRequest)
+    o.cluster_id = v_cluster_id
+    o.voter_id = v_voter_id
+    o.topics = v_topics
+    o.unknown_tagged_fields = unknown
+    return o, pos
+
+
+def _write_VoteRequest_2(o: VoteRequest, out: bytearray) -> None:
+    # versions 2
+    _wcs(out, o.cluster_id, 'ClusterId')
+    out += _S_i.pack(o.voter_id)
+    if o.topics is None:
+        raise _null('Topics')
+    _wcal(out, o.topics, 'Topics')
+    for e_topics in o.topics:
+        _write_TopicData_2(e_topics, out)
+    if o.unknown_tagged_fields:
+        _wts(out, (), o.unknown_tagged_fields, '_tagged_fields')
+    else:
+        out.append(0)
+
+
+VoteRequest._READERS = {0: _read_VoteRequest_0, 1: _read_VoteRequest_1, 2: _read_VoteRequest_2}
+VoteRequest._WRITERS = {0: _write_VoteRequest_0, 1: _write_VoteRequest_1, 2: _write_VoteRequest_2}
 PartitionData._FIELDS = (
     _F('PartitionIndex', 'partition_index', 'int32', (0, 32767), None, None, None, False, lambda: 0, None, None),
-    _F('CandidateEpoch', 'candidate_epoch', 'int32', (0, 32767), None, None, None, False, lambda: 0, None, None),
-    _F('CandidateId', 'candidate_id', 'int32', (0, 32767), None, None, None, False, lambda: 0, None, None),
-    _F('CandidateDirectoryId', 'candidate_directory_id', 'uuid', (1, 32767), None, None, None, True, lambda: _ZERO_UUID, None, None),
+    _F('ReplicaEpoch', 'replica_epoch', 'int32', (0, 32767), None, None, None, False, lambda: 0, None, None),
+    _F('ReplicaId', 'replica_id', 'int32', (0, 32767), None, None, None, False, lambda: 0, None, None),
+    _F('ReplicaDirectoryId', 'replica_directory_id', 'uuid', (1, 32767), None, None, None, True, lambda: _ZERO_UUID, None, None),
     _F('VoterDirectoryId', 'voter_directory_id', 'uuid', (1, 32767), None, None, None, True, lambda: _ZERO_UUID, None, None),
     _F('LastOffsetEpoch', 'last_offset_epoch', 'int32', (0, 32767), None, None, None, False, lambda: 0, None, None),
     _F('LastOffset', 'last_offset', 'int64', (0, 32767), None, None, None, False, lambda: 0, None, None),
+    _F('PreVote', 'pre_vote', 'bool', (2, 32767), None, None, None, False, lambda: False, None, None),
 )
 TopicData._FIELDS = (
     _F('TopicName', 'topic_name', 'string', (0, 32767), None, None, None, False, lambda: '', None, None),

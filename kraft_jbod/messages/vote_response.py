@@ -10,6 +10,9 @@ from typing import ClassVar as _ClassVar
 
 from kraft_jbod.errors import DecodeError as _DecodeError, EncodeError as _EncodeError
 from kraft_jbod.wire.message import FieldInfo as _F, Message as _Message, Struct as _Struct
+from kraft_jbod.wire.runtime import (
+    absent as _absent, bad_tag as _bad_tag, check_bool as _bool, null as _null,
+)
 from kraft_jbod.wire.primitives import (
     read_string as _rs, read_nullable_string as _rns,
     read_compact_string as _rcs, read_nullable_compact_string as _rncs,
@@ -36,27 +39,6 @@ _L0 = (('PartitionIndex', 4), ('ErrorCode', 2), ('LeaderId', 4), ('LeaderEpoch',
 _L1 = (('NodeId', 4),)
 _L2 = (('Port', 2),)
 _L3 = (('ErrorCode', 2),)
-
-
-def _absent(field: str, version: int | str) -> _EncodeError:
-    return _EncodeError(
-        f'attempted to write a non-default {field} at version {version}', field_path=field
-    )
-
-
-def _null(field: str) -> _EncodeError:
-    return _EncodeError('None in a non-nullable field', field_path=field)
-
-
-def _bad_tag(tag: int, version: int, pos: int) -> _DecodeError:
-    return _DecodeError(f'tag {tag} is not valid for version {version}', offset=pos)
-
-
-def _bool(value: object, field: str) -> bool:
-    if type(value) is not bool:
-        raise _EncodeError(f'expected bool, got {type(value).__name__}', field_path=field)
-    return value
-
 
 
 
@@ -94,12 +76,12 @@ class NodeEndpoint(_Struct):
 
 @_dataclass(slots=True)
 class VoteResponse(_Message):
-    """response VoteResponse, versions 0-1."""
+    """response VoteResponse, versions 0-2."""
 
     NAME: _ClassVar[str] = 'VoteResponse'
     SCHEMA_TYPE: _ClassVar[str] = 'response'
     API_KEY: _ClassVar[int | None] = 52
-    VALID_VERSIONS: _ClassVar[tuple[int, int]] = (0, 1)
+    VALID_VERSIONS: _ClassVar[tuple[int, int]] = (0, 2)
     FLEXIBLE_MIN: _ClassVar[int | None] = 0
     LATEST_VERSION_UNSTABLE: _ClassVar[bool] = False
     DEPRECATED_VERSIONS: _ClassVar[tuple[int, int] | None] = None
@@ -110,7 +92,7 @@ class VoteResponse(_Message):
 
 
 def _read_PartitionData_0(buf: bytes | bytearray | memoryview, pos: int) -> tuple[PartitionData, int]:
-    # versions 0-1
+    # versions 0-2
     end = len(buf)
     if pos + 15 > end:
         raise _short_fixed(pos, end, _L0)
@@ -139,7 +121,7 @@ def _read_PartitionData_0(buf: bytes | bytearray | memoryview, pos: int) -> tupl
 
 
 def _write_PartitionData_0(o: PartitionData, out: bytearray) -> None:
-    # versions 0-1
+    # versions 0-2
     out += _S_ihii_.pack(o.partition_index, o.error_code, o.leader_id, o.leader_epoch, (o.vote_granted if o.vote_granted.__class__ is bool else _bool(o.vote_granted, 'VoteGranted')))
     if o.unknown_tagged_fields:
         _wts(out, (), o.unknown_tagged_fields, '_tagged_fields')
@@ -148,7 +130,7 @@ def _write_PartitionData_0(o: PartitionData, out: bytearray) -> None:
 
 
 def _read_TopicData_0(buf: bytes | bytearray | memoryview, pos: int) -> tuple[TopicData, int]:
-    # versions 0-1
+    # versions 0-2
     end = len(buf)
     v_topic_name, pos = _rcs(buf, pos, 'TopicName')
     v_partitions: list[PartitionData]
@@ -208,7 +190,7 @@ def _read_TopicData_0(buf: bytes | bytearray | memoryview, pos: int) -> tuple[To
 
 
 def _write_TopicData_0(o: TopicData, out: bytearray) -> None:
-    # versions 0-1
+    # versions 0-2
     if o.topic_name is None:
         raise _null('TopicName')
     _wcs(out, o.topic_name, 'TopicName')
@@ -228,7 +210,7 @@ def _write_TopicData_0(o: TopicData, out: bytearray) -> None:
 
 
 def _read_NodeEndpoint_0(buf: bytes | bytearray | memoryview, pos: int) -> tuple[NodeEndpoint, int]:
-    # versions 1
+    # versions 1-2
     end = len(buf)
     if pos + 4 > end:
         raise _short_fixed(pos, end, _L1)
@@ -260,7 +242,7 @@ def _read_NodeEndpoint_0(buf: bytes | bytearray | memoryview, pos: int) -> tuple
 
 
 def _write_NodeEndpoint_0(o: NodeEndpoint, out: bytearray) -> None:
-    # versions 1
+    # versions 1-2
     out += _S_i.pack(o.node_id)
     if o.host is None:
         raise _null('Host')
@@ -334,7 +316,7 @@ def _write_VoteResponse_0(o: VoteResponse, out: bytearray) -> None:
 
 
 def _read_VoteResponse_1(buf: bytes | bytearray | memoryview, pos: int) -> tuple[VoteResponse, int]:
-    # versions 1
+    # versions 1-2
     end = len(buf)
     if pos + 2 > end:
         raise _short_fixed(pos, end, _L3)
@@ -391,7 +373,7 @@ def _read_VoteResponse_1(buf: bytes | bytearray | memoryview, pos: int) -> tuple
 
 
 def _write_VoteResponse_1(o: VoteResponse, out: bytearray) -> None:
-    # versions 1
+    # versions 1-2
     out += _S_h.pack(o.error_code)
     if o.topics is None:
         raise _null('Topics')
@@ -423,8 +405,8 @@ def _write_VoteResponse_1(o: VoteResponse, out: bytearray) -> None:
         _wts(out, tagged, o.unknown_tagged_fields, '_tagged_fields')
 
 
-VoteResponse._READERS = {0: _read_VoteResponse_0, 1: _read_VoteResponse_1}
-VoteResponse._WRITERS = {0: _write_VoteResponse_0, 1: _write_VoteResponse_1}
+VoteResponse._READERS = {0: _read_VoteResponse_0, 1: _read_VoteResponse_1, 2: _read_VoteResponse_1}
+VoteResponse._WRITERS = {0: _write_VoteResponse_0, 1: _write_VoteResponse_1, 2: _write_VoteResponse_1}
 PartitionData._FIELDS = (
     _F('PartitionIndex', 'partition_index', 'int32', (0, 32767), None, None, None, False, lambda: 0, None, None),
     _F('ErrorCode', 'error_code', 'int16', (0, 32767), None, None, None, False, lambda: 0, None, None),

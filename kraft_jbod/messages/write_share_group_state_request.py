@@ -10,6 +10,9 @@ from typing import ClassVar as _ClassVar
 
 from kraft_jbod.errors import DecodeError as _DecodeError, EncodeError as _EncodeError
 from kraft_jbod.wire.message import FieldInfo as _F, Message as _Message, Struct as _Struct
+from kraft_jbod.wire.runtime import (
+    absent as _absent, bad_tag as _bad_tag, check_bool as _bool, null as _null,
+)
 from kraft_jbod.wire.primitives import (
     read_string as _rs, read_nullable_string as _rns,
     read_compact_string as _rcs, read_nullable_compact_string as _rncs,
@@ -30,32 +33,13 @@ from kraft_jbod.wire.primitives import (
 _new = object.__new__
 _S_16s = _struct.Struct('>16s')
 _S_iiiq = _struct.Struct('>iiiq')
+_S_iiiqi = _struct.Struct('>iiiqi')
 _S_qqbh = _struct.Struct('>qqbh')
 _ZERO_UUID = _uuid_from_bytes((0).to_bytes(16, 'big'))
 _L0 = (('FirstOffset', 8), ('LastOffset', 8), ('DeliveryState', 1), ('DeliveryCount', 2))
 _L1 = (('Partition', 4), ('StateEpoch', 4), ('LeaderEpoch', 4), ('StartOffset', 8))
-_L2 = (('TopicId', 16),)
-
-
-def _absent(field: str, version: int | str) -> _EncodeError:
-    return _EncodeError(
-        f'attempted to write a non-default {field} at version {version}', field_path=field
-    )
-
-
-def _null(field: str) -> _EncodeError:
-    return _EncodeError('None in a non-nullable field', field_path=field)
-
-
-def _bad_tag(tag: int, version: int, pos: int) -> _DecodeError:
-    return _DecodeError(f'tag {tag} is not valid for version {version}', offset=pos)
-
-
-def _bool(value: object, field: str) -> bool:
-    if type(value) is not bool:
-        raise _EncodeError(f'expected bool, got {type(value).__name__}', field_path=field)
-    return value
-
+_L2 = (('Partition', 4), ('StateEpoch', 4), ('LeaderEpoch', 4), ('StartOffset', 8), ('DeliveryCompleteCount', 4))
+_L3 = (('TopicId', 16),)
 
 
 
@@ -79,6 +63,7 @@ class PartitionData(_Struct):
     state_epoch: int = 0
     leader_epoch: int = 0
     start_offset: int = 0
+    delivery_complete_count: int = -1
     state_batches: list[StateBatch] = _field(default_factory=list)
     unknown_tagged_fields: tuple[tuple[int, bytes], ...] = ()
 
@@ -94,14 +79,14 @@ class WriteStateData(_Struct):
 
 @_dataclass(slots=True)
 class WriteShareGroupStateRequest(_Message):
-    """request WriteShareGroupStateRequest, versions 0."""
+    """request WriteShareGroupStateRequest, versions 0-1."""
 
     NAME: _ClassVar[str] = 'WriteShareGroupStateRequest'
     SCHEMA_TYPE: _ClassVar[str] = 'request'
     API_KEY: _ClassVar[int | None] = 85
-    VALID_VERSIONS: _ClassVar[tuple[int, int]] = (0, 0)
+    VALID_VERSIONS: _ClassVar[tuple[int, int]] = (0, 1)
     FLEXIBLE_MIN: _ClassVar[int | None] = 0
-    LATEST_VERSION_UNSTABLE: _ClassVar[bool] = True
+    LATEST_VERSION_UNSTABLE: _ClassVar[bool] = False
     DEPRECATED_VERSIONS: _ClassVar[tuple[int, int] | None] = None
     group_id: str = ''
     topics: list[WriteStateData] = _field(default_factory=list)
@@ -109,7 +94,7 @@ class WriteShareGroupStateRequest(_Message):
 
 
 def _read_StateBatch_0(buf: bytes | bytearray | memoryview, pos: int) -> tuple[StateBatch, int]:
-    # versions 0
+    # versions 0-1
     end = len(buf)
     if pos + 19 > end:
         raise _short_fixed(pos, end, _L0)
@@ -137,7 +122,7 @@ def _read_StateBatch_0(buf: bytes | bytearray | memoryview, pos: int) -> tuple[S
 
 
 def _write_StateBatch_0(o: StateBatch, out: bytearray) -> None:
-    # versions 0
+    # versions 0-1
     out += _S_qqbh.pack(o.first_offset, o.last_offset, o.delivery_state, o.delivery_count)
     if o.unknown_tagged_fields:
         _wts(out, (), o.unknown_tagged_fields, '_tagged_fields')
@@ -205,6 +190,7 @@ def _read_PartitionData_0(buf: bytes | bytearray | memoryview, pos: int) -> tupl
     o.state_epoch = v_state_epoch
     o.leader_epoch = v_leader_epoch
     o.start_offset = v_start_offset
+    o.delivery_complete_count = -1
     o.state_batches = v_state_batches
     o.unknown_tagged_fields = unknown
     return o, pos
@@ -228,11 +214,95 @@ def _write_PartitionData_0(o: PartitionData, out: bytearray) -> None:
         out.append(0)
 
 
+def _read_PartitionData_1(buf: bytes | bytearray | memoryview, pos: int) -> tuple[PartitionData, int]:
+    # versions 1
+    end = len(buf)
+    if pos + 24 > end:
+        raise _short_fixed(pos, end, _L2)
+    v_partition, v_state_epoch, v_leader_epoch, v_start_offset, v_delivery_complete_count = _S_iiiqi.unpack_from(buf, pos)
+    pos += 24
+    v_state_batches: list[StateBatch]
+    n_v_state_batches = buf[pos] - 1 if pos < end else -2
+    if 0 <= n_v_state_batches < 127 and n_v_state_batches <= end - pos:
+        pos += 1
+    else:
+        n_v_state_batches, pos = _rcal(buf, pos, 'StateBatches')
+    v_state_batches = []
+    app_v_state_batches = v_state_batches.append
+    i = 0
+    try:
+        for i in range(n_v_state_batches):
+            if pos + 19 > end:
+                raise _short_fixed(pos, end, _L0)
+            v_state_batches_v_first_offset, v_state_batches_v_last_offset, v_state_batches_v_delivery_state, v_state_batches_v_delivery_count = _S_qqbh.unpack_from(buf, pos)
+            pos += 19
+            v_state_batches_unknown: tuple[tuple[int, bytes], ...] = ()
+            if pos < end and buf[pos] == 0:
+                pos += 1
+            else:
+                v_state_batches_n_tags, pos = _rtc(buf, pos, '_tagged_fields')
+                v_state_batches_raw_tags: list[tuple[int, bytes]] = []
+                for _ in range(v_state_batches_n_tags):
+                    v_state_batches_tag, v_state_batches_size, pos = _rth(buf, pos, '_tagged_fields')
+                    v_state_batches_raw_tags.append((v_state_batches_tag, bytes(buf[pos:pos + v_state_batches_size])))
+                    pos += v_state_batches_size
+                if v_state_batches_raw_tags:
+                    v_state_batches_unknown = tuple(v_state_batches_raw_tags)
+            v_state_batches_o = _new(StateBatch)
+            v_state_batches_o.first_offset = v_state_batches_v_first_offset
+            v_state_batches_o.last_offset = v_state_batches_v_last_offset
+            v_state_batches_o.delivery_state = v_state_batches_v_delivery_state
+            v_state_batches_o.delivery_count = v_state_batches_v_delivery_count
+            v_state_batches_o.unknown_tagged_fields = v_state_batches_unknown
+            app_v_state_batches(v_state_batches_o)
+    except _DecodeError as exc:
+        raise exc.refine(field=f'StateBatches[{i}]')
+    unknown: tuple[tuple[int, bytes], ...] = ()
+    if pos < end and buf[pos] == 0:
+        pos += 1
+    else:
+        n_tags, pos = _rtc(buf, pos, '_tagged_fields')
+        raw_tags: list[tuple[int, bytes]] = []
+        for _ in range(n_tags):
+            tag, size, pos = _rth(buf, pos, '_tagged_fields')
+            raw_tags.append((tag, bytes(buf[pos:pos + size])))
+            pos += size
+        if raw_tags:
+            unknown = tuple(raw_tags)
+    o = _new(PartitionData)
+    o.partition = v_partition
+    o.state_epoch = v_state_epoch
+    o.leader_epoch = v_leader_epoch
+    o.start_offset = v_start_offset
+    o.delivery_complete_count = v_delivery_complete_count
+    o.state_batches = v_state_batches
+    o.unknown_tagged_fields = unknown
+    return o, pos
+
+
+def _write_PartitionData_1(o: PartitionData, out: bytearray) -> None:
+    # versions 1
+    out += _S_iiiqi.pack(o.partition, o.state_epoch, o.leader_epoch, o.start_offset, o.delivery_complete_count)
+    if o.state_batches is None:
+        raise _null('StateBatches')
+    _wcal(out, o.state_batches, 'StateBatches')
+    for e_state_batches in o.state_batches:
+        out += _S_qqbh.pack(e_state_batches.first_offset, e_state_batches.last_offset, e_state_batches.delivery_state, e_state_batches.delivery_count)
+        if e_state_batches.unknown_tagged_fields:
+            _wts(out, (), e_state_batches.unknown_tagged_fields, '_tagged_fields')
+        else:
+            out.append(0)
+    if o.unknown_tagged_fields:
+        _wts(out, (), o.unknown_tagged_fields, '_tagged_fields')
+    else:
+        out.append(0)
+
+
 def _read_WriteStateData_0(buf: bytes | bytearray | memoryview, pos: int) -> tuple[WriteStateData, int]:
     # versions 0
     end = len(buf)
     if pos + 16 > end:
-        raise _short_fixed(pos, end, _L2)
+        raise _short_fixed(pos, end, _L3)
     r_topic_id, = _S_16s.unpack_from(buf, pos)
     v_topic_id = _uuid_from_bytes(r_topic_id)
     pos += 16
@@ -278,6 +348,62 @@ def _write_WriteStateData_0(o: WriteStateData, out: bytearray) -> None:
     _wcal(out, o.partitions, 'Partitions')
     for e_partitions in o.partitions:
         _write_PartitionData_0(e_partitions, out)
+    if o.unknown_tagged_fields:
+        _wts(out, (), o.unknown_tagged_fields, '_tagged_fields')
+    else:
+        out.append(0)
+
+
+def _read_WriteStateData_1(buf: bytes | bytearray | memoryview, pos: int) -> tuple[WriteStateData, int]:
+    # versions 1
+    end = len(buf)
+    if pos + 16 > end:
+        raise _short_fixed(pos, end, _L3)
+    r_topic_id, = _S_16s.unpack_from(buf, pos)
+    v_topic_id = _uuid_from_bytes(r_topic_id)
+    pos += 16
+    v_partitions: list[PartitionData]
+    n_v_partitions = buf[pos] - 1 if pos < end else -2
+    if 0 <= n_v_partitions < 127 and n_v_partitions <= end - pos:
+        pos += 1
+    else:
+        n_v_partitions, pos = _rcal(buf, pos, 'Partitions')
+    v_partitions = []
+    app_v_partitions = v_partitions.append
+    i = 0
+    try:
+        for i in range(n_v_partitions):
+            e_v_partitions, pos = _read_PartitionData_1(buf, pos)
+            app_v_partitions(e_v_partitions)
+    except _DecodeError as exc:
+        raise exc.refine(field=f'Partitions[{i}]')
+    unknown: tuple[tuple[int, bytes], ...] = ()
+    if pos < end and buf[pos] == 0:
+        pos += 1
+    else:
+        n_tags, pos = _rtc(buf, pos, '_tagged_fields')
+        raw_tags: list[tuple[int, bytes]] = []
+        for _ in range(n_tags):
+            tag, size, pos = _rth(buf, pos, '_tagged_fields')
+            raw_tags.append((tag, bytes(buf[pos:pos + size])))
+            pos += size
+        if raw_tags:
+            unknown = tuple(raw_tags)
+    o = _new(WriteStateData)
+    o.topic_id = v_topic_id
+    o.partitions = v_partitions
+    o.unknown_tagged_fields = unknown
+    return o, pos
+
+
+def _write_WriteStateData_1(o: WriteStateData, out: bytearray) -> None:
+    # versions 1
+    out += _S_16s.pack(o.topic_id.bytes)
+    if o.partitions is None:
+        raise _null('Partitions')
+    _wcal(out, o.partitions, 'Partitions')
+    for e_partitions in o.partitions:
+        _write_PartitionData_1(e_partitions, out)
     if o.unknown_tagged_fields:
         _wts(out, (), o.unknown_tagged_fields, '_tagged_fields')
     else:
@@ -338,8 +464,62 @@ def _write_WriteShareGroupStateRequest_0(o: WriteShareGroupStateRequest, out: by
         out.append(0)
 
 
-WriteShareGroupStateRequest._READERS = {0: _read_WriteShareGroupStateRequest_0}
-WriteShareGroupStateRequest._WRITERS = {0: _write_WriteShareGroupStateRequest_0}
+def _read_WriteShareGroupStateRequest_1(buf: bytes | bytearray | memoryview, pos: int) -> tuple[WriteShareGroupStateRequest, int]:
+    # versions 1
+    end = len(buf)
+    v_group_id, pos = _rcs(buf, pos, 'GroupId')
+    v_topics: list[WriteStateData]
+    n_v_topics = buf[pos] - 1 if pos < end else -2
+    if 0 <= n_v_topics < 127 and n_v_topics <= end - pos:
+        pos += 1
+    else:
+        n_v_topics, pos = _rcal(buf, pos, 'Topics')
+    v_topics = []
+    app_v_topics = v_topics.append
+    i = 0
+    try:
+        for i in range(n_v_topics):
+            e_v_topics, pos = _read_WriteStateData_1(buf, pos)
+            app_v_topics(e_v_topics)
+    except _DecodeError as exc:
+        raise exc.refine(field=f'Topics[{i}]')
+    unknown: tuple[tuple[int, bytes], ...] = ()
+    if pos < end and buf[pos] == 0:
+        pos += 1
+    else:
+        n_tags, pos = _rtc(buf, pos, '_tagged_fields')
+        raw_tags: list[tuple[int, bytes]] = []
+        for _ in range(n_tags):
+            tag, size, pos = _rth(buf, pos, '_tagged_fields')
+            raw_tags.append((tag, bytes(buf[pos:pos + size])))
+            pos += size
+        if raw_tags:
+            unknown = tuple(raw_tags)
+    o = _new(WriteShareGroupStateRequest)
+    o.group_id = v_group_id
+    o.topics = v_topics
+    o.unknown_tagged_fields = unknown
+    return o, pos
+
+
+def _write_WriteShareGroupStateRequest_1(o: WriteShareGroupStateRequest, out: bytearray) -> None:
+    # versions 1
+    if o.group_id is None:
+        raise _null('GroupId')
+    _wcs(out, o.group_id, 'GroupId')
+    if o.topics is None:
+        raise _null('Topics')
+    _wcal(out, o.topics, 'Topics')
+    for e_topics in o.topics:
+        _write_WriteStateData_1(e_topics, out)
+    if o.unknown_tagged_fields:
+        _wts(out, (), o.unknown_tagged_fields, '_tagged_fields')
+    else:
+        out.append(0)
+
+
+WriteShareGroupStateRequest._READERS = {0: _read_WriteShareGroupStateRequest_0, 1: _read_WriteShareGroupStateRequest_1}
+WriteShareGroupStateRequest._WRITERS = {0: _write_WriteShareGroupStateRequest_0, 1: _write_WriteShareGroupStateRequest_1}
 StateBatch._FIELDS = (
     _F('FirstOffset', 'first_offset', 'int64', (0, 32767), None, None, None, False, lambda: 0, None, None),
     _F('LastOffset', 'last_offset', 'int64', (0, 32767), None, None, None, False, lambda: 0, None, None),
@@ -351,6 +531,7 @@ PartitionData._FIELDS = (
     _F('StateEpoch', 'state_epoch', 'int32', (0, 32767), None, None, None, False, lambda: 0, None, None),
     _F('LeaderEpoch', 'leader_epoch', 'int32', (0, 32767), None, None, None, False, lambda: 0, None, None),
     _F('StartOffset', 'start_offset', 'int64', (0, 32767), None, None, None, False, lambda: 0, None, None),
+    _F('DeliveryCompleteCount', 'delivery_complete_count', 'int32', (1, 32767), None, None, None, True, lambda: -1, None, None),
     _F('StateBatches', 'state_batches', '[]StateBatch', (0, 32767), None, None, None, False, lambda: [], StateBatch, None),
 )
 WriteStateData._FIELDS = (

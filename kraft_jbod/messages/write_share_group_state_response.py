@@ -10,6 +10,9 @@ from typing import ClassVar as _ClassVar
 
 from kraft_jbod.errors import DecodeError as _DecodeError, EncodeError as _EncodeError
 from kraft_jbod.wire.message import FieldInfo as _F, Message as _Message, Struct as _Struct
+from kraft_jbod.wire.runtime import (
+    absent as _absent, bad_tag as _bad_tag, check_bool as _bool, null as _null,
+)
 from kraft_jbod.wire.primitives import (
     read_string as _rs, read_nullable_string as _rns,
     read_compact_string as _rcs, read_nullable_compact_string as _rncs,
@@ -35,27 +38,6 @@ _L0 = (('Partition', 4), ('ErrorCode', 2))
 _L1 = (('TopicId', 16),)
 
 
-def _absent(field: str, version: int | str) -> _EncodeError:
-    return _EncodeError(
-        f'attempted to write a non-default {field} at version {version}', field_path=field
-    )
-
-
-def _null(field: str) -> _EncodeError:
-    return _EncodeError('None in a non-nullable field', field_path=field)
-
-
-def _bad_tag(tag: int, version: int, pos: int) -> _DecodeError:
-    return _DecodeError(f'tag {tag} is not valid for version {version}', offset=pos)
-
-
-def _bool(value: object, field: str) -> bool:
-    if type(value) is not bool:
-        raise _EncodeError(f'expected bool, got {type(value).__name__}', field_path=field)
-    return value
-
-
-
 
 
 @_dataclass(slots=True)
@@ -79,12 +61,12 @@ class WriteStateResult(_Struct):
 
 @_dataclass(slots=True)
 class WriteShareGroupStateResponse(_Message):
-    """response WriteShareGroupStateResponse, versions 0."""
+    """response WriteShareGroupStateResponse, versions 0-1."""
 
     NAME: _ClassVar[str] = 'WriteShareGroupStateResponse'
     SCHEMA_TYPE: _ClassVar[str] = 'response'
     API_KEY: _ClassVar[int | None] = 85
-    VALID_VERSIONS: _ClassVar[tuple[int, int]] = (0, 0)
+    VALID_VERSIONS: _ClassVar[tuple[int, int]] = (0, 1)
     FLEXIBLE_MIN: _ClassVar[int | None] = 0
     LATEST_VERSION_UNSTABLE: _ClassVar[bool] = False
     DEPRECATED_VERSIONS: _ClassVar[tuple[int, int] | None] = None
@@ -93,7 +75,7 @@ class WriteShareGroupStateResponse(_Message):
 
 
 def _read_PartitionResult_0(buf: bytes | bytearray | memoryview, pos: int) -> tuple[PartitionResult, int]:
-    # versions 0
+    # versions 0-1
     end = len(buf)
     if pos + 6 > end:
         raise _short_fixed(pos, end, _L0)
@@ -121,7 +103,7 @@ def _read_PartitionResult_0(buf: bytes | bytearray | memoryview, pos: int) -> tu
 
 
 def _write_PartitionResult_0(o: PartitionResult, out: bytearray) -> None:
-    # versions 0
+    # versions 0-1
     out += _S_ih.pack(o.partition, o.error_code)
     _wcs(out, o.error_message, 'ErrorMessage')
     if o.unknown_tagged_fields:
@@ -131,7 +113,7 @@ def _write_PartitionResult_0(o: PartitionResult, out: bytearray) -> None:
 
 
 def _read_WriteStateResult_0(buf: bytes | bytearray | memoryview, pos: int) -> tuple[WriteStateResult, int]:
-    # versions 0
+    # versions 0-1
     end = len(buf)
     if pos + 16 > end:
         raise _short_fixed(pos, end, _L1)
@@ -194,7 +176,7 @@ def _read_WriteStateResult_0(buf: bytes | bytearray | memoryview, pos: int) -> t
 
 
 def _write_WriteStateResult_0(o: WriteStateResult, out: bytearray) -> None:
-    # versions 0
+    # versions 0-1
     out += _S_16s.pack(o.topic_id.bytes)
     if o.partitions is None:
         raise _null('Partitions')
@@ -213,7 +195,7 @@ def _write_WriteStateResult_0(o: WriteStateResult, out: bytearray) -> None:
 
 
 def _read_WriteShareGroupStateResponse_0(buf: bytes | bytearray | memoryview, pos: int) -> tuple[WriteShareGroupStateResponse, int]:
-    # versions 0
+    # versions 0-1
     end = len(buf)
     v_results: list[WriteStateResult]
     n_v_results = buf[pos] - 1 if pos < end else -2
@@ -249,7 +231,7 @@ def _read_WriteShareGroupStateResponse_0(buf: bytes | bytearray | memoryview, po
 
 
 def _write_WriteShareGroupStateResponse_0(o: WriteShareGroupStateResponse, out: bytearray) -> None:
-    # versions 0
+    # versions 0-1
     if o.results is None:
         raise _null('Results')
     _wcal(out, o.results, 'Results')
@@ -261,8 +243,8 @@ def _write_WriteShareGroupStateResponse_0(o: WriteShareGroupStateResponse, out: 
         out.append(0)
 
 
-WriteShareGroupStateResponse._READERS = {0: _read_WriteShareGroupStateResponse_0}
-WriteShareGroupStateResponse._WRITERS = {0: _write_WriteShareGroupStateResponse_0}
+WriteShareGroupStateResponse._READERS = {0: _read_WriteShareGroupStateResponse_0, 1: _read_WriteShareGroupStateResponse_0}
+WriteShareGroupStateResponse._WRITERS = {0: _write_WriteShareGroupStateResponse_0, 1: _write_WriteShareGroupStateResponse_0}
 PartitionResult._FIELDS = (
     _F('Partition', 'partition', 'int32', (0, 32767), None, None, None, False, lambda: 0, None, None),
     _F('ErrorCode', 'error_code', 'int16', (0, 32767), None, None, None, False, lambda: 0, None, None),

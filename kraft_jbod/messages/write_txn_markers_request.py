@@ -10,6 +10,9 @@ from typing import ClassVar as _ClassVar
 
 from kraft_jbod.errors import DecodeError as _DecodeError, EncodeError as _EncodeError
 from kraft_jbod.wire.message import FieldInfo as _F, Message as _Message, Struct as _Struct
+from kraft_jbod.wire.runtime import (
+    absent as _absent, bad_tag as _bad_tag, check_bool as _bool, null as _null,
+)
 from kraft_jbod.wire.primitives import (
     read_string as _rs, read_nullable_string as _rns,
     read_compact_string as _rcs, read_nullable_compact_string as _rncs,
@@ -29,31 +32,12 @@ from kraft_jbod.wire.primitives import (
 
 _new = object.__new__
 _S_i = _struct.Struct('>i')
+_S_ib = _struct.Struct('>ib')
 _S_qh_ = _struct.Struct('>qh?')
 _ARR_i = _array_structs('i')
 _L0 = (('ProducerId', 8), ('ProducerEpoch', 2), ('TransactionResult', 1))
 _L1 = (('CoordinatorEpoch', 4),)
-
-
-def _absent(field: str, version: int | str) -> _EncodeError:
-    return _EncodeError(
-        f'attempted to write a non-default {field} at version {version}', field_path=field
-    )
-
-
-def _null(field: str) -> _EncodeError:
-    return _EncodeError('None in a non-nullable field', field_path=field)
-
-
-def _bad_tag(tag: int, version: int, pos: int) -> _DecodeError:
-    return _DecodeError(f'tag {tag} is not valid for version {version}', offset=pos)
-
-
-def _bool(value: object, field: str) -> bool:
-    if type(value) is not bool:
-        raise _EncodeError(f'expected bool, got {type(value).__name__}', field_path=field)
-    return value
-
+_L2 = (('CoordinatorEpoch', 4), ('TransactionVersion', 1))
 
 
 
@@ -76,17 +60,18 @@ class WritableTxnMarker(_Struct):
     transaction_result: bool = False
     topics: list[WritableTxnMarkerTopic] = _field(default_factory=list)
     coordinator_epoch: int = 0
+    transaction_version: int = 0
     unknown_tagged_fields: tuple[tuple[int, bytes], ...] = ()
 
 
 @_dataclass(slots=True)
 class WriteTxnMarkersRequest(_Message):
-    """request WriteTxnMarkersRequest, versions 0-1."""
+    """request WriteTxnMarkersRequest, versions 0-2."""
 
     NAME: _ClassVar[str] = 'WriteTxnMarkersRequest'
     SCHEMA_TYPE: _ClassVar[str] = 'request'
     API_KEY: _ClassVar[int | None] = 27
-    VALID_VERSIONS: _ClassVar[tuple[int, int]] = (0, 1)
+    VALID_VERSIONS: _ClassVar[tuple[int, int]] = (0, 2)
     FLEXIBLE_MIN: _ClassVar[int | None] = 1
     LATEST_VERSION_UNSTABLE: _ClassVar[bool] = False
     DEPRECATED_VERSIONS: _ClassVar[tuple[int, int] | None] = None
@@ -126,7 +111,7 @@ def _write_WritableTxnMarkerTopic_0(o: WritableTxnMarkerTopic, out: bytearray) -
 
 
 def _read_WritableTxnMarkerTopic_1(buf: bytes | bytearray | memoryview, pos: int) -> tuple[WritableTxnMarkerTopic, int]:
-    # versions 1
+    # versions 1-2
     end = len(buf)
     v_name, pos = _rcs(buf, pos, 'Name')
     v_partition_indexes: list[int]
@@ -160,7 +145,7 @@ def _read_WritableTxnMarkerTopic_1(buf: bytes | bytearray | memoryview, pos: int
 
 
 def _write_WritableTxnMarkerTopic_1(o: WritableTxnMarkerTopic, out: bytearray) -> None:
-    # versions 1
+    # versions 1-2
     if o.name is None:
         raise _null('Name')
     _wcs(out, o.name, 'Name')
@@ -213,6 +198,7 @@ def _read_WritableTxnMarker_0(buf: bytes | bytearray | memoryview, pos: int) -> 
     o.transaction_result = v_transaction_result
     o.topics = v_topics
     o.coordinator_epoch = v_coordinator_epoch
+    o.transaction_version = 0
     o.unknown_tagged_fields = ()
     return o, pos
 
@@ -309,6 +295,7 @@ def _read_WritableTxnMarker_1(buf: bytes | bytearray | memoryview, pos: int) -> 
     o.transaction_result = v_transaction_result
     o.topics = v_topics
     o.coordinator_epoch = v_coordinator_epoch
+    o.transaction_version = 0
     o.unknown_tagged_fields = unknown
     return o, pos
 
@@ -332,6 +319,107 @@ def _write_WritableTxnMarker_1(o: WritableTxnMarker, out: bytearray) -> None:
         else:
             out.append(0)
     out += _S_i.pack(o.coordinator_epoch)
+    if o.unknown_tagged_fields:
+        _wts(out, (), o.unknown_tagged_fields, '_tagged_fields')
+    else:
+        out.append(0)
+
+
+def _read_WritableTxnMarker_2(buf: bytes | bytearray | memoryview, pos: int) -> tuple[WritableTxnMarker, int]:
+    # versions 2
+    end = len(buf)
+    if pos + 11 > end:
+        raise _short_fixed(pos, end, _L0)
+    v_producer_id, v_producer_epoch, v_transaction_result = _S_qh_.unpack_from(buf, pos)
+    pos += 11
+    v_topics: list[WritableTxnMarkerTopic]
+    n_v_topics = buf[pos] - 1 if pos < end else -2
+    if 0 <= n_v_topics < 127 and n_v_topics <= end - pos:
+        pos += 1
+    else:
+        n_v_topics, pos = _rcal(buf, pos, 'Topics')
+    v_topics = []
+    app_v_topics = v_topics.append
+    i = 0
+    try:
+        for i in range(n_v_topics):
+            v_topics_v_name, pos = _rcs(buf, pos, 'Name')
+            v_topics_v_partition_indexes: list[int]
+            n_v_topics_v_partition_indexes = buf[pos] - 1 if pos < end else -2
+            if 0 <= n_v_topics_v_partition_indexes < 127 and n_v_topics_v_partition_indexes <= end - pos:
+                pos += 1
+            else:
+                n_v_topics_v_partition_indexes, pos = _rcal(buf, pos, 'PartitionIndexes')
+            if n_v_topics_v_partition_indexes < 32 and pos + 4 * n_v_topics_v_partition_indexes <= end:
+                v_topics_v_partition_indexes = list(_ARR_i[n_v_topics_v_partition_indexes].unpack_from(buf, pos))
+                pos += 4 * n_v_topics_v_partition_indexes
+            else:
+                v_topics_v_partition_indexes, pos = _rfa(buf, pos, n_v_topics_v_partition_indexes, 'i', 'PartitionIndexes')
+            v_topics_unknown: tuple[tuple[int, bytes], ...] = ()
+            if pos < end and buf[pos] == 0:
+                pos += 1
+            else:
+                v_topics_n_tags, pos = _rtc(buf, pos, '_tagged_fields')
+                v_topics_raw_tags: list[tuple[int, bytes]] = []
+                for _ in range(v_topics_n_tags):
+                    v_topics_tag, v_topics_size, pos = _rth(buf, pos, '_tagged_fields')
+                    v_topics_raw_tags.append((v_topics_tag, bytes(buf[pos:pos + v_topics_size])))
+                    pos += v_topics_size
+                if v_topics_raw_tags:
+                    v_topics_unknown = tuple(v_topics_raw_tags)
+            v_topics_o = _new(WritableTxnMarkerTopic)
+            v_topics_o.name = v_topics_v_name
+            v_topics_o.partition_indexes = v_topics_v_partition_indexes
+            v_topics_o.unknown_tagged_fields = v_topics_unknown
+            app_v_topics(v_topics_o)
+    except _DecodeError as exc:
+        raise exc.refine(field=f'Topics[{i}]')
+    if pos + 5 > end:
+        raise _short_fixed(pos, end, _L2)
+    v_coordinator_epoch, v_transaction_version = _S_ib.unpack_from(buf, pos)
+    pos += 5
+    unknown: tuple[tuple[int, bytes], ...] = ()
+    if pos < end and buf[pos] == 0:
+        pos += 1
+    else:
+        n_tags, pos = _rtc(buf, pos, '_tagged_fields')
+        raw_tags: list[tuple[int, bytes]] = []
+        for _ in range(n_tags):
+            tag, size, pos = _rth(buf, pos, '_tagged_fields')
+            raw_tags.append((tag, bytes(buf[pos:pos + size])))
+            pos += size
+        if raw_tags:
+            unknown = tuple(raw_tags)
+    o = _new(WritableTxnMarker)
+    o.producer_id = v_producer_id
+    o.producer_epoch = v_producer_epoch
+    o.transaction_result = v_transaction_result
+    o.topics = v_topics
+    o.coordinator_epoch = v_coordinator_epoch
+    o.transaction_version = v_transaction_version
+    o.unknown_tagged_fields = unknown
+    return o, pos
+
+
+def _write_WritableTxnMarker_2(o: WritableTxnMarker, out: bytearray) -> None:
+    # versions 2
+    out += _S_qh_.pack(o.producer_id, o.producer_epoch, (o.transaction_result if o.transaction_result.__class__ is bool else _bool(o.transaction_result, 'TransactionResult')))
+    if o.topics is None:
+        raise _null('Topics')
+    _wcal(out, o.topics, 'Topics')
+    for e_topics in o.topics:
+        if e_topics.name is None:
+            raise _null('Name')
+        _wcs(out, e_topics.name, 'Name')
+        if e_topics.partition_indexes is None:
+            raise _null('PartitionIndexes')
+        _wcal(out, e_topics.partition_indexes, 'PartitionIndexes')
+        out += _struct.pack(f'>{len(e_topics.partition_indexes)}i', *e_topics.partition_indexes)
+        if e_topics.unknown_tagged_fields:
+            _wts(out, (), e_topics.unknown_tagged_fields, '_tagged_fields')
+        else:
+            out.append(0)
+    out += _S_ib.pack(o.coordinator_epoch, o.transaction_version)
     if o.unknown_tagged_fields:
         _wts(out, (), o.unknown_tagged_fields, '_tagged_fields')
     else:
@@ -418,8 +506,57 @@ def _write_WriteTxnMarkersRequest_1(o: WriteTxnMarkersRequest, out: bytearray) -
         out.append(0)
 
 
-WriteTxnMarkersRequest._READERS = {0: _read_WriteTxnMarkersRequest_0, 1: _read_WriteTxnMarkersRequest_1}
-WriteTxnMarkersRequest._WRITERS = {0: _write_WriteTxnMarkersRequest_0, 1: _write_WriteTxnMarkersRequest_1}
+def _read_WriteTxnMarkersRequest_2(buf: bytes | bytearray | memoryview, pos: int) -> tuple[WriteTxnMarkersRequest, int]:
+    # versions 2
+    end = len(buf)
+    v_markers: list[WritableTxnMarker]
+    n_v_markers = buf[pos] - 1 if pos < end else -2
+    if 0 <= n_v_markers < 127 and n_v_markers <= end - pos:
+        pos += 1
+    else:
+        n_v_markers, pos = _rcal(buf, pos, 'Markers')
+    v_markers = []
+    app_v_markers = v_markers.append
+    i = 0
+    try:
+        for i in range(n_v_markers):
+            e_v_markers, pos = _read_WritableTxnMarker_2(buf, pos)
+            app_v_markers(e_v_markers)
+    except _DecodeError as exc:
+        raise exc.refine(field=f'Markers[{i}]')
+    unknown: tuple[tuple[int, bytes], ...] = ()
+    if pos < end and buf[pos] == 0:
+        pos += 1
+    else:
+        n_tags, pos = _rtc(buf, pos, '_tagged_fields')
+        raw_tags: list[tuple[int, bytes]] = []
+        for _ in range(n_tags):
+            tag, size, pos = _rth(buf, pos, '_tagged_fields')
+            raw_tags.append((tag, bytes(buf[pos:pos + size])))
+            pos += size
+        if raw_tags:
+            unknown = tuple(raw_tags)
+    o = _new(WriteTxnMarkersRequest)
+    o.markers = v_markers
+    o.unknown_tagged_fields = unknown
+    return o, pos
+
+
+def _write_WriteTxnMarkersRequest_2(o: WriteTxnMarkersRequest, out: bytearray) -> None:
+    # versions 2
+    if o.markers is None:
+        raise _null('Markers')
+    _wcal(out, o.markers, 'Markers')
+    for e_markers in o.markers:
+        _write_WritableTxnMarker_2(e_markers, out)
+    if o.unknown_tagged_fields:
+        _wts(out, (), o.unknown_tagged_fields, '_tagged_fields')
+    else:
+        out.append(0)
+
+
+WriteTxnMarkersRequest._READERS = {0: _read_WriteTxnMarkersRequest_0, 1: _read_WriteTxnMarkersRequest_1, 2: _read_WriteTxnMarkersRequest_2}
+WriteTxnMarkersRequest._WRITERS = {0: _write_WriteTxnMarkersRequest_0, 1: _write_WriteTxnMarkersRequest_1, 2: _write_WriteTxnMarkersRequest_2}
 WritableTxnMarkerTopic._FIELDS = (
     _F('Name', 'name', 'string', (0, 32767), None, None, None, False, lambda: '', None, None),
     _F('PartitionIndexes', 'partition_indexes', '[]int32', (0, 32767), None, None, None, False, lambda: [], None, None),
@@ -430,6 +567,7 @@ WritableTxnMarker._FIELDS = (
     _F('TransactionResult', 'transaction_result', 'bool', (0, 32767), None, None, None, False, lambda: False, None, None),
     _F('Topics', 'topics', '[]WritableTxnMarkerTopic', (0, 32767), None, None, None, False, lambda: [], WritableTxnMarkerTopic, None),
     _F('CoordinatorEpoch', 'coordinator_epoch', 'int32', (0, 32767), None, None, None, False, lambda: 0, None, None),
+    _F('TransactionVersion', 'transaction_version', 'int8', (2, 32767), None, None, None, True, lambda: 0, None, None),
 )
 WriteTxnMarkersRequest._FIELDS = (
     _F('Markers', 'markers', '[]WritableTxnMarker', (0, 32767), None, None, None, False, lambda: [], WritableTxnMarker, None),

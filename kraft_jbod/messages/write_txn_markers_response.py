@@ -10,6 +10,9 @@ from typing import ClassVar as _ClassVar
 
 from kraft_jbod.errors import DecodeError as _DecodeError, EncodeError as _EncodeError
 from kraft_jbod.wire.message import FieldInfo as _F, Message as _Message, Struct as _Struct
+from kraft_jbod.wire.runtime import (
+    absent as _absent, bad_tag as _bad_tag, check_bool as _bool, null as _null,
+)
 from kraft_jbod.wire.primitives import (
     read_string as _rs, read_nullable_string as _rns,
     read_compact_string as _rcs, read_nullable_compact_string as _rncs,
@@ -32,27 +35,6 @@ _S_ih = _struct.Struct('>ih')
 _S_q = _struct.Struct('>q')
 _L0 = (('PartitionIndex', 4), ('ErrorCode', 2))
 _L1 = (('ProducerId', 8),)
-
-
-def _absent(field: str, version: int | str) -> _EncodeError:
-    return _EncodeError(
-        f'attempted to write a non-default {field} at version {version}', field_path=field
-    )
-
-
-def _null(field: str) -> _EncodeError:
-    return _EncodeError('None in a non-nullable field', field_path=field)
-
-
-def _bad_tag(tag: int, version: int, pos: int) -> _DecodeError:
-    return _DecodeError(f'tag {tag} is not valid for version {version}', offset=pos)
-
-
-def _bool(value: object, field: str) -> bool:
-    if type(value) is not bool:
-        raise _EncodeError(f'expected bool, got {type(value).__name__}', field_path=field)
-    return value
-
 
 
 
@@ -86,12 +68,12 @@ class WritableTxnMarkerResult(_Struct):
 
 @_dataclass(slots=True)
 class WriteTxnMarkersResponse(_Message):
-    """response WriteTxnMarkersResponse, versions 0-1."""
+    """response WriteTxnMarkersResponse, versions 0-2."""
 
     NAME: _ClassVar[str] = 'WriteTxnMarkersResponse'
     SCHEMA_TYPE: _ClassVar[str] = 'response'
     API_KEY: _ClassVar[int | None] = 27
-    VALID_VERSIONS: _ClassVar[tuple[int, int]] = (0, 1)
+    VALID_VERSIONS: _ClassVar[tuple[int, int]] = (0, 2)
     FLEXIBLE_MIN: _ClassVar[int | None] = 1
     LATEST_VERSION_UNSTABLE: _ClassVar[bool] = False
     DEPRECATED_VERSIONS: _ClassVar[tuple[int, int] | None] = None
@@ -121,7 +103,7 @@ def _write_WritableTxnMarkerPartitionResult_0(o: WritableTxnMarkerPartitionResul
 
 
 def _read_WritableTxnMarkerPartitionResult_1(buf: bytes | bytearray | memoryview, pos: int) -> tuple[WritableTxnMarkerPartitionResult, int]:
-    # versions 1
+    # versions 1-2
     end = len(buf)
     if pos + 6 > end:
         raise _short_fixed(pos, end, _L0)
@@ -147,7 +129,7 @@ def _read_WritableTxnMarkerPartitionResult_1(buf: bytes | bytearray | memoryview
 
 
 def _write_WritableTxnMarkerPartitionResult_1(o: WritableTxnMarkerPartitionResult, out: bytearray) -> None:
-    # versions 1
+    # versions 1-2
     out += _S_ih.pack(o.partition_index, o.error_code)
     if o.unknown_tagged_fields:
         _wts(out, (), o.unknown_tagged_fields, '_tagged_fields')
@@ -201,7 +183,7 @@ def _write_WritableTxnMarkerTopicResult_0(o: WritableTxnMarkerTopicResult, out: 
 
 
 def _read_WritableTxnMarkerTopicResult_1(buf: bytes | bytearray | memoryview, pos: int) -> tuple[WritableTxnMarkerTopicResult, int]:
-    # versions 1
+    # versions 1-2
     end = len(buf)
     v_name, pos = _rcs(buf, pos, 'Name')
     v_partitions: list[WritableTxnMarkerPartitionResult]
@@ -258,7 +240,7 @@ def _read_WritableTxnMarkerTopicResult_1(buf: bytes | bytearray | memoryview, po
 
 
 def _write_WritableTxnMarkerTopicResult_1(o: WritableTxnMarkerTopicResult, out: bytearray) -> None:
-    # versions 1
+    # versions 1-2
     if o.name is None:
         raise _null('Name')
     _wcs(out, o.name, 'Name')
@@ -315,7 +297,7 @@ def _write_WritableTxnMarkerResult_0(o: WritableTxnMarkerResult, out: bytearray)
 
 
 def _read_WritableTxnMarkerResult_1(buf: bytes | bytearray | memoryview, pos: int) -> tuple[WritableTxnMarkerResult, int]:
-    # versions 1
+    # versions 1-2
     end = len(buf)
     if pos + 8 > end:
         raise _short_fixed(pos, end, _L1)
@@ -356,7 +338,7 @@ def _read_WritableTxnMarkerResult_1(buf: bytes | bytearray | memoryview, pos: in
 
 
 def _write_WritableTxnMarkerResult_1(o: WritableTxnMarkerResult, out: bytearray) -> None:
-    # versions 1
+    # versions 1-2
     out += _S_q.pack(o.producer_id)
     if o.topics is None:
         raise _null('Topics')
@@ -401,7 +383,7 @@ def _write_WriteTxnMarkersResponse_0(o: WriteTxnMarkersResponse, out: bytearray)
 
 
 def _read_WriteTxnMarkersResponse_1(buf: bytes | bytearray | memoryview, pos: int) -> tuple[WriteTxnMarkersResponse, int]:
-    # versions 1
+    # versions 1-2
     end = len(buf)
     v_markers: list[WritableTxnMarkerResult]
     n_v_markers = buf[pos] - 1 if pos < end else -2
@@ -437,7 +419,7 @@ def _read_WriteTxnMarkersResponse_1(buf: bytes | bytearray | memoryview, pos: in
 
 
 def _write_WriteTxnMarkersResponse_1(o: WriteTxnMarkersResponse, out: bytearray) -> None:
-    # versions 1
+    # versions 1-2
     if o.markers is None:
         raise _null('Markers')
     _wcal(out, o.markers, 'Markers')
@@ -449,8 +431,8 @@ def _write_WriteTxnMarkersResponse_1(o: WriteTxnMarkersResponse, out: bytearray)
         out.append(0)
 
 
-WriteTxnMarkersResponse._READERS = {0: _read_WriteTxnMarkersResponse_0, 1: _read_WriteTxnMarkersResponse_1}
-WriteTxnMarkersResponse._WRITERS = {0: _write_WriteTxnMarkersResponse_0, 1: _write_WriteTxnMarkersResponse_1}
+WriteTxnMarkersResponse._READERS = {0: _read_WriteTxnMarkersResponse_0, 1: _read_WriteTxnMarkersResponse_1, 2: _read_WriteTxnMarkersResponse_1}
+WriteTxnMarkersResponse._WRITERS = {0: _write_WriteTxnMarkersResponse_0, 1: _write_WriteTxnMarkersResponse_1, 2: _write_WriteTxnMarkersResponse_1}
 WritableTxnMarkerPartitionResult._FIELDS = (
     _F('PartitionIndex', 'partition_index', 'int32', (0, 32767), None, None, None, False, lambda: 0, None, None),
     _F('ErrorCode', 'error_code', 'int16', (0, 32767), None, None, None, False, lambda: 0, None, None),

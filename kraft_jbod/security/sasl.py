@@ -33,6 +33,7 @@ import os
 from dataclasses import dataclass
 from typing import Any, Final
 
+from kraft_jbod.messages.api_keys import ApiKey
 from kraft_jbod.messages.sasl_authenticate_request import SaslAuthenticateRequest
 from kraft_jbod.messages.sasl_authenticate_response import SaslAuthenticateResponse
 from kraft_jbod.messages.sasl_handshake_request import SaslHandshakeRequest
@@ -40,7 +41,6 @@ from kraft_jbod.messages.sasl_handshake_response import SaslHandshakeResponse
 from kraft_jbod.security.credentials import PLAIN, SCRAM_HASHES, CredentialStore
 from kraft_jbod.wire.message import Message
 
-API_VERSIONS: Final = 18
 SASL_HANDSHAKE: Final = 17
 SASL_AUTHENTICATE: Final = 36
 UNSUPPORTED_SASL_MECHANISM: Final = 33
@@ -287,7 +287,7 @@ PASS: Final = Verdict()
 
 
 def _input_of(api_key: int) -> SaslInput:
-    if api_key == API_VERSIONS:
+    if api_key == ApiKey.API_VERSIONS:
         return SaslInput.API_VERSIONS
     if api_key == SASL_HANDSHAKE:
         return SaslInput.HANDSHAKE

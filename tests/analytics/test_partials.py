@@ -129,11 +129,23 @@ def test_unit_partial_reports_problems_and_writes_frames(tmp_path: Path, mixed_p
     cut = tmp_path / "cut.pcapng"
     cut.write_bytes(data[:-41])
     unit = work.Unit(str(cut), len(data) - 41, 0, 1)
-    part = P.Partial.from_state(pickle.loads(unit_partial(unit, 7, 0, frames_dir=str(tmp_path))))
+    status = tmp_path / "status"
+    status.mkdir()
+    folder = tmp_path / "frames" / "capture_set=default"
+    part = P.Partial.from_state(pickle.loads(unit_partial(unit, 7, 0, frames_dir=str(folder),
+                                                          status_dir=str(status))))
     assert [e["kind"] for e in part.errors] == ["truncated"] and part.errors[0]["source"] == str(cut)
-    table = pq.read_table(tmp_path / "part-00007-000.parquet")
+    table = pq.read_table(folder / "part-00007-000.parquet")
     assert table.num_rows == part.counts[R.RTYPE_FRAME] > 0
-    assert set(table.column("capture_set").to_pylist()) == {"default"}
-    assert not list(tmp_path.glob("*.tmp-*"))
+    # The capture set is the partition folder's, read back as a column from the dataset.
+    assert set(pq.read_table(tmp_path / "frames").column("capture_set").to_pylist()) == {"default"}
+    assert not list(folder.glob("*.tmp-*"))
+    # The task's last progress report is its frame count.
+    assert (status / "t7-0").read_text() == str(part.counts[R.RTYPE_FRAME])
     with pytest.raises((KeyError, TypeError, ValueError)):
         P.Partial.from_state({"conf": []})
+
+
+def test_counter_positions_follow_their_names() -> None:
+    for i, name in enumerate(P.COUNTERS):
+        assert getattr(P, f"_{name.upper()}") == i

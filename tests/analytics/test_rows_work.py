@@ -17,6 +17,8 @@ from kraft_jbod.analytics import work
 from kraft_jbod.capture.kafka import decode_capture
 from kraft_jbod.capture.sample import build_sample
 from kraft_jbod.messages import assign_replicas_to_dirs_response as arr
+from kraft_jbod.messages import find_coordinator_response as fcr
+from kraft_jbod.messages import offset_fetch_response as ofr
 from kraft_jbod.messages import produce_response as pr
 from tools.bench.gen_capture import generate
 
@@ -94,6 +96,16 @@ def test_error_codes_top_and_nested() -> None:
         pr.PartitionProduceResponse(error_code=6)])])
     top, nested = R.error_codes(produce)
     assert top is None and nested == [6]
+
+
+def test_error_codes_read_only_fields_of_the_frames_version() -> None:
+    # FindCoordinator's top-level ErrorCode exists in v0-3 only (v4+ batch coordinators);
+    # OffsetFetch's in v2-7 only. Elsewhere the attribute is a default 0, not an observation.
+    fc = fcr.FindCoordinatorResponse(coordinators=[fcr.Coordinator(key="g", error_code=15)])
+    assert R.error_codes(fc, 3) == (0, [])
+    assert R.error_codes(fc, 4) == (None, [15])
+    of = ofr.OffsetFetchResponse()
+    assert R.error_codes(of, 7)[0] == 0 and R.error_codes(of, 8)[0] is None
 
 
 def test_version_flags_follow_schemas() -> None:
@@ -212,3 +224,50 @@ def test_uuid_helpers_used_by_events() -> None:
     from kraft_jbod.wire.primitives import uuid_to_base64url
 
     assert uuid_to_base64url(uuid.UUID(int=1)) == "AAAAAAAAAAAAAAAAAAAAAQ"
+
+
+@pytest.mark.parametrize("path", sorted(p for p in SHARED.rglob("*") if p.suffix in (".pcap", ".pcapng")),
+                         ids=lambda p: p.name)
+def test_decode_and_stats_count_the_same_frames(path: Path) -> None:
+    # `kraft-jbod decode` runs decode_capture; every stats task runs run_unit. Both go
+    # through the one CapturePipeline, whole or split into connection buckets.
+    from kraft_jbod.capture.kafka import KafkaDecoder
+
+    dec = KafkaDecoder()
+    with path.open("rb") as fh:
+        want = Counter((d.api_key, d.api_version, d.kind, d.complete) for d in decode_capture(fh, decoder=dec))
+    assert want
+    for buckets in (1, 2, 3):
+        got: Counter[tuple[object, ...]] = Counter()
+        conns = 0
+        for b in range(buckets):
+            rows = _rows(path, buckets, b)
+            assert not [r for r in rows if r["rtype"] == R.RTYPE_ERROR]
+            got.update((r["api_key"], r["api_version"], r["kind"], r["complete"])
+                       for r in rows if r["rtype"] == R.RTYPE_FRAME)
+            conns += sum(r["rtype"] == R.RTYPE_CONN for r in rows)
+        assert got == want, buckets
+        assert conns == len(dec.flows), buckets
+
+
+def test_damaged_file_keeps_what_came_before(sample_path: Path, tmp_path: Path) -> None:
+    # A pcapng block whose trailer disagrees with its header, a third of the way in:
+    # the frames and connections before it are kept, and the damage is one error row.
+    data = bytearray(sample_path.read_bytes())
+    cut = len(data) // 3
+    import struct as _s
+
+    pos = 0
+    while pos < cut:  # walk the blocks to one starting after `cut`
+        pos += _s.unpack_from("<I", data, pos + 4)[0]
+    blen = _s.unpack_from("<I", data, pos + 4)[0]
+    _s.pack_into("<I", data, pos + blen - 4, blen + 4)
+    bad = tmp_path / "damaged.pcapng"
+    bad.write_bytes(bytes(data))
+    rows = _rows(bad)
+    errors = [r for r in rows if r["rtype"] == R.RTYPE_ERROR]
+    assert [e["kind"] for e in errors] == ["malformed"] and "trailer" in errors[0]["error"]
+    frames = [r for r in rows if r["rtype"] == R.RTYPE_FRAME]
+    conns = {r["conn_id"] for r in rows if r["rtype"] == R.RTYPE_CONN}
+    assert frames and {f["conn_id"] for f in frames} <= conns
+    assert len(frames) < sum(r["rtype"] == R.RTYPE_FRAME for r in _rows(sample_path))

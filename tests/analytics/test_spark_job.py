@@ -8,6 +8,7 @@ few runs, tiny inputs: the cost is the JVM start plus a handful of small jobs.
 from __future__ import annotations
 
 import io
+import time
 from collections import Counter
 from collections.abc import Iterator
 from pathlib import Path
@@ -18,7 +19,7 @@ import pytest
 
 from kraft_jbod import cli
 from kraft_jbod.analytics import kip858, work
-from kraft_jbod.analytics.job import StatsOptions, build_session, run_stats
+from kraft_jbod.analytics.job import TABLE_SCHEMAS, StatsOptions, _arrow_table, build_session, run_stats
 from kraft_jbod.capture.kafka import KafkaDecoder, decode_capture
 from kraft_jbod.capture.sample import build_sample
 
@@ -85,6 +86,34 @@ def test_counts_equal_the_single_process_decoder(spark: Any, inputs: list[str], 
         'xmlns="http://www.w3.org/2000/svg"', "")
     assert result.summary.splitlines()[1].startswith(f"{overall['frames']} frames")
     assert any(s.startswith("decoded ") for s in seen), seen
+    # Tables a user can query as they are: Arrow timestamps, names beside keys, the
+    # capture set in every table, the frames partitioned by capture set.
+    import pyarrow as pa
+
+    for name in TABLE_SCHEMAS:
+        t = pq.read_table(tmp_path / "out" / name)
+        assert t.column_names[0] == "capture_set" and set(t.column("capture_set").to_pylist()) <= {"default"}
+        if "api_key" in t.column_names:
+            assert "api_name" in t.column_names, name
+    conf = pq.read_table(tmp_path / "out" / "conformance")
+    assert conf.schema.field("first_ts").type == pa.timestamp("ns", tz="UTC")
+    assert "BrokerHeartbeat" in conf.column("api_name").to_pylist()
+    errs = pq.read_table(tmp_path / "out" / "error_codes").to_pylist()
+    assert errs and all(e["error_name"] == ("NONE" if e["error_code"] == 0 else e["error_name"]) for e in errs)
+    assert all(e["error_name"] and not e["error_name"].startswith("UNKNOWN") for e in errs)
+    assert (tmp_path / "out" / "frames" / "capture_set=default").is_dir()
+    frames = pq.read_table(tmp_path / "out" / "frames")
+    assert set(frames.column("capture_set").to_pylist()) == {"default"}
+    assert frames.schema.field("ts_ns").type == pa.timestamp("ns", tz="UTC")
+
+
+def test_empty_tables_keep_their_schema(tmp_path: Path) -> None:
+    from kraft_jbod.analytics.partials import Partial, build_tables
+
+    empty = build_tables(Partial(), "cs")
+    for name, rows in empty.items():
+        assert _arrow_table(rows, TABLE_SCHEMAS[name], "cs").schema == _arrow_table([], TABLE_SCHEMAS[name]).schema
+    assert _arrow_table([], TABLE_SCHEMAS["problems"]).column_names == ["capture_set", "source", "problem"]
 
 
 def test_truncated_capture_ends_the_job_naming_the_file(spark: Any, tmp_path: Path, capsys: Any) -> None:
@@ -117,3 +146,46 @@ def test_non_capture_and_empty_folder_fail_before_spark(tmp_path: Path, capsys: 
         rc = cli.main(["stats", str(target), "--out", str(tmp_path / "o"), "--quiet"])
         err = capsys.readouterr().err
         assert rc == 2 and str(target) in err and words in err and "Traceback" not in err
+
+
+def test_unreadable_scheme_fails_at_once_naming_the_connector(tmp_path: Path, capsys: Any,
+                                                              monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("HOME", str(tmp_path))
+    for var in ("GOOGLE_APPLICATION_CREDENTIALS", "GCE_METADATA_HOST", "HADOOP_HOME", "ARROW_LIBHDFS_DIR"):
+        monkeypatch.delenv(var, raising=False)
+    for uri, words in (("gs://bucket/caps/*.pcap", "GOOGLE_APPLICATION_CREDENTIALS"),
+                       ("hdfs://nn/caps/a.pcap", "HADOOP_HOME"), ("ftp://host/a.pcap", "no connector for ftp://")):
+        t0 = time.monotonic()
+        rc = cli.main(["stats", uri, "--out", str(tmp_path / "o"), "--quiet"])
+        err = capsys.readouterr().err
+        assert rc == 2 and uri in err and words in err and "Traceback" not in err, err
+        assert time.monotonic() - t0 < 5
+
+
+def test_cds_archive_key_and_rejection(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from kraft_jbod.analytics import job
+
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path))
+    monkeypatch.delenv("KRAFT_JBOD_SPARK_CDS", raising=False)
+    base = job._cds_key({})
+    assert job._cds_key({"spark.jars": "/x.jar"}) != base
+    home = tmp_path / "spark-home"
+    (home / "jars").mkdir(parents=True)
+    monkeypatch.setenv("SPARK_HOME", str(home))
+    assert job._cds_key({}) != base
+    # No archive yet: the JVM is asked to dump one at exit.
+    first = job._Cds({})
+    assert any(f.startswith("-XX:ArchiveClassesAtExit=") for f in first.flags)
+    # An archive the JVM did not map is deleted, so the next run dumps a fresh one.
+    archive = tmp_path / "kraft-jbod" / f"spark-{job._cds_key({})}.jsa"
+    archive.write_bytes(b"stale")
+    cds = job._Cds({})
+    assert cds.archive == archive and any(f.startswith("-XX:SharedArchiveFile=") for f in cds.flags)
+    assert cds.log is not None
+    cds.log.write_text("[info][cds] UseSharedSpaces: shared class paths mismatch\n")
+    assert cds.check() is False and not archive.exists()
+    archive.write_bytes(b"good")
+    cds = job._Cds({})
+    assert cds.log is not None
+    cds.log.write_text("[info][cds] Mapped dynamic region #0 at base 0x1\n")
+    assert cds.check() is True and archive.exists()

@@ -22,6 +22,7 @@ from kraft_jbod.messages.assign_replicas_to_dirs_response import (
     TopicData,
 )
 from kraft_jbod.messages.broker_heartbeat_response import BrokerHeartbeatResponse
+from kraft_jbod.messages.error_codes import ErrorCode
 from kraft_jbod.messages.fetch_request import FetchRequest
 from kraft_jbod.messages.fetch_response import FetchResponse
 from kraft_jbod.messages.leader_change_message import LeaderChangeMessage, Voter
@@ -161,7 +162,7 @@ def test_follower_learns_the_leader_and_decodes_every_batch(tmp_path: Path, vers
     leader = rp.Leader(3000, 4, "127.0.0.1", 9093)
     f = MetadataFollower(cluster_id=CLUSTER, node_id=1, directory_id=uuid.UUID(int=5 << 80))
     first = fetch(f, log, leader, version)
-    assert first.responses[0].partitions[0].error_code == rp.FENCED_LEADER_EPOCH
+    assert first.responses[0].partitions[0].error_code == ErrorCode.FENCED_LEADER_EPOCH
     assert f.on_response(first).new_leader and f.epoch == 4
     published = []
     for _ in range(20):
@@ -192,7 +193,7 @@ def test_fetch_errors_and_diverging_epoch(tmp_path: Path) -> None:
     req.topics[0].partitions[0].current_leader_epoch = 4
     assert rp.handle_fetch(req, 17, cluster_id=CLUSTER, leader=leader, log=log).response.responses[0].partitions[
         0
-    ].error_code == rp.UNKNOWN_LEADER_EPOCH
+    ].error_code == ErrorCode.UNKNOWN_LEADER_EPOCH
     assert rp.handle_fetch(req, 17, cluster_id="other", leader=leader, log=log).response.error_code == 104
     req.topics[0].topic_id = uuid.UUID(int=7)
     assert rp.handle_fetch(req, 17, cluster_id=CLUSTER, leader=leader, log=log).response.error_code == 42

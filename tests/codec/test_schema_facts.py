@@ -52,10 +52,21 @@ def message_facts(m: MessageSpec) -> dict[str, Any]:
     }
 
 
+SOURCES = OURS / "sources"
+# (our facts-only source tree, Kafka's own files it was extracted from)
+PAIRS = [("snapshot-2024-10-25", REFERENCE), ("kafka-4.4", REFERENCE / "4.4")]
+# files a source has that the reference folder keeps elsewhere: 4.4's raft schema
+ELSEWHERE = {"QuorumStateData.json": REFERENCE / "raft"}
+
+
 @pytest.mark.parametrize("category", ["message", "metadata"])
-def test_every_fact_matches_kafka(category: str) -> None:
-    theirs = {m.source: message_facts(m) for m in load_dir(REFERENCE / category)}
-    ours = {m.source: message_facts(m) for m in load_dir(OURS / category)}
+@pytest.mark.parametrize(("source", "reference"), PAIRS, ids=[p[0] for p in PAIRS])
+def test_every_fact_matches_kafka(source: str, reference: Path, category: str) -> None:
+    theirs = {m.source: message_facts(m) for m in load_dir(reference / category)}
+    ours = {m.source: message_facts(m) for m in load_dir(SOURCES / source / category)}
+    for name, folder in ELSEWHERE.items():
+        if name in ours and name not in theirs:
+            theirs.update({m.source: message_facts(m) for m in load_dir(folder) if m.source == name})
     assert sorted(ours) == sorted(theirs), "the set of schema files differs"
     differences = [name for name in sorted(ours) if ours[name] != theirs[name]]
     assert not differences, f"facts differ in {differences[:10]}"
@@ -63,23 +74,29 @@ def test_every_fact_matches_kafka(category: str) -> None:
 
 
 def test_every_api_key_kafka_defines_is_covered() -> None:
-    reference_keys = {(m.type, m.api_key) for m in load_dir(REFERENCE / "message") if m.type in ("request", "response")}
+    reference_keys: set[tuple[str, int | None]] = set()
+    for _, reference in PAIRS:
+        reference_keys |= {(m.type, m.api_key) for m in load_dir(reference / "message") if m.type in ("request", "response")}
     our_keys = {(m.type, m.api_key) for m in load_dir(OURS / "message") if m.type in ("request", "response")}
     assert our_keys == reference_keys
-    assert {("request", 62), ("request", 63), ("request", 73)} <= our_keys
+    assert {("request", 62), ("request", 63), ("request", 73), ("request", 94)} <= our_keys
 
 
 def test_schema_files_hold_facts_only() -> None:
-    for path in sorted(OURS.glob("*/*.json")):
+    paths = sorted(OURS.glob("*/*.json")) + sorted(SOURCES.glob("*/*/*.json"))
+    assert len(paths) > 600
+    for path in paths:
         text = path.read_text(encoding="utf-8")
         assert '"about"' not in text, path.name
         assert "//" not in text, path.name
 
 
-def test_kafka_version_is_recorded() -> None:
-    recorded = (OURS / "KAFKA_VERSION").read_text(encoding="utf-8")
-    assert "4.0.0-SNAPSHOT" in recorded
-    assert "1eb7644349cb07139d6a3c1ad1986979647cac99" in recorded
+def test_provenance_is_recorded() -> None:
+    pinned = (SOURCES / "snapshot-2024-10-25" / "KAFKA_VERSION").read_text(encoding="utf-8")
+    assert "4.0.0-SNAPSHOT" in pinned and "1eb7644349cb07139d6a3c1ad1986979647cac99" in pinned
+    newest = (SOURCES / "kafka-4.4" / "KAFKA_VERSION").read_text(encoding="utf-8")
+    assert "4.4" in newest and "8d3916cfe15f13a2d878c79d302ba2d63172f0af" in newest
+    assert "KIP-896" in (OURS / "PROVENANCE.md").read_text(encoding="utf-8")
 
 
 def test_kip858_facts_present() -> None:

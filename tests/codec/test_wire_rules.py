@@ -182,12 +182,12 @@ def test_uuid_helpers() -> None:
 
 
 def test_unknown_tags_preserved_in_ascending_order() -> None:
-    msg = BrokerHeartbeatRequest(1, 2, 3, False, False, [U], unknown_tagged_fields=((5, b"\x09"), (1, b"")))
+    msg = BrokerHeartbeatRequest(1, 2, 3, False, False, [U], unknown_tagged_fields=((5, b"\x09"), (2, b"")))
     raw = msg.encode(1)
-    # Section: 3 fields: tag 0 (known), then 1 and 5 (unknown), ascending.
-    assert raw[22:].hex() == "03001102" + U.bytes.hex() + "0100050109"
+    # Section: 3 fields: tag 0 (known), then 2 and 5 (unknown), ascending.
+    assert raw[22:].hex() == "03001102" + U.bytes.hex() + "0200050109"
     back = BrokerHeartbeatRequest.decode(raw, 1)
-    assert back.unknown_tagged_fields == ((1, b""), (5, b"\x09"))
+    assert back.unknown_tagged_fields == ((2, b""), (5, b"\x09"))
     with pytest.raises(EncodeError, match="collides"):
         BrokerHeartbeatRequest(1, 2, 3, False, False, [U], unknown_tagged_fields=((0, b""),)).encode(1)
 

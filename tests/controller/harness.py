@@ -90,12 +90,15 @@ class Cluster:
         version: int = 4,
         inc: int = 0,
         cluster_id: str = CLUSTER_ID,
-        mv_range: tuple[int, int] | None = (1, fv.LATEST_PRODUCTION_LEVEL),
+        mv_range: tuple[int, int] | None = (1, fv.NEWEST_LEVEL),
         extra_features: list[Feature] | None = None,
         zk: bool = False,
     ) -> Outcome:
         feats = [] if mv_range is None else [Feature(fv.METADATA_VERSION, mv_range[0], mv_range[1])]
-        feats += extra_features or []
+        if extra_features is None:
+            # What a 4.4 broker lists besides metadata.version (features with min 0 only from v4).
+            extra_features = [Feature(n, 0, hi) for n, hi in fv.IMPLEMENTED_MAX.items()] if version >= 4 else []
+        feats += extra_features
         req = BrokerRegistrationRequest(
             broker_id=broker,
             cluster_id=cluster_id,
@@ -121,6 +124,7 @@ class Cluster:
         offline: list[uuid.UUID] | None = None,
         epoch: int | None = None,
         version: int = 1,
+        cordoned: list[uuid.UUID] | None = None,
     ) -> Outcome:
         req = BrokerHeartbeatRequest(
             broker_id=broker,
@@ -129,6 +133,7 @@ class Cluster:
             want_fence=want_fence,
             want_shut_down=want_shut_down,
             offline_log_dirs=offline or [],
+            cordoned_log_dirs=cordoned,
         )
         return self.call(63, version, req)
 

@@ -24,12 +24,12 @@ from kraft_jbod.controller import features
 from kraft_jbod.controller.log import MetadataLog
 from kraft_jbod.controller.state import ControllerState
 from kraft_jbod.messages.broker_heartbeat_request import BrokerHeartbeatRequest
-from kraft_jbod.messages.broker_registration_request import BrokerRegistrationRequest, Feature, Listener
+from kraft_jbod.messages.broker_registration_request import BrokerRegistrationRequest, Listener
+from kraft_jbod.messages.error_codes import ErrorCode
 
 CLUSTER = "MkU3OEVBNTcwNTJENDM2Qg"
 CLIENTS = 40
 KILL_AFTER_ACKS = 1000
-STALE_BROKER_EPOCH = 77
 
 
 class Conn:
@@ -76,7 +76,7 @@ def registration(b: int) -> BrokerRegistrationRequest:
         cluster_id=CLUSTER,
         incarnation_id=uuid.UUID(int=b + 1),
         listeners=[Listener("PLAINTEXT", "127.0.0.1", 9092, 0)],
-        features=[Feature(features.METADATA_VERSION, 1, features.LATEST_PRODUCTION_LEVEL)],
+        features=features.registration_features(),
         log_dirs=[uuid.UUID(int=(b << 32) | 500), uuid.UUID(int=(b << 32) | 501)],
     )
 
@@ -143,7 +143,7 @@ async def test_sigkill_loses_no_acknowledged_record(tmp_path: Path, capsys: pyte
     conn = Conn(r, w)
     for b, epoch in sorted(registered.items()):
         hb = await conn.call(BrokerHeartbeatRequest(b, epoch, epoch, want_fence=False), 1)
-        assert hb is not None and getattr(hb, "error_code") != STALE_BROKER_EPOCH, (b, epoch, hb)  # noqa: B009
+        assert hb is not None and getattr(hb, "error_code") != ErrorCode.STALE_BROKER_EPOCH, (b, epoch, hb)  # noqa: B009
     w.close()
     proc2.send_signal(signal.SIGTERM)
     assert await asyncio.wait_for(proc2.wait(), 30) == 0

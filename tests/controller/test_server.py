@@ -33,7 +33,7 @@ from kraft_jbod.messages.assign_replicas_to_dirs_request import (
     TopicData,
 )
 from kraft_jbod.messages.broker_heartbeat_request import BrokerHeartbeatRequest
-from kraft_jbod.messages.broker_registration_request import BrokerRegistrationRequest, Feature, Listener
+from kraft_jbod.messages.broker_registration_request import BrokerRegistrationRequest, Listener
 from kraft_jbod.messages.create_topics_request import CreatableTopic, CreateTopicsRequest
 from kraft_jbod.messages.describe_cluster_request import DescribeClusterRequest
 from kraft_jbod.messages.metadata_request import MetadataRequest
@@ -109,7 +109,7 @@ def registration(b: int) -> BrokerRegistrationRequest:
         cluster_id=CLUSTER,
         incarnation_id=uuid.UUID(int=b + 77),
         listeners=[Listener("PLAINTEXT", "127.0.0.1", 9092 + b, 0)],
-        features=[Feature(features.METADATA_VERSION, 1, features.LATEST_PRODUCTION_LEVEL)],
+        features=features.registration_features(),
         rack=None,
         log_dirs=dirs_of(b),
     )
@@ -129,16 +129,28 @@ async def test_api_versions_lists_state_apis_and_finalized_mv(server: Controller
     resp = await c.call(ApiVersionsRequest("kraft-jbod-test", "1.0"), 3)
     assert resp.error_code == 0
     keys = {k.api_key: (k.min_version, k.max_version) for k in resp.api_keys}
-    assert keys[18] == (0, 4)
+    assert keys[18] == (0, 5)
     for key, rng in server.state.handled_api_versions().items():
         assert keys[key] == rng
-    assert [(f.name, f.max_version_level) for f in resp.finalized_features] == [
-        ("metadata.version", features.DEFAULT_LEVEL)
-    ]
+    defaults = {n: lvl for n, lvl in features.default_feature_levels(features.DEFAULT_LEVEL).items() if lvl > 0}
+    expected = sorted({**defaults, "metadata.version": features.DEFAULT_LEVEL}.items())
+    assert [(f.name, f.max_version_level) for f in resp.finalized_features] == expected
     v0 = await c.call(ApiVersionsRequest(), 0)
     assert v0.error_code == 0 and {k.api_key for k in v0.api_keys} == set(keys)
     bad = await c.call(ApiVersionsRequest("bad name!", "1"), 3)
     assert bad.error_code == 42
+    await c.close()
+
+
+async def test_api_versions_v5_cluster_and_node_checks(server: ControllerServer) -> None:
+    """KIP-1242: both or neither of ClusterId/NodeId; a mismatch asks the client to rebootstrap."""
+    c = await Client.connect(server.addresses[0])
+    ok = await c.call(ApiVersionsRequest("t", "1", cluster_id=server.state.cluster_id, node_id=server.state.node_id), 5)
+    assert ok.error_code == 0 and ok.api_keys
+    for cid, nid, code in [("other", server.state.node_id, 129), (server.state.cluster_id, 1, 129),
+                           (None, server.state.node_id, 42), (server.state.cluster_id, -1, 42)]:
+        resp = await c.call(ApiVersionsRequest("t", "1", cluster_id=cid, node_id=nid), 5)
+        assert resp.error_code == code, (cid, nid)
     await c.close()
 
 
@@ -152,7 +164,7 @@ async def test_api_versions_kip511_fallback(server: ControllerServer) -> None:
     resp = codec.decode_response(body, 18, 0)
     assert resp.header.correlation_id == 99
     assert resp.body.error_code == 35
-    assert [(k.api_key, k.min_version, k.max_version) for k in resp.body.api_keys] == [(18, 0, 4)]
+    assert [(k.api_key, k.min_version, k.max_version) for k in resp.body.api_keys] == [(18, 0, 5)]
     # The connection stays usable: the client retries at a version we support.
     c = Client(r, w)
     assert (await c.call(ApiVersionsRequest("x", "1"), 3)).error_code == 0

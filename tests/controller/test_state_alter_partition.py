@@ -16,19 +16,19 @@ from typing import Any
 
 import pytest
 
-from kraft_jbod.controller import alter_partition as ap
 from kraft_jbod.controller.state import API_ALTER_PARTITION, Partition
 from kraft_jbod.errors import ProtocolError
 from kraft_jbod.messages.alter_partition_request import AlterPartitionRequest, BrokerState, PartitionData, TopicData
 from kraft_jbod.messages.alter_partition_response import AlterPartitionResponse
+from kraft_jbod.messages.error_codes import ErrorCode
 from kraft_jbod.messages.partition_change_record import PartitionChangeRecord
 from kraft_jbod.messages.unregister_broker_request import UnregisterBrokerRequest
 from tests.controller.harness import Cluster, dir_id
 
 NONE, UNKNOWN_TOPIC_OR_PARTITION, NOT_CONTROLLER, INVALID_REQUEST = 0, 3, 41, 42
 STALE_BROKER_EPOCH, UNKNOWN_TOPIC_ID = 77, 100
-FENCED_LEADER_EPOCH, INVALID_UPDATE_VERSION = ap.FENCED_LEADER_EPOCH, ap.INVALID_UPDATE_VERSION
-INELIGIBLE_REPLICA, OPERATION_NOT_ATTEMPTED = ap.INELIGIBLE_REPLICA, ap.OPERATION_NOT_ATTEMPTED
+FENCED_LEADER_EPOCH, INVALID_UPDATE_VERSION = ErrorCode.FENCED_LEADER_EPOCH, ErrorCode.INVALID_UPDATE_VERSION
+INELIGIBLE_REPLICA, OPERATION_NOT_ATTEMPTED = ErrorCode.INELIGIBLE_REPLICA, ErrorCode.OPERATION_NOT_ATTEMPTED
 
 
 def make_cluster(level: int = 22) -> tuple[Cluster, uuid.UUID]:

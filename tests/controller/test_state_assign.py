@@ -6,13 +6,14 @@ import uuid
 
 import pytest
 
-from kraft_jbod.controller import errors_codes as ec
+from kraft_jbod.controller import features as fv
 from kraft_jbod.messages.assign_replicas_to_dirs_request import (
     AssignReplicasToDirsRequest,
     DirectoryData,
     PartitionData,
     TopicData,
 )
+from kraft_jbod.messages.error_codes import ErrorCode
 from kraft_jbod.messages.partition_change_record import PartitionChangeRecord
 from tests.controller.harness import Cluster, dir_id
 
@@ -34,11 +35,11 @@ def test_top_level_errors() -> None:
     old = Cluster(level=16)
     old.start_broker(1, [])
     out = old.call(73, 0, AssignReplicasToDirsRequest(broker_id=1, broker_epoch=old.epoch(1)))
-    assert out.response.error_code == ec.UNSUPPORTED_VERSION and out.records == []  # type: ignore[attr-defined]
+    assert out.response.error_code == ErrorCode.UNSUPPORTED_VERSION and out.records == []  # type: ignore[attr-defined]
     c, _ = _cluster()
     for broker, epoch in ((1, c.epoch(1) + 1), (9, 0)):
         out = c.call(73, 0, AssignReplicasToDirsRequest(broker_id=broker, broker_epoch=epoch))
-        assert out.response.error_code == ec.STALE_BROKER_EPOCH  # type: ignore[attr-defined]
+        assert out.response.error_code == ErrorCode.STALE_BROKER_EPOCH  # type: ignore[attr-defined]
         assert out.response.directories == [] and out.records == []  # type: ignore[attr-defined]
 
 
@@ -64,11 +65,11 @@ def test_per_partition_errors_mirror_the_request() -> None:
     assert resp.error_code == 0  # type: ignore[attr-defined]
     codes = [[p.error_code for p in t.partitions] for t in resp.directories[0].topics]  # type: ignore[attr-defined]
     assert codes == [
-        [ec.UNKNOWN_TOPIC_ID, ec.UNKNOWN_TOPIC_ID],
-        [ec.UNKNOWN_TOPIC_OR_PARTITION, ec.NOT_LEADER_OR_FOLLOWER, ec.NONE],
+        [ErrorCode.UNKNOWN_TOPIC_ID, ErrorCode.UNKNOWN_TOPIC_ID],
+        [ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, ErrorCode.NOT_LEADER_OR_FOLLOWER, ErrorCode.NONE],
     ]
     [(rec, ver)] = out.records
-    assert isinstance(rec, PartitionChangeRecord) and ver == 1
+    assert isinstance(rec, PartitionChangeRecord) and ver == fv.partition_change_record_version(fv.DEFAULT_LEVEL)
     p = c.state.partition(tid, mine)
     assert p is not None and rec.directories == list(p.dirs)
     assert p.dir_of(1) == dir_id(1, 1)

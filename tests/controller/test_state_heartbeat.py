@@ -6,7 +6,6 @@ import uuid
 
 import pytest
 
-from kraft_jbod.controller import errors_codes as ec
 from kraft_jbod.controller.heartbeat import HbState
 from kraft_jbod.messages.broker_heartbeat_request import BrokerHeartbeatRequest
 from kraft_jbod.messages.broker_registration_change_record import BrokerRegistrationChangeRecord
@@ -15,6 +14,7 @@ from kraft_jbod.messages.create_topics_request import (
     CreatableTopic,
     CreateTopicsRequest,
 )
+from kraft_jbod.messages.error_codes import ErrorCode
 from kraft_jbod.messages.fence_broker_record import FenceBrokerRecord
 from kraft_jbod.messages.partition_change_record import PartitionChangeRecord
 from kraft_jbod.messages.unfence_broker_record import UnfenceBrokerRecord
@@ -25,10 +25,10 @@ def test_stale_epoch_and_unknown_broker() -> None:
     c = Cluster()
     c.register(1)
     out = c.heartbeat(1, epoch=c.epoch(1) + 1)
-    assert out.response.error_code == ec.STALE_BROKER_EPOCH and out.records == []  # type: ignore[attr-defined]
+    assert out.response.error_code == ErrorCode.STALE_BROKER_EPOCH and out.records == []  # type: ignore[attr-defined]
     assert out.response.is_fenced is True  # type: ignore[attr-defined]
     out = c.call(63, 0, BrokerHeartbeatRequest(broker_id=9, broker_epoch=0))
-    assert out.response.error_code == ec.STALE_BROKER_EPOCH  # type: ignore[attr-defined]
+    assert out.response.error_code == ErrorCode.STALE_BROKER_EPOCH  # type: ignore[attr-defined]
 
 
 def test_unfencing_sequence() -> None:
@@ -68,7 +68,7 @@ def test_heartbeat_table(start: str, wf: bool, ws: bool, leads: bool, fenced: bo
     c.start_broker(2)
     if leads:
         c.call(19, 7, _topic_on([1, 2]))
-        assert c.state.brokers[1].active and c.state._leader_count.get(1, 0) > 0
+        assert c.state.brokers[1].active and c.state.image.leader_count.get(1, 0) > 0
     if start == "fenced":
         c.heartbeat(1, want_fence=True)
         assert c.state.broker_state(1) is HbState.FENCED
@@ -193,7 +193,7 @@ def test_kip_profile_unknown_offline_dir_is_an_error() -> None:
     c, _ = _two_brokers_three_dirs("kip")
     before = c.state.durable_state()
     out = c.heartbeat(1, offline=[dir_id(1, 0), uuid.UUID(int=12345 << 64)])
-    assert out.response.error_code == ec.LOG_DIR_NOT_FOUND and out.records == []  # type: ignore[attr-defined]
+    assert out.response.error_code == ErrorCode.LOG_DIR_NOT_FOUND and out.records == []  # type: ignore[attr-defined]
     assert c.state.durable_state() == before
     out = c.heartbeat(1, offline=[dir_id(1, 0)])
     assert out.response.error_code == 0 and out.records  # type: ignore[attr-defined]

@@ -40,6 +40,8 @@ OPS = st.one_of(
     *[st.tuples(st.just("alter"), st.sampled_from([0, 0, 0, 1]), st.integers(0, 3), st.integers(0, 7),
                 st.sampled_from([0, 0, 0, 1]), st.integers(0, 3), st.integers(0, 3))] * 2,
     st.tuples(st.just("allocate"), BROKERS),
+    # heartbeat v2 reporting cordoned dirs (bit i = dir i; 8 = null)
+    st.tuples(st.just("cordon"), BROKERS, st.sampled_from([0, 1, 3, 7, 8])),
 )
 
 
@@ -103,6 +105,11 @@ def _step(c: Cluster, op: tuple[Any, ...]) -> None:
         topic = TopicData(topic_name=f"t{t}", topic_id=tid, partitions=[pd])
         alter = AlterPartitionRequest(broker_id=requester, broker_epoch=st_.brokers[requester].epoch, topics=[topic])
         c.call(56, version, alter)
+    elif kind == "cordon":
+        _, b, mask = op
+        if b in st_.brokers:
+            cordoned = None if mask == 8 else [dir_id(b, i) for i in range(3) if mask >> i & 1]
+            c.heartbeat(b, version=2, cordoned=cordoned)
     elif kind == "allocate":
         b = op[1]
         if b in st_.brokers:

@@ -7,39 +7,43 @@ from collections.abc import Callable
 
 import pytest
 
-from kraft_jbod.controller import errors_codes as ec
 from kraft_jbod.controller import features as fv
 from kraft_jbod.controller.state import ControllerState
 from kraft_jbod.errors import ConfigError, ProtocolError
 from kraft_jbod.messages.broker_registration_request import BrokerRegistrationRequest, Feature
+from kraft_jbod.messages.error_codes import ErrorCode
 from kraft_jbod.messages.feature_level_record import FeatureLevelRecord
 from kraft_jbod.messages.register_broker_record import RegisterBrokerRecord
-from kraft_jbod.messages.zk_migration_state_record import ZkMigrationStateRecord
 from tests.controller.harness import Cluster, dir_id
 
 NEGATIVE_RESERVED = uuid.UUID(int=(1 << 63) | 5)  # msb 0, lsb negative as a signed long
 
 ERROR_CASES: list[tuple[str, str, Callable[[Cluster], object], int]] = [
-    ("kafka", "wrong cluster id", lambda c: c.register(1, cluster_id="other"), ec.INCONSISTENT_CLUSTER_ID),
-    ("kafka", "live duplicate", lambda c: (c.register(1), c.register(1, inc=1))[1], ec.DUPLICATE_BROKER_REGISTRATION),
-    ("kafka", "zk broker", lambda c: c.register(1, zk=True), ec.BROKER_ID_NOT_REGISTERED),
-    ("kafka", "no log dirs", lambda c: c.register(1, []), ec.INVALID_REGISTRATION),
-    ("kip", "no log dirs", lambda c: c.register(1, []), ec.INVALID_REQUEST),
-    ("kafka", "v1 has no log dirs", lambda c: c.register(1, version=1), ec.INVALID_REGISTRATION),
-    ("kafka", "reserved MIGRATING", lambda c: c.register(1, [uuid.UUID(int=0)]), ec.INVALID_REGISTRATION),
-    ("kafka", "reserved 99", lambda c: c.register(1, [dir_id(1, 0), uuid.UUID(int=99)]), ec.INVALID_REGISTRATION),
-    ("kafka", "reserved negative lsb", lambda c: c.register(1, [NEGATIVE_RESERVED]), ec.INVALID_REGISTRATION),
-    ("kip", "reserved 2", lambda c: c.register(1, [uuid.UUID(int=2)]), ec.INVALID_REGISTRATION),
-    ("kafka", "duplicate dir", lambda c: c.register(1, [dir_id(1, 0), dir_id(1, 0)]), ec.INVALID_REGISTRATION),
-    ("kafka", "foreign dir", lambda c: (c.register(2), c.register(1, [dir_id(2, 0)]))[1], ec.INVALID_REGISTRATION),
-    ("kafka", "mv range below", lambda c: c.register(1, mv_range=(1, 16)), ec.UNSUPPORTED_VERSION),
-    ("kafka", "mv range above", lambda c: c.register(1, mv_range=(23, 25)), ec.UNSUPPORTED_VERSION),
-    ("kafka", "mv omitted means [1,1]", lambda c: c.register(1, mv_range=None), ec.UNSUPPORTED_VERSION),
+    ("kafka", "wrong cluster id", lambda c: c.register(1, cluster_id="other"), ErrorCode.INCONSISTENT_CLUSTER_ID),
+    (
+        "kafka",
+        "live duplicate",
+        lambda c: (c.register(1), c.heartbeat(1), c.register(1, inc=1))[2],
+        ErrorCode.DUPLICATE_BROKER_REGISTRATION,
+    ),
+    ("kafka", "zk broker", lambda c: c.register(1, zk=True), ErrorCode.BROKER_ID_NOT_REGISTERED),
+    ("kafka", "no log dirs", lambda c: c.register(1, []), ErrorCode.INVALID_REGISTRATION),
+    ("kip", "no log dirs", lambda c: c.register(1, []), ErrorCode.INVALID_REQUEST),
+    ("kafka", "v1 has no log dirs", lambda c: c.register(1, version=1), ErrorCode.INVALID_REGISTRATION),
+    ("kafka", "reserved MIGRATING", lambda c: c.register(1, [uuid.UUID(int=0)]), ErrorCode.INVALID_REGISTRATION),
+    ("kafka", "reserved 99", lambda c: c.register(1, [dir_id(1, 0), uuid.UUID(int=99)]), ErrorCode.INVALID_REGISTRATION),
+    ("kafka", "reserved negative lsb", lambda c: c.register(1, [NEGATIVE_RESERVED]), ErrorCode.INVALID_REGISTRATION),
+    ("kip", "reserved 2", lambda c: c.register(1, [uuid.UUID(int=2)]), ErrorCode.INVALID_REGISTRATION),
+    ("kafka", "duplicate dir", lambda c: c.register(1, [dir_id(1, 0), dir_id(1, 0)]), ErrorCode.INVALID_REGISTRATION),
+    ("kafka", "foreign dir", lambda c: (c.register(2), c.register(1, [dir_id(2, 0)]))[1], ErrorCode.INVALID_REGISTRATION),
+    ("kafka", "mv range below", lambda c: c.register(1, mv_range=(1, 16)), ErrorCode.UNSUPPORTED_VERSION),
+    ("kafka", "mv range above", lambda c: c.register(1, mv_range=(23, 25)), ErrorCode.UNSUPPORTED_VERSION),
+    ("kafka", "mv omitted", lambda c: c.register(1, mv_range=None), ErrorCode.INVALID_REGISTRATION),
     (
         "kafka",
         "kraft.version range excludes 0",
         lambda c: c.register(1, extra_features=[Feature(fv.KRAFT_VERSION, 1, 1)]),
-        ec.UNSUPPORTED_VERSION,
+        ErrorCode.UNSUPPORTED_VERSION,
     ),
 ]
 
@@ -50,7 +54,7 @@ def test_registration_errors(profile: str, case: str, act: Callable[[Cluster], o
     before = c.state.durable_state()
     start = c.end_offset
     out = act(c)
-    assert out.response.error_code == code, ec.error_name(out.response.error_code)  # type: ignore[attr-defined]
+    assert out.response.error_code == code, ErrorCode(out.response.error_code).name  # type: ignore[attr-defined]
     assert out.records == []  # type: ignore[attr-defined]
     assert out.response.broker_epoch == -1  # type: ignore[attr-defined]
     if case not in ("live duplicate", "foreign dir"):
@@ -66,9 +70,10 @@ def test_success_epoch_is_record_offset_and_record_shape() -> None:
     assert out.response.error_code == 0  # type: ignore[attr-defined]
     assert out.response.broker_epoch == offset  # type: ignore[attr-defined]
     [(rec, ver)] = out.records
-    assert isinstance(rec, RegisterBrokerRecord) and ver == 3
+    assert isinstance(rec, RegisterBrokerRecord) and ver == fv.register_broker_record_version(fv.DEFAULT_LEVEL)
     assert rec.fenced is True and rec.broker_epoch == offset
-    assert rec.log_dirs == [dir_id(1, 0), dir_id(1, 1)]  # sorted by signed (msb, lsb)
+    assert rec.log_dirs == [dir_id(1, 1), dir_id(1, 0)]  # request order, as Kafka copies it
+    assert c.state.brokers[1].registered_dirs == (dir_id(1, 0), dir_id(1, 1))  # the image sorts
     assert c.state.brokers[1].reg_offset == offset
 
 
@@ -110,12 +115,35 @@ def test_register_record_version_follows_metadata_version(level: int, expected: 
     assert out.records[-1][1] == expected
 
 
-def test_bootstrap_records_start_with_metadata_version() -> None:
-    recs = ControllerState.bootstrap_records(17)
-    assert isinstance(recs[0][0], FeatureLevelRecord)
-    assert recs[0][0].name == "metadata.version" and recs[0][0].feature_level == 17
-    assert isinstance(recs[1][0], ZkMigrationStateRecord)
-    assert [type(r) for r, _ in ControllerState.bootstrap_records(5)] == [FeatureLevelRecord]
+def _boot(level: int) -> list[tuple[str, int]]:
+    out = []
+    for rec, ver in ControllerState.bootstrap_records(level):
+        assert isinstance(rec, FeatureLevelRecord) and ver == 0
+        out.append((rec.name, rec.feature_level))
+    return out
+
+
+# What Kafka 4.4's formatter finalizes (BootstrapMetadata.fromVersions with each feature's
+# defaultLevel): metadata.version first, then the rest sorted by name, zeros left out.
+# eligible.leader.replicas.version would be 1 from 26; we do not implement ELR, so it stays 0.
+BOOTSTRAP = [
+    (5, [("metadata.version", 5)]),
+    (17, [("metadata.version", 17)]),
+    (21, [("metadata.version", 21)]),
+    (22, [("metadata.version", 22), ("group.version", 1)]),
+    (24, [("metadata.version", 24), ("group.version", 1), ("transaction.version", 2)]),
+    (28, [("metadata.version", 28), ("group.version", 1), ("share.version", 1), ("transaction.version", 2)]),
+    (29, [("metadata.version", 29), ("group.version", 1), ("share.version", 1), ("streams.version", 1),
+          ("transaction.version", 2)]),
+]
+
+
+@pytest.mark.parametrize(("level", "expected"), BOOTSTRAP)
+def test_bootstrap_records_as_kafkas_formatter(level: int, expected: list[tuple[str, int]]) -> None:
+    assert _boot(level) == expected
+
+
+def test_bootstrap_range() -> None:
     for bad in (3, fv.MAX_SUPPORTED_LEVEL + 1):
         with pytest.raises(ConfigError):
             ControllerState.bootstrap_records(bad)

@@ -6,7 +6,7 @@ import uuid
 
 import pytest
 
-from kraft_jbod.controller import errors_codes as ec
+from kraft_jbod.controller import features as fv
 from kraft_jbod.messages.create_topics_request import (
     CreatableReplicaAssignment,
     CreatableTopic,
@@ -14,6 +14,7 @@ from kraft_jbod.messages.create_topics_request import (
 )
 from kraft_jbod.messages.delete_topics_request import DeleteTopicsRequest, DeleteTopicState
 from kraft_jbod.messages.describe_cluster_request import DescribeClusterRequest
+from kraft_jbod.messages.error_codes import ErrorCode
 from kraft_jbod.messages.partition_record import PartitionRecord
 from kraft_jbod.messages.remove_topic_record import RemoveTopicRecord
 from kraft_jbod.messages.topic_record import TopicRecord
@@ -41,20 +42,20 @@ def _topic(name: str, n: int = 1, rf: int = 1, assignments: list[list[int]] | No
 
 
 CREATE_ERRORS = [
-    ("empty name", [_topic("")], ec.INVALID_TOPIC_EXCEPTION),
-    ("dot", [_topic(".")], ec.INVALID_TOPIC_EXCEPTION),
-    ("bad char", [_topic("a/b")], ec.INVALID_TOPIC_EXCEPTION),
-    ("too long", [_topic("x" * 250)], ec.INVALID_TOPIC_EXCEPTION),
-    ("duplicate in request", [_topic("d"), _topic("d")], ec.INVALID_REQUEST),
-    ("zero partitions", [_topic("z", 0)], ec.INVALID_PARTITIONS),
-    ("negative partitions", [_topic("z", -2)], ec.INVALID_PARTITIONS),
-    ("zero rf", [_topic("z", 1, 0)], ec.INVALID_REPLICATION_FACTOR),
-    ("rf above brokers", [_topic("z", 1, 4)], ec.INVALID_REPLICATION_FACTOR),
-    ("assignment and counts", [_topic("z", 1, 1, [[1]])], ec.INVALID_REQUEST),
-    ("assignment gap", [CreatableTopic("z", -1, -1, [CreatableReplicaAssignment(1, [1])])], ec.INVALID_REPLICA_ASSIGNMENT),
-    ("assignment empty", [_topic("z", -1, -1, [[]])], ec.INVALID_REPLICA_ASSIGNMENT),
-    ("assignment repeat", [_topic("z", -1, -1, [[1, 1]])], ec.INVALID_REPLICA_ASSIGNMENT),
-    ("assignment unknown broker", [_topic("z", -1, -1, [[1, 9]])], ec.INVALID_REPLICA_ASSIGNMENT),
+    ("empty name", [_topic("")], ErrorCode.INVALID_TOPIC_EXCEPTION),
+    ("dot", [_topic(".")], ErrorCode.INVALID_TOPIC_EXCEPTION),
+    ("bad char", [_topic("a/b")], ErrorCode.INVALID_TOPIC_EXCEPTION),
+    ("too long", [_topic("x" * 250)], ErrorCode.INVALID_TOPIC_EXCEPTION),
+    ("duplicate in request", [_topic("d"), _topic("d")], ErrorCode.INVALID_REQUEST),
+    ("zero partitions", [_topic("z", 0)], ErrorCode.INVALID_PARTITIONS),
+    ("negative partitions", [_topic("z", -2)], ErrorCode.INVALID_PARTITIONS),
+    ("zero rf", [_topic("z", 1, 0)], ErrorCode.INVALID_REPLICATION_FACTOR),
+    ("rf above brokers", [_topic("z", 1, 4)], ErrorCode.INVALID_REPLICATION_FACTOR),
+    ("assignment and counts", [_topic("z", 1, 1, [[1]])], ErrorCode.INVALID_REQUEST),
+    ("assignment gap", [CreatableTopic("z", -1, -1, [CreatableReplicaAssignment(1, [1])])], ErrorCode.INVALID_REPLICA_ASSIGNMENT),
+    ("assignment empty", [_topic("z", -1, -1, [[]])], ErrorCode.INVALID_REPLICA_ASSIGNMENT),
+    ("assignment repeat", [_topic("z", -1, -1, [[1, 1]])], ErrorCode.INVALID_REPLICA_ASSIGNMENT),
+    ("assignment unknown broker", [_topic("z", -1, -1, [[1, 9]])], ErrorCode.INVALID_REPLICA_ASSIGNMENT),
 ]
 
 
@@ -70,10 +71,10 @@ def test_existing_topic_and_fenced_only_assignment() -> None:
     c = _cluster()
     c.create_topic("t", 1, 1)
     out = c.create_topic("t", 1, 1)
-    assert out.response.topics[0].error_code == ec.TOPIC_ALREADY_EXISTS  # type: ignore[attr-defined]
+    assert out.response.topics[0].error_code == ErrorCode.TOPIC_ALREADY_EXISTS  # type: ignore[attr-defined]
     c.heartbeat(3, want_fence=True)
     out = c.call(19, 7, CreateTopicsRequest(topics=[_topic("f", -1, -1, [[3]])]))
-    assert out.response.topics[0].error_code == ec.INVALID_REPLICA_ASSIGNMENT  # type: ignore[attr-defined]
+    assert out.response.topics[0].error_code == ErrorCode.INVALID_REPLICA_ASSIGNMENT  # type: ignore[attr-defined]
 
 
 @pytest.mark.parametrize("version", range(0, 8))
@@ -89,7 +90,7 @@ def test_create_topic_records_and_default_directories(version: int) -> None:
         assert res.topic_id == tid
     expected = {1: dir_id(1, 0), 2: UNASSIGNED, 3: dir_id(3, 0)}
     for rec, ver in out.records[1:]:
-        assert ver == 1
+        assert ver == fv.partition_record_version(fv.DEFAULT_LEVEL)
         assert isinstance(rec, PartitionRecord)
         assert rec.directories == [expected[b] for b in rec.replicas]
         assert rec.isr == rec.replicas and rec.leader == rec.replicas[0]
@@ -131,7 +132,7 @@ def test_delete_topics_by_name_and_id() -> None:
     assert tid_b is not None
     out = c.call(20, 5, DeleteTopicsRequest(topic_names=["a", "nope", "a"]))
     codes = [r.error_code for r in out.response.responses]  # type: ignore[attr-defined]
-    assert codes == [ec.INVALID_REQUEST, ec.UNKNOWN_TOPIC_OR_PARTITION, ec.INVALID_REQUEST]
+    assert codes == [ErrorCode.INVALID_REQUEST, ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, ErrorCode.INVALID_REQUEST]
     out = c.call(20, 4, DeleteTopicsRequest(topic_names=["a"]))
     assert [type(r) for r, _ in out.records] == [RemoveTopicRecord]
     assert c.state.topic_id_of("a") is None
@@ -141,7 +142,7 @@ def test_delete_topics_by_name_and_id() -> None:
         DeleteTopicState(name="b", topic_id=tid_b),
     ]))
     codes = [r.error_code for r in out.response.responses]  # type: ignore[attr-defined]
-    assert codes == [ec.NONE, ec.UNKNOWN_TOPIC_ID, ec.INVALID_REQUEST]
+    assert codes == [ErrorCode.NONE, ErrorCode.UNKNOWN_TOPIC_ID, ErrorCode.INVALID_REQUEST]
     assert out.response.responses[0].name == "b"  # type: ignore[attr-defined]
     assert c.state.topics == {} and c.state.check_invariants() == []
 
@@ -150,7 +151,7 @@ def test_unregister() -> None:
     c = _cluster()
     c.create_topic("t", 3, 3)
     out = c.call(64, 0, UnregisterBrokerRequest(broker_id=9))
-    assert out.response.error_code == ec.BROKER_ID_NOT_REGISTERED  # type: ignore[attr-defined]
+    assert out.response.error_code == ErrorCode.BROKER_ID_NOT_REGISTERED  # type: ignore[attr-defined]
     out = c.call(64, 0, UnregisterBrokerRequest(broker_id=1))
     assert out.response.error_code == 0  # type: ignore[attr-defined]
     assert isinstance(out.records[-1][0], UnregisterBrokerRecord)
@@ -170,6 +171,6 @@ def test_describe_cluster() -> None:
     assert [b.broker_id for b in resp.brokers] == [1, 2]  # type: ignore[attr-defined]
     assert resp.brokers[0].port == 9093  # type: ignore[attr-defined]
     out = c.call(60, 1, DescribeClusterRequest(endpoint_type=3))
-    assert out.response.error_code == ec.UNSUPPORTED_ENDPOINT_TYPE  # type: ignore[attr-defined]
+    assert out.response.error_code == ErrorCode.UNSUPPORTED_ENDPOINT_TYPE  # type: ignore[attr-defined]
     out = c.call(60, 1, DescribeClusterRequest(endpoint_type=2))
     assert out.response.brokers == []  # type: ignore[attr-defined]

@@ -52,7 +52,7 @@ from kraft_jbod import codec
 from kraft_jbod.connection import NEED_DATA, ClientConnection, ResponseReceived
 from kraft_jbod.controller import features
 from kraft_jbod.messages.broker_heartbeat_request import BrokerHeartbeatRequest
-from kraft_jbod.messages.broker_registration_request import BrokerRegistrationRequest, Feature, Listener
+from kraft_jbod.messages.broker_registration_request import BrokerRegistrationRequest, Listener
 
 CLUSTER = "MkU3OEVBNTcwNTJENDM2Qg"
 _BE_i = struct.Struct(">i")
@@ -308,7 +308,7 @@ def _registration(b: int) -> BrokerRegistrationRequest:
         cluster_id=CLUSTER,
         incarnation_id=uuid.UUID(int=b + 1),
         listeners=[Listener("PLAINTEXT", "127.0.0.1", 9092, 0)],
-        features=[Feature(features.METADATA_VERSION, 1, features.LATEST_PRODUCTION_LEVEL)],
+        features=features.registration_features(),
         log_dirs=[uuid.UUID(int=(b << 32) | 500), uuid.UUID(int=(b << 32) | 501)],
     )
 

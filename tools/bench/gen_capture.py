@@ -55,13 +55,13 @@ from kraft_jbod.messages.broker_registration_change_record import BrokerRegistra
 from kraft_jbod.messages.partition_change_record import PartitionChangeRecord
 from kraft_jbod.messages.partition_record import PartitionRecord
 from kraft_jbod.messages.register_broker_record import BrokerEndpoint, RegisterBrokerRecord
+from kraft_jbod.wire.constants import METADATA_TOPIC_ID
 from kraft_jbod.wire.records import Record, RecordBatch, write_record_batch
 
 START_NS = 1_735_000_000_000_000_000
 CONTROLLER = ("10.1.0.100", 9093)
 BROKER_PORT = 9092
 CLUSTER_ID = "q1Sh-9_ISia_zwGINzRvyQ"
-METADATA_TOPIC_ID = uuid.UUID(int=1)
 SOFTWARE = [("apache-kafka-java", "3.9.1"), ("apache-kafka-java", "4.0.0"), ("librdkafka", "2.6.1"),
             ("kafka-python", "2.0.2"), ("franz-go", "1.18.0")]
 

@@ -1,0 +1,245 @@
+"""Broker lifecycle: BrokerRegistration (62), BrokerHeartbeat (63), UnregisterBroker (64), session expiry.
+
+Registration checks, in Kafka's order (ClusterControlManager.registerBroker, described
+in our words): cluster id, a live session of another incarnation, ZK migration, LogDirs
+(required, not reserved, not repeated, not owned by another broker), then features. A new
+incarnation gets a new epoch (the offset of its RegisterBrokerRecord) and starts fenced.
+
+Heartbeats go through the table of :mod:`kraft_jbod.controller.heartbeat`; OfflineLogDirs
+(v1, JBOD levels) take the directories offline after the state transition.
+"""
+
+from __future__ import annotations
+
+import uuid
+
+from kraft_jbod.controller import features as fv
+from kraft_jbod.controller.context import Call, ControllerContext, Outcome, RecordAndVersion
+from kraft_jbod.controller.draft import Draft
+from kraft_jbod.controller.heartbeat import HbEffect, classify, transition
+from kraft_jbod.controller.image import sorted_partitions
+from kraft_jbod.controller.limits import EXCESSIVE_BATCH, MAX_RECORDS_PER_USER_OP
+from kraft_jbod.controller.profiles import is_reserved_directory
+from kraft_jbod.messages.broker_heartbeat_request import BrokerHeartbeatRequest
+from kraft_jbod.messages.broker_heartbeat_response import BrokerHeartbeatResponse
+from kraft_jbod.messages.broker_registration_change_record import BrokerRegistrationChangeRecord
+from kraft_jbod.messages.broker_registration_request import BrokerRegistrationRequest
+from kraft_jbod.messages.broker_registration_response import BrokerRegistrationResponse
+from kraft_jbod.messages.error_codes import ErrorCode
+from kraft_jbod.messages.register_broker_record import BrokerEndpoint, BrokerFeature, RegisterBrokerRecord
+from kraft_jbod.messages.unregister_broker_record import UnregisterBrokerRecord
+from kraft_jbod.messages.unregister_broker_request import UnregisterBrokerRequest
+from kraft_jbod.messages.unregister_broker_response import UnregisterBrokerResponse
+
+
+def handle_registration(ctx: ControllerContext, call: Call, req: BrokerRegistrationRequest) -> Outcome:
+    def fail(code: int) -> Outcome:
+        return Outcome(BrokerRegistrationResponse(error_code=code, broker_epoch=-1), [])
+
+    img = ctx.image
+    api_version, now_ms, next_offset = call.api_version, call.now_ms, call.next_offset
+    if req.cluster_id != ctx.cluster_id:
+        return fail(ErrorCode.INCONSISTENT_CLUSTER_ID)
+    existing = img.brokers.get(req.broker_id)
+    new_incarnation = existing is None or existing.incarnation_id != req.incarnation_id
+    if (
+        existing is not None
+        and new_incarnation
+        and ctx.sessions.valid(req.broker_id, existing.epoch, now_ms, ctx.session_timeout_ms)
+    ):
+        return fail(ErrorCode.DUPLICATE_BROKER_REGISTRATION)
+    if api_version >= 1 and req.is_migrating_zk_broker:
+        return fail(ErrorCode.BROKER_ID_NOT_REGISTERED)
+    mv = img.metadata_version
+    jbod = fv.supports_jbod(mv)
+    dirs = list(req.log_dirs) if api_version >= 2 else []
+    if not jbod:
+        dirs = []
+    elif (dirs_error := log_dirs_error(ctx, req.broker_id, dirs)) is not None:
+        return fail(dirs_error)
+    feature_error = features_error(ctx, req)
+    if feature_error != ErrorCode.NONE:
+        return fail(feature_error)
+
+    d = Draft(ctx)
+    if existing is not None and existing.active:
+        if new_incarnation:
+            # The old incarnation still leads partitions; move them before the new
+            # registration (fenced) replaces it, so no leader sits on a fenced broker.
+            d.fence(existing, with_record=False)
+        elif jbod:
+            dropped = [x for x in existing.online_dirs if x not in set(dirs)]
+            if dropped:
+                d.online[existing.broker_id] = frozenset(dirs)
+                for directory in dropped:
+                    for p in sorted_partitions(img.index.get(existing.broker_id, {}).get(directory, ())):
+                        d.remove_from_isr(p, existing.broker_id)
+    if new_incarnation or existing is None:
+        epoch, fenced, ics = next_offset + len(d.records), True, False
+    else:
+        epoch, fenced, ics = existing.epoch, existing.fenced, existing.in_controlled_shutdown
+    rec = RegisterBrokerRecord(
+        broker_id=req.broker_id,
+        incarnation_id=req.incarnation_id,
+        broker_epoch=epoch,
+        end_points=[BrokerEndpoint(x.name, x.host, x.port, x.security_protocol) for x in req.listeners],
+        features=[BrokerFeature(f.name, f.min_supported_version, f.max_supported_version) for f in req.features],
+        rack=req.rack,
+        fenced=fenced,
+        in_controlled_shutdown=ics,
+        log_dirs=dirs,  # in request order, as Kafka copies them (the image sorts)
+    )
+    d.records.append((rec, fv.register_broker_record_version(mv)))
+    return Outcome(BrokerRegistrationResponse(error_code=ErrorCode.NONE, broker_epoch=epoch), d.records)
+
+
+def log_dirs_error(ctx: ControllerContext, broker_id: int, dirs: list[uuid.UUID]) -> int | None:
+    """Kafka's LogDirs checks at JBOD levels: present, not reserved, not repeated, not another
+    broker's (online) directory. None when they pass."""
+    if not dirs:
+        return ctx.profile.empty_log_dirs_error
+    if any(is_reserved_directory(x) for x in dirs) or len(set(dirs)) != len(dirs):
+        return ErrorCode.INVALID_REGISTRATION
+    if any(ctx.image.dir_owner.get(x, broker_id) != broker_id for x in dirs):
+        return ErrorCode.INVALID_REGISTRATION
+    return None
+
+
+def features_error(ctx: ControllerContext, req: BrokerRegistrationRequest) -> ErrorCode:
+    """Kafka's feature checks in its order: each listed range must hold the finalized level
+    (UNSUPPORTED_VERSION), metadata.version must be listed (INVALID_REGISTRATION), and every
+    finalized feature the broker leaves out must be at level 0 (UNSUPPORTED_VERSION)."""
+    finalized = dict(ctx.image.features)
+    finalized[fv.METADATA_VERSION] = ctx.metadata_version
+    finalized[fv.KRAFT_VERSION] = 0  # the live kraft.version of a static single voter
+    listed = {f.name: (f.min_supported_version, f.max_supported_version) for f in req.features}
+    for name, (lo, hi) in listed.items():
+        if not lo <= finalized.get(name, 0) <= hi:
+            return ErrorCode.UNSUPPORTED_VERSION
+    if fv.METADATA_VERSION not in listed:
+        return ErrorCode.INVALID_REGISTRATION
+    if any(level != 0 and name not in listed for name, level in finalized.items()):
+        return ErrorCode.UNSUPPORTED_VERSION
+    return ErrorCode.NONE
+
+
+def handle_heartbeat(ctx: ControllerContext, call: Call, req: BrokerHeartbeatRequest) -> Outcome:
+    img = ctx.image
+    api_version, next_offset = call.api_version, call.next_offset
+    reg = img.brokers.get(req.broker_id)
+    if reg is None or reg.epoch != req.broker_epoch:
+        return Outcome(BrokerHeartbeatResponse(error_code=ErrorCode.STALE_BROKER_EPOCH), [])
+    b = reg.broker_id
+    ctx.sessions.touch(b, reg.epoch, call.now_ms)
+    ctx.sessions.metadata_offset[b] = req.current_metadata_offset
+    caught_up = req.current_metadata_offset >= reg.reg_offset
+    state = reg.hb_state
+    mv = img.metadata_version
+    jbod = fv.supports_jbod(mv)
+    offline = list(req.offline_log_dirs) if api_version >= 1 and jbod else []
+    prof = ctx.profile
+    if offline and prof.unknown_offline_dir_error is not None:
+        registered = set(reg.registered_dirs)
+        if any(x not in registered for x in offline):
+            return Outcome(
+                BrokerHeartbeatResponse(
+                    error_code=prof.unknown_offline_dir_error,
+                    is_caught_up=caught_up,
+                    is_fenced=state.fenced,
+                    should_shut_down=False,
+                ),
+                [],
+            )
+    unfence_allowed = True
+    if prof.fence_while_unassigned and jbod and len(reg.registered_dirs) >= 2:
+        unfence_allowed = not img.index.get(b, {}).get(prof.unassigned)
+    event = classify(
+        state,
+        want_fence=req.want_fence,
+        want_shut_down=req.want_shut_down,
+        caught_up=caught_up,
+        unfence_allowed=unfence_allowed,
+        leads_partitions=img.leader_count.get(b, 0) > 0,
+        # Only a broker in controlled shutdown needs the O(brokers) scan; for the others
+        # (cs_offset -1) the comparison is true whatever the lowest offset is.
+        shutdown_offset_replayed=reg.cs_offset < 0 or reg.cs_offset <= ctx.sessions.lowest_active_offset(img),
+    )
+    effect, next_state = transition(state, event)
+    d = Draft(ctx)
+    wanted = set(offline)
+    newly = [x for x in reg.online_dirs if x in wanted]
+    if effect is HbEffect.FENCE:
+        d.fence(reg)
+    elif effect is HbEffect.UNFENCE:
+        if newly:
+            # Kafka elects this broker for its leaderless partitions from the state before
+            # the heartbeat, so one in a directory reported offline by the same heartbeat
+            # gets it as leader (docs/divergences.md). We let the election see the
+            # directories as offline already; the records keep Kafka's order.
+            d.online[b] = frozenset(reg.online_dirs) - wanted
+        d.unfence(reg)
+    elif effect is HbEffect.ENTER_CONTROLLED_SHUTDOWN:
+        if mv >= fv.MV_3_3_IV3:
+            d.records.append(
+                (BrokerRegistrationChangeRecord(broker_id=b, broker_epoch=reg.epoch, in_controlled_shutdown=1), 1)
+            )
+        d.fence(reg, with_record=False)
+        if mv < fv.MV_3_3_IV3:
+            # No durable flag before 3.3-IV3: remember the offset softly, like Kafka.
+            reg.cs_offset = next_offset + len(d.records) - 1
+    if newly:
+        d.dirs_offline(reg, newly)
+    cordoned = req.cordoned_log_dirs if api_version >= 2 else None
+    if cordoned is not None and fv.supports_cordoned_dirs(mv) and _cordoned_changed(reg.cordoned_dirs, cordoned):
+        # KIP-1066: recorded as sent whenever the set changes (or was unknown); nothing
+        # else moves: assignment, ISR and fencing ignore cordoning, placement skips
+        # brokers whose online directories are all cordoned.
+        change = BrokerRegistrationChangeRecord(broker_id=b, broker_epoch=reg.epoch, cordoned_log_dirs=list(cordoned))
+        d.records.append((change, fv.registration_change_record_version(mv, cordoned=True)))
+    resp = BrokerHeartbeatResponse(
+        error_code=ErrorCode.NONE,
+        is_caught_up=caught_up,
+        is_fenced=next_state.fenced,
+        should_shut_down=next_state.should_shut_down,
+    )
+    return Outcome(resp, d.records)
+
+
+def _cordoned_changed(known: tuple[uuid.UUID, ...] | None, reported: list[uuid.UUID]) -> bool:
+    """Kafka's BrokerRegistration.cordonedDirChanged: unknown so far, or another set."""
+    return known is None or set(known) != set(reported)
+
+
+def handle_unregister(ctx: ControllerContext, call: Call, req: UnregisterBrokerRequest) -> Outcome:
+    reg = ctx.image.brokers.get(req.broker_id)
+    if reg is None:
+        return Outcome(
+            UnregisterBrokerResponse(
+                error_code=ErrorCode.BROKER_ID_NOT_REGISTERED,
+                error_message=f"Broker {req.broker_id} is not registered.",
+            ),
+            [],
+        )
+    d = Draft(ctx)
+    d.fence(reg, with_record=False)
+    d.records.append((UnregisterBrokerRecord(broker_id=reg.broker_id, broker_epoch=reg.epoch), 0))
+    if len(d.records) > MAX_RECORDS_PER_USER_OP:
+        # Kafka bounds this user operation too (BoundedList in unregisterBroker).
+        resp = UnregisterBrokerResponse(error_code=ErrorCode.POLICY_VIOLATION, error_message=EXCESSIVE_BATCH)
+        return Outcome(resp, [])
+    return Outcome(UnregisterBrokerResponse(error_code=ErrorCode.NONE, error_message=None), d.records)
+
+
+def expire_sessions(ctx: ControllerContext, now_ms: int) -> list[RecordAndVersion]:
+    """Fence every broker whose session expired; records for one batch.
+
+    As Kafka 4.4 (maybeFenceOneStaleBroker), a broker fenced already (by WantFence, or
+    never unfenced) that kept heartbeating is fenced again when it falls silent: its ISR
+    memberships are revisited and a fencing registration change is written.
+    """
+    d = Draft(ctx)
+    for b, epoch in ctx.sessions.pop_expired(now_ms, ctx.session_timeout_ms):
+        reg = ctx.image.brokers.get(b)
+        if reg is not None and reg.epoch == epoch:
+            d.fence(reg)
+    return d.records

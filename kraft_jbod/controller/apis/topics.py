@@ -1,0 +1,423 @@
+"""Topics and partitions: CreateTopics (19), DeleteTopics (20), AlterPartition (56).
+
+CreateTopics plans every topic of a request against the draft (so names and placement
+counts of earlier topics in the request count), writes a TopicRecord and one
+PartitionRecord per partition, and refuses the whole request past 10,000 partitions as
+Kafka does (KAFKA-17870). DeleteTopics writes one RemoveTopicRecord per distinct topic.
+AlterPartition applies the pure rules of :mod:`kraft_jbod.controller.alter_partition`.
+"""
+
+from __future__ import annotations
+
+import random
+import re
+import uuid
+
+from kraft_jbod.controller import alter_partition as ap
+from kraft_jbod.controller import features as fv
+from kraft_jbod.controller.context import Call, ControllerContext, Outcome, RecordAndVersion
+from kraft_jbod.controller.draft import Draft
+from kraft_jbod.controller.image import NO_LEADER, Partition
+from kraft_jbod.controller.limits import (
+    EXCESSIVE_BATCH,
+    EXCESSIVE_PARTITIONS,
+    MAX_PARTITIONS_PER_REQUEST,
+    MAX_RECORDS_PER_USER_OP,
+)
+from kraft_jbod.controller.placement import PlacementError, StripedPlacer, UsableBroker
+from kraft_jbod.controller.profiles import is_reserved_directory
+from kraft_jbod.messages.alter_partition_request import AlterPartitionRequest
+from kraft_jbod.messages.alter_partition_request import PartitionData as AlterPartData
+from kraft_jbod.messages.alter_partition_response import AlterPartitionResponse
+from kraft_jbod.messages.alter_partition_response import PartitionData as AlterPartResult
+from kraft_jbod.messages.alter_partition_response import TopicData as AlterTopicResult
+from kraft_jbod.messages.create_topics_request import CreatableTopic, CreateTopicsRequest
+from kraft_jbod.messages.create_topics_response import CreatableTopicResult, CreateTopicsResponse
+from kraft_jbod.messages.delete_topics_request import DeleteTopicsRequest
+from kraft_jbod.messages.delete_topics_response import DeletableTopicResult, DeleteTopicsResponse
+from kraft_jbod.messages.error_codes import ErrorCode
+from kraft_jbod.messages.partition_change_record import PartitionChangeRecord
+from kraft_jbod.messages.partition_record import PartitionRecord
+from kraft_jbod.messages.remove_topic_record import RemoveTopicRecord
+from kraft_jbod.messages.topic_record import TopicRecord
+from kraft_jbod.wire.primitives import uuid_to_base64url
+
+_TOPIC_NAME = re.compile(r"[a-zA-Z0-9._-]+")
+_MAX_TOPIC_NAME = 249
+# Namespace for deterministic topic ids (uuid5 of cluster id, name and log offset).
+_TOPIC_ID_NAMESPACE = uuid.UUID("6d1e2f0a-5b7c-4c8e-9a3d-0f4b2e8c7a15")
+
+
+# ---------------------------------------------------------------------- CreateTopics
+
+
+def default_dir(ctx: ControllerContext, broker_id: int) -> uuid.UUID:
+    """Kafka's ClusterControlManager.defaultDir (and the kip profile's variant)."""
+    img, prof = ctx.image, ctx.profile
+    if not fv.supports_jbod(img.metadata_version):
+        return img.canonical(prof.migrating)
+    reg = img.brokers.get(broker_id)
+    if reg is None:
+        return img.canonical(prof.unassigned)
+    n = len(reg.online_dirs)
+    if n == 0:
+        return img.canonical(prof.migrating)
+    if n == 1:
+        return reg.online_dirs[0]
+    return img.canonical(prof.unassigned)
+
+
+def new_topic_id(ctx: ControllerContext, name: str, next_offset: int) -> uuid.UUID:
+    """Deterministic (replay needs no randomness), never reserved, never a '-' string."""
+    salt = 0
+    while True:
+        u = uuid.uuid5(_TOPIC_ID_NAMESPACE, f"{ctx.cluster_id}/{name}/{next_offset}/{salt}")
+        salt += 1
+        if is_reserved_directory(u) or u in ctx.image.topics or uuid_to_base64url(u).startswith("-"):
+            continue
+        return u
+
+
+def handle_create_topics(ctx: ControllerContext, call: Call, req: CreateTopicsRequest) -> Outcome:
+    img = ctx.image
+    api_version, next_offset = call.api_version, call.next_offset
+    # Kafka (KAFKA-17870) refuses the whole request past 10,000 new partitions, before
+    # planning any: a NumPartitions of 2**31-1 must not be planned (found by the fuzzer).
+    total = 0
+    for t in req.topics:
+        total += (
+            len(t.assignments)
+            if t.assignments
+            else (ctx.default_num_partitions if t.num_partitions == -1 else max(0, t.num_partitions))
+        )
+    if total > MAX_PARTITIONS_PER_REQUEST:
+        return Outcome(CreateTopicsResponse(topics=_refuse_all(req, EXCESSIVE_PARTITIONS)), [])
+    counts: dict[str, int] = {}
+    for t in req.topics:
+        counts[t.name] = counts.get(t.name, 0) + 1
+    d = Draft(ctx)
+    results: list[CreatableTopicResult] = []
+    would_write = 0  # records, counted for validate-only requests too
+    for t in req.topics:
+        res = CreatableTopicResult(name=t.name, error_message=None)
+        results.append(res)
+        if counts[t.name] > 1:
+            res.error_code, res.error_message = ErrorCode.INVALID_REQUEST, "Duplicate topic name."
+            continue
+        err = topic_name_error(t.name)
+        if err is not None:
+            res.error_code, res.error_message = ErrorCode.INVALID_TOPIC_EXCEPTION, err
+            continue
+        if t.name in img.topic_names:
+            res.error_code, res.error_message = ErrorCode.TOPIC_ALREADY_EXISTS, f"Topic '{t.name}' already exists."
+            continue
+        plan = plan_topic(ctx, t, next_offset + len(d.records))
+        if isinstance(plan, tuple):
+            res.error_code, res.error_message = plan
+            continue
+        would_write += 1 + len(plan)
+        rf = len(plan[0]) if plan else 0
+        if api_version >= 5:
+            res.num_partitions, res.replication_factor = len(plan), rf
+        if req.validate_only:
+            continue
+        topic_id = new_topic_id(ctx, t.name, next_offset + len(d.records))
+        if api_version >= 7:
+            res.topic_id = topic_id
+        d.records.append((TopicRecord(name=t.name, topic_id=topic_id), 0))
+        pversion = fv.partition_record_version(img.metadata_version)
+        for pid, replicas in enumerate(plan):
+            dirs = [default_dir(ctx, b) for b in replicas]
+            isr = [b for b in replicas if img.brokers.get(b) is not None and img.brokers[b].active]
+            leader = NO_LEADER
+            for b, directory in zip(replicas, dirs, strict=True):
+                if b in isr and d.dir_online(b, directory):
+                    leader = b
+                    break
+            rec = PartitionRecord(
+                partition_id=pid,
+                topic_id=topic_id,
+                replicas=list(replicas),
+                isr=isr,
+                leader=leader,
+                leader_epoch=0,
+                partition_epoch=0,
+                directories=dirs if pversion >= 1 else [],
+            )
+            d.records.append((rec, pversion))
+    if would_write > MAX_RECORDS_PER_USER_OP:
+        return Outcome(CreateTopicsResponse(topics=_refuse_all(req, EXCESSIVE_BATCH)), [])
+    return Outcome(CreateTopicsResponse(topics=results), d.records)
+
+
+def _refuse_all(req: CreateTopicsRequest, message: str) -> list[CreatableTopicResult]:
+    return [
+        CreatableTopicResult(name=t.name, error_code=ErrorCode.POLICY_VIOLATION, error_message=message)
+        for t in req.topics
+    ]
+
+
+def usable_brokers(ctx: ControllerContext) -> list[UsableBroker]:
+    """Kafka's usable brokers: registered, not shutting down, not all directories cordoned."""
+    out: list[UsableBroker] = []
+    for b, reg in sorted(ctx.image.brokers.items()):
+        if reg.in_controlled_shutdown or reg.cs_offset >= 0 or not reg.has_uncordoned_dirs:
+            continue
+        out.append(UsableBroker(b, reg.rack, reg.fenced))
+    return out
+
+
+def plan_topic(ctx: ControllerContext, t: CreatableTopic, next_offset: int) -> list[list[int]] | tuple[int, str]:
+    """Replica lists for a new topic, or (error code, message), with Kafka's checks and texts."""
+    brokers = ctx.image.brokers
+    if t.assignments:
+        if t.replication_factor != -1:
+            return ErrorCode.INVALID_REQUEST, (
+                "A manual partition assignment was specified, but replication factor was not set to -1."
+            )
+        if t.num_partitions != -1:
+            return ErrorCode.INVALID_REQUEST, (
+                "A manual partition assignment was specified, but numPartitions was not set to -1."
+            )
+        by_index: dict[int, list[int]] = {}
+        rf: int | None = None
+        for a in t.assignments:
+            if a.partition_index in by_index:
+                return ErrorCode.INVALID_REPLICA_ASSIGNMENT, (
+                    f"Found multiple manual partition assignments for partition {a.partition_index}"
+                )
+            problem = _manual_assignment_problem(ctx, list(a.broker_ids), rf)
+            if problem is not None:
+                return ErrorCode.INVALID_REPLICA_ASSIGNMENT, problem
+            rf = len(a.broker_ids)
+            if not any(brokers[b].active for b in a.broker_ids):
+                return ErrorCode.INVALID_REPLICA_ASSIGNMENT, (
+                    f"All brokers specified in the manual partition assignment for partition "
+                    f"{a.partition_index} are fenced or in controlled shutdown."
+                )
+            by_index[a.partition_index] = list(a.broker_ids)
+        if sorted(by_index) != list(range(len(by_index))):
+            return ErrorCode.INVALID_REPLICA_ASSIGNMENT, "partitions should be a consecutive 0-based integer sequence"
+        return [by_index[i] for i in range(len(by_index))]
+    if t.replication_factor < -1 or t.replication_factor == 0:
+        return ErrorCode.INVALID_REPLICATION_FACTOR, (
+            "Replication factor must be larger than 0, or -1 to use the default value."
+        )
+    if t.num_partitions < -1 or t.num_partitions == 0:
+        return ErrorCode.INVALID_PARTITIONS, "Number of partitions was set to an invalid non-positive value."
+    n = ctx.default_num_partitions if t.num_partitions == -1 else t.num_partitions
+    rf = ctx.default_replication_factor if t.replication_factor == -1 else t.replication_factor
+    # Kafka draws from an unseeded Random; ours is seeded by the request so it replays.
+    rng = random.Random(f"{ctx.cluster_id}/{t.name}/{next_offset}")
+    try:
+        plan = StripedPlacer(usable_brokers(ctx), rng).place(n, rf)
+    except PlacementError as e:
+        return ErrorCode.INVALID_REPLICATION_FACTOR, f"Unable to replicate the partition {rf} time(s): {e}"
+    for replicas in plan:
+        if not any(brokers[b].active for b in replicas):
+            return ErrorCode.INVALID_REPLICATION_FACTOR, (
+                f"Unable to replicate the partition {rf} time(s): All brokers are currently fenced "
+                "or in controlled shutdown."
+            )
+    return plan
+
+
+def _manual_assignment_problem(ctx: ControllerContext, replicas: list[int], rf: int | None) -> str | None:
+    """Kafka's validateManualPartitionAssignment, in its order (brokers checked sorted by id)."""
+    if not replicas:
+        return "The manual partition assignment includes an empty replica list."
+    prev: int | None = None
+    for b in sorted(replicas):
+        reg = ctx.image.brokers.get(b)
+        if reg is None:
+            return f"The manual partition assignment includes broker {b}, but no such broker is registered."
+        if not reg.has_uncordoned_dirs:
+            return f"The manual partition assignment includes broker {b}, but all its log directories are cordoned."
+        if b == prev:
+            return f"The manual partition assignment includes the broker {b} more than once."
+        prev = b
+    if rf is not None and len(replicas) != rf:
+        return (
+            f"The manual partition assignment includes a partition with {len(replicas)} replica(s), but this "
+            f"is not consistent with previous partitions, which have {rf} replica(s)."
+        )
+    return None
+
+
+def topic_name_error(name: str) -> str | None:
+    if not name:
+        return "Topic name is illegal, it can't be empty"
+    if name in (".", ".."):
+        return 'Topic name cannot be "." or ".."'
+    if len(name) > _MAX_TOPIC_NAME:
+        return f"Topic name is illegal, it can't be longer than {_MAX_TOPIC_NAME} characters"
+    if not _TOPIC_NAME.fullmatch(name):
+        return f"Topic name {name!r} is illegal: use only ASCII alphanumerics, '.', '_' and '-'"
+    return None
+
+
+# ---------------------------------------------------------------------- DeleteTopics
+
+
+def handle_delete_topics(ctx: ControllerContext, call: Call, req: DeleteTopicsRequest) -> Outcome:
+    img = ctx.image
+    api_version = call.api_version
+    wanted: list[tuple[str | None, uuid.UUID | None]] = []
+    if api_version >= 6:
+        for s in req.topics:
+            has_id = s.topic_id.int != 0
+            wanted.append((s.name, s.topic_id if has_id else None))
+    else:
+        wanted = [(name, None) for name in req.topic_names]
+    seen: dict[object, int] = {}
+    for name, tid in wanted:
+        if (name is None) != (tid is None):  # only well-formed entries count as repeats
+            key = tid if tid is not None else name
+            seen[key] = seen.get(key, 0) + 1
+    records: list[RecordAndVersion] = []
+    out: list[DeletableTopicResult] = []
+    removed: set[uuid.UUID] = set()
+    for name, tid in wanted:
+        res = DeletableTopicResult(name=name, error_message=None)
+        if api_version >= 6 and tid is not None:
+            res.topic_id = tid
+        out.append(res)
+        key = tid if tid is not None else name
+        if (name is not None and tid is not None) or (name is None and tid is None):
+            res.error_code, res.error_message = (
+                ErrorCode.INVALID_REQUEST,
+                "Give exactly one of topic name and topic id.",
+            )
+            continue
+        if seen[key] > 1:
+            res.error_code, res.error_message = ErrorCode.INVALID_REQUEST, "Duplicate topic in request."
+            continue
+        if tid is not None:
+            topic = img.topics.get(tid)
+            if topic is None:
+                res.error_code, res.error_message = (
+                    ErrorCode.UNKNOWN_TOPIC_ID,
+                    "This server does not host this topic ID.",
+                )
+                continue
+            res.name = topic.name
+        else:
+            found = img.topic_names.get(name or "")
+            if found is None:
+                res.error_code = ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
+                res.error_message = "This server does not host this topic-partition."
+                continue
+            topic = img.topics[found]
+            if api_version >= 6:
+                res.topic_id = topic.topic_id
+        if topic.topic_id in removed:
+            continue
+        removed.add(topic.topic_id)
+        records.append((RemoveTopicRecord(topic_id=topic.topic_id), 0))
+    if len(records) > MAX_RECORDS_PER_USER_OP:
+        for res in out:
+            res.error_code, res.error_message = ErrorCode.POLICY_VIOLATION, EXCESSIVE_BATCH
+        return Outcome(DeleteTopicsResponse(responses=out), [])
+    return Outcome(DeleteTopicsResponse(responses=out), records)
+
+
+# ---------------------------------------------------------------------- AlterPartition
+
+
+def handle_alter_partition(ctx: ControllerContext, call: Call, req: AlterPartitionRequest) -> Outcome:
+    """ISR and leader-recovery-state changes from a partition leader (rules in alter_partition.py).
+
+    Entries are checked in request order against the partition as changed by earlier
+    entries of the same request, so a repeated partition sees its own first change
+    (and, carrying the old partition epoch, gets INVALID_UPDATE_VERSION).
+    """
+    img = ctx.image
+    api_version = call.api_version
+    reg = img.brokers.get(req.broker_id)
+    if reg is None or reg.epoch != req.broker_epoch:
+        return Outcome(AlterPartitionResponse(error_code=ErrorCode.STALE_BROKER_EPOCH), [])
+    by_id = api_version >= 2
+    mv = img.metadata_version
+    record_version = fv.partition_change_record_version(mv)
+    seen: dict[Partition, ap.PartitionView] = {}
+    records: list[RecordAndVersion] = []
+    topics_out: list[AlterTopicResult] = []
+    empty = Draft(ctx)
+    for td in req.topics:
+        out = AlterTopicResult(topic_name=td.topic_name if not by_id else "", topic_id=td.topic_id)
+        topics_out.append(out)
+        tid = td.topic_id if by_id else img.topic_names.get(td.topic_name)
+        topic = None if tid is None else img.topics.get(tid)
+        if topic is None:
+            code = ErrorCode.UNKNOWN_TOPIC_ID if by_id else ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
+            out.partitions = [
+                AlterPartResult(partition_index=pd.partition_index, error_code=code) for pd in td.partitions
+            ]
+            continue
+        for pd in td.partitions:
+            p = topic.partitions.get(pd.partition_index)
+            view = None if p is None else seen.get(p) or _partition_view(p)
+
+            def eligibility(b: int, epoch: int, p: Partition | None = p) -> str | None:
+                return isr_ineligibility(empty, p, b, epoch)
+
+            prop = _proposal(api_version, pd)
+            verdict = ap.validate(req.broker_id, view, prop, api_version, eligibility)
+            if verdict.error_code != ErrorCode.NONE or p is None or view is None:
+                out.partitions.append(
+                    AlterPartResult(partition_index=pd.partition_index, error_code=verdict.error_code)
+                )
+                continue
+            change = ap.plan_change(view, [b for b, _ in prop.new_isr], prop.leader_recovery_state, mv)
+            if change is not None:
+                rec = PartitionChangeRecord(partition_id=p.partition_id, topic_id=p.topic_id)
+                if change.isr is not None:
+                    rec.isr = list(change.isr)
+                rec.leader = change.leader
+                rec.leader_recovery_state = change.leader_recovery_state
+                records.append((rec, record_version))
+                view = seen[p] = change.apply_to(view)
+            out.partitions.append(
+                AlterPartResult(
+                    partition_index=pd.partition_index,
+                    error_code=ErrorCode.NONE,
+                    leader_id=view.leader,
+                    leader_epoch=view.leader_epoch,
+                    isr=list(view.isr),
+                    leader_recovery_state=view.leader_recovery_state,
+                    partition_epoch=view.partition_epoch,
+                )
+            )
+    return Outcome(AlterPartitionResponse(error_code=ErrorCode.NONE, topics=topics_out), records)
+
+
+def isr_ineligibility(d: Draft, p: Partition | None, broker_id: int, epoch: int) -> str | None:
+    """Why ``broker_id`` may not be in ``p``'s ISR (Rule 8 of alter_partition.py), or None."""
+    reg = d.image.brokers.get(broker_id)
+    if reg is None:
+        return "not registered"
+    if reg.in_controlled_shutdown or reg.cs_offset >= 0:
+        return "shutting down"
+    if reg.fenced:
+        return "fenced"
+    if epoch != -1 and epoch != reg.epoch:
+        return f"broker epoch {epoch} is not {reg.epoch}"
+    if p is not None and broker_id in p.replicas:
+        directory = p.dir_of(broker_id)
+        if not d.dir_online(broker_id, directory):
+            return f"directory {uuid_to_base64url(directory)} is offline"
+    return None
+
+
+def _partition_view(p: Partition) -> ap.PartitionView:
+    return ap.PartitionView(p.replicas, p.isr, p.leader, p.leader_epoch, p.partition_epoch, p.leader_recovery_state)
+
+
+def _proposal(api_version: int, pd: AlterPartData) -> ap.Proposal:
+    """Before v3 the ISR carries no broker epochs (-1: not checked), as Kafka converts it."""
+    if api_version >= 3:
+        isr = tuple((x.broker_id, x.broker_epoch) for x in pd.new_isr_with_epochs)
+    else:
+        isr = tuple((b, -1) for b in pd.new_isr)
+    lrs = pd.leader_recovery_state if api_version >= 1 else ap.RECOVERED
+    return ap.Proposal(pd.leader_epoch, pd.partition_epoch, isr, lrs)

@@ -1,0 +1,117 @@
+"""What every API handler receives: the image, the controller's settings and its soft state.
+
+Handlers are plain functions ``handler(ctx, call, request) -> Outcome`` living in
+``kraft_jbod.controller.apis``; they read ``ctx.image``, may change only soft state
+(``ctx.sessions``), and return the records they propose. ``state.py`` routes requests
+to them through its table.
+
+Soft state is what a restart forgets and Kafka keeps in memory too: the time of each
+broker's last heartbeat and the metadata offset it last reported.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from kraft_jbod.controller.image import MetadataImage
+from kraft_jbod.controller.profiles import Profile
+from kraft_jbod.wire.message import Message
+
+RecordAndVersion = tuple[Message, int]
+
+
+@dataclass
+class Outcome:
+    """What one request produced: the response, and records to commit before sending it."""
+
+    response: Message
+    records: list[RecordAndVersion]
+
+
+@dataclass(frozen=True, slots=True)
+class Call:
+    """The per-request facts a handler may need besides the body."""
+
+    api_version: int
+    now_ms: int
+    next_offset: int  # log offset the first proposed record will get
+    principal: str | None = None
+
+
+class Sessions:
+    """Broker sessions, heartbeat contact times and reported metadata offsets (soft: not in the log).
+
+    As Kafka 4.4's BrokerHeartbeatTracker: a session belongs to a (broker id, broker
+    epoch) and exists only once that epoch has been heard from (a heartbeat), or, for a
+    broker already unfenced when the controller becomes active, from that moment. A
+    registration alone opens no session, and fencing does not close one: only its expiry
+    (``session.timeout.ms`` without a heartbeat) does, and expiry fences the broker.
+    """
+
+    __slots__ = ("activated", "contact", "metadata_offset")
+
+    def __init__(self) -> None:
+        self.contact: dict[int, tuple[int, int]] = {}  # broker id -> (epoch, last contact ms)
+        self.metadata_offset: dict[int, int] = {}
+        self.activated = False
+
+    def activate(self, image: MetadataImage, now_ms: int) -> None:
+        """Open a session for every unfenced broker, once, when the controller starts serving."""
+        if self.activated:
+            return
+        self.activated = True
+        for b, reg in image.brokers.items():
+            if not reg.fenced:
+                self.contact.setdefault(b, (reg.epoch, now_ms))
+
+    def forget(self, broker_id: int) -> None:
+        self.contact.pop(broker_id, None)
+        self.metadata_offset.pop(broker_id, None)
+
+    def touch(self, broker_id: int, epoch: int, now_ms: int) -> None:
+        self.contact[broker_id] = (epoch, now_ms)
+
+    @staticmethod
+    def _expired(last_ms: int, now_ms: int, timeout_ms: int) -> bool:
+        return now_ms > last_ms and last_ms + timeout_ms < now_ms
+
+    def valid(self, broker_id: int, epoch: int, now_ms: int, timeout_ms: int) -> bool:
+        """Whether (broker, epoch) has a session that has not expired."""
+        got = self.contact.get(broker_id)
+        return got is not None and got[0] == epoch and not self._expired(got[1], now_ms, timeout_ms)
+
+    def pop_expired(self, now_ms: int, timeout_ms: int) -> list[tuple[int, int]]:
+        """Remove and return every expired (broker id, epoch), in broker id order."""
+        out = [(b, e) for b, (e, t) in sorted(self.contact.items()) if self._expired(t, now_ms, timeout_ms)]
+        for b, _ in out:
+            del self.contact[b]
+        return out
+
+    def lowest_active_offset(self, image: MetadataImage) -> int:
+        """The lowest metadata offset any active broker reported (max long when none is active)."""
+        lowest: int | None = None
+        for b, reg in image.brokers.items():
+            if reg.active:
+                off = self.metadata_offset.get(b, -1)
+                lowest = off if lowest is None or off < lowest else lowest
+        return (1 << 63) - 1 if lowest is None else lowest
+
+
+@dataclass
+class ControllerContext:
+    """Settings plus the image and the soft state; one per controller."""
+
+    cluster_id: str
+    node_id: int
+    profile: Profile
+    image: MetadataImage
+    session_timeout_ms: int = 9000
+    heartbeat_interval_ms: int = 2000
+    default_replication_factor: int = 1
+    default_num_partitions: int = 1
+    controller_endpoints: list[tuple[str, int]] = field(default_factory=list)
+    sessions: Sessions = field(default_factory=Sessions)
+
+    @property
+    def metadata_version(self) -> int:
+        return self.image.metadata_version

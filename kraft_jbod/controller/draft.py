@@ -1,0 +1,160 @@
+"""The draft overlay: records proposed by one request, and what they would change.
+
+Rule (records in order): the records of one request are generated against a draft, so a
+later record of the same batch sees what the earlier ones did. Fencing a broker and then
+failing one of its directories in the same heartbeat never elects a leader into the
+failed directory, because the election reads the draft's view, not the image.
+
+The draft also holds the rules shared by several API families: removing a broker from
+ISRs and leadership, clean elections, fencing and unfencing, taking directories offline.
+Each writes PartitionChangeRecords (or registration changes) into ``records`` and notes
+the new view of what it touched; the image itself is never written here.
+"""
+
+from __future__ import annotations
+
+import uuid
+
+from kraft_jbod.controller import features as fv
+from kraft_jbod.controller.context import ControllerContext, RecordAndVersion
+from kraft_jbod.controller.image import NO_LEADER, NO_LEADER_CHANGE, BrokerInfo, Partition, sorted_partitions
+from kraft_jbod.controller.image import dir_online as image_dir_online
+from kraft_jbod.messages.broker_registration_change_record import BrokerRegistrationChangeRecord
+from kraft_jbod.messages.fence_broker_record import FenceBrokerRecord
+from kraft_jbod.messages.partition_change_record import PartitionChangeRecord
+from kraft_jbod.messages.unfence_broker_record import UnfenceBrokerRecord
+
+PartView = tuple[tuple[int, ...], int, tuple[uuid.UUID, ...]]  # (isr, leader, dirs)
+
+
+class Draft:
+    """Overlay of the changes proposed so far in one handle()/tick() call."""
+
+    __slots__ = ("active", "ctx", "image", "online", "parts", "records")
+
+    def __init__(self, ctx: ControllerContext) -> None:
+        self.ctx = ctx
+        self.image = ctx.image
+        self.records: list[RecordAndVersion] = []
+        self.parts: dict[Partition, PartView] = {}
+        self.active: dict[int, bool] = {}
+        self.online: dict[int, frozenset[uuid.UUID]] = {}
+
+    # ------------------------------------------------------------------ views
+
+    def view(self, p: Partition) -> PartView:
+        got = self.parts.get(p)
+        return got if got is not None else (p.isr, p.leader, p.dirs)
+
+    def is_active(self, broker_id: int) -> bool:
+        got = self.active.get(broker_id)
+        if got is not None:
+            return got
+        reg = self.image.brokers.get(broker_id)
+        return reg is not None and reg.active
+
+    def online_set(self, broker_id: int) -> frozenset[uuid.UUID] | None:
+        got = self.online.get(broker_id)
+        if got is not None:
+            return got
+        reg = self.image.brokers.get(broker_id)
+        return None if reg is None else reg.online_set
+
+    def dir_online(self, broker_id: int, directory: uuid.UUID) -> bool:
+        """Kafka's DirectoryId.isOnline against the draft's view of the broker's online dirs."""
+        return image_dir_online(self.ctx.profile, self.online_set(broker_id), directory)
+
+    def acceptable_leader(self, broker_id: int, directory: uuid.UUID) -> bool:
+        return self.is_active(broker_id) and self.dir_online(broker_id, directory)
+
+    # ------------------------------------------------------------------ partition changes
+
+    def elect(self, p: Partition, isr: tuple[int, ...], dirs: tuple[uuid.UUID, ...], exclude: int) -> int:
+        """First replica (preferred order) in the ISR that may lead; clean elections only."""
+        for b, directory in zip(p.replicas, dirs, strict=True):
+            if b != exclude and b in isr and self.acceptable_leader(b, directory):
+                return b
+        return NO_LEADER
+
+    def change(
+        self,
+        p: Partition,
+        *,
+        isr: tuple[int, ...] | None = None,
+        leader: int = NO_LEADER_CHANGE,
+        dirs: tuple[uuid.UUID, ...] | None = None,
+    ) -> None:
+        old_isr, old_leader, old_dirs = self.view(p)
+        rec = PartitionChangeRecord(partition_id=p.partition_id, topic_id=p.topic_id)
+        if isr is not None:
+            rec.isr = list(isr)
+        if leader != NO_LEADER_CHANGE:
+            rec.leader = leader
+        if dirs is not None:
+            rec.directories = list(dirs)
+        self.records.append((rec, fv.partition_change_record_version(self.image.metadata_version)))
+        self.parts[p] = (
+            old_isr if isr is None else isr,
+            old_leader if leader == NO_LEADER_CHANGE else leader,
+            old_dirs if dirs is None else dirs,
+        )
+
+    def remove_from_isr(self, p: Partition, broker_id: int) -> None:
+        """Take ``broker_id`` out of the ISR and leadership; the last ISR member stays (leader -1)."""
+        isr, leader, dirs = self.view(p)
+        if broker_id not in isr and leader != broker_id:
+            return
+        new_isr = tuple(b for b in isr if b != broker_id) or isr
+        keep = leader not in (NO_LEADER, broker_id)
+        if keep and self.acceptable_leader(leader, dirs[p.replicas.index(leader)]):
+            new_leader = leader
+        else:
+            new_leader = self.elect(p, new_isr, dirs, exclude=broker_id)
+        if new_isr == isr and new_leader == leader:
+            return
+        leader_field = NO_LEADER_CHANGE if new_leader == leader else new_leader
+        if leader_field == NO_LEADER_CHANGE and self.image.metadata_version < 12 and new_leader != NO_LEADER:
+            leader_field = new_leader  # before 3.6-IV0 an ISR shrink bumps the leader epoch
+        self.change(p, isr=None if new_isr == isr else new_isr, leader=leader_field)
+
+    # ------------------------------------------------------------------ broker changes
+
+    def fence(self, reg: BrokerInfo, *, with_record: bool = True) -> None:
+        self.active[reg.broker_id] = False
+        for p in sorted_partitions(self.image.broker_partitions(reg.broker_id)):
+            self.remove_from_isr(p, reg.broker_id)
+        if not with_record:
+            return
+        if fv.uses_registration_change_record(self.image.metadata_version):
+            change = BrokerRegistrationChangeRecord(broker_id=reg.broker_id, broker_epoch=reg.epoch, fenced=1)
+            self.records.append((change, 0))
+        else:
+            self.records.append((FenceBrokerRecord(id=reg.broker_id, epoch=reg.epoch), 0))
+
+    def unfence(self, reg: BrokerInfo) -> None:
+        if fv.uses_registration_change_record(self.image.metadata_version):
+            change = BrokerRegistrationChangeRecord(broker_id=reg.broker_id, broker_epoch=reg.epoch, fenced=-1)
+            self.records.append((change, 0))
+        else:
+            self.records.append((UnfenceBrokerRecord(id=reg.broker_id, epoch=reg.epoch), 0))
+        self.active[reg.broker_id] = not reg.in_controlled_shutdown and reg.cs_offset < 0
+        for p in sorted_partitions(self.image.broker_partitions(reg.broker_id)):
+            isr, leader, dirs = self.view(p)
+            if leader == NO_LEADER and reg.broker_id in isr:
+                chosen = self.elect(p, isr, dirs, exclude=NO_LEADER_CHANGE)
+                if chosen != NO_LEADER:
+                    self.change(p, leader=chosen)
+
+    def dirs_offline(self, reg: BrokerInfo, newly_offline: list[uuid.UUID]) -> None:
+        """PartitionChangeRecords for every replica in the dirs, then one BRCR v2 (O(replicas in them))."""
+        online = self.online_set(reg.broker_id) or frozenset()
+        gone = frozenset(newly_offline)
+        self.online[reg.broker_id] = online - gone
+        per = self.image.index.get(reg.broker_id, {})
+        for directory in newly_offline:
+            for p in sorted_partitions(per.get(directory, ())):
+                self.remove_from_isr(p, reg.broker_id)
+        remaining = [x for x in reg.online_dirs if x not in gone]
+        self.records.append(
+            (BrokerRegistrationChangeRecord(broker_id=reg.broker_id, broker_epoch=reg.epoch, log_dirs=remaining), 2)
+        )

@@ -1,0 +1,506 @@
+"""The metadata image: what replaying the metadata log produces, and nothing else.
+
+Strategy: one ``apply_*`` function per metadata record type, reached through the table
+``APPLIERS`` (record class -> function). Replaying a log through :meth:`MetadataImage.apply`
+rebuilds exactly the image the live controller had, because the live controller changes
+its image only by applying the records it has just committed.
+
+Rule 1: durable state (brokers, topics, partitions, features, the producer-id counter)
+changes only here. Handlers read the image and propose records; they never write it.
+(The one exception is soft: below 3.3-IV3 the heartbeat handler remembers a broker's
+controlled-shutdown offset in ``BrokerInfo.cs_offset``, as Kafka keeps it in memory.)
+
+Rule 2: replicas are indexed by (broker id, directory id), so failing a directory
+touches only the partitions in it; per-broker leader counts are kept so no heartbeat
+walks all partitions.
+
+Invariants: the index, the leader counts and the directory-owner map (every online
+directory of every broker, as Kafka's ``directoryToBroker``) agree with the partitions
+and registrations (checked by ``ControllerState.check_invariants``).
+
+Adding a record type: write ``apply_<record>(image, offset, record, version)`` and add one
+row to ``APPLIERS``.
+"""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Callable, Iterable, Iterator
+from dataclasses import dataclass
+from typing import Any
+
+from kraft_jbod.controller import alter_partition as ap
+from kraft_jbod.controller import features as fv
+from kraft_jbod.controller import producer_ids as pids
+from kraft_jbod.controller.heartbeat import HbState
+from kraft_jbod.controller.profiles import Profile
+from kraft_jbod.errors import StorageError
+from kraft_jbod.messages.broker_registration_change_record import BrokerRegistrationChangeRecord
+from kraft_jbod.messages.feature_level_record import FeatureLevelRecord
+from kraft_jbod.messages.fence_broker_record import FenceBrokerRecord
+from kraft_jbod.messages.partition_change_record import PartitionChangeRecord
+from kraft_jbod.messages.partition_record import PartitionRecord
+from kraft_jbod.messages.producer_ids_record import ProducerIdsRecord
+from kraft_jbod.messages.register_broker_record import RegisterBrokerRecord
+from kraft_jbod.messages.remove_topic_record import RemoveTopicRecord
+from kraft_jbod.messages.topic_record import TopicRecord
+from kraft_jbod.messages.unfence_broker_record import UnfenceBrokerRecord
+from kraft_jbod.messages.unregister_broker_record import UnregisterBrokerRecord
+from kraft_jbod.wire.message import Message
+from kraft_jbod.wire.primitives import uuid_signed_key, uuid_to_base64url
+
+NO_LEADER = -1
+NO_LEADER_CHANGE = -2
+
+
+def sorted_dirs(dirs: Iterable[uuid.UUID]) -> tuple[uuid.UUID, ...]:
+    """Directory lists are kept in Kafka's ``Uuid.compareTo`` order (signed msb, lsb)."""
+    return tuple(sorted(dirs, key=uuid_signed_key))
+
+
+@dataclass(slots=True)
+class BrokerInfo:
+    """One registered broker, as the log says (plus ``cs_offset``, derived or soft)."""
+
+    broker_id: int
+    incarnation_id: uuid.UUID
+    epoch: int
+    reg_offset: int  # log offset of the RegisterBrokerRecord: the caught-up threshold
+    listeners: tuple[tuple[str, str, int, int], ...]
+    features: tuple[tuple[str, int, int], ...]
+    rack: str | None
+    fenced: bool
+    in_controlled_shutdown: bool
+    registered_dirs: tuple[uuid.UUID, ...]  # LogDirs of the registration
+    online_dirs: tuple[uuid.UUID, ...]  # registered minus reported offline
+    online_set: frozenset[uuid.UUID]
+    cs_offset: int = -1  # offset of the record that started controlled shutdown
+    # KIP-1066: None until the broker first reports them (Kafka's "unknown"), then a list.
+    cordoned_dirs: tuple[uuid.UUID, ...] | None = None
+
+    @property
+    def has_uncordoned_dirs(self) -> bool:
+        """Kafka's hasUncordonedDirs: some online directory is not cordoned (or nothing is known)."""
+        if not self.online_dirs or self.cordoned_dirs is None:
+            return True
+        return any(d not in self.cordoned_dirs for d in self.online_dirs)
+
+    @property
+    def active(self) -> bool:
+        """Unfenced and not shutting down: may lead partitions."""
+        return not self.fenced and not self.in_controlled_shutdown and self.cs_offset < 0
+
+    @property
+    def hb_state(self) -> HbState:
+        """The heartbeat state machine's current state (Rule 1 of heartbeat.py)."""
+        if self.fenced:
+            return HbState.FENCED
+        if self.in_controlled_shutdown or self.cs_offset >= 0:
+            return HbState.CONTROLLED_SHUTDOWN
+        return HbState.UNFENCED
+
+    def durable(self) -> tuple[Any, ...]:
+        return (
+            self.incarnation_id,
+            self.epoch,
+            self.reg_offset,
+            self.listeners,
+            self.features,
+            self.rack,
+            self.fenced,
+            self.in_controlled_shutdown,
+            self.registered_dirs,
+            self.online_dirs,
+            self.cordoned_dirs,
+        )
+
+
+class Partition:
+    """One partition; tuples of ints/uuids keep it small (a million of these fit in RAM)."""
+
+    __slots__ = (
+        "dirs", "isr", "leader", "leader_epoch", "leader_recovery_state", "partition_epoch", "partition_id",
+        "replicas", "topic_id",
+    )
+
+    def __init__(
+        self,
+        topic_id: uuid.UUID,
+        partition_id: int,
+        replicas: tuple[int, ...],
+        isr: tuple[int, ...],
+        dirs: tuple[uuid.UUID, ...],
+        leader: int,
+        leader_epoch: int,
+        partition_epoch: int,
+        leader_recovery_state: int = ap.RECOVERED,
+    ) -> None:
+        self.topic_id = topic_id
+        self.partition_id = partition_id
+        self.replicas = replicas
+        self.isr = isr
+        self.dirs = dirs
+        self.leader = leader
+        self.leader_epoch = leader_epoch
+        self.partition_epoch = partition_epoch
+        self.leader_recovery_state = leader_recovery_state  # 0 RECOVERED, 1 RECOVERING (KIP-704)
+
+    def dir_of(self, broker_id: int) -> uuid.UUID:
+        return self.dirs[self.replicas.index(broker_id)]
+
+    def durable(self) -> tuple[Any, ...]:
+        return (
+            self.replicas, self.isr, self.dirs, self.leader, self.leader_epoch, self.partition_epoch,
+            self.leader_recovery_state,
+        )
+
+    def __repr__(self) -> str:
+        return (
+            f"Partition({uuid_to_base64url(self.topic_id)}-{self.partition_id} replicas={self.replicas} "
+            f"isr={self.isr} leader={self.leader} dirs={[uuid_to_base64url(d) for d in self.dirs]})"
+        )
+
+
+@dataclass(slots=True)
+class TopicInfo:
+    name: str
+    topic_id: uuid.UUID
+    partitions: dict[int, Partition]
+
+
+def dir_online(profile: Profile, online: frozenset[uuid.UUID] | None, directory: uuid.UUID) -> bool:
+    """Kafka's DirectoryId.isOnline over a broker's online directories (None: no such broker).
+
+    UNASSIGNED and MIGRATING are online, LOST is not; an empty list (a registration from
+    before JBOD) means every directory is online. The kip profile also counts an unknown
+    directory of a single-directory broker as online (the KIP's caching rule).
+    """
+    if directory == profile.unassigned or directory == profile.migrating:
+        return True
+    if directory == profile.lost or online is None:
+        return False
+    if not online or directory in online:
+        return True
+    return profile.single_dir_unknown_is_online and len(online) == 1
+
+
+def offline_replicas(image: MetadataImage, p: Partition) -> list[int]:
+    """Replicas a broker's metadata image calls offline (Kafka's MetadataCache.getOfflineReplicas):
+    on an unregistered or fenced broker, or in a directory not among the broker's online ones
+    (reported failed, or missing from a later registration)."""
+    out: list[int] = []
+    for b, d in zip(p.replicas, p.dirs, strict=True):
+        reg = image.brokers.get(b)
+        if reg is None or reg.fenced or not dir_online(image.profile, reg.online_set, d):
+            out.append(b)
+    return out
+
+
+def sorted_partitions(parts: Iterable[Partition]) -> list[Partition]:
+    """Deterministic record order: set iteration order is not stable across runs."""
+    return sorted(parts, key=lambda p: (p.topic_id.int, p.partition_id))
+
+
+class MetadataImage:
+    """Brokers, topics, partitions and features as the committed log says; see the module docstring."""
+
+    def __init__(self, profile: Profile) -> None:
+        self.profile = profile
+        # durable
+        self.features: dict[str, int] = {}
+        self.brokers: dict[int, BrokerInfo] = {}
+        self.topics: dict[uuid.UUID, TopicInfo] = {}
+        self.topic_names: dict[str, uuid.UUID] = {}
+        self.next_producer_id: int | None = None  # first id of the next block; None: no record yet
+        # derived from the durable state
+        self.dir_owner: dict[uuid.UUID, int] = {}
+        self.index: dict[int, dict[uuid.UUID, set[Partition]]] = {}
+        self.leader_count: dict[int, int] = {}
+        self.canon: dict[uuid.UUID, uuid.UUID] = {}
+        self.partition_total = 0
+        self.last_applied_offset = -1
+
+    # ------------------------------------------------------------------ reads
+
+    @property
+    def metadata_version(self) -> int:
+        """Finalized metadata.version; an empty log means 3.0-IV1 (level 1), as in Kafka."""
+        return self.features.get(fv.METADATA_VERSION, fv.MV_3_0_IV1)
+
+    def partitions(self) -> Iterator[Partition]:
+        for topic in self.topics.values():
+            yield from topic.partitions.values()
+
+    def partition(self, topic_id: uuid.UUID, partition_id: int) -> Partition | None:
+        topic = self.topics.get(topic_id)
+        return None if topic is None else topic.partitions.get(partition_id)
+
+    def replicas_in(self, broker_id: int, directory: uuid.UUID) -> set[Partition]:
+        """Partitions with a replica on ``broker_id`` assigned to ``directory`` (a view)."""
+        return self.index.get(broker_id, {}).get(directory, set())
+
+    def broker_partitions(self, broker_id: int) -> list[Partition]:
+        per = self.index.get(broker_id)
+        if not per:
+            return []
+        out: list[Partition] = []
+        for bucket in per.values():
+            out.extend(bucket)
+        return out
+
+    def canonical(self, u: uuid.UUID) -> uuid.UUID:
+        """One shared UUID object per directory id, so partitions hold references only."""
+        return self.canon.setdefault(u, u)
+
+    def durable_state(self) -> dict[str, Any]:
+        """Everything the log determines, in comparable form (replay must reproduce it)."""
+        return {
+            "features": dict(self.features),
+            "next_producer_id": self.next_producer_id,
+            "brokers": {b: reg.durable() for b, reg in sorted(self.brokers.items())},
+            "topics": {
+                tid: (t.name, {pid: p.durable() for pid, p in sorted(t.partitions.items())})
+                for tid, t in self.topics.items()
+            },
+        }
+
+    # ------------------------------------------------------------------ apply
+
+    def apply(self, offset: int, record: Message, version: int) -> None:
+        """Apply one committed record at its log offset (records we do not model are skipped).
+
+        Raises:
+            StorageError: the record contradicts the image (unknown broker, topic or
+                partition, bad Directories length); the log is not one we wrote.
+        """
+        applier = APPLIERS.get(type(record))
+        if applier is not None:
+            applier(self, offset, record, version)
+        self.last_applied_offset = offset
+
+    # ------------------------------------------------------------------ derived-state upkeep
+
+    def require_broker(self, offset: int, broker_id: int, epoch: int, what: str) -> BrokerInfo:
+        reg = self.brokers.get(broker_id)
+        if reg is None or reg.epoch != epoch:
+            raise StorageError(f"{what} at offset {offset} names broker {broker_id} epoch {epoch}, not registered")
+        return reg
+
+    def release_dirs(self, reg: BrokerInfo, dirs: Iterable[uuid.UUID] | None = None) -> None:
+        """Forget ``reg`` as the owner of ``dirs`` (default: all its online dirs)."""
+        for d in reg.online_dirs if dirs is None else dirs:
+            if self.dir_owner.get(d) == reg.broker_id:
+                del self.dir_owner[d]
+
+    def index_add(self, p: Partition) -> None:
+        index = self.index
+        for b, d in zip(p.replicas, p.dirs, strict=True):
+            per = index.get(b)
+            if per is None:
+                per = index[b] = {}
+            bucket = per.get(d)
+            if bucket is None:
+                bucket = per[d] = set()
+            bucket.add(p)
+
+    def index_remove(self, p: Partition) -> None:
+        index = self.index
+        for b, d in zip(p.replicas, p.dirs, strict=True):
+            per = index[b]
+            bucket = per[d]
+            bucket.discard(p)
+            if not bucket:
+                del per[d]
+                if not per:
+                    del index[b]
+
+    def set_leader(self, p: Partition, leader: int) -> None:
+        counts = self.leader_count
+        if p.leader >= 0:
+            left = counts[p.leader] - 1
+            if left:
+                counts[p.leader] = left
+            else:
+                del counts[p.leader]
+        if leader >= 0:
+            counts[leader] = counts.get(leader, 0) + 1
+        p.leader = leader
+
+    def record_dirs(
+        self, offset: int, replicas: tuple[int, ...], directories: list[uuid.UUID]
+    ) -> tuple[uuid.UUID, ...]:
+        if not directories:
+            # A v0 record (or no assignment at all): the directory is unknown but the
+            # replica was placed before JBOD, which is what MIGRATING means.
+            migrating = self.canonical(self.profile.migrating)
+            return (migrating,) * len(replicas)
+        if len(directories) != len(replicas):
+            raise StorageError(
+                f"record at offset {offset}: {len(directories)} Directories for {len(replicas)} Replicas"
+            )
+        return tuple(self.canonical(d) for d in directories)
+
+
+# ---------------------------------------------------------------------- one function per record type
+
+
+def apply_feature(img: MetadataImage, offset: int, rec: FeatureLevelRecord, version: int) -> None:
+    if rec.feature_level == 0:
+        img.features.pop(rec.name, None)
+    else:
+        img.features[rec.name] = rec.feature_level
+
+
+def apply_register(img: MetadataImage, offset: int, rec: RegisterBrokerRecord, version: int) -> None:
+    old = img.brokers.get(rec.broker_id)
+    if old is not None:
+        img.release_dirs(old)
+    dirs = sorted_dirs(img.canonical(d) for d in rec.log_dirs)
+    reg = BrokerInfo(
+        broker_id=rec.broker_id,
+        incarnation_id=rec.incarnation_id,
+        epoch=rec.broker_epoch,
+        reg_offset=offset,
+        listeners=tuple((e.name, e.host, e.port, e.security_protocol) for e in rec.end_points),
+        features=tuple((f.name, f.min_supported_version, f.max_supported_version) for f in rec.features),
+        rack=rec.rack,
+        fenced=rec.fenced,
+        in_controlled_shutdown=rec.in_controlled_shutdown,
+        registered_dirs=dirs,
+        online_dirs=dirs,
+        online_set=frozenset(dirs),
+        cs_offset=offset if rec.in_controlled_shutdown else -1,
+        cordoned_dirs=None if rec.cordoned_log_dirs is None else tuple(rec.cordoned_log_dirs),
+    )
+    img.brokers[rec.broker_id] = reg
+    for d in dirs:
+        img.dir_owner[d] = rec.broker_id
+
+
+def apply_unregister(img: MetadataImage, offset: int, rec: UnregisterBrokerRecord, version: int) -> None:
+    reg = img.require_broker(offset, rec.broker_id, rec.broker_epoch, "UnregisterBrokerRecord")
+    img.release_dirs(reg)
+    del img.brokers[rec.broker_id]
+
+
+def apply_fence(img: MetadataImage, offset: int, rec: FenceBrokerRecord, version: int) -> None:
+    reg = img.require_broker(offset, rec.id, rec.epoch, "FenceBrokerRecord")
+    reg.fenced = True
+    reg.cs_offset = -1
+
+
+def apply_unfence(img: MetadataImage, offset: int, rec: UnfenceBrokerRecord, version: int) -> None:
+    reg = img.require_broker(offset, rec.id, rec.epoch, "UnfenceBrokerRecord")
+    reg.fenced = False
+
+
+def apply_registration_change(
+    img: MetadataImage, offset: int, rec: BrokerRegistrationChangeRecord, version: int
+) -> None:
+    reg = img.require_broker(offset, rec.broker_id, rec.broker_epoch, "BrokerRegistrationChangeRecord")
+    if rec.fenced == 1:
+        reg.fenced = True
+        reg.cs_offset = -1
+    elif rec.fenced == -1:
+        reg.fenced = False
+    if rec.in_controlled_shutdown == 1:
+        reg.in_controlled_shutdown = True
+        reg.cs_offset = offset
+    if rec.cordoned_log_dirs is not None:  # v3 (KIP-1066); null means "no change"
+        reg.cordoned_dirs = tuple(img.canonical(d) for d in rec.cordoned_log_dirs)
+    if rec.log_dirs:  # empty means "no change" (Kafka replays it that way)
+        dirs = sorted_dirs(img.canonical(d) for d in rec.log_dirs)
+        # A directory that is no longer listed is released (Kafka's updateDirectories):
+        # another broker may register it from now on.
+        img.release_dirs(reg, [d for d in reg.online_dirs if d not in frozenset(dirs)])
+        reg.online_dirs = dirs
+        reg.online_set = frozenset(dirs)
+        for d in dirs:
+            img.dir_owner.setdefault(d, rec.broker_id)
+
+
+def apply_topic(img: MetadataImage, offset: int, rec: TopicRecord, version: int) -> None:
+    if rec.topic_id in img.topics or rec.name in img.topic_names:
+        raise StorageError(f"TopicRecord at offset {offset} re-creates topic {rec.name!r}")
+    img.topics[rec.topic_id] = TopicInfo(rec.name, rec.topic_id, {})
+    img.topic_names[rec.name] = rec.topic_id
+
+
+def apply_partition(img: MetadataImage, offset: int, rec: PartitionRecord, version: int) -> None:
+    topic = img.topics.get(rec.topic_id)
+    if topic is None:
+        raise StorageError(f"PartitionRecord at offset {offset} for unknown topic {rec.topic_id}")
+    if rec.partition_id in topic.partitions:
+        raise StorageError(f"PartitionRecord at offset {offset} re-creates partition {rec.partition_id}")
+    replicas = tuple(rec.replicas)
+    dirs = img.record_dirs(offset, replicas, rec.directories)
+    p = Partition(
+        topic.topic_id, rec.partition_id, replicas, tuple(rec.isr), dirs, NO_LEADER,
+        rec.leader_epoch, rec.partition_epoch, rec.leader_recovery_state,
+    )
+    img.set_leader(p, rec.leader)
+    topic.partitions[rec.partition_id] = p
+    img.index_add(p)
+    img.partition_total += 1
+
+
+def apply_partition_change(img: MetadataImage, offset: int, rec: PartitionChangeRecord, version: int) -> None:
+    p = img.partition(rec.topic_id, rec.partition_id)
+    if p is None:
+        raise StorageError(
+            f"PartitionChangeRecord at offset {offset} for unknown partition {rec.topic_id}-{rec.partition_id}"
+        )
+    new_replicas = p.replicas if rec.replicas is None else tuple(rec.replicas)
+    if rec.directories is not None:
+        new_dirs = img.record_dirs(offset, new_replicas, rec.directories)
+    elif rec.replicas is not None and new_replicas != p.replicas:
+        # Replicas changed without Directories: keep known dirs, the rest unassigned.
+        known = dict(zip(p.replicas, p.dirs, strict=True))
+        unassigned = img.canonical(img.profile.unassigned)
+        new_dirs = tuple(known.get(b, unassigned) for b in new_replicas)
+    else:
+        new_dirs = p.dirs
+    if new_replicas != p.replicas or new_dirs != p.dirs:
+        img.index_remove(p)
+        p.replicas, p.dirs = new_replicas, new_dirs
+        img.index_add(p)
+    if rec.isr is not None:
+        p.isr = tuple(rec.isr)
+    if rec.leader != NO_LEADER_CHANGE:
+        img.set_leader(p, rec.leader)
+        p.leader_epoch += 1
+    if rec.leader_recovery_state != ap.NO_RECOVERY_CHANGE:
+        p.leader_recovery_state = rec.leader_recovery_state
+    p.partition_epoch += 1
+
+
+def apply_remove_topic(img: MetadataImage, offset: int, rec: RemoveTopicRecord, version: int) -> None:
+    topic = img.topics.pop(rec.topic_id, None)
+    if topic is None:
+        raise StorageError(f"RemoveTopicRecord at offset {offset} for unknown topic {rec.topic_id}")
+    del img.topic_names[topic.name]
+    for p in topic.partitions.values():
+        img.index_remove(p)
+        img.set_leader(p, NO_LEADER)
+    img.partition_total -= len(topic.partitions)
+
+
+def apply_producer_ids(img: MetadataImage, offset: int, rec: ProducerIdsRecord, version: int) -> None:
+    img.next_producer_id = pids.replayed(img.next_producer_id, rec.next_producer_id, offset)
+
+
+Applier = Callable[[MetadataImage, int, Any, int], None]
+
+APPLIERS: dict[type[Message], Applier] = {
+    FeatureLevelRecord: apply_feature,
+    RegisterBrokerRecord: apply_register,
+    UnregisterBrokerRecord: apply_unregister,
+    FenceBrokerRecord: apply_fence,
+    UnfenceBrokerRecord: apply_unfence,
+    BrokerRegistrationChangeRecord: apply_registration_change,
+    TopicRecord: apply_topic,
+    PartitionRecord: apply_partition,
+    PartitionChangeRecord: apply_partition_change,
+    RemoveTopicRecord: apply_remove_topic,
+    ProducerIdsRecord: apply_producer_ids,
+}
