@@ -117,12 +117,12 @@ def test_backends_agree(name: str, both: None) -> None:
 def test_unknown_tags_kept_and_merged(both: None) -> None:
     _accel.use("c")
     d = uuid.UUID(int=5)
-    m = BrokerHeartbeatRequest(1, 2, 3, False, False, [d], unknown_tagged_fields=((7, b"x"), (1, b"")))
+    m = BrokerHeartbeatRequest(1, 2, 3, False, False, [d], unknown_tagged_fields=((7, b"x"), (5, b"")))
     raw = m.encode(1)
-    # tags 0 (OfflineLogDirs), then the unknown 1 and 7, ascending
-    assert raw.endswith(bytes.fromhex("03" "0011" "02" + "00" * 15 + "05" "0100" "070178"))
+    # tags 0 (OfflineLogDirs), then the unknown 5 and 7, ascending
+    assert raw.endswith(bytes.fromhex("03" "0011" "02" + "00" * 15 + "05" "0500" "070178"))
     back = BrokerHeartbeatRequest.decode(raw, 1)
-    assert back.unknown_tagged_fields == ((1, b""), (7, b"x"))
+    assert back.unknown_tagged_fields == ((5, b""), (7, b"x"))
     clash = BrokerHeartbeatRequest(offline_log_dirs=[d], unknown_tagged_fields=((0, b"x"),))
     with pytest.raises(EncodeError, match="collides with a known tag"):
         clash.encode(1)
