@@ -117,12 +117,12 @@ def test_backends_agree(name: str, both: None) -> None:
 def test_unknown_tags_kept_and_merged(both: None) -> None:
     _accel.use("c")
     d = uuid.UUID(int=5)
-    m = BrokerHeartbeatRequest(1, 2, 3, False, False, [d], unknown_tagged_fields=((7, b"x"), (1, b"")))
+    m = BrokerHeartbeatRequest(1, 2, 3, False, False, [d], unknown_tagged_fields=((7, b"x"), (5, b"")))
     raw = m.encode(1)
-    # tags 0 (OfflineLogDirs), then the unknown 1 and 7, ascending
-    assert raw.endswith(bytes.fromhex("03" "0011" "02" + "00" * 15 + "05" "0100" "070178"))
+    # tags 0 (OfflineLogDirs), then the unknown 5 and 7, ascending
+    assert raw.endswith(bytes.fromhex("03" "0011" "02" + "00" * 15 + "05" "0500" "070178"))
     back = BrokerHeartbeatRequest.decode(raw, 1)
-    assert back.unknown_tagged_fields == ((1, b""), (7, b"x"))
+    assert back.unknown_tagged_fields == ((5, b""), (7, b"x"))
     clash = BrokerHeartbeatRequest(offline_log_dirs=[d], unknown_tagged_fields=((0, b"x"),))
     with pytest.raises(EncodeError, match="collides with a known tag"):
         clash.encode(1)
@@ -159,13 +159,13 @@ def test_uuid_cache_switch(both: None) -> None:
     _accel.use("c")
     raw = BrokerHeartbeatRequest(offline_log_dirs=[uuid.UUID(int=77)] * 2).encode(1)
     a = BrokerHeartbeatRequest.decode(raw, 1).offline_log_dirs
-    assert a[0] is a[1]
-    _accel.set_uuid_cache(False)
+    assert a[0] is not a[1]  # off by default
+    _accel.set_uuid_cache(True)
     try:
         b = BrokerHeartbeatRequest.decode(raw, 1).offline_log_dirs
-        assert b[0] is not b[1] and b == a
+        assert b[0] is b[1] and b == a
     finally:
-        _accel.set_uuid_cache(True)
+        _accel.set_uuid_cache(False)
 
 
 def test_switch_and_report(both: None) -> None:
