@@ -420,35 +420,45 @@ class MetadataLog:
             raise StorageError(f"{seg.path.name} shrank under the log at offset {info.base_offset}")
         return data
 
-    def iter_batches(self) -> Iterator[tuple[BatchInfo, RecordBatch]]:
-        """Every batch, decoded, in offset order.
+    def iter_batches(self, from_offset: int = 0) -> Iterator[tuple[BatchInfo, RecordBatch]]:
+        """Every batch holding offsets at or after ``from_offset``, decoded, in offset order.
 
         Raises:
             StorageError: a batch no longer reads back (changed on disk since open).
         """
+        first = 0
+        if from_offset > 0 and self._batches:
+            first = self._batches[max(0, bisect.bisect_right(self._batch_bases, from_offset) - 1)].segment
         for idx, seg in enumerate(self._segments):
+            if idx < first:
+                continue
             data = seg.path.read_bytes()[: seg.size]
             start = bisect.bisect_left([b.segment for b in self._batches], idx)
             for info in self._batches[start:]:
                 if info.segment != idx:
                     break
+                if info.last_offset < from_offset:
+                    continue
                 try:
                     batch, _ = read_record_batch(data, info.position)
                 except DecodeError as exc:
                     raise StorageError(f"metadata log damaged at offset {info.base_offset}: {exc}") from None
                 yield info, batch
 
-    def replay(self) -> Iterator[tuple[int, Any, int]]:
-        """(offset, record, version) for every data record, in order; control batches skipped.
+    def replay(self, from_offset: int = 0) -> Iterator[tuple[int, Any, int]]:
+        """(offset, record, version) for every data record at or after ``from_offset`` (a
+        snapshot's end offset on restart), in order; control batches skipped.
 
         Raises:
             StorageError: a record does not decode (the message names its offset).
         """
-        for info, batch in self.iter_batches():
+        for info, batch in self.iter_batches(from_offset):
             if info.is_control:
                 continue
             for rec in batch.records:
                 offset = info.base_offset + rec.offset_delta
+                if offset < from_offset:
+                    continue
                 if rec.value is None:
                     raise StorageError(f"metadata record at offset {offset} has no value")
                 try:

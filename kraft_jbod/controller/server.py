@@ -51,6 +51,7 @@ from kraft_jbod.connection import (
     ServerConnection,
 )
 from kraft_jbod.controller import features, replication
+from kraft_jbod.controller import snapshot as snapshots
 from kraft_jbod.controller.config import ControllerConfig
 from kraft_jbod.controller.log import MetadataLog
 from kraft_jbod.controller.story import Story
@@ -180,6 +181,7 @@ class ControllerServer:
         self.fetch_waiter = replication.FetchWaiter()
         self._fetch_tasks: set[asyncio.Task[None]] = set()
         self.stats = collections.Counter[str]()
+        self.snapshot_policy = snapshots.SnapshotPolicy(config.snapshot_max_bytes, config.snapshot_interval_ms)
 
     # ------------------------------------------------------------------ lifecycle
 
@@ -217,8 +219,10 @@ class ControllerServer:
                 default_replication_factor=cfg.default_replication_factor,
                 num_partitions=cfg.num_partitions,
             )
+            # Restart from the newest snapshot plus the log after it (controller/snapshot.py).
+            restored = snapshots.restore_latest(self.state, cfg.metadata_partition_dir, self.log.end_offset)
             replayed = 0
-            for offset, record, version in self.log.replay():
+            for offset, record, version in self.log.replay(0 if restored is None else restored.end_offset):
                 self.state.apply(offset, record, version)
                 self.story.committed(((record, version),), tell=False)
                 replayed += 1
@@ -228,7 +232,7 @@ class ControllerServer:
                 version=0, leader_id=cfg.node_id, voters=[Voter(cfg.node_id)], granting_voters=[Voter(cfg.node_id)]
             )
             self.log.append_control([(LEADER_CHANGE, lcm, 0)], timestamp_ms=_wall_ms())
-            if replayed == 0:
+            if replayed == 0 and restored is None:
                 boot = list(self.state.bootstrap_records(self.metadata_version))
                 base = self.log.append(boot, timestamp_ms=_wall_ms())
                 for i, (record, version) in enumerate(boot):
@@ -242,6 +246,7 @@ class ControllerServer:
                     self.log.end_offset,
                     self.log.leader_epoch,
                 )
+            self.snapshot_policy.taken(self.clock.monotonic_ms())
             self.supported = self._served_versions()
             for listener in cfg.controller_listeners:
                 server = await loop.create_server(
@@ -419,6 +424,29 @@ class ControllerServer:
             asyncio.get_running_loop().call_soon(lambda: asyncio.ensure_future(self.close()))
             raise
         self.story.committed(records, cause)
+        await self._maybe_snapshot(ts)
+
+    async def _maybe_snapshot(self, ts: int) -> None:
+        """Snapshot the image when the policy says so (controller/snapshot.py). The worker is
+        the only writer of the state, so the image holds still while it is written."""
+        assert self.log is not None
+        if self.log.batches:
+            self.snapshot_policy.committed(self.log.batches[-1].size)
+        now = self.clock.monotonic_ms()
+        if not self.snapshot_policy.due(now) or not hasattr(self.state, "image"):
+            return
+        self.snapshot_policy.taken(now)
+        img, epoch, directory = self.state.image, self.log.leader_epoch, self.config.metadata_partition_dir
+        try:
+            path = await asyncio.get_running_loop().run_in_executor(
+                None, lambda: snapshots.write_image_snapshot(directory, img, epoch=epoch, last_contained_timestamp=ts,
+                                                             fsync=self._fsync)
+            )
+        except Exception as exc:  # a failed snapshot loses nothing: the log still holds it all
+            log.error("writing a metadata snapshot failed: %s", exc)
+            return
+        self.stats["snapshots"] += 1
+        log.info("wrote metadata snapshot %s", path.name)
 
     # ------------------------------------------------------------------ Fetch (replication)
 

@@ -432,3 +432,53 @@ def load_image(img: MetadataImage, contents: SnapshotContents) -> None:
         img.apply(offset, rec, ver)
     img.last_applied_offset = offset
 
+
+
+# ---------------------------------------------------------------------- restart and schedule
+
+
+def restore_latest(target: Any, directory: Path, log_end_offset: int) -> SnapshotId | None:
+    """Load the newest snapshot in ``directory`` that the log reaches into ``target`` (an empty
+    ``ControllerState`` or ``MetadataImage``); return its id, or None when there is none (then
+    the whole log is replayed). Replay the log from the id's ``end_offset`` afterwards.
+
+    A snapshot beyond the log's end is not used: the log it stands for is not all here.
+
+    Raises:
+        StorageError: the newest usable snapshot is damaged (the message names it).
+    """
+    for sid in reversed(list_snapshots(directory)):
+        if sid.end_offset > log_end_offset:
+            continue
+        contents = read_snapshot(directory / sid.file_name)
+        offset = sid.last_contained_offset
+        for rec, ver in contents.records:
+            target.apply(offset, rec, ver)
+        return sid
+    return None
+
+
+@dataclass(slots=True)
+class SnapshotPolicy:
+    """When to snapshot: Kafka's ``metadata.log.max.record.bytes.between.snapshots`` (20 MiB)
+    and ``metadata.log.max.snapshot.interval.ms`` (1 hour; 0 turns the time trigger off).
+    Counts the bytes of committed record batches since the last snapshot."""
+
+    max_bytes: int = 20 * 1024 * 1024
+    max_interval_ms: int = 60 * 60 * 1000
+    bytes_since: int = 0
+    last_ms: int = 0
+
+    def committed(self, nbytes: int) -> None:
+        self.bytes_since += nbytes
+
+    def due(self, now_ms: int) -> bool:
+        if self.bytes_since == 0:
+            return False
+        if self.bytes_since >= self.max_bytes:
+            return True
+        return self.max_interval_ms > 0 and now_ms - self.last_ms >= self.max_interval_ms
+
+    def taken(self, now_ms: int) -> None:
+        self.bytes_since = 0
+        self.last_ms = now_ms
