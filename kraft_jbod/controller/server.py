@@ -65,6 +65,7 @@ from kraft_jbod.messages.api_versions_response import (
 )
 from kraft_jbod.messages.error_codes import ErrorCode
 from kraft_jbod.messages.leader_change_message import LeaderChangeMessage, Voter
+from kraft_jbod.messages.no_op_record import NoOpRecord
 from kraft_jbod.wire.primitives import uuid_from_base64url, uuid_to_base64url
 from kraft_jbod.wire.records import LEADER_CHANGE
 
@@ -181,6 +182,7 @@ class ControllerServer:
         self.fetch_waiter = replication.FetchWaiter()
         self._fetch_tasks: set[asyncio.Task[None]] = set()
         self.stats = collections.Counter[str]()
+        self._last_noop_ms: int | None = None
         self.snapshot_policy = snapshots.SnapshotPolicy(config.snapshot_max_bytes, config.snapshot_interval_ms)
 
     # ------------------------------------------------------------------ lifecycle
@@ -536,10 +538,12 @@ class ControllerServer:
     async def _run_tick(self) -> None:
         assert self.log is not None
         try:
-            records = list(self.state.tick(now_ms=self.clock.monotonic_ms(), next_offset=self.log.end_offset))
+            now = self.clock.monotonic_ms()
+            records = list(self.state.tick(now_ms=now, next_offset=self.log.end_offset))
         except Exception:
             log.exception("bug in tick()")
             return
+        records += self._noop_due(now)
         if records:
             try:
                 await self._commit(records)
@@ -547,6 +551,20 @@ class ControllerServer:
                 log.error("appending tick records failed: %s", exc)
             except Exception:
                 pass
+
+    def _noop_due(self, now: int) -> list[Any]:
+        """A NoOpRecord every ``metadata.max.idle.interval.ms`` (0: never), as Kafka's controller's
+        periodic writeNoOpRecord task: brokers see the log advance while nothing else happens.
+        Only from 3.3-IV1, the first metadata.version that has the record."""
+        interval = self.config.idle_interval_ms
+        if interval <= 0 or self.state.metadata_version < features.MV_3_3_IV1:
+            return []
+        if self._last_noop_ms is None:
+            self._last_noop_ms = now
+        if now - self._last_noop_ms < interval:
+            return []
+        self._last_noop_ms = now
+        return [(NoOpRecord(), 0)]
 
     async def _ticker(self) -> None:
         # Ticks go through the worker's queue like requests, so Rule 1 holds for them too.

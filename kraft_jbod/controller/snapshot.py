@@ -180,6 +180,8 @@ def comparable(img: MetadataImage) -> dict[str, Any]:
             reg.in_controlled_shutdown or reg.cs_offset >= 0, reg.online_dirs, reg.cordoned_dirs,
         )
     state["brokers"] = brokers
+    state["topics"] = dict(sorted(state["topics"].items(), key=lambda kv: kv[0].int))  # a stable repr
+    state["acls"] = dict(sorted(state["acls"].items(), key=lambda kv: kv[0].int))
     return state
 
 

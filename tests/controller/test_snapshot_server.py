@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 from pathlib import Path
 
 import pytest
@@ -12,6 +13,7 @@ from kraft_jbod.controller.log import MetadataLog
 from kraft_jbod.controller.server import ControllerServer
 from kraft_jbod.errors import StorageError
 from kraft_jbod.messages.create_topics_request import CreatableTopic, CreateTopicsRequest
+from kraft_jbod.messages.no_op_record import NoOpRecord
 from tests.controller.test_server import CLUSTER, Client, make_config, register_and_unfence
 
 
@@ -68,3 +70,19 @@ async def test_a_damaged_newest_snapshot_is_reported(tmp_path: Path) -> None:
             pass
     with MetadataLog.open(cfg.metadata_partition_dir) as log:  # the log itself is untouched
         assert log.end_offset > newest.end_offset - 1
+
+
+async def test_noop_records_every_idle_interval(tmp_path: Path) -> None:
+    cfg = make_config(tmp_path, **{"metadata.max.idle.interval.ms": "40"})
+    async with ControllerServer(cfg, cluster_id=CLUSTER, tick_interval_ms=10) as s:
+        await asyncio.sleep(0.5)
+    with MetadataLog.open(cfg.metadata_partition_dir) as log:
+        noops = [off for off, rec, _ in log.replay() if isinstance(rec, NoOpRecord)]
+    assert len(noops) >= 3, noops
+    # 0 turns them off
+    cfg0 = make_config(tmp_path / "off", **{"metadata.max.idle.interval.ms": "0"})
+    async with ControllerServer(cfg0, cluster_id=CLUSTER, tick_interval_ms=10) as s:
+        await asyncio.sleep(0.2)
+        assert s.stats["batches"] == 0
+    with MetadataLog.open(cfg0.metadata_partition_dir) as log:
+        assert not [rec for _, rec, _ in log.replay() if isinstance(rec, NoOpRecord)]
