@@ -164,7 +164,8 @@ def main(argv: list[str] | None = None) -> int:
     if full["digest"] != fast["digest"] or full["partitions"] != fast["partitions"]:
         print("the two restarts built different states", file=sys.stderr)
         return 1
-    out = {"partitions": a.partitions, "history_rounds": a.history_rounds, **built, "full_cpu_s": full["cpu_s"], "snapshot_cpu_s": fast["cpu_s"],
+    out = {"partitions": a.partitions, "history_rounds": a.history_rounds, **built,
+           "full_cpu_s": full["cpu_s"], "snapshot_cpu_s": fast["cpu_s"],
            "tail_records": fast["replayed_records"], "ratio": fast["cpu_s"] / full["cpu_s"]}
     if a.json:
         print(json.dumps(out))
