@@ -118,6 +118,7 @@ class MetadataLog:
         self._batches: list[BatchInfo] = []
         self._batch_bases: list[int] = []
         self.end_offset = 0
+        self.start_offset = 0
         self._fd: int | None = None
         self._broken: str | None = None
         self.truncated_bytes = 0
@@ -182,7 +183,9 @@ class MetadataLog:
         for p in names:
             self._segments.append(_Segment(int(p.stem), p, 0))
         self._segments.sort(key=lambda s: s.base_offset)
-        expected = 0
+        # The log start offset: 0, or where the oldest segment kept after a snapshot begins.
+        expected = self._segments[0].base_offset if self._segments else 0
+        self.start_offset = expected
         last_epoch = -1
         for idx, seg in enumerate(self._segments):
             if seg.base_offset != expected:
@@ -395,6 +398,39 @@ class MetadataLog:
         self.end_offset = info.last_offset + 1
         return base
 
+    def delete_segments_below(self, offset: int) -> int:
+        """Delete the whole segments holding only offsets below ``offset`` (a snapshot's end
+        offset), never the active one; the log start offset moves to the first kept segment.
+        Returns how many were deleted.
+
+        Raises:
+            StorageError: a segment file cannot be removed (what was removed stays removed;
+                the rest of the log is intact).
+        """
+        keep = 0
+        while keep < len(self._segments) - 1 and self._segments[keep + 1].base_offset <= offset:
+            keep += 1
+        if keep == 0:
+            return 0
+        for seg in self._segments[:keep]:
+            try:
+                seg.path.unlink()
+            except FileNotFoundError:
+                pass
+            except OSError as exc:
+                raise StorageError(f"cannot delete metadata log segment {seg.path}: {exc.strerror}") from None
+        del self._segments[:keep]
+        first = bisect.bisect_left(self._batch_bases, self._segments[0].base_offset)
+        self._batches = [
+            BatchInfo(b.base_offset, b.last_offset, b.epoch, b.segment - keep, b.position, b.size, b.is_control)
+            for b in self._batches[first:]
+        ]
+        self._batch_bases = self._batch_bases[first:]
+        self.start_offset = self._segments[0].base_offset
+        if self.fsync:
+            _fsync_dir(self.directory)
+        return keep
+
     def _undo(self, seg: _Segment) -> None:
         # Cut a partial write back off so the next append cannot land after garbage.
         try:
@@ -478,8 +514,10 @@ class MetadataLog:
         """
         if fetch_offset == self.end_offset:
             return b""
-        if not 0 <= fetch_offset < self.end_offset:
-            raise StorageError(f"fetch offset {fetch_offset} is outside the log [0, {self.end_offset}]")
+        if not self.start_offset <= fetch_offset < self.end_offset:
+            raise StorageError(
+                f"fetch offset {fetch_offset} is outside the log [{self.start_offset}, {self.end_offset}]"
+            )
         i = bisect.bisect_right(self._batch_bases, fetch_offset) - 1
         first = self._batches[i]
         size = first.size
@@ -502,8 +540,8 @@ class MetadataLog:
         Raises:
             StorageError: no batch holds it.
         """
-        if not 0 <= offset < self.end_offset:
-            raise StorageError(f"offset {offset} is outside the log [0, {self.end_offset})")
+        if not self.start_offset <= offset < self.end_offset:
+            raise StorageError(f"offset {offset} is outside the log [{self.start_offset}, {self.end_offset})")
         return self._batches[bisect.bisect_right(self._batch_bases, offset) - 1]
 
     # ------------------------------------------------------------------ closing

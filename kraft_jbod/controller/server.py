@@ -183,6 +183,7 @@ class ControllerServer:
         self._fetch_tasks: set[asyncio.Task[None]] = set()
         self.stats = collections.Counter[str]()
         self._last_noop_ms: int | None = None
+        self._latest_snapshot: tuple[int, int] | None = None  # (end offset, epoch)
         self.snapshot_policy = snapshots.SnapshotPolicy(config.snapshot_max_bytes, config.snapshot_interval_ms)
 
     # ------------------------------------------------------------------ lifecycle
@@ -223,6 +224,12 @@ class ControllerServer:
             )
             # Restart from the newest snapshot plus the log after it (controller/snapshot.py).
             restored = snapshots.restore_latest(self.state, cfg.metadata_partition_dir, self.log.end_offset)
+            if self.log.start_offset > 0 and (restored is None or restored.end_offset < self.log.start_offset):
+                raise StorageError(
+                    f"metadata log starts at offset {self.log.start_offset} but no snapshot covers the offsets below"
+                )
+            if restored is not None:
+                self._latest_snapshot = (restored.end_offset, restored.epoch)
             replayed = 0
             for offset, record, version in self.log.replay(0 if restored is None else restored.end_offset):
                 self.state.apply(offset, record, version)
@@ -449,6 +456,25 @@ class ControllerServer:
             return
         self.stats["snapshots"] += 1
         log.info("wrote metadata snapshot %s", path.name)
+        sid = snapshots.parse_name(path.name)
+        assert sid is not None
+        self._latest_snapshot = (sid.end_offset, sid.epoch)
+        self._clean_after_snapshot(sid)
+
+    def _clean_after_snapshot(self, sid: snapshots.SnapshotId) -> None:
+        """Delete the segments wholly below the snapshot (the log start offset moves to the
+        first kept one) and the snapshots older than it."""
+        assert self.log is not None
+        try:
+            deleted = self.log.delete_segments_below(sid.end_offset)
+            for old in snapshots.list_snapshots(self.config.metadata_partition_dir):
+                if old < sid:
+                    (self.config.metadata_partition_dir / old.file_name).unlink(missing_ok=True)
+        except (KraftJbodError, OSError) as exc:
+            log.error("cleaning the metadata log after a snapshot failed: %s", exc)
+            return
+        if deleted:
+            log.info("deleted %d metadata log segments; log start offset %d", deleted, self.log.start_offset)
 
     # ------------------------------------------------------------------ Fetch (replication)
 
@@ -465,7 +491,8 @@ class ControllerServer:
         try:
             if event.api_key == ApiKey.FETCH_SNAPSHOT:
                 body: Any = replication.handle_fetch_snapshot(
-                    event.body, event.api_version, cluster_id=self.cluster_id, leader=leader
+                    event.body, event.api_version, cluster_id=self.cluster_id, leader=leader,
+                    directory=self.config.metadata_partition_dir,
                 )
             else:
                 started = _monotonic_ms()
@@ -478,6 +505,7 @@ class ControllerServer:
                         leader=leader,
                         log=self.log,
                         shutting_down=self._closing,
+                        snapshot=self._latest_snapshot,
                     )
                     if answer.park_ms <= 0:
                         break
