@@ -11,7 +11,8 @@ Timed, each in a fresh process so neither warms the other (CPU seconds of that p
 
 * ``full``: open the log (recovery: every batch length- and CRC-checked) and replay every
   record into a fresh ``ControllerState`` (what a restart cost before snapshots).
-* ``snapshot``: open the log, load the newest snapshot (read, CRC, decode, apply) and
+* ``snapshot``: open the log (whose segments wholly below the snapshot were deleted, as the
+  server does after a snapshot), load the newest snapshot (read, CRC, decode, apply) and
   replay only the records after it (what ``ControllerServer.start`` does now).
 
 ``--history-rounds K`` first moves the leadership of every partition K times
@@ -30,6 +31,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import shutil
 import subprocess
 import sys
 import tempfile
@@ -44,7 +46,7 @@ PER_TOPIC = 1000
 CLUSTER = "MkU3OEVBNTcwNTJENDM2Qg"
 
 
-def _build(directory: Path, partitions: int, tail_topics: int, history: int) -> dict[str, Any]:
+def _build(directory: Path, partitions: int, tail_topics: int, history: int, segment_bytes: int) -> dict[str, Any]:
     from kraft_jbod.controller import features as fv
     from kraft_jbod.controller import snapshot as snap
     from kraft_jbod.controller.log import MetadataLog
@@ -52,7 +54,7 @@ def _build(directory: Path, partitions: int, tail_topics: int, history: int) -> 
     from kraft_jbod.messages.create_topics_request import CreatableTopic, CreateTopicsRequest
     from kraft_jbod.messages.register_broker_record import RegisterBrokerRecord
 
-    log = MetadataLog.open(directory, fsync=False)
+    log = MetadataLog.open(directory, fsync=False, segment_bytes=segment_bytes)
     state = ControllerState(cluster_id=CLUSTER, node_id=3000)
 
     def commit(records: list[Any]) -> None:
@@ -104,6 +106,15 @@ def _build(directory: Path, partitions: int, tail_topics: int, history: int) -> 
     out = {"records": log.end_offset, "snapshot_bytes": path.stat().st_size, "snapshot_write_cpu_s": write_cpu,
            "log_bytes": sum(p.stat().st_size for p in log.segment_paths)}
     log.close()
+    # The full-replay copy: the whole log, no snapshot (a restart before snapshots).
+    full = directory.parent / "full"
+    shutil.copytree(directory, full, ignore=shutil.ignore_patterns("*.checkpoint", ".lock"))
+    # The snapshot copy: segments wholly below the snapshot deleted, as the server does.
+    sid = snap.parse_name(path.name)
+    assert sid is not None
+    with MetadataLog.open(directory, fsync=False) as log:
+        out["segments_deleted"] = log.delete_segments_below(sid.end_offset)
+        out["log_bytes_after_snapshot"] = sum(p.stat().st_size for p in log.segment_paths)
     return out
 
 
@@ -146,21 +157,24 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--tail-topics", type=int, default=10)
     ap.add_argument("--history-rounds", type=int, default=0,
                     help="rounds of leader moves over every partition before the snapshot")
+    ap.add_argument("--segment-bytes", type=int, default=64 * 1024 * 1024, help="metadata log segment size")
     ap.add_argument("--json", action="store_true")
     ap.add_argument("--_build", help=argparse.SUPPRESS)
     ap.add_argument("--_restart", nargs=2, help=argparse.SUPPRESS)
     a = ap.parse_args(argv)
     if a._build:
-        print(json.dumps(_build(Path(a._build), a.partitions, a.tail_topics, a.history_rounds)))
+        print(json.dumps(_build(Path(a._build), a.partitions, a.tail_topics, a.history_rounds, a.segment_bytes)))
         return 0
     if a._restart:
         print(json.dumps(_restart(Path(a._restart[0]), a._restart[1])))
         return 0
     with tempfile.TemporaryDirectory(prefix="bench-restart-") as tmp:
+        snapdir = str(Path(tmp) / "snapshot")
         built = _child(["--partitions", str(a.partitions), "--tail-topics", str(a.tail_topics),
-                        "--history-rounds", str(a.history_rounds), "--_build", tmp])
-        full = _child(["--_restart", tmp, "full"])
-        fast = _child(["--_restart", tmp, "snapshot"])
+                        "--history-rounds", str(a.history_rounds), "--segment-bytes", str(a.segment_bytes),
+                        "--_build", snapdir])
+        full = _child(["--_restart", str(Path(tmp) / "full"), "full"])
+        fast = _child(["--_restart", snapdir, "snapshot"])
     if full["digest"] != fast["digest"] or full["partitions"] != fast["partitions"]:
         print("the two restarts built different states", file=sys.stderr)
         return 1
