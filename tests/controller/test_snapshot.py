@@ -187,3 +187,25 @@ def test_comparison_can_fail(tmp_path: Path) -> None:
     p = next(iter(fresh.partitions()))
     p.leader_epoch += 1
     assert snap.comparable(fresh) != snap.comparable(c.state.image)
+
+
+def test_log_dump_reads_a_snapshot(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    import json
+
+    from kraft_jbod import cli
+
+    c = _busy_cluster()
+    path = snap.write_image_snapshot(tmp_path, c.state.image, epoch=2, last_contained_timestamp=77)
+    assert cli.main(["log", "dump", str(path)]) == 0
+    rows = [json.loads(line) for line in capsys.readouterr().out.splitlines()]
+    assert rows[0]["control"] == "SNAPSHOT_HEADER" and rows[0]["offset"] == 0
+    assert rows[0]["data"]["lastContainedLogTimestamp"] == 77
+    assert rows[-1]["control"] == "SNAPSHOT_FOOTER"
+    types = [r.get("type") for r in rows[1:-1]]
+    assert types[0] == "FeatureLevelRecord" and "PartitionRecord" in types
+    assert [r["offset"] for r in rows] == list(range(len(rows)))
+    assert cli.main(["log", "dump", "--no-control", str(path)]) == 0
+    assert all("control" not in json.loads(line) for line in capsys.readouterr().out.splitlines())
+    path.write_bytes(path.read_bytes()[:-3])
+    assert cli.main(["log", "dump", str(path)]) != 0
+    assert "snapshot" in capsys.readouterr().err
