@@ -204,6 +204,24 @@ class _Framer:
     def buffered(self) -> int:
         return len(self._buf)
 
+    @property
+    def pending_size(self) -> int:
+        """Payload size of the frame being assembled (its prefix has arrived), else -1."""
+        if self._need < 0 and len(self._buf) >= 4:
+            (size,) = _BE_i.unpack_from(self._buf, 0)
+            return int(size)
+        return self._need
+
+    @property
+    def max_frame(self) -> int:
+        return self._max_frame
+
+    @max_frame.setter
+    def max_frame(self, value: int) -> None:
+        if value < self._min_size:
+            raise ValueError(f"max_frame {value} is below the smallest frame ({self._min_size} bytes)")
+        self._max_frame = value
+
     def next_payload(self) -> bytes | _Sentinel | ConnectionClosed:
         if self._dead is not None:
             raise self._dead
@@ -261,11 +279,41 @@ class ServerConnection:
     def buffered(self) -> int:
         return self._framer.buffered
 
+    @property
+    def pending_size(self) -> int:
+        """Payload size of the frame being assembled once its size prefix is in, else -1."""
+        return self._framer.pending_size
+
+    @property
+    def max_frame(self) -> int:
+        return self._framer.max_frame
+
+    @max_frame.setter
+    def max_frame(self, value: int) -> None:
+        """Change the frame limit from the next frame on (e.g. larger once authenticated)."""
+        self._framer.max_frame = value
+
     def next_event(self) -> RequestReceived | ApiVersionsFallback | ConnectionClosed | _Sentinel:
         """The next event; raises only :class:`RemoteProtocolError` (error_code None: close)."""
         payload = self._framer.next_payload()
         if not isinstance(payload, bytes):
             return payload
+        try:
+            return self.decode_payload(payload)
+        except RemoteProtocolError as exc:
+            self._framer.fail(exc)
+
+    def next_payload(self) -> bytes | ConnectionClosed | _Sentinel:
+        """The next whole frame payload, undecoded (a server may decode it later, elsewhere,
+        with :meth:`decode_payload`); raises only :class:`RemoteProtocolError`."""
+        return self._framer.next_payload()
+
+    def decode_payload(self, payload: bytes) -> RequestReceived | ApiVersionsFallback:
+        """Decode one frame payload from :meth:`next_payload`. Pure: safe in a worker thread.
+
+        Raises:
+            RemoteProtocolError: the frame breaks Rules 1-3 (close the connection).
+        """
         key, version, corr = codec.peek_request(payload)
 
         def refuse(reason: str) -> RemoteProtocolError:
@@ -277,25 +325,23 @@ class ServerConnection:
                 try:
                     header, _hv, _pos = codec.decode_request_header(payload)
                 except DecodeError as exc:
-                    self._framer.fail(refuse(f"ApiVersions v{version} header does not decode: {exc}"))
+                    raise refuse(f"ApiVersions v{version} header does not decode: {exc}") from None
                 self.requests_received += 1
                 return ApiVersionsFallback(header, payload)
         else:
             rng = self.supported.get(key)
             if rng is None:
-                self._framer.fail(refuse(f"api key {key} ({codec.api_name(key)}) is not served on this listener"))
-            elif not rng[0] <= version <= rng[1]:
-                self._framer.fail(
-                    refuse(f"{codec.api_name(key)} v{version} is outside the supported range {rng[0]}-{rng[1]}")
-                )
+                raise refuse(f"api key {key} ({codec.api_name(key)}) is not served on this listener")
+            if not rng[0] <= version <= rng[1]:
+                raise refuse(f"{codec.api_name(key)} v{version} is outside the supported range {rng[0]}-{rng[1]}")
         cls = _request_cls(key)
         if cls is None:
-            self._framer.fail(refuse(f"api key {key} is unknown"))
+            raise refuse(f"api key {key} is unknown")
         try:
             header, pos = RequestHeader.read(payload, 0, codec.request_header_version(key, version, cls))
             body, end = cls.read(payload, pos, version)
         except DecodeError as exc:
-            self._framer.fail(refuse(f"{codec.api_name(key)} v{version} does not decode: {exc}"))
+            raise refuse(f"{codec.api_name(key)} v{version} does not decode: {exc}") from None
         self.requests_received += 1
         return RequestReceived(header, body, payload, payload[end:] if end < len(payload) else b"")
 

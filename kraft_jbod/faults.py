@@ -641,6 +641,8 @@ class FaultInjector:
             doc = json.loads(text)
         except json.JSONDecodeError as exc:
             raise ConfigError(f"fault file {path}: not JSON: {exc.msg} at line {exc.lineno}") from None
+        except RecursionError:
+            raise ConfigError(f"fault file {path}: JSON nested too deeply") from None
         self.load_json(doc)
 
     def to_json(self) -> dict[str, Any]:

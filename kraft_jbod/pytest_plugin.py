@@ -460,6 +460,13 @@ class KraftCluster:
         assert self.ext.admin_address is not None
         return "http://{}:{}".format(*self.ext.admin_address)
 
+    @property
+    def admin_headers(self) -> dict[str, str]:
+        """Headers every admin channel request needs: the token and the JSON content type."""
+        token = self.ext.admin_token_value
+        assert token is not None, "the admin channel has not started"
+        return {"Authorization": f"Bearer {token}", "Content-Type": "application/json"}
+
     def view(self) -> dict[str, Any]:
         """The cluster view (brokers, directories, partitions with leader/ISR/directories)."""
         return client_api.cluster_view(self.server.state)

@@ -50,7 +50,9 @@ def test_against_java(
     # Versions Kafka re-specified after 3.9 (share-group APIs changed v0 while unstable):
     # we follow 4.4 there, so 3.9.1 is not the judge of them.
     versions = [v for v in range(lo, hi + 1) if v not in respecified_versions(cls.NAME)]
-    assert versions, f"no common versions for {cls.NAME}"
+    if not versions:
+        assert respecified_versions(cls.NAME) >= set(range(lo, hi + 1)), f"no common versions for {cls.NAME}"
+        return
     # 3.9.1 still uses the names some fields had before 4.x renamed them.
     sweep(
         java_oracle, kind, api_key, cls, versions, 8, lambda v: CHECKED.add((kind, api_key, v)), older_json_names(cls.NAME)

@@ -399,7 +399,9 @@ class _Cds:
             text = ""
         finally:
             self.log.unlink(missing_ok=True)
-        ok = "Mapped dynamic region" in text and "UseSharedSpaces:" not in text
+        # Only an explicit rejection drops the archive: a log that says nothing (not yet
+        # written, or another JVM's wording) must not cost the next run a 150 MB dump.
+        ok = "UseSharedSpaces:" not in text and "mismatch" not in text
         if not ok:
             self.drop()
         return ok

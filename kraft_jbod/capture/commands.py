@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import argparse
 import io
+import os
 import sys
 from collections.abc import Iterator
 from contextlib import ExitStack
@@ -74,16 +75,23 @@ def cmd_decode(args: argparse.Namespace) -> int:
     sources.extend((f, Path(f)) for f in args.files)
     if not sources:
         return _fail("decode: give capture FILE(s) or --sample")
+    for name, path in sources:
+        # Every input is checked before --output is touched: a typo must not empty it.
+        if path is not None and not path.is_file():
+            return _fail(f"cannot read {name}: {'is a directory' if path.is_dir() else 'no such file'}")
     ports = args.port or None
     summary = Summary()
     show_progress = not args.no_progress and sys.stderr.isatty()
+    tmp_out = None if not args.output else Path(args.output).with_name(Path(args.output).name + ".partial")
     with ExitStack() as stack:
         out: TextIO | None
-        if args.output:
+        if tmp_out is not None:
             try:
-                out = stack.enter_context(open(args.output, "w", encoding="utf-8"))
+                out = stack.enter_context(open(tmp_out, "w", encoding="utf-8"))
             except OSError as exc:
                 return _fail(f"cannot write {args.output}: {exc.strerror}")
+            # Removed unless the run completes and replaces --output with it.
+            stack.callback(lambda: tmp_out.unlink(missing_ok=True))
         else:
             out = None if args.summary else console.stdout()
         for name, path in sources:
@@ -115,6 +123,9 @@ def cmd_decode(args: argparse.Namespace) -> int:
                         out.write("\n")
             except DecodeError as exc:
                 return _fail(f"{name}: not a readable capture: {exc}")
+        if tmp_out is not None and out is not None:
+            out.close()
+            os.replace(tmp_out, args.output)
     if args.summary:
         console.line(summary.render())
     return 1 if summary.undecoded else 0

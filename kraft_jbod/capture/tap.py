@@ -15,6 +15,12 @@ end. All three are plain synchronous calls, safe inside ``asyncio.Protocol`` cal
   misframing. Sending never blocks the server: datagrams wait in a bounded queue drained
   by one task, and when it is full they are dropped and counted (``dropped``).
 
+Secrets: SaslAuthenticate (api key 36) carries PLAIN passwords and SCRAM proofs, salts
+and signatures in ``auth_bytes``. Unless a tap is made with ``secrets=True``
+(``--capture-secrets``), :class:`_SaslRedactor` overwrites those bytes with ``*`` in both
+directions before anything is written or mirrored; frames keep their length and still
+decode. A pcapng file the tap creates is readable by its owner only (0600).
+
 Datagram layout (big-endian): ``MAGIC`` (4 bytes), kind (u8: 0 open, 1 client bytes,
 2 server bytes, 3 close), connection serial (u32), stream offset (u64), timestamp in ns
 (u64), then for *open* the UTF-8 text ``client_host:port->server_host:port``, for bytes the
@@ -26,16 +32,19 @@ from __future__ import annotations
 import asyncio
 import collections
 import ipaddress
+import os
 import struct
 import time
 from pathlib import Path
-from typing import TYPE_CHECKING, BinaryIO, Final
+from typing import TYPE_CHECKING, Any, BinaryIO, Final
 
+from kraft_jbod import codec
 from kraft_jbod.capture.kafka import DecodedFrame, KafkaDecoder
 from kraft_jbod.capture.pcapng_writer import PcapngWriter, TcpConversation
 from kraft_jbod.capture.reassembly import Data, Gap, format_endpoint
 from kraft_jbod.capture.streams import Flow, FlowEnd, Frame, FrameSplitter
-from kraft_jbod.errors import EncodeError
+from kraft_jbod.errors import DecodeError, EncodeError
+from kraft_jbod.messages.api_keys import ApiKey
 
 if TYPE_CHECKING:
     # asyncio-dgram (the `net` extra) is imported only when mirroring over UDP: writing a
@@ -90,6 +99,128 @@ def _ip(host: str, fallback: str) -> str:
         return fallback
 
 
+SASL_AUTHENTICATE: Final = ApiKey.SASL_AUTHENTICATE
+# A SaslAuthenticate frame larger than this is not held back whole: it is blanked instead.
+_REDACT_HOLD_LIMIT: Final = 1 << 20
+_BE_i = struct.Struct(">i")
+_BE_ih = struct.Struct(">ih")
+
+
+def _starred(payload: bytes, pos: int, body: Any, version: int) -> bytes | None:
+    """``payload`` with ``body.auth_bytes`` replaced by as many ``*``, or None if the
+    re-encoded body would not have the same length (then the caller blanks it)."""
+    secret = getattr(body, "auth_bytes", None)
+    if not isinstance(secret, bytes | bytearray) or not secret:
+        return payload
+    body.auth_bytes = b"*" * len(secret)
+    out = bytearray(payload[:pos])
+    body.write(out, version)
+    if len(out) > len(payload):
+        return None
+    out += payload[len(out):]
+    return bytes(out) if len(out) == len(payload) else None
+
+
+class _SaslRedactor:
+    """Blanks SASL secrets in one connection's two byte streams (see the module docstring).
+
+    The client stream is followed frame by frame: a SaslAuthenticate frame is held until
+    whole, then emitted with its auth bytes starred; every other byte passes at once. A
+    stream that stops looking like Kafka frames passes unchanged (the server closes such a
+    connection before any authentication can follow). Responses to the SaslAuthenticate
+    correlation ids seen are starred the same way.
+    """
+
+    def __init__(self) -> None:
+        self._buf = bytearray()
+        self._passing = 0  # bytes of the current (non-SASL) frame still to pass through
+        self._blanking = 0  # bytes of an oversized SASL frame still to replace with '*'
+        self._raw = False
+        self._pending: dict[int, int] = {}  # correlation id -> SaslAuthenticate version
+
+    def client(self, data: bytes) -> bytes:
+        if self._raw:
+            return data
+        out = bytearray()
+        view = memoryview(data)
+        i = 0
+        while i < len(view):
+            if self._blanking:
+                n = min(self._blanking, len(view) - i)
+                out += b"*" * n
+                i += n
+                self._blanking -= n
+                continue
+            if self._passing:
+                n = min(self._passing, len(view) - i)
+                out += view[i:i + n]
+                i += n
+                self._passing -= n
+                continue
+            need = 6 if len(self._buf) < 6 else 4 + _BE_i.unpack_from(self._buf, 0)[0]
+            take = min(need - len(self._buf), len(view) - i) if need > len(self._buf) else 0
+            self._buf += view[i:i + take]
+            i += take
+            if len(self._buf) < 6:
+                continue
+            size, key = _BE_ih.unpack_from(self._buf, 0)
+            if size < 8:
+                self._raw = True
+                out += self._buf + view[i:]
+                self._buf.clear()
+                return bytes(out)
+            if key != SASL_AUTHENTICATE:
+                self._passing = 4 + size - len(self._buf)
+                out += self._buf
+                self._buf.clear()
+                continue
+            if len(self._buf) < 4 + size and size <= _REDACT_HOLD_LIMIT:
+                continue  # hold the SASL frame until it is whole
+            out += self._redact_request(bytes(self._buf[: 4 + size]), size)
+            self._blanking = max(0, 4 + size - len(self._buf))
+            self._buf.clear()
+        return bytes(out)
+
+    def _redact_request(self, frame: bytes, size: int) -> bytes:
+        payload = frame[4:]
+        try:
+            if len(payload) < size:
+                raise DecodeError("not whole")
+            dec = codec.decode_request(payload)
+            self._pending[int(dec.header.correlation_id)] = int(dec.header.request_api_version)
+            starred = _starred(payload, dec.body_offset, dec.body, int(dec.header.request_api_version))
+        except (DecodeError, EncodeError, AttributeError):
+            starred = None
+        if starred is None:
+            starred = payload[:8] + b"*" * (len(payload) - 8)
+        return frame[:4] + starred
+
+    def server(self, data: bytes) -> bytes:
+        if not self._pending:
+            return data
+        out = bytearray()
+        pos = 0
+        # The server writes whole response frames, one or more per call.
+        while pos + 8 <= len(data):
+            size, corr = struct.unpack_from(">ii", data, pos)
+            end = pos + 4 + size
+            if size < 4 or end > len(data):
+                break
+            payload = data[pos + 4:end]
+            version = self._pending.pop(corr, None)
+            if version is not None:
+                try:
+                    dec = codec.decode_response(payload, SASL_AUTHENTICATE, version)
+                    starred = _starred(payload, dec.body_offset, dec.body, version)
+                except (DecodeError, EncodeError, AttributeError):
+                    starred = None
+                payload = starred if starred is not None else payload[:4] + b"*" * (len(payload) - 4)
+            out += data[pos:pos + 4] + payload
+            pos = end
+        out += data[pos:]
+        return bytes(out)
+
+
 class TapConnection:
     """The tap's view of one server connection (see the module docstring)."""
 
@@ -107,6 +238,7 @@ class TapConnection:
         self.client = (c_host, client[1])
         self.server = (s_host, server[1])
         self.name = (f"{format_endpoint(*self.client)}->{format_endpoint(*self.server)}")
+        self._redactor = None if tap.secrets else _SaslRedactor()
         self._offsets = [0, 0]
         self.closed = False
         self._conv: TcpConversation | None = None
@@ -117,11 +249,11 @@ class TapConnection:
 
     def received(self, data: bytes) -> None:
         """Bytes the server read from the client."""
-        self._bytes(0, data)
+        self._bytes(0, data if self._redactor is None else self._redactor.client(data))
 
     def sent(self, data: bytes) -> None:
         """Bytes the server wrote to the client."""
-        self._bytes(1, data)
+        self._bytes(1, data if self._redactor is None else self._redactor.server(data))
 
     # Direction-neutral names for taps on the client side of a connection.
     from_client = received
@@ -155,6 +287,17 @@ class TapConnection:
         self.tap._send(KIND_CLOSE, self.serial, 0, b"")
 
 
+def _private_file(path: Path) -> BinaryIO:
+    """``path`` opened for writing, created 0600 (and set to 0600 if it existed)."""
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+    try:
+        os.fchmod(fd, 0o600)
+    except OSError:
+        os.close(fd)
+        raise
+    return os.fdopen(fd, "wb")
+
+
 class FrameTap:
     """Writes the traffic of tapped connections to ``pcapng`` (a path or binary file)
     and/or mirrors it to ``udp`` (host, port).
@@ -164,10 +307,12 @@ class FrameTap:
     """
 
     def __init__(self, *, pcapng: str | Path | BinaryIO | None = None,
-                 udp: tuple[str, int] | None = None) -> None:
+                 udp: tuple[str, int] | None = None, secrets: bool = False) -> None:
+        """Raises: OSError: the pcapng file cannot be created."""
+        self.secrets = secrets
         self._own_file = isinstance(pcapng, (str, Path))
         self._file: BinaryIO | None = (
-            Path(pcapng).open("wb") if isinstance(pcapng, (str, Path)) else pcapng)
+            _private_file(Path(pcapng)) if isinstance(pcapng, (str, Path)) else pcapng)
         self.writer = PcapngWriter(self._file) if self._file is not None else None
         self.udp = udp
         self._stream: asyncio_dgram.DatagramClient | None = None

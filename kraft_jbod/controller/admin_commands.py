@@ -6,6 +6,10 @@
   as Kafka's brokers forward them (the controller's own API; no admin endpoint needed);
   ``topics list`` reads the admin endpoint's cluster view.
 
+Every admin-endpoint call carries the channel's token (``Authorization: Bearer``), read
+from ``--token-file`` (the controller writes ``<metadata.log.dir>/admin.token``) or from
+the ``KRAFT_JBOD_ADMIN_TOKEN`` environment variable, never from the command line (``ps``).
+
 Exit codes follow the CLI's: 0 ok, 1 the controller refused (each refusal printed with
 Kafka's error name), 2 unreachable or bad usage. Output goes through
 :mod:`kraft_jbod.console` only.
@@ -14,9 +18,12 @@ Kafka's error name), 2 unreachable or bad usage. Output goes through
 from __future__ import annotations
 
 import argparse
+import http.client
 import json
+import os
 import urllib.error
 import urllib.request
+from pathlib import Path
 from typing import Any
 
 from kraft_jbod import console
@@ -27,15 +34,38 @@ __all__ = ["cmd_faults", "cmd_status", "cmd_topics", "controller_call", "registe
 _CREATE_TOPICS = 19
 _DELETE_TOPICS = 20
 _API_VERSIONS = 18
+_TOKEN_HELP = "file holding the admin token (default: $KRAFT_JBOD_ADMIN_TOKEN)"
+TOKEN_ENV = "KRAFT_JBOD_ADMIN_TOKEN"
+
+
+class _NoToken(Exception):
+    pass
+
+
+def _token(args: argparse.Namespace) -> str:
+    if args.token_file is not None:
+        try:
+            text = str(args.token_file.read_text(encoding="ascii")).strip()
+        except (OSError, UnicodeDecodeError) as exc:
+            raise _NoToken(f"cannot read the admin token from {args.token_file}: {exc}") from None
+        if not text:
+            raise _NoToken(f"{args.token_file} is empty")
+        return text
+    env = os.environ.get(TOKEN_ENV, "").strip()
+    if env:
+        return env
+    raise _NoToken(f"the admin channel needs its token: --token-file FILE or ${TOKEN_ENV}")
 
 
 def register(sub: Any) -> None:
     s = sub.add_parser("status", help="print the cluster view (brokers, directories, partitions) of a controller")
     s.add_argument("--admin", required=True, metavar="HOST:PORT", help="the controller's admin endpoint")
     s.add_argument("--json", action="store_true", help="print JSON instead of text")
+    s.add_argument("--token-file", type=Path, help=_TOKEN_HELP)
     s.set_defaults(func=cmd_status)
     f = sub.add_parser("faults", help="list, add or remove fault rules on a running controller")
     f.add_argument("--admin", required=True, metavar="HOST:PORT", help="the controller's admin endpoint")
+    f.add_argument("--token-file", type=Path, help=_TOKEN_HELP)
     f.add_argument("action", choices=["list", "add", "remove", "clear", "history"])
     f.add_argument("arg", nargs="?", help="add: a rule as JSON; remove: a rule id")
     f.set_defaults(func=cmd_faults)
@@ -64,23 +94,32 @@ def register(sub: Any) -> None:
     ls = t_sub.add_parser("list", help="topics and partition counts from the admin endpoint")
     ls.add_argument("--admin", required=True, metavar="HOST:PORT", help="the controller's admin endpoint")
     ls.add_argument("--json", action="store_true", help="one JSON line per topic")
+    ls.add_argument("--token-file", type=Path, help=_TOKEN_HELP)
     ls.set_defaults(func=cmd_topics)
 
 
 # --------------------------------------------------------------------------- admin endpoint (HTTP)
 
 
-def _call(admin: str, method: str, path: str, body: object | None = None) -> tuple[int, Any]:
+def _call(admin: str, token: str, method: str, path: str, body: object | None = None) -> tuple[int, Any]:
+    """(status, JSON body). Raises OSError/ValueError: unreachable, or not this server's HTTP."""
     data = None if body is None else json.dumps(body).encode()
-    req = urllib.request.Request(f"http://{admin}{path}", data=data, method=method)
+    headers = {"Authorization": f"Bearer {token}"}
+    if data is not None:
+        headers["Content-Type"] = "application/json"
+    req = urllib.request.Request(f"http://{admin}{path}", data=data, method=method, headers=headers)
     try:
         with urllib.request.urlopen(req, timeout=10) as resp:
-            return resp.status, json.loads(resp.read() or b"null")
+            raw = resp.read()
+            status = resp.status
     except urllib.error.HTTPError as exc:
-        try:
-            return exc.code, json.loads(exc.read() or b"null")
-        except json.JSONDecodeError:
-            return exc.code, None
+        raw, status = exc.read(), exc.code
+    except http.client.HTTPException as exc:
+        raise ValueError(f"not an HTTP server: {exc!r}") from None
+    try:
+        return status, json.loads(raw or b"null")
+    except (json.JSONDecodeError, UnicodeDecodeError, RecursionError):
+        raise ValueError(f"HTTP {status} with a body that is not the admin channel's JSON") from None
 
 
 def _unreachable(admin: str, exc: Exception) -> int:
@@ -92,7 +131,9 @@ def cmd_status(args: argparse.Namespace) -> int:
     from kraft_jbod.controller.client_api import render_text
 
     try:
-        status, view = _call(args.admin, "GET", "/status")
+        status, view = _call(args.admin, _token(args), "GET", "/status")
+    except _NoToken as exc:
+        return console.fail(str(exc))
     except (OSError, ValueError) as exc:
         return _unreachable(args.admin, exc)
     if status != 200:
@@ -104,22 +145,26 @@ def cmd_status(args: argparse.Namespace) -> int:
 
 def cmd_faults(args: argparse.Namespace) -> int:
     try:
+        token = _token(args)
+    except _NoToken as exc:
+        return console.fail(str(exc))
+    try:
         if args.action == "list":
-            status, out = _call(args.admin, "GET", "/faults")
+            status, out = _call(args.admin, token, "GET", "/faults")
         elif args.action == "history":
-            status, out = _call(args.admin, "GET", "/faults/history")
+            status, out = _call(args.admin, token, "GET", "/faults/history")
         elif args.action == "clear":
-            status, out = _call(args.admin, "DELETE", "/faults")
+            status, out = _call(args.admin, token, "DELETE", "/faults")
         elif args.action == "remove":
             if not args.arg:
                 return console.fail("faults remove needs a rule id")
-            status, out = _call(args.admin, "DELETE", f"/faults/{args.arg}")
+            status, out = _call(args.admin, token, "DELETE", f"/faults/{args.arg}")
         else:
             try:
                 rule = json.loads(args.arg or "")
             except json.JSONDecodeError as exc:
                 return console.fail(f"the rule is not JSON: {exc}")
-            status, out = _call(args.admin, "POST", "/faults", rule)
+            status, out = _call(args.admin, token, "POST", "/faults", rule)
     except (OSError, ValueError) as exc:
         return _unreachable(args.admin, exc)
     console.json_line(out, indent=2)
@@ -241,7 +286,9 @@ def _create_request(args: argparse.Namespace) -> Any:
 
 def _topics_list(args: argparse.Namespace) -> int:
     try:
-        status, view = _call(args.admin, "GET", "/status")
+        status, view = _call(args.admin, _token(args), "GET", "/status")
+    except _NoToken as exc:
+        return console.fail(str(exc))
     except (OSError, ValueError) as exc:
         return _unreachable(args.admin, exc)
     if status != 200 or not isinstance(view, dict):

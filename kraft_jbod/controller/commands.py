@@ -4,13 +4,17 @@
 input was read but something in it failed, 2 bad usage or unreadable input), and
 ``kraft_jbod.cli.main`` turns a ``KraftJbodError`` into a message and exit code 2.
 
-``controller`` prints exactly one line ``listening on NAME HOST:PORT`` per address it
-serves (IPv6 hosts in brackets) once every one accepts, controller listeners first, then
-client listeners, then ``ADMIN`` and ``METRICS`` (one HTTP endpoint serves both), and
-flushes stdout, so a script can read the port of ``:0`` listeners. A fixed port already
-in use is reported before anything is created on disk. Logs go to stderr; output goes
-through :mod:`kraft_jbod.console` only. SIGINT/SIGTERM stop it
-gracefully: connections closed, the in-flight append finished, the log fsync'd.
+``log recover DIR`` reports whether the log is clean, ends in a torn tail, or is damaged
+(exit 1); ``--truncate-at OFFSET`` cuts it back to OFFSET after copying the cut bytes.
+
+``controller`` prints exactly one line ``listening on NAME HOST:PORT`` per bound address
+(IPv6 hosts in brackets) once every one accepts: controller listeners first, then client
+listeners, then ``ADMIN`` and ``METRICS`` (one HTTP endpoint serves both), and flushes
+stdout, so a script can read the port of ``:0`` listeners. A wildcard host binds IPv4 and
+IPv6 on one port: two lines. A fixed port already in use is reported before anything is
+created on disk. Logs go to stderr; output goes through :mod:`kraft_jbod.console` only.
+SIGINT/SIGTERM stop it gracefully: connections closed, the in-flight append finished, the
+log fsync'd.
 
 asyncio and the server are imported only when a command runs, so ``kraft-jbod --help``
 stays light.
@@ -51,6 +55,11 @@ def register(sub: Any) -> None:
     c.add_argument(
         "--mirror", metavar="HOST:PORT", help="mirror every frame over UDP to `kraft-jbod capture listen HOST:PORT`"
     )
+    c.add_argument(
+        "--capture-secrets",
+        action="store_true",
+        help="keep SASL passwords/proofs in --capture/--mirror output (default: starred out)",
+    )
     c.add_argument("--log-level", default="INFO", choices=["DEBUG", "INFO", "WARNING", "ERROR"])
     c.add_argument("--log-json", action="store_true", help="logs as JSON lines on stderr (same events, as fields)")
     c.set_defaults(func=cmd_controller)
@@ -62,6 +71,12 @@ def register(sub: Any) -> None:
                    "or a snapshot's .checkpoint file")
     d.add_argument("--no-control", action="store_true", help="leave out control batches")
     d.set_defaults(func=cmd_log_dump)
+    r = lg_sub.add_parser(
+        "recover", help="check a metadata log; with --truncate-at, cut it back there (a backup of the cut is kept)"
+    )
+    r.add_argument("dir", type=Path, help="metadata.log.dir or its __cluster_metadata-0 directory")
+    r.add_argument("--truncate-at", type=int, metavar="OFFSET", help="keep offsets below OFFSET, drop the rest")
+    r.set_defaults(func=cmd_log_recover)
 
 
 def _setup_logging(level: str, json_lines: bool = False) -> None:
@@ -135,7 +150,9 @@ def cmd_controller(args: argparse.Namespace) -> int:
             fixed.append(("ADMIN", extensions.admin[0], extensions.admin[1]))
     check_ports_free(fixed)
     return asyncio.run(
-        _run_controller(cfg, args.cluster_id, level, not args.no_fsync, args.capture, mirror, extensions)
+        _run_controller(
+            cfg, args.cluster_id, level, not args.no_fsync, args.capture, mirror, extensions, args.capture_secrets
+        )
     )
 
 
@@ -147,14 +164,18 @@ async def _run_controller(
     capture: Path | None = None,
     mirror: tuple[str, int] | None = None,
     extensions: Any = None,
+    capture_secrets: bool = False,
 ) -> int:
-
-
     tap: Any = None
     if capture is not None or mirror is not None:
         from kraft_jbod.capture.tap import FrameTap
 
-        tap = FrameTap(pcapng=capture, udp=mirror)
+        if capture is not None and capture.is_dir():
+            raise ConfigError(f"--capture {capture}: is a directory; name a file")
+        try:
+            tap = FrameTap(pcapng=capture, udp=mirror, secrets=capture_secrets)
+        except OSError as exc:
+            raise ConfigError(f"--capture {capture}: cannot create it: {exc.strerror}") from None
         await tap.start()
     try:
         return await _serve(cfg, cluster_id, level, fsync, tap, extensions)
@@ -179,15 +200,12 @@ async def _serve(
         cfg, cluster_id=cluster_id, metadata_version=level, fsync=fsync, tap=tap, extensions=extensions
     )
     async with server:
-        for listener, (host, port) in zip(cfg.controller_listeners, server.addresses, strict=False):
-            console.listening(listener.name, host, port)
-        if extensions is not None:
-            for name, (host, port) in extensions.client_addresses.items():
-                console.listening(name, host, port)
-            if extensions.admin_address is not None:
-                host, port = extensions.admin_address
-                console.listening("ADMIN", host, port)
-                console.listening("METRICS", host, port)
+        for name, host, port in server.bound:
+            console.listening(name, host, port)
+        if extensions is not None and extensions.admin_address is not None:
+            host, port = extensions.admin_address
+            console.listening("ADMIN", host, port)
+            console.listening("METRICS", host, port)
         logging.getLogger(__name__).info(
             "controller %d of cluster %s serving %s", cfg.node_id, server.cluster_id, server.addresses
         )
@@ -198,6 +216,36 @@ async def _serve(
         stopped.cancel()
     logging.getLogger(__name__).info("controller stopped; metadata log flushed")
     return 1 if server.fatal is not None else 0
+
+
+def cmd_log_recover(args: argparse.Namespace) -> int:
+    """Without --truncate-at: 0 clean or torn tail only, 1 damaged. With it: 0 cut, 2 refused."""
+    from kraft_jbod.controller.log import resolve_log_dir, scan_segments, truncate_at
+
+    directory = resolve_log_dir(args.dir)
+    if not directory.is_dir():
+        raise ConfigError(f"{args.dir} is not a directory")
+    if args.truncate_at is None:
+        scan = scan_segments(directory)
+        p = scan.problem
+        if p is None:
+            print(f"clean: {len(scan.batches)} batches, end offset {scan.end_offset}")
+            return 0
+        name = scan.segments[p.segment].path.name
+        if p.torn:
+            print(f"torn tail at offset {p.offset} ({name}, byte {p.position}): {p.reason}; "
+                  "the controller truncates it when it starts")
+            return 0
+        print(f"damaged at offset {p.offset} ({name}, byte {p.position}): {p.reason}\n"
+              f"to keep offsets below {p.offset} and lose the rest: "
+              f"kraft-jbod log recover {args.dir} --truncate-at {p.offset}")
+        return 1
+    if args.truncate_at < 0:
+        raise ConfigError(f"--truncate-at {args.truncate_at}: an offset is >= 0")
+    done = truncate_at(directory, args.truncate_at)
+    print(f"cut the log at offset {done.offset}: {done.bytes_cut} bytes and {done.segments_removed} later "
+          f"segment(s) removed; backup in {done.backup}")
+    return 0
 
 
 def cmd_log_dump(args: argparse.Namespace) -> int:

@@ -34,6 +34,16 @@ Semantics = Literal["kafka", "kip"]
 DEFAULT_SESSION_TIMEOUT_MS = 9000
 DEFAULT_HEARTBEAT_INTERVAL_MS = 2000
 DEFAULT_SOCKET_REQUEST_MAX_BYTES = 104857600
+_INT32_MAX = 2**31 - 1
+# Kafka's default is -1 (no budget). Ours is a budget a little above one largest frame, so
+# a few peers cannot make the controller buffer gigabytes; -1 restores Kafka's behaviour.
+DEFAULT_QUEUED_MAX_REQUEST_BYTES = 128 * 1024 * 1024
+DEFAULT_CONNECTIONS_MAX_IDLE_MS = 10 * 60 * 1000
+# Kafka's sasl.server.max.receive.size: the frame limit before SASL authentication.
+DEFAULT_SASL_SERVER_MAX_RECEIVE_SIZE = 524_288
+# A request naming more topics than this is refused before it is decoded in full; Kafka
+# caps what one operation may write at 10,000 records (QuorumController).
+DEFAULT_MAX_TOPICS_PER_REQUEST = 10_000
 DEFAULT_LOG_DIR = "/tmp/kafka-logs"  # Kafka's log.dir default
 
 # Kafka settings a controller-only mock accepts without warning but does not act on.
@@ -79,6 +89,12 @@ _KNOWN_USED = frozenset(
         "broker.session.timeout.ms",
         "broker.heartbeat.interval.ms",
         "socket.request.max.bytes",
+        "queued.max.request.bytes",
+        "connections.max.idle.ms",
+        "max.connections",
+        "max.connections.per.ip",
+        "sasl.server.max.receive.size",
+        "kraft.jbod.max.topics.per.request",
         "default.replication.factor",
         "num.partitions",
         "kraft.jbod.semantics",
@@ -117,6 +133,13 @@ class ControllerConfig:
     session_timeout_ms: int = DEFAULT_SESSION_TIMEOUT_MS
     heartbeat_interval_ms: int = DEFAULT_HEARTBEAT_INTERVAL_MS
     socket_request_max_bytes: int = DEFAULT_SOCKET_REQUEST_MAX_BYTES
+    # Bounds of the socket layer, Kafka's names (see DEFAULT_QUEUED_MAX_REQUEST_BYTES).
+    queued_max_request_bytes: int = DEFAULT_QUEUED_MAX_REQUEST_BYTES
+    connections_max_idle_ms: int = DEFAULT_CONNECTIONS_MAX_IDLE_MS
+    max_connections: int = _INT32_MAX
+    max_connections_per_ip: int = _INT32_MAX
+    sasl_server_max_receive_size: int = DEFAULT_SASL_SERVER_MAX_RECEIVE_SIZE
+    max_topics_per_request: int = DEFAULT_MAX_TOPICS_PER_REQUEST
     default_replication_factor: int = 1
     num_partitions: int = 1
     semantics: Semantics = "kafka"
@@ -193,6 +216,17 @@ class ControllerConfig:
         if semantics not in ("kafka", "kip"):
             raise ConfigError(f"kraft.jbod.semantics: {semantics!r} is not 'kafka' or 'kip'")
 
+        socket_max = _int(p, "socket.request.max.bytes", 1, DEFAULT_SOCKET_REQUEST_MAX_BYTES)
+        queued = _long(p, "queued.max.request.bytes", DEFAULT_QUEUED_MAX_REQUEST_BYTES)
+        if queued == 0 or queued < -1:
+            raise ConfigError(f"queued.max.request.bytes: {queued} must be -1 (no budget) or positive")
+        if 0 < queued < socket_max:
+            raise ConfigError(
+                f"socket.request.max.bytes={socket_max} is above queued.max.request.bytes={queued}: such a request "
+                "could never be read; lower socket.request.max.bytes or raise queued.max.request.bytes"
+            )
+        idle = _long(p, "connections.max.idle.ms", DEFAULT_CONNECTIONS_MAX_IDLE_MS)
+
         unknown = {k: v for k, v in props.items() if k not in _KNOWN_USED and k not in _KNOWN_IGNORED}
         for k in sorted(unknown):
             log.warning("the configuration %r was supplied but isn't a known config", k)
@@ -205,7 +239,15 @@ class ControllerConfig:
             process_roles=roles,
             session_timeout_ms=_int(p, "broker.session.timeout.ms", 1, DEFAULT_SESSION_TIMEOUT_MS),
             heartbeat_interval_ms=_int(p, "broker.heartbeat.interval.ms", 1, DEFAULT_HEARTBEAT_INTERVAL_MS),
-            socket_request_max_bytes=_int(p, "socket.request.max.bytes", 1, DEFAULT_SOCKET_REQUEST_MAX_BYTES),
+            socket_request_max_bytes=socket_max,
+            queued_max_request_bytes=queued,
+            connections_max_idle_ms=idle,
+            max_connections=_int(p, "max.connections", 0, _INT32_MAX),
+            max_connections_per_ip=_int(p, "max.connections.per.ip", 0, _INT32_MAX),
+            sasl_server_max_receive_size=_int(
+                p, "sasl.server.max.receive.size", 8, DEFAULT_SASL_SERVER_MAX_RECEIVE_SIZE
+            ),
+            max_topics_per_request=_int(p, "kraft.jbod.max.topics.per.request", 1, DEFAULT_MAX_TOPICS_PER_REQUEST),
             default_replication_factor=_int(p, "default.replication.factor", 1, 1),
             num_partitions=_int(p, "num.partitions", 1, 1),
             semantics="kip" if semantics == "kip" else "kafka",
@@ -225,7 +267,18 @@ def _dirs(value: str) -> list[str]:
     return [d.strip() for d in value.split(",") if d.strip()]
 
 
-_INT32_MAX = 2**31 - 1
+
+
+def _long(p: Mapping[str, str], key: str, default: int) -> int:
+    if key not in p:
+        return default
+    text = p[key]
+    if not re.fullmatch(r"[+-]?[0-9]+", text):
+        raise ConfigError(f"{key}: {text!r} is not an integer")
+    value = int(text)
+    if not -(2**63) <= value < 2**63:
+        raise ConfigError(f"{key}: {text!r} is outside the int64 range")
+    return value
 
 
 def _int(p: Mapping[str, str], key: str, minimum: int, default: int | None = None) -> int:

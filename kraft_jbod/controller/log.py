@@ -14,10 +14,15 @@ Invariants:
 * ``append`` writes one whole batch and fsyncs before returning: once it has returned,
   the records survive a crash. A failed write is cut back off the file, so the on-disk
   log never holds a partial batch that a later append would bury.
-* Recovery on ``open`` trusts nothing: every batch is length-checked and CRC-checked.
-  A damaged last batch of the last segment (a torn write) is truncated with a warning;
-  damage anywhere before that raises :class:`StorageError` naming the log offset, file and
-  byte position, and nothing is changed on disk.
+* Recovery on ``open`` trusts nothing: every batch is length-checked and CRC-checked
+  (:func:`scan_segments`). Kafka truncates at the first invalid batch and counts on the
+  other voters to copy back what it cut; a single-voter mock has no such copy, so only a
+  torn tail is truncated (with a warning): an incomplete final batch at the physical end
+  of the last segment with nothing valid after it, or a zero-filled remainder. Any other
+  damage (a bad CRC even on the last batch, a bad length followed by more bytes, anything
+  before the last batch) raises :class:`StorageError` naming the offset, file and byte,
+  and nothing is changed on disk; ``kraft-jbod log recover DIR --truncate-at OFFSET``
+  (:func:`truncate_at`) is the operator's explicit way to drop data, with a backup.
 * PartitionLeaderEpoch never decreases along the log.
 """
 
@@ -28,10 +33,13 @@ import fcntl
 import logging
 import os
 import struct
-from collections.abc import Iterator, Sequence
+import time
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
+
+import crc32c
 
 from kraft_jbod import codec, messages
 from kraft_jbod.errors import DecodeError, StorageError
@@ -122,6 +130,8 @@ class MetadataLog:
         self._fd: int | None = None
         self._broken: str | None = None
         self.truncated_bytes = 0
+        # Called with the seconds each append took (write + fsync); the metrics set it.
+        self.append_observer: Callable[[float], None] | None = None
 
     # ------------------------------------------------------------------ opening
 
@@ -179,93 +189,35 @@ class MetadataLog:
         return self
 
     def _recover(self) -> None:
-        names = sorted(p for p in self.directory.iterdir() if p.suffix == SEGMENT_SUFFIX and p.stem.isdigit())
-        for p in names:
-            self._segments.append(_Segment(int(p.stem), p, 0))
-        self._segments.sort(key=lambda s: s.base_offset)
-        # The log start offset: 0, or where the oldest segment kept after a snapshot begins.
-        expected = self._segments[0].base_offset if self._segments else 0
-        self.start_offset = expected
-        last_epoch = -1
-        for idx, seg in enumerate(self._segments):
-            if seg.base_offset != expected:
+        scan = scan_segments(self.directory)
+        self._segments = scan.segments
+        self._batches = scan.batches
+        self._batch_bases = [b.base_offset for b in scan.batches]
+        self.start_offset = self._segments[0].base_offset if self._segments else 0
+        problem = scan.problem
+        if problem is not None:
+            seg = self._segments[problem.segment]
+            if not problem.torn:
                 raise StorageError(
-                    f"segment {seg.path.name} starts at offset {seg.base_offset}, expected offset {expected}"
+                    f"metadata log damaged at offset {problem.offset} ({seg.path.name}, byte {problem.position}): "
+                    f"{problem.reason}; nothing was changed. To keep offsets below {problem.offset} and lose the "
+                    f"rest, run: kraft-jbod log recover {self.directory} --truncate-at {problem.offset}"
                 )
-            is_last = idx == len(self._segments) - 1
-            data = seg.path.read_bytes()
-            pos = 0
-            while pos < len(data):
-                torn_reason = None
-                damage_reason = None
-                remain = len(data) - pos
-                if remain < LOG_OVERHEAD:
-                    torn_reason = f"{remain} bytes, less than a batch header"
-                else:
-                    _base, length = _BE_qi.unpack_from(data, pos)
-                    size = LOG_OVERHEAD + length
-                    if size > remain:
-                        torn_reason = f"batch of {size} bytes but only {remain} on disk"
-                    elif size < BATCH_HEADER_SIZE:
-                        if not any(data[pos:]):
-                            torn_reason = "zero-filled tail"
-                        else:
-                            damage_reason = f"invalid batch length {length}"
-                    else:
-                        try:
-                            batch, end = read_record_batch(data, pos)
-                        except DecodeError as exc:
-                            if is_last and pos + size == len(data):
-                                torn_reason = str(exc)
-                            else:
-                                damage_reason = str(exc)
-                        else:
-                            if batch.base_offset != expected:
-                                damage_reason = f"batch base offset {batch.base_offset} but expected {expected}"
-                            elif not batch.records or batch.last_offset_delta != len(batch.records) - 1:
-                                damage_reason = "batch offsets are not contiguous"
-                            elif batch.partition_leader_epoch < last_epoch:
-                                damage_reason = (
-                                    f"leader epoch {batch.partition_leader_epoch} after epoch {last_epoch}"
-                                )
-                            else:
-                                info = BatchInfo(
-                                    expected,
-                                    batch.last_offset,
-                                    batch.partition_leader_epoch,
-                                    idx,
-                                    pos,
-                                    size,
-                                    batch.is_control,
-                                )
-                                self._batches.append(info)
-                                self._batch_bases.append(expected)
-                                last_epoch = batch.partition_leader_epoch
-                                expected = batch.last_offset + 1
-                                pos = end
-                                continue
-                if torn_reason is not None and is_last:
-                    log.warning(
-                        "metadata log %s: %s a torn tail at offset %d (byte %d of %s, %d bytes): %s",
-                        self.directory,
-                        "ignoring" if self.read_only else "truncating",
-                        expected,
-                        pos,
-                        seg.path.name,
-                        len(data) - pos,
-                        torn_reason,
-                    )
-                    if not self.read_only:
-                        self._truncate(seg.path, pos)
-                    self.truncated_bytes = len(data) - pos
-                    data = data[:pos]
-                    break
-                raise StorageError(
-                    f"metadata log damaged at offset {expected} ({seg.path.name}, byte {pos}): "
-                    f"{damage_reason or torn_reason}"
-                )
-            seg.size = len(data)
-        self.end_offset = expected
+            log.warning(
+                "metadata log %s: %s a torn tail at offset %d (byte %d of %s, %d bytes): %s",
+                self.directory,
+                "ignoring" if self.read_only else "truncating",
+                problem.offset,
+                problem.position,
+                seg.path.name,
+                seg.size - problem.position,
+                problem.reason,
+            )
+            if not self.read_only:
+                self._truncate(seg.path, problem.position)
+            self.truncated_bytes = seg.size - problem.position
+            seg.size = problem.position
+        self.end_offset = scan.end_offset
 
     def _truncate(self, path: Path, size: int) -> None:
         fd = os.open(path, os.O_WRONLY)
@@ -367,6 +319,7 @@ class MetadataLog:
         )
         out = bytearray()
         write_record_batch(out, batch)  # EncodeError leaves the disk untouched
+        started = time.perf_counter()
         if self._segments[-1].size > 0 and self._segments[-1].size + len(out) > self.segment_bytes:
             try:
                 self._new_segment()
@@ -393,6 +346,8 @@ class MetadataLog:
             bool(attributes & CONTROL_MASK),
         )
         seg.size += len(out)
+        if self.append_observer is not None:
+            self.append_observer(time.perf_counter() - started)
         self._batches.append(info)
         self._batch_bases.append(base)
         self.end_offset = info.last_offset + 1
@@ -569,6 +524,253 @@ class MetadataLog:
 
     def __exit__(self, *exc: object) -> None:
         self.close()
+
+
+@dataclass(slots=True, frozen=True)
+class Problem:
+    """The first thing recovery cannot read: where it is, and whether it is a torn tail."""
+
+    segment: int  # index into the scan's segments
+    position: int  # byte in that segment where the unreadable batch starts
+    offset: int  # the log offset that batch would hold
+    reason: str
+    torn: bool
+
+
+@dataclass(slots=True)
+class Scan:
+    """What :func:`scan_segments` found: the readable prefix of the log and the first problem."""
+
+    segments: list[_Segment]
+    batches: list[BatchInfo]
+    end_offset: int
+    problem: Problem | None
+
+
+# A valid batch needs at least a header; magic 2 sits at byte 16 of it.
+_MAGIC_POS = 16
+_CRC_POS = 17
+_CRC_START = 21
+
+
+def _whole_batch_with_bad_length(data: bytes, pos: int) -> bool:
+    """True when the bytes from ``pos`` to the end are a complete batch whose CRC holds:
+    then only its length field is wrong, which a torn write cannot produce."""
+    if len(data) - pos < BATCH_HEADER_SIZE:
+        return False
+    (stored,) = struct.unpack_from(">I", data, pos + _CRC_POS)
+    return bool(crc32c.crc32c(data[pos + _CRC_START :]) == stored)
+
+
+def _valid_batch_after(data: bytes, pos: int, expected: int) -> int | None:
+    """The position of a CRC-valid batch starting after ``pos`` with a plausible base offset."""
+    start = pos + 1
+    while True:
+        m = data.find(b"\x02", start + _MAGIC_POS)
+        if m < 0:
+            return None
+        p = m - _MAGIC_POS
+        start = p + 1
+        if len(data) - p < BATCH_HEADER_SIZE:
+            return None
+        base, length = _BE_qi.unpack_from(data, p)
+        if base < expected or LOG_OVERHEAD + length < BATCH_HEADER_SIZE or p + LOG_OVERHEAD + length > len(data):
+            continue
+        try:
+            read_record_batch(data, p)
+        except DecodeError:
+            continue
+        return p
+
+
+def scan_segments(directory: Path) -> Scan:
+    """Read every segment of ``directory`` batch by batch (length, CRC, offsets, epochs).
+
+    Stops at the first batch it cannot take. That is a *torn tail* (``problem.torn``) only
+    when it is the last thing in the last segment and incomplete: fewer bytes than its
+    length says, with nothing valid after it, or a zero-filled remainder. Anything else
+    (a bad CRC, a bad length followed by more bytes, an offset or epoch out of order, any
+    problem before the last segment's end) is damage. Changes nothing on disk.
+
+    Raises:
+        StorageError: the directory cannot be listed or a segment read, or a segment is missing.
+    """
+    try:
+        names = sorted(p for p in directory.iterdir() if p.suffix == SEGMENT_SUFFIX and p.stem.isdigit())
+    except OSError as exc:
+        raise StorageError(f"cannot list metadata log directory {directory}: {exc.strerror}") from None
+    segments = sorted((_Segment(int(p.stem), p, 0) for p in names), key=lambda s: s.base_offset)
+    batches: list[BatchInfo] = []
+    # The log start offset: 0, or where the oldest segment kept after a snapshot begins.
+    expected = segments[0].base_offset if segments else 0
+    last_epoch = -1
+    for idx, seg in enumerate(segments):
+        if seg.base_offset != expected:
+            raise StorageError(
+                f"segment {seg.path.name} starts at offset {seg.base_offset}, expected offset {expected}"
+            )
+        is_last = idx == len(segments) - 1
+        try:
+            data = seg.path.read_bytes()
+        except OSError as exc:
+            raise StorageError(f"cannot read {seg.path}: {exc.strerror}") from None
+        seg.size = len(data)
+        pos = 0
+        while pos < len(data):
+            reason, torn, read = _check_at(data, pos, expected, is_last)
+            if read is not None:
+                batch, end = read
+                if batch.base_offset != expected:
+                    reason = f"batch base offset {batch.base_offset} but expected {expected}"
+                elif not batch.records or batch.last_offset_delta != len(batch.records) - 1:
+                    reason = "batch offsets are not contiguous"
+                elif batch.partition_leader_epoch < last_epoch:
+                    reason = f"leader epoch {batch.partition_leader_epoch} after epoch {last_epoch}"
+                else:
+                    size = end - pos
+                    batches.append(
+                        BatchInfo(expected, batch.last_offset, batch.partition_leader_epoch, idx, pos, size,
+                                  batch.is_control)
+                    )
+                    last_epoch = batch.partition_leader_epoch
+                    expected = batch.last_offset + 1
+                    pos = end
+                    continue
+            assert reason is not None
+            return Scan(segments[: idx + 1], batches, expected, Problem(idx, pos, expected, reason, torn))
+    return Scan(segments, batches, expected, None)
+
+
+def _check_at(
+    data: bytes, pos: int, expected: int, is_last: bool
+) -> tuple[str | None, bool, tuple[RecordBatch, int] | None]:
+    """(None, False, (batch, end)) when a whole batch that reads starts at ``pos``, else
+    (reason, torn, None)."""
+    remain = len(data) - pos
+    if remain >= BATCH_HEADER_SIZE:
+        _base, length = _BE_qi.unpack_from(data, pos)
+        if BATCH_HEADER_SIZE <= LOG_OVERHEAD + length <= remain:
+            try:
+                return None, False, read_record_batch(data, pos)
+            except DecodeError as exc:
+                if any(data[pos:]):
+                    return str(exc), False, None
+    tail_ok = is_last  # only the last segment may end in a torn write
+    if not any(data[pos:]):
+        return f"{remain} zero bytes", tail_ok, None
+    if remain < LOG_OVERHEAD:
+        return f"{remain} bytes, less than a batch header", tail_ok, None
+    base, length = _BE_qi.unpack_from(data, pos)
+    size = LOG_OVERHEAD + length
+    if size < BATCH_HEADER_SIZE:
+        return f"invalid batch length {length}", False, None
+    if size > remain:
+        if base != expected:
+            return f"batch base offset {base} but expected {expected}", False, None
+        if remain > _MAGIC_POS and data[pos + _MAGIC_POS] != 2:
+            return f"batch magic {data[pos + _MAGIC_POS]} is not 2", False, None
+        if _whole_batch_with_bad_length(data, pos):
+            return f"batch length {length} is wrong: a whole batch of {remain} bytes ends the file", False, None
+        after = _valid_batch_after(data, pos, expected)
+        if after is not None:
+            return f"batch length {length} runs past a valid batch at byte {after}", False, None
+        return f"batch of {size} bytes but only {remain} on disk", tail_ok, None
+    return "unreadable batch", False, None  # not reached: every other case read above
+
+
+@dataclass(slots=True, frozen=True)
+class Truncation:
+    """What :func:`truncate_at` did: bytes and segments cut, and where their copy is."""
+
+    offset: int
+    bytes_cut: int
+    segments_removed: int
+    backup: Path
+
+
+def truncate_at(directory: Path, offset: int, *, now: str | None = None) -> Truncation:
+    """Cut the log back to end at ``offset`` (a batch boundary at or before the first
+    problem), keeping a copy of every byte cut under ``directory/recovery-<time>/``.
+
+    For an operator who chooses to lose data after damage; the controller never does this
+    on its own. The lock is held throughout; the backup is fsync'd before anything is cut.
+
+    Raises:
+        StorageError: the log is in use, ``offset`` is not a batch boundary of the readable
+            prefix, there is nothing to cut, or a write fails (the message says what was done).
+    """
+    if not directory.is_dir():
+        raise StorageError(f"metadata log directory {directory} does not exist")
+    lock_fd = _take_lock(directory)
+    try:
+        scan = scan_segments(directory)
+        bounds = {b.base_offset: (b.segment, b.position) for b in scan.batches}
+        if scan.problem is not None:
+            bounds[scan.end_offset] = (scan.problem.segment, scan.problem.position)
+        elif scan.segments:
+            bounds[scan.end_offset] = (len(scan.segments) - 1, scan.segments[-1].size)
+        if offset not in bounds:
+            where = "" if scan.problem is None else f"; the first problem is at offset {scan.problem.offset}"
+            starts = sorted(bounds)
+            below = [b for b in starts if b <= offset]
+            hint = f" (the batch holding it starts at {below[-1]})" if below and offset < scan.end_offset else ""
+            raise StorageError(
+                f"--truncate-at {offset}: not a batch boundary of the readable log, which ends at offset "
+                f"{scan.end_offset}{hint}{where}"
+            )
+        seg_idx, pos = bounds[offset]
+        all_segments = sorted(
+            (p for p in directory.iterdir() if p.suffix == SEGMENT_SUFFIX and p.stem.isdigit()),
+            key=lambda p: int(p.stem),
+        )
+        cut_seg = scan.segments[seg_idx].path
+        later = [p for p in all_segments if int(p.stem) > int(cut_seg.stem)]
+        cut_size = cut_seg.stat().st_size - pos
+        if cut_size == 0 and not later:
+            raise StorageError(f"nothing to cut: the log already ends at offset {offset}")
+        stamp = now or time.strftime("%Y%m%dT%H%M%SZ", time.gmtime())
+        backup = directory / f"recovery-{stamp}-from-{offset}"
+        try:
+            backup.mkdir()
+            with open(cut_seg, "rb") as f:
+                f.seek(pos)
+                tail = f.read()
+            _write_synced(backup / f"{cut_seg.name}.from-byte-{pos}", tail)
+            for p in later:
+                _write_synced(backup / p.name, p.read_bytes())
+            _fsync_dir(backup)
+            _fsync_dir(directory)
+        except OSError as exc:
+            raise StorageError(f"cannot write the backup {backup}: {exc.strerror}; nothing was cut") from None
+        try:
+            fd = os.open(cut_seg, os.O_WRONLY)
+            try:
+                os.ftruncate(fd, pos)
+                os.fsync(fd)
+            finally:
+                os.close(fd)
+            for p in later:
+                p.unlink()
+            _fsync_dir(directory)
+        except OSError as exc:
+            raise StorageError(
+                f"cutting the log at offset {offset} failed: {exc.strerror}; every byte is in {backup}"
+            ) from None
+        return Truncation(offset, sum(p.stat().st_size for p in backup.iterdir()), len(later), backup)
+    finally:
+        os.close(lock_fd)
+
+
+def _write_synced(path: Path, data: bytes) -> None:
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+    try:
+        view = memoryview(data)
+        written = 0
+        while written < len(data):
+            written += os.write(fd, view[written:])
+        os.fsync(fd)
+    finally:
+        os.close(fd)
 
 
 def decode_control_record(rec: Record) -> tuple[int, Any]:

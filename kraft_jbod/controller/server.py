@@ -31,11 +31,14 @@ from __future__ import annotations
 
 import asyncio
 import collections
+import errno
 import logging
 import re
+import socket
+import ssl
 import time
 import uuid
-from collections.abc import Callable
+from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -43,20 +46,26 @@ from typing import Any
 from kraft_jbod import codec
 from kraft_jbod.clock import SYSTEM_CLOCK, Clock
 from kraft_jbod.connection import (
-    NEED_DATA,
-    ApiVersionsFallback,
-    ConnectionClosed,
-    RemoteProtocolError,
     RequestReceived,
-    ServerConnection,
 )
 from kraft_jbod.controller import features, replication
 from kraft_jbod.controller import snapshot as snapshots
 from kraft_jbod.controller.config import ControllerConfig
 from kraft_jbod.controller.log import MetadataLog
+from kraft_jbod.controller.seams import (
+    Extensions,
+    Outcome,
+    RecordAndVersion,
+    Sink,
+    StateFactory,
+    StateMachine,
+    Tap,
+)
+from kraft_jbod.controller.service import API_VERSIONS_RANGE, Connection, Service
 from kraft_jbod.controller.story import Story
 from kraft_jbod.errors import ConfigError, EncodeError, KraftJbodError, ProtocolError, StorageError
 from kraft_jbod.messages.api_keys import ApiKey
+from kraft_jbod.messages.api_versions_request import ApiVersionsRequest
 from kraft_jbod.messages.api_versions_response import (
     ApiVersion,
     ApiVersionsResponse,
@@ -71,9 +80,6 @@ from kraft_jbod.wire.records import LEADER_CHANGE
 
 log = logging.getLogger(__name__)
 
-API_VERSIONS_RANGE = (0, 5)
-# Pause reading a connection whose request is in flight once this much more is buffered.
-_PAUSE_BUFFERED = 1 << 20
 _SOFTWARE_RE = re.compile(r"[a-zA-Z0-9](?:[a-zA-Z0-9\-.]*[a-zA-Z0-9])?")
 META_PROPERTIES = "meta.properties"
 
@@ -115,6 +121,11 @@ def ensure_meta_properties(directory: Path, node_id: int, cluster_id: str | None
     Raises:
         StorageError: the file is unreadable, or holds another node id or cluster id.
     """
+    if directory.exists() and not directory.is_dir():
+        raise StorageError(f"metadata.log.dir {directory} is a file, not a directory")
+    path = directory / META_PROPERTIES
+    if path.is_dir():
+        raise StorageError(f"{path} is a directory, not a file")
     from kraft_jbod.storage.meta import ensure_metadata_dir
 
     return ensure_metadata_dir(directory, node_id, cluster_id)
@@ -125,9 +136,9 @@ def ensure_meta_properties(directory: Path, node_id: int, cluster_id: str | None
 
 @dataclass(slots=True)
 class _Work:
-    proto: _ControllerProtocol | None  # None for a tick
+    proto: Connection | None  # None for a tick
     event: RequestReceived | None
-    outcome: Any | None  # an Outcome already computed inline
+    outcome: Outcome | None  # already computed inline
 
 
 class ControllerServer:
@@ -145,10 +156,10 @@ class ControllerServer:
         metadata_version: int | None = None,
         fsync: bool = True,
         tick_interval_ms: int | None = None,
-        state_factory: Callable[..., Any] | None = None,
+        state_factory: StateFactory | None = None,
         clock: Clock | None = None,
-        extensions: Any | None = None,
-        tap: Any | None = None,
+        extensions: Extensions | None = None,
+        tap: Tap | None = None,
     ) -> None:
         self.config = config
         # capture/tap.py FrameTap: every frame exchanged goes to a pcapng and/or UDP mirror.
@@ -156,18 +167,19 @@ class ControllerServer:
         # Integration-testing hooks (controller/extensions.py); the clock drives session
         # timeouts and the tick loop, so tests advance time instead of sleeping.
         self.extensions = extensions
-        self.clock: Clock = clock or getattr(extensions, "clock", None) or SYSTEM_CLOCK
+        self.clock: Clock = clock or (extensions.clock if extensions is not None else SYSTEM_CLOCK)
         self._requested_cluster_id = check_cluster_id(cluster_id) if cluster_id is not None else None
         self.cluster_id = ""
         self.metadata_version = features.DEFAULT_LEVEL if metadata_version is None else metadata_version
         self._fsync = fsync
         self._tick_ms = tick_interval_ms or max(10, min(250, config.session_timeout_ms // 10))
         self._state_factory = state_factory
-        self.state: Any = None
+        self._state: StateMachine | None = None
         self.log: MetadataLog | None = None
         self._servers: list[asyncio.Server] = []
         self.addresses: list[tuple[str, int]] = []
-        self._protocols: set[_ControllerProtocol] = set()
+        # (listener name, host, port) of every socket bound, controller and client listeners.
+        self.bound: list[tuple[str, str, int]] = []
         self._queue: collections.deque[_Work] = collections.deque()
         self._busy = False
         self._wake = asyncio.Event()
@@ -175,8 +187,6 @@ class ControllerServer:
         self._closing = False
         self.fatal: BaseException | None = None
         self._stopped = asyncio.Event()
-        # Logs what committed records and refused requests mean (controller/story.py).
-        self.story = Story()
         self.supported: dict[int, tuple[int, int]] = {}
         # Metadata replication (controller/replication.py): parked long-poll fetches.
         self.fetch_waiter = replication.FetchWaiter()
@@ -185,6 +195,25 @@ class ControllerServer:
         self._last_noop_ms: int | None = None
         self._latest_snapshot: tuple[int, int] | None = None  # (end offset, epoch)
         self.snapshot_policy = snapshots.SnapshotPolicy(config.snapshot_max_bytes, config.snapshot_interval_ms)
+        # Logs what committed records and refused requests mean (controller/story.py).
+        self.story = Story()
+        self.service = Service(
+            config,
+            extensions=extensions,
+            tap=tap,
+            stats=self.stats,
+            on_response=lambda peer, ev, body: self.story.responded(peer, ev.api_key, ev.api_version, body),
+        )
+
+    @property
+    def state(self) -> Any:
+        """The state machine (``Any`` to readers: tests and views read its tables)."""
+        return self._state
+
+    @property
+    def machine(self) -> StateMachine:
+        assert self._state is not None, "the server has not started"
+        return self._state
 
     # ------------------------------------------------------------------ lifecycle
 
@@ -198,22 +227,39 @@ class ControllerServer:
     async def start(self) -> None:
         """Recover the log, replay it into the state, bootstrap an empty log, listen.
 
+        Controller listeners are bound first (not yet accepting), so a port in use fails
+        before anything is written to disk.
+
         Raises:
-            StorageError, ConfigError: the metadata dir or log cannot be used.
-            OSError: a listener cannot bind.
+            StorageError: the metadata dir or log cannot be used.
+            ConfigError: a listener cannot bind (the message names it and why).
         """
         cfg = self.config
+        self.service.start()
         if self._state_factory is None:
             from kraft_jbod.controller.state import ControllerState
 
             self._state_factory = ControllerState
-        self.cluster_id = ensure_meta_properties(cfg.metadata_log_dir, cfg.node_id, self._requested_cluster_id)
-        loop = asyncio.get_running_loop()
-        self.log = await loop.run_in_executor(
-            None, lambda: MetadataLog.open(cfg.metadata_partition_dir, fsync=self._fsync)
-        )
+        controller_servers = len(self._servers)
         try:
-            self.state = self._state_factory(
+            for listener in cfg.controller_listeners:
+                ctx = None if self.extensions is None else self.extensions.ssl_context(listener.name)
+                bound = await self.open_listener(
+                    listener.name, listener.bind_host, listener.port, self, ctx, start_serving=False
+                )
+                self.addresses.extend(bound)
+            self.cluster_id = ensure_meta_properties(cfg.metadata_log_dir, cfg.node_id, self._requested_cluster_id)
+            loop = asyncio.get_running_loop()
+            self.log = await loop.run_in_executor(
+                None, lambda: MetadataLog.open(cfg.metadata_partition_dir, fsync=self._fsync)
+            )
+        except BaseException:
+            for srv in self._servers:
+                srv.close()
+            self.service.close()
+            raise
+        try:
+            self._state = machine = self._state_factory(
                 cluster_id=self.cluster_id,
                 node_id=cfg.node_id,
                 profile=cfg.semantics,
@@ -223,7 +269,7 @@ class ControllerServer:
                 num_partitions=cfg.num_partitions,
             )
             # Restart from the newest snapshot plus the log after it (controller/snapshot.py).
-            restored = snapshots.restore_latest(self.state, cfg.metadata_partition_dir, self.log.end_offset)
+            restored = snapshots.restore_latest(machine, cfg.metadata_partition_dir, self.log.end_offset)
             if self.log.start_offset > 0 and (restored is None or restored.end_offset < self.log.start_offset):
                 raise StorageError(
                     f"metadata log starts at offset {self.log.start_offset} but no snapshot covers the offsets below"
@@ -232,7 +278,7 @@ class ControllerServer:
                 self._latest_snapshot = (restored.end_offset, restored.epoch)
             replayed = 0
             for offset, record, version in self.log.replay(0 if restored is None else restored.end_offset):
-                self.state.apply(offset, record, version)
+                machine.apply(offset, record, version)
                 self.story.committed(((record, version),), tell=False)
                 replayed += 1
             # A new leader epoch per start, as a raft leader gets on election.
@@ -242,10 +288,10 @@ class ControllerServer:
             )
             self.log.append_control([(LEADER_CHANGE, lcm, 0)], timestamp_ms=_wall_ms())
             if replayed == 0 and restored is None:
-                boot = list(self.state.bootstrap_records(self.metadata_version))
+                boot = list(machine.bootstrap_records(self.metadata_version))
                 base = self.log.append(boot, timestamp_ms=_wall_ms())
                 for i, (record, version) in enumerate(boot):
-                    self.state.apply(base + i, record, version)
+                    machine.apply(base + i, record, version)
                 log.info("bootstrapped metadata log at metadata.version %s", features.name_of(self.metadata_version))
             else:
                 log.info(
@@ -257,34 +303,85 @@ class ControllerServer:
                 )
             self.snapshot_policy.taken(self.clock.monotonic_ms())
             self.supported = self._served_versions()
-            for listener in cfg.controller_listeners:
-                server = await loop.create_server(
-                    lambda name=listener.name: _ControllerProtocol(self, name),
-                    host=listener.bind_host,
-                    port=listener.port,
-                    ssl=None if self.extensions is None else self.extensions.ssl_context(listener.name),
-                )
-                self._servers.append(server)
-                sockname = server.sockets[0].getsockname()
-                self.addresses.append((str(sockname[0]), int(sockname[1])))
-            if hasattr(self.state, "controller_endpoints"):
-                # DescribeCluster(controllers) answers with the addresses actually bound.
-                self.state.controller_endpoints = list(self.addresses)
-            if hasattr(self.state, "leader_epoch"):
-                self.state.leader_epoch = self.log.leader_epoch  # DescribeQuorum reports it
+            for srv in self._servers[controller_servers:]:
+                await srv.start_serving()
+            # DescribeCluster(controllers) answers with the addresses actually bound.
+            machine.controller_endpoints = list(self.addresses)
+            machine.leader_epoch = self.log.leader_epoch  # DescribeQuorum reports it
             if self.extensions is not None:
                 await self.extensions.start(self)
         except BaseException:
             for s in self._servers:
                 s.close()
+            self.service.close()
             self.log.close()
             raise
         self._tasks.append(asyncio.create_task(self._worker(), name="controller-worker"))
         self._tasks.append(asyncio.create_task(self._ticker(), name="controller-ticker"))
 
+    async def open_listener(
+        self,
+        name: str,
+        host: str | None,
+        port: int,
+        sink: Sink,
+        ssl_context: ssl.SSLContext | None,
+        *,
+        start_serving: bool = True,
+    ) -> list[tuple[str, int]]:
+        """Listen on ``host:port`` with this server's connection class and read loop,
+        handing requests to ``sink``; returns every address bound.
+
+        Raises:
+            ConfigError: the address cannot be bound (in use, not local, no permission).
+        """
+        loop = asyncio.get_running_loop()
+        controller = sink is self
+
+        def factory() -> Connection:
+            return Connection(self.service, name, sink, controller=controller)
+
+        servers = []
+        try:
+            if not host:
+                # Every interface: IPv4 and IPv6 on ONE port, so the port announced is the port
+                # both families reach (asyncio alone picks a free port per family for port 0).
+                for sock in wildcard_sockets(port):
+                    servers.append(
+                        await loop.create_server(factory, sock=sock, ssl=ssl_context, start_serving=start_serving)
+                    )
+            else:
+                servers.append(
+                    await loop.create_server(
+                        factory, host=host, port=port, ssl=ssl_context, start_serving=start_serving
+                    )
+                )
+        except OSError as exc:
+            for srv in servers:
+                srv.close()
+            where = f"[{host}]:{port}" if host and ":" in host else f"{host or '*'}:{port}"
+            raise ConfigError(f"listener {name}: cannot listen on {where}: {exc.strerror or exc}") from None
+        except BaseException:
+            for srv in servers:
+                srv.close()
+            raise
+        self._servers.extend(servers)
+        out = []
+        for srv in servers:
+            for sock in srv.sockets:
+                sockname = sock.getsockname()
+                out.append((str(sockname[0]), int(sockname[1])))
+        self.bound.extend((name, h, p) for h, p in out)
+        return out
+
+    # ------------------------------------------------------------------ the controller as a sink
+
+    def served(self) -> Mapping[int, tuple[int, int]]:
+        return self.supported
+
     def _served_versions(self) -> dict[int, tuple[int, int]]:
         out: dict[int, tuple[int, int]] = {}
-        for key, (lo, hi) in dict(self.state.handled_api_versions()).items():
+        for key, (lo, hi) in dict(self.machine.handled_api_versions()).items():
             cls = codec.request_class(key)
             vlo, vhi = cls.VALID_VERSIONS
             lo, hi = max(lo, vlo), min(hi, vhi)
@@ -308,8 +405,7 @@ class ControllerServer:
             task.cancel()
         for s in self._servers:
             s.close()
-        for proto in list(self._protocols):
-            proto.close()
+        self.service.close()
         # Let the worker finish what it holds (an append in a thread cannot be cancelled).
         self._wake.set()
         for task in self._tasks:
@@ -331,7 +427,8 @@ class ControllerServer:
 
     # ------------------------------------------------------------------ ApiVersions
 
-    def api_versions_response(self, version: int, request: Any) -> ApiVersionsResponse:
+    def api_versions_response(self, version: int, request: ApiVersionsRequest) -> ApiVersionsResponse:
+        """The controller listener's ApiVersions answer (KIP-511 checks of v3+ included)."""
         if version >= 3 and not (
             _SOFTWARE_RE.fullmatch(request.client_software_name or "")
             and _SOFTWARE_RE.fullmatch(request.client_software_version or "")
@@ -352,7 +449,7 @@ class ControllerServer:
             resp.supported_features = [
                 SupportedFeatureKey(name, lo, hi) for name, (lo, hi) in sorted(features.SUPPORTED_FEATURES.items())
             ]
-            level = getattr(self.state, "metadata_version", None)
+            level = getattr(self._state, "metadata_version", None)
             if isinstance(level, int) and level > 0:
                 finalized = dict(getattr(self.state, "finalized_features", {}), **{features.METADATA_VERSION: level})
                 resp.finalized_features = [
@@ -362,14 +459,16 @@ class ControllerServer:
                 resp.finalized_features_epoch = self.log.end_offset - 1
         return resp
 
-    def api_versions_fallback(self) -> ApiVersionsResponse:
-        return ApiVersionsResponse(
-            error_code=ErrorCode.UNSUPPORTED_VERSION, api_keys=[ApiVersion(ApiKey.API_VERSIONS, *API_VERSIONS_RANGE)]
-        )
+    def dispatch(self, conn: Connection, ev: RequestReceived) -> None:
+        """Hand a request on: Fetch to the replication path, the rest to the state machine."""
+        if ev.api_key in (ApiKey.FETCH, ApiKey.FETCH_SNAPSHOT):
+            self.serve_fetch(conn, ev)
+        else:
+            self.submit(conn, ev)
 
     # ------------------------------------------------------------------ the one writer
 
-    def submit(self, proto: _ControllerProtocol, event: RequestReceived) -> None:
+    def submit(self, proto: Connection, event: RequestReceived) -> None:
         """Hand a request to the state machine (Rules 1-3 of the module docstring)."""
         if self.fatal is not None or self._closing:
             proto.close()
@@ -387,10 +486,10 @@ class ControllerServer:
             self._queue.append(_Work(proto, event, None))
         self._wake.set()
 
-    def _call_handle(self, proto: _ControllerProtocol, event: RequestReceived) -> Any | None:
+    def _call_handle(self, proto: Connection, event: RequestReceived) -> Outcome | None:
         assert self.log is not None
         try:
-            return self.state.handle(
+            return self.machine.handle(
                 event.api_key,
                 event.api_version,
                 event.body,
@@ -414,7 +513,7 @@ class ControllerServer:
         proto.close()
         return None
 
-    async def _commit(self, records: list[Any], cause: Any = None) -> None:
+    async def _commit(self, records: list[RecordAndVersion], cause: Any = None) -> None:
         """Rule 2: append as one batch and fsync off the loop, then apply at their offsets."""
         assert self.log is not None
         log_ = self.log
@@ -425,7 +524,7 @@ class ControllerServer:
         self.fetch_waiter.notify()
         try:
             for i, (record, version) in enumerate(records):
-                self.state.apply(base + i, record, version)
+                self.machine.apply(base + i, record, version)
         except Exception as exc:
             # The log holds records the state cannot take: replay would fail the same way.
             self.fatal = exc
@@ -478,13 +577,13 @@ class ControllerServer:
 
     # ------------------------------------------------------------------ Fetch (replication)
 
-    def serve_fetch(self, proto: _ControllerProtocol, event: RequestReceived) -> None:
+    def serve_fetch(self, proto: Connection, event: RequestReceived) -> None:
         """Answer a Fetch/FetchSnapshot off the writer queue: reads never wait for appends."""
         task = asyncio.get_running_loop().create_task(self._serve_fetch(proto, event))
         self._fetch_tasks.add(task)
         task.add_done_callback(self._fetch_tasks.discard)
 
-    async def _serve_fetch(self, proto: _ControllerProtocol, event: RequestReceived) -> None:
+    async def _serve_fetch(self, proto: Connection, event: RequestReceived) -> None:
         assert self.log is not None
         host, port = proto.local
         leader = replication.Leader(self.config.node_id, self.log.leader_epoch, host, port)
@@ -567,7 +666,7 @@ class ControllerServer:
         assert self.log is not None
         try:
             now = self.clock.monotonic_ms()
-            records = list(self.state.tick(now_ms=now, next_offset=self.log.end_offset))
+            records = list(self.machine.tick(now_ms=now, next_offset=self.log.end_offset))
         except Exception:
             log.exception("bug in tick()")
             return
@@ -603,142 +702,47 @@ class ControllerServer:
                 self._wake.set()
 
 
-class _ControllerProtocol(asyncio.Protocol):
-    """One client connection. At most one request of it is inside the controller at a time."""
+def wildcard_sockets(port: int, attempts: int = 20) -> list[socket.socket]:
+    """Listening sockets for every interface on one port: IPv6 ``::`` (v6-only) and IPv4
+    ``0.0.0.0``; port 0 picks a port free in both families. IPv4 alone where IPv6 is off.
 
-    def __init__(self, server: ControllerServer, listener: str = "") -> None:
-        self.server = server
-        self.listener = listener
-        self.transport: asyncio.Transport | None = None
-        self.gate = None if server.extensions is None else server.extensions.new_gate(self)
-        self.conn = ServerConnection(
-            server.supported if self.gate is None else self.gate.supported(server.supported),
-            api_versions_range=API_VERSIONS_RANGE,
-            max_frame=server.config.socket_request_max_bytes,
-        )
-        self.peer = "?"
-        self.local: tuple[str, int] = ("", 0)
-        self.tapped: Any = None
-        self.in_flight = False
-        self.closed = False
-        self._paused = False
-        self._pumping = False
-
-    def connection_made(self, transport: asyncio.BaseTransport) -> None:
-        assert isinstance(transport, asyncio.Transport)
-        self.transport = transport
-        peer = transport.get_extra_info("peername")
-        self.peer = f"{peer[0]}:{peer[1]}" if isinstance(peer, tuple) else str(peer)
-        local = transport.get_extra_info("sockname")
-        if isinstance(local, tuple):
-            self.local = (str(local[0]), int(local[1]))
-        if self.server.tap is not None and isinstance(peer, tuple):
-            self.tapped = self.server.tap.open((str(peer[0]), int(peer[1])), self.local)
-        self.server._protocols.add(self)
-
-    def connection_lost(self, exc: Exception | None) -> None:
-        self.closed = True
-        self.server._protocols.discard(self)
-        if self.tapped is not None:
-            self.tapped.close()
-            self.tapped = None
-
-    def data_received(self, data: bytes) -> None:
-        if self.tapped is not None:
-            self.tapped.received(data)
-        self.conn.receive_data(data)
-        self._pump()
-
-    def eof_received(self) -> bool:
-        self.conn.receive_data(b"")
-        self._pump()
-        return False
-
-    def close(self) -> None:
-        if not self.closed:
-            self.closed = True
-            if self.transport is not None:
-                self.transport.close()
-
-    def _pump(self) -> None:
-        if self._pumping:
-            return  # an inline response inside the loop below: the loop reads on
-        self._pumping = True
+    Raises:
+        OSError: the port (or, for port 0, every port tried) cannot be bound in both families.
+    """
+    last: OSError | None = None
+    for _ in range(attempts if port == 0 else 1):
+        socks: list[socket.socket] = []
         try:
-            self._pump_events()
-        finally:
-            self._pumping = False
-
-    def _pump_events(self) -> None:
-        while not self.in_flight and not self.closed:
-            try:
-                ev = self.conn.next_event()
-            except RemoteProtocolError as exc:
-                self.server.stats["protocol_errors"] += 1
-                key = "?" if exc.api_key is None else f"{exc.api_key} ({codec.api_name(exc.api_key)})"
-                ver = "?" if exc.api_version is None else str(exc.api_version)
-                log.warning("closing connection from %s: api key %s version %s: %s", self.peer, key, ver, exc.reason)
-                self.close()
-                return
-            if ev is NEED_DATA:
-                break
-            if isinstance(ev, ConnectionClosed):
-                self.close()
-                return
-            if isinstance(ev, ApiVersionsFallback):
-                self._write(self.conn.send_response(ev, self.server.api_versions_fallback()))
-                continue
-            assert isinstance(ev, RequestReceived)
-            if ev.api_key == ApiKey.API_VERSIONS:
-                body = self.server.api_versions_response(ev.api_version, ev.body)
-                self._write(self.conn.send_response(ev, body if self.gate is None else self.gate.api_versions(body)))
-                continue
-            self.in_flight = True
-            # The gate (extensions: SASL, ACLs, faults) may answer, close, delay or stall.
-            if self.gate is None or self.gate.admit(ev, lambda ev=ev: self.dispatch(ev)):
-                self.dispatch(ev)
-        if self.transport is not None and not self.closed:
-            if self.in_flight and self.conn.buffered > _PAUSE_BUFFERED and not self._paused:
-                self._paused = True
-                self.transport.pause_reading()
-            elif self._paused and not self.in_flight:
-                self._paused = False
-                self.transport.resume_reading()
-
-    def dispatch(self, ev: RequestReceived) -> None:
-        """Hand a request on: Fetch to the replication path, the rest to the state machine."""
-        if ev.api_key in (ApiKey.FETCH, ApiKey.FETCH_SNAPSHOT):
-            self.server.serve_fetch(self, ev)
-        else:
-            self.server.submit(self, ev)
-
-    def _write(self, data: bytes) -> None:
-        if self.transport is not None and not self.closed:
-            if self.tapped is not None:
-                self.tapped.sent(data)
-            self.transport.write(data)
-
-    def respond(self, event: RequestReceived, body: Any) -> None:
-        """Send the response to the request in flight and read on."""
-        if self.closed:
-            return
-        try:
-            data = self.conn.send_response(event, body)
-        except EncodeError as exc:
-            log.error(
-                "closing %s: the %s v%d response does not encode: %s",
-                self.peer,
-                codec.api_name(event.api_key),
-                event.api_version,
-                exc,
-            )
-            self.close()
-            return
-        self.server.stats["responses"] += 1
-        self.server.story.responded(self.peer, event.api_key, event.api_version, body)
-        if self.gate is not None:
-            self.gate.on_response(event, body)
-        self._write(data)
-        self.in_flight = False
-        self._pump()
-
+            chosen = port
+            if socket.has_ipv6:
+                try:
+                    s6 = socket.socket(socket.AF_INET6, socket.SOCK_STREAM)
+                except OSError:
+                    s6 = None
+                if s6 is not None:
+                    socks.append(s6)
+                    s6.setsockopt(socket.IPPROTO_IPV6, socket.IPV6_V6ONLY, 1)
+                    s6.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+                    try:
+                        s6.bind(("::", chosen))
+                    except OSError as exc:
+                        if exc.errno != errno.EADDRNOTAVAIL:
+                            raise
+                        socks.remove(s6)
+                        s6.close()
+                    else:
+                        chosen = int(s6.getsockname()[1])
+            s4 = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+            socks.append(s4)
+            s4.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+            s4.bind(("0.0.0.0", chosen))
+            for s in socks:
+                s.listen(128)
+                s.setblocking(False)
+            return socks
+        except OSError as exc:
+            last = exc
+            for s in socks:
+                s.close()
+    assert last is not None
+    raise last

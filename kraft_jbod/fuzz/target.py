@@ -35,7 +35,7 @@ from pathlib import Path
 from kraft_jbod.errors import ConfigError
 from kraft_jbod.fuzz.runner import TargetWatch
 
-DEFAULT_READY = r"listening on (?:[A-Z0-9_.-]+ )?\[?([^\]\s]+?)\]?:(\d+)(?=\s|$)"
+DEFAULT_READY = r"listening on (?:[A-Za-z0-9_.-]+ )?\[?([^\]\s]+?)\]?:(\d+)(?=\s|$)"
 
 
 def read_rss(pid: int) -> int:

@@ -20,7 +20,7 @@ import json
 import logging
 import urllib.parse
 from collections.abc import Awaitable, Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 log = logging.getLogger(__name__)
@@ -28,7 +28,8 @@ log = logging.getLogger(__name__)
 MAX_HEAD = 16 * 1024
 MAX_BODY = 1024 * 1024
 _REASONS = {200: "OK", 201: "Created", 204: "No Content", 400: "Bad Request", 404: "Not Found",
-            405: "Method Not Allowed", 408: "Request Timeout", 409: "Conflict", 413: "Payload Too Large",
+            401: "Unauthorized", 405: "Method Not Allowed", 408: "Request Timeout", 409: "Conflict",
+            413: "Payload Too Large", 415: "Unsupported Media Type", 421: "Misdirected Request",
             500: "Internal Server Error"}
 
 
@@ -45,13 +46,16 @@ class Request:
     path: str
     query: dict[str, str]
     body: bytes
+    headers: dict[str, str] = field(default_factory=dict)  # names in lower case
 
     def json(self) -> Any:
-        """Raises: HttpError(400): the body is not JSON."""
+        """Raises: HttpError(400): the body is not JSON (or nests too deep to read)."""
         try:
             return json.loads(self.body or b"null")
         except (json.JSONDecodeError, UnicodeDecodeError) as exc:
             raise HttpError(400, f"body is not JSON: {exc}") from None
+        except RecursionError:
+            raise HttpError(400, "body is not usable JSON: nested too deeply") from None
 
 
 @dataclass(frozen=True, slots=True)
@@ -70,14 +74,17 @@ class Response:
 
 
 Handler = Callable[[Request], Awaitable[Response] | Response]
+# Runs before routing; raises HttpError to refuse a request (the admin channel's lock).
+Guard = Callable[[Request], None]
 
 
 class HttpServer:
     """Routes are ``(METHOD, path)`` exact, or ``(METHOD, "/prefix/*")`` for a prefix."""
 
     def __init__(self, routes: dict[tuple[str, str], Handler], *, host: str = "127.0.0.1", port: int = 0,
-                 timeout: float = 10.0) -> None:
+                 timeout: float = 10.0, guard: Guard | None = None) -> None:
         self.routes = routes
+        self.guard = guard
         self.host, self.port = host, port
         self.timeout = timeout
         self._server: asyncio.Server | None = None
@@ -117,6 +124,8 @@ class HttpServer:
         try:
             try:
                 req = await asyncio.wait_for(self._read(reader), self.timeout)
+                if self.guard is not None:
+                    self.guard(req)
                 handler = self._route(req.method, req.path)
                 result = handler(req)
                 resp = await result if not isinstance(result, Response) else result
@@ -168,4 +177,4 @@ class HttpServer:
         body = await reader.readexactly(length) if length else b""
         url = urllib.parse.urlsplit(target)
         query = {k: v[-1] for k, v in urllib.parse.parse_qs(url.query).items()}
-        return Request(method, urllib.parse.unquote(url.path), query, body)
+        return Request(method, urllib.parse.unquote(url.path), query, body, headers)

@@ -208,6 +208,6 @@ class Authorizer:
             doc = json.loads(path.read_text(encoding="utf-8"))
         except OSError as exc:
             raise ConfigError(f"cannot read acl file {path}: {exc.strerror}") from None
-        except (UnicodeDecodeError, json.JSONDecodeError) as exc:
+        except (UnicodeDecodeError, json.JSONDecodeError, RecursionError) as exc:
             raise ConfigError(f"acl file {path} is not JSON: {exc}") from None
         return cls.from_json(doc, str(path))

@@ -190,7 +190,7 @@ class CredentialStore:
             doc = json.loads(path.read_text(encoding="utf-8"))
         except OSError as exc:
             raise ConfigError(f"cannot read credentials file {path}: {exc.strerror}") from None
-        except (UnicodeDecodeError, json.JSONDecodeError) as exc:
+        except (UnicodeDecodeError, json.JSONDecodeError, RecursionError) as exc:
             raise ConfigError(f"credentials file {path} is not JSON: {exc}") from None
         return cls.from_json(doc, str(path))
 

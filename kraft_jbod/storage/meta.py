@@ -229,6 +229,17 @@ class DirResult:
     action: str  # "formatted", "kept", "added directory.id"
 
 
+def _check_distinct(dirs: Sequence[Path]) -> None:
+    """Two configured directories must not be one directory (a symlink, ``..``, a repeat)."""
+    seen: dict[str, Path] = {}
+    for d in dirs:
+        real = os.path.realpath(d)
+        other = seen.get(real)
+        if other is not None:
+            raise StorageError(f"{d} and {other} are the same directory ({real}); list each log dir once")
+        seen[real] = d
+
+
 def _check_consistent(
     found: Sequence[tuple[Path, MetaProperties | None]], cluster_id: str | None, node_id: int
 ) -> None:
@@ -287,6 +298,7 @@ def format_storage(layout: StorageLayout, cluster_id: str, *, now: float | None 
         uuid_from_base64url(cluster_id)
     except ValueError as exc:
         raise StorageError(f"cluster id {cluster_id!r} is not a Kafka uuid: {exc}") from None
+    _check_distinct(layout.all_dirs)
     found = [(d, read_meta_properties(d)) for d in layout.all_dirs]
     _check_consistent(found, cluster_id, layout.node_id)
     return _complete(layout, cluster_id, found, now)
@@ -301,6 +313,7 @@ def ensure_directory_ids(layout: StorageLayout, *, now: float | None = None) -> 
     Raises:
         StorageError: no directory is formatted, the directories disagree, or two share an id.
     """
+    _check_distinct(layout.all_dirs)
     found = [(d, read_meta_properties(d)) for d in layout.all_dirs]
     clusters = {m.cluster_id for _, m in found if m is not None}
     if not clusters:
@@ -347,10 +360,19 @@ def ensure_metadata_dir(directory: Path, node_id: int, cluster_id: str | None, *
 
 
 def storage_info(layout: StorageLayout) -> list[dict[str, object]]:
-    """One row per directory: path, whether formatted, the keys found, or the error."""
+    """One row per directory: path, whether formatted, the keys found, or the error
+    (including a directory listed twice, or a directory.id another directory has too)."""
     rows: list[dict[str, object]] = []
+    real_seen: dict[str, Path] = {}
+    ids_seen: dict[uuid.UUID, Path] = {}
     for d in layout.all_dirs:
         row: dict[str, object] = {"path": str(d), "metadata": d == layout.metadata_log_dir}
+        real = os.path.realpath(d)
+        if real in real_seen:
+            row["error"] = f"the same directory as {real_seen[real]} ({real})"
+            rows.append(row)
+            continue
+        real_seen[real] = d
         try:
             meta = read_meta_properties(d)
         except StorageError as exc:
@@ -367,5 +389,9 @@ def storage_info(layout: StorageLayout) -> list[dict[str, object]]:
                 node_id=meta.node_id,
                 directory_id=None if meta.directory_id is None else uuid_to_base64url(meta.directory_id),
             )
+            if meta.directory_id is not None:
+                other = ids_seen.setdefault(meta.directory_id, d)
+                if other != d:
+                    row["error"] = f"directory.id {uuid_to_base64url(meta.directory_id)} is also in {other}"
         rows.append(row)
     return rows

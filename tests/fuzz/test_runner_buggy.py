@@ -19,11 +19,14 @@ from kraft_jbod.fuzz.target import SpawnedTarget
 from kraft_jbod.messages.metadata_request import MetadataRequest
 
 BUGGY = [sys.executable, str(Path(__file__).with_name("buggy_server.py"))]
+# A case counts as a hang after this long. Well above the buggy server's answer time on a
+# loaded 2-core machine, so a slow answer is not minimized as if it were the hang.
+HANG_AFTER = 1.0
 
 
 async def test_finds_minimizes_saves_and_replays_the_crash_and_the_hang(tmp_path: Path) -> None:
     async with SpawnedTarget(BUGGY, max_restarts=30) as target:
-        cfg = RunConfig(target.host, int(target.port or 0), seed=11, count=300, time_limit=50, connections=4, timeout=0.25)
+        cfg = RunConfig(target.host, int(target.port or 0), seed=11, count=300, time_limit=50, connections=4, timeout=HANG_AFTER)
         corp = corpus.Corpus(tmp_path / "corpus")
         report = await Runner(cfg, watch=target, corpus=[], on_case=corp.consider).run()
         assert report.cases == sum(report.outcomes.values())
@@ -41,7 +44,7 @@ async def test_finds_minimizes_saves_and_replays_the_crash_and_the_hang(tmp_path
 
         host, port = target.host, int(target.port or 0)
         crash = next(f for f in report.findings if f.outcome is Outcome.GONE)
-        small = await minimize.minimize_finding(crash, host, port, timeout=0.25, watch=target, restart=restart, budget=200)
+        small = await minimize.minimize_finding(crash, host, port, timeout=HANG_AFTER, watch=target, restart=restart, budget=200)
         assert small is not None
         split = mutators.split_frames(small)
         assert split.tail == "clean" and len(split.frames) == 1
@@ -52,7 +55,7 @@ async def test_finds_minimizes_saves_and_replays_the_crash_and_the_hang(tmp_path
 
         host, port = target.host, int(target.port or 0)
         hang = next(f for f in report.findings if f.outcome is Outcome.TIMEOUT)
-        small = await minimize.minimize_finding(hang, host, port, timeout=0.25, watch=target, restart=restart, budget=200)
+        small = await minimize.minimize_finding(hang, host, port, timeout=HANG_AFTER, watch=target, restart=restart, budget=200)
         assert small is not None
         payload = mutators.split_frames(small).frames[0]
         assert len(payload) == 10  # header fields plus the ClientId length
@@ -69,7 +72,7 @@ async def test_finds_minimizes_saves_and_replays_the_crash_and_the_hang(tmp_path
             assert rec["frames"] and "size_prefix" in rec["frames"][0]
         # The hang replays from the file (a fresh connection, the minimized bytes).
         data = corpus.load_finding_bytes(tmp_path / "findings" / f"timeout-s11-i{hang.case.index}.json")
-        assert (await runner.replay(host, port, data, 0.25, target)).outcome is Outcome.TIMEOUT
+        assert (await runner.replay(host, port, data, HANG_AFTER, target)).outcome is Outcome.TIMEOUT
         # ... and regenerates from its seed and index alone.
         assert runner.CaseFactory(11, report.served).case(hang.case.index).data == hang.case.data
 

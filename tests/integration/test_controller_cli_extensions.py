@@ -37,7 +37,8 @@ def test_controller_cli_loads_extensions(tmp_path: Path) -> None:
         line = proc.stdout.readline()
         assert line.startswith("listening on CONTROLLER 127.0.0.1:"), proc.stderr.read() if proc.stderr else line
         listed = subprocess.run(
-            [sys.executable, "-m", "kraft_jbod.cli", "faults", "--admin", f"127.0.0.1:{admin_port}", "list"],
+            [sys.executable, "-m", "kraft_jbod.cli", "faults", "--admin", f"127.0.0.1:{admin_port}",
+             "--token-file", str(tmp_path / "meta" / "admin.token"), "list"],
             capture_output=True, text=True, timeout=30, check=False,
         )
         assert listed.returncode == 0, listed.stderr

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import functools
 import json
 import random
 import urllib.request
@@ -169,9 +170,10 @@ def test_manual_clock_wakes_sleepers_in_deadline_order() -> None:
     assert asyncio.run(main()) == ["early", "late"]
 
 
-def _http(method: str, url: str, body: object | None = None) -> tuple[int, object]:
+def _http(method: str, url: str, body: object | None = None, headers: dict[str, str] | None = None
+          ) -> tuple[int, object]:
     data = None if body is None else json.dumps(body).encode()
-    req = urllib.request.Request(url, data=data, method=method)
+    req = urllib.request.Request(url, data=data, method=method, headers=headers or {})
     try:
         with urllib.request.urlopen(req, timeout=10) as resp:
             return resp.status, json.loads(resp.read() or b"null")
@@ -182,21 +184,22 @@ def _http(method: str, url: str, body: object | None = None) -> tuple[int, objec
 async def test_admin_channel_changes_rules_at_run_time(kraft_cluster: KraftCluster) -> None:
     b1 = await kraft_cluster.add_broker(1)
     base = kraft_cluster.admin_url
-    status, got = await asyncio.to_thread(_http, "POST", base + "/faults",
+    call = functools.partial(_http, headers=kraft_cluster.admin_headers)
+    status, got = await asyncio.to_thread(call, "POST", base + "/faults",
                                           {"id": "x", "match": {"broker_id": 1}, "action": {"type": "error",
                                                                                             "error_code": 41}})
     assert status == 201 and got["added"][0]["id"] == "x"  # type: ignore[index]
     assert (await b1.heartbeat()).error_code == 41
-    status, got = await asyncio.to_thread(_http, "POST", base + "/faults", {"action": {"type": "bogus"}})
+    status, got = await asyncio.to_thread(call, "POST", base + "/faults", {"action": {"type": "bogus"}})
     assert status == 400
-    status, got = await asyncio.to_thread(_http, "GET", base + "/faults/history")
+    status, got = await asyncio.to_thread(call, "GET", base + "/faults/history")
     assert [h["rule"] for h in got] == ["x"]  # type: ignore[union-attr]
-    status, _ = await asyncio.to_thread(_http, "DELETE", base + "/faults/x")
+    status, _ = await asyncio.to_thread(call, "DELETE", base + "/faults/x")
     assert status == 200
     assert (await b1.heartbeat()).error_code == 0
-    status, _ = await asyncio.to_thread(_http, "DELETE", base + "/faults/x")
+    status, _ = await asyncio.to_thread(call, "DELETE", base + "/faults/x")
     assert status == 404
-    status, got = await asyncio.to_thread(_http, "POST", base + "/clock/advance", {"ms": 250})
+    status, got = await asyncio.to_thread(call, "POST", base + "/clock/advance", {"ms": 250})
     assert status == 200 and got["now_ms"] == kraft_cluster.clock.monotonic_ms()  # type: ignore[index]
-    status, view = await asyncio.to_thread(_http, "GET", base + "/status")
+    status, view = await asyncio.to_thread(call, "GET", base + "/status")
     assert status == 200 and [b["id"] for b in view["brokers"]] == [1]  # type: ignore[index]

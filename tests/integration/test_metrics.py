@@ -9,6 +9,7 @@ import logging
 import urllib.request
 
 import asyncio_dgram
+import pytest
 
 from kraft_jbod import cli
 from kraft_jbod.metrics import logs
@@ -63,7 +64,8 @@ async def test_statsd_over_udp_and_prometheus_endpoint(kraft_cluster: KraftClust
         await emitter.close()
         receiver.close()
     url = kraft_cluster.admin_url + "/metrics"
-    text = await asyncio.to_thread(lambda: urllib.request.urlopen(url, timeout=10).read().decode())
+    req = urllib.request.Request(url, headers=kraft_cluster.admin_headers)
+    text = await asyncio.to_thread(lambda: urllib.request.urlopen(req, timeout=10).read().decode())
     assert 'kraft_jbod_brokers{state="UNFENCED"} 1' in text
     assert "kraft_jbod_fenced_brokers 0" in text
     assert 'kraft_jbod_partitions{kind="all"} 2' in text
@@ -88,16 +90,18 @@ async def test_status_command_reads_the_admin_endpoint(kraft_cluster: KraftClust
     await kraft_cluster.add_broker(7)
     await kraft_cluster.create_topic("s", partitions=1, replication_factor=1)
     host, port = kraft_cluster.ext.admin_address  # type: ignore[misc]
-    rc = await asyncio.to_thread(cli.main, ["status", "--admin", f"{host}:{port}", "--json"])
+    token = str(kraft_cluster.server.config.metadata_log_dir / "admin.token")
+    rc = await asyncio.to_thread(cli.main, ["status", "--admin", f"{host}:{port}", "--token-file", token, "--json"])
     assert rc == 0
     view = json.loads(capsys.readouterr().out)  # type: ignore[attr-defined]
     assert view["brokers"][0]["id"] == 7 and view["topics"][0]["partitions"][0]["leader"] == 7
-    rc = await asyncio.to_thread(cli.main, ["status", "--admin", f"{host}:{port}"])
+    rc = await asyncio.to_thread(cli.main, ["status", "--admin", f"{host}:{port}", "--token-file", token])
     text = capsys.readouterr().out  # type: ignore[attr-defined]
     assert rc == 0 and "s-0  leader 7" in text and "UNFENCED" in text
 
 
-def test_status_command_unreachable_admin(capsys: object) -> None:
+def test_status_command_unreachable_admin(capsys: object, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("KRAFT_JBOD_ADMIN_TOKEN", "x" * 20)
     rc = cli.main(["status", "--admin", "127.0.0.1:1"])
     assert rc == 2
     assert "cannot reach" in capsys.readouterr().err  # type: ignore[attr-defined]

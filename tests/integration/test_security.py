@@ -168,3 +168,127 @@ async def test_tls_listener(tmp_path: Path) -> None:
         await plain.close()
     finally:
         await stop_cluster(cluster)
+
+
+async def _capture_sasl(tmp_path: Path, secrets: bool) -> bytes:
+    from kraft_jbod.capture.tap import FrameTap
+    from kraft_jbod.controller.server import ControllerServer
+    from kraft_jbod.pytest_plugin import CLUSTER_ID, controller_config
+
+    ext = Extensions(
+        credentials=CredentialStore.from_json(USERS),
+        listeners={"CONTROLLER": ListenerSecurity(sasl=("PLAIN", "SCRAM-SHA-512"))},
+    )
+    tmp_path.mkdir()
+    pcap = tmp_path / "cap.pcapng"
+    tap = FrameTap(pcapng=pcap, secrets=secrets)
+    await tap.start()
+    server = ControllerServer(controller_config(tmp_path), cluster_id=CLUSTER_ID, fsync=False, extensions=ext, tap=tap)
+    await server.start()
+    try:
+        c = await KafkaConnection.open(server.addresses[0])
+        assert await _login_plain(c, "broker", "broker-secret") == 0
+        await c.close()
+        c = await KafkaConnection.open(server.addresses[0])
+        assert (await c.call(SaslHandshakeRequest(mechanism="SCRAM-SHA-512"), 1)).error_code == 0
+        client = sasl.ScramClient("SCRAM-SHA-512", "scrammy", "s3cret")
+        first = await c.call(SaslAuthenticateRequest(auth_bytes=client.first()), 2)
+        final = await c.call(SaslAuthenticateRequest(auth_bytes=client.final(first.auth_bytes)), 2)
+        assert final.error_code == 0
+        await c.close()
+    finally:
+        await server.close()
+        await tap.aclose()
+    assert pcap.stat().st_mode & 0o777 == 0o600
+    return pcap.read_bytes()
+
+
+async def test_captures_star_out_sasl_secrets_unless_asked(tmp_path: Path) -> None:
+    from kraft_jbod.capture.kafka import decode_capture
+
+    redacted = await _capture_sasl(tmp_path / "a", secrets=False)
+    assert b"broker-secret" not in redacted
+    assert b"\0broker\0" not in redacted  # the whole PLAIN token, user included, is starred
+    assert b",s=" not in redacted and b",p=" not in redacted  # SCRAM salt (server-first) and proof
+    # The frames still decode: every request and response of the conversation is there.
+    with open(tmp_path / "a" / "cap.pcapng", "rb") as f:
+        frames = list(decode_capture(f))
+    auth = [f for f in frames if f.api_key == 36]
+    assert len(auth) == 6 and all(f.body is not None for f in auth), auth
+    kept = await _capture_sasl(tmp_path / "b", secrets=True)
+    assert b"broker-secret" in kept and b",s=" in kept and b",p=" in kept
+
+
+def test_redactor_follows_frames_split_anywhere() -> None:
+    from kraft_jbod import codec
+    from kraft_jbod.capture.tap import _SaslRedactor
+
+    stream = (
+        codec.encode_request(ApiVersionsRequest(), 0, 1, "c")
+        + codec.encode_request(SaslHandshakeRequest(mechanism="PLAIN"), 1, 2, "c")
+        + codec.encode_request(SaslAuthenticateRequest(auth_bytes=sasl.plain_token("u", "hunter2hunter2")), 2, 3, "c")
+        + codec.encode_request(ApiVersionsRequest(), 0, 4, "c")
+    )
+    for step in (1, 3, 7, 64, len(stream)):
+        r = _SaslRedactor()
+        out = b"".join(r.client(stream[i:i + step]) for i in range(0, len(stream), step))
+        assert len(out) == len(stream) and b"hunter2" not in out
+        assert out.replace(b"*", b"") != stream
+        # Everything but the secret is byte-identical.
+        assert out[: stream.index(b"hunter2") - 3] == stream[: stream.index(b"hunter2") - 3]
+
+
+async def test_admin_channel_is_locked(tmp_path: Path) -> None:
+    import asyncio
+    import json
+    import urllib.error
+    import urllib.request
+
+    cluster = await start_cluster(tmp_path, clock=ManualClock())
+    try:
+        base = cluster.admin_url
+        token_file = cluster.server.config.metadata_log_dir / "admin.token"
+        assert token_file.stat().st_mode & 0o777 == 0o600
+        assert token_file.read_text().strip() == cluster.ext.admin_token_value
+
+        def call(method: str, path: str, body: bytes | None, headers: dict[str, str]) -> int:
+            req = urllib.request.Request(base + path, data=body, method=method, headers=headers)
+            try:
+                with urllib.request.urlopen(req, timeout=10) as resp:
+                    return int(resp.status)
+            except urllib.error.HTTPError as exc:
+                return int(exc.code)
+
+        rule = json.dumps({"match": {"api": "BrokerHeartbeat"}, "action": {"type": "drop"}}).encode()
+        good = cluster.admin_headers
+        # The cross-site-style attack: no token, text/plain body.
+        assert await asyncio.to_thread(call, "POST", "/faults", rule, {"Content-Type": "text/plain"}) == 401
+        assert await asyncio.to_thread(call, "GET", "/status", None, {}) == 401
+        wrong = dict(good, Authorization="Bearer " + "x" * 43)
+        assert await asyncio.to_thread(call, "GET", "/status", None, wrong) == 401
+        # The right token but not JSON: 415.
+        plain = dict(good, **{"Content-Type": "text/plain"})
+        assert await asyncio.to_thread(call, "POST", "/faults", rule, plain) == 415
+        # A Host that is not this channel (DNS rebinding): 421.
+        rebound = dict(good, Host="evil.example:80")
+        assert await asyncio.to_thread(call, "GET", "/status", None, rebound) == 421
+        assert len(cluster.faults) == 0  # nothing above changed a rule
+        assert await asyncio.to_thread(call, "POST", "/faults", rule, good) == 201
+        assert len(cluster.faults) == 1
+        # Deeply nested JSON is a clean 400, not a crash.
+        deep = b"[" * 100_000 + b"]" * 100_000
+        assert await asyncio.to_thread(call, "PUT", "/faults", deep, good) == 400
+        assert len(cluster.faults) == 1
+    finally:
+        await stop_cluster(cluster)
+
+
+def test_admin_channel_refuses_a_public_bind_unless_allowed() -> None:
+    from kraft_jbod.errors import ConfigError
+
+    with pytest.raises(ConfigError, match="not a loopback address"):
+        Extensions.from_json({"admin": "0.0.0.0:0"})
+    with pytest.raises(ConfigError, match="at least 16"):
+        Extensions.from_json({"admin": "127.0.0.1:0", "admin_token": "short"})
+    ext = Extensions.from_json({"admin": "0.0.0.0:0", "admin_allow_remote": True})
+    assert ext.admin == ("0.0.0.0", 0)

@@ -309,7 +309,8 @@ class ControllerThread:
 
         assert self.cluster is not None and self.cluster.ext.admin_address is not None
         host, port = self.cluster.ext.admin_address
-        with urllib.request.urlopen(f"http://{host}:{port}/status", timeout=10) as resp:
+        req = urllib.request.Request(f"http://{host}:{port}/status", headers=self.cluster.admin_headers)
+        with urllib.request.urlopen(req, timeout=10) as resp:
             view: dict[str, Any] = json.loads(resp.read())
         return view
 

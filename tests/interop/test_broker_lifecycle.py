@@ -371,16 +371,11 @@ def _parts(ctl: ControllerThread) -> list[tuple[str, dict[str, Any]]]:
     return [(t["name"], p) for t in ctl.view()["topics"] for p in t["partitions"]]
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="Kafka disagrees: Kafka's controller answers UpdateFeatures (api 57) and writes a "
-    "FeatureLevelRecord when every registered broker supports the level "
-    "(FeatureControlManager.updateFeatures); our controller closes the connection on api 57; "
-    "fix pending in controller (issue 12 item 8)",
-)
 def test_metadata_version_upgrade_reaches_kafka_brokers(
     interop: InteropJvm, controller_factory: Factory, tmp_path: Path
 ) -> None:
+    """UpdateFeatures (metadata.version 17 -> 22) on the controller listener: Kafka's broker
+    replays the FeatureLevelRecord, stays RUNNING, and its image agrees with ours."""
     from kraft_jbod.messages.update_features_request import FeatureUpdateKey, UpdateFeaturesRequest
     from kraft_jbod.pytest_plugin import KafkaConnection
 

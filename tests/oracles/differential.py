@@ -9,6 +9,7 @@
 from __future__ import annotations
 
 import json
+import math
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -17,7 +18,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from kraft_jbod.fuzz import strategies
-from kraft_jbod.wire.message import Message
+from kraft_jbod.wire.message import Message, Struct
 from tests.oracles.java_oracle import JavaOracle
 from tests.oracles.values import strip_unknown
 
@@ -50,6 +51,16 @@ def rename_keys(value: Any, names: dict[str, str]) -> Any:
     if isinstance(value, list):
         return [rename_keys(v, names) for v in value]
     return value
+
+
+def _non_finite(value: Any) -> bool:
+    if isinstance(value, float):
+        return not math.isfinite(value)
+    if isinstance(value, list):
+        return any(_non_finite(v) for v in value)
+    if isinstance(value, Struct):
+        return any(_non_finite(getattr(value, f.attr)) for f in value._FIELDS)
+    return False
 
 
 def java_ranges(oracle: JavaOracle) -> dict[int, tuple[int, int]]:
@@ -87,9 +98,13 @@ def sweep(
             theirs = rename_keys(m.to_json(v), names)
             assert reply["json"] == theirs, where
             plain = strip_unknown(m)
+            on_checked(v)
+            if _non_finite(plain):
+                # Kafka's JSON converter writes NaN/Infinity as strings it then refuses to
+                # read back, so this value cannot travel Java's way; bytes were checked above.
+                continue
             java_bytes = oracle.encode_json(kind, api_key, v, theirs)  # type: ignore[arg-type]
             assert java_bytes == plain.encode(v), f"Java encodes our JSON differently ({where})"
             assert cls.decode(java_bytes, v) == plain, where
-            on_checked(v)
 
     check()
