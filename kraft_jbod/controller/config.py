@@ -72,7 +72,6 @@ _KNOWN_IGNORED = frozenset(
         "log.segment.bytes",
         "log.retention.check.interval.ms",
         "metadata.log.segment.bytes",
-        "metadata.max.idle.interval.ms",
         "auto.create.topics.enable",
         "delete.topic.enable",
         "unstable.feature.versions.enable",
@@ -99,6 +98,9 @@ _KNOWN_USED = frozenset(
         "default.replication.factor",
         "num.partitions",
         "kraft.jbod.semantics",
+        "metadata.log.max.record.bytes.between.snapshots",
+        "metadata.log.max.snapshot.interval.ms",
+        "metadata.max.idle.interval.ms",
     }
 )
 
@@ -141,6 +143,10 @@ class ControllerConfig:
     default_replication_factor: int = 1
     num_partitions: int = 1
     semantics: Semantics = "kafka"
+    # Kafka's defaults: snapshot every 20 MiB of records or every hour; a NoOpRecord after 500 ms idle.
+    snapshot_max_bytes: int = 20 * 1024 * 1024
+    snapshot_interval_ms: int = 60 * 60 * 1000
+    idle_interval_ms: int = 500
     unknown: dict[str, str] = field(default_factory=dict)
 
     @property
@@ -245,6 +251,9 @@ class ControllerConfig:
             default_replication_factor=_int(p, "default.replication.factor", 1, 1),
             num_partitions=_int(p, "num.partitions", 1, 1),
             semantics="kip" if semantics == "kip" else "kafka",
+            snapshot_max_bytes=_int(p, "metadata.log.max.record.bytes.between.snapshots", 1, 20 * 1024 * 1024),
+            snapshot_interval_ms=_int(p, "metadata.log.max.snapshot.interval.ms", 0, 60 * 60 * 1000),
+            idle_interval_ms=_int(p, "metadata.max.idle.interval.ms", 0, 500),
             unknown=unknown,
         )
 

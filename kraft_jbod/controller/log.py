@@ -126,6 +126,7 @@ class MetadataLog:
         self._batches: list[BatchInfo] = []
         self._batch_bases: list[int] = []
         self.end_offset = 0
+        self.start_offset = 0
         self._fd: int | None = None
         self._broken: str | None = None
         self.truncated_bytes = 0
@@ -192,6 +193,7 @@ class MetadataLog:
         self._segments = scan.segments
         self._batches = scan.batches
         self._batch_bases = [b.base_offset for b in scan.batches]
+        self.start_offset = self._segments[0].base_offset if self._segments else 0
         problem = scan.problem
         if problem is not None:
             seg = self._segments[problem.segment]
@@ -351,6 +353,39 @@ class MetadataLog:
         self.end_offset = info.last_offset + 1
         return base
 
+    def delete_segments_below(self, offset: int) -> int:
+        """Delete the whole segments holding only offsets below ``offset`` (a snapshot's end
+        offset), never the active one; the log start offset moves to the first kept segment.
+        Returns how many were deleted.
+
+        Raises:
+            StorageError: a segment file cannot be removed (what was removed stays removed;
+                the rest of the log is intact).
+        """
+        keep = 0
+        while keep < len(self._segments) - 1 and self._segments[keep + 1].base_offset <= offset:
+            keep += 1
+        if keep == 0:
+            return 0
+        for seg in self._segments[:keep]:
+            try:
+                seg.path.unlink()
+            except FileNotFoundError:
+                pass
+            except OSError as exc:
+                raise StorageError(f"cannot delete metadata log segment {seg.path}: {exc.strerror}") from None
+        del self._segments[:keep]
+        first = bisect.bisect_left(self._batch_bases, self._segments[0].base_offset)
+        self._batches = [
+            BatchInfo(b.base_offset, b.last_offset, b.epoch, b.segment - keep, b.position, b.size, b.is_control)
+            for b in self._batches[first:]
+        ]
+        self._batch_bases = self._batch_bases[first:]
+        self.start_offset = self._segments[0].base_offset
+        if self.fsync:
+            _fsync_dir(self.directory)
+        return keep
+
     def _undo(self, seg: _Segment) -> None:
         # Cut a partial write back off so the next append cannot land after garbage.
         try:
@@ -376,35 +411,45 @@ class MetadataLog:
             raise StorageError(f"{seg.path.name} shrank under the log at offset {info.base_offset}")
         return data
 
-    def iter_batches(self) -> Iterator[tuple[BatchInfo, RecordBatch]]:
-        """Every batch, decoded, in offset order.
+    def iter_batches(self, from_offset: int = 0) -> Iterator[tuple[BatchInfo, RecordBatch]]:
+        """Every batch holding offsets at or after ``from_offset``, decoded, in offset order.
 
         Raises:
             StorageError: a batch no longer reads back (changed on disk since open).
         """
+        first = 0
+        if from_offset > 0 and self._batches:
+            first = self._batches[max(0, bisect.bisect_right(self._batch_bases, from_offset) - 1)].segment
         for idx, seg in enumerate(self._segments):
+            if idx < first:
+                continue
             data = seg.path.read_bytes()[: seg.size]
             start = bisect.bisect_left([b.segment for b in self._batches], idx)
             for info in self._batches[start:]:
                 if info.segment != idx:
                     break
+                if info.last_offset < from_offset:
+                    continue
                 try:
                     batch, _ = read_record_batch(data, info.position)
                 except DecodeError as exc:
                     raise StorageError(f"metadata log damaged at offset {info.base_offset}: {exc}") from None
                 yield info, batch
 
-    def replay(self) -> Iterator[tuple[int, Any, int]]:
-        """(offset, record, version) for every data record, in order; control batches skipped.
+    def replay(self, from_offset: int = 0) -> Iterator[tuple[int, Any, int]]:
+        """(offset, record, version) for every data record at or after ``from_offset`` (a
+        snapshot's end offset on restart), in order; control batches skipped.
 
         Raises:
             StorageError: a record does not decode (the message names its offset).
         """
-        for info, batch in self.iter_batches():
+        for info, batch in self.iter_batches(from_offset):
             if info.is_control:
                 continue
             for rec in batch.records:
                 offset = info.base_offset + rec.offset_delta
+                if offset < from_offset:
+                    continue
                 if rec.value is None:
                     raise StorageError(f"metadata record at offset {offset} has no value")
                 try:
@@ -424,8 +469,10 @@ class MetadataLog:
         """
         if fetch_offset == self.end_offset:
             return b""
-        if not 0 <= fetch_offset < self.end_offset:
-            raise StorageError(f"fetch offset {fetch_offset} is outside the log [0, {self.end_offset}]")
+        if not self.start_offset <= fetch_offset < self.end_offset:
+            raise StorageError(
+                f"fetch offset {fetch_offset} is outside the log [{self.start_offset}, {self.end_offset}]"
+            )
         i = bisect.bisect_right(self._batch_bases, fetch_offset) - 1
         first = self._batches[i]
         size = first.size
@@ -448,8 +495,8 @@ class MetadataLog:
         Raises:
             StorageError: no batch holds it.
         """
-        if not 0 <= offset < self.end_offset:
-            raise StorageError(f"offset {offset} is outside the log [0, {self.end_offset})")
+        if not self.start_offset <= offset < self.end_offset:
+            raise StorageError(f"offset {offset} is outside the log [{self.start_offset}, {self.end_offset})")
         return self._batches[bisect.bisect_right(self._batch_bases, offset) - 1]
 
     # ------------------------------------------------------------------ closing
@@ -554,7 +601,8 @@ def scan_segments(directory: Path) -> Scan:
         raise StorageError(f"cannot list metadata log directory {directory}: {exc.strerror}") from None
     segments = sorted((_Segment(int(p.stem), p, 0) for p in names), key=lambda s: s.base_offset)
     batches: list[BatchInfo] = []
-    expected = 0
+    # The log start offset: 0, or where the oldest segment kept after a snapshot begins.
+    expected = segments[0].base_offset if segments else 0
     last_epoch = -1
     for idx, seg in enumerate(segments):
         if seg.base_offset != expected:

@@ -32,10 +32,13 @@ from __future__ import annotations
 
 import asyncio
 import bisect
+import os
 from collections.abc import Sequence
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Final, Protocol
 
+from kraft_jbod.controller import snapshot as snapshots
 from kraft_jbod.messages.error_codes import ErrorCode
 from kraft_jbod.messages.fetch_request import FetchRequest
 from kraft_jbod.messages.fetch_response import (
@@ -46,10 +49,12 @@ from kraft_jbod.messages.fetch_response import (
     NodeEndpoint,
     PartitionData,
 )
+from kraft_jbod.messages.fetch_response import SnapshotId as FetchSnapshotId
 from kraft_jbod.messages.fetch_snapshot_request import FetchSnapshotRequest
 from kraft_jbod.messages.fetch_snapshot_response import FetchSnapshotResponse, PartitionSnapshot, TopicSnapshot
 from kraft_jbod.messages.fetch_snapshot_response import LeaderIdAndEpoch as SnapshotLeader
 from kraft_jbod.messages.fetch_snapshot_response import NodeEndpoint as SnapshotNodeEndpoint
+from kraft_jbod.messages.fetch_snapshot_response import SnapshotId as FetchSnapshotResponseId
 from kraft_jbod.wire.constants import METADATA_PARTITION, METADATA_TOPIC, METADATA_TOPIC_ID
 
 #: Fetch versions we serve: v13 is the first with topic ids, which KRaft brokers require.
@@ -161,6 +166,7 @@ def handle_fetch(
     leader: Leader,
     log: BatchIndex,
     shutting_down: bool = False,
+    snapshot: tuple[int, int] | None = None,
 ) -> FetchAnswer:
     """Decide the answer to one Fetch (module Rules 1-4). Never raises for a peer's values."""
     if request.cluster_id is not None and request.cluster_id != cluster_id:
@@ -192,6 +198,13 @@ def handle_fetch(
 
     end = log.end_offset
     hw = end  # single voter: every appended (fsync'd) record is committed
+    start = getattr(log, "start_offset", 0)
+    if p.fetch_offset < start and snapshot is not None:
+        # Below the log start (segments deleted after a snapshot): as Kafka's leader, name
+        # the newest snapshot; the follower then loads it with FetchSnapshot.
+        part = _partition(leader, ErrorCode.NONE, high_watermark=hw, log_start_offset=start,
+                          snapshot_id=FetchSnapshotId(end_offset=snapshot[0], epoch=snapshot[1]))
+        return FetchAnswer(_wrap(version, part, leader))
     if p.fetch_offset != 0:
         starts = epoch_starts(log.batches)
         epoch, epoch_end = end_offset_for_epoch(starts, p.last_fetched_epoch, end)
@@ -200,13 +213,13 @@ def handle_fetch(
                 leader,
                 ErrorCode.NONE,
                 high_watermark=hw,
-                log_start_offset=0,
+                log_start_offset=start,
                 diverging_epoch=EpochEndOffset(epoch=epoch, end_offset=epoch_end),
             )
             return FetchAnswer(_wrap(version, part, leader))
     max_bytes = request.max_bytes if 0 < request.max_bytes < MAX_FETCH_BYTES else MAX_FETCH_BYTES
     records = log.read(p.fetch_offset, max_bytes) if p.fetch_offset < end else b""
-    part = _partition(leader, ErrorCode.NONE, high_watermark=hw, log_start_offset=0, records=records)
+    part = _partition(leader, ErrorCode.NONE, high_watermark=hw, log_start_offset=start, records=records)
     # KIP-1166 (v18): an observer whose high watermark is behind ours gets the answer at
     # once, so it learns the new high watermark without waiting for new records.
     hw_behind = version >= 18 and p.high_watermark < hw
@@ -215,9 +228,12 @@ def handle_fetch(
 
 
 def handle_fetch_snapshot(
-    request: FetchSnapshotRequest, version: int, *, cluster_id: str, leader: Leader
+    request: FetchSnapshotRequest, version: int, *, cluster_id: str, leader: Leader,
+    directory: Path | None = None,
 ) -> FetchSnapshotResponse:
-    """We hold no snapshots: ErrorCode.SNAPSHOT_NOT_FOUND for the metadata partition, else ErrorCode.INVALID_REQUEST."""
+    """Serve a slice of a snapshot file in ``directory`` (Kafka's order: leader epoch checks,
+    SNAPSHOT_NOT_FOUND for an unknown id, POSITION_OUT_OF_RANGE for a position outside the
+    file, else up to MaxBytes from Position); INVALID_REQUEST for another partition."""
     if request.cluster_id is not None and request.cluster_id != cluster_id:
         return FetchSnapshotResponse(error_code=ErrorCode.INCONSISTENT_CLUSTER_ID)
     if (
@@ -229,16 +245,33 @@ def handle_fetch_snapshot(
         return FetchSnapshotResponse(error_code=ErrorCode.INVALID_REQUEST)
     p = request.topics[0].partitions[0]
     code = ErrorCode.SNAPSHOT_NOT_FOUND
-    if p.current_leader_epoch < leader.epoch:
-        code = ErrorCode.FENCED_LEADER_EPOCH
-    elif p.current_leader_epoch > leader.epoch:
-        code = ErrorCode.UNKNOWN_LEADER_EPOCH
     part = PartitionSnapshot(
         index=METADATA_PARTITION,
         error_code=code,
         current_leader=SnapshotLeader(leader_id=leader.node_id, leader_epoch=leader.epoch),
         unaligned_records=b"",
     )
+    if p.current_leader_epoch < leader.epoch:
+        part.error_code = ErrorCode.FENCED_LEADER_EPOCH
+    elif p.current_leader_epoch > leader.epoch:
+        part.error_code = ErrorCode.UNKNOWN_LEADER_EPOCH
+    elif directory is not None and p.snapshot_id.end_offset >= 0 and p.snapshot_id.epoch >= 0:
+        sid = snapshots.SnapshotId(p.snapshot_id.end_offset, p.snapshot_id.epoch)
+        path = directory / sid.file_name
+        try:
+            with open(path, "rb") as f:
+                size = os.fstat(f.fileno()).st_size
+                if p.position < 0 or p.position >= size:
+                    part.error_code = ErrorCode.POSITION_OUT_OF_RANGE
+                else:
+                    f.seek(p.position)
+                    part.unaligned_records = f.read(max(0, min(request.max_bytes, size)))
+                    part.error_code = ErrorCode.NONE
+                    part.snapshot_id = FetchSnapshotResponseId(end_offset=sid.end_offset, epoch=sid.epoch)
+                    part.size = size
+                    part.position = p.position
+        except FileNotFoundError:
+            pass
     resp = FetchSnapshotResponse(
         error_code=ErrorCode.NONE, topics=[TopicSnapshot(name=METADATA_TOPIC, partitions=[part])]
     )

@@ -49,6 +49,7 @@ from kraft_jbod.connection import (
     RequestReceived,
 )
 from kraft_jbod.controller import features, replication
+from kraft_jbod.controller import snapshot as snapshots
 from kraft_jbod.controller.config import ControllerConfig
 from kraft_jbod.controller.log import MetadataLog
 from kraft_jbod.controller.seams import (
@@ -73,6 +74,7 @@ from kraft_jbod.messages.api_versions_response import (
 )
 from kraft_jbod.messages.error_codes import ErrorCode
 from kraft_jbod.messages.leader_change_message import LeaderChangeMessage, Voter
+from kraft_jbod.messages.no_op_record import NoOpRecord
 from kraft_jbod.wire.primitives import uuid_from_base64url, uuid_to_base64url
 from kraft_jbod.wire.records import LEADER_CHANGE
 
@@ -190,6 +192,9 @@ class ControllerServer:
         self.fetch_waiter = replication.FetchWaiter()
         self._fetch_tasks: set[asyncio.Task[None]] = set()
         self.stats = collections.Counter[str]()
+        self._last_noop_ms: int | None = None
+        self._latest_snapshot: tuple[int, int] | None = None  # (end offset, epoch)
+        self.snapshot_policy = snapshots.SnapshotPolicy(config.snapshot_max_bytes, config.snapshot_interval_ms)
         # Logs what committed records and refused requests mean (controller/story.py).
         self.story = Story()
         self.service = Service(
@@ -263,8 +268,16 @@ class ControllerServer:
                 default_replication_factor=cfg.default_replication_factor,
                 num_partitions=cfg.num_partitions,
             )
+            # Restart from the newest snapshot plus the log after it (controller/snapshot.py).
+            restored = snapshots.restore_latest(machine, cfg.metadata_partition_dir, self.log.end_offset)
+            if self.log.start_offset > 0 and (restored is None or restored.end_offset < self.log.start_offset):
+                raise StorageError(
+                    f"metadata log starts at offset {self.log.start_offset} but no snapshot covers the offsets below"
+                )
+            if restored is not None:
+                self._latest_snapshot = (restored.end_offset, restored.epoch)
             replayed = 0
-            for offset, record, version in self.log.replay():
+            for offset, record, version in self.log.replay(0 if restored is None else restored.end_offset):
                 machine.apply(offset, record, version)
                 self.story.committed(((record, version),), tell=False)
                 replayed += 1
@@ -274,7 +287,7 @@ class ControllerServer:
                 version=0, leader_id=cfg.node_id, voters=[Voter(cfg.node_id)], granting_voters=[Voter(cfg.node_id)]
             )
             self.log.append_control([(LEADER_CHANGE, lcm, 0)], timestamp_ms=_wall_ms())
-            if replayed == 0:
+            if replayed == 0 and restored is None:
                 boot = list(machine.bootstrap_records(self.metadata_version))
                 base = self.log.append(boot, timestamp_ms=_wall_ms())
                 for i, (record, version) in enumerate(boot):
@@ -288,6 +301,7 @@ class ControllerServer:
                     self.log.end_offset,
                     self.log.leader_epoch,
                 )
+            self.snapshot_policy.taken(self.clock.monotonic_ms())
             self.supported = self._served_versions()
             for srv in self._servers[controller_servers:]:
                 await srv.start_serving()
@@ -518,6 +532,48 @@ class ControllerServer:
             asyncio.get_running_loop().call_soon(lambda: asyncio.ensure_future(self.close()))
             raise
         self.story.committed(records, cause)
+        await self._maybe_snapshot(ts)
+
+    async def _maybe_snapshot(self, ts: int) -> None:
+        """Snapshot the image when the policy says so (controller/snapshot.py). The worker is
+        the only writer of the state, so the image holds still while it is written."""
+        assert self.log is not None
+        if self.log.batches:
+            self.snapshot_policy.committed(self.log.batches[-1].size)
+        now = self.clock.monotonic_ms()
+        if not self.snapshot_policy.due(now) or not hasattr(self.state, "image"):
+            return
+        self.snapshot_policy.taken(now)
+        img, epoch, directory = self.state.image, self.log.leader_epoch, self.config.metadata_partition_dir
+        try:
+            path = await asyncio.get_running_loop().run_in_executor(
+                None, lambda: snapshots.write_image_snapshot(directory, img, epoch=epoch, last_contained_timestamp=ts,
+                                                             fsync=self._fsync)
+            )
+        except Exception as exc:  # a failed snapshot loses nothing: the log still holds it all
+            log.error("writing a metadata snapshot failed: %s", exc)
+            return
+        self.stats["snapshots"] += 1
+        log.info("wrote metadata snapshot %s", path.name)
+        sid = snapshots.parse_name(path.name)
+        assert sid is not None
+        self._latest_snapshot = (sid.end_offset, sid.epoch)
+        self._clean_after_snapshot(sid)
+
+    def _clean_after_snapshot(self, sid: snapshots.SnapshotId) -> None:
+        """Delete the segments wholly below the snapshot (the log start offset moves to the
+        first kept one) and the snapshots older than it."""
+        assert self.log is not None
+        try:
+            deleted = self.log.delete_segments_below(sid.end_offset)
+            for old in snapshots.list_snapshots(self.config.metadata_partition_dir):
+                if old < sid:
+                    (self.config.metadata_partition_dir / old.file_name).unlink(missing_ok=True)
+        except (KraftJbodError, OSError) as exc:
+            log.error("cleaning the metadata log after a snapshot failed: %s", exc)
+            return
+        if deleted:
+            log.info("deleted %d metadata log segments; log start offset %d", deleted, self.log.start_offset)
 
     # ------------------------------------------------------------------ Fetch (replication)
 
@@ -534,7 +590,8 @@ class ControllerServer:
         try:
             if event.api_key == ApiKey.FETCH_SNAPSHOT:
                 body: Any = replication.handle_fetch_snapshot(
-                    event.body, event.api_version, cluster_id=self.cluster_id, leader=leader
+                    event.body, event.api_version, cluster_id=self.cluster_id, leader=leader,
+                    directory=self.config.metadata_partition_dir,
                 )
             else:
                 started = _monotonic_ms()
@@ -547,6 +604,7 @@ class ControllerServer:
                         leader=leader,
                         log=self.log,
                         shutting_down=self._closing,
+                        snapshot=self._latest_snapshot,
                     )
                     if answer.park_ms <= 0:
                         break
@@ -607,10 +665,12 @@ class ControllerServer:
     async def _run_tick(self) -> None:
         assert self.log is not None
         try:
-            records = list(self.machine.tick(now_ms=self.clock.monotonic_ms(), next_offset=self.log.end_offset))
+            now = self.clock.monotonic_ms()
+            records = list(self.machine.tick(now_ms=now, next_offset=self.log.end_offset))
         except Exception:
             log.exception("bug in tick()")
             return
+        records += self._noop_due(now)
         if records:
             try:
                 await self._commit(records)
@@ -618,6 +678,20 @@ class ControllerServer:
                 log.error("appending tick records failed: %s", exc)
             except Exception:
                 pass
+
+    def _noop_due(self, now: int) -> list[Any]:
+        """A NoOpRecord every ``metadata.max.idle.interval.ms`` (0: never), as Kafka's controller's
+        periodic writeNoOpRecord task: brokers see the log advance while nothing else happens.
+        Only from 3.3-IV1, the first metadata.version that has the record."""
+        interval = self.config.idle_interval_ms
+        if interval <= 0 or self.state.metadata_version < features.MV_3_3_IV1:
+            return []
+        if self._last_noop_ms is None:
+            self._last_noop_ms = now
+        if now - self._last_noop_ms < interval:
+            return []
+        self._last_noop_ms = now
+        return [(NoOpRecord(), 0)]
 
     async def _ticker(self) -> None:
         # Ticks go through the worker's queue like requests, so Rule 1 holds for them too.

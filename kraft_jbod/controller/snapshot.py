@@ -1,0 +1,486 @@
+"""KRaft snapshots: Kafka's ``.checkpoint`` files, written from and read back into the image.
+
+A snapshot is the metadata image at one point of the log, stored as Kafka stores it:
+
+* File: ``<end offset:020d>-<epoch:010d>.checkpoint`` in the partition directory, where the
+  end offset is one past the last log offset the image contains and the epoch is the
+  leader epoch of that last offset (Kafka's ``OffsetAndEpoch`` snapshot id). It is written
+  to a ``.checkpoint.part`` temp file, fsynced, renamed into place and the directory
+  fsynced, so a crash leaves either no snapshot or a whole one.
+* Content: record batches v2 whose offsets start at 0 and whose PartitionLeaderEpoch is the
+  snapshot epoch. First a control batch holding a SnapshotHeaderRecord (and, when
+  kraft.version >= 1, a KRaftVersionRecord and the VotersRecord, as Kafka's
+  ``RecordsSnapshotWriter`` writes them into that same batch); then data batches of the
+  image's records; last a control batch holding a SnapshotFooterRecord.
+* Record order is Kafka's ``MetadataImage.write``: features (metadata.version first, at
+  FeatureLevelRecord v0), brokers, topics (each TopicRecord followed by its PartitionRecords),
+  configs, producer ids, ACLs. Kafka iterates hash maps where we sort; any order within an
+  area replays to the same image.
+
+What a snapshot cannot carry (as in Kafka): the offsets at which brokers registered or
+began controlled shutdown (replaying a snapshot uses its last contained offset for every
+record, as Kafka's controller does), and a broker's registered-but-offline directories
+(Kafka's registration only keeps the current directory list, so the snapshot lists the
+online ones). :func:`comparable` gives the part of an image a snapshot round-trips.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import struct
+import time
+from collections.abc import Iterable, Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from kraft_jbod import codec
+from kraft_jbod.controller import features as fv
+from kraft_jbod.controller.image import MetadataImage
+from kraft_jbod.errors import DecodeError, StorageError
+from kraft_jbod.messages.access_control_entry_record import AccessControlEntryRecord
+from kraft_jbod.messages.config_record import ConfigRecord
+from kraft_jbod.messages.feature_level_record import FeatureLevelRecord
+from kraft_jbod.messages.k_raft_version_record import KRaftVersionRecord
+from kraft_jbod.messages.partition_record import PartitionRecord
+from kraft_jbod.messages.producer_ids_record import ProducerIdsRecord
+from kraft_jbod.messages.register_broker_record import (
+    BrokerEndpoint,
+    BrokerFeature,
+    RegisterBrokerRecord,
+)
+from kraft_jbod.messages.snapshot_footer_record import SnapshotFooterRecord
+from kraft_jbod.messages.snapshot_header_record import SnapshotHeaderRecord
+from kraft_jbod.messages.topic_record import TopicRecord
+from kraft_jbod.wire.message import Message
+from kraft_jbod.wire.records import (
+    CONTROL_MASK,
+    ControlRecordKey,
+    ControlRecordType,
+    Record,
+    RecordBatch,
+    read_control_record_key,
+    read_record_batch,
+    write_control_record_key,
+    write_record_batch,
+)
+
+SUFFIX = ".checkpoint"
+PARTIAL_SUFFIX = ".checkpoint.part"
+# Kafka's KafkaRaftClient.MAX_BATCH_SIZE_BYTES: the snapshot writer's batch limit.
+MAX_BATCH_BYTES = 8 * 1024 * 1024
+_NAME = re.compile(r"^(\d{20})-(\d{10})\.checkpoint$")
+
+RecordAndVersion = tuple[Message, int]
+
+
+@dataclass(frozen=True, slots=True, order=True)
+class SnapshotId:
+    """Kafka's snapshot id: end offset (exclusive) and the epoch of the last contained offset."""
+
+    end_offset: int
+    epoch: int
+
+    @property
+    def last_contained_offset(self) -> int:
+        return self.end_offset - 1
+
+    @property
+    def file_name(self) -> str:
+        return f"{self.end_offset:020d}-{self.epoch:010d}{SUFFIX}"
+
+
+def parse_name(name: str) -> SnapshotId | None:
+    """The id of a finished snapshot file name, None for anything else (temp files included)."""
+    m = _NAME.match(name)
+    return None if m is None else SnapshotId(int(m.group(1)), int(m.group(2)))
+
+
+def list_snapshots(directory: Path) -> list[SnapshotId]:
+    """Finished snapshots in ``directory``, oldest first."""
+    try:
+        names = os.listdir(directory)
+    except FileNotFoundError:
+        return []
+    return sorted(sid for sid in map(parse_name, names) if sid is not None)
+
+
+# ---------------------------------------------------------------------- image -> records
+
+
+def image_records(img: MetadataImage) -> Iterator[RecordAndVersion]:
+    """The records that rebuild ``img``, in Kafka's ``MetadataImage.write`` order and versions."""
+    mv = img.metadata_version
+    # Features: metadata.version first, always at v0 so any reader can decode it.
+    if fv.METADATA_VERSION in img.features:
+        yield FeatureLevelRecord(name=fv.METADATA_VERSION, feature_level=img.features[fv.METADATA_VERSION]), 0
+    for name, level in sorted(img.features.items()):
+        if name != fv.METADATA_VERSION:
+            yield FeatureLevelRecord(name=name, feature_level=level), 0
+    # Cluster: one RegisterBrokerRecord per broker holding its current state.
+    reg_version = fv.register_broker_record_version(mv)
+    for broker_id, reg in sorted(img.brokers.items()):
+        yield RegisterBrokerRecord(
+            broker_id=broker_id,
+            incarnation_id=reg.incarnation_id,
+            broker_epoch=reg.epoch,
+            end_points=[BrokerEndpoint(name, host, port, proto) for name, host, port, proto in reg.listeners],
+            features=[BrokerFeature(name, lo, hi) for name, lo, hi in reg.features],
+            rack=reg.rack,
+            fenced=reg.fenced,
+            in_controlled_shutdown=reg.in_controlled_shutdown or reg.cs_offset >= 0,
+            log_dirs=list(reg.online_dirs),
+            cordoned_log_dirs=None if reg.cordoned_dirs is None else list(reg.cordoned_dirs),
+        ), reg_version
+    # Topics, each followed by its partitions.
+    part_version = fv.partition_record_version(mv)
+    for topic_id, topic in sorted(img.topics.items(), key=lambda kv: kv[0].int):
+        yield TopicRecord(name=topic.name, topic_id=topic_id), 0
+        for pid, p in sorted(topic.partitions.items()):
+            yield PartitionRecord(
+                partition_id=pid,
+                topic_id=topic_id,
+                replicas=list(p.replicas),
+                isr=list(p.isr),
+                removing_replicas=list(p.removing),
+                adding_replicas=list(p.adding),
+                leader=p.leader,
+                leader_recovery_state=p.leader_recovery_state,
+                leader_epoch=p.leader_epoch,
+                partition_epoch=p.partition_epoch,
+                directories=list(p.dirs) if part_version >= 1 else [],
+            ), part_version
+    for (rtype, rname), configs in img.configs.durable().items():
+        for key, value in configs.items():
+            yield ConfigRecord(resource_type=rtype, resource_name=rname, name=key, value=value), 0
+    if img.next_producer_id is not None:
+        yield ProducerIdsRecord(broker_id=-1, broker_epoch=-1, next_producer_id=img.next_producer_id), 0
+    for acl_id, acl in img.acls.items():
+        yield AccessControlEntryRecord(
+            id=acl_id,
+            resource_type=acl.resource_type,
+            resource_name=acl.resource_name,
+            pattern_type=acl.pattern_type,
+            principal=acl.principal,
+            host=acl.host,
+            operation=acl.operation,
+            permission_type=acl.permission_type,
+        ), 0
+
+
+def comparable(img: MetadataImage) -> dict[str, Any]:
+    """``img.durable_state()`` without what a snapshot cannot carry (see the module docstring):
+    registration offsets, and registered directories beyond the online ones."""
+    state = img.durable_state()
+    brokers = {}
+    for b, reg in sorted(img.brokers.items()):
+        brokers[b] = (
+            reg.incarnation_id, reg.epoch, reg.listeners, reg.features, reg.rack, reg.fenced,
+            reg.in_controlled_shutdown or reg.cs_offset >= 0, reg.online_dirs, reg.cordoned_dirs,
+        )
+    state["brokers"] = brokers
+    state["topics"] = dict(sorted(state["topics"].items(), key=lambda kv: kv[0].int))  # a stable repr
+    state["acls"] = dict(sorted(state["acls"].items(), key=lambda kv: kv[0].int))
+    return state
+
+
+# ---------------------------------------------------------------------- writing
+
+
+def _control_record(i: int, ctype: ControlRecordType, msg: Message, version: int) -> Record:
+    key = bytearray()
+    write_control_record_key(key, ControlRecordKey(0, int(ctype)))
+    return Record(offset_delta=i, key=bytes(key), value=msg.encode(version))
+
+
+def _batch(out: bytearray, recs: list[Record], base: int, epoch: int, ts: int, attributes: int) -> None:
+    batch = RecordBatch.of(recs, base_offset=base, base_timestamp=ts, partition_leader_epoch=epoch,
+                           attributes=attributes)
+    write_record_batch(out, batch)
+
+
+def encode_snapshot(
+    records: Iterable[RecordAndVersion],
+    *,
+    epoch: int,
+    last_contained_timestamp: int,
+    kraft_version: int = 0,
+    voters: tuple[Message, int] | None = None,
+    now_ms: int | None = None,
+    max_batch_bytes: int = MAX_BATCH_BYTES,
+) -> Iterator[bytes]:
+    """The bytes of a snapshot, batch by batch (so a large image is never held whole).
+
+    Raises:
+        EncodeError: a record cannot be written at its version.
+        ValueError: voters given with kraft.version 0 (Kafka refuses that too).
+    """
+    if kraft_version == 0 and voters is not None:
+        raise ValueError("a voter set needs kraft.version >= 1")
+    ts = int(time.time() * 1000) if now_ms is None else now_ms
+    head = SnapshotHeaderRecord(version=0, last_contained_log_timestamp=last_contained_timestamp)
+    header = [_control_record(0, ControlRecordType.SNAPSHOT_HEADER, head, 0)]
+    if kraft_version >= 1:
+        header.append(_control_record(1, ControlRecordType.KRAFT_VERSION,
+                                      KRaftVersionRecord(version=0, k_raft_version=kraft_version), 0))
+        if voters is not None:
+            header.append(_control_record(2, ControlRecordType.KRAFT_VOTERS, voters[0], voters[1]))
+    out = bytearray()
+    _batch(out, header, 0, epoch, ts, CONTROL_MASK)
+    yield bytes(out)
+    next_offset = len(header)
+    pending: list[Record] = []
+    size = 0
+    for rec, ver in records:
+        value = codec.encode_metadata_record(rec, ver)
+        if pending and size + len(value) + 16 > max_batch_bytes:
+            out = bytearray()
+            _batch(out, pending, next_offset, epoch, ts, 0)
+            next_offset += len(pending)
+            yield bytes(out)
+            pending, size = [], 0
+        pending.append(Record(offset_delta=len(pending), key=None, value=value))
+        size += len(value) + 16
+    if pending:
+        out = bytearray()
+        _batch(out, pending, next_offset, epoch, ts, 0)
+        next_offset += len(pending)
+        yield bytes(out)
+    out = bytearray()
+    _batch(out, [_control_record(0, ControlRecordType.SNAPSHOT_FOOTER, SnapshotFooterRecord(version=0), 0)],
+           next_offset, epoch, ts, CONTROL_MASK)
+    yield bytes(out)
+
+
+def write_snapshot(
+    directory: Path,
+    snapshot_id: SnapshotId,
+    records: Iterable[RecordAndVersion],
+    *,
+    last_contained_timestamp: int,
+    kraft_version: int = 0,
+    voters: tuple[Message, int] | None = None,
+    fsync: bool = True,
+) -> Path:
+    """Write a snapshot file atomically (temp file, fsync, rename, directory fsync); return its path.
+
+    Raises:
+        StorageError: the file cannot be written (the temp file is removed).
+        EncodeError: a record cannot be written at its version (nothing is left behind).
+    """
+    final = directory / snapshot_id.file_name
+    tmp = directory / f"{snapshot_id.file_name[: -len(SUFFIX)]}-{os.getpid()}{PARTIAL_SUFFIX}"
+    try:
+        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
+    except OSError as exc:
+        raise StorageError(f"cannot create snapshot {tmp}: {exc.strerror}") from None
+    try:
+        try:
+            for chunk in encode_snapshot(records, epoch=snapshot_id.epoch,
+                                         last_contained_timestamp=last_contained_timestamp,
+                                         kraft_version=kraft_version, voters=voters):
+                view = memoryview(chunk)
+                written = 0
+                while written < len(view):
+                    written += os.write(fd, view[written:])
+            if fsync:
+                os.fsync(fd)
+        finally:
+            os.close(fd)
+        os.replace(tmp, final)
+        if fsync:
+            dfd = os.open(directory, os.O_RDONLY)
+            try:
+                os.fsync(dfd)
+            finally:
+                os.close(dfd)
+    except OSError as exc:
+        tmp.unlink(missing_ok=True)
+        raise StorageError(f"cannot write snapshot {final}: {exc.strerror}") from None
+    except BaseException:
+        tmp.unlink(missing_ok=True)
+        raise
+    return final
+
+
+def write_image_snapshot(
+    directory: Path, img: MetadataImage, *, epoch: int, last_contained_timestamp: int, fsync: bool = True
+) -> Path:
+    """Snapshot ``img`` (which has applied up to ``img.last_applied_offset``)."""
+    sid = SnapshotId(img.last_applied_offset + 1, epoch)
+    return write_snapshot(directory, sid, image_records(img), last_contained_timestamp=last_contained_timestamp,
+                          fsync=fsync)
+
+
+# ---------------------------------------------------------------------- reading
+
+
+@dataclass(slots=True)
+class SnapshotContents:
+    """A decoded snapshot: its id, header fields and records."""
+
+    snapshot_id: SnapshotId
+    last_contained_timestamp: int
+    kraft_version: int
+    voters: Message | None
+    records: list[RecordAndVersion]
+
+
+def _decode_control(rec: Record) -> tuple[int, Message]:
+    if rec.key is None:
+        raise DecodeError("control record without a key")
+    key, _ = read_control_record_key(rec.key, 0)
+    value = rec.value or b""
+    if len(value) < 2:
+        raise DecodeError(f"control record of type {key.type} has {len(value)} value bytes")
+    version = struct.unpack_from(">h", value, 0)[0]
+    from kraft_jbod.messages.voters_record import VotersRecord
+
+    classes: dict[int, type[Message]] = {
+        ControlRecordType.SNAPSHOT_HEADER: SnapshotHeaderRecord,
+        ControlRecordType.SNAPSHOT_FOOTER: SnapshotFooterRecord,
+        ControlRecordType.KRAFT_VERSION: KRaftVersionRecord,
+        ControlRecordType.KRAFT_VOTERS: VotersRecord,
+    }
+    cls = classes.get(key.type)
+    if cls is None:
+        raise DecodeError(f"control record type {key.type} does not belong in a snapshot")
+    return key.type, cls.decode(value, version)
+
+
+def read_snapshot(path: Path, *, max_bytes: int | None = None) -> SnapshotContents:
+    """Read and check a ``.checkpoint`` file: header first, footer last, offsets contiguous from 0.
+
+    Raises:
+        StorageError: the name is not a snapshot id, or the content is not a whole snapshot
+            (the message names the file and byte position).
+    """
+    sid = parse_name(path.name)
+    if sid is None:
+        raise StorageError(f"{path.name} is not a snapshot file name (<offset:20>-<epoch:10>.checkpoint)")
+    try:
+        size = path.stat().st_size
+        if max_bytes is not None and size > max_bytes:
+            raise StorageError(f"snapshot {path} is {size} bytes, over the limit of {max_bytes}")
+        data = path.read_bytes()
+    except OSError as exc:
+        raise StorageError(f"cannot read snapshot {path}: {exc.strerror}") from None
+    pos = 0
+    next_offset = 0
+    header: SnapshotHeaderRecord | None = None
+    footer = False
+    kraft_version = 0
+    voters: Message | None = None
+    records: list[RecordAndVersion] = []
+    while pos < len(data):
+        where = f"snapshot {path} at byte {pos}"
+        try:
+            batch, end = read_record_batch(data, pos)
+        except DecodeError as exc:
+            raise StorageError(f"{where}: {exc}") from None
+        if footer:
+            raise StorageError(f"{where}: batch after the SnapshotFooterRecord")
+        if batch.base_offset != next_offset:
+            raise StorageError(f"{where}: batch starts at offset {batch.base_offset}, expected {next_offset}")
+        if batch.partition_leader_epoch != sid.epoch:
+            raise StorageError(f"{where}: leader epoch {batch.partition_leader_epoch}, the snapshot's is {sid.epoch}")
+        is_control = bool(batch.attributes & CONTROL_MASK)
+        for rec in batch.records:
+            try:
+                if is_control:
+                    ctype, msg = _decode_control(rec)
+                    if ctype == ControlRecordType.SNAPSHOT_HEADER:
+                        if header is not None or next_offset != 0 or rec.offset_delta != 0:
+                            raise DecodeError("SnapshotHeaderRecord not at offset 0")
+                        assert isinstance(msg, SnapshotHeaderRecord)
+                        header = msg
+                    elif header is None:
+                        raise DecodeError("snapshot does not start with a SnapshotHeaderRecord")
+                    elif ctype == ControlRecordType.SNAPSHOT_FOOTER:
+                        footer = True
+                    elif ctype == ControlRecordType.KRAFT_VERSION:
+                        assert isinstance(msg, KRaftVersionRecord)
+                        kraft_version = msg.k_raft_version
+                    else:
+                        voters = msg
+                else:
+                    if header is None:
+                        raise DecodeError("snapshot does not start with a SnapshotHeaderRecord")
+                    if rec.value is None:
+                        raise DecodeError("metadata record without a value")
+                    records.append(codec.decode_metadata_record(rec.value))
+            except DecodeError as exc:
+                raise StorageError(f"{where}, offset {batch.base_offset + rec.offset_delta}: {exc}") from None
+        next_offset = batch.base_offset + batch.last_offset_delta + 1
+        pos = end
+    if header is None:
+        raise StorageError(f"snapshot {path} is empty")
+    if not footer:
+        raise StorageError(f"snapshot {path} has no SnapshotFooterRecord (incomplete)")
+    return SnapshotContents(sid, header.last_contained_log_timestamp, kraft_version, voters, records)
+
+
+def load_image(img: MetadataImage, contents: SnapshotContents) -> None:
+    """Replay a snapshot into an empty image: every record at the last contained offset, as Kafka does.
+
+    Raises:
+        StorageError: the image is not empty, or a record contradicts it.
+    """
+    if img.last_applied_offset >= 0 or img.brokers or img.topics:
+        raise StorageError("a snapshot loads only into an empty image")
+    offset = contents.snapshot_id.last_contained_offset
+    for rec, ver in contents.records:
+        img.apply(offset, rec, ver)
+    img.last_applied_offset = offset
+
+
+
+# ---------------------------------------------------------------------- restart and schedule
+
+
+def restore_latest(target: Any, directory: Path, log_end_offset: int) -> SnapshotId | None:
+    """Load the newest snapshot in ``directory`` that the log reaches into ``target`` (an empty
+    ``ControllerState`` or ``MetadataImage``); return its id, or None when there is none (then
+    the whole log is replayed). Replay the log from the id's ``end_offset`` afterwards.
+
+    A snapshot beyond the log's end is not used: the log it stands for is not all here.
+
+    Raises:
+        StorageError: the newest usable snapshot is damaged (the message names it).
+    """
+    for sid in reversed(list_snapshots(directory)):
+        if sid.end_offset > log_end_offset:
+            continue
+        contents = read_snapshot(directory / sid.file_name)
+        offset = sid.last_contained_offset
+        for rec, ver in contents.records:
+            target.apply(offset, rec, ver)
+        return sid
+    return None
+
+
+@dataclass(slots=True)
+class SnapshotPolicy:
+    """When to snapshot: Kafka's ``metadata.log.max.record.bytes.between.snapshots`` (20 MiB)
+    and ``metadata.log.max.snapshot.interval.ms`` (1 hour; 0 turns the time trigger off).
+    Counts the bytes of committed record batches since the last snapshot."""
+
+    max_bytes: int = 20 * 1024 * 1024
+    max_interval_ms: int = 60 * 60 * 1000
+    bytes_since: int = 0
+    last_ms: int = 0
+
+    def committed(self, nbytes: int) -> None:
+        self.bytes_since += nbytes
+
+    def due(self, now_ms: int) -> bool:
+        if self.bytes_since == 0:
+            return False
+        if self.bytes_since >= self.max_bytes:
+            return True
+        return self.max_interval_ms > 0 and now_ms - self.last_ms >= self.max_interval_ms
+
+    def taken(self, now_ms: int) -> None:
+        self.bytes_since = 0
+        self.last_ms = now_ms

@@ -1,0 +1,194 @@
+"""Controller restart CPU: newest snapshot + log tail vs replaying the whole metadata log.
+
+Setup (not timed): 100 registered brokers with 10 directories each, then CreateTopics
+through the state machine until ``--partitions`` partitions exist (topics of 1,000
+partitions, RF 3), appended to a real metadata log (fsync off). A snapshot of that image
+is written (``controller/snapshot.py``, Kafka's ``.checkpoint`` format), then a tail of
+``--tail-topics`` more topics is appended to the log after it.
+
+Timed, each in a fresh process so neither warms the other (CPU seconds of that process,
+``time.process_time``):
+
+* ``full``: open the log (recovery: every batch length- and CRC-checked) and replay every
+  record into a fresh ``ControllerState`` (what a restart cost before snapshots).
+* ``snapshot``: open the log (whose segments wholly below the snapshot were deleted, as the
+  server does after a snapshot), load the newest snapshot (read, CRC, decode, apply) and
+  replay only the records after it (what ``ControllerServer.start`` does now).
+
+``--history-rounds K`` first moves the leadership of every partition K times
+(PartitionChangeRecords, as elections write) before the snapshot: a log with history, where
+the snapshot is smaller than the log. With K = 0 the log holds only the creations, so the
+snapshot holds the same records as the log and the two restarts cost about the same.
+
+Both end states must agree (``snapshot.comparable``), or the run fails. The ratio
+snapshot/full is what to compare on a loaded machine.
+
+Run: ``python -m tools.bench.bench_restart [--partitions 1000000] [--json]``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+import uuid
+from pathlib import Path
+from typing import Any
+
+BROKERS = 100
+DIRS = 10
+PER_TOPIC = 1000
+CLUSTER = "MkU3OEVBNTcwNTJENDM2Qg"
+
+
+def _build(directory: Path, partitions: int, tail_topics: int, history: int, segment_bytes: int) -> dict[str, Any]:
+    from kraft_jbod.controller import features as fv
+    from kraft_jbod.controller import snapshot as snap
+    from kraft_jbod.controller.log import MetadataLog
+    from kraft_jbod.controller.state import ControllerState
+    from kraft_jbod.messages.create_topics_request import CreatableTopic, CreateTopicsRequest
+    from kraft_jbod.messages.register_broker_record import RegisterBrokerRecord
+
+    log = MetadataLog.open(directory, fsync=False, segment_bytes=segment_bytes)
+    state = ControllerState(cluster_id=CLUSTER, node_id=3000)
+
+    def commit(records: list[Any]) -> None:
+        base = log.append(records, timestamp_ms=0)
+        for i, (rec, ver) in enumerate(records):
+            state.apply(base + i, rec, ver)
+
+    def create(topic: int, n: int) -> None:
+        req = CreateTopicsRequest(topics=[CreatableTopic(name=f"t{topic}", num_partitions=n, replication_factor=3)])
+        outcome = state.handle(19, 7, req, now_ms=0, next_offset=log.end_offset)
+        response: Any = outcome.response
+        if response.topics[0].error_code != 0:
+            raise SystemExit(f"CreateTopics failed: {response.topics[0]}")
+        commit(outcome.records)
+
+    commit(ControllerState.bootstrap_records(fv.DEFAULT_LEVEL))
+    commit([
+        (RegisterBrokerRecord(broker_id=b, incarnation_id=uuid.UUID(int=b + 1), broker_epoch=log.end_offset + b,
+                              fenced=False, log_dirs=[uuid.UUID(int=(b + 1) << 64 | d) for d in range(DIRS)]), 3)
+        for b in range(BROKERS)
+    ])
+    made = topic = 0
+    while made < partitions:
+        n = min(PER_TOPIC, partitions - made)
+        create(topic, n)
+        made += n
+        topic += 1
+    # History: rounds of leadership moving to the next replica of every partition (the
+    # PartitionChangeRecords an election writes), so the log is longer than the image.
+    from kraft_jbod.messages.partition_change_record import PartitionChangeRecord
+
+    pcv = fv.partition_change_record_version(state.metadata_version)
+    for r in range(history):
+        batch: list[Any] = []
+        for p in list(state.partitions()):
+            leader = p.replicas[(r + 1) % len(p.replicas)]
+            batch.append((PartitionChangeRecord(partition_id=p.partition_id, topic_id=p.topic_id, leader=leader), pcv))
+            if len(batch) == PER_TOPIC:
+                commit(batch)
+                batch = []
+        commit(batch)
+    t = time.process_time()
+    path = snap.write_image_snapshot(directory, state.image, epoch=log.leader_epoch, last_contained_timestamp=0,
+                                     fsync=False)
+    write_cpu = time.process_time() - t
+    for _ in range(tail_topics):
+        create(topic, 10)
+        topic += 1
+    out = {"records": log.end_offset, "snapshot_bytes": path.stat().st_size, "snapshot_write_cpu_s": write_cpu,
+           "log_bytes": sum(p.stat().st_size for p in log.segment_paths)}
+    log.close()
+    # The full-replay copy: the whole log, no snapshot (a restart before snapshots).
+    full = directory.parent / "full"
+    shutil.copytree(directory, full, ignore=shutil.ignore_patterns("*.checkpoint", ".lock"))
+    # The snapshot copy: segments wholly below the snapshot deleted, as the server does.
+    sid = snap.parse_name(path.name)
+    assert sid is not None
+    with MetadataLog.open(directory, fsync=False) as log:
+        out["segments_deleted"] = log.delete_segments_below(sid.end_offset)
+        out["log_bytes_after_snapshot"] = sum(p.stat().st_size for p in log.segment_paths)
+    return out
+
+
+def _restart(directory: Path, mode: str) -> dict[str, Any]:
+    from kraft_jbod.controller import snapshot as snap
+    from kraft_jbod.controller.log import MetadataLog
+    from kraft_jbod.controller.state import ControllerState
+
+    t = time.process_time()
+    log = MetadataLog.open(directory, fsync=False, lock=False, read_only=True)
+    state = ControllerState(cluster_id=CLUSTER, node_id=3000)
+    start = 0
+    if mode == "snapshot":
+        sid = snap.restore_latest(state, directory, log.end_offset)
+        assert sid is not None, "no snapshot"
+        start = sid.end_offset
+    replayed = 0
+    for offset, rec, ver in log.replay(start):
+        state.apply(offset, rec, ver)
+        replayed += 1
+    cpu = time.process_time() - t
+    log.close()
+    digest = hash(repr(snap.comparable(state.image)))
+    return {"cpu_s": cpu, "replayed_records": replayed, "partitions": state.image.partition_total, "digest": digest}
+
+
+def _child(args: list[str]) -> dict[str, Any]:
+    env = dict(os.environ, PYTHONHASHSEED="0")
+    done = subprocess.run([sys.executable, "-m", "tools.bench.bench_restart", *args], capture_output=True, text=True,
+                          check=False, env=env)
+    if done.returncode != 0:
+        raise SystemExit(f"child {args} failed:\n{done.stderr}")
+    result: dict[str, Any] = json.loads(done.stdout.strip().splitlines()[-1])
+    return result
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--partitions", type=int, default=200_000)
+    ap.add_argument("--tail-topics", type=int, default=10)
+    ap.add_argument("--history-rounds", type=int, default=0,
+                    help="rounds of leader moves over every partition before the snapshot")
+    ap.add_argument("--segment-bytes", type=int, default=64 * 1024 * 1024, help="metadata log segment size")
+    ap.add_argument("--json", action="store_true")
+    ap.add_argument("--_build", help=argparse.SUPPRESS)
+    ap.add_argument("--_restart", nargs=2, help=argparse.SUPPRESS)
+    a = ap.parse_args(argv)
+    if a._build:
+        print(json.dumps(_build(Path(a._build), a.partitions, a.tail_topics, a.history_rounds, a.segment_bytes)))
+        return 0
+    if a._restart:
+        print(json.dumps(_restart(Path(a._restart[0]), a._restart[1])))
+        return 0
+    with tempfile.TemporaryDirectory(prefix="bench-restart-") as tmp:
+        snapdir = str(Path(tmp) / "snapshot")
+        built = _child(["--partitions", str(a.partitions), "--tail-topics", str(a.tail_topics),
+                        "--history-rounds", str(a.history_rounds), "--segment-bytes", str(a.segment_bytes),
+                        "--_build", snapdir])
+        full = _child(["--_restart", str(Path(tmp) / "full"), "full"])
+        fast = _child(["--_restart", snapdir, "snapshot"])
+    if full["digest"] != fast["digest"] or full["partitions"] != fast["partitions"]:
+        print("the two restarts built different states", file=sys.stderr)
+        return 1
+    out = {"partitions": a.partitions, "history_rounds": a.history_rounds, **built,
+           "full_cpu_s": full["cpu_s"], "snapshot_cpu_s": fast["cpu_s"],
+           "tail_records": fast["replayed_records"], "ratio": fast["cpu_s"] / full["cpu_s"]}
+    if a.json:
+        print(json.dumps(out))
+    else:
+        for k, v in out.items():
+            print(f"{k:>22}: {v:.3f}" if isinstance(v, float) else f"{k:>22}: {v}")
+        print(f"snapshot restart / full replay = {out['ratio']:.3f} (target <= 0.200)")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
