@@ -31,9 +31,6 @@ from kraft_jbod.errors import ConfigError, KraftJbodError
 
 __all__ = ["cmd_faults", "cmd_status", "cmd_topics", "controller_call", "register"]
 
-_CREATE_TOPICS = 19
-_DELETE_TOPICS = 20
-_API_VERSIONS = 18
 _TOKEN_HELP = "file holding the admin token (default: $KRAFT_JBOD_ADMIN_TOKEN)"
 TOKEN_ENV = "KRAFT_JBOD_ADMIN_TOKEN"
 

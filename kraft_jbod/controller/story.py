@@ -25,6 +25,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
+from kraft_jbod.messages.api_keys import ApiKey
 from kraft_jbod.messages.broker_registration_change_record import BrokerRegistrationChangeRecord
 from kraft_jbod.messages.fence_broker_record import FenceBrokerRecord
 from kraft_jbod.messages.partition_change_record import PartitionChangeRecord
@@ -51,7 +52,6 @@ _API_NAMES = {
     67: "AllocateProducerIds",
     73: "AssignReplicasToDirs",
 }
-_FETCH, _API_VERSIONS = 1, 18
 
 
 @dataclass(slots=True, frozen=True)
@@ -206,7 +206,7 @@ class Story:
 
     def responded(self, peer: str, api_key: int, api_version: int, body: Any) -> StoryEvent | None:
         """A refused request (any non-zero error in the response), told with its error name."""
-        if api_key in (_FETCH, _API_VERSIONS):
+        if api_key in (ApiKey.FETCH, ApiKey.API_VERSIONS):
             return None  # replication polls and version probes refuse as a matter of course
         code, message, what = _first_error(body)
         if not code:
