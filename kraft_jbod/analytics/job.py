@@ -42,15 +42,15 @@ import zlib
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Final
+from typing import Any, Final, cast
 
 from kraft_jbod.analytics import partials as P
 from kraft_jbod.analytics import ship, work
-from kraft_jbod.analytics.rows import COLUMNS, RTYPE_CONN, RTYPE_FRAME, api_name
+from kraft_jbod.analytics.rows import COLUMNS, RTYPE_CONN, RTYPE_FRAME, Row, api_name
 from kraft_jbod.errors import KraftJbodError
 from kraft_jbod.messages.error_codes import ErrorCode
 
-__all__ = ["FRAME_COLUMNS", "SparkJobError", "StatsOptions", "StatsResult", "build_session",
+__all__ = ["FRAME_COLUMNS", "SparkJobError", "StatsOptions", "StatsResult", "arrow_schema", "build_session",
            "run_stats", "unit_partial"]
 
 _FRAME_BATCH_ROWS: Final = 65536
@@ -168,23 +168,51 @@ TABLE_SCHEMAS: Final[dict[str, tuple[tuple[str, str], ...]]] = {
 }
 
 
-def _arrow_table(rows: list[dict[str, Any]], columns: Sequence[tuple[str, str]], capture_set: str | None = None) -> Any:
-    """Rows as an Arrow table of exactly ``columns``; ``api_name`` is filled from
-    ``api_key`` and ``capture_set`` from the argument when the rows lack them."""
+def arrow_schema(columns: Sequence[tuple[str, str]]) -> Any:
+    """The Arrow schema of ``(name, type)`` columns (the one place types become Arrow)."""
     import pyarrow as pa
 
-    schema = pa.schema([(n, _pa_type(t)) for n, t in columns])
+    return pa.schema([(n, _pa_type(t)) for n, t in columns])
+
+
+def _arrow_table(rows: Sequence[dict[str, Any]] | Sequence[Row], columns: Sequence[tuple[str, str]],
+                 capture_set: str | None = None) -> Any:
+    """Rows (table dicts or :class:`.rows.Row` objects) as an Arrow table of exactly
+    ``columns``; ``api_name`` is filled from ``api_key`` and ``capture_set`` from the
+    argument when the rows lack them."""
+    import pyarrow as pa
+
+    schema = arrow_schema(columns)
+    if rows and isinstance(rows[0], Row):
+        return _row_table(cast("Sequence[Row]", rows), columns, schema)
+    dicts = cast("Sequence[dict[str, Any]]", rows)
     arrays = []
     for n, _ in columns:
         if n == "api_name":
             values = [r.get("api_name") or (api_name(r["api_key"]) if r.get("api_key") is not None else None)
-                      for r in rows]
+                      for r in dicts]
         elif n == "error_name":
-            values = [ErrorCode.name_of(r["error_code"]) if r.get("error_code") is not None else None for r in rows]
+            values = [ErrorCode.name_of(r["error_code"]) if r.get("error_code") is not None else None
+                      for r in dicts]
         elif n == "capture_set" and capture_set is not None:
-            values = [r.get("capture_set") or capture_set for r in rows]
+            values = [r.get("capture_set") or capture_set for r in dicts]
         else:
-            values = [r.get(n) for r in rows]
+            values = [r.get(n) for r in dicts]
+        arrays.append(pa.array(values, type=schema.field(n).type))
+    return pa.Table.from_arrays(arrays, schema=schema)
+
+
+def _row_table(rows: Sequence[Row], columns: Sequence[tuple[str, str]], schema: Any) -> Any:
+    """:class:`.rows.Row` objects as an Arrow table of ``columns`` (a subset of the row's
+    fields plus ``api_name``), read column by column off the dataclass fields."""
+    import pyarrow as pa
+
+    arrays = []
+    for n, _ in columns:
+        if n == "api_name":
+            values = [None if r.api_key is None else api_name(r.api_key) for r in rows]
+        else:
+            values = [getattr(r, n) for r in rows]
         arrays.append(pa.array(values, type=schema.field(n).type))
     return pa.Table.from_arrays(arrays, schema=schema)
 
@@ -202,10 +230,10 @@ class _FrameWriter:
         os.makedirs(folder, exist_ok=True)
         self.tmp = self.path + f".tmp-{os.getpid()}"
         self.capture_set = capture_set
-        self.rows: list[dict[str, Any]] = []
+        self.rows: list[Row] = []
         self.writer: Any = None
 
-    def add(self, row: dict[str, Any]) -> None:
+    def add(self, row: Row) -> None:
         self.rows.append(row)
         if len(self.rows) >= _FRAME_BATCH_ROWS:
             self._flush()
@@ -266,7 +294,7 @@ def unit_partial(unit: work.Unit, task_id: int, index: int = 0, *, ports: Sequen
     try:
         for row in work.run_unit(unit, task_id, ports=ports, check_canonical=check_canonical):
             part.add(row)
-            if row["rtype"] == RTYPE_FRAME:
+            if row.rtype == RTYPE_FRAME:
                 frames += 1
                 if frames & 1023 == 0:
                     status.update(frames)

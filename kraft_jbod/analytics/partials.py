@@ -31,7 +31,7 @@ from collections.abc import Iterable, Sequence
 from typing import Any, Final
 
 from kraft_jbod.analytics import kip858
-from kraft_jbod.analytics.rows import RTYPE_CONN, RTYPE_ERROR, RTYPE_EVENT, RTYPE_FILE, RTYPE_FRAME
+from kraft_jbod.analytics.rows import RTYPE_CONN, RTYPE_ERROR, RTYPE_EVENT, RTYPE_FILE, RTYPE_FRAME, Row
 
 __all__ = [
     "LATENCY_QUANTILES",
@@ -184,45 +184,45 @@ class Partial:
 
     # ----------------------------------------------------------------- folding rows
 
-    def add(self, row: dict[str, Any]) -> None:
+    def add(self, row: Row) -> None:
         """Fold one :mod:`.rows` row in."""
-        rtype = row["rtype"]
+        rtype = row.rtype
         self.counts[rtype] = self.counts.get(rtype, 0) + 1
         if rtype == RTYPE_FRAME:
             self._frame(row)
         elif rtype == RTYPE_CONN:
             self._anomalies(row)
             self.conn_rows.append({
-                "source": row["source"], "conn_id": row["conn_id"], "first_ts": row["ts_ns"],
-                "duration_s": None if row["latency_ns"] is None else row["latency_ns"] / 1e9,
-                "software_name": row["software_name"], "software_version": row["software_version"],
-                "client_source": row["client_source"], "gap_bytes": row["gap_bytes"],
-                "retransmitted_bytes": row["retransmitted_bytes"], "anomaly_kinds": row["anomaly_kinds"],
-                "close_reason": row["error"]})
+                "source": row.source, "conn_id": row.conn_id, "first_ts": row.ts_ns,
+                "duration_s": None if row.latency_ns is None else row.latency_ns / 1e9,
+                "software_name": row.software_name, "software_version": row.software_version,
+                "client_source": row.client_source, "gap_bytes": row.gap_bytes,
+                "retransmitted_bytes": row.retransmitted_bytes, "anomaly_kinds": row.anomaly_kinds,
+                "close_reason": row.error})
         elif rtype == RTYPE_EVENT:
-            if row["event"] is not None:
-                self.events.append(row["event"])
+            if row.event is not None:
+                self.events.append(row.event)
         elif rtype == RTYPE_FILE:
-            self.files.append({"source": row["source"], "size": row["size"], "event": row["event"]})
+            self.files.append({"source": row.source, "size": row.size, "event": row.event})
             # A unit ends with its file row: its connections are all counted by now.
             self.connections += len(self._conn_ids)
             self._conn_ids.clear()
         elif rtype == RTYPE_ERROR:
-            self.errors.append({"source": row["source"], "kind": row["kind"], "error": row["error"]})
+            self.errors.append({"source": row.source, "kind": row.kind, "error": row.error})
 
-    def _frame(self, r: dict[str, Any]) -> None:
-        key: ConfKey = (r["api_key"], r["api_version"], r["kind"], r["software_name"], r["software_version"])
+    def _frame(self, r: Row) -> None:
+        key: ConfKey = (r.api_key, r.api_version, r.kind, r.software_name, r.software_version)
         c = self.conf.get(key)
         if c is None:
             c = self.conf[key] = [0] * _N + [None, None]
-        canonical = r["canonical"]
-        unknown = r["unknown_tags"] or 0
-        code = r["error_code"]
-        deprecated = r["deprecated"] is True
-        unstable = r["unstable"] is True
+        canonical = r.canonical
+        unknown = r.unknown_tags or 0
+        code = r.error_code
+        deprecated = r.deprecated is True
+        unstable = r.unstable is True
         c[_FRAMES] += 1
-        c[_BYTES] += r["size"] or 0
-        c[_DECODED] += r["decoded"] is True
+        c[_BYTES] += r.size or 0
+        c[_DECODED] += r.decoded is True
         if canonical is not None:
             c[_REENCODE_CHECKED] += 1
             if canonical:
@@ -232,26 +232,26 @@ class Partial:
         if unknown > 0:
             c[_FRAMES_UNKNOWN_TAGS] += 1
             c[_UNKNOWN_TAGS] += unknown
-        if (r["trailing_bytes"] or 0) > 0:
+        if (r.trailing_bytes or 0) > 0:
             c[_FRAMES_TRAILING] += 1
         c[_DEPRECATED_FRAMES] += deprecated
         c[_UNSTABLE_FRAMES] += unstable
         if code:
             c[_ERROR_FRAMES] += 1
-        conf = r["confidence"]
+        conf = r.confidence
         if conf is not None and conf not in _PAIRED:
             c[_INFERRED_OR_WORSE] += 1
-        if r["complete"] is False:
+        if r.complete is False:
             c[_TRUNCATED] += 1
-        ts = r["ts_ns"]
+        ts = r.ts_ns
         if ts is not None:
             if c[_FIRST] is None or ts < c[_FIRST]:
                 c[_FIRST] = ts
             if c[_LAST] is None or ts > c[_LAST]:
                 c[_LAST] = ts
-        self._conn_ids.add(r["conn_id"])
-        api, ver = r["api_key"], r["api_version"]
-        lat = r["latency_ns"]
+        self._conn_ids.add(r.conn_id)
+        api, ver = r.api_key, r.api_version
+        lat = r.latency_ns
         if lat is not None:
             sk = self.latency.get(key)
             if sk is None:
@@ -263,16 +263,16 @@ class Partial:
         if code is not None:
             ek = (api, ver, code, "top")
             self.error_codes[ek] = self.error_codes.get(ek, 0) + 1
-        for n in r["nested_error_codes"] or ():
+        for n in r.nested_error_codes or ():
             ek = (api, ver, n, "nested")
             self.error_codes[ek] = self.error_codes.get(ek, 0) + 1
-        if r["kind"] == "request":
-            vk = (r["software_name"], r["software_version"], api)
+        if r.kind == "request":
+            vk = (r.software_name, r.software_version, api)
             v = self.versions.get(vk)
             if v is None:
                 # [versions used, max used, advertised min, advertised max, counters...]
                 v = self.versions[vk] = [set(), None, None, None, 0, 0, 0, 0, 0]
-            nmin, nmax = r["negotiated_min"], r["negotiated_max"]
+            nmin, nmax = r.negotiated_min, r.negotiated_max
             if ver is not None:
                 v[0].add(ver)
                 if v[1] is None or ver > v[1]:
@@ -289,16 +289,16 @@ class Partial:
                     v[4 + _V_BELOW] += 1
             v[4 + _V_DEP] += deprecated
             v[4 + _V_UNST] += unstable
-        kinds = r["anomaly_kinds"]
+        kinds = r.anomaly_kinds
         if kinds:
             self._anomalies(r)
         if ts is not None:
             self._tick(ts, api, 1 if kinds else 0, 1 if code else 0)
 
-    def _anomalies(self, r: dict[str, Any]) -> None:
-        ts, conn = r["ts_ns"], r["conn_id"]
-        for kind in r["anomaly_kinds"] or ():
-            k = (kind, r["rtype"])
+    def _anomalies(self, r: Row) -> None:
+        ts, conn = r.ts_ns, r.conn_id
+        for kind in r.anomaly_kinds or ():
+            k = (kind, r.rtype)
             a = self.anomalies.get(k)
             if a is None:
                 self.anomalies[k] = [1, ts, conn]

@@ -2,13 +2,14 @@
 
 Strategy: one flat row per Kafka frame (numbers and short strings, never the frame's
 bytes), one row per finished connection, one per controller-plane event and one per
-task problem. All four share one column set, :data:`COLUMNS`, told apart by ``rtype``,
+task problem. All four share one column set, :class:`Row`, told apart by ``rtype``,
 so an engine moves a single Arrow schema; columns a row type does not use are ``None``.
 
 Invariants:
 
-* Pure: no pyspark, no pyarrow; a row is a ``dict`` whose keys are exactly the names in
-  :data:`COLUMNS` (:func:`blank` starts one), and every value fits its column's type.
+* Pure: no pyspark, no pyarrow; a row is a :class:`Row` whose fields are the columns
+  (:func:`blank` starts one), and every value fits its column's type. :data:`COLUMNS`
+  is read off the dataclass, so the Arrow schemas cannot drift from it.
 * Building a row never raises for frame content: the decoder already caught what the
   bytes can do, and the walks here only read generated objects.
 * Error codes are read from fields named ``error_code``: the top-level one (when the
@@ -19,6 +20,7 @@ Invariants:
 from __future__ import annotations
 
 from collections.abc import Iterable
+from dataclasses import dataclass, field, fields
 from typing import Any, Final
 
 from kraft_jbod import codec, messages
@@ -33,6 +35,7 @@ __all__ = [
     "RTYPE_EVENT",
     "RTYPE_FILE",
     "RTYPE_FRAME",
+    "Row",
     "anomaly_kind",
     "blank",
     "error_codes",
@@ -48,55 +51,65 @@ RTYPE_FILE: Final = "file"
 
 MAX_NESTED_ERRORS: Final = 256
 
-#: ``(name, type)`` of every row column. Types: ``string``, ``bool``, ``int16``,
-#: ``int32``, ``int64``, ``list<int16>``, ``list<string>``.
-COLUMNS: Final[tuple[tuple[str, str], ...]] = (
-    ("rtype", "string"),
-    ("source", "string"),
-    ("task", "int32"),
-    ("conn_id", "string"),
-    ("direction", "string"),
-    ("kind", "string"),
-    ("ts_ns", "int64"),
-    ("size", "int64"),
-    ("api_key", "int16"),
-    ("api_version", "int16"),
-    ("header_version", "int16"),
-    ("correlation_id", "int32"),
-    ("client_id", "string"),
-    ("software_name", "string"),
-    ("software_version", "string"),
-    ("confidence", "string"),
-    ("complete", "bool"),
-    ("decoded", "bool"),
-    ("canonical", "bool"),
-    ("unknown_tags", "int32"),
-    ("trailing_bytes", "int32"),
-    ("error_code", "int16"),
-    ("nested_error_codes", "list<int16>"),
-    ("latency_ns", "int64"),
-    ("deprecated", "bool"),
-    ("unstable", "bool"),
-    ("negotiated_min", "int16"),
-    ("negotiated_max", "int16"),
-    ("anomaly_kinds", "list<string>"),
-    ("error", "string"),
-    ("client_source", "string"),
-    ("gap_bytes", "int64"),
-    ("retransmitted_bytes", "int64"),
-    ("event", "string"),
-)
+def _col(arrow: str, *, required: bool = False) -> Any:
+    """A :class:`Row` field whose column has Arrow type ``arrow``; optional ones
+    default to ``None`` (a row type that does not use the column)."""
+    if required:
+        return field(metadata={"arrow": arrow})
+    return field(default=None, metadata={"arrow": arrow})
+
+
+@dataclass(slots=True)
+class Row:
+    """One conformance row. Its fields are the columns, in order; each field's
+    ``arrow`` metadata is the column's type (``string``, ``bool``, ``int16``, ``int32``,
+    ``int64``, ``list<int16>``, ``list<string>``), so :data:`COLUMNS` and every Arrow
+    schema built from it come from this one declaration."""
+
+    rtype: str = _col("string", required=True)
+    source: str = _col("string", required=True)
+    task: int = _col("int32", required=True)
+    conn_id: str | None = _col("string")
+    direction: str | None = _col("string")
+    kind: str | None = _col("string")
+    ts_ns: int | None = _col("int64")
+    size: int | None = _col("int64")
+    api_key: int | None = _col("int16")
+    api_version: int | None = _col("int16")
+    header_version: int | None = _col("int16")
+    correlation_id: int | None = _col("int32")
+    client_id: str | None = _col("string")
+    software_name: str | None = _col("string")
+    software_version: str | None = _col("string")
+    confidence: str | None = _col("string")
+    complete: bool | None = _col("bool")
+    decoded: bool | None = _col("bool")
+    canonical: bool | None = _col("bool")
+    unknown_tags: int | None = _col("int32")
+    trailing_bytes: int | None = _col("int32")
+    error_code: int | None = _col("int16")
+    nested_error_codes: list[int] | None = _col("list<int16>")  # noqa: RUF009 (default None via field())
+    latency_ns: int | None = _col("int64")
+    deprecated: bool | None = _col("bool")
+    unstable: bool | None = _col("bool")
+    negotiated_min: int | None = _col("int16")
+    negotiated_max: int | None = _col("int16")
+    anomaly_kinds: list[str] | None = _col("list<string>")  # noqa: RUF009 (default None via field())
+    error: str | None = _col("string")
+    client_source: str | None = _col("string")
+    gap_bytes: int | None = _col("int64")
+    retransmitted_bytes: int | None = _col("int64")
+    event: str | None = _col("string")
+
+
+#: ``(name, type)`` of every row column, read off :class:`Row`'s fields.
+COLUMNS: Final[tuple[tuple[str, str], ...]] = tuple((f.name, f.metadata["arrow"]) for f in fields(Row))
 COLUMN_NAMES: Final = tuple(name for name, _ in COLUMNS)
-_BLANK: Final[dict[str, Any]] = dict.fromkeys(COLUMN_NAMES)
 
 
-def blank(rtype: str, source: str, task: int) -> dict[str, Any]:
+def blank(rtype: str, source: str, task: int) -> Row:
     """A row of ``rtype`` with every other column ``None``."""
-    row = dict(_BLANK)
-    row["rtype"] = rtype
-    row["source"] = source
-    row["task"] = task
-    return row
+    return Row(rtype, source, task)
 
 
 # --------------------------------------------------------------------------- anomalies
@@ -232,7 +245,7 @@ def frame_row(
     *,
     software: tuple[str | None, str | None] = (None, None),
     negotiated: tuple[int, int] | None = None,
-) -> dict[str, Any]:
+) -> Row:
     """The conformance row of one decoded frame.
 
     ``software`` is the client's (name, version) when its ApiVersions request revealed
@@ -240,39 +253,39 @@ def frame_row(
     connection when its ApiVersions response was seen.
     """
     row = blank(RTYPE_FRAME, source, task)
-    row["conn_id"] = f.connection_id
-    row["direction"] = f.direction
-    row["kind"] = f.kind
-    row["ts_ns"] = f.timestamp_ns
-    row["size"] = f.size + 4
-    row["api_key"] = f.api_key
-    row["api_version"] = f.api_version
-    row["header_version"] = f.header_version
-    row["correlation_id"] = f.correlation_id
-    row["client_id"] = f.client_id
-    row["software_name"], row["software_version"] = software
-    row["confidence"] = f.confidence
-    row["complete"] = f.complete
-    row["decoded"] = f.body is not None
-    row["canonical"] = f.canonical
-    row["unknown_tags"] = len(f.unknown_tags)
-    row["trailing_bytes"] = len(f.trailing)
-    row["latency_ns"] = f.latency_ns
-    row["error"] = f.error
+    row.conn_id = f.connection_id
+    row.direction = f.direction
+    row.kind = f.kind
+    row.ts_ns = f.timestamp_ns
+    row.size = f.size + 4
+    row.api_key = f.api_key
+    row.api_version = f.api_version
+    row.header_version = f.header_version
+    row.correlation_id = f.correlation_id
+    row.client_id = f.client_id
+    row.software_name, row.software_version = software
+    row.confidence = f.confidence
+    row.complete = f.complete
+    row.decoded = f.body is not None
+    row.canonical = f.canonical
+    row.unknown_tags = len(f.unknown_tags)
+    row.trailing_bytes = len(f.trailing)
+    row.latency_ns = f.latency_ns
+    row.error = f.error
     if f.body is not None and f.kind == "response":
         top, nested = error_codes(f.body, f.api_version)
-        row["error_code"] = top
-        row["nested_error_codes"] = nested
+        row.error_code = top
+        row.nested_error_codes = nested
     if f.api_key is not None and f.api_version is not None and f.kind in ("request", "response"):
-        row["deprecated"], row["unstable"] = version_flags(f.kind, f.api_key, f.api_version)
+        row.deprecated, row.unstable = version_flags(f.kind, f.api_key, f.api_version)
     if negotiated is not None:
-        row["negotiated_min"], row["negotiated_max"] = negotiated
+        row.negotiated_min, row.negotiated_max = negotiated
     kinds = [anomaly_kind(a) for a in f.anomalies]
     if f.confidence == UNDECODED and f.error:
         kinds.append("frame does not decode")
     elif f.confidence == TRUNCATED:
         kinds.append("frame cut short by the capture")
-    row["anomaly_kinds"] = kinds
+    row.anomaly_kinds = kinds
     return row
 
 
@@ -281,12 +294,12 @@ def api_name(key: int | None) -> str:
     return "(none)" if key is None else codec.api_name(key)
 
 
-def count_by(rows: Iterable[dict[str, Any]], *keys: str) -> dict[tuple[Any, ...], int]:
+def count_by(rows: Iterable[Row], *keys: str) -> dict[tuple[Any, ...], int]:
     """Frame rows counted by the given columns (used by tests and the local engine)."""
     out: dict[tuple[Any, ...], int] = {}
     for r in rows:
-        if r["rtype"] != RTYPE_FRAME:
+        if r.rtype != RTYPE_FRAME:
             continue
-        k = tuple(r[c] for c in keys)
+        k = tuple(getattr(r, c) for c in keys)
         out[k] = out.get(k, 0) + 1
     return out

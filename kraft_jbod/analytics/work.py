@@ -398,7 +398,7 @@ class _TaskRun:
             c = self.conns[cid] = _ConnFacts()
         return c
 
-    def frame(self, f: DecodedFrame) -> Iterator[dict[str, Any]]:
+    def frame(self, f: DecodedFrame) -> Iterator[R.Row]:
         c = self._facts(f.connection_id)
         body = f.body
         if f.api_key == ApiKey.API_VERSIONS and body is not None:
@@ -416,29 +416,29 @@ class _TaskRun:
         for ev in self.events.feed(f):
             yield self._event(ev)
 
-    def _event(self, ev: dict[str, Any]) -> dict[str, Any]:
+    def _event(self, ev: dict[str, Any]) -> R.Row:
         row = R.blank(R.RTYPE_EVENT, self.source, self.task_id)
-        row["conn_id"] = ev.get("conn")
-        row["ts_ns"] = ev.get("ts")
-        row["event"] = json.dumps(ev, separators=(",", ":"))
+        row.conn_id = ev.get("conn")
+        row.ts_ns = ev.get("ts")
+        row.event = json.dumps(ev, separators=(",", ":"))
         return row
 
-    def flow_end(self, end: FlowEnd) -> dict[str, Any]:
+    def flow_end(self, end: FlowEnd) -> R.Row:
         fl = end.flow
         c = self.conns.pop(fl.connection_id, None) or _ConnFacts()
         row = R.blank(R.RTYPE_CONN, self.source, self.task_id)
-        row["conn_id"] = fl.connection_id
-        row["ts_ns"] = fl.first_timestamp_ns
-        row["latency_ns"] = fl.last_timestamp_ns - fl.first_timestamp_ns
-        row["software_name"], row["software_version"] = c.software
-        row["client_source"] = fl.client_source
-        row["gap_bytes"] = fl.gap_bytes
-        row["retransmitted_bytes"] = fl.retransmitted_bytes
-        row["anomaly_kinds"] = [R.anomaly_kind(a) for a in fl.anomalies]
-        row["error"] = fl.close_reason or None
+        row.conn_id = fl.connection_id
+        row.ts_ns = fl.first_timestamp_ns
+        row.latency_ns = fl.last_timestamp_ns - fl.first_timestamp_ns
+        row.software_name, row.software_version = c.software
+        row.client_source = fl.client_source
+        row.gap_bytes = fl.gap_bytes
+        row.retransmitted_bytes = fl.retransmitted_bytes
+        row.anomaly_kinds = [R.anomaly_kind(a) for a in fl.anomalies]
+        row.error = fl.close_reason or None
         return row
 
-    def items(self, items: list[Frame | FlowEnd]) -> Iterator[dict[str, Any]]:
+    def items(self, items: list[Frame | FlowEnd]) -> Iterator[R.Row]:
         feed = self.decoder.feed
         for item in items:
             for f in feed(item):
@@ -447,7 +447,7 @@ class _TaskRun:
                 yield self.flow_end(item)
         self.decoder.flows.clear()
 
-    def run(self) -> Iterator[dict[str, Any]]:
+    def run(self) -> Iterator[R.Row]:
         unit = self.unit
         damage: list[DecodeError] = []
         with open_input(unit.path) as fh:
@@ -469,36 +469,36 @@ class _TaskRun:
                 yield self._event(ev)
             if damage:
                 row = R.blank(R.RTYPE_ERROR, self.source, self.task_id)
-                row["kind"] = "malformed"
-                row["error"] = (f"not a readable capture: {damage[0]}; the {pipe.packets} packets before it "
+                row.kind = "malformed"
+                row.error = (f"not a readable capture: {damage[0]}; the {pipe.packets} packets before it "
                                 "were decoded")
                 yield row
             if pipe.truncated_offset is not None:
                 row = R.blank(R.RTYPE_ERROR, self.source, self.task_id)
-                row["kind"] = "truncated"
-                row["error"] = (f"the capture ends inside a record at byte {pipe.truncated_offset} "
+                row.kind = "truncated"
+                row.error = (f"the capture ends inside a record at byte {pipe.truncated_offset} "
                                 "(file cut short?); the packets before it were decoded")
                 yield row
 
 
 def run_task(task: Task, *, ports: Sequence[int] | None = None,
-             check_canonical: bool = True) -> Iterator[dict[str, Any]]:
+             check_canonical: bool = True) -> Iterator[R.Row]:
     """All rows of one task, unit after unit; never raises (module docstring, rule 1)."""
     for unit in task.units:
         yield from run_unit(unit, task.task_id, ports=ports, check_canonical=check_canonical)
 
 
 def run_unit(unit: Unit, task_id: int = 0, *, ports: Sequence[int] | None = None,
-             check_canonical: bool = True) -> Iterator[dict[str, Any]]:
+             check_canonical: bool = True) -> Iterator[R.Row]:
     """All rows of one unit, ending with its ``file`` row; never raises."""
     started = time.perf_counter()
     cpu0 = time.process_time()
     run = _TaskRun(unit, task_id, ports, check_canonical)
 
-    def problem(kind: str, text: str) -> dict[str, Any]:
+    def problem(kind: str, text: str) -> R.Row:
         row = R.blank(R.RTYPE_ERROR, unit.path, task_id)
-        row["kind"] = kind
-        row["error"] = text
+        row.kind = kind
+        row.error = text
         return row
 
     try:
@@ -510,8 +510,8 @@ def run_unit(unit: Unit, task_id: int = 0, *, ports: Sequence[int] | None = None
     except Exception as exc:
         yield problem("internal", f"internal error while decoding (please report): {type(exc).__name__}: {exc}")
     row = R.blank(R.RTYPE_FILE, unit.path, task_id)
-    row["size"] = unit.size
-    row["event"] = json.dumps({
+    row.size = unit.size
+    row.event = json.dumps({
         "bucket": unit.bucket, "buckets": unit.buckets, "packets": run.packets, "frames": run.frames,
         "wall_s": round(time.perf_counter() - started, 3), "cpu_s": round(time.process_time() - cpu0, 3),
         "max_rss_kb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss, "pid": os.getpid(),

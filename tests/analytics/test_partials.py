@@ -27,11 +27,11 @@ def mixed_path(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return p
 
 
-def _rows(path: Path, buckets: int = 1, bucket: int = 0) -> list[dict[str, Any]]:
+def _rows(path: Path, buckets: int = 1, bucket: int = 0) -> list[R.Row]:
     return list(work.run_unit(work.Unit(str(path), path.stat().st_size, bucket, buckets), 0))
 
 
-def _partial(rows: list[dict[str, Any]]) -> P.Partial:
+def _partial(rows: list[R.Row]) -> P.Partial:
     p = P.Partial()
     for r in rows:
         p.add(r)
@@ -58,28 +58,27 @@ def test_buckets_merged_equal_the_whole_file(mixed_path: Path) -> None:
 
 def test_tables_agree_with_the_rows(mixed_path: Path) -> None:
     rows = _rows(mixed_path)
-    frames = [r for r in rows if r["rtype"] == R.RTYPE_FRAME]
+    frames = [r for r in rows if r.rtype == R.RTYPE_FRAME]
     t = P.build_tables(_partial(rows))
     conf = {(r["api_key"], r["api_version"], r["kind"], r["software_name"], r["software_version"]): r
             for r in t["conformance"]}
-    want = Counter((r["api_key"], r["api_version"], r["kind"], r["software_name"], r["software_version"])
-                   for r in frames)
+    want = Counter((r.api_key, r.api_version, r.kind, r.software_name, r.software_version) for r in frames)
     assert {k: v["frames"] for k, v in conf.items()} == dict(want)
-    assert sum(v["bytes"] for v in conf.values()) == sum(r["size"] for r in frames)
-    tops = Counter((r["api_key"], r["api_version"], r["error_code"]) for r in frames if r["error_code"] is not None)
+    assert sum(v["bytes"] for v in conf.values()) == sum(r.size or 0 for r in frames)
+    tops = Counter((r.api_key, r.api_version, r.error_code) for r in frames if r.error_code is not None)
     got = {(e["api_key"], e["api_version"], e["error_code"]): e["count"] for e in t["error_codes"]
            if e["level"] == "top"}
     assert got == dict(tops)
     assert any(code for _, _, code in tops)  # the generator plants error responses
     assert sum(x["frames"] for x in t["timeline"]) == len(frames)
-    lat = [r["latency_ns"] for r in frames if r["latency_ns"] is not None]
+    lat = [r.latency_ns for r in frames if r.latency_ns is not None]
     assert sum(h["count"] for h in t["latency_hist"]) == len(lat)
     o = t["overall"][0]
     assert o["latency_max_ms"] == max(lat) / 1e6
     assert o["latency_mean_ms"] == pytest.approx(sum(lat) / len(lat) / 1e6)
     exact = sorted(lat)[math.ceil(0.5 * len(lat)) - 1]
     assert abs(o["latency_p50_ms"] * 1e6 - exact) <= P.RELATIVE_ACCURACY * exact + 1
-    assert len(t["connections"]) == sum(r["rtype"] == R.RTYPE_CONN for r in rows)
+    assert len(t["connections"]) == sum(r.rtype == R.RTYPE_CONN for r in rows)
     assert {v["rule"] for v in t["violations"] if v["verdict"] == "violation"}  # planted violations found
 
 
@@ -100,11 +99,10 @@ def test_sketch_quantiles_within_relative_accuracy() -> None:
 
 
 def test_timeline_coarsens_and_merges_exactly() -> None:
-    def frame(ts: int, api: int) -> dict[str, Any]:
-        r = R.blank(R.RTYPE_FRAME, "f", 0)
-        r.update(ts_ns=ts, api_key=api, api_version=0, kind="request", size=10, decoded=True, unknown_tags=0,
-                 trailing_bytes=0, confidence="header", complete=True, anomaly_kinds=[], conn_id="c")
-        return r
+    def frame(ts: int, api: int) -> R.Row:
+        return R.Row(R.RTYPE_FRAME, "f", 0, ts_ns=ts, api_key=api, api_version=0, kind="request", size=10,
+                     decoded=True, unknown_tags=0, trailing_bytes=0, confidence="header", complete=True,
+                     anomaly_kinds=[], conn_id="c")
 
     rng = random.Random(2)
     stamps = [rng.randrange(0, 3600 * 10**9) for _ in range(30000)]

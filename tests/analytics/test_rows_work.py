@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
+import dataclasses
 import io
 import os
 import subprocess
 import sys
+import typing
 import uuid
 from collections import Counter
 from pathlib import Path
@@ -41,15 +43,15 @@ def mixed_path(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return p
 
 
-def _rows(path: Path, buckets: int = 1, bucket: int = 0) -> list[dict[str, object]]:
+def _rows(path: Path, buckets: int = 1, bucket: int = 0) -> list[R.Row]:
     unit = work.Unit(str(path), path.stat().st_size, bucket, buckets)
     return list(work.run_unit(unit, 0))
 
 
-def _check_types(row: dict[str, object]) -> None:
-    assert tuple(row) == R.COLUMN_NAMES
+def _check_types(row: R.Row) -> None:
+    assert isinstance(row, R.Row)
     for name, typ in R.COLUMNS:
-        v = row[name]
+        v = getattr(row, name)
         if v is None:
             continue
         if typ.startswith("list<"):
@@ -57,35 +59,55 @@ def _check_types(row: dict[str, object]) -> None:
             assert isinstance(v, list) and all(isinstance(x, inner) for x in v), name
         else:
             assert isinstance(v, _PY_TYPES[typ]), (name, v)
+        if typ == "int16" and isinstance(v, int):
+            assert -(1 << 15) <= v < 1 << 15
+
+
+def test_columns_are_the_row_fields() -> None:
+    # The column list, the frame table and the Arrow schema all come from Row's fields.
+    from kraft_jbod.analytics import job
+
+    names = tuple(f.name for f in dataclasses.fields(R.Row))
+    assert R.COLUMN_NAMES == names and len(names) == 34
+    hints = typing.get_type_hints(R.Row)
+    py = {"string": "str", "bool": "bool", "int16": "int", "int32": "int", "int64": "int",
+          "list<int16>": "list[int]", "list<string>": "list[str]"}
     for name, typ in R.COLUMNS:
-        if typ == "int16" and isinstance(row[name], int):
-            assert -(1 << 15) <= row[name] < 1 << 15  # type: ignore[operator]
+        assert py[typ] in str(hints[name]), (name, typ, hints[name])
+    schema = job.arrow_schema(R.COLUMNS)
+    assert schema.names == list(names)
+    frame = job.arrow_schema(job.FRAME_COLUMNS)
+    row_fields = set(names)
+    assert {n for n in frame.names if n != "api_name"} <= row_fields
+    assert not hasattr(R.blank(R.RTYPE_FRAME, "s", 0), "__dict__")  # slots: no stray keys
+    with pytest.raises(AttributeError):
+        R.blank(R.RTYPE_FRAME, "s", 0).not_a_column = 1  # type: ignore[attr-defined]
 
 
 def test_rows_match_single_process_decoder(sample_path: Path) -> None:
     rows = _rows(sample_path)
     for r in rows:
         _check_types(r)
-    frames = [r for r in rows if r["rtype"] == R.RTYPE_FRAME]
+    frames = [r for r in rows if r.rtype == R.RTYPE_FRAME]
     decoded = list(decode_capture(io.BytesIO(build_sample())))
     assert len(frames) == len(decoded)
-    got = Counter((r["api_key"], r["api_version"], r["kind"], r["confidence"]) for r in frames)
+    got = Counter((r.api_key, r.api_version, r.kind, r.confidence) for r in frames)
     want = Counter((f.api_key, f.api_version, f.kind, f.confidence) for f in decoded)
     assert got == want
-    assert sum(1 for r in rows if r["rtype"] == R.RTYPE_CONN) == 3
-    assert [r["rtype"] for r in rows][-1] == R.RTYPE_FILE
+    assert sum(1 for r in rows if r.rtype == R.RTYPE_CONN) == 3
+    assert [r.rtype for r in rows][-1] == R.RTYPE_FILE
 
 
 def test_software_and_negotiated_versions(sample_path: Path) -> None:
-    frames = [r for r in _rows(sample_path) if r["rtype"] == R.RTYPE_FRAME]
-    b1 = [r for r in frames if r["conn_id"] == "10.0.0.1:40001->10.0.0.10:9093"]
-    assert {(r["software_name"], r["software_version"]) for r in b1} == {("apache-kafka-java", "3.9.1")}
-    hb = [r for r in b1 if r["api_key"] == 63 and r["kind"] == "request"]
-    assert hb and all((r["negotiated_min"], r["negotiated_max"]) == (0, 1) for r in hb)
+    frames = [r for r in _rows(sample_path) if r.rtype == R.RTYPE_FRAME]
+    b1 = [r for r in frames if r.conn_id == "10.0.0.1:40001->10.0.0.10:9093"]
+    assert {(r.software_name, r.software_version) for r in b1} == {("apache-kafka-java", "3.9.1")}
+    hb = [r for r in b1 if r.api_key == 63 and r.kind == "request"]
+    assert hb and all((r.negotiated_min, r.negotiated_max) == (0, 1) for r in hb)
     # The mid-stream connection never showed its ApiVersions: nothing is invented.
-    b3 = [r for r in frames if r["conn_id"].startswith("10.0.0.1:40003")]  # type: ignore[attr-defined]
-    assert b3 and all(r["software_name"] is None and r["negotiated_max"] is None for r in b3)
-    assert any("request not captured (inferred)" in r["anomaly_kinds"] for r in b3)  # type: ignore[operator]
+    b3 = [r for r in frames if (r.conn_id or "").startswith("10.0.0.1:40003")]
+    assert b3 and all(r.software_name is None and r.negotiated_max is None for r in b3)
+    assert any("request not captured (inferred)" in (r.anomaly_kinds or ()) for r in b3)
 
 
 def test_error_codes_top_and_nested() -> None:
@@ -123,15 +145,16 @@ def test_anomaly_kinds_are_stable() -> None:
 
 
 def test_connection_buckets_partition_the_frames(mixed_path: Path) -> None:
-    whole = [r for r in _rows(mixed_path) if r["rtype"] == R.RTYPE_FRAME]
-    parts: list[dict[str, object]] = []
+    whole = [r for r in _rows(mixed_path) if r.rtype == R.RTYPE_FRAME]
+    parts: list[R.Row] = []
     conns: list[set[object]] = []
     for b in range(3):
-        rows = [r for r in _rows(mixed_path, 3, b) if r["rtype"] == R.RTYPE_FRAME]
+        rows = [r for r in _rows(mixed_path, 3, b) if r.rtype == R.RTYPE_FRAME]
         parts.extend(rows)
-        conns.append({r["conn_id"] for r in rows})
+        conns.append({r.conn_id for r in rows})
     key = ("conn_id", "api_key", "api_version", "kind", "correlation_id", "decoded", "canonical", "latency_ns")
-    assert Counter(tuple(r[k] for k in key) for r in parts) == Counter(tuple(r[k] for k in key) for r in whole)
+    assert Counter(tuple(getattr(r, k) for k in key) for r in parts) == Counter(
+        tuple(getattr(r, k) for k in key) for r in whole)
     assert not (conns[0] & conns[1]) and not (conns[1] & conns[2]) and not (conns[0] & conns[2])
     assert all(conns), "every bucket got some connection"
 
@@ -195,16 +218,16 @@ def test_truncated_and_malformed_captures_become_error_rows(tmp_path: Path, samp
     cut = tmp_path / "cut.pcapng"
     cut.write_bytes(data[: len(data) - 37])
     rows = _rows(cut)
-    errors = [r for r in rows if r["rtype"] == R.RTYPE_ERROR]
-    assert [e["kind"] for e in errors] == ["truncated"]
-    assert errors[0]["source"] == str(cut) and "ends inside a record" in str(errors[0]["error"])
-    assert sum(r["rtype"] == R.RTYPE_FRAME for r in rows) > 10  # what came before is kept
+    errors = [r for r in rows if r.rtype == R.RTYPE_ERROR]
+    assert [e.kind for e in errors] == ["truncated"]
+    assert errors[0].source == str(cut) and "ends inside a record" in str(errors[0].error)
+    assert sum(r.rtype == R.RTYPE_FRAME for r in rows) > 10  # what came before is kept
     bad = tmp_path / "bad.pcapng"
     bad.write_bytes(data[:200] + b"\xff" * 64)
     rows = _rows(bad)
-    errors = [r for r in rows if r["rtype"] == R.RTYPE_ERROR]
-    assert len(errors) == 1 and errors[0]["kind"] == "malformed" and errors[0]["source"] == str(bad)
-    assert rows[-1]["rtype"] == R.RTYPE_FILE
+    errors = [r for r in rows if r.rtype == R.RTYPE_ERROR]
+    assert len(errors) == 1 and errors[0].kind == "malformed" and errors[0].source == str(bad)
+    assert rows[-1].rtype == R.RTYPE_FILE
 
 
 def test_shared_captures_decode_without_problems() -> None:
@@ -214,8 +237,8 @@ def test_shared_captures_decode_without_problems() -> None:
     kinds: Counter[str] = Counter()
     for t in work.plan(files, parallelism=2):
         for r in work.run_task(t):
-            kinds[r["rtype"]] += 1
-            assert r["rtype"] != R.RTYPE_ERROR, r["error"]
+            kinds[r.rtype] += 1
+            assert r.rtype != R.RTYPE_ERROR, r.error
     assert kinds[R.RTYPE_FILE] == len(files) and kinds[R.RTYPE_FRAME] > 300
 
 
@@ -242,10 +265,10 @@ def test_decode_and_stats_count_the_same_frames(path: Path) -> None:
         conns = 0
         for b in range(buckets):
             rows = _rows(path, buckets, b)
-            assert not [r for r in rows if r["rtype"] == R.RTYPE_ERROR]
-            got.update((r["api_key"], r["api_version"], r["kind"], r["complete"])
-                       for r in rows if r["rtype"] == R.RTYPE_FRAME)
-            conns += sum(r["rtype"] == R.RTYPE_CONN for r in rows)
+            assert not [r for r in rows if r.rtype == R.RTYPE_ERROR]
+            got.update((r.api_key, r.api_version, r.kind, r.complete)
+                       for r in rows if r.rtype == R.RTYPE_FRAME)
+            conns += sum(r.rtype == R.RTYPE_CONN for r in rows)
         assert got == want, buckets
         assert conns == len(dec.flows), buckets
 
@@ -265,9 +288,9 @@ def test_damaged_file_keeps_what_came_before(sample_path: Path, tmp_path: Path) 
     bad = tmp_path / "damaged.pcapng"
     bad.write_bytes(bytes(data))
     rows = _rows(bad)
-    errors = [r for r in rows if r["rtype"] == R.RTYPE_ERROR]
-    assert [e["kind"] for e in errors] == ["malformed"] and "trailer" in errors[0]["error"]
-    frames = [r for r in rows if r["rtype"] == R.RTYPE_FRAME]
-    conns = {r["conn_id"] for r in rows if r["rtype"] == R.RTYPE_CONN}
-    assert frames and {f["conn_id"] for f in frames} <= conns
-    assert len(frames) < sum(r["rtype"] == R.RTYPE_FRAME for r in _rows(sample_path))
+    errors = [r for r in rows if r.rtype == R.RTYPE_ERROR]
+    assert [e.kind for e in errors] == ["malformed"] and "trailer" in (errors[0].error or "")
+    frames = [r for r in rows if r.rtype == R.RTYPE_FRAME]
+    conns = {r.conn_id for r in rows if r.rtype == R.RTYPE_CONN}
+    assert frames and {f.conn_id for f in frames} <= conns
+    assert len(frames) < sum(r.rtype == R.RTYPE_FRAME for r in _rows(sample_path))
