@@ -28,6 +28,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Iterable, Sequence
+from dataclasses import dataclass, fields
 from typing import Any, Final
 
 from kraft_jbod.analytics import kip858
@@ -37,6 +38,7 @@ __all__ = [
     "LATENCY_QUANTILES",
     "RELATIVE_ACCURACY",
     "TIMELINE_STEPS",
+    "Counters",
     "LatencySketch",
     "Partial",
     "build_tables",
@@ -59,18 +61,57 @@ _TIMELINE_CAP: Final = 4096
 #: Points wanted on the final timeline (at most about this many buckets).
 _TIMELINE_POINTS: Final = 120
 
-# Conformance counters, in this order, per (api_key, api_version, kind, software name, version).
-COUNTERS: Final = ("frames", "bytes", "decoded", "reencode_checked", "reencode_exact", "non_canonical",
-                   "frames_unknown_tags", "unknown_tags", "frames_trailing", "deprecated_frames",
-                   "unstable_frames", "error_frames", "inferred_or_worse", "truncated")
-_N: Final = len(COUNTERS)
-# Positions of the counters in a conformance key's list (the list is the compact,
-# picklable form; these names are how the code addresses it).
-(_FRAMES, _BYTES, _DECODED, _REENCODE_CHECKED, _REENCODE_EXACT, _NON_CANONICAL, _FRAMES_UNKNOWN_TAGS,
- _UNKNOWN_TAGS, _FRAMES_TRAILING, _DEPRECATED_FRAMES, _UNSTABLE_FRAMES, _ERROR_FRAMES, _INFERRED_OR_WORSE,
- _TRUNCATED) = range(14)
-_FIRST: Final = _N  # min ts
-_LAST: Final = _N + 1  # max ts
+
+
+@dataclass(slots=True)
+class Counters:
+    """The conformance counters of one (api_key, api_version, kind, software name,
+    version) key, with the first and last frame time seen. The fields, in order, are
+    the ``conformance`` table's count columns (:data:`COUNTERS` is read off them)."""
+
+    frames: int = 0
+    bytes: int = 0
+    decoded: int = 0
+    reencode_checked: int = 0
+    reencode_exact: int = 0
+    non_canonical: int = 0
+    frames_unknown_tags: int = 0
+    unknown_tags: int = 0
+    frames_trailing: int = 0
+    deprecated_frames: int = 0
+    unstable_frames: int = 0
+    error_frames: int = 0
+    inferred_or_worse: int = 0
+    truncated: int = 0
+    first_ts: int | None = None
+    last_ts: int | None = None
+
+    def add(self, o: Counters) -> None:
+        """Add ``o``'s counts and widen the time span to cover ``o``'s."""
+        for name in COUNTERS:
+            setattr(self, name, getattr(self, name) + getattr(o, name))
+        if o.first_ts is not None and (self.first_ts is None or o.first_ts < self.first_ts):
+            self.first_ts = o.first_ts
+        if o.last_ts is not None and (self.last_ts is None or o.last_ts > self.last_ts):
+            self.last_ts = o.last_ts
+
+    def to_state(self) -> list[int | None]:
+        """The fields in order, builtins only (what a task ships)."""
+        return [getattr(self, f.name) for f in fields(self)]
+
+    @classmethod
+    def from_state(cls, state: Sequence[int | None]) -> Counters:
+        """Counters from :meth:`to_state`'s value.
+
+        Raises:
+            ValueError: ``state`` does not hold one value per field.
+        """
+        values: dict[str, Any] = dict(zip((f.name for f in fields(cls)), state, strict=True))
+        return cls(**values)
+
+
+#: The counter columns of the ``conformance`` and ``overall`` tables, in order.
+COUNTERS: Final = tuple(f.name for f in fields(Counters) if f.name not in ("first_ts", "last_ts"))
 _PAIRED: Final = frozenset(("header", "paired"))
 
 # Version counters per (software name, version, api key), after the set of versions used.
@@ -165,7 +206,7 @@ class Partial:
     """The aggregate state of one or more tasks; see the module docstring."""
 
     def __init__(self) -> None:
-        self.conf: dict[ConfKey, list[Any]] = {}
+        self.conf: dict[ConfKey, Counters] = {}
         self.latency: dict[ConfKey, LatencySketch] = {}
         self.latency_hist: dict[tuple[Any, int | None], int] = {}
         self.error_codes: dict[tuple[Any, Any, int, str], int] = {}
@@ -214,41 +255,41 @@ class Partial:
         key: ConfKey = (r.api_key, r.api_version, r.kind, r.software_name, r.software_version)
         c = self.conf.get(key)
         if c is None:
-            c = self.conf[key] = [0] * _N + [None, None]
+            c = self.conf[key] = Counters()
         canonical = r.canonical
         unknown = r.unknown_tags or 0
         code = r.error_code
         deprecated = r.deprecated is True
         unstable = r.unstable is True
-        c[_FRAMES] += 1
-        c[_BYTES] += r.size or 0
-        c[_DECODED] += r.decoded is True
+        c.frames += 1
+        c.bytes += r.size or 0
+        c.decoded += r.decoded is True
         if canonical is not None:
-            c[_REENCODE_CHECKED] += 1
+            c.reencode_checked += 1
             if canonical:
-                c[_REENCODE_EXACT] += 1
+                c.reencode_exact += 1
             else:
-                c[_NON_CANONICAL] += 1
+                c.non_canonical += 1
         if unknown > 0:
-            c[_FRAMES_UNKNOWN_TAGS] += 1
-            c[_UNKNOWN_TAGS] += unknown
+            c.frames_unknown_tags += 1
+            c.unknown_tags += unknown
         if (r.trailing_bytes or 0) > 0:
-            c[_FRAMES_TRAILING] += 1
-        c[_DEPRECATED_FRAMES] += deprecated
-        c[_UNSTABLE_FRAMES] += unstable
+            c.frames_trailing += 1
+        c.deprecated_frames += deprecated
+        c.unstable_frames += unstable
         if code:
-            c[_ERROR_FRAMES] += 1
+            c.error_frames += 1
         conf = r.confidence
         if conf is not None and conf not in _PAIRED:
-            c[_INFERRED_OR_WORSE] += 1
+            c.inferred_or_worse += 1
         if r.complete is False:
-            c[_TRUNCATED] += 1
+            c.truncated += 1
         ts = r.ts_ns
         if ts is not None:
-            if c[_FIRST] is None or ts < c[_FIRST]:
-                c[_FIRST] = ts
-            if c[_LAST] is None or ts > c[_LAST]:
-                c[_LAST] = ts
+            if c.first_ts is None or ts < c.first_ts:
+                c.first_ts = ts
+            if c.last_ts is None or ts > c.last_ts:
+                c.last_ts = ts
         self._conn_ids.add(r.conn_id)
         api, ver = r.api_key, r.api_version
         lat = r.latency_ns
@@ -345,14 +386,8 @@ class Partial:
         for k, oc in o.conf.items():
             c = self.conf.get(k)
             if c is None:
-                self.conf[k] = list(oc)
-                continue
-            for i in range(_N):
-                c[i] += oc[i]
-            if oc[_FIRST] is not None and (c[_FIRST] is None or oc[_FIRST] < c[_FIRST]):
-                c[_FIRST] = oc[_FIRST]
-            if oc[_LAST] is not None and (c[_LAST] is None or oc[_LAST] > c[_LAST]):
-                c[_LAST] = oc[_LAST]
+                c = self.conf[k] = Counters()
+            c.add(oc)
         for k, sk in o.latency.items():
             mine = self.latency.get(k)
             if mine is None:
@@ -410,7 +445,7 @@ class Partial:
     def to_state(self) -> dict[str, Any]:
         """Builtins only; :meth:`from_state` inverts it."""
         return {
-            "conf": list(self.conf.items()),
+            "conf": [(k, c.to_state()) for k, c in self.conf.items()],
             "latency": [(k, s.to_state()) for k, s in self.latency.items()],
             "latency_hist": list(self.latency_hist.items()),
             "error_codes": list(self.error_codes.items()),
@@ -434,7 +469,7 @@ class Partial:
             KeyError, TypeError, ValueError: the value is not such a state.
         """
         p = cls()
-        p.conf = {tuple(k): list(v) for k, v in st["conf"]}
+        p.conf = {tuple(k): Counters.from_state(v) for k, v in st["conf"]}
         p.latency = {tuple(k): LatencySketch.from_state(s) for k, s in st["latency"]}
         p.latency_hist = {tuple(k): n for k, n in st["latency_hist"]}
         p.error_codes = {tuple(k): n for k, n in st["error_codes"]}
@@ -474,9 +509,9 @@ def _lat_cols(sk: LatencySketch | None) -> dict[str, Any]:
     return out
 
 
-def _measures(c: list[Any], sk: LatencySketch | None) -> dict[str, Any]:
-    row: dict[str, Any] = dict(zip(COUNTERS, c[:_N], strict=True))
-    row["first_ts"], row["last_ts"] = c[_FIRST], c[_LAST]
+def _measures(c: Counters, sk: LatencySketch | None) -> dict[str, Any]:
+    row: dict[str, Any] = {name: getattr(c, name) for name in COUNTERS}
+    row["first_ts"], row["last_ts"] = c.first_ts, c.last_ts
     row.update(_lat_cols(sk))
     row["decode_rate"] = row["decoded"] / row["frames"] if row["frames"] else None
     row["reencode_rate"] = row["reencode_exact"] / row["reencode_checked"] if row["reencode_checked"] else None
@@ -486,15 +521,6 @@ def _measures(c: list[Any], sk: LatencySketch | None) -> dict[str, Any]:
 def _sort_key(values: Sequence[Any]) -> tuple[Any, ...]:
     # Nulls first, like Spark's ascending order.
     return tuple((v is not None, v if v is not None else 0) for v in values)
-
-
-def _add_counters(into: list[Any], c: list[Any]) -> None:
-    for i in range(_N):
-        into[i] += c[i]
-    if c[_FIRST] is not None and (into[_FIRST] is None or c[_FIRST] < into[_FIRST]):
-        into[_FIRST] = c[_FIRST]
-    if c[_LAST] is not None and (into[_LAST] is None or c[_LAST] > into[_LAST]):
-        into[_LAST] = c[_LAST]
 
 
 def build_tables(p: Partial, capture_set: str = "default") -> dict[str, list[dict[str, Any]]]:
@@ -507,14 +533,14 @@ def build_tables(p: Partial, capture_set: str = "default") -> dict[str, list[dic
     keys = ("api_key", "api_version", "kind", "software_name", "software_version")
     out: dict[str, list[dict[str, Any]]] = {}
     conformance = []
-    total: list[Any] = [0] * _N + [None, None]
+    total = Counters()
     all_lat = LatencySketch()
     per_version: dict[tuple[Any, Any], LatencySketch] = {}
     for k in sorted(p.conf, key=_sort_key):
         c = p.conf[k]
         sk = p.latency.get(k)
         conformance.append({**dict(zip(keys, k, strict=True)), **_measures(c, sk)})
-        _add_counters(total, c)
+        total.add(c)
         if sk is not None:
             all_lat.merge(sk)
             pv = per_version.get((k[0], k[1]))

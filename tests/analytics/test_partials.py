@@ -3,6 +3,7 @@ at once; the latency sketch keeps its accuracy; the timeline coarsens without lo
 
 from __future__ import annotations
 
+import dataclasses
 import math
 import pickle
 import random
@@ -15,7 +16,7 @@ import pytest
 from kraft_jbod.analytics import partials as P
 from kraft_jbod.analytics import rows as R
 from kraft_jbod.analytics import work
-from kraft_jbod.analytics.job import unit_partial
+from kraft_jbod.analytics.job import TABLE_SCHEMAS, unit_partial
 from tools.bench.gen_capture import generate
 
 
@@ -144,6 +145,18 @@ def test_unit_partial_reports_problems_and_writes_frames(tmp_path: Path, mixed_p
         P.Partial.from_state({"conf": []})
 
 
-def test_counter_positions_follow_their_names() -> None:
-    for i, name in enumerate(P.COUNTERS):
-        assert getattr(P, f"_{name.upper()}") == i
+def test_counters_are_the_table_columns() -> None:
+    # The conformance and overall count columns are Counters' fields, in order, and the
+    # shipped state round-trips through from_state.
+    names = tuple(f.name for f in dataclasses.fields(P.Counters))
+    assert names == (*P.COUNTERS, "first_ts", "last_ts") and len(P.COUNTERS) == 14
+    for table in ("conformance", "overall"):
+        cols = [n for n, _ in TABLE_SCHEMAS[table]]
+        assert cols[cols.index("frames"):cols.index("frames") + len(P.COUNTERS)] == list(P.COUNTERS)
+    c = P.Counters.from_state([*range(1, 15), 7, 9])
+    assert P.Counters.from_state(c.to_state()) == c
+    total = P.Counters(first_ts=8, last_ts=8)
+    total.add(c)
+    assert total.frames == 1 and total.truncated == 14 and (total.first_ts, total.last_ts) == (7, 9)
+    with pytest.raises(ValueError):
+        P.Counters.from_state([1, 2])
