@@ -28,7 +28,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Iterable, Sequence
-from dataclasses import dataclass, fields
+from dataclasses import dataclass, field, fields
 from typing import Any, Final
 
 from kraft_jbod.analytics import kip858
@@ -41,6 +41,7 @@ __all__ = [
     "Counters",
     "LatencySketch",
     "Partial",
+    "VersionTally",
     "build_tables",
     "latency_column",
     "merge_all",
@@ -114,8 +115,54 @@ class Counters:
 COUNTERS: Final = tuple(f.name for f in fields(Counters) if f.name not in ("first_ts", "last_ts"))
 _PAIRED: Final = frozenset(("header", "paired"))
 
-# Version counters per (software name, version, api key), after the set of versions used.
-_V_REQ, _V_OUTSIDE, _V_BELOW, _V_DEP, _V_UNST = range(5)
+
+
+@dataclass(slots=True)
+class VersionTally:
+    """Requests of one (software name, software version, api key): the versions used,
+    the server's advertised range seen for them, and how many fell where. The fields
+    after ``versions_used`` are the ``versions`` table's columns of the same names."""
+
+    versions_used: set[int] = field(default_factory=set)
+    max_used: int | None = None
+    advertised_min: int | None = None
+    advertised_max: int | None = None
+    requests: int = 0
+    outside_advertised: int = 0
+    below_advertised_max: int = 0
+    deprecated: int = 0
+    unstable: int = 0
+
+    def add(self, o: VersionTally) -> None:
+        """Add ``o``'s requests: union of versions, widest advertised range, summed counts."""
+        self.versions_used |= o.versions_used
+        if o.max_used is not None and (self.max_used is None or o.max_used > self.max_used):
+            self.max_used = o.max_used
+        if o.advertised_min is not None and (self.advertised_min is None or o.advertised_min < self.advertised_min):
+            self.advertised_min = o.advertised_min
+        if o.advertised_max is not None and (self.advertised_max is None or o.advertised_max > self.advertised_max):
+            self.advertised_max = o.advertised_max
+        self.requests += o.requests
+        self.outside_advertised += o.outside_advertised
+        self.below_advertised_max += o.below_advertised_max
+        self.deprecated += o.deprecated
+        self.unstable += o.unstable
+
+    def to_state(self) -> list[Any]:
+        """The fields in order, the version set as a sorted list (builtins only)."""
+        return [sorted(self.versions_used), *(getattr(self, f.name) for f in fields(self)[1:])]
+
+    @classmethod
+    def from_state(cls, state: Sequence[Any]) -> VersionTally:
+        """A tally from :meth:`to_state`'s value.
+
+        Raises:
+            ValueError: ``state`` does not hold one value per field.
+        """
+        values: dict[str, Any] = dict(zip((f.name for f in fields(cls)), state, strict=True))
+        values["versions_used"] = set(values["versions_used"])
+        return cls(**values)
+
 
 ConfKey = tuple[Any, Any, Any, Any, Any]
 
@@ -210,7 +257,7 @@ class Partial:
         self.latency: dict[ConfKey, LatencySketch] = {}
         self.latency_hist: dict[tuple[Any, int | None], int] = {}
         self.error_codes: dict[tuple[Any, Any, int, str], int] = {}
-        self.versions: dict[tuple[Any, Any, Any], list[Any]] = {}
+        self.versions: dict[tuple[Any, Any, Any], VersionTally] = {}
         self.anomalies: dict[tuple[str, str], list[Any]] = {}
         self.timeline: dict[tuple[int, Any], list[int]] = {}
         self.timeline_step = 0
@@ -311,25 +358,24 @@ class Partial:
             vk = (r.software_name, r.software_version, api)
             v = self.versions.get(vk)
             if v is None:
-                # [versions used, max used, advertised min, advertised max, counters...]
-                v = self.versions[vk] = [set(), None, None, None, 0, 0, 0, 0, 0]
+                v = self.versions[vk] = VersionTally()
             nmin, nmax = r.negotiated_min, r.negotiated_max
             if ver is not None:
-                v[0].add(ver)
-                if v[1] is None or ver > v[1]:
-                    v[1] = ver
-            if nmin is not None and (v[2] is None or nmin < v[2]):
-                v[2] = nmin
-            if nmax is not None and (v[3] is None or nmax > v[3]):
-                v[3] = nmax
-            v[4 + _V_REQ] += 1
+                v.versions_used.add(ver)
+                if v.max_used is None or ver > v.max_used:
+                    v.max_used = ver
+            if nmin is not None and (v.advertised_min is None or nmin < v.advertised_min):
+                v.advertised_min = nmin
+            if nmax is not None and (v.advertised_max is None or nmax > v.advertised_max):
+                v.advertised_max = nmax
+            v.requests += 1
             if ver is not None and nmax is not None:
                 if (nmin is not None and ver < nmin) or ver > nmax:
-                    v[4 + _V_OUTSIDE] += 1
+                    v.outside_advertised += 1
                 if ver < nmax:
-                    v[4 + _V_BELOW] += 1
-            v[4 + _V_DEP] += deprecated
-            v[4 + _V_UNST] += unstable
+                    v.below_advertised_max += 1
+            v.deprecated += deprecated
+            v.unstable += unstable
         kinds = r.anomaly_kinds
         if kinds:
             self._anomalies(r)
@@ -400,17 +446,8 @@ class Partial:
         for vk, ov in o.versions.items():
             v = self.versions.get(vk)
             if v is None:
-                self.versions[vk] = [set(ov[0]), *ov[1:]]
-                continue
-            v[0] |= ov[0]
-            if ov[1] is not None and (v[1] is None or ov[1] > v[1]):
-                v[1] = ov[1]
-            if ov[2] is not None and (v[2] is None or ov[2] < v[2]):
-                v[2] = ov[2]
-            if ov[3] is not None and (v[3] is None or ov[3] > v[3]):
-                v[3] = ov[3]
-            for i in range(4, 9):
-                v[i] += ov[i]
+                v = self.versions[vk] = VersionTally()
+            v.add(ov)
         for ak, oa in o.anomalies.items():
             a = self.anomalies.get(ak)
             if a is None:
@@ -449,7 +486,7 @@ class Partial:
             "latency": [(k, s.to_state()) for k, s in self.latency.items()],
             "latency_hist": list(self.latency_hist.items()),
             "error_codes": list(self.error_codes.items()),
-            "versions": [(k, [sorted(v[0]), *v[1:]]) for k, v in self.versions.items()],
+            "versions": [(k, v.to_state()) for k, v in self.versions.items()],
             "anomalies": list(self.anomalies.items()),
             "timeline": list(self.timeline.items()),
             "timeline_step": self.timeline_step,
@@ -473,7 +510,7 @@ class Partial:
         p.latency = {tuple(k): LatencySketch.from_state(s) for k, s in st["latency"]}
         p.latency_hist = {tuple(k): n for k, n in st["latency_hist"]}
         p.error_codes = {tuple(k): n for k, n in st["error_codes"]}
-        p.versions = {tuple(k): [set(v[0]), *v[1:]] for k, v in st["versions"]}
+        p.versions = {tuple(k): VersionTally.from_state(v) for k, v in st["versions"]}
         p.anomalies = {tuple(k): list(v) for k, v in st["anomalies"]}
         p.timeline = {tuple(k): list(v) for k, v in st["timeline"]}
         p.timeline_step = int(st["timeline_step"])
@@ -561,10 +598,11 @@ def build_tables(p: Partial, capture_set: str = "default") -> dict[str, list[dic
                           for k, n in sorted(p.error_codes.items(),
                                              key=lambda kv: _sort_key((kv[0][0], kv[0][1], kv[0][3], kv[0][2])))]
     out["versions"] = [{"software_name": k[0], "software_version": k[1], "api_key": k[2],
-                        "versions_used": sorted(v[0]), "max_used": v[1], "advertised_min": v[2],
-                        "advertised_max": v[3], "requests": v[4 + _V_REQ],
-                        "outside_advertised": v[4 + _V_OUTSIDE], "below_advertised_max": v[4 + _V_BELOW],
-                        "deprecated": v[4 + _V_DEP], "unstable": v[4 + _V_UNST]}
+                        "versions_used": sorted(v.versions_used), "max_used": v.max_used,
+                        "advertised_min": v.advertised_min, "advertised_max": v.advertised_max,
+                        "requests": v.requests, "outside_advertised": v.outside_advertised,
+                        "below_advertised_max": v.below_advertised_max, "deprecated": v.deprecated,
+                        "unstable": v.unstable}
                        for k, v in sorted(p.versions.items(), key=lambda kv: _sort_key(kv[0]))]
     out["anomalies"] = [{"anomaly": k[0], "rtype": k[1], "count": a[0], "first_ts": a[1], "example_conn": a[2]}
                         for k, a in sorted(p.anomalies.items(), key=lambda kv: (-kv[1][0], kv[0]))]

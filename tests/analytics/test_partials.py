@@ -160,3 +160,14 @@ def test_counters_are_the_table_columns() -> None:
     assert total.frames == 1 and total.truncated == 14 and (total.first_ts, total.last_ts) == (7, 9)
     with pytest.raises(ValueError):
         P.Counters.from_state([1, 2])
+
+
+def test_version_tally_fields_are_the_versions_columns() -> None:
+    names = [f.name for f in dataclasses.fields(P.VersionTally)]
+    cols = [n for n, _ in TABLE_SCHEMAS["versions"]]
+    assert cols[cols.index("versions_used"):] == names
+    a = P.VersionTally({1, 3}, 3, 0, 4, requests=2, outside_advertised=1)
+    b = P.VersionTally({5}, 5, None, 6, requests=1, below_advertised_max=1, deprecated=1)
+    assert P.VersionTally.from_state(a.to_state()) == a and a.to_state()[0] == [1, 3]
+    a.add(b)
+    assert a == P.VersionTally({1, 3, 5}, 5, 0, 6, 3, 1, 1, 1, 0)
