@@ -124,48 +124,9 @@ def _pa_type(t: str) -> Any:
     return simple[t]
 
 
-# Types: "timestamp" is an Arrow timestamp (ns, UTC) filled from epoch nanoseconds,
-# "duration" an Arrow duration (ns). Every table starts with its capture set, and an
-# ``api_name`` column stands beside each ``api_key`` and ``error_name`` (Kafka's name)
-# beside ``error_code`` (filled from the key or code when writing).
-_CS: Final = (("capture_set", "string"),)
-_API: Final = (("api_key", "int16"), ("api_name", "string"))
-_KEY_TYPES: Final = (*_API, ("api_version", "int16"), ("kind", "string"), ("software_name", "string"),
-                     ("software_version", "string"))
-_LAT_COLS: Final = (*((P.latency_column(q), "float64") for q in P.LATENCY_QUANTILES),
-                    ("latency_max_ms", "float64"), ("latency_mean_ms", "float64"))
-_MEASURES: Final = (*((c, "int64") for c in P.COUNTERS), ("first_ts", "timestamp"), ("last_ts", "timestamp"),
-                    *_LAT_COLS, ("decode_rate", "float64"), ("reencode_rate", "float64"))
-#: Column names and types of every table the driver writes, in output order; an empty
-#: table is written with the same schema.
-TABLE_SCHEMAS: Final[dict[str, tuple[tuple[str, str], ...]]] = {
-    "conformance": (*_CS, *_KEY_TYPES, *_MEASURES),
-    "overall": (*_CS, *_MEASURES, ("connections", "int64")),
-    "latency": (*_CS, *_API, ("api_version", "int16"), ("responses", "int64"), *_LAT_COLS),
-    "latency_hist": (*_CS, *_API, ("bucket", "int32"), ("count", "int64")),
-    "error_codes": (*_CS, *_API, ("api_version", "int16"), ("error_code", "int16"), ("error_name", "string"),
-                    ("level", "string"),
-                    ("count", "int64")),
-    "versions": (*_CS, ("software_name", "string"), ("software_version", "string"), *_API,
-                 ("versions_used", "list<int16>"), ("max_used", "int16"), ("advertised_min", "int16"),
-                 ("advertised_max", "int16"), ("requests", "int64"), ("outside_advertised", "int64"),
-                 ("below_advertised_max", "int64"), ("deprecated", "int64"), ("unstable", "int64")),
-    "anomalies": (*_CS, ("anomaly", "string"), ("rtype", "string"), ("count", "int64"), ("first_ts", "timestamp"),
-                  ("example_conn", "string")),
-    "connections": (*_CS, ("source", "string"), ("conn_id", "string"), ("first_ts", "timestamp"),
-                    ("duration_s", "float64"), ("software_name", "string"), ("software_version", "string"),
-                    ("client_source", "string"), ("gap_bytes", "int64"), ("retransmitted_bytes", "int64"),
-                    ("anomaly_kinds", "list<string>"), ("close_reason", "string")),
-    "violations": (*_CS, ("rule", "string"), ("verdict", "string"), ("severity", "string"),
-                   ("broker", "int32"), ("subject", "string"), ("detail", "string"), ("first_ts", "timestamp"),
-                   ("last_ts", "timestamp"), ("count", "int64"), ("conn", "string")),
-    "timeline": (*_CS, ("bucket_ts", "timestamp"), *_API, ("frames", "int64"), ("anomalous", "int64"),
-                 ("errors", "int64"), ("width_ns", "duration")),
-    "inputs": (*_CS, ("source", "string"), ("size", "int64"), ("bucket", "int32"), ("buckets", "int32"),
-               ("packets", "int64"), ("frames", "int64"), ("wall_s", "float64"), ("cpu_s", "float64"),
-               ("max_rss_kb", "int64"), ("pid", "int64")),
-    "problems": (*_CS, ("source", "string"), ("problem", "string")),
-}
+#: Column names and types of every table the driver writes (declared in
+#: :mod:`.partials`, next to the code that fills them).
+TABLE_SCHEMAS: Final = P.TABLE_SCHEMAS
 
 
 def arrow_schema(columns: Sequence[tuple[str, str]]) -> Any:

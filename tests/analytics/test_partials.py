@@ -57,6 +57,20 @@ def test_buckets_merged_equal_the_whole_file(mixed_path: Path) -> None:
     assert whole["overall"][0]["frames"] > 100 and whole["overall"][0]["connections"] > 10
 
 
+def test_table_rows_carry_exactly_their_declared_columns(mixed_path: Path) -> None:
+    # The code that fills each table and the schema declared beside it cannot drift:
+    # every row holds the schema's columns, less the ones the writer fills.
+    part = _partial(_rows(mixed_path))
+    part.add(R.Row(R.RTYPE_FRAME, "f", 0, conn_id="c", ts_ns=1, anomaly_kinds=["TCP gap"]))  # this capture has none
+    t = P.build_tables(part)
+    assert set(t) | {"inputs", "problems"} == set(P.TABLE_SCHEMAS)
+    for name, rows in t.items():
+        want = [n for n, _ in P.TABLE_SCHEMAS[name] if n not in P.WRITER_COLUMNS]
+        assert rows, name
+        for row in rows:
+            assert sorted(set(row) - {"capture_set"}) == sorted(want), (name, row)
+
+
 def test_tables_agree_with_the_rows(mixed_path: Path) -> None:
     rows = _rows(mixed_path)
     frames = [r for r in rows if r.rtype == R.RTYPE_FRAME]
