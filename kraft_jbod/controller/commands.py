@@ -229,21 +229,21 @@ def cmd_log_recover(args: argparse.Namespace) -> int:
         scan = scan_segments(directory)
         p = scan.problem
         if p is None:
-            print(f"clean: {len(scan.batches)} batches, end offset {scan.end_offset}")
+            console.line(f"clean: {len(scan.batches)} batches, end offset {scan.end_offset}")
             return 0
         name = scan.segments[p.segment].path.name
         if p.torn:
-            print(f"torn tail at offset {p.offset} ({name}, byte {p.position}): {p.reason}; "
+            console.line(f"torn tail at offset {p.offset} ({name}, byte {p.position}): {p.reason}; "
                   "the controller truncates it when it starts")
             return 0
-        print(f"damaged at offset {p.offset} ({name}, byte {p.position}): {p.reason}\n"
+        console.line(f"damaged at offset {p.offset} ({name}, byte {p.position}): {p.reason}\n"
               f"to keep offsets below {p.offset} and lose the rest: "
               f"kraft-jbod log recover {args.dir} --truncate-at {p.offset}")
         return 1
     if args.truncate_at < 0:
         raise ConfigError(f"--truncate-at {args.truncate_at}: an offset is >= 0")
     done = truncate_at(directory, args.truncate_at)
-    print(f"cut the log at offset {done.offset}: {done.bytes_cut} bytes and {done.segments_removed} later "
+    console.line(f"cut the log at offset {done.offset}: {done.bytes_cut} bytes and {done.segments_removed} later "
           f"segment(s) removed; backup in {done.backup}")
     return 0
 
