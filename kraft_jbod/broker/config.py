@@ -4,9 +4,10 @@ Reads what a ``process.roles=broker`` node needs (protocol-notes §8.1): ``node.
 ``log.dirs``/``metadata.log.dir``, ``controller.quorum.voters`` (static quorum),
 ``listeners`` and ``advertised.listeners`` (what the registration advertises; default:
 ``listeners``), the heartbeat and session timings and
-``log.dir.failure.timeout.ms``; plus two of our own, ``kraft.jbod.probe.interval.ms``
-(how often each directory is probed) and ``kraft.jbod.control.listener`` (host:port of
-the local command endpoint). Pure: parsing only.
+``log.dir.failure.timeout.ms``; plus three of our own, ``kraft.jbod.probe.interval.ms``
+(how often each directory is probed), ``kraft.jbod.control.listener`` (host:port of
+the local command endpoint) and ``kraft.jbod.controlled.shutdown.timeout.ms`` (how long
+a controlled shutdown waits for the controller's ShouldShutDown, default 300000). Pure: parsing only.
 """
 
 from __future__ import annotations
@@ -41,6 +42,8 @@ class BrokerConfig:
     session_timeout_ms: int = 9000
     registration_timeout_ms: int = 60000
     failure_timeout_ms: int = 30000
+    # How long a controlled shutdown waits for ShouldShutDown before stopping anyway (our own).
+    shutdown_timeout_ms: int = 300000
     request_timeout_ms: int = 2000
     probe_interval_ms: int = 1000
     control_listener: tuple[str, int] | None = None
@@ -96,6 +99,7 @@ class BrokerConfig:
             session_timeout_ms=_int(p, "broker.session.timeout.ms", 9000),
             registration_timeout_ms=_int(p, "initial.broker.registration.timeout.ms", 60000),
             failure_timeout_ms=_int(p, "log.dir.failure.timeout.ms", 30000),
+            shutdown_timeout_ms=_int(p, "kraft.jbod.controlled.shutdown.timeout.ms", 300000),
             request_timeout_ms=_int(p, "controller.quorum.request.timeout.ms", 2000),
             probe_interval_ms=_int(p, "kraft.jbod.probe.interval.ms", 1000),
             control_listener=control,

@@ -2,8 +2,10 @@
 
 States follow Kafka's BrokerState: STARTING until the controller says we caught up,
 RECOVERY (caught up, still fenced) until a heartbeat answers IsFenced=false, RUNNING,
-PENDING_CONTROLLED_SHUTDOWN after a shutdown request until ShouldShutDown, then
-SHUTTING_DOWN. What is not in the table is an error (h2 ``stream.py`` style): the shell
+PENDING_CONTROLLED_SHUTDOWN after a shutdown request while RUNNING (heartbeats carry
+WantShutDown) until ShouldShutDown, then SHUTTING_DOWN; a shutdown requested in any other
+state skips the controlled part, as Kafka's does.
+What is not in the table is an error (h2 ``stream.py`` style): the shell
 must never feed an input the state cannot take.
 
 Rule 1 (WantFence): a broker asks to be unfenced only once the controller said it caught
@@ -63,8 +65,11 @@ _TABLE: dict[tuple[State, Input], tuple[Effect, State]] = {
     (S.RECOVERY, In.UNFENCED): (E.PUBLISH_RUNNING, S.RUNNING),
     (S.RUNNING, In.FENCED): (E.NONE, S.RECOVERY),
     (S.STARTING, In.SHUTDOWN_REQUESTED): (E.STOP, S.SHUTTING_DOWN),
-    (S.RECOVERY, In.SHUTDOWN_REQUESTED): (E.NONE, S.PENDING_CONTROLLED_SHUTDOWN),
+    # Kafka's BrokerLifecycleManager runs a controlled shutdown only from RUNNING: in any
+    # other state it skips it and shuts down at once; a second request changes nothing.
+    (S.RECOVERY, In.SHUTDOWN_REQUESTED): (E.STOP, S.SHUTTING_DOWN),
     (S.RUNNING, In.SHUTDOWN_REQUESTED): (E.NONE, S.PENDING_CONTROLLED_SHUTDOWN),
+    (S.PENDING_CONTROLLED_SHUTDOWN, In.SHUTDOWN_REQUESTED): (E.NONE, S.PENDING_CONTROLLED_SHUTDOWN),
     (S.PENDING_CONTROLLED_SHUTDOWN, In.SHOULD_SHUT_DOWN): (E.STOP, S.SHUTTING_DOWN),
 }
 for _s in (S.STARTING, S.RECOVERY, S.RUNNING, S.PENDING_CONTROLLED_SHUTDOWN):

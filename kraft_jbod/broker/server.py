@@ -14,7 +14,8 @@ the highest version both sides support. Five tasks drive the pure parts:
 * probe: every ``kraft.jbod.probe.interval.ms`` each online directory is probed;
 * control: an optional local TCP endpoint taking one command per line
   (``fail-dir DIR``, ``move TOPIC PARTITION DIR``, ``status``, ``shutdown``), answering one
-  JSON line.
+  JSON line; ``shutdown`` (and SIGTERM in the CLI) runs a controlled shutdown
+  (:meth:`FakeBroker.begin_shutdown`).
 
 Invariants: a peer's bytes never crash the broker: a channel that fails is closed and
 reopened after a backoff. The broker stops on ``close()``, on a fatal follower error,
@@ -202,6 +203,8 @@ class FakeBroker:
         self.follower: MetadataFollower
         self.lifecycle: Lifecycle
         self.metadata_dir_id: uuid.UUID | None = None
+        self._shutdown_reason = ""
+        self._shutdown_answered = False
 
     # ------------------------------------------------------------------ lifecycle
 
@@ -275,6 +278,46 @@ class FakeBroker:
         except Exception as exc:  # a bug: stop the broker rather than limp on
             log.exception("broker %d: task %s failed", self.node_id, name)
             self.stop(f"task {name} failed: {exc!r}")
+
+    def begin_shutdown(self, reason: str) -> str:
+        """A controlled shutdown, as Kafka's broker runs one on SIGTERM.
+
+        From RUNNING the broker enters PENDING_CONTROLLED_SHUTDOWN and heartbeats at once
+        with WantShutDown; the controller moves leadership away and answers ShouldShutDown,
+        and the lifecycle loop then stops the broker. In any other state (not registered
+        yet, still fenced) there is nothing to hand over and the broker stops now. If the
+        controller never agrees within ``kraft.jbod.controlled.shutdown.timeout.ms`` the
+        broker stops anyway. Returns what happened, for the control endpoint.
+        """
+        if self.stopped.is_set():
+            return "already stopped"
+        if not hasattr(self, "lifecycle") or self.lifecycle.epoch < 0:
+            self.stop(reason)
+            return "stopped (not registered)"
+        before = self.lifecycle.state
+        effect = self.lifecycle.feed(Input.SHUTDOWN_REQUESTED)
+        if self.lifecycle.state is not before:
+            self.event("state", f"{before.value} -> {self.lifecycle.state.value}")
+        if effect is Effect.STOP:
+            self.stop(reason)
+            return f"stopped (controlled shutdown skipped in state {before.value})"
+        if before is State.PENDING_CONTROLLED_SHUTDOWN:
+            return "controlled shutdown already under way"
+        self._shutdown_reason = reason
+        self._wake_heartbeat.set()
+        loop = asyncio.get_running_loop()
+        self._tasks.append(loop.create_task(self._guard("shutdown-timer", self._shutdown_timer()),
+                                            name=f"broker-{self.node_id}-shutdown-timer"))
+        return "controlled shutdown started"
+
+    @property
+    def shutdown_started(self) -> bool:
+        return bool(self._shutdown_reason)
+
+    async def _shutdown_timer(self) -> None:
+        await self._sleep(self.config.shutdown_timeout_ms, self.stopped)
+        if not self.stopped.is_set():
+            self.stop(f"controlled shutdown not approved within {self.config.shutdown_timeout_ms} ms")
 
     def stop(self, reason: str) -> None:
         """Stop the broker (idempotent); ``exit_reason`` keeps the first reason."""
@@ -445,7 +488,7 @@ class FakeBroker:
                 before = lc.state
                 for effect in lc.on_heartbeat(req, resp):
                     if effect is Effect.STOP:
-                        self.stop("controlled shutdown complete")
+                        self.stop(f"controlled shutdown complete ({self._shutdown_reason})")
                         return
                 if lc.state is not before:
                     self.event("state", f"{before.value} -> {lc.state.value}")
@@ -454,6 +497,11 @@ class FakeBroker:
             elif resp.error_code != ErrorCode.STALE_BROKER_EPOCH or lc.state is not State.STARTING:
                 log.debug("broker %d: heartbeat error %d", self.node_id, resp.error_code)
             fast = lc.state in (State.STARTING, State.RECOVERY)
+            if lc.state is State.PENDING_CONTROLLED_SHUTDOWN and resp.error_code == 0:
+                # Kafka's broker asks again after 50 ms on the first answer that does not yet
+                # let it go, then at the normal interval.
+                fast = not self._shutdown_answered
+                self._shutdown_answered = True
             interval = min(50, self.config.heartbeat_interval_ms) if fast else self.config.heartbeat_interval_ms
             await self._sleep(interval, self._wake_heartbeat)
 
@@ -662,8 +710,7 @@ class FakeBroker:
         if words[:1] == ["move"] and len(words) == 4 and words[2].isdigit():
             return self.move_replica(words[1], int(words[2]), words[3])
         if words[:1] == ["shutdown"] and len(words) == 1:
-            self.stop("shutdown by command")
-            return "stopping"
+            return self.begin_shutdown("shutdown by command")
         raise KraftJbodError(f"unknown command {' '.join(words)!r}: try status, fail-dir DIR, move TOPIC PARTITION DIR")
 
 

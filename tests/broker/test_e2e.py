@@ -131,3 +131,17 @@ async def test_unreported_failure_under_a_led_partition_stops_the_broker(tmp_pat
     finally:
         await broker.close()
         await controller.close()
+
+
+async def _create_rf(port: int, name: str, partitions: int, replication_factor: int) -> None:
+    from kraft_jbod.broker.server import Channel
+    from kraft_jbod.messages.create_topics_request import CreatableTopic, CreateTopicsRequest
+
+    ch = Channel("admin", ("127.0.0.1", port), "t", 5000)
+    try:
+        req = CreateTopicsRequest(topics=[CreatableTopic(name=name, num_partitions=partitions,
+                                                         replication_factor=replication_factor)])
+        resp = await ch.call(19, req)
+        assert resp.topics[0].error_code == 0, resp
+    finally:
+        ch.close()

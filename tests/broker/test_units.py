@@ -11,7 +11,7 @@ from kraft_jbod.broker.assignments import MAX_PER_REQUEST, Assignment, Assignmen
 from kraft_jbod.broker.directories import DirectoryManager, reconcile
 from kraft_jbod.broker.follower import FollowerFatal, MetadataFollower
 from kraft_jbod.broker.image import PartitionView
-from kraft_jbod.broker.lifecycle import Input, Lifecycle, LifecycleError, State, transition
+from kraft_jbod.broker.lifecycle import Effect, Input, Lifecycle, LifecycleError, State, transition
 from kraft_jbod.controller import replication as rp
 from kraft_jbod.controller.log import MetadataLog
 from kraft_jbod.controller.state import ControllerState
@@ -42,6 +42,34 @@ def test_lifecycle_table_rejects_what_it_does_not_hold() -> None:
         transition(State.STARTING, Input.UNFENCED)
     with pytest.raises(LifecycleError):
         transition(State.SHUTTING_DOWN, Input.CAUGHT_UP)
+
+
+@pytest.mark.parametrize(
+    ("state", "effect", "after"),
+    [
+        # Kafka's BrokerLifecycleManager: controlled shutdown only from RUNNING.
+        (State.STARTING, Effect.STOP, State.SHUTTING_DOWN),
+        (State.RECOVERY, Effect.STOP, State.SHUTTING_DOWN),
+        (State.RUNNING, Effect.NONE, State.PENDING_CONTROLLED_SHUTDOWN),
+        (State.PENDING_CONTROLLED_SHUTDOWN, Effect.NONE, State.PENDING_CONTROLLED_SHUTDOWN),
+    ],
+)
+def test_shutdown_request_by_state(state: State, effect: Effect, after: State) -> None:
+    assert transition(state, Input.SHUTDOWN_REQUESTED) == (effect, after)
+
+
+def test_controlled_shutdown_heartbeats_want_shut_down_until_told() -> None:
+    lc = Lifecycle(1, multi_dir=True, state=State.RUNNING, epoch=7, image_published=True)
+    assert not lc.heartbeat(5, 0).want_shut_down
+    assert lc.feed(Input.SHUTDOWN_REQUESTED) is Effect.NONE
+    hb = lc.heartbeat(5, 0)
+    assert hb.want_shut_down and not hb.want_fence
+    assert lc.on_heartbeat(hb, BrokerHeartbeatResponse(is_caught_up=True, should_shut_down=False)) == []
+    assert lc.state is State.PENDING_CONTROLLED_SHUTDOWN
+    hb = lc.heartbeat(6, 0)
+    assert hb.want_shut_down
+    assert lc.on_heartbeat(hb, BrokerHeartbeatResponse(is_caught_up=True, should_shut_down=True)) == [Effect.STOP]
+    assert lc.history[-1][2] is State.SHUTTING_DOWN
 
 
 def test_multi_dir_broker_stays_fenced_while_assignments_are_queued() -> None:
