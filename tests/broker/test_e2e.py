@@ -145,3 +145,48 @@ async def _create_rf(port: int, name: str, partitions: int, replication_factor: 
         assert resp.topics[0].error_code == 0, resp
     finally:
         ch.close()
+
+
+async def test_restart_with_a_dir_gone_recreates_its_replicas_and_reassigns_them(tmp_path: Path) -> None:
+    """A log dir wiped while the broker was down comes back empty with a new id (Kafka
+    formats an empty log dir at startup). With no offline dir, KIP-858 says a replica
+    assigned to a directory the broker does not know is created afresh and assigned."""
+    import shutil
+
+    controller, broker, port = await _cluster(tmp_path)
+    try:
+        await _create(port, "w", 4)
+        await wait_for("placement", lambda: broker.queue.queued == 0 and len(broker.image.partitions) == 4
+                       and all(p.directories[0].int > 100 for p in broker.image.partitions.values()), 20)
+        d0, d1 = broker.config.layout.log_dirs
+        old = broker.dirs.by_path(d1)
+        assert old is not None
+        gone = {p.partition_id for p in broker.image.partitions.values() if p.directories[0] == old.dir_id}
+        assert gone  # placement spread the replicas over both dirs
+        tid = broker.image.topic_id("w")
+        assert tid is not None
+        await broker.close()
+        shutil.rmtree(d1)
+        broker = FakeBroker(broker.config)
+        await broker.start()
+        new = broker.dirs.by_path(d1)
+        assert new is not None and new.dir_id != old.dir_id
+        await wait_for("broker RUNNING again", lambda: broker.lifecycle.state is State.RUNNING, 20)
+        online = {d.dir_id for d in broker.dirs.online}
+
+        def settled() -> bool:
+            for pid in range(4):
+                p = controller.state.partition(tid, pid)
+                if p is None or p.dirs[0] not in online or p.leader != 1:
+                    return False
+            return True
+
+        await wait_for("every replica assigned to an online dir and led", settled, 20)
+        for pid in gone:
+            here = broker.dirs.location((tid, pid))
+            assert here is not None and (here.path / f"w-{pid}" / "partition.metadata").is_file()
+            assert controller.state.partition(tid, pid).dirs[0] == here.dir_id  # type: ignore[union-attr]
+        assert old.dir_id not in controller.state.brokers[1].online_set
+    finally:
+        await broker.close()
+        await controller.close()
