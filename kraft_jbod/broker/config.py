@@ -7,7 +7,8 @@ Reads what a ``process.roles=broker`` node needs (protocol-notes §8.1): ``node.
 ``log.dir.failure.timeout.ms``; plus three of our own, ``kraft.jbod.probe.interval.ms``
 (how often each directory is probed), ``kraft.jbod.control.listener`` (host:port of
 the local command endpoint) and ``kraft.jbod.controlled.shutdown.timeout.ms`` (how long
-a controlled shutdown waits for the controller's ShouldShutDown, default 300000). Pure: parsing only.
+a controlled shutdown waits for the controller's ShouldShutDown, default 300000); and
+Kafka 4.4's ``cordoned.log.dirs`` (KIP-1066). Pure: parsing only.
 """
 
 from __future__ import annotations
@@ -47,6 +48,10 @@ class BrokerConfig:
     request_timeout_ms: int = 2000
     probe_interval_ms: int = 1000
     control_listener: tuple[str, int] | None = None
+    # Kafka 4.4's cordoned.log.dirs (KIP-1066): log dirs that take no new replica; "*"
+    # stands for every log dir. Sent in heartbeats once caught up, at metadata.version
+    # 4.3-IV0 and later.
+    cordoned_log_dirs: tuple[Path, ...] = ()
     # What the registration advertises (Kafka's advertised.listeners, default: listeners).
     # The fake broker serves no client traffic itself, so pointing these at the
     # controller's client listener lets real clients' follow-up connections land there.
@@ -89,6 +94,7 @@ class BrokerConfig:
             if not port.isdigit():
                 raise ConfigError(f"kraft.jbod.control.listener: {p['kraft.jbod.control.listener']!r} is not HOST:PORT")
             control = (host or "127.0.0.1", int(port))
+        cordoned = _cordoned(p.get("cordoned.log.dirs", ""), layout.log_dirs)
         return cls(
             node_id=layout.node_id,
             layout=layout,
@@ -104,7 +110,24 @@ class BrokerConfig:
             probe_interval_ms=_int(p, "kraft.jbod.probe.interval.ms", 1000),
             control_listener=control,
             advertised_listeners=tuple(advertised),
+            cordoned_log_dirs=cordoned,
         )
+
+
+def _cordoned(text: str, log_dirs: Sequence[Path]) -> tuple[Path, ...]:
+    """Kafka's cordonedLogDirs(): a list without duplicates, each entry one of log.dirs,
+    or ``*`` for all of them."""
+    entries = [e.strip() for e in text.split(",") if e.strip()]
+    if "*" in entries:
+        return tuple(log_dirs)
+    if len(set(entries)) != len(entries):
+        raise ConfigError(f"cordoned.log.dirs: {text!r} lists a directory twice")
+    out = []
+    for e in entries:
+        if Path(e) not in log_dirs:
+            raise ConfigError(f"cordoned.log.dirs: {e!r} is not one of log.dirs")
+        out.append(Path(e))
+    return tuple(out)
 
 
 def _int(p: Mapping[str, str], key: str, default: int) -> int:

@@ -158,7 +158,7 @@ async def test_restart_with_a_dir_gone_recreates_its_replicas_and_reassigns_them
         await _create(port, "w", 4)
         await wait_for("placement", lambda: broker.queue.queued == 0 and len(broker.image.partitions) == 4
                        and all(p.directories[0].int > 100 for p in broker.image.partitions.values()), 20)
-        d0, d1 = broker.config.layout.log_dirs
+        _d0, d1 = broker.config.layout.log_dirs
         old = broker.dirs.by_path(d1)
         assert old is not None
         gone = {p.partition_id for p in broker.image.partitions.values() if p.directories[0] == old.dir_id}

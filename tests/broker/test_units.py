@@ -239,3 +239,28 @@ def test_broker_ctl_bad_address_is_a_clear_error(capsys: pytest.CaptureFixture[s
     assert "expected HOST:PORT" in capsys.readouterr().err
     assert cli.main(["broker-ctl", "127.0.0.1:1", "status"]) == 2
     assert "cannot talk to 127.0.0.1:1" in capsys.readouterr().err
+
+
+def test_cordoned_dirs_go_in_heartbeats_only_once_caught_up_and_supported() -> None:
+    a, b = uuid.UUID(int=0x99 << 64 | 1), uuid.UUID(int=0x99 << 64 | 2)
+    lc = Lifecycle(1, multi_dir=True, epoch=3)
+    lc.set_cordoned({a})
+    hb = lc.heartbeat(5, 0, cordon_supported=True)
+    assert hb.cordoned_log_dirs is None  # STARTING: Kafka reads the config after catching up
+    lc.on_heartbeat(hb, BrokerHeartbeatResponse(is_caught_up=True, is_fenced=True))
+    assert lc.heartbeat(5, 0, cordon_supported=True).cordoned_log_dirs == [a]
+    assert lc.heartbeat(5, 0, cordon_supported=False).cordoned_log_dirs is None  # below 4.3-IV0
+    lc.set_cordoned({a, b})
+    assert set(lc.heartbeat(5, 0, cordon_supported=True).cordoned_log_dirs or []) == {a, b}
+    lc.set_cordoned(set())
+    assert lc.heartbeat(5, 0, cordon_supported=True).cordoned_log_dirs == []
+
+
+def test_reconcile_keeps_new_replicas_out_of_cordoned_dirs(tmp_path: Path) -> None:
+    ids = [uuid.UUID(int=0x55 << 64 | i) for i in (1, 2)]
+    dm = DirectoryManager([(tmp_path / "a", ids[0]), (tmp_path / "b", ids[1])])
+    parts = [PartitionView(T1, i, (1,), (1,), 1, 0, 0, (UNASSIGNED_DIRECTORY,)) for i in range(4)]
+    acts = reconcile(1, parts, dm, frozenset({ids[0]}))
+    assert [a.directory for a in acts] == [ids[1]] * 4
+    everything = reconcile(1, parts, dm, frozenset(ids))  # all cordoned: they still take them
+    assert {a.directory for a in everything} == set(ids)
