@@ -185,7 +185,7 @@ async def test_restart_with_a_dir_gone_recreates_its_replicas_and_reassigns_them
         for pid in gone:
             here = broker.dirs.location((tid, pid))
             assert here is not None and (here.path / f"w-{pid}" / "partition.metadata").is_file()
-            assert controller.state.partition(tid, pid).dirs[0] == here.dir_id  # type: ignore[union-attr]
+            assert controller.state.partition(tid, pid).dirs[0] == here.dir_id
         assert old.dir_id not in controller.state.brokers[1].online_set
     finally:
         await broker.close()

@@ -85,7 +85,7 @@ def test_multi_dir_broker_stays_fenced_while_assignments_are_queued() -> None:
     hb = lc.heartbeat(5, 0)
     assert not hb.want_fence
     lc.on_heartbeat(hb, BrokerHeartbeatResponse(is_caught_up=True, is_fenced=False))
-    assert lc.state is State.RUNNING
+    assert lc.history[-1][2] is State.RUNNING
     single = Lifecycle(2, multi_dir=False, state=State.RECOVERY, image_published=True)
     assert not single.heartbeat(5, 3).want_fence
 
