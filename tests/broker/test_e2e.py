@@ -101,7 +101,7 @@ async def test_control_endpoint_fails_a_dir_and_moves_a_replica(tmp_path: Path) 
                        and not list(d1.glob("*-future")), 20)
         assert not (d0 / f"t-{src.partition_id}").exists() and (d1 / f"t-{src.partition_id}").is_dir()
         await wait_for("the controller to record it", lambda: controller.state.partition(
-            tid, src.partition_id).dirs[0] == target.dir_id, 20)  # type: ignore[union-attr]
+            tid, src.partition_id).dirs[0] == target.dir_id, 20)
         assert (await ask("fail-dir nowhere"))["ok"] is False
         failed = await ask(f"fail-dir {d1}")
         assert failed["ok"], failed
