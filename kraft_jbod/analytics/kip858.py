@@ -26,6 +26,15 @@ Rules (Apache Kafka's behaviour is the reference; see protocol-notes §6):
   becomes unfenced while one of its replicas is still UNASSIGNED. This is the KIP's text;
   Kafka's controller leaves it to the broker (it keeps WantFence), so the severity is
   ``warning``.
+* ``REPLICA_ON_CORDONED_BROKER`` (KIP-1066): a PartitionRecord, or a PartitionChangeRecord
+  that adds a replica, puts a new replica on a broker whose online directories are all
+  cordoned (Kafka's BrokerRegistration.hasUncordonedDirs is false: its placer skips such
+  brokers and a manual assignment naming one is refused). The cordoned set is the
+  controller's view: RegisterBrokerRecord and BrokerRegistrationChangeRecord.
+* ``HEARTBEAT_CORDONED_DIR_NOT_ONLINE`` (KIP-1066): a heartbeat's CordonedLogDirs names a
+  directory the broker's registration does not list (error), or one it reported offline
+  (warning: Kafka's broker keeps a failed dir in the set until its config changes, and
+  Kafka's controller takes the list as given).
 * ``LEADER_ON_OFFLINE_DIR``: at the end of the capture a partition is still led by a
   broker whose directory for it was reported offline, although metadata was written after
   the report (the controller had its chance to move the leader).
@@ -56,8 +65,11 @@ ASSIGNMENT_TO_OFFLINE_DIR: Final = PREFIX + "ASSIGNMENT_TO_OFFLINE_DIR"
 BROKER_EPOCH_REGRESSION: Final = PREFIX + "BROKER_EPOCH_REGRESSION"
 UNFENCED_WITH_UNASSIGNED_REPLICAS: Final = PREFIX + "UNFENCED_WITH_UNASSIGNED_REPLICAS"
 LEADER_ON_OFFLINE_DIR: Final = PREFIX + "LEADER_ON_OFFLINE_DIR"
+REPLICA_ON_CORDONED_BROKER: Final = PREFIX + "REPLICA_ON_CORDONED_BROKER"
+HEARTBEAT_CORDONED_DIR_NOT_ONLINE: Final = PREFIX + "HEARTBEAT_CORDONED_DIR_NOT_ONLINE"
 RULES: Final = (HEARTBEAT_UNREGISTERED_OFFLINE_DIR, ASSIGNMENT_TO_OFFLINE_DIR,
-                BROKER_EPOCH_REGRESSION, UNFENCED_WITH_UNASSIGNED_REPLICAS, LEADER_ON_OFFLINE_DIR)
+                BROKER_EPOCH_REGRESSION, UNFENCED_WITH_UNASSIGNED_REPLICAS, LEADER_ON_OFFLINE_DIR,
+                REPLICA_ON_CORDONED_BROKER, HEARTBEAT_CORDONED_DIR_NOT_ONLINE)
 
 MIGRATING: Final = "AAAAAAAAAAAAAAAAAAAAAA"
 UNASSIGNED: Final = "AAAAAAAAAAAAAAAAAAAAAQ"
@@ -121,6 +133,8 @@ class EventCollector:
             ev["type"] = "heartbeat"
             ev["epoch"] = b.broker_epoch
             ev["offline_dirs"] = _ids(getattr(b, "offline_log_dirs", None))
+            cordoned = getattr(b, "cordoned_log_dirs", None)  # None: not sent (v0-1, or not caught up)
+            ev["cordoned_dirs"] = None if cordoned is None else _ids(cordoned)
             ev["want_fence"] = bool(b.want_fence)
             ev["is_fenced"] = None
         else:
@@ -204,6 +218,13 @@ class _Broker:
     incarnation: str | None = None
     fenced: bool | None = None
     offline_since: dict[str, int] = field(default_factory=dict)
+    cordoned: set[str] | None = None  # None: never reported (Kafka: has uncordoned dirs)
+
+    def fully_cordoned(self) -> bool:
+        """Kafka's hasUncordonedDirs, negated, over the online directories."""
+        if not self.online or self.cordoned is None:
+            return False
+        return self.online <= self.cordoned
 
 
 @dataclass(slots=True)
@@ -330,6 +351,19 @@ class _Checker:
                 if b.online is not None:
                     b.online.discard(d)
                 b.offline_since.setdefault(d, ts)
+        for d in ev.get("cordoned_dirs") or ():
+            if b.registered is None:
+                self.report(HEARTBEAT_CORDONED_DIR_NOT_ONLINE, "indeterminate", bid, "registration not captured",
+                            "heartbeats name cordoned directories but the broker's registration predates "
+                            "the capture", ts, conn)
+            elif d not in b.registered:
+                self.report(HEARTBEAT_CORDONED_DIR_NOT_ONLINE, "violation", bid, d,
+                            f"heartbeat of broker {bid} names cordoned directory {self.dir_label(d)}, which its "
+                            f"registration does not list ({len(b.registered)} registered)", ts, conn)
+            elif b.online is not None and d not in b.online:
+                self.report(HEARTBEAT_CORDONED_DIR_NOT_ONLINE, "violation", bid, d,
+                            f"heartbeat of broker {bid} names cordoned directory {self.dir_label(d)}, which is "
+                            "offline", ts, conn, severity="warning")
         if ev.get("is_fenced") is not None and accepted:
             self.fence_state(bid, bool(ev["is_fenced"]), ts, conn, "heartbeat response")
 
@@ -384,6 +418,8 @@ class _Checker:
             self.registered(data["brokerId"], data.get("logDirs") or [], data["brokerEpoch"],
                             data.get("incarnationId"), ts, conn, f"RegisterBrokerRecord at offset {off}")
             self.broker(data["brokerId"]).fenced = bool(data.get("fenced", True))
+            cordoned = data.get("cordonedLogDirs")
+            self.broker(data["brokerId"]).cordoned = None if cordoned is None else set(cordoned)
         elif name == "BrokerRegistrationChangeRecord":
             bid = data["brokerId"]
             b = self.broker(bid)
@@ -392,6 +428,8 @@ class _Checker:
                 b.online = set(dirs)
                 for d in b.registered - b.online:
                     b.offline_since.setdefault(d, ts)
+            if data.get("cordonedLogDirs") is not None:
+                b.cordoned = set(data["cordonedLogDirs"])
             fenced = data.get("fenced", 0)
             if fenced:
                 self.fence_state(bid, fenced > 0, ts, conn, f"BrokerRegistrationChangeRecord at offset {off}")
@@ -405,6 +443,13 @@ class _Checker:
     def partition(self, name: str, data: dict[str, Any], ts: int, conn: str | None, off: int) -> None:
         k = (data["topicId"], data["partitionId"])
         p = self.parts.get(k)
+        before = set() if p is None or name == "PartitionRecord" else set(p.replicas)
+        if name == "PartitionRecord" or (p is not None and data.get("replicas") is not None):
+            for bid in data.get("replicas") or ():
+                if bid not in before and self.broker(bid).fully_cordoned():
+                    self.report(REPLICA_ON_CORDONED_BROKER, "violation", bid, f"{k[0]}-{k[1]}",
+                                f"{name} at offset {off} places a new replica of {k[0]}-{k[1]} on broker {bid}, "
+                                "whose online directories are all cordoned", ts, conn)
         if name == "PartitionRecord":
             replicas = list(data.get("replicas") or [])
             dirs = list(data.get("directories") or [])

@@ -32,7 +32,10 @@ def register(sub: Any) -> None:
 
     ctl = sub.add_parser("broker-ctl", help="send one command to a running fake broker's control endpoint")
     ctl.add_argument("address", help="HOST:PORT printed by `kraft-jbod broker`")
-    ctl.add_argument("words", nargs="+", help="status | fail-dir DIR | move TOPIC PARTITION DIR | shutdown")
+    ctl.add_argument(
+        "words", nargs="+",
+        help="status | fail-dir DIR | move TOPIC PARTITION DIR | cordon DIR | uncordon DIR | shutdown",
+    )
     ctl.set_defaults(func=cmd_broker_ctl)
 
 
@@ -60,13 +63,18 @@ async def _run_broker(cfg: Any) -> int:
     loop = asyncio.get_running_loop()
     by_signal = False
 
-    def on_signal() -> None:
+    def on_signal(sig: signal.Signals) -> None:
         nonlocal by_signal
         by_signal = True
-        broker.stop("signal")
+        # SIGTERM asks for a controlled shutdown, as Kafka's broker; a second signal (or
+        # SIGINT) stops at once.
+        if sig is signal.SIGTERM and broker.exit_reason is None and not broker.shutdown_started:
+            broker.begin_shutdown("SIGTERM")
+        else:
+            broker.stop(sig.name)
 
     for sig in (signal.SIGINT, signal.SIGTERM):
-        loop.add_signal_handler(sig, on_signal)
+        loop.add_signal_handler(sig, on_signal, sig)
     async with broker:
         if broker.control_address is not None:
             host, port = broker.control_address
@@ -74,7 +82,8 @@ async def _run_broker(cfg: Any) -> int:
         await broker.stopped.wait()
     reason = broker.exit_reason or ""
     console.note(f"broker {cfg.node_id} stopped: {reason}")
-    return 0 if by_signal or reason in ("shutdown by command", "controlled shutdown complete") else 1
+    clean = reason.startswith(("shutdown by command", "controlled shutdown complete", "stopped"))
+    return 0 if by_signal or clean else 1
 
 
 def cmd_broker_ctl(args: argparse.Namespace) -> int:

@@ -4,9 +4,11 @@ Reads what a ``process.roles=broker`` node needs (protocol-notes §8.1): ``node.
 ``log.dirs``/``metadata.log.dir``, ``controller.quorum.voters`` (static quorum),
 ``listeners`` and ``advertised.listeners`` (what the registration advertises; default:
 ``listeners``), the heartbeat and session timings and
-``log.dir.failure.timeout.ms``; plus two of our own, ``kraft.jbod.probe.interval.ms``
-(how often each directory is probed) and ``kraft.jbod.control.listener`` (host:port of
-the local command endpoint). Pure: parsing only.
+``log.dir.failure.timeout.ms``; plus three of our own, ``kraft.jbod.probe.interval.ms``
+(how often each directory is probed), ``kraft.jbod.control.listener`` (host:port of
+the local command endpoint) and ``kraft.jbod.controlled.shutdown.timeout.ms`` (how long
+a controlled shutdown waits for the controller's ShouldShutDown, default 300000); and
+Kafka 4.4's ``cordoned.log.dirs`` (KIP-1066). Pure: parsing only.
 """
 
 from __future__ import annotations
@@ -41,9 +43,15 @@ class BrokerConfig:
     session_timeout_ms: int = 9000
     registration_timeout_ms: int = 60000
     failure_timeout_ms: int = 30000
+    # How long a controlled shutdown waits for ShouldShutDown before stopping anyway (our own).
+    shutdown_timeout_ms: int = 300000
     request_timeout_ms: int = 2000
     probe_interval_ms: int = 1000
     control_listener: tuple[str, int] | None = None
+    # Kafka 4.4's cordoned.log.dirs (KIP-1066): log dirs that take no new replica; "*"
+    # stands for every log dir. Sent in heartbeats once caught up, at metadata.version
+    # 4.3-IV0 and later.
+    cordoned_log_dirs: tuple[Path, ...] = ()
     # What the registration advertises (Kafka's advertised.listeners, default: listeners).
     # The fake broker serves no client traffic itself, so pointing these at the
     # controller's client listener lets real clients' follow-up connections land there.
@@ -86,6 +94,7 @@ class BrokerConfig:
             if not port.isdigit():
                 raise ConfigError(f"kraft.jbod.control.listener: {p['kraft.jbod.control.listener']!r} is not HOST:PORT")
             control = (host or "127.0.0.1", int(port))
+        cordoned = _cordoned(p.get("cordoned.log.dirs", ""), layout.log_dirs)
         return cls(
             node_id=layout.node_id,
             layout=layout,
@@ -96,11 +105,29 @@ class BrokerConfig:
             session_timeout_ms=_int(p, "broker.session.timeout.ms", 9000),
             registration_timeout_ms=_int(p, "initial.broker.registration.timeout.ms", 60000),
             failure_timeout_ms=_int(p, "log.dir.failure.timeout.ms", 30000),
+            shutdown_timeout_ms=_int(p, "kraft.jbod.controlled.shutdown.timeout.ms", 300000),
             request_timeout_ms=_int(p, "controller.quorum.request.timeout.ms", 2000),
             probe_interval_ms=_int(p, "kraft.jbod.probe.interval.ms", 1000),
             control_listener=control,
             advertised_listeners=tuple(advertised),
+            cordoned_log_dirs=cordoned,
         )
+
+
+def _cordoned(text: str, log_dirs: Sequence[Path]) -> tuple[Path, ...]:
+    """Kafka's cordonedLogDirs(): a list without duplicates, each entry one of log.dirs,
+    or ``*`` for all of them."""
+    entries = [e.strip() for e in text.split(",") if e.strip()]
+    if "*" in entries:
+        return tuple(log_dirs)
+    if len(set(entries)) != len(entries):
+        raise ConfigError(f"cordoned.log.dirs: {text!r} lists a directory twice")
+    out = []
+    for e in entries:
+        if Path(e) not in log_dirs:
+            raise ConfigError(f"cordoned.log.dirs: {e!r} is not one of log.dirs")
+        out.append(Path(e))
+    return tuple(out)
 
 
 def _int(p: Mapping[str, str], key: str, default: int) -> int:

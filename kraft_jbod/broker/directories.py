@@ -204,15 +204,24 @@ class Action:
     why: str
 
 
-def reconcile(broker_id: int, parts: Iterable[PartitionView], dirs: DirectoryManager) -> list[Action]:
+def reconcile(
+    broker_id: int,
+    parts: Iterable[PartitionView],
+    dirs: DirectoryManager,
+    cordoned: frozenset[uuid.UUID] = frozenset(),
+) -> list[Action]:
     """KIP-858 replica management for every partition this broker hosts (pure).
 
-    Partitions being moved (a future replica exists) are left to the move protocol.
+    Partitions being moved (a future replica exists) are left to the move protocol. A new
+    replica goes to the least loaded online directory that is not cordoned (KIP-1066);
+    only when every online directory is cordoned do cordoned ones take it.
     """
     actions: list[Action] = []
     ours = {d.dir_id: d for d in dirs.dirs.values()}
     any_offline = any(not d.online for d in ours.values())
-    load = {d.dir_id: len(d.replicas) + len(d.futures) for d in dirs.online}
+    load = {d.dir_id: len(d.replicas) + len(d.futures) for d in dirs.online if d.dir_id not in cordoned}
+    if not load:
+        load = {d.dir_id: len(d.replicas) + len(d.futures) for d in dirs.online}
 
     def choose() -> uuid.UUID | None:
         # Kafka's placement (fewest replicas), counting the ones placed in this pass.

@@ -2,8 +2,10 @@
 
 States follow Kafka's BrokerState: STARTING until the controller says we caught up,
 RECOVERY (caught up, still fenced) until a heartbeat answers IsFenced=false, RUNNING,
-PENDING_CONTROLLED_SHUTDOWN after a shutdown request until ShouldShutDown, then
-SHUTTING_DOWN. What is not in the table is an error (h2 ``stream.py`` style): the shell
+PENDING_CONTROLLED_SHUTDOWN after a shutdown request while RUNNING (heartbeats carry
+WantShutDown) until ShouldShutDown, then SHUTTING_DOWN; a shutdown requested in any other
+state skips the controlled part, as Kafka's does.
+What is not in the table is an error (h2 ``stream.py`` style): the shell
 must never feed an input the state cannot take.
 
 Rule 1 (WantFence): a broker asks to be unfenced only once the controller said it caught
@@ -12,6 +14,8 @@ replica-to-directory assignment is still queued. Once RUNNING it never asks to b
 Rule 2 (OfflineLogDirs): every directory that ever failed is sent in every heartbeat
 until the process restarts. A failure counts as reported once a heartbeat carrying it
 got an error-free answer.
+Rule 4 (KIP-1066, cordoned.log.dirs): from the first caught-up answer on, at
+metadata.version 4.3-IV0 or later, every heartbeat (v2) carries the cordoned directories.
 Rule 3 (log.dir.failure.timeout.ms): if a failure is still unreported after the timeout
 and the broker leads a partition in that directory, the broker shuts down.
 """
@@ -63,8 +67,11 @@ _TABLE: dict[tuple[State, Input], tuple[Effect, State]] = {
     (S.RECOVERY, In.UNFENCED): (E.PUBLISH_RUNNING, S.RUNNING),
     (S.RUNNING, In.FENCED): (E.NONE, S.RECOVERY),
     (S.STARTING, In.SHUTDOWN_REQUESTED): (E.STOP, S.SHUTTING_DOWN),
-    (S.RECOVERY, In.SHUTDOWN_REQUESTED): (E.NONE, S.PENDING_CONTROLLED_SHUTDOWN),
+    # Kafka's BrokerLifecycleManager runs a controlled shutdown only from RUNNING: in any
+    # other state it skips it and shuts down at once; a second request changes nothing.
+    (S.RECOVERY, In.SHUTDOWN_REQUESTED): (E.STOP, S.SHUTTING_DOWN),
     (S.RUNNING, In.SHUTDOWN_REQUESTED): (E.NONE, S.PENDING_CONTROLLED_SHUTDOWN),
+    (S.PENDING_CONTROLLED_SHUTDOWN, In.SHUTDOWN_REQUESTED): (E.NONE, S.PENDING_CONTROLLED_SHUTDOWN),
     (S.PENDING_CONTROLLED_SHUTDOWN, In.SHOULD_SHUT_DOWN): (E.STOP, S.SHUTTING_DOWN),
 }
 for _s in (S.STARTING, S.RECOVERY, S.RUNNING, S.PENDING_CONTROLLED_SHUTDOWN):
@@ -93,6 +100,11 @@ class Lifecycle:
     offline_dirs: dict[uuid.UUID, int] = field(default_factory=dict)  # dir -> failure time (ms)
     reported: set[uuid.UUID] = field(default_factory=set)
     history: list[tuple[State, Input, State]] = field(default_factory=list)
+    # Rule 4 (KIP-1066): the cordoned dirs configured (cordoned.log.dirs or a command), and
+    # what heartbeats carry: None until the first caught-up answer (Kafka reads the config
+    # then, so that dynamic changes have arrived), the configured set afterwards.
+    configured_cordoned: set[uuid.UUID] = field(default_factory=set)
+    cordoned: set[uuid.UUID] | None = None
 
     def feed(self, event: Input) -> Effect:
         effect, nxt = transition(self.state, event)
@@ -116,8 +128,20 @@ class Lifecycle:
         self.offline_dirs[directory] = now_ms
         return True
 
-    def heartbeat(self, metadata_offset: int, queued_assignments: int) -> BrokerHeartbeatRequest:
-        """The next heartbeat (Rule 2: the whole accumulated OfflineLogDirs, Kafka's order)."""
+    def set_cordoned(self, dirs: set[uuid.UUID]) -> None:
+        """A change of the cordoned dirs; heartbeats carry it once caught up (Rule 4)."""
+        self.configured_cordoned = set(dirs)
+        if self.cordoned is not None:
+            self.cordoned = set(dirs)
+
+    def heartbeat(
+        self, metadata_offset: int, queued_assignments: int, cordon_supported: bool = False
+    ) -> BrokerHeartbeatRequest:
+        """The next heartbeat (Rule 2: the whole accumulated OfflineLogDirs, Kafka's order;
+        Rule 4: CordonedLogDirs once caught up, when metadata.version supports it)."""
+        cordoned = None
+        if cordon_supported and self.cordoned is not None:
+            cordoned = sorted(self.cordoned, key=uuid_signed_key)
         return BrokerHeartbeatRequest(
             broker_id=self.broker_id,
             broker_epoch=self.epoch,
@@ -125,6 +149,7 @@ class Lifecycle:
             want_fence=self.want_fence(queued_assignments),
             want_shut_down=self.state is State.PENDING_CONTROLLED_SHUTDOWN,
             offline_log_dirs=sorted(self.offline_dirs, key=uuid_signed_key),
+            cordoned_log_dirs=cordoned,
         )
 
     def on_heartbeat(self, sent: BrokerHeartbeatRequest, resp: BrokerHeartbeatResponse) -> list[Effect]:
@@ -135,6 +160,7 @@ class Lifecycle:
         effects: list[Effect] = []
         if self.state is State.STARTING and resp.is_caught_up:
             effects.append(self.feed(Input.CAUGHT_UP))
+            self.cordoned = set(self.configured_cordoned)
         if self.state is State.RECOVERY and not resp.is_fenced and not sent.want_fence:
             effects.append(self.feed(Input.UNFENCED))
         elif self.state is State.RUNNING and resp.is_fenced:

@@ -14,7 +14,8 @@ the highest version both sides support. Five tasks drive the pure parts:
 * probe: every ``kraft.jbod.probe.interval.ms`` each online directory is probed;
 * control: an optional local TCP endpoint taking one command per line
   (``fail-dir DIR``, ``move TOPIC PARTITION DIR``, ``status``, ``shutdown``), answering one
-  JSON line.
+  JSON line; ``shutdown`` (and SIGTERM in the CLI) runs a controlled shutdown
+  (:meth:`FakeBroker.begin_shutdown`).
 
 Invariants: a peer's bytes never crash the broker: a channel that fails is closed and
 reopened after a backoff. The broker stops on ``close()``, on a fatal follower error,
@@ -27,6 +28,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import dataclasses
 import json
 import logging
 import time
@@ -47,6 +49,7 @@ from kraft_jbod.controller import features as fv
 from kraft_jbod.errors import KraftJbodError, StorageError
 from kraft_jbod.messages.api_keys import ApiKey
 from kraft_jbod.messages.api_versions_request import ApiVersionsRequest
+from kraft_jbod.messages.broker_heartbeat_request import BrokerHeartbeatRequest
 from kraft_jbod.messages.broker_registration_request import BrokerRegistrationRequest, Listener
 from kraft_jbod.messages.error_codes import ErrorCode
 from kraft_jbod.storage import ensure_directory_ids
@@ -57,7 +60,7 @@ log = logging.getLogger(__name__)
 OUR_VERSIONS: dict[int, tuple[int, int]] = {
     ApiKey.FETCH: (13, 17),
     ApiKey.BROKER_REGISTRATION: (2, 4),
-    ApiKey.BROKER_HEARTBEAT: (0, 1),
+    ApiKey.BROKER_HEARTBEAT: (0, 2),
     ApiKey.ASSIGN_REPLICAS_TO_DIRS: (0, 0),
     ApiKey.CREATE_TOPICS: (2, 7),
 }
@@ -202,6 +205,8 @@ class FakeBroker:
         self.follower: MetadataFollower
         self.lifecycle: Lifecycle
         self.metadata_dir_id: uuid.UUID | None = None
+        self._shutdown_reason = ""
+        self._shutdown_answered = False
 
     # ------------------------------------------------------------------ lifecycle
 
@@ -245,6 +250,7 @@ class FakeBroker:
             cluster_id=self.cluster_id, node_id=self.node_id, directory_id=self.metadata_dir_id
         )
         self.lifecycle = Lifecycle(self.node_id, multi_dir=len(log_dirs) > 1, failure_timeout_ms=cfg.failure_timeout_ms)
+        self.lifecycle.set_cordoned({self._find_dir(str(p)).dir_id for p in cfg.cordoned_log_dirs})
         voter = cfg.voters[0]
         addr = (voter.host, voter.port)
         timeout = cfg.request_timeout_ms
@@ -275,6 +281,46 @@ class FakeBroker:
         except Exception as exc:  # a bug: stop the broker rather than limp on
             log.exception("broker %d: task %s failed", self.node_id, name)
             self.stop(f"task {name} failed: {exc!r}")
+
+    def begin_shutdown(self, reason: str) -> str:
+        """A controlled shutdown, as Kafka's broker runs one on SIGTERM.
+
+        From RUNNING the broker enters PENDING_CONTROLLED_SHUTDOWN and heartbeats at once
+        with WantShutDown; the controller moves leadership away and answers ShouldShutDown,
+        and the lifecycle loop then stops the broker. In any other state (not registered
+        yet, still fenced) there is nothing to hand over and the broker stops now. If the
+        controller never agrees within ``kraft.jbod.controlled.shutdown.timeout.ms`` the
+        broker stops anyway. Returns what happened, for the control endpoint.
+        """
+        if self.stopped.is_set():
+            return "already stopped"
+        if not hasattr(self, "lifecycle") or self.lifecycle.epoch < 0:
+            self.stop(reason)
+            return "stopped (not registered)"
+        before = self.lifecycle.state
+        effect = self.lifecycle.feed(Input.SHUTDOWN_REQUESTED)
+        if self.lifecycle.state is not before:
+            self.event("state", f"{before.value} -> {self.lifecycle.state.value}")
+        if effect is Effect.STOP:
+            self.stop(reason)
+            return f"stopped (controlled shutdown skipped in state {before.value})"
+        if before is State.PENDING_CONTROLLED_SHUTDOWN:
+            return "controlled shutdown already under way"
+        self._shutdown_reason = reason
+        self._wake_heartbeat.set()
+        loop = asyncio.get_running_loop()
+        self._tasks.append(loop.create_task(self._guard("shutdown-timer", self._shutdown_timer()),
+                                            name=f"broker-{self.node_id}-shutdown-timer"))
+        return "controlled shutdown started"
+
+    @property
+    def shutdown_started(self) -> bool:
+        return bool(self._shutdown_reason)
+
+    async def _shutdown_timer(self) -> None:
+        await self._sleep(self.config.shutdown_timeout_ms, self.stopped)
+        if not self.stopped.is_set():
+            self.stop(f"controlled shutdown not approved within {self.config.shutdown_timeout_ms} ms")
 
     def stop(self, reason: str) -> None:
         """Stop the broker (idempotent); ``exit_reason`` keeps the first reason."""
@@ -351,7 +397,8 @@ class FakeBroker:
 
     def _reconcile(self) -> None:
         multi = self.lifecycle.multi_dir
-        for action in dm.reconcile(self.node_id, self.image.partitions_of(self.node_id), self.dirs):
+        cordoned = frozenset(self.lifecycle.configured_cordoned)
+        for action in dm.reconcile(self.node_id, self.image.partitions_of(self.node_id), self.dirs, cordoned):
             tp = action.tp
             name = self.image.topic_names.get(tp[0], uuid_to_base64url(tp[0]))
             if action.create:
@@ -423,9 +470,17 @@ class FakeBroker:
             self._check_failure_timeout()
             if self.stopped.is_set():
                 return
-            req = lc.heartbeat(self.follower.published_offset, self.queue.queued)
+            mv = self.image.features.get(fv.METADATA_VERSION, 1)
+            req = lc.heartbeat(self.follower.published_offset, self.queue.queued, fv.supports_cordoned_dirs(mv))
+
+            def build(version: int, req: BrokerHeartbeatRequest = req) -> BrokerHeartbeatRequest:
+                # A controller without v2 cannot be at 4.3-IV0; drop the field rather than fail.
+                if version < 2 and req.cordoned_log_dirs is not None:
+                    return dataclasses.replace(req, cordoned_log_dirs=None)
+                return req
+
             try:
-                resp = await self._hb.call(ApiKey.BROKER_HEARTBEAT, req)
+                resp = await self._hb.call(ApiKey.BROKER_HEARTBEAT, build)
             except ChannelError as exc:
                 if not self._controller_unreachable:
                     # Once per outage: the retries every few hundred ms stay at DEBUG.
@@ -445,7 +500,7 @@ class FakeBroker:
                 before = lc.state
                 for effect in lc.on_heartbeat(req, resp):
                     if effect is Effect.STOP:
-                        self.stop("controlled shutdown complete")
+                        self.stop(f"controlled shutdown complete ({self._shutdown_reason})")
                         return
                 if lc.state is not before:
                     self.event("state", f"{before.value} -> {lc.state.value}")
@@ -454,6 +509,11 @@ class FakeBroker:
             elif resp.error_code != ErrorCode.STALE_BROKER_EPOCH or lc.state is not State.STARTING:
                 log.debug("broker %d: heartbeat error %d", self.node_id, resp.error_code)
             fast = lc.state in (State.STARTING, State.RECOVERY)
+            if lc.state is State.PENDING_CONTROLLED_SHUTDOWN and resp.error_code == 0:
+                # Kafka's broker asks again after 50 ms on the first answer that does not yet
+                # let it go, then at the normal interval.
+                fast = not self._shutdown_answered
+                self._shutdown_answered = True
             interval = min(50, self.config.heartbeat_interval_ms) if fast else self.config.heartbeat_interval_ms
             await self._sleep(interval, self._wake_heartbeat)
 
@@ -521,6 +581,22 @@ class FakeBroker:
             return f"{d.path} is already offline"
         self._dir_failed(d.dir_id, reason)
         return f"{d.path} failed"
+
+    def cordon(self, which: str, on: bool) -> str:
+        """Cordon (or uncordon) one log dir, as a change of cordoned.log.dirs does in Kafka:
+        the next heartbeat goes at once and carries the new set.
+
+        Raises:
+            KraftJbodError: no such directory.
+        """
+        d = self._find_dir(which)
+        now = set(self.lifecycle.configured_cordoned)
+        (now.add if on else now.discard)(d.dir_id)
+        self.lifecycle.set_cordoned(now)
+        self._wake_heartbeat.set()
+        verb = "cordoned" if on else "uncordoned"
+        self.event("cordon", f"{d.path} {verb}; cordoned: {sorted(uuid_to_base64url(x) for x in now)}")
+        return f"{verb} {d.path}"
 
     def _find_dir(self, which: str) -> dm.LogDir:
         d = self.dirs.by_path(which)
@@ -626,6 +702,7 @@ class FakeBroker:
                 str(d.path): {"id": uuid_to_base64url(d.dir_id), "online": d.online, "replicas": len(d.replicas)}
                 for d in self.dirs.dirs.values()
             },
+            "cordoned": sorted(str(self.dirs.dirs[d].path) for d in self.lifecycle.configured_cordoned),
             "offline_reported": sorted(uuid_to_base64url(d) for d in self.lifecycle.reported),
             "exit_reason": self.exit_reason,
         }
@@ -661,10 +738,14 @@ class FakeBroker:
             return self.fail_directory(words[1])
         if words[:1] == ["move"] and len(words) == 4 and words[2].isdigit():
             return self.move_replica(words[1], int(words[2]), words[3])
+        if words[:1] in (["cordon"], ["uncordon"]) and len(words) == 2:
+            return self.cordon(words[1], words[0] == "cordon")
         if words[:1] == ["shutdown"] and len(words) == 1:
-            self.stop("shutdown by command")
-            return "stopping"
-        raise KraftJbodError(f"unknown command {' '.join(words)!r}: try status, fail-dir DIR, move TOPIC PARTITION DIR")
+            return self.begin_shutdown("shutdown by command")
+        raise KraftJbodError(
+            f"unknown command {' '.join(words)!r}: try status, fail-dir DIR, move TOPIC PARTITION DIR, "
+            "cordon DIR, uncordon DIR, shutdown"
+        )
 
 
 def dir_paths(broker: FakeBroker) -> dict[uuid.UUID, Path]:

@@ -157,3 +157,63 @@ def test_the_logs_first_batch_makes_the_capture_whole() -> None:
               reg(1), hb(2, fenced=True), hb(3, fenced=False)]
     assert K.check(events) == []
     assert [f.verdict for f in K.check(events[1:])] == ["indeterminate"]
+
+
+# ---------------------------------------------------------------- KIP-1066 cordoning
+
+
+def reg_rec(ts: int, offset: int, broker: int, dirs: list[str], cordoned: list[str] | None) -> dict[str, Any]:
+    return rec(ts, offset, "RegisterBrokerRecord", brokerId=broker, brokerEpoch=offset, incarnationId=f"I{broker}",
+               logDirs=dirs, fenced=False, cordonedLogDirs=cordoned)
+
+
+def cordon_rec(ts: int, offset: int, broker: int, cordoned: list[str]) -> dict[str, Any]:
+    return rec(ts, offset, "BrokerRegistrationChangeRecord", brokerId=broker, brokerEpoch=1, cordonedLogDirs=cordoned)
+
+
+def test_new_replica_on_a_fully_cordoned_broker() -> None:
+    events = [reg_rec(1, 1, 1, [D1, D2], None), reg_rec(2, 2, 2, [D3], None),
+              cordon_rec(3, 3, 1, [D1, D2]),
+              part(4, 4, 0, [2], [D3], 2),      # fine: broker 2 is not cordoned
+              part(5, 5, 1, [1, 2], [D1, D3], 2)]  # broker 1 is fully cordoned
+    assert rules(K.check(events)) == [(K.REPLICA_ON_CORDONED_BROKER, 1, f"{TOPIC}-1")]
+
+
+def test_partly_cordoned_or_existing_replicas_are_fine() -> None:
+    events = [reg_rec(1, 1, 1, [D1, D2], [D1]), reg_rec(2, 2, 2, [D3], None),
+              part(3, 3, 0, [1, 2], [D2, D3], 1),  # D2 is still open
+              cordon_rec(4, 4, 1, [D1, D2]),
+              # broker 1 already hosted the replica: a change that keeps it adds nothing
+              rec(5, 5, "PartitionChangeRecord", topicId=TOPIC, partitionId=0, replicas=[2, 1], leader=2),
+              cordon_rec(6, 6, 2, [D3]),
+              # a new partition on broker 1, now fully cordoned, is a violation
+              part(7, 7, 1, [1], [D1], 1)]
+    f = K.check(events)
+    assert rules(f) == [(K.REPLICA_ON_CORDONED_BROKER, 1, f"{TOPIC}-1")]
+    grow = [*events, rec(8, 8, "PartitionChangeRecord", topicId=TOPIC, partitionId=0, replicas=[2, 1, 3], leader=2),
+            # a reassignment adding fully cordoned broker 2 to partition 1
+            rec(9, 9, "PartitionChangeRecord", topicId=TOPIC, partitionId=1, replicas=[1, 2], leader=1)]
+    assert rules(K.check(grow)) == [(K.REPLICA_ON_CORDONED_BROKER, 1, f"{TOPIC}-1"),  # 3: no registration
+                                    (K.REPLICA_ON_CORDONED_BROKER, 2, f"{TOPIC}-1")]
+
+
+def test_uncordoned_broker_may_take_replicas_again() -> None:
+    events = [reg_rec(1, 1, 1, [D1], [D1]), cordon_rec(2, 2, 1, []), part(3, 3, 0, [1], [D1], 1)]
+    assert rules(K.check(events)) == []
+
+
+def cordon_hb(ts: int, cordoned: list[str] | None, offline: list[str] | None = None) -> dict[str, Any]:
+    e = hb(ts, offline=offline)
+    e["cordoned_dirs"] = cordoned
+    return e
+
+
+def test_heartbeat_cordoned_dirs_must_be_online_registered_dirs() -> None:
+    assert rules(K.check([reg(1), cordon_hb(2, [D1]), cordon_hb(3, None), cordon_hb(4, [])])) == []
+    f = K.check([reg(1), cordon_hb(2, [D1, ROGUE])])
+    assert rules(f) == [(K.HEARTBEAT_CORDONED_DIR_NOT_ONLINE, 1, ROGUE)] and f[0].severity == "error"
+    f = K.check([reg(1), cordon_hb(2, [D2], offline=[D2]), cordon_hb(3, [D2], offline=[D2])])
+    assert rules(f) == [(K.HEARTBEAT_CORDONED_DIR_NOT_ONLINE, 1, D2)]
+    assert f[0].severity == "warning" and f[0].count == 2
+    f = K.check([cordon_hb(2, [D1])])
+    assert rules(f, "indeterminate") == [(K.HEARTBEAT_CORDONED_DIR_NOT_ONLINE, 1, "registration not captured")]

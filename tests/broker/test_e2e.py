@@ -101,7 +101,7 @@ async def test_control_endpoint_fails_a_dir_and_moves_a_replica(tmp_path: Path) 
                        and not list(d1.glob("*-future")), 20)
         assert not (d0 / f"t-{src.partition_id}").exists() and (d1 / f"t-{src.partition_id}").is_dir()
         await wait_for("the controller to record it", lambda: controller.state.partition(
-            tid, src.partition_id).dirs[0] == target.dir_id, 20)  # type: ignore[union-attr]
+            tid, src.partition_id).dirs[0] == target.dir_id, 20)
         assert (await ask("fail-dir nowhere"))["ok"] is False
         failed = await ask(f"fail-dir {d1}")
         assert failed["ok"], failed
@@ -128,6 +128,65 @@ async def test_unreported_failure_under_a_led_partition_stops_the_broker(tmp_pat
         broker.fail_directory(str(d.path))
         await asyncio.wait_for(broker.stopped.wait(), 10)
         assert broker.exit_reason is not None and "log.dir.failure.timeout.ms" in broker.exit_reason
+    finally:
+        await broker.close()
+        await controller.close()
+
+
+async def _create_rf(port: int, name: str, partitions: int, replication_factor: int) -> None:
+    from kraft_jbod.broker.server import Channel
+    from kraft_jbod.messages.create_topics_request import CreatableTopic, CreateTopicsRequest
+
+    ch = Channel("admin", ("127.0.0.1", port), "t", 5000)
+    try:
+        req = CreateTopicsRequest(topics=[CreatableTopic(name=name, num_partitions=partitions,
+                                                         replication_factor=replication_factor)])
+        resp = await ch.call(19, req)
+        assert resp.topics[0].error_code == 0, resp
+    finally:
+        ch.close()
+
+
+async def test_restart_with_a_dir_gone_recreates_its_replicas_and_reassigns_them(tmp_path: Path) -> None:
+    """A log dir wiped while the broker was down comes back empty with a new id (Kafka
+    formats an empty log dir at startup). With no offline dir, KIP-858 says a replica
+    assigned to a directory the broker does not know is created afresh and assigned."""
+    import shutil
+
+    controller, broker, port = await _cluster(tmp_path)
+    try:
+        await _create(port, "w", 4)
+        await wait_for("placement", lambda: broker.queue.queued == 0 and len(broker.image.partitions) == 4
+                       and all(p.directories[0].int > 100 for p in broker.image.partitions.values()), 20)
+        _d0, d1 = broker.config.layout.log_dirs
+        old = broker.dirs.by_path(d1)
+        assert old is not None
+        gone = {p.partition_id for p in broker.image.partitions.values() if p.directories[0] == old.dir_id}
+        assert gone  # placement spread the replicas over both dirs
+        tid = broker.image.topic_id("w")
+        assert tid is not None
+        await broker.close()
+        shutil.rmtree(d1)
+        broker = FakeBroker(broker.config)
+        await broker.start()
+        new = broker.dirs.by_path(d1)
+        assert new is not None and new.dir_id != old.dir_id
+        await wait_for("broker RUNNING again", lambda: broker.lifecycle.state is State.RUNNING, 20)
+        online = {d.dir_id for d in broker.dirs.online}
+
+        def settled() -> bool:
+            for pid in range(4):
+                p = controller.state.partition(tid, pid)
+                if p is None or p.dirs[0] not in online or p.leader != 1:
+                    return False
+            return True
+
+        await wait_for("every replica assigned to an online dir and led", settled, 20)
+        for pid in gone:
+            here = broker.dirs.location((tid, pid))
+            assert here is not None and (here.path / f"w-{pid}" / "partition.metadata").is_file()
+            assert controller.state.partition(tid, pid).dirs[0] == here.dir_id
+        assert old.dir_id not in controller.state.brokers[1].online_set
     finally:
         await broker.close()
         await controller.close()

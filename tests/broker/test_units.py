@@ -11,7 +11,7 @@ from kraft_jbod.broker.assignments import MAX_PER_REQUEST, Assignment, Assignmen
 from kraft_jbod.broker.directories import DirectoryManager, reconcile
 from kraft_jbod.broker.follower import FollowerFatal, MetadataFollower
 from kraft_jbod.broker.image import PartitionView
-from kraft_jbod.broker.lifecycle import Input, Lifecycle, LifecycleError, State, transition
+from kraft_jbod.broker.lifecycle import Effect, Input, Lifecycle, LifecycleError, State, transition
 from kraft_jbod.controller import replication as rp
 from kraft_jbod.controller.log import MetadataLog
 from kraft_jbod.controller.state import ControllerState
@@ -44,6 +44,34 @@ def test_lifecycle_table_rejects_what_it_does_not_hold() -> None:
         transition(State.SHUTTING_DOWN, Input.CAUGHT_UP)
 
 
+@pytest.mark.parametrize(
+    ("state", "effect", "after"),
+    [
+        # Kafka's BrokerLifecycleManager: controlled shutdown only from RUNNING.
+        (State.STARTING, Effect.STOP, State.SHUTTING_DOWN),
+        (State.RECOVERY, Effect.STOP, State.SHUTTING_DOWN),
+        (State.RUNNING, Effect.NONE, State.PENDING_CONTROLLED_SHUTDOWN),
+        (State.PENDING_CONTROLLED_SHUTDOWN, Effect.NONE, State.PENDING_CONTROLLED_SHUTDOWN),
+    ],
+)
+def test_shutdown_request_by_state(state: State, effect: Effect, after: State) -> None:
+    assert transition(state, Input.SHUTDOWN_REQUESTED) == (effect, after)
+
+
+def test_controlled_shutdown_heartbeats_want_shut_down_until_told() -> None:
+    lc = Lifecycle(1, multi_dir=True, state=State.RUNNING, epoch=7, image_published=True)
+    assert not lc.heartbeat(5, 0).want_shut_down
+    assert lc.feed(Input.SHUTDOWN_REQUESTED) is Effect.NONE
+    hb = lc.heartbeat(5, 0)
+    assert hb.want_shut_down and not hb.want_fence
+    assert lc.on_heartbeat(hb, BrokerHeartbeatResponse(is_caught_up=True, should_shut_down=False)) == []
+    assert lc.state is State.PENDING_CONTROLLED_SHUTDOWN
+    hb = lc.heartbeat(6, 0)
+    assert hb.want_shut_down
+    assert lc.on_heartbeat(hb, BrokerHeartbeatResponse(is_caught_up=True, should_shut_down=True)) == [Effect.STOP]
+    assert lc.history[-1][2] is State.SHUTTING_DOWN
+
+
 def test_multi_dir_broker_stays_fenced_while_assignments_are_queued() -> None:
     lc = Lifecycle(1, multi_dir=True)
     lc.epoch = 10
@@ -57,7 +85,7 @@ def test_multi_dir_broker_stays_fenced_while_assignments_are_queued() -> None:
     hb = lc.heartbeat(5, 0)
     assert not hb.want_fence
     lc.on_heartbeat(hb, BrokerHeartbeatResponse(is_caught_up=True, is_fenced=False))
-    assert lc.state is State.RUNNING
+    assert lc.history[-1][2] is State.RUNNING
     single = Lifecycle(2, multi_dir=False, state=State.RECOVERY, image_published=True)
     assert not single.heartbeat(5, 3).want_fence
 
@@ -211,3 +239,28 @@ def test_broker_ctl_bad_address_is_a_clear_error(capsys: pytest.CaptureFixture[s
     assert "expected HOST:PORT" in capsys.readouterr().err
     assert cli.main(["broker-ctl", "127.0.0.1:1", "status"]) == 2
     assert "cannot talk to 127.0.0.1:1" in capsys.readouterr().err
+
+
+def test_cordoned_dirs_go_in_heartbeats_only_once_caught_up_and_supported() -> None:
+    a, b = uuid.UUID(int=0x99 << 64 | 1), uuid.UUID(int=0x99 << 64 | 2)
+    lc = Lifecycle(1, multi_dir=True, epoch=3)
+    lc.set_cordoned({a})
+    hb = lc.heartbeat(5, 0, cordon_supported=True)
+    assert hb.cordoned_log_dirs is None  # STARTING: Kafka reads the config after catching up
+    lc.on_heartbeat(hb, BrokerHeartbeatResponse(is_caught_up=True, is_fenced=True))
+    assert lc.heartbeat(5, 0, cordon_supported=True).cordoned_log_dirs == [a]
+    assert lc.heartbeat(5, 0, cordon_supported=False).cordoned_log_dirs is None  # below 4.3-IV0
+    lc.set_cordoned({a, b})
+    assert set(lc.heartbeat(5, 0, cordon_supported=True).cordoned_log_dirs or []) == {a, b}
+    lc.set_cordoned(set())
+    assert lc.heartbeat(5, 0, cordon_supported=True).cordoned_log_dirs == []
+
+
+def test_reconcile_keeps_new_replicas_out_of_cordoned_dirs(tmp_path: Path) -> None:
+    ids = [uuid.UUID(int=0x55 << 64 | i) for i in (1, 2)]
+    dm = DirectoryManager([(tmp_path / "a", ids[0]), (tmp_path / "b", ids[1])])
+    parts = [PartitionView(T1, i, (1,), (1,), 1, 0, 0, (UNASSIGNED_DIRECTORY,)) for i in range(4)]
+    acts = reconcile(1, parts, dm, frozenset({ids[0]}))
+    assert [a.directory for a in acts] == [ids[1]] * 4
+    everything = reconcile(1, parts, dm, frozenset(ids))  # all cordoned: they still take them
+    assert {a.directory for a in everything} == set(ids)
