@@ -18,7 +18,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from kraft_jbod.controller.config import Listener, load_properties, parse_listeners, parse_override
+from kraft_jbod.properties import Listener, load_properties, parse_listeners, parse_override
 from kraft_jbod.errors import ConfigError
 from kraft_jbod.storage import StorageLayout
 
