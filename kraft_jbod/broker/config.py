@@ -18,8 +18,8 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from kraft_jbod.properties import Listener, load_properties, parse_listeners, parse_override
 from kraft_jbod.errors import ConfigError
+from kraft_jbod.properties import Listener, load_properties, parse_listeners, parse_override
 from kraft_jbod.storage import StorageLayout
 
 _VOTER = re.compile(r"^(\d+)@(\[[0-9A-Fa-f:.]+\]|[^:@\s]+):(\d+)$")

@@ -72,7 +72,7 @@ from kraft_jbod.wire.varint import (
     write_varlong,
 )
 
-CAPTURES = Path(__file__).resolve().parents[2] / "shared" / "captures"
+CAPTURES = Path(__file__).resolve().parents[3] / "shared" / "captures"
 CODECS = [0, 1, 2, 3, 4]
 INT32 = st.integers(-(2**31), 2**31 - 1)
 INT64 = st.integers(-(2**63), 2**63 - 1)

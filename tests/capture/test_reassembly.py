@@ -12,7 +12,7 @@ from hypothesis import strategies as st
 from kraft_jbod.capture.packets import LINKTYPE_ETHERNET, LINKTYPE_RAW, TCP_ACK, TCP_PSH, TcpSegment
 from kraft_jbod.capture.pcapng_writer import PcapngWriter, PcapWriter, TcpConversation, with_payload
 from kraft_jbod.capture.reassembly import ChunkEvent, Data, Gap, TcpReassembler
-from tests.test_capture_helpers import joined, reassemble
+from tests.capture.test_helpers import joined, reassemble
 
 C = "10.0.0.1:51234->10.0.0.2:9092"
 DATA = bytes(range(256)) * 40  # 10240 bytes

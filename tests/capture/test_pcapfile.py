@@ -12,9 +12,9 @@ from kraft_jbod.capture.packets import LINKTYPE_ETHERNET, LINKTYPE_RAW
 from kraft_jbod.capture.pcapfile import CaptureReader, Packet, TruncatedCaptureError, iter_packets
 from kraft_jbod.capture.pcapng_writer import PcapngWriter, PcapWriter, TcpConversation
 from kraft_jbod.errors import DecodeError
-from tests.test_capture_helpers import request, tshark_count
+from tests.capture.test_helpers import request, tshark_count
 
-CAPTURES = sorted((Path(__file__).resolve().parents[2] / "shared" / "captures").glob("*/*.pcap*"))
+CAPTURES = sorted((Path(__file__).resolve().parents[3] / "shared" / "captures").glob("*/*.pcap*"))
 
 
 def _read(blob: bytes, **kw: bool) -> tuple[CaptureReader, list[Packet]]:

@@ -20,9 +20,9 @@ from kraft_jbod.capture.streams import (
     plausible_request,
     read_flows,
 )
-from tests.test_capture_helpers import request, response
+from tests.capture.test_helpers import request, response
 
-CAPTURES = sorted((Path(__file__).resolve().parents[2] / "shared" / "captures").glob("*/*.pcap*"))
+CAPTURES = sorted((Path(__file__).resolve().parents[3] / "shared" / "captures").glob("*/*.pcap*"))
 REQS = [request(3, 12, i, bytes([i]) * (50 + 37 * i)) for i in range(6)]
 STREAM = b"".join(REQS)
 STARTS = [sum(len(r) for r in REQS[:i]) for i in range(len(REQS))]
