@@ -30,7 +30,7 @@ PartView = tuple[tuple[int, ...], int, tuple[uuid.UUID, ...]]  # (isr, leader, d
 class Draft:
     """Overlay of the changes proposed so far in one handle()/tick() call."""
 
-    __slots__ = ("active", "ctx", "image", "online", "parts", "records")
+    __slots__ = ("active", "ctx", "elrs", "image", "online", "parts", "records")
 
     def __init__(self, ctx: ControllerContext) -> None:
         self.ctx = ctx
@@ -39,6 +39,7 @@ class Draft:
         self.parts: dict[Partition, PartView] = {}
         self.active: dict[int, bool] = {}
         self.online: dict[int, frozenset[uuid.UUID]] = {}
+        self.elrs: dict[Partition, tuple[tuple[int, ...], tuple[int, ...]]] = {}  # (ELR, last known ELR)
 
     # ------------------------------------------------------------------ views
 
@@ -99,10 +100,86 @@ class Draft:
             old_dirs if dirs is None else dirs,
         )
 
+    def elr_enabled(self) -> bool:
+        """KIP-966 is on when the log finalized eligible.leader.replicas.version >= 1 (at a
+        level with the ELR record fields)."""
+        img = self.image
+        return img.features.get(fv.ELR_VERSION, 0) >= 1 and img.metadata_version >= fv.MV_4_0_IV1
+
+    def min_isr(self, p: Partition) -> int:
+        """The topic's effective min.insync.replicas (topic, then cluster config, then 1),
+        capped at its replication factor, as Kafka's getTopicEffectiveMinIsr."""
+        configs = self.image.configs
+        topic = self.image.topics[p.topic_id].name
+        raw = configs.value(2, topic, "min.insync.replicas") or configs.value(4, "", "min.insync.replicas") or "1"
+        try:
+            value = int(raw)
+        except ValueError:
+            value = 1
+        return min(value, len(p.replicas))
+
+    def _remove_with_elr(self, p: Partition, broker_id: int) -> None:
+        # Kafka's generateLeaderAndIsrUpdates with ELR on: the builder may empty the ISR,
+        # moves the members that left cleanly into the ELR and remembers the last leader.
+        from kraft_jbod.controller.apis import partitions as ap
+
+        isr, leader, dirs = self.view(p)
+        elr, lke = self.elrs.get(p, (p.elr, p.last_known_elr))
+        view = ap.PartView(p.replicas, isr, leader, dirs, p.adding, p.removing, p.leader_recovery_state, elr, lke)
+        known = dict(zip(p.replicas, dirs, strict=True))
+        rec = ap.build_change(
+            view, p.topic_id, p.partition_id,
+            acceptable=lambda b, d: b != broker_id and self.acceptable_leader(b, d),
+            default_dir=lambda b: known[b],
+            metadata_version=self.image.metadata_version,
+            target_isr=[b for b in isr if b != broker_id],
+            elr_enabled=True,
+            min_isr=self.min_isr(p),
+        )
+        self._note(p, rec, isr, leader, dirs, elr, lke)
+
+    def _elect_with_elr(self, p: Partition) -> None:
+        from kraft_jbod.controller.apis import partitions as ap
+
+        isr, leader, dirs = self.view(p)
+        elr, lke = self.elrs.get(p, (p.elr, p.last_known_elr))
+        view = ap.PartView(p.replicas, isr, leader, dirs, p.adding, p.removing, p.leader_recovery_state, elr, lke)
+        known = dict(zip(p.replicas, dirs, strict=True))
+        rec = ap.build_change(
+            view, p.topic_id, p.partition_id,
+            acceptable=self.acceptable_leader,
+            default_dir=lambda b: known[b],
+            metadata_version=self.image.metadata_version,
+            elr_enabled=True,
+            min_isr=self.min_isr(p),
+        )
+        self._note(p, rec, isr, leader, dirs, elr, lke)
+
+    def _note(
+        self, p: Partition, rec: PartitionChangeRecord | None, isr: tuple[int, ...], leader: int,
+        dirs: tuple[uuid.UUID, ...], elr: tuple[int, ...], lke: tuple[int, ...],
+    ) -> None:
+        if rec is None:
+            return
+        self.records.append((rec, fv.partition_change_record_version(self.image.metadata_version)))
+        self.parts[p] = (
+            isr if rec.isr is None else tuple(rec.isr),
+            leader if rec.leader == NO_LEADER_CHANGE else rec.leader,
+            dirs,
+        )
+        self.elrs[p] = (
+            elr if rec.eligible_leader_replicas is None else tuple(rec.eligible_leader_replicas),
+            lke if rec.last_known_elr is None else tuple(rec.last_known_elr),
+        )
+
     def remove_from_isr(self, p: Partition, broker_id: int) -> None:
-        """Take ``broker_id`` out of the ISR and leadership; the last ISR member stays (leader -1)."""
+        """Take ``broker_id`` out of the ISR and leadership; the last ISR member stays (leader -1)
+        unless ELR is on, where the ISR may become empty (KIP-966)."""
         isr, leader, dirs = self.view(p)
         if broker_id not in isr and leader != broker_id:
+            return
+        if self.elr_enabled():
+            self._remove_with_elr(p, broker_id)
             return
         new_isr = tuple(b for b in isr if b != broker_id) or isr
         keep = leader not in (NO_LEADER, broker_id)
@@ -138,8 +215,15 @@ class Draft:
         else:
             self.records.append((UnfenceBrokerRecord(id=reg.broker_id, epoch=reg.epoch), 0))
         self.active[reg.broker_id] = not reg.in_controlled_shutdown and reg.cs_offset < 0
+        elr_on = self.elr_enabled()
         for p in sorted_partitions(self.image.broker_partitions(reg.broker_id)):
             isr, leader, dirs = self.view(p)
+            if elr_on:
+                # With ELR the ISR may be empty: the builder elects from the ELR or the
+                # last known leader, as Kafka's handleBrokerUnfenced does.
+                if leader == NO_LEADER:
+                    self._elect_with_elr(p)
+                continue
             if leader == NO_LEADER and reg.broker_id in isr:
                 chosen = self.elect(p, isr, dirs, exclude=NO_LEADER_CHANGE)
                 if chosen != NO_LEADER:
