@@ -101,22 +101,14 @@ class Draft:
         )
 
     def elr_enabled(self) -> bool:
-        """KIP-966 is on when the log finalized eligible.leader.replicas.version >= 1 (at a
-        level with the ELR record fields)."""
-        img = self.image
-        return img.features.get(fv.ELR_VERSION, 0) >= 1 and img.metadata_version >= fv.MV_4_0_IV1
+        from kraft_jbod.controller.apis import partitions as ap
+
+        return ap.elr_enabled(self.image)
 
     def min_isr(self, p: Partition) -> int:
-        """The topic's effective min.insync.replicas (topic, then cluster config, then 1),
-        capped at its replication factor, as Kafka's getTopicEffectiveMinIsr."""
-        configs = self.image.configs
-        topic = self.image.topics[p.topic_id].name
-        raw = configs.value(2, topic, "min.insync.replicas") or configs.value(4, "", "min.insync.replicas") or "1"
-        try:
-            value = int(raw)
-        except ValueError:
-            value = 1
-        return min(value, len(p.replicas))
+        from kraft_jbod.controller.apis import partitions as ap
+
+        return ap.effective_min_isr(self.image.configs, self.image.topics[p.topic_id].name, len(p.replicas))
 
     def _remove_with_elr(self, p: Partition, broker_id: int) -> None:
         # Kafka's generateLeaderAndIsrUpdates with ELR on: the builder may empty the ISR,

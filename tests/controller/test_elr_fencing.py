@@ -57,3 +57,27 @@ def test_fencing_fills_the_elr_and_unfencing_elects_from_it() -> None:
     live = c.state.durable_state()
     assert c.restart().durable_state() == live
     assert c.state.check_invariants() == []
+
+
+def test_alter_partition_shrink_below_min_isr_fills_the_elr_and_growth_clears_it() -> None:
+    from tests.controller.test_state_alter_partition import Req, alter, make_cluster, part
+
+    c, tid = make_cluster(level=30)
+    c.commit([
+        (FeatureLevelRecord(name="eligible.leader.replicas.version", feature_level=1), 0),
+        (ConfigRecord(resource_type=2, resource_name="t", name="min.insync.replicas", value="3"), 0),
+    ])
+    p = part(c, tid)
+    leader = p.leader
+    a, b = [x for x in p.isr if x != leader]
+    resp, recs = alter(c, tid, [Req(isr=[leader, a])])
+    assert [x.error_code for t in resp.topics for x in t.partitions] == [0], resp
+    (rec,) = [r for r, _ in recs if isinstance(r, PartitionChangeRecord)]
+    assert (rec.isr, rec.eligible_leader_replicas) == ([leader, a], [b])
+    assert (p.isr, p.elr) == ((leader, a), (b,))
+    resp, recs = alter(c, tid, [Req(isr=[leader, a, b])])
+    (rec,) = [r for r, _ in recs if isinstance(r, PartitionChangeRecord)]
+    assert (rec.isr, rec.eligible_leader_replicas) == ([leader, a, b], [])
+    assert p.elr == ()
+    live = c.state.durable_state()
+    assert c.restart().durable_state() == live

@@ -133,6 +133,35 @@ def complete_reassignment(
     return new_replicas, new_isr
 
 
+def target_elr(
+    old_isr: Sequence[int], old_elr: Sequence[int], isr: Sequence[int], min_isr: int,
+    unclean_shutdown: Sequence[int] = (),
+) -> list[int]:
+    """Rule 5's ELR for a target ISR: empty at or above min ISR, else the old ELR and ISR
+    (in a Java HashSet's order) minus the target ISR and the unclean-shutdown replicas."""
+    if len(isr) >= min_isr:
+        return []
+    return [b for b in java_hash_set_order([*old_elr, *old_isr]) if b not in isr and b not in unclean_shutdown]
+
+
+def effective_min_isr(configs: Any, topic_name: str, replication_factor: int) -> int:
+    """A topic's min.insync.replicas (its config, else the cluster default, else 1), capped at
+    its replication factor, as Kafka's getTopicEffectiveMinIsr."""
+    raw = (configs.value(2, topic_name, "min.insync.replicas")
+           or configs.value(4, "", "min.insync.replicas") or "1")
+    try:
+        value = int(raw)
+    except ValueError:
+        value = 1
+    return min(value, replication_factor)
+
+
+def elr_enabled(image: Any) -> bool:
+    """KIP-966 is on when eligible.leader.replicas.version >= 1 is finalized (at a level with
+    the ELR record fields)."""
+    return bool(image.features.get(fv.ELR_VERSION, 0) >= 1 and image.metadata_version >= fv.MV_4_0_IV1)
+
+
 def build_change(
     p: PartView,
     topic_id: uuid.UUID,
@@ -173,12 +202,7 @@ def build_change(
         return b in dir_of and acceptable(b, dir_of[b])
 
     # Rule 5, before the election: the target ELR from the old ISR and ELR.
-    elr = list(p.elr)
-    if elr_enabled:
-        if len(isr) >= min_isr:
-            elr = []
-        else:
-            elr = [b for b in java_hash_set_order([*p.elr, *p.isr]) if b not in isr and b not in unclean_shutdown]
+    elr = target_elr(p.isr, p.elr, isr, min_isr, unclean_shutdown) if elr_enabled else list(p.elr)
 
     def valid(b: int) -> bool:
         return (b in isr or (not isr and b in elr)) and may_lead(b)
@@ -285,6 +309,11 @@ class Ops:
         return int(self.st.metadata_version)
 
     def change(self, p: Any, **targets: Any) -> RecordAndVersion | None:
+        image = getattr(self.st, "image", None)
+        if image is not None and elr_enabled(image):
+            targets.setdefault("elr_enabled", True)
+            topic = image.topics[p.topic_id].name
+            targets.setdefault("min_isr", effective_min_isr(image.configs, topic, len(p.replicas)))
         rec = build_change(
             self.view(p),
             p.topic_id,
