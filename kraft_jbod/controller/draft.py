@@ -164,6 +164,32 @@ class Draft:
             lke if rec.last_known_elr is None else tuple(rec.last_known_elr),
         )
 
+    def unclean_shutdown(self, broker_id: int) -> None:
+        """KIP-966: a broker that re-registers without a clean shutdown (its previous broker
+        epoch is not the registered one) leaves every ISR and ELR and may not lead, as
+        Kafka's handleBrokerShutdown with ELR on: ISR partitions first, then ELR ones."""
+        from kraft_jbod.controller.apis import partitions as ap
+
+        self.active[broker_id] = False
+        parts = sorted_partitions(self.image.broker_partitions(broker_id))
+        in_isr = [p for p in parts if broker_id in self.view(p)[0]]
+        in_elr = [p for p in parts if broker_id in self.elrs.get(p, (p.elr, ()))[0] and p not in in_isr]
+        for p in in_isr + in_elr:
+            isr, leader, dirs = self.view(p)
+            elr, lke = self.elrs.get(p, (p.elr, p.last_known_elr))
+            view = ap.PartView(p.replicas, isr, leader, dirs, p.adding, p.removing, p.leader_recovery_state, elr, lke)
+            rec = ap.build_change(
+                view, p.topic_id, p.partition_id,
+                acceptable=lambda b, d: b != broker_id and self.acceptable_leader(b, d),
+                default_dir=dict(zip(p.replicas, dirs, strict=True)).__getitem__,
+                metadata_version=self.image.metadata_version,
+                target_isr=[b for b in isr if b != broker_id],
+                elr_enabled=True,
+                min_isr=self.min_isr(p),
+                unclean_shutdown=[broker_id],
+            )
+            self._note(p, rec, isr, leader, dirs, elr, lke)
+
     def remove_from_isr(self, p: Partition, broker_id: int) -> None:
         """Take ``broker_id`` out of the ISR and leadership; the last ISR member stays (leader -1)
         unless ELR is on, where the ISR may become empty (KIP-966)."""

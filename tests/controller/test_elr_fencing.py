@@ -81,3 +81,35 @@ def test_alter_partition_shrink_below_min_isr_fills_the_elr_and_growth_clears_it
     assert p.elr == ()
     live = c.state.durable_state()
     assert c.restart().durable_state() == live
+
+
+def test_unclean_restart_leaves_isr_and_elr_clean_restart_keeps_elr() -> None:
+    from kraft_jbod.messages.broker_registration_request import Feature
+
+    c = Cluster()
+    for b in (1, 2, 3):
+        c.start_broker(b, [dir_id(b, 0)])
+    c.commit([
+        (FeatureLevelRecord(name="eligible.leader.replicas.version", feature_level=1), 0),
+        (ConfigRecord(resource_type=4, resource_name="", name="min.insync.replicas", value="3"), 0),
+    ])
+    c.create_topic("t", 1, 3)
+    p = c.state.image.topics[c.state.image.topic_names["t"]].partitions[0]
+    first, second, third = p.replicas
+    c.heartbeat(third, want_fence=True)
+    assert p.elr == (third,)
+    feats = [Feature(n, 0, 1 if n == "eligible.leader.replicas.version" else hi) for n, hi in
+             __import__("kraft_jbod.controller.features", fromlist=["x"]).IMPLEMENTED_MAX.items()]
+    # A new incarnation without PreviousBrokerEpoch (-1), once the old session expired:
+    # an unclean shutdown.
+    c.now += 60_000
+    out = c.register(third, [dir_id(third, 0)], inc=1, extra_features=feats)
+    assert out.response.error_code == 0  # type: ignore[attr-defined]
+    assert _changes(out) == [{"eligible_leader_replicas": []}]
+    assert not p.elr
+    # The leader restarts uncleanly too: it leaves the ISR, not into the ELR.
+    out = c.register(first, [dir_id(first, 0)], inc=1, extra_features=feats)
+    assert _changes(out) == [{"leader": second, "isr": [second]}]
+    assert (p.isr, p.leader, len(p.elr)) == ((second,), second, 0)
+    live = c.state.durable_state()
+    assert c.restart().durable_state() == live
