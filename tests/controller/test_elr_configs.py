@@ -22,7 +22,7 @@ TOPIC, BROKER = 2, 4
 
 
 def _cluster(elr: bool) -> Cluster:
-    c = Cluster()
+    c = Cluster(level=30 if elr else 25)  # 4.0-IV3 has no ELR by default
     for b in (1, 2, 3):
         c.start_broker(b, [dir_id(b, 0)])
     c.create_topic("t", 1, 3)
