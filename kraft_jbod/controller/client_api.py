@@ -242,6 +242,8 @@ def cluster_view(state: Any) -> dict[str, Any]:
                 "leader_epoch": p.leader_epoch,
                 "replicas": list(p.replicas),
                 "isr": list(p.isr),
+                "elr": list(p.elr),
+                "last_known_elr": list(p.last_known_elr),
                 "directories": [_dir_name(state, d) for d in p.dirs],
                 "offline_replicas": offline_replicas(state, p),
             })

@@ -30,7 +30,7 @@ PartView = tuple[tuple[int, ...], int, tuple[uuid.UUID, ...]]  # (isr, leader, d
 class Draft:
     """Overlay of the changes proposed so far in one handle()/tick() call."""
 
-    __slots__ = ("active", "ctx", "image", "online", "parts", "records")
+    __slots__ = ("active", "ctx", "elrs", "image", "online", "parts", "records")
 
     def __init__(self, ctx: ControllerContext) -> None:
         self.ctx = ctx
@@ -39,6 +39,7 @@ class Draft:
         self.parts: dict[Partition, PartView] = {}
         self.active: dict[int, bool] = {}
         self.online: dict[int, frozenset[uuid.UUID]] = {}
+        self.elrs: dict[Partition, tuple[tuple[int, ...], tuple[int, ...]]] = {}  # (ELR, last known ELR)
 
     # ------------------------------------------------------------------ views
 
@@ -99,10 +100,104 @@ class Draft:
             old_dirs if dirs is None else dirs,
         )
 
+    def elr_enabled(self) -> bool:
+        from kraft_jbod.controller.apis import partitions as ap
+
+        return ap.elr_enabled(self.image)
+
+    def min_isr(self, p: Partition) -> int:
+        from kraft_jbod.controller.apis import partitions as ap
+
+        return ap.effective_min_isr(self.image.configs, self.image.topics[p.topic_id].name, len(p.replicas))
+
+    def _remove_with_elr(self, p: Partition, broker_id: int) -> None:
+        # Kafka's generateLeaderAndIsrUpdates with ELR on: the builder may empty the ISR,
+        # moves the members that left cleanly into the ELR and remembers the last leader.
+        from kraft_jbod.controller.apis import partitions as ap
+
+        isr, leader, dirs = self.view(p)
+        elr, lke = self.elrs.get(p, (p.elr, p.last_known_elr))
+        view = ap.PartView(p.replicas, isr, leader, dirs, p.adding, p.removing, p.leader_recovery_state, elr, lke)
+        known = dict(zip(p.replicas, dirs, strict=True))
+        rec = ap.build_change(
+            view, p.topic_id, p.partition_id,
+            acceptable=lambda b, d: b != broker_id and self.acceptable_leader(b, d),
+            default_dir=lambda b: known[b],
+            metadata_version=self.image.metadata_version,
+            target_isr=[b for b in isr if b != broker_id],
+            elr_enabled=True,
+            min_isr=self.min_isr(p),
+        )
+        self._note(p, rec, isr, leader, dirs, elr, lke)
+
+    def _elect_with_elr(self, p: Partition) -> None:
+        from kraft_jbod.controller.apis import partitions as ap
+
+        isr, leader, dirs = self.view(p)
+        elr, lke = self.elrs.get(p, (p.elr, p.last_known_elr))
+        view = ap.PartView(p.replicas, isr, leader, dirs, p.adding, p.removing, p.leader_recovery_state, elr, lke)
+        known = dict(zip(p.replicas, dirs, strict=True))
+        rec = ap.build_change(
+            view, p.topic_id, p.partition_id,
+            acceptable=self.acceptable_leader,
+            default_dir=lambda b: known[b],
+            metadata_version=self.image.metadata_version,
+            elr_enabled=True,
+            min_isr=self.min_isr(p),
+        )
+        self._note(p, rec, isr, leader, dirs, elr, lke)
+
+    def _note(
+        self, p: Partition, rec: PartitionChangeRecord | None, isr: tuple[int, ...], leader: int,
+        dirs: tuple[uuid.UUID, ...], elr: tuple[int, ...], lke: tuple[int, ...],
+    ) -> None:
+        if rec is None:
+            return
+        self.records.append((rec, fv.partition_change_record_version(self.image.metadata_version)))
+        self.parts[p] = (
+            isr if rec.isr is None else tuple(rec.isr),
+            leader if rec.leader == NO_LEADER_CHANGE else rec.leader,
+            dirs,
+        )
+        self.elrs[p] = (
+            elr if rec.eligible_leader_replicas is None else tuple(rec.eligible_leader_replicas),
+            lke if rec.last_known_elr is None else tuple(rec.last_known_elr),
+        )
+
+    def unclean_shutdown(self, broker_id: int) -> None:
+        """KIP-966: a broker that re-registers without a clean shutdown (its previous broker
+        epoch is not the registered one) leaves every ISR and ELR and may not lead, as
+        Kafka's handleBrokerShutdown with ELR on: ISR partitions first, then ELR ones."""
+        from kraft_jbod.controller.apis import partitions as ap
+
+        self.active[broker_id] = False
+        parts = sorted_partitions(self.image.broker_partitions(broker_id))
+        in_isr = [p for p in parts if broker_id in self.view(p)[0]]
+        in_elr = [p for p in parts if broker_id in self.elrs.get(p, (p.elr, ()))[0] and p not in in_isr]
+        for p in in_isr + in_elr:
+            isr, leader, dirs = self.view(p)
+            elr, lke = self.elrs.get(p, (p.elr, p.last_known_elr))
+            view = ap.PartView(p.replicas, isr, leader, dirs, p.adding, p.removing, p.leader_recovery_state, elr, lke)
+            rec = ap.build_change(
+                view, p.topic_id, p.partition_id,
+                acceptable=lambda b, d: b != broker_id and self.acceptable_leader(b, d),
+                default_dir=dict(zip(p.replicas, dirs, strict=True)).__getitem__,
+                metadata_version=self.image.metadata_version,
+                target_isr=[b for b in isr if b != broker_id],
+                elr_enabled=True,
+                min_isr=self.min_isr(p),
+                unclean_shutdown=[broker_id],
+            )
+            self._note(p, rec, isr, leader, dirs, elr, lke)
+
     def remove_from_isr(self, p: Partition, broker_id: int) -> None:
-        """Take ``broker_id`` out of the ISR and leadership; the last ISR member stays (leader -1)."""
+        """Take ``broker_id`` out of the ISR and leadership; the last ISR member stays (leader -1)
+        unless ELR is on, where the ISR may become empty (KIP-966)."""
         isr, leader, dirs = self.view(p)
         if broker_id not in isr and leader != broker_id:
+            return
+        if self.elr_enabled():
+            self._remove_with_elr(p, broker_id)
             return
         new_isr = tuple(b for b in isr if b != broker_id) or isr
         keep = leader not in (NO_LEADER, broker_id)
@@ -138,8 +233,15 @@ class Draft:
         else:
             self.records.append((UnfenceBrokerRecord(id=reg.broker_id, epoch=reg.epoch), 0))
         self.active[reg.broker_id] = not reg.in_controlled_shutdown and reg.cs_offset < 0
+        elr_on = self.elr_enabled()
         for p in sorted_partitions(self.image.broker_partitions(reg.broker_id)):
             isr, leader, dirs = self.view(p)
+            if elr_on:
+                # With ELR the ISR may be empty: the builder elects from the ELR or the
+                # last known leader, as Kafka's handleBrokerUnfenced does.
+                if leader == NO_LEADER:
+                    self._elect_with_elr(p)
+                continue
             if leader == NO_LEADER and reg.broker_id in isr:
                 chosen = self.elect(p, isr, dirs, exclude=NO_LEADER_CHANGE)
                 if chosen != NO_LEADER:

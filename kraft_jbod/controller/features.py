@@ -124,13 +124,13 @@ _FEATURE_DEFAULTS: Final[dict[str, tuple[tuple[int, int], ...]]] = {
     STREAMS_VERSION: ((1, MV_4_2_IV1),),
 }
 
-# Features whose levels we implement. ELR (KIP-966) is not maintained here, so a new
-# cluster gets eligible.leader.replicas.version 0, which Kafka also allows
-# (`kafka-storage format --feature eligible.leader.replicas.version=0`).
+# Features whose levels we implement. ELR (KIP-966) is maintained by the change builder,
+# fencing, unfencing, unclean re-registration and AlterPartition, so a new cluster gets
+# eligible.leader.replicas.version 1 from 4.1-IV0, as Kafka 4.4's formatter gives it.
 IMPLEMENTED_MAX: Final[dict[str, int]] = {
     GROUP_VERSION: 1,
     TRANSACTION_VERSION: 2,
-    ELR_VERSION: 0,
+    ELR_VERSION: 1,
     SHARE_VERSION: 2,
     STREAMS_VERSION: 1,
 }

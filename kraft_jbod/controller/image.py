@@ -39,6 +39,7 @@ from kraft_jbod.controller.profiles import Profile
 from kraft_jbod.errors import StorageError
 from kraft_jbod.messages.access_control_entry_record import AccessControlEntryRecord
 from kraft_jbod.messages.broker_registration_change_record import BrokerRegistrationChangeRecord
+from kraft_jbod.messages.clear_elr_record import ClearElrRecord
 from kraft_jbod.messages.config_record import ConfigRecord
 from kraft_jbod.messages.feature_level_record import FeatureLevelRecord
 from kraft_jbod.messages.fence_broker_record import FenceBrokerRecord
@@ -124,8 +125,8 @@ class Partition:
     """One partition; tuples of ints/uuids keep it small (a million of these fit in RAM)."""
 
     __slots__ = (
-        "adding", "dirs", "isr", "leader", "leader_epoch", "leader_recovery_state", "partition_epoch",
-        "partition_id", "removing", "replicas", "topic_id",
+        "adding", "dirs", "elr", "isr", "last_known_elr", "leader", "leader_epoch", "leader_recovery_state",
+        "partition_epoch", "partition_id", "removing", "replicas", "topic_id",
     )
 
     def __init__(
@@ -153,6 +154,10 @@ class Partition:
         # added and being removed.
         self.adding: tuple[int, ...] = ()
         self.removing: tuple[int, ...] = ()
+        # KIP-966: eligible leader replicas (left the ISR cleanly while it was below
+        # min.insync.replicas) and the last known ELR (or, alone, the last leader).
+        self.elr: tuple[int, ...] = ()
+        self.last_known_elr: tuple[int, ...] = ()
 
     def dir_of(self, broker_id: int) -> uuid.UUID:
         return self.dirs[self.replicas.index(broker_id)]
@@ -160,7 +165,7 @@ class Partition:
     def durable(self) -> tuple[Any, ...]:
         return (
             self.replicas, self.isr, self.dirs, self.leader, self.leader_epoch, self.partition_epoch,
-            self.leader_recovery_state, self.adding, self.removing,
+            self.leader_recovery_state, self.adding, self.removing, self.elr, self.last_known_elr,
         )
 
     def __repr__(self) -> str:
@@ -452,6 +457,8 @@ def apply_partition(img: MetadataImage, offset: int, rec: PartitionRecord, versi
         rec.leader_epoch, rec.partition_epoch, rec.leader_recovery_state,
     )
     p.adding, p.removing = tuple(rec.adding_replicas), tuple(rec.removing_replicas)
+    p.elr = tuple(rec.eligible_leader_replicas or ())
+    p.last_known_elr = tuple(rec.last_known_elr or ())
     img.set_leader(p, rec.leader)
     topic.partitions[rec.partition_id] = p
     img.index_add(p)
@@ -489,7 +496,32 @@ def apply_partition_change(img: MetadataImage, offset: int, rec: PartitionChange
         p.adding = tuple(rec.adding_replicas)
     if rec.removing_replicas is not None:
         p.removing = tuple(rec.removing_replicas)
+    if rec.eligible_leader_replicas is not None:
+        p.elr = tuple(rec.eligible_leader_replicas)
+    if rec.last_known_elr is not None:
+        p.last_known_elr = tuple(rec.last_known_elr)
     p.partition_epoch += 1
+
+
+def apply_clear_elr(img: MetadataImage, offset: int, rec: ClearElrRecord, version: int) -> None:
+    """Empty ELR and last-known ELR of one topic (TopicName) or of every topic (empty name).
+
+    As Kafka's replay, a partition that held any gets a new partition epoch (the record is
+    a PartitionChangeRecord clearing both fields); a named topic that does not exist is an
+    error in the log.
+    """
+    if rec.topic_name:
+        tid = img.topic_names.get(rec.topic_name)
+        if tid is None:
+            raise StorageError(f"ClearElrRecord at offset {offset} for unknown topic {rec.topic_name!r}")
+        topics = [img.topics[tid]]
+    else:
+        topics = list(img.topics.values())
+    for topic in topics:
+        for p in topic.partitions.values():
+            if p.elr or p.last_known_elr:
+                p.elr, p.last_known_elr = (), ()
+                p.partition_epoch += 1
 
 
 def apply_remove_topic(img: MetadataImage, offset: int, rec: RemoveTopicRecord, version: int) -> None:
@@ -540,4 +572,5 @@ APPLIERS: dict[type[Message], Applier] = {
     ConfigRecord: apply_config,
     AccessControlEntryRecord: apply_acl,
     RemoveAccessControlEntryRecord: apply_remove_acl,
+    ClearElrRecord: apply_clear_elr,
 }

@@ -14,3 +14,6 @@ MAX_RECORDS_PER_USER_OP: Final = 10_000
 MAX_PARTITIONS_PER_REQUEST: Final = 10_000
 EXCESSIVE_BATCH: Final = "Unable to perform excessively large batch operation."
 EXCESSIVE_PARTITIONS: Final = "Excessively large number of partitions per request."
+# QuorumController's maximum records per batch: a larger atomic record set is written as
+# several batches of at most this many records, in one append (controller/log.py).
+MAX_RECORDS_PER_BATCH: Final = 10_000

@@ -11,9 +11,11 @@ Invariants:
 
 * Offsets are contiguous from 0 across all batches and segments; each segment's name is
   the base offset of its first batch, and a new segment starts only on a batch boundary.
-* ``append`` writes one whole batch and fsyncs before returning: once it has returned,
-  the records survive a crash. A failed write is cut back off the file, so the on-disk
-  log never holds a partial batch that a later append would bury.
+* ``append`` writes whole batches and fsyncs before returning: once it has returned,
+  the records survive a crash. A record set larger than ``MAX_RECORDS_PER_BATCH``
+  (10,000, Kafka's controller batch bound) becomes several batches written with one
+  ``write`` loop and one fsync, all or nothing. A failed write is cut back off the file,
+  so the on-disk log never holds a partial batch that a later append would bury.
 * Recovery on ``open`` trusts nothing: every batch is length-checked and CRC-checked
   (:func:`scan_segments`). Kafka truncates at the first invalid batch and counts on the
   other voters to copy back what it cut; a single-voter mock has no such copy, so only a
@@ -42,6 +44,7 @@ from typing import Any
 import crc32c
 
 from kraft_jbod import codec, messages
+from kraft_jbod.controller.limits import MAX_RECORDS_PER_BATCH
 from kraft_jbod.errors import DecodeError, StorageError
 from kraft_jbod.wire.message import Message
 from kraft_jbod.wire.records import (
@@ -272,9 +275,12 @@ class MetadataLog:
     # ------------------------------------------------------------------ writing
 
     def append(self, records: Sequence[RecordAndVersion], *, timestamp_ms: int) -> int:
-        """Append ``records`` as one data batch, fsync, and return its base offset.
+        """Append ``records`` atomically, fsync, and return the base offset of the first batch.
 
-        An empty list writes nothing and returns the current end offset.
+        Up to ``MAX_RECORDS_PER_BATCH`` records go in one data batch; a larger set is split
+        into consecutive batches of that many (the last one shorter), written in one go
+        with a single fsync, so either all of them are in the log or none is. An empty list
+        writes nothing and returns the current end offset.
 
         Raises:
             EncodeError: a record cannot be written at its version (nothing is written).
@@ -282,11 +288,14 @@ class MetadataLog:
         """
         if not records:
             return self.end_offset
-        recs = [
-            Record(offset_delta=i, key=None, value=codec.encode_metadata_record(rec, ver))
-            for i, (rec, ver) in enumerate(records)
-        ]
-        return self._append_batch(recs, timestamp_ms, 0)
+        chunks: list[list[Record]] = []
+        for start in range(0, len(records), MAX_RECORDS_PER_BATCH):
+            chunk = records[start : start + MAX_RECORDS_PER_BATCH]
+            chunks.append([
+                Record(offset_delta=i, key=None, value=codec.encode_metadata_record(rec, ver))
+                for i, (rec, ver) in enumerate(chunk)
+            ])
+        return self._append_batches(chunks, timestamp_ms, 0)
 
     def append_control(self, records: Sequence[ControlRecordAndVersion], *, timestamp_ms: int) -> int:
         """Append one control batch (e.g. a LeaderChangeMessage), fsync, return its base offset.
@@ -302,23 +311,31 @@ class MetadataLog:
             key = bytearray()
             write_control_record_key(key, ControlRecordKey(0, int(ctype)))
             recs.append(Record(offset_delta=i, key=bytes(key), value=msg.encode(ver)))
-        return self._append_batch(recs, timestamp_ms, CONTROL_MASK)
+        return self._append_batches([recs], timestamp_ms, CONTROL_MASK)
 
-    def _append_batch(self, recs: list[Record], timestamp_ms: int, attributes: int) -> int:
+    def _append_batches(self, chunks: list[list[Record]], timestamp_ms: int, attributes: int) -> int:
+        # Every batch is encoded before anything is written, so an EncodeError leaves the
+        # disk untouched; then one write loop and one fsync make the set atomic.
         if self._broken is not None:
             raise StorageError(f"metadata log {self.directory} is unusable: {self._broken}")
         if self._fd is None:
             raise StorageError(f"metadata log {self.directory} is closed or read-only")
         base = self.end_offset
-        batch = RecordBatch.of(
-            recs,
-            base_offset=base,
-            base_timestamp=timestamp_ms,
-            partition_leader_epoch=self._leader_epoch,
-            attributes=attributes,
-        )
         out = bytearray()
-        write_record_batch(out, batch)  # EncodeError leaves the disk untouched
+        spans: list[tuple[int, int, int, int]] = []  # (base offset, records, position in out, size)
+        next_base = base
+        for recs in chunks:
+            batch = RecordBatch.of(
+                recs,
+                base_offset=next_base,
+                base_timestamp=timestamp_ms,
+                partition_leader_epoch=self._leader_epoch,
+                attributes=attributes,
+            )
+            at = len(out)
+            write_record_batch(out, batch)
+            spans.append((next_base, len(recs), at, len(out) - at))
+            next_base += len(recs)
         started = time.perf_counter()
         if self._segments[-1].size > 0 and self._segments[-1].size + len(out) > self.segment_bytes:
             try:
@@ -336,21 +353,22 @@ class MetadataLog:
         except OSError as exc:
             self._undo(seg)
             raise StorageError(f"metadata log write failed at offset {base}: {exc.strerror}") from None
-        info = BatchInfo(
-            base,
-            base + len(recs) - 1,
-            self._leader_epoch,
-            len(self._segments) - 1,
-            seg.size,
-            len(out),
-            bool(attributes & CONTROL_MASK),
-        )
+        for batch_base, count, at, size in spans:
+            info = BatchInfo(
+                batch_base,
+                batch_base + count - 1,
+                self._leader_epoch,
+                len(self._segments) - 1,
+                seg.size + at,
+                size,
+                bool(attributes & CONTROL_MASK),
+            )
+            self._batches.append(info)
+            self._batch_bases.append(batch_base)
         seg.size += len(out)
         if self.append_observer is not None:
             self.append_observer(time.perf_counter() - started)
-        self._batches.append(info)
-        self._batch_bases.append(base)
-        self.end_offset = info.last_offset + 1
+        self.end_offset = next_base
         return base
 
     def delete_segments_below(self, offset: int) -> int:

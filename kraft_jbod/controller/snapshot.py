@@ -150,6 +150,9 @@ def image_records(img: MetadataImage) -> Iterator[RecordAndVersion]:
                 leader_epoch=p.leader_epoch,
                 partition_epoch=p.partition_epoch,
                 directories=list(p.dirs) if part_version >= 1 else [],
+                # KIP-966 fields (v2+); Kafka's image writes them only when non-empty.
+                eligible_leader_replicas=list(p.elr) if part_version >= 2 and p.elr else None,
+                last_known_elr=list(p.last_known_elr) if part_version >= 2 and p.last_known_elr else None,
             ), part_version
     for (rtype, rname), configs in img.configs.durable().items():
         for key, value in configs.items():

@@ -60,6 +60,7 @@ from kraft_jbod.messages.api_keys import ApiKey
 from kraft_jbod.messages.assign_replicas_to_dirs_request import AssignReplicasToDirsRequest
 from kraft_jbod.messages.broker_heartbeat_request import BrokerHeartbeatRequest
 from kraft_jbod.messages.broker_registration_request import BrokerRegistrationRequest
+from kraft_jbod.messages.config_record import ConfigRecord
 from kraft_jbod.messages.create_acls_request import CreateAclsRequest
 from kraft_jbod.messages.create_partitions_request import CreatePartitionsRequest
 from kraft_jbod.messages.create_topics_request import CreateTopicsRequest
@@ -307,9 +308,14 @@ class ControllerState:
                 f"{fv.MINIMUM_BOOTSTRAP_LEVEL}..{fv.MAX_SUPPORTED_LEVEL}"
             )
         records: list[RecordAndVersion] = [(FeatureLevelRecord(name=fv.METADATA_VERSION, feature_level=level), 0)]
-        for name, feature_level in sorted(fv.default_feature_levels(level).items()):
+        defaults = fv.default_feature_levels(level)
+        for name, feature_level in sorted(defaults.items()):
             if feature_level > 0:
                 records.append((FeatureLevelRecord(name=name, feature_level=feature_level), 0))
+        if defaults.get(fv.ELR_VERSION, 0) > 0:
+            # With ELR on, Kafka's controller activation adds the cluster-level
+            # min.insync.replicas (its own default, 1) after the bootstrap features.
+            records.append((ConfigRecord(resource_type=4, resource_name="", name="min.insync.replicas", value="1"), 0))
         return records
 
     # ------------------------------------------------------------------ apply / handle / tick
@@ -404,8 +410,12 @@ def _partition_problems(
         return 0
     if len(set(p.replicas)) != len(p.replicas):
         problems.append(f"{where}: repeated replica in {p.replicas}")
-    if not p.isr:
-        problems.append(f"{where}: empty ISR")
+    if not p.isr and not empty.elr_enabled():
+        problems.append(f"{where}: empty ISR")  # with ELR (KIP-966) the ISR may be empty
+    if set(p.elr) & set(p.isr):
+        problems.append(f"{where}: ELR {p.elr} overlaps ISR {p.isr}")  # Kafka logs this as an error
+    if not set(p.elr) <= set(p.replicas):
+        problems.append(f"{where}: ELR {p.elr} not within replicas {p.replicas}")
     if not set(p.isr) <= set(p.replicas):
         problems.append(f"{where}: ISR {p.isr} not within replicas {p.replicas}")
     for b, directory in zip(p.replicas, p.dirs, strict=True):

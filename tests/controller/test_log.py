@@ -383,3 +383,49 @@ def test_log_dump_cli_reports_damage_with_offset(tmp_path: Path, capsys: pytest.
     assert cli.main(["log", "dump", str(tmp_path)]) == 2
     assert "damaged at offset 1" in capsys.readouterr().err
     assert seg.read_bytes() == bytes(data)
+
+
+def test_a_set_over_10000_records_is_several_batches_with_one_fsync(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from kraft_jbod.controller import log as log_module
+
+    noop = NoOpRecord()
+    synced: list[int] = []
+    real_fsync = log_module.os.fsync
+    with MetadataLog.open(tmp_path) as log:
+        log.append([(MV17, 0)], timestamp_ms=1)
+        monkeypatch.setattr(log_module.os, "fsync", lambda fd: (synced.append(fd), real_fsync(fd))[1])
+        assert log.append([(noop, 0)] * 25_001, timestamp_ms=2) == 1
+        assert len(synced) == 1  # one fsync for the whole set
+        monkeypatch.setattr(log_module.os, "fsync", real_fsync)
+        assert log.end_offset == 25_002
+        assert [(b.base_offset, b.last_offset) for b in log.batches] == [
+            (0, 0), (1, 10_000), (10_001, 20_000), (20_001, 25_001)
+        ]
+        assert log.batch_containing(20_001).base_offset == 20_001
+        assert log.append([(noop, 0)] * 10_000, timestamp_ms=3) == 25_002  # exactly the bound: one batch
+        assert len(log.batches) == 5
+    with MetadataLog.open(tmp_path) as log:
+        assert log.end_offset == 35_002
+        assert sum(1 for _ in log.replay()) == 35_002
+    assert [b.last_offset_delta + 1 for b in batches_on_disk(tmp_path)] == [1, 10_000, 10_000, 5_001, 10_000]
+    assert [b.base_offset for b in batches_on_disk(tmp_path)] == [0, 1, 10_001, 20_001, 25_002]
+
+
+def test_a_failed_write_of_a_split_set_leaves_none_of_it(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from kraft_jbod.controller import log as log_module
+
+    with MetadataLog.open(tmp_path) as log:
+        log.append([(MV17, 0)], timestamp_ms=1)
+        size = (tmp_path / segment_name(0)).stat().st_size
+
+        def failing_fsync(fd: int) -> None:
+            raise OSError(5, "Input/output error")
+
+        monkeypatch.setattr(log_module.os, "fsync", failing_fsync)
+        with pytest.raises(StorageError, match="offset 1"):
+            log.append([(NoOpRecord(), 0)] * 20_500, timestamp_ms=2)
+        monkeypatch.undo()
+        assert log.end_offset == 1 and len(log.batches) == 1
+    assert (tmp_path / segment_name(0)).stat().st_size == size

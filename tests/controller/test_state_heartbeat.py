@@ -129,18 +129,25 @@ def test_session_timeout_fences_and_moves_leaders() -> None:
     assert c.state.check_invariants() == []
 
 
-def test_last_isr_member_is_kept_with_no_leader_and_reelected_on_unfence() -> None:
-    c = Cluster()
+@pytest.mark.parametrize("level", [25, 30])
+def test_last_isr_member_is_kept_with_no_leader_and_reelected_on_unfence(level: int) -> None:
+    # Without ELR (4.0-IV3) the last ISR member stays in the ISR; with ELR (the default from
+    # 4.1-IV0) the ISR empties into the ELR and the broker is the last known leader.
+    c = Cluster(level=level)
     c.start_broker(1)
     c.create_topic("solo", 1, 1)
     tid = c.state.topic_id_of("solo")
     assert tid is not None
     c.heartbeat(1, want_fence=True)
     p = c.state.partition(tid, 0)
-    assert p is not None and p.isr == (1,) and p.leader == -1
+    assert p is not None and p.leader == -1
+    if level < 26:
+        assert (p.isr, p.elr) == ((1,), ())
+    else:
+        assert (p.isr, p.elr, p.last_known_elr) == ((), (1,), (1,))
     out = c.heartbeat(1)
     assert [type(r) for r, _ in out.records] == [BrokerRegistrationChangeRecord, PartitionChangeRecord]
-    assert p.leader == 1 and p.leader_epoch == 2
+    assert p.leader == 1 and p.leader_epoch == 2 and p.isr == (1,) and not p.elr and not p.last_known_elr
 
 
 def test_old_metadata_versions_use_fence_records() -> None:

@@ -11,6 +11,7 @@ from kraft_jbod.controller import features as fv
 from kraft_jbod.controller.state import ControllerState
 from kraft_jbod.errors import ConfigError, ProtocolError
 from kraft_jbod.messages.broker_registration_request import BrokerRegistrationRequest, Feature
+from kraft_jbod.messages.config_record import ConfigRecord
 from kraft_jbod.messages.error_codes import ErrorCode
 from kraft_jbod.messages.feature_level_record import FeatureLevelRecord
 from kraft_jbod.messages.register_broker_record import RegisterBrokerRecord
@@ -116,25 +117,36 @@ def test_register_record_version_follows_metadata_version(level: int, expected: 
 
 
 def _boot(level: int) -> list[tuple[str, int]]:
-    out = []
+    out: list[tuple[str, int]] = []
     for rec, ver in ControllerState.bootstrap_records(level):
-        assert isinstance(rec, FeatureLevelRecord) and ver == 0
+        assert ver == 0
+        if isinstance(rec, ConfigRecord):
+            # Kafka's activation adds the cluster min.insync.replicas when ELR is on, last.
+            assert (rec.resource_type, rec.resource_name, rec.name, rec.value) == (4, "", "min.insync.replicas", "1")
+            out.append(("config min.insync.replicas", 1))
+            continue
+        assert isinstance(rec, FeatureLevelRecord)
         out.append((rec.name, rec.feature_level))
     return out
 
 
 # What Kafka 4.4's formatter finalizes (BootstrapMetadata.fromVersions with each feature's
-# defaultLevel): metadata.version first, then the rest sorted by name, zeros left out.
-# eligible.leader.replicas.version would be 1 from 26; we do not implement ELR, so it stays 0.
+# defaultLevel): metadata.version first, then the rest sorted by name, zeros left out;
+# eligible.leader.replicas.version 1 from 26 (4.1-IV0), with the min.insync.replicas record.
+ELR_ON = [("config min.insync.replicas", 1)]
 BOOTSTRAP = [
     (5, [("metadata.version", 5)]),
     (17, [("metadata.version", 17)]),
     (21, [("metadata.version", 21)]),
     (22, [("metadata.version", 22), ("group.version", 1)]),
     (24, [("metadata.version", 24), ("group.version", 1), ("transaction.version", 2)]),
-    (28, [("metadata.version", 28), ("group.version", 1), ("share.version", 1), ("transaction.version", 2)]),
-    (29, [("metadata.version", 29), ("group.version", 1), ("share.version", 1), ("streams.version", 1),
-          ("transaction.version", 2)]),
+    (25, [("metadata.version", 25), ("group.version", 1), ("transaction.version", 2)]),
+    (26, [("metadata.version", 26), ("eligible.leader.replicas.version", 1), ("group.version", 1),
+          ("transaction.version", 2), *ELR_ON]),
+    (28, [("metadata.version", 28), ("eligible.leader.replicas.version", 1), ("group.version", 1),
+          ("share.version", 1), ("transaction.version", 2), *ELR_ON]),
+    (29, [("metadata.version", 29), ("eligible.leader.replicas.version", 1), ("group.version", 1),
+          ("share.version", 1), ("streams.version", 1), ("transaction.version", 2), *ELR_ON]),
 ]
 
 

@@ -83,6 +83,8 @@ def partitions_from_view(view: dict[str, Any], profile: str = "kafka") -> dict[t
                 "leader_epoch": p["leader_epoch"],
                 "replicas": p["replicas"],
                 "isr": p["isr"],
+                "elr": p.get("elr", []),
+                "last_known_elr": p.get("last_known_elr", []),
                 "directories": [view_dir_bytes(d, profile) for d in p["directories"]],
             }
     return out
@@ -98,6 +100,8 @@ def partitions_from_image(image: dict[str, Any]) -> dict[tuple[str, int], dict[s
                 "leader_epoch": p["leader_epoch"],
                 "replicas": p["replicas"],
                 "isr": p["isr"],
+                "elr": p["elr"],
+                "last_known_elr": p["last_known_elr"],
                 "directories": p["directories"],
             }
     return out

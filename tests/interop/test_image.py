@@ -158,3 +158,39 @@ def test_a_metadata_version_change_in_the_log(interop: InteropJvm, tmp_path: Pat
     loaded = load_and_compare(interop, c.write(tmp_path / "upgrade"), view)
     assert loaded["image"]["features"]["metadata.version.name"] == "4.0-IV0"
     assert [t["name"] for t in loaded["image"]["topics"]] == ["after", "before"]
+
+
+def test_elr_fencing_unfencing_and_clear_elr(interop: InteropJvm, tmp_path: Path) -> None:
+    """A log with eligible.leader.replicas.version 1: fencing fills the ELR down to an empty
+    ISR, unfencing elects from it, a min.insync.replicas change writes ClearElrRecord; Kafka's
+    image of that log has the same ISR, ELR and last-known ELR as our status view."""
+    from kraft_jbod.messages.config_record import ConfigRecord
+    from kraft_jbod.messages.feature_level_record import FeatureLevelRecord
+    from kraft_jbod.messages.incremental_alter_configs_request import (
+        AlterableConfig,
+        AlterConfigsResource,
+        IncrementalAlterConfigsRequest,
+    )
+
+    c = RecordingCluster()
+    for b in (1, 2, 3, 4):
+        c.start_broker(b, [dir_id(b, 0)])
+    c.commit([
+        (FeatureLevelRecord(name="eligible.leader.replicas.version", feature_level=1), 0),
+        (ConfigRecord(resource_type=4, resource_name="", name="min.insync.replicas", value="3"), 0),
+    ])
+    c.create_topic("t", 4, 3)
+    c.create_topic("u", 2, 3)
+    for b in (3, 1, 2):
+        c.heartbeat(b, want_fence=True)
+    mid = client_api.cluster_view(c.state)
+    assert any(p["elr"] for t in mid["topics"] for p in t["partitions"])
+    assert any(p["last_known_elr"] for t in mid["topics"] for p in t["partitions"])
+    load_and_compare(interop, c.write(tmp_path / "fenced"), mid)
+    c.heartbeat(1)
+    req = IncrementalAlterConfigsRequest(resources=[AlterConfigsResource(2, "u", [
+        AlterableConfig("min.insync.replicas", 0, "2")])])
+    c.call(44, 1, req)
+    view = client_api.cluster_view(c.state)
+    assert all(not p["elr"] for t in view["topics"] if t["name"] == "u" for p in t["partitions"])
+    load_and_compare(interop, c.write(tmp_path / "after"), view)

@@ -99,7 +99,9 @@ def ops_of(ctx: ControllerContext, salt: int = 0) -> partitions.Ops:
     draft = Draft(ctx)
 
     def view(p: Any) -> partitions.PartView:
-        return partitions.PartView(p.replicas, p.isr, p.leader, p.dirs, p.adding, p.removing, p.leader_recovery_state)
+        return partitions.PartView(
+            p.replicas, p.isr, p.leader, p.dirs, p.adding, p.removing, p.leader_recovery_state, p.elr, p.last_known_elr
+        )
 
     def place(start: int, count: int, rf: int) -> list[list[int]] | tuple[int, str]:
         # Kafka's striped placer, seeded by the request so that a replay gives the same layout.

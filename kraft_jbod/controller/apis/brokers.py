@@ -62,7 +62,11 @@ def handle_registration(ctx: ControllerContext, call: Call, req: BrokerRegistrat
         return fail(feature_error)
 
     d = Draft(ctx)
-    if existing is not None and existing.active:
+    if existing is not None and new_incarnation and d.elr_enabled() and req.previous_broker_epoch != existing.epoch:
+        # KIP-966: an unclean shutdown (Kafka compares PreviousBrokerEpoch with the stored
+        # epoch) takes the broker out of every ISR and ELR.
+        d.unclean_shutdown(existing.broker_id)
+    elif existing is not None and existing.active:
         if new_incarnation:
             # The old incarnation still leads partitions; move them before the new
             # registration (fenced) replaces it, so no leader sits on a fenced broker.

@@ -32,9 +32,11 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Any, Final
 
+from kraft_jbod.controller import features as fv
 from kraft_jbod.messages.alter_configs_request import AlterConfigsRequest
 from kraft_jbod.messages.alter_configs_response import AlterConfigsResourceResponse as LegacyResult
 from kraft_jbod.messages.alter_configs_response import AlterConfigsResponse
+from kraft_jbod.messages.clear_elr_record import ClearElrRecord
 from kraft_jbod.messages.config_record import ConfigRecord
 from kraft_jbod.messages.create_topics_response import CreatableTopicConfigs
 from kraft_jbod.messages.describe_configs_request import DescribeConfigsRequest
@@ -55,6 +57,7 @@ from kraft_jbod.wire.message import Message
 RecordAndVersion = tuple[Message, int]
 
 TOPIC: Final = 2
+MIN_ISR: Final = "min.insync.replicas"
 BROKER: Final = 4
 BROKER_LOGGER: Final = 8
 CLIENT_METRICS: Final = 16
@@ -287,6 +290,20 @@ def _record(rtype: int, name: str, key: str, value: str | None) -> RecordAndVers
     return ConfigRecord(resource_type=rtype, resource_name=name, name=key, value=value), 0
 
 
+def clear_elr_records(st: Any, records: list[RecordAndVersion]) -> list[RecordAndVersion]:
+    """ClearElrRecords for the ``min.insync.replicas`` changes among ``records``, as Kafka's
+    ConfigurationControlManager appends them when eligible.leader.replicas.version >= 1:
+    one naming the topic for a topic config, one with an empty name (every topic) for a
+    broker or cluster config; none with ELR off."""
+    if st.finalized_features.get(fv.ELR_VERSION, 0) < 1:
+        return []
+    out: list[RecordAndVersion] = []
+    for rec, _version in records:
+        if isinstance(rec, ConfigRecord) and rec.name == MIN_ISR:
+            out.append((ClearElrRecord(topic_name=rec.resource_name if rec.resource_type == TOPIC else ""), 0))
+    return out
+
+
 def _split(value: str | None) -> list[str]:
     return [] if value is None else [x for x in value.split(",") if x]
 
@@ -428,6 +445,7 @@ def incremental_alter_configs(
         records += mine
         results.append(AlterConfigsResourceResponse(0, None, rtype, name))
     results += loggers
+    records += clear_elr_records(st, records)
     return IncrementalAlterConfigsResponse(responses=results), [] if req.validate_only else records
 
 
@@ -470,6 +488,7 @@ def alter_configs(
             continue
         records += mine
         results.append(LegacyResult(0, None, rtype, name))
+    records += clear_elr_records(st, records)
     return AlterConfigsResponse(responses=results), [] if req.validate_only else records
 
 

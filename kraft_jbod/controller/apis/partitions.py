@@ -1,9 +1,8 @@
 """CreatePartitions, ElectLeaders, Alter/ListPartitionReassignments, and the change builder.
 
-:func:`build_change` is Kafka's PartitionChangeBuilder without ELR (this controller does
-not implement eligible leader replicas): from a partition and targets (ISR, replicas,
-adding, removing, election kind) it makes the one PartitionChangeRecord that takes the
-partition there, or None when nothing changes. In Kafka's order:
+:func:`build_change` is Kafka's PartitionChangeBuilder: from a partition and targets (ISR,
+replicas, adding, removing, election kind) it makes the one PartitionChangeRecord that
+takes the partition there, or None when nothing changes. In Kafka's order:
 
 * Rule 1: a reassignment completes when the target ISR holds every adding replica and
   at least one replica that is not being removed (and, when the replica count shrinks,
@@ -16,6 +15,14 @@ partition there, or None when nothing changes. In Kafka's order:
   leave the replica set, and below 3.6-IV0 when the ISR shrinks.
 * Rule 4: Directories follow the target replicas: a replica keeps its directory, a new
   one gets the controller's default directory for its broker.
+* Rule 5 (KIP-966, only with ``elr_enabled``): while the target ISR is below min ISR,
+  the ELR is the old ISR and old ELR minus the target ISR and the unclean-shutdown
+  replicas; at or above min ISR it is empty. With the ISR empty an ELR member may lead
+  (it becomes the ISR alone and leaves the ELR); failing that, the last known leader (a
+  LastKnownElr of exactly one broker) is elected as an unclean election. An unclean
+  election empties the ELR. The ISR may become empty. LastKnownElr holds the leader a
+  partition had when it first became leaderless and is emptied once it has a leader.
+  Without ELR, a partition's leftover ELR is cleared by its next change.
 
 Reassignment (KIP-455, as Kafka's ReplicationControlManager): the first record sets
 Replicas to target + removing, and AddingReplicas/RemovingReplicas; AlterPartition
@@ -79,6 +86,30 @@ class PartView:
     adding: tuple[int, ...] = ()
     removing: tuple[int, ...] = ()
     leader_recovery_state: int = RECOVERED
+    elr: tuple[int, ...] = ()
+    last_known_elr: tuple[int, ...] = ()
+
+
+def java_hash_set_order(values: Sequence[int]) -> list[int]:
+    """The iteration order of a java.util.HashSet<Integer> after adding ``values`` in order.
+
+    Kafka's builder computes the ELR through such a set, and whether a record carries the
+    ELR depends on list equality, so the order is part of the record. A HashSet iterates
+    by bucket (the spread hash masked by the table size; the table starts at 16 and
+    doubles past 3/4 full), and in insertion order within a bucket.
+    """
+    seen: dict[int, int] = {}
+    for v in values:
+        seen.setdefault(v, len(seen))
+    capacity = 16
+    while len(seen) > capacity * 3 // 4:
+        capacity *= 2
+
+    def bucket(v: int) -> int:
+        h = v & 0xFFFFFFFF
+        return (h ^ (h >> 16)) & (capacity - 1)
+
+    return sorted(seen, key=lambda v: (bucket(v), seen[v]))
 
 
 def complete_reassignment(
@@ -102,6 +133,35 @@ def complete_reassignment(
     return new_replicas, new_isr
 
 
+def target_elr(
+    old_isr: Sequence[int], old_elr: Sequence[int], isr: Sequence[int], min_isr: int,
+    unclean_shutdown: Sequence[int] = (),
+) -> list[int]:
+    """Rule 5's ELR for a target ISR: empty at or above min ISR, else the old ELR and ISR
+    (in a Java HashSet's order) minus the target ISR and the unclean-shutdown replicas."""
+    if len(isr) >= min_isr:
+        return []
+    return [b for b in java_hash_set_order([*old_elr, *old_isr]) if b not in isr and b not in unclean_shutdown]
+
+
+def effective_min_isr(configs: Any, topic_name: str, replication_factor: int) -> int:
+    """A topic's min.insync.replicas (its config, else the cluster default, else 1), capped at
+    its replication factor, as Kafka's getTopicEffectiveMinIsr."""
+    raw = (configs.value(2, topic_name, "min.insync.replicas")
+           or configs.value(4, "", "min.insync.replicas") or "1")
+    try:
+        value = int(raw)
+    except ValueError:
+        value = 1
+    return min(value, replication_factor)
+
+
+def elr_enabled(image: Any) -> bool:
+    """KIP-966 is on when eligible.leader.replicas.version >= 1 is finalized (at a level with
+    the ELR record fields)."""
+    return bool(image.features.get(fv.ELR_VERSION, 0) >= 1 and image.metadata_version >= fv.MV_4_0_IV1)
+
+
 def build_change(
     p: PartView,
     topic_id: uuid.UUID,
@@ -116,10 +176,15 @@ def build_change(
     target_removing: Sequence[int] | None = None,
     election: int = ONLINE,
     target_lrs: int | None = None,
+    elr_enabled: bool = False,
+    min_isr: int = 1,
+    unclean_shutdown: Sequence[int] = (),
 ) -> PartitionChangeRecord | None:
-    """The PartitionChangeRecord taking ``p`` to the targets (Rules 1-4), or None.
+    """The PartitionChangeRecord taking ``p`` to the targets (Rules 1-5), or None.
 
     ``acceptable(broker, directory)`` says whether a broker may lead from that directory.
+    ``min_isr`` is the topic's effective min.insync.replicas (capped at its replication
+    factor by the caller, as Kafka's ``getTopicEffectiveMinIsr``).
     """
     isr = list(p.isr if target_isr is None else target_isr)
     replicas = list(p.replicas if target_replicas is None else target_replicas)
@@ -136,8 +201,16 @@ def build_change(
     def may_lead(b: int) -> bool:
         return b in dir_of and acceptable(b, dir_of[b])
 
+    # Rule 5, before the election: the target ELR from the old ISR and ELR.
+    elr = target_elr(p.isr, p.elr, isr, min_isr, unclean_shutdown) if elr_enabled else list(p.elr)
+
     def valid(b: int) -> bool:
-        return b in isr and may_lead(b)
+        return (b in isr or (not isr and b in elr)) and may_lead(b)
+
+    def last_known_leader() -> int:
+        if elr_enabled and not elr and not isr and len(p.last_known_elr) == 1 and may_lead(p.last_known_elr[0]):
+            return p.last_known_elr[0]
+        return NO_LEADER
 
     rec = PartitionChangeRecord(partition_id=partition_id, topic_id=topic_id)
     leader, unclean = NO_LEADER, False
@@ -148,10 +221,16 @@ def build_change(
     else:
         pool = replicas[1:] if election == PREFERRED else replicas
         leader = next((b for b in pool if valid(b)), NO_LEADER)
+        if leader == NO_LEADER:
+            leader = last_known_leader()
+            unclean = leader != NO_LEADER
         if leader == NO_LEADER and election == UNCLEAN:
             leader = next((b for b in replicas if may_lead(b)), NO_LEADER)
             unclean = leader != NO_LEADER
     if leader != p.leader:
+        if leader in elr:
+            isr = [leader]
+            elr = [b for b in elr if b != leader]
         rec.leader = leader
         if unclean:
             rec.isr = [leader]
@@ -159,7 +238,11 @@ def build_change(
                 rec.leader_recovery_state = RECOVERING
     if rec.leader == NO_LEADER_CHANGE and not set(p.replicas) <= set(replicas):
         rec.leader = p.leader
-    if rec.isr is None and isr and isr != list(p.isr):
+    if rec.isr is not None or not elr_enabled:
+        elr = []  # an unclean election, or ELR off, leaves no ELR
+    if elr != list(p.elr):
+        rec.eligible_leader_replicas = elr
+    if rec.isr is None and (isr or elr_enabled) and isr != list(p.isr):
         rec.isr = isr
     if (
         metadata_version < MV_3_6_IV0
@@ -168,6 +251,11 @@ def build_change(
         and not set(p.isr) <= set(rec.isr)
     ):
         rec.leader = p.leader
+    if elr_enabled:
+        if rec.leader == NO_LEADER and not p.last_known_elr:
+            rec.last_known_elr = [p.leader]  # the first time it becomes leaderless
+        elif rec.leader >= 0 and p.last_known_elr:
+            rec.last_known_elr = []
     if replicas:
         if fv.supports_jbod(metadata_version) and tuple(dirs) != tuple(p.dirs):
             rec.directories = dirs
@@ -187,6 +275,8 @@ def build_change(
         and rec.adding_replicas is None
         and rec.leader_recovery_state == -1
         and rec.directories is None
+        and rec.eligible_leader_replicas is None
+        and rec.last_known_elr is None
     )
     return None if no_op else rec
 
@@ -219,6 +309,11 @@ class Ops:
         return int(self.st.metadata_version)
 
     def change(self, p: Any, **targets: Any) -> RecordAndVersion | None:
+        image = getattr(self.st, "image", None)
+        if image is not None and elr_enabled(image):
+            targets.setdefault("elr_enabled", True)
+            topic = image.topics[p.topic_id].name
+            targets.setdefault("min_isr", effective_min_isr(image.configs, topic, len(p.replicas)))
         rec = build_change(
             self.view(p),
             p.topic_id,

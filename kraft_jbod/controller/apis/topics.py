@@ -16,6 +16,7 @@ import uuid
 from kraft_jbod.controller import alter_partition as ap
 from kraft_jbod.controller import features as fv
 from kraft_jbod.controller.apis import configs
+from kraft_jbod.controller.apis import partitions as pb
 from kraft_jbod.controller.context import Call, ControllerContext, Outcome, RecordAndVersion
 from kraft_jbod.controller.draft import Draft
 from kraft_jbod.controller.image import NO_LEADER, Partition
@@ -352,6 +353,7 @@ def handle_alter_partition(ctx: ControllerContext, call: Call, req: AlterPartiti
     records: list[RecordAndVersion] = []
     topics_out: list[AlterTopicResult] = []
     empty = Draft(ctx)
+    elr_on = pb.elr_enabled(img)
     for td in req.topics:
         out = AlterTopicResult(topic_name=td.topic_name if not by_id else "", topic_id=td.topic_id)
         topics_out.append(out)
@@ -396,12 +398,21 @@ def handle_alter_partition(ctx: ControllerContext, call: Call, req: AlterPartiti
                         leader_recovery_state=view.leader_recovery_state, partition_epoch=view.partition_epoch))
                     continue
             change = ap.plan_change(view, [b for b, _ in prop.new_isr], prop.leader_recovery_state, mv)
+            new_elr = None
+            if elr_on:
+                # KIP-966: members leaving the ISR below min ISR join the ELR (Kafka's builder).
+                target = pb.target_elr(view.isr, p.elr, [b for b, _ in prop.new_isr],
+                                       pb.effective_min_isr(img.configs, topic.name, len(p.replicas)))
+                new_elr = None if target == list(p.elr) else target
+                if change is None and new_elr is not None:
+                    change = ap.Change(None, ap.NO_LEADER_CHANGE, ap.NO_RECOVERY_CHANGE)
             if change is not None:
                 rec = PartitionChangeRecord(partition_id=p.partition_id, topic_id=p.topic_id)
                 if change.isr is not None:
                     rec.isr = list(change.isr)
                 rec.leader = change.leader
                 rec.leader_recovery_state = change.leader_recovery_state
+                rec.eligible_leader_replicas = new_elr
                 records.append((rec, record_version))
                 view = seen[p] = change.apply_to(view)
             out.partitions.append(
