@@ -38,6 +38,7 @@ kafka-oracle: $(STAMP)
 
 lint: $(STAMP)
 	$(VENV)/bin/ruff check kraft_jbod tools tests
+	$(VENV)/bin/ruff format --check kraft_jbod tools tests
 
 typecheck: $(STAMP)
 	$(VENV)/bin/mypy kraft_jbod tools

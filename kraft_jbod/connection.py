@@ -418,9 +418,7 @@ class ClientConnection:
         oldest = next(iter(self._in_flight), None)
         if oldest is None or corr != oldest:
             self._framer.fail(
-                RemoteProtocolError(
-                    f"response with correlation id {corr}, expected {oldest}", correlation_id=corr
-                )
+                RemoteProtocolError(f"response with correlation id {corr}, expected {oldest}", correlation_id=corr)
             )
         key, version = self._in_flight.pop(corr)
         read_version = codec.response_read_version(key, version, payload)

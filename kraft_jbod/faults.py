@@ -56,13 +56,18 @@ from kraft_jbod.wire.primitives import uuid_from_base64url, uuid_to_base64url
 
 log = logging.getLogger(__name__)
 
-ActionType = Literal[
-    "error", "delay", "drop", "stall", "fence", "offline_dir", "refuse_registration", "stale_epoch"
-]
+ActionType = Literal["error", "delay", "drop", "stall", "fence", "offline_dir", "refuse_registration", "stale_epoch"]
 TriggerType = Literal["always", "once", "nth", "times", "probability"]
 
 ACTION_TYPES: Final[tuple[str, ...]] = (
-    "error", "delay", "drop", "stall", "fence", "offline_dir", "refuse_registration", "stale_epoch",
+    "error",
+    "delay",
+    "drop",
+    "stall",
+    "fence",
+    "offline_dir",
+    "refuse_registration",
+    "stale_epoch",
 )
 TRIGGER_TYPES: Final[tuple[str, ...]] = ("always", "once", "nth", "times", "probability")
 
@@ -610,7 +615,7 @@ class FaultInjector:
         if isinstance(doc, list):
             doc = {"rules": doc}
         if not isinstance(doc, dict):
-            raise ConfigError("a fault file holds an object {\"seed\": ..., \"rules\": [...]}")
+            raise ConfigError('a fault file holds an object {"seed": ..., "rules": [...]}')
         _check_keys(doc, ("seed", "rules"), "fault file")
         rules = doc.get("rules", [])
         if not isinstance(rules, list):
@@ -668,8 +673,13 @@ class FaultInjector:
                 return None
             self.fired_total += 1
             event = Fired(
-                next(self._seq), chosen.id, chosen.action, facts.api_key, facts.api_version,
-                facts.broker_id, facts.listener,
+                next(self._seq),
+                chosen.id,
+                chosen.action,
+                facts.api_key,
+                facts.api_version,
+                facts.broker_id,
+                facts.listener,
             )
             self.history.append(event)
             callbacks = list(self.listeners)

@@ -105,10 +105,12 @@ class KafkaConnection:
         self.conn = ClientConnection(client_id=client_id)
 
     @classmethod
-    async def open(cls, address: tuple[str, int], *, client_id: str = "kraft-jbod-test", ssl: Any = None
-                   ) -> KafkaConnection:
-        r, w = await asyncio.open_connection(address[0], address[1], ssl=ssl,
-                                             server_hostname=None if ssl is None else "localhost")
+    async def open(
+        cls, address: tuple[str, int], *, client_id: str = "kraft-jbod-test", ssl: Any = None
+    ) -> KafkaConnection:
+        r, w = await asyncio.open_connection(
+            address[0], address[1], ssl=ssl, server_hostname=None if ssl is None else "localhost"
+        )
         return cls(r, w, client_id)
 
     async def call(self, body: Message, version: int, *, timeout: float = 10.0) -> Any:
@@ -161,8 +163,14 @@ def directory_id(broker_id: int, index: int) -> uuid.UUID:
 class SimBroker:
     """A scripted JBOD broker on the controller listener (register, heartbeat, fail dirs)."""
 
-    def __init__(self, cluster: KraftCluster, broker_id: int, dirs: list[uuid.UUID],
-                 endpoint: tuple[str, int], rack: str | None = None) -> None:
+    def __init__(
+        self,
+        cluster: KraftCluster,
+        broker_id: int,
+        dirs: list[uuid.UUID],
+        endpoint: tuple[str, int],
+        rack: str | None = None,
+    ) -> None:
         self.cluster = cluster
         self.broker_id = broker_id
         self.dirs = dirs
@@ -179,10 +187,13 @@ class SimBroker:
     async def register(self) -> Any:
         assert self.conn is not None
         req = BrokerRegistrationRequest(
-            broker_id=self.broker_id, cluster_id=self.cluster.server.cluster_id, incarnation_id=self.incarnation,
+            broker_id=self.broker_id,
+            cluster_id=self.cluster.server.cluster_id,
+            incarnation_id=self.incarnation,
             listeners=[Listener(name="PLAINTEXT", host=self.endpoint[0], port=self.endpoint[1], security_protocol=0)],
             features=fv.registration_features(4),
-            rack=self.rack, log_dirs=list(self.dirs),
+            rack=self.rack,
+            log_dirs=list(self.dirs),
         )
         resp = await self.conn.call(req, 4)
         if resp.error_code == 0:
@@ -197,9 +208,12 @@ class SimBroker:
                 self.offline.append(d)
         log = self.cluster.server.log
         req = BrokerHeartbeatRequest(
-            broker_id=self.broker_id, broker_epoch=self.epoch,
-            current_metadata_offset=(log.end_offset if log is not None else 0), want_fence=want_fence,
-            want_shut_down=False, offline_log_dirs=list(self.offline),
+            broker_id=self.broker_id,
+            broker_epoch=self.epoch,
+            current_metadata_offset=(log.end_offset if log is not None else 0),
+            want_fence=want_fence,
+            want_shut_down=False,
+            offline_log_dirs=list(self.offline),
         )
         return await self.conn.call(req, 1)
 
@@ -207,17 +221,23 @@ class SimBroker:
         """AssignReplicasToDirs for one replica of this broker."""
         assert self.conn is not None
         req = AssignReplicasToDirsRequest(
-            broker_id=self.broker_id, broker_epoch=self.epoch,
-            directories=[DirectoryData(id=directory, topics=[
-                TopicData(topic_id=topic_id, partitions=[PartitionData(partition_index=partition)])])],
+            broker_id=self.broker_id,
+            broker_epoch=self.epoch,
+            directories=[
+                DirectoryData(
+                    id=directory,
+                    topics=[TopicData(topic_id=topic_id, partitions=[PartitionData(partition_index=partition)])],
+                )
+            ],
         )
         return await self.conn.call(req, 0)
 
     async def assign_all(self) -> int:
         """Assign every replica of this broker still UNASSIGNED, round-robin over its dirs."""
         state = self.cluster.server.state
-        todo = sorted(state.replicas_in(self.broker_id, state.profile.unassigned),
-                      key=lambda p: (p.topic_id.int, p.partition_id))
+        todo = sorted(
+            state.replicas_in(self.broker_id, state.profile.unassigned), key=lambda p: (p.topic_id.int, p.partition_id)
+        )
         for i, p in enumerate(todo):
             resp = await self.assign(p.topic_id, p.partition_id, self.dirs[i % len(self.dirs)])
             if resp.error_code != 0:
@@ -350,8 +370,9 @@ class FakeBrokerHandle:
             raise KraftJbodError(f"broker {self.broker_id} refused {command!r}: {answer.get('error')}")
         return answer.get("result")
 
-    async def fail_directory(self, index: int, *, how: str = "command", wait: bool = True,
-                             timeout: float = 15.0) -> None:
+    async def fail_directory(
+        self, index: int, *, how: str = "command", wait: bool = True, timeout: float = 15.0
+    ) -> None:
         """Fail log directory ``index``; with ``wait``, until the controller marks it offline.
 
         ``how``: ``"command"`` sends ``fail-dir`` to the control endpoint; ``"remove"``
@@ -371,15 +392,18 @@ class FakeBrokerHandle:
             shutil.rmtree(path)
         elif how == "unwritable":
             if hasattr(os, "geteuid") and os.geteuid() == 0:
-                raise KraftJbodError("how='unwritable' has no effect as root (root ignores permissions); "
-                                     "use how='remove' or how='command'")
+                raise KraftJbodError(
+                    "how='unwritable' has no effect as root (root ignores permissions); "
+                    "use how='remove' or how='command'"
+                )
             self._unwritable.add(path)
             path.chmod(0o500)
         else:
             raise KraftJbodError(f"how={how!r}: use one of {', '.join(FAIL_HOW)}")
         if wait:
-            await self._wait(f"the controller to mark {path} offline", lambda: not self.online_in_controller(index),
-                             timeout)
+            await self._wait(
+                f"the controller to mark {path} offline", lambda: not self.online_in_controller(index), timeout
+            )
 
     async def move_replica(self, topic: str, partition: int, index: int) -> str:
         """Start an intra-broker move of ``topic``-``partition`` to directory ``index``.
@@ -395,18 +419,19 @@ class FakeBrokerHandle:
         Raises:
             KraftJbodError: the broker stopped, or not ready within ``timeout`` seconds.
         """
-        await self._wait("registered and unfenced",
-                         lambda: self.state is State.RUNNING and self.unfenced_in_controller(), timeout)
+        await self._wait(
+            "registered and unfenced", lambda: self.state is State.RUNNING and self.unfenced_in_controller(), timeout
+        )
 
     async def _wait(self, what: str, probe: Callable[[], bool], timeout: float) -> None:
         deadline = time.monotonic() + timeout
         while not probe():
             if self.broker.stopped.is_set():
-                raise KraftJbodError(f"broker {self.broker_id} stopped ({self.exit_reason}) "
-                                     f"while waiting for {what}")
+                raise KraftJbodError(f"broker {self.broker_id} stopped ({self.exit_reason}) while waiting for {what}")
             if time.monotonic() > deadline:
-                raise KraftJbodError(f"broker {self.broker_id}: {what} not reached within {timeout:g} s; "
-                                     f"status {self.status()}")
+                raise KraftJbodError(
+                    f"broker {self.broker_id}: {what} not reached within {timeout:g} s; status {self.status()}"
+                )
             await asyncio.sleep(0.02)
 
     async def stop(self) -> None:
@@ -428,8 +453,7 @@ class KraftCluster:
     :meth:`start_broker` and removed by :func:`stop_cluster`.
     """
 
-    def __init__(self, server: ControllerServer, ext: Extensions, clock: ManualClock,
-                 root: Path | None = None) -> None:
+    def __init__(self, server: ControllerServer, ext: Extensions, clock: ManualClock, root: Path | None = None) -> None:
         self.server = server
         self.ext = ext
         self.clock = clock
@@ -480,8 +504,9 @@ class KraftCluster:
     def add_fault(self, rule: dict[str, Any]) -> Rule:
         return self.faults.add(rule)
 
-    async def add_broker(self, broker_id: int, *, dirs: int = 2, unfence: bool = True, rack: str | None = None
-                         ) -> SimBroker:
+    async def add_broker(
+        self, broker_id: int, *, dirs: int = 2, unfence: bool = True, rack: str | None = None
+    ) -> SimBroker:
         """Register a SimBroker with ``dirs`` directories (and heartbeat it unfenced).
 
         Raises:
@@ -503,8 +528,9 @@ class KraftCluster:
             self._own_root = self.root = Path(tempfile.mkdtemp(prefix="kraft-jbod-brokers-"))
         return self.root
 
-    def fake_broker_properties(self, broker_id: int, *, dirs: int = 2, rack: str | None = None,
-                               props: Mapping[str, str] | None = None) -> dict[str, str]:
+    def fake_broker_properties(
+        self, broker_id: int, *, dirs: int = 2, rack: str | None = None, props: Mapping[str, str] | None = None
+    ) -> dict[str, str]:
         """The broker properties :meth:`start_broker` uses (``props`` overrides any key)."""
         base = self._broker_root() / f"broker-{broker_id}"
         host, port = self.controller_address
@@ -529,9 +555,16 @@ class KraftCluster:
         out.update(props or {})
         return out
 
-    async def start_broker(self, broker_id: int, *, dirs: int = 2, rack: str | None = None,
-                           props: Mapping[str, str] | None = None, wait: bool = True,
-                           timeout: float = 15.0) -> FakeBrokerHandle:
+    async def start_broker(
+        self,
+        broker_id: int,
+        *,
+        dirs: int = 2,
+        rack: str | None = None,
+        props: Mapping[str, str] | None = None,
+        wait: bool = True,
+        timeout: float = 15.0,
+    ) -> FakeBrokerHandle:
         """Format ``dirs`` log directories (and a metadata directory) for a real fake broker,
         start it against this controller and, with ``wait``, return once it is RUNNING and
         the controller holds it registered and unfenced. It is closed by :func:`stop_cluster`
@@ -546,8 +579,7 @@ class KraftCluster:
             raise KraftJbodError(f"broker id {broker_id} is already used in this cluster")
         if dirs < 1:
             raise KraftJbodError(f"a broker needs at least one log directory, not {dirs}")
-        config = BrokerConfig.from_properties(self.fake_broker_properties(broker_id, dirs=dirs, rack=rack,
-                                                                          props=props))
+        config = BrokerConfig.from_properties(self.fake_broker_properties(broker_id, dirs=dirs, rack=rack, props=props))
         format_storage(config.layout, self.server.cluster_id)
         broker = FakeBroker(config)
         handle = FakeBrokerHandle(self, broker)
@@ -571,6 +603,7 @@ class KraftCluster:
         Raises:
             KraftJbodError: unknown topic, or still unplaced after ``timeout`` seconds.
         """
+
         def placed() -> list[dict[str, Any]] | None:
             for t in self.view()["topics"]:
                 if t["name"] == topic:
@@ -593,8 +626,10 @@ class KraftCluster:
     async def create_topic(self, name: str, partitions: int = 1, replication_factor: int = 1) -> Any:
         conn = await KafkaConnection.open(self.controller_address, client_id="admin")
         try:
-            req = CreateTopicsRequest(topics=[CreatableTopic(name=name, num_partitions=partitions,
-                                                             replication_factor=replication_factor)], timeout_ms=5000)
+            req = CreateTopicsRequest(
+                topics=[CreatableTopic(name=name, num_partitions=partitions, replication_factor=replication_factor)],
+                timeout_ms=5000,
+            )
             resp = await conn.call(req, 7)
             return resp.topics[0]
         finally:
@@ -628,14 +663,26 @@ class KraftCluster:
 
 
 def controller_config(directory: Path, **props: str) -> ControllerConfig:
-    return ControllerConfig.from_properties({
-        "node.id": "3000", "process.roles": "controller", "listeners": "CONTROLLER://127.0.0.1:0",
-        "controller.listener.names": "CONTROLLER", "metadata.log.dir": str(directory / "meta"), **props,
-    })
+    return ControllerConfig.from_properties(
+        {
+            "node.id": "3000",
+            "process.roles": "controller",
+            "listeners": "CONTROLLER://127.0.0.1:0",
+            "controller.listener.names": "CONTROLLER",
+            "metadata.log.dir": str(directory / "meta"),
+            **props,
+        }
+    )
 
 
-async def start_cluster(directory: Path, *, clock: ManualClock | None = None, extensions: Extensions | None = None,
-                        fsync: bool = False, **props: str) -> KraftCluster:
+async def start_cluster(
+    directory: Path,
+    *,
+    clock: ManualClock | None = None,
+    extensions: Extensions | None = None,
+    fsync: bool = False,
+    **props: str,
+) -> KraftCluster:
     """Start a controller with a client listener and an admin endpoint (use ``stop_cluster``)."""
     clock = clock or ManualClock()
     ext = extensions or Extensions(clock=clock)
@@ -645,8 +692,9 @@ async def start_cluster(directory: Path, *, clock: ManualClock | None = None, ex
         ext.client_listeners.append(ClientListener("CLIENT", "127.0.0.1", 0))
     if ext.admin is None:
         ext.admin = ("127.0.0.1", 0)
-    server = ControllerServer(controller_config(directory, **props), cluster_id=CLUSTER_ID, fsync=fsync,
-                              extensions=ext, clock=clock)
+    server = ControllerServer(
+        controller_config(directory, **props), cluster_id=CLUSTER_ID, fsync=fsync, extensions=ext, clock=clock
+    )
     await server.start()
     return KraftCluster(server, ext, clock, root=directory)
 
@@ -734,8 +782,15 @@ class FakeBrokerFactory:
     def __init__(self, cluster: KraftCluster) -> None:
         self.cluster = cluster
 
-    async def __call__(self, n: int = 3, *, dirs: int = 2, racks: list[str | None] | None = None,
-                       props: Mapping[str, str] | None = None, timeout: float = 15.0) -> list[FakeBrokerHandle]:
+    async def __call__(
+        self,
+        n: int = 3,
+        *,
+        dirs: int = 2,
+        racks: list[str | None] | None = None,
+        props: Mapping[str, str] | None = None,
+        timeout: float = 15.0,
+    ) -> list[FakeBrokerHandle]:
         """Start ``n`` brokers concurrently; each RUNNING and unfenced when this returns.
 
         Raises:
@@ -750,9 +805,10 @@ class FakeBrokerFactory:
         if len(rack_of) != n:
             raise KraftJbodError(f"{len(rack_of)} racks for {n} brokers")
         # Wait for every start, so no start is left running unobserved when one fails.
-        results = await asyncio.gather(*(
-            c.start_broker(first + i, dirs=dirs, rack=rack_of[i], props=props, timeout=timeout) for i in range(n)
-        ), return_exceptions=True)
+        results = await asyncio.gather(
+            *(c.start_broker(first + i, dirs=dirs, rack=rack_of[i], props=props, timeout=timeout) for i in range(n)),
+            return_exceptions=True,
+        )
         handles: list[FakeBrokerHandle] = []
         for r in results:
             if isinstance(r, BaseException):

@@ -13,8 +13,15 @@ ROOT = Path(__file__).resolve().parents[1]
 
 def _run(argv: list[str], cwd: Path, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
     base = dict(os.environ, PYTHONPATH=str(ROOT))
-    return subprocess.run([sys.executable, "-m", "kraft_jbod.cli", *argv], cwd=cwd, env={**base, **(env or {})},
-                          capture_output=True, text=True, timeout=60, check=False)
+    return subprocess.run(
+        [sys.executable, "-m", "kraft_jbod.cli", *argv],
+        cwd=cwd,
+        env={**base, **(env or {})},
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
 
 
 def _one_line_error(proc: subprocess.CompletedProcess[str]) -> str:
@@ -42,8 +49,7 @@ def test_controller_port_in_use_creates_nothing(tmp_path: Path) -> None:
 
 def test_stats_without_java_says_so(tmp_path: Path) -> None:
     python_dir = str(Path(sys.executable).parent)
-    line = _one_line_error(_run(["stats", "x.pcapng", "--out", "out"], tmp_path,
-                                {"PATH": python_dir, "JAVA_HOME": ""}))
+    line = _one_line_error(_run(["stats", "x.pcapng", "--out", "out"], tmp_path, {"PATH": python_dir, "JAVA_HOME": ""}))
     assert "Java 17" in line or "spark extra" in line  # the spark extra may be absent where this runs
     assert not (tmp_path / "out").exists()
 

@@ -170,8 +170,11 @@ def test_compose_structure(root: str, rendered: Path) -> None:
     assert any(re.match(r"apache/kafka:4\.\d", i) for i in images)
 
     ctrl = services["controller"]
-    assert ctrl["build"] == {"context": "..", "dockerfile": "docker/Dockerfile",
-                             "args": {"CONTROLLER_PORT": str(settings.controller_port)}}
+    assert ctrl["build"] == {
+        "context": "..",
+        "dockerfile": "docker/Dockerfile",
+        "args": {"CONTROLLER_PORT": str(settings.controller_port)},
+    }
     assert (DOCKER / ".." / ctrl["build"]["dockerfile"]).resolve() == DOCKER / "Dockerfile"
     cmd = ctrl["command"]
     assert cmd[cmd.index("--cluster-id") + 1] == settings.cluster_id
@@ -263,8 +266,24 @@ def test_broker_configs_have_what_a_kraft_broker_needs(rendered: Path) -> None:
 # --------------------------------------------------------------------------- Dockerfile
 
 _INSTRUCTIONS = {
-    "ADD", "ARG", "CMD", "COPY", "ENTRYPOINT", "ENV", "EXPOSE", "FROM", "HEALTHCHECK", "LABEL",
-    "MAINTAINER", "ONBUILD", "RUN", "SHELL", "STOPSIGNAL", "USER", "VOLUME", "WORKDIR",
+    "ADD",
+    "ARG",
+    "CMD",
+    "COPY",
+    "ENTRYPOINT",
+    "ENV",
+    "EXPOSE",
+    "FROM",
+    "HEALTHCHECK",
+    "LABEL",
+    "MAINTAINER",
+    "ONBUILD",
+    "RUN",
+    "SHELL",
+    "STOPSIGNAL",
+    "USER",
+    "VOLUME",
+    "WORKDIR",
 }
 
 
@@ -304,7 +323,11 @@ def test_dockerfile_instructions() -> None:
     first = next(k for k, _ in instrs if k != "ARG")
     assert first == "FROM" and by["FROM"] == ["python:3.11-slim"]
     assert _exec_form(by["ENTRYPOINT"][-1]) == [
-        "kraft-jbod", "controller", "--config", "/etc/kraft-jbod/controller.properties"]
+        "kraft-jbod",
+        "controller",
+        "--config",
+        "/etc/kraft-jbod/controller.properties",
+    ]
     assert _exec_form(by["CMD"][-1]) == []
     health = by["HEALTHCHECK"][-1]
     opts, _, cmd = health.partition("CMD ")
@@ -337,8 +360,9 @@ def test_dockerfile_healthcheck_probe_detects_a_listener() -> None:
         port = s.getsockname()[1]
         ok = subprocess.run([sys.executable, *probe[1:]], env={"KRAFT_JBOD_PORT": str(port)}, timeout=20)
     assert ok.returncode == 0
-    bad = subprocess.run([sys.executable, *probe[1:]], env={"KRAFT_JBOD_PORT": str(port)}, timeout=20,
-                         capture_output=True)
+    bad = subprocess.run(
+        [sys.executable, *probe[1:]], env={"KRAFT_JBOD_PORT": str(port)}, timeout=20, capture_output=True
+    )
     assert bad.returncode != 0
 
 
@@ -364,8 +388,9 @@ def test_fail_dir_inner_script_parses_as_posix_sh() -> None:
 
 
 def test_fail_dir_usage_errors_without_docker(tmp_path: Path) -> None:
-    result = subprocess.run(["bash", str(DOCKER / "fail-dir.sh"), "only-one-arg"], capture_output=True,
-                            text=True, timeout=20)
+    result = subprocess.run(
+        ["bash", str(DOCKER / "fail-dir.sh"), "only-one-arg"], capture_output=True, text=True, timeout=20
+    )
     assert result.returncode == 2 and "usage" in result.stderr
 
 
@@ -386,8 +411,9 @@ async def test_our_controller_serves_a_rendered_broker_config(rendered: Path, tm
         rendered / "generated" / "controller.properties",
         ["listeners=CONTROLLER://127.0.0.1:0", f"metadata.log.dir={tmp_path / 'controller'}"],
     )
-    controller = ControllerServer(ctrl_cfg, cluster_id=settings.cluster_id,
-                                  metadata_version=level_of(settings.metadata_version), fsync=False)
+    controller = ControllerServer(
+        ctrl_cfg, cluster_id=settings.cluster_id, metadata_version=level_of(settings.metadata_version), fsync=False
+    )
     await controller.start()
     broker: FakeBroker | None = None
     try:

@@ -62,8 +62,11 @@ def blocks(page: Path) -> list[Block]:
             j += 1
         prev = lines[start - 1] if start > 0 else ""
         mark = _MARK.match(prev)
-        out.append(Block(page, start + 1, lang, "\n".join(lines[start + 1 : j]),
-                         (mark.group(1), mark.group(2)) if mark else None))
+        out.append(
+            Block(
+                page, start + 1, lang, "\n".join(lines[start + 1 : j]), (mark.group(1), mark.group(2)) if mark else None
+            )
+        )
         i = j + 1
     return out
 
@@ -118,8 +121,15 @@ def _script(page: Path) -> str:
                 for pair in pairs:
                     key, value = pair.split(": ", 1)
                     needle = '"' + key + '": ' + value
-                    parts.append("grep -qF -- " + _sh(needle) + " " + out + " || { echo "
-                                 + _sh(f"missing in the output of {page.name}:{b.line}: {needle}") + " >&2; exit 1; }")
+                    parts.append(
+                        "grep -qF -- "
+                        + _sh(needle)
+                        + " "
+                        + out
+                        + " || { echo "
+                        + _sh(f"missing in the output of {page.name}:{b.line}: {needle}")
+                        + " >&2; exit 1; }"
+                    )
     return "\n".join(parts) + "\n"
 
 
@@ -133,8 +143,13 @@ RUNNABLE = [p for p in PAGES if any(b.mark is None or b.mark[0] != "skip" for b 
 @pytest.mark.parametrize("page", RUNNABLE, ids=lambda p: str(p.relative_to(ROOT)))
 def test_page_runs(page: Path, tmp_path: Path) -> None:
     proc = subprocess.Popen(
-        ["bash", "-c", _script(page)], cwd=tmp_path, env=_env(), stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-        text=True, start_new_session=True,
+        ["bash", "-c", _script(page)],
+        cwd=tmp_path,
+        env=_env(),
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        start_new_session=True,
     )
     try:
         out, err = proc.communicate(timeout=180)
@@ -152,8 +167,12 @@ def test_page_runs(page: Path, tmp_path: Path) -> None:
 
 
 def test_every_skip_says_why() -> None:
-    skipped = [(b.page.name, b.line, b.mark[1]) for p in PAGES for b in _runnable(p)
-               if b.mark is not None and b.mark[0] == "skip"]
+    skipped = [
+        (b.page.name, b.line, b.mark[1])
+        for p in PAGES
+        for b in _runnable(p)
+        if b.mark is not None and b.mark[0] == "skip"
+    ]
     for page, line, reason in skipped:
         assert len(reason.split()) >= 3, f"{page}:{line}: a skip needs a reason, not {reason!r}"
     # The runnable share stays the rule: a page cannot skip its way to green.

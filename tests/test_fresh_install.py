@@ -30,7 +30,7 @@ ROOT = Path(__file__).resolve().parents[1]
 # The base install, as the package declares it (so the test follows new dependencies).
 BASE = tomllib.loads((ROOT / "pyproject.toml").read_text(encoding="utf-8"))["project"]["dependencies"]
 
-USER_TEST = '''
+USER_TEST = """
 def test_arithmetic():
     assert 1 + 1 == 2
 
@@ -39,7 +39,7 @@ async def test_cluster_starts_with_no_brokers(kraft_cluster):
     host, port = kraft_cluster.server.addresses[0]
     assert host == "127.0.0.1" and port > 0
     assert not kraft_cluster.brokers
-'''
+"""
 
 
 class Fresh:
@@ -68,7 +68,11 @@ class Fresh:
 def _pip(*argv: str, cwd: Path = ROOT) -> None:
     proc = subprocess.run(
         [sys.executable, "-m", "pip", "--disable-pip-version-check", *argv],
-        cwd=cwd, capture_output=True, text=True, timeout=600, check=False,
+        cwd=cwd,
+        capture_output=True,
+        text=True,
+        timeout=600,
+        check=False,
     )
     assert proc.returncode == 0, proc.stdout + proc.stderr
 

@@ -53,11 +53,17 @@ def cmd_stats(args: argparse.Namespace) -> int:
     from kraft_jbod.analytics.job import SparkJobError, StatsOptions, run_stats
     from kraft_jbod.analytics.work import InputError
 
-    opts = StatsOptions(master=args.master, conf=conf, ports=args.port or None,
-                        split_bytes=int(args.split_mb * (1 << 20)),
-                        keep_going=args.keep_going, write_frames=args.frames and not args.no_frames,
-                        check_canonical=not args.no_canonical, capture_set=args.capture_set,
-                        ship_package=not args.no_ship_package)
+    opts = StatsOptions(
+        master=args.master,
+        conf=conf,
+        ports=args.port or None,
+        split_bytes=int(args.split_mb * (1 << 20)),
+        keep_going=args.keep_going,
+        write_frames=args.frames and not args.no_frames,
+        check_canonical=not args.no_canonical,
+        capture_set=args.capture_set,
+        ship_package=not args.no_ship_package,
+    )
     try:
         result = run_stats(args.inputs, args.out, opts, progress=None if args.quiet else _say)
     except InputError as exc:
@@ -71,8 +77,10 @@ def cmd_stats(args: argparse.Namespace) -> int:
     except Exception as exc:
         if os.environ.get("KRAFT_JBOD_DEBUG") == "1":
             traceback.print_exc()
-        console.error(f"stats: internal error (please report; KRAFT_JBOD_DEBUG=1 shows the "
-                      f"traceback): {type(exc).__name__}: {exc}")
+        console.error(
+            f"stats: internal error (please report; KRAFT_JBOD_DEBUG=1 shows the "
+            f"traceback): {type(exc).__name__}: {exc}"
+        )
         return EXIT_INTERNAL
     console.line(result.summary)
     console.line(f"tables and report.html in {result.out_dir}")
@@ -82,7 +90,8 @@ def cmd_stats(args: argparse.Namespace) -> int:
     if "violations" in args.fail_on and violations:
         failed = True
     if "undecoded" in args.fail_on and (overall.get("frames") or 0) > (overall.get("decoded") or 0) + (
-            overall.get("truncated") or 0):
+        overall.get("truncated") or 0
+    ):
         failed = True
     return EXIT_FINDINGS if failed else 0
 
@@ -114,19 +123,37 @@ def register(sub: Any) -> None:
     p.add_argument("--master", help="Spark master URL (default local[*], or spark-submit's)")
     p.add_argument("--conf", action="append", metavar="KEY=VALUE", help="a Spark setting (repeatable)")
     p.add_argument("--port", type=int, action="append", metavar="N", help="a Kafka server port (repeatable)")
-    p.add_argument("--split-mb", type=float, default=128.0,
-                   help="files larger than this are split by TCP connection into several tasks (default 128)")
-    p.add_argument("--no-ship-package", action="store_true",
-                   help="do not send the kraft_jbod package to a cluster's executors (they have it installed)")
-    p.add_argument("--keep-going", action="store_true",
-                   help="report truncated or unreadable files and continue instead of stopping")
-    p.add_argument("--frames", action="store_true",
-                   help="also write the per-frame table (one row per frame, written by the workers; "
-                   "by nature as large as the input's frame count)")
+    p.add_argument(
+        "--split-mb",
+        type=float,
+        default=128.0,
+        help="files larger than this are split by TCP connection into several tasks (default 128)",
+    )
+    p.add_argument(
+        "--no-ship-package",
+        action="store_true",
+        help="do not send the kraft_jbod package to a cluster's executors (they have it installed)",
+    )
+    p.add_argument(
+        "--keep-going",
+        action="store_true",
+        help="report truncated or unreadable files and continue instead of stopping",
+    )
+    p.add_argument(
+        "--frames",
+        action="store_true",
+        help="also write the per-frame table (one row per frame, written by the workers; "
+        "by nature as large as the input's frame count)",
+    )
     p.add_argument("--no-frames", action="store_true", help=argparse.SUPPRESS)  # the default now; kept for scripts
     p.add_argument("--no-canonical", action="store_true", help="skip the byte-exact re-encoding check")
     p.add_argument("--capture-set", default="default", help="name of this capture set in the tables")
-    p.add_argument("--fail-on", action="append", choices=["violations", "undecoded"], default=[],
-                   help="exit 1 when the run finds KIP-858 violations or undecodable frames")
+    p.add_argument(
+        "--fail-on",
+        action="append",
+        choices=["violations", "undecoded"],
+        default=[],
+        help="exit 1 when the run finds KIP-858 violations or undecodable frames",
+    )
     p.add_argument("--quiet", action="store_true", help="no progress lines on stderr")
     p.set_defaults(func=cmd_stats)

@@ -50,8 +50,16 @@ from kraft_jbod.analytics.rows import COLUMNS, RTYPE_CONN, RTYPE_FRAME, Row, api
 from kraft_jbod.errors import KraftJbodError
 from kraft_jbod.messages.error_codes import ErrorCode
 
-__all__ = ["FRAME_COLUMNS", "SparkJobError", "StatsOptions", "StatsResult", "arrow_schema", "build_session",
-           "run_stats", "unit_partial"]
+__all__ = [
+    "FRAME_COLUMNS",
+    "SparkJobError",
+    "StatsOptions",
+    "StatsResult",
+    "arrow_schema",
+    "build_session",
+    "run_stats",
+    "unit_partial",
+]
 
 _FRAME_BATCH_ROWS: Final = 65536
 _LOG4J: Final = """rootLogger.level = error
@@ -69,9 +77,13 @@ _FRAME_DROPPED: Final = frozenset(("rtype", "event", "client_source", "gap_bytes
 #: ``frames/capture_set=NAME/`` (Hive style: pyarrow, pandas, Spark and DuckDB read
 #: ``capture_set`` back as a column), so several runs can share one dataset root.
 FRAME_COLUMNS: Final = tuple(
-    item for n, t in COLUMNS if n not in _FRAME_DROPPED
-    for item in (((n, "timestamp"),) if n == "ts_ns" else ((n, t), ("api_name", "string")) if n == "api_key"
-                 else ((n, t),)))
+    item
+    for n, t in COLUMNS
+    if n not in _FRAME_DROPPED
+    for item in (
+        ((n, "timestamp"),) if n == "ts_ns" else ((n, t), ("api_name", "string")) if n == "api_key" else ((n, t),)
+    )
+)
 
 Progress = Callable[[str], None]
 
@@ -116,9 +128,17 @@ class StatsResult:
 def _pa_type(t: str) -> Any:
     import pyarrow as pa
 
-    simple = {"string": pa.string(), "bool": pa.bool_(), "int16": pa.int16(), "int32": pa.int32(),
-              "int64": pa.int64(), "float64": pa.float64(), "binary": pa.binary(),
-              "timestamp": pa.timestamp("ns", tz="UTC"), "duration": pa.duration("ns")}
+    simple = {
+        "string": pa.string(),
+        "bool": pa.bool_(),
+        "int16": pa.int16(),
+        "int32": pa.int32(),
+        "int64": pa.int64(),
+        "float64": pa.float64(),
+        "binary": pa.binary(),
+        "timestamp": pa.timestamp("ns", tz="UTC"),
+        "duration": pa.duration("ns"),
+    }
     if t.startswith("list<"):
         return pa.list_(simple[t[5:-1]])
     return simple[t]
@@ -136,8 +156,9 @@ def arrow_schema(columns: Sequence[tuple[str, str]]) -> Any:
     return pa.schema([(n, _pa_type(t)) for n, t in columns])
 
 
-def _arrow_table(rows: Sequence[dict[str, Any]] | Sequence[Row], columns: Sequence[tuple[str, str]],
-                 capture_set: str | None = None) -> Any:
+def _arrow_table(
+    rows: Sequence[dict[str, Any]] | Sequence[Row], columns: Sequence[tuple[str, str]], capture_set: str | None = None
+) -> Any:
     """Rows (table dicts or :class:`.rows.Row` objects) as an Arrow table of exactly
     ``columns``; ``api_name`` is filled from ``api_key`` and ``capture_set`` from the
     argument when the rows lack them."""
@@ -150,11 +171,11 @@ def _arrow_table(rows: Sequence[dict[str, Any]] | Sequence[Row], columns: Sequen
     arrays = []
     for n, _ in columns:
         if n == "api_name":
-            values = [r.get("api_name") or (api_name(r["api_key"]) if r.get("api_key") is not None else None)
-                      for r in dicts]
+            values = [
+                r.get("api_name") or (api_name(r["api_key"]) if r.get("api_key") is not None else None) for r in dicts
+            ]
         elif n == "error_name":
-            values = [ErrorCode.name_of(r["error_code"]) if r.get("error_code") is not None else None
-                      for r in dicts]
+            values = [ErrorCode.name_of(r["error_code"]) if r.get("error_code") is not None else None for r in dicts]
         elif n == "capture_set" and capture_set is not None:
             values = [r.get("capture_set") or capture_set for r in dicts]
         else:
@@ -241,9 +262,17 @@ class _Status:
             self.path = None
 
 
-def unit_partial(unit: work.Unit, task_id: int, index: int = 0, *, ports: Sequence[int] | None = None,
-                 check_canonical: bool = True, frames_dir: str | None = None,
-                 capture_set: str = "default", status_dir: str | None = None) -> bytes:
+def unit_partial(
+    unit: work.Unit,
+    task_id: int,
+    index: int = 0,
+    *,
+    ports: Sequence[int] | None = None,
+    check_canonical: bool = True,
+    frames_dir: str | None = None,
+    capture_set: str = "default",
+    status_dir: str | None = None,
+) -> bytes:
     """Run one unit and return its pickled :class:`.partials.Partial` state; with
     ``frames_dir``, also write its frames there; with ``status_dir``, report frames so
     far there. Never raises: a failure of the aggregation or of the frame file becomes
@@ -265,9 +294,13 @@ def unit_partial(unit: work.Unit, task_id: int, index: int = 0, *, ports: Sequen
         if writer is not None:
             writer.close()
     except Exception as exc:  # a bug here must name the file, not kill the job
-        part.errors.append({"source": unit.path, "kind": "internal",
-                            "error": f"internal error while aggregating (please report): {type(exc).__name__}: "
-                                     f"{exc}"})
+        part.errors.append(
+            {
+                "source": unit.path,
+                "kind": "internal",
+                "error": f"internal error while aggregating (please report): {type(exc).__name__}: {exc}",
+            }
+        )
     return pickle.dumps(part.to_state(), protocol=pickle.HIGHEST_PROTOCOL)
 
 
@@ -275,8 +308,20 @@ def _units(tid: int, tasks: tuple[Any, ...], opts: tuple[Any, ...]) -> Iterator[
     ports, canonical, frames_dir, capture_set, status_dir = opts
     task = work.Task.from_tuple(tasks[tid])
     for i, unit in enumerate(task.units):
-        yield task.task_id, i, unit_partial(unit, task.task_id, i, ports=ports, check_canonical=canonical,
-                                            frames_dir=frames_dir, capture_set=capture_set, status_dir=status_dir)
+        yield (
+            task.task_id,
+            i,
+            unit_partial(
+                unit,
+                task.task_id,
+                i,
+                ports=ports,
+                check_canonical=canonical,
+                frames_dir=frames_dir,
+                capture_set=capture_set,
+                status_dir=status_dir,
+            ),
+        )
 
 
 _OUT_DDL: Final = "task int, unit int, payload binary"
@@ -289,8 +334,10 @@ def _arrow_tasks(batches: Iterator[Any], tasks: tuple[Any, ...], opts: tuple[Any
     for b in batches:
         for tid in b.column(0).to_pylist():
             for t, i, payload in _units(tid, tasks, opts):
-                yield pa.RecordBatch.from_arrays([pa.array([t], pa.int32()), pa.array([i], pa.int32()),
-                                                  pa.array([payload], pa.binary())], schema=schema)
+                yield pa.RecordBatch.from_arrays(
+                    [pa.array([t], pa.int32()), pa.array([i], pa.int32()), pa.array([payload], pa.binary())],
+                    schema=schema,
+                )
 
 
 # --------------------------------------------------------------------------- session
@@ -317,8 +364,11 @@ def _cds_key(conf: dict[str, str]) -> str:
     settings, and pyspark's version. Any change gives a new archive name."""
     import pyspark
 
-    java = os.path.join(os.environ["JAVA_HOME"], "bin", "java") if os.environ.get("JAVA_HOME") else (
-        shutil.which("java") or "java")
+    java = (
+        os.path.join(os.environ["JAVA_HOME"], "bin", "java")
+        if os.environ.get("JAVA_HOME")
+        else (shutil.which("java") or "java")
+    )
     real = os.path.realpath(java)
     st = os.stat(real)
     home = os.path.realpath(os.environ.get("SPARK_HOME") or os.path.dirname(pyspark.__file__))
@@ -326,8 +376,7 @@ def _cds_key(conf: dict[str, str]) -> str:
     jars = Path(home) / "jars"
     if jars.is_dir():
         parts.extend(f"{j.name}:{j.stat().st_size}" for j in sorted(jars.iterdir()))
-    parts.extend(f"{k}={conf.get(k, '')}" for k in ("spark.driver.extraClassPath", "spark.jars",
-                                                    "spark.jars.packages"))
+    parts.extend(f"{k}={conf.get(k, '')}" for k in ("spark.driver.extraClassPath", "spark.jars", "spark.jars.packages"))
     return f"{pyspark.__version__}-{zlib.crc32(chr(10).join(parts).encode()):08x}"
 
 
@@ -439,11 +488,13 @@ def build_session(master: str | None, conf: dict[str, str], app_name: str = "kra
         defaults["spark.driver.extraJavaOptions"] = " ".join(flags)
     if local:
         cores = os.cpu_count() or 2
-        defaults.update({
-            "spark.sql.shuffle.partitions": str(max(2, 2 * cores)),
-            "spark.ui.enabled": "false",
-            "spark.driver.memory": "1g",
-        })
+        defaults.update(
+            {
+                "spark.sql.shuffle.partitions": str(max(2, 2 * cores)),
+                "spark.ui.enabled": "false",
+                "spark.driver.memory": "1g",
+            }
+        )
         os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
         os.environ.setdefault("PYSPARK_DRIVER_PYTHON", sys.executable)
     if conf.get("spark.pyspark.python") and own_jvm:
@@ -459,8 +510,10 @@ def build_session(master: str | None, conf: dict[str, str], app_name: str = "kra
         if cds is None or cds.archive is None:
             raise
         cds.drop()  # a JVM can die on a damaged archive: start once more without it
-        builder = builder.config("spark.driver.extraJavaOptions", settings["spark.driver.extraJavaOptions"].split(
-            " -XX:SharedArchiveFile=")[0])
+        builder = builder.config(
+            "spark.driver.extraJavaOptions",
+            settings["spark.driver.extraJavaOptions"].split(" -XX:SharedArchiveFile=")[0],
+        )
         spark = builder.getOrCreate()
     if cds is not None:
         cds.check()
@@ -510,8 +563,10 @@ class _ProgressThread(threading.Thread):
                 for sid in self.tracker.getActiveStageIds():
                     info = self.tracker.getStageInfo(sid)
                     if info is not None:
-                        parts.append(f"{info.numCompletedTasks}/{info.numTasks} tasks"
-                                     + (f" ({info.numActiveTasks} running)" if info.numActiveTasks else ""))
+                        parts.append(
+                            f"{info.numCompletedTasks}/{info.numTasks} tasks"
+                            + (f" ({info.numActiveTasks} running)" if info.numActiveTasks else "")
+                        )
             except Exception:
                 return
             frames = self._frames()
@@ -526,8 +581,9 @@ class _ProgressThread(threading.Thread):
 # --------------------------------------------------------------------------- stages
 
 
-def _decode(spark: Any, tasks: list[work.Task], opts: StatsOptions, frames_dir: str | None,
-            status_dir: str | None) -> Any:
+def _decode(
+    spark: Any, tasks: list[work.Task], opts: StatsOptions, frames_dir: str | None, status_dir: str | None
+) -> Any:
     """The decode stage as a DataFrame of ``(task, unit, payload)``, one row per unit:
     ``mapInArrow`` over ``spark.range(n, numPartitions=n)`` (measured fastest of the
     mapInArrow, RDD and Arrow-UDF paths; runs unchanged under Spark Connect)."""
@@ -548,8 +604,9 @@ def _load(payloads: list[tuple[int, int, bytes]]) -> P.Partial:
 # --------------------------------------------------------------------------- the job
 
 
-def run_stats(inputs: Sequence[str], out_dir: str | Path, opts: StatsOptions | None = None,
-              progress: Progress | None = None) -> StatsResult:
+def run_stats(
+    inputs: Sequence[str], out_dir: str | Path, opts: StatsOptions | None = None, progress: Progress | None = None
+) -> StatsResult:
     """Run the whole job; see the module docstring.
 
     Raises:
@@ -598,8 +655,9 @@ def run_stats(inputs: Sequence[str], out_dir: str | Path, opts: StatsOptions | N
         if target.exists():
             shutil.rmtree(target)
         frames_dir = str(target / f"capture_set={_partition_value(opts.capture_set)}")
-    status_dir = tempfile.mkdtemp(prefix="kraft-jbod-status-") if ship.is_local_master(
-        spark.conf.get("spark.master")) else None
+    status_dir = (
+        tempfile.mkdtemp(prefix="kraft-jbod-status-") if ship.is_local_master(spark.conf.get("spark.master")) else None
+    )
     ticker = _ProgressThread(spark, say, status_dir)
     ticker.start()
     try:
@@ -624,8 +682,10 @@ def run_stats(inputs: Sequence[str], out_dir: str | Path, opts: StatsOptions | N
     if worker_problems and not opts.keep_going:
         raise work.InputError(worker_problems)
     problems = problems + worker_problems
-    say(f"decoded {counts.get(RTYPE_FRAME, 0)} frames on {counts.get(RTYPE_CONN, 0)} connections "
-        f"in {timings['decode_s']:.1f} s")
+    say(
+        f"decoded {counts.get(RTYPE_FRAME, 0)} frames on {counts.get(RTYPE_CONN, 0)} connections "
+        f"in {timings['decode_s']:.1f} s"
+    )
     collected = P.build_tables(merged, opts.capture_set)
     for name, rows_ in collected.items():
         _write_parquet(out / name, _arrow_table(rows_, TABLE_SCHEMAS[name], opts.capture_set))
@@ -639,10 +699,18 @@ def run_stats(inputs: Sequence[str], out_dir: str | Path, opts: StatsOptions | N
     collected["inputs"] = sorted(inputs_rows, key=lambda r: (r["source"], r.get("bucket", 0)))
     collected["problems"] = [{"source": p, "problem": why} for p, why in problems]
     manifest = {
-        "inputs": list(inputs), "files": len(files), "bytes": total, "tasks": len(tasks),
-"split_bytes": opts.split_bytes, "master": spark.conf.get("spark.master"),
-        "spark_version": spark.version, "python": sys.version.split()[0], "timings": timings,
-        "counts": counts, "problems": collected["problems"], "frames_table": opts.write_frames,
+        "inputs": list(inputs),
+        "files": len(files),
+        "bytes": total,
+        "tasks": len(tasks),
+        "split_bytes": opts.split_bytes,
+        "master": spark.conf.get("spark.master"),
+        "spark_version": spark.version,
+        "python": sys.version.split()[0],
+        "timings": timings,
+        "counts": counts,
+        "problems": collected["problems"],
+        "frames_table": opts.write_frames,
         "latency_relative_accuracy": P.RELATIVE_ACCURACY,
     }
     (out / "run_manifest.json").write_text(json.dumps(manifest, indent=2, default=str), encoding="utf-8")

@@ -67,9 +67,15 @@ UNFENCED_WITH_UNASSIGNED_REPLICAS: Final = PREFIX + "UNFENCED_WITH_UNASSIGNED_RE
 LEADER_ON_OFFLINE_DIR: Final = PREFIX + "LEADER_ON_OFFLINE_DIR"
 REPLICA_ON_CORDONED_BROKER: Final = PREFIX + "REPLICA_ON_CORDONED_BROKER"
 HEARTBEAT_CORDONED_DIR_NOT_ONLINE: Final = PREFIX + "HEARTBEAT_CORDONED_DIR_NOT_ONLINE"
-RULES: Final = (HEARTBEAT_UNREGISTERED_OFFLINE_DIR, ASSIGNMENT_TO_OFFLINE_DIR,
-                BROKER_EPOCH_REGRESSION, UNFENCED_WITH_UNASSIGNED_REPLICAS, LEADER_ON_OFFLINE_DIR,
-                REPLICA_ON_CORDONED_BROKER, HEARTBEAT_CORDONED_DIR_NOT_ONLINE)
+RULES: Final = (
+    HEARTBEAT_UNREGISTERED_OFFLINE_DIR,
+    ASSIGNMENT_TO_OFFLINE_DIR,
+    BROKER_EPOCH_REGRESSION,
+    UNFENCED_WITH_UNASSIGNED_REPLICAS,
+    LEADER_ON_OFFLINE_DIR,
+    REPLICA_ON_CORDONED_BROKER,
+    HEARTBEAT_CORDONED_DIR_NOT_ONLINE,
+)
 
 MIGRATING: Final = "AAAAAAAAAAAAAAAAAAAAAA"
 UNASSIGNED: Final = "AAAAAAAAAAAAAAAAAAAAAQ"
@@ -121,9 +127,13 @@ class EventCollector:
     @staticmethod
     def _request_event(f: DecodedFrame) -> dict[str, Any]:
         b = f.body
-        ev: dict[str, Any] = {"ts": f.timestamp_ns, "conn": f.connection_id,
-                              "corr": f.correlation_id, "broker": b.broker_id,
-                              "error_code": None}
+        ev: dict[str, Any] = {
+            "ts": f.timestamp_ns,
+            "conn": f.connection_id,
+            "corr": f.correlation_id,
+            "broker": b.broker_id,
+            "error_code": None,
+        }
         if f.api_key == ApiKey.BROKER_REGISTRATION:
             ev["type"] = "registration"
             ev["log_dirs"] = _ids(getattr(b, "log_dirs", None))
@@ -142,7 +152,9 @@ class EventCollector:
             ev["epoch"] = b.broker_epoch
             ev["assignments"] = [
                 [uuid_to_base64url(d.id), uuid_to_base64url(t.topic_id), p.partition_index, None]
-                for d in b.directories for t in d.topics for p in t.partitions
+                for d in b.directories
+                for t in d.topics
+                for p in t.partitions
             ]
         return ev
 
@@ -156,8 +168,12 @@ class EventCollector:
         elif ev["type"] == "heartbeat":
             ev["is_fenced"] = bool(b.is_fenced)
         else:
-            codes = {(uuid_to_base64url(d.id), uuid_to_base64url(t.topic_id), p.partition_index):
-                     p.error_code for d in b.directories for t in d.topics for p in t.partitions}
+            codes = {
+                (uuid_to_base64url(d.id), uuid_to_base64url(t.topic_id), p.partition_index): p.error_code
+                for d in b.directories
+                for t in d.topics
+                for p in t.partitions
+            }
             for a in ev["assignments"]:
                 a[3] = codes.get((a[0], a[1], a[2]))
 
@@ -179,9 +195,16 @@ class EventCollector:
                     m = rec.get("metadataRecord")
                     if m is None:
                         continue
-                    out.append({"type": "record", "ts": f.timestamp_ns, "conn": f.connection_id,
-                                "offset": base + rec.get("offsetDelta", 0), "name": m["name"],
-                                "data": m["data"]})
+                    out.append(
+                        {
+                            "type": "record",
+                            "ts": f.timestamp_ns,
+                            "conn": f.connection_id,
+                            "offset": base + rec.get("offsetDelta", 0),
+                            "name": m["name"],
+                            "data": m["data"],
+                        }
+                    )
         return out
 
 
@@ -204,10 +227,18 @@ class Finding:
     conn: str | None = None
 
     def as_dict(self) -> dict[str, Any]:
-        return {"rule": self.rule, "verdict": self.verdict, "severity": self.severity,
-                "broker": self.broker, "subject": self.subject, "detail": self.detail,
-                "first_ts": self.first_ts, "last_ts": self.last_ts, "count": self.count,
-                "conn": self.conn}
+        return {
+            "rule": self.rule,
+            "verdict": self.verdict,
+            "severity": self.severity,
+            "broker": self.broker,
+            "subject": self.subject,
+            "detail": self.detail,
+            "first_ts": self.first_ts,
+            "last_ts": self.last_ts,
+            "count": self.count,
+            "conn": self.conn,
+        }
 
 
 @dataclass(slots=True)
@@ -264,13 +295,23 @@ class _Checker:
             b = self.brokers[bid] = _Broker()
         return b
 
-    def report(self, rule: str, verdict: str, bid: int | None, subject: str, detail: str, ts: int,
-               conn: str | None, severity: str = "error") -> None:
+    def report(
+        self,
+        rule: str,
+        verdict: str,
+        bid: int | None,
+        subject: str,
+        detail: str,
+        ts: int,
+        conn: str | None,
+        severity: str = "error",
+    ) -> None:
         k = (rule, verdict, bid, subject)
         f = self.findings.get(k)
         if f is None:
-            self.findings[k] = Finding(rule, verdict, severity if verdict == "violation" else "info",
-                                       bid, subject, detail, ts, ts, 1, conn)
+            self.findings[k] = Finding(
+                rule, verdict, severity if verdict == "violation" else "info", bid, subject, detail, ts, ts, 1, conn
+            )
         else:
             f.count += 1
             f.last_ts = max(f.last_ts, ts)
@@ -294,31 +335,58 @@ class _Checker:
         b = self.broker(bid)
         off = self.dir_offline(b, d)
         if off is None:
-            self.report(ASSIGNMENT_TO_OFFLINE_DIR, "indeterminate", bid, "registration not captured",
-                        "directory placements seen for a broker whose registration predates the "
-                        "capture", ts, conn)
+            self.report(
+                ASSIGNMENT_TO_OFFLINE_DIR,
+                "indeterminate",
+                bid,
+                "registration not captured",
+                "directory placements seen for a broker whose registration predates the capture",
+                ts,
+                conn,
+            )
         elif off:
-            self.report(ASSIGNMENT_TO_OFFLINE_DIR, "violation", bid, f"{subject} -> {d}",
-                        f"{how} places the replica of broker {bid} in directory {self.dir_label(d)}, which is not "
-                        "online", ts, conn)
+            self.report(
+                ASSIGNMENT_TO_OFFLINE_DIR,
+                "violation",
+                bid,
+                f"{subject} -> {d}",
+                f"{how} places the replica of broker {bid} in directory {self.dir_label(d)}, which is not online",
+                ts,
+                conn,
+            )
 
     # -- events -------------------------------------------------------------------
 
     def registration(self, ev: dict[str, Any]) -> None:
         if ev.get("error_code") not in (0, None) or ev.get("epoch") is None:
             return
-        self.registered(ev["broker"], ev["log_dirs"], ev["epoch"], ev.get("incarnation"), ev["ts"],
-                        ev.get("conn"), "BrokerRegistration response")
+        self.registered(
+            ev["broker"],
+            ev["log_dirs"],
+            ev["epoch"],
+            ev.get("incarnation"),
+            ev["ts"],
+            ev.get("conn"),
+            "BrokerRegistration response",
+        )
 
-    def registered(self, bid: int, dirs: list[str], epoch: int, incarnation: str | None, ts: int,
-                   conn: str | None, how: str) -> None:
+    def registered(
+        self, bid: int, dirs: list[str], epoch: int, incarnation: str | None, ts: int, conn: str | None, how: str
+    ) -> None:
         b = self.broker(bid)
         if b.epoch is not None:
             same = incarnation is not None and incarnation == b.incarnation
             if epoch < b.epoch or (epoch == b.epoch and not same):
-                self.report(BROKER_EPOCH_REGRESSION, "violation", bid, f"{b.epoch} -> {epoch}",
-                            f"{how} gives broker {bid} epoch {epoch} after epoch {b.epoch}"
-                            + ("" if same else " (new incarnation)"), ts, conn)
+                self.report(
+                    BROKER_EPOCH_REGRESSION,
+                    "violation",
+                    bid,
+                    f"{b.epoch} -> {epoch}",
+                    f"{how} gives broker {bid} epoch {epoch} after epoch {b.epoch}"
+                    + ("" if same else " (new incarnation)"),
+                    ts,
+                    conn,
+                )
         if incarnation != b.incarnation:
             b.fenced = True  # a new incarnation registers fenced
         b.epoch = epoch if b.epoch is None else max(epoch, b.epoch)
@@ -335,35 +403,75 @@ class _Checker:
         accepted = ev.get("error_code") == 0
         epoch = ev.get("epoch")
         if accepted and epoch is not None and b.epoch is not None and epoch < b.epoch:
-            self.report(BROKER_EPOCH_REGRESSION, "violation", bid, f"heartbeat {epoch} < {b.epoch}",
-                        f"the controller accepted a heartbeat of broker {bid} with epoch {epoch}, older "
-                        f"than its current epoch {b.epoch}", ts, conn)
+            self.report(
+                BROKER_EPOCH_REGRESSION,
+                "violation",
+                bid,
+                f"heartbeat {epoch} < {b.epoch}",
+                f"the controller accepted a heartbeat of broker {bid} with epoch {epoch}, older "
+                f"than its current epoch {b.epoch}",
+                ts,
+                conn,
+            )
         for d in ev.get("offline_dirs") or ():
             if b.registered is None:
-                self.report(HEARTBEAT_UNREGISTERED_OFFLINE_DIR, "indeterminate", bid,
-                            "registration not captured", "heartbeats name offline directories but "
-                            "the broker's registration predates the capture", ts, conn)
+                self.report(
+                    HEARTBEAT_UNREGISTERED_OFFLINE_DIR,
+                    "indeterminate",
+                    bid,
+                    "registration not captured",
+                    "heartbeats name offline directories but the broker's registration predates the capture",
+                    ts,
+                    conn,
+                )
             elif d not in b.registered:
-                self.report(HEARTBEAT_UNREGISTERED_OFFLINE_DIR, "violation", bid, d,
-                            f"heartbeat of broker {bid} names offline directory {self.dir_label(d)}, which its "
-                            f"registration does not list ({len(b.registered)} registered)", ts, conn)
+                self.report(
+                    HEARTBEAT_UNREGISTERED_OFFLINE_DIR,
+                    "violation",
+                    bid,
+                    d,
+                    f"heartbeat of broker {bid} names offline directory {self.dir_label(d)}, which its "
+                    f"registration does not list ({len(b.registered)} registered)",
+                    ts,
+                    conn,
+                )
             elif accepted or ev.get("error_code") is None:
                 if b.online is not None:
                     b.online.discard(d)
                 b.offline_since.setdefault(d, ts)
         for d in ev.get("cordoned_dirs") or ():
             if b.registered is None:
-                self.report(HEARTBEAT_CORDONED_DIR_NOT_ONLINE, "indeterminate", bid, "registration not captured",
-                            "heartbeats name cordoned directories but the broker's registration predates "
-                            "the capture", ts, conn)
+                self.report(
+                    HEARTBEAT_CORDONED_DIR_NOT_ONLINE,
+                    "indeterminate",
+                    bid,
+                    "registration not captured",
+                    "heartbeats name cordoned directories but the broker's registration predates the capture",
+                    ts,
+                    conn,
+                )
             elif d not in b.registered:
-                self.report(HEARTBEAT_CORDONED_DIR_NOT_ONLINE, "violation", bid, d,
-                            f"heartbeat of broker {bid} names cordoned directory {self.dir_label(d)}, which its "
-                            f"registration does not list ({len(b.registered)} registered)", ts, conn)
+                self.report(
+                    HEARTBEAT_CORDONED_DIR_NOT_ONLINE,
+                    "violation",
+                    bid,
+                    d,
+                    f"heartbeat of broker {bid} names cordoned directory {self.dir_label(d)}, which its "
+                    f"registration does not list ({len(b.registered)} registered)",
+                    ts,
+                    conn,
+                )
             elif b.online is not None and d not in b.online:
-                self.report(HEARTBEAT_CORDONED_DIR_NOT_ONLINE, "violation", bid, d,
-                            f"heartbeat of broker {bid} names cordoned directory {self.dir_label(d)}, which is "
-                            "offline", ts, conn, severity="warning")
+                self.report(
+                    HEARTBEAT_CORDONED_DIR_NOT_ONLINE,
+                    "violation",
+                    bid,
+                    d,
+                    f"heartbeat of broker {bid} names cordoned directory {self.dir_label(d)}, which is offline",
+                    ts,
+                    conn,
+                    severity="warning",
+                )
         if ev.get("is_fenced") is not None and accepted:
             self.fence_state(bid, bool(ev["is_fenced"]), ts, conn, "heartbeat response")
 
@@ -381,16 +489,31 @@ class _Checker:
                 # The capture holds the metadata log from its first record: the broker hosts
                 # no replica yet, which is a fact, not a gap (the demo's own capture).
                 return
-            self.report(UNFENCED_WITH_UNASSIGNED_REPLICAS, "indeterminate", bid, "partitions not captured",
-                        f"broker {bid} with {len(b.registered)} directories was unfenced; its replicas' "
-                        "directories are not in the capture", ts, conn)
+            self.report(
+                UNFENCED_WITH_UNASSIGNED_REPLICAS,
+                "indeterminate",
+                bid,
+                "partitions not captured",
+                f"broker {bid} with {len(b.registered)} directories was unfenced; its replicas' "
+                "directories are not in the capture",
+                ts,
+                conn,
+            )
             return
         for (topic, part), p in mine:
             i = p.replicas.index(bid)
             if i < len(p.directories) and p.directories[i] == UNASSIGNED:
-                self.report(UNFENCED_WITH_UNASSIGNED_REPLICAS, "violation", bid, f"{topic}-{part}",
-                            f"{how} unfenced broker {bid} ({len(b.registered)} directories) while its "
-                            f"replica of {topic}-{part} is still UNASSIGNED", ts, conn, severity="warning")
+                self.report(
+                    UNFENCED_WITH_UNASSIGNED_REPLICAS,
+                    "violation",
+                    bid,
+                    f"{topic}-{part}",
+                    f"{how} unfenced broker {bid} ({len(b.registered)} directories) while its "
+                    f"replica of {topic}-{part} is still UNASSIGNED",
+                    ts,
+                    conn,
+                    severity="warning",
+                )
 
     def assign(self, ev: dict[str, Any]) -> None:
         if ev.get("error_code") not in (0, None):
@@ -415,8 +538,15 @@ class _Checker:
         ts, conn, data, name = ev["ts"], ev.get("conn"), ev.get("data") or {}, ev.get("name")
         self.last_record_ts = ts
         if name == "RegisterBrokerRecord":
-            self.registered(data["brokerId"], data.get("logDirs") or [], data["brokerEpoch"],
-                            data.get("incarnationId"), ts, conn, f"RegisterBrokerRecord at offset {off}")
+            self.registered(
+                data["brokerId"],
+                data.get("logDirs") or [],
+                data["brokerEpoch"],
+                data.get("incarnationId"),
+                ts,
+                conn,
+                f"RegisterBrokerRecord at offset {off}",
+            )
             self.broker(data["brokerId"]).fenced = bool(data.get("fenced", True))
             cordoned = data.get("cordonedLogDirs")
             self.broker(data["brokerId"]).cordoned = None if cordoned is None else set(cordoned)
@@ -447,9 +577,16 @@ class _Checker:
         if name == "PartitionRecord" or (p is not None and data.get("replicas") is not None):
             for bid in data.get("replicas") or ():
                 if bid not in before and self.broker(bid).fully_cordoned():
-                    self.report(REPLICA_ON_CORDONED_BROKER, "violation", bid, f"{k[0]}-{k[1]}",
-                                f"{name} at offset {off} places a new replica of {k[0]}-{k[1]} on broker {bid}, "
-                                "whose online directories are all cordoned", ts, conn)
+                    self.report(
+                        REPLICA_ON_CORDONED_BROKER,
+                        "violation",
+                        bid,
+                        f"{k[0]}-{k[1]}",
+                        f"{name} at offset {off} places a new replica of {k[0]}-{k[1]} on broker {bid}, "
+                        "whose online directories are all cordoned",
+                        ts,
+                        conn,
+                    )
         if name == "PartitionRecord":
             replicas = list(data.get("replicas") or [])
             dirs = list(data.get("directories") or [])
@@ -486,13 +623,27 @@ class _Checker:
             if since is None:
                 continue
             if self.last_record_ts is not None and self.last_record_ts > since:
-                self.report(LEADER_ON_OFFLINE_DIR, "violation", bid, f"{topic}-{part}",
-                            f"broker {bid} still leads {topic}-{part} from directory {self.dir_label(d)}, reported "
-                            "offline, although metadata was written after the report", end_ts, None)
+                self.report(
+                    LEADER_ON_OFFLINE_DIR,
+                    "violation",
+                    bid,
+                    f"{topic}-{part}",
+                    f"broker {bid} still leads {topic}-{part} from directory {self.dir_label(d)}, reported "
+                    "offline, although metadata was written after the report",
+                    end_ts,
+                    None,
+                )
             else:
-                self.report(LEADER_ON_OFFLINE_DIR, "indeterminate", bid, f"{topic}-{part}",
-                            f"broker {bid} leads {topic}-{part} from offline directory {self.dir_label(d)}; "
-                            "no metadata was captured after the report", end_ts, None)
+                self.report(
+                    LEADER_ON_OFFLINE_DIR,
+                    "indeterminate",
+                    bid,
+                    f"{topic}-{part}",
+                    f"broker {bid} leads {topic}-{part} from offline directory {self.dir_label(d)}; "
+                    "no metadata was captured after the report",
+                    end_ts,
+                    None,
+                )
 
 
 def check(events: Iterable[dict[str, Any]]) -> list[Finding]:
@@ -515,8 +666,9 @@ def check(events: Iterable[dict[str, Any]]) -> list[Finding]:
         elif kind == "log-start":
             c.log_from_start = True
     c.finish(end)
-    return sorted(c.findings.values(),
-                  key=lambda f: (f.rule, f.verdict, -1 if f.broker is None else f.broker, f.subject))
+    return sorted(
+        c.findings.values(), key=lambda f: (f.rule, f.verdict, -1 if f.broker is None else f.broker, f.subject)
+    )
 
 
 def check_json(event_texts: Iterable[str]) -> list[dict[str, Any]]:
@@ -533,5 +685,15 @@ def check_json(event_texts: Iterable[str]) -> list[dict[str, Any]]:
     try:
         return [f.as_dict() for f in check(events)]
     except (KeyError, TypeError, ValueError) as exc:
-        return [Finding("KIP858.CHECKER", "indeterminate", "info", None, "checker",
-                        f"events could not be checked: {type(exc).__name__}: {exc}", 0, 0).as_dict()]
+        return [
+            Finding(
+                "KIP858.CHECKER",
+                "indeterminate",
+                "info",
+                None,
+                "checker",
+                f"events could not be checked: {type(exc).__name__}: {exc}",
+                0,
+                0,
+            ).as_dict()
+        ]

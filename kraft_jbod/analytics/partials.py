@@ -56,14 +56,26 @@ _LOG_GAMMA: Final = math.log(_GAMMA)
 LATENCY_QUANTILES: Final = (0.5, 0.9, 0.99, 0.999)
 
 #: Timeline bucket widths in ns; each divides the next, which keeps coarsening exact.
-TIMELINE_STEPS: Final = (10**6, 10**7, 10**8, 10**9, 5 * 10**9, 10 * 10**9, 30 * 10**9, 60 * 10**9,
-                         300 * 10**9, 600 * 10**9, 1800 * 10**9, 3600 * 10**9, 6 * 3600 * 10**9,
-                         86400 * 10**9)
+TIMELINE_STEPS: Final = (
+    10**6,
+    10**7,
+    10**8,
+    10**9,
+    5 * 10**9,
+    10 * 10**9,
+    30 * 10**9,
+    60 * 10**9,
+    300 * 10**9,
+    600 * 10**9,
+    1800 * 10**9,
+    3600 * 10**9,
+    6 * 3600 * 10**9,
+    86400 * 10**9,
+)
 #: A task coarsens its timeline when it holds more distinct time buckets than this.
 _TIMELINE_CAP: Final = 4096
 #: Points wanted on the final timeline (at most about this many buckets).
 _TIMELINE_POINTS: Final = 120
-
 
 
 @dataclass(slots=True)
@@ -116,7 +128,6 @@ class Counters:
 #: The counter columns of the ``conformance`` and ``overall`` tables, in order.
 COUNTERS: Final = tuple(f.name for f in fields(Counters) if f.name not in ("first_ts", "last_ts"))
 _PAIRED: Final = frozenset(("header", "paired"))
-
 
 
 @dataclass(slots=True)
@@ -282,13 +293,21 @@ class Partial:
             self._frame(row)
         elif rtype == RTYPE_CONN:
             self._anomalies(row)
-            self.conn_rows.append({
-                "source": row.source, "conn_id": row.conn_id, "first_ts": row.ts_ns,
-                "duration_s": None if row.latency_ns is None else row.latency_ns / 1e9,
-                "software_name": row.software_name, "software_version": row.software_version,
-                "client_source": row.client_source, "gap_bytes": row.gap_bytes,
-                "retransmitted_bytes": row.retransmitted_bytes, "anomaly_kinds": row.anomaly_kinds,
-                "close_reason": row.error})
+            self.conn_rows.append(
+                {
+                    "source": row.source,
+                    "conn_id": row.conn_id,
+                    "first_ts": row.ts_ns,
+                    "duration_s": None if row.latency_ns is None else row.latency_ns / 1e9,
+                    "software_name": row.software_name,
+                    "software_version": row.software_version,
+                    "client_source": row.client_source,
+                    "gap_bytes": row.gap_bytes,
+                    "retransmitted_bytes": row.retransmitted_bytes,
+                    "anomaly_kinds": row.anomaly_kinds,
+                    "close_reason": row.error,
+                }
+            )
         elif rtype == RTYPE_EVENT:
             if row.event is not None:
                 self.events.append(row.event)
@@ -546,12 +565,26 @@ WRITER_COLUMNS: Final = frozenset(("capture_set", "api_name", "error_name"))
 # beside ``error_code`` (filled from the key or code when writing).
 _CS: Final = (("capture_set", "string"),)
 _API: Final = (("api_key", "int16"), ("api_name", "string"))
-_KEY_TYPES: Final = (*_API, ("api_version", "int16"), ("kind", "string"), ("software_name", "string"),
-                     ("software_version", "string"))
-_LAT_COLS: Final = (*((latency_column(q), "float64") for q in LATENCY_QUANTILES),
-                    ("latency_max_ms", "float64"), ("latency_mean_ms", "float64"))
-_MEASURES: Final = (*((c, "int64") for c in COUNTERS), ("first_ts", "timestamp"), ("last_ts", "timestamp"),
-                    *_LAT_COLS, ("decode_rate", "float64"), ("reencode_rate", "float64"))
+_KEY_TYPES: Final = (
+    *_API,
+    ("api_version", "int16"),
+    ("kind", "string"),
+    ("software_name", "string"),
+    ("software_version", "string"),
+)
+_LAT_COLS: Final = (
+    *((latency_column(q), "float64") for q in LATENCY_QUANTILES),
+    ("latency_max_ms", "float64"),
+    ("latency_mean_ms", "float64"),
+)
+_MEASURES: Final = (
+    *((c, "int64") for c in COUNTERS),
+    ("first_ts", "timestamp"),
+    ("last_ts", "timestamp"),
+    *_LAT_COLS,
+    ("decode_rate", "float64"),
+    ("reencode_rate", "float64"),
+)
 #: Column names and types of every table the driver writes, in output order; an empty
 #: table is written with the same schema. :func:`build_tables` fills each row with
 #: exactly these columns except the writer-filled ones (:data:`WRITER_COLUMNS`); the
@@ -561,31 +594,89 @@ TABLE_SCHEMAS: Final[dict[str, tuple[tuple[str, str], ...]]] = {
     "overall": (*_CS, *_MEASURES, ("connections", "int64")),
     "latency": (*_CS, *_API, ("api_version", "int16"), ("responses", "int64"), *_LAT_COLS),
     "latency_hist": (*_CS, *_API, ("bucket", "int32"), ("count", "int64")),
-    "error_codes": (*_CS, *_API, ("api_version", "int16"), ("error_code", "int16"), ("error_name", "string"),
-                    ("level", "string"),
-                    ("count", "int64")),
-    "versions": (*_CS, ("software_name", "string"), ("software_version", "string"), *_API,
-                 ("versions_used", "list<int16>"), ("max_used", "int16"), ("advertised_min", "int16"),
-                 ("advertised_max", "int16"), ("requests", "int64"), ("outside_advertised", "int64"),
-                 ("below_advertised_max", "int64"), ("deprecated", "int64"), ("unstable", "int64")),
-    "anomalies": (*_CS, ("anomaly", "string"), ("rtype", "string"), ("count", "int64"), ("first_ts", "timestamp"),
-                  ("example_conn", "string")),
-    "connections": (*_CS, ("source", "string"), ("conn_id", "string"), ("first_ts", "timestamp"),
-                    ("duration_s", "float64"), ("software_name", "string"), ("software_version", "string"),
-                    ("client_source", "string"), ("gap_bytes", "int64"), ("retransmitted_bytes", "int64"),
-                    ("anomaly_kinds", "list<string>"), ("close_reason", "string")),
-    "violations": (*_CS, ("rule", "string"), ("verdict", "string"), ("severity", "string"),
-                   ("broker", "int32"), ("subject", "string"), ("detail", "string"), ("first_ts", "timestamp"),
-                   ("last_ts", "timestamp"), ("count", "int64"), ("conn", "string")),
-    "timeline": (*_CS, ("bucket_ts", "timestamp"), *_API, ("frames", "int64"), ("anomalous", "int64"),
-                 ("errors", "int64"), ("width_ns", "duration")),
-    "inputs": (*_CS, ("source", "string"), ("size", "int64"), ("bucket", "int32"), ("buckets", "int32"),
-               ("packets", "int64"), ("frames", "int64"), ("wall_s", "float64"), ("cpu_s", "float64"),
-               ("max_rss_kb", "int64"), ("pid", "int64")),
+    "error_codes": (
+        *_CS,
+        *_API,
+        ("api_version", "int16"),
+        ("error_code", "int16"),
+        ("error_name", "string"),
+        ("level", "string"),
+        ("count", "int64"),
+    ),
+    "versions": (
+        *_CS,
+        ("software_name", "string"),
+        ("software_version", "string"),
+        *_API,
+        ("versions_used", "list<int16>"),
+        ("max_used", "int16"),
+        ("advertised_min", "int16"),
+        ("advertised_max", "int16"),
+        ("requests", "int64"),
+        ("outside_advertised", "int64"),
+        ("below_advertised_max", "int64"),
+        ("deprecated", "int64"),
+        ("unstable", "int64"),
+    ),
+    "anomalies": (
+        *_CS,
+        ("anomaly", "string"),
+        ("rtype", "string"),
+        ("count", "int64"),
+        ("first_ts", "timestamp"),
+        ("example_conn", "string"),
+    ),
+    "connections": (
+        *_CS,
+        ("source", "string"),
+        ("conn_id", "string"),
+        ("first_ts", "timestamp"),
+        ("duration_s", "float64"),
+        ("software_name", "string"),
+        ("software_version", "string"),
+        ("client_source", "string"),
+        ("gap_bytes", "int64"),
+        ("retransmitted_bytes", "int64"),
+        ("anomaly_kinds", "list<string>"),
+        ("close_reason", "string"),
+    ),
+    "violations": (
+        *_CS,
+        ("rule", "string"),
+        ("verdict", "string"),
+        ("severity", "string"),
+        ("broker", "int32"),
+        ("subject", "string"),
+        ("detail", "string"),
+        ("first_ts", "timestamp"),
+        ("last_ts", "timestamp"),
+        ("count", "int64"),
+        ("conn", "string"),
+    ),
+    "timeline": (
+        *_CS,
+        ("bucket_ts", "timestamp"),
+        *_API,
+        ("frames", "int64"),
+        ("anomalous", "int64"),
+        ("errors", "int64"),
+        ("width_ns", "duration"),
+    ),
+    "inputs": (
+        *_CS,
+        ("source", "string"),
+        ("size", "int64"),
+        ("bucket", "int32"),
+        ("buckets", "int32"),
+        ("packets", "int64"),
+        ("frames", "int64"),
+        ("wall_s", "float64"),
+        ("cpu_s", "float64"),
+        ("max_rss_kb", "int64"),
+        ("pid", "int64"),
+    ),
     "problems": (*_CS, ("source", "string"), ("problem", "string")),
 }
-
-
 
 
 def _lat_cols(sk: LatencySketch | None) -> dict[str, Any]:
@@ -643,22 +734,40 @@ def build_tables(p: Partial, capture_set: str = "default") -> dict[str, list[dic
     if not p.conf:
         overall["first_ts"] = overall["last_ts"] = None
     out["overall"] = [overall]
-    out["latency"] = [{"api_key": k[0], "api_version": k[1], "responses": sk.count, **_lat_cols(sk)}
-                      for k, sk in sorted(per_version.items(), key=lambda kv: _sort_key(kv[0])) if sk.count]
-    out["latency_hist"] = [{"api_key": k[0], "bucket": k[1], "count": n}
-                           for k, n in sorted(p.latency_hist.items(), key=lambda kv: _sort_key(kv[0]))]
-    out["error_codes"] = [{"api_key": k[0], "api_version": k[1], "error_code": k[2], "level": k[3], "count": n}
-                          for k, n in sorted(p.error_codes.items(),
-                                             key=lambda kv: _sort_key((kv[0][0], kv[0][1], kv[0][3], kv[0][2])))]
-    out["versions"] = [{"software_name": k[0], "software_version": k[1], "api_key": k[2],
-                        "versions_used": sorted(v.versions_used), "max_used": v.max_used,
-                        "advertised_min": v.advertised_min, "advertised_max": v.advertised_max,
-                        "requests": v.requests, "outside_advertised": v.outside_advertised,
-                        "below_advertised_max": v.below_advertised_max, "deprecated": v.deprecated,
-                        "unstable": v.unstable}
-                       for k, v in sorted(p.versions.items(), key=lambda kv: _sort_key(kv[0]))]
-    out["anomalies"] = [{"anomaly": k[0], "rtype": k[1], "count": a[0], "first_ts": a[1], "example_conn": a[2]}
-                        for k, a in sorted(p.anomalies.items(), key=lambda kv: (-kv[1][0], kv[0]))]
+    out["latency"] = [
+        {"api_key": k[0], "api_version": k[1], "responses": sk.count, **_lat_cols(sk)}
+        for k, sk in sorted(per_version.items(), key=lambda kv: _sort_key(kv[0]))
+        if sk.count
+    ]
+    out["latency_hist"] = [
+        {"api_key": k[0], "bucket": k[1], "count": n}
+        for k, n in sorted(p.latency_hist.items(), key=lambda kv: _sort_key(kv[0]))
+    ]
+    out["error_codes"] = [
+        {"api_key": k[0], "api_version": k[1], "error_code": k[2], "level": k[3], "count": n}
+        for k, n in sorted(p.error_codes.items(), key=lambda kv: _sort_key((kv[0][0], kv[0][1], kv[0][3], kv[0][2])))
+    ]
+    out["versions"] = [
+        {
+            "software_name": k[0],
+            "software_version": k[1],
+            "api_key": k[2],
+            "versions_used": sorted(v.versions_used),
+            "max_used": v.max_used,
+            "advertised_min": v.advertised_min,
+            "advertised_max": v.advertised_max,
+            "requests": v.requests,
+            "outside_advertised": v.outside_advertised,
+            "below_advertised_max": v.below_advertised_max,
+            "deprecated": v.deprecated,
+            "unstable": v.unstable,
+        }
+        for k, v in sorted(p.versions.items(), key=lambda kv: _sort_key(kv[0]))
+    ]
+    out["anomalies"] = [
+        {"anomaly": k[0], "rtype": k[1], "count": a[0], "first_ts": a[1], "example_conn": a[2]}
+        for k, a in sorted(p.anomalies.items(), key=lambda kv: (-kv[1][0], kv[0]))
+    ]
     out["connections"] = sorted(p.conn_rows, key=lambda r: (r["source"], r["conn_id"] or ""))
     findings = kip858.check_json(p.events)
     out["violations"] = [{"capture_set": capture_set, **f} for f in findings]
@@ -680,5 +789,7 @@ def _timeline_rows(p: Partial, first: int | None, last: int | None) -> list[dict
         m[0] += v[0]
         m[1] += v[1]
         m[2] += v[2]
-    return [{"bucket_ts": b * width, "api_key": api, "frames": v[0], "anomalous": v[1], "errors": v[2],
-             "width_ns": width} for (b, api), v in sorted(merged.items(), key=lambda kv: _sort_key(kv[0]))]
+    return [
+        {"bucket_ts": b * width, "api_key": api, "frames": v[0], "anomalous": v[1], "errors": v[2], "width_ns": width}
+        for (b, api), v in sorted(merged.items(), key=lambda kv: _sort_key(kv[0]))
+    ]

@@ -25,8 +25,18 @@ from kraft_jbod.messages.error_codes import ErrorCode
 __all__ = ["render_html", "render_summary", "write_report"]
 
 Rows = list[dict[str, Any]]
-_PALETTE: Final = ("#3366cc", "#dc3912", "#ff9900", "#109618", "#990099", "#0099c6", "#dd4477", "#66aa00",
-                   "#b82e2e", "#316395")
+_PALETTE: Final = (
+    "#3366cc",
+    "#dc3912",
+    "#ff9900",
+    "#109618",
+    "#990099",
+    "#0099c6",
+    "#dd4477",
+    "#66aa00",
+    "#b82e2e",
+    "#316395",
+)
 
 
 def _api(key: Any) -> str:
@@ -76,25 +86,38 @@ def _bar_chart(title: str, items: Sequence[tuple[str, float]], *, width: int = 7
     bar_h, gap, label_w = 16, 4, 320
     h = len(items) * (bar_h + gap) + 30
     top = max(v for _, v in items) or 1.0
-    parts = [f'<svg xmlns="http://www.w3.org/2000/svg" width="{width}" height="{h}" '
-             f'viewBox="0 0 {width} {h}" role="img" '
-             f'aria-label="{html.escape(title)}"><text x="0" y="14" font-size="13" font-weight="bold">'
-             f"{html.escape(title)}</text>"]
+    parts = [
+        f'<svg xmlns="http://www.w3.org/2000/svg" width="{width}" height="{h}" '
+        f'viewBox="0 0 {width} {h}" role="img" '
+        f'aria-label="{html.escape(title)}"><text x="0" y="14" font-size="13" font-weight="bold">'
+        f"{html.escape(title)}</text>"
+    ]
     for i, (label, v) in enumerate(items):
         y = 24 + i * (bar_h + gap)
         w = max(1.0, (width - label_w - 90) * v / top)
-        parts.append(f'<text x="{label_w - 6}" y="{y + 12}" font-size="11" text-anchor="end">'
-                     f"{html.escape(label[:52])}</text>"
-                     f'<rect x="{label_w}" y="{y}" width="{w:.1f}" height="{bar_h}" fill="{_PALETTE[0]}"/>'
-                     f'<text x="{label_w + w + 4:.1f}" y="{y + 12}" font-size="11">{_num(v, 2)}{unit}</text>')
+        parts.append(
+            f'<text x="{label_w - 6}" y="{y + 12}" font-size="11" text-anchor="end">'
+            f"{html.escape(label[:52])}</text>"
+            f'<rect x="{label_w}" y="{y}" width="{w:.1f}" height="{bar_h}" fill="{_PALETTE[0]}"/>'
+            f'<text x="{label_w + w + 4:.1f}" y="{y + 12}" font-size="11">{_num(v, 2)}{unit}</text>'
+        )
     parts.append("</svg>")
     return "".join(parts)
 
 
-def _line_chart(title: str, series: dict[str, list[tuple[float, float]]], *, x_label: str, y_label: str,
-                log_y: bool = False, x_time: bool = False, marks: Sequence[tuple[float, str]] = (),
-                x_ticks: Sequence[tuple[float, str]] | None = None,
-                width: int = 760, height: int = 280) -> str:
+def _line_chart(
+    title: str,
+    series: dict[str, list[tuple[float, float]]],
+    *,
+    x_label: str,
+    y_label: str,
+    log_y: bool = False,
+    x_time: bool = False,
+    marks: Sequence[tuple[float, str]] = (),
+    x_ticks: Sequence[tuple[float, str]] | None = None,
+    width: int = 760,
+    height: int = 280,
+) -> str:
     pts = [p for s in series.values() for p in s]
     if not pts:
         return f"<p><em>{html.escape(title)}: no data</em></p>"
@@ -116,33 +139,42 @@ def _line_chart(title: str, series: dict[str, list[tuple[float, float]]], *, x_l
     def sy(y: float) -> float:
         return top + ph - ph * fy(y) / y1
 
-    out = [f'<svg xmlns="http://www.w3.org/2000/svg" width="{width}" height="{height}" '
-           f'viewBox="0 0 {width} {height}" role="img" '
-           f'aria-label="{html.escape(title)}"><text x="0" y="14" font-size="13" font-weight="bold">'
-           f"{html.escape(title)}</text>",
-           f'<line x1="{left}" y1="{top + ph}" x2="{left + pw}" y2="{top + ph}" stroke="#888"/>',
-           f'<line x1="{left}" y1="{top}" x2="{left}" y2="{top + ph}" stroke="#888"/>',
-           f'<text x="{left + pw / 2}" y="{height - 6}" font-size="11" text-anchor="middle">'
-           f"{html.escape(x_label)}</text>",
-           f'<text x="12" y="{top + ph / 2}" font-size="11" transform="rotate(-90 12 {top + ph / 2})" '
-           f'text-anchor="middle">{html.escape(y_label)}{" (log)" if log_y else ""}</text>']
+    out = [
+        f'<svg xmlns="http://www.w3.org/2000/svg" width="{width}" height="{height}" '
+        f'viewBox="0 0 {width} {height}" role="img" '
+        f'aria-label="{html.escape(title)}"><text x="0" y="14" font-size="13" font-weight="bold">'
+        f"{html.escape(title)}</text>",
+        f'<line x1="{left}" y1="{top + ph}" x2="{left + pw}" y2="{top + ph}" stroke="#888"/>',
+        f'<line x1="{left}" y1="{top}" x2="{left}" y2="{top + ph}" stroke="#888"/>',
+        f'<text x="{left + pw / 2}" y="{height - 6}" font-size="11" text-anchor="middle">{html.escape(x_label)}</text>',
+        f'<text x="12" y="{top + ph / 2}" font-size="11" transform="rotate(-90 12 {top + ph / 2})" '
+        f'text-anchor="middle">{html.escape(y_label)}{" (log)" if log_y else ""}</text>',
+    ]
     for frac in (0.0, 0.5, 1.0):
         yv = y1 * frac
         real = (10**yv - 1) if log_y else yv
-        out.append(f'<text x="{left - 4}" y="{sy(real) + 4:.1f}" font-size="10" text-anchor="end">'
-                   f"{_num(real, 1) if real < 1000 else f'{real:.3g}'}</text>")
+        out.append(
+            f'<text x="{left - 4}" y="{sy(real) + 4:.1f}" font-size="10" text-anchor="end">'
+            f"{_num(real, 1) if real < 1000 else f'{real:.3g}'}</text>"
+        )
     for xv, label in x_ticks if x_ticks is not None else _ticks(x0, x1, x_time):
-        out.append(f'<text x="{sx(xv):.1f}" y="{top + ph + 14}" font-size="10" text-anchor="middle">'
-                   f"{html.escape(label)}</text>")
+        out.append(
+            f'<text x="{sx(xv):.1f}" y="{top + ph + 14}" font-size="10" text-anchor="middle">'
+            f"{html.escape(label)}</text>"
+        )
     for x, label in marks:
-        out.append(f'<line x1="{sx(x):.1f}" y1="{top}" x2="{sx(x):.1f}" y2="{top + ph}" stroke="#c00" '
-                   f'stroke-dasharray="3,3"><title>{html.escape(label)}</title></line>')
+        out.append(
+            f'<line x1="{sx(x):.1f}" y1="{top}" x2="{sx(x):.1f}" y2="{top + ph}" stroke="#c00" '
+            f'stroke-dasharray="3,3"><title>{html.escape(label)}</title></line>'
+        )
     for i, (name, s) in enumerate(series.items()):
         color = _PALETTE[i % len(_PALETTE)]
         path = " ".join(f"{sx(x):.1f},{sy(y):.1f}" for x, y in sorted(s))
         out.append(f'<polyline fill="none" stroke="{color}" stroke-width="1.5" points="{path}"/>')
-        out.append(f'<text x="{left + pw + 8}" y="{top + 12 + 14 * i}" font-size="11" fill="{color}">'
-                   f"{html.escape(name[:26])}</text>")
+        out.append(
+            f'<text x="{left + pw + 8}" y="{top + 12 + 14 * i}" font-size="11" fill="{color}">'
+            f"{html.escape(name[:26])}</text>"
+        )
     out.append("</svg>")
     return "".join(out)
 
@@ -195,15 +227,18 @@ def _table(rows: Rows, cols: Sequence[tuple[str, str]], *, limit: int = 200, rat
             cells.append(f"<td{style}>{html.escape(text)}</td>")
         body.append("<tr>" + "".join(cells) + "</tr>")
     more = f"<p>{len(rows) - limit} more rows in the Parquet table.</p>" if len(rows) > limit else ""
-    return (f'<div class="scroll"><table><thead><tr>{head}</tr></thead><tbody>{"".join(body)}</tbody></table></div>'
-            f"{more}")
+    return (
+        f'<div class="scroll"><table><thead><tr>{head}</tr></thead><tbody>{"".join(body)}</tbody></table></div>{more}'
+    )
 
 
 def _by_api(conformance: Rows) -> Rows:
     agg: dict[Any, dict[str, Any]] = {}
     for r in conformance:
-        a = agg.setdefault(r.get("api_key"), {"api_key": r.get("api_key"), "frames": 0, "decoded": 0,
-                                              "reencode_checked": 0, "reencode_exact": 0})
+        a = agg.setdefault(
+            r.get("api_key"),
+            {"api_key": r.get("api_key"), "frames": 0, "decoded": 0, "reencode_checked": 0, "reencode_exact": 0},
+        )
         for k in ("frames", "decoded", "reencode_checked", "reencode_exact"):
             a[k] += r.get(k) or 0
     out = sorted(agg.values(), key=lambda r: -r["frames"])
@@ -221,27 +256,34 @@ def render_summary(tables: dict[str, Rows], manifest: dict[str, Any]) -> str:
     o = (tables.get("overall") or [{}])[0]
     lines = []
     t = manifest.get("timings", {})
-    lines.append(f"{manifest.get('files', 0)} file(s), {manifest.get('bytes', 0) / 1e6:.1f} MB, "
-                 f"{manifest.get('tasks', 0)} task(s) on {manifest.get('master')} (Spark "
-                 f"{manifest.get('spark_version')}); decode {t.get('decode_s', 0):.1f} s, total "
-                 f"{t.get('total_s', 0):.1f} s")
+    lines.append(
+        f"{manifest.get('files', 0)} file(s), {manifest.get('bytes', 0) / 1e6:.1f} MB, "
+        f"{manifest.get('tasks', 0)} task(s) on {manifest.get('master')} (Spark "
+        f"{manifest.get('spark_version')}); decode {t.get('decode_s', 0):.1f} s, total "
+        f"{t.get('total_s', 0):.1f} s"
+    )
     frames = o.get("frames") or 0
     lines.append(f"{frames} frames, {o.get('bytes') or 0} bytes, {o.get('connections') or 0} connections")
     if frames:
-        lines.append(f"decoded {_pct(o.get('decode_rate'))}; byte-exact re-encode {_pct(o.get('reencode_rate'))} "
-                     f"({o.get('non_canonical') or 0} non-canonical); unknown tagged fields in "
-                     f"{o.get('frames_unknown_tags') or 0} frames; trailing bytes in {o.get('frames_trailing') or 0}")
+        lines.append(
+            f"decoded {_pct(o.get('decode_rate'))}; byte-exact re-encode {_pct(o.get('reencode_rate'))} "
+            f"({o.get('non_canonical') or 0} non-canonical); unknown tagged fields in "
+            f"{o.get('frames_unknown_tags') or 0} frames; trailing bytes in {o.get('frames_trailing') or 0}"
+        )
         errors = [r for r in tables.get("error_codes") or [] if r.get("error_code")]
         total = sum(int(r.get("count") or 0) for r in errors)
         by_name: dict[str, int] = defaultdict(int)
         for r in errors:
             by_name[_error(r.get("error_code"))] += int(r.get("count") or 0)
         shown = ", ".join(f"{n} x{c}" for n, c in sorted(by_name.items(), key=lambda kv: -kv[1])[:4])
-        lines.append(f"deprecated versions: {o.get('deprecated_frames') or 0} frames; unstable: "
-                     f"{o.get('unstable_frames') or 0}")
+        lines.append(
+            f"deprecated versions: {o.get('deprecated_frames') or 0} frames; unstable: {o.get('unstable_frames') or 0}"
+        )
         lines.append(f"non-zero error codes in responses: {total}" + (f" ({shown})" if shown else ""))
-        lines.append(f"latency p50 {_num(o.get('latency_p50_ms'))} ms, p99 {_num(o.get('latency_p99_ms'))} ms, "
-                     f"max {_num(o.get('latency_max_ms'))} ms")
+        lines.append(
+            f"latency p50 {_num(o.get('latency_p50_ms'))} ms, p99 {_num(o.get('latency_p99_ms'))} ms, "
+            f"max {_num(o.get('latency_max_ms'))} ms"
+        )
     apis = _by_api(tables.get("conformance") or [])
     if apis:
         lines.append("top apis: " + ", ".join(f"{_api(a['api_key'])} {a['frames']}" for a in apis[:6]))
@@ -254,8 +296,11 @@ def render_summary(tables: dict[str, Rows], manifest: dict[str, Any]) -> str:
         lines.append(f"  ... and {len(viol) - 8} more")
     an = tables.get("anomalies") or []
     if an:
-        lines.append("anomalies: " + "; ".join(f"{a.get('anomaly')} {a.get('count')}" for a in an[:5])
-                     + (f"; ... and {len(an) - 5} more" if len(an) > 5 else ""))
+        lines.append(
+            "anomalies: "
+            + "; ".join(f"{a.get('anomaly')} {a.get('count')}" for a in an[:5])
+            + (f"; ... and {len(an) - 5} more" if len(an) > 5 else "")
+        )
     probs = tables.get("problems") or []
     for p in probs[:5]:
         lines.append(f"problem: {p.get('source')}: {p.get('problem')}")
@@ -288,9 +333,14 @@ def render_html(tables: dict[str, Rows], manifest: dict[str, Any]) -> str:
     buckets = sorted({int(x) for s_ in top.values() for x, _ in s_})
     step = max(1, (buckets[-1] - buckets[0]) // 6) if buckets else 1
     lat_ticks = [(float(b), _dur_us(2.0**b)) for b in range(buckets[0], buckets[-1] + 1, step)] if buckets else []
-    lat_chart = _line_chart("Latency distribution (responses per latency bucket)", top,
-                            x_label="latency (log scale, buckets double)", y_label="responses", log_y=True,
-                            x_ticks=lat_ticks)
+    lat_chart = _line_chart(
+        "Latency distribution (responses per latency bucket)",
+        top,
+        x_label="latency (log scale, buckets double)",
+        y_label="responses",
+        log_y=True,
+        x_ticks=lat_ticks,
+    )
     tl = tables.get("timeline") or []
     series: dict[str, list[tuple[float, float]]] = defaultdict(list)
     per_bucket: dict[float, list[float]] = defaultdict(lambda: [0.0, 0.0, 0.0])
@@ -303,67 +353,188 @@ def render_html(tables: dict[str, Rows], manifest: dict[str, Any]) -> str:
         series["frames"].append((x, fr))
         series["anomalous frames"].append((x, an))
         series["error responses"].append((x, er))
-    marks = [(float(v["first_ts"]), f"{v['rule']} broker {v.get('broker')}") for v in tables.get("violations") or []
-             if v.get("verdict") == "violation" and v.get("first_ts")]
+    marks = [
+        (float(v["first_ts"]), f"{v['rule']} broker {v.get('broker')}")
+        for v in tables.get("violations") or []
+        if v.get("verdict") == "violation" and v.get("first_ts")
+    ]
     start = min(per_bucket) if per_bucket else 0
-    time_chart = _line_chart("Traffic, anomalies and errors over time (red: KIP-858 violations)", series,
-                             x_label=f"time (UTC; start {_time(start)})", y_label="frames per bucket", log_y=True,
-                             x_time=True, marks=marks)
+    time_chart = _line_chart(
+        "Traffic, anomalies and errors over time (red: KIP-858 violations)",
+        series,
+        x_label=f"time (UTC; start {_time(start)})",
+        y_label="frames per bucket",
+        log_y=True,
+        x_time=True,
+        marks=marks,
+    )
     summary = render_summary(tables, manifest)
     sections = [
         ("Summary", f"<pre>{html.escape(summary)}</pre>"),
-        ("Overall", _table(tables.get("overall") or [], [
-            ("frames", "frames"), ("bytes", "bytes"), ("connections", "connections"),
-            ("decode_rate", "decoded"), ("reencode_rate", "byte-exact re-encode"),
-            ("non_canonical", "non-canonical"), ("frames_unknown_tags", "frames w/ unknown tags"),
-            ("frames_trailing", "frames w/ trailing bytes"), ("deprecated_frames", "deprecated"),
-            ("unstable_frames", "unstable"), ("error_frames", "responses with a top-level error"),
-            ("latency_p50_ms", "p50 ms"), ("latency_p99_ms", "p99 ms")], rate_cols=("decode_rate", "reencode_rate"))),
+        (
+            "Overall",
+            _table(
+                tables.get("overall") or [],
+                [
+                    ("frames", "frames"),
+                    ("bytes", "bytes"),
+                    ("connections", "connections"),
+                    ("decode_rate", "decoded"),
+                    ("reencode_rate", "byte-exact re-encode"),
+                    ("non_canonical", "non-canonical"),
+                    ("frames_unknown_tags", "frames w/ unknown tags"),
+                    ("frames_trailing", "frames w/ trailing bytes"),
+                    ("deprecated_frames", "deprecated"),
+                    ("unstable_frames", "unstable"),
+                    ("error_frames", "responses with a top-level error"),
+                    ("latency_p50_ms", "p50 ms"),
+                    ("latency_p99_ms", "p99 ms"),
+                ],
+                rate_cols=("decode_rate", "reencode_rate"),
+            ),
+        ),
         ("Versions in use", versions_chart),
-        ("Conformance by api, version, direction and client", _table(conf, [
-            ("api_key", "api"), ("api_version", "v"), ("kind", "dir"), ("software_name", "client"),
-            ("software_version", "client version"), ("frames", "frames"), ("bytes", "bytes"),
-            ("decode_rate", "decoded"), ("reencode_rate", "re-encode exact"), ("frames_unknown_tags", "unk. tags"),
-            ("non_canonical", "non-canon."), ("frames_trailing", "trailing"), ("deprecated_frames", "deprecated"),
-            ("unstable_frames", "unstable"), ("error_frames", "errors"), ("inferred_or_worse", "inferred"),
-            ("latency_p50_ms", "p50 ms"), ("latency_p99_ms", "p99 ms")], rate_cols=("decode_rate", "reencode_rate"))),
-        ("Versions negotiated vs used", _table(tables.get("versions") or [], [
-            ("software_name", "client"), ("software_version", "client version"), ("api_key", "api"),
-            ("versions_used", "versions used"), ("advertised_min", "server min"), ("advertised_max", "server max"),
-            ("requests", "requests"), ("below_advertised_max", "below server max"),
-            ("outside_advertised", "outside range"), ("deprecated", "deprecated"), ("unstable", "unstable")])),
-        ("Error codes", error_chart + _table(tables.get("error_codes") or [], [
-            ("api_key", "api"), ("api_version", "v"), ("level", "level"), ("error_code", "error code"),
-            ("count", "count")])),
-        ("Latency", lat_chart + _table(tables.get("latency") or [], [
-            ("api_key", "api"), ("api_version", "v"), ("responses", "responses"), ("latency_p50_ms", "p50 ms"),
-            ("latency_p90_ms", "p90 ms"), ("latency_p99_ms", "p99 ms"), ("latency_p999_ms", "p99.9 ms"),
-            ("latency_max_ms", "max ms")])),
+        (
+            "Conformance by api, version, direction and client",
+            _table(
+                conf,
+                [
+                    ("api_key", "api"),
+                    ("api_version", "v"),
+                    ("kind", "dir"),
+                    ("software_name", "client"),
+                    ("software_version", "client version"),
+                    ("frames", "frames"),
+                    ("bytes", "bytes"),
+                    ("decode_rate", "decoded"),
+                    ("reencode_rate", "re-encode exact"),
+                    ("frames_unknown_tags", "unk. tags"),
+                    ("non_canonical", "non-canon."),
+                    ("frames_trailing", "trailing"),
+                    ("deprecated_frames", "deprecated"),
+                    ("unstable_frames", "unstable"),
+                    ("error_frames", "errors"),
+                    ("inferred_or_worse", "inferred"),
+                    ("latency_p50_ms", "p50 ms"),
+                    ("latency_p99_ms", "p99 ms"),
+                ],
+                rate_cols=("decode_rate", "reencode_rate"),
+            ),
+        ),
+        (
+            "Versions negotiated vs used",
+            _table(
+                tables.get("versions") or [],
+                [
+                    ("software_name", "client"),
+                    ("software_version", "client version"),
+                    ("api_key", "api"),
+                    ("versions_used", "versions used"),
+                    ("advertised_min", "server min"),
+                    ("advertised_max", "server max"),
+                    ("requests", "requests"),
+                    ("below_advertised_max", "below server max"),
+                    ("outside_advertised", "outside range"),
+                    ("deprecated", "deprecated"),
+                    ("unstable", "unstable"),
+                ],
+            ),
+        ),
+        (
+            "Error codes",
+            error_chart
+            + _table(
+                tables.get("error_codes") or [],
+                [
+                    ("api_key", "api"),
+                    ("api_version", "v"),
+                    ("level", "level"),
+                    ("error_code", "error code"),
+                    ("count", "count"),
+                ],
+            ),
+        ),
+        (
+            "Latency",
+            lat_chart
+            + _table(
+                tables.get("latency") or [],
+                [
+                    ("api_key", "api"),
+                    ("api_version", "v"),
+                    ("responses", "responses"),
+                    ("latency_p50_ms", "p50 ms"),
+                    ("latency_p90_ms", "p90 ms"),
+                    ("latency_p99_ms", "p99 ms"),
+                    ("latency_p999_ms", "p99.9 ms"),
+                    ("latency_max_ms", "max ms"),
+                ],
+            ),
+        ),
         ("Over time", time_chart),
-        ("KIP-858 checks", _table(tables.get("violations") or [], [
-            ("rule", "rule"), ("verdict", "verdict"), ("severity", "severity"), ("broker", "broker"),
-            ("subject", "subject"), ("count", "count"), ("first_ts", "first"), ("last_ts", "last"),
-            ("detail", "detail"), ("conn", "connection")])),
-        ("Anomalies", _table(tables.get("anomalies") or [], [
-            ("anomaly", "anomaly"), ("rtype", "on"), ("count", "count"), ("first_ts", "first"),
-            ("example_conn", "example connection")])),
-        ("Inputs", _table(tables.get("inputs") or [], [
-            ("source", "file"), ("size", "bytes"), ("bucket", "bucket"), ("buckets", "of"), ("packets", "packets"),
-            ("frames", "frames"), ("cpu_s", "cpu s"), ("max_rss_kb", "worker max RSS KiB")])
-         + _table(tables.get("problems") or [], [("source", "file"), ("problem", "problem")])),
+        (
+            "KIP-858 checks",
+            _table(
+                tables.get("violations") or [],
+                [
+                    ("rule", "rule"),
+                    ("verdict", "verdict"),
+                    ("severity", "severity"),
+                    ("broker", "broker"),
+                    ("subject", "subject"),
+                    ("count", "count"),
+                    ("first_ts", "first"),
+                    ("last_ts", "last"),
+                    ("detail", "detail"),
+                    ("conn", "connection"),
+                ],
+            ),
+        ),
+        (
+            "Anomalies",
+            _table(
+                tables.get("anomalies") or [],
+                [
+                    ("anomaly", "anomaly"),
+                    ("rtype", "on"),
+                    ("count", "count"),
+                    ("first_ts", "first"),
+                    ("example_conn", "example connection"),
+                ],
+            ),
+        ),
+        (
+            "Inputs",
+            _table(
+                tables.get("inputs") or [],
+                [
+                    ("source", "file"),
+                    ("size", "bytes"),
+                    ("bucket", "bucket"),
+                    ("buckets", "of"),
+                    ("packets", "packets"),
+                    ("frames", "frames"),
+                    ("cpu_s", "cpu s"),
+                    ("max_rss_kb", "worker max RSS KiB"),
+                ],
+            )
+            + _table(tables.get("problems") or [], [("source", "file"), ("problem", "problem")]),
+        ),
     ]
     toc = "".join(f'<li><a href="#s{i}">{html.escape(t)}</a></li>' for i, (t, _) in enumerate(sections))
     body = "".join(f'<h2 id="s{i}">{html.escape(t)}</h2>{c}' for i, (t, c) in enumerate(sections))
-    return ("<!DOCTYPE html><html lang=\"en\"><head><meta charset=\"utf-8\"><title>kraft-jbod conformance report"
-            "</title><style>body{font-family:system-ui,sans-serif;margin:2em;max-width:1200px}"
-            "table{border-collapse:collapse;font-size:12px;margin:0.5em 0}td,th{border:1px solid #ccc;"
-            "padding:2px 6px;text-align:left;overflow-wrap:anywhere}th{background:#f3f3f3}"
-            "pre{background:#f8f8f8;padding:1em;white-space:pre-wrap;overflow-wrap:anywhere}"
-            ".scroll{overflow-x:auto;max-width:100%}svg{max-width:100%;height:auto}"
-            "</style></head><body><h1>kraft-jbod conformance report</h1>"
-            f"<p>Generated {html.escape(_time(int(datetime.datetime.now(datetime.UTC).timestamp() * 1e9)))} from "
-            f"{html.escape(', '.join(str(i) for i in manifest.get('inputs', [])))}</p><ul>{toc}</ul>{body}"
-            "</body></html>")
+    return (
+        '<!DOCTYPE html><html lang="en"><head><meta charset="utf-8"><title>kraft-jbod conformance report'
+        "</title><style>body{font-family:system-ui,sans-serif;margin:2em;max-width:1200px}"
+        "table{border-collapse:collapse;font-size:12px;margin:0.5em 0}td,th{border:1px solid #ccc;"
+        "padding:2px 6px;text-align:left;overflow-wrap:anywhere}th{background:#f3f3f3}"
+        "pre{background:#f8f8f8;padding:1em;white-space:pre-wrap;overflow-wrap:anywhere}"
+        ".scroll{overflow-x:auto;max-width:100%}svg{max-width:100%;height:auto}"
+        "</style></head><body><h1>kraft-jbod conformance report</h1>"
+        f"<p>Generated {html.escape(_time(int(datetime.datetime.now(datetime.UTC).timestamp() * 1e9)))} from "
+        f"{html.escape(', '.join(str(i) for i in manifest.get('inputs', [])))}</p><ul>{toc}</ul>{body}"
+        "</body></html>"
+    )
 
 
 def write_report(out_dir: Path, tables: dict[str, Rows], manifest: dict[str, Any]) -> str:

@@ -51,6 +51,7 @@ RTYPE_FILE: Final = "file"
 
 MAX_NESTED_ERRORS: Final = 256
 
+
 def _col(arrow: str, *, required: bool = False) -> Any:
     """A :class:`Row` field whose column has Arrow type ``arrow``; optional ones
     default to ``None`` (a row type that does not use the column)."""

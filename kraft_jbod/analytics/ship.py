@@ -127,9 +127,11 @@ def explain_failure(exc: BaseException) -> str:
         line = f"{type(exc).__name__}: {first[:500]}"
     hint = ""
     if "No module named" in line:
-        hint = ("\n  the executors' Python lacks a module: kraft-jbod ships its own package to "
-                "non-local masters, but pyarrow, pandas, crc32c and cramjam must be installed there "
-                "(or ship a packed environment, see docs/spark.md)")
+        hint = (
+            "\n  the executors' Python lacks a module: kraft-jbod ships its own package to "
+            "non-local masters, but pyarrow, pandas, crc32c and cramjam must be installed there "
+            "(or ship a packed environment, see docs/spark.md)"
+        )
     elif "Python in worker has different version" in text or "PYTHON_VERSION_MISMATCH" in text:
         hint = "\n  the executors' Python differs from the driver's: set spark.pyspark.python (docs/spark.md)"
     return line + hint

@@ -67,8 +67,10 @@ CAPTURE_SUFFIXES: Final = (".pcap", ".pcapng", ".cap", ".pcapng.tmp")
 DEFAULT_SPLIT_BYTES: Final = 128 << 20
 MAX_BUCKETS: Final = 64
 _MAGICS: Final = {
-    bytes.fromhex("d4c3b2a1"), bytes.fromhex("a1b2c3d4"),  # pcap, microseconds
-    bytes.fromhex("4d3cb2a1"), bytes.fromhex("a1b23c4d"),  # pcap, nanoseconds
+    bytes.fromhex("d4c3b2a1"),
+    bytes.fromhex("a1b2c3d4"),  # pcap, microseconds
+    bytes.fromhex("4d3cb2a1"),
+    bytes.fromhex("a1b23c4d"),  # pcap, nanoseconds
     bytes.fromhex("0a0d0d0a"),  # pcapng section header block
 }
 _URI = re.compile(r"^[A-Za-z][A-Za-z0-9+.-]*://")
@@ -174,8 +176,7 @@ def _expand_local(text: str, problems: list[tuple[str, str]]) -> list[InputFile]
             dirs.sort()
             out.extend(os.path.join(root, n) for n in sorted(files) if _wanted(n))
         if not out:
-            problems.append((text, "the folder holds no capture file (" + ", ".join(CAPTURE_SUFFIXES[:3])
-                             + ")"))
+            problems.append((text, "the folder holds no capture file (" + ", ".join(CAPTURE_SUFFIXES[:3]) + ")"))
         return [InputFile(p, os.path.getsize(p)) for p in out]
     if not os.path.exists(text):
         problems.append((text, "no such file or folder"))
@@ -191,14 +192,22 @@ def _expand_local(text: str, problems: list[tuple[str, str]]) -> list[InputFile]
 #: serves each, and what it needs from the machine.
 _SCHEMES: Final = {
     "s3": ("S3FileSystem", "AWS credentials (AWS_* variables, ~/.aws or an instance role)"),
-    "gs": ("GcsFileSystem", "Google credentials (GOOGLE_APPLICATION_CREDENTIALS or "
-                            "`gcloud auth application-default login`)"),
-    "gcs": ("GcsFileSystem", "Google credentials (GOOGLE_APPLICATION_CREDENTIALS or "
-                             "`gcloud auth application-default login`)"),
-    "hdfs": ("HadoopFileSystem", "libhdfs: HADOOP_HOME (or ARROW_LIBHDFS_DIR) and "
-                                 "CLASSPATH=$(hadoop classpath --glob)"),
-    "viewfs": ("HadoopFileSystem", "libhdfs: HADOOP_HOME (or ARROW_LIBHDFS_DIR) and "
-                                   "CLASSPATH=$(hadoop classpath --glob)"),
+    "gs": (
+        "GcsFileSystem",
+        "Google credentials (GOOGLE_APPLICATION_CREDENTIALS or `gcloud auth application-default login`)",
+    ),
+    "gcs": (
+        "GcsFileSystem",
+        "Google credentials (GOOGLE_APPLICATION_CREDENTIALS or `gcloud auth application-default login`)",
+    ),
+    "hdfs": (
+        "HadoopFileSystem",
+        "libhdfs: HADOOP_HOME (or ARROW_LIBHDFS_DIR) and CLASSPATH=$(hadoop classpath --glob)",
+    ),
+    "viewfs": (
+        "HadoopFileSystem",
+        "libhdfs: HADOOP_HOME (or ARROW_LIBHDFS_DIR) and CLASSPATH=$(hadoop classpath --glob)",
+    ),
     "abfs": ("AzureFileSystem", "Azure credentials"),
     "abfss": ("AzureFileSystem", "Azure credentials"),
 }
@@ -225,8 +234,10 @@ def connector_problem(scheme: str) -> str | None:
     if cls_name == "GcsFileSystem":
         adc = os.path.join(os.path.expanduser("~"), ".config", "gcloud", "application_default_credentials.json")
         if not (env.get("GOOGLE_APPLICATION_CREDENTIALS") or os.path.exists(adc) or env.get("GCE_METADATA_HOST")):
-            return (f"{scheme}:// needs {needs}; none is set up, and pyarrow's GCS connector would wait "
-                    "for a metadata server instead of failing")
+            return (
+                f"{scheme}:// needs {needs}; none is set up, and pyarrow's GCS connector would wait "
+                "for a metadata server instead of failing"
+            )
     if cls_name == "HadoopFileSystem" and not (env.get("HADOOP_HOME") or env.get("ARROW_LIBHDFS_DIR")):
         return f"{scheme}:// needs {needs}; HADOOP_HOME is not set"
     return None
@@ -294,8 +305,12 @@ def _list_uri(text: str, scheme: str, problems: list[tuple[str, str]]) -> list[I
             continue
         name = i.path.rsplit("/", 1)[-1]
         if (pattern is not None and fnmatch.fnmatch(name, pattern)) or (pattern is None and _wanted(name)):
-            out.append(InputFile(f"{scheme}://{i.path.lstrip('/')}" if scheme != "hdfs" else
-                                 f"{base.split('://', 1)[0]}://{i.path}", int(i.size or 0)))
+            out.append(
+                InputFile(
+                    f"{scheme}://{i.path.lstrip('/')}" if scheme != "hdfs" else f"{base.split('://', 1)[0]}://{i.path}",
+                    int(i.size or 0),
+                )
+            )
     if not out:
         problems.append((text, "matches no capture file"))
     return out
@@ -333,8 +348,14 @@ def precheck(files: Sequence[InputFile]) -> list[tuple[str, str]]:
     return problems
 
 
-def plan(files: Sequence[InputFile], *, split_bytes: int = DEFAULT_SPLIT_BYTES, parallelism: int = 1,
-         max_buckets: int = MAX_BUCKETS, buckets_per_core: int = 1) -> list[Task]:
+def plan(
+    files: Sequence[InputFile],
+    *,
+    split_bytes: int = DEFAULT_SPLIT_BYTES,
+    parallelism: int = 1,
+    max_buckets: int = MAX_BUCKETS,
+    buckets_per_core: int = 1,
+) -> list[Task]:
     """Tasks for ``files``, the most expensive first (Spark starts partitions in order).
 
     A file larger than ``split_bytes`` is cut into connection buckets: as many as it has
@@ -451,8 +472,13 @@ class _TaskRun:
         unit = self.unit
         damage: list[DecodeError] = []
         with open_input(unit.path) as fh:
-            pipe = CapturePipeline(fh, ports=self.ports, classifier=is_request,
-                                   bucket=Bucket(unit.bucket, unit.buckets), on_malformed=damage.append)
+            pipe = CapturePipeline(
+                fh,
+                ports=self.ports,
+                classifier=is_request,
+                bucket=Bucket(unit.bucket, unit.buckets),
+                on_malformed=damage.append,
+            )
             try:
                 batch: list[Frame | FlowEnd] = []
                 for item in pipe.items():
@@ -470,26 +496,27 @@ class _TaskRun:
             if damage:
                 row = R.blank(R.RTYPE_ERROR, self.source, self.task_id)
                 row.kind = "malformed"
-                row.error = (f"not a readable capture: {damage[0]}; the {pipe.packets} packets before it "
-                                "were decoded")
+                row.error = f"not a readable capture: {damage[0]}; the {pipe.packets} packets before it were decoded"
                 yield row
             if pipe.truncated_offset is not None:
                 row = R.blank(R.RTYPE_ERROR, self.source, self.task_id)
                 row.kind = "truncated"
-                row.error = (f"the capture ends inside a record at byte {pipe.truncated_offset} "
-                                "(file cut short?); the packets before it were decoded")
+                row.error = (
+                    f"the capture ends inside a record at byte {pipe.truncated_offset} "
+                    "(file cut short?); the packets before it were decoded"
+                )
                 yield row
 
 
-def run_task(task: Task, *, ports: Sequence[int] | None = None,
-             check_canonical: bool = True) -> Iterator[R.Row]:
+def run_task(task: Task, *, ports: Sequence[int] | None = None, check_canonical: bool = True) -> Iterator[R.Row]:
     """All rows of one task, unit after unit; never raises (module docstring, rule 1)."""
     for unit in task.units:
         yield from run_unit(unit, task.task_id, ports=ports, check_canonical=check_canonical)
 
 
-def run_unit(unit: Unit, task_id: int = 0, *, ports: Sequence[int] | None = None,
-             check_canonical: bool = True) -> Iterator[R.Row]:
+def run_unit(
+    unit: Unit, task_id: int = 0, *, ports: Sequence[int] | None = None, check_canonical: bool = True
+) -> Iterator[R.Row]:
     """All rows of one unit, ending with its ``file`` row; never raises."""
     started = time.perf_counter()
     cpu0 = time.process_time()
@@ -511,9 +538,17 @@ def run_unit(unit: Unit, task_id: int = 0, *, ports: Sequence[int] | None = None
         yield problem("internal", f"internal error while decoding (please report): {type(exc).__name__}: {exc}")
     row = R.blank(R.RTYPE_FILE, unit.path, task_id)
     row.size = unit.size
-    row.event = json.dumps({
-        "bucket": unit.bucket, "buckets": unit.buckets, "packets": run.packets, "frames": run.frames,
-        "wall_s": round(time.perf_counter() - started, 3), "cpu_s": round(time.process_time() - cpu0, 3),
-        "max_rss_kb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss, "pid": os.getpid(),
-    }, separators=(",", ":"))
+    row.event = json.dumps(
+        {
+            "bucket": unit.bucket,
+            "buckets": unit.buckets,
+            "packets": run.packets,
+            "frames": run.frames,
+            "wall_s": round(time.perf_counter() - started, 3),
+            "cpu_s": round(time.process_time() - cpu0, 3),
+            "max_rss_kb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss,
+            "pid": os.getpid(),
+        },
+        separators=(",", ":"),
+    )
     yield row

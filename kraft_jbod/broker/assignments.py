@@ -97,8 +97,7 @@ class AssignmentQueue:
                 DirectoryData(
                     id=d,
                     topics=[
-                        TopicData(topic_id=t, partitions=[PartitionData(p) for p in sorted(ps)])
-                        for t, ps in ts.items()
+                        TopicData(topic_id=t, partitions=[PartitionData(p) for p in sorted(ps)]) for t, ps in ts.items()
                     ],
                 )
                 for d, ts in by_dir.items()

@@ -33,7 +33,8 @@ def register(sub: Any) -> None:
     ctl = sub.add_parser("broker-ctl", help="send one command to a running fake broker's control endpoint")
     ctl.add_argument("address", help="HOST:PORT printed by `kraft-jbod broker`")
     ctl.add_argument(
-        "words", nargs="+",
+        "words",
+        nargs="+",
         help="status | fail-dir DIR | move TOPIC PARTITION DIR | cordon DIR | uncordon DIR | shutdown",
     )
     ctl.set_defaults(func=cmd_broker_ctl)

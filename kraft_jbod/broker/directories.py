@@ -230,6 +230,7 @@ def reconcile(
         best = min(load, key=lambda k: load[k])
         load[best] += 1
         return best
+
     for p in parts:
         assigned = p.dir_of(broker_id)
         if assigned is None:

@@ -102,8 +102,13 @@ class MetadataImage:
         elif isinstance(record, RegisterBrokerRecord):
             dirs = tuple(record.log_dirs)
             self.brokers[record.broker_id] = BrokerView(
-                record.broker_id, record.broker_epoch, record.fenced, record.in_controlled_shutdown,
-                dirs, dirs, offset,
+                record.broker_id,
+                record.broker_epoch,
+                record.fenced,
+                record.in_controlled_shutdown,
+                dirs,
+                dirs,
+                offset,
             )
         elif isinstance(record, UnregisterBrokerRecord):
             self.brokers.pop(record.broker_id, None)
@@ -133,8 +138,14 @@ class MetadataImage:
             if len(dirs) != len(replicas):
                 raise StorageError(f"PartitionRecord at offset {offset}: Directories not parallel to Replicas")
             self.partitions[(record.topic_id, record.partition_id)] = PartitionView(
-                record.topic_id, record.partition_id, replicas, tuple(record.isr), record.leader,
-                record.leader_epoch, record.partition_epoch, dirs,
+                record.topic_id,
+                record.partition_id,
+                replicas,
+                tuple(record.isr),
+                record.leader,
+                record.leader_epoch,
+                record.partition_epoch,
+                dirs,
             )
         elif isinstance(record, PartitionChangeRecord):
             p = self.partitions.get((record.topic_id, record.partition_id))

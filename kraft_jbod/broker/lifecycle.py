@@ -173,7 +173,5 @@ class Lifecycle:
         """Failed directories still unreported after the timeout (Rule 3 asks the caller
         whether it leads partitions there)."""
         return [
-            d
-            for d, t in self.offline_dirs.items()
-            if d not in self.reported and now_ms - t >= self.failure_timeout_ms
+            d for d, t in self.offline_dirs.items() if d not in self.reported and now_ms - t >= self.failure_timeout_ms
         ]

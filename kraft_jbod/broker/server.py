@@ -309,8 +309,11 @@ class FakeBroker:
         self._shutdown_reason = reason
         self._wake_heartbeat.set()
         loop = asyncio.get_running_loop()
-        self._tasks.append(loop.create_task(self._guard("shutdown-timer", self._shutdown_timer()),
-                                            name=f"broker-{self.node_id}-shutdown-timer"))
+        self._tasks.append(
+            loop.create_task(
+                self._guard("shutdown-timer", self._shutdown_timer()), name=f"broker-{self.node_id}-shutdown-timer"
+            )
+        )
         return "controlled shutdown started"
 
     @property
@@ -445,16 +448,24 @@ class FakeBroker:
                 resp, err = None, str(exc)
                 if not self._controller_unreachable:
                     self._controller_unreachable = True
-                    log.warning("broker %d: cannot reach the controller to register (retrying): %s", self.node_id,
-                                exc, extra={"event": "controller-unreachable", "broker": self.node_id})
+                    log.warning(
+                        "broker %d: cannot reach the controller to register (retrying): %s",
+                        self.node_id,
+                        exc,
+                        extra={"event": "controller-unreachable", "broker": self.node_id},
+                    )
             if resp is not None and resp.error_code == 0:
                 self.lifecycle.epoch = resp.broker_epoch
                 self.event("registered", f"broker epoch {resp.broker_epoch}, LogDirs {len(self.dirs.online)}")
                 return True
             if resp is not None:
                 err = f"error {resp.error_code}"
-                log.warning("broker %d: registration refused with error %d (retrying)", self.node_id,
-                            resp.error_code, extra={"event": "registration-refused", "broker": self.node_id})
+                log.warning(
+                    "broker %d: registration refused with error %d (retrying)",
+                    self.node_id,
+                    resp.error_code,
+                    extra={"event": "registration-refused", "broker": self.node_id},
+                )
             if _now_ms() - started > self.config.registration_timeout_ms:
                 self.stop(f"registration failed for {self.config.registration_timeout_ms} ms: {err}")
                 return False
@@ -485,16 +496,23 @@ class FakeBroker:
                 if not self._controller_unreachable:
                     # Once per outage: the retries every few hundred ms stay at DEBUG.
                     self._controller_unreachable = True
-                    log.warning("broker %d: cannot reach the controller (retrying): %s", self.node_id, exc,
-                                extra={"event": "controller-unreachable", "broker": self.node_id})
+                    log.warning(
+                        "broker %d: cannot reach the controller (retrying): %s",
+                        self.node_id,
+                        exc,
+                        extra={"event": "controller-unreachable", "broker": self.node_id},
+                    )
                 else:
                     log.debug("broker %d: heartbeat: %s", self.node_id, exc)
                 await self._sleep(min(200, self.config.heartbeat_interval_ms), self._wake_heartbeat)
                 continue
             if self._controller_unreachable:
                 self._controller_unreachable = False
-                log.info("broker %d: the controller answers again", self.node_id,
-                         extra={"event": "controller-reachable", "broker": self.node_id})
+                log.info(
+                    "broker %d: the controller answers again",
+                    self.node_id,
+                    extra={"event": "controller-reachable", "broker": self.node_id},
+                )
             if resp.error_code == 0:
                 newly = [d for d in req.offline_log_dirs if d not in lc.reported]
                 before = lc.state

@@ -43,16 +43,19 @@ def _fail(msg: str) -> int:
     return console.fail(msg)
 
 
-def _frames(fh: BinaryIO, ports: list[int] | None, summary: Summary,
-            check_canonical: bool, name: str = "", bar: Any = None) -> Iterator[DecodedFrame]:
+def _frames(
+    fh: BinaryIO, ports: list[int] | None, summary: Summary, check_canonical: bool, name: str = "", bar: Any = None
+) -> Iterator[DecodedFrame]:
     from kraft_jbod.capture.kafka import KafkaDecoder, decode_capture
 
     dec = KafkaDecoder(check_canonical=check_canonical)
 
     def cut_short(offset: int) -> None:
         summary.files_cut_short.append((name, offset))
-        text = (f"{name}: the capture file ends inside a record at byte {offset} "
-                "(cut short); everything before it was decoded")
+        text = (
+            f"{name}: the capture file ends inside a record at byte {offset} "
+            "(cut short); everything before it was decoded"
+        )
         if bar is not None:
             bar.write(f"kraft-jbod: {text}", file=console.stderr())  # above the bar, not through it
         else:
@@ -112,9 +115,19 @@ def cmd_decode(args: argparse.Namespace) -> int:
 
                 # One bar per file; CallbackIOWrapper feeds it without opening a second,
                 # bare bar as tqdm.wrapattr does; leave=False clears it when done.
-                bar = stack.enter_context(tqdm(total=size, unit="B", unit_scale=True, unit_divisor=1024,
-                                               desc=Path(name).name, file=console.stderr(),
-                                               delay=_BAR_DELAY_S, leave=False, dynamic_ncols=True))
+                bar = stack.enter_context(
+                    tqdm(
+                        total=size,
+                        unit="B",
+                        unit_scale=True,
+                        unit_divisor=1024,
+                        desc=Path(name).name,
+                        file=console.stderr(),
+                        delay=_BAR_DELAY_S,
+                        leave=False,
+                        dynamic_ncols=True,
+                    )
+                )
                 reader = CallbackIOWrapper(bar.update, fh, "read")
             try:
                 for f in _frames(reader, ports, summary, not args.no_canonical, name, bar):
@@ -131,10 +144,17 @@ def cmd_decode(args: argparse.Namespace) -> int:
     return 1 if summary.undecoded else 0
 
 
-async def listen(host: str, port: int, out: TextIO, *, count: int | None = None,
-                 timeout: float | None = None, ready: asyncio.Event | None = None,
-                 bound: list[tuple[str, int]] | None = None,
-                 announce: Any = None) -> int:
+async def listen(
+    host: str,
+    port: int,
+    out: TextIO,
+    *,
+    count: int | None = None,
+    timeout: float | None = None,
+    ready: asyncio.Event | None = None,
+    bound: list[tuple[str, int]] | None = None,
+    announce: Any = None,
+) -> int:
     """Receive tap datagrams on ``host:port`` and write one JSON line per decoded frame.
 
     Stops after ``count`` frames or ``timeout`` seconds without a datagram (when given).
@@ -192,8 +212,16 @@ def cmd_listen(args: argparse.Namespace) -> int:
     console.require("capture listen", "asyncio_dgram")
     try:
         # stdout carries the frames, so the bound address goes to stderr, in the usual shape.
-        asyncio.run(listen(host, port, console.stdout(), count=args.count, timeout=args.timeout,
-                           announce=lambda h, p: console.note(f"listening on TAP {console.host_port(h, p)}")))
+        asyncio.run(
+            listen(
+                host,
+                port,
+                console.stdout(),
+                count=args.count,
+                timeout=args.timeout,
+                announce=lambda h, p: console.note(f"listening on TAP {console.host_port(h, p)}"),
+            )
+        )
     except OSError as exc:
         return _fail(f"listen: cannot bind {args.address}: {exc.strerror or exc}")
     return 0
@@ -209,22 +237,21 @@ def register(sub: Any) -> None:
         "--port names server ports (needed when a capture starts mid-connection).",
     )
     d.add_argument("files", nargs="*", metavar="FILE", help="pcap or pcapng file")
-    d.add_argument("--port", type=int, action="append", metavar="N",
-                   help="a Kafka server port (repeatable)")
-    d.add_argument("--summary", action="store_true",
-                   help="print a summary table (JSON lines then go only to --output)")
+    d.add_argument("--port", type=int, action="append", metavar="N", help="a Kafka server port (repeatable)")
+    d.add_argument("--summary", action="store_true", help="print a summary table (JSON lines then go only to --output)")
     d.add_argument("--output", metavar="FILE", help="write the JSON lines to FILE")
     d.add_argument("--no-progress", action="store_true", help="no progress bar")
-    d.add_argument("--no-canonical", action="store_true",
-                   help="skip the re-encoding check (faster)")
-    d.add_argument("--sample", action="store_true",
-                   help="decode the built-in KIP-858 demo capture")
+    d.add_argument("--no-canonical", action="store_true", help="skip the re-encoding check (faster)")
+    d.add_argument("--sample", action="store_true", help="decode the built-in KIP-858 demo capture")
     d.set_defaults(func=cmd_decode)
 
     c = sub.add_parser("capture", help="live capture tools")
     csub = c.add_subparsers(dest="capture_command", required=True)
-    li = csub.add_parser("listen", help="decode frames mirrored by a server's UDP tap",
-                         description="Prints one JSON line per frame the tap mirrors.")
+    li = csub.add_parser(
+        "listen",
+        help="decode frames mirrored by a server's UDP tap",
+        description="Prints one JSON line per frame the tap mirrors.",
+    )
     li.add_argument("address", metavar="HOST:PORT")
     li.add_argument("--count", type=int, help="stop after this many frames")
     li.add_argument("--timeout", type=float, help="stop after this many idle seconds")

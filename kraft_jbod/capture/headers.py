@@ -47,23 +47,38 @@ __all__ = [
 
 #: Classic pcap file header (after which come records).
 PCAP_GLOBAL: Final = c.Struct(
-    "magic" / c.Int32ul, "version_major" / c.Int16ul, "version_minor" / c.Int16ul,
-    "thiszone" / c.Int32sl, "sigfigs" / c.Int32ul, "snaplen" / c.Int32ul, "network" / c.Int32ul,
+    "magic" / c.Int32ul,
+    "version_major" / c.Int16ul,
+    "version_minor" / c.Int16ul,
+    "thiszone" / c.Int32sl,
+    "sigfigs" / c.Int32ul,
+    "snaplen" / c.Int32ul,
+    "network" / c.Int32ul,
 )
 #: Classic pcap record header; ``ts_frac`` is µs or ns per the magic.
-PCAP_RECORD: Final = c.Struct("ts_sec" / c.Int32ul, "ts_frac" / c.Int32ul, "incl_len" / c.Int32ul,
-                              "orig_len" / c.Int32ul)
+PCAP_RECORD: Final = c.Struct(
+    "ts_sec" / c.Int32ul, "ts_frac" / c.Int32ul, "incl_len" / c.Int32ul, "orig_len" / c.Int32ul
+)
 #: Every pcapng block starts with its type and total length (repeated in its trailer).
 PCAPNG_BLOCK: Final = c.Struct("type" / c.Int32ul, "length" / c.Int32ul)
 #: Section header block body after the block header.
-PCAPNG_SHB: Final = c.Struct("byte_order_magic" / c.Int32ul, "version_major" / c.Int16ul,
-                             "version_minor" / c.Int16ul, "section_length" / c.Int64sl)
+PCAPNG_SHB: Final = c.Struct(
+    "byte_order_magic" / c.Int32ul,
+    "version_major" / c.Int16ul,
+    "version_minor" / c.Int16ul,
+    "section_length" / c.Int64sl,
+)
 #: Interface description block body after the block header (options follow).
 PCAPNG_IDB: Final = c.Struct("linktype" / c.Int16ul, c.Padding(2), "snaplen" / c.Int32ul)
 #: Enhanced packet block body after the block header (the obsolete PB has the same
 #: layout with a 16-bit interface id and a drops count in the first 4 bytes).
-PCAPNG_EPB: Final = c.Struct("interface_id" / c.Int32ul, "ts_high" / c.Int32ul, "ts_low" / c.Int32ul,
-                             "captured_len" / c.Int32ul, "original_len" / c.Int32ul)
+PCAPNG_EPB: Final = c.Struct(
+    "interface_id" / c.Int32ul,
+    "ts_high" / c.Int32ul,
+    "ts_low" / c.Int32ul,
+    "captured_len" / c.Int32ul,
+    "original_len" / c.Int32ul,
+)
 #: An option's code and value length (the value is padded to 32 bits).
 PCAPNG_OPTION: Final = c.Struct("code" / c.Int16ul, "length" / c.Int16ul)
 
@@ -75,19 +90,41 @@ TCP_OVER_IPV4_KEY: Final = 6
 
 #: Ethernet II: destination and source MACs (skipped), then the ethertype.
 ETHERNET: Final = c.Struct(c.Padding(12), "ethertype" / c.Int16ub)
-LINUX_SLL: Final = c.Struct("packet_type" / c.Int16ub, "arphrd" / c.Int16ub, "addr_len" / c.Int16ub,
-                            c.Padding(8), "protocol" / c.Int16ub)
-LINUX_SLL2: Final = c.Struct("protocol" / c.Int16ub, c.Padding(2), "ifindex" / c.Int32ub,
-                             "arphrd" / c.Int16ub, "packet_type" / c.Int8ub, "addr_len" / c.Int8ub,
-                             c.Padding(8))
+LINUX_SLL: Final = c.Struct(
+    "packet_type" / c.Int16ub, "arphrd" / c.Int16ub, "addr_len" / c.Int16ub, c.Padding(8), "protocol" / c.Int16ub
+)
+LINUX_SLL2: Final = c.Struct(
+    "protocol" / c.Int16ub,
+    c.Padding(2),
+    "ifindex" / c.Int32ub,
+    "arphrd" / c.Int16ub,
+    "packet_type" / c.Int8ub,
+    "addr_len" / c.Int8ub,
+    c.Padding(8),
+)
 #: The fields the decoder needs of the fixed 20-byte IPv4 header (addresses are sliced).
-IPV4: Final = c.Struct("version_ihl" / c.Int8ub, c.Padding(1), "total_length" / c.Int16ub, c.Padding(2),
-                       "flags_fragment" / c.Int16ub, c.Padding(1), "protocol" / c.Int8ub, c.Padding(10))
+IPV4: Final = c.Struct(
+    "version_ihl" / c.Int8ub,
+    c.Padding(1),
+    "total_length" / c.Int16ub,
+    c.Padding(2),
+    "flags_fragment" / c.Int16ub,
+    c.Padding(1),
+    "protocol" / c.Int8ub,
+    c.Padding(10),
+)
 #: The fixed 40-byte IPv6 header's payload length and next header (addresses are sliced).
 IPV6: Final = c.Struct(c.Padding(4), "payload_length" / c.Int16ub, "next_header" / c.Int8ub, c.Padding(33))
 #: The fixed 20-byte TCP header up to the flags.
-TCP: Final = c.Struct("sport" / c.Int16ub, "dport" / c.Int16ub, "seq" / c.Int32ub, "ack" / c.Int32ub,
-                      "data_offset" / c.Int8ub, "flags" / c.Int8ub, c.Padding(6))
+TCP: Final = c.Struct(
+    "sport" / c.Int16ub,
+    "dport" / c.Int16ub,
+    "seq" / c.Int32ub,
+    "ack" / c.Int32ub,
+    "data_offset" / c.Int8ub,
+    "flags" / c.Int8ub,
+    c.Padding(6),
+)
 
 
 @cache

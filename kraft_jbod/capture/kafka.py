@@ -83,8 +83,7 @@ TRIAL_AMBIGUOUS: Final = "trial-ambiguous"
 UNDECODED: Final = "undecoded"
 TRUNCATED: Final = "truncated"
 #: Every confidence a frame can carry, most certain first.
-CONFIDENCES: Final = (HEADER, PAIRED, INFERRED_ORDER, TRIAL_UNIQUE, TRIAL_AMBIGUOUS,
-                      TRUNCATED, UNDECODED)
+CONFIDENCES: Final = (HEADER, PAIRED, INFERRED_ORDER, TRIAL_UNIQUE, TRIAL_AMBIGUOUS, TRUNCATED, UNDECODED)
 
 # How many requests per connection are remembered for correlation-order inference.
 _HISTORY: Final = 1024
@@ -95,13 +94,61 @@ _LOOKAHEAD: Final = 8
 # response costs a full decode per candidate, and real orphans are mostly small.
 _TRIAL_MAX_SIZE: Final = 1 << 20
 # Preference among equally good trial results: the traffic most captures are made of.
-_POPULAR: Final = (1, 0, 3, 18, 12, 8, 9, 2, 10, 11, 14, 13, 63, 62, 73, 19, 20, 32, 60,
-                   15, 16, 22, 24, 25, 26, 28, 36, 17, 55, 52, 53, 54, 59, 56, 57, 67, 70)
-_CONTROL_CLASSES: Final = {2: "LeaderChangeMessage", 3: "SnapshotHeaderRecord",
-                           4: "SnapshotFooterRecord", 5: "KRaftVersionRecord",
-                           6: "VotersRecord"}
-_CONTROL_NAMES: Final = {0: "ABORT", 1: "COMMIT", 2: "LEADER_CHANGE", 3: "SNAPSHOT_HEADER",
-                         4: "SNAPSHOT_FOOTER", 5: "KRAFT_VERSION", 6: "KRAFT_VOTERS"}
+_POPULAR: Final = (
+    1,
+    0,
+    3,
+    18,
+    12,
+    8,
+    9,
+    2,
+    10,
+    11,
+    14,
+    13,
+    63,
+    62,
+    73,
+    19,
+    20,
+    32,
+    60,
+    15,
+    16,
+    22,
+    24,
+    25,
+    26,
+    28,
+    36,
+    17,
+    55,
+    52,
+    53,
+    54,
+    59,
+    56,
+    57,
+    67,
+    70,
+)
+_CONTROL_CLASSES: Final = {
+    2: "LeaderChangeMessage",
+    3: "SnapshotHeaderRecord",
+    4: "SnapshotFooterRecord",
+    5: "KRaftVersionRecord",
+    6: "VotersRecord",
+}
+_CONTROL_NAMES: Final = {
+    0: "ABORT",
+    1: "COMMIT",
+    2: "LEADER_CHANGE",
+    3: "SNAPSHOT_HEADER",
+    4: "SNAPSHOT_FOOTER",
+    5: "KRAFT_VERSION",
+    6: "KRAFT_VOTERS",
+}
 _I32 = struct.Struct(">i")
 _HH = struct.Struct(">hh")
 
@@ -164,8 +211,7 @@ def reencode(frame: DecodedFrame) -> bytes | None:
     """The payload rebuilt from ``frame``'s header, body and trailing bytes (no size
     prefix), or ``None`` when the frame was not fully decoded. A byte-exact decoder gives
     back ``frame.payload``."""
-    if frame.body is None or frame.header is None or frame.api_version is None \
-            or frame.header_version is None:
+    if frame.body is None or frame.header is None or frame.api_version is None or frame.header_version is None:
         return None
     out = bytearray()
     try:
@@ -190,8 +236,7 @@ def _has_records(cls: type[Struct]) -> bool:
     found = _HAS_RECORDS.get(cls)
     if found is None:
         _HAS_RECORDS[cls] = False  # guards recursive schemas
-        found = any(f.type == "records" or (f.struct is not None and _has_records(f.struct))
-                    for f in cls._FIELDS)
+        found = any(f.type == "records" or (f.struct is not None and _has_records(f.struct)) for f in cls._FIELDS)
         _HAS_RECORDS[cls] = found
     return found
 
@@ -207,8 +252,7 @@ def _plan(cls: type[Struct], version: int, flexible: bool) -> _Plan:
             if f.type == "records":
                 items.append((f.attr, f.json_name, "r", None))
             elif f.struct is not None and (flexible or _has_records(f.struct)):
-                items.append((f.attr, f.json_name, "a" if f.type.startswith("[]") else "s",
-                              f.struct))
+                items.append((f.attr, f.json_name, "a" if f.type.startswith("[]") else "s", f.struct))
         plan = tuple(items)
         _PLANS[key] = plan
     return plan
@@ -278,8 +322,7 @@ class _Walker:
 
     def _batch(self, b: RecordBatch, path: str, metadata: bool) -> dict[str, Any]:
         if not b.crc_valid:
-            self.anomalies.append(f"record batch at {path} offset {b.base_offset}: CRC-32C "
-                                  "mismatch")
+            self.anomalies.append(f"record batch at {path} offset {b.base_offset}: CRC-32C mismatch")
         recs = []
         for r in b.records:
             rec: dict[str, Any] = {
@@ -297,11 +340,14 @@ class _Walker:
             elif metadata and r.value is not None:
                 try:
                     mrec, mver = codec.decode_metadata_record(r.value)
-                    rec["metadataRecord"] = {"type": mrec.API_KEY, "name": mrec.NAME,
-                                             "version": mver, "data": mrec.to_json(mver)}
+                    rec["metadataRecord"] = {
+                        "type": mrec.API_KEY,
+                        "name": mrec.NAME,
+                        "version": mver,
+                        "data": mrec.to_json(mver),
+                    }
                 except DecodeError as exc:
-                    self.anomalies.append(f"metadata record at {path} offset "
-                                          f"{b.base_offset + r.offset_delta}: {exc}")
+                    self.anomalies.append(f"metadata record at {path} offset {b.base_offset + r.offset_delta}: {exc}")
             else:
                 _text(rec, "keyText", r.key)
                 _text(rec, "valueText", r.value)
@@ -325,8 +371,7 @@ class _Walker:
             "records": recs,
         }
 
-    def _control(self, key: bytes | None, value: bytes | None, rec: dict[str, Any],
-                 path: str) -> None:
+    def _control(self, key: bytes | None, value: bytes | None, rec: dict[str, Any], path: str) -> None:
         if key is None:
             self.anomalies.append(f"control record at {path} without a key")
             return
@@ -335,8 +380,7 @@ class _Walker:
         except DecodeError as exc:
             self.anomalies.append(f"control record key at {path}: {exc}")
             return
-        ctrl: dict[str, Any] = {"type": ckey.type,
-                                "name": _CONTROL_NAMES.get(ckey.type, "UNKNOWN")}
+        ctrl: dict[str, Any] = {"type": ckey.type, "name": _CONTROL_NAMES.get(ckey.type, "UNKNOWN")}
         cname = _CONTROL_CLASSES.get(ckey.type)
         cls = messages.by_name(cname) if cname else None
         if cls is not None and value is not None:
@@ -369,15 +413,26 @@ def _legacy_json(msg: LegacyMessage, path: str, anomalies: list[str]) -> dict[st
     for off, m in flatten_legacy(msg):
         if not m.crc_valid:
             anomalies.append(f"legacy message at {path} offset {off}: CRC-32 mismatch")
-        item: dict[str, Any] = {"offset": off, "magic": m.magic, "attributes": m.attributes,
-                                "timestamp": m.timestamp, "key": _b64(m.key),
-                                "value": _b64(m.value), "crcValid": m.crc_valid}
+        item: dict[str, Any] = {
+            "offset": off,
+            "magic": m.magic,
+            "attributes": m.attributes,
+            "timestamp": m.timestamp,
+            "key": _b64(m.key),
+            "value": _b64(m.value),
+            "crcValid": m.crc_valid,
+        }
         _text(item, "keyText", m.key)
         _text(item, "valueText", m.value)
         out.append(item)
-    return {"legacy": True, "offset": msg.offset, "magic": msg.magic,
-            "compression": compression.CODEC_NAMES.get(msg.compression, str(msg.compression)),
-            "crcValid": msg.crc_valid, "messages": out}
+    return {
+        "legacy": True,
+        "offset": msg.offset,
+        "magic": msg.magic,
+        "compression": compression.CODEC_NAMES.get(msg.compression, str(msg.compression)),
+        "crcValid": msg.crc_valid,
+        "messages": out,
+    }
 
 
 def _partial_json(t: TruncatedBatch) -> dict[str, Any]:
@@ -468,8 +523,17 @@ class KafkaDecoder:
 
     def _request(self, st: _Conn, fr: Frame) -> DecodedFrame:
         p = fr.payload
-        df = DecodedFrame(fr.connection_id, fr.direction, fr.timestamp_ns, fr.offset, len(p),
-                          fr.complete, "request", HEADER, payload=p)
+        df = DecodedFrame(
+            fr.connection_id,
+            fr.direction,
+            fr.timestamp_ns,
+            fr.offset,
+            len(p),
+            fr.complete,
+            "request",
+            HEADER,
+            payload=p,
+        )
         if fr.anomaly:
             df.anomalies.append(fr.anomaly)
         if len(p) < 8:
@@ -533,9 +597,17 @@ class KafkaDecoder:
         return [df]
 
     def _blank_response(self, fr: Frame) -> DecodedFrame:
-        df = DecodedFrame(fr.connection_id, fr.direction, fr.timestamp_ns, fr.offset,
-                          len(fr.payload), fr.complete, "response", UNDECODED,
-                          payload=fr.payload)
+        df = DecodedFrame(
+            fr.connection_id,
+            fr.direction,
+            fr.timestamp_ns,
+            fr.offset,
+            len(fr.payload),
+            fr.complete,
+            "response",
+            UNDECODED,
+            payload=fr.payload,
+        )
         if fr.anomaly:
             df.anomalies.append(fr.anomaly)
         return df
@@ -565,8 +637,7 @@ class KafkaDecoder:
             # KIP-511: the answer to a too-new ApiVersions request is a v0 body.
             ver = 0
             df.api_version = 0
-            df.anomalies.append("ApiVersions ErrorCode.UNSUPPORTED_VERSION answer in the v0 format "
-                                "(KIP-511 fallback)")
+            df.anomalies.append("ApiVersions ErrorCode.UNSUPPORTED_VERSION answer in the v0 format (KIP-511 fallback)")
         try:
             body, end = cls.read(p, pos, ver)
         except DecodeError as exc:
@@ -583,8 +654,7 @@ class KafkaDecoder:
         assert ver is not None
         if end != len(p):
             df.trailing = bytes(p[end:])
-            df.anomalies.append(f"{len(df.trailing)} trailing bytes after the body: "
-                                f"{df.trailing[:32].hex()}")
+            df.anomalies.append(f"{len(df.trailing)} trailing bytes after the body: {df.trailing[:32].hex()}")
         cls = type(body)
         flexible = cls.is_flexible(ver)
         if flexible:
@@ -604,10 +674,12 @@ class KafkaDecoder:
             if again is None:
                 df.anomalies.append("does not re-encode")
             elif not df.canonical:
-                at = next((i for i, (a, b) in enumerate(zip(again, p, strict=False))
-                           if a != b), min(len(again), len(p)))
-                df.anomalies.append(f"non-canonical encoding: re-encoding differs at byte {at} "
-                                    f"({len(again)} vs {len(p)} bytes)")
+                at = next(
+                    (i for i, (a, b) in enumerate(zip(again, p, strict=False)) if a != b), min(len(again), len(p))
+                )
+                df.anomalies.append(
+                    f"non-canonical encoding: re-encoding differs at byte {at} ({len(again)} vs {len(p)} bytes)"
+                )
 
     def _learn_ranges(self, st: _Conn, body: Any) -> None:
         if getattr(body, "error_code", 0) != 0:
@@ -635,8 +707,7 @@ class KafkaDecoder:
             df = self._blank_response(fr)
             df.correlation_id = corr
             df.confidence = TRUNCATED
-            df.anomalies.append("response without its request, cut short by the capture: "
-                                "not inferred")
+            df.anomalies.append("response without its request, cut short by the capture: not inferred")
             return df
         # Step 1: the pairs this client used here, nearest correlation id first.
         seen: dict[tuple[int, int], int] = {}
@@ -651,10 +722,11 @@ class KafkaDecoder:
                 df = self._blank_response(fr)
                 self._decode_as(df, *good[0], INFERRED_ORDER)
                 df.candidates = good
-                df.anomalies.append("response without its request: key and version inferred "
-                                    "from the correlation-id order of this connection"
-                                    + (f" (also decodes as {_fmt(good[1:])})"
-                                       if len(good) > 1 else ""))
+                df.anomalies.append(
+                    "response without its request: key and version inferred "
+                    "from the correlation-id order of this connection"
+                    + (f" (also decodes as {_fmt(good[1:])})" if len(good) > 1 else "")
+                )
                 return df
         # Step 2: trial decoding of every candidate pair.
         if len(fr.payload) > _TRIAL_MAX_SIZE:
@@ -679,12 +751,15 @@ class KafkaDecoder:
             note += " within the server's ApiVersions ranges"
         if conf == TRIAL_UNIQUE:
             versions = sorted(v for _k, v in results)
-            df.anomalies.append(f"{note} leaves one api key ({codec.api_name(best_key)}, "
-                                f"versions {_ranges_text(versions)})")
+            df.anomalies.append(
+                f"{note} leaves one api key ({codec.api_name(best_key)}, versions {_ranges_text(versions)})"
+            )
         else:
-            df.anomalies.append(f"{note} is ambiguous: {len(keys)} api keys decode it "
-                                f"({', '.join(codec.api_name(k) for k in keys[:8])}"
-                                f"{'...' if len(keys) > 8 else ''})")
+            df.anomalies.append(
+                f"{note} is ambiguous: {len(keys)} api keys decode it "
+                f"({', '.join(codec.api_name(k) for k in keys[:8])}"
+                f"{'...' if len(keys) > 8 else ''})"
+            )
         return df
 
 
@@ -781,10 +856,14 @@ def is_request(frame: Frame) -> bool:
     return True
 
 
-def decode_capture(fileobj: BinaryIO, *, ports: Iterable[int] | None = None,
-                   check_canonical: bool = True,
-                   decoder: KafkaDecoder | None = None,
-                   on_truncated: Callable[[int], None] | None = None) -> Iterator[DecodedFrame]:
+def decode_capture(
+    fileobj: BinaryIO,
+    *,
+    ports: Iterable[int] | None = None,
+    check_canonical: bool = True,
+    decoder: KafkaDecoder | None = None,
+    on_truncated: Callable[[int], None] | None = None,
+) -> Iterator[DecodedFrame]:
     """Decode every Kafka frame of a pcap/pcapng file object, streaming. Finished
     connections are left in ``decoder.flows`` for summaries. ``on_truncated`` gets the
     file offset of a last record the capture cut short.
@@ -799,5 +878,3 @@ def decode_capture(fileobj: BinaryIO, *, ports: Iterable[int] | None = None,
         if out:
             yield from out
     yield from dec.finish()
-
-

@@ -74,8 +74,7 @@ def frame_to_json(f: DecodedFrame) -> dict[str, Any]:
     if f.records:
         out["records"] = f.records
     if f.unknown_tags:
-        out["unknownTags"] = [{"path": t.path, "tag": t.tag, "data": t.data.hex()}
-                              for t in f.unknown_tags]
+        out["unknownTags"] = [{"path": t.path, "tag": t.tag, "data": t.data.hex()} for t in f.unknown_tags]
     if f.trailing:
         out["trailing"] = f.trailing.hex()
     if f.canonical is not None:
@@ -179,30 +178,29 @@ class Summary:
         lines = []
         span = ""
         if self.first_ns is not None and self.last_ns is not None:
-            span = (f", {format_time(self.first_ns)} .. {format_time(self.last_ns)}")
-        lines.append(f"{self.frames} frames, {self.bytes} bytes, {len(self.connections)} "
-                     f"connections{span}")
+            span = f", {format_time(self.first_ns)} .. {format_time(self.last_ns)}"
+        lines.append(f"{self.frames} frames, {self.bytes} bytes, {len(self.connections)} connections{span}")
         lines.append("")
-        lines.append(f"{'api':<34} {'key':>4} {'versions':<14} {'req':>7} {'resp':>7} "
-                     f"{'bytes':>11} {'avg latency':>12}")
+        lines.append(
+            f"{'api':<34} {'key':>4} {'versions':<14} {'req':>7} {'resp':>7} {'bytes':>11} {'avg latency':>12}"
+        )
         for key in sorted(self.apis, key=lambda k: -1 if k is None else k):
             row = self.apis[key]
             name = "(no api key)" if key is None else codec.api_name(key)
             vers = ",".join(str(v) for v in sorted(row.versions)) or "-"
-            lat = (f"{row.latency_ns / row.latency_n / 1e6:.3f} ms" if row.latency_n else "-")
-            lines.append(f"{name[:34]:<34} {'' if key is None else key:>4} {vers[:14]:<14} "
-                         f"{row.requests:>7} {row.responses:>7} {row.bytes:>11} {lat:>12}")
+            lat = f"{row.latency_ns / row.latency_n / 1e6:.3f} ms" if row.latency_n else "-"
+            lines.append(
+                f"{name[:34]:<34} {'' if key is None else key:>4} {vers[:14]:<14} "
+                f"{row.requests:>7} {row.responses:>7} {row.bytes:>11} {lat:>12}"
+            )
         lines.append("")
-        lines.append("confidence: " + ", ".join(f"{c} {self.confidence[c]}"
-                                                 for c in CONFIDENCES if self.confidence[c]))
-        lines.append(f"non-canonical frames: {self.non_canonical}; unknown tagged fields: "
-                     f"{self.unknown_tags}")
+        lines.append("confidence: " + ", ".join(f"{c} {self.confidence[c]}" for c in CONFIDENCES if self.confidence[c]))
+        lines.append(f"non-canonical frames: {self.non_canonical}; unknown tagged fields: {self.unknown_tags}")
         if self.anomalies:
             lines.append("anomalies:")
             for kind, n in self.anomalies.most_common():
                 lines.append(f"  {n:>7}  {kind}")
-        lines.append(f"flows: {self.flows}; gap bytes {self.gap_bytes}; retransmitted bytes "
-                     f"{self.retransmitted_bytes}")
+        lines.append(f"flows: {self.flows}; gap bytes {self.gap_bytes}; retransmitted bytes {self.retransmitted_bytes}")
         for a in self.flow_anomalies:
             lines.append(f"  {a}")
         for name, offset in self.files_cut_short:
@@ -212,10 +210,20 @@ class Summary:
 
 def _anomaly_kind(text: str) -> str:
     """Group anomaly texts by their stable part (numbers and details vary)."""
-    for marker in ("trailing bytes", "non-canonical", "unknown tagged", "CRC", "KIP-511",
-                   "inferred from the correlation-id order", "trial decoding",
-                   "missing at frame byte", "stream ended", "resynchronised",
-                   "do not decode", "cut short"):
+    for marker in (
+        "trailing bytes",
+        "non-canonical",
+        "unknown tagged",
+        "CRC",
+        "KIP-511",
+        "inferred from the correlation-id order",
+        "trial decoding",
+        "missing at frame byte",
+        "stream ended",
+        "resynchronised",
+        "do not decode",
+        "cut short",
+    ):
         if marker in text:
             return marker
     return text[:60]

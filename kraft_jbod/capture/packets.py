@@ -292,9 +292,7 @@ class TcpDecoder:
         stats.tcp += 1
         if len(payload) < payload_len:
             stats.cut_short += 1
-        return TcpSegment(
-            src, sport, dst, dport, seq, ack, flags, payload, payload_len, timestamp_ns, index
-        )
+        return TcpSegment(src, sport, dst, dport, seq, ack, flags, payload, payload_len, timestamp_ns, index)
 
 
 def _version_ethertype(data: bytes, off: int) -> int:
@@ -304,9 +302,7 @@ def _version_ethertype(data: bytes, off: int) -> int:
     return _ETH_IPV4 if v == 4 else _ETH_IPV6 if v == 6 else 0
 
 
-def iter_tcp_segments(
-    packets: Iterable[Packet], decoder: TcpDecoder | None = None
-) -> Iterator[TcpSegment]:
+def iter_tcp_segments(packets: Iterable[Packet], decoder: TcpDecoder | None = None) -> Iterator[TcpSegment]:
     """Yield the TCP segments among ``packets``, skipping everything else."""
     dec = decoder if decoder is not None else TcpDecoder()
     for p in packets:

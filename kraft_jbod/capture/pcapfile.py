@@ -158,9 +158,7 @@ class CaptureReader:
             self.linktype = head.network & 0xFFFF
             self._pos = 24
         else:
-            raise DecodeError(
-                f"not a pcap or pcapng file (magic {self._buf[:4].hex()})", offset=0
-            )
+            raise DecodeError(f"not a pcap or pcapng file (magic {self._buf[:4].hex()})", offset=0)
 
     # -- buffer management ---------------------------------------------------
 
@@ -302,8 +300,7 @@ class CaptureReader:
                 seen_shb = True
                 interfaces = []
             elif not seen_shb:
-                raise DecodeError("pcapng file does not start with a section header",
-                                  offset=block_off)
+                raise DecodeError("pcapng file does not start with a section header", offset=block_off)
             if blen < 12 or blen & 3:
                 raise DecodeError(f"bad pcapng block length {blen}", offset=block_off + 4)
             if blen > max_len:
@@ -316,19 +313,15 @@ class CaptureReader:
                 pos = self._pos
             end = pos + blen
             if _u32(endian, buf, end - 4) != blen:
-                raise DecodeError("pcapng block trailer length differs from its header",
-                                  offset=block_off + blen - 4)
+                raise DecodeError("pcapng block trailer length differs from its header", offset=block_off + blen - 4)
             if btype == _BT_EPB:
                 if blen < 32:
                     raise DecodeError("enhanced packet block too short", offset=block_off)
                 ifid, tsh, tsl, caplen, origlen = epb(buf, pos + 8)
                 if 28 + caplen > blen - 4:
-                    raise DecodeError(
-                        f"captured length {caplen} overruns its block", offset=block_off + 20
-                    )
+                    raise DecodeError(f"captured length {caplen} overruns its block", offset=block_off + 20)
                 if ifid >= len(interfaces):
-                    raise DecodeError(f"packet names unknown interface {ifid}",
-                                      offset=block_off + 8)
+                    raise DecodeError(f"packet names unknown interface {ifid}", offset=block_off + 8)
                 itf = interfaces[ifid]
                 yield (
                     ((tsh << 32) | tsl) * itf.mul // itf.div + itf.offset_ns,
@@ -344,16 +337,14 @@ class CaptureReader:
                 if blen < 16:
                     raise DecodeError("simple packet block too short", offset=block_off)
                 if not interfaces:
-                    raise DecodeError("simple packet block before any interface",
-                                      offset=block_off)
+                    raise DecodeError("simple packet block before any interface", offset=block_off)
                 itf = interfaces[0]
                 origlen = _u32(endian, buf, pos + 8)
                 caplen = min(origlen, blen - 16)
                 if itf.snaplen:
                     caplen = min(caplen, itf.snaplen)
                 # An SPB carries no timestamp: report 0 rather than invent one.
-                yield (0, itf.linktype, buf[pos + 12 : pos + 12 + caplen], caplen, origlen,
-                       index)
+                yield (0, itf.linktype, buf[pos + 12 : pos + 12 + caplen], caplen, origlen, index)
                 index += 1
                 self.packets_read = index
             elif btype == _BT_PB:
@@ -362,12 +353,9 @@ class CaptureReader:
                 ifid = struct.unpack_from(endian + "H", buf, pos + 8)[0]
                 _, tsh, tsl, caplen, origlen = epb(buf, pos + 8)
                 if 28 + caplen > blen - 4:
-                    raise DecodeError(
-                        f"captured length {caplen} overruns its block", offset=block_off + 20
-                    )
+                    raise DecodeError(f"captured length {caplen} overruns its block", offset=block_off + 20)
                 if ifid >= len(interfaces):
-                    raise DecodeError(f"packet names unknown interface {ifid}",
-                                      offset=block_off + 8)
+                    raise DecodeError(f"packet names unknown interface {ifid}", offset=block_off + 8)
                 itf = interfaces[ifid]
                 yield (
                     ((tsh << 32) | tsl) * itf.mul // itf.div + itf.offset_ns,
@@ -405,8 +393,7 @@ def _parse_idb(endian: str, buf: bytes, pos: int, blen: int, block_off: int) -> 
             break
         value_at = opt + 4
         if value_at + olen > end:
-            raise DecodeError("interface option overruns its block",
-                              offset=block_off + (opt - pos))
+            raise DecodeError("interface option overruns its block", offset=block_off + (opt - pos))
         if code == _OPT_IF_TSRESOL and olen >= 1:
             res = buf[value_at]
             exp = res & 0x7F

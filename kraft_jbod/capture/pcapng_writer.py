@@ -95,8 +95,7 @@ def build_ip_tcp(
     if len(s) != len(d):
         raise EncodeError("source and destination are of different IP versions")
     tcp_len = 20 + len(payload)
-    hdr = _TCP.pack(sport, dport, seq & 0xFFFFFFFF, ack & 0xFFFFFFFF, 5 << 4, flags & 0xFF,
-                    window, 0, 0)
+    hdr = _TCP.pack(sport, dport, seq & 0xFFFFFFFF, ack & 0xFFFFFFFF, 5 << 4, flags & 0xFF, window, 0, 0)
     if len(s) == 4:
         pseudo = s + d + struct.pack(">BBH", 0, 6, tcp_len)
     else:
@@ -150,16 +149,21 @@ class _Writer(abc.ABC):
         payload: bytes = b"",
     ) -> None:
         """Write one TCP segment as a complete link-layer packet."""
-        ip = build_ip_tcp(src, sport, dst, dport, seq, ack, flags, payload,
-                          ident=self.packets_written)
+        ip = build_ip_tcp(src, sport, dst, dport, seq, ack, flags, payload, ident=self.packets_written)
         self.add_packet(ts_ns, build_link_frame(self.linktype, ip))
 
 
 class PcapngWriter(_Writer):
     """pcapng with one interface of ``linktype`` and nanosecond timestamps."""
 
-    def __init__(self, fileobj: BinaryIO, linktype: int = LINKTYPE_ETHERNET, *,
-                 snaplen: int = DEFAULT_SNAPLEN, big_endian: bool = False) -> None:
+    def __init__(
+        self,
+        fileobj: BinaryIO,
+        linktype: int = LINKTYPE_ETHERNET,
+        *,
+        snaplen: int = DEFAULT_SNAPLEN,
+        big_endian: bool = False,
+    ) -> None:
         self._f = fileobj
         self.linktype = linktype
         self.snaplen = snaplen
@@ -176,8 +180,7 @@ class PcapngWriter(_Writer):
     def _block(self, btype: int, body: bytes) -> None:
         body += b"\x00" * (-len(body) & 3)
         blen = 12 + len(body)
-        self._f.write(struct.pack(self._e + "II", btype, blen) + body +
-                      struct.pack(self._e + "I", blen))
+        self._f.write(struct.pack(self._e + "II", btype, blen) + body + struct.pack(self._e + "I", blen))
 
     def add_packet(self, ts_ns: int, data: bytes, original_len: int | None = None) -> None:
         """Write one EPB; ``data`` is cut to ``snaplen``."""
@@ -186,9 +189,10 @@ class PcapngWriter(_Writer):
         pad = -len(cap) & 3
         blen = 32 + len(cap) + pad
         self._f.write(
-            self._epb.pack(6, blen, 0, (ts_ns >> 32) & 0xFFFFFFFF, ts_ns & 0xFFFFFFFF,
-                           len(cap), orig)
-            + cap + b"\x00" * pad + struct.pack(self._e + "I", blen)
+            self._epb.pack(6, blen, 0, (ts_ns >> 32) & 0xFFFFFFFF, ts_ns & 0xFFFFFFFF, len(cap), orig)
+            + cap
+            + b"\x00" * pad
+            + struct.pack(self._e + "I", blen)
         )
         self.packets_written += 1
 
@@ -196,9 +200,15 @@ class PcapngWriter(_Writer):
 class PcapWriter(_Writer):
     """Classic pcap, nanosecond or microsecond magic, either byte order."""
 
-    def __init__(self, fileobj: BinaryIO, linktype: int = LINKTYPE_ETHERNET, *,
-                 snaplen: int = DEFAULT_SNAPLEN, nanosecond: bool = True,
-                 big_endian: bool = False) -> None:
+    def __init__(
+        self,
+        fileobj: BinaryIO,
+        linktype: int = LINKTYPE_ETHERNET,
+        *,
+        snaplen: int = DEFAULT_SNAPLEN,
+        nanosecond: bool = True,
+        big_endian: bool = False,
+    ) -> None:
         self._f = fileobj
         self.linktype = linktype
         self.snaplen = snaplen
@@ -280,14 +290,28 @@ class TcpConversation:
         self.clock += self.step_ns
         return ts
 
-    def _spec(self, side: str, flags: int, payload: bytes, *, ack: int | None = None,
-              seq: int | None = None, ts_ns: int | None = None) -> SegmentSpec:
+    def _spec(
+        self,
+        side: str,
+        flags: int,
+        payload: bytes,
+        *,
+        ack: int | None = None,
+        seq: int | None = None,
+        ts_ns: int | None = None,
+    ) -> SegmentSpec:
         me, peer = (self.client, self.server) if side == "client" else (self.server, self.client)
         other = "server" if side == "client" else "client"
         return SegmentSpec(
-            self._tick(ts_ns), me[0], me[1], peer[0], peer[1],
+            self._tick(ts_ns),
+            me[0],
+            me[1],
+            peer[0],
+            peer[1],
             self.seq[side] if seq is None else seq,
-            self.seq[other] if ack is None else ack, flags, payload,
+            self.seq[other] if ack is None else ack,
+            flags,
+            payload,
         )
 
     def plan(self, side: str, data: bytes, *, ts_ns: int | None = None) -> list[SegmentSpec]:
@@ -300,8 +324,7 @@ class TcpConversation:
         for i in range(0, len(data), self.mss):
             piece = data[i : i + self.mss]
             last = i + self.mss >= len(data)
-            out.append(self._spec(side, TCP_ACK | (TCP_PSH if last else 0), piece,
-                                  ts_ns=ts_ns if first else None))
+            out.append(self._spec(side, TCP_ACK | (TCP_PSH if last else 0), piece, ts_ns=ts_ns if first else None))
             first = False
             self.seq[side] = (self.seq[side] + len(piece)) & 0xFFFFFFFF
         return out
@@ -310,11 +333,11 @@ class TcpConversation:
         """Write segments, in the order given."""
         w = self.writer
         for s in segments:
-            w.add_tcp_segment(s.ts_ns, s.src, s.sport, s.dst, s.dport, s.seq, s.ack,
-                              s.flags, s.payload)
+            w.add_tcp_segment(s.ts_ns, s.src, s.sport, s.dst, s.dport, s.seq, s.ack, s.flags, s.payload)
 
-    def send(self, side: str, data: bytes, ts_ns: int | None = None, *,
-             order: Sequence[int] | None = None, ack: bool = True) -> list[SegmentSpec]:
+    def send(
+        self, side: str, data: bytes, ts_ns: int | None = None, *, order: Sequence[int] | None = None, ack: bool = True
+    ) -> list[SegmentSpec]:
         """Plan and emit; ``order`` lists segment indices to write (repeat one to
         duplicate it, leave one out to drop it). Then the peer ACKs, unless ``ack`` is
         false. Returns the planned segments."""
@@ -324,13 +347,15 @@ class TcpConversation:
             self.emit([self._spec("server" if side == "client" else "client", TCP_ACK, b"")])
         return segs
 
-    def client_send(self, data: bytes, ts_ns: int | None = None, *,
-                    order: Sequence[int] | None = None, ack: bool = True) -> list[SegmentSpec]:
+    def client_send(
+        self, data: bytes, ts_ns: int | None = None, *, order: Sequence[int] | None = None, ack: bool = True
+    ) -> list[SegmentSpec]:
         """The client sends ``data`` (see :meth:`send`)."""
         return self.send("client", data, ts_ns, order=order, ack=ack)
 
-    def server_send(self, data: bytes, ts_ns: int | None = None, *,
-                    order: Sequence[int] | None = None, ack: bool = True) -> list[SegmentSpec]:
+    def server_send(
+        self, data: bytes, ts_ns: int | None = None, *, order: Sequence[int] | None = None, ack: bool = True
+    ) -> list[SegmentSpec]:
         """The server sends ``data`` (see :meth:`send`)."""
         return self.send("server", data, ts_ns, order=order, ack=ack)
 

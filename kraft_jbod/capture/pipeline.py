@@ -92,8 +92,13 @@ class CapturePipeline:
     ) -> None:
         self.reader = CaptureReader(fileobj)
         self.decoder = TcpDecoder()
-        self.extractor = FrameExtractor(ports=ports, classifier=classifier, request_check=request_check,
-                                        response_check=response_check, max_frame=max_frame)
+        self.extractor = FrameExtractor(
+            ports=ports,
+            classifier=classifier,
+            request_check=request_check,
+            response_check=response_check,
+            max_frame=max_frame,
+        )
         self.bucket = bucket if bucket is not None and bucket.count > 1 else None
         self.segment_filter = segment_filter
         self.on_malformed = on_malformed
@@ -136,9 +141,14 @@ class CapturePipeline:
             raw: bytes | None = None
             # Ethernet, ethertype IPv4, version 4 with a 20-byte header, protocol TCP,
             # not a fragment: addresses at 26..34 and ports at 34..38.
-            if (linktype == LINKTYPE_ETHERNET and len(data) >= 38 and data[12:14] == ETHERTYPE_IPV4
-                    and data[14] == 0x45 and data[23] == TCP_OVER_IPV4_KEY
-                    and not (data[20] & 0x3F or data[21])):
+            if (
+                linktype == LINKTYPE_ETHERNET
+                and len(data) >= 38
+                and data[12:14] == ETHERTYPE_IPV4
+                and data[14] == 0x45
+                and data[23] == TCP_OVER_IPV4_KEY
+                and not (data[20] & 0x3F or data[21])
+            ):
                 raw = data[26:38]
                 if raw_mine.get(raw) is False:
                     continue

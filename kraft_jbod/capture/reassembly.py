@@ -107,9 +107,7 @@ class ConnectionKey:
     @property
     def id(self) -> str:
         """Stable text id, ``a->b``: ``10.0.0.1:51234->10.0.0.2:9092``."""
-        return f"{format_endpoint(self.a_host, self.a_port)}->" + format_endpoint(
-            self.b_host, self.b_port
-        )
+        return f"{format_endpoint(self.a_host, self.a_port)}->" + format_endpoint(self.b_host, self.b_port)
 
     def swapped(self, client_known: bool = True) -> ConnectionKey:
         """The same connection seen from the other side."""
@@ -257,8 +255,7 @@ class TcpReassembler:
                 return events  # stray ACK/RST: nothing to reassemble
             if tup in self._closed:
                 return events  # retransmission or late segment after the close
-            entry = self._new(ConnectionKey(seg.src, seg.sport, seg.dst, seg.dport, False),
-                              tup, 1, seg.timestamp_ns)
+            entry = self._new(ConnectionKey(seg.src, seg.sport, seg.dst, seg.dport, False), tup, 1, seg.timestamp_ns)
         conn, i = entry
         conn.last_timestamp_ns = seg.timestamp_ns
         me = conn.halves[i]
@@ -296,13 +293,11 @@ class TcpReassembler:
                     conn.late_bytes += off + plen - max(off, me.next)
                     conn.note(f"{side}: data after the stream ended at offset {me.next}")
             elif plen:
-                self._accept(conn, me, side, off, payload, missing,
-                             seg.timestamp_ns, seg.index, events)
+                self._accept(conn, me, side, off, payload, missing, seg.timestamp_ns, seg.index, events)
             self._maybe_done(conn, me, peer, events)
         return events
 
-    def _maybe_done(self, conn: Connection, half: _Half, other: _Half,
-                    events: list[Event]) -> bool:
+    def _maybe_done(self, conn: Connection, half: _Half, other: _Half, events: list[Event]) -> bool:
         """Mark ``half`` done once delivered up to its FIN; close when both are."""
         if half.fin is not None and half.next >= half.fin and not half.done and not half.heap:
             half.done = True
@@ -320,8 +315,7 @@ class TcpReassembler:
 
     # -- connection table --------------------------------------------------------
 
-    def _new(self, key: ConnectionKey, tup: tuple[str, int, str, int], serial: int,
-             ts: int) -> tuple[Connection, int]:
+    def _new(self, key: ConnectionKey, tup: tuple[str, int, str, int], serial: int, ts: int) -> tuple[Connection, int]:
         conn = Connection(key, serial, ts, ts)
         fwd = (key.a_host, key.a_port, key.b_host, key.b_port)
         rev = (key.b_host, key.b_port, key.a_host, key.a_port)
@@ -382,8 +376,7 @@ class TcpReassembler:
         conn.closed = True
         conn.close_reason = reason
         key = conn.key
-        for tup in ((key.a_host, key.a_port, key.b_host, key.b_port),
-                    (key.b_host, key.b_port, key.a_host, key.a_port)):
+        for tup in ((key.a_host, key.a_port, key.b_host, key.b_port), (key.b_host, key.b_port, key.a_host, key.a_port)):
             if self._table.get(tup, (None, 0))[0] is conn:
                 del self._table[tup]
             self._closed[tup] = conn.serial
@@ -394,8 +387,18 @@ class TcpReassembler:
 
     # -- one direction -------------------------------------------------------------
 
-    def _accept(self, conn: Connection, half: _Half, side: str, off: int, payload: bytes,
-                missing: int, ts: int, idx: int, events: list[Event]) -> None:
+    def _accept(
+        self,
+        conn: Connection,
+        half: _Half,
+        side: str,
+        off: int,
+        payload: bytes,
+        missing: int,
+        ts: int,
+        idx: int,
+        events: list[Event],
+    ) -> None:
         nxt = half.next
         if off + len(payload) + missing <= nxt:
             self._compare(conn, half, side, off, payload)
@@ -407,8 +410,18 @@ class TcpReassembler:
         if half.heap:
             self._drain(conn, half, side, events)
 
-    def _deliver(self, conn: Connection, half: _Half, side: str, off: int, payload: bytes,
-                 missing: int, ts: int, idx: int, events: list[Event]) -> None:
+    def _deliver(
+        self,
+        conn: Connection,
+        half: _Half,
+        side: str,
+        off: int,
+        payload: bytes,
+        missing: int,
+        ts: int,
+        idx: int,
+        events: list[Event],
+    ) -> None:
         """Deliver a segment that starts at or before ``half.next`` and ends after it."""
         nxt = half.next
         if off < nxt:
@@ -443,8 +456,18 @@ class TcpReassembler:
             else:
                 self._deliver(conn, half, side, off, payload, missing, ts, idx, events)
 
-    def _buffer(self, conn: Connection, half: _Half, side: str, off: int, payload: bytes,
-                missing: int, ts: int, idx: int, events: list[Event]) -> None:
+    def _buffer(
+        self,
+        conn: Connection,
+        half: _Half,
+        side: str,
+        off: int,
+        payload: bytes,
+        missing: int,
+        ts: int,
+        idx: int,
+        events: list[Event],
+    ) -> None:
         old = half.pending.get(off)
         if old is not None:
             common = min(len(old[0]), len(payload))
@@ -462,13 +485,14 @@ class TcpReassembler:
         if half.acked > half.next:
             self._skip_acked(conn, half, side, events)
         while half.pending_bytes > self.max_buffer_bytes and half.heap:
-            conn.note(f"{side}: out-of-order buffer over {self.max_buffer_bytes} bytes; "
-                      f"giving up the hole at offset {half.next}")
+            conn.note(
+                f"{side}: out-of-order buffer over {self.max_buffer_bytes} bytes; "
+                f"giving up the hole at offset {half.next}"
+            )
             self._gap(conn, half, side, half.heap[0] - half.next, events)
             self._drain(conn, half, side, events)
 
-    def _skip_acked(self, conn: Connection, half: _Half, side: str,
-                    events: list[Event]) -> None:
+    def _skip_acked(self, conn: Connection, half: _Half, side: str, events: list[Event]) -> None:
         """The peer acknowledged bytes the capture lacks while later data waits: the hole
         will never be retransmitted, so report it now (rule 3)."""
         while half.heap and half.acked > half.next:
@@ -477,8 +501,9 @@ class TcpReassembler:
                 self._gap(conn, half, side, target - half.next, events)
             self._drain(conn, half, side, events)
 
-    def _gap(self, conn: Connection, half: _Half, side: str, length: int,
-             events: list[Event], *, note: bool = True) -> None:
+    def _gap(
+        self, conn: Connection, half: _Half, side: str, length: int, events: list[Event], *, note: bool = True
+    ) -> None:
         events.append(ChunkEvent(conn, side, Gap(half.next, length)))
         half.next += length
         conn.gap_count += 1
@@ -486,8 +511,7 @@ class TcpReassembler:
         if note:
             conn.note(f"{side}: {length} bytes missing at offset {half.next - length}")
 
-    def _compare(self, conn: Connection, half: _Half, side: str, off: int,
-                 payload: bytes) -> None:
+    def _compare(self, conn: Connection, half: _Half, side: str, off: int, payload: bytes) -> None:
         """Account for bytes already delivered (or given up) arriving again."""
         n = len(payload)
         if not n:
@@ -510,8 +534,7 @@ class TcpReassembler:
             first = h_data[lo - h_off : hi - h_off]
             if new != first:
                 conn.conflicting_bytes += _differing(new, first)
-                conn.note(f"{side}: retransmitted bytes at offset {lo} differ from "
-                          "the first copy (first copy kept)")
+                conn.note(f"{side}: retransmitted bytes at offset {lo} differ from the first copy (first copy kept)")
                 return
 
 

@@ -227,13 +227,14 @@ class FrameSplitter:
             return out
         if self.synced and len(buf) >= 4:
             size = _I32.unpack_from(buf, 0)[0]
-            out.append(self._frame(self._off, bytes(buf[4:]), False,
-                                   f"stream ended {size + 4 - len(buf)} bytes before "
-                                   "the frame's end"))
+            out.append(
+                self._frame(
+                    self._off, bytes(buf[4:]), False, f"stream ended {size + 4 - len(buf)} bytes before the frame's end"
+                )
+            )
         else:
             self._skipped += len(buf)
-            self.anomalies.append((self._off, f"{len(buf)} bytes at the end of the stream "
-                                              "are not a complete frame"))
+            self.anomalies.append((self._off, f"{len(buf)} bytes at the end of the stream are not a complete frame"))
         buf.clear()
         return out
 
@@ -245,15 +246,13 @@ class FrameSplitter:
             times.popleft()
         return times[0][1] if times else 0
 
-    def _frame(self, offset: int, payload: bytes, complete: bool,
-               anomaly: str | None = None) -> Frame:
+    def _frame(self, offset: int, payload: bytes, complete: bool, anomaly: str | None = None) -> Frame:
         note = self._pending_note
         if note is not None:
             anomaly = note if anomaly is None else f"{note}; {anomaly}"
             self._pending_note = None
         self.frames_emitted += 1
-        return Frame(self.connection_id, self.direction, offset, self._ts_at(offset),
-                     payload, complete, anomaly)
+        return Frame(self.connection_id, self.direction, offset, self._ts_at(offset), payload, complete, anomaly)
 
     def _parse(self) -> list[Frame]:
         out: list[Frame] = []
@@ -273,8 +272,7 @@ class FrameSplitter:
                 break
             size = _I32.unpack_from(buf, pos)[0]
             if size <= 0 or size > max_frame:
-                self.anomalies.append((self._off + pos, f"implausible frame size {size}; "
-                                                        "resynchronising"))
+                self.anomalies.append((self._off + pos, f"implausible frame size {size}; resynchronising"))
                 self.synced = False
                 pos += 1
                 self._skipped += 1
@@ -351,8 +349,9 @@ class FrameSplitter:
         self._skipped += keep - start
         if self._skipped > self.max_scan:
             self.abandoned = True
-            self.anomalies.append((base + keep, f"no plausible frame start in {self._skipped} "
-                                                "bytes; direction abandoned"))
+            self.anomalies.append(
+                (base + keep, f"no plausible frame start in {self._skipped} bytes; direction abandoned")
+            )
             self._buf.clear()
             return -(n + 1)
         return -(keep + 1)
@@ -390,10 +389,14 @@ class FrameSplitter:
         if self.synced and len(buf) >= 4:
             size = _I32.unpack_from(buf, 0)[0]
             frame_end = self._off + 4 + size
-            out.append(self._frame(
-                self._off, bytes(buf[4:]), False,
-                f"{min(length, frame_end - offset)} bytes missing at frame byte "
-                f"{offset - self._off - 4} of {size}"))
+            out.append(
+                self._frame(
+                    self._off,
+                    bytes(buf[4:]),
+                    False,
+                    f"{min(length, frame_end - offset)} bytes missing at frame byte {offset - self._off - 4} of {size}",
+                )
+            )
             buf.clear()
             if end < frame_end:
                 self._skip_until = frame_end
@@ -405,8 +408,7 @@ class FrameSplitter:
             return out
         if buf:
             self._skipped += len(buf)
-            self.anomalies.append((self._off, f"{len(buf)} bytes before a gap are not a "
-                                              "complete frame"))
+            self.anomalies.append((self._off, f"{len(buf)} bytes before a gap are not a complete frame"))
         self._lose_sync(end)
         return out
 
@@ -527,11 +529,9 @@ class FrameExtractor:
         flow = Flow(cid, ends, sides, source, conn.first_timestamp_ns)
         checks: list[FrameCheck] = [plausible_any, plausible_any]
         if source != "unknown":
-            checks = [self.request_check if s == "client" else self.response_check
-                      for s in sides]
+            checks = [self.request_check if s == "client" else self.response_check for s in sides]
         splitters = [
-            FrameSplitter(cid, sides[i], check=checks[i], max_frame=self.max_frame,
-                          synced=key.client_known)
+            FrameSplitter(cid, sides[i], check=checks[i], max_frame=self.max_frame, synced=key.client_known)
             for i in (0, 1)
         ]
         st = _ConnState(flow, splitters, source != "unknown")
@@ -571,14 +571,12 @@ class FrameExtractor:
                 flow.retransmitted_bytes = conn.retransmitted_bytes
                 flow.conflicting_bytes = conn.conflicting_bytes
                 flow.anomalies = list(conn.anomalies) + [
-                    f"{sp.direction}: {text} (offset {off})"
-                    for sp in st.splitters for off, text in sp.anomalies
+                    f"{sp.direction}: {text} (offset {off})" for sp in st.splitters for off, text in sp.anomalies
                 ]
                 out.append(FlowEnd(flow))
         return out
 
-    def _emit(self, st: _ConnState, conn: Connection, frames: list[Frame],
-              out: list[Frame | FlowEnd]) -> None:
+    def _emit(self, st: _ConnState, conn: Connection, frames: list[Frame], out: list[Frame | FlowEnd]) -> None:
         if st.decided:
             out.extend(frames)
             return
@@ -605,8 +603,7 @@ class FrameExtractor:
         if swap:
             flow.endpoints = (flow.endpoints[1], flow.endpoints[0])
         st.decided = True
-        out.extend(replace(f, connection_id=cid, direction=mapping[f.direction])
-                   for f in st.held)
+        out.extend(replace(f, connection_id=cid, direction=mapping[f.direction]) for f in st.held)
         st.held = []
 
 
@@ -636,8 +633,15 @@ def iter_frames(
     """
     from kraft_jbod.capture.pipeline import CapturePipeline  # it builds on this module
 
-    pipe = CapturePipeline(fileobj, ports=ports, classifier=classifier, request_check=request_check,
-                           response_check=response_check, max_frame=max_frame, segment_filter=segment_filter)
+    pipe = CapturePipeline(
+        fileobj,
+        ports=ports,
+        classifier=classifier,
+        request_check=request_check,
+        response_check=response_check,
+        max_frame=max_frame,
+        segment_filter=segment_filter,
+    )
     items = pipe.items()
     for item in items:
         if pipe.truncated_offset is not None and on_truncated is not None:

@@ -51,8 +51,7 @@ if TYPE_CHECKING:
     # pcapng needs nothing beyond the base install.
     import asyncio_dgram
 
-__all__ = ["MAGIC", "MAX_CHUNK", "FrameTap", "TapConnection", "TapDatagram", "TapListener",
-           "parse_datagram"]
+__all__ = ["MAGIC", "MAX_CHUNK", "FrameTap", "TapConnection", "TapDatagram", "TapListener", "parse_datagram"]
 
 MAGIC: Final = b"KJT1"
 KIND_OPEN: Final = 0
@@ -73,8 +72,7 @@ class TapDatagram:
 
     __slots__ = ("data", "kind", "offset", "serial", "timestamp_ns")
 
-    def __init__(self, kind: int, serial: int, offset: int, timestamp_ns: int,
-                 data: bytes) -> None:
+    def __init__(self, kind: int, serial: int, offset: int, timestamp_ns: int, data: bytes) -> None:
         self.kind = kind
         self.serial = serial
         self.offset = offset
@@ -89,7 +87,7 @@ def parse_datagram(raw: bytes) -> TapDatagram | None:
     _magic, kind, serial, offset, ts = _HEAD.unpack_from(raw, 0)
     if kind > KIND_CLOSE:
         return None
-    return TapDatagram(kind, serial, offset, ts, raw[_HEAD.size:])
+    return TapDatagram(kind, serial, offset, ts, raw[_HEAD.size :])
 
 
 def _ip(host: str, fallback: str) -> str:
@@ -117,7 +115,7 @@ def _starred(payload: bytes, pos: int, body: Any, version: int) -> bytes | None:
     body.write(out, version)
     if len(out) > len(payload):
         return None
-    out += payload[len(out):]
+    out += payload[len(out) :]
     return bytes(out) if len(out) == len(payload) else None
 
 
@@ -153,13 +151,13 @@ class _SaslRedactor:
                 continue
             if self._passing:
                 n = min(self._passing, len(view) - i)
-                out += view[i:i + n]
+                out += view[i : i + n]
                 i += n
                 self._passing -= n
                 continue
             need = 6 if len(self._buf) < 6 else 4 + _BE_i.unpack_from(self._buf, 0)[0]
             take = min(need - len(self._buf), len(view) - i) if need > len(self._buf) else 0
-            self._buf += view[i:i + take]
+            self._buf += view[i : i + take]
             i += take
             if len(self._buf) < 6:
                 continue
@@ -206,7 +204,7 @@ class _SaslRedactor:
             end = pos + 4 + size
             if size < 4 or end > len(data):
                 break
-            payload = data[pos + 4:end]
+            payload = data[pos + 4 : end]
             version = self._pending.pop(corr, None)
             if version is not None:
                 try:
@@ -215,7 +213,7 @@ class _SaslRedactor:
                 except (DecodeError, EncodeError, AttributeError):
                     starred = None
                 payload = starred if starred is not None else payload[:4] + b"*" * (len(payload) - 4)
-            out += data[pos:pos + 4] + payload
+            out += data[pos : pos + 4] + payload
             pos = end
         out += data[pos:]
         return bytes(out)
@@ -224,8 +222,7 @@ class _SaslRedactor:
 class TapConnection:
     """The tap's view of one server connection (see the module docstring)."""
 
-    def __init__(self, tap: FrameTap, serial: int, client: tuple[str, int],
-                 server: tuple[str, int]) -> None:
+    def __init__(self, tap: FrameTap, serial: int, client: tuple[str, int], server: tuple[str, int]) -> None:
         self.tap = tap
         self.serial = serial
         # Both ends of a pcap packet must be the same IP version.
@@ -237,14 +234,15 @@ class TapConnection:
             c_host = "::ffff:" + c_host
         self.client = (c_host, client[1])
         self.server = (s_host, server[1])
-        self.name = (f"{format_endpoint(*self.client)}->{format_endpoint(*self.server)}")
+        self.name = f"{format_endpoint(*self.client)}->{format_endpoint(*self.server)}"
         self._redactor = None if tap.secrets else _SaslRedactor()
         self._offsets = [0, 0]
         self.closed = False
         self._conv: TcpConversation | None = None
         if tap.writer is not None:
-            self._conv = TcpConversation(tap.writer, self.client, self.server, mss=_MSS,
-                                         start_ns=time.time_ns(), step_ns=1)
+            self._conv = TcpConversation(
+                tap.writer, self.client, self.server, mss=_MSS, start_ns=time.time_ns(), step_ns=1
+            )
         tap._send(KIND_OPEN, serial, 0, self.name.encode())
 
     def received(self, data: bytes) -> None:
@@ -272,7 +270,7 @@ class TapConnection:
         self._offsets[side] = off + len(data)
         kind = KIND_CLIENT if side == 0 else KIND_SERVER
         for i in range(0, len(data), MAX_CHUNK):
-            self.tap._send(kind, self.serial, off + i, bytes(data[i:i + MAX_CHUNK]), ts)
+            self.tap._send(kind, self.serial, off + i, bytes(data[i : i + MAX_CHUNK]), ts)
 
     def close(self) -> None:
         """The connection ended (either side)."""
@@ -306,13 +304,13 @@ class FrameTap:
     side needs a running loop, the pcapng side does not.
     """
 
-    def __init__(self, *, pcapng: str | Path | BinaryIO | None = None,
-                 udp: tuple[str, int] | None = None, secrets: bool = False) -> None:
+    def __init__(
+        self, *, pcapng: str | Path | BinaryIO | None = None, udp: tuple[str, int] | None = None, secrets: bool = False
+    ) -> None:
         """Raises: OSError: the pcapng file cannot be created."""
         self.secrets = secrets
         self._own_file = isinstance(pcapng, (str, Path))
-        self._file: BinaryIO | None = (
-            _private_file(Path(pcapng)) if isinstance(pcapng, (str, Path)) else pcapng)
+        self._file: BinaryIO | None = _private_file(Path(pcapng)) if isinstance(pcapng, (str, Path)) else pcapng
         self.writer = PcapngWriter(self._file) if self._file is not None else None
         self.udp = udp
         self._stream: asyncio_dgram.DatagramClient | None = None
@@ -345,8 +343,7 @@ class FrameTap:
         self._serial += 1
         return TapConnection(self, self._serial, client, server)
 
-    def _send(self, kind: int, serial: int, offset: int, data: bytes,
-              ts: int | None = None) -> None:
+    def _send(self, kind: int, serial: int, offset: int, data: bytes, ts: int | None = None) -> None:
         if self._stream is None or self._wake is None:
             return
         if len(self._queue) >= _QUEUE_LIMIT:
@@ -405,8 +402,7 @@ class _Listened:
     def __init__(self, name: str) -> None:
         ends = name.split("->", 1)
         self.flow = Flow(name, (ends[0], ends[-1]), ("client", "server"), "tap")
-        self.splitters = [FrameSplitter(name, "client", synced=True),
-                          FrameSplitter(name, "server", synced=True)]
+        self.splitters = [FrameSplitter(name, "client", synced=True), FrameSplitter(name, "server", synced=True)]
         self.next = [0, 0]
 
 

@@ -78,8 +78,9 @@ def register(sub: Any) -> None:
     c.add_argument("names", nargs="+", metavar="TOPIC")
     c.add_argument("--controller", required=True, metavar="HOST:PORT", help="a controller listener")
     c.add_argument("--partitions", type=int, default=-1, help="default: the controller's num.partitions")
-    c.add_argument("--replication-factor", type=int, default=-1,
-                   help="default: the controller's default.replication.factor")
+    c.add_argument(
+        "--replication-factor", type=int, default=-1, help="default: the controller's default.replication.factor"
+    )
     c.add_argument("--config", action="append", default=[], metavar="KEY=VALUE", help="a topic config (repeatable)")
     c.add_argument("--timeout", type=float, default=10.0, help="seconds (default 10)")
     c.set_defaults(func=cmd_topics)
@@ -254,8 +255,7 @@ def cmd_topics(args: argparse.Namespace) -> int:
             refused += 1
             console.line(f"{t.name}: refused, {_error_text(t.error_code, t.error_message)}")
         elif args.topics_command == "create":
-            console.line(f"{t.name}: {verb} ({t.num_partitions} partitions, replication factor "
-                         f"{t.replication_factor})")
+            console.line(f"{t.name}: {verb} ({t.num_partitions} partitions, replication factor {t.replication_factor})")
         else:
             console.line(f"{t.name}: {verb}")
     return console.EXIT_FAILED if refused else console.EXIT_OK

@@ -58,12 +58,24 @@ API_LIST_PARTITION_REASSIGNMENTS: Final = 46
 # CreateAcls, DeleteAcls, AlterConfigs, CreatePartitions, ElectLeaders,
 # IncrementalAlterConfigs, AlterPartitionReassignments, UpdateFeatures.
 WRITE_APIS: Final[dict[int, tuple[int, int]]] = {
-    19: (2, 7), 20: (1, 6), 30: (1, 3), 31: (1, 3), 33: (0, 2), 37: (0, 3), 43: (0, 2), 44: (0, 1), 45: (0, 1),
+    19: (2, 7),
+    20: (1, 6),
+    30: (1, 3),
+    31: (1, 3),
+    33: (0, 2),
+    37: (0, 3),
+    43: (0, 2),
+    44: (0, 1),
+    45: (0, 1),
     57: (0, 2),
 }
 CLIENT_APIS: Final[dict[int, tuple[int, int]]] = {
-    API_METADATA: (0, 12), API_DESCRIBE_CLUSTER: (0, 1), API_DESCRIBE_CONFIGS: (1, 4), API_DESCRIBE_ACLS: (1, 3),
-    API_LIST_PARTITION_REASSIGNMENTS: (0, 0), **WRITE_APIS,
+    API_METADATA: (0, 12),
+    API_DESCRIBE_CLUSTER: (0, 1),
+    API_DESCRIBE_CONFIGS: (1, 4),
+    API_DESCRIBE_ACLS: (1, 3),
+    API_LIST_PARTITION_REASSIGNMENTS: (0, 0),
+    **WRITE_APIS,
 }
 LEADER_NOT_AVAILABLE: Final = 5
 UNKNOWN_TOPIC_OR_PARTITION: Final = 3
@@ -123,8 +135,13 @@ def _topic(state: Any, topic: Any) -> MetadataResponseTopic:
 
 
 def metadata_response(
-    state: Any, api_version: int, req: MetadataRequest, *, listener_name: str | None = None,
-    may_describe: TopicFilter | None = None, self_endpoint: tuple[str, int] | None = None,
+    state: Any,
+    api_version: int,
+    req: MetadataRequest,
+    *,
+    listener_name: str | None = None,
+    may_describe: TopicFilter | None = None,
+    self_endpoint: tuple[str, int] | None = None,
 ) -> MetadataResponse:
     """The Metadata answer (Rules 1-4); ``may_describe`` hides topics a principal may not see."""
     brokers = alive_brokers(state, listener_name, self_endpoint)
@@ -160,7 +177,11 @@ def metadata_response(
 
 
 def describe_cluster_response(
-    state: Any, api_version: int, req: DescribeClusterRequest, *, listener_name: str | None = None,
+    state: Any,
+    api_version: int,
+    req: DescribeClusterRequest,
+    *,
+    listener_name: str | None = None,
     self_endpoint: tuple[str, int] | None = None,
 ) -> DescribeClusterResponse:
     """DescribeCluster as a broker answers it: alive brokers; controllers are not exposed."""
@@ -220,33 +241,37 @@ def cluster_view(state: Any) -> dict[str, Any]:
     brokers = []
     for b, reg in sorted(state.brokers.items()):
         hb = state.broker_state(b)
-        brokers.append({
-            "id": b,
-            "epoch": reg.epoch,
-            "state": hb.value if hb is not None else "UNKNOWN",
-            "fenced": reg.fenced,
-            "in_controlled_shutdown": reg.in_controlled_shutdown or reg.cs_offset >= 0,
-            "rack": reg.rack,
-            "endpoints": [f"{n}://{h}:{p}" for n, h, p, _ in reg.listeners],
-            "directories": [
-                {"id": uuid_to_base64url(d), "online": d in reg.online_set} for d in reg.registered_dirs
-            ],
-        })
+        brokers.append(
+            {
+                "id": b,
+                "epoch": reg.epoch,
+                "state": hb.value if hb is not None else "UNKNOWN",
+                "fenced": reg.fenced,
+                "in_controlled_shutdown": reg.in_controlled_shutdown or reg.cs_offset >= 0,
+                "rack": reg.rack,
+                "endpoints": [f"{n}://{h}:{p}" for n, h, p, _ in reg.listeners],
+                "directories": [
+                    {"id": uuid_to_base64url(d), "online": d in reg.online_set} for d in reg.registered_dirs
+                ],
+            }
+        )
     topics = []
     for _, topic in sorted(state.topics.items(), key=lambda kv: kv[1].name):
         parts = []
         for pid, p in sorted(topic.partitions.items()):
-            parts.append({
-                "partition": pid,
-                "leader": p.leader,
-                "leader_epoch": p.leader_epoch,
-                "replicas": list(p.replicas),
-                "isr": list(p.isr),
-                "elr": list(p.elr),
-                "last_known_elr": list(p.last_known_elr),
-                "directories": [_dir_name(state, d) for d in p.dirs],
-                "offline_replicas": offline_replicas(state, p),
-            })
+            parts.append(
+                {
+                    "partition": pid,
+                    "leader": p.leader,
+                    "leader_epoch": p.leader_epoch,
+                    "replicas": list(p.replicas),
+                    "isr": list(p.isr),
+                    "elr": list(p.elr),
+                    "last_known_elr": list(p.last_known_elr),
+                    "directories": [_dir_name(state, d) for d in p.dirs],
+                    "offline_replicas": offline_replicas(state, p),
+                }
+            )
         topics.append({"name": topic.name, "id": uuid_to_base64url(topic.topic_id), "partitions": parts})
     return {
         "cluster_id": state.cluster_id,
@@ -267,8 +292,12 @@ def _dir_name(state: Any, d: uuid.UUID) -> str:
 
 def render_text(view: dict[str, Any]) -> str:
     """The cluster view for people (``kraft-jbod status``)."""
-    lines = [f"cluster {view['cluster_id']}  metadata.version {view['metadata_version']}  "
-             f"offset {view['last_applied_offset']}", "", "brokers:"]
+    lines = [
+        f"cluster {view['cluster_id']}  metadata.version {view['metadata_version']}  "
+        f"offset {view['last_applied_offset']}",
+        "",
+        "brokers:",
+    ]
     if not view["brokers"]:
         lines.append("  (none)")
     for b in view["brokers"]:

@@ -67,8 +67,11 @@ def register(sub: Any) -> None:
     lg = sub.add_parser("log", help="inspect a metadata log")
     lg_sub = lg.add_subparsers(dest="log_command", required=True)
     d = lg_sub.add_parser("dump", help="print every record of a metadata log as JSON lines")
-    d.add_argument("dir", type=Path, help="metadata.log.dir or its __cluster_metadata-0 directory, "
-                   "or a snapshot's .checkpoint file")
+    d.add_argument(
+        "dir",
+        type=Path,
+        help="metadata.log.dir or its __cluster_metadata-0 directory, or a snapshot's .checkpoint file",
+    )
     d.add_argument("--no-control", action="store_true", help="leave out control batches")
     d.set_defaults(func=cmd_log_dump)
     r = lg_sub.add_parser(
@@ -184,9 +187,7 @@ async def _run_controller(
             await tap.aclose()
 
 
-async def _serve(
-    cfg: Any, cluster_id: str | None, level: int | None, fsync: bool, tap: Any, extensions: Any
-) -> int:
+async def _serve(cfg: Any, cluster_id: str | None, level: int | None, fsync: bool, tap: Any, extensions: Any) -> int:
     import asyncio
     import signal
 
@@ -233,18 +234,24 @@ def cmd_log_recover(args: argparse.Namespace) -> int:
             return 0
         name = scan.segments[p.segment].path.name
         if p.torn:
-            console.line(f"torn tail at offset {p.offset} ({name}, byte {p.position}): {p.reason}; "
-                  "the controller truncates it when it starts")
+            console.line(
+                f"torn tail at offset {p.offset} ({name}, byte {p.position}): {p.reason}; "
+                "the controller truncates it when it starts"
+            )
             return 0
-        console.line(f"damaged at offset {p.offset} ({name}, byte {p.position}): {p.reason}\n"
-              f"to keep offsets below {p.offset} and lose the rest: "
-              f"kraft-jbod log recover {args.dir} --truncate-at {p.offset}")
+        console.line(
+            f"damaged at offset {p.offset} ({name}, byte {p.position}): {p.reason}\n"
+            f"to keep offsets below {p.offset} and lose the rest: "
+            f"kraft-jbod log recover {args.dir} --truncate-at {p.offset}"
+        )
         return 1
     if args.truncate_at < 0:
         raise ConfigError(f"--truncate-at {args.truncate_at}: an offset is >= 0")
     done = truncate_at(directory, args.truncate_at)
-    console.line(f"cut the log at offset {done.offset}: {done.bytes_cut} bytes and {done.segments_removed} later "
-          f"segment(s) removed; backup in {done.backup}")
+    console.line(
+        f"cut the log at offset {done.offset}: {done.bytes_cut} bytes and {done.segments_removed} later "
+        f"segment(s) removed; backup in {done.backup}"
+    )
     return 0
 
 
@@ -316,9 +323,12 @@ def _dump_snapshot(path: Path, no_control: bool) -> int:
         if control and no_control:
             continue
         for rec in batch.records:
-            row: dict[str, Any] = {"snapshot": path.name, "offset": batch.base_offset + rec.offset_delta,
-                                   "epoch": batch.partition_leader_epoch,
-                                   "timestamp": batch.base_timestamp + rec.timestamp_delta}
+            row: dict[str, Any] = {
+                "snapshot": path.name,
+                "offset": batch.base_offset + rec.offset_delta,
+                "epoch": batch.partition_leader_epoch,
+                "timestamp": batch.base_timestamp + rec.timestamp_delta,
+            }
             if control:
                 ctype, msg = decode_control_record(rec)
                 row["control"] = ControlRecordType(ctype).name

@@ -267,8 +267,6 @@ def _dirs(value: str) -> list[str]:
     return [d.strip() for d in value.split(",") if d.strip()]
 
 
-
-
 def _long(p: Mapping[str, str], key: str, default: int) -> int:
     if key not in p:
         return default

@@ -120,7 +120,9 @@ class Draft:
         view = ap.PartView(p.replicas, isr, leader, dirs, p.adding, p.removing, p.leader_recovery_state, elr, lke)
         known = dict(zip(p.replicas, dirs, strict=True))
         rec = ap.build_change(
-            view, p.topic_id, p.partition_id,
+            view,
+            p.topic_id,
+            p.partition_id,
             acceptable=lambda b, d: b != broker_id and self.acceptable_leader(b, d),
             default_dir=lambda b: known[b],
             metadata_version=self.image.metadata_version,
@@ -138,7 +140,9 @@ class Draft:
         view = ap.PartView(p.replicas, isr, leader, dirs, p.adding, p.removing, p.leader_recovery_state, elr, lke)
         known = dict(zip(p.replicas, dirs, strict=True))
         rec = ap.build_change(
-            view, p.topic_id, p.partition_id,
+            view,
+            p.topic_id,
+            p.partition_id,
             acceptable=self.acceptable_leader,
             default_dir=lambda b: known[b],
             metadata_version=self.image.metadata_version,
@@ -148,8 +152,14 @@ class Draft:
         self._note(p, rec, isr, leader, dirs, elr, lke)
 
     def _note(
-        self, p: Partition, rec: PartitionChangeRecord | None, isr: tuple[int, ...], leader: int,
-        dirs: tuple[uuid.UUID, ...], elr: tuple[int, ...], lke: tuple[int, ...],
+        self,
+        p: Partition,
+        rec: PartitionChangeRecord | None,
+        isr: tuple[int, ...],
+        leader: int,
+        dirs: tuple[uuid.UUID, ...],
+        elr: tuple[int, ...],
+        lke: tuple[int, ...],
     ) -> None:
         if rec is None:
             return
@@ -179,7 +189,9 @@ class Draft:
             elr, lke = self.elrs.get(p, (p.elr, p.last_known_elr))
             view = ap.PartView(p.replicas, isr, leader, dirs, p.adding, p.removing, p.leader_recovery_state, elr, lke)
             rec = ap.build_change(
-                view, p.topic_id, p.partition_id,
+                view,
+                p.topic_id,
+                p.partition_id,
                 acceptable=lambda b, d: b != broker_id and self.acceptable_leader(b, d),
                 default_dir=dict(zip(p.replicas, dirs, strict=True)).__getitem__,
                 metadata_version=self.image.metadata_version,

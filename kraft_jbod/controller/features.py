@@ -265,8 +265,11 @@ def registration_features(api_version: int = 4) -> list[BrokerRegistrationFeatur
     we implement with its whole range. Below v4 features whose minimum is 0 are left out,
     as Kafka's BrokerRegistrationRequest.Builder does (KAFKA-17492)."""
     feats = [BrokerRegistrationFeature(METADATA_VERSION, MINIMUM_LEVEL, MAX_SUPPORTED_LEVEL)]
-    feats += [BrokerRegistrationFeature(name, lo, hi) for name, (lo, hi) in sorted(SUPPORTED_FEATURES.items())
-              if name != METADATA_VERSION]
+    feats += [
+        BrokerRegistrationFeature(name, lo, hi)
+        for name, (lo, hi) in sorted(SUPPORTED_FEATURES.items())
+        if name != METADATA_VERSION
+    ]
     if api_version < 4:
         feats = [f for f in feats if f.min_supported_version != 0]
     return feats

@@ -125,8 +125,19 @@ class Partition:
     """One partition; tuples of ints/uuids keep it small (a million of these fit in RAM)."""
 
     __slots__ = (
-        "adding", "dirs", "elr", "isr", "last_known_elr", "leader", "leader_epoch", "leader_recovery_state",
-        "partition_epoch", "partition_id", "removing", "replicas", "topic_id",
+        "adding",
+        "dirs",
+        "elr",
+        "isr",
+        "last_known_elr",
+        "leader",
+        "leader_epoch",
+        "leader_recovery_state",
+        "partition_epoch",
+        "partition_id",
+        "removing",
+        "replicas",
+        "topic_id",
     )
 
     def __init__(
@@ -164,8 +175,17 @@ class Partition:
 
     def durable(self) -> tuple[Any, ...]:
         return (
-            self.replicas, self.isr, self.dirs, self.leader, self.leader_epoch, self.partition_epoch,
-            self.leader_recovery_state, self.adding, self.removing, self.elr, self.last_known_elr,
+            self.replicas,
+            self.isr,
+            self.dirs,
+            self.leader,
+            self.leader_epoch,
+            self.partition_epoch,
+            self.leader_recovery_state,
+            self.adding,
+            self.removing,
+            self.elr,
+            self.last_known_elr,
         )
 
     def __repr__(self) -> str:
@@ -453,8 +473,15 @@ def apply_partition(img: MetadataImage, offset: int, rec: PartitionRecord, versi
     replicas = tuple(rec.replicas)
     dirs = img.record_dirs(offset, replicas, rec.directories)
     p = Partition(
-        topic.topic_id, rec.partition_id, replicas, tuple(rec.isr), dirs, NO_LEADER,
-        rec.leader_epoch, rec.partition_epoch, rec.leader_recovery_state,
+        topic.topic_id,
+        rec.partition_id,
+        replicas,
+        tuple(rec.isr),
+        dirs,
+        NO_LEADER,
+        rec.leader_epoch,
+        rec.partition_epoch,
+        rec.leader_recovery_state,
     )
     p.adding, p.removing = tuple(rec.adding_replicas), tuple(rec.removing_replicas)
     p.elr = tuple(rec.eligible_leader_replicas or ())

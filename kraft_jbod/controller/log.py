@@ -291,10 +291,12 @@ class MetadataLog:
         chunks: list[list[Record]] = []
         for start in range(0, len(records), MAX_RECORDS_PER_BATCH):
             chunk = records[start : start + MAX_RECORDS_PER_BATCH]
-            chunks.append([
-                Record(offset_delta=i, key=None, value=codec.encode_metadata_record(rec, ver))
-                for i, (rec, ver) in enumerate(chunk)
-            ])
+            chunks.append(
+                [
+                    Record(offset_delta=i, key=None, value=codec.encode_metadata_record(rec, ver))
+                    for i, (rec, ver) in enumerate(chunk)
+                ]
+            )
         return self._append_batches(chunks, timestamp_ms, 0)
 
     def append_control(self, records: Sequence[ControlRecordAndVersion], *, timestamp_ms: int) -> int:
@@ -647,8 +649,9 @@ def scan_segments(directory: Path) -> Scan:
                 else:
                     size = end - pos
                     batches.append(
-                        BatchInfo(expected, batch.last_offset, batch.partition_leader_epoch, idx, pos, size,
-                                  batch.is_control)
+                        BatchInfo(
+                            expected, batch.last_offset, batch.partition_leader_epoch, idx, pos, size, batch.is_control
+                        )
                     )
                     last_epoch = batch.partition_leader_epoch
                     expected = batch.last_offset + 1
@@ -840,4 +843,3 @@ def _fsync_dir(directory: Path) -> None:
         os.fsync(fd)
     finally:
         os.close(fd)
-

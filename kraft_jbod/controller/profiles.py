@@ -78,8 +78,6 @@ def profile_named(name: str) -> Profile:
         raise ValueError(f"unknown semantics profile {name!r} (expected 'kafka' or 'kip')") from None
 
 
-
-
 def is_reserved_directory(u: uuid.UUID) -> bool:
     """Kafka's reserved directory-id range (see ``wire.primitives.is_reserved_directory_id``)."""
     return is_reserved_directory_id(u)

@@ -202,8 +202,13 @@ def handle_fetch(
     if p.fetch_offset < start and snapshot is not None:
         # Below the log start (segments deleted after a snapshot): as Kafka's leader, name
         # the newest snapshot; the follower then loads it with FetchSnapshot.
-        part = _partition(leader, ErrorCode.NONE, high_watermark=hw, log_start_offset=start,
-                          snapshot_id=FetchSnapshotId(end_offset=snapshot[0], epoch=snapshot[1]))
+        part = _partition(
+            leader,
+            ErrorCode.NONE,
+            high_watermark=hw,
+            log_start_offset=start,
+            snapshot_id=FetchSnapshotId(end_offset=snapshot[0], epoch=snapshot[1]),
+        )
         return FetchAnswer(_wrap(version, part, leader))
     if p.fetch_offset != 0:
         starts = epoch_starts(log.batches)
@@ -228,7 +233,11 @@ def handle_fetch(
 
 
 def handle_fetch_snapshot(
-    request: FetchSnapshotRequest, version: int, *, cluster_id: str, leader: Leader,
+    request: FetchSnapshotRequest,
+    version: int,
+    *,
+    cluster_id: str,
+    leader: Leader,
     directory: Path | None = None,
 ) -> FetchSnapshotResponse:
     """Serve a slice of a snapshot file in ``directory`` (Kafka's order: leader epoch checks,

@@ -547,8 +547,10 @@ class ControllerServer:
         img, epoch, directory = self.state.image, self.log.leader_epoch, self.config.metadata_partition_dir
         try:
             path = await asyncio.get_running_loop().run_in_executor(
-                None, lambda: snapshots.write_image_snapshot(directory, img, epoch=epoch, last_contained_timestamp=ts,
-                                                             fsync=self._fsync)
+                None,
+                lambda: snapshots.write_image_snapshot(
+                    directory, img, epoch=epoch, last_contained_timestamp=ts, fsync=self._fsync
+                ),
             )
         except Exception as exc:  # a failed snapshot loses nothing: the log still holds it all
             log.error("writing a metadata snapshot failed: %s", exc)
@@ -590,7 +592,10 @@ class ControllerServer:
         try:
             if event.api_key == ApiKey.FETCH_SNAPSHOT:
                 body: Any = replication.handle_fetch_snapshot(
-                    event.body, event.api_version, cluster_id=self.cluster_id, leader=leader,
+                    event.body,
+                    event.api_version,
+                    cluster_id=self.cluster_id,
+                    leader=leader,
                     directory=self.config.metadata_partition_dir,
                 )
             else:

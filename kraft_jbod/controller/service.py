@@ -192,9 +192,7 @@ class Service:
         if isinstance(exc, OSError) and exc.errno in (errno.EMFILE, errno.ENFILE, errno.ENOBUFS, errno.ENOMEM):
             # asyncio's accept loop backs off on its own; one line per interval is enough.
             self.stats["accept_errors"] += 1
-            self.warnings.warn(
-                "accept", "refusing new connections: %s (%d open)", exc.strerror, len(self.connections)
-            )
+            self.warnings.warn("accept", "refusing new connections: %s (%d open)", exc.strerror, len(self.connections))
             return
         if self._closing and isinstance(exc, ValueError) and "_start_serving" in repr(context.get("handle")):
             # The accept back-off timer fired after the listener closed: nothing to restart.
@@ -222,13 +220,18 @@ class Service:
         """Rule 4 at accept; False: refuse (the caller closes)."""
         if len(self.connections) >= self.config.max_connections:
             self.stats["connections_refused"] += 1
-            self.warnings.warn("max", "refusing a connection from %s: max.connections=%d reached", ip,
-                               self.config.max_connections)
+            self.warnings.warn(
+                "max", "refusing a connection from %s: max.connections=%d reached", ip, self.config.max_connections
+            )
             return False
         if self.per_ip[ip] >= self.config.max_connections_per_ip:
             self.stats["connections_refused"] += 1
-            self.warnings.warn("per-ip", "refusing a connection from %s: max.connections.per.ip=%d reached", ip,
-                               self.config.max_connections_per_ip)
+            self.warnings.warn(
+                "per-ip",
+                "refusing a connection from %s: max.connections.per.ip=%d reached",
+                ip,
+                self.config.max_connections_per_ip,
+            )
             return False
         self.connections.add(conn)
         self.per_ip[ip] += 1
@@ -547,13 +550,18 @@ class Connection(asyncio.Protocol):
         self.service.stats["refused_oversized"] += 1
         log.warning(
             "refusing %s v%d from %s: %d topics, above kraft.jbod.max.topics.per.request=%d (not decoded)",
-            codec.api_name(key), version, self.peer, count, limit,
+            codec.api_name(key),
+            version,
+            self.peer,
+            count,
+            limit,
         )
         try:
             header, _hv, _pos = codec.decode_request_header(payload)
         except DecodeError as exc:
-            self._protocol_error(RemoteProtocolError(f"header does not decode: {exc}", api_key=key,
-                                                     api_version=version))
+            self._protocol_error(
+                RemoteProtocolError(f"header does not decode: {exc}", api_key=key, api_version=version)
+            )
             return
         self.respond(RequestReceived(header, None, b""), oversized_refusal(key, count, limit))
 

@@ -121,55 +121,64 @@ def image_records(img: MetadataImage) -> Iterator[RecordAndVersion]:
     # Cluster: one RegisterBrokerRecord per broker holding its current state.
     reg_version = fv.register_broker_record_version(mv)
     for broker_id, reg in sorted(img.brokers.items()):
-        yield RegisterBrokerRecord(
-            broker_id=broker_id,
-            incarnation_id=reg.incarnation_id,
-            broker_epoch=reg.epoch,
-            end_points=[BrokerEndpoint(name, host, port, proto) for name, host, port, proto in reg.listeners],
-            features=[BrokerFeature(name, lo, hi) for name, lo, hi in reg.features],
-            rack=reg.rack,
-            fenced=reg.fenced,
-            in_controlled_shutdown=reg.in_controlled_shutdown or reg.cs_offset >= 0,
-            log_dirs=list(reg.online_dirs),
-            cordoned_log_dirs=None if reg.cordoned_dirs is None else list(reg.cordoned_dirs),
-        ), reg_version
+        yield (
+            RegisterBrokerRecord(
+                broker_id=broker_id,
+                incarnation_id=reg.incarnation_id,
+                broker_epoch=reg.epoch,
+                end_points=[BrokerEndpoint(name, host, port, proto) for name, host, port, proto in reg.listeners],
+                features=[BrokerFeature(name, lo, hi) for name, lo, hi in reg.features],
+                rack=reg.rack,
+                fenced=reg.fenced,
+                in_controlled_shutdown=reg.in_controlled_shutdown or reg.cs_offset >= 0,
+                log_dirs=list(reg.online_dirs),
+                cordoned_log_dirs=None if reg.cordoned_dirs is None else list(reg.cordoned_dirs),
+            ),
+            reg_version,
+        )
     # Topics, each followed by its partitions.
     part_version = fv.partition_record_version(mv)
     for topic_id, topic in sorted(img.topics.items(), key=lambda kv: kv[0].int):
         yield TopicRecord(name=topic.name, topic_id=topic_id), 0
         for pid, p in sorted(topic.partitions.items()):
-            yield PartitionRecord(
-                partition_id=pid,
-                topic_id=topic_id,
-                replicas=list(p.replicas),
-                isr=list(p.isr),
-                removing_replicas=list(p.removing),
-                adding_replicas=list(p.adding),
-                leader=p.leader,
-                leader_recovery_state=p.leader_recovery_state,
-                leader_epoch=p.leader_epoch,
-                partition_epoch=p.partition_epoch,
-                directories=list(p.dirs) if part_version >= 1 else [],
-                # KIP-966 fields (v2+); Kafka's image writes them only when non-empty.
-                eligible_leader_replicas=list(p.elr) if part_version >= 2 and p.elr else None,
-                last_known_elr=list(p.last_known_elr) if part_version >= 2 and p.last_known_elr else None,
-            ), part_version
+            yield (
+                PartitionRecord(
+                    partition_id=pid,
+                    topic_id=topic_id,
+                    replicas=list(p.replicas),
+                    isr=list(p.isr),
+                    removing_replicas=list(p.removing),
+                    adding_replicas=list(p.adding),
+                    leader=p.leader,
+                    leader_recovery_state=p.leader_recovery_state,
+                    leader_epoch=p.leader_epoch,
+                    partition_epoch=p.partition_epoch,
+                    directories=list(p.dirs) if part_version >= 1 else [],
+                    # KIP-966 fields (v2+); Kafka's image writes them only when non-empty.
+                    eligible_leader_replicas=list(p.elr) if part_version >= 2 and p.elr else None,
+                    last_known_elr=list(p.last_known_elr) if part_version >= 2 and p.last_known_elr else None,
+                ),
+                part_version,
+            )
     for (rtype, rname), configs in img.configs.durable().items():
         for key, value in configs.items():
             yield ConfigRecord(resource_type=rtype, resource_name=rname, name=key, value=value), 0
     if img.next_producer_id is not None:
         yield ProducerIdsRecord(broker_id=-1, broker_epoch=-1, next_producer_id=img.next_producer_id), 0
     for acl_id, acl in img.acls.items():
-        yield AccessControlEntryRecord(
-            id=acl_id,
-            resource_type=acl.resource_type,
-            resource_name=acl.resource_name,
-            pattern_type=acl.pattern_type,
-            principal=acl.principal,
-            host=acl.host,
-            operation=acl.operation,
-            permission_type=acl.permission_type,
-        ), 0
+        yield (
+            AccessControlEntryRecord(
+                id=acl_id,
+                resource_type=acl.resource_type,
+                resource_name=acl.resource_name,
+                pattern_type=acl.pattern_type,
+                principal=acl.principal,
+                host=acl.host,
+                operation=acl.operation,
+                permission_type=acl.permission_type,
+            ),
+            0,
+        )
 
 
 def comparable(img: MetadataImage) -> dict[str, Any]:
@@ -179,8 +188,15 @@ def comparable(img: MetadataImage) -> dict[str, Any]:
     brokers = {}
     for b, reg in sorted(img.brokers.items()):
         brokers[b] = (
-            reg.incarnation_id, reg.epoch, reg.listeners, reg.features, reg.rack, reg.fenced,
-            reg.in_controlled_shutdown or reg.cs_offset >= 0, reg.online_dirs, reg.cordoned_dirs,
+            reg.incarnation_id,
+            reg.epoch,
+            reg.listeners,
+            reg.features,
+            reg.rack,
+            reg.fenced,
+            reg.in_controlled_shutdown or reg.cs_offset >= 0,
+            reg.online_dirs,
+            reg.cordoned_dirs,
         )
     state["brokers"] = brokers
     state["topics"] = dict(sorted(state["topics"].items(), key=lambda kv: kv[0].int))  # a stable repr
@@ -198,8 +214,9 @@ def _control_record(i: int, ctype: ControlRecordType, msg: Message, version: int
 
 
 def _batch(out: bytearray, recs: list[Record], base: int, epoch: int, ts: int, attributes: int) -> None:
-    batch = RecordBatch.of(recs, base_offset=base, base_timestamp=ts, partition_leader_epoch=epoch,
-                           attributes=attributes)
+    batch = RecordBatch.of(
+        recs, base_offset=base, base_timestamp=ts, partition_leader_epoch=epoch, attributes=attributes
+    )
     write_record_batch(out, batch)
 
 
@@ -225,8 +242,11 @@ def encode_snapshot(
     head = SnapshotHeaderRecord(version=0, last_contained_log_timestamp=last_contained_timestamp)
     header = [_control_record(0, ControlRecordType.SNAPSHOT_HEADER, head, 0)]
     if kraft_version >= 1:
-        header.append(_control_record(1, ControlRecordType.KRAFT_VERSION,
-                                      KRaftVersionRecord(version=0, k_raft_version=kraft_version), 0))
+        header.append(
+            _control_record(
+                1, ControlRecordType.KRAFT_VERSION, KRaftVersionRecord(version=0, k_raft_version=kraft_version), 0
+            )
+        )
         if voters is not None:
             header.append(_control_record(2, ControlRecordType.KRAFT_VOTERS, voters[0], voters[1]))
     out = bytearray()
@@ -251,8 +271,14 @@ def encode_snapshot(
         next_offset += len(pending)
         yield bytes(out)
     out = bytearray()
-    _batch(out, [_control_record(0, ControlRecordType.SNAPSHOT_FOOTER, SnapshotFooterRecord(version=0), 0)],
-           next_offset, epoch, ts, CONTROL_MASK)
+    _batch(
+        out,
+        [_control_record(0, ControlRecordType.SNAPSHOT_FOOTER, SnapshotFooterRecord(version=0), 0)],
+        next_offset,
+        epoch,
+        ts,
+        CONTROL_MASK,
+    )
     yield bytes(out)
 
 
@@ -280,9 +306,13 @@ def write_snapshot(
         raise StorageError(f"cannot create snapshot {tmp}: {exc.strerror}") from None
     try:
         try:
-            for chunk in encode_snapshot(records, epoch=snapshot_id.epoch,
-                                         last_contained_timestamp=last_contained_timestamp,
-                                         kraft_version=kraft_version, voters=voters):
+            for chunk in encode_snapshot(
+                records,
+                epoch=snapshot_id.epoch,
+                last_contained_timestamp=last_contained_timestamp,
+                kraft_version=kraft_version,
+                voters=voters,
+            ):
                 view = memoryview(chunk)
                 written = 0
                 while written < len(view):
@@ -312,8 +342,9 @@ def write_image_snapshot(
 ) -> Path:
     """Snapshot ``img`` (which has applied up to ``img.last_applied_offset``)."""
     sid = SnapshotId(img.last_applied_offset + 1, epoch)
-    return write_snapshot(directory, sid, image_records(img), last_contained_timestamp=last_contained_timestamp,
-                          fsync=fsync)
+    return write_snapshot(
+        directory, sid, image_records(img), last_contained_timestamp=last_contained_timestamp, fsync=fsync
+    )
 
 
 # ---------------------------------------------------------------------- reading
@@ -436,7 +467,6 @@ def load_image(img: MetadataImage, contents: SnapshotContents) -> None:
     for rec, ver in contents.records:
         img.apply(offset, rec, ver)
     img.last_applied_offset = offset
-
 
 
 # ---------------------------------------------------------------------- restart and schedule

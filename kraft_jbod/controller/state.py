@@ -135,25 +135,38 @@ ROUTES: dict[int, Route] = {
     ApiKey.ASSIGN_REPLICAS_TO_DIRS: Route(AssignReplicasToDirsRequest, directories.handle_assign),
     # Admin APIs a broker forwards (Envelope) or KIP-919 clients send: apis/admin.py.
     ApiKey.ENVELOPE: Route(EnvelopeRequest, admin.handle_envelope, admin.VERSIONS[ApiKey.ENVELOPE]),
-    ApiKey.CREATE_PARTITIONS: Route(CreatePartitionsRequest, admin.handle_create_partitions,
-                                    admin.VERSIONS[ApiKey.CREATE_PARTITIONS]),
-    ApiKey.INCREMENTAL_ALTER_CONFIGS: Route(IncrementalAlterConfigsRequest, admin.handle_incremental_alter_configs,
-                                            admin.VERSIONS[ApiKey.INCREMENTAL_ALTER_CONFIGS]),
+    ApiKey.CREATE_PARTITIONS: Route(
+        CreatePartitionsRequest, admin.handle_create_partitions, admin.VERSIONS[ApiKey.CREATE_PARTITIONS]
+    ),
+    ApiKey.INCREMENTAL_ALTER_CONFIGS: Route(
+        IncrementalAlterConfigsRequest,
+        admin.handle_incremental_alter_configs,
+        admin.VERSIONS[ApiKey.INCREMENTAL_ALTER_CONFIGS],
+    ),
     ApiKey.ALTER_CONFIGS: Route(AlterConfigsRequest, admin.handle_alter_configs, admin.VERSIONS[ApiKey.ALTER_CONFIGS]),
-    ApiKey.DESCRIBE_CONFIGS: Route(DescribeConfigsRequest, admin.handle_describe_configs,
-                                   admin.VERSIONS[ApiKey.DESCRIBE_CONFIGS]),
+    ApiKey.DESCRIBE_CONFIGS: Route(
+        DescribeConfigsRequest, admin.handle_describe_configs, admin.VERSIONS[ApiKey.DESCRIBE_CONFIGS]
+    ),
     ApiKey.ELECT_LEADERS: Route(ElectLeadersRequest, admin.handle_elect_leaders, admin.VERSIONS[ApiKey.ELECT_LEADERS]),
-    ApiKey.ALTER_PARTITION_REASSIGNMENTS: Route(AlterPartitionReassignmentsRequest, admin.handle_alter_reassignments,
-                                                admin.VERSIONS[ApiKey.ALTER_PARTITION_REASSIGNMENTS]),
-    ApiKey.LIST_PARTITION_REASSIGNMENTS: Route(ListPartitionReassignmentsRequest, admin.handle_list_reassignments,
-                                               admin.VERSIONS[ApiKey.LIST_PARTITION_REASSIGNMENTS]),
+    ApiKey.ALTER_PARTITION_REASSIGNMENTS: Route(
+        AlterPartitionReassignmentsRequest,
+        admin.handle_alter_reassignments,
+        admin.VERSIONS[ApiKey.ALTER_PARTITION_REASSIGNMENTS],
+    ),
+    ApiKey.LIST_PARTITION_REASSIGNMENTS: Route(
+        ListPartitionReassignmentsRequest,
+        admin.handle_list_reassignments,
+        admin.VERSIONS[ApiKey.LIST_PARTITION_REASSIGNMENTS],
+    ),
     ApiKey.CREATE_ACLS: Route(CreateAclsRequest, admin.handle_create_acls, admin.VERSIONS[ApiKey.CREATE_ACLS]),
     ApiKey.DELETE_ACLS: Route(DeleteAclsRequest, admin.handle_delete_acls, admin.VERSIONS[ApiKey.DELETE_ACLS]),
     ApiKey.DESCRIBE_ACLS: Route(DescribeAclsRequest, admin.handle_describe_acls, admin.VERSIONS[ApiKey.DESCRIBE_ACLS]),
-    ApiKey.UPDATE_FEATURES: Route(UpdateFeaturesRequest, admin.handle_update_features,
-                                  admin.VERSIONS[ApiKey.UPDATE_FEATURES]),
-    ApiKey.DESCRIBE_QUORUM: Route(DescribeQuorumRequest, admin.handle_describe_quorum,
-                                  admin.VERSIONS[ApiKey.DESCRIBE_QUORUM]),
+    ApiKey.UPDATE_FEATURES: Route(
+        UpdateFeaturesRequest, admin.handle_update_features, admin.VERSIONS[ApiKey.UPDATE_FEATURES]
+    ),
+    ApiKey.DESCRIBE_QUORUM: Route(
+        DescribeQuorumRequest, admin.handle_describe_quorum, admin.VERSIONS[ApiKey.DESCRIBE_QUORUM]
+    ),
 }
 
 

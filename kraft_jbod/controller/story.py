@@ -95,8 +95,9 @@ class Story:
 
     # ------------------------------------------------------------------ committed records
 
-    def committed(self, records: Iterable[tuple[Any, int]], cause: Any = None, *, tell: bool = True
-                  ) -> list[StoryEvent]:
+    def committed(
+        self, records: Iterable[tuple[Any, int]], cause: Any = None, *, tell: bool = True
+    ) -> list[StoryEvent]:
         """Events for one appended batch; ``cause`` is the request body, or None for a tick.
 
         ``tell=False`` only learns (records replayed at start-up are history, not news).
@@ -110,24 +111,39 @@ class Story:
                 self._dirs[b] = set(record.log_dirs)
                 self._fenced[b] = bool(record.fenced)
                 dirs = _ids(record.log_dirs)
-                events.append(StoryEvent(
-                    "registered",
-                    f"broker {b} registered with epoch {record.broker_epoch}, "
-                    f"{len(dirs)} log dir(s) {dirs}, rack {record.rack or '-'}"
-                    + (" (fenced)" if record.fenced else ""),
-                    {"broker": b, "epoch": record.broker_epoch, "dirs": dirs, "rack": record.rack},
-                ))
+                events.append(
+                    StoryEvent(
+                        "registered",
+                        f"broker {b} registered with epoch {record.broker_epoch}, "
+                        f"{len(dirs)} log dir(s) {dirs}, rack {record.rack or '-'}"
+                        + (" (fenced)" if record.fenced else ""),
+                        {"broker": b, "epoch": record.broker_epoch, "dirs": dirs, "rack": record.rack},
+                    )
+                )
             elif isinstance(record, BrokerRegistrationChangeRecord):
-                events.extend(self._change(record.broker_id, record.broker_epoch, record.fenced,
-                                           record.in_controlled_shutdown, record.log_dirs, cause))
+                events.extend(
+                    self._change(
+                        record.broker_id,
+                        record.broker_epoch,
+                        record.fenced,
+                        record.in_controlled_shutdown,
+                        record.log_dirs,
+                        cause,
+                    )
+                )
             elif isinstance(record, FenceBrokerRecord):
                 events.extend(self._change(record.id, record.epoch, 1, 0, [], cause))
             elif isinstance(record, UnfenceBrokerRecord):
                 events.extend(self._change(record.id, record.epoch, -1, 0, [], cause))
             elif isinstance(record, UnregisterBrokerRecord):
                 self._dirs.pop(record.broker_id, None)
-                events.append(StoryEvent("unregistered", f"broker {record.broker_id} unregistered",
-                                         {"broker": record.broker_id, "epoch": record.broker_epoch}))
+                events.append(
+                    StoryEvent(
+                        "unregistered",
+                        f"broker {record.broker_id} unregistered",
+                        {"broker": record.broker_id, "epoch": record.broker_epoch},
+                    )
+                )
             elif isinstance(record, TopicRecord):
                 self._topics[record.topic_id] = record.name
                 new_topics[record.topic_id] = []
@@ -136,35 +152,51 @@ class Story:
                     new_topics[record.topic_id].append(record)
             elif isinstance(record, PartitionChangeRecord):
                 if record.leader != -2 or record.isr is not None:
-                    moved.add((self._topics.get(record.topic_id, uuid_to_base64url(record.topic_id)),
-                               record.partition_id))
+                    moved.add(
+                        (self._topics.get(record.topic_id, uuid_to_base64url(record.topic_id)), record.partition_id)
+                    )
             elif isinstance(record, RemoveTopicRecord):
                 name = self._topics.pop(record.topic_id, uuid_to_base64url(record.topic_id))
-                events.append(StoryEvent("topic-deleted", f"topic {name} deleted",
-                                         {"topic": name, "topic_id": uuid_to_base64url(record.topic_id)}))
+                events.append(
+                    StoryEvent(
+                        "topic-deleted",
+                        f"topic {name} deleted",
+                        {"topic": name, "topic_id": uuid_to_base64url(record.topic_id)},
+                    )
+                )
         for tid, parts in new_topics.items():
             name = self._topics[tid]
             rf = max((len(p.replicas) for p in parts), default=0)
-            events.append(StoryEvent(
-                "topic-created",
-                f"topic {name} created: {len(parts)} partition(s), replication factor {rf}",
-                {"topic": name, "topic_id": uuid_to_base64url(tid), "partitions": len(parts), "replication_factor": rf},
-            ))
+            events.append(
+                StoryEvent(
+                    "topic-created",
+                    f"topic {name} created: {len(parts)} partition(s), replication factor {rf}",
+                    {
+                        "topic": name,
+                        "topic_id": uuid_to_base64url(tid),
+                        "partitions": len(parts),
+                        "replication_factor": rf,
+                    },
+                )
+            )
         if moved:
             shown = sorted(f"{t}-{p}" for t, p in moved)
-            events.append(StoryEvent(
-                "partitions-moved",
-                f"{len(shown)} partition(s) changed leader or ISR: {', '.join(shown[:20])}"
-                + (" ..." if len(shown) > 20 else ""),
-                {"partitions": shown},
-            ))
+            events.append(
+                StoryEvent(
+                    "partitions-moved",
+                    f"{len(shown)} partition(s) changed leader or ISR: {', '.join(shown[:20])}"
+                    + (" ..." if len(shown) > 20 else ""),
+                    {"partitions": shown},
+                )
+            )
         if tell:
             for ev in events:
                 self.log.info("%s", ev.text, extra={"event": ev.event, **ev.fields})
         return events
 
-    def _change(self, b: int, epoch: int, fenced: int, shutdown: int, log_dirs: list[uuid.UUID] | None,
-                cause: Any) -> list[StoryEvent]:
+    def _change(
+        self, b: int, epoch: int, fenced: int, shutdown: int, log_dirs: list[uuid.UUID] | None, cause: Any
+    ) -> list[StoryEvent]:
         out: list[StoryEvent] = []
         if log_dirs:
             before = self._dirs.get(b, set())
@@ -172,24 +204,39 @@ class Story:
             offline = sorted(before - now, key=str)
             self._dirs[b] = now
             if offline:
-                out.append(StoryEvent(
-                    "dir-offline",
-                    f"broker {b}: log dir(s) {_ids(offline)} offline; {len(now)} still online",
-                    {"broker": b, "epoch": epoch, "offline_dirs": _ids(offline), "online_dirs": _ids(now)},
-                ))
+                out.append(
+                    StoryEvent(
+                        "dir-offline",
+                        f"broker {b}: log dir(s) {_ids(offline)} offline; {len(now)} still online",
+                        {"broker": b, "epoch": epoch, "offline_dirs": _ids(offline), "online_dirs": _ids(now)},
+                    )
+                )
         if fenced == 1 and not self._fenced.get(b, False):
             self._fenced[b] = True
             reason = self._fence_reason(cause)
-            out.append(StoryEvent("fenced", f"broker {b} (epoch {epoch}) fenced: {reason}",
-                                  {"broker": b, "epoch": epoch, "reason": reason}))
+            out.append(
+                StoryEvent(
+                    "fenced",
+                    f"broker {b} (epoch {epoch}) fenced: {reason}",
+                    {"broker": b, "epoch": epoch, "reason": reason},
+                )
+            )
         elif fenced == -1 and self._fenced.get(b, True):
             self._fenced[b] = False
             reason = "caught up with the metadata log" if cause is not None else "unfenced"
-            out.append(StoryEvent("unfenced", f"broker {b} (epoch {epoch}) unfenced: {reason}",
-                                  {"broker": b, "epoch": epoch, "reason": reason}))
+            out.append(
+                StoryEvent(
+                    "unfenced",
+                    f"broker {b} (epoch {epoch}) unfenced: {reason}",
+                    {"broker": b, "epoch": epoch, "reason": reason},
+                )
+            )
         if shutdown == 1:
-            out.append(StoryEvent("controlled-shutdown", f"broker {b} (epoch {epoch}) is shutting down",
-                                  {"broker": b, "epoch": epoch}))
+            out.append(
+                StoryEvent(
+                    "controlled-shutdown", f"broker {b} (epoch {epoch}) is shutting down", {"broker": b, "epoch": epoch}
+                )
+            )
         return out
 
     @staticmethod
@@ -218,7 +265,8 @@ class Story:
             text += f" for {what}"
         if message:
             text += f": {message}"
-        ev = StoryEvent("refused", text, {"api": api, "api_version": api_version, "peer": peer,
-                                          "error_code": code, "error": name})
+        ev = StoryEvent(
+            "refused", text, {"api": api, "api_version": api_version, "peer": peer, "error_code": code, "error": name}
+        )
         self.log.info("%s", ev.text, extra={"event": ev.event, **ev.fields})
         return ev

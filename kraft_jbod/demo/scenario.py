@@ -218,8 +218,10 @@ async def run_demo(
 
         def placed() -> bool:
             parts = list(state.partitions())
-            return bool(parts) and all(UNASSIGNED_DIRECTORY not in p.dirs for p in parts) and all(
-                br.queue.queued == 0 for br in brokers.values()
+            return (
+                bool(parts)
+                and all(UNASSIGNED_DIRECTORY not in p.dirs for p in parts)
+                and all(br.queue.queued == 0 for br in brokers.values())
             )
 
         await wait_for("every replica to be assigned to a directory", placed, 30)

@@ -55,8 +55,12 @@ def register(sub: Any) -> None:
     p.add_argument("--time-limit", type=float, default=300.0, help="seconds (default 300)")
     p.add_argument("--connections", type=int, default=8)
     p.add_argument("--timeout", type=float, default=2.0, help="seconds to wait for an answer before probing")
-    p.add_argument("--out", type=Path, default=Path("fuzz-out"),
-                   help="folder for findings/ and corpus/ (default fuzz-out, git-ignored)")
+    p.add_argument(
+        "--out",
+        type=Path,
+        default=Path("fuzz-out"),
+        help="folder for findings/ and corpus/ (default fuzz-out, git-ignored)",
+    )
     p.add_argument("--corpus", type=Path, help="corpus directory, read and extended (default OUT/corpus)")
     p.add_argument("--findings", type=Path, help="where findings are saved (default OUT/findings)")
     p.add_argument("--allow-remote", action="store_true", help="allow a target outside loopback")
@@ -182,6 +186,7 @@ async def _run(args: argparse.Namespace, host: str, port: int, spawned: Any) -> 
         allow_remote=args.allow_remote,
         start_index=args.start_index,
     )
+
     def progress(rep: runner.Report) -> None:
         rate = rep.cases / rep.elapsed if rep.elapsed else 0.0
         console.note(f"fuzz: {rep.cases} cases, {rate:.0f}/s, {dict(rep.outcomes)}, findings {len(rep.findings)}")

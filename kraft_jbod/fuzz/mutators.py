@@ -183,9 +183,7 @@ class _Walker:
             self.out += data
             self.sites += [Site(x.kind, x.offset + base, x.width, x.path, x.nullable, x.signed) for x in sites]
             self.sections += [TagSection(t.offset + base, t.end + base, t.owner, t.version, t.entries) for t in secs]
-        self.sections.append(
-            TagSection(start, len(self.out), cls, version, tuple((t, d) for t, d, _s, _x in items))
-        )
+        self.sections.append(TagSection(start, len(self.out), cls, version, tuple((t, d) for t, d, _s, _x in items)))
 
     def field(self, f: FieldInfo, value: Any, version: int, flexible: bool, path: str, tagged: bool = False) -> None:
         kind = f.type

@@ -567,8 +567,6 @@ class Judge:
         return Result(Outcome.TIMEOUT, f"{name}: neither answered nor closed within {self.timeout}s")
 
 
-
-
 class Runner:
     """Runs one bounded fuzzing session; ``on_case`` sees every (case, result)."""
 
@@ -734,9 +732,8 @@ class Runner:
             self.judge.host, self.judge.port = addr
             self._epoch += 1
 
-async def replay(
-    host: str, port: int, data: bytes, timeout: float = 2.0, watch: TargetWatch | None = None
-) -> Result:
+
+async def replay(host: str, port: int, data: bytes, timeout: float = 2.0, watch: TargetWatch | None = None) -> Result:
     """Send ``data`` on a fresh connection and judge it as the runner does."""
     judge = Judge(host, port, timeout, watch)
     try:

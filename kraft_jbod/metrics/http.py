@@ -27,10 +27,21 @@ log = logging.getLogger(__name__)
 
 MAX_HEAD = 16 * 1024
 MAX_BODY = 1024 * 1024
-_REASONS = {200: "OK", 201: "Created", 204: "No Content", 400: "Bad Request", 404: "Not Found",
-            401: "Unauthorized", 405: "Method Not Allowed", 408: "Request Timeout", 409: "Conflict",
-            413: "Payload Too Large", 415: "Unsupported Media Type", 421: "Misdirected Request",
-            500: "Internal Server Error"}
+_REASONS = {
+    200: "OK",
+    201: "Created",
+    204: "No Content",
+    400: "Bad Request",
+    404: "Not Found",
+    401: "Unauthorized",
+    405: "Method Not Allowed",
+    408: "Request Timeout",
+    409: "Conflict",
+    413: "Payload Too Large",
+    415: "Unsupported Media Type",
+    421: "Misdirected Request",
+    500: "Internal Server Error",
+}
 
 
 class HttpError(Exception):
@@ -81,8 +92,15 @@ Guard = Callable[[Request], None]
 class HttpServer:
     """Routes are ``(METHOD, path)`` exact, or ``(METHOD, "/prefix/*")`` for a prefix."""
 
-    def __init__(self, routes: dict[tuple[str, str], Handler], *, host: str = "127.0.0.1", port: int = 0,
-                 timeout: float = 10.0, guard: Guard | None = None) -> None:
+    def __init__(
+        self,
+        routes: dict[tuple[str, str], Handler],
+        *,
+        host: str = "127.0.0.1",
+        port: int = 0,
+        timeout: float = 10.0,
+        guard: Guard | None = None,
+    ) -> None:
         self.routes = routes
         self.guard = guard
         self.host, self.port = host, port

@@ -36,7 +36,7 @@ def _labels(labels: Mapping[str, object] | None) -> Labels:
 
 
 def _escape(v: str) -> str:
-    return v.replace("\\", "\\\\").replace("\"", "\\\"").replace("\n", "\\n")
+    return v.replace("\\", "\\\\").replace('"', '\\"').replace("\n", "\\n")
 
 
 def _render_labels(labels: Labels, extra: Labels = ()) -> str:
@@ -153,8 +153,9 @@ class Registry:
         assert isinstance(m, Counter)
         return m
 
-    def gauge(self, name: str, help: str = "", callback: Callable[[], Mapping[Labels, float] | float] | None = None
-              ) -> Gauge:
+    def gauge(
+        self, name: str, help: str = "", callback: Callable[[], Mapping[Labels, float] | float] | None = None
+    ) -> Gauge:
         m = self._get(name, "gauge", lambda full: Gauge(full, help, "gauge"))
         assert isinstance(m, Gauge)
         if callback is not None:

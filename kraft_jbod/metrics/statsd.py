@@ -71,8 +71,14 @@ class StatsdEmitter:
     """``async with StatsdEmitter(registry, ("127.0.0.1", 8125)):`` sends until closed."""
 
     def __init__(
-        self, registry: Registry, address: tuple[str, int], *, interval: float = 1.0, clock: Clock = SYSTEM_CLOCK,
-        tags: bool = True, prefix: str = "",
+        self,
+        registry: Registry,
+        address: tuple[str, int],
+        *,
+        interval: float = 1.0,
+        clock: Clock = SYSTEM_CLOCK,
+        tags: bool = True,
+        prefix: str = "",
     ) -> None:
         self.registry = registry
         self.address = address

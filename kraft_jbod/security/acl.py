@@ -41,8 +41,19 @@ TOPIC_AUTHORIZATION_FAILED: Final = 29
 
 OPERATIONS: Final[frozenset[str]] = frozenset(
     {
-        "ALL", "READ", "WRITE", "CREATE", "DELETE", "ALTER", "DESCRIBE", "CLUSTER_ACTION",
-        "DESCRIBE_CONFIGS", "ALTER_CONFIGS", "IDEMPOTENT_WRITE", "CREATE_TOKENS", "DESCRIBE_TOKENS",
+        "ALL",
+        "READ",
+        "WRITE",
+        "CREATE",
+        "DELETE",
+        "ALTER",
+        "DESCRIBE",
+        "CLUSTER_ACTION",
+        "DESCRIBE_CONFIGS",
+        "ALTER_CONFIGS",
+        "IDEMPOTENT_WRITE",
+        "CREATE_TOKENS",
+        "DESCRIBE_TOKENS",
     }
 )
 RESOURCE_TYPES: Final[frozenset[str]] = frozenset(
@@ -153,7 +164,10 @@ class Authorizer:
     """ACLs plus super users; :meth:`authorize` answers one question (Rules 1-4)."""
 
     def __init__(
-        self, acls: list[Acl] | None = None, *, super_users: frozenset[str] = frozenset(),
+        self,
+        acls: list[Acl] | None = None,
+        *,
+        super_users: frozenset[str] = frozenset(),
         allow_everyone_if_no_acl_found: bool = False,
     ) -> None:
         self.acls = list(acls or [])
@@ -161,7 +175,11 @@ class Authorizer:
         self.allow_everyone_if_no_acl_found = allow_everyone_if_no_acl_found
 
     def authorize(
-        self, principal: str, operation: str, resource_type: str = "CLUSTER", name: str = CLUSTER_NAME,
+        self,
+        principal: str,
+        operation: str,
+        resource_type: str = "CLUSTER",
+        name: str = CLUSTER_NAME,
         host: str = "*",
     ) -> bool:
         if principal in self.super_users:
@@ -170,8 +188,9 @@ class Authorizer:
         if any(a.permission == "DENY" and a.operation in ("ALL", operation) for a in relevant):
             return False
         implied = _IMPLIES.get(operation, frozenset())
-        if any(a.permission == "ALLOW" and (a.operation in ("ALL", operation) or a.operation in implied)
-               for a in relevant):
+        if any(
+            a.permission == "ALLOW" and (a.operation in ("ALL", operation) or a.operation in implied) for a in relevant
+        ):
             return True
         if self.allow_everyone_if_no_acl_found:
             return not any(a.names(resource_type, name) for a in self.acls)

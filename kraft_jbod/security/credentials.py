@@ -150,7 +150,7 @@ class CredentialStore:
     def from_json(cls, doc: object, source: str = "credentials") -> CredentialStore:
         """Raises: ConfigError: the document does not follow the format of the module docstring."""
         if not isinstance(doc, dict) or not isinstance(doc.get("users"), dict):
-            raise ConfigError(f"{source}: expected an object with a \"users\" object")
+            raise ConfigError(f'{source}: expected an object with a "users" object')
         store = cls()
         for name, entry in doc["users"].items():
             where = f"{source}: user {name!r}"
@@ -164,8 +164,10 @@ class CredentialStore:
                 raise ConfigError(f"{where}: mechanisms must be a list of names")
             mechs = tuple(m.upper() for m in mechs_raw)
             iterations = entry.get("iterations", DEFAULT_ITERATIONS)
-            if isinstance(iterations, bool) or not isinstance(iterations, int) or not (
-                MIN_ITERATIONS <= iterations <= _MAX_ITERATIONS
+            if (
+                isinstance(iterations, bool)
+                or not isinstance(iterations, int)
+                or not (MIN_ITERATIONS <= iterations <= _MAX_ITERATIONS)
             ):
                 raise ConfigError(f"{where}: iterations must be an integer in {MIN_ITERATIONS}..{_MAX_ITERATIONS}")
             password = entry.get("password")
@@ -207,8 +209,10 @@ def _scram_from_json(mech: str, cred: object, where: str) -> ScramCredential:
         iterations = cred["iterations"]
     except (KeyError, TypeError, binascii.Error) as exc:
         raise ConfigError(f"{where}: needs base64 salt, stored_key, server_key and iterations ({exc})") from None
-    if isinstance(iterations, bool) or not isinstance(iterations, int) or not (
-        MIN_ITERATIONS <= iterations <= _MAX_ITERATIONS
+    if (
+        isinstance(iterations, bool)
+        or not isinstance(iterations, int)
+        or not (MIN_ITERATIONS <= iterations <= _MAX_ITERATIONS)
     ):
         raise ConfigError(f"{where}: iterations must be an integer in {MIN_ITERATIONS}..{_MAX_ITERATIONS}")
     size = hashlib.new(SCRAM_HASHES[mech]).digest_size

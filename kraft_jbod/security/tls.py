@@ -39,9 +39,7 @@ class TlsSettings:
         for name, v in (("keyfile", key), ("cafile", ca), ("password", pw)):
             if v is not None and not isinstance(v, str):
                 raise ConfigError(f"{where}: {name} must be a string")
-        return cls(
-            Path(d["certfile"]), None if key is None else Path(key), None if ca is None else Path(ca), auth, pw
-        )
+        return cls(Path(d["certfile"]), None if key is None else Path(key), None if ca is None else Path(ca), auth, pw)
 
 
 def server_context(settings: TlsSettings) -> ssl.SSLContext:
@@ -53,8 +51,11 @@ def server_context(settings: TlsSettings) -> ssl.SSLContext:
     ctx = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
     ctx.minimum_version = ssl.TLSVersion.TLSv1_2
     try:
-        ctx.load_cert_chain(str(settings.certfile), None if settings.keyfile is None else str(settings.keyfile),
-                            password=settings.password)
+        ctx.load_cert_chain(
+            str(settings.certfile),
+            None if settings.keyfile is None else str(settings.keyfile),
+            password=settings.password,
+        )
         if settings.cafile is not None:
             ctx.load_verify_locations(cafile=str(settings.cafile))
     except (OSError, ssl.SSLError) as exc:
@@ -88,7 +89,14 @@ def principal_from_peercert(cert: Any) -> str:
     if not cert or not isinstance(cert, dict):
         return "User:ANONYMOUS"
     rdns = cert.get("subject") or ()
-    short = {"commonName": "CN", "organizationName": "O", "organizationalUnitName": "OU", "countryName": "C",
-             "localityName": "L", "stateOrProvinceName": "ST", "domainComponent": "DC"}
+    short = {
+        "commonName": "CN",
+        "organizationName": "O",
+        "organizationalUnitName": "OU",
+        "countryName": "C",
+        "localityName": "L",
+        "stateOrProvinceName": "ST",
+        "domainComponent": "DC",
+    }
     parts = [f"{short.get(k, k)}={v}" for rdn in reversed(tuple(rdns)) for k, v in rdn]
     return "User:" + ",".join(parts) if parts else "User:ANONYMOUS"

@@ -168,7 +168,6 @@ class Message(Struct):
 # --------------------------------------------------------------------------- diagnostics
 
 
-
 def _check_scalar(kind: str, value: Any, path: str) -> str | None:
     if kind in INT_RANGES:
         lo, hi = INT_RANGES[kind]

@@ -17,14 +17,32 @@ TOPIC = "AAAAAAAAAAAAAAAAAAAD6A"
 
 
 def reg(ts: int, broker: int = 1, dirs: list[str] | None = None, epoch: int = 10, inc: str = "I1") -> dict[str, Any]:
-    return {"type": "registration", "ts": ts, "broker": broker, "log_dirs": dirs if dirs is not None else [D1, D2],
-            "incarnation": inc, "epoch": epoch, "error_code": 0, "conn": "c"}
+    return {
+        "type": "registration",
+        "ts": ts,
+        "broker": broker,
+        "log_dirs": dirs if dirs is not None else [D1, D2],
+        "incarnation": inc,
+        "epoch": epoch,
+        "error_code": 0,
+        "conn": "c",
+    }
 
 
-def hb(ts: int, broker: int = 1, epoch: int = 10, offline: list[str] | None = None, fenced: bool = False,
-       error: int = 0) -> dict[str, Any]:
-    return {"type": "heartbeat", "ts": ts, "broker": broker, "epoch": epoch, "offline_dirs": offline or [],
-            "want_fence": False, "is_fenced": fenced, "error_code": error, "conn": "c"}
+def hb(
+    ts: int, broker: int = 1, epoch: int = 10, offline: list[str] | None = None, fenced: bool = False, error: int = 0
+) -> dict[str, Any]:
+    return {
+        "type": "heartbeat",
+        "ts": ts,
+        "broker": broker,
+        "epoch": epoch,
+        "offline_dirs": offline or [],
+        "want_fence": False,
+        "is_fenced": fenced,
+        "error_code": error,
+        "conn": "c",
+    }
 
 
 def rec(ts: int, offset: int, name: str, **data: Any) -> dict[str, Any]:
@@ -32,8 +50,17 @@ def rec(ts: int, offset: int, name: str, **data: Any) -> dict[str, Any]:
 
 
 def part(ts: int, offset: int, p: int, replicas: list[int], dirs: list[str], leader: int) -> dict[str, Any]:
-    return rec(ts, offset, "PartitionRecord", topicId=TOPIC, partitionId=p, replicas=replicas, isr=replicas,
-               leader=leader, directories=dirs)
+    return rec(
+        ts,
+        offset,
+        "PartitionRecord",
+        topicId=TOPIC,
+        partitionId=p,
+        replicas=replicas,
+        isr=replicas,
+        leader=leader,
+        directories=dirs,
+    )
 
 
 def rules(findings: list[K.Finding], verdict: str = "violation") -> list[tuple[str, int | None, str]]:
@@ -41,9 +68,22 @@ def rules(findings: list[K.Finding], verdict: str = "violation") -> list[tuple[s
 
 
 def test_clean_story_has_no_violation() -> None:
-    events = [reg(1), part(2, 50, 0, [1], [D1], 1), hb(3), hb(4, offline=[D2]),
-              {"type": "assign", "ts": 5, "broker": 1, "epoch": 10, "error_code": 0,
-               "assignments": [[D1, TOPIC, 0, 0]], "conn": "c"}, hb(6, offline=[D2])]
+    events = [
+        reg(1),
+        part(2, 50, 0, [1], [D1], 1),
+        hb(3),
+        hb(4, offline=[D2]),
+        {
+            "type": "assign",
+            "ts": 5,
+            "broker": 1,
+            "epoch": 10,
+            "error_code": 0,
+            "assignments": [[D1, TOPIC, 0, 0]],
+            "conn": "c",
+        },
+        hb(6, offline=[D2]),
+    ]
     assert rules(K.check(events)) == []
 
 
@@ -55,25 +95,44 @@ def test_heartbeat_naming_an_unregistered_dir() -> None:
 
 def test_heartbeat_without_registration_is_indeterminate() -> None:
     f = K.check([hb(2, offline=[ROGUE])])
-    assert rules(f) == [] and rules(f, "indeterminate") == [(K.HEARTBEAT_UNREGISTERED_OFFLINE_DIR, 1,
-                                                              "registration not captured")]
+    assert rules(f) == [] and rules(f, "indeterminate") == [
+        (K.HEARTBEAT_UNREGISTERED_OFFLINE_DIR, 1, "registration not captured")
+    ]
 
 
 def test_assignment_to_offline_and_unknown_dirs() -> None:
-    assign = {"type": "assign", "ts": 5, "broker": 1, "epoch": 10, "error_code": 0, "conn": "c",
-              "assignments": [[D2, TOPIC, 0, 0], [D3, TOPIC, 1, 0], [D1, TOPIC, 2, 0], [K.LOST, TOPIC, 3, 0],
-                              [D3, TOPIC, 4, 6]]}
+    assign = {
+        "type": "assign",
+        "ts": 5,
+        "broker": 1,
+        "epoch": 10,
+        "error_code": 0,
+        "conn": "c",
+        "assignments": [
+            [D2, TOPIC, 0, 0],
+            [D3, TOPIC, 1, 0],
+            [D1, TOPIC, 2, 0],
+            [K.LOST, TOPIC, 3, 0],
+            [D3, TOPIC, 4, 6],
+        ],
+    }
     f = K.check([reg(1), hb(2, offline=[D2]), assign])
-    assert sorted(rules(f)) == sorted([(K.ASSIGNMENT_TO_OFFLINE_DIR, 1, f"{TOPIC}-0 -> {D2}"),
-                                       (K.ASSIGNMENT_TO_OFFLINE_DIR, 1, f"{TOPIC}-1 -> {D3}"),
-                                       (K.ASSIGNMENT_TO_OFFLINE_DIR, 1, f"{TOPIC}-3 -> {K.LOST}")])
+    assert sorted(rules(f)) == sorted(
+        [
+            (K.ASSIGNMENT_TO_OFFLINE_DIR, 1, f"{TOPIC}-0 -> {D2}"),
+            (K.ASSIGNMENT_TO_OFFLINE_DIR, 1, f"{TOPIC}-1 -> {D3}"),
+            (K.ASSIGNMENT_TO_OFFLINE_DIR, 1, f"{TOPIC}-3 -> {K.LOST}"),
+        ]
+    )
 
 
 def test_partition_record_placing_replica_in_offline_dir() -> None:
     events = [reg(1), hb(2, offline=[D2]), part(3, 7, 0, [1], [D2], 1)]
     # Written after the report, the record also leaves the leader on the offline directory.
-    assert rules(K.check(events)) == [(K.ASSIGNMENT_TO_OFFLINE_DIR, 1, f"{TOPIC}-0 -> {D2}"),
-                                      (K.LEADER_ON_OFFLINE_DIR, 1, f"{TOPIC}-0")]
+    assert rules(K.check(events)) == [
+        (K.ASSIGNMENT_TO_OFFLINE_DIR, 1, f"{TOPIC}-0 -> {D2}"),
+        (K.LEADER_ON_OFFLINE_DIR, 1, f"{TOPIC}-0"),
+    ]
 
 
 def test_epoch_regressions() -> None:
@@ -84,7 +143,8 @@ def test_epoch_regressions() -> None:
     # Rejected stale heartbeats and same-incarnation re-registrations are fine.
     assert rules(K.check([reg(1, epoch=10), hb(2, epoch=8, error=77), reg(3, epoch=10)])) == []
     assert rules(K.check([reg(1, epoch=10), reg(3, epoch=10, inc="I9")])) == [
-        (K.BROKER_EPOCH_REGRESSION, 1, "10 -> 10")]
+        (K.BROKER_EPOCH_REGRESSION, 1, "10 -> 10")
+    ]
 
 
 def test_unfenced_with_unassigned_replicas() -> None:
@@ -93,7 +153,19 @@ def test_unfenced_with_unassigned_replicas() -> None:
     (f,) = [x for x in K.check(events) if x.verdict == "violation"]
     assert f.severity == "warning"
     # After an assignment the same unfencing is fine; a single-dir broker is never flagged.
-    assigned = [*events[:3], {"type": "assign", "ts": 3, "broker": 1, "epoch": 10, "error_code": 0, "conn": "c", "assignments": [[D1, TOPIC, 0, 0]]}, hb(4, fenced=False)]
+    assigned = [
+        *events[:3],
+        {
+            "type": "assign",
+            "ts": 3,
+            "broker": 1,
+            "epoch": 10,
+            "error_code": 0,
+            "conn": "c",
+            "assignments": [[D1, TOPIC, 0, 0]],
+        },
+        hb(4, fenced=False),
+    ]
     assert rules(K.check(assigned)) == []
     single = [reg(1, dirs=[D1]), *events[1:]]
     assert rules(K.check(single)) == []
@@ -103,16 +175,17 @@ def test_leader_left_on_offline_dir() -> None:
     base = [reg(1), part(2, 1, 0, [1, 2], [D2, D3], 1), hb(3, offline=[D2])]
     later = rec(4, 2, "BrokerRegistrationChangeRecord", brokerId=1, brokerEpoch=10, fenced=0, logDirs=[D1])
     assert rules(K.check([*base, later])) == [(K.LEADER_ON_OFFLINE_DIR, 1, f"{TOPIC}-0")]
-    moved = rec(5, 3, "PartitionChangeRecord", topicId=TOPIC, partitionId=0, leader=2, isr=[2], replicas=None,
-                directories=None)
+    moved = rec(
+        5, 3, "PartitionChangeRecord", topicId=TOPIC, partitionId=0, leader=2, isr=[2], replicas=None, directories=None
+    )
     assert rules(K.check([*base, later, moved])) == []
     assert [r for r in rules(K.check(base), "indeterminate") if r[0] == K.LEADER_ON_OFFLINE_DIR] == [
-        (K.LEADER_ON_OFFLINE_DIR, 1, f"{TOPIC}-0")]
+        (K.LEADER_ON_OFFLINE_DIR, 1, f"{TOPIC}-0")
+    ]
 
 
 def test_duplicate_records_applied_once() -> None:
-    r = rec(2, 5, "RegisterBrokerRecord", brokerId=1, brokerEpoch=10, incarnationId="I1", logDirs=[D1, D2],
-            fenced=True)
+    r = rec(2, 5, "RegisterBrokerRecord", brokerId=1, brokerEpoch=10, incarnationId="I1", logDirs=[D1, D2], fenced=True)
     # Two brokers fetched the same record: it is no second registration with the same epoch.
     assert rules(K.check([r, dict(r, ts=3, conn="g")])) == []
 
@@ -143,8 +216,7 @@ def test_check_json_tolerates_garbage() -> None:
 def test_unfenced_with_no_replicas_is_determinate_when_the_log_is_whole() -> None:
     # A broker unfenced before any topic exists: with the metadata log captured from offset 0
     # that is known (no replica, nothing to check); without it, the capture lacks the state.
-    whole = [rec(0, 0, "FeatureLevelRecord", featureLevel=21), reg(1),
-             hb(2, fenced=True), hb(3, fenced=False)]
+    whole = [rec(0, 0, "FeatureLevelRecord", featureLevel=21), reg(1), hb(2, fenced=True), hb(3, fenced=False)]
     assert K.check(whole) == []
     partial = whole[1:]
     assert [(f.rule, f.verdict) for f in K.check(partial)] == [(K.UNFENCED_WITH_UNASSIGNED_REPLICAS, "indeterminate")]
@@ -153,8 +225,13 @@ def test_unfenced_with_no_replicas_is_determinate_when_the_log_is_whole() -> Non
 def test_the_logs_first_batch_makes_the_capture_whole() -> None:
     # KRaft's log starts with a control batch at offset 0: seeing it in a Fetch answer is
     # what tells the checker that the capture holds the whole history (the demo's case).
-    events = [{"type": "log-start", "ts": 0, "conn": "f"}, rec(0, 1, "FeatureLevelRecord", featureLevel=21),
-              reg(1), hb(2, fenced=True), hb(3, fenced=False)]
+    events = [
+        {"type": "log-start", "ts": 0, "conn": "f"},
+        rec(0, 1, "FeatureLevelRecord", featureLevel=21),
+        reg(1),
+        hb(2, fenced=True),
+        hb(3, fenced=False),
+    ]
     assert K.check(events) == []
     assert [f.verdict for f in K.check(events[1:])] == ["indeterminate"]
 
@@ -163,8 +240,17 @@ def test_the_logs_first_batch_makes_the_capture_whole() -> None:
 
 
 def reg_rec(ts: int, offset: int, broker: int, dirs: list[str], cordoned: list[str] | None) -> dict[str, Any]:
-    return rec(ts, offset, "RegisterBrokerRecord", brokerId=broker, brokerEpoch=offset, incarnationId=f"I{broker}",
-               logDirs=dirs, fenced=False, cordonedLogDirs=cordoned)
+    return rec(
+        ts,
+        offset,
+        "RegisterBrokerRecord",
+        brokerId=broker,
+        brokerEpoch=offset,
+        incarnationId=f"I{broker}",
+        logDirs=dirs,
+        fenced=False,
+        cordonedLogDirs=cordoned,
+    )
 
 
 def cordon_rec(ts: int, offset: int, broker: int, cordoned: list[str]) -> dict[str, Any]:
@@ -172,29 +258,40 @@ def cordon_rec(ts: int, offset: int, broker: int, cordoned: list[str]) -> dict[s
 
 
 def test_new_replica_on_a_fully_cordoned_broker() -> None:
-    events = [reg_rec(1, 1, 1, [D1, D2], None), reg_rec(2, 2, 2, [D3], None),
-              cordon_rec(3, 3, 1, [D1, D2]),
-              part(4, 4, 0, [2], [D3], 2),      # fine: broker 2 is not cordoned
-              part(5, 5, 1, [1, 2], [D1, D3], 2)]  # broker 1 is fully cordoned
+    events = [
+        reg_rec(1, 1, 1, [D1, D2], None),
+        reg_rec(2, 2, 2, [D3], None),
+        cordon_rec(3, 3, 1, [D1, D2]),
+        part(4, 4, 0, [2], [D3], 2),  # fine: broker 2 is not cordoned
+        part(5, 5, 1, [1, 2], [D1, D3], 2),
+    ]  # broker 1 is fully cordoned
     assert rules(K.check(events)) == [(K.REPLICA_ON_CORDONED_BROKER, 1, f"{TOPIC}-1")]
 
 
 def test_partly_cordoned_or_existing_replicas_are_fine() -> None:
-    events = [reg_rec(1, 1, 1, [D1, D2], [D1]), reg_rec(2, 2, 2, [D3], None),
-              part(3, 3, 0, [1, 2], [D2, D3], 1),  # D2 is still open
-              cordon_rec(4, 4, 1, [D1, D2]),
-              # broker 1 already hosted the replica: a change that keeps it adds nothing
-              rec(5, 5, "PartitionChangeRecord", topicId=TOPIC, partitionId=0, replicas=[2, 1], leader=2),
-              cordon_rec(6, 6, 2, [D3]),
-              # a new partition on broker 1, now fully cordoned, is a violation
-              part(7, 7, 1, [1], [D1], 1)]
+    events = [
+        reg_rec(1, 1, 1, [D1, D2], [D1]),
+        reg_rec(2, 2, 2, [D3], None),
+        part(3, 3, 0, [1, 2], [D2, D3], 1),  # D2 is still open
+        cordon_rec(4, 4, 1, [D1, D2]),
+        # broker 1 already hosted the replica: a change that keeps it adds nothing
+        rec(5, 5, "PartitionChangeRecord", topicId=TOPIC, partitionId=0, replicas=[2, 1], leader=2),
+        cordon_rec(6, 6, 2, [D3]),
+        # a new partition on broker 1, now fully cordoned, is a violation
+        part(7, 7, 1, [1], [D1], 1),
+    ]
     f = K.check(events)
     assert rules(f) == [(K.REPLICA_ON_CORDONED_BROKER, 1, f"{TOPIC}-1")]
-    grow = [*events, rec(8, 8, "PartitionChangeRecord", topicId=TOPIC, partitionId=0, replicas=[2, 1, 3], leader=2),
-            # a reassignment adding fully cordoned broker 2 to partition 1
-            rec(9, 9, "PartitionChangeRecord", topicId=TOPIC, partitionId=1, replicas=[1, 2], leader=1)]
-    assert rules(K.check(grow)) == [(K.REPLICA_ON_CORDONED_BROKER, 1, f"{TOPIC}-1"),  # 3: no registration
-                                    (K.REPLICA_ON_CORDONED_BROKER, 2, f"{TOPIC}-1")]
+    grow = [
+        *events,
+        rec(8, 8, "PartitionChangeRecord", topicId=TOPIC, partitionId=0, replicas=[2, 1, 3], leader=2),
+        # a reassignment adding fully cordoned broker 2 to partition 1
+        rec(9, 9, "PartitionChangeRecord", topicId=TOPIC, partitionId=1, replicas=[1, 2], leader=1),
+    ]
+    assert rules(K.check(grow)) == [
+        (K.REPLICA_ON_CORDONED_BROKER, 1, f"{TOPIC}-1"),  # 3: no registration
+        (K.REPLICA_ON_CORDONED_BROKER, 2, f"{TOPIC}-1"),
+    ]
 
 
 def test_uncordoned_broker_may_take_replicas_again() -> None:

@@ -75,14 +75,17 @@ def test_tables_agree_with_the_rows(mixed_path: Path) -> None:
     rows = _rows(mixed_path)
     frames = [r for r in rows if r.rtype == R.RTYPE_FRAME]
     t = P.build_tables(_partial(rows))
-    conf = {(r["api_key"], r["api_version"], r["kind"], r["software_name"], r["software_version"]): r
-            for r in t["conformance"]}
+    conf = {
+        (r["api_key"], r["api_version"], r["kind"], r["software_name"], r["software_version"]): r
+        for r in t["conformance"]
+    }
     want = Counter((r.api_key, r.api_version, r.kind, r.software_name, r.software_version) for r in frames)
     assert {k: v["frames"] for k, v in conf.items()} == dict(want)
     assert sum(v["bytes"] for v in conf.values()) == sum(r.size or 0 for r in frames)
     tops = Counter((r.api_key, r.api_version, r.error_code) for r in frames if r.error_code is not None)
-    got = {(e["api_key"], e["api_version"], e["error_code"]): e["count"] for e in t["error_codes"]
-           if e["level"] == "top"}
+    got = {
+        (e["api_key"], e["api_version"], e["error_code"]): e["count"] for e in t["error_codes"] if e["level"] == "top"
+    }
     assert got == dict(tops)
     assert any(code for _, _, code in tops)  # the generator plants error responses
     assert sum(x["frames"] for x in t["timeline"]) == len(frames)
@@ -115,9 +118,23 @@ def test_sketch_quantiles_within_relative_accuracy() -> None:
 
 def test_timeline_coarsens_and_merges_exactly() -> None:
     def frame(ts: int, api: int) -> R.Row:
-        return R.Row(R.RTYPE_FRAME, "f", 0, ts_ns=ts, api_key=api, api_version=0, kind="request", size=10,
-                     decoded=True, unknown_tags=0, trailing_bytes=0, confidence="header", complete=True,
-                     anomaly_kinds=[], conn_id="c")
+        return R.Row(
+            R.RTYPE_FRAME,
+            "f",
+            0,
+            ts_ns=ts,
+            api_key=api,
+            api_version=0,
+            kind="request",
+            size=10,
+            decoded=True,
+            unknown_tags=0,
+            trailing_bytes=0,
+            confidence="header",
+            complete=True,
+            anomaly_kinds=[],
+            conn_id="c",
+        )
 
     rng = random.Random(2)
     stamps = [rng.randrange(0, 3600 * 10**9) for _ in range(30000)]
@@ -145,8 +162,7 @@ def test_unit_partial_reports_problems_and_writes_frames(tmp_path: Path, mixed_p
     status = tmp_path / "status"
     status.mkdir()
     folder = tmp_path / "frames" / "capture_set=default"
-    part = P.Partial.from_state(pickle.loads(unit_partial(unit, 7, 0, frames_dir=str(folder),
-                                                          status_dir=str(status))))
+    part = P.Partial.from_state(pickle.loads(unit_partial(unit, 7, 0, frames_dir=str(folder), status_dir=str(status))))
     assert [e["kind"] for e in part.errors] == ["truncated"] and part.errors[0]["source"] == str(cut)
     table = pq.read_table(folder / "part-00007-000.parquet")
     assert table.num_rows == part.counts[R.RTYPE_FRAME] > 0
@@ -166,7 +182,7 @@ def test_counters_are_the_table_columns() -> None:
     assert names == (*P.COUNTERS, "first_ts", "last_ts") and len(P.COUNTERS) == 14
     for table in ("conformance", "overall"):
         cols = [n for n, _ in TABLE_SCHEMAS[table]]
-        assert cols[cols.index("frames"):cols.index("frames") + len(P.COUNTERS)] == list(P.COUNTERS)
+        assert cols[cols.index("frames") : cols.index("frames") + len(P.COUNTERS)] == list(P.COUNTERS)
     c = P.Counters.from_state([*range(1, 15), 7, 9])
     assert P.Counters.from_state(c.to_state()) == c
     total = P.Counters(first_ts=8, last_ts=8)
@@ -179,7 +195,7 @@ def test_counters_are_the_table_columns() -> None:
 def test_version_tally_fields_are_the_versions_columns() -> None:
     names = [f.name for f in dataclasses.fields(P.VersionTally)]
     cols = [n for n, _ in TABLE_SCHEMAS["versions"]]
-    assert cols[cols.index("versions_used"):] == names
+    assert cols[cols.index("versions_used") :] == names
     a = P.VersionTally({1, 3}, 3, 0, 4, requests=2, outside_advertised=1)
     b = P.VersionTally({5}, 5, None, 6, requests=1, below_advertised_max=1, deprecated=1)
     assert P.VersionTally.from_state(a.to_state()) == a and a.to_state()[0] == [1, 3]

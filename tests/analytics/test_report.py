@@ -12,16 +12,25 @@ T0 = 1_795_000_000_000_000_000
 
 def _tables() -> dict[str, list[dict[str, object]]]:
     return {
-        "overall": [{"frames": 100, "bytes": 9000, "connections": 3, "decode_rate": 1.0, "reencode_rate": 1.0,
-                     "error_frames": 1}],
+        "overall": [
+            {
+                "frames": 100,
+                "bytes": 9000,
+                "connections": 3,
+                "decode_rate": 1.0,
+                "reencode_rate": 1.0,
+                "error_frames": 1,
+            }
+        ],
         "error_codes": [
             {"api_key": 19, "api_version": 7, "level": "topic", "error_code": 36, "count": 2},
             {"api_key": 63, "api_version": 1, "level": "top", "error_code": 77, "count": 1},
             {"api_key": 63, "api_version": 1, "level": "top", "error_code": 0, "count": 40},
         ],
         "latency_hist": [{"api_key": 63, "bucket": b, "count": 10 - b} for b in range(4, 10)],
-        "timeline": [{"bucket_ts": T0 + i * 100_000_000, "frames": 10, "anomalous": 0, "errors": i % 2}
-                     for i in range(6)],
+        "timeline": [
+            {"bucket_ts": T0 + i * 100_000_000, "frames": 10, "anomalous": 0, "errors": i % 2} for i in range(6)
+        ],
     }
 
 
@@ -50,14 +59,54 @@ def test_ticks_for_long_spans_are_clock_times() -> None:
 
 def test_findings_name_directories_by_broker_and_place() -> None:
     d1, d2 = "AAAAAAAAAAEAAAAAAAABAA", "AAAAAAAAAAEAAAAAAAABAQ"
-    events = [{"type": "registration", "ts": 1, "broker": 1, "log_dirs": [d1, d2], "incarnation": "I",
-               "epoch": 10, "error_code": 0, "conn": "c"},
-              {"type": "heartbeat", "ts": 2, "broker": 1, "epoch": 10, "offline_dirs": ["AAAAAAAAAAAAAAAAAADerQ"],
-               "want_fence": False, "is_fenced": False, "error_code": 0, "conn": "c"},
-              {"type": "record", "ts": 3, "offset": 5, "name": "PartitionRecord", "conn": "f",
-               "data": {"topicId": "AAAAAAAAAAAAAAAAAAAD6A", "partitionId": 0, "replicas": [1], "isr": [1],
-                        "leader": 1, "directories": [d2]}},
-              {"type": "heartbeat", "ts": 4, "broker": 1, "epoch": 10, "offline_dirs": [d2], "want_fence": False,
-               "is_fenced": False, "error_code": 0, "conn": "c"}]
+    events = [
+        {
+            "type": "registration",
+            "ts": 1,
+            "broker": 1,
+            "log_dirs": [d1, d2],
+            "incarnation": "I",
+            "epoch": 10,
+            "error_code": 0,
+            "conn": "c",
+        },
+        {
+            "type": "heartbeat",
+            "ts": 2,
+            "broker": 1,
+            "epoch": 10,
+            "offline_dirs": ["AAAAAAAAAAAAAAAAAADerQ"],
+            "want_fence": False,
+            "is_fenced": False,
+            "error_code": 0,
+            "conn": "c",
+        },
+        {
+            "type": "record",
+            "ts": 3,
+            "offset": 5,
+            "name": "PartitionRecord",
+            "conn": "f",
+            "data": {
+                "topicId": "AAAAAAAAAAAAAAAAAAAD6A",
+                "partitionId": 0,
+                "replicas": [1],
+                "isr": [1],
+                "leader": 1,
+                "directories": [d2],
+            },
+        },
+        {
+            "type": "heartbeat",
+            "ts": 4,
+            "broker": 1,
+            "epoch": 10,
+            "offline_dirs": [d2],
+            "want_fence": False,
+            "is_fenced": False,
+            "error_code": 0,
+            "conn": "c",
+        },
+    ]
     details = " ".join(f.detail for f in K.check(events))
     assert f"{d2} (broker 1 dir 1)" in details

@@ -70,8 +70,15 @@ def test_columns_are_the_row_fields() -> None:
     names = tuple(f.name for f in dataclasses.fields(R.Row))
     assert R.COLUMN_NAMES == names and len(names) == 34
     hints = typing.get_type_hints(R.Row)
-    py = {"string": "str", "bool": "bool", "int16": "int", "int32": "int", "int64": "int",
-          "list<int16>": "list[int]", "list<string>": "list[str]"}
+    py = {
+        "string": "str",
+        "bool": "bool",
+        "int16": "int",
+        "int32": "int",
+        "int64": "int",
+        "list<int16>": "list[int]",
+        "list<string>": "list[str]",
+    }
     for name, typ in R.COLUMNS:
         assert py[typ] in str(hints[name]), (name, typ, hints[name])
     schema = job.arrow_schema(R.COLUMNS)
@@ -111,11 +118,24 @@ def test_software_and_negotiated_versions(sample_path: Path) -> None:
 
 
 def test_error_codes_top_and_nested() -> None:
-    body = arr.AssignReplicasToDirsResponse(error_code=0, directories=[arr.DirectoryData(topics=[arr.TopicData(
-        partitions=[arr.PartitionData(partition_index=i, error_code=e) for i, e in enumerate([0, 100, 6, 0, 3])])])])
+    body = arr.AssignReplicasToDirsResponse(
+        error_code=0,
+        directories=[
+            arr.DirectoryData(
+                topics=[
+                    arr.TopicData(
+                        partitions=[
+                            arr.PartitionData(partition_index=i, error_code=e) for i, e in enumerate([0, 100, 6, 0, 3])
+                        ]
+                    )
+                ]
+            )
+        ],
+    )
     assert R.error_codes(body) == (0, [100, 6, 3])
-    produce = pr.ProduceResponse(responses=[pr.TopicProduceResponse(partition_responses=[
-        pr.PartitionProduceResponse(error_code=6)])])
+    produce = pr.ProduceResponse(
+        responses=[pr.TopicProduceResponse(partition_responses=[pr.PartitionProduceResponse(error_code=6)])]
+    )
     top, nested = R.error_codes(produce)
     assert top is None and nested == [6]
 
@@ -139,8 +159,10 @@ def test_version_flags_follow_schemas() -> None:
 
 def test_anomaly_kinds_are_stable() -> None:
     assert R.anomaly_kind("3 trailing bytes after the body: 000000") == "trailing bytes"
-    assert R.anomaly_kind("non-canonical encoding: re-encoding differs at byte 7 (9 vs 10 bytes)") == \
-        "non-canonical encoding"
+    assert (
+        R.anomaly_kind("non-canonical encoding: re-encoding differs at byte 7 (9 vs 10 bytes)")
+        == "non-canonical encoding"
+    )
     assert R.anomaly_kind("something new and strange " * 5) == ("something new and strange " * 5)[:60]
 
 
@@ -154,17 +176,30 @@ def test_connection_buckets_partition_the_frames(mixed_path: Path) -> None:
         conns.append({r.conn_id for r in rows})
     key = ("conn_id", "api_key", "api_version", "kind", "correlation_id", "decoded", "canonical", "latency_ns")
     assert Counter(tuple(getattr(r, k) for k in key) for r in parts) == Counter(
-        tuple(getattr(r, k) for k in key) for r in whole)
+        tuple(getattr(r, k) for k in key) for r in whole
+    )
     assert not (conns[0] & conns[1]) and not (conns[1] & conns[2]) and not (conns[0] & conns[2])
     assert all(conns), "every bucket got some connection"
 
 
 def test_bucket_is_symmetric_and_stable() -> None:
-    assert work.bucket_of("10.0.0.1", 5000, "10.0.0.2", 9092, 7) == work.bucket_of("10.0.0.2", 9092, "10.0.0.1", 5000, 7)
+    assert work.bucket_of("10.0.0.1", 5000, "10.0.0.2", 9092, 7) == work.bucket_of(
+        "10.0.0.2", 9092, "10.0.0.1", 5000, 7
+    )
     # Not hash(): the same in every worker process, whatever its hash seed.
-    code = "from kraft_jbod.analytics.work import bucket_of; print(bucket_of('10.0.0.1', 5000, '10.0.0.2', 9092, 1 << 30))"
-    seen = {subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True,
-                           env={**os.environ, "PYTHONHASHSEED": seed}).stdout.strip() for seed in ("1", "2")}
+    code = (
+        "from kraft_jbod.analytics.work import bucket_of; print(bucket_of('10.0.0.1', 5000, '10.0.0.2', 9092, 1 << 30))"
+    )
+    seen = {
+        subprocess.run(
+            [sys.executable, "-c", code],
+            capture_output=True,
+            text=True,
+            check=True,
+            env={**os.environ, "PYTHONHASHSEED": seed},
+        ).stdout.strip()
+        for seed in ("1", "2")
+    }
     assert seen == {str(work.bucket_of("10.0.0.1", 5000, "10.0.0.2", 9092, 1 << 30))}
     values = {work.bucket_of("10.0.0.1", p, "10.0.0.2", 9092, 4) for p in range(40000, 40100)}
     assert values == {0, 1, 2, 3}
@@ -249,8 +284,9 @@ def test_uuid_helpers_used_by_events() -> None:
     assert uuid_to_base64url(uuid.UUID(int=1)) == "AAAAAAAAAAAAAAAAAAAAAQ"
 
 
-@pytest.mark.parametrize("path", sorted(p for p in SHARED.rglob("*") if p.suffix in (".pcap", ".pcapng")),
-                         ids=lambda p: p.name)
+@pytest.mark.parametrize(
+    "path", sorted(p for p in SHARED.rglob("*") if p.suffix in (".pcap", ".pcapng")), ids=lambda p: p.name
+)
 def test_decode_and_stats_count_the_same_frames(path: Path) -> None:
     # `kraft-jbod decode` runs decode_capture; every stats task runs run_unit. Both go
     # through the one CapturePipeline, whole or split into connection buckets.
@@ -266,8 +302,7 @@ def test_decode_and_stats_count_the_same_frames(path: Path) -> None:
         for b in range(buckets):
             rows = _rows(path, buckets, b)
             assert not [r for r in rows if r.rtype == R.RTYPE_ERROR]
-            got.update((r.api_key, r.api_version, r.kind, r.complete)
-                       for r in rows if r.rtype == R.RTYPE_FRAME)
+            got.update((r.api_key, r.api_version, r.kind, r.complete) for r in rows if r.rtype == R.RTYPE_FRAME)
             conns += sum(r.rtype == R.RTYPE_CONN for r in rows)
         assert got == want, buckets
         assert conns == len(dec.flows), buckets

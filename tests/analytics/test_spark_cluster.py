@@ -31,8 +31,9 @@ from kraft_jbod.capture.sample import build_sample
 ROOT = Path(__file__).resolve().parents[2]
 pyspark = pytest.importorskip("pyspark")
 SPARK_HOME = Path(pyspark.__file__).resolve().parent
-pytestmark = pytest.mark.skipif(shutil.which("java") is None and not os.environ.get("JAVA_HOME"),
-                                reason="no Java: Spark cannot run")
+pytestmark = pytest.mark.skipif(
+    shutil.which("java") is None and not os.environ.get("JAVA_HOME"), reason="no Java: Spark cannot run"
+)
 
 
 def _free_port() -> int:
@@ -72,8 +73,13 @@ def _clean_env(**extra: str) -> dict[str, str]:
 def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, Any]]:
     base = tmp_path_factory.mktemp("cluster")
     py = _worker_python(base)
-    probe = subprocess.run([str(py), "-c", "import pyarrow, pandas, crc32c, cramjam; import kraft_jbod"],
-                           env=_clean_env(), cwd=base, capture_output=True, text=True)
+    probe = subprocess.run(
+        [str(py), "-c", "import pyarrow, pandas, crc32c, cramjam; import kraft_jbod"],
+        env=_clean_env(),
+        cwd=base,
+        capture_output=True,
+        text=True,
+    )
     assert "No module named 'kraft_jbod'" in probe.stderr, probe.stderr  # the premise of the test
     port = _free_port()
     url = f"spark://127.0.0.1:{port}"
@@ -82,20 +88,55 @@ def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, Any]
     procs = []
     logs = {name: (base / f"{name}.log").open("wb") for name in ("master", "worker")}
     try:
-        procs.append(subprocess.Popen(
-            [spark_class, "org.apache.spark.deploy.master.Master", "--host", "127.0.0.1", "--port", str(port),
-             "--webui-port", str(_free_port())],
-            env=_clean_env(SPARK_MASTER_OPTS=opts), cwd=base, stdout=logs["master"], stderr=subprocess.STDOUT))
-        procs.append(subprocess.Popen(
-            [spark_class, "org.apache.spark.deploy.worker.Worker", url, "--host", "127.0.0.1", "--cores", "1",
-             "--memory", "1g", "--webui-port", str(_free_port()), "--work-dir", str(base / "work")],
-            env=_clean_env(), cwd=base, stdout=logs["worker"], stderr=subprocess.STDOUT))
+        procs.append(
+            subprocess.Popen(
+                [
+                    spark_class,
+                    "org.apache.spark.deploy.master.Master",
+                    "--host",
+                    "127.0.0.1",
+                    "--port",
+                    str(port),
+                    "--webui-port",
+                    str(_free_port()),
+                ],
+                env=_clean_env(SPARK_MASTER_OPTS=opts),
+                cwd=base,
+                stdout=logs["master"],
+                stderr=subprocess.STDOUT,
+            )
+        )
+        procs.append(
+            subprocess.Popen(
+                [
+                    spark_class,
+                    "org.apache.spark.deploy.worker.Worker",
+                    url,
+                    "--host",
+                    "127.0.0.1",
+                    "--cores",
+                    "1",
+                    "--memory",
+                    "1g",
+                    "--webui-port",
+                    str(_free_port()),
+                    "--work-dir",
+                    str(base / "work"),
+                ],
+                env=_clean_env(),
+                cwd=base,
+                stdout=logs["worker"],
+                stderr=subprocess.STDOUT,
+            )
+        )
         deadline = time.monotonic() + 120
         while b"Successfully registered with master" not in (base / "worker.log").read_bytes():
             if time.monotonic() > deadline or any(p.poll() is not None for p in procs):
-                pytest.fail("the standalone cluster did not start:\n"
-                            + (base / "master.log").read_text(errors="replace")[-2000:]
-                            + (base / "worker.log").read_text(errors="replace")[-2000:])
+                pytest.fail(
+                    "the standalone cluster did not start:\n"
+                    + (base / "master.log").read_text(errors="replace")[-2000:]
+                    + (base / "worker.log").read_text(errors="replace")[-2000:]
+                )
             time.sleep(0.5)
         yield {"url": url, "python": py, "base": base}
     finally:
@@ -111,8 +152,14 @@ def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, Any]
 
 
 def _stats(args: list[str], env: dict[str, str], cwd: Path) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([sys.executable, "-m", "kraft_jbod.cli", "stats", *args], env=env, cwd=cwd,
-                          capture_output=True, text=True, timeout=300)
+    return subprocess.run(
+        [sys.executable, "-m", "kraft_jbod.cli", "stats", *args],
+        env=env,
+        cwd=cwd,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
 
 
 _RUN_DEPENDENT = frozenset(("wall_s", "cpu_s", "max_rss_kb", "pid"))  # of the inputs table
@@ -132,12 +179,20 @@ def test_cluster_run_ships_the_package_and_equals_the_local_run(cluster: dict[st
     # No class-data archive: dumping one costs more than this whole small run.
     env = _clean_env(PYTHONPATH=str(ROOT), XDG_CACHE_HOME=str(tmp_path / "cache"), KRAFT_JBOD_SPARK_CDS="0")
     common = [str(cap), "--quiet", "--capture-set", "ci"]
-    conf = ["--conf", f"spark.pyspark.python={cluster['python']}", "--conf", "spark.executor.memory=512m",
-            "--conf", "spark.task.maxFailures=1",
-            "--conf", "spark.driver.host=127.0.0.1", "--conf", "spark.driver.bindAddress=127.0.0.1"]
+    conf = [
+        "--conf",
+        f"spark.pyspark.python={cluster['python']}",
+        "--conf",
+        "spark.executor.memory=512m",
+        "--conf",
+        "spark.task.maxFailures=1",
+        "--conf",
+        "spark.driver.host=127.0.0.1",
+        "--conf",
+        "spark.driver.bindAddress=127.0.0.1",
+    ]
     t0 = time.monotonic()
-    remote = _stats([*common, "--out", str(tmp_path / "remote"), "--master", cluster["url"], *conf],
-                    env, tmp_path)
+    remote = _stats([*common, "--out", str(tmp_path / "remote"), "--master", cluster["url"], *conf], env, tmp_path)
     assert remote.returncode == 0, remote.stderr[-3000:]
     t1 = time.monotonic()
     local = _stats([*common, "--out", str(tmp_path / "local"), "--master", "local[1]"], env, tmp_path)
@@ -151,7 +206,10 @@ def test_cluster_run_ships_the_package_and_equals_the_local_run(cluster: dict[st
         assert got[name] == want[name], name
 
     # Without the package the executors cannot import it: a clear message and exit code 3.
-    bare = _stats([*common, "--out", str(tmp_path / "bare"), "--master", cluster["url"], *conf,
-                   "--no-ship-package"], env, tmp_path)
+    bare = _stats(
+        [*common, "--out", str(tmp_path / "bare"), "--master", cluster["url"], *conf, "--no-ship-package"],
+        env,
+        tmp_path,
+    )
     assert bare.returncode == 3, bare.stderr[-3000:]
     assert "No module named 'kraft_jbod'" in bare.stderr and "Traceback" not in bare.stderr, bare.stderr[-3000:]

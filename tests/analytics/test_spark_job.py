@@ -59,8 +59,9 @@ def _single_process(paths: list[str]) -> tuple[Counter[tuple[Any, ...]], list[An
 
 def test_counts_equal_the_single_process_decoder(spark: Any, inputs: list[str], tmp_path: Path) -> None:
     seen: list[str] = []
-    result = run_stats(inputs, tmp_path / "out", StatsOptions(master="local[2]", conf=CONF, write_frames=True),
-                       progress=seen.append)
+    result = run_stats(
+        inputs, tmp_path / "out", StatsOptions(master="local[2]", conf=CONF, write_frames=True), progress=seen.append
+    )
     want, findings = _single_process(inputs)
     got: Counter[tuple[Any, ...]] = Counter()
     for r in pq.read_table(tmp_path / "out" / "conformance").to_pylist():
@@ -82,8 +83,11 @@ def test_counts_equal_the_single_process_decoder(spark: Any, inputs: list[str], 
     hb = [v for v in versions if v["api_key"] == 63 and v["software_version"] == "3.9.1"]
     assert hb and hb[0]["versions_used"] == [1] and hb[0]["advertised_max"] == 1
     html = (tmp_path / "out" / "report.html").read_text(encoding="utf-8")
-    assert "<svg" in html and "BrokerHeartbeat" in html and "http://" not in html.replace(
-        'xmlns="http://www.w3.org/2000/svg"', "")
+    assert (
+        "<svg" in html
+        and "BrokerHeartbeat" in html
+        and "http://" not in html.replace('xmlns="http://www.w3.org/2000/svg"', "")
+    )
     assert result.summary.splitlines()[1].startswith(f"{overall['frames']} frames")
     assert any(s.startswith("decoded ") for s in seen), seen
     # Tables a user can query as they are: Arrow timestamps, names beside keys, the
@@ -141,8 +145,11 @@ def test_truncated_capture_ends_the_job_naming_the_file(spark: Any, tmp_path: Pa
     err = capsys.readouterr().err
     assert rc == 2 and str(d / "cut.pcapng") in err and "Traceback" not in err
     # --keep-going reports it and carries on with what was readable.
-    res = run_stats([str(d)], tmp_path / "out3", StatsOptions(master="local[2]", conf=CONF, keep_going=True,
-                                                               write_frames=False, report=False))
+    res = run_stats(
+        [str(d)],
+        tmp_path / "out3",
+        StatsOptions(master="local[2]", conf=CONF, keep_going=True, write_frames=False, report=False),
+    )
     assert [p for p, _ in res.problems] == [str(d / "cut.pcapng")]
     assert res.tables["overall"][0]["frames"] > len(list(decode_capture(io.BytesIO(data))))
 
@@ -158,13 +165,17 @@ def test_non_capture_and_empty_folder_fail_before_spark(tmp_path: Path, capsys: 
         assert rc == 2 and str(target) in err and words in err and "Traceback" not in err
 
 
-def test_unreadable_scheme_fails_at_once_naming_the_connector(tmp_path: Path, capsys: Any,
-                                                              monkeypatch: pytest.MonkeyPatch) -> None:
+def test_unreadable_scheme_fails_at_once_naming_the_connector(
+    tmp_path: Path, capsys: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
     monkeypatch.setenv("HOME", str(tmp_path))
     for var in ("GOOGLE_APPLICATION_CREDENTIALS", "GCE_METADATA_HOST", "HADOOP_HOME", "ARROW_LIBHDFS_DIR"):
         monkeypatch.delenv(var, raising=False)
-    for uri, words in (("gs://bucket/caps/*.pcap", "GOOGLE_APPLICATION_CREDENTIALS"),
-                       ("hdfs://nn/caps/a.pcap", "HADOOP_HOME"), ("ftp://host/a.pcap", "no connector for ftp://")):
+    for uri, words in (
+        ("gs://bucket/caps/*.pcap", "GOOGLE_APPLICATION_CREDENTIALS"),
+        ("hdfs://nn/caps/a.pcap", "HADOOP_HOME"),
+        ("ftp://host/a.pcap", "no connector for ftp://"),
+    ):
         t0 = time.monotonic()
         rc = cli.main(["stats", uri, "--out", str(tmp_path / "o"), "--quiet"])
         err = capsys.readouterr().err

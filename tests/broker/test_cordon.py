@@ -24,7 +24,12 @@ from .test_e2e import _create_rf
 
 async def _ctl(address: tuple[str, int], *words: str) -> bytes:
     proc = await asyncio.create_subprocess_exec(
-        sys.executable, "-m", "kraft_jbod.cli", "broker-ctl", f"{address[0]}:{address[1]}", *words,
+        sys.executable,
+        "-m",
+        "kraft_jbod.cli",
+        "broker-ctl",
+        f"{address[0]}:{address[1]}",
+        *words,
         stdout=asyncio.subprocess.PIPE,
     )
     out, _ = await asyncio.wait_for(proc.communicate(), 20)
@@ -66,8 +71,14 @@ async def test_new_topic_avoids_a_fully_cordoned_broker(tmp_path: Path) -> None:
         replicas = [r for p in controller.state.partitions() for r in p.replicas]
         assert 2 not in replicas and {1, 3} <= set(replicas)
         # Broker 3 puts its new replicas in its uncordoned directory.
-        await wait_for("broker 3 placed", lambda: brokers[3].queue.queued == 0 and sum(
-            len(d.replicas) for d in brokers[3].dirs.dirs.values()) == replicas.count(3), 20)
+        await wait_for(
+            "broker 3 placed",
+            lambda: (
+                brokers[3].queue.queued == 0
+                and sum(len(d.replicas) for d in brokers[3].dirs.dirs.values()) == replicas.count(3)
+            ),
+            20,
+        )
         assert not d3.replicas
 
         await _ctl(b2.control_address, "uncordon", str(b2.config.layout.log_dirs[0]))

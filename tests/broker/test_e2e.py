@@ -29,8 +29,11 @@ async def test_broker_and_controller_restarts_end_consistent(tmp_path: Path) -> 
             assert new.log is not None and new.log.leader_epoch == epoch + 1
             ctx["controller"] = new
             brokers = ctx["brokers"]
-            await wait_for("brokers to follow the new epoch", lambda: all(
-                b.follower.epoch == epoch + 1 for b in brokers.values()), 20)
+            await wait_for(
+                "brokers to follow the new epoch",
+                lambda: all(b.follower.epoch == epoch + 1 for b in brokers.values()),
+                20,
+            )
         elif step == "placed":  # broker 2 restarts: folders are found on disk again
             brokers = ctx["brokers"]
             old_b: FakeBroker = brokers[2]
@@ -80,8 +83,15 @@ async def test_control_endpoint_fails_a_dir_and_moves_a_replica(tmp_path: Path) 
     controller, broker, port = await _cluster(tmp_path, "kraft.jbod.control.listener=127.0.0.1:0\n")
     try:
         await _create(port, "t", 4)
-        await wait_for("placement", lambda: broker.queue.queued == 0 and len(broker.image.partitions) == 4
-                       and all(p.directories[0].int > 100 for p in broker.image.partitions.values()), 20)
+        await wait_for(
+            "placement",
+            lambda: (
+                broker.queue.queued == 0
+                and len(broker.image.partitions) == 4
+                and all(p.directories[0].int > 100 for p in broker.image.partitions.values())
+            ),
+            20,
+        )
         assert broker.control_address is not None
         reader, writer = await asyncio.open_connection(*broker.control_address)
 
@@ -97,16 +107,23 @@ async def test_control_endpoint_fails_a_dir_and_moves_a_replica(tmp_path: Path) 
         assert moved["ok"], moved
         target = broker.dirs.by_path(d1)
         assert target is not None
-        await wait_for("the move to complete", lambda: (tid, src.partition_id) in target.replicas
-                       and not list(d1.glob("*-future")), 20)
+        await wait_for(
+            "the move to complete",
+            lambda: (tid, src.partition_id) in target.replicas and not list(d1.glob("*-future")),
+            20,
+        )
         assert not (d0 / f"t-{src.partition_id}").exists() and (d1 / f"t-{src.partition_id}").is_dir()
-        await wait_for("the controller to record it", lambda: controller.state.partition(
-            tid, src.partition_id).dirs[0] == target.dir_id, 20)
+        await wait_for(
+            "the controller to record it",
+            lambda: controller.state.partition(tid, src.partition_id).dirs[0] == target.dir_id,
+            20,
+        )
         assert (await ask("fail-dir nowhere"))["ok"] is False
         failed = await ask(f"fail-dir {d1}")
         assert failed["ok"], failed
-        await wait_for("the controller to see d1 offline", lambda: target.dir_id not in
-                       controller.state.brokers[1].online_set, 20)
+        await wait_for(
+            "the controller to see d1 offline", lambda: target.dir_id not in controller.state.brokers[1].online_set, 20
+        )
         status = (await ask("status"))["result"]
         assert status["dirs"][str(d1)]["online"] is False and status["QueuedReplicaToDirAssignments"] == 0
         writer.close()
@@ -121,8 +138,15 @@ async def test_unreported_failure_under_a_led_partition_stops_the_broker(tmp_pat
     controller, broker, port = await _cluster(tmp_path, "log.dir.failure.timeout.ms=300\n")
     try:
         await _create(port, "solo", 2)
-        await wait_for("placement", lambda: broker.queue.queued == 0 and len(broker.image.partitions) == 2
-                       and all(p.directories[0].int > 100 for p in broker.image.partitions.values()), 20)
+        await wait_for(
+            "placement",
+            lambda: (
+                broker.queue.queued == 0
+                and len(broker.image.partitions) == 2
+                and all(p.directories[0].int > 100 for p in broker.image.partitions.values())
+            ),
+            20,
+        )
         await controller.close()  # nobody can hear about the failure now
         d = broker.dirs.dirs[broker.image.partitions[next(iter(broker.image.partitions))].directories[0]]
         broker.fail_directory(str(d.path))
@@ -139,8 +163,9 @@ async def _create_rf(port: int, name: str, partitions: int, replication_factor: 
 
     ch = Channel("admin", ("127.0.0.1", port), "t", 5000)
     try:
-        req = CreateTopicsRequest(topics=[CreatableTopic(name=name, num_partitions=partitions,
-                                                         replication_factor=replication_factor)])
+        req = CreateTopicsRequest(
+            topics=[CreatableTopic(name=name, num_partitions=partitions, replication_factor=replication_factor)]
+        )
         resp = await ch.call(19, req)
         assert resp.topics[0].error_code == 0, resp
     finally:
@@ -156,8 +181,15 @@ async def test_restart_with_a_dir_gone_recreates_its_replicas_and_reassigns_them
     controller, broker, port = await _cluster(tmp_path)
     try:
         await _create(port, "w", 4)
-        await wait_for("placement", lambda: broker.queue.queued == 0 and len(broker.image.partitions) == 4
-                       and all(p.directories[0].int > 100 for p in broker.image.partitions.values()), 20)
+        await wait_for(
+            "placement",
+            lambda: (
+                broker.queue.queued == 0
+                and len(broker.image.partitions) == 4
+                and all(p.directories[0].int > 100 for p in broker.image.partitions.values())
+            ),
+            20,
+        )
         _d0, d1 = broker.config.layout.log_dirs
         old = broker.dirs.by_path(d1)
         assert old is not None

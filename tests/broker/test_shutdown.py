@@ -39,14 +39,24 @@ async def _two_brokers(tmp_path: Path) -> tuple[ControllerServer, FakeBroker, as
     cfg2.write_text(text2)
     proc = await asyncio.create_subprocess_exec(
         *_cli("broker", "-c", str(cfg2), "--control", "127.0.0.1:0"),
-        stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE, env={**os.environ},
+        stdout=asyncio.subprocess.PIPE,
+        stderr=asyncio.subprocess.PIPE,
+        env={**os.environ},
     )
     assert proc.stdout is not None
     line = (await asyncio.wait_for(proc.stdout.readline(), 20)).decode()
     assert "CONTROL" in line, line
     control = line.split()[-1]
-    await wait_for("both brokers unfenced", lambda: 1 in controller.state.brokers and 2 in controller.state.brokers
-                   and not controller.state.brokers[1].fenced and not controller.state.brokers[2].fenced, 20)
+    await wait_for(
+        "both brokers unfenced",
+        lambda: (
+            1 in controller.state.brokers
+            and 2 in controller.state.brokers
+            and not controller.state.brokers[1].fenced
+            and not controller.state.brokers[2].fenced
+        ),
+        20,
+    )
     await _create_rf(port, "shared", 6, 2)
     await wait_for("broker 2 to lead", lambda: any(p.leader == 2 for p in controller.state.partitions()), 20)
     return controller, b1, proc, control, port
@@ -83,8 +93,9 @@ async def test_sigterm_runs_a_controlled_shutdown(tmp_path: Path) -> None:
 async def test_broker_ctl_shutdown_runs_a_controlled_shutdown(tmp_path: Path) -> None:
     controller, b1, proc, control, _ = await _two_brokers(tmp_path)
     try:
-        ctl = await asyncio.create_subprocess_exec(*_cli("broker-ctl", control, "shutdown"),
-                                                   stdout=asyncio.subprocess.PIPE)
+        ctl = await asyncio.create_subprocess_exec(
+            *_cli("broker-ctl", control, "shutdown"), stdout=asyncio.subprocess.PIPE
+        )
         out, _ = await asyncio.wait_for(ctl.communicate(), 20)
         assert ctl.returncode == 0 and b"controlled shutdown started" in out, out
         await _stops_controlled(controller, b1, proc)

@@ -219,9 +219,13 @@ def test_fetch_errors_and_diverging_epoch(tmp_path: Path) -> None:
     ans = rp.handle_fetch(req, 17, cluster_id=CLUSTER, leader=leader, log=log).response
     assert ans.responses[0].partitions[0].diverging_epoch.epoch == 1
     req.topics[0].partitions[0].current_leader_epoch = 4
-    assert rp.handle_fetch(req, 17, cluster_id=CLUSTER, leader=leader, log=log).response.responses[0].partitions[
-        0
-    ].error_code == ErrorCode.UNKNOWN_LEADER_EPOCH
+    assert (
+        rp.handle_fetch(req, 17, cluster_id=CLUSTER, leader=leader, log=log)
+        .response.responses[0]
+        .partitions[0]
+        .error_code
+        == ErrorCode.UNKNOWN_LEADER_EPOCH
+    )
     assert rp.handle_fetch(req, 17, cluster_id="other", leader=leader, log=log).response.error_code == 104
     req.topics[0].topic_id = uuid.UUID(int=7)
     assert rp.handle_fetch(req, 17, cluster_id=CLUSTER, leader=leader, log=log).response.error_code == 42

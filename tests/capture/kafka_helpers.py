@@ -34,41 +34,63 @@ def resp(body: object, version: int, corr: int) -> bytes:
 
 
 def api_versions_response(ranges: dict[int, tuple[int, int]]) -> avr.ApiVersionsResponse:
-    return avr.ApiVersionsResponse(api_keys=[avr.ApiVersion(api_key=k, min_version=a,
-                                                            max_version=b)
-                                             for k, (a, b) in sorted(ranges.items())])
+    return avr.ApiVersionsResponse(
+        api_keys=[avr.ApiVersion(api_key=k, min_version=a, max_version=b) for k, (a, b) in sorted(ranges.items())]
+    )
 
 
 def metadata_pair(corr: int, version: int = 12) -> tuple[bytes, bytes]:
-    request = MetadataRequest(topics=[MetadataRequestTopic(name="demo",
-                                                           topic_id=uuid.UUID(int=0))])
+    request = MetadataRequest(topics=[MetadataRequestTopic(name="demo", topic_id=uuid.UUID(int=0))])
     response = MetadataResponse(
         brokers=[MetadataResponseBroker(node_id=1, host="127.0.0.1", port=9092, rack=None)],
-        cluster_id="mini", controller_id=1,
-        topics=[MetadataResponseTopic(name="demo", topic_id=uuid.UUID(int=77), partitions=[
-            MetadataResponsePartition(partition_index=0, leader_id=1, leader_epoch=0,
-                                      replica_nodes=[1], isr_nodes=[1])])])
+        cluster_id="mini",
+        controller_id=1,
+        topics=[
+            MetadataResponseTopic(
+                name="demo",
+                topic_id=uuid.UUID(int=77),
+                partitions=[
+                    MetadataResponsePartition(
+                        partition_index=0, leader_id=1, leader_epoch=0, replica_nodes=[1], isr_nodes=[1]
+                    )
+                ],
+            )
+        ],
+    )
     return req(request, version, corr), resp(response, version, corr)
 
 
 def heartbeat_pair(corr: int, offline: list[uuid.UUID]) -> tuple[bytes, bytes]:
-    return (req(BrokerHeartbeatRequest(broker_id=1, broker_epoch=5, current_metadata_offset=9,
-                                       offline_log_dirs=offline), 1, corr),
-            resp(BrokerHeartbeatResponse(is_caught_up=True, is_fenced=False), 1, corr))
+    return (
+        req(
+            BrokerHeartbeatRequest(broker_id=1, broker_epoch=5, current_metadata_offset=9, offline_log_dirs=offline),
+            1,
+            corr,
+        ),
+        resp(BrokerHeartbeatResponse(is_caught_up=True, is_fenced=False), 1, corr),
+    )
 
 
 def batch_bytes(values: list[bytes], codec_id: int = 0, base: int = 0) -> bytes:
-    batch = RecordBatch.of([Record(offset_delta=i, value=v) for i, v in enumerate(values)],
-                           base_offset=base, base_timestamp=1_700_000_000_000,
-                           attributes=codec_id)
+    batch = RecordBatch.of(
+        [Record(offset_delta=i, value=v) for i, v in enumerate(values)],
+        base_offset=base,
+        base_timestamp=1_700_000_000_000,
+        attributes=codec_id,
+    )
     out = bytearray()
     write_record_batch(out, batch)
     return bytes(out)
 
 
 def produce_request(records: bytes, corr: int, version: int = 9) -> bytes:
-    body = pq.ProduceRequest(acks=-1, timeout_ms=1000, topic_data=[pq.TopicProduceData(
-        name="demo", partition_data=[pq.PartitionProduceData(index=0, records=records)])])
+    body = pq.ProduceRequest(
+        acks=-1,
+        timeout_ms=1000,
+        topic_data=[
+            pq.TopicProduceData(name="demo", partition_data=[pq.PartitionProduceData(index=0, records=records)])
+        ],
+    )
     return req(body, version, corr)
 
 
@@ -79,8 +101,9 @@ def capture(build: Callable[[Writer], None], *, pcap: bool = False) -> bytes:
     return buf.getvalue()
 
 
-def conversation(w: Writer, client: tuple[str, int] = ("10.0.0.1", 50000),
-                 server: tuple[str, int] = ("10.0.0.2", 9092), **kw: object) -> TcpConversation:
+def conversation(
+    w: Writer, client: tuple[str, int] = ("10.0.0.1", 50000), server: tuple[str, int] = ("10.0.0.2", 9092), **kw: object
+) -> TcpConversation:
     return TcpConversation(w, client, server, **kw)  # type: ignore[arg-type]
 
 

@@ -21,17 +21,29 @@ TOPIC_ID = uuid.UUID(int=0x5EED)
 
 def api_versions(error: int = 0) -> avr.ApiVersionsResponse:
     ranges = SUPPORTED if error == 0 else {18: SUPPORTED[18]}
-    return avr.ApiVersionsResponse(error_code=error, api_keys=[
-        avr.ApiVersion(api_key=k, min_version=a, max_version=b) for k, (a, b) in sorted(ranges.items())])
+    return avr.ApiVersionsResponse(
+        error_code=error,
+        api_keys=[avr.ApiVersion(api_key=k, min_version=a, max_version=b) for k, (a, b) in sorted(ranges.items())],
+    )
 
 
 def metadata(port: int) -> mr.MetadataResponse:
     return mr.MetadataResponse(
         brokers=[mr.MetadataResponseBroker(node_id=1, host="127.0.0.1", port=port, rack=None)],
-        cluster_id="mini-cluster", controller_id=1,
-        topics=[mr.MetadataResponseTopic(name="demo", topic_id=TOPIC_ID, partitions=[
-            mr.MetadataResponsePartition(partition_index=0, leader_id=1, leader_epoch=0,
-                                         replica_nodes=[1], isr_nodes=[1])])])
+        cluster_id="mini-cluster",
+        controller_id=1,
+        topics=[
+            mr.MetadataResponseTopic(
+                name="demo",
+                topic_id=TOPIC_ID,
+                partitions=[
+                    mr.MetadataResponsePartition(
+                        partition_index=0, leader_id=1, leader_epoch=0, replica_nodes=[1], isr_nodes=[1]
+                    )
+                ],
+            )
+        ],
+    )
 
 
 @dataclass
@@ -66,8 +78,7 @@ class MiniServer:
     async def _handle(self, r: asyncio.StreamReader, w: asyncio.StreamWriter) -> None:
         tapped: TapConnection | None = None
         if self.tap is not None:
-            tapped = self.tap.open(w.get_extra_info("peername")[:2],
-                                   w.get_extra_info("sockname")[:2])
+            tapped = self.tap.open(w.get_extra_info("peername")[:2], w.get_extra_info("sockname")[:2])
         try:
             for _ in range(10_000):
                 head = await r.readexactly(4)

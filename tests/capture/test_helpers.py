@@ -17,8 +17,7 @@ from kraft_jbod.capture.reassembly import ChunkEvent, Connection, Data, Gap, Tcp
 TSHARK = shutil.which("tshark")
 
 
-def reassemble(blob: bytes, **options: int) -> tuple[dict[tuple[str, str], list[Data | Gap]],
-                                                      list[Connection]]:
+def reassemble(blob: bytes, **options: int) -> tuple[dict[tuple[str, str], list[Data | Gap]], list[Connection]]:
     """All chunks per (connection id, side) of a capture held in memory."""
     reader = CaptureReader(io.BytesIO(blob))
     dec = TcpDecoder()
@@ -65,8 +64,9 @@ def tshark_count(path: Path) -> int:
     """Packets tshark reads from ``path``. `make test` installs tshark; missing it is a failure."""
     if TSHARK is None:
         pytest.fail("tshark is not installed (apt-get install -y tshark; `make test` does it)")
-    res = subprocess.run([TSHARK, "-r", str(path), "-T", "fields", "-e", "frame.number"],
-                         capture_output=True, text=True, check=True)
+    res = subprocess.run(
+        [TSHARK, "-r", str(path), "-T", "fields", "-e", "frame.number"], capture_output=True, text=True, check=True
+    )
     return len(res.stdout.split())
 
 
@@ -108,8 +108,7 @@ def test_writer_output_checked_by_tshark(tmp_path: Path) -> None:
         path = tmp_path / name
         with path.open("wb") as fh:
             w = make(fh)
-            for client, server in ((("10.1.1.1", 40000), ("10.1.1.2", 9092)),
-                                   (("fd00::1", 40001), ("fd00::2", 9092))):
+            for client, server in ((("10.1.1.1", 40000), ("10.1.1.2", 9092)), (("fd00::1", 40001), ("fd00::2", 9092))):
                 conv = TcpConversation(w, client, server, mss=100)
                 conv.client_send(request(18, 3, 1, b"x" * 250))
                 conv.server_send(response(1, b"y" * 120))
@@ -117,10 +116,23 @@ def test_writer_output_checked_by_tshark(tmp_path: Path) -> None:
         cases.append(path)
     for path in cases:
         res = subprocess.run(
-            [TSHARK, "-r", str(path), "-o", "tcp.check_checksum:TRUE", "-o", "ip.check_checksum:TRUE",
-             "-Y", "tcp.checksum.status != 1 || (ip && ip.checksum.status != 1) || tcp.analysis.flags",
-             "--disable-protocol", "kafka"],
-            capture_output=True, text=True, check=False)
+            [
+                TSHARK,
+                "-r",
+                str(path),
+                "-o",
+                "tcp.check_checksum:TRUE",
+                "-o",
+                "ip.check_checksum:TRUE",
+                "-Y",
+                "tcp.checksum.status != 1 || (ip && ip.checksum.status != 1) || tcp.analysis.flags",
+                "--disable-protocol",
+                "kafka",
+            ],
+            capture_output=True,
+            text=True,
+            check=False,
+        )
         assert res.returncode == 0, res.stderr
         assert res.stdout.strip() == "", f"{path.name}: {res.stdout}"
         assert tshark_count(path) == 2 * 13  # handshake 3, request 3+ack, response 2+ack, close 3

@@ -58,8 +58,7 @@ def test_capture_decodes_completely_and_byte_exact(path: Path) -> None:
     lost = {fl.flow.connection_id for fl in dec.flows if fl.flow.gap_bytes}
     for conn in {f.connection_id for f in frames} - lost:
         reqs = [f.correlation_id for f in frames if f.connection_id == conn and f.kind == "request"]
-        resps = {f.correlation_id for f in frames if f.connection_id == conn
-                 and f.kind == "response"}
+        resps = {f.correlation_id for f in frames if f.connection_id == conn and f.kind == "response"}
         assert resps <= set(reqs), conn
         assert set(reqs) - resps <= {reqs[-1]}, conn
 
@@ -100,8 +99,7 @@ def test_kafka_go_fetch_records_match_the_hex_fixtures() -> None:
         frames, _ = _decode(hexfile.with_suffix(".pcapng"))
         fetches = [f for f in frames if f.kind == "response" and f.api_key == 1]
         # The fixture is the whole frame: size prefix, then the payload.
-        assert any(fixture == len(f.payload).to_bytes(4, "big") + f.payload for f in fetches), \
-            hexfile.name
+        assert any(fixture == len(f.payload).to_bytes(4, "big") + f.payload for f in fetches), hexfile.name
         for f in fetches:
             for rec in f.records:
                 assert "error" not in rec, (hexfile.name, rec.get("error"))

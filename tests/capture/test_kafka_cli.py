@@ -15,24 +15,32 @@ from kraft_jbod.wire.primitives import uuid_to_base64url
 CAPTURES = Path(__file__).resolve().parents[3] / "shared" / "captures"
 
 
-def test_sample_is_deterministic_and_decodes_with_the_kip858_messages(
-        capsys: pytest.CaptureFixture[str]) -> None:
+def test_sample_is_deterministic_and_decodes_with_the_kip858_messages(capsys: pytest.CaptureFixture[str]) -> None:
     assert build_sample() == build_sample()
     assert cli.main(["decode", "--sample", "--no-progress"]) == 0
     lines = [json.loads(x) for x in capsys.readouterr().out.splitlines()]
     seen = {(x["kind"], x["apiName"], x.get("apiVersion")) for x in lines}
-    for want in [("request", "BrokerRegistration", 3), ("request", "BrokerRegistration", 4),
-                 ("request", "BrokerHeartbeat", 1), ("request", "AssignReplicasToDirs", 0),
-                 ("response", "AssignReplicasToDirs", 0), ("request", "ApiVersions", 3)]:
+    for want in [
+        ("request", "BrokerRegistration", 3),
+        ("request", "BrokerRegistration", 4),
+        ("request", "BrokerHeartbeat", 1),
+        ("request", "AssignReplicasToDirs", 0),
+        ("response", "AssignReplicasToDirs", 0),
+        ("request", "ApiVersions", 3),
+    ]:
         assert want in seen, want
-    reg = next(x for x in lines if x["apiName"] == "BrokerRegistration" and x["kind"] == "request"
-               and x["apiVersion"] == 3)
+    reg = next(
+        x for x in lines if x["apiName"] == "BrokerRegistration" and x["kind"] == "request" and x["apiVersion"] == 3
+    )
     assert reg["body"]["logDirs"] == [uuid_to_base64url(DIR_A), uuid_to_base64url(DIR_B)]
     # The body is exactly the generated class's JSON.
     cls = codec.request_class(62)
     assert cls.from_json(reg["body"], 3).to_json(3) == reg["body"]
-    offline = [x for x in lines if x["apiName"] == "BrokerHeartbeat" and x["kind"] == "request"
-               and x["body"].get("offlineLogDirs")]
+    offline = [
+        x
+        for x in lines
+        if x["apiName"] == "BrokerHeartbeat" and x["kind"] == "request" and x["body"].get("offlineLogDirs")
+    ]
     assert offline and offline[0]["body"]["offlineLogDirs"] == [uuid_to_base64url(DIR_B)]
     fetch = next(x for x in lines if x["apiName"] == "Fetch" and x["kind"] == "response")
     recs = fetch["records"][0]["batches"][0]["records"]
@@ -46,8 +54,7 @@ def test_sample_is_deterministic_and_decodes_with_the_kip858_messages(
 def test_summary_and_output_file(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     out = tmp_path / "frames.jsonl"
     files = [str(p) for p in sorted((CAPTURES / "deepflow").glob("*.pcap"))]
-    code = cli.main(["decode", *files, "--port", "36333", "--summary", "--output", str(out),
-                     "--no-progress"])
+    code = cli.main(["decode", *files, "--port", "36333", "--summary", "--output", str(out), "--no-progress"])
     assert code == 0
     text = capsys.readouterr().out
     assert "confidence: header" in text and "Produce" in text

@@ -35,14 +35,16 @@ def _need_tools() -> str:
         import confluent_kafka  # noqa: F401
         import kafka  # noqa: F401
     except ImportError as exc:
-        pytest.fail(f"test dependency missing ({exc}): "
-                    "pip install confluent-kafka==2.16.1 kafka-python==3.0.12")
+        pytest.fail(f"test dependency missing ({exc}): pip install confluent-kafka==2.16.1 kafka-python==3.0.12")
     return tshark
 
 
 def _start_tshark(tshark: str, port: int, out: Path) -> subprocess.Popen[bytes]:
-    proc = subprocess.Popen([tshark, "-i", "lo", "-f", f"tcp port {port}", "-w", str(out), "-q"],
-                            stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+    proc = subprocess.Popen(
+        [tshark, "-i", "lo", "-f", f"tcp port {port}", "-w", str(out), "-q"],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+    )
     assert proc.stderr is not None
     deadline = time.monotonic() + 15
     seen = b""
@@ -63,8 +65,7 @@ def _start_tshark(tshark: str, port: int, out: Path) -> subprocess.Popen[bytes]:
 def _confluent(port: int) -> list[str]:
     from confluent_kafka.admin import AdminClient
 
-    admin = AdminClient({"bootstrap.servers": f"127.0.0.1:{port}", "client.id": "ck-admin",
-                         "socket.timeout.ms": 5000})
+    admin = AdminClient({"bootstrap.servers": f"127.0.0.1:{port}", "client.id": "ck-admin", "socket.timeout.ms": 5000})
     md = admin.list_topics(timeout=10)
     return sorted(md.topics)
 
@@ -72,8 +73,7 @@ def _confluent(port: int) -> list[str]:
 def _kafka_python(port: int) -> list[str]:
     from kafka import KafkaConsumer
 
-    consumer = KafkaConsumer(bootstrap_servers=f"127.0.0.1:{port}", client_id="kp-consumer",
-                             request_timeout_ms=10000)
+    consumer = KafkaConsumer(bootstrap_servers=f"127.0.0.1:{port}", client_id="kp-consumer", request_timeout_ms=10000)
     try:
         return sorted(consumer.topics())
     finally:
@@ -119,8 +119,7 @@ async def test_real_clients_over_loopback_decode_back_to_what_was_exchanged(tmp_
     assert fallback and all(f.api_version == 0 for f in fallback)
     # librdkafka's all-topics Metadata v12 request carries 3 trailing bytes; they are
     # reported, and kept so the frame still re-encodes byte for byte.
-    rd_meta = [f for f in requests if f.client_id == "ck-admin" and f.api_key == 3
-               and f.body.topics is None]
+    rd_meta = [f for f in requests if f.client_id == "ck-admin" and f.api_key == 3 and f.body.topics is None]
     assert rd_meta
     for f in rd_meta:
         assert f.trailing and any("trailing" in a for a in f.anomalies)

@@ -58,17 +58,22 @@ def test_in_order_baseline_pairs_and_reencodes() -> None:
         c.close()
 
     frames = decode(capture(build))
-    assert _summary(frames) == [("request", "Metadata", 12, HEADER),
-                                ("response", "Metadata", 12, PAIRED),
-                                ("request", "BrokerHeartbeat", 1, HEADER),
-                                ("response", "BrokerHeartbeat", 1, PAIRED)]
+    assert _summary(frames) == [
+        ("request", "Metadata", 12, HEADER),
+        ("response", "Metadata", 12, PAIRED),
+        ("request", "BrokerHeartbeat", 1, HEADER),
+        ("response", "BrokerHeartbeat", 1, PAIRED),
+    ]
     assert frames[2].body.offline_log_dirs == [DIR]
     assert all(reencode(f) == f.payload for f in frames)
     assert frames[1].latency_ns is not None and frames[1].latency_ns > 0
 
 
-@pytest.mark.parametrize("order", [[2, 0, 1, 3], [0, 1, 1, 2, 3], [3, 2, 1, 0, 0]],
-                         ids=["reordered", "retransmitted", "reversed-and-duplicated"])
+@pytest.mark.parametrize(
+    "order",
+    [[2, 0, 1, 3], [0, 1, 1, 2, 3], [3, 2, 1, 0, 0]],
+    ids=["reordered", "retransmitted", "reversed-and-duplicated"],
+)
 def test_reordered_and_retransmitted_segments(order: list[int]) -> None:
     meta = metadata_pair(1)
 
@@ -80,8 +85,7 @@ def test_reordered_and_retransmitted_segments(order: list[int]) -> None:
         c.close()
 
     frames = decode(capture(build))
-    assert _summary(frames) == [("request", "Metadata", 12, HEADER),
-                                ("response", "Metadata", 12, PAIRED)]
+    assert _summary(frames) == [("request", "Metadata", 12, HEADER), ("response", "Metadata", 12, PAIRED)]
     assert frames[0].payload == meta[0][4:]
 
 
@@ -100,10 +104,12 @@ def test_gap_inside_a_response_is_truncated_and_the_next_frame_decodes() -> None
         c.close()
 
     frames = decode(capture(build))
-    assert _summary(frames) == [("request", "Metadata", 12, HEADER),
-                                ("response", "Metadata", 12, TRUNCATED),
-                                ("request", "BrokerHeartbeat", 1, HEADER),
-                                ("response", "BrokerHeartbeat", 1, PAIRED)]
+    assert _summary(frames) == [
+        ("request", "Metadata", 12, HEADER),
+        ("response", "Metadata", 12, TRUNCATED),
+        ("request", "BrokerHeartbeat", 1, HEADER),
+        ("response", "BrokerHeartbeat", 1, PAIRED),
+    ]
     assert not frames[1].complete
     assert any("missing" in a for a in frames[1].anomalies)
     assert frames[1].correlation_id == 1  # the header survived the gap
@@ -116,8 +122,7 @@ def test_ipv6_over_classic_pcap() -> None:
         c.close()
 
     frames = decode(capture(build, pcap=True))
-    assert _summary(frames) == [("request", "BrokerHeartbeat", 1, HEADER),
-                                ("response", "BrokerHeartbeat", 1, PAIRED)]
+    assert _summary(frames) == [("request", "BrokerHeartbeat", 1, HEADER), ("response", "BrokerHeartbeat", 1, PAIRED)]
     assert frames[0].connection_id == "[2001:db8::1]:40000->[2001:db8::2]:9092"
 
 
@@ -132,9 +137,11 @@ def test_mid_stream_start_infers_from_correlation_order() -> None:
         c.close()
 
     frames = decode(capture(build), ports=[9092])
-    assert _summary(frames) == [("response", "BrokerHeartbeat", 1, INFERRED_ORDER),
-                                ("request", "BrokerHeartbeat", 1, HEADER),
-                                ("response", "BrokerHeartbeat", 1, PAIRED)]
+    assert _summary(frames) == [
+        ("response", "BrokerHeartbeat", 1, INFERRED_ORDER),
+        ("request", "BrokerHeartbeat", 1, HEADER),
+        ("response", "BrokerHeartbeat", 1, PAIRED),
+    ]
     assert frames[0].correlation_id == 41
     assert reencode(frames[0]) == frames[0].payload
 
@@ -165,8 +172,7 @@ def test_api_versions_ranges_narrow_the_trial() -> None:
 
     def build(w: Writer) -> None:
         a = conversation(w, client=("10.0.0.1", 50001))
-        av_req = req(ApiVersionsRequest(client_software_name="x", client_software_version="1"),
-                     3, 0)
+        av_req = req(ApiVersionsRequest(client_software_name="x", client_software_version="1"), 3, 0)
         _exchange(a, (av_req, resp(api_versions_response(served), 3, 0)))
         a.close()
         b = conversation(w, client=("10.0.0.1", 50002), handshake=False)
@@ -200,7 +206,7 @@ def test_trailing_bytes_unknown_tags_and_non_canonical_are_reported() -> None:
     payload = bytearray(base[4:])
     trailing = bytes(payload) + b"\x00\x00\x00"
     i = payload.index(b"\x04abc")
-    longer_varint = payload[:i] + b"\x84\x00" + payload[i + 1:]
+    longer_varint = payload[:i] + b"\x84\x00" + payload[i + 1 :]
     tagged = payload[:-1] + bytes([1, 9, 2, 0x41, 0x42])
     frames_in = [bytes(trailing), bytes(longer_varint), bytes(tagged)]
 
@@ -223,8 +229,9 @@ def test_trailing_bytes_unknown_tags_and_non_canonical_are_reported() -> None:
     assert line["unknownTags"] == [{"path": "", "tag": 9, "data": "4142"}]
 
 
-@pytest.mark.parametrize("codec_id", [compression.NONE, compression.GZIP, compression.SNAPPY,
-                                      compression.LZ4, compression.ZSTD])
+@pytest.mark.parametrize(
+    "codec_id", [compression.NONE, compression.GZIP, compression.SNAPPY, compression.LZ4, compression.ZSTD]
+)
 def test_produce_batches_are_decoded_with_every_codec(codec_id: int) -> None:
     values = [b'{"n": %d}' % i for i in range(5)]
     produce = produce_request(batch_bytes(values, codec_id), 1)
@@ -253,13 +260,11 @@ def test_stream_cut_by_capture_end_is_truncated_not_undecoded() -> None:
         c.server_send(meta[1][:30])
 
     frames = decode(capture(build))
-    assert _summary(frames) == [("request", "Metadata", 12, HEADER),
-                                ("response", "Metadata", 12, TRUNCATED)]
+    assert _summary(frames) == [("request", "Metadata", 12, HEADER), ("response", "Metadata", 12, TRUNCATED)]
 
 
 def test_api_versions_kip511_fallback_response() -> None:
-    request = req(ApiVersionsRequest(client_software_name="kp", client_software_version="3"),
-                  4, 1)
+    request = req(ApiVersionsRequest(client_software_name="kp", client_software_version="3"), 4, 1)
     fallback = api_versions_response({18: (0, 3)})
     fallback.error_code = 35
     response = resp(fallback, 0, 1)

@@ -38,8 +38,7 @@ async def test_tap_writes_pcapng_and_mirrors_to_listen(tmp_path: Path) -> None:
     out = io.StringIO()
     ready = asyncio.Event()
     bound: list[tuple[str, int]] = []
-    listener = asyncio.create_task(listen("127.0.0.1", 0, out, count=6, timeout=5.0,
-                                          ready=ready, bound=bound))
+    listener = asyncio.create_task(listen("127.0.0.1", 0, out, count=6, timeout=5.0, ready=ready, bound=bound))
     await asyncio.wait_for(ready.wait(), 5)
     pcap = tmp_path / "tap.pcapng"
     async with FrameTap(pcapng=pcap, udp=bound[0]) as tap:
@@ -51,9 +50,13 @@ async def test_tap_writes_pcapng_and_mirrors_to_listen(tmp_path: Path) -> None:
     assert written == 6
     live = [json.loads(line) for line in out.getvalue().splitlines()]
     assert [(x["kind"], x["apiName"], x["apiVersion"], x["confidence"]) for x in live] == [
-        ("request", "ApiVersions", 4, HEADER), ("response", "ApiVersions", 0, PAIRED),
-        ("request", "ApiVersions", 3, HEADER), ("response", "ApiVersions", 3, PAIRED),
-        ("request", "Metadata", 12, HEADER), ("response", "Metadata", 12, PAIRED)]
+        ("request", "ApiVersions", 4, HEADER),
+        ("response", "ApiVersions", 0, PAIRED),
+        ("request", "ApiVersions", 3, HEADER),
+        ("response", "ApiVersions", 3, PAIRED),
+        ("request", "Metadata", 12, HEADER),
+        ("response", "Metadata", 12, PAIRED),
+    ]
     assert live[5]["body"]["topics"][0]["name"] == "demo"
 
     with pcap.open("rb") as fh:
@@ -67,9 +70,9 @@ def test_listener_turns_lost_datagrams_into_a_truncated_frame() -> None:
     sent: list[bytes] = []
 
     class _Capture(FrameTap):
-        def _send(self, kind: int, serial: int, offset: int, data: bytes,
-                  ts: int | None = None) -> None:
+        def _send(self, kind: int, serial: int, offset: int, data: bytes, ts: int | None = None) -> None:
             from kraft_jbod.capture import tap as t
+
             sent.append(t._HEAD.pack(t.MAGIC, kind, serial, offset, ts or 1) + data)
 
     tap = _Capture()

@@ -17,7 +17,13 @@ ETH = bytes(12)
 def _expect(seg: object, src: str, dst: str) -> None:
     assert seg is not None
     assert (seg.src, seg.sport, seg.dst, seg.dport, seg.seq, seg.ack) == (  # type: ignore[attr-defined]
-        src, 40000, dst, 9092, 1000, 2000)
+        src,
+        40000,
+        dst,
+        9092,
+        1000,
+        2000,
+    )
     assert seg.payload == b"hello" and seg.payload_len == 5  # type: ignore[attr-defined]
     assert not seg.cut_short  # type: ignore[attr-defined]
 

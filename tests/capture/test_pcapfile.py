@@ -100,8 +100,12 @@ def _opt(e: str, code: int, value: bytes) -> bytes:
 
 
 def _epb(e: str, ifid: int, ts: int, data: bytes, orig: int | None = None) -> bytes:
-    return _block(e, 6, struct.pack(e + "IIIII", ifid, ts >> 32, ts & 0xFFFFFFFF, len(data),
-                                    len(data) if orig is None else orig) + data)
+    return _block(
+        e,
+        6,
+        struct.pack(e + "IIIII", ifid, ts >> 32, ts & 0xFFFFFFFF, len(data), len(data) if orig is None else orig)
+        + data,
+    )
 
 
 def test_pcapng_sections_resolutions_and_block_kinds() -> None:
@@ -181,8 +185,13 @@ def test_truncated_final_record_is_flagged(writer: type) -> None:
 
 @pytest.mark.parametrize(
     "blob",
-    [b"", b"\xd4\xc3", b"hello world, not a capture", b"\xd4\xc3\xb2\xa1\x02\x00",
-     struct.pack("<IHHiIII", 0xA1B2C3D4, 9, 4, 0, 0, 65535, 1)],
+    [
+        b"",
+        b"\xd4\xc3",
+        b"hello world, not a capture",
+        b"\xd4\xc3\xb2\xa1\x02\x00",
+        struct.pack("<IHHiIII", 0xA1B2C3D4, 9, 4, 0, 0, 65535, 1),
+    ],
     ids=["empty", "short", "text", "short-header", "bad-version"],
 )
 def test_garbage_is_decode_error(blob: bytes) -> None:

@@ -218,8 +218,11 @@ def test_random_segmentation_permutation_duplication(
     bounds = sorted({0, len(data), *(c for c in cuts if c < len(data))})
     pieces = [(bounds[i], data[bounds[i] : bounds[i + 1]]) for i in range(len(bounds) - 1)]
     # Overlapping retransmissions: random spans of the original data.
-    extra = [(a, data[a : a + rnd.randint(1, 400)]) for a in (rnd.randrange(len(data)) for _ in pieces)
-             if rnd.random() < dup_ratio]
+    extra = [
+        (a, data[a : a + rnd.randint(1, 400)])
+        for a in (rnd.randrange(len(data)) for _ in pieces)
+        if rnd.random() < dup_ratio
+    ]
     order = pieces + extra + [p for p in pieces if rnd.random() < dup_ratio]
     rnd.shuffle(order)
     ra = TcpReassembler(history_bytes=1 << 20)

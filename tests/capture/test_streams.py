@@ -42,8 +42,9 @@ def _data(stream: bytes, start: int, end: int, ts: int = 0) -> Data:
 
 
 def test_frames_across_arbitrary_chunking_with_timestamps() -> None:
-    chunks = [_data(STREAM, a, b, ts=a) for a, b in zip([0, 3, 100, 101, 700], [3, 100, 101, 700, len(STREAM)],
-                                                       strict=True)]
+    chunks = [
+        _data(STREAM, a, b, ts=a) for a, b in zip([0, 3, 100, 101, 700], [3, 100, 101, 700, len(STREAM)], strict=True)
+    ]
     _, frames = _split(chunks)
     assert [f.payload for f in frames] == [r[4:] for r in REQS]
     assert [f.offset for f in frames] == STARTS
@@ -64,7 +65,9 @@ def test_gap_inside_frame_keeps_sync() -> None:
 def test_gap_over_frame_boundary_resynchronises() -> None:
     s2, s3 = STARTS[2], STARTS[3]
     chunks: list[Data | Gap] = [
-        _data(STREAM, 0, s2 + 20), Gap(s2 + 20, s3 + 10 - s2 - 20), _data(STREAM, s3 + 10, len(STREAM))
+        _data(STREAM, 0, s2 + 20),
+        Gap(s2 + 20, s3 + 10 - s2 - 20),
+        _data(STREAM, s3 + 10, len(STREAM)),
     ]
     _, frames = _split(chunks)
     assert [f.offset for f in frames] == [STARTS[0], STARTS[1], s2, STARTS[4], STARTS[5]]
@@ -147,8 +150,13 @@ def test_real_captures_yield_kafka_frames(path: Path) -> None:
     corr = {struct.unpack_from(">i", f.payload, 4)[0] for f in requests}
     assert all(struct.unpack_from(">i", f.payload, 0)[0] in corr for f in responses)
     expected = {
-        "kafka.pcap": 1, "produce-v9-2023.pcap": 1, "mixed-with-unsupported.pcap": 6,
-        "v1-v1.pcapng": 34, "v2-v2.pcapng": 30, "v2bc-v1-v1c.pcapng": 33, "v2bc-v1c.pcapng": 50,
+        "kafka.pcap": 1,
+        "produce-v9-2023.pcap": 1,
+        "mixed-with-unsupported.pcap": 6,
+        "v1-v1.pcapng": 34,
+        "v2-v2.pcapng": 30,
+        "v2bc-v1-v1c.pcapng": 33,
+        "v2bc-v1c.pcapng": 50,
     }.get(path.name, 2 if path.parent.name == "deepflow" else None)
     if expected is not None:
         assert len(frames) == expected

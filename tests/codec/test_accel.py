@@ -31,7 +31,9 @@ from kraft_jbod.messages.metadata_response import MetadataResponse, MetadataResp
 
 ROOT = Path(__file__).resolve().parents[2]
 ALL = sorted(messages.BY_NAME)
-needs_c = pytest.mark.skipif(not _accel.available(), reason="compiled codec not built (checked in CI by test_built_in_ci)")
+needs_c = pytest.mark.skipif(
+    not _accel.available(), reason="compiled codec not built (checked in CI by test_built_in_ci)"
+)
 
 
 def test_built_in_ci() -> None:
@@ -106,7 +108,10 @@ def test_backends_agree(name: str, both: None) -> None:
                 _accel.use("python")
                 expect = _outcome(lambda bad=bad, version=version: cls.decode(bad, version))
                 _accel.use("c")
-                assert _outcome(lambda bad=bad, version=version: cls.decode(bad, version)) == expect, (version, bad.hex())
+                assert _outcome(lambda bad=bad, version=version: cls.decode(bad, version)) == expect, (
+                    version,
+                    bad.hex(),
+                )
     after = _accel._c.counters()  # type: ignore[union-attr]
     # Every valid message was served by C, in both directions (not handed to Python).
     assert after["encode_c"] - before["encode_c"] >= 2 * valid
@@ -120,7 +125,7 @@ def test_unknown_tags_kept_and_merged(both: None) -> None:
     m = BrokerHeartbeatRequest(1, 2, 3, False, False, [d], unknown_tagged_fields=((7, b"x"), (5, b"")))
     raw = m.encode(1)
     # tags 0 (OfflineLogDirs), then the unknown 5 and 7, ascending
-    assert raw.endswith(bytes.fromhex("03" "0011" "02" + "00" * 15 + "05" "0500" "070178"))
+    assert raw.endswith(bytes.fromhex("03001102" + "00" * 15 + "050500070178"))
     back = BrokerHeartbeatRequest.decode(raw, 1)
     assert back.unknown_tagged_fields == ((5, b""), (7, b"x"))
     clash = BrokerHeartbeatRequest(offline_log_dirs=[d], unknown_tagged_fields=((0, b"x"),))
@@ -180,7 +185,9 @@ def test_switch_and_report(both: None) -> None:
 
 def _run(code: str, env_extra: dict[str, str], tmp: Path | None = None) -> subprocess.CompletedProcess[str]:
     env = {"PATH": "/usr/bin:/bin", "PYTHONPATH": str(tmp or ROOT), **env_extra}
-    return subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=False, env=env, cwd=tmp or ROOT)
+    return subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, check=False, env=env, cwd=tmp or ROOT
+    )
 
 
 def test_fallback_without_the_extension(tmp_path: Path) -> None:
@@ -203,8 +210,12 @@ def test_fallback_without_the_extension(tmp_path: Path) -> None:
     assert forced.returncode != 0
     assert "compiled codec is not built" in forced.stderr
     cli = subprocess.run(
-        [sys.executable, "-m", "kraft_jbod.cli", "--version"], capture_output=True, text=True, check=False,
-        env={"PATH": "/usr/bin:/bin", "PYTHONPATH": str(tmp_path)}, cwd=tmp_path,
+        [sys.executable, "-m", "kraft_jbod.cli", "--version"],
+        capture_output=True,
+        text=True,
+        check=False,
+        env={"PATH": "/usr/bin:/bin", "PYTHONPATH": str(tmp_path)},
+        cwd=tmp_path,
     )
     assert cli.returncode == 0, cli.stderr
     assert "codec: python" in cli.stdout

@@ -70,7 +70,9 @@ def test_roundtrip_file(tmp_path: Path) -> None:
     src.write_text("\n".join(json.dumps(x) for x in lines) + "\nnot json\n")
     proc = subprocess.run(
         [sys.executable, "-m", "kraft_jbod.cli", "codec", "roundtrip", str(src)],
-        capture_output=True, text=True, check=False,
+        capture_output=True,
+        text=True,
+        check=False,
     )
     assert proc.returncode == 1
     out = proc.stdout.strip().splitlines()
@@ -78,7 +80,11 @@ def test_roundtrip_file(tmp_path: Path) -> None:
     assert out[-1] == "2 byte-exact, 1 differ, 3 failed"
     assert results[0]["byte_exact"] is True and results[0]["value"]["brokerEpoch"] == 2
     assert results[1]["byte_exact"] is False and results[1]["reencoded"].endswith("010000")
-    assert (results[2]["field_path"], results[2]["offset"], results[2]["error_type"]) == ("WantShutDown", 21, "DecodeError")
+    assert (results[2]["field_path"], results[2]["offset"], results[2]["error_type"]) == (
+        "WantShutDown",
+        21,
+        "DecodeError",
+    )
     assert results[3]["byte_exact"] is True and results[3]["value"]["clientId"] == "ck"
     assert "kind must be one of" in results[4]["error"]
     assert results[5]["error"].startswith("not JSON") and results[5]["line"] == 6

@@ -55,7 +55,14 @@ def test_against_java(
         return
     # 3.9.1 still uses the names some fields had before 4.x renamed them.
     sweep(
-        java_oracle, kind, api_key, cls, versions, 8, lambda v: CHECKED.add((kind, api_key, v)), older_json_names(cls.NAME)
+        java_oracle,
+        kind,
+        api_key,
+        cls,
+        versions,
+        8,
+        lambda v: CHECKED.add((kind, api_key, v)),
+        older_json_names(cls.NAME),
     )
 
 

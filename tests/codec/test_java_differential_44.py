@@ -50,7 +50,10 @@ def test_against_kafka_44(
 
 def test_every_version_kafka_44_defines_was_checked(ranges_44: dict[int, tuple[int, int]]) -> None:
     expected = {
-        (kind, key, v) for kind, key in _classes() if key in ranges_44 for v in range(ranges_44[key][0], ranges_44[key][1] + 1)
+        (kind, key, v)
+        for kind, key in _classes()
+        if key in ranges_44
+        for v in range(ranges_44[key][0], ranges_44[key][1] + 1)
     }
     missing = expected - CHECKED
     assert not missing, f"{len(missing)} combinations not checked, e.g. {sorted(missing)[:5]}"

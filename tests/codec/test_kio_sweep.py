@@ -110,4 +110,6 @@ def test_kio_reads_and_rewrites_our_bytes(kind: str, api_key: int) -> None:
 def test_every_version_kio_knows_was_checked() -> None:
     expected = {(kind, key, v) for (kind, key), vs in KIO.items() for v in vs}
     assert expected - CHECKED == set()
-    print(f"\nkio 0.6.5: {len(CHECKED)} (kind, api key, version) checked over {len({k for _, k, _ in CHECKED})} api keys")
+    print(
+        f"\nkio 0.6.5: {len(CHECKED)} (kind, api key, version) checked over {len({k for _, k, _ in CHECKED})} api keys"
+    )

@@ -76,7 +76,9 @@ def test_every_fact_matches_kafka(source: str, reference: Path, category: str) -
 def test_every_api_key_kafka_defines_is_covered() -> None:
     reference_keys: set[tuple[str, int | None]] = set()
     for _, reference in PAIRS:
-        reference_keys |= {(m.type, m.api_key) for m in load_dir(reference / "message") if m.type in ("request", "response")}
+        reference_keys |= {
+            (m.type, m.api_key) for m in load_dir(reference / "message") if m.type in ("request", "response")
+        }
     our_keys = {(m.type, m.api_key) for m in load_dir(OURS / "message") if m.type in ("request", "response")}
     assert our_keys == reference_keys
     assert {("request", 62), ("request", 63), ("request", 73), ("request", 94)} <= our_keys

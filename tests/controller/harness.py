@@ -157,7 +157,9 @@ class Cluster:
             directories=[
                 DirectoryData(
                     id=directory,
-                    topics=[TopicData(topic_id=t, partitions=[PartitionData(p) for p in ps]) for t, ps in by_topic.items()],
+                    topics=[
+                        TopicData(topic_id=t, partitions=[PartitionData(p) for p in ps]) for t, ps in by_topic.items()
+                    ],
                 )
             ],
         )

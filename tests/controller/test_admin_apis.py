@@ -142,8 +142,11 @@ _NESTED = codec.encode_request(_raw_envelope(_GOOD), 0, 1, "c", framed=False)
 @pytest.mark.parametrize(
     ("case", "envelope", "code"),
     [
-        ("null principal", EnvelopeRequest(request_data=_GOOD, request_principal=None, client_host_address=b"\1\2\3\4"),
-         97),
+        (
+            "null principal",
+            EnvelopeRequest(request_data=_GOOD, request_principal=None, client_host_address=b"\1\2\3\4"),
+            97,
+        ),
         ("truncated principal", _raw_envelope(_GOOD, principal=b"\0"), 97),
         ("unknown principal version", _raw_envelope(_GOOD, principal=b"\0\x05" + b"\0" * 8), 97),
         ("3-byte address", _raw_envelope(_GOOD, address=b"\1\2\3"), 42),
@@ -152,12 +155,21 @@ _NESTED = codec.encode_request(_raw_envelope(_GOOD), 0, 1, "c", framed=False)
         ("unknown api key", _raw_envelope(b"\x03\xe7\0\0\0\0\0\1\0\0"), 42),
         ("not forwardable (heartbeat)", _raw_envelope(_HEARTBEAT), 42),
         ("nested envelope", _raw_envelope(_NESTED), 42),
-        ("version not served", _raw_envelope(codec.encode_request(CreateTopicsRequest(), 7, 1, "c", framed=False)
-                                             .replace(b"\0\x13\0\x07", b"\0\x13\0\x63", 1)), 42),
+        (
+            "version not served",
+            _raw_envelope(
+                codec.encode_request(CreateTopicsRequest(), 7, 1, "c", framed=False).replace(
+                    b"\0\x13\0\x07", b"\0\x13\0\x63", 1
+                )
+            ),
+            42,
+        ),
         ("truncated body", _raw_envelope(_GOOD[:-2]), 42),
     ],
 )
-def test_malformed_envelopes_get_kafkas_error_and_change_nothing(case: str, envelope: EnvelopeRequest, code: int) -> None:
+def test_malformed_envelopes_get_kafkas_error_and_change_nothing(
+    case: str, envelope: EnvelopeRequest, code: int
+) -> None:
     c = started(1)
     before = c.state.durable_state()
     out = c.call(58, 0, envelope)
@@ -184,8 +196,9 @@ def test_principal_bytes_match_kafkas_layout() -> None:
 def test_not_controller_inside_becomes_the_envelope_error() -> None:
     from kraft_jbod.messages.create_topics_response import CreatableTopicResult, CreateTopicsResponse
 
-    fwd = env.Forwarded(codec.decode_request_header(_GOOD)[0], CreateTopicsRequest(), env.Principal("User", "a"),
-                        "127.0.0.1")
+    fwd = env.Forwarded(
+        codec.decode_request_header(_GOOD)[0], CreateTopicsRequest(), env.Principal("User", "a"), "127.0.0.1"
+    )
     wrapped = env.wrap(fwd, CreateTopicsResponse(topics=[CreatableTopicResult(name="x", error_code=41)]))
     assert wrapped.error_code == 41 and wrapped.response_data is None
     ok = env.wrap(fwd, CreateTopicsResponse(topics=[CreatableTopicResult(name="x", error_code=36)]))
@@ -218,20 +231,38 @@ def test_create_partitions_adds_partition_records() -> None:
     ("topic", "code", "message"),
     [
         (CreatePartitionsTopic("t", 2, None), 37, "Topic already has 2 partition(s)."),
-        (CreatePartitionsTopic("t", 1, None), 37, "The topic t currently has 2 partition(s); 1 would not be an "
-                                                  "increase."),
+        (
+            CreatePartitionsTopic("t", 1, None),
+            37,
+            "The topic t currently has 2 partition(s); 1 would not be an increase.",
+        ),
         (CreatePartitionsTopic("nope", 3, None), 3, None),
-        (CreatePartitionsTopic("t", 4, [CreatePartitionsAssignment([1, 2])]), 39,
-         "Attempted to add 2 additional partition(s), but only 1 assignment(s) were specified."),
-        (CreatePartitionsTopic("t", 3, [CreatePartitionsAssignment([1, 9])]), 39,
-         "The manual partition assignment includes broker 9, but no such broker is registered."),
-        (CreatePartitionsTopic("t", 3, [CreatePartitionsAssignment([1, 1])]), 39,
-         "The manual partition assignment includes the broker 1 more than once."),
-        (CreatePartitionsTopic("t", 3, [CreatePartitionsAssignment([1])]), 39,
-         "The manual partition assignment includes a partition with 1 replica(s), but this is not consistent "
-         "with previous partitions, which have 2 replica(s)."),
-        (CreatePartitionsTopic("t", 3, [CreatePartitionsAssignment([])]), 39,
-         "The manual partition assignment includes an empty replica list."),
+        (
+            CreatePartitionsTopic("t", 4, [CreatePartitionsAssignment([1, 2])]),
+            39,
+            "Attempted to add 2 additional partition(s), but only 1 assignment(s) were specified.",
+        ),
+        (
+            CreatePartitionsTopic("t", 3, [CreatePartitionsAssignment([1, 9])]),
+            39,
+            "The manual partition assignment includes broker 9, but no such broker is registered.",
+        ),
+        (
+            CreatePartitionsTopic("t", 3, [CreatePartitionsAssignment([1, 1])]),
+            39,
+            "The manual partition assignment includes the broker 1 more than once.",
+        ),
+        (
+            CreatePartitionsTopic("t", 3, [CreatePartitionsAssignment([1])]),
+            39,
+            "The manual partition assignment includes a partition with 1 replica(s), but this is not consistent "
+            "with previous partitions, which have 2 replica(s).",
+        ),
+        (
+            CreatePartitionsTopic("t", 3, [CreatePartitionsAssignment([])]),
+            39,
+            "The manual partition assignment includes an empty replica list.",
+        ),
     ],
 )
 def test_create_partitions_refusals(topic: CreatePartitionsTopic, code: int, message: str | None) -> None:
@@ -247,8 +278,9 @@ def test_create_partitions_duplicates_first_and_validate_only() -> None:
     c = started()
     c.create_topic("a", 1, 1)
     c.create_topic("b", 1, 1)
-    out = _create_partitions(c, CreatePartitionsTopic("b", 2, None), CreatePartitionsTopic("a", 2, None),
-                             CreatePartitionsTopic("b", 3, None))
+    out = _create_partitions(
+        c, CreatePartitionsTopic("b", 2, None), CreatePartitionsTopic("a", 2, None), CreatePartitionsTopic("b", 3, None)
+    )
     assert [(r.name, r.error_code) for r in out.response.results] == [("b", 42), ("a", 0)]
     assert out.response.results[0].error_message == "Duplicate topic name."
     before = c.state.durable_state()
@@ -265,8 +297,9 @@ def test_create_partitions_manual_assignment_on_fenced_brokers() -> None:
     out = _create_partitions(c, CreatePartitionsTopic("t", 2, [CreatePartitionsAssignment([2, 3])]))
     r = out.response.results[0]
     assert r.error_code == 39
-    assert r.error_message == ("All brokers specified in the manual partition assignment for partition 1 are fenced "
-                               "or in controlled shutdown.")
+    assert r.error_message == (
+        "All brokers specified in the manual partition assignment for partition 1 are fenced or in controlled shutdown."
+    )
     out = _create_partitions(c, CreatePartitionsTopic("t", 2, [CreatePartitionsAssignment([2, 1])]))
     rec = records_of(out, PartitionRecord)[0]
     assert rec.replicas == [2, 1] and rec.isr == [1] and rec.leader == 1
@@ -287,14 +320,23 @@ def _describe(c: Cluster, rtype: int, name: str, keys: list[str] | None = None, 
 def test_incremental_alter_configs_writes_config_records_and_describe_sees_them() -> None:
     c = started()
     c.create_topic("t", 1, 1)
-    out = _incremental(c, AlterConfigsResource(TOPIC, "t", [
-        AlterableConfig("retention.ms", SET, "1000"),
-        AlterableConfig("cleanup.policy", APPEND, "compact"),
-    ]))
+    out = _incremental(
+        c,
+        AlterConfigsResource(
+            TOPIC,
+            "t",
+            [
+                AlterableConfig("retention.ms", SET, "1000"),
+                AlterableConfig("cleanup.policy", APPEND, "compact"),
+            ],
+        ),
+    )
     assert [(r.error_code, r.resource_name) for r in out.response.responses] == [(0, "t")]
     recs = records_of(out, ConfigRecord)
     assert [(r.resource_type, r.resource_name, r.name, r.value) for r in recs] == [
-        (TOPIC, "t", "retention.ms", "1000"), (TOPIC, "t", "cleanup.policy", "delete,compact")]
+        (TOPIC, "t", "retention.ms", "1000"),
+        (TOPIC, "t", "cleanup.policy", "delete,compact"),
+    ]
     described = {e.name: e for e in _describe(c, TOPIC, "t").configs}
     assert described["retention.ms"].value == "1000" and described["retention.ms"].config_source == 1
     assert described["cleanup.policy"].value == "delete,compact"
@@ -328,29 +370,56 @@ def test_cluster_default_shows_as_a_synonym_and_broker_records_are_always_writte
 @pytest.mark.parametrize(
     ("resource", "code", "message"),
     [
-        (AlterConfigsResource(TOPIC, "t", [AlterableConfig("no.such.config", SET, "1")]), 40,
-         "Unknown topic config name: no.such.config"),
-        (AlterConfigsResource(TOPIC, "t", [AlterableConfig("retention.ms", SET, "soon")]), 40,
-         "Invalid value soon for configuration retention.ms: Not a number of type LONG"),
-        (AlterConfigsResource(TOPIC, "t", [AlterableConfig("preallocate", SET, "yes")]), 40,
-         "Invalid value yes for configuration preallocate: Expected value to be either true or false"),
-        (AlterConfigsResource(TOPIC, "t", [AlterableConfig("min.insync.replicas", SET, "0")]), 40,
-         "Invalid value 0 for configuration min.insync.replicas: Value must be at least 1"),
-        (AlterConfigsResource(TOPIC, "t", [AlterableConfig("cleanup.policy", SET, "forever")]), 40,
-         "Invalid value forever for configuration cleanup.policy: String must be one of: compact, delete"),
-        (AlterConfigsResource(TOPIC, "t", [AlterableConfig("retention.ms", APPEND, "1")]), 40,
-         "Can't APPEND to key retention.ms because its type is not LIST."),
-        (AlterConfigsResource(TOPIC, "missing", [AlterableConfig("retention.ms", SET, "1")]), 3,
-         "The topic 'missing' does not exist."),
+        (
+            AlterConfigsResource(TOPIC, "t", [AlterableConfig("no.such.config", SET, "1")]),
+            40,
+            "Unknown topic config name: no.such.config",
+        ),
+        (
+            AlterConfigsResource(TOPIC, "t", [AlterableConfig("retention.ms", SET, "soon")]),
+            40,
+            "Invalid value soon for configuration retention.ms: Not a number of type LONG",
+        ),
+        (
+            AlterConfigsResource(TOPIC, "t", [AlterableConfig("preallocate", SET, "yes")]),
+            40,
+            "Invalid value yes for configuration preallocate: Expected value to be either true or false",
+        ),
+        (
+            AlterConfigsResource(TOPIC, "t", [AlterableConfig("min.insync.replicas", SET, "0")]),
+            40,
+            "Invalid value 0 for configuration min.insync.replicas: Value must be at least 1",
+        ),
+        (
+            AlterConfigsResource(TOPIC, "t", [AlterableConfig("cleanup.policy", SET, "forever")]),
+            40,
+            "Invalid value forever for configuration cleanup.policy: String must be one of: compact, delete",
+        ),
+        (
+            AlterConfigsResource(TOPIC, "t", [AlterableConfig("retention.ms", APPEND, "1")]),
+            40,
+            "Can't APPEND to key retention.ms because its type is not LIST.",
+        ),
+        (
+            AlterConfigsResource(TOPIC, "missing", [AlterableConfig("retention.ms", SET, "1")]),
+            3,
+            "The topic 'missing' does not exist.",
+        ),
         (AlterConfigsResource(TOPIC, "bad name", [AlterableConfig("retention.ms", SET, "1")]), 17, None),
-        (AlterConfigsResource(TOPIC, "", [AlterableConfig("retention.ms", SET, "1")]), 42,
-         "Default topic resources are not allowed."),
+        (
+            AlterConfigsResource(TOPIC, "", [AlterableConfig("retention.ms", SET, "1")]),
+            42,
+            "Default topic resources are not allowed.",
+        ),
         (AlterConfigsResource(BROKER, "9", [AlterableConfig("x", SET, "1")]), 102, "No node with id 9 found."),
         (AlterConfigsResource(BROKER, "b1", [AlterableConfig("x", SET, "1")]), 42, "Unable to parse broker name b1"),
         (AlterConfigsResource(BROKER, "-3", [AlterableConfig("x", SET, "1")]), 42, "Invalid negative broker ID."),
         (AlterConfigsResource(99, "x", [AlterableConfig("x", SET, "1")]), 35, "Unknown resource type 99."),
-        (AlterConfigsResource(BROKER_LOGGER, "1", [AlterableConfig("kafka", SET, "DEBUG")]), 42,
-         "Unexpected node id. Expected 3000, but got 1"),
+        (
+            AlterConfigsResource(BROKER_LOGGER, "1", [AlterableConfig("kafka", SET, "DEBUG")]),
+            42,
+            "Unexpected node id. Expected 3000, but got 1",
+        ),
     ],
 )
 def test_incremental_alter_configs_refusals(resource: AlterConfigsResource, code: int, message: str | None) -> None:
@@ -375,9 +444,12 @@ def test_duplicate_resources_and_validate_only() -> None:
     res = AlterConfigsResource(TOPIC, "t", [AlterableConfig("retention.ms", SET, "1")])
     out = _incremental(c, res, AlterConfigsResource(BROKER, "", [AlterableConfig("a", SET, "1")]), res, res)
     assert [(r.resource_type, r.error_code, r.error_message) for r in out.response.responses] == [
-        (TOPIC, 42, "Duplicate resource."), (BROKER, 0, None)]
-    out = _incremental(c, AlterConfigsResource(TOPIC, "t", [AlterableConfig("retention.ms", SET, "9")]),
-                       validate_only=True)
+        (TOPIC, 42, "Duplicate resource."),
+        (BROKER, 0, None),
+    ]
+    out = _incremental(
+        c, AlterConfigsResource(TOPIC, "t", [AlterableConfig("retention.ms", SET, "9")]), validate_only=True
+    )
     assert out.response.responses[0].error_code == 0 and out.records == []
     assert c.state.image.configs.get(TOPIC, "t") == {}
 
@@ -385,8 +457,12 @@ def test_duplicate_resources_and_validate_only() -> None:
 def test_legacy_alter_configs_replaces_the_set() -> None:
     c = started()
     c.create_topic("t", 1, 1)
-    _incremental(c, AlterConfigsResource(TOPIC, "t", [AlterableConfig("retention.ms", SET, "1"),
-                                                       AlterableConfig("segment.ms", SET, "2")]))
+    _incremental(
+        c,
+        AlterConfigsResource(
+            TOPIC, "t", [AlterableConfig("retention.ms", SET, "1"), AlterableConfig("segment.ms", SET, "2")]
+        ),
+    )
     out = c.call(33, 2, AlterConfigsRequest(resources=[LegacyResource(TOPIC, "t", [LegacyConfig("segment.ms", "3")])]))
     assert out.response.responses[0].error_code == 0
     assert [(r.name, r.value) for r in records_of(out, ConfigRecord)] == [("segment.ms", "3"), ("retention.ms", None)]
@@ -420,8 +496,15 @@ def test_describe_configs_errors() -> None:
 # ----------------------------------------------------------------------------- ACLs
 
 
-def _acl(rtype: int = 2, name: str = "t", pattern: int = 3, principal: str = "User:alice", host: str = "*",
-         op: int = 3, perm: int = 3) -> AclCreation:
+def _acl(
+    rtype: int = 2,
+    name: str = "t",
+    pattern: int = 3,
+    principal: str = "User:alice",
+    host: str = "*",
+    op: int = 3,
+    perm: int = 3,
+) -> AclCreation:
     return AclCreation(rtype, name, pattern, principal, host, op, perm)
 
 
@@ -433,9 +516,19 @@ def test_create_and_delete_acls_write_their_records() -> None:
     assert len(recs) == 2 and len({r.id for r in recs}) == 2  # the repeat is not written twice
     again = c.call(30, 3, CreateAclsRequest(creations=[_acl()]))
     assert again.response.results[0].error_code == 0 and again.records == []
-    described = c.call(29, 3, DescribeAclsRequest(resource_type_filter=1, resource_name_filter=None,
-                                                  pattern_type_filter=1, principal_filter=None, host_filter=None,
-                                                  operation=1, permission_type=1)).response
+    described = c.call(
+        29,
+        3,
+        DescribeAclsRequest(
+            resource_type_filter=1,
+            resource_name_filter=None,
+            pattern_type_filter=1,
+            principal_filter=None,
+            host_filter=None,
+            operation=1,
+            permission_type=1,
+        ),
+    ).response
     assert [(r.resource_name, r.pattern_type) for r in described.resources] == [("t", 3), ("u", 4)]
     # MATCH "u-orders" finds the PREFIXED "u" ACL; two filters matching it delete it once.
     match = DeleteAclsFilter(2, "u-orders", 2, None, None, 1, 1)
@@ -456,8 +549,11 @@ def test_create_and_delete_acls_write_their_records() -> None:
         (_acl(perm=1), "Invalid permissionType ANY"),
         (_acl(name=""), "Invalid empty resource name"),
         (_acl(rtype=4, name="other"), "The only valid name for the CLUSTER resource is kafka-cluster"),
-        (_acl(principal="alice"), "Could not parse principal from `alice` (no colon is present separating the "
-                                  "principal type from the principal name)"),
+        (
+            _acl(principal="alice"),
+            "Could not parse principal from `alice` (no colon is present separating the "
+            "principal type from the principal name)",
+        ),
         (_acl(host=""), "Host pattern cannot be null or empty"),
     ],
 )
@@ -501,10 +597,23 @@ def test_preferred_election_moves_leadership_back() -> None:
     not_yet = _elect(c, 0, [("t", [0])]).response.replica_election_results[0].partition_result[0]
     assert not_yet.error_code == 80  # PREFERRED_LEADER_NOT_AVAILABLE: not in the ISR
     leader = p.leader
-    alter = AlterPartitionRequest(broker_id=leader, broker_epoch=c.epoch(leader), topics=[TopicData(
-        topic_id=tid, partitions=[PartitionData(partition_index=0, leader_epoch=p.leader_epoch,
-                                                partition_epoch=p.partition_epoch,
-                                                new_isr_with_epochs=[BrokerState(b, c.epoch(b)) for b in p.replicas])])])
+    alter = AlterPartitionRequest(
+        broker_id=leader,
+        broker_epoch=c.epoch(leader),
+        topics=[
+            TopicData(
+                topic_id=tid,
+                partitions=[
+                    PartitionData(
+                        partition_index=0,
+                        leader_epoch=p.leader_epoch,
+                        partition_epoch=p.partition_epoch,
+                        new_isr_with_epochs=[BrokerState(b, c.epoch(b)) for b in p.replicas],
+                    )
+                ],
+            )
+        ],
+    )
     c.call(56, 3, alter)
     out = _elect(c, 0, [("t", [0]), ("nope", [0])])
     results = out.response.replica_election_results
@@ -550,7 +659,8 @@ def _reassign(c: Cluster, topic: str, pid: int, replicas: list[int] | None) -> A
 
 def _list(c: Cluster, topics: list[tuple[str, list[int]]] | None = None) -> Any:
     req = ListPartitionReassignmentsRequest(
-        topics=None if topics is None else [ListPartitionReassignmentsTopics(t, ps) for t, ps in topics])
+        topics=None if topics is None else [ListPartitionReassignmentsTopics(t, ps) for t, ps in topics]
+    )
     return c.call(46, 0, req).response
 
 
@@ -570,8 +680,10 @@ def test_reassignment_adds_then_completes_when_the_new_replica_joins_the_isr() -
     assert rec.replicas == [*target, old[1]] and rec.adding_replicas == [new] and rec.removing_replicas == [old[1]]
     assert rec.leader == -2 and len(rec.directories) == 3  # nothing leaves yet: no epoch bump
     listed = _list(c)
-    assert [(t.name, [(x.partition_index, x.adding_replicas, x.removing_replicas) for x in t.partitions])
-            for t in listed.topics] == [("t", [(0, [new], [old[1]])])]
+    assert [
+        (t.name, [(x.partition_index, x.adding_replicas, x.removing_replicas) for x in t.partitions])
+        for t in listed.topics
+    ] == [("t", [(0, [new], [old[1]])])]
     assert _list(c, [("t", [0, 5]), ("nope", [0])]).topics[0].partitions[0].partition_index == 0
     replay_equals_live(c)
     # The leader reports the new replica caught up: the reassignment completes in that record.
@@ -579,10 +691,23 @@ def test_reassignment_adds_then_completes_when_the_new_replica_joins_the_isr() -
     assert p is not None
     leader = p.leader
     isr = [*p.isr, new]
-    alter = AlterPartitionRequest(broker_id=leader, broker_epoch=c.epoch(leader), topics=[TopicData(
-        topic_id=tid, partitions=[PartitionData(partition_index=0, leader_epoch=p.leader_epoch,
-                                                partition_epoch=p.partition_epoch,
-                                                new_isr_with_epochs=[BrokerState(b, c.epoch(b)) for b in isr])])])
+    alter = AlterPartitionRequest(
+        broker_id=leader,
+        broker_epoch=c.epoch(leader),
+        topics=[
+            TopicData(
+                topic_id=tid,
+                partitions=[
+                    PartitionData(
+                        partition_index=0,
+                        leader_epoch=p.leader_epoch,
+                        partition_epoch=p.partition_epoch,
+                        new_isr_with_epochs=[BrokerState(b, c.epoch(b)) for b in isr],
+                    )
+                ],
+            )
+        ],
+    )
     out = c.call(56, 3, alter)
     (done,) = records_of(out, PartitionChangeRecord)
     assert done.replicas == target and done.adding_replicas == [] and done.removing_replicas == []
@@ -623,8 +748,11 @@ def test_reorder_completes_at_once_and_cancel_reverts() -> None:
 
 
 def _features(c: Cluster, *updates: tuple[str, int, int], version: int = 1, validate_only: bool = False) -> Any:
-    req = UpdateFeaturesRequest(feature_updates=[FeatureUpdateKey(n, lvl, upgrade_type=t) for n, lvl, t in updates],
-                                timeout_ms=1000, validate_only=validate_only)
+    req = UpdateFeaturesRequest(
+        feature_updates=[FeatureUpdateKey(n, lvl, upgrade_type=t) for n, lvl, t in updates],
+        timeout_ms=1000,
+        validate_only=validate_only,
+    )
     return c.call(57, version, req)
 
 
@@ -641,10 +769,14 @@ def test_update_features() -> None:
     assert refused.error_message == (
         "The update failed for all features since the following feature had an error: Unsupported "
         "metadata.version downgrade from 17 to 16. Refusing to perform the requested downgrade because it might "
-        "delete metadata information.")
+        "delete metadata information."
+    )
     cases = [
-        (("metadata.version", 16, 1), "Can't downgrade the version of this feature without setting the upgrade "
-                                      "type to either safe or unsafe downgrade."),
+        (
+            ("metadata.version", 16, 1),
+            "Can't downgrade the version of this feature without setting the upgrade "
+            "type to either safe or unsafe downgrade.",
+        ),
         (("metadata.version", 18, 2), "Can't downgrade to a newer version."),
         (("metadata.version", 40, 1), "Local controller 3000 only supports versions 1-33"),
         (("foo.version", 1, 1), "Local controller 3000 does not support this feature."),
@@ -685,8 +817,21 @@ def test_describe_quorum() -> None:
 
 def test_served_versions_include_the_admin_apis() -> None:
     served = Cluster().state.handled_api_versions()
-    for key, rng in {29: (1, 3), 30: (1, 3), 31: (1, 3), 32: (1, 4), 33: (0, 2), 37: (0, 3), 43: (0, 2), 44: (0, 1),
-                     45: (0, 1), 46: (0, 0), 55: (0, 2), 57: (0, 2), 58: (0, 0)}.items():
+    for key, rng in {
+        29: (1, 3),
+        30: (1, 3),
+        31: (1, 3),
+        32: (1, 4),
+        33: (0, 2),
+        37: (0, 3),
+        43: (0, 2),
+        44: (0, 1),
+        45: (0, 1),
+        46: (0, 0),
+        55: (0, 2),
+        57: (0, 2),
+        58: (0, 0),
+    }.items():
         assert served[key] == rng
 
 
@@ -706,8 +851,12 @@ def test_create_topics_with_configs_writes_config_records_after_the_topic() -> N
     from kraft_jbod.messages.topic_record import TopicRecord
 
     c = started()
-    topic = CreatableTopic("compacted", 1, 1, configs=[CreatableTopicConfig("cleanup.policy", "compact"),
-                                                      CreatableTopicConfig("retention.ms", "100")])
+    topic = CreatableTopic(
+        "compacted",
+        1,
+        1,
+        configs=[CreatableTopicConfig("cleanup.policy", "compact"), CreatableTopicConfig("retention.ms", "100")],
+    )
     out = c.call(19, 7, CreateTopicsRequest(topics=[topic], timeout_ms=1))
     (res,) = out.response.topics  # type: ignore[attr-defined]
     assert res.error_code == 0
@@ -724,8 +873,11 @@ def test_create_topics_with_configs_writes_config_records_after_the_topic() -> N
     ("configs", "code", "message"),
     [
         ([("nope", "1")], 40, "Unknown topic config name: nope"),
-        ([("retention.ms", None), ("segment.ms", None)], 40, "Null value not supported for topic configs: "
-                                                             "retention.ms,segment.ms"),
+        (
+            [("retention.ms", None), ("segment.ms", None)],
+            40,
+            "Null value not supported for topic configs: retention.ms,segment.ms",
+        ),
         ([("retention.ms", "x")], 40, "Invalid value x for configuration retention.ms: Not a number of type LONG"),
     ],
 )
@@ -762,8 +914,9 @@ def test_update_other_features_writes_their_level() -> None:
 def test_reassignment_v1_may_forbid_a_replication_factor_change() -> None:
     c = started(3)
     c.create_topic("t", 1, 2)
-    req = AlterPartitionReassignmentsRequest(allow_replication_factor_change=False,
-                                             topics=[ReassignableTopic("t", [ReassignablePartition(0, [1, 2, 3])])])
+    req = AlterPartitionReassignmentsRequest(
+        allow_replication_factor_change=False, topics=[ReassignableTopic("t", [ReassignablePartition(0, [1, 2, 3])])]
+    )
     out = c.call(45, 1, req)
     r = out.response.responses[0].partitions[0]
     assert (r.error_code, r.error_message) == (38, "The replication factor is changed from 2 to 3")

@@ -71,8 +71,13 @@ def image_probe() -> list[str]:
         CACHE.mkdir(parents=True, exist_ok=True)
         staging = Path(tempfile.mkdtemp(prefix="build-", dir=CACHE))
         try:
-            done = subprocess.run([javac, "-nowarn", "--release", "17", "-d", str(staging), "-cp", classpath,
-                                   str(SOURCE)], capture_output=True, text=True, check=False, timeout=300)
+            done = subprocess.run(
+                [javac, "-nowarn", "--release", "17", "-d", str(staging), "-cp", classpath, str(SOURCE)],
+                capture_output=True,
+                text=True,
+                check=False,
+                timeout=300,
+            )
             assert done.returncode == 0, done.stderr
             with contextlib.suppress(OSError):
                 staging.rename(out)
@@ -82,8 +87,9 @@ def image_probe() -> list[str]:
 
 
 def kafka_image(probe: list[str], c: Cluster) -> list[str]:
-    done = subprocess.run(probe, input="\n".join(raw.hex() for raw in c.log), capture_output=True, text=True,
-                          check=False, timeout=120)
+    done = subprocess.run(
+        probe, input="\n".join(raw.hex() for raw in c.log), capture_output=True, text=True, check=False, timeout=120
+    )
     assert done.returncode == 0, done.stderr
     return done.stdout.splitlines()
 
@@ -96,12 +102,15 @@ def our_image(c: Cluster) -> list[str]:
             out.append(
                 f"partition.{topic.name}-{pid}=replicas:{list(p.replicas)} isr:{list(p.isr)} leader:{p.leader} "
                 f"leaderEpoch:{p.leader_epoch} partitionEpoch:{p.partition_epoch} adding:{list(p.adding)} "
-                f"removing:{list(p.removing)} recovery:{p.leader_recovery_state}".replace(", ", ","))
+                f"removing:{list(p.removing)} recovery:{p.leader_recovery_state}".replace(", ", ",")
+            )
     for (rtype, name), kv in st.image.configs.durable().items():
         out += [f"config.{rtype}/{name}/{k}={v}" for k, v in kv.items()]
     for acl_id, a in st.image.acls.items():
-        out.append(f"acl.{uuid_to_base64url(acl_id)}={a.resource_type}/{a.resource_name}/{a.pattern_type}/"
-                   f"{a.principal}/{a.host}/{a.operation}/{a.permission_type}")
+        out.append(
+            f"acl.{uuid_to_base64url(acl_id)}={a.resource_type}/{a.resource_name}/{a.pattern_type}/"
+            f"{a.principal}/{a.host}/{a.operation}/{a.permission_type}"
+        )
     out.append(f"metadata.version={st.metadata_version}")
     return sorted(out)
 
@@ -112,10 +121,19 @@ def _alter_isr(c: Cluster, topic: str, pid: int, isr: list[int]) -> None:
     p = c.state.partition(tid, pid)
     assert p is not None
     leader = p.leader
-    pd = PartitionData(partition_index=pid, leader_epoch=p.leader_epoch, partition_epoch=p.partition_epoch,
-                       new_isr_with_epochs=[BrokerState(b, c.epoch(b)) for b in isr])
-    c.call(56, 3, AlterPartitionRequest(broker_id=leader, broker_epoch=c.epoch(leader),
-                                        topics=[TopicData(topic_id=tid, partitions=[pd])]))
+    pd = PartitionData(
+        partition_index=pid,
+        leader_epoch=p.leader_epoch,
+        partition_epoch=p.partition_epoch,
+        new_isr_with_epochs=[BrokerState(b, c.epoch(b)) for b in isr],
+    )
+    c.call(
+        56,
+        3,
+        AlterPartitionRequest(
+            broker_id=leader, broker_epoch=c.epoch(leader), topics=[TopicData(topic_id=tid, partitions=[pd])]
+        ),
+    )
 
 
 def scripted_run() -> Cluster:
@@ -123,18 +141,43 @@ def scripted_run() -> Cluster:
     for b in (1, 2, 3, 4):
         c.start_broker(b, [dir_id(b, 0), dir_id(b, 1)])
     compact = [CreatableTopicConfig("cleanup.policy", "compact"), CreatableTopicConfig("retention.ms", "100")]
-    c.call(19, 7, CreateTopicsRequest(topics=[CreatableTopic("a", 2, 2, configs=compact), CreatableTopic("b", 1, 3),
-                                              CreatableTopic("gone", 1, 1, configs=compact)]))
+    c.call(
+        19,
+        7,
+        CreateTopicsRequest(
+            topics=[
+                CreatableTopic("a", 2, 2, configs=compact),
+                CreatableTopic("b", 1, 3),
+                CreatableTopic("gone", 1, 1, configs=compact),
+            ]
+        ),
+    )
     c.call(58, 0, env.envelope_of(CreatePartitionsRequest(topics=[CreatePartitionsTopic("a", 4, None)]), 3))
-    c.call(44, 1, IncrementalAlterConfigsRequest(resources=[
-        AlterConfigsResource(2, "a", [AlterableConfig("retention.ms", 1, None),
-                                      AlterableConfig("segment.ms", 0, "1000")]),
-        AlterConfigsResource(4, "", [AlterableConfig("log.retention.ms", 0, "5")]),
-        AlterConfigsResource(4, "2", [AlterableConfig("log.cleaner.threads", 0, "3")])]))
+    c.call(
+        44,
+        1,
+        IncrementalAlterConfigsRequest(
+            resources=[
+                AlterConfigsResource(
+                    2, "a", [AlterableConfig("retention.ms", 1, None), AlterableConfig("segment.ms", 0, "1000")]
+                ),
+                AlterConfigsResource(4, "", [AlterableConfig("log.retention.ms", 0, "5")]),
+                AlterConfigsResource(4, "2", [AlterableConfig("log.cleaner.threads", 0, "3")]),
+            ]
+        ),
+    )
     c.call(33, 2, AlterConfigsRequest(resources=[LegacyResource(2, "b", [LegacyConfig("max.message.bytes", "2000")])]))
-    c.call(30, 3, CreateAclsRequest(creations=[AclCreation(2, "a", 3, "User:x", "*", 3, 3),
-                                               AclCreation(2, "a", 4, "User:y", "*", 4, 2),
-                                               AclCreation(4, "kafka-cluster", 3, "User:z", "10.0.0.1", 7, 3)]))
+    c.call(
+        30,
+        3,
+        CreateAclsRequest(
+            creations=[
+                AclCreation(2, "a", 3, "User:x", "*", 3, 3),
+                AclCreation(2, "a", 4, "User:y", "*", 4, 2),
+                AclCreation(4, "kafka-cluster", 3, "User:z", "10.0.0.1", 7, 3),
+            ]
+        ),
+    )
     c.call(31, 3, DeleteAclsRequest(filters=[DeleteAclsFilter(1, None, 1, "User:y", None, 1, 1)]))
     c.call(20, 5, DeleteTopicsRequest(topic_names=["gone"]))
     # Reassignments: b-0 to a new set (completed by the leader's ISR expansion), a-0 left running.
@@ -144,7 +187,9 @@ def scripted_run() -> Cluster:
     assert pb is not None
     newcomer = next(b for b in (1, 2, 3, 4) if b not in pb.replicas)
     target = [newcomer, *list(pb.replicas)[:2]]
-    c.call(45, 0, AlterPartitionReassignmentsRequest(topics=[ReassignableTopic("b", [ReassignablePartition(0, target)])]))
+    c.call(
+        45, 0, AlterPartitionReassignmentsRequest(topics=[ReassignableTopic("b", [ReassignablePartition(0, target)])])
+    )
     pb = c.state.partition(tid_b, 0)
     assert pb is not None and pb.adding == (newcomer,)
     _alter_isr(c, "b", 0, [*pb.isr, newcomer])
@@ -155,8 +200,16 @@ def scripted_run() -> Cluster:
     pa = c.state.partition(tid_a, 0)
     assert pa is not None
     spare = next(b for b in (1, 2, 3, 4) if b not in pa.replicas)
-    c.call(58, 0, env.envelope_of(AlterPartitionReassignmentsRequest(
-        topics=[ReassignableTopic("a", [ReassignablePartition(0, [spare, pa.replicas[0]])])]), 0))
+    c.call(
+        58,
+        0,
+        env.envelope_of(
+            AlterPartitionReassignmentsRequest(
+                topics=[ReassignableTopic("a", [ReassignablePartition(0, [spare, pa.replicas[0]])])]
+            ),
+            0,
+        ),
+    )
     # Elections: fence a leader, bring it back, elect it as preferred; then an unclean one.
     pa1 = c.state.partition(tid_a, 1)
     assert pa1 is not None

@@ -38,13 +38,23 @@ from tests.controller.test_state_properties import OPS, SETUPS, _setup, _step
 TOPICS = st.integers(0, 3)
 ADMIN_OPS = st.one_of(
     st.tuples(st.just("partitions"), TOPICS, st.integers(1, 6)),
-    st.tuples(st.just("config"), st.sampled_from(["topic", "broker", "cluster"]), TOPICS,
-              st.sampled_from(["retention.ms", "cleanup.policy", "unclean.leader.election.enable"]),
-              st.integers(0, 3), st.booleans()),
+    st.tuples(
+        st.just("config"),
+        st.sampled_from(["topic", "broker", "cluster"]),
+        TOPICS,
+        st.sampled_from(["retention.ms", "cleanup.policy", "unclean.leader.election.enable"]),
+        st.integers(0, 3),
+        st.booleans(),
+    ),
     st.tuples(st.just("acl"), st.integers(0, 3), st.booleans()),
     st.tuples(st.just("elect"), TOPICS, st.integers(0, 3), st.integers(0, 1)),
-    st.tuples(st.just("reassign"), TOPICS, st.integers(0, 3), st.lists(st.integers(1, 4), max_size=3, unique=True),
-              st.booleans()),
+    st.tuples(
+        st.just("reassign"),
+        TOPICS,
+        st.integers(0, 3),
+        st.lists(st.integers(1, 4), max_size=3, unique=True),
+        st.booleans(),
+    ),
     st.tuples(st.just("mv"), st.integers(17, 22), st.integers(1, 2)),
 )
 
@@ -82,12 +92,18 @@ def _admin_step(c: Cluster, op: tuple[Any, ...]) -> None:
         _, t, pid, replicas, cancel = op
         target = None if cancel or not replicas else replicas
         req = AlterPartitionReassignmentsRequest(
-            topics=[ReassignableTopic(f"t{t}", [ReassignablePartition(pid, target)])])
+            topics=[ReassignableTopic(f"t{t}", [ReassignablePartition(pid, target)])]
+        )
         _maybe_enveloped(c, 45, 0, req, cancel)
     elif kind == "mv":
         _, level, upgrade_type = op
-        c.call(57, 1, UpdateFeaturesRequest(feature_updates=[FeatureUpdateKey("metadata.version", level,
-                                                                                upgrade_type=upgrade_type)]))
+        c.call(
+            57,
+            1,
+            UpdateFeaturesRequest(
+                feature_updates=[FeatureUpdateKey("metadata.version", level, upgrade_type=upgrade_type)]
+            ),
+        )
 
 
 def _run(c: Cluster, ops: list[tuple[Any, ...]], setup: list[int]) -> None:
@@ -113,11 +129,19 @@ def test_admin_apis_in_random_runs_replay_equal_live(ops: list[tuple[Any, ...]],
 def test_a_scripted_admin_run_reaches_every_record_kind() -> None:
     c = Cluster()
     ops: list[tuple[Any, ...]] = [
-        ("partitions", 0, 6), ("config", "topic", 0, "retention.ms", 1, True), ("config", "cluster", 0,
-                                                                                  "retention.ms", 1, False),
-        ("acl", 1, False), ("acl", 2, False), ("acl", 1, True), ("reassign", 0, 0, [3, 1], False),
-        ("reassign", 0, 1, [2, 3], False), ("reassign", 0, 1, [], True), ("elect", 0, 0, 0), ("mv", 20, 2),
-        ("mv", 22, 1), ("restart",),
+        ("partitions", 0, 6),
+        ("config", "topic", 0, "retention.ms", 1, True),
+        ("config", "cluster", 0, "retention.ms", 1, False),
+        ("acl", 1, False),
+        ("acl", 2, False),
+        ("acl", 1, True),
+        ("reassign", 0, 0, [3, 1], False),
+        ("reassign", 0, 1, [2, 3], False),
+        ("reassign", 0, 1, [], True),
+        ("elect", 0, 0, 0),
+        ("mv", 20, 2),
+        ("mv", 22, 1),
+        ("restart",),
     ]
     _run(c, ops, [2, 2, 2])
     durable = c.state.durable_state()

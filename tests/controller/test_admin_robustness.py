@@ -20,8 +20,20 @@ from kraft_jbod.errors import ProtocolError
 from kraft_jbod.fuzz.strategies import random_message
 from tests.controller.harness import Cluster, dir_id
 
-_NAMES = ["t0", "t1", "", "1", "3000", "kafka-cluster", "*", "User:a", "retention.ms", "cleanup.policy",
-          "__cluster_metadata", "metadata.version"]
+_NAMES = [
+    "t0",
+    "t1",
+    "",
+    "1",
+    "3000",
+    "kafka-cluster",
+    "*",
+    "User:a",
+    "retention.ms",
+    "cleanup.policy",
+    "__cluster_metadata",
+    "metadata.version",
+]
 
 
 def _steer(value: object, rng: random.Random, depth: int = 0) -> object:
@@ -81,4 +93,3 @@ def test_random_admin_requests_never_crash(api_key: int) -> None:
     assert answered > 30
     live = c.state.durable_state()
     assert c.restart().durable_state() == live
-

@@ -19,15 +19,29 @@ D = uuid.UUID(int=70)
 MV = 30
 
 
-def part(isr: Sequence[int], leader: int, elr: Sequence[int] = (), lke: Sequence[int] = (),
-         replicas: Sequence[int] = (1, 2, 3, 4)) -> ap.PartView:
-    return ap.PartView(tuple(replicas), tuple(isr), leader, (D,) * len(replicas),
-                       elr=tuple(elr), last_known_elr=tuple(lke))
+def part(
+    isr: Sequence[int],
+    leader: int,
+    elr: Sequence[int] = (),
+    lke: Sequence[int] = (),
+    replicas: Sequence[int] = (1, 2, 3, 4),
+) -> ap.PartView:
+    return ap.PartView(
+        tuple(replicas), tuple(isr), leader, (D,) * len(replicas), elr=tuple(elr), last_known_elr=tuple(lke)
+    )
 
 
 def build(p: ap.PartView, alive: set[int], **kw: Any) -> PartitionChangeRecord | None:
-    return ap.build_change(p, TID, 0, acceptable=lambda b, _d: b in alive, default_dir=lambda _b: D,
-                           metadata_version=MV, elr_enabled=kw.pop("elr", True), **kw)
+    return ap.build_change(
+        p,
+        TID,
+        0,
+        acceptable=lambda b, _d: b in alive,
+        default_dir=lambda _b: D,
+        metadata_version=MV,
+        elr_enabled=kw.pop("elr", True),
+        **kw,
+    )
 
 
 def fields(rec: PartitionChangeRecord | None) -> dict[str, Any] | None:
@@ -46,43 +60,91 @@ def fields(rec: PartitionChangeRecord | None) -> dict[str, Any] | None:
 
 CASES = [
     # (what, partition, alive, build args, expected record fields)
-    ("shrink below min ISR: the leaving member joins the ELR",
-     part([1, 2, 3], 1), {1, 2, 3, 4}, dict(target_isr=[1, 2], min_isr=3),
-     {"isr": [1, 2], "eligible_leader_replicas": [3]}),
-    ("shrink that stays at min ISR: no ELR",
-     part([1, 2, 3], 1), {1, 2, 3, 4}, dict(target_isr=[1, 2], min_isr=2),
-     {"isr": [1, 2]}),
-    ("ISR back at min ISR clears the ELR",
-     part([1], 1, elr=[2]), {1, 2, 3, 4}, dict(target_isr=[1, 2], min_isr=2),
-     {"isr": [1, 2], "eligible_leader_replicas": []}),
-    ("the last ISR member leaves: ISR empty, no leader, it is in the ELR and is the last known leader",
-     part([1], 1), set(), dict(target_isr=[], min_isr=2),
-     {"leader": -1, "isr": [], "eligible_leader_replicas": [1], "last_known_elr": [1]}),
-    ("empty ISR: an ELR member leads, becomes the ISR alone and leaves the ELR",
-     part([1], 1, elr=[2, 3]), {2, 3}, dict(target_isr=[], min_isr=3),
-     {"leader": 2, "isr": [2], "eligible_leader_replicas": [1, 3]}),
-    ("unclean shutdown: the broker leaves ISR and ELR and is not eligible",
-     part([1, 2], 1, elr=[3]), {1, 2, 3, 4}, dict(target_isr=[1], min_isr=3, unclean_shutdown=[2, 3]),
-     {"isr": [1], "eligible_leader_replicas": []}),
-    ("unclean shutdown of an ELR member only",
-     part([1], 1, elr=[2, 3]), {1, 2, 3, 4}, dict(target_isr=[1], min_isr=3, unclean_shutdown=[3]),
-     {"eligible_leader_replicas": [2]}),
-    ("the last known leader comes back: elected uncleanly, RECOVERING, LastKnownElr emptied",
-     part([], -1, lke=[1]), {1}, dict(min_isr=2),
-     {"leader": 1, "isr": [1], "lrs": 1, "last_known_elr": []}),
-    ("the last known leader is not used while an ELR member exists",
-     part([], -1, elr=[3], lke=[1]), {1}, dict(min_isr=2), None),
-    ("an unclean election empties the ELR",
-     part([], -1, elr=[3], lke=[1, 2]), {4}, dict(min_isr=2, election=ap.UNCLEAN),
-     {"leader": 4, "isr": [4], "lrs": 1, "eligible_leader_replicas": [], "last_known_elr": []}),
-    ("nothing to change: no record",
-     part([1, 2], 1), {1, 2, 3, 4}, dict(min_isr=2), None),
-    ("ELR off: a leftover ELR is cleared by the next change, LastKnownElr kept",
-     part([1, 2, 3], 1, elr=[4], lke=[4]), {1, 2, 3, 4}, dict(target_isr=[1, 2], min_isr=3, elr=False),
-     {"isr": [1, 2], "eligible_leader_replicas": []}),
-    ("ELR off: the ISR never becomes empty",
-     part([1], 1), set(), dict(target_isr=[], min_isr=2, elr=False),
-     {"leader": -1}),
+    (
+        "shrink below min ISR: the leaving member joins the ELR",
+        part([1, 2, 3], 1),
+        {1, 2, 3, 4},
+        dict(target_isr=[1, 2], min_isr=3),
+        {"isr": [1, 2], "eligible_leader_replicas": [3]},
+    ),
+    (
+        "shrink that stays at min ISR: no ELR",
+        part([1, 2, 3], 1),
+        {1, 2, 3, 4},
+        dict(target_isr=[1, 2], min_isr=2),
+        {"isr": [1, 2]},
+    ),
+    (
+        "ISR back at min ISR clears the ELR",
+        part([1], 1, elr=[2]),
+        {1, 2, 3, 4},
+        dict(target_isr=[1, 2], min_isr=2),
+        {"isr": [1, 2], "eligible_leader_replicas": []},
+    ),
+    (
+        "the last ISR member leaves: ISR empty, no leader, it is in the ELR and is the last known leader",
+        part([1], 1),
+        set(),
+        dict(target_isr=[], min_isr=2),
+        {"leader": -1, "isr": [], "eligible_leader_replicas": [1], "last_known_elr": [1]},
+    ),
+    (
+        "empty ISR: an ELR member leads, becomes the ISR alone and leaves the ELR",
+        part([1], 1, elr=[2, 3]),
+        {2, 3},
+        dict(target_isr=[], min_isr=3),
+        {"leader": 2, "isr": [2], "eligible_leader_replicas": [1, 3]},
+    ),
+    (
+        "unclean shutdown: the broker leaves ISR and ELR and is not eligible",
+        part([1, 2], 1, elr=[3]),
+        {1, 2, 3, 4},
+        dict(target_isr=[1], min_isr=3, unclean_shutdown=[2, 3]),
+        {"isr": [1], "eligible_leader_replicas": []},
+    ),
+    (
+        "unclean shutdown of an ELR member only",
+        part([1], 1, elr=[2, 3]),
+        {1, 2, 3, 4},
+        dict(target_isr=[1], min_isr=3, unclean_shutdown=[3]),
+        {"eligible_leader_replicas": [2]},
+    ),
+    (
+        "the last known leader comes back: elected uncleanly, RECOVERING, LastKnownElr emptied",
+        part([], -1, lke=[1]),
+        {1},
+        dict(min_isr=2),
+        {"leader": 1, "isr": [1], "lrs": 1, "last_known_elr": []},
+    ),
+    (
+        "the last known leader is not used while an ELR member exists",
+        part([], -1, elr=[3], lke=[1]),
+        {1},
+        dict(min_isr=2),
+        None,
+    ),
+    (
+        "an unclean election empties the ELR",
+        part([], -1, elr=[3], lke=[1, 2]),
+        {4},
+        dict(min_isr=2, election=ap.UNCLEAN),
+        {"leader": 4, "isr": [4], "lrs": 1, "eligible_leader_replicas": [], "last_known_elr": []},
+    ),
+    ("nothing to change: no record", part([1, 2], 1), {1, 2, 3, 4}, dict(min_isr=2), None),
+    (
+        "ELR off: a leftover ELR is cleared by the next change, LastKnownElr kept",
+        part([1, 2, 3], 1, elr=[4], lke=[4]),
+        {1, 2, 3, 4},
+        dict(target_isr=[1, 2], min_isr=3, elr=False),
+        {"isr": [1, 2], "eligible_leader_replicas": []},
+    ),
+    (
+        "ELR off: the ISR never becomes empty",
+        part([1], 1),
+        set(),
+        dict(target_isr=[], min_isr=2, elr=False),
+        {"leader": -1},
+    ),
 ]
 
 

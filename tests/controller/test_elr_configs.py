@@ -36,8 +36,9 @@ def _cluster(elr: bool) -> Cluster:
 
 
 def _set(c: Cluster, rtype: int, name: str, value: str) -> list[tuple[str, str]]:
-    req = IncrementalAlterConfigsRequest(resources=[
-        AlterConfigsResource(rtype, name, [AlterableConfig("min.insync.replicas", 0, value)])])
+    req = IncrementalAlterConfigsRequest(
+        resources=[AlterConfigsResource(rtype, name, [AlterableConfig("min.insync.replicas", 0, value)])]
+    )
     out = c.call(44, 1, req)
     assert [r.error_code for r in out.response.responses] == [0]  # type: ignore[attr-defined]
     return [(type(r).__name__, getattr(r, "topic_name", getattr(r, "name", ""))) for r, _ in out.records]
@@ -59,14 +60,24 @@ def test_topic_change_clears_that_topic_cluster_change_clears_all() -> None:
 
 def test_legacy_alter_configs_too_and_other_keys_clear_nothing() -> None:
     c = _cluster(elr=True)
-    out = c.call(33, 2, AlterConfigsRequest(resources=[LegacyResource(TOPIC, "t", [
-        LegacyConfig("min.insync.replicas", "2"), LegacyConfig("retention.ms", "5")])]))
+    out = c.call(
+        33,
+        2,
+        AlterConfigsRequest(
+            resources=[
+                LegacyResource(
+                    TOPIC, "t", [LegacyConfig("min.insync.replicas", "2"), LegacyConfig("retention.ms", "5")]
+                )
+            ]
+        ),
+    )
     clears = [r for r, _ in out.records if isinstance(r, ClearElrRecord)]
     assert [r.topic_name for r in clears] == ["t"]
     assert isinstance(out.records[-1][0], ClearElrRecord)  # after the config records, as Kafka
     assert _set(c, TOPIC, "u", "1")[-1] == ("ClearElrRecord", "u")
-    req = IncrementalAlterConfigsRequest(resources=[
-        AlterConfigsResource(TOPIC, "u", [AlterableConfig("retention.ms", 0, "7")])])
+    req = IncrementalAlterConfigsRequest(
+        resources=[AlterConfigsResource(TOPIC, "u", [AlterableConfig("retention.ms", 0, "7")])]
+    )
     assert all(isinstance(r, ConfigRecord) for r, _ in c.call(44, 1, req).records)
 
 

@@ -32,10 +32,12 @@ def test_fencing_fills_the_elr_and_unfencing_elects_from_it() -> None:
     c = Cluster()
     for b in (1, 2, 3):
         c.start_broker(b, [dir_id(b, 0)])
-    c.commit([
-        (FeatureLevelRecord(name="eligible.leader.replicas.version", feature_level=1), 0),
-        (ConfigRecord(resource_type=4, resource_name="", name="min.insync.replicas", value="3"), 0),
-    ])
+    c.commit(
+        [
+            (FeatureLevelRecord(name="eligible.leader.replicas.version", feature_level=1), 0),
+            (ConfigRecord(resource_type=4, resource_name="", name="min.insync.replicas", value="3"), 0),
+        ]
+    )
     c.create_topic("t", 1, 3)
     p = c.state.image.topics[c.state.image.topic_names["t"]].partitions[0]
     first, second, third = p.replicas  # the leader is `first`
@@ -44,16 +46,17 @@ def test_fencing_fills_the_elr_and_unfencing_elects_from_it() -> None:
     out = c.heartbeat(third, want_fence=True)
     assert _changes(out) == [{"isr": [first, second], "eligible_leader_replicas": [third]}]
     out = c.heartbeat(first, want_fence=True)
-    assert _changes(out) == [{"leader": second, "isr": [second],
-                              "eligible_leader_replicas": sorted([first, third])}]
+    assert _changes(out) == [{"leader": second, "isr": [second], "eligible_leader_replicas": sorted([first, third])}]
     out = c.heartbeat(second, want_fence=True)
-    assert _changes(out) == [{"leader": -1, "isr": [], "eligible_leader_replicas": [1, 2, 3],
-                              "last_known_elr": [second]}]
+    assert _changes(out) == [
+        {"leader": -1, "isr": [], "eligible_leader_replicas": [1, 2, 3], "last_known_elr": [second]}
+    ]
     assert (p.isr, p.leader, p.elr, p.last_known_elr) == ((), -1, (1, 2, 3), (second,))
 
     out = c.heartbeat(third)  # caught up and not asking to be fenced: unfenced
-    assert _changes(out) == [{"leader": third, "isr": [third],
-                              "eligible_leader_replicas": sorted([first, second]), "last_known_elr": []}]
+    assert _changes(out) == [
+        {"leader": third, "isr": [third], "eligible_leader_replicas": sorted([first, second]), "last_known_elr": []}
+    ]
     live = c.state.durable_state()
     assert c.restart().durable_state() == live
     assert c.state.check_invariants() == []
@@ -63,10 +66,12 @@ def test_alter_partition_shrink_below_min_isr_fills_the_elr_and_growth_clears_it
     from tests.controller.test_state_alter_partition import Req, alter, make_cluster, part
 
     c, tid = make_cluster(level=30)
-    c.commit([
-        (FeatureLevelRecord(name="eligible.leader.replicas.version", feature_level=1), 0),
-        (ConfigRecord(resource_type=2, resource_name="t", name="min.insync.replicas", value="3"), 0),
-    ])
+    c.commit(
+        [
+            (FeatureLevelRecord(name="eligible.leader.replicas.version", feature_level=1), 0),
+            (ConfigRecord(resource_type=2, resource_name="t", name="min.insync.replicas", value="3"), 0),
+        ]
+    )
     p = part(c, tid)
     leader = p.leader
     a, b = [x for x in p.isr if x != leader]
@@ -89,17 +94,21 @@ def test_unclean_restart_leaves_isr_and_elr_clean_restart_keeps_elr() -> None:
     c = Cluster()
     for b in (1, 2, 3):
         c.start_broker(b, [dir_id(b, 0)])
-    c.commit([
-        (FeatureLevelRecord(name="eligible.leader.replicas.version", feature_level=1), 0),
-        (ConfigRecord(resource_type=4, resource_name="", name="min.insync.replicas", value="3"), 0),
-    ])
+    c.commit(
+        [
+            (FeatureLevelRecord(name="eligible.leader.replicas.version", feature_level=1), 0),
+            (ConfigRecord(resource_type=4, resource_name="", name="min.insync.replicas", value="3"), 0),
+        ]
+    )
     c.create_topic("t", 1, 3)
     p = c.state.image.topics[c.state.image.topic_names["t"]].partitions[0]
     first, second, third = p.replicas
     c.heartbeat(third, want_fence=True)
     assert p.elr == (third,)
-    feats = [Feature(n, 0, 1 if n == "eligible.leader.replicas.version" else hi) for n, hi in
-             __import__("kraft_jbod.controller.features", fromlist=["x"]).IMPLEMENTED_MAX.items()]
+    feats = [
+        Feature(n, 0, 1 if n == "eligible.leader.replicas.version" else hi)
+        for n, hi in __import__("kraft_jbod.controller.features", fromlist=["x"]).IMPLEMENTED_MAX.items()
+    ]
     # A new incarnation without PreviousBrokerEpoch (-1), once the old session expired:
     # an unclean shutdown.
     c.now += 60_000

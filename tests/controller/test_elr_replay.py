@@ -28,10 +28,23 @@ def _state() -> tuple[ControllerState, list[Message]]:
     recs: list[tuple[Message, int]] = [(FeatureLevelRecord(name="metadata.version", feature_level=26), 0)]
     for tid, name in ((T1, "a"), (T2, "b")):
         recs.append((TopicRecord(name=name, topic_id=tid), 0))
-        recs.append((PartitionRecord(
-            partition_id=0, topic_id=tid, replicas=[1, 2, 3], isr=[1], leader=1, leader_epoch=0,
-            partition_epoch=0, directories=[DIR] * 3, eligible_leader_replicas=[2], last_known_elr=[3],
-        ), 2))
+        recs.append(
+            (
+                PartitionRecord(
+                    partition_id=0,
+                    topic_id=tid,
+                    replicas=[1, 2, 3],
+                    isr=[1],
+                    leader=1,
+                    leader_epoch=0,
+                    partition_epoch=0,
+                    directories=[DIR] * 3,
+                    eligible_leader_replicas=[2],
+                    last_known_elr=[3],
+                ),
+                2,
+            )
+        )
     for off, (r, v) in enumerate(recs):
         st.apply(off, r, v)
     return st, [r for r, _ in recs]
@@ -45,8 +58,9 @@ def test_partition_records_carry_elr_into_the_image_and_view() -> None:
     st, _ = _state()
     p = _part(st, T1)
     assert (p.elr, p.last_known_elr) == ((2,), (3,))
-    st.apply(5, PartitionChangeRecord(partition_id=0, topic_id=T1, eligible_leader_replicas=[2, 3],
-                                      last_known_elr=[]), 2)
+    st.apply(
+        5, PartitionChangeRecord(partition_id=0, topic_id=T1, eligible_leader_replicas=[2, 3], last_known_elr=[]), 2
+    )
     assert (p.elr, p.last_known_elr, p.partition_epoch) == ((2, 3), (), 1)
     st.apply(6, PartitionChangeRecord(partition_id=0, topic_id=T1, isr=[1, 2]), 2)  # fields absent: unchanged
     assert p.elr == (2, 3)

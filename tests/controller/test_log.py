@@ -375,7 +375,11 @@ def test_log_dump_cli_reports_damage_with_offset(tmp_path: Path, capsys: pytest.
         second = log.batches[1]
     assert cli.main(["log", "dump", str(tmp_path)]) == 0
     out = capsys.readouterr().out.splitlines()
-    assert [json.loads(x)["type"] for x in out] == ["FeatureLevelRecord", "RegisterBrokerRecord", "RegisterBrokerRecord"]
+    assert [json.loads(x)["type"] for x in out] == [
+        "FeatureLevelRecord",
+        "RegisterBrokerRecord",
+        "RegisterBrokerRecord",
+    ]
     seg = tmp_path / segment_name(0)
     data = bytearray(seg.read_bytes())
     data[second.position + 30] ^= 0x40
@@ -401,7 +405,10 @@ def test_a_set_over_10000_records_is_several_batches_with_one_fsync(
         monkeypatch.setattr(log_module.os, "fsync", real_fsync)
         assert log.end_offset == 25_002
         assert [(b.base_offset, b.last_offset) for b in log.batches] == [
-            (0, 0), (1, 10_000), (10_001, 20_000), (20_001, 25_001)
+            (0, 0),
+            (1, 10_000),
+            (10_001, 20_000),
+            (20_001, 25_001),
         ]
         assert log.batch_containing(20_001).base_offset == 20_001
         assert log.append([(noop, 0)] * 10_000, timestamp_ms=3) == 25_002  # exactly the bound: one batch

@@ -147,8 +147,12 @@ async def test_api_versions_v5_cluster_and_node_checks(server: ControllerServer)
     c = await Client.connect(server.addresses[0])
     ok = await c.call(ApiVersionsRequest("t", "1", cluster_id=server.state.cluster_id, node_id=server.state.node_id), 5)
     assert ok.error_code == 0 and ok.api_keys
-    for cid, nid, code in [("other", server.state.node_id, 129), (server.state.cluster_id, 1, 129),
-                           (None, server.state.node_id, 42), (server.state.cluster_id, -1, 42)]:
+    for cid, nid, code in [
+        ("other", server.state.node_id, 129),
+        (server.state.cluster_id, 1, 129),
+        (None, server.state.node_id, 42),
+        (server.state.cluster_id, -1, 42),
+    ]:
         resp = await c.call(ApiVersionsRequest("t", "1", cluster_id=cid, node_id=nid), 5)
         assert resp.error_code == code, (cid, nid)
     await c.close()

@@ -213,7 +213,9 @@ async def test_a_port_in_use_is_a_clear_error_and_nothing_is_written(tmp_path: P
 
 
 def test_absurd_socket_request_max_bytes_is_refused(tmp_path: Path) -> None:
-    with pytest.raises(ConfigError, match=r"socket\.request\.max\.bytes=2147483647 is above queued\.max\.request\.bytes"):
+    with pytest.raises(
+        ConfigError, match=r"socket\.request\.max\.bytes=2147483647 is above queued\.max\.request\.bytes"
+    ):
         make_config(tmp_path, **{"socket.request.max.bytes": "2147483647"})
     # Raising the budget too (or -1, Kafka's default: no budget) makes it a deliberate choice.
     cfg = make_config(tmp_path, **{"socket.request.max.bytes": "2147483647", "queued.max.request.bytes": "-1"})
@@ -253,9 +255,21 @@ def test_running_out_of_file_descriptors_is_one_log_line_not_a_traceback_storm(t
         resource.setrlimit(resource.RLIMIT_NOFILE, (48, 48))
 
     proc = subprocess.Popen(
-        [sys.executable, "-m", "kraft_jbod.cli", "controller", "--config", str(props), "--cluster-id", CLUSTER,
-         "--no-fsync"],
-        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, preexec_fn=low_fd_limit,
+        [
+            sys.executable,
+            "-m",
+            "kraft_jbod.cli",
+            "controller",
+            "--config",
+            str(props),
+            "--cluster-id",
+            CLUSTER,
+            "--no-fsync",
+        ],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        preexec_fn=low_fd_limit,
     )
     socks: list[socket.socket] = []
     try:

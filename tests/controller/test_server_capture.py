@@ -53,5 +53,10 @@ async def test_controller_mirrors_frames_over_udp(tmp_path: Path) -> None:
         data, addr = await asyncio.wait_for(receiver.recv(), 10)
         frames += listener.feed(data, addr)
     receiver.close()
-    assert [(f.kind, f.api_key) for f in frames] == [("request", 62), ("response", 62), ("request", 63), ("response", 63)]
+    assert [(f.kind, f.api_key) for f in frames] == [
+        ("request", 62),
+        ("response", 62),
+        ("request", 63),
+        ("response", 63),
+    ]
     assert frames[1].body.error_code == 0 and frames[3].body.is_fenced is False

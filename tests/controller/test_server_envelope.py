@@ -32,8 +32,20 @@ async def test_forwarded_requests_over_tcp(tmp_path: Path) -> None:
         await register_and_unfence(broker, 1)
         versions = await broker.call(ApiVersionsRequest("kraft-jbod-test", "1.0"), 3)
         advertised = {k.api_key: (k.min_version, k.max_version) for k in versions.api_keys}
-        for key, rng in {58: (0, 0), 37: (0, 3), 44: (0, 1), 33: (0, 2), 30: (1, 3), 31: (1, 3), 43: (0, 2),
-                         45: (0, 1), 46: (0, 0), 57: (0, 2), 55: (0, 2), 32: (1, 4)}.items():
+        for key, rng in {
+            58: (0, 0),
+            37: (0, 3),
+            44: (0, 1),
+            33: (0, 2),
+            30: (1, 3),
+            31: (1, 3),
+            43: (0, 2),
+            45: (0, 1),
+            46: (0, 0),
+            57: (0, 2),
+            55: (0, 2),
+            32: (1, 4),
+        }.items():
             assert advertised[key] == rng, key
 
         alice = env.Principal("User", "alice")
@@ -44,17 +56,20 @@ async def test_forwarded_requests_over_tcp(tmp_path: Path) -> None:
         assert inner is not None and inner.topics[0].error_code == 0  # type: ignore[attr-defined]
         assert s.state.topic_id_of("fwd") is not None
 
-        alter = IncrementalAlterConfigsRequest(resources=[
-            AlterConfigsResource(2, "fwd", [AlterableConfig("retention.ms", 0, "60000")])])
+        alter = IncrementalAlterConfigsRequest(
+            resources=[AlterConfigsResource(2, "fwd", [AlterableConfig("retention.ms", 0, "60000")])]
+        )
         resp = await broker.call(env.envelope_of(alter, 1, principal=alice, client_address="::1"), 0)
         inner = env.unwrap_response(resp, 44, 1)
         assert inner is not None and inner.responses[0].error_code == 0  # type: ignore[attr-defined]
 
-        bad = await broker.call(EnvelopeRequest(request_data=b"\0", request_principal=None,
-                                                client_host_address=b"\1\2\3\4"), 0)
+        bad = await broker.call(
+            EnvelopeRequest(request_data=b"\0", request_principal=None, client_host_address=b"\1\2\3\4"), 0
+        )
         assert (bad.error_code, bad.response_data) == (97, None)
-        quorum = await broker.call(DescribeQuorumRequest(topics=[TopicData("__cluster_metadata",
-                                                                           [PartitionData(0)])]), 2)
+        quorum = await broker.call(
+            DescribeQuorumRequest(topics=[TopicData("__cluster_metadata", [PartitionData(0)])]), 2
+        )
         part = quorum.topics[0].partitions[0]
         assert (part.leader_id, part.leader_epoch) == (cfg.node_id, s.log.leader_epoch)  # type: ignore[union-attr]
         assert part.high_watermark == s.log.end_offset  # type: ignore[union-attr]

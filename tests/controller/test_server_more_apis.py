@@ -48,11 +48,16 @@ async def test_producer_ids_and_isr_changes_over_tcp_survive_restart(tmp_path: P
 
         async def alter(isr: list[int], partition_epoch: int) -> AlterResult:
             pd = PartitionData(
-                partition_index=0, leader_epoch=0, partition_epoch=partition_epoch,
+                partition_index=0,
+                leader_epoch=0,
+                partition_epoch=partition_epoch,
                 new_isr_with_epochs=[BrokerState(b, epochs[b]) for b in isr],
             )
-            req = AlterPartitionRequest(broker_id=leader, broker_epoch=epochs[leader],
-                                        topics=[TopicData(topic_id=topic.topic_id, partitions=[pd])])
+            req = AlterPartitionRequest(
+                broker_id=leader,
+                broker_epoch=epochs[leader],
+                topics=[TopicData(topic_id=topic.topic_id, partitions=[pd])],
+            )
             resp = await conn.call(req, 3)
             assert resp.error_code == 0
             ((got,),) = [t.partitions for t in resp.topics]

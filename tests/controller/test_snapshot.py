@@ -102,8 +102,9 @@ def test_small_batches_and_kraft_version_header(tmp_path: Path) -> None:
     sid = snap.SnapshotId(c.end_offset, 2)
     path = tmp_path / sid.file_name
     with open(path, "wb") as f:
-        for chunk in snap.encode_snapshot(recs, epoch=2, last_contained_timestamp=5, kraft_version=1,
-                                          max_batch_bytes=200):
+        for chunk in snap.encode_snapshot(
+            recs, epoch=2, last_contained_timestamp=5, kraft_version=1, max_batch_bytes=200
+        ):
             f.write(chunk)
     contents = snap.read_snapshot(path)
     assert contents.kraft_version == 1
@@ -114,8 +115,11 @@ def test_small_batches_and_kraft_version_header(tmp_path: Path) -> None:
     assert types == [ControlRecordType.SNAPSHOT_HEADER, ControlRecordType.KRAFT_VERSION]
     assert isinstance(decode_control_record(first.records[1])[1], KRaftVersionRecord)
     with pytest.raises(ValueError):
-        list(snap.encode_snapshot(recs, epoch=2, last_contained_timestamp=5, kraft_version=0,
-                                  voters=(KRaftVersionRecord(), 0)))
+        list(
+            snap.encode_snapshot(
+                recs, epoch=2, last_contained_timestamp=5, kraft_version=0, voters=(KRaftVersionRecord(), 0)
+            )
+        )
 
 
 def test_damaged_or_incomplete_snapshots_are_refused(tmp_path: Path) -> None:
@@ -137,7 +141,7 @@ def test_damaged_or_incomplete_snapshots_are_refused(tmp_path: Path) -> None:
     with pytest.raises(StorageError, match="at byte"):
         snap.read_snapshot(path)
     # no header: data first
-    path.write_bytes(data[starts[1]:])
+    path.write_bytes(data[starts[1] :])
     with pytest.raises(StorageError):
         snap.read_snapshot(path)
     with pytest.raises(StorageError, match="not a snapshot file name"):
@@ -154,8 +158,12 @@ def test_damaged_or_incomplete_snapshots_are_refused(tmp_path: Path) -> None:
 
 
 def test_list_snapshots_ignores_temp_files(tmp_path: Path) -> None:
-    for name in ("00000000000000000010-0000000001.checkpoint", "00000000000000000005-0000000001.checkpoint",
-                 "00000000000000000020-0000000001-123.checkpoint.part", "00000000000000000000.log"):
+    for name in (
+        "00000000000000000010-0000000001.checkpoint",
+        "00000000000000000005-0000000001.checkpoint",
+        "00000000000000000020-0000000001-123.checkpoint.part",
+        "00000000000000000000.log",
+    ):
         (tmp_path / name).write_bytes(b"")
     assert snap.list_snapshots(tmp_path) == [snap.SnapshotId(5, 1), snap.SnapshotId(10, 1)]
 

@@ -54,8 +54,13 @@ def snapshot_probe() -> list[str]:
         CACHE.mkdir(parents=True, exist_ok=True)
         staging = Path(tempfile.mkdtemp(prefix="build-", dir=CACHE))
         try:
-            done = subprocess.run([javac, "-nowarn", "--release", "17", "-d", str(staging), "-cp", classpath,
-                                   str(SOURCE)], capture_output=True, text=True, check=False, timeout=300)
+            done = subprocess.run(
+                [javac, "-nowarn", "--release", "17", "-d", str(staging), "-cp", classpath, str(SOURCE)],
+                capture_output=True,
+                text=True,
+                check=False,
+                timeout=300,
+            )
             assert done.returncode == 0, done.stderr
             with contextlib.suppress(OSError):
                 staging.rename(out)
@@ -64,15 +69,21 @@ def snapshot_probe() -> list[str]:
     return [java, "-XX:+UseSerialGC", "-cp", f"{out}{os.pathsep}{classpath}", "SnapshotProbe"]
 
 
-def _probe(probe: list[str], c: Cluster, directory: Path, *, epoch: int = 4) -> tuple[dict[str, str], list[str],
-                                                                                        list[str]]:
+def _probe(
+    probe: list[str], c: Cluster, directory: Path, *, epoch: int = 4
+) -> tuple[dict[str, str], list[str], list[str]]:
     path = snap.write_image_snapshot(directory, c.state.image, epoch=epoch, last_contained_timestamp=4242)
     sid = snap.parse_name(path.name)
     assert sid is not None
     log_file = directory / "log.hex"
     log_file.write_text("\n".join(raw.hex() for raw in c.log))
-    done = subprocess.run([*probe, str(log_file), str(directory), str(sid.end_offset), str(sid.epoch)],
-                          capture_output=True, text=True, check=False, timeout=120)
+    done = subprocess.run(
+        [*probe, str(log_file), str(directory), str(sid.end_offset), str(sid.epoch)],
+        capture_output=True,
+        text=True,
+        check=False,
+        timeout=120,
+    )
     assert done.returncode == 0, done.stderr
     facts: dict[str, str] = {}
     kafka_write: list[str] = []
@@ -114,8 +125,9 @@ def _jbod_run() -> Cluster:
 
 
 @pytest.mark.parametrize("run", [_jbod_run, scripted_run], ids=["jbod", "admin"])
-def test_kafka_reads_our_snapshot_into_the_image_of_the_log(snapshot_probe: list[str], run: object,
-                                                            tmp_path: Path) -> None:
+def test_kafka_reads_our_snapshot_into_the_image_of_the_log(
+    snapshot_probe: list[str], run: object, tmp_path: Path
+) -> None:
     c = run()  # type: ignore[operator]
     facts, kafka_write, ours = _probe(snapshot_probe, c, tmp_path)
     assert facts["header.lastContainedLogTimestamp"] == "4242"

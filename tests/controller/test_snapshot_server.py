@@ -116,9 +116,21 @@ def test_segments_below_a_snapshot_are_deleted_and_fetch_points_at_it(tmp_path: 
         assert log.read(log.start_offset, 100)  # what is left still reads
         start = log.start_offset
         # Fetch below the log start: the newest snapshot's id, no records (Kafka's leader).
-        req = FetchRequest(cluster_id=None, replica_id=-1, max_wait_ms=0, max_bytes=1 << 20, topics=[
-            FetchTopic(topic="__cluster_metadata", topic_id=METADATA_TOPIC_ID, partitions=[
-                FetchPartition(partition=0, current_leader_epoch=1, fetch_offset=0, last_fetched_epoch=0)])])
+        req = FetchRequest(
+            cluster_id=None,
+            replica_id=-1,
+            max_wait_ms=0,
+            max_bytes=1 << 20,
+            topics=[
+                FetchTopic(
+                    topic="__cluster_metadata",
+                    topic_id=METADATA_TOPIC_ID,
+                    partitions=[
+                        FetchPartition(partition=0, current_leader_epoch=1, fetch_offset=0, last_fetched_epoch=0)
+                    ],
+                )
+            ],
+        )
         ans = replication.handle_fetch(req, 17, cluster_id=CLUSTER, leader=_leader(), log=log, snapshot=(45, 1))
         part = ans.response.responses[0].partitions[0]
         assert part.snapshot_id.end_offset == 45 and part.snapshot_id.epoch == 1
@@ -138,9 +150,24 @@ def test_fetch_snapshot_serves_the_file_in_slices(tmp_path: Path) -> None:
     data = path.read_bytes()
 
     def ask(position: int, max_bytes: int, end: int = sid.end_offset, epoch: int = 1, leader_epoch: int = 1) -> Any:
-        req = FetchSnapshotRequest(cluster_id=CLUSTER, replica_id=-1, max_bytes=max_bytes, topics=[
-            SnapTopic(name="__cluster_metadata", partitions=[SnapPartition(
-                partition=0, current_leader_epoch=leader_epoch, snapshot_id=SnapId(end, epoch), position=position)])])
+        req = FetchSnapshotRequest(
+            cluster_id=CLUSTER,
+            replica_id=-1,
+            max_bytes=max_bytes,
+            topics=[
+                SnapTopic(
+                    name="__cluster_metadata",
+                    partitions=[
+                        SnapPartition(
+                            partition=0,
+                            current_leader_epoch=leader_epoch,
+                            snapshot_id=SnapId(end, epoch),
+                            position=position,
+                        )
+                    ],
+                )
+            ],
+        )
         resp = replication.handle_fetch_snapshot(req, 1, cluster_id=CLUSTER, leader=_leader(), directory=tmp_path)
         return resp.topics[0].partitions[0]
 

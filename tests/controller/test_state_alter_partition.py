@@ -149,11 +149,21 @@ ERROR_CASES: list[tuple[str, Callable[[Cluster, uuid.UUID], None], Callable[[Par
     ("unknown-partition", nothing, lambda p: Req(pid=7), 3, UNKNOWN_TOPIC_OR_PARTITION),
     ("leader-epoch-ahead", nothing, lambda p: Req(leader_epoch=p.leader_epoch + 1), 3, NOT_CONTROLLER),
     ("partition-epoch-ahead", nothing, lambda p: Req(partition_epoch=p.partition_epoch + 1), 3, NOT_CONTROLLER),
-    ("leader-epoch-behind", lambda c, t: bump_epochs(c, t, leader=True),
-     lambda p: Req(leader_epoch=p.leader_epoch - 1, partition_epoch=p.partition_epoch - 1), 3, FENCED_LEADER_EPOCH),
+    (
+        "leader-epoch-behind",
+        lambda c, t: bump_epochs(c, t, leader=True),
+        lambda p: Req(leader_epoch=p.leader_epoch - 1, partition_epoch=p.partition_epoch - 1),
+        3,
+        FENCED_LEADER_EPOCH,
+    ),
     ("not-the-leader", nothing, lambda p: Req(broker=followers(p)[0]), 3, INVALID_REQUEST),
-    ("partition-epoch-behind", lambda c, t: bump_epochs(c, t, leader=False),
-     lambda p: Req(partition_epoch=p.partition_epoch - 1), 3, INVALID_UPDATE_VERSION),
+    (
+        "partition-epoch-behind",
+        lambda c, t: bump_epochs(c, t, leader=False),
+        lambda p: Req(partition_epoch=p.partition_epoch - 1),
+        3,
+        INVALID_UPDATE_VERSION,
+    ),
     ("isr-not-replica", nothing, lambda p: Req(isr=[p.leader, 9]), 3, INVALID_REQUEST),
     ("isr-duplicate", nothing, lambda p: Req(isr=[p.leader, p.leader]), 3, INVALID_REQUEST),
     ("isr-negative", nothing, lambda p: Req(isr=[p.leader, -1]), 2, INVALID_REQUEST),
@@ -167,14 +177,20 @@ ERROR_CASES: list[tuple[str, Callable[[Cluster, uuid.UUID], None], Callable[[Par
     ("shutting-down-replica", shut_down, lambda p: Req(isr=all_replicas(p)), 2, INELIGIBLE_REPLICA),
     ("shutting-down-replica-v0", shut_down, lambda p: Req(isr=all_replicas(p)), 0, OPERATION_NOT_ATTEMPTED),
     ("unregistered-replica", unregister, lambda p: Req(isr=all_replicas(p)), 3, INELIGIBLE_REPLICA),
-    ("v3-epoch-mismatch", nothing,
-     lambda p: Req(isr=[p.leader, followers(p)[0]], epochs={followers(p)[0]: 12345}), 3, INELIGIBLE_REPLICA),
+    (
+        "v3-epoch-mismatch",
+        nothing,
+        lambda p: Req(isr=[p.leader, followers(p)[0]], epochs={followers(p)[0]: 12345}),
+        3,
+        INELIGIBLE_REPLICA,
+    ),
     ("offline-directory", fail_dir, lambda p: Req(isr=all_replicas(p)), 3, INELIGIBLE_REPLICA),
 ]
 
 
-@pytest.mark.parametrize(("setup", "build", "version", "code"), [c[1:] for c in ERROR_CASES],
-                         ids=[c[0] for c in ERROR_CASES])
+@pytest.mark.parametrize(
+    ("setup", "build", "version", "code"), [c[1:] for c in ERROR_CASES], ids=[c[0] for c in ERROR_CASES]
+)
 def test_partition_errors_write_nothing(
     setup: Callable[[Cluster, uuid.UUID], None], build: Callable[[Partition], Req], version: int, code: int
 ) -> None:

@@ -55,7 +55,9 @@ def test_per_partition_errors_mirror_the_request() -> None:
                 id=dir_id(1, 1),
                 topics=[
                     TopicData(topic_id=uuid.UUID(int=777 << 64), partitions=[PartitionData(0), PartitionData(1)]),
-                    TopicData(topic_id=tid, partitions=[PartitionData(99), PartitionData(not_mine), PartitionData(mine)]),
+                    TopicData(
+                        topic_id=tid, partitions=[PartitionData(99), PartitionData(not_mine), PartitionData(mine)]
+                    ),
                 ],
             )
         ],

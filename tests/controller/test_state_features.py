@@ -31,8 +31,13 @@ def test_table_round_trips_and_jbod_boundary() -> None:
 
 @pytest.mark.parametrize(
     ("u", "reserved"),
-    [(uuid.UUID(int=0), True), (uuid.UUID(int=99), True), (uuid.UUID(int=100), False),
-     (uuid.UUID(int=(1 << 63) | 7), True), (uuid.UUID(int=1 << 64), False)],
+    [
+        (uuid.UUID(int=0), True),
+        (uuid.UUID(int=99), True),
+        (uuid.UUID(int=100), False),
+        (uuid.UUID(int=(1 << 63) | 7), True),
+        (uuid.UUID(int=1 << 64), False),
+    ],
 )
 def test_reserved_range_is_signed(u: uuid.UUID, reserved: bool) -> None:
     assert is_reserved_directory(u) is reserved

@@ -151,11 +151,16 @@ def test_amended_registration_keeps_request_order_too() -> None:
 
 def _register_rack(c: Cluster, broker: int, rack: str | None) -> None:
     req = BrokerRegistrationRequest(
-        broker_id=broker, cluster_id=CLUSTER_ID, incarnation_id=incarnation(broker),
+        broker_id=broker,
+        cluster_id=CLUSTER_ID,
+        incarnation_id=incarnation(broker),
         listeners=[Listener("PLAINTEXT", "localhost", 9092 + broker, 0)],
-        features=[Feature("metadata.version", 1, fv.NEWEST_LEVEL),
-                  *(Feature(n, 0, hi) for n, hi in fv.IMPLEMENTED_MAX.items())],
-        rack=rack, log_dirs=[dir_id(broker, 0)],
+        features=[
+            Feature("metadata.version", 1, fv.NEWEST_LEVEL),
+            *(Feature(n, 0, hi) for n, hi in fv.IMPLEMENTED_MAX.items()),
+        ],
+        rack=rack,
+        log_dirs=[dir_id(broker, 0)],
     )
     assert c.call(62, 4, req).response.error_code == 0  # type: ignore[attr-defined]
 
@@ -166,13 +171,28 @@ def _create(c: Cluster, n: int, rf: int, name: str = "t") -> CreateTopicsRequest
 
 PLACEMENT_ERRORS = [
     # (unfenced, fenced, rf, message)
-    (0, 2, 1, "Unable to replicate the partition 1 time(s): All brokers are currently fenced, "
-              "or have all their log directories cordoned."),
-    (1, 1, 3, "Unable to replicate the partition 3 time(s): The target replication factor of 3 cannot be "
-              "reached because only 2 broker(s) are registered or some brokers have all their log "
-              "directories cordoned."),
-    (0, 0, 1, "Unable to replicate the partition 1 time(s): All brokers are currently fenced, "
-              "or have all their log directories cordoned."),
+    (
+        0,
+        2,
+        1,
+        "Unable to replicate the partition 1 time(s): All brokers are currently fenced, "
+        "or have all their log directories cordoned.",
+    ),
+    (
+        1,
+        1,
+        3,
+        "Unable to replicate the partition 3 time(s): The target replication factor of 3 cannot be "
+        "reached because only 2 broker(s) are registered or some brokers have all their log "
+        "directories cordoned.",
+    ),
+    (
+        0,
+        0,
+        1,
+        "Unable to replicate the partition 1 time(s): All brokers are currently fenced, "
+        "or have all their log directories cordoned.",
+    ),
 ]
 
 
@@ -237,17 +257,43 @@ def test_broker_in_controlled_shutdown_is_not_usable() -> None:
 
 
 MANUAL_CASES = [
-    ([[1], [1]], [0, 0], ErrorCode.INVALID_REPLICA_ASSIGNMENT, "Found multiple manual partition assignments for partition 0"),
-    ([[]], [0], ErrorCode.INVALID_REPLICA_ASSIGNMENT, "The manual partition assignment includes an empty replica list."),
-    ([[9]], [0], ErrorCode.INVALID_REPLICA_ASSIGNMENT,
-     "The manual partition assignment includes broker 9, but no such broker is registered."),
-    ([[1, 1]], [0], ErrorCode.INVALID_REPLICA_ASSIGNMENT,
-     "The manual partition assignment includes the broker 1 more than once."),
-    ([[1], [1, 2]], [0, 1], ErrorCode.INVALID_REPLICA_ASSIGNMENT,
-     "The manual partition assignment includes a partition with 2 replica(s), but this is not consistent "
-     "with previous partitions, which have 1 replica(s)."),
-    ([[2]], [0], ErrorCode.INVALID_REPLICA_ASSIGNMENT,
-     "All brokers specified in the manual partition assignment for partition 0 are fenced or in controlled shutdown."),
+    (
+        [[1], [1]],
+        [0, 0],
+        ErrorCode.INVALID_REPLICA_ASSIGNMENT,
+        "Found multiple manual partition assignments for partition 0",
+    ),
+    (
+        [[]],
+        [0],
+        ErrorCode.INVALID_REPLICA_ASSIGNMENT,
+        "The manual partition assignment includes an empty replica list.",
+    ),
+    (
+        [[9]],
+        [0],
+        ErrorCode.INVALID_REPLICA_ASSIGNMENT,
+        "The manual partition assignment includes broker 9, but no such broker is registered.",
+    ),
+    (
+        [[1, 1]],
+        [0],
+        ErrorCode.INVALID_REPLICA_ASSIGNMENT,
+        "The manual partition assignment includes the broker 1 more than once.",
+    ),
+    (
+        [[1], [1, 2]],
+        [0, 1],
+        ErrorCode.INVALID_REPLICA_ASSIGNMENT,
+        "The manual partition assignment includes a partition with 2 replica(s), but this is not consistent "
+        "with previous partitions, which have 1 replica(s).",
+    ),
+    (
+        [[2]],
+        [0],
+        ErrorCode.INVALID_REPLICA_ASSIGNMENT,
+        "All brokers specified in the manual partition assignment for partition 0 are fenced or in controlled shutdown.",
+    ),
     ([[1]], [1], ErrorCode.INVALID_REPLICA_ASSIGNMENT, "partitions should be a consecutive 0-based integer sequence"),
 ]
 
@@ -258,7 +304,9 @@ def test_manual_assignment_errors(assignments: list[list[int]], indices: list[in
     c.start_broker(1)
     c.register(2)
     topic = CreatableTopic(
-        name="m", num_partitions=-1, replication_factor=-1,
+        name="m",
+        num_partitions=-1,
+        replication_factor=-1,
         assignments=[CreatableReplicaAssignment(i, a) for i, a in zip(indices, assignments, strict=True)],
     )
     [res] = c.call(19, 7, CreateTopicsRequest(topics=[topic])).response.topics  # type: ignore[attr-defined]
@@ -288,8 +336,9 @@ def test_offline_directory_is_released_to_other_brokers() -> None:
 # ---------------------------------------------------------------------- item 5: 10,000 records per operation
 
 
-@pytest.mark.parametrize(("partitions", "validate_only", "ok"), [(9_999, False, True), (10_000, False, False),
-                                                                (10_000, True, False)])
+@pytest.mark.parametrize(
+    ("partitions", "validate_only", "ok"), [(9_999, False, True), (10_000, False, False), (10_000, True, False)]
+)
 def test_create_topics_record_limit(partitions: int, validate_only: bool, ok: bool) -> None:
     c = Cluster()
     c.start_broker(1)
@@ -301,7 +350,8 @@ def test_create_topics_record_limit(partitions: int, validate_only: bool, ok: bo
         assert res.error_code == 0 and len(out.records) == partitions + 1 == 10_000
     else:
         assert (res.error_code, res.error_message) == (
-            ErrorCode.POLICY_VIOLATION, "Unable to perform excessively large batch operation."
+            ErrorCode.POLICY_VIOLATION,
+            "Unable to perform excessively large batch operation.",
         )
         assert out.records == []
 
@@ -309,8 +359,9 @@ def test_create_topics_record_limit(partitions: int, validate_only: bool, ok: bo
 def test_create_topics_record_limit_counts_every_topic() -> None:
     c = Cluster()
     c.start_broker(1)
-    req = CreateTopicsRequest(topics=[CreatableTopic(name=f"t{i}", num_partitions=5_000, replication_factor=1)
-                                      for i in range(2)])
+    req = CreateTopicsRequest(
+        topics=[CreatableTopic(name=f"t{i}", num_partitions=5_000, replication_factor=1) for i in range(2)]
+    )
     out = c.call(19, 7, req)
     assert [r.error_code for r in out.response.topics] == [ErrorCode.POLICY_VIOLATION] * 2  # type: ignore[attr-defined]
     assert out.records == []
@@ -328,8 +379,9 @@ def test_replica_in_a_directory_missing_after_restart_is_offline_everywhere() ->
     c = Cluster(session_timeout_ms=TIMEOUT)
     c.start_broker(1, [dir_id(1, 0), dir_id(1, 1)])
     c.start_broker(2)
-    topic = CreatableTopic(name="t", num_partitions=-1, replication_factor=-1,
-                           assignments=[CreatableReplicaAssignment(0, [2, 1])])
+    topic = CreatableTopic(
+        name="t", num_partitions=-1, replication_factor=-1, assignments=[CreatableReplicaAssignment(0, [2, 1])]
+    )
     c.call(19, 7, CreateTopicsRequest(topics=[topic]))
     tid = c.state.topic_id_of("t")
     assert tid is not None
@@ -384,7 +436,8 @@ def test_unfence_and_offline_in_one_heartbeat_writes_one_record_per_partition() 
 
 def _cordon_records(out: object) -> list[list[uuid.UUID] | None]:
     return [
-        r.cordoned_log_dirs for r, v in out.records  # type: ignore[attr-defined]
+        r.cordoned_log_dirs
+        for r, v in out.records  # type: ignore[attr-defined]
         if isinstance(r, BrokerRegistrationChangeRecord) and v == 3
     ]
 
@@ -426,12 +479,15 @@ def test_placement_skips_fully_cordoned_brokers_and_manual_assignment_is_refused
     c.heartbeat(1, version=2, cordoned=[dir_id(1, 0), dir_id(1, 1)])
     [res] = c.call(19, 7, _create(c, 1, 2, name="u")).response.topics  # type: ignore[attr-defined]
     assert res.error_code == ErrorCode.INVALID_REPLICATION_FACTOR
-    assert "only 1 broker(s) are registered or some brokers have all their log directories cordoned" in res.error_message
+    assert (
+        "only 1 broker(s) are registered or some brokers have all their log directories cordoned" in res.error_message
+    )
     out = c.call(19, 7, _create(c, 3, 1, name="v"))
     parts = [r for r, _ in out.records if not hasattr(r, "name")]
     assert parts and all(p.replicas == [2] for p in parts)  # type: ignore[attr-defined]
-    topic = CreatableTopic(name="m", num_partitions=-1, replication_factor=-1,
-                           assignments=[CreatableReplicaAssignment(0, [1, 2])])
+    topic = CreatableTopic(
+        name="m", num_partitions=-1, replication_factor=-1, assignments=[CreatableReplicaAssignment(0, [1, 2])]
+    )
     [res] = c.call(19, 7, CreateTopicsRequest(topics=[topic])).response.topics  # type: ignore[attr-defined]
     assert (res.error_code, res.error_message) == (
         ErrorCode.INVALID_REPLICA_ASSIGNMENT,
@@ -451,23 +507,28 @@ def test_reregistration_forgets_cordoned_dirs() -> None:
 # ---------------------------------------------------------------------- Fetch v18 (KIP-1166)
 
 
-@pytest.mark.parametrize(("version", "observer_hw", "parked"), [
-    (17, 0, True),  # before v18 an idle fetch at the end always waits
-    (18, 2**63 - 1, True),  # "not supported" marker: waits
-    (18, -1, False),  # unknown: behind, answered at once
-    (18, 1, False),  # behind ours
-    (18, 3, True),  # caught up (our high watermark is the end offset, 3)
-])
+@pytest.mark.parametrize(
+    ("version", "observer_hw", "parked"),
+    [
+        (17, 0, True),  # before v18 an idle fetch at the end always waits
+        (18, 2**63 - 1, True),  # "not supported" marker: waits
+        (18, -1, False),  # unknown: behind, answered at once
+        (18, 1, False),  # behind ours
+        (18, 3, True),  # caught up (our high watermark is the end offset, 3)
+    ],
+)
 def test_fetch_v18_answers_at_once_when_the_observer_high_watermark_is_behind(
     tmp_path: Path, version: int, observer_hw: int, parked: bool
 ) -> None:
     log = MetadataLog.open(tmp_path / "log", fsync=False)
     log.leader_epoch = 1
     log.append([(NoOpRecord(), 0)] * 3, timestamp_ms=1)
-    part = FetchPartition(partition=0, current_leader_epoch=1, fetch_offset=3, last_fetched_epoch=1,
-                          high_watermark=observer_hw)
-    req = FetchRequest(cluster_id=CLUSTER_ID, max_wait_ms=500,
-                       topics=[FetchTopic(topic_id=METADATA_TOPIC_ID, partitions=[part])])
+    part = FetchPartition(
+        partition=0, current_leader_epoch=1, fetch_offset=3, last_fetched_epoch=1, high_watermark=observer_hw
+    )
+    req = FetchRequest(
+        cluster_id=CLUSTER_ID, max_wait_ms=500, topics=[FetchTopic(topic_id=METADATA_TOPIC_ID, partitions=[part])]
+    )
     req = FetchRequest.decode(req.encode(version), version)
     answer = rp.handle_fetch(req, version, cluster_id=CLUSTER_ID, leader=rp.Leader(3000, 1, "127.0.0.1", 9093), log=log)
     assert (answer.park_ms > 0) is parked
@@ -483,6 +544,7 @@ def test_unregister_broker_record_limit() -> None:
         assert c.call(19, 7, _create(c, 5_000, 2, name=name)).records  # 10,000 partitions, both in every ISR
     out = c.call(64, 0, UnregisterBrokerRequest(broker_id=1))
     assert (out.response.error_code, out.response.error_message) == (  # type: ignore[attr-defined]
-        ErrorCode.POLICY_VIOLATION, "Unable to perform excessively large batch operation."
+        ErrorCode.POLICY_VIOLATION,
+        "Unable to perform excessively large batch operation.",
     )
     assert out.records == [] and 1 in c.state.brokers

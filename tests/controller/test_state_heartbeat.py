@@ -81,8 +81,14 @@ def test_heartbeat_table(start: str, wf: bool, ws: bool, leads: bool, fenced: bo
 
 def _topic_on(replicas: list[int]) -> CreateTopicsRequest:
     return CreateTopicsRequest(
-        topics=[CreatableTopic(name="t", num_partitions=-1, replication_factor=-1,
-                               assignments=[CreatableReplicaAssignment(0, replicas)])]
+        topics=[
+            CreatableTopic(
+                name="t",
+                num_partitions=-1,
+                replication_factor=-1,
+                assignments=[CreatableReplicaAssignment(0, replicas)],
+            )
+        ]
     )
 
 

@@ -109,6 +109,7 @@ def test_unsupported_version_and_wrong_body_are_protocol_errors(c: Cluster) -> N
     with pytest.raises(ProtocolError):
         c.state.handle(API_ALLOCATE_PRODUCER_IDS, 1, req, now_ms=c.now, next_offset=c.end_offset)
     with pytest.raises(ProtocolError):
-        c.state.handle(API_ALLOCATE_PRODUCER_IDS, 0, UnregisterBrokerRequest(broker_id=1),
-                       now_ms=c.now, next_offset=c.end_offset)
+        c.state.handle(
+            API_ALLOCATE_PRODUCER_IDS, 0, UnregisterBrokerRequest(broker_id=1), now_ms=c.now, next_offset=c.end_offset
+        )
     assert c.state.handled_api_versions()[API_ALLOCATE_PRODUCER_IDS] == (0, 0)

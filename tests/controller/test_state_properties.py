@@ -37,8 +37,18 @@ OPS = st.one_of(
     # AlterPartition from the leader (twice, to draw it often): topic (mostly the one the
     # setup creates), partition, which followers join the ISR (bit i = replicas[i]),
     # recovery state, mode (0-1 valid epochs, 2 epochs one behind, 3 leader left out), version.
-    *[st.tuples(st.just("alter"), st.sampled_from([0, 0, 0, 1]), st.integers(0, 3), st.integers(0, 7),
-                st.sampled_from([0, 0, 0, 1]), st.integers(0, 3), st.integers(0, 3))] * 2,
+    *[
+        st.tuples(
+            st.just("alter"),
+            st.sampled_from([0, 0, 0, 1]),
+            st.integers(0, 3),
+            st.integers(0, 7),
+            st.sampled_from([0, 0, 0, 1]),
+            st.integers(0, 3),
+            st.integers(0, 3),
+        )
+    ]
+    * 2,
     st.tuples(st.just("allocate"), BROKERS),
     # heartbeat v2 reporting cordoned dirs (bit i = dir i; 8 = null)
     st.tuples(st.just("cordon"), BROKERS, st.sampled_from([0, 1, 3, 7, 8])),
@@ -63,8 +73,13 @@ def _step(c: Cluster, op: tuple[Any, ...]) -> None:
         _, b, want_fence, want_shut_down, caught_up = op
         epoch = st_.brokers[b].epoch if b in st_.brokers else 0
         offset = c.end_offset - 1 if caught_up else 0
-        req = BrokerHeartbeatRequest(broker_id=b, broker_epoch=epoch, current_metadata_offset=offset,
-                                     want_fence=want_fence, want_shut_down=want_shut_down)
+        req = BrokerHeartbeatRequest(
+            broker_id=b,
+            broker_epoch=epoch,
+            current_metadata_offset=offset,
+            want_fence=want_fence,
+            want_shut_down=want_shut_down,
+        )
         c.call(63, 1, req)
     elif kind == "fail_dir":
         _, b, i = op
@@ -94,10 +109,16 @@ def _step(c: Cluster, op: tuple[Any, ...]) -> None:
         requester = p.leader if p.leader >= 0 else p.replicas[0]
         if requester not in st_.brokers:
             return
-        isr = [b for i, b in enumerate(p.replicas) if (b == requester and mode != 3) or (b != requester and mask >> i & 1)]
+        isr = [
+            b for i, b in enumerate(p.replicas) if (b == requester and mode != 3) or (b != requester and mask >> i & 1)
+        ]
         lag = 1 if mode == 2 else 0
-        pd = PartitionData(partition_index=pid, leader_epoch=p.leader_epoch - lag,
-                           partition_epoch=p.partition_epoch - lag, leader_recovery_state=lrs if version else 0)
+        pd = PartitionData(
+            partition_index=pid,
+            leader_epoch=p.leader_epoch - lag,
+            partition_epoch=p.partition_epoch - lag,
+            leader_recovery_state=lrs if version else 0,
+        )
         if version >= 3:
             pd.new_isr_with_epochs = [BrokerState(b, st_.brokers[b].epoch if b in st_.brokers else -1) for b in isr]
         else:

@@ -32,11 +32,21 @@ ERROR_CASES: list[tuple[str, str, Callable[[Cluster], object], int]] = [
     ("kip", "no log dirs", lambda c: c.register(1, []), ErrorCode.INVALID_REQUEST),
     ("kafka", "v1 has no log dirs", lambda c: c.register(1, version=1), ErrorCode.INVALID_REGISTRATION),
     ("kafka", "reserved MIGRATING", lambda c: c.register(1, [uuid.UUID(int=0)]), ErrorCode.INVALID_REGISTRATION),
-    ("kafka", "reserved 99", lambda c: c.register(1, [dir_id(1, 0), uuid.UUID(int=99)]), ErrorCode.INVALID_REGISTRATION),
+    (
+        "kafka",
+        "reserved 99",
+        lambda c: c.register(1, [dir_id(1, 0), uuid.UUID(int=99)]),
+        ErrorCode.INVALID_REGISTRATION,
+    ),
     ("kafka", "reserved negative lsb", lambda c: c.register(1, [NEGATIVE_RESERVED]), ErrorCode.INVALID_REGISTRATION),
     ("kip", "reserved 2", lambda c: c.register(1, [uuid.UUID(int=2)]), ErrorCode.INVALID_REGISTRATION),
     ("kafka", "duplicate dir", lambda c: c.register(1, [dir_id(1, 0), dir_id(1, 0)]), ErrorCode.INVALID_REGISTRATION),
-    ("kafka", "foreign dir", lambda c: (c.register(2), c.register(1, [dir_id(2, 0)]))[1], ErrorCode.INVALID_REGISTRATION),
+    (
+        "kafka",
+        "foreign dir",
+        lambda c: (c.register(2), c.register(1, [dir_id(2, 0)]))[1],
+        ErrorCode.INVALID_REGISTRATION,
+    ),
     ("kafka", "mv range below", lambda c: c.register(1, mv_range=(1, 16)), ErrorCode.UNSUPPORTED_VERSION),
     ("kafka", "mv range above", lambda c: c.register(1, mv_range=(23, 25)), ErrorCode.UNSUPPORTED_VERSION),
     ("kafka", "mv omitted", lambda c: c.register(1, mv_range=None), ErrorCode.INVALID_REGISTRATION),
@@ -49,7 +59,9 @@ ERROR_CASES: list[tuple[str, str, Callable[[Cluster], object], int]] = [
 ]
 
 
-@pytest.mark.parametrize(("profile", "case", "act", "code"), ERROR_CASES, ids=[f"{p}-{c}" for p, c, _, _ in ERROR_CASES])
+@pytest.mark.parametrize(
+    ("profile", "case", "act", "code"), ERROR_CASES, ids=[f"{p}-{c}" for p, c, _, _ in ERROR_CASES]
+)
 def test_registration_errors(profile: str, case: str, act: Callable[[Cluster], object], code: int) -> None:
     c = Cluster(profile=profile)
     before = c.state.durable_state()
@@ -141,12 +153,39 @@ BOOTSTRAP = [
     (22, [("metadata.version", 22), ("group.version", 1)]),
     (24, [("metadata.version", 24), ("group.version", 1), ("transaction.version", 2)]),
     (25, [("metadata.version", 25), ("group.version", 1), ("transaction.version", 2)]),
-    (26, [("metadata.version", 26), ("eligible.leader.replicas.version", 1), ("group.version", 1),
-          ("transaction.version", 2), *ELR_ON]),
-    (28, [("metadata.version", 28), ("eligible.leader.replicas.version", 1), ("group.version", 1),
-          ("share.version", 1), ("transaction.version", 2), *ELR_ON]),
-    (29, [("metadata.version", 29), ("eligible.leader.replicas.version", 1), ("group.version", 1),
-          ("share.version", 1), ("streams.version", 1), ("transaction.version", 2), *ELR_ON]),
+    (
+        26,
+        [
+            ("metadata.version", 26),
+            ("eligible.leader.replicas.version", 1),
+            ("group.version", 1),
+            ("transaction.version", 2),
+            *ELR_ON,
+        ],
+    ),
+    (
+        28,
+        [
+            ("metadata.version", 28),
+            ("eligible.leader.replicas.version", 1),
+            ("group.version", 1),
+            ("share.version", 1),
+            ("transaction.version", 2),
+            *ELR_ON,
+        ],
+    ),
+    (
+        29,
+        [
+            ("metadata.version", 29),
+            ("eligible.leader.replicas.version", 1),
+            ("group.version", 1),
+            ("share.version", 1),
+            ("streams.version", 1),
+            ("transaction.version", 2),
+            *ELR_ON,
+        ],
+    ),
 ]
 
 

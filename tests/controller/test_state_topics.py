@@ -36,7 +36,9 @@ def _cluster(profile: str = "kafka") -> Cluster:
 
 def _topic(name: str, n: int = 1, rf: int = 1, assignments: list[list[int]] | None = None) -> CreatableTopic:
     return CreatableTopic(
-        name=name, num_partitions=n, replication_factor=rf,
+        name=name,
+        num_partitions=n,
+        replication_factor=rf,
         assignments=[CreatableReplicaAssignment(i, b) for i, b in enumerate(assignments or [])],
     )
 
@@ -52,7 +54,11 @@ CREATE_ERRORS = [
     ("zero rf", [_topic("z", 1, 0)], ErrorCode.INVALID_REPLICATION_FACTOR),
     ("rf above brokers", [_topic("z", 1, 4)], ErrorCode.INVALID_REPLICATION_FACTOR),
     ("assignment and counts", [_topic("z", 1, 1, [[1]])], ErrorCode.INVALID_REQUEST),
-    ("assignment gap", [CreatableTopic("z", -1, -1, [CreatableReplicaAssignment(1, [1])])], ErrorCode.INVALID_REPLICA_ASSIGNMENT),
+    (
+        "assignment gap",
+        [CreatableTopic("z", -1, -1, [CreatableReplicaAssignment(1, [1])])],
+        ErrorCode.INVALID_REPLICA_ASSIGNMENT,
+    ),
     ("assignment empty", [_topic("z", -1, -1, [[]])], ErrorCode.INVALID_REPLICA_ASSIGNMENT),
     ("assignment repeat", [_topic("z", -1, -1, [[1, 1]])], ErrorCode.INVALID_REPLICA_ASSIGNMENT),
     ("assignment unknown broker", [_topic("z", -1, -1, [[1, 9]])], ErrorCode.INVALID_REPLICA_ASSIGNMENT),
@@ -136,11 +142,17 @@ def test_delete_topics_by_name_and_id() -> None:
     out = c.call(20, 4, DeleteTopicsRequest(topic_names=["a"]))
     assert [type(r) for r, _ in out.records] == [RemoveTopicRecord]
     assert c.state.topic_id_of("a") is None
-    out = c.call(20, 6, DeleteTopicsRequest(topics=[
-        DeleteTopicState(name=None, topic_id=tid_b),
-        DeleteTopicState(name=None, topic_id=uuid.UUID(int=5 << 64)),
-        DeleteTopicState(name="b", topic_id=tid_b),
-    ]))
+    out = c.call(
+        20,
+        6,
+        DeleteTopicsRequest(
+            topics=[
+                DeleteTopicState(name=None, topic_id=tid_b),
+                DeleteTopicState(name=None, topic_id=uuid.UUID(int=5 << 64)),
+                DeleteTopicState(name="b", topic_id=tid_b),
+            ]
+        ),
+    )
     codes = [r.error_code for r in out.response.responses]  # type: ignore[attr-defined]
     assert codes == [ErrorCode.NONE, ErrorCode.UNKNOWN_TOPIC_ID, ErrorCode.INVALID_REQUEST]
     assert out.response.responses[0].name == "b"  # type: ignore[attr-defined]

@@ -40,8 +40,12 @@ async def test_registration_fencing_dirs_topics_and_refusals_are_told(
     assert {r.broker for r in by_event["unfenced"]} == {1, 2}  # type: ignore[attr-defined]
     (topic,) = by_event["topic-created"]
     assert topic.getMessage() == "topic orders created: 2 partition(s), replication factor 2"
-    assert any("refused CreateTopics v7" in r.getMessage() and "TOPIC_ALREADY_EXISTS (36)" in r.getMessage()
-               and "for orders" in r.getMessage() for r in by_event["refused"])
+    assert any(
+        "refused CreateTopics v7" in r.getMessage()
+        and "TOPIC_ALREADY_EXISTS (36)" in r.getMessage()
+        and "for orders" in r.getMessage()
+        for r in by_event["refused"]
+    )
     (offline,) = by_event["dir-offline"]
     assert offline.offline_dirs == [uuid_to_base64url(b1.dirs[1])]  # type: ignore[attr-defined]
     # JSON logs carry the same event and fields.
@@ -55,8 +59,6 @@ async def test_session_expiry_is_told_with_its_reason(
     caplog.set_level(logging.INFO, logger="kraft_jbod.story")
     await kraft_cluster.add_broker(1, dirs=1)
     await kraft_cluster.advance(kraft_cluster.server.config.session_timeout_ms + 1000)
-    fenced = await kraft_cluster.wait_for(
-        lambda: [r for r in _story(caplog) if getattr(r, "event", "") == "fenced"]
-    )
+    fenced = await kraft_cluster.wait_for(lambda: [r for r in _story(caplog) if getattr(r, "event", "") == "fenced"])
     assert fenced[0].broker == 1  # type: ignore[attr-defined]
     assert "session expired" in fenced[0].getMessage()

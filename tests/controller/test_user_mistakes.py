@@ -51,16 +51,35 @@ def test_a_directory_where_a_file_belongs(tmp_path: Path, capsys: pytest.Capture
 def test_deeply_nested_json_settings(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     deep = "[" * 100_000 + "]" * 100_000
     (tmp_path / "deep.json").write_text(deep)
-    for name, doc in (("faults", {"faults": "deep.json"}), ("credentials", {"credentials": "deep.json"}),
-                      ("acls", {"acls": "deep.json"})):
+    for name, doc in (
+        ("faults", {"faults": "deep.json"}),
+        ("credentials", {"credentials": "deep.json"}),
+        ("acls", {"acls": "deep.json"}),
+    ):
         (tmp_path / "ext.json").write_text(json.dumps(doc))
-        rc = cli.main(["controller", "--config", str(_controller_props(tmp_path, tmp_path / "meta")),
-                       "--extensions", str(tmp_path / "ext.json"), "--log-level", "ERROR"])
+        rc = cli.main(
+            [
+                "controller",
+                "--config",
+                str(_controller_props(tmp_path, tmp_path / "meta")),
+                "--extensions",
+                str(tmp_path / "ext.json"),
+                "--log-level",
+                "ERROR",
+            ]
+        )
         err = capsys.readouterr().err
         assert rc == 2 and "Traceback" not in err and "deep.json" in err, (name, err)
     (tmp_path / "ext.json").write_text(deep)
-    rc = cli.main(["controller", "--config", str(_controller_props(tmp_path, tmp_path / "meta")),
-                   "--extensions", str(tmp_path / "ext.json")])
+    rc = cli.main(
+        [
+            "controller",
+            "--config",
+            str(_controller_props(tmp_path, tmp_path / "meta")),
+            "--extensions",
+            str(tmp_path / "ext.json"),
+        ]
+    )
     assert rc == 2 and "is not JSON" in capsys.readouterr().err
     assert not (tmp_path / "meta").exists()
 

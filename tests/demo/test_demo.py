@@ -32,8 +32,14 @@ def test_demo_timeline_matches_the_controller_log(tmp_path: Path) -> None:
         if p.dir_of(FAILED_BROKER) == result.failed_dir:
             assert FAILED_BROKER not in p.isr
     joined = "\n".join(lines)
-    for needle in ("registered", "RECOVERY -> RUNNING", "AssignReplicasToDirs", "dir-failed", "OfflineLogDirs",
-                   "matches the controller's log"):
+    for needle in (
+        "registered",
+        "RECOVERY -> RUNNING",
+        "AssignReplicasToDirs",
+        "dir-failed",
+        "OfflineLogDirs",
+        "matches the controller's log",
+    ):
         assert needle in joined
     with open(tmp_path / "demo.pcapng", "rb") as f:
         assert sum(1 for _ in iter_packets(f)) > 50

@@ -45,7 +45,9 @@ def answer(payload: bytes) -> bytes | None:
     if key == 3 and LEAK and len(_leaked) < 5:
         _leaked.append(b"x" * (40 << 20))
     if key == 18:
-        body = ApiVersionsResponse(error_code=0, api_keys=[ApiVersion(k, lo, hi) for k, (lo, hi) in sorted(SERVED.items())])
+        body = ApiVersionsResponse(
+            error_code=0, api_keys=[ApiVersion(k, lo, hi) for k, (lo, hi) in sorted(SERVED.items())]
+        )
     else:
         body = messages.response_class(key)()
     try:

@@ -131,10 +131,29 @@ def test_regression_many_topics_adding_up_past_the_limit(
 
 def test_cli_fuzz_spawn_controller(tmp_path: Path) -> None:
     proc = subprocess.run(
-        [sys.executable, "-m", "kraft_jbod.cli", "fuzz", "--spawn-controller", "--seed", "3", "--count", "150",
-         "--time-limit", "30", "--findings", str(tmp_path / "f"), "--corpus", str(tmp_path / "c"),
-         "--stateful-sessions", "5"],
-        capture_output=True, text=True, timeout=120, check=False,
+        [
+            sys.executable,
+            "-m",
+            "kraft_jbod.cli",
+            "fuzz",
+            "--spawn-controller",
+            "--seed",
+            "3",
+            "--count",
+            "150",
+            "--time-limit",
+            "30",
+            "--findings",
+            str(tmp_path / "f"),
+            "--corpus",
+            str(tmp_path / "c"),
+            "--stateful-sessions",
+            "5",
+        ],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
     )
     assert proc.returncode == 0, proc.stderr[-2000:]
     import json

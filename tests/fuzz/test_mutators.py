@@ -143,12 +143,17 @@ def test_header_and_key_operators() -> None:
     frame = heartbeat_frame()
     for seed in range(20):
         payload = payload_of(mutators.mutate(frame, random.Random(seed), only="api_key").data)
-        assert struct.unpack_from(">h", payload)[0] not in messages.REQUESTS or struct.unpack_from(">h", payload)[0] in (4, 5, 6)
+        assert struct.unpack_from(">h", payload)[0] not in messages.REQUESTS or struct.unpack_from(">h", payload)[
+            0
+        ] in (4, 5, 6)
         payload = payload_of(mutators.mutate(frame, random.Random(seed), only="kip511").data)
         key, version, _ = codec.peek_request(payload)
         assert key == 18 and version >= 5
         payload = payload_of(mutators.mutate(frame, random.Random(seed), only="header_version").data)
-        assert payload[frame.header_len :] != frame.payload[frame.header_len :] or payload[: frame.header_len] != frame.payload[: frame.header_len]
+        assert (
+            payload[frame.header_len :] != frame.payload[frame.header_len :]
+            or payload[: frame.header_len] != frame.payload[: frame.header_len]
+        )
 
 
 def test_frame_level_operators_and_split() -> None:

@@ -26,7 +26,9 @@ HANG_AFTER = 1.0
 
 async def test_finds_minimizes_saves_and_replays_the_crash_and_the_hang(tmp_path: Path) -> None:
     async with SpawnedTarget(BUGGY, max_restarts=30) as target:
-        cfg = RunConfig(target.host, int(target.port or 0), seed=11, count=300, time_limit=50, connections=4, timeout=HANG_AFTER)
+        cfg = RunConfig(
+            target.host, int(target.port or 0), seed=11, count=300, time_limit=50, connections=4, timeout=HANG_AFTER
+        )
         corp = corpus.Corpus(tmp_path / "corpus")
         report = await Runner(cfg, watch=target, corpus=[], on_case=corp.consider).run()
         assert report.cases == sum(report.outcomes.values())
@@ -44,7 +46,9 @@ async def test_finds_minimizes_saves_and_replays_the_crash_and_the_hang(tmp_path
 
         host, port = target.host, int(target.port or 0)
         crash = next(f for f in report.findings if f.outcome is Outcome.GONE)
-        small = await minimize.minimize_finding(crash, host, port, timeout=HANG_AFTER, watch=target, restart=restart, budget=200)
+        small = await minimize.minimize_finding(
+            crash, host, port, timeout=HANG_AFTER, watch=target, restart=restart, budget=200
+        )
         assert small is not None
         split = mutators.split_frames(small)
         assert split.tail == "clean" and len(split.frames) == 1
@@ -55,7 +59,9 @@ async def test_finds_minimizes_saves_and_replays_the_crash_and_the_hang(tmp_path
 
         host, port = target.host, int(target.port or 0)
         hang = next(f for f in report.findings if f.outcome is Outcome.TIMEOUT)
-        small = await minimize.minimize_finding(hang, host, port, timeout=HANG_AFTER, watch=target, restart=restart, budget=200)
+        small = await minimize.minimize_finding(
+            hang, host, port, timeout=HANG_AFTER, watch=target, restart=restart, budget=200
+        )
         assert small is not None
         payload = mutators.split_frames(small).frames[0]
         assert len(payload) == 10  # header fields plus the ClientId length

@@ -49,8 +49,7 @@ def _kafka_python_create(bootstrap: str, name: str, partitions: int, rf: int) ->
 
     admin = KafkaAdminClient(bootstrap_servers=bootstrap, request_timeout_ms=10000)
     try:
-        return admin.create_topics({name: {"num_partitions": partitions, "replication_factor": rf}},
-                                   raise_errors=False)
+        return admin.create_topics({name: {"num_partitions": partitions, "replication_factor": rf}}, raise_errors=False)
     finally:
         admin.close()
 
@@ -77,8 +76,11 @@ def _confluent_admin_story(bootstrap: str) -> dict[str, Any]:
     out: dict[str, Any] = {}
     new = NewTopic("orders", 2, 2, config={"cleanup.policy": "compact"})
     admin.create_topics([new], request_timeout=10)["orders"].result(timeout=TIMEOUT)
-    resource = ConfigResource(ResourceType.TOPIC, "orders", incremental_configs=[
-        ConfigEntry("retention.ms", "3600000", incremental_operation=AlterConfigOpType.SET)])
+    resource = ConfigResource(
+        ResourceType.TOPIC,
+        "orders",
+        incremental_configs=[ConfigEntry("retention.ms", "3600000", incremental_operation=AlterConfigOpType.SET)],
+    )
     admin.incremental_alter_configs([resource])[resource].result(timeout=TIMEOUT)
     described = admin.describe_configs([ConfigResource(ResourceType.TOPIC, "orders")])
     configs = next(iter(described.values())).result(timeout=TIMEOUT)
@@ -113,10 +115,12 @@ def _kafka_python_admin_story(bootstrap: str) -> dict[str, Any]:
     admin = KafkaAdminClient(bootstrap_servers=bootstrap, request_timeout_ms=10000)
     try:
         out: dict[str, Any] = {}
-        out["create"] = admin.create_topics({"events": {"num_partitions": 1, "replication_factor": 3}},
-                                            raise_errors=False)
+        out["create"] = admin.create_topics(
+            {"events": {"num_partitions": 1, "replication_factor": 3}}, raise_errors=False
+        )
         out["alter"] = admin.alter_configs(
-            [ConfigResource(ConfigResourceType.TOPIC, "events", {"cleanup.policy": "compact"})])
+            [ConfigResource(ConfigResourceType.TOPIC, "events", {"cleanup.policy": "compact"})]
+        )
         out["describe"] = admin.describe_configs([ConfigResource(ConfigResourceType.TOPIC, "events")])
         out["grow"] = admin.create_partitions({"events": 4}, raise_errors=False)
         out["shrink"] = admin.create_partitions({"events": 2}, raise_errors=False)
@@ -136,6 +140,7 @@ async def test_kafka_python_admin_story(kraft_cluster: KraftCluster) -> None:
     assert (entry["value"], entry["config_source"], entry["config_type"]) == ("compact", "DYNAMIC_TOPIC_CONFIG", "LIST")
     assert [(r.name, r.error_code) for r in out["grow"].results] == [("events", 0)]
     assert [(r.error_code, r.error_message) for r in out["shrink"].results] == [
-        (37, "The topic events currently has 4 partition(s); 2 would not be an increase.")]
+        (37, "The topic events currently has 4 partition(s); 2 would not be an increase.")
+    ]
     assert [(t["name"], t["error_code"]) for t in out["delete"]["topics"]] == [("events", 0)]
     assert kraft_cluster.server.state.topic_id_of("events") is None

@@ -47,7 +47,11 @@ def probe() -> list[str]:
         try:
             done = subprocess.run(
                 [javac, "-nowarn", "--release", "17", "-d", str(staging), "-cp", _classpath(jars), str(SOURCE)],
-                capture_output=True, text=True, check=False, timeout=300)
+                capture_output=True,
+                text=True,
+                check=False,
+                timeout=300,
+            )
             assert done.returncode == 0, done.stderr
             with contextlib.suppress(OSError):  # another worker may have finished first
                 staging.rename(out)

@@ -19,11 +19,13 @@ from kraft_jbod.pytest_plugin import KafkaConnection, start_cluster, stop_cluste
 from kraft_jbod.security.acl import Authorizer
 
 # Plaintext listeners: the connection's own principal is User:ANONYMOUS (the broker here).
-ACLS = {"acls": [
-    {"principal": "User:ANONYMOUS", "operation": "CLUSTER_ACTION"},
-    {"principal": "User:alice", "operation": "CREATE"},
-    {"principal": "User:alice", "operation": "ALTER_CONFIGS"},
-]}
+ACLS = {
+    "acls": [
+        {"principal": "User:ANONYMOUS", "operation": "CLUSTER_ACTION"},
+        {"principal": "User:alice", "operation": "CREATE"},
+        {"principal": "User:alice", "operation": "ALTER_CONFIGS"},
+    ]
+}
 
 
 async def test_forwarded_requests_are_authorized_as_their_client(tmp_path: Path) -> None:
@@ -41,8 +43,9 @@ async def test_forwarded_requests_are_authorized_as_their_client(tmp_path: Path)
         resp = await broker.call(env.envelope_of(create, 7, principal=env.Principal("User", "alice")), 0)
         inner = env.unwrap_response(resp, 19, 7)
         assert inner is not None and inner.topics[0].error_code == 38  # type: ignore[attr-defined]
-        alter = IncrementalAlterConfigsRequest(resources=[
-            AlterConfigsResource(4, "", [AlterableConfig("log.retention.ms", 0, "5")])])
+        alter = IncrementalAlterConfigsRequest(
+            resources=[AlterConfigsResource(4, "", [AlterableConfig("log.retention.ms", 0, "5")])]
+        )
         resp = await broker.call(env.envelope_of(alter, 1, principal=env.Principal("User", "mallory")), 0)
         inner = env.unwrap_response(resp, 44, 1)
         assert inner is not None and inner.responses[0].error_code == 31  # type: ignore[attr-defined]
@@ -53,7 +56,9 @@ async def test_forwarded_requests_are_authorized_as_their_client(tmp_path: Path)
         assert cluster.server.state.image.configs.get(4, "") == {"log.retention.ms": "5"}
         # The client listener: ANONYMOUS lacks ALTER, every topic of the request is refused.
         client = await KafkaConnection.open(cluster.client_address)
-        grow = CreatePartitionsRequest(topics=[CreatePartitionsTopic("a", 2, None), CreatePartitionsTopic("b", 2, None)])
+        grow = CreatePartitionsRequest(
+            topics=[CreatePartitionsTopic("a", 2, None), CreatePartitionsTopic("b", 2, None)]
+        )
         refused = await client.call(grow, 3)
         assert [(r.name, r.error_code) for r in refused.results] == [("a", 31), ("b", 31)]
         await client.close()

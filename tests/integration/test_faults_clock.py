@@ -23,12 +23,22 @@ def _hb_facts(broker: int) -> object:
 
 
 def test_triggers_once_nth_times_always() -> None:
-    inj = FaultInjector([
-        Rule.from_json({"id": "nth", "match": {"api": "BrokerHeartbeat", "broker_id": 1},
-                        "action": {"type": "error", "error_code": 7}, "trigger": {"type": "nth", "n": 3}}, "x"),
-        Rule.from_json({"id": "times", "match": {"broker_id": 2}, "action": "drop",
-                        "trigger": {"type": "times", "n": 2}}, "x"),
-    ])
+    inj = FaultInjector(
+        [
+            Rule.from_json(
+                {
+                    "id": "nth",
+                    "match": {"api": "BrokerHeartbeat", "broker_id": 1},
+                    "action": {"type": "error", "error_code": 7},
+                    "trigger": {"type": "nth", "n": 3},
+                },
+                "x",
+            ),
+            Rule.from_json(
+                {"id": "times", "match": {"broker_id": 2}, "action": "drop", "trigger": {"type": "times", "n": 2}}, "x"
+            ),
+        ]
+    )
     fired1 = [inj.decide(_hb_facts(1)) for _ in range(5)]  # type: ignore[arg-type]
     assert [r.id if r else None for r in fired1] == [None, None, "nth", None, None]
     fired2 = [inj.decide(_hb_facts(2)) for _ in range(4)]  # type: ignore[arg-type]
@@ -51,15 +61,18 @@ def test_probability_is_seeded_and_reproducible() -> None:
     assert 20 < sum(runs[0]) < 100
 
 
-@pytest.mark.parametrize("bad", [
-    {"action": {"type": "explode"}},
-    {"action": {"type": "error"}},
-    {"action": {"type": "delay", "ms": -1}},
-    {"action": "drop", "trigger": {"type": "probability", "p": 1.5}},
-    {"action": "drop", "match": {"api": "NoSuchApi"}},
-    {"action": "offline_dir"},
-    {"action": "drop", "surprise": 1},
-])
+@pytest.mark.parametrize(
+    "bad",
+    [
+        {"action": {"type": "explode"}},
+        {"action": {"type": "error"}},
+        {"action": {"type": "delay", "ms": -1}},
+        {"action": "drop", "trigger": {"type": "probability", "p": 1.5}},
+        {"action": "drop", "match": {"api": "NoSuchApi"}},
+        {"action": "offline_dir"},
+        {"action": "drop", "surprise": 1},
+    ],
+)
 def test_bad_rules_are_refused_and_nothing_is_added(bad: dict[str, object]) -> None:
     inj = FaultInjector([{"id": "keep", "action": "drop"}])
     with pytest.raises(ConfigError):
@@ -68,8 +81,12 @@ def test_bad_rules_are_refused_and_nothing_is_added(bad: dict[str, object]) -> N
 
 
 def test_fault_file_round_trip(tmp_path: Path) -> None:
-    doc = {"seed": 9, "rules": [{"id": "a", "match": {"api": 63, "broker_id": 2}, "action": {"type": "delay", "ms": 50},
-                                 "trigger": "once"}]}
+    doc = {
+        "seed": 9,
+        "rules": [
+            {"id": "a", "match": {"api": 63, "broker_id": 2}, "action": {"type": "delay", "ms": 50}, "trigger": "once"}
+        ],
+    }
     path = tmp_path / "faults.json"
     path.write_text(json.dumps(doc))
     inj = FaultInjector.from_file(path)
@@ -83,8 +100,14 @@ def test_fault_file_round_trip(tmp_path: Path) -> None:
 
 async def test_error_and_stale_epoch_actions_leave_state_untouched(kraft_cluster: KraftCluster) -> None:
     b1 = await kraft_cluster.add_broker(1, unfence=False)
-    kraft_cluster.add_fault({"id": "err", "match": {"api": "BrokerHeartbeat", "broker_id": 1},
-                             "action": {"type": "error", "error_code": 7}, "trigger": "once"})
+    kraft_cluster.add_fault(
+        {
+            "id": "err",
+            "match": {"api": "BrokerHeartbeat", "broker_id": 1},
+            "action": {"type": "error", "error_code": 7},
+            "trigger": "once",
+        }
+    )
     kraft_cluster.add_fault({"id": "stale", "match": {"broker_id": 1}, "action": "stale_epoch", "trigger": "once"})
     offset = kraft_cluster.server.log.end_offset
     assert (await b1.heartbeat()).error_code == 7
@@ -108,8 +131,14 @@ async def test_refuse_registration_fence_and_offline_dir(kraft_cluster: KraftClu
     assert kraft_cluster.view()["brokers"][0]["state"] == "FENCED"
     await b5.heartbeat()
     directory = b5.dirs[1]
-    kraft_cluster.add_fault({"id": "disk", "match": {"broker_id": 5, "directory": str(directory)},
-                             "action": "offline_dir", "trigger": "once"})
+    kraft_cluster.add_fault(
+        {
+            "id": "disk",
+            "match": {"broker_id": 5, "directory": str(directory)},
+            "action": "offline_dir",
+            "trigger": "once",
+        }
+    )
     await b5.heartbeat()
     dirs = kraft_cluster.view()["brokers"][0]["directories"]
     assert sum(not d["online"] for d in dirs) == 1
@@ -117,8 +146,9 @@ async def test_refuse_registration_fence_and_offline_dir(kraft_cluster: KraftClu
 
 async def test_delay_runs_on_the_manual_clock_and_drop_closes(kraft_cluster: KraftCluster) -> None:
     b1 = await kraft_cluster.add_broker(1)
-    kraft_cluster.add_fault({"id": "slow", "match": {"broker_id": 1}, "action": {"type": "delay", "ms": 5000},
-                             "trigger": "once"})
+    kraft_cluster.add_fault(
+        {"id": "slow", "match": {"broker_id": 1}, "action": {"type": "delay", "ms": 5000}, "trigger": "once"}
+    )
     pending = asyncio.ensure_future(b1.heartbeat())
     await asyncio.sleep(0.05)
     assert not pending.done()  # real time passes, the controller clock does not
@@ -139,8 +169,9 @@ async def test_session_timeout_fences_only_when_the_clock_is_advanced(kraft_clus
     await b1.heartbeat()  # broker 1 stays alive; broker 2 goes silent
     assert all(not b["fenced"] for b in kraft_cluster.view()["brokers"])
     await kraft_cluster.advance(timeout // 2 + 500)
-    view = await kraft_cluster.wait_for(lambda: [b["fenced"] for b in kraft_cluster.view()["brokers"]] == [False, True]
-                                        and kraft_cluster.view())
+    view = await kraft_cluster.wait_for(
+        lambda: [b["fenced"] for b in kraft_cluster.view()["brokers"]] == [False, True] and kraft_cluster.view()
+    )
     assert view["topics"][0]["partitions"][0]["isr"] == [1]
 
 
@@ -170,8 +201,9 @@ def test_manual_clock_wakes_sleepers_in_deadline_order() -> None:
     assert asyncio.run(main()) == ["early", "late"]
 
 
-def _http(method: str, url: str, body: object | None = None, headers: dict[str, str] | None = None
-          ) -> tuple[int, object]:
+def _http(
+    method: str, url: str, body: object | None = None, headers: dict[str, str] | None = None
+) -> tuple[int, object]:
     data = None if body is None else json.dumps(body).encode()
     req = urllib.request.Request(url, data=data, method=method, headers=headers or {})
     try:
@@ -185,9 +217,12 @@ async def test_admin_channel_changes_rules_at_run_time(kraft_cluster: KraftClust
     b1 = await kraft_cluster.add_broker(1)
     base = kraft_cluster.admin_url
     call = functools.partial(_http, headers=kraft_cluster.admin_headers)
-    status, got = await asyncio.to_thread(call, "POST", base + "/faults",
-                                          {"id": "x", "match": {"broker_id": 1}, "action": {"type": "error",
-                                                                                            "error_code": 41}})
+    status, got = await asyncio.to_thread(
+        call,
+        "POST",
+        base + "/faults",
+        {"id": "x", "match": {"broker_id": 1}, "action": {"type": "error", "error_code": 41}},
+    )
     assert status == 201 and got["added"][0]["id"] == "x"  # type: ignore[index]
     assert (await b1.heartbeat()).error_code == 41
     status, got = await asyncio.to_thread(call, "POST", base + "/faults", {"action": {"type": "bogus"}})

@@ -26,7 +26,7 @@ def test_prometheus_text_format() -> None:
     reg.gauge("up", "liveness", lambda: 1.0)
     reg.observe("lat_seconds", 0.003)
     text = reg.prometheus()
-    assert '# TYPE kraft_jbod_requests_total counter' in text
+    assert "# TYPE kraft_jbod_requests_total counter" in text
     assert 'kraft_jbod_requests_total{api="Metadata",error="0"} 1' in text
     assert 'kraft_jbod_requests_total{api="we\\"ird\\n",error="3"} 2' in text
     assert "kraft_jbod_up 1" in text

@@ -127,15 +127,17 @@ async def test_control_command_errors_and_moves(kraft_cluster: KraftCluster) -> 
     src = fb.directory_of("m")
     await fb.move_replica("m", 0, 1 - src)
     await kraft_cluster.wait_for(lambda: fb.directory_of("m") == 1 - src)
-    await kraft_cluster.wait_for(lambda: (fb.log_dirs[1 - src] / "m-0").is_dir()
-                                 and not (fb.log_dirs[src] / "m-0").exists())
+    await kraft_cluster.wait_for(
+        lambda: (fb.log_dirs[1 - src] / "m-0").is_dir() and not (fb.log_dirs[src] / "m-0").exists()
+    )
 
 
 async def test_still_clock_never_expires_a_session_and_advance_does(kraft_cluster: KraftCluster) -> None:
     fb = await kraft_cluster.start_broker(1)
     # Refuse its heartbeats: real time passes without a single lease renewal.
-    rule = kraft_cluster.add_fault({"match": {"api": "BrokerHeartbeat", "broker_id": 1},
-                                    "action": {"type": "error", "error_code": 7}})
+    rule = kraft_cluster.add_fault(
+        {"match": {"api": "BrokerHeartbeat", "broker_id": 1}, "action": {"type": "error", "error_code": 7}}
+    )
     await kraft_cluster.wait_for(lambda: rule.fired >= 3)
     assert fb.unfenced_in_controller()  # the manual clock stood still: no session expired
 
@@ -173,8 +175,11 @@ async def test_cluster_without_root_uses_and_removes_its_own_folder(tmp_path: Pa
 
 def test_example_file_passes_under_pytest() -> None:
     example = REPO / "examples" / "test_example.py"
-    tests = [n.name for n in ast.walk(ast.parse(example.read_text())) if isinstance(n, ast.AsyncFunctionDef | ast.FunctionDef)
-             and n.name.startswith("test_")]
+    tests = [
+        n.name
+        for n in ast.walk(ast.parse(example.read_text()))
+        if isinstance(n, ast.AsyncFunctionDef | ast.FunctionDef) and n.name.startswith("test_")
+    ]
     assert tests
     args = [sys.executable, "-m", "pytest", str(example), "-q", "-p", "no:cacheprovider"]
     entry_points = importlib.metadata.entry_points(group="pytest11")

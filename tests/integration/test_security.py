@@ -22,10 +22,19 @@ from kraft_jbod.security.acl import Authorizer
 from kraft_jbod.security.credentials import CredentialStore
 from kraft_jbod.security.tls import TlsSettings, client_context
 
-USERS = {"users": {"broker": {"password": "broker-secret"}, "intruder": {"password": "x"},
-                   "scrammy": {"password": "s3cret", "mechanisms": ["SCRAM-SHA-512"]}}}
-ACLS = {"acls": [{"principal": "User:broker", "operation": "CLUSTER_ACTION"},
-                 {"principal": "User:scrammy", "operation": "ALL"}]}
+USERS = {
+    "users": {
+        "broker": {"password": "broker-secret"},
+        "intruder": {"password": "x"},
+        "scrammy": {"password": "s3cret", "mechanisms": ["SCRAM-SHA-512"]},
+    }
+}
+ACLS = {
+    "acls": [
+        {"principal": "User:broker", "operation": "CLUSTER_ACTION"},
+        {"principal": "User:scrammy", "operation": "ALL"},
+    ]
+}
 
 
 async def _sasl_cluster(tmp_path: Path) -> KraftCluster:
@@ -124,12 +133,28 @@ def test_scram_server_rejects_tampering() -> None:
 
 
 def test_acl_rules() -> None:
-    authz = Authorizer.from_json({"super_users": ["User:root"], "acls": [
-        {"principal": "User:*", "operation": "READ", "resource_type": "TOPIC", "resource_name": "pub-",
-         "pattern_type": "PREFIXED"},
-        {"principal": "User:eve", "operation": "ALL", "resource_type": "TOPIC", "resource_name": "*",
-         "permission": "DENY"},
-        {"principal": "User:b", "operation": "CLUSTER_ACTION"}]})
+    authz = Authorizer.from_json(
+        {
+            "super_users": ["User:root"],
+            "acls": [
+                {
+                    "principal": "User:*",
+                    "operation": "READ",
+                    "resource_type": "TOPIC",
+                    "resource_name": "pub-",
+                    "pattern_type": "PREFIXED",
+                },
+                {
+                    "principal": "User:eve",
+                    "operation": "ALL",
+                    "resource_type": "TOPIC",
+                    "resource_name": "*",
+                    "permission": "DENY",
+                },
+                {"principal": "User:b", "operation": "CLUSTER_ACTION"},
+            ],
+        }
+    )
     assert authz.authorize("User:root", "ALTER")
     assert authz.authorize("User:b", "CLUSTER_ACTION") and not authz.authorize("User:b", "ALTER")
     assert authz.authorize("User:x", "DESCRIBE", "TOPIC", "pub-1")  # READ implies DESCRIBE
@@ -142,13 +167,41 @@ def _make_certs(tmp: Path) -> tuple[Path, Path, Path]:
         pytest.fail("the openssl CLI is needed to make test certificates (Debian package openssl)")
     ca_key, ca, key, csr, cert = (tmp / n for n in ("ca.key", "ca.pem", "server.key", "server.csr", "server.pem"))
     run = lambda *a: subprocess.run(["openssl", *a], check=True, capture_output=True)  # noqa: E731
-    run("req", "-x509", "-newkey", "rsa:2048", "-nodes", "-keyout", str(ca_key), "-out", str(ca), "-days", "2",
-        "-subj", "/CN=kraft-jbod-test-ca")
+    run(
+        "req",
+        "-x509",
+        "-newkey",
+        "rsa:2048",
+        "-nodes",
+        "-keyout",
+        str(ca_key),
+        "-out",
+        str(ca),
+        "-days",
+        "2",
+        "-subj",
+        "/CN=kraft-jbod-test-ca",
+    )
     run("req", "-newkey", "rsa:2048", "-nodes", "-keyout", str(key), "-out", str(csr), "-subj", "/CN=localhost")
     ext = tmp / "san.cnf"
     ext.write_text("subjectAltName=DNS:localhost,IP:127.0.0.1\n")
-    run("x509", "-req", "-in", str(csr), "-CA", str(ca), "-CAkey", str(ca_key), "-CAcreateserial", "-out", str(cert),
-        "-days", "2", "-extfile", str(ext))
+    run(
+        "x509",
+        "-req",
+        "-in",
+        str(csr),
+        "-CA",
+        str(ca),
+        "-CAkey",
+        str(ca_key),
+        "-CAcreateserial",
+        "-out",
+        str(cert),
+        "-days",
+        "2",
+        "-extfile",
+        str(ext),
+    )
     return ca, cert, key
 
 
@@ -231,7 +284,7 @@ def test_redactor_follows_frames_split_anywhere() -> None:
     )
     for step in (1, 3, 7, 64, len(stream)):
         r = _SaslRedactor()
-        out = b"".join(r.client(stream[i:i + step]) for i in range(0, len(stream), step))
+        out = b"".join(r.client(stream[i : i + step]) for i in range(0, len(stream), step))
         assert len(out) == len(stream) and b"hunter2" not in out
         assert out.replace(b"*", b"") != stream
         # Everything but the secret is byte-identical.

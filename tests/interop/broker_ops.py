@@ -13,13 +13,29 @@ from tests.interop import kafka_view
 from tests.interop.harness import ControllerThread, InteropJvm, broker_dirs
 
 
-def start_java_broker(jvm: InteropJvm, ctl: ControllerThread, root: Path, broker_id: int, ndirs: int = 2, *,
-                      dirs: dict[str, str] | None = None, unfence: bool = True, **extra: Any) -> dict[str, str]:
+def start_java_broker(
+    jvm: InteropJvm,
+    ctl: ControllerThread,
+    root: Path,
+    broker_id: int,
+    ndirs: int = 2,
+    *,
+    dirs: dict[str, str] | None = None,
+    unfence: bool = True,
+    **extra: Any,
+) -> dict[str, str]:
     """A Kafka broker control plane registered (and, with ``unfence``, running); its dirs."""
     dirs = dirs if dirs is not None else broker_dirs(root, broker_id, ndirs)
-    jvm("start_broker", broker=broker_id, voters=ctl.voters, cluster_id=CLUSTER_ID, dirs=dirs,
+    jvm(
+        "start_broker",
+        broker=broker_id,
+        voters=ctl.voters,
+        cluster_id=CLUSTER_ID,
+        dirs=dirs,
         meta_dir=str(root / f"java-broker-{broker_id}" / f"meta-{uuid.uuid4().hex[:8]}"),
-        heartbeat_ms=200, **extra)
+        heartbeat_ms=200,
+        **extra,
+    )
     jvm("wait", broker=broker_id, until="caught_up", timeout_ms=20000)
     if unfence:
         jvm("unfence", broker=broker_id, timeout_ms=20000)
@@ -55,7 +71,9 @@ def unassigned_replicas(ctl: ControllerThread, broker_id: int, profile: str = "k
     return out
 
 
-def assign_round_robin(jvm: InteropJvm, ctl: ControllerThread, broker_id: int, dirs: dict[str, str]) -> dict[tuple[str, int], str]:
+def assign_round_robin(
+    jvm: InteropJvm, ctl: ControllerThread, broker_id: int, dirs: dict[str, str]
+) -> dict[tuple[str, int], str]:
     """Place each of the broker's unassigned replicas in its dirs in turn, through Kafka's
     AssignmentsManager; returns where each went."""
     wait_synced(jvm, ctl, broker_id)
@@ -71,17 +89,25 @@ def assign_round_robin(jvm: InteropJvm, ctl: ControllerThread, broker_id: int, d
 
 def listener_metadata(ctl: ControllerThread) -> Any:
     """Our client listener's Metadata v12 answer for every topic."""
+
     async def ask() -> Any:
         conn = await KafkaConnection.open(ctl.client_address, client_id="interop")
         try:
             return await conn.call(MetadataRequest(topics=None), 12)
         finally:
             await conn.close()
+
     return ctl.run(ask())
 
 
-def check_all_views(jvm: InteropJvm, ctl: ControllerThread, broker_id: int | None, *, profile: str = "kafka",
-                    listener: str = "PLAINTEXT") -> dict[str, Any]:
+def check_all_views(
+    jvm: InteropJvm,
+    ctl: ControllerThread,
+    broker_id: int | None,
+    *,
+    profile: str = "kafka",
+    listener: str = "PLAINTEXT",
+) -> dict[str, Any]:
     """The end of every scenario: Kafka's images (the live broker's, and the controller's log
     loaded from disk) equal our status view; Kafka's metadata cache answers Metadata as our
     client listener does; Kafka logged no warning or error. Returns the log load reply."""

@@ -86,16 +86,33 @@ def compile_harness(oracle: Oracle, cache_dir: Path = CACHE_DIR) -> Path:
     out = cache_dir / digest.hexdigest()[:20]
     if (out / f"{MAIN_CLASS}.class").is_file():
         return out
-    javac = shutil.which("javac") if not os.environ.get("JAVA_HOME") else str(Path(os.environ["JAVA_HOME"]) / "bin" / "javac")
+    javac = (
+        shutil.which("javac")
+        if not os.environ.get("JAVA_HOME")
+        else str(Path(os.environ["JAVA_HOME"]) / "bin" / "javac")
+    )
     if javac is None:
         raise InteropError("javac not found")
     cache_dir.mkdir(parents=True, exist_ok=True)
     staging = Path(tempfile.mkdtemp(prefix="build-", dir=cache_dir))
     try:
         result = subprocess.run(
-            [javac, "-nowarn", "--release", "17", "-encoding", "UTF-8", "-d", str(staging),
-             "-cp", oracle.classpath_string(), *map(str, sources)],
-            capture_output=True, text=True, check=False,
+            [
+                javac,
+                "-nowarn",
+                "--release",
+                "17",
+                "-encoding",
+                "UTF-8",
+                "-d",
+                str(staging),
+                "-cp",
+                oracle.classpath_string(),
+                *map(str, sources),
+            ],
+            capture_output=True,
+            text=True,
+            check=False,
         )
         if result.returncode != 0:
             raise InteropError(f"javac failed:\n{result.stderr}{result.stdout}")
@@ -119,15 +136,34 @@ class InteropJvm:
         self.log_file = workdir / "kafka.log"
         self.class_log = workdir / "classes.log"
         config = workdir / "log4j2.properties"
-        config.write_text(LOG4J2_TEMPLATE.format(log=self.log_file, level=os.environ.get("KRAFT_JBOD_INTEROP_LOG_LEVEL", "info")))
-        java = shutil.which("java") if not os.environ.get("JAVA_HOME") else str(Path(os.environ["JAVA_HOME"]) / "bin" / "java")
+        config.write_text(
+            LOG4J2_TEMPLATE.format(log=self.log_file, level=os.environ.get("KRAFT_JBOD_INTEROP_LOG_LEVEL", "info"))
+        )
+        java = (
+            shutil.which("java")
+            if not os.environ.get("JAVA_HOME")
+            else str(Path(os.environ["JAVA_HOME"]) / "bin" / "java")
+        )
         assert java is not None
         self._stderr: IO[bytes] = (workdir / "stderr.txt").open("w+b")
         self._proc: subprocess.Popen[str] | None = subprocess.Popen(
-            [java, "-XX:+UseSerialGC", "-XX:TieredStopAtLevel=1", "-Xss1m",
-             f"-Dlog4j2.configurationFile={config}", f"-Xlog:class+load=info:file={self.class_log}",
-             "-cp", os.pathsep.join([str(classes), oracle.classpath_string()]), MAIN_CLASS],
-            stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=self._stderr, text=True, encoding="utf-8", bufsize=1,
+            [
+                java,
+                "-XX:+UseSerialGC",
+                "-XX:TieredStopAtLevel=1",
+                "-Xss1m",
+                f"-Dlog4j2.configurationFile={config}",
+                f"-Xlog:class+load=info:file={self.class_log}",
+                "-cp",
+                os.pathsep.join([str(classes), oracle.classpath_string()]),
+                MAIN_CLASS,
+            ],
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            stderr=self._stderr,
+            text=True,
+            encoding="utf-8",
+            bufsize=1,
         )
         self._next = 0
         self._lock = threading.Lock()
@@ -230,12 +266,22 @@ class InteropJvm:
 class ControllerThread:
     """Our controller in a background thread with its own event loop (see module doc)."""
 
-    def __init__(self, root: Path, *, metadata_version: int | None = None, semantics: str = "kafka",
-                 props: dict[str, str] | None = None) -> None:
+    def __init__(
+        self,
+        root: Path,
+        *,
+        metadata_version: int | None = None,
+        semantics: str = "kafka",
+        props: dict[str, str] | None = None,
+    ) -> None:
         self.root = root
         self.metadata_version = metadata_version
-        self.props = {"kraft.jbod.semantics": semantics, "broker.session.timeout.ms": "2500",
-                      "broker.heartbeat.interval.ms": "200", **(props or {})}
+        self.props = {
+            "kraft.jbod.semantics": semantics,
+            "broker.session.timeout.ms": "2500",
+            "broker.heartbeat.interval.ms": "200",
+            **(props or {}),
+        }
         self.loop = asyncio.new_event_loop()
         self._thread = threading.Thread(target=self.loop.run_forever, name="interop-controller", daemon=True)
         self._thread.start()
@@ -249,19 +295,29 @@ class ControllerThread:
 
     def call(self, fn: Callable[[], T]) -> T:
         """Run ``fn`` on the controller's loop thread (the state is only touched there)."""
+
         async def wrapper() -> T:
             return fn()
+
         return self.run(wrapper())
 
     def start(self) -> None:
         async def go() -> KraftCluster:
-            ext = Extensions(clock=SYSTEM_CLOCK, client_listeners=[ClientListener("CLIENT", "127.0.0.1", 0)],
-                             admin=("127.0.0.1", 0))
+            ext = Extensions(
+                clock=SYSTEM_CLOCK, client_listeners=[ClientListener("CLIENT", "127.0.0.1", 0)], admin=("127.0.0.1", 0)
+            )
             props = dict(self.props, listeners=f"CONTROLLER://127.0.0.1:{self.port}")
-            server = ControllerServer(controller_config(self.root, **props), cluster_id=CLUSTER_ID, fsync=False,
-                                      extensions=ext, clock=SYSTEM_CLOCK, metadata_version=self.metadata_version)
+            server = ControllerServer(
+                controller_config(self.root, **props),
+                cluster_id=CLUSTER_ID,
+                fsync=False,
+                extensions=ext,
+                clock=SYSTEM_CLOCK,
+                metadata_version=self.metadata_version,
+            )
             await server.start()
             return KraftCluster(server, ext, SYSTEM_CLOCK, root=self.root)  # type: ignore[arg-type]
+
         self.cluster = self.run(go())
         self.port = self.cluster.server.addresses[0][1]
 
@@ -331,11 +387,18 @@ class ControllerThread:
                         continue
                     for rec in batch.records:
                         record, version = codec.decode_metadata_record(rec.value or b"")
-                        out.append({"offset": info.base_offset + rec.offset_delta, "type": type(record).__name__,
-                                    "version": version, "data": record.to_json(version)})
+                        out.append(
+                            {
+                                "offset": info.base_offset + rec.offset_delta,
+                                "type": type(record).__name__,
+                                "version": version,
+                                "data": record.to_json(version),
+                            }
+                        )
             finally:
                 log.close()
             return out
+
         return self.call(read)
 
     def wait(self, probe: Callable[[], T], timeout: float = 15.0, interval: float = 0.05) -> T:

@@ -21,8 +21,16 @@ KAFKA_RESERVED: Final = {
     "AAAAAAAAAAAAAAAAAAAAAg": "LOST",
 }
 PROFILE_RESERVED: Final = {
-    "kafka": {"MIGRATING": "AAAAAAAAAAAAAAAAAAAAAA", "UNASSIGNED": "AAAAAAAAAAAAAAAAAAAAAQ", "LOST": "AAAAAAAAAAAAAAAAAAAAAg"},
-    "kip": {"UNASSIGNED": "AAAAAAAAAAAAAAAAAAAAAA", "LOST": "AAAAAAAAAAAAAAAAAAAAAQ", "MIGRATING": "AAAAAAAAAAAAAAAAAAAAAg"},
+    "kafka": {
+        "MIGRATING": "AAAAAAAAAAAAAAAAAAAAAA",
+        "UNASSIGNED": "AAAAAAAAAAAAAAAAAAAAAQ",
+        "LOST": "AAAAAAAAAAAAAAAAAAAAAg",
+    },
+    "kip": {
+        "UNASSIGNED": "AAAAAAAAAAAAAAAAAAAAAA",
+        "LOST": "AAAAAAAAAAAAAAAAAAAAAQ",
+        "MIGRATING": "AAAAAAAAAAAAAAAAAAAAAg",
+    },
 }
 
 
@@ -109,7 +117,10 @@ def partitions_from_image(image: dict[str, Any]) -> dict[tuple[str, int], dict[s
 
 def assert_image_matches_view(image: dict[str, Any], view: dict[str, Any], profile: str = "kafka") -> None:
     """Kafka's image and our status view describe the same cluster."""
-    assert image["features"].get("metadata.version") == view["metadata_version"], (image["features"], view["metadata_version"])
+    assert image["features"].get("metadata.version") == view["metadata_version"], (
+        image["features"],
+        view["metadata_version"],
+    )
     kafka_brokers, our_brokers = brokers_from_image(image, view), brokers_from_view(view)
     assert kafka_brokers == our_brokers, ("kafka", kafka_brokers, "ours", our_brokers)
     kafka_parts = partitions_from_image(image)

@@ -131,8 +131,14 @@ def test_assignments_and_dir_failure_then_reregistration_without_it(
     first, failed = list(dirs1.values())
     leaders_before = {p["partition"]: p["leader"] for p in view["topics"][0]["partitions"]}
     interop("fail_dir", broker=1, dir=failed)
-    interop("wait", broker=1, until="exchanges", api="BrokerHeartbeat",
-            count=len(exchanges(interop, 1, "BrokerHeartbeat")) + 2, timeout_ms=10000)
+    interop(
+        "wait",
+        broker=1,
+        until="exchanges",
+        api="BrokerHeartbeat",
+        count=len(exchanges(interop, 1, "BrokerHeartbeat")) + 2,
+        timeout_ms=10000,
+    )
     offline_beats = [b for b in exchanges(interop, 1, "BrokerHeartbeat") if b["request"].get("offlineLogDirs")]
     assert offline_beats and offline_beats[0]["request"]["offlineLogDirs"] == [failed]
     assert all(b["response"]["errorCode"] == 0 for b in offline_beats)
@@ -199,7 +205,9 @@ def test_restart_right_after_controlled_shutdown_waits_for_the_session(
     assert interop("broker", broker=1)["epoch"] > epoch
 
 
-def _restart_with_a_dir_missing(interop: InteropJvm, ctl: ControllerThread, tmp_path: Path) -> tuple[dict[tuple[str, int], str], str]:
+def _restart_with_a_dir_missing(
+    interop: InteropJvm, ctl: ControllerThread, tmp_path: Path
+) -> tuple[dict[tuple[str, int], str], str]:
     dirs1 = start_java_broker(interop, ctl, tmp_path, 1, 2)
     start_java_broker(interop, ctl, tmp_path, 2, 1)
     create_topic(ctl, "logs", 4, 2)
@@ -386,8 +394,9 @@ def test_metadata_version_upgrade_reaches_kafka_brokers(
     async def upgrade() -> Any:
         conn = await KafkaConnection.open(ctl.server.addresses[0], client_id="admin")
         try:
-            req = UpdateFeaturesRequest(feature_updates=[FeatureUpdateKey(feature="metadata.version",
-                                                                          max_version_level=22, upgrade_type=1)])
+            req = UpdateFeaturesRequest(
+                feature_updates=[FeatureUpdateKey(feature="metadata.version", max_version_level=22, upgrade_type=1)]
+            )
             return await conn.call(req, 1)
         finally:
             await conn.close()
@@ -416,8 +425,16 @@ def test_session_expiry_fences_and_the_next_heartbeat_unfences(
     assign_round_robin(interop, ctl, 2, dirs2)
     assert ctl.cluster is not None
     faults = ctl.cluster.faults
-    ctl.call(lambda: faults.add({"id": "hold", "match": {"api": "BrokerHeartbeat", "broker_id": 1},
-                                 "action": {"type": "delay", "ms": 4000}, "trigger": {"type": "once"}}))
+    ctl.call(
+        lambda: faults.add(
+            {
+                "id": "hold",
+                "match": {"api": "BrokerHeartbeat", "broker_id": 1},
+                "action": {"type": "delay", "ms": 4000},
+                "trigger": {"type": "once"},
+            }
+        )
+    )
     # Fenced by the session timer while the heartbeat is held...
     ctl.wait(lambda: next(b for b in ctl.view()["brokers"] if b["id"] == 1)["fenced"], timeout=15)
     assert all(p["leader"] != 1 for p in ctl.view()["topics"][0]["partitions"])

@@ -89,7 +89,12 @@ def test_demo_log(interop: InteropJvm, tmp_path: Path) -> None:
     assert sorted(len(b["directories"]) for b in image["brokers"]) == [1, 2, 2]
 
 
-@settings(max_examples=int(os.environ.get("KRAFT_JBOD_INTEROP_EXAMPLES", "40")), derandomize=True, deadline=None, suppress_health_check=list(HealthCheck))
+@settings(
+    max_examples=int(os.environ.get("KRAFT_JBOD_INTEROP_EXAMPLES", "40")),
+    derandomize=True,
+    deadline=None,
+    suppress_health_check=list(HealthCheck),
+)
 @given(st.lists(OPS, max_size=40), SETUPS, st.sampled_from([("kafka", 22), ("kafka", 17), ("kip", 22)]))
 def test_random_request_sequences(
     interop: InteropJvm, tmp_path_factory: Any, ops: list[tuple[Any, ...]], setup: list[int], how: tuple[str, int]
@@ -175,10 +180,12 @@ def test_elr_fencing_unfencing_and_clear_elr(interop: InteropJvm, tmp_path: Path
     c = RecordingCluster()
     for b in (1, 2, 3, 4):
         c.start_broker(b, [dir_id(b, 0)])
-    c.commit([
-        (FeatureLevelRecord(name="eligible.leader.replicas.version", feature_level=1), 0),
-        (ConfigRecord(resource_type=4, resource_name="", name="min.insync.replicas", value="3"), 0),
-    ])
+    c.commit(
+        [
+            (FeatureLevelRecord(name="eligible.leader.replicas.version", feature_level=1), 0),
+            (ConfigRecord(resource_type=4, resource_name="", name="min.insync.replicas", value="3"), 0),
+        ]
+    )
     c.create_topic("t", 4, 3)
     c.create_topic("u", 2, 3)
     for b in (3, 1, 2):
@@ -188,8 +195,9 @@ def test_elr_fencing_unfencing_and_clear_elr(interop: InteropJvm, tmp_path: Path
     assert any(p["last_known_elr"] for t in mid["topics"] for p in t["partitions"])
     load_and_compare(interop, c.write(tmp_path / "fenced"), mid)
     c.heartbeat(1)
-    req = IncrementalAlterConfigsRequest(resources=[AlterConfigsResource(2, "u", [
-        AlterableConfig("min.insync.replicas", 0, "2")])])
+    req = IncrementalAlterConfigsRequest(
+        resources=[AlterConfigsResource(2, "u", [AlterableConfig("min.insync.replicas", 0, "2")])]
+    )
     c.call(44, 1, req)
     view = client_api.cluster_view(c.state)
     assert all(not p["elr"] for t in view["topics"] if t["name"] == "u" for p in t["partitions"])

@@ -26,12 +26,15 @@ Factory = Callable[..., ControllerThread]
 
 def _raft_problems(jvm: InteropJvm, since: int = 0) -> list[tuple[str, str, str, str]]:
     return [
-        line for line in jvm.log_lines()[since:]
+        line
+        for line in jvm.log_lines()[since:]
         if line[0] in ("WARN", "ERROR", "FATAL") and line[1].startswith("org.apache.kafka.raft")
     ]
 
 
-def test_observer_follows_to_the_high_watermark(interop: InteropJvm, controller_factory: Factory, tmp_path: Path) -> None:
+def test_observer_follows_to_the_high_watermark(
+    interop: InteropJvm, controller_factory: Factory, tmp_path: Path
+) -> None:
     before = len(interop.log_lines())
     ctl = controller_factory()
     dirs = start_java_broker(interop, ctl, tmp_path, 1, 2)

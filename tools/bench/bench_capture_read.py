@@ -48,9 +48,14 @@ def write_capture(path: Path, target_bytes: int, seed: int = 1) -> None:
         ts = 1_700_000_000_000_000_000
         while fh.tell() < target_bytes:
             conn += 1
-            conv = TcpConversation(w, (f"10.0.{conn % 250}.{conn % 200 + 1}", 30000 + conn % 30000),
-                                   ("10.1.0.1", 9092), start_ns=ts, client_isn=rnd.getrandbits(32),
-                                   server_isn=rnd.getrandbits(32))
+            conv = TcpConversation(
+                w,
+                (f"10.0.{conn % 250}.{conn % 200 + 1}", 30000 + conn % 30000),
+                ("10.1.0.1", 9092),
+                start_ns=ts,
+                client_isn=rnd.getrandbits(32),
+                server_isn=rnd.getrandbits(32),
+            )
             for corr in range(rnd.randint(20, 200)):
                 conv.client_send(_frame(rnd.choice([60, 200, 1200, 9000]), corr, True, rnd))
                 size = rnd.choice([40, 300, 5000, 60000, 250000])
@@ -68,16 +73,19 @@ def write_capture(path: Path, target_bytes: int, seed: int = 1) -> None:
 
 
 def _rate(label: str, packets: int, size: int, seconds: float, extra: str = "") -> None:
-    print(f"{label:<34} {packets / seconds / 1e3:8.0f} k packets/s {size / seconds / 1e6:8.1f} MB/s"
-          f"  ({seconds:.2f} s){extra}")
+    print(
+        f"{label:<34} {packets / seconds / 1e3:8.0f} k packets/s {size / seconds / 1e6:8.1f} MB/s"
+        f"  ({seconds:.2f} s){extra}"
+    )
 
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--mb", type=int, default=200, help="size of the synthetic capture in MB")
     ap.add_argument("--tshark", action="store_true", help="also time tshark on the same file")
-    ap.add_argument("--construct", action="store_true",
-                    help="also time per-packet header parsing with construct's compiled parsers")
+    ap.add_argument(
+        "--construct", action="store_true", help="also time per-packet header parsing with construct's compiled parsers"
+    )
     args = ap.parse_args()
     with tempfile.TemporaryDirectory() as tmp:
         path = Path(tmp) / "bench.pcapng"
@@ -121,17 +129,24 @@ def main() -> None:
                     frames += 1
                     incomplete += not item.complete
             dt = time.perf_counter() - t0
-            _rate("3. + reassembly + frames", packets, size, dt,
-                  f"  {frames} frames ({frames / dt / 1e3:.0f} k/s), {incomplete} incomplete")
+            _rate(
+                "3. + reassembly + frames",
+                packets,
+                size,
+                dt,
+                f"  {frames} frames ({frames / dt / 1e3:.0f} k/s), {incomplete} incomplete",
+            )
 
         tshark = shutil.which("tshark")
         if args.tshark and tshark:
-            for label, extra in (("tshark -r (default dissection)", []),
-                                 ("tshark Kafka fields", ["-d", "tcp.port==9092,kafka", "-T", "fields",
-                                                          "-e", "kafka.request_key"])):
+            for label, extra in (
+                ("tshark -r (default dissection)", []),
+                ("tshark Kafka fields", ["-d", "tcp.port==9092,kafka", "-T", "fields", "-e", "kafka.request_key"]),
+            ):
                 t0 = time.perf_counter()
-                subprocess.run([tshark, "-r", str(path), *extra], stdout=subprocess.DEVNULL,
-                               stderr=subprocess.DEVNULL, check=True)
+                subprocess.run(
+                    [tshark, "-r", str(path), *extra], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, check=True
+                )
                 _rate(label, packets, size, time.perf_counter() - t0)
 
 

@@ -539,7 +539,9 @@ def build_cases(kp: dict[str, Any], names: Sequence[str] | None = None) -> list[
     cases = [
         Case(
             "BrokerRegistrationRequest v3 (1 listener, 2 features, 3 dirs)",
-            62, "request", 3,
+            62,
+            "request",
+            3,
             {
                 "ours": _ours(ours_registration(reg), 3),
                 "kio": _kio_codec(kio_registration(reg)),
@@ -549,7 +551,9 @@ def build_cases(kp: dict[str, Any], names: Sequence[str] | None = None) -> list[
         ),
         Case(
             "BrokerHeartbeatRequest v1 (2 offline dirs)",
-            63, "request", 1,
+            63,
+            "request",
+            1,
             {
                 "ours": _ours(ours_heartbeat(hb), 1),
                 "kio": _kio_codec(kio_heartbeat(hb)),
@@ -559,7 +563,9 @@ def build_cases(kp: dict[str, Any], names: Sequence[str] | None = None) -> list[
         ),
         Case(
             "AssignReplicasToDirsRequest v0 (3 dirs x 15 topics x 50 partitions)",
-            73, "request", 0,
+            73,
+            "request",
+            0,
             {
                 "ours": _ours(ours_assign(asg), 0),
                 "kio": _kio_codec(kio_assign(asg)),
@@ -569,7 +575,9 @@ def build_cases(kp: dict[str, Any], names: Sequence[str] | None = None) -> list[
         ),
         Case(
             "MetadataResponse v12 (100 topics x 12 partitions, 3 replicas)",
-            3, "response", 12,
+            3,
+            "response",
+            12,
             {
                 "ours": _ours(ours_metadata(md), 12),
                 "kio": _kio_codec(kio_metadata(md)),

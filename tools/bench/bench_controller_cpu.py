@@ -57,12 +57,21 @@ def _run(partitions: int) -> dict[str, Any]:
                 state.apply(base + i, rec, ver)
 
         commit(ControllerState.bootstrap_records(fv.DEFAULT_LEVEL))
-        commit([
-            (RegisterBrokerRecord(broker_id=b, incarnation_id=uuid.UUID(int=b + 1), broker_epoch=log.end_offset + b,
-                                  fenced=False,
-                                  log_dirs=[uuid.UUID(int=(b + 1) << 64 | d) for d in range(DIRS)]), 3)
-            for b in range(BROKERS)
-        ])
+        commit(
+            [
+                (
+                    RegisterBrokerRecord(
+                        broker_id=b,
+                        incarnation_id=uuid.UUID(int=b + 1),
+                        broker_epoch=log.end_offset + b,
+                        fenced=False,
+                        log_dirs=[uuid.UUID(int=(b + 1) << 64 | d) for d in range(DIRS)],
+                    ),
+                    3,
+                )
+                for b in range(BROKERS)
+            ]
+        )
         t = time.process_time()
         made = 0
         topic = 0
@@ -108,7 +117,10 @@ def main(argv: list[str] | None = None) -> int:
         env = {**os.environ, "KRAFT_JBOD_CODEC": backend}
         proc = subprocess.run(
             [sys.executable, "-m", "tools.bench.bench_controller_cpu", "--child", "--partitions", str(args.partitions)],
-            capture_output=True, text=True, env=env, check=False,
+            capture_output=True,
+            text=True,
+            env=env,
+            check=False,
         )
         if proc.returncode != 0:
             print(f"{backend}: failed\n{proc.stderr[-2000:]}", file=sys.stderr)
@@ -118,9 +130,11 @@ def main(argv: list[str] | None = None) -> int:
         print(json.dumps(results, indent=2))
         return 0
     print(f"{args.partitions} partitions, {results['c']['records']} records; CPU seconds, python codec -> C codec")
-    for key, label in (("create_cpu_s", "CreateTopics (handle + log append + apply)"),
-                       ("decode_cpu_s", "log read + decode"),
-                       ("replay_cpu_s", "replay (read + decode + apply)")):
+    for key, label in (
+        ("create_cpu_s", "CreateTopics (handle + log append + apply)"),
+        ("decode_cpu_s", "log read + decode"),
+        ("replay_cpu_s", "replay (read + decode + apply)"),
+    ):
         before, after = results["python"][key], results["c"][key]
         print(f"  {label:<44} {before:8.2f} -> {after:8.2f}   ({before / after:.2f}x)")
     return 0

@@ -66,25 +66,38 @@ CAPTURES = Path(__file__).resolve().parents[3] / "shared" / "captures"
 
 def _batch(rnd: random.Random, base: int, codec_id: int) -> bytes:
     n = rnd.randint(1, 20)
-    recs = [Record(offset_delta=i, timestamp_delta=i,
-                   key=f"user-{rnd.randint(0, 999)}".encode(),
-                   value=(f'{{"id":{base + i},"event":"click","page":"/p/{rnd.randint(0, 99)}"'
-                          f',"pad":"{"x" * rnd.randint(10, 300)}"}}').encode(),
-                   headers=[("trace", b"abc123")] if i % 3 == 0 else [])
-            for i in range(n)]
+    recs = [
+        Record(
+            offset_delta=i,
+            timestamp_delta=i,
+            key=f"user-{rnd.randint(0, 999)}".encode(),
+            value=(
+                f'{{"id":{base + i},"event":"click","page":"/p/{rnd.randint(0, 99)}"'
+                f',"pad":"{"x" * rnd.randint(10, 300)}"}}'
+            ).encode(),
+            headers=[("trace", b"abc123")] if i % 3 == 0 else [],
+        )
+        for i in range(n)
+    ]
     out = bytearray()
-    write_record_batch(out, RecordBatch.of(recs, base_offset=base,
-                                           base_timestamp=1_700_000_000_000,
-                                           attributes=codec_id))
+    write_record_batch(
+        out, RecordBatch.of(recs, base_offset=base, base_timestamp=1_700_000_000_000, attributes=codec_id)
+    )
     return bytes(out)
 
 
 MODERN: dict[str, Any] = {
-    "metadata": 12, "produce": 9, "fetch": 12, "advertised": [(0, 11), (1, 17), (3, 12), (8, 9), (12, 4), (18, 4)],
+    "metadata": 12,
+    "produce": 9,
+    "fetch": 12,
+    "advertised": [(0, 11), (1, 17), (3, 12), (8, 9), (12, 4), (18, 4)],
 }
 # What tshark 4.0's Kafka dissector supports (it flags higher advertised maxima too).
 DISSECTABLE: dict[str, Any] = {
-    "metadata": 9, "produce": 8, "fetch": 11, "advertised": [(0, 8), (1, 11), (3, 9), (8, 8), (12, 4), (18, 3)],
+    "metadata": 9,
+    "produce": 8,
+    "fetch": 11,
+    "advertised": [(0, 8), (1, 11), (3, 9), (8, 8), (12, 4), (18, 3)],
 }
 
 
@@ -101,40 +114,84 @@ def _client_connection(
         conv.client_send(codec.encode_request(req, ver, corr, cid))  # type: ignore[arg-type]
         conv.server_send(codec.encode_response(resp, ver, corr))  # type: ignore[arg-type]
 
-    x(avq.ApiVersionsRequest(client_software_name="bench", client_software_version="1.0"),
-      avr.ApiVersionsResponse(api_keys=[avr.ApiVersion(api_key=k, min_version=0, max_version=v)
-                                        for k, v in versions["advertised"]]), 3)
-    x(mq.MetadataRequest(topics=None),
-      mr.MetadataResponse(brokers=[mr.MetadataResponseBroker(node_id=i, host=f"10.1.0.{i}",
-                                                             port=9092, rack=None)
-                                   for i in range(3)],
-                          cluster_id="bench", controller_id=1,
-                          topics=[mr.MetadataResponseTopic(name=f"t{t}", topic_id=topic_id,
-                                                           partitions=[
-                              mr.MetadataResponsePartition(partition_index=p, leader_id=p % 3,
-                                                           replica_nodes=[0, 1, 2],
-                                                           isr_nodes=[0, 1, 2])
-                              for p in range(6)]) for t in range(4)]), versions["metadata"])
+    x(
+        avq.ApiVersionsRequest(client_software_name="bench", client_software_version="1.0"),
+        avr.ApiVersionsResponse(
+            api_keys=[avr.ApiVersion(api_key=k, min_version=0, max_version=v) for k, v in versions["advertised"]]
+        ),
+        3,
+    )
+    x(
+        mq.MetadataRequest(topics=None),
+        mr.MetadataResponse(
+            brokers=[mr.MetadataResponseBroker(node_id=i, host=f"10.1.0.{i}", port=9092, rack=None) for i in range(3)],
+            cluster_id="bench",
+            controller_id=1,
+            topics=[
+                mr.MetadataResponseTopic(
+                    name=f"t{t}",
+                    topic_id=topic_id,
+                    partitions=[
+                        mr.MetadataResponsePartition(
+                            partition_index=p, leader_id=p % 3, replica_nodes=[0, 1, 2], isr_nodes=[0, 1, 2]
+                        )
+                        for p in range(6)
+                    ],
+                )
+                for t in range(4)
+            ],
+        ),
+        versions["metadata"],
+    )
     offset = 0
     for _ in range(rounds):
         kind = rnd.random()
         if kind < 0.4:
             data = _batch(rnd, offset, compression.GZIP if rnd.random() < 0.3 else 0)
-            x(pq.ProduceRequest(acks=-1, timeout_ms=30000, topic_data=[pq.TopicProduceData(
-                name="t0", partition_data=[pq.PartitionProduceData(index=0, records=data)])]),
-              pr.ProduceResponse(responses=[pr.TopicProduceResponse(name="t0", partition_responses=[
-                  pr.PartitionProduceResponse(index=0, base_offset=offset)])]), versions["produce"])
+            x(
+                pq.ProduceRequest(
+                    acks=-1,
+                    timeout_ms=30000,
+                    topic_data=[
+                        pq.TopicProduceData(name="t0", partition_data=[pq.PartitionProduceData(index=0, records=data)])
+                    ],
+                ),
+                pr.ProduceResponse(
+                    responses=[
+                        pr.TopicProduceResponse(
+                            name="t0", partition_responses=[pr.PartitionProduceResponse(index=0, base_offset=offset)]
+                        )
+                    ]
+                ),
+                versions["produce"],
+            )
         elif kind < 0.8:
             data = _batch(rnd, offset, compression.GZIP if rnd.random() < 0.3 else 0)
-            x(fq.FetchRequest(max_wait_ms=500, min_bytes=1, topics=[fq.FetchTopic(
-                topic="t0", partitions=[fq.FetchPartition(partition=0, fetch_offset=offset,
-                                                          partition_max_bytes=1 << 20)])]),
-              fr.FetchResponse(responses=[fr.FetchableTopicResponse(topic="t0", partitions=[
-                  fr.PartitionData(partition_index=0, high_watermark=offset + 100,
-                                   records=data)])]), versions["fetch"])
+            x(
+                fq.FetchRequest(
+                    max_wait_ms=500,
+                    min_bytes=1,
+                    topics=[
+                        fq.FetchTopic(
+                            topic="t0",
+                            partitions=[
+                                fq.FetchPartition(partition=0, fetch_offset=offset, partition_max_bytes=1 << 20)
+                            ],
+                        )
+                    ],
+                ),
+                fr.FetchResponse(
+                    responses=[
+                        fr.FetchableTopicResponse(
+                            topic="t0",
+                            partitions=[fr.PartitionData(partition_index=0, high_watermark=offset + 100, records=data)],
+                        )
+                    ]
+                ),
+                versions["fetch"],
+            )
         else:
-            x(hq.HeartbeatRequest(group_id="g1", generation_id=3, member_id="m-1"),
-              hr.HeartbeatResponse(), 4)
+            x(hq.HeartbeatRequest(group_id="g1", generation_id=3, member_id="m-1"), hr.HeartbeatResponse(), 4)
         offset += 20
     conv.close()
 
@@ -150,25 +207,51 @@ def _controller_connection(conv: TcpConversation, rnd: random.Random, rounds: in
         conv.client_send(codec.encode_request(req, ver, corr, f"broker-{bid}"))  # type: ignore[arg-type]
         conv.server_send(codec.encode_response(resp, ver, corr))  # type: ignore[arg-type]
 
-    x(brq.BrokerRegistrationRequest(broker_id=bid, cluster_id="bench-cluster-id-00000",
-                                    incarnation_id=uuid.UUID(int=bid),
-                                    listeners=[brq.Listener(name="PLAINTEXT", host="h",
-                                                            port=9092)],
-                                    rack=None, log_dirs=dirs), brr.BrokerRegistrationResponse(),
-      4)
+    x(
+        brq.BrokerRegistrationRequest(
+            broker_id=bid,
+            cluster_id="bench-cluster-id-00000",
+            incarnation_id=uuid.UUID(int=bid),
+            listeners=[brq.Listener(name="PLAINTEXT", host="h", port=9092)],
+            rack=None,
+            log_dirs=dirs,
+        ),
+        brr.BrokerRegistrationResponse(),
+        4,
+    )
     for i in range(rounds):
         if i % 5 == 4:
-            x(arq.AssignReplicasToDirsRequest(broker_id=bid, broker_epoch=7, directories=[
-                arq.DirectoryData(id=d, topics=[arq.TopicData(
-                    topic_id=uuid.UUID(int=9), partitions=[arq.PartitionData(partition_index=p)
-                                                           for p in range(4)])])
-                for d in dirs]),
-              arr.AssignReplicasToDirsResponse(), 0)
+            x(
+                arq.AssignReplicasToDirsRequest(
+                    broker_id=bid,
+                    broker_epoch=7,
+                    directories=[
+                        arq.DirectoryData(
+                            id=d,
+                            topics=[
+                                arq.TopicData(
+                                    topic_id=uuid.UUID(int=9),
+                                    partitions=[arq.PartitionData(partition_index=p) for p in range(4)],
+                                )
+                            ],
+                        )
+                        for d in dirs
+                    ],
+                ),
+                arr.AssignReplicasToDirsResponse(),
+                0,
+            )
         else:
-            x(bhq.BrokerHeartbeatRequest(broker_id=bid, broker_epoch=7,
-                                         current_metadata_offset=100 + i,
-                                         offline_log_dirs=dirs[:1] if i % 7 == 0 else []),
-              bhr.BrokerHeartbeatResponse(is_caught_up=True, is_fenced=False), 1)
+            x(
+                bhq.BrokerHeartbeatRequest(
+                    broker_id=bid,
+                    broker_epoch=7,
+                    current_metadata_offset=100 + i,
+                    offline_log_dirs=dirs[:1] if i % 7 == 0 else [],
+                ),
+                bhr.BrokerHeartbeatResponse(is_caught_up=True, is_fenced=False),
+                1,
+            )
     conv.close()
 
 
@@ -177,9 +260,12 @@ def write_synthetic(path: Path, connections: int, rounds: int, seed: int = 7, *,
     with path.open("wb") as fh:
         w = PcapngWriter(fh)
         for c in range(connections):
-            conv = TcpConversation(w, (f"10.0.{c // 250}.{c % 250 + 1}", 30000 + c),
-                                   ("10.9.9.9", PORT), start_ns=1_700_000_000_000_000_000
-                                   + c * 1_000_000)
+            conv = TcpConversation(
+                w,
+                (f"10.0.{c // 250}.{c % 250 + 1}", 30000 + c),
+                ("10.9.9.9", PORT),
+                start_ns=1_700_000_000_000_000_000 + c * 1_000_000,
+            )
             if dissectable:
                 _client_connection(conv, rnd, rounds, DISSECTABLE)
             elif c % 4 == 3:
@@ -235,7 +321,9 @@ def tshark_gaps(path: Path, port: int) -> dict[str, int]:
     assert exe is not None
     out = subprocess.run(
         [exe, "-r", str(path), "-d", f"tcp.port=={port},kafka", "-T", "fields", "-e", "_ws.expert.message"],
-        capture_output=True, text=True, check=True,
+        capture_output=True,
+        text=True,
+        check=True,
     ).stdout
     gaps: dict[str, int] = {}
     for line in out.splitlines():
@@ -266,8 +354,13 @@ def compare(label: str, files: list[tuple[Path, list[int], int]], repeat: int) -
     print(f"  kraft-jbod decode  wall {o_wall:7.3f} s  cpu {o_cpu:7.3f} s  {frames / o_cpu:10.0f} frames/cpu-s")
     print(f"  tshark -T json     wall {t_wall:7.3f} s  cpu {t_cpu:7.3f} s  {frames / t_cpu:10.0f} frames/cpu-s")
     print(f"  ratio tshark/kraft-jbod: cpu {t_cpu / o_cpu:.2f}x, wall {t_wall / o_wall:.2f}x")
-    return {"frames": frames, "ours_cpu": o_cpu, "tshark_cpu": t_cpu, "cpu_ratio": t_cpu / o_cpu,
-            "wall_ratio": t_wall / o_wall}
+    return {
+        "frames": frames,
+        "ours_cpu": o_cpu,
+        "tshark_cpu": t_cpu,
+        "cpu_ratio": t_cpu / o_cpu,
+        "wall_ratio": t_wall / o_wall,
+    }
 
 
 def main() -> None:

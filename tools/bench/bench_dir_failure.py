@@ -58,8 +58,9 @@ def build(partitions: int, probes: int, per_dir: int) -> tuple[ControllerState, 
     offset += 1
     for b in range(BROKERS):
         dirs = [_dir(b, i) for i in range(DIRS)]
-        reg = RegisterBrokerRecord(broker_id=b, incarnation_id=uuid.UUID(int=b + 1000), broker_epoch=offset,
-                                   fenced=False, log_dirs=dirs)
+        reg = RegisterBrokerRecord(
+            broker_id=b, incarnation_id=uuid.UUID(int=b + 1000), broker_epoch=offset, fenced=False, log_dirs=dirs
+        )
         state.apply(offset, reg, 3)
         offset += 1
     brokers = list(range(BROKERS))
@@ -84,8 +85,16 @@ def build(partitions: int, probes: int, per_dir: int) -> tuple[ControllerState, 
                     elif index == 0:
                         index = 1 + global_index % (DIRS - 1)
                 dirs.append(_dir(b, index))
-            rec = PartitionRecord(partition_id=pid, topic_id=tid, replicas=replicas, isr=list(replicas),
-                                  leader=replicas[0], leader_epoch=0, partition_epoch=0, directories=dirs)
+            rec = PartitionRecord(
+                partition_id=pid,
+                topic_id=tid,
+                replicas=replicas,
+                isr=list(replicas),
+                leader=replicas[0],
+                leader_epoch=0,
+                partition_epoch=0,
+                directories=dirs,
+            )
             state.apply(offset, rec, 1)
             offset += 1
         made += n
@@ -98,8 +107,9 @@ def build(partitions: int, probes: int, per_dir: int) -> tuple[ControllerState, 
 def fail_one_dir(state: ControllerState, offset: int, broker: int, directory: uuid.UUID) -> tuple[float, int, int]:
     """Seconds for handle + encode + apply of one offline-dir heartbeat; records; offset."""
     reg = state.brokers[broker]
-    req = BrokerHeartbeatRequest(broker_id=broker, broker_epoch=reg.epoch, current_metadata_offset=offset,
-                                 offline_log_dirs=[directory])
+    req = BrokerHeartbeatRequest(
+        broker_id=broker, broker_epoch=reg.epoch, current_metadata_offset=offset, offline_log_dirs=[directory]
+    )
     start = time.perf_counter()
     out = state.handle(63, 1, req, now_ms=0, next_offset=offset)
     for rec, ver in out.records:
@@ -135,7 +145,9 @@ def main() -> None:
     ap.add_argument("--large", type=int, default=1_000_000)
     ap.add_argument("--reps", type=int, default=9)
     ap.add_argument(
-        "--per-dir", type=int, default=0,
+        "--per-dir",
+        type=int,
+        default=0,
         help="replicas in each failed directory (default: a directory's real share at --large)",
     )
     args = ap.parse_args()
@@ -144,8 +156,10 @@ def main() -> None:
     small = measure(args.small, args.reps, args.per_dir)
     large = measure(args.large, args.reps, args.per_dir)
     for n, (t, recs, build_s, rss) in ((args.small, small), (args.large, large)):
-        print(f"{n:>9} partitions: fail one dir median {t * 1e3:8.2f} ms  records {recs:5d}  "
-              f"(build {build_s:5.1f} s, RSS after build {rss:7.0f} MiB)")
+        print(
+            f"{n:>9} partitions: fail one dir median {t * 1e3:8.2f} ms  records {recs:5d}  "
+            f"(build {build_s:5.1f} s, RSS after build {rss:7.0f} MiB)"
+        )
     ratio = large[0] / small[0]
     print(f"failed directory holds {args.per_dir} replicas at both sizes")
     print(f"ratio large/small time: {ratio:.2f}x (target <= 1.3x)")

@@ -124,8 +124,19 @@ def main(argv: list[str] | None = None) -> int:
             f"metadata.log.dir={tmp}/meta\nbroker.session.timeout.ms=60000\n"
         )
         ctl, addr = _start(
-            [sys.executable, "-m", "kraft_jbod.cli", "controller", "--config", str(cfg), "--cluster-id", CLUSTER,
-             "--log-level", "ERROR", "--no-fsync"]
+            [
+                sys.executable,
+                "-m",
+                "kraft_jbod.cli",
+                "controller",
+                "--config",
+                str(cfg),
+                "--cluster-id",
+                CLUSTER,
+                "--log-level",
+                "ERROR",
+                "--no-fsync",
+            ]
         )
         try:
             idle = asyncio.run(_beats(addr, args.beats))
@@ -158,8 +169,10 @@ def main(argv: list[str] | None = None) -> int:
         print(json.dumps(result))
     else:
         print(f"heartbeat latency idle : p50 {i['p50_ms']} ms  p99 {i['p99_ms']} ms  max {i['max_ms']} ms")
-        print(f"heartbeat latency flood: p50 {f['p50_ms']} ms  p99 {f['p99_ms']} ms  max {f['max_ms']} ms"
-              f"  ({sent} flood requests sent by {args.flooders} processes)")
+        print(
+            f"heartbeat latency flood: p50 {f['p50_ms']} ms  p99 {f['p99_ms']} ms  max {f['max_ms']} ms"
+            f"  ({sent} flood requests sent by {args.flooders} processes)"
+        )
         print(f"p99 flood / idle: {result['p99_ratio_flood_over_idle']}; controller peak RSS {peak_rss} MB")
     return 0
 

@@ -43,6 +43,7 @@ def main() -> None:
         cls = messages.request_class(key)
         for i in range(50):
             bodies.append((strategies.random_message(cls, version, random.Random(i)), version))
+
     def _v(i: int) -> int:
         return bodies[i % 200][1]
 

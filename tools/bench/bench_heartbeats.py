@@ -204,8 +204,13 @@ class _Paced(asyncio.Protocol):
 
 
 async def _drive(
-    addr: tuple[str, int], frames: list[bytes], duration: float, warmup: float, rate_per_conn: float | None,
-    ready: Any, start_at: Any,
+    addr: tuple[str, int],
+    frames: list[bytes],
+    duration: float,
+    warmup: float,
+    rate_per_conn: float | None,
+    ready: Any,
+    start_at: Any,
 ) -> dict[str, Any]:
     """Connect everything, report ready, wait for the parent's window start, then count."""
     loop = asyncio.get_running_loop()
@@ -220,7 +225,8 @@ async def _drive(
             loops.append(p)
         else:
             _, q = await loop.create_connection(
-                lambda f=frame: _Paced(f, interval, far, out), *addr  # type: ignore[misc]
+                lambda f=frame: _Paced(f, interval, far, out),  # type: ignore[misc]
+                *addr,
             )
             paced.append(q)
     ready.put(len(frames))
@@ -240,8 +246,14 @@ async def _drive(
 
 
 def _client_proc(
-    addr: tuple[str, int], frames: list[bytes], duration: float, warmup: float, rate_per_conn: float | None,
-    ready: Any, start_at: Any, results: Any,
+    addr: tuple[str, int],
+    frames: list[bytes],
+    duration: float,
+    warmup: float,
+    rate_per_conn: float | None,
+    ready: Any,
+    start_at: Any,
+    results: Any,
 ) -> None:
     results.put(asyncio.run(_drive(addr, frames, duration, warmup, rate_per_conn, ready, start_at)))
 
@@ -376,8 +388,18 @@ def main(argv: list[str] | None = None) -> int:
             f"metadata.log.dir={tmp}/meta\nbroker.session.timeout.ms=60000\n"
         )
         ctl, ctl_addr = _start(
-            [sys.executable, "-m", "kraft_jbod.cli", "controller", "--config", str(cfg), "--cluster-id", CLUSTER,
-             "--log-level", "ERROR"]
+            [
+                sys.executable,
+                "-m",
+                "kraft_jbod.cli",
+                "controller",
+                "--config",
+                str(cfg),
+                "--cluster-id",
+                CLUSTER,
+                "--log-level",
+                "ERROR",
+            ]
         )
         echo, echo_addr = _start([sys.executable, "-m", "tools.bench.bench_heartbeats", "--echo-server"])
         try:

@@ -71,11 +71,21 @@ def _build(directory: Path, partitions: int, tail_topics: int, history: int, seg
         commit(outcome.records)
 
     commit(ControllerState.bootstrap_records(fv.DEFAULT_LEVEL))
-    commit([
-        (RegisterBrokerRecord(broker_id=b, incarnation_id=uuid.UUID(int=b + 1), broker_epoch=log.end_offset + b,
-                              fenced=False, log_dirs=[uuid.UUID(int=(b + 1) << 64 | d) for d in range(DIRS)]), 3)
-        for b in range(BROKERS)
-    ])
+    commit(
+        [
+            (
+                RegisterBrokerRecord(
+                    broker_id=b,
+                    incarnation_id=uuid.UUID(int=b + 1),
+                    broker_epoch=log.end_offset + b,
+                    fenced=False,
+                    log_dirs=[uuid.UUID(int=(b + 1) << 64 | d) for d in range(DIRS)],
+                ),
+                3,
+            )
+            for b in range(BROKERS)
+        ]
+    )
     made = topic = 0
     while made < partitions:
         n = min(PER_TOPIC, partitions - made)
@@ -97,14 +107,19 @@ def _build(directory: Path, partitions: int, tail_topics: int, history: int, seg
                 batch = []
         commit(batch)
     t = time.process_time()
-    path = snap.write_image_snapshot(directory, state.image, epoch=log.leader_epoch, last_contained_timestamp=0,
-                                     fsync=False)
+    path = snap.write_image_snapshot(
+        directory, state.image, epoch=log.leader_epoch, last_contained_timestamp=0, fsync=False
+    )
     write_cpu = time.process_time() - t
     for _ in range(tail_topics):
         create(topic, 10)
         topic += 1
-    out = {"records": log.end_offset, "snapshot_bytes": path.stat().st_size, "snapshot_write_cpu_s": write_cpu,
-           "log_bytes": sum(p.stat().st_size for p in log.segment_paths)}
+    out = {
+        "records": log.end_offset,
+        "snapshot_bytes": path.stat().st_size,
+        "snapshot_write_cpu_s": write_cpu,
+        "log_bytes": sum(p.stat().st_size for p in log.segment_paths),
+    }
     log.close()
     # The full-replay copy: the whole log, no snapshot (a restart before snapshots).
     full = directory.parent / "full"
@@ -143,8 +158,9 @@ def _restart(directory: Path, mode: str) -> dict[str, Any]:
 
 def _child(args: list[str]) -> dict[str, Any]:
     env = dict(os.environ, PYTHONHASHSEED="0")
-    done = subprocess.run([sys.executable, "-m", "tools.bench.bench_restart", *args], capture_output=True, text=True,
-                          check=False, env=env)
+    done = subprocess.run(
+        [sys.executable, "-m", "tools.bench.bench_restart", *args], capture_output=True, text=True, check=False, env=env
+    )
     if done.returncode != 0:
         raise SystemExit(f"child {args} failed:\n{done.stderr}")
     result: dict[str, Any] = json.loads(done.stdout.strip().splitlines()[-1])
@@ -155,8 +171,9 @@ def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--partitions", type=int, default=200_000)
     ap.add_argument("--tail-topics", type=int, default=10)
-    ap.add_argument("--history-rounds", type=int, default=0,
-                    help="rounds of leader moves over every partition before the snapshot")
+    ap.add_argument(
+        "--history-rounds", type=int, default=0, help="rounds of leader moves over every partition before the snapshot"
+    )
     ap.add_argument("--segment-bytes", type=int, default=64 * 1024 * 1024, help="metadata log segment size")
     ap.add_argument("--json", action="store_true")
     ap.add_argument("--_build", help=argparse.SUPPRESS)
@@ -170,17 +187,34 @@ def main(argv: list[str] | None = None) -> int:
         return 0
     with tempfile.TemporaryDirectory(prefix="bench-restart-") as tmp:
         snapdir = str(Path(tmp) / "snapshot")
-        built = _child(["--partitions", str(a.partitions), "--tail-topics", str(a.tail_topics),
-                        "--history-rounds", str(a.history_rounds), "--segment-bytes", str(a.segment_bytes),
-                        "--_build", snapdir])
+        built = _child(
+            [
+                "--partitions",
+                str(a.partitions),
+                "--tail-topics",
+                str(a.tail_topics),
+                "--history-rounds",
+                str(a.history_rounds),
+                "--segment-bytes",
+                str(a.segment_bytes),
+                "--_build",
+                snapdir,
+            ]
+        )
         full = _child(["--_restart", str(Path(tmp) / "full"), "full"])
         fast = _child(["--_restart", snapdir, "snapshot"])
     if full["digest"] != fast["digest"] or full["partitions"] != fast["partitions"]:
         print("the two restarts built different states", file=sys.stderr)
         return 1
-    out = {"partitions": a.partitions, "history_rounds": a.history_rounds, **built,
-           "full_cpu_s": full["cpu_s"], "snapshot_cpu_s": fast["cpu_s"],
-           "tail_records": fast["replayed_records"], "ratio": fast["cpu_s"] / full["cpu_s"]}
+    out = {
+        "partitions": a.partitions,
+        "history_rounds": a.history_rounds,
+        **built,
+        "full_cpu_s": full["cpu_s"],
+        "snapshot_cpu_s": fast["cpu_s"],
+        "tail_records": fast["replayed_records"],
+        "ratio": fast["cpu_s"] / full["cpu_s"],
+    }
     if a.json:
         print(json.dumps(out))
     else:

@@ -71,8 +71,18 @@ def _decode(path: Path, cores: str | None) -> dict[str, Any]:
 
 
 def _stats(path: Path, master: str, out: Path, split_mb: float, cores: str | None) -> dict[str, Any]:
-    cmd = [*_cli(cores), "stats", str(path), "--out", str(out), "--master", master, "--quiet",
-           "--split-mb", str(split_mb)]
+    cmd = [
+        *_cli(cores),
+        "stats",
+        str(path),
+        "--out",
+        str(out),
+        "--master",
+        master,
+        "--quiet",
+        "--split-mb",
+        str(split_mb),
+    ]
     proc, wall, cpu = _timed(cmd)
     if proc.returncode not in (0, 1):
         raise SystemExit(f"stats failed ({proc.returncode}): {proc.stderr[-3000:]}")
@@ -82,12 +92,18 @@ def _stats(path: Path, master: str, out: Path, split_mb: float, cores: str | Non
     # The JVM is not a waited-for child of the driver: add its own figure and the workers'.
     cpu += manifest["timings"].get("jvm_cpu_s", 0.0) + workers
     shutil.rmtree(out, ignore_errors=True)
-    return {"wall": wall, "cpu": cpu, "jvm_cpu_s": manifest["timings"].get("jvm_cpu_s"),
-            "frames": manifest["counts"].get("frame", 0),
-            "decode_s": manifest["timings"]["decode_s"], "start_s": manifest["timings"]["spark_start_s"],
-            "stats_s": manifest["timings"]["stats_s"], "tasks": manifest["tasks"],
-            "rss_mb": max((r.get("max_rss_kb") or 0) for r in inputs) / 1024,
-            "worker_cpu_s": workers}
+    return {
+        "wall": wall,
+        "cpu": cpu,
+        "jvm_cpu_s": manifest["timings"].get("jvm_cpu_s"),
+        "frames": manifest["counts"].get("frame", 0),
+        "decode_s": manifest["timings"]["decode_s"],
+        "start_s": manifest["timings"]["spark_start_s"],
+        "stats_s": manifest["timings"]["stats_s"],
+        "tasks": manifest["tasks"],
+        "rss_mb": max((r.get("max_rss_kb") or 0) for r in inputs) / 1024,
+        "worker_cpu_s": workers,
+    }
 
 
 def _best(runs: list[dict[str, Any]]) -> dict[str, Any]:
@@ -105,8 +121,12 @@ def main() -> None:
     ap.add_argument("--mb", type=float, default=1000.0, help="size of the generated capture (default 1000)")
     ap.add_argument("--split-mb", type=float, default=64.0)
     ap.add_argument("--repeat", type=int, default=3, help="rounds; ratios are paired within a round (default 3)")
-    ap.add_argument("--no-pin", dest="pin", action="store_false",
-                    help="do not pin: by default single and local[1] run on core 0, local[2] on cores 0-1")
+    ap.add_argument(
+        "--no-pin",
+        dest="pin",
+        action="store_false",
+        help="do not pin: by default single and local[1] run on core 0, local[2] on cores 0-1",
+    )
     args = ap.parse_args()
     tmp = Path(tempfile.mkdtemp(prefix="kj-bench-stats-"))
     try:
@@ -131,7 +151,7 @@ def _run(args: argparse.Namespace, tmp: Path) -> None:
     plan: list[tuple[str, str | None]] = [("single", one_core), ("local[1]", one_core), ("local[2]", two_cores)]
     rounds: list[dict[str, dict[str, Any]]] = []
     for rnd in range(max(1, args.repeat)):
-        order = plan[rnd % len(plan):] + plan[:rnd % len(plan)]
+        order = plan[rnd % len(plan) :] + plan[: rnd % len(plan)]
         got: dict[str, dict[str, Any]] = {}
         for master, cores in order:
             if master == "single":
@@ -139,9 +159,16 @@ def _run(args: argparse.Namespace, tmp: Path) -> None:
             else:
                 r = _stats(path, master, tmp / f"out-{master[6]}", args.split_mb, cores)
             got[master] = r
-            print(f"  round {rnd + 1}: {master}: {r['frames']} frames, wall {r['wall']:.1f} s, "
-                  f"cpu {r['cpu']:.1f} s" + (f", decode stage {r['decode_s']:.1f} s, JVM start {r['start_s']:.1f} s"
-                                             if master != "single" else ""), flush=True)
+            print(
+                f"  round {rnd + 1}: {master}: {r['frames']} frames, wall {r['wall']:.1f} s, "
+                f"cpu {r['cpu']:.1f} s"
+                + (
+                    f", decode stage {r['decode_s']:.1f} s, JVM start {r['start_s']:.1f} s"
+                    if master != "single"
+                    else ""
+                ),
+                flush=True,
+            )
         rounds.append(got)
         counts = {k: v["frames"] for k, v in got.items()}
         if len(set(counts.values())) != 1:

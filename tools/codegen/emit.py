@@ -449,8 +449,14 @@ class Emitter:
                 L.append(f"{ind}        {kw} {P}tag == {f.tag}:")
                 L.append(f"{ind}            {P}sub = bytes(buf[pos:pos + {P}size])")
                 L += self.read_value(
-                    f, v, f"{P}v_{snake(f.name)}", f"{P}sub", f"{P}p", ind + "            ",
-                    tagged_ctx=True, init_pos="0",
+                    f,
+                    v,
+                    f"{P}v_{snake(f.name)}",
+                    f"{P}sub",
+                    f"{P}p",
+                    ind + "            ",
+                    tagged_ctx=True,
+                    init_pos="0",
                 )
             invalid = sorted({f.tag for f in s.fields if f.tag is not None and v not in f.tagged_versions})
             if invalid:

@@ -139,9 +139,7 @@ def _renames(old: list[FieldSpec], new: list[FieldSpec], shared: set[int]) -> di
     return out
 
 
-def _merge_attr(
-    per_source: list[FieldSpec | None], attr: str, ctx: _Ctx, what: str, universe: set[int]
-) -> Versions:
+def _merge_attr(per_source: list[FieldSpec | None], attr: str, ctx: _Ctx, what: str, universe: set[int]) -> Versions:
     present: set[int] = set()
     open_end = False
     for i, f in enumerate(per_source):
@@ -292,9 +290,7 @@ def merge_specs(specs: list[MessageSpec | None]) -> tuple[MessageSpec, dict[int,
     common: list[StructSpec] = []
     names = [c.name for s in specs if s is not None for c in s.common_structs]
     for cname in dict.fromkeys(reversed(names)):
-        per_c = [
-            next((c for c in s.common_structs if c.name == cname), None) if s is not None else None for s in specs
-        ]
+        per_c = [next((c for c in s.common_structs if c.name == cname), None) if s is not None else None for s in specs]
         cfields = _merge_fields([c.fields if c is not None else None for c in per_c], ctx, f"{newest.name}.{cname}")
         cnewest = next(c for c in reversed(per_c) if c is not None)
         common.append(StructSpec(cname, cnewest.versions, cfields, common=True))

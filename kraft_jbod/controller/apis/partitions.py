@@ -134,7 +134,10 @@ def complete_reassignment(
 
 
 def target_elr(
-    old_isr: Sequence[int], old_elr: Sequence[int], isr: Sequence[int], min_isr: int,
+    old_isr: Sequence[int],
+    old_elr: Sequence[int],
+    isr: Sequence[int],
+    min_isr: int,
     unclean_shutdown: Sequence[int] = (),
 ) -> list[int]:
     """Rule 5's ELR for a target ISR: empty at or above min ISR, else the old ELR and ISR
@@ -147,8 +150,7 @@ def target_elr(
 def effective_min_isr(configs: Any, topic_name: str, replication_factor: int) -> int:
     """A topic's min.insync.replicas (its config, else the cluster default, else 1), capped at
     its replication factor, as Kafka's getTopicEffectiveMinIsr."""
-    raw = (configs.value(2, topic_name, "min.insync.replicas")
-           or configs.value(4, "", "min.insync.replicas") or "1")
+    raw = configs.value(2, topic_name, "min.insync.replicas") or configs.value(4, "", "min.insync.replicas") or "1"
     try:
         value = int(raw)
     except ValueError:

@@ -389,20 +389,32 @@ def handle_alter_partition(ctx: ControllerContext, call: Call, req: AlterPartiti
                     records.append((rec_moved, record_version))
                     seen[p] = view
                     if view.leader != req.broker_id:
-                        out.partitions.append(AlterPartResult(partition_index=pd.partition_index,
-                                                              error_code=ErrorCode.NEW_LEADER_ELECTED))
+                        out.partitions.append(
+                            AlterPartResult(partition_index=pd.partition_index, error_code=ErrorCode.NEW_LEADER_ELECTED)
+                        )
                         continue
-                    out.partitions.append(AlterPartResult(
-                        partition_index=pd.partition_index, error_code=ErrorCode.NONE, leader_id=view.leader,
-                        leader_epoch=view.leader_epoch, isr=list(view.isr),
-                        leader_recovery_state=view.leader_recovery_state, partition_epoch=view.partition_epoch))
+                    out.partitions.append(
+                        AlterPartResult(
+                            partition_index=pd.partition_index,
+                            error_code=ErrorCode.NONE,
+                            leader_id=view.leader,
+                            leader_epoch=view.leader_epoch,
+                            isr=list(view.isr),
+                            leader_recovery_state=view.leader_recovery_state,
+                            partition_epoch=view.partition_epoch,
+                        )
+                    )
                     continue
             change = ap.plan_change(view, [b for b, _ in prop.new_isr], prop.leader_recovery_state, mv)
             new_elr = None
             if elr_on:
                 # KIP-966: members leaving the ISR below min ISR join the ELR (Kafka's builder).
-                target = pb.target_elr(view.isr, p.elr, [b for b, _ in prop.new_isr],
-                                       pb.effective_min_isr(img.configs, topic.name, len(p.replicas)))
+                target = pb.target_elr(
+                    view.isr,
+                    p.elr,
+                    [b for b, _ in prop.new_isr],
+                    pb.effective_min_isr(img.configs, topic.name, len(p.replicas)),
+                )
                 new_elr = None if target == list(p.elr) else target
                 if change is None and new_elr is not None:
                     change = ap.Change(None, ap.NO_LEADER_CHANGE, ap.NO_RECOVERY_CHANGE)

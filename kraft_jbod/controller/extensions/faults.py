@@ -26,7 +26,6 @@ from kraft_jbod.wire.message import Message
 log = logging.getLogger(__name__)
 
 
-
 def error_response(api_key: int, body: Any, code: int, message: str | None = None) -> Message:
     """A response to ``body`` that carries ``code`` everywhere Kafka would put it.
 

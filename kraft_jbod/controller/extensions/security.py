@@ -171,4 +171,3 @@ class ConnectionSecurity:
                 return None
             return error_response(key, body, TOPIC_AUTHORIZATION_FAILED, "Authorization failed.")
         return None
-
