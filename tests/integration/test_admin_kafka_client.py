@@ -84,7 +84,8 @@ async def test_kafka_admin_on_the_controller_listener(kraft_cluster: KraftCluste
     assert out["features.metadata.version"] == str(state.metadata_version)
     assert out["alter.cluster"] == "ok"
     assert out["describe.cluster.log.retention.ms"] == "123456/DYNAMIC_DEFAULT_BROKER_CONFIG"
-    assert state.image.configs.get(4, "") == {"log.retention.ms": "123456"}
+    # Next to the cluster min.insync.replicas the bootstrap writes when ELR is on (level 30).
+    assert state.image.configs.get(4, "") == {"min.insync.replicas": "1", "log.retention.ms": "123456"}
 
 
 async def test_kafka_admin_on_the_client_listener(kraft_cluster: KraftCluster, probe: list[str]) -> None:

@@ -53,7 +53,8 @@ async def test_forwarded_requests_are_authorized_as_their_client(tmp_path: Path)
         resp = await broker.call(env.envelope_of(alter, 1, principal=env.Principal("User", "alice")), 0)
         inner = env.unwrap_response(resp, 44, 1)
         assert inner is not None and inner.responses[0].error_code == 0  # type: ignore[attr-defined]
-        assert cluster.server.state.image.configs.get(4, "") == {"log.retention.ms": "5"}
+        # Next to the cluster min.insync.replicas the bootstrap writes when ELR is on (level 30).
+        assert cluster.server.state.image.configs.get(4, "") == {"min.insync.replicas": "1", "log.retention.ms": "5"}
         # The client listener: ANONYMOUS lacks ALTER, every topic of the request is refused.
         client = await KafkaConnection.open(cluster.client_address)
         grow = CreatePartitionsRequest(
