@@ -48,7 +48,7 @@ from kraft_jbod.messages.incremental_alter_configs_request import (
 from kraft_jbod.messages.update_features_request import FeatureUpdateKey, UpdateFeaturesRequest
 from kraft_jbod.wire.primitives import uuid_to_base64url
 from tests.controller.harness import Cluster, dir_id
-from tools.kafka_oracle import OracleUnavailable, in_ci, locate
+from tests.oracles.kafka44 import require_kafka_oracle
 
 SOURCE = Path(__file__).resolve().parent / "java" / "ImageProbe.java"
 CACHE = Path(__file__).resolve().parents[2] / ".cache" / "image-probe"
@@ -56,12 +56,7 @@ CACHE = Path(__file__).resolve().parents[2] / ".cache" / "image-probe"
 
 @pytest.fixture(scope="module")
 def image_probe() -> list[str]:
-    try:
-        oracle = locate()
-    except OracleUnavailable as exc:
-        if in_ci():
-            pytest.fail(f"CI=true and the Kafka 4.4 oracle is unavailable: {exc}")
-        pytest.skip(f"Kafka 4.4 oracle unavailable: {exc}")
+    oracle = require_kafka_oracle()
     javac, java = shutil.which("javac"), shutil.which("java")
     assert javac is not None and java is not None  # the oracle build needed them
     classpath = os.pathsep.join(str(p) for p in oracle.classpath)

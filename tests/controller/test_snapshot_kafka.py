@@ -31,7 +31,7 @@ from kraft_jbod.messages.allocate_producer_ids_request import AllocateProducerId
 from kraft_jbod.messages.register_broker_record import RegisterBrokerRecord
 from tests.controller.harness import Cluster, dir_id
 from tests.controller.test_admin_kafka_image import scripted_run
-from tools.kafka_oracle import OracleUnavailable, in_ci, locate
+from tests.oracles.kafka44 import require_kafka_oracle
 
 SOURCE = Path(__file__).resolve().parent / "java" / "SnapshotProbe.java"
 CACHE = Path(__file__).resolve().parents[2] / ".cache" / "snapshot-probe"
@@ -39,12 +39,7 @@ CACHE = Path(__file__).resolve().parents[2] / ".cache" / "snapshot-probe"
 
 @pytest.fixture(scope="module")
 def snapshot_probe() -> list[str]:
-    try:
-        oracle = locate()
-    except OracleUnavailable as exc:
-        if in_ci():
-            pytest.fail(f"CI=true and the Kafka 4.4 oracle is unavailable: {exc}")
-        pytest.skip(f"Kafka 4.4 oracle unavailable: {exc}")
+    oracle = require_kafka_oracle()
     javac, java = shutil.which("javac"), shutil.which("java")
     assert javac is not None and java is not None  # the oracle build needed them
     classpath = os.pathsep.join(str(p) for p in oracle.classpath)

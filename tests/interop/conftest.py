@@ -14,17 +14,13 @@ from pathlib import Path
 import pytest
 
 from tests.interop.harness import ControllerThread, InteropJvm
-from tools.kafka_oracle import Oracle, OracleUnavailable, in_ci, locate
+from tests.oracles.kafka44 import require_kafka_oracle
+from tools.kafka_oracle import Oracle
 
 
 @pytest.fixture(scope="session")
 def kafka_oracle() -> Oracle:
-    try:
-        return locate()
-    except OracleUnavailable as exc:
-        if in_ci():
-            pytest.fail(f"CI=true and the Kafka 4.4 oracle is unavailable: {exc}")
-        pytest.skip(f"Kafka 4.4 oracle unavailable: {exc}")
+    return require_kafka_oracle()
 
 
 @pytest.fixture(scope="module")

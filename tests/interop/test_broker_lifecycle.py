@@ -7,8 +7,8 @@ on loopback, asserts every state Kafka's objects reach and what our controller a
 them, then reads the controller's log back (records written) and compares Kafka's image
 with our views (``broker_ops.check_all_views``).
 
-Where Kafka's code and our controller disagree, the test asserts Kafka's behaviour; a fix
-pending in the controller marks that one test ``xfail(strict=True)`` naming the symptom.
+Where Kafka's code and our controller disagree, the test asserts Kafka's behaviour, and
+the controller is fixed (docs/interop.md lists each disagreement found and its fix).
 """
 
 from __future__ import annotations

@@ -1,11 +1,10 @@
-"""Find the Kafka 4.4 oracle build (Kafka's own classes compiled from ``../shared/kafka``).
+"""The Kafka 4.4 oracle for tests: Kafka's own classes compiled from ``../shared/kafka``.
 
-A small locator until the interop tests' one (``tools/kafka_oracle.py``, which also builds
-it) is on this branch. It looks, in order, at ``KAFKA_ORACLE_DIR``,
-``KRAFT_JBOD_KAFKA_ORACLE`` and ``<repo>/.cache/kafka-4.4``; an oracle directory holds
-a ``classpath`` file (the jar first, then its libraries) as ``build.sh`` writes it.
-The fixture skips with the reason when none is found, except under ``CI=true``, where a
-missing oracle fails the tests: CI must run them.
+Finding and building it is :mod:`tools.kafka_oracle`'s job (``make test`` builds it into
+``.cache/kafka-4.4``; ``KRAFT_JBOD_KAFKA_ORACLE`` points at another build, and
+``KAFKA_ORACLE_DIR`` is accepted as an older name for it). :func:`require_kafka_oracle` is the
+one place a test learns it is missing: it skips with the reason, except under ``CI=true``,
+where a missing oracle fails the test because CI must run it.
 """
 
 from __future__ import annotations
@@ -13,62 +12,27 @@ from __future__ import annotations
 import os
 from collections.abc import Iterator
 from pathlib import Path
-from typing import Final
 
 import pytest
 
 from tests.oracles.java_oracle import JavaOracle
-
-REPO_ROOT: Final = Path(__file__).resolve().parents[2]
-ENV_VARS: Final = ("KAFKA_ORACLE_DIR", "KRAFT_JBOD_KAFKA_ORACLE")
-DEFAULT_DIR: Final = REPO_ROOT / ".cache" / "kafka-4.4"
+from tools.kafka_oracle import Oracle, OracleUnavailable, in_ci, locate, read_oracle
 
 
-class OracleMissing(Exception):
-    """No usable Kafka 4.4 oracle directory; the message says where we looked."""
-
-
-def in_ci() -> bool:
-    return os.environ.get("CI", "").strip().lower() in {"1", "true", "yes"}
-
-
-def _candidates() -> list[Path]:
-    dirs = [Path(os.environ[v]) for v in ENV_VARS if os.environ.get(v)]
-    return [*dirs, DEFAULT_DIR]
-
-
-def locate() -> list[Path]:
-    """The class path of the first oracle directory found.
-
-    Raises:
-        OracleMissing: none of the candidates holds a complete build.
-    """
-    tried: list[str] = []
-    for d in _candidates():
-        cp = d / "classpath"
-        if not cp.is_file():
-            tried.append(f"{d} (no classpath file)")
-            continue
-        entries = [Path(e) for e in cp.read_text(encoding="utf-8").strip().split(os.pathsep) if e]
-        missing = [e for e in entries if not e.exists()]
-        if not entries or missing:
-            tried.append(f"{d} (missing {missing[:2]})")
-            continue
-        return entries
-    raise OracleMissing(
-        "Kafka 4.4 oracle not found: looked in " + "; ".join(tried) + ". Build it with "
-        "`../shared/kafka/build.sh -p .venv -o .cache/kafka-4.4` or set KAFKA_ORACLE_DIR."
-    )
+def require_kafka_oracle() -> Oracle:
+    """The built oracle, or a skip (a failure under ``CI=true``) naming why it is missing."""
+    try:
+        legacy = os.environ.get("KAFKA_ORACLE_DIR")
+        return read_oracle(Path(legacy)) if legacy else locate()
+    except OracleUnavailable as exc:
+        if in_ci():
+            pytest.fail(f"CI=true and the Kafka 4.4 oracle is unavailable: {exc}", pytrace=False)
+        pytest.skip(f"Kafka 4.4 oracle unavailable: {exc}")
 
 
 @pytest.fixture(scope="session")
 def java_oracle_44() -> Iterator[JavaOracle]:
     """One JVM running Kafka 4.4's generated message classes."""
-    try:
-        classpath = locate()
-    except OracleMissing as exc:
-        if in_ci():
-            pytest.fail(f"CI=true and {exc}", pytrace=False)
-        pytest.skip(str(exc))
-    with JavaOracle(classpath=classpath) as oracle:
-        yield oracle
+    oracle = require_kafka_oracle()
+    with JavaOracle(classpath=list(oracle.classpath)) as java:
+        yield java
