@@ -269,18 +269,15 @@ class ControllerServer:
                 num_partitions=cfg.num_partitions,
             )
             # Restart from the newest snapshot plus the log after it (controller/snapshot.py).
-            restored = snapshots.restore_latest(machine, cfg.metadata_partition_dir, self.log.end_offset)
-            if self.log.start_offset > 0 and (restored is None or restored.end_offset < self.log.start_offset):
-                raise StorageError(
-                    f"metadata log starts at offset {self.log.start_offset} but no snapshot covers the offsets below"
-                )
+            done = snapshots.restart(
+                machine,
+                self.log,
+                cfg.metadata_partition_dir,
+                on_record=lambda record, version: self.story.committed(((record, version),), tell=False),
+            )
+            restored, replayed = done.snapshot, done.replayed
             if restored is not None:
                 self._latest_snapshot = (restored.end_offset, restored.epoch)
-            replayed = 0
-            for offset, record, version in self.log.replay(0 if restored is None else restored.end_offset):
-                machine.apply(offset, record, version)
-                self.story.committed(((record, version),), tell=False)
-                replayed += 1
             # A new leader epoch per start, as a raft leader gets on election.
             self.log.leader_epoch = max(1, self.log.last_epoch + 1)
             lcm = LeaderChangeMessage(

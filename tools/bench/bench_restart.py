@@ -141,15 +141,18 @@ def _restart(directory: Path, mode: str) -> dict[str, Any]:
     t = time.process_time()
     log = MetadataLog.open(directory, fsync=False, lock=False, read_only=True)
     state = ControllerState(cluster_id=CLUSTER, node_id=3000)
-    start = 0
     if mode == "snapshot":
-        sid = snap.restore_latest(state, directory, log.end_offset)
-        assert sid is not None, "no snapshot"
-        start = sid.end_offset
-    replayed = 0
-    for offset, rec, ver in log.replay(start):
-        state.apply(offset, rec, ver)
-        replayed += 1
+        done = snap.restart(state, log, directory)
+        assert done.snapshot is not None, "no snapshot"
+    else:
+        # The whole log, as a start without snapshots did (same collector policy).
+        with snap._collector_paused():
+            replayed = 0
+            for offset, rec, ver in log.replay(0):
+                state.apply(offset, rec, ver)
+                replayed += 1
+        done = snap.Restart(None, replayed)
+    replayed = done.replayed
     cpu = time.process_time() - t
     log.close()
     digest = hash(repr(snap.comparable(state.image)))
