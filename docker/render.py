@@ -242,7 +242,9 @@ def check_release_joins(image: str, metadata_version: str, where: str) -> None:
     if release not in RELEASE_MAX_LEVEL:
         oldest = min(RELEASE_MAX_LEVEL, key=_release_key)
         if _release_key(release) < _release_key(oldest):
-            raise SettingsError(f"[{where}] image = {image}: Kafka {release} has no KRaft JBOD (needs {oldest} or later)")
+            raise SettingsError(
+                f"[{where}] image = {image}: Kafka {release} has no KRaft JBOD (needs {oldest} or later)"
+            )
         raise SettingsError(
             f"[{where}] image = {image}: render.py does not know which metadata.versions Kafka {release} "
             "supports; add its newest production level to RELEASE_MAX_LEVEL"
