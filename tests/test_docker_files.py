@@ -427,9 +427,15 @@ import org.apache.kafka.server.config.AbstractKafkaConfig;
 // (AbstractKafkaConfig.CONFIG_DEF, what KafkaConfig is built on), every value accepted by
 // them, and its storage formatter (what kafka-storage.sh format runs) writing meta.properties
 // into the log dirs at the cluster's release version.
-// args: LATEST | (PROPERTIES CLUSTER_ID RELEASE_VERSION)...
+// args: (PROPERTIES CLUSTER_ID RELEASE_VERSION)...
+//   or: format --ignore-formatted --cluster-id ID --release-version MV --config PROPERTIES,
+//       the kafka-storage.sh command line format-storage.sh runs (a stand-in for it).
 public class DockerConfigCheck {
     public static void main(String[] args) throws Exception {
+        if (args.length > 0 && args[0].equals("format")) {
+            storageFormat(args);
+            return;
+        }
         ConfigDef def = AbstractKafkaConfig.CONFIG_DEF;
         System.out.println("LATEST_PRODUCTION " + MetadataVersion.LATEST_PRODUCTION.featureLevel());
         for (int i = 0; i + 2 < args.length; i += 3) {
@@ -446,33 +452,76 @@ public class DockerConfigCheck {
                 System.out.println("PARSED");
                 MetadataVersion mv = MetadataVersion.fromVersionString(args[i + 2], false);
                 System.out.println("RELEASE " + mv.featureLevel());
-                String[] dirs = props.getProperty("log.dirs").split(",");
-                new Formatter()
-                    .setPrintStream(System.err)
-                    .setNodeId(Integer.parseInt(props.getProperty("node.id")))
-                    .setClusterId(args[i + 1])
-                    .setReleaseVersion(mv)
-                    .setControllerListenerName(props.getProperty("controller.listener.names").split(",")[0])
-                    .setMetadataLogDirectory(dirs[0])
-                    .setDirectories(Arrays.asList(dirs))
-                    .setIgnoreFormatted(true)
-                    .setWriteBootstrapSnapshot(false)
-                    .run();
+                format(props, args[i + 1], mv);
                 System.out.println("FORMATTED");
             } catch (Exception e) {
                 System.out.println("ERROR " + e);
             }
         }
     }
+
+    static void format(Properties props, String clusterId, MetadataVersion mv) throws Exception {
+        String[] dirs = props.getProperty("log.dirs").split(",");
+        new Formatter()
+            .setPrintStream(System.err)
+            .setNodeId(Integer.parseInt(props.getProperty("node.id")))
+            .setClusterId(clusterId)
+            .setReleaseVersion(mv)
+            .setControllerListenerName(props.getProperty("controller.listener.names").split(",")[0])
+            .setMetadataLogDirectory(props.getProperty("metadata.log.dir", dirs[0]))
+            .setDirectories(Arrays.asList(dirs))
+            .setIgnoreFormatted(true)
+            .setWriteBootstrapSnapshot(false)
+            .run();
+    }
+
+    static void storageFormat(String[] args) throws Exception {
+        String clusterId = null, release = null, config = null;
+        boolean ignoreFormatted = false;
+        for (int i = 1; i < args.length; i++) {
+            switch (args[i]) {
+                case "--ignore-formatted": ignoreFormatted = true; break;
+                case "--cluster-id": clusterId = args[++i]; break;
+                case "--release-version": release = args[++i]; break;
+                case "--config": config = args[++i]; break;
+                default: throw new IllegalArgumentException("unexpected argument " + args[i]);
+            }
+        }
+        if (clusterId == null || release == null || config == null || !ignoreFormatted) {
+            throw new IllegalArgumentException("format-storage.sh must pass all four options");
+        }
+        Properties props = new Properties();
+        try (Reader r = new FileReader(config)) {
+            props.load(r);
+        }
+        format(props, clusterId, MetadataVersion.fromVersionString(release, false));
+    }
 }
 """
 
 
-def _java() -> str:
+def _jdk(tool: str) -> str:
     home = os.environ.get("JAVA_HOME")
-    java = str(Path(home) / "bin" / "java") if home else shutil.which("java")
-    assert java, "the Kafka oracle is built, so a JDK is on PATH or JAVA_HOME"
-    return java
+    path = str(Path(home) / "bin" / tool) if home else shutil.which(tool)
+    assert path, f"the Kafka oracle is built, so a JDK ({tool}) is on PATH or JAVA_HOME"
+    return path
+
+
+@pytest.fixture(scope="module")
+def kafka_check(tmp_path_factory: pytest.TempPathFactory) -> list[str]:
+    """The command running DockerConfigCheck on Kafka 4.4's classes, compiled once."""
+    oracle = require_kafka_oracle()
+    out = tmp_path_factory.mktemp("docker-java")
+    source = out / "DockerConfigCheck.java"
+    source.write_text(_KAFKA_CHECK, encoding="utf-8")
+    compiled = subprocess.run(
+        [_jdk("javac"), "-d", str(out), "-cp", oracle.classpath_string(), str(source)],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert compiled.returncode == 0, compiled.stderr[-3000:]
+    return [_jdk("java"), "-cp", os.pathsep.join([str(out), oracle.classpath_string()]), "DockerConfigCheck"]
 
 
 def _moved_to(props_text: str, root: Path) -> str:
@@ -480,15 +529,12 @@ def _moved_to(props_text: str, root: Path) -> str:
     return props_text.replace("/var/lib/kafka/", f"{root}/")
 
 
-def test_broker_configs_are_valid_for_kafka_44_and_its_formatter(tmp_path: Path) -> None:
+def test_broker_configs_are_valid_for_kafka_44_and_its_formatter(kafka_check: list[str], tmp_path: Path) -> None:
     """Kafka 4.4's own config definitions and storage formatter (the oracle jar) on every
     rendered broker config: the 4.4 brokers' keys must all be 4.4 broker configs (nothing
     removed in 4.0, cordoned.log.dirs spelled as 4.4 spells it); the format step must
     leave meta.properties v1 with a directory.id in each log dir, kept on a rerun."""
-    oracle = require_kafka_oracle()
     settings = _settings()
-    source = tmp_path / "DockerConfigCheck.java"
-    source.write_text(_KAFKA_CHECK, encoding="utf-8")
     args: list[str] = []
     brokers = {}
     for b in settings.brokers:
@@ -501,7 +547,7 @@ def test_broker_configs_are_valid_for_kafka_44_and_its_formatter(tmp_path: Path)
 
     def run() -> dict[str, list[str]]:
         result = subprocess.run(
-            [_java(), "-cp", oracle.classpath_string(), str(source), *args],
+            [*kafka_check, *args],
             capture_output=True,
             text=True,
             timeout=120,
@@ -546,6 +592,50 @@ def test_broker_configs_are_valid_for_kafka_44_and_its_formatter(tmp_path: Path)
     for (service, d), before in ids_before.items():
         meta = read_meta_properties(tmp_path / service / d)
         assert meta is not None and meta.directory_id == before
+
+
+@pytest.mark.parametrize("service", ["kafka39", "kafka44b"])
+def test_format_storage_script_formats_every_log_dir(service: str, kafka_check: list[str], tmp_path: Path) -> None:
+    """format-storage.sh itself, outside a container, with Kafka 4.4's storage formatter
+    standing in for kafka-storage.sh: meta.properties v1 with its own directory.id in each of
+    the broker's log dirs, handed to the owner of the Kafka home, kept on a rerun."""
+    settings = _settings()
+    b = next(b for b in settings.brokers if b.service == service)
+    cluster = settings.cluster(b.cluster)
+    home = tmp_path / "kafka"
+    (home / "bin").mkdir(parents=True)
+    stand_in = home / "bin" / "kafka-storage.sh"
+    stand_in.write_text("#!/bin/sh\nexec " + " ".join(f'"{a}"' for a in kafka_check) + ' "$@"\n', encoding="utf-8")
+    stand_in.chmod(0o755)
+    config = tmp_path / "server.properties"
+    text = (DOCKER / cluster.generated / f"{service}.properties").read_text(encoding="utf-8")
+    config.write_text(_moved_to(text, tmp_path / "data"), encoding="utf-8")
+    env = {
+        "PATH": os.environ.get("PATH", "/usr/bin:/bin"),
+        "KRAFT_JBOD_KAFKA_HOME": str(home),
+        "KRAFT_JBOD_SERVER_CONFIG": str(config),
+    }
+    command = ["sh", str(DOCKER / "format-storage.sh"), cluster.cluster_id, cluster.metadata_version]
+
+    def run() -> dict[str, Any]:
+        result = subprocess.run(command, env=env, capture_output=True, text=True, timeout=120)
+        assert result.returncode == 0, result.stderr[-3000:]
+        metas = {}
+        for d in b.dir_names:
+            path = tmp_path / "data" / d
+            assert f"== {path}/meta.properties" in result.stdout
+            meta = read_meta_properties(path)
+            assert meta is not None
+            assert (meta.version, meta.cluster_id, meta.node_id) == (1, cluster.cluster_id, b.node_id)
+            assert path.stat().st_uid == home.stat().st_uid
+            metas[d] = meta.directory_id
+        return metas
+
+    first = run()
+    assert len(set(first.values())) == len(b.dir_names) and None not in first.values()
+    assert run() == first
+    bad = subprocess.run(command[:3], env=env, capture_output=True, text=True, timeout=20)
+    assert bad.returncode == 2 and "usage" in bad.stderr
 
 
 # --------------------------------------------------------------------------- Dockerfile
