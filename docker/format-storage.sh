@@ -1,7 +1,7 @@
 #!/bin/sh
 # Format a real Kafka broker's log directories for a kraft-jbod compose cluster.
 #
-# Runs as root in the broker's own image (the `<broker>-storage` services of compose.yaml):
+# Runs as root in the broker's own image (the `<broker>-storage` services of compose-CLUSTER.yaml):
 # `kafka-storage.sh format` writes meta.properties (version=1, cluster.id, node.id and a
 # fresh directory.id) into every log.dirs entry and the metadata dir, then the dirs are
 # given to the user that owns /opt/kafka, which is the user the image runs Kafka as.
