@@ -217,7 +217,7 @@ class FakeBroker:
         self._shutdown_reason = ""
         self._shutdown_answered = False
         # What the registration advertises (broker/advertise.py), chosen before each attempt.
-        self.advertised = advertise.choose(config, None) if config.advertised_listeners else None
+        self.advertised: advertise.Advertised | None = None
 
     # ------------------------------------------------------------------ lifecycle
 
