@@ -8,6 +8,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import socket
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
@@ -33,7 +34,7 @@ VOTER = Voter(3000, "10.0.0.7", 9093)
 
 
 def _answer(
-    configs: dict[str, str | None], *, name: str = "3000", error: int = 0, message: str | None = None
+    configs: Mapping[str, str | None], *, name: str = "3000", error: int = 0, message: str | None = None
 ) -> DescribeConfigsResponse:
     return DescribeConfigsResponse(
         results=[
@@ -251,7 +252,7 @@ async def test_a_controller_without_client_listener_gets_the_own_listeners_and_o
 
 
 def _librdkafka(bootstrap: str) -> tuple[dict[int, str], list[str]]:
-    from confluent_kafka.admin import AdminClient, NewTopic
+    from confluent_kafka.admin import AdminClient, NewTopic  # type: ignore[attr-defined]
 
     admin = AdminClient({"bootstrap.servers": bootstrap, "log_level": 0})
     md = admin.list_topics(timeout=10)
