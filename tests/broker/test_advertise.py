@@ -89,7 +89,9 @@ CASES: list[tuple[str, DescribeConfigsResponse, tuple[Listener, ...], str]] = [
     ),
     (
         "every interface: the host the broker reaches the controller at",
-        _answer({"listeners": "CONTROLLER://:9093,CLIENT://:9094,OTHER://0.0.0.0:9095,V6://[::]:9096", **CONTROLLER_NAMES}),
+        _answer(
+            {"listeners": "CONTROLLER://:9093,CLIENT://:9094,OTHER://0.0.0.0:9095,V6://[::]:9096", **CONTROLLER_NAMES}
+        ),
         (Listener("CLIENT", "10.0.0.7", 9094), Listener("OTHER", "10.0.0.7", 9095), Listener("V6", "10.0.0.7", 9096)),
         "",
     ),
@@ -187,7 +189,13 @@ def test_without_client_listeners_the_own_listeners_and_a_warning_that_says_the_
     assert chosen.listeners == (Listener("PLAINTEXT", "localhost", 9092),)
     assert chosen.source == "listeners"
     assert chosen.warning is not None
-    for words in (problem, "PLAINTEXT://localhost:9092", "find nothing there", "advertised.listeners", "client_listeners"):
+    for words in (
+        problem,
+        "PLAINTEXT://localhost:9092",
+        "find nothing there",
+        "advertised.listeners",
+        "client_listeners",
+    ):
         assert words in chosen.warning
 
 
@@ -289,7 +297,9 @@ async def test_real_clients_follow_the_advertised_client_listener(kraft_cluster:
         assert handle.config.advertised_listeners == ()
         assert _registered(kraft_cluster.server, b) == [("CLIENT", client_host, client_port)]
         shown = [e.text for e in handle.broker.events if e.kind == "advertise"]
-        assert shown == [f"CLIENT://{client_host}:{client_port} (from the client listeners of controller 3000, by DescribeConfigs)"]
+        assert shown == [
+            f"CLIENT://{client_host}:{client_port} (from the client listeners of controller 3000, by DescribeConfigs)"
+        ]
 
     brokers, topics = await asyncio.to_thread(_librdkafka, kraft_cluster.bootstrap)
     assert brokers == {1: kraft_cluster.bootstrap, 2: kraft_cluster.bootstrap}
