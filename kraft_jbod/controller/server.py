@@ -565,10 +565,12 @@ class ControllerServer:
         self._clean_after_snapshot(sid)
 
     def _clean_after_snapshot(self, sid: snapshots.SnapshotId) -> None:
-        """Delete the segments wholly below the snapshot (the log start offset moves to the
-        first kept one) and the snapshots older than it."""
+        """Roll the log at the snapshot, delete the segments wholly below it (the log start
+        offset moves to the first kept one) and the snapshots older than it."""
         assert self.log is not None
         try:
+            if sid.end_offset == self.log.end_offset:
+                self.log.roll()  # so everything the snapshot holds can go
             deleted = self.log.delete_segments_below(sid.end_offset)
             for old in snapshots.list_snapshots(self.config.metadata_partition_dir):
                 if old < sid:

@@ -3,17 +3,19 @@
 Setup (not timed): 100 registered brokers with 10 directories each, then CreateTopics
 through the state machine until ``--partitions`` partitions exist (topics of 1,000
 partitions, RF 3), appended to a real metadata log (fsync off). A snapshot of that image
-is written (``controller/snapshot.py``, Kafka's ``.checkpoint`` format), then a tail of
-``--tail-topics`` more topics is appended to the log after it.
+is written (``controller/snapshot.py``, Kafka's ``.checkpoint`` format) and the log rolled,
+as the server does, then a tail of ``--tail-topics`` more topics is appended after it.
 
 Timed, each in a fresh process so neither warms the other (CPU seconds of that process,
 ``time.process_time``):
 
 * ``full``: open the log (recovery: every batch length- and CRC-checked) and replay every
   record into a fresh ``ControllerState`` (what a restart cost before snapshots).
-* ``snapshot``: open the log (whose segments wholly below the snapshot were deleted, as the
-  server does after a snapshot), load the newest snapshot (read, CRC, decode, apply) and
-  replay only the records after it (what ``ControllerServer.start`` does now).
+* ``snapshot``: open the log (whose segments below the snapshot were deleted, as the server
+  does after a snapshot), load the newest snapshot (read, CRC, decode, apply) and replay
+  only the records after it: ``snapshot.restart``, what ``ControllerServer.start`` runs.
+
+Both run with the collector paused, as ``snapshot.restart`` does (it halves either).
 
 ``--history-rounds K`` first moves the leadership of every partition K times
 (PartitionChangeRecords, as elections write) before the snapshot: a log with history, where
@@ -111,6 +113,7 @@ def _build(directory: Path, partitions: int, tail_topics: int, history: int, seg
         directory, state.image, epoch=log.leader_epoch, last_contained_timestamp=0, fsync=False
     )
     write_cpu = time.process_time() - t
+    log.roll()  # as the server does after a snapshot
     for _ in range(tail_topics):
         create(topic, 10)
         topic += 1
@@ -124,7 +127,8 @@ def _build(directory: Path, partitions: int, tail_topics: int, history: int, seg
     # The full-replay copy: the whole log, no snapshot (a restart before snapshots).
     full = directory.parent / "full"
     shutil.copytree(directory, full, ignore=shutil.ignore_patterns("*.checkpoint", ".lock"))
-    # The snapshot copy: segments wholly below the snapshot deleted, as the server does.
+    # The snapshot copy: segments wholly below the snapshot deleted, as the server does
+    # (it rolls the log at each snapshot, so that is all of them).
     sid = snap.parse_name(path.name)
     assert sid is not None
     with MetadataLog.open(directory, fsync=False) as log:
