@@ -1301,12 +1301,12 @@ static PyObject *m_build_partitions(PyObject *self, PyObject *const *args, Py_ss
         /* Directories: one canonical UUID object per id. */
         f[P_DIRS] = PyTuple_New(nrep);
         if (f[P_DIRS] == NULL) goto record_fail;
+        if (ndirs == 0) used_migrating = 1;   /* as apply_partition, even with no replicas */
         for (Py_ssize_t r = 0; r < nrep; r++) {
             PyObject *d;
             if (ndirs == 0) {
                 d = migrating;
                 Py_INCREF(d);
-                used_migrating = 1;
             } else {
                 PyObject *k = PyBytes_FromStringAndSize((const char *)dirs + 16 * r, 16);
                 if (k == NULL) goto record_fail;
@@ -1368,6 +1368,7 @@ static PyObject *m_build_partitions(PyObject *self, PyObject *const *args, Py_ss
         ok = 1;
     record_done:
         for (int k = 0; k < P_NSLOTS; k++) Py_XDECREF(f[k]);
+        if (!ok && PyErr_Occurred()) goto error;   /* out of memory, not an irregular value */
         if (!ok) break;
         continue;
     record_fail:

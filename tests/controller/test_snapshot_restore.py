@@ -268,3 +268,13 @@ def test_the_compiled_loader_runs_under_the_c_backend(restore_backend: None) -> 
     assert _accel.build_partitions([], 0, {}, {}, None, {}) == (0, [], [], False)
     _accel.use("python")
     assert _accel.build_partitions([], 0, {}, {}, None, {}) is None
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_a_partition_without_replicas_or_dirs(tmp_path: Path, backend: str, restore_backend: None) -> None:
+    # Alone in the snapshot, so only it can bring the MIGRATING id into the image's ids.
+    profile = profile_named("kafka")
+    _write(tmp_path, _base_records() + [(_partition(0, replicas=[], isr=[], directories=[], leader=-1), 2)])
+    expected = derived(one_by_one(tmp_path / snap.SnapshotId(100, 1).file_name, profile))
+    assert profile.migrating in expected["canon"]
+    assert derived(restored(tmp_path, profile, backend)) == expected
