@@ -105,8 +105,10 @@ def use(name: str) -> None:
 def register_record_class(cls: type) -> None:
     """Tell the compiled record framer which class to build (``wire.records.Record``)."""
     global _records_ready
-    if _c is not None:
-        _c.configure_records(cls)
+    # getattr: an extension built from an older _ccodec.c lacks it (then Python frames).
+    configure = getattr(_c, "configure_records", None)
+    if configure is not None:
+        configure(cls)
         _records_ready = True
 
 
@@ -124,8 +126,9 @@ def frame_records(data: bytes, count: int) -> list[Any] | None:
 def register_partition_class(cls: type) -> None:
     """Tell the compiled snapshot loader which class to build (``controller.image.Partition``)."""
     global _partitions_ready
-    if _c is not None:
-        _c.configure_partitions(cls)
+    configure = getattr(_c, "configure_partitions", None)
+    if configure is not None:
+        configure(cls)
         _partitions_ready = True
 
 
@@ -151,8 +154,9 @@ def build_partitions(
 def count_prefixed(values: list[bytes], start: int, prefix: bytes) -> int | None:
     """How many of ``values[start:]`` in a row begin with ``prefix``; None when the
     compiled codec is not active."""
-    if _active != "c" or _c is None:
+    if _active != "c" or not _partitions_ready:
         return None
+    assert _c is not None
     count: int = _c.count_prefixed(values, start, prefix)
     return count
 
