@@ -151,6 +151,36 @@ def build_partitions(
     return result
 
 
+def write_records(records: list[Any]) -> bytes | None:
+    """The records section of an uncompressed v2 batch, written by the compiled codec;
+    None when it is not active or hands the records back (the Python writer then runs)."""
+    if _active != "c" or not _records_ready:
+        return None
+    assert _c is not None
+    written: bytes | None = _c.write_records(records)
+    return written
+
+
+def frame_values(values: list[bytes]) -> bytes | None:
+    """The records section of a batch of ``values`` (no keys, no headers, deltas 0..n-1),
+    by the compiled codec; None when it is not active."""
+    if _active != "c" or not _records_ready:
+        return None
+    assert _c is not None
+    section: bytes | None = _c.frame_values(values)
+    return section
+
+
+def encode_partitions(parts: list[Any], version: int) -> list[bytes] | None:
+    """Framed PartitionRecord values for image partitions (the snapshot writer's); None
+    when the compiled codec is not active or hands them back."""
+    if _active != "c" or not _partitions_ready:
+        return None
+    assert _c is not None
+    values: list[bytes] | None = _c.encode_partitions(parts, version)
+    return values
+
+
 def count_prefixed(values: list[bytes], start: int, prefix: bytes) -> int | None:
     """How many of ``values[start:]`` in a row begin with ``prefix``; None when the
     compiled codec is not active."""

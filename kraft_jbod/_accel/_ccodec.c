@@ -1502,6 +1502,276 @@ static PyObject *m_count_prefixed(PyObject *self, PyObject *const *args, Py_ssiz
     return PyLong_FromSsize_t(i - (start < 0 ? 0 : start));
 }
 
+/* ------------------------------------------------------------------ writing records */
+
+typedef struct { char *buf; Py_ssize_t len, cap; } Buf;
+
+static int buf_reserve(Buf *o, Py_ssize_t more) {
+    if (o->len + more <= o->cap) return 0;
+    Py_ssize_t cap = o->cap ? o->cap : 256;
+    while (cap < o->len + more) cap *= 2;
+    char *nb = PyMem_Realloc(o->buf, (size_t)cap);
+    if (nb == NULL) { PyErr_NoMemory(); return -1; }
+    o->buf = nb;
+    o->cap = cap;
+    return 0;
+}
+
+static inline int buf_uvarlong(Buf *o, uint64_t v) {
+    if (buf_reserve(o, 10) < 0) return -1;
+    while (v >= 0x80) { o->buf[o->len++] = (char)((v & 0x7F) | 0x80); v >>= 7; }
+    o->buf[o->len++] = (char)v;
+    return 0;
+}
+
+static inline int buf_bytes(Buf *o, const void *p, Py_ssize_t n) {
+    if (buf_reserve(o, n) < 0) return -1;
+    memcpy(o->buf + o->len, p, (size_t)n);
+    o->len += n;
+    return 0;
+}
+
+static inline int buf_i32(Buf *o, int32_t v) {
+    uint8_t b[4] = {(uint8_t)((uint32_t)v >> 24), (uint8_t)((uint32_t)v >> 16), (uint8_t)((uint32_t)v >> 8), (uint8_t)v};
+    return buf_bytes(o, b, 4);
+}
+
+#define ZZ32(n) ((uint64_t)(((uint32_t)(n) << 1) ^ (uint32_t)((int32_t)(n) >> 31)))
+#define ZZ64(n) (((uint64_t)(n) << 1) ^ (uint64_t)((int64_t)(n) >> 63))
+
+/* A nullable byte string with a zig-zag varint length; 1 = irregular (not bytes-like). */
+static int buf_var_bytes(Buf *o, PyObject *v) {
+    if (v == Py_None) return buf_uvarlong(o, 1);
+    const char *p;
+    Py_ssize_t n;
+    if (PyBytes_Check(v)) { p = PyBytes_AS_STRING(v); n = PyBytes_GET_SIZE(v); }
+    else if (PyByteArray_Check(v)) { p = PyByteArray_AS_STRING(v); n = PyByteArray_GET_SIZE(v); }
+    else return 1;
+    if (n > INT32_MAX) return 1;
+    if (buf_uvarlong(o, ZZ32(n)) < 0 || buf_bytes(o, p, n) < 0) return -1;
+    return 0;
+}
+
+/* One record's body (everything after its length) into ``o``; 1 = irregular. */
+static int write_record_body(Buf *o, PyObject *rec) {
+    PyObject *a = SLOT(rec, rec_off[0]), *t = SLOT(rec, rec_off[1]), *d = SLOT(rec, rec_off[2]);
+    PyObject *k = SLOT(rec, rec_off[3]), *v = SLOT(rec, rec_off[4]), *h = SLOT(rec, rec_off[5]);
+    if (a == NULL || t == NULL || d == NULL || k == NULL || v == NULL || h == NULL) return 1;
+    if (!PyLong_CheckExact(a) || !PyLong_CheckExact(t) || !PyLong_CheckExact(d) || !PyList_Check(h)) return 1;
+    int overflow = 0;
+    long attributes = PyLong_AsLongAndOverflow(a, &overflow);
+    if (overflow || attributes < -128 || attributes > 127) return 1;
+    long long ts = PyLong_AsLongLongAndOverflow(t, &overflow);
+    if (overflow) return 1;
+    long long off = PyLong_AsLongLongAndOverflow(d, &overflow);
+    if (overflow || off < INT32_MIN || off > INT32_MAX) return 1;
+    if (buf_reserve(o, 1) < 0) return -1;
+    o->buf[o->len++] = (char)(attributes & 0xFF);
+    if (buf_uvarlong(o, ZZ64(ts)) < 0 || buf_uvarlong(o, ZZ32(off)) < 0) return -1;
+    int r = buf_var_bytes(o, k);
+    if (r != 0) return r;
+    r = buf_var_bytes(o, v);
+    if (r != 0) return r;
+    Py_ssize_t nh = PyList_GET_SIZE(h);
+    if (nh > INT32_MAX) return 1;
+    if (buf_uvarlong(o, ZZ32(nh)) < 0) return -1;
+    for (Py_ssize_t i = 0; i < nh; i++) {
+        PyObject *pair = PyList_GET_ITEM(h, i);
+        if (!PyTuple_Check(pair) || PyTuple_GET_SIZE(pair) != 2 || !PyUnicode_Check(PyTuple_GET_ITEM(pair, 0))) return 1;
+        Py_ssize_t n;
+        const char *key = PyUnicode_AsUTF8AndSize(PyTuple_GET_ITEM(pair, 0), &n);
+        if (key == NULL) { PyErr_Clear(); return 1; }
+        if (n > INT32_MAX) return 1;
+        if (buf_uvarlong(o, ZZ32(n)) < 0 || buf_bytes(o, key, n) < 0) return -1;
+        r = buf_var_bytes(o, PyTuple_GET_ITEM(pair, 1));
+        if (r != 0) return r;
+    }
+    return 0;
+}
+
+/* write_records(records) -> bytes of the records section of an uncompressed v2 batch, as
+ * kraft_jbod/wire/records.py _write_record writes each; None for anything irregular (the
+ * Python writer then writes it or raises its exact error). */
+static PyObject *m_write_records(PyObject *self, PyObject *records) {
+    if (record_type == NULL || !PyList_Check(records)) Py_RETURN_NONE;
+    Buf o = {NULL, 0, 0}, body = {NULL, 0, 0};
+    for (Py_ssize_t i = 0; i < PyList_GET_SIZE(records); i++) {
+        PyObject *rec = PyList_GET_ITEM(records, i);
+        if (Py_TYPE(rec) != record_type) goto irregular;
+        body.len = 0;
+        int r = write_record_body(&body, rec);
+        if (r < 0) goto fail;
+        if (r > 0 || body.len > INT32_MAX) goto irregular;
+        if (buf_uvarlong(&o, ZZ32(body.len)) < 0 || buf_bytes(&o, body.buf, body.len) < 0) goto fail;
+    }
+    PyObject *res = PyBytes_FromStringAndSize(o.buf ? o.buf : "", o.len);
+    PyMem_Free(o.buf);
+    PyMem_Free(body.buf);
+    return res;
+irregular:
+    PyMem_Free(o.buf);
+    PyMem_Free(body.buf);
+    Py_RETURN_NONE;
+fail:
+    PyMem_Free(o.buf);
+    PyMem_Free(body.buf);
+    return NULL;
+}
+
+/* 16 big-endian bytes of a uuid.UUID (its ``int`` slot); -1 if it is not one. */
+static int uuid_bytes(PyObject *u, uint8_t *out) {
+    if (uuid_type == NULL || Py_TYPE(u) != uuid_type) return -1;
+    PyObject *n = SLOT(u, uuid_int_off);
+    if (n == NULL || !PyLong_Check(n)) return -1;
+    if (_PyLong_AsByteArray((PyLongObject *)n, out, 16, 0, 0) < 0) { PyErr_Clear(); return -1; }
+    return 0;
+}
+
+static int buf_i32_obj(Buf *o, PyObject *v) {
+    if (!PyLong_CheckExact(v)) return 1;
+    int overflow = 0;
+    long x = PyLong_AsLongAndOverflow(v, &overflow);
+    if (overflow || x < INT32_MIN || x > INT32_MAX) return 1;
+    return buf_i32(o, (int32_t)x);
+}
+
+static int buf_i32_array(Buf *o, PyObject *t) {
+    if (!PyTuple_Check(t)) return 1;
+    Py_ssize_t n = PyTuple_GET_SIZE(t);
+    if (buf_uvarlong(o, (uint64_t)n + 1) < 0) return -1;
+    for (Py_ssize_t i = 0; i < n; i++) {
+        int r = buf_i32_obj(o, PyTuple_GET_ITEM(t, i));
+        if (r != 0) return r;
+    }
+    return 0;
+}
+
+static Py_ssize_t i32_array_size(PyObject *t) {
+    Py_ssize_t n = PyTuple_GET_SIZE(t), s = 1;
+    for (uint64_t v = (uint64_t)n + 1; v >= 0x80; v >>= 7) s++;
+    return s + 4 * n;
+}
+
+/* encode_partitions(partitions, version) -> [value bytes], each the framed PartitionRecord
+ * that the snapshot writer's PartitionRecord for that partition encodes to (versions 0-2;
+ * ELR fields only when non-empty, as Kafka's image writes them); None for anything
+ * irregular (the Python path then builds and encodes the records). */
+static PyObject *m_encode_partitions(PyObject *self, PyObject *const *args, Py_ssize_t nargs) {
+    if (nargs != 2 || partition_type == NULL || uuid_type == NULL || !PyList_Check(args[0])) Py_RETURN_NONE;
+    long version = PyLong_AsLong(args[1]);
+    if (version == -1 && PyErr_Occurred()) return NULL;
+    if (version < 0 || version > 2) Py_RETURN_NONE;
+    PyObject *parts = args[0];
+    PyObject *out = PyList_New(PyList_GET_SIZE(parts));
+    if (out == NULL) return NULL;
+    Buf o = {NULL, 0, 0};
+    uint8_t id[16];
+    for (Py_ssize_t i = 0; i < PyList_GET_SIZE(parts); i++) {
+        PyObject *p = PyList_GET_ITEM(parts, i);
+        if (Py_TYPE(p) != partition_type) goto irregular;
+        PyObject *f[P_NSLOTS];
+        for (int k = 0; k < P_NSLOTS; k++) {
+            f[k] = SLOT(p, part_off[k]);
+            if (f[k] == NULL) goto irregular;
+        }
+        o.len = 0;
+        int r;
+        if (buf_bytes(&o, "\x01\x03", 2) < 0 || buf_uvarlong(&o, (uint64_t)version) < 0) goto fail;
+        if ((r = buf_i32_obj(&o, f[P_PID])) != 0) goto check;
+        if (uuid_bytes(f[P_TOPIC], id) < 0) goto irregular;
+        if (buf_bytes(&o, id, 16) < 0) goto fail;
+        if ((r = buf_i32_array(&o, f[P_REPLICAS])) != 0) goto check;
+        if ((r = buf_i32_array(&o, f[P_ISR])) != 0) goto check;
+        if ((r = buf_i32_array(&o, f[P_REMOVING])) != 0) goto check;
+        if ((r = buf_i32_array(&o, f[P_ADDING])) != 0) goto check;
+        if ((r = buf_i32_obj(&o, f[P_LEADER])) != 0) goto check;
+        if ((r = buf_i32_obj(&o, f[P_LEPOCH])) != 0) goto check;
+        if ((r = buf_i32_obj(&o, f[P_PEPOCH])) != 0) goto check;
+        if (version >= 1) {
+            PyObject *dirs = f[P_DIRS];
+            if (!PyTuple_Check(dirs)) goto irregular;
+            if (buf_uvarlong(&o, (uint64_t)PyTuple_GET_SIZE(dirs) + 1) < 0) goto fail;
+            for (Py_ssize_t k = 0; k < PyTuple_GET_SIZE(dirs); k++) {
+                if (uuid_bytes(PyTuple_GET_ITEM(dirs, k), id) < 0) goto irregular;
+                if (buf_bytes(&o, id, 16) < 0) goto fail;
+            }
+        }
+        if (!PyLong_CheckExact(f[P_LRS])) goto irregular;
+        long lrs = PyLong_AsLong(f[P_LRS]);
+        if (lrs == -1 && PyErr_Occurred()) { PyErr_Clear(); goto irregular; }
+        if (lrs < -128 || lrs > 127) goto irregular;
+        PyObject *elr = f[P_ELR], *lk = f[P_LKELR];
+        if (!PyTuple_Check(elr) || !PyTuple_Check(lk)) goto irregular;
+        int has_elr = version >= 2 && PyTuple_GET_SIZE(elr) > 0;
+        int has_lk = version >= 2 && PyTuple_GET_SIZE(lk) > 0;
+        if (buf_uvarlong(&o, (uint64_t)((lrs != 0) + has_elr + has_lk)) < 0) goto fail;
+        if (lrs != 0) {
+            char b[3] = {0, 1, (char)(lrs & 0xFF)};
+            if (buf_bytes(&o, b, 3) < 0) goto fail;
+        }
+        if (has_elr) {
+            if (buf_uvarlong(&o, 1) < 0 || buf_uvarlong(&o, (uint64_t)i32_array_size(elr)) < 0) goto fail;
+            if ((r = buf_i32_array(&o, elr)) != 0) goto check;
+        }
+        if (has_lk) {
+            if (buf_uvarlong(&o, 2) < 0 || buf_uvarlong(&o, (uint64_t)i32_array_size(lk)) < 0) goto fail;
+            if ((r = buf_i32_array(&o, lk)) != 0) goto check;
+        }
+        PyObject *value = PyBytes_FromStringAndSize(o.buf, o.len);
+        if (value == NULL) goto fail;
+        PyList_SET_ITEM(out, i, value);
+        continue;
+    check:
+        if (r < 0) goto fail;
+        goto irregular;
+    }
+    PyMem_Free(o.buf);
+    return out;
+irregular:
+    PyMem_Free(o.buf);
+    Py_DECREF(out);
+    Py_RETURN_NONE;
+fail:
+    PyMem_Free(o.buf);
+    Py_DECREF(out);
+    return NULL;
+}
+
+/* frame_values(values) -> the records section of a batch holding ``values`` as records with
+ * attributes 0, timestamp delta 0, offset deltas 0..n-1, no key and no headers (metadata
+ * log and snapshot batches); None for anything irregular. */
+static PyObject *m_frame_values(PyObject *self, PyObject *values) {
+    if (!PyList_Check(values)) Py_RETURN_NONE;
+    Buf o = {NULL, 0, 0};
+    for (Py_ssize_t i = 0; i < PyList_GET_SIZE(values); i++) {
+        PyObject *v = PyList_GET_ITEM(values, i);
+        if (!PyBytes_Check(v) || i > INT32_MAX) goto irregular;
+        Py_ssize_t n = PyBytes_GET_SIZE(v);
+        uint8_t head[16];
+        Py_ssize_t h = 0;
+        head[h++] = 0;   /* attributes */
+        head[h++] = 0;   /* timestamp delta */
+        for (uint64_t z = ZZ32(i); ; z >>= 7) { if (z < 0x80) { head[h++] = (uint8_t)z; break; } head[h++] = (uint8_t)((z & 0x7F) | 0x80); }
+        head[h++] = 1;   /* null key */
+        if (n > INT32_MAX - 32) goto irregular;
+        Py_ssize_t nlen = 1;
+        for (uint64_t z = ZZ32(n); z >= 0x80; z >>= 7) nlen++;
+        Py_ssize_t body = h + nlen + n + 1;
+        if (buf_uvarlong(&o, ZZ32(body)) < 0 || buf_bytes(&o, head, h) < 0 || buf_uvarlong(&o, ZZ32(n)) < 0 ||
+            buf_bytes(&o, PyBytes_AS_STRING(v), n) < 0 || buf_bytes(&o, "\x00", 1) < 0)
+            goto fail;
+    }
+    PyObject *res = PyBytes_FromStringAndSize(o.buf ? o.buf : "", o.len);
+    PyMem_Free(o.buf);
+    return res;
+irregular:
+    PyMem_Free(o.buf);
+    Py_RETURN_NONE;
+fail:
+    PyMem_Free(o.buf);
+    return NULL;
+}
+
 static PyMethodDef methods[] = {
     {"counters", m_counters, METH_NOARGS, "calls served by C and handed to Python, per direction"},
     {"configure", m_configure, METH_VARARGS, "configure(uuid_type, safe_unknown, planner, py_decode, py_read, py_encode, py_write)"},
@@ -1513,6 +1783,10 @@ static PyMethodDef methods[] = {
     {"configure_records", m_configure_records, METH_O, "configure_records(Record): the class frame_records builds"},
     {"build_partitions", (PyCFunction)(void (*)(void))m_build_partitions, METH_FASTCALL,
      "build_partitions(values, start, topics, canon, migrating, counts): snapshot PartitionRecords into Partitions"},
+    {"write_records", m_write_records, METH_O, "write_records(records): the records section of an uncompressed v2 batch, or None"},
+    {"encode_partitions", (PyCFunction)(void (*)(void))m_encode_partitions, METH_FASTCALL,
+     "encode_partitions(partitions, version): framed PartitionRecord values of image partitions, or None"},
+    {"frame_values", m_frame_values, METH_O, "frame_values(values): records section of a batch of key-less values, or None"},
     {"count_prefixed", (PyCFunction)(void (*)(void))m_count_prefixed, METH_FASTCALL,
      "count_prefixed(values, start, prefix): consecutive values from start that begin with prefix"},
     {"group_replicas", m_group_replicas, METH_O, "group_replicas(partitions): [(broker, dir, partitions)] of every replica"},

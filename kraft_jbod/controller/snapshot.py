@@ -40,7 +40,7 @@ from typing import Any, cast
 
 from kraft_jbod import _accel, codec
 from kraft_jbod.controller import features as fv
-from kraft_jbod.controller.image import MetadataImage, Partition, load_partitions
+from kraft_jbod.controller.image import MetadataImage, Partition, TopicInfo, load_partitions
 from kraft_jbod.errors import DecodeError, StorageError
 from kraft_jbod.messages.access_control_entry_record import AccessControlEntryRecord
 from kraft_jbod.messages.config_record import ConfigRecord
@@ -67,6 +67,7 @@ from kraft_jbod.wire.records import (
     read_record_batch,
     write_control_record_key,
     write_record_batch,
+    write_value_batch,
 )
 
 SUFFIX = ".checkpoint"
@@ -114,6 +115,18 @@ def list_snapshots(directory: Path) -> list[SnapshotId]:
 
 def image_records(img: MetadataImage) -> Iterator[RecordAndVersion]:
     """The records that rebuild ``img``, in Kafka's ``MetadataImage.write`` order and versions."""
+    yield from _head_records(img)
+    # Topics, each followed by its partitions.
+    part_version = fv.partition_record_version(img.metadata_version)
+    for topic_id, topic in sorted(img.topics.items(), key=lambda kv: kv[0].int):
+        yield TopicRecord(name=topic.name, topic_id=topic_id), 0
+        for p in _sorted_partitions(topic):
+            yield _partition_record(p, part_version), part_version
+    yield from _tail_records(img)
+
+
+def _head_records(img: MetadataImage) -> Iterator[RecordAndVersion]:
+    """Features and brokers: what ``image_records`` writes before the topics."""
     mv = img.metadata_version
     # Features: metadata.version first, always at v0 so any reader can decode it.
     if fv.METADATA_VERSION in img.features:
@@ -139,30 +152,54 @@ def image_records(img: MetadataImage) -> Iterator[RecordAndVersion]:
             ),
             reg_version,
         )
-    # Topics, each followed by its partitions.
+
+
+def _sorted_partitions(topic: TopicInfo) -> list[Partition]:
+    return [p for _, p in sorted(topic.partitions.items())]
+
+
+def _partition_record(p: Partition, part_version: int) -> PartitionRecord:
+    return PartitionRecord(
+        partition_id=p.partition_id,
+        topic_id=p.topic_id,
+        replicas=list(p.replicas),
+        isr=list(p.isr),
+        removing_replicas=list(p.removing),
+        adding_replicas=list(p.adding),
+        leader=p.leader,
+        leader_recovery_state=p.leader_recovery_state,
+        leader_epoch=p.leader_epoch,
+        partition_epoch=p.partition_epoch,
+        directories=list(p.dirs) if part_version >= 1 else [],
+        # KIP-966 fields (v2+); Kafka's image writes them only when non-empty.
+        eligible_leader_replicas=list(p.elr) if part_version >= 2 and p.elr else None,
+        last_known_elr=list(p.last_known_elr) if part_version >= 2 and p.last_known_elr else None,
+    )
+
+
+def image_values(img: MetadataImage) -> Iterator[bytes]:
+    """The framed values of ``image_records(img)``, in the same order: what a snapshot file
+    holds. A topic's PartitionRecords are encoded by the compiled codec straight from the
+    image's partitions when it is active (same bytes: ``test_snapshot_restore.py``), the
+    bulk of a large snapshot's writing."""
+    encode = codec.encode_metadata_record
+    mv = img.metadata_version
     part_version = fv.partition_record_version(mv)
+    for rec, ver in _head_records(img):
+        yield encode(rec, ver)
     for topic_id, topic in sorted(img.topics.items(), key=lambda kv: kv[0].int):
-        yield TopicRecord(name=topic.name, topic_id=topic_id), 0
-        for pid, p in sorted(topic.partitions.items()):
-            yield (
-                PartitionRecord(
-                    partition_id=pid,
-                    topic_id=topic_id,
-                    replicas=list(p.replicas),
-                    isr=list(p.isr),
-                    removing_replicas=list(p.removing),
-                    adding_replicas=list(p.adding),
-                    leader=p.leader,
-                    leader_recovery_state=p.leader_recovery_state,
-                    leader_epoch=p.leader_epoch,
-                    partition_epoch=p.partition_epoch,
-                    directories=list(p.dirs) if part_version >= 1 else [],
-                    # KIP-966 fields (v2+); Kafka's image writes them only when non-empty.
-                    eligible_leader_replicas=list(p.elr) if part_version >= 2 and p.elr else None,
-                    last_known_elr=list(p.last_known_elr) if part_version >= 2 and p.last_known_elr else None,
-                ),
-                part_version,
-            )
+        yield encode(TopicRecord(name=topic.name, topic_id=topic_id), 0)
+        parts = _sorted_partitions(topic)
+        values = _accel.encode_partitions(parts, part_version)
+        if values is None:
+            values = [encode(_partition_record(p, part_version), part_version) for p in parts]
+        yield from values
+    for rec, ver in _tail_records(img):
+        yield encode(rec, ver)
+
+
+def _tail_records(img: MetadataImage) -> Iterator[RecordAndVersion]:
+    """Configs, producer ids and ACLs: what ``image_records`` writes after the topics."""
     for (rtype, rname), configs in img.configs.durable().items():
         for key, value in configs.items():
             yield ConfigRecord(resource_type=rtype, resource_name=rname, name=key, value=value), 0
@@ -224,7 +261,7 @@ def _batch(out: bytearray, recs: list[Record], base: int, epoch: int, ts: int, a
 
 
 def encode_snapshot(
-    records: Iterable[RecordAndVersion],
+    records: Iterable[RecordAndVersion | bytes],
     *,
     epoch: int,
     last_contained_timestamp: int,
@@ -256,21 +293,22 @@ def encode_snapshot(
     _batch(out, header, 0, epoch, ts, CONTROL_MASK)
     yield bytes(out)
     next_offset = len(header)
-    pending: list[Record] = []
+    pending: list[bytes] = []
     size = 0
-    for rec, ver in records:
-        value = codec.encode_metadata_record(rec, ver)
+    for item in records:
+        # Items are records with their versions, or values already framed (image_values).
+        value = item if isinstance(item, bytes) else codec.encode_metadata_record(*item)
         if pending and size + len(value) + 16 > max_batch_bytes:
             out = bytearray()
-            _batch(out, pending, next_offset, epoch, ts, 0)
+            write_value_batch(out, pending, base_offset=next_offset, base_timestamp=ts, partition_leader_epoch=epoch)
             next_offset += len(pending)
             yield bytes(out)
             pending, size = [], 0
-        pending.append(Record(offset_delta=len(pending), key=None, value=value))
+        pending.append(value)
         size += len(value) + 16
     if pending:
         out = bytearray()
-        _batch(out, pending, next_offset, epoch, ts, 0)
+        write_value_batch(out, pending, base_offset=next_offset, base_timestamp=ts, partition_leader_epoch=epoch)
         next_offset += len(pending)
         yield bytes(out)
     out = bytearray()
@@ -288,7 +326,7 @@ def encode_snapshot(
 def write_snapshot(
     directory: Path,
     snapshot_id: SnapshotId,
-    records: Iterable[RecordAndVersion],
+    records: Iterable[RecordAndVersion | bytes],
     *,
     last_contained_timestamp: int,
     kraft_version: int = 0,
@@ -346,7 +384,7 @@ def write_image_snapshot(
     """Snapshot ``img`` (which has applied up to ``img.last_applied_offset``)."""
     sid = SnapshotId(img.last_applied_offset + 1, epoch)
     return write_snapshot(
-        directory, sid, image_records(img), last_contained_timestamp=last_contained_timestamp, fsync=fsync
+        directory, sid, image_values(img), last_contained_timestamp=last_contained_timestamp, fsync=fsync
     )
 
 

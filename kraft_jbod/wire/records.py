@@ -543,6 +543,43 @@ def write_record_batch(out: bytearray, batch: RecordBatch, compression: int | No
     them. Sets ``batch.crc`` to the CRC written. Raises EncodeError for values the format
     cannot carry (fields out of range, an unknown codec, a batch over 2 GiB).
     """
+    # The compiled writer when active: the same bytes, or None for anything it leaves
+    # to the Python writer (which writes it or raises its exact error).
+    _write_batch(out, batch, compression, _accel.write_records(batch.records))
+
+
+def write_value_batch(
+    out: bytearray,
+    values: list[bytes],
+    *,
+    base_offset: int,
+    base_timestamp: int,
+    partition_leader_epoch: int = -1,
+    attributes: int = 0,
+) -> None:
+    """Append a batch of ``values`` as records with no key and no headers at offset deltas
+    0..n-1 and timestamp delta 0 (the shape of metadata log and snapshot batches): the bytes
+    ``write_record_batch(RecordBatch.of(...))`` writes for those records, without building them
+    when the compiled codec is active."""
+    section = _accel.frame_values(values)
+    records = [Record(offset_delta=i, value=v) for i, v in enumerate(values)] if section is None else []
+    batch = RecordBatch(
+        base_offset=base_offset,
+        partition_leader_epoch=partition_leader_epoch,
+        attributes=attributes,
+        last_offset_delta=max(len(values) - 1, 0),
+        base_timestamp=base_timestamp,
+        max_timestamp=base_timestamp,
+        records=records,
+    )
+    _write_batch(out, batch, None, section, len(values))
+
+
+def _write_batch(
+    out: bytearray, batch: RecordBatch, compression: int | None, section: bytes | None, count: int | None = None
+) -> None:
+    """``write_record_batch`` with the records section given (None: written from
+    ``batch.records`` here) and ``count`` records in it (None: ``len(batch.records)``)."""
     attributes = batch.attributes
     if compression is not None:
         if compression not in _codecs.CODEC_NAMES:
@@ -556,13 +593,13 @@ def write_record_batch(out: bytearray, batch: RecordBatch, compression: int | No
     start = len(out)
     out += bytes(BATCH_HEADER_SIZE)
     try:
-        if codec == 0:
-            for rec in batch.records:
-                _write_record(out, rec)
+        raw = bytearray() if codec else out
+        if section is not None:
+            raw += section
         else:
-            raw = bytearray()
             for rec in batch.records:
                 _write_record(raw, rec)
+        if codec:
             out += _codecs.compress(codec, raw)
         length = len(out) - start - LOG_OVERHEAD
         _BE_qi.pack_into(out, start, batch.base_offset, length)
@@ -578,7 +615,7 @@ def write_record_batch(out: bytearray, batch: RecordBatch, compression: int | No
             batch.producer_id,
             batch.producer_epoch,
             batch.base_sequence,
-            len(batch.records),
+            len(batch.records) if count is None else count,
         )
     except struct.error as exc:
         del out[start:]

@@ -22,16 +22,16 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from kraft_jbod import _accel
+from kraft_jbod import _accel, codec
 from kraft_jbod.controller import snapshot as snap
 from kraft_jbod.controller.image import MetadataImage
 from kraft_jbod.controller.profiles import profile_named
-from kraft_jbod.errors import DecodeError, StorageError
+from kraft_jbod.errors import DecodeError, EncodeError, StorageError
 from kraft_jbod.messages.partition_record import PartitionRecord
 from kraft_jbod.messages.register_broker_record import RegisterBrokerRecord
 from kraft_jbod.messages.topic_record import TopicRecord
 from kraft_jbod.wire import records as wire_records
-from kraft_jbod.wire.records import Record, RecordBatch, read_record_batch, write_record_batch
+from kraft_jbod.wire.records import Record, RecordBatch, read_record_batch, write_record_batch, write_value_batch
 from tests.controller.harness import Cluster
 from tests.controller.test_state_properties import OPS, SETUPS, _setup, _step
 
@@ -78,6 +78,12 @@ def restored(directory: Path, profile: Any, backend: str) -> MetadataImage:
 
 
 def _check_all_backends(img: MetadataImage, directory: Path) -> None:
+    # Writing: the image's values (compiled partition encoder where active) are the bytes
+    # of its records encoded one by one, on both backends.
+    by_record = [codec.encode_metadata_record(r, v) for r, v in snap.image_records(img)]
+    for backend in BACKENDS:
+        _accel.use(backend)
+        assert list(snap.image_values(img)) == by_record, backend
     path = snap.write_image_snapshot(directory, img, epoch=2, last_contained_timestamp=0, fsync=False)
     expected = derived(one_by_one(path, img.profile))
     assert expected["comparable"] == snap.comparable(img)
@@ -260,6 +266,12 @@ def test_compiled_framing_agrees_with_python(restore_backend: None) -> None:
                 assert _outcome(case, count) == expected
         _accel.use("c")
         assert _accel.frame_records(payload, len(recs)) == recs  # the C path did the work
+        # Writing: the compiled writer's bytes are the Python writer's.
+        written = _accel.write_records(recs)
+        _accel.use("python")
+        again = bytearray()
+        write_record_batch(again, RecordBatch(base_offset=0, last_offset_delta=len(recs) - 1, records=recs))
+        assert written == bytes(again[61:]) == payload
 
 
 @pytest.mark.skipif(not _accel.available(), reason="compiled codec not built (checked in CI by test_accel)")
@@ -274,7 +286,39 @@ def test_the_compiled_loader_runs_under_the_c_backend(restore_backend: None) -> 
 def test_a_partition_without_replicas_or_dirs(tmp_path: Path, backend: str, restore_backend: None) -> None:
     # Alone in the snapshot, so only it can bring the MIGRATING id into the image's ids.
     profile = profile_named("kafka")
-    _write(tmp_path, _base_records() + [(_partition(0, replicas=[], isr=[], directories=[], leader=-1), 2)])
+    _write(tmp_path, [*_base_records(), (_partition(0, replicas=[], isr=[], directories=[], leader=-1), 2)])
     expected = derived(one_by_one(tmp_path / snap.SnapshotId(100, 1).file_name, profile))
     assert profile.migrating in expected["canon"]
     assert derived(restored(tmp_path, profile, backend)) == expected
+
+
+@pytest.mark.skipif(not _accel.available(), reason="compiled codec not built (checked in CI by test_accel)")
+def test_the_compiled_writer_hands_back_what_python_refuses(restore_backend: None) -> None:
+    _accel.use("c")
+    for bad in (
+        Record(attributes=128),
+        Record(offset_delta=1 << 31),
+        Record(timestamp_delta=1 << 63),
+        Record(headers=[("\ud800", None)]),
+        Record(value="text"),  # type: ignore[arg-type]
+    ):
+        assert _accel.write_records([bad]) is None
+        with pytest.raises((EncodeError, TypeError)):
+            write_record_batch(bytearray(), RecordBatch(base_offset=0, records=[bad]))
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_value_batches_are_the_record_batches_of_those_values(backend: str, restore_backend: None) -> None:
+    _accel.use(backend)
+    rng = random.Random(30)
+    for n in (0, 1, 2, 200):
+        values = [rng.randbytes(rng.randint(0, 300)) for _ in range(n)]
+        fast = bytearray()
+        write_value_batch(fast, values, base_offset=5, base_timestamp=77, partition_leader_epoch=3)
+        slow = bytearray()
+        recs = [Record(offset_delta=i, value=v) for i, v in enumerate(values)]
+        write_record_batch(slow, RecordBatch.of(recs, base_offset=5, base_timestamp=77, partition_leader_epoch=3))
+        assert fast == slow
+        if n:
+            batch, _ = read_record_batch(bytes(fast), 0)
+            assert [r.value for r in batch.records] == values
