@@ -26,6 +26,7 @@ import uuid
 from dataclasses import dataclass
 from typing import Any, Final
 
+from kraft_jbod.controller.limits import DELETE_ACLS_TOO_MANY, EXCESSIVE_BATCH, MAX_RECORDS_PER_USER_OP
 from kraft_jbod.errors import ProtocolError
 from kraft_jbod.messages.access_control_entry_record import AccessControlEntryRecord
 from kraft_jbod.messages.create_acls_request import CreateAclsRequest
@@ -198,6 +199,11 @@ def create_acls(
                 )
             )
         results.append(AclCreationResult(0, None))
+    if len(records) > MAX_RECORDS_PER_USER_OP:
+        # Kafka's bounded record list throws: the controller call fails and every
+        # creation, valid or not, carries the error.
+        refused = [AclCreationResult(ErrorCode.POLICY_VIOLATION, EXCESSIVE_BATCH) for _ in req.creations]
+        return CreateAclsResponse(results=refused), []
     return CreateAclsResponse(results=results), records
 
 
@@ -297,6 +303,11 @@ def delete_acls(st: Any, api_version: int, req: DeleteAclsRequest) -> tuple[Dele
                     permission_type=acl.permission_type,
                 )
             )
+            # Kafka checks the bound on every match, before it knows whether the ACL is
+            # already being removed, and fails the whole request (no partial answer).
+            if len(removed) >= MAX_RECORDS_PER_USER_OP:
+                refused = [DeleteAclsFilterResult(ErrorCode.INVALID_REQUEST, DELETE_ACLS_TOO_MANY) for _ in req.filters]
+                return DeleteAclsResponse(filter_results=refused), []
             if acl_id not in removed:
                 removed.add(acl_id)
                 records.append((RemoveAccessControlEntryRecord(id=acl_id), 0))

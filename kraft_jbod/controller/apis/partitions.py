@@ -39,6 +39,7 @@ from dataclasses import dataclass
 from typing import Any, Final
 
 from kraft_jbod.controller import features as fv
+from kraft_jbod.controller.limits import EXCESSIVE_BATCH, MAX_RECORDS_PER_USER_OP
 from kraft_jbod.messages.alter_partition_reassignments_request import AlterPartitionReassignmentsRequest
 from kraft_jbod.messages.alter_partition_reassignments_response import (
     AlterPartitionReassignmentsResponse,
@@ -359,8 +360,6 @@ def _create_for_topic(ops: Ops, t: CreatePartitionsTopic, records: list[RecordAn
             f"Attempted to add {additional} additional partition(s), but "
             f"only {len(t.assignments)} assignment(s) were specified.",
         )
-    if additional > 10_000:
-        raise _Refused(44, "Excessively large number of partitions per request.")  # POLICY_VIOLATION
     rf = len(next(iter(parts.values())).replicas) if parts else 0
     plans: list[list[int]]
     if t.assignments is not None:
@@ -455,6 +454,10 @@ def create_partitions(
     results: list[CreatePartitionsTopicResult] = []
     for name in dict.fromkeys(t.name for t in req.topics if counts[t.name] > 1):
         results.append(CreatePartitionsTopicResult(name, ErrorCode.INVALID_REQUEST, "Duplicate topic name."))
+    if sum(1 for t in req.topics if counts[t.name] == 1) > MAX_RECORDS_PER_USER_OP:
+        # Kafka's result list is bounded too: past 10,000 topics the whole request fails.
+        refused = [CreatePartitionsTopicResult(t.name, ErrorCode.POLICY_VIOLATION, EXCESSIVE_BATCH) for t in req.topics]
+        return CreatePartitionsResponse(results=refused), []
     records: list[RecordAndVersion] = []
     for t in req.topics:
         if counts[t.name] > 1:
@@ -464,6 +467,14 @@ def create_partitions(
             _create_for_topic(ops, t, mine)
         except _Refused as exc:
             results.append(CreatePartitionsTopicResult(t.name, exc.code, exc.message))
+            continue
+        room = MAX_RECORDS_PER_USER_OP - len(records)
+        if len(mine) > room:
+            # Kafka adds a topic's PartitionRecords one by one to its bounded list and
+            # catches the overflow per topic as an unexpected error: the partitions that
+            # fitted stay, the topic answers UNKNOWN_SERVER_ERROR (controller/limits.py).
+            records += mine[:room]
+            results.append(CreatePartitionsTopicResult(t.name, ErrorCode.UNKNOWN_SERVER_ERROR, None))
             continue
         records += mine
         results.append(CreatePartitionsTopicResult(t.name, 0, None))
@@ -526,14 +537,34 @@ def elect_leaders(
                 code, msg = _elect_one(ops, topic.name, pid, election, records)
                 if code != ELECTION_NOT_NEEDED:
                     result.partition_result.append(PartitionResult(pid, code, msg))
-        return resp, records
+        return _bounded_elections(api_version, req, resp, records)
     for tp in req.topic_partitions:
         result = ReplicaElectionResult(topic=tp.topic)
         resp.replica_election_results.append(result)
         for pid in tp.partitions:
             code, msg = _elect_one(ops, tp.topic, pid, election, records)
             result.partition_result.append(PartitionResult(pid, code, msg))
-    return resp, records
+    return _bounded_elections(api_version, req, resp, records)
+
+
+def _bounded_elections(
+    api_version: int, req: ElectLeadersRequest, resp: ElectLeadersResponse, records: list[RecordAndVersion]
+) -> tuple[ElectLeadersResponse, list[RecordAndVersion]]:
+    """Kafka's bounded record list throws past 10,000 elections: the whole request fails
+    with POLICY_VIOLATION, every named partition carrying it (none when all were asked)."""
+    if len(records) <= MAX_RECORDS_PER_USER_OP:
+        return resp, records
+    refused = ElectLeadersResponse(error_code=ErrorCode.POLICY_VIOLATION if api_version >= 1 else 0)
+    for tp in req.topic_partitions or []:
+        refused.replica_election_results.append(
+            ReplicaElectionResult(
+                topic=tp.topic,
+                partition_result=[
+                    PartitionResult(p, ErrorCode.POLICY_VIOLATION, EXCESSIVE_BATCH) for p in tp.partitions
+                ],
+            )
+        )
+    return refused, []
 
 
 # ---------------------------------------------------------------------------- reassignments
@@ -615,6 +646,10 @@ def alter_partition_reassignments(
                     ops, t.name, part.partition_index, None if part.replicas is None else list(part.replicas), allow
                 )
                 if rec is not None:
+                    if len(records) >= MAX_RECORDS_PER_USER_OP:
+                        # Kafka catches its bounded list's overflow per partition as an
+                        # unexpected error; the reassignments before it still happen.
+                        raise _Refused(ErrorCode.UNKNOWN_SERVER_ERROR, None)
                     records.append(rec)
             except _Refused as exc:
                 code, msg = exc.code, exc.message

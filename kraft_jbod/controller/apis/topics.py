@@ -323,11 +323,12 @@ def handle_delete_topics(ctx: ControllerContext, call: Call, req: DeleteTopicsRe
         if topic.topic_id in removed:
             continue
         removed.add(topic.topic_id)
+        if len(records) >= MAX_RECORDS_PER_USER_OP:
+            # Kafka catches its bounded list's overflow per topic as an unexpected error:
+            # the first 10,000 topics are deleted, the rest answer UNKNOWN_SERVER_ERROR.
+            res.error_code, res.error_message = ErrorCode.UNKNOWN_SERVER_ERROR, None
+            continue
         records.append((RemoveTopicRecord(topic_id=topic.topic_id), 0))
-    if len(records) > MAX_RECORDS_PER_USER_OP:
-        for res in out:
-            res.error_code, res.error_message = ErrorCode.POLICY_VIOLATION, EXCESSIVE_BATCH
-        return Outcome(DeleteTopicsResponse(responses=out), [])
     return Outcome(DeleteTopicsResponse(responses=out), records)
 
 
