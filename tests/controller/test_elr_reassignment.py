@@ -4,6 +4,9 @@ topic's effective min.insync.replicas (issue 12, item 7; docs/divergences.md, EL
 
 from __future__ import annotations
 
+from collections.abc import Callable
+from typing import Any
+
 import pytest
 
 from kraft_jbod.messages.alter_partition_reassignments_request import (
@@ -31,8 +34,8 @@ ROWS = [
 ]
 
 
-def _setup(min_isr: int) -> Cluster:
-    c = Cluster()
+def _setup(min_isr: int, make: Callable[[], Cluster] = Cluster) -> Cluster:
+    c = make()
     for b in (1, 2, 3, 4):
         c.start_broker(b, [dir_id(b, 0)])
     topic = CreatableTopic(
@@ -48,11 +51,10 @@ def _setup(min_isr: int) -> Cluster:
     return c
 
 
-@pytest.mark.parametrize(("min_isr", "proposed", "kafka"), ROWS)
-def test_completion_by_alter_partition_carries_elr(
-    min_isr: int, proposed: list[int], kafka: tuple[int, list[int], list[int] | None, list[int]]
-) -> None:
-    c = _setup(min_isr)
+def complete(min_isr: int, proposed: list[int], make: Callable[[], Cluster] = Cluster) -> tuple[Cluster, list[Any]]:
+    """Start the reassignment, then the leader's AlterPartition (also replayed by Kafka's
+    loader in tests/interop); returns the cluster and the AlterPartition's records."""
+    c = _setup(min_isr, make)
     tid = c.state.topic_id_of("t")
     assert tid is not None
     p = c.state.partition(tid, 0)
@@ -63,8 +65,18 @@ def test_completion_by_alter_partition_carries_elr(
         partition_epoch=p.partition_epoch,
         new_isr_with_epochs=[BrokerState(b, c.epoch(b)) for b in proposed],
     )
-    out = c.call(56, 3, AlterPartitionRequest(broker_id=1, broker_epoch=c.epoch(1), topics=[TopicData(topic_id=tid, partitions=[pd])]))
-    (rec,) = [r for r, _ in out.records if isinstance(r, PartitionChangeRecord)]
+    req = AlterPartitionRequest(broker_id=1, broker_epoch=c.epoch(1), topics=[TopicData(topic_id=tid, partitions=[pd])])
+    return c, [r for r, _ in c.call(56, 3, req).records]
+
+
+@pytest.mark.parametrize(("min_isr", "proposed", "kafka"), ROWS)
+def test_completion_by_alter_partition_carries_elr(
+    min_isr: int, proposed: list[int], kafka: tuple[int, list[int], list[int] | None, list[int]]
+) -> None:
+    c, records = complete(min_isr, proposed)
+    tid = c.state.topic_id_of("t")
+    assert tid is not None
+    (rec,) = [r for r in records if isinstance(r, PartitionChangeRecord)]
     assert (rec.leader, rec.isr, rec.eligible_leader_replicas, rec.replicas) == kafka
     assert rec.adding_replicas == [] and rec.removing_replicas == []
     p = c.state.partition(tid, 0)

@@ -16,6 +16,7 @@ heartbeat reports failed (docs/divergences.md, "unfence plus offline directories
 from __future__ import annotations
 
 import uuid
+from collections.abc import Callable
 from typing import Any
 
 import pytest
@@ -50,8 +51,8 @@ ROWS: list[tuple[int, list[int], int, list[int], int, list[int], list[int], dict
 ]  # fmt: skip
 
 
-def _cluster() -> Cluster:
-    c = Cluster()  # the default level has ELR on
+def _cluster(make: Callable[[], Cluster] = Cluster) -> Cluster:
+    c = make()  # the default level has ELR on
     c.start_broker(1, [dir_id(1, FAILED), dir_id(1, KEPT)])
     c.start_broker(2, [dir_id(2, 0)])
     c.start_broker(3, [dir_id(3, 0)])
@@ -86,8 +87,9 @@ def _fields(rec: PartitionChangeRecord) -> dict[str, Any]:
     return {n: getattr(rec, n) for n in names if getattr(rec, n) != getattr(unset, n)}
 
 
-def _heartbeat() -> tuple[Cluster, list[Any]]:
-    c = _cluster()
+def _heartbeat(make: Callable[[], Cluster] = Cluster) -> tuple[Cluster, list[Any]]:
+    """The heartbeat of the table (also replayed by Kafka's loader in tests/interop)."""
+    c = _cluster(make)
     out = c.heartbeat(1, offline=[dir_id(1, FAILED)])
     return c, [r for r, _ in out.records]
 
