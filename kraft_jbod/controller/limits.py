@@ -7,7 +7,8 @@ client then sees depends on where the throw is caught (Kafka 4.4's controller co
 * caught nowhere: the whole request fails with POLICY_VIOLATION and
   ``EXCESSIVE_BATCH``, nothing is written: CreateTopics, UnregisterBroker, ElectLeaders,
   IncrementalAlterConfigs and AlterConfigs (even with ValidateOnly; the ClearElrRecords a
-  ``min.insync.replicas`` change adds count), CreateAcls (every creation gets the error);
+  ``min.insync.replicas`` change adds count), CreateAcls (every creation gets the error
+  but those Kafka's AclApis refuses before the controller: CLUSTER name, empty name);
 * turned into INVALID_REQUEST with ``DELETE_ACLS_TOO_MANY``: DeleteAcls, every filter;
 * caught per item as an unexpected error: DeleteTopics and CreatePartitions (per topic)
   and AlterPartitionReassignments (per partition) answer UNKNOWN_SERVER_ERROR (no

@@ -195,6 +195,12 @@ ROWS = [
     Row("create 10,000 acls", lambda c: None, 30, 3, CreateAclsRequest([_acl(i) for i in range(CAP)]), CAP, _create_acl_answers, [(0, None)]),
     Row("create 10,001 acls, one repeated", lambda c: None, 30, 3, CreateAclsRequest([_acl(i) for i in range(CAP)] + [_acl(0)]), CAP, _create_acl_answers, [(0, None)]),
     Row("create 10,001 acls", lambda c: None, 30, 3, CreateAclsRequest([_acl(i) for i in range(CAP + 1)]), 0, _create_acl_answers, [(PV, EXCESSIVE)]),
+    # A creation Kafka's AclApis refuses never reaches the controller and keeps its error.
+    Row(
+        "create 10,001 acls and an empty name", lambda c: None, 30, 3,
+        CreateAclsRequest([*[_acl(i) for i in range(CAP + 1)], AclCreation(TOPIC_RES, "", LITERAL, "User:a", "*", READ, ALLOW)]),
+        0, _create_acl_answers, [(IR, "Invalid empty resource name"), (PV, EXCESSIVE)],
+    ),
     # DeleteAcls: INVALID_REQUEST for every filter; Kafka counts a match before it knows
     # whether another filter already removes that ACL.
     Row("delete 10,000 acls", lambda c: _acls(c, CAP), 31, 3, DeleteAclsRequest([ALL_ACLS]), CAP, _delete_acl_answers, [(0, None)]),
