@@ -32,6 +32,7 @@ from kraft_jbod.messages.alter_partition_reassignments_request import (
 )
 from kraft_jbod.messages.create_acls_request import AclCreation, CreateAclsRequest
 from kraft_jbod.messages.create_partitions_request import CreatePartitionsRequest, CreatePartitionsTopic
+from kraft_jbod.messages.create_topics_request import CreatableTopic, CreatableTopicConfig, CreateTopicsRequest
 from kraft_jbod.messages.delete_acls_request import DeleteAclsFilter, DeleteAclsRequest
 from kraft_jbod.messages.delete_topics_request import DeleteTopicsRequest
 from kraft_jbod.messages.elect_leaders_request import ElectLeadersRequest, TopicPartitions
@@ -161,9 +162,22 @@ def _delete_acl_answers(r: Any) -> list[tuple[int, str | None]]:
     return [(x.error_code, x.error_message) for x in r.filter_results]
 
 
+def _create_with_min_isr(partitions: int) -> CreateTopicsRequest:
+    config = CreatableTopicConfig("min.insync.replicas", "1")
+    return CreateTopicsRequest(topics=[CreatableTopic("m", partitions, 1, configs=[config])])
+
+
+def _create_answers(r: Any) -> list[tuple[int, str | None]]:
+    return [(x.error_code, x.error_message) for x in r.topics]
+
+
 HALF = {"a": CAP // 2, "b": CAP // 2}
 OVER = {"a": CAP // 2, "b": CAP // 2, "c": 1}
 ROWS = [
+    # CreateTopics: TopicRecord, ConfigRecord, the ClearElrRecord Kafka adds for a
+    # min.insync.replicas config when ELR is on, then the PartitionRecords.
+    Row("create topic, 10,000 records", lambda c: None, 19, 7, _create_with_min_isr(CAP - 3), CAP, _create_answers, [(0, None)]),
+    Row("create topic, 10,001 records", lambda c: None, 19, 7, _create_with_min_isr(CAP - 2), 0, _create_answers, [(PV, EXCESSIVE)]),
     # ElectLeaders: caught nowhere, the whole request fails (every named partition too).
     Row("elect 10,000", lambda c: _topics(c, HALF), 43, 2, _elect(HALF), CAP, _elect_answers, [(0, None)] + [(0, None)] * 2),
     Row("elect 10,001", lambda c: _topics(c, OVER), 43, 2, _elect(OVER), 0, _elect_answers, [(PV, None)] + [(PV, EXCESSIVE)] * 2),
@@ -248,3 +262,20 @@ def test_the_bound_holds_inside_an_envelope() -> None:
     assert isinstance(out.response, EnvelopeResponse) and out.response.error_code == 0
     assert out.records == []
     assert b"excessively large batch" in (out.response.response_data or b"")
+
+
+@pytest.mark.parametrize(("level", "clear"), [(25, False), (26, True)])
+def test_a_topic_created_with_min_isr_clears_its_elr_when_elr_is_on(level: int, clear: bool) -> None:
+    """Kafka creates topic configs through IncrementalAlterConfigs, which appends a
+    ClearElrRecord for min.insync.replicas (its loader accepts one for a topic created in
+    the same batch)."""
+    c = Cluster(level=level)
+    c.start_broker(1)
+    out = c.call(19, 7, _create_with_min_isr(2))
+    kinds = [type(r).__name__ for r, _ in out.records]
+    middle = ["ClearElrRecord"] if clear else []
+    assert kinds == ["TopicRecord", "ConfigRecord", *middle, "PartitionRecord", "PartitionRecord"]
+    if clear:
+        assert out.records[2][0].topic_name == "m"  # type: ignore[attr-defined]
+    live = c.state.durable_state()
+    assert c.restart().durable_state() == live

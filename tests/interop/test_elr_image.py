@@ -33,3 +33,15 @@ def test_reassignment_completed_with_elr(interop: InteropJvm, tmp_path: Path, mi
     view = client_api.cluster_view(c.state)
     loaded = load_and_compare(interop, c.write(tmp_path / "log"), view)
     assert loaded["records"] == c.end_offset
+
+
+def test_topic_created_with_min_isr_and_its_clear_elr(interop: InteropJvm, tmp_path: Path) -> None:
+    """A ClearElrRecord naming a topic created earlier in the same batch."""
+    from tests.controller.test_limits import _create_with_min_isr
+
+    c = RecordingCluster()
+    c.start_broker(1)
+    out = c.call(19, 7, _create_with_min_isr(3))
+    assert [type(r).__name__ for r, _ in out.records][2] == "ClearElrRecord"
+    loaded = load_and_compare(interop, c.write(tmp_path / "log"), client_api.cluster_view(c.state))
+    assert loaded["records"] == c.end_offset
