@@ -22,7 +22,7 @@ from tests.interop.test_image import RecordingCluster, load_and_compare
 
 def test_unfence_plus_offline_with_elr(interop: InteropJvm, tmp_path: Path) -> None:
     c, records = unfence_offline._heartbeat(RecordingCluster)
-    assert len(records) == 4
+    assert isinstance(c, RecordingCluster) and len(records) == 4
     loaded = load_and_compare(interop, c.write(tmp_path / "log"), client_api.cluster_view(c.state))
     assert loaded["records"] == c.end_offset
 
@@ -30,6 +30,7 @@ def test_unfence_plus_offline_with_elr(interop: InteropJvm, tmp_path: Path) -> N
 @pytest.mark.parametrize(("min_isr", "proposed"), [(row[0], row[1]) for row in reassignment.ROWS])
 def test_reassignment_completed_with_elr(interop: InteropJvm, tmp_path: Path, min_isr: int, proposed: list[int]) -> None:
     c, _records = reassignment.complete(min_isr, proposed, RecordingCluster)
+    assert isinstance(c, RecordingCluster)
     view = client_api.cluster_view(c.state)
     loaded = load_and_compare(interop, c.write(tmp_path / "log"), view)
     assert loaded["records"] == c.end_offset
