@@ -50,6 +50,7 @@ from kraft_jbod.connection import (
 )
 from kraft_jbod.controller import features, replication
 from kraft_jbod.controller import snapshot as snapshots
+from kraft_jbod.controller.apis import configs
 from kraft_jbod.controller.config import ControllerConfig
 from kraft_jbod.controller.log import MetadataLog
 from kraft_jbod.controller.seams import (
@@ -269,18 +270,15 @@ class ControllerServer:
                 num_partitions=cfg.num_partitions,
             )
             # Restart from the newest snapshot plus the log after it (controller/snapshot.py).
-            restored = snapshots.restore_latest(machine, cfg.metadata_partition_dir, self.log.end_offset)
-            if self.log.start_offset > 0 and (restored is None or restored.end_offset < self.log.start_offset):
-                raise StorageError(
-                    f"metadata log starts at offset {self.log.start_offset} but no snapshot covers the offsets below"
-                )
+            done = snapshots.restart(
+                machine,
+                self.log,
+                cfg.metadata_partition_dir,
+                on_record=lambda record, version: self.story.committed(((record, version),), tell=False),
+            )
+            restored, replayed = done.snapshot, done.replayed
             if restored is not None:
                 self._latest_snapshot = (restored.end_offset, restored.epoch)
-            replayed = 0
-            for offset, record, version in self.log.replay(0 if restored is None else restored.end_offset):
-                machine.apply(offset, record, version)
-                self.story.committed(((record, version),), tell=False)
-                replayed += 1
             # A new leader epoch per start, as a raft leader gets on election.
             self.log.leader_epoch = max(1, self.log.last_epoch + 1)
             lcm = LeaderChangeMessage(
@@ -310,6 +308,10 @@ class ControllerServer:
             machine.leader_epoch = self.log.leader_epoch  # DescribeQuorum reports it
             if self.extensions is not None:
                 await self.extensions.start(self)
+            # DescribeConfigs of this node lists what it bound, client listeners included (a
+            # fake broker without advertised.listeners advertises those). Set before the
+            # worker starts, so no request sees it unset.
+            machine.static_configs = configs.static_listener_configs(self.bound, cfg.controller_listener_names)
         except BaseException:
             for s in self._servers:
                 s.close()
@@ -563,10 +565,12 @@ class ControllerServer:
         self._clean_after_snapshot(sid)
 
     def _clean_after_snapshot(self, sid: snapshots.SnapshotId) -> None:
-        """Delete the segments wholly below the snapshot (the log start offset moves to the
-        first kept one) and the snapshots older than it."""
+        """Roll the log at the snapshot, delete the segments wholly below it (the log start
+        offset moves to the first kept one) and the snapshots older than it."""
         assert self.log is not None
         try:
+            if sid.end_offset == self.log.end_offset:
+                self.log.roll()  # so everything the snapshot holds can go
             deleted = self.log.delete_segments_below(sid.end_offset)
             for old in snapshots.list_snapshots(self.config.metadata_partition_dir):
                 if old < sid:
