@@ -197,6 +197,8 @@ ROWS = [
     # CreatePartitions: caught per topic; the partitions that fitted stay.
     Row("partitions +10,000", lambda c: _topics(c, {"x": 1}), 37, 3, CreatePartitionsRequest([CreatePartitionsTopic("x", CAP + 1, None)], 1, False), CAP, _topic_answers, [(0, None)]),
     Row("partitions +10,001", lambda c: _topics(c, {"x": 1}), 37, 3, CreatePartitionsRequest([CreatePartitionsTopic("x", CAP + 2, None)], 1, False), CAP, _topic_answers, [(ISE, None)]),
+    # A count near 2**31 places only what fits (Kafka would try to place them all).
+    Row("partitions +2**31-2", lambda c: _topics(c, {"x": 1}), 37, 3, CreatePartitionsRequest([CreatePartitionsTopic("x", 2**31 - 1, None)], 1, False), CAP, _topic_answers, [(ISE, None)]),
     Row(
         "partitions +6,000 then +4,001", lambda c: _topics(c, {"x": 1, "y": 1}), 37, 3,
         CreatePartitionsRequest([CreatePartitionsTopic("x", 6_001, None), CreatePartitionsTopic("y", 4_002, None)], 1, False),

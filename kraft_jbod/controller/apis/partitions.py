@@ -339,7 +339,11 @@ class _Refused(Exception):
         self.message = message
 
 
-def _create_for_topic(ops: Ops, t: CreatePartitionsTopic, records: list[RecordAndVersion]) -> None:
+def _create_for_topic(ops: Ops, t: CreatePartitionsTopic, records: list[RecordAndVersion], cap: int) -> bool:
+    """Append the PartitionRecords of ``t``'s new partitions, at most ``cap`` of them (the
+    room left under the record bound); True when that cut some off. Placement is a prefix
+    of the full one, so only what can be written is ever placed, whatever the count asked.
+    """
     st = ops.st
     tid = st.topic_id_of(t.name)
     if tid is None:
@@ -375,10 +379,12 @@ def _create_for_topic(ops: Ops, t: CreatePartitionsTopic, records: list[RecordAn
                 )
             plans.append(replicas)
     else:
-        placed = ops.place(have, additional, rf)
+        placed = ops.place(have, min(additional, cap), rf)
         if isinstance(placed, tuple):
             raise _Refused(*placed)
         plans = placed
+    cut = additional > cap
+    plans = plans[:cap]
     pversion = fv.partition_record_version(ops.metadata_version)
     jbod = fv.supports_jbod(ops.metadata_version)
     for i, replicas in enumerate(plans):
@@ -400,6 +406,7 @@ def _create_for_topic(ops: Ops, t: CreatePartitionsTopic, records: list[RecordAn
             directories=[ops.default_dir(b) for b in replicas] if jbod and pversion >= 1 else [],
         )
         records.append((rec, pversion))
+    return cut
 
 
 def check_manual_assignment(st: Any, replicas: list[int], rf: int | None) -> None:
@@ -464,19 +471,17 @@ def create_partitions(
             continue
         mine: list[RecordAndVersion] = []
         try:
-            _create_for_topic(ops, t, mine)
+            cut = _create_for_topic(ops, t, mine, MAX_RECORDS_PER_USER_OP - len(records))
         except _Refused as exc:
             results.append(CreatePartitionsTopicResult(t.name, exc.code, exc.message))
             continue
-        room = MAX_RECORDS_PER_USER_OP - len(records)
-        if len(mine) > room:
+        records += mine
+        if cut:
             # Kafka adds a topic's PartitionRecords one by one to its bounded list and
             # catches the overflow per topic as an unexpected error: the partitions that
             # fitted stay, the topic answers UNKNOWN_SERVER_ERROR (controller/limits.py).
-            records += mine[:room]
             results.append(CreatePartitionsTopicResult(t.name, ErrorCode.UNKNOWN_SERVER_ERROR, None))
             continue
-        records += mine
         results.append(CreatePartitionsTopicResult(t.name, 0, None))
     return CreatePartitionsResponse(results=results), [] if req.validate_only else records
 
