@@ -13,6 +13,7 @@ from typing import Any
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from kraft_jbod.controller import features as fv
 from kraft_jbod.messages.allocate_producer_ids_request import AllocateProducerIdsRequest
 from kraft_jbod.messages.alter_partition_request import AlterPartitionRequest, BrokerState, PartitionData, TopicData
 from kraft_jbod.messages.broker_heartbeat_request import BrokerHeartbeatRequest
@@ -166,7 +167,7 @@ def _run(c: Cluster, ops: list[tuple[Any, ...]], dirs_per_broker: list[int]) -> 
 # More examples than the suite's quick profile: the step space is large, and a 60-example
 # run once missed a bug a 300-example run found.
 @settings(max_examples=max(settings().max_examples, 250))
-@given(st.lists(OPS, max_size=40), SETUPS, st.sampled_from([17, 22]))
+@given(st.lists(OPS, max_size=40), SETUPS, st.sampled_from([17, 22, fv.DEFAULT_LEVEL]))
 def test_kafka_profile_random_runs(ops: list[tuple[Any, ...]], setup: list[int], level: int) -> None:
     _run(Cluster(level=level), ops, setup)
 

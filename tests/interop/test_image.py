@@ -5,8 +5,8 @@ segment files (CRC checked) into a ``MetadataImage`` with no fault, and that ima
 mock's own view of the same log: ``client_api.cluster_view`` over a ``ControllerState`` that
 replayed it (what ``kraft-jbod status`` prints for a controller started on that log).
 Logs: the demo's (``kraft-jbod demo --keep``), random request sequences in the style of the
-controller's property tests (both profiles, JBOD levels 17 and 22), and a 10,000-partition
-log. The scenario modules load their own controllers' logs the same way
+controller's property tests (both profiles, JBOD levels 17 and 22, and the default level,
+where ELR is on), and a 10,000-partition log. The scenario modules load their own controllers' logs the same way
 (``broker_ops.check_all_views``).
 """
 
@@ -95,7 +95,7 @@ def test_demo_log(interop: InteropJvm, tmp_path: Path) -> None:
     deadline=None,
     suppress_health_check=list(HealthCheck),
 )
-@given(st.lists(OPS, max_size=40), SETUPS, st.sampled_from([("kafka", 22), ("kafka", 17), ("kip", 22)]))
+@given(st.lists(OPS, max_size=40), SETUPS, st.sampled_from([("kafka", 22), ("kafka", 17), ("kip", 22), ("kafka", fv.DEFAULT_LEVEL)]))
 def test_random_request_sequences(
     interop: InteropJvm, tmp_path_factory: Any, ops: list[tuple[Any, ...]], setup: list[int], how: tuple[str, int]
 ) -> None:

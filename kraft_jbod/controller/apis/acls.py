@@ -26,6 +26,7 @@ import uuid
 from dataclasses import dataclass
 from typing import Any, Final
 
+from kraft_jbod.controller.limits import DELETE_ACLS_TOO_MANY, EXCESSIVE_BATCH, MAX_RECORDS_PER_USER_OP
 from kraft_jbod.errors import ProtocolError
 from kraft_jbod.messages.access_control_entry_record import AccessControlEntryRecord
 from kraft_jbod.messages.create_acls_request import CreateAclsRequest
@@ -114,12 +115,21 @@ def _name(names: tuple[str, ...], code: int) -> str:
     return names[code] if 0 <= code < len(names) else "UNKNOWN"
 
 
-def _creation_error(acl: Acl) -> str | None:
-    """Kafka's AclApis checks (CLUSTER name, empty name), then AclControlManager.validateNewAcl."""
+def _apis_error(acl: Acl) -> str | None:
+    """Kafka's AclApis checks (CLUSTER name, empty name): such a creation never reaches the
+    controller, so it keeps this error even when the controller call fails."""
     if acl.resource_type == R_CLUSTER and acl.resource_name != CLUSTER_NAME:
         return f"The only valid name for the CLUSTER resource is {CLUSTER_NAME}"
     if not acl.resource_name:
         return "Invalid empty resource name"
+    return None
+
+
+def _creation_error(acl: Acl) -> str | None:
+    """Kafka's AclApis checks, then AclControlManager.validateNewAcl."""
+    early = _apis_error(acl)
+    if early is not None:
+        return early
     if not R_TOPIC <= acl.resource_type <= R_USER:
         return f"Invalid resourceType {_name(_R_NAMES, acl.resource_type)}"
     if acl.pattern_type not in (P_LITERAL, P_PREFIXED):
@@ -164,8 +174,8 @@ def create_acls(
     records: list[RecordAndVersion] = []
     wanted: set[Acl] = set()
     taken = {i for i, _ in st.acls.items()}
-    for c in req.creations:
-        acl = Acl(
+    acls = [
+        Acl(
             c.resource_type,
             c.resource_name,
             c.resource_pattern_type,
@@ -174,6 +184,9 @@ def create_acls(
             c.operation,
             c.permission_type,
         )
+        for c in req.creations
+    ]
+    for acl in acls:
         err = _creation_error(acl)
         if err is not None:
             results.append(AclCreationResult(ErrorCode.INVALID_REQUEST, err))
@@ -198,6 +211,14 @@ def create_acls(
                 )
             )
         results.append(AclCreationResult(0, None))
+    if len(records) > MAX_RECORDS_PER_USER_OP:
+        # Kafka's bounded record list throws: the controller call fails and every
+        # creation sent to it, valid or not, carries the error.
+        refused = [
+            r if _apis_error(acl) is not None else AclCreationResult(ErrorCode.POLICY_VIOLATION, EXCESSIVE_BATCH)
+            for r, acl in zip(results, acls, strict=True)
+        ]
+        return CreateAclsResponse(results=refused), []
     return CreateAclsResponse(results=results), records
 
 
@@ -297,6 +318,11 @@ def delete_acls(st: Any, api_version: int, req: DeleteAclsRequest) -> tuple[Dele
                     permission_type=acl.permission_type,
                 )
             )
+            # Kafka checks the bound on every match, before it knows whether the ACL is
+            # already being removed, and fails the whole request (no partial answer).
+            if len(removed) >= MAX_RECORDS_PER_USER_OP:
+                refused = [DeleteAclsFilterResult(ErrorCode.INVALID_REQUEST, DELETE_ACLS_TOO_MANY) for _ in req.filters]
+                return DeleteAclsResponse(filter_results=refused), []
             if acl_id not in removed:
                 removed.add(acl_id)
                 records.append((RemoveAccessControlEntryRecord(id=acl_id), 0))

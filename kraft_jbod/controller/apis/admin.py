@@ -15,7 +15,7 @@ from __future__ import annotations
 import random
 import time
 import uuid
-from typing import Any, Final
+from typing import Any, Final, cast
 
 from kraft_jbod.controller import envelope as env
 from kraft_jbod.controller.apis import acls, configs, features_api, partitions, quorum
@@ -25,6 +25,7 @@ from kraft_jbod.controller.placement import PlacementError, StripedPlacer
 from kraft_jbod.errors import EncodeError, ProtocolError
 from kraft_jbod.messages.api_keys import ApiKey
 from kraft_jbod.messages.error_codes import ErrorCode
+from kraft_jbod.messages.partition_change_record import PartitionChangeRecord
 from kraft_jbod.wire.message import Message
 
 VERSIONS: Final[dict[int, tuple[int, int]]] = {
@@ -223,19 +224,12 @@ def reassignment_isr_change(ctx: ControllerContext, p: Any, new_isr: list[int], 
     """
     from kraft_jbod.controller.alter_partition import PartitionView
 
-    ops = ops_of(ctx)
-    rec = partitions.build_change(
-        ops.view(p),
-        p.topic_id,
-        p.partition_id,
-        acceptable=ops.acceptable,
-        default_dir=ops.default_dir,
-        metadata_version=ops.metadata_version,
-        target_isr=new_isr,
-        target_lrs=lrs,
-    )
-    if rec is None:
+    # Ops.change passes ELR and the effective min ISR when ELR is on, as Kafka's
+    # AlterPartition path builds its change with them.
+    built = ops_of(ctx).change(p, target_isr=new_isr, target_lrs=lrs)
+    if built is None:
         return None
+    rec = cast(PartitionChangeRecord, built[0])
     changed = rec.leader != partitions.NO_LEADER_CHANGE
     view = PartitionView(
         tuple(p.replicas if rec.replicas is None else rec.replicas),

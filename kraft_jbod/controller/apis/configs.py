@@ -33,6 +33,7 @@ from dataclasses import dataclass
 from typing import Any, Final
 
 from kraft_jbod.controller import features as fv
+from kraft_jbod.controller.limits import EXCESSIVE_BATCH, MAX_RECORDS_PER_USER_OP
 from kraft_jbod.messages.alter_configs_request import AlterConfigsRequest
 from kraft_jbod.messages.alter_configs_response import AlterConfigsResourceResponse as LegacyResult
 from kraft_jbod.messages.alter_configs_response import AlterConfigsResponse
@@ -455,6 +456,13 @@ def incremental_alter_configs(
         results.append(AlterConfigsResourceResponse(0, None, rtype, name))
     results += loggers
     records += clear_elr_records(st, records)
+    if len(records) > MAX_RECORDS_PER_USER_OP:
+        # Kafka's bounded record list throws: the whole request fails, even ValidateOnly.
+        refused = [
+            AlterConfigsResourceResponse(ErrorCode.POLICY_VIOLATION, EXCESSIVE_BATCH, r.resource_type, r.resource_name)
+            for r in req.resources
+        ]
+        return IncrementalAlterConfigsResponse(responses=refused), []
     return IncrementalAlterConfigsResponse(responses=results), [] if req.validate_only else records
 
 
@@ -498,6 +506,12 @@ def alter_configs(
         records += mine
         results.append(LegacyResult(0, None, rtype, name))
     records += clear_elr_records(st, records)
+    if len(records) > MAX_RECORDS_PER_USER_OP:
+        refused = [
+            LegacyResult(ErrorCode.POLICY_VIOLATION, EXCESSIVE_BATCH, r.resource_type, r.resource_name)
+            for r in req.resources
+        ]
+        return AlterConfigsResponse(responses=refused), []
     return AlterConfigsResponse(responses=results), [] if req.validate_only else records
 
 

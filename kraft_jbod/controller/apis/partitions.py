@@ -39,6 +39,7 @@ from dataclasses import dataclass
 from typing import Any, Final
 
 from kraft_jbod.controller import features as fv
+from kraft_jbod.controller.limits import EXCESSIVE_BATCH, MAX_RECORDS_PER_USER_OP
 from kraft_jbod.messages.alter_partition_reassignments_request import AlterPartitionReassignmentsRequest
 from kraft_jbod.messages.alter_partition_reassignments_response import (
     AlterPartitionReassignmentsResponse,
@@ -338,7 +339,11 @@ class _Refused(Exception):
         self.message = message
 
 
-def _create_for_topic(ops: Ops, t: CreatePartitionsTopic, records: list[RecordAndVersion]) -> None:
+def _create_for_topic(ops: Ops, t: CreatePartitionsTopic, records: list[RecordAndVersion], cap: int) -> bool:
+    """Append the PartitionRecords of ``t``'s new partitions, at most ``cap`` of them (the
+    room left under the record bound); True when that cut some off. Placement is a prefix
+    of the full one, so only what can be written is ever placed, whatever the count asked.
+    """
     st = ops.st
     tid = st.topic_id_of(t.name)
     if tid is None:
@@ -359,8 +364,6 @@ def _create_for_topic(ops: Ops, t: CreatePartitionsTopic, records: list[RecordAn
             f"Attempted to add {additional} additional partition(s), but "
             f"only {len(t.assignments)} assignment(s) were specified.",
         )
-    if additional > 10_000:
-        raise _Refused(44, "Excessively large number of partitions per request.")  # POLICY_VIOLATION
     rf = len(next(iter(parts.values())).replicas) if parts else 0
     plans: list[list[int]]
     if t.assignments is not None:
@@ -376,10 +379,12 @@ def _create_for_topic(ops: Ops, t: CreatePartitionsTopic, records: list[RecordAn
                 )
             plans.append(replicas)
     else:
-        placed = ops.place(have, additional, rf)
+        placed = ops.place(have, min(additional, cap), rf)
         if isinstance(placed, tuple):
             raise _Refused(*placed)
         plans = placed
+    cut = additional > cap
+    plans = plans[:cap]
     pversion = fv.partition_record_version(ops.metadata_version)
     jbod = fv.supports_jbod(ops.metadata_version)
     for i, replicas in enumerate(plans):
@@ -401,6 +406,7 @@ def _create_for_topic(ops: Ops, t: CreatePartitionsTopic, records: list[RecordAn
             directories=[ops.default_dir(b) for b in replicas] if jbod and pversion >= 1 else [],
         )
         records.append((rec, pversion))
+    return cut
 
 
 def check_manual_assignment(st: Any, replicas: list[int], rf: int | None) -> None:
@@ -455,17 +461,27 @@ def create_partitions(
     results: list[CreatePartitionsTopicResult] = []
     for name in dict.fromkeys(t.name for t in req.topics if counts[t.name] > 1):
         results.append(CreatePartitionsTopicResult(name, ErrorCode.INVALID_REQUEST, "Duplicate topic name."))
+    if sum(1 for t in req.topics if counts[t.name] == 1) > MAX_RECORDS_PER_USER_OP:
+        # Kafka's result list is bounded too: past 10,000 topics the whole request fails.
+        refused = [CreatePartitionsTopicResult(t.name, ErrorCode.POLICY_VIOLATION, EXCESSIVE_BATCH) for t in req.topics]
+        return CreatePartitionsResponse(results=refused), []
     records: list[RecordAndVersion] = []
     for t in req.topics:
         if counts[t.name] > 1:
             continue
         mine: list[RecordAndVersion] = []
         try:
-            _create_for_topic(ops, t, mine)
+            cut = _create_for_topic(ops, t, mine, MAX_RECORDS_PER_USER_OP - len(records))
         except _Refused as exc:
             results.append(CreatePartitionsTopicResult(t.name, exc.code, exc.message))
             continue
         records += mine
+        if cut:
+            # Kafka adds a topic's PartitionRecords one by one to its bounded list and
+            # catches the overflow per topic as an unexpected error: the partitions that
+            # fitted stay, the topic answers UNKNOWN_SERVER_ERROR (controller/limits.py).
+            results.append(CreatePartitionsTopicResult(t.name, ErrorCode.UNKNOWN_SERVER_ERROR, None))
+            continue
         results.append(CreatePartitionsTopicResult(t.name, 0, None))
     return CreatePartitionsResponse(results=results), [] if req.validate_only else records
 
@@ -526,14 +542,34 @@ def elect_leaders(
                 code, msg = _elect_one(ops, topic.name, pid, election, records)
                 if code != ELECTION_NOT_NEEDED:
                     result.partition_result.append(PartitionResult(pid, code, msg))
-        return resp, records
+        return _bounded_elections(api_version, req, resp, records)
     for tp in req.topic_partitions:
         result = ReplicaElectionResult(topic=tp.topic)
         resp.replica_election_results.append(result)
         for pid in tp.partitions:
             code, msg = _elect_one(ops, tp.topic, pid, election, records)
             result.partition_result.append(PartitionResult(pid, code, msg))
-    return resp, records
+    return _bounded_elections(api_version, req, resp, records)
+
+
+def _bounded_elections(
+    api_version: int, req: ElectLeadersRequest, resp: ElectLeadersResponse, records: list[RecordAndVersion]
+) -> tuple[ElectLeadersResponse, list[RecordAndVersion]]:
+    """Kafka's bounded record list throws past 10,000 elections: the whole request fails
+    with POLICY_VIOLATION, every named partition carrying it (none when all were asked)."""
+    if len(records) <= MAX_RECORDS_PER_USER_OP:
+        return resp, records
+    refused = ElectLeadersResponse(error_code=ErrorCode.POLICY_VIOLATION if api_version >= 1 else 0)
+    for tp in req.topic_partitions or []:
+        refused.replica_election_results.append(
+            ReplicaElectionResult(
+                topic=tp.topic,
+                partition_result=[
+                    PartitionResult(p, ErrorCode.POLICY_VIOLATION, EXCESSIVE_BATCH) for p in tp.partitions
+                ],
+            )
+        )
+    return refused, []
 
 
 # ---------------------------------------------------------------------------- reassignments
@@ -615,6 +651,10 @@ def alter_partition_reassignments(
                     ops, t.name, part.partition_index, None if part.replicas is None else list(part.replicas), allow
                 )
                 if rec is not None:
+                    if len(records) >= MAX_RECORDS_PER_USER_OP:
+                        # Kafka catches its bounded list's overflow per partition as an
+                        # unexpected error; the reassignments before it still happen.
+                        raise _Refused(ErrorCode.UNKNOWN_SERVER_ERROR, None)
                     records.append(rec)
             except _Refused as exc:
                 code, msg = exc.code, exc.message

@@ -19,7 +19,7 @@ from kraft_jbod.controller.apis import configs
 from kraft_jbod.controller.apis import partitions as pb
 from kraft_jbod.controller.context import Call, ControllerContext, Outcome, RecordAndVersion
 from kraft_jbod.controller.draft import Draft
-from kraft_jbod.controller.image import NO_LEADER, Partition
+from kraft_jbod.controller.image import NO_LEADER, MetadataImage, Partition
 from kraft_jbod.controller.limits import (
     EXCESSIVE_BATCH,
     EXCESSIVE_PARTITIONS,
@@ -123,7 +123,10 @@ def handle_create_topics(ctx: ControllerContext, call: Call, req: CreateTopicsRe
         if isinstance(plan, tuple):
             res.error_code, res.error_message = plan
             continue
-        would_write += 1 + len(config_records) + len(plan)
+        # A min.insync.replicas among them brings a ClearElrRecord for the topic when ELR is
+        # on: Kafka builds topic configs as an IncrementalAlterConfigs of the new resource.
+        clears = configs.clear_elr_records(_FeaturesView(img), config_records)
+        would_write += 1 + len(config_records) + len(clears) + len(plan)
         rf = len(plan[0]) if plan else 0
         if api_version >= 5:
             res.num_partitions, res.replication_factor = len(plan), rf
@@ -135,6 +138,7 @@ def handle_create_topics(ctx: ControllerContext, call: Call, req: CreateTopicsRe
             res.topic_id = topic_id
         d.records.append((TopicRecord(name=t.name, topic_id=topic_id), 0))
         d.records.extend(config_records)
+        d.records.extend(clears)
         pversion = fv.partition_record_version(img.metadata_version)
         for pid, replicas in enumerate(plan):
             dirs = [default_dir(ctx, b) for b in replicas]
@@ -158,6 +162,13 @@ def handle_create_topics(ctx: ControllerContext, call: Call, req: CreateTopicsRe
     if would_write > MAX_RECORDS_PER_USER_OP:
         return Outcome(CreateTopicsResponse(topics=_refuse_all(req, EXCESSIVE_BATCH)), [])
     return Outcome(CreateTopicsResponse(topics=results), d.records)
+
+
+class _FeaturesView:
+    """The finalized features, as configs.clear_elr_records reads them."""
+
+    def __init__(self, img: MetadataImage) -> None:
+        self.finalized_features = dict(img.features)
 
 
 def _refuse_all(req: CreateTopicsRequest, message: str) -> list[CreatableTopicResult]:
@@ -323,11 +334,12 @@ def handle_delete_topics(ctx: ControllerContext, call: Call, req: DeleteTopicsRe
         if topic.topic_id in removed:
             continue
         removed.add(topic.topic_id)
+        if len(records) >= MAX_RECORDS_PER_USER_OP:
+            # Kafka catches its bounded list's overflow per topic as an unexpected error:
+            # the first 10,000 topics are deleted, the rest answer UNKNOWN_SERVER_ERROR.
+            res.error_code, res.error_message = ErrorCode.UNKNOWN_SERVER_ERROR, None
+            continue
         records.append((RemoveTopicRecord(topic_id=topic.topic_id), 0))
-    if len(records) > MAX_RECORDS_PER_USER_OP:
-        for res in out:
-            res.error_code, res.error_message = ErrorCode.POLICY_VIOLATION, EXCESSIVE_BATCH
-        return Outcome(DeleteTopicsResponse(responses=out), [])
     return Outcome(DeleteTopicsResponse(responses=out), records)
 
 
