@@ -84,3 +84,34 @@ def test_legacy_alter_configs_too_and_other_keys_clear_nothing() -> None:
 def test_without_elr_no_clear_record() -> None:
     c = _cluster(elr=False)
     assert _set(c, TOPIC, "t", "2") == [("ConfigRecord", "min.insync.replicas")]
+
+
+def _alter(c: Cluster, rtype: int, name: str, op: int, value: str | None) -> tuple[int, str | None, int]:
+    req = IncrementalAlterConfigsRequest(
+        resources=[AlterConfigsResource(rtype, name, [AlterableConfig("min.insync.replicas", op, value)])]
+    )
+    out = c.call(44, 1, req)
+    r = out.response.responses[0]  # type: ignore[attr-defined]
+    return r.error_code, r.error_message, len(out.records)
+
+
+SET, DELETE, INVALID_CONFIG = 0, 1, 40
+
+
+def test_min_isr_transitions_kafka_refuses_while_elr_is_on() -> None:
+    # Kafka's ConfigurationControlManager: with ELR on, no broker-level min.insync.replicas
+    # at all, and the cluster-level one may change but not go away.
+    c = _cluster(elr=True)
+    broker_level = "Broker-level min.insync.replicas cannot be altered while ELR is enabled."
+    cluster_removal = "Cluster-level min.insync.replicas cannot be removed while ELR is enabled."
+    assert _alter(c, BROKER, "1", SET, "2") == (INVALID_CONFIG, broker_level, 0)
+    assert _alter(c, BROKER, "1", DELETE, None) == (INVALID_CONFIG, broker_level, 0)
+    assert _alter(c, BROKER, "", DELETE, None) == (INVALID_CONFIG, cluster_removal, 0)
+    assert _alter(c, BROKER, "", SET, "2")[0] == 0
+    legacy = c.call(33, 2, AlterConfigsRequest(resources=[LegacyResource(BROKER, "", [])]))
+    result = legacy.response.responses[0]  # type: ignore[attr-defined]
+    assert (result.error_code, result.error_message, legacy.records) == (INVALID_CONFIG, cluster_removal, [])
+    # Without ELR the same changes go through.
+    off = _cluster(elr=False)
+    assert _alter(off, BROKER, "1", SET, "2")[0] == 0
+    assert _alter(off, BROKER, "", DELETE, None)[0] == 0

@@ -314,6 +314,22 @@ def clear_elr_records(st: Any, records: list[RecordAndVersion]) -> list[RecordAn
     return out
 
 
+def _check_min_isr_transition(st: Any, rtype: int, name: str, key: str, value: str | None) -> None:
+    """Kafka's ConfigurationControlManager with eligible leader replicas on: a broker's own
+    ``min.insync.replicas`` cannot be set or removed, nor the cluster-level one removed (the
+    effective min ISR the ELR rules use comes from the topic or the cluster config only).
+
+    Raises:
+        _Refused: INVALID_CONFIG with Kafka's message.
+    """
+    if rtype != BROKER or key != MIN_ISR or st.finalized_features.get(fv.ELR_VERSION, 0) < 1:
+        return
+    if name:
+        raise _Refused(INVALID_CONFIG, f"Broker-level {MIN_ISR} cannot be altered while ELR is enabled.")
+    if value is None:
+        raise _Refused(INVALID_CONFIG, f"Cluster-level {MIN_ISR} cannot be removed while ELR is enabled.")
+
+
 def _split(value: str | None) -> list[str]:
     return [] if value is None else [x for x in value.split(",") if x]
 
@@ -350,6 +366,7 @@ def _incremental_resource(
         else:
             raise _Refused(ErrorCode.INVALID_REQUEST, f"Unknown config operation {op} for key {key}.")
         if new != old or rtype == BROKER:
+            _check_min_isr_transition(st, rtype, name, key, new)
             records.append(_record(rtype, name, key, new))
         if new is None:
             after.pop(key, None)
@@ -376,6 +393,7 @@ def _legacy_resource(st: Any, rtype: int, name: str, wanted: dict[str, str | Non
     after = {k: v for k, v in wanted.items() if v is not None}
     for _rec, _v in records:
         value = getattr(_rec, "value", None)
+        _check_min_isr_transition(st, rtype, name, _rec.name, value)
         if value is not None and len(value) > _MAX_VALUE_LEN:
             raise _Refused(
                 INVALID_CONFIG,
