@@ -393,7 +393,7 @@ def _legacy_resource(st: Any, rtype: int, name: str, wanted: dict[str, str | Non
     after = {k: v for k, v in wanted.items() if v is not None}
     for _rec, _v in records:
         value = getattr(_rec, "value", None)
-        _check_min_isr_transition(st, rtype, name, _rec.name, value)
+        _check_min_isr_transition(st, rtype, name, getattr(_rec, "name", ""), value)
         if value is not None and len(value) > _MAX_VALUE_LEN:
             raise _Refused(
                 INVALID_CONFIG,
