@@ -30,8 +30,9 @@ async def test_directory_failure_moves_leadership(kraft_cluster: KraftCluster) -
     assert leader.broker_id not in after["isr"]
 
 
-async def test_real_fake_brokers_lose_a_disk(kraft_cluster: KraftCluster, kraft_fake_brokers: FakeBrokerFactory
-                                             ) -> None:
+async def test_real_fake_brokers_lose_a_disk(
+    kraft_cluster: KraftCluster, kraft_fake_brokers: FakeBrokerFactory
+) -> None:
     # Two real fake brokers (ids 1 and 2), each with two formatted log directories on disk.
     await kraft_fake_brokers(2)
     assert (await kraft_cluster.create_topic("orders", partitions=1, replication_factor=2)).error_code == 0
@@ -60,8 +61,13 @@ async def test_session_timeout_without_sleeping(kraft_cluster: KraftCluster) -> 
 
 async def test_inject_a_fault(kraft_cluster: KraftCluster) -> None:
     broker = await kraft_cluster.add_broker(1)
-    kraft_cluster.add_fault({"match": {"api": "BrokerHeartbeat", "broker_id": 1},
-                             "action": {"type": "error", "error_code": 7}, "trigger": {"type": "nth", "n": 2}})
+    kraft_cluster.add_fault(
+        {
+            "match": {"api": "BrokerHeartbeat", "broker_id": 1},
+            "action": {"type": "error", "error_code": 7},
+            "trigger": {"type": "nth", "n": 2},
+        }
+    )
     assert (await broker.heartbeat()).error_code == 0
     assert (await broker.heartbeat()).error_code == 7  # REQUEST_TIMED_OUT on the 2nd heartbeat
     assert (await broker.heartbeat()).error_code == 0

@@ -251,7 +251,9 @@ def test_record_bound_per_user_operation(row: Row, tmp_path: Path) -> None:
 def test_partial_create_partitions_keeps_the_first_partitions_of_the_crossing_topic() -> None:
     c = _cluster()
     _topics(c, {"x": 1, "y": 1})
-    req = CreatePartitionsRequest([CreatePartitionsTopic("x", 6_001, None), CreatePartitionsTopic("y", 4_002, None)], 1, False)
+    req = CreatePartitionsRequest(
+        [CreatePartitionsTopic("x", 6_001, None), CreatePartitionsTopic("y", 4_002, None)], 1, False
+    )
     c.call(37, 3, req)
     sizes = {t.name: len(t.partitions) for t in c.state.topics.values()}
     assert sizes == {"x": 6_001, "y": 4_001}  # y asked for 4,001 more, got 4,000

@@ -28,7 +28,9 @@ def test_unfence_plus_offline_with_elr(interop: InteropJvm, tmp_path: Path) -> N
 
 
 @pytest.mark.parametrize(("min_isr", "proposed"), [(row[0], row[1]) for row in reassignment.ROWS])
-def test_reassignment_completed_with_elr(interop: InteropJvm, tmp_path: Path, min_isr: int, proposed: list[int]) -> None:
+def test_reassignment_completed_with_elr(
+    interop: InteropJvm, tmp_path: Path, min_isr: int, proposed: list[int]
+) -> None:
     c, _records = reassignment.complete(min_isr, proposed, RecordingCluster)
     assert isinstance(c, RecordingCluster)
     view = client_api.cluster_view(c.state)

@@ -95,7 +95,11 @@ def test_demo_log(interop: InteropJvm, tmp_path: Path) -> None:
     deadline=None,
     suppress_health_check=list(HealthCheck),
 )
-@given(st.lists(OPS, max_size=40), SETUPS, st.sampled_from([("kafka", 22), ("kafka", 17), ("kip", 22), ("kafka", fv.DEFAULT_LEVEL)]))
+@given(
+    st.lists(OPS, max_size=40),
+    SETUPS,
+    st.sampled_from([("kafka", 22), ("kafka", 17), ("kip", 22), ("kafka", fv.DEFAULT_LEVEL)]),
+)
 def test_random_request_sequences(
     interop: InteropJvm, tmp_path_factory: Any, ops: list[tuple[Any, ...]], setup: list[int], how: tuple[str, int]
 ) -> None:
