@@ -30,7 +30,7 @@ import os
 import re
 import struct
 import time
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -338,12 +338,26 @@ def write_snapshot(
 
 
 def write_image_snapshot(
-    directory: Path, img: MetadataImage, *, epoch: int, last_contained_timestamp: int, fsync: bool = True
+    directory: Path,
+    img: MetadataImage,
+    *,
+    epoch: int,
+    last_contained_timestamp: int,
+    fsync: bool = True,
+    kraft_version: int = 0,
+    voters: tuple[Message, int] | None = None,
 ) -> Path:
-    """Snapshot ``img`` (which has applied up to ``img.last_applied_offset``)."""
+    """Snapshot ``img`` (which has applied up to ``img.last_applied_offset``), with the
+    kraft.version and voter set in force at kraft.version 1."""
     sid = SnapshotId(img.last_applied_offset + 1, epoch)
     return write_snapshot(
-        directory, sid, image_records(img), last_contained_timestamp=last_contained_timestamp, fsync=fsync
+        directory,
+        sid,
+        image_records(img),
+        last_contained_timestamp=last_contained_timestamp,
+        kraft_version=kraft_version,
+        voters=voters,
+        fsync=fsync,
     )
 
 
@@ -472,10 +486,16 @@ def load_image(img: MetadataImage, contents: SnapshotContents) -> None:
 # ---------------------------------------------------------------------- restart and schedule
 
 
-def restore_latest(target: Any, directory: Path, log_end_offset: int) -> SnapshotId | None:
+def restore_latest(
+    target: Any,
+    directory: Path,
+    log_end_offset: int,
+    on_quorum: Callable[[int, Message | None], None] | None = None,
+) -> SnapshotId | None:
     """Load the newest snapshot in ``directory`` that the log reaches into ``target`` (an empty
     ``ControllerState`` or ``MetadataImage``); return its id, or None when there is none (then
     the whole log is replayed). Replay the log from the id's ``end_offset`` afterwards.
+    ``on_quorum`` gets the snapshot's kraft.version and VotersRecord (or None).
 
     A snapshot beyond the log's end is not used: the log it stands for is not all here.
 
@@ -489,6 +509,8 @@ def restore_latest(target: Any, directory: Path, log_end_offset: int) -> Snapsho
         offset = sid.last_contained_offset
         for rec, ver in contents.records:
             target.apply(offset, rec, ver)
+        if on_quorum is not None:
+            on_quorum(contents.kraft_version, contents.voters)
         return sid
     return None
 

@@ -78,6 +78,7 @@ from kraft_jbod.messages.list_partition_reassignments_request import ListPartiti
 from kraft_jbod.messages.unregister_broker_record import UnregisterBrokerRecord
 from kraft_jbod.messages.unregister_broker_request import UnregisterBrokerRequest
 from kraft_jbod.messages.update_features_request import UpdateFeaturesRequest
+from kraft_jbod.messages.voters_record import VotersRecord
 from kraft_jbod.wire.message import Message
 
 __all__ = [
@@ -246,6 +247,24 @@ class ControllerState:
     def leader_epoch(self, epoch: int) -> None:
         self.ctx.leader_epoch = epoch
 
+    @property
+    def kraft_version(self) -> int:
+        """The live kraft.version: 1 when the log holds a voter set (controller/voters.py)."""
+        return self.ctx.kraft_version
+
+    @kraft_version.setter
+    def kraft_version(self, level: int) -> None:
+        self.ctx.kraft_version = level
+
+    @property
+    def voters(self) -> VotersRecord | None:
+        """The voter set in force at kraft.version 1 (the last VotersRecord), else None."""
+        return self.ctx.voters
+
+    @voters.setter
+    def voters(self, record: VotersRecord | None) -> None:
+        self.ctx.voters = record
+
     # ------------------------------------------------------------------ read-only views
 
     @property
@@ -307,7 +326,9 @@ class ControllerState:
 
         ``FeatureLevelRecord(metadata.version)`` first, then one FeatureLevelRecord per other
         feature a new cluster gets at this level (sorted by name, level > 0 only; kraft.version
-        is a control record, never a FeatureLevelRecord). Written as one atomic batch without
+        is a control record, never a FeatureLevelRecord: at kraft.version 1 the server writes
+        KRaftVersionRecord and VotersRecord in the first control batch, see
+        :mod:`~kraft_jbod.controller.voters`). Written as one atomic batch without
         the Begin/EndTransactionRecord pair Kafka's activation adds from 3.6-IV1, so the
         FeatureLevelRecord is the log's first record. No ZkMigrationStateRecord: 4.x writes none.
 

@@ -405,7 +405,13 @@ public final class KraftInterop {
             p.put("node.id", String.valueOf(nodeId));
             p.put("process.roles", "broker");
             p.put("controller.listener.names", "CONTROLLER");
-            p.put("controller.quorum.voters", req.path("voters").asText());
+            // Static voters, or (kraft.version 1) only bootstrap servers: the voter set is then
+            // learnt from the controller's VotersRecord, as a broker with a dynamic quorum does.
+            if (req.has("bootstrap_servers")) {
+                p.put("controller.quorum.bootstrap.servers", req.path("bootstrap_servers").asText());
+            } else {
+                p.put("controller.quorum.voters", req.path("voters").asText());
+            }
             p.put("listeners", "PLAINTEXT://127.0.0.1:0");
             List<String> dirs = new ArrayList<>();
             req.path("dirs").fields().forEachRemaining(e -> {
@@ -446,7 +452,8 @@ public final class KraftInterop {
             netChannel = channel;
             expiration = new TimingWheelExpirationService(new SystemTimer("interop-" + nodeId + "-raft-expiration"));
             raft = new KafkaRaftClient<>(OptionalInt.of(nodeId), Uuid.randomUuid(), MetadataRecordSerde.INSTANCE,
-                    channel, raftLog, time, expiration, ctx, false, clusterId, List.of(), Endpoints.empty(),
+                    channel, raftLog, time, expiration, ctx, false, clusterId,
+                    QuorumConfig.parseBootstrapServers(quorumConfig.bootstrapServers()), Endpoints.empty(),
                     new org.apache.kafka.common.feature.SupportedVersionRange((short) 0, (short) 1), quorumConfig);
             raft.initialize(voters, new FileQuorumStateStore(new File(partitionDir, "quorum-state")), metrics,
                     ignored -> { });
@@ -508,7 +515,12 @@ public final class KraftInterop {
             LeaderAndEpoch le = raft.leaderAndEpoch();
             if (le.leaderId().isEmpty()) return Optional.empty();
             InetSocketAddress a = voters.get(le.leaderId().getAsInt());
-            return a == null ? Optional.empty() : Optional.of(new Node(le.leaderId().getAsInt(), a.getHostString(), a.getPort()));
+            if (a == null) {
+                // No static voters: the leader's endpoint from the raft client's voter set, as
+                // a broker's RaftControllerNodeProvider finds it.
+                return raft.voterNode(le.leaderId().getAsInt(), new ListenerName("CONTROLLER"));
+            }
+            return Optional.of(new Node(le.leaderId().getAsInt(), a.getHostString(), a.getPort()));
         }
 
         NodeToControllerChannelManager channelManager(String name) {
@@ -563,6 +575,11 @@ public final class KraftInterop {
                 o.put("leader", le.leaderId().isPresent() ? le.leaderId().getAsInt() : -1);
                 o.put("leader_epoch", le.epoch());
                 o.put("log_end_offset", raftLog.endOffset().offset());
+                o.put("kraft_version", raft.kraftVersion().featureLevel());
+                if (le.leaderId().isPresent()) {
+                    raft.voterNode(le.leaderId().getAsInt(), new ListenerName("CONTROLLER")).ifPresent(n ->
+                        o.put("leader_voter_node", n.host() + ":" + n.port()));
+                }
             }
             if (assignments != null) o.put("assignments_pending", assignments.numPending());
             o.put("faults", faults.size());
