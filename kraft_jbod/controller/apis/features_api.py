@@ -12,8 +12,8 @@ Rules (Kafka's QuorumController.updateFeatures and FeatureControlManager):
 * Rule 3: metadata.version may go down only across levels that did not change the
   metadata (Kafka's didMetadataChange table); kraft.version stays at the level the log
   was created with (0, or 1 with ``--standalone``): asking for another is refused.
-  Other features (group.version, transaction.version, ...) get a FeatureLevelRecord within what this controller implements; features it does not know
-  are refused by Rule 2.
+  Other features (group.version, transaction.version, ...) get a FeatureLevelRecord
+  within what this controller implements; features it does not know are refused by Rule 2.
 * Rule 4: v0-1 answers carry one result per feature on success; v2 carries none.
 """
 
