@@ -1,0 +1,275 @@
+"""kraft.version 1 (KIP-853): how it is chosen, the voter records the log starts with, what
+restarts and snapshots keep, and what ApiVersions, DescribeQuorum and UpdateFeatures say.
+
+Kafka 4.4 is the reference (Formatter.effectiveKRaftFeatureLevel, LeaderState's start-of-epoch
+control batch, VoterSet.toVotersRecord); tests/interop/test_dynamic_quorum.py runs Kafka's own
+observer against the same controller.
+"""
+
+from __future__ import annotations
+
+import argparse
+import uuid
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from kraft_jbod.controller import commands, voters
+from kraft_jbod.controller import snapshot as snap
+from kraft_jbod.controller.config import ControllerConfig
+from kraft_jbod.controller.log import MetadataLog
+from kraft_jbod.controller.server import ControllerServer
+from kraft_jbod.errors import ConfigError
+from kraft_jbod.messages.api_versions_request import ApiVersionsRequest
+from kraft_jbod.messages.describe_quorum_request import DescribeQuorumRequest
+from kraft_jbod.messages.describe_quorum_request import PartitionData as QuorumPartition
+from kraft_jbod.messages.describe_quorum_request import TopicData as QuorumTopic
+from kraft_jbod.messages.k_raft_version_record import KRaftVersionRecord
+from kraft_jbod.messages.no_op_record import NoOpRecord
+from kraft_jbod.messages.update_features_request import FeatureUpdateKey, UpdateFeaturesRequest
+from kraft_jbod.messages.voters_record import VotersRecord
+from kraft_jbod.pytest_plugin import KafkaConnection
+from kraft_jbod.storage.meta import read_meta_properties
+from kraft_jbod.wire.records import ControlRecordType
+
+NODE = 3000
+
+
+def config(tmp_path: Path, port: int = 0, **extra: str) -> ControllerConfig:
+    return ControllerConfig.from_properties(
+        {
+            "node.id": str(NODE),
+            "process.roles": "controller",
+            "listeners": f"CONTROLLER://127.0.0.1:{port}",
+            "controller.listener.names": "CONTROLLER",
+            "metadata.log.dir": str(tmp_path / "meta"),
+            **extra,
+        }
+    )
+
+
+def control_types(cfg: ControllerConfig) -> list[tuple[int, str, Any]]:
+    with MetadataLog.open(cfg.metadata_partition_dir, read_only=True) as mlog:
+        return [(o, ControlRecordType(t).name, m) for o, t, m in mlog.control_records()]
+
+
+async def call(server: ControllerServer, body: Any, version: int) -> Any:
+    conn = await KafkaConnection.open(server.addresses[0], client_id="kraft-version-test")
+    try:
+        return await conn.call(body, version)
+    finally:
+        await conn.close()
+
+
+# ----------------------------------------------------------------------------- the choice
+
+
+@pytest.mark.parametrize(
+    ("static", "standalone", "requested", "expected"),
+    [
+        (False, False, None, 0),  # nothing asked: Kafka keeps kraft.version 0
+        (True, False, None, 0),
+        (False, True, None, 1),  # --standalone: a dynamic quorum
+        (False, True, 1, 1),
+        (True, False, 0, 0),
+        (False, False, 0, 0),
+    ],
+)
+def test_choose_kraft_version(static: bool, standalone: bool, requested: int | None, expected: int) -> None:
+    assert voters.choose_kraft_version(static_voters=static, standalone=standalone, requested=requested) == expected
+
+
+@pytest.mark.parametrize(
+    ("static", "standalone", "requested", "words"),
+    [
+        (True, True, None, "remove controller.quorum.voters"),
+        (False, True, 0, "contradicts --standalone"),
+        (False, False, 1, "add --standalone"),
+        (True, False, 1, "add --standalone"),
+        (False, True, 2, "supports 0-1"),
+    ],
+)
+def test_choose_kraft_version_refuses_what_kafka_refuses(
+    static: bool, standalone: bool, requested: int | None, words: str
+) -> None:
+    with pytest.raises(ConfigError, match=words):
+        voters.choose_kraft_version(static_voters=static, standalone=standalone, requested=requested)
+
+
+def test_cli_feature_and_bootstrap_checks(tmp_path: Path) -> None:
+    plain = config(tmp_path)
+    assert commands._kraft_version(plain, True, ["kraft.version=1"]) == 1
+    for bad, words in [
+        ("group.version=1", "only kraft.version"),
+        ("metadata.version=30", "--metadata-version"),
+        ("kraft.version", "NAME=LEVEL"),
+        ("kraft.version=x", "NAME=LEVEL"),
+    ]:
+        with pytest.raises(ConfigError, match=words):
+            commands._kraft_version(plain, True, [bad])
+    dyn = config(tmp_path, **{"controller.quorum.bootstrap.servers": "127.0.0.1:9093"})
+    with pytest.raises(ConfigError, match="needs --standalone"):
+        commands._kraft_version(dyn, False, [])
+    assert commands._kraft_version(dyn, True, []) == 1
+    static = config(tmp_path, **{"controller.quorum.voters": f"{NODE}@127.0.0.1:9093"})
+    with pytest.raises(ConfigError, match=r"remove controller\.quorum\.voters"):
+        commands._kraft_version(static, True, [])
+
+
+def test_cli_standalone_with_voters_exits_2_and_writes_nothing(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from kraft_jbod import cli
+
+    props = tmp_path / "c.properties"
+    props.write_text(
+        f"node.id={NODE}\nprocess.roles=controller\nlisteners=CONTROLLER://127.0.0.1:0\n"
+        f"controller.listener.names=CONTROLLER\nmetadata.log.dir={tmp_path / 'meta'}\n"
+        f"controller.quorum.voters={NODE}@127.0.0.1:9093\n"
+    )
+    assert cli.main(["controller", "--config", str(props), "--standalone"]) == 2
+    assert "controller.quorum.voters" in capsys.readouterr().err
+    assert not (tmp_path / "meta").exists()
+
+
+def test_controller_config_quorum_keys(tmp_path: Path) -> None:
+    cfg = config(
+        tmp_path,
+        **{
+            "controller.quorum.voters": f"{NODE}@[::1]:9093",
+            "controller.quorum.bootstrap.servers": "a:1, b:2",
+        },
+    )
+    assert cfg.quorum_voters == {NODE: ("::1", 9093)}
+    assert cfg.bootstrap_servers == [("a", 1), ("b", 2)]
+    for key, value, words in [
+        ("controller.quorum.voters", "1@h:9093", "does not name node.id"),
+        ("controller.quorum.voters", f"{NODE}@h", "ID@HOST:PORT"),
+        ("controller.quorum.voters", f"{NODE}@h:1,{NODE}@h:2", "listed twice"),
+        ("controller.quorum.bootstrap.servers", "h", "HOST:PORT"),
+        ("controller.quorum.bootstrap.servers", "h:0", "HOST:PORT"),
+    ]:
+        with pytest.raises(ConfigError, match=words):
+            config(tmp_path, **{key: value})
+
+
+# ----------------------------------------------------------------------------- the log
+
+
+async def test_kraft_version_1_log_restart_snapshot_and_apis(tmp_path: Path) -> None:
+    cfg = config(tmp_path)
+    server = ControllerServer(cfg, fsync=False, kraft_version=1)
+    await server.start()
+    port = server.addresses[0][1]
+    meta = read_meta_properties(cfg.metadata_log_dir)
+    assert meta is not None and meta.directory_id is not None
+    try:
+        assert server.state.kraft_version == 1
+        api = await call(server, ApiVersionsRequest("t", "1"), 3)
+        assert {f.name: f.max_version_level for f in api.finalized_features}["kraft.version"] == 1
+        assert {f.name: (f.min_version, f.max_version) for f in api.supported_features}["kraft.version"] == (0, 1)
+        req = DescribeQuorumRequest(topics=[QuorumTopic("__cluster_metadata", [QuorumPartition(0)])])
+        dq = await call(server, req, 2)
+        (voter,) = dq.topics[0].partitions[0].current_voters
+        assert (voter.replica_id, voter.replica_directory_id) == (NODE, meta.directory_id)
+        assert [(n.node_id, [(x.name, x.host, x.port) for x in n.listeners]) for n in dq.nodes] == [
+            (NODE, [("CONTROLLER", "127.0.0.1", port)])
+        ]
+        # kraft.version is fixed when the log is made: another level is refused, the same is a no-op.
+        down = UpdateFeaturesRequest(
+            timeout_ms=1000, feature_updates=[FeatureUpdateKey("kraft.version", 0, upgrade_type=2)]
+        )
+        refused = await call(server, down, 1)
+        assert refused.error_code == 95  # INVALID_UPDATE_VERSION, for the whole request
+        assert "does not change kraft.version" in (refused.error_message or "")
+        same = await call(
+            server, UpdateFeaturesRequest(timeout_ms=1000, feature_updates=[FeatureUpdateKey("kraft.version", 1)]), 1
+        )
+        assert same.error_code == 0 and [r.error_code for r in same.results] == [0]
+    finally:
+        await server.close()
+    first = control_types(cfg)
+    assert [(o, t) for o, t, _ in first] == [(0, "LEADER_CHANGE"), (1, "KRAFT_VERSION"), (2, "KRAFT_VOTERS")]
+    assert isinstance(first[1][2], KRaftVersionRecord) and first[1][2].k_raft_version == 1
+    vr = first[2][2]
+    assert isinstance(vr, VotersRecord)
+    assert [(v.voter_id, v.voter_directory_id) for v in vr.voters] == [(NODE, meta.directory_id)]
+    assert [(e.name, e.host, e.port) for e in vr.voters[0].endpoints] == [("CONTROLLER", "127.0.0.1", port)]
+    kf = vr.voters[0].k_raft_version_feature
+    assert (kf.min_supported_version, kf.max_supported_version) == (0, 1)
+    # The feature records stay as before: kraft.version is never a FeatureLevelRecord.
+    with MetadataLog.open(cfg.metadata_partition_dir, read_only=True) as mlog:
+        names = [r.name for _, r, _ in mlog.replay() if type(r).__name__ == "FeatureLevelRecord"]
+    assert "kraft.version" not in names and names[0] == "metadata.version"
+
+    # Restart on the same port (asked for kraft.version 0 now: the log's level wins): the voter
+    # set in the log is still right, so the new epoch starts with a LeaderChangeMessage only.
+    again = ControllerServer(config(tmp_path, port), fsync=False, kraft_version=0)
+    await again.start()
+    assert again.state.kraft_version == 1 and again.state.voters == vr
+    await again.close()
+    assert [t for _, t, _ in control_types(cfg)][3:] == ["LEADER_CHANGE"]
+
+    # Restart on another port, snapshotting after every batch: a new VotersRecord with the new
+    # endpoint, and the snapshot carries kraft.version 1 and that voter set.
+    moved = ControllerServer(config(tmp_path, **{"metadata.log.max.record.bytes.between.snapshots": "1"}), fsync=False)
+    await moved.start()
+    new_port = moved.addresses[0][1]
+    assert new_port != port
+    try:
+        await moved._commit([(NoOpRecord(), 0)])  # any batch: with a 1-byte budget a snapshot is due
+    finally:
+        await moved.close()
+    tail = control_types(cfg)
+    assert [t for _, t, _ in tail][-3:] == ["LEADER_CHANGE", "KRAFT_VERSION", "KRAFT_VOTERS"]
+    assert voters.endpoints_of(tail[-1][2], NODE) == (("CONTROLLER", "127.0.0.1", new_port),)
+    (sid,) = snap.list_snapshots(cfg.metadata_partition_dir)
+    contents = snap.read_snapshot(cfg.metadata_partition_dir / sid.file_name)
+    assert contents.kraft_version == 1 and contents.voters == tail[-1][2]
+
+    # A restart replays the log only after the snapshot, whose end is past every voter record:
+    # kraft.version and the voter set come from the snapshot's header batch.
+    assert sid.end_offset > tail[-1][0]
+    last = ControllerServer(config(tmp_path, new_port), fsync=False)
+    await last.start()
+    try:
+        assert last._latest_snapshot == (sid.end_offset, sid.epoch)
+        assert last.state.kraft_version == 1 and last.state.voters == tail[-1][2]
+        assert [t for _, t, _ in control_types(cfg)][-1] == "LEADER_CHANGE"  # same port: no new voter set
+    finally:
+        await last.close()
+
+
+async def test_kraft_version_0_log_and_describe_quorum(tmp_path: Path) -> None:
+    cfg = config(tmp_path)
+    server = ControllerServer(cfg, fsync=False)
+    await server.start()
+    try:
+        assert server.state.kraft_version == 0 and server.state.voters is None
+        api = await call(server, ApiVersionsRequest("t", "1"), 3)
+        assert "kraft.version" not in {f.name for f in api.finalized_features}
+        req = DescribeQuorumRequest(topics=[QuorumTopic("__cluster_metadata", [QuorumPartition(0)])])
+        dq = await call(server, req, 2)
+        # A static voter has no directory id (Kafka's static voter set: zero).
+        assert dq.topics[0].partitions[0].current_voters[0].replica_directory_id == uuid.UUID(int=0)
+        up = UpdateFeaturesRequest(timeout_ms=1000, feature_updates=[FeatureUpdateKey("kraft.version", 1)])
+        assert (await call(server, up, 1)).error_code == 95
+    finally:
+        await server.close()
+    assert {t for _, t, _ in control_types(cfg)} == {"LEADER_CHANGE"}
+
+
+def test_voter_set_without_this_controller_is_refused() -> None:
+    other = VotersRecord(version=0, voters=[voters.LocalVoter(7, uuid.uuid4(), (("CONTROLLER", "h", 1),)).voter()])
+    state = voters.QuorumState(kraft_version=1, voters=other, recorded=True)
+    with pytest.raises(ConfigError, match="does not contain this controller"):
+        voters.start_of_epoch_records(state, voters.LocalVoter(NODE, uuid.uuid4(), (("CONTROLLER", "h", 1),)))
+
+
+def test_cli_namespace_has_the_new_options() -> None:
+    parser = argparse.ArgumentParser()
+    sub = parser.add_subparsers()
+    commands.register(sub)
+    args = parser.parse_args(["controller", "--config", "x", "--standalone", "--feature", "kraft.version=1"])
+    assert args.standalone is True and args.feature == ["kraft.version=1"]
