@@ -11,14 +11,17 @@ Kafka's loader reads our log without fault, no WARN or ERROR line.
 
 from __future__ import annotations
 
+import shutil
 from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
+from kraft_jbod.controller import snapshot as snap
 from kraft_jbod.controller.log import MetadataLog, decode_control_record
 from kraft_jbod.storage.meta import read_meta_properties
 from kraft_jbod.wire.records import ControlRecordType
 from tests.interop.broker_ops import check_all_views, create_topic, exchanges, start_java_broker, wait_synced
-from tests.interop.harness import CONTROLLER_ID, ControllerThread, InteropJvm
+from tests.interop.harness import CONTROLLER_ID, ControllerThread, InteropJvm, kafka_uuid
 
 Factory = Callable[..., ControllerThread]
 
@@ -104,5 +107,41 @@ def test_kraft_version_0_log_has_no_voter_records(
     assert {t for _, t, _ in control_records(ctl)} == {"LEADER_CHANGE"}
     start_java_broker(interop, ctl, tmp_path, 1, 1)
     assert interop("broker", broker=1)["kraft_version"] == 0
+    check_all_views(interop, ctl, 1)
+    interop("stop_broker", broker=1)
+
+
+def kafka_quorum_state(interop: InteropJvm, ctl: ControllerThread, tmp_path: Path) -> dict[str, Any]:
+    """kraft.version and voters as Kafka's raft client reads a copy of the controller's log dir."""
+    copy = tmp_path / f"copy-{len(list(tmp_path.glob('copy-*')))}" / "__cluster_metadata-0"
+    ctl.call(
+        lambda: shutil.copytree(ctl.server.config.metadata_partition_dir, copy, ignore=shutil.ignore_patterns(".lock"))
+    )
+    return interop("quorum_state", dir=str(copy), node=CONTROLLER_ID)
+
+
+def test_kafka_raft_log_reads_our_voter_set_from_log_and_snapshot(
+    interop: InteropJvm, controller_factory: Factory, tmp_path: Path
+) -> None:
+    ctl = controller_factory(kraft_version=1, props={"metadata.log.max.record.bytes.between.snapshots": "1"})
+    meta = read_meta_properties(ctl.metadata_dir)
+    assert meta is not None and meta.directory_id is not None
+    expected = [
+        {"id": CONTROLLER_ID, "directory": kafka_uuid(meta.directory_id), "controller": f"127.0.0.1:{ctl.port}"}
+    ]
+    # From the log: the VotersRecord of the first control batch (offset 2).
+    state = kafka_quorum_state(interop, ctl, tmp_path)
+    assert (state["kraft_version"], state["voters"], state["last_voter_set_offset"]) == (1, expected, 2)
+    assert "latest_snapshot" not in state
+    # The broker's registration batch makes a snapshot due (1-byte budget); Kafka's state
+    # machine then starts from the snapshot and takes the voter set from its header batch.
+    start_java_broker(interop, ctl, tmp_path, 1, 1, bootstrap_servers=ctl.bootstrap_servers)
+    sids = snap.list_snapshots(ctl.server.config.metadata_partition_dir)
+    assert sids, "a snapshot was written"
+    state = kafka_quorum_state(interop, ctl, tmp_path)
+    latest = max(sids)
+    assert state["latest_snapshot"].startswith(f"{latest.end_offset}-")
+    assert (state["kraft_version"], state["voters"]) == (1, expected)
+    assert state["last_voter_set_offset"] >= latest.end_offset - 1 > 2
     check_all_views(interop, ctl, 1)
     interop("stop_broker", broker=1)

@@ -300,6 +300,8 @@ public final class KraftInterop {
                 LogLoader.lastImage = null;
                 return o;
             }
+            case "quorum_state":
+                return QuorumProbe.read(new File(req.path("dir").asText()), req.path("node").asInt());
             default:
                 throw new IllegalArgumentException("unknown op " + op);
         }
@@ -631,6 +633,54 @@ public final class KraftInterop {
         ListenerCollectionHolder() {
             listeners.add(new BrokerRegistrationRequestData.Listener().setName("PLAINTEXT").setHost("127.0.0.1")
                     .setPort(9092).setSecurityProtocol(SecurityProtocol.PLAINTEXT.id));
+        }
+    }
+
+    /** kraft.version and the voter set of a metadata log directory (a copy: Kafka's log writes
+     *  index and checkpoint files), as Kafka's raft client reads them at start-up: KafkaRaftLog
+     *  plus KRaftControlRecordStateMachine over the latest snapshot and the log after it. */
+    static final class QuorumProbe {
+        static ObjectNode read(File partitionDir, int nodeId) throws Exception {
+            Properties p = new Properties();
+            p.put("node.id", String.valueOf(nodeId));
+            p.put("process.roles", "controller");
+            p.put("controller.listener.names", "CONTROLLER");
+            p.put("listeners", "CONTROLLER://127.0.0.1:0");
+            p.put("controller.quorum.bootstrap.servers", "127.0.0.1:1");
+            p.put("metadata.log.dir", partitionDir.getParent());
+            p.put("log.dirs", partitionDir.getParent());
+            AbstractKafkaConfig config = new AbstractKafkaConfig(AbstractKafkaConfig.CONFIG_DEF, p, Map.of(), false) { };
+            KafkaScheduler scheduler = new KafkaScheduler(1, true, "interop-quorum-probe-");
+            scheduler.startup();
+            KafkaRaftLog log = KafkaRaftLog.createLog(new TopicPartition("__cluster_metadata", 0), Uuid.METADATA_TOPIC_ID,
+                    partitionDir, Time.SYSTEM, scheduler, new MetadataLogConfig(config), nodeId);
+            try {
+                org.apache.kafka.raft.internals.KRaftControlRecordStateMachine machine =
+                    new org.apache.kafka.raft.internals.KRaftControlRecordStateMachine(
+                        org.apache.kafka.raft.VoterSet.empty(), log, MetadataRecordSerde.INSTANCE, 8 * 1024 * 1024,
+                        new LogContext("[interop quorum probe] "),
+                        new org.apache.kafka.raft.internals.KafkaRaftMetrics(new Metrics(), "raft"), ignored -> { });
+                machine.updateState();
+                ObjectNode o = ok();
+                o.put("kraft_version", machine.lastKraftVersion().featureLevel());
+                o.put("last_voter_set_offset", machine.lastVoterSetOffset().orElse(-1));
+                o.put("log_start_offset", log.startOffset());
+                o.put("log_end_offset", log.endOffset().offset());
+                log.latestSnapshotId().ifPresent(id -> o.put("latest_snapshot", id.offset() + "-" + id.epoch()));
+                ArrayNode voters = o.putArray("voters");
+                org.apache.kafka.raft.VoterSet set = machine.lastVoterSet();
+                for (org.apache.kafka.raft.ReplicaKey key : set.voterKeys()) {
+                    ObjectNode v = voters.addObject();
+                    v.put("id", key.id());
+                    v.put("directory", key.directoryId().map(Uuid::toString).orElse(""));
+                    set.listeners(key.id()).address(new ListenerName("CONTROLLER")).ifPresent(a ->
+                        v.put("controller", a.getHostString() + ":" + a.getPort()));
+                }
+                return o;
+            } finally {
+                log.close();
+                scheduler.shutdown();
+            }
         }
     }
 
