@@ -273,3 +273,60 @@ def test_cli_namespace_has_the_new_options() -> None:
     commands.register(sub)
     args = parser.parse_args(["controller", "--config", "x", "--standalone", "--feature", "kraft.version=1"])
     assert args.standalone is True and args.feature == ["kraft.version=1"]
+
+
+# ----------------------------------------------------------------------------- voter changes
+
+
+@pytest.mark.parametrize("kraft_version", [0, 1])
+async def test_raft_voter_apis_answer_with_kafkas_errors(tmp_path: Path, kraft_version: int) -> None:
+    from kraft_jbod.messages.add_raft_voter_request import AddRaftVoterRequest
+    from kraft_jbod.messages.add_raft_voter_request import Listener as AddListener
+    from kraft_jbod.messages.remove_raft_voter_request import RemoveRaftVoterRequest
+    from kraft_jbod.messages.update_raft_voter_request import UpdateRaftVoterRequest
+
+    server = ControllerServer(config(tmp_path), fsync=False, kraft_version=kraft_version)
+    await server.start()
+    conn = await KafkaConnection.open(server.addresses[0], client_id="voter-changes")
+    try:
+        cid, epoch = server.cluster_id, server.log.leader_epoch  # type: ignore[union-attr]
+        mine = server.state.voters.voters[0].voter_directory_id if kraft_version else uuid.UUID(int=0)
+        keys = {
+            k.api_key: (k.min_version, k.max_version)
+            for k in (await conn.call(ApiVersionsRequest("t", "1"), 3)).api_keys
+        }
+        assert (keys[80], keys[81], keys[82]) == ((0, 1), (0, 0), (0, 0))  # Kafka 4.4's controller ranges
+        listener = [AddListener(name="CONTROLLER", host="h", port=1)]
+
+        async def add(voter: int, directory: uuid.UUID, cluster: str | None = cid) -> Any:
+            req = AddRaftVoterRequest(
+                cluster_id=cluster, timeout_ms=100, voter_id=voter, voter_directory_id=directory, listeners=listener
+            )
+            return await conn.call(req, 1)
+
+        assert (await add(7, uuid.uuid4(), "other-cluster")).error_code == 104  # INCONSISTENT_CLUSTER_ID
+        assert (await add(7, uuid.UUID(int=0))).error_code == 42  # INVALID_REQUEST: no directory id
+        removed = await conn.call(RemoveRaftVoterRequest(cluster_id=cid, voter_id=NODE, voter_directory_id=mine), 0)
+        stale = UpdateRaftVoterRequest(
+            cluster_id=cid, current_leader_epoch=epoch - 1, voter_id=NODE, voter_directory_id=mine
+        )
+        assert (await conn.call(stale, 0)).error_code == 74  # FENCED_LEADER_EPOCH
+        stranger = UpdateRaftVoterRequest(
+            cluster_id=cid, current_leader_epoch=epoch, voter_id=9, voter_directory_id=uuid.uuid4()
+        )
+        answer = await conn.call(stranger, 0)
+        assert answer.error_code == 127  # VOTER_NOT_FOUND
+        assert (answer.current_leader.leader_id, answer.current_leader.leader_epoch) == (NODE, epoch)
+        new_voter = await add(7, uuid.uuid4())
+        if kraft_version == 0:
+            # Kafka's answer for a static quorum; the connection stays open.
+            assert new_voter.error_code == removed.error_code == 35
+            assert "kraft.version feature is 0" in (removed.error_message or "")
+        else:
+            assert removed.error_code == 127  # the only voter: Kafka's VoterSet never empties
+            assert (await add(NODE, uuid.uuid4())).error_code == 126  # DUPLICATE_VOTER
+            assert new_voter.error_code == 35 and "single-voter" in (new_voter.error_message or "")
+        assert (await conn.call(ApiVersionsRequest("t", "1"), 3)).error_code == 0
+    finally:
+        await conn.close()
+        await server.close()
