@@ -2,8 +2,8 @@
 # Fail (or restore) one log directory of a running Kafka broker of the compose stack.
 #
 # usage: docker/fail-dir.sh [--restore] BROKER DIR
-#   BROKER  compose service name of a broker (e.g. kafka39, kafka41)
-#   DIR     d1, d2 or a full path; must be one of the broker's log.dirs
+#   BROKER  compose service name of a broker (e.g. kafka39, kafka44b); its cluster's compose file
+#   DIR     d1, d2, ... or a full path; must be one of the broker's log.dirs
 #
 # What Kafka reacts to: a broker takes a log dir offline only when an I/O operation in it
 # throws an IOException and the LogDirFailureChannel is told about it. Nothing watches the
@@ -30,7 +30,6 @@
 set -euo pipefail
 
 here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
-compose_file="${COMPOSE_FILE:-$here/compose.yaml}"
 
 restore=0
 if [[ "${1:-}" == "--restore" ]]; then
@@ -46,6 +45,19 @@ dir=$2
 if [[ "$dir" != /* ]]; then
     dir="/var/lib/kafka/$dir"
 fi
+# Broker names are unique across clusters (render.py checks), so the broker's rendered
+# properties file names its cluster: generated/CLUSTER/BROKER.properties.
+if [[ -z "${COMPOSE_FILE:-}" ]]; then
+    shopt -s nullglob
+    found=("$here"/generated/*/"$broker".properties)
+    if [[ ${#found[@]} -ne 1 ]]; then
+        echo "fail-dir.sh: no broker named $broker in docker/generated/*/ (see docker/settings.ini)" >&2
+        exit 2
+    fi
+    cluster=$(basename "$(dirname "${found[0]}")")
+    COMPOSE_FILE="$here/compose-$cluster.yaml"
+fi
+compose_file=$COMPOSE_FILE
 if ! docker compose version >/dev/null 2>&1; then
     echo "fail-dir.sh: needs Docker with the compose plugin (docker compose)" >&2
     exit 2

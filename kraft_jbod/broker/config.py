@@ -4,8 +4,10 @@ Reads what a ``process.roles=broker`` node needs (protocol-notes §8.1): ``node.
 ``log.dirs``/``metadata.log.dir``, ``controller.quorum.voters`` (static quorum) or
 ``controller.quorum.bootstrap.servers`` (a dynamic quorum at kraft.version 1: the leader and
 the voter set are learnt by fetching; ``controller.listener.names`` picks the voter endpoint),
-``listeners`` and ``advertised.listeners`` (what the registration advertises; default:
-``listeners``), the heartbeat and session timings and
+``listeners`` and ``advertised.listeners`` (what the registration advertises; when
+unset, the broker advertises its controller's client listeners, learned by
+DescribeConfigs, and ``listeners`` only if the controller has none: see
+:mod:`~kraft_jbod.broker.advertise`), the heartbeat and session timings and
 ``log.dir.failure.timeout.ms``; plus three of our own, ``kraft.jbod.probe.interval.ms``
 (how often each directory is probed), ``kraft.jbod.control.listener`` (host:port of
 the local command endpoint) and ``kraft.jbod.controlled.shutdown.timeout.ms`` (how long
@@ -55,9 +57,9 @@ class BrokerConfig:
     # stands for every log dir. Sent in heartbeats once caught up, at metadata.version
     # 4.3-IV0 and later.
     cordoned_log_dirs: tuple[Path, ...] = ()
-    # What the registration advertises (Kafka's advertised.listeners, default: listeners).
-    # The fake broker serves no client traffic itself, so pointing these at the
-    # controller's client listener lets real clients' follow-up connections land there.
+    # Kafka's advertised.listeners, () when unset. The fake broker serves no client traffic
+    # itself, so when unset it advertises its controller's client listeners (broker/advertise.py),
+    # where real clients' follow-up connections get answers; set, it wins.
     advertised_listeners: tuple[Listener, ...] = ()
     # controller.quorum.bootstrap.servers: where an observer sends its first Fetch when there
     # are no static voters; the first of controller.listener.names picks the leader's endpoint.
@@ -97,7 +99,7 @@ class BrokerConfig:
         if any(v.node_id == layout.node_id for v in voters):
             raise ConfigError(f"node.id {layout.node_id} must not be a voter of controller.quorum.voters")
         listeners = parse_listeners(p.get("listeners", "PLAINTEXT://localhost:9092"))
-        advertised = listeners
+        advertised: list[Listener] = []
         if p.get("advertised.listeners"):
             advertised = parse_listeners(p["advertised.listeners"], "advertised.listeners")
             names = {li.name for li in listeners}

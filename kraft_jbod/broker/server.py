@@ -7,8 +7,9 @@ the highest version both sides support. Five tasks drive the pure parts:
 
 * fetch: :class:`~.follower.MetadataFollower` -> records -> :class:`~.image.MetadataImage`,
   then :func:`~.directories.reconcile` creates folders and queues assignments;
-* lifecycle: register (retried with backoff until ``initial.broker.registration.timeout.ms``),
-  then heartbeats through the :class:`~.lifecycle.Lifecycle` table; a directory failure
+* lifecycle: register (retried with backoff until ``initial.broker.registration.timeout.ms``;
+  without ``advertised.listeners`` each attempt first asks the controller for its client
+  listeners, :mod:`~.advertise`), then heartbeats through the :class:`~.lifecycle.Lifecycle` table; a directory failure
   sends one at once;
 * assignments: the :class:`~.assignments.AssignmentQueue`, one request in flight;
 * probe: every ``kraft.jbod.probe.interval.ms`` each online directory is probed;
@@ -38,9 +39,10 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from kraft_jbod.broker import advertise
 from kraft_jbod.broker import directories as dm
 from kraft_jbod.broker.assignments import Assignment, AssignmentQueue
-from kraft_jbod.broker.config import BrokerConfig
+from kraft_jbod.broker.config import BrokerConfig, Voter
 from kraft_jbod.broker.follower import FollowerFatal, MetadataFollower
 from kraft_jbod.broker.image import MetadataImage
 from kraft_jbod.broker.lifecycle import Effect, Input, Lifecycle, State
@@ -63,11 +65,16 @@ OUR_VERSIONS: dict[int, tuple[int, int]] = {
     ApiKey.BROKER_HEARTBEAT: (0, 2),
     ApiKey.ASSIGN_REPLICAS_TO_DIRS: (0, 0),
     ApiKey.CREATE_TOPICS: (2, 7),
+    ApiKey.DESCRIBE_CONFIGS: (1, 4),
 }
 
 
 class ChannelError(KraftJbodError):
     """A channel to the controller failed (connect, timeout, close, protocol, version)."""
+
+
+class UnsupportedApi(ChannelError):
+    """The controller does not serve an api key at any version we speak (the channel stays open)."""
 
 
 @dataclass(slots=True, frozen=True)
@@ -118,7 +125,7 @@ class Channel:
         lo, hi = OUR_VERSIONS[key]
         theirs = self.versions.get(key)
         if theirs is None or theirs[1] < lo or theirs[0] > hi:
-            raise ChannelError(f"{self.name}: the controller does not support api key {key} v{lo}-{hi}")
+            raise UnsupportedApi(f"{self.name}: the controller does not support api key {key} v{lo}-{hi}")
         return min(hi, theirs[1])
 
     async def _roundtrip(self, body: Any, version: int, timeout_ms: int | None) -> Any:
@@ -162,6 +169,8 @@ class Channel:
                 version = self.version(key)
                 body = build(version) if callable(build) else build
                 return await self._roundtrip(body, version, timeout_ms)
+            except UnsupportedApi:
+                raise  # nothing was sent: the connection is still good
             except ChannelError:
                 self.close()
                 raise
@@ -212,6 +221,8 @@ class FakeBroker:
         self._shutdown_reason = ""
         self._shutdown_answered = False
         self._leader_known = asyncio.Event()
+        # What the registration advertises (broker/advertise.py), chosen before each attempt.
+        self.advertised: advertise.Advertised | None = None
 
     # ------------------------------------------------------------------ lifecycle
 
@@ -413,6 +424,15 @@ class FakeBroker:
             channel.addr = addr
         self._leader_known.set()
 
+    def _quorum_config(self) -> BrokerConfig:
+        """The config with the controller as its voter: the static one, or without static
+        voters the leader learnt by fetching (``_follow_leader``), for code that asks it."""
+        cfg = self.config
+        addr = None if cfg.voters else self.follower.leader_address(cfg.controller_listener)
+        if addr is None:
+            return cfg
+        return dataclasses.replace(cfg, voters=(Voter(self.follower.leader_id, addr[0], addr[1]),))
+
     def _after_metadata(self) -> None:
         me = self.image.brokers.get(self.node_id)
         if me is not None and me.epoch != self.lifecycle.epoch:
@@ -450,10 +470,7 @@ class FakeBroker:
             broker_id=self.node_id,
             cluster_id=self.cluster_id,
             incarnation_id=self.incarnation_id,
-            listeners=[
-                Listener(li.name, li.host or "localhost", li.port, 0)
-                for li in (self.config.advertised_listeners or self.config.listeners)
-            ],
+            listeners=[Listener(li.name, li.host or "localhost", li.port, 0) for li in self._advertised().listeners],
             features=feats,
             rack=self.config.rack,
             is_migrating_zk_broker=False,
@@ -461,11 +478,47 @@ class FakeBroker:
             previous_broker_epoch=-1,
         )
 
+    def _advertised(self) -> advertise.Advertised:
+        if self.advertised is None:
+            self.advertised = advertise.choose(self._quorum_config(), None)
+        return self.advertised
+
+    async def _learn_advertised(self) -> None:
+        """Choose what the next registration advertises (broker/advertise.py): ask the
+        controller for its client listeners unless advertised.listeners is set. Logs the
+        choice when it changes: INFO, or one WARNING when clients would find nothing.
+
+        Raises:
+            ChannelError: the controller cannot be reached (the registration retries).
+        """
+        cfg = self._quorum_config()
+        learned = None
+        if not cfg.advertised_listeners:
+            voter = cfg.voters[0]
+            try:
+                resp = await self._hb.call(ApiKey.DESCRIBE_CONFIGS, advertise.describe_request(voter.node_id))
+                learned = advertise.from_describe_configs(resp, voter)
+            except UnsupportedApi as exc:
+                learned = advertise.Learned(problem=f"the controller does not serve DescribeConfigs ({exc})")
+        chosen = advertise.choose(cfg, learned)
+        previous, self.advertised = self.advertised, chosen
+        if previous is not None and (previous.listeners, previous.source) == (chosen.listeners, chosen.source):
+            return
+        if chosen.warning is not None:
+            log.warning(
+                "broker %d: %s",
+                self.node_id,
+                chosen.warning,
+                extra={"event": "advertise-unreachable", "broker": self.node_id},
+            )
+        self.event("advertise", f"{advertise.show(chosen.listeners)} (from {chosen.source})")
+
     async def _register(self) -> bool:
         started = _now_ms()
         backoff = 100
         while not self.stopped.is_set():
             try:
+                await self._learn_advertised()
                 resp = await self._hb.call(ApiKey.BROKER_REGISTRATION, self._registration)
             except ChannelError as exc:
                 resp, err = None, str(exc)
@@ -798,4 +851,4 @@ def dir_paths(broker: FakeBroker) -> dict[uuid.UUID, Path]:
     return {d.dir_id: d.path for d in broker.dirs.dirs.values()}
 
 
-__all__ = ["BrokerEvent", "Channel", "ChannelError", "FakeBroker", "StorageError", "dir_paths"]
+__all__ = ["BrokerEvent", "Channel", "ChannelError", "FakeBroker", "StorageError", "UnsupportedApi", "dir_paths"]

@@ -111,6 +111,8 @@ class ControllerContext:
     default_replication_factor: int = 1
     default_num_partitions: int = 1
     controller_endpoints: list[tuple[str, int]] = field(default_factory=list)
+    # Static configs DescribeConfigs lists for the own node (the server sets the bound listeners).
+    static_configs: dict[str, str] = field(default_factory=dict)
     leader_epoch: int = 1  # the raft leader epoch (the server sets it; DescribeQuorum reports it)
     # The live kraft.version and, at 1, the voter set of the log (controller/voters.py); the
     # server sets both after replay. Neither is a FeatureLevelRecord, so not in the image.

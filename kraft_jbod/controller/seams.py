@@ -40,6 +40,7 @@ class StateMachine(Protocol):
 
     # DescribeCluster(controllers) answers with the addresses actually bound.
     controller_endpoints: list[tuple[str, int]]
+    static_configs: dict[str, str]  # DescribeConfigs of the own node lists them (the bound listeners)
     leader_epoch: int  # the raft leader epoch DescribeQuorum reports
 
     def apply(self, offset: int, record: Message, version: int) -> None: ...

@@ -50,6 +50,7 @@ from kraft_jbod.connection import (
 )
 from kraft_jbod.controller import features, replication, voters
 from kraft_jbod.controller import snapshot as snapshots
+from kraft_jbod.controller.apis import configs
 from kraft_jbod.controller.config import ControllerConfig
 from kraft_jbod.controller.log import MetadataLog
 from kraft_jbod.controller.seams import (
@@ -321,6 +322,10 @@ class ControllerServer:
             machine.leader_epoch = self.log.leader_epoch  # DescribeQuorum reports it
             if self.extensions is not None:
                 await self.extensions.start(self)
+            # DescribeConfigs of this node lists what it bound, client listeners included (a
+            # fake broker without advertised.listeners advertises those). Set before the
+            # worker starts, so no request sees it unset.
+            machine.static_configs = configs.static_listener_configs(self.bound, cfg.controller_listener_names)
         except BaseException:
             for s in self._servers:
                 s.close()

@@ -246,6 +246,15 @@ class ControllerState:
         self.ctx.controller_endpoints = list(endpoints)
 
     @property
+    def static_configs(self) -> dict[str, str]:
+        """Static configs DescribeConfigs lists for this node (the bound ``listeners``)."""
+        return self.ctx.static_configs
+
+    @static_configs.setter
+    def static_configs(self, configs: dict[str, str]) -> None:
+        self.ctx.static_configs = dict(configs)
+
+    @property
     def leader_epoch(self) -> int:
         """The raft leader epoch the server runs at (DescribeQuorum reports it)."""
         return self.ctx.leader_epoch

@@ -50,7 +50,8 @@ async def test_start_broker_formats_registers_and_unfences(kraft_cluster: KraftC
     dirs = view["directories"]
     assert isinstance(dirs, list) and all(d["online"] for d in dirs)
     assert sorted(d["id"] for d in dirs) == sorted(uuid_to_base64url(d) for d in fb.dirs)
-    assert view["endpoints"] == ["PLAINTEXT://{}:{}".format(*kraft_cluster.client_address)]
+    # Learned from the controller (DescribeConfigs of its node): its client listener, by its name.
+    assert view["endpoints"] == ["CLIENT://{}:{}".format(*kraft_cluster.client_address)]
 
 
 async def test_ids_are_checked(kraft_cluster: KraftCluster) -> None:

@@ -72,6 +72,10 @@ class AdminView:
         return self.image.brokers
 
     @property
+    def static_configs(self) -> dict[str, str]:
+        return self.ctx.static_configs
+
+    @property
     def topics(self) -> Any:
         return self.image.topics
 

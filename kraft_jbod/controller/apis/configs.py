@@ -79,6 +79,7 @@ INVALID_CONFIG: Final = 40
 SOURCE_TOPIC: Final = 1
 SOURCE_DYNAMIC_BROKER: Final = 2
 SOURCE_DYNAMIC_DEFAULT_BROKER: Final = 3
+SOURCE_STATIC_BROKER: Final = 4
 SOURCE_DEFAULT: Final = 5
 T_BOOLEAN, T_STRING, T_INT, T_LONG, T_DOUBLE, T_LIST = 1, 2, 3, 5, 6, 7
 _TYPE_WORD: Final = {T_INT: "INT", T_LONG: "LONG", T_DOUBLE: "DOUBLE"}
@@ -86,6 +87,14 @@ _MAX_VALUE_LEN: Final = 32767
 _LOG_LEVELS: Final = frozenset({"TRACE", "DEBUG", "INFO", "WARN", "ERROR", "FATAL", "OFF"})
 _TOPIC_NAME: Final = re.compile(r"[a-zA-Z0-9._-]+")
 _LONG_MAX: Final = str(2**63 - 1)
+# The static configs the controller lists for its own node, as Kafka's does (its
+# KafkaConfig): whether each is read-only (``listeners`` is a per-broker dynamic config in
+# Kafka, ``controller.listener.names`` is not) and Kafka's default, if it has one.
+_STATIC_KEYS: Final[dict[str, tuple[bool, str | None]]] = {
+    "controller.listener.names": (True, None),
+    "listeners": (False, "PLAINTEXT://:9092"),
+}
+_WILDCARDS: Final = frozenset({"", "0.0.0.0", "::"})
 
 
 @dataclass(frozen=True, slots=True)
@@ -503,11 +512,12 @@ def _entry(
     ctype: int,
     synonyms: list[DescribeConfigsSynonym],
     include_synonyms: bool,
+    read_only: bool = False,
 ) -> DescribeConfigsResourceResult:
     entry = DescribeConfigsResourceResult(
         name=name,
         value=value,
-        read_only=False,
+        read_only=read_only,
         config_source=source,
         is_sensitive=False,
         synonyms=synonyms if include_synonyms else [],
@@ -539,13 +549,42 @@ def _topic_entries(
     return out
 
 
+def static_listener_configs(bound: Iterable[tuple[str, str, int]], controller_names: Iterable[str]) -> dict[str, str]:
+    """The static ``listeners`` and ``controller.listener.names`` the controller reports
+    for its own node: every listener it actually bound, controller and client listeners,
+    in Kafka's ``NAME://HOST:PORT,...`` syntax, with port 0 resolved to the real port.
+
+    A listener bound on every interface (IPv4 and IPv6 sockets on one port) is written
+    with an empty host, as Kafka's ``listeners`` writes it; a host name that resolved to
+    several addresses keeps the first. IPv6 hosts are bracketed.
+    """
+    seen: dict[str, tuple[str, int]] = {}
+    for name, host, port in bound:
+        if name in seen:
+            if host in _WILDCARDS:
+                seen[name] = ("", seen[name][1])
+            continue
+        seen[name] = ("" if host in _WILDCARDS else host, port)
+    parts = [f"{name}://[{h}]:{p}" if ":" in h else f"{name}://{h}:{p}" for name, (h, p) in seen.items()]
+    return {"listeners": ",".join(parts), "controller.listener.names": ",".join(controller_names)}
+
+
 def _broker_entries(
-    st: Any, api_version: int, node: int | None, keys: list[str] | None, synonyms: bool
+    st: Any,
+    api_version: int,
+    node: int | None,
+    keys: list[str] | None,
+    synonyms: bool,
+    static: dict[str, str] | None = None,
 ) -> list[DescribeConfigsResourceResult]:
+    """Dynamic configs of the node and the cluster default; for the controller's own node
+    also its static configs (``static``), each with Kafka's synonym chain: per-broker
+    dynamic, cluster default, static, Kafka's default."""
     defaults = st.configs.get(BROKER, "")
     own = {} if node is None else st.configs.get(BROKER, str(node))
+    static = static or {}
     out = []
-    for key in sorted(set(defaults) | set(own)):
+    for key in sorted(set(defaults) | set(own) | set(static)):
         if keys is not None and key not in keys:
             continue
         chain = []
@@ -553,8 +592,15 @@ def _broker_entries(
             chain.append(DescribeConfigsSynonym(key, own[key], SOURCE_DYNAMIC_BROKER))
         if key in defaults:
             chain.append(DescribeConfigsSynonym(key, defaults[key], SOURCE_DYNAMIC_DEFAULT_BROKER))
+        read_only, ctype = False, T_STRING
+        if key in static:
+            chain.append(DescribeConfigsSynonym(key, static[key], SOURCE_STATIC_BROKER))
+            read_only, default = _STATIC_KEYS.get(key, (True, None))
+            ctype = T_LIST
+            if default is not None:
+                chain.append(DescribeConfigsSynonym(key, default, SOURCE_DEFAULT))
         top = chain[0]
-        out.append(_entry(api_version, key, top.value, top.source, T_STRING, chain, synonyms))
+        out.append(_entry(api_version, key, top.value, top.source, ctype, chain, synonyms, read_only))
     return out
 
 
@@ -565,8 +611,12 @@ def describe_configs(
 
     Topics list every topic config with its effective value and source; brokers list the
     dynamic configs held for the node and the cluster default. On the controller listener
-    only the controller's own id or "" may be named; ``any_broker`` (the client listener,
-    which stands in for the brokers) accepts any registered broker id too.
+    only the controller's own id or "" may be named, and the own id lists the static
+    ``listeners`` and ``controller.listener.names`` too (source STATIC_BROKER_CONFIG), as
+    Kafka's controller lists its KafkaConfig: a fake broker without
+    ``advertised.listeners`` learns the client listener from them. ``any_broker`` (the
+    client listener, which stands in for the brokers) accepts any registered broker id
+    too, and lists dynamic configs only.
     """
     resp = DescribeConfigsResponse()
     for res in req.resources:
@@ -594,7 +644,8 @@ def describe_configs(
                         f"Unexpected broker id, expected {st.node_id} or empty "
                         f"string, but received {res.resource_name}",
                     )
-                result.configs = _broker_entries(st, api_version, node, keys, req.include_synonyms)
+                static = st.static_configs if not any_broker and node == st.node_id else None
+                result.configs = _broker_entries(st, api_version, node, keys, req.include_synonyms, static)
             else:
                 raise _Refused(
                     ErrorCode.INVALID_REQUEST, f"Unsupported resource type: {TYPE_NAMES.get(res.resource_type)}"
