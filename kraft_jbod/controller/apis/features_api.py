@@ -109,6 +109,8 @@ def _update_one(
         # this controller fixes kraft.version when its log is created (--standalone).
         if level == current:
             return None
+        if level < current:
+            return invalid("Can't downgrade the version of this feature.")  # Kafka's answer too
         return invalid(
             f"This controller does not change kraft.version (it is {current}, fixed when the log was created)."
         )
