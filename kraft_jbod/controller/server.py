@@ -290,7 +290,13 @@ class ControllerServer:
             # its control batch also carries the voter set when the log has none or ours changed.
             self.log.leader_epoch = max(1, self.log.last_epoch + 1)
             self.kraft_version = self._quorum_state(quorum, restored)
-            control, current = voters.start_of_epoch_records(quorum, self._local_voter())
+            # Our VotersRecord entry only matters at kraft.version 1 (it may resolve a host name).
+            local = (
+                self._local_voter()
+                if quorum.kraft_version >= 1
+                else voters.LocalVoter(cfg.node_id, voters.NO_DIRECTORY, ())
+            )
+            control, current = voters.start_of_epoch_records(quorum, local)
             self.log.append_control(control, timestamp_ms=_wall_ms())
             quorum_view: Any = machine  # ControllerState; a test's own state machine may lack these
             if hasattr(quorum_view, "kraft_version"):

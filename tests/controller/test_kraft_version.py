@@ -332,3 +332,12 @@ async def test_raft_voter_apis_answer_with_kafkas_errors(tmp_path: Path, kraft_v
     finally:
         await conn.close()
         await server.close()
+
+
+def test_listener_endpoints_one_per_controller_listener_name() -> None:
+    import socket
+
+    bound = [("CONTROLLER", "0.0.0.0", 9093), ("CONTROLLER", "::", 9093), ("SECOND", "127.0.0.2", 9094)]
+    got = voters.listener_endpoints(["SECOND", "CONTROLLER", "UNBOUND"], bound, {"CONTROLLER": "", "SECOND": "h2"})
+    # listeners order of controller.listener.names; a wildcard is advertised by the machine's name
+    assert got == (("SECOND", "h2", 9094), ("CONTROLLER", socket.getfqdn(), 9093))
