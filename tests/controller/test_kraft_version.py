@@ -31,6 +31,7 @@ from kraft_jbod.messages.update_features_request import FeatureUpdateKey, Update
 from kraft_jbod.messages.voters_record import VotersRecord
 from kraft_jbod.pytest_plugin import KafkaConnection
 from kraft_jbod.storage.meta import read_meta_properties
+from kraft_jbod.wire.primitives import uuid_to_base64url as kafka_uuid
 from kraft_jbod.wire.records import ControlRecordType
 
 NODE = 3000
@@ -341,3 +342,23 @@ def test_listener_endpoints_one_per_controller_listener_name() -> None:
     got = voters.listener_endpoints(["SECOND", "CONTROLLER", "UNBOUND"], bound, {"CONTROLLER": "", "SECOND": "h2"})
     # listeners order of controller.listener.names; a wildcard is advertised by the machine's name
     assert got == (("SECOND", "h2", 9094), ("CONTROLLER", socket.getfqdn(), 9093))
+
+
+async def test_log_dump_shows_the_voter_records(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    import json
+
+    from kraft_jbod import cli
+
+    cfg = config(tmp_path)
+    server = ControllerServer(cfg, fsync=False, kraft_version=1)
+    await server.start()
+    directory = server.state.voters.voters[0].voter_directory_id
+    await server.close()
+    capsys.readouterr()
+    assert cli.main(["log", "dump", str(cfg.metadata_log_dir)]) == 0
+    rows = [json.loads(line) for line in capsys.readouterr().out.splitlines()]
+    assert [r.get("control") for r in rows[:3]] == ["LEADER_CHANGE", "KRAFT_VERSION", "KRAFT_VOTERS"]
+    assert rows[1]["data"]["kRaftVersion"] == 1
+    (voter,) = rows[2]["data"]["voters"]
+    assert voter["voterId"] == NODE and voter["voterDirectoryId"] == kafka_uuid(directory)
+    assert rows[3]["type"] == "FeatureLevelRecord" and rows[3]["data"]["name"] == "metadata.version"
