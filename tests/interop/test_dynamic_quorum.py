@@ -145,3 +145,19 @@ def test_kafka_raft_log_reads_our_voter_set_from_log_and_snapshot(
     assert state["last_voter_set_offset"] >= latest.end_offset - 1 > 2
     check_all_views(interop, ctl, 1)
     interop("stop_broker", broker=1)
+
+
+def test_kafka_admin_describe_quorum_reports_the_voter_set(
+    interop: InteropJvm, controller_factory: Factory, tmp_path: Path
+) -> None:
+    for kraft_version in (1, 0):
+        ctl = controller_factory(kraft_version=kraft_version)
+        meta = read_meta_properties(ctl.metadata_dir)
+        assert meta is not None and meta.directory_id is not None
+        out = interop("describe_quorum", bootstrap_controllers=ctl.bootstrap_servers)
+        assert (out["leader"], out["epoch"]) == (CONTROLLER_ID, ctl.server.log.leader_epoch)  # type: ignore[union-attr]
+        # kraft.version 1: the VotersRecord's directory id; 0: a static voter has none (zero).
+        directory = kafka_uuid(meta.directory_id) if kraft_version else "AAAAAAAAAAAAAAAAAAAAAA"
+        assert out["voters"] == [{"id": CONTROLLER_ID, "directory": directory}]
+        assert out["nodes"] == {str(CONTROLLER_ID): [f"CONTROLLER://127.0.0.1:{ctl.port}"]}
+        ctl.stop()  # the factory closes its loop at teardown

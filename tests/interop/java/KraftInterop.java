@@ -300,6 +300,31 @@ public final class KraftInterop {
                 LogLoader.lastImage = null;
                 return o;
             }
+            case "describe_quorum": {
+                // Kafka 4.4's Admin client as kafka-metadata-quorum --bootstrap-controller runs it.
+                Properties ap = new Properties();
+                ap.put("bootstrap.controllers", req.path("bootstrap_controllers").asText());
+                ap.put("enable.metrics.push", "false");
+                try (org.apache.kafka.clients.admin.Admin admin = org.apache.kafka.clients.admin.Admin.create(ap)) {
+                    org.apache.kafka.clients.admin.QuorumInfo info =
+                        admin.describeMetadataQuorum().quorumInfo().get(15, TimeUnit.SECONDS);
+                    ObjectNode o = ok();
+                    o.put("leader", info.leaderId());
+                    o.put("epoch", info.leaderEpoch());
+                    ArrayNode vs = o.putArray("voters");
+                    for (org.apache.kafka.clients.admin.QuorumInfo.ReplicaState r : info.voters()) {
+                        ObjectNode v = vs.addObject();
+                        v.put("id", r.replicaId());
+                        v.put("directory", r.replicaDirectoryId().toString());
+                    }
+                    ObjectNode nodes = o.putObject("nodes");
+                    info.nodes().forEach((id, n) -> {
+                        ArrayNode eps = nodes.putArray(String.valueOf(id));
+                        n.endpoints().forEach(e -> eps.add(e.name() + "://" + e.host() + ":" + e.port()));
+                    });
+                    return o;
+                }
+            }
             case "quorum_state":
                 return QuorumProbe.read(new File(req.path("dir").asText()), req.path("node").asInt());
             default:
