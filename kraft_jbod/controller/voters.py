@@ -129,13 +129,6 @@ class QuorumState:
             self.voters = msg
             self.recorded = True
 
-    def directory_of(self, node_id: int) -> uuid.UUID:
-        if self.voters is not None:
-            for v in self.voters.voters:
-                if v.voter_id == node_id:
-                    return v.voter_directory_id
-        return NO_DIRECTORY
-
 
 def _needs_update(current: VotersRecord | None, local: LocalVoter) -> bool:
     """Kafka's voterNodeNeedsUpdate: our entry's listeners or supported range differ."""
