@@ -40,6 +40,8 @@ except ImportError as exc:  # no compiler at install time, or a source checkout 
 _message: Any = None
 _python: dict[str, Any] = {}
 _active = "python"
+_records_ready = False
+_partitions_ready = False
 
 
 def available() -> bool:
@@ -98,6 +100,105 @@ def use(name: str) -> None:
         for attr, value in _python.items():
             setattr(_message, attr, value)
     _active = name
+
+
+def register_record_class(cls: type) -> None:
+    """Tell the compiled record framer which class to build (``wire.records.Record``)."""
+    global _records_ready
+    # getattr: an extension built from an older _ccodec.c lacks it (then Python frames).
+    configure = getattr(_c, "configure_records", None)
+    if configure is not None:
+        configure(cls)
+        _records_ready = True
+
+
+def frame_records(data: bytes, count: int) -> list[Any] | None:
+    """The ``count`` records of an uncompressed v2 batch body, framed by the compiled
+    codec; None when it is not active or hands the input back (the Python reader then
+    runs and returns the records or raises its exact error)."""
+    if _active != "c" or not _records_ready:
+        return None
+    assert _c is not None
+    framed: list[Any] | None = _c.frame_records(data, count)
+    return framed
+
+
+def register_partition_class(cls: type) -> None:
+    """Tell the compiled snapshot loader which class to build (``controller.image.Partition``)."""
+    global _partitions_ready
+    configure = getattr(_c, "configure_partitions", None)
+    if configure is not None:
+        configure(cls)
+        _partitions_ready = True
+
+
+def build_partitions(
+    values: list[bytes],
+    start: int,
+    topics: dict[bytes, tuple[Any, dict[int, Any]]],
+    canon: dict[bytes, Any],
+    migrating: Any,
+    counts: dict[int, int],
+) -> tuple[int, list[Any], list[Any], bool] | None:
+    """Snapshot PartitionRecord values into image partitions (see ``_ccodec.c``); None
+    when the compiled codec is not active (the caller decodes and applies them)."""
+    if _active != "c" or not _partitions_ready:
+        return None
+    assert _c is not None
+    result: tuple[int, list[Any], list[Any], bool] = _c.build_partitions(
+        values, start, topics, canon, migrating, counts
+    )
+    return result
+
+
+def write_records(records: list[Any]) -> bytes | None:
+    """The records section of an uncompressed v2 batch, written by the compiled codec;
+    None when it is not active or hands the records back (the Python writer then runs)."""
+    if _active != "c" or not _records_ready:
+        return None
+    assert _c is not None
+    written: bytes | None = _c.write_records(records)
+    return written
+
+
+def frame_values(values: list[bytes]) -> bytes | None:
+    """The records section of a batch of ``values`` (no keys, no headers, deltas 0..n-1),
+    by the compiled codec; None when it is not active."""
+    if _active != "c" or not _records_ready:
+        return None
+    assert _c is not None
+    section: bytes | None = _c.frame_values(values)
+    return section
+
+
+def encode_partitions(parts: list[Any], version: int) -> list[bytes] | None:
+    """Framed PartitionRecord values for image partitions (the snapshot writer's); None
+    when the compiled codec is not active or hands them back."""
+    if _active != "c" or not _partitions_ready:
+        return None
+    assert _c is not None
+    values: list[bytes] | None = _c.encode_partitions(parts, version)
+    return values
+
+
+def count_prefixed(values: list[bytes], start: int, prefix: bytes) -> int | None:
+    """How many of ``values[start:]`` in a row begin with ``prefix``; None when the
+    compiled codec is not active."""
+    if _active != "c" or not _partitions_ready:
+        return None
+    assert _c is not None
+    count: int = _c.count_prefixed(values, start, prefix)
+    return count
+
+
+def group_replicas(parts: list[Any]) -> list[tuple[int, Any, list[Any]]] | None:
+    """Every replica of ``parts`` grouped by (broker, dir object); None when the compiled
+    codec is not active."""
+    if _active != "c" or not _partitions_ready:
+        return None
+    assert _c is not None
+    groups: list[tuple[int, Any, list[Any]]] = _c.group_replicas(parts)
+    return groups
 
 
 def set_uuid_cache(enabled: bool) -> None:

@@ -979,12 +979,818 @@ static PyObject *m_counters(PyObject *self, PyObject *unused) {
                          "encode_python", n_enc_py);
 }
 
+/* ------------------------------------------------------------------ v2 record framing */
+
+/* The records of an uncompressed v2 batch, as kraft_jbod/wire/records.py
+ * _read_batch_records reads them, into instances of its Record class (slots set
+ * directly). Same contract as the codec: on anything irregular it returns None and the
+ * caller runs the Python reader, which returns the value or raises the exact error.
+ * Every read is bounded by the record's own end, which only rejects inputs the Python
+ * reader rejects too (it requires the fields to end exactly there). */
+
+static PyTypeObject *record_type = NULL;
+static Py_ssize_t rec_off[6];              /* attributes, timestamp_delta, offset_delta, key, value, headers */
+
+static inline int read_uvarlong(const uint8_t *buf, Py_ssize_t *pos, Py_ssize_t end, uint64_t *out) {
+    Py_ssize_t p = *pos;
+    uint64_t value = 0;
+    int shift = 0;
+    for (;;) {
+        if (p >= end) return -1;
+        uint8_t b = buf[p++];
+        if (b < 0x80) {
+            value |= shift < 64 ? (uint64_t)b << shift : 0;
+            *out = value;
+            *pos = p;
+            return 0;
+        }
+        value |= (uint64_t)(b & 0x7F) << shift;
+        shift += 7;
+        if (shift > 63) return -1;
+    }
+}
+
+static inline int read_zz32(const uint8_t *buf, Py_ssize_t *pos, Py_ssize_t end, int64_t *out) {
+    uint32_t u;
+    if (read_uvarint(buf, pos, end, &u) < 0) return -1;
+    *out = (int64_t)(u >> 1) ^ -(int64_t)(u & 1);
+    return 0;
+}
+
+/* A nullable byte string of varint length: 0 ok (*out set, None for -1), -1 irregular. */
+static int read_var_bytes(const uint8_t *buf, Py_ssize_t *pos, Py_ssize_t end, PyObject **out) {
+    int64_t n;
+    if (read_zz32(buf, pos, end, &n) < 0) return -1;
+    if (n < 0) {
+        if (n != -1) return -1;
+        Py_INCREF(Py_None);
+        *out = Py_None;
+        return 0;
+    }
+    if (n > end - *pos) return -1;
+    *out = PyBytes_FromStringAndSize((const char *)buf + *pos, (Py_ssize_t)n);
+    if (*out == NULL) return -2;
+    *pos += (Py_ssize_t)n;
+    return 0;
+}
+
+static PyObject *frame_one(const uint8_t *buf, Py_ssize_t *pos, Py_ssize_t end, int *irregular) {
+    Py_ssize_t p = *pos;
+    int64_t length;
+    if (read_zz32(buf, &p, end, &length) < 0 || length < 6 || length > end - p) goto bail;
+    Py_ssize_t rec_end = p + (Py_ssize_t)length;
+    long attributes = (int8_t)buf[p++];
+    uint64_t u;
+    if (read_uvarlong(buf, &p, rec_end, &u) < 0) goto bail;
+    int64_t ts_delta = (int64_t)(u >> 1) ^ -(int64_t)(u & 1);
+    int64_t off_delta;
+    if (read_zz32(buf, &p, rec_end, &off_delta) < 0) goto bail;
+    PyObject *key = NULL, *value = NULL, *headers = NULL, *obj = NULL;
+    int r = read_var_bytes(buf, &p, rec_end, &key);
+    if (r < 0) { if (r == -1) goto bail; return NULL; }
+    r = read_var_bytes(buf, &p, rec_end, &value);
+    if (r < 0) { Py_DECREF(key); if (r == -1) goto bail; return NULL; }
+    int64_t n_headers;
+    if (read_zz32(buf, &p, rec_end, &n_headers) < 0 || n_headers < 0 || n_headers > rec_end - p) goto bail_kv;
+    headers = PyList_New(0);
+    if (headers == NULL) goto fail;
+    for (int64_t h = 0; h < n_headers; h++) {
+        int64_t n;
+        if (read_zz32(buf, &p, rec_end, &n) < 0 || n < 0 || n > rec_end - p) goto bail_kvh;
+        PyObject *hkey = PyUnicode_DecodeUTF8((const char *)buf + p, (Py_ssize_t)n, "strict");
+        if (hkey == NULL) { PyErr_Clear(); goto bail_kvh; }
+        p += (Py_ssize_t)n;
+        PyObject *hval = NULL;
+        r = read_var_bytes(buf, &p, rec_end, &hval);
+        if (r < 0) { Py_DECREF(hkey); if (r == -1) goto bail_kvh; goto fail; }
+        PyObject *pair = PyTuple_Pack(2, hkey, hval);
+        Py_DECREF(hkey);
+        Py_DECREF(hval);
+        if (pair == NULL) goto fail;
+        r = PyList_Append(headers, pair);
+        Py_DECREF(pair);
+        if (r < 0) goto fail;
+    }
+    if (p != rec_end) goto bail_kvh;
+    obj = record_type->tp_alloc(record_type, 0);
+    if (obj == NULL) goto fail;
+    PyObject *a = PyLong_FromLong(attributes), *t = PyLong_FromLongLong(ts_delta), *o = PyLong_FromLongLong(off_delta);
+    if (a == NULL || t == NULL || o == NULL) { Py_XDECREF(a); Py_XDECREF(t); Py_XDECREF(o); Py_DECREF(obj); goto fail; }
+    SLOT(obj, rec_off[0]) = a;
+    SLOT(obj, rec_off[1]) = t;
+    SLOT(obj, rec_off[2]) = o;
+    SLOT(obj, rec_off[3]) = key;
+    SLOT(obj, rec_off[4]) = value;
+    SLOT(obj, rec_off[5]) = headers;
+    *pos = p;
+    return obj;
+bail_kvh:
+    Py_XDECREF(headers);
+bail_kv:
+    Py_DECREF(key);
+    Py_DECREF(value);
+bail:
+    *irregular = 1;
+    return NULL;
+fail:
+    Py_XDECREF(key);
+    Py_XDECREF(value);
+    Py_XDECREF(headers);
+    return NULL;
+}
+
+/* frame_records(data, count) -> list of Record, or None when the Python reader must run. */
+static PyObject *m_frame_records(PyObject *self, PyObject *const *args, Py_ssize_t nargs) {
+    if (nargs != 2 || record_type == NULL) Py_RETURN_NONE;
+    Py_buffer view;
+    if (PyObject_GetBuffer(args[0], &view, PyBUF_SIMPLE) < 0) return NULL;
+    Py_ssize_t count = PyLong_AsSsize_t(args[1]);
+    if (count == -1 && PyErr_Occurred()) { PyBuffer_Release(&view); return NULL; }
+    const uint8_t *buf = view.buf;
+    Py_ssize_t end = view.len, pos = 0;
+    /* Each record takes at least 7 bytes: a count the bytes cannot hold is irregular. */
+    if (count < 0 || count > end) { PyBuffer_Release(&view); Py_RETURN_NONE; }
+    PyObject *list = PyList_New(count);
+    if (list == NULL) { PyBuffer_Release(&view); return NULL; }
+    int irregular = 0;
+    for (Py_ssize_t i = 0; i < count; i++) {
+        PyObject *rec = frame_one(buf, &pos, end, &irregular);
+        if (rec == NULL) {
+            Py_DECREF(list);
+            PyBuffer_Release(&view);
+            if (irregular) Py_RETURN_NONE;
+            return NULL;
+        }
+        PyList_SET_ITEM(list, i, rec);
+    }
+    PyBuffer_Release(&view);
+    if (pos != end) { Py_DECREF(list); Py_RETURN_NONE; }
+    return list;
+}
+
+/* configure_records(Record): remember the class and where its six slots live. */
+static PyObject *m_configure_records(PyObject *self, PyObject *cls) {
+    static const char *names[6] = {"attributes", "timestamp_delta", "offset_delta", "key", "value", "headers"};
+    if (!PyType_Check(cls)) { PyErr_SetString(PyExc_TypeError, "configure_records needs a class"); return NULL; }
+    Py_ssize_t offs[6];
+    for (int i = 0; i < 6; i++) {
+        PyObject *d = PyObject_GetAttrString(cls, names[i]);
+        if (d == NULL) return NULL;
+        if (Py_TYPE(d) != &PyMemberDescr_Type) {
+            Py_DECREF(d);
+            PyErr_Format(PyExc_TypeError, "%s is not a slot", names[i]);
+            return NULL;
+        }
+        offs[i] = ((PyMemberDescrObject *)d)->d_member->offset;
+        Py_DECREF(d);
+    }
+    memcpy(rec_off, offs, sizeof offs);
+    Py_INCREF(cls);
+    Py_XSETREF(record_type, (PyTypeObject *)cls);
+    Py_RETURN_NONE;
+}
+
+/* ------------------------------------------------------------------ snapshot partitions */
+
+/* A snapshot's PartitionRecords straight into the controller image's Partition objects
+ * (kraft_jbod/controller/image.py load_partitions), without building the record
+ * messages first: a restart from a snapshot of a million partitions spends most of its
+ * time there. Handles the records our and Kafka's writers produce (frame version 1,
+ * versions 0-2, tags 0-2 in ascending order); at the first value it does not handle it
+ * stops and reports the index, and the caller applies that one the ordinary way (which
+ * either succeeds or raises the exact error) before calling again after it. */
+
+static PyTypeObject *partition_type = NULL;
+enum { P_TOPIC, P_PID, P_REPLICAS, P_ISR, P_DIRS, P_LEADER, P_LEPOCH, P_PEPOCH, P_LRS,
+       P_ADDING, P_REMOVING, P_ELR, P_LKELR, P_NSLOTS };
+static Py_ssize_t part_off[P_NSLOTS];
+
+static inline int take_i32(const uint8_t *b, Py_ssize_t *pos, Py_ssize_t end, int32_t *out) {
+    if (*pos + 4 > end) return -1;
+    *out = (int32_t)be32(b + *pos);
+    *pos += 4;
+    return 0;
+}
+
+/* A compact array of int32 as a tuple; nullable: None for null. NULL + no error: irregular. */
+static PyObject *take_i32_tuple(const uint8_t *b, Py_ssize_t *pos, Py_ssize_t end, int nullable) {
+    uint32_t u;
+    if (read_uvarint(b, pos, end, &u) < 0) return NULL;
+    if (u == 0) {
+        if (!nullable) return NULL;
+        Py_RETURN_NONE;
+    }
+    Py_ssize_t n = (Py_ssize_t)u - 1;
+    if (n > (end - *pos) / 4) return NULL;
+    if (n == 0) { Py_INCREF(empty_tuple); return empty_tuple; }
+    PyObject *t = PyTuple_New(n);
+    if (t == NULL) return NULL;
+    for (Py_ssize_t i = 0; i < n; i++) {
+        PyObject *v = PyLong_FromLong((int32_t)be32(b + *pos));
+        if (v == NULL) { Py_DECREF(t); return NULL; }
+        PyTuple_SET_ITEM(t, i, v);
+        *pos += 4;
+    }
+    return t;
+}
+
+/* build_partitions(values, start, topics, canon, migrating, counts) ->
+ *     (stop, built, new_ids, used_migrating)
+ * topics: {16-byte id: (topic UUID, partitions dict)}; canon: {16-byte id: UUID} (new
+ * directory ids are added to it and listed in new_ids); counts: leader -> partitions led.
+ * Builds values[start:stop]; stop < len(values) names the first value it left alone. */
+static PyObject *m_build_partitions(PyObject *self, PyObject *const *args, Py_ssize_t nargs) {
+    if (nargs != 6 || partition_type == NULL) {
+        PyErr_SetString(PyExc_TypeError, "build_partitions(values, start, topics, canon, migrating, counts)");
+        return NULL;
+    }
+    PyObject *values = args[0], *topics = args[2], *canon = args[3], *migrating = args[4], *counts = args[5];
+    if (!PyList_Check(values) || !PyDict_Check(topics) || !PyDict_Check(canon) || !PyDict_Check(counts)) {
+        PyErr_SetString(PyExc_TypeError, "build_partitions: list, int, dict, dict, UUID, dict");
+        return NULL;
+    }
+    Py_ssize_t start = PyLong_AsSsize_t(args[1]);
+    if (start == -1 && PyErr_Occurred()) return NULL;
+    PyObject *last_key = NULL;                             /* owned: the current topic's id bytes */
+    PyObject *last_topic = NULL, *last_parts = NULL;       /* borrowed from ``topics`` */
+    PyObject *built = PyList_New(0), *new_ids = PyList_New(0);
+    if (built == NULL || new_ids == NULL) goto error;
+    int used_migrating = 0;
+    Py_ssize_t i, n = PyList_GET_SIZE(values);
+    for (i = start < 0 ? 0 : start; i < n; i++) {
+        PyObject *v = PyList_GET_ITEM(values, i);
+        if (!PyBytes_Check(v)) break;
+        const uint8_t *b = (const uint8_t *)PyBytes_AS_STRING(v);
+        Py_ssize_t end = PyBytes_GET_SIZE(v), pos = 0;
+        uint32_t frame, key, version;
+        if (read_uvarint(b, &pos, end, &frame) < 0 || frame != 1) break;
+        if (read_uvarint(b, &pos, end, &key) < 0 || key != 3) break;
+        if (read_uvarint(b, &pos, end, &version) < 0 || version > 2) break;
+        int32_t pid, leader, lepoch, pepoch;
+        if (take_i32(b, &pos, end, &pid) < 0 || pos + 16 > end) break;
+        const uint8_t *tid = b + pos;
+        pos += 16;
+        PyObject *f[P_NSLOTS] = {NULL};
+        int ok = 0;
+        f[P_REPLICAS] = take_i32_tuple(b, &pos, end, 0);
+        if (f[P_REPLICAS] == NULL) goto record_done;
+        f[P_ISR] = take_i32_tuple(b, &pos, end, 0);
+        if (f[P_ISR] == NULL) goto record_done;
+        f[P_REMOVING] = take_i32_tuple(b, &pos, end, 0);
+        if (f[P_REMOVING] == NULL) goto record_done;
+        f[P_ADDING] = take_i32_tuple(b, &pos, end, 0);
+        if (f[P_ADDING] == NULL) goto record_done;
+        if (take_i32(b, &pos, end, &leader) < 0 || take_i32(b, &pos, end, &lepoch) < 0 ||
+            take_i32(b, &pos, end, &pepoch) < 0)
+            goto record_done;
+        Py_ssize_t nrep = PyTuple_GET_SIZE(f[P_REPLICAS]);
+        Py_ssize_t ndirs = 0;
+        const uint8_t *dirs = NULL;
+        if (version >= 1) {
+            uint32_t u;
+            if (read_uvarint(b, &pos, end, &u) < 0 || u == 0) goto record_done;
+            ndirs = (Py_ssize_t)u - 1;
+            if (ndirs > (end - pos) / 16) goto record_done;
+            dirs = b + pos;
+            pos += 16 * ndirs;
+        }
+        if (ndirs != 0 && ndirs != nrep) goto record_done;   /* the ordinary path names the error */
+        long lrs = 0;
+        uint32_t ntags;
+        if (read_uvarint(b, &pos, end, &ntags) < 0) goto record_done;
+        int64_t last_tag = -1;
+        for (uint32_t t = 0; t < ntags; t++) {
+            uint32_t tag, size;
+            if (read_uvarint(b, &pos, end, &tag) < 0 || read_uvarint(b, &pos, end, &size) < 0) goto record_done;
+            if ((int64_t)tag <= last_tag || size > (uint32_t)(end - pos)) goto record_done;
+            last_tag = tag;
+            Py_ssize_t tag_end = pos + (Py_ssize_t)size;
+            if (tag == 0) {
+                if (size != 1) goto record_done;
+                lrs = (int8_t)b[pos];
+                pos += 1;
+            } else if ((tag == 1 || tag == 2) && version >= 2) {
+                PyObject *arr = take_i32_tuple(b, &pos, tag_end, 1);
+                if (arr == NULL || pos != tag_end) { Py_XDECREF(arr); goto record_done; }
+                f[tag == 1 ? P_ELR : P_LKELR] = arr;
+            } else {
+                goto record_done;
+            }
+        }
+        if (pos != end) goto record_done;
+        /* The topic, looked up again only when it changes (records come grouped by topic). */
+        if (last_key == NULL || memcmp(PyBytes_AS_STRING(last_key), tid, 16) != 0) {
+            PyObject *k = PyBytes_FromStringAndSize((const char *)tid, 16);
+            if (k == NULL) goto record_fail;
+            PyObject *entry = PyDict_GetItemWithError(topics, k);   /* borrowed */
+            if (entry == NULL || !PyTuple_Check(entry) || PyTuple_GET_SIZE(entry) != 2 ||
+                !PyDict_Check(PyTuple_GET_ITEM(entry, 1))) {
+                Py_DECREF(k);
+                if (PyErr_Occurred()) goto record_fail;
+                goto record_done;   /* an unknown topic: the ordinary path raises */
+            }
+            Py_XSETREF(last_key, k);
+            last_topic = PyTuple_GET_ITEM(entry, 0);
+            last_parts = PyTuple_GET_ITEM(entry, 1);
+        }
+        f[P_PID] = PyLong_FromLong(pid);
+        if (f[P_PID] == NULL) goto record_fail;
+        int has = PyDict_Contains(last_parts, f[P_PID]);
+        if (has < 0) goto record_fail;
+        if (has) goto record_done;   /* a re-created partition: the ordinary path raises */
+        /* Directories: one canonical UUID object per id. */
+        f[P_DIRS] = PyTuple_New(nrep);
+        if (f[P_DIRS] == NULL) goto record_fail;
+        if (ndirs == 0) used_migrating = 1;   /* as apply_partition, even with no replicas */
+        for (Py_ssize_t r = 0; r < nrep; r++) {
+            PyObject *d;
+            if (ndirs == 0) {
+                d = migrating;
+                Py_INCREF(d);
+            } else {
+                PyObject *k = PyBytes_FromStringAndSize((const char *)dirs + 16 * r, 16);
+                if (k == NULL) goto record_fail;
+                d = PyDict_GetItemWithError(canon, k);
+                if (d != NULL) {
+                    Py_INCREF(d);
+                } else if (PyErr_Occurred()) {
+                    Py_DECREF(k);
+                    goto record_fail;
+                } else {
+                    d = make_uuid(dirs + 16 * r);
+                    if (d == NULL || PyDict_SetItem(canon, k, d) < 0 || PyList_Append(new_ids, d) < 0) {
+                        Py_XDECREF(d);
+                        Py_DECREF(k);
+                        goto record_fail;
+                    }
+                }
+                Py_DECREF(k);
+            }
+            PyTuple_SET_ITEM(f[P_DIRS], r, d);
+        }
+        Py_INCREF(last_topic);
+        f[P_TOPIC] = last_topic;
+        f[P_LEADER] = PyLong_FromLong(leader);
+        f[P_LEPOCH] = PyLong_FromLong(lepoch);
+        f[P_PEPOCH] = PyLong_FromLong(pepoch);
+        f[P_LRS] = PyLong_FromLong(lrs);
+        if (f[P_LEADER] == NULL || f[P_LEPOCH] == NULL || f[P_PEPOCH] == NULL || f[P_LRS] == NULL) goto record_fail;
+        if (f[P_ELR] == NULL || f[P_ELR] == Py_None) { Py_XDECREF(f[P_ELR]); Py_INCREF(empty_tuple); f[P_ELR] = empty_tuple; }
+        if (f[P_LKELR] == NULL || f[P_LKELR] == Py_None) { Py_XDECREF(f[P_LKELR]); Py_INCREF(empty_tuple); f[P_LKELR] = empty_tuple; }
+        PyObject *part = partition_type->tp_alloc(partition_type, 0);
+        if (part == NULL) goto record_fail;
+        Py_INCREF(f[P_PID]);
+        PyObject *pid_key = f[P_PID];
+        for (int k = 0; k < P_NSLOTS; k++) {
+            SLOT(part, part_off[k]) = f[k];
+            f[k] = NULL;
+        }
+        int rc_set = PyDict_SetItem(last_parts, pid_key, part);
+        Py_DECREF(pid_key);
+        if (rc_set < 0 || PyList_Append(built, part) < 0) {
+            Py_DECREF(part);
+            goto record_fail;
+        }
+        Py_DECREF(part);
+        if (leader >= 0) {
+            PyObject *lk = PyLong_FromLong(leader);
+            if (lk == NULL) goto record_fail;
+            PyObject *cur = PyDict_GetItemWithError(counts, lk);
+            long c = 0;
+            if (cur != NULL) c = PyLong_AsLong(cur);
+            if (PyErr_Occurred()) { Py_DECREF(lk); goto record_fail; }
+            PyObject *nc = PyLong_FromLong(c + 1);
+            int rc = nc == NULL ? -1 : PyDict_SetItem(counts, lk, nc);
+            Py_XDECREF(nc);
+            Py_DECREF(lk);
+            if (rc < 0) goto record_fail;
+        }
+        ok = 1;
+    record_done:
+        for (int k = 0; k < P_NSLOTS; k++) Py_XDECREF(f[k]);
+        if (!ok && PyErr_Occurred()) goto error;   /* out of memory, not an irregular value */
+        if (!ok) break;
+        continue;
+    record_fail:
+        for (int k = 0; k < P_NSLOTS; k++) Py_XDECREF(f[k]);
+        goto error;
+    }
+    Py_XDECREF(last_key);
+    return Py_BuildValue("(nNNO)", i, built, new_ids, used_migrating ? Py_True : Py_False);
+error:
+    Py_XDECREF(last_key);
+    Py_XDECREF(built);
+    Py_XDECREF(new_ids);
+    return NULL;
+}
+
+/* configure_partitions(Partition): remember the class and where its slots live. */
+static PyObject *m_configure_partitions(PyObject *self, PyObject *cls) {
+    static const char *names[P_NSLOTS] = {"topic_id", "partition_id", "replicas", "isr", "dirs", "leader",
+                                          "leader_epoch", "partition_epoch", "leader_recovery_state",
+                                          "adding", "removing", "elr", "last_known_elr"};
+    if (!PyType_Check(cls)) { PyErr_SetString(PyExc_TypeError, "configure_partitions needs a class"); return NULL; }
+    Py_ssize_t offs[P_NSLOTS];
+    for (int i = 0; i < P_NSLOTS; i++) {
+        PyObject *d = PyObject_GetAttrString(cls, names[i]);
+        if (d == NULL) return NULL;
+        if (Py_TYPE(d) != &PyMemberDescr_Type) {
+            Py_DECREF(d);
+            PyErr_Format(PyExc_TypeError, "%s is not a slot", names[i]);
+            return NULL;
+        }
+        offs[i] = ((PyMemberDescrObject *)d)->d_member->offset;
+        Py_DECREF(d);
+    }
+    memcpy(part_off, offs, sizeof offs);
+    Py_INCREF(cls);
+    Py_XSETREF(partition_type, (PyTypeObject *)cls);
+    Py_RETURN_NONE;
+}
+
+/* group_replicas(partitions) -> [(broker, dir, [partition, ...]), ...]: every replica of
+ * every partition grouped by (broker id, dir object identity), for building the image's
+ * broker -> dir -> partitions index in bulk (image.py index_many). Identity is enough:
+ * the dirs are canonical objects, one per id. Hashing here costs no Python calls, where
+ * a dict keyed by uuid.UUID runs UUID.__hash__ for every replica. */
+typedef struct { long broker; PyObject *dir; PyObject *list; } Group;
+
+static PyObject *m_group_replicas(PyObject *self, PyObject *parts) {
+    if (partition_type == NULL || !PyList_Check(parts)) {
+        PyErr_SetString(PyExc_TypeError, "group_replicas needs a list of partitions");
+        return NULL;
+    }
+    size_t cap = 1024, used = 0;
+    Group *table = PyMem_Calloc(cap, sizeof(Group));
+    PyObject *out = PyList_New(0);
+    if (table == NULL || out == NULL) goto fail;
+    for (Py_ssize_t i = 0; i < PyList_GET_SIZE(parts); i++) {
+        PyObject *p = PyList_GET_ITEM(parts, i);
+        if (Py_TYPE(p) != partition_type) { PyErr_SetString(PyExc_TypeError, "not a Partition"); goto fail; }
+        PyObject *reps = SLOT(p, part_off[P_REPLICAS]), *dirs = SLOT(p, part_off[P_DIRS]);
+        if (reps == NULL || dirs == NULL || !PyTuple_Check(reps) || !PyTuple_Check(dirs) ||
+            PyTuple_GET_SIZE(reps) != PyTuple_GET_SIZE(dirs)) {
+            PyErr_SetString(PyExc_ValueError, "a partition's replicas and dirs differ in length");
+            goto fail;
+        }
+        for (Py_ssize_t r = 0; r < PyTuple_GET_SIZE(reps); r++) {
+            long b = PyLong_AsLong(PyTuple_GET_ITEM(reps, r));
+            if (b == -1 && PyErr_Occurred()) goto fail;
+            PyObject *d = PyTuple_GET_ITEM(dirs, r);
+            if (2 * (used + 1) > cap) {
+                size_t ncap = cap * 2;
+                Group *nt = PyMem_Calloc(ncap, sizeof(Group));
+                if (nt == NULL) { PyErr_NoMemory(); goto fail; }
+                for (size_t k = 0; k < cap; k++) {
+                    if (table[k].list == NULL) continue;
+                    uint64_t h = ((uint64_t)table[k].broker * 0x9E3779B97F4A7C15ull) ^ ((uint64_t)(uintptr_t)table[k].dir >> 4);
+                    h *= 0xC2B2AE3D27D4EB4Full;
+                    size_t j = (size_t)(h >> 20) & (ncap - 1);
+                    while (nt[j].list != NULL) j = (j + 1) & (ncap - 1);
+                    nt[j] = table[k];
+                }
+                PyMem_Free(table);
+                table = nt;
+                cap = ncap;
+            }
+            uint64_t h = ((uint64_t)b * 0x9E3779B97F4A7C15ull) ^ ((uint64_t)(uintptr_t)d >> 4);
+            h *= 0xC2B2AE3D27D4EB4Full;
+            size_t j = (size_t)(h >> 20) & (cap - 1);
+            while (table[j].list != NULL && (table[j].broker != b || table[j].dir != d)) j = (j + 1) & (cap - 1);
+            if (table[j].list == NULL) {
+                PyObject *lst = PyList_New(0);
+                if (lst == NULL) goto fail;
+                PyObject *bo = PyLong_FromLong(b);
+                PyObject *t = bo == NULL ? NULL : PyTuple_Pack(3, bo, d, lst);
+                Py_XDECREF(bo);
+                if (t == NULL || PyList_Append(out, t) < 0) { Py_XDECREF(t); Py_DECREF(lst); goto fail; }
+                Py_DECREF(t);
+                table[j].broker = b;
+                table[j].dir = d;
+                table[j].list = lst;     /* borrowed: ``out`` holds it */
+                Py_DECREF(lst);
+                used++;
+            }
+            if (PyList_Append(table[j].list, p) < 0) goto fail;
+        }
+    }
+    PyMem_Free(table);
+    return out;
+fail:
+    PyMem_Free(table);
+    Py_XDECREF(out);
+    return NULL;
+}
+
+/* count_prefixed(values, start, prefix) -> how many of values[start:] in a row are bytes
+ * beginning with ``prefix`` (the snapshot reader finds runs of PartitionRecords by their
+ * frame, without a Python step per record). */
+static PyObject *m_count_prefixed(PyObject *self, PyObject *const *args, Py_ssize_t nargs) {
+    if (nargs != 3 || !PyList_Check(args[0]) || !PyBytes_Check(args[2])) {
+        PyErr_SetString(PyExc_TypeError, "count_prefixed(values: list, start: int, prefix: bytes)");
+        return NULL;
+    }
+    Py_ssize_t start = PyLong_AsSsize_t(args[1]);
+    if (start == -1 && PyErr_Occurred()) return NULL;
+    const char *pre = PyBytes_AS_STRING(args[2]);
+    Py_ssize_t plen = PyBytes_GET_SIZE(args[2]), i, n = PyList_GET_SIZE(args[0]);
+    for (i = start < 0 ? 0 : start; i < n; i++) {
+        PyObject *v = PyList_GET_ITEM(args[0], i);
+        if (!PyBytes_Check(v) || PyBytes_GET_SIZE(v) < plen || memcmp(PyBytes_AS_STRING(v), pre, (size_t)plen) != 0)
+            break;
+    }
+    return PyLong_FromSsize_t(i - (start < 0 ? 0 : start));
+}
+
+/* ------------------------------------------------------------------ writing records */
+
+typedef struct { char *buf; Py_ssize_t len, cap; } Buf;
+
+static int buf_reserve(Buf *o, Py_ssize_t more) {
+    if (o->len + more <= o->cap) return 0;
+    Py_ssize_t cap = o->cap ? o->cap : 256;
+    while (cap < o->len + more) cap *= 2;
+    char *nb = PyMem_Realloc(o->buf, (size_t)cap);
+    if (nb == NULL) { PyErr_NoMemory(); return -1; }
+    o->buf = nb;
+    o->cap = cap;
+    return 0;
+}
+
+static inline int buf_uvarlong(Buf *o, uint64_t v) {
+    if (buf_reserve(o, 10) < 0) return -1;
+    while (v >= 0x80) { o->buf[o->len++] = (char)((v & 0x7F) | 0x80); v >>= 7; }
+    o->buf[o->len++] = (char)v;
+    return 0;
+}
+
+static inline int buf_bytes(Buf *o, const void *p, Py_ssize_t n) {
+    if (buf_reserve(o, n) < 0) return -1;
+    memcpy(o->buf + o->len, p, (size_t)n);
+    o->len += n;
+    return 0;
+}
+
+static inline int buf_i32(Buf *o, int32_t v) {
+    uint8_t b[4] = {(uint8_t)((uint32_t)v >> 24), (uint8_t)((uint32_t)v >> 16), (uint8_t)((uint32_t)v >> 8), (uint8_t)v};
+    return buf_bytes(o, b, 4);
+}
+
+#define ZZ32(n) ((uint64_t)(((uint32_t)(n) << 1) ^ (uint32_t)((int32_t)(n) >> 31)))
+#define ZZ64(n) (((uint64_t)(n) << 1) ^ (uint64_t)((int64_t)(n) >> 63))
+
+/* A nullable byte string with a zig-zag varint length; 1 = irregular (not bytes-like). */
+static int buf_var_bytes(Buf *o, PyObject *v) {
+    if (v == Py_None) return buf_uvarlong(o, 1);
+    const char *p;
+    Py_ssize_t n;
+    if (PyBytes_Check(v)) { p = PyBytes_AS_STRING(v); n = PyBytes_GET_SIZE(v); }
+    else if (PyByteArray_Check(v)) { p = PyByteArray_AS_STRING(v); n = PyByteArray_GET_SIZE(v); }
+    else return 1;
+    if (n > INT32_MAX) return 1;
+    if (buf_uvarlong(o, ZZ32(n)) < 0 || buf_bytes(o, p, n) < 0) return -1;
+    return 0;
+}
+
+/* One record's body (everything after its length) into ``o``; 1 = irregular. */
+static int write_record_body(Buf *o, PyObject *rec) {
+    PyObject *a = SLOT(rec, rec_off[0]), *t = SLOT(rec, rec_off[1]), *d = SLOT(rec, rec_off[2]);
+    PyObject *k = SLOT(rec, rec_off[3]), *v = SLOT(rec, rec_off[4]), *h = SLOT(rec, rec_off[5]);
+    if (a == NULL || t == NULL || d == NULL || k == NULL || v == NULL || h == NULL) return 1;
+    if (!PyLong_CheckExact(a) || !PyLong_CheckExact(t) || !PyLong_CheckExact(d) || !PyList_Check(h)) return 1;
+    int overflow = 0;
+    long attributes = PyLong_AsLongAndOverflow(a, &overflow);
+    if (overflow || attributes < -128 || attributes > 127) return 1;
+    long long ts = PyLong_AsLongLongAndOverflow(t, &overflow);
+    if (overflow) return 1;
+    long long off = PyLong_AsLongLongAndOverflow(d, &overflow);
+    if (overflow || off < INT32_MIN || off > INT32_MAX) return 1;
+    if (buf_reserve(o, 1) < 0) return -1;
+    o->buf[o->len++] = (char)(attributes & 0xFF);
+    if (buf_uvarlong(o, ZZ64(ts)) < 0 || buf_uvarlong(o, ZZ32(off)) < 0) return -1;
+    int r = buf_var_bytes(o, k);
+    if (r != 0) return r;
+    r = buf_var_bytes(o, v);
+    if (r != 0) return r;
+    Py_ssize_t nh = PyList_GET_SIZE(h);
+    if (nh > INT32_MAX) return 1;
+    if (buf_uvarlong(o, ZZ32(nh)) < 0) return -1;
+    for (Py_ssize_t i = 0; i < nh; i++) {
+        PyObject *pair = PyList_GET_ITEM(h, i);
+        if (!PyTuple_Check(pair) || PyTuple_GET_SIZE(pair) != 2 || !PyUnicode_Check(PyTuple_GET_ITEM(pair, 0))) return 1;
+        Py_ssize_t n;
+        const char *key = PyUnicode_AsUTF8AndSize(PyTuple_GET_ITEM(pair, 0), &n);
+        if (key == NULL) { PyErr_Clear(); return 1; }
+        if (n > INT32_MAX) return 1;
+        if (buf_uvarlong(o, ZZ32(n)) < 0 || buf_bytes(o, key, n) < 0) return -1;
+        r = buf_var_bytes(o, PyTuple_GET_ITEM(pair, 1));
+        if (r != 0) return r;
+    }
+    return 0;
+}
+
+/* write_records(records) -> bytes of the records section of an uncompressed v2 batch, as
+ * kraft_jbod/wire/records.py _write_record writes each; None for anything irregular (the
+ * Python writer then writes it or raises its exact error). */
+static PyObject *m_write_records(PyObject *self, PyObject *records) {
+    if (record_type == NULL || !PyList_Check(records)) Py_RETURN_NONE;
+    Buf o = {NULL, 0, 0}, body = {NULL, 0, 0};
+    for (Py_ssize_t i = 0; i < PyList_GET_SIZE(records); i++) {
+        PyObject *rec = PyList_GET_ITEM(records, i);
+        if (Py_TYPE(rec) != record_type) goto irregular;
+        body.len = 0;
+        int r = write_record_body(&body, rec);
+        if (r < 0) goto fail;
+        if (r > 0 || body.len > INT32_MAX) goto irregular;
+        if (buf_uvarlong(&o, ZZ32(body.len)) < 0 || buf_bytes(&o, body.buf, body.len) < 0) goto fail;
+    }
+    PyObject *res = PyBytes_FromStringAndSize(o.buf ? o.buf : "", o.len);
+    PyMem_Free(o.buf);
+    PyMem_Free(body.buf);
+    return res;
+irregular:
+    PyMem_Free(o.buf);
+    PyMem_Free(body.buf);
+    Py_RETURN_NONE;
+fail:
+    PyMem_Free(o.buf);
+    PyMem_Free(body.buf);
+    return NULL;
+}
+
+/* 16 big-endian bytes of a uuid.UUID (its ``int`` slot); -1 if it is not one. */
+static int uuid_bytes(PyObject *u, uint8_t *out) {
+    if (uuid_type == NULL || Py_TYPE(u) != uuid_type) return -1;
+    PyObject *n = SLOT(u, uuid_int_off);
+    if (n == NULL || !PyLong_Check(n)) return -1;
+    if (_PyLong_AsByteArray((PyLongObject *)n, out, 16, 0, 0) < 0) { PyErr_Clear(); return -1; }
+    return 0;
+}
+
+static int buf_i32_obj(Buf *o, PyObject *v) {
+    if (!PyLong_CheckExact(v)) return 1;
+    int overflow = 0;
+    long x = PyLong_AsLongAndOverflow(v, &overflow);
+    if (overflow || x < INT32_MIN || x > INT32_MAX) return 1;
+    return buf_i32(o, (int32_t)x);
+}
+
+static int buf_i32_array(Buf *o, PyObject *t) {
+    if (!PyTuple_Check(t)) return 1;
+    Py_ssize_t n = PyTuple_GET_SIZE(t);
+    if (buf_uvarlong(o, (uint64_t)n + 1) < 0) return -1;
+    for (Py_ssize_t i = 0; i < n; i++) {
+        int r = buf_i32_obj(o, PyTuple_GET_ITEM(t, i));
+        if (r != 0) return r;
+    }
+    return 0;
+}
+
+static Py_ssize_t i32_array_size(PyObject *t) {
+    Py_ssize_t n = PyTuple_GET_SIZE(t), s = 1;
+    for (uint64_t v = (uint64_t)n + 1; v >= 0x80; v >>= 7) s++;
+    return s + 4 * n;
+}
+
+/* encode_partitions(partitions, version) -> [value bytes], each the framed PartitionRecord
+ * that the snapshot writer's PartitionRecord for that partition encodes to (versions 0-2;
+ * ELR fields only when non-empty, as Kafka's image writes them); None for anything
+ * irregular (the Python path then builds and encodes the records). */
+static PyObject *m_encode_partitions(PyObject *self, PyObject *const *args, Py_ssize_t nargs) {
+    if (nargs != 2 || partition_type == NULL || uuid_type == NULL || !PyList_Check(args[0])) Py_RETURN_NONE;
+    long version = PyLong_AsLong(args[1]);
+    if (version == -1 && PyErr_Occurred()) return NULL;
+    if (version < 0 || version > 2) Py_RETURN_NONE;
+    PyObject *parts = args[0];
+    PyObject *out = PyList_New(PyList_GET_SIZE(parts));
+    if (out == NULL) return NULL;
+    Buf o = {NULL, 0, 0};
+    uint8_t id[16];
+    for (Py_ssize_t i = 0; i < PyList_GET_SIZE(parts); i++) {
+        PyObject *p = PyList_GET_ITEM(parts, i);
+        if (Py_TYPE(p) != partition_type) goto irregular;
+        PyObject *f[P_NSLOTS];
+        for (int k = 0; k < P_NSLOTS; k++) {
+            f[k] = SLOT(p, part_off[k]);
+            if (f[k] == NULL) goto irregular;
+        }
+        o.len = 0;
+        int r;
+        if (buf_bytes(&o, "\x01\x03", 2) < 0 || buf_uvarlong(&o, (uint64_t)version) < 0) goto fail;
+        if ((r = buf_i32_obj(&o, f[P_PID])) != 0) goto check;
+        if (uuid_bytes(f[P_TOPIC], id) < 0) goto irregular;
+        if (buf_bytes(&o, id, 16) < 0) goto fail;
+        if ((r = buf_i32_array(&o, f[P_REPLICAS])) != 0) goto check;
+        if ((r = buf_i32_array(&o, f[P_ISR])) != 0) goto check;
+        if ((r = buf_i32_array(&o, f[P_REMOVING])) != 0) goto check;
+        if ((r = buf_i32_array(&o, f[P_ADDING])) != 0) goto check;
+        if ((r = buf_i32_obj(&o, f[P_LEADER])) != 0) goto check;
+        if ((r = buf_i32_obj(&o, f[P_LEPOCH])) != 0) goto check;
+        if ((r = buf_i32_obj(&o, f[P_PEPOCH])) != 0) goto check;
+        if (version >= 1) {
+            PyObject *dirs = f[P_DIRS];
+            if (!PyTuple_Check(dirs)) goto irregular;
+            if (buf_uvarlong(&o, (uint64_t)PyTuple_GET_SIZE(dirs) + 1) < 0) goto fail;
+            for (Py_ssize_t k = 0; k < PyTuple_GET_SIZE(dirs); k++) {
+                if (uuid_bytes(PyTuple_GET_ITEM(dirs, k), id) < 0) goto irregular;
+                if (buf_bytes(&o, id, 16) < 0) goto fail;
+            }
+        }
+        if (!PyLong_CheckExact(f[P_LRS])) goto irregular;
+        long lrs = PyLong_AsLong(f[P_LRS]);
+        if (lrs == -1 && PyErr_Occurred()) { PyErr_Clear(); goto irregular; }
+        if (lrs < -128 || lrs > 127) goto irregular;
+        PyObject *elr = f[P_ELR], *lk = f[P_LKELR];
+        if (!PyTuple_Check(elr) || !PyTuple_Check(lk)) goto irregular;
+        int has_elr = version >= 2 && PyTuple_GET_SIZE(elr) > 0;
+        int has_lk = version >= 2 && PyTuple_GET_SIZE(lk) > 0;
+        if (buf_uvarlong(&o, (uint64_t)((lrs != 0) + has_elr + has_lk)) < 0) goto fail;
+        if (lrs != 0) {
+            char b[3] = {0, 1, (char)(lrs & 0xFF)};
+            if (buf_bytes(&o, b, 3) < 0) goto fail;
+        }
+        if (has_elr) {
+            if (buf_uvarlong(&o, 1) < 0 || buf_uvarlong(&o, (uint64_t)i32_array_size(elr)) < 0) goto fail;
+            if ((r = buf_i32_array(&o, elr)) != 0) goto check;
+        }
+        if (has_lk) {
+            if (buf_uvarlong(&o, 2) < 0 || buf_uvarlong(&o, (uint64_t)i32_array_size(lk)) < 0) goto fail;
+            if ((r = buf_i32_array(&o, lk)) != 0) goto check;
+        }
+        PyObject *value = PyBytes_FromStringAndSize(o.buf, o.len);
+        if (value == NULL) goto fail;
+        PyList_SET_ITEM(out, i, value);
+        continue;
+    check:
+        if (r < 0) goto fail;
+        goto irregular;
+    }
+    PyMem_Free(o.buf);
+    return out;
+irregular:
+    PyMem_Free(o.buf);
+    Py_DECREF(out);
+    Py_RETURN_NONE;
+fail:
+    PyMem_Free(o.buf);
+    Py_DECREF(out);
+    return NULL;
+}
+
+/* frame_values(values) -> the records section of a batch holding ``values`` as records with
+ * attributes 0, timestamp delta 0, offset deltas 0..n-1, no key and no headers (metadata
+ * log and snapshot batches); None for anything irregular. */
+static PyObject *m_frame_values(PyObject *self, PyObject *values) {
+    if (!PyList_Check(values)) Py_RETURN_NONE;
+    Buf o = {NULL, 0, 0};
+    for (Py_ssize_t i = 0; i < PyList_GET_SIZE(values); i++) {
+        PyObject *v = PyList_GET_ITEM(values, i);
+        if (!PyBytes_Check(v) || i > INT32_MAX) goto irregular;
+        Py_ssize_t n = PyBytes_GET_SIZE(v);
+        uint8_t head[16];
+        Py_ssize_t h = 0;
+        head[h++] = 0;   /* attributes */
+        head[h++] = 0;   /* timestamp delta */
+        for (uint64_t z = ZZ32(i); ; z >>= 7) { if (z < 0x80) { head[h++] = (uint8_t)z; break; } head[h++] = (uint8_t)((z & 0x7F) | 0x80); }
+        head[h++] = 1;   /* null key */
+        if (n > INT32_MAX - 32) goto irregular;
+        Py_ssize_t nlen = 1;
+        for (uint64_t z = ZZ32(n); z >= 0x80; z >>= 7) nlen++;
+        Py_ssize_t body = h + nlen + n + 1;
+        if (buf_uvarlong(&o, ZZ32(body)) < 0 || buf_bytes(&o, head, h) < 0 || buf_uvarlong(&o, ZZ32(n)) < 0 ||
+            buf_bytes(&o, PyBytes_AS_STRING(v), n) < 0 || buf_bytes(&o, "\x00", 1) < 0)
+            goto fail;
+    }
+    PyObject *res = PyBytes_FromStringAndSize(o.buf ? o.buf : "", o.len);
+    PyMem_Free(o.buf);
+    return res;
+irregular:
+    PyMem_Free(o.buf);
+    Py_RETURN_NONE;
+fail:
+    PyMem_Free(o.buf);
+    return NULL;
+}
+
 static PyMethodDef methods[] = {
     {"counters", m_counters, METH_NOARGS, "calls served by C and handed to Python, per direction"},
     {"configure", m_configure, METH_VARARGS, "configure(uuid_type, safe_unknown, planner, py_decode, py_read, py_encode, py_write)"},
     {"set_uuid_cache", m_set_uuid_cache, METH_O, "turn the UUID object cache on or off (and empty it)"},
     {"clear_plans", m_clear_plans, METH_NOARGS, "forget every compiled plan"},
     {"plan_count", m_plan_count, METH_NOARGS, "number of classes with compiled plans"},
+    {"frame_records", (PyCFunction)(void (*)(void))m_frame_records, METH_FASTCALL,
+     "frame_records(data, count): the records of an uncompressed v2 batch, or None for the Python reader"},
+    {"configure_records", m_configure_records, METH_O, "configure_records(Record): the class frame_records builds"},
+    {"build_partitions", (PyCFunction)(void (*)(void))m_build_partitions, METH_FASTCALL,
+     "build_partitions(values, start, topics, canon, migrating, counts): snapshot PartitionRecords into Partitions"},
+    {"write_records", m_write_records, METH_O, "write_records(records): the records section of an uncompressed v2 batch, or None"},
+    {"encode_partitions", (PyCFunction)(void (*)(void))m_encode_partitions, METH_FASTCALL,
+     "encode_partitions(partitions, version): framed PartitionRecord values of image partitions, or None"},
+    {"frame_values", m_frame_values, METH_O, "frame_values(values): records section of a batch of key-less values, or None"},
+    {"count_prefixed", (PyCFunction)(void (*)(void))m_count_prefixed, METH_FASTCALL,
+     "count_prefixed(values, start, prefix): consecutive values from start that begin with prefix"},
+    {"group_replicas", m_group_replicas, METH_O, "group_replicas(partitions): [(broker, dir, partitions)] of every replica"},
+    {"configure_partitions", m_configure_partitions, METH_O, "configure_partitions(Partition): the class build_partitions builds"},
     {NULL, NULL, 0, NULL},
 };
 

@@ -373,6 +373,27 @@ class MetadataLog:
         self.end_offset = next_base
         return base
 
+    def roll(self) -> bool:
+        """Start a new active segment at the end offset (unless the active one is empty);
+        True when one was started.
+
+        The server rolls right after a snapshot, so every record the snapshot holds sits in
+        segments :meth:`delete_segments_below` may delete, and a restart from that snapshot
+        reads only what came after it.
+
+        Raises:
+            StorageError: the log is read-only, closed, or the new segment cannot be created.
+        """
+        if self.read_only or self._fd is None:
+            raise StorageError("cannot roll a read-only or closed metadata log")
+        if self._segments and self._segments[-1].size == 0:
+            return False
+        try:
+            self._new_segment()
+        except OSError as exc:
+            raise StorageError(f"cannot start a new metadata log segment: {exc.strerror}") from None
+        return True
+
     def delete_segments_below(self, offset: int) -> int:
         """Delete the whole segments holding only offsets below ``offset`` (a snapshot's end
         offset), never the active one; the log start offset moves to the first kept segment.

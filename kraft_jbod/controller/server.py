@@ -272,20 +272,16 @@ class ControllerServer:
             )
             # Restart from the newest snapshot plus the log after it (controller/snapshot.py).
             quorum = voters.QuorumState()
-            restored = snapshots.restore_latest(
-                machine, cfg.metadata_partition_dir, self.log.end_offset, quorum.from_snapshot
+            done = snapshots.restart(
+                machine,
+                self.log,
+                cfg.metadata_partition_dir,
+                on_record=lambda record, version: self.story.committed(((record, version),), tell=False),
+                on_quorum=quorum.from_snapshot,
             )
-            if self.log.start_offset > 0 and (restored is None or restored.end_offset < self.log.start_offset):
-                raise StorageError(
-                    f"metadata log starts at offset {self.log.start_offset} but no snapshot covers the offsets below"
-                )
+            restored, replayed = done.snapshot, done.replayed
             if restored is not None:
                 self._latest_snapshot = (restored.end_offset, restored.epoch)
-            replayed = 0
-            for offset, record, version in self.log.replay(0 if restored is None else restored.end_offset):
-                machine.apply(offset, record, version)
-                self.story.committed(((record, version),), tell=False)
-                replayed += 1
             # A new leader epoch per start, as a raft leader gets on election; at kraft.version 1
             # its control batch also carries the voter set when the log has none or ours changed.
             self.log.leader_epoch = max(1, self.log.last_epoch + 1)
@@ -620,10 +616,12 @@ class ControllerServer:
         self._clean_after_snapshot(sid)
 
     def _clean_after_snapshot(self, sid: snapshots.SnapshotId) -> None:
-        """Delete the segments wholly below the snapshot (the log start offset moves to the
-        first kept one) and the snapshots older than it."""
+        """Roll the log at the snapshot, delete the segments wholly below it (the log start
+        offset moves to the first kept one) and the snapshots older than it."""
         assert self.log is not None
         try:
+            if sid.end_offset == self.log.end_offset:
+                self.log.roll()  # so everything the snapshot holds can go
             deleted = self.log.delete_segments_below(sid.end_offset)
             for old in snapshots.list_snapshots(self.config.metadata_partition_dir):
                 if old < sid:

@@ -26,18 +26,21 @@ online ones). :func:`comparable` gives the part of an image a snapshot round-tri
 
 from __future__ import annotations
 
+import gc
 import os
 import re
 import struct
 import time
+import uuid
 from collections.abc import Callable, Iterable, Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
-from kraft_jbod import codec
+from kraft_jbod import _accel, codec
 from kraft_jbod.controller import features as fv
-from kraft_jbod.controller.image import MetadataImage
+from kraft_jbod.controller.image import MetadataImage, Partition, TopicInfo, load_partitions
 from kraft_jbod.errors import DecodeError, StorageError
 from kraft_jbod.messages.access_control_entry_record import AccessControlEntryRecord
 from kraft_jbod.messages.config_record import ConfigRecord
@@ -64,6 +67,7 @@ from kraft_jbod.wire.records import (
     read_record_batch,
     write_control_record_key,
     write_record_batch,
+    write_value_batch,
 )
 
 SUFFIX = ".checkpoint"
@@ -111,6 +115,18 @@ def list_snapshots(directory: Path) -> list[SnapshotId]:
 
 def image_records(img: MetadataImage) -> Iterator[RecordAndVersion]:
     """The records that rebuild ``img``, in Kafka's ``MetadataImage.write`` order and versions."""
+    yield from _head_records(img)
+    # Topics, each followed by its partitions.
+    part_version = fv.partition_record_version(img.metadata_version)
+    for topic_id, topic in sorted(img.topics.items(), key=lambda kv: kv[0].int):
+        yield TopicRecord(name=topic.name, topic_id=topic_id), 0
+        for p in _sorted_partitions(topic):
+            yield _partition_record(p, part_version), part_version
+    yield from _tail_records(img)
+
+
+def _head_records(img: MetadataImage) -> Iterator[RecordAndVersion]:
+    """Features and brokers: what ``image_records`` writes before the topics."""
     mv = img.metadata_version
     # Features: metadata.version first, always at v0 so any reader can decode it.
     if fv.METADATA_VERSION in img.features:
@@ -136,30 +152,54 @@ def image_records(img: MetadataImage) -> Iterator[RecordAndVersion]:
             ),
             reg_version,
         )
-    # Topics, each followed by its partitions.
+
+
+def _sorted_partitions(topic: TopicInfo) -> list[Partition]:
+    return [p for _, p in sorted(topic.partitions.items())]
+
+
+def _partition_record(p: Partition, part_version: int) -> PartitionRecord:
+    return PartitionRecord(
+        partition_id=p.partition_id,
+        topic_id=p.topic_id,
+        replicas=list(p.replicas),
+        isr=list(p.isr),
+        removing_replicas=list(p.removing),
+        adding_replicas=list(p.adding),
+        leader=p.leader,
+        leader_recovery_state=p.leader_recovery_state,
+        leader_epoch=p.leader_epoch,
+        partition_epoch=p.partition_epoch,
+        directories=list(p.dirs) if part_version >= 1 else [],
+        # KIP-966 fields (v2+); Kafka's image writes them only when non-empty.
+        eligible_leader_replicas=list(p.elr) if part_version >= 2 and p.elr else None,
+        last_known_elr=list(p.last_known_elr) if part_version >= 2 and p.last_known_elr else None,
+    )
+
+
+def image_values(img: MetadataImage) -> Iterator[bytes]:
+    """The framed values of ``image_records(img)``, in the same order: what a snapshot file
+    holds. A topic's PartitionRecords are encoded by the compiled codec straight from the
+    image's partitions when it is active (same bytes: ``test_snapshot_restore.py``), the
+    bulk of a large snapshot's writing."""
+    encode = codec.encode_metadata_record
+    mv = img.metadata_version
     part_version = fv.partition_record_version(mv)
+    for rec, ver in _head_records(img):
+        yield encode(rec, ver)
     for topic_id, topic in sorted(img.topics.items(), key=lambda kv: kv[0].int):
-        yield TopicRecord(name=topic.name, topic_id=topic_id), 0
-        for pid, p in sorted(topic.partitions.items()):
-            yield (
-                PartitionRecord(
-                    partition_id=pid,
-                    topic_id=topic_id,
-                    replicas=list(p.replicas),
-                    isr=list(p.isr),
-                    removing_replicas=list(p.removing),
-                    adding_replicas=list(p.adding),
-                    leader=p.leader,
-                    leader_recovery_state=p.leader_recovery_state,
-                    leader_epoch=p.leader_epoch,
-                    partition_epoch=p.partition_epoch,
-                    directories=list(p.dirs) if part_version >= 1 else [],
-                    # KIP-966 fields (v2+); Kafka's image writes them only when non-empty.
-                    eligible_leader_replicas=list(p.elr) if part_version >= 2 and p.elr else None,
-                    last_known_elr=list(p.last_known_elr) if part_version >= 2 and p.last_known_elr else None,
-                ),
-                part_version,
-            )
+        yield encode(TopicRecord(name=topic.name, topic_id=topic_id), 0)
+        parts = _sorted_partitions(topic)
+        values = _accel.encode_partitions(parts, part_version)
+        if values is None:
+            values = [encode(_partition_record(p, part_version), part_version) for p in parts]
+        yield from values
+    for rec, ver in _tail_records(img):
+        yield encode(rec, ver)
+
+
+def _tail_records(img: MetadataImage) -> Iterator[RecordAndVersion]:
+    """Configs, producer ids and ACLs: what ``image_records`` writes after the topics."""
     for (rtype, rname), configs in img.configs.durable().items():
         for key, value in configs.items():
             yield ConfigRecord(resource_type=rtype, resource_name=rname, name=key, value=value), 0
@@ -221,7 +261,7 @@ def _batch(out: bytearray, recs: list[Record], base: int, epoch: int, ts: int, a
 
 
 def encode_snapshot(
-    records: Iterable[RecordAndVersion],
+    records: Iterable[RecordAndVersion | bytes],
     *,
     epoch: int,
     last_contained_timestamp: int,
@@ -253,21 +293,22 @@ def encode_snapshot(
     _batch(out, header, 0, epoch, ts, CONTROL_MASK)
     yield bytes(out)
     next_offset = len(header)
-    pending: list[Record] = []
+    pending: list[bytes] = []
     size = 0
-    for rec, ver in records:
-        value = codec.encode_metadata_record(rec, ver)
+    for item in records:
+        # Items are records with their versions, or values already framed (image_values).
+        value = item if isinstance(item, bytes) else codec.encode_metadata_record(*item)
         if pending and size + len(value) + 16 > max_batch_bytes:
             out = bytearray()
-            _batch(out, pending, next_offset, epoch, ts, 0)
+            write_value_batch(out, pending, base_offset=next_offset, base_timestamp=ts, partition_leader_epoch=epoch)
             next_offset += len(pending)
             yield bytes(out)
             pending, size = [], 0
-        pending.append(Record(offset_delta=len(pending), key=None, value=value))
+        pending.append(value)
         size += len(value) + 16
     if pending:
         out = bytearray()
-        _batch(out, pending, next_offset, epoch, ts, 0)
+        write_value_batch(out, pending, base_offset=next_offset, base_timestamp=ts, partition_leader_epoch=epoch)
         next_offset += len(pending)
         yield bytes(out)
     out = bytearray()
@@ -285,7 +326,7 @@ def encode_snapshot(
 def write_snapshot(
     directory: Path,
     snapshot_id: SnapshotId,
-    records: Iterable[RecordAndVersion],
+    records: Iterable[RecordAndVersion | bytes],
     *,
     last_contained_timestamp: int,
     kraft_version: int = 0,
@@ -353,7 +394,7 @@ def write_image_snapshot(
     return write_snapshot(
         directory,
         sid,
-        image_records(img),
+        image_values(img),
         last_contained_timestamp=last_contained_timestamp,
         kraft_version=kraft_version,
         voters=voters,
@@ -404,6 +445,29 @@ def read_snapshot(path: Path, *, max_bytes: int | None = None) -> SnapshotConten
         StorageError: the name is not a snapshot id, or the content is not a whole snapshot
             (the message names the file and byte position).
     """
+    contents, _ = _read(path, max_bytes, raw_partitions=False)
+    return contents
+
+
+@dataclass(slots=True)
+class _RawPartitions:
+    """PartitionRecord values left undecoded for the restart's bulk loader, at their
+    place among the snapshot's records; value ``i`` is at offset ``first_offset + i``
+    (a run holds consecutive records: any other record, control ones included, ends it)."""
+
+    values: list[bytes]
+    first_offset: int
+
+
+# A PartitionRecord value starts with frame version 1 and record type 3 (one byte each).
+_PARTITION_FRAME = b"\x01\x03"
+
+
+def _read(
+    path: Path, max_bytes: int | None, *, raw_partitions: bool
+) -> tuple[SnapshotContents, list[RecordAndVersion | _RawPartitions]]:
+    """``read_snapshot``; with ``raw_partitions`` the second item lists the records with
+    runs of PartitionRecord values kept raw (and ``contents.records`` is left empty)."""
     sid = parse_name(path.name)
     if sid is None:
         raise StorageError(f"{path.name} is not a snapshot file name (<offset:20>-<epoch:10>.checkpoint)")
@@ -421,6 +485,8 @@ def read_snapshot(path: Path, *, max_bytes: int | None = None) -> SnapshotConten
     kraft_version = 0
     voters: Message | None = None
     records: list[RecordAndVersion] = []
+    mixed: list[RecordAndVersion | _RawPartitions] = []
+    run: _RawPartitions | None = None
     while pos < len(data):
         where = f"snapshot {path} at byte {pos}"
         try:
@@ -434,9 +500,10 @@ def read_snapshot(path: Path, *, max_bytes: int | None = None) -> SnapshotConten
         if batch.partition_leader_epoch != sid.epoch:
             raise StorageError(f"{where}: leader epoch {batch.partition_leader_epoch}, the snapshot's is {sid.epoch}")
         is_control = bool(batch.attributes & CONTROL_MASK)
-        for rec in batch.records:
-            try:
-                if is_control:
+        if is_control:
+            run = None  # a run's offsets are contiguous: control records end it
+            for rec in batch.records:
+                try:
                     ctype, msg = _decode_control(rec)
                     if ctype == ControlRecordType.SNAPSHOT_HEADER:
                         if header is not None or next_offset != 0 or rec.offset_delta != 0:
@@ -452,21 +519,47 @@ def read_snapshot(path: Path, *, max_bytes: int | None = None) -> SnapshotConten
                         kraft_version = msg.k_raft_version
                     else:
                         voters = msg
+                except DecodeError as exc:
+                    raise StorageError(f"{where}, offset {batch.base_offset + rec.offset_delta}: {exc}") from None
+        else:
+            present = [rec.value for rec in batch.records]
+            if header is None:
+                raise StorageError(
+                    f"{where}, offset {batch.base_offset}: snapshot does not start with a SnapshotHeaderRecord"
+                )
+            if None in present:
+                at = batch.base_offset + present.index(None)
+                raise StorageError(f"{where}, offset {at}: metadata record without a value")
+            values = cast(list[bytes], present)
+            i = 0
+            while i < len(values):
+                value = values[i]
+                if raw_partitions and value[:2] == _PARTITION_FRAME:
+                    # The compiled codec counts the whole run in one call.
+                    k = _accel.count_prefixed(values, i, _PARTITION_FRAME) or 1
+                    if run is None:
+                        run = _RawPartitions([], batch.base_offset + i)
+                        mixed.append(run)
+                    run.values.extend(values[i : i + k])
+                    i += k
+                    continue
+                try:
+                    decoded = codec.decode_metadata_record(value)
+                except DecodeError as exc:
+                    raise StorageError(f"{where}, offset {batch.base_offset + i}: {exc}") from None
+                i += 1
+                if raw_partitions:
+                    run = None
+                    mixed.append(decoded)
                 else:
-                    if header is None:
-                        raise DecodeError("snapshot does not start with a SnapshotHeaderRecord")
-                    if rec.value is None:
-                        raise DecodeError("metadata record without a value")
-                    records.append(codec.decode_metadata_record(rec.value))
-            except DecodeError as exc:
-                raise StorageError(f"{where}, offset {batch.base_offset + rec.offset_delta}: {exc}") from None
+                    records.append(decoded)
         next_offset = batch.base_offset + batch.last_offset_delta + 1
         pos = end
     if header is None:
         raise StorageError(f"snapshot {path} is empty")
     if not footer:
         raise StorageError(f"snapshot {path} has no SnapshotFooterRecord (incomplete)")
-    return SnapshotContents(sid, header.last_contained_log_timestamp, kraft_version, voters, records)
+    return SnapshotContents(sid, header.last_contained_log_timestamp, kraft_version, voters, records), mixed
 
 
 def load_image(img: MetadataImage, contents: SnapshotContents) -> None:
@@ -498,21 +591,167 @@ def restore_latest(
     ``on_quorum`` gets the snapshot's kraft.version and VotersRecord (or None).
 
     A snapshot beyond the log's end is not used: the log it stands for is not all here.
+    Runs of PartitionRecords go through ``image.load_partitions`` (same image, less work).
 
     Raises:
         StorageError: the newest usable snapshot is damaged (the message names it).
     """
+    img = getattr(target, "image", target)
     for sid in reversed(list_snapshots(directory)):
         if sid.end_offset > log_end_offset:
             continue
-        contents = read_snapshot(directory / sid.file_name)
+        path = directory / sid.file_name
+        contents, records = _read(path, None, raw_partitions=True)
         offset = sid.last_contained_offset
-        for rec, ver in contents.records:
-            target.apply(offset, rec, ver)
+        loader = _PartitionLoader(img, offset, path)
+        for item in records:
+            if isinstance(item, _RawPartitions):
+                loader.load(item)
+                continue
+            rec, version = item
+            if type(rec) is not TopicRecord:
+                loader.flush()  # anything else may read the partition index
+            target.apply(offset, rec, version)
+            if type(rec) is TopicRecord:
+                loader.topic_added(rec.topic_id)
+        loader.flush()
+        img.last_applied_offset = offset
         if on_quorum is not None:
             on_quorum(contents.kraft_version, contents.voters)
         return sid
     return None
+
+
+class _PartitionLoader:
+    """Applies a snapshot's runs of raw PartitionRecord values to ``img``.
+
+    Uses the compiled loader (``_accel.build_partitions``) where it is active: it hands
+    back any value it does not handle, which then goes through the ordinary decode and
+    apply (applied, or the exact error raised). Without it, values are decoded and
+    bulk-loaded by ``image.load_partitions``. The broker/dir index of what was built is
+    added by :meth:`flush`, once for many runs.
+    """
+
+    def __init__(self, img: MetadataImage, offset: int, path: Path) -> None:
+        self.img = img
+        self.offset = offset
+        self.path = path
+        self.topics = {tid.bytes: (tid, t.partitions) for tid, t in img.topics.items()}
+        self.canon: dict[bytes, uuid.UUID] = {}
+        self.canon_seen = -1
+        self.unindexed: list[Partition] = []
+
+    def _sync_canon(self) -> None:
+        """Pass the image's canonical dir objects on to the compiled loader (records
+        applied since, such as registrations, add to them; nothing removes any)."""
+        if len(self.img.canon) != self.canon_seen:
+            for u, c in self.img.canon.items():
+                self.canon.setdefault(u.bytes, c)
+            self.canon_seen = len(self.img.canon)
+
+    def topic_added(self, topic_id: uuid.UUID) -> None:
+        topic = self.img.topics.get(topic_id)
+        if topic is not None:
+            self.topics[topic_id.bytes] = (topic.topic_id, topic.partitions)
+
+    def _decoded(self, run: _RawPartitions, i: int) -> tuple[Message, int]:
+        try:
+            return codec.decode_metadata_record(run.values[i])
+        except DecodeError as exc:
+            raise StorageError(f"snapshot {self.path}, offset {run.first_offset + i}: {exc}") from None
+
+    def load(self, run: _RawPartitions) -> None:
+        img, values = self.img, run.values
+        migrating = img.canon.get(img.profile.migrating, img.profile.migrating)
+        start = 0
+        while start < len(values):
+            self._sync_canon()
+            done = _accel.build_partitions(values, start, self.topics, self.canon, migrating, img.leader_count)
+            if done is None:
+                self.flush()
+                records = [cast(PartitionRecord, self._decoded(run, i)[0]) for i in range(start, len(values))]
+                load_partitions(img, self.offset, records)
+                return
+            stop, built, new_ids, used_migrating = done
+            for u in new_ids:
+                img.canon[u] = u
+            self.canon_seen = len(img.canon)
+            if used_migrating:
+                img.canonical(migrating)
+            self.unindexed.extend(built)
+            img.partition_total += len(built)
+            if stop >= len(values):
+                return
+            self.flush()
+            rec, version = self._decoded(run, stop)
+            img.apply(self.offset, rec, version)
+            start = stop + 1
+
+    def flush(self) -> None:
+        if self.unindexed:
+            self.img.index_many(self.unindexed)
+            self.unindexed = []
+
+
+@dataclass(slots=True, frozen=True)
+class Restart:
+    """What :func:`restart` did: the snapshot it started from (None: the whole log) and
+    how many log records it replayed after it."""
+
+    snapshot: SnapshotId | None
+    replayed: int
+
+
+@contextmanager
+def _collector_paused() -> Iterator[None]:
+    """Pause Python's cyclic garbage collector for a bulk load.
+
+    A restart creates millions of objects that live as long as the controller. With the
+    collector on, every few hundred allocations trigger a collection that walks the
+    growing, all-live image, and the older generations are walked again and again: that
+    was half of a restart's CPU. Nothing a load creates is cyclic garbage, so nothing is
+    lost by collecting once the image is built (the collector's own thresholds decide when).
+    """
+    was_enabled = gc.isenabled()
+    gc.disable()
+    try:
+        yield
+    finally:
+        if was_enabled:
+            gc.enable()
+
+
+def restart(
+    target: Any,
+    log: Any,
+    directory: Path,
+    on_record: Callable[[Any, int], object] | None = None,
+    on_quorum: Callable[[int, Message | None], None] | None = None,
+) -> Restart:
+    """Rebuild ``target`` (an empty ``ControllerState``) as a controller start does: the
+    newest usable snapshot, then every log record after it, each passed to ``on_record``;
+    ``on_quorum`` gets the snapshot's kraft.version and VotersRecord (see restore_latest).
+
+    ``log`` is an open ``MetadataLog``; ``ControllerServer.start`` and the restart
+    benchmark (tools/bench/bench_restart.py) both call this.
+
+    Raises:
+        StorageError: a damaged snapshot or record, or a log whose start offset no
+            snapshot covers.
+    """
+    with _collector_paused():
+        restored = restore_latest(target, directory, log.end_offset, on_quorum)
+        if log.start_offset > 0 and (restored is None or restored.end_offset < log.start_offset):
+            raise StorageError(
+                f"metadata log starts at offset {log.start_offset} but no snapshot covers the offsets below"
+            )
+        replayed = 0
+        for offset, record, version in log.replay(0 if restored is None else restored.end_offset):
+            target.apply(offset, record, version)
+            if on_record is not None:
+                on_record(record, version)
+            replayed += 1
+    return Restart(restored, replayed)
 
 
 @dataclass(slots=True)

@@ -36,6 +36,7 @@ from dataclasses import dataclass, field
 
 from crc32c import crc32c
 
+from kraft_jbod import _accel
 from kraft_jbod.errors import DecodeError, EncodeError
 from kraft_jbod.wire import compression as _codecs
 from kraft_jbod.wire.compression import DEFAULT_MAX_DECOMPRESSED
@@ -118,6 +119,9 @@ class Record:
     key: bytes | None = None
     value: bytes | None = None
     headers: list[tuple[str, bytes | None]] = field(default_factory=list)
+
+
+_accel.register_record_class(Record)
 
 
 @dataclass(slots=True, kw_only=True)
@@ -251,6 +255,12 @@ RecordsEntry = RecordBatch | LegacyMessage | TruncatedBatch
 
 def _read_batch_records(data: bytes, p: int, end: int, count: int, base: int) -> list[Record]:
     """Decode ``count`` records from ``data[p:end]``; ``base`` locates errors in the input."""
+    if p == 0 and end == len(data):
+        # The compiled framer (kraft_jbod/_accel) when active: same records, or None
+        # for anything irregular, which this reader then reports exactly.
+        framed = _accel.frame_records(data, count)
+        if framed is not None:
+            return framed
     records: list[Record] = []
     append = records.append
     rv = read_varint
@@ -533,6 +543,43 @@ def write_record_batch(out: bytearray, batch: RecordBatch, compression: int | No
     them. Sets ``batch.crc`` to the CRC written. Raises EncodeError for values the format
     cannot carry (fields out of range, an unknown codec, a batch over 2 GiB).
     """
+    # The compiled writer when active: the same bytes, or None for anything it leaves
+    # to the Python writer (which writes it or raises its exact error).
+    _write_batch(out, batch, compression, _accel.write_records(batch.records))
+
+
+def write_value_batch(
+    out: bytearray,
+    values: list[bytes],
+    *,
+    base_offset: int,
+    base_timestamp: int,
+    partition_leader_epoch: int = -1,
+    attributes: int = 0,
+) -> None:
+    """Append a batch of ``values`` as records with no key and no headers at offset deltas
+    0..n-1 and timestamp delta 0 (the shape of metadata log and snapshot batches): the bytes
+    ``write_record_batch(RecordBatch.of(...))`` writes for those records, without building them
+    when the compiled codec is active."""
+    section = _accel.frame_values(values)
+    records = [Record(offset_delta=i, value=v) for i, v in enumerate(values)] if section is None else []
+    batch = RecordBatch(
+        base_offset=base_offset,
+        partition_leader_epoch=partition_leader_epoch,
+        attributes=attributes,
+        last_offset_delta=max(len(values) - 1, 0),
+        base_timestamp=base_timestamp,
+        max_timestamp=base_timestamp,
+        records=records,
+    )
+    _write_batch(out, batch, None, section, len(values))
+
+
+def _write_batch(
+    out: bytearray, batch: RecordBatch, compression: int | None, section: bytes | None, count: int | None = None
+) -> None:
+    """``write_record_batch`` with the records section given (None: written from
+    ``batch.records`` here) and ``count`` records in it (None: ``len(batch.records)``)."""
     attributes = batch.attributes
     if compression is not None:
         if compression not in _codecs.CODEC_NAMES:
@@ -546,13 +593,13 @@ def write_record_batch(out: bytearray, batch: RecordBatch, compression: int | No
     start = len(out)
     out += bytes(BATCH_HEADER_SIZE)
     try:
-        if codec == 0:
-            for rec in batch.records:
-                _write_record(out, rec)
+        raw = bytearray() if codec else out
+        if section is not None:
+            raw += section
         else:
-            raw = bytearray()
             for rec in batch.records:
                 _write_record(raw, rec)
+        if codec:
             out += _codecs.compress(codec, raw)
         length = len(out) - start - LOG_OVERHEAD
         _BE_qi.pack_into(out, start, batch.base_offset, length)
@@ -568,7 +615,7 @@ def write_record_batch(out: bytearray, batch: RecordBatch, compression: int | No
             batch.producer_id,
             batch.producer_epoch,
             batch.base_sequence,
-            len(batch.records),
+            len(batch.records) if count is None else count,
         )
     except struct.error as exc:
         del out[start:]

@@ -436,3 +436,19 @@ def test_a_failed_write_of_a_split_set_leaves_none_of_it(tmp_path: Path, monkeyp
         monkeypatch.undo()
         assert log.end_offset == 1 and len(log.batches) == 1
     assert (tmp_path / segment_name(0)).stat().st_size == size
+
+
+def test_roll_starts_a_segment_at_the_end_and_frees_what_lies_below(tmp_path: Path) -> None:
+    with MetadataLog.open(tmp_path, fsync=False) as log:
+        log.append([(NoOpRecord(), 0)] * 5, timestamp_ms=0)
+        assert log.roll() is True
+        assert log.roll() is False  # the new active segment is still empty
+        assert [p.name for p in log.segment_paths] == [segment_name(0), segment_name(5)]
+        log.append([(NoOpRecord(), 0)] * 3, timestamp_ms=0)
+        assert log.delete_segments_below(5) == 1
+        assert log.start_offset == 5 and log.end_offset == 8
+    with MetadataLog.open(tmp_path, fsync=False) as log:
+        assert (log.start_offset, log.end_offset) == (5, 8)
+        assert [offset for offset, _, _ in log.replay(5)] == [5, 6, 7]
+    with MetadataLog.open(tmp_path, fsync=False, lock=False, read_only=True) as log, pytest.raises(StorageError):
+        log.roll()

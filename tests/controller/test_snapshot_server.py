@@ -45,8 +45,11 @@ async def test_snapshot_written_by_bytes_and_restart_uses_it(tmp_path: Path) -> 
         await client.close()
         live = snap.comparable(s.state.image)
         end = s.log.end_offset if s.log is not None else -1
+        start = s.log.start_offset if s.log is not None else -1
     newest = snap.list_snapshots(cfg.metadata_partition_dir)[-1]
     assert 0 < newest.end_offset < end
+    # The log was rolled at the snapshot: all it holds below it is gone.
+    assert start == newest.end_offset
     # The snapshot alone is the image at its offset; snapshot + tail is the live image.
     async with ControllerServer(cfg, cluster_id=CLUSTER, tick_interval_ms=20) as s2:
         assert snap.comparable(s2.state.image) == live
