@@ -1,7 +1,9 @@
 """Fake-broker configuration: Kafka's broker properties, Kafka's names and defaults.
 
 Reads what a ``process.roles=broker`` node needs (protocol-notes §8.1): ``node.id``,
-``log.dirs``/``metadata.log.dir``, ``controller.quorum.voters`` (static quorum),
+``log.dirs``/``metadata.log.dir``, ``controller.quorum.voters`` (static quorum) or
+``controller.quorum.bootstrap.servers`` (a dynamic quorum at kraft.version 1: the leader and
+the voter set are learnt by fetching; ``controller.listener.names`` picks the voter endpoint),
 ``listeners`` and ``advertised.listeners`` (what the registration advertises; when
 unset, the broker advertises its controller's client listeners, learned by
 DescribeConfigs, and ``listeners`` only if the controller has none: see
@@ -25,6 +27,7 @@ from kraft_jbod.properties import Listener, load_properties, parse_listeners, pa
 from kraft_jbod.storage import StorageLayout
 
 _VOTER = re.compile(r"^(\d+)@(\[[0-9A-Fa-f:.]+\]|[^:@\s]+):(\d+)$")
+_HOST_PORT = re.compile(r"^(\[[0-9A-Fa-f:.]+\]|[^:@\s\[\]]+):(\d+)$")
 
 
 @dataclass(slots=True, frozen=True)
@@ -58,6 +61,10 @@ class BrokerConfig:
     # itself, so when unset it advertises its controller's client listeners (broker/advertise.py),
     # where real clients' follow-up connections get answers; set, it wins.
     advertised_listeners: tuple[Listener, ...] = ()
+    # controller.quorum.bootstrap.servers: where an observer sends its first Fetch when there
+    # are no static voters; the first of controller.listener.names picks the leader's endpoint.
+    bootstrap_servers: tuple[tuple[str, int], ...] = ()
+    controller_listener: str | None = None
 
     @classmethod
     def from_properties(cls, props: Mapping[str, str]) -> BrokerConfig:
@@ -76,8 +83,19 @@ class BrokerConfig:
             if m is None:
                 raise ConfigError(f"controller.quorum.voters: {item!r} is not ID@HOST:PORT")
             voters.append(Voter(int(m[1]), m[2].strip("[]"), int(m[3])))
-        if not voters:
-            raise ConfigError("controller.quorum.voters is required (a static quorum)")
+        bootstrap = []
+        for item in (v.strip() for v in p.get("controller.quorum.bootstrap.servers", "").split(",")):
+            if not item:
+                continue
+            hp = _HOST_PORT.match(item)
+            if hp is None or not 0 < int(hp[2]) <= 65535:
+                raise ConfigError(f"controller.quorum.bootstrap.servers: {item!r} is not HOST:PORT")
+            bootstrap.append((hp[1].strip("[]"), int(hp[2])))
+        if not voters and not bootstrap:
+            raise ConfigError(
+                "set controller.quorum.voters (a static quorum) or controller.quorum.bootstrap.servers (a dynamic one)"
+            )
+        ctl_names = [n.strip() for n in p.get("controller.listener.names", "").split(",") if n.strip()]
         if any(v.node_id == layout.node_id for v in voters):
             raise ConfigError(f"node.id {layout.node_id} must not be a voter of controller.quorum.voters")
         listeners = parse_listeners(p.get("listeners", "PLAINTEXT://localhost:9092"))
@@ -113,6 +131,8 @@ class BrokerConfig:
             control_listener=control,
             advertised_listeners=tuple(advertised),
             cordoned_log_dirs=cordoned,
+            bootstrap_servers=tuple(bootstrap),
+            controller_listener=ctl_names[0] if ctl_names else None,
         )
 
 

@@ -17,6 +17,10 @@ this is a :class:`~kraft_jbod.errors.DecodeError` and nothing of that response i
 Rule 3: DivergingEpoch truncates our log to its end offset (and drops the epochs after
 it); truncating below what was already published is fatal, as in Kafka.
 Rule 4: HW = min(log end, leader HW); records below it are published, in order, once.
+Rule 5: the quorum is learnt as Kafka's observer learns it: the leader's id and epoch from
+each answer, its endpoints from the answer's NodeEndpoints (Fetch v17), and at
+kraft.version 1 the voter set from the log's KRaftVersionRecord and VotersRecord control
+records (the last one fetched wins; a truncation below it forgets it).
 """
 
 from __future__ import annotations
@@ -29,8 +33,10 @@ from kraft_jbod import codec
 from kraft_jbod.errors import DecodeError, KraftJbodError
 from kraft_jbod.messages.fetch_request import FetchPartition, FetchRequest, FetchTopic, ReplicaState
 from kraft_jbod.messages.fetch_response import FetchResponse
+from kraft_jbod.messages.k_raft_version_record import KRaftVersionRecord
+from kraft_jbod.messages.voters_record import VotersRecord
 from kraft_jbod.wire.constants import METADATA_TOPIC, METADATA_TOPIC_ID
-from kraft_jbod.wire.records import RecordBatch, iter_records
+from kraft_jbod.wire.records import ControlRecordType, RecordBatch, iter_records, read_control_record_key
 
 MAX_WAIT_MS: Final = 500
 MAX_BYTES: Final = 8 * 1024 * 1024
@@ -66,6 +72,32 @@ class MetadataFollower:
         self.control_records = 0
         self.batches_decoded = 0
         self._next_publish = 0  # index into records of the first unpublished one
+        # Rule 5: (offset, kraft.version) and (offset, VotersRecord) fetched, newest last.
+        self.kraft_versions: list[tuple[int, int]] = []
+        self.voter_sets: list[tuple[int, VotersRecord]] = []
+        self.leader_endpoints: list[tuple[str, int]] = []  # from NodeEndpoints, for leader_id
+
+    @property
+    def kraft_version(self) -> int:
+        return self.kraft_versions[-1][1] if self.kraft_versions else 0
+
+    @property
+    def voters(self) -> VotersRecord | None:
+        return self.voter_sets[-1][1] if self.voter_sets else None
+
+    def leader_address(self, listener: str | None) -> tuple[str, int] | None:
+        """Where the leader is: its VotersRecord endpoint on ``listener`` (any listener when
+        None), else the NodeEndpoints of the last answer; None while unknown."""
+        if self.leader_id < 0:
+            return None
+        voters = self.voters
+        if voters is not None:
+            for v in voters.voters:
+                if v.voter_id == self.leader_id:
+                    for e in v.endpoints:
+                        if listener is None or e.name == listener:
+                            return e.host, e.port
+        return self.leader_endpoints[0] if self.leader_endpoints else None
 
     @property
     def last_fetched_epoch(self) -> int:
@@ -121,6 +153,9 @@ class MetadataFollower:
             return out  # Rule 1: stale answer
         elif leader.leader_id >= 0:
             self.leader_id = leader.leader_id
+        ends = [(n.host, n.port) for n in (resp.node_endpoints or ()) if n.node_id == self.leader_id]
+        if ends:
+            self.leader_endpoints = ends
         out.error_code = p.error_code
         if p.error_code != 0:
             return out
@@ -141,6 +176,8 @@ class MetadataFollower:
         end = self.end_offset
         count = 0
         control = 0
+        kraft: list[tuple[int, int]] = []
+        voter_sets: list[tuple[int, VotersRecord]] = []
         for entry in iter_records(data):
             if not isinstance(entry, RecordBatch):
                 # a partial batch at the end of a size-limited read is normal; legacy is not
@@ -167,17 +204,46 @@ class MetadataFollower:
                     epochs.append((epoch, offset))
                 if batch.is_control:
                     control += 1
+                    self._control(offset, rec.key, rec.value or b"", kraft, voter_sets)
                 else:
                     record, version = codec.decode_metadata_record(rec.value or b"")
                     new.append((offset, record, version))
                 end += 1
             count += 1
         self.records.extend(new)
+        self.kraft_versions.extend(kraft)
+        self.voter_sets.extend(voter_sets)
         self.epochs = epochs
         self.end_offset = end
         self.control_records += control
         self.batches_decoded += count
         return count
+
+    @staticmethod
+    def _control(
+        offset: int,
+        key: bytes | None,
+        value: bytes,
+        kraft: list[tuple[int, int]],
+        voter_sets: list[tuple[int, VotersRecord]],
+    ) -> None:
+        """Rule 5: keep KRaftVersionRecord and VotersRecord (other control types are skipped).
+
+        Raises:
+            DecodeError: a key or one of these two records does not decode.
+        """
+        if key is None:
+            raise DecodeError(f"control record at offset {offset} without a key")
+        ctype = read_control_record_key(key, 0)[0].type
+        if ctype not in (ControlRecordType.KRAFT_VERSION, ControlRecordType.KRAFT_VOTERS):
+            return
+        if len(value) < 2:
+            raise DecodeError(f"control record at offset {offset} is too short")
+        version = int.from_bytes(value[:2], "big", signed=True)
+        if ctype == ControlRecordType.KRAFT_VERSION:
+            kraft.append((offset, KRaftVersionRecord.decode(value, version).k_raft_version))
+        else:
+            voter_sets.append((offset, VotersRecord.decode(value, version)))
 
     def _truncate(self, offset: int) -> None:
         if offset <= self.published_offset:
@@ -187,6 +253,8 @@ class MetadataFollower:
         self.records = [r for r in self.records if r[0] < offset]
         self._next_publish = min(self._next_publish, len(self.records))
         self.epochs = [e for e in self.epochs if e[1] < offset]
+        self.kraft_versions = [k for k in self.kraft_versions if k[0] < offset]
+        self.voter_sets = [v for v in self.voter_sets if v[0] < offset]
         self.end_offset = min(self.end_offset, offset)
 
     def _publish(self) -> list[tuple[int, Any, int]]:

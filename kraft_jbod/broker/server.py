@@ -42,7 +42,7 @@ from typing import Any
 from kraft_jbod.broker import advertise
 from kraft_jbod.broker import directories as dm
 from kraft_jbod.broker.assignments import Assignment, AssignmentQueue
-from kraft_jbod.broker.config import BrokerConfig
+from kraft_jbod.broker.config import BrokerConfig, Voter
 from kraft_jbod.broker.follower import FollowerFatal, MetadataFollower
 from kraft_jbod.broker.image import MetadataImage
 from kraft_jbod.broker.lifecycle import Effect, Input, Lifecycle, State
@@ -100,6 +100,7 @@ class Channel:
         self._tapped: Any = None
         self.versions: dict[int, tuple[int, int]] = {}
         self._lock = asyncio.Lock()
+        self._connected: tuple[str, int] | None = None  # addr of the open connection
 
     async def _open(self) -> None:
         try:
@@ -109,6 +110,7 @@ class Channel:
         except (OSError, TimeoutError) as exc:
             raise ChannelError(f"{self.name}: cannot connect to {self.addr[0]}:{self.addr[1]}: {exc}") from None
         self._conn = ClientConnection(client_id=self.client_id)
+        self._connected = self.addr
         if self.tap is not None:
             local = self._writer.get_extra_info("sockname")  # type: ignore[union-attr]
             self._tapped = self.tap.open((str(local[0]), int(local[1])), self.addr)
@@ -160,6 +162,8 @@ class Channel:
         """
         async with self._lock:
             try:
+                if self._conn is not None and self._connected != self.addr:
+                    self.close()  # retargeted (a new leader endpoint): reconnect there
                 if self._conn is None:
                     await self._open()
                 version = self.version(key)
@@ -216,6 +220,7 @@ class FakeBroker:
         self.metadata_dir_id: uuid.UUID | None = None
         self._shutdown_reason = ""
         self._shutdown_answered = False
+        self._leader_known = asyncio.Event()
         # What the registration advertises (broker/advertise.py), chosen before each attempt.
         self.advertised: advertise.Advertised | None = None
 
@@ -262,8 +267,11 @@ class FakeBroker:
         )
         self.lifecycle = Lifecycle(self.node_id, multi_dir=len(log_dirs) > 1, failure_timeout_ms=cfg.failure_timeout_ms)
         self.lifecycle.set_cordoned({self._find_dir(str(p)).dir_id for p in cfg.cordoned_log_dirs})
-        voter = cfg.voters[0]
-        addr = (voter.host, voter.port)
+        # Static voters name the controller; otherwise the first Fetch goes to a bootstrap
+        # server and the leader's endpoint is learnt from the answer (_follow_leader).
+        addr = (cfg.voters[0].host, cfg.voters[0].port) if cfg.voters else cfg.bootstrap_servers[0]
+        if cfg.voters:
+            self._leader_known.set()
         timeout = cfg.request_timeout_ms
         self._raft = Channel("raft", addr, f"raft-client-{self.node_id}", timeout, self.tap)
         self._hb = Channel("heartbeat", addr, str(self.node_id), timeout, self.tap)
@@ -390,6 +398,8 @@ class FakeBroker:
             if result.new_leader:
                 f = self.follower
                 self.event("leader", f"controller {f.leader_id} leads the metadata quorum at epoch {f.epoch}")
+            if not self.config.voters:
+                self._follow_leader()
             if result.error_code not in (0, ErrorCode.FENCED_LEADER_EPOCH):
                 await self._sleep(100)
                 continue
@@ -400,6 +410,28 @@ class FakeBroker:
                     self.lifecycle.image_published = True
                     self.event("image", f"first metadata image published at offset {self.follower.published_offset}")
                 self._after_metadata()
+
+    def _follow_leader(self) -> None:
+        """Without static voters: point every channel at the leader's endpoint once known
+        (its VotersRecord entry, else the Fetch answer's NodeEndpoints), as Kafka's observer
+        and its controller channels follow the raft leader."""
+        addr = self.follower.leader_address(self.config.controller_listener)
+        if addr is None:
+            return
+        if addr != self._hb.addr or not self._leader_known.is_set():
+            self.event("leader-endpoint", f"controller {self.follower.leader_id} at {addr[0]}:{addr[1]}")
+        for channel in (self._raft, self._hb, self._assign):
+            channel.addr = addr
+        self._leader_known.set()
+
+    def _quorum_config(self) -> BrokerConfig:
+        """The config with the controller as its voter: the static one, or without static
+        voters the leader learnt by fetching (``_follow_leader``), for code that asks it."""
+        cfg = self.config
+        addr = None if cfg.voters else self.follower.leader_address(cfg.controller_listener)
+        if addr is None:
+            return cfg
+        return dataclasses.replace(cfg, voters=(Voter(self.follower.leader_id, addr[0], addr[1]),))
 
     def _after_metadata(self) -> None:
         me = self.image.brokers.get(self.node_id)
@@ -448,7 +480,7 @@ class FakeBroker:
 
     def _advertised(self) -> advertise.Advertised:
         if self.advertised is None:
-            self.advertised = advertise.choose(self.config, None)
+            self.advertised = advertise.choose(self._quorum_config(), None)
         return self.advertised
 
     async def _learn_advertised(self) -> None:
@@ -459,7 +491,7 @@ class FakeBroker:
         Raises:
             ChannelError: the controller cannot be reached (the registration retries).
         """
-        cfg = self.config
+        cfg = self._quorum_config()
         learned = None
         if not cfg.advertised_listeners:
             voter = cfg.voters[0]
@@ -518,6 +550,11 @@ class FakeBroker:
         return False
 
     async def _lifecycle_loop(self) -> None:
+        while not self._leader_known.is_set():  # a dynamic quorum: wait for the first answer
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(self._leader_known.wait(), 0.1)
+            if self.stopped.is_set():
+                return
         if not await self._register():
             return
         lc = self.lifecycle

@@ -44,6 +44,19 @@ def register(sub: Any) -> None:
         "--metadata-version",
         help="metadata.version for a new log, as a name (3.7-IV2) or level (17); default: newest with JBOD",
     )
+    c.add_argument(
+        "--standalone",
+        action="store_true",
+        help="a new log starts a dynamic quorum (kraft.version 1) with this controller as its one voter, "
+        "as kafka-storage format --standalone; brokers may then use controller.quorum.bootstrap.servers",
+    )
+    c.add_argument(
+        "--feature",
+        action="append",
+        default=[],
+        metavar="kraft.version=N",
+        help="finalized level of a feature for a new log; only kraft.version (0, or 1 with --standalone)",
+    )
     c.add_argument("--no-fsync", action="store_true", help="skip fsync (benchmarks only: not crash-safe)")
     c.add_argument(
         "--extensions",
@@ -131,6 +144,7 @@ def cmd_controller(args: argparse.Namespace) -> int:
             f"--metadata-version {args.metadata_version}: level {level} is outside "
             f"{features.MINIMUM_BOOTSTRAP_LEVEL}..{features.MAX_SUPPORTED_LEVEL}"
         )
+    kraft_version = _kraft_version(cfg, args.standalone, args.feature)
     mirror = None
     if args.mirror:
         host, sep, port = args.mirror.rpartition(":")
@@ -154,7 +168,15 @@ def cmd_controller(args: argparse.Namespace) -> int:
     check_ports_free(fixed)
     return asyncio.run(
         _run_controller(
-            cfg, args.cluster_id, level, not args.no_fsync, args.capture, mirror, extensions, args.capture_secrets
+            cfg,
+            args.cluster_id,
+            level,
+            not args.no_fsync,
+            args.capture,
+            mirror,
+            extensions,
+            args.capture_secrets,
+            kraft_version,
         )
     )
 
@@ -168,6 +190,7 @@ async def _run_controller(
     mirror: tuple[str, int] | None = None,
     extensions: Any = None,
     capture_secrets: bool = False,
+    kraft_version: int = 0,
 ) -> int:
     tap: Any = None
     if capture is not None or mirror is not None:
@@ -181,13 +204,15 @@ async def _run_controller(
             raise ConfigError(f"--capture {capture}: cannot create it: {exc.strerror}") from None
         await tap.start()
     try:
-        return await _serve(cfg, cluster_id, level, fsync, tap, extensions)
+        return await _serve(cfg, cluster_id, level, fsync, tap, extensions, kraft_version)
     finally:
         if tap is not None:
             await tap.aclose()
 
 
-async def _serve(cfg: Any, cluster_id: str | None, level: int | None, fsync: bool, tap: Any, extensions: Any) -> int:
+async def _serve(
+    cfg: Any, cluster_id: str | None, level: int | None, fsync: bool, tap: Any, extensions: Any, kraft_version: int = 0
+) -> int:
     import asyncio
     import signal
 
@@ -198,7 +223,13 @@ async def _serve(cfg: Any, cluster_id: str | None, level: int | None, fsync: boo
     for sig in (signal.SIGINT, signal.SIGTERM):
         loop.add_signal_handler(sig, stop.set)
     server = ControllerServer(
-        cfg, cluster_id=cluster_id, metadata_version=level, fsync=fsync, tap=tap, extensions=extensions
+        cfg,
+        cluster_id=cluster_id,
+        metadata_version=level,
+        kraft_version=kraft_version,
+        fsync=fsync,
+        tap=tap,
+        extensions=extensions,
     )
     async with server:
         for name, host, port in server.bound:
@@ -217,6 +248,40 @@ async def _serve(cfg: Any, cluster_id: str | None, level: int | None, fsync: boo
         stopped.cancel()
     logging.getLogger(__name__).info("controller stopped; metadata log flushed")
     return 1 if server.fatal is not None else 0
+
+
+def _kraft_version(cfg: Any, standalone: bool, feature_args: list[str]) -> int:
+    """kraft.version for a new log from ``--standalone`` and ``--feature`` (controller/voters.py).
+
+    Raises:
+        ConfigError: a malformed or unsupported ``--feature``, a combination Kafka's formatter
+            refuses, or bootstrap servers without voters and without ``--standalone`` for a new log.
+    """
+    from kraft_jbod.controller import features, voters
+
+    requested: int | None = None
+    for item in feature_args:
+        name, sep, value = item.partition("=")
+        name = name.strip()
+        if not sep or not value.strip().isdigit():
+            raise ConfigError(f"--feature {item!r}: expected NAME=LEVEL")
+        if name == features.METADATA_VERSION:
+            raise ConfigError("--feature metadata.version: use --metadata-version instead")
+        if name != features.KRAFT_VERSION:
+            raise ConfigError(f"--feature {name}: only kraft.version is chosen this way (others take their defaults)")
+        requested = int(value)
+    chosen = voters.choose_kraft_version(
+        static_voters=bool(cfg.quorum_voters), standalone=standalone, requested=requested
+    )
+    new_log = not any(cfg.metadata_partition_dir.glob("*.log")) and not any(
+        cfg.metadata_partition_dir.glob("*.checkpoint")
+    )
+    if new_log and cfg.bootstrap_servers and not cfg.quorum_voters and not standalone:
+        raise ConfigError(
+            "controller.quorum.bootstrap.servers is set and controller.quorum.voters is not: a new log needs "
+            "--standalone (a dynamic quorum, kraft.version 1), or set controller.quorum.voters for a static one"
+        )
+    return chosen
 
 
 def cmd_log_recover(args: argparse.Namespace) -> int:

@@ -51,8 +51,6 @@ _KNOWN_IGNORED = frozenset(
     {
         "log.dirs",
         "log.dir",
-        "controller.quorum.voters",
-        "controller.quorum.bootstrap.servers",
         "controller.quorum.election.timeout.ms",
         "controller.quorum.fetch.timeout.ms",
         "controller.quorum.request.timeout.ms",
@@ -101,6 +99,8 @@ _KNOWN_USED = frozenset(
         "metadata.log.max.record.bytes.between.snapshots",
         "metadata.log.max.snapshot.interval.ms",
         "metadata.max.idle.interval.ms",
+        "controller.quorum.voters",
+        "controller.quorum.bootstrap.servers",
     }
 )
 
@@ -147,6 +147,11 @@ class ControllerConfig:
     snapshot_max_bytes: int = 20 * 1024 * 1024
     snapshot_interval_ms: int = 60 * 60 * 1000
     idle_interval_ms: int = 500
+    # The static quorum (controller.quorum.voters, id -> (host, port)) and the bootstrap
+    # servers brokers are told about; an empty voters map means a dynamic quorum
+    # (kraft.version 1, ``controller --standalone``): controller/voters.py.
+    quorum_voters: dict[int, tuple[str, int]] = field(default_factory=dict)
+    bootstrap_servers: list[tuple[str, int]] = field(default_factory=list)
     unknown: dict[str, str] = field(default_factory=dict)
 
     @property
@@ -227,6 +232,16 @@ class ControllerConfig:
             )
         idle = _long(p, "connections.max.idle.ms", DEFAULT_CONNECTIONS_MAX_IDLE_MS)
 
+        quorum_voters = _quorum_voters(p.get("controller.quorum.voters", ""))
+        if quorum_voters and node_id not in quorum_voters:
+            raise ConfigError(
+                f"controller.quorum.voters={p['controller.quorum.voters']!r} does not name node.id={node_id}: "
+                "this controller is the quorum's only voter"
+            )
+        if len(quorum_voters) > 1:
+            log.warning("controller.quorum.voters names %d voters: only this one runs", len(quorum_voters))
+        bootstrap = _bootstrap_servers(p.get("controller.quorum.bootstrap.servers", ""))
+
         unknown = {k: v for k, v in props.items() if k not in _KNOWN_USED and k not in _KNOWN_IGNORED}
         for k in sorted(unknown):
             log.warning("the configuration %r was supplied but isn't a known config", k)
@@ -254,6 +269,8 @@ class ControllerConfig:
             snapshot_max_bytes=_int(p, "metadata.log.max.record.bytes.between.snapshots", 1, 20 * 1024 * 1024),
             snapshot_interval_ms=_int(p, "metadata.log.max.snapshot.interval.ms", 0, 60 * 60 * 1000),
             idle_interval_ms=_int(p, "metadata.max.idle.interval.ms", 0, 500),
+            quorum_voters=quorum_voters,
+            bootstrap_servers=bootstrap,
             unknown=unknown,
         )
 
@@ -261,6 +278,38 @@ class ControllerConfig:
     def metadata_partition_dir(self) -> Path:
         """Where the log segments live, as in Kafka: ``<metadata.log.dir>/__cluster_metadata-0``."""
         return self.metadata_log_dir / "__cluster_metadata-0"
+
+
+_VOTER = re.compile(r"^(\d+)@(\[[0-9A-Fa-f:.]+\]|[^:@\s\[\]]+):(\d+)$")
+_HOST_PORT = re.compile(r"^(\[[0-9A-Fa-f:.]+\]|[^:@\s\[\]]+):(\d+)$")
+
+
+def _quorum_voters(text: str) -> dict[int, tuple[str, int]]:
+    """Kafka's controller.quorum.voters: ``ID@HOST:PORT`` entries, comma-separated."""
+    out: dict[int, tuple[str, int]] = {}
+    for item in (v.strip() for v in text.split(",")):
+        if not item:
+            continue
+        m = _VOTER.match(item)
+        if m is None or not 0 <= int(m[3]) <= 65535:
+            raise ConfigError(f"controller.quorum.voters: {item!r} is not ID@HOST:PORT")
+        if int(m[1]) in out:
+            raise ConfigError(f"controller.quorum.voters: voter {m[1]} is listed twice")
+        out[int(m[1])] = (m[2].strip("[]"), int(m[3]))
+    return out
+
+
+def _bootstrap_servers(text: str) -> list[tuple[str, int]]:
+    """Kafka's controller.quorum.bootstrap.servers: ``HOST:PORT`` entries, comma-separated."""
+    out = []
+    for item in (v.strip() for v in text.split(",")):
+        if not item:
+            continue
+        m = _HOST_PORT.match(item)
+        if m is None or not 0 < int(m[2]) <= 65535:
+            raise ConfigError(f"controller.quorum.bootstrap.servers: {item!r} is not HOST:PORT")
+        out.append((m[1].strip("[]"), int(m[2])))
+    return out
 
 
 def _dirs(value: str) -> list[str]:

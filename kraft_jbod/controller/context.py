@@ -15,6 +15,7 @@ from dataclasses import dataclass, field
 
 from kraft_jbod.controller.image import MetadataImage
 from kraft_jbod.controller.profiles import Profile
+from kraft_jbod.messages.voters_record import VotersRecord
 from kraft_jbod.wire.message import Message
 
 RecordAndVersion = tuple[Message, int]
@@ -113,6 +114,10 @@ class ControllerContext:
     # Static configs DescribeConfigs lists for the own node (the server sets the bound listeners).
     static_configs: dict[str, str] = field(default_factory=dict)
     leader_epoch: int = 1  # the raft leader epoch (the server sets it; DescribeQuorum reports it)
+    # The live kraft.version and, at 1, the voter set of the log (controller/voters.py); the
+    # server sets both after replay. Neither is a FeatureLevelRecord, so not in the image.
+    kraft_version: int = 0
+    voters: VotersRecord | None = None
     sessions: Sessions = field(default_factory=Sessions)
 
     @property

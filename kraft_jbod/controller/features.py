@@ -137,8 +137,9 @@ IMPLEMENTED_MAX: Final[dict[str, int]] = {
 
 SUPPORTED_FEATURES: Final[dict[str, tuple[int, int]]] = {
     METADATA_VERSION: (MINIMUM_LEVEL, MAX_SUPPORTED_LEVEL),
-    # A single static voter: kraft.version 1 (KIP-853 voter records) is not produced.
-    KRAFT_VERSION: (0, 0),
+    # kraft.version 1 (KIP-853): KRaftVersionRecord and VotersRecord for a dynamic quorum
+    # of this one voter (controller/voters.py); 0 for a static controller.quorum.voters.
+    KRAFT_VERSION: (0, 1),
     **{name: (0, hi) for name, hi in IMPLEMENTED_MAX.items()},
 }
 

@@ -499,6 +499,28 @@ class MetadataLog:
                     raise StorageError(f"metadata record at offset {offset} does not decode: {exc}") from None
                 yield offset, record, version
 
+    def control_records(self, from_offset: int = 0) -> Iterator[tuple[int, int, Any]]:
+        """(offset, control type, message) of every control record at or after ``from_offset``.
+
+        Reads only the control batches (a few per start), never the data batches, so it adds
+        nothing to a restart that replays millions of records.
+
+        Raises:
+            StorageError: a control batch no longer reads back or does not decode.
+        """
+        for info in self._batches:
+            if not info.is_control or info.last_offset < from_offset:
+                continue
+            try:
+                batch, _ = read_record_batch(self._batch_bytes(info), 0)
+                for rec in batch.records:
+                    offset = info.base_offset + rec.offset_delta
+                    if offset >= from_offset:
+                        ctype, msg = decode_control_record(rec)
+                        yield offset, ctype, msg
+            except DecodeError as exc:
+                raise StorageError(f"control batch at offset {info.base_offset} does not decode: {exc}") from None
+
     def read(self, fetch_offset: int, max_bytes: int) -> bytes:
         """Raw batches from the one holding ``fetch_offset``: at least one whole batch, then
         more whole batches of the same segment while they fit in ``max_bytes``.

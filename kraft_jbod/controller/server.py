@@ -48,7 +48,7 @@ from kraft_jbod.clock import SYSTEM_CLOCK, Clock
 from kraft_jbod.connection import (
     RequestReceived,
 )
-from kraft_jbod.controller import features, replication
+from kraft_jbod.controller import features, replication, voters
 from kraft_jbod.controller import snapshot as snapshots
 from kraft_jbod.controller.apis import configs
 from kraft_jbod.controller.config import ControllerConfig
@@ -74,10 +74,8 @@ from kraft_jbod.messages.api_versions_response import (
     SupportedFeatureKey,
 )
 from kraft_jbod.messages.error_codes import ErrorCode
-from kraft_jbod.messages.leader_change_message import LeaderChangeMessage, Voter
 from kraft_jbod.messages.no_op_record import NoOpRecord
 from kraft_jbod.wire.primitives import uuid_from_base64url, uuid_to_base64url
-from kraft_jbod.wire.records import LEADER_CHANGE
 
 log = logging.getLogger(__name__)
 
@@ -155,6 +153,7 @@ class ControllerServer:
         *,
         cluster_id: str | None = None,
         metadata_version: int | None = None,
+        kraft_version: int = 0,
         fsync: bool = True,
         tick_interval_ms: int | None = None,
         state_factory: StateFactory | None = None,
@@ -172,6 +171,8 @@ class ControllerServer:
         self._requested_cluster_id = check_cluster_id(cluster_id) if cluster_id is not None else None
         self.cluster_id = ""
         self.metadata_version = features.DEFAULT_LEVEL if metadata_version is None else metadata_version
+        # kraft.version of a NEW log (controller/voters.py chooses it); an existing log keeps its own.
+        self.kraft_version = kraft_version
         self._fsync = fsync
         self._tick_ms = tick_interval_ms or max(10, min(250, config.session_timeout_ms // 10))
         self._state_factory = state_factory
@@ -270,27 +271,42 @@ class ControllerServer:
                 num_partitions=cfg.num_partitions,
             )
             # Restart from the newest snapshot plus the log after it (controller/snapshot.py).
+            quorum = voters.QuorumState()
             done = snapshots.restart(
                 machine,
                 self.log,
                 cfg.metadata_partition_dir,
                 on_record=lambda record, version: self.story.committed(((record, version),), tell=False),
+                on_quorum=quorum.from_snapshot,
             )
             restored, replayed = done.snapshot, done.replayed
             if restored is not None:
                 self._latest_snapshot = (restored.end_offset, restored.epoch)
-            # A new leader epoch per start, as a raft leader gets on election.
+            # A new leader epoch per start, as a raft leader gets on election; at kraft.version 1
+            # its control batch also carries the voter set when the log has none or ours changed.
             self.log.leader_epoch = max(1, self.log.last_epoch + 1)
-            lcm = LeaderChangeMessage(
-                version=0, leader_id=cfg.node_id, voters=[Voter(cfg.node_id)], granting_voters=[Voter(cfg.node_id)]
+            self.kraft_version = self._quorum_state(quorum, restored)
+            # Our VotersRecord entry only matters at kraft.version 1 (it may resolve a host name).
+            local = (
+                self._local_voter()
+                if quorum.kraft_version >= 1
+                else voters.LocalVoter(cfg.node_id, voters.NO_DIRECTORY, ())
             )
-            self.log.append_control([(LEADER_CHANGE, lcm, 0)], timestamp_ms=_wall_ms())
+            control, current = voters.start_of_epoch_records(quorum, local)
+            self.log.append_control(control, timestamp_ms=_wall_ms())
+            quorum_view: Any = machine  # ControllerState; a test's own state machine may lack these
+            if hasattr(quorum_view, "kraft_version"):
+                quorum_view.kraft_version, quorum_view.voters = quorum.kraft_version, current
             if replayed == 0 and restored is None:
                 boot = list(machine.bootstrap_records(self.metadata_version))
                 base = self.log.append(boot, timestamp_ms=_wall_ms())
                 for i, (record, version) in enumerate(boot):
                     machine.apply(base + i, record, version)
-                log.info("bootstrapped metadata log at metadata.version %s", features.name_of(self.metadata_version))
+                log.info(
+                    "bootstrapped metadata log at metadata.version %s, kraft.version %d",
+                    features.name_of(self.metadata_version),
+                    quorum.kraft_version,
+                )
             else:
                 log.info(
                     "replayed %d records from %s (end offset %d, epoch %d)",
@@ -320,6 +336,32 @@ class ControllerServer:
             raise
         self._tasks.append(asyncio.create_task(self._worker(), name="controller-worker"))
         self._tasks.append(asyncio.create_task(self._ticker(), name="controller-ticker"))
+
+    def _quorum_state(self, quorum: voters.QuorumState, restored: snapshots.SnapshotId | None) -> int:
+        """Feed the log's control records after the snapshot into ``quorum``; a new log
+        takes the kraft.version asked for. Returns the kraft.version in force."""
+        assert self.log is not None
+        for _, ctype, msg in self.log.control_records(0 if restored is None else restored.end_offset):
+            quorum.feed(ctype, msg)
+        if restored is None and not quorum.seen:
+            quorum.kraft_version = self.kraft_version
+        elif quorum.kraft_version != self.kraft_version:
+            log.info(
+                "metadata log is at kraft.version %d; the level asked for a new log is not used", quorum.kraft_version
+            )
+        return quorum.kraft_version
+
+    def _local_voter(self) -> voters.LocalVoter:
+        """This controller's VotersRecord entry: node id, metadata dir id, controller listeners."""
+        from kraft_jbod.storage.meta import read_meta_properties
+
+        cfg = self.config
+        meta = read_meta_properties(cfg.metadata_log_dir)
+        directory = voters.NO_DIRECTORY if meta is None or meta.directory_id is None else meta.directory_id
+        hosts = {li.name: li.host for li in cfg.controller_listeners}
+        return voters.LocalVoter(
+            cfg.node_id, directory, voters.listener_endpoints(cfg.controller_listener_names, self.bound, hosts)
+        )
 
     async def open_listener(
         self,
@@ -454,6 +496,7 @@ class ControllerServer:
             level = getattr(self._state, "metadata_version", None)
             if isinstance(level, int) and level > 0:
                 finalized = dict(getattr(self.state, "finalized_features", {}), **{features.METADATA_VERSION: level})
+                finalized[features.KRAFT_VERSION] = getattr(self.state, "kraft_version", 0)
                 resp.finalized_features = [
                     FinalizedFeatureKey(name, lvl, lvl) for name, lvl in sorted(finalized.items()) if lvl > 0
                 ]
@@ -547,11 +590,19 @@ class ControllerServer:
             return
         self.snapshot_policy.taken(now)
         img, epoch, directory = self.state.image, self.log.leader_epoch, self.config.metadata_partition_dir
+        kv = getattr(self.state, "kraft_version", 0)
+        vs = getattr(self.state, "voters", None)
         try:
             path = await asyncio.get_running_loop().run_in_executor(
                 None,
                 lambda: snapshots.write_image_snapshot(
-                    directory, img, epoch=epoch, last_contained_timestamp=ts, fsync=self._fsync
+                    directory,
+                    img,
+                    epoch=epoch,
+                    last_contained_timestamp=ts,
+                    fsync=self._fsync,
+                    kraft_version=kv,
+                    voters=None if vs is None else (vs, 0),
                 ),
             )
         except Exception as exc:  # a failed snapshot loses nothing: the log still holds it all

@@ -379,12 +379,26 @@ def write_snapshot(
 
 
 def write_image_snapshot(
-    directory: Path, img: MetadataImage, *, epoch: int, last_contained_timestamp: int, fsync: bool = True
+    directory: Path,
+    img: MetadataImage,
+    *,
+    epoch: int,
+    last_contained_timestamp: int,
+    fsync: bool = True,
+    kraft_version: int = 0,
+    voters: tuple[Message, int] | None = None,
 ) -> Path:
-    """Snapshot ``img`` (which has applied up to ``img.last_applied_offset``)."""
+    """Snapshot ``img`` (which has applied up to ``img.last_applied_offset``), with the
+    kraft.version and voter set in force at kraft.version 1."""
     sid = SnapshotId(img.last_applied_offset + 1, epoch)
     return write_snapshot(
-        directory, sid, image_values(img), last_contained_timestamp=last_contained_timestamp, fsync=fsync
+        directory,
+        sid,
+        image_values(img),
+        last_contained_timestamp=last_contained_timestamp,
+        kraft_version=kraft_version,
+        voters=voters,
+        fsync=fsync,
     )
 
 
@@ -565,10 +579,16 @@ def load_image(img: MetadataImage, contents: SnapshotContents) -> None:
 # ---------------------------------------------------------------------- restart and schedule
 
 
-def restore_latest(target: Any, directory: Path, log_end_offset: int) -> SnapshotId | None:
+def restore_latest(
+    target: Any,
+    directory: Path,
+    log_end_offset: int,
+    on_quorum: Callable[[int, Message | None], None] | None = None,
+) -> SnapshotId | None:
     """Load the newest snapshot in ``directory`` that the log reaches into ``target`` (an empty
     ``ControllerState`` or ``MetadataImage``); return its id, or None when there is none (then
     the whole log is replayed). Replay the log from the id's ``end_offset`` afterwards.
+    ``on_quorum`` gets the snapshot's kraft.version and VotersRecord (or None).
 
     A snapshot beyond the log's end is not used: the log it stands for is not all here.
     Runs of PartitionRecords go through ``image.load_partitions`` (same image, less work).
@@ -581,7 +601,7 @@ def restore_latest(target: Any, directory: Path, log_end_offset: int) -> Snapsho
         if sid.end_offset > log_end_offset:
             continue
         path = directory / sid.file_name
-        _, records = _read(path, None, raw_partitions=True)
+        contents, records = _read(path, None, raw_partitions=True)
         offset = sid.last_contained_offset
         loader = _PartitionLoader(img, offset, path)
         for item in records:
@@ -596,6 +616,8 @@ def restore_latest(target: Any, directory: Path, log_end_offset: int) -> Snapsho
                 loader.topic_added(rec.topic_id)
         loader.flush()
         img.last_applied_offset = offset
+        if on_quorum is not None:
+            on_quorum(contents.kraft_version, contents.voters)
         return sid
     return None
 
@@ -699,9 +721,16 @@ def _collector_paused() -> Iterator[None]:
             gc.enable()
 
 
-def restart(target: Any, log: Any, directory: Path, on_record: Callable[[Any, int], object] | None = None) -> Restart:
+def restart(
+    target: Any,
+    log: Any,
+    directory: Path,
+    on_record: Callable[[Any, int], object] | None = None,
+    on_quorum: Callable[[int, Message | None], None] | None = None,
+) -> Restart:
     """Rebuild ``target`` (an empty ``ControllerState``) as a controller start does: the
-    newest usable snapshot, then every log record after it, each passed to ``on_record``.
+    newest usable snapshot, then every log record after it, each passed to ``on_record``;
+    ``on_quorum`` gets the snapshot's kraft.version and VotersRecord (see restore_latest).
 
     ``log`` is an open ``MetadataLog``; ``ControllerServer.start`` and the restart
     benchmark (tools/bench/bench_restart.py) both call this.
@@ -711,7 +740,7 @@ def restart(target: Any, log: Any, directory: Path, on_record: Callable[[Any, in
             snapshot covers.
     """
     with _collector_paused():
-        restored = restore_latest(target, directory, log.end_offset)
+        restored = restore_latest(target, directory, log.end_offset, on_quorum)
         if log.start_offset > 0 and (restored is None or restored.end_offset < log.start_offset):
             raise StorageError(
                 f"metadata log starts at offset {log.start_offset} but no snapshot covers the offsets below"

@@ -37,7 +37,7 @@ from dataclasses import dataclass
 from typing import Any, Literal
 
 from kraft_jbod.controller import features as fv
-from kraft_jbod.controller.apis import admin, brokers, describe, directories, producer_ids, topics
+from kraft_jbod.controller.apis import admin, brokers, describe, directories, producer_ids, raft_voters, topics
 from kraft_jbod.controller.context import Call, ControllerContext, Outcome, RecordAndVersion
 from kraft_jbod.controller.draft import Draft
 from kraft_jbod.controller.heartbeat import HbState
@@ -52,6 +52,7 @@ from kraft_jbod.controller.image import (
 )
 from kraft_jbod.controller.profiles import Profile, profile_named
 from kraft_jbod.errors import ConfigError, ProtocolError
+from kraft_jbod.messages.add_raft_voter_request import AddRaftVoterRequest
 from kraft_jbod.messages.allocate_producer_ids_request import AllocateProducerIdsRequest
 from kraft_jbod.messages.alter_configs_request import AlterConfigsRequest
 from kraft_jbod.messages.alter_partition_reassignments_request import AlterPartitionReassignmentsRequest
@@ -75,9 +76,12 @@ from kraft_jbod.messages.envelope_request import EnvelopeRequest
 from kraft_jbod.messages.feature_level_record import FeatureLevelRecord
 from kraft_jbod.messages.incremental_alter_configs_request import IncrementalAlterConfigsRequest
 from kraft_jbod.messages.list_partition_reassignments_request import ListPartitionReassignmentsRequest
+from kraft_jbod.messages.remove_raft_voter_request import RemoveRaftVoterRequest
 from kraft_jbod.messages.unregister_broker_record import UnregisterBrokerRecord
 from kraft_jbod.messages.unregister_broker_request import UnregisterBrokerRequest
 from kraft_jbod.messages.update_features_request import UpdateFeaturesRequest
+from kraft_jbod.messages.update_raft_voter_request import UpdateRaftVoterRequest
+from kraft_jbod.messages.voters_record import VotersRecord
 from kraft_jbod.wire.message import Message
 
 __all__ = [
@@ -167,6 +171,10 @@ ROUTES: dict[int, Route] = {
     ApiKey.DESCRIBE_QUORUM: Route(
         DescribeQuorumRequest, admin.handle_describe_quorum, admin.VERSIONS[ApiKey.DESCRIBE_QUORUM]
     ),
+    # KIP-853 voter changes: answered with Kafka's errors, the voter set never changes here.
+    ApiKey.ADD_RAFT_VOTER: Route(AddRaftVoterRequest, raft_voters.handle_add_voter),
+    ApiKey.REMOVE_RAFT_VOTER: Route(RemoveRaftVoterRequest, raft_voters.handle_remove_voter),
+    ApiKey.UPDATE_RAFT_VOTER: Route(UpdateRaftVoterRequest, raft_voters.handle_update_voter),
 }
 
 
@@ -255,6 +263,24 @@ class ControllerState:
     def leader_epoch(self, epoch: int) -> None:
         self.ctx.leader_epoch = epoch
 
+    @property
+    def kraft_version(self) -> int:
+        """The live kraft.version: 1 when the log holds a voter set (controller/voters.py)."""
+        return self.ctx.kraft_version
+
+    @kraft_version.setter
+    def kraft_version(self, level: int) -> None:
+        self.ctx.kraft_version = level
+
+    @property
+    def voters(self) -> VotersRecord | None:
+        """The voter set in force at kraft.version 1 (the last VotersRecord), else None."""
+        return self.ctx.voters
+
+    @voters.setter
+    def voters(self, record: VotersRecord | None) -> None:
+        self.ctx.voters = record
+
     # ------------------------------------------------------------------ read-only views
 
     @property
@@ -316,7 +342,9 @@ class ControllerState:
 
         ``FeatureLevelRecord(metadata.version)`` first, then one FeatureLevelRecord per other
         feature a new cluster gets at this level (sorted by name, level > 0 only; kraft.version
-        is a control record, never a FeatureLevelRecord). Written as one atomic batch without
+        is a control record, never a FeatureLevelRecord: at kraft.version 1 the server writes
+        KRaftVersionRecord and VotersRecord in the first control batch, see
+        :mod:`~kraft_jbod.controller.voters`). Written as one atomic batch without
         the Begin/EndTransactionRecord pair Kafka's activation adds from 3.6-IV1, so the
         FeatureLevelRecord is the log's first record. No ZkMigrationStateRecord: 4.x writes none.
 

@@ -273,9 +273,11 @@ class ControllerThread:
         metadata_version: int | None = None,
         semantics: str = "kafka",
         props: dict[str, str] | None = None,
+        kraft_version: int = 0,
     ) -> None:
         self.root = root
         self.metadata_version = metadata_version
+        self.kraft_version = kraft_version  # 1: a dynamic quorum (``controller --standalone``)
         self.props = {
             "kraft.jbod.semantics": semantics,
             "broker.session.timeout.ms": "2500",
@@ -314,6 +316,7 @@ class ControllerThread:
                 extensions=ext,
                 clock=SYSTEM_CLOCK,
                 metadata_version=self.metadata_version,
+                kraft_version=self.kraft_version,
             )
             await server.start()
             return KraftCluster(server, ext, SYSTEM_CLOCK, root=self.root)  # type: ignore[arg-type]
@@ -348,6 +351,11 @@ class ControllerThread:
     @property
     def voters(self) -> str:
         return f"{CONTROLLER_ID}@127.0.0.1:{self.port}"
+
+    @property
+    def bootstrap_servers(self) -> str:
+        """controller.quorum.bootstrap.servers for a broker of a dynamic quorum."""
+        return f"127.0.0.1:{self.port}"
 
     @property
     def metadata_dir(self) -> Path:

@@ -188,6 +188,7 @@ def handle_describe_quorum(ctx: ControllerContext, call: Call, req: Any) -> Outc
         now_ms=int(time.time() * 1000),
         observers=observers,
         listeners=[("CONTROLLER", h, p) for h, p in ctx.controller_endpoints],
+        voters=ctx.voters if ctx.kraft_version >= 1 else None,
     )
     return Outcome(resp, [])
 

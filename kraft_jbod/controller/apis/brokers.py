@@ -115,7 +115,7 @@ def features_error(ctx: ControllerContext, req: BrokerRegistrationRequest) -> Er
     finalized feature the broker leaves out must be at level 0 (UNSUPPORTED_VERSION)."""
     finalized = dict(ctx.image.features)
     finalized[fv.METADATA_VERSION] = ctx.metadata_version
-    finalized[fv.KRAFT_VERSION] = 0  # the live kraft.version of a static single voter
+    finalized[fv.KRAFT_VERSION] = ctx.kraft_version  # from the log's control records, not the image
     listed = {f.name: (f.min_supported_version, f.max_supported_version) for f in req.features}
     for name, (lo, hi) in listed.items():
         if not lo <= finalized.get(name, 0) <= hi:

@@ -10,10 +10,10 @@ Rules (Kafka's QuorumController.updateFeatures and FeatureControlManager):
   broker ("Broker N only supports versions a-b" / "does not support this feature");
   no downgrade without a downgrade type, no upgrade with one.
 * Rule 3: metadata.version may go down only across levels that did not change the
-  metadata (Kafka's didMetadataChange table); kraft.version is fixed at 0 here (a single
-  static voter). Other features (group.version, transaction.version, ...) get a
-  FeatureLevelRecord within what this controller implements; features it does not know
-  are refused by Rule 2.
+  metadata (Kafka's didMetadataChange table); kraft.version stays at the level the log
+  was created with (0, or 1 with ``--standalone``): asking for another is refused.
+  Other features (group.version, transaction.version, ...) get a FeatureLevelRecord
+  within what this controller implements; features it does not know are refused by Rule 2.
 * Rule 4: v0-1 answers carry one result per feature on success; v2 carries none.
 """
 
@@ -69,7 +69,13 @@ def _update_one(
 
     if kind not in (UPGRADE, SAFE_DOWNGRADE, UNSAFE_DOWNGRADE):
         return invalid("The controller does not support the given upgrade type.")
-    current = st.metadata_version if name == fv.METADATA_VERSION else st.finalized_features.get(name, 0)
+    if name == fv.METADATA_VERSION:
+        current = st.metadata_version
+    elif name == fv.KRAFT_VERSION:
+        # a control record, not in the image's features
+        current = getattr(getattr(st, "ctx", None), "kraft_version", 0)
+    else:
+        current = st.finalized_features.get(name, 0)
     if level < 0:
         return invalid("A feature version cannot be less than 0.")
     reason = _not_supported(level, f"Local controller {st.node_id}", fv.SUPPORTED_FEATURES.get(name, (0, 0)))
@@ -99,7 +105,15 @@ def _update_one(
         records.append((FeatureLevelRecord(name=name, feature_level=level), 0))
         return None
     if name == fv.KRAFT_VERSION:
-        return None  # level 0 only (Rule 2 refused others): nothing to write
+        # Kafka upgrades a static quorum to 1 by writing KRaftVersionRecord + VotersRecord;
+        # this controller fixes kraft.version when its log is created (--standalone).
+        if level == current:
+            return None
+        if level < current:
+            return invalid("Can't downgrade the version of this feature.")  # Kafka's answer too
+        return invalid(
+            f"This controller does not change kraft.version (it is {current}, fixed when the log was created)."
+        )
     # Kafka's Feature.validateVersion: a level >= 1 needs metadata.version >= 3.3-IV3 (the
     # only dependency among the features implemented here).
     if level >= 1 and proposed_mv < _MV_MINIMUM:

@@ -5,7 +5,10 @@ answer on the leader): the one partition ``__cluster_metadata-0`` with the leade
 epoch, the high watermark (= the log end offset: one voter), the voter (its own fetch and
 catch-up times are "now") and the observers, i.e. the brokers that replicate the log by
 Fetch, with the offset each last reported. v2 adds the voter's directory id and its
-listener endpoints (``nodes``).
+listener endpoints (``nodes``). At kraft.version 1 both come from the VotersRecord in force
+(Kafka's voter set: the metadata directory's id and the controller listeners it
+advertised); at kraft.version 0 a static voter has no directory id (zero) and its
+endpoints are the controller listeners bound.
 
 A request that does not name exactly ``__cluster_metadata`` partition 0 answers
 UNKNOWN_TOPIC_OR_PARTITION in each partition it names.
@@ -28,6 +31,7 @@ from kraft_jbod.messages.describe_quorum_response import (
     TopicData,
 )
 from kraft_jbod.messages.error_codes import ErrorCode
+from kraft_jbod.messages.voters_record import VotersRecord
 
 METADATA_TOPIC: Final = "__cluster_metadata"
 _UNKNOWN_MESSAGE: Final = "This server does not host this topic-partition."
@@ -53,8 +57,16 @@ def describe_quorum(
     observers: Sequence[Observer] = (),
     listeners: Sequence[tuple[str, str, int]] = (),
     directory_id: uuid.UUID = _NO_DIRECTORY,
+    voters: VotersRecord | None = None,
 ) -> DescribeQuorumResponse:
-    """The leader's DescribeQuorum answer (wall-clock ``now_ms`` for the voter's times)."""
+    """The leader's DescribeQuorum answer (wall-clock ``now_ms`` for the voter's times).
+
+    ``voters`` (kraft.version 1) replaces ``directory_id`` and ``listeners``."""
+    if voters is not None:
+        for v in voters.voters:
+            if v.voter_id == node_id:
+                directory_id = v.voter_directory_id
+                listeners = [(e.name, e.host, e.port) for e in v.endpoints]
     ok = (
         len(req.topics) == 1
         and req.topics[0].topic_name == METADATA_TOPIC

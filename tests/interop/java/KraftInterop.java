@@ -300,6 +300,33 @@ public final class KraftInterop {
                 LogLoader.lastImage = null;
                 return o;
             }
+            case "describe_quorum": {
+                // Kafka 4.4's Admin client as kafka-metadata-quorum --bootstrap-controller runs it.
+                Properties ap = new Properties();
+                ap.put("bootstrap.controllers", req.path("bootstrap_controllers").asText());
+                ap.put("enable.metrics.push", "false");
+                try (org.apache.kafka.clients.admin.Admin admin = org.apache.kafka.clients.admin.Admin.create(ap)) {
+                    org.apache.kafka.clients.admin.QuorumInfo info =
+                        admin.describeMetadataQuorum().quorumInfo().get(15, TimeUnit.SECONDS);
+                    ObjectNode o = ok();
+                    o.put("leader", info.leaderId());
+                    o.put("epoch", info.leaderEpoch());
+                    ArrayNode vs = o.putArray("voters");
+                    for (org.apache.kafka.clients.admin.QuorumInfo.ReplicaState r : info.voters()) {
+                        ObjectNode v = vs.addObject();
+                        v.put("id", r.replicaId());
+                        v.put("directory", r.replicaDirectoryId().toString());
+                    }
+                    ObjectNode nodes = o.putObject("nodes");
+                    info.nodes().forEach((id, n) -> {
+                        ArrayNode eps = nodes.putArray(String.valueOf(id));
+                        n.endpoints().forEach(e -> eps.add(e.name() + "://" + e.host() + ":" + e.port()));
+                    });
+                    return o;
+                }
+            }
+            case "quorum_state":
+                return QuorumProbe.read(new File(req.path("dir").asText()), req.path("node").asInt());
             default:
                 throw new IllegalArgumentException("unknown op " + op);
         }
@@ -405,7 +432,13 @@ public final class KraftInterop {
             p.put("node.id", String.valueOf(nodeId));
             p.put("process.roles", "broker");
             p.put("controller.listener.names", "CONTROLLER");
-            p.put("controller.quorum.voters", req.path("voters").asText());
+            // Static voters, or (kraft.version 1) only bootstrap servers: the voter set is then
+            // learnt from the controller's VotersRecord, as a broker with a dynamic quorum does.
+            if (req.has("bootstrap_servers")) {
+                p.put("controller.quorum.bootstrap.servers", req.path("bootstrap_servers").asText());
+            } else {
+                p.put("controller.quorum.voters", req.path("voters").asText());
+            }
             p.put("listeners", "PLAINTEXT://127.0.0.1:0");
             List<String> dirs = new ArrayList<>();
             req.path("dirs").fields().forEachRemaining(e -> {
@@ -446,7 +479,8 @@ public final class KraftInterop {
             netChannel = channel;
             expiration = new TimingWheelExpirationService(new SystemTimer("interop-" + nodeId + "-raft-expiration"));
             raft = new KafkaRaftClient<>(OptionalInt.of(nodeId), Uuid.randomUuid(), MetadataRecordSerde.INSTANCE,
-                    channel, raftLog, time, expiration, ctx, false, clusterId, List.of(), Endpoints.empty(),
+                    channel, raftLog, time, expiration, ctx, false, clusterId,
+                    QuorumConfig.parseBootstrapServers(quorumConfig.bootstrapServers()), Endpoints.empty(),
                     new org.apache.kafka.common.feature.SupportedVersionRange((short) 0, (short) 1), quorumConfig);
             raft.initialize(voters, new FileQuorumStateStore(new File(partitionDir, "quorum-state")), metrics,
                     ignored -> { });
@@ -508,7 +542,12 @@ public final class KraftInterop {
             LeaderAndEpoch le = raft.leaderAndEpoch();
             if (le.leaderId().isEmpty()) return Optional.empty();
             InetSocketAddress a = voters.get(le.leaderId().getAsInt());
-            return a == null ? Optional.empty() : Optional.of(new Node(le.leaderId().getAsInt(), a.getHostString(), a.getPort()));
+            if (a == null) {
+                // No static voters: the leader's endpoint from the raft client's voter set, as
+                // a broker's RaftControllerNodeProvider finds it.
+                return raft.voterNode(le.leaderId().getAsInt(), new ListenerName("CONTROLLER"));
+            }
+            return Optional.of(new Node(le.leaderId().getAsInt(), a.getHostString(), a.getPort()));
         }
 
         NodeToControllerChannelManager channelManager(String name) {
@@ -563,6 +602,11 @@ public final class KraftInterop {
                 o.put("leader", le.leaderId().isPresent() ? le.leaderId().getAsInt() : -1);
                 o.put("leader_epoch", le.epoch());
                 o.put("log_end_offset", raftLog.endOffset().offset());
+                o.put("kraft_version", raft.kraftVersion().featureLevel());
+                if (le.leaderId().isPresent()) {
+                    raft.voterNode(le.leaderId().getAsInt(), new ListenerName("CONTROLLER")).ifPresent(n ->
+                        o.put("leader_voter_node", n.host() + ":" + n.port()));
+                }
             }
             if (assignments != null) o.put("assignments_pending", assignments.numPending());
             o.put("faults", faults.size());
@@ -614,6 +658,54 @@ public final class KraftInterop {
         ListenerCollectionHolder() {
             listeners.add(new BrokerRegistrationRequestData.Listener().setName("PLAINTEXT").setHost("127.0.0.1")
                     .setPort(9092).setSecurityProtocol(SecurityProtocol.PLAINTEXT.id));
+        }
+    }
+
+    /** kraft.version and the voter set of a metadata log directory (a copy: Kafka's log writes
+     *  index and checkpoint files), as Kafka's raft client reads them at start-up: KafkaRaftLog
+     *  plus KRaftControlRecordStateMachine over the latest snapshot and the log after it. */
+    static final class QuorumProbe {
+        static ObjectNode read(File partitionDir, int nodeId) throws Exception {
+            Properties p = new Properties();
+            p.put("node.id", String.valueOf(nodeId));
+            p.put("process.roles", "controller");
+            p.put("controller.listener.names", "CONTROLLER");
+            p.put("listeners", "CONTROLLER://127.0.0.1:0");
+            p.put("controller.quorum.bootstrap.servers", "127.0.0.1:1");
+            p.put("metadata.log.dir", partitionDir.getParent());
+            p.put("log.dirs", partitionDir.getParent());
+            AbstractKafkaConfig config = new AbstractKafkaConfig(AbstractKafkaConfig.CONFIG_DEF, p, Map.of(), false) { };
+            KafkaScheduler scheduler = new KafkaScheduler(1, true, "interop-quorum-probe-");
+            scheduler.startup();
+            KafkaRaftLog log = KafkaRaftLog.createLog(new TopicPartition("__cluster_metadata", 0), Uuid.METADATA_TOPIC_ID,
+                    partitionDir, Time.SYSTEM, scheduler, new MetadataLogConfig(config), nodeId);
+            try {
+                org.apache.kafka.raft.internals.KRaftControlRecordStateMachine machine =
+                    new org.apache.kafka.raft.internals.KRaftControlRecordStateMachine(
+                        org.apache.kafka.raft.VoterSet.empty(), log, MetadataRecordSerde.INSTANCE, 8 * 1024 * 1024,
+                        new LogContext("[interop quorum probe] "),
+                        new org.apache.kafka.raft.internals.KafkaRaftMetrics(new Metrics(), "raft"), ignored -> { });
+                machine.updateState();
+                ObjectNode o = ok();
+                o.put("kraft_version", machine.lastKraftVersion().featureLevel());
+                o.put("last_voter_set_offset", machine.lastVoterSetOffset().orElse(-1));
+                o.put("log_start_offset", log.startOffset());
+                o.put("log_end_offset", log.endOffset().offset());
+                log.latestSnapshotId().ifPresent(id -> o.put("latest_snapshot", id.offset() + "-" + id.epoch()));
+                ArrayNode voters = o.putArray("voters");
+                org.apache.kafka.raft.VoterSet set = machine.lastVoterSet();
+                for (org.apache.kafka.raft.ReplicaKey key : set.voterKeys()) {
+                    ObjectNode v = voters.addObject();
+                    v.put("id", key.id());
+                    v.put("directory", key.directoryId().map(Uuid::toString).orElse(""));
+                    set.listeners(key.id()).address(new ListenerName("CONTROLLER")).ifPresent(a ->
+                        v.put("controller", a.getHostString() + ":" + a.getPort()));
+                }
+                return o;
+            } finally {
+                log.close();
+                scheduler.shutdown();
+            }
         }
     }
 
