@@ -348,24 +348,15 @@ class MetadataImage:
     def index_many(self, parts: list[Partition]) -> None:
         """``index_add`` for many partitions whose dirs are canonical objects.
 
-        Groups by (broker, id of the dir object) first: hashing ``uuid.UUID`` runs Python
-        code, so it is done once per (broker, dir) pair instead of once per replica. The
-        ids are safe keys: each group holds its dir object while it exists.
+        With the compiled codec the replicas are grouped by (broker, dir object) first:
+        hashing ``uuid.UUID`` runs Python code, so it is done once per (broker, dir) pair
+        instead of once per replica.
         """
         groups = _accel.group_replicas(parts)
         if groups is None:
-            pending: dict[int, dict[int, tuple[uuid.UUID, list[Partition]]]] = {}
             for p in parts:
-                for b, d in zip(p.replicas, p.dirs, strict=True):
-                    per = pending.get(b)
-                    if per is None:
-                        per = pending[b] = {}
-                    bucket = per.get(id(d))
-                    if bucket is None:
-                        per[id(d)] = (d, [p])
-                    else:
-                        bucket[1].append(p)
-            groups = [(b, d, plist) for b, per_dir in pending.items() for d, plist in per_dir.values()]
+                self.index_add(p)
+            return
         index = self.index
         for b, d, plist in groups:
             target = index.get(b)
@@ -526,85 +517,6 @@ def apply_partition(img: MetadataImage, offset: int, rec: PartitionRecord, versi
     topic.partitions[rec.partition_id] = p
     img.index_add(p)
     img.partition_total += 1
-
-
-def load_partitions(img: MetadataImage, offset: int, records: list[PartitionRecord]) -> None:
-    """``apply_partition`` for a run of PartitionRecords of a snapshot, in one pass.
-
-    The image ends up exactly as applying them one by one leaves it (checks and errors
-    included); what changes is the cost. A snapshot holds one PartitionRecord per
-    partition, a million in a large cluster, and per record ``apply_partition`` spends
-    most of its time hashing ``uuid.UUID`` objects (a Python-level ``__hash__``): the
-    topic lookup, one canonical lookup per replica directory and two index levels per
-    replica. Here ids are looked up by their 128-bit integer (hashed in C), a record's
-    topic is found again only when it changes, and the broker/directory index is built
-    from per-(broker, directory) lists once at the end.
-    """
-    topics_by_int = {tid.int: t for tid, t in img.topics.items()}
-    canon = img.canon
-    canon_by_int = {u.int: c for u, c in canon.items()}
-    counts = img.leader_count
-    built: list[Partition] = []
-    last_tint = -1
-    topic: TopicInfo | None = None
-    parts: dict[int, Partition] = {}
-    try:
-        for rec in records:
-            tint = rec.topic_id.int
-            if tint != last_tint:
-                topic = topics_by_int.get(tint)
-                if topic is None:
-                    raise StorageError(f"PartitionRecord at offset {offset} for unknown topic {rec.topic_id}")
-                parts = topic.partitions
-                last_tint = tint
-            assert topic is not None
-            pid = rec.partition_id
-            if pid in parts:
-                raise StorageError(f"PartitionRecord at offset {offset} re-creates partition {pid}")
-            replicas = tuple(rec.replicas)
-            directories = rec.directories
-            if not directories:
-                dirs: tuple[uuid.UUID, ...] = (img.canonical(img.profile.migrating),) * len(replicas)
-            elif len(directories) != len(replicas):
-                raise StorageError(
-                    f"record at offset {offset}: {len(directories)} Directories for {len(replicas)} Replicas"
-                )
-            else:
-                found = []
-                for d in directories:
-                    c = canon_by_int.get(d.int)
-                    if c is None:
-                        c = canon_by_int[d.int] = canon.setdefault(d, d)
-                    found.append(c)
-                dirs = tuple(found)
-            p = Partition(
-                topic.topic_id,
-                pid,
-                replicas,
-                tuple(rec.isr),
-                dirs,
-                rec.leader,
-                rec.leader_epoch,
-                rec.partition_epoch,
-                rec.leader_recovery_state,
-            )
-            if rec.adding_replicas:
-                p.adding = tuple(rec.adding_replicas)
-            if rec.removing_replicas:
-                p.removing = tuple(rec.removing_replicas)
-            if rec.eligible_leader_replicas:
-                p.elr = tuple(rec.eligible_leader_replicas)
-            if rec.last_known_elr:
-                p.last_known_elr = tuple(rec.last_known_elr)
-            if rec.leader >= 0:
-                counts[rec.leader] = counts.get(rec.leader, 0) + 1
-            parts[pid] = p
-            built.append(p)
-            img.partition_total += 1
-    finally:
-        # What was applied before an error is indexed too, as one-by-one application
-        # leaves it.
-        img.index_many(built)
 
 
 def apply_partition_change(img: MetadataImage, offset: int, rec: PartitionChangeRecord, version: int) -> None:

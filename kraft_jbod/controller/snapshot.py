@@ -40,7 +40,7 @@ from typing import Any, cast
 
 from kraft_jbod import _accel, codec
 from kraft_jbod.controller import features as fv
-from kraft_jbod.controller.image import MetadataImage, Partition, TopicInfo, load_partitions
+from kraft_jbod.controller.image import MetadataImage, Partition, TopicInfo
 from kraft_jbod.errors import DecodeError, StorageError
 from kraft_jbod.messages.access_control_entry_record import AccessControlEntryRecord
 from kraft_jbod.messages.config_record import ConfigRecord
@@ -591,7 +591,8 @@ def restore_latest(
     ``on_quorum`` gets the snapshot's kraft.version and VotersRecord (or None).
 
     A snapshot beyond the log's end is not used: the log it stands for is not all here.
-    Runs of PartitionRecords go through ``image.load_partitions`` (same image, less work).
+    Runs of PartitionRecords go through the compiled loader where it is active (same image,
+    less work: ``_PartitionLoader``).
 
     Raises:
         StorageError: the newest usable snapshot is damaged (the message names it).
@@ -627,8 +628,8 @@ class _PartitionLoader:
 
     Uses the compiled loader (``_accel.build_partitions``) where it is active: it hands
     back any value it does not handle, which then goes through the ordinary decode and
-    apply (applied, or the exact error raised). Without it, values are decoded and
-    bulk-loaded by ``image.load_partitions``. The broker/dir index of what was built is
+    apply (applied, or the exact error raised). Without it, every value goes that way.
+    The broker/dir index of what the compiled loader built is
     added by :meth:`flush`, once for many runs.
     """
 
@@ -669,8 +670,8 @@ class _PartitionLoader:
             done = _accel.build_partitions(values, start, self.topics, self.canon, migrating, img.leader_count)
             if done is None:
                 self.flush()
-                records = [cast(PartitionRecord, self._decoded(run, i)[0]) for i in range(start, len(values))]
-                load_partitions(img, self.offset, records)
+                for i in range(start, len(values)):
+                    img.apply(self.offset, *self._decoded(run, i))
                 return
             stop, built, new_ids, used_migrating = done
             for u in new_ids:
@@ -703,7 +704,7 @@ class Restart:
 
 
 @contextmanager
-def _collector_paused() -> Iterator[None]:
+def collector_paused() -> Iterator[None]:
     """Pause Python's cyclic garbage collector for a bulk load.
 
     A restart creates millions of objects that live as long as the controller. With the
@@ -739,7 +740,7 @@ def restart(
         StorageError: a damaged snapshot or record, or a log whose start offset no
             snapshot covers.
     """
-    with _collector_paused():
+    with collector_paused():
         restored = restore_latest(target, directory, log.end_offset, on_quorum)
         if log.start_offset > 0 and (restored is None or restored.end_offset < log.start_offset):
             raise StorageError(

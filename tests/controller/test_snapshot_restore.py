@@ -3,7 +3,7 @@ snapshot's records one by one builds, on both codec backends.
 
 The restart path differs from ``load_image``: PartitionRecords go through a bulk loader
 (compiled: ``_ccodec.build_partitions`` and ``group_replicas``; pure Python:
-``image.load_partitions`` and ``MetadataImage.index_many``). These tests compare everything
+the ordinary decode and apply of each record). These tests compare everything
 the image derives too (the broker/dir index, leader counts, the partition total, one shared
 object per directory id), over the controller property test's random runs and over records
 the compiled loader hands back: unknown tags, version 0, bad references.

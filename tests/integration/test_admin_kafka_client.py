@@ -22,6 +22,7 @@ import pytest
 
 from kraft_jbod.pytest_plugin import KraftCluster
 from tests.oracles.java_oracle import _classpath, _java_tool, find_jar_dir, java_available
+from tools.kafka_oracle import in_ci
 
 SOURCE = Path(__file__).resolve().parents[1] / "controller" / "java" / "AdminProbe.java"
 JARS = ("kafka-clients.jar", "slf4j-api.jar")
@@ -32,6 +33,8 @@ CACHE = Path(__file__).resolve().parents[2] / ".cache" / "admin-probe"
 def probe() -> list[str]:
     reason = java_available()
     if reason is not None:
+        if in_ci():
+            pytest.fail(f"CI=true and no Java Admin client: {reason}", pytrace=False)
         pytest.skip(f"no Java Admin client here: {reason}")
     javac, java = _java_tool("javac"), _java_tool("java")
     assert javac is not None and java is not None

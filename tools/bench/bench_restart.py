@@ -156,7 +156,7 @@ def _restart(directory: Path, mode: str) -> dict[str, Any]:
         assert done.snapshot is not None, "no snapshot"
     else:
         # The whole log, as a start without snapshots did (same collector policy).
-        with snap._collector_paused():
+        with snap.collector_paused():
             replayed = 0
             for offset, rec, ver in log.replay(0):
                 state.apply(offset, rec, ver)
