@@ -22,7 +22,7 @@ from kraft_jbod.messages.metadata_request import MetadataRequest
 from kraft_jbod.wire.message import Message
 
 METADATA_VERSION: Final = 12
-DESCRIBE_LOG_DIRS_VERSION: Final = 4
+DESCRIBE_LOG_DIRS_VERSION: Final = 5
 
 
 class ProbeError(KraftJbodError):
@@ -118,15 +118,37 @@ class LogDirView:
     partitions: frozenset[tuple[str, int]]
 
 
-def log_dirs(address: tuple[str, int], *, timeout: float = 10.0) -> dict[str, LogDirView]:
-    """DescribeLogDirs of every dir and partition of the broker at ``address``, by path.
+def api_versions(address: tuple[str, int], *, timeout: float = 10.0) -> dict[int, tuple[int, int]]:
+    """The node's ApiVersions (v3): api key -> (min, max).
 
     Raises:
         ProbeError: as :func:`call`.
     """
-    resp = call(address, DescribeLogDirsRequest(topics=None), DESCRIBE_LOG_DIRS_VERSION, timeout=timeout)
+    from kraft_jbod.messages.api_versions_request import ApiVersionsRequest
+
+    resp = call(
+        address,
+        ApiVersionsRequest(client_software_name="kraft-jbod", client_software_version="probe"),
+        3,
+        timeout=timeout,
+    )
+    return {k.api_key: (k.min_version, k.max_version) for k in resp.api_keys}
+
+
+def log_dirs(address: tuple[str, int], *, timeout: float = 10.0) -> dict[str, LogDirView]:
+    """DescribeLogDirs of every dir and partition of the broker at ``address``, by path, at the
+    newest version both sides know (v5 carries IsCordoned, KIP-1066).
+
+    Raises:
+        ProbeError: as :func:`call`.
+    """
+    key = DescribeLogDirsRequest.API_KEY
+    assert key is not None  # a request class always has its key
+    broker_max = api_versions(address, timeout=timeout).get(key, (0, 0))[1]
+    version = min(broker_max, DESCRIBE_LOG_DIRS_VERSION)
+    resp = call(address, DescribeLogDirsRequest(topics=None), version, timeout=timeout)
     out: dict[str, LogDirView] = {}
     for r in resp.results:
         held = frozenset((t.name, p.partition_index) for t in r.topics for p in t.partitions)
-        out[r.log_dir] = LogDirView(r.log_dir, r.error_code, bool(getattr(r, "is_cordoned", False)), held)
+        out[r.log_dir] = LogDirView(r.log_dir, r.error_code, r.is_cordoned, held)
     return out
