@@ -108,6 +108,12 @@ SHUTDOWN: Final[tuple[Benign, ...]] = (
     ),
 )
 
+DESCRIBE_OFFLINE_DIR: Final = Benign(
+    r"WARN \[ReplicaManager broker=\d+\] Unable to describe replica dirs for ",
+    "an offline log dir",
+    "DescribeLogDirs meets the offline dir (the answer carries KAFKA_STORAGE_ERROR)",
+)
+
 # Expected when a test fails a log dir on purpose (each seen with Kafka's controller too).
 DIR_FAILURE: Final[tuple[Benign, ...]] = (
     Benign(
@@ -146,11 +152,7 @@ DIR_FAILURE: Final[tuple[Benign, ...]] = (
         "a failed log dir",
         "followers in the dir stop fetching",
     ),
-    Benign(
-        r"WARN \[ReplicaManager broker=\d+\] Unable to describe replica dirs for ",
-        "a failed log dir",
-        "DescribeLogDirs meets the failed dir (the answer carries KAFKA_STORAGE_ERROR)",
-    ),
+    DESCRIBE_OFFLINE_DIR,
     Benign(
         r"WARN \[Broker id=\d+\] Unable to bring up new local leader \S+ with topic id \S+ because it resides in "
         r"an offline log directory\.",
@@ -182,6 +184,41 @@ DIR_FAILURE: Final[tuple[Benign, ...]] = (
         "a failed log dir, at shutdown",
         "the lock of the failed dir cannot be released",
         detail=r"FileLock\.(release|unlock|destroy)",
+    ),
+)
+
+
+# Expected when a broker restarts with a dir it cannot use (a file, or a new disk not yet
+# formatted); each seen with Kafka's controller too.
+RESTART_WITHOUT_A_DIR: Final[tuple[Benign, ...]] = (
+    DESCRIBE_OFFLINE_DIR,
+    Benign(
+        r"ERROR Error while reading meta\.properties file ",
+        "restart with a dir that is a file",
+        "the dir cannot be read at start",
+    ),
+    Benign(
+        r"ERROR Failed to create or validate data directory ",
+        "restart with a dir that is a file",
+        "the log manager starts without the dir",
+    ),
+    Benign(
+        r"WARN \[Partition \S+ broker=\d+\] Skipping creation of log because there are potentially offline log "
+        r"directories and log may already exist there\.",
+        "restart with a dir that is a file",
+        "a replica assigned to the unusable dir is not re-created elsewhere",
+    ),
+    Benign(
+        r"ERROR \[Broker id=\d+\] Unable to start fetching \S+ with topic ID \S+ due to "
+        r"NotLeaderOrFollowerException",
+        "restart with a dir that is a file",
+        "the same replica cannot follow",
+    ),
+    Benign(
+        r"ERROR Exiting Kafka due to fatal exception \(kafka\.Kafka\$\)",
+        "restart with a new, unformatted disk",
+        "Kafka 4.4 refuses a log dir without meta.properties until it is formatted",
+        detail=r"No `meta\.properties` found in ",
     ),
 )
 
