@@ -56,6 +56,15 @@ class ClusterError(KraftJbodError):
     """The cluster did not come up, or a node did not reach the state waited for."""
 
 
+def new_cluster_id() -> str:
+    """A random cluster id that does not start with ``-`` (as Kafka's ``Uuid.randomUuid``:
+    command-line parsers would take it for an option)."""
+    while True:
+        text = uuid_to_base64url(uuid.uuid4())
+        if not text.startswith("-"):
+            return text
+
+
 def free_port(host: str = "127.0.0.1") -> int:
     with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
         s.bind((host, 0))
@@ -205,7 +214,7 @@ class RealCluster:
         if self.spec.controller == "kafka" and not dist.at_least(3, 7):
             raise ConfigError(f"Kafka {dist.version} has no KRaft controller with JBOD support")
         self.workdir = workdir
-        self.cluster_id = self.spec.cluster_id or uuid_to_base64url(uuid.uuid4())
+        self.cluster_id = self.spec.cluster_id or new_cluster_id()
         self.controller: ControllerNode | None = None
         self.brokers: dict[int, BrokerNode] = {}
         self._closed = False
@@ -414,7 +423,7 @@ class RealCluster:
         self, broker: BrokerNode, *, ignore_formatted: bool = True
     ) -> subprocess.CompletedProcess[str]:
         """Format ``broker``'s dirs with Kafka's own storage tool (as ``kafka-storage format``)."""
-        args = ["format", "-t", self.cluster_id, "-c", str(broker.config_path)]
+        args = ["format", f"--cluster-id={self.cluster_id}", "-c", str(broker.config_path)]
         if ignore_formatted:
             args.append("--ignore-formatted")
         if self.dist.at_least(4, 0):

@@ -52,8 +52,11 @@ def create_via_controller(
     topic: str,
     assignment: Sequence[Sequence[int]],
     configs: Mapping[str, str] | None = None,
+    *,
+    wait: bool = True,
 ) -> int:
-    """CreateTopics v7 on the controller listener; the topic's error code."""
+    """CreateTopics v7 on the controller listener; the topic's error code. With ``wait``,
+    returns once every running broker knows the topic."""
     assert cluster.controller is not None
     req = CreateTopicsRequest(
         topics=[
@@ -71,7 +74,7 @@ def create_via_controller(
     )
     resp = probe.call(cluster.controller.address, req, 7, timeout=60)
     code = int(resp.topics[0].error_code)
-    if code == 0:
+    if code == 0 and wait:
         wait_for_topic(cluster, topic, len(assignment))
     return code
 

@@ -45,6 +45,19 @@ def dump(cluster: RealCluster) -> list[dict[str, Any]]:
     return [json.loads(line) for line in out.stdout.splitlines() if line.strip()]
 
 
+def last_offset(metadata_dir: Path) -> int:
+    """The last offset in a node's metadata log dir (its ``metadata.log.dir``), -1 when empty."""
+    out = subprocess.run(
+        [sys.executable, "-m", "kraft_jbod", "log", "dump", str(metadata_dir)],
+        capture_output=True,
+        text=True,
+        check=True,
+        timeout=120,
+    )
+    offsets = [json.loads(line)["offset"] for line in out.stdout.splitlines() if line.strip()]
+    return max(offsets, default=-1)
+
+
 def dir_names(cluster: RealCluster) -> dict[str, str]:
     names: dict[str, str] = {}
     for broker in cluster.brokers.values():

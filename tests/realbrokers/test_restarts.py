@@ -48,7 +48,7 @@ def wait_all_in_isr(cluster: Cluster) -> None:
 @pytest.mark.parametrize("controller", ["mock", "kafka"])
 def test_controlled_shutdown_and_restarts(real_cluster: Callable[..., Cluster], controller: str) -> None:
     cluster = real_cluster(controller=controller, brokers=2, log_dirs=2)
-    cluster.benign += logs.RESTART_WITHOUT_A_DIR
+    cluster.benign += [*logs.RESTART_WITHOUT_A_DIR, *logs.SHUTDOWN]
     broker = cluster.brokers[1]
     d1, d2 = broker.log_dirs
     ops.create_via_broker(cluster, TOPIC, [[1, 2], [2, 1]] * (PARTITIONS // 2))
