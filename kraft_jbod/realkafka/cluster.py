@@ -29,11 +29,13 @@ import socket
 import subprocess
 import sys
 import time
+import urllib.error
+import urllib.request
 import uuid
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Final, TypeVar
+from typing import Any, Final, TypeVar
 
 from kraft_jbod.errors import ConfigError, KraftJbodError
 from kraft_jbod.realkafka import configs, probe
@@ -126,7 +128,7 @@ class ControllerNode:
     config_path: Path
     host: str = "127.0.0.1"
     port: int = 0
-    admin: tuple[str, int] | None = None
+    admin_address: tuple[str, int] | None = None
     client: tuple[str, int] | None = None
 
     @property
@@ -143,6 +145,29 @@ class ControllerNode:
 
     def metadata_log_dir(self) -> Path:
         return self.data_dir / "__cluster_metadata-0"
+
+    def admin(self, method: str, path: str, body: object = None, *, timeout: float = 10.0) -> Any:
+        """A request to the mock's admin channel (``/status``, ``/faults``...); its JSON answer.
+
+        Raises:
+            ClusterError: not the mock, or the channel answered an error status.
+        """
+        if self.admin_address is None:
+            raise ClusterError(f"the {self.kind} controller has no admin channel (only the mock has one)")
+        host, port = self.admin_address
+        data = None if body is None else json.dumps(body).encode()
+        req = urllib.request.Request(f"http://{host}:{port}{path}", data=data, method=method)
+        req.add_header("Authorization", f"Bearer {self.admin_token()}")
+        if data is not None:
+            req.add_header("Content-Type", "application/json")
+        try:
+            with urllib.request.urlopen(req, timeout=timeout) as resp:
+                text = resp.read().decode()
+        except urllib.error.HTTPError as exc:
+            raise ClusterError(f"admin {method} {path}: HTTP {exc.code}: {exc.read().decode()[:300]}") from None
+        except OSError as exc:
+            raise ClusterError(f"admin {method} {path}: {exc}") from None
+        return json.loads(text) if text.strip() else None
 
 
 @dataclass
@@ -303,7 +328,7 @@ class RealCluster:
             if name == configs.CONTROLLER_LISTENER:
                 node.host, node.port = host, int(port)
             elif name == "ADMIN":
-                node.admin = (host, int(port))
+                node.admin_address = (host, int(port))
             elif name == "CLIENT":
                 node.client = (host, int(port))
 
@@ -357,7 +382,7 @@ class RealCluster:
         if node.kind == "mock":
             assert isinstance(node.process, MockControllerProcess)
             node.process.args = [*node.process.args, "--override", f"listeners=CONTROLLER://{node.host}:{node.port}"]
-            if node.admin is not None:
+            if node.admin_address is not None:
                 self._pin_mock_admin(node)
             node.process.start()
             self._read_mock_ports(node)
@@ -366,13 +391,13 @@ class RealCluster:
             node.process.wait_for_line(_AWAITING, timeout=self.spec.start_timeout)
 
     def _pin_mock_admin(self, node: ControllerNode) -> None:
-        assert node.admin is not None and node.client is not None
+        assert node.admin_address is not None and node.client is not None
         extensions = node.config_path.parent / "extensions.json"
         extensions.write_text(
             json.dumps(
                 {
                     "client_listeners": [f"CLIENT://{node.client[0]}:{node.client[1]}"],
-                    "admin": f"{node.admin[0]}:{node.admin[1]}",
+                    "admin": f"{node.admin_address[0]}:{node.admin_address[1]}",
                 }
             )
         )
@@ -528,8 +553,8 @@ class RealCluster:
             ],
             "kafka": f"{self.dist.version} ({self.dist.kind}: {self.dist.home})",
         }
-        if c.admin is not None:
-            out["controller"] = {**out["controller"], "admin": f"{c.admin[0]}:{c.admin[1]}"}  # type: ignore[dict-item]
+        if c.admin_address is not None:
+            out["controller"] = {**out["controller"], "admin": f"{c.admin_address[0]}:{c.admin_address[1]}"}  # type: ignore[dict-item]
         if c.client is not None:
             out["controller"] = {**out["controller"], "client": f"{c.client[0]}:{c.client[1]}"}  # type: ignore[dict-item]
         return out

@@ -194,8 +194,8 @@ def cmd_real_cluster(args: argparse.Namespace) -> int:
 def _announce(cluster: Any, as_json: bool) -> None:
     c = cluster.controller
     console.listening("CONTROLLER", c.host, c.port)
-    if c.admin is not None:
-        console.listening("ADMIN", *c.admin)
+    if c.admin_address is not None:
+        console.listening("ADMIN", *c.admin_address)
     if c.client is not None:
         console.listening("CLIENT", *c.client)
     for broker in cluster.brokers.values():
