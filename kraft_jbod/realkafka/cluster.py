@@ -427,17 +427,46 @@ class RealCluster:
             cordoned=cordoned,
             overrides=overrides,
         )
+        broker = self._new_broker(node_id, root, dirs, meta, props)
+        self.format_broker(StorageLayout(node_id, tuple(dirs), meta))
+        if start:
+            self.start_broker(node_id)
+        return broker
+
+    def add_custom_broker(self, props: dict[str, str], *, start: bool = True) -> BrokerNode:
+        """A broker on properties of the caller's (e.g. a rendered deployment's), pointed at
+        this cluster's controller (``controller.quorum.voters`` is replaced) and formatted
+        with Kafka's own storage tool, as a deployment would. ``log.dirs`` and
+        ``metadata.log.dir`` are used as given: map them to local folders first.
+
+        Raises:
+            ConfigError: no ``node.id`` or no ``log.dirs``, or that broker id exists.
+        """
+        layout = StorageLayout.from_properties(props)
+        if layout.node_id in self.brokers:
+            raise ConfigError(f"broker {layout.node_id} already exists")
+        props = {**props, "controller.quorum.voters": self._controller().voters}
+        props.pop("controller.quorum.bootstrap.servers", None)
+        root = self.workdir / f"broker-{layout.node_id}"
+        broker = self._new_broker(layout.node_id, root, list(layout.log_dirs), layout.metadata_log_dir, props)
+        result = self.format_with_kafka(broker)
+        if result.returncode != 0:
+            raise ClusterError(
+                f"Kafka's storage tool refused broker {layout.node_id}'s dirs (exit {result.returncode}): "
+                f"{(result.stdout + result.stderr).strip()[-1500:]}"
+            )
+        if start:
+            self.start_broker(layout.node_id)
+        return broker
+
+    def _new_broker(self, node_id: int, root: Path, dirs: list[Path], meta: Path, props: dict[str, str]) -> BrokerNode:
         config_path = root / "server.properties"
         configs.write_properties(config_path, props)
-        self.format_broker(StorageLayout(node_id, tuple(dirs), meta))
         process = KafkaProcess(
             f"broker-{node_id}", self.dist, config_path, root / "server.log", heap_mb=self.spec.heap_mb
         )
         broker = BrokerNode(node_id, root, dirs, meta, config_path, process, props)
         self.brokers[node_id] = broker
-        if start:
-            process.start()
-            self._wait_broker_started(broker)
         return broker
 
     def format_broker(self, layout: StorageLayout) -> None:
@@ -459,9 +488,11 @@ class RealCluster:
         m = broker.process.wait_for_line(_AWAITING, timeout=self.spec.start_timeout)
         if broker.port == 0:
             broker.port = int(m.group(2))
-            # pin the port for restarts
-            broker.props["listeners"] = f"{configs.BROKER_LISTENER}://{broker.host}:{broker.port}"
-            configs.write_properties(broker.config_path, broker.props)
+            if "," not in broker.props.get("listeners", ","):
+                # one listener (ours): pin its port, so a restart keeps clients' bootstrap lists valid
+                name = broker.props["listeners"].split(":", 1)[0]
+                broker.props["listeners"] = f"{name}://{broker.host}:{broker.port}"
+                configs.write_properties(broker.config_path, broker.props)
         broker.process.wait_for_line(_STARTED, timeout=self.spec.start_timeout)
 
     def stop_broker(self, node_id: int, *, timeout: float = 60.0) -> int | None:
