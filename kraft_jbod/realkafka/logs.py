@@ -94,6 +94,12 @@ SHUTDOWN: Final[tuple[Benign, ...]] = (
         "a coordinator's load is cut short when its partition's leader moves during shutdown",
     ),
     Benign(
+        r"ERROR \[(Group|Share|Transaction)Coordinator id=\d+\] Failed to load metadata from \S+ with epoch \d+ "
+        r"due to Coordinator loader is closed\.",
+        "shutdown",
+        "a coordinator's load is cut short when the broker closes its loader on the way down",
+    ),
+    Benign(
         r"WARN \[ReplicaFetcher replicaId=\d+, leaderId=\d+, fetcherId=\d+\] Connection to node \d+ \([^)]*\) "
         r"could not be established\. Node may not be available\.",
         "shutdown",
