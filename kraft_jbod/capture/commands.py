@@ -28,6 +28,7 @@ from kraft_jbod.errors import DecodeError
 if TYPE_CHECKING:
     import asyncio
 
+    from kraft_jbod.capture.budget import DecodeLimits
     from kraft_jbod.capture.kafka import DecodedFrame
     from kraft_jbod.capture.output import Summary
 
@@ -43,12 +44,66 @@ def _fail(msg: str) -> int:
     return console.fail(msg)
 
 
-def _frames(
-    fh: BinaryIO, ports: list[int] | None, summary: Summary, check_canonical: bool, name: str = "", bar: Any = None
-) -> Iterator[DecodedFrame]:
-    from kraft_jbod.capture.kafka import KafkaDecoder, decode_capture
+def _limits(args: argparse.Namespace) -> DecodeLimits:
+    from kraft_jbod.capture.budget import DEFAULT_LIMITS, DecodeLimits
 
-    dec = KafkaDecoder(check_canonical=check_canonical)
+    d = DEFAULT_LIMITS
+    return DecodeLimits(
+        frame_records=d.frame_records if args.max_frame_records is None else args.max_frame_records,
+        frame_bytes=d.frame_bytes if args.max_frame_bytes is None else args.max_frame_bytes,
+        file_records=d.file_records if args.max_file_records is None else args.max_file_records,
+        file_bytes=d.file_bytes if args.max_file_bytes is None else args.max_file_bytes,
+    )
+
+
+def _count(text: str) -> int:
+    """A non-negative count or size for the budget options (``1_000_000`` and ``1e6`` too)."""
+    try:
+        value = int(float(text)) if any(c in text for c in ".eE") else int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not a number: {text!r}") from None
+    if value < 0:
+        raise argparse.ArgumentTypeError(f"must be 0 or more: {text!r}")
+    return value
+
+
+def _budget_options(p: argparse.ArgumentParser, file_word: str) -> None:
+    from kraft_jbod.capture.budget import DEFAULT_LIMITS as d
+
+    g = p.add_argument_group(
+        "decode budget",
+        "records fields past these limits are kept undecoded with a 'decode budget' anomaly "
+        "(their bytes stay in the frame's body)",
+    )
+    g.add_argument(
+        "--max-frame-records", type=_count, metavar="N", help=f"records per frame (default {d.frame_records})"
+    )
+    g.add_argument(
+        "--max-frame-bytes", type=_count, metavar="N", help=f"decompressed bytes per frame (default {d.frame_bytes})"
+    )
+    g.add_argument(
+        "--max-file-records", type=_count, metavar="N", help=f"records per {file_word} (default {d.file_records})"
+    )
+    g.add_argument(
+        "--max-file-bytes",
+        type=_count,
+        metavar="N",
+        help=f"decompressed bytes per {file_word} (default {d.file_bytes})",
+    )
+
+
+def _frames(
+    fh: BinaryIO,
+    ports: list[int] | None,
+    summary: Summary,
+    check_canonical: bool,
+    name: str = "",
+    bar: Any = None,
+    limits: DecodeLimits | None = None,
+) -> Iterator[DecodedFrame]:
+    from kraft_jbod.capture.kafka import DEFAULT_LIMITS, KafkaDecoder, decode_capture
+
+    dec = KafkaDecoder(check_canonical=check_canonical, limits=limits or DEFAULT_LIMITS)
 
     def cut_short(offset: int) -> None:
         summary.files_cut_short.append((name, offset))
@@ -130,7 +185,7 @@ def cmd_decode(args: argparse.Namespace) -> int:
                 )
                 reader = CallbackIOWrapper(bar.update, fh, "read")
             try:
-                for f in _frames(reader, ports, summary, not args.no_canonical, name, bar):
+                for f in _frames(reader, ports, summary, not args.no_canonical, name, bar, _limits(args)):
                     if out is not None:
                         out.write(frame_to_line(f))
                         out.write("\n")
@@ -154,17 +209,20 @@ async def listen(
     ready: asyncio.Event | None = None,
     bound: list[tuple[str, int]] | None = None,
     announce: Any = None,
+    limits: DecodeLimits | None = None,
 ) -> int:
     """Receive tap datagrams on ``host:port`` and write one JSON line per decoded frame.
 
     Stops after ``count`` frames or ``timeout`` seconds without a datagram (when given).
     ``ready`` is set once bound; the bound address is appended to ``bound`` (port 0
-    picks one). Returns the number of frames written. Raises OSError if it cannot bind.
+    picks one). ``limits`` bound records decoding (the file limits span the whole run).
+    Returns the number of frames written. Raises OSError if it cannot bind.
     """
     import asyncio
 
     import asyncio_dgram  # the `net` extra; cmd_listen checks for it first
 
+    from kraft_jbod.capture.kafka import DEFAULT_LIMITS, KafkaDecoder
     from kraft_jbod.capture.output import frame_to_line
     from kraft_jbod.capture.tap import TapListener
 
@@ -175,7 +233,7 @@ async def listen(
         announce(str(stream.sockname[0]), int(stream.sockname[1]))
     if ready is not None:
         ready.set()
-    listener = TapListener()
+    listener = TapListener(KafkaDecoder(limits=limits or DEFAULT_LIMITS))
     written = 0
     try:
         while count is None or written < count:
@@ -220,6 +278,7 @@ def cmd_listen(args: argparse.Namespace) -> int:
                 count=args.count,
                 timeout=args.timeout,
                 announce=lambda h, p: console.note(f"listening on TAP {console.host_port(h, p)}"),
+                limits=_limits(args),
             )
         )
     except OSError as exc:
@@ -243,6 +302,7 @@ def register(sub: Any) -> None:
     d.add_argument("--no-progress", action="store_true", help="no progress bar")
     d.add_argument("--no-canonical", action="store_true", help="skip the re-encoding check (faster)")
     d.add_argument("--sample", action="store_true", help="decode the built-in KIP-858 demo capture")
+    _budget_options(d, "file")
     d.set_defaults(func=cmd_decode)
 
     c = sub.add_parser("capture", help="live capture tools")
@@ -255,4 +315,5 @@ def register(sub: Any) -> None:
     li.add_argument("address", metavar="HOST:PORT")
     li.add_argument("--count", type=int, help="stop after this many frames")
     li.add_argument("--timeout", type=float, help="stop after this many idle seconds")
+    _budget_options(li, "run")
     li.set_defaults(func=cmd_listen)

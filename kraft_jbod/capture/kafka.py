@@ -33,6 +33,14 @@ Rules:
    legacy messages, decompressed, and each record decoded; in the metadata log (topic
    ``__cluster_metadata`` or topic id ``AAAAAAAAAAAAAAAAAAAAAQ``) record values are metadata
    records and control records are decoded to their KRaft messages.
+6. Records decoding is bounded by :class:`DecodeLimits`: per frame and per file (one
+   decoder's life), a number of records and a number of decompressed bytes. A batch that
+   would go past what is left is not decompressed further nor turned into records: its
+   ``records`` entry says ``"undecoded": "budget"`` and the frame gets a ``decode budget``
+   anomaly, while the frame's body (which holds the raw records bytes) is still decoded and
+   printed. Running out of memory while decoding records is handled the same way. Memory
+   per frame therefore stays proportional to the frame budget, whatever the compression
+   ratio.
 
 Only :class:`~kraft_jbod.errors.DecodeError` is caught from codecs; the decoder never
 raises for the content of a frame, so one odd peer cannot stop a capture.
@@ -48,8 +56,9 @@ from dataclasses import dataclass, field
 from typing import Any, BinaryIO, Final
 
 from kraft_jbod import codec, messages
+from kraft_jbod.capture.budget import DEFAULT_LIMITS, DecodeLimits
 from kraft_jbod.capture.streams import FlowEnd, Frame, iter_frames, looks_like_request
-from kraft_jbod.errors import DecodeError, EncodeError
+from kraft_jbod.errors import BudgetExceeded, DecodeError, EncodeError
 from kraft_jbod.messages.api_keys import ApiKey
 from kraft_jbod.messages.request_header import RequestHeader
 from kraft_jbod.messages.response_header import ResponseHeader
@@ -59,6 +68,7 @@ from kraft_jbod.wire.message import Struct
 from kraft_jbod.wire.records import (
     LegacyMessage,
     RecordBatch,
+    RecordBudget,
     TruncatedBatch,
     flatten_legacy,
     iter_records,
@@ -67,6 +77,8 @@ from kraft_jbod.wire.records import (
 
 __all__ = [
     "CONFIDENCES",
+    "DEFAULT_LIMITS",
+    "DecodeLimits",
     "DecodedFrame",
     "KafkaDecoder",
     "UnknownTag",
@@ -273,11 +285,12 @@ def _topic_context(obj: Any, inherited: bool) -> bool:
 class _Walker:
     """Collects unknown tags and decodes records fields of one message."""
 
-    __slots__ = ("anomalies", "records", "tags", "version", "with_records")
+    __slots__ = ("anomalies", "budget", "records", "tags", "version", "with_records")
 
-    def __init__(self, version: int, with_records: bool = True) -> None:
+    def __init__(self, version: int, with_records: bool = True, budget: RecordBudget | None = None) -> None:
         self.version = version
         self.with_records = with_records
+        self.budget = budget
         self.tags: list[UnknownTag] = []
         self.records: list[dict[str, Any]] = []
         self.anomalies: list[str] = []
@@ -308,17 +321,28 @@ class _Walker:
         entries: list[dict[str, Any]] = []
         out: dict[str, Any] = {"path": path, "metadataLog": metadata, "batches": entries}
         try:
-            for entry in iter_records(data, verify_crc=False):
+            for entry in iter_records(data, verify_crc=False, budget=self.budget):
                 if isinstance(entry, RecordBatch):
                     entries.append(self._batch(entry, path, metadata))
                 elif isinstance(entry, LegacyMessage):
                     entries.append(_legacy_json(entry, path, self.anomalies))
                 else:
                     entries.append(_partial_json(entry))
+        except BudgetExceeded as exc:
+            # The bytes stay in the body's records field; only their expansion is refused.
+            self._undecoded(out, entries, path, "budget", f"past the decode budget: {exc}")
+        except MemoryError:
+            self._undecoded(out, entries, path, "memory", "out of memory while decoding them")
         except DecodeError as exc:
             out["error"] = str(exc)
             self.anomalies.append(f"records at {path} do not decode: {exc}")
         self.records.append(out)
+
+    def _undecoded(self, out: dict[str, Any], entries: list[dict[str, Any]], path: str, why: str, text: str) -> None:
+        entries.clear()  # frees what was built so far (the reason we are here)
+        out["undecoded"] = why
+        out["batches"] = []
+        self.anomalies.append(f"records at {path} kept undecoded, decode budget: {text}")
 
     def _batch(self, b: RecordBatch, path: str, metadata: bool) -> dict[str, Any]:
         if not b.crc_valid:
@@ -474,9 +498,14 @@ class KafkaDecoder:
     Never raises for frame content.
     """
 
-    def __init__(self, *, check_canonical: bool = True, decode_records: bool = True) -> None:
+    def __init__(
+        self, *, check_canonical: bool = True, decode_records: bool = True, limits: DecodeLimits = DEFAULT_LIMITS
+    ) -> None:
         self.check_canonical = check_canonical
         self.decode_records = decode_records
+        self.limits = limits
+        # What is left of the file budget (rule 6).
+        self._file_budget = RecordBudget(limits.file_records, limits.file_bytes)
         self._conns: dict[str, _Conn] = {}
         # ApiVersions ranges by server endpoint, learnt on any connection to it.
         self._server_ranges: dict[str, dict[int, tuple[int, int]]] = {}
@@ -661,8 +690,18 @@ class KafkaDecoder:
             for tag, data in df.header.unknown_tagged_fields:
                 df.unknown_tags.append(UnknownTag("header", tag, bytes(data)))
         if flexible or (self.decode_records and _has_records(cls)):
-            w = _Walker(ver, self.decode_records)
-            w.walk(body, "", flexible, False)
+            fb = self._file_budget
+            lim = self.limits
+            budget = RecordBudget(min(lim.frame_records, fb.records), min(lim.frame_bytes, fb.decompressed))
+            start = (budget.records, budget.decompressed)
+            w = _Walker(ver, self.decode_records, budget)
+            try:
+                w.walk(body, "", flexible, False)
+            except MemoryError:
+                w.records.clear()
+                w.anomalies.append("records kept undecoded, decode budget: out of memory while decoding them")
+            fb.records -= start[0] - budget.records
+            fb.decompressed -= start[1] - budget.decompressed
             df.unknown_tags.extend(w.tags)
             df.records = w.records
             df.anomalies.extend(w.anomalies)

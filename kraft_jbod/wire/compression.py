@@ -22,7 +22,8 @@ Invariants:
 * Its output never exceeds ``max_size`` bytes, and it never holds a buffer larger than
   ``max_size`` bytes: decompression writes into a bounded buffer that grows geometrically
   from a small first guess, so a zip bomb costs at most ``max_size`` of memory before it is
-  refused.
+  refused. Going past ``max_size`` raises :class:`BudgetExceeded` (a DecodeError): the
+  data may be fine, the caller's budget is not.
 * :func:`compress` raises only :class:`EncodeError` (unknown codec).
 """
 
@@ -33,7 +34,7 @@ from collections.abc import Callable
 
 import cramjam
 
-from kraft_jbod.errors import DecodeError, EncodeError
+from kraft_jbod.errors import BudgetExceeded, DecodeError, EncodeError
 
 Buffer = bytes | bytearray | memoryview
 
@@ -146,7 +147,7 @@ def _bounded(
             del out  # free the small buffer before allocating the bigger one
             if _overflowed(exc):
                 if size >= max_size:
-                    raise DecodeError(f"{codec} data decompresses to more than the {max_size}-byte limit") from None
+                    raise BudgetExceeded(f"{codec} data decompresses to more than the {max_size}-byte limit") from None
                 size = min(max_size, size * 4)
                 continue
             raise DecodeError(f"corrupt {codec} data: {exc}") from None
@@ -160,7 +161,7 @@ def _snappy_raw(data: Buffer, max_size: int) -> bytes:
     except _CODEC_ERRORS as exc:
         raise DecodeError(f"corrupt snappy data: {exc}") from None
     if need > max_size:
-        raise DecodeError(f"snappy data decompresses to more than the {max_size}-byte limit")
+        raise BudgetExceeded(f"snappy data decompresses to more than the {max_size}-byte limit")
     out = bytearray(need)
     try:
         n = cramjam.snappy.decompress_raw_into(data, out)
@@ -216,7 +217,7 @@ def decompress(codec: int, data: Buffer, max_size: int = DEFAULT_MAX_DECOMPRESSE
     """
     if codec == NONE:
         if len(data) > max_size:
-            raise DecodeError(f"data larger than the {max_size}-byte limit")
+            raise BudgetExceeded(f"data larger than the {max_size}-byte limit")
         return bytes(data)
     if codec == GZIP:
         return _bounded(cramjam.gzip.decompress_into, data, max_size, "gzip")
