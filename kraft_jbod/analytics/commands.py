@@ -47,6 +47,9 @@ def cmd_stats(args: argparse.Namespace) -> int:
         conf = _conf(args.conf)
     except ValueError as exc:
         return console.fail(f"stats: {exc}")
+    if "://" not in args.out and os.path.exists(args.out) and not os.path.isdir(args.out):
+        # Caught before Spark starts: it would fail deep in the job (an internal error, exit 4).
+        return console.fail(f"stats: --out {args.out} is a file; it names the output folder")
     # Checked before any import that needs them, so the message is one line, not a traceback.
     console.require("stats", "pyspark", "pyarrow", "pandas")
     _require_java()

@@ -137,6 +137,8 @@ def cmd_decode(args: argparse.Namespace) -> int:
         # Every input is checked before --output is touched: a typo must not empty it.
         if path is not None and not path.is_file():
             return _fail(f"cannot read {name}: {'is a directory' if path.is_dir() else 'no such file'}")
+    if args.output and Path(args.output).is_dir():
+        return _fail(f"cannot write {args.output}: is a directory (--output takes a file)")
     ports = args.port or None
     summary = Summary()
     show_progress = not args.no_progress and sys.stderr.isatty()
