@@ -11,7 +11,7 @@ alone with a line naming what to install. No configuration is needed either: an
 plugin, so ``asyncio_mode = "strict"`` (pytest-asyncio's default) works as ``auto`` does.
 
 * ``kraft_clock``: a :class:`~kraft_jbod.clock.ManualClock`; the controller's session
-  timeouts and tick loop run on it, so ``cluster.advance(ms)`` replaces sleeping.
+  timeouts and tick loop run on it, so ``await cluster.advance(ms)`` replaces sleeping.
 * ``kraft_cluster``: a started controller on 127.0.0.1 port 0 with a client listener
   (Metadata/DescribeCluster for real clients) and the admin/metrics HTTP endpoint; a
   :class:`KraftCluster` handle. Everything is closed at teardown.
@@ -36,7 +36,7 @@ broker list land on the same listener.
 Time: the controller runs on the manual clock, the fake brokers on real time (their
 heartbeats, probes and backoffs are real sleeps). A broker's session is measured on the
 manual clock, so while it stands still no session expires, however long the test runs;
-``advance(ms)`` past ``broker.session.timeout.ms`` fences every broker whose last
+``await cluster.advance(ms)`` past ``broker.session.timeout.ms`` fences every broker whose last
 heartbeat is older on that clock, fake ones included, and a running fake broker is
 unfenced again by its next heartbeat (within ``broker.heartbeat.interval.ms``, 200 ms
 here, of real time).

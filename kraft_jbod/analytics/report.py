@@ -279,7 +279,10 @@ def render_summary(tables: dict[str, Rows], manifest: dict[str, Any]) -> str:
         lines.append(
             f"deprecated versions: {o.get('deprecated_frames') or 0} frames; unstable: {o.get('unstable_frames') or 0}"
         )
-        lines.append(f"non-zero error codes in responses: {total}" + (f" ({shown})" if shown else ""))
+        lines.append(
+            f"error responses: {o.get('error_frames') or 0} (any level, as the timeline counts them); "
+            f"non-zero error codes in them: {total}" + (f" ({shown})" if shown else "")
+        )
         lines.append(
             f"latency p50 {_num(o.get('latency_p50_ms'))} ms, p99 {_num(o.get('latency_p99_ms'))} ms, "
             f"max {_num(o.get('latency_max_ms'))} ms"
@@ -386,7 +389,7 @@ def render_html(tables: dict[str, Rows], manifest: dict[str, Any]) -> str:
                     ("frames_trailing", "frames w/ trailing bytes"),
                     ("deprecated_frames", "deprecated"),
                     ("unstable_frames", "unstable"),
-                    ("error_frames", "responses with a top-level error"),
+                    ("error_frames", "error responses (any level)"),
                     ("latency_p50_ms", "p50 ms"),
                     ("latency_p99_ms", "p99 ms"),
                 ],
