@@ -66,6 +66,7 @@ def cmd_stats(args: argparse.Namespace) -> int:
         check_canonical=not args.no_canonical,
         capture_set=args.capture_set,
         ship_package=not args.no_ship_package,
+        release_jvm=True,  # the JVM ends (and writes its class-data archive) before we return
     )
     try:
         result = run_stats(args.inputs, args.out, opts, progress=None if args.quiet else _say)

@@ -124,8 +124,11 @@ def _line_chart(
     left, right, top, bottom = 60, 170, 26, 40
     xs = [p[0] for p in pts] + [m[0] for m in marks]
     x0, x1 = min(xs), max(xs)
-    if x1 == x0:
-        x1 = x0 + 1
+    if not x1 - x0 > 0:
+        # One x value (every frame in one time bucket): widen the axis around it. A relative
+        # width, since for nanosecond timestamps (~1.7e18) x0 + 1 == x0 in floating point.
+        half = max(0.5, abs(x0) * 1e-9)
+        x0, x1 = x0 - half, x1 + half
 
     def fy(v: float) -> float:
         return math.log10(v + 1) if log_y else v

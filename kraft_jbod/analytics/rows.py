@@ -119,6 +119,7 @@ def blank(rtype: str, source: str, task: int) -> Row:
 # the texts carry offsets and sizes that would make every anomaly its own kind.
 _KINDS: Final = (
     ("decode budget", "records past the decode budget"),
+    ("not installed here", "compression library missing"),
     ("trailing bytes", "trailing bytes"),
     ("non-canonical", "non-canonical encoding"),
     ("does not re-encode", "does not re-encode"),

@@ -64,7 +64,9 @@ def _demo_stats(capture: Path, out_dir: Path) -> int:
     from kraft_jbod.analytics.job import StatsOptions, run_stats
 
     console.line(f"conformance job on {capture} (Spark local mode) ...")
-    result = run_stats([str(capture)], out_dir, StatsOptions(), progress=lambda text: console.line(f"  {text}"))
+    result = run_stats(
+        [str(capture)], out_dir, StatsOptions(release_jvm=True), progress=lambda text: console.line(f"  {text}")
+    )
     console.line(result.summary.rstrip())
     console.line(f"conformance report: {out_dir / 'report.html'}")
     return console.EXIT_OK

@@ -39,12 +39,11 @@ import zlib
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 
-from crc32c import crc32c
-
 from kraft_jbod import _accel
 from kraft_jbod.errors import BudgetExceeded, DecodeError, EncodeError
 from kraft_jbod.wire import compression as _codecs
 from kraft_jbod.wire.compression import DEFAULT_MAX_DECOMPRESSED
+from kraft_jbod.wire.crc import crc32c
 from kraft_jbod.wire.varint import (
     read_unsigned_varint,
     read_varint,
