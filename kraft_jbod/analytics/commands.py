@@ -19,6 +19,7 @@ import traceback
 from typing import Any, Final
 
 from kraft_jbod import console
+from kraft_jbod.capture import budget
 
 __all__ = ["EXIT_FINDINGS", "EXIT_INPUT", "EXIT_INTERNAL", "EXIT_SPARK", "cmd_stats", "register"]
 
@@ -66,6 +67,7 @@ def cmd_stats(args: argparse.Namespace) -> int:
         check_canonical=not args.no_canonical,
         capture_set=args.capture_set,
         ship_package=not args.no_ship_package,
+        limits=budget.limits_from_args(args),
         release_jvm=True,  # the JVM ends (and writes its class-data archive) before we return
     )
     try:
@@ -160,4 +162,5 @@ def register(sub: Any) -> None:
         help="exit 1 when the run finds KIP-858 violations or undecodable frames",
     )
     p.add_argument("--quiet", action="store_true", help="no progress lines on stderr")
+    budget.add_options(p, "task's file")
     p.set_defaults(func=cmd_stats)

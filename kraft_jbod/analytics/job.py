@@ -52,6 +52,7 @@ from typing import Any, Final, cast
 from kraft_jbod.analytics import partials as P
 from kraft_jbod.analytics import ship, work
 from kraft_jbod.analytics.rows import COLUMNS, RTYPE_CONN, RTYPE_FRAME, Row, api_name
+from kraft_jbod.capture.budget import DEFAULT_LIMITS, DecodeLimits
 from kraft_jbod.errors import KraftJbodError
 from kraft_jbod.messages.error_codes import ErrorCode
 
@@ -113,6 +114,8 @@ class StatsOptions:
     capture_set: str = "default"
     report: bool = True
     ship_package: bool = True
+    limits: DecodeLimits = DEFAULT_LIMITS
+    """The decode budget of each task's file (:mod:`kraft_jbod.capture.budget`)."""
     release_jvm: bool = False
     """End the JVM this process started when the run is over (:func:`release_jvm`)."""
 
@@ -280,6 +283,7 @@ def unit_partial(
     frames_dir: str | None = None,
     capture_set: str = "default",
     status_dir: str | None = None,
+    limits: DecodeLimits = DEFAULT_LIMITS,
 ) -> bytes:
     """Run one unit and return its pickled :class:`.partials.Partial` state; with
     ``frames_dir``, also write its frames there; with ``status_dir``, report frames so
@@ -290,7 +294,7 @@ def unit_partial(
     status = _Status(status_dir, task_id, index)
     frames = 0
     try:
-        for row in work.run_unit(unit, task_id, ports=ports, check_canonical=check_canonical):
+        for row in work.run_unit(unit, task_id, ports=ports, check_canonical=check_canonical, limits=limits):
             part.add(row)
             if row.rtype == RTYPE_FRAME:
                 frames += 1
@@ -313,7 +317,7 @@ def unit_partial(
 
 
 def _units(tid: int, tasks: tuple[Any, ...], opts: tuple[Any, ...]) -> Iterator[tuple[int, int, bytes]]:
-    ports, canonical, frames_dir, capture_set, status_dir = opts
+    ports, canonical, frames_dir, capture_set, status_dir, limits = opts
     task = work.Task.from_tuple(tasks[tid])
     for i, unit in enumerate(task.units):
         yield (
@@ -328,6 +332,7 @@ def _units(tid: int, tasks: tuple[Any, ...], opts: tuple[Any, ...]) -> Iterator[
                 frames_dir=frames_dir,
                 capture_set=capture_set,
                 status_dir=status_dir,
+                limits=limits,
             ),
         )
 
@@ -682,7 +687,7 @@ def _decode(
     mapInArrow, RDD and Arrow-UDF paths; runs unchanged under Spark Connect)."""
     n = len(tasks)
     specs = tuple(t.as_tuple() for t in tasks)
-    wopts = (opts.ports, opts.check_canonical, frames_dir, opts.capture_set, status_dir)
+    wopts = (opts.ports, opts.check_canonical, frames_dir, opts.capture_set, status_dir, opts.limits)
     fn = functools.partial(_arrow_tasks, tasks=specs, opts=wopts)
     return spark.range(0, n, 1, n).mapInArrow(fn, _OUT_DDL)
 

@@ -23,6 +23,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, BinaryIO, TextIO
 
 from kraft_jbod import console
+from kraft_jbod.capture import budget
 from kraft_jbod.errors import DecodeError
 
 if TYPE_CHECKING:
@@ -42,54 +43,6 @@ _BAR_DELAY_S = 0.5  # a file decoded faster than this never shows a bar
 
 def _fail(msg: str) -> int:
     return console.fail(msg)
-
-
-def _limits(args: argparse.Namespace) -> DecodeLimits:
-    from kraft_jbod.capture.budget import DEFAULT_LIMITS, DecodeLimits
-
-    d = DEFAULT_LIMITS
-    return DecodeLimits(
-        frame_records=d.frame_records if args.max_frame_records is None else args.max_frame_records,
-        frame_bytes=d.frame_bytes if args.max_frame_bytes is None else args.max_frame_bytes,
-        file_records=d.file_records if args.max_file_records is None else args.max_file_records,
-        file_bytes=d.file_bytes if args.max_file_bytes is None else args.max_file_bytes,
-    )
-
-
-def _count(text: str) -> int:
-    """A non-negative count or size for the budget options (``1_000_000`` and ``1e6`` too)."""
-    try:
-        value = int(float(text)) if any(c in text for c in ".eE") else int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"not a number: {text!r}") from None
-    if value < 0:
-        raise argparse.ArgumentTypeError(f"must be 0 or more: {text!r}")
-    return value
-
-
-def _budget_options(p: argparse.ArgumentParser, file_word: str) -> None:
-    from kraft_jbod.capture.budget import DEFAULT_LIMITS as d
-
-    g = p.add_argument_group(
-        "decode budget",
-        "records fields past these limits are kept undecoded with a 'decode budget' anomaly "
-        "(their bytes stay in the frame's body)",
-    )
-    g.add_argument(
-        "--max-frame-records", type=_count, metavar="N", help=f"records per frame (default {d.frame_records})"
-    )
-    g.add_argument(
-        "--max-frame-bytes", type=_count, metavar="N", help=f"decompressed bytes per frame (default {d.frame_bytes})"
-    )
-    g.add_argument(
-        "--max-file-records", type=_count, metavar="N", help=f"records per {file_word} (default {d.file_records})"
-    )
-    g.add_argument(
-        "--max-file-bytes",
-        type=_count,
-        metavar="N",
-        help=f"decompressed bytes per {file_word} (default {d.file_bytes})",
-    )
 
 
 def _frames(
@@ -187,7 +140,9 @@ def cmd_decode(args: argparse.Namespace) -> int:
                 )
                 reader = CallbackIOWrapper(bar.update, fh, "read")
             try:
-                for f in _frames(reader, ports, summary, not args.no_canonical, name, bar, _limits(args)):
+                for f in _frames(
+                    reader, ports, summary, not args.no_canonical, name, bar, budget.limits_from_args(args)
+                ):
                     if out is not None:
                         out.write(frame_to_line(f))
                         out.write("\n")
@@ -280,7 +235,7 @@ def cmd_listen(args: argparse.Namespace) -> int:
                 count=args.count,
                 timeout=args.timeout,
                 announce=lambda h, p: console.note(f"listening on TAP {console.host_port(h, p)}"),
-                limits=_limits(args),
+                limits=budget.limits_from_args(args),
             )
         )
     except OSError as exc:
@@ -304,7 +259,7 @@ def register(sub: Any) -> None:
     d.add_argument("--no-progress", action="store_true", help="no progress bar")
     d.add_argument("--no-canonical", action="store_true", help="skip the re-encoding check (faster)")
     d.add_argument("--sample", action="store_true", help="decode the built-in KIP-858 demo capture")
-    _budget_options(d, "file")
+    budget.add_options(d, "file")
     d.set_defaults(func=cmd_decode)
 
     c = sub.add_parser("capture", help="live capture tools")
@@ -317,5 +272,5 @@ def register(sub: Any) -> None:
     li.add_argument("address", metavar="HOST:PORT")
     li.add_argument("--count", type=int, help="stop after this many frames")
     li.add_argument("--timeout", type=float, help="stop after this many idle seconds")
-    _budget_options(li, "run")
+    budget.add_options(li, "run")
     li.set_defaults(func=cmd_listen)

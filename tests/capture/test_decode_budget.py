@@ -152,6 +152,13 @@ def test_stats_tasks_use_the_budget(tmp_path: Path) -> None:
     rows = list(run_unit(Unit(str(path), path.stat().st_size, 0, 1)))
     frames = [r for r in rows if r.rtype == "frame"]
     assert len(frames) == 1 and "records past the decode budget" in (frames[0].anomaly_kinds or [])
+    small = tmp_path / "s.pcapng"
+    small.write_bytes(bombs.many_frames(frames=1, records=11))
+    unit = Unit(str(small), small.stat().st_size, 0, 1)
+    kinds = [r.anomaly_kinds or [] for r in run_unit(unit) if r.rtype == "frame"]
+    assert kinds == [[]]
+    kinds = [r.anomaly_kinds or [] for r in run_unit(unit, limits=DecodeLimits(frame_records=10)) if r.rtype == "frame"]
+    assert kinds == [["records past the decode budget"]]
 
 
 async def test_capture_listen_uses_the_budget() -> None:
