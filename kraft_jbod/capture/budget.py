@@ -59,8 +59,8 @@ def _count(text: str) -> int:
     """A non-negative count or size for the budget options (``1_000_000`` and ``1e6`` too)."""
     try:
         value = int(float(text)) if any(c in text for c in ".eE") else int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"not a number: {text!r}") from None
+    except (ValueError, OverflowError):  # OverflowError: 1e400 and inf are floats, not counts
+        raise argparse.ArgumentTypeError(f"not a count: {text!r}") from None
     if value < 0:
         raise argparse.ArgumentTypeError(f"must be 0 or more: {text!r}")
     return value

@@ -144,6 +144,10 @@ def test_decode_command_options_and_their_mistakes(tmp_path: Path, capsys: pytes
     assert exc.value.code == 2
     err = capsys.readouterr().err
     assert "must be 0 or more" in err and "Traceback" not in err
+    for bad in ("1e400", "inf", "nan", "abc"):
+        with pytest.raises(SystemExit) as exc:
+            main(["decode", str(path), "--max-frame-bytes", bad])
+        assert exc.value.code == 2 and f"not a count: '{bad}'" in capsys.readouterr().err
 
 
 def test_stats_tasks_use_the_budget(tmp_path: Path) -> None:
