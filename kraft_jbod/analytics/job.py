@@ -117,7 +117,7 @@ class StatsOptions:
     limits: DecodeLimits = DEFAULT_LIMITS
     """The decode budget of each task's file (:mod:`kraft_jbod.capture.budget`)."""
     release_jvm: bool = False
-    """End the JVM this process started when the run is over (:func:`release_jvm`)."""
+    """End the JVM when the run is over (:func:`release_jvm`), if this run started it."""
 
 
 @dataclass(slots=True)
@@ -580,6 +580,13 @@ def build_session(master: str | None, conf: dict[str, str], app_name: str = "kra
     return spark
 
 
+def _jvm_running() -> bool:
+    """Whether this process already talks to a JVM (pyspark imported and a gateway up)."""
+    ctx = sys.modules.get("pyspark.core.context") or sys.modules.get("pyspark.context")
+    sc = getattr(ctx, "SparkContext", None)
+    return getattr(sc, "_gateway", None) is not None
+
+
 def release_jvm(spark: Any, progress: Progress | None = None, timeout_s: float = 600.0) -> None:
     """Stop ``spark`` and, when this process started its JVM, end that JVM and wait for it.
 
@@ -725,6 +732,8 @@ def run_stats(
     timings: dict[str, float] = {}
     say("starting Spark" + (f" ({opts.master})" if opts.master else ""))
     t1 = time.perf_counter()
+    # A JVM already running here (a caller's session) is the caller's: never ended by us.
+    release = opts.release_jvm and not _jvm_running()
     try:
         spark = build_session(opts.master, opts.conf)
     except Exception as exc:  # Java missing, bad conf, unreachable master...
@@ -733,7 +742,7 @@ def run_stats(
     try:
         return _run_on(spark, inputs, out_dir, opts, say, files, problems, timings, t0)
     finally:
-        if opts.release_jvm:  # also after a failed run: no JVM of ours outlives the command
+        if release:  # also after a failed run: no JVM this run started outlives the command
             release_jvm(spark, say)
 
 

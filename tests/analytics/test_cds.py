@@ -124,3 +124,14 @@ def test_release_jvm_leaves_a_jvm_it_did_not_start(monkeypatch: pytest.MonkeyPat
     session: Any = _Session()
     job.release_jvm(session)
     assert session.stopped and isinstance(SparkContext._gateway, _Remote)
+
+
+def test_a_jvm_already_running_here_is_the_callers(monkeypatch: pytest.MonkeyPatch) -> None:
+    # run_stats(release_jvm=True) ends only a JVM it started: a test session's (or a
+    # notebook's) stays up.
+    from pyspark import SparkContext
+
+    monkeypatch.setattr(SparkContext, "_gateway", None)
+    assert job._jvm_running() is False
+    monkeypatch.setattr(SparkContext, "_gateway", _Gateway(subprocess.Popen([sys.executable, "-c", "pass"])))
+    assert job._jvm_running() is True
