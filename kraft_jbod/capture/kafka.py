@@ -40,7 +40,8 @@ Rules:
    anomaly, while the frame's body (which holds the raw records bytes) is still decoded and
    printed. Running out of memory while decoding records is handled the same way. Memory
    per frame therefore stays proportional to the frame budget, whatever the compression
-   ratio.
+   ratio; frames held behind an orphan response (rule 2) count too: once they hold more
+   records than one frame's budget, the orphan is inferred from the requests seen so far.
 
 Only :class:`~kraft_jbod.errors.DecodeError` is caught from codecs; the decoder never
 raises for the content of a frame, so one odd peer cannot stop a capture.
@@ -468,7 +469,7 @@ def _partial_json(t: TruncatedBatch) -> dict[str, Any]:
 
 
 class _Conn:
-    __slots__ = ("api_ranges", "history", "pending", "queue", "requests_since", "server")
+    __slots__ = ("api_ranges", "held_records", "history", "pending", "queue", "requests_since", "server")
 
     def __init__(self, server: str) -> None:
         self.server = server
@@ -479,7 +480,20 @@ class _Conn:
         # frames leave in capture order; a Frame entry is an orphan still to infer.
         self.queue: list[DecodedFrame | Frame] = []
         self.requests_since = 0
+        # Records of the decoded frames waiting in ``queue`` (rule 6 bounds them too).
+        self.held_records = 0
         self.api_ranges: dict[int, tuple[int, int]] | None = None
+
+
+def _records_in(f: DecodedFrame | Frame) -> int:
+    """Records (and legacy messages) a decoded frame holds; 0 for a frame not decoded yet."""
+    if isinstance(f, Frame):
+        return 0
+    n = 0
+    for field_records in f.records:
+        for b in field_records.get("batches", ()):
+            n += len(b.get("records") or b.get("messages") or ())
+    return n
 
 
 def _server_of(connection_id: str) -> str:
@@ -536,7 +550,10 @@ class KafkaDecoder:
         if not st.queue:
             return out
         st.queue.extend(out)
-        if st.requests_since >= _LOOKAHEAD:
+        st.held_records += sum(_records_in(f) for f in out)
+        # Held frames keep their records in memory: past one frame's budget the orphan is
+        # inferred with the requests seen so far rather than holding more.
+        if st.requests_since >= _LOOKAHEAD or st.held_records > self.limits.frame_records:
             return self._resolve(st)
         return []
 
@@ -734,6 +751,7 @@ class KafkaDecoder:
         out = [self._infer(st, x) if isinstance(x, Frame) else x for x in st.queue]
         st.queue = []
         st.requests_since = 0
+        st.held_records = 0
         return out
 
     def _infer(self, st: _Conn, fr: Frame) -> DecodedFrame:

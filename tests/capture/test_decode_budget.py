@@ -101,6 +101,26 @@ def test_the_file_budget_spans_frames_and_each_decoder_has_its_own() -> None:
     assert [bool(_budget_anomalies(f)) for f in _decode(blob, limits)] == [False, False, True, True, True]
 
 
+def test_frames_held_behind_an_orphan_response_are_bounded_too() -> None:
+    # The decoder holds a connection's frames while it infers an orphan response (up to 8
+    # requests): past one frame's records budget it infers with what it has instead.
+    from kraft_jbod.capture.streams import iter_frames
+
+    blob = bombs.held_behind_orphan(frames=6, records=60)
+    # Default budget: held until the flow ends (6 requests < 8); a budget of 100 records: after 2.
+    for limits, released_after in ((DecodeLimits(frame_records=100), 2), (DecodeLimits(), 6)):
+        dec = KafkaDecoder(limits=limits)
+        requests = 0
+        first_out = None
+        for item in iter_frames(io.BytesIO(blob), ports=[9092], classifier=K.is_request):
+            out = dec.feed(item)
+            requests += getattr(item, "direction", "") == "client"
+            if out and first_out is None:
+                first_out = requests
+        assert first_out == released_after
+        assert not any(_budget_anomalies(f) for f in dec.finish())
+
+
 def test_running_out_of_memory_while_decoding_records_keeps_the_frame(monkeypatch: pytest.MonkeyPatch) -> None:
     def boom(*_: object) -> None:
         raise MemoryError

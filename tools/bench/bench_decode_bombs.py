@@ -2,10 +2,11 @@
 decode budget; prints a table, never asserts.
 
 The captures come from :mod:`tools.bench.bombs` (a 1.2 KiB pcapng holding one Produce with
-a zstd batch of 10^6 empty records, a 5 KiB one with six such batches, and 40 frames just
-under the per-frame budget). Each run is a fresh ``python -m kraft_jbod decode FILE``
-process writing its JSON lines to /dev/null (the output streams, so what is measured is
-what one frame costs); its own peak RSS is read with ``os.wait4``.
+a zstd batch of 10^6 empty records, a 5 KiB one with six such batches, 40 frames just
+under the per-frame budget, and 11 of those held behind an orphan response). Each run is
+a fresh ``python -m kraft_jbod decode FILE`` process writing its JSON lines to /dev/null
+(the output streams, so what is measured is what one frame costs); its own peak RSS is
+read with ``os.wait4``.
 
 "budget" runs use the defaults; "no budget" runs raise every limit out of the way, which
 is what ``decode`` did before the budget existed, under an address-space cap

@@ -73,8 +73,24 @@ def many_frames(frames: int = 40, records: int = 99_000) -> bytes:
     return _capture([_produce([one], corr) for corr in range(1, frames + 1)])
 
 
+def held_behind_orphan(frames: int = 11, records: int = 99_000) -> bytes:
+    """A response whose request was not captured, then ``frames`` Produce requests just under
+    the frame budget: the decoder holds frames behind an orphan while it infers it, so this
+    checks that held frames are bounded too."""
+    from kraft_jbod.messages.metadata_response import MetadataResponse
+
+    buf = io.BytesIO()
+    conv = TcpConversation(PcapngWriter(buf), ("10.0.0.1", 50000), ("10.0.0.2", 9092))
+    conv.server_send(codec.encode_response(MetadataResponse(cluster_id="bomb", controller_id=1), 12, 999))
+    one = zstd_batch(records)
+    for corr in range(1, frames + 1):
+        conv.client_send(_produce([one], corr))
+    return buf.getvalue()
+
+
 BOMBS: dict[str, Callable[[], bytes]] = {
     "one-batch": one_batch,
     "many-batches": many_batches,
     "many-frames": many_frames,
+    "held-orphan": held_behind_orphan,
 }
