@@ -35,10 +35,12 @@ Rules:
    records and control records are decoded to their KRaft messages.
 6. Records decoding is bounded by :class:`DecodeLimits`: per frame and per file (one
    decoder's life), a number of records and a number of decompressed bytes. A batch that
-   would go past what is left is not decompressed further nor turned into records: its
-   ``records`` entry says ``"undecoded": "budget"`` and the frame gets a ``decode budget``
-   anomaly, while the frame's body (which holds the raw records bytes) is still decoded and
-   printed. Running out of memory while decoding records is handled the same way. Memory
+   would go past what is left is not decompressed further nor turned into records: it
+   and the rest of its ``records`` field stay undecoded (the entry says ``"undecoded":
+   "budget"``; batches before it are kept) and the frame gets a ``decode budget``
+   anomaly, while the frame's body (which holds the raw records bytes) is still decoded
+   and printed. Running out of memory while decoding records is handled the same way
+   (what that field had built is dropped). Memory
    per frame therefore stays proportional to the frame budget, whatever the compression
    ratio; frames held behind an orphan response (rule 2) count too: once they hold more
    records than one frame's budget, the orphan is inferred from the requests seen so far.
@@ -340,9 +342,11 @@ class _Walker:
         self.records.append(out)
 
     def _undecoded(self, out: dict[str, Any], entries: list[dict[str, Any]], path: str, why: str, text: str) -> None:
-        entries.clear()  # frees what was built so far (the reason we are here)
+        # Past the budget, the batches decoded before it stay (they fit); out of memory, what
+        # was built is freed, as it may be the reason.
+        if why == "memory":
+            entries.clear()
         out["undecoded"] = why
-        out["batches"] = []
         self.anomalies.append(f"records at {path} kept undecoded, decode budget: {text}")
 
     def _batch(self, b: RecordBatch, path: str, metadata: bool) -> dict[str, Any]:

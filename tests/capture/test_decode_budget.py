@@ -81,6 +81,12 @@ def test_the_frame_budget_spans_every_records_field_of_the_frame() -> None:
     assert len(_budget_anomalies(f)) == 1
     [f] = _decode(blob, DecodeLimits(frame_records=180))
     assert not _budget_anomalies(f)
+    # Within one field: the batches before the one past the budget are kept.
+    two = parts[0] + parts[1]
+    blob = capture(lambda w: conversation(w).client_send(produce_request(two, 1)))
+    [f] = _decode(blob, DecodeLimits(frame_records=100))
+    [rec] = f.records
+    assert rec["undecoded"] == "budget" and [len(b["records"]) for b in rec["batches"]] == [60]
 
 
 def test_the_decompressed_bytes_budget() -> None:
