@@ -7,7 +7,7 @@ through :mod:`kraft_jbod.console`. Heavy imports happen inside the handlers, so
 
 Exit codes: 0 success, 1 the input was processed but something in it failed (e.g. a
 frame that does not decode), 2 bad usage, unreadable input, a missing extra or a port
-in use (one ``kraft-jbod: ...`` line, never a traceback), 130 interrupted.
+in use, or out of memory (one ``kraft-jbod: ...`` line, never a traceback), 130 interrupted.
 """
 
 from __future__ import annotations
@@ -82,6 +82,12 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 0
     except KraftJbodError as exc:
         return console.fail(str(exc))
+    except MemoryError:
+        # Decoders bound what they build (see capture/budget.py); this is the last line of
+        # defence for whatever still did not fit: one line, nothing half-written kept.
+        return console.fail(
+            f"{_command_name(args)}: out of memory; for decode, lower --max-frame-records / --max-frame-bytes"
+        )
     except ModuleNotFoundError as exc:
         extra = console.missing_extra(exc)
         if extra is None:

@@ -143,6 +143,10 @@ def roundtrip_line(line: str, lineno: int) -> dict[str, Any]:
     except json.JSONDecodeError as exc:
         result.update(error=f"not JSON: {exc.msg} at column {exc.colno}", error_type="InputError")
         return result
+    except RecursionError:
+        # The json module recurses per nesting level; a line of 10^5 '[' is bad input, not a bug.
+        result.update(error="not JSON we read: nested too deeply", error_type="InputError")
+        return result
     if not isinstance(item, dict):
         result.update(error="each line must be a JSON object", error_type="InputError")
         return result

@@ -80,6 +80,15 @@ class DecodeError(KraftJbodError):
         return self
 
 
+class BudgetExceeded(DecodeError):
+    """Bytes that would decode, but past the caller's budget (records or decompressed bytes).
+
+    Not damage: the same bytes decode with a larger budget. Callers that bound work per
+    frame or per file (the capture decoder, ``kraft-jbod stats``) catch it to keep the
+    bytes undecoded with an anomaly instead of holding millions of records in memory.
+    """
+
+
 class EncodeError(KraftJbodError):
     """A value that cannot be written at the requested version."""
 

@@ -589,6 +589,8 @@ class FaultInjector:
         """
         fresh: dict[str, Rule] = {}
         for i, item in enumerate(rules, 1):
+            if not isinstance(item, Rule | Mapping):
+                raise ConfigError(f"rule-{i}: expected a rule object, got {item!r}")
             r = item if isinstance(item, Rule) else Rule.from_json(dict(item), f"rule-{i}")
             if r.id in fresh:
                 raise ConfigError(f"rule {r.id} appears twice")

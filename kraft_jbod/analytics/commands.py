@@ -19,6 +19,7 @@ import traceback
 from typing import Any, Final
 
 from kraft_jbod import console
+from kraft_jbod.capture import budget
 
 __all__ = ["EXIT_FINDINGS", "EXIT_INPUT", "EXIT_INTERNAL", "EXIT_SPARK", "cmd_stats", "register"]
 
@@ -47,6 +48,9 @@ def cmd_stats(args: argparse.Namespace) -> int:
         conf = _conf(args.conf)
     except ValueError as exc:
         return console.fail(f"stats: {exc}")
+    if "://" not in args.out and os.path.exists(args.out) and not os.path.isdir(args.out):
+        # Caught before Spark starts: it would fail deep in the job (an internal error, exit 4).
+        return console.fail(f"stats: --out {args.out} is a file; it names the output folder")
     # Checked before any import that needs them, so the message is one line, not a traceback.
     console.require("stats", "pyspark", "pyarrow", "pandas")
     _require_java()
@@ -63,6 +67,8 @@ def cmd_stats(args: argparse.Namespace) -> int:
         check_canonical=not args.no_canonical,
         capture_set=args.capture_set,
         ship_package=not args.no_ship_package,
+        limits=budget.limits_from_args(args),
+        release_jvm=True,  # the JVM ends (and writes its class-data archive) before we return
     )
     try:
         result = run_stats(args.inputs, args.out, opts, progress=None if args.quiet else _say)
@@ -156,4 +162,5 @@ def register(sub: Any) -> None:
         help="exit 1 when the run finds KIP-858 violations or undecodable frames",
     )
     p.add_argument("--quiet", action="store_true", help="no progress lines on stderr")
+    budget.add_options(p, "task's file")
     p.set_defaults(func=cmd_stats)

@@ -21,7 +21,11 @@ Strategy (measured in ``tools/bench/bench_stats.py``; see docs/spark.md):
   with pyarrow as one Parquet file per table folder. No second Spark job runs.
 * Embedded runs start the JVM with C1-only JIT and a class-data-sharing archive of
   Spark's classes (made by the first run, reused after; ``KRAFT_JBOD_SPARK_CDS=0`` turns
-  it off), which halves to quarters the JVM's start-up CPU.
+  it off), which halves to quarters the JVM's start-up CPU. The JVM writes the archive
+  as it exits; :func:`release_jvm` (called by ``kraft-jbod stats`` and the demo) stops
+  the JVM this process started and waits for that write, so it happens once, inside the
+  command's own time, never in a JVM left running after the command returned. One
+  archive per key (Java, Spark and class path); archives of other keys are pruned.
 
 pyspark is imported only inside functions of this module, so importing the package or
 ``kraft-jbod --help`` never loads it.
@@ -29,6 +33,7 @@ pyspark is imported only inside functions of this module, so importing the packa
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import json
 import os
@@ -47,6 +52,7 @@ from typing import Any, Final, cast
 from kraft_jbod.analytics import partials as P
 from kraft_jbod.analytics import ship, work
 from kraft_jbod.analytics.rows import COLUMNS, RTYPE_CONN, RTYPE_FRAME, Row, api_name
+from kraft_jbod.capture.budget import DEFAULT_LIMITS, DecodeLimits
 from kraft_jbod.errors import KraftJbodError
 from kraft_jbod.messages.error_codes import ErrorCode
 
@@ -57,6 +63,7 @@ __all__ = [
     "StatsResult",
     "arrow_schema",
     "build_session",
+    "release_jvm",
     "run_stats",
     "unit_partial",
 ]
@@ -107,6 +114,10 @@ class StatsOptions:
     capture_set: str = "default"
     report: bool = True
     ship_package: bool = True
+    limits: DecodeLimits = DEFAULT_LIMITS
+    """The decode budget of each task's file (:mod:`kraft_jbod.capture.budget`)."""
+    release_jvm: bool = False
+    """End the JVM when the run is over (:func:`release_jvm`), if this run started it."""
 
 
 @dataclass(slots=True)
@@ -272,6 +283,7 @@ def unit_partial(
     frames_dir: str | None = None,
     capture_set: str = "default",
     status_dir: str | None = None,
+    limits: DecodeLimits = DEFAULT_LIMITS,
 ) -> bytes:
     """Run one unit and return its pickled :class:`.partials.Partial` state; with
     ``frames_dir``, also write its frames there; with ``status_dir``, report frames so
@@ -282,7 +294,7 @@ def unit_partial(
     status = _Status(status_dir, task_id, index)
     frames = 0
     try:
-        for row in work.run_unit(unit, task_id, ports=ports, check_canonical=check_canonical):
+        for row in work.run_unit(unit, task_id, ports=ports, check_canonical=check_canonical, limits=limits):
             part.add(row)
             if row.rtype == RTYPE_FRAME:
                 frames += 1
@@ -305,7 +317,7 @@ def unit_partial(
 
 
 def _units(tid: int, tasks: tuple[Any, ...], opts: tuple[Any, ...]) -> Iterator[tuple[int, int, bytes]]:
-    ports, canonical, frames_dir, capture_set, status_dir = opts
+    ports, canonical, frames_dir, capture_set, status_dir, limits = opts
     task = work.Task.from_tuple(tasks[tid])
     for i, unit in enumerate(task.units):
         yield (
@@ -320,6 +332,7 @@ def _units(tid: int, tasks: tuple[Any, ...], opts: tuple[Any, ...]) -> Iterator[
                 frames_dir=frames_dir,
                 capture_set=capture_set,
                 status_dir=status_dir,
+                limits=limits,
             ),
         )
 
@@ -380,16 +393,59 @@ def _cds_key(conf: dict[str, str]) -> str:
     return f"{pyspark.__version__}-{zlib.crc32(chr(10).join(parts).encode()):08x}"
 
 
+# Archives of other keys kept besides the current one (a user switching between two Java
+# or Spark installs keeps both warm); older ones, and any left unused this long, are removed.
+_CDS_KEEP_OTHERS: Final = 1
+_CDS_MAX_AGE_S: Final = 30 * 86400
+# A partial dump (its writer's process gone) older than this is removed; younger ones may
+# still be written by a JVM whose Python driver was killed.
+_CDS_STALE_PARTIAL_S: Final = 600
+
+# The dump the JVM started by this process will write at exit: (partial file, archive).
+_PENDING_DUMP: tuple[Path, Path] | None = None
+
+
+def _prune_cds(folder: Path, keep: Path) -> None:
+    """Remove archives of other keys beyond the newest ``_CDS_KEEP_OTHERS`` (or unused for
+    ``_CDS_MAX_AGE_S``) and partial dumps whose writer is gone; ``keep`` stays."""
+    now = time.time()
+    others: list[tuple[float, Path]] = []
+    for f in folder.glob("spark-*.jsa*"):
+        try:
+            st = f.stat()
+        except OSError:
+            continue
+        if f.suffix == ".jsa":
+            if f != keep:
+                others.append((st.st_mtime, f))
+            continue
+        pid_text = f.name.rsplit(".", 1)[1]
+        mine = pid_text == str(os.getpid())
+        if not mine and (not pid_text.isdigit() or not _pid_alive(int(pid_text))):
+            if now - st.st_mtime > _CDS_STALE_PARTIAL_S:
+                f.unlink(missing_ok=True)
+    others.sort(reverse=True)
+    for i, (mtime, f) in enumerate(others):
+        if i >= _CDS_KEEP_OTHERS or now - mtime > _CDS_MAX_AGE_S:
+            f.unlink(missing_ok=True)
+
+
 class _Cds:
     """The class-data-sharing archive for one key: the JVM flags to use it (or to dump
     it at exit when missing), and, once the JVM is up, whether the JVM rejected it
     (another JDK or class path, a damaged file): a rejected archive is deleted so the
-    next run dumps a fresh one."""
+    next run dumps a fresh one.
+
+    A dump goes to ``spark-KEY.jsa.PID`` (PID: this Python process, which waits for its
+    JVM in :func:`release_jvm`) and is renamed to ``spark-KEY.jsa`` only once the JVM has
+    exited, so a half-written archive is never used; while another live process's dump
+    is pending this run neither dumps nor waits."""
 
     def __init__(self, conf: dict[str, str]) -> None:
         self.archive: Path | None = None
         self.log: Path | None = None
         self.flags: list[str] = []
+        self.dump: tuple[Path, Path] | None = None
         if os.environ.get("KRAFT_JBOD_SPARK_CDS", "1") == "0":
             return
         try:
@@ -403,24 +459,22 @@ class _Cds:
         folder.mkdir(parents=True, exist_ok=True)
         archive = folder / f"spark-{key}.jsa"
         quiet = ["-Xlog:cds*=off:stdout"]
+        _prune_cds(folder, archive)
         if not archive.exists():
-            busy = False
-            for cand in folder.glob(f"spark-{key}.jsa.*"):
-                pid_text = cand.name.rsplit(".", 1)[1]
-                if not pid_text.isdigit():
-                    continue
-                cst = cand.stat()
-                if _pid_alive(int(pid_text)) or time.time() - cst.st_mtime < 30:
-                    busy = True
-                elif cst.st_size > 0:
-                    os.replace(cand, archive)
-                    break
-                else:
-                    cand.unlink(missing_ok=True)
-            if not archive.exists():
-                if not busy:
-                    self.flags = [f"-XX:ArchiveClassesAtExit={archive}.{os.getpid()}", *quiet]
-                return
+            # A partial dump of a live process is that process's to finish; a dead one's
+            # is never trusted (its JVM may still be writing it), only pruned when stale.
+            busy = any(
+                c.name.rsplit(".", 1)[1].isdigit() and _pid_alive(int(c.name.rsplit(".", 1)[1]))
+                for c in folder.glob(f"spark-{key}.jsa.*")
+            )
+            if not busy:
+                partial = folder / f"{archive.name}.{os.getpid()}"
+                partial.unlink(missing_ok=True)
+                self.flags = [f"-XX:ArchiveClassesAtExit={partial}", *quiet]
+                self.dump = (partial, archive)
+            return
+        with contextlib.suppress(OSError):
+            os.utime(archive)  # last use, for pruning
         self.archive = archive
         self.log = folder / f"cds-{os.getpid()}.log"
         self.log.unlink(missing_ok=True)
@@ -517,11 +571,62 @@ def build_session(master: str | None, conf: dict[str, str], app_name: str = "kra
         spark = builder.getOrCreate()
     if cds is not None:
         cds.check()
+        global _PENDING_DUMP
+        _PENDING_DUMP = cds.dump
     try:
         spark.sparkContext.setLogLevel("ERROR")
     except Exception:
         pass
     return spark
+
+
+def _jvm_running() -> bool:
+    """Whether this process already talks to a JVM (pyspark imported and a gateway up)."""
+    ctx = sys.modules.get("pyspark.core.context") or sys.modules.get("pyspark.context")
+    sc = getattr(ctx, "SparkContext", None)
+    return getattr(sc, "_gateway", None) is not None
+
+
+def release_jvm(spark: Any, progress: Progress | None = None, timeout_s: float = 600.0) -> None:
+    """Stop ``spark`` and, when this process started its JVM, end that JVM and wait for it.
+
+    Where the JVM writes the class-data archive at exit (the first embedded run of a key),
+    the wait includes that write (tens of seconds, said on ``progress``), which is then
+    renamed into place: after this returns no JVM of ours is left running and the cache
+    holds whole archives only. Safe to call under spark-submit or Spark Connect (it only
+    stops the session there). Never raises for a JVM that is already gone.
+    """
+    global _PENDING_DUMP
+    from pyspark import SparkContext
+
+    with contextlib.suppress(Exception):
+        spark.stop()
+    gateway = SparkContext._gateway
+    proc = getattr(gateway, "proc", None)
+    if proc is None:  # spark-submit or Connect: the JVM is not ours to end
+        return
+    dump, _PENDING_DUMP = _PENDING_DUMP, None
+    if dump is not None and progress is not None:
+        progress("writing Spark's class-data archive (first run with this Java and Spark only)")
+    with contextlib.suppress(Exception):
+        gateway.shutdown()  # type: ignore[union-attr]  # not None: it has a proc
+    with contextlib.suppress(OSError):
+        if proc.stdin is not None:
+            proc.stdin.close()  # the gateway JVM exits on EOF of its stdin
+    try:
+        proc.wait(timeout=timeout_s)
+    except Exception:
+        proc.kill()
+        proc.wait()
+    SparkContext._gateway = None
+    SparkContext._jvm = None
+    if dump is not None:
+        partial, archive = dump
+        with contextlib.suppress(OSError):
+            if partial.stat().st_size > 0 and proc.returncode == 0:
+                os.replace(partial, archive)
+            else:
+                partial.unlink()
 
 
 class _ProgressThread(threading.Thread):
@@ -589,7 +694,7 @@ def _decode(
     mapInArrow, RDD and Arrow-UDF paths; runs unchanged under Spark Connect)."""
     n = len(tasks)
     specs = tuple(t.as_tuple() for t in tasks)
-    wopts = (opts.ports, opts.check_canonical, frames_dir, opts.capture_set, status_dir)
+    wopts = (opts.ports, opts.check_canonical, frames_dir, opts.capture_set, status_dir, opts.limits)
     fn = functools.partial(_arrow_tasks, tasks=specs, opts=wopts)
     return spark.range(0, n, 1, n).mapInArrow(fn, _OUT_DDL)
 
@@ -627,11 +732,32 @@ def run_stats(
     timings: dict[str, float] = {}
     say("starting Spark" + (f" ({opts.master})" if opts.master else ""))
     t1 = time.perf_counter()
+    # A JVM already running here (a caller's session) is the caller's: never ended by us.
+    release = opts.release_jvm and not _jvm_running()
     try:
         spark = build_session(opts.master, opts.conf)
     except Exception as exc:  # Java missing, bad conf, unreachable master...
         raise SparkJobError("Spark did not start: " + ship.explain_failure(exc)) from exc
     timings["spark_start_s"] = time.perf_counter() - t1
+    try:
+        return _run_on(spark, inputs, out_dir, opts, say, files, problems, timings, t0)
+    finally:
+        if release:  # also after a failed run: no JVM this run started outlives the command
+            release_jvm(spark, say)
+
+
+def _run_on(
+    spark: Any,
+    inputs: Sequence[str],
+    out_dir: str | Path,
+    opts: StatsOptions,
+    say: Progress,
+    files: list[work.InputFile],
+    problems: list[tuple[str, str]],
+    timings: dict[str, float],
+    t0: float,
+) -> StatsResult:
+    """The job on a running session: ship, plan, decode, merge, write (see run_stats)."""
     if opts.ship_package:
         try:
             shipped = ship.ship_package(spark, _cache_dir() / "ship")

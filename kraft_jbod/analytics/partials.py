@@ -345,7 +345,10 @@ class Partial:
             c.frames_trailing += 1
         c.deprecated_frames += deprecated
         c.unstable_frames += unstable
-        if code:
+        # A response is an error response when any error code in it is non-zero: most
+        # per-partition errors (CreateTopics, AssignReplicasToDirs, Produce) sit below the top.
+        erred = bool(code) or bool(r.nested_error_codes)
+        if erred:
             c.error_frames += 1
         conf = r.confidence
         if conf is not None and conf not in _PAIRED:
@@ -401,7 +404,7 @@ class Partial:
         if kinds:
             self._anomalies(r)
         if ts is not None:
-            self._tick(ts, api, 1 if kinds else 0, 1 if code else 0)
+            self._tick(ts, api, 1 if kinds else 0, 1 if erred else 0)
 
     def _anomalies(self, r: Row) -> None:
         ts, conn = r.ts_ns, r.conn_id

@@ -124,8 +124,11 @@ def _line_chart(
     left, right, top, bottom = 60, 170, 26, 40
     xs = [p[0] for p in pts] + [m[0] for m in marks]
     x0, x1 = min(xs), max(xs)
-    if x1 == x0:
-        x1 = x0 + 1
+    if not x1 - x0 > 0:
+        # One x value (every frame in one time bucket): widen the axis around it. A relative
+        # width, since for nanosecond timestamps (~1.7e18) x0 + 1 == x0 in floating point.
+        half = max(0.5, abs(x0) * 1e-9)
+        x0, x1 = x0 - half, x1 + half
 
     def fy(v: float) -> float:
         return math.log10(v + 1) if log_y else v
@@ -279,7 +282,10 @@ def render_summary(tables: dict[str, Rows], manifest: dict[str, Any]) -> str:
         lines.append(
             f"deprecated versions: {o.get('deprecated_frames') or 0} frames; unstable: {o.get('unstable_frames') or 0}"
         )
-        lines.append(f"non-zero error codes in responses: {total}" + (f" ({shown})" if shown else ""))
+        lines.append(
+            f"error responses: {o.get('error_frames') or 0} (any level, as the timeline counts them); "
+            f"non-zero error codes in them: {total}" + (f" ({shown})" if shown else "")
+        )
         lines.append(
             f"latency p50 {_num(o.get('latency_p50_ms'))} ms, p99 {_num(o.get('latency_p99_ms'))} ms, "
             f"max {_num(o.get('latency_max_ms'))} ms"
@@ -386,7 +392,7 @@ def render_html(tables: dict[str, Rows], manifest: dict[str, Any]) -> str:
                     ("frames_trailing", "frames w/ trailing bytes"),
                     ("deprecated_frames", "deprecated"),
                     ("unstable_frames", "unstable"),
-                    ("error_frames", "responses with a top-level error"),
+                    ("error_frames", "error responses (any level)"),
                     ("latency_p50_ms", "p50 ms"),
                     ("latency_p99_ms", "p99 ms"),
                 ],

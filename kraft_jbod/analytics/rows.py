@@ -118,6 +118,8 @@ def blank(rtype: str, source: str, task: int) -> Row:
 # Stable markers of the decoder's and the splitter's anomaly texts, most specific first;
 # the texts carry offsets and sizes that would make every anomaly its own kind.
 _KINDS: Final = (
+    ("decode budget", "records past the decode budget"),
+    ("not installed here", "compression library missing"),
     ("trailing bytes", "trailing bytes"),
     ("non-canonical", "non-canonical encoding"),
     ("does not re-encode", "does not re-encode"),

@@ -3,12 +3,15 @@
 Strategy: on a non-local master the driver zips the ``kraft_jbod`` package it runs from
 (Python sources only, a few MB) together with its pure-Python dependency ``construct``,
 and adds the zip as a py-file (``addPyFile``, or ``addArtifacts(pyfile=True)`` under
-Spark Connect), so executors that have pyspark, pyarrow, pandas and the two native
-dependencies (crc32c, cramjam) but not kraft-jbod run the job unchanged, with the
-driver's exact code. The zip lives in the user's cache folder under a name carrying a
-hash of every shipped file's path, size and mtime, so it is rebuilt only when the code
-changes; it is written under a temporary name and renamed, so concurrent runs never see
-half a zip.
+Spark Connect), so executors that have pyspark, pyarrow and pandas (a stock cluster) but
+not kraft-jbod run the job unchanged, with the driver's exact code. The two native
+dependencies cannot travel this way and are optional there: without crc32c the CRC-32C
+is computed in pure Python (:mod:`kraft_jbod.wire.crc`); without cramjam gzip goes through
+zlib, and a batch compressed with snappy, lz4 or zstd is a "compression library missing"
+anomaly of its frame (:mod:`kraft_jbod.wire.compression`). The zip lives in the user's
+cache folder under a name carrying a hash of every shipped file's path, size and mtime,
+so it is rebuilt only when the code changes; it is written under a temporary name and
+renamed, so concurrent runs never see half a zip.
 
 Invariants:
 
@@ -129,7 +132,7 @@ def explain_failure(exc: BaseException) -> str:
     if "No module named" in line:
         hint = (
             "\n  the executors' Python lacks a module: kraft-jbod ships its own package to "
-            "non-local masters, but pyarrow, pandas, crc32c and cramjam must be installed there "
+            "non-local masters, but pyarrow and pandas must be installed there "
             "(or ship a packed environment, see docs/spark.md)"
         )
     elif "Python in worker has different version" in text or "PYTHON_VERSION_MISMATCH" in text:

@@ -21,8 +21,9 @@ per KIP-858 event, then one ``file`` row with the task's counters. Rules:
    (the open connections are flushed), so with ``--keep-going`` the connections table
    agrees with the frame counts.
 2. The rows of one task come out in capture order per connection.
-3. Memory is bounded by the open connections (the capture layer's guarantee) plus one
-   entry per connection seen for its ApiVersions facts.
+3. Memory is bounded by the open connections (the capture layer's guarantee), one
+   entry per connection seen for its ApiVersions facts, and the decode budget's frame
+   limits (records fields past it stay undecoded with an anomaly).
 """
 
 from __future__ import annotations
@@ -40,6 +41,7 @@ from typing import Any, BinaryIO, Final
 
 from kraft_jbod.analytics import rows as R
 from kraft_jbod.analytics.kip858 import EventCollector
+from kraft_jbod.capture.budget import DEFAULT_LIMITS, DecodeLimits
 from kraft_jbod.capture.kafka import DecodedFrame, KafkaDecoder, is_request
 from kraft_jbod.capture.pipeline import Bucket, CapturePipeline, bucket_of
 from kraft_jbod.capture.streams import FlowEnd, Frame
@@ -402,12 +404,19 @@ class _ConnFacts:
 
 
 class _TaskRun:
-    def __init__(self, unit: Unit, task_id: int, ports: Sequence[int] | None, check_canonical: bool) -> None:
+    def __init__(
+        self,
+        unit: Unit,
+        task_id: int,
+        ports: Sequence[int] | None,
+        check_canonical: bool,
+        limits: DecodeLimits = DEFAULT_LIMITS,
+    ) -> None:
         self.unit = unit
         self.task_id = task_id
         self.source = unit.path
         self.ports = ports
-        self.decoder = KafkaDecoder(check_canonical=check_canonical)
+        self.decoder = KafkaDecoder(check_canonical=check_canonical, limits=limits)
         self.events = EventCollector()
         self.conns: dict[str, _ConnFacts] = {}
         self.frames = 0
@@ -508,19 +517,31 @@ class _TaskRun:
                 yield row
 
 
-def run_task(task: Task, *, ports: Sequence[int] | None = None, check_canonical: bool = True) -> Iterator[R.Row]:
+def run_task(
+    task: Task,
+    *,
+    ports: Sequence[int] | None = None,
+    check_canonical: bool = True,
+    limits: DecodeLimits = DEFAULT_LIMITS,
+) -> Iterator[R.Row]:
     """All rows of one task, unit after unit; never raises (module docstring, rule 1)."""
     for unit in task.units:
-        yield from run_unit(unit, task.task_id, ports=ports, check_canonical=check_canonical)
+        yield from run_unit(unit, task.task_id, ports=ports, check_canonical=check_canonical, limits=limits)
 
 
 def run_unit(
-    unit: Unit, task_id: int = 0, *, ports: Sequence[int] | None = None, check_canonical: bool = True
+    unit: Unit,
+    task_id: int = 0,
+    *,
+    ports: Sequence[int] | None = None,
+    check_canonical: bool = True,
+    limits: DecodeLimits = DEFAULT_LIMITS,
 ) -> Iterator[R.Row]:
-    """All rows of one unit, ending with its ``file`` row; never raises."""
+    """All rows of one unit, ending with its ``file`` row; never raises. ``limits`` is the
+    decode budget (:mod:`kraft_jbod.capture.budget`; its file limits span the unit)."""
     started = time.perf_counter()
     cpu0 = time.process_time()
-    run = _TaskRun(unit, task_id, ports, check_canonical)
+    run = _TaskRun(unit, task_id, ports, check_canonical, limits)
 
     def problem(kind: str, text: str) -> R.Row:
         row = R.blank(R.RTYPE_ERROR, unit.path, task_id)

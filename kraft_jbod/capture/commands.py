@@ -23,11 +23,13 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, BinaryIO, TextIO
 
 from kraft_jbod import console
+from kraft_jbod.capture import budget
 from kraft_jbod.errors import DecodeError
 
 if TYPE_CHECKING:
     import asyncio
 
+    from kraft_jbod.capture.budget import DecodeLimits
     from kraft_jbod.capture.kafka import DecodedFrame
     from kraft_jbod.capture.output import Summary
 
@@ -44,11 +46,17 @@ def _fail(msg: str) -> int:
 
 
 def _frames(
-    fh: BinaryIO, ports: list[int] | None, summary: Summary, check_canonical: bool, name: str = "", bar: Any = None
+    fh: BinaryIO,
+    ports: list[int] | None,
+    summary: Summary,
+    check_canonical: bool,
+    name: str = "",
+    bar: Any = None,
+    limits: DecodeLimits | None = None,
 ) -> Iterator[DecodedFrame]:
-    from kraft_jbod.capture.kafka import KafkaDecoder, decode_capture
+    from kraft_jbod.capture.kafka import DEFAULT_LIMITS, KafkaDecoder, decode_capture
 
-    dec = KafkaDecoder(check_canonical=check_canonical)
+    dec = KafkaDecoder(check_canonical=check_canonical, limits=limits or DEFAULT_LIMITS)
 
     def cut_short(offset: int) -> None:
         summary.files_cut_short.append((name, offset))
@@ -82,6 +90,8 @@ def cmd_decode(args: argparse.Namespace) -> int:
         # Every input is checked before --output is touched: a typo must not empty it.
         if path is not None and not path.is_file():
             return _fail(f"cannot read {name}: {'is a directory' if path.is_dir() else 'no such file'}")
+    if args.output and Path(args.output).is_dir():
+        return _fail(f"cannot write {args.output}: is a directory (--output takes a file)")
     ports = args.port or None
     summary = Summary()
     show_progress = not args.no_progress and sys.stderr.isatty()
@@ -130,7 +140,9 @@ def cmd_decode(args: argparse.Namespace) -> int:
                 )
                 reader = CallbackIOWrapper(bar.update, fh, "read")
             try:
-                for f in _frames(reader, ports, summary, not args.no_canonical, name, bar):
+                for f in _frames(
+                    reader, ports, summary, not args.no_canonical, name, bar, budget.limits_from_args(args)
+                ):
                     if out is not None:
                         out.write(frame_to_line(f))
                         out.write("\n")
@@ -154,17 +166,20 @@ async def listen(
     ready: asyncio.Event | None = None,
     bound: list[tuple[str, int]] | None = None,
     announce: Any = None,
+    limits: DecodeLimits | None = None,
 ) -> int:
     """Receive tap datagrams on ``host:port`` and write one JSON line per decoded frame.
 
     Stops after ``count`` frames or ``timeout`` seconds without a datagram (when given).
     ``ready`` is set once bound; the bound address is appended to ``bound`` (port 0
-    picks one). Returns the number of frames written. Raises OSError if it cannot bind.
+    picks one). ``limits`` bound records decoding (the file limits span the whole run).
+    Returns the number of frames written. Raises OSError if it cannot bind.
     """
     import asyncio
 
     import asyncio_dgram  # the `net` extra; cmd_listen checks for it first
 
+    from kraft_jbod.capture.kafka import DEFAULT_LIMITS, KafkaDecoder
     from kraft_jbod.capture.output import frame_to_line
     from kraft_jbod.capture.tap import TapListener
 
@@ -175,7 +190,7 @@ async def listen(
         announce(str(stream.sockname[0]), int(stream.sockname[1]))
     if ready is not None:
         ready.set()
-    listener = TapListener()
+    listener = TapListener(KafkaDecoder(limits=limits or DEFAULT_LIMITS))
     written = 0
     try:
         while count is None or written < count:
@@ -220,6 +235,7 @@ def cmd_listen(args: argparse.Namespace) -> int:
                 count=args.count,
                 timeout=args.timeout,
                 announce=lambda h, p: console.note(f"listening on TAP {console.host_port(h, p)}"),
+                limits=budget.limits_from_args(args),
             )
         )
     except OSError as exc:
@@ -243,6 +259,7 @@ def register(sub: Any) -> None:
     d.add_argument("--no-progress", action="store_true", help="no progress bar")
     d.add_argument("--no-canonical", action="store_true", help="skip the re-encoding check (faster)")
     d.add_argument("--sample", action="store_true", help="decode the built-in KIP-858 demo capture")
+    budget.add_options(d, "file")
     d.set_defaults(func=cmd_decode)
 
     c = sub.add_parser("capture", help="live capture tools")
@@ -255,4 +272,5 @@ def register(sub: Any) -> None:
     li.add_argument("address", metavar="HOST:PORT")
     li.add_argument("--count", type=int, help="stop after this many frames")
     li.add_argument("--timeout", type=float, help="stop after this many idle seconds")
+    budget.add_options(li, "run")
     li.set_defaults(func=cmd_listen)

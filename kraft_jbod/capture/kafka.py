@@ -33,6 +33,17 @@ Rules:
    legacy messages, decompressed, and each record decoded; in the metadata log (topic
    ``__cluster_metadata`` or topic id ``AAAAAAAAAAAAAAAAAAAAAQ``) record values are metadata
    records and control records are decoded to their KRaft messages.
+6. Records decoding is bounded by :class:`DecodeLimits`: per frame and per file (one
+   decoder's life), a number of records and a number of decompressed bytes. A batch that
+   would go past what is left is not decompressed further nor turned into records: it
+   and the rest of its ``records`` field stay undecoded (the entry says ``"undecoded":
+   "budget"``; batches before it are kept) and the frame gets a ``decode budget``
+   anomaly, while the frame's body (which holds the raw records bytes) is still decoded
+   and printed. Running out of memory while decoding records is handled the same way
+   (what that field had built is dropped). Memory
+   per frame therefore stays proportional to the frame budget, whatever the compression
+   ratio; frames held behind an orphan response (rule 2) count too: once they hold more
+   records than one frame's budget, the orphan is inferred from the requests seen so far.
 
 Only :class:`~kraft_jbod.errors.DecodeError` is caught from codecs; the decoder never
 raises for the content of a frame, so one odd peer cannot stop a capture.
@@ -48,8 +59,9 @@ from dataclasses import dataclass, field
 from typing import Any, BinaryIO, Final
 
 from kraft_jbod import codec, messages
+from kraft_jbod.capture.budget import DEFAULT_LIMITS, DecodeLimits
 from kraft_jbod.capture.streams import FlowEnd, Frame, iter_frames, looks_like_request
-from kraft_jbod.errors import DecodeError, EncodeError
+from kraft_jbod.errors import BudgetExceeded, DecodeError, EncodeError
 from kraft_jbod.messages.api_keys import ApiKey
 from kraft_jbod.messages.request_header import RequestHeader
 from kraft_jbod.messages.response_header import ResponseHeader
@@ -59,6 +71,7 @@ from kraft_jbod.wire.message import Struct
 from kraft_jbod.wire.records import (
     LegacyMessage,
     RecordBatch,
+    RecordBudget,
     TruncatedBatch,
     flatten_legacy,
     iter_records,
@@ -67,6 +80,8 @@ from kraft_jbod.wire.records import (
 
 __all__ = [
     "CONFIDENCES",
+    "DEFAULT_LIMITS",
+    "DecodeLimits",
     "DecodedFrame",
     "KafkaDecoder",
     "UnknownTag",
@@ -273,11 +288,12 @@ def _topic_context(obj: Any, inherited: bool) -> bool:
 class _Walker:
     """Collects unknown tags and decodes records fields of one message."""
 
-    __slots__ = ("anomalies", "records", "tags", "version", "with_records")
+    __slots__ = ("anomalies", "budget", "records", "tags", "version", "with_records")
 
-    def __init__(self, version: int, with_records: bool = True) -> None:
+    def __init__(self, version: int, with_records: bool = True, budget: RecordBudget | None = None) -> None:
         self.version = version
         self.with_records = with_records
+        self.budget = budget
         self.tags: list[UnknownTag] = []
         self.records: list[dict[str, Any]] = []
         self.anomalies: list[str] = []
@@ -308,17 +324,30 @@ class _Walker:
         entries: list[dict[str, Any]] = []
         out: dict[str, Any] = {"path": path, "metadataLog": metadata, "batches": entries}
         try:
-            for entry in iter_records(data, verify_crc=False):
+            for entry in iter_records(data, verify_crc=False, budget=self.budget):
                 if isinstance(entry, RecordBatch):
                     entries.append(self._batch(entry, path, metadata))
                 elif isinstance(entry, LegacyMessage):
                     entries.append(_legacy_json(entry, path, self.anomalies))
                 else:
                     entries.append(_partial_json(entry))
+        except BudgetExceeded as exc:
+            # The bytes stay in the body's records field; only their expansion is refused.
+            self._undecoded(out, entries, path, "budget", f"past the decode budget: {exc}")
+        except MemoryError:
+            self._undecoded(out, entries, path, "memory", "out of memory while decoding them")
         except DecodeError as exc:
             out["error"] = str(exc)
             self.anomalies.append(f"records at {path} do not decode: {exc}")
         self.records.append(out)
+
+    def _undecoded(self, out: dict[str, Any], entries: list[dict[str, Any]], path: str, why: str, text: str) -> None:
+        # Past the budget, the batches decoded before it stay (they fit); out of memory, what
+        # was built is freed, as it may be the reason.
+        if why == "memory":
+            entries.clear()
+        out["undecoded"] = why
+        self.anomalies.append(f"records at {path} kept undecoded, decode budget: {text}")
 
     def _batch(self, b: RecordBatch, path: str, metadata: bool) -> dict[str, Any]:
         if not b.crc_valid:
@@ -444,7 +473,7 @@ def _partial_json(t: TruncatedBatch) -> dict[str, Any]:
 
 
 class _Conn:
-    __slots__ = ("api_ranges", "history", "pending", "queue", "requests_since", "server")
+    __slots__ = ("api_ranges", "held_records", "history", "pending", "queue", "requests_since", "server")
 
     def __init__(self, server: str) -> None:
         self.server = server
@@ -455,7 +484,20 @@ class _Conn:
         # frames leave in capture order; a Frame entry is an orphan still to infer.
         self.queue: list[DecodedFrame | Frame] = []
         self.requests_since = 0
+        # Records of the decoded frames waiting in ``queue`` (rule 6 bounds them too).
+        self.held_records = 0
         self.api_ranges: dict[int, tuple[int, int]] | None = None
+
+
+def _records_in(f: DecodedFrame | Frame) -> int:
+    """Records (and legacy messages) a decoded frame holds; 0 for a frame not decoded yet."""
+    if isinstance(f, Frame):
+        return 0
+    n = 0
+    for field_records in f.records:
+        for b in field_records.get("batches", ()):
+            n += len(b.get("records") or b.get("messages") or ())
+    return n
 
 
 def _server_of(connection_id: str) -> str:
@@ -474,9 +516,14 @@ class KafkaDecoder:
     Never raises for frame content.
     """
 
-    def __init__(self, *, check_canonical: bool = True, decode_records: bool = True) -> None:
+    def __init__(
+        self, *, check_canonical: bool = True, decode_records: bool = True, limits: DecodeLimits = DEFAULT_LIMITS
+    ) -> None:
         self.check_canonical = check_canonical
         self.decode_records = decode_records
+        self.limits = limits
+        # What is left of the file budget (rule 6).
+        self._file_budget = RecordBudget(limits.file_records, limits.file_bytes)
         self._conns: dict[str, _Conn] = {}
         # ApiVersions ranges by server endpoint, learnt on any connection to it.
         self._server_ranges: dict[str, dict[int, tuple[int, int]]] = {}
@@ -507,7 +554,10 @@ class KafkaDecoder:
         if not st.queue:
             return out
         st.queue.extend(out)
-        if st.requests_since >= _LOOKAHEAD:
+        st.held_records += sum(_records_in(f) for f in out)
+        # Held frames keep their records in memory: past one frame's budget the orphan is
+        # inferred with the requests seen so far rather than holding more.
+        if st.requests_since >= _LOOKAHEAD or st.held_records > self.limits.frame_records:
             return self._resolve(st)
         return []
 
@@ -661,8 +711,18 @@ class KafkaDecoder:
             for tag, data in df.header.unknown_tagged_fields:
                 df.unknown_tags.append(UnknownTag("header", tag, bytes(data)))
         if flexible or (self.decode_records and _has_records(cls)):
-            w = _Walker(ver, self.decode_records)
-            w.walk(body, "", flexible, False)
+            fb = self._file_budget
+            lim = self.limits
+            budget = RecordBudget(min(lim.frame_records, fb.records), min(lim.frame_bytes, fb.decompressed))
+            start = (budget.records, budget.decompressed)
+            w = _Walker(ver, self.decode_records, budget)
+            try:
+                w.walk(body, "", flexible, False)
+            except MemoryError:
+                w.records.clear()
+                w.anomalies.append("records kept undecoded, decode budget: out of memory while decoding them")
+            fb.records -= start[0] - budget.records
+            fb.decompressed -= start[1] - budget.decompressed
             df.unknown_tags.extend(w.tags)
             df.records = w.records
             df.anomalies.extend(w.anomalies)
@@ -695,6 +755,7 @@ class KafkaDecoder:
         out = [self._infer(st, x) if isinstance(x, Frame) else x for x in st.queue]
         st.queue = []
         st.requests_since = 0
+        st.held_records = 0
         return out
 
     def _infer(self, st: _Conn, fr: Frame) -> DecodedFrame:

@@ -211,6 +211,8 @@ class Summary:
 def _anomaly_kind(text: str) -> str:
     """Group anomaly texts by their stable part (numbers and details vary)."""
     for marker in (
+        "decode budget",
+        "not installed here",
         "trailing bytes",
         "non-canonical",
         "unknown tagged",

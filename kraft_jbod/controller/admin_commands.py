@@ -59,6 +59,13 @@ def register(sub: Any) -> None:
     s.add_argument("--admin", required=True, metavar="HOST:PORT", help="the controller's admin endpoint")
     s.add_argument("--json", action="store_true", help="print JSON instead of text")
     s.add_argument("--token-file", type=Path, help=_TOKEN_HELP)
+    s.add_argument(
+        "--broker-ctl",
+        action="append",
+        default=[],
+        metavar="HOST:PORT",
+        help="a fake broker's control endpoint (repeatable): show its directory paths beside their ids",
+    )
     s.set_defaults(func=cmd_status)
     f = sub.add_parser("faults", help="list, add or remove fault rules on a running controller")
     f.add_argument("--admin", required=True, metavar="HOST:PORT", help="the controller's admin endpoint")
@@ -137,8 +144,47 @@ def cmd_status(args: argparse.Namespace) -> int:
     if status != 200:
         console.error(str(view))
         return console.EXIT_FAILED
-    console.write(json.dumps(view, indent=2) + "\n" if args.json else render_text(view))
+    paths: dict[int, dict[str, str]] | None = None
+    if args.broker_ctl:
+        paths = {}
+        for address in args.broker_ctl:
+            try:
+                broker_id, dirs = _broker_dirs(address)
+            except (OSError, ValueError) as exc:
+                return console.fail(f"status: cannot read broker-ctl {address}: {exc}")
+            paths[broker_id] = dirs
+            for b in view["brokers"]:
+                if b["id"] == broker_id:
+                    for d in b["directories"]:
+                        d["path"] = dirs.get(d["id"])
+    console.write(json.dumps(view, indent=2) + "\n" if args.json else render_text(view, paths))
     return console.EXIT_OK
+
+
+def _broker_dirs(address: str) -> tuple[int, dict[str, str]]:
+    """(broker id, directory id -> path) from a fake broker's control endpoint ``status``.
+
+    Raises: OSError (unreachable), ValueError (not a broker's control endpoint).
+    """
+    import socket
+
+    host, sep, port = address.rpartition(":")
+    if not sep or not port.isdigit() or not 0 < int(port) < 65536:
+        raise ValueError("expected HOST:PORT")
+    data = b""
+    with socket.create_connection((host.strip("[]") or "127.0.0.1", int(port)), timeout=10) as conn:
+        conn.sendall(b"status\n")
+        while not data.endswith(b"\n") and len(data) < (1 << 20):
+            chunk = conn.recv(65536)
+            if not chunk:
+                break
+            data += chunk
+    try:
+        answer = json.loads(data)
+        result = answer["result"]
+        return int(result["broker_id"]), {str(v["id"]): str(path) for path, v in result["dirs"].items()}
+    except (ValueError, KeyError, TypeError):
+        raise ValueError("its answer is not a fake broker's status") from None
 
 
 def cmd_faults(args: argparse.Namespace) -> int:

@@ -290,8 +290,13 @@ def _dir_name(state: Any, d: uuid.UUID) -> str:
     return uuid_to_base64url(d)
 
 
-def render_text(view: dict[str, Any]) -> str:
-    """The cluster view for people (``kraft-jbod status``)."""
+def render_text(view: dict[str, Any], paths: dict[int, dict[str, str]] | None = None) -> str:
+    """The cluster view for people (``kraft-jbod status``).
+
+    The controller knows directories by id only (BrokerRegistration carries no paths);
+    ``paths`` (broker id -> directory id -> path, from the brokers' control endpoints) adds
+    the path beside each id, since ``broker-ctl`` commands are usually typed with paths.
+    """
     lines = [
         f"cluster {view['cluster_id']}  metadata.version {view['metadata_version']}  "
         f"offset {view['last_applied_offset']}",
@@ -301,7 +306,16 @@ def render_text(view: dict[str, Any]) -> str:
     if not view["brokers"]:
         lines.append("  (none)")
     for b in view["brokers"]:
-        dirs = ", ".join(f"{d['id']}{'' if d['online'] else ' OFFLINE'}" for d in b["directories"]) or "-"
+        known = (paths or {}).get(b["id"], {})
+        dirs = (
+            ", ".join(
+                " ".join(
+                    [d["id"], *([known[d["id"]]] if d["id"] in known else []), *([] if d["online"] else ["OFFLINE"])]
+                )
+                for d in b["directories"]
+            )
+            or "-"
+        )
         lines.append(f"  {b['id']:>5}  {b['state']:<19} epoch {b['epoch']:<6} {' '.join(b['endpoints']) or '-'}")
         lines.append(f"         dirs: {dirs}")
     lines += ["", "partitions:"]
@@ -313,6 +327,12 @@ def render_text(view: dict[str, Any]) -> str:
                 f"  {t['name']}-{p['partition']}  leader {p['leader']}  isr {p['isr']}  replicas {p['replicas']}  "
                 f"dirs {p['directories']}" + (f"  offline {p['offline_replicas']}" if p["offline_replicas"] else "")
             )
+    if view["brokers"] and paths is None:
+        lines += [
+            "",
+            "directories are shown by id (the controller never sees paths); broker-ctl takes either an id or a "
+            "path, and `kraft-jbod status --broker-ctl HOST:PORT` adds each broker's paths",
+        ]
     return "\n".join(lines) + "\n"
 
 

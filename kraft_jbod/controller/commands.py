@@ -25,6 +25,7 @@ from __future__ import annotations
 import argparse
 import json
 import logging
+import socket
 import sys
 from pathlib import Path
 from typing import Any
@@ -151,6 +152,14 @@ def cmd_controller(args: argparse.Namespace) -> int:
         if not sep or not port.isdigit() or not host:
             raise ConfigError(f"--mirror {args.mirror!r}: expected HOST:PORT")
         mirror = (host.strip("[]"), int(port))
+        if mirror[1] > 65535:
+            raise ConfigError(f"--mirror {args.mirror!r}: port {mirror[1]} is out of range")
+        try:
+            # Resolved now, before the log directory is touched: the tap would otherwise
+            # fail inside the running server with a traceback.
+            socket.getaddrinfo(mirror[0], mirror[1], type=socket.SOCK_DGRAM)
+        except (OSError, UnicodeError) as exc:
+            raise ConfigError(f"--mirror {args.mirror!r}: cannot resolve {mirror[0]}: {exc}") from None
     if mirror is not None:
         console.require("controller --mirror (the UDP frame tap)", "asyncio_dgram")
     extensions = None

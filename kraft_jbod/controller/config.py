@@ -34,6 +34,11 @@ Semantics = Literal["kafka", "kip"]
 DEFAULT_SESSION_TIMEOUT_MS = 9000
 DEFAULT_HEARTBEAT_INTERVAL_MS = 2000
 DEFAULT_SOCKET_REQUEST_MAX_BYTES = 104857600
+# Kafka accepts any positive value, but the first requests every peer sends (ApiVersions
+# with the client's software name, a broker's registration with its listeners and log dirs,
+# the metadata Fetch) take tens to hundreds of bytes: below this the controller would
+# accept the setting and then close every connection without a word.
+MIN_SOCKET_REQUEST_MAX_BYTES = 512
 _INT32_MAX = 2**31 - 1
 # Kafka's default is -1 (no budget). Ours is a budget a little above one largest frame, so
 # a few peers cannot make the controller buffer gigabytes; -1 restores Kafka's behaviour.
@@ -222,6 +227,12 @@ class ControllerConfig:
             raise ConfigError(f"kraft.jbod.semantics: {semantics!r} is not 'kafka' or 'kip'")
 
         socket_max = _int(p, "socket.request.max.bytes", 1, DEFAULT_SOCKET_REQUEST_MAX_BYTES)
+        if socket_max < MIN_SOCKET_REQUEST_MAX_BYTES:
+            raise ConfigError(
+                f"socket.request.max.bytes={socket_max} is below {MIN_SOCKET_REQUEST_MAX_BYTES}: even the first "
+                "request of a client or broker (ApiVersions, BrokerRegistration) would not fit, so every "
+                "connection would be closed; use at least 512 (Kafka's default is 104857600)"
+            )
         queued = _long(p, "queued.max.request.bytes", DEFAULT_QUEUED_MAX_REQUEST_BYTES)
         if queued == 0 or queued < -1:
             raise ConfigError(f"queued.max.request.bytes: {queued} must be -1 (no budget) or positive")

@@ -37,6 +37,13 @@ def cmd_demo(args: argparse.Namespace) -> int:
 
     logging.basicConfig(stream=sys.stderr, level=logging.ERROR)
     capture = None if args.no_capture else args.capture
+    # Checked before the scenario starts: a minute of demo must not end in a traceback.
+    if args.keep is not None and args.keep.exists() and not args.keep.is_dir():
+        return console.fail(f"demo: --keep {args.keep} is a file; it names a folder to run in")
+    if capture is not None and capture.is_dir():
+        return console.fail(f"demo: --capture {capture} is a folder; it names the pcapng file to write")
+    if capture is not None and not args.no_stats and args.stats.exists() and not args.stats.is_dir():
+        return console.fail(f"demo: --stats {args.stats} is a file; it names the report folder")
     scenario.run(capture, args.keep, console.line)
     if capture is None or args.no_stats:
         return console.EXIT_OK
@@ -57,7 +64,9 @@ def _demo_stats(capture: Path, out_dir: Path) -> int:
     from kraft_jbod.analytics.job import StatsOptions, run_stats
 
     console.line(f"conformance job on {capture} (Spark local mode) ...")
-    result = run_stats([str(capture)], out_dir, StatsOptions(), progress=lambda text: console.line(f"  {text}"))
+    result = run_stats(
+        [str(capture)], out_dir, StatsOptions(release_jvm=True), progress=lambda text: console.line(f"  {text}")
+    )
     console.line(result.summary.rstrip())
     console.line(f"conformance report: {out_dir / 'report.html'}")
     return console.EXIT_OK

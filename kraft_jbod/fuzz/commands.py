@@ -85,6 +85,9 @@ def cmd_fuzz(args: argparse.Namespace) -> int:
         args.findings = args.out / "findings"
     if args.corpus is None:
         args.corpus = args.out / "corpus"
+    for flag, folder in (("--out", args.out), ("--findings", args.findings), ("--corpus", args.corpus)):
+        if folder.exists() and not folder.is_dir():
+            raise ConfigError(f"{flag} {folder}: is a file; it names a folder")
     if args.target and not (args.spawn or args.spawn_controller or args.peer):
         _check_reachable(args.target)
     import asyncio  # only when the command runs: ``kraft-jbod --help`` stays light

@@ -22,18 +22,33 @@ Invariants:
 * Its output never exceeds ``max_size`` bytes, and it never holds a buffer larger than
   ``max_size`` bytes: decompression writes into a bounded buffer that grows geometrically
   from a small first guess, so a zip bomb costs at most ``max_size`` of memory before it is
-  refused.
+  refused. Going past ``max_size`` raises :class:`BudgetExceeded` (a DecodeError): the
+  data may be fine, the caller's budget is not.
 * :func:`compress` raises only :class:`EncodeError` (unknown codec).
+* Without cramjam (a stock Spark worker: compiled libraries do not travel with the
+  shipped package) gzip still reads and writes through the standard library's zlib, with
+  the same bound; snappy, lz4 and zstd raise :class:`CodecUnavailable` (a DecodeError or
+  an EncodeError) naming the missing library, which the capture decoder reports as an
+  anomaly of the frame instead of failing the task.
 """
 
 from __future__ import annotations
 
 import struct
+import zlib
 from collections.abc import Callable
+from typing import Any
 
-import cramjam
+from kraft_jbod.errors import BudgetExceeded, DecodeError, EncodeError
 
-from kraft_jbod.errors import DecodeError, EncodeError
+cramjam: Any
+try:
+    import cramjam
+except ImportError:  # see the module docstring: gzip falls back to zlib, others refuse
+    cramjam = None
+
+CRAMJAM: bool = cramjam is not None
+"""Whether cramjam is installed (snappy, lz4 and zstd need it)."""
 
 Buffer = bytes | bytearray | memoryview
 
@@ -68,7 +83,39 @@ _LZ4_MAGIC = b"\x04\x22\x4d\x18"
 
 # What cramjam raises on bad input (DecompressionError for nearly everything; the others are
 # kept in case a codec reports through the standard I/O error types).
-_CODEC_ERRORS = (cramjam.DecompressionError, OSError, ValueError, BufferError)
+_CODEC_ERRORS: tuple[type[BaseException], ...] = (
+    (cramjam.DecompressionError, OSError, ValueError, BufferError) if cramjam is not None else (OSError, ValueError)
+)
+
+
+class CodecUnavailable(DecodeError, EncodeError):
+    """A codec whose library is not installed here (cramjam, for snappy, lz4 and zstd)."""
+
+    def __init__(self, codec: str) -> None:
+        text = (
+            f"{codec} needs the cramjam library, which is not installed here "
+            "(pip install cramjam on this machine or worker; see docs/spark.md)"
+        )
+        DecodeError.__init__(self, text)
+
+
+def _need_cramjam(codec: str) -> None:
+    if cramjam is None:
+        raise CodecUnavailable(codec)
+
+
+def _gzip_zlib(data: Buffer, max_size: int) -> bytes:
+    """gzip through the standard library, bounded like :func:`_bounded` (no cramjam)."""
+    d = zlib.decompressobj(31)
+    try:
+        out = d.decompress(bytes(data), max_size + 1)
+    except zlib.error as exc:
+        raise DecodeError(f"corrupt gzip data: {exc}") from None
+    if len(out) > max_size:
+        raise BudgetExceeded(f"gzip data decompresses to more than the {max_size}-byte limit")
+    if not d.eof:
+        raise DecodeError("corrupt gzip data: truncated stream")
+    return out
 
 
 # --- xxHash32, needed only for the one-byte LZ4 frame header checksum -----------------------
@@ -146,7 +193,7 @@ def _bounded(
             del out  # free the small buffer before allocating the bigger one
             if _overflowed(exc):
                 if size >= max_size:
-                    raise DecodeError(f"{codec} data decompresses to more than the {max_size}-byte limit") from None
+                    raise BudgetExceeded(f"{codec} data decompresses to more than the {max_size}-byte limit") from None
                 size = min(max_size, size * 4)
                 continue
             raise DecodeError(f"corrupt {codec} data: {exc}") from None
@@ -160,7 +207,7 @@ def _snappy_raw(data: Buffer, max_size: int) -> bytes:
     except _CODEC_ERRORS as exc:
         raise DecodeError(f"corrupt snappy data: {exc}") from None
     if need > max_size:
-        raise DecodeError(f"snappy data decompresses to more than the {max_size}-byte limit")
+        raise BudgetExceeded(f"snappy data decompresses to more than the {max_size}-byte limit")
     out = bytearray(need)
     try:
         n = cramjam.snappy.decompress_raw_into(data, out)
@@ -216,15 +263,20 @@ def decompress(codec: int, data: Buffer, max_size: int = DEFAULT_MAX_DECOMPRESSE
     """
     if codec == NONE:
         if len(data) > max_size:
-            raise DecodeError(f"data larger than the {max_size}-byte limit")
+            raise BudgetExceeded(f"data larger than the {max_size}-byte limit")
         return bytes(data)
     if codec == GZIP:
+        if cramjam is None:
+            return _gzip_zlib(data, max_size)
         return _bounded(cramjam.gzip.decompress_into, data, max_size, "gzip")
     if codec == SNAPPY:
+        _need_cramjam("snappy")
         return _snappy_decompress(data, max_size)
     if codec == LZ4:
+        _need_cramjam("lz4")
         return _lz4_decompress(data, max_size)
     if codec == ZSTD:
+        _need_cramjam("zstd")
         return _bounded(cramjam.zstd.decompress_into, data, max_size, "zstd")
     raise DecodeError(f"unknown compression codec {codec}")
 
@@ -265,7 +317,11 @@ def compress(codec: int, data: Buffer, *, broken_lz4_checksum: bool = False) -> 
     if codec == NONE:
         return bytes(data)
     if codec == GZIP:
+        if cramjam is None:
+            return zlib.compress(bytes(data), wbits=31)
         return bytes(cramjam.gzip.compress(bytes(data)))
+    if codec in (SNAPPY, LZ4, ZSTD):
+        _need_cramjam(CODEC_NAMES[codec])
     if codec == SNAPPY:
         return _snappy_compress(data)
     if codec == LZ4:

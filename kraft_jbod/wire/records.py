@@ -21,6 +21,11 @@ Invariants:
   ``max_decompressed`` per batch or wrapper message.
 * A record must consume exactly its declared length, and a batch exactly its declared Length
   (after decompression, exactly the decompressed bytes): leftovers are a DecodeError.
+* A :class:`RecordBudget` passed to the readers bounds what one call may materialise: a
+  batch whose declared records count, or whose decompressed size, exceeds what is left is
+  refused with :class:`BudgetExceeded` *before* its records are built (the count sits in
+  the uncompressed header, and a batch must hold exactly that many records), so a tiny zstd
+  batch declaring millions of records costs nothing.
 * Writers raise only :class:`EncodeError`. They write every header field as given (so a
   batch read and written again is byte-identical when uncompressed) and compute only the
   Length, the CRC and, for a compressed batch, the compressed payload.
@@ -34,12 +39,11 @@ import zlib
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 
-from crc32c import crc32c
-
 from kraft_jbod import _accel
-from kraft_jbod.errors import DecodeError, EncodeError
+from kraft_jbod.errors import BudgetExceeded, DecodeError, EncodeError
 from kraft_jbod.wire import compression as _codecs
 from kraft_jbod.wire.compression import DEFAULT_MAX_DECOMPRESSED
+from kraft_jbod.wire.crc import crc32c
 from kraft_jbod.wire.varint import (
     read_unsigned_varint,
     read_varint,
@@ -250,6 +254,25 @@ class ControlRecordKey:
 RecordsEntry = RecordBatch | LegacyMessage | TruncatedBatch
 
 
+@dataclass(slots=True)
+class RecordBudget:
+    """What the readers may still materialise: records, and bytes out of decompression.
+
+    Readers draw from it as they go (one record per v2 record or legacy message, the
+    decompressed size of each compressed batch or wrapper); what was drawn stays drawn, so
+    one budget can span every ``records`` field of a frame, or every frame of a file.
+    """
+
+    records: int
+    decompressed: int
+
+    def take_records(self, n: int, where: int) -> None:
+        """Draw ``n`` records; raises BudgetExceeded (and draws nothing) past the budget."""
+        if n > self.records:
+            raise BudgetExceeded(f"{n} records past the decode budget ({self.records} left)", offset=where)
+        self.records -= n
+
+
 # --- v2 records ---------------------------------------------------------------------------
 
 
@@ -411,12 +434,14 @@ def read_record_batch(
     *,
     verify_crc: bool = True,
     max_decompressed: int = DEFAULT_MAX_DECOMPRESSED,
+    budget: RecordBudget | None = None,
 ) -> tuple[RecordBatch, int]:
     """Read one v2 record batch at ``pos``; return it and the position after it.
 
     With ``verify_crc`` a CRC mismatch is a DecodeError; without, it only sets
     ``crc_valid`` to False. Raises DecodeError for anything that is not a whole, well-formed
-    batch (including magic 0/1: use :func:`read_records` for those).
+    batch (including magic 0/1: use :func:`read_records` for those), BudgetExceeded when the
+    batch needs more than ``budget`` has left (nothing is drawn then).
     """
     avail = len(buf) - pos
     if pos < 0 or avail < BATCH_HEADER_SIZE:
@@ -465,6 +490,14 @@ def read_record_batch(
     if count < 0:
         raise DecodeError(f"negative records count {count}", offset=pos + 57)
     codec = attributes & COMPRESSION_MASK
+    if budget is not None:
+        # Checked before decompressing: the declared count is what the records list would hold.
+        if count > budget.records:
+            raise BudgetExceeded(
+                f"batch declares {count} records, {budget.records} left in the decode budget", offset=pos + 57
+            )
+        if codec != 0:
+            max_decompressed = min(max_decompressed, budget.decompressed)
     if codec == 0:
         if count > len(payload):
             raise DecodeError(
@@ -488,6 +521,10 @@ def read_record_batch(
             records = _read_batch_records(data, 0, len(data), count, 0)
         except DecodeError as exc:
             raise exc.refine(message=f"inside the {_codecs.CODEC_NAMES[codec]} payload at {body_pos}") from None
+        if budget is not None:
+            budget.decompressed -= len(data)
+    if budget is not None:
+        budget.records -= count
     batch = RecordBatch(
         base_offset=base_offset,
         partition_leader_epoch=leader_epoch,
@@ -655,6 +692,7 @@ def _read_legacy_message(
     verify_crc: bool,
     max_decompressed: int,
     nested: bool,
+    budget: RecordBudget | None = None,
 ) -> tuple[LegacyMessage, int]:
     """Read one legacy message whose entry spans ``buf[pos:end]`` (end already checked)."""
     offset, size, crc, magic, attributes = _BE_qiIbb.unpack_from(buf, pos)
@@ -698,11 +736,15 @@ def _read_legacy_message(
             raise DecodeError(f"codec {codec} is not allowed in magic {magic}", offset=pos + 17)
         if value is None:
             raise DecodeError("compressed wrapper message has a null value", offset=pos)
+        if budget is not None:
+            max_decompressed = min(max_decompressed, budget.decompressed)
         try:
             inner_bytes = _codecs.decompress(codec, value, max_decompressed)
         except DecodeError as exc:
             exc.offset = pos
             raise exc.refine(field="value") from None
+        if budget is not None:
+            budget.decompressed -= len(inner_bytes)
         inner: list[LegacyMessage] = []
         try:
             for item in _iter_entries(
@@ -710,6 +752,7 @@ def _read_legacy_message(
                 verify_crc=verify_crc,
                 max_decompressed=max_decompressed,
                 nested=True,
+                budget=budget,
             ):
                 if not isinstance(item, LegacyMessage):
                     # A partial or v2 entry inside a wrapper is corrupt, not a Fetch cut-off.
@@ -721,7 +764,9 @@ def _read_legacy_message(
     return msg, end
 
 
-def _iter_entries(buf: Buffer, *, verify_crc: bool, max_decompressed: int, nested: bool) -> Iterator[RecordsEntry]:
+def _iter_entries(
+    buf: Buffer, *, verify_crc: bool, max_decompressed: int, nested: bool, budget: RecordBudget | None = None
+) -> Iterator[RecordsEntry]:
     pos = 0
     total = len(buf)
     while pos < total:
@@ -743,9 +788,13 @@ def _iter_entries(buf: Buffer, *, verify_crc: bool, max_decompressed: int, neste
         if magic == 2:
             if nested:
                 raise DecodeError("v2 batch inside a legacy wrapper message", offset=pos)
-            batch, pos = read_record_batch(buf, pos, verify_crc=verify_crc, max_decompressed=max_decompressed)
+            batch, pos = read_record_batch(
+                buf, pos, verify_crc=verify_crc, max_decompressed=max_decompressed, budget=budget
+            )
             yield batch
         elif magic in (0, 1):
+            if budget is not None:
+                budget.take_records(1, pos)
             msg, pos = _read_legacy_message(
                 buf,
                 pos,
@@ -753,6 +802,7 @@ def _iter_entries(buf: Buffer, *, verify_crc: bool, max_decompressed: int, neste
                 verify_crc=verify_crc,
                 max_decompressed=max_decompressed,
                 nested=nested,
+                budget=budget,
             )
             yield msg
         else:
@@ -764,13 +814,15 @@ def iter_records(
     *,
     verify_crc: bool = True,
     max_decompressed: int = DEFAULT_MAX_DECOMPRESSED,
+    budget: RecordBudget | None = None,
 ) -> Iterator[RecordsEntry]:
     """Iterate the entries of a ``records`` value: batches, legacy messages, a final partial.
 
     A :class:`TruncatedBatch` can only be the last item. Raises DecodeError for a corrupt
-    entry (the entries before it have been yielded).
+    entry (the entries before it have been yielded), BudgetExceeded for the first entry
+    that needs more than ``budget`` has left.
     """
-    return _iter_entries(buf, verify_crc=verify_crc, max_decompressed=max_decompressed, nested=False)
+    return _iter_entries(buf, verify_crc=verify_crc, max_decompressed=max_decompressed, nested=False, budget=budget)
 
 
 def read_records(

@@ -201,3 +201,17 @@ def test_version_tally_fields_are_the_versions_columns() -> None:
     assert P.VersionTally.from_state(a.to_state()) == a and a.to_state()[0] == [1, 3]
     a.add(b)
     assert a == P.VersionTally({1, 3, 5}, 5, 0, 6, 3, 1, 1, 1, 0)
+
+
+def test_errors_nested_in_per_partition_fields_count_as_error_responses() -> None:
+    # The demo's summary said 3 error codes while its chart showed 0 error responses: the
+    # chart and the overall count looked at the top-level error code only.
+    p = P.Partial()
+    for i, (top, nested) in enumerate([(0, [36]), (None, [36, 36]), (77, []), (0, [])]):
+        row = R.blank(R.RTYPE_FRAME, "x", 0)
+        row.kind, row.api_key, row.api_version, row.ts_ns = "response", 19, 7, 1_000_000_000 + i
+        row.error_code, row.nested_error_codes = top, nested
+        p.add(row)
+    tables = P.build_tables(p)
+    assert tables["overall"][0]["error_frames"] == 3
+    assert sum(r["errors"] for r in tables["timeline"]) == 3

@@ -36,7 +36,7 @@ def _tables() -> dict[str, list[dict[str, object]]]:
 
 def test_summary_counts_the_error_codes_the_chart_shows() -> None:
     summary = render_summary(_tables(), {})
-    assert "non-zero error codes in responses: 3" in summary
+    assert "error responses: 1 (any level, as the timeline counts them); non-zero error codes in them: 3" in summary
     assert "TOPIC_ALREADY_EXISTS (36) x2" in summary and "STALE_BROKER_EPOCH (77) x1" in summary
 
 
@@ -110,3 +110,13 @@ def test_findings_name_directories_by_broker_and_place() -> None:
     ]
     details = " ".join(f.detail for f in K.check(events))
     assert f"{d2} (broker 1 dir 1)" in details
+
+
+def test_a_capture_whose_frames_fall_in_one_time_bucket_renders() -> None:
+    # 2 of the 27 shared captures: every frame in one timeline bucket, so the time axis had
+    # no width (x0 + 1 == x0 for nanosecond timestamps) and the chart divided by zero.
+    tables = _tables()
+    tables["timeline"] = [{"bucket_ts": T0, "frames": 4, "anomalous": 1, "errors": 1}]
+    page = render_html(tables, {"inputs": ["one.pcapng"]})
+    points = re.findall(r'points="([^"]*)"', page)
+    assert points and all(0 <= float(xy.split(",")[0]) <= 760 for pts in points for xy in pts.split())

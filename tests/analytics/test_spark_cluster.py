@@ -1,13 +1,15 @@
-"""``kraft-jbod stats --master spark://...`` on a real standalone cluster whose executors
-cannot import kraft_jbod: the job ships its own package and gives the local run's tables.
+"""``kraft-jbod stats --master spark://...`` on a stock standalone cluster, whose executors
+have pyspark, pyarrow and pandas and nothing of ours: the job ships its own package, falls
+back to pure-Python CRC-32C, and gives the local run's tables, but for a "compression
+library missing" anomaly on the one frame whose batch is zstd (cramjam is not there).
 
 The cluster is pyspark's own: a master and one worker started with ``spark-class`` on
 127.0.0.1 (web UIs on loopback, REST server off). The workers' Python is a fresh venv
 whose only extra path is a copy-by-symlink of this venv's site-packages *without*
-kraft_jbod and construct (and without the ``.pth`` hooks of an editable install), so it
-has pyarrow, pandas, crc32c and cramjam but not the package; the test checks that
-premise first.
-Input: one small capture (the built-in KIP-858 sample), so the run is start-up bound.
+kraft_jbod, construct, crc32c and cramjam (and without the ``.pth`` hooks of an editable
+install); the test checks that premise first.
+Inputs: the built-in KIP-858 sample and a capture of three Produce requests (uncompressed,
+gzip, zstd), so the run is start-up bound.
 """
 
 from __future__ import annotations
@@ -51,7 +53,9 @@ def _worker_python(base: Path) -> Path:
     for entry in site_src.iterdir():
         name = entry.name.lower()
         # construct too: the job ships it with the package (it is pure Python).
-        if name.startswith(("kraft_jbod", "__editable__", "_kraft", "construct")) or name.endswith(".pth"):
+        # crc32c and cramjam: native, so a stock cluster lacks them and the job cannot ship them.
+        stock_lacks = ("kraft_jbod", "__editable__", "_kraft", "construct", "crc32c", "cramjam")
+        if name.startswith(stock_lacks) or name.endswith(".pth"):
             continue
         (filtered / entry.name).symlink_to(entry)
     env_dir = base / "env"
@@ -73,14 +77,15 @@ def _clean_env(**extra: str) -> dict[str, str]:
 def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, Any]]:
     base = tmp_path_factory.mktemp("cluster")
     py = _worker_python(base)
-    probe = subprocess.run(
-        [str(py), "-c", "import pyarrow, pandas, crc32c, cramjam; import kraft_jbod"],
-        env=_clean_env(),
-        cwd=base,
-        capture_output=True,
-        text=True,
-    )
-    assert "No module named 'kraft_jbod'" in probe.stderr, probe.stderr  # the premise of the test
+    for module in ("kraft_jbod", "crc32c", "cramjam"):  # the premise of the test
+        probe = subprocess.run(
+            [str(py), "-c", f"import pyarrow, pandas; import {module}"],
+            env=_clean_env(),
+            cwd=base,
+            capture_output=True,
+            text=True,
+        )
+        assert f"No module named '{module}'" in probe.stderr, probe.stderr
     port = _free_port()
     url = f"spark://127.0.0.1:{port}"
     spark_class = str(SPARK_HOME / "bin" / "spark-class")
@@ -173,9 +178,23 @@ def _tables(out: Path) -> dict[str, list[dict[str, Any]]]:
     return got
 
 
-def test_cluster_run_ships_the_package_and_equals_the_local_run(cluster: dict[str, Any], tmp_path: Path) -> None:
-    cap = tmp_path / "sample.pcapng"
-    cap.write_bytes(build_sample())
+def _produce_capture() -> bytes:
+    from kraft_jbod.wire.compression import GZIP, ZSTD
+    from tests.capture.kafka_helpers import batch_bytes, capture, conversation, produce_request
+
+    def build(w: Any) -> None:
+        c = conversation(w)
+        for corr, codec in enumerate((0, GZIP, ZSTD), 1):
+            c.client_send(produce_request(batch_bytes([b"v%d" % corr] * 3, codec_id=codec), corr))
+
+    return capture(build)
+
+
+def test_stock_cluster_run_ships_the_package_and_equals_the_local_run(cluster: dict[str, Any], tmp_path: Path) -> None:
+    cap = tmp_path / "in"
+    cap.mkdir()
+    (cap / "sample.pcapng").write_bytes(build_sample())
+    (cap / "produce.pcapng").write_bytes(_produce_capture())
     # No class-data archive: dumping one costs more than this whole small run.
     env = _clean_env(PYTHONPATH=str(ROOT), XDG_CACHE_HOME=str(tmp_path / "cache"), KRAFT_JBOD_SPARK_CDS="0")
     common = [str(cap), "--quiet", "--capture-set", "ci"]
@@ -202,8 +221,16 @@ def test_cluster_run_ships_the_package_and_equals_the_local_run(cluster: dict[st
     assert cluster["url"] in manifest
     want, got = _tables(tmp_path / "local"), _tables(tmp_path / "remote")
     assert want["overall"][0]["frames"] > 0
+    # The one difference: the zstd batch, which the workers cannot decompress without cramjam
+    # (an anomaly of its frame, also counted in the timeline's anomalous frames).
+    missing = [a for a in got["anomalies"] if a["anomaly"] == "compression library missing"]
+    assert [a["count"] for a in missing] == [1]
+    assert not [a for a in want["anomalies"] if a["anomaly"] == "compression library missing"]
+    got["anomalies"] = [a for a in got["anomalies"] if a not in missing]
+    assert sum(r["anomalous"] for r in got["timeline"]) == sum(r["anomalous"] for r in want["timeline"]) + 1
     for name in TABLE_SCHEMAS:
-        assert got[name] == want[name], name
+        if name != "timeline":
+            assert got[name] == want[name], name
 
     # Without the package the executors cannot import it: a clear message and exit code 3.
     bare = _stats(

@@ -213,3 +213,16 @@ def test_cds_archive_key_and_rejection(tmp_path: Path, monkeypatch: pytest.Monke
     # A log that says nothing is no rejection: the archive stays.
     cds = job._Cds({})
     assert cds.check() is True and archive.exists()
+
+
+def test_stats_on_every_shared_capture_alone(spark: Any, tmp_path: Path) -> None:
+    # Each capture as its own run, as a user would: 2 of them (every frame in one timeline
+    # bucket) crashed the report with a ZeroDivisionError and exit 4.
+    files = work.expand_inputs([str(SHARED)])
+    assert len(files) >= 20
+    for i, f in enumerate(files):
+        out = tmp_path / f"out{i}"
+        result = run_stats([f.path], out, StatsOptions(master="local[2]", conf=CONF))
+        want, _ = _single_process([f.path])
+        assert result.tables["overall"][0]["frames"] == sum(v for k, v in want.items() if k[3] == "frames"), f.path
+        assert (out / "report.html").stat().st_size > 0 and "frames" in result.summary, f.path

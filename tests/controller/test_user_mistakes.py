@@ -154,3 +154,23 @@ def test_storage_info_fails_on_duplicate_directory_ids(tmp_path: Path, capsys: p
     assert cli.main(["storage", "info", "-c", str(props)]) == 1
     rows = [json.loads(x) for x in capsys.readouterr().out.splitlines()]
     assert "error" not in rows[0] and "is also in" in rows[1]["error"]
+
+
+_EXT_KEYS = ("faults", "credentials", "acls", "listeners", "client_listeners", "admin", "admin_token")
+_EXT_KEYS += ("admin_token_file", "admin_allow_remote", "statsd", "statsd_interval", "manual_clock")
+
+
+@pytest.mark.parametrize("key", _EXT_KEYS)
+def test_extensions_with_any_wrongly_typed_value_are_a_config_error(key: str, tmp_path: Path) -> None:
+    # Every JSON type for every key: accepted or a ConfigError, never TypeError/AttributeError
+    # (those ended `controller --extensions` in a traceback).
+    from kraft_jbod.controller.extensions import Extensions
+    from kraft_jbod.errors import ConfigError
+
+    refused = 0
+    for value in (5, -1, 1.5, True, None, "x", [], {}, [5], [{}], {"a": 5}, [{"name": 5}]):
+        try:
+            Extensions.from_json({key: value}, tmp_path)
+        except ConfigError:
+            refused += 1
+    assert refused > 0

@@ -9,7 +9,7 @@ from typing import Any
 
 from kraft_jbod.messages.metadata_request import MetadataRequest
 from kraft_jbod.pytest_plugin import CLUSTER_ID, KafkaConnection
-from tests.interop import kafka_view
+from tests.interop import kafka_logs, kafka_view
 from tests.interop.harness import ControllerThread, InteropJvm, broker_dirs
 
 
@@ -111,7 +111,7 @@ def check_all_views(
     """The end of every scenario: Kafka's images (the live broker's, and the controller's log
     loaded from disk) equal our status view; Kafka's metadata cache answers Metadata as our
     client listener does; Kafka logged no warning or error. Returns the log load reply."""
-    problems = [line for line in jvm.log_lines() if line[0] in ("WARN", "ERROR", "FATAL")]
+    problems = kafka_logs.problems(jvm.log_lines())
     assert problems == [], problems
     view = ctl.view()
     if broker_id is not None:

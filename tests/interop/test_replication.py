@@ -12,6 +12,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from pathlib import Path
 
+from tests.interop import kafka_logs
 from tests.interop.broker_ops import (
     assign_round_robin,
     check_all_views,
@@ -25,11 +26,7 @@ Factory = Callable[..., ControllerThread]
 
 
 def _raft_problems(jvm: InteropJvm, since: int = 0) -> list[tuple[str, str, str, str]]:
-    return [
-        line
-        for line in jvm.log_lines()[since:]
-        if line[0] in ("WARN", "ERROR", "FATAL") and line[1].startswith("org.apache.kafka.raft")
-    ]
+    return kafka_logs.problems(jvm.log_lines()[since:], logger_prefix="org.apache.kafka.raft")
 
 
 def test_observer_follows_to_the_high_watermark(

@@ -63,7 +63,9 @@ _KNOWN_KEYS = frozenset(
 )
 
 
-def _host_port(text: str, where: str) -> tuple[str, int]:
+def _host_port(text: object, where: str) -> tuple[str, int]:
+    if not isinstance(text, str):  # JSON gives any type: {"admin": 5} is a user's mistake
+        raise ConfigError(f'{where}: {text!r} is not a "host:port" string')
     host, sep, port = text.rpartition(":")
     if not sep or not port.isdigit() or int(port) > 65535:
         raise ConfigError(f"{where}: {text!r} is not host:port")
@@ -178,7 +180,10 @@ class Extensions:
                 raise ConfigError(f"listeners.{name}.sasl: expected a list of mechanisms")
             listeners[name.upper()] = ListenerSecurity(tls, tuple(m.upper() for m in mechs))
         clients = []
-        for entry in doc.get("client_listeners", []):
+        entries = doc.get("client_listeners", [])
+        if not isinstance(entries, list):
+            raise ConfigError(f"client_listeners: expected a list of NAME://host:port, got {entries!r}")
+        for entry in entries:
             if not isinstance(entry, str) or "://" not in entry:
                 raise ConfigError(f"client_listeners: {entry!r} is not NAME://host:port")
             name, _, hp = entry.partition("://")
@@ -190,11 +195,14 @@ class Extensions:
         token = doc.get("admin_token")
         if token is not None and not isinstance(token, str):
             raise ConfigError("admin_token: expected a string")
+        manual = doc.get("manual_clock", False)
+        if not isinstance(manual, bool):
+            raise ConfigError("manual_clock: expected true or false")
         remote = doc.get("admin_allow_remote", False)
         if not isinstance(remote, bool):
             raise ConfigError("admin_allow_remote: expected true or false")
         return cls(
-            clock=ManualClock() if doc.get("manual_clock") else None,
+            clock=ManualClock() if manual else None,
             faults=faults,
             credentials=creds,
             authorizer=authz,
