@@ -19,6 +19,12 @@ Strategy:
   connection without a response; the state never sees records the log does not hold.
   Rule 3: a request that produces no records is handled and answered inline when the
   queue is idle: the common heartbeat never waits for a thread hop.
+  Rule 4: a request whose work grows with its size (``StateMachine.split``: an
+  AssignReplicasToDirs naming more than ``MAX_PARTITIONS_PER_SLICE`` partitions) is
+  handled one slice at a time, each slice a whole turn of Rules 1-2 (handled, committed,
+  applied); then the request goes to the back of the queue, so what arrived meanwhile
+  (heartbeats) waits for one slice, not for the whole request. The answer merges the
+  slices' responses and is sent after the last one.
 
 * A peer's bytes never crash the server: a protocol error or a bug while handling one
   request closes only that connection, with a log line naming the peer, api key and
@@ -39,7 +45,7 @@ import ssl
 import time
 import uuid
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -52,6 +58,7 @@ from kraft_jbod.controller import features, replication, voters
 from kraft_jbod.controller import snapshot as snapshots
 from kraft_jbod.controller.apis import configs
 from kraft_jbod.controller.config import ControllerConfig
+from kraft_jbod.controller.context import Sliced
 from kraft_jbod.controller.log import MetadataLog
 from kraft_jbod.controller.seams import (
     Extensions,
@@ -138,6 +145,10 @@ class _Work:
     proto: Connection | None  # None for a tick
     event: RequestReceived | None
     outcome: Outcome | None  # already computed inline
+    # Rule 4: the request's slices once it has been split, and the responses so far.
+    sliced: Sliced | None = None
+    split_checked: bool = False
+    responses: list[Any] = field(default_factory=list)
 
 
 class ControllerServer:
@@ -519,6 +530,11 @@ class ControllerServer:
             proto.close()
             return
         if not self._busy and not self._queue:
+            work = _Work(proto, event, None)
+            if self._split(work):
+                self._queue.append(work)  # Rule 4: the worker takes it one slice at a time
+                self._wake.set()
+                return
             outcome = self._call_handle(proto, event)
             if outcome is None:
                 return
@@ -531,13 +547,63 @@ class ControllerServer:
             self._queue.append(_Work(proto, event, None))
         self._wake.set()
 
-    def _call_handle(self, proto: Connection, event: RequestReceived) -> Outcome | None:
+    def _split(self, work: _Work) -> bool:
+        """Rule 4: whether ``work`` is a request to take in slices (then ``work.sliced`` holds
+        them). Asks the state machine once per request; one without ``split`` never slices."""
+        if not work.split_checked:
+            work.split_checked = True
+            split = getattr(self.machine, "split", None)
+            event = work.event
+            if split is not None and event is not None:
+                try:
+                    work.sliced = split(event.api_key, event.api_version, event.body)
+                except Exception:
+                    # Not sliced: the ordinary handle() judges the request (and logs any bug).
+                    log.exception("bug while slicing %s", codec.api_name(event.api_key))
+        return work.sliced is not None
+
+    async def _run_slice(self, work: _Work) -> None:
+        """Rule 4: handle and commit the next slice of ``work``; requeue it behind what
+        waits, or answer with the merged responses after the last slice (or an error)."""
+        proto, event, sliced = work.proto, work.event, work.sliced
+        assert proto is not None and event is not None and sliced is not None
+        body = sliced.bodies[len(work.responses)]
+        outcome = self._call_handle(proto, event, body)
+        if outcome is None:
+            return  # refused or a bug: the connection is closed
+        if outcome.records:
+            try:
+                await self._commit(list(outcome.records), body)
+            except (StorageError, EncodeError, OSError) as exc:
+                log.error(
+                    "closing %s without a response: appending the records of a slice of %s v%d failed: %s",
+                    proto.peer,
+                    codec.api_name(event.api_key),
+                    event.api_version,
+                    exc,
+                )
+                proto.close()
+                return
+            except Exception:
+                proto.close()
+                return
+        work.responses.append(outcome.response)
+        failed = getattr(outcome.response, "error_code", 0) != 0
+        if len(work.responses) < len(sliced.bodies) and not failed and not proto.closed:
+            self.stats["request_slices"] += 1
+            self._queue.append(work)
+            # Let the loop read what arrived during this slice, so it queues before the next.
+            await asyncio.sleep(0)
+            return
+        proto.respond(event, sliced.merge(work.responses))
+
+    def _call_handle(self, proto: Connection, event: RequestReceived, body: Any = None) -> Outcome | None:
         assert self.log is not None
         try:
             return self.machine.handle(
                 event.api_key,
                 event.api_version,
-                event.body,
+                event.body if body is None else body,
                 now_ms=self.clock.monotonic_ms(),
                 next_offset=self.log.end_offset,
                 principal=None,
@@ -698,6 +764,9 @@ class ControllerServer:
             if proto is not None and event is not None:
                 if outcome is None:
                     if proto.closed:
+                        continue
+                    if self._split(work):
+                        await self._run_slice(work)
                         continue
                     outcome = self._call_handle(proto, event)
                     if outcome is None:

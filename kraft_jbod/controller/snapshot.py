@@ -841,7 +841,7 @@ def plan_start(
     """Check the newest snapshot of ``directory`` against the log [start_offset, end_offset)
     whose batches are ``batches``, and say what a start does. Changes nothing on disk.
 
-    Kafka (KafkaMetadataLog) starts a log at its latest snapshot when the snapshot is past
+    Kafka (KafkaRaftLog) starts a log at its latest snapshot when the snapshot is past
     the log's end, and refuses a log whose start no snapshot covers. A single voter has no
     leader to fetch a lost or foreign history back from, so beyond the empty log every
     disagreement stops the start instead of truncating (docs/divergences.md):

@@ -1,4 +1,4 @@
-"""Start-up with snapshots as Kafka's KafkaMetadataLog does it, and `log recover` over them.
+"""Start-up with snapshots as Kafka's KafkaRaftLog does it, and `log recover` over them.
 
 The cases of issue 26: every segment deleted (the log starts at the snapshot), a damaged,
 a truncated and a deleted checkpoint, a snapshot past the log's end, and a log and a

@@ -4,15 +4,29 @@ Per partition: UNKNOWN_TOPIC_ID, UNKNOWN_TOPIC_OR_PARTITION, or NOT_LEADER_OR_FO
 when the broker holds no replica of it; otherwise the Directories entry changes when it
 differs. A replica assigned to a directory that is offline leaves the ISR and leadership
 afterwards, as Kafka's ReplicationControlManager.handleAssignReplicasToDirs does.
+
+A request naming more than ``MAX_PARTITIONS_PER_SLICE`` partitions is cut into slices
+(:func:`split_assign`): the server handles and commits one slice at a time and lets other
+requests (heartbeats) run in between, so a broker assigning 10^6 replicas at once does not
+hold every other broker's session for seconds. Kafka computes the whole request in one
+controller event, but commits its records non-atomically too (``ControllerResult.of``),
+so a reader could already see part of them. Each slice sees the slices before it applied;
+assigning a replica is idempotent, so the result equals one pass. Should a later slice
+meet a top-level error (the broker re-registered in between), the answer is that error
+and the broker retries the whole request, as it would after any error.
 """
 
 from __future__ import annotations
 
+import dataclasses
+from typing import Any
+
 from kraft_jbod.controller import features as fv
-from kraft_jbod.controller.context import Call, ControllerContext, Outcome
+from kraft_jbod.controller.context import Call, ControllerContext, Outcome, Sliced
 from kraft_jbod.controller.draft import Draft
 from kraft_jbod.controller.image import Partition
 from kraft_jbod.messages.assign_replicas_to_dirs_request import AssignReplicasToDirsRequest
+from kraft_jbod.messages.assign_replicas_to_dirs_request import DirectoryData as AssignDir
 from kraft_jbod.messages.assign_replicas_to_dirs_response import (
     AssignReplicasToDirsResponse,
 )
@@ -26,6 +40,7 @@ from kraft_jbod.messages.assign_replicas_to_dirs_response import (
     TopicData as AssignTopicResult,
 )
 from kraft_jbod.messages.error_codes import ErrorCode
+from kraft_jbod.wire.message import Message
 
 
 def handle_assign(ctx: ControllerContext, call: Call, req: AssignReplicasToDirsRequest) -> Outcome:
@@ -68,3 +83,70 @@ def handle_assign(ctx: ControllerContext, call: Call, req: AssignReplicasToDirsR
     for p in to_offline:
         d.remove_from_isr(p, b)
     return Outcome(AssignReplicasToDirsResponse(error_code=ErrorCode.NONE, directories=results), d.records)
+
+
+def split_assign(req: AssignReplicasToDirsRequest, limit: int) -> Sliced | None:
+    """Cut ``req`` into requests of at most ``limit`` partitions each, in request order
+    (None when it names no more than that). A directory or topic split across two slices
+    is one entry again in the merged answer."""
+    if sum(len(t.partitions) for d in req.directories for t in d.topics) <= limit:
+        return None
+    # The request flattened to (directory index, topic index, partition); an entry without
+    # partitions (or topics) is kept as a marker so its empty result is answered too.
+    chunks: list[list[tuple[int, int | None, Any]]] = [[]]
+    count = 0
+    for di, dd in enumerate(req.directories):
+        if not dd.topics:
+            chunks[-1].append((di, None, None))
+        for ti, td in enumerate(dd.topics):
+            if not td.partitions:
+                chunks[-1].append((di, ti, None))
+            for pd in td.partitions:
+                if count == limit:
+                    chunks.append([])
+                    count = 0
+                chunks[-1].append((di, ti, pd))
+                count += 1
+    bodies: list[Message] = []
+    # Per slice: does its first directory (and topic) continue the previous slice's last one?
+    continues: list[tuple[bool, bool]] = []
+    previous: tuple[int, int | None] | None = None
+    for chunk in chunks:
+        first: tuple[int, int | None] = (chunk[0][0], chunk[0][1])
+        same_dir = previous is not None and previous[0] == first[0]
+        continues.append((same_dir, same_dir and first[1] is not None and previous == first))
+        previous = (chunk[-1][0], chunk[-1][1])
+        dirs: list[AssignDir] = []
+        last: tuple[int, int | None] | None = None
+        for d_at, t_at, part in chunk:
+            if last is None or last[0] != d_at:
+                dirs.append(dataclasses.replace(req.directories[d_at], topics=[]))
+                last = (d_at, None)
+            if t_at is None:
+                continue
+            if last[1] != t_at:
+                dirs[-1].topics.append(dataclasses.replace(req.directories[d_at].topics[t_at], partitions=[]))
+                last = (d_at, t_at)
+            if part is not None:
+                dirs[-1].topics[-1].partitions.append(part)
+        bodies.append(dataclasses.replace(req, directories=dirs))
+    return Sliced(bodies, lambda responses: _merge_assign(responses, continues))
+
+
+def _merge_assign(responses: list[Any], continues: list[tuple[bool, bool]]) -> AssignReplicasToDirsResponse:
+    for resp in responses:
+        if resp.error_code != ErrorCode.NONE:
+            return AssignReplicasToDirsResponse(error_code=resp.error_code)
+    out: list[AssignDirResult] = []
+    for resp, (same_dir, same_topic) in zip(responses, continues, strict=False):
+        for j, d in enumerate(resp.directories):
+            if j == 0 and same_dir and out:
+                last = out[-1]
+                for i, t in enumerate(d.topics):
+                    if i == 0 and same_topic and last.topics:
+                        last.topics[-1].partitions.extend(t.partitions)
+                    else:
+                        last.topics.append(t)
+            else:
+                out.append(d)
+    return AssignReplicasToDirsResponse(error_code=ErrorCode.NONE, directories=out)
