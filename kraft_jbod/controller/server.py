@@ -25,6 +25,11 @@ Strategy:
   applied); then the request goes to the back of the queue, so what arrived meanwhile
   (heartbeats) waits for one slice, not for the whole request. The answer merges the
   slices' responses and is sent after the last one.
+  Rule 5: while a snapshot is written (in a thread: seconds at 10^6 partitions) the
+  worker waits for it and the image must hold still, but it is also complete: every
+  appended record is applied. Requests are handled then as if the worker were idle; those
+  that write nothing (heartbeats of steady brokers) are answered at once, and the first
+  that writes keeps its outcome at the head of the queue until the snapshot is done.
 
 * A peer's bytes never crash the server: a protocol error or a bug while handling one
   request closes only that connection, with a log line naming the peer, api key and
@@ -195,6 +200,8 @@ class ControllerServer:
         self.bound: list[tuple[str, str, int]] = []
         self._queue: collections.deque[_Work] = collections.deque()
         self._busy = False
+        self._snapshotting = False  # Rule 5
+        self._answering = False
         self._wake = asyncio.Event()
         self._tasks: list[asyncio.Task[None]] = []
         self._closing = False
@@ -529,6 +536,10 @@ class ControllerServer:
         if self.fatal is not None or self._closing:
             proto.close()
             return
+        if self._snapshotting:
+            self._queue.append(_Work(proto, event, None))
+            self._answer_reads()  # Rule 5
+            return
         if not self._busy and not self._queue:
             work = _Work(proto, event, None)
             if self._split(work):
@@ -546,6 +557,44 @@ class ControllerServer:
         else:
             self._queue.append(_Work(proto, event, None))
         self._wake.set()
+
+    def _answer_reads(self) -> None:
+        """Rule 5: while a snapshot is written, handle the queued requests in order and answer
+        those that write nothing. The first that writes keeps its outcome in the queue (it is
+        committed once the snapshot is done) and everything after it waits, as do sliced
+        requests; ticks wait too (a heartbeat answered before a waiting tick is one that
+        arrived in time for it anyway)."""
+        if self._answering:
+            return  # a response sent below let its connection submit the next request
+        self._answering = True
+        kept: collections.deque[_Work] = collections.deque()
+        blocked = False
+        try:
+            while self._queue:
+                work = self._queue.popleft()
+                proto, event = work.proto, work.event
+                if blocked or proto is None or event is None:
+                    kept.append(work)
+                    continue
+                if work.outcome is not None or self._split(work):
+                    blocked = True
+                    kept.append(work)
+                    continue
+                if proto.closed:
+                    continue
+                outcome = self._call_handle(proto, event)
+                if outcome is None:
+                    continue
+                if outcome.records:
+                    work.outcome = outcome
+                    blocked = True
+                    kept.append(work)
+                    continue
+                proto.respond(event, outcome.response)  # may submit more: this loop takes it
+        finally:
+            kept.extend(self._queue)
+            self._queue = kept
+            self._answering = False
 
     def _split(self, work: _Work) -> bool:
         """Rule 4: whether ``work`` is a request to take in slices (then ``work.sliced`` holds
@@ -591,9 +640,10 @@ class ControllerServer:
         failed = getattr(outcome.response, "error_code", 0) != 0
         if len(work.responses) < len(sliced.bodies) and not failed and not proto.closed:
             self.stats["request_slices"] += 1
-            self._queue.append(work)
-            # Let the loop read what arrived during this slice, so it queues before the next.
+            # Let the loop read what arrived while this slice ran (handle and apply hold the
+            # loop), so those requests queue before the next slice, not behind it.
             await asyncio.sleep(0)
+            self._queue.append(work)
             return
         proto.respond(event, sliced.merge(work.responses))
 
@@ -659,7 +709,7 @@ class ControllerServer:
         kv = getattr(self.state, "kraft_version", 0)
         vs = getattr(self.state, "voters", None)
         try:
-            path = await asyncio.get_running_loop().run_in_executor(
+            writing = asyncio.get_running_loop().run_in_executor(
                 None,
                 lambda: snapshots.write_image_snapshot(
                     directory,
@@ -671,6 +721,12 @@ class ControllerServer:
                     voters=None if vs is None else (vs, 0),
                 ),
             )
+            self._snapshotting = True
+            try:
+                self._answer_reads()
+                path = await writing
+            finally:
+                self._snapshotting = False
         except Exception as exc:  # a failed snapshot loses nothing: the log still holds it all
             log.error("writing a metadata snapshot failed: %s", exc)
             return

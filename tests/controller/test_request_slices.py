@@ -152,3 +152,53 @@ async def test_heartbeats_are_answered_between_the_slices(tmp_path: Path, monkey
         assert s.stats["request_slices"] >= 10
         await broker.close()
         await other.close()
+
+
+async def test_heartbeats_are_answered_while_a_snapshot_is_written(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Rule 5: a snapshot (seconds at 10^6 partitions) holds the worker, not the heartbeats;
+    a request that writes waits for the snapshot, and is answered after it."""
+    import threading
+
+    from kraft_jbod.controller.server import snapshots
+    from tests.controller.test_server import registration
+
+    release = threading.Event()
+    started = threading.Event()
+    real = snapshots.write_image_snapshot
+
+    def held(*args: Any, **kwargs: Any) -> Path:
+        started.set()
+        assert release.wait(30), "the test never released the snapshot"
+        return real(*args, **kwargs)
+
+    cfg = make_config(tmp_path, **{"metadata.max.idle.interval.ms": "0"})
+    async with ControllerServer(cfg, cluster_id=CLUSTER, tick_interval_ms=20) as s:
+        assert s.log is not None
+        a = await Client.connect(s.addresses[0])
+        epoch = await register_and_unfence(a, 1)
+        b = await Client.connect(s.addresses[0])
+        monkeypatch.setattr(snapshots, "write_image_snapshot", held)
+        s.snapshot_policy.max_bytes = 1  # the next commit takes a snapshot
+        writer = asyncio.ensure_future(b.call(registration(2), 3))
+        while not started.is_set():
+            await asyncio.sleep(0.01)
+        end = s.log.end_offset
+        for _ in range(3):  # answered while the snapshot is being written
+            hb = await a.call(BrokerHeartbeatRequest(1, epoch, end, want_fence=False), 1)
+            assert hb.error_code == 0 and not hb.is_fenced
+            assert not release.is_set() and s.stats["snapshots"] == 0
+        # A request that writes is handled, and waits for the snapshot before its commit.
+        third = await Client.connect(s.addresses[0])
+        waiting = asyncio.ensure_future(third.call(registration(3), 3))
+        for _ in range(20):
+            await asyncio.sleep(0)
+        assert not waiting.done() and s.log.end_offset == end
+        release.set()
+        assert (await writer).error_code == 0  # the registration whose commit took the snapshot
+        assert (await waiting).error_code == 0
+        assert s.stats["snapshots"] >= 1 and s.log.end_offset > end
+        assert s.state.image.brokers.keys() >= {1, 2, 3}
+        for c in (a, b, third):
+            await c.close()
