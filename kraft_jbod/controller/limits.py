@@ -35,7 +35,7 @@ EXCESSIVE_BATCH: Final = "Unable to perform excessively large batch operation."
 EXCESSIVE_PARTITIONS: Final = "Excessively large number of partitions per request."
 DELETE_ACLS_TOO_MANY: Final = f"Cannot remove more than {MAX_RECORDS_PER_USER_OP} acls in a single delete operation."
 # The most partitions one slice of a broker request names (controller/server.py processes
-# AssignReplicasToDirs in slices, committing each before the next, so requests queued
+# AssignReplicasToDirs and AlterPartition in slices, committing each before the next, so requests queued
 # behind it, heartbeats first of all, wait for one slice and not for the whole request).
 # A slice's handle + apply is a few milliseconds per thousand partitions.
 MAX_PARTITIONS_PER_SLICE: Final = 5_000

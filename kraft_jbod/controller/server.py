@@ -20,7 +20,8 @@ Strategy:
   Rule 3: a request that produces no records is handled and answered inline when the
   queue is idle: the common heartbeat never waits for a thread hop.
   Rule 4: a request whose work grows with its size (``StateMachine.split``: an
-  AssignReplicasToDirs naming more than ``MAX_PARTITIONS_PER_SLICE`` partitions) is
+  AssignReplicasToDirs or AlterPartition naming more than ``MAX_PARTITIONS_PER_SLICE``
+  partitions) is
   handled one slice at a time, each slice a whole turn of Rules 1-2 (handled, committed,
   applied); then the request goes to the back of the queue, so what arrived meanwhile
   (heartbeats) waits for one slice, not for the whole request. The answer merges the

@@ -133,7 +133,9 @@ class Route:
 ROUTES: dict[int, Route] = {
     ApiKey.CREATE_TOPICS: Route(CreateTopicsRequest, topics.handle_create_topics),
     ApiKey.DELETE_TOPICS: Route(DeleteTopicsRequest, topics.handle_delete_topics),
-    ApiKey.ALTER_PARTITION: Route(AlterPartitionRequest, topics.handle_alter_partition),
+    ApiKey.ALTER_PARTITION: Route(
+        AlterPartitionRequest, topics.handle_alter_partition, split=topics.split_alter_partition
+    ),
     ApiKey.DESCRIBE_CLUSTER: Route(DescribeClusterRequest, describe.handle_describe_cluster),
     ApiKey.BROKER_REGISTRATION: Route(BrokerRegistrationRequest, brokers.handle_registration),
     ApiKey.BROKER_HEARTBEAT: Route(BrokerHeartbeatRequest, brokers.handle_heartbeat),

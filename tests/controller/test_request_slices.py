@@ -202,3 +202,68 @@ async def test_heartbeats_are_answered_while_a_snapshot_is_written(
         assert s.state.image.brokers.keys() >= {1, 2, 3}
         for c in (a, b, third):
             await c.close()
+
+
+def _leader_cluster() -> tuple[Cluster, list[uuid.UUID]]:
+    """Three brokers, two topics of RF 3 whose every partition broker 1 leads."""
+    c = Cluster()
+    for b in (1, 2, 3):
+        c.start_broker(b, [dir_id(b, 0)])
+    tids = []
+    for name, n in (("x", 9), ("y", 6)):
+        c.create_topic(name, n, 3)
+        tid = c.state.topic_id_of(name)
+        assert tid is not None
+        tids.append(tid)
+    return c, tids
+
+
+def _shrink_everything(c: Cluster, tids: list[uuid.UUID]) -> Any:
+    """Every partition's leader drops its last follower from the ISR, plus: a partition
+    named twice (the second entry carries the old partition epoch), an unknown topic, a
+    topic with no entries, a partition broker 1 does not lead and an unknown partition."""
+    from kraft_jbod.messages.alter_partition_request import AlterPartitionRequest, BrokerState
+    from kraft_jbod.messages.alter_partition_request import PartitionData as APart
+    from kraft_jbod.messages.alter_partition_request import TopicData as ATopic
+
+    def entry(p: Any) -> APart:
+        isr = [b for b in p.isr if b != p.isr[-1] or b == p.leader]
+        return APart(
+            partition_index=p.partition_id,
+            leader_epoch=p.leader_epoch,
+            new_isr_with_epochs=[BrokerState(b, c.epoch(b)) for b in isr],
+            partition_epoch=p.partition_epoch,
+        )
+
+    topics = []
+    for tid in tids:
+        parts = sorted(c.state.topics[tid].partitions.values(), key=lambda p: p.partition_id)
+        mine = [p for p in parts if p.leader == 1]
+        entries = [entry(p) for p in mine]
+        if mine:
+            entries.append(entry(mine[0]))  # repeated, old partition epoch
+        topics.append(ATopic(topic_id=tid, partitions=[*entries, APart(partition_index=77)]))
+    topics.insert(1, ATopic(topic_id=uuid.UUID(int=999 << 64), partitions=[APart(partition_index=0)]))
+    topics.insert(2, ATopic(topic_id=tids[0], partitions=[]))
+    return AlterPartitionRequest(broker_id=1, broker_epoch=c.epoch(1), topics=topics)
+
+
+@pytest.mark.parametrize("limit", [1, 2, 4, 7])
+def test_alter_partition_slices_answer_and_change_what_one_pass_does(limit: int) -> None:
+    from kraft_jbod.controller.apis.topics import split_alter_partition
+
+    whole, tids = _leader_cluster()
+    sliced, _ = _leader_cluster()
+    req = _shrink_everything(whole, tids)  # at v3: brokers with their epochs
+    total = sum(len(t.partitions) for t in req.topics)
+    one = whole.call(ApiKey.ALTER_PARTITION, 3, req)
+    assert len(one.records) >= 2  # something changed
+    codes = [p.error_code for t in one.response.topics for p in t.partitions]  # type: ignore[attr-defined]
+    assert ErrorCode.INVALID_UPDATE_VERSION in codes and ErrorCode.UNKNOWN_TOPIC_ID in codes
+    plan = split_alter_partition(req, limit)
+    assert plan is not None and len(plan.bodies) == -(-total // limit)
+    responses = [sliced.call(ApiKey.ALTER_PARTITION, 3, body).response for body in plan.bodies]
+    merged = plan.merge(responses)
+    assert merged == one.response and merged.encode(3) == one.response.encode(3)
+    assert snap.comparable(sliced.state.image) == snap.comparable(whole.state.image)
+    assert split_alter_partition(req, total) is None

@@ -9,15 +9,17 @@ AlterPartition applies the pure rules of :mod:`kraft_jbod.controller.alter_parti
 
 from __future__ import annotations
 
+import dataclasses
 import random
 import re
 import uuid
+from typing import Any
 
 from kraft_jbod.controller import alter_partition as ap
 from kraft_jbod.controller import features as fv
 from kraft_jbod.controller.apis import configs
 from kraft_jbod.controller.apis import partitions as pb
-from kraft_jbod.controller.context import Call, ControllerContext, Outcome, RecordAndVersion
+from kraft_jbod.controller.context import Call, ControllerContext, Outcome, RecordAndVersion, Sliced
 from kraft_jbod.controller.draft import Draft
 from kraft_jbod.controller.image import NO_LEADER, MetadataImage, Partition
 from kraft_jbod.controller.limits import (
@@ -451,6 +453,60 @@ def handle_alter_partition(ctx: ControllerContext, call: Call, req: AlterPartiti
                 )
             )
     return Outcome(AlterPartitionResponse(error_code=ErrorCode.NONE, topics=topics_out), records)
+
+
+def split_alter_partition(req: AlterPartitionRequest, limit: int) -> Sliced | None:
+    """Cut an AlterPartition naming more than ``limit`` partitions into requests of at most
+    that many, in request order (server.py Rule 4), None when it names no more.
+
+    A leader shrinking the ISR of 10^6 partitions after a follower died sends one such
+    request. Each slice sees the slices before it applied, as one pass sees the changes
+    of the request's earlier entries: a repeated partition carrying the old partition
+    epoch gets INVALID_UPDATE_VERSION either way. A topic cut in two is one entry again.
+    """
+    if sum(len(t.partitions) for t in req.topics) <= limit:
+        return None
+    chunks: list[list[tuple[int, AlterPartData | None]]] = [[]]
+    count = 0
+    for ti, td in enumerate(req.topics):
+        if not td.partitions:
+            chunks[-1].append((ti, None))  # answered with an empty entry: keep its place
+        for pd in td.partitions:
+            if count == limit:
+                chunks.append([])
+                count = 0
+            chunks[-1].append((ti, pd))
+            count += 1
+    bodies: list[Any] = []
+    continues: list[bool] = []  # does the slice's first topic continue the previous slice's last?
+    previous: int | None = None
+    for chunk in chunks:
+        continues.append(previous == chunk[0][0])
+        previous = chunk[-1][0]
+        topics: list[Any] = []
+        last: int | None = None
+        for ti, part in chunk:
+            if last != ti:
+                topics.append(dataclasses.replace(req.topics[ti], partitions=[]))
+                last = ti
+            if part is not None:
+                topics[-1].partitions.append(part)
+        bodies.append(dataclasses.replace(req, topics=topics))
+    return Sliced(bodies, lambda responses: _merge_alter_partition(responses, continues))
+
+
+def _merge_alter_partition(responses: list[Any], continues: list[bool]) -> AlterPartitionResponse:
+    for resp in responses:
+        if resp.error_code != ErrorCode.NONE:
+            return AlterPartitionResponse(error_code=resp.error_code)
+    out: list[AlterTopicResult] = []
+    for resp, same_topic in zip(responses, continues, strict=False):
+        for j, t in enumerate(resp.topics):
+            if j == 0 and same_topic and out:
+                out[-1].partitions.extend(t.partitions)
+            else:
+                out.append(t)
+    return AlterPartitionResponse(error_code=ErrorCode.NONE, topics=out)
 
 
 def isr_ineligibility(d: Draft, p: Partition | None, broker_id: int, epoch: int) -> str | None:
