@@ -12,7 +12,8 @@ Strategy:
   pure :class:`ControllerState`, serialised by one queue:
 
   Rule 1: ``handle()`` runs only when no append is in flight, so it always sees every
-  record that was appended (and applied) before it.
+  record that was appended (and applied) before it. (Rule 6 is the one exception: a
+  heartbeat whose answer is sent only when it writes nothing.)
   Rule 2: records returned by ``handle()`` or ``tick()`` are appended as ONE batch and
   fsync'd (in a worker thread, so the loop keeps serving I/O), then ``apply()``'d at their
   offsets, and only then is the response written. A failed append closes that
@@ -31,6 +32,12 @@ Strategy:
   appended record is applied. Requests are handled then as if the worker were idle; those
   that write nothing (heartbeats of steady brokers) are answered at once, and the first
   that writes keeps its outcome at the head of the queue until the snapshot is done.
+  Rule 6: while an append is in flight (the write and fsync of one batch or slice:
+  hundreds of milliseconds on a slow disk), a BrokerHeartbeat is handled against the image
+  as last applied, and answered when it writes nothing: it is ordered before the batch
+  being written, which nobody has been answered about yet. A heartbeat that would write
+  (fence, unfence, shutdown, offline directories) is dropped and handled again in its turn
+  after the append; its only effect so far, the session's contact time, is set again then.
 
 * A peer's bytes never crash the server: a protocol error or a bug while handling one
   request closes only that connection, with a log line naming the peer, api key and
@@ -44,6 +51,7 @@ from __future__ import annotations
 import asyncio
 import collections
 import errno
+import gc
 import logging
 import re
 import socket
@@ -203,6 +211,7 @@ class ControllerServer:
         self._busy = False
         self._snapshotting = False  # Rule 5
         self._answering = False
+        self._appending = False  # Rule 6
         self._wake = asyncio.Event()
         self._tasks: list[asyncio.Task[None]] = []
         self._closing = False
@@ -299,6 +308,11 @@ class ControllerServer:
                 on_quorum=quorum.from_snapshot,
             )
             restored, replayed = done.snapshot, done.replayed
+            # The image just loaded lives as long as the controller: move it out of the cyclic
+            # collector's sight, or every full collection walks it (seconds at 10^6
+            # partitions, during which nothing is answered). Reference counting still frees
+            # what is dropped later; only cycles among these objects would outlive them.
+            gc.freeze()
             if restored is not None:
                 self._latest_snapshot = (restored.end_offset, restored.epoch)
             # A new leader epoch per start, as a raft leader gets on election; at kraft.version 1
@@ -541,6 +555,12 @@ class ControllerServer:
             self._queue.append(_Work(proto, event, None))
             self._answer_reads()  # Rule 5
             return
+        if self._appending and event.api_key == ApiKey.BROKER_HEARTBEAT:
+            self._queue.append(_Work(proto, event, None))
+            self._answer_heartbeats()  # Rule 6
+            if self._queue:
+                self._wake.set()
+            return
         if not self._busy and not self._queue:
             work = _Work(proto, event, None)
             if self._split(work):
@@ -591,6 +611,43 @@ class ControllerServer:
                     blocked = True
                     kept.append(work)
                     continue
+                proto.respond(event, outcome.response)  # may submit more: this loop takes it
+        finally:
+            kept.extend(self._queue)
+            self._queue = kept
+            self._answering = False
+
+    def _answer_heartbeats(self) -> None:
+        """Rule 6: while an append is in flight, answer the queued BrokerHeartbeats that write
+        nothing, from the image as last applied; the rest of the queue keeps its order, and a
+        heartbeat that would write is handled again, in turn, after the append."""
+        if self._answering:
+            return
+        self._answering = True
+        kept: collections.deque[_Work] = collections.deque()
+        try:
+            while self._queue:
+                work = self._queue.popleft()
+                proto, event = work.proto, work.event
+                if (
+                    proto is None
+                    or event is None
+                    or work.outcome is not None
+                    or event.api_key != ApiKey.BROKER_HEARTBEAT
+                    or proto.closed
+                ):
+                    if proto is None or not proto.closed:
+                        kept.append(work)
+                    continue
+                outcome = self._call_handle(proto, event)
+                if outcome is None:
+                    continue
+                if outcome.records:
+                    # Computed without the records being appended: dropped, handled again
+                    # after them. Only the session's contact time was touched, as it will be again.
+                    kept.append(work)
+                    continue
+                self.stats["heartbeats_during_append"] += 1
                 proto.respond(event, outcome.response)  # may submit more: this loop takes it
         finally:
             kept.extend(self._queue)
@@ -680,7 +737,13 @@ class ControllerServer:
         assert self.log is not None
         log_ = self.log
         ts = _wall_ms()
-        base = await asyncio.get_running_loop().run_in_executor(None, lambda: log_.append(records, timestamp_ms=ts))
+        appending = asyncio.get_running_loop().run_in_executor(None, lambda: log_.append(records, timestamp_ms=ts))
+        self._appending = True
+        try:
+            self._answer_heartbeats()  # Rule 6
+            base = await appending
+        finally:
+            self._appending = False
         self.stats["batches"] += 1
         self.stats["records"] += len(records)
         self.fetch_waiter.notify()

@@ -267,3 +267,50 @@ def test_alter_partition_slices_answer_and_change_what_one_pass_does(limit: int)
     assert merged == one.response and merged.encode(3) == one.response.encode(3)
     assert snap.comparable(sliced.state.image) == snap.comparable(whole.state.image)
     assert split_alter_partition(req, total) is None
+
+
+async def test_heartbeats_are_answered_while_an_append_is_in_flight(tmp_path: Path) -> None:
+    """Rule 6: a heartbeat that writes nothing is answered while a batch is being written
+    and fsync'd; one that writes waits for the batch and is handled after it."""
+    import threading
+
+    from tests.controller.test_server import registration
+
+    release = threading.Event()
+    started = threading.Event()
+    cfg = make_config(tmp_path, **{"metadata.max.idle.interval.ms": "0"})
+    async with ControllerServer(cfg, cluster_id=CLUSTER, tick_interval_ms=20) as s:
+        assert s.log is not None
+        steady = await Client.connect(s.addresses[0])
+        epoch1 = await register_and_unfence(steady, 1)
+        leaving = await Client.connect(s.addresses[0])
+        epoch2 = await register_and_unfence(leaving, 2)
+        real = s.log.append
+
+        def held(*args: Any, **kwargs: Any) -> int:
+            started.set()
+            assert release.wait(30), "the test never released the append"
+            return real(*args, **kwargs)
+
+        s.log.append = held  # type: ignore[method-assign]
+        writer = await Client.connect(s.addresses[0])
+        pending = asyncio.ensure_future(writer.call(registration(3), 3))
+        while not started.is_set():
+            await asyncio.sleep(0.01)
+        end = s.log.end_offset
+        for _ in range(3):
+            hb = await steady.call(BrokerHeartbeatRequest(1, epoch1, end, want_fence=False), 1)
+            assert hb.error_code == 0 and not hb.is_fenced
+        assert not pending.done() and s.stats["heartbeats_during_append"] == 3
+        # Broker 2 asks to be fenced: that writes, so it waits for the append in flight.
+        fence = asyncio.ensure_future(leaving.call(BrokerHeartbeatRequest(2, epoch2, end, want_fence=True), 1))
+        for _ in range(20):
+            await asyncio.sleep(0)
+        assert not fence.done() and s.log.end_offset == end
+        s.log.append = real  # type: ignore[method-assign]
+        release.set()
+        assert (await pending).error_code == 0
+        assert (await fence).is_fenced
+        assert s.state.image.brokers[2].fenced and 3 in s.state.image.brokers
+        for c in (steady, leaving, writer):
+            await c.close()

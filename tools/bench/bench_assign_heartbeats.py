@@ -14,8 +14,10 @@ Rule 4). This benchmark shows the effect on the heartbeats, in one run on one ma
   AssignReplicasToDirs moving every replica to its second directory; counted from the send
   until its answer arrives.
 
-Latency is measured from each heartbeat's *scheduled* send time (open loop), so a stalled
-server cannot hide queueing (no coordinated omission). Both modes run on fresh copies of
+Each broker heartbeats as Kafka's brokers do (BrokerLifecycleManager): the next heartbeat
+goes ``--interval-ms`` after the previous answer, so a stalled controller shows as long
+latencies, and the gap between two contacts, which is what a session timeout measures, is
+latency plus interval. Both modes run on fresh copies of
 the same directory: ``slices`` (the controller as shipped, or with ``--slice N``
 partitions per slice) and ``one pass`` (the same controller with the slice size set past
 the request's size, i.e. the behaviour before slicing).
@@ -155,34 +157,22 @@ class _Frames(asyncio.Protocol):
 async def _heartbeats(
     proto: _Frames, frame: bytes, first: float, interval: float, stop: asyncio.Event
 ) -> list[tuple[float, float]]:
-    """Send ``frame`` every ``interval`` from ``first`` on a fixed schedule until ``stop``;
-    (scheduled time, latency) of each."""
+    """One broker as Kafka's BrokerLifecycleManager runs it: a heartbeat, its answer, then
+    the next one ``interval`` after that answer, until ``stop``; (send time, latency) of each."""
     assert proto.t is not None
-    scheduled: list[float] = []
     out: list[tuple[float, float]] = []
-
-    async def reader() -> None:
-        while True:
-            at = await proto.arrivals.get()
-            due = scheduled[len(out)]
-            out.append((due, at - due))
-
-    task = asyncio.ensure_future(reader())
-    due = first
-    await asyncio.sleep(max(0.0, due - time.perf_counter()))
+    await asyncio.sleep(max(0.0, first - time.perf_counter()))
     while not stop.is_set():
-        scheduled.append(due)
+        sent = time.perf_counter()
         proto.t.write(frame)
-        due += interval
-        await asyncio.sleep(max(0.0, due - time.perf_counter()))
-    while len(out) < len(scheduled):
-        await asyncio.sleep(0.01)
-    task.cancel()
+        answered = await proto.arrivals.get()
+        out.append((sent, answered - sent))
+        await asyncio.sleep(interval)
     return out
 
 
 async def _fleet(conns: list[tuple[_Frames, bytes]], interval: float, stop: asyncio.Event) -> list[tuple[float, float]]:
-    """Every connection heartbeating, their schedules spread evenly over one interval."""
+    """Every connection heartbeating, their first heartbeats spread evenly over one interval."""
     now = time.perf_counter()
     step = interval / len(conns)
     runs = await asyncio.gather(
