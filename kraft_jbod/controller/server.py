@@ -102,6 +102,8 @@ log = logging.getLogger(__name__)
 
 _SOFTWARE_RE = re.compile(r"[a-zA-Z0-9](?:[a-zA-Z0-9\-.]*[a-zA-Z0-9])?")
 META_PROPERTIES = "meta.properties"
+# From this many partitions a full GC collection over the image is a pause worth avoiding.
+_FREEZE_PARTITIONS = 50_000
 
 
 def _wall_ms() -> int:
@@ -308,11 +310,13 @@ class ControllerServer:
                 on_quorum=quorum.from_snapshot,
             )
             restored, replayed = done.snapshot, done.replayed
-            # The image just loaded lives as long as the controller: move it out of the cyclic
-            # collector's sight, or every full collection walks it (seconds at 10^6
+            # A large image just loaded lives as long as the controller: move it out of the
+            # cyclic collector's sight, or every full collection walks it (seconds at 10^6
             # partitions, during which nothing is answered). Reference counting still frees
-            # what is dropped later; only cycles among these objects would outlive them.
-            gc.freeze()
+            # what is dropped later; only cycles among these objects would outlive them, so
+            # small images (every test's) are left alone: freezing is process-wide.
+            if getattr(getattr(machine, "image", None), "partition_total", 0) >= _FREEZE_PARTITIONS:
+                gc.freeze()
             if restored is not None:
                 self._latest_snapshot = (restored.end_offset, restored.epoch)
             # A new leader epoch per start, as a raft leader gets on election; at kraft.version 1
@@ -634,10 +638,10 @@ class ControllerServer:
                     or event is None
                     or work.outcome is not None
                     or event.api_key != ApiKey.BROKER_HEARTBEAT
-                    or proto.closed
                 ):
-                    if proto is None or not proto.closed:
-                        kept.append(work)
+                    kept.append(work)  # the worker's, in order (records decided are committed)
+                    continue
+                if proto.closed:
                     continue
                 outcome = self._call_handle(proto, event)
                 if outcome is None:
