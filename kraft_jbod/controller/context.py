@@ -11,7 +11,7 @@ broker's last heartbeat and the metadata offset it last reported.
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 
 from kraft_jbod.controller.image import MetadataImage
@@ -32,10 +32,11 @@ class Outcome:
 
 @dataclass
 class Sliced:
-    """A large request cut into requests of the same api (``bodies``), each handled and
-    committed in turn by the server, and how their responses make the one answer."""
+    """A large request cut into requests of the same api (``bodies``, built lazily, one per
+    ``next``), each handled and committed in turn by the server, and how their responses,
+    in that order, make the one answer (call ``merge`` once ``bodies`` is exhausted)."""
 
-    bodies: list[Message]
+    bodies: Iterator[Message]
     merge: Callable[[list[Message]], Message]
 
 

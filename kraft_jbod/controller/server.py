@@ -161,9 +161,11 @@ class _Work:
     proto: Connection | None  # None for a tick
     event: RequestReceived | None
     outcome: Outcome | None  # already computed inline
-    # Rule 4: the request's slices once it has been split, and the responses so far.
+    # Rule 4: the request's slices once it has been split, the next slice's body (None:
+    # not drawn yet) and the responses so far.
     sliced: Sliced | None = None
     split_checked: bool = False
+    next_body: Any = None
     responses: list[Any] = field(default_factory=list)
 
 
@@ -678,7 +680,8 @@ class ControllerServer:
         waits, or answer with the merged responses after the last slice (or an error)."""
         proto, event, sliced = work.proto, work.event, work.sliced
         assert proto is not None and event is not None and sliced is not None
-        body = sliced.bodies[len(work.responses)]
+        body = work.next_body if work.next_body is not None else next(sliced.bodies)
+        work.next_body = None
         outcome = self._call_handle(proto, event, body)
         if outcome is None:
             return  # refused or a bug: the connection is closed
@@ -700,13 +703,16 @@ class ControllerServer:
                 return
         work.responses.append(outcome.response)
         failed = getattr(outcome.response, "error_code", 0) != 0
-        if len(work.responses) < len(sliced.bodies) and not failed and not proto.closed:
+        if not failed and not proto.closed:
+            work.next_body = next(sliced.bodies, None)
+        if work.next_body is not None:
             self.stats["request_slices"] += 1
             # Let the loop read what arrived while this slice ran (handle and apply hold the
             # loop), so those requests queue before the next slice, not behind it.
             await asyncio.sleep(0)
             self._queue.append(work)
             return
+        # After an error the rest is never cut: the merged answer is that error.
         proto.respond(event, sliced.merge(work.responses))
 
     def _call_handle(self, proto: Connection, event: RequestReceived, body: Any = None) -> Outcome | None:

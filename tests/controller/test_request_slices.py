@@ -83,10 +83,12 @@ def test_slices_answer_and_change_what_one_pass_does(limit: int) -> None:
     req = _request(whole, tids)
     one = whole.call(ApiKey.ASSIGN_REPLICAS_TO_DIRS, 0, req)
     plan = split_assign(req, limit)
-    assert plan is not None and len(plan.bodies) == -(-23 // limit)  # 23 partitions named
-    for body in plan.bodies:
+    assert plan is not None
+    bodies = list(plan.bodies)
+    assert len(bodies) == -(-23 // limit)  # 23 partitions named
+    for body in bodies:
         assert sum(len(t.partitions) for d in body.directories for t in d.topics) <= limit  # type: ignore[attr-defined]
-    responses = [sliced.call(ApiKey.ASSIGN_REPLICAS_TO_DIRS, 0, body).response for body in plan.bodies]
+    responses = [sliced.call(ApiKey.ASSIGN_REPLICAS_TO_DIRS, 0, body).response for body in bodies]
     merged = plan.merge(responses)
     assert merged == one.response
     assert merged.encode(0) == one.response.encode(0)
@@ -100,9 +102,9 @@ def test_a_top_level_error_in_a_later_slice_is_the_answer() -> None:
     req = _request(c, tids)
     plan = split_assign(req, 5)
     assert plan is not None
-    first = c.call(ApiKey.ASSIGN_REPLICAS_TO_DIRS, 0, plan.bodies[0]).response
+    first = c.call(ApiKey.ASSIGN_REPLICAS_TO_DIRS, 0, next(plan.bodies)).response
     # As if the broker re-registered between the slices: its epoch no longer matches.
-    stale = dataclasses.replace(plan.bodies[1], broker_epoch=c.epoch(1) + 1)
+    stale = dataclasses.replace(next(plan.bodies), broker_epoch=c.epoch(1) + 1)
     second = c.call(ApiKey.ASSIGN_REPLICAS_TO_DIRS, 0, stale).response
     assert second.error_code == ErrorCode.STALE_BROKER_EPOCH  # type: ignore[attr-defined]
     merged = plan.merge([first, second])
@@ -261,8 +263,10 @@ def test_alter_partition_slices_answer_and_change_what_one_pass_does(limit: int)
     codes = [p.error_code for t in one.response.topics for p in t.partitions]  # type: ignore[attr-defined]
     assert ErrorCode.INVALID_UPDATE_VERSION in codes and ErrorCode.UNKNOWN_TOPIC_ID in codes
     plan = split_alter_partition(req, limit)
-    assert plan is not None and len(plan.bodies) == -(-total // limit)
-    responses = [sliced.call(ApiKey.ALTER_PARTITION, 3, body).response for body in plan.bodies]
+    assert plan is not None
+    bodies = list(plan.bodies)
+    assert len(bodies) == -(-total // limit)
+    responses = [sliced.call(ApiKey.ALTER_PARTITION, 3, body).response for body in bodies]
     merged = plan.merge(responses)
     assert merged == one.response and merged.encode(3) == one.response.encode(3)
     assert snap.comparable(sliced.state.image) == snap.comparable(whole.state.image)

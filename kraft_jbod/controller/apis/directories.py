@@ -19,6 +19,7 @@ and the broker retries the whole request, as it would after any error.
 from __future__ import annotations
 
 import dataclasses
+from collections.abc import Iterator
 from typing import Any
 
 from kraft_jbod.controller import features as fv
@@ -87,50 +88,62 @@ def handle_assign(ctx: ControllerContext, call: Call, req: AssignReplicasToDirsR
 
 def split_assign(req: AssignReplicasToDirsRequest, limit: int) -> Sliced | None:
     """Cut ``req`` into requests of at most ``limit`` partitions each, in request order
-    (None when it names no more than that). A directory or topic split across two slices
-    is one entry again in the merged answer."""
+    (None when it names no more than that). The slices are built one at a time, as the
+    server asks for them, so cutting costs each turn O(limit), not O(request). A directory
+    or topic split across two slices is one entry again in the merged answer; an entry
+    without partitions (or topics) goes with the partitions before it, so its empty result
+    keeps its place."""
     if sum(len(t.partitions) for d in req.directories for t in d.topics) <= limit:
         return None
-    # The request flattened to (directory index, topic index, partition); an entry without
-    # partitions (or topics) is kept as a marker so its empty result is answered too.
-    chunks: list[list[tuple[int, int | None, Any]]] = [[]]
-    count = 0
-    for di, dd in enumerate(req.directories):
-        if not dd.topics:
-            chunks[-1].append((di, None, None))
-        for ti, td in enumerate(dd.topics):
-            if not td.partitions:
-                chunks[-1].append((di, ti, None))
-            for pd in td.partitions:
-                if count == limit:
-                    chunks.append([])
-                    count = 0
-                chunks[-1].append((di, ti, pd))
-                count += 1
-    bodies: list[Message] = []
     # Per slice: does its first directory (and topic) continue the previous slice's last one?
     continues: list[tuple[bool, bool]] = []
-    previous: tuple[int, int | None] | None = None
-    for chunk in chunks:
-        first: tuple[int, int | None] = (chunk[0][0], chunk[0][1])
-        same_dir = previous is not None and previous[0] == first[0]
-        continues.append((same_dir, same_dir and first[1] is not None and previous == first))
-        previous = (chunk[-1][0], chunk[-1][1])
-        dirs: list[AssignDir] = []
-        last: tuple[int, int | None] | None = None
-        for d_at, t_at, part in chunk:
-            if last is None or last[0] != d_at:
-                dirs.append(dataclasses.replace(req.directories[d_at], topics=[]))
-                last = (d_at, None)
-            if t_at is None:
-                continue
-            if last[1] != t_at:
-                dirs[-1].topics.append(dataclasses.replace(req.directories[d_at].topics[t_at], partitions=[]))
-                last = (d_at, t_at)
-            if part is not None:
-                dirs[-1].topics[-1].partitions.append(part)
-        bodies.append(dataclasses.replace(req, directories=dirs))
-    return Sliced(bodies, lambda responses: _merge_assign(responses, continues))
+
+    def bodies() -> Iterator[Message]:
+        cur: list[AssignDir] = []
+        at: tuple[int, int | None] | None = None  # (directory, topic) of the last entry of cur
+        first: tuple[int, int | None] | None = None  # ... of its first entry
+        before: tuple[int, int | None] | None = None  # ... of the previous slice's last entry
+        count = 0
+
+        def place(di: int, ti: int | None) -> None:
+            nonlocal at, first
+            if at is None or at[0] != di:
+                cur.append(dataclasses.replace(req.directories[di], topics=[]))
+                at = (di, None)
+            if ti is not None and at[1] != ti:
+                cur[-1].topics.append(dataclasses.replace(req.directories[di].topics[ti], partitions=[]))
+                at = (di, ti)
+            if first is None:
+                first = (di, ti)
+
+        def flush() -> Message:
+            nonlocal cur, at, first, before, count
+            assert first is not None
+            same_dir = before is not None and before[0] == first[0]
+            continues.append((same_dir, same_dir and first[1] is not None and before == first))
+            before, body = at, dataclasses.replace(req, directories=cur)
+            cur, at, first, count = [], None, None, 0
+            return body
+
+        for di, dd in enumerate(req.directories):
+            if not dd.topics:
+                place(di, None)
+            for ti, td in enumerate(dd.topics):
+                if not td.partitions:
+                    place(di, ti)
+                i = 0
+                while i < len(td.partitions):
+                    if count == limit:
+                        yield flush()
+                    take = td.partitions[i : i + limit - count]
+                    place(di, ti)
+                    cur[-1].topics[-1].partitions.extend(take)
+                    count += len(take)
+                    i += len(take)
+        if cur:
+            yield flush()
+
+    return Sliced(bodies(), lambda responses: _merge_assign(responses, continues))
 
 
 def _merge_assign(responses: list[Any], continues: list[tuple[bool, bool]]) -> AssignReplicasToDirsResponse:

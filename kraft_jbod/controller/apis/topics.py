@@ -13,6 +13,7 @@ import dataclasses
 import random
 import re
 import uuid
+from collections.abc import Iterator
 from typing import Any
 
 from kraft_jbod.controller import alter_partition as ap
@@ -457,42 +458,57 @@ def handle_alter_partition(ctx: ControllerContext, call: Call, req: AlterPartiti
 
 def split_alter_partition(req: AlterPartitionRequest, limit: int) -> Sliced | None:
     """Cut an AlterPartition naming more than ``limit`` partitions into requests of at most
-    that many, in request order (server.py Rule 4), None when it names no more.
+    that many, in request order (server.py Rule 4), built one at a time as the server asks;
+    None when it names no more.
 
     A leader shrinking the ISR of 10^6 partitions after a follower died sends one such
     request. Each slice sees the slices before it applied, as one pass sees the changes
     of the request's earlier entries: a repeated partition carrying the old partition
-    epoch gets INVALID_UPDATE_VERSION either way. A topic cut in two is one entry again.
+    epoch gets INVALID_UPDATE_VERSION either way. A topic cut in two is one entry again;
+    a topic without partitions goes with the entries before it.
     """
     if sum(len(t.partitions) for t in req.topics) <= limit:
         return None
-    chunks: list[list[tuple[int, AlterPartData | None]]] = [[]]
-    count = 0
-    for ti, td in enumerate(req.topics):
-        if not td.partitions:
-            chunks[-1].append((ti, None))  # answered with an empty entry: keep its place
-        for pd in td.partitions:
-            if count == limit:
-                chunks.append([])
-                count = 0
-            chunks[-1].append((ti, pd))
-            count += 1
-    bodies: list[Any] = []
     continues: list[bool] = []  # does the slice's first topic continue the previous slice's last?
-    previous: int | None = None
-    for chunk in chunks:
-        continues.append(previous == chunk[0][0])
-        previous = chunk[-1][0]
-        topics: list[Any] = []
-        last: int | None = None
-        for ti, part in chunk:
-            if last != ti:
-                topics.append(dataclasses.replace(req.topics[ti], partitions=[]))
-                last = ti
-            if part is not None:
-                topics[-1].partitions.append(part)
-        bodies.append(dataclasses.replace(req, topics=topics))
-    return Sliced(bodies, lambda responses: _merge_alter_partition(responses, continues))
+
+    def bodies() -> Iterator[Any]:
+        cur: list[Any] = []
+        at: int | None = None  # topic index of cur's last entry
+        first: int | None = None
+        before: int | None = None
+        count = 0
+
+        def place(ti: int) -> None:
+            nonlocal at, first
+            if at != ti:
+                cur.append(dataclasses.replace(req.topics[ti], partitions=[]))
+                at = ti
+            if first is None:
+                first = ti
+
+        def flush() -> Any:
+            nonlocal cur, at, first, before, count
+            continues.append(before is not None and before == first)
+            before, body = at, dataclasses.replace(req, topics=cur)
+            cur, at, first, count = [], None, None, 0
+            return body
+
+        for ti, td in enumerate(req.topics):
+            if not td.partitions:
+                place(ti)
+            i = 0
+            while i < len(td.partitions):
+                if count == limit:
+                    yield flush()
+                take = td.partitions[i : i + limit - count]
+                place(ti)
+                cur[-1].partitions.extend(take)
+                count += len(take)
+                i += len(take)
+        if cur:
+            yield flush()
+
+    return Sliced(bodies(), lambda responses: _merge_alter_partition(responses, continues))
 
 
 def _merge_alter_partition(responses: list[Any], continues: list[bool]) -> AlterPartitionResponse:
