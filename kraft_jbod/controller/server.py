@@ -312,12 +312,10 @@ class ControllerServer:
                 on_quorum=quorum.from_snapshot,
             )
             restored, replayed = done.snapshot, done.replayed
-            # A large image just loaded lives as long as the controller: move it out of the
-            # cyclic collector's sight, or every full collection walks it (seconds at 10^6
-            # partitions, during which nothing is answered). Reference counting still frees
-            # what is dropped later; only cycles among these objects would outlive them, so
-            # small images (every test's) are left alone: freezing is process-wide.
-            self._freeze_heap()
+            # A large image lives as long as the controller: out of the cyclic collector's
+            # sight (see _freeze_heap). The load made no cyclic garbage
+            # (snapshot.collector_paused), so there is nothing to collect first.
+            self._freeze_heap(collect_young=False)
             if restored is not None:
                 self._latest_snapshot = (restored.end_offset, restored.epoch)
             # A new leader epoch per start, as a raft leader gets on election; at kraft.version 1
@@ -659,16 +657,18 @@ class ControllerServer:
             self._queue = kept
             self._answering = False
 
-    def _freeze_heap(self) -> None:
-        """Move what lives now out of the cyclic collector's sight when the image is large
-        (at start, and after each slice of a large request, whose records replace a
-        partition object per entry: 10^6 new objects that full collections walked again
-        and again, pauses of seconds). Young cycles are collected first, so only garbage
-        already old escapes collection. Small images (every test's) are left alone:
-        freezing is process-wide."""
+    def _freeze_heap(self, *, collect_young: bool = True) -> None:
+        """Move what lives now out of the cyclic collector's sight when the image is large:
+        at start (or every full collection walks the image: seconds at 10^6 partitions,
+        with nothing answered) and after each slice of a large request (whose records
+        replace a partition object per entry). Reference counting still frees what is
+        dropped later; only cycles among frozen objects would outlive them, and young
+        cycles are collected first. Small images (every test's) are left alone: freezing
+        is process-wide."""
         image = getattr(self._state, "image", None)
         if getattr(image, "partition_total", 0) >= _FREEZE_PARTITIONS:
-            gc.collect(1)
+            if collect_young:
+                gc.collect(1)
             gc.freeze()
 
     def _split(self, work: _Work) -> bool:
