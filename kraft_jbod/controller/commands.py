@@ -5,7 +5,10 @@ input was read but something in it failed, 2 bad usage or unreadable input), and
 ``kraft_jbod.cli.main`` turns a ``KraftJbodError`` into a message and exit code 2.
 
 ``log recover DIR`` reports whether the log is clean, ends in a torn tail, or is damaged
-(exit 1); ``--truncate-at OFFSET`` cuts it back to OFFSET after copying the cut bytes.
+(exit 1), reads every ``.checkpoint`` snapshot whole and checks the newest against the log
+as a start would (a damaged, truncated or missing snapshot, or one from another history,
+is exit 1); ``--truncate-at OFFSET`` cuts the log back to OFFSET after copying the cut
+bytes; ``--set-aside FILE`` moves a snapshot into a ``recovery-*`` directory.
 
 ``controller`` prints exactly one line ``listening on NAME HOST:PORT`` per bound address
 (IPv6 hosts in brackets) once every one accepts: controller listeners first, then client
@@ -92,7 +95,13 @@ def register(sub: Any) -> None:
         "recover", help="check a metadata log; with --truncate-at, cut it back there (a backup of the cut is kept)"
     )
     r.add_argument("dir", type=Path, help="metadata.log.dir or its __cluster_metadata-0 directory")
-    r.add_argument("--truncate-at", type=int, metavar="OFFSET", help="keep offsets below OFFSET, drop the rest")
+    act = r.add_mutually_exclusive_group()
+    act.add_argument("--truncate-at", type=int, metavar="OFFSET", help="keep offsets below OFFSET, drop the rest")
+    act.add_argument(
+        "--set-aside",
+        metavar="SNAPSHOT",
+        help="move the snapshot file SNAPSHOT (a name in DIR) into DIR/recovery-<time>-snapshot/, so starts skip it",
+    )
     r.set_defaults(func=cmd_log_recover)
 
 
@@ -294,31 +303,19 @@ def _kraft_version(cfg: Any, standalone: bool, feature_args: list[str]) -> int:
 
 
 def cmd_log_recover(args: argparse.Namespace) -> int:
-    """Without --truncate-at: 0 clean or torn tail only, 1 damaged. With it: 0 cut, 2 refused."""
-    from kraft_jbod.controller.log import resolve_log_dir, scan_segments, truncate_at
+    """Without an action: 0 clean or torn tail only, 1 anything else. With one: 0 done, 2 refused."""
+    from kraft_jbod.controller import snapshot as snap
+    from kraft_jbod.controller.log import resolve_log_dir, truncate_at
 
     directory = resolve_log_dir(args.dir)
     if not directory.is_dir():
         raise ConfigError(f"{args.dir} is not a directory")
+    if args.set_aside is not None:
+        moved = snap.set_aside(directory, args.set_aside)
+        console.line(f"moved {args.set_aside} to {moved}; a start no longer loads it")
+        return _recover_report(directory, args.dir)
     if args.truncate_at is None:
-        scan = scan_segments(directory)
-        p = scan.problem
-        if p is None:
-            console.line(f"clean: {len(scan.batches)} batches, end offset {scan.end_offset}")
-            return 0
-        name = scan.segments[p.segment].path.name
-        if p.torn:
-            console.line(
-                f"torn tail at offset {p.offset} ({name}, byte {p.position}): {p.reason}; "
-                "the controller truncates it when it starts"
-            )
-            return 0
-        console.line(
-            f"damaged at offset {p.offset} ({name}, byte {p.position}): {p.reason}\n"
-            f"to keep offsets below {p.offset} and lose the rest: "
-            f"kraft-jbod log recover {args.dir} --truncate-at {p.offset}"
-        )
-        return 1
+        return _recover_report(directory, args.dir)
     if args.truncate_at < 0:
         raise ConfigError(f"--truncate-at {args.truncate_at}: an offset is >= 0")
     done = truncate_at(directory, args.truncate_at)
@@ -327,6 +324,103 @@ def cmd_log_recover(args: argparse.Namespace) -> int:
         f"segment(s) removed; backup in {done.backup}"
     )
     return 0
+
+
+def _recover_report(directory: Path, given: Path) -> int:
+    """The segments, every snapshot, and the newest snapshot against the log: 0 when a start
+    would go ahead without losing anything (a torn tail is cut by it), 1 otherwise."""
+    from kraft_jbod.controller import snapshot as snap
+    from kraft_jbod.controller.log import batch_max_timestamp, scan_segments
+
+    scan = scan_segments(directory)
+    files = snap.check_files(directory)
+    lines: list[str] = []
+    ok = True
+    p = scan.problem
+    start = scan.segments[0].base_offset if scan.segments else 0
+    if p is None:
+        lines.append(f"segments: {len(scan.batches)} batches, log start offset {start}, end offset {scan.end_offset}")
+    elif p.torn:
+        name = scan.segments[p.segment].path.name
+        lines.append(
+            f"torn tail at offset {p.offset} ({name}, byte {p.position}): {p.reason}; "
+            "the controller truncates it when it starts"
+        )
+    else:
+        ok = False
+        name = scan.segments[p.segment].path.name
+        lines.append(
+            f"damaged at offset {p.offset} ({name}, byte {p.position}): {p.reason}\n"
+            f"to keep offsets below {p.offset} and lose the rest: "
+            f"kraft-jbod log recover {given} --truncate-at {p.offset}"
+        )
+    for f in files:
+        sid = f.snapshot_id
+        if f.problem is None:
+            lines.append(f"snapshot {f.path.name}: whole (offsets below {sid.end_offset}, epoch {sid.epoch})")
+        else:
+            ok = False
+            lines.append(
+                f"snapshot {f.path.name}: damaged: {f.problem}\n"
+                f"to move it aside (kept, not loaded): kraft-jbod log recover {given} --set-aside {f.path.name}"
+            )
+    for part in snap.leftovers(directory):
+        lines.append(f"{part.name}: the temp file of an interrupted snapshot; never loaded (safe to delete)")
+    if p is None or p.torn:
+        try:
+            plan = snap.plan_start(
+                directory,
+                start_offset=start,
+                end_offset=scan.end_offset,
+                batches=scan.batches,
+                batch_timestamp=lambda b: batch_max_timestamp(scan.segments[b.segment].path, b.position),
+                first_segment=scan.segments[0].path if scan.segments else None,
+            )
+        except snap.SnapshotConflict as exc:
+            ok = False
+            if exc.path not in {f.path for f in files if f.problem is not None}:  # else reported above
+                lines.append(f"{exc.path.name}: {exc.reason}")
+                lines.extend(_conflict_advice(exc, given, start))
+        else:
+            damaged = {f.snapshot_id for f in files if f.problem is not None}
+            if plan.snapshot in damaged:
+                assert plan.snapshot is not None
+                lines.append(f"a start stops: the snapshot it loads, {plan.snapshot.file_name}, is damaged (above)")
+            elif plan.start_log_at is not None:
+                assert plan.snapshot is not None
+                lines.append(
+                    f"the log holds no batch: a start begins it at offset {plan.start_log_at}, "
+                    f"after loading {plan.snapshot.file_name}"
+                )
+            elif plan.snapshot is not None:
+                lines.append(
+                    f"a start loads {plan.snapshot.file_name} and replays the log from offset "
+                    f"{plan.snapshot.end_offset} to its end offset {scan.end_offset}"
+                )
+    if ok and p is None:
+        lines[0] = f"clean: {len(scan.batches)} batches, log start offset {start}, end offset {scan.end_offset}"
+    elif not ok:
+        lines.insert(0, "not clean: a start would refuse this log (details below)")
+    console.line("\n".join(lines))
+    return 0 if ok else 1
+
+
+def _conflict_advice(exc: Any, given: Path, start: int) -> list[str]:
+    """What an operator can do about a snapshot that disagrees with the log."""
+    from kraft_jbod.controller import snapshot as snap
+
+    sid = snap.parse_name(exc.path.name)
+    if sid is None:  # no snapshot at all covers the log start
+        return [
+            f"the offsets below {start} are in no file here: restore the {snap.SUFFIX} file from a backup "
+            "(nothing in this directory can rebuild them), or move the directory away to start a new cluster"
+        ]
+    return [
+        f"to keep the log and move the snapshot aside (kept, not loaded): "
+        f"kraft-jbod log recover {given} --set-aside {exc.path.name}",
+        f"to keep the snapshot and drop the log (a backup of it is kept): "
+        f"kraft-jbod log recover {given} --truncate-at {start}",
+    ]
 
 
 def cmd_log_dump(args: argparse.Namespace) -> int:

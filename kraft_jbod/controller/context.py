@@ -11,6 +11,7 @@ broker's last heartbeat and the metadata offset it last reported.
 
 from __future__ import annotations
 
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 
 from kraft_jbod.controller.image import MetadataImage
@@ -27,6 +28,16 @@ class Outcome:
 
     response: Message
     records: list[RecordAndVersion]
+
+
+@dataclass
+class Sliced:
+    """A large request cut into requests of the same api (``bodies``, built lazily, one per
+    ``next``), each handled and committed in turn by the server, and how their responses,
+    in that order, make the one answer (call ``merge`` once ``bodies`` is exhausted)."""
+
+    bodies: Iterator[Message]
+    merge: Callable[[list[Message]], Message]
 
 
 @dataclass(frozen=True, slots=True)

@@ -34,6 +34,12 @@ MAX_PARTITIONS_PER_REQUEST: Final = 10_000
 EXCESSIVE_BATCH: Final = "Unable to perform excessively large batch operation."
 EXCESSIVE_PARTITIONS: Final = "Excessively large number of partitions per request."
 DELETE_ACLS_TOO_MANY: Final = f"Cannot remove more than {MAX_RECORDS_PER_USER_OP} acls in a single delete operation."
+# The most partitions one slice of a broker request names (controller/server.py processes
+# AssignReplicasToDirs and AlterPartition in slices, committing each before the next, so
+# requests queued behind, heartbeats first of all, wait for one slice, not the whole request).
+# A slice's handle + apply + story is about 10-20 us per partition; each slice is one fsync,
+# so smaller slices make the request itself slower (tools/bench/bench_assign_heartbeats.py).
+MAX_PARTITIONS_PER_SLICE: Final = 2_000
 # QuorumController's maximum records per batch: a larger atomic record set is written as
 # several batches of at most this many records, in one append (controller/log.py).
 MAX_RECORDS_PER_BATCH: Final = 10_000

@@ -37,6 +37,7 @@ import os
 import struct
 import time
 from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -426,6 +427,45 @@ class MetadataLog:
         if self.fsync:
             _fsync_dir(self.directory)
         return keep
+
+    def start_at(self, offset: int) -> None:
+        """Start a log that holds no batch at ``offset``: Kafka's ``truncateFullyAndStartAt``,
+        which a start-up does when the latest snapshot is past the log's end. Afterwards the
+        only segment is the empty one named ``offset``, and start and end offsets are ``offset``.
+
+        The old (empty) segments are removed before the new one is created, so a crash in
+        between leaves no segment at all, which the next start treats the same way.
+
+        Raises:
+            StorageError: the log holds a batch, is read-only or closed, or a file cannot be
+                removed or created.
+        """
+        if self._batches or any(seg.size for seg in self._segments):
+            raise StorageError(f"metadata log {self.directory} holds data: it cannot start at offset {offset}")
+        if self.read_only or self._fd is None:
+            raise StorageError("cannot restart a read-only or closed metadata log")
+        if len(self._segments) == 1 and self._segments[0].base_offset == offset:
+            return
+        os.close(self._fd)
+        self._fd = None
+        try:
+            for seg in self._segments:
+                seg.path.unlink(missing_ok=True)
+            _fsync_dir(self.directory)
+            self._segments = []
+            self.start_offset = self.end_offset = offset
+            self._new_segment()
+        except OSError as exc:
+            self._broken = f"could not start the log at offset {offset}: {exc.strerror}"
+            raise StorageError(f"metadata log {self.directory}: {self._broken}") from None
+
+    def batch_max_timestamp(self, info: BatchInfo) -> int:
+        """The MaxTimestamp field of a batch's header (what Kafka calls its append time).
+
+        Raises:
+            StorageError: the batch no longer reads back.
+        """
+        return batch_max_timestamp(self._segments[info.segment].path, info.position)
 
     def _undo(self, seg: _Segment) -> None:
         # Cut a partial write back off so the next append cannot land after garbage.
@@ -825,6 +865,37 @@ def truncate_at(directory: Path, offset: int, *, now: str | None = None) -> Trun
         os.close(lock_fd)
 
 
+# MaxTimestamp's place in a batch header: base offset 8, length 4, leader epoch 4, magic 1,
+# CRC 4, attributes 2, last offset delta 4, base timestamp 8.
+_MAX_TIMESTAMP_POS = 35
+_BE_q = struct.Struct(">q")
+
+
+def batch_max_timestamp(path: Path, position: int) -> int:
+    """The MaxTimestamp of the batch at ``position`` of segment ``path``.
+
+    Raises:
+        StorageError: the file cannot be read there.
+    """
+    try:
+        with open(path, "rb") as f:
+            f.seek(position + _MAX_TIMESTAMP_POS)
+            raw = f.read(_BE_q.size)
+    except OSError as exc:
+        raise StorageError(f"cannot read {path}: {exc.strerror}") from None
+    if len(raw) != _BE_q.size:
+        raise StorageError(f"{path.name} shrank under the log at byte {position}")
+    return int(_BE_q.unpack(raw)[0])
+
+
+def batch_holding(batches: Sequence[BatchInfo], offset: int) -> BatchInfo | None:
+    """The batch of ``batches`` (in offset order) that holds ``offset``, None when none does."""
+    i = bisect.bisect_right(batches, offset, key=lambda b: b.base_offset) - 1
+    if i < 0 or batches[i].last_offset < offset:
+        return None
+    return batches[i]
+
+
 def _write_synced(path: Path, data: bytes) -> None:
     fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
     try:
@@ -864,6 +935,20 @@ def decode_control_record(rec: Record) -> tuple[int, Any]:
     # Control messages carry their own version as the first int16 of the value.
     version = struct.unpack_from(">h", value, 0)[0] if len(value) >= 2 else 0
     return key.type, cls.decode(value, version)
+
+
+@contextmanager
+def hold_lock(directory: Path) -> Iterator[None]:
+    """Hold the log's ``.lock`` (a controller holds it while it runs) for an offline change.
+
+    Raises:
+        StorageError: another process holds it.
+    """
+    fd = _take_lock(directory)
+    try:
+        yield
+    finally:
+        os.close(fd)
 
 
 def _take_lock(directory: Path) -> int:

@@ -12,13 +12,32 @@ Strategy:
   pure :class:`ControllerState`, serialised by one queue:
 
   Rule 1: ``handle()`` runs only when no append is in flight, so it always sees every
-  record that was appended (and applied) before it.
+  record that was appended (and applied) before it. (Rule 6 is the one exception: a
+  heartbeat whose answer is sent only when it writes nothing.)
   Rule 2: records returned by ``handle()`` or ``tick()`` are appended as ONE batch and
   fsync'd (in a worker thread, so the loop keeps serving I/O), then ``apply()``'d at their
   offsets, and only then is the response written. A failed append closes that
   connection without a response; the state never sees records the log does not hold.
   Rule 3: a request that produces no records is handled and answered inline when the
   queue is idle: the common heartbeat never waits for a thread hop.
+  Rule 4: a request whose work grows with its size (``StateMachine.split``: an
+  AssignReplicasToDirs or AlterPartition naming more than ``MAX_PARTITIONS_PER_SLICE``
+  partitions) is
+  handled one slice at a time, each slice a whole turn of Rules 1-2 (handled, committed,
+  applied); then the request goes to the back of the queue, so what arrived meanwhile
+  (heartbeats) waits for one slice, not for the whole request. The answer merges the
+  slices' responses and is sent after the last one.
+  Rule 5: while a snapshot is written (in a thread: seconds at 10^6 partitions) the
+  worker waits for it and the image must hold still, but it is also complete: every
+  appended record is applied. Requests are handled then as if the worker were idle; those
+  that write nothing (heartbeats of steady brokers) are answered at once, and the first
+  that writes keeps its outcome at the head of the queue until the snapshot is done.
+  Rule 6: while an append is in flight (the write and fsync of one batch or slice:
+  hundreds of milliseconds on a slow disk), a BrokerHeartbeat is handled against the image
+  as last applied, and answered when it writes nothing: it is ordered before the batch
+  being written, which nobody has been answered about yet. A heartbeat that would write
+  (fence, unfence, shutdown, offline directories) is dropped and handled again in its turn
+  after the append; its only effect so far, the session's contact time, is set again then.
 
 * A peer's bytes never crash the server: a protocol error or a bug while handling one
   request closes only that connection, with a log line naming the peer, api key and
@@ -32,6 +51,7 @@ from __future__ import annotations
 import asyncio
 import collections
 import errno
+import gc
 import logging
 import re
 import socket
@@ -39,7 +59,7 @@ import ssl
 import time
 import uuid
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -52,6 +72,7 @@ from kraft_jbod.controller import features, replication, voters
 from kraft_jbod.controller import snapshot as snapshots
 from kraft_jbod.controller.apis import configs
 from kraft_jbod.controller.config import ControllerConfig
+from kraft_jbod.controller.context import Sliced
 from kraft_jbod.controller.log import MetadataLog
 from kraft_jbod.controller.seams import (
     Extensions,
@@ -81,6 +102,8 @@ log = logging.getLogger(__name__)
 
 _SOFTWARE_RE = re.compile(r"[a-zA-Z0-9](?:[a-zA-Z0-9\-.]*[a-zA-Z0-9])?")
 META_PROPERTIES = "meta.properties"
+# From this many partitions a full GC collection over the image is a pause worth avoiding.
+_FREEZE_PARTITIONS = 50_000
 
 
 def _wall_ms() -> int:
@@ -138,6 +161,12 @@ class _Work:
     proto: Connection | None  # None for a tick
     event: RequestReceived | None
     outcome: Outcome | None  # already computed inline
+    # Rule 4: the request's slices once it has been split, the next slice's body (None:
+    # not drawn yet) and the responses so far.
+    sliced: Sliced | None = None
+    split_checked: bool = False
+    next_body: Any = None
+    responses: list[Any] = field(default_factory=list)
 
 
 class ControllerServer:
@@ -184,6 +213,9 @@ class ControllerServer:
         self.bound: list[tuple[str, str, int]] = []
         self._queue: collections.deque[_Work] = collections.deque()
         self._busy = False
+        self._snapshotting = False  # Rule 5
+        self._answering = False
+        self._appending = False  # Rule 6
         self._wake = asyncio.Event()
         self._tasks: list[asyncio.Task[None]] = []
         self._closing = False
@@ -280,6 +312,10 @@ class ControllerServer:
                 on_quorum=quorum.from_snapshot,
             )
             restored, replayed = done.snapshot, done.replayed
+            # A large image lives as long as the controller: out of the cyclic collector's
+            # sight (see _freeze_heap). The load made no cyclic garbage
+            # (snapshot.collector_paused), so there is nothing to collect first.
+            self._freeze_heap(collect_young=False)
             if restored is not None:
                 self._latest_snapshot = (restored.end_offset, restored.epoch)
             # A new leader epoch per start, as a raft leader gets on election; at kraft.version 1
@@ -518,7 +554,22 @@ class ControllerServer:
         if self.fatal is not None or self._closing:
             proto.close()
             return
+        if self._snapshotting:
+            self._queue.append(_Work(proto, event, None))
+            self._answer_reads()  # Rule 5
+            return
+        if self._appending and event.api_key == ApiKey.BROKER_HEARTBEAT:
+            self._queue.append(_Work(proto, event, None))
+            self._answer_heartbeats()  # Rule 6
+            if self._queue:
+                self._wake.set()
+            return
         if not self._busy and not self._queue:
+            work = _Work(proto, event, None)
+            if self._split(work):
+                self._queue.append(work)  # Rule 4: the worker takes it one slice at a time
+                self._wake.set()
+                return
             outcome = self._call_handle(proto, event)
             if outcome is None:
                 return
@@ -531,13 +582,158 @@ class ControllerServer:
             self._queue.append(_Work(proto, event, None))
         self._wake.set()
 
-    def _call_handle(self, proto: Connection, event: RequestReceived) -> Outcome | None:
+    def _answer_reads(self) -> None:
+        """Rule 5: while a snapshot is written, handle the queued requests in order and answer
+        those that write nothing. The first that writes keeps its outcome in the queue (it is
+        committed once the snapshot is done) and everything after it waits, as do sliced
+        requests; ticks wait too (a heartbeat answered before a waiting tick is one that
+        arrived in time for it anyway)."""
+        if self._answering:
+            return  # a response sent below let its connection submit the next request
+        self._answering = True
+        kept: collections.deque[_Work] = collections.deque()
+        blocked = False
+        try:
+            while self._queue:
+                work = self._queue.popleft()
+                proto, event = work.proto, work.event
+                if blocked or proto is None or event is None:
+                    kept.append(work)
+                    continue
+                if work.outcome is not None or self._split(work):
+                    blocked = True
+                    kept.append(work)
+                    continue
+                if proto.closed:
+                    continue
+                outcome = self._call_handle(proto, event)
+                if outcome is None:
+                    continue
+                if outcome.records:
+                    work.outcome = outcome
+                    blocked = True
+                    kept.append(work)
+                    continue
+                proto.respond(event, outcome.response)  # may submit more: this loop takes it
+        finally:
+            kept.extend(self._queue)
+            self._queue = kept
+            self._answering = False
+
+    def _answer_heartbeats(self) -> None:
+        """Rule 6: while an append is in flight, answer the queued BrokerHeartbeats that write
+        nothing, from the image as last applied; the rest of the queue keeps its order, and a
+        heartbeat that would write is handled again, in turn, after the append."""
+        if self._answering:
+            return
+        self._answering = True
+        kept: collections.deque[_Work] = collections.deque()
+        try:
+            while self._queue:
+                work = self._queue.popleft()
+                proto, event = work.proto, work.event
+                if (
+                    proto is None
+                    or event is None
+                    or work.outcome is not None
+                    or event.api_key != ApiKey.BROKER_HEARTBEAT
+                ):
+                    kept.append(work)  # the worker's, in order (records decided are committed)
+                    continue
+                if proto.closed:
+                    continue
+                outcome = self._call_handle(proto, event)
+                if outcome is None:
+                    continue
+                if outcome.records:
+                    # Computed without the records being appended: dropped, handled again
+                    # after them. Only the session's contact time was touched, as it will be again.
+                    kept.append(work)
+                    continue
+                self.stats["heartbeats_during_append"] += 1
+                proto.respond(event, outcome.response)  # may submit more: this loop takes it
+        finally:
+            kept.extend(self._queue)
+            self._queue = kept
+            self._answering = False
+
+    def _freeze_heap(self, *, collect_young: bool = True) -> None:
+        """Move what lives now out of the cyclic collector's sight when the image is large:
+        at start (or every full collection walks the image: seconds at 10^6 partitions,
+        with nothing answered) and after each slice of a large request (whose records
+        replace a partition object per entry). Reference counting still frees what is
+        dropped later; only cycles among frozen objects would outlive them, and young
+        cycles are collected first. Small images (every test's) are left alone: freezing
+        is process-wide."""
+        image = getattr(self._state, "image", None)
+        if getattr(image, "partition_total", 0) >= _FREEZE_PARTITIONS:
+            if collect_young:
+                gc.collect(1)
+            gc.freeze()
+
+    def _split(self, work: _Work) -> bool:
+        """Rule 4: whether ``work`` is a request to take in slices (then ``work.sliced`` holds
+        them). Asks the state machine once per request; one without ``split`` never slices."""
+        if not work.split_checked:
+            work.split_checked = True
+            split = getattr(self.machine, "split", None)
+            event = work.event
+            if split is not None and event is not None:
+                try:
+                    work.sliced = split(event.api_key, event.api_version, event.body)
+                except Exception:
+                    # Not sliced: the ordinary handle() judges the request (and logs any bug).
+                    log.exception("bug while slicing %s", codec.api_name(event.api_key))
+        return work.sliced is not None
+
+    async def _run_slice(self, work: _Work) -> None:
+        """Rule 4: handle and commit the next slice of ``work``; requeue it behind what
+        waits, or answer with the merged responses after the last slice (or an error)."""
+        proto, event, sliced = work.proto, work.event, work.sliced
+        assert proto is not None and event is not None and sliced is not None
+        body = work.next_body if work.next_body is not None else next(sliced.bodies)
+        work.next_body = None
+        outcome = self._call_handle(proto, event, body)
+        if outcome is None:
+            return  # refused or a bug: the connection is closed
+        if outcome.records:
+            try:
+                await self._commit(list(outcome.records), body)
+            except (StorageError, EncodeError, OSError) as exc:
+                log.error(
+                    "closing %s without a response: appending the records of a slice of %s v%d failed: %s",
+                    proto.peer,
+                    codec.api_name(event.api_key),
+                    event.api_version,
+                    exc,
+                )
+                proto.close()
+                return
+            except Exception:
+                proto.close()
+                return
+        work.responses.append(outcome.response)
+        self._freeze_heap()
+        failed = getattr(outcome.response, "error_code", 0) != 0
+        if not failed and not proto.closed:
+            work.next_body = next(sliced.bodies, None)
+        if work.next_body is not None:
+            self.stats["request_slices"] += 1
+            # Let the loop read what arrived while this slice ran (handle and apply hold the
+            # loop), so those requests queue before the next slice, not behind it.
+            await asyncio.sleep(0)
+            self._queue.append(work)
+            return
+        # After an error the rest is never cut: the merged answer is that error.
+        proto.respond(event, sliced.merge(work.responses))
+
+    def _call_handle(self, proto: Connection, event: RequestReceived, body: Any = None) -> Outcome | None:
         assert self.log is not None
         try:
             return self.machine.handle(
                 event.api_key,
                 event.api_version,
-                event.body,
+                event.body if body is None else body,
                 now_ms=self.clock.monotonic_ms(),
                 next_offset=self.log.end_offset,
                 principal=None,
@@ -563,7 +759,13 @@ class ControllerServer:
         assert self.log is not None
         log_ = self.log
         ts = _wall_ms()
-        base = await asyncio.get_running_loop().run_in_executor(None, lambda: log_.append(records, timestamp_ms=ts))
+        appending = asyncio.get_running_loop().run_in_executor(None, lambda: log_.append(records, timestamp_ms=ts))
+        self._appending = True
+        try:
+            self._answer_heartbeats()  # Rule 6
+            base = await appending
+        finally:
+            self._appending = False
         self.stats["batches"] += 1
         self.stats["records"] += len(records)
         self.fetch_waiter.notify()
@@ -593,7 +795,7 @@ class ControllerServer:
         kv = getattr(self.state, "kraft_version", 0)
         vs = getattr(self.state, "voters", None)
         try:
-            path = await asyncio.get_running_loop().run_in_executor(
+            writing = asyncio.get_running_loop().run_in_executor(
                 None,
                 lambda: snapshots.write_image_snapshot(
                     directory,
@@ -605,6 +807,12 @@ class ControllerServer:
                     voters=None if vs is None else (vs, 0),
                 ),
             )
+            self._snapshotting = True
+            try:
+                self._answer_reads()
+                path = await writing
+            finally:
+                self._snapshotting = False
         except Exception as exc:  # a failed snapshot loses nothing: the log still holds it all
             log.error("writing a metadata snapshot failed: %s", exc)
             return
@@ -698,6 +906,9 @@ class ControllerServer:
             if proto is not None and event is not None:
                 if outcome is None:
                     if proto.closed:
+                        continue
+                    if self._split(work):
+                        await self._run_slice(work)
                         continue
                     outcome = self._call_handle(proto, event)
                     if outcome is None:

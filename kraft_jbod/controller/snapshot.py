@@ -32,7 +32,7 @@ import re
 import struct
 import time
 import uuid
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
@@ -41,6 +41,7 @@ from typing import Any, cast
 from kraft_jbod import _accel, codec
 from kraft_jbod.controller import features as fv
 from kraft_jbod.controller.image import MetadataImage, Partition, TopicInfo
+from kraft_jbod.controller.log import BatchInfo, batch_holding
 from kraft_jbod.errors import DecodeError, StorageError
 from kraft_jbod.messages.access_control_entry_record import AccessControlEntryRecord
 from kraft_jbod.messages.config_record import ConfigRecord
@@ -58,6 +59,7 @@ from kraft_jbod.messages.snapshot_header_record import SnapshotHeaderRecord
 from kraft_jbod.messages.topic_record import TopicRecord
 from kraft_jbod.wire.message import Message
 from kraft_jbod.wire.records import (
+    BATCH_HEADER_SIZE,
     CONTROL_MASK,
     ControlRecordKey,
     ControlRecordType,
@@ -736,16 +738,34 @@ def restart(
     ``log`` is an open ``MetadataLog``; ``ControllerServer.start`` and the restart
     benchmark (tools/bench/bench_restart.py) both call this.
 
+    Before anything is loaded the snapshots are checked against the log
+    (:func:`plan_start`): a log holding no batch starts at the newest snapshot, as Kafka's
+    does; a snapshot that disagrees with the log stops the start.
+
     Raises:
-        StorageError: a damaged snapshot or record, or a log whose start offset no
-            snapshot covers.
+        StorageError: a damaged snapshot or record, a snapshot that disagrees with the
+            log, or a log whose start offset no snapshot covers (one line, naming the file
+            and ``kraft-jbod log recover``).
     """
+    plan = plan_start(
+        directory,
+        start_offset=log.start_offset,
+        end_offset=log.end_offset,
+        batches=log.batches,
+        batch_timestamp=log.batch_max_timestamp,
+        first_segment=log.segment_paths[0] if log.segment_paths else None,
+    )
     with collector_paused():
-        restored = restore_latest(target, directory, log.end_offset, on_quorum)
-        if log.start_offset > 0 and (restored is None or restored.end_offset < log.start_offset):
-            raise StorageError(
-                f"metadata log starts at offset {log.start_offset} but no snapshot covers the offsets below"
-            )
+        try:
+            reach = log.end_offset if plan.start_log_at is None else plan.start_log_at
+            restored = restore_latest(target, directory, reach, on_quorum)
+        except StorageError as exc:
+            raise StorageError(f"{exc}; nothing was changed. Run: kraft-jbod log recover {directory}") from None
+        if restored != plan.snapshot:  # not reached: plan_start chose the newest usable one
+            raise StorageError(f"loaded snapshot {restored}, expected {plan.snapshot}")
+        if plan.start_log_at is not None:
+            # Only once the snapshot has loaded whole: a refused start changes nothing.
+            log.start_at(plan.start_log_at)
         replayed = 0
         for offset, record, version in log.replay(0 if restored is None else restored.end_offset):
             target.apply(offset, record, version)
@@ -753,6 +773,221 @@ def restart(
                 on_record(record, version)
             replayed += 1
     return Restart(restored, replayed)
+
+
+# ---------------------------------------------------------------------- snapshots against the log
+
+
+@dataclass(slots=True, frozen=True)
+class StartPlan:
+    """What a start does with the snapshots (:func:`plan_start`): load ``snapshot`` (None:
+    replay the whole log), first starting the log at ``start_log_at`` when it is set (the
+    log holds no batch and the snapshot is past its end)."""
+
+    snapshot: SnapshotId | None
+    start_log_at: int | None
+
+
+class SnapshotConflict(StorageError):
+    """The snapshots and the log disagree; ``path`` is the file to look at, ``reason`` why."""
+
+    def __init__(self, path: Path, reason: str) -> None:
+        self.path = path
+        self.reason = reason
+        super().__init__(
+            f"metadata snapshot {path}: {reason}; nothing was changed. Run: kraft-jbod log recover {path.parent}"
+        )
+
+
+def read_header(path: Path) -> SnapshotHeaderRecord:
+    """The SnapshotHeaderRecord of a snapshot file, reading only its first batch.
+
+    Raises:
+        StorageError: the file cannot be read or does not start with a header batch.
+    """
+    try:
+        with open(path, "rb") as f:
+            head = f.read(BATCH_HEADER_SIZE)
+            if len(head) < BATCH_HEADER_SIZE:
+                raise StorageError(f"snapshot {path} is {len(head)} bytes, less than one batch")
+            (length,) = struct.unpack_from(">i", head, 8)
+            if not 0 < length <= MAX_BATCH_BYTES:
+                raise StorageError(f"snapshot {path} at byte 0: invalid batch length {length}")
+            data = head + f.read(length + 12 - len(head))
+    except OSError as exc:
+        raise StorageError(f"cannot read snapshot {path}: {exc.strerror}") from None
+    try:
+        batch, _ = read_record_batch(data, 0)
+        if not batch.attributes & CONTROL_MASK or not batch.records:
+            raise DecodeError("the first batch is not a control batch")
+        ctype, msg = _decode_control(batch.records[0])
+    except DecodeError as exc:
+        raise StorageError(f"snapshot {path} at byte 0: {exc}") from None
+    if ctype != ControlRecordType.SNAPSHOT_HEADER or batch.base_offset != 0:
+        raise StorageError(f"snapshot {path} does not start with a SnapshotHeaderRecord")
+    assert isinstance(msg, SnapshotHeaderRecord)
+    return msg
+
+
+def plan_start(
+    directory: Path,
+    *,
+    start_offset: int,
+    end_offset: int,
+    batches: Sequence[BatchInfo],
+    batch_timestamp: Callable[[BatchInfo], int],
+    first_segment: Path | None = None,
+) -> StartPlan:
+    """Check the newest snapshot of ``directory`` against the log [start_offset, end_offset)
+    whose batches are ``batches``, and say what a start does. Changes nothing on disk.
+
+    Kafka (KafkaRaftLog) starts a log at its latest snapshot when the snapshot is past
+    the log's end, and refuses a log whose start no snapshot covers. A single voter has no
+    leader to fetch a lost or foreign history back from, so beyond the empty log every
+    disagreement stops the start instead of truncating (docs/divergences.md):
+
+    * Rule 1: no snapshot: the log must start at 0 (else the offsets below are lost).
+    * Rule 2: the newest snapshot's header must read (the whole file is read when loaded).
+    * Rule 3: a log holding no batch starts at the snapshot (``start_log_at``).
+    * Rule 4: otherwise the snapshot must end inside the log, start <= S <= end (a gap
+      either way loses offsets).
+    * Rule 5: the same history: the log's batch holding offset S-1 has the snapshot's epoch
+      and, when it ends at S-1, the MaxTimestamp the snapshot's header gives as its last
+      contained log time (both are written from that one append); the batch holding S has
+      an epoch >= the snapshot's. A log and a snapshot from two lives of the directory fail
+      this.
+
+    Raises:
+        SnapshotConflict: a rule does not hold (the message names the file and
+            ``kraft-jbod log recover``).
+        StorageError: the directory cannot be listed.
+    """
+    ids = list_snapshots(directory)
+    if not ids:
+        if start_offset > 0:
+            where = first_segment if first_segment is not None else directory
+            raise SnapshotConflict(
+                where,
+                f"the log starts at offset {start_offset} but no {SUFFIX} snapshot covers the offsets below it "
+                "(was the snapshot deleted?)",
+            )
+        return StartPlan(None, None)
+    sid = ids[-1]
+    path = directory / sid.file_name
+    try:
+        header = read_header(path)
+    except StorageError as exc:
+        raise SnapshotConflict(path, f"unreadable: {exc}") from None
+    S, E = sid.end_offset, sid.epoch
+    if not batches:
+        return StartPlan(sid, S)
+    if S > end_offset:
+        raise SnapshotConflict(
+            path,
+            f"ends at offset {S}, past the log's end {end_offset}: offsets {end_offset}..{S - 1} are in no segment",
+        )
+    if S < start_offset:
+        raise SnapshotConflict(
+            path, f"ends at offset {S} but the log starts at {start_offset}: offsets {S}..{start_offset - 1} are lost"
+        )
+    last = batch_holding(batches, S - 1) if S > start_offset else None
+    if last is not None:
+        if last.epoch != E:
+            raise SnapshotConflict(
+                path,
+                f"says offset {S - 1} was written in epoch {E}, the log has it in epoch {last.epoch}: "
+                "the log and the snapshot are two different histories",
+            )
+        if last.last_offset == S - 1:
+            ts = batch_timestamp(last)
+            if ts != header.last_contained_log_timestamp:
+                raise SnapshotConflict(
+                    path,
+                    f"says the batch ending at offset {S - 1} was appended at {header.last_contained_log_timestamp}, "
+                    f"the log's was appended at {ts}: the log and the snapshot are two different histories",
+                )
+    following = batch_holding(batches, S) if S < end_offset else None
+    if following is not None and following.epoch < E:
+        raise SnapshotConflict(
+            path,
+            f"has epoch {E} but the log continues at offset {S} in epoch {following.epoch}: "
+            "the log and the snapshot are two different histories",
+        )
+    return StartPlan(sid, None)
+
+
+@dataclass(slots=True, frozen=True)
+class SnapshotFile:
+    """One snapshot file as ``log recover`` sees it: ``problem`` None when it reads whole."""
+
+    path: Path
+    snapshot_id: SnapshotId
+    problem: str | None
+
+
+def check_files(directory: Path) -> list[SnapshotFile]:
+    """Read every finished snapshot of ``directory`` whole (header, batches, CRCs, records,
+    footer), oldest first. Changes nothing.
+
+    Raises:
+        StorageError: the directory cannot be listed.
+    """
+    out = []
+    for sid in list_snapshots(directory):
+        path = directory / sid.file_name
+        try:
+            _read(path, None, raw_partitions=True)
+            problem = None
+        except StorageError as exc:
+            problem = str(exc)
+        out.append(SnapshotFile(path, sid, problem))
+    return out
+
+
+def leftovers(directory: Path) -> list[Path]:
+    """Temp files of snapshots a crash interrupted (``.checkpoint.part``); never loaded."""
+    try:
+        return sorted(p for p in directory.iterdir() if p.name.endswith(PARTIAL_SUFFIX))
+    except OSError as exc:
+        raise StorageError(f"cannot list {directory}: {exc.strerror}") from None
+
+
+def set_aside(directory: Path, name: str, *, now: str | None = None) -> Path:
+    """Move the snapshot file ``name`` out of the way, into ``directory/recovery-<time>-snapshot/``
+    (the bytes are kept there, never deleted), so the next start does not load it.
+
+    Holds the log's lock (not while a controller runs), and fsyncs both directories.
+
+    Raises:
+        StorageError: ``name`` is not a snapshot file of ``directory``, the log is in use,
+            or the move fails (then nothing was moved).
+    """
+    from kraft_jbod.controller.log import hold_lock
+
+    sid = parse_name(name)
+    if sid is None or name != Path(name).name:
+        raise StorageError(f"--set-aside {name}: not a snapshot file name (<offset:20>-<epoch:10>{SUFFIX})")
+    path = directory / name
+    if not path.is_file():
+        raise StorageError(f"--set-aside {name}: no such snapshot in {directory}")
+    stamp = now or time.strftime("%Y%m%dT%H%M%SZ", time.gmtime())
+    with hold_lock(directory):
+        target = directory / f"recovery-{stamp}-snapshot"
+        try:
+            target.mkdir(exist_ok=True)
+            moved = target / name
+            if moved.exists():
+                raise StorageError(f"{moved} already exists; nothing was moved")
+            os.replace(path, moved)
+            for d in (target, directory):
+                fd = os.open(d, os.O_RDONLY)
+                try:
+                    os.fsync(fd)
+                finally:
+                    os.close(fd)
+        except OSError as exc:
+            raise StorageError(f"cannot move {path} into {target}: {exc.strerror}") from None
+    return moved
 
 
 @dataclass(slots=True)

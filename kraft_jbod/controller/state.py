@@ -38,7 +38,7 @@ from typing import Any, Literal
 
 from kraft_jbod.controller import features as fv
 from kraft_jbod.controller.apis import admin, brokers, describe, directories, producer_ids, raft_voters, topics
-from kraft_jbod.controller.context import Call, ControllerContext, Outcome, RecordAndVersion
+from kraft_jbod.controller.context import Call, ControllerContext, Outcome, RecordAndVersion, Sliced
 from kraft_jbod.controller.draft import Draft
 from kraft_jbod.controller.heartbeat import HbState
 from kraft_jbod.controller.image import (
@@ -50,6 +50,7 @@ from kraft_jbod.controller.image import (
     Partition,
     TopicInfo,
 )
+from kraft_jbod.controller.limits import MAX_PARTITIONS_PER_SLICE
 from kraft_jbod.controller.profiles import Profile, profile_named
 from kraft_jbod.errors import ConfigError, ProtocolError
 from kraft_jbod.messages.add_raft_voter_request import AddRaftVoterRequest
@@ -118,6 +119,8 @@ class Route:
     request_type: type[Message]
     handler: Handler
     versions: tuple[int, int] | None = None  # None: the request class's VALID_VERSIONS
+    # Cuts a request whose work grows with its size into slices (None: never sliced).
+    split: Callable[[Any, int], Sliced | None] | None = None
 
     @property
     def valid_versions(self) -> tuple[int, int]:
@@ -130,13 +133,17 @@ class Route:
 ROUTES: dict[int, Route] = {
     ApiKey.CREATE_TOPICS: Route(CreateTopicsRequest, topics.handle_create_topics),
     ApiKey.DELETE_TOPICS: Route(DeleteTopicsRequest, topics.handle_delete_topics),
-    ApiKey.ALTER_PARTITION: Route(AlterPartitionRequest, topics.handle_alter_partition),
+    ApiKey.ALTER_PARTITION: Route(
+        AlterPartitionRequest, topics.handle_alter_partition, split=topics.split_alter_partition
+    ),
     ApiKey.DESCRIBE_CLUSTER: Route(DescribeClusterRequest, describe.handle_describe_cluster),
     ApiKey.BROKER_REGISTRATION: Route(BrokerRegistrationRequest, brokers.handle_registration),
     ApiKey.BROKER_HEARTBEAT: Route(BrokerHeartbeatRequest, brokers.handle_heartbeat),
     ApiKey.UNREGISTER_BROKER: Route(UnregisterBrokerRequest, brokers.handle_unregister),
     ApiKey.ALLOCATE_PRODUCER_IDS: Route(AllocateProducerIdsRequest, producer_ids.handle_allocate),
-    ApiKey.ASSIGN_REPLICAS_TO_DIRS: Route(AssignReplicasToDirsRequest, directories.handle_assign),
+    ApiKey.ASSIGN_REPLICAS_TO_DIRS: Route(
+        AssignReplicasToDirsRequest, directories.handle_assign, split=directories.split_assign
+    ),
     # Admin APIs a broker forwards (Envelope) or KIP-919 clients send: apis/admin.py.
     ApiKey.ENVELOPE: Route(EnvelopeRequest, admin.handle_envelope, admin.VERSIONS[ApiKey.ENVELOPE]),
     ApiKey.CREATE_PARTITIONS: Route(
@@ -413,6 +420,18 @@ class ControllerState:
         self.ctx.sessions.activate(self.image, now_ms)
         call = Call(api_version=api_version, now_ms=now_ms, next_offset=next_offset, principal=principal)
         return route.handler(self.ctx, call, request)
+
+    def split(self, api_key: int, api_version: int, request: Message) -> Sliced | None:
+        """Slices of a request too large to handle in one go (see ``Route.split``), or None.
+
+        Each slice is an ordinary request of the same api: the server hands them to
+        :meth:`handle` one at a time, committing each slice's records before the next, and
+        answers with ``merge`` of their responses.
+        """
+        route = ROUTES.get(api_key)
+        if route is None or route.split is None or not isinstance(request, route.request_type):
+            return None
+        return route.split(request, MAX_PARTITIONS_PER_SLICE)
 
     def tick(self, *, now_ms: int, next_offset: int) -> list[RecordAndVersion]:
         """Fence every broker whose session expired; records for one batch.

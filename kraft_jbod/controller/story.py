@@ -152,9 +152,9 @@ class Story:
                     new_topics[record.topic_id].append(record)
             elif isinstance(record, PartitionChangeRecord):
                 if record.leader != -2 or record.isr is not None:
-                    moved.add(
-                        (self._topics.get(record.topic_id, uuid_to_base64url(record.topic_id)), record.partition_id)
-                    )
+                    # Not .get(id, default): the default would be encoded for every record.
+                    name = self._topics.get(record.topic_id)
+                    moved.add((uuid_to_base64url(record.topic_id) if name is None else name, record.partition_id))
             elif isinstance(record, RemoveTopicRecord):
                 name = self._topics.pop(record.topic_id, uuid_to_base64url(record.topic_id))
                 events.append(

@@ -9,6 +9,13 @@ Invariants (a peer's bytes never crash the server, nothing unbounded is buffered
   a body is read only after ``Content-Length`` has been checked;
 * each connection has a read deadline of ``timeout`` seconds (real time: a stuck peer
   must not hold a socket forever whatever the controller clock says);
+* the guard (the admin channel's token) sees the headers before anything else about them
+  is judged: a caller without the token learns nothing from how a malformed header is
+  answered. Only a request line that does not parse is refused before it;
+* every malformed head is a 400 naming what is wrong, never a 500: header names are
+  RFC 9110 tokens, values hold no control characters, ``Content-Length`` is ASCII digits
+  (Python's ``isdigit``/``int`` also take ``²`` or Arabic-Indic digits), given once, and
+  ``Transfer-Encoding`` is refused (nothing here reads chunked bodies);
 * a handler raising :class:`HttpError` answers with its status; any other exception is
   logged and answered with 500, and the server keeps serving.
 """
@@ -18,6 +25,7 @@ from __future__ import annotations
 import asyncio
 import json
 import logging
+import re
 import urllib.parse
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
@@ -27,6 +35,10 @@ log = logging.getLogger(__name__)
 
 MAX_HEAD = 16 * 1024
 MAX_BODY = 1024 * 1024
+# RFC 9110 token characters (header names) and the characters a field value may not hold.
+_TOKEN = re.compile(r"[!#$%&'*+\-.^_`|~0-9A-Za-z]+")
+_BAD_VALUE = re.compile(r"[\x00-\x08\x0a-\x1f\x7f]")
+_ASCII_DIGITS = re.compile(r"[0-9]+")
 _REASONS = {
     200: "OK",
     201: "Created",
@@ -142,8 +154,6 @@ class HttpServer:
         try:
             try:
                 req = await asyncio.wait_for(self._read(reader), self.timeout)
-                if self.guard is not None:
-                    self.guard(req)
                 handler = self._route(req.method, req.path)
                 result = handler(req)
                 resp = await result if not isinstance(result, Response) else result
@@ -166,6 +176,12 @@ class HttpServer:
             writer.close()
 
     async def _read(self, reader: asyncio.StreamReader) -> Request:
+        """Read one request: head, guard, then the body its checked ``Content-Length`` announces.
+
+        Raises:
+            HttpError: 400 for a malformed head or short body, 413 for one too large, or
+                whatever the guard refuses with.
+        """
         try:
             head = await reader.readuntil(b"\r\n\r\n")
         except asyncio.LimitOverrunError:
@@ -174,25 +190,75 @@ class HttpServer:
             raise HttpError(400, "incomplete request") from None
         if len(head) > MAX_HEAD:
             raise HttpError(413, "headers too large")
-        lines = head.decode("latin-1").split("\r\n")
+        lines = head[:-4].decode("latin-1").split("\r\n")
         parts = lines[0].split(" ")
-        if len(parts) != 3 or not parts[2].startswith("HTTP/1."):
+        if len(parts) != 3 or not parts[2].startswith("HTTP/1.") or not parts[0] or not parts[1]:
             raise HttpError(400, "malformed request line")
         method, target = parts[0].upper(), parts[1]
-        headers: dict[str, str] = {}
-        for line in lines[1:]:
-            if line:
-                k, sep, v = line.partition(":")
-                if not sep:
-                    raise HttpError(400, "malformed header")
-                headers[k.strip().lower()] = v.strip()
-        length_text = headers.get("content-length", "0")
-        if not length_text.isdigit():
-            raise HttpError(400, "bad Content-Length")
-        length = int(length_text)
-        if length > MAX_BODY:
-            raise HttpError(413, f"body larger than {MAX_BODY} bytes")
-        body = await reader.readexactly(length) if length else b""
-        url = urllib.parse.urlsplit(target)
-        query = {k: v[-1] for k, v in urllib.parse.parse_qs(url.query).items()}
-        return Request(method, urllib.parse.unquote(url.path), query, body, headers)
+        headers, problem = _parse_headers(lines[1:])
+        try:
+            url = urllib.parse.urlsplit(target)
+            query = {k: v[-1] for k, v in urllib.parse.parse_qs(url.query).items()}
+        except ValueError:
+            raise HttpError(400, "malformed request target") from None
+        req = Request(method, urllib.parse.unquote(url.path), query, b"", headers)
+        # The guard first (Rule 1 of the admin channel: the token), so a caller without it
+        # gets 401 whatever else is wrong with the head.
+        if self.guard is not None:
+            self.guard(req)
+        if problem is not None:
+            raise HttpError(400, problem)
+        length = _content_length(headers)
+        if not length:
+            return req
+        try:
+            body = await reader.readexactly(length)
+        except asyncio.IncompleteReadError as exc:
+            raise HttpError(400, f"body of {len(exc.partial)} bytes, Content-Length says {length}") from None
+        return Request(req.method, req.path, req.query, body, headers)
+
+
+def _parse_headers(lines: list[str]) -> tuple[dict[str, str], str | None]:
+    """Headers by lower-case name, and the first problem with them (None: well-formed).
+
+    Well-formed lines are kept even after a bad one, so the guard can still find the token.
+    """
+    headers: dict[str, str] = {}
+    problem: str | None = None
+    for line in lines:
+        name, sep, value = line.partition(":")
+        if not sep or not _TOKEN.fullmatch(name):
+            # Covers obs-fold continuation lines and "Name : value" (RFC 9112 says 400).
+            problem = problem or "malformed header line"
+            continue
+        value = value.strip(" \t")
+        key = name.lower()
+        if _BAD_VALUE.search(value):
+            problem = problem or f"control character in the {name} header"
+            continue
+        if key in headers:
+            # Nothing this server serves needs a repeated header, and two Content-Length,
+            # Host or token headers are ambiguous: which one a proxy used is unknowable.
+            problem = problem or f"the {name} header is given twice"
+            continue
+        headers[key] = value
+    return headers, problem
+
+
+def _content_length(headers: dict[str, str]) -> int:
+    """The body length the head announces.
+
+    Raises:
+        HttpError: 400 when it is not ASCII digits or a Transfer-Encoding is sent, 413 when
+            it is over ``MAX_BODY``.
+    """
+    if "transfer-encoding" in headers:
+        raise HttpError(400, "Transfer-Encoding is not supported: send Content-Length")
+    text = headers.get("content-length", "0")
+    if not _ASCII_DIGITS.fullmatch(text):
+        raise HttpError(400, "bad Content-Length: expected ASCII digits")
+    digits = text.lstrip("0")
+    # Compare as text first: int() of thousands of digits is slow or refused by Python.
+    if len(digits) > len(str(MAX_BODY)) or int(digits or "0") > MAX_BODY:
+        raise HttpError(413, f"body larger than {MAX_BODY} bytes")
+    return int(digits or "0")

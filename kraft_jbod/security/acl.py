@@ -24,6 +24,10 @@ Rules (Kafka's):
 
 :data:`REQUIRED` maps the controller's api keys to the cluster operation Kafka's
 ``ControllerApis`` demands; a request without it gets CLUSTER_AUTHORIZATION_FAILED (31).
+:data:`PER_TOPIC` lists the apis authorized topic by topic, :data:`UNCHECKED` the few that
+need no authorization (the handshake before a principal exists). Every api the controller
+serves is in exactly one of the three (a test enumerates them); one in none is refused
+with 31 (:func:`policy`), so a newly served api is closed until someone decides.
 """
 
 from __future__ import annotations
@@ -97,7 +101,38 @@ REQUIRED: Final[dict[int, str]] = {
     45: "ALTER",  # AlterPartitionReassignments
     46: "DESCRIBE",  # ListPartitionReassignments
     57: "ALTER",  # UpdateFeatures
+    # KIP-853 voter changes: ControllerApis asks ALTER for Add/Remove (an operator's act)
+    # and CLUSTER_ACTION for Update (a voter announcing its own endpoints).
+    80: "ALTER",  # AddRaftVoter
+    81: "ALTER",  # RemoveRaftVoter
+    82: "CLUSTER_ACTION",  # UpdateRaftVoter
 }
+# Api key -> the topic operation its topics are checked for (the cluster grant covers all).
+# Metadata filters out the topics a principal may not DESCRIBE, as a broker does;
+# CreateTopics/DeleteTopics answer TOPIC_AUTHORIZATION_FAILED (29).
+PER_TOPIC: Final[dict[int, str]] = {
+    3: "DESCRIBE",  # Metadata
+    19: "CREATE",  # CreateTopics
+    20: "DELETE",  # DeleteTopics
+}
+# Api keys Kafka answers before and without authorization, and why.
+UNCHECKED: Final[dict[int, str]] = {
+    17: "SaslHandshake: authentication itself, before a principal exists",
+    18: "ApiVersions: a client needs it to speak at all, before authenticating",
+    36: "SaslAuthenticate: authentication itself, before a principal exists",
+}
+
+
+def policy(api_key: int) -> tuple[str, str] | None:
+    """How ``api_key`` is authorized: ("cluster", op), ("topic", op), ("none", why), or
+    None when no table names it (then the controller refuses it with 31)."""
+    if api_key in REQUIRED:
+        return "cluster", REQUIRED[api_key]
+    if api_key in PER_TOPIC:
+        return "topic", PER_TOPIC[api_key]
+    if api_key in UNCHECKED:
+        return "none", UNCHECKED[api_key]
+    return None
 
 
 @dataclass(frozen=True, slots=True)

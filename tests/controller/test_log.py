@@ -210,7 +210,7 @@ def test_log_recover_reports_and_truncates_with_a_backup(tmp_path: Path, capsys:
         log.append([(broker(2), 3)], timestamp_ms=3)
         second = log.batches[1]
     assert cli.main(["log", "recover", str(tmp_path)]) == 0
-    assert "clean: 3 batches, end offset 3" in capsys.readouterr().out
+    assert "clean: 3 batches, log start offset 0, end offset 3" in capsys.readouterr().out
     seg = tmp_path / segment_name(0)
     data = bytearray(seg.read_bytes())
     data[second.position + 40] ^= 0x10

@@ -9,15 +9,18 @@ AlterPartition applies the pure rules of :mod:`kraft_jbod.controller.alter_parti
 
 from __future__ import annotations
 
+import dataclasses
 import random
 import re
 import uuid
+from collections.abc import Iterator
+from typing import Any
 
 from kraft_jbod.controller import alter_partition as ap
 from kraft_jbod.controller import features as fv
 from kraft_jbod.controller.apis import configs
 from kraft_jbod.controller.apis import partitions as pb
-from kraft_jbod.controller.context import Call, ControllerContext, Outcome, RecordAndVersion
+from kraft_jbod.controller.context import Call, ControllerContext, Outcome, RecordAndVersion, Sliced
 from kraft_jbod.controller.draft import Draft
 from kraft_jbod.controller.image import NO_LEADER, MetadataImage, Partition
 from kraft_jbod.controller.limits import (
@@ -459,6 +462,75 @@ def handle_alter_partition(ctx: ControllerContext, call: Call, req: AlterPartiti
                 )
             )
     return Outcome(AlterPartitionResponse(error_code=ErrorCode.NONE, topics=topics_out), records)
+
+
+def split_alter_partition(req: AlterPartitionRequest, limit: int) -> Sliced | None:
+    """Cut an AlterPartition naming more than ``limit`` partitions into requests of at most
+    that many, in request order (server.py Rule 4), built one at a time as the server asks;
+    None when it names no more.
+
+    A leader shrinking the ISR of 10^6 partitions after a follower died sends one such
+    request. Each slice sees the slices before it applied, as one pass sees the changes
+    of the request's earlier entries: a repeated partition carrying the old partition
+    epoch gets INVALID_UPDATE_VERSION either way. A topic cut in two is one entry again;
+    a topic without partitions goes with the entries before it.
+    """
+    if sum(len(t.partitions) for t in req.topics) <= limit:
+        return None
+    continues: list[bool] = []  # does the slice's first topic continue the previous slice's last?
+
+    def bodies() -> Iterator[Any]:
+        cur: list[Any] = []
+        at: int | None = None  # topic index of cur's last entry
+        first: int | None = None
+        before: int | None = None
+        count = 0
+
+        def place(ti: int) -> None:
+            nonlocal at, first
+            if at != ti:
+                cur.append(dataclasses.replace(req.topics[ti], partitions=[]))
+                at = ti
+            if first is None:
+                first = ti
+
+        def flush() -> Any:
+            nonlocal cur, at, first, before, count
+            continues.append(before is not None and before == first)
+            before, body = at, dataclasses.replace(req, topics=cur)
+            cur, at, first, count = [], None, None, 0
+            return body
+
+        for ti, td in enumerate(req.topics):
+            if not td.partitions:
+                place(ti)
+            i = 0
+            while i < len(td.partitions):
+                if count == limit:
+                    yield flush()
+                take = td.partitions[i : i + limit - count]
+                place(ti)
+                cur[-1].partitions.extend(take)
+                count += len(take)
+                i += len(take)
+        if cur:
+            yield flush()
+
+    return Sliced(bodies(), lambda responses: _merge_alter_partition(responses, continues))
+
+
+def _merge_alter_partition(responses: list[Any], continues: list[bool]) -> AlterPartitionResponse:
+    for resp in responses:
+        if resp.error_code != ErrorCode.NONE:
+            return AlterPartitionResponse(error_code=resp.error_code)
+    out: list[AlterTopicResult] = []
+    for resp, same_topic in zip(responses, continues, strict=False):
+        for j, t in enumerate(resp.topics):
+            if j == 0 and same_topic and out:
+                out[-1].partitions.extend(t.partitions)
+            else:
+                out.append(t)
+    return AlterPartitionResponse(error_code=ErrorCode.NONE, topics=out)
 
 
 def isr_ineligibility(d: Draft, p: Partition | None, broker_id: int, epoch: int) -> str | None:

@@ -139,7 +139,9 @@ class AdminChannel:
             raise HttpError(401, "missing or wrong admin token (see admin_token_file)")
         if req.headers.get("host", "") not in self._hosts():
             raise HttpError(421, "the Host header does not name this admin channel")
-        if req.body or req.method in ("POST", "PUT"):
+        # Runs before the body is read (metrics/http.py), so a body is known by its headers.
+        announced = req.headers.get("content-length", "").lstrip("0") or "transfer-encoding" in req.headers
+        if req.body or announced or req.method in ("POST", "PUT"):
             ctype = req.headers.get("content-type", "").split(";", 1)[0].strip().lower()
             if ctype != "application/json":
                 raise HttpError(415, "the body must be sent as Content-Type: application/json")

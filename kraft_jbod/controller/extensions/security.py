@@ -8,7 +8,11 @@
 * Authorization: the controller APIs need their cluster operation
   (:data:`kraft_jbod.security.acl.REQUIRED`), else CLUSTER_AUTHORIZATION_FAILED (31);
   CreateTopics/DeleteTopics need CREATE/DELETE on the cluster or on every topic named,
-  else TOPIC_AUTHORIZATION_FAILED (29). A denied request never reaches the state.
+  else TOPIC_AUTHORIZATION_FAILED (29). A denied request never reaches the state, so an
+  unauthorised caller learns nothing from the handler's errors (the cluster id an
+  INCONSISTENT_CLUSTER_ID message quotes, which topics exist). An api no table of
+  :mod:`kraft_jbod.security.acl` names is refused with 31 (closed when its response has
+  no error code): serving a new api cannot open a hole.
 """
 
 from __future__ import annotations
@@ -27,6 +31,7 @@ from kraft_jbod.messages.api_keys import ApiKey
 from kraft_jbod.messages.api_versions_response import ApiVersion, ApiVersionsResponse
 from kraft_jbod.security import sasl as sasl_mod
 from kraft_jbod.security.acl import CLUSTER_AUTHORIZATION_FAILED, TOPIC_AUTHORIZATION_FAILED, Authorizer
+from kraft_jbod.security.acl import policy as acl_policy
 from kraft_jbod.security.credentials import MECHANISMS, CredentialStore
 from kraft_jbod.security.tls import TlsSettings, principal_from_peercert, server_context
 from kraft_jbod.wire.message import Message
@@ -130,7 +135,11 @@ class ConnectionSecurity:
                 return Refusal(verdict.response, verdict.close or verdict.response is None, verdict.reason, True)
         authz = self.security.authorizer
         if authz is not None:
-            denied = self._denied(authz, ev, served)
+            try:
+                denied = self._denied(authz, ev, served)
+            except ConfigError:
+                # An api without an entry whose response has no error code: refuse by closing.
+                return Refusal(None, True, "denied", False)
             if denied is not None:
                 return Refusal(denied, False, "denied", False)
         return None
@@ -151,6 +160,10 @@ class ConnectionSecurity:
         return None if inner is None else env.wrap(fwd, inner)
 
     def _denied_for(self, authz: Authorizer, key: int, body: Any, principal: str, host: str) -> Message | None:
+        how = acl_policy(key)
+        if how is None:
+            # Fail closed: the error_response raises ConfigError when it cannot answer.
+            return error_response(key, body, CLUSTER_AUTHORIZATION_FAILED, "Cluster authorization failed.")
         op = authz.required_for(key)
         if op is not None:
             if authz.authorize(principal, op, host=host):
