@@ -7,11 +7,12 @@ the voter set are learnt by fetching; ``controller.listener.names`` picks the vo
 ``listeners`` and ``advertised.listeners`` (what the registration advertises; when
 unset, the broker advertises its controller's client listeners, learned by
 DescribeConfigs, and ``listeners`` only if the controller has none: see
-:mod:`~kraft_jbod.broker.advertise`), the heartbeat and session timings and
-``log.dir.failure.timeout.ms``; plus three of our own, ``kraft.jbod.probe.interval.ms``
-(how often each directory is probed), ``kraft.jbod.control.listener`` (host:port of
-the local command endpoint) and ``kraft.jbod.controlled.shutdown.timeout.ms`` (how long
-a controlled shutdown waits for the controller's ShouldShutDown, default 300000); and
+:mod:`~kraft_jbod.broker.advertise`), the heartbeat and session timings,
+``log.dir.failure.timeout.ms`` and ``controller.quorum.fetch.snapshot.max.bytes``; our
+own ``kraft.jbod.probe.interval.ms`` (how often each directory is probed),
+``kraft.jbod.control.listener`` (host:port of the local command endpoint) and
+``kraft.jbod.controlled.shutdown.timeout.ms`` (how long a controlled shutdown waits for
+the controller's ShouldShutDown, default 300000); and
 Kafka 4.4's ``cordoned.log.dirs`` (KIP-1066). Pure: parsing only.
 """
 
@@ -65,6 +66,8 @@ class BrokerConfig:
     # are no static voters; the first of controller.listener.names picks the leader's endpoint.
     bootstrap_servers: tuple[tuple[str, int], ...] = ()
     controller_listener: str | None = None
+    # controller.quorum.fetch.snapshot.max.bytes: the slice a FetchSnapshot asks for.
+    fetch_snapshot_max_bytes: int = 1024 * 1024
 
     @classmethod
     def from_properties(cls, props: Mapping[str, str]) -> BrokerConfig:
@@ -133,6 +136,7 @@ class BrokerConfig:
             cordoned_log_dirs=cordoned,
             bootstrap_servers=tuple(bootstrap),
             controller_listener=ctl_names[0] if ctl_names else None,
+            fetch_snapshot_max_bytes=_int(p, "controller.quorum.fetch.snapshot.max.bytes", 1024 * 1024),
         )
 
 

@@ -8,7 +8,9 @@ controller's own state.
 Invariants: offsets applied are strictly increasing; a PartitionChangeRecord bumps the
 partition epoch, and the leader epoch when it changes the leader (Kafka's merge rule);
 null fields mean "unchanged", an empty Directories list on a PartitionRecord means every
-replica is MIGRATING; Directories always runs parallel to Replicas.
+replica is MIGRATING; Directories always runs parallel to Replicas. ``load_snapshot`` replaces the whole image
+by a snapshot's records, which all count as applied at the snapshot's last offset (as
+Kafka replays a snapshot).
 """
 
 from __future__ import annotations
@@ -83,6 +85,22 @@ class MetadataImage:
         for p in self.partitions.values():
             if broker_id in p.replicas:
                 yield p
+
+    def load_snapshot(self, end_offset: int, records: list[tuple[Message, int]]) -> None:
+        """Replace the image, in place, by a snapshot ending at ``end_offset``.
+
+        Raises:
+            StorageError: a record naming something the snapshot does not hold.
+        """
+        self.features.clear()
+        self.brokers.clear()
+        self.topic_names.clear()
+        self.partitions.clear()
+        last = end_offset - 1
+        for record, version in records:
+            self.last_offset = last - 1  # every record counts as applied at the last offset
+            self.apply(last, record, version)
+        self.last_offset = last
 
     def apply(self, offset: int, record: Message, version: int) -> None:
         """Apply one committed record.

@@ -61,6 +61,7 @@ log = logging.getLogger(__name__)
 
 OUR_VERSIONS: dict[int, tuple[int, int]] = {
     ApiKey.FETCH: (13, 17),
+    ApiKey.FETCH_SNAPSHOT: (0, 1),
     ApiKey.BROKER_REGISTRATION: (2, 4),
     ApiKey.BROKER_HEARTBEAT: (0, 2),
     ApiKey.ASSIGN_REPLICAS_TO_DIRS: (0, 0),
@@ -263,7 +264,10 @@ class FakeBroker:
         self.dirs = dm.DirectoryManager(log_dirs)
         self.metadata_dir_id = by_path[cfg.layout.metadata_log_dir].meta.directory_id
         self.follower = MetadataFollower(
-            cluster_id=self.cluster_id, node_id=self.node_id, directory_id=self.metadata_dir_id
+            cluster_id=self.cluster_id,
+            node_id=self.node_id,
+            directory_id=self.metadata_dir_id,
+            snapshot_slice_bytes=cfg.fetch_snapshot_max_bytes,
         )
         self.lifecycle = Lifecycle(self.node_id, multi_dir=len(log_dirs) > 1, failure_timeout_ms=cfg.failure_timeout_ms)
         self.lifecycle.set_cordoned({self._find_dir(str(p)).dir_id for p in cfg.cordoned_log_dirs})
@@ -379,16 +383,20 @@ class FakeBroker:
 
     async def _fetch_loop(self) -> None:
         while not self.stopped.is_set():
+            snapshot = self.follower.download is not None
             try:
-                resp = await self._raft.call(
-                    ApiKey.FETCH, self.follower.build_request, timeout_ms=self.config.request_timeout_ms + 1000
-                )
+                if snapshot:
+                    resp = await self._raft.call(ApiKey.FETCH_SNAPSHOT, self.follower.build_snapshot_request)
+                else:
+                    resp = await self._raft.call(
+                        ApiKey.FETCH, self.follower.build_request, timeout_ms=self.config.request_timeout_ms + 1000
+                    )
             except ChannelError as exc:
                 log.debug("broker %d: fetch: %s", self.node_id, exc)
                 await self._sleep(100)
                 continue
             try:
-                result = self.follower.on_response(resp)
+                result = self.follower.on_snapshot_response(resp) if snapshot else self.follower.on_response(resp)
             except KraftJbodError as exc:
                 if isinstance(exc, FollowerFatal):
                     raise
@@ -403,9 +411,26 @@ class FakeBroker:
             if result.error_code not in (0, ErrorCode.FENCED_LEADER_EPOCH):
                 await self._sleep(100)
                 continue
+            if result.snapshot_requested is not None:
+                end, epoch = result.snapshot_requested
+                self.event(
+                    "snapshot", f"fetching snapshot ({end}, {epoch}): our log ends at {self.follower.end_offset}"
+                )
+            published = False
+            if result.snapshot is not None:
+                snap = result.snapshot
+                self.image.load_snapshot(snap.end_offset, snap.records)
+                self.event(
+                    "snapshot",
+                    f"loaded snapshot ({snap.end_offset}, {snap.epoch}): {len(snap.records)} records, "
+                    f"{snap.size} bytes; fetching on from offset {snap.end_offset}",
+                )
+                published = True
             if result.published:
                 for offset, record, version in result.published:
                     self.image.apply(offset, record, version)
+                published = True
+            if published:
                 if not self.lifecycle.image_published:
                     self.lifecycle.image_published = True
                     self.event("image", f"first metadata image published at offset {self.follower.published_offset}")
@@ -796,6 +821,7 @@ class FakeBroker:
             "state": self.lifecycle.state.value,
             "epoch": self.lifecycle.epoch,
             "metadata_offset": self.follower.published_offset,
+            "snapshots_loaded": self.follower.snapshots_loaded,
             "QueuedReplicaToDirAssignments": self.queue.queued,
             "dirs": {
                 str(d.path): {"id": uuid_to_base64url(d.dir_id), "online": d.online, "replicas": len(d.replicas)}
