@@ -12,7 +12,8 @@ DescribeConfigs, and ``listeners`` only if the controller has none: see
 own ``kraft.jbod.probe.interval.ms`` (how often each directory is probed),
 ``kraft.jbod.control.listener`` (host:port of the local command endpoint) and
 ``kraft.jbod.controlled.shutdown.timeout.ms`` (how long a controlled shutdown waits for
-the controller's ShouldShutDown, default 300000); and
+the controller's ShouldShutDown, default 300000), ``kraft.jbod.broker.release`` (the
+Kafka release whose feature ranges it registers, :mod:`~kraft_jbod.broker.releases`); and
 Kafka 4.4's ``cordoned.log.dirs`` (KIP-1066). Pure: parsing only.
 """
 
@@ -23,6 +24,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
+from kraft_jbod.broker import releases
 from kraft_jbod.errors import ConfigError
 from kraft_jbod.properties import Listener, load_properties, parse_listeners, parse_override
 from kraft_jbod.storage import StorageLayout
@@ -68,6 +70,9 @@ class BrokerConfig:
     controller_listener: str | None = None
     # controller.quorum.fetch.snapshot.max.bytes: the slice a FetchSnapshot asks for.
     fetch_snapshot_max_bytes: int = 1024 * 1024
+    # kraft.jbod.broker.release: the Kafka release whose feature ranges the broker registers
+    # (broker/releases.py).
+    release: str = "4.4"
 
     @classmethod
     def from_properties(cls, props: Mapping[str, str]) -> BrokerConfig:
@@ -137,6 +142,7 @@ class BrokerConfig:
             bootstrap_servers=tuple(bootstrap),
             controller_listener=ctl_names[0] if ctl_names else None,
             fetch_snapshot_max_bytes=_int(p, "controller.quorum.fetch.snapshot.max.bytes", 1024 * 1024),
+            release=_release(p.get("kraft.jbod.broker.release") or releases.DEFAULT_RELEASE),
         )
 
 
@@ -154,6 +160,11 @@ def _cordoned(text: str, log_dirs: Sequence[Path]) -> tuple[Path, ...]:
             raise ConfigError(f"cordoned.log.dirs: {e!r} is not one of log.dirs")
         out.append(Path(e))
     return tuple(out)
+
+
+def _release(text: str) -> str:
+    releases.supported_features(text)  # raises ConfigError naming the known releases
+    return text
 
 
 def _int(p: Mapping[str, str], key: str, default: int) -> int:

@@ -39,7 +39,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from kraft_jbod.broker import advertise
+from kraft_jbod.broker import advertise, releases
 from kraft_jbod.broker import directories as dm
 from kraft_jbod.broker.assignments import Assignment, AssignmentQueue
 from kraft_jbod.broker.config import BrokerConfig, Voter
@@ -487,9 +487,7 @@ class FakeBroker:
     # ------------------------------------------------------------------ registration, heartbeats
 
     def _registration(self, version: int) -> BrokerRegistrationRequest:
-        feats = fv.registration_features(4)
-        if version < 4:
-            feats = [f for f in feats if f.min_supported_version != 0]
+        feats = releases.registration_features(self.config.release, version)
         online = sorted((d.dir_id for d in self.dirs.online), key=uuid_signed_key)
         return BrokerRegistrationRequest(
             broker_id=self.node_id,
