@@ -13,7 +13,9 @@ own ``kraft.jbod.probe.interval.ms`` (how often each directory is probed),
 ``kraft.jbod.control.listener`` (host:port of the local command endpoint) and
 ``kraft.jbod.controlled.shutdown.timeout.ms`` (how long a controlled shutdown waits for
 the controller's ShouldShutDown, default 300000), ``kraft.jbod.broker.release`` (the
-Kafka release whose feature ranges it registers, :mod:`~kraft_jbod.broker.releases`); and
+Kafka release whose feature ranges it registers, :mod:`~kraft_jbod.broker.releases`),
+``kraft.jbod.serve.clients`` (default true: serve clients on the PLAINTEXT ``listeners``,
+:mod:`~kraft_jbod.broker.listener`); and
 Kafka 4.4's ``cordoned.log.dirs`` (KIP-1066). Pure: parsing only.
 """
 
@@ -73,6 +75,14 @@ class BrokerConfig:
     # kraft.jbod.broker.release: the Kafka release whose feature ranges the broker registers
     # (broker/releases.py).
     release: str = "4.4"
+    # kraft.jbod.serve.clients: bind the PLAINTEXT entries of ``listeners`` and answer clients
+    # there (broker/listener.py), advertising them; false: serve nothing and advertise the
+    # controller's client listener (broker/advertise.py).
+    serve_clients: bool = True
+    # The properties the broker was started with, for DescribeConfigs of its own node.
+    properties: tuple[tuple[str, str], ...] = ()
+    # listener.security.protocol.map, by listener name (a name is its own protocol when absent).
+    protocols: tuple[tuple[str, str], ...] = ()
 
     @classmethod
     def from_properties(cls, props: Mapping[str, str]) -> BrokerConfig:
@@ -143,7 +153,14 @@ class BrokerConfig:
             controller_listener=ctl_names[0] if ctl_names else None,
             fetch_snapshot_max_bytes=_int(p, "controller.quorum.fetch.snapshot.max.bytes", 1024 * 1024),
             release=_release(p.get("kraft.jbod.broker.release") or releases.DEFAULT_RELEASE),
+            serve_clients=_bool(p, "kraft.jbod.serve.clients", True),
+            properties=tuple(sorted(p.items())),
+            protocols=_protocols(p.get("listener.security.protocol.map", "")),
         )
+
+    def protocol_of(self, listener: str) -> str:
+        """The security protocol of a listener name (listener.security.protocol.map)."""
+        return dict(self.protocols).get(listener.upper(), listener.upper())
 
 
 def _cordoned(text: str, log_dirs: Sequence[Path]) -> tuple[Path, ...]:
@@ -159,6 +176,27 @@ def _cordoned(text: str, log_dirs: Sequence[Path]) -> tuple[Path, ...]:
         if Path(e) not in log_dirs:
             raise ConfigError(f"cordoned.log.dirs: {e!r} is not one of log.dirs")
         out.append(Path(e))
+    return tuple(out)
+
+
+def _bool(p: Mapping[str, str], key: str, default: bool) -> bool:
+    text = (p.get(key) or "").strip().lower()
+    if not text:
+        return default
+    if text not in ("true", "false"):
+        raise ConfigError(f"{key}: {p[key]!r} is not true or false")
+    return text == "true"
+
+
+def _protocols(text: str) -> tuple[tuple[str, str], ...]:
+    out = []
+    for item in (i.strip() for i in text.split(",")):
+        if not item:
+            continue
+        name, sep, proto = item.partition(":")
+        if not sep or not name.strip() or not proto.strip():
+            raise ConfigError(f"listener.security.protocol.map: {item!r} is not NAME:PROTOCOL")
+        out.append((name.strip().upper(), proto.strip().upper()))
     return tuple(out)
 
 

@@ -32,6 +32,8 @@ import contextlib
 import dataclasses
 import json
 import logging
+import os
+import shutil
 import time
 import uuid
 from collections.abc import Callable
@@ -39,21 +41,30 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from kraft_jbod.broker import advertise, releases
+from kraft_jbod.broker import advertise, client_api, releases
 from kraft_jbod.broker import directories as dm
 from kraft_jbod.broker.assignments import Assignment, AssignmentQueue
 from kraft_jbod.broker.config import BrokerConfig, Voter
 from kraft_jbod.broker.follower import FollowerFatal, MetadataFollower
 from kraft_jbod.broker.image import MetadataImage
 from kraft_jbod.broker.lifecycle import Effect, Input, Lifecycle, State
+from kraft_jbod.broker.listener import ClientListener
 from kraft_jbod.connection import NEED_DATA, ClientConnection, ConnectionClosed, ResponseReceived
 from kraft_jbod.controller import features as fv
 from kraft_jbod.errors import KraftJbodError, StorageError
+from kraft_jbod.messages.alter_replica_log_dirs_response import (
+    AlterReplicaLogDirPartitionResult,
+    AlterReplicaLogDirsResponse,
+    AlterReplicaLogDirTopicResult,
+)
 from kraft_jbod.messages.api_keys import ApiKey
 from kraft_jbod.messages.api_versions_request import ApiVersionsRequest
 from kraft_jbod.messages.broker_heartbeat_request import BrokerHeartbeatRequest
 from kraft_jbod.messages.broker_registration_request import BrokerRegistrationRequest, Listener
+from kraft_jbod.messages.default_principal_data import DefaultPrincipalData
+from kraft_jbod.messages.envelope_request import EnvelopeRequest
 from kraft_jbod.messages.error_codes import ErrorCode
+from kraft_jbod.properties import Listener as ConfigListener
 from kraft_jbod.storage import ensure_directory_ids
 from kraft_jbod.wire.primitives import uuid_from_base64url, uuid_signed_key, uuid_to_base64url
 
@@ -67,6 +78,7 @@ OUR_VERSIONS: dict[int, tuple[int, int]] = {
     ApiKey.ASSIGN_REPLICAS_TO_DIRS: (0, 0),
     ApiKey.CREATE_TOPICS: (2, 7),
     ApiKey.DESCRIBE_CONFIGS: (1, 4),
+    ApiKey.ENVELOPE: (0, 0),
 }
 
 
@@ -121,6 +133,26 @@ class Channel:
         if resp.error_code != 0:
             raise ChannelError(f"{self.name}: ApiVersions answered error {resp.error_code}")
         self.versions = {k.api_key: (k.min_version, k.max_version) for k in resp.api_keys}
+
+    async def learn_versions(self) -> dict[int, tuple[int, int]]:
+        """The controller's ApiVersions answer, connecting first if never connected.
+
+        Raises:
+            ChannelError: the controller cannot be reached.
+        """
+        if self.versions:
+            return self.versions
+        async with self._lock:
+            if self._conn is None:
+                try:
+                    await self._open()
+                except ChannelError:
+                    self.close()
+                    raise
+                except KraftJbodError as exc:
+                    self.close()
+                    raise ChannelError(f"{self.name}: {exc}") from None
+            return self.versions
 
     def version(self, key: int) -> int:
         lo, hi = OUR_VERSIONS[key]
@@ -224,6 +256,8 @@ class FakeBroker:
         self._leader_known = asyncio.Event()
         # What the registration advertises (broker/advertise.py), chosen before each attempt.
         self.advertised: advertise.Advertised | None = None
+        # Its own client listeners (kraft.jbod.serve.clients), bound in start().
+        self.client_listeners: list[ClientListener] = []
 
     # ------------------------------------------------------------------ lifecycle
 
@@ -280,6 +314,26 @@ class FakeBroker:
         self._raft = Channel("raft", addr, f"raft-client-{self.node_id}", timeout, self.tap)
         self._hb = Channel("heartbeat", addr, str(self.node_id), timeout, self.tap)
         self._assign = Channel("directory-assignments", addr, str(self.node_id), timeout, self.tap)
+        self._forward = Channel("forwarding", addr, str(self.node_id), timeout, self.tap)
+        if cfg.serve_clients:
+            for li in cfg.listeners:
+                if cfg.protocol_of(li.name) != "PLAINTEXT":
+                    log.warning(
+                        "broker %d: listener %s is %s; the fake broker serves clients on PLAINTEXT listeners only",
+                        self.node_id,
+                        li.name,
+                        cfg.protocol_of(li.name),
+                    )
+                    continue
+                server = ClientListener(self, li)
+                try:
+                    bound = await server.start()
+                except OSError:
+                    for other in self.client_listeners:
+                        await other.close()
+                    raise
+                self.client_listeners.append(server)
+                self.event("listener", f"serving clients on {li.name}://{bound[0]}:{bound[1]}")
         if cfg.control_listener is not None:
             self._control = await asyncio.start_server(self._serve_control, *cfg.control_listener)
             sock = self._control.sockets[0].getsockname()
@@ -368,7 +422,9 @@ class FakeBroker:
         if self._control is not None:
             self._control.close()
             await self._control.wait_closed()
-        for ch in (self._raft, self._hb, self._assign):
+        for server in self.client_listeners:
+            await server.close()
+        for ch in (self._raft, self._hb, self._assign, self._forward):
             ch.close()
 
     async def _sleep(self, ms: float, wake: asyncio.Event | None = None) -> None:
@@ -445,7 +501,7 @@ class FakeBroker:
             return
         if addr != self._hb.addr or not self._leader_known.is_set():
             self.event("leader-endpoint", f"controller {self.follower.leader_id} at {addr[0]}:{addr[1]}")
-        for channel in (self._raft, self._hb, self._assign):
+        for channel in (self._raft, self._hb, self._assign, self._forward):
             channel.addr = addr
         self._leader_known.set()
 
@@ -516,6 +572,9 @@ class FakeBroker:
         """
         cfg = self._quorum_config()
         learned = None
+        if self.client_listeners:
+            self._advertise_own(cfg)
+            return
         if not cfg.advertised_listeners:
             voter = cfg.voters[0]
             try:
@@ -535,6 +594,24 @@ class FakeBroker:
                 extra={"event": "advertise-unreachable", "broker": self.node_id},
             )
         self.event("advertise", f"{advertise.show(chosen.listeners)} (from {chosen.source})")
+
+    def _advertise_own(self, cfg: BrokerConfig) -> None:
+        """Serving clients: advertised.listeners when set, else the listeners as bound (a
+        wildcard host becomes the host the broker reaches its controller at)."""
+        if cfg.advertised_listeners:
+            chosen = advertise.Advertised(cfg.advertised_listeners, "advertised.listeners")
+        else:
+            own = []
+            for server in self.client_listeners:
+                assert server.address is not None
+                host = server.listener.host
+                if host in ("", "0.0.0.0", "::"):
+                    host = cfg.voters[0].host if cfg.voters else server.address[0]
+                own.append(ConfigListener(server.listener.name, host, server.address[1]))
+            chosen = advertise.Advertised(tuple(own), "its own listeners")
+        previous, self.advertised = self.advertised, chosen
+        if previous is None or previous.listeners != chosen.listeners:
+            self.event("advertise", f"{advertise.show(chosen.listeners)} (from {chosen.source})")
 
     async def _register(self) -> bool:
         started = _now_ms()
@@ -811,6 +888,141 @@ class FakeBroker:
         else:
             self._dir_failed(dst_id, dst.reason)
 
+    # ------------------------------------------------------------------ client listener
+
+    def supported_features(self) -> dict[str, tuple[int, int]]:
+        return releases.supported_features(self.config.release)
+
+    def static_properties(self) -> list[tuple[str, str]]:
+        return list(self.config.properties)
+
+    async def controller_versions(self) -> dict[int, tuple[int, int]]:
+        """What the controller serves (the forwarded admin APIs are offered at these)."""
+        return await self._forward.learn_versions()
+
+    async def forward(self, raw: bytes, client_host: str) -> bytes:
+        """Send a client's request (header and body) to the controller in an Envelope, as
+        Kafka's forwarding manager does; return the inner response (header and body).
+
+        Raises:
+            KraftJbodError: the controller cannot be reached or answered an Envelope error.
+        """
+        import ipaddress
+
+        try:
+            address = ipaddress.ip_address(client_host).packed
+        except ValueError:
+            address = bytes(4)
+        principal = bytearray(b"\x00\x00")  # DefaultPrincipalData version 0
+        DefaultPrincipalData(type="User", name="ANONYMOUS", token_authenticated=False).write(principal, 0)
+        req = EnvelopeRequest(request_data=raw, request_principal=bytes(principal), client_host_address=address)
+        resp = await self._forward.call(ApiKey.ENVELOPE, req)
+        if resp.error_code != 0 or resp.response_data is None:
+            raise KraftJbodError(f"the controller answered the Envelope with error {resp.error_code}")
+        return bytes(resp.response_data)
+
+    def log_dir_infos(self) -> list[client_api.DirInfo]:
+        """Every log.dirs entry as DescribeLogDirs reports it (ReplicaManager.describeLogDirs)."""
+        out = []
+        cordoned = self.lifecycle.configured_cordoned
+        for p in self.config.layout.log_dirs:
+            d = self.dirs.by_path(p)
+            path = str(Path(p).absolute())
+            if d is None or not d.online:
+                out.append(client_api.DirInfo(path, online=False))
+                continue
+            try:
+                st = os.statvfs(d.path)
+            except OSError:
+                out.append(client_api.DirInfo(path, online=False))
+                continue
+            info = client_api.DirInfo(
+                path,
+                online=True,
+                total_bytes=st.f_blocks * st.f_frsize,
+                usable_bytes=st.f_bavail * st.f_frsize,
+                cordoned=d.dir_id in cordoned,
+            )
+            for tp, future in [(tp, False) for tp in d.replicas] + [(tp, True) for tp in d.futures]:
+                name = self.image.topic_names.get(tp[0])
+                if name is None:
+                    continue
+                size = 0 if future else _log_bytes(d.path / dm.replica_folder(name, tp[1]))
+                info.replicas.append((name, tp[1], size, future))
+            out.append(info)
+        return out
+
+    def alter_replica_log_dirs(self, body: Any) -> AlterReplicaLogDirsResponse:
+        """AlterReplicaLogDirs, per partition as Kafka's ReplicaManager.alterReplicaLogDirs."""
+        results: dict[str, list[AlterReplicaLogDirPartitionResult]] = {}
+        for entry in body.dirs:
+            for t in entry.topics:
+                for part in t.partitions:
+                    code = self._alter_one(entry.path, t.name, part)
+                    results.setdefault(t.name, []).append(AlterReplicaLogDirPartitionResult(part, code))
+                    if code == 0:
+                        self.event("alter-log-dir", f"{t.name}-{part} -> {entry.path}")
+        return AlterReplicaLogDirsResponse(
+            results=[AlterReplicaLogDirTopicResult(topic_name=n, partitions=ps) for n, ps in results.items()]
+        )
+
+    def _alter_one(self, path: str, topic: str, partition: int) -> int:
+        if len(f"{topic}-{partition}.{'0' * 32}-future") > 255:
+            return ErrorCode.INVALID_TOPIC_EXCEPTION
+        target = next(
+            (
+                d
+                for p in self.config.layout.log_dirs
+                if str(Path(p).absolute()) == path
+                for d in [self.dirs.by_path(p)]
+                if d is not None
+            ),
+            None,
+        )
+        if target is None:
+            return ErrorCode.LOG_DIR_NOT_FOUND
+        if not target.online:
+            return ErrorCode.KAFKA_STORAGE_ERROR
+        if target.dir_id in self.lifecycle.configured_cordoned:
+            return ErrorCode.INVALID_REPLICA_ASSIGNMENT
+        tid = self.image.topic_id(topic)
+        view = None if tid is None else self.image.partitions.get((tid, partition))
+        if tid is None or view is None or self.node_id not in view.replicas:
+            return ErrorCode.REPLICA_NOT_AVAILABLE
+        tp = (tid, partition)
+        placed = view.dir_of(self.node_id)
+        if placed in self.dirs.dirs and not self.dirs.dirs[placed].online:
+            return ErrorCode.KAFKA_STORAGE_ERROR  # the replica lives in an offline dir
+        moving = self._moves.get(tp)
+        if moving is not None:
+            if moving[1] == target.dir_id:
+                return ErrorCode.NONE
+            self._cancel_move(tp, topic)
+        src = self.dirs.location(tp)
+        if src is None:
+            return ErrorCode.REPLICA_NOT_AVAILABLE
+        if src is target:
+            return ErrorCode.NONE
+        if self.dirs.offline_ids:
+            return ErrorCode.KAFKA_STORAGE_ERROR  # Kafka creates no future log while a dir is offline
+        try:
+            self.move_replica(topic, partition, str(target.path))
+        except KraftJbodError:
+            return ErrorCode.KAFKA_STORAGE_ERROR
+        return ErrorCode.NONE
+
+    def _cancel_move(self, tp: dm.TopicPartition, topic: str) -> None:
+        """Drop a move in flight (its future replica), as Kafka does when the destination changes."""
+        src, dst, acked = self._moves.pop(tp)
+        self.queue.cancel(tp)
+        d = self.dirs.dirs[dst]
+        d.futures.discard(tp)
+        for folder in d.path.glob(f"{dm.replica_folder(topic, tp[1])}.*-future"):
+            shutil.rmtree(folder, ignore_errors=True)
+        if acked:
+            self.queue.add(Assignment(tp[0], tp[1], src, _now_ms(), "revert move"))
+            self._wake_assign.set()
+
     # ------------------------------------------------------------------ status and control
 
     def status(self) -> dict[str, Any]:
@@ -869,6 +1081,14 @@ class FakeBroker:
             f"unknown command {' '.join(words)!r}: try status, fail-dir DIR, move TOPIC PARTITION DIR, "
             "cordon DIR, uncordon DIR, shutdown"
         )
+
+
+def _log_bytes(folder: Path) -> int:
+    """A replica's size as Kafka's log.size counts it: the bytes of its segment files."""
+    try:
+        return sum(f.stat().st_size for f in folder.glob("*.log"))
+    except OSError:
+        return 0
 
 
 def dir_paths(broker: FakeBroker) -> dict[uuid.UUID, Path]:
