@@ -71,7 +71,7 @@ from kraft_jbod.messages.metadata_response import (
     MetadataResponsePartition,
     MetadataResponseTopic,
 )
-from kraft_jbod.wire.primitives import MIGRATING_DIRECTORY, UNASSIGNED_DIRECTORY
+from kraft_jbod.wire.primitives import LOST_DIRECTORY, MIGRATING_DIRECTORY, UNASSIGNED_DIRECTORY
 
 # ApiKeys with forwardable=true in Kafka 4.4: what a broker sends on to its controller.
 FORWARDABLE: Final[frozenset[int]] = frozenset(
@@ -159,9 +159,19 @@ def offline_replicas(image: MetadataImage, p: PartitionView) -> list[int]:
         view = image.brokers.get(b)
         if view is None or view.fenced:
             out.append(b)
-        elif d not in (UNASSIGNED_DIRECTORY, MIGRATING_DIRECTORY) and view.log_dirs and d not in view.online_dirs:
+        elif not _dir_online(d, view.online_dirs):
             out.append(b)
     return out
+
+
+def _dir_online(d: uuid.UUID, online: tuple[uuid.UUID, ...]) -> bool:
+    """Kafka's DirectoryId.isOnline: UNASSIGNED and MIGRATING count as online, LOST never;
+    with no online dirs registered (a pre-3.7-IV2 registration) every dir counts as online."""
+    if d in (UNASSIGNED_DIRECTORY, MIGRATING_DIRECTORY):
+        return True
+    if d == LOST_DIRECTORY:
+        return False
+    return not online or d in online
 
 
 def _topic(image: MetadataImage, tid: uuid.UUID) -> MetadataResponseTopic:
