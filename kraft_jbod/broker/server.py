@@ -65,7 +65,7 @@ from kraft_jbod.messages.default_principal_data import DefaultPrincipalData
 from kraft_jbod.messages.envelope_request import EnvelopeRequest
 from kraft_jbod.messages.error_codes import ErrorCode
 from kraft_jbod.properties import Listener as ConfigListener
-from kraft_jbod.storage import ensure_directory_ids
+from kraft_jbod.storage import load_broker_dirs
 from kraft_jbod.wire.primitives import uuid_from_base64url, uuid_signed_key, uuid_to_base64url
 
 log = logging.getLogger(__name__)
@@ -278,24 +278,45 @@ class FakeBroker:
     async def start(self) -> None:
         """Load directory ids, start the tasks and the control endpoint.
 
+        The directories are loaded as a Kafka 4.4 broker loads them
+        (:func:`~kraft_jbod.storage.load_broker_dirs`): an unformatted or missing one stops
+        the start, an unreadable one (a file in its place) stays offline and unregistered.
+
         Raises:
-            StorageError: the directories are unformatted, inconsistent or share an id.
-            OSError: the control endpoint cannot bind.
+            StorageError: a directory is unformatted or missing, the directories are
+                inconsistent or share an id, the metadata directory or every log directory
+                is unreadable.
+            OSError: a listener cannot bind.
         """
         cfg = self.config
-        results = ensure_directory_ids(cfg.layout)
-        by_path = {r.path: r for r in results}
-        self.cluster_id = results[0].meta.cluster_id or ""
-        for r in results:
+        loaded = load_broker_dirs(cfg.layout)
+        by_path = {r.path: r for r in loaded.results}
+        self.cluster_id = loaded.cluster_id
+        for r in loaded.results:
             if r.action != "kept":
                 shown = uuid_to_base64url(r.meta.directory_id or uuid.UUID(int=0))
                 self.event("storage", f"{r.path}: {r.action} ({shown})")
+        failed = {d: why for d, why in loaded.failed if d in cfg.layout.log_dirs}
+        for d, why in failed.items():
+            log.error(
+                "broker %d: log dir %s is offline from the start: %s",
+                self.node_id,
+                d,
+                why,
+                extra={"event": "dir-offline-at-start", "broker": self.node_id},
+            )
+            self.event("storage", f"{d}: offline from the start ({why})")
         log_dirs = []
         for p in cfg.layout.log_dirs:
+            if p in failed:
+                continue
             dir_id = by_path[p].meta.directory_id
             assert dir_id is not None
             log_dirs.append((p, dir_id))
-        self.dirs = dm.DirectoryManager(log_dirs)
+        if not log_dirs:
+            # Kafka: "Shutdown broker because none of the specified log dirs ... can be created or validated"
+            raise StorageError(f"none of the log dirs {', '.join(map(str, cfg.layout.log_dirs))} can be read")
+        self.dirs = dm.DirectoryManager(log_dirs, failed_at_start=failed)
         self.metadata_dir_id = by_path[cfg.layout.metadata_log_dir].meta.directory_id
         self.follower = MetadataFollower(
             cluster_id=self.cluster_id,
@@ -303,7 +324,9 @@ class FakeBroker:
             directory_id=self.metadata_dir_id,
             snapshot_slice_bytes=cfg.fetch_snapshot_max_bytes,
         )
-        self.lifecycle = Lifecycle(self.node_id, multi_dir=len(log_dirs) > 1, failure_timeout_ms=cfg.failure_timeout_ms)
+        # Kafka counts the configured log dirs (config.logDirs().size() > 1), failed ones too.
+        multi = len(cfg.layout.log_dirs) > 1
+        self.lifecycle = Lifecycle(self.node_id, multi_dir=multi, failure_timeout_ms=cfg.failure_timeout_ms)
         self.lifecycle.set_cordoned({self._find_dir(str(p)).dir_id for p in cfg.cordoned_log_dirs})
         # Static voters name the controller; otherwise the first Fetch goes to a bootstrap
         # server and the leader's endpoint is learnt from the answer (_follow_leader).
@@ -424,8 +447,10 @@ class FakeBroker:
             await self._control.wait_closed()
         for server in self.client_listeners:
             await server.close()
-        for ch in (self._raft, self._hb, self._assign, self._forward):
-            ch.close()
+        for name in ("_raft", "_hb", "_assign", "_forward"):
+            ch = getattr(self, name, None)  # absent when start() failed before opening them
+            if ch is not None:
+                ch.close()
 
     async def _sleep(self, ms: float, wake: asyncio.Event | None = None) -> None:
         if wake is None:
@@ -980,7 +1005,9 @@ class FakeBroker:
             None,
         )
         if target is None:
-            return ErrorCode.LOG_DIR_NOT_FOUND
+            configured = any(str(Path(p).absolute()) == path for p in self.config.layout.log_dirs)
+            # A configured dir unreadable since start-up is offline; anything else is not ours.
+            return ErrorCode.KAFKA_STORAGE_ERROR if configured else ErrorCode.LOG_DIR_NOT_FOUND
         if not target.online:
             return ErrorCode.KAFKA_STORAGE_ERROR
         if target.dir_id in self.lifecycle.configured_cordoned:
@@ -1003,7 +1030,7 @@ class FakeBroker:
             return ErrorCode.REPLICA_NOT_AVAILABLE
         if src is target:
             return ErrorCode.NONE
-        if self.dirs.offline_ids:
+        if self.dirs.any_offline:
             return ErrorCode.KAFKA_STORAGE_ERROR  # Kafka creates no future log while a dir is offline
         try:
             self.move_replica(topic, partition, str(target.path))

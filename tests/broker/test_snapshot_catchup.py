@@ -45,7 +45,9 @@ async def test_brokers_catch_up_through_snapshots(tmp_path: Path) -> None:
             "listeners": "CONTROLLER://127.0.0.1:0",
             "controller.listener.names": "CONTROLLER",
             "metadata.log.dir": str(tmp_path / "controller"),
-            "broker.session.timeout.ms": "3000",
+            # Generous: creating thousands of replica folders on a loaded machine can hold a
+            # broker's event loop past a short session, and a fenced cluster takes no topic.
+            "broker.session.timeout.ms": "60000",
             "broker.heartbeat.interval.ms": "250",
             # Tiny: nearly every commit takes a snapshot and deletes the segments below it.
             "metadata.log.max.record.bytes.between.snapshots": "4096",
@@ -74,7 +76,8 @@ async def test_brokers_catch_up_through_snapshots(tmp_path: Path) -> None:
                 topics=[CreatableTopic(name=f"r{r}", num_partitions=PER_ROUND, replication_factor=2)]
             )
             resp = await admin.call(19, req)
-            assert resp.topics[0].error_code == 0, resp
+            got = resp.topics[0]
+            assert got.error_code == 0, (got.error_code, got.error_message)
             if r == ROUNDS // 2:
                 # Broker 3 starts once the log start has moved past offset 0.
                 assert log.start_offset > 0
@@ -90,12 +93,16 @@ async def test_brokers_catch_up_through_snapshots(tmp_path: Path) -> None:
         # The segments broker 2 still needed are gone: only a snapshot can bring it back.
         assert log.start_offset > behind + 1
         brokers[2]._raft.addr = fetch_addr
-        end = log.end_offset - 1
-        await wait_for(
-            "every broker at the controller's end offset",
-            lambda: all(b.follower.published_offset >= end for b in brokers.values()),
-            120,
-        )
+
+        def converged() -> bool:
+            # The controller may still fence or move leaders meanwhile: compare at an offset
+            # where its image and every broker's are at the same end of the log.
+            end = log.end_offset - 1
+            at_end = controller.state.image.last_applied_offset == end
+            return at_end and all(b.follower.published_offset >= end for b in brokers.values())
+
+        await wait_for("every broker at the controller's end offset", converged, 120)
+        # No await from here to the comparison: nothing can change the images in between.
         snapshots = controller.stats["snapshots"]
         assert snapshots >= ROUNDS
         assert brokers[2].follower.snapshots_loaded >= 1 and brokers[3].follower.snapshots_loaded >= 1
