@@ -6,7 +6,7 @@ VENV := .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
 
-.PHONY: run test check lint typecheck importlint unit system-deps kafka-oracle clean
+.PHONY: run test check lint typecheck importlint unit system-deps kafka-oracle kafka-broker clean
 
 # setup.py builds the optional compiled codec (kraft_jbod/_accel); a change to it reinstalls.
 $(STAMP): pyproject.toml setup.py kraft_jbod/_accel/_ccodec.c
@@ -20,7 +20,7 @@ run: $(STAMP)
 	$(VENV)/bin/kraft-jbod demo
 
 # Everything CI runs.
-test: $(STAMP) system-deps kafka-oracle lint typecheck importlint unit
+test: $(STAMP) system-deps kafka-oracle kafka-broker lint typecheck importlint unit
 
 # tshark is the reference dissector some capture tests compare against.
 system-deps:
@@ -36,6 +36,14 @@ system-deps:
 kafka-oracle: $(STAMP)
 	$(PY) -m tools.kafka_oracle build -p $(VENV)
 
+# Apache Kafka 4.4's whole broker (and Kafka's own KRaft controller) compiled from
+# ../shared/kafka/ for the real-broker tests (tests/realbrokers/, docs/real-brokers.md). Cached
+# under ~/.cache/kraft-jbod/ by a hash of the source package, so fresh clones on the same
+# machine reuse it (1.5-4 minutes on 2 cores when it is built). Without that package it says
+# how to get it and the real-broker tests skip; under CI=true that is an error.
+kafka-broker: $(STAMP)
+	$(PY) -m tools.kafka_broker build -p $(VENV)
+
 lint: $(STAMP)
 	$(VENV)/bin/ruff check kraft_jbod tools tests
 	$(VENV)/bin/ruff format --check kraft_jbod tools tests
@@ -43,7 +51,15 @@ lint: $(STAMP)
 typecheck: $(STAMP)
 	$(VENV)/bin/mypy kraft_jbod tools
 
-importlint: $(STAMP)
+import# Apache Kafka 4.4's whole broker (and Kafka's own KRaft controller) compiled from
+# ../shared/kafka/ for the real-broker tests (tests/realbrokers/, docs/real-brokers.md). Cached
+# under ~/.cache/kraft-jbod/ by a hash of the source package, so fresh clones on the same
+# machine reuse it (1.5-4 minutes on 2 cores when it is built). Without that package it says
+# how to get it and the real-broker tests skip; under CI=true that is an error.
+kafka-broker: $(STAMP)
+	$(PY) -m tools.kafka_broker build -p $(VENV)
+
+lint: $(STAMP)
 	$(VENV)/bin/lint-imports
 
 # The whole suite runs on the default codec (the compiled one when it built); the codec

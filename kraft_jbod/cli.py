@@ -35,6 +35,7 @@ COMMAND_MODULES = (
     "kraft_jbod.demo.commands",  # demo
     "kraft_jbod.fuzz.commands",  # fuzz
     "kraft_jbod.analytics.commands",  # stats
+    "kraft_jbod.realkafka.commands",  # real-cluster
 )
 
 

@@ -57,7 +57,7 @@ import shutil
 import tempfile
 import time
 import uuid
-from collections.abc import AsyncIterator, Callable, Mapping
+from collections.abc import AsyncIterator, Callable, Iterator, Mapping
 from pathlib import Path
 from typing import Any, TypeVar
 
@@ -822,3 +822,16 @@ class FakeBrokerFactory:
 @pytest.fixture
 def kraft_fake_brokers(kraft_cluster: KraftCluster) -> FakeBrokerFactory:
     return FakeBrokerFactory(kraft_cluster)
+
+
+@pytest.fixture
+def kraft_real_cluster(tmp_path: Path) -> Iterator[Callable[..., Any]]:
+    """A factory of clusters of real Kafka brokers (the mock or Kafka's controller).
+
+    ``cluster = kraft_real_cluster(brokers=2, log_dirs=2)``; synchronous (the nodes are
+    processes). Skipped with the reason without Java or a Kafka distribution
+    (:mod:`kraft_jbod.realkafka.fixture`, docs/real-brokers.md).
+    """
+    from kraft_jbod.realkafka.fixture import real_cluster_factory
+
+    yield from real_cluster_factory(tmp_path)

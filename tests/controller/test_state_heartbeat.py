@@ -241,3 +241,33 @@ def test_kip_profile_keeps_multi_dir_broker_fenced_while_unassigned() -> None:
     k.register(1, [dir_id(1, 0), dir_id(1, 1)])
     k.call(19, 7, _topic_on([2, 1]))
     assert k.heartbeat(1).response.is_fenced is False  # type: ignore[attr-defined]
+
+
+def test_a_broker_fenced_after_controlled_shutdown_is_a_usable_follower_again() -> None:
+    # Kafka's placer skips a broker only while its controlled shutdown is in progress; once
+    # the shutdown ended in fencing (the registration keeps inControlledShutdown=true) new
+    # replicas may go there again, never the leader. Seen with real brokers: one of two
+    # stopped, __consumer_offsets at replication factor 2 is created by Kafka's controller
+    # and was refused by ours.
+    c = Cluster()
+    c.start_broker(1)
+    c.start_broker(2)
+    c.call(19, 7, _topic_on([1, 2]))
+    out = c.heartbeat(1, want_shut_down=True)
+    assert type(out.records[0][0]) is BrokerRegistrationChangeRecord
+    # in progress: broker 1 is not usable, a factor of 2 cannot be met
+    out = c.create_topic("during-shutdown", 1, 2)
+    assert out.response.topics[0].error_code == 38  # type: ignore[attr-defined]
+    c.heartbeat(2)
+    out = c.heartbeat(1, want_shut_down=True)
+    assert out.response.should_shut_down is True  # type: ignore[attr-defined]
+    reg = c.state.brokers[1]
+    assert reg.fenced and reg.in_controlled_shutdown
+    # done: broker 1 is a usable (fenced) follower
+    out = c.create_topic("after-shutdown", 4, 2)
+    assert out.response.topics[0].error_code == 0, out.response  # type: ignore[attr-defined]
+    tid = c.state.topic_id_of("after-shutdown")
+    assert tid is not None
+    for p in range(4):
+        part = c.state.partition(tid, p)
+        assert part is not None and sorted(part.replicas) == [1, 2] and part.leader == 2 and part.isr == (2,)

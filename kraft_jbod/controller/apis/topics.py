@@ -179,10 +179,18 @@ def _refuse_all(req: CreateTopicsRequest, message: str) -> list[CreatableTopicRe
 
 
 def usable_brokers(ctx: ControllerContext) -> list[UsableBroker]:
-    """Kafka's usable brokers: registered, not shutting down, not all directories cordoned."""
+    """Kafka's usable brokers: registered, not shutting down, not all directories cordoned.
+
+    "Shutting down" is the controller's in-memory state (``cs_offset``), not the durable
+    ``in_controlled_shutdown`` flag: a broker whose controlled shutdown ended in fencing keeps
+    the flag in its registration but is usable again, as a fenced follower (Kafka's heartbeat
+    manager forgets the shutdown once the broker is fenced). Found by a real broker: with one
+    of two brokers stopped, Kafka's controller creates ``__consumer_offsets`` with a replica on
+    the stopped broker, where we used to refuse INVALID_REPLICATION_FACTOR.
+    """
     out: list[UsableBroker] = []
     for b, reg in sorted(ctx.image.brokers.items()):
-        if reg.in_controlled_shutdown or reg.cs_offset >= 0 or not reg.has_uncordoned_dirs:
+        if reg.cs_offset >= 0 or not reg.has_uncordoned_dirs:
             continue
         out.append(UsableBroker(b, reg.rack, reg.fenced))
     return out
