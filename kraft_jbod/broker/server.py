@@ -1014,8 +1014,10 @@ class FakeBroker:
             return ErrorCode.INVALID_REPLICA_ASSIGNMENT
         tid = self.image.topic_id(topic)
         view = None if tid is None else self.image.partitions.get((tid, partition))
-        if tid is None or view is None or self.node_id not in view.replicas:
-            return ErrorCode.REPLICA_NOT_AVAILABLE
+        if tid is None or view is None:
+            return ErrorCode.UNKNOWN_TOPIC_OR_PARTITION  # Kafka: not in its metadata cache
+        if self.node_id not in view.replicas:
+            return ErrorCode.REPLICA_NOT_AVAILABLE  # Kafka: NOT_LEADER_OR_FOLLOWER, answered as this
         tp = (tid, partition)
         placed = view.dir_of(self.node_id)
         if placed in self.dirs.dirs and not self.dirs.dirs[placed].online:
