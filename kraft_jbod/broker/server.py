@@ -258,6 +258,7 @@ class FakeBroker:
         self.advertised: advertise.Advertised | None = None
         # Its own client listeners (kraft.jbod.serve.clients), bound in start().
         self.client_listeners: list[ClientListener] = []
+        self._scanned = False
 
     # ------------------------------------------------------------------ lifecycle
 
@@ -548,6 +549,11 @@ class FakeBroker:
         self._reconcile()
 
     def _reconcile(self) -> None:
+        if not self._scanned:
+            # The replica folders already on disk (a restart), found once the image names
+            # their topics: they count for placement as Kafka's loaded logs do.
+            self._scanned = True
+            self.dirs.scan({name: tid for tid, name in self.image.topic_names.items()})
         multi = self.lifecycle.multi_dir
         cordoned = frozenset(self.lifecycle.configured_cordoned)
         for action in dm.reconcile(self.node_id, self.image.partitions_of(self.node_id), self.dirs, cordoned):

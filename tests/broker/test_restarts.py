@@ -182,7 +182,8 @@ async def test_a_formatted_empty_dir_gets_the_replicas_afresh_and_assigns_them(t
         )
         for pid in before.in_d1:
             here = broker.dirs.location((before.tid, pid))
-            assert here is not None and (here.path / f"w-{pid}" / "partition.metadata").is_file()
+            # the folders still in d0 count: each re-created replica goes to the emptier d1
+            assert here is new and (here.path / f"w-{pid}" / "partition.metadata").is_file()
             assert c.state.partition(before.tid, pid).dirs[0] == here.dir_id
         assert any("accepted" in text for text in _assignments(broker))
         assert before.old_d1 not in c.state.brokers[1].online_set

@@ -21,6 +21,7 @@ The answers of both are printed (``-s``) for the record.
 from __future__ import annotations
 
 import os
+import shutil
 import subprocess
 import sys
 from collections.abc import Callable, Iterator
@@ -68,11 +69,13 @@ NONE, UNKNOWN_TOPIC_OR_PARTITION, INVALID_REPLICA_ASSIGNMENT, KAFKA_STORAGE_ERRO
 
 
 class FakeProcess:
-    """``python -m kraft_jbod broker`` for broker 2, its client address read from its output."""
+    """``python -m kraft_jbod broker`` for broker 2, its client address read from its output;
+    the port it got first is kept for restarts, as the real brokers' are."""
 
     def __init__(self, root: Path, controller: tuple[str, int], cluster_id: str, extra: dict[str, str]) -> None:
+        self.root = root
         self.dirs = [root / "d0", root / "d1"]
-        props = {
+        self.props = {
             "process.roles": "broker",
             "node.id": "2",
             "controller.quorum.voters": f"3000@{controller[0]}:{controller[1]}",
@@ -85,29 +88,54 @@ class FakeProcess:
         }
         self.config = root / "broker.properties"
         root.mkdir(parents=True, exist_ok=True)
-        self.config.write_text("".join(f"{k}={v}\n" for k, v in props.items()))
-        format_storage(StorageLayout.from_properties(props), cluster_id)
-        self.log = open(root / "broker.log", "wb")
-        self.proc = subprocess.Popen(
-            [sys.executable, "-m", "kraft_jbod", "broker", "-c", str(self.config)],
-            stdout=subprocess.PIPE,
-            stderr=self.log,
-            env={**os.environ},
-        )
+        self.cluster_id = cluster_id
+        self.format()
+        self.proc: subprocess.Popen[bytes] | None = None
+        self.address = ("", 0)
+        self.start()
+
+    def format(self) -> None:
+        """``kraft-jbod storage format``: new dirs formatted, existing ids kept (--ignore-formatted)."""
+        format_storage(StorageLayout.from_properties(self.props), self.cluster_id)
+
+    def _launch(self) -> subprocess.Popen[bytes]:
+        self.config.write_text("".join(f"{k}={v}\n" for k, v in self.props.items()))
+        with open(self.root / "broker.log", "ab") as log:
+            return subprocess.Popen(
+                [sys.executable, "-m", "kraft_jbod", "broker", "-c", str(self.config)],
+                stdout=subprocess.PIPE,
+                stderr=log,
+                env={**os.environ},
+            )
+
+    def start(self) -> None:
+        self.proc = self._launch()
         assert self.proc.stdout is not None
         line = self.proc.stdout.readline().decode()
-        assert line.startswith("listening on PLAINTEXT "), line
+        assert line.startswith("listening on PLAINTEXT "), line + self.log_text()
         host, _, port = line.split()[-1].rpartition(":")
         self.address = (host, int(port))
+        self.props["listeners"] = f"PLAINTEXT://{host}:{port}"
+
+    def start_refused(self) -> tuple[int, str]:
+        """Start a broker expected to refuse: its exit status and its log."""
+        proc = self._launch()
+        code = proc.wait(120)
+        return code, self.log_text()
+
+    def log_text(self) -> str:
+        return (self.root / "broker.log").read_text(errors="replace")
 
     def stop(self) -> None:
+        if self.proc is None:
+            return
         self.proc.terminate()
         try:
-            self.proc.wait(30)
+            self.proc.wait(60)
         except subprocess.TimeoutExpired:
             self.proc.kill()
             self.proc.wait(10)
-        self.log.close()
+        self.proc = None
 
 
 def _mixed(real_cluster: Callable[..., Cluster], root: Path, cordon: bool) -> tuple[Cluster, FakeProcess]:
@@ -266,3 +294,122 @@ def test_a_cordoned_dir_answers_alike(mixed_cordoned: tuple[Cluster, FakeProcess
         show(f"{name} with dir 1 cordoned", resp)
         assert shape(resp, dirs)[1:] == [(0, NONE, False, True, True, 4), (1, NONE, True, True, True, 0)], name
         assert alter(addr, str(dirs[1]), TOPIC, 0) == INVALID_REPLICA_ASSIGNMENT, name
+
+
+RESTART_TOPIC = "restarts"
+RESTART_PARTITIONS = 6
+
+
+def _restart_cases(cluster: Cluster, fake: FakeProcess, node: int) -> dict[str, object]:
+    """Put broker ``node`` (1 real, 2 fake) through the restart cases; what each one did."""
+    real = cluster.brokers[1]
+    dirs = list(real.log_dirs) if node == 1 else fake.dirs
+    d2 = dirs[1]
+
+    def address() -> tuple[str, int]:
+        return real.address if node == 1 else fake.address
+
+    def stop() -> None:
+        if node == 1:
+            cluster.stop_broker(1)
+        else:
+            fake.stop()
+
+    def start() -> None:
+        if node == 1:
+            cluster.start_broker(1)
+        else:
+            fake.start()
+        cluster.wait_unfenced([1, 2])
+
+    def held(resp: Any) -> dict[int, set[int]]:
+        out: dict[int, set[int]] = {0: set(), 1: set()}
+        for r in resp.results:
+            for t in r.topics:
+                if t.name == RESTART_TOPIC:
+                    out[[str(d) for d in dirs].index(r.log_dir)] |= {p.partition_index for p in t.partitions}
+        return out
+
+    def offline_here() -> set[int]:
+        view = probe.metadata(real.address, [RESTART_TOPIC])
+        return {p for (t, p), v in view.partitions.items() if t == RESTART_TOPIC and node in v.offline_replicas}
+
+    before = held(describe(address()))
+    in_d2 = before[1]
+    assert in_d2 and before[0], f"broker {node} spreads the topic over both dirs"
+    out: dict[str, object] = {}
+
+    # a. the second dir replaced by a file
+    stop()
+    aside = d2.with_name(d2.name + ".aside")
+    shutil.move(d2, aside)
+    d2.write_text("not a directory\n")
+    start()
+    wait_until(f"broker {node}: the file-dir's replicas offline", lambda: offline_here() == in_d2, 120)
+    resp = describe(address())
+    show(f"broker {node}, dir 2 a file", resp)
+    gone = next(r for r in resp.results if r.log_dir == str(d2))
+    out["file: dir 2"] = (gone.error_code, len(gone.topics), gone.total_bytes)
+    out["file: replicas of dir 2 offline, not re-created"] = offline_here() == in_d2 and held(resp)[0] == before[0]
+
+    # b. the original dir back
+    stop()
+    d2.unlink()
+    shutil.move(aside, d2)
+    start()
+    wait_until(f"broker {node}: every replica online again", lambda: not offline_here(), 120)
+    out["dir back: replicas where they were"] = held(describe(address())) == before
+
+    # c. a new, empty, unformatted disk
+    stop()
+    shutil.rmtree(d2)
+    d2.mkdir()
+    if node == 1:
+        text = cluster.broker_restart_refused(1)
+        refused = f"No `meta.properties` found in {d2}" in text
+    else:
+        code, text = fake.start_refused()
+        refused = code != 0 and f"no meta.properties in {d2}" in text
+    out["empty unformatted: start refused"] = refused
+
+    # d. formatted (--ignore-formatted keeps the other dirs' ids)
+    if node == 1:
+        result = cluster.format_with_kafka(real)
+        assert result.returncode == 0, result.stdout + result.stderr
+    else:
+        fake.format()
+    start()
+    wait_until(f"broker {node}: every replica online again", lambda: not offline_here(), 120)
+    wait_until(
+        f"broker {node}: the replicas re-created",
+        lambda: set().union(*held(describe(address())).values()) == set(range(RESTART_PARTITIONS)),
+        120,
+    )
+    resp = describe(address())
+    show(f"broker {node}, dir 2 formatted anew", resp)
+    out["formatted: all replicas held, dirs online"] = all(r.error_code == 0 for r in resp.results)
+    # Kafka's nextLogDirs puts each re-created log in the dir with the fewest: the new one.
+    out["formatted: re-created in the new dir"] = held(resp)[1] == in_d2
+    return out
+
+
+def test_restarts_with_a_dir_gone_end_alike(mixed: tuple[Cluster, FakeProcess]) -> None:
+    cluster, fake = mixed
+    cluster.benign += [*logs.RESTART_WITHOUT_A_DIR, *BENIGN]
+    ops.create_via_broker(cluster, RESTART_TOPIC, [[1, 2], [2, 1]] * (RESTART_PARTITIONS // 2))
+    for addr in (cluster.brokers[1].address, fake.address):
+        wait_until(
+            "both brokers holding the topic",
+            lambda addr=addr: (
+                sum(len(t.partitions) for r in describe(addr).results for t in r.topics if t.name == RESTART_TOPIC)
+                == RESTART_PARTITIONS
+            ),
+            60,
+        )
+    real_outcome = _restart_cases(cluster, fake, 1)
+    fake_outcome = _restart_cases(cluster, fake, 2)
+    for case in real_outcome:
+        print(f"{case:55} real {real_outcome[case]!s:20} fake {fake_outcome[case]}")
+    assert real_outcome == fake_outcome
+    assert real_outcome["file: dir 2"] == (KAFKA_STORAGE_ERROR, 0, -1)
+    assert all(v is True for k, v in real_outcome.items() if k != "file: dir 2"), real_outcome
