@@ -4,6 +4,7 @@ and for a broker that starts after the log start moved past offset 0."""
 
 from __future__ import annotations
 
+import asyncio
 import socket
 from pathlib import Path
 
@@ -71,6 +72,18 @@ async def test_brokers_catch_up_through_snapshots(tmp_path: Path) -> None:
         brokers[2]._raft.addr = ("127.0.0.1", _closed_port())
         behind = brokers[2].follower.published_offset
         worst_lag = 0  # of the fetching brokers, the moment a round is committed
+        # For the record (not asserted: it depends on the machine's speed): the largest gap
+        # between the controller's log end and a fetching broker's offset, sampled all along.
+        sampled = [0]
+
+        async def sample() -> None:
+            while True:
+                end_now = log.end_offset - 1
+                lags = [end_now - b.follower.published_offset for n, b in brokers.items() if n != 2]
+                sampled[0] = max(sampled[0], *lags)
+                await asyncio.sleep(0.02)
+
+        sampler = asyncio.get_running_loop().create_task(sample())
         for r in range(ROUNDS):
             req = CreateTopicsRequest(
                 topics=[CreatableTopic(name=f"r{r}", num_partitions=PER_ROUND, replication_factor=2)]
@@ -90,8 +103,10 @@ async def test_brokers_catch_up_through_snapshots(tmp_path: Path) -> None:
                 lambda end=end, fetching=fetching: all(b.follower.published_offset >= end for b in fetching),
                 60,
             )
+        sampler.cancel()
         # The segments broker 2 still needed are gone: only a snapshot can bring it back.
         assert log.start_offset > behind + 1
+        gap = log.end_offset - 1 - behind
         brokers[2]._raft.addr = fetch_addr
 
         def converged() -> bool:
@@ -117,7 +132,8 @@ async def test_brokers_catch_up_through_snapshots(tmp_path: Path) -> None:
             }
         print(
             f"partitions {ROUNDS * PER_ROUND}, snapshots taken {snapshots}, log start {log.start_offset}, "
-            f"end {log.end_offset}, worst lag of brokers 1 and 3 as a round commits {worst_lag} offsets, "
+            f"end {log.end_offset}, worst lag of brokers 1 and 3 as a round commits {worst_lag} offsets "
+            f"(sampled every 20 ms: {sampled[0]}), broker 2 was {gap} offsets behind when let go, "
             f"snapshots loaded {[b.follower.snapshots_loaded for b in brokers.values()]}"
         )
     finally:
