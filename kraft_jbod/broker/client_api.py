@@ -40,6 +40,10 @@ from dataclasses import dataclass, field
 from typing import Any, Final
 
 from kraft_jbod.broker.image import MetadataImage, PartitionView
+from kraft_jbod.messages import fetch_response as fr
+from kraft_jbod.messages import find_coordinator_response as fc
+from kraft_jbod.messages import list_offsets_response as lor
+from kraft_jbod.messages import produce_response as pr
 from kraft_jbod.messages import releases as api_releases
 from kraft_jbod.messages.api_keys import ApiKey
 from kraft_jbod.messages.api_versions_response import (
@@ -379,11 +383,6 @@ def data_path_message(node_id: int) -> str:
 
 def refusal(api_key: int, version: int, body: Any, node_id: int) -> Any:
     """Rule 6: the answer to a data-path request, built from the request's own topics."""
-    from kraft_jbod.messages import fetch_response as fr
-    from kraft_jbod.messages import find_coordinator_response as fc
-    from kraft_jbod.messages import list_offsets_response as lo
-    from kraft_jbod.messages import produce_response as pr
-
     text = data_path_message(node_id)
     if api_key == ApiKey.PRODUCE:
         return pr.ProduceResponse(
@@ -423,12 +422,12 @@ def refusal(api_key: int, version: int, body: Any, node_id: int) -> Any:
             ],
         )
     if api_key == ApiKey.LIST_OFFSETS:
-        return lo.ListOffsetsResponse(
+        return lor.ListOffsetsResponse(
             topics=[
-                lo.ListOffsetsTopicResponse(
+                lor.ListOffsetsTopicResponse(
                     name=t.name,
                     partitions=[
-                        lo.ListOffsetsPartitionResponse(
+                        lor.ListOffsetsPartitionResponse(
                             partition_index=p.partition_index, error_code=ErrorCode.TOPIC_AUTHORIZATION_FAILED
                         )
                         for p in t.partitions

@@ -32,6 +32,7 @@ from kraft_jbod.connection import (
     RequestReceived,
     ServerConnection,
 )
+from kraft_jbod.controller import features as fv
 from kraft_jbod.errors import KraftJbodError
 from kraft_jbod.messages.api_keys import ApiKey
 from kraft_jbod.messages.api_versions_response import ApiVersion, ApiVersionsResponse
@@ -143,8 +144,6 @@ class ClientListener:
                 b.image, version, body, node_id=b.node_id, properties=b.static_properties()
             )
         elif key == ApiKey.DESCRIBE_LOG_DIRS:
-            from kraft_jbod.controller import features as fv
-
             mv = b.image.features.get(fv.METADATA_VERSION, 1)
             resp = client_api.describe_log_dirs_response(
                 version, body, b.log_dir_infos(), cordon_supported=fv.supports_cordoned_dirs(mv)

@@ -30,6 +30,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import dataclasses
+import ipaddress
 import json
 import logging
 import os
@@ -938,8 +939,6 @@ class FakeBroker:
         Raises:
             KraftJbodError: the controller cannot be reached or answered an Envelope error.
         """
-        import ipaddress
-
         try:
             address = ipaddress.ip_address(client_host).packed
         except ValueError:
