@@ -1,15 +1,18 @@
 """The fake JBOD broker's asyncio shell: sockets and timers around the pure pieces.
 
-Strategy: three TCP channels to the controller, as a real broker opens them (raft Fetch,
-"heartbeat" for registration and heartbeats, "directory-assignments"), each a
+Strategy: four TCP channels to the controller, as a real broker opens them (raft Fetch and
+FetchSnapshot, "heartbeat" for registration and heartbeats, "directory-assignments", and
+"forwarding" for the Envelopes of admin writes its clients send), each a
 :class:`~kraft_jbod.connection.ClientConnection` that starts with ApiVersions and uses
 the highest version both sides support. Five tasks drive the pure parts:
 
-* fetch: :class:`~.follower.MetadataFollower` -> records -> :class:`~.image.MetadataImage`,
+* fetch: :class:`~.follower.MetadataFollower` -> records (or a whole snapshot, when the
+  controller's log starts past ours) -> :class:`~.image.MetadataImage`,
   then :func:`~.directories.reconcile` creates folders and queues assignments;
 * lifecycle: register (retried with backoff until ``initial.broker.registration.timeout.ms``;
-  without ``advertised.listeners`` each attempt first asks the controller for its client
-  listeners, :mod:`~.advertise`), then heartbeats through the :class:`~.lifecycle.Lifecycle` table; a directory failure
+  advertising its own client listeners, or, without them and without
+  ``advertised.listeners``, what the controller's client listeners are, :mod:`~.advertise`),
+  then heartbeats through the :class:`~.lifecycle.Lifecycle` table; a directory failure
   sends one at once;
 * assignments: the :class:`~.assignments.AssignmentQueue`, one request in flight;
 * probe: every ``kraft.jbod.probe.interval.ms`` each online directory is probed;
@@ -17,6 +20,10 @@ the highest version both sides support. Five tasks drive the pure parts:
   (``fail-dir DIR``, ``move TOPIC PARTITION DIR``, ``status``, ``shutdown``), answering one
   JSON line; ``shutdown`` (and SIGTERM in the CLI) runs a controlled shutdown
   (:meth:`FakeBroker.begin_shutdown`).
+
+Its own client listeners (:mod:`~.listener`, ``kraft.jbod.serve.clients``) answer clients
+from the image, describe and move replicas between its dirs, and forward admin writes.
+Start-up loads the dirs as Kafka's does (:func:`~kraft_jbod.storage.load_broker_dirs`).
 
 Invariants: a peer's bytes never crash the broker: a channel that fails is closed and
 reopened after a backoff. The broker stops on ``close()``, on a fatal follower error,
