@@ -73,6 +73,7 @@ class FetchResult:
     # Rule 6: a Fetch answer that started a download, and a download that completed.
     snapshot_requested: tuple[int, int] | None = None
     snapshot: LoadedSnapshot | None = None
+    whole: SnapshotDownload | None = None  # a finished download, not yet decoded
 
 
 class MetadataFollower:
@@ -229,8 +230,12 @@ class MetadataFollower:
             topics=[TopicSnapshot(name=METADATA_TOPIC, partitions=[part])],
         )
 
-    def on_snapshot_response(self, resp: FetchSnapshotResponse) -> FetchResult:
+    def on_snapshot_response(self, resp: FetchSnapshotResponse, *, parse: bool = True) -> FetchResult:
         """Digest one FetchSnapshot answer (Rule 6, :mod:`~kraft_jbod.broker.snapshots`).
+
+        With ``parse`` a whole snapshot is decoded and installed here (``snapshot`` in the
+        result); without, the whole download is handed back (``whole``) for the caller to
+        decode elsewhere (a worker thread) and :meth:`install`.
 
         Raises:
             DecodeError: the answer or the finished snapshot is malformed; the download is
@@ -287,12 +292,13 @@ class MetadataFollower:
                 f"snapshot ({d.end_offset}, {d.epoch}) is not ahead of our log "
                 f"(end offset {self.end_offset}, last fetched epoch {self.last_fetched_epoch})"
             )
-        loaded = parse_snapshot(d.data, d.end_offset, d.epoch)
-        self._install(loaded)
-        out.snapshot = loaded
+        if not parse:
+            out.whole = d
+            return out
+        out.snapshot = self.install(parse_snapshot(d.data, d.end_offset, d.epoch))
         return out
 
-    def _install(self, snap: LoadedSnapshot) -> None:
+    def install(self, snap: LoadedSnapshot) -> LoadedSnapshot:
         """Replace the log by the snapshot (Kafka's truncateToLatestSnapshot, Rule 6)."""
         last = snap.end_offset - 1
         self.records = []
@@ -305,6 +311,7 @@ class MetadataFollower:
         self.high_watermark = snap.end_offset
         self.published_offset = last
         self.snapshots_loaded += 1
+        return snap
 
     def _append(self, data: bytes) -> int:
         new: list[tuple[int, Any, int]] = []

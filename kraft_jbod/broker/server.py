@@ -57,6 +57,7 @@ from kraft_jbod.broker.follower import FollowerFatal, MetadataFollower
 from kraft_jbod.broker.image import MetadataImage
 from kraft_jbod.broker.lifecycle import Effect, Input, Lifecycle, State
 from kraft_jbod.broker.listener import ClientListener
+from kraft_jbod.broker.snapshots import parse_snapshot
 from kraft_jbod.connection import NEED_DATA, ClientConnection, ConnectionClosed, ResponseReceived
 from kraft_jbod.controller import features as fv
 from kraft_jbod.errors import KraftJbodError, StorageError
@@ -486,7 +487,17 @@ class FakeBroker:
                 await self._sleep(100)
                 continue
             try:
-                result = self.follower.on_snapshot_response(resp) if snapshot else self.follower.on_response(resp)
+                if snapshot:
+                    result = self.follower.on_snapshot_response(resp, parse=False)
+                    if result.whole is not None:
+                        # Decoding a large snapshot takes a while: off the event loop, so
+                        # heartbeats keep going; installing it and loading the image stay
+                        # together on the loop, so no heartbeat reports an offset before it.
+                        d = result.whole
+                        loaded = await asyncio.to_thread(parse_snapshot, bytes(d.data), d.end_offset, d.epoch)
+                        result.snapshot = self.follower.install(loaded)
+                else:
+                    result = self.follower.on_response(resp)
             except KraftJbodError as exc:
                 if isinstance(exc, FollowerFatal):
                     raise
