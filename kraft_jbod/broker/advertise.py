@@ -1,10 +1,12 @@
 """Which endpoints the fake broker registers: what real clients are told to connect to.
 
 A registration's Listeners are what the controller hands out in Metadata, so a real
-client that bootstrapped anywhere makes its follow-up connections there. The fake broker
-speaks the controller protocol only and serves no client traffic, so its own
-``listeners`` are the wrong thing to advertise; the controller's client listener (the
-``client_listeners`` extension) answers Metadata, topics and configs for the brokers.
+client that bootstrapped anywhere makes its follow-up connections there. A fake broker
+that serves clients itself (``kraft.jbod.serve.clients``, the default) advertises its own
+bound listeners (``FakeBroker._advertise_own``). The rules below are for one that does not
+(``kraft.jbod.serve.clients=false``): its own ``listeners`` are then the wrong thing to
+advertise; the controller's client listener (the ``client_listeners`` extension) answers
+Metadata, topics and configs for the brokers.
 
 Rules, in order (pure: the server sends :func:`describe_request` and hands the answer,
 or why there is none, to :func:`from_describe_configs` and :func:`choose`):

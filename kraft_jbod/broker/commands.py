@@ -4,8 +4,9 @@
 run failed, 2 bad usage), and ``kraft_jbod.cli.main`` turns a ``KraftJbodError`` into a
 message and exit code 2. asyncio and the broker are imported only when a command runs.
 
-``broker`` prints ``listening on CONTROL HOST:PORT`` once its control endpoint listens
-(when ``kraft.jbod.control.listener`` is set or ``--control`` given) and exits 0 when
+``broker`` prints ``listening on NAME HOST:PORT`` for each client listener it serves
+(``kraft.jbod.serve.clients``) and ``listening on CONTROL HOST:PORT`` once its control
+endpoint listens (when ``kraft.jbod.control.listener`` is set or ``--control`` given); it exits 0 when
 stopped by a signal or command, 1 when it stopped itself (e.g. log.dir.failure.timeout.ms).
 Output goes through :mod:`kraft_jbod.console` only.
 """
@@ -77,6 +78,9 @@ async def _run_broker(cfg: Any) -> int:
     for sig in (signal.SIGINT, signal.SIGTERM):
         loop.add_signal_handler(sig, on_signal, sig)
     async with broker:
+        for served in broker.client_listeners:
+            if served.address is not None:
+                console.listening(served.listener.name, *served.address)
         if broker.control_address is not None:
             host, port = broker.control_address
             console.listening("CONTROL", host, port)

@@ -7,11 +7,15 @@ the voter set are learnt by fetching; ``controller.listener.names`` picks the vo
 ``listeners`` and ``advertised.listeners`` (what the registration advertises; when
 unset, the broker advertises its controller's client listeners, learned by
 DescribeConfigs, and ``listeners`` only if the controller has none: see
-:mod:`~kraft_jbod.broker.advertise`), the heartbeat and session timings and
-``log.dir.failure.timeout.ms``; plus three of our own, ``kraft.jbod.probe.interval.ms``
-(how often each directory is probed), ``kraft.jbod.control.listener`` (host:port of
-the local command endpoint) and ``kraft.jbod.controlled.shutdown.timeout.ms`` (how long
-a controlled shutdown waits for the controller's ShouldShutDown, default 300000); and
+:mod:`~kraft_jbod.broker.advertise`), the heartbeat and session timings,
+``log.dir.failure.timeout.ms`` and ``controller.quorum.fetch.snapshot.max.bytes``; our
+own ``kraft.jbod.probe.interval.ms`` (how often each directory is probed),
+``kraft.jbod.control.listener`` (host:port of the local command endpoint) and
+``kraft.jbod.controlled.shutdown.timeout.ms`` (how long a controlled shutdown waits for
+the controller's ShouldShutDown, default 300000), ``kraft.jbod.broker.release`` (the
+Kafka release whose feature ranges it registers, :mod:`~kraft_jbod.broker.releases`),
+``kraft.jbod.serve.clients`` (default true: serve clients on the PLAINTEXT ``listeners``,
+:mod:`~kraft_jbod.broker.listener`); and
 Kafka 4.4's ``cordoned.log.dirs`` (KIP-1066). Pure: parsing only.
 """
 
@@ -22,6 +26,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
+from kraft_jbod.broker import releases
 from kraft_jbod.errors import ConfigError
 from kraft_jbod.properties import Listener, load_properties, parse_listeners, parse_override
 from kraft_jbod.storage import StorageLayout
@@ -65,6 +70,19 @@ class BrokerConfig:
     # are no static voters; the first of controller.listener.names picks the leader's endpoint.
     bootstrap_servers: tuple[tuple[str, int], ...] = ()
     controller_listener: str | None = None
+    # controller.quorum.fetch.snapshot.max.bytes: the slice a FetchSnapshot asks for.
+    fetch_snapshot_max_bytes: int = 1024 * 1024
+    # kraft.jbod.broker.release: the Kafka release whose feature ranges the broker registers
+    # (broker/releases.py).
+    release: str = "4.4"
+    # kraft.jbod.serve.clients: bind the PLAINTEXT entries of ``listeners`` and answer clients
+    # there (broker/listener.py), advertising them; false: serve nothing and advertise the
+    # controller's client listener (broker/advertise.py).
+    serve_clients: bool = True
+    # The properties the broker was started with, for DescribeConfigs of its own node.
+    properties: tuple[tuple[str, str], ...] = ()
+    # listener.security.protocol.map, by listener name (a name is its own protocol when absent).
+    protocols: tuple[tuple[str, str], ...] = ()
 
     @classmethod
     def from_properties(cls, props: Mapping[str, str]) -> BrokerConfig:
@@ -133,7 +151,16 @@ class BrokerConfig:
             cordoned_log_dirs=cordoned,
             bootstrap_servers=tuple(bootstrap),
             controller_listener=ctl_names[0] if ctl_names else None,
+            fetch_snapshot_max_bytes=_int(p, "controller.quorum.fetch.snapshot.max.bytes", 1024 * 1024),
+            release=_release(p.get("kraft.jbod.broker.release") or releases.DEFAULT_RELEASE),
+            serve_clients=_bool(p, "kraft.jbod.serve.clients", True),
+            properties=tuple(sorted(p.items())),
+            protocols=_protocols(p.get("listener.security.protocol.map", "")),
         )
+
+    def protocol_of(self, listener: str) -> str:
+        """The security protocol of a listener name (listener.security.protocol.map)."""
+        return dict(self.protocols).get(listener.upper(), listener.upper())
 
 
 def _cordoned(text: str, log_dirs: Sequence[Path]) -> tuple[Path, ...]:
@@ -150,6 +177,32 @@ def _cordoned(text: str, log_dirs: Sequence[Path]) -> tuple[Path, ...]:
             raise ConfigError(f"cordoned.log.dirs: {e!r} is not one of log.dirs")
         out.append(Path(e))
     return tuple(out)
+
+
+def _bool(p: Mapping[str, str], key: str, default: bool) -> bool:
+    text = (p.get(key) or "").strip().lower()
+    if not text:
+        return default
+    if text not in ("true", "false"):
+        raise ConfigError(f"{key}: {p[key]!r} is not true or false")
+    return text == "true"
+
+
+def _protocols(text: str) -> tuple[tuple[str, str], ...]:
+    out = []
+    for item in (i.strip() for i in text.split(",")):
+        if not item:
+            continue
+        name, sep, proto = item.partition(":")
+        if not sep or not name.strip() or not proto.strip():
+            raise ConfigError(f"listener.security.protocol.map: {item!r} is not NAME:PROTOCOL")
+        out.append((name.strip().upper(), proto.strip().upper()))
+    return tuple(out)
+
+
+def _release(text: str) -> str:
+    releases.supported_features(text)  # raises ConfigError naming the known releases
+    return text
 
 
 def _int(p: Mapping[str, str], key: str, default: int) -> int:

@@ -57,8 +57,17 @@ def future_folder(topic: str, partition: int) -> str:
 
 
 class DirectoryManager:
-    def __init__(self, dirs: Iterable[tuple[Path, uuid.UUID]]) -> None:
+    def __init__(
+        self, dirs: Iterable[tuple[Path, uuid.UUID]], *, failed_at_start: dict[Path, str] | None = None
+    ) -> None:
         self.dirs: dict[uuid.UUID, LogDir] = {d: LogDir(p, d) for p, d in dirs}
+        # Log dirs unreadable at start-up (their ids unknown): offline, never registered.
+        self.failed_at_start: dict[Path, str] = dict(failed_at_start or {})
+
+    @property
+    def any_offline(self) -> bool:
+        """Kafka's LogManager.hasOfflineLogDirs: a dir failed now or at start-up."""
+        return bool(self.failed_at_start) or any(not d.online for d in self.dirs.values())
 
     @property
     def online(self) -> list[LogDir]:
@@ -218,7 +227,7 @@ def reconcile(
     """
     actions: list[Action] = []
     ours = {d.dir_id: d for d in dirs.dirs.values()}
-    any_offline = any(not d.online for d in ours.values())
+    any_offline = dirs.any_offline
     load = {d.dir_id: len(d.replicas) + len(d.futures) for d in dirs.online if d.dir_id not in cordoned}
     if not load:
         load = {d.dir_id: len(d.replicas) + len(d.futures) for d in dirs.online}
@@ -243,6 +252,8 @@ def reconcile(
         if assigned in (UNASSIGNED_DIRECTORY, MIGRATING_DIRECTORY):
             if local is not None:
                 actions.append(Action(tp, local.dir_id, False, True, "already on disk"))
+            elif assigned == MIGRATING_DIRECTORY and any_offline:
+                continue  # Kafka creates a log for MIGRATING only while no dir is offline
             else:
                 chosen = choose()
                 if chosen is not None:

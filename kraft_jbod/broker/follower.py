@@ -21,6 +21,15 @@ Rule 5: the quorum is learnt as Kafka's observer learns it: the leader's id and 
 each answer, its endpoints from the answer's NodeEndpoints (Fetch v17), and at
 kraft.version 1 the voter set from the log's KRaftVersionRecord and VotersRecord control
 records (the last one fetched wins; a truncation below it forgets it).
+Rule 6: a partition answer naming a SnapshotId (our fetch offset is below the leader's log
+start) starts a snapshot download (:mod:`~kraft_jbod.broker.snapshots`): until it is
+whole the next request is a FetchSnapshot (:meth:`build_snapshot_request`), not a Fetch.
+A whole snapshot replaces the log as Kafka's ``truncateToLatestSnapshot`` does: nothing
+fetched is kept, the log ends at the snapshot's end offset, the last fetched epoch is the
+snapshot's epoch, the high watermark and the published offset move to its end, and the
+quorum records come from the snapshot. Kafka refuses a snapshot that is not ahead of its
+log (a newer epoch, or the same epoch and a larger end offset); so do we.
+Published records are not kept: they are in the image, and truncating below them is fatal.
 """
 
 from __future__ import annotations
@@ -30,9 +39,15 @@ from dataclasses import dataclass, field
 from typing import Any, Final
 
 from kraft_jbod import codec
+from kraft_jbod.broker.snapshots import DEFAULT_SLICE_BYTES, LoadedSnapshot, SnapshotDownload, parse_snapshot
 from kraft_jbod.errors import DecodeError, KraftJbodError
+from kraft_jbod.messages.error_codes import ErrorCode
 from kraft_jbod.messages.fetch_request import FetchPartition, FetchRequest, FetchTopic, ReplicaState
 from kraft_jbod.messages.fetch_response import FetchResponse
+from kraft_jbod.messages.fetch_snapshot_request import FetchSnapshotRequest, TopicSnapshot
+from kraft_jbod.messages.fetch_snapshot_request import PartitionSnapshot as SnapshotPartition
+from kraft_jbod.messages.fetch_snapshot_request import SnapshotId as RequestSnapshotId
+from kraft_jbod.messages.fetch_snapshot_response import FetchSnapshotResponse
 from kraft_jbod.messages.k_raft_version_record import KRaftVersionRecord
 from kraft_jbod.messages.voters_record import VotersRecord
 from kraft_jbod.wire.constants import METADATA_TOPIC, METADATA_TOPIC_ID
@@ -55,10 +70,21 @@ class FetchResult:
     new_leader: bool = False
     truncated_to: int | None = None
     batches: int = 0
+    # Rule 6: a Fetch answer that started a download, and a download that completed.
+    snapshot_requested: tuple[int, int] | None = None
+    snapshot: LoadedSnapshot | None = None
+    whole: SnapshotDownload | None = None  # a finished download, not yet decoded
 
 
 class MetadataFollower:
-    def __init__(self, *, cluster_id: str, node_id: int, directory_id: uuid.UUID | None = None) -> None:
+    def __init__(
+        self,
+        *,
+        cluster_id: str,
+        node_id: int,
+        directory_id: uuid.UUID | None = None,
+        snapshot_slice_bytes: int = DEFAULT_SLICE_BYTES,
+    ) -> None:
         self.cluster_id = cluster_id
         self.node_id = node_id
         self.directory_id = directory_id
@@ -76,6 +102,12 @@ class MetadataFollower:
         self.kraft_versions: list[tuple[int, int]] = []
         self.voter_sets: list[tuple[int, VotersRecord]] = []
         self.leader_endpoints: list[tuple[str, int]] = []  # from NodeEndpoints, for leader_id
+        # Rule 6: the download under way, the snapshot our log starts from, and counters.
+        self.snapshot_slice_bytes = snapshot_slice_bytes
+        self.download: SnapshotDownload | None = None
+        self.log_start: tuple[int, int] | None = None  # (end offset, epoch) of the loaded snapshot
+        self.snapshots_loaded = 0
+        self.snapshot_restarts = 0
 
     @property
     def kraft_version(self) -> int:
@@ -101,7 +133,9 @@ class MetadataFollower:
 
     @property
     def last_fetched_epoch(self) -> int:
-        return self.epochs[-1][0] if self.epochs else 0
+        if self.epochs:
+            return self.epochs[-1][0]
+        return self.log_start[1] if self.log_start is not None else 0
 
     def build_request(self, version: int) -> FetchRequest:
         """The Fetch a KRaft observer sends (protocol-notes §8.2), at ``version`` (>= 13)."""
@@ -163,12 +197,121 @@ class MetadataFollower:
             self._truncate(max(0, p.diverging_epoch.end_offset))
             out.truncated_to = self.end_offset
             return out
+        sid = p.snapshot_id
+        if sid.end_offset >= 0 or sid.epoch >= 0:
+            if sid.end_offset < 0 or sid.epoch < 0:
+                raise DecodeError(f"Fetch answered an invalid SnapshotId ({sid.end_offset}, {sid.epoch})")
+            self.download = SnapshotDownload(sid.end_offset, sid.epoch)
+            out.snapshot_requested = (sid.end_offset, sid.epoch)
+            return out
         if p.records:
             out.batches = self._append(p.records)
         if p.high_watermark >= 0:
             self.high_watermark = min(self.end_offset, p.high_watermark)
         out.published = self._publish()
         return out
+
+    def build_snapshot_request(self, version: int) -> FetchSnapshotRequest:
+        """The FetchSnapshot for the next slice of the download under way (Rule 6)."""
+        d = self.download
+        assert d is not None, "no snapshot download under way"
+        part = SnapshotPartition(
+            partition=0,
+            current_leader_epoch=self.epoch,
+            snapshot_id=RequestSnapshotId(end_offset=d.end_offset, epoch=d.epoch),
+            position=d.position,
+        )
+        if version >= 1 and self.directory_id is not None:
+            part.replica_directory_id = self.directory_id
+        return FetchSnapshotRequest(
+            cluster_id=self.cluster_id,
+            replica_id=self.node_id,
+            max_bytes=self.snapshot_slice_bytes,
+            topics=[TopicSnapshot(name=METADATA_TOPIC, partitions=[part])],
+        )
+
+    def on_snapshot_response(self, resp: FetchSnapshotResponse, *, parse: bool = True) -> FetchResult:
+        """Digest one FetchSnapshot answer (Rule 6, :mod:`~kraft_jbod.broker.snapshots`).
+
+        With ``parse`` a whole snapshot is decoded and installed here (``snapshot`` in the
+        result); without, the whole download is handed back (``whole``) for the caller to
+        decode elsewhere (a worker thread) and :meth:`install`.
+
+        Raises:
+            DecodeError: the answer or the finished snapshot is malformed; the download is
+                dropped and the next request is a Fetch again.
+        """
+        out = FetchResult(error_code=resp.error_code)
+        if resp.error_code != 0 or self.download is None:
+            return out
+        if (
+            len(resp.topics) != 1
+            or resp.topics[0].name != METADATA_TOPIC
+            or len(resp.topics[0].partitions) != 1
+            or resp.topics[0].partitions[0].index != 0
+        ):
+            self.download = None
+            raise DecodeError("FetchSnapshot response without exactly one metadata partition")
+        p = resp.topics[0].partitions[0]
+        leader = p.current_leader
+        if leader.leader_epoch > self.epoch and leader.leader_id >= 0:
+            # A new epoch is a new follower state in Kafka: the download starts over.
+            self.epoch, self.leader_id = leader.leader_epoch, leader.leader_id
+            out.new_leader = True
+            self.download = None
+            return out
+        if 0 <= leader.leader_epoch < self.epoch:
+            return out  # Rule 1: stale answer
+        if leader.leader_id >= 0:
+            self.leader_id = leader.leader_id
+        ends = [(n.host, n.port) for n in (resp.node_endpoints or ()) if n.node_id == self.leader_id]
+        if ends:
+            self.leader_endpoints = ends
+        out.error_code = p.error_code
+        if p.error_code == ErrorCode.SNAPSHOT_NOT_FOUND or p.snapshot_id.end_offset < 0 or p.snapshot_id.epoch < 0:
+            self.download = None  # deleted meanwhile: a Fetch learns the newer one
+            self.snapshot_restarts += 1
+            out.error_code = 0
+            return out
+        if p.error_code != 0:
+            return out
+        d = self.download
+        try:
+            done = d.on_slice(p)
+        except DecodeError:
+            self.download = None
+            raise
+        if not done:
+            return out
+        self.download = None
+        ahead = d.epoch > self.last_fetched_epoch or (
+            d.epoch == self.last_fetched_epoch and d.end_offset > self.end_offset
+        )
+        if not ahead:
+            raise DecodeError(
+                f"snapshot ({d.end_offset}, {d.epoch}) is not ahead of our log "
+                f"(end offset {self.end_offset}, last fetched epoch {self.last_fetched_epoch})"
+            )
+        if not parse:
+            out.whole = d
+            return out
+        out.snapshot = self.install(parse_snapshot(d.data, d.end_offset, d.epoch))
+        return out
+
+    def install(self, snap: LoadedSnapshot) -> LoadedSnapshot:
+        """Replace the log by the snapshot (Kafka's truncateToLatestSnapshot, Rule 6)."""
+        last = snap.end_offset - 1
+        self.records = []
+        self._next_publish = 0
+        self.epochs = []
+        self.log_start = (snap.end_offset, snap.epoch)
+        self.end_offset = snap.end_offset
+        self.kraft_versions = [(last, snap.kraft_version)] if snap.kraft_version is not None else []
+        self.voter_sets = [(last, snap.voters)] if snap.voters is not None else []
+        self.high_watermark = snap.end_offset
+        self.published_offset = last
+        self.snapshots_loaded += 1
+        return snap
 
     def _append(self, data: bytes) -> int:
         new: list[tuple[int, Any, int]] = []
@@ -263,7 +406,9 @@ class MetadataFollower:
         while i < len(self.records) and self.records[i][0] < self.high_watermark:
             out.append(self.records[i])
             i += 1
-        self._next_publish = i
+        # Published records live on in the image; the log keeps only what is not yet published.
+        del self.records[:i]
+        self._next_publish = 0
         if self.high_watermark > 0:
             self.published_offset = max(self.published_offset, self.high_watermark - 1)
         return out

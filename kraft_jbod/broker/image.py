@@ -8,7 +8,9 @@ controller's own state.
 Invariants: offsets applied are strictly increasing; a PartitionChangeRecord bumps the
 partition epoch, and the leader epoch when it changes the leader (Kafka's merge rule);
 null fields mean "unchanged", an empty Directories list on a PartitionRecord means every
-replica is MIGRATING; Directories always runs parallel to Replicas.
+replica is MIGRATING; Directories always runs parallel to Replicas. ``load_snapshot`` replaces the whole image
+by a snapshot's records, which all count as applied at the snapshot's last offset (as
+Kafka replays a snapshot).
 """
 
 from __future__ import annotations
@@ -19,6 +21,7 @@ from dataclasses import dataclass, field
 
 from kraft_jbod.errors import StorageError
 from kraft_jbod.messages.broker_registration_change_record import BrokerRegistrationChangeRecord
+from kraft_jbod.messages.config_record import ConfigRecord
 from kraft_jbod.messages.feature_level_record import FeatureLevelRecord
 from kraft_jbod.messages.fence_broker_record import FenceBrokerRecord
 from kraft_jbod.messages.partition_change_record import PartitionChangeRecord
@@ -44,6 +47,9 @@ class BrokerView:
     log_dirs: tuple[uuid.UUID, ...]
     online_dirs: tuple[uuid.UUID, ...]
     register_offset: int
+    # (listener name, host, port) of its registration, and its rack: what Metadata lists.
+    endpoints: tuple[tuple[str, str, int], ...] = ()
+    rack: str | None = None
 
 
 @dataclass(slots=True)
@@ -70,6 +76,8 @@ class MetadataImage:
     brokers: dict[int, BrokerView] = field(default_factory=dict)
     topic_names: dict[uuid.UUID, str] = field(default_factory=dict)
     partitions: dict[TopicPartition, PartitionView] = field(default_factory=dict)
+    # (resource type, resource name) -> dynamic configs, from ConfigRecords (DescribeConfigs)
+    configs: dict[tuple[int, str], dict[str, str]] = field(default_factory=dict)
     last_offset: int = -1
     records_applied: int = 0
 
@@ -83,6 +91,23 @@ class MetadataImage:
         for p in self.partitions.values():
             if broker_id in p.replicas:
                 yield p
+
+    def load_snapshot(self, end_offset: int, records: list[tuple[Message, int]]) -> None:
+        """Replace the image, in place, by a snapshot ending at ``end_offset``.
+
+        Raises:
+            StorageError: a record naming something the snapshot does not hold.
+        """
+        self.features.clear()
+        self.brokers.clear()
+        self.topic_names.clear()
+        self.partitions.clear()
+        self.configs.clear()
+        last = end_offset - 1
+        for record, version in records:
+            self.last_offset = last - 1  # every record counts as applied at the last offset
+            self.apply(last, record, version)
+        self.last_offset = last
 
     def apply(self, offset: int, record: Message, version: int) -> None:
         """Apply one committed record.
@@ -109,6 +134,8 @@ class MetadataImage:
                 dirs,
                 dirs,
                 offset,
+                tuple((e.name, e.host, e.port) for e in record.end_points),
+                record.rack,
             )
         elif isinstance(record, UnregisterBrokerRecord):
             self.brokers.pop(record.broker_id, None)
@@ -128,7 +155,16 @@ class MetadataImage:
             self._broker(record.id, offset).fenced = False
         elif isinstance(record, TopicRecord):
             self.topic_names[record.topic_id] = record.name
+        elif isinstance(record, ConfigRecord):
+            entry = self.configs.setdefault((record.resource_type, record.resource_name), {})
+            if record.value is None:
+                entry.pop(record.name, None)
+            else:
+                entry[record.name] = record.value
         elif isinstance(record, RemoveTopicRecord):
+            name = self.topic_names.get(record.topic_id)
+            if name is not None:
+                self.configs.pop((2, name), None)  # a deleted topic's configs go with it
             self.topic_names.pop(record.topic_id, None)
             for tp in [tp for tp in self.partitions if tp[0] == record.topic_id]:
                 del self.partitions[tp]

@@ -1,15 +1,18 @@
 """The fake JBOD broker's asyncio shell: sockets and timers around the pure pieces.
 
-Strategy: three TCP channels to the controller, as a real broker opens them (raft Fetch,
-"heartbeat" for registration and heartbeats, "directory-assignments"), each a
+Strategy: four TCP channels to the controller, as a real broker opens them (raft Fetch and
+FetchSnapshot, "heartbeat" for registration and heartbeats, "directory-assignments", and
+"forwarding" for the Envelopes of admin writes its clients send), each a
 :class:`~kraft_jbod.connection.ClientConnection` that starts with ApiVersions and uses
 the highest version both sides support. Five tasks drive the pure parts:
 
-* fetch: :class:`~.follower.MetadataFollower` -> records -> :class:`~.image.MetadataImage`,
+* fetch: :class:`~.follower.MetadataFollower` -> records (or a whole snapshot, when the
+  controller's log starts past ours) -> :class:`~.image.MetadataImage`,
   then :func:`~.directories.reconcile` creates folders and queues assignments;
 * lifecycle: register (retried with backoff until ``initial.broker.registration.timeout.ms``;
-  without ``advertised.listeners`` each attempt first asks the controller for its client
-  listeners, :mod:`~.advertise`), then heartbeats through the :class:`~.lifecycle.Lifecycle` table; a directory failure
+  advertising its own client listeners, or, without them and without
+  ``advertised.listeners``, what the controller's client listeners are, :mod:`~.advertise`),
+  then heartbeats through the :class:`~.lifecycle.Lifecycle` table; a directory failure
   sends one at once;
 * assignments: the :class:`~.assignments.AssignmentQueue`, one request in flight;
 * probe: every ``kraft.jbod.probe.interval.ms`` each online directory is probed;
@@ -17,6 +20,10 @@ the highest version both sides support. Five tasks drive the pure parts:
   (``fail-dir DIR``, ``move TOPIC PARTITION DIR``, ``status``, ``shutdown``), answering one
   JSON line; ``shutdown`` (and SIGTERM in the CLI) runs a controlled shutdown
   (:meth:`FakeBroker.begin_shutdown`).
+
+Its own client listeners (:mod:`~.listener`, ``kraft.jbod.serve.clients``) answer clients
+from the image, describe and move replicas between its dirs, and forward admin writes.
+Start-up loads the dirs as Kafka's does (:func:`~kraft_jbod.storage.load_broker_dirs`).
 
 Invariants: a peer's bytes never crash the broker: a channel that fails is closed and
 reopened after a backoff. The broker stops on ``close()``, on a fatal follower error,
@@ -30,8 +37,11 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import dataclasses
+import ipaddress
 import json
 import logging
+import os
+import shutil
 import time
 import uuid
 from collections.abc import Callable
@@ -39,33 +49,45 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from kraft_jbod.broker import advertise
+from kraft_jbod.broker import advertise, client_api, releases
 from kraft_jbod.broker import directories as dm
 from kraft_jbod.broker.assignments import Assignment, AssignmentQueue
 from kraft_jbod.broker.config import BrokerConfig, Voter
 from kraft_jbod.broker.follower import FollowerFatal, MetadataFollower
 from kraft_jbod.broker.image import MetadataImage
 from kraft_jbod.broker.lifecycle import Effect, Input, Lifecycle, State
+from kraft_jbod.broker.listener import ClientListener
+from kraft_jbod.broker.snapshots import parse_snapshot
 from kraft_jbod.connection import NEED_DATA, ClientConnection, ConnectionClosed, ResponseReceived
 from kraft_jbod.controller import features as fv
 from kraft_jbod.errors import KraftJbodError, StorageError
+from kraft_jbod.messages.alter_replica_log_dirs_response import (
+    AlterReplicaLogDirPartitionResult,
+    AlterReplicaLogDirsResponse,
+    AlterReplicaLogDirTopicResult,
+)
 from kraft_jbod.messages.api_keys import ApiKey
 from kraft_jbod.messages.api_versions_request import ApiVersionsRequest
 from kraft_jbod.messages.broker_heartbeat_request import BrokerHeartbeatRequest
 from kraft_jbod.messages.broker_registration_request import BrokerRegistrationRequest, Listener
+from kraft_jbod.messages.default_principal_data import DefaultPrincipalData
+from kraft_jbod.messages.envelope_request import EnvelopeRequest
 from kraft_jbod.messages.error_codes import ErrorCode
-from kraft_jbod.storage import ensure_directory_ids
+from kraft_jbod.properties import Listener as ConfigListener
+from kraft_jbod.storage import load_broker_dirs
 from kraft_jbod.wire.primitives import uuid_from_base64url, uuid_signed_key, uuid_to_base64url
 
 log = logging.getLogger(__name__)
 
 OUR_VERSIONS: dict[int, tuple[int, int]] = {
     ApiKey.FETCH: (13, 17),
+    ApiKey.FETCH_SNAPSHOT: (0, 1),
     ApiKey.BROKER_REGISTRATION: (2, 4),
     ApiKey.BROKER_HEARTBEAT: (0, 2),
     ApiKey.ASSIGN_REPLICAS_TO_DIRS: (0, 0),
     ApiKey.CREATE_TOPICS: (2, 7),
     ApiKey.DESCRIBE_CONFIGS: (1, 4),
+    ApiKey.ENVELOPE: (0, 0),
 }
 
 
@@ -120,6 +142,26 @@ class Channel:
         if resp.error_code != 0:
             raise ChannelError(f"{self.name}: ApiVersions answered error {resp.error_code}")
         self.versions = {k.api_key: (k.min_version, k.max_version) for k in resp.api_keys}
+
+    async def learn_versions(self) -> dict[int, tuple[int, int]]:
+        """The controller's ApiVersions answer, connecting first if never connected.
+
+        Raises:
+            ChannelError: the controller cannot be reached.
+        """
+        if self.versions:
+            return self.versions
+        async with self._lock:
+            if self._conn is None:
+                try:
+                    await self._open()
+                except ChannelError:
+                    self.close()
+                    raise
+                except KraftJbodError as exc:
+                    self.close()
+                    raise ChannelError(f"{self.name}: {exc}") from None
+            return self.versions
 
     def version(self, key: int) -> int:
         lo, hi = OUR_VERSIONS[key]
@@ -223,6 +265,9 @@ class FakeBroker:
         self._leader_known = asyncio.Event()
         # What the registration advertises (broker/advertise.py), chosen before each attempt.
         self.advertised: advertise.Advertised | None = None
+        # Its own client listeners (kraft.jbod.serve.clients), bound in start().
+        self.client_listeners: list[ClientListener] = []
+        self._scanned = False
 
     # ------------------------------------------------------------------ lifecycle
 
@@ -243,29 +288,55 @@ class FakeBroker:
     async def start(self) -> None:
         """Load directory ids, start the tasks and the control endpoint.
 
+        The directories are loaded as a Kafka 4.4 broker loads them
+        (:func:`~kraft_jbod.storage.load_broker_dirs`): an unformatted or missing one stops
+        the start, an unreadable one (a file in its place) stays offline and unregistered.
+
         Raises:
-            StorageError: the directories are unformatted, inconsistent or share an id.
-            OSError: the control endpoint cannot bind.
+            StorageError: a directory is unformatted or missing, the directories are
+                inconsistent or share an id, the metadata directory or every log directory
+                is unreadable.
+            OSError: a listener cannot bind.
         """
         cfg = self.config
-        results = ensure_directory_ids(cfg.layout)
-        by_path = {r.path: r for r in results}
-        self.cluster_id = results[0].meta.cluster_id or ""
-        for r in results:
+        loaded = load_broker_dirs(cfg.layout)
+        by_path = {r.path: r for r in loaded.results}
+        self.cluster_id = loaded.cluster_id
+        for r in loaded.results:
             if r.action != "kept":
                 shown = uuid_to_base64url(r.meta.directory_id or uuid.UUID(int=0))
                 self.event("storage", f"{r.path}: {r.action} ({shown})")
+        failed = {d: why for d, why in loaded.failed if d in cfg.layout.log_dirs}
+        for d, why in failed.items():
+            log.error(
+                "broker %d: log dir %s is offline from the start: %s",
+                self.node_id,
+                d,
+                why,
+                extra={"event": "dir-offline-at-start", "broker": self.node_id},
+            )
+            self.event("storage", f"{d}: offline from the start ({why})")
         log_dirs = []
         for p in cfg.layout.log_dirs:
+            if p in failed:
+                continue
             dir_id = by_path[p].meta.directory_id
             assert dir_id is not None
             log_dirs.append((p, dir_id))
-        self.dirs = dm.DirectoryManager(log_dirs)
+        if not log_dirs:
+            # Kafka: "Shutdown broker because none of the specified log dirs ... can be created or validated"
+            raise StorageError(f"none of the log dirs {', '.join(map(str, cfg.layout.log_dirs))} can be read")
+        self.dirs = dm.DirectoryManager(log_dirs, failed_at_start=failed)
         self.metadata_dir_id = by_path[cfg.layout.metadata_log_dir].meta.directory_id
         self.follower = MetadataFollower(
-            cluster_id=self.cluster_id, node_id=self.node_id, directory_id=self.metadata_dir_id
+            cluster_id=self.cluster_id,
+            node_id=self.node_id,
+            directory_id=self.metadata_dir_id,
+            snapshot_slice_bytes=cfg.fetch_snapshot_max_bytes,
         )
-        self.lifecycle = Lifecycle(self.node_id, multi_dir=len(log_dirs) > 1, failure_timeout_ms=cfg.failure_timeout_ms)
+        # Kafka counts the configured log dirs (config.logDirs().size() > 1), failed ones too.
+        multi = len(cfg.layout.log_dirs) > 1
+        self.lifecycle = Lifecycle(self.node_id, multi_dir=multi, failure_timeout_ms=cfg.failure_timeout_ms)
         self.lifecycle.set_cordoned({self._find_dir(str(p)).dir_id for p in cfg.cordoned_log_dirs})
         # Static voters name the controller; otherwise the first Fetch goes to a bootstrap
         # server and the leader's endpoint is learnt from the answer (_follow_leader).
@@ -276,6 +347,26 @@ class FakeBroker:
         self._raft = Channel("raft", addr, f"raft-client-{self.node_id}", timeout, self.tap)
         self._hb = Channel("heartbeat", addr, str(self.node_id), timeout, self.tap)
         self._assign = Channel("directory-assignments", addr, str(self.node_id), timeout, self.tap)
+        self._forward = Channel("forwarding", addr, str(self.node_id), timeout, self.tap)
+        if cfg.serve_clients:
+            for li in cfg.listeners:
+                if cfg.protocol_of(li.name) != "PLAINTEXT":
+                    log.warning(
+                        "broker %d: listener %s is %s; the fake broker serves clients on PLAINTEXT listeners only",
+                        self.node_id,
+                        li.name,
+                        cfg.protocol_of(li.name),
+                    )
+                    continue
+                server = ClientListener(self, li)
+                try:
+                    bound = await server.start()
+                except OSError:
+                    for other in self.client_listeners:
+                        await other.close()
+                    raise
+                self.client_listeners.append(server)
+                self.event("listener", f"serving clients on {li.name}://{bound[0]}:{bound[1]}")
         if cfg.control_listener is not None:
             self._control = await asyncio.start_server(self._serve_control, *cfg.control_listener)
             sock = self._control.sockets[0].getsockname()
@@ -364,8 +455,12 @@ class FakeBroker:
         if self._control is not None:
             self._control.close()
             await self._control.wait_closed()
-        for ch in (self._raft, self._hb, self._assign):
-            ch.close()
+        for server in self.client_listeners:
+            await server.close()
+        for name in ("_raft", "_hb", "_assign", "_forward"):
+            ch = getattr(self, name, None)  # absent when start() failed before opening them
+            if ch is not None:
+                ch.close()
 
     async def _sleep(self, ms: float, wake: asyncio.Event | None = None) -> None:
         if wake is None:
@@ -379,16 +474,30 @@ class FakeBroker:
 
     async def _fetch_loop(self) -> None:
         while not self.stopped.is_set():
+            snapshot = self.follower.download is not None
             try:
-                resp = await self._raft.call(
-                    ApiKey.FETCH, self.follower.build_request, timeout_ms=self.config.request_timeout_ms + 1000
-                )
+                if snapshot:
+                    resp = await self._raft.call(ApiKey.FETCH_SNAPSHOT, self.follower.build_snapshot_request)
+                else:
+                    resp = await self._raft.call(
+                        ApiKey.FETCH, self.follower.build_request, timeout_ms=self.config.request_timeout_ms + 1000
+                    )
             except ChannelError as exc:
                 log.debug("broker %d: fetch: %s", self.node_id, exc)
                 await self._sleep(100)
                 continue
             try:
-                result = self.follower.on_response(resp)
+                if snapshot:
+                    result = self.follower.on_snapshot_response(resp, parse=False)
+                    if result.whole is not None:
+                        # Decoding a large snapshot takes a while: off the event loop, so
+                        # heartbeats keep going; installing it and loading the image stay
+                        # together on the loop, so no heartbeat reports an offset before it.
+                        d = result.whole
+                        loaded = await asyncio.to_thread(parse_snapshot, bytes(d.data), d.end_offset, d.epoch)
+                        result.snapshot = self.follower.install(loaded)
+                else:
+                    result = self.follower.on_response(resp)
             except KraftJbodError as exc:
                 if isinstance(exc, FollowerFatal):
                     raise
@@ -403,9 +512,26 @@ class FakeBroker:
             if result.error_code not in (0, ErrorCode.FENCED_LEADER_EPOCH):
                 await self._sleep(100)
                 continue
+            if result.snapshot_requested is not None:
+                end, epoch = result.snapshot_requested
+                self.event(
+                    "snapshot", f"fetching snapshot ({end}, {epoch}): our log ends at {self.follower.end_offset}"
+                )
+            published = False
+            if result.snapshot is not None:
+                snap = result.snapshot
+                self.image.load_snapshot(snap.end_offset, snap.records)
+                self.event(
+                    "snapshot",
+                    f"loaded snapshot ({snap.end_offset}, {snap.epoch}): {len(snap.records)} records, "
+                    f"{snap.size} bytes; fetching on from offset {snap.end_offset}",
+                )
+                published = True
             if result.published:
                 for offset, record, version in result.published:
                     self.image.apply(offset, record, version)
+                published = True
+            if published:
                 if not self.lifecycle.image_published:
                     self.lifecycle.image_published = True
                     self.event("image", f"first metadata image published at offset {self.follower.published_offset}")
@@ -420,7 +546,7 @@ class FakeBroker:
             return
         if addr != self._hb.addr or not self._leader_known.is_set():
             self.event("leader-endpoint", f"controller {self.follower.leader_id} at {addr[0]}:{addr[1]}")
-        for channel in (self._raft, self._hb, self._assign):
+        for channel in (self._raft, self._hb, self._assign, self._forward):
             channel.addr = addr
         self._leader_known.set()
 
@@ -442,6 +568,11 @@ class FakeBroker:
         self._reconcile()
 
     def _reconcile(self) -> None:
+        if not self._scanned:
+            # The replica folders already on disk (a restart), found once the image names
+            # their topics: they count for placement as Kafka's loaded logs do.
+            self._scanned = True
+            self.dirs.scan({name: tid for tid, name in self.image.topic_names.items()})
         multi = self.lifecycle.multi_dir
         cordoned = frozenset(self.lifecycle.configured_cordoned)
         for action in dm.reconcile(self.node_id, self.image.partitions_of(self.node_id), self.dirs, cordoned):
@@ -462,9 +593,7 @@ class FakeBroker:
     # ------------------------------------------------------------------ registration, heartbeats
 
     def _registration(self, version: int) -> BrokerRegistrationRequest:
-        feats = fv.registration_features(4)
-        if version < 4:
-            feats = [f for f in feats if f.min_supported_version != 0]
+        feats = releases.registration_features(self.config.release, version)
         online = sorted((d.dir_id for d in self.dirs.online), key=uuid_signed_key)
         return BrokerRegistrationRequest(
             broker_id=self.node_id,
@@ -493,6 +622,9 @@ class FakeBroker:
         """
         cfg = self._quorum_config()
         learned = None
+        if self.client_listeners:
+            self._advertise_own(cfg)
+            return
         if not cfg.advertised_listeners:
             voter = cfg.voters[0]
             try:
@@ -512,6 +644,24 @@ class FakeBroker:
                 extra={"event": "advertise-unreachable", "broker": self.node_id},
             )
         self.event("advertise", f"{advertise.show(chosen.listeners)} (from {chosen.source})")
+
+    def _advertise_own(self, cfg: BrokerConfig) -> None:
+        """Serving clients: advertised.listeners when set, else the listeners as bound (a
+        wildcard host becomes the host the broker reaches its controller at)."""
+        if cfg.advertised_listeners:
+            chosen = advertise.Advertised(cfg.advertised_listeners, "advertised.listeners")
+        else:
+            own = []
+            for server in self.client_listeners:
+                assert server.address is not None
+                host = server.listener.host
+                if host in ("", "0.0.0.0", "::"):
+                    host = cfg.voters[0].host if cfg.voters else server.address[0]
+                own.append(ConfigListener(server.listener.name, host, server.address[1]))
+            chosen = advertise.Advertised(tuple(own), "its own listeners")
+        previous, self.advertised = self.advertised, chosen
+        if previous is None or previous.listeners != chosen.listeners:
+            self.event("advertise", f"{advertise.show(chosen.listeners)} (from {chosen.source})")
 
     async def _register(self) -> bool:
         started = _now_ms()
@@ -788,6 +938,143 @@ class FakeBroker:
         else:
             self._dir_failed(dst_id, dst.reason)
 
+    # ------------------------------------------------------------------ client listener
+
+    def supported_features(self) -> dict[str, tuple[int, int]]:
+        return releases.supported_features(self.config.release)
+
+    def static_properties(self) -> list[tuple[str, str]]:
+        return list(self.config.properties)
+
+    async def controller_versions(self) -> dict[int, tuple[int, int]]:
+        """What the controller serves (the forwarded admin APIs are offered at these)."""
+        return await self._forward.learn_versions()
+
+    async def forward(self, raw: bytes, client_host: str) -> bytes:
+        """Send a client's request (header and body) to the controller in an Envelope, as
+        Kafka's forwarding manager does; return the inner response (header and body).
+
+        Raises:
+            KraftJbodError: the controller cannot be reached or answered an Envelope error.
+        """
+        try:
+            address = ipaddress.ip_address(client_host).packed
+        except ValueError:
+            address = bytes(4)
+        principal = bytearray(b"\x00\x00")  # DefaultPrincipalData version 0
+        DefaultPrincipalData(type="User", name="ANONYMOUS", token_authenticated=False).write(principal, 0)
+        req = EnvelopeRequest(request_data=raw, request_principal=bytes(principal), client_host_address=address)
+        resp = await self._forward.call(ApiKey.ENVELOPE, req)
+        if resp.error_code != 0 or resp.response_data is None:
+            raise KraftJbodError(f"the controller answered the Envelope with error {resp.error_code}")
+        return bytes(resp.response_data)
+
+    def log_dir_infos(self) -> list[client_api.DirInfo]:
+        """Every log.dirs entry as DescribeLogDirs reports it (ReplicaManager.describeLogDirs)."""
+        out = []
+        cordoned = self.lifecycle.configured_cordoned
+        for p in self.config.layout.log_dirs:
+            d = self.dirs.by_path(p)
+            path = str(Path(p).absolute())
+            if d is None or not d.online:
+                out.append(client_api.DirInfo(path, online=False))
+                continue
+            try:
+                st = os.statvfs(d.path)
+            except OSError:
+                out.append(client_api.DirInfo(path, online=False))
+                continue
+            info = client_api.DirInfo(
+                path,
+                online=True,
+                total_bytes=st.f_blocks * st.f_frsize,
+                usable_bytes=st.f_bavail * st.f_frsize,
+                cordoned=d.dir_id in cordoned,
+            )
+            for tp, future in [(tp, False) for tp in d.replicas] + [(tp, True) for tp in d.futures]:
+                name = self.image.topic_names.get(tp[0])
+                if name is None:
+                    continue
+                size = 0 if future else _log_bytes(d.path / dm.replica_folder(name, tp[1]))
+                info.replicas.append((name, tp[1], size, future))
+            out.append(info)
+        return out
+
+    def alter_replica_log_dirs(self, body: Any) -> AlterReplicaLogDirsResponse:
+        """AlterReplicaLogDirs, per partition as Kafka's ReplicaManager.alterReplicaLogDirs."""
+        results: dict[str, list[AlterReplicaLogDirPartitionResult]] = {}
+        for entry in body.dirs:
+            for t in entry.topics:
+                for part in t.partitions:
+                    code = self._alter_one(entry.path, t.name, part)
+                    results.setdefault(t.name, []).append(AlterReplicaLogDirPartitionResult(part, code))
+                    if code == 0:
+                        self.event("alter-log-dir", f"{t.name}-{part} -> {entry.path}")
+        return AlterReplicaLogDirsResponse(
+            results=[AlterReplicaLogDirTopicResult(topic_name=n, partitions=ps) for n, ps in results.items()]
+        )
+
+    def _alter_one(self, path: str, topic: str, partition: int) -> int:
+        if len(f"{topic}-{partition}.{'0' * 32}-future") > 255:
+            return ErrorCode.INVALID_TOPIC_EXCEPTION
+        target = next(
+            (
+                d
+                for p in self.config.layout.log_dirs
+                if str(Path(p).absolute()) == path
+                for d in [self.dirs.by_path(p)]
+                if d is not None
+            ),
+            None,
+        )
+        if target is None:
+            configured = any(str(Path(p).absolute()) == path for p in self.config.layout.log_dirs)
+            # A configured dir unreadable since start-up is offline; anything else is not ours.
+            return ErrorCode.KAFKA_STORAGE_ERROR if configured else ErrorCode.LOG_DIR_NOT_FOUND
+        if not target.online:
+            return ErrorCode.KAFKA_STORAGE_ERROR
+        if target.dir_id in self.lifecycle.configured_cordoned:
+            return ErrorCode.INVALID_REPLICA_ASSIGNMENT
+        tid = self.image.topic_id(topic)
+        view = None if tid is None else self.image.partitions.get((tid, partition))
+        if tid is None or view is None:
+            return ErrorCode.UNKNOWN_TOPIC_OR_PARTITION  # Kafka: not in its metadata cache
+        if self.node_id not in view.replicas:
+            return ErrorCode.REPLICA_NOT_AVAILABLE  # Kafka: NOT_LEADER_OR_FOLLOWER, answered as this
+        tp = (tid, partition)
+        placed = view.dir_of(self.node_id)
+        if placed in self.dirs.dirs and not self.dirs.dirs[placed].online:
+            return ErrorCode.KAFKA_STORAGE_ERROR  # the replica lives in an offline dir
+        moving = self._moves.get(tp)
+        if moving is not None:
+            if moving[1] == target.dir_id:
+                return ErrorCode.NONE
+            self._cancel_move(tp, topic)
+        src = self.dirs.location(tp)
+        if src is None:
+            return ErrorCode.REPLICA_NOT_AVAILABLE
+        if src is target:
+            return ErrorCode.NONE
+        if self.dirs.any_offline:
+            return ErrorCode.KAFKA_STORAGE_ERROR  # Kafka creates no future log while a dir is offline
+        try:
+            self.move_replica(topic, partition, str(target.path))
+        except KraftJbodError:
+            return ErrorCode.KAFKA_STORAGE_ERROR
+        return ErrorCode.NONE
+
+    def _cancel_move(self, tp: dm.TopicPartition, topic: str) -> None:
+        """Drop a move in flight (its future replica), as Kafka does when the destination changes."""
+        src, dst, acked = self._moves.pop(tp)
+        self.queue.cancel(tp)
+        d = self.dirs.dirs[dst]
+        d.futures.discard(tp)
+        for folder in d.path.glob(f"{dm.replica_folder(topic, tp[1])}.*-future"):
+            shutil.rmtree(folder, ignore_errors=True)
+        if acked:
+            self.queue.add(Assignment(tp[0], tp[1], src, _now_ms(), "revert move"))
+            self._wake_assign.set()
+
     # ------------------------------------------------------------------ status and control
 
     def status(self) -> dict[str, Any]:
@@ -796,6 +1083,7 @@ class FakeBroker:
             "state": self.lifecycle.state.value,
             "epoch": self.lifecycle.epoch,
             "metadata_offset": self.follower.published_offset,
+            "snapshots_loaded": self.follower.snapshots_loaded,
             "QueuedReplicaToDirAssignments": self.queue.queued,
             "dirs": {
                 str(d.path): {"id": uuid_to_base64url(d.dir_id), "online": d.online, "replicas": len(d.replicas)}
@@ -845,6 +1133,14 @@ class FakeBroker:
             f"unknown command {' '.join(words)!r}: try status, fail-dir DIR, move TOPIC PARTITION DIR, "
             "cordon DIR, uncordon DIR, shutdown"
         )
+
+
+def _log_bytes(folder: Path) -> int:
+    """A replica's size as Kafka's log.size counts it: the bytes of its segment files."""
+    try:
+        return sum(f.stat().st_size for f in folder.glob("*.log"))
+    except OSError:
+        return 0
 
 
 def dir_paths(broker: FakeBroker) -> dict[uuid.UUID, Path]:

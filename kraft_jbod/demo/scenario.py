@@ -96,7 +96,8 @@ def broker_properties(workdir: Path, broker_id: int, controller_port: int) -> st
             f"controller.quorum.voters={CONTROLLER_ID}@127.0.0.1:{controller_port}",
             "controller.listener.names=CONTROLLER",
             "listener.security.protocol.map=CONTROLLER:PLAINTEXT,PLAINTEXT:PLAINTEXT",
-            f"listeners=PLAINTEXT://localhost:{19091 + broker_id}",
+            # Each fake broker serves clients on its own port (kraft.jbod.serve.clients).
+            "listeners=PLAINTEXT://127.0.0.1:0",
             f"log.dirs={base / 'd0'},{base / 'd1'}",
             f"metadata.log.dir={base / 'meta'}",
             "broker.heartbeat.interval.ms=250",

@@ -328,6 +328,68 @@ def ensure_directory_ids(layout: StorageLayout, *, now: float | None = None) -> 
     return _complete(layout, cluster_id, found, now)
 
 
+@dataclass(frozen=True, slots=True)
+class BrokerDirs:
+    """What a broker's start-up found: the readable directories (ids loaded or added) and
+    the unreadable ones, which stay offline (their ids are unknown)."""
+
+    cluster_id: str
+    results: list[DirResult]
+    failed: list[tuple[Path, str]]
+
+
+def load_broker_dirs(layout: StorageLayout, *, now: float | None = None) -> BrokerDirs:
+    """A Kafka 4.4 broker's start-up (``KafkaRaftServer.initializeLogDirs`` and
+    ``MetaPropertiesEnsemble``): read every directory's meta.properties.
+
+    * missing (no file, or no directory at all): an *empty* directory, which stops the start
+      ("No meta.properties found ... have you run kafka-storage.sh to format the
+      directory?"): Kafka never formats a log dir by itself;
+    * unreadable (a file where the directory should be, no permission, a damaged file): a
+      *failed* directory, offline from the start, unless it is ``metadata.log.dir``;
+    * readable: checked (one cluster, this node, no id twice) and, lacking a
+      ``directory.id``, given one and rewritten.
+
+    Raises:
+        StorageError: no readable meta.properties at all, the metadata directory unreadable,
+            an empty directory, or the readable ones disagree.
+    """
+    _check_distinct(layout.all_dirs)
+    found: list[tuple[Path, MetaProperties | None]] = []
+    empty: list[Path] = []
+    failed: list[tuple[Path, str]] = []
+    for d in layout.all_dirs:
+        try:
+            meta = read_meta_properties(d)
+        except StorageError as exc:
+            failed.append((d, str(exc)))
+            continue
+        if meta is None:
+            empty.append(d)
+        else:
+            found.append((d, meta))
+    if not found:
+        raise StorageError(f"no readable meta.properties in {', '.join(map(str, layout.all_dirs))}")
+    clusters = {m.cluster_id for _, m in found if m is not None}
+    if len(clusters) > 1:
+        raise StorageError(f"the directories belong to different clusters: {sorted(c or '?' for c in clusters)}")
+    cluster_id = clusters.pop()
+    if not cluster_id:
+        raise StorageError(f"cluster.id was not specified in {found[0][0] / META_PROPERTIES}")
+    _check_consistent(found, cluster_id, layout.node_id)
+    if any(d == layout.metadata_log_dir for d, _ in failed):
+        raise StorageError(
+            f"I/O error in the metadata log directory {layout.metadata_log_dir}, cannot continue: "
+            + next(why for d, why in failed if d == layout.metadata_log_dir)
+        )
+    if empty:
+        raise StorageError(
+            f"no meta.properties in {empty[0]}: format it first (`kraft-jbod storage format`, which keeps "
+            "the other directories' ids, as `kafka-storage.sh format --ignore-formatted` does)"
+        )
+    return BrokerDirs(cluster_id, _complete(layout, cluster_id, found, now), failed)
+
+
 def ensure_metadata_dir(directory: Path, node_id: int, cluster_id: str | None, *, now: float | None = None) -> str:
     """A controller's ``metadata.log.dir``: read its meta.properties, or format it.
 

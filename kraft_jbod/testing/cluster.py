@@ -500,6 +500,8 @@ class KraftCluster:
             # The client listener, as SimBroker does: clients that follow the broker list
             # reach the controller's Metadata/DescribeCluster listener.
             "listeners": f"PLAINTEXT://{client_host}:{client_port}",
+            # ... which the fake broker must not bind itself.
+            "kraft.jbod.serve.clients": "false",
             "log.dirs": ",".join(str(base / f"d{i}") for i in range(dirs)),
             # Separate, so failing any log directory leaves the broker running.
             "metadata.log.dir": str(base / "meta"),

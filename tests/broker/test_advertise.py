@@ -237,6 +237,8 @@ async def test_a_controller_without_client_listener_gets_the_own_listeners_and_o
             "process.roles": "broker",
             "controller.quorum.voters": f"{controller.config.node_id}@{host}:{port}",
             "listeners": "PLAINTEXT://127.0.0.1:9092",
+            # The advertising of a broker that serves no clients itself.
+            "kraft.jbod.serve.clients": "false",
             "log.dirs": f"{base}/d0,{base}/d1",
             "metadata.log.dir": f"{base}/meta",
             "broker.heartbeat.interval.ms": "200",

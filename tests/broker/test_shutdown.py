@@ -44,8 +44,10 @@ async def _two_brokers(tmp_path: Path) -> tuple[ControllerServer, FakeBroker, as
         env={**os.environ},
     )
     assert proc.stdout is not None
-    line = (await asyncio.wait_for(proc.stdout.readline(), 20)).decode()
-    assert "CONTROL" in line, line
+    line = ""
+    while "CONTROL" not in line:  # its client listener is printed first
+        line = (await asyncio.wait_for(proc.stdout.readline(), 20)).decode()
+        assert line, "the broker exited before printing its control endpoint"
     control = line.split()[-1]
     await wait_for(
         "both brokers unfenced",

@@ -189,3 +189,27 @@ def test_example_file_passes_under_pytest() -> None:
     proc = subprocess.run(args, cwd=REPO, capture_output=True, text=True, timeout=120, check=False)
     assert proc.returncode == 0, proc.stdout + proc.stderr
     assert re.search(rf"\b{len(tests)} passed\b", proc.stdout), proc.stdout
+
+
+async def test_plugin_brokers_can_serve_clients_on_their_own_ports(kraft_cluster: KraftCluster) -> None:
+    import asyncio
+
+    own = {"listeners": "PLAINTEXT://127.0.0.1:0", "kraft.jbod.serve.clients": "true"}
+    handles = [await kraft_cluster.start_broker(b, props=own) for b in (1, 2)]
+    addresses = {}
+    for h in handles:
+        addr = h.broker.client_listeners[0].address
+        assert addr is not None
+        addresses[h.broker_id] = f"{addr[0]}:{addr[1]}"
+    assert len(set(addresses.values())) == 2 and kraft_cluster.bootstrap not in addresses.values()
+
+    def kafka_python() -> dict[int, str]:
+        from kafka.admin import KafkaAdminClient
+
+        admin = KafkaAdminClient(bootstrap_servers=addresses[1], request_timeout_ms=10000)
+        try:
+            return {b["broker_id"]: f"{b['host']}:{b['port']}" for b in admin.describe_cluster()["brokers"]}
+        finally:
+            admin.close()
+
+    assert await asyncio.to_thread(kafka_python) == addresses
