@@ -220,7 +220,7 @@ def handle_unregister(ctx: ControllerContext, call: Call, req: UnregisterBrokerR
         return Outcome(
             UnregisterBrokerResponse(
                 error_code=ErrorCode.BROKER_ID_NOT_REGISTERED,
-                error_message=f"Broker {req.broker_id} is not registered.",
+                error_message=f"Broker ID {req.broker_id} is not currently registered",
             ),
             [],
         )
@@ -231,7 +231,8 @@ def handle_unregister(ctx: ControllerContext, call: Call, req: UnregisterBrokerR
         # Kafka bounds this user operation too (BoundedList in unregisterBroker).
         resp = UnregisterBrokerResponse(error_code=ErrorCode.POLICY_VIOLATION, error_message=EXCESSIVE_BATCH)
         return Outcome(resp, [])
-    return Outcome(UnregisterBrokerResponse(error_code=ErrorCode.NONE, error_message=None), d.records)
+    # Kafka answers success with the schema default, an empty (not null) message.
+    return Outcome(UnregisterBrokerResponse(error_code=ErrorCode.NONE), d.records)
 
 
 def expire_sessions(ctx: ControllerContext, now_ms: int) -> list[RecordAndVersion]:
