@@ -70,7 +70,7 @@ from kraft_jbod.messages.incremental_alter_configs_request import (
 )
 from kraft_jbod.messages.unregister_broker_request import UnregisterBrokerRequest
 from kraft_jbod.wire.message import Message
-from tests.twin.pair import Pair, Side, plain
+from tests.twin.pair import SENT_IDS, Pair, Side, plain
 
 SLOTS = 4
 DIRS_PER_SLOT = 3
@@ -79,6 +79,7 @@ UNKNOWN_DIR = uuid.UUID("0e0e0e0e-1111-4222-8333-444455556666")
 RESERVED_DIRS = (uuid.UUID(int=0), uuid.UUID(int=1), uuid.UUID(int=2))  # MIGRATING, UNASSIGNED, LOST
 FAR_AHEAD = 1 << 40  # a metadata offset past anything either log holds
 
+SENT_IDS.update({UNKNOWN_TOPIC_ID, UNKNOWN_DIR, *RESERVED_DIRS})
 _sequence_numbers = itertools.count(1)
 TRACE = os.environ.get("KRAFT_JBOD_TWIN_TRACE")  # a file: every step and the (agreed) answer
 # (sequences, steps) run in this process, for the run's summary line
@@ -113,6 +114,10 @@ class TwinMachine(RuleBasedStateMachine):
 
     def dir(self, slot: int, k: int) -> uuid.UUID:
         # msb non-zero (never a reserved id), unique per sequence, slot and index
+        SENT_IDS.add(self.own_dir_id(slot, k))
+        return self.own_dir_id(slot, k)
+
+    def own_dir_id(self, slot: int, k: int) -> uuid.UUID:
         return uuid.UUID(int=((self.seq & 0xFFFFFF) << 96) | ((slot + 1) << 80) | ((k + 1) << 64) | 0x5EED)
 
     def pick_slot(self, data: st.DataObject, label: str = "slot") -> int:
@@ -176,9 +181,17 @@ class TwinMachine(RuleBasedStateMachine):
         return side.topic_ids.get(name, UNKNOWN_TOPIC_ID)
 
     # ------------------------------------------------------------------ rules
-    @initialize()
-    def start(self) -> None:
+    @initialize(data=st.data())
+    def start(self, data: st.DataObject) -> None:
+        """Most sequences start from a working cluster: 2 to 4 brokers registered (v4, their own
+        dirs) and unfenced by a heartbeat; the rules then take it apart."""
         self.img = self.pair.images()["mock"]
+        count = data.draw(st.sampled_from([0, 2, 3, 3, 4, 4]), label="brokers at start")
+        for slot in range(count):
+            ndirs = data.draw(st.integers(1, DIRS_PER_SLOT), label=f"slot {slot} dirs")
+            self.do_register(slot, 4, self.own_dirs(slot)[:ndirs], "none", "full", "start")
+        for slot in range(count):
+            self.do_heartbeat(slot, 2, "current", "ahead", False, False, [], None)
 
     @rule(data=st.data())
     def register(self, data: st.DataObject) -> None:
@@ -199,9 +212,14 @@ class TwinMachine(RuleBasedStateMachine):
             dirs = [*dirs, self.dir((slot + 1) % SLOTS, 0)]
         if data.draw(st.booleans(), label="new incarnation"):
             self.incarnations[slot] += 1
-        inc = uuid.UUID(int=(self.seq << 64) | (slot << 32) | (self.incarnations[slot] + 1))
         prev = data.draw(st.sampled_from(["current", "stale", "none"]), label="previous epoch")
         feats_kind = data.draw(st.sampled_from(["full"] * 6 + ["no metadata.version", "too old"]), label="features")
+        self.do_register(slot, version, dirs, prev, feats_kind, twist)
+
+    def do_register(
+        self, slot: int, version: int, dirs: list[uuid.UUID], prev: str, feats_kind: str, twist: str
+    ) -> None:
+        inc = uuid.UUID(int=(self.seq << 64) | (slot << 32) | (self.incarnations[slot] + 1))
         feats = [
             Feature(f.name, f.min_supported_version, f.max_supported_version) for f in fv.registration_features(version)
         ]
@@ -259,6 +277,19 @@ class TwinMachine(RuleBasedStateMachine):
         cordoned: list[uuid.UUID] | None = None
         if version >= 2 and data.draw(st.booleans(), label="cordoned?"):
             cordoned = data.draw(st.lists(st.sampled_from(own), max_size=2, unique=True), label="cordoned")
+        self.do_heartbeat(slot, version, epoch, where, want_fence, want_shut_down, offline, cordoned)
+
+    def do_heartbeat(
+        self,
+        slot: int,
+        version: int,
+        epoch: str,
+        where: str,
+        want_fence: bool,
+        want_shut_down: bool,
+        offline: list[uuid.UUID],
+        cordoned: list[uuid.UUID] | None,
+    ) -> None:
         broker_id = self.bid(slot)
 
         def build(side: Side) -> tuple[Message, int]:
@@ -373,15 +404,11 @@ class TwinMachine(RuleBasedStateMachine):
 
         self.step(f"assign slot {slot} epoch={epoch} dir={target} {parts} {extra}", build)
 
-    @precondition(lambda self: bool(self.topics))
-    @rule(data=st.data())
     def delete_topic(self, data: st.DataObject) -> None:
         name = data.draw(st.sampled_from([*self.topics, f"s{self.seq}-missing"]), label="name")
         req = DeleteTopicsRequest(topics=[DeleteTopicState(name=name)], timeout_ms=30_000)
         self.step(f"delete {name}", lambda side: (req, 6))
 
-    @precondition(lambda self: bool(self.topics))
-    @rule(data=st.data())
     def create_partitions(self, data: st.DataObject) -> None:
         name = data.draw(st.sampled_from(self.topics), label="name")
         current = sum(1 for n, _, _ in self.partitions() if n == name)
@@ -436,8 +463,6 @@ class TwinMachine(RuleBasedStateMachine):
             build,
         )
 
-    @precondition(lambda self: bool(self.topics))
-    @rule(data=st.data())
     def elect_leaders(self, data: st.DataObject) -> None:
         parts = self.partitions()
         name = data.draw(st.sampled_from(self.topics), label="topic")
@@ -448,8 +473,6 @@ class TwinMachine(RuleBasedStateMachine):
         )
         self.step(f"elect leaders type={election} {name} {pids}", lambda side: (req, 2))
 
-    @precondition(lambda self: bool(self.topics))
-    @rule(data=st.data())
     def reassign(self, data: st.DataObject) -> None:
         parts = self.partitions()
         if not parts:
@@ -468,7 +491,6 @@ class TwinMachine(RuleBasedStateMachine):
         )
         self.step(f"reassign {name}-{pid} -> {replicas}", lambda side: (req, 0))
 
-    @rule(data=st.data())
     def alter_min_isr(self, data: st.DataObject) -> None:
         on_topic = bool(self.topics) and data.draw(st.booleans(), label="topic or cluster")
         name = data.draw(st.sampled_from(self.topics), label="topic") if on_topic else ""
@@ -485,15 +507,24 @@ class TwinMachine(RuleBasedStateMachine):
             lambda side: (req, 1),
         )
 
-    @rule(data=st.data())
     def unregister(self, data: st.DataObject) -> None:
         slot = self.pick_slot(data)
         req = UnregisterBrokerRequest(broker_id=self.bid(slot))
         self.step(f"unregister slot {slot}", lambda side: (req, 0))
         self.registered.discard(slot)
 
-    # The JBOD core (heartbeats with offline and cordoned dirs, directory assignments) gets
-    # twice the weight of the other rules: hypothesis picks rules uniformly.
+    @rule(data=st.data())
+    def admin(self, data: st.DataObject) -> None:
+        """One of the operations around the JBOD core, all behind one rule so that together
+        they weigh as much as a single core rule (hypothesis picks rules uniformly)."""
+        ops = [self.alter_min_isr, self.unregister]
+        if self.topics:
+            ops += [self.delete_topic, self.create_partitions, self.elect_leaders, self.reassign]
+        op = data.draw(st.sampled_from(ops), label="admin operation")
+        op(data)
+
+    # The JBOD core (heartbeats with offline and cordoned dirs, directory assignments, the
+    # leader's AlterPartition) gets twice the weight.
     @rule(data=st.data())
     def heartbeat_again(self, data: st.DataObject) -> None:
         self.heartbeat(data)
@@ -502,6 +533,15 @@ class TwinMachine(RuleBasedStateMachine):
     @rule(data=st.data())
     def assign_again(self, data: st.DataObject) -> None:
         self.assign(data)
+
+    @rule(data=st.data())
+    def create_topic_again(self, data: st.DataObject) -> None:
+        self.create_topic(data)
+
+    @precondition(lambda self: any(p["leader"] >= 0 for _, _, p in self.partitions()))
+    @rule(data=st.data())
+    def alter_partition_again(self, data: st.DataObject) -> None:
+        self.alter_partition(data)
 
     @invariant()
     def no_unknown_records(self) -> None:
