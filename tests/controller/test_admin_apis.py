@@ -476,7 +476,7 @@ def test_deleting_a_topic_drops_its_configs() -> None:
     c = started()
     c.create_topic("t", 1, 1)
     _incremental(c, AlterConfigsResource(TOPIC, "t", [AlterableConfig("retention.ms", SET, "1")]))
-    c.call(20, 5, DeleteTopicsRequest(topic_names=["t"]))
+    c.call(20, 5, DeleteTopicsRequest(topic_names=["t"], timeout_ms=30_000))
     assert c.state.image.configs.get(TOPIC, "t") == {}
     c.create_topic("t", 1, 1)
     assert _describe(c, TOPIC, "t", ["retention.ms"]).configs[0].value == "604800000"

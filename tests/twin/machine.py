@@ -82,6 +82,11 @@ FAR_AHEAD = 1 << 40  # a metadata offset past anything either log holds
 SENT_IDS.update({UNKNOWN_TOPIC_ID, UNKNOWN_DIR, *RESERVED_DIRS})
 _sequence_numbers = itertools.count(1)
 TRACE = os.environ.get("KRAFT_JBOD_TWIN_TRACE")  # a file: every step and the (agreed) answer
+# Kafka 4.4's ClearElrRecord replay clears partitions' ELRs but not its broker -> ELR index;
+# a later RemoveTopicRecord leaves the topic in that index and the next unregistration (or
+# fencing) of such a broker fails with this RuntimeException (docs/twin.md #7).
+KAFKA_STALE_ELR_INDEX = "existed in isrMembers, but not in the topics map"
+KNOWN_KAFKA_FAULTS: dict[str, str] = {}
 # (sequences, steps) run in this process, for the run's summary line
 TOTALS = {"sequences": 0, "steps": 0}
 
@@ -107,6 +112,7 @@ class TwinMachine(RuleBasedStateMachine):
         self.topics: list[str] = []
         self.steps = 0
         self.img: dict[str, Any] = {}
+        self.kafka_faulted = False
 
     # ------------------------------------------------------------------ helpers
     def bid(self, slot: int) -> int:
@@ -134,11 +140,19 @@ class TwinMachine(RuleBasedStateMachine):
             order = sorted(order, key=lambda s: s not in self.registered)
         return [self.bid(s) for s in order[:size]]
 
+    @staticmethod
+    def timeout(data: st.DataObject) -> int:
+        """TimeoutMs of an admin request: mostly ample, sometimes 0 (no time left at all)."""
+        return data.draw(st.sampled_from([30_000] * 9 + [0]), label="timeout ms")
+
     def own_dirs(self, slot: int) -> list[uuid.UUID]:
         return [self.dir(slot, k) for k in range(DIRS_PER_SLOT)]
 
-    def step(self, what: str, build: Any) -> dict[str, Any]:
-        """Send one request to both sides; compare the answers and the images."""
+    def step(self, what: str, build: Any) -> dict[str, Any] | None:
+        """Send one request to both sides; compare the answers and the images. None once
+        Kafka's controller has hit its known fault (the rest of the sequence is not sent)."""
+        if self.kafka_faulted:
+            return None
         self.steps += 1
         label = f"seq {self.seq} step {self.steps}: {what}"
         try:
@@ -146,6 +160,13 @@ class TwinMachine(RuleBasedStateMachine):
             for side in self.pair.sides.values():
                 side.refresh_image()
             answers = {kind: plain(resp, self.pair.sides[kind]) for kind, resp in raw.items()}
+            if KAFKA_STALE_ELR_INDEX in repr(answers["kafka"]):
+                # Kafka's bug, not the mock's (docs/twin.md #7): its controller resigns and
+                # reloads, so this pair is restarted and the sequence ends here.
+                KNOWN_KAFKA_FAULTS[label] = what
+                self.kafka_faulted = True
+                self.pair.dirty = True
+                return None
             if answers["mock"] != answers["kafka"]:
                 raise TwinFailure(f"{label}: answers differ\n  mock:  {answers['mock']}\n  kafka: {answers['kafka']}")
             problems = self.pair.image_diff()
@@ -167,6 +188,14 @@ class TwinMachine(RuleBasedStateMachine):
             if name in self.topics:
                 out.append((name, int(pid), p))
         return out
+
+    def replica_dir_online(self, p: dict[str, Any], broker_id: int) -> bool:
+        """Kafka's DirectoryId.isOnline of the replica's directory, from the agreed image."""
+        directory = p["directories"][p["replicas"].index(broker_id)]
+        if directory in (RESERVED_DIRS[0], RESERVED_DIRS[1]):  # MIGRATING, UNASSIGNED
+            return True
+        broker = self.img["brokers"].get(broker_id)
+        return broker is not None and (not broker["log_dirs"] or directory in broker["log_dirs"])
 
     def slot_of(self, broker_id: int) -> int | None:
         slot = broker_id - self.base
@@ -257,7 +286,7 @@ class TwinMachine(RuleBasedStateMachine):
             raw = self.step(f"register slot {slot} v{version} dirs={twist} prev={prev} features={feats_kind}", build)
         finally:
             self.pair.send = original  # type: ignore[method-assign]
-        if raw["mock"].error_code == 0:
+        if raw is not None and raw["mock"].error_code == 0:
             self.registered.add(slot)
 
     @rule(data=st.data())
@@ -343,7 +372,7 @@ class TwinMachine(RuleBasedStateMachine):
                     name=name, num_partitions=-1, replication_factor=-1, assignments=assignments, configs=configs
                 )
             ],
-            timeout_ms=30_000,
+            timeout_ms=self.timeout(data),
             validate_only=validate_only,
         )
         self.step(
@@ -406,7 +435,7 @@ class TwinMachine(RuleBasedStateMachine):
 
     def delete_topic(self, data: st.DataObject) -> None:
         name = data.draw(st.sampled_from([*self.topics, f"s{self.seq}-missing"]), label="name")
-        req = DeleteTopicsRequest(topics=[DeleteTopicState(name=name)], timeout_ms=30_000)
+        req = DeleteTopicsRequest(topics=[DeleteTopicState(name=name)], timeout_ms=self.timeout(data))
         self.step(f"delete {name}", lambda side: (req, 6))
 
     def create_partitions(self, data: st.DataObject) -> None:
@@ -418,7 +447,8 @@ class TwinMachine(RuleBasedStateMachine):
         for i in range(max(0, count - current)):
             added.append(CreatePartitionsAssignment(broker_ids=self.pick_replicas(data, rf, f"new p{i}")))
         req = CreatePartitionsRequest(
-            topics=[CreatePartitionsTopic(name=name, count=count, assignments=added or None)], timeout_ms=30_000
+            topics=[CreatePartitionsTopic(name=name, count=count, assignments=added or None)],
+            timeout_ms=self.timeout(data),
         )
         self.step(f"create partitions {name} -> {count} {[a.broker_ids for a in added]}", lambda side: (req, 3))
 
@@ -435,6 +465,11 @@ class TwinMachine(RuleBasedStateMachine):
         ]
         if data.draw(st.sampled_from([False] * 7 + [True]), label="drop leader"):
             isr = isr[1:] or [leader]
+        if any(not self.replica_dir_online(p, b) for b in isr):
+            # The mock answers INELIGIBLE_REPLICA here, where Kafka does not look at
+            # directories: a documented extension (docs/divergences.md, "Where both profiles
+            # go beyond Kafka"), so not compared.
+            return
         leader_epoch = p["leader_epoch"] - data.draw(st.sampled_from([0] * 5 + [1]), label="stale leader epoch")
         partition_epoch = p["partition_epoch"] - data.draw(
             st.sampled_from([0] * 5 + [1]), label="stale partition epoch"
@@ -469,7 +504,9 @@ class TwinMachine(RuleBasedStateMachine):
         pids = sorted({pid for n, pid, _ in parts if n == name} | {data.draw(st.integers(0, 3), label="extra pid")})
         election = data.draw(st.sampled_from([0, 0, 1]), label="election type")
         req = ElectLeadersRequest(
-            election_type=election, topic_partitions=[TopicPartitions(topic=name, partitions=pids)], timeout_ms=30_000
+            election_type=election,
+            topic_partitions=[TopicPartitions(topic=name, partitions=pids)],
+            timeout_ms=self.timeout(data),
         )
         self.step(f"elect leaders type={election} {name} {pids}", lambda side: (req, 2))
 
@@ -484,7 +521,7 @@ class TwinMachine(RuleBasedStateMachine):
             size = data.draw(st.integers(1, 3), label="size")
             replicas = self.pick_replicas(data, size, "replicas")
         req = AlterPartitionReassignmentsRequest(
-            timeout_ms=30_000,
+            timeout_ms=self.timeout(data),
             topics=[
                 ReassignableTopic(name=name, partitions=[ReassignablePartition(partition_index=pid, replicas=replicas)])
             ],

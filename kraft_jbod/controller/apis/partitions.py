@@ -73,7 +73,6 @@ ELECTION_NOT_NEEDED: Final = 84
 PREFERRED_LEADER_NOT_AVAILABLE: Final = 80
 ELIGIBLE_LEADERS_NOT_AVAILABLE: Final = 83
 NO_REASSIGNMENT_IN_PROGRESS: Final = 85
-_NO_REASSIGNMENT_MESSAGE: Final = "No partition reassignment is in progress."
 
 
 @dataclass(frozen=True, slots=True)
@@ -593,7 +592,9 @@ def _reassign_one(
     v = ops.view(p)
     if target is None:
         if not v.adding and not v.removing:
-            raise _Refused(NO_REASSIGNMENT_IN_PROGRESS, _NO_REASSIGNMENT_MESSAGE)
+            # Kafka's text is the error's default message, which ApiError.fromThrowable turns
+            # into a null message on the wire.
+            raise _Refused(NO_REASSIGNMENT_IN_PROGRESS)
         original = [b for b in v.replicas if b not in v.adding]
         isr = [b for b in v.isr if b not in v.adding]
         unclean_on = st.configs.topic_flag(topic, "unclean.leader.election.enable")
