@@ -62,7 +62,8 @@ def _same(pair: Pair, what: str, build: Any) -> dict[str, Any]:
     return raw
 
 
-def _register(pair: Pair, broker_id: int, directory: uuid.UUID) -> None:
+def _register(pair: Pair, broker_id: int, directory: uuid.UUID | list[uuid.UUID]) -> None:
+    log_dirs = directory if isinstance(directory, list) else [directory]
     feats = [Feature(f.name, f.min_supported_version, f.max_supported_version) for f in fv.registration_features(4)]
 
     def build(side: Side) -> tuple[Message, int]:
@@ -70,9 +71,9 @@ def _register(pair: Pair, broker_id: int, directory: uuid.UUID) -> None:
             broker_id=broker_id,
             cluster_id=side.cluster.cluster_id,
             incarnation_id=uuid.UUID(int=broker_id),
-            listeners=[Listener("PLAINTEXT", "localhost", 9100 + broker_id, 0)],
+            listeners=[Listener("PLAINTEXT", "localhost", 9100 + broker_id % 1000, 0)],
             features=feats,
-            log_dirs=[directory],
+            log_dirs=log_dirs,
         )
         return req, 4
 
