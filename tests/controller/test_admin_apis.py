@@ -761,6 +761,12 @@ def test_update_features() -> None:
     c.start_broker(1, [dir_id(1, 0)])
     out = _features(c, ("metadata.version", 22, 1))
     assert out.response.error_code == 0 and [r.feature for r in out.response.results] == ["metadata.version"]
+    assert out.response.results[0].error_message == "NONE"  # Kafka's ApiError.message() of success
+    unknown = _features(c, ("no.such.feature", 0, 3), version=2).response
+    assert unknown.error_code == 95 and unknown.error_message == (
+        "The update failed for all features since the following feature had an error: "
+        "Invalid update version 0 for feature no.such.feature. Feature no.such.feature not found."
+    )
     assert records_of(out, FeatureLevelRecord)[0].feature_level == 22 and c.state.metadata_version == 22
     assert _features(c, ("metadata.version", 17, 2), version=2).response.results == []  # no metadata change 17..22
     assert c.state.metadata_version == 17

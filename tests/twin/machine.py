@@ -69,6 +69,7 @@ from kraft_jbod.messages.incremental_alter_configs_request import (
     IncrementalAlterConfigsRequest,
 )
 from kraft_jbod.messages.unregister_broker_request import UnregisterBrokerRequest
+from kraft_jbod.messages.update_features_request import FeatureUpdateKey, UpdateFeaturesRequest
 from kraft_jbod.wire.message import Message
 from tests.twin.pair import SENT_IDS, Pair, Side, plain
 
@@ -544,6 +545,23 @@ class TwinMachine(RuleBasedStateMachine):
             lambda side: (req, 1),
         )
 
+    def update_features(self, data: st.DataObject) -> None:
+        """UpdateFeatures with ValidateOnly: the answer to an upgrade, a downgrade (safe or
+        unsafe) or an unknown feature, without changing a level the later sequences share."""
+        feature = data.draw(
+            st.sampled_from([fv.METADATA_VERSION, fv.ELR_VERSION, fv.GROUP_VERSION, "no.such.feature"]), label="feature"
+        )
+        current = self.img["features"].get(feature, 0)
+        level = max(0, current + data.draw(st.sampled_from([-1, 0, 1, 2]), label="level change"))
+        upgrade_type = data.draw(st.sampled_from([1, 2, 3]), label="upgrade type")  # upgrade, safe, unsafe downgrade
+        version = data.draw(st.sampled_from([1, 2]), label="version")
+        key = FeatureUpdateKey(feature=feature, max_version_level=level, upgrade_type=upgrade_type)
+        req = UpdateFeaturesRequest(timeout_ms=30_000, feature_updates=[key], validate_only=True)
+        self.step(
+            f"update features (validate only) v{version} {feature} {current}->{level} type={upgrade_type}",
+            lambda side: (req, version),
+        )
+
     def unregister(self, data: st.DataObject) -> None:
         slot = self.pick_slot(data)
         req = UnregisterBrokerRequest(broker_id=self.bid(slot))
@@ -554,7 +572,7 @@ class TwinMachine(RuleBasedStateMachine):
     def admin(self, data: st.DataObject) -> None:
         """One of the operations around the JBOD core, all behind one rule so that together
         they weigh as much as a single core rule (hypothesis picks rules uniformly)."""
-        ops = [self.alter_min_isr, self.unregister]
+        ops = [self.alter_min_isr, self.unregister, self.update_features]
         if self.topics:
             ops += [self.delete_topic, self.create_partitions, self.elect_leaders, self.reassign]
         op = data.draw(st.sampled_from(ops), label="admin operation")

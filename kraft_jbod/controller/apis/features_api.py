@@ -114,6 +114,11 @@ def _update_one(
         return invalid(
             f"This controller does not change kraft.version (it is {current}, fixed when the log was created)."
         )
+    if name not in fv.SUPPORTED_FEATURES:
+        # Only level 0 of an unknown feature gets this far (its supported range is 0-0);
+        # Kafka then fails to look the feature up (found by the twin, docs/twin.md). Kafka's
+        # own test features (test.feature.version, ...) are unknown here too.
+        return invalid(f"Feature {name} not found.")
     # Kafka's Feature.validateVersion: a level >= 1 needs metadata.version >= 3.3-IV3 (the
     # only dependency among the features implemented here).
     if level >= 1 and proposed_mv < _MV_MINIMUM:
@@ -147,7 +152,9 @@ def update_features(
             )
             return resp, []
     if api_version <= 1:
+        # Kafka fills each result from ApiError.message(), which for success without a
+        # message is the error's name: "NONE" (found by the twin, docs/twin.md).
         resp.results = [
-            UpdatableFeatureResult(feature=u.feature, error_code=0, error_message=None) for u in req.feature_updates
+            UpdatableFeatureResult(feature=u.feature, error_code=0, error_message="NONE") for u in req.feature_updates
         ]
     return resp, [] if req.validate_only else records
