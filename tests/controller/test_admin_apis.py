@@ -784,7 +784,7 @@ def test_update_features() -> None:
             "type to either safe or unsafe downgrade.",
         ),
         (("metadata.version", 18, 2), "Can't downgrade to a newer version."),
-        (("metadata.version", 40, 1), "Local controller 3000 only supports versions 1-33"),
+        (("metadata.version", 40, 1), "Local controller 3000 only supports versions 7-30"),
         (("foo.version", 1, 1), "Local controller 3000 does not support this feature."),
         (("group.version", 2, 1), "Local controller 3000 only supports versions 0-1"),
         (("metadata.version", 18, 0), "The controller does not support the given upgrade type."),

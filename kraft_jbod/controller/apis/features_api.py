@@ -78,7 +78,12 @@ def _update_one(
         current = st.finalized_features.get(name, 0)
     if level < 0:
         return invalid("A feature version cannot be less than 0.")
-    reason = _not_supported(level, f"Local controller {st.node_id}", fv.SUPPORTED_FEATURES.get(name, (0, 0)))
+    local = fv.SUPPORTED_FEATURES.get(name, (0, 0))
+    if name == fv.METADATA_VERSION:
+        # Kafka's controller without unstable.metadata.versions.enable: its minimum to the
+        # latest production level (found by the twin, docs/twin.md)
+        local = (_MV_MINIMUM, fv.LATEST_PRODUCTION_LEVEL)
+    reason = _not_supported(level, f"Local controller {st.node_id}", local)
     if reason is None:
         for b, reg in sorted(st.brokers.items()):
             rng = next(((lo, hi) for fname, lo, hi in reg.features if fname == name), (0, 0))
