@@ -62,10 +62,12 @@ def handle_registration(ctx: ControllerContext, call: Call, req: BrokerRegistrat
         return fail(feature_error)
 
     d = Draft(ctx)
-    if existing is not None and new_incarnation and d.elr_enabled() and req.previous_broker_epoch != existing.epoch:
+    if new_incarnation and d.elr_enabled() and (existing is None or req.previous_broker_epoch != existing.epoch):
         # KIP-966: an unclean shutdown (Kafka compares PreviousBrokerEpoch with the stored
-        # epoch) takes the broker out of every ISR and ELR.
-        d.unclean_shutdown(existing.broker_id)
+        # epoch) takes the broker out of every ISR and ELR. Without a registration Kafka's
+        # stored epoch is -2, never equal: a broker unregistered while in some ELR leaves it
+        # when it registers again (found by the twin, docs/twin.md).
+        d.unclean_shutdown(req.broker_id)
     elif existing is not None and existing.active:
         if new_incarnation:
             # The old incarnation still leads partitions; move them before the new
