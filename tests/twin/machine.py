@@ -102,8 +102,8 @@ def _unfence_elects_elsewhere(what: str, problems: list[str]) -> bool:
 
 
 def _shutdown_state_kept(what: str, answers: tuple[Any, Any]) -> bool:
-    # docs/twin.md #11 (open): after a shutdown heartbeat the mock keeps answering
-    # ShouldShutDown where Kafka unfences the broker again.
+    # docs/twin.md #11 (open): a heartbeat after a WantShutDown one; the mock answers
+    # ShouldShutDown where Kafka answers neither fenced nor shutting down.
     mock, kafka = answers
     return (
         what.startswith("heartbeat")
