@@ -202,6 +202,71 @@ class Draft:
             )
             self._note(p, rec, isr, leader, dirs, elr, lke)
 
+    def assign_dir(self, p: Partition, broker_id: int, directory: uuid.UUID, offline: bool) -> None:
+        """AssignReplicasToDirs of one replica, as Kafka's handleAssignReplicasToDirs: a change
+        builder with the new directory and an election in which every replica, this one too,
+        is judged by the directory it had (so a leaderless partition may get a leader, and one
+        whose leader sat in an offline directory loses it); then, when the new directory is
+        offline, the replica leaves the ISR and leadership, computed again from the state
+        before the request (Kafka replays neither record before building the other)."""
+        from kraft_jbod.controller.apis import partitions as ap
+
+        before = (self.parts.get(p), self.elrs.get(p))
+        isr, leader, dirs = self.view(p)
+        elr, lke = self.elrs.get(p, (p.elr, p.last_known_elr))
+        view = ap.PartView(p.replicas, isr, leader, dirs, p.adding, p.removing, p.leader_recovery_state, elr, lke)
+        known = dict(zip(p.replicas, dirs, strict=True))
+        elr_on = self.elr_enabled()
+        rec = ap.build_change(
+            view,
+            p.topic_id,
+            p.partition_id,
+            acceptable=self.acceptable_leader,
+            default_dir=known.__getitem__,
+            metadata_version=self.image.metadata_version,
+            elr_enabled=elr_on,
+            min_isr=self.min_isr(p) if elr_on else 1,
+            target_dirs={broker_id: directory},
+        )
+        new_dirs = tuple(directory if b == broker_id else d for b, d in zip(p.replicas, dirs, strict=True))
+        self._note(p, rec, isr, leader, new_dirs, elr, lke)
+        if not offline:
+            return
+        after = (self.parts.get(p), self.elrs.get(p))
+        self._restore(p, before)
+        n = len(self.records)
+        self.remove_from_isr(p, broker_id)
+        self._restore(p, after)
+        for second, _ in self.records[n:]:
+            # the end state: the second record replayed over the first
+            assert isinstance(second, PartitionChangeRecord)
+            isr2, leader2, dirs2 = self.view(p)
+            elr2, lke2 = self.elrs.get(p, (p.elr, p.last_known_elr))
+            self.parts[p] = (
+                isr2 if second.isr is None else tuple(second.isr),
+                leader2 if second.leader == NO_LEADER_CHANGE else second.leader,
+                dirs2,
+            )
+            self.elrs[p] = (
+                elr2 if second.eligible_leader_replicas is None else tuple(second.eligible_leader_replicas),
+                lke2 if second.last_known_elr is None else tuple(second.last_known_elr),
+            )
+
+    def _restore(
+        self,
+        p: Partition,
+        saved: tuple[PartView | None, tuple[tuple[int, ...], tuple[int, ...]] | None],
+    ) -> None:
+        view, elrs = saved
+        if view is None:
+            self.parts.pop(p, None)
+        else:
+            self.parts[p] = view
+        if elrs is None:
+            self.elrs.pop(p, None)
+        else:
+            self.elrs[p] = elrs
+
     def remove_from_isr(self, p: Partition, broker_id: int) -> None:
         """Take ``broker_id`` out of the ISR and leadership; the last ISR member stays (leader -1)
         unless ELR is on, where the ISR may become empty (KIP-966)."""

@@ -37,7 +37,16 @@ from dataclasses import dataclass
 from typing import Any, Literal
 
 from kraft_jbod.controller import features as fv
-from kraft_jbod.controller.apis import admin, brokers, describe, directories, producer_ids, raft_voters, topics
+from kraft_jbod.controller.apis import (
+    admin,
+    brokers,
+    deadlines,
+    describe,
+    directories,
+    producer_ids,
+    raft_voters,
+    topics,
+)
 from kraft_jbod.controller.context import Call, ControllerContext, Outcome, RecordAndVersion, Sliced
 from kraft_jbod.controller.draft import Draft
 from kraft_jbod.controller.heartbeat import HbState
@@ -418,6 +427,9 @@ class ControllerState:
         if not isinstance(request, route.request_type):
             raise ProtocolError(f"api key {api_key} got a {type(request).__name__} body")
         self.ctx.sessions.activate(self.image, now_ms)
+        expired = deadlines.expired_answer(request)
+        if expired is not None:
+            return Outcome(expired, [])
         call = Call(api_version=api_version, now_ms=now_ms, next_offset=next_offset, principal=principal)
         return route.handler(self.ctx, call, request)
 

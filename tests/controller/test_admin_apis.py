@@ -476,7 +476,7 @@ def test_deleting_a_topic_drops_its_configs() -> None:
     c = started()
     c.create_topic("t", 1, 1)
     _incremental(c, AlterConfigsResource(TOPIC, "t", [AlterableConfig("retention.ms", SET, "1")]))
-    c.call(20, 5, DeleteTopicsRequest(topic_names=["t"]))
+    c.call(20, 5, DeleteTopicsRequest(topic_names=["t"], timeout_ms=30_000))
     assert c.state.image.configs.get(TOPIC, "t") == {}
     c.create_topic("t", 1, 1)
     assert _describe(c, TOPIC, "t", ["retention.ms"]).configs[0].value == "604800000"
@@ -761,6 +761,12 @@ def test_update_features() -> None:
     c.start_broker(1, [dir_id(1, 0)])
     out = _features(c, ("metadata.version", 22, 1))
     assert out.response.error_code == 0 and [r.feature for r in out.response.results] == ["metadata.version"]
+    assert out.response.results[0].error_message == "NONE"  # Kafka's ApiError.message() of success
+    unknown = _features(c, ("no.such.feature", 0, 3), version=2).response
+    assert unknown.error_code == 95 and unknown.error_message == (
+        "The update failed for all features since the following feature had an error: "
+        "Invalid update version 0 for feature no.such.feature. Feature no.such.feature not found."
+    )
     assert records_of(out, FeatureLevelRecord)[0].feature_level == 22 and c.state.metadata_version == 22
     assert _features(c, ("metadata.version", 17, 2), version=2).response.results == []  # no metadata change 17..22
     assert c.state.metadata_version == 17
@@ -778,7 +784,7 @@ def test_update_features() -> None:
             "type to either safe or unsafe downgrade.",
         ),
         (("metadata.version", 18, 2), "Can't downgrade to a newer version."),
-        (("metadata.version", 40, 1), "Local controller 3000 only supports versions 1-33"),
+        (("metadata.version", 40, 1), "Local controller 3000 only supports versions 7-30"),
         (("foo.version", 1, 1), "Local controller 3000 does not support this feature."),
         (("group.version", 2, 1), "Local controller 3000 only supports versions 0-1"),
         (("metadata.version", 18, 0), "The controller does not support the given upgrade type."),

@@ -174,7 +174,7 @@ def scripted_run() -> Cluster:
         ),
     )
     c.call(31, 3, DeleteAclsRequest(filters=[DeleteAclsFilter(1, None, 1, "User:y", None, 1, 1)]))
-    c.call(20, 5, DeleteTopicsRequest(topic_names=["gone"]))
+    c.call(20, 5, DeleteTopicsRequest(topic_names=["gone"], timeout_ms=30_000))
     # Reassignments: b-0 to a new set (completed by the leader's ISR expansion), a-0 left running.
     tid_b = c.state.topic_id_of("b")
     assert tid_b is not None

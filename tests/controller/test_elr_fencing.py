@@ -10,6 +10,7 @@ from typing import Any
 from kraft_jbod.messages.config_record import ConfigRecord
 from kraft_jbod.messages.feature_level_record import FeatureLevelRecord
 from kraft_jbod.messages.partition_change_record import PartitionChangeRecord
+from kraft_jbod.messages.unregister_broker_request import UnregisterBrokerRequest
 from tests.controller.harness import Cluster, dir_id
 
 
@@ -122,3 +123,28 @@ def test_unclean_restart_leaves_isr_and_elr_clean_restart_keeps_elr() -> None:
     assert (p.isr, p.leader, len(p.elr)) == ((second,), second, 0)
     live = c.state.durable_state()
     assert c.restart().durable_state() == live
+
+
+def test_registering_again_after_unregistering_leaves_the_elr() -> None:
+    """Kafka's stored epoch for a broker without a registration is -2, never a broker's
+    PreviousBrokerEpoch: a broker unregistered while in an ELR registers again as after an
+    unclean shutdown and leaves that ELR. Found by the differential twin (docs/twin.md #13)."""
+    c = Cluster()
+    for b in (1, 2):
+        c.start_broker(b, [dir_id(b, 0)])
+    c.commit(
+        [
+            (FeatureLevelRecord(name="eligible.leader.replicas.version", feature_level=1), 0),
+            (ConfigRecord(resource_type=4, resource_name="", name="min.insync.replicas", value="2"), 0),
+        ]
+    )
+    c.create_topic("t", 1, 2)
+    p = c.state.image.topics[c.state.image.topic_names["t"]].partitions[0]
+    follower = p.replicas[1]
+    c.heartbeat(follower, want_fence=True)
+    assert p.elr == (follower,)
+    c.call(64, 0, UnregisterBrokerRequest(broker_id=follower))
+    assert p.elr == (follower,)  # Kafka keeps it there too
+    out = c.register(follower, [dir_id(follower, 0)], inc=1)
+    assert out.response.error_code == 0  # type: ignore[attr-defined]
+    assert p.elr == ()

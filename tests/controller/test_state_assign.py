@@ -108,3 +108,42 @@ def test_unknown_dir_on_single_dir_broker(profile: str, offline: bool) -> None:
     p = c.state.partition(tid, 0)
     assert p is not None and (1 not in p.isr) is offline
     assert c.state.check_invariants() == []
+
+
+def test_assignment_elects_judging_replicas_by_their_previous_dirs() -> None:
+    """Kafka runs its change builder, election included, for every assignment, and judges each
+    replica by the directory it had before this request; the ISR step for an offline target
+    is built from that state too. Found by the differential twin (tests/twin) against Kafka
+    4.4's controller, which wrote exactly these records (ELR on, one replica)."""
+    from kraft_jbod.messages.config_record import ConfigRecord
+    from kraft_jbod.messages.feature_level_record import FeatureLevelRecord
+
+    c = Cluster()
+    c.start_broker(1, [dir_id(1, 0), dir_id(1, 1)])
+    c.commit(
+        [
+            (FeatureLevelRecord(name="eligible.leader.replicas.version", feature_level=1), 0),
+            (ConfigRecord(resource_type=4, resource_name="", name="min.insync.replicas", value="1"), 0),
+        ]
+    )
+    c.create_topic("t", 1, 1)
+    tid = c.state.topic_id_of("t")
+    assert tid is not None
+    p = c.state.image.topics[tid].partitions[0]
+
+    def state() -> tuple[object, ...]:
+        return (p.leader, p.isr, p.elr, p.last_known_elr, p.leader_epoch, p.dirs)
+
+    unregistered = dir_id(1, 2)
+    c.assign(1, dir_id(7, 0), [(tid, 0)])  # a dir the broker does not have: offline
+    assert state() == (-1, (), (1,), (1,), 1, (dir_id(7, 0),))
+    c.assign(1, uuid.UUID(int=1), [(tid, 0)])  # UNASSIGNED counts as online; judged by the old dir: no election
+    assert state() == (-1, (), (1,), (1,), 1, (uuid.UUID(int=1),))
+    # Offline target again, but the election judges the replica by UNASSIGNED (online): it is
+    # elected from the ELR, and the ISR step (from the state before) changes nothing.
+    out = c.assign(1, unregistered, [(tid, 0)])
+    assert len(out.records) == 1
+    assert state() == (1, (1,), (), (), 2, (unregistered,))
+    # Online target: the leader is judged by its offline dir and loses leadership, the ISR stays.
+    c.assign(1, dir_id(1, 1), [(tid, 0)])
+    assert state() == (-1, (1,), (), (1,), 3, (dir_id(1, 1),))

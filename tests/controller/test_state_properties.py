@@ -98,7 +98,7 @@ def _step(c: Cluster, op: tuple[Any, ...]) -> None:
         c.now += op[1]
         c.tick()
     elif kind == "delete":
-        c.call(20, 5, DeleteTopicsRequest(topic_names=[f"t{op[1]}"]))
+        c.call(20, 5, DeleteTopicsRequest(topic_names=[f"t{op[1]}"], timeout_ms=30_000))
     elif kind == "unregister":
         c.call(64, 0, UnregisterBrokerRequest(broker_id=op[1]))
     elif kind == "alter":

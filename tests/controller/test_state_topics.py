@@ -136,10 +136,10 @@ def test_delete_topics_by_name_and_id() -> None:
     c.create_topic("b", 1, 1)
     tid_b = c.state.topic_id_of("b")
     assert tid_b is not None
-    out = c.call(20, 5, DeleteTopicsRequest(topic_names=["a", "nope", "a"]))
+    out = c.call(20, 5, DeleteTopicsRequest(topic_names=["a", "nope", "a"], timeout_ms=30_000))
     codes = [r.error_code for r in out.response.responses]  # type: ignore[attr-defined]
     assert codes == [ErrorCode.INVALID_REQUEST, ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, ErrorCode.INVALID_REQUEST]
-    out = c.call(20, 4, DeleteTopicsRequest(topic_names=["a"]))
+    out = c.call(20, 4, DeleteTopicsRequest(topic_names=["a"], timeout_ms=30_000))
     assert [type(r) for r, _ in out.records] == [RemoveTopicRecord]
     assert c.state.topic_id_of("a") is None
     out = c.call(
@@ -150,7 +150,8 @@ def test_delete_topics_by_name_and_id() -> None:
                 DeleteTopicState(name=None, topic_id=tid_b),
                 DeleteTopicState(name=None, topic_id=uuid.UUID(int=5 << 64)),
                 DeleteTopicState(name="b", topic_id=tid_b),
-            ]
+            ],
+            timeout_ms=30_000,
         ),
     )
     codes = [r.error_code for r in out.response.responses]  # type: ignore[attr-defined]
@@ -186,3 +187,24 @@ def test_describe_cluster() -> None:
     assert out.response.error_code == ErrorCode.UNSUPPORTED_ENDPOINT_TYPE  # type: ignore[attr-defined]
     out = c.call(60, 1, DescribeClusterRequest(endpoint_type=2))
     assert out.response.brokers == []  # type: ignore[attr-defined]
+
+
+def test_no_time_left_is_request_timed_out_and_writes_nothing() -> None:
+    """TimeoutMs 0 (DeleteTopics' and CreatePartitions' schema default): Kafka's controller
+    fails the operation past its deadline; every item REQUEST_TIMED_OUT, no message, no
+    record. Found by the differential twin (docs/twin.md)."""
+    from kraft_jbod.messages.create_partitions_request import CreatePartitionsRequest, CreatePartitionsTopic
+
+    c = Cluster()
+    c.start_broker(1)
+    c.create_topic("a", 1, 1)
+    out = c.call(20, 6, DeleteTopicsRequest(topics=[DeleteTopicState(name="a")]))
+    assert [(r.name, r.error_code, r.error_message) for r in out.response.responses] == [  # type: ignore[attr-defined]
+        ("a", ErrorCode.REQUEST_TIMED_OUT, None)
+    ]
+    assert out.records == []
+    out = c.call(37, 3, CreatePartitionsRequest(topics=[CreatePartitionsTopic("a", 2, None)]))
+    assert [(r.error_code, r.error_message) for r in out.response.results] == [(ErrorCode.REQUEST_TIMED_OUT, None)]  # type: ignore[attr-defined]
+    assert out.records == []
+    out = c.call(20, 6, DeleteTopicsRequest(topics=[DeleteTopicState(name="a")], timeout_ms=1))
+    assert out.response.responses[0].error_code == ErrorCode.NONE  # type: ignore[attr-defined]

@@ -62,10 +62,12 @@ def handle_registration(ctx: ControllerContext, call: Call, req: BrokerRegistrat
         return fail(feature_error)
 
     d = Draft(ctx)
-    if existing is not None and new_incarnation and d.elr_enabled() and req.previous_broker_epoch != existing.epoch:
+    if new_incarnation and d.elr_enabled() and (existing is None or req.previous_broker_epoch != existing.epoch):
         # KIP-966: an unclean shutdown (Kafka compares PreviousBrokerEpoch with the stored
-        # epoch) takes the broker out of every ISR and ELR.
-        d.unclean_shutdown(existing.broker_id)
+        # epoch) takes the broker out of every ISR and ELR. Without a registration Kafka's
+        # stored epoch is -2, never equal: a broker unregistered while in some ELR leaves it
+        # when it registers again (found by the twin, docs/twin.md).
+        d.unclean_shutdown(req.broker_id)
     elif existing is not None and existing.active:
         if new_incarnation:
             # The old incarnation still leads partitions; move them before the new
@@ -220,7 +222,7 @@ def handle_unregister(ctx: ControllerContext, call: Call, req: UnregisterBrokerR
         return Outcome(
             UnregisterBrokerResponse(
                 error_code=ErrorCode.BROKER_ID_NOT_REGISTERED,
-                error_message=f"Broker {req.broker_id} is not registered.",
+                error_message=f"Broker ID {req.broker_id} is not currently registered",
             ),
             [],
         )
@@ -231,7 +233,8 @@ def handle_unregister(ctx: ControllerContext, call: Call, req: UnregisterBrokerR
         # Kafka bounds this user operation too (BoundedList in unregisterBroker).
         resp = UnregisterBrokerResponse(error_code=ErrorCode.POLICY_VIOLATION, error_message=EXCESSIVE_BATCH)
         return Outcome(resp, [])
-    return Outcome(UnregisterBrokerResponse(error_code=ErrorCode.NONE, error_message=None), d.records)
+    # Kafka answers success with the schema default, an empty (not null) message.
+    return Outcome(UnregisterBrokerResponse(error_code=ErrorCode.NONE), d.records)
 
 
 def expire_sessions(ctx: ControllerContext, now_ms: int) -> list[RecordAndVersion]:

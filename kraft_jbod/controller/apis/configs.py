@@ -119,6 +119,7 @@ TOPIC_CONFIGS: Final[dict[str, TopicConfig]] = {
     "compression.lz4.level": TopicConfig(T_INT, "9", "compression.lz4.level"),
     "compression.zstd.level": TopicConfig(T_INT, "3", "compression.zstd.level"),
     "delete.retention.ms": TopicConfig(T_LONG, "86400000", "log.cleaner.delete.retention.ms", at_least=0),
+    "errors.deadletterqueue.group.enable": TopicConfig(T_BOOLEAN, "false"),
     "file.delete.delay.ms": TopicConfig(T_LONG, "60000", "log.segment.delete.delay.ms", at_least=0),
     "flush.messages": TopicConfig(T_LONG, _LONG_MAX, "log.flush.interval.messages", at_least=1),
     "flush.ms": TopicConfig(T_LONG, _LONG_MAX, "log.flush.interval.ms", at_least=0),
@@ -140,6 +141,9 @@ TOPIC_CONFIGS: Final[dict[str, TopicConfig]] = {
     "min.compaction.lag.ms": TopicConfig(T_LONG, "0", "log.cleaner.min.compaction.lag.ms", at_least=0),
     "min.insync.replicas": TopicConfig(T_INT, "1", "min.insync.replicas", at_least=1),
     "preallocate": TopicConfig(T_BOOLEAN, "false", "log.preallocate"),
+    # -1 means "follow local.retention.*"
+    "remote.copy.lag.bytes": TopicConfig(T_LONG, "-1", "log.remote.copy.lag.bytes", at_least=-1),
+    "remote.copy.lag.ms": TopicConfig(T_LONG, "0", "log.remote.copy.lag.ms", at_least=-1),
     "remote.log.copy.disable": TopicConfig(T_BOOLEAN, "false"),
     "remote.log.delete.on.disable": TopicConfig(T_BOOLEAN, "false"),
     "remote.storage.enable": TopicConfig(T_BOOLEAN, "false"),

@@ -2,8 +2,9 @@
 
 Per partition: UNKNOWN_TOPIC_ID, UNKNOWN_TOPIC_OR_PARTITION, or NOT_LEADER_OR_FOLLOWER
 when the broker holds no replica of it; otherwise the Directories entry changes when it
-differs. A replica assigned to a directory that is offline leaves the ISR and leadership
-afterwards, as Kafka's ReplicationControlManager.handleAssignReplicasToDirs does.
+differs, through the change builder with its election, and a replica assigned to a directory
+that is offline leaves the ISR and leadership afterwards, both as Kafka's
+ReplicationControlManager.handleAssignReplicasToDirs does (``Draft.assign_dir``).
 
 A request naming more than ``MAX_PARTITIONS_PER_SLICE`` partitions is cut into slices
 (:func:`split_assign`): the server handles and commits one slice at a time and lets other
@@ -25,7 +26,6 @@ from typing import Any
 from kraft_jbod.controller import features as fv
 from kraft_jbod.controller.context import Call, ControllerContext, Outcome, Sliced
 from kraft_jbod.controller.draft import Draft
-from kraft_jbod.controller.image import Partition
 from kraft_jbod.messages.assign_replicas_to_dirs_request import AssignReplicasToDirsRequest
 from kraft_jbod.messages.assign_replicas_to_dirs_request import DirectoryData as AssignDir
 from kraft_jbod.messages.assign_replicas_to_dirs_response import (
@@ -53,7 +53,6 @@ def handle_assign(ctx: ControllerContext, call: Call, req: AssignReplicasToDirsR
         return Outcome(AssignReplicasToDirsResponse(error_code=ErrorCode.STALE_BROKER_EPOCH), [])
     b = reg.broker_id
     d = Draft(ctx)
-    to_offline: list[Partition] = []
     results: list[AssignDirResult] = []
     for dd in req.directories:
         directory = img.canonical(dd.id)
@@ -72,17 +71,10 @@ def handle_assign(ctx: ControllerContext, call: Call, req: AssignReplicasToDirsR
                 elif b not in p.replicas:
                     code = ErrorCode.NOT_LEADER_OR_FOLLOWER
                 else:
-                    _, _, dirs = d.view(p)
-                    i = p.replicas.index(b)
-                    if dirs[i] != directory:
-                        d.change(p, dirs=(*dirs[:i], directory, *dirs[i + 1 :]))
-                    if offline:
-                        to_offline.append(p)
+                    d.assign_dir(p, b, directory, offline)
                 parts_out.append(AssignPartResult(partition_index=pd.partition_index, error_code=code))
             topics_out.append(AssignTopicResult(topic_id=td.topic_id, partitions=parts_out))
         results.append(AssignDirResult(id=dd.id, topics=topics_out))
-    for p in to_offline:
-        d.remove_from_isr(p, b)
     return Outcome(AssignReplicasToDirsResponse(error_code=ErrorCode.NONE, directories=results), d.records)
 
 

@@ -78,7 +78,12 @@ def _update_one(
         current = st.finalized_features.get(name, 0)
     if level < 0:
         return invalid("A feature version cannot be less than 0.")
-    reason = _not_supported(level, f"Local controller {st.node_id}", fv.SUPPORTED_FEATURES.get(name, (0, 0)))
+    local = fv.SUPPORTED_FEATURES.get(name, (0, 0))
+    if name == fv.METADATA_VERSION:
+        # Kafka's controller without unstable.metadata.versions.enable: its minimum to the
+        # latest production level (found by the twin, docs/twin.md)
+        local = (_MV_MINIMUM, fv.LATEST_PRODUCTION_LEVEL)
+    reason = _not_supported(level, f"Local controller {st.node_id}", local)
     if reason is None:
         for b, reg in sorted(st.brokers.items()):
             rng = next(((lo, hi) for fname, lo, hi in reg.features if fname == name), (0, 0))
@@ -114,6 +119,11 @@ def _update_one(
         return invalid(
             f"This controller does not change kraft.version (it is {current}, fixed when the log was created)."
         )
+    if name not in fv.SUPPORTED_FEATURES:
+        # Only level 0 of an unknown feature gets this far (its supported range is 0-0);
+        # Kafka then fails to look the feature up (found by the twin, docs/twin.md). Kafka's
+        # own test features (test.feature.version, ...) are unknown here too.
+        return invalid(f"Feature {name} not found.")
     # Kafka's Feature.validateVersion: a level >= 1 needs metadata.version >= 3.3-IV3 (the
     # only dependency among the features implemented here).
     if level >= 1 and proposed_mv < _MV_MINIMUM:
@@ -147,7 +157,9 @@ def update_features(
             )
             return resp, []
     if api_version <= 1:
+        # Kafka fills each result from ApiError.message(), which for success without a
+        # message is the error's name: "NONE" (found by the twin, docs/twin.md).
         resp.results = [
-            UpdatableFeatureResult(feature=u.feature, error_code=0, error_message=None) for u in req.feature_updates
+            UpdatableFeatureResult(feature=u.feature, error_code=0, error_message="NONE") for u in req.feature_updates
         ]
     return resp, [] if req.validate_only else records

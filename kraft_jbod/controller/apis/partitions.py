@@ -34,7 +34,7 @@ only adding replicas are in the ISR (refused unless unclean.leader.election.enab
 from __future__ import annotations
 
 import uuid
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Final
 
@@ -73,7 +73,6 @@ ELECTION_NOT_NEEDED: Final = 84
 PREFERRED_LEADER_NOT_AVAILABLE: Final = 80
 ELIGIBLE_LEADERS_NOT_AVAILABLE: Final = 83
 NO_REASSIGNMENT_IN_PROGRESS: Final = 85
-_NO_REASSIGNMENT_MESSAGE: Final = "No partition reassignment is in progress."
 
 
 @dataclass(frozen=True, slots=True)
@@ -182,12 +181,15 @@ def build_change(
     elr_enabled: bool = False,
     min_isr: int = 1,
     unclean_shutdown: Sequence[int] = (),
+    target_dirs: Mapping[int, uuid.UUID] | None = None,
 ) -> PartitionChangeRecord | None:
     """The PartitionChangeRecord taking ``p`` to the targets (Rules 1-5), or None.
 
     ``acceptable(broker, directory)`` says whether a broker may lead from that directory.
     ``min_isr`` is the topic's effective min.insync.replicas (capped at its replication
-    factor by the caller, as Kafka's ``getTopicEffectiveMinIsr``).
+    factor by the caller, as Kafka's ``getTopicEffectiveMinIsr``). ``target_dirs`` (broker ->
+    directory, AssignReplicasToDirs) changes only the record's Directories: as Kafka's
+    ``setDirectory``, the election still judges each replica by the directory it had.
     """
     isr = list(p.isr if target_isr is None else target_isr)
     replicas = list(p.replicas if target_replicas is None else target_replicas)
@@ -260,6 +262,8 @@ def build_change(
         elif rec.leader >= 0 and p.last_known_elr:
             rec.last_known_elr = []
     if replicas:
+        if target_dirs:
+            dirs = [target_dirs.get(b, d) for b, d in zip(replicas, dirs, strict=True)]
         if fv.supports_jbod(metadata_version) and tuple(dirs) != tuple(p.dirs):
             rec.directories = dirs
         if replicas != list(p.replicas):
@@ -588,7 +592,9 @@ def _reassign_one(
     v = ops.view(p)
     if target is None:
         if not v.adding and not v.removing:
-            raise _Refused(NO_REASSIGNMENT_IN_PROGRESS, _NO_REASSIGNMENT_MESSAGE)
+            # Kafka's text is the error's default message, which ApiError.fromThrowable turns
+            # into a null message on the wire.
+            raise _Refused(NO_REASSIGNMENT_IN_PROGRESS)
         original = [b for b in v.replicas if b not in v.adding]
         isr = [b for b in v.isr if b not in v.adding]
         unclean_on = st.configs.topic_flag(topic, "unclean.leader.election.enable")

@@ -134,11 +134,13 @@ def handle_create_topics(ctx: ControllerContext, call: Call, req: CreateTopicsRe
         if api_version >= 5:
             res.num_partitions, res.replication_factor = len(plan), rf
             res.configs = configs.created_topic_configs(img, config_records)
-        if req.validate_only:
-            continue
+        # Kafka draws the id before it looks at ValidateOnly, so a validated topic's answer
+        # carries an id too (one that names nothing).
         topic_id = new_topic_id(ctx, t.name, next_offset + len(d.records))
         if api_version >= 7:
             res.topic_id = topic_id
+        if req.validate_only:
+            continue
         d.records.append((TopicRecord(name=t.name, topic_id=topic_id), 0))
         d.records.extend(config_records)
         d.records.extend(clears)
