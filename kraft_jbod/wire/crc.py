@@ -9,22 +9,44 @@ slice-by-8 in Python measured no faster), so a worker without the library still 
 and checks every batch, only slower. :data:`NATIVE` says which one runs.
 
 Invariant: :func:`crc32c` of the same bytes is the same whichever implementation runs.
+
+The library is imported on the first checksum, not with this module: its package
+``__init__`` asks ``importlib.metadata`` for its own version, which imports the email
+parser and costs a cold start about 35 ms of CPU here, while many runs (``kraft-jbod
+decode`` of control traffic, ``codec decode``) never checksum anything. ``NATIVE`` is
+resolved the same way, on first access.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import Any, Final
+from typing import TYPE_CHECKING, Any, Final
 
-_native_crc32c: Callable[..., Any] | None
-try:
-    from crc32c import crc32c as _native_crc32c
-except ImportError:  # a worker without the compiled library (see the module docstring)
-    _native_crc32c = None
+if TYPE_CHECKING:
+    NATIVE: bool  # resolved by __getattr__ below
 
 __all__ = ["NATIVE", "crc32c", "crc32c_python"]
 
-NATIVE: Final = _native_crc32c is not None
+_UNRESOLVED: Final[Any] = object()
+_native_crc32c: Any = _UNRESOLVED  # the library's function, None without it, or unresolved
+
+
+def _resolve() -> Callable[..., Any] | None:
+    global _native_crc32c
+    native: Callable[..., Any] | None
+    try:
+        from crc32c import crc32c as native
+    except ImportError:  # a worker without the compiled library (see the module docstring)
+        native = None
+    _native_crc32c = native
+    return native
+
+
+def __getattr__(name: str) -> Any:
+    if name == "NATIVE":  # True when the library computes the checksums
+        native = _resolve() if _native_crc32c is _UNRESOLVED else _native_crc32c
+        return native is not None
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 _POLY: Final = 0x82F63B78  # Castagnoli, reflected
 
@@ -53,6 +75,9 @@ def crc32c_python(data: bytes | bytearray | memoryview, value: int = 0) -> int:
 
 def crc32c(data: bytes | bytearray | memoryview, value: int = 0) -> int:
     """CRC-32C of ``data`` continuing from ``value`` (the library's, when installed)."""
-    if _native_crc32c is not None:
-        return int(_native_crc32c(data, value))
+    native = _native_crc32c
+    if native is _UNRESOLVED:
+        native = _resolve()
+    if native is not None:
+        return int(native(data, value))
     return crc32c_python(data, value)
