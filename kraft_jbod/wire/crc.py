@@ -48,6 +48,7 @@ def __getattr__(name: str) -> Any:
         return native is not None
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
+
 _POLY: Final = 0x82F63B78  # Castagnoli, reflected
 
 
