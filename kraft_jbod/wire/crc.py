@@ -4,17 +4,19 @@ pure Python.
 Why a fallback: a stock Spark cluster's workers have pyspark, pyarrow and pandas but
 nothing of ours; ``kraft-jbod stats`` ships its own pure-Python code to them, and a
 compiled library cannot travel that way. The fallback gives the same values (a
-byte-at-a-time table loop, 1-3 MB/s on this loaded machine against the library's GB/s;
+byte-at-a-time table loop, 1-7 MB/s on this loaded machine against the library's GB/s;
 slice-by-8 in Python measured no faster), so a worker without the library still decodes
-and checks every batch, only slower. :data:`NATIVE` says which one runs.
+and checks every batch, only slower. :data:`NATIVE` says whether the library is there.
 
 Invariant: :func:`crc32c` of the same bytes is the same whichever implementation runs.
 
-The library is imported on the first checksum, not with this module: its package
-``__init__`` asks ``importlib.metadata`` for its own version, which imports the email
-parser and costs a cold start about 35 ms of CPU here, while many runs (``kraft-jbod
-decode`` of control traffic, ``codec decode``) never checksum anything. ``NATIVE`` is
-resolved the same way, on first access.
+Why the library is imported late: its package ``__init__`` asks ``importlib.metadata``
+for its own version, which imports the email parser and costs a cold start 35-50 ms of
+CPU here, as much as the pure-Python loop spends on 250-400 KiB. So the first
+:data:`PYTHON_BUDGET` bytes a process checksums go through the loop (at most ~10 ms), and
+the library is imported only when a process checksums more than that: ``kraft-jbod
+decode`` of a small capture, which is most of them, never pays for the import, and a large
+one pays it once. ``NATIVE`` imports it on first access.
 """
 
 from __future__ import annotations
@@ -29,6 +31,10 @@ __all__ = ["NATIVE", "crc32c", "crc32c_python"]
 
 _UNRESOLVED: Final[Any] = object()
 _native_crc32c: Any = _UNRESOLVED  # the library's function, None without it, or unresolved
+
+#: Bytes checksummed in pure Python before the library is imported (see above).
+PYTHON_BUDGET: Final = 64 << 10
+_python_left = PYTHON_BUDGET
 
 
 def _resolve() -> Callable[..., Any] | None:
@@ -75,9 +81,14 @@ def crc32c_python(data: bytes | bytearray | memoryview, value: int = 0) -> int:
 
 
 def crc32c(data: bytes | bytearray | memoryview, value: int = 0) -> int:
-    """CRC-32C of ``data`` continuing from ``value`` (the library's, when installed)."""
+    """CRC-32C of ``data`` continuing from ``value`` (the library's, when installed and
+    once the process has checksummed more than :data:`PYTHON_BUDGET` bytes)."""
+    global _python_left
     native = _native_crc32c
     if native is _UNRESOLVED:
+        if len(data) <= _python_left:
+            _python_left -= len(data)
+            return crc32c_python(data, value)
         native = _resolve()
     if native is not None:
         return int(native(data, value))
