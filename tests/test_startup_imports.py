@@ -75,10 +75,11 @@ def test_version_reports_the_backend_the_codec_installs(choice: str | None) -> N
     env = {} if choice is None else {"KRAFT_JBOD_CODEC": choice}
     out, _ = _run("--version", env=env)
     reported = out.strip().rsplit("codec: ", 1)[1].rstrip(")")
+    base = {k: v for k, v in os.environ.items() if k != "KRAFT_JBOD_CODEC"}  # as _run does
     proc = subprocess.run(
         [sys.executable, "-c", "import kraft_jbod.wire.message, kraft_jbod._accel as a; print(a.backend())"],
         cwd=ROOT,
-        env={**os.environ, "PYTHONPATH": str(ROOT), **env},
+        env={**base, "PYTHONPATH": str(ROOT), **env},
         capture_output=True,
         text=True,
         check=True,
