@@ -13,8 +13,12 @@ def codec_backend() -> str:
 
     The compiled codec is built by ``pip install`` when a C compiler is present;
     ``KRAFT_JBOD_CODEC=python`` forces the pure-Python one (see kraft_jbod/_accel).
-    """
-    from kraft_jbod._accel import backend
-    from kraft_jbod.wire import message  # noqa: F401  (installs the selected backend)
+    Before the codec is first imported this is the backend its import will install, found
+    without importing it (``kraft-jbod --version`` stays light).
 
-    return backend()
+    Raises:
+        ImportError: ``KRAFT_JBOD_CODEC`` is unknown, or ``c`` and the extension is not built.
+    """
+    from kraft_jbod._accel import current
+
+    return current()

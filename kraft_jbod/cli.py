@@ -5,6 +5,14 @@ its subcommands and handlers that return an exit code; they write to the termina
 through :mod:`kraft_jbod.console`. Heavy imports happen inside the handlers, so
 ``kraft-jbod --help`` stays light.
 
+Start-up rule: a run registers only the module of the command it names (argv's first
+word; the top-level parser has no option taking a value, so that word is the command),
+and ``kraft-jbod --version`` registers none. Building all the subparsers costs more CPU
+than most short commands' work; ``--help``, a missing or unknown command build them all,
+so usage and error messages list every command. ``COMMAND_MODULES`` says which commands
+each module adds (a test checks it against ``register``), and the codec backend that
+``--version`` reports is found without importing the codec (:func:`kraft_jbod._accel.current`).
+
 Exit codes: 0 success, 1 the input was processed but something in it failed (e.g. a
 frame that does not decode), 2 bad usage, unreadable input, a missing extra or a port
 in use, or out of memory (one ``kraft-jbod: ...`` line, never a traceback), 130 interrupted.
@@ -24,19 +32,21 @@ from kraft_jbod.errors import KraftJbodError
 
 Handler = Callable[[argparse.Namespace], int]
 
-# Where each command lives: the module of the area whose code it drives.
-COMMAND_MODULES = (
-    "kraft_jbod.codectool",  # codec decode | roundtrip
-    "kraft_jbod.capture.commands",  # decode, capture listen
-    "kraft_jbod.controller.commands",  # controller, log dump
-    "kraft_jbod.controller.admin_commands",  # status, faults, topics
-    "kraft_jbod.broker.commands",  # broker, broker-ctl
-    "kraft_jbod.storage.commands",  # storage format | info
-    "kraft_jbod.demo.commands",  # demo
-    "kraft_jbod.fuzz.commands",  # fuzz
-    "kraft_jbod.analytics.commands",  # stats
-    "kraft_jbod.realkafka.commands",  # real-cluster
-)
+# Where each command lives: the module of the area whose code it drives, and the
+# top-level commands its register(sub) adds (in --help order).
+COMMAND_MODULES: dict[str, tuple[str, ...]] = {
+    "kraft_jbod.codectool": ("codec",),  # codec decode | roundtrip
+    "kraft_jbod.capture.commands": ("decode", "capture"),  # decode, capture listen
+    "kraft_jbod.controller.commands": ("controller", "log"),  # controller, log dump | recover
+    "kraft_jbod.controller.admin_commands": ("status", "faults", "topics"),
+    "kraft_jbod.broker.commands": ("broker", "broker-ctl"),
+    "kraft_jbod.storage.commands": ("storage",),  # storage format | info
+    "kraft_jbod.demo.commands": ("demo",),
+    "kraft_jbod.fuzz.commands": ("fuzz",),
+    "kraft_jbod.analytics.commands": ("stats",),
+    "kraft_jbod.realkafka.commands": ("real-cluster",),
+}
+_MODULE_OF = {command: module for module, commands in COMMAND_MODULES.items() for command in commands}
 
 
 class _VersionAction(argparse.Action):
@@ -52,11 +62,25 @@ class _VersionAction(argparse.Action):
         parser.exit()
 
 
-def build_parser() -> argparse.ArgumentParser:
+def modules_for(argv: Sequence[str]) -> tuple[str, ...]:
+    """The command modules a run with ``argv`` needs registered (see the module docstring)."""
+    for arg in argv:
+        if not arg.startswith("-"):
+            module = _MODULE_OF.get(arg)
+            return (module,) if module is not None else tuple(COMMAND_MODULES)
+        if arg == "-h" or (len(arg) > 2 and "--help".startswith(arg)):  # argparse takes --he too
+            return tuple(COMMAND_MODULES)
+    # Only options: --version exits while parsing, and anything else is an error whose
+    # message does not list the commands.
+    return () if argv else tuple(COMMAND_MODULES)
+
+
+def build_parser(argv: Sequence[str] | None = None) -> argparse.ArgumentParser:
+    """The parser with every command, or with only those ``argv`` needs when it is given."""
     ap = argparse.ArgumentParser(prog="kraft-jbod", description="Kafka KRaft + KIP-858 (JBOD) toolkit.")
     ap.add_argument("--version", action=_VersionAction, help="print the version and the active codec, then exit")
     sub = ap.add_subparsers(dest="command", required=True, metavar="COMMAND")
-    for name in COMMAND_MODULES:
+    for name in COMMAND_MODULES if argv is None else modules_for(argv):
         importlib.import_module(name).register(sub)
     return ap
 
@@ -71,7 +95,9 @@ def _command_name(args: argparse.Namespace) -> str:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    parser = build_parser()
+    if argv is None:
+        argv = sys.argv[1:]
+    parser = build_parser(argv)
     args = parser.parse_args(argv)
     handler: Handler = args.func
     try:

@@ -5,6 +5,10 @@ Pure functions from inputs to JSON-ready dicts, then the two commands themselves
 Decoded values use the JSON shape of Kafka's generated JSON converters (camelCase
 schema names, uuids as base64url, bytes as base64), so they compare directly with
 what Kafka's request logger prints.
+
+Every ``kraft-jbod`` run imports this module to register the two commands, so the codec
+(the generated message index, the codec backend, record batches) is imported inside the
+functions that use it, never at the top: ``kraft-jbod --version`` must not pay for it.
 """
 
 from __future__ import annotations
@@ -13,15 +17,13 @@ import argparse
 import json
 import sys
 from collections.abc import Iterable, Iterator
-from dataclasses import dataclass
-from typing import Any, TextIO
+from typing import TYPE_CHECKING, Any, TextIO
 
-from kraft_jbod import codec, console
+from kraft_jbod import console
 from kraft_jbod.errors import DecodeError, EncodeError, KraftJbodError
-from kraft_jbod.messages.releases import defined_in
-from kraft_jbod.messages.request_header import RequestHeader
-from kraft_jbod.messages.response_header import ResponseHeader
-from kraft_jbod.wire.message import Message
+
+if TYPE_CHECKING:
+    from kraft_jbod.wire.message import Message
 
 KINDS = ("request", "response", "request_header", "response_header")
 
@@ -60,6 +62,10 @@ def _error_dict(exc: DecodeError | EncodeError) -> dict[str, Any]:
 
 def body_class(kind: str, api_key: int | None) -> type[Message]:
     """Raises DecodeError for an unknown kind or api key."""
+    from kraft_jbod import codec
+    from kraft_jbod.messages.request_header import RequestHeader
+    from kraft_jbod.messages.response_header import ResponseHeader
+
     if kind == "request_header":
         return RequestHeader
     if kind == "response_header":
@@ -81,6 +87,9 @@ def decode_command(
     Raises:
         DecodeError: the bytes do not decode as described.
     """
+    from kraft_jbod import codec
+    from kraft_jbod.messages.releases import defined_in
+
     if kind is None or (kind == "request" and api_key is None):
         payload = strip_size_prefix(data)
         req = codec.decode_request(payload)
@@ -125,11 +134,16 @@ def decode_command(
     }
 
 
-@dataclass
 class RoundtripTally:
-    exact: int = 0
-    differ: int = 0
-    failed: int = 0
+    """Counts of ``codec roundtrip`` results (a plain class: dataclasses costs an import
+    of inspect on every ``kraft-jbod`` run)."""
+
+    __slots__ = ("differ", "exact", "failed")
+
+    def __init__(self) -> None:
+        self.exact = 0
+        self.differ = 0
+        self.failed = 0
 
     def summary(self) -> str:
         return f"{self.exact} byte-exact, {self.differ} differ, {self.failed} failed"

@@ -15,12 +15,16 @@ Selection, once at import of ``kraft_jbod.wire.message`` (which calls :func:`ins
 * ``KRAFT_JBOD_CODEC=python``: the pure-Python codec.
 
 :func:`use` switches at run time (tests run the codec suite under both).
+
+:func:`current` answers "which one runs" without importing the message machinery: before
+``kraft_jbod.wire.message`` is imported it returns :func:`choose`, the very function
+:func:`install` applies, so ``kraft-jbod --version`` stays light and truthful. This module
+imports only ``os`` and ``typing`` at the top (and the extension, a few hundred µs).
 """
 
 from __future__ import annotations
 
 import os
-import uuid
 from types import ModuleType
 from typing import Any
 
@@ -54,16 +58,39 @@ def backend() -> str:
     return _active
 
 
+def choose() -> str:
+    """The backend ``KRAFT_JBOD_CODEC`` and the build select: what :func:`install` applies.
+
+    Raises:
+        ImportError: an unknown ``KRAFT_JBOD_CODEC`` value, or ``c`` asked for but the
+            extension is not built.
+    """
+    choice = os.environ.get(ENV, "auto").strip().lower() or "auto"
+    if choice not in ("auto", *BACKENDS):
+        raise ImportError(f"{ENV}={choice!r}: expected auto, c or python")
+    if choice == "python" or (choice == "auto" and _c is None):
+        return "python"
+    if _c is None:
+        raise ImportError(f"the compiled codec is not built ({_c_error}); reinstall with a C compiler")
+    return "c"
+
+
+def current() -> str:
+    """``"c"`` or ``"python"``: what runs now, or what will run once the codec is imported.
+
+    Raises:
+        ImportError: see :func:`choose` (only before the codec is imported).
+    """
+    return _active if _message is not None else choose()
+
+
 def install(message_cls: Any) -> None:
     """Remember the pure-Python methods of ``Message`` and apply ``KRAFT_JBOD_CODEC``."""
     global _message
     _message = message_cls
     for name in ("decode", "read", "encode", "write"):
         _python[name] = message_cls.__dict__[name]
-    choice = os.environ.get(ENV, "auto").strip().lower() or "auto"
-    if choice not in ("auto", *BACKENDS):
-        raise ImportError(f"{ENV}={choice!r}: expected auto, c or python")
-    use("python" if choice == "python" or (choice == "auto" and _c is None) else "c")
+    use(choose())
 
 
 def use(name: str) -> None:
@@ -81,6 +108,8 @@ def use(name: str) -> None:
     if name == "c":
         if _c is None:
             raise ImportError(f"the compiled codec is not built ({_c_error}); reinstall with a C compiler")
+        import uuid  # here: only the compiled codec needs it, and --version must not
+
         from kraft_jbod._accel.plans import plan_for
 
         _c.configure(

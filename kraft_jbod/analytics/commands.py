@@ -15,7 +15,6 @@ from __future__ import annotations
 import argparse
 import os
 import time
-import traceback
 from typing import Any, Final
 
 from kraft_jbod import console
@@ -82,6 +81,8 @@ def cmd_stats(args: argparse.Namespace) -> int:
         return 130
     except Exception as exc:
         if os.environ.get("KRAFT_JBOD_DEBUG") == "1":
+            import traceback  # here: every kraft-jbod run imports this module
+
             traceback.print_exc()
         console.error(
             f"stats: internal error (please report; KRAFT_JBOD_DEBUG=1 shows the "

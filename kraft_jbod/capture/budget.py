@@ -6,21 +6,28 @@ expands every batch can be made to hold gigabytes by a capture of a few kilobyte
 :class:`DecodeLimits` bounds that per frame and per file; the decoder
 (:mod:`.kafka`, rule 6) keeps what goes past it undecoded and says so in an anomaly.
 
-This module stays import-light (stdlib only): the command line builds its options from
-the defaults here (and the options' parsing) without loading the decoder.
+This module stays import-light (argparse and typing only): every ``kraft-jbod`` run
+imports it to build the ``decode`` and ``stats`` options, before knowing whether anything
+will be decoded. That is why :class:`DecodeLimits` is a named tuple and not a dataclass:
+``dataclasses`` imports ``inspect`` and costs a cold start about 30 ms of CPU here.
 """
 
 from __future__ import annotations
 
 import argparse
-from dataclasses import dataclass
-from typing import Final
+from typing import Final, NamedTuple
 
 __all__ = ["DEFAULT_LIMITS", "DecodeLimits", "add_options", "limits_from_args"]
 
 
-@dataclass(frozen=True, slots=True)
-class DecodeLimits:
+class _Limits(NamedTuple):
+    frame_records: int
+    frame_bytes: int
+    file_records: int
+    file_bytes: int
+
+
+class DecodeLimits(_Limits):
     """How much of ``records`` fields a decoder may turn into records (rule 6).
 
     ``frame_records`` / ``frame_bytes``: records and decompressed bytes per frame;
@@ -28,17 +35,24 @@ class DecodeLimits:
     ``kraft-jbod decode``, one task's file for ``stats``, one run of ``capture listen``).
     A decoded record costs a few hundred bytes of Python objects and JSON, so the frame
     defaults keep one frame under about 100 MB whatever its compression ratio.
+
+    Immutable, compared and hashed by value. Raises ValueError for a negative limit.
     """
 
-    frame_records: int = 100_000
-    frame_bytes: int = 32 << 20
-    file_records: int = 20_000_000
-    file_bytes: int = 4 << 30
+    __slots__ = ()
 
-    def __post_init__(self) -> None:
-        for name in ("frame_records", "frame_bytes", "file_records", "file_bytes"):
-            if getattr(self, name) < 0:
+    def __new__(
+        cls,
+        frame_records: int = 100_000,
+        frame_bytes: int = 32 << 20,
+        file_records: int = 20_000_000,
+        file_bytes: int = 4 << 30,
+    ) -> DecodeLimits:
+        self = super().__new__(cls, frame_records, frame_bytes, file_records, file_bytes)
+        for name, value in zip(self._fields, self, strict=True):
+            if value < 0:
                 raise ValueError(f"{name} must be >= 0")
+        return self
 
 
 DEFAULT_LIMITS: Final = DecodeLimits()

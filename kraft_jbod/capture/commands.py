@@ -78,10 +78,12 @@ def _frames(
 
 def cmd_decode(args: argparse.Namespace) -> int:
     from kraft_jbod.capture.output import Summary, frame_to_line
-    from kraft_jbod.capture.sample import SAMPLE_NAME, build_sample
 
     sources: list[tuple[str, Any]] = []
     if args.sample:
+        # Only with --sample: building the demo capture encodes a dozen message types.
+        from kraft_jbod.capture.sample import SAMPLE_NAME
+
         sources.append((SAMPLE_NAME, None))
     sources.extend((f, Path(f)) for f in args.files)
     if not sources:
@@ -109,6 +111,8 @@ def cmd_decode(args: argparse.Namespace) -> int:
             out = None if args.summary else console.stdout()
         for name, path in sources:
             if path is None:
+                from kraft_jbod.capture.sample import build_sample
+
                 fh: BinaryIO = io.BytesIO(build_sample())
                 size = None
             else:

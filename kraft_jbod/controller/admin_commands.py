@@ -18,11 +18,8 @@ Kafka's error name), 2 unreachable or bad usage. Output goes through
 from __future__ import annotations
 
 import argparse
-import http.client
 import json
 import os
-import urllib.error
-import urllib.request
 from pathlib import Path
 from typing import Any
 
@@ -108,6 +105,12 @@ def register(sub: Any) -> None:
 
 def _call(admin: str, token: str, method: str, path: str, body: object | None = None) -> tuple[int, Any]:
     """(status, JSON body). Raises OSError/ValueError: unreachable, or not this server's HTTP."""
+    # Here, not at the top: http.client pulls in ssl, and every `kraft-jbod` run imports
+    # this module to register its commands.
+    import http.client
+    import urllib.error
+    import urllib.request
+
     data = None if body is None else json.dumps(body).encode()
     headers = {"Authorization": f"Bearer {token}"}
     if data is not None:

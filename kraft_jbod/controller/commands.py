@@ -27,8 +27,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import logging
-import socket
 import sys
 from pathlib import Path
 from typing import Any
@@ -142,6 +140,7 @@ def check_ports_free(addresses: list[tuple[str, str | None, int]]) -> None:
 
 def cmd_controller(args: argparse.Namespace) -> int:
     import asyncio
+    import socket
 
     from kraft_jbod.controller import config as cfgmod
     from kraft_jbod.controller import features
@@ -232,6 +231,7 @@ async def _serve(
     cfg: Any, cluster_id: str | None, level: int | None, fsync: bool, tap: Any, extensions: Any, kraft_version: int = 0
 ) -> int:
     import asyncio
+    import logging
     import signal
 
     from kraft_jbod.controller.server import ControllerServer

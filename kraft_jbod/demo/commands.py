@@ -9,7 +9,6 @@ and how to get it. Exit 0 when every step happened and every check held.
 from __future__ import annotations
 
 import argparse
-import logging
 import sys
 from pathlib import Path
 from typing import Any
@@ -33,6 +32,8 @@ def register(sub: Any) -> None:
 
 
 def cmd_demo(args: argparse.Namespace) -> int:
+    import logging
+
     from kraft_jbod.demo import scenario
 
     logging.basicConfig(stream=sys.stderr, level=logging.ERROR)

@@ -27,7 +27,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import logging
 import sys
 from pathlib import Path
 from typing import Any
@@ -75,6 +74,8 @@ def register(sub: Any) -> None:
 
 
 def cmd_fuzz(args: argparse.Namespace) -> int:
+    import logging
+
     logging.basicConfig(stream=sys.stderr, level=getattr(logging, args.log_level))
     if args.count < 0 or args.time_limit <= 0 or args.connections <= 0 or args.timeout <= 0:
         raise ConfigError("--count must be >= 0; --time-limit, --connections and --timeout must be positive")

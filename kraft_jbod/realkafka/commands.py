@@ -15,9 +15,6 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import shutil
-import signal
-import tempfile
 import time
 from pathlib import Path
 from types import FrameType
@@ -123,6 +120,11 @@ def _on_sigterm(signum: int, frame: FrameType | None) -> None:
 
 
 def cmd_real_cluster(args: argparse.Namespace) -> int:
+    # Here, not at the top: every kraft-jbod run imports this module to register it.
+    import shutil
+    import signal
+    import tempfile
+
     from kraft_jbod.realkafka.cluster import ClusterSpec, RealCluster
     from kraft_jbod.realkafka.distribution import open_distribution
     from kraft_jbod.realkafka.process import KafkaProcessError
