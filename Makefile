@@ -51,15 +51,7 @@ lint: $(STAMP)
 typecheck: $(STAMP)
 	$(VENV)/bin/mypy kraft_jbod tools
 
-import# Apache Kafka 4.4's whole broker (and Kafka's own KRaft controller) compiled from
-# ../shared/kafka/ for the real-broker tests (tests/realbrokers/, docs/real-brokers.md). Cached
-# under ~/.cache/kraft-jbod/ by a hash of the source package, so fresh clones on the same
-# machine reuse it (1.5-4 minutes on 2 cores when it is built). Without that package it says
-# how to get it and the real-broker tests skip; under CI=true that is an error.
-kafka-broker: $(STAMP)
-	$(PY) -m tools.kafka_broker build -p $(VENV)
-
-lint: $(STAMP)
+importlint: $(STAMP)
 	$(VENV)/bin/lint-imports
 
 # The whole suite runs on the default codec (the compiled one when it built); the codec
