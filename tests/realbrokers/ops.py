@@ -54,10 +54,14 @@ def create_via_controller(
     configs: Mapping[str, str] | None = None,
     *,
     wait: bool = True,
+    listener: str = "controller",
 ) -> int:
-    """CreateTopics v7 on the controller listener; the topic's error code. With ``wait``,
-    returns once every running broker knows the topic."""
+    """CreateTopics v7 on the controller listener (or, ``listener="client"``, on the mock's
+    client listener, where admin tools without a broker send it); the topic's error code.
+    With ``wait``, returns once every running broker knows the topic."""
     assert cluster.controller is not None
+    address = cluster.controller.address if listener == "controller" else cluster.controller.client
+    assert address is not None, f"the {cluster.controller.kind} controller has no {listener} listener"
     req = CreateTopicsRequest(
         topics=[
             CreatableTopic(
@@ -72,7 +76,7 @@ def create_via_controller(
         ],
         timeout_ms=30000,
     )
-    resp = probe.call(cluster.controller.address, req, 7, timeout=60)
+    resp = probe.call(address, req, 7, timeout=60)
     code = int(resp.topics[0].error_code)
     if code == 0 and wait:
         wait_for_topic(cluster, topic, len(assignment))

@@ -34,6 +34,9 @@ def test_register_unfence_and_serve_three_clients(real_cluster: Callable[..., Cl
     assert ops.create_via_controller(cluster, "via-controller", [[2, 1], [1, 2]]) == 0
     assert set(ops.leaders(cluster, "via-broker").values()) == {1, 2}
     assert set(ops.leaders(cluster, "via-controller").values()) == {1, 2}
+    if controller == "mock":  # only the mock has a client listener of its own
+        assert ops.create_via_controller(cluster, "via-client-listener", [[1, 2]], listener="client") == 0
+        assert ops.leaders(cluster, "via-client-listener") == {0: 1}
 
     for name, (produce, consume) in clients.CLIENTS.items():
         for topic in ("via-broker", "via-controller"):
