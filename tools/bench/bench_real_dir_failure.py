@@ -39,7 +39,9 @@ from kraft_jbod.realkafka.cluster import ClusterSpec, RealCluster, fail_dir_as_k
 from kraft_jbod.realkafka.commands import find_kafka
 from kraft_jbod.realkafka.distribution import open_distribution
 
-_STOPPING = re.compile(r"^\[(\d{4}-\d\d-\d\d \d\d:\d\d:\d\d,\d{3})\] WARN \[ReplicaManager broker=1\] Stopping serving")
+_STOPPING = re.compile(
+    r"^\[(\d{4}-\d\d-\d\d \d\d:\d\d:\d\d,\d{3})\] WARN \[ReplicaManager broker=1\] Stopping serving", re.MULTILINE
+)
 
 
 def _log_time(text: str) -> float:
