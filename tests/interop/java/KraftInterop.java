@@ -40,6 +40,7 @@ import java.io.PrintStream;
 import java.io.Writer;
 import java.net.InetSocketAddress;
 import java.nio.charset.StandardCharsets;
+import java.nio.ByteBuffer;
 import java.nio.file.Files;
 import java.nio.file.Path;
 import java.util.ArrayList;
@@ -82,7 +83,7 @@ import org.apache.kafka.common.network.Selector;
 import org.apache.kafka.common.protocol.ApiMessage;
 import org.apache.kafka.common.message.BrokerRegistrationRequestData;
 import org.apache.kafka.common.requests.AbstractRequest;
-import org.apache.kafka.common.record.internal.FileRecords;
+import org.apache.kafka.common.record.internal.MemoryRecords;
 import org.apache.kafka.common.security.JaasContext;
 import org.apache.kafka.common.security.auth.SecurityProtocol;
 import org.apache.kafka.common.utils.Time;
@@ -733,7 +734,11 @@ public final class KraftInterop {
             LeaderAndEpoch le = new LeaderAndEpoch(OptionalInt.of(0), 1);
             long batches = 0, records = 0, controls = 0, lastOffset = -1;
             for (Path seg : segments) {
-                try (FileRecords fr = FileRecords.open(seg.toFile(), false)) {
+                // The bytes as they are now: the controller may still append to the active
+                // segment, and a read-only FileRecords that sees the file grow fails on close
+                // (it trims the channel to the size it opened with).
+                {
+                    MemoryRecords fr = MemoryRecords.readableRecords(ByteBuffer.wrap(Files.readAllBytes(seg)));
                     RecordsIterator<ApiMessageAndVersion> it = new RecordsIterator<>(fr, MetadataRecordSerde.INSTANCE,
                             BufferSupplier.create(), 8 * 1024 * 1024, true, new LogContext("[interop iterator] "));
                     while (it.hasNext()) {
