@@ -99,6 +99,7 @@ __all__ = [
     "kraft_cluster",
     "kraft_fake_brokers",
     "kraft_faults",
+    "kraft_real_cluster",
     "start_cluster",
     "stop_cluster",
 ]

@@ -95,6 +95,15 @@ def wait_until(what: str, check: Callable[[], T | None], timeout: float, interva
         time.sleep(interval)
 
 
+def _write_mock_extensions(folder: Path, client: tuple[str, int], admin: tuple[str, int]) -> Path:
+    """The mock's ``--extensions`` file: its client listener and admin channel at these addresses."""
+    path = folder / "extensions.json"
+    path.write_text(
+        json.dumps({"client_listeners": [f"CLIENT://{client[0]}:{client[1]}"], "admin": f"{admin[0]}:{admin[1]}"})
+    )
+    return path
+
+
 class MockControllerProcess(KafkaProcess):
     """``python -m kraft_jbod controller`` as a process, logging where a Kafka JVM would."""
 
@@ -305,8 +314,7 @@ class RealCluster:
             node_id=CONTROLLER_ID, metadata_dir=data, overrides=self.spec.controller_overrides
         )
         configs.write_properties(config_path, props)
-        extensions = root / "extensions.json"
-        extensions.write_text(json.dumps({"client_listeners": ["CLIENT://127.0.0.1:0"], "admin": "127.0.0.1:0"}))
+        extensions = _write_mock_extensions(root, ("127.0.0.1", 0), ("127.0.0.1", 0))
         args = [
             "--cluster-id",
             self.cluster_id,
@@ -392,15 +400,7 @@ class RealCluster:
 
     def _pin_mock_admin(self, node: ControllerNode) -> None:
         assert node.admin_address is not None and node.client is not None
-        extensions = node.config_path.parent / "extensions.json"
-        extensions.write_text(
-            json.dumps(
-                {
-                    "client_listeners": [f"CLIENT://{node.client[0]}:{node.client[1]}"],
-                    "admin": f"{node.admin_address[0]}:{node.admin_address[1]}",
-                }
-            )
-        )
+        _write_mock_extensions(node.config_path.parent, node.client, node.admin_address)
 
     def _controller(self) -> ControllerNode:
         if self.controller is None:

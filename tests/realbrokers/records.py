@@ -33,10 +33,10 @@ IGNORED_KINDS = frozenset(
 )
 
 
-def dump(cluster: RealCluster) -> list[dict[str, Any]]:
-    assert cluster.controller is not None
+def dump_dir(metadata_dir: Path) -> list[dict[str, Any]]:
+    """Every record and control batch of a node's metadata log dir, as ``kraft-jbod log dump`` prints them."""
     out = subprocess.run(
-        [sys.executable, "-m", "kraft_jbod", "log", "dump", str(cluster.controller.data_dir)],
+        [sys.executable, "-m", "kraft_jbod", "log", "dump", str(metadata_dir)],
         capture_output=True,
         text=True,
         check=True,
@@ -45,17 +45,14 @@ def dump(cluster: RealCluster) -> list[dict[str, Any]]:
     return [json.loads(line) for line in out.stdout.splitlines() if line.strip()]
 
 
+def dump(cluster: RealCluster) -> list[dict[str, Any]]:
+    assert cluster.controller is not None
+    return dump_dir(cluster.controller.data_dir)
+
+
 def last_offset(metadata_dir: Path) -> int:
     """The last offset in a node's metadata log dir (its ``metadata.log.dir``), -1 when empty."""
-    out = subprocess.run(
-        [sys.executable, "-m", "kraft_jbod", "log", "dump", str(metadata_dir)],
-        capture_output=True,
-        text=True,
-        check=True,
-        timeout=120,
-    )
-    offsets = [json.loads(line)["offset"] for line in out.stdout.splitlines() if line.strip()]
-    return max(offsets, default=-1)
+    return max((r["offset"] for r in dump_dir(metadata_dir)), default=-1)
 
 
 def dir_names(cluster: RealCluster) -> dict[str, str]:
