@@ -1,8 +1,7 @@
 """Ship the kraft_jbod package to a cluster's executors, and name what a failed job lacked.
 
 Strategy: on a non-local master the driver zips the ``kraft_jbod`` package it runs from
-(Python sources only, a few MB) together with its pure-Python dependency ``construct``,
-and adds the zip as a py-file (``addPyFile``, or ``addArtifacts(pyfile=True)`` under
+(Python sources only, a few MB) and adds the zip as a py-file (``addPyFile``, or ``addArtifacts(pyfile=True)`` under
 Spark Connect), so executors that have pyspark, pyarrow and pandas (a stock cluster) but
 not kraft-jbod run the job unchanged, with the driver's exact code. The two native
 dependencies cannot travel this way and are optional there: without crc32c the CRC-32C
@@ -18,7 +17,7 @@ Invariants:
 * Nothing is shipped to ``local[...]`` masters (the workers import the driver's package).
 * A zip already named in ``spark.submit.pyFiles`` as ``kraft_jbod*.zip`` means the user
   shipped the package: nothing is added.
-* The zip holds ``kraft_jbod/**.py``, ``construct/**.py`` and ``py.typed`` only, in
+* The zip holds ``kraft_jbod/**.py`` and ``py.typed`` only, in
   sorted order with fixed timestamps, so the same sources give the same bytes.
 """
 
@@ -39,11 +38,9 @@ _PY_ERROR: Final = re.compile(r"^(?:[\w.]+\.)?(\w+(?:Error|Exception|Exit)): (.*
 
 
 def _package_roots() -> list[Path]:
-    import construct
-
     import kraft_jbod
 
-    return [Path(m.__file__ or "").resolve().parent for m in (kraft_jbod, construct)]
+    return [Path(kraft_jbod.__file__ or "").resolve().parent]
 
 
 def _sources(root: Path) -> list[Path]:

@@ -41,14 +41,12 @@ from typing import Any
 
 from kraft_jbod.errors import BudgetExceeded, DecodeError, EncodeError
 
-cramjam: Any
-try:
-    import cramjam
-except ImportError:  # see the module docstring: gzip falls back to zlib, others refuse
-    cramjam = None
-
-CRAMJAM: bool = cramjam is not None
-"""Whether cramjam is installed (snappy, lz4 and zstd need it)."""
+# cramjam is imported on the first compressed batch, not with this module: its import is a
+# measurable part of a short command's start-up (tools/bench/README.md, bench_startup), and
+# most frames are not compressed. ``CRAMJAM`` (module attribute, below) says whether it is
+# installed.
+cramjam: Any = None
+_cramjam_looked_up = False
 
 Buffer = bytes | bytearray | memoryview
 
@@ -83,9 +81,28 @@ _LZ4_MAGIC = b"\x04\x22\x4d\x18"
 
 # What cramjam raises on bad input (DecompressionError for nearly everything; the others are
 # kept in case a codec reports through the standard I/O error types).
-_CODEC_ERRORS: tuple[type[BaseException], ...] = (
-    (cramjam.DecompressionError, OSError, ValueError, BufferError) if cramjam is not None else (OSError, ValueError)
-)
+_CODEC_ERRORS: tuple[type[BaseException], ...] = (OSError, ValueError)
+
+
+def _load_cramjam() -> None:
+    """Import cramjam once, if it is installed (see the module docstring for without)."""
+    global cramjam, _cramjam_looked_up, _CODEC_ERRORS
+    if _cramjam_looked_up:
+        return
+    _cramjam_looked_up = True
+    try:
+        import cramjam as lib
+    except ImportError:
+        return
+    cramjam = lib
+    _CODEC_ERRORS = (lib.DecompressionError, OSError, ValueError, BufferError)
+
+
+def __getattr__(name: str) -> Any:
+    if name == "CRAMJAM":  # whether cramjam is installed (snappy, lz4 and zstd need it)
+        _load_cramjam()
+        return cramjam is not None
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
 class CodecUnavailable(DecodeError, EncodeError):
@@ -265,6 +282,7 @@ def decompress(codec: int, data: Buffer, max_size: int = DEFAULT_MAX_DECOMPRESSE
         if len(data) > max_size:
             raise BudgetExceeded(f"data larger than the {max_size}-byte limit")
         return bytes(data)
+    _load_cramjam()
     if codec == GZIP:
         if cramjam is None:
             return _gzip_zlib(data, max_size)
@@ -316,6 +334,7 @@ def compress(codec: int, data: Buffer, *, broken_lz4_checksum: bool = False) -> 
     """
     if codec == NONE:
         return bytes(data)
+    _load_cramjam()
     if codec == GZIP:
         if cramjam is None:
             return zlib.compress(bytes(data), wbits=31)

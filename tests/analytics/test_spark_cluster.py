@@ -6,7 +6,7 @@ library missing" anomaly on the one frame whose batch is zstd (cramjam is not th
 The cluster is pyspark's own: a master and one worker started with ``spark-class`` on
 127.0.0.1 (web UIs on loopback, REST server off). The workers' Python is a fresh venv
 whose only extra path is a copy-by-symlink of this venv's site-packages *without*
-kraft_jbod, construct, crc32c and cramjam (and without the ``.pth`` hooks of an editable
+kraft_jbod, crc32c and cramjam (and without the ``.pth`` hooks of an editable
 install); the test checks that premise first.
 Inputs: the built-in KIP-858 sample and a capture of three Produce requests (uncompressed,
 gzip, zstd), so the run is start-up bound.
@@ -52,9 +52,8 @@ def _worker_python(base: Path) -> Path:
     filtered.mkdir(parents=True)
     for entry in site_src.iterdir():
         name = entry.name.lower()
-        # construct too: the job ships it with the package (it is pure Python).
         # crc32c and cramjam: native, so a stock cluster lacks them and the job cannot ship them.
-        stock_lacks = ("kraft_jbod", "__editable__", "_kraft", "construct", "crc32c", "cramjam")
+        stock_lacks = ("kraft_jbod", "__editable__", "_kraft", "crc32c", "cramjam")
         if name.startswith(stock_lacks) or name.endswith(".pth"):
             continue
         (filtered / entry.name).symlink_to(entry)

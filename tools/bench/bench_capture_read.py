@@ -10,7 +10,7 @@ the reassembler's slow paths run too. Then times three stages over the same file
 3. the full ``iter_frames`` pipeline (reassembly and frame splitting).
 
 Prints packets/s and MB/s per stage; with ``--tshark`` also times ``tshark -r`` on it.
-Run: ``python -m tools.bench.bench_capture_read [--mb 200] [--tshark] [--construct]``.
+Run: ``python -m tools.bench.bench_capture_read [--mb 200] [--tshark]``.
 """
 
 from __future__ import annotations
@@ -83,9 +83,6 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--mb", type=int, default=200, help="size of the synthetic capture in MB")
     ap.add_argument("--tshark", action="store_true", help="also time tshark on the same file")
-    ap.add_argument(
-        "--construct", action="store_true", help="also time per-packet header parsing with construct's compiled parsers"
-    )
     args = ap.parse_args()
     with tempfile.TemporaryDirectory() as tmp:
         path = Path(tmp) / "bench.pcapng"
@@ -106,20 +103,6 @@ def main() -> None:
             for ts, lt, data, _c, _o, idx in CaptureReader(fh).records():
                 decode(lt, data, ts, idx)
             _rate("2. read + decode TCP", packets, size, time.perf_counter() - t0)
-
-        if args.construct:
-            # The alternative docs/capture.md rejects: every packet's Ethernet, IPv4 and
-            # TCP headers parsed by construct's compiled parsers instead of struct.
-            from kraft_jbod.capture import headers as H
-
-            eth, ip4, tcp = H.compiled(H.ETHERNET), H.compiled(H.IPV4), H.compiled(H.TCP)
-            with path.open("rb") as fh:
-                t0 = time.perf_counter()
-                for _ts, _lt, data, _c, _o, _idx in CaptureReader(fh).records():
-                    if eth.parse(data[:14]).ethertype == 0x0800:
-                        ihl = (ip4.parse(data[14:34]).version_ihl & 15) * 4
-                        tcp.parse(data[14 + ihl : 34 + ihl])
-                _rate("2c. read + headers by construct", packets, size, time.perf_counter() - t0)
 
         with path.open("rb") as fh:
             t0 = time.perf_counter()
