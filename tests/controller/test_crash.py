@@ -86,6 +86,9 @@ async def test_sigkill_loses_no_acknowledged_record(tmp_path: Path, capsys: pyte
     config.write_text(
         "node.id=3000\nprocess.roles=controller\nlisteners=CONTROLLER://127.0.0.1:0\n"
         f"controller.listener.names=CONTROLLER\nmetadata.log.dir={tmp_path / 'meta'}\n"
+        # Each broker heartbeats once: on a loaded machine the run outlasts the default 9 s
+        # session and the first brokers would be fenced by expiry, not lost by the crash.
+        "broker.session.timeout.ms=600000\n"
     )
     proc, addr = await start_controller(config)
     registered: dict[int, int] = {}  # broker id -> acknowledged epoch

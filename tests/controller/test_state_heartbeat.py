@@ -116,6 +116,28 @@ def test_controlled_shutdown_moves_leadership_then_shuts_down() -> None:
     assert c.state.check_invariants() == []
 
 
+def test_controlled_shutdown_waits_for_the_whole_batch_that_began_it() -> None:
+    # Kafka compares the active brokers' offsets with the END of the batch that started the
+    # controlled shutdown (registration change, then the leadership moves), not with the
+    # offset of the registration change itself.
+    c = Cluster()
+    c.start_broker(1)
+    c.start_broker(2)
+    c.call(19, 7, _topic_on([1, 2]))
+    out = c.heartbeat(1, want_shut_down=True)
+    assert [type(r) for r, _ in out.records] == [BrokerRegistrationChangeRecord, PartitionChangeRecord]
+    batch_end = c.end_offset - 1
+    assert c.state.brokers[1].cs_offset == batch_end
+    c.heartbeat(2, offset=batch_end - 1)  # replayed the registration change only
+    out = c.heartbeat(1)
+    assert (out.response.is_fenced, out.response.should_shut_down) == (False, False)  # type: ignore[attr-defined]
+    assert c.state.broker_state(1) is HbState.CONTROLLED_SHUTDOWN
+    c.heartbeat(2, offset=batch_end)
+    out = c.heartbeat(1)
+    assert (out.response.is_fenced, out.response.should_shut_down) == (True, True)  # type: ignore[attr-defined]
+    assert c.state.check_invariants() == []
+
+
 def test_session_timeout_fences_and_moves_leaders() -> None:
     c = Cluster(session_timeout_ms=9000)
     c.start_broker(1)

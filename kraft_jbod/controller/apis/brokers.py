@@ -190,9 +190,6 @@ def handle_heartbeat(ctx: ControllerContext, call: Call, req: BrokerHeartbeatReq
                 (BrokerRegistrationChangeRecord(broker_id=b, broker_epoch=reg.epoch, in_controlled_shutdown=1), 1)
             )
         d.fence(reg, with_record=False)
-        if mv < fv.MV_3_3_IV3:
-            # No durable flag before 3.3-IV3: remember the offset softly, like Kafka.
-            reg.cs_offset = next_offset + len(d.records) - 1
     if newly:
         d.dirs_offline(reg, newly)
     cordoned = req.cordoned_log_dirs if api_version >= 2 else None
@@ -202,6 +199,12 @@ def handle_heartbeat(ctx: ControllerContext, call: Call, req: BrokerHeartbeatReq
         # brokers whose online directories are all cordoned.
         change = BrokerRegistrationChangeRecord(broker_id=b, broker_epoch=reg.epoch, cordoned_log_dirs=list(cordoned))
         d.records.append((change, fv.registration_change_record_version(mv, cordoned=True)))
+    if effect is HbEffect.ENTER_CONTROLLED_SHUTDOWN:
+        # Kafka's controlled-shutdown offset is the END of the batch that began it (its
+        # processBatchEndOffset), not the offset of the registration change: every active
+        # broker must have replayed the whole batch. Kept in memory as Kafka does; the
+        # replay of the change record below does not move it.
+        reg.cs_offset = next_offset + len(d.records) - 1
     resp = BrokerHeartbeatResponse(
         error_code=ErrorCode.NONE,
         is_caught_up=caught_up,
