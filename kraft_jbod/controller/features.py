@@ -124,6 +124,12 @@ _FEATURE_DEFAULTS: Final[dict[str, tuple[tuple[int, int], ...]]] = {
     STREAMS_VERSION: ((1, MV_4_2_IV1),),
 }
 
+# Kafka 4.4's FeatureVersion.dependencies(): a feature at a level needs other features at
+# least at these levels (checked against the levels an UpdateFeatures would leave).
+DEPENDENCIES: Final[dict[tuple[str, int], dict[str, int]]] = {
+    (ELR_VERSION, 1): {METADATA_VERSION: MV_4_0_IV1},
+}
+
 # Features whose levels we implement. ELR (KIP-966) is maintained by the change builder,
 # fencing, unfencing, unclean re-registration and AlterPartition, so a new cluster gets
 # eligible.leader.replicas.version 1 from 4.1-IV0, as Kafka 4.4's formatter gives it.

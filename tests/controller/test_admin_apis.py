@@ -917,6 +917,25 @@ def test_update_other_features_writes_their_level() -> None:
     replay_equals_live(c)
 
 
+def test_a_feature_level_needs_the_levels_it_depends_on() -> None:
+    # Kafka 4.4: eligible.leader.replicas.version 1 depends on metadata.version 23 (4.0-IV1),
+    # judged against the levels the whole request would leave (found by the twin).
+    c = Cluster(level=17)  # 3.7-IV2
+    c.start_broker(1, [dir_id(1, 0)])
+    for validate_only in (True, False):
+        refused = _features(c, ("eligible.leader.replicas.version", 1, 1), validate_only=validate_only).response
+        assert refused.error_code == 95
+        assert refused.error_message == (
+            "The update failed for all features since the following feature had an error: Invalid update version 1"
+            " for feature eligible.leader.replicas.version. eligible.leader.replicas.version could not be set to 1"
+            " because it depends on metadata.version level 23"
+        )
+    # With metadata.version raised in the same request, the dependency holds.
+    out = _features(c, ("metadata.version", 23, 1), ("eligible.leader.replicas.version", 1, 1))
+    assert out.response.error_code == 0, out.response.error_message
+    assert c.state.finalized_features["eligible.leader.replicas.version"] == 1 and c.state.metadata_version == 23
+
+
 def test_reassignment_v1_may_forbid_a_replication_factor_change() -> None:
     c = started(3)
     c.create_topic("t", 1, 2)

@@ -60,7 +60,7 @@ def metadata_changed(high: int, low: int) -> bool:
 
 
 def _update_one(
-    st: Any, name: str, level: int, kind: int, records: list[RecordAndVersion], proposed_mv: int
+    st: Any, name: str, level: int, kind: int, records: list[RecordAndVersion], proposed: dict[str, int]
 ) -> str | None:
     """The reason ``name`` cannot go to ``level`` (Rules 2-3), else None (records appended)."""
 
@@ -124,12 +124,15 @@ def _update_one(
         # Kafka then fails to look the feature up (found by the twin, docs/twin.md). Kafka's
         # own test features (test.feature.version, ...) are unknown here too.
         return invalid(f"Feature {name} not found.")
-    # Kafka's Feature.validateVersion: a level >= 1 needs metadata.version >= 3.3-IV3 (the
-    # only dependency among the features implemented here).
-    if level >= 1 and proposed_mv < _MV_MINIMUM:
+    # Kafka's Feature.validateVersion, against the levels the whole request would leave: a
+    # level >= 1 needs metadata.version >= 3.3-IV3, then the feature level's own dependencies.
+    if level >= 1 and proposed[fv.METADATA_VERSION] < _MV_MINIMUM:
         return invalid(
             f"{name} could not be set to {level} because it depends on metadata.version={_MV_MINIMUM} (3.3-IV3)"
         )
+    for needed, at_least in fv.DEPENDENCIES.get((name, level), {}).items():
+        if proposed.get(needed, 0) < at_least:
+            return invalid(f"{name} could not be set to {level} because it depends on {needed} level {at_least}")
     records.append((FeatureLevelRecord(name=name, feature_level=level), 0))
     return None
 
@@ -140,16 +143,14 @@ def update_features(
     """UpdateFeatures (Rules 1-4)."""
     records: list[RecordAndVersion] = []
     resp = UpdateFeaturesResponse(error_code=0, error_message=None)
-    proposed_mv = st.metadata_version
-    for u in req.feature_updates:
-        if u.feature == fv.METADATA_VERSION:
-            proposed_mv = u.max_version_level
+    proposed = {**st.finalized_features, fv.METADATA_VERSION: st.metadata_version}
+    proposed.update((u.feature, u.max_version_level) for u in req.feature_updates)
     for u in req.feature_updates:
         if api_version == 0:
             kind = SAFE_DOWNGRADE if u.allow_downgrade else UPGRADE
         else:
             kind = u.upgrade_type
-        reason = _update_one(st, u.feature, u.max_version_level, kind, records, proposed_mv)
+        reason = _update_one(st, u.feature, u.max_version_level, kind, records, proposed)
         if reason is not None:
             resp.error_code = ErrorCode.INVALID_UPDATE_VERSION
             resp.error_message = (
