@@ -26,6 +26,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+from kraft_jbod.messages.update_features_request import FeatureUpdateKey, UpdateFeaturesRequest
 from kraft_jbod.realkafka import probe
 from kraft_jbod.realkafka.cluster import ClusterSpec, RealCluster
 from kraft_jbod.realkafka.distribution import KafkaDistribution
@@ -40,6 +41,20 @@ SIDES = ("mock", "kafka")
 # uuids the harness put into requests (filled by the state machine)
 SENT_IDS: set[uuid.UUID] = set()
 CLUSTER_UUID = uuid.UUID("7a1e0c5b-3d2f-4e6a-9b8c-0d1e2f3a4b5c")
+SAFE_DOWNGRADE = 2
+
+
+def parse_level(label: str) -> tuple[str, dict[str, int]]:
+    """A twin level: a metadata.version, optionally with feature levels after slashes
+    (``4.3-IV0/eligible.leader.replicas.version=0``: ELR off where it is on by default)."""
+    version, *extras = label.split("/")
+    features: dict[str, int] = {}
+    for extra in extras:
+        name, sep, level = extra.partition("=")
+        if not sep or not level.isdigit():
+            raise ValueError(f"twin level {label!r}: {extra!r} is not FEATURE=LEVEL")
+        features[name] = int(level)
+    return version, features
 
 
 class Side:
@@ -92,7 +107,8 @@ class Pair:
     ) -> None:
         self.dist = dist
         self.workdir = workdir
-        self.metadata_version = metadata_version
+        self.label = metadata_version
+        self.metadata_version, self.features = parse_level(metadata_version)
         self.session_ms = session_ms
         self.sides: dict[str, Side] = {}
         self._clusters: list[RealCluster] = []
@@ -123,6 +139,26 @@ class Pair:
             cluster.start()
             self.sides[kind] = Side(kind, cluster)
         self.wait_images_settle()
+        if self.features:
+            self.set_features()
+
+    def set_features(self) -> None:
+        """Bring both controllers to the level's feature levels (a safe downgrade, the way an
+        operator turns ELR off), then wait until both logs say so."""
+        keys = [FeatureUpdateKey(n, lvl, upgrade_type=SAFE_DOWNGRADE) for n, lvl in sorted(self.features.items())]
+        for side in self.sides.values():
+            answer = side.call(UpdateFeaturesRequest(feature_updates=keys, timeout_ms=30_000), 1)
+            if answer.error_code != 0:
+                raise AssertionError(f"{side.kind}: setting {self.features} failed: {answer.error_message}")
+        deadline = time.monotonic() + 60
+        while True:
+            for side in self.sides.values():
+                side.refresh_image()
+            if all(s.image.features.get(n, 0) == lvl for s in self.sides.values() for n, lvl in self.features.items()):
+                return
+            if time.monotonic() > deadline:
+                raise AssertionError(f"the logs did not reach {self.features} within 60 s")
+            time.sleep(0.1)
 
     def wait_images_settle(self) -> None:
         """Until both logs hold their bootstrap records (Kafka writes them after it starts listening)."""

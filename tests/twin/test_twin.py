@@ -35,9 +35,12 @@ STEPS = int(os.environ.get("KRAFT_JBOD_TWIN_STEPS", "30"))
 SEED = os.environ.get("KRAFT_JBOD_TWIN_SEED")
 SHRINK = os.environ.get("KRAFT_JBOD_TWIN_SHRINK", "1") != "0"
 # metadata.version -> sequences in CI: the default level (cordoned dirs) gets most of the
-# budget; 4.1-IV0 is the first with ELR finalized, 4.0-IV0 and 3.9-IV0 the last without, 3.7-IV2
-# the first with directory assignment.
-CI_LEVELS = {"4.3-IV0": 16, "4.1-IV0": 6, "4.0-IV0": 4, "3.9-IV0": 4, "3.7-IV2": 5}
+# budget, and runs again with ELR turned off (an operator's safe downgrade of
+# eligible.leader.replicas.version, where it is on by default); 4.1-IV0 is the first with ELR
+# finalized, 4.0-IV0 and 3.9-IV0 the last without, 3.7-IV2 the first with directory assignment.
+# A level may carry feature levels after slashes (pair.parse_level).
+ELR_OFF = "eligible.leader.replicas.version=0"
+CI_LEVELS = {"4.3-IV0": 16, f"4.3-IV0/{ELR_OFF}": 4, "4.1-IV0": 6, "4.0-IV0": 4, "3.9-IV0": 4, "3.7-IV2": 5}
 LEVELS = [v for v in os.environ.get("KRAFT_JBOD_TWIN_LEVELS", "").split(",") if v] or list(CI_LEVELS)
 
 
@@ -54,7 +57,7 @@ def pair(
 
 
 def test_random_sequences_agree(pair: Pair) -> None:
-    level = pair.metadata_version
+    level = pair.label
     examples = EXAMPLES or CI_LEVELS.get(level, 5)
     seed = int(SEED) if SEED is not None else zlib.crc32(level.encode())
     run = settings(
