@@ -183,8 +183,13 @@ def test_switch_and_report(both: None) -> None:
         assert kraft_jbod.codec_backend() == "c"
 
 
+SANITIZER_ENV = ("LD_PRELOAD", "ASAN_OPTIONS", "UBSAN_OPTIONS", "PYTHONMALLOC")
+
+
 def _run(code: str, env_extra: dict[str, str], tmp: Path | None = None) -> subprocess.CompletedProcess[str]:
     env = {"PATH": "/usr/bin:/bin", "PYTHONPATH": str(tmp or ROOT), **env_extra}
+    # Under tools/accel_sanitize.py the extension needs the preloaded sanitizer runtime.
+    env.update({k: v for k, v in os.environ.items() if k in SANITIZER_ENV})
     return subprocess.run(
         [sys.executable, "-c", code], capture_output=True, text=True, check=False, env=env, cwd=tmp or ROOT
     )
