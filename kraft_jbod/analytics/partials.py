@@ -28,11 +28,11 @@ from __future__ import annotations
 
 import math
 from collections.abc import Iterable, Sequence
-from dataclasses import dataclass, field, fields
+from dataclasses import asdict, dataclass, field, fields
 from typing import Any, Final
 
 from kraft_jbod.analytics import kip858
-from kraft_jbod.analytics.rows import RTYPE_CONN, RTYPE_ERROR, RTYPE_EVENT, RTYPE_FILE, RTYPE_FRAME, Row
+from kraft_jbod.analytics.rows import RTYPE_CONN, RTYPE_ERROR, RTYPE_EVENT, RTYPE_FILE, RTYPE_FRAME, FileStats, Row
 
 __all__ = [
     "LATENCY_QUANTILES",
@@ -324,7 +324,7 @@ class Partial:
         self.connections = 0
         self.counts: dict[str, int] = {}
         self.conn_rows: list[dict[str, Any]] = []
-        self.events: list[str] = []
+        self.events: list[dict[str, Any]] = []
         self.files: list[dict[str, Any]] = []
         self.errors: list[dict[str, Any]] = []
         self._conn_ids: set[Any] = set()
@@ -355,10 +355,11 @@ class Partial:
                 }
             )
         elif rtype == RTYPE_EVENT:
-            if row.event is not None:
-                self.events.append(row.event)
+            if isinstance(row.detail, dict):
+                self.events.append(row.detail)
         elif rtype == RTYPE_FILE:
-            self.files.append({"source": row.source, "size": row.size, "event": row.event})
+            stats = asdict(row.detail) if isinstance(row.detail, FileStats) else {}
+            self.files.append({"source": row.source, "size": row.size, **stats})
             # A unit ends with its file row: its connections are all counted by now.
             self.connections += len(self._conn_ids)
             self._conn_ids.clear()
@@ -774,7 +775,7 @@ def build_tables(p: Partial, capture_set: str = "default") -> dict[str, list[dic
         for k, a in sorted(p.anomalies.items(), key=lambda kv: (-kv[1][0], kv[0]))
     ]
     out["connections"] = sorted(p.conn_rows, key=lambda r: (r["source"], r["conn_id"] or ""))
-    findings = kip858.check_json(p.events)
+    findings = kip858.check_events(p.events)
     out["violations"] = [{"capture_set": capture_set, **f} for f in findings]
     out["timeline"] = _timeline_rows(p, overall["first_ts"], overall["last_ts"])
     return out

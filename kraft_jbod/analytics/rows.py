@@ -9,7 +9,9 @@ Invariants:
 
 * Pure: no pyspark, no pyarrow; a row is a :class:`Row` whose fields are the columns
   (:func:`blank` starts one), and every value fits its column's type. :data:`COLUMNS`
-  is read off the dataclass, so the Arrow schemas cannot drift from it.
+  is read off the dataclass, so the Arrow schemas cannot drift from it. An event's or a
+  file's particulars travel beside the columns as objects (``Row.detail``: a KIP-858
+  event, a :class:`FileStats`), never as text to parse again.
 * Building a row never raises for frame content: the decoder already caught what the
   bytes can do, and the walks here only read generated objects.
 * Error codes are read from fields named ``error_code``: the top-level one (when the
@@ -35,6 +37,7 @@ __all__ = [
     "RTYPE_EVENT",
     "RTYPE_FILE",
     "RTYPE_FRAME",
+    "FileStats",
     "Row",
     "anomaly_kind",
     "blank",
@@ -52,6 +55,21 @@ RTYPE_FILE: Final = "file"
 MAX_NESTED_ERRORS: Final = 256
 
 
+@dataclass(slots=True, frozen=True)
+class FileStats:
+    """How one unit's run went: the counters of its ``file`` row, the ``inputs`` table's
+    columns of the same names."""
+
+    bucket: int
+    buckets: int
+    packets: int
+    frames: int
+    wall_s: float
+    cpu_s: float
+    max_rss_kb: int
+    pid: int
+
+
 def _col(arrow: str, *, required: bool = False) -> Any:
     """A :class:`Row` field whose column has Arrow type ``arrow``; optional ones
     default to ``None`` (a row type that does not use the column)."""
@@ -62,7 +80,7 @@ def _col(arrow: str, *, required: bool = False) -> Any:
 
 @dataclass(slots=True)
 class Row:
-    """One conformance row. Its fields are the columns, in order; each field's
+    """One conformance row. Its fields but ``detail`` are the columns, in order; each field's
     ``arrow`` metadata is the column's type (``string``, ``bool``, ``int16``, ``int32``,
     ``int64``, ``list<int16>``, ``list<string>``), so :data:`COLUMNS` and every Arrow
     schema built from it come from this one declaration."""
@@ -100,11 +118,16 @@ class Row:
     client_source: str | None = _col("string")
     gap_bytes: int | None = _col("int64")
     retransmitted_bytes: int | None = _col("int64")
-    event: str | None = _col("string")
+    #: Not a column: what an ``event`` row carries (a KIP-858 event, :mod:`.kip858`) or a
+    #: ``file`` row (its :class:`FileStats`), as objects; the task folds them into its
+    #: partial as they are, and no table has a column for them.
+    detail: dict[str, Any] | FileStats | None = None
 
 
 #: ``(name, type)`` of every row column, read off :class:`Row`'s fields.
-COLUMNS: Final[tuple[tuple[str, str], ...]] = tuple((f.name, f.metadata["arrow"]) for f in fields(Row))
+COLUMNS: Final[tuple[tuple[str, str], ...]] = tuple(
+    (f.name, f.metadata["arrow"]) for f in fields(Row) if "arrow" in f.metadata
+)
 COLUMN_NAMES: Final = tuple(name for name, _ in COLUMNS)
 
 
