@@ -226,6 +226,23 @@ def test_fallback_without_the_extension(tmp_path: Path) -> None:
     assert "codec: python" in cli.stdout
 
 
+def test_an_extension_of_another_interface_is_not_used(tmp_path: Path) -> None:
+    # An extension built from another _ccodec.c (here a stand-in module with an older
+    # interface number): refused at import as a whole, the Python codec runs and
+    # KRAFT_JBOD_CODEC=c names the mismatch.
+    import shutil
+
+    shutil.copytree(ROOT / "kraft_jbod", tmp_path / "kraft_jbod", ignore=shutil.ignore_patterns("*.so", "__pycache__"))
+    (tmp_path / "kraft_jbod" / "_accel" / "_ccodec.py").write_text("ABI_VERSION = 1\n", encoding="utf-8")
+    code = "import kraft_jbod.wire.message, kraft_jbod; print(kraft_jbod.codec_backend())"
+    auto = _run(code, {}, tmp_path)
+    assert auto.returncode == 0, auto.stderr
+    assert auto.stdout.strip() == "python"
+    forced = _run(code, {"KRAFT_JBOD_CODEC": "c"}, tmp_path)
+    assert forced.returncode != 0
+    assert "built from another _ccodec.c (interface 1, this package needs" in forced.stderr
+
+
 def test_env_selects_python() -> None:
     proc = _run("import kraft_jbod; print(kraft_jbod.codec_backend())", {"KRAFT_JBOD_CODEC": "python"})
     assert proc.returncode == 0, proc.stderr
