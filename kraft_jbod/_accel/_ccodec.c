@@ -1173,11 +1173,14 @@ enum { OP_I8 = 0, OP_I32 = 1, OP_UUID = 2, OP_I32S = 3, OP_UUIDS = 4 };
 enum { R_TOPIC, R_PID, R_REPLICAS, R_DIRS, R_LEADER, R_NROLES };
 #define P_MAX_SLOTS 32
 #define P_MAX_VERSIONS 16
+#define P_MAX_STEPS 64
 
 typedef struct {
     int op, slot, present, tagged, nullable;
     uint32_t tag;
     PyObject *dflt;           /* the slot's value when the field is absent (or null) */
+    int dflt_is_long;         /* dflt is an int that fits a long: dlong */
+    long dlong;
 } PStep;
 
 typedef struct {
@@ -1472,6 +1475,7 @@ error:
 static int program_compile(PyObject *t, PProgram *out) {
     if (!PyTuple_Check(t)) { PyErr_SetString(PyExc_TypeError, "a program is a tuple of steps"); return -1; }
     Py_ssize_t n = PyTuple_GET_SIZE(t);
+    if (n > P_MAX_STEPS) { PyErr_Format(PyExc_ValueError, "a program has at most %d steps", P_MAX_STEPS); return -1; }
     out->steps = PyMem_Calloc(n ? (size_t)n : 1, sizeof(PStep));
     if (out->steps == NULL) { PyErr_NoMemory(); return -1; }
     out->n = n;
@@ -1493,6 +1497,12 @@ static int program_compile(PyObject *t, PProgram *out) {
         }
         s->tag = tag;
         if (dflt != Py_None) { Py_INCREF(dflt); s->dflt = dflt; }
+        if (PyLong_CheckExact(dflt)) {
+            int overflow = 0;
+            s->dlong = PyLong_AsLongAndOverflow(dflt, &overflow);
+            s->dflt_is_long = !overflow && !(s->dlong == -1 && PyErr_Occurred());
+            PyErr_Clear();
+        }
     }
     return 0;
 }
@@ -1820,10 +1830,11 @@ static int part_put(const PStep *s, PyObject *v, Buf *o) {
  * default. 1 yes, 0 no, -1 irregular. */
 static int part_tag_written(const PStep *s, PyObject *v) {
     if (s->op == OP_I32S || s->op == OP_UUIDS) return PyTuple_Check(v) ? PyTuple_GET_SIZE(v) > 0 : -1;
-    if (s->dflt == NULL || !PyLong_CheckExact(v)) return -1;
-    int r = PyObject_RichCompareBool(v, s->dflt, Py_NE);
-    if (r < 0) { PyErr_Clear(); return -1; }
-    return r;
+    if (!s->dflt_is_long || !PyLong_CheckExact(v)) return -1;
+    int overflow = 0;
+    long x = PyLong_AsLongAndOverflow(v, &overflow);
+    if (overflow) return -1;   /* out of the field's range anyway: Python names the error */
+    return x != s->dlong;
 }
 
 /* The bytes a tagged field's value takes (for its size prefix). */
@@ -1849,20 +1860,23 @@ static int part_encode(const PProgram *prog, PyObject *p, Buf *o) {
         if (f[k] == NULL) return 1;
     }
     int r, ntags = 0;
+    char written[P_MAX_STEPS];
     for (Py_ssize_t k = 0; k < prog->n; k++) {
         const PStep *s = &prog->steps[k];
+        written[k] = 0;
         if (!s->present) continue;
         if (s->tagged) {
             if ((r = part_tag_written(s, f[s->slot])) < 0) return 1;
+            written[k] = (char)r;
             ntags += r;
             continue;
         }
         if ((r = part_put(s, f[s->slot], o)) != 0) return r;
     }
     if (buf_uvarlong(o, (uint64_t)ntags) < 0) return -1;
-    for (Py_ssize_t k = 0; k < prog->n; k++) {
+    for (Py_ssize_t k = 0; ntags > 0 && k < prog->n; k++) {
         const PStep *s = &prog->steps[k];
-        if (!s->present || !s->tagged || part_tag_written(s, f[s->slot]) != 1) continue;
+        if (!written[k]) continue;
         if (buf_uvarlong(o, s->tag) < 0 || buf_uvarlong(o, (uint64_t)part_size(s, f[s->slot])) < 0) return -1;
         if ((r = part_put(s, f[s->slot], o)) != 0) return r;
     }
