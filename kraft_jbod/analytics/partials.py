@@ -32,7 +32,16 @@ from dataclasses import asdict, dataclass, field, fields
 from typing import Any, Final
 
 from kraft_jbod.analytics import kip858
-from kraft_jbod.analytics.rows import RTYPE_CONN, RTYPE_ERROR, RTYPE_EVENT, RTYPE_FILE, RTYPE_FRAME, FileStats, Row
+from kraft_jbod.analytics.rows import (
+    RTYPE_CONN,
+    RTYPE_ERROR,
+    RTYPE_EVENT,
+    RTYPE_FILE,
+    RTYPE_FRAME,
+    FileStats,
+    Row,
+    columns,
+)
 
 __all__ = [
     "LATENCY_QUANTILES",
@@ -668,19 +677,7 @@ TABLE_SCHEMAS: Final[dict[str, tuple[tuple[str, str], ...]]] = {
         ("errors", "int64"),
         ("width_ns", "duration"),
     ),
-    "inputs": (
-        *_CS,
-        ("source", "string"),
-        ("size", "int64"),
-        ("bucket", "int32"),
-        ("buckets", "int32"),
-        ("packets", "int64"),
-        ("frames", "int64"),
-        ("wall_s", "float64"),
-        ("cpu_s", "float64"),
-        ("max_rss_kb", "int64"),
-        ("pid", "int64"),
-    ),
+    "inputs": (*_CS, ("source", "string"), ("size", "int64"), *columns(FileStats)),
     "problems": (*_CS, ("source", "string"), ("problem", "string")),
 }
 

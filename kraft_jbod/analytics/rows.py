@@ -41,6 +41,7 @@ __all__ = [
     "Row",
     "anomaly_kind",
     "blank",
+    "columns",
     "error_codes",
     "frame_row",
     "version_flags",
@@ -55,27 +56,33 @@ RTYPE_FILE: Final = "file"
 MAX_NESTED_ERRORS: Final = 256
 
 
-@dataclass(slots=True, frozen=True)
-class FileStats:
-    """How one unit's run went: the counters of its ``file`` row, the ``inputs`` table's
-    columns of the same names."""
-
-    bucket: int
-    buckets: int
-    packets: int
-    frames: int
-    wall_s: float
-    cpu_s: float
-    max_rss_kb: int
-    pid: int
-
-
 def _col(arrow: str, *, required: bool = False) -> Any:
     """A :class:`Row` field whose column has Arrow type ``arrow``; optional ones
     default to ``None`` (a row type that does not use the column)."""
     if required:
         return field(metadata={"arrow": arrow})
     return field(default=None, metadata={"arrow": arrow})
+
+
+@dataclass(slots=True, frozen=True)
+class FileStats:
+    """How one unit's run went: the counters of its ``file`` row. The fields, with their
+    ``arrow`` types, are the ``inputs`` table's columns after the file's name and size
+    (:func:`columns`)."""
+
+    bucket: int = _col("int32", required=True)
+    buckets: int = _col("int32", required=True)
+    packets: int = _col("int64", required=True)
+    frames: int = _col("int64", required=True)
+    wall_s: float = _col("float64", required=True)
+    cpu_s: float = _col("float64", required=True)
+    max_rss_kb: int = _col("int64", required=True)
+    pid: int = _col("int64", required=True)
+
+
+def columns(cls: Any) -> tuple[tuple[str, str], ...]:
+    """``(name, arrow type)`` of the fields of dataclass ``cls`` that are columns."""
+    return tuple((f.name, f.metadata["arrow"]) for f in fields(cls) if "arrow" in f.metadata)
 
 
 @dataclass(slots=True)
@@ -125,9 +132,7 @@ class Row:
 
 
 #: ``(name, type)`` of every row column, read off :class:`Row`'s fields.
-COLUMNS: Final[tuple[tuple[str, str], ...]] = tuple(
-    (f.name, f.metadata["arrow"]) for f in fields(Row) if "arrow" in f.metadata
-)
+COLUMNS: Final[tuple[tuple[str, str], ...]] = columns(Row)
 COLUMN_NAMES: Final = tuple(name for name, _ in COLUMNS)
 
 
