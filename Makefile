@@ -55,10 +55,13 @@ importlint: $(STAMP)
 	$(VENV)/bin/lint-imports
 
 # The whole suite runs on the default codec (the compiled one when it built); the codec
-# suite and the Java differential tests run again on the pure-Python reference codec.
+# suite and the Java differential tests run again on the pure-Python reference codec; the
+# compiled codec's tests and the snapshot restore tests run once more on a build under
+# AddressSanitizer and UndefinedBehaviorSanitizer (tools/accel_sanitize.py, 3-4 minutes).
 unit: $(STAMP)
 	$(PY) -m pytest -q
 	KRAFT_JBOD_CODEC=python $(PY) -m pytest -q tests/codec
+	$(PY) -m tools.accel_sanitize
 
 clean:
 	rm -rf $(VENV) .cache .pytest_cache .mypy_cache .ruff_cache .hypothesis

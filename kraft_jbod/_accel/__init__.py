@@ -31,12 +31,23 @@ from typing import Any
 ENV = "KRAFT_JBOD_CODEC"
 BACKENDS = ("c", "python")
 
+# The interface this module expects of the extension (its CCODEC_ABI_VERSION): an
+# extension built from another _ccodec.c is not used at all, rather than probed function
+# by function.
+ABI_VERSION = 2
+
 _c: ModuleType | None
 _c_error: str | None
 try:
     from kraft_jbod._accel import _ccodec as _c
 
     _c_error = None
+    if getattr(_c, "ABI_VERSION", None) != ABI_VERSION:
+        _c_error = (
+            f"kraft_jbod/_accel/_ccodec was built from another _ccodec.c "
+            f"(interface {getattr(_c, 'ABI_VERSION', 1)}, this package needs {ABI_VERSION})"
+        )
+        _c = None
 except ImportError as exc:  # no compiler at install time, or a source checkout without a build
     _c = None
     _c_error = str(exc)
@@ -132,12 +143,13 @@ def use(name: str) -> None:
 
 
 def register_record_class(cls: type) -> None:
-    """Tell the compiled record framer which class to build (``wire.records.Record``)."""
+    """Tell the compiled record framer which class to build (``wire.records.Record``, a
+    slotted dataclass whose fields are a v2 record's, in wire order)."""
     global _records_ready
-    # getattr: an extension built from an older _ccodec.c lacks it (then Python frames).
-    configure = getattr(_c, "configure_records", None)
-    if configure is not None:
-        configure(cls)
+    import dataclasses  # here: loaded anyway by the caller, and --version must stay light
+
+    if _c is not None:
+        _c.configure_records(cls, tuple(f.name for f in dataclasses.fields(cls)))
         _records_ready = True
 
 
@@ -152,13 +164,34 @@ def frame_records(data: bytes, count: int) -> list[Any] | None:
     return framed
 
 
-def register_partition_class(cls: type) -> None:
-    """Tell the compiled snapshot loader which class to build (``controller.image.Partition``)."""
+def register_partition_class(
+    cls: type, record_cls: Any, field_slots: dict[str, str], roles: dict[str, str], frame_prefix: bytes
+) -> None:
+    """Tell the compiled snapshot loader and writer which class to build and read
+    (``controller.image.Partition``) and how ``record_cls`` (PartitionRecord) maps onto it.
+
+    ``field_slots``: the slot each record field fills; ``roles``: the slot of each of
+    :data:`plans.PARTITION_ROLES`; ``frame_prefix``: the bytes a framed value of
+    ``record_cls`` starts with. The layout itself comes from the record's field plan
+    (:func:`plans.partition_program`), one program per version. When ``cls`` has a slot no
+    field fills, the compiled path stays off (objects it built would lack it).
+    """
     global _partitions_ready
-    configure = getattr(_c, "configure_partitions", None)
-    if configure is not None:
-        configure(cls)
-        _partitions_ready = True
+    _partitions_ready = False
+    if _c is None:
+        return
+    from kraft_jbod._accel import plans
+
+    slots = tuple(dict.fromkeys(field_slots.values()))
+    if set(slots) != set(getattr(cls, "__slots__", ())):
+        return
+    lo, hi = record_cls.VALID_VERSIONS
+    programs = tuple(
+        plans.partition_program(record_cls, v, field_slots, slots) if v >= lo else None for v in range(hi + 1)
+    )
+    role_slots = tuple(slots.index(roles[r]) for r in plans.PARTITION_ROLES)
+    _c.configure_partitions(cls, slots, role_slots, frame_prefix, programs)
+    _partitions_ready = True
 
 
 def build_partitions(

@@ -31,6 +31,12 @@ enum { C_NE = 0, C_NOT_NONE = 1, C_LEN = 2 };          /* Kafka's "not the defau
 
 static const int FIXED_WIDTH[K_LAST] = {1, 1, 2, 2, 4, 4, 8, 8, 16, 0, 0, 0, 0};
 
+/* What kraft_jbod/_accel/__init__.py expects of this module: the functions, their
+ * arguments and the tuples they exchange. Bumped on any change to those; an extension
+ * built from another version is refused at import (the package then runs on the
+ * pure-Python codec and says why) rather than probed function by function. */
+#define CCODEC_ABI_VERSION 2
+
 struct Plan;
 
 typedef struct {
@@ -1128,21 +1134,17 @@ static PyObject *m_frame_records(PyObject *self, PyObject *const *args, Py_ssize
     return list;
 }
 
-/* configure_records(Record): remember the class and where its six slots live. */
-static PyObject *m_configure_records(PyObject *self, PyObject *cls) {
-    static const char *names[6] = {"attributes", "timestamp_delta", "offset_delta", "key", "value", "headers"};
-    if (!PyType_Check(cls)) { PyErr_SetString(PyExc_TypeError, "configure_records needs a class"); return NULL; }
+/* configure_records(Record, slots): remember the class and where its six slots live;
+ * ``slots`` names them in the order of a v2 record's fields (attributes, timestamp delta,
+ * offset delta, key, value, headers), which is the order of rec_off. */
+static PyObject *m_configure_records(PyObject *self, PyObject *args) {
+    PyObject *cls, *slots;
+    if (!PyArg_ParseTuple(args, "O!O!", &PyType_Type, &cls, &PyTuple_Type, &slots)) return NULL;
+    if (PyTuple_GET_SIZE(slots) != 6) { PyErr_SetString(PyExc_ValueError, "configure_records needs six slot names"); return NULL; }
     Py_ssize_t offs[6];
     for (int i = 0; i < 6; i++) {
-        PyObject *d = PyObject_GetAttrString(cls, names[i]);
-        if (d == NULL) return NULL;
-        if (Py_TYPE(d) != &PyMemberDescr_Type) {
-            Py_DECREF(d);
-            PyErr_Format(PyExc_TypeError, "%s is not a slot", names[i]);
-            return NULL;
-        }
-        offs[i] = ((PyMemberDescrObject *)d)->d_member->offset;
-        Py_DECREF(d);
+        offs[i] = slot_offset((PyTypeObject *)cls, PyTuple_GET_ITEM(slots, i));
+        if (offs[i] < 0) return NULL;
     }
     memcpy(rec_off, offs, sizeof offs);
     Py_INCREF(cls);
@@ -1153,17 +1155,56 @@ static PyObject *m_configure_records(PyObject *self, PyObject *cls) {
 /* ------------------------------------------------------------------ snapshot partitions */
 
 /* A snapshot's PartitionRecords straight into the controller image's Partition objects
- * (kraft_jbod/controller/image.py load_partitions), without building the record
+ * (kraft_jbod/controller/snapshot.py _PartitionLoader), without building the record
  * messages first: a restart from a snapshot of a million partitions spends most of its
- * time there. Handles the records our and Kafka's writers produce (frame version 1,
- * versions 0-2, tags 0-2 in ascending order); at the first value it does not handle it
- * stops and reports the index, and the caller applies that one the ordinary way (which
- * either succeeds or raises the exact error) before calling again after it. */
+ * time there; and the reverse for the snapshot writer.
+ *
+ * Nothing here knows the record's layout or the Partition's attribute names. Python
+ * (kraft_jbod/_accel/plans.py partition_programs, from the PartitionRecord field plan
+ * that drives the generic codec above) hands in, per record version, a program: the
+ * record's fields in wire order, each as an operation on one Partition slot. The only
+ * meaning attached to a slot here is its role in the image (the topic looked up, the
+ * partition id keyed on, the directories made canonical, the leader counted), and the
+ * roles are slot indexes passed in too. At the first value it does not handle the loader
+ * stops and reports the index; the caller applies that one the ordinary way (which either
+ * succeeds or raises the exact error) before calling again after it. */
+
+enum { OP_I8 = 0, OP_I32 = 1, OP_UUID = 2, OP_I32S = 3, OP_UUIDS = 4 };
+enum { R_TOPIC, R_PID, R_REPLICAS, R_DIRS, R_LEADER, R_NROLES };
+#define P_MAX_SLOTS 32
+#define P_MAX_VERSIONS 16
+#define P_MAX_STEPS 64
+
+typedef struct {
+    int op, slot, present, tagged, nullable;
+    uint32_t tag;
+    PyObject *dflt;           /* the slot's value when the field is absent (or null) */
+    int dflt_is_long;         /* dflt is an int that fits a long: dlong */
+    long dlong;
+} PStep;
+
+typedef struct {
+    Py_ssize_t n;
+    PStep *steps;             /* wire order; the tagged ones ascending by tag */
+} PProgram;
 
 static PyTypeObject *partition_type = NULL;
-enum { P_TOPIC, P_PID, P_REPLICAS, P_ISR, P_DIRS, P_LEADER, P_LEPOCH, P_PEPOCH, P_LRS,
-       P_ADDING, P_REMOVING, P_ELR, P_LKELR, P_NSLOTS };
-static Py_ssize_t part_off[P_NSLOTS];
+static int part_nslots = 0;
+static Py_ssize_t part_off[P_MAX_SLOTS];
+static int part_role[R_NROLES];
+static PProgram part_prog[P_MAX_VERSIONS];
+static int part_nprog = 0;
+static PyObject *part_prefix = NULL;   /* frame version and api key, as varints */
+
+static void programs_free(void) {
+    for (int v = 0; v < part_nprog; v++) {
+        for (Py_ssize_t i = 0; i < part_prog[v].n; i++) Py_XDECREF(part_prog[v].steps[i].dflt);
+        PyMem_Free(part_prog[v].steps);
+        part_prog[v].steps = NULL;
+        part_prog[v].n = 0;
+    }
+    part_nprog = 0;
+}
 
 static inline int take_i32(const uint8_t *b, Py_ssize_t *pos, Py_ssize_t end, int32_t *out) {
     if (*pos + 4 > end) return -1;
@@ -1194,6 +1235,141 @@ static PyObject *take_i32_tuple(const uint8_t *b, Py_ssize_t *pos, Py_ssize_t en
     return t;
 }
 
+/* What one record's fields hold before the image objects are made of them. */
+typedef struct {
+    PyObject *f[P_MAX_SLOTS];
+    const uint8_t *tid;       /* the topic id's 16 bytes */
+    const uint8_t *dirs;      /* the directory ids, 16 bytes each */
+    Py_ssize_t ndirs;         /* -1: no directories field */
+    int32_t pid, leader;
+} PValues;
+
+/* One field at *pos into ``pv``: 0 done, 1 irregular, -1 error set. */
+static int part_take(const PStep *s, PValues *pv, const uint8_t *b, Py_ssize_t *pos, Py_ssize_t end) {
+    PyObject *v = NULL;
+    int32_t x;
+    uint32_t u;
+    switch (s->op) {
+    case OP_I8:
+        if (*pos >= end) return 1;
+        v = PyLong_FromLong((int8_t)b[(*pos)++]);
+        break;
+    case OP_I32:
+        if (take_i32(b, pos, end, &x) < 0) return 1;
+        if (s->slot == part_role[R_PID]) pv->pid = x;
+        if (s->slot == part_role[R_LEADER]) pv->leader = x;
+        v = PyLong_FromLong(x);
+        break;
+    case OP_UUID:                                  /* the topic id (the only uuid field) */
+        if (*pos + 16 > end) return 1;
+        pv->tid = b + *pos;
+        *pos += 16;
+        return 0;
+    case OP_I32S:
+        v = take_i32_tuple(b, pos, end, s->nullable);
+        if (v == NULL) return PyErr_Occurred() ? -1 : 1;
+        break;
+    case OP_UUIDS:                                 /* the directories */
+        if (read_uvarint(b, pos, end, &u) < 0 || u == 0) return 1;
+        pv->ndirs = (Py_ssize_t)u - 1;
+        if (pv->ndirs > (end - *pos) / 16) return 1;
+        pv->dirs = b + *pos;
+        *pos += 16 * pv->ndirs;
+        return 0;
+    default:
+        return 1;
+    }
+    if (v == NULL) return -1;
+    Py_XSETREF(pv->f[s->slot], v);
+    return 0;
+}
+
+/* The fields of one value (after its frame and version) by ``prog``: 0, 1 irregular, -1 error. */
+static int part_parse(const PProgram *prog, PValues *pv, const uint8_t *b, Py_ssize_t pos, Py_ssize_t end) {
+    for (Py_ssize_t k = 0; k < prog->n; k++) {
+        const PStep *s = &prog->steps[k];
+        if (!s->present || s->tagged) continue;
+        int r = part_take(s, pv, b, &pos, end);
+        if (r != 0) return r;
+    }
+    uint32_t ntags;
+    if (read_uvarint(b, &pos, end, &ntags) < 0) return 1;
+    int64_t last_tag = -1;
+    for (uint32_t t = 0; t < ntags; t++) {
+        uint32_t tag, size;
+        if (read_uvarint(b, &pos, end, &tag) < 0 || read_uvarint(b, &pos, end, &size) < 0) return 1;
+        if ((int64_t)tag <= last_tag || size > (uint32_t)(end - pos)) return 1;
+        last_tag = tag;
+        const PStep *s = NULL;
+        for (Py_ssize_t k = 0; k < prog->n; k++) {
+            if (prog->steps[k].present && prog->steps[k].tagged && prog->steps[k].tag == tag) { s = &prog->steps[k]; break; }
+        }
+        if (s == NULL) return 1;                   /* unknown or invalid here: the ordinary path decides */
+        Py_ssize_t tag_end = pos + (Py_ssize_t)size;
+        int r = part_take(s, pv, b, &pos, tag_end);
+        if (r != 0) return r;
+        if (pos != tag_end) return 1;
+    }
+    if (pos != end) return 1;
+    /* Absent and null fields take the slot's default: a Partition holds no None. */
+    for (Py_ssize_t k = 0; k < prog->n; k++) {
+        const PStep *s = &prog->steps[k];
+        if (s->dflt == NULL || (pv->f[s->slot] != NULL && pv->f[s->slot] != Py_None)) continue;
+        Py_INCREF(s->dflt);
+        Py_XSETREF(pv->f[s->slot], s->dflt);
+    }
+    return pv->tid == NULL ? 1 : 0;
+}
+
+/* The canonical dir objects of one partition (``migrating`` for every replica when the
+ * record names none): a new tuple, or NULL + no error when irregular. */
+static PyObject *part_dirs(const PValues *pv, Py_ssize_t nrep, PyObject *canon, PyObject *migrating,
+                           PyObject *new_ids, int *used_migrating) {
+    Py_ssize_t ndirs = pv->ndirs < 0 ? 0 : pv->ndirs;
+    if (ndirs != 0 && ndirs != nrep) return NULL;    /* the ordinary path names the error */
+    PyObject *t = PyTuple_New(nrep);
+    if (t == NULL) return NULL;
+    if (ndirs == 0) *used_migrating = 1;              /* as apply_partition, even with no replicas */
+    for (Py_ssize_t r = 0; r < nrep; r++) {
+        PyObject *d;
+        if (ndirs == 0) {
+            d = migrating;
+            Py_INCREF(d);
+        } else {
+            PyObject *k = PyBytes_FromStringAndSize((const char *)pv->dirs + 16 * r, 16);
+            if (k == NULL) goto fail;
+            d = PyDict_GetItemWithError(canon, k);
+            if (d != NULL) {
+                Py_INCREF(d);
+            } else if (!PyErr_Occurred()) {
+                d = make_uuid(pv->dirs + 16 * r);
+                if (d != NULL && (PyDict_SetItem(canon, k, d) < 0 || PyList_Append(new_ids, d) < 0)) Py_CLEAR(d);
+            }
+            Py_DECREF(k);
+            if (d == NULL) goto fail;
+        }
+        PyTuple_SET_ITEM(t, r, d);
+    }
+    return t;
+fail:
+    Py_DECREF(t);
+    return NULL;
+}
+
+static int count_leader(PyObject *counts, int32_t leader) {
+    if (leader < 0) return 0;
+    PyObject *lk = PyLong_FromLong(leader);
+    if (lk == NULL) return -1;
+    PyObject *cur = PyDict_GetItemWithError(counts, lk);
+    long c = cur != NULL ? PyLong_AsLong(cur) : 0;
+    if (PyErr_Occurred()) { Py_DECREF(lk); return -1; }
+    PyObject *nc = PyLong_FromLong(c + 1);
+    int rc = nc == NULL ? -1 : PyDict_SetItem(counts, lk, nc);
+    Py_XDECREF(nc);
+    Py_DECREF(lk);
+    return rc;
+}
+
 /* build_partitions(values, start, topics, canon, migrating, counts) ->
  *     (stop, built, new_ids, used_migrating)
  * topics: {16-byte id: (topic UUID, partitions dict)}; canon: {16-byte id: UUID} (new
@@ -1211,6 +1387,8 @@ static PyObject *m_build_partitions(PyObject *self, PyObject *const *args, Py_ss
     }
     Py_ssize_t start = PyLong_AsSsize_t(args[1]);
     if (start == -1 && PyErr_Occurred()) return NULL;
+    const char *pre = PyBytes_AS_STRING(part_prefix);
+    Py_ssize_t plen = PyBytes_GET_SIZE(part_prefix);
     PyObject *last_key = NULL;                             /* owned: the current topic's id bytes */
     PyObject *last_topic = NULL, *last_parts = NULL;       /* borrowed from ``topics`` */
     PyObject *built = PyList_New(0), *new_ids = PyList_New(0);
@@ -1219,68 +1397,20 @@ static PyObject *m_build_partitions(PyObject *self, PyObject *const *args, Py_ss
     Py_ssize_t i, n = PyList_GET_SIZE(values);
     for (i = start < 0 ? 0 : start; i < n; i++) {
         PyObject *v = PyList_GET_ITEM(values, i);
-        if (!PyBytes_Check(v)) break;
+        if (!PyBytes_Check(v) || PyBytes_GET_SIZE(v) < plen || memcmp(PyBytes_AS_STRING(v), pre, (size_t)plen) != 0) break;
         const uint8_t *b = (const uint8_t *)PyBytes_AS_STRING(v);
-        Py_ssize_t end = PyBytes_GET_SIZE(v), pos = 0;
-        uint32_t frame, key, version;
-        if (read_uvarint(b, &pos, end, &frame) < 0 || frame != 1) break;
-        if (read_uvarint(b, &pos, end, &key) < 0 || key != 3) break;
-        if (read_uvarint(b, &pos, end, &version) < 0 || version > 2) break;
-        int32_t pid, leader, lepoch, pepoch;
-        if (take_i32(b, &pos, end, &pid) < 0 || pos + 16 > end) break;
-        const uint8_t *tid = b + pos;
-        pos += 16;
-        PyObject *f[P_NSLOTS] = {NULL};
-        int ok = 0;
-        f[P_REPLICAS] = take_i32_tuple(b, &pos, end, 0);
-        if (f[P_REPLICAS] == NULL) goto record_done;
-        f[P_ISR] = take_i32_tuple(b, &pos, end, 0);
-        if (f[P_ISR] == NULL) goto record_done;
-        f[P_REMOVING] = take_i32_tuple(b, &pos, end, 0);
-        if (f[P_REMOVING] == NULL) goto record_done;
-        f[P_ADDING] = take_i32_tuple(b, &pos, end, 0);
-        if (f[P_ADDING] == NULL) goto record_done;
-        if (take_i32(b, &pos, end, &leader) < 0 || take_i32(b, &pos, end, &lepoch) < 0 ||
-            take_i32(b, &pos, end, &pepoch) < 0)
-            goto record_done;
-        Py_ssize_t nrep = PyTuple_GET_SIZE(f[P_REPLICAS]);
-        Py_ssize_t ndirs = 0;
-        const uint8_t *dirs = NULL;
-        if (version >= 1) {
-            uint32_t u;
-            if (read_uvarint(b, &pos, end, &u) < 0 || u == 0) goto record_done;
-            ndirs = (Py_ssize_t)u - 1;
-            if (ndirs > (end - pos) / 16) goto record_done;
-            dirs = b + pos;
-            pos += 16 * ndirs;
-        }
-        if (ndirs != 0 && ndirs != nrep) goto record_done;   /* the ordinary path names the error */
-        long lrs = 0;
-        uint32_t ntags;
-        if (read_uvarint(b, &pos, end, &ntags) < 0) goto record_done;
-        int64_t last_tag = -1;
-        for (uint32_t t = 0; t < ntags; t++) {
-            uint32_t tag, size;
-            if (read_uvarint(b, &pos, end, &tag) < 0 || read_uvarint(b, &pos, end, &size) < 0) goto record_done;
-            if ((int64_t)tag <= last_tag || size > (uint32_t)(end - pos)) goto record_done;
-            last_tag = tag;
-            Py_ssize_t tag_end = pos + (Py_ssize_t)size;
-            if (tag == 0) {
-                if (size != 1) goto record_done;
-                lrs = (int8_t)b[pos];
-                pos += 1;
-            } else if ((tag == 1 || tag == 2) && version >= 2) {
-                PyObject *arr = take_i32_tuple(b, &pos, tag_end, 1);
-                if (arr == NULL || pos != tag_end) { Py_XDECREF(arr); goto record_done; }
-                f[tag == 1 ? P_ELR : P_LKELR] = arr;
-            } else {
-                goto record_done;
-            }
-        }
-        if (pos != end) goto record_done;
+        Py_ssize_t end = PyBytes_GET_SIZE(v), pos = plen;
+        uint32_t version;
+        if (read_uvarint(b, &pos, end, &version) < 0 || version >= (uint32_t)part_nprog || part_prog[version].steps == NULL) break;
+        PValues pv;
+        memset(&pv, 0, sizeof pv);
+        pv.ndirs = -1;
+        int ok = 0, r = part_parse(&part_prog[version], &pv, b, pos, end);
+        if (r < 0) goto record_fail;
+        if (r > 0) goto record_done;
         /* The topic, looked up again only when it changes (records come grouped by topic). */
-        if (last_key == NULL || memcmp(PyBytes_AS_STRING(last_key), tid, 16) != 0) {
-            PyObject *k = PyBytes_FromStringAndSize((const char *)tid, 16);
+        if (last_key == NULL || memcmp(PyBytes_AS_STRING(last_key), pv.tid, 16) != 0) {
+            PyObject *k = PyBytes_FromStringAndSize((const char *)pv.tid, 16);
             if (k == NULL) goto record_fail;
             PyObject *entry = PyDict_GetItemWithError(topics, k);   /* borrowed */
             if (entry == NULL || !PyTuple_Check(entry) || PyTuple_GET_SIZE(entry) != 2 ||
@@ -1293,57 +1423,25 @@ static PyObject *m_build_partitions(PyObject *self, PyObject *const *args, Py_ss
             last_topic = PyTuple_GET_ITEM(entry, 0);
             last_parts = PyTuple_GET_ITEM(entry, 1);
         }
-        f[P_PID] = PyLong_FromLong(pid);
-        if (f[P_PID] == NULL) goto record_fail;
-        int has = PyDict_Contains(last_parts, f[P_PID]);
+        PyObject *pid_key = pv.f[part_role[R_PID]], *reps = pv.f[part_role[R_REPLICAS]];
+        if (pid_key == NULL || reps == NULL || !PyTuple_Check(reps)) goto record_done;
+        int has = PyDict_Contains(last_parts, pid_key);
         if (has < 0) goto record_fail;
         if (has) goto record_done;   /* a re-created partition: the ordinary path raises */
-        /* Directories: one canonical UUID object per id. */
-        f[P_DIRS] = PyTuple_New(nrep);
-        if (f[P_DIRS] == NULL) goto record_fail;
-        if (ndirs == 0) used_migrating = 1;   /* as apply_partition, even with no replicas */
-        for (Py_ssize_t r = 0; r < nrep; r++) {
-            PyObject *d;
-            if (ndirs == 0) {
-                d = migrating;
-                Py_INCREF(d);
-            } else {
-                PyObject *k = PyBytes_FromStringAndSize((const char *)dirs + 16 * r, 16);
-                if (k == NULL) goto record_fail;
-                d = PyDict_GetItemWithError(canon, k);
-                if (d != NULL) {
-                    Py_INCREF(d);
-                } else if (PyErr_Occurred()) {
-                    Py_DECREF(k);
-                    goto record_fail;
-                } else {
-                    d = make_uuid(dirs + 16 * r);
-                    if (d == NULL || PyDict_SetItem(canon, k, d) < 0 || PyList_Append(new_ids, d) < 0) {
-                        Py_XDECREF(d);
-                        Py_DECREF(k);
-                        goto record_fail;
-                    }
-                }
-                Py_DECREF(k);
-            }
-            PyTuple_SET_ITEM(f[P_DIRS], r, d);
-        }
+        PyObject *dirs = part_dirs(&pv, PyTuple_GET_SIZE(reps), canon, migrating, new_ids, &used_migrating);
+        if (dirs == NULL) { if (PyErr_Occurred()) goto record_fail; goto record_done; }
+        Py_XSETREF(pv.f[part_role[R_DIRS]], dirs);
         Py_INCREF(last_topic);
-        f[P_TOPIC] = last_topic;
-        f[P_LEADER] = PyLong_FromLong(leader);
-        f[P_LEPOCH] = PyLong_FromLong(lepoch);
-        f[P_PEPOCH] = PyLong_FromLong(pepoch);
-        f[P_LRS] = PyLong_FromLong(lrs);
-        if (f[P_LEADER] == NULL || f[P_LEPOCH] == NULL || f[P_PEPOCH] == NULL || f[P_LRS] == NULL) goto record_fail;
-        if (f[P_ELR] == NULL || f[P_ELR] == Py_None) { Py_XDECREF(f[P_ELR]); Py_INCREF(empty_tuple); f[P_ELR] = empty_tuple; }
-        if (f[P_LKELR] == NULL || f[P_LKELR] == Py_None) { Py_XDECREF(f[P_LKELR]); Py_INCREF(empty_tuple); f[P_LKELR] = empty_tuple; }
+        Py_XSETREF(pv.f[part_role[R_TOPIC]], last_topic);
+        for (int k = 0; k < part_nslots; k++) {
+            if (pv.f[k] == NULL) goto record_done;   /* a slot no field of this version fills */
+        }
         PyObject *part = partition_type->tp_alloc(partition_type, 0);
         if (part == NULL) goto record_fail;
-        Py_INCREF(f[P_PID]);
-        PyObject *pid_key = f[P_PID];
-        for (int k = 0; k < P_NSLOTS; k++) {
-            SLOT(part, part_off[k]) = f[k];
-            f[k] = NULL;
+        Py_INCREF(pid_key);
+        for (int k = 0; k < part_nslots; k++) {
+            SLOT(part, part_off[k]) = pv.f[k];
+            pv.f[k] = NULL;
         }
         int rc_set = PyDict_SetItem(last_parts, pid_key, part);
         Py_DECREF(pid_key);
@@ -1352,27 +1450,15 @@ static PyObject *m_build_partitions(PyObject *self, PyObject *const *args, Py_ss
             goto record_fail;
         }
         Py_DECREF(part);
-        if (leader >= 0) {
-            PyObject *lk = PyLong_FromLong(leader);
-            if (lk == NULL) goto record_fail;
-            PyObject *cur = PyDict_GetItemWithError(counts, lk);
-            long c = 0;
-            if (cur != NULL) c = PyLong_AsLong(cur);
-            if (PyErr_Occurred()) { Py_DECREF(lk); goto record_fail; }
-            PyObject *nc = PyLong_FromLong(c + 1);
-            int rc = nc == NULL ? -1 : PyDict_SetItem(counts, lk, nc);
-            Py_XDECREF(nc);
-            Py_DECREF(lk);
-            if (rc < 0) goto record_fail;
-        }
+        if (count_leader(counts, pv.leader) < 0) goto record_fail;
         ok = 1;
     record_done:
-        for (int k = 0; k < P_NSLOTS; k++) Py_XDECREF(f[k]);
+        for (int k = 0; k < P_MAX_SLOTS; k++) Py_XDECREF(pv.f[k]);
         if (!ok && PyErr_Occurred()) goto error;   /* out of memory, not an irregular value */
         if (!ok) break;
         continue;
     record_fail:
-        for (int k = 0; k < P_NSLOTS; k++) Py_XDECREF(f[k]);
+        for (int k = 0; k < P_MAX_SLOTS; k++) Py_XDECREF(pv.f[k]);
         goto error;
     }
     Py_XDECREF(last_key);
@@ -1384,27 +1470,83 @@ error:
     return NULL;
 }
 
-/* configure_partitions(Partition): remember the class and where its slots live. */
-static PyObject *m_configure_partitions(PyObject *self, PyObject *cls) {
-    static const char *names[P_NSLOTS] = {"topic_id", "partition_id", "replicas", "isr", "dirs", "leader",
-                                          "leader_epoch", "partition_epoch", "leader_recovery_state",
-                                          "adding", "removing", "elr", "last_known_elr"};
-    if (!PyType_Check(cls)) { PyErr_SetString(PyExc_TypeError, "configure_partitions needs a class"); return NULL; }
-    Py_ssize_t offs[P_NSLOTS];
-    for (int i = 0; i < P_NSLOTS; i++) {
-        PyObject *d = PyObject_GetAttrString(cls, names[i]);
-        if (d == NULL) return NULL;
-        if (Py_TYPE(d) != &PyMemberDescr_Type) {
-            Py_DECREF(d);
-            PyErr_Format(PyExc_TypeError, "%s is not a slot", names[i]);
-            return NULL;
+/* One program (a tuple of steps (op, slot, present, tagged, tag, nullable, default|None))
+ * into ``out``; -1 with an error set when it is not one. */
+static int program_compile(PyObject *t, PProgram *out) {
+    if (!PyTuple_Check(t)) { PyErr_SetString(PyExc_TypeError, "a program is a tuple of steps"); return -1; }
+    Py_ssize_t n = PyTuple_GET_SIZE(t);
+    if (n > P_MAX_STEPS) { PyErr_Format(PyExc_ValueError, "a program has at most %d steps", P_MAX_STEPS); return -1; }
+    out->steps = PyMem_Calloc(n ? (size_t)n : 1, sizeof(PStep));
+    if (out->steps == NULL) { PyErr_NoMemory(); return -1; }
+    out->n = n;
+    for (Py_ssize_t i = 0; i < n; i++) {
+        PStep *s = &out->steps[i];
+        unsigned int tag;
+        PyObject *dflt;
+        if (!PyArg_ParseTuple(PyTuple_GET_ITEM(t, i), "iiiiIiO;a step is (op, slot, present, tagged, tag, nullable, default)",
+                              &s->op, &s->slot, &s->present, &s->tagged, &tag, &s->nullable, &dflt))
+            return -1;
+        if (s->op < OP_I8 || s->op > OP_UUIDS || s->slot < 0 || s->slot >= part_nslots) {
+            PyErr_Format(PyExc_ValueError, "step %zd: operation %d on slot %d out of range", i, s->op, s->slot);
+            return -1;
         }
-        offs[i] = ((PyMemberDescrObject *)d)->d_member->offset;
-        Py_DECREF(d);
+        /* The uuid fields have roles: the topic id is looked up, the directories made canonical. */
+        if ((s->op == OP_UUID && s->slot != part_role[R_TOPIC]) || (s->op == OP_UUIDS && s->slot != part_role[R_DIRS])) {
+            PyErr_Format(PyExc_ValueError, "step %zd: a uuid field on slot %d, which is not the topic's or the dirs'", i, s->slot);
+            return -1;
+        }
+        s->tag = tag;
+        if (dflt != Py_None) { Py_INCREF(dflt); s->dflt = dflt; }
+        if (PyLong_CheckExact(dflt)) {
+            int overflow = 0;
+            s->dlong = PyLong_AsLongAndOverflow(dflt, &overflow);
+            s->dflt_is_long = !overflow && !(s->dlong == -1 && PyErr_Occurred());
+            PyErr_Clear();
+        }
     }
-    memcpy(part_off, offs, sizeof offs);
+    return 0;
+}
+
+/* configure_partitions(Partition, slots, roles, prefix, programs): the class the loader
+ * builds and the writer reads, the names of its slots, the slot index of each role
+ * (topic, partition id, replicas, dirs, leader), the frame prefix of a PartitionRecord
+ * value and one program (or None) per record version. */
+static PyObject *m_configure_partitions(PyObject *self, PyObject *args) {
+    PyObject *cls, *slots, *roles, *prefix, *progs;
+    if (!PyArg_ParseTuple(args, "O!O!O!O!O!", &PyType_Type, &cls, &PyTuple_Type, &slots, &PyTuple_Type, &roles,
+                          &PyBytes_Type, &prefix, &PyTuple_Type, &progs))
+        return NULL;
+    Py_ssize_t ns = PyTuple_GET_SIZE(slots), nv = PyTuple_GET_SIZE(progs);
+    if (ns > P_MAX_SLOTS || nv > P_MAX_VERSIONS || PyTuple_GET_SIZE(roles) != R_NROLES) {
+        PyErr_Format(PyExc_ValueError, "at most %d slots, %d versions and exactly %d roles", P_MAX_SLOTS, P_MAX_VERSIONS, R_NROLES);
+        return NULL;
+    }
+    Py_ssize_t offs[P_MAX_SLOTS];
+    for (Py_ssize_t i = 0; i < ns; i++) {
+        offs[i] = slot_offset((PyTypeObject *)cls, PyTuple_GET_ITEM(slots, i));
+        if (offs[i] < 0) return NULL;
+    }
+    int rl[R_NROLES];
+    for (int i = 0; i < R_NROLES; i++) {
+        long r = PyLong_AsLong(PyTuple_GET_ITEM(roles, i));
+        if (r == -1 && PyErr_Occurred()) return NULL;
+        if (r < 0 || r >= ns) { PyErr_Format(PyExc_ValueError, "role %d names slot %ld of %zd", i, r, ns); return NULL; }
+        rl[i] = (int)r;
+    }
+    Py_CLEAR(partition_type);   /* unusable until the programs are in */
+    programs_free();
+    part_nslots = (int)ns;
+    memcpy(part_off, offs, sizeof(Py_ssize_t) * (size_t)ns);
+    memcpy(part_role, rl, sizeof rl);
+    for (Py_ssize_t v = 0; v < nv; v++) {
+        part_nprog = (int)v + 1;
+        PyObject *p = PyTuple_GET_ITEM(progs, v);
+        if (p != Py_None && program_compile(p, &part_prog[v]) < 0) { programs_free(); return NULL; }
+    }
+    Py_INCREF(prefix);
+    Py_XSETREF(part_prefix, prefix);
     Py_INCREF(cls);
-    Py_XSETREF(partition_type, (PyTypeObject *)cls);
+    partition_type = (PyTypeObject *)cls;
     Py_RETURN_NONE;
 }
 
@@ -1427,7 +1569,7 @@ static PyObject *m_group_replicas(PyObject *self, PyObject *parts) {
     for (Py_ssize_t i = 0; i < PyList_GET_SIZE(parts); i++) {
         PyObject *p = PyList_GET_ITEM(parts, i);
         if (Py_TYPE(p) != partition_type) { PyErr_SetString(PyExc_TypeError, "not a Partition"); goto fail; }
-        PyObject *reps = SLOT(p, part_off[P_REPLICAS]), *dirs = SLOT(p, part_off[P_DIRS]);
+        PyObject *reps = SLOT(p, part_off[part_role[R_REPLICAS]]), *dirs = SLOT(p, part_off[part_role[R_DIRS]]);
         if (reps == NULL || dirs == NULL || !PyTuple_Check(reps) || !PyTuple_Check(dirs) ||
             PyTuple_GET_SIZE(reps) != PyTuple_GET_SIZE(dirs)) {
             PyErr_SetString(PyExc_ValueError, "a partition's replicas and dirs differ in length");
@@ -1652,78 +1794,121 @@ static Py_ssize_t i32_array_size(PyObject *t) {
     return s + 4 * n;
 }
 
+/* One field of a partition by step ``s``: 0 done, 1 irregular, -1 error set. */
+static int part_put(const PStep *s, PyObject *v, Buf *o) {
+    uint8_t id[16];
+    switch (s->op) {
+    case OP_I8: {
+        if (!PyLong_CheckExact(v)) return 1;
+        long x = PyLong_AsLong(v);
+        if (x == -1 && PyErr_Occurred()) { PyErr_Clear(); return 1; }
+        if (x < -128 || x > 127) return 1;
+        char c = (char)(x & 0xFF);
+        return buf_bytes(o, &c, 1);
+    }
+    case OP_I32:
+        return buf_i32_obj(o, v);
+    case OP_UUID:
+        if (uuid_bytes(v, id) < 0) return 1;
+        return buf_bytes(o, id, 16);
+    case OP_I32S:
+        return buf_i32_array(o, v);
+    case OP_UUIDS:
+        if (!PyTuple_Check(v)) return 1;
+        if (buf_uvarlong(o, (uint64_t)PyTuple_GET_SIZE(v) + 1) < 0) return -1;
+        for (Py_ssize_t k = 0; k < PyTuple_GET_SIZE(v); k++) {
+            if (uuid_bytes(PyTuple_GET_ITEM(v, k), id) < 0) return 1;
+            if (buf_bytes(o, id, 16) < 0) return -1;
+        }
+        return 0;
+    }
+    return 1;
+}
+
+/* Whether a tagged field goes on the wire, as the writer's record would put it: arrays
+ * when non-empty (Kafka's image writes the ELR fields only then), scalars when not the
+ * default. 1 yes, 0 no, -1 irregular. */
+static int part_tag_written(const PStep *s, PyObject *v) {
+    if (s->op == OP_I32S || s->op == OP_UUIDS) return PyTuple_Check(v) ? PyTuple_GET_SIZE(v) > 0 : -1;
+    if (!s->dflt_is_long || !PyLong_CheckExact(v)) return -1;
+    int overflow = 0;
+    long x = PyLong_AsLongAndOverflow(v, &overflow);
+    if (overflow) return -1;   /* out of the field's range anyway: Python names the error */
+    return x != s->dlong;
+}
+
+/* The bytes a tagged field's value takes (for its size prefix). */
+static Py_ssize_t part_size(const PStep *s, PyObject *v) {
+    switch (s->op) {
+    case OP_I8: return 1;
+    case OP_I32: return 4;
+    case OP_UUID: return 16;
+    case OP_I32S: return i32_array_size(v);
+    default: {
+        Py_ssize_t n = PyTuple_GET_SIZE(v), sz = 1;
+        for (uint64_t x = (uint64_t)n + 1; x >= 0x80; x >>= 7) sz++;
+        return sz + 16 * n;
+    }
+    }
+}
+
+/* One partition's value by ``prog``: 0, 1 irregular, -1 error set. */
+static int part_encode(const PProgram *prog, PyObject *p, Buf *o) {
+    PyObject *f[P_MAX_SLOTS];
+    for (int k = 0; k < part_nslots; k++) {
+        f[k] = SLOT(p, part_off[k]);
+        if (f[k] == NULL) return 1;
+    }
+    int r, ntags = 0;
+    char written[P_MAX_STEPS];
+    for (Py_ssize_t k = 0; k < prog->n; k++) {
+        const PStep *s = &prog->steps[k];
+        written[k] = 0;
+        if (!s->present) continue;
+        if (s->tagged) {
+            if ((r = part_tag_written(s, f[s->slot])) < 0) return 1;
+            written[k] = (char)r;
+            ntags += r;
+            continue;
+        }
+        if ((r = part_put(s, f[s->slot], o)) != 0) return r;
+    }
+    if (buf_uvarlong(o, (uint64_t)ntags) < 0) return -1;
+    for (Py_ssize_t k = 0; ntags > 0 && k < prog->n; k++) {
+        const PStep *s = &prog->steps[k];
+        if (!written[k]) continue;
+        if (buf_uvarlong(o, s->tag) < 0 || buf_uvarlong(o, (uint64_t)part_size(s, f[s->slot])) < 0) return -1;
+        if ((r = part_put(s, f[s->slot], o)) != 0) return r;
+    }
+    return 0;
+}
+
 /* encode_partitions(partitions, version) -> [value bytes], each the framed PartitionRecord
- * that the snapshot writer's PartitionRecord for that partition encodes to (versions 0-2;
- * ELR fields only when non-empty, as Kafka's image writes them); None for anything
- * irregular (the Python path then builds and encodes the records). */
+ * that the snapshot writer's PartitionRecord for that partition encodes to; None for
+ * anything irregular (the Python path then builds and encodes the records). */
 static PyObject *m_encode_partitions(PyObject *self, PyObject *const *args, Py_ssize_t nargs) {
     if (nargs != 2 || partition_type == NULL || uuid_type == NULL || !PyList_Check(args[0])) Py_RETURN_NONE;
     long version = PyLong_AsLong(args[1]);
     if (version == -1 && PyErr_Occurred()) return NULL;
-    if (version < 0 || version > 2) Py_RETURN_NONE;
+    if (version < 0 || version >= part_nprog || part_prog[version].steps == NULL) Py_RETURN_NONE;
+    const PProgram *prog = &part_prog[version];
     PyObject *parts = args[0];
     PyObject *out = PyList_New(PyList_GET_SIZE(parts));
     if (out == NULL) return NULL;
     Buf o = {NULL, 0, 0};
-    uint8_t id[16];
     for (Py_ssize_t i = 0; i < PyList_GET_SIZE(parts); i++) {
         PyObject *p = PyList_GET_ITEM(parts, i);
         if (Py_TYPE(p) != partition_type) goto irregular;
-        PyObject *f[P_NSLOTS];
-        for (int k = 0; k < P_NSLOTS; k++) {
-            f[k] = SLOT(p, part_off[k]);
-            if (f[k] == NULL) goto irregular;
-        }
         o.len = 0;
-        int r;
-        if (buf_bytes(&o, "\x01\x03", 2) < 0 || buf_uvarlong(&o, (uint64_t)version) < 0) goto fail;
-        if ((r = buf_i32_obj(&o, f[P_PID])) != 0) goto check;
-        if (uuid_bytes(f[P_TOPIC], id) < 0) goto irregular;
-        if (buf_bytes(&o, id, 16) < 0) goto fail;
-        if ((r = buf_i32_array(&o, f[P_REPLICAS])) != 0) goto check;
-        if ((r = buf_i32_array(&o, f[P_ISR])) != 0) goto check;
-        if ((r = buf_i32_array(&o, f[P_REMOVING])) != 0) goto check;
-        if ((r = buf_i32_array(&o, f[P_ADDING])) != 0) goto check;
-        if ((r = buf_i32_obj(&o, f[P_LEADER])) != 0) goto check;
-        if ((r = buf_i32_obj(&o, f[P_LEPOCH])) != 0) goto check;
-        if ((r = buf_i32_obj(&o, f[P_PEPOCH])) != 0) goto check;
-        if (version >= 1) {
-            PyObject *dirs = f[P_DIRS];
-            if (!PyTuple_Check(dirs)) goto irregular;
-            if (buf_uvarlong(&o, (uint64_t)PyTuple_GET_SIZE(dirs) + 1) < 0) goto fail;
-            for (Py_ssize_t k = 0; k < PyTuple_GET_SIZE(dirs); k++) {
-                if (uuid_bytes(PyTuple_GET_ITEM(dirs, k), id) < 0) goto irregular;
-                if (buf_bytes(&o, id, 16) < 0) goto fail;
-            }
-        }
-        if (!PyLong_CheckExact(f[P_LRS])) goto irregular;
-        long lrs = PyLong_AsLong(f[P_LRS]);
-        if (lrs == -1 && PyErr_Occurred()) { PyErr_Clear(); goto irregular; }
-        if (lrs < -128 || lrs > 127) goto irregular;
-        PyObject *elr = f[P_ELR], *lk = f[P_LKELR];
-        if (!PyTuple_Check(elr) || !PyTuple_Check(lk)) goto irregular;
-        int has_elr = version >= 2 && PyTuple_GET_SIZE(elr) > 0;
-        int has_lk = version >= 2 && PyTuple_GET_SIZE(lk) > 0;
-        if (buf_uvarlong(&o, (uint64_t)((lrs != 0) + has_elr + has_lk)) < 0) goto fail;
-        if (lrs != 0) {
-            char b[3] = {0, 1, (char)(lrs & 0xFF)};
-            if (buf_bytes(&o, b, 3) < 0) goto fail;
-        }
-        if (has_elr) {
-            if (buf_uvarlong(&o, 1) < 0 || buf_uvarlong(&o, (uint64_t)i32_array_size(elr)) < 0) goto fail;
-            if ((r = buf_i32_array(&o, elr)) != 0) goto check;
-        }
-        if (has_lk) {
-            if (buf_uvarlong(&o, 2) < 0 || buf_uvarlong(&o, (uint64_t)i32_array_size(lk)) < 0) goto fail;
-            if ((r = buf_i32_array(&o, lk)) != 0) goto check;
-        }
+        if (buf_bytes(&o, PyBytes_AS_STRING(part_prefix), PyBytes_GET_SIZE(part_prefix)) < 0 ||
+            buf_uvarlong(&o, (uint64_t)version) < 0)
+            goto fail;
+        int r = part_encode(prog, p, &o);
+        if (r < 0) goto fail;
+        if (r > 0) goto irregular;
         PyObject *value = PyBytes_FromStringAndSize(o.buf, o.len);
         if (value == NULL) goto fail;
         PyList_SET_ITEM(out, i, value);
-        continue;
-    check:
-        if (r < 0) goto fail;
-        goto irregular;
     }
     PyMem_Free(o.buf);
     return out;
@@ -1780,7 +1965,7 @@ static PyMethodDef methods[] = {
     {"plan_count", m_plan_count, METH_NOARGS, "number of classes with compiled plans"},
     {"frame_records", (PyCFunction)(void (*)(void))m_frame_records, METH_FASTCALL,
      "frame_records(data, count): the records of an uncompressed v2 batch, or None for the Python reader"},
-    {"configure_records", m_configure_records, METH_O, "configure_records(Record): the class frame_records builds"},
+    {"configure_records", m_configure_records, METH_VARARGS, "configure_records(Record, slots): the class frame_records builds"},
     {"build_partitions", (PyCFunction)(void (*)(void))m_build_partitions, METH_FASTCALL,
      "build_partitions(values, start, topics, canon, migrating, counts): snapshot PartitionRecords into Partitions"},
     {"write_records", m_write_records, METH_O, "write_records(records): the records section of an uncompressed v2 batch, or None"},
@@ -1790,7 +1975,8 @@ static PyMethodDef methods[] = {
     {"count_prefixed", (PyCFunction)(void (*)(void))m_count_prefixed, METH_FASTCALL,
      "count_prefixed(values, start, prefix): consecutive values from start that begin with prefix"},
     {"group_replicas", m_group_replicas, METH_O, "group_replicas(partitions): [(broker, dir, partitions)] of every replica"},
-    {"configure_partitions", m_configure_partitions, METH_O, "configure_partitions(Partition): the class build_partitions builds"},
+    {"configure_partitions", m_configure_partitions, METH_VARARGS,
+     "configure_partitions(Partition, slots, roles, prefix, programs): what build_partitions builds and encode_partitions reads"},
     {NULL, NULL, 0, NULL},
 };
 
@@ -1810,6 +1996,7 @@ PyMODINIT_FUNC PyInit__ccodec(void) {
     empty_tuple = PyTuple_New(0);
     str_valid_versions = PyUnicode_InternFromString("VALID_VERSIONS");
     if (plan_cache == NULL || empty_tuple == NULL || str_valid_versions == NULL) goto fail;
+    if (PyModule_AddIntConstant(m, "ABI_VERSION", CCODEC_ABI_VERSION) < 0) goto fail;
     PyObject *dec = PyCFunction_New(&entry_decode, NULL);
     PyObject *rd = PyCFunction_New(&entry_read, NULL);
     PyObject *enc = PyDescr_NewMethod(&PyBaseObject_Type, &entry_encode);

@@ -107,3 +107,55 @@ def struct_plan(cls: Any, v: int, flexible: bool, stack: tuple[Any, ...]) -> Pla
         )
     invalid = tuple(sorted({f.tag for f in cls._FIELDS if f.tag is not None and not f.is_tagged(v)}))
     return (cls, flexible, tuple(fields), invalid)
+
+
+# The snapshot loader and writer of _ccodec.c (build_partitions, encode_partitions) run
+# PartitionRecord values by a program per record version: the plan's fields in wire order,
+# each an operation on one slot of the image's partition class. The operations are the
+# few field shapes the record uses; a schema that adds a field of another shape, or one
+# the image has no slot for, gets no program for that version (the Python path runs).
+OP_I8, OP_I32, OP_UUID, OP_I32S, OP_UUIDS = range(5)
+_OPS = {
+    (KINDS["int8"], 0): OP_I8,
+    (KINDS["int32"], 0): OP_I32,
+    (KINDS["uuid"], 0): OP_UUID,
+    (K_ARRAY, KINDS["int32"]): OP_I32S,
+    (K_ARRAY, KINDS["uuid"]): OP_UUIDS,
+}
+# The slots the compiled loader gives a meaning to, in the order _ccodec.c numbers them:
+# the topic id (looked up in the image), the partition id (the key in the topic's
+# partitions), the replicas, their dirs (made canonical objects) and the leader (counted).
+PARTITION_ROLES = ("topic", "partition", "replicas", "dirs", "leader")
+
+# step = (op, slot index, present, tagged, tag, nullable, default | None)
+Step = tuple[int, int, bool, bool, int, bool, Any]
+
+
+def partition_program(
+    record_cls: Any, version: int, field_slots: dict[str, str], slots: tuple[str, ...]
+) -> tuple[Step, ...] | None:
+    """The program of ``record_cls`` at ``version`` over ``slots``; None when a field on the
+    wire has no slot or no operation, or a slot is filled by no field."""
+    plan = plan_for(record_cls, version)
+    if plan is None:
+        return None
+    wire: list[Step] = []
+    tagged: list[Step] = []
+    for field in plan[2]:
+        attr, kind, elem, present, is_tagged, tag, nullable = field[:7]
+        slot = field_slots.get(attr)
+        op = _OPS.get((kind, elem))
+        if slot is None or op is None:
+            if present:
+                return None
+            continue
+        default = field[12]  # the field's default value (what an absent field reads as)
+        if op in (OP_UUID, OP_UUIDS):
+            default = None  # the topic and dirs are filled by their roles
+        elif op == OP_I32S:
+            default = ()  # a partition holds tuples, never None
+        step = (op, slots.index(slot), present, is_tagged, tag, nullable, default)
+        (tagged if is_tagged else wire).append(step)
+    if {slots[s[1]] for s in wire + tagged} != set(slots):
+        return None
+    return (*wire, *sorted(tagged, key=lambda s: s[4]))

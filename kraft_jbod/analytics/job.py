@@ -78,7 +78,7 @@ appender.console.layout.type = PatternLayout
 appender.console.layout.pattern = %d{HH:mm:ss} %p %c{1}: %m%n
 """
 #: Row columns that the per-frame table leaves out (they belong to other row types).
-_FRAME_DROPPED: Final = frozenset(("rtype", "event", "client_source", "gap_bytes", "retransmitted_bytes"))
+_FRAME_DROPPED: Final = frozenset(("rtype", "client_source", "gap_bytes", "retransmitted_bytes"))
 #: The per-frame table: the frame row's columns (time as an Arrow timestamp, the api's
 #: name beside its key). It is partitioned by capture set in folders
 #: ``frames/capture_set=NAME/`` (Hive style: pyarrow, pandas, Spark and DuckDB read
@@ -818,11 +818,7 @@ def _run_on(
     timings["stats_s"] = time.perf_counter() - t3
     timings["total_s"] = time.perf_counter() - t0
     timings["driver_cpu_s"] = time.process_time()
-    inputs_rows = []
-    for r in merged.files:
-        info = json.loads(r["event"] or "{}")
-        inputs_rows.append({"source": r["source"], "size": r["size"], **info})
-    collected["inputs"] = sorted(inputs_rows, key=lambda r: (r["source"], r.get("bucket", 0)))
+    collected["inputs"] = sorted(merged.files, key=lambda r: (r["source"], r.get("bucket", 0)))
     collected["problems"] = [{"source": p, "problem": why} for p, why in problems]
     manifest = {
         "inputs": list(inputs),

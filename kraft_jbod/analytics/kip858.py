@@ -48,7 +48,6 @@ subject) with a count and the first and last time.
 
 from __future__ import annotations
 
-import json
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any, Final
@@ -57,7 +56,7 @@ from kraft_jbod.capture.kafka import DecodedFrame
 from kraft_jbod.messages.api_keys import ApiKey
 from kraft_jbod.wire.primitives import is_reserved_directory_id, uuid_from_base64url, uuid_to_base64url
 
-__all__ = ["RULES", "EventCollector", "Finding", "check", "check_json"]
+__all__ = ["RULES", "EventCollector", "Finding", "check", "check_events"]
 
 PREFIX: Final = "KIP858."
 HEARTBEAT_UNREGISTERED_OFFLINE_DIR: Final = PREFIX + "HEARTBEAT_UNREGISTERED_OFFLINE_DIR"
@@ -671,17 +670,11 @@ def check(events: Iterable[dict[str, Any]]) -> list[Finding]:
     )
 
 
-def check_json(event_texts: Iterable[str]) -> list[dict[str, Any]]:
-    """:func:`check` over JSON-encoded events; findings as dicts. Unparseable or
-    malformed events are skipped, never fatal (they came from a worker of this tool)."""
-    events = []
-    for text in event_texts:
-        try:
-            ev = json.loads(text)
-        except ValueError:
-            continue
-        if isinstance(ev, dict):
-            events.append(ev)
+def check_events(events: Iterable[Any]) -> list[dict[str, Any]]:
+    """:func:`check` over the events the tasks collected; findings as dicts. Anything that
+    is not an event is skipped, and events the checker cannot follow give one
+    ``indeterminate`` finding, never a failure (they came from a worker of this tool)."""
+    events = [ev for ev in events if isinstance(ev, dict)]
     try:
         return [f.as_dict() for f in check(events)]
     except (KeyError, TypeError, ValueError) as exc:

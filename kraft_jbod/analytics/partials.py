@@ -28,11 +28,20 @@ from __future__ import annotations
 
 import math
 from collections.abc import Iterable, Sequence
-from dataclasses import dataclass, field, fields
+from dataclasses import asdict, dataclass, field, fields
 from typing import Any, Final
 
 from kraft_jbod.analytics import kip858
-from kraft_jbod.analytics.rows import RTYPE_CONN, RTYPE_ERROR, RTYPE_EVENT, RTYPE_FILE, RTYPE_FRAME, Row
+from kraft_jbod.analytics.rows import (
+    RTYPE_CONN,
+    RTYPE_ERROR,
+    RTYPE_EVENT,
+    RTYPE_FILE,
+    RTYPE_FRAME,
+    FileStats,
+    Row,
+    columns,
+)
 
 __all__ = [
     "LATENCY_QUANTILES",
@@ -101,6 +110,34 @@ class Counters:
     first_ts: int | None = None
     last_ts: int | None = None
 
+    def count(self, r: Row, erred: bool) -> None:
+        """Count frame row ``r`` (``erred``: a response with a non-zero error code)."""
+        self.frames += 1
+        self.bytes += r.size or 0
+        self.decoded += r.decoded is True
+        if r.canonical is not None:
+            self.reencode_checked += 1
+            if r.canonical:
+                self.reencode_exact += 1
+            else:
+                self.non_canonical += 1
+        unknown = r.unknown_tags or 0
+        if unknown > 0:
+            self.frames_unknown_tags += 1
+            self.unknown_tags += unknown
+        self.frames_trailing += (r.trailing_bytes or 0) > 0
+        self.deprecated_frames += r.deprecated is True
+        self.unstable_frames += r.unstable is True
+        self.error_frames += erred
+        self.inferred_or_worse += r.confidence is not None and r.confidence not in _PAIRED
+        self.truncated += r.complete is False
+        ts = r.ts_ns
+        if ts is not None:
+            if self.first_ts is None or ts < self.first_ts:
+                self.first_ts = ts
+            if self.last_ts is None or ts > self.last_ts:
+                self.last_ts = ts
+
     def add(self, o: Counters) -> None:
         """Add ``o``'s counts and widen the time span to cover ``o``'s."""
         for name in COUNTERS:
@@ -145,6 +182,24 @@ class VersionTally:
     below_advertised_max: int = 0
     deprecated: int = 0
     unstable: int = 0
+
+    def count(self, r: Row) -> None:
+        """Count request row ``r`` against the range the server advertised for it."""
+        ver, nmin, nmax = r.api_version, r.negotiated_min, r.negotiated_max
+        if ver is not None:
+            self.versions_used.add(ver)
+            if self.max_used is None or ver > self.max_used:
+                self.max_used = ver
+        if nmin is not None and (self.advertised_min is None or nmin < self.advertised_min):
+            self.advertised_min = nmin
+        if nmax is not None and (self.advertised_max is None or nmax > self.advertised_max):
+            self.advertised_max = nmax
+        self.requests += 1
+        if ver is not None and nmax is not None:
+            self.outside_advertised += (nmin is not None and ver < nmin) or ver > nmax
+            self.below_advertised_max += ver < nmax
+        self.deprecated += r.deprecated is True
+        self.unstable += r.unstable is True
 
     def add(self, o: VersionTally) -> None:
         """Add ``o``'s requests: union of versions, widest advertised range, summed counts."""
@@ -278,7 +333,7 @@ class Partial:
         self.connections = 0
         self.counts: dict[str, int] = {}
         self.conn_rows: list[dict[str, Any]] = []
-        self.events: list[str] = []
+        self.events: list[dict[str, Any]] = []
         self.files: list[dict[str, Any]] = []
         self.errors: list[dict[str, Any]] = []
         self._conn_ids: set[Any] = set()
@@ -309,10 +364,11 @@ class Partial:
                 }
             )
         elif rtype == RTYPE_EVENT:
-            if row.event is not None:
-                self.events.append(row.event)
+            if isinstance(row.detail, dict):
+                self.events.append(row.detail)
         elif rtype == RTYPE_FILE:
-            self.files.append({"source": row.source, "size": row.size, "event": row.event})
+            stats = asdict(row.detail) if isinstance(row.detail, FileStats) else {}
+            self.files.append({"source": row.source, "size": row.size, **stats})
             # A unit ends with its file row: its connections are all counted by now.
             self.connections += len(self._conn_ids)
             self._conn_ids.clear()
@@ -324,87 +380,43 @@ class Partial:
         c = self.conf.get(key)
         if c is None:
             c = self.conf[key] = Counters()
-        canonical = r.canonical
-        unknown = r.unknown_tags or 0
-        code = r.error_code
-        deprecated = r.deprecated is True
-        unstable = r.unstable is True
-        c.frames += 1
-        c.bytes += r.size or 0
-        c.decoded += r.decoded is True
-        if canonical is not None:
-            c.reencode_checked += 1
-            if canonical:
-                c.reencode_exact += 1
-            else:
-                c.non_canonical += 1
-        if unknown > 0:
-            c.frames_unknown_tags += 1
-            c.unknown_tags += unknown
-        if (r.trailing_bytes or 0) > 0:
-            c.frames_trailing += 1
-        c.deprecated_frames += deprecated
-        c.unstable_frames += unstable
         # A response is an error response when any error code in it is non-zero: most
         # per-partition errors (CreateTopics, AssignReplicasToDirs, Produce) sit below the top.
-        erred = bool(code) or bool(r.nested_error_codes)
-        if erred:
-            c.error_frames += 1
-        conf = r.confidence
-        if conf is not None and conf not in _PAIRED:
-            c.inferred_or_worse += 1
-        if r.complete is False:
-            c.truncated += 1
-        ts = r.ts_ns
-        if ts is not None:
-            if c.first_ts is None or ts < c.first_ts:
-                c.first_ts = ts
-            if c.last_ts is None or ts > c.last_ts:
-                c.last_ts = ts
+        erred = bool(r.error_code) or bool(r.nested_error_codes)
+        c.count(r, erred)
         self._conn_ids.add(r.conn_id)
+        if r.latency_ns is not None:
+            self._latency(key, r.latency_ns)
+        self._error_codes(r)
+        if r.kind == "request":
+            vk = (r.software_name, r.software_version, r.api_key)
+            v = self.versions.get(vk)
+            if v is None:
+                v = self.versions[vk] = VersionTally()
+            v.count(r)
+        kinds = r.anomaly_kinds
+        if kinds:
+            self._anomalies(r)
+        if r.ts_ns is not None:
+            self._tick(r.ts_ns, r.api_key, 1 if kinds else 0, 1 if erred else 0)
+
+    def _latency(self, key: ConfKey, lat: int) -> None:
+        sk = self.latency.get(key)
+        if sk is None:
+            sk = self.latency[key] = LatencySketch()
+        sk.add(lat)
+        x = lat / 1000 + 1
+        hk = (key[0], math.floor(math.log2(x)) if x > 0 else None)
+        self.latency_hist[hk] = self.latency_hist.get(hk, 0) + 1
+
+    def _error_codes(self, r: Row) -> None:
         api, ver = r.api_key, r.api_version
-        lat = r.latency_ns
-        if lat is not None:
-            sk = self.latency.get(key)
-            if sk is None:
-                sk = self.latency[key] = LatencySketch()
-            sk.add(lat)
-            x = lat / 1000 + 1
-            hk = (api, math.floor(math.log2(x)) if x > 0 else None)
-            self.latency_hist[hk] = self.latency_hist.get(hk, 0) + 1
-        if code is not None:
-            ek = (api, ver, code, "top")
+        if r.error_code is not None:
+            ek = (api, ver, r.error_code, "top")
             self.error_codes[ek] = self.error_codes.get(ek, 0) + 1
         for n in r.nested_error_codes or ():
             ek = (api, ver, n, "nested")
             self.error_codes[ek] = self.error_codes.get(ek, 0) + 1
-        if r.kind == "request":
-            vk = (r.software_name, r.software_version, api)
-            v = self.versions.get(vk)
-            if v is None:
-                v = self.versions[vk] = VersionTally()
-            nmin, nmax = r.negotiated_min, r.negotiated_max
-            if ver is not None:
-                v.versions_used.add(ver)
-                if v.max_used is None or ver > v.max_used:
-                    v.max_used = ver
-            if nmin is not None and (v.advertised_min is None or nmin < v.advertised_min):
-                v.advertised_min = nmin
-            if nmax is not None and (v.advertised_max is None or nmax > v.advertised_max):
-                v.advertised_max = nmax
-            v.requests += 1
-            if ver is not None and nmax is not None:
-                if (nmin is not None and ver < nmin) or ver > nmax:
-                    v.outside_advertised += 1
-                if ver < nmax:
-                    v.below_advertised_max += 1
-            v.deprecated += deprecated
-            v.unstable += unstable
-        kinds = r.anomaly_kinds
-        if kinds:
-            self._anomalies(r)
-        if ts is not None:
-            self._tick(ts, api, 1 if kinds else 0, 1 if erred else 0)
 
     def _anomalies(self, r: Row) -> None:
         ts, conn = r.ts_ns, r.conn_id
@@ -665,19 +677,7 @@ TABLE_SCHEMAS: Final[dict[str, tuple[tuple[str, str], ...]]] = {
         ("errors", "int64"),
         ("width_ns", "duration"),
     ),
-    "inputs": (
-        *_CS,
-        ("source", "string"),
-        ("size", "int64"),
-        ("bucket", "int32"),
-        ("buckets", "int32"),
-        ("packets", "int64"),
-        ("frames", "int64"),
-        ("wall_s", "float64"),
-        ("cpu_s", "float64"),
-        ("max_rss_kb", "int64"),
-        ("pid", "int64"),
-    ),
+    "inputs": (*_CS, ("source", "string"), ("size", "int64"), *columns(FileStats)),
     "problems": (*_CS, ("source", "string"), ("problem", "string")),
 }
 
@@ -772,7 +772,7 @@ def build_tables(p: Partial, capture_set: str = "default") -> dict[str, list[dic
         for k, a in sorted(p.anomalies.items(), key=lambda kv: (-kv[1][0], kv[0]))
     ]
     out["connections"] = sorted(p.conn_rows, key=lambda r: (r["source"], r["conn_id"] or ""))
-    findings = kip858.check_json(p.events)
+    findings = kip858.check_events(p.events)
     out["violations"] = [{"capture_set": capture_set, **f} for f in findings]
     out["timeline"] = _timeline_rows(p, overall["first_ts"], overall["last_ts"])
     return out

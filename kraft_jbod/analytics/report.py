@@ -16,6 +16,7 @@ import html
 import math
 from collections import defaultdict
 from collections.abc import Sequence
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Final
 
@@ -254,290 +255,325 @@ def _by_api(conformance: Rows) -> Rows:
 # --------------------------------------------------------------------------- renderers
 
 
+def _count(r: dict[str, Any], key: str) -> int:
+    return int(r.get(key) or 0)
+
+
+def _error_names(tables: dict[str, Rows]) -> tuple[int, str]:
+    """Non-zero error codes in responses: their total and the four commonest, named."""
+    errors = [r for r in tables.get("error_codes") or [] if r.get("error_code")]
+    by_name: dict[str, int] = defaultdict(int)
+    for r in errors:
+        by_name[_error(r.get("error_code"))] += _count(r, "count")
+    shown = ", ".join(f"{n} x{c}" for n, c in sorted(by_name.items(), key=lambda kv: -kv[1])[:4])
+    return sum(_count(r, "count") for r in errors), shown
+
+
+def _summary_frames(o: dict[str, Any], tables: dict[str, Rows]) -> list[str]:
+    """The summary's lines about the frames (when there are any)."""
+    total, shown = _error_names(tables)
+    return [
+        f"decoded {_pct(o.get('decode_rate'))}; byte-exact re-encode {_pct(o.get('reencode_rate'))} "
+        f"({_count(o, 'non_canonical')} non-canonical); unknown tagged fields in "
+        f"{_count(o, 'frames_unknown_tags')} frames; trailing bytes in {_count(o, 'frames_trailing')}",
+        f"deprecated versions: {_count(o, 'deprecated_frames')} frames; unstable: {_count(o, 'unstable_frames')}",
+        f"error responses: {_count(o, 'error_frames')} (any level, as the timeline counts them); "
+        f"non-zero error codes in them: {total}" + (f" ({shown})" if shown else ""),
+        f"latency p50 {_num(o.get('latency_p50_ms'))} ms, p99 {_num(o.get('latency_p99_ms'))} ms, "
+        f"max {_num(o.get('latency_max_ms'))} ms",
+    ]
+
+
+def _more(items: Sequence[Any], shown: int, text: str) -> list[str]:
+    return [text.format(len(items) - shown)] if len(items) > shown else []
+
+
+def _summary_findings(tables: dict[str, Rows]) -> list[str]:
+    """The summary's lines about KIP-858, anomalies and problems."""
+    checks = tables.get("violations") or []
+    viol = [v for v in checks if v.get("verdict") == "violation"]
+    lines = [f"KIP-858: {len(viol)} violation(s), {len(checks) - len(viol)} indeterminate"]
+    lines += [f"  {v.get('rule')} broker {v.get('broker')} x{v.get('count')}: {v.get('detail')}" for v in viol[:8]]
+    lines += _more(viol, 8, "  ... and {} more")
+    an = tables.get("anomalies") or []
+    if an:
+        head = "; ".join(f"{a.get('anomaly')} {a.get('count')}" for a in an[:5])
+        lines.append("anomalies: " + head + "".join(_more(an, 5, "; ... and {} more")))
+    probs = tables.get("problems") or []
+    lines += [f"problem: {p.get('source')}: {p.get('problem')}" for p in probs[:5]]
+    lines += _more(probs, 5, "... and {} more problem(s)")
+    return lines
+
+
 def render_summary(tables: dict[str, Rows], manifest: dict[str, Any]) -> str:
     """The short text summary printed at the end of a run."""
     o = (tables.get("overall") or [{}])[0]
-    lines = []
     t = manifest.get("timings", {})
-    lines.append(
+    frames = _count(o, "frames")
+    lines = [
         f"{manifest.get('files', 0)} file(s), {manifest.get('bytes', 0) / 1e6:.1f} MB, "
         f"{manifest.get('tasks', 0)} task(s) on {manifest.get('master')} (Spark "
         f"{manifest.get('spark_version')}); decode {t.get('decode_s', 0):.1f} s, total "
-        f"{t.get('total_s', 0):.1f} s"
-    )
-    frames = o.get("frames") or 0
-    lines.append(f"{frames} frames, {o.get('bytes') or 0} bytes, {o.get('connections') or 0} connections")
+        f"{t.get('total_s', 0):.1f} s",
+        f"{frames} frames, {_count(o, 'bytes')} bytes, {_count(o, 'connections')} connections",
+    ]
     if frames:
-        lines.append(
-            f"decoded {_pct(o.get('decode_rate'))}; byte-exact re-encode {_pct(o.get('reencode_rate'))} "
-            f"({o.get('non_canonical') or 0} non-canonical); unknown tagged fields in "
-            f"{o.get('frames_unknown_tags') or 0} frames; trailing bytes in {o.get('frames_trailing') or 0}"
-        )
-        errors = [r for r in tables.get("error_codes") or [] if r.get("error_code")]
-        total = sum(int(r.get("count") or 0) for r in errors)
-        by_name: dict[str, int] = defaultdict(int)
-        for r in errors:
-            by_name[_error(r.get("error_code"))] += int(r.get("count") or 0)
-        shown = ", ".join(f"{n} x{c}" for n, c in sorted(by_name.items(), key=lambda kv: -kv[1])[:4])
-        lines.append(
-            f"deprecated versions: {o.get('deprecated_frames') or 0} frames; unstable: {o.get('unstable_frames') or 0}"
-        )
-        lines.append(
-            f"error responses: {o.get('error_frames') or 0} (any level, as the timeline counts them); "
-            f"non-zero error codes in them: {total}" + (f" ({shown})" if shown else "")
-        )
-        lines.append(
-            f"latency p50 {_num(o.get('latency_p50_ms'))} ms, p99 {_num(o.get('latency_p99_ms'))} ms, "
-            f"max {_num(o.get('latency_max_ms'))} ms"
-        )
+        lines += _summary_frames(o, tables)
     apis = _by_api(tables.get("conformance") or [])
     if apis:
         lines.append("top apis: " + ", ".join(f"{_api(a['api_key'])} {a['frames']}" for a in apis[:6]))
-    viol = [v for v in tables.get("violations") or [] if v.get("verdict") == "violation"]
-    indet = [v for v in tables.get("violations") or [] if v.get("verdict") != "violation"]
-    lines.append(f"KIP-858: {len(viol)} violation(s), {len(indet)} indeterminate")
-    for v in viol[:8]:
-        lines.append(f"  {v.get('rule')} broker {v.get('broker')} x{v.get('count')}: {v.get('detail')}")
-    if len(viol) > 8:
-        lines.append(f"  ... and {len(viol) - 8} more")
-    an = tables.get("anomalies") or []
-    if an:
-        lines.append(
-            "anomalies: "
-            + "; ".join(f"{a.get('anomaly')} {a.get('count')}" for a in an[:5])
-            + (f"; ... and {len(an) - 5} more" if len(an) > 5 else "")
-        )
-    probs = tables.get("problems") or []
-    for p in probs[:5]:
-        lines.append(f"problem: {p.get('source')}: {p.get('problem')}")
-    if len(probs) > 5:
-        lines.append(f"... and {len(probs) - 5} more problem(s)")
-    return "\n".join(lines)
+    return "\n".join(lines + _summary_findings(tables))
 
 
-def render_html(tables: dict[str, Rows], manifest: dict[str, Any]) -> str:
-    """The report as one HTML document (inline CSS and SVG, nothing fetched)."""
-    conf = tables.get("conformance") or []
+# --------------------------------------------------------------------------- shaping
+
+Series = dict[str, list[tuple[float, float]]]
+
+
+@dataclass(frozen=True, slots=True)
+class Shaped:
+    """What the report draws, computed from the tables: the charts' points, no markup."""
+
+    versions: list[tuple[str, float]]
+    errors: list[tuple[str, float]]
+    latency: Series
+    latency_ticks: list[tuple[float, str]]
+    timeline: Series
+    violations: list[tuple[float, str]]
+    start_ts: float
+
+
+def _versions_used(conf: Rows) -> list[tuple[str, float]]:
+    """Request frames per api and version, the 30 commonest."""
     per_version: dict[str, float] = defaultdict(float)
     for r in conf:
         if r.get("kind") == "request" or r.get("api_key") is None:
             per_version[f"{_api(r.get('api_key'))} v{r.get('api_version')}"] += r.get("frames") or 0
-    versions_chart = _bar_chart("Requests per api and version", sorted(per_version.items(), key=lambda kv: -kv[1])[:30])
+    return sorted(per_version.items(), key=lambda kv: -kv[1])[:30]
+
+
+def _errors_seen(error_codes: Rows) -> list[tuple[str, float]]:
+    """Non-zero error codes per api and level, the 25 commonest."""
     errs: dict[str, float] = defaultdict(float)
-    for r in tables.get("error_codes") or []:
+    for r in error_codes:
         if r.get("error_code"):
             errs[f"{_api(r.get('api_key'))}: {_error(r.get('error_code'))}, {r.get('level')}"] += r.get("count") or 0
-    error_chart = _bar_chart("Non-zero error codes in responses", sorted(errs.items(), key=lambda kv: -kv[1])[:25])
-    hist: dict[str, list[tuple[float, float]]] = defaultdict(list)
+    return sorted(errs.items(), key=lambda kv: -kv[1])[:25]
+
+
+def _latency_lines(latency_hist: Rows) -> tuple[Series, list[tuple[float, str]]]:
+    """Responses per latency bucket for the 8 busiest apis, and the axis ticks."""
+    hist: Series = defaultdict(list)
     totals: dict[str, float] = defaultdict(float)
-    for r in tables.get("latency_hist") or []:
+    for r in latency_hist:
         name = _api(r.get("api_key"))
         # x is the bucket's log2 (µs): the axis is logarithmic, its ticks read as durations.
         hist[name].append((float(r.get("bucket") or 0), float(r.get("count") or 0)))
         totals[name] += r.get("count") or 0
     top = dict(sorted(hist.items(), key=lambda kv: -totals[kv[0]])[:8])
     buckets = sorted({int(x) for s_ in top.values() for x, _ in s_})
-    step = max(1, (buckets[-1] - buckets[0]) // 6) if buckets else 1
-    lat_ticks = [(float(b), _dur_us(2.0**b)) for b in range(buckets[0], buckets[-1] + 1, step)] if buckets else []
-    lat_chart = _line_chart(
-        "Latency distribution (responses per latency bucket)",
-        top,
-        x_label="latency (log scale, buckets double)",
-        y_label="responses",
-        log_y=True,
-        x_ticks=lat_ticks,
-    )
-    tl = tables.get("timeline") or []
-    series: dict[str, list[tuple[float, float]]] = defaultdict(list)
+    if not buckets:
+        return top, []
+    step = max(1, (buckets[-1] - buckets[0]) // 6)
+    return top, [(float(b), _dur_us(2.0**b)) for b in range(buckets[0], buckets[-1] + 1, step)]
+
+
+def _timeline_lines(timeline: Rows) -> tuple[Series, float]:
+    """Frames, anomalous frames and error responses per time bucket, and the first bucket."""
     per_bucket: dict[float, list[float]] = defaultdict(lambda: [0.0, 0.0, 0.0])
-    for r in tl:
+    for r in timeline:
         b = per_bucket[float(r["bucket_ts"])]
         b[0] += r.get("frames") or 0
         b[1] += r.get("anomalous") or 0
         b[2] += r.get("errors") or 0
+    series: Series = defaultdict(list)
     for x, (fr, an, er) in sorted(per_bucket.items()):
         series["frames"].append((x, fr))
         series["anomalous frames"].append((x, an))
         series["error responses"].append((x, er))
+    return series, min(per_bucket) if per_bucket else 0
+
+
+def shape(tables: dict[str, Rows]) -> Shaped:
+    """The report's charts as data."""
+    latency, ticks = _latency_lines(tables.get("latency_hist") or [])
+    timeline, start = _timeline_lines(tables.get("timeline") or [])
     marks = [
         (float(v["first_ts"]), f"{v['rule']} broker {v.get('broker')}")
         for v in tables.get("violations") or []
         if v.get("verdict") == "violation" and v.get("first_ts")
     ]
-    start = min(per_bucket) if per_bucket else 0
+    return Shaped(
+        _versions_used(tables.get("conformance") or []),
+        _errors_seen(tables.get("error_codes") or []),
+        latency,
+        ticks,
+        timeline,
+        marks,
+        start,
+    )
+
+
+# --------------------------------------------------------------------------- markup
+
+Cols = tuple[tuple[str, str], ...]
+_RATES: Final = ("decode_rate", "reencode_rate")
+_OVERALL_COLS: Final[Cols] = (
+    ("frames", "frames"),
+    ("bytes", "bytes"),
+    ("connections", "connections"),
+    ("decode_rate", "decoded"),
+    ("reencode_rate", "byte-exact re-encode"),
+    ("non_canonical", "non-canonical"),
+    ("frames_unknown_tags", "frames w/ unknown tags"),
+    ("frames_trailing", "frames w/ trailing bytes"),
+    ("deprecated_frames", "deprecated"),
+    ("unstable_frames", "unstable"),
+    ("error_frames", "error responses (any level)"),
+    ("latency_p50_ms", "p50 ms"),
+    ("latency_p99_ms", "p99 ms"),
+)
+_CONFORMANCE_COLS: Final[Cols] = (
+    ("api_key", "api"),
+    ("api_version", "v"),
+    ("kind", "dir"),
+    ("software_name", "client"),
+    ("software_version", "client version"),
+    ("frames", "frames"),
+    ("bytes", "bytes"),
+    ("decode_rate", "decoded"),
+    ("reencode_rate", "re-encode exact"),
+    ("frames_unknown_tags", "unk. tags"),
+    ("non_canonical", "non-canon."),
+    ("frames_trailing", "trailing"),
+    ("deprecated_frames", "deprecated"),
+    ("unstable_frames", "unstable"),
+    ("error_frames", "errors"),
+    ("inferred_or_worse", "inferred"),
+    ("latency_p50_ms", "p50 ms"),
+    ("latency_p99_ms", "p99 ms"),
+)
+_VERSIONS_COLS: Final[Cols] = (
+    ("software_name", "client"),
+    ("software_version", "client version"),
+    ("api_key", "api"),
+    ("versions_used", "versions used"),
+    ("advertised_min", "server min"),
+    ("advertised_max", "server max"),
+    ("requests", "requests"),
+    ("below_advertised_max", "below server max"),
+    ("outside_advertised", "outside range"),
+    ("deprecated", "deprecated"),
+    ("unstable", "unstable"),
+)
+_ERROR_COLS: Final[Cols] = (
+    ("api_key", "api"),
+    ("api_version", "v"),
+    ("level", "level"),
+    ("error_code", "error code"),
+    ("count", "count"),
+)
+_LATENCY_COLS: Final[Cols] = (
+    ("api_key", "api"),
+    ("api_version", "v"),
+    ("responses", "responses"),
+    ("latency_p50_ms", "p50 ms"),
+    ("latency_p90_ms", "p90 ms"),
+    ("latency_p99_ms", "p99 ms"),
+    ("latency_p999_ms", "p99.9 ms"),
+    ("latency_max_ms", "max ms"),
+)
+_CHECK_COLS: Final[Cols] = (
+    ("rule", "rule"),
+    ("verdict", "verdict"),
+    ("severity", "severity"),
+    ("broker", "broker"),
+    ("subject", "subject"),
+    ("count", "count"),
+    ("first_ts", "first"),
+    ("last_ts", "last"),
+    ("detail", "detail"),
+    ("conn", "connection"),
+)
+_ANOMALY_COLS: Final[Cols] = (
+    ("anomaly", "anomaly"),
+    ("rtype", "on"),
+    ("count", "count"),
+    ("first_ts", "first"),
+    ("example_conn", "example connection"),
+)
+_INPUT_COLS: Final[Cols] = (
+    ("source", "file"),
+    ("size", "bytes"),
+    ("bucket", "bucket"),
+    ("buckets", "of"),
+    ("packets", "packets"),
+    ("frames", "frames"),
+    ("cpu_s", "cpu s"),
+    ("max_rss_kb", "worker max RSS KiB"),
+)
+_PROBLEM_COLS: Final[Cols] = (("source", "file"), ("problem", "problem"))
+_STYLE: Final = (
+    "body{font-family:system-ui,sans-serif;margin:2em;max-width:1200px}"
+    "table{border-collapse:collapse;font-size:12px;margin:0.5em 0}td,th{border:1px solid #ccc;"
+    "padding:2px 6px;text-align:left;overflow-wrap:anywhere}th{background:#f3f3f3}"
+    "pre{background:#f8f8f8;padding:1em;white-space:pre-wrap;overflow-wrap:anywhere}"
+    ".scroll{overflow-x:auto;max-width:100%}svg{max-width:100%;height:auto}"
+)
+
+
+def _sections(tables: dict[str, Rows], shaped: Shaped, summary: str) -> list[tuple[str, str]]:
+    """The report's sections, (title, HTML), in order."""
+
+    def table(name: str, cols: Cols, rates: Sequence[str] = ()) -> str:
+        return _table(tables.get(name) or [], cols, rate_cols=rates)
+
+    latency_chart = _line_chart(
+        "Latency distribution (responses per latency bucket)",
+        shaped.latency,
+        x_label="latency (log scale, buckets double)",
+        y_label="responses",
+        log_y=True,
+        x_ticks=shaped.latency_ticks,
+    )
     time_chart = _line_chart(
         "Traffic, anomalies and errors over time (red: KIP-858 violations)",
-        series,
-        x_label=f"time (UTC; start {_time(start)})",
+        shaped.timeline,
+        x_label=f"time (UTC; start {_time(shaped.start_ts)})",
         y_label="frames per bucket",
         log_y=True,
         x_time=True,
-        marks=marks,
+        marks=shaped.violations,
     )
-    summary = render_summary(tables, manifest)
-    sections = [
+    return [
         ("Summary", f"<pre>{html.escape(summary)}</pre>"),
-        (
-            "Overall",
-            _table(
-                tables.get("overall") or [],
-                [
-                    ("frames", "frames"),
-                    ("bytes", "bytes"),
-                    ("connections", "connections"),
-                    ("decode_rate", "decoded"),
-                    ("reencode_rate", "byte-exact re-encode"),
-                    ("non_canonical", "non-canonical"),
-                    ("frames_unknown_tags", "frames w/ unknown tags"),
-                    ("frames_trailing", "frames w/ trailing bytes"),
-                    ("deprecated_frames", "deprecated"),
-                    ("unstable_frames", "unstable"),
-                    ("error_frames", "error responses (any level)"),
-                    ("latency_p50_ms", "p50 ms"),
-                    ("latency_p99_ms", "p99 ms"),
-                ],
-                rate_cols=("decode_rate", "reencode_rate"),
-            ),
-        ),
-        ("Versions in use", versions_chart),
-        (
-            "Conformance by api, version, direction and client",
-            _table(
-                conf,
-                [
-                    ("api_key", "api"),
-                    ("api_version", "v"),
-                    ("kind", "dir"),
-                    ("software_name", "client"),
-                    ("software_version", "client version"),
-                    ("frames", "frames"),
-                    ("bytes", "bytes"),
-                    ("decode_rate", "decoded"),
-                    ("reencode_rate", "re-encode exact"),
-                    ("frames_unknown_tags", "unk. tags"),
-                    ("non_canonical", "non-canon."),
-                    ("frames_trailing", "trailing"),
-                    ("deprecated_frames", "deprecated"),
-                    ("unstable_frames", "unstable"),
-                    ("error_frames", "errors"),
-                    ("inferred_or_worse", "inferred"),
-                    ("latency_p50_ms", "p50 ms"),
-                    ("latency_p99_ms", "p99 ms"),
-                ],
-                rate_cols=("decode_rate", "reencode_rate"),
-            ),
-        ),
-        (
-            "Versions negotiated vs used",
-            _table(
-                tables.get("versions") or [],
-                [
-                    ("software_name", "client"),
-                    ("software_version", "client version"),
-                    ("api_key", "api"),
-                    ("versions_used", "versions used"),
-                    ("advertised_min", "server min"),
-                    ("advertised_max", "server max"),
-                    ("requests", "requests"),
-                    ("below_advertised_max", "below server max"),
-                    ("outside_advertised", "outside range"),
-                    ("deprecated", "deprecated"),
-                    ("unstable", "unstable"),
-                ],
-            ),
-        ),
+        ("Overall", table("overall", _OVERALL_COLS, _RATES)),
+        ("Versions in use", _bar_chart("Requests per api and version", shaped.versions)),
+        ("Conformance by api, version, direction and client", table("conformance", _CONFORMANCE_COLS, _RATES)),
+        ("Versions negotiated vs used", table("versions", _VERSIONS_COLS)),
         (
             "Error codes",
-            error_chart
-            + _table(
-                tables.get("error_codes") or [],
-                [
-                    ("api_key", "api"),
-                    ("api_version", "v"),
-                    ("level", "level"),
-                    ("error_code", "error code"),
-                    ("count", "count"),
-                ],
-            ),
+            _bar_chart("Non-zero error codes in responses", shaped.errors) + table("error_codes", _ERROR_COLS),
         ),
-        (
-            "Latency",
-            lat_chart
-            + _table(
-                tables.get("latency") or [],
-                [
-                    ("api_key", "api"),
-                    ("api_version", "v"),
-                    ("responses", "responses"),
-                    ("latency_p50_ms", "p50 ms"),
-                    ("latency_p90_ms", "p90 ms"),
-                    ("latency_p99_ms", "p99 ms"),
-                    ("latency_p999_ms", "p99.9 ms"),
-                    ("latency_max_ms", "max ms"),
-                ],
-            ),
-        ),
+        ("Latency", latency_chart + table("latency", _LATENCY_COLS)),
         ("Over time", time_chart),
-        (
-            "KIP-858 checks",
-            _table(
-                tables.get("violations") or [],
-                [
-                    ("rule", "rule"),
-                    ("verdict", "verdict"),
-                    ("severity", "severity"),
-                    ("broker", "broker"),
-                    ("subject", "subject"),
-                    ("count", "count"),
-                    ("first_ts", "first"),
-                    ("last_ts", "last"),
-                    ("detail", "detail"),
-                    ("conn", "connection"),
-                ],
-            ),
-        ),
-        (
-            "Anomalies",
-            _table(
-                tables.get("anomalies") or [],
-                [
-                    ("anomaly", "anomaly"),
-                    ("rtype", "on"),
-                    ("count", "count"),
-                    ("first_ts", "first"),
-                    ("example_conn", "example connection"),
-                ],
-            ),
-        ),
-        (
-            "Inputs",
-            _table(
-                tables.get("inputs") or [],
-                [
-                    ("source", "file"),
-                    ("size", "bytes"),
-                    ("bucket", "bucket"),
-                    ("buckets", "of"),
-                    ("packets", "packets"),
-                    ("frames", "frames"),
-                    ("cpu_s", "cpu s"),
-                    ("max_rss_kb", "worker max RSS KiB"),
-                ],
-            )
-            + _table(tables.get("problems") or [], [("source", "file"), ("problem", "problem")]),
-        ),
+        ("KIP-858 checks", table("violations", _CHECK_COLS)),
+        ("Anomalies", table("anomalies", _ANOMALY_COLS)),
+        ("Inputs", table("inputs", _INPUT_COLS) + table("problems", _PROBLEM_COLS)),
     ]
+
+
+def render_html(tables: dict[str, Rows], manifest: dict[str, Any]) -> str:
+    """The report as one HTML document (inline CSS and SVG, nothing fetched): the tables
+    shaped into chart data (:func:`shape`), then laid out as sections."""
+    sections = _sections(tables, shape(tables), render_summary(tables, manifest))
     toc = "".join(f'<li><a href="#s{i}">{html.escape(t)}</a></li>' for i, (t, _) in enumerate(sections))
     body = "".join(f'<h2 id="s{i}">{html.escape(t)}</h2>{c}' for i, (t, c) in enumerate(sections))
+    generated = _time(int(datetime.datetime.now(datetime.UTC).timestamp() * 1e9))
     return (
         '<!DOCTYPE html><html lang="en"><head><meta charset="utf-8"><title>kraft-jbod conformance report'
-        "</title><style>body{font-family:system-ui,sans-serif;margin:2em;max-width:1200px}"
-        "table{border-collapse:collapse;font-size:12px;margin:0.5em 0}td,th{border:1px solid #ccc;"
-        "padding:2px 6px;text-align:left;overflow-wrap:anywhere}th{background:#f3f3f3}"
-        "pre{background:#f8f8f8;padding:1em;white-space:pre-wrap;overflow-wrap:anywhere}"
-        ".scroll{overflow-x:auto;max-width:100%}svg{max-width:100%;height:auto}"
-        "</style></head><body><h1>kraft-jbod conformance report</h1>"
-        f"<p>Generated {html.escape(_time(int(datetime.datetime.now(datetime.UTC).timestamp() * 1e9)))} from "
+        f"</title><style>{_STYLE}</style></head><body><h1>kraft-jbod conformance report</h1>"
+        f"<p>Generated {html.escape(generated)} from "
         f"{html.escape(', '.join(str(i) for i in manifest.get('inputs', [])))}</p><ul>{toc}</ul>{body}"
         "</body></html>"
     )

@@ -9,7 +9,9 @@ Invariants:
 
 * Pure: no pyspark, no pyarrow; a row is a :class:`Row` whose fields are the columns
   (:func:`blank` starts one), and every value fits its column's type. :data:`COLUMNS`
-  is read off the dataclass, so the Arrow schemas cannot drift from it.
+  is read off the dataclass, so the Arrow schemas cannot drift from it. An event's or a
+  file's particulars travel beside the columns as objects (``Row.detail``: a KIP-858
+  event, a :class:`FileStats`), never as text to parse again.
 * Building a row never raises for frame content: the decoder already caught what the
   bytes can do, and the walks here only read generated objects.
 * Error codes are read from fields named ``error_code``: the top-level one (when the
@@ -35,9 +37,11 @@ __all__ = [
     "RTYPE_EVENT",
     "RTYPE_FILE",
     "RTYPE_FRAME",
+    "FileStats",
     "Row",
     "anomaly_kind",
     "blank",
+    "columns",
     "error_codes",
     "frame_row",
     "version_flags",
@@ -60,9 +64,30 @@ def _col(arrow: str, *, required: bool = False) -> Any:
     return field(default=None, metadata={"arrow": arrow})
 
 
+@dataclass(slots=True, frozen=True)
+class FileStats:
+    """How one unit's run went: the counters of its ``file`` row. The fields, with their
+    ``arrow`` types, are the ``inputs`` table's columns after the file's name and size
+    (:func:`columns`)."""
+
+    bucket: int = _col("int32", required=True)
+    buckets: int = _col("int32", required=True)
+    packets: int = _col("int64", required=True)
+    frames: int = _col("int64", required=True)
+    wall_s: float = _col("float64", required=True)
+    cpu_s: float = _col("float64", required=True)
+    max_rss_kb: int = _col("int64", required=True)
+    pid: int = _col("int64", required=True)
+
+
+def columns(cls: Any) -> tuple[tuple[str, str], ...]:
+    """``(name, arrow type)`` of the fields of dataclass ``cls`` that are columns."""
+    return tuple((f.name, f.metadata["arrow"]) for f in fields(cls) if "arrow" in f.metadata)
+
+
 @dataclass(slots=True)
 class Row:
-    """One conformance row. Its fields are the columns, in order; each field's
+    """One conformance row. Its fields but ``detail`` are the columns, in order; each field's
     ``arrow`` metadata is the column's type (``string``, ``bool``, ``int16``, ``int32``,
     ``int64``, ``list<int16>``, ``list<string>``), so :data:`COLUMNS` and every Arrow
     schema built from it come from this one declaration."""
@@ -100,11 +125,14 @@ class Row:
     client_source: str | None = _col("string")
     gap_bytes: int | None = _col("int64")
     retransmitted_bytes: int | None = _col("int64")
-    event: str | None = _col("string")
+    #: Not a column: what an ``event`` row carries (a KIP-858 event, :mod:`.kip858`) or a
+    #: ``file`` row (its :class:`FileStats`), as objects; the task folds them into its
+    #: partial as they are, and no table has a column for them.
+    detail: dict[str, Any] | FileStats | None = None
 
 
 #: ``(name, type)`` of every row column, read off :class:`Row`'s fields.
-COLUMNS: Final[tuple[tuple[str, str], ...]] = tuple((f.name, f.metadata["arrow"]) for f in fields(Row))
+COLUMNS: Final[tuple[tuple[str, str], ...]] = columns(Row)
 COLUMN_NAMES: Final = tuple(name for name, _ in COLUMNS)
 
 

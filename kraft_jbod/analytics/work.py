@@ -30,7 +30,6 @@ from __future__ import annotations
 
 import fnmatch
 import glob
-import json
 import os
 import re
 import resource
@@ -450,7 +449,7 @@ class _TaskRun:
         row = R.blank(R.RTYPE_EVENT, self.source, self.task_id)
         row.conn_id = ev.get("conn")
         row.ts_ns = ev.get("ts")
-        row.event = json.dumps(ev, separators=(",", ":"))
+        row.detail = ev
         return row
 
     def flow_end(self, end: FlowEnd) -> R.Row:
@@ -559,17 +558,14 @@ def run_unit(
         yield problem("internal", f"internal error while decoding (please report): {type(exc).__name__}: {exc}")
     row = R.blank(R.RTYPE_FILE, unit.path, task_id)
     row.size = unit.size
-    row.event = json.dumps(
-        {
-            "bucket": unit.bucket,
-            "buckets": unit.buckets,
-            "packets": run.packets,
-            "frames": run.frames,
-            "wall_s": round(time.perf_counter() - started, 3),
-            "cpu_s": round(time.process_time() - cpu0, 3),
-            "max_rss_kb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss,
-            "pid": os.getpid(),
-        },
-        separators=(",", ":"),
+    row.detail = R.FileStats(
+        bucket=unit.bucket,
+        buckets=unit.buckets,
+        packets=run.packets,
+        frames=run.frames,
+        wall_s=round(time.perf_counter() - started, 3),
+        cpu_s=round(time.process_time() - cpu0, 3),
+        max_rss_kb=resource.getrusage(resource.RUSAGE_SELF).ru_maxrss,
+        pid=os.getpid(),
     )
     yield row

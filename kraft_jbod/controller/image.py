@@ -55,6 +55,8 @@ from kraft_jbod.messages.unfence_broker_record import UnfenceBrokerRecord
 from kraft_jbod.messages.unregister_broker_record import UnregisterBrokerRecord
 from kraft_jbod.wire.message import Message
 from kraft_jbod.wire.primitives import uuid_signed_key, uuid_to_base64url
+from kraft_jbod.wire.records import METADATA_FRAME_VERSION
+from kraft_jbod.wire.varint import write_unsigned_varint
 
 NO_LEADER = -1
 NO_LEADER_CHANGE = -2
@@ -196,7 +198,41 @@ class Partition:
         )
 
 
-_accel.register_partition_class(Partition)
+# The slot of Partition each PartitionRecord field fills. The compiled snapshot loader and
+# writer take the record's layout from its field plan and this map (kraft_jbod/_accel);
+# the Python paths (apply_partition, snapshot._partition_record) write it out by name.
+PARTITION_RECORD_SLOTS = {
+    "partition_id": "partition_id",
+    "topic_id": "topic_id",
+    "replicas": "replicas",
+    "isr": "isr",
+    "removing_replicas": "removing",
+    "adding_replicas": "adding",
+    "leader": "leader",
+    "leader_recovery_state": "leader_recovery_state",
+    "leader_epoch": "leader_epoch",
+    "partition_epoch": "partition_epoch",
+    "directories": "dirs",
+    "eligible_leader_replicas": "elr",
+    "last_known_elr": "last_known_elr",
+}
+
+
+def _frame_prefix(api_key: int) -> bytes:
+    out = bytearray([METADATA_FRAME_VERSION])
+    write_unsigned_varint(out, api_key)
+    return bytes(out)
+
+
+assert PartitionRecord.API_KEY is not None
+PARTITION_FRAME = _frame_prefix(PartitionRecord.API_KEY)
+_accel.register_partition_class(
+    Partition,
+    PartitionRecord,
+    PARTITION_RECORD_SLOTS,
+    {"topic": "topic_id", "partition": "partition_id", "replicas": "replicas", "dirs": "dirs", "leader": "leader"},
+    PARTITION_FRAME,
+)
 
 
 @dataclass(slots=True)

@@ -40,7 +40,7 @@ from typing import Any, cast
 
 from kraft_jbod import _accel, codec
 from kraft_jbod.controller import features as fv
-from kraft_jbod.controller.image import MetadataImage, Partition, TopicInfo
+from kraft_jbod.controller.image import PARTITION_FRAME, MetadataImage, Partition, TopicInfo
 from kraft_jbod.controller.log import BatchInfo, batch_holding
 from kraft_jbod.errors import DecodeError, StorageError
 from kraft_jbod.messages.access_control_entry_record import AccessControlEntryRecord
@@ -462,9 +462,6 @@ class _RawPartitions:
 
 
 # A PartitionRecord value starts with frame version 1 and record type 3 (one byte each).
-_PARTITION_FRAME = b"\x01\x03"
-
-
 def _read(
     path: Path, max_bytes: int | None, *, raw_partitions: bool
 ) -> tuple[SnapshotContents, list[RecordAndVersion | _RawPartitions]]:
@@ -536,9 +533,9 @@ def _read(
             i = 0
             while i < len(values):
                 value = values[i]
-                if raw_partitions and value[:2] == _PARTITION_FRAME:
+                if raw_partitions and value.startswith(PARTITION_FRAME):
                     # The compiled codec counts the whole run in one call.
-                    k = _accel.count_prefixed(values, i, _PARTITION_FRAME) or 1
+                    k = _accel.count_prefixed(values, i, PARTITION_FRAME) or 1
                     if run is None:
                         run = _RawPartitions([], batch.base_offset + i)
                         mixed.append(run)

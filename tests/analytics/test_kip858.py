@@ -206,10 +206,10 @@ def test_events_from_the_sample_capture() -> None:
     assert rules(K.check(events)) == []
 
 
-def test_check_json_tolerates_garbage() -> None:
-    out = K.check_json(["{not json", json.dumps(reg(1)), json.dumps(hb(2, offline=[ROGUE])), "[]"])
+def test_check_events_tolerates_garbage() -> None:
+    out = K.check_events(["{not an event", reg(1), hb(2, offline=[ROGUE]), []])
     assert [f["rule"] for f in out if f["verdict"] == "violation"] == [K.HEARTBEAT_UNREGISTERED_OFFLINE_DIR]
-    broken = K.check_json([json.dumps({"type": "heartbeat", "ts": 1})])
+    broken = K.check_events([{"type": "heartbeat", "ts": 1}])
     assert broken and broken[0]["verdict"] == "indeterminate"
 
 

@@ -7,6 +7,7 @@ few runs, tiny inputs: the cost is the JVM start plus a handful of small jobs.
 
 from __future__ import annotations
 
+import gc
 import io
 import time
 from collections import Counter
@@ -19,7 +20,14 @@ import pytest
 
 from kraft_jbod import cli
 from kraft_jbod.analytics import kip858, work
-from kraft_jbod.analytics.job import TABLE_SCHEMAS, StatsOptions, _arrow_table, build_session, run_stats
+from kraft_jbod.analytics.job import (
+    TABLE_SCHEMAS,
+    StatsOptions,
+    _arrow_table,
+    build_session,
+    release_jvm,
+    run_stats,
+)
 from kraft_jbod.capture.kafka import KafkaDecoder, decode_capture
 from kraft_jbod.capture.sample import build_sample
 
@@ -31,7 +39,11 @@ CONF = {"spark.sql.shuffle.partitions": "2", "spark.ui.enabled": "false", "spark
 def spark() -> Iterator[Any]:
     session = build_session("local[2]", CONF, app_name="kraft-jbod tests")
     yield session
-    session.stop()
+    # End the JVM and py4j's connections now, while the run's output streams are open: left
+    # to interpreter exit, each connection's finalizer logs its closing to a stream pytest
+    # has closed by then ("--- Logging error --- ... I/O operation on closed file").
+    release_jvm(session)
+    gc.collect()
 
 
 @pytest.fixture(scope="module")

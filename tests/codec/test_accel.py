@@ -183,8 +183,13 @@ def test_switch_and_report(both: None) -> None:
         assert kraft_jbod.codec_backend() == "c"
 
 
+SANITIZER_ENV = ("LD_PRELOAD", "ASAN_OPTIONS", "UBSAN_OPTIONS", "PYTHONMALLOC")
+
+
 def _run(code: str, env_extra: dict[str, str], tmp: Path | None = None) -> subprocess.CompletedProcess[str]:
     env = {"PATH": "/usr/bin:/bin", "PYTHONPATH": str(tmp or ROOT), **env_extra}
+    # Under tools/accel_sanitize.py the extension needs the preloaded sanitizer runtime.
+    env.update({k: v for k, v in os.environ.items() if k in SANITIZER_ENV})
     return subprocess.run(
         [sys.executable, "-c", code], capture_output=True, text=True, check=False, env=env, cwd=tmp or ROOT
     )
@@ -219,6 +224,23 @@ def test_fallback_without_the_extension(tmp_path: Path) -> None:
     )
     assert cli.returncode == 0, cli.stderr
     assert "codec: python" in cli.stdout
+
+
+def test_an_extension_of_another_interface_is_not_used(tmp_path: Path) -> None:
+    # An extension built from another _ccodec.c (here a stand-in module with an older
+    # interface number): refused at import as a whole, the Python codec runs and
+    # KRAFT_JBOD_CODEC=c names the mismatch.
+    import shutil
+
+    shutil.copytree(ROOT / "kraft_jbod", tmp_path / "kraft_jbod", ignore=shutil.ignore_patterns("*.so", "__pycache__"))
+    (tmp_path / "kraft_jbod" / "_accel" / "_ccodec.py").write_text("ABI_VERSION = 1\n", encoding="utf-8")
+    code = "import kraft_jbod.wire.message, kraft_jbod; print(kraft_jbod.codec_backend())"
+    auto = _run(code, {}, tmp_path)
+    assert auto.returncode == 0, auto.stderr
+    assert auto.stdout.strip() == "python"
+    forced = _run(code, {"KRAFT_JBOD_CODEC": "c"}, tmp_path)
+    assert forced.returncode != 0
+    assert "built from another _ccodec.c (interface 1, this package needs" in forced.stderr
 
 
 def test_env_selects_python() -> None:

@@ -322,3 +322,66 @@ def test_value_batches_are_the_record_batches_of_those_values(backend: str, rest
         if n:
             batch, _ = read_record_batch(bytes(fast), 0)
             assert [r.value for r in batch.records] == values
+
+
+def test_the_compiled_layout_is_the_record_plan() -> None:
+    # Every version's program walks the PartitionRecord plan's fields in wire order (the
+    # tagged ones last, by tag) and fills every slot of Partition: nothing in C restates it.
+    from kraft_jbod._accel import plans
+    from kraft_jbod.controller.image import PARTITION_RECORD_SLOTS, Partition
+
+    slots = tuple(dict.fromkeys(PARTITION_RECORD_SLOTS.values()))
+    lo, hi = PartitionRecord.VALID_VERSIONS
+    for v in range(lo, hi + 1):
+        program = plans.partition_program(PartitionRecord, v, PARTITION_RECORD_SLOTS, slots)
+        assert program is not None, v
+        plan = plans.plan_for(PartitionRecord, v)
+        assert plan is not None
+        on_wire = [f[0] for f in plan[2] if f[3] and not f[4]]
+        tagged = sorted((f[5], f[0]) for f in plan[2] if f[3] and f[4])
+        by_slot = {slot: name for name, slot in PARTITION_RECORD_SLOTS.items()}
+        walked = [by_slot[slots[step[1]]] for step in program if step[2]]
+        assert walked == on_wire + [name for _, name in tagged]
+        assert {slots[step[1]] for step in program} == set(Partition.__slots__)
+    # A field on the wire the image has no slot for: no program, the Python path runs.
+    fewer = {k: v for k, v in PARTITION_RECORD_SLOTS.items() if k != "isr"}
+    assert plans.partition_program(PartitionRecord, hi, fewer, slots) is None
+
+
+@pytest.mark.skipif(not _accel.available(), reason="compiled codec not built (checked in CI by test_accel)")
+def test_the_compiled_loader_and_writer_round_trip_every_version(restore_backend: None) -> None:
+    # The C path does the work (nothing handed back) on each version's richest value, and
+    # writes back the bytes the Python encoder writes.
+    from kraft_jbod.controller.image import Partition
+
+    _accel.use("c")
+    topic, d1, d2 = uuid.uuid4(), uuid.uuid4(), uuid.uuid4()
+    lo, hi = PartitionRecord.VALID_VERSIONS
+    for v in range(lo, hi + 1):
+        rec = _partition(
+            3,
+            topic_id=topic,
+            replicas=[1, 2],
+            isr=[1, 2],
+            leader=1,
+            directories=[d1, d2] if v >= 1 else [],
+            leader_recovery_state=1,
+        )
+        if v >= 2:
+            rec.eligible_leader_replicas = [2]
+            rec.last_known_elr = [1, 2]
+        value = codec.encode_metadata_record(rec, v)
+        parts: dict[int, Any] = {}
+        counts: dict[int, int] = {}
+        migrating = uuid.UUID(int=1)
+        stop, built, new_ids, used_migrating = _accel.build_partitions(
+            [value], 0, {topic.bytes: (topic, parts)}, {}, migrating, counts
+        ) or (None, [], [], None)
+        assert stop == 1 and len(built) == 1, v
+        [p] = built
+        assert isinstance(p, Partition) and parts == {3: p} and counts == {rec.leader: 1}
+        assert (p.topic_id, p.replicas, p.isr, p.leader_recovery_state) == (topic, (1, 2), (1, 2), 1)
+        assert p.dirs == ((d1, d2) if v >= 1 else (migrating, migrating)) and used_migrating == (v == 0)
+        assert (p.elr, p.last_known_elr) == (((2,), (1, 2)) if v >= 2 else ((), ()))
+        assert new_ids == ([d1, d2] if v >= 1 else [])
+        assert _accel.encode_partitions([p], v) == [codec.encode_metadata_record(snap._partition_record(p, v), v)]
