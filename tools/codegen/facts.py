@@ -38,9 +38,11 @@ def emit_api_keys(specs: list[MessageSpec]) -> str:
         vv = req.valid_versions
         lo, hi = (vv.lo, vv.hi) if not vv.empty else (-1, -1)
         members.append(f"    {member} = {key}")
+        # The schema's own "listeners": which kind of node serves the API (Kafka's apisForListener).
+        listeners = tuple(sorted(req.listeners or ()))
         rows.append(
             f"    {key}: ({title!r}, {module_name(req.name)!r}, {req.name!r}, "
-            f"{module_name(resp.name)!r}, {resp.name!r}, ({lo}, {hi})),"
+            f"{module_name(resp.name)!r}, {resp.name!r}, ({lo}, {hi}), {listeners!r}),"
         )
     doc = (
         "One member per API key, named as Kafka names it. A member is an int, so it can be\n"
@@ -61,8 +63,9 @@ def emit_api_keys(specs: list[MessageSpec]) -> str:
             "",
             "_PACKAGE: _Final = __name__.rpartition('.')[0]",
             "",
-            "# key: (display name, request module, request class, response module, response class, versions)",
-            "_FACTS: _Final[dict[int, tuple[str, str, str, str, str, tuple[int, int]]]] = {",
+            "# key: (display name, request module, request class, response module, response class, versions,",
+            "#       listeners from the schema)",
+            "_FACTS: _Final[dict[int, tuple[str, str, str, str, str, tuple[int, int], tuple[str, ...]]]] = {",
             *rows,
             "}",
             "",
@@ -96,6 +99,12 @@ def emit_api_keys(specs: list[MessageSpec]) -> str:
             "    def versions(self) -> tuple[int, int]:",
             '        """Lowest and highest version the schemas define; (-1, -1) when none."""',
             "        return _FACTS[self][5]",
+            "",
+            "    @property",
+            "    def listeners(self) -> frozenset[str]:",
+            '        """The kinds of node that serve this API, from the schema\'s ``listeners``',
+            "        (``broker``, ``controller``, ``zkBroker``); empty when the schema names none.\"\"\"",
+            "        return frozenset(_FACTS[self][6])",
             "",
             "    @classmethod",
             "    def of(cls, key: int) -> ApiKey:",
