@@ -68,6 +68,7 @@ _IMPLIES: Final[dict[str, frozenset[str]]] = {
 
 _ACL_FIELDS: Final = ("principal", "operation", "resource_type", "resource_name", "pattern_type", "permission", "host")
 
+
 @dataclass(frozen=True, slots=True)
 class Acl:
     principal: str

@@ -83,7 +83,7 @@ TYPE_NAMES: Final = {
 SET, DELETE, APPEND, SUBTRACT = 0, 1, 2, 3
 _OP_NAMES: Final = {SET: "SET", DELETE: "DELETE", APPEND: "APPEND", SUBTRACT: "SUBTRACT"}
 
-INVALID_CONFIG: Final = 40
+INVALID_CONFIG: Final = ErrorCode.INVALID_CONFIG
 # ConfigSource and ConfigType codes of DescribeConfigs (facts of Kafka's protocol).
 SOURCE_TOPIC: Final = 1
 SOURCE_DYNAMIC_BROKER: Final = 2
