@@ -30,6 +30,7 @@ from kraft_jbod.controller import replication
 from kraft_jbod.controller.apis import (
     admin,
     brokers,
+    controllers,
     describe,
     directories,
     producer_ids,
@@ -82,6 +83,7 @@ from kraft_jbod.messages.remove_raft_voter_request import RemoveRaftVoterRequest
 from kraft_jbod.messages.sasl_authenticate_request import SaslAuthenticateRequest
 from kraft_jbod.messages.sasl_handshake_request import SaslHandshakeRequest
 from kraft_jbod.messages.unregister_broker_request import UnregisterBrokerRequest
+from kraft_jbod.messages.unregister_controller_request import UnregisterControllerRequest
 from kraft_jbod.messages.update_features_request import UpdateFeaturesRequest
 from kraft_jbod.messages.update_raft_voter_request import UpdateRaftVoterRequest
 from kraft_jbod.security.sasl import SASL_API_VERSIONS
@@ -303,6 +305,12 @@ _ALL: Final[tuple[Route[Any], ...]] = (
     ),
     Route(ApiKey.BROKER_HEARTBEAT, BrokerHeartbeatRequest, _BROKER_ACTION, brokers.handle_heartbeat, priority=True),
     Route(ApiKey.UNREGISTER_BROKER, UnregisterBrokerRequest, cluster("ALTER"), brokers.handle_unregister),
+    Route(
+        ApiKey.UNREGISTER_CONTROLLER,
+        UnregisterControllerRequest,
+        cluster("ALTER"),
+        controllers.handle_unregister_controller,
+    ),
     Route(
         ApiKey.ASSIGN_REPLICAS_TO_DIRS,
         AssignReplicasToDirsRequest,

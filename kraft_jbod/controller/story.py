@@ -28,6 +28,7 @@ from typing import Any
 from kraft_jbod.controller import routes
 from kraft_jbod.messages.api_keys import ApiKey
 from kraft_jbod.messages.broker_registration_change_record import BrokerRegistrationChangeRecord
+from kraft_jbod.messages.error_codes import ErrorCode
 from kraft_jbod.messages.fence_broker_record import FenceBrokerRecord
 from kraft_jbod.messages.partition_change_record import PartitionChangeRecord
 from kraft_jbod.messages.partition_record import PartitionRecord
@@ -55,8 +56,6 @@ def _ids(dirs: Iterable[uuid.UUID]) -> list[str]:
 
 
 def _error_name(code: int) -> str:
-    from kraft_jbod.messages.error_codes import ErrorCode
-
     return ErrorCode.name_of(code)
 
 

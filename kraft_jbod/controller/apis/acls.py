@@ -23,9 +23,10 @@ Rules (Kafka's AclControlManager and the request classes):
 from __future__ import annotations
 
 import uuid
-from typing import Any, Final
+from typing import Final
 
 from kraft_jbod.controller.acl_image import Acl
+from kraft_jbod.controller.context import ControllerContext
 from kraft_jbod.controller.limits import DELETE_ACLS_TOO_MANY, EXCESSIVE_BATCH, MAX_RECORDS_PER_USER_OP
 from kraft_jbod.errors import ProtocolError
 from kraft_jbod.messages.access_control_entry_record import AccessControlEntryRecord
@@ -98,7 +99,7 @@ def _creation_error(acl: Acl) -> str | None:
     return None
 
 
-def _acl_id(st: Any, next_offset: int, acl: Acl, taken: set[uuid.UUID]) -> uuid.UUID:
+def _acl_id(st: ControllerContext, next_offset: int, acl: Acl, taken: set[uuid.UUID]) -> uuid.UUID:
     salt = 0
     while True:
         u = uuid.uuid5(_ACL_ID_NAMESPACE, f"{st.cluster_id}/{next_offset}/{acl}/{salt}")
@@ -108,7 +109,7 @@ def _acl_id(st: Any, next_offset: int, acl: Acl, taken: set[uuid.UUID]) -> uuid.
 
 
 def create_acls(
-    st: Any, api_version: int, req: CreateAclsRequest, next_offset: int
+    st: ControllerContext, api_version: int, req: CreateAclsRequest, next_offset: int
 ) -> tuple[CreateAclsResponse, list[RecordAndVersion]]:
     """CreateAcls (Rules 1 and 3).
 
@@ -218,7 +219,7 @@ def matches(
     return permission == PERM_ANY or permission == acl.permission_type
 
 
-def _matching(st: Any, f: DeleteAclsFilter | DescribeAclsRequest) -> list[tuple[uuid.UUID, Acl]]:
+def _matching(st: ControllerContext, f: DeleteAclsFilter | DescribeAclsRequest) -> list[tuple[uuid.UUID, Acl]]:
     return [
         (i, acl)
         for i, acl in st.acls.items()
@@ -235,7 +236,9 @@ def _matching(st: Any, f: DeleteAclsFilter | DescribeAclsRequest) -> list[tuple[
     ]
 
 
-def delete_acls(st: Any, api_version: int, req: DeleteAclsRequest) -> tuple[DeleteAclsResponse, list[RecordAndVersion]]:
+def delete_acls(
+    st: ControllerContext, api_version: int, req: DeleteAclsRequest
+) -> tuple[DeleteAclsResponse, list[RecordAndVersion]]:
     """DeleteAcls (Rule 2).
 
     Raises:
@@ -280,7 +283,7 @@ def delete_acls(st: Any, api_version: int, req: DeleteAclsRequest) -> tuple[Dele
     return DeleteAclsResponse(filter_results=out), records
 
 
-def describe_acls(st: Any, api_version: int, req: DescribeAclsRequest) -> DescribeAclsResponse:
+def describe_acls(st: ControllerContext, api_version: int, req: DescribeAclsRequest) -> DescribeAclsResponse:
     """DescribeAcls: the ACLs one filter matches, grouped by resource pattern.
 
     Raises:

@@ -29,7 +29,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Iterable
-from typing import Any, Final
+from typing import Final
 
 from kraft_jbod.controller import features as fv
 from kraft_jbod.controller.config_image import (
@@ -43,6 +43,7 @@ from kraft_jbod.controller.config_image import (
     TOPIC,
     TOPIC_CONFIGS,
 )
+from kraft_jbod.controller.context import ControllerContext
 from kraft_jbod.controller.limits import EXCESSIVE_BATCH, MAX_RECORDS_PER_USER_OP
 from kraft_jbod.messages.alter_configs_request import AlterConfigsRequest
 from kraft_jbod.messages.alter_configs_response import AlterConfigsResourceResponse as LegacyResult
@@ -186,7 +187,7 @@ def _broker_id(name: str) -> int | None:
     return node
 
 
-def _validate_resource(st: Any, rtype: int, name: str, configs: dict[str, str]) -> None:
+def _validate_resource(st: ControllerContext, rtype: int, name: str, configs: dict[str, str]) -> None:
     """Kafka's ControllerConfigurationValidator, then the existence check (Rule 3)."""
     if rtype == TOPIC:
         if not name:
@@ -209,7 +210,7 @@ def _record(rtype: int, name: str, key: str, value: str | None) -> RecordAndVers
     return ConfigRecord(resource_type=rtype, resource_name=name, name=key, value=value), 0
 
 
-def clear_elr_records(st: Any, records: list[RecordAndVersion]) -> list[RecordAndVersion]:
+def clear_elr_records(st: ControllerContext, records: list[RecordAndVersion]) -> list[RecordAndVersion]:
     """ClearElrRecords for the ``min.insync.replicas`` changes among ``records``, as Kafka's
     ConfigurationControlManager appends them when eligible.leader.replicas.version >= 1:
     one naming the topic for a topic config, one with an empty name (every topic) for a
@@ -223,7 +224,7 @@ def clear_elr_records(st: Any, records: list[RecordAndVersion]) -> list[RecordAn
     return out
 
 
-def _check_min_isr_transition(st: Any, rtype: int, name: str, key: str, value: str | None) -> None:
+def _check_min_isr_transition(st: ControllerContext, rtype: int, name: str, key: str, value: str | None) -> None:
     """Kafka's ConfigurationControlManager with eligible leader replicas on: a broker's own
     ``min.insync.replicas`` cannot be set or removed, nor the cluster-level one removed (the
     effective min ISR the ELR rules use comes from the topic or the cluster config only).
@@ -244,7 +245,7 @@ def _split(value: str | None) -> list[str]:
 
 
 def _incremental_resource(
-    st: Any, rtype: int, name: str, ops: dict[str, tuple[int, str | None]]
+    st: ControllerContext, rtype: int, name: str, ops: dict[str, tuple[int, str | None]]
 ) -> list[RecordAndVersion]:
     """Records for one resource's operations, all or nothing (Rules 2-5).
 
@@ -291,7 +292,9 @@ def _incremental_resource(
     return records
 
 
-def _legacy_resource(st: Any, rtype: int, name: str, wanted: dict[str, str | None]) -> list[RecordAndVersion]:
+def _legacy_resource(
+    st: ControllerContext, rtype: int, name: str, wanted: dict[str, str | None]
+) -> list[RecordAndVersion]:
     current = st.configs.get(rtype, name)
     records = [
         _record(rtype, name, key, value)
@@ -313,7 +316,9 @@ def _legacy_resource(st: Any, rtype: int, name: str, wanted: dict[str, str | Non
     return records
 
 
-def _logger_result(st: Any, name: str, ops: Iterable[tuple[str, int, str | None]]) -> tuple[int, str | None]:
+def _logger_result(
+    st: ControllerContext, name: str, ops: Iterable[tuple[str, int, str | None]]
+) -> tuple[int, str | None]:
     """BROKER_LOGGER on the controller: only its own node; nothing is persisted."""
     try:
         node = int(name)
@@ -334,7 +339,7 @@ def _logger_result(st: Any, name: str, ops: Iterable[tuple[str, int, str | None]
 
 
 def incremental_alter_configs(
-    st: Any, api_version: int, req: IncrementalAlterConfigsRequest
+    st: ControllerContext, api_version: int, req: IncrementalAlterConfigsRequest
 ) -> tuple[IncrementalAlterConfigsResponse, list[RecordAndVersion]]:
     """IncrementalAlterConfigs (Rules 1-5)."""
     early: list[AlterConfigsResourceResponse] = []
@@ -394,7 +399,7 @@ def incremental_alter_configs(
 
 
 def alter_configs(
-    st: Any, api_version: int, req: AlterConfigsRequest
+    st: ControllerContext, api_version: int, req: AlterConfigsRequest
 ) -> tuple[AlterConfigsResponse, list[RecordAndVersion]]:
     """AlterConfigs, the legacy whole-set replacement (Rules 1-4)."""
     early: list[LegacyResult] = []
@@ -471,7 +476,7 @@ def _entry(
 
 
 def _topic_entries(
-    st: Any, api_version: int, topic: str, keys: list[str] | None, synonyms: bool
+    st: ControllerContext, api_version: int, topic: str, keys: list[str] | None, synonyms: bool
 ) -> list[DescribeConfigsResourceResult]:
     overrides = st.configs.get(TOPIC, topic)
     defaults = st.configs.get(BROKER, "")
@@ -511,7 +516,7 @@ def static_listener_configs(bound: Iterable[tuple[str, str, int]], controller_na
 
 
 def _broker_entries(
-    st: Any,
+    st: ControllerContext,
     api_version: int,
     node: int | None,
     keys: list[str] | None,
@@ -546,7 +551,7 @@ def _broker_entries(
 
 
 def describe_configs(
-    st: Any, api_version: int, req: DescribeConfigsRequest, *, any_broker: bool = False
+    st: ControllerContext, api_version: int, req: DescribeConfigsRequest, *, any_broker: bool = False
 ) -> DescribeConfigsResponse:
     """DescribeConfigs as the controller answers it (KIP-919), from the dynamic configs.
 
@@ -600,7 +605,7 @@ def describe_configs(
 
 
 def creation_records(
-    st: Any, topic: str, configs: Iterable[tuple[str, str | None]]
+    st: ControllerContext, topic: str, configs: Iterable[tuple[str, str | None]]
 ) -> list[RecordAndVersion] | tuple[int, str | None]:
     """ConfigRecords for a topic created with ``configs``, or (error code, message).
 
@@ -636,7 +641,7 @@ def creation_records(
     return records
 
 
-def effective_topic_configs(st: Any, overrides: dict[str, str]) -> list[tuple[str, str | None, int]]:
+def effective_topic_configs(st: ControllerContext, overrides: dict[str, str]) -> list[tuple[str, str | None, int]]:
     """(name, value, source) of every topic config a new topic with ``overrides`` has
     (CreateTopics v5+ answers list them)."""
     defaults = st.configs.get(BROKER, "")
@@ -651,7 +656,7 @@ def effective_topic_configs(st: Any, overrides: dict[str, str]) -> list[tuple[st
     return out
 
 
-def created_topic_configs(st: Any, records: list[RecordAndVersion]) -> list[CreatableTopicConfigs]:
+def created_topic_configs(st: ControllerContext, records: list[RecordAndVersion]) -> list[CreatableTopicConfigs]:
     """CreateTopics v5+ ``Configs``: every topic config of the new topic and its source."""
     overrides = {r.name: r.value for r, _ in records if isinstance(r, ConfigRecord) and r.value is not None}
     return [

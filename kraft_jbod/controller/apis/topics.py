@@ -22,7 +22,7 @@ from kraft_jbod.controller.apis import configs, partition_ops
 from kraft_jbod.controller.apis import partitions as pb
 from kraft_jbod.controller.context import Call, ControllerContext, Outcome, RecordAndVersion, Sliced
 from kraft_jbod.controller.draft import Draft
-from kraft_jbod.controller.image import NO_LEADER, MetadataImage, Partition
+from kraft_jbod.controller.image import NO_LEADER, Partition
 from kraft_jbod.controller.limits import (
     EXCESSIVE_BATCH,
     EXCESSIVE_PARTITIONS,
@@ -102,7 +102,7 @@ def handle_create_topics(ctx: ControllerContext, call: Call, req: CreateTopicsRe
             continue
         # Topic configs (apis/configs.py): checked before placement, written right after the
         # TopicRecord, listed in v5+ answers, as Kafka does.
-        config_records = configs.creation_records(img, t.name, [(c.name, c.value) for c in t.configs])
+        config_records = configs.creation_records(ctx, t.name, [(c.name, c.value) for c in t.configs])
         if isinstance(config_records, tuple):
             res.error_code, res.error_message = config_records
             continue
@@ -112,12 +112,12 @@ def handle_create_topics(ctx: ControllerContext, call: Call, req: CreateTopicsRe
             continue
         # A min.insync.replicas among them brings a ClearElrRecord for the topic when ELR is
         # on: Kafka builds topic configs as an IncrementalAlterConfigs of the new resource.
-        clears = configs.clear_elr_records(_FeaturesView(img), config_records)
+        clears = configs.clear_elr_records(ctx, config_records)
         would_write += 1 + len(config_records) + len(clears) + len(plan)
         rf = len(plan[0]) if plan else 0
         if api_version >= 5:
             res.num_partitions, res.replication_factor = len(plan), rf
-            res.configs = configs.created_topic_configs(img, config_records)
+            res.configs = configs.created_topic_configs(ctx, config_records)
         # Kafka draws the id before it looks at ValidateOnly, so a validated topic's answer
         # carries an id too (one that names nothing).
         topic_id = new_topic_id(ctx, t.name, next_offset + len(d.records))
@@ -151,13 +151,6 @@ def handle_create_topics(ctx: ControllerContext, call: Call, req: CreateTopicsRe
     if would_write > MAX_RECORDS_PER_USER_OP:
         return Outcome(CreateTopicsResponse(topics=_refuse_all(req, EXCESSIVE_BATCH)), [])
     return Outcome(CreateTopicsResponse(topics=results), d.records)
-
-
-class _FeaturesView:
-    """The finalized features, as configs.clear_elr_records reads them."""
-
-    def __init__(self, img: MetadataImage) -> None:
-        self.finalized_features = dict(img.features)
 
 
 def _refuse_all(req: CreateTopicsRequest, message: str) -> list[CreatableTopicResult]:

@@ -24,6 +24,7 @@ from dataclasses import dataclass
 from typing import Any, Final
 
 from kraft_jbod.connection import RequestReceived
+from kraft_jbod.controller import envelope as env
 from kraft_jbod.controller import routes
 from kraft_jbod.controller.extensions.faults import error_response
 from kraft_jbod.controller.seams import Peer
@@ -151,8 +152,6 @@ class ConnectionSecurity:
             return denied
         # A forwarded request is authorized as its client: the principal and address the
         # broker put in the envelope (Kafka's ControllerApis); a refusal travels inside.
-        from kraft_jbod.controller import envelope as env
-
         fwd = env.unwrap(ev.body, served)
         if not isinstance(fwd, env.Forwarded):
             return None  # the state machine answers the envelope's own error
