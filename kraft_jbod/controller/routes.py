@@ -172,11 +172,6 @@ class Route(Generic[Req]):
         """The kinds of node Kafka's schema says serve this API (``broker``, ``controller``)."""
         return self.key.listeners
 
-    def handle(self, ctx: ControllerContext, call: Call, body: Message) -> Outcome:
-        """Run the handler on a body already checked to be of ``request_type``."""
-        assert self.handler is not None and isinstance(body, self.request_type)
-        return self.handler(ctx, call, body)
-
     def error_response(self, body: Message, code: int, message: str | None = None) -> Message:
         """The response to ``body`` carrying ``code`` everywhere Kafka would put it.
 
@@ -268,7 +263,9 @@ def _create_partitions_error(body: CreatePartitionsRequest, code: int, message: 
 _BROKER_ACTION: Final = cluster("CLUSTER_ACTION")
 _HANDSHAKE: Final = unchecked("authentication itself, before a principal exists")
 
-_ALL: Final[tuple[Route[Any], ...]] = (
+# Left to inference (no Route[Any] annotation): each Route keeps its own request type, so
+# mypy checks its handler, error builder and splitter against that request class.
+_ALL: Final = (
     # The handshake: answered by the server shell and the SASL extension, on every listener.
     Route(
         ApiKey.API_VERSIONS,
