@@ -38,7 +38,9 @@ from typing import Any, Final
 
 from kraft_jbod.controller import routes
 from kraft_jbod.controller.apis import acls, configs, partitions
+from kraft_jbod.controller.image import Partition, TopicInfo
 from kraft_jbod.controller.image import offline_replicas as image_offline_replicas
+from kraft_jbod.controller.state import ControllerState
 from kraft_jbod.messages.api_keys import ApiKey
 from kraft_jbod.messages.describe_cluster_request import DescribeClusterRequest
 from kraft_jbod.messages.describe_cluster_response import DescribeClusterBroker, DescribeClusterResponse
@@ -78,7 +80,7 @@ def _endpoint(listeners: tuple[tuple[str, str, int, int], ...], name: str | None
 
 
 def alive_brokers(
-    state: Any, listener_name: str | None = None, self_endpoint: tuple[str, int] | None = None
+    state: ControllerState, listener_name: str | None = None, self_endpoint: tuple[str, int] | None = None
 ) -> list[tuple[int, str, int, str | None]]:
     """(id, host, port, rack) of unfenced brokers with an endpoint on the listener (Rule 1).
 
@@ -96,12 +98,12 @@ def alive_brokers(
     return out
 
 
-def offline_replicas(state: Any, p: Any) -> list[int]:
+def offline_replicas(state: ControllerState, p: Partition) -> list[int]:
     """Replicas on fenced/unregistered brokers or in a directory not online on the broker (Rule 2)."""
     return image_offline_replicas(state.image, p)
 
 
-def _partition(state: Any, p: Any) -> MetadataResponsePartition:
+def _partition(state: ControllerState, p: Partition) -> MetadataResponsePartition:
     return MetadataResponsePartition(
         error_code=LEADER_NOT_AVAILABLE if p.leader < 0 else 0,
         partition_index=p.partition_id,
@@ -113,13 +115,13 @@ def _partition(state: Any, p: Any) -> MetadataResponsePartition:
     )
 
 
-def _topic(state: Any, topic: Any) -> MetadataResponseTopic:
+def _topic(state: ControllerState, topic: TopicInfo) -> MetadataResponseTopic:
     parts = [_partition(state, p) for _, p in sorted(topic.partitions.items())]
     return MetadataResponseTopic(error_code=0, name=topic.name, topic_id=topic.topic_id, partitions=parts)
 
 
 def metadata_response(
-    state: Any,
+    state: ControllerState,
     api_version: int,
     req: MetadataRequest,
     *,
@@ -161,7 +163,7 @@ def metadata_response(
 
 
 def describe_cluster_response(
-    state: Any,
+    state: ControllerState,
     api_version: int,
     req: DescribeClusterRequest,
     *,
@@ -192,7 +194,7 @@ def is_write(api_key: int) -> bool:
     return routes.is_client_write(api_key)
 
 
-def answer(state: Any, api_key: int, api_version: int, body: Any, **kwargs: Any) -> Any:
+def answer(state: ControllerState, api_key: int, api_version: int, body: Any, **kwargs: Any) -> Any:
     """The response to a client-listener read (Metadata, DescribeCluster, DescribeConfigs,
     DescribeAcls, ListPartitionReassignments).
 
@@ -206,15 +208,15 @@ def answer(state: Any, api_key: int, api_version: int, body: Any, **kwargs: Any)
         kwargs.pop("may_describe", None)
         return describe_cluster_response(state, api_version, body, **kwargs)
     if api_key == API_DESCRIBE_CONFIGS:
-        return configs.describe_configs(_admin_view(state), api_version, body, any_broker=True)
+        return configs.describe_configs(state.ctx, api_version, body, any_broker=True)
     if api_key == API_DESCRIBE_ACLS:
-        return acls.describe_acls(_admin_view(state), api_version, body)
+        return acls.describe_acls(state.ctx, api_version, body)
     if api_key == API_LIST_PARTITION_REASSIGNMENTS:
-        return partitions.list_partition_reassignments(_admin_view(state), api_version, body)
+        return partitions.list_partition_reassignments(state.ctx, api_version, body)
     raise ValueError(f"api key {api_key} is not a client-listener api")
 
 
-def cluster_view(state: Any) -> dict[str, Any]:
+def cluster_view(state: ControllerState) -> dict[str, Any]:
     """Brokers (state, directories), topics and partitions (leader, ISR, directories) as JSON."""
     brokers = []
     for b, reg in sorted(state.brokers.items()):
@@ -260,7 +262,7 @@ def cluster_view(state: Any) -> dict[str, Any]:
     }
 
 
-def _dir_name(state: Any, d: uuid.UUID) -> str:
+def _dir_name(state: ControllerState, d: uuid.UUID) -> str:
     prof = state.profile
     for label, reserved in (("UNASSIGNED", prof.unassigned), ("LOST", prof.lost), ("MIGRATING", prof.migrating)):
         if d == reserved:
@@ -312,8 +314,3 @@ def render_text(view: dict[str, Any], paths: dict[int, dict[str, str]] | None = 
             "path, and `kraft-jbod status --broker-ctl HOST:PORT` adds each broker's paths",
         ]
     return "\n".join(lines) + "\n"
-
-
-def _admin_view(state: Any) -> Any:
-    """The context the admin API modules are written against (the state's own)."""
-    return state.ctx

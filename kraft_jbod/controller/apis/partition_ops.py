@@ -12,17 +12,17 @@ from __future__ import annotations
 
 import random
 import uuid
-from typing import Any, cast
+from typing import cast
 
 from kraft_jbod.controller import features as fv
 from kraft_jbod.controller.alter_partition import PartitionView
 from kraft_jbod.controller.apis import partitions
 from kraft_jbod.controller.context import ControllerContext
 from kraft_jbod.controller.draft import Draft
+from kraft_jbod.controller.image import Partition
 from kraft_jbod.controller.placement import PlacementError, StripedPlacer, UsableBroker
 from kraft_jbod.messages.error_codes import ErrorCode
 from kraft_jbod.messages.partition_change_record import PartitionChangeRecord
-from kraft_jbod.wire.message import Message
 
 
 def default_dir(ctx: ControllerContext, broker_id: int) -> uuid.UUID:
@@ -63,7 +63,7 @@ def ops_of(ctx: ControllerContext, salt: int = 0) -> partitions.Ops:
     """The partition operations over the image (read through an empty draft)."""
     draft = Draft(ctx)
 
-    def view(p: Any) -> partitions.PartView:
+    def view(p: Partition) -> partitions.PartView:
         return partitions.PartView(
             p.replicas, p.isr, p.leader, p.dirs, p.adding, p.removing, p.leader_recovery_state, p.elr, p.last_known_elr
         )
@@ -86,7 +86,9 @@ def ops_of(ctx: ControllerContext, salt: int = 0) -> partitions.Ops:
     )
 
 
-def reassignment_isr_change(ctx: ControllerContext, p: Any, new_isr: list[int], lrs: int) -> tuple[Message, Any] | None:
+def reassignment_isr_change(
+    ctx: ControllerContext, p: Partition, new_isr: list[int], lrs: int
+) -> tuple[PartitionChangeRecord, PartitionView] | None:
     """An AlterPartition ISR change on a reassigning partition (may complete it), or None.
 
     Returns the PartitionChangeRecord and alter_partition's ``PartitionView`` after it.
