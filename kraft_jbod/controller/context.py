@@ -4,8 +4,8 @@ Handlers are plain functions ``handler(ctx, call, request) -> Outcome`` living i
 ``kraft_jbod.controller.apis``; they read ``ctx.image`` (or the read-only views of it
 below), may change only soft state (``ctx.sessions``), and return the records they
 propose. ``routes.py`` names each handler in its API's ``Route``; ``state.py`` dispatches
-through that table and hands itself to the context as the :class:`Router` a handler
-re-dispatches through (Envelope), so no handler imports the table.
+through that table and gives the context the :class:`Router` a handler re-dispatches
+through (Envelope), so no handler imports the table.
 
 Soft state is what a restart forgets and Kafka keeps in memory too: the time of each
 broker's last heartbeat and the metadata offset it last reported.

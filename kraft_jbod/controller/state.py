@@ -20,7 +20,7 @@ The pieces, split the way h11 splits its state from its connection:
   everything the controller knows about it (request class, handler, versions, listeners,
   authorization, error answer).
 * this module - the :class:`ControllerState` facade the server, the demo, ``status`` and
-  the tests use; it dispatches through ``ROUTES`` and is the context's router.
+  the tests use; it dispatches through ``ROUTES`` (and gives the context a router over it).
 
 Adding an API: write ``handle_x(ctx, call, request) -> Outcome`` in a module under
 ``controller/apis/`` and add one ``Route`` to ``routes.py`` (docs/architecture.md).
@@ -35,7 +35,7 @@ from __future__ import annotations
 
 import uuid
 from collections.abc import Iterable, Iterator
-from typing import Any, Literal
+from typing import Any, Final, Literal
 
 from kraft_jbod.controller import features as fv
 from kraft_jbod.controller.apis import brokers, deadlines
@@ -87,6 +87,34 @@ API_ALLOCATE_PRODUCER_IDS = ApiKey.ALLOCATE_PRODUCER_IDS
 API_ASSIGN_REPLICAS_TO_DIRS = ApiKey.ASSIGN_REPLICAS_TO_DIRS
 
 
+class _Router:
+    """Dispatch through ``ROUTES`` for a handler that hands a request on (Envelope).
+
+    Stateless, one for all: the context it needs is passed in, so the context holds no
+    reference back to its ControllerState (no cycle keeps a dropped image alive until
+    the cyclic collector runs).
+    """
+
+    def served(self) -> dict[int, tuple[int, int]]:
+        return handled_versions()
+
+    def route(self, ctx: ControllerContext, call: Call, api_key: int, body: Message) -> Outcome:
+        """Handle ``body`` as api ``api_key``.
+
+        Raises:
+            ProtocolError: the key is not handled here or the body is not its request class.
+        """
+        route = ROUTES.get(api_key)
+        if route is None or route.handler is None:
+            raise ProtocolError(f"api key {api_key} is not handled by the controller")
+        if not isinstance(body, route.request_type):
+            raise ProtocolError(f"api key {api_key} got a {type(body).__name__} body")
+        return route.handler(ctx, call, body)
+
+
+ROUTER: Final = _Router()
+
+
 class ControllerState:
     """The controller's metadata and the rules that change it. See the module docstring."""
 
@@ -115,7 +143,7 @@ class ControllerState:
             default_num_partitions=num_partitions,
             controller_endpoints=list(controller_endpoints),
         )
-        self.ctx.router = self  # Envelope re-dispatches through the same table
+        self.ctx.router = ROUTER  # Envelope re-dispatches through the same table
 
     # ------------------------------------------------------------------ settings
 
@@ -239,24 +267,6 @@ class ControllerState:
     def handled_api_versions(self) -> dict[int, tuple[int, int]]:
         """Api key -> (min, max) this state machine answers; ApiVersions is the server's."""
         return handled_versions()
-
-    # ------------------------------------------------------------------ the router (context.Router)
-
-    def served(self) -> dict[int, tuple[int, int]]:
-        return handled_versions()
-
-    def route(self, ctx: ControllerContext, call: Call, api_key: int, body: Message) -> Outcome:
-        """Handle ``body`` as api ``api_key`` (Envelope's forwarded request).
-
-        Raises:
-            ProtocolError: the key is not handled here or the body is not its request class.
-        """
-        route = ROUTES.get(api_key)
-        if route is None or route.handler is None:
-            raise ProtocolError(f"api key {api_key} is not handled by the controller")
-        if not isinstance(body, route.request_type):
-            raise ProtocolError(f"api key {api_key} got a {type(body).__name__} body")
-        return route.handler(ctx, call, body)
 
     def durable_state(self) -> dict[str, Any]:
         """Everything the log determines, in comparable form (replay must reproduce it)."""
