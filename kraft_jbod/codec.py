@@ -43,14 +43,14 @@ def request_class(api_key: int) -> type[Message]:
     cls = messages.request_class(api_key)
     if cls is None:
         raise DecodeError(f"unknown api key {api_key}", api_key=api_key)
-    return cls  # type: ignore[no-any-return]
+    return cls
 
 
 def response_class(api_key: int) -> type[Message]:
     cls = messages.response_class(api_key)
     if cls is None:
         raise DecodeError(f"unknown api key {api_key}", api_key=api_key)
-    return cls  # type: ignore[no-any-return]
+    return cls
 
 
 def api_name(api_key: int) -> str:

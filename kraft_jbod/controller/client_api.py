@@ -36,9 +36,15 @@ import uuid
 from collections.abc import Callable
 from typing import Any, Final
 
+from kraft_jbod.controller import routes
+from kraft_jbod.controller.apis import acls, configs, partitions
+from kraft_jbod.controller.image import Partition, TopicInfo
 from kraft_jbod.controller.image import offline_replicas as image_offline_replicas
+from kraft_jbod.controller.state import ControllerState
+from kraft_jbod.messages.api_keys import ApiKey
 from kraft_jbod.messages.describe_cluster_request import DescribeClusterRequest
 from kraft_jbod.messages.describe_cluster_response import DescribeClusterBroker, DescribeClusterResponse
+from kraft_jbod.messages.error_codes import ErrorCode
 from kraft_jbod.messages.metadata_request import MetadataRequest
 from kraft_jbod.messages.metadata_response import (
     MetadataResponse,
@@ -48,40 +54,20 @@ from kraft_jbod.messages.metadata_response import (
 )
 from kraft_jbod.wire.primitives import uuid_to_base64url
 
-API_METADATA: Final = 3
-API_DESCRIBE_CLUSTER: Final = 60
-API_DESCRIBE_CONFIGS: Final = 32
-API_DESCRIBE_ACLS: Final = 29
-API_LIST_PARTITION_REASSIGNMENTS: Final = 46
-# The admin writes a KRaft broker forwards to its controller, with the versions served here
-# (4.4's lowest versions where KIP-896 removed old ones): CreateTopics, DeleteTopics,
-# CreateAcls, DeleteAcls, AlterConfigs, CreatePartitions, ElectLeaders,
-# IncrementalAlterConfigs, AlterPartitionReassignments, UpdateFeatures.
-WRITE_APIS: Final[dict[int, tuple[int, int]]] = {
-    19: (2, 7),
-    20: (1, 6),
-    30: (1, 3),
-    31: (1, 3),
-    33: (0, 2),
-    37: (0, 3),
-    43: (0, 2),
-    44: (0, 1),
-    45: (0, 1),
-    57: (0, 2),
-}
-CLIENT_APIS: Final[dict[int, tuple[int, int]]] = {
-    API_METADATA: (0, 12),
-    API_DESCRIBE_CLUSTER: (0, 1),
-    API_DESCRIBE_CONFIGS: (1, 4),
-    API_DESCRIBE_ACLS: (1, 3),
-    API_LIST_PARTITION_REASSIGNMENTS: (0, 0),
-    **WRITE_APIS,
-}
-LEADER_NOT_AVAILABLE: Final = 5
-UNKNOWN_TOPIC_OR_PARTITION: Final = 3
-UNKNOWN_TOPIC_ID: Final = 100
-MISMATCHED_ENDPOINT_TYPE: Final = 114
-TOPIC_AUTHORIZATION_FAILED: Final = 29
+API_METADATA: Final = ApiKey.METADATA
+API_DESCRIBE_CLUSTER: Final = ApiKey.DESCRIBE_CLUSTER
+API_DESCRIBE_CONFIGS: Final = ApiKey.DESCRIBE_CONFIGS
+API_DESCRIBE_ACLS: Final = ApiKey.DESCRIBE_ACLS
+API_LIST_PARTITION_REASSIGNMENTS: Final = ApiKey.LIST_PARTITION_REASSIGNMENTS
+# What the client listener lists, and which of those go through the one writer: the
+# routes' ``client`` and ``client_versions`` (controller/routes.py).
+CLIENT_APIS: Final[dict[int, tuple[int, int]]] = routes.client_versions()
+WRITE_APIS: Final[dict[int, tuple[int, int]]] = {k: v for k, v in CLIENT_APIS.items() if routes.is_client_write(k)}
+LEADER_NOT_AVAILABLE: Final = ErrorCode.LEADER_NOT_AVAILABLE
+UNKNOWN_TOPIC_OR_PARTITION: Final = ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
+UNKNOWN_TOPIC_ID: Final = ErrorCode.UNKNOWN_TOPIC_ID
+MISMATCHED_ENDPOINT_TYPE: Final = ErrorCode.MISMATCHED_ENDPOINT_TYPE
+TOPIC_AUTHORIZATION_FAILED: Final = ErrorCode.TOPIC_AUTHORIZATION_FAILED
 
 TopicFilter = Callable[[str], bool]
 
@@ -94,7 +80,7 @@ def _endpoint(listeners: tuple[tuple[str, str, int, int], ...], name: str | None
 
 
 def alive_brokers(
-    state: Any, listener_name: str | None = None, self_endpoint: tuple[str, int] | None = None
+    state: ControllerState, listener_name: str | None = None, self_endpoint: tuple[str, int] | None = None
 ) -> list[tuple[int, str, int, str | None]]:
     """(id, host, port, rack) of unfenced brokers with an endpoint on the listener (Rule 1).
 
@@ -112,12 +98,12 @@ def alive_brokers(
     return out
 
 
-def offline_replicas(state: Any, p: Any) -> list[int]:
+def offline_replicas(state: ControllerState, p: Partition) -> list[int]:
     """Replicas on fenced/unregistered brokers or in a directory not online on the broker (Rule 2)."""
     return image_offline_replicas(state.image, p)
 
 
-def _partition(state: Any, p: Any) -> MetadataResponsePartition:
+def _partition(state: ControllerState, p: Partition) -> MetadataResponsePartition:
     return MetadataResponsePartition(
         error_code=LEADER_NOT_AVAILABLE if p.leader < 0 else 0,
         partition_index=p.partition_id,
@@ -129,13 +115,13 @@ def _partition(state: Any, p: Any) -> MetadataResponsePartition:
     )
 
 
-def _topic(state: Any, topic: Any) -> MetadataResponseTopic:
+def _topic(state: ControllerState, topic: TopicInfo) -> MetadataResponseTopic:
     parts = [_partition(state, p) for _, p in sorted(topic.partitions.items())]
     return MetadataResponseTopic(error_code=0, name=topic.name, topic_id=topic.topic_id, partitions=parts)
 
 
 def metadata_response(
-    state: Any,
+    state: ControllerState,
     api_version: int,
     req: MetadataRequest,
     *,
@@ -177,7 +163,7 @@ def metadata_response(
 
 
 def describe_cluster_response(
-    state: Any,
+    state: ControllerState,
     api_version: int,
     req: DescribeClusterRequest,
     *,
@@ -205,10 +191,10 @@ def describe_cluster_response(
 
 def is_write(api_key: int) -> bool:
     """True for the admin writes that go through the controller's writer (Rule 5)."""
-    return api_key in WRITE_APIS
+    return routes.is_client_write(api_key)
 
 
-def answer(state: Any, api_key: int, api_version: int, body: Any, **kwargs: Any) -> Any:
+def answer(state: ControllerState, api_key: int, api_version: int, body: Any, **kwargs: Any) -> Any:
     """The response to a client-listener read (Metadata, DescribeCluster, DescribeConfigs,
     DescribeAcls, ListPartitionReassignments).
 
@@ -222,21 +208,15 @@ def answer(state: Any, api_key: int, api_version: int, body: Any, **kwargs: Any)
         kwargs.pop("may_describe", None)
         return describe_cluster_response(state, api_version, body, **kwargs)
     if api_key == API_DESCRIBE_CONFIGS:
-        from kraft_jbod.controller.apis.configs import describe_configs
-
-        return describe_configs(_admin_view(state), api_version, body, any_broker=True)
+        return configs.describe_configs(state.ctx, api_version, body, any_broker=True)
     if api_key == API_DESCRIBE_ACLS:
-        from kraft_jbod.controller.apis.acls import describe_acls
-
-        return describe_acls(_admin_view(state), api_version, body)
+        return acls.describe_acls(state.ctx, api_version, body)
     if api_key == API_LIST_PARTITION_REASSIGNMENTS:
-        from kraft_jbod.controller.apis.partitions import list_partition_reassignments
-
-        return list_partition_reassignments(_admin_view(state), api_version, body)
+        return partitions.list_partition_reassignments(state.ctx, api_version, body)
     raise ValueError(f"api key {api_key} is not a client-listener api")
 
 
-def cluster_view(state: Any) -> dict[str, Any]:
+def cluster_view(state: ControllerState) -> dict[str, Any]:
     """Brokers (state, directories), topics and partitions (leader, ISR, directories) as JSON."""
     brokers = []
     for b, reg in sorted(state.brokers.items()):
@@ -282,7 +262,7 @@ def cluster_view(state: Any) -> dict[str, Any]:
     }
 
 
-def _dir_name(state: Any, d: uuid.UUID) -> str:
+def _dir_name(state: ControllerState, d: uuid.UUID) -> str:
     prof = state.profile
     for label, reserved in (("UNASSIGNED", prof.unassigned), ("LOST", prof.lost), ("MIGRATING", prof.migrating)):
         if d == reserved:
@@ -334,10 +314,3 @@ def render_text(view: dict[str, Any], paths: dict[int, dict[str, str]] | None = 
             "path, and `kraft-jbod status --broker-ctl HOST:PORT` adds each broker's paths",
         ]
     return "\n".join(lines) + "\n"
-
-
-def _admin_view(state: Any) -> Any:
-    """The read-only view the admin API modules are written against."""
-    from kraft_jbod.controller.apis.admin import view_of
-
-    return view_of(state)

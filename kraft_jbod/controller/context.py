@@ -1,9 +1,11 @@
 """What every API handler receives: the image, the controller's settings and its soft state.
 
 Handlers are plain functions ``handler(ctx, call, request) -> Outcome`` living in
-``kraft_jbod.controller.apis``; they read ``ctx.image``, may change only soft state
-(``ctx.sessions``), and return the records they propose. ``state.py`` routes requests
-to them through its table.
+``kraft_jbod.controller.apis``; they read ``ctx.image`` (or the read-only views of it
+below), may change only soft state (``ctx.sessions``), and return the records they
+propose. ``routes.py`` names each handler in its API's ``Route``; ``state.py`` dispatches
+through that table and gives the context the :class:`Router` a handler re-dispatches
+through (Envelope), so no handler imports the table.
 
 Soft state is what a restart forgets and Kafka keeps in memory too: the time of each
 broker's last heartbeat and the metadata offset it last reported.
@@ -11,10 +13,14 @@ broker's last heartbeat and the metadata offset it last reported.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator
+import uuid
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field
+from typing import Protocol
 
-from kraft_jbod.controller.image import MetadataImage
+from kraft_jbod.controller.acl_image import AclImage
+from kraft_jbod.controller.config_image import ConfigImage
+from kraft_jbod.controller.image import BrokerInfo, MetadataImage, TopicInfo
 from kraft_jbod.controller.profiles import Profile
 from kraft_jbod.messages.voters_record import VotersRecord
 from kraft_jbod.wire.message import Message
@@ -48,6 +54,22 @@ class Call:
     now_ms: int
     next_offset: int  # log offset the first proposed record will get
     principal: str | None = None
+
+
+class Router(Protocol):
+    """The dispatch table as a handler sees it: what is served, and handling one request."""
+
+    def served(self) -> Mapping[int, tuple[int, int]]:
+        """Api key -> (lowest, highest) version the state machine answers."""
+        ...
+
+    def route(self, ctx: ControllerContext, call: Call, api_key: int, body: Message) -> Outcome:
+        """Handle ``body`` as api ``api_key``.
+
+        Raises:
+            ProtocolError: the key is not served or the body is not of its request class.
+        """
+        ...
 
 
 class Sessions:
@@ -130,7 +152,34 @@ class ControllerContext:
     kraft_version: int = 0
     voters: VotersRecord | None = None
     sessions: Sessions = field(default_factory=Sessions)
+    # The dispatch table (state.py sets it); None only for a context built without one.
+    router: Router | None = None
+
+    # Read-only views of the image, the surface the admin API modules are written against.
 
     @property
     def metadata_version(self) -> int:
         return self.image.metadata_version
+
+    @property
+    def finalized_features(self) -> dict[str, int]:
+        return dict(self.image.features)
+
+    @property
+    def brokers(self) -> dict[int, BrokerInfo]:
+        return self.image.brokers
+
+    @property
+    def topics(self) -> dict[uuid.UUID, TopicInfo]:
+        return self.image.topics
+
+    @property
+    def configs(self) -> ConfigImage:
+        return self.image.configs
+
+    @property
+    def acls(self) -> AclImage:
+        return self.image.acls
+
+    def topic_id_of(self, name: str) -> uuid.UUID | None:
+        return self.image.topic_names.get(name)

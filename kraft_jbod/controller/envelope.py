@@ -37,16 +37,18 @@ from typing import Any, Final
 
 from kraft_jbod import codec
 from kraft_jbod.errors import DecodeError, EncodeError
+from kraft_jbod.messages.api_keys import ApiKey
 from kraft_jbod.messages.default_principal_data import DefaultPrincipalData
 from kraft_jbod.messages.envelope_request import EnvelopeRequest
 from kraft_jbod.messages.envelope_response import EnvelopeResponse as EnvelopeResponse
+from kraft_jbod.messages.error_codes import ErrorCode
 from kraft_jbod.messages.request_header import RequestHeader
 from kraft_jbod.wire.message import Message
 
-API_ENVELOPE: Final = 58
-NOT_CONTROLLER: Final = 41
-INVALID_REQUEST: Final = 42
-PRINCIPAL_DESERIALIZATION_FAILURE: Final = 97
+API_ENVELOPE: Final = ApiKey.ENVELOPE
+NOT_CONTROLLER: Final = ErrorCode.NOT_CONTROLLER
+INVALID_REQUEST: Final = ErrorCode.INVALID_REQUEST
+PRINCIPAL_DESERIALIZATION_FAILURE: Final = ErrorCode.PRINCIPAL_DESERIALIZATION_FAILURE
 
 # ApiKeys with forwardable=true in Kafka 4.4 (protocol-notes.md §8.2).
 FORWARDABLE: Final[frozenset[int]] = frozenset(

@@ -96,11 +96,12 @@ MV_4_2_IV0: Final = 28  # share.version 1
 MV_4_2_IV1: Final = 29  # streams.version 1
 MV_4_3_IV0: Final = 30  # cordoned log dirs: RegisterBrokerRecord v4, BrokerRegistrationChangeRecord v3
 MV_4_4_IV0: Final = 31  # share.version 2
+MV_4_4_IV2: Final = 33  # controller unregistration (UnregisterController)
 
 MINIMUM_LEVEL: Final = MV_3_0_IV1
 MINIMUM_BOOTSTRAP_LEVEL: Final = MV_3_3_IV0
 LATEST_PRODUCTION_LEVEL: Final = MV_4_3_IV0  # Kafka 4.4's MetadataVersion.LATEST_PRODUCTION
-NEWEST_LEVEL: Final = 33
+NEWEST_LEVEL: Final = MV_4_4_IV2
 
 
 def _codec_max_level() -> int:

@@ -33,8 +33,8 @@ from kraft_jbod import _accel
 from kraft_jbod.controller import alter_partition as ap
 from kraft_jbod.controller import features as fv
 from kraft_jbod.controller import producer_ids as pids
-from kraft_jbod.controller.apis.acls import AclImage
-from kraft_jbod.controller.apis.configs import ConfigImage
+from kraft_jbod.controller.acl_image import AclImage
+from kraft_jbod.controller.config_image import ConfigImage
 from kraft_jbod.controller.heartbeat import HbState
 from kraft_jbod.controller.profiles import Profile
 from kraft_jbod.errors import StorageError
@@ -286,8 +286,8 @@ class MetadataImage:
         self.topics: dict[uuid.UUID, TopicInfo] = {}
         self.topic_names: dict[str, uuid.UUID] = {}
         self.next_producer_id: int | None = None  # first id of the next block; None: no record yet
-        self.configs = ConfigImage()  # dynamic configs (controller/apis/configs.py)
-        self.acls = AclImage()  # ACLs (controller/apis/acls.py)
+        self.configs = ConfigImage()  # dynamic configs (controller/config_image.py)
+        self.acls = AclImage()  # ACLs (controller/acl_image.py)
         # derived from the durable state
         self.dir_owner: dict[uuid.UUID, int] = {}
         self.index: dict[int, dict[uuid.UUID, set[Partition]]] = {}

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import ssl
 from collections.abc import Callable, Iterable, Mapping, Sequence
-from typing import Any, Protocol, runtime_checkable
+from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
 
 from kraft_jbod.clock import Clock
 from kraft_jbod.connection import RequestReceived
@@ -20,6 +20,11 @@ from kraft_jbod.controller.log import MetadataLog
 from kraft_jbod.messages.api_versions_request import ApiVersionsRequest
 from kraft_jbod.messages.api_versions_response import ApiVersionsResponse
 from kraft_jbod.wire.message import Message
+
+if TYPE_CHECKING:
+    from kraft_jbod.controller.context import Sliced
+    from kraft_jbod.controller.image import MetadataImage
+    from kraft_jbod.messages.voters_record import VotersRecord
 
 # (record, version) pairs, as the state machine returns them and the log appends them.
 RecordAndVersion = tuple[Message, int]
@@ -42,6 +47,23 @@ class StateMachine(Protocol):
     controller_endpoints: list[tuple[str, int]]
     static_configs: dict[str, str]  # DescribeConfigs of the own node lists them (the bound listeners)
     leader_epoch: int  # the raft leader epoch DescribeQuorum reports
+    # The live kraft.version and, at 1, the voter set (the server sets both after replay;
+    # ApiVersions and snapshots report them).
+    kraft_version: int
+    voters: VotersRecord | None
+    image: MetadataImage  # the replayed view: snapshots write it, its size decides heap freezing
+
+    @property
+    def cluster_id(self) -> str: ...
+
+    @property
+    def node_id(self) -> int: ...
+
+    @property
+    def metadata_version(self) -> int: ...
+
+    @property
+    def finalized_features(self) -> dict[str, int]: ...
 
     def apply(self, offset: int, record: Message, version: int) -> None: ...
 
@@ -61,6 +83,10 @@ class StateMachine(Protocol):
     def bootstrap_records(self, metadata_version: int) -> Iterable[RecordAndVersion]: ...
 
     def handled_api_versions(self) -> Mapping[int, tuple[int, int]]: ...
+
+    def split(self, api_key: int, api_version: int, request: Message) -> Sliced | None:
+        """Slices of a request too large to handle in one go, or None (server Rule 4)."""
+        ...
 
 
 class StateFactory(Protocol):

@@ -330,9 +330,7 @@ class ControllerServer:
             )
             control, current = voters.start_of_epoch_records(quorum, local)
             self.log.append_control(control, timestamp_ms=_wall_ms())
-            quorum_view: Any = machine  # ControllerState; a test's own state machine may lack these
-            if hasattr(quorum_view, "kraft_version"):
-                quorum_view.kraft_version, quorum_view.voters = quorum.kraft_version, current
+            machine.kraft_version, machine.voters = quorum.kraft_version, current
             if replayed == 0 and restored is None:
                 boot = list(machine.bootstrap_records(self.metadata_version))
                 base = self.log.append(boot, timestamp_ms=_wall_ms())
@@ -529,10 +527,10 @@ class ControllerServer:
             resp.supported_features = [
                 SupportedFeatureKey(name, lo, hi) for name, (lo, hi) in sorted(features.SUPPORTED_FEATURES.items())
             ]
-            level = getattr(self._state, "metadata_version", None)
-            if isinstance(level, int) and level > 0:
-                finalized = dict(getattr(self.state, "finalized_features", {}), **{features.METADATA_VERSION: level})
-                finalized[features.KRAFT_VERSION] = getattr(self.state, "kraft_version", 0)
+            level = self.machine.metadata_version
+            if level > 0:
+                finalized = dict(self.machine.finalized_features, **{features.METADATA_VERSION: level})
+                finalized[features.KRAFT_VERSION] = self.machine.kraft_version
                 resp.finalized_features = [
                     FinalizedFeatureKey(name, lvl, lvl) for name, lvl in sorted(finalized.items()) if lvl > 0
                 ]
@@ -665,8 +663,7 @@ class ControllerServer:
         dropped later; only cycles among frozen objects would outlive them, and young
         cycles are collected first. Small images (every test's) are left alone: freezing
         is process-wide."""
-        image = getattr(self._state, "image", None)
-        if getattr(image, "partition_total", 0) >= _FREEZE_PARTITIONS:
+        if self._state is not None and self._state.image.partition_total >= _FREEZE_PARTITIONS:
             if collect_young:
                 gc.collect(1)
             gc.freeze()
@@ -676,11 +673,10 @@ class ControllerServer:
         them). Asks the state machine once per request; one without ``split`` never slices."""
         if not work.split_checked:
             work.split_checked = True
-            split = getattr(self.machine, "split", None)
             event = work.event
-            if split is not None and event is not None:
+            if event is not None:
                 try:
-                    work.sliced = split(event.api_key, event.api_version, event.body)
+                    work.sliced = self.machine.split(event.api_key, event.api_version, event.body)
                 except Exception:
                     # Not sliced: the ordinary handle() judges the request (and logs any bug).
                     log.exception("bug while slicing %s", codec.api_name(event.api_key))
@@ -788,12 +784,11 @@ class ControllerServer:
         if self.log.batches:
             self.snapshot_policy.committed(self.log.batches[-1].size)
         now = self.clock.monotonic_ms()
-        if not self.snapshot_policy.due(now) or not hasattr(self.state, "image"):
+        if not self.snapshot_policy.due(now):
             return
         self.snapshot_policy.taken(now)
-        img, epoch, directory = self.state.image, self.log.leader_epoch, self.config.metadata_partition_dir
-        kv = getattr(self.state, "kraft_version", 0)
-        vs = getattr(self.state, "voters", None)
+        img, epoch, directory = self.machine.image, self.log.leader_epoch, self.config.metadata_partition_dir
+        kv, vs = self.machine.kraft_version, self.machine.voters
         try:
             writing = asyncio.get_running_loop().run_in_executor(
                 None,

@@ -51,6 +51,7 @@ from kraft_jbod.connection import (
     RequestReceived,
     ServerConnection,
 )
+from kraft_jbod.controller import routes
 from kraft_jbod.controller.config import ControllerConfig
 from kraft_jbod.controller.seams import Extensions, Gate, Sink, Tap, TapConnection
 from kraft_jbod.errors import DecodeError, EncodeError
@@ -64,10 +65,10 @@ from kraft_jbod.wire.varint import read_unsigned_varint
 log = logging.getLogger(__name__)
 
 API_VERSIONS: Final = ApiKey.API_VERSIONS
-API_VERSIONS_RANGE: Final = (0, 5)
+API_VERSIONS_RANGE: Final = routes.API_VERSIONS_RANGE
 # Requests whose body starts with the array of topics they act on (checked before decoding).
-TOPIC_ARRAY_KEYS: Final = frozenset({ApiKey.CREATE_TOPICS, ApiKey.DELETE_TOPICS, ApiKey.CREATE_PARTITIONS})
-PRIORITY_KEYS: Final = frozenset({ApiKey.BROKER_REGISTRATION, ApiKey.BROKER_HEARTBEAT})
+TOPIC_ARRAY_KEYS: Final = routes.COUNTED_TOPIC_KEYS
+PRIORITY_KEYS: Final = routes.PRIORITY_KEYS
 # Whole frames a connection may have queued besides the one in flight.
 QUEUED_FRAMES: Final = 4
 # Frames above this are decoded in a worker thread, off the event loop.

@@ -41,7 +41,7 @@ from typing import Any, cast
 from kraft_jbod import _accel, codec
 from kraft_jbod.controller import features as fv
 from kraft_jbod.controller.image import PARTITION_FRAME, MetadataImage, Partition, TopicInfo
-from kraft_jbod.controller.log import BatchInfo, batch_holding
+from kraft_jbod.controller.log import BatchInfo, batch_holding, hold_lock
 from kraft_jbod.errors import DecodeError, StorageError
 from kraft_jbod.messages.access_control_entry_record import AccessControlEntryRecord
 from kraft_jbod.messages.config_record import ConfigRecord
@@ -57,6 +57,7 @@ from kraft_jbod.messages.register_broker_record import (
 from kraft_jbod.messages.snapshot_footer_record import SnapshotFooterRecord
 from kraft_jbod.messages.snapshot_header_record import SnapshotHeaderRecord
 from kraft_jbod.messages.topic_record import TopicRecord
+from kraft_jbod.messages.voters_record import VotersRecord
 from kraft_jbod.wire.message import Message
 from kraft_jbod.wire.records import (
     BATCH_HEADER_SIZE,
@@ -426,8 +427,6 @@ def _decode_control(rec: Record) -> tuple[int, Message]:
     if len(value) < 2:
         raise DecodeError(f"control record of type {key.type} has {len(value)} value bytes")
     version = struct.unpack_from(">h", value, 0)[0]
-    from kraft_jbod.messages.voters_record import VotersRecord
-
     classes: dict[int, type[Message]] = {
         ControlRecordType.SNAPSHOT_HEADER: SnapshotHeaderRecord,
         ControlRecordType.SNAPSHOT_FOOTER: SnapshotFooterRecord,
@@ -959,8 +958,6 @@ def set_aside(directory: Path, name: str, *, now: str | None = None) -> Path:
         StorageError: ``name`` is not a snapshot file of ``directory``, the log is in use,
             or the move fails (then nothing was moved).
     """
-    from kraft_jbod.controller.log import hold_lock
-
     sid = parse_name(name)
     if sid is None or name != Path(name).name:
         raise StorageError(f"--set-aside {name}: not a snapshot file name (<offset:20>-<epoch:10>{SUFFIX})")

@@ -16,12 +16,14 @@ The pieces, split the way h11 splits its state from its connection:
   (registration, heartbeat, unregister, session expiry), ``directories``
   (AssignReplicasToDirs), ``topics`` (CreateTopics, DeleteTopics, AlterPartition),
   ``producer_ids`` and ``describe``.
-* this module - the table ``ROUTES`` (api key -> request class and handler) and the
-  :class:`ControllerState` facade the server, the demo, ``status`` and the tests use.
+* :mod:`~kraft_jbod.controller.routes` - the table ``ROUTES``: one ``Route`` per API with
+  everything the controller knows about it (request class, handler, versions, listeners,
+  authorization, error answer).
+* this module - the :class:`ControllerState` facade the server, the demo, ``status`` and
+  the tests use; it dispatches through ``ROUTES`` (and gives the context a router over it).
 
 Adding an API: write ``handle_x(ctx, call, request) -> Outcome`` in a module under
-``controller/apis/`` and add one ``Route`` row to ``ROUTES``. The versions answered are
-the request class's ``VALID_VERSIONS`` unless the row narrows them.
+``controller/apis/`` and add one ``Route`` to ``routes.py`` (docs/architecture.md).
 
 Invariants (``check_invariants``): a leader is in its partition's ISR and Replicas, on a
 registered active broker, in a directory that broker has online; an ISR is never empty;
@@ -32,21 +34,11 @@ directory-owner map agree with the partitions and registrations.
 from __future__ import annotations
 
 import uuid
-from collections.abc import Callable, Iterable, Iterator
-from dataclasses import dataclass
-from typing import Any, Literal
+from collections.abc import Iterable, Iterator
+from typing import Any, Final, Literal
 
 from kraft_jbod.controller import features as fv
-from kraft_jbod.controller.apis import (
-    admin,
-    brokers,
-    deadlines,
-    describe,
-    directories,
-    producer_ids,
-    raft_voters,
-    topics,
-)
+from kraft_jbod.controller.apis import brokers, deadlines
 from kraft_jbod.controller.context import Call, ControllerContext, Outcome, RecordAndVersion, Sliced
 from kraft_jbod.controller.draft import Draft
 from kraft_jbod.controller.heartbeat import HbState
@@ -61,36 +53,12 @@ from kraft_jbod.controller.image import (
 )
 from kraft_jbod.controller.limits import MAX_PARTITIONS_PER_SLICE
 from kraft_jbod.controller.profiles import Profile, profile_named
+from kraft_jbod.controller.routes import ROUTES, Route, handled_versions
 from kraft_jbod.errors import ConfigError, ProtocolError
-from kraft_jbod.messages.add_raft_voter_request import AddRaftVoterRequest
-from kraft_jbod.messages.allocate_producer_ids_request import AllocateProducerIdsRequest
-from kraft_jbod.messages.alter_configs_request import AlterConfigsRequest
-from kraft_jbod.messages.alter_partition_reassignments_request import AlterPartitionReassignmentsRequest
-from kraft_jbod.messages.alter_partition_request import AlterPartitionRequest
 from kraft_jbod.messages.api_keys import ApiKey
-from kraft_jbod.messages.assign_replicas_to_dirs_request import AssignReplicasToDirsRequest
-from kraft_jbod.messages.broker_heartbeat_request import BrokerHeartbeatRequest
-from kraft_jbod.messages.broker_registration_request import BrokerRegistrationRequest
 from kraft_jbod.messages.config_record import ConfigRecord
-from kraft_jbod.messages.create_acls_request import CreateAclsRequest
-from kraft_jbod.messages.create_partitions_request import CreatePartitionsRequest
-from kraft_jbod.messages.create_topics_request import CreateTopicsRequest
-from kraft_jbod.messages.delete_acls_request import DeleteAclsRequest
-from kraft_jbod.messages.delete_topics_request import DeleteTopicsRequest
-from kraft_jbod.messages.describe_acls_request import DescribeAclsRequest
-from kraft_jbod.messages.describe_cluster_request import DescribeClusterRequest
-from kraft_jbod.messages.describe_configs_request import DescribeConfigsRequest
-from kraft_jbod.messages.describe_quorum_request import DescribeQuorumRequest
-from kraft_jbod.messages.elect_leaders_request import ElectLeadersRequest
-from kraft_jbod.messages.envelope_request import EnvelopeRequest
 from kraft_jbod.messages.feature_level_record import FeatureLevelRecord
-from kraft_jbod.messages.incremental_alter_configs_request import IncrementalAlterConfigsRequest
-from kraft_jbod.messages.list_partition_reassignments_request import ListPartitionReassignmentsRequest
-from kraft_jbod.messages.remove_raft_voter_request import RemoveRaftVoterRequest
 from kraft_jbod.messages.unregister_broker_record import UnregisterBrokerRecord
-from kraft_jbod.messages.unregister_broker_request import UnregisterBrokerRequest
-from kraft_jbod.messages.update_features_request import UpdateFeaturesRequest
-from kraft_jbod.messages.update_raft_voter_request import UpdateRaftVoterRequest
 from kraft_jbod.messages.voters_record import VotersRecord
 from kraft_jbod.wire.message import Message
 
@@ -107,7 +75,7 @@ __all__ = [
     "TopicInfo",
 ]
 
-# Kept for callers that name keys this way; the table below uses ApiKey.
+# Kept for callers that name keys this way; the routes use ApiKey.
 API_CREATE_TOPICS = ApiKey.CREATE_TOPICS
 API_DELETE_TOPICS = ApiKey.DELETE_TOPICS
 API_ALTER_PARTITION = ApiKey.ALTER_PARTITION
@@ -118,80 +86,33 @@ API_UNREGISTER_BROKER = ApiKey.UNREGISTER_BROKER
 API_ALLOCATE_PRODUCER_IDS = ApiKey.ALLOCATE_PRODUCER_IDS
 API_ASSIGN_REPLICAS_TO_DIRS = ApiKey.ASSIGN_REPLICAS_TO_DIRS
 
-Handler = Callable[[ControllerContext, Call, Any], Outcome]
+
+class _Router:
+    """Dispatch through ``ROUTES`` for a handler that hands a request on (Envelope).
+
+    Stateless, one for all: the context it needs is passed in, so the context holds no
+    reference back to its ControllerState (no cycle keeps a dropped image alive until
+    the cyclic collector runs).
+    """
+
+    def served(self) -> dict[int, tuple[int, int]]:
+        return handled_versions()
+
+    def route(self, ctx: ControllerContext, call: Call, api_key: int, body: Message) -> Outcome:
+        """Handle ``body`` as api ``api_key``.
+
+        Raises:
+            ProtocolError: the key is not handled here or the body is not its request class.
+        """
+        route = ROUTES.get(api_key)
+        if route is None or route.handler is None:
+            raise ProtocolError(f"api key {api_key} is not handled by the controller")
+        if not isinstance(body, route.request_type):
+            raise ProtocolError(f"api key {api_key} got a {type(body).__name__} body")
+        return route.handler(ctx, call, body)
 
 
-@dataclass(frozen=True, slots=True)
-class Route:
-    """One row of the dispatch table: the body class the key must decode to, and its handler."""
-
-    request_type: type[Message]
-    handler: Handler
-    versions: tuple[int, int] | None = None  # None: the request class's VALID_VERSIONS
-    # Cuts a request whose work grows with its size into slices (None: never sliced).
-    split: Callable[[Any, int], Sliced | None] | None = None
-
-    @property
-    def valid_versions(self) -> tuple[int, int]:
-        if self.versions is not None:
-            return self.versions
-        lo, hi = self.request_type.VALID_VERSIONS
-        return int(lo), int(hi)
-
-
-ROUTES: dict[int, Route] = {
-    ApiKey.CREATE_TOPICS: Route(CreateTopicsRequest, topics.handle_create_topics),
-    ApiKey.DELETE_TOPICS: Route(DeleteTopicsRequest, topics.handle_delete_topics),
-    ApiKey.ALTER_PARTITION: Route(
-        AlterPartitionRequest, topics.handle_alter_partition, split=topics.split_alter_partition
-    ),
-    ApiKey.DESCRIBE_CLUSTER: Route(DescribeClusterRequest, describe.handle_describe_cluster),
-    ApiKey.BROKER_REGISTRATION: Route(BrokerRegistrationRequest, brokers.handle_registration),
-    ApiKey.BROKER_HEARTBEAT: Route(BrokerHeartbeatRequest, brokers.handle_heartbeat),
-    ApiKey.UNREGISTER_BROKER: Route(UnregisterBrokerRequest, brokers.handle_unregister),
-    ApiKey.ALLOCATE_PRODUCER_IDS: Route(AllocateProducerIdsRequest, producer_ids.handle_allocate),
-    ApiKey.ASSIGN_REPLICAS_TO_DIRS: Route(
-        AssignReplicasToDirsRequest, directories.handle_assign, split=directories.split_assign
-    ),
-    # Admin APIs a broker forwards (Envelope) or KIP-919 clients send: apis/admin.py.
-    ApiKey.ENVELOPE: Route(EnvelopeRequest, admin.handle_envelope, admin.VERSIONS[ApiKey.ENVELOPE]),
-    ApiKey.CREATE_PARTITIONS: Route(
-        CreatePartitionsRequest, admin.handle_create_partitions, admin.VERSIONS[ApiKey.CREATE_PARTITIONS]
-    ),
-    ApiKey.INCREMENTAL_ALTER_CONFIGS: Route(
-        IncrementalAlterConfigsRequest,
-        admin.handle_incremental_alter_configs,
-        admin.VERSIONS[ApiKey.INCREMENTAL_ALTER_CONFIGS],
-    ),
-    ApiKey.ALTER_CONFIGS: Route(AlterConfigsRequest, admin.handle_alter_configs, admin.VERSIONS[ApiKey.ALTER_CONFIGS]),
-    ApiKey.DESCRIBE_CONFIGS: Route(
-        DescribeConfigsRequest, admin.handle_describe_configs, admin.VERSIONS[ApiKey.DESCRIBE_CONFIGS]
-    ),
-    ApiKey.ELECT_LEADERS: Route(ElectLeadersRequest, admin.handle_elect_leaders, admin.VERSIONS[ApiKey.ELECT_LEADERS]),
-    ApiKey.ALTER_PARTITION_REASSIGNMENTS: Route(
-        AlterPartitionReassignmentsRequest,
-        admin.handle_alter_reassignments,
-        admin.VERSIONS[ApiKey.ALTER_PARTITION_REASSIGNMENTS],
-    ),
-    ApiKey.LIST_PARTITION_REASSIGNMENTS: Route(
-        ListPartitionReassignmentsRequest,
-        admin.handle_list_reassignments,
-        admin.VERSIONS[ApiKey.LIST_PARTITION_REASSIGNMENTS],
-    ),
-    ApiKey.CREATE_ACLS: Route(CreateAclsRequest, admin.handle_create_acls, admin.VERSIONS[ApiKey.CREATE_ACLS]),
-    ApiKey.DELETE_ACLS: Route(DeleteAclsRequest, admin.handle_delete_acls, admin.VERSIONS[ApiKey.DELETE_ACLS]),
-    ApiKey.DESCRIBE_ACLS: Route(DescribeAclsRequest, admin.handle_describe_acls, admin.VERSIONS[ApiKey.DESCRIBE_ACLS]),
-    ApiKey.UPDATE_FEATURES: Route(
-        UpdateFeaturesRequest, admin.handle_update_features, admin.VERSIONS[ApiKey.UPDATE_FEATURES]
-    ),
-    ApiKey.DESCRIBE_QUORUM: Route(
-        DescribeQuorumRequest, admin.handle_describe_quorum, admin.VERSIONS[ApiKey.DESCRIBE_QUORUM]
-    ),
-    # KIP-853 voter changes: answered with Kafka's errors, the voter set never changes here.
-    ApiKey.ADD_RAFT_VOTER: Route(AddRaftVoterRequest, raft_voters.handle_add_voter),
-    ApiKey.REMOVE_RAFT_VOTER: Route(RemoveRaftVoterRequest, raft_voters.handle_remove_voter),
-    ApiKey.UPDATE_RAFT_VOTER: Route(UpdateRaftVoterRequest, raft_voters.handle_update_voter),
-}
+ROUTER: Final = _Router()
 
 
 class ControllerState:
@@ -222,6 +143,7 @@ class ControllerState:
             default_num_partitions=num_partitions,
             controller_endpoints=list(controller_endpoints),
         )
+        self.ctx.router = ROUTER  # Envelope re-dispatches through the same table
 
     # ------------------------------------------------------------------ settings
 
@@ -344,7 +266,7 @@ class ControllerState:
 
     def handled_api_versions(self) -> dict[int, tuple[int, int]]:
         """Api key -> (min, max) this state machine answers; ApiVersions is the server's."""
-        return {key: route.valid_versions for key, route in ROUTES.items()}
+        return handled_versions()
 
     def durable_state(self) -> dict[str, Any]:
         """Everything the log determines, in comparable form (replay must reproduce it)."""
@@ -419,7 +341,7 @@ class ControllerState:
                 body of the wrong type; Kafka closes the connection for these.
         """
         route = ROUTES.get(api_key)
-        if route is None:
+        if route is None or route.handler is None:
             raise ProtocolError(f"api key {api_key} is not handled by the controller")
         lo, hi = route.valid_versions
         if not lo <= api_version <= hi:

@@ -25,8 +25,10 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
+from kraft_jbod.controller import routes
 from kraft_jbod.messages.api_keys import ApiKey
 from kraft_jbod.messages.broker_registration_change_record import BrokerRegistrationChangeRecord
+from kraft_jbod.messages.error_codes import ErrorCode
 from kraft_jbod.messages.fence_broker_record import FenceBrokerRecord
 from kraft_jbod.messages.partition_change_record import PartitionChangeRecord
 from kraft_jbod.messages.partition_record import PartitionRecord
@@ -41,18 +43,6 @@ log = logging.getLogger("kraft_jbod.story")
 
 __all__ = ["Story", "StoryEvent"]
 
-_API_NAMES = {
-    19: "CreateTopics",
-    20: "DeleteTopics",
-    37: "CreatePartitions",
-    56: "AlterPartition",
-    62: "BrokerRegistration",
-    63: "BrokerHeartbeat",
-    64: "UnregisterBroker",
-    67: "AllocateProducerIds",
-    73: "AssignReplicasToDirs",
-}
-
 
 @dataclass(slots=True, frozen=True)
 class StoryEvent:
@@ -66,8 +56,6 @@ def _ids(dirs: Iterable[uuid.UUID]) -> list[str]:
 
 
 def _error_name(code: int) -> str:
-    from kraft_jbod.messages.error_codes import ErrorCode
-
     return ErrorCode.name_of(code)
 
 
@@ -258,7 +246,7 @@ class Story:
         code, message, what = _first_error(body)
         if not code:
             return None
-        api = _API_NAMES.get(api_key) or type(body).__name__.removesuffix("Response")
+        api = routes.log_name(api_key) or type(body).__name__.removesuffix("Response")
         name = _error_name(code)
         text = f"refused {api} v{api_version} from {peer}: {name} ({code})"
         if what:

@@ -9,116 +9,116 @@ compared with and stored as the api_key field of a header.
 from __future__ import annotations
 
 import enum as _enum
-import importlib as _importlib
 from typing import Final as _Final
 
+from kraft_jbod import messages as _registry
 from kraft_jbod.errors import UnknownKeyError as _UnknownKeyError
 from kraft_jbod.wire.message import Message as _Message
 
-_PACKAGE: _Final = __name__.rpartition('.')[0]
-
-# key: (display name, request module, request class, response module, response class, versions)
-_FACTS: _Final[dict[int, tuple[str, str, str, str, str, tuple[int, int]]]] = {
-    0: ('Produce', 'produce_request', 'ProduceRequest', 'produce_response', 'ProduceResponse', (0, 13)),
-    1: ('Fetch', 'fetch_request', 'FetchRequest', 'fetch_response', 'FetchResponse', (0, 18)),
-    2: ('ListOffsets', 'list_offsets_request', 'ListOffsetsRequest', 'list_offsets_response', 'ListOffsetsResponse', (0, 11)),
-    3: ('Metadata', 'metadata_request', 'MetadataRequest', 'metadata_response', 'MetadataResponse', (0, 13)),
-    4: ('LeaderAndIsr', 'leader_and_isr_request', 'LeaderAndIsrRequest', 'leader_and_isr_response', 'LeaderAndIsrResponse', (0, 7)),
-    5: ('StopReplica', 'stop_replica_request', 'StopReplicaRequest', 'stop_replica_response', 'StopReplicaResponse', (0, 4)),
-    6: ('UpdateMetadata', 'update_metadata_request', 'UpdateMetadataRequest', 'update_metadata_response', 'UpdateMetadataResponse', (0, 8)),
-    7: ('ControlledShutdown', 'controlled_shutdown_request', 'ControlledShutdownRequest', 'controlled_shutdown_response', 'ControlledShutdownResponse', (0, 3)),
-    8: ('OffsetCommit', 'offset_commit_request', 'OffsetCommitRequest', 'offset_commit_response', 'OffsetCommitResponse', (0, 10)),
-    9: ('OffsetFetch', 'offset_fetch_request', 'OffsetFetchRequest', 'offset_fetch_response', 'OffsetFetchResponse', (0, 10)),
-    10: ('FindCoordinator', 'find_coordinator_request', 'FindCoordinatorRequest', 'find_coordinator_response', 'FindCoordinatorResponse', (0, 6)),
-    11: ('JoinGroup', 'join_group_request', 'JoinGroupRequest', 'join_group_response', 'JoinGroupResponse', (0, 9)),
-    12: ('Heartbeat', 'heartbeat_request', 'HeartbeatRequest', 'heartbeat_response', 'HeartbeatResponse', (0, 4)),
-    13: ('LeaveGroup', 'leave_group_request', 'LeaveGroupRequest', 'leave_group_response', 'LeaveGroupResponse', (0, 5)),
-    14: ('SyncGroup', 'sync_group_request', 'SyncGroupRequest', 'sync_group_response', 'SyncGroupResponse', (0, 5)),
-    15: ('DescribeGroups', 'describe_groups_request', 'DescribeGroupsRequest', 'describe_groups_response', 'DescribeGroupsResponse', (0, 6)),
-    16: ('ListGroups', 'list_groups_request', 'ListGroupsRequest', 'list_groups_response', 'ListGroupsResponse', (0, 5)),
-    17: ('SaslHandshake', 'sasl_handshake_request', 'SaslHandshakeRequest', 'sasl_handshake_response', 'SaslHandshakeResponse', (0, 1)),
-    18: ('ApiVersions', 'api_versions_request', 'ApiVersionsRequest', 'api_versions_response', 'ApiVersionsResponse', (0, 5)),
-    19: ('CreateTopics', 'create_topics_request', 'CreateTopicsRequest', 'create_topics_response', 'CreateTopicsResponse', (0, 7)),
-    20: ('DeleteTopics', 'delete_topics_request', 'DeleteTopicsRequest', 'delete_topics_response', 'DeleteTopicsResponse', (0, 6)),
-    21: ('DeleteRecords', 'delete_records_request', 'DeleteRecordsRequest', 'delete_records_response', 'DeleteRecordsResponse', (0, 2)),
-    22: ('InitProducerId', 'init_producer_id_request', 'InitProducerIdRequest', 'init_producer_id_response', 'InitProducerIdResponse', (0, 6)),
-    23: ('OffsetForLeaderEpoch', 'offset_for_leader_epoch_request', 'OffsetForLeaderEpochRequest', 'offset_for_leader_epoch_response', 'OffsetForLeaderEpochResponse', (0, 4)),
-    24: ('AddPartitionsToTxn', 'add_partitions_to_txn_request', 'AddPartitionsToTxnRequest', 'add_partitions_to_txn_response', 'AddPartitionsToTxnResponse', (0, 5)),
-    25: ('AddOffsetsToTxn', 'add_offsets_to_txn_request', 'AddOffsetsToTxnRequest', 'add_offsets_to_txn_response', 'AddOffsetsToTxnResponse', (0, 4)),
-    26: ('EndTxn', 'end_txn_request', 'EndTxnRequest', 'end_txn_response', 'EndTxnResponse', (0, 5)),
-    27: ('WriteTxnMarkers', 'write_txn_markers_request', 'WriteTxnMarkersRequest', 'write_txn_markers_response', 'WriteTxnMarkersResponse', (0, 2)),
-    28: ('TxnOffsetCommit', 'txn_offset_commit_request', 'TxnOffsetCommitRequest', 'txn_offset_commit_response', 'TxnOffsetCommitResponse', (0, 6)),
-    29: ('DescribeAcls', 'describe_acls_request', 'DescribeAclsRequest', 'describe_acls_response', 'DescribeAclsResponse', (0, 3)),
-    30: ('CreateAcls', 'create_acls_request', 'CreateAclsRequest', 'create_acls_response', 'CreateAclsResponse', (0, 3)),
-    31: ('DeleteAcls', 'delete_acls_request', 'DeleteAclsRequest', 'delete_acls_response', 'DeleteAclsResponse', (0, 3)),
-    32: ('DescribeConfigs', 'describe_configs_request', 'DescribeConfigsRequest', 'describe_configs_response', 'DescribeConfigsResponse', (0, 4)),
-    33: ('AlterConfigs', 'alter_configs_request', 'AlterConfigsRequest', 'alter_configs_response', 'AlterConfigsResponse', (0, 2)),
-    34: ('AlterReplicaLogDirs', 'alter_replica_log_dirs_request', 'AlterReplicaLogDirsRequest', 'alter_replica_log_dirs_response', 'AlterReplicaLogDirsResponse', (0, 2)),
-    35: ('DescribeLogDirs', 'describe_log_dirs_request', 'DescribeLogDirsRequest', 'describe_log_dirs_response', 'DescribeLogDirsResponse', (0, 5)),
-    36: ('SaslAuthenticate', 'sasl_authenticate_request', 'SaslAuthenticateRequest', 'sasl_authenticate_response', 'SaslAuthenticateResponse', (0, 2)),
-    37: ('CreatePartitions', 'create_partitions_request', 'CreatePartitionsRequest', 'create_partitions_response', 'CreatePartitionsResponse', (0, 3)),
-    38: ('CreateDelegationToken', 'create_delegation_token_request', 'CreateDelegationTokenRequest', 'create_delegation_token_response', 'CreateDelegationTokenResponse', (0, 3)),
-    39: ('RenewDelegationToken', 'renew_delegation_token_request', 'RenewDelegationTokenRequest', 'renew_delegation_token_response', 'RenewDelegationTokenResponse', (0, 2)),
-    40: ('ExpireDelegationToken', 'expire_delegation_token_request', 'ExpireDelegationTokenRequest', 'expire_delegation_token_response', 'ExpireDelegationTokenResponse', (0, 2)),
-    41: ('DescribeDelegationToken', 'describe_delegation_token_request', 'DescribeDelegationTokenRequest', 'describe_delegation_token_response', 'DescribeDelegationTokenResponse', (0, 3)),
-    42: ('DeleteGroups', 'delete_groups_request', 'DeleteGroupsRequest', 'delete_groups_response', 'DeleteGroupsResponse', (0, 3)),
-    43: ('ElectLeaders', 'elect_leaders_request', 'ElectLeadersRequest', 'elect_leaders_response', 'ElectLeadersResponse', (0, 2)),
-    44: ('IncrementalAlterConfigs', 'incremental_alter_configs_request', 'IncrementalAlterConfigsRequest', 'incremental_alter_configs_response', 'IncrementalAlterConfigsResponse', (0, 1)),
-    45: ('AlterPartitionReassignments', 'alter_partition_reassignments_request', 'AlterPartitionReassignmentsRequest', 'alter_partition_reassignments_response', 'AlterPartitionReassignmentsResponse', (0, 1)),
-    46: ('ListPartitionReassignments', 'list_partition_reassignments_request', 'ListPartitionReassignmentsRequest', 'list_partition_reassignments_response', 'ListPartitionReassignmentsResponse', (0, 0)),
-    47: ('OffsetDelete', 'offset_delete_request', 'OffsetDeleteRequest', 'offset_delete_response', 'OffsetDeleteResponse', (0, 0)),
-    48: ('DescribeClientQuotas', 'describe_client_quotas_request', 'DescribeClientQuotasRequest', 'describe_client_quotas_response', 'DescribeClientQuotasResponse', (0, 1)),
-    49: ('AlterClientQuotas', 'alter_client_quotas_request', 'AlterClientQuotasRequest', 'alter_client_quotas_response', 'AlterClientQuotasResponse', (0, 1)),
-    50: ('DescribeUserScramCredentials', 'describe_user_scram_credentials_request', 'DescribeUserScramCredentialsRequest', 'describe_user_scram_credentials_response', 'DescribeUserScramCredentialsResponse', (0, 0)),
-    51: ('AlterUserScramCredentials', 'alter_user_scram_credentials_request', 'AlterUserScramCredentialsRequest', 'alter_user_scram_credentials_response', 'AlterUserScramCredentialsResponse', (0, 0)),
-    52: ('Vote', 'vote_request', 'VoteRequest', 'vote_response', 'VoteResponse', (0, 2)),
-    53: ('BeginQuorumEpoch', 'begin_quorum_epoch_request', 'BeginQuorumEpochRequest', 'begin_quorum_epoch_response', 'BeginQuorumEpochResponse', (0, 1)),
-    54: ('EndQuorumEpoch', 'end_quorum_epoch_request', 'EndQuorumEpochRequest', 'end_quorum_epoch_response', 'EndQuorumEpochResponse', (0, 1)),
-    55: ('DescribeQuorum', 'describe_quorum_request', 'DescribeQuorumRequest', 'describe_quorum_response', 'DescribeQuorumResponse', (0, 2)),
-    56: ('AlterPartition', 'alter_partition_request', 'AlterPartitionRequest', 'alter_partition_response', 'AlterPartitionResponse', (0, 3)),
-    57: ('UpdateFeatures', 'update_features_request', 'UpdateFeaturesRequest', 'update_features_response', 'UpdateFeaturesResponse', (0, 2)),
-    58: ('Envelope', 'envelope_request', 'EnvelopeRequest', 'envelope_response', 'EnvelopeResponse', (0, 0)),
-    59: ('FetchSnapshot', 'fetch_snapshot_request', 'FetchSnapshotRequest', 'fetch_snapshot_response', 'FetchSnapshotResponse', (0, 1)),
-    60: ('DescribeCluster', 'describe_cluster_request', 'DescribeClusterRequest', 'describe_cluster_response', 'DescribeClusterResponse', (0, 2)),
-    61: ('DescribeProducers', 'describe_producers_request', 'DescribeProducersRequest', 'describe_producers_response', 'DescribeProducersResponse', (0, 0)),
-    62: ('BrokerRegistration', 'broker_registration_request', 'BrokerRegistrationRequest', 'broker_registration_response', 'BrokerRegistrationResponse', (0, 4)),
-    63: ('BrokerHeartbeat', 'broker_heartbeat_request', 'BrokerHeartbeatRequest', 'broker_heartbeat_response', 'BrokerHeartbeatResponse', (0, 2)),
-    64: ('UnregisterBroker', 'unregister_broker_request', 'UnregisterBrokerRequest', 'unregister_broker_response', 'UnregisterBrokerResponse', (0, 0)),
-    65: ('DescribeTransactions', 'describe_transactions_request', 'DescribeTransactionsRequest', 'describe_transactions_response', 'DescribeTransactionsResponse', (0, 0)),
-    66: ('ListTransactions', 'list_transactions_request', 'ListTransactionsRequest', 'list_transactions_response', 'ListTransactionsResponse', (0, 2)),
-    67: ('AllocateProducerIds', 'allocate_producer_ids_request', 'AllocateProducerIdsRequest', 'allocate_producer_ids_response', 'AllocateProducerIdsResponse', (0, 0)),
-    68: ('ConsumerGroupHeartbeat', 'consumer_group_heartbeat_request', 'ConsumerGroupHeartbeatRequest', 'consumer_group_heartbeat_response', 'ConsumerGroupHeartbeatResponse', (0, 1)),
-    69: ('ConsumerGroupDescribe', 'consumer_group_describe_request', 'ConsumerGroupDescribeRequest', 'consumer_group_describe_response', 'ConsumerGroupDescribeResponse', (0, 1)),
-    70: ('ControllerRegistration', 'controller_registration_request', 'ControllerRegistrationRequest', 'controller_registration_response', 'ControllerRegistrationResponse', (0, 0)),
-    71: ('GetTelemetrySubscriptions', 'get_telemetry_subscriptions_request', 'GetTelemetrySubscriptionsRequest', 'get_telemetry_subscriptions_response', 'GetTelemetrySubscriptionsResponse', (0, 0)),
-    72: ('PushTelemetry', 'push_telemetry_request', 'PushTelemetryRequest', 'push_telemetry_response', 'PushTelemetryResponse', (0, 0)),
-    73: ('AssignReplicasToDirs', 'assign_replicas_to_dirs_request', 'AssignReplicasToDirsRequest', 'assign_replicas_to_dirs_response', 'AssignReplicasToDirsResponse', (0, 0)),
-    74: ('ListConfigResources', 'list_config_resources_request', 'ListConfigResourcesRequest', 'list_config_resources_response', 'ListConfigResourcesResponse', (0, 1)),
-    75: ('DescribeTopicPartitions', 'describe_topic_partitions_request', 'DescribeTopicPartitionsRequest', 'describe_topic_partitions_response', 'DescribeTopicPartitionsResponse', (0, 0)),
-    76: ('ShareGroupHeartbeat', 'share_group_heartbeat_request', 'ShareGroupHeartbeatRequest', 'share_group_heartbeat_response', 'ShareGroupHeartbeatResponse', (0, 1)),
-    77: ('ShareGroupDescribe', 'share_group_describe_request', 'ShareGroupDescribeRequest', 'share_group_describe_response', 'ShareGroupDescribeResponse', (0, 1)),
-    78: ('ShareFetch', 'share_fetch_request', 'ShareFetchRequest', 'share_fetch_response', 'ShareFetchResponse', (0, 2)),
-    79: ('ShareAcknowledge', 'share_acknowledge_request', 'ShareAcknowledgeRequest', 'share_acknowledge_response', 'ShareAcknowledgeResponse', (0, 2)),
-    80: ('AddRaftVoter', 'add_raft_voter_request', 'AddRaftVoterRequest', 'add_raft_voter_response', 'AddRaftVoterResponse', (0, 1)),
-    81: ('RemoveRaftVoter', 'remove_raft_voter_request', 'RemoveRaftVoterRequest', 'remove_raft_voter_response', 'RemoveRaftVoterResponse', (0, 0)),
-    82: ('UpdateRaftVoter', 'update_raft_voter_request', 'UpdateRaftVoterRequest', 'update_raft_voter_response', 'UpdateRaftVoterResponse', (0, 0)),
-    83: ('InitializeShareGroupState', 'initialize_share_group_state_request', 'InitializeShareGroupStateRequest', 'initialize_share_group_state_response', 'InitializeShareGroupStateResponse', (0, 0)),
-    84: ('ReadShareGroupState', 'read_share_group_state_request', 'ReadShareGroupStateRequest', 'read_share_group_state_response', 'ReadShareGroupStateResponse', (0, 0)),
-    85: ('WriteShareGroupState', 'write_share_group_state_request', 'WriteShareGroupStateRequest', 'write_share_group_state_response', 'WriteShareGroupStateResponse', (0, 1)),
-    86: ('DeleteShareGroupState', 'delete_share_group_state_request', 'DeleteShareGroupStateRequest', 'delete_share_group_state_response', 'DeleteShareGroupStateResponse', (0, 0)),
-    87: ('ReadShareGroupStateSummary', 'read_share_group_state_summary_request', 'ReadShareGroupStateSummaryRequest', 'read_share_group_state_summary_response', 'ReadShareGroupStateSummaryResponse', (0, 1)),
-    88: ('StreamsGroupHeartbeat', 'streams_group_heartbeat_request', 'StreamsGroupHeartbeatRequest', 'streams_group_heartbeat_response', 'StreamsGroupHeartbeatResponse', (0, 1)),
-    89: ('StreamsGroupDescribe', 'streams_group_describe_request', 'StreamsGroupDescribeRequest', 'streams_group_describe_response', 'StreamsGroupDescribeResponse', (0, 1)),
-    90: ('DescribeShareGroupOffsets', 'describe_share_group_offsets_request', 'DescribeShareGroupOffsetsRequest', 'describe_share_group_offsets_response', 'DescribeShareGroupOffsetsResponse', (0, 1)),
-    91: ('AlterShareGroupOffsets', 'alter_share_group_offsets_request', 'AlterShareGroupOffsetsRequest', 'alter_share_group_offsets_response', 'AlterShareGroupOffsetsResponse', (0, 0)),
-    92: ('DeleteShareGroupOffsets', 'delete_share_group_offsets_request', 'DeleteShareGroupOffsetsRequest', 'delete_share_group_offsets_response', 'DeleteShareGroupOffsetsResponse', (0, 0)),
-    93: ('StreamsGroupTopologyDescriptionUpdate', 'streams_group_topology_description_update_request', 'StreamsGroupTopologyDescriptionUpdateRequest', 'streams_group_topology_description_update_response', 'StreamsGroupTopologyDescriptionUpdateResponse', (0, 0)),
-    94: ('UnregisterController', 'unregister_controller_request', 'UnregisterControllerRequest', 'unregister_controller_response', 'UnregisterControllerResponse', (0, 0)),
+# key: (display name, versions, listeners from the schema); the classes are in the
+# package's registry (kraft_jbod/messages/__init__.py).
+_FACTS: _Final[dict[int, tuple[str, tuple[int, int], tuple[str, ...]]]] = {
+    0: ('Produce', (0, 13), ('broker',)),
+    1: ('Fetch', (0, 18), ('broker', 'controller')),
+    2: ('ListOffsets', (0, 11), ('broker',)),
+    3: ('Metadata', (0, 13), ('broker',)),
+    4: ('LeaderAndIsr', (0, 7), ()),
+    5: ('StopReplica', (0, 4), ()),
+    6: ('UpdateMetadata', (0, 8), ()),
+    7: ('ControlledShutdown', (0, 3), ()),
+    8: ('OffsetCommit', (0, 10), ('broker',)),
+    9: ('OffsetFetch', (0, 10), ('broker',)),
+    10: ('FindCoordinator', (0, 6), ('broker',)),
+    11: ('JoinGroup', (0, 9), ('broker',)),
+    12: ('Heartbeat', (0, 4), ('broker',)),
+    13: ('LeaveGroup', (0, 5), ('broker',)),
+    14: ('SyncGroup', (0, 5), ('broker',)),
+    15: ('DescribeGroups', (0, 6), ('broker',)),
+    16: ('ListGroups', (0, 5), ('broker',)),
+    17: ('SaslHandshake', (0, 1), ('broker', 'controller')),
+    18: ('ApiVersions', (0, 5), ('broker', 'controller')),
+    19: ('CreateTopics', (0, 7), ('broker', 'controller')),
+    20: ('DeleteTopics', (0, 6), ('broker', 'controller')),
+    21: ('DeleteRecords', (0, 2), ('broker',)),
+    22: ('InitProducerId', (0, 6), ('broker',)),
+    23: ('OffsetForLeaderEpoch', (0, 4), ('broker',)),
+    24: ('AddPartitionsToTxn', (0, 5), ('broker',)),
+    25: ('AddOffsetsToTxn', (0, 4), ('broker',)),
+    26: ('EndTxn', (0, 5), ('broker',)),
+    27: ('WriteTxnMarkers', (0, 2), ('broker',)),
+    28: ('TxnOffsetCommit', (0, 6), ('broker',)),
+    29: ('DescribeAcls', (0, 3), ('broker', 'controller')),
+    30: ('CreateAcls', (0, 3), ('broker', 'controller')),
+    31: ('DeleteAcls', (0, 3), ('broker', 'controller')),
+    32: ('DescribeConfigs', (0, 4), ('broker', 'controller')),
+    33: ('AlterConfigs', (0, 2), ('broker', 'controller')),
+    34: ('AlterReplicaLogDirs', (0, 2), ('broker',)),
+    35: ('DescribeLogDirs', (0, 5), ('broker',)),
+    36: ('SaslAuthenticate', (0, 2), ('broker', 'controller')),
+    37: ('CreatePartitions', (0, 3), ('broker', 'controller')),
+    38: ('CreateDelegationToken', (0, 3), ('broker', 'controller')),
+    39: ('RenewDelegationToken', (0, 2), ('broker', 'controller')),
+    40: ('ExpireDelegationToken', (0, 2), ('broker', 'controller')),
+    41: ('DescribeDelegationToken', (0, 3), ('broker', 'controller')),
+    42: ('DeleteGroups', (0, 3), ('broker',)),
+    43: ('ElectLeaders', (0, 2), ('broker', 'controller')),
+    44: ('IncrementalAlterConfigs', (0, 1), ('broker', 'controller')),
+    45: ('AlterPartitionReassignments', (0, 1), ('broker', 'controller')),
+    46: ('ListPartitionReassignments', (0, 0), ('broker', 'controller')),
+    47: ('OffsetDelete', (0, 0), ('broker',)),
+    48: ('DescribeClientQuotas', (0, 1), ('broker',)),
+    49: ('AlterClientQuotas', (0, 1), ('broker', 'controller')),
+    50: ('DescribeUserScramCredentials', (0, 0), ('broker', 'controller')),
+    51: ('AlterUserScramCredentials', (0, 0), ('broker', 'controller')),
+    52: ('Vote', (0, 2), ('controller',)),
+    53: ('BeginQuorumEpoch', (0, 1), ('controller',)),
+    54: ('EndQuorumEpoch', (0, 1), ('controller',)),
+    55: ('DescribeQuorum', (0, 2), ('broker', 'controller')),
+    56: ('AlterPartition', (0, 3), ('controller',)),
+    57: ('UpdateFeatures', (0, 2), ('broker', 'controller')),
+    58: ('Envelope', (0, 0), ('controller',)),
+    59: ('FetchSnapshot', (0, 1), ('controller',)),
+    60: ('DescribeCluster', (0, 2), ('broker', 'controller')),
+    61: ('DescribeProducers', (0, 0), ('broker',)),
+    62: ('BrokerRegistration', (0, 4), ('controller',)),
+    63: ('BrokerHeartbeat', (0, 2), ('controller',)),
+    64: ('UnregisterBroker', (0, 0), ('broker', 'controller')),
+    65: ('DescribeTransactions', (0, 0), ('broker',)),
+    66: ('ListTransactions', (0, 2), ('broker',)),
+    67: ('AllocateProducerIds', (0, 0), ('controller',)),
+    68: ('ConsumerGroupHeartbeat', (0, 1), ('broker',)),
+    69: ('ConsumerGroupDescribe', (0, 1), ('broker',)),
+    70: ('ControllerRegistration', (0, 0), ('controller',)),
+    71: ('GetTelemetrySubscriptions', (0, 0), ('broker',)),
+    72: ('PushTelemetry', (0, 0), ('broker',)),
+    73: ('AssignReplicasToDirs', (0, 0), ('controller',)),
+    74: ('ListConfigResources', (0, 1), ('broker',)),
+    75: ('DescribeTopicPartitions', (0, 0), ('broker',)),
+    76: ('ShareGroupHeartbeat', (0, 1), ('broker',)),
+    77: ('ShareGroupDescribe', (0, 1), ('broker',)),
+    78: ('ShareFetch', (0, 2), ('broker',)),
+    79: ('ShareAcknowledge', (0, 2), ('broker',)),
+    80: ('AddRaftVoter', (0, 1), ('broker', 'controller')),
+    81: ('RemoveRaftVoter', (0, 0), ('broker', 'controller')),
+    82: ('UpdateRaftVoter', (0, 0), ('controller',)),
+    83: ('InitializeShareGroupState', (0, 0), ('broker',)),
+    84: ('ReadShareGroupState', (0, 0), ('broker',)),
+    85: ('WriteShareGroupState', (0, 1), ('broker',)),
+    86: ('DeleteShareGroupState', (0, 0), ('broker',)),
+    87: ('ReadShareGroupStateSummary', (0, 1), ('broker',)),
+    88: ('StreamsGroupHeartbeat', (0, 1), ('broker',)),
+    89: ('StreamsGroupDescribe', (0, 1), ('broker',)),
+    90: ('DescribeShareGroupOffsets', (0, 1), ('broker',)),
+    91: ('AlterShareGroupOffsets', (0, 0), ('broker',)),
+    92: ('DeleteShareGroupOffsets', (0, 0), ('broker',)),
+    93: ('StreamsGroupTopologyDescriptionUpdate', (0, 0), ('broker',)),
+    94: ('UnregisterController', (0, 0), ('broker', 'controller')),
 }
 
 
-def _load(module: str, name: str) -> type[_Message]:
-    cls: type[_Message] = getattr(_importlib.import_module(f'.{module}', _PACKAGE), name)
+def _found(cls: type[_Message] | None, key: int) -> type[_Message]:
+    if cls is None:
+        raise _UnknownKeyError(f'no generated class for api key {key}')
     return cls
 
 
@@ -228,18 +228,22 @@ class ApiKey(_enum.IntEnum):
 
     @property
     def request_class(self) -> type[_Message]:
-        facts = _FACTS[self]
-        return _load(facts[1], facts[2])
+        return _found(_registry.request_class(self), self)
 
     @property
     def response_class(self) -> type[_Message]:
-        facts = _FACTS[self]
-        return _load(facts[3], facts[4])
+        return _found(_registry.response_class(self), self)
 
     @property
     def versions(self) -> tuple[int, int]:
         """Lowest and highest version the schemas define; (-1, -1) when none."""
-        return _FACTS[self][5]
+        return _FACTS[self][1]
+
+    @property
+    def listeners(self) -> frozenset[str]:
+        """The kinds of node that serve this API, from the schema's ``listeners``
+        (``broker``, ``controller``, ``zkBroker``); empty when the schema names none."""
+        return frozenset(_FACTS[self][2])
 
     @classmethod
     def of(cls, key: int) -> ApiKey:

@@ -22,12 +22,9 @@ Rules (Kafka's):
 * A principal ``User:*`` and a host ``*`` match anyone; a LITERAL name ``*`` matches every
   resource of its type; PREFIXED matches names starting with the prefix.
 
-:data:`REQUIRED` maps the controller's api keys to the cluster operation Kafka's
-``ControllerApis`` demands; a request without it gets CLUSTER_AUTHORIZATION_FAILED (31).
-:data:`PER_TOPIC` lists the apis authorized topic by topic, :data:`UNCHECKED` the few that
-need no authorization (the handshake before a principal exists). Every api the controller
-serves is in exactly one of the three (a test enumerates them); one in none is refused
-with 31 (:func:`policy`), so a newly served api is closed until someone decides.
+Which operation each api needs is a fact of the api's route in the controller
+(``Route.authorization`` in ``kraft_jbod/controller/routes.py``); this module only answers
+whether a principal holds an operation on a resource.
 """
 
 from __future__ import annotations
@@ -38,10 +35,11 @@ from pathlib import Path
 from typing import Final
 
 from kraft_jbod.errors import ConfigError
+from kraft_jbod.messages.error_codes import ErrorCode
 
 CLUSTER_NAME: Final = "kafka-cluster"
-CLUSTER_AUTHORIZATION_FAILED: Final = 31
-TOPIC_AUTHORIZATION_FAILED: Final = 29
+CLUSTER_AUTHORIZATION_FAILED: Final = ErrorCode.CLUSTER_AUTHORIZATION_FAILED
+TOPIC_AUTHORIZATION_FAILED: Final = ErrorCode.TOPIC_AUTHORIZATION_FAILED
 
 OPERATIONS: Final[frozenset[str]] = frozenset(
     {
@@ -69,70 +67,6 @@ _IMPLIES: Final[dict[str, frozenset[str]]] = {
 }
 
 _ACL_FIELDS: Final = ("principal", "operation", "resource_type", "resource_name", "pattern_type", "permission", "host")
-
-# Api key -> cluster operation, as Apache Kafka's ControllerApis checks them.
-REQUIRED: Final[dict[int, str]] = {
-    1: "CLUSTER_ACTION",  # Fetch (raft)
-    52: "CLUSTER_ACTION",  # Vote
-    53: "CLUSTER_ACTION",  # BeginQuorumEpoch
-    54: "CLUSTER_ACTION",  # EndQuorumEpoch
-    55: "DESCRIBE",  # DescribeQuorum
-    56: "CLUSTER_ACTION",  # AlterPartition
-    58: "CLUSTER_ACTION",  # Envelope
-    59: "CLUSTER_ACTION",  # FetchSnapshot
-    60: "ALTER",  # DescribeCluster: ALTER on the controller, unlike on a broker
-    62: "CLUSTER_ACTION",  # BrokerRegistration
-    63: "CLUSTER_ACTION",  # BrokerHeartbeat
-    64: "ALTER",  # UnregisterBroker
-    67: "CLUSTER_ACTION",  # AllocateProducerIds
-    70: "CLUSTER_ACTION",  # ControllerRegistration
-    73: "CLUSTER_ACTION",  # AssignReplicasToDirs
-    # Admin APIs (controller/apis/). Kafka checks the topic-scoped ones per topic
-    # (CreatePartitions: ALTER, configs: ALTER_CONFIGS/DESCRIBE_CONFIGS on the resource);
-    # here the cluster grant is required for all of them.
-    29: "DESCRIBE",  # DescribeAcls
-    30: "ALTER",  # CreateAcls
-    31: "ALTER",  # DeleteAcls
-    32: "DESCRIBE_CONFIGS",  # DescribeConfigs
-    33: "ALTER_CONFIGS",  # AlterConfigs
-    37: "ALTER",  # CreatePartitions
-    43: "ALTER",  # ElectLeaders
-    44: "ALTER_CONFIGS",  # IncrementalAlterConfigs
-    45: "ALTER",  # AlterPartitionReassignments
-    46: "DESCRIBE",  # ListPartitionReassignments
-    57: "ALTER",  # UpdateFeatures
-    # KIP-853 voter changes: ControllerApis asks ALTER for Add/Remove (an operator's act)
-    # and CLUSTER_ACTION for Update (a voter announcing its own endpoints).
-    80: "ALTER",  # AddRaftVoter
-    81: "ALTER",  # RemoveRaftVoter
-    82: "CLUSTER_ACTION",  # UpdateRaftVoter
-}
-# Api key -> the topic operation its topics are checked for (the cluster grant covers all).
-# Metadata filters out the topics a principal may not DESCRIBE, as a broker does;
-# CreateTopics/DeleteTopics answer TOPIC_AUTHORIZATION_FAILED (29).
-PER_TOPIC: Final[dict[int, str]] = {
-    3: "DESCRIBE",  # Metadata
-    19: "CREATE",  # CreateTopics
-    20: "DELETE",  # DeleteTopics
-}
-# Api keys Kafka answers before and without authorization, and why.
-UNCHECKED: Final[dict[int, str]] = {
-    17: "SaslHandshake: authentication itself, before a principal exists",
-    18: "ApiVersions: a client needs it to speak at all, before authenticating",
-    36: "SaslAuthenticate: authentication itself, before a principal exists",
-}
-
-
-def policy(api_key: int) -> tuple[str, str] | None:
-    """How ``api_key`` is authorized: ("cluster", op), ("topic", op), ("none", why), or
-    None when no table names it (then the controller refuses it with 31)."""
-    if api_key in REQUIRED:
-        return "cluster", REQUIRED[api_key]
-    if api_key in PER_TOPIC:
-        return "topic", PER_TOPIC[api_key]
-    if api_key in UNCHECKED:
-        return "none", UNCHECKED[api_key]
-    return None
 
 
 @dataclass(frozen=True, slots=True)
@@ -230,10 +164,6 @@ class Authorizer:
         if self.allow_everyone_if_no_acl_found:
             return not any(a.names(resource_type, name) for a in self.acls)
         return False
-
-    def required_for(self, api_key: int) -> str | None:
-        """The cluster operation an api needs on the controller, or None (checked elsewhere)."""
-        return REQUIRED.get(api_key)
 
     @classmethod
     def from_json(cls, doc: object, source: str = "acl file") -> Authorizer:

@@ -34,6 +34,7 @@ from dataclasses import dataclass
 from typing import Any, Final
 
 from kraft_jbod.messages.api_keys import ApiKey
+from kraft_jbod.messages.error_codes import ErrorCode
 from kraft_jbod.messages.sasl_authenticate_request import SaslAuthenticateRequest
 from kraft_jbod.messages.sasl_authenticate_response import SaslAuthenticateResponse
 from kraft_jbod.messages.sasl_handshake_request import SaslHandshakeRequest
@@ -41,11 +42,11 @@ from kraft_jbod.messages.sasl_handshake_response import SaslHandshakeResponse
 from kraft_jbod.security.credentials import PLAIN, SCRAM_HASHES, CredentialStore
 from kraft_jbod.wire.message import Message
 
-SASL_HANDSHAKE: Final = 17
-SASL_AUTHENTICATE: Final = 36
-UNSUPPORTED_SASL_MECHANISM: Final = 33
-ILLEGAL_SASL_STATE: Final = 34
-SASL_AUTHENTICATION_FAILED: Final = 58
+SASL_HANDSHAKE: Final = ApiKey.SASL_HANDSHAKE
+SASL_AUTHENTICATE: Final = ApiKey.SASL_AUTHENTICATE
+UNSUPPORTED_SASL_MECHANISM: Final = ErrorCode.UNSUPPORTED_SASL_MECHANISM
+ILLEGAL_SASL_STATE: Final = ErrorCode.ILLEGAL_SASL_STATE
+SASL_AUTHENTICATION_FAILED: Final = ErrorCode.SASL_AUTHENTICATION_FAILED
 # What a SASL listener adds to the api keys it serves.
 SASL_API_VERSIONS: Final[dict[int, tuple[int, int]]] = {SASL_HANDSHAKE: (1, 1), SASL_AUTHENTICATE: (0, 2)}
 _MAX_TOKEN: Final = 64 * 1024

@@ -15,10 +15,18 @@ import pytest
 
 from kraft_jbod import codec
 from kraft_jbod.controller import envelope as env
-from kraft_jbod.controller.apis.admin import VERSIONS as HANDLED
+from kraft_jbod.controller.apis import admin
+from kraft_jbod.controller.routes import ROUTES
 from kraft_jbod.errors import ProtocolError
 from kraft_jbod.fuzz.strategies import random_message
 from tests.controller.harness import Cluster, dir_id
+
+# The admin APIs (apis/admin.py) and the versions their routes serve.
+HANDLED = {
+    key: route.valid_versions
+    for key, route in ROUTES.items()
+    if route.handler is not None and route.handler.__module__ == admin.__name__
+}
 
 _NAMES = [
     "t0",

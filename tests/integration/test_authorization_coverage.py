@@ -10,6 +10,7 @@ import pytest
 
 from kraft_jbod import codec
 from kraft_jbod.clock import ManualClock
+from kraft_jbod.controller import routes
 from kraft_jbod.controller.extensions import Extensions
 from kraft_jbod.messages.add_raft_voter_request import AddRaftVoterRequest
 from kraft_jbod.messages.api_keys import ApiKey
@@ -34,10 +35,10 @@ def _served_keys() -> dict[int, tuple[int, int]]:
     """Every api any listener of the controller answers, from the tables the server builds
     its ApiVersions from (the live test below checks them against the wire)."""
     from kraft_jbod.controller import client_api, replication
-    from kraft_jbod.controller.state import ROUTES
+    from kraft_jbod.controller.state import ControllerState
     from kraft_jbod.security.sasl import SASL_API_VERSIONS
 
-    keys = {int(k): r.valid_versions for k, r in ROUTES.items()}
+    keys = dict(ControllerState(cluster_id="c", node_id=1).handled_api_versions())
     keys.update(client_api.CLIENT_APIS)
     keys[ApiKey.FETCH] = replication.FETCH_VERSIONS
     keys[ApiKey.FETCH_SNAPSHOT] = replication.FETCH_SNAPSHOT_VERSIONS
@@ -48,28 +49,23 @@ def _served_keys() -> dict[int, tuple[int, int]]:
 
 def test_every_served_api_key_has_an_authorization_entry() -> None:
     served = _served_keys()
-    missing = [key.name for key in ApiKey if key in served and acl.policy(key) is None]
+    missing = [key.name for key in ApiKey if key in served and routes.authorization(key) is None]
     assert missing == [], f"served without an authorization entry: {missing}"
     for key in ApiKey:
-        how = acl.policy(key)
+        how = routes.authorization(key)
         if how is None:
             continue
-        kind, what = how
-        if kind in ("cluster", "topic"):
-            assert what in acl.OPERATIONS, key.name
+        if how.kind in ("cluster", "topic"):
+            assert how.what in acl.OPERATIONS, key.name
         else:
-            assert kind == "none" and what, f"{key.name}: an unchecked api says why"
-    # The tables name only keys that exist, and none twice.
-    assert not set(acl.REQUIRED) & set(acl.PER_TOPIC) and not set(acl.REQUIRED) & set(acl.UNCHECKED)
-    assert not set(acl.PER_TOPIC) & set(acl.UNCHECKED)
-    assert {int(k) for k in ApiKey} >= set(acl.REQUIRED) | set(acl.PER_TOPIC) | set(acl.UNCHECKED)
+            assert how.kind == "none" and how.what, f"{key.name}: an unchecked api says why"
 
 
 def test_an_api_without_an_entry_is_refused(monkeypatch: pytest.MonkeyPatch) -> None:
     from kraft_jbod.controller.extensions.security import ConnectionSecurity, Security
 
-    monkeypatch.delitem(acl.REQUIRED, ApiKey.DESCRIBE_QUORUM)
-    assert acl.policy(ApiKey.DESCRIBE_QUORUM) is None
+    monkeypatch.delitem(routes.ROUTES, ApiKey.DESCRIBE_QUORUM)  # type: ignore[attr-defined]
+    assert routes.authorization(ApiKey.DESCRIBE_QUORUM) is None
     sec = ConnectionSecurity.__new__(ConnectionSecurity)
     sec.security = Security(None, None, Authorizer.from_json({"super_users": ["User:root"]}))
     body = codec.request_class(ApiKey.DESCRIBE_QUORUM)()
@@ -80,9 +76,9 @@ def test_an_api_without_an_entry_is_refused(monkeypatch: pytest.MonkeyPatch) -> 
 
 def test_voter_changes_need_kafkas_operations() -> None:
     # Kafka's ControllerApis: ALTER for Add/Remove, CLUSTER_ACTION for Update.
-    assert acl.policy(ApiKey.ADD_RAFT_VOTER) == ("cluster", "ALTER")
-    assert acl.policy(ApiKey.REMOVE_RAFT_VOTER) == ("cluster", "ALTER")
-    assert acl.policy(ApiKey.UPDATE_RAFT_VOTER) == ("cluster", "CLUSTER_ACTION")
+    assert routes.authorization(ApiKey.ADD_RAFT_VOTER) == routes.cluster("ALTER")
+    assert routes.authorization(ApiKey.REMOVE_RAFT_VOTER) == routes.cluster("ALTER")
+    assert routes.authorization(ApiKey.UPDATE_RAFT_VOTER) == routes.cluster("CLUSTER_ACTION")
 
 
 def _error_codes(msg: Any) -> list[int]:
@@ -118,9 +114,9 @@ async def test_an_unauthorised_caller_is_refused_every_served_api(tmp_path: Path
             listed = {k.api_key: (k.min_version, k.max_version) for k in av.api_keys}
             served_on_wire.update(listed)
             for key, (_lo, hi) in sorted(listed.items()):
-                how = acl.policy(key)
+                how = routes.authorization(key)
                 assert how is not None, f"{codec.api_name(key)} is served without an authorization entry"
-                if how[0] == "none":
+                if how.kind == "none":
                     continue
                 before = _denied(cluster, key)
                 resp = await conn.call(_request(key), hi)

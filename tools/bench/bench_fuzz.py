@@ -19,7 +19,7 @@ import random
 import time
 from typing import Any
 
-from kraft_jbod import codec, messages
+from kraft_jbod import codec
 from kraft_jbod.fuzz import mutators, runner, strategies
 
 CASES = [(62, 4), (63, 1), (73, 0), (19, 7)]
@@ -40,7 +40,7 @@ def main() -> None:
     args = ap.parse_args()
     bodies: list[tuple[Any, int]] = []
     for key, version in CASES:
-        cls = messages.request_class(key)
+        cls = codec.request_class(key)
         for i in range(50):
             bodies.append((strategies.random_message(cls, version, random.Random(i)), version))
 

@@ -32,16 +32,15 @@ def emit_api_keys(specs: list[MessageSpec]) -> str:
     members: list[str] = []
     # A key needs both halves to be an API; a lone half (test trees) is left out.
     for key in sorted(set(requests) & set(responses)):
-        req, resp = requests[key], responses[key]
+        req = requests[key]
         title = req.name.removesuffix("Request")
         member = _upper_snake(title)
         vv = req.valid_versions
         lo, hi = (vv.lo, vv.hi) if not vv.empty else (-1, -1)
         members.append(f"    {member} = {key}")
-        rows.append(
-            f"    {key}: ({title!r}, {module_name(req.name)!r}, {req.name!r}, "
-            f"{module_name(resp.name)!r}, {resp.name!r}, ({lo}, {hi})),"
-        )
+        # The schema's own "listeners": which kind of node serves the API (Kafka's apisForListener).
+        listeners = tuple(sorted(req.listeners or ()))
+        rows.append(f"    {key}: ({title!r}, ({lo}, {hi}), {listeners!r}),")
     doc = (
         "One member per API key, named as Kafka names it. A member is an int, so it can be\n"
         "compared with and stored as the api_key field of a header."
@@ -53,22 +52,22 @@ def emit_api_keys(specs: list[MessageSpec]) -> str:
             "from __future__ import annotations",
             "",
             "import enum as _enum",
-            "import importlib as _importlib",
             "from typing import Final as _Final",
             "",
+            "from kraft_jbod import messages as _registry",
             "from kraft_jbod.errors import UnknownKeyError as _UnknownKeyError",
             "from kraft_jbod.wire.message import Message as _Message",
             "",
-            "_PACKAGE: _Final = __name__.rpartition('.')[0]",
-            "",
-            "# key: (display name, request module, request class, response module, response class, versions)",
-            "_FACTS: _Final[dict[int, tuple[str, str, str, str, str, tuple[int, int]]]] = {",
+            "# key: (display name, versions, listeners from the schema); the classes are in the",
+            "# package's registry (kraft_jbod/messages/__init__.py).",
+            "_FACTS: _Final[dict[int, tuple[str, tuple[int, int], tuple[str, ...]]]] = {",
             *rows,
             "}",
             "",
             "",
-            "def _load(module: str, name: str) -> type[_Message]:",
-            "    cls: type[_Message] = getattr(_importlib.import_module(f'.{module}', _PACKAGE), name)",
+            "def _found(cls: type[_Message] | None, key: int) -> type[_Message]:",
+            "    if cls is None:",
+            "        raise _UnknownKeyError(f'no generated class for api key {key}')",
             "    return cls",
             "",
             "",
@@ -84,18 +83,22 @@ def emit_api_keys(specs: list[MessageSpec]) -> str:
             "",
             "    @property",
             "    def request_class(self) -> type[_Message]:",
-            "        facts = _FACTS[self]",
-            "        return _load(facts[1], facts[2])",
+            "        return _found(_registry.request_class(self), self)",
             "",
             "    @property",
             "    def response_class(self) -> type[_Message]:",
-            "        facts = _FACTS[self]",
-            "        return _load(facts[3], facts[4])",
+            "        return _found(_registry.response_class(self), self)",
             "",
             "    @property",
             "    def versions(self) -> tuple[int, int]:",
             '        """Lowest and highest version the schemas define; (-1, -1) when none."""',
-            "        return _FACTS[self][5]",
+            "        return _FACTS[self][1]",
+            "",
+            "    @property",
+            "    def listeners(self) -> frozenset[str]:",
+            '        """The kinds of node that serve this API, from the schema\'s ``listeners``',
+            '        (``broker``, ``controller``, ``zkBroker``); empty when the schema names none."""',
+            "        return frozenset(_FACTS[self][2])",
             "",
             "    @classmethod",
             "    def of(cls, key: int) -> ApiKey:",

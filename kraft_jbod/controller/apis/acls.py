@@ -2,7 +2,7 @@
 
 The controller acts as Kafka's StandardAuthorizer-backed controller: each ACL is an
 AccessControlEntryRecord with an id, and deleting one writes a
-RemoveAccessControlEntryRecord with that id. :class:`AclImage` is what the log says.
+RemoveAccessControlEntryRecord with that id. :class:`~kraft_jbod.controller.acl_image.AclImage` is what the log says.
 
 Rules (Kafka's AclControlManager and the request classes):
 
@@ -23,9 +23,10 @@ Rules (Kafka's AclControlManager and the request classes):
 from __future__ import annotations
 
 import uuid
-from dataclasses import dataclass
-from typing import Any, Final
+from typing import Final
 
+from kraft_jbod.controller.acl_image import Acl
+from kraft_jbod.controller.context import ControllerContext
 from kraft_jbod.controller.limits import DELETE_ACLS_TOO_MANY, EXCESSIVE_BATCH, MAX_RECORDS_PER_USER_OP
 from kraft_jbod.errors import ProtocolError
 from kraft_jbod.messages.access_control_entry_record import AccessControlEntryRecord
@@ -54,56 +55,6 @@ PERM_UNKNOWN, PERM_ANY, PERM_DENY, PERM_ALLOW = 0, 1, 2, 3
 CLUSTER_NAME: Final = "kafka-cluster"
 WILDCARD: Final = "*"
 _ACL_ID_NAMESPACE: Final = uuid.UUID("1f0b6c8e-4d2a-4b7e-8c1d-3a5e7f9b2c40")
-
-
-@dataclass(frozen=True, slots=True)
-class Acl:
-    resource_type: int
-    resource_name: str
-    pattern_type: int
-    principal: str
-    host: str
-    operation: int
-    permission_type: int
-
-
-class AclImage:
-    """ACLs as the log says: id -> ACL, and the set of ACLs for duplicate checks."""
-
-    __slots__ = ("_by_id", "_ids")
-
-    def __init__(self) -> None:
-        self._by_id: dict[uuid.UUID, Acl] = {}
-        self._ids: dict[Acl, uuid.UUID] = {}
-
-    def apply_entry(self, rec: AccessControlEntryRecord) -> None:
-        acl = Acl(
-            rec.resource_type,
-            rec.resource_name,
-            rec.pattern_type,
-            rec.principal,
-            rec.host,
-            rec.operation,
-            rec.permission_type,
-        )
-        self._by_id[rec.id] = acl
-        self._ids[acl] = rec.id
-
-    def apply_remove(self, rec: RemoveAccessControlEntryRecord, offset: int) -> None:
-        """Raises KeyError naming the offset when the id is unknown (the log is not ours)."""
-        acl = self._by_id.pop(rec.id, None)
-        if acl is None:
-            raise KeyError(f"RemoveAccessControlEntryRecord at offset {offset}: no ACL with id {rec.id}")
-        self._ids.pop(acl, None)
-
-    def __contains__(self, acl: Acl) -> bool:
-        return acl in self._ids
-
-    def items(self) -> list[tuple[uuid.UUID, Acl]]:
-        return sorted(self._by_id.items(), key=lambda kv: kv[0].int)
-
-    def durable(self) -> dict[uuid.UUID, Acl]:
-        return dict(self._by_id)
 
 
 _R_NAMES: Final = ("UNKNOWN", "ANY", "TOPIC", "GROUP", "CLUSTER", "TRANSACTIONAL_ID", "DELEGATION_TOKEN", "USER")
@@ -148,7 +99,7 @@ def _creation_error(acl: Acl) -> str | None:
     return None
 
 
-def _acl_id(st: Any, next_offset: int, acl: Acl, taken: set[uuid.UUID]) -> uuid.UUID:
+def _acl_id(st: ControllerContext, next_offset: int, acl: Acl, taken: set[uuid.UUID]) -> uuid.UUID:
     salt = 0
     while True:
         u = uuid.uuid5(_ACL_ID_NAMESPACE, f"{st.cluster_id}/{next_offset}/{acl}/{salt}")
@@ -158,7 +109,7 @@ def _acl_id(st: Any, next_offset: int, acl: Acl, taken: set[uuid.UUID]) -> uuid.
 
 
 def create_acls(
-    st: Any, api_version: int, req: CreateAclsRequest, next_offset: int
+    st: ControllerContext, api_version: int, req: CreateAclsRequest, next_offset: int
 ) -> tuple[CreateAclsResponse, list[RecordAndVersion]]:
     """CreateAcls (Rules 1 and 3).
 
@@ -268,7 +219,7 @@ def matches(
     return permission == PERM_ANY or permission == acl.permission_type
 
 
-def _matching(st: Any, f: DeleteAclsFilter | DescribeAclsRequest) -> list[tuple[uuid.UUID, Acl]]:
+def _matching(st: ControllerContext, f: DeleteAclsFilter | DescribeAclsRequest) -> list[tuple[uuid.UUID, Acl]]:
     return [
         (i, acl)
         for i, acl in st.acls.items()
@@ -285,7 +236,9 @@ def _matching(st: Any, f: DeleteAclsFilter | DescribeAclsRequest) -> list[tuple[
     ]
 
 
-def delete_acls(st: Any, api_version: int, req: DeleteAclsRequest) -> tuple[DeleteAclsResponse, list[RecordAndVersion]]:
+def delete_acls(
+    st: ControllerContext, api_version: int, req: DeleteAclsRequest
+) -> tuple[DeleteAclsResponse, list[RecordAndVersion]]:
     """DeleteAcls (Rule 2).
 
     Raises:
@@ -330,7 +283,7 @@ def delete_acls(st: Any, api_version: int, req: DeleteAclsRequest) -> tuple[Dele
     return DeleteAclsResponse(filter_results=out), records
 
 
-def describe_acls(st: Any, api_version: int, req: DescribeAclsRequest) -> DescribeAclsResponse:
+def describe_acls(st: ControllerContext, api_version: int, req: DescribeAclsRequest) -> DescribeAclsResponse:
     """DescribeAcls: the ACLs one filter matches, grouped by resource pattern.
 
     Raises:

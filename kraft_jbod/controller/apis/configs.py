@@ -1,7 +1,7 @@
 """Dynamic configs: IncrementalAlterConfigs, AlterConfigs, DescribeConfigs and ConfigRecord.
 
 The controller keeps dynamic configs per resource, (type, name) -> {key: value}, exactly as
-the ConfigRecords in the log say (:class:`ConfigImage`); a record with a null value
+the ConfigRecords in the log say (:class:`~kraft_jbod.controller.config_image.ConfigImage`); a record with a null value
 removes the key, and a resource with no keys left disappears. Deleting a topic drops its
 configs (Kafka's replay of RemoveTopicRecord does the same).
 
@@ -29,10 +29,21 @@ from __future__ import annotations
 
 import re
 from collections.abc import Iterable
-from dataclasses import dataclass
-from typing import Any, Final
+from typing import Final
 
 from kraft_jbod.controller import features as fv
+from kraft_jbod.controller.config_image import (
+    BROKER,
+    T_BOOLEAN,
+    T_DOUBLE,
+    T_INT,
+    T_LIST,
+    T_LONG,
+    T_STRING,
+    TOPIC,
+    TOPIC_CONFIGS,
+)
+from kraft_jbod.controller.context import ControllerContext
 from kraft_jbod.controller.limits import EXCESSIVE_BATCH, MAX_RECORDS_PER_USER_OP
 from kraft_jbod.messages.alter_configs_request import AlterConfigsRequest
 from kraft_jbod.messages.alter_configs_response import AlterConfigsResourceResponse as LegacyResult
@@ -57,9 +68,7 @@ from kraft_jbod.wire.message import Message
 
 RecordAndVersion = tuple[Message, int]
 
-TOPIC: Final = 2
 MIN_ISR: Final = "min.insync.replicas"
-BROKER: Final = 4
 BROKER_LOGGER: Final = 8
 CLIENT_METRICS: Final = 16
 GROUP: Final = 32
@@ -75,19 +84,17 @@ TYPE_NAMES: Final = {
 SET, DELETE, APPEND, SUBTRACT = 0, 1, 2, 3
 _OP_NAMES: Final = {SET: "SET", DELETE: "DELETE", APPEND: "APPEND", SUBTRACT: "SUBTRACT"}
 
-INVALID_CONFIG: Final = 40
+INVALID_CONFIG: Final = ErrorCode.INVALID_CONFIG
 # ConfigSource and ConfigType codes of DescribeConfigs (facts of Kafka's protocol).
 SOURCE_TOPIC: Final = 1
 SOURCE_DYNAMIC_BROKER: Final = 2
 SOURCE_DYNAMIC_DEFAULT_BROKER: Final = 3
 SOURCE_STATIC_BROKER: Final = 4
 SOURCE_DEFAULT: Final = 5
-T_BOOLEAN, T_STRING, T_INT, T_LONG, T_DOUBLE, T_LIST = 1, 2, 3, 5, 6, 7
 _TYPE_WORD: Final = {T_INT: "INT", T_LONG: "LONG", T_DOUBLE: "DOUBLE"}
 _MAX_VALUE_LEN: Final = 32767
 _LOG_LEVELS: Final = frozenset({"TRACE", "DEBUG", "INFO", "WARN", "ERROR", "FATAL", "OFF"})
 _TOPIC_NAME: Final = re.compile(r"[a-zA-Z0-9._-]+")
-_LONG_MAX: Final = str(2**63 - 1)
 # The static configs the controller lists for its own node, as Kafka's does (its
 # KafkaConfig): whether each is read-only (``listeners`` is a per-broker dynamic config in
 # Kafka, ``controller.listener.names`` is not) and Kafka's default, if it has one.
@@ -96,107 +103,6 @@ _STATIC_KEYS: Final[dict[str, tuple[bool, str | None]]] = {
     "listeners": (False, "PLAINTEXT://:9092"),
 }
 _WILDCARDS: Final = frozenset({"", "0.0.0.0", "::"})
-
-
-@dataclass(frozen=True, slots=True)
-class TopicConfig:
-    """One topic config: its type, default, broker synonym and accepted values."""
-
-    type: int
-    default: str | None
-    synonym: str | None = None
-    at_least: float | None = None
-    one_of: tuple[str, ...] = ()
-
-
-# Kafka 4.x topic configs (TopicConfig / LogConfig): names, types, defaults, broker synonyms.
-TOPIC_CONFIGS: Final[dict[str, TopicConfig]] = {
-    "cleanup.policy": TopicConfig(T_LIST, "delete", "log.cleanup.policy", one_of=("compact", "delete")),
-    "compression.type": TopicConfig(
-        T_STRING, "producer", "compression.type", one_of=("uncompressed", "zstd", "lz4", "snappy", "gzip", "producer")
-    ),
-    "compression.gzip.level": TopicConfig(T_INT, "-1", "compression.gzip.level"),
-    "compression.lz4.level": TopicConfig(T_INT, "9", "compression.lz4.level"),
-    "compression.zstd.level": TopicConfig(T_INT, "3", "compression.zstd.level"),
-    "delete.retention.ms": TopicConfig(T_LONG, "86400000", "log.cleaner.delete.retention.ms", at_least=0),
-    "errors.deadletterqueue.group.enable": TopicConfig(T_BOOLEAN, "false"),
-    "file.delete.delay.ms": TopicConfig(T_LONG, "60000", "log.segment.delete.delay.ms", at_least=0),
-    "flush.messages": TopicConfig(T_LONG, _LONG_MAX, "log.flush.interval.messages", at_least=1),
-    "flush.ms": TopicConfig(T_LONG, _LONG_MAX, "log.flush.interval.ms", at_least=0),
-    "follower.replication.throttled.replicas": TopicConfig(T_LIST, ""),
-    "index.interval.bytes": TopicConfig(T_INT, "4096", "log.index.interval.bytes", at_least=0),
-    "leader.replication.throttled.replicas": TopicConfig(T_LIST, ""),
-    "local.retention.bytes": TopicConfig(T_LONG, "-2", "log.local.retention.bytes", at_least=-2),
-    "local.retention.ms": TopicConfig(T_LONG, "-2", "log.local.retention.ms", at_least=-2),
-    "max.compaction.lag.ms": TopicConfig(T_LONG, _LONG_MAX, "log.cleaner.max.compaction.lag.ms", at_least=1),
-    "max.message.bytes": TopicConfig(T_INT, "1048588", "message.max.bytes", at_least=0),
-    "message.timestamp.after.max.ms": TopicConfig(T_LONG, "3600000", "log.message.timestamp.after.max.ms", at_least=0),
-    "message.timestamp.before.max.ms": TopicConfig(
-        T_LONG, _LONG_MAX, "log.message.timestamp.before.max.ms", at_least=0
-    ),
-    "message.timestamp.type": TopicConfig(
-        T_STRING, "CreateTime", "log.message.timestamp.type", one_of=("CreateTime", "LogAppendTime")
-    ),
-    "min.cleanable.dirty.ratio": TopicConfig(T_DOUBLE, "0.5", "log.cleaner.min.cleanable.ratio", at_least=0),
-    "min.compaction.lag.ms": TopicConfig(T_LONG, "0", "log.cleaner.min.compaction.lag.ms", at_least=0),
-    "min.insync.replicas": TopicConfig(T_INT, "1", "min.insync.replicas", at_least=1),
-    "preallocate": TopicConfig(T_BOOLEAN, "false", "log.preallocate"),
-    # -1 means "follow local.retention.*"
-    "remote.copy.lag.bytes": TopicConfig(T_LONG, "-1", "log.remote.copy.lag.bytes", at_least=-1),
-    "remote.copy.lag.ms": TopicConfig(T_LONG, "0", "log.remote.copy.lag.ms", at_least=-1),
-    "remote.log.copy.disable": TopicConfig(T_BOOLEAN, "false"),
-    "remote.log.delete.on.disable": TopicConfig(T_BOOLEAN, "false"),
-    "remote.storage.enable": TopicConfig(T_BOOLEAN, "false"),
-    "retention.bytes": TopicConfig(T_LONG, "-1", "log.retention.bytes"),
-    "retention.ms": TopicConfig(T_LONG, "604800000", "log.retention.ms", at_least=-1),
-    "segment.bytes": TopicConfig(T_INT, "1073741824", "log.segment.bytes", at_least=1048576),
-    "segment.index.bytes": TopicConfig(T_INT, "10485760", "log.index.size.max.bytes", at_least=4),
-    "segment.jitter.ms": TopicConfig(T_LONG, "0", "log.roll.jitter.ms", at_least=0),
-    "segment.ms": TopicConfig(T_LONG, "604800000", "log.roll.ms", at_least=1),
-    "unclean.leader.election.enable": TopicConfig(T_BOOLEAN, "false", "unclean.leader.election.enable"),
-}
-
-
-class ConfigImage:
-    """Dynamic configs as the log says: (resource type, name) -> {key: value}."""
-
-    __slots__ = ("_data",)
-
-    def __init__(self) -> None:
-        self._data: dict[tuple[int, str], dict[str, str]] = {}
-
-    def apply(self, rec: ConfigRecord) -> None:
-        key = (rec.resource_type, rec.resource_name)
-        configs = self._data.get(key)
-        if rec.value is None:
-            if configs is not None:
-                configs.pop(rec.name, None)
-                if not configs:
-                    del self._data[key]
-            return
-        if configs is None:
-            configs = self._data[key] = {}
-        configs[rec.name] = rec.value
-
-    def drop_topic(self, name: str) -> None:
-        self._data.pop((TOPIC, name), None)
-
-    def get(self, resource_type: int, name: str) -> dict[str, str]:
-        return dict(self._data.get((resource_type, name), {}))
-
-    def value(self, resource_type: int, name: str, key: str) -> str | None:
-        return self._data.get((resource_type, name), {}).get(key)
-
-    def durable(self) -> dict[tuple[int, str], dict[str, str]]:
-        return {k: dict(v) for k, v in sorted(self._data.items())}
-
-    def topic_flag(self, topic: str, key: str) -> bool:
-        """A boolean topic config as it takes effect: topic value, cluster default, default."""
-        spec = TOPIC_CONFIGS[key]
-        value = self.value(TOPIC, topic, key)
-        if value is None and spec.synonym is not None:
-            value = self.value(BROKER, "", spec.synonym)
-        return (value if value is not None else spec.default or "false").strip().lower() == "true"
 
 
 # ---------------------------------------------------------------------------- validation
@@ -281,7 +187,7 @@ def _broker_id(name: str) -> int | None:
     return node
 
 
-def _validate_resource(st: Any, rtype: int, name: str, configs: dict[str, str]) -> None:
+def _validate_resource(st: ControllerContext, rtype: int, name: str, configs: dict[str, str]) -> None:
     """Kafka's ControllerConfigurationValidator, then the existence check (Rule 3)."""
     if rtype == TOPIC:
         if not name:
@@ -304,7 +210,7 @@ def _record(rtype: int, name: str, key: str, value: str | None) -> RecordAndVers
     return ConfigRecord(resource_type=rtype, resource_name=name, name=key, value=value), 0
 
 
-def clear_elr_records(st: Any, records: list[RecordAndVersion]) -> list[RecordAndVersion]:
+def clear_elr_records(st: ControllerContext, records: list[RecordAndVersion]) -> list[RecordAndVersion]:
     """ClearElrRecords for the ``min.insync.replicas`` changes among ``records``, as Kafka's
     ConfigurationControlManager appends them when eligible.leader.replicas.version >= 1:
     one naming the topic for a topic config, one with an empty name (every topic) for a
@@ -318,7 +224,7 @@ def clear_elr_records(st: Any, records: list[RecordAndVersion]) -> list[RecordAn
     return out
 
 
-def _check_min_isr_transition(st: Any, rtype: int, name: str, key: str, value: str | None) -> None:
+def _check_min_isr_transition(st: ControllerContext, rtype: int, name: str, key: str, value: str | None) -> None:
     """Kafka's ConfigurationControlManager with eligible leader replicas on: a broker's own
     ``min.insync.replicas`` cannot be set or removed, nor the cluster-level one removed (the
     effective min ISR the ELR rules use comes from the topic or the cluster config only).
@@ -339,7 +245,7 @@ def _split(value: str | None) -> list[str]:
 
 
 def _incremental_resource(
-    st: Any, rtype: int, name: str, ops: dict[str, tuple[int, str | None]]
+    st: ControllerContext, rtype: int, name: str, ops: dict[str, tuple[int, str | None]]
 ) -> list[RecordAndVersion]:
     """Records for one resource's operations, all or nothing (Rules 2-5).
 
@@ -386,7 +292,9 @@ def _incremental_resource(
     return records
 
 
-def _legacy_resource(st: Any, rtype: int, name: str, wanted: dict[str, str | None]) -> list[RecordAndVersion]:
+def _legacy_resource(
+    st: ControllerContext, rtype: int, name: str, wanted: dict[str, str | None]
+) -> list[RecordAndVersion]:
     current = st.configs.get(rtype, name)
     records = [
         _record(rtype, name, key, value)
@@ -408,7 +316,9 @@ def _legacy_resource(st: Any, rtype: int, name: str, wanted: dict[str, str | Non
     return records
 
 
-def _logger_result(st: Any, name: str, ops: Iterable[tuple[str, int, str | None]]) -> tuple[int, str | None]:
+def _logger_result(
+    st: ControllerContext, name: str, ops: Iterable[tuple[str, int, str | None]]
+) -> tuple[int, str | None]:
     """BROKER_LOGGER on the controller: only its own node; nothing is persisted."""
     try:
         node = int(name)
@@ -429,7 +339,7 @@ def _logger_result(st: Any, name: str, ops: Iterable[tuple[str, int, str | None]
 
 
 def incremental_alter_configs(
-    st: Any, api_version: int, req: IncrementalAlterConfigsRequest
+    st: ControllerContext, api_version: int, req: IncrementalAlterConfigsRequest
 ) -> tuple[IncrementalAlterConfigsResponse, list[RecordAndVersion]]:
     """IncrementalAlterConfigs (Rules 1-5)."""
     early: list[AlterConfigsResourceResponse] = []
@@ -489,7 +399,7 @@ def incremental_alter_configs(
 
 
 def alter_configs(
-    st: Any, api_version: int, req: AlterConfigsRequest
+    st: ControllerContext, api_version: int, req: AlterConfigsRequest
 ) -> tuple[AlterConfigsResponse, list[RecordAndVersion]]:
     """AlterConfigs, the legacy whole-set replacement (Rules 1-4)."""
     early: list[LegacyResult] = []
@@ -566,7 +476,7 @@ def _entry(
 
 
 def _topic_entries(
-    st: Any, api_version: int, topic: str, keys: list[str] | None, synonyms: bool
+    st: ControllerContext, api_version: int, topic: str, keys: list[str] | None, synonyms: bool
 ) -> list[DescribeConfigsResourceResult]:
     overrides = st.configs.get(TOPIC, topic)
     defaults = st.configs.get(BROKER, "")
@@ -606,7 +516,7 @@ def static_listener_configs(bound: Iterable[tuple[str, str, int]], controller_na
 
 
 def _broker_entries(
-    st: Any,
+    st: ControllerContext,
     api_version: int,
     node: int | None,
     keys: list[str] | None,
@@ -641,7 +551,7 @@ def _broker_entries(
 
 
 def describe_configs(
-    st: Any, api_version: int, req: DescribeConfigsRequest, *, any_broker: bool = False
+    st: ControllerContext, api_version: int, req: DescribeConfigsRequest, *, any_broker: bool = False
 ) -> DescribeConfigsResponse:
     """DescribeConfigs as the controller answers it (KIP-919), from the dynamic configs.
 
@@ -695,7 +605,7 @@ def describe_configs(
 
 
 def creation_records(
-    st: Any, topic: str, configs: Iterable[tuple[str, str | None]]
+    st: ControllerContext, topic: str, configs: Iterable[tuple[str, str | None]]
 ) -> list[RecordAndVersion] | tuple[int, str | None]:
     """ConfigRecords for a topic created with ``configs``, or (error code, message).
 
@@ -731,7 +641,7 @@ def creation_records(
     return records
 
 
-def effective_topic_configs(st: Any, overrides: dict[str, str]) -> list[tuple[str, str | None, int]]:
+def effective_topic_configs(st: ControllerContext, overrides: dict[str, str]) -> list[tuple[str, str | None, int]]:
     """(name, value, source) of every topic config a new topic with ``overrides`` has
     (CreateTopics v5+ answers list them)."""
     defaults = st.configs.get(BROKER, "")
@@ -746,7 +656,7 @@ def effective_topic_configs(st: Any, overrides: dict[str, str]) -> list[tuple[st
     return out
 
 
-def created_topic_configs(st: Any, records: list[RecordAndVersion]) -> list[CreatableTopicConfigs]:
+def created_topic_configs(st: ControllerContext, records: list[RecordAndVersion]) -> list[CreatableTopicConfigs]:
     """CreateTopics v5+ ``Configs``: every topic config of the new topic and its source."""
     overrides = {r.name: r.value for r, _ in records if isinstance(r, ConfigRecord) and r.value is not None}
     return [

@@ -1,7 +1,7 @@
 """Read-only requests answered from the image: DescribeCluster (60).
 
 Forwarded admin requests (Envelope) and the KIP-919 controller-direct admin APIs belong
-in modules next to this one, each with one row in ``state.ROUTES``.
+in modules next to this one, each with one ``Route`` in ``routes.ROUTES``.
 """
 
 from __future__ import annotations

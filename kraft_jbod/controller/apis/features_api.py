@@ -19,9 +19,10 @@ Rules (Kafka's QuorumController.updateFeatures and FeatureControlManager):
 
 from __future__ import annotations
 
-from typing import Any, Final
+from typing import Final
 
 from kraft_jbod.controller import features as fv
+from kraft_jbod.controller.context import ControllerContext
 from kraft_jbod.messages.error_codes import ErrorCode
 from kraft_jbod.messages.feature_level_record import FeatureLevelRecord
 from kraft_jbod.messages.update_features_request import UpdateFeaturesRequest
@@ -60,7 +61,7 @@ def metadata_changed(high: int, low: int) -> bool:
 
 
 def _update_one(
-    st: Any, name: str, level: int, kind: int, records: list[RecordAndVersion], proposed: dict[str, int]
+    st: ControllerContext, name: str, level: int, kind: int, records: list[RecordAndVersion], proposed: dict[str, int]
 ) -> str | None:
     """The reason ``name`` cannot go to ``level`` (Rules 2-3), else None (records appended)."""
 
@@ -73,7 +74,7 @@ def _update_one(
         current = st.metadata_version
     elif name == fv.KRAFT_VERSION:
         # a control record, not in the image's features
-        current = getattr(getattr(st, "ctx", None), "kraft_version", 0)
+        current = st.kraft_version
     else:
         current = st.finalized_features.get(name, 0)
     if level < 0:
@@ -138,7 +139,7 @@ def _update_one(
 
 
 def update_features(
-    st: Any, api_version: int, req: UpdateFeaturesRequest
+    st: ControllerContext, api_version: int, req: UpdateFeaturesRequest
 ) -> tuple[UpdateFeaturesResponse, list[RecordAndVersion]]:
     """UpdateFeatures (Rules 1-4)."""
     records: list[RecordAndVersion] = []

@@ -18,18 +18,18 @@ from typing import Any
 
 from kraft_jbod.controller import alter_partition as ap
 from kraft_jbod.controller import features as fv
-from kraft_jbod.controller.apis import configs
+from kraft_jbod.controller.apis import configs, partition_ops
 from kraft_jbod.controller.apis import partitions as pb
 from kraft_jbod.controller.context import Call, ControllerContext, Outcome, RecordAndVersion, Sliced
 from kraft_jbod.controller.draft import Draft
-from kraft_jbod.controller.image import NO_LEADER, MetadataImage, Partition
+from kraft_jbod.controller.image import NO_LEADER, Partition
 from kraft_jbod.controller.limits import (
     EXCESSIVE_BATCH,
     EXCESSIVE_PARTITIONS,
     MAX_PARTITIONS_PER_REQUEST,
     MAX_RECORDS_PER_USER_OP,
 )
-from kraft_jbod.controller.placement import PlacementError, StripedPlacer, UsableBroker
+from kraft_jbod.controller.placement import PlacementError, StripedPlacer
 from kraft_jbod.controller.profiles import is_reserved_directory
 from kraft_jbod.messages.alter_partition_request import AlterPartitionRequest
 from kraft_jbod.messages.alter_partition_request import PartitionData as AlterPartData
@@ -54,22 +54,6 @@ _TOPIC_ID_NAMESPACE = uuid.UUID("6d1e2f0a-5b7c-4c8e-9a3d-0f4b2e8c7a15")
 
 
 # ---------------------------------------------------------------------- CreateTopics
-
-
-def default_dir(ctx: ControllerContext, broker_id: int) -> uuid.UUID:
-    """Kafka's ClusterControlManager.defaultDir (and the kip profile's variant)."""
-    img, prof = ctx.image, ctx.profile
-    if not fv.supports_jbod(img.metadata_version):
-        return img.canonical(prof.migrating)
-    reg = img.brokers.get(broker_id)
-    if reg is None:
-        return img.canonical(prof.unassigned)
-    n = len(reg.online_dirs)
-    if n == 0:
-        return img.canonical(prof.migrating)
-    if n == 1:
-        return reg.online_dirs[0]
-    return img.canonical(prof.unassigned)
 
 
 def new_topic_id(ctx: ControllerContext, name: str, next_offset: int) -> uuid.UUID:
@@ -118,7 +102,7 @@ def handle_create_topics(ctx: ControllerContext, call: Call, req: CreateTopicsRe
             continue
         # Topic configs (apis/configs.py): checked before placement, written right after the
         # TopicRecord, listed in v5+ answers, as Kafka does.
-        config_records = configs.creation_records(img, t.name, [(c.name, c.value) for c in t.configs])
+        config_records = configs.creation_records(ctx, t.name, [(c.name, c.value) for c in t.configs])
         if isinstance(config_records, tuple):
             res.error_code, res.error_message = config_records
             continue
@@ -128,12 +112,12 @@ def handle_create_topics(ctx: ControllerContext, call: Call, req: CreateTopicsRe
             continue
         # A min.insync.replicas among them brings a ClearElrRecord for the topic when ELR is
         # on: Kafka builds topic configs as an IncrementalAlterConfigs of the new resource.
-        clears = configs.clear_elr_records(_FeaturesView(img), config_records)
+        clears = configs.clear_elr_records(ctx, config_records)
         would_write += 1 + len(config_records) + len(clears) + len(plan)
         rf = len(plan[0]) if plan else 0
         if api_version >= 5:
             res.num_partitions, res.replication_factor = len(plan), rf
-            res.configs = configs.created_topic_configs(img, config_records)
+            res.configs = configs.created_topic_configs(ctx, config_records)
         # Kafka draws the id before it looks at ValidateOnly, so a validated topic's answer
         # carries an id too (one that names nothing).
         topic_id = new_topic_id(ctx, t.name, next_offset + len(d.records))
@@ -146,7 +130,7 @@ def handle_create_topics(ctx: ControllerContext, call: Call, req: CreateTopicsRe
         d.records.extend(clears)
         pversion = fv.partition_record_version(img.metadata_version)
         for pid, replicas in enumerate(plan):
-            dirs = [default_dir(ctx, b) for b in replicas]
+            dirs = [partition_ops.default_dir(ctx, b) for b in replicas]
             isr = [b for b in replicas if img.brokers.get(b) is not None and img.brokers[b].active]
             leader = NO_LEADER
             for b, directory in zip(replicas, dirs, strict=True):
@@ -169,36 +153,11 @@ def handle_create_topics(ctx: ControllerContext, call: Call, req: CreateTopicsRe
     return Outcome(CreateTopicsResponse(topics=results), d.records)
 
 
-class _FeaturesView:
-    """The finalized features, as configs.clear_elr_records reads them."""
-
-    def __init__(self, img: MetadataImage) -> None:
-        self.finalized_features = dict(img.features)
-
-
 def _refuse_all(req: CreateTopicsRequest, message: str) -> list[CreatableTopicResult]:
     return [
         CreatableTopicResult(name=t.name, error_code=ErrorCode.POLICY_VIOLATION, error_message=message)
         for t in req.topics
     ]
-
-
-def usable_brokers(ctx: ControllerContext) -> list[UsableBroker]:
-    """Kafka's usable brokers: registered, not shutting down, not all directories cordoned.
-
-    "Shutting down" is the controller's in-memory state (``cs_offset``), not the durable
-    ``in_controlled_shutdown`` flag: a broker whose controlled shutdown ended in fencing keeps
-    the flag in its registration but is usable again, as a fenced follower (Kafka's heartbeat
-    manager forgets the shutdown once the broker is fenced). Found by a real broker: with one
-    of two brokers stopped, Kafka's controller creates ``__consumer_offsets`` with a replica on
-    the stopped broker, where we used to refuse INVALID_REPLICATION_FACTOR.
-    """
-    out: list[UsableBroker] = []
-    for b, reg in sorted(ctx.image.brokers.items()):
-        if reg.cs_offset >= 0 or not reg.has_uncordoned_dirs:
-            continue
-        out.append(UsableBroker(b, reg.rack, reg.fenced))
-    return out
 
 
 def plan_topic(ctx: ControllerContext, t: CreatableTopic, next_offset: int) -> list[list[int]] | tuple[int, str]:
@@ -244,7 +203,7 @@ def plan_topic(ctx: ControllerContext, t: CreatableTopic, next_offset: int) -> l
     # Kafka draws from an unseeded Random; ours is seeded by the request so it replays.
     rng = random.Random(f"{ctx.cluster_id}/{t.name}/{next_offset}")
     try:
-        plan = StripedPlacer(usable_brokers(ctx), rng).place(n, rf)
+        plan = StripedPlacer(partition_ops.usable_brokers(ctx), rng).place(n, rf)
     except PlacementError as e:
         return ErrorCode.INVALID_REPLICATION_FACTOR, f"Unable to replicate the partition {rf} time(s): {e}"
     for replicas in plan:
@@ -405,10 +364,10 @@ def handle_alter_partition(ctx: ControllerContext, call: Call, req: AlterPartiti
                 )
                 continue
             if (p.adding or p.removing) and p not in seen:
-                # An ongoing reassignment: Kafka's change builder may complete it here (admin.py).
-                from kraft_jbod.controller.apis import admin
-
-                moved = admin.reassignment_isr_change(ctx, p, [b for b, _ in prop.new_isr], prop.leader_recovery_state)
+                # An ongoing reassignment: Kafka's change builder may complete it here.
+                moved = partition_ops.reassignment_isr_change(
+                    ctx, p, [b for b, _ in prop.new_isr], prop.leader_recovery_state
+                )
                 if moved is not None:
                     rec_moved, view = moved
                     records.append((rec_moved, record_version))

@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING, Any, Final
 
 from kraft_jbod import codec
 from kraft_jbod.connection import RequestReceived
-from kraft_jbod.controller import client_api
+from kraft_jbod.controller import client_api, routes
 from kraft_jbod.controller.seams import ServerView
 from kraft_jbod.errors import ProtocolError
 from kraft_jbod.messages.api_keys import ApiKey
@@ -27,7 +27,7 @@ if TYPE_CHECKING:
 
 log = logging.getLogger(__name__)
 
-API_VERSIONS_RANGE: Final = (0, 5)
+API_VERSIONS_RANGE: Final = routes.API_VERSIONS_RANGE
 
 
 @dataclass(slots=True)

@@ -15,7 +15,7 @@ from typing import Any
 
 from kraft_jbod import codec
 from kraft_jbod.connection import RequestReceived
-from kraft_jbod.controller import client_api
+from kraft_jbod.controller import routes
 from kraft_jbod.controller.seams import Peer
 from kraft_jbod.errors import ConfigError
 from kraft_jbod.faults import Action
@@ -27,44 +27,13 @@ log = logging.getLogger(__name__)
 
 
 def error_response(api_key: int, body: Any, code: int, message: str | None = None) -> Message:
-    """A response to ``body`` that carries ``code`` everywhere Kafka would put it.
+    """A response to ``body`` that carries ``code`` everywhere Kafka would put it (the
+    api's route builds it, see controller/routes.py).
 
     Raises:
-        ConfigError: the api has no error code this function knows how to set.
+        ConfigError: the api has no error code to carry it.
     """
-    cls = codec.response_class(api_key)
-    resp: Any = cls()
-    if api_key == ApiKey.BROKER_REGISTRATION:
-        resp.broker_epoch = -1
-    if hasattr(resp, "error_code"):
-        resp.error_code = code
-        if message is not None and hasattr(resp, "error_message"):
-            resp.error_message = message
-        return resp  # type: ignore[no-any-return]
-    if api_key == ApiKey.CREATE_TOPICS:
-        from kraft_jbod.messages.create_topics_response import CreatableTopicResult
-
-        resp.topics = [CreatableTopicResult(name=t.name, error_code=code, error_message=message) for t in body.topics]
-        return resp  # type: ignore[no-any-return]
-    if api_key == ApiKey.DELETE_TOPICS:
-        from kraft_jbod.messages.delete_topics_response import DeletableTopicResult
-
-        names = list(body.topic_names) + [t.name for t in body.topics]
-        resp.responses = [DeletableTopicResult(name=n, error_code=code, error_message=message) for n in names]
-        return resp  # type: ignore[no-any-return]
-    if api_key == client_api.API_METADATA:
-        from kraft_jbod.messages.metadata_response import MetadataResponseTopic
-
-        resp.topics = [
-            MetadataResponseTopic(error_code=code, name=t.name, topic_id=t.topic_id) for t in (body.topics or ())
-        ]
-        return resp  # type: ignore[no-any-return]
-    from kraft_jbod.controller.apis.admin import error_response as admin_error_response
-
-    admin = admin_error_response(api_key, body, code, message)
-    if admin is not None:
-        return admin
-    raise ConfigError(f"{codec.api_name(api_key)} responses have no error code to inject")
+    return routes.error_response(api_key, body, code, message)
 
 
 def carry_out(

@@ -10,20 +10,31 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Callable, Mapping
-from typing import TYPE_CHECKING, Any, Final
+from typing import Any, Final, Protocol
 
 from kraft_jbod import codec
 from kraft_jbod.connection import RequestReceived
 from kraft_jbod.controller.extensions import faults as faults_mod
-from kraft_jbod.controller.extensions.security import ConnectionSecurity
-from kraft_jbod.controller.seams import Peer
-from kraft_jbod.faults import facts_of
+from kraft_jbod.controller.extensions.metrics import ControllerMetrics
+from kraft_jbod.controller.extensions.security import ConnectionSecurity, Security
+from kraft_jbod.controller.seams import Peer, ServerView
+from kraft_jbod.faults import FaultInjector, facts_of
 from kraft_jbod.messages.api_keys import ApiKey
 from kraft_jbod.messages.api_versions_response import ApiVersionsResponse
 from kraft_jbod.wire.message import Message
 
-if TYPE_CHECKING:
-    from kraft_jbod.controller.extensions import Extensions
+
+class Host(Protocol):
+    """What a gate needs of the extensions that own it (``Extensions`` satisfies it; the
+    gate does not import its package, which imports the gate)."""
+
+    security: Security
+    metrics: ControllerMetrics
+    faults: FaultInjector
+    server: ServerView | None
+
+    def later(self, ms: int, fn: Callable[[], None]) -> None: ...
+
 
 log = logging.getLogger(__name__)
 
@@ -36,7 +47,7 @@ _BROKER_KEYS: Final = frozenset(
 class Gate:
     """One connection's view: SASL state, principal, the broker behind it; admits requests."""
 
-    def __init__(self, ext: Extensions, peer: Peer) -> None:
+    def __init__(self, ext: Host, peer: Peer) -> None:
         self.ext = ext
         self.peer = peer
         self.listener = peer.listener.upper()

@@ -5,14 +5,14 @@
   holds the authenticator; until it has passed, only authentication requests pass, and
   the connection's frames are held to Kafka's pre-authentication size
   (``sasl.server.max.receive.size``, 512 KiB).
-* Authorization: the controller APIs need their cluster operation
-  (:data:`kraft_jbod.security.acl.REQUIRED`), else CLUSTER_AUTHORIZATION_FAILED (31);
+* Authorization: the controller APIs need the cluster operation their route names
+  (``Route.authorization``, controller/routes.py), else CLUSTER_AUTHORIZATION_FAILED (31);
   CreateTopics/DeleteTopics need CREATE/DELETE on the cluster or on every topic named,
   else TOPIC_AUTHORIZATION_FAILED (29). A denied request never reaches the state, so an
   unauthorised caller learns nothing from the handler's errors (the cluster id an
-  INCONSISTENT_CLUSTER_ID message quotes, which topics exist). An api no table of
-  :mod:`kraft_jbod.security.acl` names is refused with 31 (closed when its response has
-  no error code): serving a new api cannot open a hole.
+  INCONSISTENT_CLUSTER_ID message quotes, which topics exist). An api without a route
+  is refused with 31 (closed when its response has no error code): serving a new api
+  cannot open a hole.
 """
 
 from __future__ import annotations
@@ -24,6 +24,8 @@ from dataclasses import dataclass
 from typing import Any, Final
 
 from kraft_jbod.connection import RequestReceived
+from kraft_jbod.controller import envelope as env
+from kraft_jbod.controller import routes
 from kraft_jbod.controller.extensions.faults import error_response
 from kraft_jbod.controller.seams import Peer
 from kraft_jbod.errors import ConfigError
@@ -31,7 +33,6 @@ from kraft_jbod.messages.api_keys import ApiKey
 from kraft_jbod.messages.api_versions_response import ApiVersion, ApiVersionsResponse
 from kraft_jbod.security import sasl as sasl_mod
 from kraft_jbod.security.acl import CLUSTER_AUTHORIZATION_FAILED, TOPIC_AUTHORIZATION_FAILED, Authorizer
-from kraft_jbod.security.acl import policy as acl_policy
 from kraft_jbod.security.credentials import MECHANISMS, CredentialStore
 from kraft_jbod.security.tls import TlsSettings, principal_from_peercert, server_context
 from kraft_jbod.wire.message import Message
@@ -151,8 +152,6 @@ class ConnectionSecurity:
             return denied
         # A forwarded request is authorized as its client: the principal and address the
         # broker put in the envelope (Kafka's ControllerApis); a refusal travels inside.
-        from kraft_jbod.controller import envelope as env
-
         fwd = env.unwrap(ev.body, served)
         if not isinstance(fwd, env.Forwarded):
             return None  # the state machine answers the envelope's own error
@@ -160,19 +159,19 @@ class ConnectionSecurity:
         return None if inner is None else env.wrap(fwd, inner)
 
     def _denied_for(self, authz: Authorizer, key: int, body: Any, principal: str, host: str) -> Message | None:
-        how = acl_policy(key)
+        how = routes.authorization(key)
         if how is None:
             # Fail closed: the error_response raises ConfigError when it cannot answer.
             return error_response(key, body, CLUSTER_AUTHORIZATION_FAILED, "Cluster authorization failed.")
-        op = authz.required_for(key)
-        if op is not None:
+        if how.kind == "cluster":
+            op = how.what
             if authz.authorize(principal, op, host=host):
                 return None
             return error_response(
                 key, body, CLUSTER_AUTHORIZATION_FAILED, f"Principal {principal} lacks {op} on the cluster"
             )
         if key in (ApiKey.CREATE_TOPICS, ApiKey.DELETE_TOPICS):
-            op = "CREATE" if key == ApiKey.CREATE_TOPICS else "DELETE"
+            op = how.what
             if authz.authorize(principal, op, host=host):
                 return None
             names = (
