@@ -434,6 +434,8 @@ def _partition_problems(
         problems.append(f"{where}: leader {p.leader} not a replica")
     elif reg is None or not reg.active:
         problems.append(f"{where}: leader {p.leader} is not an active broker")
-    elif not empty.dir_online(p.leader, p.dir_of(p.leader)):
+    elif not empty.dir_online(p.leader, p.dir_of(p.leader)) and p.dir_of(p.leader) in reg.registered_dirs:
+        # (A directory that an amended registration no longer lists keeps its replicas as
+        # they were, leaders included, as in Kafka: only a dir reported offline counts.)
         problems.append(f"{where}: leader {p.leader} is in offline dir {p.dir_of(p.leader)}")
     return len(p.replicas)

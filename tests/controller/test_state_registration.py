@@ -110,6 +110,26 @@ def test_same_incarnation_amends_keeping_epoch_and_fencing() -> None:
     assert c.state.brokers[1].reg_offset == c.end_offset - 1
 
 
+def test_an_amended_registration_changes_no_partition_whatever_its_dirs() -> None:
+    # Kafka writes only the RegisterBrokerRecord for the same incarnation: a directory
+    # dropped from the list takes no replica out of any ISR (found by the twin).
+    c = Cluster()
+    c.start_broker(1, [dir_id(1, 0), dir_id(1, 1)])
+    c.start_broker(2)
+    c.create_topic("t", 1, 2)
+    tid = c.state.topic_id_of("t")
+    assert tid is not None
+    c.assign(1, dir_id(1, 1), [(tid, 0)])
+    before = c.state.partition(tid, 0)
+    assert before is not None and 1 in before.isr
+    isr, leader = before.isr, before.leader
+    out = c.register(1, [dir_id(1, 0)])
+    assert [type(r) for r, _ in out.records] == [RegisterBrokerRecord]
+    after = c.state.partition(tid, 0)
+    assert after is not None and (after.isr, after.leader) == (isr, leader)
+    assert c.state.check_invariants() == []
+
+
 def test_pre_jbod_level_ignores_log_dirs() -> None:
     c = Cluster(level=16)
     out = c.register(1, [], mv_range=(1, 16))

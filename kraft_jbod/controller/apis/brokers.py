@@ -17,7 +17,6 @@ from kraft_jbod.controller import features as fv
 from kraft_jbod.controller.context import Call, ControllerContext, Outcome, RecordAndVersion
 from kraft_jbod.controller.draft import Draft
 from kraft_jbod.controller.heartbeat import HbEffect, classify, transition
-from kraft_jbod.controller.image import sorted_partitions
 from kraft_jbod.controller.limits import EXCESSIVE_BATCH, MAX_RECORDS_PER_USER_OP
 from kraft_jbod.controller.profiles import is_reserved_directory
 from kraft_jbod.messages.broker_heartbeat_request import BrokerHeartbeatRequest
@@ -68,18 +67,12 @@ def handle_registration(ctx: ControllerContext, call: Call, req: BrokerRegistrat
         # stored epoch is -2, never equal: a broker unregistered while in some ELR leaves it
         # when it registers again (found by the twin, docs/twin.md).
         d.unclean_shutdown(req.broker_id)
-    elif existing is not None and existing.active:
-        if new_incarnation:
-            # The old incarnation still leads partitions; move them before the new
-            # registration (fenced) replaces it, so no leader sits on a fenced broker.
-            d.fence(existing, with_record=False)
-        elif jbod:
-            dropped = [x for x in existing.online_dirs if x not in set(dirs)]
-            if dropped:
-                d.online[existing.broker_id] = frozenset(dirs)
-                for directory in dropped:
-                    for p in sorted_partitions(img.index.get(existing.broker_id, {}).get(directory, ())):
-                        d.remove_from_isr(p, existing.broker_id)
+    elif existing is not None and existing.active and new_incarnation:
+        # The old incarnation still leads partitions; move them before the new
+        # registration (fenced) replaces it, so no leader sits on a fenced broker. An amended
+        # registration (same incarnation) changes no partition, whatever its directories, as
+        # in Kafka (found by the twin, docs/twin.md #15).
+        d.fence(existing, with_record=False)
     if new_incarnation or existing is None:
         epoch, fenced, ics = next_offset + len(d.records), True, False
     else:
