@@ -141,13 +141,12 @@ class Draft:
         isr, leader, dirs = self.view(p)
         elr, lke = self.elrs.get(p, (p.elr, p.last_known_elr))
         view = pc.PartView(p.replicas, isr, leader, dirs, p.adding, p.removing, p.leader_recovery_state, elr, lke)
-        known = dict(zip(p.replicas, dirs, strict=True))
         rec = pc.build_change(
             view,
             p.topic_id,
             p.partition_id,
             acceptable=self.acceptable_leader,
-            default_dir=lambda b: known[b],
+            default_dir=lambda b: dirs[p.replicas.index(b)],
             metadata_version=self.image.metadata_version,
             elr_enabled=True,
             min_isr=self.min_isr(p),
@@ -214,14 +213,13 @@ class Draft:
         isr, leader, dirs = self.view(p)
         elr, lke = self.elrs.get(p, (p.elr, p.last_known_elr))
         view = pc.PartView(p.replicas, isr, leader, dirs, p.adding, p.removing, p.leader_recovery_state, elr, lke)
-        known = dict(zip(p.replicas, dirs, strict=True))
         elr_on = self.elr_enabled()
         rec = pc.build_change(
             view,
             p.topic_id,
             p.partition_id,
             acceptable=self.acceptable_leader,
-            default_dir=known.__getitem__,
+            default_dir=lambda b: dirs[p.replicas.index(b)],
             metadata_version=self.image.metadata_version,
             elr_enabled=elr_on,
             min_isr=self.min_isr(p) if elr_on else 1,

@@ -16,7 +16,7 @@ import uuid
 from kraft_jbod.controller import features as fv
 from kraft_jbod.controller.context import Call, ControllerContext, Outcome, RecordAndVersion
 from kraft_jbod.controller.draft import Draft
-from kraft_jbod.controller.heartbeat import HbEffect, classify, transition
+from kraft_jbod.controller.heartbeat import HbEffect, HbState, classify, transition
 from kraft_jbod.controller.image import sorted_partitions
 from kraft_jbod.controller.limits import EXCESSIVE_BATCH, MAX_RECORDS_PER_USER_OP
 from kraft_jbod.controller.profiles import is_reserved_directory
@@ -156,6 +156,16 @@ def handle_heartbeat(ctx: ControllerContext, call: Call, req: BrokerHeartbeatReq
                 ),
                 [],
             )
+    if state is HbState.UNFENCED and not (req.want_fence or req.want_shut_down or offline):
+        # The steady heartbeat (most of them): the table leaves an unfenced broker that
+        # wants neither fence nor shutdown unfenced with no effect, whatever else holds;
+        # only a change of its cordoned dirs writes.
+        cordoned = req.cordoned_log_dirs if api_version >= 2 else None
+        if cordoned is None or not fv.supports_cordoned_dirs(mv) or not _cordoned_changed(reg.cordoned_dirs, cordoned):
+            steady = BrokerHeartbeatResponse(
+                error_code=ErrorCode.NONE, is_caught_up=caught_up, is_fenced=False, should_shut_down=False
+            )
+            return Outcome(steady, [])
     unfence_allowed = True
     if prof.fence_while_unassigned and jbod and len(reg.registered_dirs) >= 2:
         unfence_allowed = not img.index.get(b, {}).get(prof.unassigned)
