@@ -31,7 +31,8 @@ Rounds alternate which controller goes first. The load average is recorded at ea
 Prints, per phase, each side's median CPU and wall with their range, and the per-round
 ratios mock/Kafka (median and range).
 
-    python -m tools.bench.bench_vs_kafka [--rounds 3] [--heartbeat-seconds 60] [--json FILE]
+    python -m tools.bench.bench_vs_kafka [--rounds 3] [--heartbeat-seconds 60] [--kafka DIR] [--json FILE]
+    python -m tools.bench.bench_vs_kafka --from-json FILE   # the report of a saved run
 """
 
 from __future__ import annotations
@@ -405,9 +406,10 @@ def _fmt(values: list[float]) -> str:
 
 
 def report(rounds: list[dict[str, dict[str, Any]]]) -> list[str]:
+    """A markdown table: per phase, each side's median (range) and the per-round ratios."""
     lines = [
-        f"{'phase':22} {'mock CPU s':>20} {'Kafka CPU s':>20} {'CPU mock/Kafka':>18}"
-        f" {'mock wall s':>20} {'Kafka wall s':>20} {'wall mock/Kafka':>18}"
+        "| phase | mock CPU s | Kafka CPU s | CPU mock/Kafka | mock wall s | Kafka wall s | wall mock/Kafka |",
+        "|---|---|---|---|---|---|---|",
     ]
     keys = [k for k in rounds[0]["mock"] if "/" in k]
     for key in keys:
@@ -416,19 +418,20 @@ def report(rounds: list[dict[str, dict[str, Any]]]) -> list[str]:
             m = [r["mock"][key][what] for r in rounds]
             k = [r["kafka"][key][what] for r in rounds]
             ratio = [a / b for a, b in zip(m, k, strict=True) if b > 0]
-            cols.append(f"{_fmt(m):>20} {_fmt(k):>20} {_fmt(ratio):>18}")
-        lines.append(f"{key:22} {cols[0]} {cols[1]}")
+            cols.append(f"{_fmt(m)} | {_fmt(k)} | **{_fmt(ratio)}**")
+        lines.append(f"| {key} | {cols[0]} | {cols[1]} |")
+    lines.append("")
     for kind in ("mock", "kafka"):
         for label in ("cold", "warm"):
             hb = [r[kind][f"heartbeats/{label}"] for r in rounds]
             lines.append(
-                f"heartbeat latency {kind} {label}: p50 {_fmt([h['p50_ms'] for h in hb])} ms,"
-                f" p99 {_fmt([h['p99_ms'] for h in hb])} ms, {hb[0]['count']} heartbeats"
+                f"* heartbeat latency, {kind} {label}: p50 {_fmt([h['p50_ms'] for h in hb])} ms,"
+                f" p99 {_fmt([h['p99_ms'] for h in hb])} ms ({hb[0]['count']} heartbeats a round)"
             )
     loads = [v["load"] for r in rounds for side in r.values() for v in side.values() if isinstance(v, dict)]
-    lines.append(f"load average (1 min) at the phases: {min(loads):.1f}-{max(loads):.1f} on {os.cpu_count()} cores")
+    lines.append(f"* load average (1 min) at the phases: {min(loads):.1f}-{max(loads):.1f} on {os.cpu_count()} cores")
     rss = {kind: [r[kind]["rss_mb"] for r in rounds if r[kind].get("rss_mb")] for kind in ("mock", "kafka")}
-    lines.append(f"controller RSS at the end, MB: mock {_fmt(rss['mock'])}, Kafka {_fmt(rss['kafka'])}")
+    lines.append(f"* controller RSS at the end, MB: mock {_fmt(rss['mock'])}, Kafka {_fmt(rss['kafka'])}")
     return lines
 
 
@@ -440,7 +443,11 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--heap-mb", type=int, default=1024, help="Kafka controller heap")
     ap.add_argument("--only", choices=("mock", "kafka"), default=None, help="one side only (no ratios)")
     ap.add_argument("--json", type=Path, default=None, help="write every figure there")
+    ap.add_argument("--from-json", type=Path, default=None, help="print the report of a saved run")
     args = ap.parse_args(argv)
+    if args.from_json is not None:
+        print("\n".join(report(json.loads(args.from_json.read_text()))))
+        return 0
     if args.rounds < 1 or args.heartbeat_seconds <= 0:
         raise SystemExit("--rounds must be >= 1 and --heartbeat-seconds > 0")
     dist = open_distribution(args.kafka or locate())
