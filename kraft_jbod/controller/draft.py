@@ -16,6 +16,7 @@ from __future__ import annotations
 import uuid
 
 from kraft_jbod.controller import features as fv
+from kraft_jbod.controller import partition_change as pc
 from kraft_jbod.controller.context import ControllerContext, RecordAndVersion
 from kraft_jbod.controller.image import NO_LEADER, NO_LEADER_CHANGE, BrokerInfo, Partition, sorted_partitions
 from kraft_jbod.controller.image import dir_online as image_dir_online
@@ -30,7 +31,7 @@ PartView = tuple[tuple[int, ...], int, tuple[uuid.UUID, ...]]  # (isr, leader, d
 class Draft:
     """Overlay of the changes proposed so far in one handle()/tick() call."""
 
-    __slots__ = ("active", "ctx", "elrs", "image", "online", "parts", "records")
+    __slots__ = ("_elr_on", "_min_isr", "active", "ctx", "elrs", "image", "online", "parts", "records")
 
     def __init__(self, ctx: ControllerContext) -> None:
         self.ctx = ctx
@@ -40,6 +41,10 @@ class Draft:
         self.active: dict[int, bool] = {}
         self.online: dict[int, frozenset[uuid.UUID]] = {}
         self.elrs: dict[Partition, tuple[tuple[int, ...], tuple[int, ...]]] = {}  # (ELR, last known ELR)
+        # The image does not change while a draft lives: what is read of it per partition
+        # (the ELR feature, a topic's min ISR) is read once.
+        self._elr_on: bool | None = None
+        self._min_isr: dict[uuid.UUID, int] = {}
 
     # ------------------------------------------------------------------ views
 
@@ -101,30 +106,30 @@ class Draft:
         )
 
     def elr_enabled(self) -> bool:
-        from kraft_jbod.controller.apis import partitions as ap
-
-        return ap.elr_enabled(self.image)
+        if self._elr_on is None:
+            self._elr_on = pc.elr_enabled(self.image)
+        return self._elr_on
 
     def min_isr(self, p: Partition) -> int:
-        from kraft_jbod.controller.apis import partitions as ap
-
-        return ap.effective_min_isr(self.image.configs, self.image.topics[p.topic_id].name, len(p.replicas))
+        got = self._min_isr.get(p.topic_id)
+        if got is None:  # the topic's value before the cap by the replication factor
+            got = self._min_isr[p.topic_id] = pc.effective_min_isr(
+                self.image.configs, self.image.topics[p.topic_id].name, 1 << 30
+            )
+        return min(got, len(p.replicas))
 
     def _remove_with_elr(self, p: Partition, broker_id: int) -> None:
         # Kafka's generateLeaderAndIsrUpdates with ELR on: the builder may empty the ISR,
         # moves the members that left cleanly into the ELR and remembers the last leader.
-        from kraft_jbod.controller.apis import partitions as ap
-
         isr, leader, dirs = self.view(p)
         elr, lke = self.elrs.get(p, (p.elr, p.last_known_elr))
-        view = ap.PartView(p.replicas, isr, leader, dirs, p.adding, p.removing, p.leader_recovery_state, elr, lke)
-        known = dict(zip(p.replicas, dirs, strict=True))
-        rec = ap.build_change(
+        view = pc.PartView(p.replicas, isr, leader, dirs, p.adding, p.removing, p.leader_recovery_state, elr, lke)
+        rec = pc.build_change(
             view,
             p.topic_id,
             p.partition_id,
             acceptable=lambda b, d: b != broker_id and self.acceptable_leader(b, d),
-            default_dir=lambda b: known[b],
+            default_dir=lambda b: dirs[p.replicas.index(b)],
             metadata_version=self.image.metadata_version,
             target_isr=[b for b in isr if b != broker_id],
             elr_enabled=True,
@@ -133,18 +138,15 @@ class Draft:
         self._note(p, rec, isr, leader, dirs, elr, lke)
 
     def _elect_with_elr(self, p: Partition) -> None:
-        from kraft_jbod.controller.apis import partitions as ap
-
         isr, leader, dirs = self.view(p)
         elr, lke = self.elrs.get(p, (p.elr, p.last_known_elr))
-        view = ap.PartView(p.replicas, isr, leader, dirs, p.adding, p.removing, p.leader_recovery_state, elr, lke)
-        known = dict(zip(p.replicas, dirs, strict=True))
-        rec = ap.build_change(
+        view = pc.PartView(p.replicas, isr, leader, dirs, p.adding, p.removing, p.leader_recovery_state, elr, lke)
+        rec = pc.build_change(
             view,
             p.topic_id,
             p.partition_id,
             acceptable=self.acceptable_leader,
-            default_dir=lambda b: known[b],
+            default_dir=lambda b: dirs[p.replicas.index(b)],
             metadata_version=self.image.metadata_version,
             elr_enabled=True,
             min_isr=self.min_isr(p),
@@ -178,8 +180,6 @@ class Draft:
         """KIP-966: a broker that re-registers without a clean shutdown (its previous broker
         epoch is not the registered one) leaves every ISR and ELR and may not lead, as
         Kafka's handleBrokerShutdown with ELR on: ISR partitions first, then ELR ones."""
-        from kraft_jbod.controller.apis import partitions as ap
-
         self.active[broker_id] = False
         parts = sorted_partitions(self.image.broker_partitions(broker_id))
         in_isr = [p for p in parts if broker_id in self.view(p)[0]]
@@ -187,8 +187,8 @@ class Draft:
         for p in in_isr + in_elr:
             isr, leader, dirs = self.view(p)
             elr, lke = self.elrs.get(p, (p.elr, p.last_known_elr))
-            view = ap.PartView(p.replicas, isr, leader, dirs, p.adding, p.removing, p.leader_recovery_state, elr, lke)
-            rec = ap.build_change(
+            view = pc.PartView(p.replicas, isr, leader, dirs, p.adding, p.removing, p.leader_recovery_state, elr, lke)
+            rec = pc.build_change(
                 view,
                 p.topic_id,
                 p.partition_id,
@@ -209,20 +209,17 @@ class Draft:
         whose leader sat in an offline directory loses it); then, when the new directory is
         offline, the replica leaves the ISR and leadership, computed again from the state
         before the request (Kafka replays neither record before building the other)."""
-        from kraft_jbod.controller.apis import partitions as ap
-
         before = (self.parts.get(p), self.elrs.get(p))
         isr, leader, dirs = self.view(p)
         elr, lke = self.elrs.get(p, (p.elr, p.last_known_elr))
-        view = ap.PartView(p.replicas, isr, leader, dirs, p.adding, p.removing, p.leader_recovery_state, elr, lke)
-        known = dict(zip(p.replicas, dirs, strict=True))
+        view = pc.PartView(p.replicas, isr, leader, dirs, p.adding, p.removing, p.leader_recovery_state, elr, lke)
         elr_on = self.elr_enabled()
-        rec = ap.build_change(
+        rec = pc.build_change(
             view,
             p.topic_id,
             p.partition_id,
             acceptable=self.acceptable_leader,
-            default_dir=known.__getitem__,
+            default_dir=lambda b: dirs[p.replicas.index(b)],
             metadata_version=self.image.metadata_version,
             elr_enabled=elr_on,
             min_isr=self.min_isr(p) if elr_on else 1,

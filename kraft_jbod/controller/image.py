@@ -249,6 +249,8 @@ def dir_online(profile: Profile, online: frozenset[uuid.UUID] | None, directory:
     before JBOD) means every directory is online. The kip profile also counts an unknown
     directory of a single-directory broker as online (the KIP's caching rule).
     """
+    if online and directory in online:  # the common case first (reserved ids are never registered)
+        return True
     if directory == profile.unassigned or directory == profile.migrating:
         return True
     if directory == profile.lost or online is None:

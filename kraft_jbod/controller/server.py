@@ -104,6 +104,7 @@ _SOFTWARE_RE = re.compile(r"[a-zA-Z0-9](?:[a-zA-Z0-9\-.]*[a-zA-Z0-9])?")
 META_PROPERTIES = "meta.properties"
 # From this many partitions a full GC collection over the image is a pause worth avoiding.
 _FREEZE_PARTITIONS = 50_000
+_FREEZE_AFTER_RECORDS = 1_000  # a commit this large may have grown the image: freeze again
 
 
 def _wall_ms() -> int:
@@ -775,6 +776,8 @@ class ControllerServer:
             asyncio.get_running_loop().call_soon(lambda: asyncio.ensure_future(self.close()))
             raise
         self.story.committed(records, cause)
+        if len(records) >= _FREEZE_AFTER_RECORDS:
+            self._freeze_heap()  # a large batch added to the image: keep it out of full collections
         await self._maybe_snapshot(ts)
 
     async def _maybe_snapshot(self, ts: int) -> None:

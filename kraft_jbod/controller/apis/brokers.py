@@ -16,7 +16,8 @@ import uuid
 from kraft_jbod.controller import features as fv
 from kraft_jbod.controller.context import Call, ControllerContext, Outcome, RecordAndVersion
 from kraft_jbod.controller.draft import Draft
-from kraft_jbod.controller.heartbeat import HbEffect, classify, transition
+from kraft_jbod.controller.heartbeat import HbEffect, HbState, classify, transition
+from kraft_jbod.controller.image import BrokerInfo
 from kraft_jbod.controller.limits import EXCESSIVE_BATCH, MAX_RECORDS_PER_USER_OP
 from kraft_jbod.controller.profiles import is_reserved_directory
 from kraft_jbod.messages.broker_heartbeat_request import BrokerHeartbeatRequest
@@ -149,6 +150,9 @@ def handle_heartbeat(ctx: ControllerContext, call: Call, req: BrokerHeartbeatReq
                 ),
                 [],
             )
+    steady = _steady_answer(req, state, reg, api_version, mv, caught_up, bool(offline))
+    if steady is not None:
+        return Outcome(steady, [])
     unfence_allowed = True
     if prof.fence_while_unassigned and jbod and len(reg.registered_dirs) >= 2:
         unfence_allowed = not img.index.get(b, {}).get(prof.unassigned)
@@ -205,6 +209,32 @@ def handle_heartbeat(ctx: ControllerContext, call: Call, req: BrokerHeartbeatReq
         should_shut_down=next_state.should_shut_down,
     )
     return Outcome(resp, d.records)
+
+
+def _steady_answer(
+    req: BrokerHeartbeatRequest,
+    state: HbState,
+    reg: BrokerInfo,
+    api_version: int,
+    mv: int,
+    caught_up: bool,
+    offline: bool,
+) -> BrokerHeartbeatResponse | None:
+    """The answer to a steady heartbeat (most of them), or None for the full path.
+
+    The table leaves an unfenced broker that wants neither fence nor shutdown unfenced with
+    no effect, whatever else holds; with no offline dir and no change of its cordoned dirs
+    such a heartbeat writes nothing, so it is answered before the draft, the classifier
+    and the unassigned-replica scan.
+    """
+    if state is not HbState.UNFENCED or req.want_fence or req.want_shut_down or offline:
+        return None
+    cordoned = req.cordoned_log_dirs if api_version >= 2 else None
+    if cordoned is not None and fv.supports_cordoned_dirs(mv) and _cordoned_changed(reg.cordoned_dirs, cordoned):
+        return None
+    return BrokerHeartbeatResponse(
+        error_code=ErrorCode.NONE, is_caught_up=caught_up, is_fenced=False, should_shut_down=False
+    )
 
 
 def _cordoned_changed(known: tuple[uuid.UUID, ...] | None, reported: list[uuid.UUID]) -> bool:

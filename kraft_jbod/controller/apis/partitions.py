@@ -1,28 +1,8 @@
-"""CreatePartitions, ElectLeaders, Alter/ListPartitionReassignments, and the change builder.
+"""CreatePartitions, ElectLeaders, Alter/ListPartitionReassignments.
 
-:func:`build_change` is Kafka's PartitionChangeBuilder: from a partition and targets (ISR,
-replicas, adding, removing, election kind) it makes the one PartitionChangeRecord that
-takes the partition there, or None when nothing changes. In Kafka's order:
-
-* Rule 1: a reassignment completes when the target ISR holds every adding replica and
-  at least one replica that is not being removed (and, when the replica count shrinks,
-  every target replica): the removing replicas leave Replicas and the ISR.
-* Rule 2: election. PREFERRED takes the first target replica if it is in the ISR and may
-  lead, else keeps the leader, else the next eligible replica. ONLINE keeps a leader that
-  may still lead, else the first eligible replica. UNCLEAN may pick a replica outside the
-  ISR: the ISR becomes that replica alone and the leader is RECOVERING.
-* Rule 3: the leader epoch is bumped (Leader set to the current leader) when replicas
-  leave the replica set, and below 3.6-IV0 when the ISR shrinks.
-* Rule 4: Directories follow the target replicas: a replica keeps its directory, a new
-  one gets the controller's default directory for its broker.
-* Rule 5 (KIP-966, only with ``elr_enabled``): while the target ISR is below min ISR,
-  the ELR is the old ISR and old ELR minus the target ISR and the unclean-shutdown
-  replicas; at or above min ISR it is empty. With the ISR empty an ELR member may lead
-  (it becomes the ISR alone and leaves the ELR); failing that, the last known leader (a
-  LastKnownElr of exactly one broker) is elected as an unclean election. An unclean
-  election empties the ELR. The ISR may become empty. LastKnownElr holds the leader a
-  partition had when it first became leaderless and is emptied once it has a leader.
-  Without ELR, a partition's leftover ELR is cleared by its next change.
+Every partition change goes through the change builder
+(:mod:`kraft_jbod.controller.partition_change`, Kafka's PartitionChangeBuilder); its names
+are re-exported here for the handlers that read them as ``partitions.X``.
 
 Reassignment (KIP-455, as Kafka's ReplicationControlManager): the first record sets
 Replicas to target + removing, and AddingReplicas/RemovingReplicas; AlterPartition
@@ -34,12 +14,26 @@ only adding replicas are in the ISR (refused unless unclean.leader.election.enab
 from __future__ import annotations
 
 import uuid
-from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass
+from collections.abc import Callable, Sequence
 from typing import Any, Final
 
 from kraft_jbod.controller import features as fv
 from kraft_jbod.controller.limits import EXCESSIVE_BATCH, MAX_RECORDS_PER_USER_OP
+from kraft_jbod.controller.partition_change import MV_3_6_IV0 as MV_3_6_IV0
+from kraft_jbod.controller.partition_change import NO_LEADER as NO_LEADER
+from kraft_jbod.controller.partition_change import NO_LEADER_CHANGE as NO_LEADER_CHANGE
+from kraft_jbod.controller.partition_change import ONLINE as ONLINE
+from kraft_jbod.controller.partition_change import PREFERRED as PREFERRED
+from kraft_jbod.controller.partition_change import RECOVERED as RECOVERED
+from kraft_jbod.controller.partition_change import RECOVERING as RECOVERING
+from kraft_jbod.controller.partition_change import UNCLEAN as UNCLEAN
+from kraft_jbod.controller.partition_change import PartView as PartView
+from kraft_jbod.controller.partition_change import build_change as build_change
+from kraft_jbod.controller.partition_change import complete_reassignment as complete_reassignment
+from kraft_jbod.controller.partition_change import effective_min_isr as effective_min_isr
+from kraft_jbod.controller.partition_change import elr_enabled as elr_enabled
+from kraft_jbod.controller.partition_change import java_hash_set_order as java_hash_set_order
+from kraft_jbod.controller.partition_change import target_elr as target_elr
 from kraft_jbod.messages.alter_partition_reassignments_request import AlterPartitionReassignmentsRequest
 from kraft_jbod.messages.alter_partition_reassignments_response import (
     AlterPartitionReassignmentsResponse,
@@ -57,235 +51,15 @@ from kraft_jbod.messages.list_partition_reassignments_response import (
     OngoingPartitionReassignment,
     OngoingTopicReassignment,
 )
-from kraft_jbod.messages.partition_change_record import PartitionChangeRecord
 from kraft_jbod.messages.partition_record import PartitionRecord
 from kraft_jbod.wire.message import Message
 
 RecordAndVersion = tuple[Message, int]
 
-NO_LEADER: Final = -1
-NO_LEADER_CHANGE: Final = -2
-RECOVERED: Final = 0
-RECOVERING: Final = 1
-PREFERRED, UNCLEAN, ONLINE = 0, 1, 2
-MV_3_6_IV0: Final = 12
 ELECTION_NOT_NEEDED: Final = ErrorCode.ELECTION_NOT_NEEDED
 PREFERRED_LEADER_NOT_AVAILABLE: Final = ErrorCode.PREFERRED_LEADER_NOT_AVAILABLE
 ELIGIBLE_LEADERS_NOT_AVAILABLE: Final = ErrorCode.ELIGIBLE_LEADERS_NOT_AVAILABLE
 NO_REASSIGNMENT_IN_PROGRESS: Final = ErrorCode.NO_REASSIGNMENT_IN_PROGRESS
-
-
-@dataclass(frozen=True, slots=True)
-class PartView:
-    """What the builder reads of a partition (a draft view or the image's)."""
-
-    replicas: tuple[int, ...]
-    isr: tuple[int, ...]
-    leader: int
-    dirs: tuple[uuid.UUID, ...]
-    adding: tuple[int, ...] = ()
-    removing: tuple[int, ...] = ()
-    leader_recovery_state: int = RECOVERED
-    elr: tuple[int, ...] = ()
-    last_known_elr: tuple[int, ...] = ()
-
-
-def java_hash_set_order(values: Sequence[int]) -> list[int]:
-    """The iteration order of a java.util.HashSet<Integer> after adding ``values`` in order.
-
-    Kafka's builder computes the ELR through such a set, and whether a record carries the
-    ELR depends on list equality, so the order is part of the record. A HashSet iterates
-    by bucket (the spread hash masked by the table size; the table starts at 16 and
-    doubles past 3/4 full), and in insertion order within a bucket.
-    """
-    seen: dict[int, int] = {}
-    for v in values:
-        seen.setdefault(v, len(seen))
-    capacity = 16
-    while len(seen) > capacity * 3 // 4:
-        capacity *= 2
-
-    def bucket(v: int) -> int:
-        h = v & 0xFFFFFFFF
-        return (h ^ (h >> 16)) & (capacity - 1)
-
-    return sorted(seen, key=lambda v: (bucket(v), seen[v]))
-
-
-def complete_reassignment(
-    replicas: Sequence[int], adding: Sequence[int], removing: Sequence[int], isr: Sequence[int]
-) -> tuple[list[int], list[int]] | None:
-    """(replicas, ISR) once a reassignment may complete (Rule 1), else None."""
-    if not adding and not removing:
-        return None
-    new_isr, new_replicas = list(isr), list(replicas)
-    if removing:
-        new_isr = [b for b in isr if b not in removing]
-        if not new_isr:
-            return None
-        new_replicas = [b for b in replicas if b not in removing]
-        if not new_replicas:
-            return None
-    if not set(adding) <= set(new_isr):
-        return None
-    if len(adding) < len(removing) and not set(new_replicas) <= set(new_isr):
-        return None
-    return new_replicas, new_isr
-
-
-def target_elr(
-    old_isr: Sequence[int],
-    old_elr: Sequence[int],
-    isr: Sequence[int],
-    min_isr: int,
-    unclean_shutdown: Sequence[int] = (),
-) -> list[int]:
-    """Rule 5's ELR for a target ISR: empty at or above min ISR, else the old ELR and ISR
-    (in a Java HashSet's order) minus the target ISR and the unclean-shutdown replicas."""
-    if len(isr) >= min_isr:
-        return []
-    return [b for b in java_hash_set_order([*old_elr, *old_isr]) if b not in isr and b not in unclean_shutdown]
-
-
-def effective_min_isr(configs: Any, topic_name: str, replication_factor: int) -> int:
-    """A topic's min.insync.replicas (its config, else the cluster default, else 1), capped at
-    its replication factor, as Kafka's getTopicEffectiveMinIsr."""
-    raw = configs.value(2, topic_name, "min.insync.replicas") or configs.value(4, "", "min.insync.replicas") or "1"
-    try:
-        value = int(raw)
-    except ValueError:
-        value = 1
-    return min(value, replication_factor)
-
-
-def elr_enabled(image: Any) -> bool:
-    """KIP-966 is on when eligible.leader.replicas.version >= 1 is finalized (at a level with
-    the ELR record fields)."""
-    return bool(image.features.get(fv.ELR_VERSION, 0) >= 1 and image.metadata_version >= fv.MV_4_0_IV1)
-
-
-def build_change(
-    p: PartView,
-    topic_id: uuid.UUID,
-    partition_id: int,
-    *,
-    acceptable: Callable[[int, uuid.UUID], bool],
-    default_dir: Callable[[int], uuid.UUID],
-    metadata_version: int,
-    target_isr: Sequence[int] | None = None,
-    target_replicas: Sequence[int] | None = None,
-    target_adding: Sequence[int] | None = None,
-    target_removing: Sequence[int] | None = None,
-    election: int = ONLINE,
-    target_lrs: int | None = None,
-    elr_enabled: bool = False,
-    min_isr: int = 1,
-    unclean_shutdown: Sequence[int] = (),
-    target_dirs: Mapping[int, uuid.UUID] | None = None,
-) -> PartitionChangeRecord | None:
-    """The PartitionChangeRecord taking ``p`` to the targets (Rules 1-5), or None.
-
-    ``acceptable(broker, directory)`` says whether a broker may lead from that directory.
-    ``min_isr`` is the topic's effective min.insync.replicas (capped at its replication
-    factor by the caller, as Kafka's ``getTopicEffectiveMinIsr``). ``target_dirs`` (broker ->
-    directory, AssignReplicasToDirs) changes only the record's Directories: as Kafka's
-    ``setDirectory``, the election still judges each replica by the directory it had.
-    """
-    isr = list(p.isr if target_isr is None else target_isr)
-    replicas = list(p.replicas if target_replicas is None else target_replicas)
-    adding = list(p.adding if target_adding is None else target_adding)
-    removing = list(p.removing if target_removing is None else target_removing)
-    done = complete_reassignment(replicas, adding, removing, isr)
-    if done is not None:
-        replicas, isr = done
-        adding, removing = [], []
-    known_dirs = dict(zip(p.replicas, p.dirs, strict=True))
-    dirs = [known_dirs[b] if b in known_dirs else default_dir(b) for b in replicas]
-    dir_of = dict(zip(replicas, dirs, strict=True))
-
-    def may_lead(b: int) -> bool:
-        return b in dir_of and acceptable(b, dir_of[b])
-
-    # Rule 5, before the election: the target ELR from the old ISR and ELR.
-    elr = target_elr(p.isr, p.elr, isr, min_isr, unclean_shutdown) if elr_enabled else list(p.elr)
-
-    def valid(b: int) -> bool:
-        return (b in isr or (not isr and b in elr)) and may_lead(b)
-
-    def last_known_leader() -> int:
-        if elr_enabled and not elr and not isr and len(p.last_known_elr) == 1 and may_lead(p.last_known_elr[0]):
-            return p.last_known_elr[0]
-        return NO_LEADER
-
-    rec = PartitionChangeRecord(partition_id=partition_id, topic_id=topic_id)
-    leader, unclean = NO_LEADER, False
-    if election == PREFERRED and replicas and valid(replicas[0]):
-        leader = replicas[0]
-    elif p.leader >= 0 and valid(p.leader):
-        leader = p.leader
-    else:
-        pool = replicas[1:] if election == PREFERRED else replicas
-        leader = next((b for b in pool if valid(b)), NO_LEADER)
-        if leader == NO_LEADER:
-            leader = last_known_leader()
-            unclean = leader != NO_LEADER
-        if leader == NO_LEADER and election == UNCLEAN:
-            leader = next((b for b in replicas if may_lead(b)), NO_LEADER)
-            unclean = leader != NO_LEADER
-    if leader != p.leader:
-        if leader in elr:
-            isr = [leader]
-            elr = [b for b in elr if b != leader]
-        rec.leader = leader
-        if unclean:
-            rec.isr = [leader]
-            if p.leader_recovery_state != RECOVERING:
-                rec.leader_recovery_state = RECOVERING
-    if rec.leader == NO_LEADER_CHANGE and not set(p.replicas) <= set(replicas):
-        rec.leader = p.leader
-    if rec.isr is not None or not elr_enabled:
-        elr = []  # an unclean election, or ELR off, leaves no ELR
-    if elr != list(p.elr):
-        rec.eligible_leader_replicas = elr
-    if rec.isr is None and (isr or elr_enabled) and isr != list(p.isr):
-        rec.isr = isr
-    if (
-        metadata_version < MV_3_6_IV0
-        and rec.leader == NO_LEADER_CHANGE
-        and rec.isr is not None
-        and not set(p.isr) <= set(rec.isr)
-    ):
-        rec.leader = p.leader
-    if elr_enabled:
-        if rec.leader == NO_LEADER and not p.last_known_elr:
-            rec.last_known_elr = [p.leader]  # the first time it becomes leaderless
-        elif rec.leader >= 0 and p.last_known_elr:
-            rec.last_known_elr = []
-    if replicas:
-        if target_dirs:
-            dirs = [target_dirs.get(b, d) for b, d in zip(replicas, dirs, strict=True)]
-        if fv.supports_jbod(metadata_version) and tuple(dirs) != tuple(p.dirs):
-            rec.directories = dirs
-        if replicas != list(p.replicas):
-            rec.replicas = replicas
-    if target_lrs is not None and rec.leader_recovery_state == -1 and target_lrs != p.leader_recovery_state:
-        rec.leader_recovery_state = target_lrs
-    if removing != list(p.removing):
-        rec.removing_replicas = removing
-    if adding != list(p.adding):
-        rec.adding_replicas = adding
-    no_op = (
-        rec.isr is None
-        and rec.leader == NO_LEADER_CHANGE
-        and rec.replicas is None
-        and rec.removing_replicas is None
-        and rec.adding_replicas is None
-        and rec.leader_recovery_state == -1
-        and rec.directories is None
-        and rec.eligible_leader_replicas is None
-        and rec.last_known_elr is None
-    )
-    return None if no_op else rec
 
 
 class Ops:

@@ -85,6 +85,7 @@ def handle_create_topics(ctx: ControllerContext, call: Call, req: CreateTopicsRe
     for t in req.topics:
         counts[t.name] = counts.get(t.name, 0) + 1
     d = Draft(ctx)
+    facts: dict[int, tuple[uuid.UUID, bool, bool]] = {}  # per broker, see _broker_facts
     results: list[CreatableTopicResult] = []
     would_write = 0  # records, counted for validate-only requests too
     for t in req.topics:
@@ -130,13 +131,11 @@ def handle_create_topics(ctx: ControllerContext, call: Call, req: CreateTopicsRe
         d.records.extend(clears)
         pversion = fv.partition_record_version(img.metadata_version)
         for pid, replicas in enumerate(plan):
-            dirs = [partition_ops.default_dir(ctx, b) for b in replicas]
-            isr = [b for b in replicas if img.brokers.get(b) is not None and img.brokers[b].active]
-            leader = NO_LEADER
-            for b, directory in zip(replicas, dirs, strict=True):
-                if b in isr and d.dir_online(b, directory):
-                    leader = b
-                    break
+            rows = [facts[b] if b in facts else _broker_facts(ctx, d, b, facts) for b in replicas]
+            dirs = [row[0] for row in rows]
+            isr = [b for b, row in zip(replicas, rows, strict=True) if row[1]]
+            # the first replica in the ISR whose directory is online
+            leader = next((b for b, row in zip(replicas, rows, strict=True) if row[2]), NO_LEADER)
             rec = PartitionRecord(
                 partition_id=pid,
                 topic_id=topic_id,
@@ -151,6 +150,19 @@ def handle_create_topics(ctx: ControllerContext, call: Call, req: CreateTopicsRe
     if would_write > MAX_RECORDS_PER_USER_OP:
         return Outcome(CreateTopicsResponse(topics=_refuse_all(req, EXCESSIVE_BATCH)), [])
     return Outcome(CreateTopicsResponse(topics=results), d.records)
+
+
+def _broker_facts(
+    ctx: ControllerContext, d: Draft, broker_id: int, facts: dict[int, tuple[uuid.UUID, bool, bool]]
+) -> tuple[uuid.UUID, bool, bool]:
+    """(default directory, active, may lead from it) of a broker, kept in ``facts``: a
+    CreateTopics asks the same of each broker for every partition, and nothing it reads
+    changes while the request is handled."""
+    directory = partition_ops.default_dir(ctx, broker_id)
+    reg = ctx.image.brokers.get(broker_id)
+    active = reg is not None and reg.active
+    row = facts[broker_id] = (directory, active, active and d.dir_online(broker_id, directory))
+    return row
 
 
 def _refuse_all(req: CreateTopicsRequest, message: str) -> list[CreatableTopicResult]:
