@@ -458,8 +458,10 @@ class RaftNode:
         self._has_fetched = True
         self._deadline = now_ms + self.timing.fetch_timeout_ms
         if resp.diverging_epoch >= 0 or resp.diverging_end_offset >= 0:
-            mine, my_end = self.log.epoch_end(resp.diverging_epoch)
-            cut = min(resp.diverging_end_offset, my_end if mine == resp.diverging_epoch else my_end)
+            # Keep what both logs hold: up to where the leader's epoch ends, and where the
+            # same (or the nearest lower) epoch ends in ours; a next fetch narrows further.
+            _, my_end = self.log.epoch_end(resp.diverging_epoch)
+            cut = min(resp.diverging_end_offset, my_end)
             if cut < self.high_watermark:
                 self.truncated_below_hw += 1
             self.log.truncate_to(cut)

@@ -97,9 +97,11 @@ class Checker:
 class Simulation:
     """``n`` voters (ids 1..n) on one :class:`Network`, time in integer milliseconds."""
 
-    def __init__(self, n: int = 3, *, seed: int = 0, timing: Timing = Timing(), network: Network | None = None) -> None:
+    def __init__(
+        self, n: int = 3, *, seed: int = 0, timing: Timing | None = None, network: Network | None = None
+    ) -> None:
         self.rng = random.Random(seed)
-        self.timing = timing
+        self.timing = timing or Timing()
         self.network = network or Network()
         self.now = 0
         self.ids = list(range(1, n + 1))
