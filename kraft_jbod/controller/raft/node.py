@@ -41,7 +41,7 @@ from __future__ import annotations
 
 import enum
 import random
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 
 from kraft_jbod.controller.raft.election_store import Election, ElectionStore
@@ -100,8 +100,12 @@ class RaftNode:
         rng: random.Random,
         now_ms: int,
         timing: Timing = Timing(),
+        start_of_epoch: Callable[[int, frozenset[int], frozenset[int]], bytes] | None = None,
     ) -> None:
         self.node_id = node_id
+        # The payload of the control entry a new leader starts its epoch with, from
+        # (leader, voters, voters that granted): the shell's LeaderChangeMessage.
+        self.start_of_epoch = start_of_epoch
         self.voters = frozenset(voters)
         if node_id not in self.voters:
             raise ValueError(f"node {node_id} is not one of the voters {sorted(self.voters)}")
@@ -560,7 +564,12 @@ class RaftNode:
         self._persist()
         self.elections_won += 1
         self._epoch_start = self.log.end_offset
-        self.log.append([Entry(self._epoch_start, self.epoch, LEADER_CHANGE_PAYLOAD, control=True)])
+        payload = (
+            self.start_of_epoch(self.node_id, self.voters, frozenset(self._granted))
+            if self.start_of_epoch is not None
+            else LEADER_CHANGE_PAYLOAD
+        )
+        self.log.append([Entry(self._epoch_start, self.epoch, payload, control=True)])
         self._match = {self.node_id: self.log.end_offset}
         self._last_fetch = {}
         self._asked_at = {}
