@@ -5,6 +5,7 @@ acknowledged record lost; and the wire translation round-trips through the real 
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import statistics
 from pathlib import Path
 
@@ -20,7 +21,7 @@ from kraft_jbod.errors import DecodeError
 from kraft_jbod.messages.api_keys import ApiKey
 from kraft_jbod.messages.leader_change_message import LeaderChangeMessage
 from kraft_jbod.testing.quorum import LocalQuorum
-from kraft_jbod.wire.records import read_record_batch
+from kraft_jbod.wire.records import Record, RecordBatch, read_record_batch, write_record_batch
 
 ENDPOINTS = {1: ("CONTROLLER", "127.0.0.1", 9093), 2: ("CONTROLLER", "127.0.0.1", 9094)}
 CLUSTER = "MkU3OEVBNTcwNTJENDM2Qg"
@@ -74,7 +75,12 @@ def test_responses_round_trip_through_kafka_bytes(request_msg: core.Message, res
     body = wire.response_to_wire(response, version=version, endpoints=ENDPOINTS, timestamp_ms=1)
     decoded = codec.response_class(api_key).decode(body.encode(version), version)
     source = response.voter_id if not isinstance(response, core.FetchResponse) else 1  # type: ignore[union-attr]
-    assert wire.response_from_wire(request_msg, decoded, source=source) == response
+    got = wire.response_from_wire(request_msg, decoded, source=source)
+    if isinstance(got, core.FetchResponse):
+        # Received batches keep their bytes (raw); what they hold is what was sent.
+        assert all(e.raw is not None for e in got.entries)
+        got = dataclasses.replace(got, entries=tuple(dataclasses.replace(e, raw=None) for e in got.entries))
+    assert got == response
     if api_key == ApiKey.FETCH and response.leader_id == 1:  # type: ignore[union-attr]
         assert [(n.node_id, n.port) for n in decoded.node_endpoints] == [(1, 9093)]
 
@@ -92,6 +98,28 @@ def test_entries_are_kafka_batches_with_a_leader_change_control_record() -> None
     assert wire.decode_entries(data + data[:30]) == wire.decode_entries(data)  # a partial tail waits
     with pytest.raises(DecodeError):
         wire.decode_entries(data[:-3] + bytes([data[-3] ^ 0xFF]) + data[-2:])  # CRC
+
+
+def test_a_batch_of_several_records_is_one_entry_spanning_them(tmp_path: Path) -> None:
+    """Kafka's controller writes batches of many records; a voter stores and serves them whole."""
+    first = bytearray()
+    write_record_batch(
+        first,
+        RecordBatch.of([Record(offset_delta=i, value=b"v%d" % i) for i in range(3)], base_offset=0, base_timestamp=7,
+                       partition_leader_epoch=2),
+    )  # fmt: skip
+    [entry] = wire.decode_entries(bytes(first))
+    assert (entry.offset, entry.count, entry.next_offset, entry.epoch, entry.raw) == (0, 3, 3, 2, bytes(first))
+    log = FileReplicaLog(tmp_path, fsync=False)
+    log.append([entry, core.Entry(3, 2, b"mine")])
+    assert log.end_offset == 4 and log.epoch_end(2) == (2, 4)
+    assert log.read(1, 10) == log.entries  # the batch holding offset 1, then the rest
+    assert wire.encode_entries(log.read(0, 1), timestamp_ms=0) == bytes(first)  # served byte for byte
+    log.truncate_to(2)  # inside the batch: the batch goes whole
+    assert log.end_offset == 0 and log.entries == []
+    log.append([entry])
+    log.close()
+    assert FileReplicaLog(tmp_path, fsync=False).entries == [entry]
 
 
 def test_file_log_survives_reopen_and_cuts_a_torn_tail(tmp_path: Path) -> None:

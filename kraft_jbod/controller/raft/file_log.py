@@ -11,6 +11,7 @@ batch.
 from __future__ import annotations
 
 import os
+import time
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Final
@@ -39,7 +40,8 @@ class FileReplicaLog(MemoryLog):
             for e in wire.decode_entries(data):
                 self._positions.append(good)
                 super().append([e])
-                good += len(wire.encode_entries([e], timestamp_ms=0))
+                assert e.raw is not None
+                good += len(e.raw)
         except (DecodeError, LogError):
             pass  # a torn or foreign tail: keep what precedes it
         self._fd = os.open(self.path, os.O_RDWR | os.O_CREAT, 0o644)
@@ -51,7 +53,7 @@ class FileReplicaLog(MemoryLog):
         positions = []
         for e in entries:
             positions.append(self._size + len(data))
-            data += wire.encode_entries([e], timestamp_ms=0)
+            data += wire.encode_entries([e], timestamp_ms=int(time.time() * 1000))
         super().append(entries)  # checks the invariants before anything is written
         os.pwrite(self._fd, bytes(data), self._size)
         if self.fsync:
@@ -60,16 +62,17 @@ class FileReplicaLog(MemoryLog):
         self._positions.extend(positions)
 
     def truncate_to(self, offset: int) -> None:
-        offset = max(0, offset)
-        if offset >= self.end_offset:
+        before = len(self.entries)
+        super().truncate_to(offset)
+        keep = len(self.entries)
+        if keep == before:
             return
-        cut = self._positions[offset]
+        cut = self._positions[keep]
         os.ftruncate(self._fd, cut)
         if self.fsync:
             os.fsync(self._fd)
         self._size = cut
-        del self._positions[offset:]
-        super().truncate_to(offset)
+        del self._positions[keep:]
 
     def close(self) -> None:
         if self._fd >= 0:

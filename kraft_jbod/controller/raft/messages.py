@@ -25,12 +25,22 @@ class Error(IntEnum):
 
 @dataclass(frozen=True, slots=True)
 class Entry:
-    """One record of the replicated log: its offset, the leader epoch that wrote it, its bytes."""
+    """One batch of the replicated log: its first offset, the leader epoch that wrote it, its
+    record's bytes (one record, unless ``count`` says more)."""
 
     offset: int
     epoch: int
     payload: bytes
     control: bool = False  # the leader's start-of-epoch marker (a LeaderChange control batch)
+    # A record batch written by another implementation (Kafka's controller) may hold several
+    # records: the entry then spans ``count`` offsets and ``raw`` keeps the batch's bytes,
+    # re-sent and stored exactly as received.
+    count: int = 1
+    raw: bytes | None = None
+
+    @property
+    def next_offset(self) -> int:
+        return self.offset + self.count
 
 
 @dataclass(frozen=True, slots=True)

@@ -1,12 +1,13 @@
 """What the raft core needs of a replicated log, and an in-memory log that provides it.
 
-The core sees a log as a sequence of :class:`~.messages.Entry` values at consecutive offsets
-from 0 (snapshots and log start offsets are the shell's business). It reads the epoch of
+The core sees a log as a sequence of :class:`~.messages.Entry` values (record batches) at
+contiguous offsets from 0 (snapshots and log start offsets are the shell's business). It reads the epoch of
 each entry to answer "where does epoch E end?" (Kafka's leader-epoch cache) and truncates
 when a leader says the tail diverges.
 
-Invariants of :class:`MemoryLog`: offsets are consecutive from 0, epochs never decrease
-along the log, and an append must start at the log end.
+Invariants of :class:`MemoryLog`: each entry starts where the previous one ends, from 0;
+epochs never decrease along the log; an append must start at the log end; a truncation
+never leaves part of a batch.
 """
 
 from __future__ import annotations
@@ -45,12 +46,13 @@ class MemoryLog:
 
     def __init__(self) -> None:
         self.entries: list[Entry] = []
+        self._bases: list[int] = []  # each entry's first offset, for bisect
         self._epoch_starts: list[tuple[int, int]] = []  # (epoch, first offset), ascending
         self.truncations = 0  # bumped by every truncate_to that dropped entries
 
     @property
     def end_offset(self) -> int:
-        return len(self.entries)
+        return self.entries[-1].next_offset if self.entries else 0
 
     @property
     def last_epoch(self) -> int:
@@ -58,24 +60,34 @@ class MemoryLog:
 
     def append(self, entries: Sequence[Entry]) -> None:
         for e in entries:
-            if e.offset != len(self.entries):
-                raise LogError(f"append at offset {e.offset}, log end is {len(self.entries)}")
+            if e.offset != self.end_offset or e.count < 1:
+                raise LogError(f"append at offset {e.offset} ({e.count} records), log end is {self.end_offset}")
             if e.epoch < self.last_epoch:
                 raise LogError(f"epoch {e.epoch} after epoch {self.last_epoch}")
             if not self._epoch_starts or self._epoch_starts[-1][0] != e.epoch:
                 self._epoch_starts.append((e.epoch, e.offset))
             self.entries.append(e)
+            self._bases.append(e.offset)
 
     def truncate_to(self, offset: int) -> None:
-        """Drop every entry at ``offset`` and above."""
-        if offset < len(self.entries):
+        """Drop every entry holding ``offset`` or above (a batch across it goes whole)."""
+        keep = bisect.bisect_left(self._bases, max(0, offset))
+        if keep > 0 and self.entries[keep - 1].next_offset > offset:
+            keep -= 1
+        if keep < len(self.entries):
             self.truncations += 1
-        del self.entries[max(0, offset) :]
-        while self._epoch_starts and self._epoch_starts[-1][1] >= len(self.entries):
+        del self.entries[keep:]
+        del self._bases[keep:]
+        end = self.end_offset
+        while self._epoch_starts and self._epoch_starts[-1][1] >= end:
             self._epoch_starts.pop()
 
     def read(self, offset: int, max_entries: int) -> list[Entry]:
-        return self.entries[offset : offset + max_entries] if offset >= 0 else []
+        """Entries from the one holding ``offset``."""
+        if offset < 0 or offset >= self.end_offset:
+            return []
+        first = bisect.bisect_right(self._bases, offset) - 1
+        return self.entries[first : first + max_entries]
 
     def epoch_end(self, epoch: int) -> tuple[int, int]:
         """(largest epoch <= ``epoch`` in the log, the offset where it ends); (0, 0) if none.
@@ -87,5 +99,5 @@ class MemoryLog:
         if i == 0:
             return 0, 0
         found = self._epoch_starts[i - 1][0]
-        end = self._epoch_starts[i][1] if i < len(self._epoch_starts) else len(self.entries)
+        end = self._epoch_starts[i][1] if i < len(self._epoch_starts) else self.end_offset
         return found, end

@@ -76,6 +76,11 @@ VERSIONS: Final = {
     ApiKey.FETCH: 17,
 }
 _CONTROL_ATTRIBUTE: Final = 0x20
+_RAFT_CONTROL_TYPES: Final = (
+    ControlRecordType.LEADER_CHANGE,
+    ControlRecordType.KRAFT_VERSION,
+    ControlRecordType.KRAFT_VOTERS,
+)
 _MAX_WAIT_MS: Final = 0  # the core paces its fetches itself
 _NO_DIRECTORY: Final = uuid.UUID(int=0)
 
@@ -90,6 +95,9 @@ def encode_entries(entries: Sequence[core.Entry], *, timestamp_ms: int) -> bytes
     """One record batch per entry, in order."""
     out = bytearray()
     for e in entries:
+        if e.raw is not None:
+            out += e.raw  # a peer's batch, exactly as it came
+            continue
         if e.control:
             key = bytearray()
             write_control_record_key(key, ControlRecordKey(0, int(ControlRecordType.LEADER_CHANGE)))
@@ -110,30 +118,42 @@ def encode_entries(entries: Sequence[core.Entry], *, timestamp_ms: int) -> bytes
 
 
 def decode_entries(data: bytes) -> list[core.Entry]:
-    """The entries of a ``records`` field (whole batches only; a partial tail is dropped,
-    as Kafka's fetcher does).
+    """The entries of a ``records`` field, one per batch, each keeping its exact bytes (a
+    partial batch at the end is dropped, as Kafka's fetcher does).
 
     Raises:
-        DecodeError: a batch that is not one record at its base offset, or bad bytes.
+        DecodeError: bad bytes, or a control batch that is not a LeaderChange, KRaftVersion
+            or VotersRecord.
     """
     entries: list[core.Entry] = []
     pos = 0
     while len(data) - pos >= 61:
         size = int.from_bytes(data[pos + 8 : pos + 12], "big", signed=True)
-        if len(data) - pos < 12 + size:
+        if size < 49 or len(data) - pos < 12 + size:
             break  # a partial batch at the end: fetch it whole next time
+        start = pos
         batch, pos = read_record_batch(data, pos)
-        if len(batch.records) != 1 or batch.records[0].offset_delta != 0:
-            raise DecodeError(f"batch at offset {batch.base_offset}: expected one record")
+        if not batch.records:
+            raise DecodeError(f"empty batch at offset {batch.base_offset}")
         rec = batch.records[0]
         control = batch.is_control
         if control:
             if rec.key is None:
                 raise DecodeError(f"control batch at offset {batch.base_offset} without a key")
             key, _ = read_control_record_key(rec.key, 0)
-            if key.type != ControlRecordType.LEADER_CHANGE:
+            if key.type not in _RAFT_CONTROL_TYPES:
                 raise DecodeError(f"control record type {key.type} at offset {batch.base_offset}")
-        entries.append(core.Entry(batch.base_offset, batch.partition_leader_epoch, rec.value or b"", control))
+        single = len(batch.records) == 1 and rec.offset_delta == 0 and batch.last_offset_delta == 0
+        entries.append(
+            core.Entry(
+                batch.base_offset,
+                batch.partition_leader_epoch,
+                (rec.value or b"") if single else b"",
+                control,
+                count=batch.last_offset_delta + 1,
+                raw=bytes(data[start:pos]),
+            )
+        )
     return entries
 
 
