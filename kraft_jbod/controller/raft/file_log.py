@@ -2,7 +2,8 @@
 
 The file is ``<directory>/__cluster_metadata-0/00000000000000000000.log``, the name and
 layout Kafka's log tools read (one batch per entry, see :mod:`.wire`). Every append is
-written and fsync'd before :meth:`FileReplicaLog.append` returns, so an entry a leader
+written and fsync'd before :meth:`FileReplicaLog.append` returns (and encoded once, so
+every voter stores and serves the same bytes), so an entry a leader
 counted toward the high watermark survives a crash of this voter. A torn batch at the end
 (a crash mid-write) is cut off on open; a truncation cuts the file at the first dropped
 batch.
@@ -10,6 +11,7 @@ batch.
 
 from __future__ import annotations
 
+import dataclasses
 import os
 import time
 from collections.abc import Sequence
@@ -51,10 +53,15 @@ class FileReplicaLog(MemoryLog):
     def append(self, entries: Sequence[Entry]) -> None:
         data = bytearray()
         positions = []
+        stored = []
+        now = int(time.time() * 1000)
         for e in entries:
             positions.append(self._size + len(data))
-            data += wire.encode_entries([e], timestamp_ms=int(time.time() * 1000))
-        super().append(entries)  # checks the invariants before anything is written
+            raw = e.raw if e.raw is not None else wire.encode_entries([e], timestamp_ms=now)
+            # Encoded once: the bytes written here are the bytes served to every peer.
+            stored.append(e if e.raw is not None else dataclasses.replace(e, raw=raw))
+            data += raw
+        super().append(stored)  # checks the invariants before anything is written
         os.pwrite(self._fd, bytes(data), self._size)
         if self.fsync:
             os.fsync(self._fd)

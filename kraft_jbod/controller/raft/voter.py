@@ -122,6 +122,7 @@ class RaftVoter:
         self._tasks: set[asyncio.Task[None]] = set()
         self._links: dict[int, asyncio.Queue[core.Message]] = {}
         self._changed = asyncio.Event()
+        self._stopped = False
         self.protocol_errors = 0
 
     @property
@@ -168,13 +169,16 @@ class RaftVoter:
 
     async def kill(self) -> None:
         """Stop at once, as a killed process: no EndQuorumEpoch, nothing flushed beyond fsyncs."""
+        self._stopped = True
         if self._server is not None:
             self._server.close()
-        for task in list(self._tasks):
+        tasks = [t for t in self._tasks if t is not asyncio.current_task()]
+        for task in tasks:
             task.cancel()
-        for task in list(self._tasks):
-            with contextlib.suppress(asyncio.CancelledError, Exception):
-                await task
+        if tasks:
+            # Bounded: Python 3.11's wait_for may swallow a cancel that races its inner
+            # future; such a task then sees _stopped and ends on its next turn.
+            await asyncio.wait(tasks, timeout=2)
         if self._server is not None:
             with contextlib.suppress(Exception):
                 await asyncio.wait_for(self._server.wait_closed(), 2)
@@ -227,7 +231,7 @@ class RaftVoter:
             queue.put_nowait(send.message)
 
     async def _ticker(self) -> None:
-        while True:
+        while not self._stopped:
             await self._running.wait()
             node = self.node
             if node is None:
@@ -241,7 +245,7 @@ class RaftVoter:
         reader: asyncio.StreamReader | None = None
         conn: ClientConnection | None = None
         timeout = self.timing.retry_ms * 4 / 1000
-        while True:
+        while not self._stopped:
             request = await queue.get()
             await self._running.wait()
             if self.isolated or self.node is None:
@@ -273,6 +277,8 @@ class RaftVoter:
                 writer = reader = None
                 conn = None
                 await asyncio.sleep(min(0.05, self.timing.retry_ms / 1000))
+        if writer is not None:
+            writer.close()
 
     @staticmethod
     async def _read_response(reader: asyncio.StreamReader, conn: ClientConnection) -> Message | None:
