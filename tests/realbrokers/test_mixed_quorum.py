@@ -1,0 +1,134 @@
+"""A mixed raft quorum: two of our voters (controller/raft) and Kafka 4.4's own controller as
+the third voter, static voters (kraft.version 0). Kafka's voter must find our leader by the
+election and replicate its log: LeaderChange control batches and metadata records (the
+metadata.version FeatureLevelRecord first, then NoOpRecords) land in its segment file
+byte for byte, and it replays them without a fault.
+
+What the raft voters do not serve yet (they carry no controller state machine) is what
+Kafka's voter is refused, and it says so in its log: ControllerRegistration (api 70) and
+UpdateRaftVoter (api 82) answered as unsupported. Those lines are the only ERROR/WARN
+lines allowed (docs/controller-quorum.md lists them as open disagreements).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import re
+import time
+from pathlib import Path
+
+from kraft_jbod.controller.raft import wire
+from kraft_jbod.controller.raft.file_log import PARTITION_DIR, SEGMENT
+from kraft_jbod.controller.raft.node import Timing
+from kraft_jbod.controller.raft.voter import RaftVoter
+from kraft_jbod.messages.feature_level_record import FeatureLevelRecord
+from kraft_jbod.messages.no_op_record import NoOpRecord
+from kraft_jbod.realkafka import configs, logs
+from kraft_jbod.realkafka.cluster import free_port, new_cluster_id
+from kraft_jbod.realkafka.distribution import KafkaDistribution
+from kraft_jbod.realkafka.process import KafkaProcess, run_tool
+from kraft_jbod.wire.records import write_metadata_frame_header
+
+METADATA_VERSION = ("4.3-IV0", 30)  # the newest level this Kafka build's storage tool knows
+KAFKA_ID = 3
+# What Kafka's voter may log about us today, each an API the raft voters do not serve yet.
+NOT_SERVED_YET = (
+    logs.Benign(
+        r"ERROR Request ControllerRegistrationRequestData.* failed due to unsupported version error",
+        "a controller registering with a raft-only leader",
+        "the raft voters carry no controller state machine: ControllerRegistration (70) is not served",
+    ),
+    logs.Benign(
+        r"ERROR \[ControllerRegistrationManager id=\d+ incarnation=\S+\] RegistrationResponseHandler: "
+        r"unsupported API version error",
+        "the same, as the registration manager reports it",
+        "ControllerRegistration (70) is not served by the raft voters",
+    ),
+    logs.Benign(
+        r"ERROR Request OutboundRequest\(.*UpdateRaftVoterRequestData.* failed due to unsupported version error",
+        "a voter telling the leader its endpoints",
+        "UpdateRaftVoter (82) is not served by the raft voters",
+    ),
+    logs.Benign(
+        r"WARN \[RaftManager id=\d+\] Connection to node \d+ \(\S+\) could not be established",
+        "start-up",
+        "Kafka's voter connects to itself before its listener is up",
+    ),
+)
+
+
+def _record(api_key: int, body: bytes) -> bytes:
+    out = bytearray()
+    write_metadata_frame_header(out, api_key, 0)
+    return bytes(out) + body
+
+
+def test_kafkas_controller_follows_our_leader_and_replicates(kafka_dist: KafkaDistribution, tmp_path: Path) -> None:
+    cluster_id = new_cluster_id()
+    ports = {i: free_port() for i in (1, 2, KAFKA_ID)}
+    config = tmp_path / "kafka" / "controller.properties"
+    config.parent.mkdir(parents=True)
+    props = configs.kafka_controller_properties(
+        node_id=KAFKA_ID, port=ports[KAFKA_ID], log_dir=tmp_path / "kafka" / "data"
+    )
+    props["controller.quorum.voters"] = ",".join(f"{i}@127.0.0.1:{p}" for i, p in ports.items())
+    configs.write_properties(config, props)
+    formatted = run_tool(
+        kafka_dist,
+        "kafka.tools.StorageTool",
+        ["format", "-t", cluster_id, "-c", str(config), "--release-version", METADATA_VERSION[0]],
+        tmp_path / "kafka",
+    )
+    assert formatted.returncode == 0, formatted.stdout + formatted.stderr
+    kafka = KafkaProcess("controller", kafka_dist, config, tmp_path / "kafka" / "controller.log", heap_mb=512)
+
+    async def run() -> tuple[int, int]:
+        ours = {
+            i: RaftVoter(i, {i: ("127.0.0.1", ports[i])}, tmp_path / f"voter-{i}", cluster_id=cluster_id,
+                         timing=Timing(), fsync=False, seed=i)
+            for i in (1, 2)
+        }  # fmt: skip
+        for v in ours.values():
+            await v.start()
+        for v in ours.values():
+            v.connect({i: ("127.0.0.1", p) for i, p in ports.items()})
+        kafka.start()
+        try:
+            deadline = time.monotonic() + 120
+            leader = None
+            while time.monotonic() < deadline:
+                leader = next((v for v in ours.values() if v.node is not None and v.node.is_leader), None)
+                if leader is not None:
+                    break
+                await asyncio.sleep(0.1)
+            assert leader is not None and leader.log is not None
+            leader.propose(
+                [_record(12, FeatureLevelRecord(name="metadata.version", feature_level=METADATA_VERSION[1]).encode(0))]
+            )
+            for _ in range(5):
+                leader.propose([_record(20, NoOpRecord().encode(0))])
+            end = leader.log.end_offset
+            segment = tmp_path / "kafka" / "data" / PARTITION_DIR / SEGMENT
+            while time.monotonic() < deadline:
+                if segment.exists() and len(wire.decode_entries(segment.read_bytes())) * 1 >= len(leader.log.entries):
+                    break
+                await asyncio.sleep(0.2)
+            return leader.node_id, end
+        finally:
+            await asyncio.sleep(1)  # let Kafka's voter see the high watermark
+            kafka.stop(timeout=60)
+            for v in ours.values():
+                await v.kill()
+
+    leader_id, end = asyncio.run(asyncio.wait_for(run(), 240))
+    text = kafka.log_text()
+    assert re.search(
+        rf"Completed transition to FollowerState\(fetchTimeoutMs=\d+, epoch=\d+, leader={leader_id}\b", text
+    ), text[-3000:]
+    assert "Encountered fatal fault" not in text
+    # Kafka's segment holds our leader's log, batch for batch and byte for byte.
+    ours = wire.decode_entries((tmp_path / f"voter-{leader_id}" / PARTITION_DIR / SEGMENT).read_bytes())
+    theirs = wire.decode_entries((tmp_path / "kafka" / "data" / PARTITION_DIR / SEGMENT).read_bytes())
+    assert sum(e.count for e in ours) == end
+    assert theirs == ours
+    assert logs.problems(text, NOT_SERVED_YET) == []
