@@ -50,9 +50,21 @@ NOT_SERVED_YET = (
         "UpdateRaftVoter (82) is not served by the raft voters",
     ),
     logs.Benign(
-        r"WARN \[RaftManager id=\d+\] Connection to node \d+ \(\S+\) could not be established",
-        "start-up",
-        "Kafka's voter connects to itself before its listener is up",
+        r"WARN \[(RaftManager|NodeToControllerChannelManager) id=\d+( name=\w+)?\] Connection to node \d+ "
+        r"\(\S+\) could not be established",
+        "start-up, and after our leader is killed",
+        "Kafka's voter reaches for a node whose listener is not up (itself at start, the killed voter)",
+    ),
+    logs.Benign(
+        r"ERROR \[ControllerApis nodeId=\d+\] Unexpected error handling request RequestHeader\(apiKey="
+        r"CONTROLLER_REGISTRATION",
+        "Kafka's controller just elected over a log our leader wrote",
+        "its own registration arrives while it activates; an open disagreement (docs/controller-quorum.md)",
+    ),
+    logs.Benign(
+        r"WARN \[RaftManager id=\d+\] Graceful shutdown timed out after \d+ms",
+        "Kafka's voter leading at shutdown",
+        "it waits for EndQuorumEpoch answers our voters did not send in time; an open disagreement",
     ),
 )
 
@@ -107,13 +119,28 @@ def test_kafkas_controller_follows_our_leader_and_replicates(kafka_dist: KafkaDi
             )
             for _ in range(5):
                 leader.propose([_record(20, NoOpRecord().encode(0))])
-            end = leader.log.end_offset
             segment = tmp_path / "kafka" / "data" / PARTITION_DIR / SEGMENT
             while time.monotonic() < deadline:
-                if segment.exists() and len(wire.decode_entries(segment.read_bytes())) * 1 >= len(leader.log.entries):
+                if segment.exists() and len(wire.decode_entries(segment.read_bytes())) >= len(leader.log.entries):
                     break
                 await asyncio.sleep(0.2)
-            return leader.node_id, end
+            # Failover: our leader dies; Kafka's controller or our other voter takes over, and
+            # our survivor follows whichever leads.
+            first = leader.node_id
+            await leader.kill()
+            survivor = ours[3 - first]
+            while time.monotonic() < deadline:
+                node = survivor.node
+                if node is not None and node.epoch > 1 and node.leader_id >= 0 and node.high_watermark > 0:
+                    break
+                await asyncio.sleep(0.1)
+            assert survivor.node is not None and survivor.node.leader_id >= 0, survivor.describe()
+            if survivor.node.is_leader:
+                for _ in range(3):
+                    survivor.propose([_record(20, NoOpRecord().encode(0))])
+            await asyncio.sleep(3)
+            assert survivor.log is not None
+            return first, survivor.log.end_offset
         finally:
             await asyncio.sleep(1)  # let Kafka's voter see the high watermark
             kafka.stop(timeout=60)
@@ -126,9 +153,14 @@ def test_kafkas_controller_follows_our_leader_and_replicates(kafka_dist: KafkaDi
         rf"Completed transition to FollowerState\(fetchTimeoutMs=\d+, epoch=\d+, leader={leader_id}\b", text
     ), text[-3000:]
     assert "Encountered fatal fault" not in text
-    # Kafka's segment holds our leader's log, batch for batch and byte for byte.
-    ours = wire.decode_entries((tmp_path / f"voter-{leader_id}" / PARTITION_DIR / SEGMENT).read_bytes())
-    theirs = wire.decode_entries((tmp_path / "kafka" / "data" / PARTITION_DIR / SEGMENT).read_bytes())
-    assert sum(e.count for e in ours) == end
-    assert theirs == ours
+    # After the failover every log is a prefix of the longest, batch for batch and byte for byte.
+    segments = [tmp_path / f"voter-{i}" / PARTITION_DIR / SEGMENT for i in (1, 2)]
+    segments.append(tmp_path / "kafka" / "data" / PARTITION_DIR / SEGMENT)
+    all_logs = [wire.decode_entries(p.read_bytes()) for p in segments]
+    longest = max(all_logs, key=len)
+    for entries in all_logs:
+        assert entries == longest[: len(entries)]
+    survivor_log = all_logs[2 - leader_id]  # the voter that was not killed
+    assert sum(e.count for e in survivor_log) == end and survivor_log == all_logs[2][: len(survivor_log)]
+    assert len(all_logs[2]) >= len(all_logs[leader_id - 1])  # Kafka's voter holds all the first leader wrote
     assert logs.problems(text, NOT_SERVED_YET) == []
