@@ -61,11 +61,6 @@ NOT_SERVED_YET = (
         "Kafka's controller just elected over a log our leader wrote",
         "its own registration arrives while it activates; an open disagreement (docs/controller-quorum.md)",
     ),
-    logs.Benign(
-        r"WARN \[RaftManager id=\d+\] Graceful shutdown timed out after \d+ms",
-        "Kafka's voter leading at shutdown",
-        "it waits for EndQuorumEpoch answers our voters did not send in time; an open disagreement",
-    ),
 )
 
 
@@ -143,7 +138,8 @@ def test_kafkas_controller_follows_our_leader_and_replicates(kafka_dist: KafkaDi
             return first, survivor.log.end_offset
         finally:
             await asyncio.sleep(1)  # let Kafka's voter see the high watermark
-            kafka.stop(timeout=60)
+            # In a thread: our voters must keep answering (EndQuorumEpoch) while Kafka's stops.
+            await asyncio.to_thread(kafka.stop, 60)
             for v in ours.values():
                 await v.kill()
 
@@ -161,6 +157,7 @@ def test_kafkas_controller_follows_our_leader_and_replicates(kafka_dist: KafkaDi
     for entries in all_logs:
         assert entries == longest[: len(entries)]
     survivor_log = all_logs[2 - leader_id]  # the voter that was not killed
-    assert sum(e.count for e in survivor_log) == end and survivor_log == all_logs[2][: len(survivor_log)]
+    # (>=: the quorum goes on while Kafka's voter shuts down: it resigns, and our survivor may lead next)
+    assert sum(e.count for e in survivor_log) >= end
     assert len(all_logs[2]) >= len(all_logs[leader_id - 1])  # Kafka's voter holds all the first leader wrote
     assert logs.problems(text, NOT_SERVED_YET) == []
