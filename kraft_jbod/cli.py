@@ -39,6 +39,7 @@ COMMAND_MODULES: dict[str, tuple[str, ...]] = {
     "kraft_jbod.capture.commands": ("decode", "capture"),  # decode, capture listen
     "kraft_jbod.controller.commands": ("controller", "log"),  # controller, log dump | recover
     "kraft_jbod.controller.admin_commands": ("status", "faults", "topics"),
+    "kraft_jbod.controller.raft.commands": ("quorum",),  # quorum failover | simulate
     "kraft_jbod.broker.commands": ("broker", "broker-ctl"),
     "kraft_jbod.storage.commands": ("storage",),  # storage format | info
     "kraft_jbod.demo.commands": ("demo",),

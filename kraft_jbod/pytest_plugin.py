@@ -18,6 +18,9 @@ plugin, so ``asyncio_mode = "strict"`` (pytest-asyncio's default) works as ``aut
 * ``kraft_faults``: the cluster's :class:`~kraft_jbod.faults.FaultInjector`.
 * ``kraft_fake_brokers``: a factory, ``await kraft_fake_brokers(3)``, starting real fake
   brokers (:meth:`KraftCluster.start_broker`).
+* ``kraft_quorum``: three raft voters on 127.0.0.1 with failover on demand (kill, pause,
+  isolate, move leadership, wait for the next leader): a started
+  :class:`~kraft_jbod.testing.quorum.LocalQuorum`, stopped at teardown.
 
 Two kinds of broker:
 
@@ -84,6 +87,7 @@ if TYPE_CHECKING:
         start_cluster,
         stop_cluster,
     )
+    from kraft_jbod.testing.quorum import LocalQuorum
 
 __all__ = [
     "CLUSTER_ID",
@@ -92,6 +96,7 @@ __all__ = [
     "FakeBrokerHandle",
     "KafkaConnection",
     "KraftCluster",
+    "LocalQuorum",
     "SimBroker",
     "controller_config",
     "directory_id",
@@ -99,6 +104,7 @@ __all__ = [
     "kraft_cluster",
     "kraft_fake_brokers",
     "kraft_faults",
+    "kraft_quorum",
     "kraft_real_cluster",
     "start_cluster",
     "stop_cluster",
@@ -122,6 +128,7 @@ _LAZY = {
         "stop_cluster",
     )
 }
+_LAZY["LocalQuorum"] = "kraft_jbod.testing.quorum"
 
 
 def __getattr__(name: str) -> Any:
@@ -133,7 +140,7 @@ def __getattr__(name: str) -> Any:
     return value
 
 
-_FIXTURES = ("kraft_cluster", "kraft_faults", "kraft_fake_brokers", "kraft_clock")
+_FIXTURES = ("kraft_cluster", "kraft_faults", "kraft_fake_brokers", "kraft_clock", "kraft_quorum")
 NEEDS_PYTEST_ASYNCIO = (
     "the kraft_cluster fixture runs a controller on an asyncio loop and needs pytest-asyncio: "
     "pip install pytest-asyncio (or pip install 'kraft-jbod[test]')"
@@ -166,6 +173,27 @@ else:  # pragma: no cover - exercised by the fresh-venv test
         pytest.fail(NEEDS_PYTEST_ASYNCIO, pytrace=False)
 
     kraft_cluster = _kraft_cluster_unavailable
+
+
+kraft_quorum: Any  # the fixture, importable by name
+if pytest_asyncio is not None:
+
+    @pytest_asyncio.fixture(name="kraft_quorum")
+    async def _kraft_quorum(tmp_path: Path) -> AsyncIterator[LocalQuorum]:
+        from kraft_jbod.testing.quorum import LocalQuorum
+
+        async with LocalQuorum(tmp_path / "quorum") as quorum:
+            yield quorum
+
+    kraft_quorum = _kraft_quorum
+
+else:  # pragma: no cover - exercised by the fresh-venv test
+
+    @pytest.fixture(name="kraft_quorum")
+    def _kraft_quorum_unavailable() -> LocalQuorum:
+        pytest.fail(NEEDS_PYTEST_ASYNCIO, pytrace=False)
+
+    kraft_quorum = _kraft_quorum_unavailable
 
 
 @pytest.fixture

@@ -53,7 +53,6 @@ import collections
 import errno
 import gc
 import logging
-import re
 import socket
 import ssl
 import time
@@ -68,11 +67,12 @@ from kraft_jbod.clock import SYSTEM_CLOCK, Clock
 from kraft_jbod.connection import (
     RequestReceived,
 )
-from kraft_jbod.controller import features, replication, voters
+from kraft_jbod.controller import api_versions, features, replication, voters
 from kraft_jbod.controller import snapshot as snapshots
 from kraft_jbod.controller.apis import configs
 from kraft_jbod.controller.config import ControllerConfig
 from kraft_jbod.controller.context import Sliced
+from kraft_jbod.controller.fetch_service import FetchService
 from kraft_jbod.controller.log import MetadataLog
 from kraft_jbod.controller.seams import (
     Extensions,
@@ -84,23 +84,19 @@ from kraft_jbod.controller.seams import (
     Tap,
 )
 from kraft_jbod.controller.service import API_VERSIONS_RANGE, Connection, Service
+from kraft_jbod.controller.snapshot_driver import SnapshotDriver
 from kraft_jbod.controller.story import Story
 from kraft_jbod.errors import ConfigError, EncodeError, KraftJbodError, ProtocolError, StorageError
 from kraft_jbod.messages.api_keys import ApiKey
 from kraft_jbod.messages.api_versions_request import ApiVersionsRequest
 from kraft_jbod.messages.api_versions_response import (
-    ApiVersion,
     ApiVersionsResponse,
-    FinalizedFeatureKey,
-    SupportedFeatureKey,
 )
-from kraft_jbod.messages.error_codes import ErrorCode
 from kraft_jbod.messages.no_op_record import NoOpRecord
 from kraft_jbod.wire.primitives import uuid_from_base64url, uuid_to_base64url
 
 log = logging.getLogger(__name__)
 
-_SOFTWARE_RE = re.compile(r"[a-zA-Z0-9](?:[a-zA-Z0-9\-.]*[a-zA-Z0-9])?")
 META_PROPERTIES = "meta.properties"
 # From this many partitions a full GC collection over the image is a pause worth avoiding.
 _FREEZE_PARTITIONS = 50_000
@@ -109,10 +105,6 @@ _FREEZE_AFTER_RECORDS = 1_000  # a commit this large may have grown the image: f
 
 def _wall_ms() -> int:
     return int(time.time() * 1000)
-
-
-def _monotonic_ms() -> int:
-    return time.monotonic_ns() // 1_000_000
 
 
 # --------------------------------------------------------------------------- meta.properties
@@ -214,7 +206,6 @@ class ControllerServer:
         self.bound: list[tuple[str, str, int]] = []
         self._queue: collections.deque[_Work] = collections.deque()
         self._busy = False
-        self._snapshotting = False  # Rule 5
         self._answering = False
         self._appending = False  # Rule 6
         self._wake = asyncio.Event()
@@ -223,13 +214,24 @@ class ControllerServer:
         self.fatal: BaseException | None = None
         self._stopped = asyncio.Event()
         self.supported: dict[int, tuple[int, int]] = {}
-        # Metadata replication (controller/replication.py): parked long-poll fetches.
-        self.fetch_waiter = replication.FetchWaiter()
-        self._fetch_tasks: set[asyncio.Task[None]] = set()
         self.stats = collections.Counter[str]()
         self._last_noop_ms: int | None = None
-        self._latest_snapshot: tuple[int, int] | None = None  # (end offset, epoch)
-        self.snapshot_policy = snapshots.SnapshotPolicy(config.snapshot_max_bytes, config.snapshot_interval_ms)
+        # Snapshot driving (controller/snapshot_driver.py) and metadata replication to
+        # observers (controller/fetch_service.py), each beside the one writer.
+        self.snapshots = SnapshotDriver(
+            config.metadata_partition_dir,
+            snapshots.SnapshotPolicy(config.snapshot_max_bytes, config.snapshot_interval_ms),
+            clock=self.clock,
+            fsync=fsync,
+            stats=self.stats,
+        )
+        self.fetches = FetchService(
+            node_id=config.node_id,
+            metadata_dir=config.metadata_partition_dir,
+            stats=self.stats,
+            cluster_id=lambda: self.cluster_id,
+            latest_snapshot=lambda: self.snapshots.latest,
+        )
         # Logs what committed records and refused requests mean (controller/story.py).
         self.story = Story()
         self.service = Service(
@@ -244,6 +246,14 @@ class ControllerServer:
     def state(self) -> Any:
         """The state machine (``Any`` to readers: tests and views read its tables)."""
         return self._state
+
+    @property
+    def snapshot_policy(self) -> snapshots.SnapshotPolicy:
+        return self.snapshots.policy
+
+    @property
+    def fetch_waiter(self) -> replication.FetchWaiter:
+        return self.fetches.waiter
 
     @property
     def machine(self) -> StateMachine:
@@ -317,8 +327,6 @@ class ControllerServer:
             # sight (see _freeze_heap). The load made no cyclic garbage
             # (snapshot.collector_paused), so there is nothing to collect first.
             self._freeze_heap(collect_young=False)
-            if restored is not None:
-                self._latest_snapshot = (restored.end_offset, restored.epoch)
             # A new leader epoch per start, as a raft leader gets on election; at kraft.version 1
             # its control batch also carries the voter set when the log has none or ours changed.
             self.log.leader_epoch = max(1, self.log.last_epoch + 1)
@@ -350,7 +358,8 @@ class ControllerServer:
                     self.log.end_offset,
                     self.log.leader_epoch,
                 )
-            self.snapshot_policy.taken(self.clock.monotonic_ms())
+            self.snapshots.restored(restored)
+            self.fetches.log = self.log
             self.supported = self._served_versions()
             for srv in self._servers[controller_servers:]:
                 await srv.start_serving()
@@ -479,9 +488,7 @@ class ControllerServer:
         self._closing = True
         if self.extensions is not None:
             await self.extensions.close()
-        self.fetch_waiter.close()
-        for task in list(self._fetch_tasks):
-            task.cancel()
+        self.fetches.close()
         for s in self._servers:
             s.close()
         self.service.close()
@@ -507,37 +514,24 @@ class ControllerServer:
     # ------------------------------------------------------------------ ApiVersions
 
     def api_versions_response(self, version: int, request: ApiVersionsRequest) -> ApiVersionsResponse:
-        """The controller listener's ApiVersions answer (KIP-511 checks of v3+ included)."""
-        if version >= 3 and not (
-            _SOFTWARE_RE.fullmatch(request.client_software_name or "")
-            and _SOFTWARE_RE.fullmatch(request.client_software_version or "")
-        ):
-            return ApiVersionsResponse(error_code=ErrorCode.INVALID_REQUEST)
-        if version >= 5:
-            # KIP-1242: ClusterId and NodeId come together or not at all (Kafka's isValid);
-            # a client that means another cluster or node is told to rebootstrap.
-            cid, nid = request.cluster_id, request.node_id
-            if (cid is None) != (nid == -1):
-                return ApiVersionsResponse(error_code=ErrorCode.INVALID_REQUEST)
-            if cid is not None and (cid != self.state.cluster_id or nid != self.state.node_id):
-                return ApiVersionsResponse(error_code=ErrorCode.REBOOTSTRAP_REQUIRED)
-        keys = [ApiVersion(ApiKey.API_VERSIONS, *API_VERSIONS_RANGE)]
-        keys += [ApiVersion(k, lo, hi) for k, (lo, hi) in sorted(self.supported.items())]
-        resp = ApiVersionsResponse(error_code=0, api_keys=keys)
-        if version >= 3:
-            resp.supported_features = [
-                SupportedFeatureKey(name, lo, hi) for name, (lo, hi) in sorted(features.SUPPORTED_FEATURES.items())
-            ]
-            level = self.machine.metadata_version
-            if level > 0:
-                finalized = dict(self.machine.finalized_features, **{features.METADATA_VERSION: level})
-                finalized[features.KRAFT_VERSION] = self.machine.kraft_version
-                resp.finalized_features = [
-                    FinalizedFeatureKey(name, lvl, lvl) for name, lvl in sorted(finalized.items()) if lvl > 0
-                ]
-                assert self.log is not None
-                resp.finalized_features_epoch = self.log.end_offset - 1
-        return resp
+        """The controller listener's ApiVersions answer (controller/api_versions.py)."""
+        finalized: dict[str, int] | None = None
+        level = self.machine.metadata_version
+        if level > 0:
+            finalized = dict(self.machine.finalized_features, **{features.METADATA_VERSION: level})
+            finalized[features.KRAFT_VERSION] = self.machine.kraft_version
+        assert self.log is not None
+        return api_versions.build(
+            version,
+            request,
+            self.supported,
+            api_versions_range=API_VERSIONS_RANGE,
+            cluster_id=self.state.cluster_id,
+            node_id=self.state.node_id,
+            supported_features=features.SUPPORTED_FEATURES,
+            finalized_features=finalized,
+            finalized_epoch=self.log.end_offset - 1,
+        )
 
     def dispatch(self, conn: Connection, ev: RequestReceived) -> None:
         """Hand a request on: Fetch to the replication path, the rest to the state machine."""
@@ -553,7 +547,7 @@ class ControllerServer:
         if self.fatal is not None or self._closing:
             proto.close()
             return
-        if self._snapshotting:
+        if self.snapshots.writing:
             self._queue.append(_Work(proto, event, None))
             self._answer_reads()  # Rule 5
             return
@@ -765,7 +759,7 @@ class ControllerServer:
             self._appending = False
         self.stats["batches"] += 1
         self.stats["records"] += len(records)
-        self.fetch_waiter.notify()
+        self.fetches.notify()
         try:
             for i, (record, version) in enumerate(records):
                 self.machine.apply(base + i, record, version)
@@ -781,109 +775,14 @@ class ControllerServer:
         await self._maybe_snapshot(ts)
 
     async def _maybe_snapshot(self, ts: int) -> None:
-        """Snapshot the image when the policy says so (controller/snapshot.py). The worker is
-        the only writer of the state, so the image holds still while it is written."""
+        """Snapshot the image when the policy says so (controller/snapshot_driver.py). The
+        worker is the only writer of the state, so the image holds still while it is written."""
         assert self.log is not None
-        if self.log.batches:
-            self.snapshot_policy.committed(self.log.batches[-1].size)
-        now = self.clock.monotonic_ms()
-        if not self.snapshot_policy.due(now):
-            return
-        self.snapshot_policy.taken(now)
-        img, epoch, directory = self.machine.image, self.log.leader_epoch, self.config.metadata_partition_dir
-        kv, vs = self.machine.kraft_version, self.machine.voters
-        try:
-            writing = asyncio.get_running_loop().run_in_executor(
-                None,
-                lambda: snapshots.write_image_snapshot(
-                    directory,
-                    img,
-                    epoch=epoch,
-                    last_contained_timestamp=ts,
-                    fsync=self._fsync,
-                    kraft_version=kv,
-                    voters=None if vs is None else (vs, 0),
-                ),
-            )
-            self._snapshotting = True
-            try:
-                self._answer_reads()
-                path = await writing
-            finally:
-                self._snapshotting = False
-        except Exception as exc:  # a failed snapshot loses nothing: the log still holds it all
-            log.error("writing a metadata snapshot failed: %s", exc)
-            return
-        self.stats["snapshots"] += 1
-        log.info("wrote metadata snapshot %s", path.name)
-        sid = snapshots.parse_name(path.name)
-        assert sid is not None
-        self._latest_snapshot = (sid.end_offset, sid.epoch)
-        self._clean_after_snapshot(sid)
-
-    def _clean_after_snapshot(self, sid: snapshots.SnapshotId) -> None:
-        """Roll the log at the snapshot, delete the segments wholly below it (the log start
-        offset moves to the first kept one) and the snapshots older than it."""
-        assert self.log is not None
-        try:
-            if sid.end_offset == self.log.end_offset:
-                self.log.roll()  # so everything the snapshot holds can go
-            deleted = self.log.delete_segments_below(sid.end_offset)
-            for old in snapshots.list_snapshots(self.config.metadata_partition_dir):
-                if old < sid:
-                    (self.config.metadata_partition_dir / old.file_name).unlink(missing_ok=True)
-        except (KraftJbodError, OSError) as exc:
-            log.error("cleaning the metadata log after a snapshot failed: %s", exc)
-            return
-        if deleted:
-            log.info("deleted %d metadata log segments; log start offset %d", deleted, self.log.start_offset)
-
-    # ------------------------------------------------------------------ Fetch (replication)
+        await self.snapshots.after_commit(self.log, self.machine, ts, self._answer_reads)
 
     def serve_fetch(self, proto: Connection, event: RequestReceived) -> None:
-        """Answer a Fetch/FetchSnapshot off the writer queue: reads never wait for appends."""
-        task = asyncio.get_running_loop().create_task(self._serve_fetch(proto, event))
-        self._fetch_tasks.add(task)
-        task.add_done_callback(self._fetch_tasks.discard)
-
-    async def _serve_fetch(self, proto: Connection, event: RequestReceived) -> None:
-        assert self.log is not None
-        host, port = proto.local
-        leader = replication.Leader(self.config.node_id, self.log.leader_epoch, host, port)
-        try:
-            if event.api_key == ApiKey.FETCH_SNAPSHOT:
-                body: Any = replication.handle_fetch_snapshot(
-                    event.body,
-                    event.api_version,
-                    cluster_id=self.cluster_id,
-                    leader=leader,
-                    directory=self.config.metadata_partition_dir,
-                )
-            else:
-                started = _monotonic_ms()
-                while True:
-                    generation = self.fetch_waiter.generation
-                    answer = replication.handle_fetch(
-                        event.body,
-                        event.api_version,
-                        cluster_id=self.cluster_id,
-                        leader=leader,
-                        log=self.log,
-                        shutting_down=self._closing,
-                        snapshot=self._latest_snapshot,
-                    )
-                    if answer.park_ms <= 0:
-                        break
-                    remaining = answer.park_ms - (_monotonic_ms() - started)
-                    if remaining <= 0 or not await self.fetch_waiter.wait(generation, remaining):
-                        break
-                body = answer.response
-        except Exception:
-            self.stats["handler_bugs"] += 1
-            log.exception("closing %s: bug while serving %s", proto.peer, codec.api_name(event.api_key))
-            proto.close()
-            return
-        proto.respond(event, body)
+        """Fetch/FetchSnapshot go to the replication side (controller/fetch_service.py)."""
+        self.fetches.serve(proto, event)
 
     async def _worker(self) -> None:
         while True:

@@ -237,7 +237,7 @@ async def test_kraft_version_1_log_restart_snapshot_and_apis(tmp_path: Path) -> 
     last = ControllerServer(config(tmp_path, new_port), fsync=False)
     await last.start()
     try:
-        assert last._latest_snapshot == (sid.end_offset, sid.epoch)
+        assert last.snapshots.latest == (sid.end_offset, sid.epoch)
         assert last.state.kraft_version == 1 and last.state.voters == moved_voters
         assert [t for _, t, _ in control_types(cfg)][-1] == "LEADER_CHANGE"  # same port: no new voter set
     finally:

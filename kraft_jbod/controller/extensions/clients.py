@@ -15,12 +15,11 @@ from typing import TYPE_CHECKING, Any, Final
 
 from kraft_jbod import codec
 from kraft_jbod.connection import RequestReceived
-from kraft_jbod.controller import client_api, routes
+from kraft_jbod.controller import api_versions, client_api, routes
 from kraft_jbod.controller.seams import ServerView
 from kraft_jbod.errors import ProtocolError
-from kraft_jbod.messages.api_keys import ApiKey
 from kraft_jbod.messages.api_versions_request import ApiVersionsRequest
-from kraft_jbod.messages.api_versions_response import ApiVersion, ApiVersionsResponse
+from kraft_jbod.messages.api_versions_response import ApiVersionsResponse
 
 if TYPE_CHECKING:
     from kraft_jbod.controller.service import Connection
@@ -51,9 +50,8 @@ class ClientApiSink:
         return dict(client_api.CLIENT_APIS)
 
     def api_versions_response(self, version: int, request: ApiVersionsRequest) -> ApiVersionsResponse:
-        keys = [ApiVersion(ApiKey.API_VERSIONS, *API_VERSIONS_RANGE)]
-        keys += [ApiVersion(k, lo, hi) for k, (lo, hi) in sorted(client_api.CLIENT_APIS.items())]
-        return ApiVersionsResponse(error_code=0, api_keys=keys)
+        # The controller listener's builder: the same KIP-511 checks, no feature ranges.
+        return api_versions.build(version, request, client_api.CLIENT_APIS, api_versions_range=API_VERSIONS_RANGE)
 
     def dispatch(self, conn: Connection, ev: RequestReceived) -> None:
         state = self.server.state

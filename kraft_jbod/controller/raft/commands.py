@@ -1,0 +1,150 @@
+"""``kraft-jbod quorum``: a controller quorum on loopback, failed over on command.
+
+* ``quorum failover``: starts N raft voters on 127.0.0.1 (free ports, a temporary folder or
+  ``--dir``), writes records through the leader, loses the leader ``--failovers`` times
+  (``--how`` kill, pause, isolate or move), waits for each next leader, and prints one line
+  per failover and a summary: election times, records acknowledged, records lost (0 when
+  the quorum is right), and whether every voter's log on disk is a prefix-consistent copy.
+* ``quorum simulate``: the same on the seeded in-memory network in simulated time, with
+  Kafka's default timeouts and optional message loss; fast enough for thousands of failovers.
+
+Exit status 1 when a record was lost or the logs disagree.
+"""
+
+from __future__ import annotations
+
+import argparse
+from pathlib import Path
+from typing import Any
+
+from kraft_jbod import console
+
+_HOW = ("kill", "pause", "isolate", "move")
+
+
+def register(sub: Any) -> None:
+    q = sub.add_parser("quorum", help="a controller quorum on loopback, failed over on command")
+    qs = q.add_subparsers(dest="quorum_command", required=True)
+    f = qs.add_parser("failover", help="N voters over TCP; lose the leader again and again")
+    f.add_argument("--voters", type=int, default=3)
+    f.add_argument("--failovers", type=int, default=5)
+    f.add_argument("--how", choices=_HOW, default="kill")
+    f.add_argument("--records", type=int, default=10, help="records written before each failover")
+    f.add_argument("--dir", type=Path, help="keep the voters' folders here (default: a temporary folder)")
+    f.add_argument("--json", action="store_true", help="the summary as one JSON line")
+    f.set_defaults(func=cmd_failover)
+    s = qs.add_parser("simulate", help="the same in simulated time (Kafka's default timeouts)")
+    s.add_argument("--voters", type=int, default=3)
+    s.add_argument("--failovers", type=int, default=100)
+    s.add_argument("--how", choices=("kill", "pause", "isolate", "resign"), default="kill")
+    s.add_argument("--drop-rate", type=float, default=0.0, help="share of messages lost (0-1)")
+    s.add_argument("--seed", type=int, default=0)
+    s.add_argument("--json", action="store_true")
+    s.set_defaults(func=cmd_simulate)
+
+
+def cmd_simulate(args: argparse.Namespace) -> int:
+    from kraft_jbod.controller.raft.simulation import SafetyViolation, run_failovers
+
+    if args.voters < 1 or args.failovers < 0 or not 0 <= args.drop_rate < 1:
+        return console.fail("quorum simulate: --voters >= 1, --failovers >= 0 and 0 <= --drop-rate < 1")
+    try:
+        r = run_failovers(args.failovers, voters=args.voters, how=args.how, seed=args.seed, drop_rate=args.drop_rate)
+    except SafetyViolation as exc:
+        console.error(f"quorum simulate: {exc}")
+        return 1
+    summary = {
+        "failovers": r.failovers,
+        "election_ms_median": r.median_ms,
+        "election_ms_worst": r.worst_ms,
+        "committed": r.committed,
+        "acknowledged": r.acknowledged,
+        "lost": r.lost,
+    }
+    _print(summary, args.json)
+    return 1 if r.lost else 0
+
+
+def cmd_failover(args: argparse.Namespace) -> int:
+    import asyncio
+    import tempfile
+
+    if args.voters < 1 or args.failovers < 0 or args.records < 1:
+        return console.fail("quorum failover: --voters >= 1, --failovers >= 0 and --records >= 1")
+    if args.dir is not None and args.dir.exists() and not args.dir.is_dir():
+        return console.fail(f"quorum failover: --dir {args.dir} is a file; it names a folder")
+    if args.dir is not None:
+        return asyncio.run(_failover(args, args.dir))
+    with tempfile.TemporaryDirectory(prefix="kraft-jbod-quorum-") as tmp:
+        return asyncio.run(_failover(args, Path(tmp)))
+
+
+async def _failover(args: argparse.Namespace, directory: Path) -> int:
+    import asyncio
+    import statistics
+
+    from kraft_jbod.testing.quorum import LocalQuorum
+
+    acknowledged: list[tuple[int, bytes]] = []
+    async with LocalQuorum(directory, voters=args.voters) as quorum:
+        for i, (host, port) in sorted(quorum.addresses.items()):
+            console.listening(f"voter-{i}", host, port)
+        await quorum.wait_for_leader(timeout=60)
+        for r in range(args.failovers):
+            for i in range(args.records):
+                payload = b"record-%d-%d" % (r, i)
+                offset, epoch = await quorum.write([payload])
+                if await quorum.wait_committed(offset, epoch):
+                    acknowledged.append((offset, payload))
+            leader = await quorum.wait_for_leader()
+            assert leader.node is not None
+            old, epoch = leader.node_id, leader.node.epoch
+            if args.how == "kill":
+                await quorum.kill(old)
+            elif args.how == "pause":
+                quorum.pause(old)
+            elif args.how == "isolate":
+                quorum.isolate(old)
+            else:
+                quorum.move_leadership()
+            new = await quorum.wait_for_leader(above_epoch=epoch, timeout=60)
+            assert new.node is not None
+            console.line(
+                f"failover {r + 1}: voter {old} lost ({args.how}), voter {new.node_id} leads epoch "
+                f"{new.node.epoch} after {quorum.elections[-1]} ms"
+            )
+            if args.how == "kill":
+                await quorum.restart(old)
+            elif args.how == "pause":
+                quorum.resume(old)
+            elif args.how == "isolate":
+                quorum.heal(old)
+        final, epoch = await quorum.write([b"last"])
+        await quorum.wait_committed(final, epoch)
+        for _ in range(500):
+            if all(v.log is not None and v.log.end_offset > final for v in quorum.voters.values()):
+                break
+            await asyncio.sleep(0.02)
+        elections = list(quorum.elections)
+    logs = LocalQuorum(directory, voters=args.voters).logs()
+    longest = max(logs.values(), key=len)
+    consistent = all(entries == longest[: len(entries)] and len(entries) == len(longest) for entries in logs.values())
+    lost = sum(1 for o, p in acknowledged if o >= len(longest) or longest[o].payload != p)
+    summary = {
+        "failovers": len(elections),
+        "election_ms_median": statistics.median(elections) if elections else None,
+        "election_ms_worst": max(elections) if elections else None,
+        "committed": len(longest),
+        "acknowledged": len(acknowledged),
+        "lost": lost,
+        "logs_consistent": consistent,
+    }
+    _print(summary, args.json)
+    return 1 if lost or not consistent else 0
+
+
+def _print(summary: dict[str, Any], as_json: bool) -> None:
+    if as_json:
+        console.json_line(summary)
+    else:
+        console.line(" ".join(f"{k}={v}" for k, v in summary.items()))

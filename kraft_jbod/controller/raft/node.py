@@ -1,0 +1,588 @@
+"""One KRaft voter as a pure state machine: elections, replication and the high watermark.
+
+A :class:`RaftNode` does no I/O and reads no clock: every call gets the time (``now_ms``) and
+returns an :class:`~.messages.Outbox` of messages for the shell to send. Randomness (the
+election timeouts) comes from an injected ``random.Random``, so a seed replays a run.
+
+Roles, as Kafka 4.4's raft client has them (KIP-595, with KIP-996 pre-votes):
+
+* **unattached**: no known leader in this epoch (maybe a vote given). When the election
+  timer fires it becomes *prospective*.
+* **prospective**: asks every voter for a pre-vote (epoch unchanged, nothing persisted).
+  A majority makes it a *candidate*; a lost or timed-out pre-vote sends it back to follow
+  the leader it knew, or to unattached. A voter that still hears from its leader refuses
+  pre-votes, so a node cut off from the others cannot raise the epoch and disturb them.
+* **candidate**: epoch + 1, votes for itself (persisted first), asks for votes. A majority
+  makes it *leader*; a timeout sends it back to prospective.
+* **leader**: appends a control entry starting its epoch, sends BeginQuorumEpoch to the
+  others until they fetch, serves Fetch, and moves the high watermark to the offset a
+  majority of voters hold, once that covers the epoch's first entry. A leader that has not
+  heard from a majority for 1.5 fetch timeouts (check-quorum) resigns.
+* **follower**: fetches from the leader; truncates when the leader says its tail diverges;
+  its high watermark is the leader's, capped by its own log end. No answer from the leader
+  for a fetch timeout makes it prospective.
+* **resigned**: a leader stepping down (shutdown, check-quorum, or a leadership move)
+  sends EndQuorumEpoch naming preferred successors; the first of them starts its election
+  at once, the others after a back-off.
+
+Invariants (checked by tests/controller/test_raft_node.py and the simulation):
+
+Rule 1: the epoch and the vote are persisted before a vote is granted or requested, so a
+restarted voter never votes twice in one epoch, and a restarted leader resigns its epoch.
+Rule 2: a voter grants its (real) vote only to a candidate whose log is at least as up to
+date (last epoch, then end offset) as its own: an elected leader holds every committed entry.
+Rule 3: the high watermark never goes back on a leader, and never counts an entry of an
+older epoch as committed by itself (Raft's "commit only from the current term").
+Rule 4: a message naming an older epoch changes nothing but gets an answer carrying the
+current epoch and leader, so the sender catches up.
+"""
+
+from __future__ import annotations
+
+import enum
+import random
+from collections.abc import Callable, Iterable, Sequence
+from dataclasses import dataclass
+
+from kraft_jbod.controller.raft.election_store import Election, ElectionStore
+from kraft_jbod.controller.raft.messages import (
+    BeginQuorumEpochRequest,
+    BeginQuorumEpochResponse,
+    EndQuorumEpochRequest,
+    EndQuorumEpochResponse,
+    Entry,
+    Error,
+    FetchRequest,
+    FetchResponse,
+    Message,
+    Outbox,
+    VoteRequest,
+    VoteResponse,
+)
+from kraft_jbod.controller.raft.replica_log import ReplicaLog
+
+LEADER_CHANGE_PAYLOAD = b""
+
+
+class Role(enum.Enum):
+    UNATTACHED = "unattached"
+    PROSPECTIVE = "prospective"
+    CANDIDATE = "candidate"
+    LEADER = "leader"
+    FOLLOWER = "follower"
+    RESIGNED = "resigned"
+
+
+@dataclass(frozen=True, slots=True)
+class Timing:
+    """Kafka's controller.quorum.* timeouts (defaults as Kafka's), plus the shell's pacing."""
+
+    election_timeout_ms: int = 1000
+    fetch_timeout_ms: int = 2000
+    election_backoff_max_ms: int = 1000
+    # How long an idle follower waits between fetches (Kafka long-polls instead).
+    fetch_interval_ms: int = 50
+    # Resend a request (fetch, vote, begin/end epoch) not answered within this long.
+    retry_ms: int = 200
+    max_fetch_entries: int = 500
+
+
+class RaftNode:
+    """One voter. Drive it with :meth:`tick` and :meth:`receive`; read its state freely."""
+
+    def __init__(
+        self,
+        node_id: int,
+        voters: Iterable[int],
+        log: ReplicaLog,
+        store: ElectionStore,
+        *,
+        rng: random.Random,
+        now_ms: int,
+        timing: Timing = Timing(),
+        start_of_epoch: Callable[[int, frozenset[int], frozenset[int]], bytes] | None = None,
+    ) -> None:
+        self.node_id = node_id
+        # The payload of the control entry a new leader starts its epoch with, from
+        # (leader, voters, voters that granted): the shell's LeaderChangeMessage.
+        self.start_of_epoch = start_of_epoch
+        self.voters = frozenset(voters)
+        if node_id not in self.voters:
+            raise ValueError(f"node {node_id} is not one of the voters {sorted(self.voters)}")
+        self.log = log
+        self.store = store
+        self.rng = rng
+        self.timing = timing
+        self.high_watermark = 0
+        self.role = Role.UNATTACHED
+        self._deadline = 0
+        self._granted: set[int] = set()
+        self._rejected: set[int] = set()
+        self._asked_at: dict[int, int] = {}
+        # Leader: each voter's log end as last fetched, when it last fetched, epoch start.
+        self._match: dict[int, int] = {}
+        self._last_fetch: dict[int, int] = {}
+        self._epoch_start = 0
+        self._successors: tuple[int, ...] = ()
+        # Follower: an outstanding fetch (sent at), the next fetch time, heard from the leader.
+        self._fetch_sent = -1
+        self._next_fetch = 0
+        self._has_fetched = False
+        self._last_leader = -1  # the leader a prospective falls back to
+        # Counters the shell and the tests read.
+        self.elections_won = 0
+        self.truncated_below_hw = 0
+        election = store.read()
+        self.epoch = max(election.epoch, log.last_epoch)
+        self.leader_id = election.leader_id if election.epoch == self.epoch else -1
+        self.voted_id = election.voted_id if election.epoch == self.epoch else -1
+        if self.leader_id == node_id:
+            # Rule 1: a restarted leader cannot lead its old epoch again (its state is gone).
+            self.role = Role.RESIGNED
+            self._deadline = now_ms + self._election_timeout()
+        elif self.leader_id >= 0:
+            self._become_follower(self.epoch, self.leader_id, now_ms, persist=False)
+        else:
+            self._deadline = now_ms + self._election_timeout()
+        if len(self.voters) == 1 and self.role is not Role.LEADER:
+            self._deadline = now_ms
+
+    # ------------------------------------------------------------------ reading the state
+
+    @property
+    def is_leader(self) -> bool:
+        return self.role is Role.LEADER
+
+    def describe(self) -> str:
+        return (
+            f"node {self.node_id} {self.role.value} epoch {self.epoch} leader {self.leader_id} "
+            f"voted {self.voted_id} end {self.log.end_offset} hw {self.high_watermark}"
+        )
+
+    def majority(self) -> int:
+        return len(self.voters) // 2 + 1
+
+    # ------------------------------------------------------------------ commands
+
+    def propose(self, payloads: Sequence[bytes], now_ms: int) -> int:
+        """Append ``payloads`` as the leader; the offset of the first. Raises when not leader."""
+        if self.role is not Role.LEADER:
+            raise NotLeaderError(self.node_id, self.leader_id, self.epoch)
+        first = self.log.end_offset
+        self.log.append([Entry(first + i, self.epoch, p) for i, p in enumerate(payloads)])
+        self._match[self.node_id] = self.log.end_offset
+        self._advance_high_watermark()
+        return first
+
+    def resign(self, now_ms: int, successors: Sequence[int] = ()) -> Outbox:
+        """Step down as leader (graceful shutdown, or move leadership to ``successors[0]``)."""
+        out = Outbox()
+        if self.role is not Role.LEADER:
+            return out
+        if not successors:
+            others = [v for v in self.voters if v != self.node_id]
+            successors = sorted(others, key=lambda v: -self._match.get(v, -1))
+        self._successors = tuple(successors)
+        self.role = Role.RESIGNED
+        self._deadline = now_ms + self._election_timeout()
+        self._asked_at.clear()
+        self._send_end_epoch(out, now_ms)
+        return out
+
+    # ------------------------------------------------------------------ time
+
+    def tick(self, now_ms: int) -> Outbox:
+        out = Outbox()
+        role = self.role
+        if role is Role.LEADER:
+            self._leader_tick(out, now_ms)
+        elif role is Role.FOLLOWER:
+            if now_ms >= self._deadline:
+                self._become_prospective(out, now_ms)
+            else:
+                self._maybe_fetch(out, now_ms)
+        elif role is Role.UNATTACHED:
+            if now_ms >= self._deadline:
+                self._become_prospective(out, now_ms)
+        elif role is Role.PROSPECTIVE:
+            if now_ms >= self._deadline:
+                self._fall_back(out, now_ms)
+            else:
+                self._ask(out, now_ms, pre_vote=True)
+        elif role is Role.CANDIDATE:
+            if now_ms >= self._deadline:
+                self._become_prospective(out, now_ms)
+            else:
+                self._ask(out, now_ms, pre_vote=False)
+        elif role is Role.RESIGNED:
+            if now_ms >= self._deadline:
+                self._become_prospective(out, now_ms)
+            else:
+                self._send_end_epoch(out, now_ms)
+        return out
+
+    def next_deadline(self, now_ms: int) -> int:
+        """The latest time the shell may wait before calling :meth:`tick` again."""
+        soonest = self._deadline
+        if self.role is Role.FOLLOWER:
+            soonest = min(soonest, max(self._next_fetch, now_ms))
+        elif self.role is not Role.UNATTACHED:
+            soonest = min(soonest, now_ms + self.timing.retry_ms)
+        return max(soonest, now_ms)
+
+    # ------------------------------------------------------------------ messages
+
+    def receive(self, source: int, message: Message, now_ms: int) -> Outbox:
+        """Handle one message from node ``source``; never raises for a peer's values."""
+        out = Outbox()
+        if isinstance(message, FetchRequest):
+            out.add(source, self._on_fetch(message, now_ms))
+        elif isinstance(message, FetchResponse):
+            self._on_fetch_response(source, message, out, now_ms)
+        elif isinstance(message, VoteRequest):
+            out.add(source, self._on_vote(message, now_ms))
+        elif isinstance(message, VoteResponse):
+            self._on_vote_response(source, message, out, now_ms)
+        elif isinstance(message, BeginQuorumEpochRequest):
+            out.add(source, self._on_begin(message, out, now_ms))
+        elif isinstance(message, BeginQuorumEpochResponse):
+            self._on_epoch_answer(source, message.epoch, message.leader_id, out, now_ms)
+            if self.role is Role.LEADER and message.epoch == self.epoch:
+                self._asked_at[source] = now_ms + 10 * self.timing.fetch_timeout_ms  # acknowledged
+        elif isinstance(message, EndQuorumEpochRequest):
+            out.add(source, self._on_end(message, now_ms))
+        elif isinstance(message, EndQuorumEpochResponse):
+            self._on_epoch_answer(source, message.epoch, message.leader_id, out, now_ms)
+            if self.role is Role.RESIGNED and message.epoch == self.epoch:
+                self._asked_at[source] = now_ms + 10 * self.timing.fetch_timeout_ms
+        return out
+
+    # -- votes
+
+    def _on_vote(self, req: VoteRequest, now_ms: int) -> VoteResponse:
+        illegal = req.last_epoch > req.candidate_epoch if req.pre_vote else req.last_epoch >= req.candidate_epoch
+        if req.last_offset < 0 or req.last_epoch < 0 or illegal or req.candidate_id not in self.voters:
+            return VoteResponse(self.node_id, self.epoch, self.leader_id, False, req.pre_vote, Error.INVALID_REQUEST)
+        if req.candidate_epoch < self.epoch:
+            return VoteResponse(self.node_id, self.epoch, self.leader_id, False, req.pre_vote)
+        if req.candidate_epoch > self.epoch:
+            self._become_unattached(req.candidate_epoch, now_ms)
+        up_to_date = (req.last_epoch, req.last_offset) >= (self.log.last_epoch, self.log.end_offset)
+        granted = self._can_grant(req.candidate_id, up_to_date, req.pre_vote)
+        if granted and not req.pre_vote and self.role in (Role.UNATTACHED, Role.PROSPECTIVE) and self.voted_id < 0:
+            # Rule 1: the vote is on disk before the answer leaves.
+            self.voted_id = req.candidate_id
+            self.role = Role.UNATTACHED
+            self._persist()
+            self._deadline = now_ms + self._election_timeout()
+        return VoteResponse(self.node_id, self.epoch, self.leader_id, granted, req.pre_vote)
+
+    def _can_grant(self, candidate: int, up_to_date: bool, pre_vote: bool) -> bool:
+        role = self.role
+        if role in (Role.UNATTACHED, Role.PROSPECTIVE):
+            if pre_vote:
+                return up_to_date
+            if self.voted_id >= 0:
+                return self.voted_id == candidate
+            if self.leader_id >= 0:
+                return False
+            return up_to_date
+        if role is Role.FOLLOWER:
+            return pre_vote and not self._has_fetched and up_to_date
+        if role in (Role.CANDIDATE, Role.RESIGNED):
+            return pre_vote and up_to_date
+        return False
+
+    def _on_vote_response(self, source: int, resp: VoteResponse, out: Outbox, now_ms: int) -> None:
+        if self._on_epoch_answer(source, resp.epoch, resp.leader_id, out, now_ms):
+            return
+        if resp.epoch != self.epoch or resp.error is not Error.NONE:
+            return
+        wanted = Role.PROSPECTIVE if resp.pre_vote else Role.CANDIDATE
+        if self.role is not wanted:
+            return
+        (self._granted if resp.granted else self._rejected).add(source)
+        if len(self._granted) >= self.majority():
+            if resp.pre_vote:
+                self._become_candidate(out, now_ms)
+            else:
+                self._become_leader(out, now_ms)
+        elif len(self._rejected) > len(self.voters) - self.majority():
+            if resp.pre_vote:
+                self._fall_back(out, now_ms)
+            else:
+                # Lost: wait a random back-off, then try again from prospective.
+                self._deadline = now_ms + self.rng.randrange(1, self.timing.election_backoff_max_ms + 1)
+
+    def _ask(self, out: Outbox, now_ms: int, *, pre_vote: bool) -> None:
+        req = VoteRequest(self.node_id, self.epoch, self.log.last_epoch, self.log.end_offset, pre_vote)
+        for v in sorted(self.voters):
+            if v == self.node_id or v in self._granted or v in self._rejected:
+                continue
+            if now_ms - self._asked_at.get(v, -(10**12)) >= self.timing.retry_ms:
+                self._asked_at[v] = now_ms
+                out.add(v, req)
+
+    # -- epochs
+
+    def _on_epoch_answer(self, source: int, epoch: int, leader_id: int, out: Outbox, now_ms: int) -> bool:
+        """Rule 4 from the other side: an answer with a newer epoch moves us there. True if it did."""
+        if epoch > self.epoch:
+            if leader_id >= 0 and leader_id != self.node_id:
+                self._become_follower(epoch, leader_id, now_ms)
+                self._maybe_fetch(out, now_ms)
+            else:
+                self._become_unattached(epoch, now_ms)
+            return True
+        if (
+            epoch == self.epoch
+            and leader_id >= 0
+            and leader_id != self.node_id
+            and self.leader_id < 0
+            and self.role in (Role.UNATTACHED, Role.PROSPECTIVE)
+        ):
+            self._become_follower(epoch, leader_id, now_ms)
+            self._maybe_fetch(out, now_ms)
+            return True
+        return False
+
+    def _on_begin(self, req: BeginQuorumEpochRequest, out: Outbox, now_ms: int) -> BeginQuorumEpochResponse:
+        if req.epoch < self.epoch:
+            return BeginQuorumEpochResponse(self.node_id, self.epoch, self.leader_id, Error.FENCED_LEADER_EPOCH)
+        if req.epoch == self.epoch and self.leader_id >= 0 and self.leader_id != req.leader_id:
+            return BeginQuorumEpochResponse(self.node_id, self.epoch, self.leader_id, Error.INVALID_REQUEST)
+        if not (self.role is Role.FOLLOWER and self.epoch == req.epoch):
+            self._become_follower(req.epoch, req.leader_id, now_ms)
+            self._maybe_fetch(out, now_ms)
+        return BeginQuorumEpochResponse(self.node_id, self.epoch, self.leader_id)
+
+    def _on_end(self, req: EndQuorumEpochRequest, now_ms: int) -> EndQuorumEpochResponse:
+        if req.epoch < self.epoch:
+            return EndQuorumEpochResponse(self.node_id, self.epoch, self.leader_id, Error.FENCED_LEADER_EPOCH)
+        if req.epoch > self.epoch:
+            self._become_unattached(req.epoch, now_ms)
+        if self.role is Role.FOLLOWER and self.leader_id == req.leader_id:
+            # The leader is going: start the election soon, the preferred successor first.
+            if req.preferred_successors[:1] == (self.node_id,):
+                self._deadline = now_ms
+            else:
+                self._deadline = now_ms + self.rng.randrange(1, self.timing.election_backoff_max_ms + 1)
+        return EndQuorumEpochResponse(self.node_id, self.epoch, self.leader_id)
+
+    def _send_end_epoch(self, out: Outbox, now_ms: int) -> None:
+        req = EndQuorumEpochRequest(self.node_id, self.epoch, self._successors)
+        for v in sorted(self.voters - {self.node_id}):
+            if now_ms - self._asked_at.get(v, -(10**12)) >= self.timing.retry_ms:
+                self._asked_at[v] = now_ms
+                out.add(v, req)
+
+    # -- fetch, leader side
+
+    def _on_fetch(self, req: FetchRequest, now_ms: int) -> FetchResponse:
+        def answer(error: Error, **fields: int) -> FetchResponse:
+            return FetchResponse(self.leader_id, self.epoch, error, req.fetch_offset, **fields)  # type: ignore[arg-type]
+
+        if req.fetch_offset < 0 or req.last_fetched_epoch < 0 or req.last_fetched_epoch > req.epoch:
+            return answer(Error.INVALID_REQUEST)
+        if req.epoch < self.epoch:
+            return answer(Error.FENCED_LEADER_EPOCH)
+        if req.epoch > self.epoch:
+            return answer(Error.UNKNOWN_LEADER_EPOCH)
+        if self.role is not Role.LEADER:
+            return answer(Error.NOT_LEADER_OR_FOLLOWER)
+        if req.fetch_offset > 0:
+            epoch, end = self.log.epoch_end(req.last_fetched_epoch)
+            if epoch != req.last_fetched_epoch or end < req.fetch_offset:
+                return FetchResponse(
+                    self.node_id,
+                    self.epoch,
+                    Error.NONE,
+                    req.fetch_offset,
+                    high_watermark=self.high_watermark,
+                    diverging_epoch=epoch,
+                    diverging_end_offset=end,
+                )
+        if req.replica_id in self.voters and req.replica_id != self.node_id:
+            self._match[req.replica_id] = req.fetch_offset
+            self._last_fetch[req.replica_id] = now_ms
+            self._advance_high_watermark()
+        entries = tuple(self.log.read(req.fetch_offset, self.timing.max_fetch_entries))
+        return FetchResponse(
+            self.node_id, self.epoch, Error.NONE, req.fetch_offset, high_watermark=self.high_watermark, entries=entries
+        )
+
+    def _advance_high_watermark(self) -> None:
+        offsets = sorted((self._match.get(v, 0) for v in self.voters), reverse=True)
+        majority_offset = offsets[self.majority() - 1]
+        # Rule 3: only once the majority holds this epoch's first entry, never backwards.
+        if majority_offset > self._epoch_start and majority_offset > self.high_watermark:
+            self.high_watermark = majority_offset
+
+    def _leader_tick(self, out: Outbox, now_ms: int) -> None:
+        begin = BeginQuorumEpochRequest(self.node_id, self.epoch)
+        for v in sorted(self.voters - {self.node_id}):
+            if v not in self._last_fetch and now_ms - self._asked_at.get(v, -(10**12)) >= self.timing.retry_ms:
+                self._asked_at[v] = now_ms
+                out.add(v, begin)
+        if now_ms >= self._deadline:
+            window = self.timing.fetch_timeout_ms * 3 // 2
+            heard = 1 + sum(1 for v, t in self._last_fetch.items() if now_ms - t < window)
+            if heard >= self.majority():
+                self._deadline = now_ms + window // 3
+            else:
+                # Check-quorum: cut off from a majority, stop accepting writes.
+                self._become_leader_resigned(out, now_ms)
+
+    def _become_leader_resigned(self, out: Outbox, now_ms: int) -> None:
+        out.sends.extend(self.resign(now_ms).sends)
+
+    # -- fetch, follower side
+
+    def _maybe_fetch(self, out: Outbox, now_ms: int) -> None:
+        if self.role is not Role.FOLLOWER or self.leader_id < 0:
+            return
+        in_flight = self._fetch_sent >= 0 and now_ms - self._fetch_sent < self.timing.retry_ms
+        if in_flight or now_ms < self._next_fetch:
+            return
+        self._fetch_sent = now_ms
+        out.add(
+            self.leader_id,
+            FetchRequest(self.node_id, self.epoch, self.log.end_offset, self.log.last_epoch),
+        )
+
+    def _on_fetch_response(self, source: int, resp: FetchResponse, out: Outbox, now_ms: int) -> None:
+        if self._on_epoch_answer(source, resp.epoch, resp.leader_id, out, now_ms):
+            return
+        if self.role is not Role.FOLLOWER or source != self.leader_id or resp.epoch != self.epoch:
+            return
+        self._fetch_sent = -1
+        if resp.error is not Error.NONE:
+            self._next_fetch = now_ms + self.timing.fetch_interval_ms
+            return
+        self._has_fetched = True
+        self._deadline = now_ms + self.timing.fetch_timeout_ms
+        if resp.diverging_epoch >= 0 or resp.diverging_end_offset >= 0:
+            # Keep what both logs hold: up to where the leader's epoch ends, and where the
+            # same (or the nearest lower) epoch ends in ours; a next fetch narrows further.
+            _, my_end = self.log.epoch_end(resp.diverging_epoch)
+            cut = min(resp.diverging_end_offset, my_end)
+            if cut < self.high_watermark:
+                self.truncated_below_hw += 1
+            self.log.truncate_to(cut)
+            self._next_fetch = now_ms
+        elif resp.fetch_offset == self.log.end_offset:
+            fresh = [e for e in resp.entries if e.offset >= self.log.end_offset]
+            if fresh:
+                self.log.append(fresh)
+            self._next_fetch = now_ms if resp.entries else now_ms + self.timing.fetch_interval_ms
+            # The leader accepted (fetch offset, last epoch), so our whole log is a prefix of
+            # its: only now may its high watermark be ours (capped by what we hold).
+            self.high_watermark = max(self.high_watermark, min(resp.high_watermark, self.log.end_offset))
+        else:
+            self._next_fetch = now_ms
+        self._maybe_fetch(out, now_ms)
+
+    # ------------------------------------------------------------------ transitions
+
+    def _election_timeout(self) -> int:
+        t = self.timing.election_timeout_ms
+        return t + self.rng.randrange(t)
+
+    def _persist(self) -> None:
+        self.store.write(Election(epoch=self.epoch, leader_id=self.leader_id, voted_id=self.voted_id))
+
+    def _reset_round(self) -> None:
+        self._granted = {self.node_id}
+        self._rejected = set()
+        self._asked_at = {}
+
+    def _become_unattached(self, epoch: int, now_ms: int) -> None:
+        if self.leader_id >= 0:
+            self._last_leader = self.leader_id
+        changed = epoch != self.epoch
+        self.epoch = epoch
+        self.role = Role.UNATTACHED
+        if changed:
+            self.leader_id = -1
+            self.voted_id = -1
+            self._last_leader = -1
+        self._persist()
+        self._deadline = now_ms + self._election_timeout()
+
+    def _become_follower(self, epoch: int, leader_id: int, now_ms: int, *, persist: bool = True) -> None:
+        if epoch != self.epoch:
+            self.voted_id = -1
+        self.epoch = epoch
+        self.leader_id = leader_id
+        self._last_leader = leader_id
+        self.role = Role.FOLLOWER
+        self._has_fetched = False
+        self._fetch_sent = -1
+        self._next_fetch = now_ms
+        self._deadline = now_ms + self.timing.fetch_timeout_ms
+        if persist:
+            self._persist()
+
+    def _become_prospective(self, out: Outbox, now_ms: int) -> None:
+        if self.leader_id >= 0 and self.leader_id != self.node_id:
+            self._last_leader = self.leader_id
+        elif self.leader_id == self.node_id:
+            self._last_leader = -1
+        self.role = Role.PROSPECTIVE
+        self._reset_round()
+        self._deadline = now_ms + self._election_timeout()
+        if len(self._granted) >= self.majority():
+            self._become_candidate(out, now_ms)
+        else:
+            self._ask(out, now_ms, pre_vote=True)
+
+    def _fall_back(self, out: Outbox, now_ms: int) -> None:
+        """A pre-vote lost or timed out: follow the leader we knew, or wait unattached."""
+        if self._last_leader >= 0 and self._last_leader != self.node_id and self.leader_id == self._last_leader:
+            self._become_follower(self.epoch, self._last_leader, now_ms, persist=False)
+            self._maybe_fetch(out, now_ms)
+        else:
+            self.role = Role.UNATTACHED
+            self._deadline = now_ms + self._election_timeout()
+
+    def _become_candidate(self, out: Outbox, now_ms: int) -> None:
+        self.epoch += 1
+        self.leader_id = -1
+        self.voted_id = self.node_id
+        self.role = Role.CANDIDATE
+        self._persist()  # Rule 1
+        self._reset_round()
+        self._deadline = now_ms + self._election_timeout()
+        if len(self._granted) >= self.majority():
+            self._become_leader(out, now_ms)
+        else:
+            self._ask(out, now_ms, pre_vote=False)
+
+    def _become_leader(self, out: Outbox, now_ms: int) -> None:
+        self.role = Role.LEADER
+        self.leader_id = self.node_id
+        self._persist()
+        self.elections_won += 1
+        self._epoch_start = self.log.end_offset
+        payload = (
+            self.start_of_epoch(self.node_id, self.voters, frozenset(self._granted))
+            if self.start_of_epoch is not None
+            else LEADER_CHANGE_PAYLOAD
+        )
+        self.log.append([Entry(self._epoch_start, self.epoch, payload, control=True)])
+        self._match = {self.node_id: self.log.end_offset}
+        self._last_fetch = {}
+        self._asked_at = {}
+        self._successors = ()
+        self._deadline = now_ms + self.timing.fetch_timeout_ms * 3 // 2
+        self._advance_high_watermark()
+        self._leader_tick(out, now_ms)
+
+
+class NotLeaderError(Exception):
+    """A write offered to a voter that does not lead; names who does, if known."""
+
+    def __init__(self, node_id: int, leader_id: int, epoch: int) -> None:
+        super().__init__(f"node {node_id} is not the leader (leader {leader_id}, epoch {epoch})")
+        self.leader_id = leader_id
+        self.epoch = epoch

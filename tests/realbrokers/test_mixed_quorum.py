@@ -1,0 +1,176 @@
+"""A mixed raft quorum: two of our voters (controller/raft) and Kafka 4.4's own controller as
+the third voter, static voters (kraft.version 0). Kafka's voter must find our leader by the
+election and replicate its log: LeaderChange control batches and metadata records (the
+metadata.version FeatureLevelRecord first, then NoOpRecords) land in its segment file
+byte for byte, and it replays them without a fault.
+
+What the raft voters do not serve yet (they carry no controller state machine) is what
+Kafka's voter is refused, and it says so in its log: ControllerRegistration (api 70) and
+UpdateRaftVoter (api 82) answered as unsupported. Those lines are the only ERROR/WARN
+lines allowed (docs/controller-quorum.md lists them as open disagreements).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import re
+import time
+from pathlib import Path
+
+from kraft_jbod.controller.raft import wire
+from kraft_jbod.controller.raft.file_log import PARTITION_DIR, SEGMENT
+from kraft_jbod.controller.raft.node import Timing
+from kraft_jbod.controller.raft.voter import RaftVoter
+from kraft_jbod.messages.feature_level_record import FeatureLevelRecord
+from kraft_jbod.messages.no_op_record import NoOpRecord
+from kraft_jbod.realkafka import configs, logs
+from kraft_jbod.realkafka.cluster import free_port, new_cluster_id
+from kraft_jbod.realkafka.distribution import KafkaDistribution
+from kraft_jbod.realkafka.process import KafkaProcess, run_tool
+from kraft_jbod.wire.records import write_metadata_frame_header
+
+METADATA_VERSION = ("4.3-IV0", 30)  # the newest level this Kafka build's storage tool knows
+KAFKA_ID = 3
+# What Kafka's voter may log about us today, each an API the raft voters do not serve yet.
+NOT_SERVED_YET = (
+    logs.Benign(
+        r"ERROR Request ControllerRegistrationRequestData.* failed due to unsupported version error",
+        "a controller registering with a raft-only leader",
+        "the raft voters carry no controller state machine: ControllerRegistration (70) is not served",
+    ),
+    logs.Benign(
+        r"ERROR \[ControllerRegistrationManager id=\d+ incarnation=\S+\] RegistrationResponseHandler: "
+        r"unsupported API version error",
+        "the same, as the registration manager reports it",
+        "ControllerRegistration (70) is not served by the raft voters",
+    ),
+    logs.Benign(
+        r"ERROR Request OutboundRequest\(.*UpdateRaftVoterRequestData.* failed due to unsupported version error",
+        "a voter telling the leader its endpoints",
+        "UpdateRaftVoter (82) is not served by the raft voters",
+    ),
+    logs.Benign(
+        r"WARN \[(RaftManager|NodeToControllerChannelManager) id=\d+( name=\w+)?\] Connection to node \d+ "
+        r"\(\S+\) could not be established",
+        "start-up, and after our leader is killed",
+        "Kafka's voter reaches for a node whose listener is not up (itself at start, the killed voter)",
+    ),
+    logs.Benign(
+        r"WARN \[QuorumController id=\d+\] Performing controller activation\.",
+        "Kafka's controller elected after our leader is killed",
+        "Kafka logs every activation at WARN",
+    ),
+    logs.Benign(
+        r"WARN \[QuorumController id=\d+\] Renouncing the leadership due to a metadata log event\. We were the "
+        r"leader at epoch \d+, but in the new epoch \d+, the leader is \(none\)\.",
+        "Kafka's controller leading when the test stops it",
+        "it resigns (EndQuorumEpoch), one of our voters starts the next epoch, Kafka's controller sees it "
+        "before its process ends",
+    ),
+    logs.Benign(
+        r"ERROR \[ControllerApis nodeId=\d+\] Unexpected error handling request RequestHeader\(apiKey="
+        r"CONTROLLER_REGISTRATION",
+        "Kafka's controller just elected over a log our leader wrote",
+        "its own registration arrives while it activates; an open disagreement (docs/controller-quorum.md)",
+    ),
+)
+
+
+def _record(api_key: int, body: bytes) -> bytes:
+    out = bytearray()
+    write_metadata_frame_header(out, api_key, 0)
+    return bytes(out) + body
+
+
+def test_kafkas_controller_follows_our_leader_and_replicates(kafka_dist: KafkaDistribution, tmp_path: Path) -> None:
+    cluster_id = new_cluster_id()
+    ports = {i: free_port() for i in (1, 2, KAFKA_ID)}
+    config = tmp_path / "kafka" / "controller.properties"
+    config.parent.mkdir(parents=True)
+    props = configs.kafka_controller_properties(
+        node_id=KAFKA_ID, port=ports[KAFKA_ID], log_dir=tmp_path / "kafka" / "data"
+    )
+    props["controller.quorum.voters"] = ",".join(f"{i}@127.0.0.1:{p}" for i, p in ports.items())
+    configs.write_properties(config, props)
+    formatted = run_tool(
+        kafka_dist,
+        "kafka.tools.StorageTool",
+        ["format", "-t", cluster_id, "-c", str(config), "--release-version", METADATA_VERSION[0]],
+        tmp_path / "kafka",
+    )
+    assert formatted.returncode == 0, formatted.stdout + formatted.stderr
+    kafka = KafkaProcess("controller", kafka_dist, config, tmp_path / "kafka" / "controller.log", heap_mb=512)
+
+    async def run() -> tuple[int, int]:
+        ours = {
+            i: RaftVoter(i, {i: ("127.0.0.1", ports[i])}, tmp_path / f"voter-{i}", cluster_id=cluster_id,
+                         timing=Timing(), fsync=False, seed=i)
+            for i in (1, 2)
+        }  # fmt: skip
+        for v in ours.values():
+            await v.start()
+        for v in ours.values():
+            v.connect({i: ("127.0.0.1", p) for i, p in ports.items()})
+        kafka.start()
+        try:
+            deadline = time.monotonic() + 120
+            leader = None
+            while time.monotonic() < deadline:
+                leader = next((v for v in ours.values() if v.node is not None and v.node.is_leader), None)
+                if leader is not None:
+                    break
+                await asyncio.sleep(0.1)
+            assert leader is not None and leader.log is not None
+            leader.propose(
+                [_record(12, FeatureLevelRecord(name="metadata.version", feature_level=METADATA_VERSION[1]).encode(0))]
+            )
+            for _ in range(5):
+                leader.propose([_record(20, NoOpRecord().encode(0))])
+            segment = tmp_path / "kafka" / "data" / PARTITION_DIR / SEGMENT
+            while time.monotonic() < deadline:
+                if segment.exists() and len(wire.decode_entries(segment.read_bytes())) >= len(leader.log.entries):
+                    break
+                await asyncio.sleep(0.2)
+            # Failover: our leader dies; Kafka's controller or our other voter takes over, and
+            # our survivor follows whichever leads.
+            first = leader.node_id
+            await leader.kill()
+            survivor = ours[3 - first]
+            while time.monotonic() < deadline:
+                node = survivor.node
+                if node is not None and node.epoch > 1 and node.leader_id >= 0 and node.high_watermark > 0:
+                    break
+                await asyncio.sleep(0.1)
+            assert survivor.node is not None and survivor.node.leader_id >= 0, survivor.describe()
+            if survivor.node.is_leader:
+                for _ in range(3):
+                    survivor.propose([_record(20, NoOpRecord().encode(0))])
+            await asyncio.sleep(3)
+            assert survivor.log is not None
+            return first, survivor.log.end_offset
+        finally:
+            await asyncio.sleep(1)  # let Kafka's voter see the high watermark
+            # In a thread: our voters must keep answering (EndQuorumEpoch) while Kafka's stops.
+            await asyncio.to_thread(kafka.stop, 60)
+            for v in ours.values():
+                await v.kill()
+
+    leader_id, end = asyncio.run(asyncio.wait_for(run(), 240))
+    text = kafka.log_text()
+    assert re.search(
+        rf"Completed transition to FollowerState\(fetchTimeoutMs=\d+, epoch=\d+, leader={leader_id}\b", text
+    ), text[-3000:]
+    assert "Encountered fatal fault" not in text
+    # After the failover every log is a prefix of the longest, batch for batch and byte for byte.
+    segments = [tmp_path / f"voter-{i}" / PARTITION_DIR / SEGMENT for i in (1, 2)]
+    segments.append(tmp_path / "kafka" / "data" / PARTITION_DIR / SEGMENT)
+    all_logs = [wire.decode_entries(p.read_bytes()) for p in segments]
+    longest = max(all_logs, key=len)
+    for entries in all_logs:
+        assert entries == longest[: len(entries)]
+    survivor_log = all_logs[2 - leader_id]  # the voter that was not killed
+    # (>=: the quorum goes on while Kafka's voter shuts down: it resigns, and our survivor may lead next)
+    assert sum(e.count for e in survivor_log) >= end
+    assert len(all_logs[2]) >= len(all_logs[leader_id - 1])  # Kafka's voter holds all the first leader wrote
+    problems = logs.problems(text, NOT_SERVED_YET)
+    assert problems == [], "\n".join(p[:300] for p in problems)
