@@ -126,7 +126,6 @@ def kafka_python_consume(bootstrap: str, topic: str, expect: int, *, group: str,
     from kafka import KafkaConsumer
 
     c = KafkaConsumer(
-        topic,
         bootstrap_servers=bootstrap.split(","),
         group_id=group,
         auto_offset_reset="earliest",
@@ -135,6 +134,12 @@ def kafka_python_consume(bootstrap: str, topic: str, expect: int, *, group: str,
     got: list[bytes] = []
     try:
         deadline = time.monotonic() + timeout
+        # Subscribe once the client's metadata knows the topic: a group leader whose
+        # metadata lacks it assigns nothing ("No partition metadata for topic") and, seen
+        # on a loaded machine, the group then sat on that empty assignment until the end.
+        while not c.partitions_for_topic(topic) and time.monotonic() < deadline:
+            time.sleep(0.2)
+        c.subscribe([topic])
         while len(got) < expect and time.monotonic() < deadline:
             for records in c.poll(timeout_ms=500).values():
                 got += [r.value for r in records]
