@@ -9,8 +9,11 @@ Profiles, chosen with ``KRAFT_JBOD_HYPOTHESIS_PROFILE``:
 
 from __future__ import annotations
 
+import logging
 import os
+from collections.abc import Iterator
 
+import pytest
 from hypothesis import HealthCheck, settings
 
 from tests.oracles.fixtures import java_oracle
@@ -31,5 +34,21 @@ settings.register_profile(
     suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large],
 )
 settings.load_profile(os.environ.get("KRAFT_JBOD_HYPOTHESIS_PROFILE", "ci"))
+
+
+@pytest.fixture(autouse=True)
+def _root_logger_restored() -> Iterator[None]:
+    """Commands run in-process (``demo``, ``fuzz``) configure the root logger with the
+    stderr of the moment, which pytest closes after the test; a record logged later (py4j's
+    connection finalizer, at garbage collection) then failed to write to it ("Logging
+    error ... I/O operation on closed file"). The root logger is put back after each test."""
+    root = logging.getLogger()
+    handlers, level = list(root.handlers), root.level
+    yield
+    for handler in root.handlers[:]:
+        if handler not in handlers:
+            root.removeHandler(handler)
+    root.setLevel(level)
+
 
 __all__ = ["java_oracle"]
