@@ -82,11 +82,14 @@ class Sessions:
     (``session.timeout.ms`` without a heartbeat) does, and expiry fences the broker.
     """
 
-    __slots__ = ("activated", "contact", "metadata_offset")
+    __slots__ = ("activated", "contact", "cs_batch_end", "metadata_offset")
 
     def __init__(self) -> None:
         self.contact: dict[int, tuple[int, int]] = {}  # broker id -> (epoch, last contact ms)
         self.metadata_offset: dict[int, int] = {}
+        # broker id -> (offset of the registration change starting its controlled shutdown,
+        # end offset of that batch), noted by the heartbeat handler for the replay
+        self.cs_batch_end: dict[int, tuple[int, int]] = {}
         self.activated = False
 
     def activate(self, image: MetadataImage, now_ms: int) -> None:

@@ -508,8 +508,7 @@ def apply_registration_change(
         reg.fenced = False
     if rec.in_controlled_shutdown == 1:
         reg.in_controlled_shutdown = True
-        if reg.cs_offset < 0:  # set already when this controller wrote it: the batch's end
-            reg.cs_offset = offset
+        reg.cs_offset = offset  # the batch's end when this controller wrote it (state.apply)
     if rec.cordoned_log_dirs is not None:  # v3 (KIP-1066); null means "no change"
         reg.cordoned_dirs = tuple(img.canonical(d) for d in rec.cordoned_log_dirs)
     if rec.log_dirs:  # empty means "no change" (Kafka replays it that way)

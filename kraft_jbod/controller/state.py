@@ -56,6 +56,7 @@ from kraft_jbod.controller.profiles import Profile, profile_named
 from kraft_jbod.controller.routes import ROUTES, Route, handled_versions
 from kraft_jbod.errors import ConfigError, ProtocolError
 from kraft_jbod.messages.api_keys import ApiKey
+from kraft_jbod.messages.broker_registration_change_record import BrokerRegistrationChangeRecord
 from kraft_jbod.messages.config_record import ConfigRecord
 from kraft_jbod.messages.feature_level_record import FeatureLevelRecord
 from kraft_jbod.messages.unregister_broker_record import UnregisterBrokerRecord
@@ -323,6 +324,16 @@ class ControllerState:
         self.image.last_applied_offset = offset
         if kind is UnregisterBrokerRecord:
             self.ctx.sessions.forget(record.broker_id)  # type: ignore[attr-defined]
+        elif kind is BrokerRegistrationChangeRecord and self.ctx.sessions.cs_batch_end:
+            self._controlled_shutdown_batch(offset, record)  # type: ignore[arg-type]
+
+    def _controlled_shutdown_batch(self, offset: int, record: BrokerRegistrationChangeRecord) -> None:
+        """A controlled shutdown this controller began: its offset is the end of that batch
+        (the heartbeat handler noted both; a note for another offset is stale)."""
+        noted = self.ctx.sessions.cs_batch_end.pop(record.broker_id, None)
+        reg = self.image.brokers.get(record.broker_id)
+        if noted is not None and noted[0] == offset and record.in_controlled_shutdown == 1 and reg is not None:
+            reg.cs_offset = noted[1]
 
     def handle(
         self,

@@ -138,6 +138,26 @@ def test_controlled_shutdown_waits_for_the_whole_batch_that_began_it() -> None:
     assert c.state.check_invariants() == []
 
 
+def test_a_dropped_controlled_shutdown_outcome_leaves_no_trace() -> None:
+    # The server's Rule 6: a heartbeat handled while an append is in flight whose outcome
+    # would write is dropped and handled again after the append. Nothing of the first
+    # handling may stick: handled again, it must start the controlled shutdown for real.
+    c = Cluster()
+    c.start_broker(1)
+    c.start_broker(2)
+    c.call(19, 7, _topic_on([1, 2]))
+    req = BrokerHeartbeatRequest(1, c.epoch(1), c.end_offset - 1, want_shut_down=True)
+    dropped = c.state.handle(63, 2, req, now_ms=c.now, next_offset=c.end_offset)
+    assert dropped.records  # it would have written: dropped, not committed
+    assert c.state.broker_state(1) is HbState.UNFENCED
+    c.call(63, 2, BrokerHeartbeatRequest(2, c.epoch(2), c.end_offset - 1))  # something else first
+    out = c.heartbeat(1, want_shut_down=True)
+    assert isinstance(out.records[0][0], BrokerRegistrationChangeRecord)
+    assert c.state.broker_state(1) is HbState.CONTROLLED_SHUTDOWN
+    assert c.state.brokers[1].cs_offset == c.end_offset - 1
+    assert c.state.check_invariants() == []
+
+
 def test_session_timeout_fences_and_moves_leaders() -> None:
     c = Cluster(session_timeout_ms=9000)
     c.start_broker(1)

@@ -199,9 +199,14 @@ def handle_heartbeat(ctx: ControllerContext, call: Call, req: BrokerHeartbeatReq
     if effect is HbEffect.ENTER_CONTROLLED_SHUTDOWN:
         # Kafka's controlled-shutdown offset is the END of the batch that began it (its
         # processBatchEndOffset), not the offset of the registration change: every active
-        # broker must have replayed the whole batch. Kept in memory as Kafka does; the
-        # replay of the change record below does not move it.
-        reg.cs_offset = next_offset + len(d.records) - 1
+        # broker must have replayed the whole batch. The handler only notes it; the replay
+        # of the change record (first of the batch) sets it, so an outcome that is dropped
+        # and handled again (server Rule 6) leaves no trace.
+        batch_end = next_offset + len(d.records) - 1
+        if mv >= fv.MV_3_3_IV3:
+            ctx.sessions.cs_batch_end[b] = (next_offset, batch_end)
+        else:
+            reg.cs_offset = batch_end  # no durable flag before 3.3-IV3: soft, like Kafka
     resp = BrokerHeartbeatResponse(
         error_code=ErrorCode.NONE,
         is_caught_up=caught_up,
