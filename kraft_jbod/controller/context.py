@@ -87,8 +87,8 @@ class Sessions:
     def __init__(self) -> None:
         self.contact: dict[int, tuple[int, int]] = {}  # broker id -> (epoch, last contact ms)
         self.metadata_offset: dict[int, int] = {}
-        # broker id -> (offset of the registration change starting its controlled shutdown,
-        # end offset of that batch), noted by the heartbeat handler for the replay
+        # broker id -> (offset of the first record of the batch starting its controlled
+        # shutdown, end offset of that batch), noted by the heartbeat handler for the replay
         self.cs_batch_end: dict[int, tuple[int, int]] = {}
         self.activated = False
 
@@ -103,6 +103,12 @@ class Sessions:
 
     def forget(self, broker_id: int) -> None:
         self.contact.pop(broker_id, None)
+        self.metadata_offset.pop(broker_id, None)
+
+    def forget_offset(self, broker_id: int) -> None:
+        """A registration, registration change, fence or unfence record of this broker was
+        replayed: Kafka's heartbeat manager re-registers the broker then and its offset is
+        -1 until its next heartbeat (so a controlled shutdown waits for that heartbeat)."""
         self.metadata_offset.pop(broker_id, None)
 
     def touch(self, broker_id: int, epoch: int, now_ms: int) -> None:
@@ -125,10 +131,14 @@ class Sessions:
         return out
 
     def lowest_active_offset(self, image: MetadataImage) -> int:
-        """The lowest metadata offset any active broker reported (max long when none is active)."""
+        """The lowest metadata offset of the brokers Kafka's heartbeat manager calls active
+        (unfenced, not shutting down in memory: ``cs_offset`` only, whatever the durable
+        flag says), max long when none is. A broker's offset is the one its last heartbeat
+        reported, or -1 once a registration record of it has been replayed since
+        (:meth:`forget_offset`)."""
         lowest: int | None = None
         for b, reg in image.brokers.items():
-            if reg.active:
+            if not reg.fenced and reg.cs_offset < 0:
                 off = self.metadata_offset.get(b, -1)
                 lowest = off if lowest is None or off < lowest else lowest
         return (1 << 63) - 1 if lowest is None else lowest

@@ -137,7 +137,7 @@ class Draft:
         )
         self._note(p, rec, isr, leader, dirs, elr, lke)
 
-    def _elect_with_elr(self, p: Partition) -> None:
+    def _elect_with_builder(self, p: Partition, elr_on: bool) -> None:
         isr, leader, dirs = self.view(p)
         elr, lke = self.elrs.get(p, (p.elr, p.last_known_elr))
         view = pc.PartView(p.replicas, isr, leader, dirs, p.adding, p.removing, p.leader_recovery_state, elr, lke)
@@ -148,7 +148,7 @@ class Draft:
             acceptable=self.acceptable_leader,
             default_dir=lambda b: dirs[p.replicas.index(b)],
             metadata_version=self.image.metadata_version,
-            elr_enabled=True,
+            elr_enabled=elr_on,
             min_isr=self.min_isr(p),
         )
         self._note(p, rec, isr, leader, dirs, elr, lke)
@@ -307,19 +307,15 @@ class Draft:
         else:
             self.records.append((UnfenceBrokerRecord(id=reg.broker_id, epoch=reg.epoch), 0))
         self.active[reg.broker_id] = not reg.in_controlled_shutdown and reg.cs_offset < 0
+        # As Kafka's handleBrokerUnfenced: the change builder runs over EVERY leaderless
+        # partition of the cluster, not only the broker's own, so a partition whose other
+        # replica became electable without an election (its directory reassigned to an
+        # online one, say) gets a leader now too. With ELR the ISR may be empty: the
+        # builder elects from the ELR or the last known leader.
         elr_on = self.elr_enabled()
-        for p in sorted_partitions(self.image.broker_partitions(reg.broker_id)):
-            isr, leader, dirs = self.view(p)
-            if elr_on:
-                # With ELR the ISR may be empty: the builder elects from the ELR or the
-                # last known leader, as Kafka's handleBrokerUnfenced does.
-                if leader == NO_LEADER:
-                    self._elect_with_elr(p)
-                continue
-            if leader == NO_LEADER and reg.broker_id in isr:
-                chosen = self.elect(p, isr, dirs, exclude=NO_LEADER_CHANGE)
-                if chosen != NO_LEADER:
-                    self.change(p, leader=chosen)
+        for p in sorted_partitions(self.image.leaderless):
+            if self.view(p)[1] == NO_LEADER:
+                self._elect_with_builder(p, elr_on)
 
     def dirs_offline(self, reg: BrokerInfo, newly_offline: list[uuid.UUID]) -> None:
         """PartitionChangeRecords for every replica in the dirs, then one BRCR v2 (O(replicas in them))."""

@@ -83,7 +83,7 @@ class BrokerInfo:
     registered_dirs: tuple[uuid.UUID, ...]  # LogDirs of the registration
     online_dirs: tuple[uuid.UUID, ...]  # registered minus reported offline
     online_set: frozenset[uuid.UUID]
-    cs_offset: int = -1  # offset of the record that started controlled shutdown
+    cs_offset: int = -1  # in memory: end of the batch that began controlled shutdown, else -1
     # KIP-1066: None until the broker first reports them (Kafka's "unknown"), then a list.
     cordoned_dirs: tuple[uuid.UUID, ...] | None = None
 
@@ -101,10 +101,15 @@ class BrokerInfo:
 
     @property
     def hb_state(self) -> HbState:
-        """The heartbeat state machine's current state (Rule 1 of heartbeat.py)."""
+        """The heartbeat state machine's current state (Rule 1 of heartbeat.py).
+
+        Controlled shutdown is the controller's in-memory state (``cs_offset``), as Kafka's
+        heartbeat manager keeps it, not the durable flag: a registration replayed (an
+        amended one included) or a controller that starts from its log forgets it, and the
+        broker's next heartbeat is judged as an unfenced broker's."""
         if self.fenced:
             return HbState.FENCED
-        if self.in_controlled_shutdown or self.cs_offset >= 0:
+        if self.cs_offset >= 0:
             return HbState.CONTROLLED_SHUTDOWN
         return HbState.UNFENCED
 
@@ -272,6 +277,23 @@ def offline_replicas(image: MetadataImage, p: Partition) -> list[int]:
     return out
 
 
+def kafka_table_order(keys: Iterable[int], slots: int) -> list[int]:
+    """The order in which Kafka's controller iterates a TimelineHashMap of int keys (the
+    broker registrations) holding ``keys``, given in insertion order, in ``slots`` slots.
+
+    Its hash table takes a key's slot from the top bits of the key times a 64-bit
+    Fibonacci constant, and its iterator walks the slots in order, each slot's keys last
+    inserted first. Messages that name the first broker failing a check follow it.
+    """
+    order = {k: i for i, k in enumerate(keys)}
+    shift = 65 - slots.bit_length()
+
+    def slot(k: int) -> int:
+        return ((k * -7046029254386353131) & 0xFFFFFFFFFFFFFFFF) >> shift
+
+    return sorted(order, key=lambda k: (slot(k), -order[k]))
+
+
 def sorted_partitions(parts: Iterable[Partition]) -> list[Partition]:
     """Deterministic record order: set iteration order is not stable across runs."""
     return sorted(parts, key=lambda p: (p.topic_id.int, p.partition_id))
@@ -285,6 +307,9 @@ class MetadataImage:
         # durable
         self.features: dict[str, int] = {}
         self.brokers: dict[int, BrokerInfo] = {}
+        # The slot count of Kafka's table of registrations (a TimelineHashMap): it starts at
+        # 2 and doubles, never shrinking, so its iteration order depends on history.
+        self.broker_slots = 2
         self.topics: dict[uuid.UUID, TopicInfo] = {}
         self.topic_names: dict[str, uuid.UUID] = {}
         self.next_producer_id: int | None = None  # first id of the next block; None: no record yet
@@ -294,6 +319,9 @@ class MetadataImage:
         self.dir_owner: dict[uuid.UUID, int] = {}
         self.index: dict[int, dict[uuid.UUID, set[Partition]]] = {}
         self.leader_count: dict[int, int] = {}
+        # Every partition without a leader (Kafka's partitionsWithNoLeader): the election
+        # that unfencing any broker runs covers all of them.
+        self.leaderless: set[Partition] = set()
         self.canon: dict[uuid.UUID, uuid.UUID] = {}
         self.partition_total = 0
         self.last_applied_offset = -1
@@ -427,6 +455,10 @@ class MetadataImage:
                 del counts[p.leader]
         if leader >= 0:
             counts[leader] = counts.get(leader, 0) + 1
+            if p.leader < 0:
+                self.leaderless.discard(p)
+        else:
+            self.leaderless.add(p)
         p.leader = leader
 
     def record_dirs(
@@ -455,6 +487,9 @@ def apply_feature(img: MetadataImage, offset: int, rec: FeatureLevelRecord, vers
 
 
 def apply_register(img: MetadataImage, offset: int, rec: RegisterBrokerRecord, version: int) -> None:
+    # Kafka's table grows before every put, a replacement included, past 3/4 full.
+    if (len(img.brokers) + 1) * 0.75 > img.broker_slots:
+        img.broker_slots *= 2
     old = img.brokers.get(rec.broker_id)
     if old is not None:
         img.release_dirs(old)
@@ -472,7 +507,8 @@ def apply_register(img: MetadataImage, offset: int, rec: RegisterBrokerRecord, v
         registered_dirs=dirs,
         online_dirs=dirs,
         online_set=frozenset(dirs),
-        cs_offset=offset if rec.in_controlled_shutdown else -1,
+        # The in-memory controlled shutdown starts afresh with every registration.
+        cs_offset=-1,
         cordoned_dirs=None if rec.cordoned_log_dirs is None else tuple(rec.cordoned_log_dirs),
     )
     img.brokers[rec.broker_id] = reg
@@ -507,8 +543,9 @@ def apply_registration_change(
     elif rec.fenced == -1:
         reg.fenced = False
     if rec.in_controlled_shutdown == 1:
+        # Durable flag only: the in-memory offset is set by the controller that began the
+        # shutdown, to the end of that batch (state.apply).
         reg.in_controlled_shutdown = True
-        reg.cs_offset = offset  # the batch's end when this controller wrote it (state.apply)
     if rec.cordoned_log_dirs is not None:  # v3 (KIP-1066); null means "no change"
         reg.cordoned_dirs = tuple(img.canonical(d) for d in rec.cordoned_log_dirs)
     if rec.log_dirs:  # empty means "no change" (Kafka replays it that way)
@@ -625,6 +662,7 @@ def apply_remove_topic(img: MetadataImage, offset: int, rec: RemoveTopicRecord, 
     for p in topic.partitions.values():
         img.index_remove(p)
         img.set_leader(p, NO_LEADER)
+        img.leaderless.discard(p)
     img.partition_total -= len(topic.partitions)
 
 

@@ -689,6 +689,8 @@ class _PartitionLoader:
     def flush(self) -> None:
         if self.unindexed:
             self.img.index_many(self.unindexed)
+            # The compiled loader counts leaders but keeps no set of the leaderless.
+            self.img.leaderless.update(p for p in self.unindexed if p.leader < 0)
             self.unindexed = []
 
 

@@ -59,6 +59,9 @@ from kraft_jbod.messages.api_keys import ApiKey
 from kraft_jbod.messages.broker_registration_change_record import BrokerRegistrationChangeRecord
 from kraft_jbod.messages.config_record import ConfigRecord
 from kraft_jbod.messages.feature_level_record import FeatureLevelRecord
+from kraft_jbod.messages.fence_broker_record import FenceBrokerRecord
+from kraft_jbod.messages.register_broker_record import RegisterBrokerRecord
+from kraft_jbod.messages.unfence_broker_record import UnfenceBrokerRecord
 from kraft_jbod.messages.unregister_broker_record import UnregisterBrokerRecord
 from kraft_jbod.messages.voters_record import VotersRecord
 from kraft_jbod.wire.message import Message
@@ -86,6 +89,16 @@ API_BROKER_HEARTBEAT = ApiKey.BROKER_HEARTBEAT
 API_UNREGISTER_BROKER = ApiKey.UNREGISTER_BROKER
 API_ALLOCATE_PRODUCER_IDS = ApiKey.ALLOCATE_PRODUCER_IDS
 API_ASSIGN_REPLICAS_TO_DIRS = ApiKey.ASSIGN_REPLICAS_TO_DIRS
+
+
+# Records whose replay re-registers a broker in Kafka's heartbeat manager (its offset is -1
+# until its next heartbeat), with the field naming the broker.
+_BROKER_ID_OF: Final[dict[type, str]] = {
+    RegisterBrokerRecord: "broker_id",
+    BrokerRegistrationChangeRecord: "broker_id",
+    FenceBrokerRecord: "id",
+    UnfenceBrokerRecord: "id",
+}
 
 
 class _Router:
@@ -322,18 +335,25 @@ class ControllerState:
         if applier is not None:
             applier(self.image, offset, record, version)
         self.image.last_applied_offset = offset
-        if kind is UnregisterBrokerRecord:
+        if kind in _BROKER_ID_OF:
+            self.ctx.sessions.forget_offset(getattr(record, _BROKER_ID_OF[kind]))
+        elif kind is UnregisterBrokerRecord:
             self.ctx.sessions.forget(record.broker_id)  # type: ignore[attr-defined]
-        elif kind is BrokerRegistrationChangeRecord and self.ctx.sessions.cs_batch_end:
-            self._controlled_shutdown_batch(offset, record)  # type: ignore[arg-type]
+        if self.ctx.sessions.cs_batch_end:
+            self._controlled_shutdown_batch(offset)
 
-    def _controlled_shutdown_batch(self, offset: int, record: BrokerRegistrationChangeRecord) -> None:
-        """A controlled shutdown this controller began: its offset is the end of that batch
-        (the heartbeat handler noted both; a note for another offset is stale)."""
-        noted = self.ctx.sessions.cs_batch_end.pop(record.broker_id, None)
-        reg = self.image.brokers.get(record.broker_id)
-        if noted is not None and noted[0] == offset and record.in_controlled_shutdown == 1 and reg is not None:
-            reg.cs_offset = noted[1]
+    def _controlled_shutdown_batch(self, offset: int) -> None:
+        """A controlled shutdown this controller began: its offset is the end of that batch,
+        set when the batch's first record is replayed (the heartbeat handler noted both; a
+        note whose batch starts elsewhere is stale: its outcome was dropped)."""
+        notes = self.ctx.sessions.cs_batch_end
+        for broker_id, (first, end) in list(notes.items()):
+            if first > offset:
+                continue
+            del notes[broker_id]
+            reg = self.image.brokers.get(broker_id)
+            if first == offset and reg is not None and not reg.fenced:
+                reg.cs_offset = end
 
     def handle(
         self,
@@ -406,6 +426,9 @@ class ControllerState:
             problems.append(f"index holds {indexed} replicas, partitions have {index_count}")
         if leaders != img.leader_count:
             problems.append(f"leader counts {img.leader_count} != actual {leaders}")
+        leaderless = {p for topic in img.topics.values() for p in topic.partitions.values() if p.leader < 0}
+        if leaderless != img.leaderless:
+            problems.append(f"leaderless set holds {len(img.leaderless)} partitions, {len(leaderless)} have no leader")
         owners = {x: b for b, reg in img.brokers.items() for x in reg.online_dirs}
         if owners != img.dir_owner:
             problems.append("directory owner map out of date")

@@ -138,6 +138,74 @@ def test_controlled_shutdown_waits_for_the_whole_batch_that_began_it() -> None:
     assert c.state.check_invariants() == []
 
 
+FAR_AHEAD = 1 << 40  # an offset past anything the log holds
+
+
+def _shutting_down_beside(c: Cluster, other_first: bool = True) -> None:
+    """Broker 2 unfenced reporting an offset far ahead, broker 1 in controlled shutdown
+    of the one partition it leads ([1, 2])."""
+    c.register(2, [dir_id(2, 0), dir_id(2, 1)])
+    assert c.heartbeat(2, offset=FAR_AHEAD).response.is_fenced is False  # type: ignore[attr-defined]
+    c.start_broker(1)
+    c.call(19, 7, _topic_on([1, 2]))
+    out = c.heartbeat(1, want_shut_down=True)
+    assert c.state.broker_state(1) is HbState.CONTROLLED_SHUTDOWN, out.response
+
+
+def test_the_replay_of_a_brokers_unfencing_forgets_the_offset_it_reported() -> None:
+    # Kafka's heartbeat manager re-registers a broker whenever a registration record of it
+    # is replayed (its unfencing included) and takes its offset as -1 until its next
+    # heartbeat: broker 2 reported an offset far ahead when it was unfenced, but a
+    # controlled shutdown still waits for its next heartbeat.
+    c = Cluster()
+    _shutting_down_beside(c)
+    out = c.heartbeat(1)
+    assert (out.response.is_fenced, out.response.should_shut_down) == (False, False)  # type: ignore[attr-defined]
+    c.heartbeat(2, offset=FAR_AHEAD)
+    out = c.heartbeat(1)
+    assert (out.response.is_fenced, out.response.should_shut_down) == (True, True)  # type: ignore[attr-defined]
+
+
+def test_a_heartbeat_reporting_an_offline_dir_forgets_its_own_offset() -> None:
+    c = Cluster()
+    _shutting_down_beside(c)
+    c.heartbeat(2, offset=FAR_AHEAD)
+    # The registration change of broker 2's offline directory is replayed after its offset
+    # was noted: -1 again until it heartbeats once more.
+    c.heartbeat(2, offset=FAR_AHEAD, offline=[dir_id(2, 1)])
+    assert c.heartbeat(1).response.should_shut_down is False  # type: ignore[attr-defined]
+    c.heartbeat(2, offset=FAR_AHEAD, offline=[dir_id(2, 1)])  # known already: writes nothing
+    assert c.heartbeat(1).response.should_shut_down is True  # type: ignore[attr-defined]
+
+
+def test_an_amended_registration_forgets_the_controlled_shutdown_in_memory() -> None:
+    # Kafka keeps controlled shutdown in its heartbeat manager, which an amended
+    # registration (same incarnation) starts afresh: the durable flag stays set, yet the
+    # broker's next heartbeat is judged as an unfenced broker's.
+    c = Cluster()
+    _shutting_down_beside(c)
+    out = c.register(1)  # same incarnation, same directories
+    assert out.response.error_code == ErrorCode.NONE  # type: ignore[attr-defined]
+    assert c.state.brokers[1].in_controlled_shutdown
+    assert c.state.broker_state(1) is HbState.UNFENCED
+    out = c.heartbeat(1)
+    assert (out.response.is_fenced, out.response.should_shut_down, out.records) == (False, False, [])  # type: ignore[attr-defined]
+    # Asking again (it leads nothing now) shuts it down at once, as from UNFENCED.
+    out = c.heartbeat(1, want_shut_down=True)
+    assert (out.response.is_fenced, out.response.should_shut_down) == (True, True)  # type: ignore[attr-defined]
+    assert c.state.check_invariants() == []
+
+
+def test_a_restarted_controller_judges_a_broker_in_controlled_shutdown_as_unfenced() -> None:
+    c = Cluster()
+    _shutting_down_beside(c)
+    c.restart()
+    assert c.state.brokers[1].in_controlled_shutdown  # the durable flag survives
+    assert c.state.broker_state(1) is HbState.UNFENCED  # the in-memory state does not
+    out = c.heartbeat(1)
+    assert (out.response.is_fenced, out.response.should_shut_down) == (False, False)  # type: ignore[attr-defined]
+
+
 def test_a_dropped_controlled_shutdown_outcome_leaves_no_trace() -> None:
     # The server's Rule 6: a heartbeat handled while an append is in flight whose outcome
     # would write is dropped and handled again after the append. Nothing of the first
@@ -313,3 +381,56 @@ def test_a_broker_fenced_after_controlled_shutdown_is_a_usable_follower_again() 
     for p in range(4):
         part = c.state.partition(tid, p)
         assert part is not None and sorted(part.replicas) == [1, 2] and part.leader == 2 and part.isr == (2,)
+
+
+def test_unfencing_any_broker_elects_every_leaderless_partition_that_can_be() -> None:
+    # Kafka's handleBrokerUnfenced runs its change builder over every leaderless partition
+    # of the cluster. Here broker 3's only replica went offline with its directory, then
+    # was reassigned to an online directory (an assignment judges the replica by its old
+    # directory, so it elects nobody): the partition waits, leaderless, for an election
+    # that broker 1's unfencing, a broker it has nothing to do with, now runs.
+    c = Cluster(level=25)  # ELR off
+    c.start_broker(3, [dir_id(3, 0), dir_id(3, 1)])
+    c.call(19, 7, _topic_on([3]))
+    tid = c.state.topic_id_of("t")
+    assert tid is not None
+    c.assign(3, dir_id(3, 0), [(tid, 0)])
+    c.heartbeat(3, offline=[dir_id(3, 0)])
+    c.assign(3, dir_id(3, 1), [(tid, 0)])
+    p = c.state.partition(tid, 0)
+    assert p is not None and (p.leader, p.isr, p.dirs) == (-1, (3,), (dir_id(3, 1),))
+    c.register(1)
+    out = c.heartbeat(1)
+    assert out.response.is_fenced is False  # type: ignore[attr-defined]
+    changes = [r for r, _ in out.records if isinstance(r, PartitionChangeRecord)]
+    assert [(r.topic_id, r.partition_id, r.leader) for r in changes] == [(tid, 0, 3)]
+    assert c.state.check_invariants() == []
+
+
+def test_fencing_plus_an_offline_dir_repeats_the_record_as_kafka_does() -> None:
+    # Kafka builds a heartbeat's directory step from the state before the heartbeat, like
+    # its fencing step: a partition both change gets the same record twice.
+    c = Cluster(level=25)
+    c.start_broker(1, [dir_id(1, 0), dir_id(1, 1)])
+    c.start_broker(2)
+    c.call(19, 7, _topic_on([1, 2]))
+    tid = c.state.topic_id_of("t")
+    assert tid is not None
+    c.assign(1, dir_id(1, 0), [(tid, 0)])
+    before = c.state.partition(tid, 0)
+    assert before is not None and before.leader == 1
+    epoch = before.leader_epoch
+    out = c.heartbeat(1, want_fence=True, offline=[dir_id(1, 0)])
+    changes = [r for r, _ in out.records if isinstance(r, PartitionChangeRecord)]
+    assert len(changes) == 2 and changes[0] == changes[1]
+    assert (changes[0].leader, changes[0].isr) == (2, [2])
+    kinds = [type(r).__name__ for r, _ in out.records]
+    assert kinds == [
+        "PartitionChangeRecord",
+        "BrokerRegistrationChangeRecord",
+        "PartitionChangeRecord",
+        "BrokerRegistrationChangeRecord",
+    ]
+    p = c.state.partition(tid, 0)
+    assert p is not None and (p.leader, p.isr, p.leader_epoch) == (2, (2,), epoch + 2)
+    assert c.state.check_invariants() == []

@@ -90,31 +90,24 @@ KAFKA_STALE_ELR_INDEX = "existed in isrMembers, but not in the topics map"
 KNOWN_KAFKA_FAULTS: dict[str, str] = {}
 
 
-def _unfence_elects_elsewhere(what: str, problems: list[str]) -> bool:
-    # divergences.md, ELR paragraph: on unfencing Kafka runs its election over every leaderless
-    # partition of the cluster; the mock over the broker's own partitions. Only leaders that
-    # Kafka elected and the mock did not (and their epochs) differ.
+def _unfence_elects_into_offline_dir(what: str, problems: list[str]) -> bool:
+    # divergences.md, "unfence plus offline directories in one heartbeat": Kafka elects the
+    # broker leader of a partition in a directory the same heartbeat reports failed; the
+    # mock does not. Only such heartbeats, and only leaders Kafka elected and the mock did
+    # not (with their epochs), differ.
     return (
         what.startswith("heartbeat")
+        and "fence=False" in what
+        and "offline=[]" not in what
         and all(p.split(":")[0].rsplit("/", 1)[-1] in ("leader", "leader_epoch", "partition_epoch") for p in problems)
         and any(p.split(":")[0].endswith("/leader") and p.split(": ", 1)[1].startswith("mock -1 ") for p in problems)
     )
 
 
-def _shutdown_state_kept(what: str, answers: tuple[Any, Any]) -> bool:
-    # docs/twin.md #11 (partly fixed, the rest open): a heartbeat after a WantShutDown one;
-    # the mock answers ShouldShutDown where Kafka answers neither fenced nor shutting down.
-    mock, kafka = answers
-    return (
-        what.startswith("heartbeat")
-        and mock.get("should_shut_down") is True
-        and kafka.get("should_shut_down") is False
-        and kafka.get("is_fenced") is False
-    )
-
-
-KNOWN_IMAGE_DIFFERENCES: dict[str, Any] = {"unfence elects every leaderless partition": _unfence_elects_elsewhere}
-KNOWN_ANSWER_DIFFERENCES: dict[str, Any] = {"shutdown state after SHUTDOWN_NOW (open)": _shutdown_state_kept}
+KNOWN_IMAGE_DIFFERENCES: dict[str, Any] = {
+    "unfence elects into a directory reported offline": _unfence_elects_into_offline_dir
+}
+KNOWN_ANSWER_DIFFERENCES: dict[str, Any] = {}
 KNOWN_DIFFERENCES: dict[str, int] = {}
 # (sequences, steps) run in this process, for the run's summary line
 TOTALS = {"sequences": 0, "steps": 0}

@@ -182,13 +182,23 @@ def handle_heartbeat(ctx: ControllerContext, call: Call, req: BrokerHeartbeatReq
             d.online[b] = frozenset(reg.online_dirs) - wanted
         d.unfence(reg)
     elif effect is HbEffect.ENTER_CONTROLLED_SHUTDOWN:
-        if mv >= fv.MV_3_3_IV3:
+        # The durable flag is written once: a broker whose in-memory shutdown was forgotten
+        # (an amended registration, a controller restart) enters again without it.
+        if mv >= fv.MV_3_3_IV3 and not reg.in_controlled_shutdown:
             d.records.append(
                 (BrokerRegistrationChangeRecord(broker_id=b, broker_epoch=reg.epoch, in_controlled_shutdown=1), 1)
             )
         d.fence(reg, with_record=False)
     if newly:
-        d.dirs_offline(reg, newly)
+        if effect is HbEffect.FENCE or effect is HbEffect.ENTER_CONTROLLED_SHUTDOWN:
+            # Kafka builds the directory step from the state before the heartbeat, as the
+            # fencing (or shutdown) step was: a partition both steps change gets the same
+            # record twice (one more epoch bump, the same end state). We do the same.
+            step = Draft(ctx)
+            step.dirs_offline(reg, newly)
+            d.records.extend(step.records)
+        else:
+            d.dirs_offline(reg, newly)
     cordoned = req.cordoned_log_dirs if api_version >= 2 else None
     if cordoned is not None and fv.supports_cordoned_dirs(mv) and _cordoned_changed(reg.cordoned_dirs, cordoned):
         # KIP-1066: recorded as sent whenever the set changes (or was unknown); nothing
@@ -200,13 +210,15 @@ def handle_heartbeat(ctx: ControllerContext, call: Call, req: BrokerHeartbeatReq
         # Kafka's controlled-shutdown offset is the END of the batch that began it (its
         # processBatchEndOffset), not the offset of the registration change: every active
         # broker must have replayed the whole batch. The handler only notes it; the replay
-        # of the change record (first of the batch) sets it, so an outcome that is dropped
-        # and handled again (server Rule 6) leaves no trace.
+        # of the batch's first record sets it, so an outcome that is dropped and handled
+        # again (server Rule 6) leaves no trace. A heartbeat that writes nothing is
+        # answered, never dropped: its offset (the last one written, as Kafka takes it
+        # then) is set at once.
         batch_end = next_offset + len(d.records) - 1
-        if mv >= fv.MV_3_3_IV3:
+        if d.records:
             ctx.sessions.cs_batch_end[b] = (next_offset, batch_end)
         else:
-            reg.cs_offset = batch_end  # no durable flag before 3.3-IV3: soft, like Kafka
+            reg.cs_offset = batch_end
     resp = BrokerHeartbeatResponse(
         error_code=ErrorCode.NONE,
         is_caught_up=caught_up,

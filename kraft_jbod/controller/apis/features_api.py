@@ -23,6 +23,7 @@ from typing import Final
 
 from kraft_jbod.controller import features as fv
 from kraft_jbod.controller.context import ControllerContext
+from kraft_jbod.controller.image import kafka_table_order
 from kraft_jbod.messages.error_codes import ErrorCode
 from kraft_jbod.messages.feature_level_record import FeatureLevelRecord
 from kraft_jbod.messages.update_features_request import UpdateFeaturesRequest
@@ -86,7 +87,8 @@ def _update_one(
         local = (_MV_MINIMUM, fv.LATEST_PRODUCTION_LEVEL)
     reason = _not_supported(level, f"Local controller {st.node_id}", local)
     if reason is None:
-        for b, reg in sorted(st.brokers.items()):
+        for b in kafka_table_order(st.brokers, st.image.broker_slots):
+            reg = st.brokers[b]
             rng = next(((lo, hi) for fname, lo, hi in reg.features if fname == name), (0, 0))
             reason = _not_supported(level, f"Broker {b}", rng)
             if reason is not None:
