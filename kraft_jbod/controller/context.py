@@ -36,14 +36,29 @@ class Outcome:
     records: list[RecordAndVersion]
 
 
+@dataclass(slots=True)
+class SliceSize:
+    """How many partitions the next slice of a request may name. The splitter reads it each
+    time it cuts a slice, so the server can resize the slices still to come (never past
+    ``most``, the size the request was cut by at first)."""
+
+    partitions: int
+    most: int = 0
+
+    def __post_init__(self) -> None:
+        self.most = self.most or self.partitions
+
+
 @dataclass
 class Sliced:
     """A large request cut into requests of the same api (``bodies``, built lazily, one per
     ``next``), each handled and committed in turn by the server, and how their responses,
-    in that order, make the one answer (call ``merge`` once ``bodies`` is exhausted)."""
+    in that order, make the one answer (call ``merge`` once ``bodies`` is exhausted).
+    ``size`` is the slice size the splitter cuts by (the server may change it)."""
 
     bodies: Iterator[Message]
     merge: Callable[[list[Message]], Message]
+    size: SliceSize
 
 
 @dataclass(frozen=True, slots=True)
@@ -88,8 +103,9 @@ class Sessions:
         self.contact: dict[int, tuple[int, int]] = {}  # broker id -> (epoch, last contact ms)
         self.metadata_offset: dict[int, int] = {}
         # broker id -> (offset of the first record of the batch starting its controlled
-        # shutdown, end offset of that batch), noted by the heartbeat handler for the replay
-        self.cs_batch_end: dict[int, tuple[int, int]] = {}
+        # shutdown, end offset of that batch, that first record), noted by the heartbeat
+        # handler for the replay
+        self.cs_batch_end: dict[int, tuple[int, int, Message]] = {}
         self.activated = False
 
     def activate(self, image: MetadataImage, now_ms: int) -> None:

@@ -340,19 +340,20 @@ class ControllerState:
         elif kind is UnregisterBrokerRecord:
             self.ctx.sessions.forget(record.broker_id)  # type: ignore[attr-defined]
         if self.ctx.sessions.cs_batch_end:
-            self._controlled_shutdown_batch(offset)
+            self._controlled_shutdown_batch(offset, record)
 
-    def _controlled_shutdown_batch(self, offset: int) -> None:
+    def _controlled_shutdown_batch(self, offset: int, record: Message) -> None:
         """A controlled shutdown this controller began: its offset is the end of that batch,
-        set when the batch's first record is replayed (the heartbeat handler noted both; a
-        note whose batch starts elsewhere is stale: its outcome was dropped)."""
+        set when the batch's first record is replayed at the offset noted (the heartbeat
+        handler noted all three). A note whose offset passes without that record is stale:
+        its outcome was dropped (server Rule 6), and another batch took the offset."""
         notes = self.ctx.sessions.cs_batch_end
-        for broker_id, (first, end) in list(notes.items()):
+        for broker_id, (first, end, first_record) in list(notes.items()):
             if first > offset:
                 continue
             del notes[broker_id]
             reg = self.image.brokers.get(broker_id)
-            if first == offset and reg is not None and not reg.fenced:
+            if first == offset and record == first_record and reg is not None and not reg.fenced:
                 reg.cs_offset = end
 
     def handle(

@@ -16,6 +16,7 @@ from kraft_jbod.messages.create_topics_request import (
 )
 from kraft_jbod.messages.error_codes import ErrorCode
 from kraft_jbod.messages.fence_broker_record import FenceBrokerRecord
+from kraft_jbod.messages.no_op_record import NoOpRecord
 from kraft_jbod.messages.partition_change_record import PartitionChangeRecord
 from kraft_jbod.messages.unfence_broker_record import UnfenceBrokerRecord
 from tests.controller.harness import Cluster, dir_id
@@ -150,6 +151,22 @@ def _shutting_down_beside(c: Cluster, other_first: bool = True) -> None:
     c.call(19, 7, _topic_on([1, 2]))
     out = c.heartbeat(1, want_shut_down=True)
     assert c.state.broker_state(1) is HbState.CONTROLLED_SHUTDOWN, out.response
+
+
+def test_a_dropped_controlled_shutdown_note_ignores_another_batch_at_its_offset() -> None:
+    # Dropped (server Rule 6) while a NoOp was being appended, the outcome's note names the
+    # offset the NoOp then takes: replaying the NoOp there must not start a shutdown.
+    c = Cluster()
+    c.start_broker(1)
+    c.start_broker(2)
+    c.call(19, 7, _topic_on([1, 2]))
+    req = BrokerHeartbeatRequest(1, c.epoch(1), c.end_offset - 1, want_shut_down=True)
+    assert c.state.handle(63, 2, req, now_ms=c.now, next_offset=c.end_offset).records
+    c.commit([(NoOpRecord(), 0)])
+    assert c.state.broker_state(1) is HbState.UNFENCED
+    out = c.heartbeat(1, want_shut_down=True)
+    assert isinstance(out.records[0][0], BrokerRegistrationChangeRecord)
+    assert c.state.broker_state(1) is HbState.CONTROLLED_SHUTDOWN
 
 
 def test_the_replay_of_a_brokers_unfencing_forgets_the_offset_it_reported() -> None:

@@ -216,7 +216,7 @@ def handle_heartbeat(ctx: ControllerContext, call: Call, req: BrokerHeartbeatReq
         # then) is set at once.
         batch_end = next_offset + len(d.records) - 1
         if d.records:
-            ctx.sessions.cs_batch_end[b] = (next_offset, batch_end)
+            ctx.sessions.cs_batch_end[b] = (next_offset, batch_end, d.records[0][0])
         else:
             reg.cs_offset = batch_end
     resp = BrokerHeartbeatResponse(
