@@ -225,20 +225,6 @@ class Finding:
     count: int = 1
     conn: str | None = None
 
-    def as_dict(self) -> dict[str, Any]:
-        return {
-            "rule": self.rule,
-            "verdict": self.verdict,
-            "severity": self.severity,
-            "broker": self.broker,
-            "subject": self.subject,
-            "detail": self.detail,
-            "first_ts": self.first_ts,
-            "last_ts": self.last_ts,
-            "count": self.count,
-            "conn": self.conn,
-        }
-
 
 @dataclass(slots=True)
 class _Broker:
@@ -670,13 +656,13 @@ def check(events: Iterable[dict[str, Any]]) -> list[Finding]:
     )
 
 
-def check_events(events: Iterable[Any]) -> list[dict[str, Any]]:
-    """:func:`check` over the events the tasks collected; findings as dicts. Anything that
+def check_events(events: Iterable[Any]) -> list[Finding]:
+    """:func:`check` over the events the tasks collected. Anything that
     is not an event is skipped, and events the checker cannot follow give one
     ``indeterminate`` finding, never a failure (they came from a worker of this tool)."""
     events = [ev for ev in events if isinstance(ev, dict)]
     try:
-        return [f.as_dict() for f in check(events)]
+        return check(events)
     except (KeyError, TypeError, ValueError) as exc:
         return [
             Finding(
@@ -688,5 +674,5 @@ def check_events(events: Iterable[Any]) -> list[dict[str, Any]]:
                 f"events could not be checked: {type(exc).__name__}: {exc}",
                 0,
                 0,
-            ).as_dict()
+            )
         ]

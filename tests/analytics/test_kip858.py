@@ -208,9 +208,9 @@ def test_events_from_the_sample_capture() -> None:
 
 def test_check_events_tolerates_garbage() -> None:
     out = K.check_events(["{not an event", reg(1), hb(2, offline=[ROGUE]), []])
-    assert [f["rule"] for f in out if f["verdict"] == "violation"] == [K.HEARTBEAT_UNREGISTERED_OFFLINE_DIR]
+    assert [f.rule for f in out if f.verdict == "violation"] == [K.HEARTBEAT_UNREGISTERED_OFFLINE_DIR]
     broken = K.check_events([{"type": "heartbeat", "ts": 1}])
-    assert broken and broken[0]["verdict"] == "indeterminate"
+    assert broken and broken[0].verdict == "indeterminate"
 
 
 def test_unfenced_with_no_replicas_is_determinate_when_the_log_is_whole() -> None:
