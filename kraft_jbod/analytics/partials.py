@@ -344,7 +344,7 @@ class Partial:
         self.connections = 0
         self.counts: dict[str, int] = {}
         self.conn_rows: list[dict[str, Any]] = []
-        self.events: list[dict[str, Any]] = []
+        self.events: list[kip858.Event] = []
         self.files: list[dict[str, Any]] = []
         self.errors: list[dict[str, Any]] = []
         self._conn_ids: set[Any] = set()
@@ -375,7 +375,7 @@ class Partial:
                 }
             )
         elif rtype == RTYPE_EVENT:
-            if isinstance(row.detail, dict):
+            if isinstance(row.detail, kip858.EVENT_TYPES):
                 self.events.append(row.detail)
         elif rtype == RTYPE_FILE:
             stats = asdict(row.detail) if isinstance(row.detail, FileStats) else {}
@@ -540,7 +540,7 @@ class Partial:
             "connections": self.connections + len(self._conn_ids),
             "counts": self.counts,
             "conn_rows": self.conn_rows,
-            "events": self.events,
+            "events": [kip858.event_state(ev) for ev in self.events],
             "files": self.files,
             "errors": self.errors,
         }
@@ -565,7 +565,7 @@ class Partial:
         p.connections = int(st["connections"])
         p.counts = dict(st["counts"])
         p.conn_rows = list(st["conn_rows"])
-        p.events = list(st["events"])
+        p.events = [kip858.event_from_state(ev) for ev in st["events"]]
         p.files = list(st["files"])
         p.errors = list(st["errors"])
         return p

@@ -26,6 +26,7 @@ from dataclasses import dataclass, field, fields
 from typing import Any, Final
 
 from kraft_jbod import codec, messages
+from kraft_jbod.analytics.kip858 import Event
 from kraft_jbod.capture.kafka import TRUNCATED, UNDECODED, DecodedFrame
 from kraft_jbod.wire.message import Struct
 
@@ -126,10 +127,10 @@ class Row:
     client_source: str | None = column("string")
     gap_bytes: int | None = column("int64")
     retransmitted_bytes: int | None = column("int64")
-    #: Not a column: what an ``event`` row carries (a KIP-858 event, :mod:`.kip858`) or a
-    #: ``file`` row (its :class:`FileStats`), as objects; the task folds them into its
+    #: Not a column: what an ``event`` row carries (a KIP-858 event, :data:`.kip858.Event`)
+    #: or a ``file`` row (its :class:`FileStats`), as objects; the task folds them into its
     #: partial as they are, and no table has a column for them.
-    detail: dict[str, Any] | FileStats | None = None
+    detail: Event | FileStats | None = None
 
 
 #: ``(name, type)`` of every row column, read off :class:`Row`'s fields.

@@ -61,35 +61,25 @@ def test_ticks_for_long_spans_are_clock_times() -> None:
 
 def test_findings_name_directories_by_broker_and_place() -> None:
     d1, d2 = "AAAAAAAAAAEAAAAAAAABAA", "AAAAAAAAAAEAAAAAAAABAQ"
-    events = [
-        {
-            "type": "registration",
-            "ts": 1,
-            "broker": 1,
-            "log_dirs": [d1, d2],
-            "incarnation": "I",
-            "epoch": 10,
-            "error_code": 0,
-            "conn": "c",
-        },
-        {
-            "type": "heartbeat",
-            "ts": 2,
-            "broker": 1,
-            "epoch": 10,
-            "offline_dirs": ["AAAAAAAAAAAAAAAAAADerQ"],
-            "want_fence": False,
-            "is_fenced": False,
-            "error_code": 0,
-            "conn": "c",
-        },
-        {
-            "type": "record",
-            "ts": 3,
-            "offset": 5,
-            "name": "PartitionRecord",
-            "conn": "f",
-            "data": {
+    events: list[K.Event] = [
+        K.RegistrationEvent(ts=1, broker=1, log_dirs=[d1, d2], incarnation="I", epoch=10, error_code=0, conn="c"),
+        K.HeartbeatEvent(
+            ts=2,
+            broker=1,
+            epoch=10,
+            offline_dirs=["AAAAAAAAAAAAAAAAAADerQ"],
+            cordoned_dirs=None,
+            want_fence=False,
+            is_fenced=False,
+            error_code=0,
+            conn="c",
+        ),
+        K.RecordEvent(
+            ts=3,
+            offset=5,
+            name="PartitionRecord",
+            conn="f",
+            data={
                 "topicId": "AAAAAAAAAAAAAAAAAAAD6A",
                 "partitionId": 0,
                 "replicas": [1],
@@ -97,18 +87,18 @@ def test_findings_name_directories_by_broker_and_place() -> None:
                 "leader": 1,
                 "directories": [d2],
             },
-        },
-        {
-            "type": "heartbeat",
-            "ts": 4,
-            "broker": 1,
-            "epoch": 10,
-            "offline_dirs": [d2],
-            "want_fence": False,
-            "is_fenced": False,
-            "error_code": 0,
-            "conn": "c",
-        },
+        ),
+        K.HeartbeatEvent(
+            ts=4,
+            broker=1,
+            epoch=10,
+            offline_dirs=[d2],
+            cordoned_dirs=None,
+            want_fence=False,
+            is_fenced=False,
+            error_code=0,
+            conn="c",
+        ),
     ]
     details = " ".join(f.detail for f in K.check(events))
     assert f"{d2} (broker 1 dir 1)" in details
