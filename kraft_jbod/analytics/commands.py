@@ -91,15 +91,13 @@ def cmd_stats(args: argparse.Namespace) -> int:
         return EXIT_INTERNAL
     console.line(result.summary)
     console.line(f"tables and report.html in {result.out_dir}")
-    overall = (result.tables.get("overall") or [{}])[0]
-    violations = [v for v in result.tables.get("violations", []) if v.get("verdict") == "violation"]
+    violations = [v for v in result.tables.violations if v.verdict == "violation"]
     failed = False
     if "violations" in args.fail_on and violations:
         failed = True
-    if "undecoded" in args.fail_on and (overall.get("frames") or 0) > (overall.get("decoded") or 0) + (
-        overall.get("truncated") or 0
-    ):
-        failed = True
+    for overall in result.tables.overall[:1]:
+        if "undecoded" in args.fail_on and overall.frames > overall.decoded + overall.truncated:
+            failed = True
     return EXIT_FINDINGS if failed else 0
 
 

@@ -47,11 +47,12 @@ import zlib
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Final, cast
+from typing import Any, Final
 
 from kraft_jbod.analytics import partials as P
 from kraft_jbod.analytics import ship, work
 from kraft_jbod.analytics.rows import COLUMNS, RTYPE_CONN, RTYPE_FRAME, Row, api_name
+from kraft_jbod.analytics.tables import InputRow, ProblemRow, TableRow, Tables
 from kraft_jbod.capture.budget import DEFAULT_LIMITS, DecodeLimits
 from kraft_jbod.errors import KraftJbodError
 from kraft_jbod.messages.error_codes import ErrorCode
@@ -125,7 +126,7 @@ class StatsResult:
     """What a run produced: table rows (small tables only), timings and the summary."""
 
     out_dir: Path
-    tables: dict[str, list[dict[str, Any]]]
+    tables: Tables
     timings: dict[str, float]
     tasks: int
     files: int
@@ -168,46 +169,29 @@ def arrow_schema(columns: Sequence[tuple[str, str]]) -> Any:
 
 
 def _arrow_table(
-    rows: Sequence[dict[str, Any]] | Sequence[Row], columns: Sequence[tuple[str, str]], capture_set: str | None = None
+    rows: Sequence[Row] | Sequence[TableRow], columns: Sequence[tuple[str, str]], capture_set: str | None = None
 ) -> Any:
-    """Rows (table dicts or :class:`.rows.Row` objects) as an Arrow table of exactly
-    ``columns``; ``api_name`` is filled from ``api_key`` and ``capture_set`` from the
-    argument when the rows lack them."""
+    """Rows (typed table rows, :mod:`.tables`, or :class:`.rows.Row` objects) as an Arrow
+    table of exactly ``columns``, read column by column off the rows' fields; the
+    writer's columns are filled here: ``api_name`` from ``api_key``, ``error_name`` from
+    ``error_code`` and ``capture_set`` from the argument."""
     import pyarrow as pa
 
     schema = arrow_schema(columns)
-    if rows and isinstance(rows[0], Row):
-        return _row_table(cast("Sequence[Row]", rows), columns, schema)
-    dicts = cast("Sequence[dict[str, Any]]", rows)
-    arrays = []
-    for n, _ in columns:
-        if n == "api_name":
-            values = [
-                r.get("api_name") or (api_name(r["api_key"]) if r.get("api_key") is not None else None) for r in dicts
-            ]
-        elif n == "error_name":
-            values = [ErrorCode.name_of(r["error_code"]) if r.get("error_code") is not None else None for r in dicts]
-        elif n == "capture_set" and capture_set is not None:
-            values = [r.get("capture_set") or capture_set for r in dicts]
-        else:
-            values = [r.get(n) for r in dicts]
-        arrays.append(pa.array(values, type=schema.field(n).type))
+    arrays = [pa.array(_column_values(rows, n, capture_set), type=schema.field(n).type) for n, _ in columns]
     return pa.Table.from_arrays(arrays, schema=schema)
 
 
-def _row_table(rows: Sequence[Row], columns: Sequence[tuple[str, str]], schema: Any) -> Any:
-    """:class:`.rows.Row` objects as an Arrow table of ``columns`` (a subset of the row's
-    fields plus ``api_name``), read column by column off the dataclass fields."""
-    import pyarrow as pa
-
-    arrays = []
-    for n, _ in columns:
-        if n == "api_name":
-            values = [None if r.api_key is None else api_name(r.api_key) for r in rows]
-        else:
-            values = [getattr(r, n) for r in rows]
-        arrays.append(pa.array(values, type=schema.field(n).type))
-    return pa.Table.from_arrays(arrays, schema=schema)
+def _column_values(rows: Sequence[Row] | Sequence[TableRow], name: str, capture_set: str | None) -> list[Any]:
+    if name == "api_name":
+        keys = [getattr(r, "api_key") for r in rows]  # noqa: B009 (not every row class has it)
+        return [None if k is None else api_name(k) for k in keys]
+    if name == "error_name":
+        codes = [getattr(r, "error_code") for r in rows]  # noqa: B009 (not every row class has it)
+        return [None if c is None else ErrorCode.name_of(c) for c in codes]
+    if name == "capture_set":
+        return [capture_set] * len(rows)
+    return [getattr(r, name) for r in rows]
 
 
 # --------------------------------------------------------------------------- worker side
@@ -812,14 +796,15 @@ def _run_on(
         f"decoded {counts.get(RTYPE_FRAME, 0)} frames on {counts.get(RTYPE_CONN, 0)} connections "
         f"in {timings['decode_s']:.1f} s"
     )
-    collected = P.build_tables(merged, opts.capture_set)
-    for name, rows_ in collected.items():
-        _write_parquet(out / name, _arrow_table(rows_, TABLE_SCHEMAS[name], opts.capture_set))
+    collected = P.build_tables(merged)
+    for name in TABLE_SCHEMAS:
+        if name not in ("inputs", "problems"):
+            _write_parquet(out / name, _arrow_table(collected.rows(name), TABLE_SCHEMAS[name], opts.capture_set))
     timings["stats_s"] = time.perf_counter() - t3
     timings["total_s"] = time.perf_counter() - t0
     timings["driver_cpu_s"] = time.process_time()
-    collected["inputs"] = sorted(merged.files, key=lambda r: (r["source"], r.get("bucket", 0)))
-    collected["problems"] = [{"source": p, "problem": why} for p, why in problems]
+    collected.inputs = sorted((InputRow(**f) for f in merged.files), key=lambda r: (r.source, r.bucket))
+    collected.problems = [ProblemRow(source=p, problem=why) for p, why in problems]
     manifest = {
         "inputs": list(inputs),
         "files": len(files),
@@ -831,13 +816,13 @@ def _run_on(
         "python": sys.version.split()[0],
         "timings": timings,
         "counts": counts,
-        "problems": collected["problems"],
+        "problems": [{"source": p, "problem": why} for p, why in problems],
         "frames_table": opts.write_frames,
         "latency_relative_accuracy": P.RELATIVE_ACCURACY,
     }
     (out / "run_manifest.json").write_text(json.dumps(manifest, indent=2, default=str), encoding="utf-8")
     for name in ("inputs", "problems"):
-        _write_parquet(out / name, _arrow_table(collected[name], TABLE_SCHEMAS[name], opts.capture_set))
+        _write_parquet(out / name, _arrow_table(collected.rows(name), TABLE_SCHEMAS[name], opts.capture_set))
     result = StatsResult(out, collected, timings, len(tasks), len(files), problems)
     if opts.report:
         from kraft_jbod.analytics import report

@@ -3,10 +3,11 @@
 Strategy, in two pure stages so an engine can run the first per task and the second per
 capture set:
 
-1. :class:`EventCollector` watches decoded frames and emits small JSON-ready *events*:
-   a BrokerRegistration, BrokerHeartbeat or AssignReplicasToDirs request merged with its
-   response (matched by connection and correlation id), and each metadata record carried
-   by a Fetch of the metadata log (``record`` events with their log offset).
+1. :class:`EventCollector` watches decoded frames and emits small typed *events*
+   (:data:`Event`): a BrokerRegistration, BrokerHeartbeat or AssignReplicasToDirs request
+   merged with its response (matched by connection and correlation id), and each metadata
+   record carried by a Fetch of the metadata log (:class:`RecordEvent`, with its log
+   offset and the record's fields by their schema names).
 2. :func:`check` replays the events of one capture set in time order through a small
    model of the controller's view (brokers: registered and online directories, epoch,
    fencing; partitions: replicas, directories, leader) and reports :data:`RULES`
@@ -48,6 +49,7 @@ subject) with a count and the first and last time.
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any, Final
@@ -56,7 +58,22 @@ from kraft_jbod.capture.kafka import DecodedFrame
 from kraft_jbod.messages.api_keys import ApiKey
 from kraft_jbod.wire.primitives import is_reserved_directory_id, uuid_from_base64url, uuid_to_base64url
 
-__all__ = ["RULES", "EventCollector", "Finding", "check", "check_events"]
+__all__ = [
+    "EVENT_TYPES",
+    "RULES",
+    "AssignEvent",
+    "Event",
+    "EventCollector",
+    "Finding",
+    "HeartbeatEvent",
+    "LogStartEvent",
+    "RecordEvent",
+    "RegistrationEvent",
+    "check",
+    "check_events",
+    "event_from_state",
+    "event_state",
+]
 
 PREFIX: Final = "KIP858."
 HEARTBEAT_UNREGISTERED_OFFLINE_DIR: Final = PREFIX + "HEARTBEAT_UNREGISTERED_OFFLINE_DIR"
@@ -90,25 +107,110 @@ def _ids(values: Iterable[Any] | None) -> list[str]:
     return [uuid_to_base64url(v) for v in values or ()]
 
 
+@dataclass(slots=True, kw_only=True)
+class RegistrationEvent:
+    """A BrokerRegistration and its answer (``epoch`` and ``error_code`` stay ``None``
+    when the answer was not captured). Directories are base64url ids."""
+
+    ts: int
+    conn: str | None
+    corr: int | None = None
+    broker: int
+    log_dirs: list[str]
+    incarnation: str | None
+    epoch: int | None = None
+    error_code: int | None = None
+
+
+@dataclass(slots=True, kw_only=True)
+class HeartbeatEvent:
+    """A BrokerHeartbeat and its answer; ``cordoned_dirs`` is ``None`` when the request
+    did not carry the field (v0-1, or a broker not caught up)."""
+
+    ts: int
+    conn: str | None
+    corr: int | None = None
+    broker: int
+    epoch: int | None
+    offline_dirs: list[str]
+    cordoned_dirs: list[str] | None
+    want_fence: bool
+    is_fenced: bool | None = None
+    error_code: int | None = None
+
+
+@dataclass(slots=True, kw_only=True)
+class AssignEvent:
+    """An AssignReplicasToDirs and its answer: ``[directory, topic id, partition, error
+    code]`` per entry (the code ``None`` until the answer)."""
+
+    ts: int
+    conn: str | None
+    corr: int | None = None
+    broker: int
+    epoch: int | None
+    assignments: list[list[Any]]
+    error_code: int | None = None
+
+
+@dataclass(slots=True, kw_only=True)
+class LogStartEvent:
+    """A Fetch carried the metadata log's first batch: the capture holds the whole history."""
+
+    ts: int
+    conn: str | None
+
+
+@dataclass(slots=True, kw_only=True)
+class RecordEvent:
+    """One metadata record fetched from the log: its offset, name and fields (by their
+    schema names, as the decoder's record view gives them)."""
+
+    ts: int
+    conn: str | None
+    offset: int
+    name: str
+    data: dict[str, Any]
+
+
+Event = RegistrationEvent | HeartbeatEvent | AssignEvent | LogStartEvent | RecordEvent
+EVENT_TYPES: Final = (RegistrationEvent, HeartbeatEvent, AssignEvent, LogStartEvent, RecordEvent)
+_EVENT_BY_NAME: Final[dict[str, type[Event]]] = {cls.__name__: cls for cls in EVENT_TYPES}
+
+
+def event_state(ev: Event) -> tuple[str, dict[str, Any]]:
+    """An event as builtins (what a task ships): its class name and fields."""
+    return type(ev).__name__, {f.name: getattr(ev, f.name) for f in dataclasses.fields(ev)}
+
+
+def event_from_state(state: Any) -> Event:
+    """The event :func:`event_state` gave.
+
+    Raises:
+        KeyError, TypeError, ValueError: not such a state.
+    """
+    name, values = state
+    return _EVENT_BY_NAME[name](**values)
+
+
 class EventCollector:
-    """Decoded frames in, controller-plane events (dicts) out; see the module docstring.
+    """Decoded frames in, controller-plane events out; see the module docstring.
 
     ``feed`` returns the events a frame completes; ``finish`` returns requests whose
     response never came (their response fields stay ``None``). Never raises for content.
     """
 
     def __init__(self) -> None:
-        self._pending: dict[tuple[str, int], dict[str, Any]] = {}
+        self._pending: dict[tuple[str, int], RegistrationEvent | HeartbeatEvent | AssignEvent] = {}
 
-    def feed(self, f: DecodedFrame) -> list[dict[str, Any]]:
+    def feed(self, f: DecodedFrame) -> list[Event]:
         key = f.api_key
         if key not in _WATCHED or f.body is None:
             return []
         if f.kind == "request":
             if key == ApiKey.FETCH or f.correlation_id is None:
                 return []
-            ev = self._request_event(f)
-            self._pending[(f.connection_id, f.correlation_id)] = ev
+            self._pending[(f.connection_id, f.correlation_id)] = self._request_event(f)
             return []
         if key == ApiKey.FETCH:
             return self._records(f)
@@ -118,54 +220,59 @@ class EventCollector:
         self._response(found, f)
         return [found]
 
-    def finish(self) -> list[dict[str, Any]]:
-        out = list(self._pending.values())
+    def finish(self) -> list[Event]:
+        out: list[Event] = list(self._pending.values())
         self._pending.clear()
         return out
 
     @staticmethod
-    def _request_event(f: DecodedFrame) -> dict[str, Any]:
+    def _request_event(f: DecodedFrame) -> RegistrationEvent | HeartbeatEvent | AssignEvent:
         b = f.body
-        ev: dict[str, Any] = {
-            "ts": f.timestamp_ns,
-            "conn": f.connection_id,
-            "corr": f.correlation_id,
-            "broker": b.broker_id,
-            "error_code": None,
-        }
+        ts, conn, corr = f.timestamp_ns, f.connection_id, f.correlation_id
         if f.api_key == ApiKey.BROKER_REGISTRATION:
-            ev["type"] = "registration"
-            ev["log_dirs"] = _ids(getattr(b, "log_dirs", None))
-            ev["incarnation"] = uuid_to_base64url(b.incarnation_id)
-            ev["epoch"] = None
-        elif f.api_key == ApiKey.BROKER_HEARTBEAT:
-            ev["type"] = "heartbeat"
-            ev["epoch"] = b.broker_epoch
-            ev["offline_dirs"] = _ids(getattr(b, "offline_log_dirs", None))
+            return RegistrationEvent(
+                ts=ts,
+                conn=conn,
+                corr=corr,
+                broker=b.broker_id,
+                log_dirs=_ids(getattr(b, "log_dirs", None)),
+                incarnation=uuid_to_base64url(b.incarnation_id),
+            )
+        if f.api_key == ApiKey.BROKER_HEARTBEAT:
             cordoned = getattr(b, "cordoned_log_dirs", None)  # None: not sent (v0-1, or not caught up)
-            ev["cordoned_dirs"] = None if cordoned is None else _ids(cordoned)
-            ev["want_fence"] = bool(b.want_fence)
-            ev["is_fenced"] = None
-        else:
-            ev["type"] = "assign"
-            ev["epoch"] = b.broker_epoch
-            ev["assignments"] = [
+            return HeartbeatEvent(
+                ts=ts,
+                conn=conn,
+                corr=corr,
+                broker=b.broker_id,
+                epoch=b.broker_epoch,
+                offline_dirs=_ids(getattr(b, "offline_log_dirs", None)),
+                cordoned_dirs=None if cordoned is None else _ids(cordoned),
+                want_fence=bool(b.want_fence),
+            )
+        return AssignEvent(
+            ts=ts,
+            conn=conn,
+            corr=corr,
+            broker=b.broker_id,
+            epoch=b.broker_epoch,
+            assignments=[
                 [uuid_to_base64url(d.id), uuid_to_base64url(t.topic_id), p.partition_index, None]
                 for d in b.directories
                 for t in d.topics
                 for p in t.partitions
-            ]
-        return ev
+            ],
+        )
 
     @staticmethod
-    def _response(ev: dict[str, Any], f: DecodedFrame) -> None:
+    def _response(ev: RegistrationEvent | HeartbeatEvent | AssignEvent, f: DecodedFrame) -> None:
         b = f.body
-        ev["ts"] = f.timestamp_ns
-        ev["error_code"] = getattr(b, "error_code", None)
-        if ev["type"] == "registration":
-            ev["epoch"] = getattr(b, "broker_epoch", None)
-        elif ev["type"] == "heartbeat":
-            ev["is_fenced"] = bool(b.is_fenced)
+        ev.ts = f.timestamp_ns
+        ev.error_code = getattr(b, "error_code", None)
+        if isinstance(ev, RegistrationEvent):
+            ev.epoch = getattr(b, "broker_epoch", None)
+        elif isinstance(ev, HeartbeatEvent):
+            ev.is_fenced = bool(b.is_fenced)
         else:
             codes = {
                 (uuid_to_base64url(d.id), uuid_to_base64url(t.topic_id), p.partition_index): p.error_code
@@ -173,12 +280,12 @@ class EventCollector:
                 for t in d.topics
                 for p in t.partitions
             }
-            for a in ev["assignments"]:
+            for a in ev.assignments:
                 a[3] = codes.get((a[0], a[1], a[2]))
 
     @staticmethod
-    def _records(f: DecodedFrame) -> list[dict[str, Any]]:
-        out: list[dict[str, Any]] = []
+    def _records(f: DecodedFrame) -> list[Event]:
+        out: list[Event] = []
         for field_records in f.records:
             if not field_records.get("metadataLog"):
                 continue
@@ -189,20 +296,19 @@ class EventCollector:
                 if base == 0:
                     # The log's first batch (a control batch in KRaft): the capture holds the
                     # whole metadata history, so what it lacks did not happen.
-                    out.append({"type": "log-start", "ts": f.timestamp_ns, "conn": f.connection_id})
+                    out.append(LogStartEvent(ts=f.timestamp_ns, conn=f.connection_id))
                 for rec in batch.get("records", ()):
                     m = rec.get("metadataRecord")
                     if m is None:
                         continue
                     out.append(
-                        {
-                            "type": "record",
-                            "ts": f.timestamp_ns,
-                            "conn": f.connection_id,
-                            "offset": base + rec.get("offsetDelta", 0),
-                            "name": m["name"],
-                            "data": m["data"],
-                        }
+                        RecordEvent(
+                            ts=f.timestamp_ns,
+                            conn=f.connection_id,
+                            offset=base + rec.get("offsetDelta", 0),
+                            name=m["name"],
+                            data=m["data"],
+                        )
                     )
         return out
 
@@ -224,20 +330,6 @@ class Finding:
     last_ts: int
     count: int = 1
     conn: str | None = None
-
-    def as_dict(self) -> dict[str, Any]:
-        return {
-            "rule": self.rule,
-            "verdict": self.verdict,
-            "severity": self.severity,
-            "broker": self.broker,
-            "subject": self.subject,
-            "detail": self.detail,
-            "first_ts": self.first_ts,
-            "last_ts": self.last_ts,
-            "count": self.count,
-            "conn": self.conn,
-        }
 
 
 @dataclass(slots=True)
@@ -356,16 +448,16 @@ class _Checker:
 
     # -- events -------------------------------------------------------------------
 
-    def registration(self, ev: dict[str, Any]) -> None:
-        if ev.get("error_code") not in (0, None) or ev.get("epoch") is None:
+    def registration(self, ev: RegistrationEvent) -> None:
+        if ev.error_code not in (0, None) or ev.epoch is None:
             return
         self.registered(
-            ev["broker"],
-            ev["log_dirs"],
-            ev["epoch"],
-            ev.get("incarnation"),
-            ev["ts"],
-            ev.get("conn"),
+            ev.broker,
+            ev.log_dirs,
+            ev.epoch,
+            ev.incarnation,
+            ev.ts,
+            ev.conn,
             "BrokerRegistration response",
         )
 
@@ -396,11 +488,11 @@ class _Checker:
             self.dir_names[d] = f"broker {bid} dir {i}"
         b.offline_since = {}
 
-    def heartbeat(self, ev: dict[str, Any]) -> None:
-        bid, ts, conn = ev["broker"], ev["ts"], ev.get("conn")
+    def heartbeat(self, ev: HeartbeatEvent) -> None:
+        bid, ts, conn = ev.broker, ev.ts, ev.conn
         b = self.broker(bid)
-        accepted = ev.get("error_code") == 0
-        epoch = ev.get("epoch")
+        accepted = ev.error_code == 0
+        epoch = ev.epoch
         if accepted and epoch is not None and b.epoch is not None and epoch < b.epoch:
             self.report(
                 BROKER_EPOCH_REGRESSION,
@@ -412,7 +504,7 @@ class _Checker:
                 ts,
                 conn,
             )
-        for d in ev.get("offline_dirs") or ():
+        for d in ev.offline_dirs or ():
             if b.registered is None:
                 self.report(
                     HEARTBEAT_UNREGISTERED_OFFLINE_DIR,
@@ -434,11 +526,11 @@ class _Checker:
                     ts,
                     conn,
                 )
-            elif accepted or ev.get("error_code") is None:
+            elif accepted or ev.error_code is None:
                 if b.online is not None:
                     b.online.discard(d)
                 b.offline_since.setdefault(d, ts)
-        for d in ev.get("cordoned_dirs") or ():
+        for d in ev.cordoned_dirs or ():
             if b.registered is None:
                 self.report(
                     HEARTBEAT_CORDONED_DIR_NOT_ONLINE,
@@ -471,8 +563,8 @@ class _Checker:
                     conn,
                     severity="warning",
                 )
-        if ev.get("is_fenced") is not None and accepted:
-            self.fence_state(bid, bool(ev["is_fenced"]), ts, conn, "heartbeat response")
+        if ev.is_fenced is not None and accepted:
+            self.fence_state(bid, ev.is_fenced, ts, conn, "heartbeat response")
 
     def fence_state(self, bid: int, fenced: bool, ts: int, conn: str | None, how: str) -> None:
         b = self.broker(bid)
@@ -514,14 +606,14 @@ class _Checker:
                     severity="warning",
                 )
 
-    def assign(self, ev: dict[str, Any]) -> None:
-        if ev.get("error_code") not in (0, None):
+    def assign(self, ev: AssignEvent) -> None:
+        if ev.error_code not in (0, None):
             return
-        bid = ev["broker"]
-        for d, topic, part, code in ev.get("assignments") or ():
+        bid = ev.broker
+        for d, topic, part, code in ev.assignments or ():
             if code not in (0, None):
                 continue
-            self.placement(bid, d, f"{topic}-{part}", ev["ts"], ev.get("conn"), "AssignReplicasToDirs")
+            self.placement(bid, d, f"{topic}-{part}", ev.ts, ev.conn, "AssignReplicasToDirs")
             p = self.parts.get((topic, part))
             if p is not None and bid in p.replicas:
                 i = p.replicas.index(bid)
@@ -529,12 +621,12 @@ class _Checker:
                     p.directories.append(UNASSIGNED)
                 p.directories[i] = d
 
-    def record(self, ev: dict[str, Any]) -> None:
-        off = ev.get("offset")
-        if off is None or off in self.applied:
+    def record(self, ev: RecordEvent) -> None:
+        off = ev.offset
+        if off in self.applied:
             return
         self.applied.add(off)
-        ts, conn, data, name = ev["ts"], ev.get("conn"), ev.get("data") or {}, ev.get("name")
+        ts, conn, data, name = ev.ts, ev.conn, ev.data or {}, ev.name
         self.last_record_ts = ts
         if name == "RegisterBrokerRecord":
             self.registered(
@@ -645,24 +737,23 @@ class _Checker:
                 )
 
 
-def check(events: Iterable[dict[str, Any]]) -> list[Finding]:
+def check(events: Iterable[Event]) -> list[Finding]:
     """Run every rule over one capture set's events (any order; sorted here by time, ties
     kept in the given order). Returns findings sorted by rule, broker and subject."""
-    ordered = sorted(enumerate(events), key=lambda ie: (ie[1].get("ts") or 0, ie[0]))
+    ordered = sorted(enumerate(events), key=lambda ie: (ie[1].ts or 0, ie[0]))
     c = _Checker()
     end = 0
     for _, ev in ordered:
-        end = max(end, ev.get("ts") or 0)
-        kind = ev.get("type")
-        if kind == "registration":
+        end = max(end, ev.ts or 0)
+        if isinstance(ev, RegistrationEvent):
             c.registration(ev)
-        elif kind == "heartbeat":
+        elif isinstance(ev, HeartbeatEvent):
             c.heartbeat(ev)
-        elif kind == "assign":
+        elif isinstance(ev, AssignEvent):
             c.assign(ev)
-        elif kind == "record":
+        elif isinstance(ev, RecordEvent):
             c.record(ev)
-        elif kind == "log-start":
+        else:
             c.log_from_start = True
     c.finish(end)
     return sorted(
@@ -670,13 +761,13 @@ def check(events: Iterable[dict[str, Any]]) -> list[Finding]:
     )
 
 
-def check_events(events: Iterable[Any]) -> list[dict[str, Any]]:
-    """:func:`check` over the events the tasks collected; findings as dicts. Anything that
+def check_events(events: Iterable[Any]) -> list[Finding]:
+    """:func:`check` over the events the tasks collected. Anything that
     is not an event is skipped, and events the checker cannot follow give one
     ``indeterminate`` finding, never a failure (they came from a worker of this tool)."""
-    events = [ev for ev in events if isinstance(ev, dict)]
+    events = [ev for ev in events if isinstance(ev, EVENT_TYPES)]
     try:
-        return [f.as_dict() for f in check(events)]
+        return check(events)
     except (KeyError, TypeError, ValueError) as exc:
         return [
             Finding(
@@ -688,5 +779,5 @@ def check_events(events: Iterable[Any]) -> list[dict[str, Any]]:
                 f"events could not be checked: {type(exc).__name__}: {exc}",
                 0,
                 0,
-            ).as_dict()
+            )
         ]

@@ -26,6 +26,7 @@ Invariants:
 
 from __future__ import annotations
 
+import dataclasses
 import math
 from collections.abc import Iterable, Sequence
 from dataclasses import asdict, dataclass, field, fields
@@ -40,7 +41,23 @@ from kraft_jbod.analytics.rows import (
     RTYPE_FRAME,
     FileStats,
     Row,
-    columns,
+)
+from kraft_jbod.analytics.tables import (
+    LATENCY_QUANTILES,
+    TABLE_SCHEMAS,
+    WRITER_COLUMNS,
+    AnomalyRow,
+    ConformanceRow,
+    ConnectionRow,
+    ErrorCodeRow,
+    LatencyHistRow,
+    LatencyRow,
+    OverallRow,
+    Tables,
+    TimelineRow,
+    VersionsRow,
+    ViolationRow,
+    latency_column,
 )
 
 __all__ = [
@@ -62,7 +79,6 @@ __all__ = [
 RELATIVE_ACCURACY: Final = 0.005
 _GAMMA: Final = (1 + RELATIVE_ACCURACY) / (1 - RELATIVE_ACCURACY)
 _LOG_GAMMA: Final = math.log(_GAMMA)
-LATENCY_QUANTILES: Final = (0.5, 0.9, 0.99, 0.999)
 
 #: Timeline bucket widths in ns; each divides the next, which keeps coarsening exact.
 TIMELINE_STEPS: Final = (
@@ -235,11 +251,6 @@ class VersionTally:
 ConfKey = tuple[Any, Any, Any, Any, Any]
 
 
-def latency_column(q: float) -> str:
-    """The column name of quantile ``q``: 0.5 -> ``latency_p50_ms``, 0.999 -> ``latency_p999_ms``."""
-    return "latency_p" + f"{q * 100:.10g}".replace(".", "") + "_ms"
-
-
 def timeline_width(span_ns: int) -> int:
     """The smallest step giving at most about 120 buckets over ``span_ns``."""
     for s in TIMELINE_STEPS:
@@ -333,7 +344,7 @@ class Partial:
         self.connections = 0
         self.counts: dict[str, int] = {}
         self.conn_rows: list[dict[str, Any]] = []
-        self.events: list[dict[str, Any]] = []
+        self.events: list[kip858.Event] = []
         self.files: list[dict[str, Any]] = []
         self.errors: list[dict[str, Any]] = []
         self._conn_ids: set[Any] = set()
@@ -364,7 +375,7 @@ class Partial:
                 }
             )
         elif rtype == RTYPE_EVENT:
-            if isinstance(row.detail, dict):
+            if isinstance(row.detail, kip858.EVENT_TYPES):
                 self.events.append(row.detail)
         elif rtype == RTYPE_FILE:
             stats = asdict(row.detail) if isinstance(row.detail, FileStats) else {}
@@ -529,7 +540,7 @@ class Partial:
             "connections": self.connections + len(self._conn_ids),
             "counts": self.counts,
             "conn_rows": self.conn_rows,
-            "events": self.events,
+            "events": [kip858.event_state(ev) for ev in self.events],
             "files": self.files,
             "errors": self.errors,
         }
@@ -554,7 +565,7 @@ class Partial:
         p.connections = int(st["connections"])
         p.counts = dict(st["counts"])
         p.conn_rows = list(st["conn_rows"])
-        p.events = list(st["events"])
+        p.events = [kip858.event_from_state(ev) for ev in st["events"]]
         p.files = list(st["files"])
         p.errors = list(st["errors"])
         return p
@@ -570,119 +581,9 @@ def merge_all(partials: Iterable[Partial]) -> Partial:
 
 # --------------------------------------------------------------------------- tables
 
-#: Columns the Parquet writer fills from other columns or from the run: ``capture_set``
-#: (unless a row carries it), ``api_name`` from ``api_key``, ``error_name`` from ``error_code``.
-WRITER_COLUMNS: Final = frozenset(("capture_set", "api_name", "error_name"))
-
-# Types: "timestamp" is an Arrow timestamp (ns, UTC) filled from epoch nanoseconds,
-# "duration" an Arrow duration (ns). Every table starts with its capture set, and an
-# ``api_name`` column stands beside each ``api_key`` and ``error_name`` (Kafka's name)
-# beside ``error_code`` (filled from the key or code when writing).
-_CS: Final = (("capture_set", "string"),)
-_API: Final = (("api_key", "int16"), ("api_name", "string"))
-_KEY_TYPES: Final = (
-    *_API,
-    ("api_version", "int16"),
-    ("kind", "string"),
-    ("software_name", "string"),
-    ("software_version", "string"),
-)
-_LAT_COLS: Final = (
-    *((latency_column(q), "float64") for q in LATENCY_QUANTILES),
-    ("latency_max_ms", "float64"),
-    ("latency_mean_ms", "float64"),
-)
-_MEASURES: Final = (
-    *((c, "int64") for c in COUNTERS),
-    ("first_ts", "timestamp"),
-    ("last_ts", "timestamp"),
-    *_LAT_COLS,
-    ("decode_rate", "float64"),
-    ("reencode_rate", "float64"),
-)
-#: Column names and types of every table the driver writes, in output order; an empty
-#: table is written with the same schema. :func:`build_tables` fills each row with
-#: exactly these columns except the writer-filled ones (:data:`WRITER_COLUMNS`); the
-#: driver fills ``inputs`` and ``problems``.
-TABLE_SCHEMAS: Final[dict[str, tuple[tuple[str, str], ...]]] = {
-    "conformance": (*_CS, *_KEY_TYPES, *_MEASURES),
-    "overall": (*_CS, *_MEASURES, ("connections", "int64")),
-    "latency": (*_CS, *_API, ("api_version", "int16"), ("responses", "int64"), *_LAT_COLS),
-    "latency_hist": (*_CS, *_API, ("bucket", "int32"), ("count", "int64")),
-    "error_codes": (
-        *_CS,
-        *_API,
-        ("api_version", "int16"),
-        ("error_code", "int16"),
-        ("error_name", "string"),
-        ("level", "string"),
-        ("count", "int64"),
-    ),
-    "versions": (
-        *_CS,
-        ("software_name", "string"),
-        ("software_version", "string"),
-        *_API,
-        ("versions_used", "list<int16>"),
-        ("max_used", "int16"),
-        ("advertised_min", "int16"),
-        ("advertised_max", "int16"),
-        ("requests", "int64"),
-        ("outside_advertised", "int64"),
-        ("below_advertised_max", "int64"),
-        ("deprecated", "int64"),
-        ("unstable", "int64"),
-    ),
-    "anomalies": (
-        *_CS,
-        ("anomaly", "string"),
-        ("rtype", "string"),
-        ("count", "int64"),
-        ("first_ts", "timestamp"),
-        ("example_conn", "string"),
-    ),
-    "connections": (
-        *_CS,
-        ("source", "string"),
-        ("conn_id", "string"),
-        ("first_ts", "timestamp"),
-        ("duration_s", "float64"),
-        ("software_name", "string"),
-        ("software_version", "string"),
-        ("client_source", "string"),
-        ("gap_bytes", "int64"),
-        ("retransmitted_bytes", "int64"),
-        ("anomaly_kinds", "list<string>"),
-        ("close_reason", "string"),
-    ),
-    "violations": (
-        *_CS,
-        ("rule", "string"),
-        ("verdict", "string"),
-        ("severity", "string"),
-        ("broker", "int32"),
-        ("subject", "string"),
-        ("detail", "string"),
-        ("first_ts", "timestamp"),
-        ("last_ts", "timestamp"),
-        ("count", "int64"),
-        ("conn", "string"),
-    ),
-    "timeline": (
-        *_CS,
-        ("bucket_ts", "timestamp"),
-        *_API,
-        ("frames", "int64"),
-        ("anomalous", "int64"),
-        ("errors", "int64"),
-        ("width_ns", "duration"),
-    ),
-    "inputs": (*_CS, ("source", "string"), ("size", "int64"), *columns(FileStats)),
-    "problems": (*_CS, ("source", "string"), ("problem", "string")),
-}
-
 
 def _lat_cols(sk: LatencySketch | None) -> dict[str, Any]:
+    """The latency columns (:class:`.tables.LatencyRow`'s) of a sketch, in milliseconds."""
     out: dict[str, Any] = {}
     for q in LATENCY_QUANTILES:
         v = sk.quantile(q) if sk is not None else None
@@ -694,11 +595,13 @@ def _lat_cols(sk: LatencySketch | None) -> dict[str, Any]:
 
 
 def _measures(c: Counters, sk: LatencySketch | None) -> dict[str, Any]:
+    """The measure columns of a conformance key (or of everything) as keyword arguments
+    of :class:`.tables.ConformanceRow` and :class:`.tables.OverallRow`."""
     row: dict[str, Any] = {name: getattr(c, name) for name in COUNTERS}
     row["first_ts"], row["last_ts"] = c.first_ts, c.last_ts
     row.update(_lat_cols(sk))
-    row["decode_rate"] = row["decoded"] / row["frames"] if row["frames"] else None
-    row["reencode_rate"] = row["reencode_exact"] / row["reencode_checked"] if row["reencode_checked"] else None
+    row["decode_rate"] = c.decoded / c.frames if c.frames else None
+    row["reencode_rate"] = c.reencode_exact / c.reencode_checked if c.reencode_checked else None
     return row
 
 
@@ -707,23 +610,32 @@ def _sort_key(values: Sequence[Any]) -> tuple[Any, ...]:
     return tuple((v is not None, v if v is not None else 0) for v in values)
 
 
-def build_tables(p: Partial, capture_set: str = "default") -> dict[str, list[dict[str, Any]]]:
-    """Every statistics table from a merged partial, as lists of row dicts.
+def build_tables(p: Partial) -> Tables:
+    """Every statistics table from a merged partial, as typed rows (:mod:`.tables`).
 
     Tables: ``conformance``, ``overall``, ``latency``, ``latency_hist``, ``error_codes``,
     ``versions``, ``anomalies``, ``connections``, ``violations``, ``timeline`` (see
-    docs/spark.md for their grain).
+    docs/spark.md for their grain); the driver adds ``inputs`` and ``problems``.
     """
-    keys = ("api_key", "api_version", "kind", "software_name", "software_version")
-    out: dict[str, list[dict[str, Any]]] = {}
-    conformance = []
+    out = Tables()
+    conformance = out.conformance
     total = Counters()
     all_lat = LatencySketch()
     per_version: dict[tuple[Any, Any], LatencySketch] = {}
     for k in sorted(p.conf, key=_sort_key):
         c = p.conf[k]
         sk = p.latency.get(k)
-        conformance.append({**dict(zip(keys, k, strict=True)), **_measures(c, sk)})
+        api_key, api_version, kind, software_name, software_version = k
+        conformance.append(
+            ConformanceRow(
+                api_key=api_key,
+                api_version=api_version,
+                kind=kind,
+                software_name=software_name,
+                software_version=software_version,
+                **_measures(c, sk),
+            )
+        )
         total.add(c)
         if sk is not None:
             all_lat.merge(sk)
@@ -731,54 +643,51 @@ def build_tables(p: Partial, capture_set: str = "default") -> dict[str, list[dic
             if pv is None:
                 pv = per_version[(k[0], k[1])] = LatencySketch()
             pv.merge(sk)
-    out["conformance"] = conformance
-    overall = _measures(total, all_lat if all_lat.count else None)
-    overall["connections"] = p.connections
+    overall = OverallRow(connections=p.connections, **_measures(total, all_lat if all_lat.count else None))
     if not p.conf:
-        overall["first_ts"] = overall["last_ts"] = None
-    out["overall"] = [overall]
-    out["latency"] = [
-        {"api_key": k[0], "api_version": k[1], "responses": sk.count, **_lat_cols(sk)}
+        overall.first_ts = overall.last_ts = None
+    out.overall = [overall]
+    out.latency = [
+        LatencyRow(api_key=k[0], api_version=k[1], responses=sk.count, **_lat_cols(sk))
         for k, sk in sorted(per_version.items(), key=lambda kv: _sort_key(kv[0]))
         if sk.count
     ]
-    out["latency_hist"] = [
-        {"api_key": k[0], "bucket": k[1], "count": n}
+    out.latency_hist = [
+        LatencyHistRow(api_key=k[0], bucket=k[1], count=n)
         for k, n in sorted(p.latency_hist.items(), key=lambda kv: _sort_key(kv[0]))
     ]
-    out["error_codes"] = [
-        {"api_key": k[0], "api_version": k[1], "error_code": k[2], "level": k[3], "count": n}
+    out.error_codes = [
+        ErrorCodeRow(api_key=k[0], api_version=k[1], error_code=k[2], level=k[3], count=n)
         for k, n in sorted(p.error_codes.items(), key=lambda kv: _sort_key((kv[0][0], kv[0][1], kv[0][3], kv[0][2])))
     ]
-    out["versions"] = [
-        {
-            "software_name": k[0],
-            "software_version": k[1],
-            "api_key": k[2],
-            "versions_used": sorted(v.versions_used),
-            "max_used": v.max_used,
-            "advertised_min": v.advertised_min,
-            "advertised_max": v.advertised_max,
-            "requests": v.requests,
-            "outside_advertised": v.outside_advertised,
-            "below_advertised_max": v.below_advertised_max,
-            "deprecated": v.deprecated,
-            "unstable": v.unstable,
-        }
+    out.versions = [
+        VersionsRow(
+            software_name=k[0],
+            software_version=k[1],
+            api_key=k[2],
+            versions_used=sorted(v.versions_used),
+            max_used=v.max_used,
+            advertised_min=v.advertised_min,
+            advertised_max=v.advertised_max,
+            requests=v.requests,
+            outside_advertised=v.outside_advertised,
+            below_advertised_max=v.below_advertised_max,
+            deprecated=v.deprecated,
+            unstable=v.unstable,
+        )
         for k, v in sorted(p.versions.items(), key=lambda kv: _sort_key(kv[0]))
     ]
-    out["anomalies"] = [
-        {"anomaly": k[0], "rtype": k[1], "count": a[0], "first_ts": a[1], "example_conn": a[2]}
+    out.anomalies = [
+        AnomalyRow(anomaly=k[0], rtype=k[1], count=a[0], first_ts=a[1], example_conn=a[2])
         for k, a in sorted(p.anomalies.items(), key=lambda kv: (-kv[1][0], kv[0]))
     ]
-    out["connections"] = sorted(p.conn_rows, key=lambda r: (r["source"], r["conn_id"] or ""))
-    findings = kip858.check_events(p.events)
-    out["violations"] = [{"capture_set": capture_set, **f} for f in findings]
-    out["timeline"] = _timeline_rows(p, overall["first_ts"], overall["last_ts"])
+    out.connections = [ConnectionRow(**r) for r in sorted(p.conn_rows, key=lambda r: (r["source"], r["conn_id"] or ""))]
+    out.violations = [ViolationRow(**dataclasses.asdict(f)) for f in kip858.check_events(p.events)]
+    out.timeline = _timeline_rows(p, overall.first_ts, overall.last_ts)
     return out
 
 
-def _timeline_rows(p: Partial, first: int | None, last: int | None) -> list[dict[str, Any]]:
+def _timeline_rows(p: Partial, first: int | None, last: int | None) -> list[TimelineRow]:
     if first is None or last is None or not p.timeline:
         return []
     want = TIMELINE_STEPS.index(timeline_width(max(1, last - first)))
@@ -793,6 +702,6 @@ def _timeline_rows(p: Partial, first: int | None, last: int | None) -> list[dict
         m[1] += v[1]
         m[2] += v[2]
     return [
-        {"bucket_ts": b * width, "api_key": api, "frames": v[0], "anomalous": v[1], "errors": v[2], "width_ns": width}
+        TimelineRow(bucket_ts=b * width, api_key=api, frames=v[0], anomalous=v[1], errors=v[2], width_ns=width)
         for (b, api), v in sorted(merged.items(), key=lambda kv: _sort_key(kv[0]))
     ]

@@ -1,7 +1,7 @@
 """The human side of a stats run: one self-contained HTML file and a short text summary.
 
-Strategy: the job hands over its small tables as lists of dicts (the same rows it wrote
-as Parquet); charts are drawn here as inline SVG from plain arithmetic, so the report
+Strategy: the job hands over its small tables as typed rows (:class:`.tables.Tables`, the
+same rows it wrote as Parquet); charts are drawn here as inline SVG from plain arithmetic, so the report
 needs no JavaScript, no network and no plotting library, and it diffs as text. Every
 value placed in the HTML goes through :func:`html.escape`.
 
@@ -21,11 +21,19 @@ from pathlib import Path
 from typing import Any, Final
 
 from kraft_jbod import codec
+from kraft_jbod.analytics.tables import (
+    ConformanceRow,
+    ErrorCodeRow,
+    LatencyHistRow,
+    OverallRow,
+    TableRow,
+    Tables,
+    TimelineRow,
+)
 from kraft_jbod.messages.error_codes import ErrorCode
 
 __all__ = ["render_html", "render_summary", "write_report"]
 
-Rows = list[dict[str, Any]]
 _PALETTE: Final = (
     "#3366cc",
     "#dc3912",
@@ -204,7 +212,9 @@ def _ticks(x0: float, x1: float, x_time: bool, n: int = 5) -> list[tuple[float, 
 # --------------------------------------------------------------------------- tables
 
 
-def _table(rows: Rows, cols: Sequence[tuple[str, str]], *, limit: int = 200, rate_cols: Sequence[str] = ()) -> str:
+def _table(
+    rows: Sequence[TableRow], cols: Sequence[tuple[str, str]], *, limit: int = 200, rate_cols: Sequence[str] = ()
+) -> str:
     if not rows:
         return "<p><em>none</em></p>"
     head = "".join(f"<th>{html.escape(title)}</th>" for _, title in cols)
@@ -212,7 +222,7 @@ def _table(rows: Rows, cols: Sequence[tuple[str, str]], *, limit: int = 200, rat
     for r in rows[:limit]:
         cells = []
         for key, _ in cols:
-            v = r.get(key)
+            v = getattr(r, key)
             style = ""
             if key in rate_cols and v is not None:
                 good = float(v) >= 0.9999
@@ -236,51 +246,38 @@ def _table(rows: Rows, cols: Sequence[tuple[str, str]], *, limit: int = 200, rat
     )
 
 
-def _by_api(conformance: Rows) -> Rows:
-    agg: dict[Any, dict[str, Any]] = {}
+def _frames_by_api(conformance: Sequence[ConformanceRow]) -> list[tuple[int | None, int]]:
+    """Frames per api key, the busiest first."""
+    frames: dict[int | None, int] = {}
     for r in conformance:
-        a = agg.setdefault(
-            r.get("api_key"),
-            {"api_key": r.get("api_key"), "frames": 0, "decoded": 0, "reencode_checked": 0, "reencode_exact": 0},
-        )
-        for k in ("frames", "decoded", "reencode_checked", "reencode_exact"):
-            a[k] += r.get(k) or 0
-    out = sorted(agg.values(), key=lambda r: -r["frames"])
-    for a in out:
-        a["decode_rate"] = a["decoded"] / a["frames"] if a["frames"] else None
-        a["reencode_rate"] = a["reencode_exact"] / a["reencode_checked"] if a["reencode_checked"] else None
-    return out
+        frames[r.api_key] = frames.get(r.api_key, 0) + r.frames
+    return sorted(frames.items(), key=lambda kv: -kv[1])
 
 
 # --------------------------------------------------------------------------- renderers
 
 
-def _count(r: dict[str, Any], key: str) -> int:
-    return int(r.get(key) or 0)
-
-
-def _error_names(tables: dict[str, Rows]) -> tuple[int, str]:
+def _error_names(tables: Tables) -> tuple[int, str]:
     """Non-zero error codes in responses: their total and the four commonest, named."""
-    errors = [r for r in tables.get("error_codes") or [] if r.get("error_code")]
+    errors = [r for r in tables.error_codes if r.error_code]
     by_name: dict[str, int] = defaultdict(int)
     for r in errors:
-        by_name[_error(r.get("error_code"))] += _count(r, "count")
+        by_name[_error(r.error_code)] += r.count
     shown = ", ".join(f"{n} x{c}" for n, c in sorted(by_name.items(), key=lambda kv: -kv[1])[:4])
-    return sum(_count(r, "count") for r in errors), shown
+    return sum(r.count for r in errors), shown
 
 
-def _summary_frames(o: dict[str, Any], tables: dict[str, Rows]) -> list[str]:
+def _summary_frames(o: OverallRow, tables: Tables) -> list[str]:
     """The summary's lines about the frames (when there are any)."""
     total, shown = _error_names(tables)
     return [
-        f"decoded {_pct(o.get('decode_rate'))}; byte-exact re-encode {_pct(o.get('reencode_rate'))} "
-        f"({_count(o, 'non_canonical')} non-canonical); unknown tagged fields in "
-        f"{_count(o, 'frames_unknown_tags')} frames; trailing bytes in {_count(o, 'frames_trailing')}",
-        f"deprecated versions: {_count(o, 'deprecated_frames')} frames; unstable: {_count(o, 'unstable_frames')}",
-        f"error responses: {_count(o, 'error_frames')} (any level, as the timeline counts them); "
+        f"decoded {_pct(o.decode_rate)}; byte-exact re-encode {_pct(o.reencode_rate)} "
+        f"({o.non_canonical} non-canonical); unknown tagged fields in "
+        f"{o.frames_unknown_tags} frames; trailing bytes in {o.frames_trailing}",
+        f"deprecated versions: {o.deprecated_frames} frames; unstable: {o.unstable_frames}",
+        f"error responses: {o.error_frames} (any level, as the timeline counts them); "
         f"non-zero error codes in them: {total}" + (f" ({shown})" if shown else ""),
-        f"latency p50 {_num(o.get('latency_p50_ms'))} ms, p99 {_num(o.get('latency_p99_ms'))} ms, "
-        f"max {_num(o.get('latency_max_ms'))} ms",
+        f"latency p50 {_num(o.latency_p50_ms)} ms, p99 {_num(o.latency_p99_ms)} ms, max {_num(o.latency_max_ms)} ms",
     ]
 
 
@@ -288,40 +285,40 @@ def _more(items: Sequence[Any], shown: int, text: str) -> list[str]:
     return [text.format(len(items) - shown)] if len(items) > shown else []
 
 
-def _summary_findings(tables: dict[str, Rows]) -> list[str]:
+def _summary_findings(tables: Tables) -> list[str]:
     """The summary's lines about KIP-858, anomalies and problems."""
-    checks = tables.get("violations") or []
-    viol = [v for v in checks if v.get("verdict") == "violation"]
+    checks = tables.violations
+    viol = [v for v in checks if v.verdict == "violation"]
     lines = [f"KIP-858: {len(viol)} violation(s), {len(checks) - len(viol)} indeterminate"]
-    lines += [f"  {v.get('rule')} broker {v.get('broker')} x{v.get('count')}: {v.get('detail')}" for v in viol[:8]]
+    lines += [f"  {v.rule} broker {v.broker} x{v.count}: {v.detail}" for v in viol[:8]]
     lines += _more(viol, 8, "  ... and {} more")
-    an = tables.get("anomalies") or []
+    an = tables.anomalies
     if an:
-        head = "; ".join(f"{a.get('anomaly')} {a.get('count')}" for a in an[:5])
+        head = "; ".join(f"{a.anomaly} {a.count}" for a in an[:5])
         lines.append("anomalies: " + head + "".join(_more(an, 5, "; ... and {} more")))
-    probs = tables.get("problems") or []
-    lines += [f"problem: {p.get('source')}: {p.get('problem')}" for p in probs[:5]]
+    probs = tables.problems
+    lines += [f"problem: {p.source}: {p.problem}" for p in probs[:5]]
     lines += _more(probs, 5, "... and {} more problem(s)")
     return lines
 
 
-def render_summary(tables: dict[str, Rows], manifest: dict[str, Any]) -> str:
+def render_summary(tables: Tables, manifest: dict[str, Any]) -> str:
     """The short text summary printed at the end of a run."""
-    o = (tables.get("overall") or [{}])[0]
+    o = tables.overall[0] if tables.overall else None
     t = manifest.get("timings", {})
-    frames = _count(o, "frames")
+    frames = o.frames if o is not None else 0
     lines = [
         f"{manifest.get('files', 0)} file(s), {manifest.get('bytes', 0) / 1e6:.1f} MB, "
         f"{manifest.get('tasks', 0)} task(s) on {manifest.get('master')} (Spark "
         f"{manifest.get('spark_version')}); decode {t.get('decode_s', 0):.1f} s, total "
         f"{t.get('total_s', 0):.1f} s",
-        f"{frames} frames, {_count(o, 'bytes')} bytes, {_count(o, 'connections')} connections",
+        f"{frames} frames, {o.bytes if o else 0} bytes, {o.connections if o else 0} connections",
     ]
-    if frames:
+    if o is not None and frames:
         lines += _summary_frames(o, tables)
-    apis = _by_api(tables.get("conformance") or [])
+    apis = _frames_by_api(tables.conformance)
     if apis:
-        lines.append("top apis: " + ", ".join(f"{_api(a['api_key'])} {a['frames']}" for a in apis[:6]))
+        lines.append("top apis: " + ", ".join(f"{_api(key)} {n}" for key, n in apis[:6]))
     return "\n".join(lines + _summary_findings(tables))
 
 
@@ -343,33 +340,33 @@ class Shaped:
     start_ts: float
 
 
-def _versions_used(conf: Rows) -> list[tuple[str, float]]:
+def _versions_used(conf: Sequence[ConformanceRow]) -> list[tuple[str, float]]:
     """Request frames per api and version, the 30 commonest."""
     per_version: dict[str, float] = defaultdict(float)
     for r in conf:
-        if r.get("kind") == "request" or r.get("api_key") is None:
-            per_version[f"{_api(r.get('api_key'))} v{r.get('api_version')}"] += r.get("frames") or 0
+        if r.kind == "request" or r.api_key is None:
+            per_version[f"{_api(r.api_key)} v{r.api_version}"] += r.frames
     return sorted(per_version.items(), key=lambda kv: -kv[1])[:30]
 
 
-def _errors_seen(error_codes: Rows) -> list[tuple[str, float]]:
+def _errors_seen(error_codes: Sequence[ErrorCodeRow]) -> list[tuple[str, float]]:
     """Non-zero error codes per api and level, the 25 commonest."""
     errs: dict[str, float] = defaultdict(float)
     for r in error_codes:
-        if r.get("error_code"):
-            errs[f"{_api(r.get('api_key'))}: {_error(r.get('error_code'))}, {r.get('level')}"] += r.get("count") or 0
+        if r.error_code:
+            errs[f"{_api(r.api_key)}: {_error(r.error_code)}, {r.level}"] += r.count
     return sorted(errs.items(), key=lambda kv: -kv[1])[:25]
 
 
-def _latency_lines(latency_hist: Rows) -> tuple[Series, list[tuple[float, str]]]:
+def _latency_lines(latency_hist: Sequence[LatencyHistRow]) -> tuple[Series, list[tuple[float, str]]]:
     """Responses per latency bucket for the 8 busiest apis, and the axis ticks."""
     hist: Series = defaultdict(list)
     totals: dict[str, float] = defaultdict(float)
     for r in latency_hist:
-        name = _api(r.get("api_key"))
+        name = _api(r.api_key)
         # x is the bucket's log2 (µs): the axis is logarithmic, its ticks read as durations.
-        hist[name].append((float(r.get("bucket") or 0), float(r.get("count") or 0)))
-        totals[name] += r.get("count") or 0
+        hist[name].append((float(r.bucket or 0), float(r.count)))
+        totals[name] += r.count
     top = dict(sorted(hist.items(), key=lambda kv: -totals[kv[0]])[:8])
     buckets = sorted({int(x) for s_ in top.values() for x, _ in s_})
     if not buckets:
@@ -378,14 +375,14 @@ def _latency_lines(latency_hist: Rows) -> tuple[Series, list[tuple[float, str]]]
     return top, [(float(b), _dur_us(2.0**b)) for b in range(buckets[0], buckets[-1] + 1, step)]
 
 
-def _timeline_lines(timeline: Rows) -> tuple[Series, float]:
+def _timeline_lines(timeline: Sequence[TimelineRow]) -> tuple[Series, float]:
     """Frames, anomalous frames and error responses per time bucket, and the first bucket."""
     per_bucket: dict[float, list[float]] = defaultdict(lambda: [0.0, 0.0, 0.0])
     for r in timeline:
-        b = per_bucket[float(r["bucket_ts"])]
-        b[0] += r.get("frames") or 0
-        b[1] += r.get("anomalous") or 0
-        b[2] += r.get("errors") or 0
+        b = per_bucket[float(r.bucket_ts)]
+        b[0] += r.frames
+        b[1] += r.anomalous
+        b[2] += r.errors
     series: Series = defaultdict(list)
     for x, (fr, an, er) in sorted(per_bucket.items()):
         series["frames"].append((x, fr))
@@ -394,18 +391,18 @@ def _timeline_lines(timeline: Rows) -> tuple[Series, float]:
     return series, min(per_bucket) if per_bucket else 0
 
 
-def shape(tables: dict[str, Rows]) -> Shaped:
+def shape(tables: Tables) -> Shaped:
     """The report's charts as data."""
-    latency, ticks = _latency_lines(tables.get("latency_hist") or [])
-    timeline, start = _timeline_lines(tables.get("timeline") or [])
+    latency, ticks = _latency_lines(tables.latency_hist)
+    timeline, start = _timeline_lines(tables.timeline)
     marks = [
-        (float(v["first_ts"]), f"{v['rule']} broker {v.get('broker')}")
-        for v in tables.get("violations") or []
-        if v.get("verdict") == "violation" and v.get("first_ts")
+        (float(v.first_ts), f"{v.rule} broker {v.broker}")
+        for v in tables.violations
+        if v.verdict == "violation" and v.first_ts
     ]
     return Shaped(
-        _versions_used(tables.get("conformance") or []),
-        _errors_seen(tables.get("error_codes") or []),
+        _versions_used(tables.conformance),
+        _errors_seen(tables.error_codes),
         latency,
         ticks,
         timeline,
@@ -522,11 +519,11 @@ _STYLE: Final = (
 )
 
 
-def _sections(tables: dict[str, Rows], shaped: Shaped, summary: str) -> list[tuple[str, str]]:
+def _sections(tables: Tables, shaped: Shaped, summary: str) -> list[tuple[str, str]]:
     """The report's sections, (title, HTML), in order."""
 
     def table(name: str, cols: Cols, rates: Sequence[str] = ()) -> str:
-        return _table(tables.get(name) or [], cols, rate_cols=rates)
+        return _table(tables.rows(name), cols, rate_cols=rates)
 
     latency_chart = _line_chart(
         "Latency distribution (responses per latency bucket)",
@@ -563,7 +560,7 @@ def _sections(tables: dict[str, Rows], shaped: Shaped, summary: str) -> list[tup
     ]
 
 
-def render_html(tables: dict[str, Rows], manifest: dict[str, Any]) -> str:
+def render_html(tables: Tables, manifest: dict[str, Any]) -> str:
     """The report as one HTML document (inline CSS and SVG, nothing fetched): the tables
     shaped into chart data (:func:`shape`), then laid out as sections."""
     sections = _sections(tables, shape(tables), render_summary(tables, manifest))
@@ -579,7 +576,7 @@ def render_html(tables: dict[str, Rows], manifest: dict[str, Any]) -> str:
     )
 
 
-def write_report(out_dir: Path, tables: dict[str, Rows], manifest: dict[str, Any]) -> str:
+def write_report(out_dir: Path, tables: Tables, manifest: dict[str, Any]) -> str:
     """Write ``report.html`` and ``summary.txt`` into ``out_dir``; return the summary."""
     summary = render_summary(tables, manifest)
     (out_dir / "report.html").write_text(render_html(tables, manifest), encoding="utf-8")

@@ -26,6 +26,7 @@ from dataclasses import dataclass, field, fields
 from typing import Any, Final
 
 from kraft_jbod import codec, messages
+from kraft_jbod.analytics.kip858 import Event
 from kraft_jbod.capture.kafka import TRUNCATED, UNDECODED, DecodedFrame
 from kraft_jbod.wire.message import Struct
 
@@ -41,6 +42,7 @@ __all__ = [
     "Row",
     "anomaly_kind",
     "blank",
+    "column",
     "columns",
     "error_codes",
     "frame_row",
@@ -56,9 +58,9 @@ RTYPE_FILE: Final = "file"
 MAX_NESTED_ERRORS: Final = 256
 
 
-def _col(arrow: str, *, required: bool = False) -> Any:
-    """A :class:`Row` field whose column has Arrow type ``arrow``; optional ones
-    default to ``None`` (a row type that does not use the column)."""
+def column(arrow: str, *, required: bool = False) -> Any:
+    """A dataclass field that is a column of Arrow type ``arrow`` (:func:`columns` reads
+    them off); optional ones default to ``None`` (a row type that does not use the column)."""
     if required:
         return field(metadata={"arrow": arrow})
     return field(default=None, metadata={"arrow": arrow})
@@ -70,14 +72,14 @@ class FileStats:
     ``arrow`` types, are the ``inputs`` table's columns after the file's name and size
     (:func:`columns`)."""
 
-    bucket: int = _col("int32", required=True)
-    buckets: int = _col("int32", required=True)
-    packets: int = _col("int64", required=True)
-    frames: int = _col("int64", required=True)
-    wall_s: float = _col("float64", required=True)
-    cpu_s: float = _col("float64", required=True)
-    max_rss_kb: int = _col("int64", required=True)
-    pid: int = _col("int64", required=True)
+    bucket: int = column("int32", required=True)
+    buckets: int = column("int32", required=True)
+    packets: int = column("int64", required=True)
+    frames: int = column("int64", required=True)
+    wall_s: float = column("float64", required=True)
+    cpu_s: float = column("float64", required=True)
+    max_rss_kb: int = column("int64", required=True)
+    pid: int = column("int64", required=True)
 
 
 def columns(cls: Any) -> tuple[tuple[str, str], ...]:
@@ -92,43 +94,43 @@ class Row:
     ``int64``, ``list<int16>``, ``list<string>``), so :data:`COLUMNS` and every Arrow
     schema built from it come from this one declaration."""
 
-    rtype: str = _col("string", required=True)
-    source: str = _col("string", required=True)
-    task: int = _col("int32", required=True)
-    conn_id: str | None = _col("string")
-    direction: str | None = _col("string")
-    kind: str | None = _col("string")
-    ts_ns: int | None = _col("int64")
-    size: int | None = _col("int64")
-    api_key: int | None = _col("int16")
-    api_version: int | None = _col("int16")
-    header_version: int | None = _col("int16")
-    correlation_id: int | None = _col("int32")
-    client_id: str | None = _col("string")
-    software_name: str | None = _col("string")
-    software_version: str | None = _col("string")
-    confidence: str | None = _col("string")
-    complete: bool | None = _col("bool")
-    decoded: bool | None = _col("bool")
-    canonical: bool | None = _col("bool")
-    unknown_tags: int | None = _col("int32")
-    trailing_bytes: int | None = _col("int32")
-    error_code: int | None = _col("int16")
-    nested_error_codes: list[int] | None = _col("list<int16>")  # noqa: RUF009 (default None via field())
-    latency_ns: int | None = _col("int64")
-    deprecated: bool | None = _col("bool")
-    unstable: bool | None = _col("bool")
-    negotiated_min: int | None = _col("int16")
-    negotiated_max: int | None = _col("int16")
-    anomaly_kinds: list[str] | None = _col("list<string>")  # noqa: RUF009 (default None via field())
-    error: str | None = _col("string")
-    client_source: str | None = _col("string")
-    gap_bytes: int | None = _col("int64")
-    retransmitted_bytes: int | None = _col("int64")
-    #: Not a column: what an ``event`` row carries (a KIP-858 event, :mod:`.kip858`) or a
-    #: ``file`` row (its :class:`FileStats`), as objects; the task folds them into its
+    rtype: str = column("string", required=True)
+    source: str = column("string", required=True)
+    task: int = column("int32", required=True)
+    conn_id: str | None = column("string")
+    direction: str | None = column("string")
+    kind: str | None = column("string")
+    ts_ns: int | None = column("int64")
+    size: int | None = column("int64")
+    api_key: int | None = column("int16")
+    api_version: int | None = column("int16")
+    header_version: int | None = column("int16")
+    correlation_id: int | None = column("int32")
+    client_id: str | None = column("string")
+    software_name: str | None = column("string")
+    software_version: str | None = column("string")
+    confidence: str | None = column("string")
+    complete: bool | None = column("bool")
+    decoded: bool | None = column("bool")
+    canonical: bool | None = column("bool")
+    unknown_tags: int | None = column("int32")
+    trailing_bytes: int | None = column("int32")
+    error_code: int | None = column("int16")
+    nested_error_codes: list[int] | None = column("list<int16>")  # noqa: RUF009 (default None via field())
+    latency_ns: int | None = column("int64")
+    deprecated: bool | None = column("bool")
+    unstable: bool | None = column("bool")
+    negotiated_min: int | None = column("int16")
+    negotiated_max: int | None = column("int16")
+    anomaly_kinds: list[str] | None = column("list<string>")  # noqa: RUF009 (default None via field())
+    error: str | None = column("string")
+    client_source: str | None = column("string")
+    gap_bytes: int | None = column("int64")
+    retransmitted_bytes: int | None = column("int64")
+    #: Not a column: what an ``event`` row carries (a KIP-858 event, :data:`.kip858.Event`)
+    #: or a ``file`` row (its :class:`FileStats`), as objects; the task folds them into its
     #: partial as they are, and no table has a column for them.
-    detail: dict[str, Any] | FileStats | None = None
+    detail: Event | FileStats | None = None
 
 
 #: ``(name, type)`` of every row column, read off :class:`Row`'s fields.

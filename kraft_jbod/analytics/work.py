@@ -39,7 +39,7 @@ from dataclasses import dataclass
 from typing import Any, BinaryIO, Final
 
 from kraft_jbod.analytics import rows as R
-from kraft_jbod.analytics.kip858 import EventCollector
+from kraft_jbod.analytics.kip858 import Event, EventCollector
 from kraft_jbod.capture.budget import DEFAULT_LIMITS, DecodeLimits
 from kraft_jbod.capture.kafka import DecodedFrame, KafkaDecoder, is_request
 from kraft_jbod.capture.pipeline import Bucket, CapturePipeline, bucket_of
@@ -445,10 +445,10 @@ class _TaskRun:
         for ev in self.events.feed(f):
             yield self._event(ev)
 
-    def _event(self, ev: dict[str, Any]) -> R.Row:
+    def _event(self, ev: Event) -> R.Row:
         row = R.blank(R.RTYPE_EVENT, self.source, self.task_id)
-        row.conn_id = ev.get("conn")
-        row.ts_ns = ev.get("ts")
+        row.conn_id = ev.conn
+        row.ts_ns = ev.ts
         row.detail = ev
         return row
 

@@ -92,23 +92,8 @@ class BrokerConfig:
         if roles != {"broker"}:
             raise ConfigError(f"process.roles={p.get('process.roles')!r}: the fake broker runs process.roles=broker")
         layout = StorageLayout.from_properties(p)
-        voters_text = p.get("controller.quorum.voters", "")
-        voters = []
-        for item in (v.strip() for v in voters_text.split(",")):
-            if not item:
-                continue
-            m = _VOTER.match(item)
-            if m is None:
-                raise ConfigError(f"controller.quorum.voters: {item!r} is not ID@HOST:PORT")
-            voters.append(Voter(int(m[1]), m[2].strip("[]"), int(m[3])))
-        bootstrap = []
-        for item in (v.strip() for v in p.get("controller.quorum.bootstrap.servers", "").split(",")):
-            if not item:
-                continue
-            hp = _HOST_PORT.match(item)
-            if hp is None or not 0 < int(hp[2]) <= 65535:
-                raise ConfigError(f"controller.quorum.bootstrap.servers: {item!r} is not HOST:PORT")
-            bootstrap.append((hp[1].strip("[]"), int(hp[2])))
+        voters = _voters(p.get("controller.quorum.voters", ""))
+        bootstrap = _bootstrap_servers(p.get("controller.quorum.bootstrap.servers", ""))
         if not voters and not bootstrap:
             raise ConfigError(
                 "set controller.quorum.voters (a static quorum) or controller.quorum.bootstrap.servers (a dynamic one)"
@@ -117,21 +102,8 @@ class BrokerConfig:
         if any(v.node_id == layout.node_id for v in voters):
             raise ConfigError(f"node.id {layout.node_id} must not be a voter of controller.quorum.voters")
         listeners = parse_listeners(p.get("listeners", "PLAINTEXT://localhost:9092"))
-        advertised: list[Listener] = []
-        if p.get("advertised.listeners"):
-            advertised = parse_listeners(p["advertised.listeners"], "advertised.listeners")
-            names = {li.name for li in listeners}
-            for li in advertised:
-                if li.name not in names:
-                    raise ConfigError(f"advertised.listeners: {li.name} is not a listener name of listeners")
-                if li.port == 0 or li.host in ("", "0.0.0.0", "::"):
-                    raise ConfigError(f"advertised.listeners: {li.name} needs a host and a port clients can reach")
-        control = None
-        if p.get("kraft.jbod.control.listener"):
-            host, _, port = p["kraft.jbod.control.listener"].rpartition(":")
-            if not port.isdigit():
-                raise ConfigError(f"kraft.jbod.control.listener: {p['kraft.jbod.control.listener']!r} is not HOST:PORT")
-            control = (host or "127.0.0.1", int(port))
+        advertised = _advertised_listeners(p.get("advertised.listeners", ""), listeners)
+        control = _control_listener(p.get("kraft.jbod.control.listener", ""))
         cordoned = _cordoned(p.get("cordoned.log.dirs", ""), layout.log_dirs)
         return cls(
             node_id=layout.node_id,
@@ -161,6 +133,56 @@ class BrokerConfig:
     def protocol_of(self, listener: str) -> str:
         """The security protocol of a listener name (listener.security.protocol.map)."""
         return dict(self.protocols).get(listener.upper(), listener.upper())
+
+
+def _voters(text: str) -> list[Voter]:
+    """controller.quorum.voters: ``ID@HOST:PORT`` entries, comma-separated."""
+    voters = []
+    for item in (v.strip() for v in text.split(",")):
+        if not item:
+            continue
+        m = _VOTER.match(item)
+        if m is None:
+            raise ConfigError(f"controller.quorum.voters: {item!r} is not ID@HOST:PORT")
+        voters.append(Voter(int(m[1]), m[2].strip("[]"), int(m[3])))
+    return voters
+
+
+def _bootstrap_servers(text: str) -> list[tuple[str, int]]:
+    """controller.quorum.bootstrap.servers: ``HOST:PORT`` entries, comma-separated."""
+    bootstrap = []
+    for item in (v.strip() for v in text.split(",")):
+        if not item:
+            continue
+        hp = _HOST_PORT.match(item)
+        if hp is None or not 0 < int(hp[2]) <= 65535:
+            raise ConfigError(f"controller.quorum.bootstrap.servers: {item!r} is not HOST:PORT")
+        bootstrap.append((hp[1].strip("[]"), int(hp[2])))
+    return bootstrap
+
+
+def _advertised_listeners(text: str, listeners: Sequence[Listener]) -> list[Listener]:
+    """advertised.listeners: each names one of ``listeners`` with a reachable host and port."""
+    if not text:
+        return []
+    advertised = parse_listeners(text, "advertised.listeners")
+    names = {li.name for li in listeners}
+    for li in advertised:
+        if li.name not in names:
+            raise ConfigError(f"advertised.listeners: {li.name} is not a listener name of listeners")
+        if li.port == 0 or li.host in ("", "0.0.0.0", "::"):
+            raise ConfigError(f"advertised.listeners: {li.name} needs a host and a port clients can reach")
+    return advertised
+
+
+def _control_listener(text: str) -> tuple[str, int] | None:
+    """kraft.jbod.control.listener: ``[HOST]:PORT`` (host 127.0.0.1 when left out)."""
+    if not text:
+        return None
+    host, _, port = text.rpartition(":")
+    if not port.isdigit():
+        raise ConfigError(f"kraft.jbod.control.listener: {text!r} is not HOST:PORT")
+    return (host or "127.0.0.1", int(port))
 
 
 def _cordoned(text: str, log_dirs: Sequence[Path]) -> tuple[Path, ...]:

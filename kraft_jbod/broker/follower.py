@@ -47,7 +47,8 @@ from kraft_jbod.messages.fetch_response import FetchResponse
 from kraft_jbod.messages.fetch_snapshot_request import FetchSnapshotRequest, TopicSnapshot
 from kraft_jbod.messages.fetch_snapshot_request import PartitionSnapshot as SnapshotPartition
 from kraft_jbod.messages.fetch_snapshot_request import SnapshotId as RequestSnapshotId
-from kraft_jbod.messages.fetch_snapshot_response import FetchSnapshotResponse
+from kraft_jbod.messages.fetch_snapshot_response import FetchSnapshotResponse, LeaderIdAndEpoch
+from kraft_jbod.messages.fetch_snapshot_response import PartitionSnapshot as SnapshotPartitionResponse
 from kraft_jbod.messages.k_raft_version_record import KRaftVersionRecord
 from kraft_jbod.messages.voters_record import VotersRecord
 from kraft_jbod.wire.constants import METADATA_TOPIC, METADATA_TOPIC_ID
@@ -244,26 +245,9 @@ class MetadataFollower:
         out = FetchResult(error_code=resp.error_code)
         if resp.error_code != 0 or self.download is None:
             return out
-        if (
-            len(resp.topics) != 1
-            or resp.topics[0].name != METADATA_TOPIC
-            or len(resp.topics[0].partitions) != 1
-            or resp.topics[0].partitions[0].index != 0
-        ):
-            self.download = None
-            raise DecodeError("FetchSnapshot response without exactly one metadata partition")
-        p = resp.topics[0].partitions[0]
-        leader = p.current_leader
-        if leader.leader_epoch > self.epoch and leader.leader_id >= 0:
-            # A new epoch is a new follower state in Kafka: the download starts over.
-            self.epoch, self.leader_id = leader.leader_epoch, leader.leader_id
-            out.new_leader = True
-            self.download = None
+        p = self._snapshot_partition(resp)
+        if not self._follow_snapshot_leader(p.current_leader, out):
             return out
-        if 0 <= leader.leader_epoch < self.epoch:
-            return out  # Rule 1: stale answer
-        if leader.leader_id >= 0:
-            self.leader_id = leader.leader_id
         ends = [(n.host, n.port) for n in (resp.node_endpoints or ()) if n.node_id == self.leader_id]
         if ends:
             self.leader_endpoints = ends
@@ -281,9 +265,42 @@ class MetadataFollower:
         except DecodeError:
             self.download = None
             raise
-        if not done:
-            return out
-        self.download = None
+        if done:
+            self.download = None
+            self._finish_download(d, out, parse=parse)
+        return out
+
+    def _snapshot_partition(self, resp: FetchSnapshotResponse) -> SnapshotPartitionResponse:
+        """The one metadata partition of a FetchSnapshot answer; anything else drops the
+        download and raises DecodeError."""
+        if (
+            len(resp.topics) != 1
+            or resp.topics[0].name != METADATA_TOPIC
+            or len(resp.topics[0].partitions) != 1
+            or resp.topics[0].partitions[0].index != 0
+        ):
+            self.download = None
+            raise DecodeError("FetchSnapshot response without exactly one metadata partition")
+        return resp.topics[0].partitions[0]
+
+    def _follow_snapshot_leader(self, leader: LeaderIdAndEpoch, out: FetchResult) -> bool:
+        """Take the leader a FetchSnapshot answer names; False when the answer goes no
+        further: a new epoch (the download starts over) or a stale one (Rule 1)."""
+        if leader.leader_epoch > self.epoch and leader.leader_id >= 0:
+            # A new epoch is a new follower state in Kafka: the download starts over.
+            self.epoch, self.leader_id = leader.leader_epoch, leader.leader_id
+            out.new_leader = True
+            self.download = None
+            return False
+        if 0 <= leader.leader_epoch < self.epoch:
+            return False  # Rule 1: stale answer
+        if leader.leader_id >= 0:
+            self.leader_id = leader.leader_id
+        return True
+
+    def _finish_download(self, d: SnapshotDownload, out: FetchResult, *, parse: bool) -> None:
+        """A whole snapshot arrived: check it is ahead of our log, then install it (with
+        ``parse``) or hand it back in ``out.whole``."""
         ahead = d.epoch > self.last_fetched_epoch or (
             d.epoch == self.last_fetched_epoch and d.end_offset > self.end_offset
         )
@@ -294,9 +311,8 @@ class MetadataFollower:
             )
         if not parse:
             out.whole = d
-            return out
+            return
         out.snapshot = self.install(parse_snapshot(d.data, d.end_offset, d.epoch))
-        return out
 
     def install(self, snap: LoadedSnapshot) -> LoadedSnapshot:
         """Replace the log by the snapshot (Kafka's truncateToLatestSnapshot, Rule 6)."""

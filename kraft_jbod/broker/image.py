@@ -120,35 +120,13 @@ class MetadataImage:
         self.last_offset = offset
         self.records_applied += 1
         if isinstance(record, FeatureLevelRecord):
-            if record.feature_level == 0:
-                self.features.pop(record.name, None)
-            else:
-                self.features[record.name] = record.feature_level
+            self._apply_feature_level(record)
         elif isinstance(record, RegisterBrokerRecord):
-            dirs = tuple(record.log_dirs)
-            self.brokers[record.broker_id] = BrokerView(
-                record.broker_id,
-                record.broker_epoch,
-                record.fenced,
-                record.in_controlled_shutdown,
-                dirs,
-                dirs,
-                offset,
-                tuple((e.name, e.host, e.port) for e in record.end_points),
-                record.rack,
-            )
+            self._apply_register_broker(offset, record)
         elif isinstance(record, UnregisterBrokerRecord):
             self.brokers.pop(record.broker_id, None)
         elif isinstance(record, BrokerRegistrationChangeRecord):
-            b = self._broker(record.broker_id, offset)
-            if record.fenced == 1:
-                b.fenced = True
-            elif record.fenced == -1:
-                b.fenced = False
-            if record.in_controlled_shutdown == 1:
-                b.in_controlled_shutdown = True
-            if record.log_dirs:
-                b.online_dirs = tuple(record.log_dirs)
+            self._apply_registration_change(offset, record)
         elif isinstance(record, FenceBrokerRecord):
             self._broker(record.id, offset).fenced = True
         elif isinstance(record, UnfenceBrokerRecord):
@@ -156,52 +134,95 @@ class MetadataImage:
         elif isinstance(record, TopicRecord):
             self.topic_names[record.topic_id] = record.name
         elif isinstance(record, ConfigRecord):
-            entry = self.configs.setdefault((record.resource_type, record.resource_name), {})
-            if record.value is None:
-                entry.pop(record.name, None)
-            else:
-                entry[record.name] = record.value
+            self._apply_config(record)
         elif isinstance(record, RemoveTopicRecord):
-            name = self.topic_names.get(record.topic_id)
-            if name is not None:
-                self.configs.pop((2, name), None)  # a deleted topic's configs go with it
-            self.topic_names.pop(record.topic_id, None)
-            for tp in [tp for tp in self.partitions if tp[0] == record.topic_id]:
-                del self.partitions[tp]
+            self._apply_remove_topic(record)
         elif isinstance(record, PartitionRecord):
-            replicas = tuple(record.replicas)
-            dirs = tuple(record.directories) or (MIGRATING_DIRECTORY,) * len(replicas)
-            if len(dirs) != len(replicas):
-                raise StorageError(f"PartitionRecord at offset {offset}: Directories not parallel to Replicas")
-            self.partitions[(record.topic_id, record.partition_id)] = PartitionView(
-                record.topic_id,
-                record.partition_id,
-                replicas,
-                tuple(record.isr),
-                record.leader,
-                record.leader_epoch,
-                record.partition_epoch,
-                dirs,
-            )
+            self._apply_partition(offset, record)
         elif isinstance(record, PartitionChangeRecord):
-            p = self.partitions.get((record.topic_id, record.partition_id))
-            if p is None:
-                raise StorageError(f"PartitionChangeRecord at offset {offset} for an unknown partition")
-            old = dict(zip(p.replicas, p.directories, strict=True))
-            if record.replicas is not None:
-                p.replicas = tuple(record.replicas)
-            if record.directories is not None:
-                p.directories = tuple(record.directories)
-            elif record.replicas is not None:
-                p.directories = tuple(old.get(b, uuid.UUID(int=1)) for b in p.replicas)
-            if len(p.directories) != len(p.replicas):
-                raise StorageError(f"PartitionChangeRecord at offset {offset}: Directories not parallel to Replicas")
-            if record.isr is not None:
-                p.isr = tuple(record.isr)
-            if record.leader != NO_LEADER_CHANGE:
-                p.leader = record.leader
-                p.leader_epoch += 1
-            p.partition_epoch += 1
+            self._apply_partition_change(offset, record)
+
+    def _apply_feature_level(self, record: FeatureLevelRecord) -> None:
+        if record.feature_level == 0:
+            self.features.pop(record.name, None)
+        else:
+            self.features[record.name] = record.feature_level
+
+    def _apply_register_broker(self, offset: int, record: RegisterBrokerRecord) -> None:
+        dirs = tuple(record.log_dirs)
+        self.brokers[record.broker_id] = BrokerView(
+            record.broker_id,
+            record.broker_epoch,
+            record.fenced,
+            record.in_controlled_shutdown,
+            dirs,
+            dirs,
+            offset,
+            tuple((e.name, e.host, e.port) for e in record.end_points),
+            record.rack,
+        )
+
+    def _apply_registration_change(self, offset: int, record: BrokerRegistrationChangeRecord) -> None:
+        b = self._broker(record.broker_id, offset)
+        if record.fenced == 1:
+            b.fenced = True
+        elif record.fenced == -1:
+            b.fenced = False
+        if record.in_controlled_shutdown == 1:
+            b.in_controlled_shutdown = True
+        if record.log_dirs:
+            b.online_dirs = tuple(record.log_dirs)
+
+    def _apply_config(self, record: ConfigRecord) -> None:
+        entry = self.configs.setdefault((record.resource_type, record.resource_name), {})
+        if record.value is None:
+            entry.pop(record.name, None)
+        else:
+            entry[record.name] = record.value
+
+    def _apply_remove_topic(self, record: RemoveTopicRecord) -> None:
+        name = self.topic_names.get(record.topic_id)
+        if name is not None:
+            self.configs.pop((2, name), None)  # a deleted topic's configs go with it
+        self.topic_names.pop(record.topic_id, None)
+        for tp in [tp for tp in self.partitions if tp[0] == record.topic_id]:
+            del self.partitions[tp]
+
+    def _apply_partition(self, offset: int, record: PartitionRecord) -> None:
+        replicas = tuple(record.replicas)
+        dirs = tuple(record.directories) or (MIGRATING_DIRECTORY,) * len(replicas)
+        if len(dirs) != len(replicas):
+            raise StorageError(f"PartitionRecord at offset {offset}: Directories not parallel to Replicas")
+        self.partitions[(record.topic_id, record.partition_id)] = PartitionView(
+            record.topic_id,
+            record.partition_id,
+            replicas,
+            tuple(record.isr),
+            record.leader,
+            record.leader_epoch,
+            record.partition_epoch,
+            dirs,
+        )
+
+    def _apply_partition_change(self, offset: int, record: PartitionChangeRecord) -> None:
+        p = self.partitions.get((record.topic_id, record.partition_id))
+        if p is None:
+            raise StorageError(f"PartitionChangeRecord at offset {offset} for an unknown partition")
+        old = dict(zip(p.replicas, p.directories, strict=True))
+        if record.replicas is not None:
+            p.replicas = tuple(record.replicas)
+        if record.directories is not None:
+            p.directories = tuple(record.directories)
+        elif record.replicas is not None:
+            p.directories = tuple(old.get(b, uuid.UUID(int=1)) for b in p.replicas)
+        if len(p.directories) != len(p.replicas):
+            raise StorageError(f"PartitionChangeRecord at offset {offset}: Directories not parallel to Replicas")
+        if record.isr is not None:
+            p.isr = tuple(record.isr)
+        if record.leader != NO_LEADER_CHANGE:
+            p.leader = record.leader
+            p.leader_epoch += 1
+        p.partition_epoch += 1
 
     def _broker(self, broker_id: int, offset: int) -> BrokerView:
         b = self.brokers.get(broker_id)

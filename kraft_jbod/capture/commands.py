@@ -79,70 +79,25 @@ def _frames(
 def cmd_decode(args: argparse.Namespace) -> int:
     from kraft_jbod.capture.output import Summary, frame_to_line
 
-    sources: list[tuple[str, Any]] = []
-    if args.sample:
-        # Only with --sample: building the demo capture encodes a dozen message types.
-        from kraft_jbod.capture.sample import SAMPLE_NAME
-
-        sources.append((SAMPLE_NAME, None))
-    sources.extend((f, Path(f)) for f in args.files)
-    if not sources:
-        return _fail("decode: give capture FILE(s) or --sample")
-    for name, path in sources:
-        # Every input is checked before --output is touched: a typo must not empty it.
-        if path is not None and not path.is_file():
-            return _fail(f"cannot read {name}: {'is a directory' if path.is_dir() else 'no such file'}")
-    if args.output and Path(args.output).is_dir():
-        return _fail(f"cannot write {args.output}: is a directory (--output takes a file)")
+    sources = _decode_sources(args)
+    problem = _decode_input_problem(sources, args.output)
+    if problem is not None:
+        return _fail(problem)
     ports = args.port or None
     summary = Summary()
     show_progress = not args.no_progress and sys.stderr.isatty()
     tmp_out = None if not args.output else Path(args.output).with_name(Path(args.output).name + ".partial")
     with ExitStack() as stack:
-        out: TextIO | None
-        if tmp_out is not None:
-            try:
-                out = stack.enter_context(open(tmp_out, "w", encoding="utf-8"))
-            except OSError as exc:
-                return _fail(f"cannot write {args.output}: {exc.strerror}")
-            # Removed unless the run completes and replaces --output with it.
-            stack.callback(lambda: tmp_out.unlink(missing_ok=True))
-        else:
-            out = None if args.summary else console.stdout()
+        try:
+            out = _decode_output(stack, tmp_out, args.summary)
+        except OSError as exc:
+            return _fail(f"cannot write {args.output}: {exc.strerror}")
         for name, path in sources:
-            if path is None:
-                from kraft_jbod.capture.sample import build_sample
-
-                fh: BinaryIO = io.BytesIO(build_sample())
-                size = None
-            else:
-                try:
-                    fh = stack.enter_context(path.open("rb"))
-                    size = path.stat().st_size
-                except OSError as exc:
-                    return _fail(f"cannot read {name}: {exc.strerror}")
-            reader: Any = fh
-            bar: Any = None
-            if show_progress and size:
-                from tqdm import tqdm
-                from tqdm.utils import CallbackIOWrapper
-
-                # One bar per file; CallbackIOWrapper feeds it without opening a second,
-                # bare bar as tqdm.wrapattr does; leave=False clears it when done.
-                bar = stack.enter_context(
-                    tqdm(
-                        total=size,
-                        unit="B",
-                        unit_scale=True,
-                        unit_divisor=1024,
-                        desc=Path(name).name,
-                        file=console.stderr(),
-                        delay=_BAR_DELAY_S,
-                        leave=False,
-                        dynamic_ncols=True,
-                    )
-                )
-                reader = CallbackIOWrapper(bar.update, fh, "read")
+            try:
+                fh, size = _open_source(stack, path)
+            except OSError as exc:
+                return _fail(f"cannot read {name}: {exc.strerror}")
+            reader, bar = _with_progress_bar(stack, fh, name, size) if show_progress and size else (fh, None)
             try:
                 for f in _frames(
                     reader, ports, summary, not args.no_canonical, name, bar, budget.limits_from_args(args)
@@ -158,6 +113,82 @@ def cmd_decode(args: argparse.Namespace) -> int:
     if args.summary:
         console.line(summary.render())
     return 1 if summary.undecoded else 0
+
+
+def _decode_sources(args: argparse.Namespace) -> list[tuple[str, Path | None]]:
+    """The inputs of ``decode`` by name: the built-in sample (path None), then the files."""
+    sources: list[tuple[str, Path | None]] = []
+    if args.sample:
+        # Only with --sample: building the demo capture encodes a dozen message types.
+        from kraft_jbod.capture.sample import SAMPLE_NAME
+
+        sources.append((SAMPLE_NAME, None))
+    sources.extend((f, Path(f)) for f in args.files)
+    return sources
+
+
+def _decode_input_problem(sources: list[tuple[str, Path | None]], output: str | None) -> str | None:
+    """Why ``decode`` cannot start; every input is checked before --output is touched, so
+    a typo does not empty it."""
+    if not sources:
+        return "decode: give capture FILE(s) or --sample"
+    for name, path in sources:
+        if path is not None and not path.is_file():
+            return f"cannot read {name}: {'is a directory' if path.is_dir() else 'no such file'}"
+    if output and Path(output).is_dir():
+        return f"cannot write {output}: is a directory (--output takes a file)"
+    return None
+
+
+def _decode_output(stack: ExitStack, tmp_out: Path | None, summary_only: bool) -> TextIO | None:
+    """Where decoded lines go: the temporary twin of --output (removed unless the run
+    completes and replaces --output with it), stdout, or nowhere with --summary.
+
+    Raises:
+        OSError: the temporary file cannot be created.
+    """
+    if tmp_out is None:
+        return None if summary_only else console.stdout()
+    out = stack.enter_context(open(tmp_out, "w", encoding="utf-8"))
+    stack.callback(lambda: tmp_out.unlink(missing_ok=True))
+    return out
+
+
+def _open_source(stack: ExitStack, path: Path | None) -> tuple[BinaryIO, int | None]:
+    """An input opened for reading, with its size (None for the in-memory sample).
+
+    Raises:
+        OSError: the file cannot be opened.
+    """
+    if path is None:
+        from kraft_jbod.capture.sample import build_sample
+
+        return io.BytesIO(build_sample()), None
+    fh = stack.enter_context(path.open("rb"))
+    return fh, path.stat().st_size
+
+
+def _with_progress_bar(stack: ExitStack, fh: BinaryIO, name: str, size: int) -> tuple[Any, Any]:
+    """``fh`` wrapped to feed a progress bar on stderr, and the bar."""
+    from tqdm import tqdm
+    from tqdm.utils import CallbackIOWrapper
+
+    # One bar per file; CallbackIOWrapper feeds it without opening a second,
+    # bare bar as tqdm.wrapattr does; leave=False clears it when done.
+    bar = stack.enter_context(
+        tqdm(
+            total=size,
+            unit="B",
+            unit_scale=True,
+            unit_divisor=1024,
+            desc=Path(name).name,
+            file=console.stderr(),
+            delay=_BAR_DELAY_S,
+            leave=False,
+            dynamic_ncols=True,
+        )
+    )
+    return CallbackIOWrapper(bar.update, fh, "read"), bar
 
 
 async def listen(

@@ -1,7 +1,7 @@
 """Kafka layer of capture decoding: frames in, decoded requests and responses out.
 
 Strategy: a :class:`KafkaDecoder` consumes the :class:`~.streams.Frame` and
-:class:`~.streams.FlowEnd` items of :func:`~.streams.iter_frames` and returns
+:class:`~.streams.FlowEnd` items of :func:`~.pipeline.iter_frames` and returns
 :class:`DecodedFrame` objects. It keeps, per connection, the requests still waiting for
 their response (by correlation id), the (api key, version) pairs the client used and the
 server's ApiVersions ranges when its ApiVersions response was seen.
@@ -60,7 +60,8 @@ from typing import Any, BinaryIO, Final
 
 from kraft_jbod import codec, messages
 from kraft_jbod.capture.budget import DEFAULT_LIMITS, DecodeLimits
-from kraft_jbod.capture.streams import FlowEnd, Frame, iter_frames, looks_like_request
+from kraft_jbod.capture.pipeline import iter_frames
+from kraft_jbod.capture.streams import FlowEnd, Frame, looks_like_request
 from kraft_jbod.errors import BudgetExceeded, DecodeError, EncodeError
 from kraft_jbod.messages.api_keys import ApiKey
 from kraft_jbod.messages.request_header import RequestHeader

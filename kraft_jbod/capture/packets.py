@@ -166,60 +166,29 @@ class TcpDecoder:
         return self.decode(rec[1], rec[2], rec[0], rec[5])
 
     def decode(self, linktype: int, data: bytes, timestamp_ns: int, index: int) -> TcpSegment | None:
-        """Decode one packet's bytes captured on ``linktype``; ``None`` when skipped."""
+        """Decode one packet's bytes captured on ``linktype``; ``None`` when skipped.
+
+        The common case (untagged Ethernet, IPv4, TCP) stays inline, since it runs once
+        per packet; other link layers, VLAN tags and IPv6 are steps of their own.
+        """
         stats = self.stats
         stats.packets += 1
         n = len(data)
         # --- link layer: find the network protocol and where it starts ---------
-        if linktype == LINKTYPE_ETHERNET:
-            if n < 14:
-                stats.skip("short link header")
-                return None
+        if linktype == LINKTYPE_ETHERNET and n >= 14:
             etype = _ETH_HDR.unpack_from(data, 0)[0]
             off = 14
-            while etype in _ETH_VLAN_TAGS:
-                if off + 4 > n:
+            if etype in _ETH_VLAN_TAGS:
+                link = _skip_vlan_tags(data, etype)
+                if link is None:
                     stats.skip("short link header")
                     return None
-                etype = _U16.unpack_from(data, off + 2)[0]
-                off += 4
-        elif linktype in _RAW_TYPES:
-            off = 0
-            etype = _version_ethertype(data, 0)
-        elif linktype == LINKTYPE_LINUX_SLL:
-            if n < 16:
-                stats.skip("short link header")
-                return None
-            etype = _SLL_HDR.unpack_from(data, 0)[3]
-            off = 16
-        elif linktype == LINKTYPE_LINUX_SLL2:
-            if n < 20:
-                stats.skip("short link header")
-                return None
-            etype = _SLL2_HDR.unpack_from(data, 0)[0]
-            off = 20
-        elif linktype == LINKTYPE_NULL or linktype == LINKTYPE_LOOP:
-            if n < 4:
-                stats.skip("short link header")
-                return None
-            if linktype == LINKTYPE_LOOP:
-                fam = struct.unpack_from(">I", data, 0)[0]
-            else:
-                # Host byte order of the capturing machine: families are small numbers,
-                # so the non-zero half tells which order was used.
-                fam = struct.unpack_from("<I", data, 0)[0]
-                if fam > 0xFFFF:
-                    fam = struct.unpack_from(">I", data, 0)[0]
-            off = 4
-            if fam == _AF_INET:
-                etype = _ETH_IPV4
-            elif fam in _AF_INET6:
-                etype = _ETH_IPV6
-            else:
-                etype = 0
+                etype, off = link
         else:
-            stats.skip(f"unsupported link type {linktype}")
-            return None
+            link = self._other_link_layer(linktype, data)
+            if link is None:
+                return None
+            etype, off = link
         # --- network layer ------------------------------------------------------
         if etype == _ETH_IPV4:
             if off + 20 > n:
@@ -242,43 +211,13 @@ class TcpDecoder:
             src = self._ntop(data[off + 12 : off + 16])
             dst = self._ntop(data[off + 16 : off + 20])
             l4 = off + ihl
-            l4_end = off + total
             # TSO captures report total length 0; trust what was captured then.
-            if total == 0:
-                l4_end = n
-        elif etype == _ETH_IPV6:
-            if off + 40 > n:
-                stats.skip("short IP header")
-                return None
-            if data[off] >> 4 != 6:
-                stats.skip("malformed IPv6 header")
-                return None
-            plen, nxt = _IPV6_HDR.unpack_from(data, off)
-            src = self._ntop(data[off + 8 : off + 24])
-            dst = self._ntop(data[off + 24 : off + 40])
-            l4 = off + 40
-            l4_end = l4 + plen if plen else n  # 0: jumbogram (hop-by-hop option)
-            while nxt != _PROTO_TCP:
-                if l4 + 8 > n:
-                    stats.skip("short IPv6 extension header")
-                    return None
-                if nxt in _IPV6_EXT_8:
-                    ext_len = (data[l4 + 1] + 1) * 8
-                elif nxt == _IPV6_AH:
-                    ext_len = (data[l4 + 1] + 2) * 4
-                elif nxt == _IPV6_FRAG:
-                    if _U16.unpack_from(data, l4 + 2)[0] & 0xFFF9:
-                        stats.skip("IP fragment")
-                        return None
-                    ext_len = 8  # an atomic fragment: the whole packet is here
-                else:
-                    stats.skip("not TCP")
-                    return None
-                nxt = data[l4]
-                l4 += ext_len
+            l4_end = off + total if total else n
         else:
-            stats.skip("not IP")
-            return None
+            net = self._ipv6_network_layer(etype, data, off)
+            if net is None:
+                return None
+            src, dst, l4, l4_end = net
         # --- TCP ----------------------------------------------------------------
         if l4 + 20 > n:
             stats.skip("short TCP header")
@@ -298,6 +237,103 @@ class TcpDecoder:
         if len(payload) < payload_len:
             stats.cut_short += 1
         return TcpSegment(src, sport, dst, dport, seq, ack, flags, payload, payload_len, timestamp_ns, index)
+
+    def _other_link_layer(self, linktype: int, data: bytes) -> tuple[int, int] | None:
+        """``(ethertype, offset)`` of the network header for every link type but plain
+        Ethernet (or a short Ethernet header); ``None``, counted as skipped, when the
+        link header is short or the type is not one we read."""
+        n = len(data)
+        if linktype == LINKTYPE_ETHERNET:
+            self.stats.skip("short link header")  # the caller handles n >= 14
+            return None
+        if linktype in _RAW_TYPES:
+            return _version_ethertype(data, 0), 0
+        if linktype == LINKTYPE_LINUX_SLL:
+            if n < 16:
+                self.stats.skip("short link header")
+                return None
+            return _SLL_HDR.unpack_from(data, 0)[3], 16
+        if linktype == LINKTYPE_LINUX_SLL2:
+            if n < 20:
+                self.stats.skip("short link header")
+                return None
+            return _SLL2_HDR.unpack_from(data, 0)[0], 20
+        if linktype == LINKTYPE_NULL or linktype == LINKTYPE_LOOP:
+            if n < 4:
+                self.stats.skip("short link header")
+                return None
+            return _loopback_ethertype(linktype, data), 4
+        self.stats.skip(f"unsupported link type {linktype}")
+        return None
+
+    def _ipv6_network_layer(self, etype: int, data: bytes, off: int) -> tuple[str, str, int, int] | None:
+        """``(src, dst, tcp_start, tcp_end)`` of an IPv6 packet whose header starts at
+        ``off``, past its extension headers; ``None``, counted as skipped, for anything
+        else (not IP, malformed, a fragment, not TCP)."""
+        stats = self.stats
+        n = len(data)
+        if etype != _ETH_IPV6:
+            stats.skip("not IP")
+            return None
+        if off + 40 > n:
+            stats.skip("short IP header")
+            return None
+        if data[off] >> 4 != 6:
+            stats.skip("malformed IPv6 header")
+            return None
+        plen, nxt = _IPV6_HDR.unpack_from(data, off)
+        src = self._ntop(data[off + 8 : off + 24])
+        dst = self._ntop(data[off + 24 : off + 40])
+        l4 = off + 40
+        l4_end = l4 + plen if plen else n  # 0: jumbogram (hop-by-hop option)
+        while nxt != _PROTO_TCP:
+            if l4 + 8 > n:
+                stats.skip("short IPv6 extension header")
+                return None
+            if nxt in _IPV6_EXT_8:
+                ext_len = (data[l4 + 1] + 1) * 8
+            elif nxt == _IPV6_AH:
+                ext_len = (data[l4 + 1] + 2) * 4
+            elif nxt == _IPV6_FRAG:
+                if _U16.unpack_from(data, l4 + 2)[0] & 0xFFF9:
+                    stats.skip("IP fragment")
+                    return None
+                ext_len = 8  # an atomic fragment: the whole packet is here
+            else:
+                stats.skip("not TCP")
+                return None
+            nxt = data[l4]
+            l4 += ext_len
+        return src, dst, l4, l4_end
+
+
+def _skip_vlan_tags(data: bytes, etype: int) -> tuple[int, int] | None:
+    """``(ethertype, offset)`` past the 802.1Q/802.1ad tags after an Ethernet header
+    whose type field is ``etype``; ``None`` when the packet ends inside a tag."""
+    off = 14
+    while etype in _ETH_VLAN_TAGS:
+        if off + 4 > len(data):
+            return None
+        etype = _U16.unpack_from(data, off + 2)[0]
+        off += 4
+    return etype, off
+
+
+def _loopback_ethertype(linktype: int, data: bytes) -> int:
+    """The ethertype a BSD loopback (NULL or LOOP) header's address family stands for."""
+    if linktype == LINKTYPE_LOOP:
+        fam = struct.unpack_from(">I", data, 0)[0]
+    else:
+        # Host byte order of the capturing machine: families are small numbers,
+        # so the non-zero half tells which order was used.
+        fam = struct.unpack_from("<I", data, 0)[0]
+        if fam > 0xFFFF:
+            fam = struct.unpack_from(">I", data, 0)[0]
+    if fam == _AF_INET:
+        return _ETH_IPV4
+    if fam in _AF_INET6:
+        return _ETH_IPV6
+    return 0
 
 
 def _version_ethertype(data: bytes, off: int) -> int:

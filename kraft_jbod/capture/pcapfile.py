@@ -28,9 +28,9 @@ Invariants:
 from __future__ import annotations
 
 import struct
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
-from typing import BinaryIO, Final
+from typing import Any, BinaryIO, Final
 
 from kraft_jbod.capture.headers import (
     PCAP_GLOBAL,
@@ -284,16 +284,7 @@ class CaptureReader:
                     return
                 buf = self._buf
                 pos = self._pos
-                bom = _U32_LE.unpack_from(buf, pos + 8)[0]
-                if bom == PCAPNG_BOM:
-                    endian = "<"
-                elif bom == 0x4D3C2B1A:
-                    endian = ">"
-                else:
-                    raise DecodeError(
-                        f"bad pcapng byte-order magic {buf[pos + 8 : pos + 12].hex()}",
-                        offset=block_off + 8,
-                    )
+                endian = _section_byte_order(buf, pos, block_off)
                 hdr = struct_of(PCAPNG_BLOCK, endian).unpack_from
                 epb = struct_of(PCAPNG_EPB, endian).unpack_from
                 btype, blen = hdr(buf, pos)
@@ -333,44 +324,76 @@ class CaptureReader:
                 )
                 index += 1
                 self.packets_read = index
-            elif btype == _BT_SPB:
-                if blen < 16:
-                    raise DecodeError("simple packet block too short", offset=block_off)
-                if not interfaces:
-                    raise DecodeError("simple packet block before any interface", offset=block_off)
-                itf = interfaces[0]
-                origlen = _u32(endian, buf, pos + 8)
-                caplen = min(origlen, blen - 16)
-                if itf.snaplen:
-                    caplen = min(caplen, itf.snaplen)
-                # An SPB carries no timestamp: report 0 rather than invent one.
-                yield (0, itf.linktype, buf[pos + 12 : pos + 12 + caplen], caplen, origlen, index)
-                index += 1
-                self.packets_read = index
-            elif btype == _BT_PB:
-                if blen < 32:
-                    raise DecodeError("packet block too short", offset=block_off)
-                ifid = struct.unpack_from(endian + "H", buf, pos + 8)[0]
-                _, tsh, tsl, caplen, origlen = epb(buf, pos + 8)
-                if 28 + caplen > blen - 4:
-                    raise DecodeError(f"captured length {caplen} overruns its block", offset=block_off + 20)
-                if ifid >= len(interfaces):
-                    raise DecodeError(f"packet names unknown interface {ifid}", offset=block_off + 8)
-                itf = interfaces[ifid]
-                yield (
-                    ((tsh << 32) | tsl) * itf.mul // itf.div + itf.offset_ns,
-                    itf.linktype,
-                    buf[pos + 28 : pos + 28 + caplen],
-                    caplen,
-                    origlen,
-                    index,
-                )
+            elif btype == _BT_SPB or btype == _BT_PB:
+                # The rare older packet blocks: simple (no timestamp) and obsolete.
+                if btype == _BT_SPB:
+                    yield _simple_packet(endian, buf, pos, blen, block_off, interfaces, index)
+                else:
+                    yield _obsolete_packet(endian, epb, buf, pos, blen, block_off, interfaces, index)
                 index += 1
                 self.packets_read = index
             elif btype == _BT_IDB:
                 interfaces.append(_parse_idb(endian, buf, pos, blen, block_off))
             # Every other block type (name resolution, statistics, custom, ...) is skipped.
             self._pos = end
+
+
+def _section_byte_order(buf: bytes, pos: int, block_off: int) -> str:
+    """The struct byte order (``<`` or ``>``) a section header block at ``pos`` declares."""
+    bom = _U32_LE.unpack_from(buf, pos + 8)[0]
+    if bom == PCAPNG_BOM:
+        return "<"
+    if bom == 0x4D3C2B1A:
+        return ">"
+    raise DecodeError(f"bad pcapng byte-order magic {buf[pos + 8 : pos + 12].hex()}", offset=block_off + 8)
+
+
+def _simple_packet(
+    endian: str, buf: bytes, pos: int, blen: int, block_off: int, interfaces: list[_Interface], index: int
+) -> RawRecord:
+    """The record of a simple packet block (interface 0, no timestamp)."""
+    if blen < 16:
+        raise DecodeError("simple packet block too short", offset=block_off)
+    if not interfaces:
+        raise DecodeError("simple packet block before any interface", offset=block_off)
+    itf = interfaces[0]
+    origlen = _u32(endian, buf, pos + 8)
+    caplen = min(origlen, blen - 16)
+    if itf.snaplen:
+        caplen = min(caplen, itf.snaplen)
+    # An SPB carries no timestamp: report 0 rather than invent one.
+    return (0, itf.linktype, buf[pos + 12 : pos + 12 + caplen], caplen, origlen, index)
+
+
+def _obsolete_packet(
+    endian: str,
+    epb: Callable[[bytes, int], tuple[Any, ...]],
+    buf: bytes,
+    pos: int,
+    blen: int,
+    block_off: int,
+    interfaces: list[_Interface],
+    index: int,
+) -> RawRecord:
+    """The record of an obsolete packet block: an enhanced packet block's layout whose
+    interface id is 16 bits wide (a drop count follows it)."""
+    if blen < 32:
+        raise DecodeError("packet block too short", offset=block_off)
+    ifid = struct.unpack_from(endian + "H", buf, pos + 8)[0]
+    _, tsh, tsl, caplen, origlen = epb(buf, pos + 8)
+    if 28 + caplen > blen - 4:
+        raise DecodeError(f"captured length {caplen} overruns its block", offset=block_off + 20)
+    if ifid >= len(interfaces):
+        raise DecodeError(f"packet names unknown interface {ifid}", offset=block_off + 8)
+    itf = interfaces[ifid]
+    return (
+        ((tsh << 32) | tsl) * itf.mul // itf.div + itf.offset_ns,
+        itf.linktype,
+        buf[pos + 28 : pos + 28 + caplen],
+        caplen,
+        origlen,
+        index,
+    )
 
 
 def _u32(endian: str, buf: bytes, pos: int) -> int:

@@ -251,11 +251,9 @@ class TcpReassembler:
             if entry is None:
                 return events
         elif entry is None:
-            if not (seg.payload_len or flags & TCP_FIN) or flags & TCP_RST:
-                return events  # stray ACK/RST: nothing to reassemble
-            if tup in self._closed:
-                return events  # retransmission or late segment after the close
-            entry = self._new(ConnectionKey(seg.src, seg.sport, seg.dst, seg.dport, False), tup, 1, seg.timestamp_ns)
+            entry = self._on_midstream(seg, tup)
+            if entry is None:
+                return events
         conn, i = entry
         conn.last_timestamp_ns = seg.timestamp_ns
         me = conn.halves[i]
@@ -283,19 +281,23 @@ class TcpReassembler:
             payload = seg.payload
             missing = plen - len(payload)
             if flags & TCP_FIN:
-                fin = off + plen
-                if me.fin is None:
-                    me.fin = fin
-                elif me.fin != fin:
-                    conn.note(f"{side}: FIN moved from offset {me.fin} to {fin}")
+                _record_fin(conn, me, side, off + plen)
             if me.done:
-                if plen and off + plen > me.next:
-                    conn.late_bytes += off + plen - max(off, me.next)
-                    conn.note(f"{side}: data after the stream ended at offset {me.next}")
+                _count_late_data(conn, me, side, off, plen)
             elif plen:
                 self._accept(conn, me, side, off, payload, missing, seg.timestamp_ns, seg.index, events)
             self._maybe_done(conn, me, peer, events)
         return events
+
+    def _on_midstream(self, seg: TcpSegment, tup: tuple[str, int, str, int]) -> tuple[Connection, int] | None:
+        """A segment of no open connection and no SYN: start a connection seen from the
+        middle (client side unknown), or ``None`` when there is nothing to reassemble."""
+        flags = seg.flags
+        if not (seg.payload_len or flags & TCP_FIN) or flags & TCP_RST:
+            return None  # stray ACK/RST: nothing to reassemble
+        if tup in self._closed:
+            return None  # retransmission or late segment after the close
+        return self._new(ConnectionKey(seg.src, seg.sport, seg.dst, seg.dport, False), tup, 1, seg.timestamp_ns)
 
     def _maybe_done(self, conn: Connection, half: _Half, other: _Half, events: list[Event]) -> bool:
         """Mark ``half`` done once delivered up to its FIN; close when both are."""
@@ -541,3 +543,18 @@ class TcpReassembler:
 def _differing(a: bytes, b: bytes) -> int:
     """How many byte positions differ (only run once a difference is known)."""
     return sum(x != y for x, y in zip(a, b, strict=True))
+
+
+def _record_fin(conn: Connection, half: _Half, side: str, fin: int) -> None:
+    """Remember where ``half`` ends; a FIN that moves is kept at its first place, noted."""
+    if half.fin is None:
+        half.fin = fin
+    elif half.fin != fin:
+        conn.note(f"{side}: FIN moved from offset {half.fin} to {fin}")
+
+
+def _count_late_data(conn: Connection, half: _Half, side: str, off: int, plen: int) -> None:
+    """Count (and note) the bytes a segment carries past the end of a finished half."""
+    if plen and off + plen > half.next:
+        conn.late_bytes += off + plen - max(off, half.next)
+        conn.note(f"{side}: data after the stream ended at offset {half.next}")

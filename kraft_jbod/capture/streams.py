@@ -35,9 +35,9 @@ from __future__ import annotations
 import re
 import struct
 from collections import deque
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field, replace
-from typing import BinaryIO, Final
+from typing import Final
 
 from kraft_jbod.capture.packets import TcpSegment
 from kraft_jbod.capture.reassembly import (
@@ -60,13 +60,10 @@ __all__ = [
     "FrameCheck",
     "FrameExtractor",
     "FrameSplitter",
-    "iter_flows",
-    "iter_frames",
     "looks_like_request",
     "plausible_any",
     "plausible_request",
     "plausible_response",
-    "read_flows",
 ]
 
 DEFAULT_MAX_FRAME: Final = 100 << 20
@@ -610,64 +607,3 @@ class FrameExtractor:
 def _swap_id(conn: Connection, swap: bool) -> str:
     key: ConnectionKey = conn.key.swapped() if swap else conn.key
     return key.id if conn.serial == 1 else f"{key.id}#{conn.serial}"
-
-
-def iter_frames(
-    fileobj: BinaryIO,
-    *,
-    ports: Iterable[int] | None = None,
-    classifier: Classifier = looks_like_request,
-    request_check: FrameCheck = plausible_request,
-    response_check: FrameCheck = plausible_response,
-    max_frame: int = DEFAULT_MAX_FRAME,
-    segment_filter: Callable[[TcpSegment], bool] | None = None,
-    on_truncated: Callable[[int], None] | None = None,
-) -> Iterator[Frame | FlowEnd]:
-    """Stream frames (and a :class:`FlowEnd` per connection) out of a capture file,
-    through the one :class:`~.pipeline.CapturePipeline`.
-
-    ``segment_filter`` may drop segments early (for example other ports' traffic).
-    ``on_truncated`` is called with the file offset when the file ends inside a record
-    (the capture was cut short); everything before it is still decoded.
-    Raises :class:`~kraft_jbod.errors.DecodeError` for a malformed capture file.
-    """
-    from kraft_jbod.capture.pipeline import CapturePipeline  # it builds on this module
-
-    pipe = CapturePipeline(
-        fileobj,
-        ports=ports,
-        classifier=classifier,
-        request_check=request_check,
-        response_check=response_check,
-        max_frame=max_frame,
-        segment_filter=segment_filter,
-    )
-    items = pipe.items()
-    for item in items:
-        if pipe.truncated_offset is not None and on_truncated is not None:
-            on_truncated(pipe.truncated_offset)
-            on_truncated = None
-        yield item
-    if pipe.truncated_offset is not None and on_truncated is not None:
-        on_truncated(pipe.truncated_offset)
-
-
-def iter_flows(fileobj: BinaryIO, **options: object) -> Iterator[Flow]:
-    """Yield each connection as a :class:`Flow` with all its frames, when it closes.
-
-    Memory holds the frames of open connections only. ``options`` are those of
-    :func:`iter_frames`.
-    """
-    open_flows: dict[str, list[Frame]] = {}
-    for item in iter_frames(fileobj, **options):  # type: ignore[arg-type]
-        if isinstance(item, Frame):
-            open_flows.setdefault(item.connection_id, []).append(item)
-        else:
-            flow = item.flow
-            flow.frames = open_flows.pop(flow.connection_id, [])
-            yield flow
-
-
-def read_flows(fileobj: BinaryIO, **options: object) -> list[Flow]:
-    """All flows of a capture (holds every frame in memory; see :func:`iter_flows`)."""
-    return list(iter_flows(fileobj, **options))

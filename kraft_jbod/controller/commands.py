@@ -29,10 +29,14 @@ import argparse
 import json
 import sys
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from kraft_jbod import console
 from kraft_jbod.errors import ConfigError, DecodeError, KraftJbodError
+
+if TYPE_CHECKING:  # the command line imports the controller lazily (tests/test_startup_imports.py)
+    from kraft_jbod.controller.log import Scan
+    from kraft_jbod.controller.snapshot import SnapshotFile, StartPlan
 
 
 def register(sub: Any) -> None:
@@ -351,26 +355,10 @@ def _recover_report(directory: Path, given: Path) -> int:
 
     scan = scan_segments(directory)
     files = snap.check_files(directory)
-    lines: list[str] = []
-    ok = True
     p = scan.problem
     start = scan.segments[0].base_offset if scan.segments else 0
-    if p is None:
-        lines.append(f"segments: {len(scan.batches)} batches, log start offset {start}, end offset {scan.end_offset}")
-    elif p.torn:
-        name = scan.segments[p.segment].path.name
-        lines.append(
-            f"torn tail at offset {p.offset} ({name}, byte {p.position}): {p.reason}; "
-            "the controller truncates it when it starts"
-        )
-    else:
-        ok = False
-        name = scan.segments[p.segment].path.name
-        lines.append(
-            f"damaged at offset {p.offset} ({name}, byte {p.position}): {p.reason}\n"
-            f"to keep offsets below {p.offset} and lose the rest: "
-            f"kraft-jbod log recover {given} --truncate-at {p.offset}"
-        )
+    lines = [_segments_line(scan, given, start)]
+    ok = p is None or p.torn
     for f in files:
         sid = f.snapshot_id
         if f.problem is None:
@@ -399,27 +387,51 @@ def _recover_report(directory: Path, given: Path) -> int:
                 lines.append(f"{exc.path.name}: {exc.reason}")
                 lines.extend(_conflict_advice(exc, given, start))
         else:
-            damaged = {f.snapshot_id for f in files if f.problem is not None}
-            if plan.snapshot in damaged:
-                assert plan.snapshot is not None
-                lines.append(f"a start stops: the snapshot it loads, {plan.snapshot.file_name}, is damaged (above)")
-            elif plan.start_log_at is not None:
-                assert plan.snapshot is not None
-                lines.append(
-                    f"the log holds no batch: a start begins it at offset {plan.start_log_at}, "
-                    f"after loading {plan.snapshot.file_name}"
-                )
-            elif plan.snapshot is not None:
-                lines.append(
-                    f"a start loads {plan.snapshot.file_name} and replays the log from offset "
-                    f"{plan.snapshot.end_offset} to its end offset {scan.end_offset}"
-                )
+            lines.extend(_start_plan_lines(plan, files, scan.end_offset))
     if ok and p is None:
         lines[0] = f"clean: {len(scan.batches)} batches, log start offset {start}, end offset {scan.end_offset}"
     elif not ok:
         lines.insert(0, "not clean: a start would refuse this log (details below)")
     console.line("\n".join(lines))
     return 0 if ok else 1
+
+
+def _segments_line(scan: Scan, given: Path, start: int) -> str:
+    """The segments' state: whole, a torn tail a start cuts, or damage to cut by hand."""
+    p = scan.problem
+    if p is None:
+        return f"segments: {len(scan.batches)} batches, log start offset {start}, end offset {scan.end_offset}"
+    name = scan.segments[p.segment].path.name
+    if p.torn:
+        return (
+            f"torn tail at offset {p.offset} ({name}, byte {p.position}): {p.reason}; "
+            "the controller truncates it when it starts"
+        )
+    return (
+        f"damaged at offset {p.offset} ({name}, byte {p.position}): {p.reason}\n"
+        f"to keep offsets below {p.offset} and lose the rest: "
+        f"kraft-jbod log recover {given} --truncate-at {p.offset}"
+    )
+
+
+def _start_plan_lines(plan: StartPlan, files: list[SnapshotFile], end_offset: int) -> list[str]:
+    """What a start would do with this log and its snapshots."""
+    damaged = {f.snapshot_id for f in files if f.problem is not None}
+    if plan.snapshot in damaged:
+        assert plan.snapshot is not None
+        return [f"a start stops: the snapshot it loads, {plan.snapshot.file_name}, is damaged (above)"]
+    if plan.start_log_at is not None:
+        assert plan.snapshot is not None
+        return [
+            f"the log holds no batch: a start begins it at offset {plan.start_log_at}, "
+            f"after loading {plan.snapshot.file_name}"
+        ]
+    if plan.snapshot is not None:
+        return [
+            f"a start loads {plan.snapshot.file_name} and replays the log from offset "
+            f"{plan.snapshot.end_offset} to its end offset {end_offset}"
+        ]
+    return []
 
 
 def _conflict_advice(exc: Any, given: Path, start: int) -> list[str]:

@@ -173,84 +173,18 @@ class ControllerConfig:
                 names the key and the value.
         """
         p = {k: v.strip() for k, v in props.items()}
-
-        roles_text = p.get("process.roles", "controller")
-        roles = tuple(r.strip().lower() for r in roles_text.split(",") if r.strip())
-        for r in roles:
-            if r not in ("broker", "controller"):
-                raise ConfigError(f"process.roles: unknown role {r!r} in {roles_text!r}")
-        if "controller" not in roles:
-            raise ConfigError(f"process.roles={roles_text!r}: this program runs the controller role only")
-        if "broker" in roles:
-            log.warning("process.roles includes broker: only the controller role is served")
-
+        roles = _process_roles(p)
         if "node.id" not in p:
             raise ConfigError("node.id is required in KRaft mode")
         node_id = _int(p, "node.id", 0)
-
-        listeners = parse_listeners(p.get("listeners", "PLAINTEXT://:9092"))
-        if "controller.listener.names" not in p:
-            raise ConfigError("controller.listener.names is required for a controller")
-        names = _names(p["controller.listener.names"])
-        if not names:
-            raise ConfigError("controller.listener.names must name at least one listener")
-        for n in names:
-            if not any(li.name == n for li in listeners):
-                raise ConfigError(
-                    f"controller.listener.names: {n} is not in listeners={p.get('listeners', 'PLAINTEXT://:9092')!r}"
-                )
-        for li in listeners:
-            if li.name not in names:
-                log.warning("listener %s is not a controller listener and is not served", li.name)
-        if "listener.security.protocol.map" in p:
-            mapping = {}
-            for item in _names(p["listener.security.protocol.map"]):
-                lname, sep, proto = item.partition(":")
-                if not sep:
-                    raise ConfigError(f"listener.security.protocol.map: {item!r} is not NAME:PROTOCOL")
-                mapping[lname] = proto
-            for n in names:
-                if mapping.get(n, "PLAINTEXT") != "PLAINTEXT":
-                    raise ConfigError(
-                        f"listener.security.protocol.map: {n}:{mapping[n]} is not supported (PLAINTEXT only)"
-                    )
-
-        if p.get("metadata.log.dir"):
-            mdir = Path(p["metadata.log.dir"])
-        elif p.get("log.dirs") and _dirs(p["log.dirs"]):
-            mdir = Path(_dirs(p["log.dirs"])[0])
-        else:
-            mdir = Path(p.get("log.dir") or DEFAULT_LOG_DIR)
-
+        listeners, names = _controller_listeners(p)
+        mdir = _metadata_log_dir(p)
         semantics = p.get("kraft.jbod.semantics", "kafka").lower()
         if semantics not in ("kafka", "kip"):
             raise ConfigError(f"kraft.jbod.semantics: {semantics!r} is not 'kafka' or 'kip'")
-
-        socket_max = _int(p, "socket.request.max.bytes", 1, DEFAULT_SOCKET_REQUEST_MAX_BYTES)
-        if socket_max < MIN_SOCKET_REQUEST_MAX_BYTES:
-            raise ConfigError(
-                f"socket.request.max.bytes={socket_max} is below {MIN_SOCKET_REQUEST_MAX_BYTES}: even the first "
-                "request of a client or broker (ApiVersions, BrokerRegistration) would not fit, so every "
-                "connection would be closed; use at least 512 (Kafka's default is 104857600)"
-            )
-        queued = _long(p, "queued.max.request.bytes", DEFAULT_QUEUED_MAX_REQUEST_BYTES)
-        if queued == 0 or queued < -1:
-            raise ConfigError(f"queued.max.request.bytes: {queued} must be -1 (no budget) or positive")
-        if 0 < queued < socket_max:
-            raise ConfigError(
-                f"socket.request.max.bytes={socket_max} is above queued.max.request.bytes={queued}: such a request "
-                "could never be read; lower socket.request.max.bytes or raise queued.max.request.bytes"
-            )
+        socket_max, queued = _request_size_limits(p)
         idle = _long(p, "connections.max.idle.ms", DEFAULT_CONNECTIONS_MAX_IDLE_MS)
-
-        quorum_voters = _quorum_voters(p.get("controller.quorum.voters", ""))
-        if quorum_voters and node_id not in quorum_voters:
-            raise ConfigError(
-                f"controller.quorum.voters={p['controller.quorum.voters']!r} does not name node.id={node_id}: "
-                "this controller is the quorum's only voter"
-            )
-        if len(quorum_voters) > 1:
-            log.warning("controller.quorum.voters names %d voters: only this one runs", len(quorum_voters))
+        quorum_voters = _checked_quorum_voters(p, node_id)
         bootstrap = _bootstrap_servers(p.get("controller.quorum.bootstrap.servers", ""))
 
         unknown = {k: v for k, v in props.items() if k not in _KNOWN_USED and k not in _KNOWN_IGNORED}
@@ -289,6 +223,93 @@ class ControllerConfig:
     def metadata_partition_dir(self) -> Path:
         """Where the log segments live, as in Kafka: ``<metadata.log.dir>/__cluster_metadata-0``."""
         return self.metadata_log_dir / "__cluster_metadata-0"
+
+
+def _process_roles(p: Mapping[str, str]) -> tuple[str, ...]:
+    """process.roles, which must include the controller (the broker role is not served)."""
+    roles_text = p.get("process.roles", "controller")
+    roles = tuple(r.strip().lower() for r in roles_text.split(",") if r.strip())
+    for r in roles:
+        if r not in ("broker", "controller"):
+            raise ConfigError(f"process.roles: unknown role {r!r} in {roles_text!r}")
+    if "controller" not in roles:
+        raise ConfigError(f"process.roles={roles_text!r}: this program runs the controller role only")
+    if "broker" in roles:
+        log.warning("process.roles includes broker: only the controller role is served")
+    return roles
+
+
+def _controller_listeners(p: Mapping[str, str]) -> tuple[list[Listener], list[str]]:
+    """``listeners`` and ``controller.listener.names``: every name must be a listener,
+    and a controller listener must be PLAINTEXT in the security protocol map."""
+    listeners = parse_listeners(p.get("listeners", "PLAINTEXT://:9092"))
+    if "controller.listener.names" not in p:
+        raise ConfigError("controller.listener.names is required for a controller")
+    names = _names(p["controller.listener.names"])
+    if not names:
+        raise ConfigError("controller.listener.names must name at least one listener")
+    for n in names:
+        if not any(li.name == n for li in listeners):
+            raise ConfigError(
+                f"controller.listener.names: {n} is not in listeners={p.get('listeners', 'PLAINTEXT://:9092')!r}"
+            )
+    for li in listeners:
+        if li.name not in names:
+            log.warning("listener %s is not a controller listener and is not served", li.name)
+    if "listener.security.protocol.map" in p:
+        mapping = {}
+        for item in _names(p["listener.security.protocol.map"]):
+            lname, sep, proto = item.partition(":")
+            if not sep:
+                raise ConfigError(f"listener.security.protocol.map: {item!r} is not NAME:PROTOCOL")
+            mapping[lname] = proto
+        for n in names:
+            if mapping.get(n, "PLAINTEXT") != "PLAINTEXT":
+                raise ConfigError(f"listener.security.protocol.map: {n}:{mapping[n]} is not supported (PLAINTEXT only)")
+    return listeners, names
+
+
+def _metadata_log_dir(p: Mapping[str, str]) -> Path:
+    """Kafka's choice: metadata.log.dir, else the first of log.dirs, else log.dir."""
+    if p.get("metadata.log.dir"):
+        return Path(p["metadata.log.dir"])
+    if p.get("log.dirs") and _dirs(p["log.dirs"]):
+        return Path(_dirs(p["log.dirs"])[0])
+    return Path(p.get("log.dir") or DEFAULT_LOG_DIR)
+
+
+def _request_size_limits(p: Mapping[str, str]) -> tuple[int, int]:
+    """``(socket.request.max.bytes, queued.max.request.bytes)``, refused when no useful
+    request could be read with them."""
+    socket_max = _int(p, "socket.request.max.bytes", 1, DEFAULT_SOCKET_REQUEST_MAX_BYTES)
+    if socket_max < MIN_SOCKET_REQUEST_MAX_BYTES:
+        raise ConfigError(
+            f"socket.request.max.bytes={socket_max} is below {MIN_SOCKET_REQUEST_MAX_BYTES}: even the first "
+            "request of a client or broker (ApiVersions, BrokerRegistration) would not fit, so every "
+            "connection would be closed; use at least 512 (Kafka's default is 104857600)"
+        )
+    queued = _long(p, "queued.max.request.bytes", DEFAULT_QUEUED_MAX_REQUEST_BYTES)
+    if queued == 0 or queued < -1:
+        raise ConfigError(f"queued.max.request.bytes: {queued} must be -1 (no budget) or positive")
+    if 0 < queued < socket_max:
+        raise ConfigError(
+            f"socket.request.max.bytes={socket_max} is above queued.max.request.bytes={queued}: such a request "
+            "could never be read; lower socket.request.max.bytes or raise queued.max.request.bytes"
+        )
+    return socket_max, queued
+
+
+def _checked_quorum_voters(p: Mapping[str, str], node_id: int) -> dict[int, tuple[str, int]]:
+    """controller.quorum.voters, which must name this node when it names any."""
+    quorum_voters = _quorum_voters(p.get("controller.quorum.voters", ""))
+    if quorum_voters and node_id not in quorum_voters:
+        raise ConfigError(
+            f"controller.quorum.voters={p['controller.quorum.voters']!r} does not name node.id={node_id}: "
+            "this controller is the quorum's only voter"
+        )
+    if len(quorum_voters) > 1:
+        log.warning("controller.quorum.voters names %d voters: only this one runs", len(quorum_voters))
+    return quorum_voters
 
 
 _VOTER = re.compile(r"^(\d+)@(\[[0-9A-Fa-f:.]+\]|[^:@\s\[\]]+):(\d+)$")

@@ -90,6 +90,7 @@ from kraft_jbod.controller.seams import (
 )
 from kraft_jbod.controller.service import API_VERSIONS_RANGE, Connection, Service
 from kraft_jbod.controller.snapshot_driver import SnapshotDriver
+from kraft_jbod.controller.state import ControllerState
 from kraft_jbod.controller.story import Story
 from kraft_jbod.errors import ConfigError, EncodeError, KraftJbodError, ProtocolError, StorageError
 from kraft_jbod.messages.api_keys import ApiKey
@@ -98,6 +99,7 @@ from kraft_jbod.messages.api_versions_response import (
     ApiVersionsResponse,
 )
 from kraft_jbod.messages.no_op_record import NoOpRecord
+from kraft_jbod.storage.meta import ensure_metadata_dir, read_meta_properties
 from kraft_jbod.wire.primitives import uuid_from_base64url, uuid_to_base64url
 
 log = logging.getLogger(__name__)
@@ -146,8 +148,6 @@ def ensure_meta_properties(directory: Path, node_id: int, cluster_id: str | None
     path = directory / META_PROPERTIES
     if path.is_dir():
         raise StorageError(f"{path} is a directory, not a file")
-    from kraft_jbod.storage.meta import ensure_metadata_dir
-
     return ensure_metadata_dir(directory, node_id, cluster_id)
 
 
@@ -288,8 +288,6 @@ class ControllerServer:
         cfg = self.config
         self.service.start()
         if self._state_factory is None:
-            from kraft_jbod.controller.state import ControllerState
-
             self._state_factory = ControllerState
         controller_servers = len(self._servers)
         try:
@@ -403,8 +401,6 @@ class ControllerServer:
 
     def _local_voter(self) -> voters.LocalVoter:
         """This controller's VotersRecord entry: node id, metadata dir id, controller listeners."""
-        from kraft_jbod.storage.meta import read_meta_properties
-
         cfg = self.config
         meta = read_meta_properties(cfg.metadata_log_dir)
         directory = voters.NO_DIRECTORY if meta is None or meta.directory_id is None else meta.directory_id

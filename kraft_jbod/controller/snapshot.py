@@ -34,7 +34,7 @@ import time
 import uuid
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from contextlib import contextmanager
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, cast
 
@@ -460,6 +460,85 @@ class _RawPartitions:
     first_offset: int
 
 
+@dataclass(slots=True)
+class _SnapshotReading:
+    """What reading a snapshot has found so far; batches are handed in in file order.
+
+    With ``raw_partitions``, ``mixed`` lists the records with runs of PartitionRecord
+    values kept raw (``run`` is the one still growing) and ``records`` stays empty.
+    """
+
+    raw_partitions: bool
+    header: SnapshotHeaderRecord | None = None
+    footer: bool = False
+    kraft_version: int = 0
+    voters: Message | None = None
+    records: list[RecordAndVersion] = field(default_factory=list)
+    mixed: list[RecordAndVersion | _RawPartitions] = field(default_factory=list)
+    run: _RawPartitions | None = None
+
+    def control_batch(self, batch: RecordBatch, next_offset: int, where: str) -> None:
+        """The header (first, at offset 0), footer, kraft.version and voters records."""
+        self.run = None  # a run's offsets are contiguous: control records end it
+        for rec in batch.records:
+            try:
+                ctype, msg = _decode_control(rec)
+                if ctype == ControlRecordType.SNAPSHOT_HEADER:
+                    if self.header is not None or next_offset != 0 or rec.offset_delta != 0:
+                        raise DecodeError("SnapshotHeaderRecord not at offset 0")
+                    assert isinstance(msg, SnapshotHeaderRecord)
+                    self.header = msg
+                elif self.header is None:
+                    raise DecodeError("snapshot does not start with a SnapshotHeaderRecord")
+                elif ctype == ControlRecordType.SNAPSHOT_FOOTER:
+                    self.footer = True
+                elif ctype == ControlRecordType.KRAFT_VERSION:
+                    assert isinstance(msg, KRaftVersionRecord)
+                    self.kraft_version = msg.k_raft_version
+                else:
+                    self.voters = msg
+            except DecodeError as exc:
+                raise StorageError(f"{where}, offset {batch.base_offset + rec.offset_delta}: {exc}") from None
+
+    def data_batch(self, batch: RecordBatch, where: str) -> None:
+        """A batch of metadata records, each with a value, after the header."""
+        present = [rec.value for rec in batch.records]
+        if self.header is None:
+            raise StorageError(
+                f"{where}, offset {batch.base_offset}: snapshot does not start with a SnapshotHeaderRecord"
+            )
+        if None in present:
+            at = batch.base_offset + present.index(None)
+            raise StorageError(f"{where}, offset {at}: metadata record without a value")
+        values = cast(list[bytes], present)
+        i = 0
+        while i < len(values):
+            if self.raw_partitions and values[i].startswith(PARTITION_FRAME):
+                i += self._keep_raw_run(values, i, batch.base_offset)
+                continue
+            try:
+                decoded = codec.decode_metadata_record(values[i])
+            except DecodeError as exc:
+                raise StorageError(f"{where}, offset {batch.base_offset + i}: {exc}") from None
+            i += 1
+            if self.raw_partitions:
+                self.run = None
+                self.mixed.append(decoded)
+            else:
+                self.records.append(decoded)
+
+    def _keep_raw_run(self, values: list[bytes], i: int, base_offset: int) -> int:
+        """Add the PartitionRecord values from ``values[i]`` on to the current run (a new
+        one if none); returns how many were taken."""
+        # The compiled codec counts the whole run in one call.
+        k = _accel.count_prefixed(values, i, PARTITION_FRAME) or 1
+        if self.run is None:
+            self.run = _RawPartitions([], base_offset + i)
+            self.mixed.append(self.run)
+        self.run.values.extend(values[i : i + k])
+        return k
+
+
 # A PartitionRecord value starts with frame version 1 and record type 3 (one byte each).
 def _read(
     path: Path, max_bytes: int | None, *, raw_partitions: bool
@@ -469,95 +548,48 @@ def _read(
     sid = parse_name(path.name)
     if sid is None:
         raise StorageError(f"{path.name} is not a snapshot file name (<offset:20>-<epoch:10>.checkpoint)")
-    try:
-        size = path.stat().st_size
-        if max_bytes is not None and size > max_bytes:
-            raise StorageError(f"snapshot {path} is {size} bytes, over the limit of {max_bytes}")
-        data = path.read_bytes()
-    except OSError as exc:
-        raise StorageError(f"cannot read snapshot {path}: {exc.strerror}") from None
+    data = _read_file(path, max_bytes)
     pos = 0
     next_offset = 0
-    header: SnapshotHeaderRecord | None = None
-    footer = False
-    kraft_version = 0
-    voters: Message | None = None
-    records: list[RecordAndVersion] = []
-    mixed: list[RecordAndVersion | _RawPartitions] = []
-    run: _RawPartitions | None = None
+    reading = _SnapshotReading(raw_partitions)
     while pos < len(data):
         where = f"snapshot {path} at byte {pos}"
         try:
             batch, end = read_record_batch(data, pos)
         except DecodeError as exc:
             raise StorageError(f"{where}: {exc}") from None
-        if footer:
+        if reading.footer:
             raise StorageError(f"{where}: batch after the SnapshotFooterRecord")
         if batch.base_offset != next_offset:
             raise StorageError(f"{where}: batch starts at offset {batch.base_offset}, expected {next_offset}")
         if batch.partition_leader_epoch != sid.epoch:
             raise StorageError(f"{where}: leader epoch {batch.partition_leader_epoch}, the snapshot's is {sid.epoch}")
-        is_control = bool(batch.attributes & CONTROL_MASK)
-        if is_control:
-            run = None  # a run's offsets are contiguous: control records end it
-            for rec in batch.records:
-                try:
-                    ctype, msg = _decode_control(rec)
-                    if ctype == ControlRecordType.SNAPSHOT_HEADER:
-                        if header is not None or next_offset != 0 or rec.offset_delta != 0:
-                            raise DecodeError("SnapshotHeaderRecord not at offset 0")
-                        assert isinstance(msg, SnapshotHeaderRecord)
-                        header = msg
-                    elif header is None:
-                        raise DecodeError("snapshot does not start with a SnapshotHeaderRecord")
-                    elif ctype == ControlRecordType.SNAPSHOT_FOOTER:
-                        footer = True
-                    elif ctype == ControlRecordType.KRAFT_VERSION:
-                        assert isinstance(msg, KRaftVersionRecord)
-                        kraft_version = msg.k_raft_version
-                    else:
-                        voters = msg
-                except DecodeError as exc:
-                    raise StorageError(f"{where}, offset {batch.base_offset + rec.offset_delta}: {exc}") from None
+        if batch.attributes & CONTROL_MASK:
+            reading.control_batch(batch, next_offset, where)
         else:
-            present = [rec.value for rec in batch.records]
-            if header is None:
-                raise StorageError(
-                    f"{where}, offset {batch.base_offset}: snapshot does not start with a SnapshotHeaderRecord"
-                )
-            if None in present:
-                at = batch.base_offset + present.index(None)
-                raise StorageError(f"{where}, offset {at}: metadata record without a value")
-            values = cast(list[bytes], present)
-            i = 0
-            while i < len(values):
-                value = values[i]
-                if raw_partitions and value.startswith(PARTITION_FRAME):
-                    # The compiled codec counts the whole run in one call.
-                    k = _accel.count_prefixed(values, i, PARTITION_FRAME) or 1
-                    if run is None:
-                        run = _RawPartitions([], batch.base_offset + i)
-                        mixed.append(run)
-                    run.values.extend(values[i : i + k])
-                    i += k
-                    continue
-                try:
-                    decoded = codec.decode_metadata_record(value)
-                except DecodeError as exc:
-                    raise StorageError(f"{where}, offset {batch.base_offset + i}: {exc}") from None
-                i += 1
-                if raw_partitions:
-                    run = None
-                    mixed.append(decoded)
-                else:
-                    records.append(decoded)
+            reading.data_batch(batch, where)
         next_offset = batch.base_offset + batch.last_offset_delta + 1
         pos = end
+    header = reading.header
     if header is None:
         raise StorageError(f"snapshot {path} is empty")
-    if not footer:
+    if not reading.footer:
         raise StorageError(f"snapshot {path} has no SnapshotFooterRecord (incomplete)")
-    return SnapshotContents(sid, header.last_contained_log_timestamp, kraft_version, voters, records), mixed
+    contents = SnapshotContents(
+        sid, header.last_contained_log_timestamp, reading.kraft_version, reading.voters, reading.records
+    )
+    return contents, reading.mixed
+
+
+def _read_file(path: Path, max_bytes: int | None) -> bytes:
+    """The bytes of a snapshot file, refused over ``max_bytes``."""
+    try:
+        size = path.stat().st_size
+        if max_bytes is not None and size > max_bytes:
+            raise StorageError(f"snapshot {path} is {size} bytes, over the limit of {max_bytes}")
+        return path.read_bytes()
+    except OSError as exc:
+        raise StorageError(f"cannot read snapshot {path}: {exc.strerror}") from None
 
 
 def load_image(img: MetadataImage, contents: SnapshotContents) -> None:

@@ -158,9 +158,7 @@ async def run_demo(
 
     def on_event(ev: BrokerEvent) -> None:
         result.events.append(ev)
-        if ev.kind in ("registered", "state", "dir-failed", "reported", "stop", "move") or (
-            ev.kind == "assigned" and "0/" not in ev.text
-        ):
+        if _shown(ev):
             say(f"  +{time.monotonic() - t0:6.2f}s  broker {ev.broker_id}  {ev.kind:<10} {ev.text}")
 
     tap: Any = None
@@ -179,15 +177,7 @@ async def run_demo(
         ctx["controller"] = controller
         say(f"controller {CONTROLLER_ID} listening on 127.0.0.1:{port} (metadata log in {workdir / 'controller'})")
         for b in BROKERS:
-            path = workdir / f"broker-{b}" / "server.properties"
-            path.parent.mkdir(parents=True, exist_ok=True)
-            path.write_text(broker_properties(workdir, b, port), encoding="utf-8")
-            props = parse_properties(path.read_text(encoding="utf-8"))
-            for r in format_storage(StorageLayout.from_properties(props), CLUSTER_ID):
-                if r.path.name in ("d0", "d1") and r.meta.directory_id is not None:
-                    labels[r.meta.directory_id] = f"b{b}/{r.path.name}"
-                    result.directories.setdefault(b, []).append(r.meta.directory_id)
-            brokers[b] = FakeBroker(BrokerConfig.from_properties(props), tap=tap, on_event=on_event)
+            brokers[b] = FakeBroker(_format_broker(workdir, b, port, result, labels), tap=tap, on_event=on_event)
         say("formatted storage: 3 brokers x 2 log dirs, each with its own directory.id")
         say("timeline:")
         for broker in brokers.values():
@@ -202,18 +192,7 @@ async def run_demo(
             await between("running", ctx)
             controller = ctx["controller"]
             port = controller.addresses[0][1]
-        admin = Channel("admin", ("127.0.0.1", port), "demo-admin", 5000, tap)
-        try:
-            req = CreateTopicsRequest(
-                topics=[CreatableTopic(name=n, num_partitions=p, replication_factor=rf) for n, p, rf in TOPICS],
-                timeout_ms=5000,
-            )
-            resp = await admin.call(19, lambda v: req)
-        finally:
-            admin.close()
-        for t in resp.topics:
-            if t.error_code != 0:
-                raise DemoError(f"CreateTopics {t.name}: error {t.error_code} {t.error_message}")
+        await _create_topics(port, tap)
         say(f"  +{time.monotonic() - t0:6.2f}s  created topics " + ", ".join(f"{n} ({p}x{rf})" for n, p, rf in TOPICS))
         state = controller.state
 
@@ -275,17 +254,59 @@ async def run_demo(
     with MetadataLog.open(controller.config.metadata_partition_dir, read_only=True) as mlog:
         result.controller_log = list(mlog.replay())
     _check(result)
+    _report_log(result, say)
+    result.seconds = time.monotonic() - t0
+    say(f"done in {result.seconds:.1f}s")
+    return result
+
+
+def _shown(ev: BrokerEvent) -> bool:
+    """Whether a broker event goes on the timeline (directory assignments only when the
+    last one of a broker arrives)."""
+    if ev.kind in ("registered", "state", "dir-failed", "reported", "stop", "move"):
+        return True
+    return ev.kind == "assigned" and "0/" not in ev.text
+
+
+def _format_broker(workdir: Path, b: int, port: int, result: DemoResult, labels: dict[uuid.UUID, str]) -> BrokerConfig:
+    """Write broker ``b``'s properties, format its storage, and label its log directories."""
+    path = workdir / f"broker-{b}" / "server.properties"
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(broker_properties(workdir, b, port), encoding="utf-8")
+    props = parse_properties(path.read_text(encoding="utf-8"))
+    for r in format_storage(StorageLayout.from_properties(props), CLUSTER_ID):
+        if r.path.name in ("d0", "d1") and r.meta.directory_id is not None:
+            labels[r.meta.directory_id] = f"b{b}/{r.path.name}"
+            result.directories.setdefault(b, []).append(r.meta.directory_id)
+    return BrokerConfig.from_properties(props)
+
+
+async def _create_topics(port: int, tap: Any) -> None:
+    """Create the demo's topics through an admin connection; DemoError if one is refused."""
+    admin = Channel("admin", ("127.0.0.1", port), "demo-admin", 5000, tap)
+    try:
+        req = CreateTopicsRequest(
+            topics=[CreatableTopic(name=n, num_partitions=p, replication_factor=rf) for n, p, rf in TOPICS],
+            timeout_ms=5000,
+        )
+        resp = await admin.call(19, lambda v: req)
+    finally:
+        admin.close()
+    for t in resp.topics:
+        if t.error_code != 0:
+            raise DemoError(f"CreateTopics {t.name}: error {t.error_code} {t.error_message}")
+
+
+def _report_log(result: DemoResult, say: Callable[[str], None]) -> None:
+    """Say what the controller's log holds, and where the capture went."""
     summary = _log_summary(result)
     say(
         f"controller log: {summary['registrations']} registrations, {summary['unfenced']} unfencings, "
         f"{summary['assignments']} directory assignments, {summary['offline']} directory-offline change(s)"
     )
     say("every broker's metadata image matches the controller's log")
-    if capture is not None:
-        say(f"capture of all broker traffic: {capture}")
-    result.seconds = time.monotonic() - t0
-    say(f"done in {result.seconds:.1f}s")
-    return result
+    if result.capture is not None:
+        say(f"capture of all broker traffic: {result.capture}")
 
 
 def _partition_lines(state: Any, labels: dict[uuid.UUID, str]) -> list[str]:

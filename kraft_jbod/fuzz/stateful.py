@@ -200,20 +200,31 @@ class _Session:
         except DecodeError:
             return None
 
+    def _version(self, key: int, default: int) -> int:
+        """A version of ``key`` the target serves: the newest, or 30 % of the time any."""
+        lo, hi = self.run.served.get(key, (default, default))
+        return self.rng.randint(lo, hi) if self.rng.random() < 0.3 else hi
+
     async def play(self) -> None:
-        rng = self.rng
-        served = self.run.served
-        rep = self.run.report
-
-        def ver(key: int, default: int) -> int:
-            lo, hi = served.get(key, (default, default))
-            return rng.randint(lo, hi) if rng.random() < 0.3 else hi
-
-        v = ver(60, 0)
+        """One broker's life: describe the cluster, register, heartbeat until unfenced,
+        create a topic and assign its replicas, then report a directory offline. Each
+        step may send a hostile variant; a step that fails ends the session."""
+        v = self._version(60, 0)
         res = await self.send("describe_cluster", DescribeClusterRequest(), v, well_formed_path=True)
         dc = self._body(res, 60, v)
         cluster_id = getattr(dc, "cluster_id", "") or ""
+        if not await self._register(cluster_id):
+            return
+        if not await self._heartbeat_until_unfenced():
+            return
+        self.run.report.unfenced += 1
+        await self._create_and_assign()
+        await self._fail_directory()
 
+    async def _register(self, cluster_id: str) -> bool:
+        """Register (sometimes with hostile directories); True once an epoch is granted."""
+        rng = self.rng
+        rep = self.run.report
         hostile = rng.random() < self.run.config.hostile_ratio
         reg_dirs = list(self.dirs)
         if hostile:
@@ -221,7 +232,7 @@ class _Session:
                 ([rng.choice(_RESERVED), *self.dirs], [self.dirs[0], self.dirs[0]], [], [uuid.UUID(int=0)])
             )
         # LogDirs exist from v2; a JBOD metadata.version refuses a registration without them.
-        v = ver(62, 0) if hostile else max(2, ver(62, 2))
+        v = self._version(62, 0) if hostile else max(2, self._version(62, 2))
         reg = BrokerRegistrationRequest(
             broker_id=self.broker_id,
             cluster_id=cluster_id,
@@ -236,7 +247,7 @@ class _Session:
         res = await self.send("register", reg, v, well_formed_path=True)
         body = self._body(res, 62, v)
         if body is None:
-            return
+            return False
         if body.error_code != 0:
             # Another session's accepted mutant may have registered our id or our dirs
             # (a flipped bit in its BrokerId): then the refusal is right, not a violation.
@@ -245,40 +256,45 @@ class _Session:
                 rep.violations.append(
                     Violation(self.n, "register", f"error {body.error_code} on a clean registration", "")
                 )
-            return
+            return False
         self.epoch = int(body.broker_epoch)
         if self.epoch < 0:
             rep.violations.append(Violation(self.n, "register", f"negative broker epoch {self.epoch}", ""))
-            return
+            return False
+        return True
 
-        unfenced = False
+    async def _heartbeat_until_unfenced(self) -> bool:
+        """Heartbeat as a caught-up broker; True once unfenced. A clean session still
+        fenced after the last heartbeat, or told its new epoch is stale, is a violation."""
+        rep = self.run.report
         tainted_any = False
         for i in range(self.run.config.max_heartbeats):
-            v = ver(63, 0)
+            v = self._version(63, 0)
             hb = BrokerHeartbeatRequest(
                 broker_id=self.broker_id, broker_epoch=self.epoch, current_metadata_offset=1 << 40
             )
             res = await self.send(f"heartbeat{min(i, 2)}", hb, v, well_formed_path=True)
             b = self._body(res, 63, v)
             if b is None:
-                return
+                return False
             tainted_any = tainted_any or self.tainted
             if b.error_code == ErrorCode.STALE_BROKER_EPOCH and not tainted_any:
                 rep.violations.append(
                     Violation(self.n, "heartbeat", "STALE_BROKER_EPOCH at the epoch just granted", "")
                 )
-                return
+                return False
             if not b.is_fenced:
-                unfenced = True
-                break
+                return True
             await asyncio.sleep(0.01)
-        if not unfenced:
-            if not tainted_any:
-                rep.violations.append(Violation(self.n, "heartbeat", "still fenced after caught-up heartbeats", ""))
-            return
-        rep.unfenced += 1
+        if not tainted_any:
+            rep.violations.append(Violation(self.n, "heartbeat", "still fenced after caught-up heartbeats", ""))
+        return False
 
-        v = ver(19, 7)
+    async def _create_and_assign(self) -> None:
+        """Create a topic, then assign two of its replicas to a directory (sometimes a
+        reserved or unknown one, at a wrong epoch, for a wrong topic)."""
+        rng = self.rng
+        v = self._version(19, 7)
         name = f"fz-{self.run.config.seed}-{self.n}"
         ct = CreateTopicsRequest(
             topics=[CreatableTopic(name=name, num_partitions=rng.randint(1, 3), replication_factor=1)]
@@ -307,10 +323,13 @@ class _Session:
         )
         await self.send("assign", ar, 0, well_formed_path=True)
 
+    async def _fail_directory(self) -> None:
+        """Report a directory offline (sometimes reserved, unknown or repeated ones), twice."""
+        rng = self.rng
         offline = [self.dirs[0]]
         if rng.random() < self.run.config.hostile_ratio:
             offline = rng.choice(([*_RESERVED], [uuid.UUID(int=rng.getrandbits(128))], self.dirs, [self.dirs[0]] * 3))
-        v = max(1, ver(63, 1))
+        v = max(1, self._version(63, 1))
         hb = BrokerHeartbeatRequest(
             broker_id=self.broker_id, broker_epoch=self.epoch, current_metadata_offset=1 << 40, offline_log_dirs=offline
         )

@@ -360,50 +360,7 @@ def _read_batch_records(data: bytes, p: int, end: int, count: int, base: int) ->
                 headers: list[tuple[str, bytes | None]] = []
                 p += 1
             else:
-                n_headers, p = rv(data, p)
-                if n_headers < 0 or n_headers > rec_end - p:
-                    raise DecodeError(
-                        f"invalid header count {n_headers}",
-                        offset=base + p,
-                        field_path="records.headers",
-                    )
-                headers = []
-                for _h in range(n_headers):
-                    n, p = rv(data, p)
-                    if n < 0 or n > rec_end - p:
-                        raise DecodeError(
-                            f"invalid header key length {n}",
-                            offset=base + p,
-                            field_path="records.headers.key",
-                        )
-                    try:
-                        hkey = data[p : p + n].decode("utf-8")
-                    except UnicodeDecodeError:
-                        raise DecodeError(
-                            "header key is not valid UTF-8",
-                            offset=base + p,
-                            field_path="records.headers.key",
-                        ) from None
-                    p += n
-                    n, p = rv(data, p)
-                    if n < 0:
-                        if n != -1:
-                            raise DecodeError(
-                                f"invalid header value length {n}",
-                                offset=base + p,
-                                field_path="records.headers.value",
-                            )
-                        hval = None
-                    else:
-                        if n > rec_end - p:
-                            raise DecodeError(
-                                f"header value length {n} overruns the record",
-                                offset=base + p,
-                                field_path="records.headers.value",
-                            )
-                        hval = data[p : p + n]
-                        p += n
-                    headers.append((hkey, hval))
+                headers, p = _read_headers(data, p, rec_end, base)
             if p != rec_end:
                 raise DecodeError(
                     f"record declared {length} bytes but its fields used {p - rec_end + length}",
@@ -426,6 +383,59 @@ def _read_batch_records(data: bytes, p: int, end: int, count: int, base: int) ->
             field_path="records",
         )
     return records
+
+
+def _read_headers(data: bytes, p: int, rec_end: int, base: int) -> tuple[list[tuple[str, bytes | None]], int]:
+    """A record's non-empty header array at ``p``, and the offset after it.
+
+    Out of the record reader's loop: most records carry no header (the loop reads the
+    one zero byte of an empty array inline).
+    """
+    n_headers, p = read_varint(data, p)
+    if n_headers < 0 or n_headers > rec_end - p:
+        raise DecodeError(
+            f"invalid header count {n_headers}",
+            offset=base + p,
+            field_path="records.headers",
+        )
+    headers: list[tuple[str, bytes | None]] = []
+    for _h in range(n_headers):
+        n, p = read_varint(data, p)
+        if n < 0 or n > rec_end - p:
+            raise DecodeError(
+                f"invalid header key length {n}",
+                offset=base + p,
+                field_path="records.headers.key",
+            )
+        try:
+            hkey = data[p : p + n].decode("utf-8")
+        except UnicodeDecodeError:
+            raise DecodeError(
+                "header key is not valid UTF-8",
+                offset=base + p,
+                field_path="records.headers.key",
+            ) from None
+        p += n
+        n, p = read_varint(data, p)
+        if n < 0:
+            if n != -1:
+                raise DecodeError(
+                    f"invalid header value length {n}",
+                    offset=base + p,
+                    field_path="records.headers.value",
+                )
+            hval = None
+        else:
+            if n > rec_end - p:
+                raise DecodeError(
+                    f"header value length {n} overruns the record",
+                    offset=base + p,
+                    field_path="records.headers.value",
+                )
+            hval = data[p : p + n]
+            p += n
+        headers.append((hkey, hval))
+    return headers, p
 
 
 def read_record_batch(

@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import io
 import json
 from typing import Any
@@ -16,40 +17,49 @@ ROGUE = "AAAAAAAAAAAAAAAAAADerQ"
 TOPIC = "AAAAAAAAAAAAAAAAAAAD6A"
 
 
-def reg(ts: int, broker: int = 1, dirs: list[str] | None = None, epoch: int = 10, inc: str = "I1") -> dict[str, Any]:
-    return {
-        "type": "registration",
-        "ts": ts,
-        "broker": broker,
-        "log_dirs": dirs if dirs is not None else [D1, D2],
-        "incarnation": inc,
-        "epoch": epoch,
-        "error_code": 0,
-        "conn": "c",
-    }
+def reg(ts: int, broker: int = 1, dirs: list[str] | None = None, epoch: int = 10, inc: str = "I1") -> K.Event:
+    return K.RegistrationEvent(
+        ts=ts,
+        broker=broker,
+        log_dirs=dirs if dirs is not None else [D1, D2],
+        incarnation=inc,
+        epoch=epoch,
+        error_code=0,
+        conn="c",
+    )
 
 
 def hb(
-    ts: int, broker: int = 1, epoch: int = 10, offline: list[str] | None = None, fenced: bool = False, error: int = 0
-) -> dict[str, Any]:
-    return {
-        "type": "heartbeat",
-        "ts": ts,
-        "broker": broker,
-        "epoch": epoch,
-        "offline_dirs": offline or [],
-        "want_fence": False,
-        "is_fenced": fenced,
-        "error_code": error,
-        "conn": "c",
-    }
+    ts: int,
+    broker: int = 1,
+    epoch: int = 10,
+    offline: list[str] | None = None,
+    fenced: bool = False,
+    error: int = 0,
+    cordoned: list[str] | None = None,
+) -> K.HeartbeatEvent:
+    return K.HeartbeatEvent(
+        ts=ts,
+        broker=broker,
+        epoch=epoch,
+        offline_dirs=offline or [],
+        cordoned_dirs=cordoned,
+        want_fence=False,
+        is_fenced=fenced,
+        error_code=error,
+        conn="c",
+    )
 
 
-def rec(ts: int, offset: int, name: str, **data: Any) -> dict[str, Any]:
-    return {"type": "record", "ts": ts, "offset": offset, "name": name, "data": data, "conn": "f"}
+def assign(ts: int, assignments: list[list[Any]]) -> K.Event:
+    return K.AssignEvent(ts=ts, broker=1, epoch=10, error_code=0, conn="c", assignments=assignments)
 
 
-def part(ts: int, offset: int, p: int, replicas: list[int], dirs: list[str], leader: int) -> dict[str, Any]:
+def rec(ts: int, offset: int, name: str, **data: Any) -> K.Event:
+    return K.RecordEvent(ts=ts, offset=offset, name=name, data=data, conn="f")
+
+
+def part(ts: int, offset: int, p: int, replicas: list[int], dirs: list[str], leader: int) -> K.Event:
     return rec(
         ts,
         offset,
@@ -73,15 +83,7 @@ def test_clean_story_has_no_violation() -> None:
         part(2, 50, 0, [1], [D1], 1),
         hb(3),
         hb(4, offline=[D2]),
-        {
-            "type": "assign",
-            "ts": 5,
-            "broker": 1,
-            "epoch": 10,
-            "error_code": 0,
-            "assignments": [[D1, TOPIC, 0, 0]],
-            "conn": "c",
-        },
+        assign(5, [[D1, TOPIC, 0, 0]]),
         hb(6, offline=[D2]),
     ]
     assert rules(K.check(events)) == []
@@ -101,22 +103,17 @@ def test_heartbeat_without_registration_is_indeterminate() -> None:
 
 
 def test_assignment_to_offline_and_unknown_dirs() -> None:
-    assign = {
-        "type": "assign",
-        "ts": 5,
-        "broker": 1,
-        "epoch": 10,
-        "error_code": 0,
-        "conn": "c",
-        "assignments": [
+    entries = assign(
+        5,
+        [
             [D2, TOPIC, 0, 0],
             [D3, TOPIC, 1, 0],
             [D1, TOPIC, 2, 0],
             [K.LOST, TOPIC, 3, 0],
             [D3, TOPIC, 4, 6],
         ],
-    }
-    f = K.check([reg(1), hb(2, offline=[D2]), assign])
+    )
+    f = K.check([reg(1), hb(2, offline=[D2]), entries])
     assert sorted(rules(f)) == sorted(
         [
             (K.ASSIGNMENT_TO_OFFLINE_DIR, 1, f"{TOPIC}-0 -> {D2}"),
@@ -155,15 +152,7 @@ def test_unfenced_with_unassigned_replicas() -> None:
     # After an assignment the same unfencing is fine; a single-dir broker is never flagged.
     assigned = [
         *events[:3],
-        {
-            "type": "assign",
-            "ts": 3,
-            "broker": 1,
-            "epoch": 10,
-            "error_code": 0,
-            "conn": "c",
-            "assignments": [[D1, TOPIC, 0, 0]],
-        },
+        assign(3, [[D1, TOPIC, 0, 0]]),
         hb(4, fenced=False),
     ]
     assert rules(K.check(assigned)) == []
@@ -187,30 +176,31 @@ def test_leader_left_on_offline_dir() -> None:
 def test_duplicate_records_applied_once() -> None:
     r = rec(2, 5, "RegisterBrokerRecord", brokerId=1, brokerEpoch=10, incarnationId="I1", logDirs=[D1, D2], fenced=True)
     # Two brokers fetched the same record: it is no second registration with the same epoch.
-    assert rules(K.check([r, dict(r, ts=3, conn="g")])) == []
+    assert rules(K.check([r, dataclasses.replace(r, ts=3, conn="g")])) == []
 
 
 def test_events_from_the_sample_capture() -> None:
     col = K.EventCollector()
-    events: list[dict[str, Any]] = []
+    events: list[K.Event] = []
     for f in decode_capture(io.BytesIO(build_sample())):
         events.extend(col.feed(f))
     events.extend(col.finish())
-    kinds = [e["type"] for e in events]
-    assert kinds.count("registration") == 2 and kinds.count("assign") == 1
-    assert {e["name"] for e in events if e["type"] == "record"} == {"RegisterBrokerRecord", "PartitionRecord"}
-    hbs = [e for e in events if e["type"] == "heartbeat"]
-    assert any(e["offline_dirs"] == ["PJ4felstTI6fChssPU5fYA"] and e["error_code"] == 0 for e in hbs)
-    assert all(json.loads(json.dumps(e)) == e for e in events)
+    kinds = [type(e) for e in events]
+    assert kinds.count(K.RegistrationEvent) == 2 and kinds.count(K.AssignEvent) == 1
+    assert {e.name for e in events if isinstance(e, K.RecordEvent)} == {"RegisterBrokerRecord", "PartitionRecord"}
+    hbs = [e for e in events if isinstance(e, K.HeartbeatEvent)]
+    assert any(e.offline_dirs == ["PJ4felstTI6fChssPU5fYA"] and e.error_code == 0 for e in hbs)
+    # What a task ships is builtins (JSON-ready) and gives the same events back.
+    assert all(K.event_from_state(json.loads(json.dumps(K.event_state(e)))) == e for e in events)
     # DIR_B was registered by broker 1: its offline report is legitimate.
     assert rules(K.check(events)) == []
 
 
 def test_check_events_tolerates_garbage() -> None:
     out = K.check_events(["{not an event", reg(1), hb(2, offline=[ROGUE]), []])
-    assert [f["rule"] for f in out if f["verdict"] == "violation"] == [K.HEARTBEAT_UNREGISTERED_OFFLINE_DIR]
-    broken = K.check_events([{"type": "heartbeat", "ts": 1}])
-    assert broken and broken[0]["verdict"] == "indeterminate"
+    assert [f.rule for f in out if f.verdict == "violation"] == [K.HEARTBEAT_UNREGISTERED_OFFLINE_DIR]
+    broken = K.check_events([K.RecordEvent(ts=1, conn="f", offset=1, name="RegisterBrokerRecord", data={})])
+    assert broken and broken[0].verdict == "indeterminate"
 
 
 def test_unfenced_with_no_replicas_is_determinate_when_the_log_is_whole() -> None:
@@ -226,7 +216,7 @@ def test_the_logs_first_batch_makes_the_capture_whole() -> None:
     # KRaft's log starts with a control batch at offset 0: seeing it in a Fetch answer is
     # what tells the checker that the capture holds the whole history (the demo's case).
     events = [
-        {"type": "log-start", "ts": 0, "conn": "f"},
+        K.LogStartEvent(ts=0, conn="f"),
         rec(0, 1, "FeatureLevelRecord", featureLevel=21),
         reg(1),
         hb(2, fenced=True),
@@ -239,7 +229,7 @@ def test_the_logs_first_batch_makes_the_capture_whole() -> None:
 # ---------------------------------------------------------------- KIP-1066 cordoning
 
 
-def reg_rec(ts: int, offset: int, broker: int, dirs: list[str], cordoned: list[str] | None) -> dict[str, Any]:
+def reg_rec(ts: int, offset: int, broker: int, dirs: list[str], cordoned: list[str] | None) -> K.Event:
     return rec(
         ts,
         offset,
@@ -253,7 +243,7 @@ def reg_rec(ts: int, offset: int, broker: int, dirs: list[str], cordoned: list[s
     )
 
 
-def cordon_rec(ts: int, offset: int, broker: int, cordoned: list[str]) -> dict[str, Any]:
+def cordon_rec(ts: int, offset: int, broker: int, cordoned: list[str]) -> K.Event:
     return rec(ts, offset, "BrokerRegistrationChangeRecord", brokerId=broker, brokerEpoch=1, cordonedLogDirs=cordoned)
 
 
@@ -299,10 +289,8 @@ def test_uncordoned_broker_may_take_replicas_again() -> None:
     assert rules(K.check(events)) == []
 
 
-def cordon_hb(ts: int, cordoned: list[str] | None, offline: list[str] | None = None) -> dict[str, Any]:
-    e = hb(ts, offline=offline)
-    e["cordoned_dirs"] = cordoned
-    return e
+def cordon_hb(ts: int, cordoned: list[str] | None, offline: list[str] | None = None) -> K.Event:
+    return hb(ts, offline=offline, cordoned=cordoned)
 
 
 def test_heartbeat_cordoned_dirs_must_be_online_registered_dirs() -> None:

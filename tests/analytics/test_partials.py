@@ -9,7 +9,6 @@ import pickle
 import random
 from collections import Counter
 from pathlib import Path
-from typing import Any
 
 import pytest
 
@@ -17,6 +16,7 @@ from kraft_jbod.analytics import partials as P
 from kraft_jbod.analytics import rows as R
 from kraft_jbod.analytics import work
 from kraft_jbod.analytics.job import TABLE_SCHEMAS, unit_partial
+from kraft_jbod.analytics.tables import LATENCY_QUANTILES, TABLE_ROWS, LatencyRow, Tables, latency_column
 from tools.bench.gen_capture import generate
 
 
@@ -43,9 +43,9 @@ def _roundtrip(p: P.Partial) -> P.Partial:
     return P.Partial.from_state(pickle.loads(pickle.dumps(p.to_state())))
 
 
-def _comparable(tables: dict[str, list[dict[str, Any]]]) -> dict[str, list[str]]:
+def _comparable(tables: Tables) -> dict[str, list[str]]:
     # Row lists whose order depends on which task ran first are compared as sorted text.
-    return {k: sorted(repr(sorted(r.items())) for r in v) for k, v in tables.items()}
+    return {name: sorted(repr(r) for r in tables.rows(name)) for name in TABLE_ROWS}
 
 
 def test_buckets_merged_equal_the_whole_file(mixed_path: Path) -> None:
@@ -54,50 +54,55 @@ def test_buckets_merged_equal_the_whole_file(mixed_path: Path) -> None:
     for order in (parts, parts[::-1]):
         merged = P.build_tables(P.merge_all(order))
         assert _comparable(merged) == _comparable(whole)
-    assert whole["overall"][0]["frames"] > 100 and whole["overall"][0]["connections"] > 10
+    assert whole.overall[0].frames > 100 and whole.overall[0].connections > 10
 
 
-def test_table_rows_carry_exactly_their_declared_columns(mixed_path: Path) -> None:
-    # The code that fills each table and the schema declared beside it cannot drift:
-    # every row holds the schema's columns, less the ones the writer fills.
+def test_table_rows_are_their_declared_columns(mixed_path: Path) -> None:
+    # Each table's schema is read off its row class: capture_set, then the class's fields;
+    # build_tables fills every table but the driver's two with rows of that class, leaving
+    # the writer's columns to the writer.
     part = _partial(_rows(mixed_path))
     part.add(R.Row(R.RTYPE_FRAME, "f", 0, conn_id="c", ts_ns=1, anomaly_kinds=["TCP gap"]))  # this capture has none
     t = P.build_tables(part)
-    assert set(t) | {"inputs", "problems"} == set(P.TABLE_SCHEMAS)
-    for name, rows in t.items():
-        want = [n for n, _ in P.TABLE_SCHEMAS[name] if n not in P.WRITER_COLUMNS]
+    assert list(P.TABLE_SCHEMAS) == list(TABLE_ROWS)
+    for name, cls in TABLE_ROWS.items():
+        fields = [f.name for f in dataclasses.fields(cls)]
+        assert [n for n, _ in P.TABLE_SCHEMAS[name]] == ["capture_set", *fields], name
+        if name in ("inputs", "problems"):
+            continue
+        rows = t.rows(name)
         assert rows, name
         for row in rows:
-            assert sorted(set(row) - {"capture_set"}) == sorted(want), (name, row)
+            assert type(row) is cls, (name, row)
+            assert all(getattr(row, n) is None for n in P.WRITER_COLUMNS if n in fields), (name, row)
+    assert [latency_column(q) for q in LATENCY_QUANTILES] == [
+        f.name for f in dataclasses.fields(LatencyRow) if f.name.startswith("latency_p")
+    ]
 
 
 def test_tables_agree_with_the_rows(mixed_path: Path) -> None:
     rows = _rows(mixed_path)
     frames = [r for r in rows if r.rtype == R.RTYPE_FRAME]
     t = P.build_tables(_partial(rows))
-    conf = {
-        (r["api_key"], r["api_version"], r["kind"], r["software_name"], r["software_version"]): r
-        for r in t["conformance"]
-    }
+    conf = {(r.api_key, r.api_version, r.kind, r.software_name, r.software_version): r for r in t.conformance}
     want = Counter((r.api_key, r.api_version, r.kind, r.software_name, r.software_version) for r in frames)
-    assert {k: v["frames"] for k, v in conf.items()} == dict(want)
-    assert sum(v["bytes"] for v in conf.values()) == sum(r.size or 0 for r in frames)
+    assert {k: v.frames for k, v in conf.items()} == dict(want)
+    assert sum(v.bytes for v in conf.values()) == sum(r.size or 0 for r in frames)
     tops = Counter((r.api_key, r.api_version, r.error_code) for r in frames if r.error_code is not None)
-    got = {
-        (e["api_key"], e["api_version"], e["error_code"]): e["count"] for e in t["error_codes"] if e["level"] == "top"
-    }
+    got = {(e.api_key, e.api_version, e.error_code): e.count for e in t.error_codes if e.level == "top"}
     assert got == dict(tops)
     assert any(code for _, _, code in tops)  # the generator plants error responses
-    assert sum(x["frames"] for x in t["timeline"]) == len(frames)
+    assert sum(x.frames for x in t.timeline) == len(frames)
     lat = [r.latency_ns for r in frames if r.latency_ns is not None]
-    assert sum(h["count"] for h in t["latency_hist"]) == len(lat)
-    o = t["overall"][0]
-    assert o["latency_max_ms"] == max(lat) / 1e6
-    assert o["latency_mean_ms"] == pytest.approx(sum(lat) / len(lat) / 1e6)
+    assert sum(h.count for h in t.latency_hist) == len(lat)
+    o = t.overall[0]
+    assert o.latency_max_ms == max(lat) / 1e6
+    assert o.latency_mean_ms == pytest.approx(sum(lat) / len(lat) / 1e6)
     exact = sorted(lat)[math.ceil(0.5 * len(lat)) - 1]
-    assert abs(o["latency_p50_ms"] * 1e6 - exact) <= P.RELATIVE_ACCURACY * exact + 1
-    assert len(t["connections"]) == sum(r.rtype == R.RTYPE_CONN for r in rows)
-    assert {v["rule"] for v in t["violations"] if v["verdict"] == "violation"}  # planted violations found
+    assert o.latency_p50_ms is not None
+    assert abs(o.latency_p50_ms * 1e6 - exact) <= P.RELATIVE_ACCURACY * exact + 1
+    assert len(t.connections) == sum(r.rtype == R.RTYPE_CONN for r in rows)
+    assert {v.rule for v in t.violations if v.verdict == "violation"}  # planted violations found
 
 
 def test_sketch_quantiles_within_relative_accuracy() -> None:
@@ -143,13 +148,13 @@ def test_timeline_coarsens_and_merges_exactly() -> None:
         (dense if i % 2 else sparse).add(frame(ts if i % 2 else ts // 1000, i % 3))
     assert dense.timeline_step > 0  # over its cap: coarsened
     merged = P.merge_all([sparse, dense])
-    rows = P.build_tables(merged)["timeline"]
+    rows = P.build_tables(merged).timeline
     actual = [ts if i % 2 else ts // 1000 for i, ts in enumerate(stamps)]
-    width = rows[0]["width_ns"]
+    width = rows[0].width_ns
     assert width == max(P.timeline_width(max(actual) - min(actual)), P.TIMELINE_STEPS[dense.timeline_step])
     want = Counter((ts // width * width, i % 3) for i, ts in enumerate(actual))
-    assert {(r["bucket_ts"], r["api_key"]): r["frames"] for r in rows} == dict(want)
-    assert all(r["bucket_ts"] % width == 0 for r in rows)
+    assert {(r.bucket_ts, r.api_key): r.frames for r in rows} == dict(want)
+    assert all(r.bucket_ts % width == 0 for r in rows)
 
 
 def test_unit_partial_reports_problems_and_writes_frames(tmp_path: Path, mixed_path: Path) -> None:
@@ -213,5 +218,5 @@ def test_errors_nested_in_per_partition_fields_count_as_error_responses() -> Non
         row.error_code, row.nested_error_codes = top, nested
         p.add(row)
     tables = P.build_tables(p)
-    assert tables["overall"][0]["error_frames"] == 3
-    assert sum(r["errors"] for r in tables["timeline"]) == 3
+    assert tables.overall[0].error_frames == 3
+    assert sum(r.errors for r in tables.timeline) == 3

@@ -7,6 +7,7 @@ few runs, tiny inputs: the cost is the JVM start plus a handful of small jobs.
 
 from __future__ import annotations
 
+import dataclasses
 import gc
 import io
 import time
@@ -66,7 +67,7 @@ def _single_process(paths: list[str]) -> tuple[Counter[tuple[Any, ...]], list[An
                 counts[(d.api_key, d.api_version, d.kind, "bytes")] += d.size + 4
                 events.extend(col.feed(d))
         events.extend(col.finish())
-    return +counts, [f.as_dict() for f in kip858.check(events)]
+    return +counts, kip858.check(events)
 
 
 def test_counts_equal_the_single_process_decoder(spark: Any, inputs: list[str], tmp_path: Path) -> None:
@@ -83,24 +84,24 @@ def test_counts_equal_the_single_process_decoder(spark: Any, inputs: list[str], 
         got[(*k, "exact")] += r["reencode_exact"]
         got[(*k, "bytes")] += r["bytes"]
     assert +got == want
-    overall = result.tables["overall"][0]
-    assert overall["frames"] == sum(v for k, v in want.items() if k[3] == "frames")
+    overall = result.tables.overall[0]
+    assert overall.frames == sum(v for k, v in want.items() if k[3] == "frames")
     # The per-frame table holds exactly those frames.
-    assert pq.read_table(tmp_path / "out" / "frames").num_rows == overall["frames"]
+    assert pq.read_table(tmp_path / "out" / "frames").num_rows == overall.frames
     # KIP-858 findings: the Spark stage gives what the pure checker gives.
-    strip = [{k: v for k, v in f.items() if k != "capture_set"} for f in result.tables["violations"]]
-    assert sorted(strip, key=str) == sorted(findings, key=str)
+    got_findings = [kip858.Finding(**dataclasses.asdict(v)) for v in result.tables.violations]
+    assert sorted(got_findings, key=str) == sorted(findings, key=str)
     # Client software and versions negotiated vs used.
-    versions = result.tables["versions"]
-    hb = [v for v in versions if v["api_key"] == 63 and v["software_version"] == "3.9.1"]
-    assert hb and hb[0]["versions_used"] == [1] and hb[0]["advertised_max"] == 1
+    versions = result.tables.versions
+    hb = [v for v in versions if v.api_key == 63 and v.software_version == "3.9.1"]
+    assert hb and hb[0].versions_used == [1] and hb[0].advertised_max == 1
     html = (tmp_path / "out" / "report.html").read_text(encoding="utf-8")
     assert (
         "<svg" in html
         and "BrokerHeartbeat" in html
         and "http://" not in html.replace('xmlns="http://www.w3.org/2000/svg"', "")
     )
-    assert result.summary.splitlines()[1].startswith(f"{overall['frames']} frames")
+    assert result.summary.splitlines()[1].startswith(f"{overall.frames} frames")
     assert any(s.startswith("decoded ") for s in seen), seen
     # Tables a user can query as they are: Arrow timestamps, names beside keys, the
     # capture set in every table, the frames partitioned by capture set.
@@ -136,8 +137,9 @@ def test_counts_equal_the_single_process_decoder(spark: Any, inputs: list[str], 
 def test_empty_tables_keep_their_schema(tmp_path: Path) -> None:
     from kraft_jbod.analytics.partials import Partial, build_tables
 
-    empty = build_tables(Partial(), "cs")
-    for name, rows in empty.items():
+    empty = build_tables(Partial())
+    for name in TABLE_SCHEMAS:
+        rows = empty.rows(name)
         assert _arrow_table(rows, TABLE_SCHEMAS[name], "cs").schema == _arrow_table([], TABLE_SCHEMAS[name]).schema
     assert _arrow_table([], TABLE_SCHEMAS["problems"]).column_names == ["capture_set", "source", "problem"]
 
@@ -163,7 +165,7 @@ def test_truncated_capture_ends_the_job_naming_the_file(spark: Any, tmp_path: Pa
         StatsOptions(master="local[2]", conf=CONF, keep_going=True, write_frames=False, report=False),
     )
     assert [p for p, _ in res.problems] == [str(d / "cut.pcapng")]
-    assert res.tables["overall"][0]["frames"] > len(list(decode_capture(io.BytesIO(data))))
+    assert res.tables.overall[0].frames > len(list(decode_capture(io.BytesIO(data))))
 
 
 def test_non_capture_and_empty_folder_fail_before_spark(tmp_path: Path, capsys: Any) -> None:
@@ -236,5 +238,5 @@ def test_stats_on_every_shared_capture_alone(spark: Any, tmp_path: Path) -> None
         out = tmp_path / f"out{i}"
         result = run_stats([f.path], out, StatsOptions(master="local[2]", conf=CONF))
         want, _ = _single_process([f.path])
-        assert result.tables["overall"][0]["frames"] == sum(v for k, v in want.items() if k[3] == "frames"), f.path
+        assert result.tables.overall[0].frames == sum(v for k, v in want.items() if k[3] == "frames"), f.path
         assert (out / "report.html").stat().st_size > 0 and "frames" in result.summary, f.path

@@ -110,7 +110,7 @@ def test_the_file_budget_spans_frames_and_each_decoder_has_its_own() -> None:
 def test_frames_held_behind_an_orphan_response_are_bounded_too() -> None:
     # The decoder holds a connection's frames while it infers an orphan response (up to 8
     # requests): past one frame's records budget it infers with what it has instead.
-    from kraft_jbod.capture.streams import iter_frames
+    from kraft_jbod.capture.pipeline import iter_frames
 
     blob = bombs.held_behind_orphan(frames=6, records=60)
     # Default budget: held until the flow ends (6 requests < 8); a budget of 100 records: after 2.

@@ -11,14 +11,13 @@ import pytest
 
 from kraft_jbod.capture.packets import LINKTYPE_ETHERNET
 from kraft_jbod.capture.pcapng_writer import PcapngWriter, TcpConversation
+from kraft_jbod.capture.pipeline import iter_frames, read_flows
 from kraft_jbod.capture.reassembly import Data, Gap
 from kraft_jbod.capture.streams import (
     Frame,
     FrameSplitter,
-    iter_frames,
     looks_like_request,
     plausible_request,
-    read_flows,
 )
 from tests.capture.test_helpers import request, response
 

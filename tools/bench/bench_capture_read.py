@@ -27,7 +27,8 @@ from pathlib import Path
 from kraft_jbod.capture.packets import TcpDecoder
 from kraft_jbod.capture.pcapfile import CaptureReader
 from kraft_jbod.capture.pcapng_writer import PcapngWriter, TcpConversation
-from kraft_jbod.capture.streams import Frame, iter_frames
+from kraft_jbod.capture.pipeline import iter_frames
+from kraft_jbod.capture.streams import Frame
 
 
 def _frame(payload_len: int, corr: int, request: bool, rnd: random.Random) -> bytes:

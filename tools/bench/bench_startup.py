@@ -123,6 +123,58 @@ def _fmt(values: list[float], unit: float = 1000.0) -> str:
     return f"median {statistics.median(values) * unit:7.1f}  range {min(values) * unit:6.1f}-{max(values) * unit:6.1f}"
 
 
+def _child_env(root: Path, no_bytecode_cache: bool) -> dict[str, str]:
+    """The children's environment: ``root`` first on PYTHONPATH, the pure-Python codec
+    choice left to the default, and the bytecode cache on or off."""
+    env = dict(os.environ, PYTHONPATH=str(root) + os.pathsep + os.environ.get("PYTHONPATH", ""))
+    env.pop("KRAFT_JBOD_CODEC", None)
+    if no_bytecode_cache:
+        env["PYTHONDONTWRITEBYTECODE"] = "1"
+        env.pop("PYTHONPYCACHEPREFIX", None)
+        # No reading of caches either: a prefix no run has written to.
+        env["PYTHONPYCACHEPREFIX"] = tempfile.mkdtemp(prefix="bench-startup-nopyc-")
+    else:
+        env.pop("PYTHONDONTWRITEBYTECODE", None)
+    return env
+
+
+def _decode_vs_tshark_round(
+    python: str, tshark: str, files: list[Path], env: dict[str, str], root: Path, r: int
+) -> tuple[float, float, float, float]:
+    """One round over every capture: (our cpu, tshark cpu, our wall, tshark wall) summed."""
+    oc = tc = ow = tw = 0.0
+    for i, path in enumerate(files):
+        ours = _ours(python, "decode", "--no-progress", str(path), "--port", "9092", "--port", "36333")
+        port = 36333 if "deepflow" in str(path) else 9092
+        theirs = [tshark, "-r", str(path), "-T", "json", "-d", f"tcp.port=={port},kafka"]
+        # Alternate which tool goes first, per file and per round.
+        pair = [("ours", ours), ("tshark", theirs)]
+        if (i + r) % 2:
+            pair.reverse()
+        for who, cmd in pair:
+            w, c, _ = run(cmd, env, root)
+            if who == "ours":
+                ow += w
+                oc += c
+            else:
+                tw += w
+                tc += c
+    return oc, tc, ow, tw
+
+
+def _print_vs_tshark(rounds: list[tuple[float, float, float, float]], n_files: int) -> None:
+    ours_cpu, ts_cpu, ours_wall, ts_wall = (list(col) for col in zip(*rounds, strict=True))
+    ratios = [o / t for o, t in zip(ours_cpu, ts_cpu, strict=True)]
+    wratios = [o / t for o, t in zip(ours_wall, ts_wall, strict=True)]
+    print(f"\n{n_files} captures in {CAPTURES}, one process per file, summed per round, seconds")
+    print(f"  kraft-jbod decode  cpu {_fmt(ours_cpu, 1)}   wall {_fmt(ours_wall, 1)}")
+    print(f"  tshark -r -T json  cpu {_fmt(ts_cpu, 1)}   wall {_fmt(ts_wall, 1)}")
+    print(
+        f"  decode/tshark cpu {statistics.median(ratios):.2f}x (range {min(ratios):.2f}-{max(ratios):.2f}), "
+        f"wall {statistics.median(wratios):.2f}x (range {min(wratios):.2f}-{max(wratios):.2f})"
+    )
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0] if __doc__ else None)
     ap.add_argument("--rounds", type=int, default=5)
@@ -132,15 +184,7 @@ def main() -> None:
     ap.add_argument("--no-bytecode-cache", action="store_true", help="compile every module in every run")
     args = ap.parse_args()
     root = args.root.resolve()
-    env = dict(os.environ, PYTHONPATH=str(root) + os.pathsep + os.environ.get("PYTHONPATH", ""))
-    env.pop("KRAFT_JBOD_CODEC", None)
-    if args.no_bytecode_cache:
-        env["PYTHONDONTWRITEBYTECODE"] = "1"
-        env.pop("PYTHONPYCACHEPREFIX", None)
-        # No reading of caches either: a prefix no run has written to.
-        env["PYTHONPYCACHEPREFIX"] = tempfile.mkdtemp(prefix="bench-startup-nopyc-")
-    else:
-        env.pop("PYTHONDONTWRITEBYTECODE", None)
+    env = _child_env(root, args.no_bytecode_cache)
     tshark = None if args.no_tshark else shutil.which("tshark")
     files = sorted(p for p in CAPTURES.glob("*/*") if p.suffix in (".pcap", ".pcapng"))
     try:
@@ -169,51 +213,20 @@ def main() -> None:
                 run(_ours(args.python, "decode", "--no-progress", str(path)), env, root)
         cpu: dict[str, list[float]] = {k: [] for k in commands}
         wall: dict[str, list[float]] = {k: [] for k in commands}
-        ours_cpu: list[float] = []
-        ts_cpu: list[float] = []
-        ours_wall: list[float] = []
-        ts_wall: list[float] = []
+        vs_tshark: list[tuple[float, float, float, float]] = []
         for r in range(args.rounds):
             for label, cmd in commands.items():
                 w, c, _ = run(cmd, env, root)
                 wall[label].append(w)
                 cpu[label].append(c)
             if tshark and files:
-                oc = tc = ow = tw = 0.0
-                for i, path in enumerate(files):
-                    ours = _ours(args.python, "decode", "--no-progress", str(path), "--port", "9092", "--port", "36333")
-                    port = 36333 if "deepflow" in str(path) else 9092
-                    theirs = [tshark, "-r", str(path), "-T", "json", "-d", f"tcp.port=={port},kafka"]
-                    # Alternate which tool goes first, per file and per round.
-                    pair = [("ours", ours), ("tshark", theirs)]
-                    if (i + r) % 2:
-                        pair.reverse()
-                    for who, cmd in pair:
-                        w, c, _ = run(cmd, env, root)
-                        if who == "ours":
-                            ow += w
-                            oc += c
-                        else:
-                            tw += w
-                            tc += c
-                ours_cpu.append(oc)
-                ts_cpu.append(tc)
-                ours_wall.append(ow)
-                ts_wall.append(tw)
+                vs_tshark.append(_decode_vs_tshark_round(args.python, tshark, files, env, root, r))
             print(f"round {r + 1}/{args.rounds} done (load {os.getloadavg()[0]:.1f})", file=sys.stderr)
     print(f"\nper process, {args.rounds} rounds, milliseconds")
     for label in commands:
         print(f"  {label:18s} cpu {_fmt(cpu[label])}   wall {_fmt(wall[label])}")
-    if ours_cpu:
-        ratios = [o / t for o, t in zip(ours_cpu, ts_cpu, strict=True)]
-        wratios = [o / t for o, t in zip(ours_wall, ts_wall, strict=True)]
-        print(f"\n{len(files)} captures in {CAPTURES}, one process per file, summed per round, seconds")
-        print(f"  kraft-jbod decode  cpu {_fmt(ours_cpu, 1)}   wall {_fmt(ours_wall, 1)}")
-        print(f"  tshark -r -T json  cpu {_fmt(ts_cpu, 1)}   wall {_fmt(ts_wall, 1)}")
-        print(
-            f"  decode/tshark cpu {statistics.median(ratios):.2f}x (range {min(ratios):.2f}-{max(ratios):.2f}), "
-            f"wall {statistics.median(wratios):.2f}x (range {min(wratios):.2f}-{max(wratios):.2f})"
-        )
+    if vs_tshark:
+        _print_vs_tshark(vs_tshark, len(files))
     elif not args.no_tshark:
         print(
             "\n(decode vs tshark skipped: "

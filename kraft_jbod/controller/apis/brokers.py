@@ -125,7 +125,6 @@ def features_error(ctx: ControllerContext, req: BrokerRegistrationRequest) -> Er
 
 def handle_heartbeat(ctx: ControllerContext, call: Call, req: BrokerHeartbeatRequest) -> Outcome:
     img = ctx.image
-    api_version, next_offset = call.api_version, call.next_offset
     reg = img.brokers.get(req.broker_id)
     if reg is None or reg.epoch != req.broker_epoch:
         return Outcome(BrokerHeartbeatResponse(error_code=ErrorCode.STALE_BROKER_EPOCH), [])
@@ -133,28 +132,52 @@ def handle_heartbeat(ctx: ControllerContext, call: Call, req: BrokerHeartbeatReq
     ctx.sessions.touch(b, reg.epoch, call.now_ms)
     ctx.sessions.metadata_offset[b] = req.current_metadata_offset
     caught_up = req.current_metadata_offset >= reg.reg_offset
-    state = reg.hb_state
     mv = img.metadata_version
-    jbod = fv.supports_jbod(mv)
-    offline = list(req.offline_log_dirs) if api_version >= 1 and jbod else []
-    prof = ctx.profile
-    if offline and prof.unknown_offline_dir_error is not None:
-        registered = set(reg.registered_dirs)
-        if any(x not in registered for x in offline):
-            return Outcome(
-                BrokerHeartbeatResponse(
-                    error_code=prof.unknown_offline_dir_error,
-                    is_caught_up=caught_up,
-                    is_fenced=state.fenced,
-                    should_shut_down=False,
-                ),
-                [],
-            )
-    steady = _steady_answer(req, state, reg, api_version, mv, caught_up, bool(offline))
+    offline = list(req.offline_log_dirs) if call.api_version >= 1 and fv.supports_jbod(mv) else []
+    if offline:
+        refused = _unknown_offline_dir_answer(ctx, reg, offline, caught_up)
+        if refused is not None:
+            return Outcome(refused, [])
+    steady = _steady_answer(req, reg.hb_state, reg, call.api_version, mv, caught_up, bool(offline))
     if steady is not None:
         return Outcome(steady, [])
+    return _heartbeat_change(ctx, call, req, reg, caught_up, offline)
+
+
+def _unknown_offline_dir_answer(
+    ctx: ControllerContext, reg: BrokerInfo, offline: list[uuid.UUID], caught_up: bool
+) -> BrokerHeartbeatResponse | None:
+    """The profile's refusal of a heartbeat naming an offline directory the broker never
+    registered, or None (the default profile accepts it)."""
+    error = ctx.profile.unknown_offline_dir_error
+    if error is None:
+        return None
+    registered = set(reg.registered_dirs)
+    if all(x in registered for x in offline):
+        return None
+    return BrokerHeartbeatResponse(
+        error_code=error, is_caught_up=caught_up, is_fenced=reg.hb_state.fenced, should_shut_down=False
+    )
+
+
+def _heartbeat_change(
+    ctx: ControllerContext,
+    call: Call,
+    req: BrokerHeartbeatRequest,
+    reg: BrokerInfo,
+    caught_up: bool,
+    offline: list[uuid.UUID],
+) -> Outcome:
+    """The full path of a heartbeat that may move the broker's state: classify it, take
+    the table's transition, and draft the records of its effect, offline directories and
+    cordoned directories."""
+    img = ctx.image
+    b = reg.broker_id
+    mv = img.metadata_version
+    state = reg.hb_state
+    prof = ctx.profile
     unfence_allowed = True
-    if prof.fence_while_unassigned and jbod and len(reg.registered_dirs) >= 2:
+    if prof.fence_while_unassigned and fv.supports_jbod(mv) and len(reg.registered_dirs) >= 2:
         unfence_allowed = not img.index.get(b, {}).get(prof.unassigned)
     event = classify(
         state,
@@ -171,6 +194,41 @@ def handle_heartbeat(ctx: ControllerContext, call: Call, req: BrokerHeartbeatReq
     d = Draft(ctx)
     wanted = set(offline)
     newly = [x for x in reg.online_dirs if x in wanted]
+    _draft_effect(d, reg, effect, newly, wanted, mv)
+    if newly:
+        if effect is HbEffect.FENCE or effect is HbEffect.ENTER_CONTROLLED_SHUTDOWN:
+            # Kafka builds the directory step from the state before the heartbeat, as the
+            # fencing (or shutdown) step was: a partition both steps change gets the same
+            # record twice (one more epoch bump, the same end state). We do the same.
+            step = Draft(ctx)
+            step.dirs_offline(reg, newly)
+            d.records.extend(step.records)
+        else:
+            d.dirs_offline(reg, newly)
+    cordoned = req.cordoned_log_dirs if call.api_version >= 2 else None
+    if cordoned is not None and fv.supports_cordoned_dirs(mv) and _cordoned_changed(reg.cordoned_dirs, cordoned):
+        # KIP-1066: recorded as sent whenever the set changes (or was unknown); nothing
+        # else moves: assignment, ISR and fencing ignore cordoning, placement skips
+        # brokers whose online directories are all cordoned.
+        change = BrokerRegistrationChangeRecord(broker_id=b, broker_epoch=reg.epoch, cordoned_log_dirs=list(cordoned))
+        d.records.append((change, fv.registration_change_record_version(mv, cordoned=True)))
+    if effect is HbEffect.ENTER_CONTROLLED_SHUTDOWN:
+        _note_controlled_shutdown_batch(ctx, reg, call.next_offset, d.records)
+    resp = BrokerHeartbeatResponse(
+        error_code=ErrorCode.NONE,
+        is_caught_up=caught_up,
+        is_fenced=next_state.fenced,
+        should_shut_down=next_state.should_shut_down,
+    )
+    return Outcome(resp, d.records)
+
+
+def _draft_effect(
+    d: Draft, reg: BrokerInfo, effect: HbEffect, newly: list[uuid.UUID], wanted: set[uuid.UUID], mv: int
+) -> None:
+    """Draft the records of the heartbeat table's effect (fence, unfence, or enter
+    controlled shutdown); no effect drafts nothing."""
+    b = reg.broker_id
     if effect is HbEffect.FENCE:
         d.fence(reg)
     elif effect is HbEffect.UNFENCE:
@@ -189,43 +247,26 @@ def handle_heartbeat(ctx: ControllerContext, call: Call, req: BrokerHeartbeatReq
                 (BrokerRegistrationChangeRecord(broker_id=b, broker_epoch=reg.epoch, in_controlled_shutdown=1), 1)
             )
         d.fence(reg, with_record=False)
-    if newly:
-        if effect is HbEffect.FENCE or effect is HbEffect.ENTER_CONTROLLED_SHUTDOWN:
-            # Kafka builds the directory step from the state before the heartbeat, as the
-            # fencing (or shutdown) step was: a partition both steps change gets the same
-            # record twice (one more epoch bump, the same end state). We do the same.
-            step = Draft(ctx)
-            step.dirs_offline(reg, newly)
-            d.records.extend(step.records)
-        else:
-            d.dirs_offline(reg, newly)
-    cordoned = req.cordoned_log_dirs if api_version >= 2 else None
-    if cordoned is not None and fv.supports_cordoned_dirs(mv) and _cordoned_changed(reg.cordoned_dirs, cordoned):
-        # KIP-1066: recorded as sent whenever the set changes (or was unknown); nothing
-        # else moves: assignment, ISR and fencing ignore cordoning, placement skips
-        # brokers whose online directories are all cordoned.
-        change = BrokerRegistrationChangeRecord(broker_id=b, broker_epoch=reg.epoch, cordoned_log_dirs=list(cordoned))
-        d.records.append((change, fv.registration_change_record_version(mv, cordoned=True)))
-    if effect is HbEffect.ENTER_CONTROLLED_SHUTDOWN:
-        # Kafka's controlled-shutdown offset is the END of the batch that began it (its
-        # processBatchEndOffset), not the offset of the registration change: every active
-        # broker must have replayed the whole batch. The handler only notes it; the replay
-        # of the batch's first record sets it, so an outcome that is dropped and handled
-        # again (server Rule 6) leaves no trace. A heartbeat that writes nothing is
-        # answered, never dropped: its offset (the last one written, as Kafka takes it
-        # then) is set at once.
-        batch_end = next_offset + len(d.records) - 1
-        if d.records:
-            ctx.sessions.cs_batch_end[b] = (next_offset, batch_end, d.records[0][0])
-        else:
-            reg.cs_offset = batch_end
-    resp = BrokerHeartbeatResponse(
-        error_code=ErrorCode.NONE,
-        is_caught_up=caught_up,
-        is_fenced=next_state.fenced,
-        should_shut_down=next_state.should_shut_down,
-    )
-    return Outcome(resp, d.records)
+
+
+def _note_controlled_shutdown_batch(
+    ctx: ControllerContext, reg: BrokerInfo, next_offset: int, records: list[RecordAndVersion]
+) -> None:
+    """Note where the batch that begins a controlled shutdown ends.
+
+    Kafka's controlled-shutdown offset is the END of the batch that began it (its
+    processBatchEndOffset), not the offset of the registration change: every active
+    broker must have replayed the whole batch. The handler only notes it, with the batch's
+    first record; the replay of that record at that offset sets it, so an outcome that is
+    dropped and handled again (server Rule 6) leaves no trace. A heartbeat that writes
+    nothing is answered, never dropped: its offset (the last one written, as Kafka takes it
+    then) is set at once.
+    """
+    batch_end = next_offset + len(records) - 1
+    if records:
+        ctx.sessions.cs_batch_end[reg.broker_id] = (next_offset, batch_end, records[0][0])
+    else:
+        reg.cs_offset = batch_end
 
 
 def _steady_answer(

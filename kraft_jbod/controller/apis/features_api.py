@@ -71,72 +71,101 @@ def _update_one(
 
     if kind not in (UPGRADE, SAFE_DOWNGRADE, UNSAFE_DOWNGRADE):
         return invalid("The controller does not support the given upgrade type.")
-    if name == fv.METADATA_VERSION:
-        current = st.metadata_version
-    elif name == fv.KRAFT_VERSION:
-        # a control record, not in the image's features
-        current = st.kraft_version
-    else:
-        current = st.finalized_features.get(name, 0)
+    current = _current_level(st, name)
     if level < 0:
         return invalid("A feature version cannot be less than 0.")
+    reason = _unsupported_reason(st, name, level) or _direction_reason(level, current, kind)
+    if reason is not None:
+        return invalid(reason)
+    if name == fv.METADATA_VERSION:
+        if level < current and metadata_changed(current, level):
+            return f"Unsupported metadata.version downgrade from {current} to {level}. {_downgrade_refusal(kind)}"
+        records.append((FeatureLevelRecord(name=name, feature_level=level), 0))
+        return None
+    if name == fv.KRAFT_VERSION:
+        reason = _kraft_version_reason(level, current)
+        return None if reason is None else invalid(reason)
+    reason = _feature_dependency_reason(name, level, proposed)
+    if reason is not None:
+        return invalid(reason)
+    records.append((FeatureLevelRecord(name=name, feature_level=level), 0))
+    return None
+
+
+def _current_level(st: ControllerContext, name: str) -> int:
+    """The finalized level of ``name`` (0 when not finalized)."""
+    if name == fv.METADATA_VERSION:
+        return st.metadata_version
+    if name == fv.KRAFT_VERSION:
+        return st.kraft_version  # a control record, not in the image's features
+    return st.finalized_features.get(name, 0)
+
+
+def _unsupported_reason(st: ControllerContext, name: str, level: int) -> str | None:
+    """Why ``level`` is outside what this controller or a registered broker supports."""
     local = fv.SUPPORTED_FEATURES.get(name, (0, 0))
     if name == fv.METADATA_VERSION:
         # Kafka's controller without unstable.metadata.versions.enable: its minimum to the
         # latest production level (found by the twin, docs/twin.md)
         local = (_MV_MINIMUM, fv.LATEST_PRODUCTION_LEVEL)
     reason = _not_supported(level, f"Local controller {st.node_id}", local)
-    if reason is None:
-        for b in kafka_table_order(st.brokers, st.image.broker_slots):
-            reg = st.brokers[b]
-            rng = next(((lo, hi) for fname, lo, hi in reg.features if fname == name), (0, 0))
-            reason = _not_supported(level, f"Broker {b}", rng)
-            if reason is not None:
-                break
     if reason is not None:
-        return invalid(reason)
+        return reason
+    # Kafka names the first broker failing the check in the order of its registration table.
+    for b in kafka_table_order(st.brokers, st.image.broker_slots):
+        reg = st.brokers[b]
+        rng = next(((lo, hi) for fname, lo, hi in reg.features if fname == name), (0, 0))
+        reason = _not_supported(level, f"Broker {b}", rng)
+        if reason is not None:
+            return reason
+    return None
+
+
+def _direction_reason(level: int, current: int, kind: int) -> str | None:
+    """Why the upgrade type does not match the direction of the change."""
     if level < current and kind == UPGRADE:
-        return invalid(
+        return (
             "Can't downgrade the version of this feature without setting the upgrade type to either "
             "safe or unsafe downgrade."
         )
     if level > current and kind != UPGRADE:
-        return invalid("Can't downgrade to a newer version.")
-    if name == fv.METADATA_VERSION:
-        if level < current and metadata_changed(current, level):
-            why = (
-                "Unsafe metadata downgrade is not supported in this version."
-                if kind == UNSAFE_DOWNGRADE
-                else "Refusing to perform the requested downgrade because it might delete metadata information."
-            )
-            return f"Unsupported metadata.version downgrade from {current} to {level}. {why}"
-        records.append((FeatureLevelRecord(name=name, feature_level=level), 0))
+        return "Can't downgrade to a newer version."
+    return None
+
+
+def _downgrade_refusal(kind: int) -> str:
+    """Kafka's reason for refusing a metadata.version downgrade that loses metadata."""
+    if kind == UNSAFE_DOWNGRADE:
+        return "Unsafe metadata downgrade is not supported in this version."
+    return "Refusing to perform the requested downgrade because it might delete metadata information."
+
+
+def _kraft_version_reason(level: int, current: int) -> str | None:
+    """kraft.version stays as it is.
+
+    Kafka upgrades a static quorum to 1 by writing KRaftVersionRecord + VotersRecord;
+    this controller fixes kraft.version when its log is created (--standalone).
+    """
+    if level == current:
         return None
-    if name == fv.KRAFT_VERSION:
-        # Kafka upgrades a static quorum to 1 by writing KRaftVersionRecord + VotersRecord;
-        # this controller fixes kraft.version when its log is created (--standalone).
-        if level == current:
-            return None
-        if level < current:
-            return invalid("Can't downgrade the version of this feature.")  # Kafka's answer too
-        return invalid(
-            f"This controller does not change kraft.version (it is {current}, fixed when the log was created)."
-        )
+    if level < current:
+        return "Can't downgrade the version of this feature."  # Kafka's answer too
+    return f"This controller does not change kraft.version (it is {current}, fixed when the log was created)."
+
+
+def _feature_dependency_reason(name: str, level: int, proposed: dict[str, int]) -> str | None:
+    """Kafka's Feature.validateVersion, against the levels the whole request would leave."""
     if name not in fv.SUPPORTED_FEATURES:
         # Only level 0 of an unknown feature gets this far (its supported range is 0-0);
         # Kafka then fails to look the feature up (found by the twin, docs/twin.md). Kafka's
         # own test features (test.feature.version, ...) are unknown here too.
-        return invalid(f"Feature {name} not found.")
-    # Kafka's Feature.validateVersion, against the levels the whole request would leave: a
-    # level >= 1 needs metadata.version >= 3.3-IV3, then the feature level's own dependencies.
+        return f"Feature {name} not found."
+    # A level >= 1 needs metadata.version >= 3.3-IV3, then the feature level's own dependencies.
     if level >= 1 and proposed[fv.METADATA_VERSION] < _MV_MINIMUM:
-        return invalid(
-            f"{name} could not be set to {level} because it depends on metadata.version={_MV_MINIMUM} (3.3-IV3)"
-        )
+        return f"{name} could not be set to {level} because it depends on metadata.version={_MV_MINIMUM} (3.3-IV3)"
     for needed, at_least in fv.DEPENDENCIES.get((name, level), {}).items():
         if proposed.get(needed, 0) < at_least:
-            return invalid(f"{name} could not be set to {level} because it depends on {needed} level {at_least}")
-    records.append((FeatureLevelRecord(name=name, feature_level=level), 0))
+            return f"{name} could not be set to {level} because it depends on {needed} level {at_least}"
     return None
 
 

@@ -13,7 +13,7 @@ import dataclasses
 import random
 import re
 import uuid
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from typing import Any
 
 from kraft_jbod.controller import alter_partition as ap
@@ -22,7 +22,7 @@ from kraft_jbod.controller.apis import configs, partition_ops
 from kraft_jbod.controller.apis import partitions as pb
 from kraft_jbod.controller.context import Call, ControllerContext, Outcome, RecordAndVersion, Sliced, SliceSize
 from kraft_jbod.controller.draft import Draft
-from kraft_jbod.controller.image import NO_LEADER, Partition
+from kraft_jbod.controller.image import NO_LEADER, Partition, TopicInfo
 from kraft_jbod.controller.limits import (
     EXCESSIVE_BATCH,
     EXCESSIVE_PARTITIONS,
@@ -72,14 +72,7 @@ def handle_create_topics(ctx: ControllerContext, call: Call, req: CreateTopicsRe
     api_version, next_offset = call.api_version, call.next_offset
     # Kafka (KAFKA-17870) refuses the whole request past 10,000 new partitions, before
     # planning any: a NumPartitions of 2**31-1 must not be planned (found by the fuzzer).
-    total = 0
-    for t in req.topics:
-        total += (
-            len(t.assignments)
-            if t.assignments
-            else (ctx.default_num_partitions if t.num_partitions == -1 else max(0, t.num_partitions))
-        )
-    if total > MAX_PARTITIONS_PER_REQUEST:
+    if _requested_partitions(ctx, req) > MAX_PARTITIONS_PER_REQUEST:
         return Outcome(CreateTopicsResponse(topics=_refuse_all(req, EXCESSIVE_PARTITIONS)), [])
     counts: dict[str, int] = {}
     for t in req.topics:
@@ -91,15 +84,9 @@ def handle_create_topics(ctx: ControllerContext, call: Call, req: CreateTopicsRe
     for t in req.topics:
         res = CreatableTopicResult(name=t.name, error_message=None)
         results.append(res)
-        if counts[t.name] > 1:
-            res.error_code, res.error_message = ErrorCode.INVALID_REQUEST, "Duplicate topic name."
-            continue
-        err = topic_name_error(t.name)
-        if err is not None:
-            res.error_code, res.error_message = ErrorCode.INVALID_TOPIC_EXCEPTION, err
-            continue
-        if t.name in img.topic_names:
-            res.error_code, res.error_message = ErrorCode.TOPIC_ALREADY_EXISTS, f"Topic '{t.name}' already exists."
+        refused = _name_error(img.topic_names, t.name, counts[t.name])
+        if refused is not None:
+            res.error_code, res.error_message = refused
             continue
         # Topic configs (apis/configs.py): checked before placement, written right after the
         # TopicRecord, listed in v5+ answers, as Kafka does.
@@ -129,27 +116,62 @@ def handle_create_topics(ctx: ControllerContext, call: Call, req: CreateTopicsRe
         d.records.append((TopicRecord(name=t.name, topic_id=topic_id), 0))
         d.records.extend(config_records)
         d.records.extend(clears)
-        pversion = fv.partition_record_version(img.metadata_version)
-        for pid, replicas in enumerate(plan):
-            rows = [facts[b] if b in facts else _broker_facts(ctx, d, b, facts) for b in replicas]
-            dirs = [row[0] for row in rows]
-            isr = [b for b, row in zip(replicas, rows, strict=True) if row[1]]
-            # the first replica in the ISR whose directory is online
-            leader = next((b for b, row in zip(replicas, rows, strict=True) if row[2]), NO_LEADER)
-            rec = PartitionRecord(
-                partition_id=pid,
-                topic_id=topic_id,
-                replicas=list(replicas),
-                isr=isr,
-                leader=leader,
-                leader_epoch=0,
-                partition_epoch=0,
-                directories=dirs if pversion >= 1 else [],
-            )
-            d.records.append((rec, pversion))
+        _draft_partitions(ctx, d, topic_id, plan, facts)
     if would_write > MAX_RECORDS_PER_USER_OP:
         return Outcome(CreateTopicsResponse(topics=_refuse_all(req, EXCESSIVE_BATCH)), [])
     return Outcome(CreateTopicsResponse(topics=results), d.records)
+
+
+def _requested_partitions(ctx: ControllerContext, req: CreateTopicsRequest) -> int:
+    """How many partitions the request would create, counted before planning any."""
+    total = 0
+    for t in req.topics:
+        if t.assignments:
+            total += len(t.assignments)
+        else:
+            total += ctx.default_num_partitions if t.num_partitions == -1 else max(0, t.num_partitions)
+    return total
+
+
+def _name_error(topic_names: Mapping[str, object], name: str, times_named: int) -> tuple[int, str] | None:
+    """Kafka's refusals of a topic by its name: named twice, invalid, or taken."""
+    if times_named > 1:
+        return ErrorCode.INVALID_REQUEST, "Duplicate topic name."
+    err = topic_name_error(name)
+    if err is not None:
+        return ErrorCode.INVALID_TOPIC_EXCEPTION, err
+    if name in topic_names:
+        return ErrorCode.TOPIC_ALREADY_EXISTS, f"Topic '{name}' already exists."
+    return None
+
+
+def _draft_partitions(
+    ctx: ControllerContext,
+    d: Draft,
+    topic_id: uuid.UUID,
+    plan: list[list[int]],
+    facts: dict[int, tuple[uuid.UUID, bool, bool]],
+) -> None:
+    """The PartitionRecords of a new topic: every replica on its broker's default
+    directory, the active ones in the ISR, the first that may lead as leader."""
+    pversion = fv.partition_record_version(ctx.image.metadata_version)
+    for pid, replicas in enumerate(plan):
+        rows = [facts[b] if b in facts else _broker_facts(ctx, d, b, facts) for b in replicas]
+        dirs = [row[0] for row in rows]
+        isr = [b for b, row in zip(replicas, rows, strict=True) if row[1]]
+        # the first replica in the ISR whose directory is online
+        leader = next((b for b, row in zip(replicas, rows, strict=True) if row[2]), NO_LEADER)
+        rec = PartitionRecord(
+            partition_id=pid,
+            topic_id=topic_id,
+            replicas=list(replicas),
+            isr=isr,
+            leader=leader,
+            leader_epoch=0,
+            partition_epoch=0,
+            directories=dirs if pversion >= 1 else [],
+        )
+        d.records.append((rec, pversion))
 
 
 def _broker_facts(
@@ -338,18 +360,12 @@ def handle_alter_partition(ctx: ControllerContext, call: Call, req: AlterPartiti
     (and, carrying the old partition epoch, gets INVALID_UPDATE_VERSION).
     """
     img = ctx.image
-    api_version = call.api_version
     reg = img.brokers.get(req.broker_id)
     if reg is None or reg.epoch != req.broker_epoch:
         return Outcome(AlterPartitionResponse(error_code=ErrorCode.STALE_BROKER_EPOCH), [])
-    by_id = api_version >= 2
-    mv = img.metadata_version
-    record_version = fv.partition_change_record_version(mv)
-    seen: dict[Partition, ap.PartitionView] = {}
-    records: list[RecordAndVersion] = []
+    by_id = call.api_version >= 2
+    alter = _AlterPass(ctx, req.broker_id, call.api_version)
     topics_out: list[AlterTopicResult] = []
-    empty = Draft(ctx)
-    elr_on = pb.elr_enabled(img)
     for td in req.topics:
         out = AlterTopicResult(topic_name=td.topic_name if not by_id else "", topic_id=td.topic_id)
         topics_out.append(out)
@@ -361,80 +377,87 @@ def handle_alter_partition(ctx: ControllerContext, call: Call, req: AlterPartiti
                 AlterPartResult(partition_index=pd.partition_index, error_code=code) for pd in td.partitions
             ]
             continue
-        for pd in td.partitions:
-            p = topic.partitions.get(pd.partition_index)
-            view = None if p is None else seen.get(p) or _partition_view(p)
+        out.partitions.extend(alter.partition(topic, pd) for pd in td.partitions)
+    return Outcome(AlterPartitionResponse(error_code=ErrorCode.NONE, topics=topics_out), alter.records)
 
-            def eligibility(b: int, epoch: int, p: Partition | None = p) -> str | None:
-                return isr_ineligibility(empty, p, b, epoch)
 
-            prop = _proposal(api_version, pd)
-            verdict = ap.validate(req.broker_id, view, prop, api_version, eligibility)
-            if verdict.error_code != ErrorCode.NONE or p is None or view is None:
-                out.partitions.append(
-                    AlterPartResult(partition_index=pd.partition_index, error_code=verdict.error_code)
-                )
-                continue
-            if (p.adding or p.removing) and p not in seen:
-                # An ongoing reassignment: Kafka's change builder may complete it here.
-                moved = partition_ops.reassignment_isr_change(
-                    ctx, p, [b for b, _ in prop.new_isr], prop.leader_recovery_state
-                )
-                if moved is not None:
-                    rec_moved, view = moved
-                    records.append((rec_moved, record_version))
-                    seen[p] = view
-                    if view.leader != req.broker_id:
-                        out.partitions.append(
-                            AlterPartResult(partition_index=pd.partition_index, error_code=ErrorCode.NEW_LEADER_ELECTED)
-                        )
-                        continue
-                    out.partitions.append(
-                        AlterPartResult(
-                            partition_index=pd.partition_index,
-                            error_code=ErrorCode.NONE,
-                            leader_id=view.leader,
-                            leader_epoch=view.leader_epoch,
-                            isr=list(view.isr),
-                            leader_recovery_state=view.leader_recovery_state,
-                            partition_epoch=view.partition_epoch,
-                        )
-                    )
-                    continue
-            change = ap.plan_change(view, [b for b, _ in prop.new_isr], prop.leader_recovery_state, mv)
-            new_elr = None
-            if elr_on:
-                # KIP-966: members leaving the ISR below min ISR join the ELR (Kafka's builder).
-                target = pb.target_elr(
-                    view.isr,
-                    p.elr,
-                    [b for b, _ in prop.new_isr],
-                    pb.effective_min_isr(img.configs, topic.name, len(p.replicas)),
-                )
-                new_elr = None if target == list(p.elr) else target
-                if change is None and new_elr is not None:
-                    change = ap.Change(None, ap.NO_LEADER_CHANGE, ap.NO_RECOVERY_CHANGE)
-            if change is not None:
-                rec = PartitionChangeRecord(partition_id=p.partition_id, topic_id=p.topic_id)
-                if change.isr is not None:
-                    rec.isr = list(change.isr)
-                rec.leader = change.leader
-                rec.leader_recovery_state = change.leader_recovery_state
-                rec.eligible_leader_replicas = new_elr
-                records.append((rec, record_version))
-                view = seen[p] = change.apply_to(view)
-            out.partitions.append(
-                AlterPartResult(
-                    partition_index=pd.partition_index,
-                    error_code=ErrorCode.NONE,
-                    leader_id=view.leader,
-                    leader_epoch=view.leader_epoch,
-                    isr=list(view.isr),
-                    leader_recovery_state=view.leader_recovery_state,
-                    partition_epoch=view.partition_epoch,
-                )
-            )
-    return Outcome(AlterPartitionResponse(error_code=ErrorCode.NONE, topics=topics_out), records)
+class _AlterPass:
+    """One AlterPartition request's pass over its partitions: ``seen`` holds each
+    partition as changed by earlier entries, ``records`` the changes in request order."""
+
+    def __init__(self, ctx: ControllerContext, broker_id: int, api_version: int) -> None:
+        self.ctx = ctx
+        self.broker_id = broker_id
+        self.api_version = api_version
+        self.mv = ctx.image.metadata_version
+        self.record_version = fv.partition_change_record_version(self.mv)
+        self.elr_on = pb.elr_enabled(ctx.image)
+        self.empty = Draft(ctx)
+        self.seen: dict[Partition, ap.PartitionView] = {}
+        self.records: list[RecordAndVersion] = []
+
+    def partition(self, topic: TopicInfo, pd: AlterPartData) -> AlterPartResult:
+        """Check one entry against the partition as it stands, and record its change."""
+        p = topic.partitions.get(pd.partition_index)
+        view = None if p is None else self.seen.get(p) or _partition_view(p)
+        empty = self.empty
+
+        def eligibility(b: int, epoch: int, p: Partition | None = p) -> str | None:
+            return isr_ineligibility(empty, p, b, epoch)
+
+        prop = _proposal(self.api_version, pd)
+        verdict = ap.validate(self.broker_id, view, prop, self.api_version, eligibility)
+        if verdict.error_code != ErrorCode.NONE or p is None or view is None:
+            return AlterPartResult(partition_index=pd.partition_index, error_code=verdict.error_code)
+        new_isr = [b for b, _ in prop.new_isr]
+        if (p.adding or p.removing) and p not in self.seen:
+            # An ongoing reassignment: Kafka's change builder may complete it here.
+            moved = partition_ops.reassignment_isr_change(self.ctx, p, new_isr, prop.leader_recovery_state)
+            if moved is not None:
+                rec_moved, view = moved
+                self.records.append((rec_moved, self.record_version))
+                self.seen[p] = view
+                if view.leader != self.broker_id:
+                    return AlterPartResult(partition_index=pd.partition_index, error_code=ErrorCode.NEW_LEADER_ELECTED)
+                return _accepted(pd, view)
+        change = ap.plan_change(view, new_isr, prop.leader_recovery_state, self.mv)
+        new_elr = self._new_elr(topic, p, view, new_isr) if self.elr_on else None
+        if change is None and new_elr is not None:
+            change = ap.Change(None, ap.NO_LEADER_CHANGE, ap.NO_RECOVERY_CHANGE)
+        if change is not None:
+            rec = PartitionChangeRecord(partition_id=p.partition_id, topic_id=p.topic_id)
+            if change.isr is not None:
+                rec.isr = list(change.isr)
+            rec.leader = change.leader
+            rec.leader_recovery_state = change.leader_recovery_state
+            rec.eligible_leader_replicas = new_elr
+            self.records.append((rec, self.record_version))
+            view = self.seen[p] = change.apply_to(view)
+        return _accepted(pd, view)
+
+    def _new_elr(self, topic: TopicInfo, p: Partition, view: ap.PartitionView, new_isr: list[int]) -> list[int] | None:
+        """KIP-966: members leaving the ISR below min ISR join the ELR (Kafka's builder);
+        None when the ELR stays as it is."""
+        target = pb.target_elr(
+            view.isr,
+            p.elr,
+            new_isr,
+            pb.effective_min_isr(self.ctx.image.configs, topic.name, len(p.replicas)),
+        )
+        return None if target == list(p.elr) else target
+
+
+def _accepted(pd: AlterPartData, view: ap.PartitionView) -> AlterPartResult:
+    """The answer to an accepted entry: the partition as it now stands."""
+    return AlterPartResult(
+        partition_index=pd.partition_index,
+        error_code=ErrorCode.NONE,
+        leader_id=view.leader,
+        leader_epoch=view.leader_epoch,
+        isr=list(view.isr),
+        leader_recovery_state=view.leader_recovery_state,
+        partition_epoch=view.partition_epoch,
+    )
 
 
 def split_alter_partition(req: AlterPartitionRequest, limit: int) -> Sliced | None:

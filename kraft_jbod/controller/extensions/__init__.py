@@ -37,6 +37,7 @@ from kraft_jbod.controller.seams import Peer, ServerView
 from kraft_jbod.errors import ConfigError
 from kraft_jbod.faults import FaultInjector
 from kraft_jbod.metrics.registry import Registry
+from kraft_jbod.metrics.statsd import StatsdEmitter
 from kraft_jbod.security.acl import Authorizer
 from kraft_jbod.security.credentials import CredentialStore
 from kraft_jbod.security.tls import TlsSettings
@@ -61,6 +62,74 @@ _KNOWN_KEYS = frozenset(
         "manual_clock",
     }
 )
+
+
+def _settings_path(v: object, where: str, base_dir: Path) -> Path:
+    """A file path of the settings; a relative one is under ``base_dir``."""
+    if not isinstance(v, str):
+        raise ConfigError(f"{where}: expected a file path")
+    p = Path(v)
+    return p if p.is_absolute() else base_dir / p
+
+
+def _faults_from(spec: object, base_dir: Path) -> FaultInjector:
+    """``faults``: a file of fault rules, the rules themselves, or none."""
+    faults = FaultInjector()
+    if isinstance(spec, str):
+        faults.load_file(_settings_path(spec, "faults", base_dir))
+    elif spec is not None:
+        faults.load_json(spec)
+    return faults
+
+
+def _listeners_from(raw: object, base_dir: Path) -> dict[str, ListenerSecurity]:
+    """``listeners``: listener name -> its TLS settings and SASL mechanisms."""
+    if not isinstance(raw, dict):
+        raise ConfigError("listeners: expected an object of listener name -> settings")
+    listeners: dict[str, ListenerSecurity] = {}
+    for name, sec in raw.items():
+        if not isinstance(sec, dict):
+            raise ConfigError(f"listeners.{name}: expected an object")
+        tls = _listener_tls(name, sec.get("tls"), base_dir)
+        mechs = sec.get("sasl", [])
+        if not isinstance(mechs, list) or not all(isinstance(m, str) for m in mechs):
+            raise ConfigError(f"listeners.{name}.sasl: expected a list of mechanisms")
+        listeners[name.upper()] = ListenerSecurity(tls, tuple(m.upper() for m in mechs))
+    return listeners
+
+
+def _listener_tls(name: str, spec: object, base_dir: Path) -> TlsSettings | None:
+    """A listener's ``tls`` settings, their file paths resolved under ``base_dir``."""
+    if spec is None:
+        return None
+    t = dict(spec) if isinstance(spec, dict) else spec
+    if isinstance(t, dict):
+        for k in ("certfile", "keyfile", "cafile"):
+            if isinstance(t.get(k), str):
+                t[k] = str(_settings_path(t[k], f"listeners.{name}.tls.{k}", base_dir))
+    return TlsSettings.from_json(t, f"listeners.{name}.tls")
+
+
+def _client_listeners_from(entries: object) -> list[ClientListener]:
+    """``client_listeners``: a list of ``NAME://host:port``."""
+    if not isinstance(entries, list):
+        raise ConfigError(f"client_listeners: expected a list of NAME://host:port, got {entries!r}")
+    clients = []
+    for entry in entries:
+        if not isinstance(entry, str) or "://" not in entry:
+            raise ConfigError(f"client_listeners: {entry!r} is not NAME://host:port")
+        name, _, hp = entry.partition("://")
+        host, port = _host_port(hp, "client_listeners")
+        clients.append(ClientListener(name.upper(), host, port))
+    return clients
+
+
+def _flag(doc: dict[str, object], key: str) -> bool:
+    """A true/false setting, false when absent."""
+    value = doc.get(key, False)
+    if not isinstance(value, bool):
+        raise ConfigError(f"{key}: expected true or false")
+    return value
 
 
 def _host_port(text: object, where: str) -> tuple[str, int]:
@@ -113,7 +182,7 @@ class Extensions:
         self.server: ServerView | None = None
         self.client_addresses: dict[str, tuple[str, int]] = {}
         self.admin_channel: AdminChannel | None = None
-        self._statsd: Any = None
+        self._statsd: StatsdEmitter | None = None
         self._pending: set[asyncio.Task[None]] = set()
 
     @property
@@ -148,59 +217,21 @@ class Extensions:
             raise ConfigError(f"extensions settings: unknown key(s) {', '.join(sorted(extra))}")
 
         def path(v: object, where: str) -> Path:
-            if not isinstance(v, str):
-                raise ConfigError(f"{where}: expected a file path")
-            p = Path(v)
-            return p if p.is_absolute() else base_dir / p
+            return _settings_path(v, where, base_dir)
 
-        faults = FaultInjector()
-        if isinstance(doc.get("faults"), str):
-            faults.load_file(path(doc["faults"], "faults"))
-        elif doc.get("faults") is not None:
-            faults.load_json(doc["faults"])
+        faults = _faults_from(doc.get("faults"), base_dir)
         creds = CredentialStore.load(path(doc["credentials"], "credentials")) if doc.get("credentials") else None
         authz = Authorizer.load(path(doc["acls"], "acls")) if doc.get("acls") else None
-        listeners: dict[str, ListenerSecurity] = {}
-        raw_listeners = doc.get("listeners", {})
-        if not isinstance(raw_listeners, dict):
-            raise ConfigError("listeners: expected an object of listener name -> settings")
-        for name, sec in raw_listeners.items():
-            if not isinstance(sec, dict):
-                raise ConfigError(f"listeners.{name}: expected an object")
-            tls = None
-            if sec.get("tls") is not None:
-                t = dict(sec["tls"]) if isinstance(sec["tls"], dict) else sec["tls"]
-                if isinstance(t, dict):
-                    for k in ("certfile", "keyfile", "cafile"):
-                        if isinstance(t.get(k), str):
-                            t[k] = str(path(t[k], f"listeners.{name}.tls.{k}"))
-                tls = TlsSettings.from_json(t, f"listeners.{name}.tls")
-            mechs = sec.get("sasl", [])
-            if not isinstance(mechs, list) or not all(isinstance(m, str) for m in mechs):
-                raise ConfigError(f"listeners.{name}.sasl: expected a list of mechanisms")
-            listeners[name.upper()] = ListenerSecurity(tls, tuple(m.upper() for m in mechs))
-        clients = []
-        entries = doc.get("client_listeners", [])
-        if not isinstance(entries, list):
-            raise ConfigError(f"client_listeners: expected a list of NAME://host:port, got {entries!r}")
-        for entry in entries:
-            if not isinstance(entry, str) or "://" not in entry:
-                raise ConfigError(f"client_listeners: {entry!r} is not NAME://host:port")
-            name, _, hp = entry.partition("://")
-            host, port = _host_port(hp, "client_listeners")
-            clients.append(ClientListener(name.upper(), host, port))
+        listeners = _listeners_from(doc.get("listeners", {}), base_dir)
+        clients = _client_listeners_from(doc.get("client_listeners", []))
         interval = doc.get("statsd_interval", 1.0)
         if isinstance(interval, bool) or not isinstance(interval, int | float) or interval <= 0:
             raise ConfigError("statsd_interval: expected a positive number of seconds")
         token = doc.get("admin_token")
         if token is not None and not isinstance(token, str):
             raise ConfigError("admin_token: expected a string")
-        manual = doc.get("manual_clock", False)
-        if not isinstance(manual, bool):
-            raise ConfigError("manual_clock: expected true or false")
-        remote = doc.get("admin_allow_remote", False)
-        if not isinstance(remote, bool):
-            raise ConfigError("admin_allow_remote: expected true or false")
+        manual = _flag(doc, "manual_clock")
+        remote = _flag(doc, "admin_allow_remote")
         return cls(
             clock=ManualClock() if manual else None,
             faults=faults,
@@ -274,8 +305,6 @@ class Extensions:
                 self.admin_channel.client_addresses = self.client_addresses
                 await self.admin_channel.start(server)
             if self.statsd is not None:
-                from kraft_jbod.metrics.statsd import StatsdEmitter
-
                 self._statsd = StatsdEmitter(
                     self.registry, self.statsd, interval=self.statsd_interval, clock=self.clock
                 )
