@@ -27,11 +27,17 @@ Phases (issue 28):
 * ``restart``: SIGTERM, start, until a heartbeat is answered without error (the log of
   200,000 partitions read back); warm: a second restart.
 
+``--phases`` measures some of them (``start`` always): the phases a chosen one stands on
+still run, unreported (``create`` before ``assign``, ``offline*`` and ``restart``;
+``assign`` before ``offline7500``; ``register`` always), and ``heartbeats`` is skipped
+unless chosen.
+
 Rounds alternate which controller goes first. The load average is recorded at each phase.
 Prints, per phase, each side's median CPU and wall with their range, and the per-round
 ratios mock/Kafka (median and range).
 
-    python -m tools.bench.bench_vs_kafka [--rounds 3] [--heartbeat-seconds 60] [--kafka DIR] [--json FILE]
+    python -m tools.bench.bench_vs_kafka [--rounds 3] [--heartbeat-seconds 60] [--phases register,assign]
+        [--kafka DIR] [--json FILE]
     python -m tools.bench.bench_vs_kafka --from-json FILE   # the report of a saved run
 """
 
@@ -78,6 +84,14 @@ TOPICS_PER_REQUEST = 9
 HALF = PARTITIONS // 2
 SMALL = 15_000  # replicas of broker 1 (2): AssignReplicasToDirs, half of them failed
 ASSIGN_BATCH = 2_250  # Kafka's broker: AssignmentsManager's most partitions per request
+PHASES = ("start", "register", "heartbeats", "create", "assign", "offline7500", "offline50000", "restart")
+# What each phase needs done before it (run unreported when not chosen).
+NEEDS = {
+    "assign": {"create"},
+    "offline7500": {"create", "assign"},
+    "offline50000": {"create"},
+    "restart": {"create"},
+}
 PHASES = (
     "start",
     "register",
@@ -342,7 +356,19 @@ def _restart(side: Side, loop: asyncio.AbstractEventLoop) -> dict[str, Any]:
     return {"cpu": _quiet_cpu(side.pid), "wall": wall, "load": os.getloadavg()[0]}
 
 
-def one_side(kind: str, dist: Any, root: Path, heartbeat_seconds: float, heap_mb: int) -> dict[str, Any]:
+def to_run(chosen: set[str]) -> set[str]:
+    """The chosen phases, what they stand on, and ``start`` and ``register``."""
+    run = {"start", "register", *chosen}
+    for phase in chosen:
+        run |= NEEDS.get(phase, set())
+    return run
+
+
+def one_side(
+    kind: str, dist: Any, root: Path, heartbeat_seconds: float, heap_mb: int, chosen: set[str] | None = None
+) -> dict[str, Any]:
+    chosen = set(PHASES) if chosen is None else chosen
+    run = to_run(chosen)
     spec = ClusterSpec(
         brokers=0,
         controller=kind,
@@ -381,22 +407,28 @@ def one_side(kind: str, dist: Any, root: Path, heartbeat_seconds: float, heap_mb
         side.drop_conns()
         for label, brokers in (("cold", range(1, BROKERS + 1)), ("warm", range(BROKERS + 1, 2 * BROKERS + 1))):
             out[f"register/{label}"] = _measure(side, loop, _register(side, brokers))
-        for label in ("cold", "warm"):
-            out[f"heartbeats/{label}"] = _measure(side, loop, _heartbeats(side, heartbeat_seconds))
-        out["create/cold"] = _measure(side, loop, _create(side, "t", _replicas))
-        out["create/warm"] = _measure(side, loop, _create(side, "w", _replicas_warm))
-        for label, broker in (("cold", 1), ("warm", 2)):
-            out[f"assign/{label}"] = _measure(side, loop, _assign(side, broker))
-        for label, broker in (("cold", 1), ("warm", 2)):
-            out[f"offline7500/{label}"] = _measure(side, loop, _offline(side, broker))
-        for label, broker in (("cold", 3), ("warm", 4)):
-            out[f"offline50000/{label}"] = _measure(side, loop, _offline(side, broker))
-        for label in ("cold", "warm"):
-            out[f"restart/{label}"] = _restart(side, loop)
+        if "heartbeats" in run:
+            for label in ("cold", "warm"):
+                out[f"heartbeats/{label}"] = _measure(side, loop, _heartbeats(side, heartbeat_seconds))
+        if "create" in run:
+            out["create/cold"] = _measure(side, loop, _create(side, "t", _replicas))
+            out["create/warm"] = _measure(side, loop, _create(side, "w", _replicas_warm))
+        if "assign" in run:
+            for label, broker in (("cold", 1), ("warm", 2)):
+                out[f"assign/{label}"] = _measure(side, loop, _assign(side, broker))
+        if "offline7500" in run:
+            for label, broker in (("cold", 1), ("warm", 2)):
+                out[f"offline7500/{label}"] = _measure(side, loop, _offline(side, broker))
+        if "offline50000" in run:
+            for label, broker in (("cold", 3), ("warm", 4)):
+                out[f"offline50000/{label}"] = _measure(side, loop, _offline(side, broker))
+        if "restart" in run:
+            for label in ("cold", "warm"):
+                out[f"restart/{label}"] = _restart(side, loop)
         out["rss_mb"] = cluster.resident_mb().get("controller")
         side.drop_conns()
     loop.close()
-    return out
+    return {k: v for k, v in out.items() if "/" not in k or k.split("/")[0] in chosen | {"start"}}
 
 
 def _fmt(values: list[float]) -> str:
@@ -423,6 +455,8 @@ def report(rounds: list[dict[str, dict[str, Any]]]) -> list[str]:
     lines.append("")
     for kind in ("mock", "kafka"):
         for label in ("cold", "warm"):
+            if f"heartbeats/{label}" not in rounds[0][kind]:
+                continue
             hb = [r[kind][f"heartbeats/{label}"] for r in rounds]
             lines.append(
                 f"* heartbeat latency, {kind} {label}: p50 {_fmt([h['p50_ms'] for h in hb])} ms,"
@@ -442,6 +476,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--kafka", type=Path, default=None, help="Kafka build or distribution (default: the cached build)")
     ap.add_argument("--heap-mb", type=int, default=1024, help="Kafka controller heap")
     ap.add_argument("--only", choices=("mock", "kafka"), default=None, help="one side only (no ratios)")
+    ap.add_argument("--phases", default=",".join(PHASES), help=f"comma-separated, of {','.join(PHASES)} (default: all)")
     ap.add_argument("--json", type=Path, default=None, help="write every figure there")
     ap.add_argument("--from-json", type=Path, default=None, help="print the report of a saved run")
     args = ap.parse_args(argv)
@@ -450,6 +485,9 @@ def main(argv: list[str] | None = None) -> int:
         return 0
     if args.rounds < 1 or args.heartbeat_seconds <= 0:
         raise SystemExit("--rounds must be >= 1 and --heartbeat-seconds > 0")
+    chosen = {p.strip() for p in args.phases.split(",") if p.strip()}
+    if not chosen or chosen - set(PHASES):
+        raise SystemExit(f"--phases: choose among {', '.join(PHASES)} (got {args.phases!r})")
     dist = open_distribution(args.kafka or locate())
     rounds: list[dict[str, dict[str, Any]]] = []
     kinds = [args.only] if args.only else ["mock", "kafka"]
@@ -459,7 +497,7 @@ def main(argv: list[str] | None = None) -> int:
             result: dict[str, dict[str, Any]] = {}
             for kind in order:
                 t = time.monotonic()
-                result[kind] = one_side(kind, dist, Path(tmp) / f"r{n}", args.heartbeat_seconds, args.heap_mb)
+                result[kind] = one_side(kind, dist, Path(tmp) / f"r{n}", args.heartbeat_seconds, args.heap_mb, chosen)
                 print(f"round {n + 1} {kind}: {time.monotonic() - t:.0f} s", flush=True)
             rounds.append(result)
             if args.json:
