@@ -123,19 +123,46 @@ class Draft:
         # moves the members that left cleanly into the ELR and remembers the last leader.
         isr, leader, dirs = self.view(p)
         elr, lke = self.elrs.get(p, (p.elr, p.last_known_elr))
-        view = pc.PartView(p.replicas, isr, leader, dirs, p.adding, p.removing, p.leader_recovery_state, elr, lke)
-        rec = pc.build_change(
-            view,
-            p.topic_id,
-            p.partition_id,
-            acceptable=lambda b, d: b != broker_id and self.acceptable_leader(b, d),
-            default_dir=lambda b: dirs[p.replicas.index(b)],
-            metadata_version=self.image.metadata_version,
-            target_isr=[b for b in isr if b != broker_id],
-            elr_enabled=True,
-            min_isr=self.min_isr(p),
-        )
+        target_isr = [b for b in isr if b != broker_id]
+        rec: PartitionChangeRecord | None
+        if self._only_isr_shrinks(p, broker_id, target_isr, leader, dirs, elr):
+            # The builder's answer without its steps (a follower leaving a large enough ISR).
+            rec = PartitionChangeRecord(partition_id=p.partition_id, topic_id=p.topic_id, isr=target_isr)
+        else:
+            view = pc.PartView(p.replicas, isr, leader, dirs, p.adding, p.removing, p.leader_recovery_state, elr, lke)
+            rec = pc.build_change(
+                view,
+                p.topic_id,
+                p.partition_id,
+                acceptable=lambda b, d: b != broker_id and self.acceptable_leader(b, d),
+                default_dir=lambda b: dirs[p.replicas.index(b)],
+                metadata_version=self.image.metadata_version,
+                target_isr=target_isr,
+                elr_enabled=True,
+                min_isr=self.min_isr(p),
+            )
         self._note(p, rec, isr, leader, dirs, elr, lke)
+
+    def _only_isr_shrinks(
+        self,
+        p: Partition,
+        broker_id: int,
+        target_isr: list[int],
+        leader: int,
+        dirs: tuple[uuid.UUID, ...],
+        elr: tuple[int, ...],
+    ) -> bool:
+        """Whether the ELR change builder, taking follower ``broker_id`` out of the ISR, would
+        change the ISR only: no reassignment under way, the leader staying (in the target
+        ISR, acceptable from its directory), the target ISR still at min ISR (so no ELR) and
+        no ELR now, and a metadata.version where an ISR shrink keeps the leader epoch."""
+        if p.adding or p.removing or elr or leader == broker_id or leader not in target_isr:
+            return False
+        if leader not in p.replicas or len(target_isr) < self.min_isr(p):
+            return False
+        if self.image.metadata_version < fv.MV_3_6_IV0:
+            return False
+        return self.acceptable_leader(leader, dirs[p.replicas.index(leader)])
 
     def _elect_with_builder(self, p: Partition, elr_on: bool) -> None:
         isr, leader, dirs = self.view(p)
@@ -212,20 +239,29 @@ class Draft:
         before = (self.parts.get(p), self.elrs.get(p))
         isr, leader, dirs = self.view(p)
         elr, lke = self.elrs.get(p, (p.elr, p.last_known_elr))
-        view = pc.PartView(p.replicas, isr, leader, dirs, p.adding, p.removing, p.leader_recovery_state, elr, lke)
         elr_on = self.elr_enabled()
-        rec = pc.build_change(
-            view,
-            p.topic_id,
-            p.partition_id,
-            acceptable=self.acceptable_leader,
-            default_dir=lambda b: dirs[p.replicas.index(b)],
-            metadata_version=self.image.metadata_version,
-            elr_enabled=elr_on,
-            min_isr=self.min_isr(p) if elr_on else 1,
-            target_dirs={broker_id: directory},
-        )
         new_dirs = tuple(directory if b == broker_id else d for b, d in zip(p.replicas, dirs, strict=True))
+        rec: PartitionChangeRecord | None
+        if self._only_directories_change(p, isr, leader, dirs, elr, elr_on):
+            # The builder's answer without its steps (the common case, ~2x cheaper).
+            rec = None
+            if new_dirs != dirs:
+                rec = PartitionChangeRecord(
+                    partition_id=p.partition_id, topic_id=p.topic_id, directories=list(new_dirs)
+                )
+        else:
+            view = pc.PartView(p.replicas, isr, leader, dirs, p.adding, p.removing, p.leader_recovery_state, elr, lke)
+            rec = pc.build_change(
+                view,
+                p.topic_id,
+                p.partition_id,
+                acceptable=self.acceptable_leader,
+                default_dir=lambda b: dirs[p.replicas.index(b)],
+                metadata_version=self.image.metadata_version,
+                elr_enabled=elr_on,
+                min_isr=self.min_isr(p) if elr_on else 1,
+                target_dirs={broker_id: directory},
+            )
         self._note(p, rec, isr, leader, new_dirs, elr, lke)
         if not offline:
             return
@@ -248,6 +284,29 @@ class Draft:
                 elr2 if second.eligible_leader_replicas is None else tuple(second.eligible_leader_replicas),
                 lke2 if second.last_known_elr is None else tuple(second.last_known_elr),
             )
+
+    def _only_directories_change(
+        self,
+        p: Partition,
+        isr: tuple[int, ...],
+        leader: int,
+        dirs: tuple[uuid.UUID, ...],
+        elr: tuple[int, ...],
+        elr_on: bool,
+    ) -> bool:
+        """Whether the change builder, given only a new directory, would change nothing but
+        Directories: no reassignment under way, the leader in the ISR and acceptable from the
+        directory it has (the election keeps it), the ELR already what the unchanged ISR
+        gives (or empty with ELR off), and a metadata.version that records directories."""
+        if p.adding or p.removing or leader < 0 or leader not in isr or leader not in p.replicas:
+            return False
+        if not fv.supports_jbod(self.image.metadata_version):
+            return False
+        if not self.acceptable_leader(leader, dirs[p.replicas.index(leader)]):
+            return False
+        if not elr_on:
+            return not elr
+        return pc.target_elr(isr, elr, isr, self.min_isr(p)) == list(elr)
 
     def _restore(
         self,

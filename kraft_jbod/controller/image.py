@@ -445,6 +445,25 @@ class MetadataImage:
                 if not per:
                     del index[b]
 
+    def index_move_dirs(self, p: Partition, dirs: tuple[uuid.UUID, ...]) -> None:
+        """Give ``p`` the directories ``dirs`` (its replicas unchanged), moving in the index
+        only the replicas whose directory changes: an AssignReplicasToDirs moves one of
+        three, and hashing a ``uuid.UUID`` runs Python code."""
+        index = self.index
+        for b, old, new in zip(p.replicas, p.dirs, dirs, strict=True):
+            if old is new or old == new:
+                continue
+            per = index[b]
+            bucket = per[old]
+            bucket.discard(p)
+            if not bucket:
+                del per[old]
+            target = per.get(new)
+            if target is None:
+                target = per[new] = set()
+            target.add(p)
+        p.dirs = dirs
+
     def set_leader(self, p: Partition, leader: int) -> None:
         counts = self.leader_count
         if p.leader >= 0:
@@ -610,10 +629,12 @@ def apply_partition_change(img: MetadataImage, offset: int, rec: PartitionChange
         new_dirs = tuple(known.get(b, unassigned) for b in new_replicas)
     else:
         new_dirs = p.dirs
-    if new_replicas != p.replicas or new_dirs != p.dirs:
+    if new_replicas != p.replicas:
         img.index_remove(p)
         p.replicas, p.dirs = new_replicas, new_dirs
         img.index_add(p)
+    elif new_dirs != p.dirs:
+        img.index_move_dirs(p, new_dirs)
     if rec.isr is not None:
         p.isr = tuple(rec.isr)
     if rec.leader != NO_LEADER_CHANGE:

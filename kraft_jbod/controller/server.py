@@ -42,6 +42,17 @@ Strategy:
   being written, which nobody has been answered about yet. A heartbeat that would write
   (fence, unfence, shutdown, offline directories) is dropped and handled again in its turn
   after the append; its only effect so far, the session's contact time, is set again then.
+  Rule 7 (group commit): when the worker takes a request that writes and more requests
+  wait behind it (they arrived while the previous append was on disk), it takes them
+  too: each is handled and its records applied at their offsets in turn, so each sees
+  the ones before it as Rule 1 wants, then all the records are appended as one write
+  with ONE fsync, and only then is each answered, in order. A request that writes
+  nothing joins as well (its answer may rest on the records before it). The group stops
+  at a tick, at a request taken in slices, and at ``_GROUP_MAX_RECORDS`` records. The
+  applied state runs ahead of the log only while that append is in flight; Rule 6 is off
+  then (nothing is answered from it) and a failed append is fatal: the state holds
+  records the log does not, so the controller stops instead of answering from it. A
+  request alone keeps Rule 2 as written (a failed append closes only its connection).
 
 * A peer's bytes never crash the server: a protocol error or a bug while handling one
   request closes only that connection, with a log line naming the peer, api key and
@@ -61,7 +72,7 @@ import socket
 import ssl
 import time
 import uuid
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -77,7 +88,7 @@ from kraft_jbod.controller.apis import configs
 from kraft_jbod.controller.config import ControllerConfig
 from kraft_jbod.controller.context import Sliced
 from kraft_jbod.controller.fetch_service import FetchService
-from kraft_jbod.controller.limits import MIN_PARTITIONS_PER_SLICE, SLICE_LOOP_BUDGET_S
+from kraft_jbod.controller.limits import MAX_RECORDS_PER_BATCH, MIN_PARTITIONS_PER_SLICE, SLICE_LOOP_BUDGET_S
 from kraft_jbod.controller.log import MetadataLog
 from kraft_jbod.controller.seams import (
     Extensions,
@@ -108,6 +119,8 @@ META_PROPERTIES = "meta.properties"
 # From this many partitions a full GC collection over the image is a pause worth avoiding.
 _FREEZE_PARTITIONS = 50_000
 _FREEZE_AFTER_RECORDS = 1_000  # a commit this large may have grown the image: freeze again
+# Rule 7: a group stops taking requests once it holds this many records (one data batch).
+_GROUP_MAX_RECORDS = MAX_RECORDS_PER_BATCH
 
 
 def _wall_ms() -> int:
@@ -722,7 +735,9 @@ class ControllerServer:
         # After an error the rest is never cut: the merged answer is that error.
         proto.respond(event, sliced.merge(work.responses))
 
-    def _call_handle(self, proto: Connection, event: RequestReceived, body: Any = None) -> Outcome | None:
+    def _call_handle(
+        self, proto: Connection, event: RequestReceived, body: Any = None, next_offset: int | None = None
+    ) -> Outcome | None:
         assert self.log is not None
         try:
             return self.machine.handle(
@@ -730,7 +745,7 @@ class ControllerServer:
                 event.api_version,
                 event.body if body is None else body,
                 now_ms=self.clock.monotonic_ms(),
-                next_offset=self.log.end_offset,
+                next_offset=self.log.end_offset if next_offset is None else next_offset,
                 principal=None,
             )
         except ProtocolError as exc:
@@ -780,6 +795,105 @@ class ControllerServer:
             self._freeze_heap()  # a large batch added to the image: keep it out of full collections
         await self._maybe_snapshot(ts)
 
+    def _group_waits(self, records: int) -> bool:
+        """Rule 7: whether the request at hand (writing ``records``) should take the next
+        queued request into its append."""
+        return records < _GROUP_MAX_RECORDS and bool(self._queue) and self._joins_group(self._queue[0])
+
+    def _joins_group(self, work: _Work) -> bool:
+        # Ticks, requests taken in slices and outcomes computed earlier (against the state
+        # without the group's records) wait for their own turn.
+        return work.proto is not None and work.event is not None and work.outcome is None and not self._split(work)
+
+    async def _commit_group(self, first: _Work, outcome: Outcome) -> None:
+        """Rule 7: ``first`` (handled, records not applied) and the requests queued behind it,
+        each handled and applied in turn, appended with one fsync, then answered in order."""
+        assert self.log is not None
+        log_ = self.log
+        base = log_.end_offset
+        records: list[RecordAndVersion] = []
+        members: list[tuple[_Work, Outcome, int]] = []  # the request, its outcome, its record count
+        work: _Work | None = first
+        while work is not None:
+            members.append((work, outcome, len(outcome.records)))
+            if outcome.records:
+                if not self._apply_ahead(base + len(records), outcome.records):
+                    self._close_members(members)
+                    return
+                records.extend(outcome.records)
+            work = None
+            while len(records) < _GROUP_MAX_RECORDS and self._queue and self._joins_group(self._queue[0]):
+                candidate = self._queue.popleft()
+                assert candidate.proto is not None and candidate.event is not None
+                if candidate.proto.closed:
+                    continue
+                handled = self._call_handle(candidate.proto, candidate.event, next_offset=base + len(records))
+                if handled is not None:
+                    work, outcome = candidate, handled
+                    break
+        ts = _wall_ms()
+        try:
+            got = await asyncio.get_running_loop().run_in_executor(None, lambda: log_.append(records, timestamp_ms=ts))
+            if got != base:
+                raise StorageError(f"the group's records landed at offset {got}, not {base}")
+        except Exception as exc:
+            self._group_failed(exc, base, members)
+            return
+        self.stats["batches"] += 1
+        self.stats["records"] += len(records)
+        self.stats["group_commits"] += 1
+        self.stats["group_requests"] += len(members)
+        self.fetches.notify()
+        at = 0
+        for member, _, count in members:
+            if count:
+                assert member.event is not None
+                self.story.committed(records[at : at + count], member.event.body)
+            at += count
+        if len(records) >= _FREEZE_AFTER_RECORDS:
+            self._freeze_heap()
+        try:
+            await self._maybe_snapshot(ts)
+        except Exception as exc:  # as a lone request's: its records stay, its connection closes
+            log.error("closing %d grouped requests without a response: snapshot failed: %s", len(members), exc)
+            self._close_members(members)
+            return
+        for member, out, _ in members:
+            assert member.proto is not None and member.event is not None
+            member.proto.respond(member.event, out.response)
+
+    def _apply_ahead(self, offset: int, records: Sequence[RecordAndVersion]) -> bool:
+        """Rule 7: apply a group member's records before they are on disk, so the next
+        member is handled against them. False (and the controller stopping) when the state
+        rejects them: it may hold part of them now."""
+        try:
+            for i, (record, version) in enumerate(records):
+                self.machine.apply(offset + i, record, version)
+        except Exception as exc:
+            self.fatal = exc
+            log.critical("state rejected records at offset %d; stopping", offset, exc_info=True)
+            asyncio.get_running_loop().call_soon(lambda: asyncio.ensure_future(self.close()))
+            return False
+        return True
+
+    @staticmethod
+    def _close_members(members: list[tuple[_Work, Outcome, int]]) -> None:
+        for member, _, _ in members:
+            if member.proto is not None:
+                member.proto.close()
+
+    def _group_failed(self, exc: BaseException, base: int, members: list[tuple[_Work, Outcome, int]]) -> None:
+        """Rule 7: the state already holds the group's records and the log does not: stop."""
+        self.fatal = exc
+        log.critical(
+            "appending %d grouped requests at offset %d failed, the state is ahead of the log; stopping: %s",
+            len(members),
+            base,
+            exc,
+        )
+        self._close_members(members)
+        asyncio.get_running_loop().call_soon(lambda: asyncio.ensure_future(self.close()))
+
     async def _maybe_snapshot(self, ts: int) -> None:
         """Snapshot the image when the policy says so (controller/snapshot_driver.py). The
         worker is the only writer of the state, so the image holds still while it is written."""
@@ -816,6 +930,9 @@ class ControllerServer:
                     outcome = self._call_handle(proto, event)
                     if outcome is None:
                         continue
+                if outcome.records and self._group_waits(len(outcome.records)):
+                    await self._commit_group(work, outcome)  # Rule 7
+                    continue
                 if outcome.records:
                     try:
                         await self._commit(list(outcome.records), event.body)

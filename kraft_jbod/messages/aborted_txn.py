@@ -6,11 +6,12 @@ from __future__ import annotations
 
 import struct as _struct
 import uuid as _uuid
-from dataclasses import dataclass as _dataclass, field as _field
 from typing import ClassVar as _ClassVar
 
 from kraft_jbod.errors import DecodeError as _DecodeError, EncodeError as _EncodeError
-from kraft_jbod.wire.message import FieldInfo as _F, Message as _Message, Struct as _Struct
+from kraft_jbod.wire.message import (
+    DEFAULT_FACTORY as _FACTORY, FieldInfo as _F, Message as _Message, Struct as _Struct,
+)
 from kraft_jbod.wire.runtime import (
     absent as _absent, bad_tag as _bad_tag, check_bool as _bool, null as _null,
 )
@@ -38,9 +39,11 @@ _L0 = (('ProducerId', 8), ('FirstOffset', 8), ('LastOffset', 8), ('LastStableOff
 
 
 
-@_dataclass(slots=True)
 class AbortedTxn(_Message):
     """data AbortedTxn, versions 0."""
+
+    __slots__ = ('producer_id', 'first_offset', 'last_offset', 'last_stable_offset', 'unknown_tagged_fields',)
+    __match_args__ = ('producer_id', 'first_offset', 'last_offset', 'last_stable_offset', 'unknown_tagged_fields',)
 
     NAME: _ClassVar[str] = 'AbortedTxn'
     SCHEMA_TYPE: _ClassVar[str] = 'data'
@@ -49,11 +52,27 @@ class AbortedTxn(_Message):
     FLEXIBLE_MIN: _ClassVar[int | None] = None
     LATEST_VERSION_UNSTABLE: _ClassVar[bool] = False
     DEPRECATED_VERSIONS: _ClassVar[tuple[int, int] | None] = None
-    producer_id: int = 0
-    first_offset: int = 0
-    last_offset: int = 0
-    last_stable_offset: int = 0
-    unknown_tagged_fields: tuple[tuple[int, bytes], ...] = ()
+
+    producer_id: int
+    first_offset: int
+    last_offset: int
+    last_stable_offset: int
+    unknown_tagged_fields: tuple[tuple[int, bytes], ...]
+
+    def __init__(self, producer_id: int = 0, first_offset: int = 0, last_offset: int = 0, last_stable_offset: int = 0, unknown_tagged_fields: tuple[tuple[int, bytes], ...] = ()) -> None:
+        self.producer_id = producer_id
+        self.first_offset = first_offset
+        self.last_offset = last_offset
+        self.last_stable_offset = last_stable_offset
+        self.unknown_tagged_fields = unknown_tagged_fields
+
+    def __eq__(self, other: object) -> bool:
+        if other.__class__ is self.__class__ and isinstance(other, AbortedTxn):
+            return (self.producer_id, self.first_offset, self.last_offset, self.last_stable_offset, self.unknown_tagged_fields,) == (other.producer_id, other.first_offset, other.last_offset, other.last_stable_offset, other.unknown_tagged_fields,)
+        return NotImplemented
+
+    def __repr__(self) -> str:
+        return f"{self.__class__.__qualname__}(producer_id={self.producer_id!r}, first_offset={self.first_offset!r}, last_offset={self.last_offset!r}, last_stable_offset={self.last_stable_offset!r}, unknown_tagged_fields={self.unknown_tagged_fields!r})"
 
 
 def _read_AbortedTxn_0(buf: bytes | bytearray | memoryview, pos: int) -> tuple[AbortedTxn, int]:

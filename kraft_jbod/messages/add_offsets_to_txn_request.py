@@ -6,11 +6,12 @@ from __future__ import annotations
 
 import struct as _struct
 import uuid as _uuid
-from dataclasses import dataclass as _dataclass, field as _field
 from typing import ClassVar as _ClassVar
 
 from kraft_jbod.errors import DecodeError as _DecodeError, EncodeError as _EncodeError
-from kraft_jbod.wire.message import FieldInfo as _F, Message as _Message, Struct as _Struct
+from kraft_jbod.wire.message import (
+    DEFAULT_FACTORY as _FACTORY, FieldInfo as _F, Message as _Message, Struct as _Struct,
+)
 from kraft_jbod.wire.runtime import (
     absent as _absent, bad_tag as _bad_tag, check_bool as _bool, null as _null,
 )
@@ -38,9 +39,11 @@ _L0 = (('ProducerId', 8), ('ProducerEpoch', 2))
 
 
 
-@_dataclass(slots=True)
 class AddOffsetsToTxnRequest(_Message):
     """request AddOffsetsToTxnRequest, versions 0-4."""
+
+    __slots__ = ('transactional_id', 'producer_id', 'producer_epoch', 'group_id', 'unknown_tagged_fields',)
+    __match_args__ = ('transactional_id', 'producer_id', 'producer_epoch', 'group_id', 'unknown_tagged_fields',)
 
     NAME: _ClassVar[str] = 'AddOffsetsToTxnRequest'
     SCHEMA_TYPE: _ClassVar[str] = 'request'
@@ -49,11 +52,27 @@ class AddOffsetsToTxnRequest(_Message):
     FLEXIBLE_MIN: _ClassVar[int | None] = 3
     LATEST_VERSION_UNSTABLE: _ClassVar[bool] = False
     DEPRECATED_VERSIONS: _ClassVar[tuple[int, int] | None] = None
-    transactional_id: str = ''
-    producer_id: int = 0
-    producer_epoch: int = 0
-    group_id: str = ''
-    unknown_tagged_fields: tuple[tuple[int, bytes], ...] = ()
+
+    transactional_id: str
+    producer_id: int
+    producer_epoch: int
+    group_id: str
+    unknown_tagged_fields: tuple[tuple[int, bytes], ...]
+
+    def __init__(self, transactional_id: str = '', producer_id: int = 0, producer_epoch: int = 0, group_id: str = '', unknown_tagged_fields: tuple[tuple[int, bytes], ...] = ()) -> None:
+        self.transactional_id = transactional_id
+        self.producer_id = producer_id
+        self.producer_epoch = producer_epoch
+        self.group_id = group_id
+        self.unknown_tagged_fields = unknown_tagged_fields
+
+    def __eq__(self, other: object) -> bool:
+        if other.__class__ is self.__class__ and isinstance(other, AddOffsetsToTxnRequest):
+            return (self.transactional_id, self.producer_id, self.producer_epoch, self.group_id, self.unknown_tagged_fields,) == (other.transactional_id, other.producer_id, other.producer_epoch, other.group_id, other.unknown_tagged_fields,)
+        return NotImplemented
+
+    def __repr__(self) -> str:
+        return f"{self.__class__.__qualname__}(transactional_id={self.transactional_id!r}, producer_id={self.producer_id!r}, producer_epoch={self.producer_epoch!r}, group_id={self.group_id!r}, unknown_tagged_fields={self.unknown_tagged_fields!r})"
 
 
 def _read_AddOffsetsToTxnRequest_0(buf: bytes | bytearray | memoryview, pos: int) -> tuple[AddOffsetsToTxnRequest, int]:

@@ -6,11 +6,12 @@ from __future__ import annotations
 
 import struct as _struct
 import uuid as _uuid
-from dataclasses import dataclass as _dataclass, field as _field
 from typing import ClassVar as _ClassVar
 
 from kraft_jbod.errors import DecodeError as _DecodeError, EncodeError as _EncodeError
-from kraft_jbod.wire.message import FieldInfo as _F, Message as _Message, Struct as _Struct
+from kraft_jbod.wire.message import (
+    DEFAULT_FACTORY as _FACTORY, FieldInfo as _F, Message as _Message, Struct as _Struct,
+)
 from kraft_jbod.wire.runtime import (
     absent as _absent, bad_tag as _bad_tag, check_bool as _bool, null as _null,
 )
@@ -41,36 +42,80 @@ _L2 = (('ThrottleTimeMs', 4), ('ErrorCode', 2))
 
 
 
-@_dataclass(slots=True)
 class AddPartitionsToTxnPartitionResult(_Struct):
     """Struct AddPartitionsToTxnPartitionResult of AddPartitionsToTxnResponse."""
 
-    partition_index: int = 0
-    partition_error_code: int = 0
-    unknown_tagged_fields: tuple[tuple[int, bytes], ...] = ()
+    __slots__ = ('partition_index', 'partition_error_code', 'unknown_tagged_fields',)
+    __match_args__ = ('partition_index', 'partition_error_code', 'unknown_tagged_fields',)
+    partition_index: int
+    partition_error_code: int
+    unknown_tagged_fields: tuple[tuple[int, bytes], ...]
+
+    def __init__(self, partition_index: int = 0, partition_error_code: int = 0, unknown_tagged_fields: tuple[tuple[int, bytes], ...] = ()) -> None:
+        self.partition_index = partition_index
+        self.partition_error_code = partition_error_code
+        self.unknown_tagged_fields = unknown_tagged_fields
+
+    def __eq__(self, other: object) -> bool:
+        if other.__class__ is self.__class__ and isinstance(other, AddPartitionsToTxnPartitionResult):
+            return (self.partition_index, self.partition_error_code, self.unknown_tagged_fields,) == (other.partition_index, other.partition_error_code, other.unknown_tagged_fields,)
+        return NotImplemented
+
+    def __repr__(self) -> str:
+        return f"{self.__class__.__qualname__}(partition_index={self.partition_index!r}, partition_error_code={self.partition_error_code!r}, unknown_tagged_fields={self.unknown_tagged_fields!r})"
 
 
-@_dataclass(slots=True)
 class AddPartitionsToTxnTopicResult(_Struct):
     """Struct AddPartitionsToTxnTopicResult of AddPartitionsToTxnResponse."""
 
-    name: str = ''
-    results_by_partition: list[AddPartitionsToTxnPartitionResult] = _field(default_factory=list)
-    unknown_tagged_fields: tuple[tuple[int, bytes], ...] = ()
+    __slots__ = ('name', 'results_by_partition', 'unknown_tagged_fields',)
+    __match_args__ = ('name', 'results_by_partition', 'unknown_tagged_fields',)
+    name: str
+    results_by_partition: list[AddPartitionsToTxnPartitionResult]
+    unknown_tagged_fields: tuple[tuple[int, bytes], ...]
+
+    def __init__(self, name: str = '', results_by_partition: list[AddPartitionsToTxnPartitionResult] = _FACTORY, unknown_tagged_fields: tuple[tuple[int, bytes], ...] = ()) -> None:
+        self.name = name
+        self.results_by_partition = [] if results_by_partition is _FACTORY else results_by_partition
+        self.unknown_tagged_fields = unknown_tagged_fields
+
+    def __eq__(self, other: object) -> bool:
+        if other.__class__ is self.__class__ and isinstance(other, AddPartitionsToTxnTopicResult):
+            return (self.name, self.results_by_partition, self.unknown_tagged_fields,) == (other.name, other.results_by_partition, other.unknown_tagged_fields,)
+        return NotImplemented
+
+    def __repr__(self) -> str:
+        return f"{self.__class__.__qualname__}(name={self.name!r}, results_by_partition={self.results_by_partition!r}, unknown_tagged_fields={self.unknown_tagged_fields!r})"
 
 
-@_dataclass(slots=True)
 class AddPartitionsToTxnResult(_Struct):
     """Struct AddPartitionsToTxnResult of AddPartitionsToTxnResponse."""
 
-    transactional_id: str = ''
-    topic_results: list[AddPartitionsToTxnTopicResult] = _field(default_factory=list)
-    unknown_tagged_fields: tuple[tuple[int, bytes], ...] = ()
+    __slots__ = ('transactional_id', 'topic_results', 'unknown_tagged_fields',)
+    __match_args__ = ('transactional_id', 'topic_results', 'unknown_tagged_fields',)
+    transactional_id: str
+    topic_results: list[AddPartitionsToTxnTopicResult]
+    unknown_tagged_fields: tuple[tuple[int, bytes], ...]
+
+    def __init__(self, transactional_id: str = '', topic_results: list[AddPartitionsToTxnTopicResult] = _FACTORY, unknown_tagged_fields: tuple[tuple[int, bytes], ...] = ()) -> None:
+        self.transactional_id = transactional_id
+        self.topic_results = [] if topic_results is _FACTORY else topic_results
+        self.unknown_tagged_fields = unknown_tagged_fields
+
+    def __eq__(self, other: object) -> bool:
+        if other.__class__ is self.__class__ and isinstance(other, AddPartitionsToTxnResult):
+            return (self.transactional_id, self.topic_results, self.unknown_tagged_fields,) == (other.transactional_id, other.topic_results, other.unknown_tagged_fields,)
+        return NotImplemented
+
+    def __repr__(self) -> str:
+        return f"{self.__class__.__qualname__}(transactional_id={self.transactional_id!r}, topic_results={self.topic_results!r}, unknown_tagged_fields={self.unknown_tagged_fields!r})"
 
 
-@_dataclass(slots=True)
 class AddPartitionsToTxnResponse(_Message):
     """response AddPartitionsToTxnResponse, versions 0-5."""
+
+    __slots__ = ('throttle_time_ms', 'error_code', 'results_by_transaction', 'results_by_topic_v3_and_below', 'unknown_tagged_fields',)
+    __match_args__ = ('throttle_time_ms', 'error_code', 'results_by_transaction', 'results_by_topic_v3_and_below', 'unknown_tagged_fields',)
 
     NAME: _ClassVar[str] = 'AddPartitionsToTxnResponse'
     SCHEMA_TYPE: _ClassVar[str] = 'response'
@@ -79,11 +124,27 @@ class AddPartitionsToTxnResponse(_Message):
     FLEXIBLE_MIN: _ClassVar[int | None] = 3
     LATEST_VERSION_UNSTABLE: _ClassVar[bool] = False
     DEPRECATED_VERSIONS: _ClassVar[tuple[int, int] | None] = None
-    throttle_time_ms: int = 0
-    error_code: int = 0
-    results_by_transaction: list[AddPartitionsToTxnResult] = _field(default_factory=list)
-    results_by_topic_v3_and_below: list[AddPartitionsToTxnTopicResult] = _field(default_factory=list)
-    unknown_tagged_fields: tuple[tuple[int, bytes], ...] = ()
+
+    throttle_time_ms: int
+    error_code: int
+    results_by_transaction: list[AddPartitionsToTxnResult]
+    results_by_topic_v3_and_below: list[AddPartitionsToTxnTopicResult]
+    unknown_tagged_fields: tuple[tuple[int, bytes], ...]
+
+    def __init__(self, throttle_time_ms: int = 0, error_code: int = 0, results_by_transaction: list[AddPartitionsToTxnResult] = _FACTORY, results_by_topic_v3_and_below: list[AddPartitionsToTxnTopicResult] = _FACTORY, unknown_tagged_fields: tuple[tuple[int, bytes], ...] = ()) -> None:
+        self.throttle_time_ms = throttle_time_ms
+        self.error_code = error_code
+        self.results_by_transaction = [] if results_by_transaction is _FACTORY else results_by_transaction
+        self.results_by_topic_v3_and_below = [] if results_by_topic_v3_and_below is _FACTORY else results_by_topic_v3_and_below
+        self.unknown_tagged_fields = unknown_tagged_fields
+
+    def __eq__(self, other: object) -> bool:
+        if other.__class__ is self.__class__ and isinstance(other, AddPartitionsToTxnResponse):
+            return (self.throttle_time_ms, self.error_code, self.results_by_transaction, self.results_by_topic_v3_and_below, self.unknown_tagged_fields,) == (other.throttle_time_ms, other.error_code, other.results_by_transaction, other.results_by_topic_v3_and_below, other.unknown_tagged_fields,)
+        return NotImplemented
+
+    def __repr__(self) -> str:
+        return f"{self.__class__.__qualname__}(throttle_time_ms={self.throttle_time_ms!r}, error_code={self.error_code!r}, results_by_transaction={self.results_by_transaction!r}, results_by_topic_v3_and_below={self.results_by_topic_v3_and_below!r}, unknown_tagged_fields={self.unknown_tagged_fields!r})"
 
 
 def _read_AddPartitionsToTxnPartitionResult_0(buf: bytes | bytearray | memoryview, pos: int) -> tuple[AddPartitionsToTxnPartitionResult, int]:

@@ -6,11 +6,12 @@ from __future__ import annotations
 
 import struct as _struct
 import uuid as _uuid
-from dataclasses import dataclass as _dataclass, field as _field
 from typing import ClassVar as _ClassVar
 
 from kraft_jbod.errors import DecodeError as _DecodeError, EncodeError as _EncodeError
-from kraft_jbod.wire.message import FieldInfo as _F, Message as _Message, Struct as _Struct
+from kraft_jbod.wire.message import (
+    DEFAULT_FACTORY as _FACTORY, FieldInfo as _F, Message as _Message, Struct as _Struct,
+)
 from kraft_jbod.wire.runtime import (
     absent as _absent, bad_tag as _bad_tag, check_bool as _bool, null as _null,
 )
@@ -43,19 +44,36 @@ _L2 = (('AckWhenCommitted', 1),)
 
 
 
-@_dataclass(slots=True)
 class Listener(_Struct):
     """Struct Listener of AddRaftVoterRequest."""
 
-    name: str = ''
-    host: str = ''
-    port: int = 0
-    unknown_tagged_fields: tuple[tuple[int, bytes], ...] = ()
+    __slots__ = ('name', 'host', 'port', 'unknown_tagged_fields',)
+    __match_args__ = ('name', 'host', 'port', 'unknown_tagged_fields',)
+    name: str
+    host: str
+    port: int
+    unknown_tagged_fields: tuple[tuple[int, bytes], ...]
+
+    def __init__(self, name: str = '', host: str = '', port: int = 0, unknown_tagged_fields: tuple[tuple[int, bytes], ...] = ()) -> None:
+        self.name = name
+        self.host = host
+        self.port = port
+        self.unknown_tagged_fields = unknown_tagged_fields
+
+    def __eq__(self, other: object) -> bool:
+        if other.__class__ is self.__class__ and isinstance(other, Listener):
+            return (self.name, self.host, self.port, self.unknown_tagged_fields,) == (other.name, other.host, other.port, other.unknown_tagged_fields,)
+        return NotImplemented
+
+    def __repr__(self) -> str:
+        return f"{self.__class__.__qualname__}(name={self.name!r}, host={self.host!r}, port={self.port!r}, unknown_tagged_fields={self.unknown_tagged_fields!r})"
 
 
-@_dataclass(slots=True)
 class AddRaftVoterRequest(_Message):
     """request AddRaftVoterRequest, versions 0-1."""
+
+    __slots__ = ('cluster_id', 'timeout_ms', 'voter_id', 'voter_directory_id', 'listeners', 'ack_when_committed', 'unknown_tagged_fields',)
+    __match_args__ = ('cluster_id', 'timeout_ms', 'voter_id', 'voter_directory_id', 'listeners', 'ack_when_committed', 'unknown_tagged_fields',)
 
     NAME: _ClassVar[str] = 'AddRaftVoterRequest'
     SCHEMA_TYPE: _ClassVar[str] = 'request'
@@ -64,13 +82,31 @@ class AddRaftVoterRequest(_Message):
     FLEXIBLE_MIN: _ClassVar[int | None] = 0
     LATEST_VERSION_UNSTABLE: _ClassVar[bool] = False
     DEPRECATED_VERSIONS: _ClassVar[tuple[int, int] | None] = None
-    cluster_id: str | None = ''
-    timeout_ms: int = 0
-    voter_id: int = 0
-    voter_directory_id: _uuid.UUID = _ZERO_UUID
-    listeners: list[Listener] = _field(default_factory=list)
-    ack_when_committed: bool = True
-    unknown_tagged_fields: tuple[tuple[int, bytes], ...] = ()
+
+    cluster_id: str | None
+    timeout_ms: int
+    voter_id: int
+    voter_directory_id: _uuid.UUID
+    listeners: list[Listener]
+    ack_when_committed: bool
+    unknown_tagged_fields: tuple[tuple[int, bytes], ...]
+
+    def __init__(self, cluster_id: str | None = '', timeout_ms: int = 0, voter_id: int = 0, voter_directory_id: _uuid.UUID = _ZERO_UUID, listeners: list[Listener] = _FACTORY, ack_when_committed: bool = True, unknown_tagged_fields: tuple[tuple[int, bytes], ...] = ()) -> None:
+        self.cluster_id = cluster_id
+        self.timeout_ms = timeout_ms
+        self.voter_id = voter_id
+        self.voter_directory_id = voter_directory_id
+        self.listeners = [] if listeners is _FACTORY else listeners
+        self.ack_when_committed = ack_when_committed
+        self.unknown_tagged_fields = unknown_tagged_fields
+
+    def __eq__(self, other: object) -> bool:
+        if other.__class__ is self.__class__ and isinstance(other, AddRaftVoterRequest):
+            return (self.cluster_id, self.timeout_ms, self.voter_id, self.voter_directory_id, self.listeners, self.ack_when_committed, self.unknown_tagged_fields,) == (other.cluster_id, other.timeout_ms, other.voter_id, other.voter_directory_id, other.listeners, other.ack_when_committed, other.unknown_tagged_fields,)
+        return NotImplemented
+
+    def __repr__(self) -> str:
+        return f"{self.__class__.__qualname__}(cluster_id={self.cluster_id!r}, timeout_ms={self.timeout_ms!r}, voter_id={self.voter_id!r}, voter_directory_id={self.voter_directory_id!r}, listeners={self.listeners!r}, ack_when_committed={self.ack_when_committed!r}, unknown_tagged_fields={self.unknown_tagged_fields!r})"
 
 
 def _read_Listener_0(buf: bytes | bytearray | memoryview, pos: int) -> tuple[Listener, int]:

@@ -6,11 +6,12 @@ from __future__ import annotations
 
 import struct as _struct
 import uuid as _uuid
-from dataclasses import dataclass as _dataclass, field as _field
 from typing import ClassVar as _ClassVar
 
 from kraft_jbod.errors import DecodeError as _DecodeError, EncodeError as _EncodeError
-from kraft_jbod.wire.message import FieldInfo as _F, Message as _Message, Struct as _Struct
+from kraft_jbod.wire.message import (
+    DEFAULT_FACTORY as _FACTORY, FieldInfo as _F, Message as _Message, Struct as _Struct,
+)
 from kraft_jbod.wire.runtime import (
     absent as _absent, bad_tag as _bad_tag, check_bool as _bool, null as _null,
 )
@@ -38,9 +39,11 @@ _L0 = (('ThrottleTimeMs', 4), ('ErrorCode', 2), ('ProducerIdStart', 8), ('Produc
 
 
 
-@_dataclass(slots=True)
 class AllocateProducerIdsResponse(_Message):
     """response AllocateProducerIdsResponse, versions 0."""
+
+    __slots__ = ('throttle_time_ms', 'error_code', 'producer_id_start', 'producer_id_len', 'unknown_tagged_fields',)
+    __match_args__ = ('throttle_time_ms', 'error_code', 'producer_id_start', 'producer_id_len', 'unknown_tagged_fields',)
 
     NAME: _ClassVar[str] = 'AllocateProducerIdsResponse'
     SCHEMA_TYPE: _ClassVar[str] = 'response'
@@ -49,11 +52,27 @@ class AllocateProducerIdsResponse(_Message):
     FLEXIBLE_MIN: _ClassVar[int | None] = 0
     LATEST_VERSION_UNSTABLE: _ClassVar[bool] = False
     DEPRECATED_VERSIONS: _ClassVar[tuple[int, int] | None] = None
-    throttle_time_ms: int = 0
-    error_code: int = 0
-    producer_id_start: int = 0
-    producer_id_len: int = 0
-    unknown_tagged_fields: tuple[tuple[int, bytes], ...] = ()
+
+    throttle_time_ms: int
+    error_code: int
+    producer_id_start: int
+    producer_id_len: int
+    unknown_tagged_fields: tuple[tuple[int, bytes], ...]
+
+    def __init__(self, throttle_time_ms: int = 0, error_code: int = 0, producer_id_start: int = 0, producer_id_len: int = 0, unknown_tagged_fields: tuple[tuple[int, bytes], ...] = ()) -> None:
+        self.throttle_time_ms = throttle_time_ms
+        self.error_code = error_code
+        self.producer_id_start = producer_id_start
+        self.producer_id_len = producer_id_len
+        self.unknown_tagged_fields = unknown_tagged_fields
+
+    def __eq__(self, other: object) -> bool:
+        if other.__class__ is self.__class__ and isinstance(other, AllocateProducerIdsResponse):
+            return (self.throttle_time_ms, self.error_code, self.producer_id_start, self.producer_id_len, self.unknown_tagged_fields,) == (other.throttle_time_ms, other.error_code, other.producer_id_start, other.producer_id_len, other.unknown_tagged_fields,)
+        return NotImplemented
+
+    def __repr__(self) -> str:
+        return f"{self.__class__.__qualname__}(throttle_time_ms={self.throttle_time_ms!r}, error_code={self.error_code!r}, producer_id_start={self.producer_id_start!r}, producer_id_len={self.producer_id_len!r}, unknown_tagged_fields={self.unknown_tagged_fields!r})"
 
 
 def _read_AllocateProducerIdsResponse_0(buf: bytes | bytearray | memoryview, pos: int) -> tuple[AllocateProducerIdsResponse, int]:

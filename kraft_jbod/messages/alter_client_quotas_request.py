@@ -6,11 +6,12 @@ from __future__ import annotations
 
 import struct as _struct
 import uuid as _uuid
-from dataclasses import dataclass as _dataclass, field as _field
 from typing import ClassVar as _ClassVar
 
 from kraft_jbod.errors import DecodeError as _DecodeError, EncodeError as _EncodeError
-from kraft_jbod.wire.message import FieldInfo as _F, Message as _Message, Struct as _Struct
+from kraft_jbod.wire.message import (
+    DEFAULT_FACTORY as _FACTORY, FieldInfo as _F, Message as _Message, Struct as _Struct,
+)
 from kraft_jbod.wire.runtime import (
     absent as _absent, bad_tag as _bad_tag, check_bool as _bool, null as _null,
 )
@@ -40,37 +41,82 @@ _L1 = (('ValidateOnly', 1),)
 
 
 
-@_dataclass(slots=True)
 class EntityData(_Struct):
     """Struct EntityData of AlterClientQuotasRequest."""
 
-    entity_type: str = ''
-    entity_name: str | None = ''
-    unknown_tagged_fields: tuple[tuple[int, bytes], ...] = ()
+    __slots__ = ('entity_type', 'entity_name', 'unknown_tagged_fields',)
+    __match_args__ = ('entity_type', 'entity_name', 'unknown_tagged_fields',)
+    entity_type: str
+    entity_name: str | None
+    unknown_tagged_fields: tuple[tuple[int, bytes], ...]
+
+    def __init__(self, entity_type: str = '', entity_name: str | None = '', unknown_tagged_fields: tuple[tuple[int, bytes], ...] = ()) -> None:
+        self.entity_type = entity_type
+        self.entity_name = entity_name
+        self.unknown_tagged_fields = unknown_tagged_fields
+
+    def __eq__(self, other: object) -> bool:
+        if other.__class__ is self.__class__ and isinstance(other, EntityData):
+            return (self.entity_type, self.entity_name, self.unknown_tagged_fields,) == (other.entity_type, other.entity_name, other.unknown_tagged_fields,)
+        return NotImplemented
+
+    def __repr__(self) -> str:
+        return f"{self.__class__.__qualname__}(entity_type={self.entity_type!r}, entity_name={self.entity_name!r}, unknown_tagged_fields={self.unknown_tagged_fields!r})"
 
 
-@_dataclass(slots=True)
 class OpData(_Struct):
     """Struct OpData of AlterClientQuotasRequest."""
 
-    key: str = ''
-    value: float = 0.0
-    remove: bool = False
-    unknown_tagged_fields: tuple[tuple[int, bytes], ...] = ()
+    __slots__ = ('key', 'value', 'remove', 'unknown_tagged_fields',)
+    __match_args__ = ('key', 'value', 'remove', 'unknown_tagged_fields',)
+    key: str
+    value: float
+    remove: bool
+    unknown_tagged_fields: tuple[tuple[int, bytes], ...]
+
+    def __init__(self, key: str = '', value: float = 0.0, remove: bool = False, unknown_tagged_fields: tuple[tuple[int, bytes], ...] = ()) -> None:
+        self.key = key
+        self.value = value
+        self.remove = remove
+        self.unknown_tagged_fields = unknown_tagged_fields
+
+    def __eq__(self, other: object) -> bool:
+        if other.__class__ is self.__class__ and isinstance(other, OpData):
+            return (self.key, self.value, self.remove, self.unknown_tagged_fields,) == (other.key, other.value, other.remove, other.unknown_tagged_fields,)
+        return NotImplemented
+
+    def __repr__(self) -> str:
+        return f"{self.__class__.__qualname__}(key={self.key!r}, value={self.value!r}, remove={self.remove!r}, unknown_tagged_fields={self.unknown_tagged_fields!r})"
 
 
-@_dataclass(slots=True)
 class EntryData(_Struct):
     """Struct EntryData of AlterClientQuotasRequest."""
 
-    entity: list[EntityData] = _field(default_factory=list)
-    ops: list[OpData] = _field(default_factory=list)
-    unknown_tagged_fields: tuple[tuple[int, bytes], ...] = ()
+    __slots__ = ('entity', 'ops', 'unknown_tagged_fields',)
+    __match_args__ = ('entity', 'ops', 'unknown_tagged_fields',)
+    entity: list[EntityData]
+    ops: list[OpData]
+    unknown_tagged_fields: tuple[tuple[int, bytes], ...]
+
+    def __init__(self, entity: list[EntityData] = _FACTORY, ops: list[OpData] = _FACTORY, unknown_tagged_fields: tuple[tuple[int, bytes], ...] = ()) -> None:
+        self.entity = [] if entity is _FACTORY else entity
+        self.ops = [] if ops is _FACTORY else ops
+        self.unknown_tagged_fields = unknown_tagged_fields
+
+    def __eq__(self, other: object) -> bool:
+        if other.__class__ is self.__class__ and isinstance(other, EntryData):
+            return (self.entity, self.ops, self.unknown_tagged_fields,) == (other.entity, other.ops, other.unknown_tagged_fields,)
+        return NotImplemented
+
+    def __repr__(self) -> str:
+        return f"{self.__class__.__qualname__}(entity={self.entity!r}, ops={self.ops!r}, unknown_tagged_fields={self.unknown_tagged_fields!r})"
 
 
-@_dataclass(slots=True)
 class AlterClientQuotasRequest(_Message):
     """request AlterClientQuotasRequest, versions 0-1."""
+
+    __slots__ = ('entries', 'validate_only', 'unknown_tagged_fields',)
+    __match_args__ = ('entries', 'validate_only', 'unknown_tagged_fields',)
 
     NAME: _ClassVar[str] = 'AlterClientQuotasRequest'
     SCHEMA_TYPE: _ClassVar[str] = 'request'
@@ -79,9 +125,23 @@ class AlterClientQuotasRequest(_Message):
     FLEXIBLE_MIN: _ClassVar[int | None] = 1
     LATEST_VERSION_UNSTABLE: _ClassVar[bool] = False
     DEPRECATED_VERSIONS: _ClassVar[tuple[int, int] | None] = None
-    entries: list[EntryData] = _field(default_factory=list)
-    validate_only: bool = False
-    unknown_tagged_fields: tuple[tuple[int, bytes], ...] = ()
+
+    entries: list[EntryData]
+    validate_only: bool
+    unknown_tagged_fields: tuple[tuple[int, bytes], ...]
+
+    def __init__(self, entries: list[EntryData] = _FACTORY, validate_only: bool = False, unknown_tagged_fields: tuple[tuple[int, bytes], ...] = ()) -> None:
+        self.entries = [] if entries is _FACTORY else entries
+        self.validate_only = validate_only
+        self.unknown_tagged_fields = unknown_tagged_fields
+
+    def __eq__(self, other: object) -> bool:
+        if other.__class__ is self.__class__ and isinstance(other, AlterClientQuotasRequest):
+            return (self.entries, self.validate_only, self.unknown_tagged_fields,) == (other.entries, other.validate_only, other.unknown_tagged_fields,)
+        return NotImplemented
+
+    def __repr__(self) -> str:
+        return f"{self.__class__.__qualname__}(entries={self.entries!r}, validate_only={self.validate_only!r}, unknown_tagged_fields={self.unknown_tagged_fields!r})"
 
 
 def _read_EntityData_0(buf: bytes | bytearray | memoryview, pos: int) -> tuple[EntityData, int]:

@@ -6,11 +6,12 @@ from __future__ import annotations
 
 import struct as _struct
 import uuid as _uuid
-from dataclasses import dataclass as _dataclass, field as _field
 from typing import ClassVar as _ClassVar
 
 from kraft_jbod.errors import DecodeError as _DecodeError, EncodeError as _EncodeError
-from kraft_jbod.wire.message import FieldInfo as _F, Message as _Message, Struct as _Struct
+from kraft_jbod.wire.message import (
+    DEFAULT_FACTORY as _FACTORY, FieldInfo as _F, Message as _Message, Struct as _Struct,
+)
 from kraft_jbod.wire.runtime import (
     absent as _absent, bad_tag as _bad_tag, check_bool as _bool, null as _null,
 )
@@ -40,28 +41,59 @@ _L1 = (('ThrottleTimeMs', 4),)
 
 
 
-@_dataclass(slots=True)
 class EntityData(_Struct):
     """Struct EntityData of AlterClientQuotasResponse."""
 
-    entity_type: str = ''
-    entity_name: str | None = ''
-    unknown_tagged_fields: tuple[tuple[int, bytes], ...] = ()
+    __slots__ = ('entity_type', 'entity_name', 'unknown_tagged_fields',)
+    __match_args__ = ('entity_type', 'entity_name', 'unknown_tagged_fields',)
+    entity_type: str
+    entity_name: str | None
+    unknown_tagged_fields: tuple[tuple[int, bytes], ...]
+
+    def __init__(self, entity_type: str = '', entity_name: str | None = '', unknown_tagged_fields: tuple[tuple[int, bytes], ...] = ()) -> None:
+        self.entity_type = entity_type
+        self.entity_name = entity_name
+        self.unknown_tagged_fields = unknown_tagged_fields
+
+    def __eq__(self, other: object) -> bool:
+        if other.__class__ is self.__class__ and isinstance(other, EntityData):
+            return (self.entity_type, self.entity_name, self.unknown_tagged_fields,) == (other.entity_type, other.entity_name, other.unknown_tagged_fields,)
+        return NotImplemented
+
+    def __repr__(self) -> str:
+        return f"{self.__class__.__qualname__}(entity_type={self.entity_type!r}, entity_name={self.entity_name!r}, unknown_tagged_fields={self.unknown_tagged_fields!r})"
 
 
-@_dataclass(slots=True)
 class EntryData(_Struct):
     """Struct EntryData of AlterClientQuotasResponse."""
 
-    error_code: int = 0
-    error_message: str | None = ''
-    entity: list[EntityData] = _field(default_factory=list)
-    unknown_tagged_fields: tuple[tuple[int, bytes], ...] = ()
+    __slots__ = ('error_code', 'error_message', 'entity', 'unknown_tagged_fields',)
+    __match_args__ = ('error_code', 'error_message', 'entity', 'unknown_tagged_fields',)
+    error_code: int
+    error_message: str | None
+    entity: list[EntityData]
+    unknown_tagged_fields: tuple[tuple[int, bytes], ...]
+
+    def __init__(self, error_code: int = 0, error_message: str | None = '', entity: list[EntityData] = _FACTORY, unknown_tagged_fields: tuple[tuple[int, bytes], ...] = ()) -> None:
+        self.error_code = error_code
+        self.error_message = error_message
+        self.entity = [] if entity is _FACTORY else entity
+        self.unknown_tagged_fields = unknown_tagged_fields
+
+    def __eq__(self, other: object) -> bool:
+        if other.__class__ is self.__class__ and isinstance(other, EntryData):
+            return (self.error_code, self.error_message, self.entity, self.unknown_tagged_fields,) == (other.error_code, other.error_message, other.entity, other.unknown_tagged_fields,)
+        return NotImplemented
+
+    def __repr__(self) -> str:
+        return f"{self.__class__.__qualname__}(error_code={self.error_code!r}, error_message={self.error_message!r}, entity={self.entity!r}, unknown_tagged_fields={self.unknown_tagged_fields!r})"
 
 
-@_dataclass(slots=True)
 class AlterClientQuotasResponse(_Message):
     """response AlterClientQuotasResponse, versions 0-1."""
+
+    __slots__ = ('throttle_time_ms', 'entries', 'unknown_tagged_fields',)
+    __match_args__ = ('throttle_time_ms', 'entries', 'unknown_tagged_fields',)
 
     NAME: _ClassVar[str] = 'AlterClientQuotasResponse'
     SCHEMA_TYPE: _ClassVar[str] = 'response'
@@ -70,9 +102,23 @@ class AlterClientQuotasResponse(_Message):
     FLEXIBLE_MIN: _ClassVar[int | None] = 1
     LATEST_VERSION_UNSTABLE: _ClassVar[bool] = False
     DEPRECATED_VERSIONS: _ClassVar[tuple[int, int] | None] = None
-    throttle_time_ms: int = 0
-    entries: list[EntryData] = _field(default_factory=list)
-    unknown_tagged_fields: tuple[tuple[int, bytes], ...] = ()
+
+    throttle_time_ms: int
+    entries: list[EntryData]
+    unknown_tagged_fields: tuple[tuple[int, bytes], ...]
+
+    def __init__(self, throttle_time_ms: int = 0, entries: list[EntryData] = _FACTORY, unknown_tagged_fields: tuple[tuple[int, bytes], ...] = ()) -> None:
+        self.throttle_time_ms = throttle_time_ms
+        self.entries = [] if entries is _FACTORY else entries
+        self.unknown_tagged_fields = unknown_tagged_fields
+
+    def __eq__(self, other: object) -> bool:
+        if other.__class__ is self.__class__ and isinstance(other, AlterClientQuotasResponse):
+            return (self.throttle_time_ms, self.entries, self.unknown_tagged_fields,) == (other.throttle_time_ms, other.entries, other.unknown_tagged_fields,)
+        return NotImplemented
+
+    def __repr__(self) -> str:
+        return f"{self.__class__.__qualname__}(throttle_time_ms={self.throttle_time_ms!r}, entries={self.entries!r}, unknown_tagged_fields={self.unknown_tagged_fields!r})"
 
 
 def _read_EntityData_0(buf: bytes | bytearray | memoryview, pos: int) -> tuple[EntityData, int]:

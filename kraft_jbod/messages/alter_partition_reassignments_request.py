@@ -6,11 +6,12 @@ from __future__ import annotations
 
 import struct as _struct
 import uuid as _uuid
-from dataclasses import dataclass as _dataclass, field as _field
 from typing import ClassVar as _ClassVar
 
 from kraft_jbod.errors import DecodeError as _DecodeError, EncodeError as _EncodeError
-from kraft_jbod.wire.message import FieldInfo as _F, Message as _Message, Struct as _Struct
+from kraft_jbod.wire.message import (
+    DEFAULT_FACTORY as _FACTORY, FieldInfo as _F, Message as _Message, Struct as _Struct,
+)
 from kraft_jbod.wire.runtime import (
     absent as _absent, bad_tag as _bad_tag, check_bool as _bool, null as _null,
 )
@@ -42,27 +43,57 @@ _L2 = (('TimeoutMs', 4), ('AllowReplicationFactorChange', 1))
 
 
 
-@_dataclass(slots=True)
 class ReassignablePartition(_Struct):
     """Struct ReassignablePartition of AlterPartitionReassignmentsRequest."""
 
-    partition_index: int = 0
-    replicas: list[int] | None = None
-    unknown_tagged_fields: tuple[tuple[int, bytes], ...] = ()
+    __slots__ = ('partition_index', 'replicas', 'unknown_tagged_fields',)
+    __match_args__ = ('partition_index', 'replicas', 'unknown_tagged_fields',)
+    partition_index: int
+    replicas: list[int] | None
+    unknown_tagged_fields: tuple[tuple[int, bytes], ...]
+
+    def __init__(self, partition_index: int = 0, replicas: list[int] | None = None, unknown_tagged_fields: tuple[tuple[int, bytes], ...] = ()) -> None:
+        self.partition_index = partition_index
+        self.replicas = replicas
+        self.unknown_tagged_fields = unknown_tagged_fields
+
+    def __eq__(self, other: object) -> bool:
+        if other.__class__ is self.__class__ and isinstance(other, ReassignablePartition):
+            return (self.partition_index, self.replicas, self.unknown_tagged_fields,) == (other.partition_index, other.replicas, other.unknown_tagged_fields,)
+        return NotImplemented
+
+    def __repr__(self) -> str:
+        return f"{self.__class__.__qualname__}(partition_index={self.partition_index!r}, replicas={self.replicas!r}, unknown_tagged_fields={self.unknown_tagged_fields!r})"
 
 
-@_dataclass(slots=True)
 class ReassignableTopic(_Struct):
     """Struct ReassignableTopic of AlterPartitionReassignmentsRequest."""
 
-    name: str = ''
-    partitions: list[ReassignablePartition] = _field(default_factory=list)
-    unknown_tagged_fields: tuple[tuple[int, bytes], ...] = ()
+    __slots__ = ('name', 'partitions', 'unknown_tagged_fields',)
+    __match_args__ = ('name', 'partitions', 'unknown_tagged_fields',)
+    name: str
+    partitions: list[ReassignablePartition]
+    unknown_tagged_fields: tuple[tuple[int, bytes], ...]
+
+    def __init__(self, name: str = '', partitions: list[ReassignablePartition] = _FACTORY, unknown_tagged_fields: tuple[tuple[int, bytes], ...] = ()) -> None:
+        self.name = name
+        self.partitions = [] if partitions is _FACTORY else partitions
+        self.unknown_tagged_fields = unknown_tagged_fields
+
+    def __eq__(self, other: object) -> bool:
+        if other.__class__ is self.__class__ and isinstance(other, ReassignableTopic):
+            return (self.name, self.partitions, self.unknown_tagged_fields,) == (other.name, other.partitions, other.unknown_tagged_fields,)
+        return NotImplemented
+
+    def __repr__(self) -> str:
+        return f"{self.__class__.__qualname__}(name={self.name!r}, partitions={self.partitions!r}, unknown_tagged_fields={self.unknown_tagged_fields!r})"
 
 
-@_dataclass(slots=True)
 class AlterPartitionReassignmentsRequest(_Message):
     """request AlterPartitionReassignmentsRequest, versions 0-1."""
+
+    __slots__ = ('timeout_ms', 'allow_replication_factor_change', 'topics', 'unknown_tagged_fields',)
+    __match_args__ = ('timeout_ms', 'allow_replication_factor_change', 'topics', 'unknown_tagged_fields',)
 
     NAME: _ClassVar[str] = 'AlterPartitionReassignmentsRequest'
     SCHEMA_TYPE: _ClassVar[str] = 'request'
@@ -71,10 +102,25 @@ class AlterPartitionReassignmentsRequest(_Message):
     FLEXIBLE_MIN: _ClassVar[int | None] = 0
     LATEST_VERSION_UNSTABLE: _ClassVar[bool] = False
     DEPRECATED_VERSIONS: _ClassVar[tuple[int, int] | None] = None
-    timeout_ms: int = 60000
-    allow_replication_factor_change: bool = True
-    topics: list[ReassignableTopic] = _field(default_factory=list)
-    unknown_tagged_fields: tuple[tuple[int, bytes], ...] = ()
+
+    timeout_ms: int
+    allow_replication_factor_change: bool
+    topics: list[ReassignableTopic]
+    unknown_tagged_fields: tuple[tuple[int, bytes], ...]
+
+    def __init__(self, timeout_ms: int = 60000, allow_replication_factor_change: bool = True, topics: list[ReassignableTopic] = _FACTORY, unknown_tagged_fields: tuple[tuple[int, bytes], ...] = ()) -> None:
+        self.timeout_ms = timeout_ms
+        self.allow_replication_factor_change = allow_replication_factor_change
+        self.topics = [] if topics is _FACTORY else topics
+        self.unknown_tagged_fields = unknown_tagged_fields
+
+    def __eq__(self, other: object) -> bool:
+        if other.__class__ is self.__class__ and isinstance(other, AlterPartitionReassignmentsRequest):
+            return (self.timeout_ms, self.allow_replication_factor_change, self.topics, self.unknown_tagged_fields,) == (other.timeout_ms, other.allow_replication_factor_change, other.topics, other.unknown_tagged_fields,)
+        return NotImplemented
+
+    def __repr__(self) -> str:
+        return f"{self.__class__.__qualname__}(timeout_ms={self.timeout_ms!r}, allow_replication_factor_change={self.allow_replication_factor_change!r}, topics={self.topics!r}, unknown_tagged_fields={self.unknown_tagged_fields!r})"
 
 
 def _read_ReassignablePartition_0(buf: bytes | bytearray | memoryview, pos: int) -> tuple[ReassignablePartition, int]:

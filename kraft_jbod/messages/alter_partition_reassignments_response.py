@@ -6,11 +6,12 @@ from __future__ import annotations
 
 import struct as _struct
 import uuid as _uuid
-from dataclasses import dataclass as _dataclass, field as _field
 from typing import ClassVar as _ClassVar
 
 from kraft_jbod.errors import DecodeError as _DecodeError, EncodeError as _EncodeError
-from kraft_jbod.wire.message import FieldInfo as _F, Message as _Message, Struct as _Struct
+from kraft_jbod.wire.message import (
+    DEFAULT_FACTORY as _FACTORY, FieldInfo as _F, Message as _Message, Struct as _Struct,
+)
 from kraft_jbod.wire.runtime import (
     absent as _absent, bad_tag as _bad_tag, check_bool as _bool, null as _null,
 )
@@ -41,28 +42,59 @@ _L2 = (('ThrottleTimeMs', 4), ('AllowReplicationFactorChange', 1), ('ErrorCode',
 
 
 
-@_dataclass(slots=True)
 class ReassignablePartitionResponse(_Struct):
     """Struct ReassignablePartitionResponse of AlterPartitionReassignmentsResponse."""
 
-    partition_index: int = 0
-    error_code: int = 0
-    error_message: str | None = ''
-    unknown_tagged_fields: tuple[tuple[int, bytes], ...] = ()
+    __slots__ = ('partition_index', 'error_code', 'error_message', 'unknown_tagged_fields',)
+    __match_args__ = ('partition_index', 'error_code', 'error_message', 'unknown_tagged_fields',)
+    partition_index: int
+    error_code: int
+    error_message: str | None
+    unknown_tagged_fields: tuple[tuple[int, bytes], ...]
+
+    def __init__(self, partition_index: int = 0, error_code: int = 0, error_message: str | None = '', unknown_tagged_fields: tuple[tuple[int, bytes], ...] = ()) -> None:
+        self.partition_index = partition_index
+        self.error_code = error_code
+        self.error_message = error_message
+        self.unknown_tagged_fields = unknown_tagged_fields
+
+    def __eq__(self, other: object) -> bool:
+        if other.__class__ is self.__class__ and isinstance(other, ReassignablePartitionResponse):
+            return (self.partition_index, self.error_code, self.error_message, self.unknown_tagged_fields,) == (other.partition_index, other.error_code, other.error_message, other.unknown_tagged_fields,)
+        return NotImplemented
+
+    def __repr__(self) -> str:
+        return f"{self.__class__.__qualname__}(partition_index={self.partition_index!r}, error_code={self.error_code!r}, error_message={self.error_message!r}, unknown_tagged_fields={self.unknown_tagged_fields!r})"
 
 
-@_dataclass(slots=True)
 class ReassignableTopicResponse(_Struct):
     """Struct ReassignableTopicResponse of AlterPartitionReassignmentsResponse."""
 
-    name: str = ''
-    partitions: list[ReassignablePartitionResponse] = _field(default_factory=list)
-    unknown_tagged_fields: tuple[tuple[int, bytes], ...] = ()
+    __slots__ = ('name', 'partitions', 'unknown_tagged_fields',)
+    __match_args__ = ('name', 'partitions', 'unknown_tagged_fields',)
+    name: str
+    partitions: list[ReassignablePartitionResponse]
+    unknown_tagged_fields: tuple[tuple[int, bytes], ...]
+
+    def __init__(self, name: str = '', partitions: list[ReassignablePartitionResponse] = _FACTORY, unknown_tagged_fields: tuple[tuple[int, bytes], ...] = ()) -> None:
+        self.name = name
+        self.partitions = [] if partitions is _FACTORY else partitions
+        self.unknown_tagged_fields = unknown_tagged_fields
+
+    def __eq__(self, other: object) -> bool:
+        if other.__class__ is self.__class__ and isinstance(other, ReassignableTopicResponse):
+            return (self.name, self.partitions, self.unknown_tagged_fields,) == (other.name, other.partitions, other.unknown_tagged_fields,)
+        return NotImplemented
+
+    def __repr__(self) -> str:
+        return f"{self.__class__.__qualname__}(name={self.name!r}, partitions={self.partitions!r}, unknown_tagged_fields={self.unknown_tagged_fields!r})"
 
 
-@_dataclass(slots=True)
 class AlterPartitionReassignmentsResponse(_Message):
     """response AlterPartitionReassignmentsResponse, versions 0-1."""
+
+    __slots__ = ('throttle_time_ms', 'allow_replication_factor_change', 'error_code', 'error_message', 'responses', 'unknown_tagged_fields',)
+    __match_args__ = ('throttle_time_ms', 'allow_replication_factor_change', 'error_code', 'error_message', 'responses', 'unknown_tagged_fields',)
 
     NAME: _ClassVar[str] = 'AlterPartitionReassignmentsResponse'
     SCHEMA_TYPE: _ClassVar[str] = 'response'
@@ -71,12 +103,29 @@ class AlterPartitionReassignmentsResponse(_Message):
     FLEXIBLE_MIN: _ClassVar[int | None] = 0
     LATEST_VERSION_UNSTABLE: _ClassVar[bool] = False
     DEPRECATED_VERSIONS: _ClassVar[tuple[int, int] | None] = None
-    throttle_time_ms: int = 0
-    allow_replication_factor_change: bool = True
-    error_code: int = 0
-    error_message: str | None = ''
-    responses: list[ReassignableTopicResponse] = _field(default_factory=list)
-    unknown_tagged_fields: tuple[tuple[int, bytes], ...] = ()
+
+    throttle_time_ms: int
+    allow_replication_factor_change: bool
+    error_code: int
+    error_message: str | None
+    responses: list[ReassignableTopicResponse]
+    unknown_tagged_fields: tuple[tuple[int, bytes], ...]
+
+    def __init__(self, throttle_time_ms: int = 0, allow_replication_factor_change: bool = True, error_code: int = 0, error_message: str | None = '', responses: list[ReassignableTopicResponse] = _FACTORY, unknown_tagged_fields: tuple[tuple[int, bytes], ...] = ()) -> None:
+        self.throttle_time_ms = throttle_time_ms
+        self.allow_replication_factor_change = allow_replication_factor_change
+        self.error_code = error_code
+        self.error_message = error_message
+        self.responses = [] if responses is _FACTORY else responses
+        self.unknown_tagged_fields = unknown_tagged_fields
+
+    def __eq__(self, other: object) -> bool:
+        if other.__class__ is self.__class__ and isinstance(other, AlterPartitionReassignmentsResponse):
+            return (self.throttle_time_ms, self.allow_replication_factor_change, self.error_code, self.error_message, self.responses, self.unknown_tagged_fields,) == (other.throttle_time_ms, other.allow_replication_factor_change, other.error_code, other.error_message, other.responses, other.unknown_tagged_fields,)
+        return NotImplemented
+
+    def __repr__(self) -> str:
+        return f"{self.__class__.__qualname__}(throttle_time_ms={self.throttle_time_ms!r}, allow_replication_factor_change={self.allow_replication_factor_change!r}, error_code={self.error_code!r}, error_message={self.error_message!r}, responses={self.responses!r}, unknown_tagged_fields={self.unknown_tagged_fields!r})"
 
 
 def _read_ReassignablePartitionResponse_0(buf: bytes | bytearray | memoryview, pos: int) -> tuple[ReassignablePartitionResponse, int]:

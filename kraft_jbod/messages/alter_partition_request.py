@@ -6,11 +6,12 @@ from __future__ import annotations
 
 import struct as _struct
 import uuid as _uuid
-from dataclasses import dataclass as _dataclass, field as _field
 from typing import ClassVar as _ClassVar
 
 from kraft_jbod.errors import DecodeError as _DecodeError, EncodeError as _EncodeError
-from kraft_jbod.wire.message import FieldInfo as _F, Message as _Message, Struct as _Struct
+from kraft_jbod.wire.message import (
+    DEFAULT_FACTORY as _FACTORY, FieldInfo as _F, Message as _Message, Struct as _Struct,
+)
 from kraft_jbod.wire.runtime import (
     absent as _absent, bad_tag as _bad_tag, check_bool as _bool, null as _null,
 )
@@ -48,41 +49,90 @@ _L4 = (('TopicId', 16),)
 
 
 
-@_dataclass(slots=True)
 class BrokerState(_Struct):
     """Struct BrokerState of AlterPartitionRequest."""
 
-    broker_id: int = 0
-    broker_epoch: int = -1
-    unknown_tagged_fields: tuple[tuple[int, bytes], ...] = ()
+    __slots__ = ('broker_id', 'broker_epoch', 'unknown_tagged_fields',)
+    __match_args__ = ('broker_id', 'broker_epoch', 'unknown_tagged_fields',)
+    broker_id: int
+    broker_epoch: int
+    unknown_tagged_fields: tuple[tuple[int, bytes], ...]
+
+    def __init__(self, broker_id: int = 0, broker_epoch: int = -1, unknown_tagged_fields: tuple[tuple[int, bytes], ...] = ()) -> None:
+        self.broker_id = broker_id
+        self.broker_epoch = broker_epoch
+        self.unknown_tagged_fields = unknown_tagged_fields
+
+    def __eq__(self, other: object) -> bool:
+        if other.__class__ is self.__class__ and isinstance(other, BrokerState):
+            return (self.broker_id, self.broker_epoch, self.unknown_tagged_fields,) == (other.broker_id, other.broker_epoch, other.unknown_tagged_fields,)
+        return NotImplemented
+
+    def __repr__(self) -> str:
+        return f"{self.__class__.__qualname__}(broker_id={self.broker_id!r}, broker_epoch={self.broker_epoch!r}, unknown_tagged_fields={self.unknown_tagged_fields!r})"
 
 
-@_dataclass(slots=True)
 class PartitionData(_Struct):
     """Struct PartitionData of AlterPartitionRequest."""
 
-    partition_index: int = 0
-    leader_epoch: int = 0
-    new_isr: list[int] = _field(default_factory=list)
-    new_isr_with_epochs: list[BrokerState] = _field(default_factory=list)
-    leader_recovery_state: int = 0
-    partition_epoch: int = 0
-    unknown_tagged_fields: tuple[tuple[int, bytes], ...] = ()
+    __slots__ = ('partition_index', 'leader_epoch', 'new_isr', 'new_isr_with_epochs', 'leader_recovery_state', 'partition_epoch', 'unknown_tagged_fields',)
+    __match_args__ = ('partition_index', 'leader_epoch', 'new_isr', 'new_isr_with_epochs', 'leader_recovery_state', 'partition_epoch', 'unknown_tagged_fields',)
+    partition_index: int
+    leader_epoch: int
+    new_isr: list[int]
+    new_isr_with_epochs: list[BrokerState]
+    leader_recovery_state: int
+    partition_epoch: int
+    unknown_tagged_fields: tuple[tuple[int, bytes], ...]
+
+    def __init__(self, partition_index: int = 0, leader_epoch: int = 0, new_isr: list[int] = _FACTORY, new_isr_with_epochs: list[BrokerState] = _FACTORY, leader_recovery_state: int = 0, partition_epoch: int = 0, unknown_tagged_fields: tuple[tuple[int, bytes], ...] = ()) -> None:
+        self.partition_index = partition_index
+        self.leader_epoch = leader_epoch
+        self.new_isr = [] if new_isr is _FACTORY else new_isr
+        self.new_isr_with_epochs = [] if new_isr_with_epochs is _FACTORY else new_isr_with_epochs
+        self.leader_recovery_state = leader_recovery_state
+        self.partition_epoch = partition_epoch
+        self.unknown_tagged_fields = unknown_tagged_fields
+
+    def __eq__(self, other: object) -> bool:
+        if other.__class__ is self.__class__ and isinstance(other, PartitionData):
+            return (self.partition_index, self.leader_epoch, self.new_isr, self.new_isr_with_epochs, self.leader_recovery_state, self.partition_epoch, self.unknown_tagged_fields,) == (other.partition_index, other.leader_epoch, other.new_isr, other.new_isr_with_epochs, other.leader_recovery_state, other.partition_epoch, other.unknown_tagged_fields,)
+        return NotImplemented
+
+    def __repr__(self) -> str:
+        return f"{self.__class__.__qualname__}(partition_index={self.partition_index!r}, leader_epoch={self.leader_epoch!r}, new_isr={self.new_isr!r}, new_isr_with_epochs={self.new_isr_with_epochs!r}, leader_recovery_state={self.leader_recovery_state!r}, partition_epoch={self.partition_epoch!r}, unknown_tagged_fields={self.unknown_tagged_fields!r})"
 
 
-@_dataclass(slots=True)
 class TopicData(_Struct):
     """Struct TopicData of AlterPartitionRequest."""
 
-    topic_name: str = ''
-    topic_id: _uuid.UUID = _ZERO_UUID
-    partitions: list[PartitionData] = _field(default_factory=list)
-    unknown_tagged_fields: tuple[tuple[int, bytes], ...] = ()
+    __slots__ = ('topic_name', 'topic_id', 'partitions', 'unknown_tagged_fields',)
+    __match_args__ = ('topic_name', 'topic_id', 'partitions', 'unknown_tagged_fields',)
+    topic_name: str
+    topic_id: _uuid.UUID
+    partitions: list[PartitionData]
+    unknown_tagged_fields: tuple[tuple[int, bytes], ...]
+
+    def __init__(self, topic_name: str = '', topic_id: _uuid.UUID = _ZERO_UUID, partitions: list[PartitionData] = _FACTORY, unknown_tagged_fields: tuple[tuple[int, bytes], ...] = ()) -> None:
+        self.topic_name = topic_name
+        self.topic_id = topic_id
+        self.partitions = [] if partitions is _FACTORY else partitions
+        self.unknown_tagged_fields = unknown_tagged_fields
+
+    def __eq__(self, other: object) -> bool:
+        if other.__class__ is self.__class__ and isinstance(other, TopicData):
+            return (self.topic_name, self.topic_id, self.partitions, self.unknown_tagged_fields,) == (other.topic_name, other.topic_id, other.partitions, other.unknown_tagged_fields,)
+        return NotImplemented
+
+    def __repr__(self) -> str:
+        return f"{self.__class__.__qualname__}(topic_name={self.topic_name!r}, topic_id={self.topic_id!r}, partitions={self.partitions!r}, unknown_tagged_fields={self.unknown_tagged_fields!r})"
 
 
-@_dataclass(slots=True)
 class AlterPartitionRequest(_Message):
     """request AlterPartitionRequest, versions 0-3."""
+
+    __slots__ = ('broker_id', 'broker_epoch', 'topics', 'unknown_tagged_fields',)
+    __match_args__ = ('broker_id', 'broker_epoch', 'topics', 'unknown_tagged_fields',)
 
     NAME: _ClassVar[str] = 'AlterPartitionRequest'
     SCHEMA_TYPE: _ClassVar[str] = 'request'
@@ -91,10 +141,25 @@ class AlterPartitionRequest(_Message):
     FLEXIBLE_MIN: _ClassVar[int | None] = 0
     LATEST_VERSION_UNSTABLE: _ClassVar[bool] = False
     DEPRECATED_VERSIONS: _ClassVar[tuple[int, int] | None] = None
-    broker_id: int = 0
-    broker_epoch: int = -1
-    topics: list[TopicData] = _field(default_factory=list)
-    unknown_tagged_fields: tuple[tuple[int, bytes], ...] = ()
+
+    broker_id: int
+    broker_epoch: int
+    topics: list[TopicData]
+    unknown_tagged_fields: tuple[tuple[int, bytes], ...]
+
+    def __init__(self, broker_id: int = 0, broker_epoch: int = -1, topics: list[TopicData] = _FACTORY, unknown_tagged_fields: tuple[tuple[int, bytes], ...] = ()) -> None:
+        self.broker_id = broker_id
+        self.broker_epoch = broker_epoch
+        self.topics = [] if topics is _FACTORY else topics
+        self.unknown_tagged_fields = unknown_tagged_fields
+
+    def __eq__(self, other: object) -> bool:
+        if other.__class__ is self.__class__ and isinstance(other, AlterPartitionRequest):
+            return (self.broker_id, self.broker_epoch, self.topics, self.unknown_tagged_fields,) == (other.broker_id, other.broker_epoch, other.topics, other.unknown_tagged_fields,)
+        return NotImplemented
+
+    def __repr__(self) -> str:
+        return f"{self.__class__.__qualname__}(broker_id={self.broker_id!r}, broker_epoch={self.broker_epoch!r}, topics={self.topics!r}, unknown_tagged_fields={self.unknown_tagged_fields!r})"
 
 
 def _read_BrokerState_0(buf: bytes | bytearray | memoryview, pos: int) -> tuple[BrokerState, int]:

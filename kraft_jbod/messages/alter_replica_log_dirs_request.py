@@ -6,11 +6,12 @@ from __future__ import annotations
 
 import struct as _struct
 import uuid as _uuid
-from dataclasses import dataclass as _dataclass, field as _field
 from typing import ClassVar as _ClassVar
 
 from kraft_jbod.errors import DecodeError as _DecodeError, EncodeError as _EncodeError
-from kraft_jbod.wire.message import FieldInfo as _F, Message as _Message, Struct as _Struct
+from kraft_jbod.wire.message import (
+    DEFAULT_FACTORY as _FACTORY, FieldInfo as _F, Message as _Message, Struct as _Struct,
+)
 from kraft_jbod.wire.runtime import (
     absent as _absent, bad_tag as _bad_tag, check_bool as _bool, null as _null,
 )
@@ -37,27 +38,57 @@ _ARR_i = _array_structs('i')
 
 
 
-@_dataclass(slots=True)
 class AlterReplicaLogDirTopic(_Struct):
     """Struct AlterReplicaLogDirTopic of AlterReplicaLogDirsRequest."""
 
-    name: str = ''
-    partitions: list[int] = _field(default_factory=list)
-    unknown_tagged_fields: tuple[tuple[int, bytes], ...] = ()
+    __slots__ = ('name', 'partitions', 'unknown_tagged_fields',)
+    __match_args__ = ('name', 'partitions', 'unknown_tagged_fields',)
+    name: str
+    partitions: list[int]
+    unknown_tagged_fields: tuple[tuple[int, bytes], ...]
+
+    def __init__(self, name: str = '', partitions: list[int] = _FACTORY, unknown_tagged_fields: tuple[tuple[int, bytes], ...] = ()) -> None:
+        self.name = name
+        self.partitions = [] if partitions is _FACTORY else partitions
+        self.unknown_tagged_fields = unknown_tagged_fields
+
+    def __eq__(self, other: object) -> bool:
+        if other.__class__ is self.__class__ and isinstance(other, AlterReplicaLogDirTopic):
+            return (self.name, self.partitions, self.unknown_tagged_fields,) == (other.name, other.partitions, other.unknown_tagged_fields,)
+        return NotImplemented
+
+    def __repr__(self) -> str:
+        return f"{self.__class__.__qualname__}(name={self.name!r}, partitions={self.partitions!r}, unknown_tagged_fields={self.unknown_tagged_fields!r})"
 
 
-@_dataclass(slots=True)
 class AlterReplicaLogDir(_Struct):
     """Struct AlterReplicaLogDir of AlterReplicaLogDirsRequest."""
 
-    path: str = ''
-    topics: list[AlterReplicaLogDirTopic] = _field(default_factory=list)
-    unknown_tagged_fields: tuple[tuple[int, bytes], ...] = ()
+    __slots__ = ('path', 'topics', 'unknown_tagged_fields',)
+    __match_args__ = ('path', 'topics', 'unknown_tagged_fields',)
+    path: str
+    topics: list[AlterReplicaLogDirTopic]
+    unknown_tagged_fields: tuple[tuple[int, bytes], ...]
+
+    def __init__(self, path: str = '', topics: list[AlterReplicaLogDirTopic] = _FACTORY, unknown_tagged_fields: tuple[tuple[int, bytes], ...] = ()) -> None:
+        self.path = path
+        self.topics = [] if topics is _FACTORY else topics
+        self.unknown_tagged_fields = unknown_tagged_fields
+
+    def __eq__(self, other: object) -> bool:
+        if other.__class__ is self.__class__ and isinstance(other, AlterReplicaLogDir):
+            return (self.path, self.topics, self.unknown_tagged_fields,) == (other.path, other.topics, other.unknown_tagged_fields,)
+        return NotImplemented
+
+    def __repr__(self) -> str:
+        return f"{self.__class__.__qualname__}(path={self.path!r}, topics={self.topics!r}, unknown_tagged_fields={self.unknown_tagged_fields!r})"
 
 
-@_dataclass(slots=True)
 class AlterReplicaLogDirsRequest(_Message):
     """request AlterReplicaLogDirsRequest, versions 0-2."""
+
+    __slots__ = ('dirs', 'unknown_tagged_fields',)
+    __match_args__ = ('dirs', 'unknown_tagged_fields',)
 
     NAME: _ClassVar[str] = 'AlterReplicaLogDirsRequest'
     SCHEMA_TYPE: _ClassVar[str] = 'request'
@@ -66,8 +97,21 @@ class AlterReplicaLogDirsRequest(_Message):
     FLEXIBLE_MIN: _ClassVar[int | None] = 2
     LATEST_VERSION_UNSTABLE: _ClassVar[bool] = False
     DEPRECATED_VERSIONS: _ClassVar[tuple[int, int] | None] = (0, 0)
-    dirs: list[AlterReplicaLogDir] = _field(default_factory=list)
-    unknown_tagged_fields: tuple[tuple[int, bytes], ...] = ()
+
+    dirs: list[AlterReplicaLogDir]
+    unknown_tagged_fields: tuple[tuple[int, bytes], ...]
+
+    def __init__(self, dirs: list[AlterReplicaLogDir] = _FACTORY, unknown_tagged_fields: tuple[tuple[int, bytes], ...] = ()) -> None:
+        self.dirs = [] if dirs is _FACTORY else dirs
+        self.unknown_tagged_fields = unknown_tagged_fields
+
+    def __eq__(self, other: object) -> bool:
+        if other.__class__ is self.__class__ and isinstance(other, AlterReplicaLogDirsRequest):
+            return (self.dirs, self.unknown_tagged_fields,) == (other.dirs, other.unknown_tagged_fields,)
+        return NotImplemented
+
+    def __repr__(self) -> str:
+        return f"{self.__class__.__qualname__}(dirs={self.dirs!r}, unknown_tagged_fields={self.unknown_tagged_fields!r})"
 
 
 def _read_AlterReplicaLogDirTopic_0(buf: bytes | bytearray | memoryview, pos: int) -> tuple[AlterReplicaLogDirTopic, int]:

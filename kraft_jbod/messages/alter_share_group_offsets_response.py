@@ -6,11 +6,12 @@ from __future__ import annotations
 
 import struct as _struct
 import uuid as _uuid
-from dataclasses import dataclass as _dataclass, field as _field
 from typing import ClassVar as _ClassVar
 
 from kraft_jbod.errors import DecodeError as _DecodeError, EncodeError as _EncodeError
-from kraft_jbod.wire.message import FieldInfo as _F, Message as _Message, Struct as _Struct
+from kraft_jbod.wire.message import (
+    DEFAULT_FACTORY as _FACTORY, FieldInfo as _F, Message as _Message, Struct as _Struct,
+)
 from kraft_jbod.wire.runtime import (
     absent as _absent, bad_tag as _bad_tag, check_bool as _bool, null as _null,
 )
@@ -42,29 +43,61 @@ _L2 = (('ThrottleTimeMs', 4), ('ErrorCode', 2))
 
 
 
-@_dataclass(slots=True)
 class AlterShareGroupOffsetsResponsePartition(_Struct):
     """Struct AlterShareGroupOffsetsResponsePartition of AlterShareGroupOffsetsResponse."""
 
-    partition_index: int = 0
-    error_code: int = 0
-    error_message: str | None = None
-    unknown_tagged_fields: tuple[tuple[int, bytes], ...] = ()
+    __slots__ = ('partition_index', 'error_code', 'error_message', 'unknown_tagged_fields',)
+    __match_args__ = ('partition_index', 'error_code', 'error_message', 'unknown_tagged_fields',)
+    partition_index: int
+    error_code: int
+    error_message: str | None
+    unknown_tagged_fields: tuple[tuple[int, bytes], ...]
+
+    def __init__(self, partition_index: int = 0, error_code: int = 0, error_message: str | None = None, unknown_tagged_fields: tuple[tuple[int, bytes], ...] = ()) -> None:
+        self.partition_index = partition_index
+        self.error_code = error_code
+        self.error_message = error_message
+        self.unknown_tagged_fields = unknown_tagged_fields
+
+    def __eq__(self, other: object) -> bool:
+        if other.__class__ is self.__class__ and isinstance(other, AlterShareGroupOffsetsResponsePartition):
+            return (self.partition_index, self.error_code, self.error_message, self.unknown_tagged_fields,) == (other.partition_index, other.error_code, other.error_message, other.unknown_tagged_fields,)
+        return NotImplemented
+
+    def __repr__(self) -> str:
+        return f"{self.__class__.__qualname__}(partition_index={self.partition_index!r}, error_code={self.error_code!r}, error_message={self.error_message!r}, unknown_tagged_fields={self.unknown_tagged_fields!r})"
 
 
-@_dataclass(slots=True)
 class AlterShareGroupOffsetsResponseTopic(_Struct):
     """Struct AlterShareGroupOffsetsResponseTopic of AlterShareGroupOffsetsResponse."""
 
-    topic_name: str = ''
-    topic_id: _uuid.UUID = _ZERO_UUID
-    partitions: list[AlterShareGroupOffsetsResponsePartition] = _field(default_factory=list)
-    unknown_tagged_fields: tuple[tuple[int, bytes], ...] = ()
+    __slots__ = ('topic_name', 'topic_id', 'partitions', 'unknown_tagged_fields',)
+    __match_args__ = ('topic_name', 'topic_id', 'partitions', 'unknown_tagged_fields',)
+    topic_name: str
+    topic_id: _uuid.UUID
+    partitions: list[AlterShareGroupOffsetsResponsePartition]
+    unknown_tagged_fields: tuple[tuple[int, bytes], ...]
+
+    def __init__(self, topic_name: str = '', topic_id: _uuid.UUID = _ZERO_UUID, partitions: list[AlterShareGroupOffsetsResponsePartition] = _FACTORY, unknown_tagged_fields: tuple[tuple[int, bytes], ...] = ()) -> None:
+        self.topic_name = topic_name
+        self.topic_id = topic_id
+        self.partitions = [] if partitions is _FACTORY else partitions
+        self.unknown_tagged_fields = unknown_tagged_fields
+
+    def __eq__(self, other: object) -> bool:
+        if other.__class__ is self.__class__ and isinstance(other, AlterShareGroupOffsetsResponseTopic):
+            return (self.topic_name, self.topic_id, self.partitions, self.unknown_tagged_fields,) == (other.topic_name, other.topic_id, other.partitions, other.unknown_tagged_fields,)
+        return NotImplemented
+
+    def __repr__(self) -> str:
+        return f"{self.__class__.__qualname__}(topic_name={self.topic_name!r}, topic_id={self.topic_id!r}, partitions={self.partitions!r}, unknown_tagged_fields={self.unknown_tagged_fields!r})"
 
 
-@_dataclass(slots=True)
 class AlterShareGroupOffsetsResponse(_Message):
     """response AlterShareGroupOffsetsResponse, versions 0."""
+
+    __slots__ = ('throttle_time_ms', 'error_code', 'error_message', 'responses', 'unknown_tagged_fields',)
+    __match_args__ = ('throttle_time_ms', 'error_code', 'error_message', 'responses', 'unknown_tagged_fields',)
 
     NAME: _ClassVar[str] = 'AlterShareGroupOffsetsResponse'
     SCHEMA_TYPE: _ClassVar[str] = 'response'
@@ -73,11 +106,27 @@ class AlterShareGroupOffsetsResponse(_Message):
     FLEXIBLE_MIN: _ClassVar[int | None] = 0
     LATEST_VERSION_UNSTABLE: _ClassVar[bool] = False
     DEPRECATED_VERSIONS: _ClassVar[tuple[int, int] | None] = None
-    throttle_time_ms: int = 0
-    error_code: int = 0
-    error_message: str | None = None
-    responses: list[AlterShareGroupOffsetsResponseTopic] = _field(default_factory=list)
-    unknown_tagged_fields: tuple[tuple[int, bytes], ...] = ()
+
+    throttle_time_ms: int
+    error_code: int
+    error_message: str | None
+    responses: list[AlterShareGroupOffsetsResponseTopic]
+    unknown_tagged_fields: tuple[tuple[int, bytes], ...]
+
+    def __init__(self, throttle_time_ms: int = 0, error_code: int = 0, error_message: str | None = None, responses: list[AlterShareGroupOffsetsResponseTopic] = _FACTORY, unknown_tagged_fields: tuple[tuple[int, bytes], ...] = ()) -> None:
+        self.throttle_time_ms = throttle_time_ms
+        self.error_code = error_code
+        self.error_message = error_message
+        self.responses = [] if responses is _FACTORY else responses
+        self.unknown_tagged_fields = unknown_tagged_fields
+
+    def __eq__(self, other: object) -> bool:
+        if other.__class__ is self.__class__ and isinstance(other, AlterShareGroupOffsetsResponse):
+            return (self.throttle_time_ms, self.error_code, self.error_message, self.responses, self.unknown_tagged_fields,) == (other.throttle_time_ms, other.error_code, other.error_message, other.responses, other.unknown_tagged_fields,)
+        return NotImplemented
+
+    def __repr__(self) -> str:
+        return f"{self.__class__.__qualname__}(throttle_time_ms={self.throttle_time_ms!r}, error_code={self.error_code!r}, error_message={self.error_message!r}, responses={self.responses!r}, unknown_tagged_fields={self.unknown_tagged_fields!r})"
 
 
 def _read_AlterShareGroupOffsetsResponsePartition_0(buf: bytes | bytearray | memoryview, pos: int) -> tuple[AlterShareGroupOffsetsResponsePartition, int]:

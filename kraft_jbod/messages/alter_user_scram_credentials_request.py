@@ -6,11 +6,12 @@ from __future__ import annotations
 
 import struct as _struct
 import uuid as _uuid
-from dataclasses import dataclass as _dataclass, field as _field
 from typing import ClassVar as _ClassVar
 
 from kraft_jbod.errors import DecodeError as _DecodeError, EncodeError as _EncodeError
-from kraft_jbod.wire.message import FieldInfo as _F, Message as _Message, Struct as _Struct
+from kraft_jbod.wire.message import (
+    DEFAULT_FACTORY as _FACTORY, FieldInfo as _F, Message as _Message, Struct as _Struct,
+)
 from kraft_jbod.wire.runtime import (
     absent as _absent, bad_tag as _bad_tag, check_bool as _bool, null as _null,
 )
@@ -40,30 +41,63 @@ _L1 = (('Mechanism', 1), ('Iterations', 4))
 
 
 
-@_dataclass(slots=True)
 class ScramCredentialDeletion(_Struct):
     """Struct ScramCredentialDeletion of AlterUserScramCredentialsRequest."""
 
-    name: str = ''
-    mechanism: int = 0
-    unknown_tagged_fields: tuple[tuple[int, bytes], ...] = ()
+    __slots__ = ('name', 'mechanism', 'unknown_tagged_fields',)
+    __match_args__ = ('name', 'mechanism', 'unknown_tagged_fields',)
+    name: str
+    mechanism: int
+    unknown_tagged_fields: tuple[tuple[int, bytes], ...]
+
+    def __init__(self, name: str = '', mechanism: int = 0, unknown_tagged_fields: tuple[tuple[int, bytes], ...] = ()) -> None:
+        self.name = name
+        self.mechanism = mechanism
+        self.unknown_tagged_fields = unknown_tagged_fields
+
+    def __eq__(self, other: object) -> bool:
+        if other.__class__ is self.__class__ and isinstance(other, ScramCredentialDeletion):
+            return (self.name, self.mechanism, self.unknown_tagged_fields,) == (other.name, other.mechanism, other.unknown_tagged_fields,)
+        return NotImplemented
+
+    def __repr__(self) -> str:
+        return f"{self.__class__.__qualname__}(name={self.name!r}, mechanism={self.mechanism!r}, unknown_tagged_fields={self.unknown_tagged_fields!r})"
 
 
-@_dataclass(slots=True)
 class ScramCredentialUpsertion(_Struct):
     """Struct ScramCredentialUpsertion of AlterUserScramCredentialsRequest."""
 
-    name: str = ''
-    mechanism: int = 0
-    iterations: int = 0
-    salt: bytes = b''
-    salted_password: bytes = b''
-    unknown_tagged_fields: tuple[tuple[int, bytes], ...] = ()
+    __slots__ = ('name', 'mechanism', 'iterations', 'salt', 'salted_password', 'unknown_tagged_fields',)
+    __match_args__ = ('name', 'mechanism', 'iterations', 'salt', 'salted_password', 'unknown_tagged_fields',)
+    name: str
+    mechanism: int
+    iterations: int
+    salt: bytes
+    salted_password: bytes
+    unknown_tagged_fields: tuple[tuple[int, bytes], ...]
+
+    def __init__(self, name: str = '', mechanism: int = 0, iterations: int = 0, salt: bytes = b'', salted_password: bytes = b'', unknown_tagged_fields: tuple[tuple[int, bytes], ...] = ()) -> None:
+        self.name = name
+        self.mechanism = mechanism
+        self.iterations = iterations
+        self.salt = salt
+        self.salted_password = salted_password
+        self.unknown_tagged_fields = unknown_tagged_fields
+
+    def __eq__(self, other: object) -> bool:
+        if other.__class__ is self.__class__ and isinstance(other, ScramCredentialUpsertion):
+            return (self.name, self.mechanism, self.iterations, self.salt, self.salted_password, self.unknown_tagged_fields,) == (other.name, other.mechanism, other.iterations, other.salt, other.salted_password, other.unknown_tagged_fields,)
+        return NotImplemented
+
+    def __repr__(self) -> str:
+        return f"{self.__class__.__qualname__}(name={self.name!r}, mechanism={self.mechanism!r}, iterations={self.iterations!r}, salt={self.salt!r}, salted_password={self.salted_password!r}, unknown_tagged_fields={self.unknown_tagged_fields!r})"
 
 
-@_dataclass(slots=True)
 class AlterUserScramCredentialsRequest(_Message):
     """request AlterUserScramCredentialsRequest, versions 0."""
+
+    __slots__ = ('deletions', 'upsertions', 'unknown_tagged_fields',)
+    __match_args__ = ('deletions', 'upsertions', 'unknown_tagged_fields',)
 
     NAME: _ClassVar[str] = 'AlterUserScramCredentialsRequest'
     SCHEMA_TYPE: _ClassVar[str] = 'request'
@@ -72,9 +106,23 @@ class AlterUserScramCredentialsRequest(_Message):
     FLEXIBLE_MIN: _ClassVar[int | None] = 0
     LATEST_VERSION_UNSTABLE: _ClassVar[bool] = False
     DEPRECATED_VERSIONS: _ClassVar[tuple[int, int] | None] = None
-    deletions: list[ScramCredentialDeletion] = _field(default_factory=list)
-    upsertions: list[ScramCredentialUpsertion] = _field(default_factory=list)
-    unknown_tagged_fields: tuple[tuple[int, bytes], ...] = ()
+
+    deletions: list[ScramCredentialDeletion]
+    upsertions: list[ScramCredentialUpsertion]
+    unknown_tagged_fields: tuple[tuple[int, bytes], ...]
+
+    def __init__(self, deletions: list[ScramCredentialDeletion] = _FACTORY, upsertions: list[ScramCredentialUpsertion] = _FACTORY, unknown_tagged_fields: tuple[tuple[int, bytes], ...] = ()) -> None:
+        self.deletions = [] if deletions is _FACTORY else deletions
+        self.upsertions = [] if upsertions is _FACTORY else upsertions
+        self.unknown_tagged_fields = unknown_tagged_fields
+
+    def __eq__(self, other: object) -> bool:
+        if other.__class__ is self.__class__ and isinstance(other, AlterUserScramCredentialsRequest):
+            return (self.deletions, self.upsertions, self.unknown_tagged_fields,) == (other.deletions, other.upsertions, other.unknown_tagged_fields,)
+        return NotImplemented
+
+    def __repr__(self) -> str:
+        return f"{self.__class__.__qualname__}(deletions={self.deletions!r}, upsertions={self.upsertions!r}, unknown_tagged_fields={self.unknown_tagged_fields!r})"
 
 
 def _read_ScramCredentialDeletion_0(buf: bytes | bytearray | memoryview, pos: int) -> tuple[ScramCredentialDeletion, int]:

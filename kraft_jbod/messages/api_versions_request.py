@@ -6,11 +6,12 @@ from __future__ import annotations
 
 import struct as _struct
 import uuid as _uuid
-from dataclasses import dataclass as _dataclass, field as _field
 from typing import ClassVar as _ClassVar
 
 from kraft_jbod.errors import DecodeError as _DecodeError, EncodeError as _EncodeError
-from kraft_jbod.wire.message import FieldInfo as _F, Message as _Message, Struct as _Struct
+from kraft_jbod.wire.message import (
+    DEFAULT_FACTORY as _FACTORY, FieldInfo as _F, Message as _Message, Struct as _Struct,
+)
 from kraft_jbod.wire.runtime import (
     absent as _absent, bad_tag as _bad_tag, check_bool as _bool, null as _null,
 )
@@ -38,9 +39,11 @@ _L0 = (('NodeId', 4),)
 
 
 
-@_dataclass(slots=True)
 class ApiVersionsRequest(_Message):
     """request ApiVersionsRequest, versions 0-5."""
+
+    __slots__ = ('client_software_name', 'client_software_version', 'cluster_id', 'node_id', 'unknown_tagged_fields',)
+    __match_args__ = ('client_software_name', 'client_software_version', 'cluster_id', 'node_id', 'unknown_tagged_fields',)
 
     NAME: _ClassVar[str] = 'ApiVersionsRequest'
     SCHEMA_TYPE: _ClassVar[str] = 'request'
@@ -49,11 +52,27 @@ class ApiVersionsRequest(_Message):
     FLEXIBLE_MIN: _ClassVar[int | None] = 3
     LATEST_VERSION_UNSTABLE: _ClassVar[bool] = False
     DEPRECATED_VERSIONS: _ClassVar[tuple[int, int] | None] = None
-    client_software_name: str = ''
-    client_software_version: str = ''
-    cluster_id: str | None = None
-    node_id: int = -1
-    unknown_tagged_fields: tuple[tuple[int, bytes], ...] = ()
+
+    client_software_name: str
+    client_software_version: str
+    cluster_id: str | None
+    node_id: int
+    unknown_tagged_fields: tuple[tuple[int, bytes], ...]
+
+    def __init__(self, client_software_name: str = '', client_software_version: str = '', cluster_id: str | None = None, node_id: int = -1, unknown_tagged_fields: tuple[tuple[int, bytes], ...] = ()) -> None:
+        self.client_software_name = client_software_name
+        self.client_software_version = client_software_version
+        self.cluster_id = cluster_id
+        self.node_id = node_id
+        self.unknown_tagged_fields = unknown_tagged_fields
+
+    def __eq__(self, other: object) -> bool:
+        if other.__class__ is self.__class__ and isinstance(other, ApiVersionsRequest):
+            return (self.client_software_name, self.client_software_version, self.cluster_id, self.node_id, self.unknown_tagged_fields,) == (other.client_software_name, other.client_software_version, other.cluster_id, other.node_id, other.unknown_tagged_fields,)
+        return NotImplemented
+
+    def __repr__(self) -> str:
+        return f"{self.__class__.__qualname__}(client_software_name={self.client_software_name!r}, client_software_version={self.client_software_version!r}, cluster_id={self.cluster_id!r}, node_id={self.node_id!r}, unknown_tagged_fields={self.unknown_tagged_fields!r})"
 
 
 def _read_ApiVersionsRequest_0(buf: bytes | bytearray | memoryview, pos: int) -> tuple[ApiVersionsRequest, int]:

@@ -6,11 +6,12 @@ from __future__ import annotations
 
 import struct as _struct
 import uuid as _uuid
-from dataclasses import dataclass as _dataclass, field as _field
 from typing import ClassVar as _ClassVar
 
 from kraft_jbod.errors import DecodeError as _DecodeError, EncodeError as _EncodeError
-from kraft_jbod.wire.message import FieldInfo as _F, Message as _Message, Struct as _Struct
+from kraft_jbod.wire.message import (
+    DEFAULT_FACTORY as _FACTORY, FieldInfo as _F, Message as _Message, Struct as _Struct,
+)
 from kraft_jbod.wire.runtime import (
     absent as _absent, bad_tag as _bad_tag, check_bool as _bool, null as _null,
 )
@@ -47,39 +48,86 @@ _L4 = (('ThrottleTimeMs', 4),)
 
 
 
-@_dataclass(slots=True)
 class ApiVersion(_Struct):
     """Struct ApiVersion of ApiVersionsResponse."""
 
-    api_key: int = 0
-    min_version: int = 0
-    max_version: int = 0
-    unknown_tagged_fields: tuple[tuple[int, bytes], ...] = ()
+    __slots__ = ('api_key', 'min_version', 'max_version', 'unknown_tagged_fields',)
+    __match_args__ = ('api_key', 'min_version', 'max_version', 'unknown_tagged_fields',)
+    api_key: int
+    min_version: int
+    max_version: int
+    unknown_tagged_fields: tuple[tuple[int, bytes], ...]
+
+    def __init__(self, api_key: int = 0, min_version: int = 0, max_version: int = 0, unknown_tagged_fields: tuple[tuple[int, bytes], ...] = ()) -> None:
+        self.api_key = api_key
+        self.min_version = min_version
+        self.max_version = max_version
+        self.unknown_tagged_fields = unknown_tagged_fields
+
+    def __eq__(self, other: object) -> bool:
+        if other.__class__ is self.__class__ and isinstance(other, ApiVersion):
+            return (self.api_key, self.min_version, self.max_version, self.unknown_tagged_fields,) == (other.api_key, other.min_version, other.max_version, other.unknown_tagged_fields,)
+        return NotImplemented
+
+    def __repr__(self) -> str:
+        return f"{self.__class__.__qualname__}(api_key={self.api_key!r}, min_version={self.min_version!r}, max_version={self.max_version!r}, unknown_tagged_fields={self.unknown_tagged_fields!r})"
 
 
-@_dataclass(slots=True)
 class SupportedFeatureKey(_Struct):
     """Struct SupportedFeatureKey of ApiVersionsResponse."""
 
-    name: str = ''
-    min_version: int = 0
-    max_version: int = 0
-    unknown_tagged_fields: tuple[tuple[int, bytes], ...] = ()
+    __slots__ = ('name', 'min_version', 'max_version', 'unknown_tagged_fields',)
+    __match_args__ = ('name', 'min_version', 'max_version', 'unknown_tagged_fields',)
+    name: str
+    min_version: int
+    max_version: int
+    unknown_tagged_fields: tuple[tuple[int, bytes], ...]
+
+    def __init__(self, name: str = '', min_version: int = 0, max_version: int = 0, unknown_tagged_fields: tuple[tuple[int, bytes], ...] = ()) -> None:
+        self.name = name
+        self.min_version = min_version
+        self.max_version = max_version
+        self.unknown_tagged_fields = unknown_tagged_fields
+
+    def __eq__(self, other: object) -> bool:
+        if other.__class__ is self.__class__ and isinstance(other, SupportedFeatureKey):
+            return (self.name, self.min_version, self.max_version, self.unknown_tagged_fields,) == (other.name, other.min_version, other.max_version, other.unknown_tagged_fields,)
+        return NotImplemented
+
+    def __repr__(self) -> str:
+        return f"{self.__class__.__qualname__}(name={self.name!r}, min_version={self.min_version!r}, max_version={self.max_version!r}, unknown_tagged_fields={self.unknown_tagged_fields!r})"
 
 
-@_dataclass(slots=True)
 class FinalizedFeatureKey(_Struct):
     """Struct FinalizedFeatureKey of ApiVersionsResponse."""
 
-    name: str = ''
-    max_version_level: int = 0
-    min_version_level: int = 0
-    unknown_tagged_fields: tuple[tuple[int, bytes], ...] = ()
+    __slots__ = ('name', 'max_version_level', 'min_version_level', 'unknown_tagged_fields',)
+    __match_args__ = ('name', 'max_version_level', 'min_version_level', 'unknown_tagged_fields',)
+    name: str
+    max_version_level: int
+    min_version_level: int
+    unknown_tagged_fields: tuple[tuple[int, bytes], ...]
+
+    def __init__(self, name: str = '', max_version_level: int = 0, min_version_level: int = 0, unknown_tagged_fields: tuple[tuple[int, bytes], ...] = ()) -> None:
+        self.name = name
+        self.max_version_level = max_version_level
+        self.min_version_level = min_version_level
+        self.unknown_tagged_fields = unknown_tagged_fields
+
+    def __eq__(self, other: object) -> bool:
+        if other.__class__ is self.__class__ and isinstance(other, FinalizedFeatureKey):
+            return (self.name, self.max_version_level, self.min_version_level, self.unknown_tagged_fields,) == (other.name, other.max_version_level, other.min_version_level, other.unknown_tagged_fields,)
+        return NotImplemented
+
+    def __repr__(self) -> str:
+        return f"{self.__class__.__qualname__}(name={self.name!r}, max_version_level={self.max_version_level!r}, min_version_level={self.min_version_level!r}, unknown_tagged_fields={self.unknown_tagged_fields!r})"
 
 
-@_dataclass(slots=True)
 class ApiVersionsResponse(_Message):
     """response ApiVersionsResponse, versions 0-5."""
+
+    __slots__ = ('error_code', 'api_keys', 'throttle_time_ms', 'supported_features', 'finalized_features_epoch', 'finalized_features', 'zk_migration_ready', 'unknown_tagged_fields',)
+    __match_args__ = ('error_code', 'api_keys', 'throttle_time_ms', 'supported_features', 'finalized_features_epoch', 'finalized_features', 'zk_migration_ready', 'unknown_tagged_fields',)
 
     NAME: _ClassVar[str] = 'ApiVersionsResponse'
     SCHEMA_TYPE: _ClassVar[str] = 'response'
@@ -88,14 +136,33 @@ class ApiVersionsResponse(_Message):
     FLEXIBLE_MIN: _ClassVar[int | None] = 3
     LATEST_VERSION_UNSTABLE: _ClassVar[bool] = False
     DEPRECATED_VERSIONS: _ClassVar[tuple[int, int] | None] = None
-    error_code: int = 0
-    api_keys: list[ApiVersion] = _field(default_factory=list)
-    throttle_time_ms: int = 0
-    supported_features: list[SupportedFeatureKey] = _field(default_factory=list)
-    finalized_features_epoch: int = -1
-    finalized_features: list[FinalizedFeatureKey] = _field(default_factory=list)
-    zk_migration_ready: bool = False
-    unknown_tagged_fields: tuple[tuple[int, bytes], ...] = ()
+
+    error_code: int
+    api_keys: list[ApiVersion]
+    throttle_time_ms: int
+    supported_features: list[SupportedFeatureKey]
+    finalized_features_epoch: int
+    finalized_features: list[FinalizedFeatureKey]
+    zk_migration_ready: bool
+    unknown_tagged_fields: tuple[tuple[int, bytes], ...]
+
+    def __init__(self, error_code: int = 0, api_keys: list[ApiVersion] = _FACTORY, throttle_time_ms: int = 0, supported_features: list[SupportedFeatureKey] = _FACTORY, finalized_features_epoch: int = -1, finalized_features: list[FinalizedFeatureKey] = _FACTORY, zk_migration_ready: bool = False, unknown_tagged_fields: tuple[tuple[int, bytes], ...] = ()) -> None:
+        self.error_code = error_code
+        self.api_keys = [] if api_keys is _FACTORY else api_keys
+        self.throttle_time_ms = throttle_time_ms
+        self.supported_features = [] if supported_features is _FACTORY else supported_features
+        self.finalized_features_epoch = finalized_features_epoch
+        self.finalized_features = [] if finalized_features is _FACTORY else finalized_features
+        self.zk_migration_ready = zk_migration_ready
+        self.unknown_tagged_fields = unknown_tagged_fields
+
+    def __eq__(self, other: object) -> bool:
+        if other.__class__ is self.__class__ and isinstance(other, ApiVersionsResponse):
+            return (self.error_code, self.api_keys, self.throttle_time_ms, self.supported_features, self.finalized_features_epoch, self.finalized_features, self.zk_migration_ready, self.unknown_tagged_fields,) == (other.error_code, other.api_keys, other.throttle_time_ms, other.supported_features, other.finalized_features_epoch, other.finalized_features, other.zk_migration_ready, other.unknown_tagged_fields,)
+        return NotImplemented
+
+    def __repr__(self) -> str:
+        return f"{self.__class__.__qualname__}(error_code={self.error_code!r}, api_keys={self.api_keys!r}, throttle_time_ms={self.throttle_time_ms!r}, supported_features={self.supported_features!r}, finalized_features_epoch={self.finalized_features_epoch!r}, finalized_features={self.finalized_features!r}, zk_migration_ready={self.zk_migration_ready!r}, unknown_tagged_fields={self.unknown_tagged_fields!r})"
 
 
 def _read_ApiVersion_0(buf: bytes | bytearray | memoryview, pos: int) -> tuple[ApiVersion, int]:

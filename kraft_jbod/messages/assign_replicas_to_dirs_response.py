@@ -6,11 +6,12 @@ from __future__ import annotations
 
 import struct as _struct
 import uuid as _uuid
-from dataclasses import dataclass as _dataclass, field as _field
 from typing import ClassVar as _ClassVar
 
 from kraft_jbod.errors import DecodeError as _DecodeError, EncodeError as _EncodeError
-from kraft_jbod.wire.message import FieldInfo as _F, Message as _Message, Struct as _Struct
+from kraft_jbod.wire.message import (
+    DEFAULT_FACTORY as _FACTORY, FieldInfo as _F, Message as _Message, Struct as _Struct,
+)
 from kraft_jbod.wire.runtime import (
     absent as _absent, bad_tag as _bad_tag, check_bool as _bool, null as _null,
 )
@@ -43,36 +44,80 @@ _L3 = (('ThrottleTimeMs', 4), ('ErrorCode', 2))
 
 
 
-@_dataclass(slots=True)
 class PartitionData(_Struct):
     """Struct PartitionData of AssignReplicasToDirsResponse."""
 
-    partition_index: int = 0
-    error_code: int = 0
-    unknown_tagged_fields: tuple[tuple[int, bytes], ...] = ()
+    __slots__ = ('partition_index', 'error_code', 'unknown_tagged_fields',)
+    __match_args__ = ('partition_index', 'error_code', 'unknown_tagged_fields',)
+    partition_index: int
+    error_code: int
+    unknown_tagged_fields: tuple[tuple[int, bytes], ...]
+
+    def __init__(self, partition_index: int = 0, error_code: int = 0, unknown_tagged_fields: tuple[tuple[int, bytes], ...] = ()) -> None:
+        self.partition_index = partition_index
+        self.error_code = error_code
+        self.unknown_tagged_fields = unknown_tagged_fields
+
+    def __eq__(self, other: object) -> bool:
+        if other.__class__ is self.__class__ and isinstance(other, PartitionData):
+            return (self.partition_index, self.error_code, self.unknown_tagged_fields,) == (other.partition_index, other.error_code, other.unknown_tagged_fields,)
+        return NotImplemented
+
+    def __repr__(self) -> str:
+        return f"{self.__class__.__qualname__}(partition_index={self.partition_index!r}, error_code={self.error_code!r}, unknown_tagged_fields={self.unknown_tagged_fields!r})"
 
 
-@_dataclass(slots=True)
 class TopicData(_Struct):
     """Struct TopicData of AssignReplicasToDirsResponse."""
 
-    topic_id: _uuid.UUID = _ZERO_UUID
-    partitions: list[PartitionData] = _field(default_factory=list)
-    unknown_tagged_fields: tuple[tuple[int, bytes], ...] = ()
+    __slots__ = ('topic_id', 'partitions', 'unknown_tagged_fields',)
+    __match_args__ = ('topic_id', 'partitions', 'unknown_tagged_fields',)
+    topic_id: _uuid.UUID
+    partitions: list[PartitionData]
+    unknown_tagged_fields: tuple[tuple[int, bytes], ...]
+
+    def __init__(self, topic_id: _uuid.UUID = _ZERO_UUID, partitions: list[PartitionData] = _FACTORY, unknown_tagged_fields: tuple[tuple[int, bytes], ...] = ()) -> None:
+        self.topic_id = topic_id
+        self.partitions = [] if partitions is _FACTORY else partitions
+        self.unknown_tagged_fields = unknown_tagged_fields
+
+    def __eq__(self, other: object) -> bool:
+        if other.__class__ is self.__class__ and isinstance(other, TopicData):
+            return (self.topic_id, self.partitions, self.unknown_tagged_fields,) == (other.topic_id, other.partitions, other.unknown_tagged_fields,)
+        return NotImplemented
+
+    def __repr__(self) -> str:
+        return f"{self.__class__.__qualname__}(topic_id={self.topic_id!r}, partitions={self.partitions!r}, unknown_tagged_fields={self.unknown_tagged_fields!r})"
 
 
-@_dataclass(slots=True)
 class DirectoryData(_Struct):
     """Struct DirectoryData of AssignReplicasToDirsResponse."""
 
-    id: _uuid.UUID = _ZERO_UUID
-    topics: list[TopicData] = _field(default_factory=list)
-    unknown_tagged_fields: tuple[tuple[int, bytes], ...] = ()
+    __slots__ = ('id', 'topics', 'unknown_tagged_fields',)
+    __match_args__ = ('id', 'topics', 'unknown_tagged_fields',)
+    id: _uuid.UUID
+    topics: list[TopicData]
+    unknown_tagged_fields: tuple[tuple[int, bytes], ...]
+
+    def __init__(self, id: _uuid.UUID = _ZERO_UUID, topics: list[TopicData] = _FACTORY, unknown_tagged_fields: tuple[tuple[int, bytes], ...] = ()) -> None:
+        self.id = id
+        self.topics = [] if topics is _FACTORY else topics
+        self.unknown_tagged_fields = unknown_tagged_fields
+
+    def __eq__(self, other: object) -> bool:
+        if other.__class__ is self.__class__ and isinstance(other, DirectoryData):
+            return (self.id, self.topics, self.unknown_tagged_fields,) == (other.id, other.topics, other.unknown_tagged_fields,)
+        return NotImplemented
+
+    def __repr__(self) -> str:
+        return f"{self.__class__.__qualname__}(id={self.id!r}, topics={self.topics!r}, unknown_tagged_fields={self.unknown_tagged_fields!r})"
 
 
-@_dataclass(slots=True)
 class AssignReplicasToDirsResponse(_Message):
     """response AssignReplicasToDirsResponse, versions 0."""
+
+    __slots__ = ('throttle_time_ms', 'error_code', 'directories', 'unknown_tagged_fields',)
+    __match_args__ = ('throttle_time_ms', 'error_code', 'directories', 'unknown_tagged_fields',)
 
     NAME: _ClassVar[str] = 'AssignReplicasToDirsResponse'
     SCHEMA_TYPE: _ClassVar[str] = 'response'
@@ -81,10 +126,25 @@ class AssignReplicasToDirsResponse(_Message):
     FLEXIBLE_MIN: _ClassVar[int | None] = 0
     LATEST_VERSION_UNSTABLE: _ClassVar[bool] = False
     DEPRECATED_VERSIONS: _ClassVar[tuple[int, int] | None] = None
-    throttle_time_ms: int = 0
-    error_code: int = 0
-    directories: list[DirectoryData] = _field(default_factory=list)
-    unknown_tagged_fields: tuple[tuple[int, bytes], ...] = ()
+
+    throttle_time_ms: int
+    error_code: int
+    directories: list[DirectoryData]
+    unknown_tagged_fields: tuple[tuple[int, bytes], ...]
+
+    def __init__(self, throttle_time_ms: int = 0, error_code: int = 0, directories: list[DirectoryData] = _FACTORY, unknown_tagged_fields: tuple[tuple[int, bytes], ...] = ()) -> None:
+        self.throttle_time_ms = throttle_time_ms
+        self.error_code = error_code
+        self.directories = [] if directories is _FACTORY else directories
+        self.unknown_tagged_fields = unknown_tagged_fields
+
+    def __eq__(self, other: object) -> bool:
+        if other.__class__ is self.__class__ and isinstance(other, AssignReplicasToDirsResponse):
+            return (self.throttle_time_ms, self.error_code, self.directories, self.unknown_tagged_fields,) == (other.throttle_time_ms, other.error_code, other.directories, other.unknown_tagged_fields,)
+        return NotImplemented
+
+    def __repr__(self) -> str:
+        return f"{self.__class__.__qualname__}(throttle_time_ms={self.throttle_time_ms!r}, error_code={self.error_code!r}, directories={self.directories!r}, unknown_tagged_fields={self.unknown_tagged_fields!r})"
 
 
 def _read_PartitionData_0(buf: bytes | bytearray | memoryview, pos: int) -> tuple[PartitionData, int]:

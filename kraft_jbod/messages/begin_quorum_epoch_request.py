@@ -6,11 +6,12 @@ from __future__ import annotations
 
 import struct as _struct
 import uuid as _uuid
-from dataclasses import dataclass as _dataclass, field as _field
 from typing import ClassVar as _ClassVar
 
 from kraft_jbod.errors import DecodeError as _DecodeError, EncodeError as _EncodeError
-from kraft_jbod.wire.message import FieldInfo as _F, Message as _Message, Struct as _Struct
+from kraft_jbod.wire.message import (
+    DEFAULT_FACTORY as _FACTORY, FieldInfo as _F, Message as _Message, Struct as _Struct,
+)
 from kraft_jbod.wire.runtime import (
     absent as _absent, bad_tag as _bad_tag, check_bool as _bool, null as _null,
 )
@@ -45,39 +46,86 @@ _L3 = (('VoterId', 4),)
 
 
 
-@_dataclass(slots=True)
 class PartitionData(_Struct):
     """Struct PartitionData of BeginQuorumEpochRequest."""
 
-    partition_index: int = 0
-    voter_directory_id: _uuid.UUID = _ZERO_UUID
-    leader_id: int = 0
-    leader_epoch: int = 0
-    unknown_tagged_fields: tuple[tuple[int, bytes], ...] = ()
+    __slots__ = ('partition_index', 'voter_directory_id', 'leader_id', 'leader_epoch', 'unknown_tagged_fields',)
+    __match_args__ = ('partition_index', 'voter_directory_id', 'leader_id', 'leader_epoch', 'unknown_tagged_fields',)
+    partition_index: int
+    voter_directory_id: _uuid.UUID
+    leader_id: int
+    leader_epoch: int
+    unknown_tagged_fields: tuple[tuple[int, bytes], ...]
+
+    def __init__(self, partition_index: int = 0, voter_directory_id: _uuid.UUID = _ZERO_UUID, leader_id: int = 0, leader_epoch: int = 0, unknown_tagged_fields: tuple[tuple[int, bytes], ...] = ()) -> None:
+        self.partition_index = partition_index
+        self.voter_directory_id = voter_directory_id
+        self.leader_id = leader_id
+        self.leader_epoch = leader_epoch
+        self.unknown_tagged_fields = unknown_tagged_fields
+
+    def __eq__(self, other: object) -> bool:
+        if other.__class__ is self.__class__ and isinstance(other, PartitionData):
+            return (self.partition_index, self.voter_directory_id, self.leader_id, self.leader_epoch, self.unknown_tagged_fields,) == (other.partition_index, other.voter_directory_id, other.leader_id, other.leader_epoch, other.unknown_tagged_fields,)
+        return NotImplemented
+
+    def __repr__(self) -> str:
+        return f"{self.__class__.__qualname__}(partition_index={self.partition_index!r}, voter_directory_id={self.voter_directory_id!r}, leader_id={self.leader_id!r}, leader_epoch={self.leader_epoch!r}, unknown_tagged_fields={self.unknown_tagged_fields!r})"
 
 
-@_dataclass(slots=True)
 class TopicData(_Struct):
     """Struct TopicData of BeginQuorumEpochRequest."""
 
-    topic_name: str = ''
-    partitions: list[PartitionData] = _field(default_factory=list)
-    unknown_tagged_fields: tuple[tuple[int, bytes], ...] = ()
+    __slots__ = ('topic_name', 'partitions', 'unknown_tagged_fields',)
+    __match_args__ = ('topic_name', 'partitions', 'unknown_tagged_fields',)
+    topic_name: str
+    partitions: list[PartitionData]
+    unknown_tagged_fields: tuple[tuple[int, bytes], ...]
+
+    def __init__(self, topic_name: str = '', partitions: list[PartitionData] = _FACTORY, unknown_tagged_fields: tuple[tuple[int, bytes], ...] = ()) -> None:
+        self.topic_name = topic_name
+        self.partitions = [] if partitions is _FACTORY else partitions
+        self.unknown_tagged_fields = unknown_tagged_fields
+
+    def __eq__(self, other: object) -> bool:
+        if other.__class__ is self.__class__ and isinstance(other, TopicData):
+            return (self.topic_name, self.partitions, self.unknown_tagged_fields,) == (other.topic_name, other.partitions, other.unknown_tagged_fields,)
+        return NotImplemented
+
+    def __repr__(self) -> str:
+        return f"{self.__class__.__qualname__}(topic_name={self.topic_name!r}, partitions={self.partitions!r}, unknown_tagged_fields={self.unknown_tagged_fields!r})"
 
 
-@_dataclass(slots=True)
 class LeaderEndpoint(_Struct):
     """Struct LeaderEndpoint of BeginQuorumEpochRequest."""
 
-    name: str = ''
-    host: str = ''
-    port: int = 0
-    unknown_tagged_fields: tuple[tuple[int, bytes], ...] = ()
+    __slots__ = ('name', 'host', 'port', 'unknown_tagged_fields',)
+    __match_args__ = ('name', 'host', 'port', 'unknown_tagged_fields',)
+    name: str
+    host: str
+    port: int
+    unknown_tagged_fields: tuple[tuple[int, bytes], ...]
+
+    def __init__(self, name: str = '', host: str = '', port: int = 0, unknown_tagged_fields: tuple[tuple[int, bytes], ...] = ()) -> None:
+        self.name = name
+        self.host = host
+        self.port = port
+        self.unknown_tagged_fields = unknown_tagged_fields
+
+    def __eq__(self, other: object) -> bool:
+        if other.__class__ is self.__class__ and isinstance(other, LeaderEndpoint):
+            return (self.name, self.host, self.port, self.unknown_tagged_fields,) == (other.name, other.host, other.port, other.unknown_tagged_fields,)
+        return NotImplemented
+
+    def __repr__(self) -> str:
+        return f"{self.__class__.__qualname__}(name={self.name!r}, host={self.host!r}, port={self.port!r}, unknown_tagged_fields={self.unknown_tagged_fields!r})"
 
 
-@_dataclass(slots=True)
 class BeginQuorumEpochRequest(_Message):
     """request BeginQuorumEpochRequest, versions 0-1."""
+
+    __slots__ = ('cluster_id', 'voter_id', 'topics', 'leader_endpoints', 'unknown_tagged_fields',)
+    __match_args__ = ('cluster_id', 'voter_id', 'topics', 'leader_endpoints', 'unknown_tagged_fields',)
 
     NAME: _ClassVar[str] = 'BeginQuorumEpochRequest'
     SCHEMA_TYPE: _ClassVar[str] = 'request'
@@ -86,11 +134,27 @@ class BeginQuorumEpochRequest(_Message):
     FLEXIBLE_MIN: _ClassVar[int | None] = 1
     LATEST_VERSION_UNSTABLE: _ClassVar[bool] = False
     DEPRECATED_VERSIONS: _ClassVar[tuple[int, int] | None] = None
-    cluster_id: str | None = None
-    voter_id: int = -1
-    topics: list[TopicData] = _field(default_factory=list)
-    leader_endpoints: list[LeaderEndpoint] = _field(default_factory=list)
-    unknown_tagged_fields: tuple[tuple[int, bytes], ...] = ()
+
+    cluster_id: str | None
+    voter_id: int
+    topics: list[TopicData]
+    leader_endpoints: list[LeaderEndpoint]
+    unknown_tagged_fields: tuple[tuple[int, bytes], ...]
+
+    def __init__(self, cluster_id: str | None = None, voter_id: int = -1, topics: list[TopicData] = _FACTORY, leader_endpoints: list[LeaderEndpoint] = _FACTORY, unknown_tagged_fields: tuple[tuple[int, bytes], ...] = ()) -> None:
+        self.cluster_id = cluster_id
+        self.voter_id = voter_id
+        self.topics = [] if topics is _FACTORY else topics
+        self.leader_endpoints = [] if leader_endpoints is _FACTORY else leader_endpoints
+        self.unknown_tagged_fields = unknown_tagged_fields
+
+    def __eq__(self, other: object) -> bool:
+        if other.__class__ is self.__class__ and isinstance(other, BeginQuorumEpochRequest):
+            return (self.cluster_id, self.voter_id, self.topics, self.leader_endpoints, self.unknown_tagged_fields,) == (other.cluster_id, other.voter_id, other.topics, other.leader_endpoints, other.unknown_tagged_fields,)
+        return NotImplemented
+
+    def __repr__(self) -> str:
+        return f"{self.__class__.__qualname__}(cluster_id={self.cluster_id!r}, voter_id={self.voter_id!r}, topics={self.topics!r}, leader_endpoints={self.leader_endpoints!r}, unknown_tagged_fields={self.unknown_tagged_fields!r})"
 
 
 def _read_PartitionData_0(buf: bytes | bytearray | memoryview, pos: int) -> tuple[PartitionData, int]:

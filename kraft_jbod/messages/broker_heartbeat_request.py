@@ -6,11 +6,12 @@ from __future__ import annotations
 
 import struct as _struct
 import uuid as _uuid
-from dataclasses import dataclass as _dataclass, field as _field
 from typing import ClassVar as _ClassVar
 
 from kraft_jbod.errors import DecodeError as _DecodeError, EncodeError as _EncodeError
-from kraft_jbod.wire.message import FieldInfo as _F, Message as _Message, Struct as _Struct
+from kraft_jbod.wire.message import (
+    DEFAULT_FACTORY as _FACTORY, FieldInfo as _F, Message as _Message, Struct as _Struct,
+)
 from kraft_jbod.wire.runtime import (
     absent as _absent, bad_tag as _bad_tag, check_bool as _bool, null as _null,
 )
@@ -38,9 +39,11 @@ _L0 = (('BrokerId', 4), ('BrokerEpoch', 8), ('CurrentMetadataOffset', 8), ('Want
 
 
 
-@_dataclass(slots=True)
 class BrokerHeartbeatRequest(_Message):
     """request BrokerHeartbeatRequest, versions 0-2."""
+
+    __slots__ = ('broker_id', 'broker_epoch', 'current_metadata_offset', 'want_fence', 'want_shut_down', 'offline_log_dirs', 'cordoned_log_dirs', 'unknown_tagged_fields',)
+    __match_args__ = ('broker_id', 'broker_epoch', 'current_metadata_offset', 'want_fence', 'want_shut_down', 'offline_log_dirs', 'cordoned_log_dirs', 'unknown_tagged_fields',)
 
     NAME: _ClassVar[str] = 'BrokerHeartbeatRequest'
     SCHEMA_TYPE: _ClassVar[str] = 'request'
@@ -49,14 +52,33 @@ class BrokerHeartbeatRequest(_Message):
     FLEXIBLE_MIN: _ClassVar[int | None] = 0
     LATEST_VERSION_UNSTABLE: _ClassVar[bool] = False
     DEPRECATED_VERSIONS: _ClassVar[tuple[int, int] | None] = None
-    broker_id: int = 0
-    broker_epoch: int = -1
-    current_metadata_offset: int = 0
-    want_fence: bool = False
-    want_shut_down: bool = False
-    offline_log_dirs: list[_uuid.UUID] = _field(default_factory=list)
-    cordoned_log_dirs: list[_uuid.UUID] | None = None
-    unknown_tagged_fields: tuple[tuple[int, bytes], ...] = ()
+
+    broker_id: int
+    broker_epoch: int
+    current_metadata_offset: int
+    want_fence: bool
+    want_shut_down: bool
+    offline_log_dirs: list[_uuid.UUID]
+    cordoned_log_dirs: list[_uuid.UUID] | None
+    unknown_tagged_fields: tuple[tuple[int, bytes], ...]
+
+    def __init__(self, broker_id: int = 0, broker_epoch: int = -1, current_metadata_offset: int = 0, want_fence: bool = False, want_shut_down: bool = False, offline_log_dirs: list[_uuid.UUID] = _FACTORY, cordoned_log_dirs: list[_uuid.UUID] | None = None, unknown_tagged_fields: tuple[tuple[int, bytes], ...] = ()) -> None:
+        self.broker_id = broker_id
+        self.broker_epoch = broker_epoch
+        self.current_metadata_offset = current_metadata_offset
+        self.want_fence = want_fence
+        self.want_shut_down = want_shut_down
+        self.offline_log_dirs = [] if offline_log_dirs is _FACTORY else offline_log_dirs
+        self.cordoned_log_dirs = cordoned_log_dirs
+        self.unknown_tagged_fields = unknown_tagged_fields
+
+    def __eq__(self, other: object) -> bool:
+        if other.__class__ is self.__class__ and isinstance(other, BrokerHeartbeatRequest):
+            return (self.broker_id, self.broker_epoch, self.current_metadata_offset, self.want_fence, self.want_shut_down, self.offline_log_dirs, self.cordoned_log_dirs, self.unknown_tagged_fields,) == (other.broker_id, other.broker_epoch, other.current_metadata_offset, other.want_fence, other.want_shut_down, other.offline_log_dirs, other.cordoned_log_dirs, other.unknown_tagged_fields,)
+        return NotImplemented
+
+    def __repr__(self) -> str:
+        return f"{self.__class__.__qualname__}(broker_id={self.broker_id!r}, broker_epoch={self.broker_epoch!r}, current_metadata_offset={self.current_metadata_offset!r}, want_fence={self.want_fence!r}, want_shut_down={self.want_shut_down!r}, offline_log_dirs={self.offline_log_dirs!r}, cordoned_log_dirs={self.cordoned_log_dirs!r}, unknown_tagged_fields={self.unknown_tagged_fields!r})"
 
 
 def _read_BrokerHeartbeatRequest_0(buf: bytes | bytearray | memoryview, pos: int) -> tuple[BrokerHeartbeatRequest, int]:

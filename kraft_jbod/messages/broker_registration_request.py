@@ -6,11 +6,12 @@ from __future__ import annotations
 
 import struct as _struct
 import uuid as _uuid
-from dataclasses import dataclass as _dataclass, field as _field
 from typing import ClassVar as _ClassVar
 
 from kraft_jbod.errors import DecodeError as _DecodeError, EncodeError as _EncodeError
-from kraft_jbod.wire.message import FieldInfo as _F, Message as _Message, Struct as _Struct
+from kraft_jbod.wire.message import (
+    DEFAULT_FACTORY as _FACTORY, FieldInfo as _F, Message as _Message, Struct as _Struct,
+)
 from kraft_jbod.wire.runtime import (
     absent as _absent, bad_tag as _bad_tag, check_bool as _bool, null as _null,
 )
@@ -49,30 +50,63 @@ _L5 = (('PreviousBrokerEpoch', 8),)
 
 
 
-@_dataclass(slots=True)
 class Listener(_Struct):
     """Struct Listener of BrokerRegistrationRequest."""
 
-    name: str = ''
-    host: str = ''
-    port: int = 0
-    security_protocol: int = 0
-    unknown_tagged_fields: tuple[tuple[int, bytes], ...] = ()
+    __slots__ = ('name', 'host', 'port', 'security_protocol', 'unknown_tagged_fields',)
+    __match_args__ = ('name', 'host', 'port', 'security_protocol', 'unknown_tagged_fields',)
+    name: str
+    host: str
+    port: int
+    security_protocol: int
+    unknown_tagged_fields: tuple[tuple[int, bytes], ...]
+
+    def __init__(self, name: str = '', host: str = '', port: int = 0, security_protocol: int = 0, unknown_tagged_fields: tuple[tuple[int, bytes], ...] = ()) -> None:
+        self.name = name
+        self.host = host
+        self.port = port
+        self.security_protocol = security_protocol
+        self.unknown_tagged_fields = unknown_tagged_fields
+
+    def __eq__(self, other: object) -> bool:
+        if other.__class__ is self.__class__ and isinstance(other, Listener):
+            return (self.name, self.host, self.port, self.security_protocol, self.unknown_tagged_fields,) == (other.name, other.host, other.port, other.security_protocol, other.unknown_tagged_fields,)
+        return NotImplemented
+
+    def __repr__(self) -> str:
+        return f"{self.__class__.__qualname__}(name={self.name!r}, host={self.host!r}, port={self.port!r}, security_protocol={self.security_protocol!r}, unknown_tagged_fields={self.unknown_tagged_fields!r})"
 
 
-@_dataclass(slots=True)
 class Feature(_Struct):
     """Struct Feature of BrokerRegistrationRequest."""
 
-    name: str = ''
-    min_supported_version: int = 0
-    max_supported_version: int = 0
-    unknown_tagged_fields: tuple[tuple[int, bytes], ...] = ()
+    __slots__ = ('name', 'min_supported_version', 'max_supported_version', 'unknown_tagged_fields',)
+    __match_args__ = ('name', 'min_supported_version', 'max_supported_version', 'unknown_tagged_fields',)
+    name: str
+    min_supported_version: int
+    max_supported_version: int
+    unknown_tagged_fields: tuple[tuple[int, bytes], ...]
+
+    def __init__(self, name: str = '', min_supported_version: int = 0, max_supported_version: int = 0, unknown_tagged_fields: tuple[tuple[int, bytes], ...] = ()) -> None:
+        self.name = name
+        self.min_supported_version = min_supported_version
+        self.max_supported_version = max_supported_version
+        self.unknown_tagged_fields = unknown_tagged_fields
+
+    def __eq__(self, other: object) -> bool:
+        if other.__class__ is self.__class__ and isinstance(other, Feature):
+            return (self.name, self.min_supported_version, self.max_supported_version, self.unknown_tagged_fields,) == (other.name, other.min_supported_version, other.max_supported_version, other.unknown_tagged_fields,)
+        return NotImplemented
+
+    def __repr__(self) -> str:
+        return f"{self.__class__.__qualname__}(name={self.name!r}, min_supported_version={self.min_supported_version!r}, max_supported_version={self.max_supported_version!r}, unknown_tagged_fields={self.unknown_tagged_fields!r})"
 
 
-@_dataclass(slots=True)
 class BrokerRegistrationRequest(_Message):
     """request BrokerRegistrationRequest, versions 0-4."""
+
+    __slots__ = ('broker_id', 'cluster_id', 'incarnation_id', 'listeners', 'features', 'rack', 'is_migrating_zk_broker', 'log_dirs', 'previous_broker_epoch', 'unknown_tagged_fields',)
+    __match_args__ = ('broker_id', 'cluster_id', 'incarnation_id', 'listeners', 'features', 'rack', 'is_migrating_zk_broker', 'log_dirs', 'previous_broker_epoch', 'unknown_tagged_fields',)
 
     NAME: _ClassVar[str] = 'BrokerRegistrationRequest'
     SCHEMA_TYPE: _ClassVar[str] = 'request'
@@ -81,16 +115,37 @@ class BrokerRegistrationRequest(_Message):
     FLEXIBLE_MIN: _ClassVar[int | None] = 0
     LATEST_VERSION_UNSTABLE: _ClassVar[bool] = False
     DEPRECATED_VERSIONS: _ClassVar[tuple[int, int] | None] = None
-    broker_id: int = 0
-    cluster_id: str = ''
-    incarnation_id: _uuid.UUID = _ZERO_UUID
-    listeners: list[Listener] = _field(default_factory=list)
-    features: list[Feature] = _field(default_factory=list)
-    rack: str | None = ''
-    is_migrating_zk_broker: bool = False
-    log_dirs: list[_uuid.UUID] = _field(default_factory=list)
-    previous_broker_epoch: int = -1
-    unknown_tagged_fields: tuple[tuple[int, bytes], ...] = ()
+
+    broker_id: int
+    cluster_id: str
+    incarnation_id: _uuid.UUID
+    listeners: list[Listener]
+    features: list[Feature]
+    rack: str | None
+    is_migrating_zk_broker: bool
+    log_dirs: list[_uuid.UUID]
+    previous_broker_epoch: int
+    unknown_tagged_fields: tuple[tuple[int, bytes], ...]
+
+    def __init__(self, broker_id: int = 0, cluster_id: str = '', incarnation_id: _uuid.UUID = _ZERO_UUID, listeners: list[Listener] = _FACTORY, features: list[Feature] = _FACTORY, rack: str | None = '', is_migrating_zk_broker: bool = False, log_dirs: list[_uuid.UUID] = _FACTORY, previous_broker_epoch: int = -1, unknown_tagged_fields: tuple[tuple[int, bytes], ...] = ()) -> None:
+        self.broker_id = broker_id
+        self.cluster_id = cluster_id
+        self.incarnation_id = incarnation_id
+        self.listeners = [] if listeners is _FACTORY else listeners
+        self.features = [] if features is _FACTORY else features
+        self.rack = rack
+        self.is_migrating_zk_broker = is_migrating_zk_broker
+        self.log_dirs = [] if log_dirs is _FACTORY else log_dirs
+        self.previous_broker_epoch = previous_broker_epoch
+        self.unknown_tagged_fields = unknown_tagged_fields
+
+    def __eq__(self, other: object) -> bool:
+        if other.__class__ is self.__class__ and isinstance(other, BrokerRegistrationRequest):
+            return (self.broker_id, self.cluster_id, self.incarnation_id, self.listeners, self.features, self.rack, self.is_migrating_zk_broker, self.log_dirs, self.previous_broker_epoch, self.unknown_tagged_fields,) == (other.broker_id, other.cluster_id, other.incarnation_id, other.listeners, other.features, other.rack, other.is_migrating_zk_broker, other.log_dirs, other.previous_broker_epoch, other.unknown_tagged_fields,)
+        return NotImplemented
+
+    def __repr__(self) -> str:
+        return f"{self.__class__.__qualname__}(broker_id={self.broker_id!r}, cluster_id={self.cluster_id!r}, incarnation_id={self.incarnation_id!r}, listeners={self.listeners!r}, features={self.features!r}, rack={self.rack!r}, is_migrating_zk_broker={self.is_migrating_zk_broker!r}, log_dirs={self.log_dirs!r}, previous_broker_epoch={self.previous_broker_epoch!r}, unknown_tagged_fields={self.unknown_tagged_fields!r})"
 
 
 def _read_Listener_0(buf: bytes | bytearray | memoryview, pos: int) -> tuple[Listener, int]:

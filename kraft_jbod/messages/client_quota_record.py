@@ -6,11 +6,12 @@ from __future__ import annotations
 
 import struct as _struct
 import uuid as _uuid
-from dataclasses import dataclass as _dataclass, field as _field
 from typing import ClassVar as _ClassVar
 
 from kraft_jbod.errors import DecodeError as _DecodeError, EncodeError as _EncodeError
-from kraft_jbod.wire.message import FieldInfo as _F, Message as _Message, Struct as _Struct
+from kraft_jbod.wire.message import (
+    DEFAULT_FACTORY as _FACTORY, FieldInfo as _F, Message as _Message, Struct as _Struct,
+)
 from kraft_jbod.wire.runtime import (
     absent as _absent, bad_tag as _bad_tag, check_bool as _bool, null as _null,
 )
@@ -38,18 +39,34 @@ _L0 = (('Value', 8), ('Remove', 1))
 
 
 
-@_dataclass(slots=True)
 class EntityData(_Struct):
     """Struct EntityData of ClientQuotaRecord."""
 
-    entity_type: str = ''
-    entity_name: str | None = ''
-    unknown_tagged_fields: tuple[tuple[int, bytes], ...] = ()
+    __slots__ = ('entity_type', 'entity_name', 'unknown_tagged_fields',)
+    __match_args__ = ('entity_type', 'entity_name', 'unknown_tagged_fields',)
+    entity_type: str
+    entity_name: str | None
+    unknown_tagged_fields: tuple[tuple[int, bytes], ...]
+
+    def __init__(self, entity_type: str = '', entity_name: str | None = '', unknown_tagged_fields: tuple[tuple[int, bytes], ...] = ()) -> None:
+        self.entity_type = entity_type
+        self.entity_name = entity_name
+        self.unknown_tagged_fields = unknown_tagged_fields
+
+    def __eq__(self, other: object) -> bool:
+        if other.__class__ is self.__class__ and isinstance(other, EntityData):
+            return (self.entity_type, self.entity_name, self.unknown_tagged_fields,) == (other.entity_type, other.entity_name, other.unknown_tagged_fields,)
+        return NotImplemented
+
+    def __repr__(self) -> str:
+        return f"{self.__class__.__qualname__}(entity_type={self.entity_type!r}, entity_name={self.entity_name!r}, unknown_tagged_fields={self.unknown_tagged_fields!r})"
 
 
-@_dataclass(slots=True)
 class ClientQuotaRecord(_Message):
     """metadata ClientQuotaRecord, versions 0."""
+
+    __slots__ = ('entity', 'key', 'value', 'remove', 'unknown_tagged_fields',)
+    __match_args__ = ('entity', 'key', 'value', 'remove', 'unknown_tagged_fields',)
 
     NAME: _ClassVar[str] = 'ClientQuotaRecord'
     SCHEMA_TYPE: _ClassVar[str] = 'metadata'
@@ -58,11 +75,27 @@ class ClientQuotaRecord(_Message):
     FLEXIBLE_MIN: _ClassVar[int | None] = 0
     LATEST_VERSION_UNSTABLE: _ClassVar[bool] = False
     DEPRECATED_VERSIONS: _ClassVar[tuple[int, int] | None] = None
-    entity: list[EntityData] = _field(default_factory=list)
-    key: str = ''
-    value: float = 0.0
-    remove: bool = False
-    unknown_tagged_fields: tuple[tuple[int, bytes], ...] = ()
+
+    entity: list[EntityData]
+    key: str
+    value: float
+    remove: bool
+    unknown_tagged_fields: tuple[tuple[int, bytes], ...]
+
+    def __init__(self, entity: list[EntityData] = _FACTORY, key: str = '', value: float = 0.0, remove: bool = False, unknown_tagged_fields: tuple[tuple[int, bytes], ...] = ()) -> None:
+        self.entity = [] if entity is _FACTORY else entity
+        self.key = key
+        self.value = value
+        self.remove = remove
+        self.unknown_tagged_fields = unknown_tagged_fields
+
+    def __eq__(self, other: object) -> bool:
+        if other.__class__ is self.__class__ and isinstance(other, ClientQuotaRecord):
+            return (self.entity, self.key, self.value, self.remove, self.unknown_tagged_fields,) == (other.entity, other.key, other.value, other.remove, other.unknown_tagged_fields,)
+        return NotImplemented
+
+    def __repr__(self) -> str:
+        return f"{self.__class__.__qualname__}(entity={self.entity!r}, key={self.key!r}, value={self.value!r}, remove={self.remove!r}, unknown_tagged_fields={self.unknown_tagged_fields!r})"
 
 
 def _read_EntityData_0(buf: bytes | bytearray | memoryview, pos: int) -> tuple[EntityData, int]:

@@ -6,11 +6,12 @@ from __future__ import annotations
 
 import struct as _struct
 import uuid as _uuid
-from dataclasses import dataclass as _dataclass, field as _field
 from typing import ClassVar as _ClassVar
 
 from kraft_jbod.errors import DecodeError as _DecodeError, EncodeError as _EncodeError
-from kraft_jbod.wire.message import FieldInfo as _F, Message as _Message, Struct as _Struct
+from kraft_jbod.wire.message import (
+    DEFAULT_FACTORY as _FACTORY, FieldInfo as _F, Message as _Message, Struct as _Struct,
+)
 from kraft_jbod.wire.runtime import (
     absent as _absent, bad_tag as _bad_tag, check_bool as _bool, null as _null,
 )
@@ -38,9 +39,11 @@ _L0 = (('ResourceType', 1),)
 
 
 
-@_dataclass(slots=True)
 class ConfigRecord(_Message):
     """metadata ConfigRecord, versions 0."""
+
+    __slots__ = ('resource_type', 'resource_name', 'name', 'value', 'unknown_tagged_fields',)
+    __match_args__ = ('resource_type', 'resource_name', 'name', 'value', 'unknown_tagged_fields',)
 
     NAME: _ClassVar[str] = 'ConfigRecord'
     SCHEMA_TYPE: _ClassVar[str] = 'metadata'
@@ -49,11 +52,27 @@ class ConfigRecord(_Message):
     FLEXIBLE_MIN: _ClassVar[int | None] = 0
     LATEST_VERSION_UNSTABLE: _ClassVar[bool] = False
     DEPRECATED_VERSIONS: _ClassVar[tuple[int, int] | None] = None
-    resource_type: int = 0
-    resource_name: str = ''
-    name: str = ''
-    value: str | None = ''
-    unknown_tagged_fields: tuple[tuple[int, bytes], ...] = ()
+
+    resource_type: int
+    resource_name: str
+    name: str
+    value: str | None
+    unknown_tagged_fields: tuple[tuple[int, bytes], ...]
+
+    def __init__(self, resource_type: int = 0, resource_name: str = '', name: str = '', value: str | None = '', unknown_tagged_fields: tuple[tuple[int, bytes], ...] = ()) -> None:
+        self.resource_type = resource_type
+        self.resource_name = resource_name
+        self.name = name
+        self.value = value
+        self.unknown_tagged_fields = unknown_tagged_fields
+
+    def __eq__(self, other: object) -> bool:
+        if other.__class__ is self.__class__ and isinstance(other, ConfigRecord):
+            return (self.resource_type, self.resource_name, self.name, self.value, self.unknown_tagged_fields,) == (other.resource_type, other.resource_name, other.name, other.value, other.unknown_tagged_fields,)
+        return NotImplemented
+
+    def __repr__(self) -> str:
+        return f"{self.__class__.__qualname__}(resource_type={self.resource_type!r}, resource_name={self.resource_name!r}, name={self.name!r}, value={self.value!r}, unknown_tagged_fields={self.unknown_tagged_fields!r})"
 
 
 def _read_ConfigRecord_0(buf: bytes | bytearray | memoryview, pos: int) -> tuple[ConfigRecord, int]:

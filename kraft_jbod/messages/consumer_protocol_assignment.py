@@ -6,11 +6,12 @@ from __future__ import annotations
 
 import struct as _struct
 import uuid as _uuid
-from dataclasses import dataclass as _dataclass, field as _field
 from typing import ClassVar as _ClassVar
 
 from kraft_jbod.errors import DecodeError as _DecodeError, EncodeError as _EncodeError
-from kraft_jbod.wire.message import FieldInfo as _F, Message as _Message, Struct as _Struct
+from kraft_jbod.wire.message import (
+    DEFAULT_FACTORY as _FACTORY, FieldInfo as _F, Message as _Message, Struct as _Struct,
+)
 from kraft_jbod.wire.runtime import (
     absent as _absent, bad_tag as _bad_tag, check_bool as _bool, null as _null,
 )
@@ -37,18 +38,34 @@ _ARR_i = _array_structs('i')
 
 
 
-@_dataclass(slots=True)
 class TopicPartition(_Struct):
     """Struct TopicPartition of ConsumerProtocolAssignment."""
 
-    topic: str = ''
-    partitions: list[int] = _field(default_factory=list)
-    unknown_tagged_fields: tuple[tuple[int, bytes], ...] = ()
+    __slots__ = ('topic', 'partitions', 'unknown_tagged_fields',)
+    __match_args__ = ('topic', 'partitions', 'unknown_tagged_fields',)
+    topic: str
+    partitions: list[int]
+    unknown_tagged_fields: tuple[tuple[int, bytes], ...]
+
+    def __init__(self, topic: str = '', partitions: list[int] = _FACTORY, unknown_tagged_fields: tuple[tuple[int, bytes], ...] = ()) -> None:
+        self.topic = topic
+        self.partitions = [] if partitions is _FACTORY else partitions
+        self.unknown_tagged_fields = unknown_tagged_fields
+
+    def __eq__(self, other: object) -> bool:
+        if other.__class__ is self.__class__ and isinstance(other, TopicPartition):
+            return (self.topic, self.partitions, self.unknown_tagged_fields,) == (other.topic, other.partitions, other.unknown_tagged_fields,)
+        return NotImplemented
+
+    def __repr__(self) -> str:
+        return f"{self.__class__.__qualname__}(topic={self.topic!r}, partitions={self.partitions!r}, unknown_tagged_fields={self.unknown_tagged_fields!r})"
 
 
-@_dataclass(slots=True)
 class ConsumerProtocolAssignment(_Message):
     """data ConsumerProtocolAssignment, versions 0-3."""
+
+    __slots__ = ('assigned_partitions', 'user_data', 'unknown_tagged_fields',)
+    __match_args__ = ('assigned_partitions', 'user_data', 'unknown_tagged_fields',)
 
     NAME: _ClassVar[str] = 'ConsumerProtocolAssignment'
     SCHEMA_TYPE: _ClassVar[str] = 'data'
@@ -57,9 +74,23 @@ class ConsumerProtocolAssignment(_Message):
     FLEXIBLE_MIN: _ClassVar[int | None] = None
     LATEST_VERSION_UNSTABLE: _ClassVar[bool] = False
     DEPRECATED_VERSIONS: _ClassVar[tuple[int, int] | None] = None
-    assigned_partitions: list[TopicPartition] = _field(default_factory=list)
-    user_data: bytes | None = None
-    unknown_tagged_fields: tuple[tuple[int, bytes], ...] = ()
+
+    assigned_partitions: list[TopicPartition]
+    user_data: bytes | None
+    unknown_tagged_fields: tuple[tuple[int, bytes], ...]
+
+    def __init__(self, assigned_partitions: list[TopicPartition] = _FACTORY, user_data: bytes | None = None, unknown_tagged_fields: tuple[tuple[int, bytes], ...] = ()) -> None:
+        self.assigned_partitions = [] if assigned_partitions is _FACTORY else assigned_partitions
+        self.user_data = user_data
+        self.unknown_tagged_fields = unknown_tagged_fields
+
+    def __eq__(self, other: object) -> bool:
+        if other.__class__ is self.__class__ and isinstance(other, ConsumerProtocolAssignment):
+            return (self.assigned_partitions, self.user_data, self.unknown_tagged_fields,) == (other.assigned_partitions, other.user_data, other.unknown_tagged_fields,)
+        return NotImplemented
+
+    def __repr__(self) -> str:
+        return f"{self.__class__.__qualname__}(assigned_partitions={self.assigned_partitions!r}, user_data={self.user_data!r}, unknown_tagged_fields={self.unknown_tagged_fields!r})"
 
 
 def _read_TopicPartition_0(buf: bytes | bytearray | memoryview, pos: int) -> tuple[TopicPartition, int]:

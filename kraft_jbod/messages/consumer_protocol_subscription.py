@@ -6,11 +6,12 @@ from __future__ import annotations
 
 import struct as _struct
 import uuid as _uuid
-from dataclasses import dataclass as _dataclass, field as _field
 from typing import ClassVar as _ClassVar
 
 from kraft_jbod.errors import DecodeError as _DecodeError, EncodeError as _EncodeError
-from kraft_jbod.wire.message import FieldInfo as _F, Message as _Message, Struct as _Struct
+from kraft_jbod.wire.message import (
+    DEFAULT_FACTORY as _FACTORY, FieldInfo as _F, Message as _Message, Struct as _Struct,
+)
 from kraft_jbod.wire.runtime import (
     absent as _absent, bad_tag as _bad_tag, check_bool as _bool, null as _null,
 )
@@ -39,18 +40,34 @@ _L0 = (('GenerationId', 4),)
 
 
 
-@_dataclass(slots=True)
 class TopicPartition(_Struct):
     """Struct TopicPartition of ConsumerProtocolSubscription."""
 
-    topic: str = ''
-    partitions: list[int] = _field(default_factory=list)
-    unknown_tagged_fields: tuple[tuple[int, bytes], ...] = ()
+    __slots__ = ('topic', 'partitions', 'unknown_tagged_fields',)
+    __match_args__ = ('topic', 'partitions', 'unknown_tagged_fields',)
+    topic: str
+    partitions: list[int]
+    unknown_tagged_fields: tuple[tuple[int, bytes], ...]
+
+    def __init__(self, topic: str = '', partitions: list[int] = _FACTORY, unknown_tagged_fields: tuple[tuple[int, bytes], ...] = ()) -> None:
+        self.topic = topic
+        self.partitions = [] if partitions is _FACTORY else partitions
+        self.unknown_tagged_fields = unknown_tagged_fields
+
+    def __eq__(self, other: object) -> bool:
+        if other.__class__ is self.__class__ and isinstance(other, TopicPartition):
+            return (self.topic, self.partitions, self.unknown_tagged_fields,) == (other.topic, other.partitions, other.unknown_tagged_fields,)
+        return NotImplemented
+
+    def __repr__(self) -> str:
+        return f"{self.__class__.__qualname__}(topic={self.topic!r}, partitions={self.partitions!r}, unknown_tagged_fields={self.unknown_tagged_fields!r})"
 
 
-@_dataclass(slots=True)
 class ConsumerProtocolSubscription(_Message):
     """data ConsumerProtocolSubscription, versions 0-3."""
+
+    __slots__ = ('topics', 'user_data', 'owned_partitions', 'generation_id', 'rack_id', 'unknown_tagged_fields',)
+    __match_args__ = ('topics', 'user_data', 'owned_partitions', 'generation_id', 'rack_id', 'unknown_tagged_fields',)
 
     NAME: _ClassVar[str] = 'ConsumerProtocolSubscription'
     SCHEMA_TYPE: _ClassVar[str] = 'data'
@@ -59,12 +76,29 @@ class ConsumerProtocolSubscription(_Message):
     FLEXIBLE_MIN: _ClassVar[int | None] = None
     LATEST_VERSION_UNSTABLE: _ClassVar[bool] = False
     DEPRECATED_VERSIONS: _ClassVar[tuple[int, int] | None] = None
-    topics: list[str] = _field(default_factory=list)
-    user_data: bytes | None = None
-    owned_partitions: list[TopicPartition] = _field(default_factory=list)
-    generation_id: int = -1
-    rack_id: str | None = None
-    unknown_tagged_fields: tuple[tuple[int, bytes], ...] = ()
+
+    topics: list[str]
+    user_data: bytes | None
+    owned_partitions: list[TopicPartition]
+    generation_id: int
+    rack_id: str | None
+    unknown_tagged_fields: tuple[tuple[int, bytes], ...]
+
+    def __init__(self, topics: list[str] = _FACTORY, user_data: bytes | None = None, owned_partitions: list[TopicPartition] = _FACTORY, generation_id: int = -1, rack_id: str | None = None, unknown_tagged_fields: tuple[tuple[int, bytes], ...] = ()) -> None:
+        self.topics = [] if topics is _FACTORY else topics
+        self.user_data = user_data
+        self.owned_partitions = [] if owned_partitions is _FACTORY else owned_partitions
+        self.generation_id = generation_id
+        self.rack_id = rack_id
+        self.unknown_tagged_fields = unknown_tagged_fields
+
+    def __eq__(self, other: object) -> bool:
+        if other.__class__ is self.__class__ and isinstance(other, ConsumerProtocolSubscription):
+            return (self.topics, self.user_data, self.owned_partitions, self.generation_id, self.rack_id, self.unknown_tagged_fields,) == (other.topics, other.user_data, other.owned_partitions, other.generation_id, other.rack_id, other.unknown_tagged_fields,)
+        return NotImplemented
+
+    def __repr__(self) -> str:
+        return f"{self.__class__.__qualname__}(topics={self.topics!r}, user_data={self.user_data!r}, owned_partitions={self.owned_partitions!r}, generation_id={self.generation_id!r}, rack_id={self.rack_id!r}, unknown_tagged_fields={self.unknown_tagged_fields!r})"
 
 
 def _read_TopicPartition_0(buf: bytes | bytearray | memoryview, pos: int) -> tuple[TopicPartition, int]:

@@ -6,11 +6,12 @@ from __future__ import annotations
 
 import struct as _struct
 import uuid as _uuid
-from dataclasses import dataclass as _dataclass, field as _field
 from typing import ClassVar as _ClassVar
 
 from kraft_jbod.errors import DecodeError as _DecodeError, EncodeError as _EncodeError
-from kraft_jbod.wire.message import FieldInfo as _F, Message as _Message, Struct as _Struct
+from kraft_jbod.wire.message import (
+    DEFAULT_FACTORY as _FACTORY, FieldInfo as _F, Message as _Message, Struct as _Struct,
+)
 from kraft_jbod.wire.runtime import (
     absent as _absent, bad_tag as _bad_tag, check_bool as _bool, null as _null,
 )
@@ -40,18 +41,34 @@ _L1 = (('ErrorCode', 2),)
 
 
 
-@_dataclass(slots=True)
 class RemainingPartition(_Struct):
     """Struct RemainingPartition of ControlledShutdownResponse."""
 
-    topic_name: str = ''
-    partition_index: int = 0
-    unknown_tagged_fields: tuple[tuple[int, bytes], ...] = ()
+    __slots__ = ('topic_name', 'partition_index', 'unknown_tagged_fields',)
+    __match_args__ = ('topic_name', 'partition_index', 'unknown_tagged_fields',)
+    topic_name: str
+    partition_index: int
+    unknown_tagged_fields: tuple[tuple[int, bytes], ...]
+
+    def __init__(self, topic_name: str = '', partition_index: int = 0, unknown_tagged_fields: tuple[tuple[int, bytes], ...] = ()) -> None:
+        self.topic_name = topic_name
+        self.partition_index = partition_index
+        self.unknown_tagged_fields = unknown_tagged_fields
+
+    def __eq__(self, other: object) -> bool:
+        if other.__class__ is self.__class__ and isinstance(other, RemainingPartition):
+            return (self.topic_name, self.partition_index, self.unknown_tagged_fields,) == (other.topic_name, other.partition_index, other.unknown_tagged_fields,)
+        return NotImplemented
+
+    def __repr__(self) -> str:
+        return f"{self.__class__.__qualname__}(topic_name={self.topic_name!r}, partition_index={self.partition_index!r}, unknown_tagged_fields={self.unknown_tagged_fields!r})"
 
 
-@_dataclass(slots=True)
 class ControlledShutdownResponse(_Message):
     """response ControlledShutdownResponse, versions 0-3."""
+
+    __slots__ = ('error_code', 'remaining_partitions', 'unknown_tagged_fields',)
+    __match_args__ = ('error_code', 'remaining_partitions', 'unknown_tagged_fields',)
 
     NAME: _ClassVar[str] = 'ControlledShutdownResponse'
     SCHEMA_TYPE: _ClassVar[str] = 'response'
@@ -60,9 +77,23 @@ class ControlledShutdownResponse(_Message):
     FLEXIBLE_MIN: _ClassVar[int | None] = 3
     LATEST_VERSION_UNSTABLE: _ClassVar[bool] = False
     DEPRECATED_VERSIONS: _ClassVar[tuple[int, int] | None] = None
-    error_code: int = 0
-    remaining_partitions: list[RemainingPartition] = _field(default_factory=list)
-    unknown_tagged_fields: tuple[tuple[int, bytes], ...] = ()
+
+    error_code: int
+    remaining_partitions: list[RemainingPartition]
+    unknown_tagged_fields: tuple[tuple[int, bytes], ...]
+
+    def __init__(self, error_code: int = 0, remaining_partitions: list[RemainingPartition] = _FACTORY, unknown_tagged_fields: tuple[tuple[int, bytes], ...] = ()) -> None:
+        self.error_code = error_code
+        self.remaining_partitions = [] if remaining_partitions is _FACTORY else remaining_partitions
+        self.unknown_tagged_fields = unknown_tagged_fields
+
+    def __eq__(self, other: object) -> bool:
+        if other.__class__ is self.__class__ and isinstance(other, ControlledShutdownResponse):
+            return (self.error_code, self.remaining_partitions, self.unknown_tagged_fields,) == (other.error_code, other.remaining_partitions, other.unknown_tagged_fields,)
+        return NotImplemented
+
+    def __repr__(self) -> str:
+        return f"{self.__class__.__qualname__}(error_code={self.error_code!r}, remaining_partitions={self.remaining_partitions!r}, unknown_tagged_fields={self.unknown_tagged_fields!r})"
 
 
 def _read_RemainingPartition_0(buf: bytes | bytearray | memoryview, pos: int) -> tuple[RemainingPartition, int]:

@@ -6,11 +6,12 @@ from __future__ import annotations
 
 import struct as _struct
 import uuid as _uuid
-from dataclasses import dataclass as _dataclass, field as _field
 from typing import ClassVar as _ClassVar
 
 from kraft_jbod.errors import DecodeError as _DecodeError, EncodeError as _EncodeError
-from kraft_jbod.wire.message import FieldInfo as _F, Message as _Message, Struct as _Struct
+from kraft_jbod.wire.message import (
+    DEFAULT_FACTORY as _FACTORY, FieldInfo as _F, Message as _Message, Struct as _Struct,
+)
 from kraft_jbod.wire.runtime import (
     absent as _absent, bad_tag as _bad_tag, check_bool as _bool, null as _null,
 )
@@ -43,30 +44,63 @@ _L2 = (('ControllerId', 4), ('IncarnationId', 16), ('ZkMigrationReady', 1))
 
 
 
-@_dataclass(slots=True)
 class Listener(_Struct):
     """Struct Listener of ControllerRegistrationRequest."""
 
-    name: str = ''
-    host: str = ''
-    port: int = 0
-    security_protocol: int = 0
-    unknown_tagged_fields: tuple[tuple[int, bytes], ...] = ()
+    __slots__ = ('name', 'host', 'port', 'security_protocol', 'unknown_tagged_fields',)
+    __match_args__ = ('name', 'host', 'port', 'security_protocol', 'unknown_tagged_fields',)
+    name: str
+    host: str
+    port: int
+    security_protocol: int
+    unknown_tagged_fields: tuple[tuple[int, bytes], ...]
+
+    def __init__(self, name: str = '', host: str = '', port: int = 0, security_protocol: int = 0, unknown_tagged_fields: tuple[tuple[int, bytes], ...] = ()) -> None:
+        self.name = name
+        self.host = host
+        self.port = port
+        self.security_protocol = security_protocol
+        self.unknown_tagged_fields = unknown_tagged_fields
+
+    def __eq__(self, other: object) -> bool:
+        if other.__class__ is self.__class__ and isinstance(other, Listener):
+            return (self.name, self.host, self.port, self.security_protocol, self.unknown_tagged_fields,) == (other.name, other.host, other.port, other.security_protocol, other.unknown_tagged_fields,)
+        return NotImplemented
+
+    def __repr__(self) -> str:
+        return f"{self.__class__.__qualname__}(name={self.name!r}, host={self.host!r}, port={self.port!r}, security_protocol={self.security_protocol!r}, unknown_tagged_fields={self.unknown_tagged_fields!r})"
 
 
-@_dataclass(slots=True)
 class Feature(_Struct):
     """Struct Feature of ControllerRegistrationRequest."""
 
-    name: str = ''
-    min_supported_version: int = 0
-    max_supported_version: int = 0
-    unknown_tagged_fields: tuple[tuple[int, bytes], ...] = ()
+    __slots__ = ('name', 'min_supported_version', 'max_supported_version', 'unknown_tagged_fields',)
+    __match_args__ = ('name', 'min_supported_version', 'max_supported_version', 'unknown_tagged_fields',)
+    name: str
+    min_supported_version: int
+    max_supported_version: int
+    unknown_tagged_fields: tuple[tuple[int, bytes], ...]
+
+    def __init__(self, name: str = '', min_supported_version: int = 0, max_supported_version: int = 0, unknown_tagged_fields: tuple[tuple[int, bytes], ...] = ()) -> None:
+        self.name = name
+        self.min_supported_version = min_supported_version
+        self.max_supported_version = max_supported_version
+        self.unknown_tagged_fields = unknown_tagged_fields
+
+    def __eq__(self, other: object) -> bool:
+        if other.__class__ is self.__class__ and isinstance(other, Feature):
+            return (self.name, self.min_supported_version, self.max_supported_version, self.unknown_tagged_fields,) == (other.name, other.min_supported_version, other.max_supported_version, other.unknown_tagged_fields,)
+        return NotImplemented
+
+    def __repr__(self) -> str:
+        return f"{self.__class__.__qualname__}(name={self.name!r}, min_supported_version={self.min_supported_version!r}, max_supported_version={self.max_supported_version!r}, unknown_tagged_fields={self.unknown_tagged_fields!r})"
 
 
-@_dataclass(slots=True)
 class ControllerRegistrationRequest(_Message):
     """request ControllerRegistrationRequest, versions 0."""
+
+    __slots__ = ('controller_id', 'incarnation_id', 'zk_migration_ready', 'listeners', 'features', 'unknown_tagged_fields',)
+    __match_args__ = ('controller_id', 'incarnation_id', 'zk_migration_ready', 'listeners', 'features', 'unknown_tagged_fields',)
 
     NAME: _ClassVar[str] = 'ControllerRegistrationRequest'
     SCHEMA_TYPE: _ClassVar[str] = 'request'
@@ -75,12 +109,29 @@ class ControllerRegistrationRequest(_Message):
     FLEXIBLE_MIN: _ClassVar[int | None] = 0
     LATEST_VERSION_UNSTABLE: _ClassVar[bool] = False
     DEPRECATED_VERSIONS: _ClassVar[tuple[int, int] | None] = None
-    controller_id: int = 0
-    incarnation_id: _uuid.UUID = _ZERO_UUID
-    zk_migration_ready: bool = False
-    listeners: list[Listener] = _field(default_factory=list)
-    features: list[Feature] = _field(default_factory=list)
-    unknown_tagged_fields: tuple[tuple[int, bytes], ...] = ()
+
+    controller_id: int
+    incarnation_id: _uuid.UUID
+    zk_migration_ready: bool
+    listeners: list[Listener]
+    features: list[Feature]
+    unknown_tagged_fields: tuple[tuple[int, bytes], ...]
+
+    def __init__(self, controller_id: int = 0, incarnation_id: _uuid.UUID = _ZERO_UUID, zk_migration_ready: bool = False, listeners: list[Listener] = _FACTORY, features: list[Feature] = _FACTORY, unknown_tagged_fields: tuple[tuple[int, bytes], ...] = ()) -> None:
+        self.controller_id = controller_id
+        self.incarnation_id = incarnation_id
+        self.zk_migration_ready = zk_migration_ready
+        self.listeners = [] if listeners is _FACTORY else listeners
+        self.features = [] if features is _FACTORY else features
+        self.unknown_tagged_fields = unknown_tagged_fields
+
+    def __eq__(self, other: object) -> bool:
+        if other.__class__ is self.__class__ and isinstance(other, ControllerRegistrationRequest):
+            return (self.controller_id, self.incarnation_id, self.zk_migration_ready, self.listeners, self.features, self.unknown_tagged_fields,) == (other.controller_id, other.incarnation_id, other.zk_migration_ready, other.listeners, other.features, other.unknown_tagged_fields,)
+        return NotImplemented
+
+    def __repr__(self) -> str:
+        return f"{self.__class__.__qualname__}(controller_id={self.controller_id!r}, incarnation_id={self.incarnation_id!r}, zk_migration_ready={self.zk_migration_ready!r}, listeners={self.listeners!r}, features={self.features!r}, unknown_tagged_fields={self.unknown_tagged_fields!r})"
 
 
 def _read_Listener_0(buf: bytes | bytearray | memoryview, pos: int) -> tuple[Listener, int]:

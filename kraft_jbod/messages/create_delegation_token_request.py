@@ -6,11 +6,12 @@ from __future__ import annotations
 
 import struct as _struct
 import uuid as _uuid
-from dataclasses import dataclass as _dataclass, field as _field
 from typing import ClassVar as _ClassVar
 
 from kraft_jbod.errors import DecodeError as _DecodeError, EncodeError as _EncodeError
-from kraft_jbod.wire.message import FieldInfo as _F, Message as _Message, Struct as _Struct
+from kraft_jbod.wire.message import (
+    DEFAULT_FACTORY as _FACTORY, FieldInfo as _F, Message as _Message, Struct as _Struct,
+)
 from kraft_jbod.wire.runtime import (
     absent as _absent, bad_tag as _bad_tag, check_bool as _bool, null as _null,
 )
@@ -38,18 +39,34 @@ _L0 = (('MaxLifetimeMs', 8),)
 
 
 
-@_dataclass(slots=True)
 class CreatableRenewers(_Struct):
     """Struct CreatableRenewers of CreateDelegationTokenRequest."""
 
-    principal_type: str = ''
-    principal_name: str = ''
-    unknown_tagged_fields: tuple[tuple[int, bytes], ...] = ()
+    __slots__ = ('principal_type', 'principal_name', 'unknown_tagged_fields',)
+    __match_args__ = ('principal_type', 'principal_name', 'unknown_tagged_fields',)
+    principal_type: str
+    principal_name: str
+    unknown_tagged_fields: tuple[tuple[int, bytes], ...]
+
+    def __init__(self, principal_type: str = '', principal_name: str = '', unknown_tagged_fields: tuple[tuple[int, bytes], ...] = ()) -> None:
+        self.principal_type = principal_type
+        self.principal_name = principal_name
+        self.unknown_tagged_fields = unknown_tagged_fields
+
+    def __eq__(self, other: object) -> bool:
+        if other.__class__ is self.__class__ and isinstance(other, CreatableRenewers):
+            return (self.principal_type, self.principal_name, self.unknown_tagged_fields,) == (other.principal_type, other.principal_name, other.unknown_tagged_fields,)
+        return NotImplemented
+
+    def __repr__(self) -> str:
+        return f"{self.__class__.__qualname__}(principal_type={self.principal_type!r}, principal_name={self.principal_name!r}, unknown_tagged_fields={self.unknown_tagged_fields!r})"
 
 
-@_dataclass(slots=True)
 class CreateDelegationTokenRequest(_Message):
     """request CreateDelegationTokenRequest, versions 0-3."""
+
+    __slots__ = ('owner_principal_type', 'owner_principal_name', 'renewers', 'max_lifetime_ms', 'unknown_tagged_fields',)
+    __match_args__ = ('owner_principal_type', 'owner_principal_name', 'renewers', 'max_lifetime_ms', 'unknown_tagged_fields',)
 
     NAME: _ClassVar[str] = 'CreateDelegationTokenRequest'
     SCHEMA_TYPE: _ClassVar[str] = 'request'
@@ -58,11 +75,27 @@ class CreateDelegationTokenRequest(_Message):
     FLEXIBLE_MIN: _ClassVar[int | None] = 2
     LATEST_VERSION_UNSTABLE: _ClassVar[bool] = False
     DEPRECATED_VERSIONS: _ClassVar[tuple[int, int] | None] = (0, 0)
-    owner_principal_type: str | None = ''
-    owner_principal_name: str | None = ''
-    renewers: list[CreatableRenewers] = _field(default_factory=list)
-    max_lifetime_ms: int = 0
-    unknown_tagged_fields: tuple[tuple[int, bytes], ...] = ()
+
+    owner_principal_type: str | None
+    owner_principal_name: str | None
+    renewers: list[CreatableRenewers]
+    max_lifetime_ms: int
+    unknown_tagged_fields: tuple[tuple[int, bytes], ...]
+
+    def __init__(self, owner_principal_type: str | None = '', owner_principal_name: str | None = '', renewers: list[CreatableRenewers] = _FACTORY, max_lifetime_ms: int = 0, unknown_tagged_fields: tuple[tuple[int, bytes], ...] = ()) -> None:
+        self.owner_principal_type = owner_principal_type
+        self.owner_principal_name = owner_principal_name
+        self.renewers = [] if renewers is _FACTORY else renewers
+        self.max_lifetime_ms = max_lifetime_ms
+        self.unknown_tagged_fields = unknown_tagged_fields
+
+    def __eq__(self, other: object) -> bool:
+        if other.__class__ is self.__class__ and isinstance(other, CreateDelegationTokenRequest):
+            return (self.owner_principal_type, self.owner_principal_name, self.renewers, self.max_lifetime_ms, self.unknown_tagged_fields,) == (other.owner_principal_type, other.owner_principal_name, other.renewers, other.max_lifetime_ms, other.unknown_tagged_fields,)
+        return NotImplemented
+
+    def __repr__(self) -> str:
+        return f"{self.__class__.__qualname__}(owner_principal_type={self.owner_principal_type!r}, owner_principal_name={self.owner_principal_name!r}, renewers={self.renewers!r}, max_lifetime_ms={self.max_lifetime_ms!r}, unknown_tagged_fields={self.unknown_tagged_fields!r})"
 
 
 def _read_CreatableRenewers_0(buf: bytes | bytearray | memoryview, pos: int) -> tuple[CreatableRenewers, int]:

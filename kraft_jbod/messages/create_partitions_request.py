@@ -6,11 +6,12 @@ from __future__ import annotations
 
 import struct as _struct
 import uuid as _uuid
-from dataclasses import dataclass as _dataclass, field as _field
 from typing import ClassVar as _ClassVar
 
 from kraft_jbod.errors import DecodeError as _DecodeError, EncodeError as _EncodeError
-from kraft_jbod.wire.message import FieldInfo as _F, Message as _Message, Struct as _Struct
+from kraft_jbod.wire.message import (
+    DEFAULT_FACTORY as _FACTORY, FieldInfo as _F, Message as _Message, Struct as _Struct,
+)
 from kraft_jbod.wire.runtime import (
     absent as _absent, bad_tag as _bad_tag, check_bool as _bool, null as _null,
 )
@@ -41,27 +42,57 @@ _L1 = (('TimeoutMs', 4), ('ValidateOnly', 1))
 
 
 
-@_dataclass(slots=True)
 class CreatePartitionsAssignment(_Struct):
     """Struct CreatePartitionsAssignment of CreatePartitionsRequest."""
 
-    broker_ids: list[int] = _field(default_factory=list)
-    unknown_tagged_fields: tuple[tuple[int, bytes], ...] = ()
+    __slots__ = ('broker_ids', 'unknown_tagged_fields',)
+    __match_args__ = ('broker_ids', 'unknown_tagged_fields',)
+    broker_ids: list[int]
+    unknown_tagged_fields: tuple[tuple[int, bytes], ...]
+
+    def __init__(self, broker_ids: list[int] = _FACTORY, unknown_tagged_fields: tuple[tuple[int, bytes], ...] = ()) -> None:
+        self.broker_ids = [] if broker_ids is _FACTORY else broker_ids
+        self.unknown_tagged_fields = unknown_tagged_fields
+
+    def __eq__(self, other: object) -> bool:
+        if other.__class__ is self.__class__ and isinstance(other, CreatePartitionsAssignment):
+            return (self.broker_ids, self.unknown_tagged_fields,) == (other.broker_ids, other.unknown_tagged_fields,)
+        return NotImplemented
+
+    def __repr__(self) -> str:
+        return f"{self.__class__.__qualname__}(broker_ids={self.broker_ids!r}, unknown_tagged_fields={self.unknown_tagged_fields!r})"
 
 
-@_dataclass(slots=True)
 class CreatePartitionsTopic(_Struct):
     """Struct CreatePartitionsTopic of CreatePartitionsRequest."""
 
-    name: str = ''
-    count: int = 0
-    assignments: list[CreatePartitionsAssignment] | None = _field(default_factory=list)
-    unknown_tagged_fields: tuple[tuple[int, bytes], ...] = ()
+    __slots__ = ('name', 'count', 'assignments', 'unknown_tagged_fields',)
+    __match_args__ = ('name', 'count', 'assignments', 'unknown_tagged_fields',)
+    name: str
+    count: int
+    assignments: list[CreatePartitionsAssignment] | None
+    unknown_tagged_fields: tuple[tuple[int, bytes], ...]
+
+    def __init__(self, name: str = '', count: int = 0, assignments: list[CreatePartitionsAssignment] | None = _FACTORY, unknown_tagged_fields: tuple[tuple[int, bytes], ...] = ()) -> None:
+        self.name = name
+        self.count = count
+        self.assignments = [] if assignments is _FACTORY else assignments
+        self.unknown_tagged_fields = unknown_tagged_fields
+
+    def __eq__(self, other: object) -> bool:
+        if other.__class__ is self.__class__ and isinstance(other, CreatePartitionsTopic):
+            return (self.name, self.count, self.assignments, self.unknown_tagged_fields,) == (other.name, other.count, other.assignments, other.unknown_tagged_fields,)
+        return NotImplemented
+
+    def __repr__(self) -> str:
+        return f"{self.__class__.__qualname__}(name={self.name!r}, count={self.count!r}, assignments={self.assignments!r}, unknown_tagged_fields={self.unknown_tagged_fields!r})"
 
 
-@_dataclass(slots=True)
 class CreatePartitionsRequest(_Message):
     """request CreatePartitionsRequest, versions 0-3."""
+
+    __slots__ = ('topics', 'timeout_ms', 'validate_only', 'unknown_tagged_fields',)
+    __match_args__ = ('topics', 'timeout_ms', 'validate_only', 'unknown_tagged_fields',)
 
     NAME: _ClassVar[str] = 'CreatePartitionsRequest'
     SCHEMA_TYPE: _ClassVar[str] = 'request'
@@ -70,10 +101,25 @@ class CreatePartitionsRequest(_Message):
     FLEXIBLE_MIN: _ClassVar[int | None] = 2
     LATEST_VERSION_UNSTABLE: _ClassVar[bool] = False
     DEPRECATED_VERSIONS: _ClassVar[tuple[int, int] | None] = None
-    topics: list[CreatePartitionsTopic] = _field(default_factory=list)
-    timeout_ms: int = 0
-    validate_only: bool = False
-    unknown_tagged_fields: tuple[tuple[int, bytes], ...] = ()
+
+    topics: list[CreatePartitionsTopic]
+    timeout_ms: int
+    validate_only: bool
+    unknown_tagged_fields: tuple[tuple[int, bytes], ...]
+
+    def __init__(self, topics: list[CreatePartitionsTopic] = _FACTORY, timeout_ms: int = 0, validate_only: bool = False, unknown_tagged_fields: tuple[tuple[int, bytes], ...] = ()) -> None:
+        self.topics = [] if topics is _FACTORY else topics
+        self.timeout_ms = timeout_ms
+        self.validate_only = validate_only
+        self.unknown_tagged_fields = unknown_tagged_fields
+
+    def __eq__(self, other: object) -> bool:
+        if other.__class__ is self.__class__ and isinstance(other, CreatePartitionsRequest):
+            return (self.topics, self.timeout_ms, self.validate_only, self.unknown_tagged_fields,) == (other.topics, other.timeout_ms, other.validate_only, other.unknown_tagged_fields,)
+        return NotImplemented
+
+    def __repr__(self) -> str:
+        return f"{self.__class__.__qualname__}(topics={self.topics!r}, timeout_ms={self.timeout_ms!r}, validate_only={self.validate_only!r}, unknown_tagged_fields={self.unknown_tagged_fields!r})"
 
 
 def _read_CreatePartitionsAssignment_0(buf: bytes | bytearray | memoryview, pos: int) -> tuple[CreatePartitionsAssignment, int]:

@@ -6,11 +6,12 @@ from __future__ import annotations
 
 import struct as _struct
 import uuid as _uuid
-from dataclasses import dataclass as _dataclass, field as _field
 from typing import ClassVar as _ClassVar
 
 from kraft_jbod.errors import DecodeError as _DecodeError, EncodeError as _EncodeError
-from kraft_jbod.wire.message import FieldInfo as _F, Message as _Message, Struct as _Struct
+from kraft_jbod.wire.message import (
+    DEFAULT_FACTORY as _FACTORY, FieldInfo as _F, Message as _Message, Struct as _Struct,
+)
 from kraft_jbod.wire.runtime import (
     absent as _absent, bad_tag as _bad_tag, check_bool as _bool, null as _null,
 )
@@ -44,39 +45,86 @@ _L3 = (('timeoutMs', 4), ('validateOnly', 1))
 
 
 
-@_dataclass(slots=True)
 class CreatableReplicaAssignment(_Struct):
     """Struct CreatableReplicaAssignment of CreateTopicsRequest."""
 
-    partition_index: int = 0
-    broker_ids: list[int] = _field(default_factory=list)
-    unknown_tagged_fields: tuple[tuple[int, bytes], ...] = ()
+    __slots__ = ('partition_index', 'broker_ids', 'unknown_tagged_fields',)
+    __match_args__ = ('partition_index', 'broker_ids', 'unknown_tagged_fields',)
+    partition_index: int
+    broker_ids: list[int]
+    unknown_tagged_fields: tuple[tuple[int, bytes], ...]
+
+    def __init__(self, partition_index: int = 0, broker_ids: list[int] = _FACTORY, unknown_tagged_fields: tuple[tuple[int, bytes], ...] = ()) -> None:
+        self.partition_index = partition_index
+        self.broker_ids = [] if broker_ids is _FACTORY else broker_ids
+        self.unknown_tagged_fields = unknown_tagged_fields
+
+    def __eq__(self, other: object) -> bool:
+        if other.__class__ is self.__class__ and isinstance(other, CreatableReplicaAssignment):
+            return (self.partition_index, self.broker_ids, self.unknown_tagged_fields,) == (other.partition_index, other.broker_ids, other.unknown_tagged_fields,)
+        return NotImplemented
+
+    def __repr__(self) -> str:
+        return f"{self.__class__.__qualname__}(partition_index={self.partition_index!r}, broker_ids={self.broker_ids!r}, unknown_tagged_fields={self.unknown_tagged_fields!r})"
 
 
-@_dataclass(slots=True)
 class CreatableTopicConfig(_Struct):
     """Struct CreatableTopicConfig of CreateTopicsRequest."""
 
-    name: str = ''
-    value: str | None = ''
-    unknown_tagged_fields: tuple[tuple[int, bytes], ...] = ()
+    __slots__ = ('name', 'value', 'unknown_tagged_fields',)
+    __match_args__ = ('name', 'value', 'unknown_tagged_fields',)
+    name: str
+    value: str | None
+    unknown_tagged_fields: tuple[tuple[int, bytes], ...]
+
+    def __init__(self, name: str = '', value: str | None = '', unknown_tagged_fields: tuple[tuple[int, bytes], ...] = ()) -> None:
+        self.name = name
+        self.value = value
+        self.unknown_tagged_fields = unknown_tagged_fields
+
+    def __eq__(self, other: object) -> bool:
+        if other.__class__ is self.__class__ and isinstance(other, CreatableTopicConfig):
+            return (self.name, self.value, self.unknown_tagged_fields,) == (other.name, other.value, other.unknown_tagged_fields,)
+        return NotImplemented
+
+    def __repr__(self) -> str:
+        return f"{self.__class__.__qualname__}(name={self.name!r}, value={self.value!r}, unknown_tagged_fields={self.unknown_tagged_fields!r})"
 
 
-@_dataclass(slots=True)
 class CreatableTopic(_Struct):
     """Struct CreatableTopic of CreateTopicsRequest."""
 
-    name: str = ''
-    num_partitions: int = 0
-    replication_factor: int = 0
-    assignments: list[CreatableReplicaAssignment] = _field(default_factory=list)
-    configs: list[CreatableTopicConfig] = _field(default_factory=list)
-    unknown_tagged_fields: tuple[tuple[int, bytes], ...] = ()
+    __slots__ = ('name', 'num_partitions', 'replication_factor', 'assignments', 'configs', 'unknown_tagged_fields',)
+    __match_args__ = ('name', 'num_partitions', 'replication_factor', 'assignments', 'configs', 'unknown_tagged_fields',)
+    name: str
+    num_partitions: int
+    replication_factor: int
+    assignments: list[CreatableReplicaAssignment]
+    configs: list[CreatableTopicConfig]
+    unknown_tagged_fields: tuple[tuple[int, bytes], ...]
+
+    def __init__(self, name: str = '', num_partitions: int = 0, replication_factor: int = 0, assignments: list[CreatableReplicaAssignment] = _FACTORY, configs: list[CreatableTopicConfig] = _FACTORY, unknown_tagged_fields: tuple[tuple[int, bytes], ...] = ()) -> None:
+        self.name = name
+        self.num_partitions = num_partitions
+        self.replication_factor = replication_factor
+        self.assignments = [] if assignments is _FACTORY else assignments
+        self.configs = [] if configs is _FACTORY else configs
+        self.unknown_tagged_fields = unknown_tagged_fields
+
+    def __eq__(self, other: object) -> bool:
+        if other.__class__ is self.__class__ and isinstance(other, CreatableTopic):
+            return (self.name, self.num_partitions, self.replication_factor, self.assignments, self.configs, self.unknown_tagged_fields,) == (other.name, other.num_partitions, other.replication_factor, other.assignments, other.configs, other.unknown_tagged_fields,)
+        return NotImplemented
+
+    def __repr__(self) -> str:
+        return f"{self.__class__.__qualname__}(name={self.name!r}, num_partitions={self.num_partitions!r}, replication_factor={self.replication_factor!r}, assignments={self.assignments!r}, configs={self.configs!r}, unknown_tagged_fields={self.unknown_tagged_fields!r})"
 
 
-@_dataclass(slots=True)
 class CreateTopicsRequest(_Message):
     """request CreateTopicsRequest, versions 0-7."""
+
+    __slots__ = ('topics', 'timeout_ms', 'validate_only', 'unknown_tagged_fields',)
+    __match_args__ = ('topics', 'timeout_ms', 'validate_only', 'unknown_tagged_fields',)
 
     NAME: _ClassVar[str] = 'CreateTopicsRequest'
     SCHEMA_TYPE: _ClassVar[str] = 'request'
@@ -85,10 +133,25 @@ class CreateTopicsRequest(_Message):
     FLEXIBLE_MIN: _ClassVar[int | None] = 5
     LATEST_VERSION_UNSTABLE: _ClassVar[bool] = False
     DEPRECATED_VERSIONS: _ClassVar[tuple[int, int] | None] = (0, 1)
-    topics: list[CreatableTopic] = _field(default_factory=list)
-    timeout_ms: int = 60000
-    validate_only: bool = False
-    unknown_tagged_fields: tuple[tuple[int, bytes], ...] = ()
+
+    topics: list[CreatableTopic]
+    timeout_ms: int
+    validate_only: bool
+    unknown_tagged_fields: tuple[tuple[int, bytes], ...]
+
+    def __init__(self, topics: list[CreatableTopic] = _FACTORY, timeout_ms: int = 60000, validate_only: bool = False, unknown_tagged_fields: tuple[tuple[int, bytes], ...] = ()) -> None:
+        self.topics = [] if topics is _FACTORY else topics
+        self.timeout_ms = timeout_ms
+        self.validate_only = validate_only
+        self.unknown_tagged_fields = unknown_tagged_fields
+
+    def __eq__(self, other: object) -> bool:
+        if other.__class__ is self.__class__ and isinstance(other, CreateTopicsRequest):
+            return (self.topics, self.timeout_ms, self.validate_only, self.unknown_tagged_fields,) == (other.topics, other.timeout_ms, other.validate_only, other.unknown_tagged_fields,)
+        return NotImplemented
+
+    def __repr__(self) -> str:
+        return f"{self.__class__.__qualname__}(topics={self.topics!r}, timeout_ms={self.timeout_ms!r}, validate_only={self.validate_only!r}, unknown_tagged_fields={self.unknown_tagged_fields!r})"
 
 
 def _read_CreatableReplicaAssignment_0(buf: bytes | bytearray | memoryview, pos: int) -> tuple[CreatableReplicaAssignment, int]:

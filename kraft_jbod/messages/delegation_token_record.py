@@ -6,11 +6,12 @@ from __future__ import annotations
 
 import struct as _struct
 import uuid as _uuid
-from dataclasses import dataclass as _dataclass, field as _field
 from typing import ClassVar as _ClassVar
 
 from kraft_jbod.errors import DecodeError as _DecodeError, EncodeError as _EncodeError
-from kraft_jbod.wire.message import FieldInfo as _F, Message as _Message, Struct as _Struct
+from kraft_jbod.wire.message import (
+    DEFAULT_FACTORY as _FACTORY, FieldInfo as _F, Message as _Message, Struct as _Struct,
+)
 from kraft_jbod.wire.runtime import (
     absent as _absent, bad_tag as _bad_tag, check_bool as _bool, null as _null,
 )
@@ -38,9 +39,11 @@ _L0 = (('IssueTimestamp', 8), ('MaxTimestamp', 8), ('ExpirationTimestamp', 8))
 
 
 
-@_dataclass(slots=True)
 class DelegationTokenRecord(_Message):
     """metadata DelegationTokenRecord, versions 0."""
+
+    __slots__ = ('owner', 'requester', 'renewers', 'issue_timestamp', 'max_timestamp', 'expiration_timestamp', 'token_id', 'unknown_tagged_fields',)
+    __match_args__ = ('owner', 'requester', 'renewers', 'issue_timestamp', 'max_timestamp', 'expiration_timestamp', 'token_id', 'unknown_tagged_fields',)
 
     NAME: _ClassVar[str] = 'DelegationTokenRecord'
     SCHEMA_TYPE: _ClassVar[str] = 'metadata'
@@ -49,14 +52,33 @@ class DelegationTokenRecord(_Message):
     FLEXIBLE_MIN: _ClassVar[int | None] = 0
     LATEST_VERSION_UNSTABLE: _ClassVar[bool] = False
     DEPRECATED_VERSIONS: _ClassVar[tuple[int, int] | None] = None
-    owner: str = ''
-    requester: str = ''
-    renewers: list[str] = _field(default_factory=list)
-    issue_timestamp: int = 0
-    max_timestamp: int = 0
-    expiration_timestamp: int = 0
-    token_id: str = ''
-    unknown_tagged_fields: tuple[tuple[int, bytes], ...] = ()
+
+    owner: str
+    requester: str
+    renewers: list[str]
+    issue_timestamp: int
+    max_timestamp: int
+    expiration_timestamp: int
+    token_id: str
+    unknown_tagged_fields: tuple[tuple[int, bytes], ...]
+
+    def __init__(self, owner: str = '', requester: str = '', renewers: list[str] = _FACTORY, issue_timestamp: int = 0, max_timestamp: int = 0, expiration_timestamp: int = 0, token_id: str = '', unknown_tagged_fields: tuple[tuple[int, bytes], ...] = ()) -> None:
+        self.owner = owner
+        self.requester = requester
+        self.renewers = [] if renewers is _FACTORY else renewers
+        self.issue_timestamp = issue_timestamp
+        self.max_timestamp = max_timestamp
+        self.expiration_timestamp = expiration_timestamp
+        self.token_id = token_id
+        self.unknown_tagged_fields = unknown_tagged_fields
+
+    def __eq__(self, other: object) -> bool:
+        if other.__class__ is self.__class__ and isinstance(other, DelegationTokenRecord):
+            return (self.owner, self.requester, self.renewers, self.issue_timestamp, self.max_timestamp, self.expiration_timestamp, self.token_id, self.unknown_tagged_fields,) == (other.owner, other.requester, other.renewers, other.issue_timestamp, other.max_timestamp, other.expiration_timestamp, other.token_id, other.unknown_tagged_fields,)
+        return NotImplemented
+
+    def __repr__(self) -> str:
+        return f"{self.__class__.__qualname__}(owner={self.owner!r}, requester={self.requester!r}, renewers={self.renewers!r}, issue_timestamp={self.issue_timestamp!r}, max_timestamp={self.max_timestamp!r}, expiration_timestamp={self.expiration_timestamp!r}, token_id={self.token_id!r}, unknown_tagged_fields={self.unknown_tagged_fields!r})"
 
 
 def _read_DelegationTokenRecord_0(buf: bytes | bytearray | memoryview, pos: int) -> tuple[DelegationTokenRecord, int]:

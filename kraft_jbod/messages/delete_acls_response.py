@@ -6,11 +6,12 @@ from __future__ import annotations
 
 import struct as _struct
 import uuid as _uuid
-from dataclasses import dataclass as _dataclass, field as _field
 from typing import ClassVar as _ClassVar
 
 from kraft_jbod.errors import DecodeError as _DecodeError, EncodeError as _EncodeError
-from kraft_jbod.wire.message import FieldInfo as _F, Message as _Message, Struct as _Struct
+from kraft_jbod.wire.message import (
+    DEFAULT_FACTORY as _FACTORY, FieldInfo as _F, Message as _Message, Struct as _Struct,
+)
 from kraft_jbod.wire.runtime import (
     absent as _absent, bad_tag as _bad_tag, check_bool as _bool, null as _null,
 )
@@ -45,35 +46,73 @@ _L4 = (('ThrottleTimeMs', 4),)
 
 
 
-@_dataclass(slots=True)
 class DeleteAclsMatchingAcl(_Struct):
     """Struct DeleteAclsMatchingAcl of DeleteAclsResponse."""
 
-    error_code: int = 0
-    error_message: str | None = ''
-    resource_type: int = 0
-    resource_name: str = ''
-    pattern_type: int = 3
-    principal: str = ''
-    host: str = ''
-    operation: int = 0
-    permission_type: int = 0
-    unknown_tagged_fields: tuple[tuple[int, bytes], ...] = ()
+    __slots__ = ('error_code', 'error_message', 'resource_type', 'resource_name', 'pattern_type', 'principal', 'host', 'operation', 'permission_type', 'unknown_tagged_fields',)
+    __match_args__ = ('error_code', 'error_message', 'resource_type', 'resource_name', 'pattern_type', 'principal', 'host', 'operation', 'permission_type', 'unknown_tagged_fields',)
+    error_code: int
+    error_message: str | None
+    resource_type: int
+    resource_name: str
+    pattern_type: int
+    principal: str
+    host: str
+    operation: int
+    permission_type: int
+    unknown_tagged_fields: tuple[tuple[int, bytes], ...]
+
+    def __init__(self, error_code: int = 0, error_message: str | None = '', resource_type: int = 0, resource_name: str = '', pattern_type: int = 3, principal: str = '', host: str = '', operation: int = 0, permission_type: int = 0, unknown_tagged_fields: tuple[tuple[int, bytes], ...] = ()) -> None:
+        self.error_code = error_code
+        self.error_message = error_message
+        self.resource_type = resource_type
+        self.resource_name = resource_name
+        self.pattern_type = pattern_type
+        self.principal = principal
+        self.host = host
+        self.operation = operation
+        self.permission_type = permission_type
+        self.unknown_tagged_fields = unknown_tagged_fields
+
+    def __eq__(self, other: object) -> bool:
+        if other.__class__ is self.__class__ and isinstance(other, DeleteAclsMatchingAcl):
+            return (self.error_code, self.error_message, self.resource_type, self.resource_name, self.pattern_type, self.principal, self.host, self.operation, self.permission_type, self.unknown_tagged_fields,) == (other.error_code, other.error_message, other.resource_type, other.resource_name, other.pattern_type, other.principal, other.host, other.operation, other.permission_type, other.unknown_tagged_fields,)
+        return NotImplemented
+
+    def __repr__(self) -> str:
+        return f"{self.__class__.__qualname__}(error_code={self.error_code!r}, error_message={self.error_message!r}, resource_type={self.resource_type!r}, resource_name={self.resource_name!r}, pattern_type={self.pattern_type!r}, principal={self.principal!r}, host={self.host!r}, operation={self.operation!r}, permission_type={self.permission_type!r}, unknown_tagged_fields={self.unknown_tagged_fields!r})"
 
 
-@_dataclass(slots=True)
 class DeleteAclsFilterResult(_Struct):
     """Struct DeleteAclsFilterResult of DeleteAclsResponse."""
 
-    error_code: int = 0
-    error_message: str | None = ''
-    matching_acls: list[DeleteAclsMatchingAcl] = _field(default_factory=list)
-    unknown_tagged_fields: tuple[tuple[int, bytes], ...] = ()
+    __slots__ = ('error_code', 'error_message', 'matching_acls', 'unknown_tagged_fields',)
+    __match_args__ = ('error_code', 'error_message', 'matching_acls', 'unknown_tagged_fields',)
+    error_code: int
+    error_message: str | None
+    matching_acls: list[DeleteAclsMatchingAcl]
+    unknown_tagged_fields: tuple[tuple[int, bytes], ...]
+
+    def __init__(self, error_code: int = 0, error_message: str | None = '', matching_acls: list[DeleteAclsMatchingAcl] = _FACTORY, unknown_tagged_fields: tuple[tuple[int, bytes], ...] = ()) -> None:
+        self.error_code = error_code
+        self.error_message = error_message
+        self.matching_acls = [] if matching_acls is _FACTORY else matching_acls
+        self.unknown_tagged_fields = unknown_tagged_fields
+
+    def __eq__(self, other: object) -> bool:
+        if other.__class__ is self.__class__ and isinstance(other, DeleteAclsFilterResult):
+            return (self.error_code, self.error_message, self.matching_acls, self.unknown_tagged_fields,) == (other.error_code, other.error_message, other.matching_acls, other.unknown_tagged_fields,)
+        return NotImplemented
+
+    def __repr__(self) -> str:
+        return f"{self.__class__.__qualname__}(error_code={self.error_code!r}, error_message={self.error_message!r}, matching_acls={self.matching_acls!r}, unknown_tagged_fields={self.unknown_tagged_fields!r})"
 
 
-@_dataclass(slots=True)
 class DeleteAclsResponse(_Message):
     """response DeleteAclsResponse, versions 0-3."""
+
+    __slots__ = ('throttle_time_ms', 'filter_results', 'unknown_tagged_fields',)
+    __match_args__ = ('throttle_time_ms', 'filter_results', 'unknown_tagged_fields',)
 
     NAME: _ClassVar[str] = 'DeleteAclsResponse'
     SCHEMA_TYPE: _ClassVar[str] = 'response'
@@ -82,9 +121,23 @@ class DeleteAclsResponse(_Message):
     FLEXIBLE_MIN: _ClassVar[int | None] = 2
     LATEST_VERSION_UNSTABLE: _ClassVar[bool] = False
     DEPRECATED_VERSIONS: _ClassVar[tuple[int, int] | None] = None
-    throttle_time_ms: int = 0
-    filter_results: list[DeleteAclsFilterResult] = _field(default_factory=list)
-    unknown_tagged_fields: tuple[tuple[int, bytes], ...] = ()
+
+    throttle_time_ms: int
+    filter_results: list[DeleteAclsFilterResult]
+    unknown_tagged_fields: tuple[tuple[int, bytes], ...]
+
+    def __init__(self, throttle_time_ms: int = 0, filter_results: list[DeleteAclsFilterResult] = _FACTORY, unknown_tagged_fields: tuple[tuple[int, bytes], ...] = ()) -> None:
+        self.throttle_time_ms = throttle_time_ms
+        self.filter_results = [] if filter_results is _FACTORY else filter_results
+        self.unknown_tagged_fields = unknown_tagged_fields
+
+    def __eq__(self, other: object) -> bool:
+        if other.__class__ is self.__class__ and isinstance(other, DeleteAclsResponse):
+            return (self.throttle_time_ms, self.filter_results, self.unknown_tagged_fields,) == (other.throttle_time_ms, other.filter_results, other.unknown_tagged_fields,)
+        return NotImplemented
+
+    def __repr__(self) -> str:
+        return f"{self.__class__.__qualname__}(throttle_time_ms={self.throttle_time_ms!r}, filter_results={self.filter_results!r}, unknown_tagged_fields={self.unknown_tagged_fields!r})"
 
 
 def _read_DeleteAclsMatchingAcl_0(buf: bytes | bytearray | memoryview, pos: int) -> tuple[DeleteAclsMatchingAcl, int]:

@@ -6,11 +6,12 @@ from __future__ import annotations
 
 import struct as _struct
 import uuid as _uuid
-from dataclasses import dataclass as _dataclass, field as _field
 from typing import ClassVar as _ClassVar
 
 from kraft_jbod.errors import DecodeError as _DecodeError, EncodeError as _EncodeError
-from kraft_jbod.wire.message import FieldInfo as _F, Message as _Message, Struct as _Struct
+from kraft_jbod.wire.message import (
+    DEFAULT_FACTORY as _FACTORY, FieldInfo as _F, Message as _Message, Struct as _Struct,
+)
 from kraft_jbod.wire.runtime import (
     absent as _absent, bad_tag as _bad_tag, check_bool as _bool, null as _null,
 )
@@ -36,9 +37,11 @@ _new = object.__new__
 
 
 
-@_dataclass(slots=True)
 class DeleteGroupsRequest(_Message):
     """request DeleteGroupsRequest, versions 0-3."""
+
+    __slots__ = ('groups_names', 'unknown_tagged_fields',)
+    __match_args__ = ('groups_names', 'unknown_tagged_fields',)
 
     NAME: _ClassVar[str] = 'DeleteGroupsRequest'
     SCHEMA_TYPE: _ClassVar[str] = 'request'
@@ -47,8 +50,21 @@ class DeleteGroupsRequest(_Message):
     FLEXIBLE_MIN: _ClassVar[int | None] = 2
     LATEST_VERSION_UNSTABLE: _ClassVar[bool] = False
     DEPRECATED_VERSIONS: _ClassVar[tuple[int, int] | None] = (0, 0)
-    groups_names: list[str] = _field(default_factory=list)
-    unknown_tagged_fields: tuple[tuple[int, bytes], ...] = ()
+
+    groups_names: list[str]
+    unknown_tagged_fields: tuple[tuple[int, bytes], ...]
+
+    def __init__(self, groups_names: list[str] = _FACTORY, unknown_tagged_fields: tuple[tuple[int, bytes], ...] = ()) -> None:
+        self.groups_names = [] if groups_names is _FACTORY else groups_names
+        self.unknown_tagged_fields = unknown_tagged_fields
+
+    def __eq__(self, other: object) -> bool:
+        if other.__class__ is self.__class__ and isinstance(other, DeleteGroupsRequest):
+            return (self.groups_names, self.unknown_tagged_fields,) == (other.groups_names, other.unknown_tagged_fields,)
+        return NotImplemented
+
+    def __repr__(self) -> str:
+        return f"{self.__class__.__qualname__}(groups_names={self.groups_names!r}, unknown_tagged_fields={self.unknown_tagged_fields!r})"
 
 
 def _read_DeleteGroupsRequest_0(buf: bytes | bytearray | memoryview, pos: int) -> tuple[DeleteGroupsRequest, int]:

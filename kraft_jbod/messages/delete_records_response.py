@@ -6,11 +6,12 @@ from __future__ import annotations
 
 import struct as _struct
 import uuid as _uuid
-from dataclasses import dataclass as _dataclass, field as _field
 from typing import ClassVar as _ClassVar
 
 from kraft_jbod.errors import DecodeError as _DecodeError, EncodeError as _EncodeError
-from kraft_jbod.wire.message import FieldInfo as _F, Message as _Message, Struct as _Struct
+from kraft_jbod.wire.message import (
+    DEFAULT_FACTORY as _FACTORY, FieldInfo as _F, Message as _Message, Struct as _Struct,
+)
 from kraft_jbod.wire.runtime import (
     absent as _absent, bad_tag as _bad_tag, check_bool as _bool, null as _null,
 )
@@ -40,28 +41,59 @@ _L1 = (('ThrottleTimeMs', 4),)
 
 
 
-@_dataclass(slots=True)
 class DeleteRecordsPartitionResult(_Struct):
     """Struct DeleteRecordsPartitionResult of DeleteRecordsResponse."""
 
-    partition_index: int = 0
-    low_watermark: int = 0
-    error_code: int = 0
-    unknown_tagged_fields: tuple[tuple[int, bytes], ...] = ()
+    __slots__ = ('partition_index', 'low_watermark', 'error_code', 'unknown_tagged_fields',)
+    __match_args__ = ('partition_index', 'low_watermark', 'error_code', 'unknown_tagged_fields',)
+    partition_index: int
+    low_watermark: int
+    error_code: int
+    unknown_tagged_fields: tuple[tuple[int, bytes], ...]
+
+    def __init__(self, partition_index: int = 0, low_watermark: int = 0, error_code: int = 0, unknown_tagged_fields: tuple[tuple[int, bytes], ...] = ()) -> None:
+        self.partition_index = partition_index
+        self.low_watermark = low_watermark
+        self.error_code = error_code
+        self.unknown_tagged_fields = unknown_tagged_fields
+
+    def __eq__(self, other: object) -> bool:
+        if other.__class__ is self.__class__ and isinstance(other, DeleteRecordsPartitionResult):
+            return (self.partition_index, self.low_watermark, self.error_code, self.unknown_tagged_fields,) == (other.partition_index, other.low_watermark, other.error_code, other.unknown_tagged_fields,)
+        return NotImplemented
+
+    def __repr__(self) -> str:
+        return f"{self.__class__.__qualname__}(partition_index={self.partition_index!r}, low_watermark={self.low_watermark!r}, error_code={self.error_code!r}, unknown_tagged_fields={self.unknown_tagged_fields!r})"
 
 
-@_dataclass(slots=True)
 class DeleteRecordsTopicResult(_Struct):
     """Struct DeleteRecordsTopicResult of DeleteRecordsResponse."""
 
-    name: str = ''
-    partitions: list[DeleteRecordsPartitionResult] = _field(default_factory=list)
-    unknown_tagged_fields: tuple[tuple[int, bytes], ...] = ()
+    __slots__ = ('name', 'partitions', 'unknown_tagged_fields',)
+    __match_args__ = ('name', 'partitions', 'unknown_tagged_fields',)
+    name: str
+    partitions: list[DeleteRecordsPartitionResult]
+    unknown_tagged_fields: tuple[tuple[int, bytes], ...]
+
+    def __init__(self, name: str = '', partitions: list[DeleteRecordsPartitionResult] = _FACTORY, unknown_tagged_fields: tuple[tuple[int, bytes], ...] = ()) -> None:
+        self.name = name
+        self.partitions = [] if partitions is _FACTORY else partitions
+        self.unknown_tagged_fields = unknown_tagged_fields
+
+    def __eq__(self, other: object) -> bool:
+        if other.__class__ is self.__class__ and isinstance(other, DeleteRecordsTopicResult):
+            return (self.name, self.partitions, self.unknown_tagged_fields,) == (other.name, other.partitions, other.unknown_tagged_fields,)
+        return NotImplemented
+
+    def __repr__(self) -> str:
+        return f"{self.__class__.__qualname__}(name={self.name!r}, partitions={self.partitions!r}, unknown_tagged_fields={self.unknown_tagged_fields!r})"
 
 
-@_dataclass(slots=True)
 class DeleteRecordsResponse(_Message):
     """response DeleteRecordsResponse, versions 0-2."""
+
+    __slots__ = ('throttle_time_ms', 'topics', 'unknown_tagged_fields',)
+    __match_args__ = ('throttle_time_ms', 'topics', 'unknown_tagged_fields',)
 
     NAME: _ClassVar[str] = 'DeleteRecordsResponse'
     SCHEMA_TYPE: _ClassVar[str] = 'response'
@@ -70,9 +102,23 @@ class DeleteRecordsResponse(_Message):
     FLEXIBLE_MIN: _ClassVar[int | None] = 2
     LATEST_VERSION_UNSTABLE: _ClassVar[bool] = False
     DEPRECATED_VERSIONS: _ClassVar[tuple[int, int] | None] = None
-    throttle_time_ms: int = 0
-    topics: list[DeleteRecordsTopicResult] = _field(default_factory=list)
-    unknown_tagged_fields: tuple[tuple[int, bytes], ...] = ()
+
+    throttle_time_ms: int
+    topics: list[DeleteRecordsTopicResult]
+    unknown_tagged_fields: tuple[tuple[int, bytes], ...]
+
+    def __init__(self, throttle_time_ms: int = 0, topics: list[DeleteRecordsTopicResult] = _FACTORY, unknown_tagged_fields: tuple[tuple[int, bytes], ...] = ()) -> None:
+        self.throttle_time_ms = throttle_time_ms
+        self.topics = [] if topics is _FACTORY else topics
+        self.unknown_tagged_fields = unknown_tagged_fields
+
+    def __eq__(self, other: object) -> bool:
+        if other.__class__ is self.__class__ and isinstance(other, DeleteRecordsResponse):
+            return (self.throttle_time_ms, self.topics, self.unknown_tagged_fields,) == (other.throttle_time_ms, other.topics, other.unknown_tagged_fields,)
+        return NotImplemented
+
+    def __repr__(self) -> str:
+        return f"{self.__class__.__qualname__}(throttle_time_ms={self.throttle_time_ms!r}, topics={self.topics!r}, unknown_tagged_fields={self.unknown_tagged_fields!r})"
 
 
 def _read_DeleteRecordsPartitionResult_0(buf: bytes | bytearray | memoryview, pos: int) -> tuple[DeleteRecordsPartitionResult, int]:

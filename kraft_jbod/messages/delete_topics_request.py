@@ -6,11 +6,12 @@ from __future__ import annotations
 
 import struct as _struct
 import uuid as _uuid
-from dataclasses import dataclass as _dataclass, field as _field
 from typing import ClassVar as _ClassVar
 
 from kraft_jbod.errors import DecodeError as _DecodeError, EncodeError as _EncodeError
-from kraft_jbod.wire.message import FieldInfo as _F, Message as _Message, Struct as _Struct
+from kraft_jbod.wire.message import (
+    DEFAULT_FACTORY as _FACTORY, FieldInfo as _F, Message as _Message, Struct as _Struct,
+)
 from kraft_jbod.wire.runtime import (
     absent as _absent, bad_tag as _bad_tag, check_bool as _bool, null as _null,
 )
@@ -41,18 +42,34 @@ _L1 = (('TimeoutMs', 4),)
 
 
 
-@_dataclass(slots=True)
 class DeleteTopicState(_Struct):
     """Struct DeleteTopicState of DeleteTopicsRequest."""
 
-    name: str | None = None
-    topic_id: _uuid.UUID = _ZERO_UUID
-    unknown_tagged_fields: tuple[tuple[int, bytes], ...] = ()
+    __slots__ = ('name', 'topic_id', 'unknown_tagged_fields',)
+    __match_args__ = ('name', 'topic_id', 'unknown_tagged_fields',)
+    name: str | None
+    topic_id: _uuid.UUID
+    unknown_tagged_fields: tuple[tuple[int, bytes], ...]
+
+    def __init__(self, name: str | None = None, topic_id: _uuid.UUID = _ZERO_UUID, unknown_tagged_fields: tuple[tuple[int, bytes], ...] = ()) -> None:
+        self.name = name
+        self.topic_id = topic_id
+        self.unknown_tagged_fields = unknown_tagged_fields
+
+    def __eq__(self, other: object) -> bool:
+        if other.__class__ is self.__class__ and isinstance(other, DeleteTopicState):
+            return (self.name, self.topic_id, self.unknown_tagged_fields,) == (other.name, other.topic_id, other.unknown_tagged_fields,)
+        return NotImplemented
+
+    def __repr__(self) -> str:
+        return f"{self.__class__.__qualname__}(name={self.name!r}, topic_id={self.topic_id!r}, unknown_tagged_fields={self.unknown_tagged_fields!r})"
 
 
-@_dataclass(slots=True)
 class DeleteTopicsRequest(_Message):
     """request DeleteTopicsRequest, versions 0-6."""
+
+    __slots__ = ('topics', 'topic_names', 'timeout_ms', 'unknown_tagged_fields',)
+    __match_args__ = ('topics', 'topic_names', 'timeout_ms', 'unknown_tagged_fields',)
 
     NAME: _ClassVar[str] = 'DeleteTopicsRequest'
     SCHEMA_TYPE: _ClassVar[str] = 'request'
@@ -61,10 +78,25 @@ class DeleteTopicsRequest(_Message):
     FLEXIBLE_MIN: _ClassVar[int | None] = 4
     LATEST_VERSION_UNSTABLE: _ClassVar[bool] = False
     DEPRECATED_VERSIONS: _ClassVar[tuple[int, int] | None] = (0, 0)
-    topics: list[DeleteTopicState] = _field(default_factory=list)
-    topic_names: list[str] = _field(default_factory=list)
-    timeout_ms: int = 0
-    unknown_tagged_fields: tuple[tuple[int, bytes], ...] = ()
+
+    topics: list[DeleteTopicState]
+    topic_names: list[str]
+    timeout_ms: int
+    unknown_tagged_fields: tuple[tuple[int, bytes], ...]
+
+    def __init__(self, topics: list[DeleteTopicState] = _FACTORY, topic_names: list[str] = _FACTORY, timeout_ms: int = 0, unknown_tagged_fields: tuple[tuple[int, bytes], ...] = ()) -> None:
+        self.topics = [] if topics is _FACTORY else topics
+        self.topic_names = [] if topic_names is _FACTORY else topic_names
+        self.timeout_ms = timeout_ms
+        self.unknown_tagged_fields = unknown_tagged_fields
+
+    def __eq__(self, other: object) -> bool:
+        if other.__class__ is self.__class__ and isinstance(other, DeleteTopicsRequest):
+            return (self.topics, self.topic_names, self.timeout_ms, self.unknown_tagged_fields,) == (other.topics, other.topic_names, other.timeout_ms, other.unknown_tagged_fields,)
+        return NotImplemented
+
+    def __repr__(self) -> str:
+        return f"{self.__class__.__qualname__}(topics={self.topics!r}, topic_names={self.topic_names!r}, timeout_ms={self.timeout_ms!r}, unknown_tagged_fields={self.unknown_tagged_fields!r})"
 
 
 def _read_DeleteTopicState_0(buf: bytes | bytearray | memoryview, pos: int) -> tuple[DeleteTopicState, int]:

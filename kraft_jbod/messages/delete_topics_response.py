@@ -6,11 +6,12 @@ from __future__ import annotations
 
 import struct as _struct
 import uuid as _uuid
-from dataclasses import dataclass as _dataclass, field as _field
 from typing import ClassVar as _ClassVar
 
 from kraft_jbod.errors import DecodeError as _DecodeError, EncodeError as _EncodeError
-from kraft_jbod.wire.message import FieldInfo as _F, Message as _Message, Struct as _Struct
+from kraft_jbod.wire.message import (
+    DEFAULT_FACTORY as _FACTORY, FieldInfo as _F, Message as _Message, Struct as _Struct,
+)
 from kraft_jbod.wire.runtime import (
     absent as _absent, bad_tag as _bad_tag, check_bool as _bool, null as _null,
 )
@@ -43,20 +44,38 @@ _L2 = (('ThrottleTimeMs', 4),)
 
 
 
-@_dataclass(slots=True)
 class DeletableTopicResult(_Struct):
     """Struct DeletableTopicResult of DeleteTopicsResponse."""
 
-    name: str | None = ''
-    topic_id: _uuid.UUID = _ZERO_UUID
-    error_code: int = 0
-    error_message: str | None = None
-    unknown_tagged_fields: tuple[tuple[int, bytes], ...] = ()
+    __slots__ = ('name', 'topic_id', 'error_code', 'error_message', 'unknown_tagged_fields',)
+    __match_args__ = ('name', 'topic_id', 'error_code', 'error_message', 'unknown_tagged_fields',)
+    name: str | None
+    topic_id: _uuid.UUID
+    error_code: int
+    error_message: str | None
+    unknown_tagged_fields: tuple[tuple[int, bytes], ...]
+
+    def __init__(self, name: str | None = '', topic_id: _uuid.UUID = _ZERO_UUID, error_code: int = 0, error_message: str | None = None, unknown_tagged_fields: tuple[tuple[int, bytes], ...] = ()) -> None:
+        self.name = name
+        self.topic_id = topic_id
+        self.error_code = error_code
+        self.error_message = error_message
+        self.unknown_tagged_fields = unknown_tagged_fields
+
+    def __eq__(self, other: object) -> bool:
+        if other.__class__ is self.__class__ and isinstance(other, DeletableTopicResult):
+            return (self.name, self.topic_id, self.error_code, self.error_message, self.unknown_tagged_fields,) == (other.name, other.topic_id, other.error_code, other.error_message, other.unknown_tagged_fields,)
+        return NotImplemented
+
+    def __repr__(self) -> str:
+        return f"{self.__class__.__qualname__}(name={self.name!r}, topic_id={self.topic_id!r}, error_code={self.error_code!r}, error_message={self.error_message!r}, unknown_tagged_fields={self.unknown_tagged_fields!r})"
 
 
-@_dataclass(slots=True)
 class DeleteTopicsResponse(_Message):
     """response DeleteTopicsResponse, versions 0-6."""
+
+    __slots__ = ('throttle_time_ms', 'responses', 'unknown_tagged_fields',)
+    __match_args__ = ('throttle_time_ms', 'responses', 'unknown_tagged_fields',)
 
     NAME: _ClassVar[str] = 'DeleteTopicsResponse'
     SCHEMA_TYPE: _ClassVar[str] = 'response'
@@ -65,9 +84,23 @@ class DeleteTopicsResponse(_Message):
     FLEXIBLE_MIN: _ClassVar[int | None] = 4
     LATEST_VERSION_UNSTABLE: _ClassVar[bool] = False
     DEPRECATED_VERSIONS: _ClassVar[tuple[int, int] | None] = None
-    throttle_time_ms: int = 0
-    responses: list[DeletableTopicResult] = _field(default_factory=list)
-    unknown_tagged_fields: tuple[tuple[int, bytes], ...] = ()
+
+    throttle_time_ms: int
+    responses: list[DeletableTopicResult]
+    unknown_tagged_fields: tuple[tuple[int, bytes], ...]
+
+    def __init__(self, throttle_time_ms: int = 0, responses: list[DeletableTopicResult] = _FACTORY, unknown_tagged_fields: tuple[tuple[int, bytes], ...] = ()) -> None:
+        self.throttle_time_ms = throttle_time_ms
+        self.responses = [] if responses is _FACTORY else responses
+        self.unknown_tagged_fields = unknown_tagged_fields
+
+    def __eq__(self, other: object) -> bool:
+        if other.__class__ is self.__class__ and isinstance(other, DeleteTopicsResponse):
+            return (self.throttle_time_ms, self.responses, self.unknown_tagged_fields,) == (other.throttle_time_ms, other.responses, other.unknown_tagged_fields,)
+        return NotImplemented
+
+    def __repr__(self) -> str:
+        return f"{self.__class__.__qualname__}(throttle_time_ms={self.throttle_time_ms!r}, responses={self.responses!r}, unknown_tagged_fields={self.unknown_tagged_fields!r})"
 
 
 def _read_DeletableTopicResult_0(buf: bytes | bytearray | memoryview, pos: int) -> tuple[DeletableTopicResult, int]:

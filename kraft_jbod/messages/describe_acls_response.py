@@ -6,11 +6,12 @@ from __future__ import annotations
 
 import struct as _struct
 import uuid as _uuid
-from dataclasses import dataclass as _dataclass, field as _field
 from typing import ClassVar as _ClassVar
 
 from kraft_jbod.errors import DecodeError as _DecodeError, EncodeError as _EncodeError
-from kraft_jbod.wire.message import FieldInfo as _F, Message as _Message, Struct as _Struct
+from kraft_jbod.wire.message import (
+    DEFAULT_FACTORY as _FACTORY, FieldInfo as _F, Message as _Message, Struct as _Struct,
+)
 from kraft_jbod.wire.runtime import (
     absent as _absent, bad_tag as _bad_tag, check_bool as _bool, null as _null,
 )
@@ -43,31 +44,65 @@ _L3 = (('ThrottleTimeMs', 4), ('ErrorCode', 2))
 
 
 
-@_dataclass(slots=True)
 class AclDescription(_Struct):
     """Struct AclDescription of DescribeAclsResponse."""
 
-    principal: str = ''
-    host: str = ''
-    operation: int = 0
-    permission_type: int = 0
-    unknown_tagged_fields: tuple[tuple[int, bytes], ...] = ()
+    __slots__ = ('principal', 'host', 'operation', 'permission_type', 'unknown_tagged_fields',)
+    __match_args__ = ('principal', 'host', 'operation', 'permission_type', 'unknown_tagged_fields',)
+    principal: str
+    host: str
+    operation: int
+    permission_type: int
+    unknown_tagged_fields: tuple[tuple[int, bytes], ...]
+
+    def __init__(self, principal: str = '', host: str = '', operation: int = 0, permission_type: int = 0, unknown_tagged_fields: tuple[tuple[int, bytes], ...] = ()) -> None:
+        self.principal = principal
+        self.host = host
+        self.operation = operation
+        self.permission_type = permission_type
+        self.unknown_tagged_fields = unknown_tagged_fields
+
+    def __eq__(self, other: object) -> bool:
+        if other.__class__ is self.__class__ and isinstance(other, AclDescription):
+            return (self.principal, self.host, self.operation, self.permission_type, self.unknown_tagged_fields,) == (other.principal, other.host, other.operation, other.permission_type, other.unknown_tagged_fields,)
+        return NotImplemented
+
+    def __repr__(self) -> str:
+        return f"{self.__class__.__qualname__}(principal={self.principal!r}, host={self.host!r}, operation={self.operation!r}, permission_type={self.permission_type!r}, unknown_tagged_fields={self.unknown_tagged_fields!r})"
 
 
-@_dataclass(slots=True)
 class DescribeAclsResource(_Struct):
     """Struct DescribeAclsResource of DescribeAclsResponse."""
 
-    resource_type: int = 0
-    resource_name: str = ''
-    pattern_type: int = 3
-    acls: list[AclDescription] = _field(default_factory=list)
-    unknown_tagged_fields: tuple[tuple[int, bytes], ...] = ()
+    __slots__ = ('resource_type', 'resource_name', 'pattern_type', 'acls', 'unknown_tagged_fields',)
+    __match_args__ = ('resource_type', 'resource_name', 'pattern_type', 'acls', 'unknown_tagged_fields',)
+    resource_type: int
+    resource_name: str
+    pattern_type: int
+    acls: list[AclDescription]
+    unknown_tagged_fields: tuple[tuple[int, bytes], ...]
+
+    def __init__(self, resource_type: int = 0, resource_name: str = '', pattern_type: int = 3, acls: list[AclDescription] = _FACTORY, unknown_tagged_fields: tuple[tuple[int, bytes], ...] = ()) -> None:
+        self.resource_type = resource_type
+        self.resource_name = resource_name
+        self.pattern_type = pattern_type
+        self.acls = [] if acls is _FACTORY else acls
+        self.unknown_tagged_fields = unknown_tagged_fields
+
+    def __eq__(self, other: object) -> bool:
+        if other.__class__ is self.__class__ and isinstance(other, DescribeAclsResource):
+            return (self.resource_type, self.resource_name, self.pattern_type, self.acls, self.unknown_tagged_fields,) == (other.resource_type, other.resource_name, other.pattern_type, other.acls, other.unknown_tagged_fields,)
+        return NotImplemented
+
+    def __repr__(self) -> str:
+        return f"{self.__class__.__qualname__}(resource_type={self.resource_type!r}, resource_name={self.resource_name!r}, pattern_type={self.pattern_type!r}, acls={self.acls!r}, unknown_tagged_fields={self.unknown_tagged_fields!r})"
 
 
-@_dataclass(slots=True)
 class DescribeAclsResponse(_Message):
     """response DescribeAclsResponse, versions 0-3."""
+
+    __slots__ = ('throttle_time_ms', 'error_code', 'error_message', 'resources', 'unknown_tagged_fields',)
+    __match_args__ = ('throttle_time_ms', 'error_code', 'error_message', 'resources', 'unknown_tagged_fields',)
 
     NAME: _ClassVar[str] = 'DescribeAclsResponse'
     SCHEMA_TYPE: _ClassVar[str] = 'response'
@@ -76,11 +111,27 @@ class DescribeAclsResponse(_Message):
     FLEXIBLE_MIN: _ClassVar[int | None] = 2
     LATEST_VERSION_UNSTABLE: _ClassVar[bool] = False
     DEPRECATED_VERSIONS: _ClassVar[tuple[int, int] | None] = None
-    throttle_time_ms: int = 0
-    error_code: int = 0
-    error_message: str | None = ''
-    resources: list[DescribeAclsResource] = _field(default_factory=list)
-    unknown_tagged_fields: tuple[tuple[int, bytes], ...] = ()
+
+    throttle_time_ms: int
+    error_code: int
+    error_message: str | None
+    resources: list[DescribeAclsResource]
+    unknown_tagged_fields: tuple[tuple[int, bytes], ...]
+
+    def __init__(self, throttle_time_ms: int = 0, error_code: int = 0, error_message: str | None = '', resources: list[DescribeAclsResource] = _FACTORY, unknown_tagged_fields: tuple[tuple[int, bytes], ...] = ()) -> None:
+        self.throttle_time_ms = throttle_time_ms
+        self.error_code = error_code
+        self.error_message = error_message
+        self.resources = [] if resources is _FACTORY else resources
+        self.unknown_tagged_fields = unknown_tagged_fields
+
+    def __eq__(self, other: object) -> bool:
+        if other.__class__ is self.__class__ and isinstance(other, DescribeAclsResponse):
+            return (self.throttle_time_ms, self.error_code, self.error_message, self.resources, self.unknown_tagged_fields,) == (other.throttle_time_ms, other.error_code, other.error_message, other.resources, other.unknown_tagged_fields,)
+        return NotImplemented
+
+    def __repr__(self) -> str:
+        return f"{self.__class__.__qualname__}(throttle_time_ms={self.throttle_time_ms!r}, error_code={self.error_code!r}, error_message={self.error_message!r}, resources={self.resources!r}, unknown_tagged_fields={self.unknown_tagged_fields!r})"
 
 
 def _read_AclDescription_0(buf: bytes | bytearray | memoryview, pos: int) -> tuple[AclDescription, int]:

@@ -6,11 +6,12 @@ from __future__ import annotations
 
 import struct as _struct
 import uuid as _uuid
-from dataclasses import dataclass as _dataclass, field as _field
 from typing import ClassVar as _ClassVar
 
 from kraft_jbod.errors import DecodeError as _DecodeError, EncodeError as _EncodeError
-from kraft_jbod.wire.message import FieldInfo as _F, Message as _Message, Struct as _Struct
+from kraft_jbod.wire.message import (
+    DEFAULT_FACTORY as _FACTORY, FieldInfo as _F, Message as _Message, Struct as _Struct,
+)
 from kraft_jbod.wire.runtime import (
     absent as _absent, bad_tag as _bad_tag, check_bool as _bool, null as _null,
 )
@@ -40,19 +41,36 @@ _L1 = (('Strict', 1),)
 
 
 
-@_dataclass(slots=True)
 class ComponentData(_Struct):
     """Struct ComponentData of DescribeClientQuotasRequest."""
 
-    entity_type: str = ''
-    match_type: int = 0
-    match: str | None = ''
-    unknown_tagged_fields: tuple[tuple[int, bytes], ...] = ()
+    __slots__ = ('entity_type', 'match_type', 'match', 'unknown_tagged_fields',)
+    __match_args__ = ('entity_type', 'match_type', 'match', 'unknown_tagged_fields',)
+    entity_type: str
+    match_type: int
+    match: str | None
+    unknown_tagged_fields: tuple[tuple[int, bytes], ...]
+
+    def __init__(self, entity_type: str = '', match_type: int = 0, match: str | None = '', unknown_tagged_fields: tuple[tuple[int, bytes], ...] = ()) -> None:
+        self.entity_type = entity_type
+        self.match_type = match_type
+        self.match = match
+        self.unknown_tagged_fields = unknown_tagged_fields
+
+    def __eq__(self, other: object) -> bool:
+        if other.__class__ is self.__class__ and isinstance(other, ComponentData):
+            return (self.entity_type, self.match_type, self.match, self.unknown_tagged_fields,) == (other.entity_type, other.match_type, other.match, other.unknown_tagged_fields,)
+        return NotImplemented
+
+    def __repr__(self) -> str:
+        return f"{self.__class__.__qualname__}(entity_type={self.entity_type!r}, match_type={self.match_type!r}, match={self.match!r}, unknown_tagged_fields={self.unknown_tagged_fields!r})"
 
 
-@_dataclass(slots=True)
 class DescribeClientQuotasRequest(_Message):
     """request DescribeClientQuotasRequest, versions 0-1."""
+
+    __slots__ = ('components', 'strict', 'unknown_tagged_fields',)
+    __match_args__ = ('components', 'strict', 'unknown_tagged_fields',)
 
     NAME: _ClassVar[str] = 'DescribeClientQuotasRequest'
     SCHEMA_TYPE: _ClassVar[str] = 'request'
@@ -61,9 +79,23 @@ class DescribeClientQuotasRequest(_Message):
     FLEXIBLE_MIN: _ClassVar[int | None] = 1
     LATEST_VERSION_UNSTABLE: _ClassVar[bool] = False
     DEPRECATED_VERSIONS: _ClassVar[tuple[int, int] | None] = None
-    components: list[ComponentData] = _field(default_factory=list)
-    strict: bool = False
-    unknown_tagged_fields: tuple[tuple[int, bytes], ...] = ()
+
+    components: list[ComponentData]
+    strict: bool
+    unknown_tagged_fields: tuple[tuple[int, bytes], ...]
+
+    def __init__(self, components: list[ComponentData] = _FACTORY, strict: bool = False, unknown_tagged_fields: tuple[tuple[int, bytes], ...] = ()) -> None:
+        self.components = [] if components is _FACTORY else components
+        self.strict = strict
+        self.unknown_tagged_fields = unknown_tagged_fields
+
+    def __eq__(self, other: object) -> bool:
+        if other.__class__ is self.__class__ and isinstance(other, DescribeClientQuotasRequest):
+            return (self.components, self.strict, self.unknown_tagged_fields,) == (other.components, other.strict, other.unknown_tagged_fields,)
+        return NotImplemented
+
+    def __repr__(self) -> str:
+        return f"{self.__class__.__qualname__}(components={self.components!r}, strict={self.strict!r}, unknown_tagged_fields={self.unknown_tagged_fields!r})"
 
 
 def _read_ComponentData_0(buf: bytes | bytearray | memoryview, pos: int) -> tuple[ComponentData, int]:

@@ -6,11 +6,12 @@ from __future__ import annotations
 
 import struct as _struct
 import uuid as _uuid
-from dataclasses import dataclass as _dataclass, field as _field
 from typing import ClassVar as _ClassVar
 
 from kraft_jbod.errors import DecodeError as _DecodeError, EncodeError as _EncodeError
-from kraft_jbod.wire.message import FieldInfo as _F, Message as _Message, Struct as _Struct
+from kraft_jbod.wire.message import (
+    DEFAULT_FACTORY as _FACTORY, FieldInfo as _F, Message as _Message, Struct as _Struct,
+)
 from kraft_jbod.wire.runtime import (
     absent as _absent, bad_tag as _bad_tag, check_bool as _bool, null as _null,
 )
@@ -40,36 +41,80 @@ _L1 = (('ThrottleTimeMs', 4), ('ErrorCode', 2))
 
 
 
-@_dataclass(slots=True)
 class EntityData(_Struct):
     """Struct EntityData of DescribeClientQuotasResponse."""
 
-    entity_type: str = ''
-    entity_name: str | None = ''
-    unknown_tagged_fields: tuple[tuple[int, bytes], ...] = ()
+    __slots__ = ('entity_type', 'entity_name', 'unknown_tagged_fields',)
+    __match_args__ = ('entity_type', 'entity_name', 'unknown_tagged_fields',)
+    entity_type: str
+    entity_name: str | None
+    unknown_tagged_fields: tuple[tuple[int, bytes], ...]
+
+    def __init__(self, entity_type: str = '', entity_name: str | None = '', unknown_tagged_fields: tuple[tuple[int, bytes], ...] = ()) -> None:
+        self.entity_type = entity_type
+        self.entity_name = entity_name
+        self.unknown_tagged_fields = unknown_tagged_fields
+
+    def __eq__(self, other: object) -> bool:
+        if other.__class__ is self.__class__ and isinstance(other, EntityData):
+            return (self.entity_type, self.entity_name, self.unknown_tagged_fields,) == (other.entity_type, other.entity_name, other.unknown_tagged_fields,)
+        return NotImplemented
+
+    def __repr__(self) -> str:
+        return f"{self.__class__.__qualname__}(entity_type={self.entity_type!r}, entity_name={self.entity_name!r}, unknown_tagged_fields={self.unknown_tagged_fields!r})"
 
 
-@_dataclass(slots=True)
 class ValueData(_Struct):
     """Struct ValueData of DescribeClientQuotasResponse."""
 
-    key: str = ''
-    value: float = 0.0
-    unknown_tagged_fields: tuple[tuple[int, bytes], ...] = ()
+    __slots__ = ('key', 'value', 'unknown_tagged_fields',)
+    __match_args__ = ('key', 'value', 'unknown_tagged_fields',)
+    key: str
+    value: float
+    unknown_tagged_fields: tuple[tuple[int, bytes], ...]
+
+    def __init__(self, key: str = '', value: float = 0.0, unknown_tagged_fields: tuple[tuple[int, bytes], ...] = ()) -> None:
+        self.key = key
+        self.value = value
+        self.unknown_tagged_fields = unknown_tagged_fields
+
+    def __eq__(self, other: object) -> bool:
+        if other.__class__ is self.__class__ and isinstance(other, ValueData):
+            return (self.key, self.value, self.unknown_tagged_fields,) == (other.key, other.value, other.unknown_tagged_fields,)
+        return NotImplemented
+
+    def __repr__(self) -> str:
+        return f"{self.__class__.__qualname__}(key={self.key!r}, value={self.value!r}, unknown_tagged_fields={self.unknown_tagged_fields!r})"
 
 
-@_dataclass(slots=True)
 class EntryData(_Struct):
     """Struct EntryData of DescribeClientQuotasResponse."""
 
-    entity: list[EntityData] = _field(default_factory=list)
-    values: list[ValueData] = _field(default_factory=list)
-    unknown_tagged_fields: tuple[tuple[int, bytes], ...] = ()
+    __slots__ = ('entity', 'values', 'unknown_tagged_fields',)
+    __match_args__ = ('entity', 'values', 'unknown_tagged_fields',)
+    entity: list[EntityData]
+    values: list[ValueData]
+    unknown_tagged_fields: tuple[tuple[int, bytes], ...]
+
+    def __init__(self, entity: list[EntityData] = _FACTORY, values: list[ValueData] = _FACTORY, unknown_tagged_fields: tuple[tuple[int, bytes], ...] = ()) -> None:
+        self.entity = [] if entity is _FACTORY else entity
+        self.values = [] if values is _FACTORY else values
+        self.unknown_tagged_fields = unknown_tagged_fields
+
+    def __eq__(self, other: object) -> bool:
+        if other.__class__ is self.__class__ and isinstance(other, EntryData):
+            return (self.entity, self.values, self.unknown_tagged_fields,) == (other.entity, other.values, other.unknown_tagged_fields,)
+        return NotImplemented
+
+    def __repr__(self) -> str:
+        return f"{self.__class__.__qualname__}(entity={self.entity!r}, values={self.values!r}, unknown_tagged_fields={self.unknown_tagged_fields!r})"
 
 
-@_dataclass(slots=True)
 class DescribeClientQuotasResponse(_Message):
     """response DescribeClientQuotasResponse, versions 0-1."""
+
+    __slots__ = ('throttle_time_ms', 'error_code', 'error_message', 'entries', 'unknown_tagged_fields',)
+    __match_args__ = ('throttle_time_ms', 'error_code', 'error_message', 'entries', 'unknown_tagged_fields',)
 
     NAME: _ClassVar[str] = 'DescribeClientQuotasResponse'
     SCHEMA_TYPE: _ClassVar[str] = 'response'
@@ -78,11 +123,27 @@ class DescribeClientQuotasResponse(_Message):
     FLEXIBLE_MIN: _ClassVar[int | None] = 1
     LATEST_VERSION_UNSTABLE: _ClassVar[bool] = False
     DEPRECATED_VERSIONS: _ClassVar[tuple[int, int] | None] = None
-    throttle_time_ms: int = 0
-    error_code: int = 0
-    error_message: str | None = ''
-    entries: list[EntryData] | None = _field(default_factory=list)
-    unknown_tagged_fields: tuple[tuple[int, bytes], ...] = ()
+
+    throttle_time_ms: int
+    error_code: int
+    error_message: str | None
+    entries: list[EntryData] | None
+    unknown_tagged_fields: tuple[tuple[int, bytes], ...]
+
+    def __init__(self, throttle_time_ms: int = 0, error_code: int = 0, error_message: str | None = '', entries: list[EntryData] | None = _FACTORY, unknown_tagged_fields: tuple[tuple[int, bytes], ...] = ()) -> None:
+        self.throttle_time_ms = throttle_time_ms
+        self.error_code = error_code
+        self.error_message = error_message
+        self.entries = [] if entries is _FACTORY else entries
+        self.unknown_tagged_fields = unknown_tagged_fields
+
+    def __eq__(self, other: object) -> bool:
+        if other.__class__ is self.__class__ and isinstance(other, DescribeClientQuotasResponse):
+            return (self.throttle_time_ms, self.error_code, self.error_message, self.entries, self.unknown_tagged_fields,) == (other.throttle_time_ms, other.error_code, other.error_message, other.entries, other.unknown_tagged_fields,)
+        return NotImplemented
+
+    def __repr__(self) -> str:
+        return f"{self.__class__.__qualname__}(throttle_time_ms={self.throttle_time_ms!r}, error_code={self.error_code!r}, error_message={self.error_message!r}, entries={self.entries!r}, unknown_tagged_fields={self.unknown_tagged_fields!r})"
 
 
 def _read_EntityData_0(buf: bytes | bytearray | memoryview, pos: int) -> tuple[EntityData, int]:

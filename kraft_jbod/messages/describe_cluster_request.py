@@ -6,11 +6,12 @@ from __future__ import annotations
 
 import struct as _struct
 import uuid as _uuid
-from dataclasses import dataclass as _dataclass, field as _field
 from typing import ClassVar as _ClassVar
 
 from kraft_jbod.errors import DecodeError as _DecodeError, EncodeError as _EncodeError
-from kraft_jbod.wire.message import FieldInfo as _F, Message as _Message, Struct as _Struct
+from kraft_jbod.wire.message import (
+    DEFAULT_FACTORY as _FACTORY, FieldInfo as _F, Message as _Message, Struct as _Struct,
+)
 from kraft_jbod.wire.runtime import (
     absent as _absent, bad_tag as _bad_tag, check_bool as _bool, null as _null,
 )
@@ -42,9 +43,11 @@ _L2 = (('IncludeClusterAuthorizedOperations', 1), ('EndpointType', 1), ('Include
 
 
 
-@_dataclass(slots=True)
 class DescribeClusterRequest(_Message):
     """request DescribeClusterRequest, versions 0-2."""
+
+    __slots__ = ('include_cluster_authorized_operations', 'endpoint_type', 'include_fenced_brokers', 'unknown_tagged_fields',)
+    __match_args__ = ('include_cluster_authorized_operations', 'endpoint_type', 'include_fenced_brokers', 'unknown_tagged_fields',)
 
     NAME: _ClassVar[str] = 'DescribeClusterRequest'
     SCHEMA_TYPE: _ClassVar[str] = 'request'
@@ -53,10 +56,25 @@ class DescribeClusterRequest(_Message):
     FLEXIBLE_MIN: _ClassVar[int | None] = 0
     LATEST_VERSION_UNSTABLE: _ClassVar[bool] = False
     DEPRECATED_VERSIONS: _ClassVar[tuple[int, int] | None] = None
-    include_cluster_authorized_operations: bool = False
-    endpoint_type: int = 1
-    include_fenced_brokers: bool = False
-    unknown_tagged_fields: tuple[tuple[int, bytes], ...] = ()
+
+    include_cluster_authorized_operations: bool
+    endpoint_type: int
+    include_fenced_brokers: bool
+    unknown_tagged_fields: tuple[tuple[int, bytes], ...]
+
+    def __init__(self, include_cluster_authorized_operations: bool = False, endpoint_type: int = 1, include_fenced_brokers: bool = False, unknown_tagged_fields: tuple[tuple[int, bytes], ...] = ()) -> None:
+        self.include_cluster_authorized_operations = include_cluster_authorized_operations
+        self.endpoint_type = endpoint_type
+        self.include_fenced_brokers = include_fenced_brokers
+        self.unknown_tagged_fields = unknown_tagged_fields
+
+    def __eq__(self, other: object) -> bool:
+        if other.__class__ is self.__class__ and isinstance(other, DescribeClusterRequest):
+            return (self.include_cluster_authorized_operations, self.endpoint_type, self.include_fenced_brokers, self.unknown_tagged_fields,) == (other.include_cluster_authorized_operations, other.endpoint_type, other.include_fenced_brokers, other.unknown_tagged_fields,)
+        return NotImplemented
+
+    def __repr__(self) -> str:
+        return f"{self.__class__.__qualname__}(include_cluster_authorized_operations={self.include_cluster_authorized_operations!r}, endpoint_type={self.endpoint_type!r}, include_fenced_brokers={self.include_fenced_brokers!r}, unknown_tagged_fields={self.unknown_tagged_fields!r})"
 
 
 def _read_DescribeClusterRequest_0(buf: bytes | bytearray | memoryview, pos: int) -> tuple[DescribeClusterRequest, int]:

@@ -6,11 +6,12 @@ from __future__ import annotations
 
 import struct as _struct
 import uuid as _uuid
-from dataclasses import dataclass as _dataclass, field as _field
 from typing import ClassVar as _ClassVar
 
 from kraft_jbod.errors import DecodeError as _DecodeError, EncodeError as _EncodeError
-from kraft_jbod.wire.message import FieldInfo as _F, Message as _Message, Struct as _Struct
+from kraft_jbod.wire.message import (
+    DEFAULT_FACTORY as _FACTORY, FieldInfo as _F, Message as _Message, Struct as _Struct,
+)
 from kraft_jbod.wire.runtime import (
     absent as _absent, bad_tag as _bad_tag, check_bool as _bool, null as _null,
 )
@@ -42,19 +43,36 @@ _L2 = (('IncludeSynonyms', 1), ('IncludeDocumentation', 1))
 
 
 
-@_dataclass(slots=True)
 class DescribeConfigsResource(_Struct):
     """Struct DescribeConfigsResource of DescribeConfigsRequest."""
 
-    resource_type: int = 0
-    resource_name: str = ''
-    configuration_keys: list[str] | None = _field(default_factory=list)
-    unknown_tagged_fields: tuple[tuple[int, bytes], ...] = ()
+    __slots__ = ('resource_type', 'resource_name', 'configuration_keys', 'unknown_tagged_fields',)
+    __match_args__ = ('resource_type', 'resource_name', 'configuration_keys', 'unknown_tagged_fields',)
+    resource_type: int
+    resource_name: str
+    configuration_keys: list[str] | None
+    unknown_tagged_fields: tuple[tuple[int, bytes], ...]
+
+    def __init__(self, resource_type: int = 0, resource_name: str = '', configuration_keys: list[str] | None = _FACTORY, unknown_tagged_fields: tuple[tuple[int, bytes], ...] = ()) -> None:
+        self.resource_type = resource_type
+        self.resource_name = resource_name
+        self.configuration_keys = [] if configuration_keys is _FACTORY else configuration_keys
+        self.unknown_tagged_fields = unknown_tagged_fields
+
+    def __eq__(self, other: object) -> bool:
+        if other.__class__ is self.__class__ and isinstance(other, DescribeConfigsResource):
+            return (self.resource_type, self.resource_name, self.configuration_keys, self.unknown_tagged_fields,) == (other.resource_type, other.resource_name, other.configuration_keys, other.unknown_tagged_fields,)
+        return NotImplemented
+
+    def __repr__(self) -> str:
+        return f"{self.__class__.__qualname__}(resource_type={self.resource_type!r}, resource_name={self.resource_name!r}, configuration_keys={self.configuration_keys!r}, unknown_tagged_fields={self.unknown_tagged_fields!r})"
 
 
-@_dataclass(slots=True)
 class DescribeConfigsRequest(_Message):
     """request DescribeConfigsRequest, versions 0-4."""
+
+    __slots__ = ('resources', 'include_synonyms', 'include_documentation', 'unknown_tagged_fields',)
+    __match_args__ = ('resources', 'include_synonyms', 'include_documentation', 'unknown_tagged_fields',)
 
     NAME: _ClassVar[str] = 'DescribeConfigsRequest'
     SCHEMA_TYPE: _ClassVar[str] = 'request'
@@ -63,10 +81,25 @@ class DescribeConfigsRequest(_Message):
     FLEXIBLE_MIN: _ClassVar[int | None] = 4
     LATEST_VERSION_UNSTABLE: _ClassVar[bool] = False
     DEPRECATED_VERSIONS: _ClassVar[tuple[int, int] | None] = (0, 0)
-    resources: list[DescribeConfigsResource] = _field(default_factory=list)
-    include_synonyms: bool = False
-    include_documentation: bool = False
-    unknown_tagged_fields: tuple[tuple[int, bytes], ...] = ()
+
+    resources: list[DescribeConfigsResource]
+    include_synonyms: bool
+    include_documentation: bool
+    unknown_tagged_fields: tuple[tuple[int, bytes], ...]
+
+    def __init__(self, resources: list[DescribeConfigsResource] = _FACTORY, include_synonyms: bool = False, include_documentation: bool = False, unknown_tagged_fields: tuple[tuple[int, bytes], ...] = ()) -> None:
+        self.resources = [] if resources is _FACTORY else resources
+        self.include_synonyms = include_synonyms
+        self.include_documentation = include_documentation
+        self.unknown_tagged_fields = unknown_tagged_fields
+
+    def __eq__(self, other: object) -> bool:
+        if other.__class__ is self.__class__ and isinstance(other, DescribeConfigsRequest):
+            return (self.resources, self.include_synonyms, self.include_documentation, self.unknown_tagged_fields,) == (other.resources, other.include_synonyms, other.include_documentation, other.unknown_tagged_fields,)
+        return NotImplemented
+
+    def __repr__(self) -> str:
+        return f"{self.__class__.__qualname__}(resources={self.resources!r}, include_synonyms={self.include_synonyms!r}, include_documentation={self.include_documentation!r}, unknown_tagged_fields={self.unknown_tagged_fields!r})"
 
 
 def _read_DescribeConfigsResource_0(buf: bytes | bytearray | memoryview, pos: int) -> tuple[DescribeConfigsResource, int]:

@@ -6,11 +6,12 @@ from __future__ import annotations
 
 import struct as _struct
 import uuid as _uuid
-from dataclasses import dataclass as _dataclass, field as _field
 from typing import ClassVar as _ClassVar
 
 from kraft_jbod.errors import DecodeError as _DecodeError, EncodeError as _EncodeError
-from kraft_jbod.wire.message import FieldInfo as _F, Message as _Message, Struct as _Struct
+from kraft_jbod.wire.message import (
+    DEFAULT_FACTORY as _FACTORY, FieldInfo as _F, Message as _Message, Struct as _Struct,
+)
 from kraft_jbod.wire.runtime import (
     absent as _absent, bad_tag as _bad_tag, check_bool as _bool, null as _null,
 )
@@ -36,18 +37,34 @@ _new = object.__new__
 
 
 
-@_dataclass(slots=True)
 class DescribeDelegationTokenOwner(_Struct):
     """Struct DescribeDelegationTokenOwner of DescribeDelegationTokenRequest."""
 
-    principal_type: str = ''
-    principal_name: str = ''
-    unknown_tagged_fields: tuple[tuple[int, bytes], ...] = ()
+    __slots__ = ('principal_type', 'principal_name', 'unknown_tagged_fields',)
+    __match_args__ = ('principal_type', 'principal_name', 'unknown_tagged_fields',)
+    principal_type: str
+    principal_name: str
+    unknown_tagged_fields: tuple[tuple[int, bytes], ...]
+
+    def __init__(self, principal_type: str = '', principal_name: str = '', unknown_tagged_fields: tuple[tuple[int, bytes], ...] = ()) -> None:
+        self.principal_type = principal_type
+        self.principal_name = principal_name
+        self.unknown_tagged_fields = unknown_tagged_fields
+
+    def __eq__(self, other: object) -> bool:
+        if other.__class__ is self.__class__ and isinstance(other, DescribeDelegationTokenOwner):
+            return (self.principal_type, self.principal_name, self.unknown_tagged_fields,) == (other.principal_type, other.principal_name, other.unknown_tagged_fields,)
+        return NotImplemented
+
+    def __repr__(self) -> str:
+        return f"{self.__class__.__qualname__}(principal_type={self.principal_type!r}, principal_name={self.principal_name!r}, unknown_tagged_fields={self.unknown_tagged_fields!r})"
 
 
-@_dataclass(slots=True)
 class DescribeDelegationTokenRequest(_Message):
     """request DescribeDelegationTokenRequest, versions 0-3."""
+
+    __slots__ = ('owners', 'unknown_tagged_fields',)
+    __match_args__ = ('owners', 'unknown_tagged_fields',)
 
     NAME: _ClassVar[str] = 'DescribeDelegationTokenRequest'
     SCHEMA_TYPE: _ClassVar[str] = 'request'
@@ -56,8 +73,21 @@ class DescribeDelegationTokenRequest(_Message):
     FLEXIBLE_MIN: _ClassVar[int | None] = 2
     LATEST_VERSION_UNSTABLE: _ClassVar[bool] = False
     DEPRECATED_VERSIONS: _ClassVar[tuple[int, int] | None] = (0, 0)
-    owners: list[DescribeDelegationTokenOwner] | None = _field(default_factory=list)
-    unknown_tagged_fields: tuple[tuple[int, bytes], ...] = ()
+
+    owners: list[DescribeDelegationTokenOwner] | None
+    unknown_tagged_fields: tuple[tuple[int, bytes], ...]
+
+    def __init__(self, owners: list[DescribeDelegationTokenOwner] | None = _FACTORY, unknown_tagged_fields: tuple[tuple[int, bytes], ...] = ()) -> None:
+        self.owners = [] if owners is _FACTORY else owners
+        self.unknown_tagged_fields = unknown_tagged_fields
+
+    def __eq__(self, other: object) -> bool:
+        if other.__class__ is self.__class__ and isinstance(other, DescribeDelegationTokenRequest):
+            return (self.owners, self.unknown_tagged_fields,) == (other.owners, other.unknown_tagged_fields,)
+        return NotImplemented
+
+    def __repr__(self) -> str:
+        return f"{self.__class__.__qualname__}(owners={self.owners!r}, unknown_tagged_fields={self.unknown_tagged_fields!r})"
 
 
 def _read_DescribeDelegationTokenOwner_0(buf: bytes | bytearray | memoryview, pos: int) -> tuple[DescribeDelegationTokenOwner, int]:

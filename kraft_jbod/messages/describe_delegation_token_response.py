@@ -6,11 +6,12 @@ from __future__ import annotations
 
 import struct as _struct
 import uuid as _uuid
-from dataclasses import dataclass as _dataclass, field as _field
 from typing import ClassVar as _ClassVar
 
 from kraft_jbod.errors import DecodeError as _DecodeError, EncodeError as _EncodeError
-from kraft_jbod.wire.message import FieldInfo as _F, Message as _Message, Struct as _Struct
+from kraft_jbod.wire.message import (
+    DEFAULT_FACTORY as _FACTORY, FieldInfo as _F, Message as _Message, Struct as _Struct,
+)
 from kraft_jbod.wire.runtime import (
     absent as _absent, bad_tag as _bad_tag, check_bool as _bool, null as _null,
 )
@@ -42,35 +43,73 @@ _L2 = (('ThrottleTimeMs', 4),)
 
 
 
-@_dataclass(slots=True)
 class DescribedDelegationTokenRenewer(_Struct):
     """Struct DescribedDelegationTokenRenewer of DescribeDelegationTokenResponse."""
 
-    principal_type: str = ''
-    principal_name: str = ''
-    unknown_tagged_fields: tuple[tuple[int, bytes], ...] = ()
+    __slots__ = ('principal_type', 'principal_name', 'unknown_tagged_fields',)
+    __match_args__ = ('principal_type', 'principal_name', 'unknown_tagged_fields',)
+    principal_type: str
+    principal_name: str
+    unknown_tagged_fields: tuple[tuple[int, bytes], ...]
+
+    def __init__(self, principal_type: str = '', principal_name: str = '', unknown_tagged_fields: tuple[tuple[int, bytes], ...] = ()) -> None:
+        self.principal_type = principal_type
+        self.principal_name = principal_name
+        self.unknown_tagged_fields = unknown_tagged_fields
+
+    def __eq__(self, other: object) -> bool:
+        if other.__class__ is self.__class__ and isinstance(other, DescribedDelegationTokenRenewer):
+            return (self.principal_type, self.principal_name, self.unknown_tagged_fields,) == (other.principal_type, other.principal_name, other.unknown_tagged_fields,)
+        return NotImplemented
+
+    def __repr__(self) -> str:
+        return f"{self.__class__.__qualname__}(principal_type={self.principal_type!r}, principal_name={self.principal_name!r}, unknown_tagged_fields={self.unknown_tagged_fields!r})"
 
 
-@_dataclass(slots=True)
 class DescribedDelegationToken(_Struct):
     """Struct DescribedDelegationToken of DescribeDelegationTokenResponse."""
 
-    principal_type: str = ''
-    principal_name: str = ''
-    token_requester_principal_type: str = ''
-    token_requester_principal_name: str = ''
-    issue_timestamp: int = 0
-    expiry_timestamp: int = 0
-    max_timestamp: int = 0
-    token_id: str = ''
-    hmac: bytes = b''
-    renewers: list[DescribedDelegationTokenRenewer] = _field(default_factory=list)
-    unknown_tagged_fields: tuple[tuple[int, bytes], ...] = ()
+    __slots__ = ('principal_type', 'principal_name', 'token_requester_principal_type', 'token_requester_principal_name', 'issue_timestamp', 'expiry_timestamp', 'max_timestamp', 'token_id', 'hmac', 'renewers', 'unknown_tagged_fields',)
+    __match_args__ = ('principal_type', 'principal_name', 'token_requester_principal_type', 'token_requester_principal_name', 'issue_timestamp', 'expiry_timestamp', 'max_timestamp', 'token_id', 'hmac', 'renewers', 'unknown_tagged_fields',)
+    principal_type: str
+    principal_name: str
+    token_requester_principal_type: str
+    token_requester_principal_name: str
+    issue_timestamp: int
+    expiry_timestamp: int
+    max_timestamp: int
+    token_id: str
+    hmac: bytes
+    renewers: list[DescribedDelegationTokenRenewer]
+    unknown_tagged_fields: tuple[tuple[int, bytes], ...]
+
+    def __init__(self, principal_type: str = '', principal_name: str = '', token_requester_principal_type: str = '', token_requester_principal_name: str = '', issue_timestamp: int = 0, expiry_timestamp: int = 0, max_timestamp: int = 0, token_id: str = '', hmac: bytes = b'', renewers: list[DescribedDelegationTokenRenewer] = _FACTORY, unknown_tagged_fields: tuple[tuple[int, bytes], ...] = ()) -> None:
+        self.principal_type = principal_type
+        self.principal_name = principal_name
+        self.token_requester_principal_type = token_requester_principal_type
+        self.token_requester_principal_name = token_requester_principal_name
+        self.issue_timestamp = issue_timestamp
+        self.expiry_timestamp = expiry_timestamp
+        self.max_timestamp = max_timestamp
+        self.token_id = token_id
+        self.hmac = hmac
+        self.renewers = [] if renewers is _FACTORY else renewers
+        self.unknown_tagged_fields = unknown_tagged_fields
+
+    def __eq__(self, other: object) -> bool:
+        if other.__class__ is self.__class__ and isinstance(other, DescribedDelegationToken):
+            return (self.principal_type, self.principal_name, self.token_requester_principal_type, self.token_requester_principal_name, self.issue_timestamp, self.expiry_timestamp, self.max_timestamp, self.token_id, self.hmac, self.renewers, self.unknown_tagged_fields,) == (other.principal_type, other.principal_name, other.token_requester_principal_type, other.token_requester_principal_name, other.issue_timestamp, other.expiry_timestamp, other.max_timestamp, other.token_id, other.hmac, other.renewers, other.unknown_tagged_fields,)
+        return NotImplemented
+
+    def __repr__(self) -> str:
+        return f"{self.__class__.__qualname__}(principal_type={self.principal_type!r}, principal_name={self.principal_name!r}, token_requester_principal_type={self.token_requester_principal_type!r}, token_requester_principal_name={self.token_requester_principal_name!r}, issue_timestamp={self.issue_timestamp!r}, expiry_timestamp={self.expiry_timestamp!r}, max_timestamp={self.max_timestamp!r}, token_id={self.token_id!r}, hmac={self.hmac!r}, renewers={self.renewers!r}, unknown_tagged_fields={self.unknown_tagged_fields!r})"
 
 
-@_dataclass(slots=True)
 class DescribeDelegationTokenResponse(_Message):
     """response DescribeDelegationTokenResponse, versions 0-3."""
+
+    __slots__ = ('error_code', 'tokens', 'throttle_time_ms', 'unknown_tagged_fields',)
+    __match_args__ = ('error_code', 'tokens', 'throttle_time_ms', 'unknown_tagged_fields',)
 
     NAME: _ClassVar[str] = 'DescribeDelegationTokenResponse'
     SCHEMA_TYPE: _ClassVar[str] = 'response'
@@ -79,10 +118,25 @@ class DescribeDelegationTokenResponse(_Message):
     FLEXIBLE_MIN: _ClassVar[int | None] = 2
     LATEST_VERSION_UNSTABLE: _ClassVar[bool] = False
     DEPRECATED_VERSIONS: _ClassVar[tuple[int, int] | None] = None
-    error_code: int = 0
-    tokens: list[DescribedDelegationToken] = _field(default_factory=list)
-    throttle_time_ms: int = 0
-    unknown_tagged_fields: tuple[tuple[int, bytes], ...] = ()
+
+    error_code: int
+    tokens: list[DescribedDelegationToken]
+    throttle_time_ms: int
+    unknown_tagged_fields: tuple[tuple[int, bytes], ...]
+
+    def __init__(self, error_code: int = 0, tokens: list[DescribedDelegationToken] = _FACTORY, throttle_time_ms: int = 0, unknown_tagged_fields: tuple[tuple[int, bytes], ...] = ()) -> None:
+        self.error_code = error_code
+        self.tokens = [] if tokens is _FACTORY else tokens
+        self.throttle_time_ms = throttle_time_ms
+        self.unknown_tagged_fields = unknown_tagged_fields
+
+    def __eq__(self, other: object) -> bool:
+        if other.__class__ is self.__class__ and isinstance(other, DescribeDelegationTokenResponse):
+            return (self.error_code, self.tokens, self.throttle_time_ms, self.unknown_tagged_fields,) == (other.error_code, other.tokens, other.throttle_time_ms, other.unknown_tagged_fields,)
+        return NotImplemented
+
+    def __repr__(self) -> str:
+        return f"{self.__class__.__qualname__}(error_code={self.error_code!r}, tokens={self.tokens!r}, throttle_time_ms={self.throttle_time_ms!r}, unknown_tagged_fields={self.unknown_tagged_fields!r})"
 
 
 def _read_DescribedDelegationTokenRenewer_0(buf: bytes | bytearray | memoryview, pos: int) -> tuple[DescribedDelegationTokenRenewer, int]:

@@ -6,11 +6,12 @@ from __future__ import annotations
 
 import struct as _struct
 import uuid as _uuid
-from dataclasses import dataclass as _dataclass, field as _field
 from typing import ClassVar as _ClassVar
 
 from kraft_jbod.errors import DecodeError as _DecodeError, EncodeError as _EncodeError
-from kraft_jbod.wire.message import FieldInfo as _F, Message as _Message, Struct as _Struct
+from kraft_jbod.wire.message import (
+    DEFAULT_FACTORY as _FACTORY, FieldInfo as _F, Message as _Message, Struct as _Struct,
+)
 from kraft_jbod.wire.runtime import (
     absent as _absent, bad_tag as _bad_tag, check_bool as _bool, null as _null,
 )
@@ -48,42 +49,92 @@ _L5 = (('ThrottleTimeMs', 4), ('ErrorCode', 2))
 
 
 
-@_dataclass(slots=True)
 class DescribeLogDirsPartition(_Struct):
     """Struct DescribeLogDirsPartition of DescribeLogDirsResponse."""
 
-    partition_index: int = 0
-    partition_size: int = 0
-    offset_lag: int = 0
-    is_future_key: bool = False
-    unknown_tagged_fields: tuple[tuple[int, bytes], ...] = ()
+    __slots__ = ('partition_index', 'partition_size', 'offset_lag', 'is_future_key', 'unknown_tagged_fields',)
+    __match_args__ = ('partition_index', 'partition_size', 'offset_lag', 'is_future_key', 'unknown_tagged_fields',)
+    partition_index: int
+    partition_size: int
+    offset_lag: int
+    is_future_key: bool
+    unknown_tagged_fields: tuple[tuple[int, bytes], ...]
+
+    def __init__(self, partition_index: int = 0, partition_size: int = 0, offset_lag: int = 0, is_future_key: bool = False, unknown_tagged_fields: tuple[tuple[int, bytes], ...] = ()) -> None:
+        self.partition_index = partition_index
+        self.partition_size = partition_size
+        self.offset_lag = offset_lag
+        self.is_future_key = is_future_key
+        self.unknown_tagged_fields = unknown_tagged_fields
+
+    def __eq__(self, other: object) -> bool:
+        if other.__class__ is self.__class__ and isinstance(other, DescribeLogDirsPartition):
+            return (self.partition_index, self.partition_size, self.offset_lag, self.is_future_key, self.unknown_tagged_fields,) == (other.partition_index, other.partition_size, other.offset_lag, other.is_future_key, other.unknown_tagged_fields,)
+        return NotImplemented
+
+    def __repr__(self) -> str:
+        return f"{self.__class__.__qualname__}(partition_index={self.partition_index!r}, partition_size={self.partition_size!r}, offset_lag={self.offset_lag!r}, is_future_key={self.is_future_key!r}, unknown_tagged_fields={self.unknown_tagged_fields!r})"
 
 
-@_dataclass(slots=True)
 class DescribeLogDirsTopic(_Struct):
     """Struct DescribeLogDirsTopic of DescribeLogDirsResponse."""
 
-    name: str = ''
-    partitions: list[DescribeLogDirsPartition] = _field(default_factory=list)
-    unknown_tagged_fields: tuple[tuple[int, bytes], ...] = ()
+    __slots__ = ('name', 'partitions', 'unknown_tagged_fields',)
+    __match_args__ = ('name', 'partitions', 'unknown_tagged_fields',)
+    name: str
+    partitions: list[DescribeLogDirsPartition]
+    unknown_tagged_fields: tuple[tuple[int, bytes], ...]
+
+    def __init__(self, name: str = '', partitions: list[DescribeLogDirsPartition] = _FACTORY, unknown_tagged_fields: tuple[tuple[int, bytes], ...] = ()) -> None:
+        self.name = name
+        self.partitions = [] if partitions is _FACTORY else partitions
+        self.unknown_tagged_fields = unknown_tagged_fields
+
+    def __eq__(self, other: object) -> bool:
+        if other.__class__ is self.__class__ and isinstance(other, DescribeLogDirsTopic):
+            return (self.name, self.partitions, self.unknown_tagged_fields,) == (other.name, other.partitions, other.unknown_tagged_fields,)
+        return NotImplemented
+
+    def __repr__(self) -> str:
+        return f"{self.__class__.__qualname__}(name={self.name!r}, partitions={self.partitions!r}, unknown_tagged_fields={self.unknown_tagged_fields!r})"
 
 
-@_dataclass(slots=True)
 class DescribeLogDirsResult(_Struct):
     """Struct DescribeLogDirsResult of DescribeLogDirsResponse."""
 
-    error_code: int = 0
-    log_dir: str = ''
-    topics: list[DescribeLogDirsTopic] = _field(default_factory=list)
-    total_bytes: int = -1
-    usable_bytes: int = -1
-    is_cordoned: bool = False
-    unknown_tagged_fields: tuple[tuple[int, bytes], ...] = ()
+    __slots__ = ('error_code', 'log_dir', 'topics', 'total_bytes', 'usable_bytes', 'is_cordoned', 'unknown_tagged_fields',)
+    __match_args__ = ('error_code', 'log_dir', 'topics', 'total_bytes', 'usable_bytes', 'is_cordoned', 'unknown_tagged_fields',)
+    error_code: int
+    log_dir: str
+    topics: list[DescribeLogDirsTopic]
+    total_bytes: int
+    usable_bytes: int
+    is_cordoned: bool
+    unknown_tagged_fields: tuple[tuple[int, bytes], ...]
+
+    def __init__(self, error_code: int = 0, log_dir: str = '', topics: list[DescribeLogDirsTopic] = _FACTORY, total_bytes: int = -1, usable_bytes: int = -1, is_cordoned: bool = False, unknown_tagged_fields: tuple[tuple[int, bytes], ...] = ()) -> None:
+        self.error_code = error_code
+        self.log_dir = log_dir
+        self.topics = [] if topics is _FACTORY else topics
+        self.total_bytes = total_bytes
+        self.usable_bytes = usable_bytes
+        self.is_cordoned = is_cordoned
+        self.unknown_tagged_fields = unknown_tagged_fields
+
+    def __eq__(self, other: object) -> bool:
+        if other.__class__ is self.__class__ and isinstance(other, DescribeLogDirsResult):
+            return (self.error_code, self.log_dir, self.topics, self.total_bytes, self.usable_bytes, self.is_cordoned, self.unknown_tagged_fields,) == (other.error_code, other.log_dir, other.topics, other.total_bytes, other.usable_bytes, other.is_cordoned, other.unknown_tagged_fields,)
+        return NotImplemented
+
+    def __repr__(self) -> str:
+        return f"{self.__class__.__qualname__}(error_code={self.error_code!r}, log_dir={self.log_dir!r}, topics={self.topics!r}, total_bytes={self.total_bytes!r}, usable_bytes={self.usable_bytes!r}, is_cordoned={self.is_cordoned!r}, unknown_tagged_fields={self.unknown_tagged_fields!r})"
 
 
-@_dataclass(slots=True)
 class DescribeLogDirsResponse(_Message):
     """response DescribeLogDirsResponse, versions 0-5."""
+
+    __slots__ = ('throttle_time_ms', 'error_code', 'results', 'unknown_tagged_fields',)
+    __match_args__ = ('throttle_time_ms', 'error_code', 'results', 'unknown_tagged_fields',)
 
     NAME: _ClassVar[str] = 'DescribeLogDirsResponse'
     SCHEMA_TYPE: _ClassVar[str] = 'response'
@@ -92,10 +143,25 @@ class DescribeLogDirsResponse(_Message):
     FLEXIBLE_MIN: _ClassVar[int | None] = 2
     LATEST_VERSION_UNSTABLE: _ClassVar[bool] = False
     DEPRECATED_VERSIONS: _ClassVar[tuple[int, int] | None] = None
-    throttle_time_ms: int = 0
-    error_code: int = 0
-    results: list[DescribeLogDirsResult] = _field(default_factory=list)
-    unknown_tagged_fields: tuple[tuple[int, bytes], ...] = ()
+
+    throttle_time_ms: int
+    error_code: int
+    results: list[DescribeLogDirsResult]
+    unknown_tagged_fields: tuple[tuple[int, bytes], ...]
+
+    def __init__(self, throttle_time_ms: int = 0, error_code: int = 0, results: list[DescribeLogDirsResult] = _FACTORY, unknown_tagged_fields: tuple[tuple[int, bytes], ...] = ()) -> None:
+        self.throttle_time_ms = throttle_time_ms
+        self.error_code = error_code
+        self.results = [] if results is _FACTORY else results
+        self.unknown_tagged_fields = unknown_tagged_fields
+
+    def __eq__(self, other: object) -> bool:
+        if other.__class__ is self.__class__ and isinstance(other, DescribeLogDirsResponse):
+            return (self.throttle_time_ms, self.error_code, self.results, self.unknown_tagged_fields,) == (other.throttle_time_ms, other.error_code, other.results, other.unknown_tagged_fields,)
+        return NotImplemented
+
+    def __repr__(self) -> str:
+        return f"{self.__class__.__qualname__}(throttle_time_ms={self.throttle_time_ms!r}, error_code={self.error_code!r}, results={self.results!r}, unknown_tagged_fields={self.unknown_tagged_fields!r})"
 
 
 def _read_DescribeLogDirsPartition_0(buf: bytes | bytearray | memoryview, pos: int) -> tuple[DescribeLogDirsPartition, int]:

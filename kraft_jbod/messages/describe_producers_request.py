@@ -6,11 +6,12 @@ from __future__ import annotations
 
 import struct as _struct
 import uuid as _uuid
-from dataclasses import dataclass as _dataclass, field as _field
 from typing import ClassVar as _ClassVar
 
 from kraft_jbod.errors import DecodeError as _DecodeError, EncodeError as _EncodeError
-from kraft_jbod.wire.message import FieldInfo as _F, Message as _Message, Struct as _Struct
+from kraft_jbod.wire.message import (
+    DEFAULT_FACTORY as _FACTORY, FieldInfo as _F, Message as _Message, Struct as _Struct,
+)
 from kraft_jbod.wire.runtime import (
     absent as _absent, bad_tag as _bad_tag, check_bool as _bool, null as _null,
 )
@@ -37,18 +38,34 @@ _ARR_i = _array_structs('i')
 
 
 
-@_dataclass(slots=True)
 class TopicRequest(_Struct):
     """Struct TopicRequest of DescribeProducersRequest."""
 
-    name: str = ''
-    partition_indexes: list[int] = _field(default_factory=list)
-    unknown_tagged_fields: tuple[tuple[int, bytes], ...] = ()
+    __slots__ = ('name', 'partition_indexes', 'unknown_tagged_fields',)
+    __match_args__ = ('name', 'partition_indexes', 'unknown_tagged_fields',)
+    name: str
+    partition_indexes: list[int]
+    unknown_tagged_fields: tuple[tuple[int, bytes], ...]
+
+    def __init__(self, name: str = '', partition_indexes: list[int] = _FACTORY, unknown_tagged_fields: tuple[tuple[int, bytes], ...] = ()) -> None:
+        self.name = name
+        self.partition_indexes = [] if partition_indexes is _FACTORY else partition_indexes
+        self.unknown_tagged_fields = unknown_tagged_fields
+
+    def __eq__(self, other: object) -> bool:
+        if other.__class__ is self.__class__ and isinstance(other, TopicRequest):
+            return (self.name, self.partition_indexes, self.unknown_tagged_fields,) == (other.name, other.partition_indexes, other.unknown_tagged_fields,)
+        return NotImplemented
+
+    def __repr__(self) -> str:
+        return f"{self.__class__.__qualname__}(name={self.name!r}, partition_indexes={self.partition_indexes!r}, unknown_tagged_fields={self.unknown_tagged_fields!r})"
 
 
-@_dataclass(slots=True)
 class DescribeProducersRequest(_Message):
     """request DescribeProducersRequest, versions 0."""
+
+    __slots__ = ('topics', 'unknown_tagged_fields',)
+    __match_args__ = ('topics', 'unknown_tagged_fields',)
 
     NAME: _ClassVar[str] = 'DescribeProducersRequest'
     SCHEMA_TYPE: _ClassVar[str] = 'request'
@@ -57,8 +74,21 @@ class DescribeProducersRequest(_Message):
     FLEXIBLE_MIN: _ClassVar[int | None] = 0
     LATEST_VERSION_UNSTABLE: _ClassVar[bool] = False
     DEPRECATED_VERSIONS: _ClassVar[tuple[int, int] | None] = None
-    topics: list[TopicRequest] = _field(default_factory=list)
-    unknown_tagged_fields: tuple[tuple[int, bytes], ...] = ()
+
+    topics: list[TopicRequest]
+    unknown_tagged_fields: tuple[tuple[int, bytes], ...]
+
+    def __init__(self, topics: list[TopicRequest] = _FACTORY, unknown_tagged_fields: tuple[tuple[int, bytes], ...] = ()) -> None:
+        self.topics = [] if topics is _FACTORY else topics
+        self.unknown_tagged_fields = unknown_tagged_fields
+
+    def __eq__(self, other: object) -> bool:
+        if other.__class__ is self.__class__ and isinstance(other, DescribeProducersRequest):
+            return (self.topics, self.unknown_tagged_fields,) == (other.topics, other.unknown_tagged_fields,)
+        return NotImplemented
+
+    def __repr__(self) -> str:
+        return f"{self.__class__.__qualname__}(topics={self.topics!r}, unknown_tagged_fields={self.unknown_tagged_fields!r})"
 
 
 def _read_TopicRequest_0(buf: bytes | bytearray | memoryview, pos: int) -> tuple[TopicRequest, int]:

@@ -6,11 +6,12 @@ from __future__ import annotations
 
 import struct as _struct
 import uuid as _uuid
-from dataclasses import dataclass as _dataclass, field as _field
 from typing import ClassVar as _ClassVar
 
 from kraft_jbod.errors import DecodeError as _DecodeError, EncodeError as _EncodeError
-from kraft_jbod.wire.message import FieldInfo as _F, Message as _Message, Struct as _Struct
+from kraft_jbod.wire.message import (
+    DEFAULT_FACTORY as _FACTORY, FieldInfo as _F, Message as _Message, Struct as _Struct,
+)
 from kraft_jbod.wire.runtime import (
     absent as _absent, bad_tag as _bad_tag, check_bool as _bool, null as _null,
 )
@@ -37,27 +38,57 @@ _ARR_i = _array_structs('i')
 
 
 
-@_dataclass(slots=True)
 class DescribeShareGroupOffsetsRequestTopic(_Struct):
     """Struct DescribeShareGroupOffsetsRequestTopic of DescribeShareGroupOffsetsRequest."""
 
-    topic_name: str = ''
-    partitions: list[int] = _field(default_factory=list)
-    unknown_tagged_fields: tuple[tuple[int, bytes], ...] = ()
+    __slots__ = ('topic_name', 'partitions', 'unknown_tagged_fields',)
+    __match_args__ = ('topic_name', 'partitions', 'unknown_tagged_fields',)
+    topic_name: str
+    partitions: list[int]
+    unknown_tagged_fields: tuple[tuple[int, bytes], ...]
+
+    def __init__(self, topic_name: str = '', partitions: list[int] = _FACTORY, unknown_tagged_fields: tuple[tuple[int, bytes], ...] = ()) -> None:
+        self.topic_name = topic_name
+        self.partitions = [] if partitions is _FACTORY else partitions
+        self.unknown_tagged_fields = unknown_tagged_fields
+
+    def __eq__(self, other: object) -> bool:
+        if other.__class__ is self.__class__ and isinstance(other, DescribeShareGroupOffsetsRequestTopic):
+            return (self.topic_name, self.partitions, self.unknown_tagged_fields,) == (other.topic_name, other.partitions, other.unknown_tagged_fields,)
+        return NotImplemented
+
+    def __repr__(self) -> str:
+        return f"{self.__class__.__qualname__}(topic_name={self.topic_name!r}, partitions={self.partitions!r}, unknown_tagged_fields={self.unknown_tagged_fields!r})"
 
 
-@_dataclass(slots=True)
 class DescribeShareGroupOffsetsRequestGroup(_Struct):
     """Struct DescribeShareGroupOffsetsRequestGroup of DescribeShareGroupOffsetsRequest."""
 
-    group_id: str = ''
-    topics: list[DescribeShareGroupOffsetsRequestTopic] | None = _field(default_factory=list)
-    unknown_tagged_fields: tuple[tuple[int, bytes], ...] = ()
+    __slots__ = ('group_id', 'topics', 'unknown_tagged_fields',)
+    __match_args__ = ('group_id', 'topics', 'unknown_tagged_fields',)
+    group_id: str
+    topics: list[DescribeShareGroupOffsetsRequestTopic] | None
+    unknown_tagged_fields: tuple[tuple[int, bytes], ...]
+
+    def __init__(self, group_id: str = '', topics: list[DescribeShareGroupOffsetsRequestTopic] | None = _FACTORY, unknown_tagged_fields: tuple[tuple[int, bytes], ...] = ()) -> None:
+        self.group_id = group_id
+        self.topics = [] if topics is _FACTORY else topics
+        self.unknown_tagged_fields = unknown_tagged_fields
+
+    def __eq__(self, other: object) -> bool:
+        if other.__class__ is self.__class__ and isinstance(other, DescribeShareGroupOffsetsRequestGroup):
+            return (self.group_id, self.topics, self.unknown_tagged_fields,) == (other.group_id, other.topics, other.unknown_tagged_fields,)
+        return NotImplemented
+
+    def __repr__(self) -> str:
+        return f"{self.__class__.__qualname__}(group_id={self.group_id!r}, topics={self.topics!r}, unknown_tagged_fields={self.unknown_tagged_fields!r})"
 
 
-@_dataclass(slots=True)
 class DescribeShareGroupOffsetsRequest(_Message):
     """request DescribeShareGroupOffsetsRequest, versions 0-1."""
+
+    __slots__ = ('groups', 'unknown_tagged_fields',)
+    __match_args__ = ('groups', 'unknown_tagged_fields',)
 
     NAME: _ClassVar[str] = 'DescribeShareGroupOffsetsRequest'
     SCHEMA_TYPE: _ClassVar[str] = 'request'
@@ -66,8 +97,21 @@ class DescribeShareGroupOffsetsRequest(_Message):
     FLEXIBLE_MIN: _ClassVar[int | None] = 0
     LATEST_VERSION_UNSTABLE: _ClassVar[bool] = False
     DEPRECATED_VERSIONS: _ClassVar[tuple[int, int] | None] = None
-    groups: list[DescribeShareGroupOffsetsRequestGroup] = _field(default_factory=list)
-    unknown_tagged_fields: tuple[tuple[int, bytes], ...] = ()
+
+    groups: list[DescribeShareGroupOffsetsRequestGroup]
+    unknown_tagged_fields: tuple[tuple[int, bytes], ...]
+
+    def __init__(self, groups: list[DescribeShareGroupOffsetsRequestGroup] = _FACTORY, unknown_tagged_fields: tuple[tuple[int, bytes], ...] = ()) -> None:
+        self.groups = [] if groups is _FACTORY else groups
+        self.unknown_tagged_fields = unknown_tagged_fields
+
+    def __eq__(self, other: object) -> bool:
+        if other.__class__ is self.__class__ and isinstance(other, DescribeShareGroupOffsetsRequest):
+            return (self.groups, self.unknown_tagged_fields,) == (other.groups, other.unknown_tagged_fields,)
+        return NotImplemented
+
+    def __repr__(self) -> str:
+        return f"{self.__class__.__qualname__}(groups={self.groups!r}, unknown_tagged_fields={self.unknown_tagged_fields!r})"
 
 
 def _read_DescribeShareGroupOffsetsRequestTopic_0(buf: bytes | bytearray | memoryview, pos: int) -> tuple[DescribeShareGroupOffsetsRequestTopic, int]:

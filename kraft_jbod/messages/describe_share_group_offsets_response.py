@@ -6,11 +6,12 @@ from __future__ import annotations
 
 import struct as _struct
 import uuid as _uuid
-from dataclasses import dataclass as _dataclass, field as _field
 from typing import ClassVar as _ClassVar
 
 from kraft_jbod.errors import DecodeError as _DecodeError, EncodeError as _EncodeError
-from kraft_jbod.wire.message import FieldInfo as _F, Message as _Message, Struct as _Struct
+from kraft_jbod.wire.message import (
+    DEFAULT_FACTORY as _FACTORY, FieldInfo as _F, Message as _Message, Struct as _Struct,
+)
 from kraft_jbod.wire.runtime import (
     absent as _absent, bad_tag as _bad_tag, check_bool as _bool, null as _null,
 )
@@ -47,43 +48,94 @@ _L4 = (('ThrottleTimeMs', 4),)
 
 
 
-@_dataclass(slots=True)
 class DescribeShareGroupOffsetsResponsePartition(_Struct):
     """Struct DescribeShareGroupOffsetsResponsePartition of DescribeShareGroupOffsetsResponse."""
 
-    partition_index: int = 0
-    start_offset: int = 0
-    leader_epoch: int = 0
-    lag: int = -1
-    error_code: int = 0
-    error_message: str | None = None
-    unknown_tagged_fields: tuple[tuple[int, bytes], ...] = ()
+    __slots__ = ('partition_index', 'start_offset', 'leader_epoch', 'lag', 'error_code', 'error_message', 'unknown_tagged_fields',)
+    __match_args__ = ('partition_index', 'start_offset', 'leader_epoch', 'lag', 'error_code', 'error_message', 'unknown_tagged_fields',)
+    partition_index: int
+    start_offset: int
+    leader_epoch: int
+    lag: int
+    error_code: int
+    error_message: str | None
+    unknown_tagged_fields: tuple[tuple[int, bytes], ...]
+
+    def __init__(self, partition_index: int = 0, start_offset: int = 0, leader_epoch: int = 0, lag: int = -1, error_code: int = 0, error_message: str | None = None, unknown_tagged_fields: tuple[tuple[int, bytes], ...] = ()) -> None:
+        self.partition_index = partition_index
+        self.start_offset = start_offset
+        self.leader_epoch = leader_epoch
+        self.lag = lag
+        self.error_code = error_code
+        self.error_message = error_message
+        self.unknown_tagged_fields = unknown_tagged_fields
+
+    def __eq__(self, other: object) -> bool:
+        if other.__class__ is self.__class__ and isinstance(other, DescribeShareGroupOffsetsResponsePartition):
+            return (self.partition_index, self.start_offset, self.leader_epoch, self.lag, self.error_code, self.error_message, self.unknown_tagged_fields,) == (other.partition_index, other.start_offset, other.leader_epoch, other.lag, other.error_code, other.error_message, other.unknown_tagged_fields,)
+        return NotImplemented
+
+    def __repr__(self) -> str:
+        return f"{self.__class__.__qualname__}(partition_index={self.partition_index!r}, start_offset={self.start_offset!r}, leader_epoch={self.leader_epoch!r}, lag={self.lag!r}, error_code={self.error_code!r}, error_message={self.error_message!r}, unknown_tagged_fields={self.unknown_tagged_fields!r})"
 
 
-@_dataclass(slots=True)
 class DescribeShareGroupOffsetsResponseTopic(_Struct):
     """Struct DescribeShareGroupOffsetsResponseTopic of DescribeShareGroupOffsetsResponse."""
 
-    topic_name: str = ''
-    topic_id: _uuid.UUID = _ZERO_UUID
-    partitions: list[DescribeShareGroupOffsetsResponsePartition] = _field(default_factory=list)
-    unknown_tagged_fields: tuple[tuple[int, bytes], ...] = ()
+    __slots__ = ('topic_name', 'topic_id', 'partitions', 'unknown_tagged_fields',)
+    __match_args__ = ('topic_name', 'topic_id', 'partitions', 'unknown_tagged_fields',)
+    topic_name: str
+    topic_id: _uuid.UUID
+    partitions: list[DescribeShareGroupOffsetsResponsePartition]
+    unknown_tagged_fields: tuple[tuple[int, bytes], ...]
+
+    def __init__(self, topic_name: str = '', topic_id: _uuid.UUID = _ZERO_UUID, partitions: list[DescribeShareGroupOffsetsResponsePartition] = _FACTORY, unknown_tagged_fields: tuple[tuple[int, bytes], ...] = ()) -> None:
+        self.topic_name = topic_name
+        self.topic_id = topic_id
+        self.partitions = [] if partitions is _FACTORY else partitions
+        self.unknown_tagged_fields = unknown_tagged_fields
+
+    def __eq__(self, other: object) -> bool:
+        if other.__class__ is self.__class__ and isinstance(other, DescribeShareGroupOffsetsResponseTopic):
+            return (self.topic_name, self.topic_id, self.partitions, self.unknown_tagged_fields,) == (other.topic_name, other.topic_id, other.partitions, other.unknown_tagged_fields,)
+        return NotImplemented
+
+    def __repr__(self) -> str:
+        return f"{self.__class__.__qualname__}(topic_name={self.topic_name!r}, topic_id={self.topic_id!r}, partitions={self.partitions!r}, unknown_tagged_fields={self.unknown_tagged_fields!r})"
 
 
-@_dataclass(slots=True)
 class DescribeShareGroupOffsetsResponseGroup(_Struct):
     """Struct DescribeShareGroupOffsetsResponseGroup of DescribeShareGroupOffsetsResponse."""
 
-    group_id: str = ''
-    topics: list[DescribeShareGroupOffsetsResponseTopic] = _field(default_factory=list)
-    error_code: int = 0
-    error_message: str | None = None
-    unknown_tagged_fields: tuple[tuple[int, bytes], ...] = ()
+    __slots__ = ('group_id', 'topics', 'error_code', 'error_message', 'unknown_tagged_fields',)
+    __match_args__ = ('group_id', 'topics', 'error_code', 'error_message', 'unknown_tagged_fields',)
+    group_id: str
+    topics: list[DescribeShareGroupOffsetsResponseTopic]
+    error_code: int
+    error_message: str | None
+    unknown_tagged_fields: tuple[tuple[int, bytes], ...]
+
+    def __init__(self, group_id: str = '', topics: list[DescribeShareGroupOffsetsResponseTopic] = _FACTORY, error_code: int = 0, error_message: str | None = None, unknown_tagged_fields: tuple[tuple[int, bytes], ...] = ()) -> None:
+        self.group_id = group_id
+        self.topics = [] if topics is _FACTORY else topics
+        self.error_code = error_code
+        self.error_message = error_message
+        self.unknown_tagged_fields = unknown_tagged_fields
+
+    def __eq__(self, other: object) -> bool:
+        if other.__class__ is self.__class__ and isinstance(other, DescribeShareGroupOffsetsResponseGroup):
+            return (self.group_id, self.topics, self.error_code, self.error_message, self.unknown_tagged_fields,) == (other.group_id, other.topics, other.error_code, other.error_message, other.unknown_tagged_fields,)
+        return NotImplemented
+
+    def __repr__(self) -> str:
+        return f"{self.__class__.__qualname__}(group_id={self.group_id!r}, topics={self.topics!r}, error_code={self.error_code!r}, error_message={self.error_message!r}, unknown_tagged_fields={self.unknown_tagged_fields!r})"
 
 
-@_dataclass(slots=True)
 class DescribeShareGroupOffsetsResponse(_Message):
     """response DescribeShareGroupOffsetsResponse, versions 0-1."""
+
+    __slots__ = ('throttle_time_ms', 'groups', 'unknown_tagged_fields',)
+    __match_args__ = ('throttle_time_ms', 'groups', 'unknown_tagged_fields',)
 
     NAME: _ClassVar[str] = 'DescribeShareGroupOffsetsResponse'
     SCHEMA_TYPE: _ClassVar[str] = 'response'
@@ -92,9 +144,23 @@ class DescribeShareGroupOffsetsResponse(_Message):
     FLEXIBLE_MIN: _ClassVar[int | None] = 0
     LATEST_VERSION_UNSTABLE: _ClassVar[bool] = False
     DEPRECATED_VERSIONS: _ClassVar[tuple[int, int] | None] = None
-    throttle_time_ms: int = 0
-    groups: list[DescribeShareGroupOffsetsResponseGroup] = _field(default_factory=list)
-    unknown_tagged_fields: tuple[tuple[int, bytes], ...] = ()
+
+    throttle_time_ms: int
+    groups: list[DescribeShareGroupOffsetsResponseGroup]
+    unknown_tagged_fields: tuple[tuple[int, bytes], ...]
+
+    def __init__(self, throttle_time_ms: int = 0, groups: list[DescribeShareGroupOffsetsResponseGroup] = _FACTORY, unknown_tagged_fields: tuple[tuple[int, bytes], ...] = ()) -> None:
+        self.throttle_time_ms = throttle_time_ms
+        self.groups = [] if groups is _FACTORY else groups
+        self.unknown_tagged_fields = unknown_tagged_fields
+
+    def __eq__(self, other: object) -> bool:
+        if other.__class__ is self.__class__ and isinstance(other, DescribeShareGroupOffsetsResponse):
+            return (self.throttle_time_ms, self.groups, self.unknown_tagged_fields,) == (other.throttle_time_ms, other.groups, other.unknown_tagged_fields,)
+        return NotImplemented
+
+    def __repr__(self) -> str:
+        return f"{self.__class__.__qualname__}(throttle_time_ms={self.throttle_time_ms!r}, groups={self.groups!r}, unknown_tagged_fields={self.unknown_tagged_fields!r})"
 
 
 def _read_DescribeShareGroupOffsetsResponsePartition_0(buf: bytes | bytearray | memoryview, pos: int) -> tuple[DescribeShareGroupOffsetsResponsePartition, int]:

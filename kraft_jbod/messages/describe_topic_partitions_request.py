@@ -6,11 +6,12 @@ from __future__ import annotations
 
 import struct as _struct
 import uuid as _uuid
-from dataclasses import dataclass as _dataclass, field as _field
 from typing import ClassVar as _ClassVar
 
 from kraft_jbod.errors import DecodeError as _DecodeError, EncodeError as _EncodeError
-from kraft_jbod.wire.message import FieldInfo as _F, Message as _Message, Struct as _Struct
+from kraft_jbod.wire.message import (
+    DEFAULT_FACTORY as _FACTORY, FieldInfo as _F, Message as _Message, Struct as _Struct,
+)
 from kraft_jbod.wire.runtime import (
     absent as _absent, bad_tag as _bad_tag, check_bool as _bool, null as _null,
 )
@@ -39,26 +40,55 @@ _L1 = (('ResponsePartitionLimit', 4),)
 
 
 
-@_dataclass(slots=True)
 class TopicRequest(_Struct):
     """Struct TopicRequest of DescribeTopicPartitionsRequest."""
 
-    name: str = ''
-    unknown_tagged_fields: tuple[tuple[int, bytes], ...] = ()
+    __slots__ = ('name', 'unknown_tagged_fields',)
+    __match_args__ = ('name', 'unknown_tagged_fields',)
+    name: str
+    unknown_tagged_fields: tuple[tuple[int, bytes], ...]
+
+    def __init__(self, name: str = '', unknown_tagged_fields: tuple[tuple[int, bytes], ...] = ()) -> None:
+        self.name = name
+        self.unknown_tagged_fields = unknown_tagged_fields
+
+    def __eq__(self, other: object) -> bool:
+        if other.__class__ is self.__class__ and isinstance(other, TopicRequest):
+            return (self.name, self.unknown_tagged_fields,) == (other.name, other.unknown_tagged_fields,)
+        return NotImplemented
+
+    def __repr__(self) -> str:
+        return f"{self.__class__.__qualname__}(name={self.name!r}, unknown_tagged_fields={self.unknown_tagged_fields!r})"
 
 
-@_dataclass(slots=True)
 class Cursor(_Struct):
     """Struct Cursor of DescribeTopicPartitionsRequest."""
 
-    topic_name: str = ''
-    partition_index: int = 0
-    unknown_tagged_fields: tuple[tuple[int, bytes], ...] = ()
+    __slots__ = ('topic_name', 'partition_index', 'unknown_tagged_fields',)
+    __match_args__ = ('topic_name', 'partition_index', 'unknown_tagged_fields',)
+    topic_name: str
+    partition_index: int
+    unknown_tagged_fields: tuple[tuple[int, bytes], ...]
+
+    def __init__(self, topic_name: str = '', partition_index: int = 0, unknown_tagged_fields: tuple[tuple[int, bytes], ...] = ()) -> None:
+        self.topic_name = topic_name
+        self.partition_index = partition_index
+        self.unknown_tagged_fields = unknown_tagged_fields
+
+    def __eq__(self, other: object) -> bool:
+        if other.__class__ is self.__class__ and isinstance(other, Cursor):
+            return (self.topic_name, self.partition_index, self.unknown_tagged_fields,) == (other.topic_name, other.partition_index, other.unknown_tagged_fields,)
+        return NotImplemented
+
+    def __repr__(self) -> str:
+        return f"{self.__class__.__qualname__}(topic_name={self.topic_name!r}, partition_index={self.partition_index!r}, unknown_tagged_fields={self.unknown_tagged_fields!r})"
 
 
-@_dataclass(slots=True)
 class DescribeTopicPartitionsRequest(_Message):
     """request DescribeTopicPartitionsRequest, versions 0."""
+
+    __slots__ = ('topics', 'response_partition_limit', 'cursor', 'unknown_tagged_fields',)
+    __match_args__ = ('topics', 'response_partition_limit', 'cursor', 'unknown_tagged_fields',)
 
     NAME: _ClassVar[str] = 'DescribeTopicPartitionsRequest'
     SCHEMA_TYPE: _ClassVar[str] = 'request'
@@ -67,10 +97,25 @@ class DescribeTopicPartitionsRequest(_Message):
     FLEXIBLE_MIN: _ClassVar[int | None] = 0
     LATEST_VERSION_UNSTABLE: _ClassVar[bool] = False
     DEPRECATED_VERSIONS: _ClassVar[tuple[int, int] | None] = None
-    topics: list[TopicRequest] = _field(default_factory=list)
-    response_partition_limit: int = 2000
-    cursor: Cursor | None = None
-    unknown_tagged_fields: tuple[tuple[int, bytes], ...] = ()
+
+    topics: list[TopicRequest]
+    response_partition_limit: int
+    cursor: Cursor | None
+    unknown_tagged_fields: tuple[tuple[int, bytes], ...]
+
+    def __init__(self, topics: list[TopicRequest] = _FACTORY, response_partition_limit: int = 2000, cursor: Cursor | None = None, unknown_tagged_fields: tuple[tuple[int, bytes], ...] = ()) -> None:
+        self.topics = [] if topics is _FACTORY else topics
+        self.response_partition_limit = response_partition_limit
+        self.cursor = cursor
+        self.unknown_tagged_fields = unknown_tagged_fields
+
+    def __eq__(self, other: object) -> bool:
+        if other.__class__ is self.__class__ and isinstance(other, DescribeTopicPartitionsRequest):
+            return (self.topics, self.response_partition_limit, self.cursor, self.unknown_tagged_fields,) == (other.topics, other.response_partition_limit, other.cursor, other.unknown_tagged_fields,)
+        return NotImplemented
+
+    def __repr__(self) -> str:
+        return f"{self.__class__.__qualname__}(topics={self.topics!r}, response_partition_limit={self.response_partition_limit!r}, cursor={self.cursor!r}, unknown_tagged_fields={self.unknown_tagged_fields!r})"
 
 
 def _read_TopicRequest_0(buf: bytes | bytearray | memoryview, pos: int) -> tuple[TopicRequest, int]:

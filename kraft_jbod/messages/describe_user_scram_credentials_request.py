@@ -6,11 +6,12 @@ from __future__ import annotations
 
 import struct as _struct
 import uuid as _uuid
-from dataclasses import dataclass as _dataclass, field as _field
 from typing import ClassVar as _ClassVar
 
 from kraft_jbod.errors import DecodeError as _DecodeError, EncodeError as _EncodeError
-from kraft_jbod.wire.message import FieldInfo as _F, Message as _Message, Struct as _Struct
+from kraft_jbod.wire.message import (
+    DEFAULT_FACTORY as _FACTORY, FieldInfo as _F, Message as _Message, Struct as _Struct,
+)
 from kraft_jbod.wire.runtime import (
     absent as _absent, bad_tag as _bad_tag, check_bool as _bool, null as _null,
 )
@@ -36,17 +37,32 @@ _new = object.__new__
 
 
 
-@_dataclass(slots=True)
 class UserName(_Struct):
     """Struct UserName of DescribeUserScramCredentialsRequest."""
 
-    name: str = ''
-    unknown_tagged_fields: tuple[tuple[int, bytes], ...] = ()
+    __slots__ = ('name', 'unknown_tagged_fields',)
+    __match_args__ = ('name', 'unknown_tagged_fields',)
+    name: str
+    unknown_tagged_fields: tuple[tuple[int, bytes], ...]
+
+    def __init__(self, name: str = '', unknown_tagged_fields: tuple[tuple[int, bytes], ...] = ()) -> None:
+        self.name = name
+        self.unknown_tagged_fields = unknown_tagged_fields
+
+    def __eq__(self, other: object) -> bool:
+        if other.__class__ is self.__class__ and isinstance(other, UserName):
+            return (self.name, self.unknown_tagged_fields,) == (other.name, other.unknown_tagged_fields,)
+        return NotImplemented
+
+    def __repr__(self) -> str:
+        return f"{self.__class__.__qualname__}(name={self.name!r}, unknown_tagged_fields={self.unknown_tagged_fields!r})"
 
 
-@_dataclass(slots=True)
 class DescribeUserScramCredentialsRequest(_Message):
     """request DescribeUserScramCredentialsRequest, versions 0."""
+
+    __slots__ = ('users', 'unknown_tagged_fields',)
+    __match_args__ = ('users', 'unknown_tagged_fields',)
 
     NAME: _ClassVar[str] = 'DescribeUserScramCredentialsRequest'
     SCHEMA_TYPE: _ClassVar[str] = 'request'
@@ -55,8 +71,21 @@ class DescribeUserScramCredentialsRequest(_Message):
     FLEXIBLE_MIN: _ClassVar[int | None] = 0
     LATEST_VERSION_UNSTABLE: _ClassVar[bool] = False
     DEPRECATED_VERSIONS: _ClassVar[tuple[int, int] | None] = None
-    users: list[UserName] | None = _field(default_factory=list)
-    unknown_tagged_fields: tuple[tuple[int, bytes], ...] = ()
+
+    users: list[UserName] | None
+    unknown_tagged_fields: tuple[tuple[int, bytes], ...]
+
+    def __init__(self, users: list[UserName] | None = _FACTORY, unknown_tagged_fields: tuple[tuple[int, bytes], ...] = ()) -> None:
+        self.users = [] if users is _FACTORY else users
+        self.unknown_tagged_fields = unknown_tagged_fields
+
+    def __eq__(self, other: object) -> bool:
+        if other.__class__ is self.__class__ and isinstance(other, DescribeUserScramCredentialsRequest):
+            return (self.users, self.unknown_tagged_fields,) == (other.users, other.unknown_tagged_fields,)
+        return NotImplemented
+
+    def __repr__(self) -> str:
+        return f"{self.__class__.__qualname__}(users={self.users!r}, unknown_tagged_fields={self.unknown_tagged_fields!r})"
 
 
 def _read_UserName_0(buf: bytes | bytearray | memoryview, pos: int) -> tuple[UserName, int]:

@@ -6,11 +6,12 @@ from __future__ import annotations
 
 import struct as _struct
 import uuid as _uuid
-from dataclasses import dataclass as _dataclass, field as _field
 from typing import ClassVar as _ClassVar
 
 from kraft_jbod.errors import DecodeError as _DecodeError, EncodeError as _EncodeError
-from kraft_jbod.wire.message import FieldInfo as _F, Message as _Message, Struct as _Struct
+from kraft_jbod.wire.message import (
+    DEFAULT_FACTORY as _FACTORY, FieldInfo as _F, Message as _Message, Struct as _Struct,
+)
 from kraft_jbod.wire.runtime import (
     absent as _absent, bad_tag as _bad_tag, check_bool as _bool, null as _null,
 )
@@ -42,29 +43,61 @@ _L2 = (('ThrottleTimeMs', 4), ('ErrorCode', 2))
 
 
 
-@_dataclass(slots=True)
 class CredentialInfo(_Struct):
     """Struct CredentialInfo of DescribeUserScramCredentialsResponse."""
 
-    mechanism: int = 0
-    iterations: int = 0
-    unknown_tagged_fields: tuple[tuple[int, bytes], ...] = ()
+    __slots__ = ('mechanism', 'iterations', 'unknown_tagged_fields',)
+    __match_args__ = ('mechanism', 'iterations', 'unknown_tagged_fields',)
+    mechanism: int
+    iterations: int
+    unknown_tagged_fields: tuple[tuple[int, bytes], ...]
+
+    def __init__(self, mechanism: int = 0, iterations: int = 0, unknown_tagged_fields: tuple[tuple[int, bytes], ...] = ()) -> None:
+        self.mechanism = mechanism
+        self.iterations = iterations
+        self.unknown_tagged_fields = unknown_tagged_fields
+
+    def __eq__(self, other: object) -> bool:
+        if other.__class__ is self.__class__ and isinstance(other, CredentialInfo):
+            return (self.mechanism, self.iterations, self.unknown_tagged_fields,) == (other.mechanism, other.iterations, other.unknown_tagged_fields,)
+        return NotImplemented
+
+    def __repr__(self) -> str:
+        return f"{self.__class__.__qualname__}(mechanism={self.mechanism!r}, iterations={self.iterations!r}, unknown_tagged_fields={self.unknown_tagged_fields!r})"
 
 
-@_dataclass(slots=True)
 class DescribeUserScramCredentialsResult(_Struct):
     """Struct DescribeUserScramCredentialsResult of DescribeUserScramCredentialsResponse."""
 
-    user: str = ''
-    error_code: int = 0
-    error_message: str | None = ''
-    credential_infos: list[CredentialInfo] = _field(default_factory=list)
-    unknown_tagged_fields: tuple[tuple[int, bytes], ...] = ()
+    __slots__ = ('user', 'error_code', 'error_message', 'credential_infos', 'unknown_tagged_fields',)
+    __match_args__ = ('user', 'error_code', 'error_message', 'credential_infos', 'unknown_tagged_fields',)
+    user: str
+    error_code: int
+    error_message: str | None
+    credential_infos: list[CredentialInfo]
+    unknown_tagged_fields: tuple[tuple[int, bytes], ...]
+
+    def __init__(self, user: str = '', error_code: int = 0, error_message: str | None = '', credential_infos: list[CredentialInfo] = _FACTORY, unknown_tagged_fields: tuple[tuple[int, bytes], ...] = ()) -> None:
+        self.user = user
+        self.error_code = error_code
+        self.error_message = error_message
+        self.credential_infos = [] if credential_infos is _FACTORY else credential_infos
+        self.unknown_tagged_fields = unknown_tagged_fields
+
+    def __eq__(self, other: object) -> bool:
+        if other.__class__ is self.__class__ and isinstance(other, DescribeUserScramCredentialsResult):
+            return (self.user, self.error_code, self.error_message, self.credential_infos, self.unknown_tagged_fields,) == (other.user, other.error_code, other.error_message, other.credential_infos, other.unknown_tagged_fields,)
+        return NotImplemented
+
+    def __repr__(self) -> str:
+        return f"{self.__class__.__qualname__}(user={self.user!r}, error_code={self.error_code!r}, error_message={self.error_message!r}, credential_infos={self.credential_infos!r}, unknown_tagged_fields={self.unknown_tagged_fields!r})"
 
 
-@_dataclass(slots=True)
 class DescribeUserScramCredentialsResponse(_Message):
     """response DescribeUserScramCredentialsResponse, versions 0."""
+
+    __slots__ = ('throttle_time_ms', 'error_code', 'error_message', 'results', 'unknown_tagged_fields',)
+    __match_args__ = ('throttle_time_ms', 'error_code', 'error_message', 'results', 'unknown_tagged_fields',)
 
     NAME: _ClassVar[str] = 'DescribeUserScramCredentialsResponse'
     SCHEMA_TYPE: _ClassVar[str] = 'response'
@@ -73,11 +106,27 @@ class DescribeUserScramCredentialsResponse(_Message):
     FLEXIBLE_MIN: _ClassVar[int | None] = 0
     LATEST_VERSION_UNSTABLE: _ClassVar[bool] = False
     DEPRECATED_VERSIONS: _ClassVar[tuple[int, int] | None] = None
-    throttle_time_ms: int = 0
-    error_code: int = 0
-    error_message: str | None = ''
-    results: list[DescribeUserScramCredentialsResult] = _field(default_factory=list)
-    unknown_tagged_fields: tuple[tuple[int, bytes], ...] = ()
+
+    throttle_time_ms: int
+    error_code: int
+    error_message: str | None
+    results: list[DescribeUserScramCredentialsResult]
+    unknown_tagged_fields: tuple[tuple[int, bytes], ...]
+
+    def __init__(self, throttle_time_ms: int = 0, error_code: int = 0, error_message: str | None = '', results: list[DescribeUserScramCredentialsResult] = _FACTORY, unknown_tagged_fields: tuple[tuple[int, bytes], ...] = ()) -> None:
+        self.throttle_time_ms = throttle_time_ms
+        self.error_code = error_code
+        self.error_message = error_message
+        self.results = [] if results is _FACTORY else results
+        self.unknown_tagged_fields = unknown_tagged_fields
+
+    def __eq__(self, other: object) -> bool:
+        if other.__class__ is self.__class__ and isinstance(other, DescribeUserScramCredentialsResponse):
+            return (self.throttle_time_ms, self.error_code, self.error_message, self.results, self.unknown_tagged_fields,) == (other.throttle_time_ms, other.error_code, other.error_message, other.results, other.unknown_tagged_fields,)
+        return NotImplemented
+
+    def __repr__(self) -> str:
+        return f"{self.__class__.__qualname__}(throttle_time_ms={self.throttle_time_ms!r}, error_code={self.error_code!r}, error_message={self.error_message!r}, results={self.results!r}, unknown_tagged_fields={self.unknown_tagged_fields!r})"
 
 
 def _read_CredentialInfo_0(buf: bytes | bytearray | memoryview, pos: int) -> tuple[CredentialInfo, int]:

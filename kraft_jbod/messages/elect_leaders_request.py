@@ -6,11 +6,12 @@ from __future__ import annotations
 
 import struct as _struct
 import uuid as _uuid
-from dataclasses import dataclass as _dataclass, field as _field
 from typing import ClassVar as _ClassVar
 
 from kraft_jbod.errors import DecodeError as _DecodeError, EncodeError as _EncodeError
-from kraft_jbod.wire.message import FieldInfo as _F, Message as _Message, Struct as _Struct
+from kraft_jbod.wire.message import (
+    DEFAULT_FACTORY as _FACTORY, FieldInfo as _F, Message as _Message, Struct as _Struct,
+)
 from kraft_jbod.wire.runtime import (
     absent as _absent, bad_tag as _bad_tag, check_bool as _bool, null as _null,
 )
@@ -41,18 +42,34 @@ _L1 = (('ElectionType', 1),)
 
 
 
-@_dataclass(slots=True)
 class TopicPartitions(_Struct):
     """Struct TopicPartitions of ElectLeadersRequest."""
 
-    topic: str = ''
-    partitions: list[int] = _field(default_factory=list)
-    unknown_tagged_fields: tuple[tuple[int, bytes], ...] = ()
+    __slots__ = ('topic', 'partitions', 'unknown_tagged_fields',)
+    __match_args__ = ('topic', 'partitions', 'unknown_tagged_fields',)
+    topic: str
+    partitions: list[int]
+    unknown_tagged_fields: tuple[tuple[int, bytes], ...]
+
+    def __init__(self, topic: str = '', partitions: list[int] = _FACTORY, unknown_tagged_fields: tuple[tuple[int, bytes], ...] = ()) -> None:
+        self.topic = topic
+        self.partitions = [] if partitions is _FACTORY else partitions
+        self.unknown_tagged_fields = unknown_tagged_fields
+
+    def __eq__(self, other: object) -> bool:
+        if other.__class__ is self.__class__ and isinstance(other, TopicPartitions):
+            return (self.topic, self.partitions, self.unknown_tagged_fields,) == (other.topic, other.partitions, other.unknown_tagged_fields,)
+        return NotImplemented
+
+    def __repr__(self) -> str:
+        return f"{self.__class__.__qualname__}(topic={self.topic!r}, partitions={self.partitions!r}, unknown_tagged_fields={self.unknown_tagged_fields!r})"
 
 
-@_dataclass(slots=True)
 class ElectLeadersRequest(_Message):
     """request ElectLeadersRequest, versions 0-2."""
+
+    __slots__ = ('election_type', 'topic_partitions', 'timeout_ms', 'unknown_tagged_fields',)
+    __match_args__ = ('election_type', 'topic_partitions', 'timeout_ms', 'unknown_tagged_fields',)
 
     NAME: _ClassVar[str] = 'ElectLeadersRequest'
     SCHEMA_TYPE: _ClassVar[str] = 'request'
@@ -61,10 +78,25 @@ class ElectLeadersRequest(_Message):
     FLEXIBLE_MIN: _ClassVar[int | None] = 2
     LATEST_VERSION_UNSTABLE: _ClassVar[bool] = False
     DEPRECATED_VERSIONS: _ClassVar[tuple[int, int] | None] = None
-    election_type: int = 0
-    topic_partitions: list[TopicPartitions] | None = _field(default_factory=list)
-    timeout_ms: int = 60000
-    unknown_tagged_fields: tuple[tuple[int, bytes], ...] = ()
+
+    election_type: int
+    topic_partitions: list[TopicPartitions] | None
+    timeout_ms: int
+    unknown_tagged_fields: tuple[tuple[int, bytes], ...]
+
+    def __init__(self, election_type: int = 0, topic_partitions: list[TopicPartitions] | None = _FACTORY, timeout_ms: int = 60000, unknown_tagged_fields: tuple[tuple[int, bytes], ...] = ()) -> None:
+        self.election_type = election_type
+        self.topic_partitions = [] if topic_partitions is _FACTORY else topic_partitions
+        self.timeout_ms = timeout_ms
+        self.unknown_tagged_fields = unknown_tagged_fields
+
+    def __eq__(self, other: object) -> bool:
+        if other.__class__ is self.__class__ and isinstance(other, ElectLeadersRequest):
+            return (self.election_type, self.topic_partitions, self.timeout_ms, self.unknown_tagged_fields,) == (other.election_type, other.topic_partitions, other.timeout_ms, other.unknown_tagged_fields,)
+        return NotImplemented
+
+    def __repr__(self) -> str:
+        return f"{self.__class__.__qualname__}(election_type={self.election_type!r}, topic_partitions={self.topic_partitions!r}, timeout_ms={self.timeout_ms!r}, unknown_tagged_fields={self.unknown_tagged_fields!r})"
 
 
 def _read_TopicPartitions_0(buf: bytes | bytearray | memoryview, pos: int) -> tuple[TopicPartitions, int]:

@@ -6,11 +6,12 @@ from __future__ import annotations
 
 import struct as _struct
 import uuid as _uuid
-from dataclasses import dataclass as _dataclass, field as _field
 from typing import ClassVar as _ClassVar
 
 from kraft_jbod.errors import DecodeError as _DecodeError, EncodeError as _EncodeError
-from kraft_jbod.wire.message import FieldInfo as _F, Message as _Message, Struct as _Struct
+from kraft_jbod.wire.message import (
+    DEFAULT_FACTORY as _FACTORY, FieldInfo as _F, Message as _Message, Struct as _Struct,
+)
 from kraft_jbod.wire.runtime import (
     absent as _absent, bad_tag as _bad_tag, check_bool as _bool, null as _null,
 )
@@ -41,28 +42,59 @@ _L2 = (('ThrottleTimeMs', 4), ('ErrorCode', 2))
 
 
 
-@_dataclass(slots=True)
 class PartitionResult(_Struct):
     """Struct PartitionResult of ElectLeadersResponse."""
 
-    partition_id: int = 0
-    error_code: int = 0
-    error_message: str | None = ''
-    unknown_tagged_fields: tuple[tuple[int, bytes], ...] = ()
+    __slots__ = ('partition_id', 'error_code', 'error_message', 'unknown_tagged_fields',)
+    __match_args__ = ('partition_id', 'error_code', 'error_message', 'unknown_tagged_fields',)
+    partition_id: int
+    error_code: int
+    error_message: str | None
+    unknown_tagged_fields: tuple[tuple[int, bytes], ...]
+
+    def __init__(self, partition_id: int = 0, error_code: int = 0, error_message: str | None = '', unknown_tagged_fields: tuple[tuple[int, bytes], ...] = ()) -> None:
+        self.partition_id = partition_id
+        self.error_code = error_code
+        self.error_message = error_message
+        self.unknown_tagged_fields = unknown_tagged_fields
+
+    def __eq__(self, other: object) -> bool:
+        if other.__class__ is self.__class__ and isinstance(other, PartitionResult):
+            return (self.partition_id, self.error_code, self.error_message, self.unknown_tagged_fields,) == (other.partition_id, other.error_code, other.error_message, other.unknown_tagged_fields,)
+        return NotImplemented
+
+    def __repr__(self) -> str:
+        return f"{self.__class__.__qualname__}(partition_id={self.partition_id!r}, error_code={self.error_code!r}, error_message={self.error_message!r}, unknown_tagged_fields={self.unknown_tagged_fields!r})"
 
 
-@_dataclass(slots=True)
 class ReplicaElectionResult(_Struct):
     """Struct ReplicaElectionResult of ElectLeadersResponse."""
 
-    topic: str = ''
-    partition_result: list[PartitionResult] = _field(default_factory=list)
-    unknown_tagged_fields: tuple[tuple[int, bytes], ...] = ()
+    __slots__ = ('topic', 'partition_result', 'unknown_tagged_fields',)
+    __match_args__ = ('topic', 'partition_result', 'unknown_tagged_fields',)
+    topic: str
+    partition_result: list[PartitionResult]
+    unknown_tagged_fields: tuple[tuple[int, bytes], ...]
+
+    def __init__(self, topic: str = '', partition_result: list[PartitionResult] = _FACTORY, unknown_tagged_fields: tuple[tuple[int, bytes], ...] = ()) -> None:
+        self.topic = topic
+        self.partition_result = [] if partition_result is _FACTORY else partition_result
+        self.unknown_tagged_fields = unknown_tagged_fields
+
+    def __eq__(self, other: object) -> bool:
+        if other.__class__ is self.__class__ and isinstance(other, ReplicaElectionResult):
+            return (self.topic, self.partition_result, self.unknown_tagged_fields,) == (other.topic, other.partition_result, other.unknown_tagged_fields,)
+        return NotImplemented
+
+    def __repr__(self) -> str:
+        return f"{self.__class__.__qualname__}(topic={self.topic!r}, partition_result={self.partition_result!r}, unknown_tagged_fields={self.unknown_tagged_fields!r})"
 
 
-@_dataclass(slots=True)
 class ElectLeadersResponse(_Message):
     """response ElectLeadersResponse, versions 0-2."""
+
+    __slots__ = ('throttle_time_ms', 'error_code', 'replica_election_results', 'unknown_tagged_fields',)
+    __match_args__ = ('throttle_time_ms', 'error_code', 'replica_election_results', 'unknown_tagged_fields',)
 
     NAME: _ClassVar[str] = 'ElectLeadersResponse'
     SCHEMA_TYPE: _ClassVar[str] = 'response'
@@ -71,10 +103,25 @@ class ElectLeadersResponse(_Message):
     FLEXIBLE_MIN: _ClassVar[int | None] = 2
     LATEST_VERSION_UNSTABLE: _ClassVar[bool] = False
     DEPRECATED_VERSIONS: _ClassVar[tuple[int, int] | None] = None
-    throttle_time_ms: int = 0
-    error_code: int = 0
-    replica_election_results: list[ReplicaElectionResult] = _field(default_factory=list)
-    unknown_tagged_fields: tuple[tuple[int, bytes], ...] = ()
+
+    throttle_time_ms: int
+    error_code: int
+    replica_election_results: list[ReplicaElectionResult]
+    unknown_tagged_fields: tuple[tuple[int, bytes], ...]
+
+    def __init__(self, throttle_time_ms: int = 0, error_code: int = 0, replica_election_results: list[ReplicaElectionResult] = _FACTORY, unknown_tagged_fields: tuple[tuple[int, bytes], ...] = ()) -> None:
+        self.throttle_time_ms = throttle_time_ms
+        self.error_code = error_code
+        self.replica_election_results = [] if replica_election_results is _FACTORY else replica_election_results
+        self.unknown_tagged_fields = unknown_tagged_fields
+
+    def __eq__(self, other: object) -> bool:
+        if other.__class__ is self.__class__ and isinstance(other, ElectLeadersResponse):
+            return (self.throttle_time_ms, self.error_code, self.replica_election_results, self.unknown_tagged_fields,) == (other.throttle_time_ms, other.error_code, other.replica_election_results, other.unknown_tagged_fields,)
+        return NotImplemented
+
+    def __repr__(self) -> str:
+        return f"{self.__class__.__qualname__}(throttle_time_ms={self.throttle_time_ms!r}, error_code={self.error_code!r}, replica_election_results={self.replica_election_results!r}, unknown_tagged_fields={self.unknown_tagged_fields!r})"
 
 
 def _read_PartitionResult_0(buf: bytes | bytearray | memoryview, pos: int) -> tuple[PartitionResult, int]:

@@ -6,11 +6,12 @@ from __future__ import annotations
 
 import struct as _struct
 import uuid as _uuid
-from dataclasses import dataclass as _dataclass, field as _field
 from typing import ClassVar as _ClassVar
 
 from kraft_jbod.errors import DecodeError as _DecodeError, EncodeError as _EncodeError
-from kraft_jbod.wire.message import FieldInfo as _F, Message as _Message, Struct as _Struct
+from kraft_jbod.wire.message import (
+    DEFAULT_FACTORY as _FACTORY, FieldInfo as _F, Message as _Message, Struct as _Struct,
+)
 from kraft_jbod.wire.runtime import (
     absent as _absent, bad_tag as _bad_tag, check_bool as _bool, null as _null,
 )
@@ -44,49 +45,111 @@ _L2 = (('Port', 2),)
 
 
 
-@_dataclass(slots=True)
 class ReplicaInfo(_Struct):
     """Struct ReplicaInfo of EndQuorumEpochRequest."""
 
-    candidate_id: int = 0
-    candidate_directory_id: _uuid.UUID = _ZERO_UUID
-    unknown_tagged_fields: tuple[tuple[int, bytes], ...] = ()
+    __slots__ = ('candidate_id', 'candidate_directory_id', 'unknown_tagged_fields',)
+    __match_args__ = ('candidate_id', 'candidate_directory_id', 'unknown_tagged_fields',)
+    candidate_id: int
+    candidate_directory_id: _uuid.UUID
+    unknown_tagged_fields: tuple[tuple[int, bytes], ...]
+
+    def __init__(self, candidate_id: int = 0, candidate_directory_id: _uuid.UUID = _ZERO_UUID, unknown_tagged_fields: tuple[tuple[int, bytes], ...] = ()) -> None:
+        self.candidate_id = candidate_id
+        self.candidate_directory_id = candidate_directory_id
+        self.unknown_tagged_fields = unknown_tagged_fields
+
+    def __eq__(self, other: object) -> bool:
+        if other.__class__ is self.__class__ and isinstance(other, ReplicaInfo):
+            return (self.candidate_id, self.candidate_directory_id, self.unknown_tagged_fields,) == (other.candidate_id, other.candidate_directory_id, other.unknown_tagged_fields,)
+        return NotImplemented
+
+    def __repr__(self) -> str:
+        return f"{self.__class__.__qualname__}(candidate_id={self.candidate_id!r}, candidate_directory_id={self.candidate_directory_id!r}, unknown_tagged_fields={self.unknown_tagged_fields!r})"
 
 
-@_dataclass(slots=True)
 class PartitionData(_Struct):
     """Struct PartitionData of EndQuorumEpochRequest."""
 
-    partition_index: int = 0
-    leader_id: int = 0
-    leader_epoch: int = 0
-    preferred_successors: list[int] = _field(default_factory=list)
-    preferred_candidates: list[ReplicaInfo] = _field(default_factory=list)
-    unknown_tagged_fields: tuple[tuple[int, bytes], ...] = ()
+    __slots__ = ('partition_index', 'leader_id', 'leader_epoch', 'preferred_successors', 'preferred_candidates', 'unknown_tagged_fields',)
+    __match_args__ = ('partition_index', 'leader_id', 'leader_epoch', 'preferred_successors', 'preferred_candidates', 'unknown_tagged_fields',)
+    partition_index: int
+    leader_id: int
+    leader_epoch: int
+    preferred_successors: list[int]
+    preferred_candidates: list[ReplicaInfo]
+    unknown_tagged_fields: tuple[tuple[int, bytes], ...]
+
+    def __init__(self, partition_index: int = 0, leader_id: int = 0, leader_epoch: int = 0, preferred_successors: list[int] = _FACTORY, preferred_candidates: list[ReplicaInfo] = _FACTORY, unknown_tagged_fields: tuple[tuple[int, bytes], ...] = ()) -> None:
+        self.partition_index = partition_index
+        self.leader_id = leader_id
+        self.leader_epoch = leader_epoch
+        self.preferred_successors = [] if preferred_successors is _FACTORY else preferred_successors
+        self.preferred_candidates = [] if preferred_candidates is _FACTORY else preferred_candidates
+        self.unknown_tagged_fields = unknown_tagged_fields
+
+    def __eq__(self, other: object) -> bool:
+        if other.__class__ is self.__class__ and isinstance(other, PartitionData):
+            return (self.partition_index, self.leader_id, self.leader_epoch, self.preferred_successors, self.preferred_candidates, self.unknown_tagged_fields,) == (other.partition_index, other.leader_id, other.leader_epoch, other.preferred_successors, other.preferred_candidates, other.unknown_tagged_fields,)
+        return NotImplemented
+
+    def __repr__(self) -> str:
+        return f"{self.__class__.__qualname__}(partition_index={self.partition_index!r}, leader_id={self.leader_id!r}, leader_epoch={self.leader_epoch!r}, preferred_successors={self.preferred_successors!r}, preferred_candidates={self.preferred_candidates!r}, unknown_tagged_fields={self.unknown_tagged_fields!r})"
 
 
-@_dataclass(slots=True)
 class TopicData(_Struct):
     """Struct TopicData of EndQuorumEpochRequest."""
 
-    topic_name: str = ''
-    partitions: list[PartitionData] = _field(default_factory=list)
-    unknown_tagged_fields: tuple[tuple[int, bytes], ...] = ()
+    __slots__ = ('topic_name', 'partitions', 'unknown_tagged_fields',)
+    __match_args__ = ('topic_name', 'partitions', 'unknown_tagged_fields',)
+    topic_name: str
+    partitions: list[PartitionData]
+    unknown_tagged_fields: tuple[tuple[int, bytes], ...]
+
+    def __init__(self, topic_name: str = '', partitions: list[PartitionData] = _FACTORY, unknown_tagged_fields: tuple[tuple[int, bytes], ...] = ()) -> None:
+        self.topic_name = topic_name
+        self.partitions = [] if partitions is _FACTORY else partitions
+        self.unknown_tagged_fields = unknown_tagged_fields
+
+    def __eq__(self, other: object) -> bool:
+        if other.__class__ is self.__class__ and isinstance(other, TopicData):
+            return (self.topic_name, self.partitions, self.unknown_tagged_fields,) == (other.topic_name, other.partitions, other.unknown_tagged_fields,)
+        return NotImplemented
+
+    def __repr__(self) -> str:
+        return f"{self.__class__.__qualname__}(topic_name={self.topic_name!r}, partitions={self.partitions!r}, unknown_tagged_fields={self.unknown_tagged_fields!r})"
 
 
-@_dataclass(slots=True)
 class LeaderEndpoint(_Struct):
     """Struct LeaderEndpoint of EndQuorumEpochRequest."""
 
-    name: str = ''
-    host: str = ''
-    port: int = 0
-    unknown_tagged_fields: tuple[tuple[int, bytes], ...] = ()
+    __slots__ = ('name', 'host', 'port', 'unknown_tagged_fields',)
+    __match_args__ = ('name', 'host', 'port', 'unknown_tagged_fields',)
+    name: str
+    host: str
+    port: int
+    unknown_tagged_fields: tuple[tuple[int, bytes], ...]
+
+    def __init__(self, name: str = '', host: str = '', port: int = 0, unknown_tagged_fields: tuple[tuple[int, bytes], ...] = ()) -> None:
+        self.name = name
+        self.host = host
+        self.port = port
+        self.unknown_tagged_fields = unknown_tagged_fields
+
+    def __eq__(self, other: object) -> bool:
+        if other.__class__ is self.__class__ and isinstance(other, LeaderEndpoint):
+            return (self.name, self.host, self.port, self.unknown_tagged_fields,) == (other.name, other.host, other.port, other.unknown_tagged_fields,)
+        return NotImplemented
+
+    def __repr__(self) -> str:
+        return f"{self.__class__.__qualname__}(name={self.name!r}, host={self.host!r}, port={self.port!r}, unknown_tagged_fields={self.unknown_tagged_fields!r})"
 
 
-@_dataclass(slots=True)
 class EndQuorumEpochRequest(_Message):
     """request EndQuorumEpochRequest, versions 0-1."""
+
+    __slots__ = ('cluster_id', 'topics', 'leader_endpoints', 'unknown_tagged_fields',)
+    __match_args__ = ('cluster_id', 'topics', 'leader_endpoints', 'unknown_tagged_fields',)
 
     NAME: _ClassVar[str] = 'EndQuorumEpochRequest'
     SCHEMA_TYPE: _ClassVar[str] = 'request'
@@ -95,10 +158,25 @@ class EndQuorumEpochRequest(_Message):
     FLEXIBLE_MIN: _ClassVar[int | None] = 1
     LATEST_VERSION_UNSTABLE: _ClassVar[bool] = False
     DEPRECATED_VERSIONS: _ClassVar[tuple[int, int] | None] = None
-    cluster_id: str | None = None
-    topics: list[TopicData] = _field(default_factory=list)
-    leader_endpoints: list[LeaderEndpoint] = _field(default_factory=list)
-    unknown_tagged_fields: tuple[tuple[int, bytes], ...] = ()
+
+    cluster_id: str | None
+    topics: list[TopicData]
+    leader_endpoints: list[LeaderEndpoint]
+    unknown_tagged_fields: tuple[tuple[int, bytes], ...]
+
+    def __init__(self, cluster_id: str | None = None, topics: list[TopicData] = _FACTORY, leader_endpoints: list[LeaderEndpoint] = _FACTORY, unknown_tagged_fields: tuple[tuple[int, bytes], ...] = ()) -> None:
+        self.cluster_id = cluster_id
+        self.topics = [] if topics is _FACTORY else topics
+        self.leader_endpoints = [] if leader_endpoints is _FACTORY else leader_endpoints
+        self.unknown_tagged_fields = unknown_tagged_fields
+
+    def __eq__(self, other: object) -> bool:
+        if other.__class__ is self.__class__ and isinstance(other, EndQuorumEpochRequest):
+            return (self.cluster_id, self.topics, self.leader_endpoints, self.unknown_tagged_fields,) == (other.cluster_id, other.topics, other.leader_endpoints, other.unknown_tagged_fields,)
+        return NotImplemented
+
+    def __repr__(self) -> str:
+        return f"{self.__class__.__qualname__}(cluster_id={self.cluster_id!r}, topics={self.topics!r}, leader_endpoints={self.leader_endpoints!r}, unknown_tagged_fields={self.unknown_tagged_fields!r})"
 
 
 def _read_ReplicaInfo_0(buf: bytes | bytearray | memoryview, pos: int) -> tuple[ReplicaInfo, int]:

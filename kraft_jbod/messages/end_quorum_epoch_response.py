@@ -6,11 +6,12 @@ from __future__ import annotations
 
 import struct as _struct
 import uuid as _uuid
-from dataclasses import dataclass as _dataclass, field as _field
 from typing import ClassVar as _ClassVar
 
 from kraft_jbod.errors import DecodeError as _DecodeError, EncodeError as _EncodeError
-from kraft_jbod.wire.message import FieldInfo as _F, Message as _Message, Struct as _Struct
+from kraft_jbod.wire.message import (
+    DEFAULT_FACTORY as _FACTORY, FieldInfo as _F, Message as _Message, Struct as _Struct,
+)
 from kraft_jbod.wire.runtime import (
     absent as _absent, bad_tag as _bad_tag, check_bool as _bool, null as _null,
 )
@@ -44,39 +45,86 @@ _L3 = (('ErrorCode', 2),)
 
 
 
-@_dataclass(slots=True)
 class PartitionData(_Struct):
     """Struct PartitionData of EndQuorumEpochResponse."""
 
-    partition_index: int = 0
-    error_code: int = 0
-    leader_id: int = 0
-    leader_epoch: int = 0
-    unknown_tagged_fields: tuple[tuple[int, bytes], ...] = ()
+    __slots__ = ('partition_index', 'error_code', 'leader_id', 'leader_epoch', 'unknown_tagged_fields',)
+    __match_args__ = ('partition_index', 'error_code', 'leader_id', 'leader_epoch', 'unknown_tagged_fields',)
+    partition_index: int
+    error_code: int
+    leader_id: int
+    leader_epoch: int
+    unknown_tagged_fields: tuple[tuple[int, bytes], ...]
+
+    def __init__(self, partition_index: int = 0, error_code: int = 0, leader_id: int = 0, leader_epoch: int = 0, unknown_tagged_fields: tuple[tuple[int, bytes], ...] = ()) -> None:
+        self.partition_index = partition_index
+        self.error_code = error_code
+        self.leader_id = leader_id
+        self.leader_epoch = leader_epoch
+        self.unknown_tagged_fields = unknown_tagged_fields
+
+    def __eq__(self, other: object) -> bool:
+        if other.__class__ is self.__class__ and isinstance(other, PartitionData):
+            return (self.partition_index, self.error_code, self.leader_id, self.leader_epoch, self.unknown_tagged_fields,) == (other.partition_index, other.error_code, other.leader_id, other.leader_epoch, other.unknown_tagged_fields,)
+        return NotImplemented
+
+    def __repr__(self) -> str:
+        return f"{self.__class__.__qualname__}(partition_index={self.partition_index!r}, error_code={self.error_code!r}, leader_id={self.leader_id!r}, leader_epoch={self.leader_epoch!r}, unknown_tagged_fields={self.unknown_tagged_fields!r})"
 
 
-@_dataclass(slots=True)
 class TopicData(_Struct):
     """Struct TopicData of EndQuorumEpochResponse."""
 
-    topic_name: str = ''
-    partitions: list[PartitionData] = _field(default_factory=list)
-    unknown_tagged_fields: tuple[tuple[int, bytes], ...] = ()
+    __slots__ = ('topic_name', 'partitions', 'unknown_tagged_fields',)
+    __match_args__ = ('topic_name', 'partitions', 'unknown_tagged_fields',)
+    topic_name: str
+    partitions: list[PartitionData]
+    unknown_tagged_fields: tuple[tuple[int, bytes], ...]
+
+    def __init__(self, topic_name: str = '', partitions: list[PartitionData] = _FACTORY, unknown_tagged_fields: tuple[tuple[int, bytes], ...] = ()) -> None:
+        self.topic_name = topic_name
+        self.partitions = [] if partitions is _FACTORY else partitions
+        self.unknown_tagged_fields = unknown_tagged_fields
+
+    def __eq__(self, other: object) -> bool:
+        if other.__class__ is self.__class__ and isinstance(other, TopicData):
+            return (self.topic_name, self.partitions, self.unknown_tagged_fields,) == (other.topic_name, other.partitions, other.unknown_tagged_fields,)
+        return NotImplemented
+
+    def __repr__(self) -> str:
+        return f"{self.__class__.__qualname__}(topic_name={self.topic_name!r}, partitions={self.partitions!r}, unknown_tagged_fields={self.unknown_tagged_fields!r})"
 
 
-@_dataclass(slots=True)
 class NodeEndpoint(_Struct):
     """Struct NodeEndpoint of EndQuorumEpochResponse."""
 
-    node_id: int = 0
-    host: str = ''
-    port: int = 0
-    unknown_tagged_fields: tuple[tuple[int, bytes], ...] = ()
+    __slots__ = ('node_id', 'host', 'port', 'unknown_tagged_fields',)
+    __match_args__ = ('node_id', 'host', 'port', 'unknown_tagged_fields',)
+    node_id: int
+    host: str
+    port: int
+    unknown_tagged_fields: tuple[tuple[int, bytes], ...]
+
+    def __init__(self, node_id: int = 0, host: str = '', port: int = 0, unknown_tagged_fields: tuple[tuple[int, bytes], ...] = ()) -> None:
+        self.node_id = node_id
+        self.host = host
+        self.port = port
+        self.unknown_tagged_fields = unknown_tagged_fields
+
+    def __eq__(self, other: object) -> bool:
+        if other.__class__ is self.__class__ and isinstance(other, NodeEndpoint):
+            return (self.node_id, self.host, self.port, self.unknown_tagged_fields,) == (other.node_id, other.host, other.port, other.unknown_tagged_fields,)
+        return NotImplemented
+
+    def __repr__(self) -> str:
+        return f"{self.__class__.__qualname__}(node_id={self.node_id!r}, host={self.host!r}, port={self.port!r}, unknown_tagged_fields={self.unknown_tagged_fields!r})"
 
 
-@_dataclass(slots=True)
 class EndQuorumEpochResponse(_Message):
     """response EndQuorumEpochResponse, versions 0-1."""
+
+    __slots__ = ('error_code', 'topics', 'node_endpoints', 'unknown_tagged_fields',)
+    __match_args__ = ('error_code', 'topics', 'node_endpoints', 'unknown_tagged_fields',)
 
     NAME: _ClassVar[str] = 'EndQuorumEpochResponse'
     SCHEMA_TYPE: _ClassVar[str] = 'response'
@@ -85,10 +133,25 @@ class EndQuorumEpochResponse(_Message):
     FLEXIBLE_MIN: _ClassVar[int | None] = 1
     LATEST_VERSION_UNSTABLE: _ClassVar[bool] = False
     DEPRECATED_VERSIONS: _ClassVar[tuple[int, int] | None] = None
-    error_code: int = 0
-    topics: list[TopicData] = _field(default_factory=list)
-    node_endpoints: list[NodeEndpoint] = _field(default_factory=list)
-    unknown_tagged_fields: tuple[tuple[int, bytes], ...] = ()
+
+    error_code: int
+    topics: list[TopicData]
+    node_endpoints: list[NodeEndpoint]
+    unknown_tagged_fields: tuple[tuple[int, bytes], ...]
+
+    def __init__(self, error_code: int = 0, topics: list[TopicData] = _FACTORY, node_endpoints: list[NodeEndpoint] = _FACTORY, unknown_tagged_fields: tuple[tuple[int, bytes], ...] = ()) -> None:
+        self.error_code = error_code
+        self.topics = [] if topics is _FACTORY else topics
+        self.node_endpoints = [] if node_endpoints is _FACTORY else node_endpoints
+        self.unknown_tagged_fields = unknown_tagged_fields
+
+    def __eq__(self, other: object) -> bool:
+        if other.__class__ is self.__class__ and isinstance(other, EndQuorumEpochResponse):
+            return (self.error_code, self.topics, self.node_endpoints, self.unknown_tagged_fields,) == (other.error_code, other.topics, other.node_endpoints, other.unknown_tagged_fields,)
+        return NotImplemented
+
+    def __repr__(self) -> str:
+        return f"{self.__class__.__qualname__}(error_code={self.error_code!r}, topics={self.topics!r}, node_endpoints={self.node_endpoints!r}, unknown_tagged_fields={self.unknown_tagged_fields!r})"
 
 
 def _read_PartitionData_0(buf: bytes | bytearray | memoryview, pos: int) -> tuple[PartitionData, int]:

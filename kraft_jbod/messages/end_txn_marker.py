@@ -6,11 +6,12 @@ from __future__ import annotations
 
 import struct as _struct
 import uuid as _uuid
-from dataclasses import dataclass as _dataclass, field as _field
 from typing import ClassVar as _ClassVar
 
 from kraft_jbod.errors import DecodeError as _DecodeError, EncodeError as _EncodeError
-from kraft_jbod.wire.message import FieldInfo as _F, Message as _Message, Struct as _Struct
+from kraft_jbod.wire.message import (
+    DEFAULT_FACTORY as _FACTORY, FieldInfo as _F, Message as _Message, Struct as _Struct,
+)
 from kraft_jbod.wire.runtime import (
     absent as _absent, bad_tag as _bad_tag, check_bool as _bool, null as _null,
 )
@@ -38,9 +39,11 @@ _L0 = (('CoordinatorEpoch', 4),)
 
 
 
-@_dataclass(slots=True)
 class EndTxnMarker(_Message):
     """data EndTxnMarker, versions 0."""
+
+    __slots__ = ('coordinator_epoch', 'unknown_tagged_fields',)
+    __match_args__ = ('coordinator_epoch', 'unknown_tagged_fields',)
 
     NAME: _ClassVar[str] = 'EndTxnMarker'
     SCHEMA_TYPE: _ClassVar[str] = 'data'
@@ -49,8 +52,21 @@ class EndTxnMarker(_Message):
     FLEXIBLE_MIN: _ClassVar[int | None] = None
     LATEST_VERSION_UNSTABLE: _ClassVar[bool] = False
     DEPRECATED_VERSIONS: _ClassVar[tuple[int, int] | None] = None
-    coordinator_epoch: int = 0
-    unknown_tagged_fields: tuple[tuple[int, bytes], ...] = ()
+
+    coordinator_epoch: int
+    unknown_tagged_fields: tuple[tuple[int, bytes], ...]
+
+    def __init__(self, coordinator_epoch: int = 0, unknown_tagged_fields: tuple[tuple[int, bytes], ...] = ()) -> None:
+        self.coordinator_epoch = coordinator_epoch
+        self.unknown_tagged_fields = unknown_tagged_fields
+
+    def __eq__(self, other: object) -> bool:
+        if other.__class__ is self.__class__ and isinstance(other, EndTxnMarker):
+            return (self.coordinator_epoch, self.unknown_tagged_fields,) == (other.coordinator_epoch, other.unknown_tagged_fields,)
+        return NotImplemented
+
+    def __repr__(self) -> str:
+        return f"{self.__class__.__qualname__}(coordinator_epoch={self.coordinator_epoch!r}, unknown_tagged_fields={self.unknown_tagged_fields!r})"
 
 
 def _read_EndTxnMarker_0(buf: bytes | bytearray | memoryview, pos: int) -> tuple[EndTxnMarker, int]:

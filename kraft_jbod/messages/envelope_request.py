@@ -6,11 +6,12 @@ from __future__ import annotations
 
 import struct as _struct
 import uuid as _uuid
-from dataclasses import dataclass as _dataclass, field as _field
 from typing import ClassVar as _ClassVar
 
 from kraft_jbod.errors import DecodeError as _DecodeError, EncodeError as _EncodeError
-from kraft_jbod.wire.message import FieldInfo as _F, Message as _Message, Struct as _Struct
+from kraft_jbod.wire.message import (
+    DEFAULT_FACTORY as _FACTORY, FieldInfo as _F, Message as _Message, Struct as _Struct,
+)
 from kraft_jbod.wire.runtime import (
     absent as _absent, bad_tag as _bad_tag, check_bool as _bool, null as _null,
 )
@@ -36,9 +37,11 @@ _new = object.__new__
 
 
 
-@_dataclass(slots=True)
 class EnvelopeRequest(_Message):
     """request EnvelopeRequest, versions 0."""
+
+    __slots__ = ('request_data', 'request_principal', 'client_host_address', 'unknown_tagged_fields',)
+    __match_args__ = ('request_data', 'request_principal', 'client_host_address', 'unknown_tagged_fields',)
 
     NAME: _ClassVar[str] = 'EnvelopeRequest'
     SCHEMA_TYPE: _ClassVar[str] = 'request'
@@ -47,10 +50,25 @@ class EnvelopeRequest(_Message):
     FLEXIBLE_MIN: _ClassVar[int | None] = 0
     LATEST_VERSION_UNSTABLE: _ClassVar[bool] = False
     DEPRECATED_VERSIONS: _ClassVar[tuple[int, int] | None] = None
-    request_data: bytes = b''
-    request_principal: bytes | None = b''
-    client_host_address: bytes = b''
-    unknown_tagged_fields: tuple[tuple[int, bytes], ...] = ()
+
+    request_data: bytes
+    request_principal: bytes | None
+    client_host_address: bytes
+    unknown_tagged_fields: tuple[tuple[int, bytes], ...]
+
+    def __init__(self, request_data: bytes = b'', request_principal: bytes | None = b'', client_host_address: bytes = b'', unknown_tagged_fields: tuple[tuple[int, bytes], ...] = ()) -> None:
+        self.request_data = request_data
+        self.request_principal = request_principal
+        self.client_host_address = client_host_address
+        self.unknown_tagged_fields = unknown_tagged_fields
+
+    def __eq__(self, other: object) -> bool:
+        if other.__class__ is self.__class__ and isinstance(other, EnvelopeRequest):
+            return (self.request_data, self.request_principal, self.client_host_address, self.unknown_tagged_fields,) == (other.request_data, other.request_principal, other.client_host_address, other.unknown_tagged_fields,)
+        return NotImplemented
+
+    def __repr__(self) -> str:
+        return f"{self.__class__.__qualname__}(request_data={self.request_data!r}, request_principal={self.request_principal!r}, client_host_address={self.client_host_address!r}, unknown_tagged_fields={self.unknown_tagged_fields!r})"
 
 
 def _read_EnvelopeRequest_0(buf: bytes | bytearray | memoryview, pos: int) -> tuple[EnvelopeRequest, int]:

@@ -6,11 +6,12 @@ from __future__ import annotations
 
 import struct as _struct
 import uuid as _uuid
-from dataclasses import dataclass as _dataclass, field as _field
 from typing import ClassVar as _ClassVar
 
 from kraft_jbod.errors import DecodeError as _DecodeError, EncodeError as _EncodeError
-from kraft_jbod.wire.message import FieldInfo as _F, Message as _Message, Struct as _Struct
+from kraft_jbod.wire.message import (
+    DEFAULT_FACTORY as _FACTORY, FieldInfo as _F, Message as _Message, Struct as _Struct,
+)
 from kraft_jbod.wire.runtime import (
     absent as _absent, bad_tag as _bad_tag, check_bool as _bool, null as _null,
 )
@@ -38,9 +39,11 @@ _L0 = (('ExpiryTimePeriodMs', 8),)
 
 
 
-@_dataclass(slots=True)
 class ExpireDelegationTokenRequest(_Message):
     """request ExpireDelegationTokenRequest, versions 0-2."""
+
+    __slots__ = ('hmac', 'expiry_time_period_ms', 'unknown_tagged_fields',)
+    __match_args__ = ('hmac', 'expiry_time_period_ms', 'unknown_tagged_fields',)
 
     NAME: _ClassVar[str] = 'ExpireDelegationTokenRequest'
     SCHEMA_TYPE: _ClassVar[str] = 'request'
@@ -49,9 +52,23 @@ class ExpireDelegationTokenRequest(_Message):
     FLEXIBLE_MIN: _ClassVar[int | None] = 2
     LATEST_VERSION_UNSTABLE: _ClassVar[bool] = False
     DEPRECATED_VERSIONS: _ClassVar[tuple[int, int] | None] = (0, 0)
-    hmac: bytes = b''
-    expiry_time_period_ms: int = 0
-    unknown_tagged_fields: tuple[tuple[int, bytes], ...] = ()
+
+    hmac: bytes
+    expiry_time_period_ms: int
+    unknown_tagged_fields: tuple[tuple[int, bytes], ...]
+
+    def __init__(self, hmac: bytes = b'', expiry_time_period_ms: int = 0, unknown_tagged_fields: tuple[tuple[int, bytes], ...] = ()) -> None:
+        self.hmac = hmac
+        self.expiry_time_period_ms = expiry_time_period_ms
+        self.unknown_tagged_fields = unknown_tagged_fields
+
+    def __eq__(self, other: object) -> bool:
+        if other.__class__ is self.__class__ and isinstance(other, ExpireDelegationTokenRequest):
+            return (self.hmac, self.expiry_time_period_ms, self.unknown_tagged_fields,) == (other.hmac, other.expiry_time_period_ms, other.unknown_tagged_fields,)
+        return NotImplemented
+
+    def __repr__(self) -> str:
+        return f"{self.__class__.__qualname__}(hmac={self.hmac!r}, expiry_time_period_ms={self.expiry_time_period_ms!r}, unknown_tagged_fields={self.unknown_tagged_fields!r})"
 
 
 def _read_ExpireDelegationTokenRequest_0(buf: bytes | bytearray | memoryview, pos: int) -> tuple[ExpireDelegationTokenRequest, int]:

@@ -6,11 +6,12 @@ from __future__ import annotations
 
 import struct as _struct
 import uuid as _uuid
-from dataclasses import dataclass as _dataclass, field as _field
 from typing import ClassVar as _ClassVar
 
 from kraft_jbod.errors import DecodeError as _DecodeError, EncodeError as _EncodeError
-from kraft_jbod.wire.message import FieldInfo as _F, Message as _Message, Struct as _Struct
+from kraft_jbod.wire.message import (
+    DEFAULT_FACTORY as _FACTORY, FieldInfo as _F, Message as _Message, Struct as _Struct,
+)
 from kraft_jbod.wire.runtime import (
     absent as _absent, bad_tag as _bad_tag, check_bool as _bool, null as _null,
 )
@@ -61,53 +62,119 @@ _L10 = (('MaxWaitMs', 4), ('MinBytes', 4), ('MaxBytes', 4), ('IsolationLevel', 1
 
 
 
-@_dataclass(slots=True)
 class ReplicaState(_Struct):
     """Struct ReplicaState of FetchRequest."""
 
-    replica_id: int = -1
-    replica_epoch: int = -1
-    unknown_tagged_fields: tuple[tuple[int, bytes], ...] = ()
+    __slots__ = ('replica_id', 'replica_epoch', 'unknown_tagged_fields',)
+    __match_args__ = ('replica_id', 'replica_epoch', 'unknown_tagged_fields',)
+    replica_id: int
+    replica_epoch: int
+    unknown_tagged_fields: tuple[tuple[int, bytes], ...]
+
+    def __init__(self, replica_id: int = -1, replica_epoch: int = -1, unknown_tagged_fields: tuple[tuple[int, bytes], ...] = ()) -> None:
+        self.replica_id = replica_id
+        self.replica_epoch = replica_epoch
+        self.unknown_tagged_fields = unknown_tagged_fields
+
+    def __eq__(self, other: object) -> bool:
+        if other.__class__ is self.__class__ and isinstance(other, ReplicaState):
+            return (self.replica_id, self.replica_epoch, self.unknown_tagged_fields,) == (other.replica_id, other.replica_epoch, other.unknown_tagged_fields,)
+        return NotImplemented
+
+    def __repr__(self) -> str:
+        return f"{self.__class__.__qualname__}(replica_id={self.replica_id!r}, replica_epoch={self.replica_epoch!r}, unknown_tagged_fields={self.unknown_tagged_fields!r})"
 
 
-@_dataclass(slots=True)
 class FetchPartition(_Struct):
     """Struct FetchPartition of FetchRequest."""
 
-    partition: int = 0
-    current_leader_epoch: int = -1
-    fetch_offset: int = 0
-    last_fetched_epoch: int = -1
-    log_start_offset: int = -1
-    partition_max_bytes: int = 0
-    replica_directory_id: _uuid.UUID = _ZERO_UUID
-    high_watermark: int = 9223372036854775807
-    unknown_tagged_fields: tuple[tuple[int, bytes], ...] = ()
+    __slots__ = ('partition', 'current_leader_epoch', 'fetch_offset', 'last_fetched_epoch', 'log_start_offset', 'partition_max_bytes', 'replica_directory_id', 'high_watermark', 'unknown_tagged_fields',)
+    __match_args__ = ('partition', 'current_leader_epoch', 'fetch_offset', 'last_fetched_epoch', 'log_start_offset', 'partition_max_bytes', 'replica_directory_id', 'high_watermark', 'unknown_tagged_fields',)
+    partition: int
+    current_leader_epoch: int
+    fetch_offset: int
+    last_fetched_epoch: int
+    log_start_offset: int
+    partition_max_bytes: int
+    replica_directory_id: _uuid.UUID
+    high_watermark: int
+    unknown_tagged_fields: tuple[tuple[int, bytes], ...]
+
+    def __init__(self, partition: int = 0, current_leader_epoch: int = -1, fetch_offset: int = 0, last_fetched_epoch: int = -1, log_start_offset: int = -1, partition_max_bytes: int = 0, replica_directory_id: _uuid.UUID = _ZERO_UUID, high_watermark: int = 9223372036854775807, unknown_tagged_fields: tuple[tuple[int, bytes], ...] = ()) -> None:
+        self.partition = partition
+        self.current_leader_epoch = current_leader_epoch
+        self.fetch_offset = fetch_offset
+        self.last_fetched_epoch = last_fetched_epoch
+        self.log_start_offset = log_start_offset
+        self.partition_max_bytes = partition_max_bytes
+        self.replica_directory_id = replica_directory_id
+        self.high_watermark = high_watermark
+        self.unknown_tagged_fields = unknown_tagged_fields
+
+    def __eq__(self, other: object) -> bool:
+        if other.__class__ is self.__class__ and isinstance(other, FetchPartition):
+            return (self.partition, self.current_leader_epoch, self.fetch_offset, self.last_fetched_epoch, self.log_start_offset, self.partition_max_bytes, self.replica_directory_id, self.high_watermark, self.unknown_tagged_fields,) == (other.partition, other.current_leader_epoch, other.fetch_offset, other.last_fetched_epoch, other.log_start_offset, other.partition_max_bytes, other.replica_directory_id, other.high_watermark, other.unknown_tagged_fields,)
+        return NotImplemented
+
+    def __repr__(self) -> str:
+        return f"{self.__class__.__qualname__}(partition={self.partition!r}, current_leader_epoch={self.current_leader_epoch!r}, fetch_offset={self.fetch_offset!r}, last_fetched_epoch={self.last_fetched_epoch!r}, log_start_offset={self.log_start_offset!r}, partition_max_bytes={self.partition_max_bytes!r}, replica_directory_id={self.replica_directory_id!r}, high_watermark={self.high_watermark!r}, unknown_tagged_fields={self.unknown_tagged_fields!r})"
 
 
-@_dataclass(slots=True)
 class FetchTopic(_Struct):
     """Struct FetchTopic of FetchRequest."""
 
-    topic: str = ''
-    topic_id: _uuid.UUID = _ZERO_UUID
-    partitions: list[FetchPartition] = _field(default_factory=list)
-    unknown_tagged_fields: tuple[tuple[int, bytes], ...] = ()
+    __slots__ = ('topic', 'topic_id', 'partitions', 'unknown_tagged_fields',)
+    __match_args__ = ('topic', 'topic_id', 'partitions', 'unknown_tagged_fields',)
+    topic: str
+    topic_id: _uuid.UUID
+    partitions: list[FetchPartition]
+    unknown_tagged_fields: tuple[tuple[int, bytes], ...]
+
+    def __init__(self, topic: str = '', topic_id: _uuid.UUID = _ZERO_UUID, partitions: list[FetchPartition] = _FACTORY, unknown_tagged_fields: tuple[tuple[int, bytes], ...] = ()) -> None:
+        self.topic = topic
+        self.topic_id = topic_id
+        self.partitions = [] if partitions is _FACTORY else partitions
+        self.unknown_tagged_fields = unknown_tagged_fields
+
+    def __eq__(self, other: object) -> bool:
+        if other.__class__ is self.__class__ and isinstance(other, FetchTopic):
+            return (self.topic, self.topic_id, self.partitions, self.unknown_tagged_fields,) == (other.topic, other.topic_id, other.partitions, other.unknown_tagged_fields,)
+        return NotImplemented
+
+    def __repr__(self) -> str:
+        return f"{self.__class__.__qualname__}(topic={self.topic!r}, topic_id={self.topic_id!r}, partitions={self.partitions!r}, unknown_tagged_fields={self.unknown_tagged_fields!r})"
 
 
-@_dataclass(slots=True)
 class ForgottenTopic(_Struct):
     """Struct ForgottenTopic of FetchRequest."""
 
-    topic: str = ''
-    topic_id: _uuid.UUID = _ZERO_UUID
-    partitions: list[int] = _field(default_factory=list)
-    unknown_tagged_fields: tuple[tuple[int, bytes], ...] = ()
+    __slots__ = ('topic', 'topic_id', 'partitions', 'unknown_tagged_fields',)
+    __match_args__ = ('topic', 'topic_id', 'partitions', 'unknown_tagged_fields',)
+    topic: str
+    topic_id: _uuid.UUID
+    partitions: list[int]
+    unknown_tagged_fields: tuple[tuple[int, bytes], ...]
+
+    def __init__(self, topic: str = '', topic_id: _uuid.UUID = _ZERO_UUID, partitions: list[int] = _FACTORY, unknown_tagged_fields: tuple[tuple[int, bytes], ...] = ()) -> None:
+        self.topic = topic
+        self.topic_id = topic_id
+        self.partitions = [] if partitions is _FACTORY else partitions
+        self.unknown_tagged_fields = unknown_tagged_fields
+
+    def __eq__(self, other: object) -> bool:
+        if other.__class__ is self.__class__ and isinstance(other, ForgottenTopic):
+            return (self.topic, self.topic_id, self.partitions, self.unknown_tagged_fields,) == (other.topic, other.topic_id, other.partitions, other.unknown_tagged_fields,)
+        return NotImplemented
+
+    def __repr__(self) -> str:
+        return f"{self.__class__.__qualname__}(topic={self.topic!r}, topic_id={self.topic_id!r}, partitions={self.partitions!r}, unknown_tagged_fields={self.unknown_tagged_fields!r})"
 
 
-@_dataclass(slots=True)
 class FetchRequest(_Message):
     """request FetchRequest, versions 0-18."""
+
+    __slots__ = ('cluster_id', 'replica_id', 'replica_state', 'max_wait_ms', 'min_bytes', 'max_bytes', 'isolation_level', 'session_id', 'session_epoch', 'topics', 'forgotten_topics_data', 'rack_id', 'unknown_tagged_fields',)
+    __match_args__ = ('cluster_id', 'replica_id', 'replica_state', 'max_wait_ms', 'min_bytes', 'max_bytes', 'isolation_level', 'session_id', 'session_epoch', 'topics', 'forgotten_topics_data', 'rack_id', 'unknown_tagged_fields',)
 
     NAME: _ClassVar[str] = 'FetchRequest'
     SCHEMA_TYPE: _ClassVar[str] = 'request'
@@ -116,19 +183,43 @@ class FetchRequest(_Message):
     FLEXIBLE_MIN: _ClassVar[int | None] = 12
     LATEST_VERSION_UNSTABLE: _ClassVar[bool] = False
     DEPRECATED_VERSIONS: _ClassVar[tuple[int, int] | None] = (0, 3)
-    cluster_id: str | None = None
-    replica_id: int = -1
-    replica_state: ReplicaState = _field(default_factory=ReplicaState)
-    max_wait_ms: int = 0
-    min_bytes: int = 0
-    max_bytes: int = 2147483647
-    isolation_level: int = 0
-    session_id: int = 0
-    session_epoch: int = -1
-    topics: list[FetchTopic] = _field(default_factory=list)
-    forgotten_topics_data: list[ForgottenTopic] = _field(default_factory=list)
-    rack_id: str = ''
-    unknown_tagged_fields: tuple[tuple[int, bytes], ...] = ()
+
+    cluster_id: str | None
+    replica_id: int
+    replica_state: ReplicaState
+    max_wait_ms: int
+    min_bytes: int
+    max_bytes: int
+    isolation_level: int
+    session_id: int
+    session_epoch: int
+    topics: list[FetchTopic]
+    forgotten_topics_data: list[ForgottenTopic]
+    rack_id: str
+    unknown_tagged_fields: tuple[tuple[int, bytes], ...]
+
+    def __init__(self, cluster_id: str | None = None, replica_id: int = -1, replica_state: ReplicaState = _FACTORY, max_wait_ms: int = 0, min_bytes: int = 0, max_bytes: int = 2147483647, isolation_level: int = 0, session_id: int = 0, session_epoch: int = -1, topics: list[FetchTopic] = _FACTORY, forgotten_topics_data: list[ForgottenTopic] = _FACTORY, rack_id: str = '', unknown_tagged_fields: tuple[tuple[int, bytes], ...] = ()) -> None:
+        self.cluster_id = cluster_id
+        self.replica_id = replica_id
+        self.replica_state = ReplicaState() if replica_state is _FACTORY else replica_state
+        self.max_wait_ms = max_wait_ms
+        self.min_bytes = min_bytes
+        self.max_bytes = max_bytes
+        self.isolation_level = isolation_level
+        self.session_id = session_id
+        self.session_epoch = session_epoch
+        self.topics = [] if topics is _FACTORY else topics
+        self.forgotten_topics_data = [] if forgotten_topics_data is _FACTORY else forgotten_topics_data
+        self.rack_id = rack_id
+        self.unknown_tagged_fields = unknown_tagged_fields
+
+    def __eq__(self, other: object) -> bool:
+        if other.__class__ is self.__class__ and isinstance(other, FetchRequest):
+            return (self.cluster_id, self.replica_id, self.replica_state, self.max_wait_ms, self.min_bytes, self.max_bytes, self.isolation_level, self.session_id, self.session_epoch, self.topics, self.forgotten_topics_data, self.rack_id, self.unknown_tagged_fields,) == (other.cluster_id, other.replica_id, other.replica_state, other.max_wait_ms, other.min_bytes, other.max_bytes, other.isolation_level, other.session_id, other.session_epoch, other.topics, other.forgotten_topics_data, other.rack_id, other.unknown_tagged_fields,)
+        return NotImplemented
+
+    def __repr__(self) -> str:
+        return f"{self.__class__.__qualname__}(cluster_id={self.cluster_id!r}, replica_id={self.replica_id!r}, replica_state={self.replica_state!r}, max_wait_ms={self.max_wait_ms!r}, min_bytes={self.min_bytes!r}, max_bytes={self.max_bytes!r}, isolation_level={self.isolation_level!r}, session_id={self.session_id!r}, session_epoch={self.session_epoch!r}, topics={self.topics!r}, forgotten_topics_data={self.forgotten_topics_data!r}, rack_id={self.rack_id!r}, unknown_tagged_fields={self.unknown_tagged_fields!r})"
 
 
 def _read_ReplicaState_0(buf: bytes | bytearray | memoryview, pos: int) -> tuple[ReplicaState, int]:

@@ -6,11 +6,12 @@ from __future__ import annotations
 
 import struct as _struct
 import uuid as _uuid
-from dataclasses import dataclass as _dataclass, field as _field
 from typing import ClassVar as _ClassVar
 
 from kraft_jbod.errors import DecodeError as _DecodeError, EncodeError as _EncodeError
-from kraft_jbod.wire.message import FieldInfo as _F, Message as _Message, Struct as _Struct
+from kraft_jbod.wire.message import (
+    DEFAULT_FACTORY as _FACTORY, FieldInfo as _F, Message as _Message, Struct as _Struct,
+)
 from kraft_jbod.wire.runtime import (
     absent as _absent, bad_tag as _bad_tag, check_bool as _bool, null as _null,
 )
@@ -45,39 +46,86 @@ _L3 = (('ReplicaId', 4), ('MaxBytes', 4))
 
 
 
-@_dataclass(slots=True)
 class SnapshotId(_Struct):
     """Struct SnapshotId of FetchSnapshotRequest."""
 
-    end_offset: int = 0
-    epoch: int = 0
-    unknown_tagged_fields: tuple[tuple[int, bytes], ...] = ()
+    __slots__ = ('end_offset', 'epoch', 'unknown_tagged_fields',)
+    __match_args__ = ('end_offset', 'epoch', 'unknown_tagged_fields',)
+    end_offset: int
+    epoch: int
+    unknown_tagged_fields: tuple[tuple[int, bytes], ...]
+
+    def __init__(self, end_offset: int = 0, epoch: int = 0, unknown_tagged_fields: tuple[tuple[int, bytes], ...] = ()) -> None:
+        self.end_offset = end_offset
+        self.epoch = epoch
+        self.unknown_tagged_fields = unknown_tagged_fields
+
+    def __eq__(self, other: object) -> bool:
+        if other.__class__ is self.__class__ and isinstance(other, SnapshotId):
+            return (self.end_offset, self.epoch, self.unknown_tagged_fields,) == (other.end_offset, other.epoch, other.unknown_tagged_fields,)
+        return NotImplemented
+
+    def __repr__(self) -> str:
+        return f"{self.__class__.__qualname__}(end_offset={self.end_offset!r}, epoch={self.epoch!r}, unknown_tagged_fields={self.unknown_tagged_fields!r})"
 
 
-@_dataclass(slots=True)
 class PartitionSnapshot(_Struct):
     """Struct PartitionSnapshot of FetchSnapshotRequest."""
 
-    partition: int = 0
-    current_leader_epoch: int = 0
-    snapshot_id: SnapshotId = _field(default_factory=SnapshotId)
-    position: int = 0
-    replica_directory_id: _uuid.UUID = _ZERO_UUID
-    unknown_tagged_fields: tuple[tuple[int, bytes], ...] = ()
+    __slots__ = ('partition', 'current_leader_epoch', 'snapshot_id', 'position', 'replica_directory_id', 'unknown_tagged_fields',)
+    __match_args__ = ('partition', 'current_leader_epoch', 'snapshot_id', 'position', 'replica_directory_id', 'unknown_tagged_fields',)
+    partition: int
+    current_leader_epoch: int
+    snapshot_id: SnapshotId
+    position: int
+    replica_directory_id: _uuid.UUID
+    unknown_tagged_fields: tuple[tuple[int, bytes], ...]
+
+    def __init__(self, partition: int = 0, current_leader_epoch: int = 0, snapshot_id: SnapshotId = _FACTORY, position: int = 0, replica_directory_id: _uuid.UUID = _ZERO_UUID, unknown_tagged_fields: tuple[tuple[int, bytes], ...] = ()) -> None:
+        self.partition = partition
+        self.current_leader_epoch = current_leader_epoch
+        self.snapshot_id = SnapshotId() if snapshot_id is _FACTORY else snapshot_id
+        self.position = position
+        self.replica_directory_id = replica_directory_id
+        self.unknown_tagged_fields = unknown_tagged_fields
+
+    def __eq__(self, other: object) -> bool:
+        if other.__class__ is self.__class__ and isinstance(other, PartitionSnapshot):
+            return (self.partition, self.current_leader_epoch, self.snapshot_id, self.position, self.replica_directory_id, self.unknown_tagged_fields,) == (other.partition, other.current_leader_epoch, other.snapshot_id, other.position, other.replica_directory_id, other.unknown_tagged_fields,)
+        return NotImplemented
+
+    def __repr__(self) -> str:
+        return f"{self.__class__.__qualname__}(partition={self.partition!r}, current_leader_epoch={self.current_leader_epoch!r}, snapshot_id={self.snapshot_id!r}, position={self.position!r}, replica_directory_id={self.replica_directory_id!r}, unknown_tagged_fields={self.unknown_tagged_fields!r})"
 
 
-@_dataclass(slots=True)
 class TopicSnapshot(_Struct):
     """Struct TopicSnapshot of FetchSnapshotRequest."""
 
-    name: str = ''
-    partitions: list[PartitionSnapshot] = _field(default_factory=list)
-    unknown_tagged_fields: tuple[tuple[int, bytes], ...] = ()
+    __slots__ = ('name', 'partitions', 'unknown_tagged_fields',)
+    __match_args__ = ('name', 'partitions', 'unknown_tagged_fields',)
+    name: str
+    partitions: list[PartitionSnapshot]
+    unknown_tagged_fields: tuple[tuple[int, bytes], ...]
+
+    def __init__(self, name: str = '', partitions: list[PartitionSnapshot] = _FACTORY, unknown_tagged_fields: tuple[tuple[int, bytes], ...] = ()) -> None:
+        self.name = name
+        self.partitions = [] if partitions is _FACTORY else partitions
+        self.unknown_tagged_fields = unknown_tagged_fields
+
+    def __eq__(self, other: object) -> bool:
+        if other.__class__ is self.__class__ and isinstance(other, TopicSnapshot):
+            return (self.name, self.partitions, self.unknown_tagged_fields,) == (other.name, other.partitions, other.unknown_tagged_fields,)
+        return NotImplemented
+
+    def __repr__(self) -> str:
+        return f"{self.__class__.__qualname__}(name={self.name!r}, partitions={self.partitions!r}, unknown_tagged_fields={self.unknown_tagged_fields!r})"
 
 
-@_dataclass(slots=True)
 class FetchSnapshotRequest(_Message):
     """request FetchSnapshotRequest, versions 0-1."""
+
+    __slots__ = ('cluster_id', 'replica_id', 'max_bytes', 'topics', 'unknown_tagged_fields',)
+    __match_args__ = ('cluster_id', 'replica_id', 'max_bytes', 'topics', 'unknown_tagged_fields',)
 
     NAME: _ClassVar[str] = 'FetchSnapshotRequest'
     SCHEMA_TYPE: _ClassVar[str] = 'request'
@@ -86,11 +134,27 @@ class FetchSnapshotRequest(_Message):
     FLEXIBLE_MIN: _ClassVar[int | None] = 0
     LATEST_VERSION_UNSTABLE: _ClassVar[bool] = False
     DEPRECATED_VERSIONS: _ClassVar[tuple[int, int] | None] = None
-    cluster_id: str | None = None
-    replica_id: int = -1
-    max_bytes: int = 2147483647
-    topics: list[TopicSnapshot] = _field(default_factory=list)
-    unknown_tagged_fields: tuple[tuple[int, bytes], ...] = ()
+
+    cluster_id: str | None
+    replica_id: int
+    max_bytes: int
+    topics: list[TopicSnapshot]
+    unknown_tagged_fields: tuple[tuple[int, bytes], ...]
+
+    def __init__(self, cluster_id: str | None = None, replica_id: int = -1, max_bytes: int = 2147483647, topics: list[TopicSnapshot] = _FACTORY, unknown_tagged_fields: tuple[tuple[int, bytes], ...] = ()) -> None:
+        self.cluster_id = cluster_id
+        self.replica_id = replica_id
+        self.max_bytes = max_bytes
+        self.topics = [] if topics is _FACTORY else topics
+        self.unknown_tagged_fields = unknown_tagged_fields
+
+    def __eq__(self, other: object) -> bool:
+        if other.__class__ is self.__class__ and isinstance(other, FetchSnapshotRequest):
+            return (self.cluster_id, self.replica_id, self.max_bytes, self.topics, self.unknown_tagged_fields,) == (other.cluster_id, other.replica_id, other.max_bytes, other.topics, other.unknown_tagged_fields,)
+        return NotImplemented
+
+    def __repr__(self) -> str:
+        return f"{self.__class__.__qualname__}(cluster_id={self.cluster_id!r}, replica_id={self.replica_id!r}, max_bytes={self.max_bytes!r}, topics={self.topics!r}, unknown_tagged_fields={self.unknown_tagged_fields!r})"
 
 
 def _read_SnapshotId_0(buf: bytes | bytearray | memoryview, pos: int) -> tuple[SnapshotId, int]:

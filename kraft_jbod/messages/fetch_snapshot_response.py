@@ -6,11 +6,12 @@ from __future__ import annotations
 
 import struct as _struct
 import uuid as _uuid
-from dataclasses import dataclass as _dataclass, field as _field
 from typing import ClassVar as _ClassVar
 
 from kraft_jbod.errors import DecodeError as _DecodeError, EncodeError as _EncodeError
-from kraft_jbod.wire.message import FieldInfo as _F, Message as _Message, Struct as _Struct
+from kraft_jbod.wire.message import (
+    DEFAULT_FACTORY as _FACTORY, FieldInfo as _F, Message as _Message, Struct as _Struct,
+)
 from kraft_jbod.wire.runtime import (
     absent as _absent, bad_tag as _bad_tag, check_bool as _bool, null as _null,
 )
@@ -49,60 +50,138 @@ _L6 = (('ThrottleTimeMs', 4), ('ErrorCode', 2))
 
 
 
-@_dataclass(slots=True)
 class SnapshotId(_Struct):
     """Struct SnapshotId of FetchSnapshotResponse."""
 
-    end_offset: int = 0
-    epoch: int = 0
-    unknown_tagged_fields: tuple[tuple[int, bytes], ...] = ()
+    __slots__ = ('end_offset', 'epoch', 'unknown_tagged_fields',)
+    __match_args__ = ('end_offset', 'epoch', 'unknown_tagged_fields',)
+    end_offset: int
+    epoch: int
+    unknown_tagged_fields: tuple[tuple[int, bytes], ...]
+
+    def __init__(self, end_offset: int = 0, epoch: int = 0, unknown_tagged_fields: tuple[tuple[int, bytes], ...] = ()) -> None:
+        self.end_offset = end_offset
+        self.epoch = epoch
+        self.unknown_tagged_fields = unknown_tagged_fields
+
+    def __eq__(self, other: object) -> bool:
+        if other.__class__ is self.__class__ and isinstance(other, SnapshotId):
+            return (self.end_offset, self.epoch, self.unknown_tagged_fields,) == (other.end_offset, other.epoch, other.unknown_tagged_fields,)
+        return NotImplemented
+
+    def __repr__(self) -> str:
+        return f"{self.__class__.__qualname__}(end_offset={self.end_offset!r}, epoch={self.epoch!r}, unknown_tagged_fields={self.unknown_tagged_fields!r})"
 
 
-@_dataclass(slots=True)
 class LeaderIdAndEpoch(_Struct):
     """Struct LeaderIdAndEpoch of FetchSnapshotResponse."""
 
-    leader_id: int = 0
-    leader_epoch: int = 0
-    unknown_tagged_fields: tuple[tuple[int, bytes], ...] = ()
+    __slots__ = ('leader_id', 'leader_epoch', 'unknown_tagged_fields',)
+    __match_args__ = ('leader_id', 'leader_epoch', 'unknown_tagged_fields',)
+    leader_id: int
+    leader_epoch: int
+    unknown_tagged_fields: tuple[tuple[int, bytes], ...]
+
+    def __init__(self, leader_id: int = 0, leader_epoch: int = 0, unknown_tagged_fields: tuple[tuple[int, bytes], ...] = ()) -> None:
+        self.leader_id = leader_id
+        self.leader_epoch = leader_epoch
+        self.unknown_tagged_fields = unknown_tagged_fields
+
+    def __eq__(self, other: object) -> bool:
+        if other.__class__ is self.__class__ and isinstance(other, LeaderIdAndEpoch):
+            return (self.leader_id, self.leader_epoch, self.unknown_tagged_fields,) == (other.leader_id, other.leader_epoch, other.unknown_tagged_fields,)
+        return NotImplemented
+
+    def __repr__(self) -> str:
+        return f"{self.__class__.__qualname__}(leader_id={self.leader_id!r}, leader_epoch={self.leader_epoch!r}, unknown_tagged_fields={self.unknown_tagged_fields!r})"
 
 
-@_dataclass(slots=True)
 class PartitionSnapshot(_Struct):
     """Struct PartitionSnapshot of FetchSnapshotResponse."""
 
-    index: int = 0
-    error_code: int = 0
-    snapshot_id: SnapshotId = _field(default_factory=SnapshotId)
-    current_leader: LeaderIdAndEpoch = _field(default_factory=LeaderIdAndEpoch)
-    size: int = 0
-    position: int = 0
-    unaligned_records: bytes | None = None
-    unknown_tagged_fields: tuple[tuple[int, bytes], ...] = ()
+    __slots__ = ('index', 'error_code', 'snapshot_id', 'current_leader', 'size', 'position', 'unaligned_records', 'unknown_tagged_fields',)
+    __match_args__ = ('index', 'error_code', 'snapshot_id', 'current_leader', 'size', 'position', 'unaligned_records', 'unknown_tagged_fields',)
+    index: int
+    error_code: int
+    snapshot_id: SnapshotId
+    current_leader: LeaderIdAndEpoch
+    size: int
+    position: int
+    unaligned_records: bytes | None
+    unknown_tagged_fields: tuple[tuple[int, bytes], ...]
+
+    def __init__(self, index: int = 0, error_code: int = 0, snapshot_id: SnapshotId = _FACTORY, current_leader: LeaderIdAndEpoch = _FACTORY, size: int = 0, position: int = 0, unaligned_records: bytes | None = None, unknown_tagged_fields: tuple[tuple[int, bytes], ...] = ()) -> None:
+        self.index = index
+        self.error_code = error_code
+        self.snapshot_id = SnapshotId() if snapshot_id is _FACTORY else snapshot_id
+        self.current_leader = LeaderIdAndEpoch() if current_leader is _FACTORY else current_leader
+        self.size = size
+        self.position = position
+        self.unaligned_records = unaligned_records
+        self.unknown_tagged_fields = unknown_tagged_fields
+
+    def __eq__(self, other: object) -> bool:
+        if other.__class__ is self.__class__ and isinstance(other, PartitionSnapshot):
+            return (self.index, self.error_code, self.snapshot_id, self.current_leader, self.size, self.position, self.unaligned_records, self.unknown_tagged_fields,) == (other.index, other.error_code, other.snapshot_id, other.current_leader, other.size, other.position, other.unaligned_records, other.unknown_tagged_fields,)
+        return NotImplemented
+
+    def __repr__(self) -> str:
+        return f"{self.__class__.__qualname__}(index={self.index!r}, error_code={self.error_code!r}, snapshot_id={self.snapshot_id!r}, current_leader={self.current_leader!r}, size={self.size!r}, position={self.position!r}, unaligned_records={self.unaligned_records!r}, unknown_tagged_fields={self.unknown_tagged_fields!r})"
 
 
-@_dataclass(slots=True)
 class TopicSnapshot(_Struct):
     """Struct TopicSnapshot of FetchSnapshotResponse."""
 
-    name: str = ''
-    partitions: list[PartitionSnapshot] = _field(default_factory=list)
-    unknown_tagged_fields: tuple[tuple[int, bytes], ...] = ()
+    __slots__ = ('name', 'partitions', 'unknown_tagged_fields',)
+    __match_args__ = ('name', 'partitions', 'unknown_tagged_fields',)
+    name: str
+    partitions: list[PartitionSnapshot]
+    unknown_tagged_fields: tuple[tuple[int, bytes], ...]
+
+    def __init__(self, name: str = '', partitions: list[PartitionSnapshot] = _FACTORY, unknown_tagged_fields: tuple[tuple[int, bytes], ...] = ()) -> None:
+        self.name = name
+        self.partitions = [] if partitions is _FACTORY else partitions
+        self.unknown_tagged_fields = unknown_tagged_fields
+
+    def __eq__(self, other: object) -> bool:
+        if other.__class__ is self.__class__ and isinstance(other, TopicSnapshot):
+            return (self.name, self.partitions, self.unknown_tagged_fields,) == (other.name, other.partitions, other.unknown_tagged_fields,)
+        return NotImplemented
+
+    def __repr__(self) -> str:
+        return f"{self.__class__.__qualname__}(name={self.name!r}, partitions={self.partitions!r}, unknown_tagged_fields={self.unknown_tagged_fields!r})"
 
 
-@_dataclass(slots=True)
 class NodeEndpoint(_Struct):
     """Struct NodeEndpoint of FetchSnapshotResponse."""
 
-    node_id: int = 0
-    host: str = ''
-    port: int = 0
-    unknown_tagged_fields: tuple[tuple[int, bytes], ...] = ()
+    __slots__ = ('node_id', 'host', 'port', 'unknown_tagged_fields',)
+    __match_args__ = ('node_id', 'host', 'port', 'unknown_tagged_fields',)
+    node_id: int
+    host: str
+    port: int
+    unknown_tagged_fields: tuple[tuple[int, bytes], ...]
+
+    def __init__(self, node_id: int = 0, host: str = '', port: int = 0, unknown_tagged_fields: tuple[tuple[int, bytes], ...] = ()) -> None:
+        self.node_id = node_id
+        self.host = host
+        self.port = port
+        self.unknown_tagged_fields = unknown_tagged_fields
+
+    def __eq__(self, other: object) -> bool:
+        if other.__class__ is self.__class__ and isinstance(other, NodeEndpoint):
+            return (self.node_id, self.host, self.port, self.unknown_tagged_fields,) == (other.node_id, other.host, other.port, other.unknown_tagged_fields,)
+        return NotImplemented
+
+    def __repr__(self) -> str:
+        return f"{self.__class__.__qualname__}(node_id={self.node_id!r}, host={self.host!r}, port={self.port!r}, unknown_tagged_fields={self.unknown_tagged_fields!r})"
 
 
-@_dataclass(slots=True)
 class FetchSnapshotResponse(_Message):
     """response FetchSnapshotResponse, versions 0-1."""
+
+    __slots__ = ('throttle_time_ms', 'error_code', 'topics', 'node_endpoints', 'unknown_tagged_fields',)
+    __match_args__ = ('throttle_time_ms', 'error_code', 'topics', 'node_endpoints', 'unknown_tagged_fields',)
 
     NAME: _ClassVar[str] = 'FetchSnapshotResponse'
     SCHEMA_TYPE: _ClassVar[str] = 'response'
@@ -111,11 +190,27 @@ class FetchSnapshotResponse(_Message):
     FLEXIBLE_MIN: _ClassVar[int | None] = 0
     LATEST_VERSION_UNSTABLE: _ClassVar[bool] = False
     DEPRECATED_VERSIONS: _ClassVar[tuple[int, int] | None] = None
-    throttle_time_ms: int = 0
-    error_code: int = 0
-    topics: list[TopicSnapshot] = _field(default_factory=list)
-    node_endpoints: list[NodeEndpoint] = _field(default_factory=list)
-    unknown_tagged_fields: tuple[tuple[int, bytes], ...] = ()
+
+    throttle_time_ms: int
+    error_code: int
+    topics: list[TopicSnapshot]
+    node_endpoints: list[NodeEndpoint]
+    unknown_tagged_fields: tuple[tuple[int, bytes], ...]
+
+    def __init__(self, throttle_time_ms: int = 0, error_code: int = 0, topics: list[TopicSnapshot] = _FACTORY, node_endpoints: list[NodeEndpoint] = _FACTORY, unknown_tagged_fields: tuple[tuple[int, bytes], ...] = ()) -> None:
+        self.throttle_time_ms = throttle_time_ms
+        self.error_code = error_code
+        self.topics = [] if topics is _FACTORY else topics
+        self.node_endpoints = [] if node_endpoints is _FACTORY else node_endpoints
+        self.unknown_tagged_fields = unknown_tagged_fields
+
+    def __eq__(self, other: object) -> bool:
+        if other.__class__ is self.__class__ and isinstance(other, FetchSnapshotResponse):
+            return (self.throttle_time_ms, self.error_code, self.topics, self.node_endpoints, self.unknown_tagged_fields,) == (other.throttle_time_ms, other.error_code, other.topics, other.node_endpoints, other.unknown_tagged_fields,)
+        return NotImplemented
+
+    def __repr__(self) -> str:
+        return f"{self.__class__.__qualname__}(throttle_time_ms={self.throttle_time_ms!r}, error_code={self.error_code!r}, topics={self.topics!r}, node_endpoints={self.node_endpoints!r}, unknown_tagged_fields={self.unknown_tagged_fields!r})"
 
 
 def _read_SnapshotId_0(buf: bytes | bytearray | memoryview, pos: int) -> tuple[SnapshotId, int]:

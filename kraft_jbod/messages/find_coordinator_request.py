@@ -6,11 +6,12 @@ from __future__ import annotations
 
 import struct as _struct
 import uuid as _uuid
-from dataclasses import dataclass as _dataclass, field as _field
 from typing import ClassVar as _ClassVar
 
 from kraft_jbod.errors import DecodeError as _DecodeError, EncodeError as _EncodeError
-from kraft_jbod.wire.message import FieldInfo as _F, Message as _Message, Struct as _Struct
+from kraft_jbod.wire.message import (
+    DEFAULT_FACTORY as _FACTORY, FieldInfo as _F, Message as _Message, Struct as _Struct,
+)
 from kraft_jbod.wire.runtime import (
     absent as _absent, bad_tag as _bad_tag, check_bool as _bool, null as _null,
 )
@@ -38,9 +39,11 @@ _L0 = (('KeyType', 1),)
 
 
 
-@_dataclass(slots=True)
 class FindCoordinatorRequest(_Message):
     """request FindCoordinatorRequest, versions 0-6."""
+
+    __slots__ = ('key', 'key_type', 'coordinator_keys', 'unknown_tagged_fields',)
+    __match_args__ = ('key', 'key_type', 'coordinator_keys', 'unknown_tagged_fields',)
 
     NAME: _ClassVar[str] = 'FindCoordinatorRequest'
     SCHEMA_TYPE: _ClassVar[str] = 'request'
@@ -49,10 +52,25 @@ class FindCoordinatorRequest(_Message):
     FLEXIBLE_MIN: _ClassVar[int | None] = 3
     LATEST_VERSION_UNSTABLE: _ClassVar[bool] = False
     DEPRECATED_VERSIONS: _ClassVar[tuple[int, int] | None] = (0, 0)
-    key: str = ''
-    key_type: int = 0
-    coordinator_keys: list[str] = _field(default_factory=list)
-    unknown_tagged_fields: tuple[tuple[int, bytes], ...] = ()
+
+    key: str
+    key_type: int
+    coordinator_keys: list[str]
+    unknown_tagged_fields: tuple[tuple[int, bytes], ...]
+
+    def __init__(self, key: str = '', key_type: int = 0, coordinator_keys: list[str] = _FACTORY, unknown_tagged_fields: tuple[tuple[int, bytes], ...] = ()) -> None:
+        self.key = key
+        self.key_type = key_type
+        self.coordinator_keys = [] if coordinator_keys is _FACTORY else coordinator_keys
+        self.unknown_tagged_fields = unknown_tagged_fields
+
+    def __eq__(self, other: object) -> bool:
+        if other.__class__ is self.__class__ and isinstance(other, FindCoordinatorRequest):
+            return (self.key, self.key_type, self.coordinator_keys, self.unknown_tagged_fields,) == (other.key, other.key_type, other.coordinator_keys, other.unknown_tagged_fields,)
+        return NotImplemented
+
+    def __repr__(self) -> str:
+        return f"{self.__class__.__qualname__}(key={self.key!r}, key_type={self.key_type!r}, coordinator_keys={self.coordinator_keys!r}, unknown_tagged_fields={self.unknown_tagged_fields!r})"
 
 
 def _read_FindCoordinatorRequest_0(buf: bytes | bytearray | memoryview, pos: int) -> tuple[FindCoordinatorRequest, int]:

@@ -6,11 +6,12 @@ from __future__ import annotations
 
 import struct as _struct
 import uuid as _uuid
-from dataclasses import dataclass as _dataclass, field as _field
 from typing import ClassVar as _ClassVar
 
 from kraft_jbod.errors import DecodeError as _DecodeError, EncodeError as _EncodeError
-from kraft_jbod.wire.message import FieldInfo as _F, Message as _Message, Struct as _Struct
+from kraft_jbod.wire.message import (
+    DEFAULT_FACTORY as _FACTORY, FieldInfo as _F, Message as _Message, Struct as _Struct,
+)
 from kraft_jbod.wire.runtime import (
     absent as _absent, bad_tag as _bad_tag, check_bool as _bool, null as _null,
 )
@@ -42,9 +43,11 @@ _L1 = (('PushIntervalMs', 4), ('TelemetryMaxBytes', 4), ('DeltaTemporality', 1))
 
 
 
-@_dataclass(slots=True)
 class GetTelemetrySubscriptionsResponse(_Message):
     """response GetTelemetrySubscriptionsResponse, versions 0."""
+
+    __slots__ = ('throttle_time_ms', 'error_code', 'client_instance_id', 'subscription_id', 'accepted_compression_types', 'push_interval_ms', 'telemetry_max_bytes', 'delta_temporality', 'requested_metrics', 'unknown_tagged_fields',)
+    __match_args__ = ('throttle_time_ms', 'error_code', 'client_instance_id', 'subscription_id', 'accepted_compression_types', 'push_interval_ms', 'telemetry_max_bytes', 'delta_temporality', 'requested_metrics', 'unknown_tagged_fields',)
 
     NAME: _ClassVar[str] = 'GetTelemetrySubscriptionsResponse'
     SCHEMA_TYPE: _ClassVar[str] = 'response'
@@ -53,16 +56,37 @@ class GetTelemetrySubscriptionsResponse(_Message):
     FLEXIBLE_MIN: _ClassVar[int | None] = 0
     LATEST_VERSION_UNSTABLE: _ClassVar[bool] = False
     DEPRECATED_VERSIONS: _ClassVar[tuple[int, int] | None] = None
-    throttle_time_ms: int = 0
-    error_code: int = 0
-    client_instance_id: _uuid.UUID = _ZERO_UUID
-    subscription_id: int = 0
-    accepted_compression_types: list[int] = _field(default_factory=list)
-    push_interval_ms: int = 0
-    telemetry_max_bytes: int = 0
-    delta_temporality: bool = False
-    requested_metrics: list[str] = _field(default_factory=list)
-    unknown_tagged_fields: tuple[tuple[int, bytes], ...] = ()
+
+    throttle_time_ms: int
+    error_code: int
+    client_instance_id: _uuid.UUID
+    subscription_id: int
+    accepted_compression_types: list[int]
+    push_interval_ms: int
+    telemetry_max_bytes: int
+    delta_temporality: bool
+    requested_metrics: list[str]
+    unknown_tagged_fields: tuple[tuple[int, bytes], ...]
+
+    def __init__(self, throttle_time_ms: int = 0, error_code: int = 0, client_instance_id: _uuid.UUID = _ZERO_UUID, subscription_id: int = 0, accepted_compression_types: list[int] = _FACTORY, push_interval_ms: int = 0, telemetry_max_bytes: int = 0, delta_temporality: bool = False, requested_metrics: list[str] = _FACTORY, unknown_tagged_fields: tuple[tuple[int, bytes], ...] = ()) -> None:
+        self.throttle_time_ms = throttle_time_ms
+        self.error_code = error_code
+        self.client_instance_id = client_instance_id
+        self.subscription_id = subscription_id
+        self.accepted_compression_types = [] if accepted_compression_types is _FACTORY else accepted_compression_types
+        self.push_interval_ms = push_interval_ms
+        self.telemetry_max_bytes = telemetry_max_bytes
+        self.delta_temporality = delta_temporality
+        self.requested_metrics = [] if requested_metrics is _FACTORY else requested_metrics
+        self.unknown_tagged_fields = unknown_tagged_fields
+
+    def __eq__(self, other: object) -> bool:
+        if other.__class__ is self.__class__ and isinstance(other, GetTelemetrySubscriptionsResponse):
+            return (self.throttle_time_ms, self.error_code, self.client_instance_id, self.subscription_id, self.accepted_compression_types, self.push_interval_ms, self.telemetry_max_bytes, self.delta_temporality, self.requested_metrics, self.unknown_tagged_fields,) == (other.throttle_time_ms, other.error_code, other.client_instance_id, other.subscription_id, other.accepted_compression_types, other.push_interval_ms, other.telemetry_max_bytes, other.delta_temporality, other.requested_metrics, other.unknown_tagged_fields,)
+        return NotImplemented
+
+    def __repr__(self) -> str:
+        return f"{self.__class__.__qualname__}(throttle_time_ms={self.throttle_time_ms!r}, error_code={self.error_code!r}, client_instance_id={self.client_instance_id!r}, subscription_id={self.subscription_id!r}, accepted_compression_types={self.accepted_compression_types!r}, push_interval_ms={self.push_interval_ms!r}, telemetry_max_bytes={self.telemetry_max_bytes!r}, delta_temporality={self.delta_temporality!r}, requested_metrics={self.requested_metrics!r}, unknown_tagged_fields={self.unknown_tagged_fields!r})"
 
 
 def _read_GetTelemetrySubscriptionsResponse_0(buf: bytes | bytearray | memoryview, pos: int) -> tuple[GetTelemetrySubscriptionsResponse, int]:

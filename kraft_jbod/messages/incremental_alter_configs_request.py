@@ -6,11 +6,12 @@ from __future__ import annotations
 
 import struct as _struct
 import uuid as _uuid
-from dataclasses import dataclass as _dataclass, field as _field
 from typing import ClassVar as _ClassVar
 
 from kraft_jbod.errors import DecodeError as _DecodeError, EncodeError as _EncodeError
-from kraft_jbod.wire.message import FieldInfo as _F, Message as _Message, Struct as _Struct
+from kraft_jbod.wire.message import (
+    DEFAULT_FACTORY as _FACTORY, FieldInfo as _F, Message as _Message, Struct as _Struct,
+)
 from kraft_jbod.wire.runtime import (
     absent as _absent, bad_tag as _bad_tag, check_bool as _bool, null as _null,
 )
@@ -41,29 +42,61 @@ _L2 = (('ValidateOnly', 1),)
 
 
 
-@_dataclass(slots=True)
 class AlterableConfig(_Struct):
     """Struct AlterableConfig of IncrementalAlterConfigsRequest."""
 
-    name: str = ''
-    config_operation: int = 0
-    value: str | None = ''
-    unknown_tagged_fields: tuple[tuple[int, bytes], ...] = ()
+    __slots__ = ('name', 'config_operation', 'value', 'unknown_tagged_fields',)
+    __match_args__ = ('name', 'config_operation', 'value', 'unknown_tagged_fields',)
+    name: str
+    config_operation: int
+    value: str | None
+    unknown_tagged_fields: tuple[tuple[int, bytes], ...]
+
+    def __init__(self, name: str = '', config_operation: int = 0, value: str | None = '', unknown_tagged_fields: tuple[tuple[int, bytes], ...] = ()) -> None:
+        self.name = name
+        self.config_operation = config_operation
+        self.value = value
+        self.unknown_tagged_fields = unknown_tagged_fields
+
+    def __eq__(self, other: object) -> bool:
+        if other.__class__ is self.__class__ and isinstance(other, AlterableConfig):
+            return (self.name, self.config_operation, self.value, self.unknown_tagged_fields,) == (other.name, other.config_operation, other.value, other.unknown_tagged_fields,)
+        return NotImplemented
+
+    def __repr__(self) -> str:
+        return f"{self.__class__.__qualname__}(name={self.name!r}, config_operation={self.config_operation!r}, value={self.value!r}, unknown_tagged_fields={self.unknown_tagged_fields!r})"
 
 
-@_dataclass(slots=True)
 class AlterConfigsResource(_Struct):
     """Struct AlterConfigsResource of IncrementalAlterConfigsRequest."""
 
-    resource_type: int = 0
-    resource_name: str = ''
-    configs: list[AlterableConfig] = _field(default_factory=list)
-    unknown_tagged_fields: tuple[tuple[int, bytes], ...] = ()
+    __slots__ = ('resource_type', 'resource_name', 'configs', 'unknown_tagged_fields',)
+    __match_args__ = ('resource_type', 'resource_name', 'configs', 'unknown_tagged_fields',)
+    resource_type: int
+    resource_name: str
+    configs: list[AlterableConfig]
+    unknown_tagged_fields: tuple[tuple[int, bytes], ...]
+
+    def __init__(self, resource_type: int = 0, resource_name: str = '', configs: list[AlterableConfig] = _FACTORY, unknown_tagged_fields: tuple[tuple[int, bytes], ...] = ()) -> None:
+        self.resource_type = resource_type
+        self.resource_name = resource_name
+        self.configs = [] if configs is _FACTORY else configs
+        self.unknown_tagged_fields = unknown_tagged_fields
+
+    def __eq__(self, other: object) -> bool:
+        if other.__class__ is self.__class__ and isinstance(other, AlterConfigsResource):
+            return (self.resource_type, self.resource_name, self.configs, self.unknown_tagged_fields,) == (other.resource_type, other.resource_name, other.configs, other.unknown_tagged_fields,)
+        return NotImplemented
+
+    def __repr__(self) -> str:
+        return f"{self.__class__.__qualname__}(resource_type={self.resource_type!r}, resource_name={self.resource_name!r}, configs={self.configs!r}, unknown_tagged_fields={self.unknown_tagged_fields!r})"
 
 
-@_dataclass(slots=True)
 class IncrementalAlterConfigsRequest(_Message):
     """request IncrementalAlterConfigsRequest, versions 0-1."""
+
+    __slots__ = ('resources', 'validate_only', 'unknown_tagged_fields',)
+    __match_args__ = ('resources', 'validate_only', 'unknown_tagged_fields',)
 
     NAME: _ClassVar[str] = 'IncrementalAlterConfigsRequest'
     SCHEMA_TYPE: _ClassVar[str] = 'request'
@@ -72,9 +105,23 @@ class IncrementalAlterConfigsRequest(_Message):
     FLEXIBLE_MIN: _ClassVar[int | None] = 1
     LATEST_VERSION_UNSTABLE: _ClassVar[bool] = False
     DEPRECATED_VERSIONS: _ClassVar[tuple[int, int] | None] = None
-    resources: list[AlterConfigsResource] = _field(default_factory=list)
-    validate_only: bool = False
-    unknown_tagged_fields: tuple[tuple[int, bytes], ...] = ()
+
+    resources: list[AlterConfigsResource]
+    validate_only: bool
+    unknown_tagged_fields: tuple[tuple[int, bytes], ...]
+
+    def __init__(self, resources: list[AlterConfigsResource] = _FACTORY, validate_only: bool = False, unknown_tagged_fields: tuple[tuple[int, bytes], ...] = ()) -> None:
+        self.resources = [] if resources is _FACTORY else resources
+        self.validate_only = validate_only
+        self.unknown_tagged_fields = unknown_tagged_fields
+
+    def __eq__(self, other: object) -> bool:
+        if other.__class__ is self.__class__ and isinstance(other, IncrementalAlterConfigsRequest):
+            return (self.resources, self.validate_only, self.unknown_tagged_fields,) == (other.resources, other.validate_only, other.unknown_tagged_fields,)
+        return NotImplemented
+
+    def __repr__(self) -> str:
+        return f"{self.__class__.__qualname__}(resources={self.resources!r}, validate_only={self.validate_only!r}, unknown_tagged_fields={self.unknown_tagged_fields!r})"
 
 
 def _read_AlterableConfig_0(buf: bytes | bytearray | memoryview, pos: int) -> tuple[AlterableConfig, int]:

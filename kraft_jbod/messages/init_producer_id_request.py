@@ -6,11 +6,12 @@ from __future__ import annotations
 
 import struct as _struct
 import uuid as _uuid
-from dataclasses import dataclass as _dataclass, field as _field
 from typing import ClassVar as _ClassVar
 
 from kraft_jbod.errors import DecodeError as _DecodeError, EncodeError as _EncodeError
-from kraft_jbod.wire.message import FieldInfo as _F, Message as _Message, Struct as _Struct
+from kraft_jbod.wire.message import (
+    DEFAULT_FACTORY as _FACTORY, FieldInfo as _F, Message as _Message, Struct as _Struct,
+)
 from kraft_jbod.wire.runtime import (
     absent as _absent, bad_tag as _bad_tag, check_bool as _bool, null as _null,
 )
@@ -42,9 +43,11 @@ _L2 = (('TransactionTimeoutMs', 4), ('ProducerId', 8), ('ProducerEpoch', 2), ('E
 
 
 
-@_dataclass(slots=True)
 class InitProducerIdRequest(_Message):
     """request InitProducerIdRequest, versions 0-6."""
+
+    __slots__ = ('transactional_id', 'transaction_timeout_ms', 'producer_id', 'producer_epoch', 'enable2_pc', 'keep_prepared_txn', 'unknown_tagged_fields',)
+    __match_args__ = ('transactional_id', 'transaction_timeout_ms', 'producer_id', 'producer_epoch', 'enable2_pc', 'keep_prepared_txn', 'unknown_tagged_fields',)
 
     NAME: _ClassVar[str] = 'InitProducerIdRequest'
     SCHEMA_TYPE: _ClassVar[str] = 'request'
@@ -53,13 +56,31 @@ class InitProducerIdRequest(_Message):
     FLEXIBLE_MIN: _ClassVar[int | None] = 2
     LATEST_VERSION_UNSTABLE: _ClassVar[bool] = True
     DEPRECATED_VERSIONS: _ClassVar[tuple[int, int] | None] = None
-    transactional_id: str | None = ''
-    transaction_timeout_ms: int = 0
-    producer_id: int = -1
-    producer_epoch: int = -1
-    enable2_pc: bool = False
-    keep_prepared_txn: bool = False
-    unknown_tagged_fields: tuple[tuple[int, bytes], ...] = ()
+
+    transactional_id: str | None
+    transaction_timeout_ms: int
+    producer_id: int
+    producer_epoch: int
+    enable2_pc: bool
+    keep_prepared_txn: bool
+    unknown_tagged_fields: tuple[tuple[int, bytes], ...]
+
+    def __init__(self, transactional_id: str | None = '', transaction_timeout_ms: int = 0, producer_id: int = -1, producer_epoch: int = -1, enable2_pc: bool = False, keep_prepared_txn: bool = False, unknown_tagged_fields: tuple[tuple[int, bytes], ...] = ()) -> None:
+        self.transactional_id = transactional_id
+        self.transaction_timeout_ms = transaction_timeout_ms
+        self.producer_id = producer_id
+        self.producer_epoch = producer_epoch
+        self.enable2_pc = enable2_pc
+        self.keep_prepared_txn = keep_prepared_txn
+        self.unknown_tagged_fields = unknown_tagged_fields
+
+    def __eq__(self, other: object) -> bool:
+        if other.__class__ is self.__class__ and isinstance(other, InitProducerIdRequest):
+            return (self.transactional_id, self.transaction_timeout_ms, self.producer_id, self.producer_epoch, self.enable2_pc, self.keep_prepared_txn, self.unknown_tagged_fields,) == (other.transactional_id, other.transaction_timeout_ms, other.producer_id, other.producer_epoch, other.enable2_pc, other.keep_prepared_txn, other.unknown_tagged_fields,)
+        return NotImplemented
+
+    def __repr__(self) -> str:
+        return f"{self.__class__.__qualname__}(transactional_id={self.transactional_id!r}, transaction_timeout_ms={self.transaction_timeout_ms!r}, producer_id={self.producer_id!r}, producer_epoch={self.producer_epoch!r}, enable2_pc={self.enable2_pc!r}, keep_prepared_txn={self.keep_prepared_txn!r}, unknown_tagged_fields={self.unknown_tagged_fields!r})"
 
 
 def _read_InitProducerIdRequest_0(buf: bytes | bytearray | memoryview, pos: int) -> tuple[InitProducerIdRequest, int]:

@@ -6,11 +6,12 @@ from __future__ import annotations
 
 import struct as _struct
 import uuid as _uuid
-from dataclasses import dataclass as _dataclass, field as _field
 from typing import ClassVar as _ClassVar
 
 from kraft_jbod.errors import DecodeError as _DecodeError, EncodeError as _EncodeError
-from kraft_jbod.wire.message import FieldInfo as _F, Message as _Message, Struct as _Struct
+from kraft_jbod.wire.message import (
+    DEFAULT_FACTORY as _FACTORY, FieldInfo as _F, Message as _Message, Struct as _Struct,
+)
 from kraft_jbod.wire.runtime import (
     absent as _absent, bad_tag as _bad_tag, check_bool as _bool, null as _null,
 )
@@ -42,19 +43,36 @@ _L2 = (('SkipAssignment', 1),)
 
 
 
-@_dataclass(slots=True)
 class JoinGroupResponseMember(_Struct):
     """Struct JoinGroupResponseMember of JoinGroupResponse."""
 
-    member_id: str = ''
-    group_instance_id: str | None = None
-    metadata: bytes = b''
-    unknown_tagged_fields: tuple[tuple[int, bytes], ...] = ()
+    __slots__ = ('member_id', 'group_instance_id', 'metadata', 'unknown_tagged_fields',)
+    __match_args__ = ('member_id', 'group_instance_id', 'metadata', 'unknown_tagged_fields',)
+    member_id: str
+    group_instance_id: str | None
+    metadata: bytes
+    unknown_tagged_fields: tuple[tuple[int, bytes], ...]
+
+    def __init__(self, member_id: str = '', group_instance_id: str | None = None, metadata: bytes = b'', unknown_tagged_fields: tuple[tuple[int, bytes], ...] = ()) -> None:
+        self.member_id = member_id
+        self.group_instance_id = group_instance_id
+        self.metadata = metadata
+        self.unknown_tagged_fields = unknown_tagged_fields
+
+    def __eq__(self, other: object) -> bool:
+        if other.__class__ is self.__class__ and isinstance(other, JoinGroupResponseMember):
+            return (self.member_id, self.group_instance_id, self.metadata, self.unknown_tagged_fields,) == (other.member_id, other.group_instance_id, other.metadata, other.unknown_tagged_fields,)
+        return NotImplemented
+
+    def __repr__(self) -> str:
+        return f"{self.__class__.__qualname__}(member_id={self.member_id!r}, group_instance_id={self.group_instance_id!r}, metadata={self.metadata!r}, unknown_tagged_fields={self.unknown_tagged_fields!r})"
 
 
-@_dataclass(slots=True)
 class JoinGroupResponse(_Message):
     """response JoinGroupResponse, versions 0-9."""
+
+    __slots__ = ('throttle_time_ms', 'error_code', 'generation_id', 'protocol_type', 'protocol_name', 'leader', 'skip_assignment', 'member_id', 'members', 'unknown_tagged_fields',)
+    __match_args__ = ('throttle_time_ms', 'error_code', 'generation_id', 'protocol_type', 'protocol_name', 'leader', 'skip_assignment', 'member_id', 'members', 'unknown_tagged_fields',)
 
     NAME: _ClassVar[str] = 'JoinGroupResponse'
     SCHEMA_TYPE: _ClassVar[str] = 'response'
@@ -63,16 +81,37 @@ class JoinGroupResponse(_Message):
     FLEXIBLE_MIN: _ClassVar[int | None] = 6
     LATEST_VERSION_UNSTABLE: _ClassVar[bool] = False
     DEPRECATED_VERSIONS: _ClassVar[tuple[int, int] | None] = None
-    throttle_time_ms: int = 0
-    error_code: int = 0
-    generation_id: int = -1
-    protocol_type: str | None = None
-    protocol_name: str | None = ''
-    leader: str = ''
-    skip_assignment: bool = False
-    member_id: str = ''
-    members: list[JoinGroupResponseMember] = _field(default_factory=list)
-    unknown_tagged_fields: tuple[tuple[int, bytes], ...] = ()
+
+    throttle_time_ms: int
+    error_code: int
+    generation_id: int
+    protocol_type: str | None
+    protocol_name: str | None
+    leader: str
+    skip_assignment: bool
+    member_id: str
+    members: list[JoinGroupResponseMember]
+    unknown_tagged_fields: tuple[tuple[int, bytes], ...]
+
+    def __init__(self, throttle_time_ms: int = 0, error_code: int = 0, generation_id: int = -1, protocol_type: str | None = None, protocol_name: str | None = '', leader: str = '', skip_assignment: bool = False, member_id: str = '', members: list[JoinGroupResponseMember] = _FACTORY, unknown_tagged_fields: tuple[tuple[int, bytes], ...] = ()) -> None:
+        self.throttle_time_ms = throttle_time_ms
+        self.error_code = error_code
+        self.generation_id = generation_id
+        self.protocol_type = protocol_type
+        self.protocol_name = protocol_name
+        self.leader = leader
+        self.skip_assignment = skip_assignment
+        self.member_id = member_id
+        self.members = [] if members is _FACTORY else members
+        self.unknown_tagged_fields = unknown_tagged_fields
+
+    def __eq__(self, other: object) -> bool:
+        if other.__class__ is self.__class__ and isinstance(other, JoinGroupResponse):
+            return (self.throttle_time_ms, self.error_code, self.generation_id, self.protocol_type, self.protocol_name, self.leader, self.skip_assignment, self.member_id, self.members, self.unknown_tagged_fields,) == (other.throttle_time_ms, other.error_code, other.generation_id, other.protocol_type, other.protocol_name, other.leader, other.skip_assignment, other.member_id, other.members, other.unknown_tagged_fields,)
+        return NotImplemented
+
+    def __repr__(self) -> str:
+        return f"{self.__class__.__qualname__}(throttle_time_ms={self.throttle_time_ms!r}, error_code={self.error_code!r}, generation_id={self.generation_id!r}, protocol_type={self.protocol_type!r}, protocol_name={self.protocol_name!r}, leader={self.leader!r}, skip_assignment={self.skip_assignment!r}, member_id={self.member_id!r}, members={self.members!r}, unknown_tagged_fields={self.unknown_tagged_fields!r})"
 
 
 def _read_JoinGroupResponseMember_0(buf: bytes | bytearray | memoryview, pos: int) -> tuple[JoinGroupResponseMember, int]:

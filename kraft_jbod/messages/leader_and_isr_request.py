@@ -6,11 +6,12 @@ from __future__ import annotations
 
 import struct as _struct
 import uuid as _uuid
-from dataclasses import dataclass as _dataclass, field as _field
 from typing import ClassVar as _ClassVar
 
 from kraft_jbod.errors import DecodeError as _DecodeError, EncodeError as _EncodeError
-from kraft_jbod.wire.message import FieldInfo as _F, Message as _Message, Struct as _Struct
+from kraft_jbod.wire.message import (
+    DEFAULT_FACTORY as _FACTORY, FieldInfo as _F, Message as _Message, Struct as _Struct,
+)
 from kraft_jbod.wire.runtime import (
     absent as _absent, bad_tag as _bad_tag, check_bool as _bool, null as _null,
 )
@@ -58,48 +59,104 @@ _L10 = (('ControllerId', 4), ('isKRaftController', 1), ('ControllerEpoch', 4), (
 
 
 
-@_dataclass(slots=True)
 class LeaderAndIsrPartitionState(_Struct):
     """Struct LeaderAndIsrPartitionState of LeaderAndIsrRequest."""
 
-    topic_name: str = ''
-    partition_index: int = 0
-    controller_epoch: int = 0
-    leader: int = 0
-    leader_epoch: int = 0
-    isr: list[int] = _field(default_factory=list)
-    partition_epoch: int = 0
-    replicas: list[int] = _field(default_factory=list)
-    adding_replicas: list[int] = _field(default_factory=list)
-    removing_replicas: list[int] = _field(default_factory=list)
-    is_new: bool = False
-    leader_recovery_state: int = 0
-    unknown_tagged_fields: tuple[tuple[int, bytes], ...] = ()
+    __slots__ = ('topic_name', 'partition_index', 'controller_epoch', 'leader', 'leader_epoch', 'isr', 'partition_epoch', 'replicas', 'adding_replicas', 'removing_replicas', 'is_new', 'leader_recovery_state', 'unknown_tagged_fields',)
+    __match_args__ = ('topic_name', 'partition_index', 'controller_epoch', 'leader', 'leader_epoch', 'isr', 'partition_epoch', 'replicas', 'adding_replicas', 'removing_replicas', 'is_new', 'leader_recovery_state', 'unknown_tagged_fields',)
+    topic_name: str
+    partition_index: int
+    controller_epoch: int
+    leader: int
+    leader_epoch: int
+    isr: list[int]
+    partition_epoch: int
+    replicas: list[int]
+    adding_replicas: list[int]
+    removing_replicas: list[int]
+    is_new: bool
+    leader_recovery_state: int
+    unknown_tagged_fields: tuple[tuple[int, bytes], ...]
+
+    def __init__(self, topic_name: str = '', partition_index: int = 0, controller_epoch: int = 0, leader: int = 0, leader_epoch: int = 0, isr: list[int] = _FACTORY, partition_epoch: int = 0, replicas: list[int] = _FACTORY, adding_replicas: list[int] = _FACTORY, removing_replicas: list[int] = _FACTORY, is_new: bool = False, leader_recovery_state: int = 0, unknown_tagged_fields: tuple[tuple[int, bytes], ...] = ()) -> None:
+        self.topic_name = topic_name
+        self.partition_index = partition_index
+        self.controller_epoch = controller_epoch
+        self.leader = leader
+        self.leader_epoch = leader_epoch
+        self.isr = [] if isr is _FACTORY else isr
+        self.partition_epoch = partition_epoch
+        self.replicas = [] if replicas is _FACTORY else replicas
+        self.adding_replicas = [] if adding_replicas is _FACTORY else adding_replicas
+        self.removing_replicas = [] if removing_replicas is _FACTORY else removing_replicas
+        self.is_new = is_new
+        self.leader_recovery_state = leader_recovery_state
+        self.unknown_tagged_fields = unknown_tagged_fields
+
+    def __eq__(self, other: object) -> bool:
+        if other.__class__ is self.__class__ and isinstance(other, LeaderAndIsrPartitionState):
+            return (self.topic_name, self.partition_index, self.controller_epoch, self.leader, self.leader_epoch, self.isr, self.partition_epoch, self.replicas, self.adding_replicas, self.removing_replicas, self.is_new, self.leader_recovery_state, self.unknown_tagged_fields,) == (other.topic_name, other.partition_index, other.controller_epoch, other.leader, other.leader_epoch, other.isr, other.partition_epoch, other.replicas, other.adding_replicas, other.removing_replicas, other.is_new, other.leader_recovery_state, other.unknown_tagged_fields,)
+        return NotImplemented
+
+    def __repr__(self) -> str:
+        return f"{self.__class__.__qualname__}(topic_name={self.topic_name!r}, partition_index={self.partition_index!r}, controller_epoch={self.controller_epoch!r}, leader={self.leader!r}, leader_epoch={self.leader_epoch!r}, isr={self.isr!r}, partition_epoch={self.partition_epoch!r}, replicas={self.replicas!r}, adding_replicas={self.adding_replicas!r}, removing_replicas={self.removing_replicas!r}, is_new={self.is_new!r}, leader_recovery_state={self.leader_recovery_state!r}, unknown_tagged_fields={self.unknown_tagged_fields!r})"
 
 
-@_dataclass(slots=True)
 class LeaderAndIsrTopicState(_Struct):
     """Struct LeaderAndIsrTopicState of LeaderAndIsrRequest."""
 
-    topic_name: str = ''
-    topic_id: _uuid.UUID = _ZERO_UUID
-    partition_states: list[LeaderAndIsrPartitionState] = _field(default_factory=list)
-    unknown_tagged_fields: tuple[tuple[int, bytes], ...] = ()
+    __slots__ = ('topic_name', 'topic_id', 'partition_states', 'unknown_tagged_fields',)
+    __match_args__ = ('topic_name', 'topic_id', 'partition_states', 'unknown_tagged_fields',)
+    topic_name: str
+    topic_id: _uuid.UUID
+    partition_states: list[LeaderAndIsrPartitionState]
+    unknown_tagged_fields: tuple[tuple[int, bytes], ...]
+
+    def __init__(self, topic_name: str = '', topic_id: _uuid.UUID = _ZERO_UUID, partition_states: list[LeaderAndIsrPartitionState] = _FACTORY, unknown_tagged_fields: tuple[tuple[int, bytes], ...] = ()) -> None:
+        self.topic_name = topic_name
+        self.topic_id = topic_id
+        self.partition_states = [] if partition_states is _FACTORY else partition_states
+        self.unknown_tagged_fields = unknown_tagged_fields
+
+    def __eq__(self, other: object) -> bool:
+        if other.__class__ is self.__class__ and isinstance(other, LeaderAndIsrTopicState):
+            return (self.topic_name, self.topic_id, self.partition_states, self.unknown_tagged_fields,) == (other.topic_name, other.topic_id, other.partition_states, other.unknown_tagged_fields,)
+        return NotImplemented
+
+    def __repr__(self) -> str:
+        return f"{self.__class__.__qualname__}(topic_name={self.topic_name!r}, topic_id={self.topic_id!r}, partition_states={self.partition_states!r}, unknown_tagged_fields={self.unknown_tagged_fields!r})"
 
 
-@_dataclass(slots=True)
 class LeaderAndIsrLiveLeader(_Struct):
     """Struct LeaderAndIsrLiveLeader of LeaderAndIsrRequest."""
 
-    broker_id: int = 0
-    host_name: str = ''
-    port: int = 0
-    unknown_tagged_fields: tuple[tuple[int, bytes], ...] = ()
+    __slots__ = ('broker_id', 'host_name', 'port', 'unknown_tagged_fields',)
+    __match_args__ = ('broker_id', 'host_name', 'port', 'unknown_tagged_fields',)
+    broker_id: int
+    host_name: str
+    port: int
+    unknown_tagged_fields: tuple[tuple[int, bytes], ...]
+
+    def __init__(self, broker_id: int = 0, host_name: str = '', port: int = 0, unknown_tagged_fields: tuple[tuple[int, bytes], ...] = ()) -> None:
+        self.broker_id = broker_id
+        self.host_name = host_name
+        self.port = port
+        self.unknown_tagged_fields = unknown_tagged_fields
+
+    def __eq__(self, other: object) -> bool:
+        if other.__class__ is self.__class__ and isinstance(other, LeaderAndIsrLiveLeader):
+            return (self.broker_id, self.host_name, self.port, self.unknown_tagged_fields,) == (other.broker_id, other.host_name, other.port, other.unknown_tagged_fields,)
+        return NotImplemented
+
+    def __repr__(self) -> str:
+        return f"{self.__class__.__qualname__}(broker_id={self.broker_id!r}, host_name={self.host_name!r}, port={self.port!r}, unknown_tagged_fields={self.unknown_tagged_fields!r})"
 
 
-@_dataclass(slots=True)
 class LeaderAndIsrRequest(_Message):
     """request LeaderAndIsrRequest, versions 0-7."""
+
+    __slots__ = ('controller_id', 'is_k_raft_controller', 'controller_epoch', 'broker_epoch', 'type', 'ungrouped_partition_states', 'topic_states', 'live_leaders', 'unknown_tagged_fields',)
+    __match_args__ = ('controller_id', 'is_k_raft_controller', 'controller_epoch', 'broker_epoch', 'type', 'ungrouped_partition_states', 'topic_states', 'live_leaders', 'unknown_tagged_fields',)
 
     NAME: _ClassVar[str] = 'LeaderAndIsrRequest'
     SCHEMA_TYPE: _ClassVar[str] = 'request'
@@ -108,15 +165,35 @@ class LeaderAndIsrRequest(_Message):
     FLEXIBLE_MIN: _ClassVar[int | None] = 4
     LATEST_VERSION_UNSTABLE: _ClassVar[bool] = False
     DEPRECATED_VERSIONS: _ClassVar[tuple[int, int] | None] = None
-    controller_id: int = 0
-    is_k_raft_controller: bool = False
-    controller_epoch: int = 0
-    broker_epoch: int = -1
-    type: int = 0
-    ungrouped_partition_states: list[LeaderAndIsrPartitionState] = _field(default_factory=list)
-    topic_states: list[LeaderAndIsrTopicState] = _field(default_factory=list)
-    live_leaders: list[LeaderAndIsrLiveLeader] = _field(default_factory=list)
-    unknown_tagged_fields: tuple[tuple[int, bytes], ...] = ()
+
+    controller_id: int
+    is_k_raft_controller: bool
+    controller_epoch: int
+    broker_epoch: int
+    type: int
+    ungrouped_partition_states: list[LeaderAndIsrPartitionState]
+    topic_states: list[LeaderAndIsrTopicState]
+    live_leaders: list[LeaderAndIsrLiveLeader]
+    unknown_tagged_fields: tuple[tuple[int, bytes], ...]
+
+    def __init__(self, controller_id: int = 0, is_k_raft_controller: bool = False, controller_epoch: int = 0, broker_epoch: int = -1, type: int = 0, ungrouped_partition_states: list[LeaderAndIsrPartitionState] = _FACTORY, topic_states: list[LeaderAndIsrTopicState] = _FACTORY, live_leaders: list[LeaderAndIsrLiveLeader] = _FACTORY, unknown_tagged_fields: tuple[tuple[int, bytes], ...] = ()) -> None:
+        self.controller_id = controller_id
+        self.is_k_raft_controller = is_k_raft_controller
+        self.controller_epoch = controller_epoch
+        self.broker_epoch = broker_epoch
+        self.type = type
+        self.ungrouped_partition_states = [] if ungrouped_partition_states is _FACTORY else ungrouped_partition_states
+        self.topic_states = [] if topic_states is _FACTORY else topic_states
+        self.live_leaders = [] if live_leaders is _FACTORY else live_leaders
+        self.unknown_tagged_fields = unknown_tagged_fields
+
+    def __eq__(self, other: object) -> bool:
+        if other.__class__ is self.__class__ and isinstance(other, LeaderAndIsrRequest):
+            return (self.controller_id, self.is_k_raft_controller, self.controller_epoch, self.broker_epoch, self.type, self.ungrouped_partition_states, self.topic_states, self.live_leaders, self.unknown_tagged_fields,) == (other.controller_id, other.is_k_raft_controller, other.controller_epoch, other.broker_epoch, other.type, other.ungrouped_partition_states, other.topic_states, other.live_leaders, other.unknown_tagged_fields,)
+        return NotImplemented
+
+    def __repr__(self) -> str:
+        return f"{self.__class__.__qualname__}(controller_id={self.controller_id!r}, is_k_raft_controller={self.is_k_raft_controller!r}, controller_epoch={self.controller_epoch!r}, broker_epoch={self.broker_epoch!r}, type={self.type!r}, ungrouped_partition_states={self.ungrouped_partition_states!r}, topic_states={self.topic_states!r}, live_leaders={self.live_leaders!r}, unknown_tagged_fields={self.unknown_tagged_fields!r})"
 
 
 def _read_LeaderAndIsrPartitionState_0(buf: bytes | bytearray | memoryview, pos: int) -> tuple[LeaderAndIsrPartitionState, int]:

@@ -6,11 +6,12 @@ from __future__ import annotations
 
 import struct as _struct
 import uuid as _uuid
-from dataclasses import dataclass as _dataclass, field as _field
 from typing import ClassVar as _ClassVar
 
 from kraft_jbod.errors import DecodeError as _DecodeError, EncodeError as _EncodeError
-from kraft_jbod.wire.message import FieldInfo as _F, Message as _Message, Struct as _Struct
+from kraft_jbod.wire.message import (
+    DEFAULT_FACTORY as _FACTORY, FieldInfo as _F, Message as _Message, Struct as _Struct,
+)
 from kraft_jbod.wire.runtime import (
     absent as _absent, bad_tag as _bad_tag, check_bool as _bool, null as _null,
 )
@@ -43,28 +44,59 @@ _L2 = (('ErrorCode', 2),)
 
 
 
-@_dataclass(slots=True)
 class LeaderAndIsrPartitionError(_Struct):
     """Struct LeaderAndIsrPartitionError of LeaderAndIsrResponse."""
 
-    topic_name: str = ''
-    partition_index: int = 0
-    error_code: int = 0
-    unknown_tagged_fields: tuple[tuple[int, bytes], ...] = ()
+    __slots__ = ('topic_name', 'partition_index', 'error_code', 'unknown_tagged_fields',)
+    __match_args__ = ('topic_name', 'partition_index', 'error_code', 'unknown_tagged_fields',)
+    topic_name: str
+    partition_index: int
+    error_code: int
+    unknown_tagged_fields: tuple[tuple[int, bytes], ...]
+
+    def __init__(self, topic_name: str = '', partition_index: int = 0, error_code: int = 0, unknown_tagged_fields: tuple[tuple[int, bytes], ...] = ()) -> None:
+        self.topic_name = topic_name
+        self.partition_index = partition_index
+        self.error_code = error_code
+        self.unknown_tagged_fields = unknown_tagged_fields
+
+    def __eq__(self, other: object) -> bool:
+        if other.__class__ is self.__class__ and isinstance(other, LeaderAndIsrPartitionError):
+            return (self.topic_name, self.partition_index, self.error_code, self.unknown_tagged_fields,) == (other.topic_name, other.partition_index, other.error_code, other.unknown_tagged_fields,)
+        return NotImplemented
+
+    def __repr__(self) -> str:
+        return f"{self.__class__.__qualname__}(topic_name={self.topic_name!r}, partition_index={self.partition_index!r}, error_code={self.error_code!r}, unknown_tagged_fields={self.unknown_tagged_fields!r})"
 
 
-@_dataclass(slots=True)
 class LeaderAndIsrTopicError(_Struct):
     """Struct LeaderAndIsrTopicError of LeaderAndIsrResponse."""
 
-    topic_id: _uuid.UUID = _ZERO_UUID
-    partition_errors: list[LeaderAndIsrPartitionError] = _field(default_factory=list)
-    unknown_tagged_fields: tuple[tuple[int, bytes], ...] = ()
+    __slots__ = ('topic_id', 'partition_errors', 'unknown_tagged_fields',)
+    __match_args__ = ('topic_id', 'partition_errors', 'unknown_tagged_fields',)
+    topic_id: _uuid.UUID
+    partition_errors: list[LeaderAndIsrPartitionError]
+    unknown_tagged_fields: tuple[tuple[int, bytes], ...]
+
+    def __init__(self, topic_id: _uuid.UUID = _ZERO_UUID, partition_errors: list[LeaderAndIsrPartitionError] = _FACTORY, unknown_tagged_fields: tuple[tuple[int, bytes], ...] = ()) -> None:
+        self.topic_id = topic_id
+        self.partition_errors = [] if partition_errors is _FACTORY else partition_errors
+        self.unknown_tagged_fields = unknown_tagged_fields
+
+    def __eq__(self, other: object) -> bool:
+        if other.__class__ is self.__class__ and isinstance(other, LeaderAndIsrTopicError):
+            return (self.topic_id, self.partition_errors, self.unknown_tagged_fields,) == (other.topic_id, other.partition_errors, other.unknown_tagged_fields,)
+        return NotImplemented
+
+    def __repr__(self) -> str:
+        return f"{self.__class__.__qualname__}(topic_id={self.topic_id!r}, partition_errors={self.partition_errors!r}, unknown_tagged_fields={self.unknown_tagged_fields!r})"
 
 
-@_dataclass(slots=True)
 class LeaderAndIsrResponse(_Message):
     """response LeaderAndIsrResponse, versions 0-7."""
+
+    __slots__ = ('error_code', 'partition_errors', 'topics', 'unknown_tagged_fields',)
+    __match_args__ = ('error_code', 'partition_errors', 'topics', 'unknown_tagged_fields',)
 
     NAME: _ClassVar[str] = 'LeaderAndIsrResponse'
     SCHEMA_TYPE: _ClassVar[str] = 'response'
@@ -73,10 +105,25 @@ class LeaderAndIsrResponse(_Message):
     FLEXIBLE_MIN: _ClassVar[int | None] = 4
     LATEST_VERSION_UNSTABLE: _ClassVar[bool] = False
     DEPRECATED_VERSIONS: _ClassVar[tuple[int, int] | None] = None
-    error_code: int = 0
-    partition_errors: list[LeaderAndIsrPartitionError] = _field(default_factory=list)
-    topics: list[LeaderAndIsrTopicError] = _field(default_factory=list)
-    unknown_tagged_fields: tuple[tuple[int, bytes], ...] = ()
+
+    error_code: int
+    partition_errors: list[LeaderAndIsrPartitionError]
+    topics: list[LeaderAndIsrTopicError]
+    unknown_tagged_fields: tuple[tuple[int, bytes], ...]
+
+    def __init__(self, error_code: int = 0, partition_errors: list[LeaderAndIsrPartitionError] = _FACTORY, topics: list[LeaderAndIsrTopicError] = _FACTORY, unknown_tagged_fields: tuple[tuple[int, bytes], ...] = ()) -> None:
+        self.error_code = error_code
+        self.partition_errors = [] if partition_errors is _FACTORY else partition_errors
+        self.topics = [] if topics is _FACTORY else topics
+        self.unknown_tagged_fields = unknown_tagged_fields
+
+    def __eq__(self, other: object) -> bool:
+        if other.__class__ is self.__class__ and isinstance(other, LeaderAndIsrResponse):
+            return (self.error_code, self.partition_errors, self.topics, self.unknown_tagged_fields,) == (other.error_code, other.partition_errors, other.topics, other.unknown_tagged_fields,)
+        return NotImplemented
+
+    def __repr__(self) -> str:
+        return f"{self.__class__.__qualname__}(error_code={self.error_code!r}, partition_errors={self.partition_errors!r}, topics={self.topics!r}, unknown_tagged_fields={self.unknown_tagged_fields!r})"
 
 
 def _read_LeaderAndIsrPartitionError_0(buf: bytes | bytearray | memoryview, pos: int) -> tuple[LeaderAndIsrPartitionError, int]:

@@ -6,11 +6,12 @@ from __future__ import annotations
 
 import struct as _struct
 import uuid as _uuid
-from dataclasses import dataclass as _dataclass, field as _field
 from typing import ClassVar as _ClassVar
 
 from kraft_jbod.errors import DecodeError as _DecodeError, EncodeError as _EncodeError
-from kraft_jbod.wire.message import FieldInfo as _F, Message as _Message, Struct as _Struct
+from kraft_jbod.wire.message import (
+    DEFAULT_FACTORY as _FACTORY, FieldInfo as _F, Message as _Message, Struct as _Struct,
+)
 from kraft_jbod.wire.runtime import (
     absent as _absent, bad_tag as _bad_tag, check_bool as _bool, null as _null,
 )
@@ -43,18 +44,34 @@ _L2 = (('Version', 2), ('LeaderId', 4))
 
 
 
-@_dataclass(slots=True)
 class Voter(_Struct):
     """Struct Voter of LeaderChangeMessage."""
 
-    voter_id: int = 0
-    voter_directory_id: _uuid.UUID = _ZERO_UUID
-    unknown_tagged_fields: tuple[tuple[int, bytes], ...] = ()
+    __slots__ = ('voter_id', 'voter_directory_id', 'unknown_tagged_fields',)
+    __match_args__ = ('voter_id', 'voter_directory_id', 'unknown_tagged_fields',)
+    voter_id: int
+    voter_directory_id: _uuid.UUID
+    unknown_tagged_fields: tuple[tuple[int, bytes], ...]
+
+    def __init__(self, voter_id: int = 0, voter_directory_id: _uuid.UUID = _ZERO_UUID, unknown_tagged_fields: tuple[tuple[int, bytes], ...] = ()) -> None:
+        self.voter_id = voter_id
+        self.voter_directory_id = voter_directory_id
+        self.unknown_tagged_fields = unknown_tagged_fields
+
+    def __eq__(self, other: object) -> bool:
+        if other.__class__ is self.__class__ and isinstance(other, Voter):
+            return (self.voter_id, self.voter_directory_id, self.unknown_tagged_fields,) == (other.voter_id, other.voter_directory_id, other.unknown_tagged_fields,)
+        return NotImplemented
+
+    def __repr__(self) -> str:
+        return f"{self.__class__.__qualname__}(voter_id={self.voter_id!r}, voter_directory_id={self.voter_directory_id!r}, unknown_tagged_fields={self.unknown_tagged_fields!r})"
 
 
-@_dataclass(slots=True)
 class LeaderChangeMessage(_Message):
     """data LeaderChangeMessage, versions 0-1."""
+
+    __slots__ = ('version', 'leader_id', 'voters', 'granting_voters', 'unknown_tagged_fields',)
+    __match_args__ = ('version', 'leader_id', 'voters', 'granting_voters', 'unknown_tagged_fields',)
 
     NAME: _ClassVar[str] = 'LeaderChangeMessage'
     SCHEMA_TYPE: _ClassVar[str] = 'data'
@@ -63,11 +80,27 @@ class LeaderChangeMessage(_Message):
     FLEXIBLE_MIN: _ClassVar[int | None] = 0
     LATEST_VERSION_UNSTABLE: _ClassVar[bool] = False
     DEPRECATED_VERSIONS: _ClassVar[tuple[int, int] | None] = None
-    version: int = 0
-    leader_id: int = 0
-    voters: list[Voter] = _field(default_factory=list)
-    granting_voters: list[Voter] = _field(default_factory=list)
-    unknown_tagged_fields: tuple[tuple[int, bytes], ...] = ()
+
+    version: int
+    leader_id: int
+    voters: list[Voter]
+    granting_voters: list[Voter]
+    unknown_tagged_fields: tuple[tuple[int, bytes], ...]
+
+    def __init__(self, version: int = 0, leader_id: int = 0, voters: list[Voter] = _FACTORY, granting_voters: list[Voter] = _FACTORY, unknown_tagged_fields: tuple[tuple[int, bytes], ...] = ()) -> None:
+        self.version = version
+        self.leader_id = leader_id
+        self.voters = [] if voters is _FACTORY else voters
+        self.granting_voters = [] if granting_voters is _FACTORY else granting_voters
+        self.unknown_tagged_fields = unknown_tagged_fields
+
+    def __eq__(self, other: object) -> bool:
+        if other.__class__ is self.__class__ and isinstance(other, LeaderChangeMessage):
+            return (self.version, self.leader_id, self.voters, self.granting_voters, self.unknown_tagged_fields,) == (other.version, other.leader_id, other.voters, other.granting_voters, other.unknown_tagged_fields,)
+        return NotImplemented
+
+    def __repr__(self) -> str:
+        return f"{self.__class__.__qualname__}(version={self.version!r}, leader_id={self.leader_id!r}, voters={self.voters!r}, granting_voters={self.granting_voters!r}, unknown_tagged_fields={self.unknown_tagged_fields!r})"
 
 
 def _read_Voter_0(buf: bytes | bytearray | memoryview, pos: int) -> tuple[Voter, int]:

@@ -6,11 +6,12 @@ from __future__ import annotations
 
 import struct as _struct
 import uuid as _uuid
-from dataclasses import dataclass as _dataclass, field as _field
 from typing import ClassVar as _ClassVar
 
 from kraft_jbod.errors import DecodeError as _DecodeError, EncodeError as _EncodeError
-from kraft_jbod.wire.message import FieldInfo as _F, Message as _Message, Struct as _Struct
+from kraft_jbod.wire.message import (
+    DEFAULT_FACTORY as _FACTORY, FieldInfo as _F, Message as _Message, Struct as _Struct,
+)
 from kraft_jbod.wire.runtime import (
     absent as _absent, bad_tag as _bad_tag, check_bool as _bool, null as _null,
 )
@@ -36,19 +37,36 @@ _new = object.__new__
 
 
 
-@_dataclass(slots=True)
 class MemberIdentity(_Struct):
     """Struct MemberIdentity of LeaveGroupRequest."""
 
-    member_id: str = ''
-    group_instance_id: str | None = None
-    reason: str | None = None
-    unknown_tagged_fields: tuple[tuple[int, bytes], ...] = ()
+    __slots__ = ('member_id', 'group_instance_id', 'reason', 'unknown_tagged_fields',)
+    __match_args__ = ('member_id', 'group_instance_id', 'reason', 'unknown_tagged_fields',)
+    member_id: str
+    group_instance_id: str | None
+    reason: str | None
+    unknown_tagged_fields: tuple[tuple[int, bytes], ...]
+
+    def __init__(self, member_id: str = '', group_instance_id: str | None = None, reason: str | None = None, unknown_tagged_fields: tuple[tuple[int, bytes], ...] = ()) -> None:
+        self.member_id = member_id
+        self.group_instance_id = group_instance_id
+        self.reason = reason
+        self.unknown_tagged_fields = unknown_tagged_fields
+
+    def __eq__(self, other: object) -> bool:
+        if other.__class__ is self.__class__ and isinstance(other, MemberIdentity):
+            return (self.member_id, self.group_instance_id, self.reason, self.unknown_tagged_fields,) == (other.member_id, other.group_instance_id, other.reason, other.unknown_tagged_fields,)
+        return NotImplemented
+
+    def __repr__(self) -> str:
+        return f"{self.__class__.__qualname__}(member_id={self.member_id!r}, group_instance_id={self.group_instance_id!r}, reason={self.reason!r}, unknown_tagged_fields={self.unknown_tagged_fields!r})"
 
 
-@_dataclass(slots=True)
 class LeaveGroupRequest(_Message):
     """request LeaveGroupRequest, versions 0-5."""
+
+    __slots__ = ('group_id', 'member_id', 'members', 'unknown_tagged_fields',)
+    __match_args__ = ('group_id', 'member_id', 'members', 'unknown_tagged_fields',)
 
     NAME: _ClassVar[str] = 'LeaveGroupRequest'
     SCHEMA_TYPE: _ClassVar[str] = 'request'
@@ -57,10 +75,25 @@ class LeaveGroupRequest(_Message):
     FLEXIBLE_MIN: _ClassVar[int | None] = 4
     LATEST_VERSION_UNSTABLE: _ClassVar[bool] = False
     DEPRECATED_VERSIONS: _ClassVar[tuple[int, int] | None] = None
-    group_id: str = ''
-    member_id: str = ''
-    members: list[MemberIdentity] = _field(default_factory=list)
-    unknown_tagged_fields: tuple[tuple[int, bytes], ...] = ()
+
+    group_id: str
+    member_id: str
+    members: list[MemberIdentity]
+    unknown_tagged_fields: tuple[tuple[int, bytes], ...]
+
+    def __init__(self, group_id: str = '', member_id: str = '', members: list[MemberIdentity] = _FACTORY, unknown_tagged_fields: tuple[tuple[int, bytes], ...] = ()) -> None:
+        self.group_id = group_id
+        self.member_id = member_id
+        self.members = [] if members is _FACTORY else members
+        self.unknown_tagged_fields = unknown_tagged_fields
+
+    def __eq__(self, other: object) -> bool:
+        if other.__class__ is self.__class__ and isinstance(other, LeaveGroupRequest):
+            return (self.group_id, self.member_id, self.members, self.unknown_tagged_fields,) == (other.group_id, other.member_id, other.members, other.unknown_tagged_fields,)
+        return NotImplemented
+
+    def __repr__(self) -> str:
+        return f"{self.__class__.__qualname__}(group_id={self.group_id!r}, member_id={self.member_id!r}, members={self.members!r}, unknown_tagged_fields={self.unknown_tagged_fields!r})"
 
 
 def _read_MemberIdentity_0(buf: bytes | bytearray | memoryview, pos: int) -> tuple[MemberIdentity, int]:

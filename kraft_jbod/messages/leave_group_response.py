@@ -6,11 +6,12 @@ from __future__ import annotations
 
 import struct as _struct
 import uuid as _uuid
-from dataclasses import dataclass as _dataclass, field as _field
 from typing import ClassVar as _ClassVar
 
 from kraft_jbod.errors import DecodeError as _DecodeError, EncodeError as _EncodeError
-from kraft_jbod.wire.message import FieldInfo as _F, Message as _Message, Struct as _Struct
+from kraft_jbod.wire.message import (
+    DEFAULT_FACTORY as _FACTORY, FieldInfo as _F, Message as _Message, Struct as _Struct,
+)
 from kraft_jbod.wire.runtime import (
     absent as _absent, bad_tag as _bad_tag, check_bool as _bool, null as _null,
 )
@@ -40,19 +41,36 @@ _L1 = (('ThrottleTimeMs', 4), ('ErrorCode', 2))
 
 
 
-@_dataclass(slots=True)
 class MemberResponse(_Struct):
     """Struct MemberResponse of LeaveGroupResponse."""
 
-    member_id: str = ''
-    group_instance_id: str | None = ''
-    error_code: int = 0
-    unknown_tagged_fields: tuple[tuple[int, bytes], ...] = ()
+    __slots__ = ('member_id', 'group_instance_id', 'error_code', 'unknown_tagged_fields',)
+    __match_args__ = ('member_id', 'group_instance_id', 'error_code', 'unknown_tagged_fields',)
+    member_id: str
+    group_instance_id: str | None
+    error_code: int
+    unknown_tagged_fields: tuple[tuple[int, bytes], ...]
+
+    def __init__(self, member_id: str = '', group_instance_id: str | None = '', error_code: int = 0, unknown_tagged_fields: tuple[tuple[int, bytes], ...] = ()) -> None:
+        self.member_id = member_id
+        self.group_instance_id = group_instance_id
+        self.error_code = error_code
+        self.unknown_tagged_fields = unknown_tagged_fields
+
+    def __eq__(self, other: object) -> bool:
+        if other.__class__ is self.__class__ and isinstance(other, MemberResponse):
+            return (self.member_id, self.group_instance_id, self.error_code, self.unknown_tagged_fields,) == (other.member_id, other.group_instance_id, other.error_code, other.unknown_tagged_fields,)
+        return NotImplemented
+
+    def __repr__(self) -> str:
+        return f"{self.__class__.__qualname__}(member_id={self.member_id!r}, group_instance_id={self.group_instance_id!r}, error_code={self.error_code!r}, unknown_tagged_fields={self.unknown_tagged_fields!r})"
 
 
-@_dataclass(slots=True)
 class LeaveGroupResponse(_Message):
     """response LeaveGroupResponse, versions 0-5."""
+
+    __slots__ = ('throttle_time_ms', 'error_code', 'members', 'unknown_tagged_fields',)
+    __match_args__ = ('throttle_time_ms', 'error_code', 'members', 'unknown_tagged_fields',)
 
     NAME: _ClassVar[str] = 'LeaveGroupResponse'
     SCHEMA_TYPE: _ClassVar[str] = 'response'
@@ -61,10 +79,25 @@ class LeaveGroupResponse(_Message):
     FLEXIBLE_MIN: _ClassVar[int | None] = 4
     LATEST_VERSION_UNSTABLE: _ClassVar[bool] = False
     DEPRECATED_VERSIONS: _ClassVar[tuple[int, int] | None] = None
-    throttle_time_ms: int = 0
-    error_code: int = 0
-    members: list[MemberResponse] = _field(default_factory=list)
-    unknown_tagged_fields: tuple[tuple[int, bytes], ...] = ()
+
+    throttle_time_ms: int
+    error_code: int
+    members: list[MemberResponse]
+    unknown_tagged_fields: tuple[tuple[int, bytes], ...]
+
+    def __init__(self, throttle_time_ms: int = 0, error_code: int = 0, members: list[MemberResponse] = _FACTORY, unknown_tagged_fields: tuple[tuple[int, bytes], ...] = ()) -> None:
+        self.throttle_time_ms = throttle_time_ms
+        self.error_code = error_code
+        self.members = [] if members is _FACTORY else members
+        self.unknown_tagged_fields = unknown_tagged_fields
+
+    def __eq__(self, other: object) -> bool:
+        if other.__class__ is self.__class__ and isinstance(other, LeaveGroupResponse):
+            return (self.throttle_time_ms, self.error_code, self.members, self.unknown_tagged_fields,) == (other.throttle_time_ms, other.error_code, other.members, other.unknown_tagged_fields,)
+        return NotImplemented
+
+    def __repr__(self) -> str:
+        return f"{self.__class__.__qualname__}(throttle_time_ms={self.throttle_time_ms!r}, error_code={self.error_code!r}, members={self.members!r}, unknown_tagged_fields={self.unknown_tagged_fields!r})"
 
 
 def _read_MemberResponse_0(buf: bytes | bytearray | memoryview, pos: int) -> tuple[MemberResponse, int]:

@@ -6,11 +6,12 @@ from __future__ import annotations
 
 import struct as _struct
 import uuid as _uuid
-from dataclasses import dataclass as _dataclass, field as _field
 from typing import ClassVar as _ClassVar
 
 from kraft_jbod.errors import DecodeError as _DecodeError, EncodeError as _EncodeError
-from kraft_jbod.wire.message import FieldInfo as _F, Message as _Message, Struct as _Struct
+from kraft_jbod.wire.message import (
+    DEFAULT_FACTORY as _FACTORY, FieldInfo as _F, Message as _Message, Struct as _Struct,
+)
 from kraft_jbod.wire.runtime import (
     absent as _absent, bad_tag as _bad_tag, check_bool as _bool, null as _null,
 )
@@ -37,9 +38,11 @@ _ARR_b = _array_structs('b')
 
 
 
-@_dataclass(slots=True)
 class ListConfigResourcesRequest(_Message):
     """request ListConfigResourcesRequest, versions 0-1."""
+
+    __slots__ = ('resource_types', 'unknown_tagged_fields',)
+    __match_args__ = ('resource_types', 'unknown_tagged_fields',)
 
     NAME: _ClassVar[str] = 'ListConfigResourcesRequest'
     SCHEMA_TYPE: _ClassVar[str] = 'request'
@@ -48,8 +51,21 @@ class ListConfigResourcesRequest(_Message):
     FLEXIBLE_MIN: _ClassVar[int | None] = 0
     LATEST_VERSION_UNSTABLE: _ClassVar[bool] = False
     DEPRECATED_VERSIONS: _ClassVar[tuple[int, int] | None] = None
-    resource_types: list[int] = _field(default_factory=list)
-    unknown_tagged_fields: tuple[tuple[int, bytes], ...] = ()
+
+    resource_types: list[int]
+    unknown_tagged_fields: tuple[tuple[int, bytes], ...]
+
+    def __init__(self, resource_types: list[int] = _FACTORY, unknown_tagged_fields: tuple[tuple[int, bytes], ...] = ()) -> None:
+        self.resource_types = [] if resource_types is _FACTORY else resource_types
+        self.unknown_tagged_fields = unknown_tagged_fields
+
+    def __eq__(self, other: object) -> bool:
+        if other.__class__ is self.__class__ and isinstance(other, ListConfigResourcesRequest):
+            return (self.resource_types, self.unknown_tagged_fields,) == (other.resource_types, other.unknown_tagged_fields,)
+        return NotImplemented
+
+    def __repr__(self) -> str:
+        return f"{self.__class__.__qualname__}(resource_types={self.resource_types!r}, unknown_tagged_fields={self.unknown_tagged_fields!r})"
 
 
 def _read_ListConfigResourcesRequest_0(buf: bytes | bytearray | memoryview, pos: int) -> tuple[ListConfigResourcesRequest, int]:

@@ -6,11 +6,12 @@ from __future__ import annotations
 
 import struct as _struct
 import uuid as _uuid
-from dataclasses import dataclass as _dataclass, field as _field
 from typing import ClassVar as _ClassVar
 
 from kraft_jbod.errors import DecodeError as _DecodeError, EncodeError as _EncodeError
-from kraft_jbod.wire.message import FieldInfo as _F, Message as _Message, Struct as _Struct
+from kraft_jbod.wire.message import (
+    DEFAULT_FACTORY as _FACTORY, FieldInfo as _F, Message as _Message, Struct as _Struct,
+)
 from kraft_jbod.wire.runtime import (
     absent as _absent, bad_tag as _bad_tag, check_bool as _bool, null as _null,
 )
@@ -40,18 +41,34 @@ _L1 = (('ThrottleTimeMs', 4), ('ErrorCode', 2))
 
 
 
-@_dataclass(slots=True)
 class ConfigResource(_Struct):
     """Struct ConfigResource of ListConfigResourcesResponse."""
 
-    resource_name: str = ''
-    resource_type: int = 16
-    unknown_tagged_fields: tuple[tuple[int, bytes], ...] = ()
+    __slots__ = ('resource_name', 'resource_type', 'unknown_tagged_fields',)
+    __match_args__ = ('resource_name', 'resource_type', 'unknown_tagged_fields',)
+    resource_name: str
+    resource_type: int
+    unknown_tagged_fields: tuple[tuple[int, bytes], ...]
+
+    def __init__(self, resource_name: str = '', resource_type: int = 16, unknown_tagged_fields: tuple[tuple[int, bytes], ...] = ()) -> None:
+        self.resource_name = resource_name
+        self.resource_type = resource_type
+        self.unknown_tagged_fields = unknown_tagged_fields
+
+    def __eq__(self, other: object) -> bool:
+        if other.__class__ is self.__class__ and isinstance(other, ConfigResource):
+            return (self.resource_name, self.resource_type, self.unknown_tagged_fields,) == (other.resource_name, other.resource_type, other.unknown_tagged_fields,)
+        return NotImplemented
+
+    def __repr__(self) -> str:
+        return f"{self.__class__.__qualname__}(resource_name={self.resource_name!r}, resource_type={self.resource_type!r}, unknown_tagged_fields={self.unknown_tagged_fields!r})"
 
 
-@_dataclass(slots=True)
 class ListConfigResourcesResponse(_Message):
     """response ListConfigResourcesResponse, versions 0-1."""
+
+    __slots__ = ('throttle_time_ms', 'error_code', 'config_resources', 'unknown_tagged_fields',)
+    __match_args__ = ('throttle_time_ms', 'error_code', 'config_resources', 'unknown_tagged_fields',)
 
     NAME: _ClassVar[str] = 'ListConfigResourcesResponse'
     SCHEMA_TYPE: _ClassVar[str] = 'response'
@@ -60,10 +77,25 @@ class ListConfigResourcesResponse(_Message):
     FLEXIBLE_MIN: _ClassVar[int | None] = 0
     LATEST_VERSION_UNSTABLE: _ClassVar[bool] = False
     DEPRECATED_VERSIONS: _ClassVar[tuple[int, int] | None] = None
-    throttle_time_ms: int = 0
-    error_code: int = 0
-    config_resources: list[ConfigResource] = _field(default_factory=list)
-    unknown_tagged_fields: tuple[tuple[int, bytes], ...] = ()
+
+    throttle_time_ms: int
+    error_code: int
+    config_resources: list[ConfigResource]
+    unknown_tagged_fields: tuple[tuple[int, bytes], ...]
+
+    def __init__(self, throttle_time_ms: int = 0, error_code: int = 0, config_resources: list[ConfigResource] = _FACTORY, unknown_tagged_fields: tuple[tuple[int, bytes], ...] = ()) -> None:
+        self.throttle_time_ms = throttle_time_ms
+        self.error_code = error_code
+        self.config_resources = [] if config_resources is _FACTORY else config_resources
+        self.unknown_tagged_fields = unknown_tagged_fields
+
+    def __eq__(self, other: object) -> bool:
+        if other.__class__ is self.__class__ and isinstance(other, ListConfigResourcesResponse):
+            return (self.throttle_time_ms, self.error_code, self.config_resources, self.unknown_tagged_fields,) == (other.throttle_time_ms, other.error_code, other.config_resources, other.unknown_tagged_fields,)
+        return NotImplemented
+
+    def __repr__(self) -> str:
+        return f"{self.__class__.__qualname__}(throttle_time_ms={self.throttle_time_ms!r}, error_code={self.error_code!r}, config_resources={self.config_resources!r}, unknown_tagged_fields={self.unknown_tagged_fields!r})"
 
 
 def _read_ConfigResource_0(buf: bytes | bytearray | memoryview, pos: int) -> tuple[ConfigResource, int]:

@@ -6,11 +6,12 @@ from __future__ import annotations
 
 import struct as _struct
 import uuid as _uuid
-from dataclasses import dataclass as _dataclass, field as _field
 from typing import ClassVar as _ClassVar
 
 from kraft_jbod.errors import DecodeError as _DecodeError, EncodeError as _EncodeError
-from kraft_jbod.wire.message import FieldInfo as _F, Message as _Message, Struct as _Struct
+from kraft_jbod.wire.message import (
+    DEFAULT_FACTORY as _FACTORY, FieldInfo as _F, Message as _Message, Struct as _Struct,
+)
 from kraft_jbod.wire.runtime import (
     absent as _absent, bad_tag as _bad_tag, check_bool as _bool, null as _null,
 )
@@ -36,9 +37,11 @@ _new = object.__new__
 
 
 
-@_dataclass(slots=True)
 class ListGroupsRequest(_Message):
     """request ListGroupsRequest, versions 0-5."""
+
+    __slots__ = ('states_filter', 'types_filter', 'unknown_tagged_fields',)
+    __match_args__ = ('states_filter', 'types_filter', 'unknown_tagged_fields',)
 
     NAME: _ClassVar[str] = 'ListGroupsRequest'
     SCHEMA_TYPE: _ClassVar[str] = 'request'
@@ -47,9 +50,23 @@ class ListGroupsRequest(_Message):
     FLEXIBLE_MIN: _ClassVar[int | None] = 3
     LATEST_VERSION_UNSTABLE: _ClassVar[bool] = False
     DEPRECATED_VERSIONS: _ClassVar[tuple[int, int] | None] = None
-    states_filter: list[str] = _field(default_factory=list)
-    types_filter: list[str] = _field(default_factory=list)
-    unknown_tagged_fields: tuple[tuple[int, bytes], ...] = ()
+
+    states_filter: list[str]
+    types_filter: list[str]
+    unknown_tagged_fields: tuple[tuple[int, bytes], ...]
+
+    def __init__(self, states_filter: list[str] = _FACTORY, types_filter: list[str] = _FACTORY, unknown_tagged_fields: tuple[tuple[int, bytes], ...] = ()) -> None:
+        self.states_filter = [] if states_filter is _FACTORY else states_filter
+        self.types_filter = [] if types_filter is _FACTORY else types_filter
+        self.unknown_tagged_fields = unknown_tagged_fields
+
+    def __eq__(self, other: object) -> bool:
+        if other.__class__ is self.__class__ and isinstance(other, ListGroupsRequest):
+            return (self.states_filter, self.types_filter, self.unknown_tagged_fields,) == (other.states_filter, other.types_filter, other.unknown_tagged_fields,)
+        return NotImplemented
+
+    def __repr__(self) -> str:
+        return f"{self.__class__.__qualname__}(states_filter={self.states_filter!r}, types_filter={self.types_filter!r}, unknown_tagged_fields={self.unknown_tagged_fields!r})"
 
 
 def _read_ListGroupsRequest_0(buf: bytes | bytearray | memoryview, pos: int) -> tuple[ListGroupsRequest, int]:

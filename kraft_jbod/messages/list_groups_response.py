@@ -6,11 +6,12 @@ from __future__ import annotations
 
 import struct as _struct
 import uuid as _uuid
-from dataclasses import dataclass as _dataclass, field as _field
 from typing import ClassVar as _ClassVar
 
 from kraft_jbod.errors import DecodeError as _DecodeError, EncodeError as _EncodeError
-from kraft_jbod.wire.message import FieldInfo as _F, Message as _Message, Struct as _Struct
+from kraft_jbod.wire.message import (
+    DEFAULT_FACTORY as _FACTORY, FieldInfo as _F, Message as _Message, Struct as _Struct,
+)
 from kraft_jbod.wire.runtime import (
     absent as _absent, bad_tag as _bad_tag, check_bool as _bool, null as _null,
 )
@@ -40,20 +41,38 @@ _L1 = (('ThrottleTimeMs', 4), ('ErrorCode', 2))
 
 
 
-@_dataclass(slots=True)
 class ListedGroup(_Struct):
     """Struct ListedGroup of ListGroupsResponse."""
 
-    group_id: str = ''
-    protocol_type: str = ''
-    group_state: str = ''
-    group_type: str = ''
-    unknown_tagged_fields: tuple[tuple[int, bytes], ...] = ()
+    __slots__ = ('group_id', 'protocol_type', 'group_state', 'group_type', 'unknown_tagged_fields',)
+    __match_args__ = ('group_id', 'protocol_type', 'group_state', 'group_type', 'unknown_tagged_fields',)
+    group_id: str
+    protocol_type: str
+    group_state: str
+    group_type: str
+    unknown_tagged_fields: tuple[tuple[int, bytes], ...]
+
+    def __init__(self, group_id: str = '', protocol_type: str = '', group_state: str = '', group_type: str = '', unknown_tagged_fields: tuple[tuple[int, bytes], ...] = ()) -> None:
+        self.group_id = group_id
+        self.protocol_type = protocol_type
+        self.group_state = group_state
+        self.group_type = group_type
+        self.unknown_tagged_fields = unknown_tagged_fields
+
+    def __eq__(self, other: object) -> bool:
+        if other.__class__ is self.__class__ and isinstance(other, ListedGroup):
+            return (self.group_id, self.protocol_type, self.group_state, self.group_type, self.unknown_tagged_fields,) == (other.group_id, other.protocol_type, other.group_state, other.group_type, other.unknown_tagged_fields,)
+        return NotImplemented
+
+    def __repr__(self) -> str:
+        return f"{self.__class__.__qualname__}(group_id={self.group_id!r}, protocol_type={self.protocol_type!r}, group_state={self.group_state!r}, group_type={self.group_type!r}, unknown_tagged_fields={self.unknown_tagged_fields!r})"
 
 
-@_dataclass(slots=True)
 class ListGroupsResponse(_Message):
     """response ListGroupsResponse, versions 0-5."""
+
+    __slots__ = ('throttle_time_ms', 'error_code', 'groups', 'unknown_tagged_fields',)
+    __match_args__ = ('throttle_time_ms', 'error_code', 'groups', 'unknown_tagged_fields',)
 
     NAME: _ClassVar[str] = 'ListGroupsResponse'
     SCHEMA_TYPE: _ClassVar[str] = 'response'
@@ -62,10 +81,25 @@ class ListGroupsResponse(_Message):
     FLEXIBLE_MIN: _ClassVar[int | None] = 3
     LATEST_VERSION_UNSTABLE: _ClassVar[bool] = False
     DEPRECATED_VERSIONS: _ClassVar[tuple[int, int] | None] = None
-    throttle_time_ms: int = 0
-    error_code: int = 0
-    groups: list[ListedGroup] = _field(default_factory=list)
-    unknown_tagged_fields: tuple[tuple[int, bytes], ...] = ()
+
+    throttle_time_ms: int
+    error_code: int
+    groups: list[ListedGroup]
+    unknown_tagged_fields: tuple[tuple[int, bytes], ...]
+
+    def __init__(self, throttle_time_ms: int = 0, error_code: int = 0, groups: list[ListedGroup] = _FACTORY, unknown_tagged_fields: tuple[tuple[int, bytes], ...] = ()) -> None:
+        self.throttle_time_ms = throttle_time_ms
+        self.error_code = error_code
+        self.groups = [] if groups is _FACTORY else groups
+        self.unknown_tagged_fields = unknown_tagged_fields
+
+    def __eq__(self, other: object) -> bool:
+        if other.__class__ is self.__class__ and isinstance(other, ListGroupsResponse):
+            return (self.throttle_time_ms, self.error_code, self.groups, self.unknown_tagged_fields,) == (other.throttle_time_ms, other.error_code, other.groups, other.unknown_tagged_fields,)
+        return NotImplemented
+
+    def __repr__(self) -> str:
+        return f"{self.__class__.__qualname__}(throttle_time_ms={self.throttle_time_ms!r}, error_code={self.error_code!r}, groups={self.groups!r}, unknown_tagged_fields={self.unknown_tagged_fields!r})"
 
 
 def _read_ListedGroup_0(buf: bytes | bytearray | memoryview, pos: int) -> tuple[ListedGroup, int]:

@@ -6,11 +6,12 @@ from __future__ import annotations
 
 import struct as _struct
 import uuid as _uuid
-from dataclasses import dataclass as _dataclass, field as _field
 from typing import ClassVar as _ClassVar
 
 from kraft_jbod.errors import DecodeError as _DecodeError, EncodeError as _EncodeError
-from kraft_jbod.wire.message import FieldInfo as _F, Message as _Message, Struct as _Struct
+from kraft_jbod.wire.message import (
+    DEFAULT_FACTORY as _FACTORY, FieldInfo as _F, Message as _Message, Struct as _Struct,
+)
 from kraft_jbod.wire.runtime import (
     absent as _absent, bad_tag as _bad_tag, check_bool as _bool, null as _null,
 )
@@ -47,29 +48,61 @@ _L5 = (('TimeoutMs', 4),)
 
 
 
-@_dataclass(slots=True)
 class ListOffsetsPartition(_Struct):
     """Struct ListOffsetsPartition of ListOffsetsRequest."""
 
-    partition_index: int = 0
-    current_leader_epoch: int = -1
-    timestamp: int = 0
-    max_num_offsets: int = 1
-    unknown_tagged_fields: tuple[tuple[int, bytes], ...] = ()
+    __slots__ = ('partition_index', 'current_leader_epoch', 'timestamp', 'max_num_offsets', 'unknown_tagged_fields',)
+    __match_args__ = ('partition_index', 'current_leader_epoch', 'timestamp', 'max_num_offsets', 'unknown_tagged_fields',)
+    partition_index: int
+    current_leader_epoch: int
+    timestamp: int
+    max_num_offsets: int
+    unknown_tagged_fields: tuple[tuple[int, bytes], ...]
+
+    def __init__(self, partition_index: int = 0, current_leader_epoch: int = -1, timestamp: int = 0, max_num_offsets: int = 1, unknown_tagged_fields: tuple[tuple[int, bytes], ...] = ()) -> None:
+        self.partition_index = partition_index
+        self.current_leader_epoch = current_leader_epoch
+        self.timestamp = timestamp
+        self.max_num_offsets = max_num_offsets
+        self.unknown_tagged_fields = unknown_tagged_fields
+
+    def __eq__(self, other: object) -> bool:
+        if other.__class__ is self.__class__ and isinstance(other, ListOffsetsPartition):
+            return (self.partition_index, self.current_leader_epoch, self.timestamp, self.max_num_offsets, self.unknown_tagged_fields,) == (other.partition_index, other.current_leader_epoch, other.timestamp, other.max_num_offsets, other.unknown_tagged_fields,)
+        return NotImplemented
+
+    def __repr__(self) -> str:
+        return f"{self.__class__.__qualname__}(partition_index={self.partition_index!r}, current_leader_epoch={self.current_leader_epoch!r}, timestamp={self.timestamp!r}, max_num_offsets={self.max_num_offsets!r}, unknown_tagged_fields={self.unknown_tagged_fields!r})"
 
 
-@_dataclass(slots=True)
 class ListOffsetsTopic(_Struct):
     """Struct ListOffsetsTopic of ListOffsetsRequest."""
 
-    name: str = ''
-    partitions: list[ListOffsetsPartition] = _field(default_factory=list)
-    unknown_tagged_fields: tuple[tuple[int, bytes], ...] = ()
+    __slots__ = ('name', 'partitions', 'unknown_tagged_fields',)
+    __match_args__ = ('name', 'partitions', 'unknown_tagged_fields',)
+    name: str
+    partitions: list[ListOffsetsPartition]
+    unknown_tagged_fields: tuple[tuple[int, bytes], ...]
+
+    def __init__(self, name: str = '', partitions: list[ListOffsetsPartition] = _FACTORY, unknown_tagged_fields: tuple[tuple[int, bytes], ...] = ()) -> None:
+        self.name = name
+        self.partitions = [] if partitions is _FACTORY else partitions
+        self.unknown_tagged_fields = unknown_tagged_fields
+
+    def __eq__(self, other: object) -> bool:
+        if other.__class__ is self.__class__ and isinstance(other, ListOffsetsTopic):
+            return (self.name, self.partitions, self.unknown_tagged_fields,) == (other.name, other.partitions, other.unknown_tagged_fields,)
+        return NotImplemented
+
+    def __repr__(self) -> str:
+        return f"{self.__class__.__qualname__}(name={self.name!r}, partitions={self.partitions!r}, unknown_tagged_fields={self.unknown_tagged_fields!r})"
 
 
-@_dataclass(slots=True)
 class ListOffsetsRequest(_Message):
     """request ListOffsetsRequest, versions 0-11."""
+
+    __slots__ = ('replica_id', 'isolation_level', 'topics', 'timeout_ms', 'unknown_tagged_fields',)
+    __match_args__ = ('replica_id', 'isolation_level', 'topics', 'timeout_ms', 'unknown_tagged_fields',)
 
     NAME: _ClassVar[str] = 'ListOffsetsRequest'
     SCHEMA_TYPE: _ClassVar[str] = 'request'
@@ -78,11 +111,27 @@ class ListOffsetsRequest(_Message):
     FLEXIBLE_MIN: _ClassVar[int | None] = 6
     LATEST_VERSION_UNSTABLE: _ClassVar[bool] = False
     DEPRECATED_VERSIONS: _ClassVar[tuple[int, int] | None] = (0, 0)
-    replica_id: int = 0
-    isolation_level: int = 0
-    topics: list[ListOffsetsTopic] = _field(default_factory=list)
-    timeout_ms: int = 0
-    unknown_tagged_fields: tuple[tuple[int, bytes], ...] = ()
+
+    replica_id: int
+    isolation_level: int
+    topics: list[ListOffsetsTopic]
+    timeout_ms: int
+    unknown_tagged_fields: tuple[tuple[int, bytes], ...]
+
+    def __init__(self, replica_id: int = 0, isolation_level: int = 0, topics: list[ListOffsetsTopic] = _FACTORY, timeout_ms: int = 0, unknown_tagged_fields: tuple[tuple[int, bytes], ...] = ()) -> None:
+        self.replica_id = replica_id
+        self.isolation_level = isolation_level
+        self.topics = [] if topics is _FACTORY else topics
+        self.timeout_ms = timeout_ms
+        self.unknown_tagged_fields = unknown_tagged_fields
+
+    def __eq__(self, other: object) -> bool:
+        if other.__class__ is self.__class__ and isinstance(other, ListOffsetsRequest):
+            return (self.replica_id, self.isolation_level, self.topics, self.timeout_ms, self.unknown_tagged_fields,) == (other.replica_id, other.isolation_level, other.topics, other.timeout_ms, other.unknown_tagged_fields,)
+        return NotImplemented
+
+    def __repr__(self) -> str:
+        return f"{self.__class__.__qualname__}(replica_id={self.replica_id!r}, isolation_level={self.isolation_level!r}, topics={self.topics!r}, timeout_ms={self.timeout_ms!r}, unknown_tagged_fields={self.unknown_tagged_fields!r})"
 
 
 def _read_ListOffsetsPartition_0(buf: bytes | bytearray | memoryview, pos: int) -> tuple[ListOffsetsPartition, int]:

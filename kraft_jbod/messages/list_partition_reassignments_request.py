@@ -6,11 +6,12 @@ from __future__ import annotations
 
 import struct as _struct
 import uuid as _uuid
-from dataclasses import dataclass as _dataclass, field as _field
 from typing import ClassVar as _ClassVar
 
 from kraft_jbod.errors import DecodeError as _DecodeError, EncodeError as _EncodeError
-from kraft_jbod.wire.message import FieldInfo as _F, Message as _Message, Struct as _Struct
+from kraft_jbod.wire.message import (
+    DEFAULT_FACTORY as _FACTORY, FieldInfo as _F, Message as _Message, Struct as _Struct,
+)
 from kraft_jbod.wire.runtime import (
     absent as _absent, bad_tag as _bad_tag, check_bool as _bool, null as _null,
 )
@@ -39,18 +40,34 @@ _L0 = (('TimeoutMs', 4),)
 
 
 
-@_dataclass(slots=True)
 class ListPartitionReassignmentsTopics(_Struct):
     """Struct ListPartitionReassignmentsTopics of ListPartitionReassignmentsRequest."""
 
-    name: str = ''
-    partition_indexes: list[int] = _field(default_factory=list)
-    unknown_tagged_fields: tuple[tuple[int, bytes], ...] = ()
+    __slots__ = ('name', 'partition_indexes', 'unknown_tagged_fields',)
+    __match_args__ = ('name', 'partition_indexes', 'unknown_tagged_fields',)
+    name: str
+    partition_indexes: list[int]
+    unknown_tagged_fields: tuple[tuple[int, bytes], ...]
+
+    def __init__(self, name: str = '', partition_indexes: list[int] = _FACTORY, unknown_tagged_fields: tuple[tuple[int, bytes], ...] = ()) -> None:
+        self.name = name
+        self.partition_indexes = [] if partition_indexes is _FACTORY else partition_indexes
+        self.unknown_tagged_fields = unknown_tagged_fields
+
+    def __eq__(self, other: object) -> bool:
+        if other.__class__ is self.__class__ and isinstance(other, ListPartitionReassignmentsTopics):
+            return (self.name, self.partition_indexes, self.unknown_tagged_fields,) == (other.name, other.partition_indexes, other.unknown_tagged_fields,)
+        return NotImplemented
+
+    def __repr__(self) -> str:
+        return f"{self.__class__.__qualname__}(name={self.name!r}, partition_indexes={self.partition_indexes!r}, unknown_tagged_fields={self.unknown_tagged_fields!r})"
 
 
-@_dataclass(slots=True)
 class ListPartitionReassignmentsRequest(_Message):
     """request ListPartitionReassignmentsRequest, versions 0."""
+
+    __slots__ = ('timeout_ms', 'topics', 'unknown_tagged_fields',)
+    __match_args__ = ('timeout_ms', 'topics', 'unknown_tagged_fields',)
 
     NAME: _ClassVar[str] = 'ListPartitionReassignmentsRequest'
     SCHEMA_TYPE: _ClassVar[str] = 'request'
@@ -59,9 +76,23 @@ class ListPartitionReassignmentsRequest(_Message):
     FLEXIBLE_MIN: _ClassVar[int | None] = 0
     LATEST_VERSION_UNSTABLE: _ClassVar[bool] = False
     DEPRECATED_VERSIONS: _ClassVar[tuple[int, int] | None] = None
-    timeout_ms: int = 60000
-    topics: list[ListPartitionReassignmentsTopics] | None = None
-    unknown_tagged_fields: tuple[tuple[int, bytes], ...] = ()
+
+    timeout_ms: int
+    topics: list[ListPartitionReassignmentsTopics] | None
+    unknown_tagged_fields: tuple[tuple[int, bytes], ...]
+
+    def __init__(self, timeout_ms: int = 60000, topics: list[ListPartitionReassignmentsTopics] | None = None, unknown_tagged_fields: tuple[tuple[int, bytes], ...] = ()) -> None:
+        self.timeout_ms = timeout_ms
+        self.topics = topics
+        self.unknown_tagged_fields = unknown_tagged_fields
+
+    def __eq__(self, other: object) -> bool:
+        if other.__class__ is self.__class__ and isinstance(other, ListPartitionReassignmentsRequest):
+            return (self.timeout_ms, self.topics, self.unknown_tagged_fields,) == (other.timeout_ms, other.topics, other.unknown_tagged_fields,)
+        return NotImplemented
+
+    def __repr__(self) -> str:
+        return f"{self.__class__.__qualname__}(timeout_ms={self.timeout_ms!r}, topics={self.topics!r}, unknown_tagged_fields={self.unknown_tagged_fields!r})"
 
 
 def _read_ListPartitionReassignmentsTopics_0(buf: bytes | bytearray | memoryview, pos: int) -> tuple[ListPartitionReassignmentsTopics, int]:

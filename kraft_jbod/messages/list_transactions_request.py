@@ -6,11 +6,12 @@ from __future__ import annotations
 
 import struct as _struct
 import uuid as _uuid
-from dataclasses import dataclass as _dataclass, field as _field
 from typing import ClassVar as _ClassVar
 
 from kraft_jbod.errors import DecodeError as _DecodeError, EncodeError as _EncodeError
-from kraft_jbod.wire.message import FieldInfo as _F, Message as _Message, Struct as _Struct
+from kraft_jbod.wire.message import (
+    DEFAULT_FACTORY as _FACTORY, FieldInfo as _F, Message as _Message, Struct as _Struct,
+)
 from kraft_jbod.wire.runtime import (
     absent as _absent, bad_tag as _bad_tag, check_bool as _bool, null as _null,
 )
@@ -39,9 +40,11 @@ _L0 = (('DurationFilter', 8),)
 
 
 
-@_dataclass(slots=True)
 class ListTransactionsRequest(_Message):
     """request ListTransactionsRequest, versions 0-2."""
+
+    __slots__ = ('state_filters', 'producer_id_filters', 'duration_filter', 'transactional_id_pattern', 'unknown_tagged_fields',)
+    __match_args__ = ('state_filters', 'producer_id_filters', 'duration_filter', 'transactional_id_pattern', 'unknown_tagged_fields',)
 
     NAME: _ClassVar[str] = 'ListTransactionsRequest'
     SCHEMA_TYPE: _ClassVar[str] = 'request'
@@ -50,11 +53,27 @@ class ListTransactionsRequest(_Message):
     FLEXIBLE_MIN: _ClassVar[int | None] = 0
     LATEST_VERSION_UNSTABLE: _ClassVar[bool] = False
     DEPRECATED_VERSIONS: _ClassVar[tuple[int, int] | None] = None
-    state_filters: list[str] = _field(default_factory=list)
-    producer_id_filters: list[int] = _field(default_factory=list)
-    duration_filter: int = -1
-    transactional_id_pattern: str | None = None
-    unknown_tagged_fields: tuple[tuple[int, bytes], ...] = ()
+
+    state_filters: list[str]
+    producer_id_filters: list[int]
+    duration_filter: int
+    transactional_id_pattern: str | None
+    unknown_tagged_fields: tuple[tuple[int, bytes], ...]
+
+    def __init__(self, state_filters: list[str] = _FACTORY, producer_id_filters: list[int] = _FACTORY, duration_filter: int = -1, transactional_id_pattern: str | None = None, unknown_tagged_fields: tuple[tuple[int, bytes], ...] = ()) -> None:
+        self.state_filters = [] if state_filters is _FACTORY else state_filters
+        self.producer_id_filters = [] if producer_id_filters is _FACTORY else producer_id_filters
+        self.duration_filter = duration_filter
+        self.transactional_id_pattern = transactional_id_pattern
+        self.unknown_tagged_fields = unknown_tagged_fields
+
+    def __eq__(self, other: object) -> bool:
+        if other.__class__ is self.__class__ and isinstance(other, ListTransactionsRequest):
+            return (self.state_filters, self.producer_id_filters, self.duration_filter, self.transactional_id_pattern, self.unknown_tagged_fields,) == (other.state_filters, other.producer_id_filters, other.duration_filter, other.transactional_id_pattern, other.unknown_tagged_fields,)
+        return NotImplemented
+
+    def __repr__(self) -> str:
+        return f"{self.__class__.__qualname__}(state_filters={self.state_filters!r}, producer_id_filters={self.producer_id_filters!r}, duration_filter={self.duration_filter!r}, transactional_id_pattern={self.transactional_id_pattern!r}, unknown_tagged_fields={self.unknown_tagged_fields!r})"
 
 
 def _read_ListTransactionsRequest_0(buf: bytes | bytearray | memoryview, pos: int) -> tuple[ListTransactionsRequest, int]:

@@ -6,11 +6,12 @@ from __future__ import annotations
 
 import struct as _struct
 import uuid as _uuid
-from dataclasses import dataclass as _dataclass, field as _field
 from typing import ClassVar as _ClassVar
 
 from kraft_jbod.errors import DecodeError as _DecodeError, EncodeError as _EncodeError
-from kraft_jbod.wire.message import FieldInfo as _F, Message as _Message, Struct as _Struct
+from kraft_jbod.wire.message import (
+    DEFAULT_FACTORY as _FACTORY, FieldInfo as _F, Message as _Message, Struct as _Struct,
+)
 from kraft_jbod.wire.runtime import (
     absent as _absent, bad_tag as _bad_tag, check_bool as _bool, null as _null,
 )
@@ -40,19 +41,36 @@ _L1 = (('ThrottleTimeMs', 4), ('ErrorCode', 2))
 
 
 
-@_dataclass(slots=True)
 class TransactionState(_Struct):
     """Struct TransactionState of ListTransactionsResponse."""
 
-    transactional_id: str = ''
-    producer_id: int = 0
-    transaction_state: str = ''
-    unknown_tagged_fields: tuple[tuple[int, bytes], ...] = ()
+    __slots__ = ('transactional_id', 'producer_id', 'transaction_state', 'unknown_tagged_fields',)
+    __match_args__ = ('transactional_id', 'producer_id', 'transaction_state', 'unknown_tagged_fields',)
+    transactional_id: str
+    producer_id: int
+    transaction_state: str
+    unknown_tagged_fields: tuple[tuple[int, bytes], ...]
+
+    def __init__(self, transactional_id: str = '', producer_id: int = 0, transaction_state: str = '', unknown_tagged_fields: tuple[tuple[int, bytes], ...] = ()) -> None:
+        self.transactional_id = transactional_id
+        self.producer_id = producer_id
+        self.transaction_state = transaction_state
+        self.unknown_tagged_fields = unknown_tagged_fields
+
+    def __eq__(self, other: object) -> bool:
+        if other.__class__ is self.__class__ and isinstance(other, TransactionState):
+            return (self.transactional_id, self.producer_id, self.transaction_state, self.unknown_tagged_fields,) == (other.transactional_id, other.producer_id, other.transaction_state, other.unknown_tagged_fields,)
+        return NotImplemented
+
+    def __repr__(self) -> str:
+        return f"{self.__class__.__qualname__}(transactional_id={self.transactional_id!r}, producer_id={self.producer_id!r}, transaction_state={self.transaction_state!r}, unknown_tagged_fields={self.unknown_tagged_fields!r})"
 
 
-@_dataclass(slots=True)
 class ListTransactionsResponse(_Message):
     """response ListTransactionsResponse, versions 0-2."""
+
+    __slots__ = ('throttle_time_ms', 'error_code', 'unknown_state_filters', 'transaction_states', 'unknown_tagged_fields',)
+    __match_args__ = ('throttle_time_ms', 'error_code', 'unknown_state_filters', 'transaction_states', 'unknown_tagged_fields',)
 
     NAME: _ClassVar[str] = 'ListTransactionsResponse'
     SCHEMA_TYPE: _ClassVar[str] = 'response'
@@ -61,11 +79,27 @@ class ListTransactionsResponse(_Message):
     FLEXIBLE_MIN: _ClassVar[int | None] = 0
     LATEST_VERSION_UNSTABLE: _ClassVar[bool] = False
     DEPRECATED_VERSIONS: _ClassVar[tuple[int, int] | None] = None
-    throttle_time_ms: int = 0
-    error_code: int = 0
-    unknown_state_filters: list[str] = _field(default_factory=list)
-    transaction_states: list[TransactionState] = _field(default_factory=list)
-    unknown_tagged_fields: tuple[tuple[int, bytes], ...] = ()
+
+    throttle_time_ms: int
+    error_code: int
+    unknown_state_filters: list[str]
+    transaction_states: list[TransactionState]
+    unknown_tagged_fields: tuple[tuple[int, bytes], ...]
+
+    def __init__(self, throttle_time_ms: int = 0, error_code: int = 0, unknown_state_filters: list[str] = _FACTORY, transaction_states: list[TransactionState] = _FACTORY, unknown_tagged_fields: tuple[tuple[int, bytes], ...] = ()) -> None:
+        self.throttle_time_ms = throttle_time_ms
+        self.error_code = error_code
+        self.unknown_state_filters = [] if unknown_state_filters is _FACTORY else unknown_state_filters
+        self.transaction_states = [] if transaction_states is _FACTORY else transaction_states
+        self.unknown_tagged_fields = unknown_tagged_fields
+
+    def __eq__(self, other: object) -> bool:
+        if other.__class__ is self.__class__ and isinstance(other, ListTransactionsResponse):
+            return (self.throttle_time_ms, self.error_code, self.unknown_state_filters, self.transaction_states, self.unknown_tagged_fields,) == (other.throttle_time_ms, other.error_code, other.unknown_state_filters, other.transaction_states, other.unknown_tagged_fields,)
+        return NotImplemented
+
+    def __repr__(self) -> str:
+        return f"{self.__class__.__qualname__}(throttle_time_ms={self.throttle_time_ms!r}, error_code={self.error_code!r}, unknown_state_filters={self.unknown_state_filters!r}, transaction_states={self.transaction_states!r}, unknown_tagged_fields={self.unknown_tagged_fields!r})"
 
 
 def _read_TransactionState_0(buf: bytes | bytearray | memoryview, pos: int) -> tuple[TransactionState, int]:

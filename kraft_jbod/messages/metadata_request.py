@@ -6,11 +6,12 @@ from __future__ import annotations
 
 import struct as _struct
 import uuid as _uuid
-from dataclasses import dataclass as _dataclass, field as _field
 from typing import ClassVar as _ClassVar
 
 from kraft_jbod.errors import DecodeError as _DecodeError, EncodeError as _EncodeError
-from kraft_jbod.wire.message import FieldInfo as _F, Message as _Message, Struct as _Struct
+from kraft_jbod.wire.message import (
+    DEFAULT_FACTORY as _FACTORY, FieldInfo as _F, Message as _Message, Struct as _Struct,
+)
 from kraft_jbod.wire.runtime import (
     absent as _absent, bad_tag as _bad_tag, check_bool as _bool, null as _null,
 )
@@ -45,18 +46,34 @@ _L3 = (('AllowAutoTopicCreation', 1), ('IncludeTopicAuthorizedOperations', 1))
 
 
 
-@_dataclass(slots=True)
 class MetadataRequestTopic(_Struct):
     """Struct MetadataRequestTopic of MetadataRequest."""
 
-    topic_id: _uuid.UUID = _ZERO_UUID
-    name: str | None = ''
-    unknown_tagged_fields: tuple[tuple[int, bytes], ...] = ()
+    __slots__ = ('topic_id', 'name', 'unknown_tagged_fields',)
+    __match_args__ = ('topic_id', 'name', 'unknown_tagged_fields',)
+    topic_id: _uuid.UUID
+    name: str | None
+    unknown_tagged_fields: tuple[tuple[int, bytes], ...]
+
+    def __init__(self, topic_id: _uuid.UUID = _ZERO_UUID, name: str | None = '', unknown_tagged_fields: tuple[tuple[int, bytes], ...] = ()) -> None:
+        self.topic_id = topic_id
+        self.name = name
+        self.unknown_tagged_fields = unknown_tagged_fields
+
+    def __eq__(self, other: object) -> bool:
+        if other.__class__ is self.__class__ and isinstance(other, MetadataRequestTopic):
+            return (self.topic_id, self.name, self.unknown_tagged_fields,) == (other.topic_id, other.name, other.unknown_tagged_fields,)
+        return NotImplemented
+
+    def __repr__(self) -> str:
+        return f"{self.__class__.__qualname__}(topic_id={self.topic_id!r}, name={self.name!r}, unknown_tagged_fields={self.unknown_tagged_fields!r})"
 
 
-@_dataclass(slots=True)
 class MetadataRequest(_Message):
     """request MetadataRequest, versions 0-13."""
+
+    __slots__ = ('topics', 'allow_auto_topic_creation', 'include_cluster_authorized_operations', 'include_topic_authorized_operations', 'unknown_tagged_fields',)
+    __match_args__ = ('topics', 'allow_auto_topic_creation', 'include_cluster_authorized_operations', 'include_topic_authorized_operations', 'unknown_tagged_fields',)
 
     NAME: _ClassVar[str] = 'MetadataRequest'
     SCHEMA_TYPE: _ClassVar[str] = 'request'
@@ -65,11 +82,27 @@ class MetadataRequest(_Message):
     FLEXIBLE_MIN: _ClassVar[int | None] = 9
     LATEST_VERSION_UNSTABLE: _ClassVar[bool] = False
     DEPRECATED_VERSIONS: _ClassVar[tuple[int, int] | None] = (0, 3)
-    topics: list[MetadataRequestTopic] | None = _field(default_factory=list)
-    allow_auto_topic_creation: bool = True
-    include_cluster_authorized_operations: bool = False
-    include_topic_authorized_operations: bool = False
-    unknown_tagged_fields: tuple[tuple[int, bytes], ...] = ()
+
+    topics: list[MetadataRequestTopic] | None
+    allow_auto_topic_creation: bool
+    include_cluster_authorized_operations: bool
+    include_topic_authorized_operations: bool
+    unknown_tagged_fields: tuple[tuple[int, bytes], ...]
+
+    def __init__(self, topics: list[MetadataRequestTopic] | None = _FACTORY, allow_auto_topic_creation: bool = True, include_cluster_authorized_operations: bool = False, include_topic_authorized_operations: bool = False, unknown_tagged_fields: tuple[tuple[int, bytes], ...] = ()) -> None:
+        self.topics = [] if topics is _FACTORY else topics
+        self.allow_auto_topic_creation = allow_auto_topic_creation
+        self.include_cluster_authorized_operations = include_cluster_authorized_operations
+        self.include_topic_authorized_operations = include_topic_authorized_operations
+        self.unknown_tagged_fields = unknown_tagged_fields
+
+    def __eq__(self, other: object) -> bool:
+        if other.__class__ is self.__class__ and isinstance(other, MetadataRequest):
+            return (self.topics, self.allow_auto_topic_creation, self.include_cluster_authorized_operations, self.include_topic_authorized_operations, self.unknown_tagged_fields,) == (other.topics, other.allow_auto_topic_creation, other.include_cluster_authorized_operations, other.include_topic_authorized_operations, other.unknown_tagged_fields,)
+        return NotImplemented
+
+    def __repr__(self) -> str:
+        return f"{self.__class__.__qualname__}(topics={self.topics!r}, allow_auto_topic_creation={self.allow_auto_topic_creation!r}, include_cluster_authorized_operations={self.include_cluster_authorized_operations!r}, include_topic_authorized_operations={self.include_topic_authorized_operations!r}, unknown_tagged_fields={self.unknown_tagged_fields!r})"
 
 
 def _read_MetadataRequestTopic_0(buf: bytes | bytearray | memoryview, pos: int) -> tuple[MetadataRequestTopic, int]:

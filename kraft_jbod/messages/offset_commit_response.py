@@ -6,11 +6,12 @@ from __future__ import annotations
 
 import struct as _struct
 import uuid as _uuid
-from dataclasses import dataclass as _dataclass, field as _field
 from typing import ClassVar as _ClassVar
 
 from kraft_jbod.errors import DecodeError as _DecodeError, EncodeError as _EncodeError
-from kraft_jbod.wire.message import FieldInfo as _F, Message as _Message, Struct as _Struct
+from kraft_jbod.wire.message import (
+    DEFAULT_FACTORY as _FACTORY, FieldInfo as _F, Message as _Message, Struct as _Struct,
+)
 from kraft_jbod.wire.runtime import (
     absent as _absent, bad_tag as _bad_tag, check_bool as _bool, null as _null,
 )
@@ -43,28 +44,59 @@ _L2 = (('ThrottleTimeMs', 4),)
 
 
 
-@_dataclass(slots=True)
 class OffsetCommitResponsePartition(_Struct):
     """Struct OffsetCommitResponsePartition of OffsetCommitResponse."""
 
-    partition_index: int = 0
-    error_code: int = 0
-    unknown_tagged_fields: tuple[tuple[int, bytes], ...] = ()
+    __slots__ = ('partition_index', 'error_code', 'unknown_tagged_fields',)
+    __match_args__ = ('partition_index', 'error_code', 'unknown_tagged_fields',)
+    partition_index: int
+    error_code: int
+    unknown_tagged_fields: tuple[tuple[int, bytes], ...]
+
+    def __init__(self, partition_index: int = 0, error_code: int = 0, unknown_tagged_fields: tuple[tuple[int, bytes], ...] = ()) -> None:
+        self.partition_index = partition_index
+        self.error_code = error_code
+        self.unknown_tagged_fields = unknown_tagged_fields
+
+    def __eq__(self, other: object) -> bool:
+        if other.__class__ is self.__class__ and isinstance(other, OffsetCommitResponsePartition):
+            return (self.partition_index, self.error_code, self.unknown_tagged_fields,) == (other.partition_index, other.error_code, other.unknown_tagged_fields,)
+        return NotImplemented
+
+    def __repr__(self) -> str:
+        return f"{self.__class__.__qualname__}(partition_index={self.partition_index!r}, error_code={self.error_code!r}, unknown_tagged_fields={self.unknown_tagged_fields!r})"
 
 
-@_dataclass(slots=True)
 class OffsetCommitResponseTopic(_Struct):
     """Struct OffsetCommitResponseTopic of OffsetCommitResponse."""
 
-    name: str = ''
-    topic_id: _uuid.UUID = _ZERO_UUID
-    partitions: list[OffsetCommitResponsePartition] = _field(default_factory=list)
-    unknown_tagged_fields: tuple[tuple[int, bytes], ...] = ()
+    __slots__ = ('name', 'topic_id', 'partitions', 'unknown_tagged_fields',)
+    __match_args__ = ('name', 'topic_id', 'partitions', 'unknown_tagged_fields',)
+    name: str
+    topic_id: _uuid.UUID
+    partitions: list[OffsetCommitResponsePartition]
+    unknown_tagged_fields: tuple[tuple[int, bytes], ...]
+
+    def __init__(self, name: str = '', topic_id: _uuid.UUID = _ZERO_UUID, partitions: list[OffsetCommitResponsePartition] = _FACTORY, unknown_tagged_fields: tuple[tuple[int, bytes], ...] = ()) -> None:
+        self.name = name
+        self.topic_id = topic_id
+        self.partitions = [] if partitions is _FACTORY else partitions
+        self.unknown_tagged_fields = unknown_tagged_fields
+
+    def __eq__(self, other: object) -> bool:
+        if other.__class__ is self.__class__ and isinstance(other, OffsetCommitResponseTopic):
+            return (self.name, self.topic_id, self.partitions, self.unknown_tagged_fields,) == (other.name, other.topic_id, other.partitions, other.unknown_tagged_fields,)
+        return NotImplemented
+
+    def __repr__(self) -> str:
+        return f"{self.__class__.__qualname__}(name={self.name!r}, topic_id={self.topic_id!r}, partitions={self.partitions!r}, unknown_tagged_fields={self.unknown_tagged_fields!r})"
 
 
-@_dataclass(slots=True)
 class OffsetCommitResponse(_Message):
     """response OffsetCommitResponse, versions 0-10."""
+
+    __slots__ = ('throttle_time_ms', 'topics', 'unknown_tagged_fields',)
+    __match_args__ = ('throttle_time_ms', 'topics', 'unknown_tagged_fields',)
 
     NAME: _ClassVar[str] = 'OffsetCommitResponse'
     SCHEMA_TYPE: _ClassVar[str] = 'response'
@@ -73,9 +105,23 @@ class OffsetCommitResponse(_Message):
     FLEXIBLE_MIN: _ClassVar[int | None] = 8
     LATEST_VERSION_UNSTABLE: _ClassVar[bool] = False
     DEPRECATED_VERSIONS: _ClassVar[tuple[int, int] | None] = None
-    throttle_time_ms: int = 0
-    topics: list[OffsetCommitResponseTopic] = _field(default_factory=list)
-    unknown_tagged_fields: tuple[tuple[int, bytes], ...] = ()
+
+    throttle_time_ms: int
+    topics: list[OffsetCommitResponseTopic]
+    unknown_tagged_fields: tuple[tuple[int, bytes], ...]
+
+    def __init__(self, throttle_time_ms: int = 0, topics: list[OffsetCommitResponseTopic] = _FACTORY, unknown_tagged_fields: tuple[tuple[int, bytes], ...] = ()) -> None:
+        self.throttle_time_ms = throttle_time_ms
+        self.topics = [] if topics is _FACTORY else topics
+        self.unknown_tagged_fields = unknown_tagged_fields
+
+    def __eq__(self, other: object) -> bool:
+        if other.__class__ is self.__class__ and isinstance(other, OffsetCommitResponse):
+            return (self.throttle_time_ms, self.topics, self.unknown_tagged_fields,) == (other.throttle_time_ms, other.topics, other.unknown_tagged_fields,)
+        return NotImplemented
+
+    def __repr__(self) -> str:
+        return f"{self.__class__.__qualname__}(throttle_time_ms={self.throttle_time_ms!r}, topics={self.topics!r}, unknown_tagged_fields={self.unknown_tagged_fields!r})"
 
 
 def _read_OffsetCommitResponsePartition_0(buf: bytes | bytearray | memoryview, pos: int) -> tuple[OffsetCommitResponsePartition, int]:

@@ -6,11 +6,12 @@ from __future__ import annotations
 
 import struct as _struct
 import uuid as _uuid
-from dataclasses import dataclass as _dataclass, field as _field
 from typing import ClassVar as _ClassVar
 
 from kraft_jbod.errors import DecodeError as _DecodeError, EncodeError as _EncodeError
-from kraft_jbod.wire.message import FieldInfo as _F, Message as _Message, Struct as _Struct
+from kraft_jbod.wire.message import (
+    DEFAULT_FACTORY as _FACTORY, FieldInfo as _F, Message as _Message, Struct as _Struct,
+)
 from kraft_jbod.wire.runtime import (
     absent as _absent, bad_tag as _bad_tag, check_bool as _bool, null as _null,
 )
@@ -44,39 +45,86 @@ _L2 = (('RequireStable', 1),)
 
 
 
-@_dataclass(slots=True)
 class OffsetFetchRequestTopic(_Struct):
     """Struct OffsetFetchRequestTopic of OffsetFetchRequest."""
 
-    name: str = ''
-    partition_indexes: list[int] = _field(default_factory=list)
-    unknown_tagged_fields: tuple[tuple[int, bytes], ...] = ()
+    __slots__ = ('name', 'partition_indexes', 'unknown_tagged_fields',)
+    __match_args__ = ('name', 'partition_indexes', 'unknown_tagged_fields',)
+    name: str
+    partition_indexes: list[int]
+    unknown_tagged_fields: tuple[tuple[int, bytes], ...]
+
+    def __init__(self, name: str = '', partition_indexes: list[int] = _FACTORY, unknown_tagged_fields: tuple[tuple[int, bytes], ...] = ()) -> None:
+        self.name = name
+        self.partition_indexes = [] if partition_indexes is _FACTORY else partition_indexes
+        self.unknown_tagged_fields = unknown_tagged_fields
+
+    def __eq__(self, other: object) -> bool:
+        if other.__class__ is self.__class__ and isinstance(other, OffsetFetchRequestTopic):
+            return (self.name, self.partition_indexes, self.unknown_tagged_fields,) == (other.name, other.partition_indexes, other.unknown_tagged_fields,)
+        return NotImplemented
+
+    def __repr__(self) -> str:
+        return f"{self.__class__.__qualname__}(name={self.name!r}, partition_indexes={self.partition_indexes!r}, unknown_tagged_fields={self.unknown_tagged_fields!r})"
 
 
-@_dataclass(slots=True)
 class OffsetFetchRequestTopics(_Struct):
     """Struct OffsetFetchRequestTopics of OffsetFetchRequest."""
 
-    name: str = ''
-    topic_id: _uuid.UUID = _ZERO_UUID
-    partition_indexes: list[int] = _field(default_factory=list)
-    unknown_tagged_fields: tuple[tuple[int, bytes], ...] = ()
+    __slots__ = ('name', 'topic_id', 'partition_indexes', 'unknown_tagged_fields',)
+    __match_args__ = ('name', 'topic_id', 'partition_indexes', 'unknown_tagged_fields',)
+    name: str
+    topic_id: _uuid.UUID
+    partition_indexes: list[int]
+    unknown_tagged_fields: tuple[tuple[int, bytes], ...]
+
+    def __init__(self, name: str = '', topic_id: _uuid.UUID = _ZERO_UUID, partition_indexes: list[int] = _FACTORY, unknown_tagged_fields: tuple[tuple[int, bytes], ...] = ()) -> None:
+        self.name = name
+        self.topic_id = topic_id
+        self.partition_indexes = [] if partition_indexes is _FACTORY else partition_indexes
+        self.unknown_tagged_fields = unknown_tagged_fields
+
+    def __eq__(self, other: object) -> bool:
+        if other.__class__ is self.__class__ and isinstance(other, OffsetFetchRequestTopics):
+            return (self.name, self.topic_id, self.partition_indexes, self.unknown_tagged_fields,) == (other.name, other.topic_id, other.partition_indexes, other.unknown_tagged_fields,)
+        return NotImplemented
+
+    def __repr__(self) -> str:
+        return f"{self.__class__.__qualname__}(name={self.name!r}, topic_id={self.topic_id!r}, partition_indexes={self.partition_indexes!r}, unknown_tagged_fields={self.unknown_tagged_fields!r})"
 
 
-@_dataclass(slots=True)
 class OffsetFetchRequestGroup(_Struct):
     """Struct OffsetFetchRequestGroup of OffsetFetchRequest."""
 
-    group_id: str = ''
-    member_id: str | None = None
-    member_epoch: int = -1
-    topics: list[OffsetFetchRequestTopics] | None = _field(default_factory=list)
-    unknown_tagged_fields: tuple[tuple[int, bytes], ...] = ()
+    __slots__ = ('group_id', 'member_id', 'member_epoch', 'topics', 'unknown_tagged_fields',)
+    __match_args__ = ('group_id', 'member_id', 'member_epoch', 'topics', 'unknown_tagged_fields',)
+    group_id: str
+    member_id: str | None
+    member_epoch: int
+    topics: list[OffsetFetchRequestTopics] | None
+    unknown_tagged_fields: tuple[tuple[int, bytes], ...]
+
+    def __init__(self, group_id: str = '', member_id: str | None = None, member_epoch: int = -1, topics: list[OffsetFetchRequestTopics] | None = _FACTORY, unknown_tagged_fields: tuple[tuple[int, bytes], ...] = ()) -> None:
+        self.group_id = group_id
+        self.member_id = member_id
+        self.member_epoch = member_epoch
+        self.topics = [] if topics is _FACTORY else topics
+        self.unknown_tagged_fields = unknown_tagged_fields
+
+    def __eq__(self, other: object) -> bool:
+        if other.__class__ is self.__class__ and isinstance(other, OffsetFetchRequestGroup):
+            return (self.group_id, self.member_id, self.member_epoch, self.topics, self.unknown_tagged_fields,) == (other.group_id, other.member_id, other.member_epoch, other.topics, other.unknown_tagged_fields,)
+        return NotImplemented
+
+    def __repr__(self) -> str:
+        return f"{self.__class__.__qualname__}(group_id={self.group_id!r}, member_id={self.member_id!r}, member_epoch={self.member_epoch!r}, topics={self.topics!r}, unknown_tagged_fields={self.unknown_tagged_fields!r})"
 
 
-@_dataclass(slots=True)
 class OffsetFetchRequest(_Message):
     """request OffsetFetchRequest, versions 0-10."""
+
+    __slots__ = ('group_id', 'topics', 'groups', 'require_stable', 'unknown_tagged_fields',)
+    __match_args__ = ('group_id', 'topics', 'groups', 'require_stable', 'unknown_tagged_fields',)
 
     NAME: _ClassVar[str] = 'OffsetFetchRequest'
     SCHEMA_TYPE: _ClassVar[str] = 'request'
@@ -85,11 +133,27 @@ class OffsetFetchRequest(_Message):
     FLEXIBLE_MIN: _ClassVar[int | None] = 6
     LATEST_VERSION_UNSTABLE: _ClassVar[bool] = False
     DEPRECATED_VERSIONS: _ClassVar[tuple[int, int] | None] = (0, 0)
-    group_id: str = ''
-    topics: list[OffsetFetchRequestTopic] | None = _field(default_factory=list)
-    groups: list[OffsetFetchRequestGroup] = _field(default_factory=list)
-    require_stable: bool = False
-    unknown_tagged_fields: tuple[tuple[int, bytes], ...] = ()
+
+    group_id: str
+    topics: list[OffsetFetchRequestTopic] | None
+    groups: list[OffsetFetchRequestGroup]
+    require_stable: bool
+    unknown_tagged_fields: tuple[tuple[int, bytes], ...]
+
+    def __init__(self, group_id: str = '', topics: list[OffsetFetchRequestTopic] | None = _FACTORY, groups: list[OffsetFetchRequestGroup] = _FACTORY, require_stable: bool = False, unknown_tagged_fields: tuple[tuple[int, bytes], ...] = ()) -> None:
+        self.group_id = group_id
+        self.topics = [] if topics is _FACTORY else topics
+        self.groups = [] if groups is _FACTORY else groups
+        self.require_stable = require_stable
+        self.unknown_tagged_fields = unknown_tagged_fields
+
+    def __eq__(self, other: object) -> bool:
+        if other.__class__ is self.__class__ and isinstance(other, OffsetFetchRequest):
+            return (self.group_id, self.topics, self.groups, self.require_stable, self.unknown_tagged_fields,) == (other.group_id, other.topics, other.groups, other.require_stable, other.unknown_tagged_fields,)
+        return NotImplemented
+
+    def __repr__(self) -> str:
+        return f"{self.__class__.__qualname__}(group_id={self.group_id!r}, topics={self.topics!r}, groups={self.groups!r}, require_stable={self.require_stable!r}, unknown_tagged_fields={self.unknown_tagged_fields!r})"
 
 
 def _read_OffsetFetchRequestTopic_0(buf: bytes | bytearray | memoryview, pos: int) -> tuple[OffsetFetchRequestTopic, int]:

@@ -6,11 +6,12 @@ from __future__ import annotations
 
 import struct as _struct
 import uuid as _uuid
-from dataclasses import dataclass as _dataclass, field as _field
 from typing import ClassVar as _ClassVar
 
 from kraft_jbod.errors import DecodeError as _DecodeError, EncodeError as _EncodeError
-from kraft_jbod.wire.message import FieldInfo as _F, Message as _Message, Struct as _Struct
+from kraft_jbod.wire.message import (
+    DEFAULT_FACTORY as _FACTORY, FieldInfo as _F, Message as _Message, Struct as _Struct,
+)
 from kraft_jbod.wire.runtime import (
     absent as _absent, bad_tag as _bad_tag, check_bool as _bool, null as _null,
 )
@@ -47,62 +48,142 @@ _L4 = (('ThrottleTimeMs', 4),)
 
 
 
-@_dataclass(slots=True)
 class OffsetFetchResponsePartition(_Struct):
     """Struct OffsetFetchResponsePartition of OffsetFetchResponse."""
 
-    partition_index: int = 0
-    committed_offset: int = 0
-    committed_leader_epoch: int = -1
-    metadata: str | None = ''
-    error_code: int = 0
-    unknown_tagged_fields: tuple[tuple[int, bytes], ...] = ()
+    __slots__ = ('partition_index', 'committed_offset', 'committed_leader_epoch', 'metadata', 'error_code', 'unknown_tagged_fields',)
+    __match_args__ = ('partition_index', 'committed_offset', 'committed_leader_epoch', 'metadata', 'error_code', 'unknown_tagged_fields',)
+    partition_index: int
+    committed_offset: int
+    committed_leader_epoch: int
+    metadata: str | None
+    error_code: int
+    unknown_tagged_fields: tuple[tuple[int, bytes], ...]
+
+    def __init__(self, partition_index: int = 0, committed_offset: int = 0, committed_leader_epoch: int = -1, metadata: str | None = '', error_code: int = 0, unknown_tagged_fields: tuple[tuple[int, bytes], ...] = ()) -> None:
+        self.partition_index = partition_index
+        self.committed_offset = committed_offset
+        self.committed_leader_epoch = committed_leader_epoch
+        self.metadata = metadata
+        self.error_code = error_code
+        self.unknown_tagged_fields = unknown_tagged_fields
+
+    def __eq__(self, other: object) -> bool:
+        if other.__class__ is self.__class__ and isinstance(other, OffsetFetchResponsePartition):
+            return (self.partition_index, self.committed_offset, self.committed_leader_epoch, self.metadata, self.error_code, self.unknown_tagged_fields,) == (other.partition_index, other.committed_offset, other.committed_leader_epoch, other.metadata, other.error_code, other.unknown_tagged_fields,)
+        return NotImplemented
+
+    def __repr__(self) -> str:
+        return f"{self.__class__.__qualname__}(partition_index={self.partition_index!r}, committed_offset={self.committed_offset!r}, committed_leader_epoch={self.committed_leader_epoch!r}, metadata={self.metadata!r}, error_code={self.error_code!r}, unknown_tagged_fields={self.unknown_tagged_fields!r})"
 
 
-@_dataclass(slots=True)
 class OffsetFetchResponseTopic(_Struct):
     """Struct OffsetFetchResponseTopic of OffsetFetchResponse."""
 
-    name: str = ''
-    partitions: list[OffsetFetchResponsePartition] = _field(default_factory=list)
-    unknown_tagged_fields: tuple[tuple[int, bytes], ...] = ()
+    __slots__ = ('name', 'partitions', 'unknown_tagged_fields',)
+    __match_args__ = ('name', 'partitions', 'unknown_tagged_fields',)
+    name: str
+    partitions: list[OffsetFetchResponsePartition]
+    unknown_tagged_fields: tuple[tuple[int, bytes], ...]
+
+    def __init__(self, name: str = '', partitions: list[OffsetFetchResponsePartition] = _FACTORY, unknown_tagged_fields: tuple[tuple[int, bytes], ...] = ()) -> None:
+        self.name = name
+        self.partitions = [] if partitions is _FACTORY else partitions
+        self.unknown_tagged_fields = unknown_tagged_fields
+
+    def __eq__(self, other: object) -> bool:
+        if other.__class__ is self.__class__ and isinstance(other, OffsetFetchResponseTopic):
+            return (self.name, self.partitions, self.unknown_tagged_fields,) == (other.name, other.partitions, other.unknown_tagged_fields,)
+        return NotImplemented
+
+    def __repr__(self) -> str:
+        return f"{self.__class__.__qualname__}(name={self.name!r}, partitions={self.partitions!r}, unknown_tagged_fields={self.unknown_tagged_fields!r})"
 
 
-@_dataclass(slots=True)
 class OffsetFetchResponsePartitions(_Struct):
     """Struct OffsetFetchResponsePartitions of OffsetFetchResponse."""
 
-    partition_index: int = 0
-    committed_offset: int = 0
-    committed_leader_epoch: int = -1
-    metadata: str | None = ''
-    error_code: int = 0
-    unknown_tagged_fields: tuple[tuple[int, bytes], ...] = ()
+    __slots__ = ('partition_index', 'committed_offset', 'committed_leader_epoch', 'metadata', 'error_code', 'unknown_tagged_fields',)
+    __match_args__ = ('partition_index', 'committed_offset', 'committed_leader_epoch', 'metadata', 'error_code', 'unknown_tagged_fields',)
+    partition_index: int
+    committed_offset: int
+    committed_leader_epoch: int
+    metadata: str | None
+    error_code: int
+    unknown_tagged_fields: tuple[tuple[int, bytes], ...]
+
+    def __init__(self, partition_index: int = 0, committed_offset: int = 0, committed_leader_epoch: int = -1, metadata: str | None = '', error_code: int = 0, unknown_tagged_fields: tuple[tuple[int, bytes], ...] = ()) -> None:
+        self.partition_index = partition_index
+        self.committed_offset = committed_offset
+        self.committed_leader_epoch = committed_leader_epoch
+        self.metadata = metadata
+        self.error_code = error_code
+        self.unknown_tagged_fields = unknown_tagged_fields
+
+    def __eq__(self, other: object) -> bool:
+        if other.__class__ is self.__class__ and isinstance(other, OffsetFetchResponsePartitions):
+            return (self.partition_index, self.committed_offset, self.committed_leader_epoch, self.metadata, self.error_code, self.unknown_tagged_fields,) == (other.partition_index, other.committed_offset, other.committed_leader_epoch, other.metadata, other.error_code, other.unknown_tagged_fields,)
+        return NotImplemented
+
+    def __repr__(self) -> str:
+        return f"{self.__class__.__qualname__}(partition_index={self.partition_index!r}, committed_offset={self.committed_offset!r}, committed_leader_epoch={self.committed_leader_epoch!r}, metadata={self.metadata!r}, error_code={self.error_code!r}, unknown_tagged_fields={self.unknown_tagged_fields!r})"
 
 
-@_dataclass(slots=True)
 class OffsetFetchResponseTopics(_Struct):
     """Struct OffsetFetchResponseTopics of OffsetFetchResponse."""
 
-    name: str = ''
-    topic_id: _uuid.UUID = _ZERO_UUID
-    partitions: list[OffsetFetchResponsePartitions] = _field(default_factory=list)
-    unknown_tagged_fields: tuple[tuple[int, bytes], ...] = ()
+    __slots__ = ('name', 'topic_id', 'partitions', 'unknown_tagged_fields',)
+    __match_args__ = ('name', 'topic_id', 'partitions', 'unknown_tagged_fields',)
+    name: str
+    topic_id: _uuid.UUID
+    partitions: list[OffsetFetchResponsePartitions]
+    unknown_tagged_fields: tuple[tuple[int, bytes], ...]
+
+    def __init__(self, name: str = '', topic_id: _uuid.UUID = _ZERO_UUID, partitions: list[OffsetFetchResponsePartitions] = _FACTORY, unknown_tagged_fields: tuple[tuple[int, bytes], ...] = ()) -> None:
+        self.name = name
+        self.topic_id = topic_id
+        self.partitions = [] if partitions is _FACTORY else partitions
+        self.unknown_tagged_fields = unknown_tagged_fields
+
+    def __eq__(self, other: object) -> bool:
+        if other.__class__ is self.__class__ and isinstance(other, OffsetFetchResponseTopics):
+            return (self.name, self.topic_id, self.partitions, self.unknown_tagged_fields,) == (other.name, other.topic_id, other.partitions, other.unknown_tagged_fields,)
+        return NotImplemented
+
+    def __repr__(self) -> str:
+        return f"{self.__class__.__qualname__}(name={self.name!r}, topic_id={self.topic_id!r}, partitions={self.partitions!r}, unknown_tagged_fields={self.unknown_tagged_fields!r})"
 
 
-@_dataclass(slots=True)
 class OffsetFetchResponseGroup(_Struct):
     """Struct OffsetFetchResponseGroup of OffsetFetchResponse."""
 
-    group_id: str = ''
-    topics: list[OffsetFetchResponseTopics] = _field(default_factory=list)
-    error_code: int = 0
-    unknown_tagged_fields: tuple[tuple[int, bytes], ...] = ()
+    __slots__ = ('group_id', 'topics', 'error_code', 'unknown_tagged_fields',)
+    __match_args__ = ('group_id', 'topics', 'error_code', 'unknown_tagged_fields',)
+    group_id: str
+    topics: list[OffsetFetchResponseTopics]
+    error_code: int
+    unknown_tagged_fields: tuple[tuple[int, bytes], ...]
+
+    def __init__(self, group_id: str = '', topics: list[OffsetFetchResponseTopics] = _FACTORY, error_code: int = 0, unknown_tagged_fields: tuple[tuple[int, bytes], ...] = ()) -> None:
+        self.group_id = group_id
+        self.topics = [] if topics is _FACTORY else topics
+        self.error_code = error_code
+        self.unknown_tagged_fields = unknown_tagged_fields
+
+    def __eq__(self, other: object) -> bool:
+        if other.__class__ is self.__class__ and isinstance(other, OffsetFetchResponseGroup):
+            return (self.group_id, self.topics, self.error_code, self.unknown_tagged_fields,) == (other.group_id, other.topics, other.error_code, other.unknown_tagged_fields,)
+        return NotImplemented
+
+    def __repr__(self) -> str:
+        return f"{self.__class__.__qualname__}(group_id={self.group_id!r}, topics={self.topics!r}, error_code={self.error_code!r}, unknown_tagged_fields={self.unknown_tagged_fields!r})"
 
 
-@_dataclass(slots=True)
 class OffsetFetchResponse(_Message):
     """response OffsetFetchResponse, versions 0-10."""
+
+    __slots__ = ('throttle_time_ms', 'topics', 'error_code', 'groups', 'unknown_tagged_fields',)
+    __match_args__ = ('throttle_time_ms', 'topics', 'error_code', 'groups', 'unknown_tagged_fields',)
 
     NAME: _ClassVar[str] = 'OffsetFetchResponse'
     SCHEMA_TYPE: _ClassVar[str] = 'response'
@@ -111,11 +192,27 @@ class OffsetFetchResponse(_Message):
     FLEXIBLE_MIN: _ClassVar[int | None] = 6
     LATEST_VERSION_UNSTABLE: _ClassVar[bool] = False
     DEPRECATED_VERSIONS: _ClassVar[tuple[int, int] | None] = None
-    throttle_time_ms: int = 0
-    topics: list[OffsetFetchResponseTopic] = _field(default_factory=list)
-    error_code: int = 0
-    groups: list[OffsetFetchResponseGroup] = _field(default_factory=list)
-    unknown_tagged_fields: tuple[tuple[int, bytes], ...] = ()
+
+    throttle_time_ms: int
+    topics: list[OffsetFetchResponseTopic]
+    error_code: int
+    groups: list[OffsetFetchResponseGroup]
+    unknown_tagged_fields: tuple[tuple[int, bytes], ...]
+
+    def __init__(self, throttle_time_ms: int = 0, topics: list[OffsetFetchResponseTopic] = _FACTORY, error_code: int = 0, groups: list[OffsetFetchResponseGroup] = _FACTORY, unknown_tagged_fields: tuple[tuple[int, bytes], ...] = ()) -> None:
+        self.throttle_time_ms = throttle_time_ms
+        self.topics = [] if topics is _FACTORY else topics
+        self.error_code = error_code
+        self.groups = [] if groups is _FACTORY else groups
+        self.unknown_tagged_fields = unknown_tagged_fields
+
+    def __eq__(self, other: object) -> bool:
+        if other.__class__ is self.__class__ and isinstance(other, OffsetFetchResponse):
+            return (self.throttle_time_ms, self.topics, self.error_code, self.groups, self.unknown_tagged_fields,) == (other.throttle_time_ms, other.topics, other.error_code, other.groups, other.unknown_tagged_fields,)
+        return NotImplemented
+
+    def __repr__(self) -> str:
+        return f"{self.__class__.__qualname__}(throttle_time_ms={self.throttle_time_ms!r}, topics={self.topics!r}, error_code={self.error_code!r}, groups={self.groups!r}, unknown_tagged_fields={self.unknown_tagged_fields!r})"
 
 
 def _read_OffsetFetchResponsePartition_0(buf: bytes | bytearray | memoryview, pos: int) -> tuple[OffsetFetchResponsePartition, int]:

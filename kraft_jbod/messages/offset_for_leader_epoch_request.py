@@ -6,11 +6,12 @@ from __future__ import annotations
 
 import struct as _struct
 import uuid as _uuid
-from dataclasses import dataclass as _dataclass, field as _field
 from typing import ClassVar as _ClassVar
 
 from kraft_jbod.errors import DecodeError as _DecodeError, EncodeError as _EncodeError
-from kraft_jbod.wire.message import FieldInfo as _F, Message as _Message, Struct as _Struct
+from kraft_jbod.wire.message import (
+    DEFAULT_FACTORY as _FACTORY, FieldInfo as _F, Message as _Message, Struct as _Struct,
+)
 from kraft_jbod.wire.runtime import (
     absent as _absent, bad_tag as _bad_tag, check_bool as _bool, null as _null,
 )
@@ -42,28 +43,59 @@ _L2 = (('ReplicaId', 4),)
 
 
 
-@_dataclass(slots=True)
 class OffsetForLeaderPartition(_Struct):
     """Struct OffsetForLeaderPartition of OffsetForLeaderEpochRequest."""
 
-    partition: int = 0
-    current_leader_epoch: int = -1
-    leader_epoch: int = 0
-    unknown_tagged_fields: tuple[tuple[int, bytes], ...] = ()
+    __slots__ = ('partition', 'current_leader_epoch', 'leader_epoch', 'unknown_tagged_fields',)
+    __match_args__ = ('partition', 'current_leader_epoch', 'leader_epoch', 'unknown_tagged_fields',)
+    partition: int
+    current_leader_epoch: int
+    leader_epoch: int
+    unknown_tagged_fields: tuple[tuple[int, bytes], ...]
+
+    def __init__(self, partition: int = 0, current_leader_epoch: int = -1, leader_epoch: int = 0, unknown_tagged_fields: tuple[tuple[int, bytes], ...] = ()) -> None:
+        self.partition = partition
+        self.current_leader_epoch = current_leader_epoch
+        self.leader_epoch = leader_epoch
+        self.unknown_tagged_fields = unknown_tagged_fields
+
+    def __eq__(self, other: object) -> bool:
+        if other.__class__ is self.__class__ and isinstance(other, OffsetForLeaderPartition):
+            return (self.partition, self.current_leader_epoch, self.leader_epoch, self.unknown_tagged_fields,) == (other.partition, other.current_leader_epoch, other.leader_epoch, other.unknown_tagged_fields,)
+        return NotImplemented
+
+    def __repr__(self) -> str:
+        return f"{self.__class__.__qualname__}(partition={self.partition!r}, current_leader_epoch={self.current_leader_epoch!r}, leader_epoch={self.leader_epoch!r}, unknown_tagged_fields={self.unknown_tagged_fields!r})"
 
 
-@_dataclass(slots=True)
 class OffsetForLeaderTopic(_Struct):
     """Struct OffsetForLeaderTopic of OffsetForLeaderEpochRequest."""
 
-    topic: str = ''
-    partitions: list[OffsetForLeaderPartition] = _field(default_factory=list)
-    unknown_tagged_fields: tuple[tuple[int, bytes], ...] = ()
+    __slots__ = ('topic', 'partitions', 'unknown_tagged_fields',)
+    __match_args__ = ('topic', 'partitions', 'unknown_tagged_fields',)
+    topic: str
+    partitions: list[OffsetForLeaderPartition]
+    unknown_tagged_fields: tuple[tuple[int, bytes], ...]
+
+    def __init__(self, topic: str = '', partitions: list[OffsetForLeaderPartition] = _FACTORY, unknown_tagged_fields: tuple[tuple[int, bytes], ...] = ()) -> None:
+        self.topic = topic
+        self.partitions = [] if partitions is _FACTORY else partitions
+        self.unknown_tagged_fields = unknown_tagged_fields
+
+    def __eq__(self, other: object) -> bool:
+        if other.__class__ is self.__class__ and isinstance(other, OffsetForLeaderTopic):
+            return (self.topic, self.partitions, self.unknown_tagged_fields,) == (other.topic, other.partitions, other.unknown_tagged_fields,)
+        return NotImplemented
+
+    def __repr__(self) -> str:
+        return f"{self.__class__.__qualname__}(topic={self.topic!r}, partitions={self.partitions!r}, unknown_tagged_fields={self.unknown_tagged_fields!r})"
 
 
-@_dataclass(slots=True)
 class OffsetForLeaderEpochRequest(_Message):
     """request OffsetForLeaderEpochRequest, versions 0-4."""
+
+    __slots__ = ('replica_id', 'topics', 'unknown_tagged_fields',)
+    __match_args__ = ('replica_id', 'topics', 'unknown_tagged_fields',)
 
     NAME: _ClassVar[str] = 'OffsetForLeaderEpochRequest'
     SCHEMA_TYPE: _ClassVar[str] = 'request'
@@ -72,9 +104,23 @@ class OffsetForLeaderEpochRequest(_Message):
     FLEXIBLE_MIN: _ClassVar[int | None] = 4
     LATEST_VERSION_UNSTABLE: _ClassVar[bool] = False
     DEPRECATED_VERSIONS: _ClassVar[tuple[int, int] | None] = (0, 1)
-    replica_id: int = -2
-    topics: list[OffsetForLeaderTopic] = _field(default_factory=list)
-    unknown_tagged_fields: tuple[tuple[int, bytes], ...] = ()
+
+    replica_id: int
+    topics: list[OffsetForLeaderTopic]
+    unknown_tagged_fields: tuple[tuple[int, bytes], ...]
+
+    def __init__(self, replica_id: int = -2, topics: list[OffsetForLeaderTopic] = _FACTORY, unknown_tagged_fields: tuple[tuple[int, bytes], ...] = ()) -> None:
+        self.replica_id = replica_id
+        self.topics = [] if topics is _FACTORY else topics
+        self.unknown_tagged_fields = unknown_tagged_fields
+
+    def __eq__(self, other: object) -> bool:
+        if other.__class__ is self.__class__ and isinstance(other, OffsetForLeaderEpochRequest):
+            return (self.replica_id, self.topics, self.unknown_tagged_fields,) == (other.replica_id, other.topics, other.unknown_tagged_fields,)
+        return NotImplemented
+
+    def __repr__(self) -> str:
+        return f"{self.__class__.__qualname__}(replica_id={self.replica_id!r}, topics={self.topics!r}, unknown_tagged_fields={self.unknown_tagged_fields!r})"
 
 
 def _read_OffsetForLeaderPartition_0(buf: bytes | bytearray | memoryview, pos: int) -> tuple[OffsetForLeaderPartition, int]:

@@ -6,11 +6,12 @@ from __future__ import annotations
 
 import struct as _struct
 import uuid as _uuid
-from dataclasses import dataclass as _dataclass, field as _field
 from typing import ClassVar as _ClassVar
 
 from kraft_jbod.errors import DecodeError as _DecodeError, EncodeError as _EncodeError
-from kraft_jbod.wire.message import FieldInfo as _F, Message as _Message, Struct as _Struct
+from kraft_jbod.wire.message import (
+    DEFAULT_FACTORY as _FACTORY, FieldInfo as _F, Message as _Message, Struct as _Struct,
+)
 from kraft_jbod.wire.runtime import (
     absent as _absent, bad_tag as _bad_tag, check_bool as _bool, null as _null,
 )
@@ -42,9 +43,11 @@ _ARR_i = _array_structs('i')
 
 
 
-@_dataclass(slots=True)
 class PartitionChangeRecord(_Message):
     """metadata PartitionChangeRecord, versions 0-2."""
+
+    __slots__ = ('partition_id', 'topic_id', 'isr', 'leader', 'replicas', 'removing_replicas', 'adding_replicas', 'leader_recovery_state', 'directories', 'eligible_leader_replicas', 'last_known_elr', 'unknown_tagged_fields',)
+    __match_args__ = ('partition_id', 'topic_id', 'isr', 'leader', 'replicas', 'removing_replicas', 'adding_replicas', 'leader_recovery_state', 'directories', 'eligible_leader_replicas', 'last_known_elr', 'unknown_tagged_fields',)
 
     NAME: _ClassVar[str] = 'PartitionChangeRecord'
     SCHEMA_TYPE: _ClassVar[str] = 'metadata'
@@ -53,18 +56,41 @@ class PartitionChangeRecord(_Message):
     FLEXIBLE_MIN: _ClassVar[int | None] = 0
     LATEST_VERSION_UNSTABLE: _ClassVar[bool] = False
     DEPRECATED_VERSIONS: _ClassVar[tuple[int, int] | None] = None
-    partition_id: int = -1
-    topic_id: _uuid.UUID = _ZERO_UUID
-    isr: list[int] | None = None
-    leader: int = -2
-    replicas: list[int] | None = None
-    removing_replicas: list[int] | None = None
-    adding_replicas: list[int] | None = None
-    leader_recovery_state: int = -1
-    directories: list[_uuid.UUID] | None = None
-    eligible_leader_replicas: list[int] | None = None
-    last_known_elr: list[int] | None = None
-    unknown_tagged_fields: tuple[tuple[int, bytes], ...] = ()
+
+    partition_id: int
+    topic_id: _uuid.UUID
+    isr: list[int] | None
+    leader: int
+    replicas: list[int] | None
+    removing_replicas: list[int] | None
+    adding_replicas: list[int] | None
+    leader_recovery_state: int
+    directories: list[_uuid.UUID] | None
+    eligible_leader_replicas: list[int] | None
+    last_known_elr: list[int] | None
+    unknown_tagged_fields: tuple[tuple[int, bytes], ...]
+
+    def __init__(self, partition_id: int = -1, topic_id: _uuid.UUID = _ZERO_UUID, isr: list[int] | None = None, leader: int = -2, replicas: list[int] | None = None, removing_replicas: list[int] | None = None, adding_replicas: list[int] | None = None, leader_recovery_state: int = -1, directories: list[_uuid.UUID] | None = None, eligible_leader_replicas: list[int] | None = None, last_known_elr: list[int] | None = None, unknown_tagged_fields: tuple[tuple[int, bytes], ...] = ()) -> None:
+        self.partition_id = partition_id
+        self.topic_id = topic_id
+        self.isr = isr
+        self.leader = leader
+        self.replicas = replicas
+        self.removing_replicas = removing_replicas
+        self.adding_replicas = adding_replicas
+        self.leader_recovery_state = leader_recovery_state
+        self.directories = directories
+        self.eligible_leader_replicas = eligible_leader_replicas
+        self.last_known_elr = last_known_elr
+        self.unknown_tagged_fields = unknown_tagged_fields
+
+    def __eq__(self, other: object) -> bool:
+        if other.__class__ is self.__class__ and isinstance(other, PartitionChangeRecord):
+            return (self.partition_id, self.topic_id, self.isr, self.leader, self.replicas, self.removing_replicas, self.adding_replicas, self.leader_recovery_state, self.directories, self.eligible_leader_replicas, self.last_known_elr, self.unknown_tagged_fields,) == (other.partition_id, other.topic_id, other.isr, other.leader, other.replicas, other.removing_replicas, other.adding_replicas, other.leader_recovery_state, other.directories, other.eligible_leader_replicas, other.last_known_elr, other.unknown_tagged_fields,)
+        return NotImplemented
+
+    def __repr__(self) -> str:
+        return f"{self.__class__.__qualname__}(partition_id={self.partition_id!r}, topic_id={self.topic_id!r}, isr={self.isr!r}, leader={self.leader!r}, replicas={self.replicas!r}, removing_replicas={self.removing_replicas!r}, adding_replicas={self.adding_replicas!r}, leader_recovery_state={self.leader_recovery_state!r}, directories={self.directories!r}, eligible_leader_replicas={self.eligible_leader_replicas!r}, last_known_elr={self.last_known_elr!r}, unknown_tagged_fields={self.unknown_tagged_fields!r})"
 
 
 def _read_PartitionChangeRecord_0(buf: bytes | bytearray | memoryview, pos: int) -> tuple[PartitionChangeRecord, int]:

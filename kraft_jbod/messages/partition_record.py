@@ -6,11 +6,12 @@ from __future__ import annotations
 
 import struct as _struct
 import uuid as _uuid
-from dataclasses import dataclass as _dataclass, field as _field
 from typing import ClassVar as _ClassVar
 
 from kraft_jbod.errors import DecodeError as _DecodeError, EncodeError as _EncodeError
-from kraft_jbod.wire.message import FieldInfo as _F, Message as _Message, Struct as _Struct
+from kraft_jbod.wire.message import (
+    DEFAULT_FACTORY as _FACTORY, FieldInfo as _F, Message as _Message, Struct as _Struct,
+)
 from kraft_jbod.wire.runtime import (
     absent as _absent, bad_tag as _bad_tag, check_bool as _bool, null as _null,
 )
@@ -43,9 +44,11 @@ _L1 = (('Leader', 4), ('LeaderEpoch', 4), ('PartitionEpoch', 4))
 
 
 
-@_dataclass(slots=True)
 class PartitionRecord(_Message):
     """metadata PartitionRecord, versions 0-2."""
+
+    __slots__ = ('partition_id', 'topic_id', 'replicas', 'isr', 'removing_replicas', 'adding_replicas', 'leader', 'leader_recovery_state', 'leader_epoch', 'partition_epoch', 'directories', 'eligible_leader_replicas', 'last_known_elr', 'unknown_tagged_fields',)
+    __match_args__ = ('partition_id', 'topic_id', 'replicas', 'isr', 'removing_replicas', 'adding_replicas', 'leader', 'leader_recovery_state', 'leader_epoch', 'partition_epoch', 'directories', 'eligible_leader_replicas', 'last_known_elr', 'unknown_tagged_fields',)
 
     NAME: _ClassVar[str] = 'PartitionRecord'
     SCHEMA_TYPE: _ClassVar[str] = 'metadata'
@@ -54,20 +57,45 @@ class PartitionRecord(_Message):
     FLEXIBLE_MIN: _ClassVar[int | None] = 0
     LATEST_VERSION_UNSTABLE: _ClassVar[bool] = False
     DEPRECATED_VERSIONS: _ClassVar[tuple[int, int] | None] = None
-    partition_id: int = -1
-    topic_id: _uuid.UUID = _ZERO_UUID
-    replicas: list[int] = _field(default_factory=list)
-    isr: list[int] = _field(default_factory=list)
-    removing_replicas: list[int] = _field(default_factory=list)
-    adding_replicas: list[int] = _field(default_factory=list)
-    leader: int = -1
-    leader_recovery_state: int = 0
-    leader_epoch: int = -1
-    partition_epoch: int = -1
-    directories: list[_uuid.UUID] = _field(default_factory=list)
-    eligible_leader_replicas: list[int] | None = None
-    last_known_elr: list[int] | None = None
-    unknown_tagged_fields: tuple[tuple[int, bytes], ...] = ()
+
+    partition_id: int
+    topic_id: _uuid.UUID
+    replicas: list[int]
+    isr: list[int]
+    removing_replicas: list[int]
+    adding_replicas: list[int]
+    leader: int
+    leader_recovery_state: int
+    leader_epoch: int
+    partition_epoch: int
+    directories: list[_uuid.UUID]
+    eligible_leader_replicas: list[int] | None
+    last_known_elr: list[int] | None
+    unknown_tagged_fields: tuple[tuple[int, bytes], ...]
+
+    def __init__(self, partition_id: int = -1, topic_id: _uuid.UUID = _ZERO_UUID, replicas: list[int] = _FACTORY, isr: list[int] = _FACTORY, removing_replicas: list[int] = _FACTORY, adding_replicas: list[int] = _FACTORY, leader: int = -1, leader_recovery_state: int = 0, leader_epoch: int = -1, partition_epoch: int = -1, directories: list[_uuid.UUID] = _FACTORY, eligible_leader_replicas: list[int] | None = None, last_known_elr: list[int] | None = None, unknown_tagged_fields: tuple[tuple[int, bytes], ...] = ()) -> None:
+        self.partition_id = partition_id
+        self.topic_id = topic_id
+        self.replicas = [] if replicas is _FACTORY else replicas
+        self.isr = [] if isr is _FACTORY else isr
+        self.removing_replicas = [] if removing_replicas is _FACTORY else removing_replicas
+        self.adding_replicas = [] if adding_replicas is _FACTORY else adding_replicas
+        self.leader = leader
+        self.leader_recovery_state = leader_recovery_state
+        self.leader_epoch = leader_epoch
+        self.partition_epoch = partition_epoch
+        self.directories = [] if directories is _FACTORY else directories
+        self.eligible_leader_replicas = eligible_leader_replicas
+        self.last_known_elr = last_known_elr
+        self.unknown_tagged_fields = unknown_tagged_fields
+
+    def __eq__(self, other: object) -> bool:
+        if other.__class__ is self.__class__ and isinstance(other, PartitionRecord):
+            return (self.partition_id, self.topic_id, self.replicas, self.isr, self.removing_replicas, self.adding_replicas, self.leader, self.leader_recovery_state, self.leader_epoch, self.partition_epoch, self.directories, self.eligible_leader_replicas, self.last_known_elr, self.unknown_tagged_fields,) == (other.partition_id, other.topic_id, other.replicas, other.isr, other.removing_replicas, other.adding_replicas, other.leader, other.leader_recovery_state, other.leader_epoch, other.partition_epoch, other.directories, other.eligible_leader_replicas, other.last_known_elr, other.unknown_tagged_fields,)
+        return NotImplemented
+
+    def __repr__(self) -> str:
+        return f"{self.__class__.__qualname__}(partition_id={self.partition_id!r}, topic_id={self.topic_id!r}, replicas={self.replicas!r}, isr={self.isr!r}, removing_replicas={self.removing_replicas!r}, adding_replicas={self.adding_replicas!r}, leader={self.leader!r}, leader_recovery_state={self.leader_recovery_state!r}, leader_epoch={self.leader_epoch!r}, partition_epoch={self.partition_epoch!r}, directories={self.directories!r}, eligible_leader_replicas={self.eligible_leader_replicas!r}, last_known_elr={self.last_known_elr!r}, unknown_tagged_fields={self.unknown_tagged_fields!r})"
 
 
 def _read_PartitionRecord_0(buf: bytes | bytearray | memoryview, pos: int) -> tuple[PartitionRecord, int]:

@@ -6,11 +6,12 @@ from __future__ import annotations
 
 import struct as _struct
 import uuid as _uuid
-from dataclasses import dataclass as _dataclass, field as _field
 from typing import ClassVar as _ClassVar
 
 from kraft_jbod.errors import DecodeError as _DecodeError, EncodeError as _EncodeError
-from kraft_jbod.wire.message import FieldInfo as _F, Message as _Message, Struct as _Struct
+from kraft_jbod.wire.message import (
+    DEFAULT_FACTORY as _FACTORY, FieldInfo as _F, Message as _Message, Struct as _Struct,
+)
 from kraft_jbod.wire.runtime import (
     absent as _absent, bad_tag as _bad_tag, check_bool as _bool, null as _null,
 )
@@ -43,28 +44,59 @@ _L2 = (('Acks', 2), ('TimeoutMs', 4))
 
 
 
-@_dataclass(slots=True)
 class PartitionProduceData(_Struct):
     """Struct PartitionProduceData of ProduceRequest."""
 
-    index: int = 0
-    records: bytes | None = None
-    unknown_tagged_fields: tuple[tuple[int, bytes], ...] = ()
+    __slots__ = ('index', 'records', 'unknown_tagged_fields',)
+    __match_args__ = ('index', 'records', 'unknown_tagged_fields',)
+    index: int
+    records: bytes | None
+    unknown_tagged_fields: tuple[tuple[int, bytes], ...]
+
+    def __init__(self, index: int = 0, records: bytes | None = None, unknown_tagged_fields: tuple[tuple[int, bytes], ...] = ()) -> None:
+        self.index = index
+        self.records = records
+        self.unknown_tagged_fields = unknown_tagged_fields
+
+    def __eq__(self, other: object) -> bool:
+        if other.__class__ is self.__class__ and isinstance(other, PartitionProduceData):
+            return (self.index, self.records, self.unknown_tagged_fields,) == (other.index, other.records, other.unknown_tagged_fields,)
+        return NotImplemented
+
+    def __repr__(self) -> str:
+        return f"{self.__class__.__qualname__}(index={self.index!r}, records={self.records!r}, unknown_tagged_fields={self.unknown_tagged_fields!r})"
 
 
-@_dataclass(slots=True)
 class TopicProduceData(_Struct):
     """Struct TopicProduceData of ProduceRequest."""
 
-    name: str = ''
-    topic_id: _uuid.UUID = _ZERO_UUID
-    partition_data: list[PartitionProduceData] = _field(default_factory=list)
-    unknown_tagged_fields: tuple[tuple[int, bytes], ...] = ()
+    __slots__ = ('name', 'topic_id', 'partition_data', 'unknown_tagged_fields',)
+    __match_args__ = ('name', 'topic_id', 'partition_data', 'unknown_tagged_fields',)
+    name: str
+    topic_id: _uuid.UUID
+    partition_data: list[PartitionProduceData]
+    unknown_tagged_fields: tuple[tuple[int, bytes], ...]
+
+    def __init__(self, name: str = '', topic_id: _uuid.UUID = _ZERO_UUID, partition_data: list[PartitionProduceData] = _FACTORY, unknown_tagged_fields: tuple[tuple[int, bytes], ...] = ()) -> None:
+        self.name = name
+        self.topic_id = topic_id
+        self.partition_data = [] if partition_data is _FACTORY else partition_data
+        self.unknown_tagged_fields = unknown_tagged_fields
+
+    def __eq__(self, other: object) -> bool:
+        if other.__class__ is self.__class__ and isinstance(other, TopicProduceData):
+            return (self.name, self.topic_id, self.partition_data, self.unknown_tagged_fields,) == (other.name, other.topic_id, other.partition_data, other.unknown_tagged_fields,)
+        return NotImplemented
+
+    def __repr__(self) -> str:
+        return f"{self.__class__.__qualname__}(name={self.name!r}, topic_id={self.topic_id!r}, partition_data={self.partition_data!r}, unknown_tagged_fields={self.unknown_tagged_fields!r})"
 
 
-@_dataclass(slots=True)
 class ProduceRequest(_Message):
     """request ProduceRequest, versions 0-13."""
+
+    __slots__ = ('transactional_id', 'acks', 'timeout_ms', 'topic_data', 'unknown_tagged_fields',)
+    __match_args__ = ('transactional_id', 'acks', 'timeout_ms', 'topic_data', 'unknown_tagged_fields',)
 
     NAME: _ClassVar[str] = 'ProduceRequest'
     SCHEMA_TYPE: _ClassVar[str] = 'request'
@@ -73,11 +105,27 @@ class ProduceRequest(_Message):
     FLEXIBLE_MIN: _ClassVar[int | None] = 9
     LATEST_VERSION_UNSTABLE: _ClassVar[bool] = False
     DEPRECATED_VERSIONS: _ClassVar[tuple[int, int] | None] = (0, 6)
-    transactional_id: str | None = None
-    acks: int = 0
-    timeout_ms: int = 0
-    topic_data: list[TopicProduceData] = _field(default_factory=list)
-    unknown_tagged_fields: tuple[tuple[int, bytes], ...] = ()
+
+    transactional_id: str | None
+    acks: int
+    timeout_ms: int
+    topic_data: list[TopicProduceData]
+    unknown_tagged_fields: tuple[tuple[int, bytes], ...]
+
+    def __init__(self, transactional_id: str | None = None, acks: int = 0, timeout_ms: int = 0, topic_data: list[TopicProduceData] = _FACTORY, unknown_tagged_fields: tuple[tuple[int, bytes], ...] = ()) -> None:
+        self.transactional_id = transactional_id
+        self.acks = acks
+        self.timeout_ms = timeout_ms
+        self.topic_data = [] if topic_data is _FACTORY else topic_data
+        self.unknown_tagged_fields = unknown_tagged_fields
+
+    def __eq__(self, other: object) -> bool:
+        if other.__class__ is self.__class__ and isinstance(other, ProduceRequest):
+            return (self.transactional_id, self.acks, self.timeout_ms, self.topic_data, self.unknown_tagged_fields,) == (other.transactional_id, other.acks, other.timeout_ms, other.topic_data, other.unknown_tagged_fields,)
+        return NotImplemented
+
+    def __repr__(self) -> str:
+        return f"{self.__class__.__qualname__}(transactional_id={self.transactional_id!r}, acks={self.acks!r}, timeout_ms={self.timeout_ms!r}, topic_data={self.topic_data!r}, unknown_tagged_fields={self.unknown_tagged_fields!r})"
 
 
 def _read_PartitionProduceData_0(buf: bytes | bytearray | memoryview, pos: int) -> tuple[PartitionProduceData, int]:

@@ -6,11 +6,12 @@ from __future__ import annotations
 
 import struct as _struct
 import uuid as _uuid
-from dataclasses import dataclass as _dataclass, field as _field
 from typing import ClassVar as _ClassVar
 
 from kraft_jbod.errors import DecodeError as _DecodeError, EncodeError as _EncodeError
-from kraft_jbod.wire.message import FieldInfo as _F, Message as _Message, Struct as _Struct
+from kraft_jbod.wire.message import (
+    DEFAULT_FACTORY as _FACTORY, FieldInfo as _F, Message as _Message, Struct as _Struct,
+)
 from kraft_jbod.wire.runtime import (
     absent as _absent, bad_tag as _bad_tag, check_bool as _bool, null as _null,
 )
@@ -52,63 +53,144 @@ _L8 = (('ThrottleTimeMs', 4),)
 
 
 
-@_dataclass(slots=True)
 class BatchIndexAndErrorMessage(_Struct):
     """Struct BatchIndexAndErrorMessage of ProduceResponse."""
 
-    batch_index: int = 0
-    batch_index_error_message: str | None = None
-    unknown_tagged_fields: tuple[tuple[int, bytes], ...] = ()
+    __slots__ = ('batch_index', 'batch_index_error_message', 'unknown_tagged_fields',)
+    __match_args__ = ('batch_index', 'batch_index_error_message', 'unknown_tagged_fields',)
+    batch_index: int
+    batch_index_error_message: str | None
+    unknown_tagged_fields: tuple[tuple[int, bytes], ...]
+
+    def __init__(self, batch_index: int = 0, batch_index_error_message: str | None = None, unknown_tagged_fields: tuple[tuple[int, bytes], ...] = ()) -> None:
+        self.batch_index = batch_index
+        self.batch_index_error_message = batch_index_error_message
+        self.unknown_tagged_fields = unknown_tagged_fields
+
+    def __eq__(self, other: object) -> bool:
+        if other.__class__ is self.__class__ and isinstance(other, BatchIndexAndErrorMessage):
+            return (self.batch_index, self.batch_index_error_message, self.unknown_tagged_fields,) == (other.batch_index, other.batch_index_error_message, other.unknown_tagged_fields,)
+        return NotImplemented
+
+    def __repr__(self) -> str:
+        return f"{self.__class__.__qualname__}(batch_index={self.batch_index!r}, batch_index_error_message={self.batch_index_error_message!r}, unknown_tagged_fields={self.unknown_tagged_fields!r})"
 
 
-@_dataclass(slots=True)
 class LeaderIdAndEpoch(_Struct):
     """Struct LeaderIdAndEpoch of ProduceResponse."""
 
-    leader_id: int = -1
-    leader_epoch: int = -1
-    unknown_tagged_fields: tuple[tuple[int, bytes], ...] = ()
+    __slots__ = ('leader_id', 'leader_epoch', 'unknown_tagged_fields',)
+    __match_args__ = ('leader_id', 'leader_epoch', 'unknown_tagged_fields',)
+    leader_id: int
+    leader_epoch: int
+    unknown_tagged_fields: tuple[tuple[int, bytes], ...]
+
+    def __init__(self, leader_id: int = -1, leader_epoch: int = -1, unknown_tagged_fields: tuple[tuple[int, bytes], ...] = ()) -> None:
+        self.leader_id = leader_id
+        self.leader_epoch = leader_epoch
+        self.unknown_tagged_fields = unknown_tagged_fields
+
+    def __eq__(self, other: object) -> bool:
+        if other.__class__ is self.__class__ and isinstance(other, LeaderIdAndEpoch):
+            return (self.leader_id, self.leader_epoch, self.unknown_tagged_fields,) == (other.leader_id, other.leader_epoch, other.unknown_tagged_fields,)
+        return NotImplemented
+
+    def __repr__(self) -> str:
+        return f"{self.__class__.__qualname__}(leader_id={self.leader_id!r}, leader_epoch={self.leader_epoch!r}, unknown_tagged_fields={self.unknown_tagged_fields!r})"
 
 
-@_dataclass(slots=True)
 class PartitionProduceResponse(_Struct):
     """Struct PartitionProduceResponse of ProduceResponse."""
 
-    index: int = 0
-    error_code: int = 0
-    base_offset: int = 0
-    log_append_time_ms: int = -1
-    log_start_offset: int = -1
-    record_errors: list[BatchIndexAndErrorMessage] = _field(default_factory=list)
-    error_message: str | None = None
-    current_leader: LeaderIdAndEpoch = _field(default_factory=LeaderIdAndEpoch)
-    unknown_tagged_fields: tuple[tuple[int, bytes], ...] = ()
+    __slots__ = ('index', 'error_code', 'base_offset', 'log_append_time_ms', 'log_start_offset', 'record_errors', 'error_message', 'current_leader', 'unknown_tagged_fields',)
+    __match_args__ = ('index', 'error_code', 'base_offset', 'log_append_time_ms', 'log_start_offset', 'record_errors', 'error_message', 'current_leader', 'unknown_tagged_fields',)
+    index: int
+    error_code: int
+    base_offset: int
+    log_append_time_ms: int
+    log_start_offset: int
+    record_errors: list[BatchIndexAndErrorMessage]
+    error_message: str | None
+    current_leader: LeaderIdAndEpoch
+    unknown_tagged_fields: tuple[tuple[int, bytes], ...]
+
+    def __init__(self, index: int = 0, error_code: int = 0, base_offset: int = 0, log_append_time_ms: int = -1, log_start_offset: int = -1, record_errors: list[BatchIndexAndErrorMessage] = _FACTORY, error_message: str | None = None, current_leader: LeaderIdAndEpoch = _FACTORY, unknown_tagged_fields: tuple[tuple[int, bytes], ...] = ()) -> None:
+        self.index = index
+        self.error_code = error_code
+        self.base_offset = base_offset
+        self.log_append_time_ms = log_append_time_ms
+        self.log_start_offset = log_start_offset
+        self.record_errors = [] if record_errors is _FACTORY else record_errors
+        self.error_message = error_message
+        self.current_leader = LeaderIdAndEpoch() if current_leader is _FACTORY else current_leader
+        self.unknown_tagged_fields = unknown_tagged_fields
+
+    def __eq__(self, other: object) -> bool:
+        if other.__class__ is self.__class__ and isinstance(other, PartitionProduceResponse):
+            return (self.index, self.error_code, self.base_offset, self.log_append_time_ms, self.log_start_offset, self.record_errors, self.error_message, self.current_leader, self.unknown_tagged_fields,) == (other.index, other.error_code, other.base_offset, other.log_append_time_ms, other.log_start_offset, other.record_errors, other.error_message, other.current_leader, other.unknown_tagged_fields,)
+        return NotImplemented
+
+    def __repr__(self) -> str:
+        return f"{self.__class__.__qualname__}(index={self.index!r}, error_code={self.error_code!r}, base_offset={self.base_offset!r}, log_append_time_ms={self.log_append_time_ms!r}, log_start_offset={self.log_start_offset!r}, record_errors={self.record_errors!r}, error_message={self.error_message!r}, current_leader={self.current_leader!r}, unknown_tagged_fields={self.unknown_tagged_fields!r})"
 
 
-@_dataclass(slots=True)
 class TopicProduceResponse(_Struct):
     """Struct TopicProduceResponse of ProduceResponse."""
 
-    name: str = ''
-    topic_id: _uuid.UUID = _ZERO_UUID
-    partition_responses: list[PartitionProduceResponse] = _field(default_factory=list)
-    unknown_tagged_fields: tuple[tuple[int, bytes], ...] = ()
+    __slots__ = ('name', 'topic_id', 'partition_responses', 'unknown_tagged_fields',)
+    __match_args__ = ('name', 'topic_id', 'partition_responses', 'unknown_tagged_fields',)
+    name: str
+    topic_id: _uuid.UUID
+    partition_responses: list[PartitionProduceResponse]
+    unknown_tagged_fields: tuple[tuple[int, bytes], ...]
+
+    def __init__(self, name: str = '', topic_id: _uuid.UUID = _ZERO_UUID, partition_responses: list[PartitionProduceResponse] = _FACTORY, unknown_tagged_fields: tuple[tuple[int, bytes], ...] = ()) -> None:
+        self.name = name
+        self.topic_id = topic_id
+        self.partition_responses = [] if partition_responses is _FACTORY else partition_responses
+        self.unknown_tagged_fields = unknown_tagged_fields
+
+    def __eq__(self, other: object) -> bool:
+        if other.__class__ is self.__class__ and isinstance(other, TopicProduceResponse):
+            return (self.name, self.topic_id, self.partition_responses, self.unknown_tagged_fields,) == (other.name, other.topic_id, other.partition_responses, other.unknown_tagged_fields,)
+        return NotImplemented
+
+    def __repr__(self) -> str:
+        return f"{self.__class__.__qualname__}(name={self.name!r}, topic_id={self.topic_id!r}, partition_responses={self.partition_responses!r}, unknown_tagged_fields={self.unknown_tagged_fields!r})"
 
 
-@_dataclass(slots=True)
 class NodeEndpoint(_Struct):
     """Struct NodeEndpoint of ProduceResponse."""
 
-    node_id: int = 0
-    host: str = ''
-    port: int = 0
-    rack: str | None = None
-    unknown_tagged_fields: tuple[tuple[int, bytes], ...] = ()
+    __slots__ = ('node_id', 'host', 'port', 'rack', 'unknown_tagged_fields',)
+    __match_args__ = ('node_id', 'host', 'port', 'rack', 'unknown_tagged_fields',)
+    node_id: int
+    host: str
+    port: int
+    rack: str | None
+    unknown_tagged_fields: tuple[tuple[int, bytes], ...]
+
+    def __init__(self, node_id: int = 0, host: str = '', port: int = 0, rack: str | None = None, unknown_tagged_fields: tuple[tuple[int, bytes], ...] = ()) -> None:
+        self.node_id = node_id
+        self.host = host
+        self.port = port
+        self.rack = rack
+        self.unknown_tagged_fields = unknown_tagged_fields
+
+    def __eq__(self, other: object) -> bool:
+        if other.__class__ is self.__class__ and isinstance(other, NodeEndpoint):
+            return (self.node_id, self.host, self.port, self.rack, self.unknown_tagged_fields,) == (other.node_id, other.host, other.port, other.rack, other.unknown_tagged_fields,)
+        return NotImplemented
+
+    def __repr__(self) -> str:
+        return f"{self.__class__.__qualname__}(node_id={self.node_id!r}, host={self.host!r}, port={self.port!r}, rack={self.rack!r}, unknown_tagged_fields={self.unknown_tagged_fields!r})"
 
 
-@_dataclass(slots=True)
 class ProduceResponse(_Message):
     """response ProduceResponse, versions 0-13."""
+
+    __slots__ = ('responses', 'throttle_time_ms', 'node_endpoints', 'unknown_tagged_fields',)
+    __match_args__ = ('responses', 'throttle_time_ms', 'node_endpoints', 'unknown_tagged_fields',)
 
     NAME: _ClassVar[str] = 'ProduceResponse'
     SCHEMA_TYPE: _ClassVar[str] = 'response'
@@ -117,10 +199,25 @@ class ProduceResponse(_Message):
     FLEXIBLE_MIN: _ClassVar[int | None] = 9
     LATEST_VERSION_UNSTABLE: _ClassVar[bool] = False
     DEPRECATED_VERSIONS: _ClassVar[tuple[int, int] | None] = None
-    responses: list[TopicProduceResponse] = _field(default_factory=list)
-    throttle_time_ms: int = 0
-    node_endpoints: list[NodeEndpoint] = _field(default_factory=list)
-    unknown_tagged_fields: tuple[tuple[int, bytes], ...] = ()
+
+    responses: list[TopicProduceResponse]
+    throttle_time_ms: int
+    node_endpoints: list[NodeEndpoint]
+    unknown_tagged_fields: tuple[tuple[int, bytes], ...]
+
+    def __init__(self, responses: list[TopicProduceResponse] = _FACTORY, throttle_time_ms: int = 0, node_endpoints: list[NodeEndpoint] = _FACTORY, unknown_tagged_fields: tuple[tuple[int, bytes], ...] = ()) -> None:
+        self.responses = [] if responses is _FACTORY else responses
+        self.throttle_time_ms = throttle_time_ms
+        self.node_endpoints = [] if node_endpoints is _FACTORY else node_endpoints
+        self.unknown_tagged_fields = unknown_tagged_fields
+
+    def __eq__(self, other: object) -> bool:
+        if other.__class__ is self.__class__ and isinstance(other, ProduceResponse):
+            return (self.responses, self.throttle_time_ms, self.node_endpoints, self.unknown_tagged_fields,) == (other.responses, other.throttle_time_ms, other.node_endpoints, other.unknown_tagged_fields,)
+        return NotImplemented
+
+    def __repr__(self) -> str:
+        return f"{self.__class__.__qualname__}(responses={self.responses!r}, throttle_time_ms={self.throttle_time_ms!r}, node_endpoints={self.node_endpoints!r}, unknown_tagged_fields={self.unknown_tagged_fields!r})"
 
 
 def _read_BatchIndexAndErrorMessage_0(buf: bytes | bytearray | memoryview, pos: int) -> tuple[BatchIndexAndErrorMessage, int]:

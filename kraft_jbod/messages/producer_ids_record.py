@@ -6,11 +6,12 @@ from __future__ import annotations
 
 import struct as _struct
 import uuid as _uuid
-from dataclasses import dataclass as _dataclass, field as _field
 from typing import ClassVar as _ClassVar
 
 from kraft_jbod.errors import DecodeError as _DecodeError, EncodeError as _EncodeError
-from kraft_jbod.wire.message import FieldInfo as _F, Message as _Message, Struct as _Struct
+from kraft_jbod.wire.message import (
+    DEFAULT_FACTORY as _FACTORY, FieldInfo as _F, Message as _Message, Struct as _Struct,
+)
 from kraft_jbod.wire.runtime import (
     absent as _absent, bad_tag as _bad_tag, check_bool as _bool, null as _null,
 )
@@ -38,9 +39,11 @@ _L0 = (('BrokerId', 4), ('BrokerEpoch', 8), ('NextProducerId', 8))
 
 
 
-@_dataclass(slots=True)
 class ProducerIdsRecord(_Message):
     """metadata ProducerIdsRecord, versions 0."""
+
+    __slots__ = ('broker_id', 'broker_epoch', 'next_producer_id', 'unknown_tagged_fields',)
+    __match_args__ = ('broker_id', 'broker_epoch', 'next_producer_id', 'unknown_tagged_fields',)
 
     NAME: _ClassVar[str] = 'ProducerIdsRecord'
     SCHEMA_TYPE: _ClassVar[str] = 'metadata'
@@ -49,10 +52,25 @@ class ProducerIdsRecord(_Message):
     FLEXIBLE_MIN: _ClassVar[int | None] = 0
     LATEST_VERSION_UNSTABLE: _ClassVar[bool] = False
     DEPRECATED_VERSIONS: _ClassVar[tuple[int, int] | None] = None
-    broker_id: int = 0
-    broker_epoch: int = -1
-    next_producer_id: int = 0
-    unknown_tagged_fields: tuple[tuple[int, bytes], ...] = ()
+
+    broker_id: int
+    broker_epoch: int
+    next_producer_id: int
+    unknown_tagged_fields: tuple[tuple[int, bytes], ...]
+
+    def __init__(self, broker_id: int = 0, broker_epoch: int = -1, next_producer_id: int = 0, unknown_tagged_fields: tuple[tuple[int, bytes], ...] = ()) -> None:
+        self.broker_id = broker_id
+        self.broker_epoch = broker_epoch
+        self.next_producer_id = next_producer_id
+        self.unknown_tagged_fields = unknown_tagged_fields
+
+    def __eq__(self, other: object) -> bool:
+        if other.__class__ is self.__class__ and isinstance(other, ProducerIdsRecord):
+            return (self.broker_id, self.broker_epoch, self.next_producer_id, self.unknown_tagged_fields,) == (other.broker_id, other.broker_epoch, other.next_producer_id, other.unknown_tagged_fields,)
+        return NotImplemented
+
+    def __repr__(self) -> str:
+        return f"{self.__class__.__qualname__}(broker_id={self.broker_id!r}, broker_epoch={self.broker_epoch!r}, next_producer_id={self.next_producer_id!r}, unknown_tagged_fields={self.unknown_tagged_fields!r})"
 
 
 def _read_ProducerIdsRecord_0(buf: bytes | bytearray | memoryview, pos: int) -> tuple[ProducerIdsRecord, int]:

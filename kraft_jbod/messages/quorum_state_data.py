@@ -6,11 +6,12 @@ from __future__ import annotations
 
 import struct as _struct
 import uuid as _uuid
-from dataclasses import dataclass as _dataclass, field as _field
 from typing import ClassVar as _ClassVar
 
 from kraft_jbod.errors import DecodeError as _DecodeError, EncodeError as _EncodeError
-from kraft_jbod.wire.message import FieldInfo as _F, Message as _Message, Struct as _Struct
+from kraft_jbod.wire.message import (
+    DEFAULT_FACTORY as _FACTORY, FieldInfo as _F, Message as _Message, Struct as _Struct,
+)
 from kraft_jbod.wire.runtime import (
     absent as _absent, bad_tag as _bad_tag, check_bool as _bool, null as _null,
 )
@@ -43,17 +44,32 @@ _L2 = (('LeaderId', 4), ('LeaderEpoch', 4), ('VotedId', 4), ('VotedDirectoryId',
 
 
 
-@_dataclass(slots=True)
 class Voter(_Struct):
     """Struct Voter of QuorumStateData."""
 
-    voter_id: int = 0
-    unknown_tagged_fields: tuple[tuple[int, bytes], ...] = ()
+    __slots__ = ('voter_id', 'unknown_tagged_fields',)
+    __match_args__ = ('voter_id', 'unknown_tagged_fields',)
+    voter_id: int
+    unknown_tagged_fields: tuple[tuple[int, bytes], ...]
+
+    def __init__(self, voter_id: int = 0, unknown_tagged_fields: tuple[tuple[int, bytes], ...] = ()) -> None:
+        self.voter_id = voter_id
+        self.unknown_tagged_fields = unknown_tagged_fields
+
+    def __eq__(self, other: object) -> bool:
+        if other.__class__ is self.__class__ and isinstance(other, Voter):
+            return (self.voter_id, self.unknown_tagged_fields,) == (other.voter_id, other.unknown_tagged_fields,)
+        return NotImplemented
+
+    def __repr__(self) -> str:
+        return f"{self.__class__.__qualname__}(voter_id={self.voter_id!r}, unknown_tagged_fields={self.unknown_tagged_fields!r})"
 
 
-@_dataclass(slots=True)
 class QuorumStateData(_Message):
     """data QuorumStateData, versions 0-1."""
+
+    __slots__ = ('cluster_id', 'leader_id', 'leader_epoch', 'voted_id', 'voted_directory_id', 'applied_offset', 'current_voters', 'unknown_tagged_fields',)
+    __match_args__ = ('cluster_id', 'leader_id', 'leader_epoch', 'voted_id', 'voted_directory_id', 'applied_offset', 'current_voters', 'unknown_tagged_fields',)
 
     NAME: _ClassVar[str] = 'QuorumStateData'
     SCHEMA_TYPE: _ClassVar[str] = 'data'
@@ -62,14 +78,33 @@ class QuorumStateData(_Message):
     FLEXIBLE_MIN: _ClassVar[int | None] = 0
     LATEST_VERSION_UNSTABLE: _ClassVar[bool] = False
     DEPRECATED_VERSIONS: _ClassVar[tuple[int, int] | None] = None
-    cluster_id: str = ''
-    leader_id: int = -1
-    leader_epoch: int = -1
-    voted_id: int = -1
-    voted_directory_id: _uuid.UUID = _ZERO_UUID
-    applied_offset: int = 0
-    current_voters: list[Voter] | None = _field(default_factory=list)
-    unknown_tagged_fields: tuple[tuple[int, bytes], ...] = ()
+
+    cluster_id: str
+    leader_id: int
+    leader_epoch: int
+    voted_id: int
+    voted_directory_id: _uuid.UUID
+    applied_offset: int
+    current_voters: list[Voter] | None
+    unknown_tagged_fields: tuple[tuple[int, bytes], ...]
+
+    def __init__(self, cluster_id: str = '', leader_id: int = -1, leader_epoch: int = -1, voted_id: int = -1, voted_directory_id: _uuid.UUID = _ZERO_UUID, applied_offset: int = 0, current_voters: list[Voter] | None = _FACTORY, unknown_tagged_fields: tuple[tuple[int, bytes], ...] = ()) -> None:
+        self.cluster_id = cluster_id
+        self.leader_id = leader_id
+        self.leader_epoch = leader_epoch
+        self.voted_id = voted_id
+        self.voted_directory_id = voted_directory_id
+        self.applied_offset = applied_offset
+        self.current_voters = [] if current_voters is _FACTORY else current_voters
+        self.unknown_tagged_fields = unknown_tagged_fields
+
+    def __eq__(self, other: object) -> bool:
+        if other.__class__ is self.__class__ and isinstance(other, QuorumStateData):
+            return (self.cluster_id, self.leader_id, self.leader_epoch, self.voted_id, self.voted_directory_id, self.applied_offset, self.current_voters, self.unknown_tagged_fields,) == (other.cluster_id, other.leader_id, other.leader_epoch, other.voted_id, other.voted_directory_id, other.applied_offset, other.current_voters, other.unknown_tagged_fields,)
+        return NotImplemented
+
+    def __repr__(self) -> str:
+        return f"{self.__class__.__qualname__}(cluster_id={self.cluster_id!r}, leader_id={self.leader_id!r}, leader_epoch={self.leader_epoch!r}, voted_id={self.voted_id!r}, voted_directory_id={self.voted_directory_id!r}, applied_offset={self.applied_offset!r}, current_voters={self.current_voters!r}, unknown_tagged_fields={self.unknown_tagged_fields!r})"
 
 
 def _read_Voter_0(buf: bytes | bytearray | memoryview, pos: int) -> tuple[Voter, int]:

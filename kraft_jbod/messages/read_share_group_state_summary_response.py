@@ -6,11 +6,12 @@ from __future__ import annotations
 
 import struct as _struct
 import uuid as _uuid
-from dataclasses import dataclass as _dataclass, field as _field
 from typing import ClassVar as _ClassVar
 
 from kraft_jbod.errors import DecodeError as _DecodeError, EncodeError as _EncodeError
-from kraft_jbod.wire.message import FieldInfo as _F, Message as _Message, Struct as _Struct
+from kraft_jbod.wire.message import (
+    DEFAULT_FACTORY as _FACTORY, FieldInfo as _F, Message as _Message, Struct as _Struct,
+)
 from kraft_jbod.wire.runtime import (
     absent as _absent, bad_tag as _bad_tag, check_bool as _bool, null as _null,
 )
@@ -45,32 +46,67 @@ _L3 = (('TopicId', 16),)
 
 
 
-@_dataclass(slots=True)
 class PartitionResult(_Struct):
     """Struct PartitionResult of ReadShareGroupStateSummaryResponse."""
 
-    partition: int = 0
-    error_code: int = 0
-    error_message: str | None = None
-    state_epoch: int = 0
-    leader_epoch: int = 0
-    start_offset: int = 0
-    delivery_complete_count: int = -1
-    unknown_tagged_fields: tuple[tuple[int, bytes], ...] = ()
+    __slots__ = ('partition', 'error_code', 'error_message', 'state_epoch', 'leader_epoch', 'start_offset', 'delivery_complete_count', 'unknown_tagged_fields',)
+    __match_args__ = ('partition', 'error_code', 'error_message', 'state_epoch', 'leader_epoch', 'start_offset', 'delivery_complete_count', 'unknown_tagged_fields',)
+    partition: int
+    error_code: int
+    error_message: str | None
+    state_epoch: int
+    leader_epoch: int
+    start_offset: int
+    delivery_complete_count: int
+    unknown_tagged_fields: tuple[tuple[int, bytes], ...]
+
+    def __init__(self, partition: int = 0, error_code: int = 0, error_message: str | None = None, state_epoch: int = 0, leader_epoch: int = 0, start_offset: int = 0, delivery_complete_count: int = -1, unknown_tagged_fields: tuple[tuple[int, bytes], ...] = ()) -> None:
+        self.partition = partition
+        self.error_code = error_code
+        self.error_message = error_message
+        self.state_epoch = state_epoch
+        self.leader_epoch = leader_epoch
+        self.start_offset = start_offset
+        self.delivery_complete_count = delivery_complete_count
+        self.unknown_tagged_fields = unknown_tagged_fields
+
+    def __eq__(self, other: object) -> bool:
+        if other.__class__ is self.__class__ and isinstance(other, PartitionResult):
+            return (self.partition, self.error_code, self.error_message, self.state_epoch, self.leader_epoch, self.start_offset, self.delivery_complete_count, self.unknown_tagged_fields,) == (other.partition, other.error_code, other.error_message, other.state_epoch, other.leader_epoch, other.start_offset, other.delivery_complete_count, other.unknown_tagged_fields,)
+        return NotImplemented
+
+    def __repr__(self) -> str:
+        return f"{self.__class__.__qualname__}(partition={self.partition!r}, error_code={self.error_code!r}, error_message={self.error_message!r}, state_epoch={self.state_epoch!r}, leader_epoch={self.leader_epoch!r}, start_offset={self.start_offset!r}, delivery_complete_count={self.delivery_complete_count!r}, unknown_tagged_fields={self.unknown_tagged_fields!r})"
 
 
-@_dataclass(slots=True)
 class ReadStateSummaryResult(_Struct):
     """Struct ReadStateSummaryResult of ReadShareGroupStateSummaryResponse."""
 
-    topic_id: _uuid.UUID = _ZERO_UUID
-    partitions: list[PartitionResult] = _field(default_factory=list)
-    unknown_tagged_fields: tuple[tuple[int, bytes], ...] = ()
+    __slots__ = ('topic_id', 'partitions', 'unknown_tagged_fields',)
+    __match_args__ = ('topic_id', 'partitions', 'unknown_tagged_fields',)
+    topic_id: _uuid.UUID
+    partitions: list[PartitionResult]
+    unknown_tagged_fields: tuple[tuple[int, bytes], ...]
+
+    def __init__(self, topic_id: _uuid.UUID = _ZERO_UUID, partitions: list[PartitionResult] = _FACTORY, unknown_tagged_fields: tuple[tuple[int, bytes], ...] = ()) -> None:
+        self.topic_id = topic_id
+        self.partitions = [] if partitions is _FACTORY else partitions
+        self.unknown_tagged_fields = unknown_tagged_fields
+
+    def __eq__(self, other: object) -> bool:
+        if other.__class__ is self.__class__ and isinstance(other, ReadStateSummaryResult):
+            return (self.topic_id, self.partitions, self.unknown_tagged_fields,) == (other.topic_id, other.partitions, other.unknown_tagged_fields,)
+        return NotImplemented
+
+    def __repr__(self) -> str:
+        return f"{self.__class__.__qualname__}(topic_id={self.topic_id!r}, partitions={self.partitions!r}, unknown_tagged_fields={self.unknown_tagged_fields!r})"
 
 
-@_dataclass(slots=True)
 class ReadShareGroupStateSummaryResponse(_Message):
     """response ReadShareGroupStateSummaryResponse, versions 0-1."""
+
+    __slots__ = ('results', 'unknown_tagged_fields',)
+    __match_args__ = ('results', 'unknown_tagged_fields',)
 
     NAME: _ClassVar[str] = 'ReadShareGroupStateSummaryResponse'
     SCHEMA_TYPE: _ClassVar[str] = 'response'
@@ -79,8 +115,21 @@ class ReadShareGroupStateSummaryResponse(_Message):
     FLEXIBLE_MIN: _ClassVar[int | None] = 0
     LATEST_VERSION_UNSTABLE: _ClassVar[bool] = False
     DEPRECATED_VERSIONS: _ClassVar[tuple[int, int] | None] = None
-    results: list[ReadStateSummaryResult] = _field(default_factory=list)
-    unknown_tagged_fields: tuple[tuple[int, bytes], ...] = ()
+
+    results: list[ReadStateSummaryResult]
+    unknown_tagged_fields: tuple[tuple[int, bytes], ...]
+
+    def __init__(self, results: list[ReadStateSummaryResult] = _FACTORY, unknown_tagged_fields: tuple[tuple[int, bytes], ...] = ()) -> None:
+        self.results = [] if results is _FACTORY else results
+        self.unknown_tagged_fields = unknown_tagged_fields
+
+    def __eq__(self, other: object) -> bool:
+        if other.__class__ is self.__class__ and isinstance(other, ReadShareGroupStateSummaryResponse):
+            return (self.results, self.unknown_tagged_fields,) == (other.results, other.unknown_tagged_fields,)
+        return NotImplemented
+
+    def __repr__(self) -> str:
+        return f"{self.__class__.__qualname__}(results={self.results!r}, unknown_tagged_fields={self.unknown_tagged_fields!r})"
 
 
 def _read_PartitionResult_0(buf: bytes | bytearray | memoryview, pos: int) -> tuple[PartitionResult, int]:

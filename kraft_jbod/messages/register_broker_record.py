@@ -6,11 +6,12 @@ from __future__ import annotations
 
 import struct as _struct
 import uuid as _uuid
-from dataclasses import dataclass as _dataclass, field as _field
 from typing import ClassVar as _ClassVar
 
 from kraft_jbod.errors import DecodeError as _DecodeError, EncodeError as _EncodeError
-from kraft_jbod.wire.message import FieldInfo as _F, Message as _Message, Struct as _Struct
+from kraft_jbod.wire.message import (
+    DEFAULT_FACTORY as _FACTORY, FieldInfo as _F, Message as _Message, Struct as _Struct,
+)
 from kraft_jbod.wire.runtime import (
     absent as _absent, bad_tag as _bad_tag, check_bool as _bool, null as _null,
 )
@@ -49,30 +50,63 @@ _L5 = (('BrokerId', 4), ('IsMigratingZkBroker', 1), ('IncarnationId', 16), ('Bro
 
 
 
-@_dataclass(slots=True)
 class BrokerEndpoint(_Struct):
     """Struct BrokerEndpoint of RegisterBrokerRecord."""
 
-    name: str = ''
-    host: str = ''
-    port: int = 0
-    security_protocol: int = 0
-    unknown_tagged_fields: tuple[tuple[int, bytes], ...] = ()
+    __slots__ = ('name', 'host', 'port', 'security_protocol', 'unknown_tagged_fields',)
+    __match_args__ = ('name', 'host', 'port', 'security_protocol', 'unknown_tagged_fields',)
+    name: str
+    host: str
+    port: int
+    security_protocol: int
+    unknown_tagged_fields: tuple[tuple[int, bytes], ...]
+
+    def __init__(self, name: str = '', host: str = '', port: int = 0, security_protocol: int = 0, unknown_tagged_fields: tuple[tuple[int, bytes], ...] = ()) -> None:
+        self.name = name
+        self.host = host
+        self.port = port
+        self.security_protocol = security_protocol
+        self.unknown_tagged_fields = unknown_tagged_fields
+
+    def __eq__(self, other: object) -> bool:
+        if other.__class__ is self.__class__ and isinstance(other, BrokerEndpoint):
+            return (self.name, self.host, self.port, self.security_protocol, self.unknown_tagged_fields,) == (other.name, other.host, other.port, other.security_protocol, other.unknown_tagged_fields,)
+        return NotImplemented
+
+    def __repr__(self) -> str:
+        return f"{self.__class__.__qualname__}(name={self.name!r}, host={self.host!r}, port={self.port!r}, security_protocol={self.security_protocol!r}, unknown_tagged_fields={self.unknown_tagged_fields!r})"
 
 
-@_dataclass(slots=True)
 class BrokerFeature(_Struct):
     """Struct BrokerFeature of RegisterBrokerRecord."""
 
-    name: str = ''
-    min_supported_version: int = 0
-    max_supported_version: int = 0
-    unknown_tagged_fields: tuple[tuple[int, bytes], ...] = ()
+    __slots__ = ('name', 'min_supported_version', 'max_supported_version', 'unknown_tagged_fields',)
+    __match_args__ = ('name', 'min_supported_version', 'max_supported_version', 'unknown_tagged_fields',)
+    name: str
+    min_supported_version: int
+    max_supported_version: int
+    unknown_tagged_fields: tuple[tuple[int, bytes], ...]
+
+    def __init__(self, name: str = '', min_supported_version: int = 0, max_supported_version: int = 0, unknown_tagged_fields: tuple[tuple[int, bytes], ...] = ()) -> None:
+        self.name = name
+        self.min_supported_version = min_supported_version
+        self.max_supported_version = max_supported_version
+        self.unknown_tagged_fields = unknown_tagged_fields
+
+    def __eq__(self, other: object) -> bool:
+        if other.__class__ is self.__class__ and isinstance(other, BrokerFeature):
+            return (self.name, self.min_supported_version, self.max_supported_version, self.unknown_tagged_fields,) == (other.name, other.min_supported_version, other.max_supported_version, other.unknown_tagged_fields,)
+        return NotImplemented
+
+    def __repr__(self) -> str:
+        return f"{self.__class__.__qualname__}(name={self.name!r}, min_supported_version={self.min_supported_version!r}, max_supported_version={self.max_supported_version!r}, unknown_tagged_fields={self.unknown_tagged_fields!r})"
 
 
-@_dataclass(slots=True)
 class RegisterBrokerRecord(_Message):
     """metadata RegisterBrokerRecord, versions 0-4."""
+
+    __slots__ = ('broker_id', 'is_migrating_zk_broker', 'incarnation_id', 'broker_epoch', 'end_points', 'features', 'rack', 'fenced', 'in_controlled_shutdown', 'log_dirs', 'cordoned_log_dirs', 'unknown_tagged_fields',)
+    __match_args__ = ('broker_id', 'is_migrating_zk_broker', 'incarnation_id', 'broker_epoch', 'end_points', 'features', 'rack', 'fenced', 'in_controlled_shutdown', 'log_dirs', 'cordoned_log_dirs', 'unknown_tagged_fields',)
 
     NAME: _ClassVar[str] = 'RegisterBrokerRecord'
     SCHEMA_TYPE: _ClassVar[str] = 'metadata'
@@ -81,18 +115,41 @@ class RegisterBrokerRecord(_Message):
     FLEXIBLE_MIN: _ClassVar[int | None] = 0
     LATEST_VERSION_UNSTABLE: _ClassVar[bool] = False
     DEPRECATED_VERSIONS: _ClassVar[tuple[int, int] | None] = None
-    broker_id: int = 0
-    is_migrating_zk_broker: bool = False
-    incarnation_id: _uuid.UUID = _ZERO_UUID
-    broker_epoch: int = 0
-    end_points: list[BrokerEndpoint] = _field(default_factory=list)
-    features: list[BrokerFeature] = _field(default_factory=list)
-    rack: str | None = ''
-    fenced: bool = True
-    in_controlled_shutdown: bool = False
-    log_dirs: list[_uuid.UUID] = _field(default_factory=list)
-    cordoned_log_dirs: list[_uuid.UUID] | None = None
-    unknown_tagged_fields: tuple[tuple[int, bytes], ...] = ()
+
+    broker_id: int
+    is_migrating_zk_broker: bool
+    incarnation_id: _uuid.UUID
+    broker_epoch: int
+    end_points: list[BrokerEndpoint]
+    features: list[BrokerFeature]
+    rack: str | None
+    fenced: bool
+    in_controlled_shutdown: bool
+    log_dirs: list[_uuid.UUID]
+    cordoned_log_dirs: list[_uuid.UUID] | None
+    unknown_tagged_fields: tuple[tuple[int, bytes], ...]
+
+    def __init__(self, broker_id: int = 0, is_migrating_zk_broker: bool = False, incarnation_id: _uuid.UUID = _ZERO_UUID, broker_epoch: int = 0, end_points: list[BrokerEndpoint] = _FACTORY, features: list[BrokerFeature] = _FACTORY, rack: str | None = '', fenced: bool = True, in_controlled_shutdown: bool = False, log_dirs: list[_uuid.UUID] = _FACTORY, cordoned_log_dirs: list[_uuid.UUID] | None = None, unknown_tagged_fields: tuple[tuple[int, bytes], ...] = ()) -> None:
+        self.broker_id = broker_id
+        self.is_migrating_zk_broker = is_migrating_zk_broker
+        self.incarnation_id = incarnation_id
+        self.broker_epoch = broker_epoch
+        self.end_points = [] if end_points is _FACTORY else end_points
+        self.features = [] if features is _FACTORY else features
+        self.rack = rack
+        self.fenced = fenced
+        self.in_controlled_shutdown = in_controlled_shutdown
+        self.log_dirs = [] if log_dirs is _FACTORY else log_dirs
+        self.cordoned_log_dirs = cordoned_log_dirs
+        self.unknown_tagged_fields = unknown_tagged_fields
+
+    def __eq__(self, other: object) -> bool:
+        if other.__class__ is self.__class__ and isinstance(other, RegisterBrokerRecord):
+            return (self.broker_id, self.is_migrating_zk_broker, self.incarnation_id, self.broker_epoch, self.end_points, self.features, self.rack, self.fenced, self.in_controlled_shutdown, self.log_dirs, self.cordoned_log_dirs, self.unknown_tagged_fields,) == (other.broker_id, other.is_migrating_zk_broker, other.incarnation_id, other.broker_epoch, other.end_points, other.features, other.rack, other.fenced, other.in_controlled_shutdown, other.log_dirs, other.cordoned_log_dirs, other.unknown_tagged_fields,)
+        return NotImplemented
+
+    def __repr__(self) -> str:
+        return f"{self.__class__.__qualname__}(broker_id={self.broker_id!r}, is_migrating_zk_broker={self.is_migrating_zk_broker!r}, incarnation_id={self.incarnation_id!r}, broker_epoch={self.broker_epoch!r}, end_points={self.end_points!r}, features={self.features!r}, rack={self.rack!r}, fenced={self.fenced!r}, in_controlled_shutdown={self.in_controlled_shutdown!r}, log_dirs={self.log_dirs!r}, cordoned_log_dirs={self.cordoned_log_dirs!r}, unknown_tagged_fields={self.unknown_tagged_fields!r})"
 
 
 def _read_BrokerEndpoint_0(buf: bytes | bytearray | memoryview, pos: int) -> tuple[BrokerEndpoint, int]:

@@ -6,11 +6,12 @@ from __future__ import annotations
 
 import struct as _struct
 import uuid as _uuid
-from dataclasses import dataclass as _dataclass, field as _field
 from typing import ClassVar as _ClassVar
 
 from kraft_jbod.errors import DecodeError as _DecodeError, EncodeError as _EncodeError
-from kraft_jbod.wire.message import FieldInfo as _F, Message as _Message, Struct as _Struct
+from kraft_jbod.wire.message import (
+    DEFAULT_FACTORY as _FACTORY, FieldInfo as _F, Message as _Message, Struct as _Struct,
+)
 from kraft_jbod.wire.runtime import (
     absent as _absent, bad_tag as _bad_tag, check_bool as _bool, null as _null,
 )
@@ -39,9 +40,11 @@ _L0 = (('VoterId', 4), ('VoterDirectoryId', 16))
 
 
 
-@_dataclass(slots=True)
 class RemoveRaftVoterRequest(_Message):
     """request RemoveRaftVoterRequest, versions 0."""
+
+    __slots__ = ('cluster_id', 'voter_id', 'voter_directory_id', 'unknown_tagged_fields',)
+    __match_args__ = ('cluster_id', 'voter_id', 'voter_directory_id', 'unknown_tagged_fields',)
 
     NAME: _ClassVar[str] = 'RemoveRaftVoterRequest'
     SCHEMA_TYPE: _ClassVar[str] = 'request'
@@ -50,10 +53,25 @@ class RemoveRaftVoterRequest(_Message):
     FLEXIBLE_MIN: _ClassVar[int | None] = 0
     LATEST_VERSION_UNSTABLE: _ClassVar[bool] = False
     DEPRECATED_VERSIONS: _ClassVar[tuple[int, int] | None] = None
-    cluster_id: str | None = ''
-    voter_id: int = 0
-    voter_directory_id: _uuid.UUID = _ZERO_UUID
-    unknown_tagged_fields: tuple[tuple[int, bytes], ...] = ()
+
+    cluster_id: str | None
+    voter_id: int
+    voter_directory_id: _uuid.UUID
+    unknown_tagged_fields: tuple[tuple[int, bytes], ...]
+
+    def __init__(self, cluster_id: str | None = '', voter_id: int = 0, voter_directory_id: _uuid.UUID = _ZERO_UUID, unknown_tagged_fields: tuple[tuple[int, bytes], ...] = ()) -> None:
+        self.cluster_id = cluster_id
+        self.voter_id = voter_id
+        self.voter_directory_id = voter_directory_id
+        self.unknown_tagged_fields = unknown_tagged_fields
+
+    def __eq__(self, other: object) -> bool:
+        if other.__class__ is self.__class__ and isinstance(other, RemoveRaftVoterRequest):
+            return (self.cluster_id, self.voter_id, self.voter_directory_id, self.unknown_tagged_fields,) == (other.cluster_id, other.voter_id, other.voter_directory_id, other.unknown_tagged_fields,)
+        return NotImplemented
+
+    def __repr__(self) -> str:
+        return f"{self.__class__.__qualname__}(cluster_id={self.cluster_id!r}, voter_id={self.voter_id!r}, voter_directory_id={self.voter_directory_id!r}, unknown_tagged_fields={self.unknown_tagged_fields!r})"
 
 
 def _read_RemoveRaftVoterRequest_0(buf: bytes | bytearray | memoryview, pos: int) -> tuple[RemoveRaftVoterRequest, int]:

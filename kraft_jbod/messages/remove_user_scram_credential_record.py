@@ -6,11 +6,12 @@ from __future__ import annotations
 
 import struct as _struct
 import uuid as _uuid
-from dataclasses import dataclass as _dataclass, field as _field
 from typing import ClassVar as _ClassVar
 
 from kraft_jbod.errors import DecodeError as _DecodeError, EncodeError as _EncodeError
-from kraft_jbod.wire.message import FieldInfo as _F, Message as _Message, Struct as _Struct
+from kraft_jbod.wire.message import (
+    DEFAULT_FACTORY as _FACTORY, FieldInfo as _F, Message as _Message, Struct as _Struct,
+)
 from kraft_jbod.wire.runtime import (
     absent as _absent, bad_tag as _bad_tag, check_bool as _bool, null as _null,
 )
@@ -38,9 +39,11 @@ _L0 = (('Mechanism', 1),)
 
 
 
-@_dataclass(slots=True)
 class RemoveUserScramCredentialRecord(_Message):
     """metadata RemoveUserScramCredentialRecord, versions 0."""
+
+    __slots__ = ('name', 'mechanism', 'unknown_tagged_fields',)
+    __match_args__ = ('name', 'mechanism', 'unknown_tagged_fields',)
 
     NAME: _ClassVar[str] = 'RemoveUserScramCredentialRecord'
     SCHEMA_TYPE: _ClassVar[str] = 'metadata'
@@ -49,9 +52,23 @@ class RemoveUserScramCredentialRecord(_Message):
     FLEXIBLE_MIN: _ClassVar[int | None] = 0
     LATEST_VERSION_UNSTABLE: _ClassVar[bool] = False
     DEPRECATED_VERSIONS: _ClassVar[tuple[int, int] | None] = None
-    name: str = ''
-    mechanism: int = 0
-    unknown_tagged_fields: tuple[tuple[int, bytes], ...] = ()
+
+    name: str
+    mechanism: int
+    unknown_tagged_fields: tuple[tuple[int, bytes], ...]
+
+    def __init__(self, name: str = '', mechanism: int = 0, unknown_tagged_fields: tuple[tuple[int, bytes], ...] = ()) -> None:
+        self.name = name
+        self.mechanism = mechanism
+        self.unknown_tagged_fields = unknown_tagged_fields
+
+    def __eq__(self, other: object) -> bool:
+        if other.__class__ is self.__class__ and isinstance(other, RemoveUserScramCredentialRecord):
+            return (self.name, self.mechanism, self.unknown_tagged_fields,) == (other.name, other.mechanism, other.unknown_tagged_fields,)
+        return NotImplemented
+
+    def __repr__(self) -> str:
+        return f"{self.__class__.__qualname__}(name={self.name!r}, mechanism={self.mechanism!r}, unknown_tagged_fields={self.unknown_tagged_fields!r})"
 
 
 def _read_RemoveUserScramCredentialRecord_0(buf: bytes | bytearray | memoryview, pos: int) -> tuple[RemoveUserScramCredentialRecord, int]:

@@ -6,11 +6,12 @@ from __future__ import annotations
 
 import struct as _struct
 import uuid as _uuid
-from dataclasses import dataclass as _dataclass, field as _field
 from typing import ClassVar as _ClassVar
 
 from kraft_jbod.errors import DecodeError as _DecodeError, EncodeError as _EncodeError
-from kraft_jbod.wire.message import FieldInfo as _F, Message as _Message, Struct as _Struct
+from kraft_jbod.wire.message import (
+    DEFAULT_FACTORY as _FACTORY, FieldInfo as _F, Message as _Message, Struct as _Struct,
+)
 from kraft_jbod.wire.runtime import (
     absent as _absent, bad_tag as _bad_tag, check_bool as _bool, null as _null,
 )
@@ -38,9 +39,11 @@ _L0 = (('RenewPeriodMs', 8),)
 
 
 
-@_dataclass(slots=True)
 class RenewDelegationTokenRequest(_Message):
     """request RenewDelegationTokenRequest, versions 0-2."""
+
+    __slots__ = ('hmac', 'renew_period_ms', 'unknown_tagged_fields',)
+    __match_args__ = ('hmac', 'renew_period_ms', 'unknown_tagged_fields',)
 
     NAME: _ClassVar[str] = 'RenewDelegationTokenRequest'
     SCHEMA_TYPE: _ClassVar[str] = 'request'
@@ -49,9 +52,23 @@ class RenewDelegationTokenRequest(_Message):
     FLEXIBLE_MIN: _ClassVar[int | None] = 2
     LATEST_VERSION_UNSTABLE: _ClassVar[bool] = False
     DEPRECATED_VERSIONS: _ClassVar[tuple[int, int] | None] = (0, 0)
-    hmac: bytes = b''
-    renew_period_ms: int = 0
-    unknown_tagged_fields: tuple[tuple[int, bytes], ...] = ()
+
+    hmac: bytes
+    renew_period_ms: int
+    unknown_tagged_fields: tuple[tuple[int, bytes], ...]
+
+    def __init__(self, hmac: bytes = b'', renew_period_ms: int = 0, unknown_tagged_fields: tuple[tuple[int, bytes], ...] = ()) -> None:
+        self.hmac = hmac
+        self.renew_period_ms = renew_period_ms
+        self.unknown_tagged_fields = unknown_tagged_fields
+
+    def __eq__(self, other: object) -> bool:
+        if other.__class__ is self.__class__ and isinstance(other, RenewDelegationTokenRequest):
+            return (self.hmac, self.renew_period_ms, self.unknown_tagged_fields,) == (other.hmac, other.renew_period_ms, other.unknown_tagged_fields,)
+        return NotImplemented
+
+    def __repr__(self) -> str:
+        return f"{self.__class__.__qualname__}(hmac={self.hmac!r}, renew_period_ms={self.renew_period_ms!r}, unknown_tagged_fields={self.unknown_tagged_fields!r})"
 
 
 def _read_RenewDelegationTokenRequest_0(buf: bytes | bytearray | memoryview, pos: int) -> tuple[RenewDelegationTokenRequest, int]:

@@ -6,11 +6,12 @@ from __future__ import annotations
 
 import struct as _struct
 import uuid as _uuid
-from dataclasses import dataclass as _dataclass, field as _field
 from typing import ClassVar as _ClassVar
 
 from kraft_jbod.errors import DecodeError as _DecodeError, EncodeError as _EncodeError
-from kraft_jbod.wire.message import FieldInfo as _F, Message as _Message, Struct as _Struct
+from kraft_jbod.wire.message import (
+    DEFAULT_FACTORY as _FACTORY, FieldInfo as _F, Message as _Message, Struct as _Struct,
+)
 from kraft_jbod.wire.runtime import (
     absent as _absent, bad_tag as _bad_tag, check_bool as _bool, null as _null,
 )
@@ -38,9 +39,11 @@ _L0 = (('ErrorCode', 2), ('ExpiryTimestampMs', 8), ('ThrottleTimeMs', 4))
 
 
 
-@_dataclass(slots=True)
 class RenewDelegationTokenResponse(_Message):
     """response RenewDelegationTokenResponse, versions 0-2."""
+
+    __slots__ = ('error_code', 'expiry_timestamp_ms', 'throttle_time_ms', 'unknown_tagged_fields',)
+    __match_args__ = ('error_code', 'expiry_timestamp_ms', 'throttle_time_ms', 'unknown_tagged_fields',)
 
     NAME: _ClassVar[str] = 'RenewDelegationTokenResponse'
     SCHEMA_TYPE: _ClassVar[str] = 'response'
@@ -49,10 +52,25 @@ class RenewDelegationTokenResponse(_Message):
     FLEXIBLE_MIN: _ClassVar[int | None] = 2
     LATEST_VERSION_UNSTABLE: _ClassVar[bool] = False
     DEPRECATED_VERSIONS: _ClassVar[tuple[int, int] | None] = None
-    error_code: int = 0
-    expiry_timestamp_ms: int = 0
-    throttle_time_ms: int = 0
-    unknown_tagged_fields: tuple[tuple[int, bytes], ...] = ()
+
+    error_code: int
+    expiry_timestamp_ms: int
+    throttle_time_ms: int
+    unknown_tagged_fields: tuple[tuple[int, bytes], ...]
+
+    def __init__(self, error_code: int = 0, expiry_timestamp_ms: int = 0, throttle_time_ms: int = 0, unknown_tagged_fields: tuple[tuple[int, bytes], ...] = ()) -> None:
+        self.error_code = error_code
+        self.expiry_timestamp_ms = expiry_timestamp_ms
+        self.throttle_time_ms = throttle_time_ms
+        self.unknown_tagged_fields = unknown_tagged_fields
+
+    def __eq__(self, other: object) -> bool:
+        if other.__class__ is self.__class__ and isinstance(other, RenewDelegationTokenResponse):
+            return (self.error_code, self.expiry_timestamp_ms, self.throttle_time_ms, self.unknown_tagged_fields,) == (other.error_code, other.expiry_timestamp_ms, other.throttle_time_ms, other.unknown_tagged_fields,)
+        return NotImplemented
+
+    def __repr__(self) -> str:
+        return f"{self.__class__.__qualname__}(error_code={self.error_code!r}, expiry_timestamp_ms={self.expiry_timestamp_ms!r}, throttle_time_ms={self.throttle_time_ms!r}, unknown_tagged_fields={self.unknown_tagged_fields!r})"
 
 
 def _read_RenewDelegationTokenResponse_0(buf: bytes | bytearray | memoryview, pos: int) -> tuple[RenewDelegationTokenResponse, int]:

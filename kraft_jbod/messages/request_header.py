@@ -6,11 +6,12 @@ from __future__ import annotations
 
 import struct as _struct
 import uuid as _uuid
-from dataclasses import dataclass as _dataclass, field as _field
 from typing import ClassVar as _ClassVar
 
 from kraft_jbod.errors import DecodeError as _DecodeError, EncodeError as _EncodeError
-from kraft_jbod.wire.message import FieldInfo as _F, Message as _Message, Struct as _Struct
+from kraft_jbod.wire.message import (
+    DEFAULT_FACTORY as _FACTORY, FieldInfo as _F, Message as _Message, Struct as _Struct,
+)
 from kraft_jbod.wire.runtime import (
     absent as _absent, bad_tag as _bad_tag, check_bool as _bool, null as _null,
 )
@@ -38,9 +39,11 @@ _L0 = (('RequestApiKey', 2), ('RequestApiVersion', 2), ('CorrelationId', 4))
 
 
 
-@_dataclass(slots=True)
 class RequestHeader(_Message):
     """header RequestHeader, versions 0-2."""
+
+    __slots__ = ('request_api_key', 'request_api_version', 'correlation_id', 'client_id', 'unknown_tagged_fields',)
+    __match_args__ = ('request_api_key', 'request_api_version', 'correlation_id', 'client_id', 'unknown_tagged_fields',)
 
     NAME: _ClassVar[str] = 'RequestHeader'
     SCHEMA_TYPE: _ClassVar[str] = 'header'
@@ -49,11 +52,27 @@ class RequestHeader(_Message):
     FLEXIBLE_MIN: _ClassVar[int | None] = 2
     LATEST_VERSION_UNSTABLE: _ClassVar[bool] = False
     DEPRECATED_VERSIONS: _ClassVar[tuple[int, int] | None] = None
-    request_api_key: int = 0
-    request_api_version: int = 0
-    correlation_id: int = 0
-    client_id: str | None = ''
-    unknown_tagged_fields: tuple[tuple[int, bytes], ...] = ()
+
+    request_api_key: int
+    request_api_version: int
+    correlation_id: int
+    client_id: str | None
+    unknown_tagged_fields: tuple[tuple[int, bytes], ...]
+
+    def __init__(self, request_api_key: int = 0, request_api_version: int = 0, correlation_id: int = 0, client_id: str | None = '', unknown_tagged_fields: tuple[tuple[int, bytes], ...] = ()) -> None:
+        self.request_api_key = request_api_key
+        self.request_api_version = request_api_version
+        self.correlation_id = correlation_id
+        self.client_id = client_id
+        self.unknown_tagged_fields = unknown_tagged_fields
+
+    def __eq__(self, other: object) -> bool:
+        if other.__class__ is self.__class__ and isinstance(other, RequestHeader):
+            return (self.request_api_key, self.request_api_version, self.correlation_id, self.client_id, self.unknown_tagged_fields,) == (other.request_api_key, other.request_api_version, other.correlation_id, other.client_id, other.unknown_tagged_fields,)
+        return NotImplemented
+
+    def __repr__(self) -> str:
+        return f"{self.__class__.__qualname__}(request_api_key={self.request_api_key!r}, request_api_version={self.request_api_version!r}, correlation_id={self.correlation_id!r}, client_id={self.client_id!r}, unknown_tagged_fields={self.unknown_tagged_fields!r})"
 
 
 def _read_RequestHeader_0(buf: bytes | bytearray | memoryview, pos: int) -> tuple[RequestHeader, int]:

@@ -6,11 +6,12 @@ from __future__ import annotations
 
 import struct as _struct
 import uuid as _uuid
-from dataclasses import dataclass as _dataclass, field as _field
 from typing import ClassVar as _ClassVar
 
 from kraft_jbod.errors import DecodeError as _DecodeError, EncodeError as _EncodeError
-from kraft_jbod.wire.message import FieldInfo as _F, Message as _Message, Struct as _Struct
+from kraft_jbod.wire.message import (
+    DEFAULT_FACTORY as _FACTORY, FieldInfo as _F, Message as _Message, Struct as _Struct,
+)
 from kraft_jbod.wire.runtime import (
     absent as _absent, bad_tag as _bad_tag, check_bool as _bool, null as _null,
 )
@@ -36,9 +37,11 @@ _new = object.__new__
 
 
 
-@_dataclass(slots=True)
 class SaslHandshakeRequest(_Message):
     """request SaslHandshakeRequest, versions 0-1."""
+
+    __slots__ = ('mechanism', 'unknown_tagged_fields',)
+    __match_args__ = ('mechanism', 'unknown_tagged_fields',)
 
     NAME: _ClassVar[str] = 'SaslHandshakeRequest'
     SCHEMA_TYPE: _ClassVar[str] = 'request'
@@ -47,8 +50,21 @@ class SaslHandshakeRequest(_Message):
     FLEXIBLE_MIN: _ClassVar[int | None] = None
     LATEST_VERSION_UNSTABLE: _ClassVar[bool] = False
     DEPRECATED_VERSIONS: _ClassVar[tuple[int, int] | None] = (0, 0)
-    mechanism: str = ''
-    unknown_tagged_fields: tuple[tuple[int, bytes], ...] = ()
+
+    mechanism: str
+    unknown_tagged_fields: tuple[tuple[int, bytes], ...]
+
+    def __init__(self, mechanism: str = '', unknown_tagged_fields: tuple[tuple[int, bytes], ...] = ()) -> None:
+        self.mechanism = mechanism
+        self.unknown_tagged_fields = unknown_tagged_fields
+
+    def __eq__(self, other: object) -> bool:
+        if other.__class__ is self.__class__ and isinstance(other, SaslHandshakeRequest):
+            return (self.mechanism, self.unknown_tagged_fields,) == (other.mechanism, other.unknown_tagged_fields,)
+        return NotImplemented
+
+    def __repr__(self) -> str:
+        return f"{self.__class__.__qualname__}(mechanism={self.mechanism!r}, unknown_tagged_fields={self.unknown_tagged_fields!r})"
 
 
 def _read_SaslHandshakeRequest_0(buf: bytes | bytearray | memoryview, pos: int) -> tuple[SaslHandshakeRequest, int]:

@@ -6,11 +6,12 @@ from __future__ import annotations
 
 import struct as _struct
 import uuid as _uuid
-from dataclasses import dataclass as _dataclass, field as _field
 from typing import ClassVar as _ClassVar
 
 from kraft_jbod.errors import DecodeError as _DecodeError, EncodeError as _EncodeError
-from kraft_jbod.wire.message import FieldInfo as _F, Message as _Message, Struct as _Struct
+from kraft_jbod.wire.message import (
+    DEFAULT_FACTORY as _FACTORY, FieldInfo as _F, Message as _Message, Struct as _Struct,
+)
 from kraft_jbod.wire.runtime import (
     absent as _absent, bad_tag as _bad_tag, check_bool as _bool, null as _null,
 )
@@ -47,37 +48,82 @@ _L4 = (('ShareSessionEpoch', 4), ('IsRenewAck', 1))
 
 
 
-@_dataclass(slots=True)
 class AcknowledgementBatch(_Struct):
     """Struct AcknowledgementBatch of ShareAcknowledgeRequest."""
 
-    first_offset: int = 0
-    last_offset: int = 0
-    acknowledge_types: list[int] = _field(default_factory=list)
-    unknown_tagged_fields: tuple[tuple[int, bytes], ...] = ()
+    __slots__ = ('first_offset', 'last_offset', 'acknowledge_types', 'unknown_tagged_fields',)
+    __match_args__ = ('first_offset', 'last_offset', 'acknowledge_types', 'unknown_tagged_fields',)
+    first_offset: int
+    last_offset: int
+    acknowledge_types: list[int]
+    unknown_tagged_fields: tuple[tuple[int, bytes], ...]
+
+    def __init__(self, first_offset: int = 0, last_offset: int = 0, acknowledge_types: list[int] = _FACTORY, unknown_tagged_fields: tuple[tuple[int, bytes], ...] = ()) -> None:
+        self.first_offset = first_offset
+        self.last_offset = last_offset
+        self.acknowledge_types = [] if acknowledge_types is _FACTORY else acknowledge_types
+        self.unknown_tagged_fields = unknown_tagged_fields
+
+    def __eq__(self, other: object) -> bool:
+        if other.__class__ is self.__class__ and isinstance(other, AcknowledgementBatch):
+            return (self.first_offset, self.last_offset, self.acknowledge_types, self.unknown_tagged_fields,) == (other.first_offset, other.last_offset, other.acknowledge_types, other.unknown_tagged_fields,)
+        return NotImplemented
+
+    def __repr__(self) -> str:
+        return f"{self.__class__.__qualname__}(first_offset={self.first_offset!r}, last_offset={self.last_offset!r}, acknowledge_types={self.acknowledge_types!r}, unknown_tagged_fields={self.unknown_tagged_fields!r})"
 
 
-@_dataclass(slots=True)
 class AcknowledgePartition(_Struct):
     """Struct AcknowledgePartition of ShareAcknowledgeRequest."""
 
-    partition_index: int = 0
-    acknowledgement_batches: list[AcknowledgementBatch] = _field(default_factory=list)
-    unknown_tagged_fields: tuple[tuple[int, bytes], ...] = ()
+    __slots__ = ('partition_index', 'acknowledgement_batches', 'unknown_tagged_fields',)
+    __match_args__ = ('partition_index', 'acknowledgement_batches', 'unknown_tagged_fields',)
+    partition_index: int
+    acknowledgement_batches: list[AcknowledgementBatch]
+    unknown_tagged_fields: tuple[tuple[int, bytes], ...]
+
+    def __init__(self, partition_index: int = 0, acknowledgement_batches: list[AcknowledgementBatch] = _FACTORY, unknown_tagged_fields: tuple[tuple[int, bytes], ...] = ()) -> None:
+        self.partition_index = partition_index
+        self.acknowledgement_batches = [] if acknowledgement_batches is _FACTORY else acknowledgement_batches
+        self.unknown_tagged_fields = unknown_tagged_fields
+
+    def __eq__(self, other: object) -> bool:
+        if other.__class__ is self.__class__ and isinstance(other, AcknowledgePartition):
+            return (self.partition_index, self.acknowledgement_batches, self.unknown_tagged_fields,) == (other.partition_index, other.acknowledgement_batches, other.unknown_tagged_fields,)
+        return NotImplemented
+
+    def __repr__(self) -> str:
+        return f"{self.__class__.__qualname__}(partition_index={self.partition_index!r}, acknowledgement_batches={self.acknowledgement_batches!r}, unknown_tagged_fields={self.unknown_tagged_fields!r})"
 
 
-@_dataclass(slots=True)
 class AcknowledgeTopic(_Struct):
     """Struct AcknowledgeTopic of ShareAcknowledgeRequest."""
 
-    topic_id: _uuid.UUID = _ZERO_UUID
-    partitions: list[AcknowledgePartition] = _field(default_factory=list)
-    unknown_tagged_fields: tuple[tuple[int, bytes], ...] = ()
+    __slots__ = ('topic_id', 'partitions', 'unknown_tagged_fields',)
+    __match_args__ = ('topic_id', 'partitions', 'unknown_tagged_fields',)
+    topic_id: _uuid.UUID
+    partitions: list[AcknowledgePartition]
+    unknown_tagged_fields: tuple[tuple[int, bytes], ...]
+
+    def __init__(self, topic_id: _uuid.UUID = _ZERO_UUID, partitions: list[AcknowledgePartition] = _FACTORY, unknown_tagged_fields: tuple[tuple[int, bytes], ...] = ()) -> None:
+        self.topic_id = topic_id
+        self.partitions = [] if partitions is _FACTORY else partitions
+        self.unknown_tagged_fields = unknown_tagged_fields
+
+    def __eq__(self, other: object) -> bool:
+        if other.__class__ is self.__class__ and isinstance(other, AcknowledgeTopic):
+            return (self.topic_id, self.partitions, self.unknown_tagged_fields,) == (other.topic_id, other.partitions, other.unknown_tagged_fields,)
+        return NotImplemented
+
+    def __repr__(self) -> str:
+        return f"{self.__class__.__qualname__}(topic_id={self.topic_id!r}, partitions={self.partitions!r}, unknown_tagged_fields={self.unknown_tagged_fields!r})"
 
 
-@_dataclass(slots=True)
 class ShareAcknowledgeRequest(_Message):
     """request ShareAcknowledgeRequest, versions 0-2."""
+
+    __slots__ = ('group_id', 'member_id', 'share_session_epoch', 'is_renew_ack', 'topics', 'unknown_tagged_fields',)
+    __match_args__ = ('group_id', 'member_id', 'share_session_epoch', 'is_renew_ack', 'topics', 'unknown_tagged_fields',)
 
     NAME: _ClassVar[str] = 'ShareAcknowledgeRequest'
     SCHEMA_TYPE: _ClassVar[str] = 'request'
@@ -86,12 +132,29 @@ class ShareAcknowledgeRequest(_Message):
     FLEXIBLE_MIN: _ClassVar[int | None] = 0
     LATEST_VERSION_UNSTABLE: _ClassVar[bool] = False
     DEPRECATED_VERSIONS: _ClassVar[tuple[int, int] | None] = None
-    group_id: str | None = None
-    member_id: str | None = ''
-    share_session_epoch: int = 0
-    is_renew_ack: bool = False
-    topics: list[AcknowledgeTopic] = _field(default_factory=list)
-    unknown_tagged_fields: tuple[tuple[int, bytes], ...] = ()
+
+    group_id: str | None
+    member_id: str | None
+    share_session_epoch: int
+    is_renew_ack: bool
+    topics: list[AcknowledgeTopic]
+    unknown_tagged_fields: tuple[tuple[int, bytes], ...]
+
+    def __init__(self, group_id: str | None = None, member_id: str | None = '', share_session_epoch: int = 0, is_renew_ack: bool = False, topics: list[AcknowledgeTopic] = _FACTORY, unknown_tagged_fields: tuple[tuple[int, bytes], ...] = ()) -> None:
+        self.group_id = group_id
+        self.member_id = member_id
+        self.share_session_epoch = share_session_epoch
+        self.is_renew_ack = is_renew_ack
+        self.topics = [] if topics is _FACTORY else topics
+        self.unknown_tagged_fields = unknown_tagged_fields
+
+    def __eq__(self, other: object) -> bool:
+        if other.__class__ is self.__class__ and isinstance(other, ShareAcknowledgeRequest):
+            return (self.group_id, self.member_id, self.share_session_epoch, self.is_renew_ack, self.topics, self.unknown_tagged_fields,) == (other.group_id, other.member_id, other.share_session_epoch, other.is_renew_ack, other.topics, other.unknown_tagged_fields,)
+        return NotImplemented
+
+    def __repr__(self) -> str:
+        return f"{self.__class__.__qualname__}(group_id={self.group_id!r}, member_id={self.member_id!r}, share_session_epoch={self.share_session_epoch!r}, is_renew_ack={self.is_renew_ack!r}, topics={self.topics!r}, unknown_tagged_fields={self.unknown_tagged_fields!r})"
 
 
 def _read_AcknowledgementBatch_0(buf: bytes | bytearray | memoryview, pos: int) -> tuple[AcknowledgementBatch, int]:

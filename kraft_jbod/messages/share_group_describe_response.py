@@ -6,11 +6,12 @@ from __future__ import annotations
 
 import struct as _struct
 import uuid as _uuid
-from dataclasses import dataclass as _dataclass, field as _field
 from typing import ClassVar as _ClassVar
 
 from kraft_jbod.errors import DecodeError as _DecodeError, EncodeError as _EncodeError
-from kraft_jbod.wire.message import FieldInfo as _F, Message as _Message, Struct as _Struct
+from kraft_jbod.wire.message import (
+    DEFAULT_FACTORY as _FACTORY, FieldInfo as _F, Message as _Message, Struct as _Struct,
+)
 from kraft_jbod.wire.runtime import (
     absent as _absent, bad_tag as _bad_tag, check_bool as _bool, null as _null,
 )
@@ -48,57 +49,127 @@ _L5 = (('ThrottleTimeMs', 4),)
 
 
 
-@_dataclass(slots=True)
 class TopicPartitions(_Struct):
     """Struct TopicPartitions of ShareGroupDescribeResponse."""
 
-    topic_id: _uuid.UUID = _ZERO_UUID
-    topic_name: str = ''
-    partitions: list[int] = _field(default_factory=list)
-    unknown_tagged_fields: tuple[tuple[int, bytes], ...] = ()
+    __slots__ = ('topic_id', 'topic_name', 'partitions', 'unknown_tagged_fields',)
+    __match_args__ = ('topic_id', 'topic_name', 'partitions', 'unknown_tagged_fields',)
+    topic_id: _uuid.UUID
+    topic_name: str
+    partitions: list[int]
+    unknown_tagged_fields: tuple[tuple[int, bytes], ...]
+
+    def __init__(self, topic_id: _uuid.UUID = _ZERO_UUID, topic_name: str = '', partitions: list[int] = _FACTORY, unknown_tagged_fields: tuple[tuple[int, bytes], ...] = ()) -> None:
+        self.topic_id = topic_id
+        self.topic_name = topic_name
+        self.partitions = [] if partitions is _FACTORY else partitions
+        self.unknown_tagged_fields = unknown_tagged_fields
+
+    def __eq__(self, other: object) -> bool:
+        if other.__class__ is self.__class__ and isinstance(other, TopicPartitions):
+            return (self.topic_id, self.topic_name, self.partitions, self.unknown_tagged_fields,) == (other.topic_id, other.topic_name, other.partitions, other.unknown_tagged_fields,)
+        return NotImplemented
+
+    def __repr__(self) -> str:
+        return f"{self.__class__.__qualname__}(topic_id={self.topic_id!r}, topic_name={self.topic_name!r}, partitions={self.partitions!r}, unknown_tagged_fields={self.unknown_tagged_fields!r})"
 
 
-@_dataclass(slots=True)
 class Assignment(_Struct):
     """Struct Assignment of ShareGroupDescribeResponse."""
 
-    topic_partitions: list[TopicPartitions] = _field(default_factory=list)
-    unknown_tagged_fields: tuple[tuple[int, bytes], ...] = ()
+    __slots__ = ('topic_partitions', 'unknown_tagged_fields',)
+    __match_args__ = ('topic_partitions', 'unknown_tagged_fields',)
+    topic_partitions: list[TopicPartitions]
+    unknown_tagged_fields: tuple[tuple[int, bytes], ...]
+
+    def __init__(self, topic_partitions: list[TopicPartitions] = _FACTORY, unknown_tagged_fields: tuple[tuple[int, bytes], ...] = ()) -> None:
+        self.topic_partitions = [] if topic_partitions is _FACTORY else topic_partitions
+        self.unknown_tagged_fields = unknown_tagged_fields
+
+    def __eq__(self, other: object) -> bool:
+        if other.__class__ is self.__class__ and isinstance(other, Assignment):
+            return (self.topic_partitions, self.unknown_tagged_fields,) == (other.topic_partitions, other.unknown_tagged_fields,)
+        return NotImplemented
+
+    def __repr__(self) -> str:
+        return f"{self.__class__.__qualname__}(topic_partitions={self.topic_partitions!r}, unknown_tagged_fields={self.unknown_tagged_fields!r})"
 
 
-@_dataclass(slots=True)
 class Member(_Struct):
     """Struct Member of ShareGroupDescribeResponse."""
 
-    member_id: str = ''
-    rack_id: str | None = None
-    member_epoch: int = 0
-    client_id: str = ''
-    client_host: str = ''
-    subscribed_topic_names: list[str] = _field(default_factory=list)
-    assignment: Assignment = _field(default_factory=Assignment)
-    unknown_tagged_fields: tuple[tuple[int, bytes], ...] = ()
+    __slots__ = ('member_id', 'rack_id', 'member_epoch', 'client_id', 'client_host', 'subscribed_topic_names', 'assignment', 'unknown_tagged_fields',)
+    __match_args__ = ('member_id', 'rack_id', 'member_epoch', 'client_id', 'client_host', 'subscribed_topic_names', 'assignment', 'unknown_tagged_fields',)
+    member_id: str
+    rack_id: str | None
+    member_epoch: int
+    client_id: str
+    client_host: str
+    subscribed_topic_names: list[str]
+    assignment: Assignment
+    unknown_tagged_fields: tuple[tuple[int, bytes], ...]
+
+    def __init__(self, member_id: str = '', rack_id: str | None = None, member_epoch: int = 0, client_id: str = '', client_host: str = '', subscribed_topic_names: list[str] = _FACTORY, assignment: Assignment = _FACTORY, unknown_tagged_fields: tuple[tuple[int, bytes], ...] = ()) -> None:
+        self.member_id = member_id
+        self.rack_id = rack_id
+        self.member_epoch = member_epoch
+        self.client_id = client_id
+        self.client_host = client_host
+        self.subscribed_topic_names = [] if subscribed_topic_names is _FACTORY else subscribed_topic_names
+        self.assignment = Assignment() if assignment is _FACTORY else assignment
+        self.unknown_tagged_fields = unknown_tagged_fields
+
+    def __eq__(self, other: object) -> bool:
+        if other.__class__ is self.__class__ and isinstance(other, Member):
+            return (self.member_id, self.rack_id, self.member_epoch, self.client_id, self.client_host, self.subscribed_topic_names, self.assignment, self.unknown_tagged_fields,) == (other.member_id, other.rack_id, other.member_epoch, other.client_id, other.client_host, other.subscribed_topic_names, other.assignment, other.unknown_tagged_fields,)
+        return NotImplemented
+
+    def __repr__(self) -> str:
+        return f"{self.__class__.__qualname__}(member_id={self.member_id!r}, rack_id={self.rack_id!r}, member_epoch={self.member_epoch!r}, client_id={self.client_id!r}, client_host={self.client_host!r}, subscribed_topic_names={self.subscribed_topic_names!r}, assignment={self.assignment!r}, unknown_tagged_fields={self.unknown_tagged_fields!r})"
 
 
-@_dataclass(slots=True)
 class DescribedGroup(_Struct):
     """Struct DescribedGroup of ShareGroupDescribeResponse."""
 
-    error_code: int = 0
-    error_message: str | None = None
-    group_id: str = ''
-    group_state: str = ''
-    group_epoch: int = 0
-    assignment_epoch: int = 0
-    assignor_name: str = ''
-    members: list[Member] = _field(default_factory=list)
-    authorized_operations: int = -2147483648
-    unknown_tagged_fields: tuple[tuple[int, bytes], ...] = ()
+    __slots__ = ('error_code', 'error_message', 'group_id', 'group_state', 'group_epoch', 'assignment_epoch', 'assignor_name', 'members', 'authorized_operations', 'unknown_tagged_fields',)
+    __match_args__ = ('error_code', 'error_message', 'group_id', 'group_state', 'group_epoch', 'assignment_epoch', 'assignor_name', 'members', 'authorized_operations', 'unknown_tagged_fields',)
+    error_code: int
+    error_message: str | None
+    group_id: str
+    group_state: str
+    group_epoch: int
+    assignment_epoch: int
+    assignor_name: str
+    members: list[Member]
+    authorized_operations: int
+    unknown_tagged_fields: tuple[tuple[int, bytes], ...]
+
+    def __init__(self, error_code: int = 0, error_message: str | None = None, group_id: str = '', group_state: str = '', group_epoch: int = 0, assignment_epoch: int = 0, assignor_name: str = '', members: list[Member] = _FACTORY, authorized_operations: int = -2147483648, unknown_tagged_fields: tuple[tuple[int, bytes], ...] = ()) -> None:
+        self.error_code = error_code
+        self.error_message = error_message
+        self.group_id = group_id
+        self.group_state = group_state
+        self.group_epoch = group_epoch
+        self.assignment_epoch = assignment_epoch
+        self.assignor_name = assignor_name
+        self.members = [] if members is _FACTORY else members
+        self.authorized_operations = authorized_operations
+        self.unknown_tagged_fields = unknown_tagged_fields
+
+    def __eq__(self, other: object) -> bool:
+        if other.__class__ is self.__class__ and isinstance(other, DescribedGroup):
+            return (self.error_code, self.error_message, self.group_id, self.group_state, self.group_epoch, self.assignment_epoch, self.assignor_name, self.members, self.authorized_operations, self.unknown_tagged_fields,) == (other.error_code, other.error_message, other.group_id, other.group_state, other.group_epoch, other.assignment_epoch, other.assignor_name, other.members, other.authorized_operations, other.unknown_tagged_fields,)
+        return NotImplemented
+
+    def __repr__(self) -> str:
+        return f"{self.__class__.__qualname__}(error_code={self.error_code!r}, error_message={self.error_message!r}, group_id={self.group_id!r}, group_state={self.group_state!r}, group_epoch={self.group_epoch!r}, assignment_epoch={self.assignment_epoch!r}, assignor_name={self.assignor_name!r}, members={self.members!r}, authorized_operations={self.authorized_operations!r}, unknown_tagged_fields={self.unknown_tagged_fields!r})"
 
 
-@_dataclass(slots=True)
 class ShareGroupDescribeResponse(_Message):
     """response ShareGroupDescribeResponse, versions 0-1."""
+
+    __slots__ = ('throttle_time_ms', 'groups', 'unknown_tagged_fields',)
+    __match_args__ = ('throttle_time_ms', 'groups', 'unknown_tagged_fields',)
 
     NAME: _ClassVar[str] = 'ShareGroupDescribeResponse'
     SCHEMA_TYPE: _ClassVar[str] = 'response'
@@ -107,9 +178,23 @@ class ShareGroupDescribeResponse(_Message):
     FLEXIBLE_MIN: _ClassVar[int | None] = 0
     LATEST_VERSION_UNSTABLE: _ClassVar[bool] = False
     DEPRECATED_VERSIONS: _ClassVar[tuple[int, int] | None] = None
-    throttle_time_ms: int = 0
-    groups: list[DescribedGroup] = _field(default_factory=list)
-    unknown_tagged_fields: tuple[tuple[int, bytes], ...] = ()
+
+    throttle_time_ms: int
+    groups: list[DescribedGroup]
+    unknown_tagged_fields: tuple[tuple[int, bytes], ...]
+
+    def __init__(self, throttle_time_ms: int = 0, groups: list[DescribedGroup] = _FACTORY, unknown_tagged_fields: tuple[tuple[int, bytes], ...] = ()) -> None:
+        self.throttle_time_ms = throttle_time_ms
+        self.groups = [] if groups is _FACTORY else groups
+        self.unknown_tagged_fields = unknown_tagged_fields
+
+    def __eq__(self, other: object) -> bool:
+        if other.__class__ is self.__class__ and isinstance(other, ShareGroupDescribeResponse):
+            return (self.throttle_time_ms, self.groups, self.unknown_tagged_fields,) == (other.throttle_time_ms, other.groups, other.unknown_tagged_fields,)
+        return NotImplemented
+
+    def __repr__(self) -> str:
+        return f"{self.__class__.__qualname__}(throttle_time_ms={self.throttle_time_ms!r}, groups={self.groups!r}, unknown_tagged_fields={self.unknown_tagged_fields!r})"
 
 
 def _read_TopicPartitions_0(buf: bytes | bytearray | memoryview, pos: int) -> tuple[TopicPartitions, int]:

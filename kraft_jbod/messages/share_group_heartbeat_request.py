@@ -6,11 +6,12 @@ from __future__ import annotations
 
 import struct as _struct
 import uuid as _uuid
-from dataclasses import dataclass as _dataclass, field as _field
 from typing import ClassVar as _ClassVar
 
 from kraft_jbod.errors import DecodeError as _DecodeError, EncodeError as _EncodeError
-from kraft_jbod.wire.message import FieldInfo as _F, Message as _Message, Struct as _Struct
+from kraft_jbod.wire.message import (
+    DEFAULT_FACTORY as _FACTORY, FieldInfo as _F, Message as _Message, Struct as _Struct,
+)
 from kraft_jbod.wire.runtime import (
     absent as _absent, bad_tag as _bad_tag, check_bool as _bool, null as _null,
 )
@@ -38,9 +39,11 @@ _L0 = (('MemberEpoch', 4),)
 
 
 
-@_dataclass(slots=True)
 class ShareGroupHeartbeatRequest(_Message):
     """request ShareGroupHeartbeatRequest, versions 0-1."""
+
+    __slots__ = ('group_id', 'member_id', 'member_epoch', 'rack_id', 'subscribed_topic_names', 'unknown_tagged_fields',)
+    __match_args__ = ('group_id', 'member_id', 'member_epoch', 'rack_id', 'subscribed_topic_names', 'unknown_tagged_fields',)
 
     NAME: _ClassVar[str] = 'ShareGroupHeartbeatRequest'
     SCHEMA_TYPE: _ClassVar[str] = 'request'
@@ -49,12 +52,29 @@ class ShareGroupHeartbeatRequest(_Message):
     FLEXIBLE_MIN: _ClassVar[int | None] = 0
     LATEST_VERSION_UNSTABLE: _ClassVar[bool] = False
     DEPRECATED_VERSIONS: _ClassVar[tuple[int, int] | None] = None
-    group_id: str = ''
-    member_id: str = ''
-    member_epoch: int = 0
-    rack_id: str | None = None
-    subscribed_topic_names: list[str] | None = None
-    unknown_tagged_fields: tuple[tuple[int, bytes], ...] = ()
+
+    group_id: str
+    member_id: str
+    member_epoch: int
+    rack_id: str | None
+    subscribed_topic_names: list[str] | None
+    unknown_tagged_fields: tuple[tuple[int, bytes], ...]
+
+    def __init__(self, group_id: str = '', member_id: str = '', member_epoch: int = 0, rack_id: str | None = None, subscribed_topic_names: list[str] | None = None, unknown_tagged_fields: tuple[tuple[int, bytes], ...] = ()) -> None:
+        self.group_id = group_id
+        self.member_id = member_id
+        self.member_epoch = member_epoch
+        self.rack_id = rack_id
+        self.subscribed_topic_names = subscribed_topic_names
+        self.unknown_tagged_fields = unknown_tagged_fields
+
+    def __eq__(self, other: object) -> bool:
+        if other.__class__ is self.__class__ and isinstance(other, ShareGroupHeartbeatRequest):
+            return (self.group_id, self.member_id, self.member_epoch, self.rack_id, self.subscribed_topic_names, self.unknown_tagged_fields,) == (other.group_id, other.member_id, other.member_epoch, other.rack_id, other.subscribed_topic_names, other.unknown_tagged_fields,)
+        return NotImplemented
+
+    def __repr__(self) -> str:
+        return f"{self.__class__.__qualname__}(group_id={self.group_id!r}, member_id={self.member_id!r}, member_epoch={self.member_epoch!r}, rack_id={self.rack_id!r}, subscribed_topic_names={self.subscribed_topic_names!r}, unknown_tagged_fields={self.unknown_tagged_fields!r})"
 
 
 def _read_ShareGroupHeartbeatRequest_0(buf: bytes | bytearray | memoryview, pos: int) -> tuple[ShareGroupHeartbeatRequest, int]:

@@ -6,11 +6,12 @@ from __future__ import annotations
 
 import struct as _struct
 import uuid as _uuid
-from dataclasses import dataclass as _dataclass, field as _field
 from typing import ClassVar as _ClassVar
 
 from kraft_jbod.errors import DecodeError as _DecodeError, EncodeError as _EncodeError
-from kraft_jbod.wire.message import FieldInfo as _F, Message as _Message, Struct as _Struct
+from kraft_jbod.wire.message import (
+    DEFAULT_FACTORY as _FACTORY, FieldInfo as _F, Message as _Message, Struct as _Struct,
+)
 from kraft_jbod.wire.runtime import (
     absent as _absent, bad_tag as _bad_tag, check_bool as _bool, null as _null,
 )
@@ -48,46 +49,105 @@ _L5 = (('ControllerId', 4), ('isKRaftController', 1), ('ControllerEpoch', 4), ('
 
 
 
-@_dataclass(slots=True)
 class StopReplicaPartitionV0(_Struct):
     """Struct StopReplicaPartitionV0 of StopReplicaRequest."""
 
-    topic_name: str = ''
-    partition_index: int = 0
-    unknown_tagged_fields: tuple[tuple[int, bytes], ...] = ()
+    __slots__ = ('topic_name', 'partition_index', 'unknown_tagged_fields',)
+    __match_args__ = ('topic_name', 'partition_index', 'unknown_tagged_fields',)
+    topic_name: str
+    partition_index: int
+    unknown_tagged_fields: tuple[tuple[int, bytes], ...]
+
+    def __init__(self, topic_name: str = '', partition_index: int = 0, unknown_tagged_fields: tuple[tuple[int, bytes], ...] = ()) -> None:
+        self.topic_name = topic_name
+        self.partition_index = partition_index
+        self.unknown_tagged_fields = unknown_tagged_fields
+
+    def __eq__(self, other: object) -> bool:
+        if other.__class__ is self.__class__ and isinstance(other, StopReplicaPartitionV0):
+            return (self.topic_name, self.partition_index, self.unknown_tagged_fields,) == (other.topic_name, other.partition_index, other.unknown_tagged_fields,)
+        return NotImplemented
+
+    def __repr__(self) -> str:
+        return f"{self.__class__.__qualname__}(topic_name={self.topic_name!r}, partition_index={self.partition_index!r}, unknown_tagged_fields={self.unknown_tagged_fields!r})"
 
 
-@_dataclass(slots=True)
 class StopReplicaTopicV1(_Struct):
     """Struct StopReplicaTopicV1 of StopReplicaRequest."""
 
-    name: str = ''
-    partition_indexes: list[int] = _field(default_factory=list)
-    unknown_tagged_fields: tuple[tuple[int, bytes], ...] = ()
+    __slots__ = ('name', 'partition_indexes', 'unknown_tagged_fields',)
+    __match_args__ = ('name', 'partition_indexes', 'unknown_tagged_fields',)
+    name: str
+    partition_indexes: list[int]
+    unknown_tagged_fields: tuple[tuple[int, bytes], ...]
+
+    def __init__(self, name: str = '', partition_indexes: list[int] = _FACTORY, unknown_tagged_fields: tuple[tuple[int, bytes], ...] = ()) -> None:
+        self.name = name
+        self.partition_indexes = [] if partition_indexes is _FACTORY else partition_indexes
+        self.unknown_tagged_fields = unknown_tagged_fields
+
+    def __eq__(self, other: object) -> bool:
+        if other.__class__ is self.__class__ and isinstance(other, StopReplicaTopicV1):
+            return (self.name, self.partition_indexes, self.unknown_tagged_fields,) == (other.name, other.partition_indexes, other.unknown_tagged_fields,)
+        return NotImplemented
+
+    def __repr__(self) -> str:
+        return f"{self.__class__.__qualname__}(name={self.name!r}, partition_indexes={self.partition_indexes!r}, unknown_tagged_fields={self.unknown_tagged_fields!r})"
 
 
-@_dataclass(slots=True)
 class StopReplicaPartitionState(_Struct):
     """Struct StopReplicaPartitionState of StopReplicaRequest."""
 
-    partition_index: int = 0
-    leader_epoch: int = -1
-    delete_partition: bool = False
-    unknown_tagged_fields: tuple[tuple[int, bytes], ...] = ()
+    __slots__ = ('partition_index', 'leader_epoch', 'delete_partition', 'unknown_tagged_fields',)
+    __match_args__ = ('partition_index', 'leader_epoch', 'delete_partition', 'unknown_tagged_fields',)
+    partition_index: int
+    leader_epoch: int
+    delete_partition: bool
+    unknown_tagged_fields: tuple[tuple[int, bytes], ...]
+
+    def __init__(self, partition_index: int = 0, leader_epoch: int = -1, delete_partition: bool = False, unknown_tagged_fields: tuple[tuple[int, bytes], ...] = ()) -> None:
+        self.partition_index = partition_index
+        self.leader_epoch = leader_epoch
+        self.delete_partition = delete_partition
+        self.unknown_tagged_fields = unknown_tagged_fields
+
+    def __eq__(self, other: object) -> bool:
+        if other.__class__ is self.__class__ and isinstance(other, StopReplicaPartitionState):
+            return (self.partition_index, self.leader_epoch, self.delete_partition, self.unknown_tagged_fields,) == (other.partition_index, other.leader_epoch, other.delete_partition, other.unknown_tagged_fields,)
+        return NotImplemented
+
+    def __repr__(self) -> str:
+        return f"{self.__class__.__qualname__}(partition_index={self.partition_index!r}, leader_epoch={self.leader_epoch!r}, delete_partition={self.delete_partition!r}, unknown_tagged_fields={self.unknown_tagged_fields!r})"
 
 
-@_dataclass(slots=True)
 class StopReplicaTopicState(_Struct):
     """Struct StopReplicaTopicState of StopReplicaRequest."""
 
-    topic_name: str = ''
-    partition_states: list[StopReplicaPartitionState] = _field(default_factory=list)
-    unknown_tagged_fields: tuple[tuple[int, bytes], ...] = ()
+    __slots__ = ('topic_name', 'partition_states', 'unknown_tagged_fields',)
+    __match_args__ = ('topic_name', 'partition_states', 'unknown_tagged_fields',)
+    topic_name: str
+    partition_states: list[StopReplicaPartitionState]
+    unknown_tagged_fields: tuple[tuple[int, bytes], ...]
+
+    def __init__(self, topic_name: str = '', partition_states: list[StopReplicaPartitionState] = _FACTORY, unknown_tagged_fields: tuple[tuple[int, bytes], ...] = ()) -> None:
+        self.topic_name = topic_name
+        self.partition_states = [] if partition_states is _FACTORY else partition_states
+        self.unknown_tagged_fields = unknown_tagged_fields
+
+    def __eq__(self, other: object) -> bool:
+        if other.__class__ is self.__class__ and isinstance(other, StopReplicaTopicState):
+            return (self.topic_name, self.partition_states, self.unknown_tagged_fields,) == (other.topic_name, other.partition_states, other.unknown_tagged_fields,)
+        return NotImplemented
+
+    def __repr__(self) -> str:
+        return f"{self.__class__.__qualname__}(topic_name={self.topic_name!r}, partition_states={self.partition_states!r}, unknown_tagged_fields={self.unknown_tagged_fields!r})"
 
 
-@_dataclass(slots=True)
 class StopReplicaRequest(_Message):
     """request StopReplicaRequest, versions 0-4."""
+
+    __slots__ = ('controller_id', 'is_k_raft_controller', 'controller_epoch', 'broker_epoch', 'delete_partitions', 'ungrouped_partitions', 'topics', 'topic_states', 'unknown_tagged_fields',)
+    __match_args__ = ('controller_id', 'is_k_raft_controller', 'controller_epoch', 'broker_epoch', 'delete_partitions', 'ungrouped_partitions', 'topics', 'topic_states', 'unknown_tagged_fields',)
 
     NAME: _ClassVar[str] = 'StopReplicaRequest'
     SCHEMA_TYPE: _ClassVar[str] = 'request'
@@ -96,15 +156,35 @@ class StopReplicaRequest(_Message):
     FLEXIBLE_MIN: _ClassVar[int | None] = 2
     LATEST_VERSION_UNSTABLE: _ClassVar[bool] = False
     DEPRECATED_VERSIONS: _ClassVar[tuple[int, int] | None] = None
-    controller_id: int = 0
-    is_k_raft_controller: bool = False
-    controller_epoch: int = 0
-    broker_epoch: int = -1
-    delete_partitions: bool = False
-    ungrouped_partitions: list[StopReplicaPartitionV0] = _field(default_factory=list)
-    topics: list[StopReplicaTopicV1] = _field(default_factory=list)
-    topic_states: list[StopReplicaTopicState] = _field(default_factory=list)
-    unknown_tagged_fields: tuple[tuple[int, bytes], ...] = ()
+
+    controller_id: int
+    is_k_raft_controller: bool
+    controller_epoch: int
+    broker_epoch: int
+    delete_partitions: bool
+    ungrouped_partitions: list[StopReplicaPartitionV0]
+    topics: list[StopReplicaTopicV1]
+    topic_states: list[StopReplicaTopicState]
+    unknown_tagged_fields: tuple[tuple[int, bytes], ...]
+
+    def __init__(self, controller_id: int = 0, is_k_raft_controller: bool = False, controller_epoch: int = 0, broker_epoch: int = -1, delete_partitions: bool = False, ungrouped_partitions: list[StopReplicaPartitionV0] = _FACTORY, topics: list[StopReplicaTopicV1] = _FACTORY, topic_states: list[StopReplicaTopicState] = _FACTORY, unknown_tagged_fields: tuple[tuple[int, bytes], ...] = ()) -> None:
+        self.controller_id = controller_id
+        self.is_k_raft_controller = is_k_raft_controller
+        self.controller_epoch = controller_epoch
+        self.broker_epoch = broker_epoch
+        self.delete_partitions = delete_partitions
+        self.ungrouped_partitions = [] if ungrouped_partitions is _FACTORY else ungrouped_partitions
+        self.topics = [] if topics is _FACTORY else topics
+        self.topic_states = [] if topic_states is _FACTORY else topic_states
+        self.unknown_tagged_fields = unknown_tagged_fields
+
+    def __eq__(self, other: object) -> bool:
+        if other.__class__ is self.__class__ and isinstance(other, StopReplicaRequest):
+            return (self.controller_id, self.is_k_raft_controller, self.controller_epoch, self.broker_epoch, self.delete_partitions, self.ungrouped_partitions, self.topics, self.topic_states, self.unknown_tagged_fields,) == (other.controller_id, other.is_k_raft_controller, other.controller_epoch, other.broker_epoch, other.delete_partitions, other.ungrouped_partitions, other.topics, other.topic_states, other.unknown_tagged_fields,)
+        return NotImplemented
+
+    def __repr__(self) -> str:
+        return f"{self.__class__.__qualname__}(controller_id={self.controller_id!r}, is_k_raft_controller={self.is_k_raft_controller!r}, controller_epoch={self.controller_epoch!r}, broker_epoch={self.broker_epoch!r}, delete_partitions={self.delete_partitions!r}, ungrouped_partitions={self.ungrouped_partitions!r}, topics={self.topics!r}, topic_states={self.topic_states!r}, unknown_tagged_fields={self.unknown_tagged_fields!r})"
 
 
 def _read_StopReplicaPartitionV0_0(buf: bytes | bytearray | memoryview, pos: int) -> tuple[StopReplicaPartitionV0, int]:

@@ -6,11 +6,12 @@ from __future__ import annotations
 
 import struct as _struct
 import uuid as _uuid
-from dataclasses import dataclass as _dataclass, field as _field
 from typing import ClassVar as _ClassVar
 
 from kraft_jbod.errors import DecodeError as _DecodeError, EncodeError as _EncodeError
-from kraft_jbod.wire.message import FieldInfo as _F, Message as _Message, Struct as _Struct
+from kraft_jbod.wire.message import (
+    DEFAULT_FACTORY as _FACTORY, FieldInfo as _F, Message as _Message, Struct as _Struct,
+)
 from kraft_jbod.wire.runtime import (
     absent as _absent, bad_tag as _bad_tag, check_bool as _bool, null as _null,
 )
@@ -40,9 +41,11 @@ _L1 = (('IncludeAuthorizedOperations', 1), ('IncludeTopologyDescription', 1))
 
 
 
-@_dataclass(slots=True)
 class StreamsGroupDescribeRequest(_Message):
     """request StreamsGroupDescribeRequest, versions 0-1."""
+
+    __slots__ = ('group_ids', 'include_authorized_operations', 'include_topology_description', 'unknown_tagged_fields',)
+    __match_args__ = ('group_ids', 'include_authorized_operations', 'include_topology_description', 'unknown_tagged_fields',)
 
     NAME: _ClassVar[str] = 'StreamsGroupDescribeRequest'
     SCHEMA_TYPE: _ClassVar[str] = 'request'
@@ -51,10 +54,25 @@ class StreamsGroupDescribeRequest(_Message):
     FLEXIBLE_MIN: _ClassVar[int | None] = 0
     LATEST_VERSION_UNSTABLE: _ClassVar[bool] = False
     DEPRECATED_VERSIONS: _ClassVar[tuple[int, int] | None] = None
-    group_ids: list[str] = _field(default_factory=list)
-    include_authorized_operations: bool = False
-    include_topology_description: bool = False
-    unknown_tagged_fields: tuple[tuple[int, bytes], ...] = ()
+
+    group_ids: list[str]
+    include_authorized_operations: bool
+    include_topology_description: bool
+    unknown_tagged_fields: tuple[tuple[int, bytes], ...]
+
+    def __init__(self, group_ids: list[str] = _FACTORY, include_authorized_operations: bool = False, include_topology_description: bool = False, unknown_tagged_fields: tuple[tuple[int, bytes], ...] = ()) -> None:
+        self.group_ids = [] if group_ids is _FACTORY else group_ids
+        self.include_authorized_operations = include_authorized_operations
+        self.include_topology_description = include_topology_description
+        self.unknown_tagged_fields = unknown_tagged_fields
+
+    def __eq__(self, other: object) -> bool:
+        if other.__class__ is self.__class__ and isinstance(other, StreamsGroupDescribeRequest):
+            return (self.group_ids, self.include_authorized_operations, self.include_topology_description, self.unknown_tagged_fields,) == (other.group_ids, other.include_authorized_operations, other.include_topology_description, other.unknown_tagged_fields,)
+        return NotImplemented
+
+    def __repr__(self) -> str:
+        return f"{self.__class__.__qualname__}(group_ids={self.group_ids!r}, include_authorized_operations={self.include_authorized_operations!r}, include_topology_description={self.include_topology_description!r}, unknown_tagged_fields={self.unknown_tagged_fields!r})"
 
 
 def _read_StreamsGroupDescribeRequest_0(buf: bytes | bytearray | memoryview, pos: int) -> tuple[StreamsGroupDescribeRequest, int]:

@@ -6,11 +6,12 @@ from __future__ import annotations
 
 import struct as _struct
 import uuid as _uuid
-from dataclasses import dataclass as _dataclass, field as _field
 from typing import ClassVar as _ClassVar
 
 from kraft_jbod.errors import DecodeError as _DecodeError, EncodeError as _EncodeError
-from kraft_jbod.wire.message import FieldInfo as _F, Message as _Message, Struct as _Struct
+from kraft_jbod.wire.message import (
+    DEFAULT_FACTORY as _FACTORY, FieldInfo as _F, Message as _Message, Struct as _Struct,
+)
 from kraft_jbod.wire.runtime import (
     absent as _absent, bad_tag as _bad_tag, check_bool as _bool, null as _null,
 )
@@ -58,169 +59,401 @@ _L12 = (('ThrottleTimeMs', 4),)
 
 
 
-@_dataclass(slots=True)
 class Endpoint(_Struct):
     """Struct Endpoint of StreamsGroupDescribeResponse."""
 
-    host: str = ''
-    port: int = 0
-    unknown_tagged_fields: tuple[tuple[int, bytes], ...] = ()
+    __slots__ = ('host', 'port', 'unknown_tagged_fields',)
+    __match_args__ = ('host', 'port', 'unknown_tagged_fields',)
+    host: str
+    port: int
+    unknown_tagged_fields: tuple[tuple[int, bytes], ...]
+
+    def __init__(self, host: str = '', port: int = 0, unknown_tagged_fields: tuple[tuple[int, bytes], ...] = ()) -> None:
+        self.host = host
+        self.port = port
+        self.unknown_tagged_fields = unknown_tagged_fields
+
+    def __eq__(self, other: object) -> bool:
+        if other.__class__ is self.__class__ and isinstance(other, Endpoint):
+            return (self.host, self.port, self.unknown_tagged_fields,) == (other.host, other.port, other.unknown_tagged_fields,)
+        return NotImplemented
+
+    def __repr__(self) -> str:
+        return f"{self.__class__.__qualname__}(host={self.host!r}, port={self.port!r}, unknown_tagged_fields={self.unknown_tagged_fields!r})"
 
 
-@_dataclass(slots=True)
 class TaskOffset(_Struct):
     """Struct TaskOffset of StreamsGroupDescribeResponse."""
 
-    subtopology_id: str = ''
-    partition: int = 0
-    offset: int = 0
-    unknown_tagged_fields: tuple[tuple[int, bytes], ...] = ()
+    __slots__ = ('subtopology_id', 'partition', 'offset', 'unknown_tagged_fields',)
+    __match_args__ = ('subtopology_id', 'partition', 'offset', 'unknown_tagged_fields',)
+    subtopology_id: str
+    partition: int
+    offset: int
+    unknown_tagged_fields: tuple[tuple[int, bytes], ...]
+
+    def __init__(self, subtopology_id: str = '', partition: int = 0, offset: int = 0, unknown_tagged_fields: tuple[tuple[int, bytes], ...] = ()) -> None:
+        self.subtopology_id = subtopology_id
+        self.partition = partition
+        self.offset = offset
+        self.unknown_tagged_fields = unknown_tagged_fields
+
+    def __eq__(self, other: object) -> bool:
+        if other.__class__ is self.__class__ and isinstance(other, TaskOffset):
+            return (self.subtopology_id, self.partition, self.offset, self.unknown_tagged_fields,) == (other.subtopology_id, other.partition, other.offset, other.unknown_tagged_fields,)
+        return NotImplemented
+
+    def __repr__(self) -> str:
+        return f"{self.__class__.__qualname__}(subtopology_id={self.subtopology_id!r}, partition={self.partition!r}, offset={self.offset!r}, unknown_tagged_fields={self.unknown_tagged_fields!r})"
 
 
-@_dataclass(slots=True)
 class TaskIds(_Struct):
     """Struct TaskIds of StreamsGroupDescribeResponse."""
 
-    subtopology_id: str = ''
-    partitions: list[int] = _field(default_factory=list)
-    unknown_tagged_fields: tuple[tuple[int, bytes], ...] = ()
+    __slots__ = ('subtopology_id', 'partitions', 'unknown_tagged_fields',)
+    __match_args__ = ('subtopology_id', 'partitions', 'unknown_tagged_fields',)
+    subtopology_id: str
+    partitions: list[int]
+    unknown_tagged_fields: tuple[tuple[int, bytes], ...]
+
+    def __init__(self, subtopology_id: str = '', partitions: list[int] = _FACTORY, unknown_tagged_fields: tuple[tuple[int, bytes], ...] = ()) -> None:
+        self.subtopology_id = subtopology_id
+        self.partitions = [] if partitions is _FACTORY else partitions
+        self.unknown_tagged_fields = unknown_tagged_fields
+
+    def __eq__(self, other: object) -> bool:
+        if other.__class__ is self.__class__ and isinstance(other, TaskIds):
+            return (self.subtopology_id, self.partitions, self.unknown_tagged_fields,) == (other.subtopology_id, other.partitions, other.unknown_tagged_fields,)
+        return NotImplemented
+
+    def __repr__(self) -> str:
+        return f"{self.__class__.__qualname__}(subtopology_id={self.subtopology_id!r}, partitions={self.partitions!r}, unknown_tagged_fields={self.unknown_tagged_fields!r})"
 
 
-@_dataclass(slots=True)
 class Assignment(_Struct):
     """Struct Assignment of StreamsGroupDescribeResponse."""
 
-    active_tasks: list[TaskIds] = _field(default_factory=list)
-    standby_tasks: list[TaskIds] = _field(default_factory=list)
-    warmup_tasks: list[TaskIds] = _field(default_factory=list)
-    unknown_tagged_fields: tuple[tuple[int, bytes], ...] = ()
+    __slots__ = ('active_tasks', 'standby_tasks', 'warmup_tasks', 'unknown_tagged_fields',)
+    __match_args__ = ('active_tasks', 'standby_tasks', 'warmup_tasks', 'unknown_tagged_fields',)
+    active_tasks: list[TaskIds]
+    standby_tasks: list[TaskIds]
+    warmup_tasks: list[TaskIds]
+    unknown_tagged_fields: tuple[tuple[int, bytes], ...]
+
+    def __init__(self, active_tasks: list[TaskIds] = _FACTORY, standby_tasks: list[TaskIds] = _FACTORY, warmup_tasks: list[TaskIds] = _FACTORY, unknown_tagged_fields: tuple[tuple[int, bytes], ...] = ()) -> None:
+        self.active_tasks = [] if active_tasks is _FACTORY else active_tasks
+        self.standby_tasks = [] if standby_tasks is _FACTORY else standby_tasks
+        self.warmup_tasks = [] if warmup_tasks is _FACTORY else warmup_tasks
+        self.unknown_tagged_fields = unknown_tagged_fields
+
+    def __eq__(self, other: object) -> bool:
+        if other.__class__ is self.__class__ and isinstance(other, Assignment):
+            return (self.active_tasks, self.standby_tasks, self.warmup_tasks, self.unknown_tagged_fields,) == (other.active_tasks, other.standby_tasks, other.warmup_tasks, other.unknown_tagged_fields,)
+        return NotImplemented
+
+    def __repr__(self) -> str:
+        return f"{self.__class__.__qualname__}(active_tasks={self.active_tasks!r}, standby_tasks={self.standby_tasks!r}, warmup_tasks={self.warmup_tasks!r}, unknown_tagged_fields={self.unknown_tagged_fields!r})"
 
 
-@_dataclass(slots=True)
 class KeyValue(_Struct):
     """Struct KeyValue of StreamsGroupDescribeResponse."""
 
-    key: str = ''
-    value: str = ''
-    unknown_tagged_fields: tuple[tuple[int, bytes], ...] = ()
+    __slots__ = ('key', 'value', 'unknown_tagged_fields',)
+    __match_args__ = ('key', 'value', 'unknown_tagged_fields',)
+    key: str
+    value: str
+    unknown_tagged_fields: tuple[tuple[int, bytes], ...]
+
+    def __init__(self, key: str = '', value: str = '', unknown_tagged_fields: tuple[tuple[int, bytes], ...] = ()) -> None:
+        self.key = key
+        self.value = value
+        self.unknown_tagged_fields = unknown_tagged_fields
+
+    def __eq__(self, other: object) -> bool:
+        if other.__class__ is self.__class__ and isinstance(other, KeyValue):
+            return (self.key, self.value, self.unknown_tagged_fields,) == (other.key, other.value, other.unknown_tagged_fields,)
+        return NotImplemented
+
+    def __repr__(self) -> str:
+        return f"{self.__class__.__qualname__}(key={self.key!r}, value={self.value!r}, unknown_tagged_fields={self.unknown_tagged_fields!r})"
 
 
-@_dataclass(slots=True)
 class TopicInfo(_Struct):
     """Struct TopicInfo of StreamsGroupDescribeResponse."""
 
-    name: str = ''
-    partitions: int = 0
-    replication_factor: int = 0
-    topic_configs: list[KeyValue] = _field(default_factory=list)
-    unknown_tagged_fields: tuple[tuple[int, bytes], ...] = ()
+    __slots__ = ('name', 'partitions', 'replication_factor', 'topic_configs', 'unknown_tagged_fields',)
+    __match_args__ = ('name', 'partitions', 'replication_factor', 'topic_configs', 'unknown_tagged_fields',)
+    name: str
+    partitions: int
+    replication_factor: int
+    topic_configs: list[KeyValue]
+    unknown_tagged_fields: tuple[tuple[int, bytes], ...]
+
+    def __init__(self, name: str = '', partitions: int = 0, replication_factor: int = 0, topic_configs: list[KeyValue] = _FACTORY, unknown_tagged_fields: tuple[tuple[int, bytes], ...] = ()) -> None:
+        self.name = name
+        self.partitions = partitions
+        self.replication_factor = replication_factor
+        self.topic_configs = [] if topic_configs is _FACTORY else topic_configs
+        self.unknown_tagged_fields = unknown_tagged_fields
+
+    def __eq__(self, other: object) -> bool:
+        if other.__class__ is self.__class__ and isinstance(other, TopicInfo):
+            return (self.name, self.partitions, self.replication_factor, self.topic_configs, self.unknown_tagged_fields,) == (other.name, other.partitions, other.replication_factor, other.topic_configs, other.unknown_tagged_fields,)
+        return NotImplemented
+
+    def __repr__(self) -> str:
+        return f"{self.__class__.__qualname__}(name={self.name!r}, partitions={self.partitions!r}, replication_factor={self.replication_factor!r}, topic_configs={self.topic_configs!r}, unknown_tagged_fields={self.unknown_tagged_fields!r})"
 
 
-@_dataclass(slots=True)
 class TopologyDescriptionNode(_Struct):
     """Struct TopologyDescriptionNode of StreamsGroupDescribeResponse."""
 
-    name: str = ''
-    node_type: int = 0
-    source_topics: list[str] = _field(default_factory=list)
-    sink_topic: str | None = None
-    stores: list[str] = _field(default_factory=list)
-    successors: list[str] = _field(default_factory=list)
-    unknown_tagged_fields: tuple[tuple[int, bytes], ...] = ()
+    __slots__ = ('name', 'node_type', 'source_topics', 'sink_topic', 'stores', 'successors', 'unknown_tagged_fields',)
+    __match_args__ = ('name', 'node_type', 'source_topics', 'sink_topic', 'stores', 'successors', 'unknown_tagged_fields',)
+    name: str
+    node_type: int
+    source_topics: list[str]
+    sink_topic: str | None
+    stores: list[str]
+    successors: list[str]
+    unknown_tagged_fields: tuple[tuple[int, bytes], ...]
+
+    def __init__(self, name: str = '', node_type: int = 0, source_topics: list[str] = _FACTORY, sink_topic: str | None = None, stores: list[str] = _FACTORY, successors: list[str] = _FACTORY, unknown_tagged_fields: tuple[tuple[int, bytes], ...] = ()) -> None:
+        self.name = name
+        self.node_type = node_type
+        self.source_topics = [] if source_topics is _FACTORY else source_topics
+        self.sink_topic = sink_topic
+        self.stores = [] if stores is _FACTORY else stores
+        self.successors = [] if successors is _FACTORY else successors
+        self.unknown_tagged_fields = unknown_tagged_fields
+
+    def __eq__(self, other: object) -> bool:
+        if other.__class__ is self.__class__ and isinstance(other, TopologyDescriptionNode):
+            return (self.name, self.node_type, self.source_topics, self.sink_topic, self.stores, self.successors, self.unknown_tagged_fields,) == (other.name, other.node_type, other.source_topics, other.sink_topic, other.stores, other.successors, other.unknown_tagged_fields,)
+        return NotImplemented
+
+    def __repr__(self) -> str:
+        return f"{self.__class__.__qualname__}(name={self.name!r}, node_type={self.node_type!r}, source_topics={self.source_topics!r}, sink_topic={self.sink_topic!r}, stores={self.stores!r}, successors={self.successors!r}, unknown_tagged_fields={self.unknown_tagged_fields!r})"
 
 
-@_dataclass(slots=True)
 class TopologyDescriptionSubtopology(_Struct):
     """Struct TopologyDescriptionSubtopology of StreamsGroupDescribeResponse."""
 
-    subtopology_id: str = ''
-    nodes: list[TopologyDescriptionNode] = _field(default_factory=list)
-    unknown_tagged_fields: tuple[tuple[int, bytes], ...] = ()
+    __slots__ = ('subtopology_id', 'nodes', 'unknown_tagged_fields',)
+    __match_args__ = ('subtopology_id', 'nodes', 'unknown_tagged_fields',)
+    subtopology_id: str
+    nodes: list[TopologyDescriptionNode]
+    unknown_tagged_fields: tuple[tuple[int, bytes], ...]
+
+    def __init__(self, subtopology_id: str = '', nodes: list[TopologyDescriptionNode] = _FACTORY, unknown_tagged_fields: tuple[tuple[int, bytes], ...] = ()) -> None:
+        self.subtopology_id = subtopology_id
+        self.nodes = [] if nodes is _FACTORY else nodes
+        self.unknown_tagged_fields = unknown_tagged_fields
+
+    def __eq__(self, other: object) -> bool:
+        if other.__class__ is self.__class__ and isinstance(other, TopologyDescriptionSubtopology):
+            return (self.subtopology_id, self.nodes, self.unknown_tagged_fields,) == (other.subtopology_id, other.nodes, other.unknown_tagged_fields,)
+        return NotImplemented
+
+    def __repr__(self) -> str:
+        return f"{self.__class__.__qualname__}(subtopology_id={self.subtopology_id!r}, nodes={self.nodes!r}, unknown_tagged_fields={self.unknown_tagged_fields!r})"
 
 
-@_dataclass(slots=True)
 class TopologyDescriptionGlobalStore(_Struct):
     """Struct TopologyDescriptionGlobalStore of StreamsGroupDescribeResponse."""
 
-    source: TopologyDescriptionNode = _field(default_factory=TopologyDescriptionNode)
-    processor: TopologyDescriptionNode = _field(default_factory=TopologyDescriptionNode)
-    unknown_tagged_fields: tuple[tuple[int, bytes], ...] = ()
+    __slots__ = ('source', 'processor', 'unknown_tagged_fields',)
+    __match_args__ = ('source', 'processor', 'unknown_tagged_fields',)
+    source: TopologyDescriptionNode
+    processor: TopologyDescriptionNode
+    unknown_tagged_fields: tuple[tuple[int, bytes], ...]
+
+    def __init__(self, source: TopologyDescriptionNode = _FACTORY, processor: TopologyDescriptionNode = _FACTORY, unknown_tagged_fields: tuple[tuple[int, bytes], ...] = ()) -> None:
+        self.source = TopologyDescriptionNode() if source is _FACTORY else source
+        self.processor = TopologyDescriptionNode() if processor is _FACTORY else processor
+        self.unknown_tagged_fields = unknown_tagged_fields
+
+    def __eq__(self, other: object) -> bool:
+        if other.__class__ is self.__class__ and isinstance(other, TopologyDescriptionGlobalStore):
+            return (self.source, self.processor, self.unknown_tagged_fields,) == (other.source, other.processor, other.unknown_tagged_fields,)
+        return NotImplemented
+
+    def __repr__(self) -> str:
+        return f"{self.__class__.__qualname__}(source={self.source!r}, processor={self.processor!r}, unknown_tagged_fields={self.unknown_tagged_fields!r})"
 
 
-@_dataclass(slots=True)
 class TopologyDescription(_Struct):
     """Struct TopologyDescription of StreamsGroupDescribeResponse."""
 
-    subtopologies: list[TopologyDescriptionSubtopology] = _field(default_factory=list)
-    global_stores: list[TopologyDescriptionGlobalStore] = _field(default_factory=list)
-    unknown_tagged_fields: tuple[tuple[int, bytes], ...] = ()
+    __slots__ = ('subtopologies', 'global_stores', 'unknown_tagged_fields',)
+    __match_args__ = ('subtopologies', 'global_stores', 'unknown_tagged_fields',)
+    subtopologies: list[TopologyDescriptionSubtopology]
+    global_stores: list[TopologyDescriptionGlobalStore]
+    unknown_tagged_fields: tuple[tuple[int, bytes], ...]
+
+    def __init__(self, subtopologies: list[TopologyDescriptionSubtopology] = _FACTORY, global_stores: list[TopologyDescriptionGlobalStore] = _FACTORY, unknown_tagged_fields: tuple[tuple[int, bytes], ...] = ()) -> None:
+        self.subtopologies = [] if subtopologies is _FACTORY else subtopologies
+        self.global_stores = [] if global_stores is _FACTORY else global_stores
+        self.unknown_tagged_fields = unknown_tagged_fields
+
+    def __eq__(self, other: object) -> bool:
+        if other.__class__ is self.__class__ and isinstance(other, TopologyDescription):
+            return (self.subtopologies, self.global_stores, self.unknown_tagged_fields,) == (other.subtopologies, other.global_stores, other.unknown_tagged_fields,)
+        return NotImplemented
+
+    def __repr__(self) -> str:
+        return f"{self.__class__.__qualname__}(subtopologies={self.subtopologies!r}, global_stores={self.global_stores!r}, unknown_tagged_fields={self.unknown_tagged_fields!r})"
 
 
-@_dataclass(slots=True)
 class Subtopology(_Struct):
     """Struct Subtopology of StreamsGroupDescribeResponse."""
 
-    subtopology_id: str = ''
-    source_topics: list[str] = _field(default_factory=list)
-    repartition_sink_topics: list[str] = _field(default_factory=list)
-    state_changelog_topics: list[TopicInfo] = _field(default_factory=list)
-    repartition_source_topics: list[TopicInfo] = _field(default_factory=list)
-    unknown_tagged_fields: tuple[tuple[int, bytes], ...] = ()
+    __slots__ = ('subtopology_id', 'source_topics', 'repartition_sink_topics', 'state_changelog_topics', 'repartition_source_topics', 'unknown_tagged_fields',)
+    __match_args__ = ('subtopology_id', 'source_topics', 'repartition_sink_topics', 'state_changelog_topics', 'repartition_source_topics', 'unknown_tagged_fields',)
+    subtopology_id: str
+    source_topics: list[str]
+    repartition_sink_topics: list[str]
+    state_changelog_topics: list[TopicInfo]
+    repartition_source_topics: list[TopicInfo]
+    unknown_tagged_fields: tuple[tuple[int, bytes], ...]
+
+    def __init__(self, subtopology_id: str = '', source_topics: list[str] = _FACTORY, repartition_sink_topics: list[str] = _FACTORY, state_changelog_topics: list[TopicInfo] = _FACTORY, repartition_source_topics: list[TopicInfo] = _FACTORY, unknown_tagged_fields: tuple[tuple[int, bytes], ...] = ()) -> None:
+        self.subtopology_id = subtopology_id
+        self.source_topics = [] if source_topics is _FACTORY else source_topics
+        self.repartition_sink_topics = [] if repartition_sink_topics is _FACTORY else repartition_sink_topics
+        self.state_changelog_topics = [] if state_changelog_topics is _FACTORY else state_changelog_topics
+        self.repartition_source_topics = [] if repartition_source_topics is _FACTORY else repartition_source_topics
+        self.unknown_tagged_fields = unknown_tagged_fields
+
+    def __eq__(self, other: object) -> bool:
+        if other.__class__ is self.__class__ and isinstance(other, Subtopology):
+            return (self.subtopology_id, self.source_topics, self.repartition_sink_topics, self.state_changelog_topics, self.repartition_source_topics, self.unknown_tagged_fields,) == (other.subtopology_id, other.source_topics, other.repartition_sink_topics, other.state_changelog_topics, other.repartition_source_topics, other.unknown_tagged_fields,)
+        return NotImplemented
+
+    def __repr__(self) -> str:
+        return f"{self.__class__.__qualname__}(subtopology_id={self.subtopology_id!r}, source_topics={self.source_topics!r}, repartition_sink_topics={self.repartition_sink_topics!r}, state_changelog_topics={self.state_changelog_topics!r}, repartition_source_topics={self.repartition_source_topics!r}, unknown_tagged_fields={self.unknown_tagged_fields!r})"
 
 
-@_dataclass(slots=True)
 class Topology(_Struct):
     """Struct Topology of StreamsGroupDescribeResponse."""
 
-    epoch: int = 0
-    subtopologies: list[Subtopology] | None = None
-    unknown_tagged_fields: tuple[tuple[int, bytes], ...] = ()
+    __slots__ = ('epoch', 'subtopologies', 'unknown_tagged_fields',)
+    __match_args__ = ('epoch', 'subtopologies', 'unknown_tagged_fields',)
+    epoch: int
+    subtopologies: list[Subtopology] | None
+    unknown_tagged_fields: tuple[tuple[int, bytes], ...]
+
+    def __init__(self, epoch: int = 0, subtopologies: list[Subtopology] | None = None, unknown_tagged_fields: tuple[tuple[int, bytes], ...] = ()) -> None:
+        self.epoch = epoch
+        self.subtopologies = subtopologies
+        self.unknown_tagged_fields = unknown_tagged_fields
+
+    def __eq__(self, other: object) -> bool:
+        if other.__class__ is self.__class__ and isinstance(other, Topology):
+            return (self.epoch, self.subtopologies, self.unknown_tagged_fields,) == (other.epoch, other.subtopologies, other.unknown_tagged_fields,)
+        return NotImplemented
+
+    def __repr__(self) -> str:
+        return f"{self.__class__.__qualname__}(epoch={self.epoch!r}, subtopologies={self.subtopologies!r}, unknown_tagged_fields={self.unknown_tagged_fields!r})"
 
 
-@_dataclass(slots=True)
 class Member(_Struct):
     """Struct Member of StreamsGroupDescribeResponse."""
 
-    member_id: str = ''
-    member_epoch: int = 0
-    instance_id: str | None = None
-    rack_id: str | None = None
-    client_id: str = ''
-    client_host: str = ''
-    topology_epoch: int = 0
-    process_id: str = ''
-    user_endpoint: Endpoint | None = None
-    client_tags: list[KeyValue] = _field(default_factory=list)
-    task_offsets: list[TaskOffset] = _field(default_factory=list)
-    task_end_offsets: list[TaskOffset] = _field(default_factory=list)
-    assignment: Assignment = _field(default_factory=Assignment)
-    target_assignment: Assignment = _field(default_factory=Assignment)
-    is_classic: bool = False
-    unknown_tagged_fields: tuple[tuple[int, bytes], ...] = ()
+    __slots__ = ('member_id', 'member_epoch', 'instance_id', 'rack_id', 'client_id', 'client_host', 'topology_epoch', 'process_id', 'user_endpoint', 'client_tags', 'task_offsets', 'task_end_offsets', 'assignment', 'target_assignment', 'is_classic', 'unknown_tagged_fields',)
+    __match_args__ = ('member_id', 'member_epoch', 'instance_id', 'rack_id', 'client_id', 'client_host', 'topology_epoch', 'process_id', 'user_endpoint', 'client_tags', 'task_offsets', 'task_end_offsets', 'assignment', 'target_assignment', 'is_classic', 'unknown_tagged_fields',)
+    member_id: str
+    member_epoch: int
+    instance_id: str | None
+    rack_id: str | None
+    client_id: str
+    client_host: str
+    topology_epoch: int
+    process_id: str
+    user_endpoint: Endpoint | None
+    client_tags: list[KeyValue]
+    task_offsets: list[TaskOffset]
+    task_end_offsets: list[TaskOffset]
+    assignment: Assignment
+    target_assignment: Assignment
+    is_classic: bool
+    unknown_tagged_fields: tuple[tuple[int, bytes], ...]
+
+    def __init__(self, member_id: str = '', member_epoch: int = 0, instance_id: str | None = None, rack_id: str | None = None, client_id: str = '', client_host: str = '', topology_epoch: int = 0, process_id: str = '', user_endpoint: Endpoint | None = None, client_tags: list[KeyValue] = _FACTORY, task_offsets: list[TaskOffset] = _FACTORY, task_end_offsets: list[TaskOffset] = _FACTORY, assignment: Assignment = _FACTORY, target_assignment: Assignment = _FACTORY, is_classic: bool = False, unknown_tagged_fields: tuple[tuple[int, bytes], ...] = ()) -> None:
+        self.member_id = member_id
+        self.member_epoch = member_epoch
+        self.instance_id = instance_id
+        self.rack_id = rack_id
+        self.client_id = client_id
+        self.client_host = client_host
+        self.topology_epoch = topology_epoch
+        self.process_id = process_id
+        self.user_endpoint = user_endpoint
+        self.client_tags = [] if client_tags is _FACTORY else client_tags
+        self.task_offsets = [] if task_offsets is _FACTORY else task_offsets
+        self.task_end_offsets = [] if task_end_offsets is _FACTORY else task_end_offsets
+        self.assignment = Assignment() if assignment is _FACTORY else assignment
+        self.target_assignment = Assignment() if target_assignment is _FACTORY else target_assignment
+        self.is_classic = is_classic
+        self.unknown_tagged_fields = unknown_tagged_fields
+
+    def __eq__(self, other: object) -> bool:
+        if other.__class__ is self.__class__ and isinstance(other, Member):
+            return (self.member_id, self.member_epoch, self.instance_id, self.rack_id, self.client_id, self.client_host, self.topology_epoch, self.process_id, self.user_endpoint, self.client_tags, self.task_offsets, self.task_end_offsets, self.assignment, self.target_assignment, self.is_classic, self.unknown_tagged_fields,) == (other.member_id, other.member_epoch, other.instance_id, other.rack_id, other.client_id, other.client_host, other.topology_epoch, other.process_id, other.user_endpoint, other.client_tags, other.task_offsets, other.task_end_offsets, other.assignment, other.target_assignment, other.is_classic, other.unknown_tagged_fields,)
+        return NotImplemented
+
+    def __repr__(self) -> str:
+        return f"{self.__class__.__qualname__}(member_id={self.member_id!r}, member_epoch={self.member_epoch!r}, instance_id={self.instance_id!r}, rack_id={self.rack_id!r}, client_id={self.client_id!r}, client_host={self.client_host!r}, topology_epoch={self.topology_epoch!r}, process_id={self.process_id!r}, user_endpoint={self.user_endpoint!r}, client_tags={self.client_tags!r}, task_offsets={self.task_offsets!r}, task_end_offsets={self.task_end_offsets!r}, assignment={self.assignment!r}, target_assignment={self.target_assignment!r}, is_classic={self.is_classic!r}, unknown_tagged_fields={self.unknown_tagged_fields!r})"
 
 
-@_dataclass(slots=True)
 class DescribedGroup(_Struct):
     """Struct DescribedGroup of StreamsGroupDescribeResponse."""
 
-    error_code: int = 0
-    error_message: str | None = None
-    group_id: str = ''
-    group_state: str = ''
-    group_epoch: int = 0
-    assignment_epoch: int = 0
-    topology: Topology | None = None
-    members: list[Member] = _field(default_factory=list)
-    authorized_operations: int = -2147483648
-    topology_description: TopologyDescription | None = None
-    topology_description_status: int = 0
-    assignor_name: str | None = None
-    unknown_tagged_fields: tuple[tuple[int, bytes], ...] = ()
+    __slots__ = ('error_code', 'error_message', 'group_id', 'group_state', 'group_epoch', 'assignment_epoch', 'topology', 'members', 'authorized_operations', 'topology_description', 'topology_description_status', 'assignor_name', 'unknown_tagged_fields',)
+    __match_args__ = ('error_code', 'error_message', 'group_id', 'group_state', 'group_epoch', 'assignment_epoch', 'topology', 'members', 'authorized_operations', 'topology_description', 'topology_description_status', 'assignor_name', 'unknown_tagged_fields',)
+    error_code: int
+    error_message: str | None
+    group_id: str
+    group_state: str
+    group_epoch: int
+    assignment_epoch: int
+    topology: Topology | None
+    members: list[Member]
+    authorized_operations: int
+    topology_description: TopologyDescription | None
+    topology_description_status: int
+    assignor_name: str | None
+    unknown_tagged_fields: tuple[tuple[int, bytes], ...]
+
+    def __init__(self, error_code: int = 0, error_message: str | None = None, group_id: str = '', group_state: str = '', group_epoch: int = 0, assignment_epoch: int = 0, topology: Topology | None = None, members: list[Member] = _FACTORY, authorized_operations: int = -2147483648, topology_description: TopologyDescription | None = None, topology_description_status: int = 0, assignor_name: str | None = None, unknown_tagged_fields: tuple[tuple[int, bytes], ...] = ()) -> None:
+        self.error_code = error_code
+        self.error_message = error_message
+        self.group_id = group_id
+        self.group_state = group_state
+        self.group_epoch = group_epoch
+        self.assignment_epoch = assignment_epoch
+        self.topology = topology
+        self.members = [] if members is _FACTORY else members
+        self.authorized_operations = authorized_operations
+        self.topology_description = topology_description
+        self.topology_description_status = topology_description_status
+        self.assignor_name = assignor_name
+        self.unknown_tagged_fields = unknown_tagged_fields
+
+    def __eq__(self, other: object) -> bool:
+        if other.__class__ is self.__class__ and isinstance(other, DescribedGroup):
+            return (self.error_code, self.error_message, self.group_id, self.group_state, self.group_epoch, self.assignment_epoch, self.topology, self.members, self.authorized_operations, self.topology_description, self.topology_description_status, self.assignor_name, self.unknown_tagged_fields,) == (other.error_code, other.error_message, other.group_id, other.group_state, other.group_epoch, other.assignment_epoch, other.topology, other.members, other.authorized_operations, other.topology_description, other.topology_description_status, other.assignor_name, other.unknown_tagged_fields,)
+        return NotImplemented
+
+    def __repr__(self) -> str:
+        return f"{self.__class__.__qualname__}(error_code={self.error_code!r}, error_message={self.error_message!r}, group_id={self.group_id!r}, group_state={self.group_state!r}, group_epoch={self.group_epoch!r}, assignment_epoch={self.assignment_epoch!r}, topology={self.topology!r}, members={self.members!r}, authorized_operations={self.authorized_operations!r}, topology_description={self.topology_description!r}, topology_description_status={self.topology_description_status!r}, assignor_name={self.assignor_name!r}, unknown_tagged_fields={self.unknown_tagged_fields!r})"
 
 
-@_dataclass(slots=True)
 class StreamsGroupDescribeResponse(_Message):
     """response StreamsGroupDescribeResponse, versions 0-1."""
+
+    __slots__ = ('throttle_time_ms', 'groups', 'unknown_tagged_fields',)
+    __match_args__ = ('throttle_time_ms', 'groups', 'unknown_tagged_fields',)
 
     NAME: _ClassVar[str] = 'StreamsGroupDescribeResponse'
     SCHEMA_TYPE: _ClassVar[str] = 'response'
@@ -229,9 +462,23 @@ class StreamsGroupDescribeResponse(_Message):
     FLEXIBLE_MIN: _ClassVar[int | None] = 0
     LATEST_VERSION_UNSTABLE: _ClassVar[bool] = False
     DEPRECATED_VERSIONS: _ClassVar[tuple[int, int] | None] = None
-    throttle_time_ms: int = 0
-    groups: list[DescribedGroup] = _field(default_factory=list)
-    unknown_tagged_fields: tuple[tuple[int, bytes], ...] = ()
+
+    throttle_time_ms: int
+    groups: list[DescribedGroup]
+    unknown_tagged_fields: tuple[tuple[int, bytes], ...]
+
+    def __init__(self, throttle_time_ms: int = 0, groups: list[DescribedGroup] = _FACTORY, unknown_tagged_fields: tuple[tuple[int, bytes], ...] = ()) -> None:
+        self.throttle_time_ms = throttle_time_ms
+        self.groups = [] if groups is _FACTORY else groups
+        self.unknown_tagged_fields = unknown_tagged_fields
+
+    def __eq__(self, other: object) -> bool:
+        if other.__class__ is self.__class__ and isinstance(other, StreamsGroupDescribeResponse):
+            return (self.throttle_time_ms, self.groups, self.unknown_tagged_fields,) == (other.throttle_time_ms, other.groups, other.unknown_tagged_fields,)
+        return NotImplemented
+
+    def __repr__(self) -> str:
+        return f"{self.__class__.__qualname__}(throttle_time_ms={self.throttle_time_ms!r}, groups={self.groups!r}, unknown_tagged_fields={self.unknown_tagged_fields!r})"
 
 
 def _read_Endpoint_0(buf: bytes | bytearray | memoryview, pos: int) -> tuple[Endpoint, int]:

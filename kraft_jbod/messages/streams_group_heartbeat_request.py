@@ -6,11 +6,12 @@ from __future__ import annotations
 
 import struct as _struct
 import uuid as _uuid
-from dataclasses import dataclass as _dataclass, field as _field
 from typing import ClassVar as _ClassVar
 
 from kraft_jbod.errors import DecodeError as _DecodeError, EncodeError as _EncodeError
-from kraft_jbod.wire.message import FieldInfo as _F, Message as _Message, Struct as _Struct
+from kraft_jbod.wire.message import (
+    DEFAULT_FACTORY as _FACTORY, FieldInfo as _F, Message as _Message, Struct as _Struct,
+)
 from kraft_jbod.wire.runtime import (
     absent as _absent, bad_tag as _bad_tag, check_bool as _bool, null as _null,
 )
@@ -51,90 +52,213 @@ _L6 = (('ShutdownApplication', 1),)
 
 
 
-@_dataclass(slots=True)
 class KeyValue(_Struct):
     """Struct KeyValue of StreamsGroupHeartbeatRequest."""
 
-    key: str = ''
-    value: str = ''
-    unknown_tagged_fields: tuple[tuple[int, bytes], ...] = ()
+    __slots__ = ('key', 'value', 'unknown_tagged_fields',)
+    __match_args__ = ('key', 'value', 'unknown_tagged_fields',)
+    key: str
+    value: str
+    unknown_tagged_fields: tuple[tuple[int, bytes], ...]
+
+    def __init__(self, key: str = '', value: str = '', unknown_tagged_fields: tuple[tuple[int, bytes], ...] = ()) -> None:
+        self.key = key
+        self.value = value
+        self.unknown_tagged_fields = unknown_tagged_fields
+
+    def __eq__(self, other: object) -> bool:
+        if other.__class__ is self.__class__ and isinstance(other, KeyValue):
+            return (self.key, self.value, self.unknown_tagged_fields,) == (other.key, other.value, other.unknown_tagged_fields,)
+        return NotImplemented
+
+    def __repr__(self) -> str:
+        return f"{self.__class__.__qualname__}(key={self.key!r}, value={self.value!r}, unknown_tagged_fields={self.unknown_tagged_fields!r})"
 
 
-@_dataclass(slots=True)
 class TopicInfo(_Struct):
     """Struct TopicInfo of StreamsGroupHeartbeatRequest."""
 
-    name: str = ''
-    partitions: int = 0
-    replication_factor: int = 0
-    topic_configs: list[KeyValue] = _field(default_factory=list)
-    unknown_tagged_fields: tuple[tuple[int, bytes], ...] = ()
+    __slots__ = ('name', 'partitions', 'replication_factor', 'topic_configs', 'unknown_tagged_fields',)
+    __match_args__ = ('name', 'partitions', 'replication_factor', 'topic_configs', 'unknown_tagged_fields',)
+    name: str
+    partitions: int
+    replication_factor: int
+    topic_configs: list[KeyValue]
+    unknown_tagged_fields: tuple[tuple[int, bytes], ...]
+
+    def __init__(self, name: str = '', partitions: int = 0, replication_factor: int = 0, topic_configs: list[KeyValue] = _FACTORY, unknown_tagged_fields: tuple[tuple[int, bytes], ...] = ()) -> None:
+        self.name = name
+        self.partitions = partitions
+        self.replication_factor = replication_factor
+        self.topic_configs = [] if topic_configs is _FACTORY else topic_configs
+        self.unknown_tagged_fields = unknown_tagged_fields
+
+    def __eq__(self, other: object) -> bool:
+        if other.__class__ is self.__class__ and isinstance(other, TopicInfo):
+            return (self.name, self.partitions, self.replication_factor, self.topic_configs, self.unknown_tagged_fields,) == (other.name, other.partitions, other.replication_factor, other.topic_configs, other.unknown_tagged_fields,)
+        return NotImplemented
+
+    def __repr__(self) -> str:
+        return f"{self.__class__.__qualname__}(name={self.name!r}, partitions={self.partitions!r}, replication_factor={self.replication_factor!r}, topic_configs={self.topic_configs!r}, unknown_tagged_fields={self.unknown_tagged_fields!r})"
 
 
-@_dataclass(slots=True)
 class Endpoint(_Struct):
     """Struct Endpoint of StreamsGroupHeartbeatRequest."""
 
-    host: str = ''
-    port: int = 0
-    unknown_tagged_fields: tuple[tuple[int, bytes], ...] = ()
+    __slots__ = ('host', 'port', 'unknown_tagged_fields',)
+    __match_args__ = ('host', 'port', 'unknown_tagged_fields',)
+    host: str
+    port: int
+    unknown_tagged_fields: tuple[tuple[int, bytes], ...]
+
+    def __init__(self, host: str = '', port: int = 0, unknown_tagged_fields: tuple[tuple[int, bytes], ...] = ()) -> None:
+        self.host = host
+        self.port = port
+        self.unknown_tagged_fields = unknown_tagged_fields
+
+    def __eq__(self, other: object) -> bool:
+        if other.__class__ is self.__class__ and isinstance(other, Endpoint):
+            return (self.host, self.port, self.unknown_tagged_fields,) == (other.host, other.port, other.unknown_tagged_fields,)
+        return NotImplemented
+
+    def __repr__(self) -> str:
+        return f"{self.__class__.__qualname__}(host={self.host!r}, port={self.port!r}, unknown_tagged_fields={self.unknown_tagged_fields!r})"
 
 
-@_dataclass(slots=True)
 class TaskOffset(_Struct):
     """Struct TaskOffset of StreamsGroupHeartbeatRequest."""
 
-    subtopology_id: str = ''
-    partition: int = 0
-    offset: int = 0
-    unknown_tagged_fields: tuple[tuple[int, bytes], ...] = ()
+    __slots__ = ('subtopology_id', 'partition', 'offset', 'unknown_tagged_fields',)
+    __match_args__ = ('subtopology_id', 'partition', 'offset', 'unknown_tagged_fields',)
+    subtopology_id: str
+    partition: int
+    offset: int
+    unknown_tagged_fields: tuple[tuple[int, bytes], ...]
+
+    def __init__(self, subtopology_id: str = '', partition: int = 0, offset: int = 0, unknown_tagged_fields: tuple[tuple[int, bytes], ...] = ()) -> None:
+        self.subtopology_id = subtopology_id
+        self.partition = partition
+        self.offset = offset
+        self.unknown_tagged_fields = unknown_tagged_fields
+
+    def __eq__(self, other: object) -> bool:
+        if other.__class__ is self.__class__ and isinstance(other, TaskOffset):
+            return (self.subtopology_id, self.partition, self.offset, self.unknown_tagged_fields,) == (other.subtopology_id, other.partition, other.offset, other.unknown_tagged_fields,)
+        return NotImplemented
+
+    def __repr__(self) -> str:
+        return f"{self.__class__.__qualname__}(subtopology_id={self.subtopology_id!r}, partition={self.partition!r}, offset={self.offset!r}, unknown_tagged_fields={self.unknown_tagged_fields!r})"
 
 
-@_dataclass(slots=True)
 class TaskIds(_Struct):
     """Struct TaskIds of StreamsGroupHeartbeatRequest."""
 
-    subtopology_id: str = ''
-    partitions: list[int] = _field(default_factory=list)
-    unknown_tagged_fields: tuple[tuple[int, bytes], ...] = ()
+    __slots__ = ('subtopology_id', 'partitions', 'unknown_tagged_fields',)
+    __match_args__ = ('subtopology_id', 'partitions', 'unknown_tagged_fields',)
+    subtopology_id: str
+    partitions: list[int]
+    unknown_tagged_fields: tuple[tuple[int, bytes], ...]
+
+    def __init__(self, subtopology_id: str = '', partitions: list[int] = _FACTORY, unknown_tagged_fields: tuple[tuple[int, bytes], ...] = ()) -> None:
+        self.subtopology_id = subtopology_id
+        self.partitions = [] if partitions is _FACTORY else partitions
+        self.unknown_tagged_fields = unknown_tagged_fields
+
+    def __eq__(self, other: object) -> bool:
+        if other.__class__ is self.__class__ and isinstance(other, TaskIds):
+            return (self.subtopology_id, self.partitions, self.unknown_tagged_fields,) == (other.subtopology_id, other.partitions, other.unknown_tagged_fields,)
+        return NotImplemented
+
+    def __repr__(self) -> str:
+        return f"{self.__class__.__qualname__}(subtopology_id={self.subtopology_id!r}, partitions={self.partitions!r}, unknown_tagged_fields={self.unknown_tagged_fields!r})"
 
 
-@_dataclass(slots=True)
 class CopartitionGroup(_Struct):
     """Struct CopartitionGroup of StreamsGroupHeartbeatRequest."""
 
-    source_topics: list[int] = _field(default_factory=list)
-    source_topic_regex: list[int] = _field(default_factory=list)
-    repartition_source_topics: list[int] = _field(default_factory=list)
-    unknown_tagged_fields: tuple[tuple[int, bytes], ...] = ()
+    __slots__ = ('source_topics', 'source_topic_regex', 'repartition_source_topics', 'unknown_tagged_fields',)
+    __match_args__ = ('source_topics', 'source_topic_regex', 'repartition_source_topics', 'unknown_tagged_fields',)
+    source_topics: list[int]
+    source_topic_regex: list[int]
+    repartition_source_topics: list[int]
+    unknown_tagged_fields: tuple[tuple[int, bytes], ...]
+
+    def __init__(self, source_topics: list[int] = _FACTORY, source_topic_regex: list[int] = _FACTORY, repartition_source_topics: list[int] = _FACTORY, unknown_tagged_fields: tuple[tuple[int, bytes], ...] = ()) -> None:
+        self.source_topics = [] if source_topics is _FACTORY else source_topics
+        self.source_topic_regex = [] if source_topic_regex is _FACTORY else source_topic_regex
+        self.repartition_source_topics = [] if repartition_source_topics is _FACTORY else repartition_source_topics
+        self.unknown_tagged_fields = unknown_tagged_fields
+
+    def __eq__(self, other: object) -> bool:
+        if other.__class__ is self.__class__ and isinstance(other, CopartitionGroup):
+            return (self.source_topics, self.source_topic_regex, self.repartition_source_topics, self.unknown_tagged_fields,) == (other.source_topics, other.source_topic_regex, other.repartition_source_topics, other.unknown_tagged_fields,)
+        return NotImplemented
+
+    def __repr__(self) -> str:
+        return f"{self.__class__.__qualname__}(source_topics={self.source_topics!r}, source_topic_regex={self.source_topic_regex!r}, repartition_source_topics={self.repartition_source_topics!r}, unknown_tagged_fields={self.unknown_tagged_fields!r})"
 
 
-@_dataclass(slots=True)
 class Subtopology(_Struct):
     """Struct Subtopology of StreamsGroupHeartbeatRequest."""
 
-    subtopology_id: str = ''
-    source_topics: list[str] = _field(default_factory=list)
-    source_topic_regex: list[str] = _field(default_factory=list)
-    state_changelog_topics: list[TopicInfo] = _field(default_factory=list)
-    repartition_sink_topics: list[str] = _field(default_factory=list)
-    repartition_source_topics: list[TopicInfo] = _field(default_factory=list)
-    copartition_groups: list[CopartitionGroup] = _field(default_factory=list)
-    unknown_tagged_fields: tuple[tuple[int, bytes], ...] = ()
+    __slots__ = ('subtopology_id', 'source_topics', 'source_topic_regex', 'state_changelog_topics', 'repartition_sink_topics', 'repartition_source_topics', 'copartition_groups', 'unknown_tagged_fields',)
+    __match_args__ = ('subtopology_id', 'source_topics', 'source_topic_regex', 'state_changelog_topics', 'repartition_sink_topics', 'repartition_source_topics', 'copartition_groups', 'unknown_tagged_fields',)
+    subtopology_id: str
+    source_topics: list[str]
+    source_topic_regex: list[str]
+    state_changelog_topics: list[TopicInfo]
+    repartition_sink_topics: list[str]
+    repartition_source_topics: list[TopicInfo]
+    copartition_groups: list[CopartitionGroup]
+    unknown_tagged_fields: tuple[tuple[int, bytes], ...]
+
+    def __init__(self, subtopology_id: str = '', source_topics: list[str] = _FACTORY, source_topic_regex: list[str] = _FACTORY, state_changelog_topics: list[TopicInfo] = _FACTORY, repartition_sink_topics: list[str] = _FACTORY, repartition_source_topics: list[TopicInfo] = _FACTORY, copartition_groups: list[CopartitionGroup] = _FACTORY, unknown_tagged_fields: tuple[tuple[int, bytes], ...] = ()) -> None:
+        self.subtopology_id = subtopology_id
+        self.source_topics = [] if source_topics is _FACTORY else source_topics
+        self.source_topic_regex = [] if source_topic_regex is _FACTORY else source_topic_regex
+        self.state_changelog_topics = [] if state_changelog_topics is _FACTORY else state_changelog_topics
+        self.repartition_sink_topics = [] if repartition_sink_topics is _FACTORY else repartition_sink_topics
+        self.repartition_source_topics = [] if repartition_source_topics is _FACTORY else repartition_source_topics
+        self.copartition_groups = [] if copartition_groups is _FACTORY else copartition_groups
+        self.unknown_tagged_fields = unknown_tagged_fields
+
+    def __eq__(self, other: object) -> bool:
+        if other.__class__ is self.__class__ and isinstance(other, Subtopology):
+            return (self.subtopology_id, self.source_topics, self.source_topic_regex, self.state_changelog_topics, self.repartition_sink_topics, self.repartition_source_topics, self.copartition_groups, self.unknown_tagged_fields,) == (other.subtopology_id, other.source_topics, other.source_topic_regex, other.state_changelog_topics, other.repartition_sink_topics, other.repartition_source_topics, other.copartition_groups, other.unknown_tagged_fields,)
+        return NotImplemented
+
+    def __repr__(self) -> str:
+        return f"{self.__class__.__qualname__}(subtopology_id={self.subtopology_id!r}, source_topics={self.source_topics!r}, source_topic_regex={self.source_topic_regex!r}, state_changelog_topics={self.state_changelog_topics!r}, repartition_sink_topics={self.repartition_sink_topics!r}, repartition_source_topics={self.repartition_source_topics!r}, copartition_groups={self.copartition_groups!r}, unknown_tagged_fields={self.unknown_tagged_fields!r})"
 
 
-@_dataclass(slots=True)
 class Topology(_Struct):
     """Struct Topology of StreamsGroupHeartbeatRequest."""
 
-    epoch: int = 0
-    subtopologies: list[Subtopology] = _field(default_factory=list)
-    unknown_tagged_fields: tuple[tuple[int, bytes], ...] = ()
+    __slots__ = ('epoch', 'subtopologies', 'unknown_tagged_fields',)
+    __match_args__ = ('epoch', 'subtopologies', 'unknown_tagged_fields',)
+    epoch: int
+    subtopologies: list[Subtopology]
+    unknown_tagged_fields: tuple[tuple[int, bytes], ...]
+
+    def __init__(self, epoch: int = 0, subtopologies: list[Subtopology] = _FACTORY, unknown_tagged_fields: tuple[tuple[int, bytes], ...] = ()) -> None:
+        self.epoch = epoch
+        self.subtopologies = [] if subtopologies is _FACTORY else subtopologies
+        self.unknown_tagged_fields = unknown_tagged_fields
+
+    def __eq__(self, other: object) -> bool:
+        if other.__class__ is self.__class__ and isinstance(other, Topology):
+            return (self.epoch, self.subtopologies, self.unknown_tagged_fields,) == (other.epoch, other.subtopologies, other.unknown_tagged_fields,)
+        return NotImplemented
+
+    def __repr__(self) -> str:
+        return f"{self.__class__.__qualname__}(epoch={self.epoch!r}, subtopologies={self.subtopologies!r}, unknown_tagged_fields={self.unknown_tagged_fields!r})"
 
 
-@_dataclass(slots=True)
 class StreamsGroupHeartbeatRequest(_Message):
     """request StreamsGroupHeartbeatRequest, versions 0-1."""
+
+    __slots__ = ('group_id', 'member_id', 'member_epoch', 'endpoint_information_epoch', 'instance_id', 'rack_id', 'rebalance_timeout_ms', 'topology', 'active_tasks', 'standby_tasks', 'warmup_tasks', 'process_id', 'user_endpoint', 'client_tags', 'task_offsets', 'task_end_offsets', 'shutdown_application', 'unknown_tagged_fields',)
+    __match_args__ = ('group_id', 'member_id', 'member_epoch', 'endpoint_information_epoch', 'instance_id', 'rack_id', 'rebalance_timeout_ms', 'topology', 'active_tasks', 'standby_tasks', 'warmup_tasks', 'process_id', 'user_endpoint', 'client_tags', 'task_offsets', 'task_end_offsets', 'shutdown_application', 'unknown_tagged_fields',)
 
     NAME: _ClassVar[str] = 'StreamsGroupHeartbeatRequest'
     SCHEMA_TYPE: _ClassVar[str] = 'request'
@@ -143,24 +267,53 @@ class StreamsGroupHeartbeatRequest(_Message):
     FLEXIBLE_MIN: _ClassVar[int | None] = 0
     LATEST_VERSION_UNSTABLE: _ClassVar[bool] = False
     DEPRECATED_VERSIONS: _ClassVar[tuple[int, int] | None] = None
-    group_id: str = ''
-    member_id: str = ''
-    member_epoch: int = 0
-    endpoint_information_epoch: int = 0
-    instance_id: str | None = None
-    rack_id: str | None = None
-    rebalance_timeout_ms: int = -1
-    topology: Topology | None = None
-    active_tasks: list[TaskIds] | None = None
-    standby_tasks: list[TaskIds] | None = None
-    warmup_tasks: list[TaskIds] | None = None
-    process_id: str | None = None
-    user_endpoint: Endpoint | None = None
-    client_tags: list[KeyValue] | None = None
-    task_offsets: list[TaskOffset] | None = None
-    task_end_offsets: list[TaskOffset] | None = None
-    shutdown_application: bool = False
-    unknown_tagged_fields: tuple[tuple[int, bytes], ...] = ()
+
+    group_id: str
+    member_id: str
+    member_epoch: int
+    endpoint_information_epoch: int
+    instance_id: str | None
+    rack_id: str | None
+    rebalance_timeout_ms: int
+    topology: Topology | None
+    active_tasks: list[TaskIds] | None
+    standby_tasks: list[TaskIds] | None
+    warmup_tasks: list[TaskIds] | None
+    process_id: str | None
+    user_endpoint: Endpoint | None
+    client_tags: list[KeyValue] | None
+    task_offsets: list[TaskOffset] | None
+    task_end_offsets: list[TaskOffset] | None
+    shutdown_application: bool
+    unknown_tagged_fields: tuple[tuple[int, bytes], ...]
+
+    def __init__(self, group_id: str = '', member_id: str = '', member_epoch: int = 0, endpoint_information_epoch: int = 0, instance_id: str | None = None, rack_id: str | None = None, rebalance_timeout_ms: int = -1, topology: Topology | None = None, active_tasks: list[TaskIds] | None = None, standby_tasks: list[TaskIds] | None = None, warmup_tasks: list[TaskIds] | None = None, process_id: str | None = None, user_endpoint: Endpoint | None = None, client_tags: list[KeyValue] | None = None, task_offsets: list[TaskOffset] | None = None, task_end_offsets: list[TaskOffset] | None = None, shutdown_application: bool = False, unknown_tagged_fields: tuple[tuple[int, bytes], ...] = ()) -> None:
+        self.group_id = group_id
+        self.member_id = member_id
+        self.member_epoch = member_epoch
+        self.endpoint_information_epoch = endpoint_information_epoch
+        self.instance_id = instance_id
+        self.rack_id = rack_id
+        self.rebalance_timeout_ms = rebalance_timeout_ms
+        self.topology = topology
+        self.active_tasks = active_tasks
+        self.standby_tasks = standby_tasks
+        self.warmup_tasks = warmup_tasks
+        self.process_id = process_id
+        self.user_endpoint = user_endpoint
+        self.client_tags = client_tags
+        self.task_offsets = task_offsets
+        self.task_end_offsets = task_end_offsets
+        self.shutdown_application = shutdown_application
+        self.unknown_tagged_fields = unknown_tagged_fields
+
+    def __eq__(self, other: object) -> bool:
+        if other.__class__ is self.__class__ and isinstance(other, StreamsGroupHeartbeatRequest):
+            return (self.group_id, self.member_id, self.member_epoch, self.endpoint_information_epoch, self.instance_id, self.rack_id, self.rebalance_timeout_ms, self.topology, self.active_tasks, self.standby_tasks, self.warmup_tasks, self.process_id, self.user_endpoint, self.client_tags, self.task_offsets, self.task_end_offsets, self.shutdown_application, self.unknown_tagged_fields,) == (other.group_id, other.member_id, other.member_epoch, other.endpoint_information_epoch, other.instance_id, other.rack_id, other.rebalance_timeout_ms, other.topology, other.active_tasks, other.standby_tasks, other.warmup_tasks, other.process_id, other.user_endpoint, other.client_tags, other.task_offsets, other.task_end_offsets, other.shutdown_application, other.unknown_tagged_fields,)
+        return NotImplemented
+
+    def __repr__(self) -> str:
+        return f"{self.__class__.__qualname__}(group_id={self.group_id!r}, member_id={self.member_id!r}, member_epoch={self.member_epoch!r}, endpoint_information_epoch={self.endpoint_information_epoch!r}, instance_id={self.instance_id!r}, rack_id={self.rack_id!r}, rebalance_timeout_ms={self.rebalance_timeout_ms!r}, topology={self.topology!r}, active_tasks={self.active_tasks!r}, standby_tasks={self.standby_tasks!r}, warmup_tasks={self.warmup_tasks!r}, process_id={self.process_id!r}, user_endpoint={self.user_endpoint!r}, client_tags={self.client_tags!r}, task_offsets={self.task_offsets!r}, task_end_offsets={self.task_end_offsets!r}, shutdown_application={self.shutdown_application!r}, unknown_tagged_fields={self.unknown_tagged_fields!r})"
 
 
 def _read_KeyValue_0(buf: bytes | bytearray | memoryview, pos: int) -> tuple[KeyValue, int]:

@@ -6,11 +6,12 @@ from __future__ import annotations
 
 import struct as _struct
 import uuid as _uuid
-from dataclasses import dataclass as _dataclass, field as _field
 from typing import ClassVar as _ClassVar
 
 from kraft_jbod.errors import DecodeError as _DecodeError, EncodeError as _EncodeError
-from kraft_jbod.wire.message import FieldInfo as _F, Message as _Message, Struct as _Struct
+from kraft_jbod.wire.message import (
+    DEFAULT_FACTORY as _FACTORY, FieldInfo as _F, Message as _Message, Struct as _Struct,
+)
 from kraft_jbod.wire.runtime import (
     absent as _absent, bad_tag as _bad_tag, check_bool as _bool, null as _null,
 )
@@ -51,55 +52,128 @@ _L6 = (('TopologyDescriptionRequired', 1), ('EndpointInformationEpoch', 4))
 
 
 
-@_dataclass(slots=True)
 class Status(_Struct):
     """Struct Status of StreamsGroupHeartbeatResponse."""
 
-    status_code: int = 0
-    status_detail: str = ''
-    unknown_tagged_fields: tuple[tuple[int, bytes], ...] = ()
+    __slots__ = ('status_code', 'status_detail', 'unknown_tagged_fields',)
+    __match_args__ = ('status_code', 'status_detail', 'unknown_tagged_fields',)
+    status_code: int
+    status_detail: str
+    unknown_tagged_fields: tuple[tuple[int, bytes], ...]
+
+    def __init__(self, status_code: int = 0, status_detail: str = '', unknown_tagged_fields: tuple[tuple[int, bytes], ...] = ()) -> None:
+        self.status_code = status_code
+        self.status_detail = status_detail
+        self.unknown_tagged_fields = unknown_tagged_fields
+
+    def __eq__(self, other: object) -> bool:
+        if other.__class__ is self.__class__ and isinstance(other, Status):
+            return (self.status_code, self.status_detail, self.unknown_tagged_fields,) == (other.status_code, other.status_detail, other.unknown_tagged_fields,)
+        return NotImplemented
+
+    def __repr__(self) -> str:
+        return f"{self.__class__.__qualname__}(status_code={self.status_code!r}, status_detail={self.status_detail!r}, unknown_tagged_fields={self.unknown_tagged_fields!r})"
 
 
-@_dataclass(slots=True)
 class TopicPartition(_Struct):
     """Struct TopicPartition of StreamsGroupHeartbeatResponse."""
 
-    topic: str = ''
-    partitions: list[int] = _field(default_factory=list)
-    unknown_tagged_fields: tuple[tuple[int, bytes], ...] = ()
+    __slots__ = ('topic', 'partitions', 'unknown_tagged_fields',)
+    __match_args__ = ('topic', 'partitions', 'unknown_tagged_fields',)
+    topic: str
+    partitions: list[int]
+    unknown_tagged_fields: tuple[tuple[int, bytes], ...]
+
+    def __init__(self, topic: str = '', partitions: list[int] = _FACTORY, unknown_tagged_fields: tuple[tuple[int, bytes], ...] = ()) -> None:
+        self.topic = topic
+        self.partitions = [] if partitions is _FACTORY else partitions
+        self.unknown_tagged_fields = unknown_tagged_fields
+
+    def __eq__(self, other: object) -> bool:
+        if other.__class__ is self.__class__ and isinstance(other, TopicPartition):
+            return (self.topic, self.partitions, self.unknown_tagged_fields,) == (other.topic, other.partitions, other.unknown_tagged_fields,)
+        return NotImplemented
+
+    def __repr__(self) -> str:
+        return f"{self.__class__.__qualname__}(topic={self.topic!r}, partitions={self.partitions!r}, unknown_tagged_fields={self.unknown_tagged_fields!r})"
 
 
-@_dataclass(slots=True)
 class TaskIds(_Struct):
     """Struct TaskIds of StreamsGroupHeartbeatResponse."""
 
-    subtopology_id: str = ''
-    partitions: list[int] = _field(default_factory=list)
-    unknown_tagged_fields: tuple[tuple[int, bytes], ...] = ()
+    __slots__ = ('subtopology_id', 'partitions', 'unknown_tagged_fields',)
+    __match_args__ = ('subtopology_id', 'partitions', 'unknown_tagged_fields',)
+    subtopology_id: str
+    partitions: list[int]
+    unknown_tagged_fields: tuple[tuple[int, bytes], ...]
+
+    def __init__(self, subtopology_id: str = '', partitions: list[int] = _FACTORY, unknown_tagged_fields: tuple[tuple[int, bytes], ...] = ()) -> None:
+        self.subtopology_id = subtopology_id
+        self.partitions = [] if partitions is _FACTORY else partitions
+        self.unknown_tagged_fields = unknown_tagged_fields
+
+    def __eq__(self, other: object) -> bool:
+        if other.__class__ is self.__class__ and isinstance(other, TaskIds):
+            return (self.subtopology_id, self.partitions, self.unknown_tagged_fields,) == (other.subtopology_id, other.partitions, other.unknown_tagged_fields,)
+        return NotImplemented
+
+    def __repr__(self) -> str:
+        return f"{self.__class__.__qualname__}(subtopology_id={self.subtopology_id!r}, partitions={self.partitions!r}, unknown_tagged_fields={self.unknown_tagged_fields!r})"
 
 
-@_dataclass(slots=True)
 class Endpoint(_Struct):
     """Struct Endpoint of StreamsGroupHeartbeatResponse."""
 
-    host: str = ''
-    port: int = 0
-    unknown_tagged_fields: tuple[tuple[int, bytes], ...] = ()
+    __slots__ = ('host', 'port', 'unknown_tagged_fields',)
+    __match_args__ = ('host', 'port', 'unknown_tagged_fields',)
+    host: str
+    port: int
+    unknown_tagged_fields: tuple[tuple[int, bytes], ...]
+
+    def __init__(self, host: str = '', port: int = 0, unknown_tagged_fields: tuple[tuple[int, bytes], ...] = ()) -> None:
+        self.host = host
+        self.port = port
+        self.unknown_tagged_fields = unknown_tagged_fields
+
+    def __eq__(self, other: object) -> bool:
+        if other.__class__ is self.__class__ and isinstance(other, Endpoint):
+            return (self.host, self.port, self.unknown_tagged_fields,) == (other.host, other.port, other.unknown_tagged_fields,)
+        return NotImplemented
+
+    def __repr__(self) -> str:
+        return f"{self.__class__.__qualname__}(host={self.host!r}, port={self.port!r}, unknown_tagged_fields={self.unknown_tagged_fields!r})"
 
 
-@_dataclass(slots=True)
 class EndpointToPartitions(_Struct):
     """Struct EndpointToPartitions of StreamsGroupHeartbeatResponse."""
 
-    user_endpoint: Endpoint = _field(default_factory=Endpoint)
-    active_partitions: list[TopicPartition] = _field(default_factory=list)
-    standby_partitions: list[TopicPartition] = _field(default_factory=list)
-    unknown_tagged_fields: tuple[tuple[int, bytes], ...] = ()
+    __slots__ = ('user_endpoint', 'active_partitions', 'standby_partitions', 'unknown_tagged_fields',)
+    __match_args__ = ('user_endpoint', 'active_partitions', 'standby_partitions', 'unknown_tagged_fields',)
+    user_endpoint: Endpoint
+    active_partitions: list[TopicPartition]
+    standby_partitions: list[TopicPartition]
+    unknown_tagged_fields: tuple[tuple[int, bytes], ...]
+
+    def __init__(self, user_endpoint: Endpoint = _FACTORY, active_partitions: list[TopicPartition] = _FACTORY, standby_partitions: list[TopicPartition] = _FACTORY, unknown_tagged_fields: tuple[tuple[int, bytes], ...] = ()) -> None:
+        self.user_endpoint = Endpoint() if user_endpoint is _FACTORY else user_endpoint
+        self.active_partitions = [] if active_partitions is _FACTORY else active_partitions
+        self.standby_partitions = [] if standby_partitions is _FACTORY else standby_partitions
+        self.unknown_tagged_fields = unknown_tagged_fields
+
+    def __eq__(self, other: object) -> bool:
+        if other.__class__ is self.__class__ and isinstance(other, EndpointToPartitions):
+            return (self.user_endpoint, self.active_partitions, self.standby_partitions, self.unknown_tagged_fields,) == (other.user_endpoint, other.active_partitions, other.standby_partitions, other.unknown_tagged_fields,)
+        return NotImplemented
+
+    def __repr__(self) -> str:
+        return f"{self.__class__.__qualname__}(user_endpoint={self.user_endpoint!r}, active_partitions={self.active_partitions!r}, standby_partitions={self.standby_partitions!r}, unknown_tagged_fields={self.unknown_tagged_fields!r})"
 
 
-@_dataclass(slots=True)
 class StreamsGroupHeartbeatResponse(_Message):
     """response StreamsGroupHeartbeatResponse, versions 0-1."""
+
+    __slots__ = ('throttle_time_ms', 'error_code', 'error_message', 'member_id', 'member_epoch', 'heartbeat_interval_ms', 'acceptable_recovery_lag_legacy', 'task_offset_interval_ms', 'acceptable_recovery_lag', 'status', 'active_tasks', 'standby_tasks', 'warmup_tasks', 'topology_description_required', 'endpoint_information_epoch', 'partitions_by_user_endpoint', 'unknown_tagged_fields',)
+    __match_args__ = ('throttle_time_ms', 'error_code', 'error_message', 'member_id', 'member_epoch', 'heartbeat_interval_ms', 'acceptable_recovery_lag_legacy', 'task_offset_interval_ms', 'acceptable_recovery_lag', 'status', 'active_tasks', 'standby_tasks', 'warmup_tasks', 'topology_description_required', 'endpoint_information_epoch', 'partitions_by_user_endpoint', 'unknown_tagged_fields',)
 
     NAME: _ClassVar[str] = 'StreamsGroupHeartbeatResponse'
     SCHEMA_TYPE: _ClassVar[str] = 'response'
@@ -108,23 +182,51 @@ class StreamsGroupHeartbeatResponse(_Message):
     FLEXIBLE_MIN: _ClassVar[int | None] = 0
     LATEST_VERSION_UNSTABLE: _ClassVar[bool] = False
     DEPRECATED_VERSIONS: _ClassVar[tuple[int, int] | None] = None
-    throttle_time_ms: int = 0
-    error_code: int = 0
-    error_message: str | None = None
-    member_id: str = ''
-    member_epoch: int = 0
-    heartbeat_interval_ms: int = 0
-    acceptable_recovery_lag_legacy: int = 0
-    task_offset_interval_ms: int = 0
-    acceptable_recovery_lag: int = -1
-    status: list[Status] | None = _field(default_factory=list)
-    active_tasks: list[TaskIds] | None = None
-    standby_tasks: list[TaskIds] | None = None
-    warmup_tasks: list[TaskIds] | None = None
-    topology_description_required: bool = False
-    endpoint_information_epoch: int = 0
-    partitions_by_user_endpoint: list[EndpointToPartitions] | None = None
-    unknown_tagged_fields: tuple[tuple[int, bytes], ...] = ()
+
+    throttle_time_ms: int
+    error_code: int
+    error_message: str | None
+    member_id: str
+    member_epoch: int
+    heartbeat_interval_ms: int
+    acceptable_recovery_lag_legacy: int
+    task_offset_interval_ms: int
+    acceptable_recovery_lag: int
+    status: list[Status] | None
+    active_tasks: list[TaskIds] | None
+    standby_tasks: list[TaskIds] | None
+    warmup_tasks: list[TaskIds] | None
+    topology_description_required: bool
+    endpoint_information_epoch: int
+    partitions_by_user_endpoint: list[EndpointToPartitions] | None
+    unknown_tagged_fields: tuple[tuple[int, bytes], ...]
+
+    def __init__(self, throttle_time_ms: int = 0, error_code: int = 0, error_message: str | None = None, member_id: str = '', member_epoch: int = 0, heartbeat_interval_ms: int = 0, acceptable_recovery_lag_legacy: int = 0, task_offset_interval_ms: int = 0, acceptable_recovery_lag: int = -1, status: list[Status] | None = _FACTORY, active_tasks: list[TaskIds] | None = None, standby_tasks: list[TaskIds] | None = None, warmup_tasks: list[TaskIds] | None = None, topology_description_required: bool = False, endpoint_information_epoch: int = 0, partitions_by_user_endpoint: list[EndpointToPartitions] | None = None, unknown_tagged_fields: tuple[tuple[int, bytes], ...] = ()) -> None:
+        self.throttle_time_ms = throttle_time_ms
+        self.error_code = error_code
+        self.error_message = error_message
+        self.member_id = member_id
+        self.member_epoch = member_epoch
+        self.heartbeat_interval_ms = heartbeat_interval_ms
+        self.acceptable_recovery_lag_legacy = acceptable_recovery_lag_legacy
+        self.task_offset_interval_ms = task_offset_interval_ms
+        self.acceptable_recovery_lag = acceptable_recovery_lag
+        self.status = [] if status is _FACTORY else status
+        self.active_tasks = active_tasks
+        self.standby_tasks = standby_tasks
+        self.warmup_tasks = warmup_tasks
+        self.topology_description_required = topology_description_required
+        self.endpoint_information_epoch = endpoint_information_epoch
+        self.partitions_by_user_endpoint = partitions_by_user_endpoint
+        self.unknown_tagged_fields = unknown_tagged_fields
+
+    def __eq__(self, other: object) -> bool:
+        if other.__class__ is self.__class__ and isinstance(other, StreamsGroupHeartbeatResponse):
+            return (self.throttle_time_ms, self.error_code, self.error_message, self.member_id, self.member_epoch, self.heartbeat_interval_ms, self.acceptable_recovery_lag_legacy, self.task_offset_interval_ms, self.acceptable_recovery_lag, self.status, self.active_tasks, self.standby_tasks, self.warmup_tasks, self.topology_description_required, self.endpoint_information_epoch, self.partitions_by_user_endpoint, self.unknown_tagged_fields,) == (other.throttle_time_ms, other.error_code, other.error_message, other.member_id, other.member_epoch, other.heartbeat_interval_ms, other.acceptable_recovery_lag_legacy, other.task_offset_interval_ms, other.acceptable_recovery_lag, other.status, other.active_tasks, other.standby_tasks, other.warmup_tasks, other.topology_description_required, other.endpoint_information_epoch, other.partitions_by_user_endpoint, other.unknown_tagged_fields,)
+        return NotImplemented
+
+    def __repr__(self) -> str:
+        return f"{self.__class__.__qualname__}(throttle_time_ms={self.throttle_time_ms!r}, error_code={self.error_code!r}, error_message={self.error_message!r}, member_id={self.member_id!r}, member_epoch={self.member_epoch!r}, heartbeat_interval_ms={self.heartbeat_interval_ms!r}, acceptable_recovery_lag_legacy={self.acceptable_recovery_lag_legacy!r}, task_offset_interval_ms={self.task_offset_interval_ms!r}, acceptable_recovery_lag={self.acceptable_recovery_lag!r}, status={self.status!r}, active_tasks={self.active_tasks!r}, standby_tasks={self.standby_tasks!r}, warmup_tasks={self.warmup_tasks!r}, topology_description_required={self.topology_description_required!r}, endpoint_information_epoch={self.endpoint_information_epoch!r}, partitions_by_user_endpoint={self.partitions_by_user_endpoint!r}, unknown_tagged_fields={self.unknown_tagged_fields!r})"
 
 
 def _read_Status_0(buf: bytes | bytearray | memoryview, pos: int) -> tuple[Status, int]:

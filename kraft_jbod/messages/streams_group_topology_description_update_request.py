@@ -6,11 +6,12 @@ from __future__ import annotations
 
 import struct as _struct
 import uuid as _uuid
-from dataclasses import dataclass as _dataclass, field as _field
 from typing import ClassVar as _ClassVar
 
 from kraft_jbod.errors import DecodeError as _DecodeError, EncodeError as _EncodeError
-from kraft_jbod.wire.message import FieldInfo as _F, Message as _Message, Struct as _Struct
+from kraft_jbod.wire.message import (
+    DEFAULT_FACTORY as _FACTORY, FieldInfo as _F, Message as _Message, Struct as _Struct,
+)
 from kraft_jbod.wire.runtime import (
     absent as _absent, bad_tag as _bad_tag, check_bool as _bool, null as _null,
 )
@@ -40,49 +41,111 @@ _L1 = (('TopologyEpoch', 4),)
 
 
 
-@_dataclass(slots=True)
 class TopologyDescriptionNode(_Struct):
     """Struct TopologyDescriptionNode of StreamsGroupTopologyDescriptionUpdateRequest."""
 
-    name: str = ''
-    node_type: int = 0
-    source_topics: list[str] = _field(default_factory=list)
-    sink_topic: str | None = None
-    stores: list[str] = _field(default_factory=list)
-    successors: list[str] = _field(default_factory=list)
-    unknown_tagged_fields: tuple[tuple[int, bytes], ...] = ()
+    __slots__ = ('name', 'node_type', 'source_topics', 'sink_topic', 'stores', 'successors', 'unknown_tagged_fields',)
+    __match_args__ = ('name', 'node_type', 'source_topics', 'sink_topic', 'stores', 'successors', 'unknown_tagged_fields',)
+    name: str
+    node_type: int
+    source_topics: list[str]
+    sink_topic: str | None
+    stores: list[str]
+    successors: list[str]
+    unknown_tagged_fields: tuple[tuple[int, bytes], ...]
+
+    def __init__(self, name: str = '', node_type: int = 0, source_topics: list[str] = _FACTORY, sink_topic: str | None = None, stores: list[str] = _FACTORY, successors: list[str] = _FACTORY, unknown_tagged_fields: tuple[tuple[int, bytes], ...] = ()) -> None:
+        self.name = name
+        self.node_type = node_type
+        self.source_topics = [] if source_topics is _FACTORY else source_topics
+        self.sink_topic = sink_topic
+        self.stores = [] if stores is _FACTORY else stores
+        self.successors = [] if successors is _FACTORY else successors
+        self.unknown_tagged_fields = unknown_tagged_fields
+
+    def __eq__(self, other: object) -> bool:
+        if other.__class__ is self.__class__ and isinstance(other, TopologyDescriptionNode):
+            return (self.name, self.node_type, self.source_topics, self.sink_topic, self.stores, self.successors, self.unknown_tagged_fields,) == (other.name, other.node_type, other.source_topics, other.sink_topic, other.stores, other.successors, other.unknown_tagged_fields,)
+        return NotImplemented
+
+    def __repr__(self) -> str:
+        return f"{self.__class__.__qualname__}(name={self.name!r}, node_type={self.node_type!r}, source_topics={self.source_topics!r}, sink_topic={self.sink_topic!r}, stores={self.stores!r}, successors={self.successors!r}, unknown_tagged_fields={self.unknown_tagged_fields!r})"
 
 
-@_dataclass(slots=True)
 class TopologyDescriptionSubtopology(_Struct):
     """Struct TopologyDescriptionSubtopology of StreamsGroupTopologyDescriptionUpdateRequest."""
 
-    subtopology_id: str = ''
-    nodes: list[TopologyDescriptionNode] = _field(default_factory=list)
-    unknown_tagged_fields: tuple[tuple[int, bytes], ...] = ()
+    __slots__ = ('subtopology_id', 'nodes', 'unknown_tagged_fields',)
+    __match_args__ = ('subtopology_id', 'nodes', 'unknown_tagged_fields',)
+    subtopology_id: str
+    nodes: list[TopologyDescriptionNode]
+    unknown_tagged_fields: tuple[tuple[int, bytes], ...]
+
+    def __init__(self, subtopology_id: str = '', nodes: list[TopologyDescriptionNode] = _FACTORY, unknown_tagged_fields: tuple[tuple[int, bytes], ...] = ()) -> None:
+        self.subtopology_id = subtopology_id
+        self.nodes = [] if nodes is _FACTORY else nodes
+        self.unknown_tagged_fields = unknown_tagged_fields
+
+    def __eq__(self, other: object) -> bool:
+        if other.__class__ is self.__class__ and isinstance(other, TopologyDescriptionSubtopology):
+            return (self.subtopology_id, self.nodes, self.unknown_tagged_fields,) == (other.subtopology_id, other.nodes, other.unknown_tagged_fields,)
+        return NotImplemented
+
+    def __repr__(self) -> str:
+        return f"{self.__class__.__qualname__}(subtopology_id={self.subtopology_id!r}, nodes={self.nodes!r}, unknown_tagged_fields={self.unknown_tagged_fields!r})"
 
 
-@_dataclass(slots=True)
 class TopologyDescriptionGlobalStore(_Struct):
     """Struct TopologyDescriptionGlobalStore of StreamsGroupTopologyDescriptionUpdateRequest."""
 
-    source: TopologyDescriptionNode = _field(default_factory=TopologyDescriptionNode)
-    processor: TopologyDescriptionNode = _field(default_factory=TopologyDescriptionNode)
-    unknown_tagged_fields: tuple[tuple[int, bytes], ...] = ()
+    __slots__ = ('source', 'processor', 'unknown_tagged_fields',)
+    __match_args__ = ('source', 'processor', 'unknown_tagged_fields',)
+    source: TopologyDescriptionNode
+    processor: TopologyDescriptionNode
+    unknown_tagged_fields: tuple[tuple[int, bytes], ...]
+
+    def __init__(self, source: TopologyDescriptionNode = _FACTORY, processor: TopologyDescriptionNode = _FACTORY, unknown_tagged_fields: tuple[tuple[int, bytes], ...] = ()) -> None:
+        self.source = TopologyDescriptionNode() if source is _FACTORY else source
+        self.processor = TopologyDescriptionNode() if processor is _FACTORY else processor
+        self.unknown_tagged_fields = unknown_tagged_fields
+
+    def __eq__(self, other: object) -> bool:
+        if other.__class__ is self.__class__ and isinstance(other, TopologyDescriptionGlobalStore):
+            return (self.source, self.processor, self.unknown_tagged_fields,) == (other.source, other.processor, other.unknown_tagged_fields,)
+        return NotImplemented
+
+    def __repr__(self) -> str:
+        return f"{self.__class__.__qualname__}(source={self.source!r}, processor={self.processor!r}, unknown_tagged_fields={self.unknown_tagged_fields!r})"
 
 
-@_dataclass(slots=True)
 class TopologyDescription(_Struct):
     """Struct TopologyDescription of StreamsGroupTopologyDescriptionUpdateRequest."""
 
-    subtopologies: list[TopologyDescriptionSubtopology] = _field(default_factory=list)
-    global_stores: list[TopologyDescriptionGlobalStore] = _field(default_factory=list)
-    unknown_tagged_fields: tuple[tuple[int, bytes], ...] = ()
+    __slots__ = ('subtopologies', 'global_stores', 'unknown_tagged_fields',)
+    __match_args__ = ('subtopologies', 'global_stores', 'unknown_tagged_fields',)
+    subtopologies: list[TopologyDescriptionSubtopology]
+    global_stores: list[TopologyDescriptionGlobalStore]
+    unknown_tagged_fields: tuple[tuple[int, bytes], ...]
+
+    def __init__(self, subtopologies: list[TopologyDescriptionSubtopology] = _FACTORY, global_stores: list[TopologyDescriptionGlobalStore] = _FACTORY, unknown_tagged_fields: tuple[tuple[int, bytes], ...] = ()) -> None:
+        self.subtopologies = [] if subtopologies is _FACTORY else subtopologies
+        self.global_stores = [] if global_stores is _FACTORY else global_stores
+        self.unknown_tagged_fields = unknown_tagged_fields
+
+    def __eq__(self, other: object) -> bool:
+        if other.__class__ is self.__class__ and isinstance(other, TopologyDescription):
+            return (self.subtopologies, self.global_stores, self.unknown_tagged_fields,) == (other.subtopologies, other.global_stores, other.unknown_tagged_fields,)
+        return NotImplemented
+
+    def __repr__(self) -> str:
+        return f"{self.__class__.__qualname__}(subtopologies={self.subtopologies!r}, global_stores={self.global_stores!r}, unknown_tagged_fields={self.unknown_tagged_fields!r})"
 
 
-@_dataclass(slots=True)
 class StreamsGroupTopologyDescriptionUpdateRequest(_Message):
     """request StreamsGroupTopologyDescriptionUpdateRequest, versions 0."""
+
+    __slots__ = ('group_id', 'member_id', 'topology_epoch', 'topology_description', 'unknown_tagged_fields',)
+    __match_args__ = ('group_id', 'member_id', 'topology_epoch', 'topology_description', 'unknown_tagged_fields',)
 
     NAME: _ClassVar[str] = 'StreamsGroupTopologyDescriptionUpdateRequest'
     SCHEMA_TYPE: _ClassVar[str] = 'request'
@@ -91,11 +154,27 @@ class StreamsGroupTopologyDescriptionUpdateRequest(_Message):
     FLEXIBLE_MIN: _ClassVar[int | None] = 0
     LATEST_VERSION_UNSTABLE: _ClassVar[bool] = False
     DEPRECATED_VERSIONS: _ClassVar[tuple[int, int] | None] = None
-    group_id: str = ''
-    member_id: str = ''
-    topology_epoch: int = 0
-    topology_description: TopologyDescription = _field(default_factory=TopologyDescription)
-    unknown_tagged_fields: tuple[tuple[int, bytes], ...] = ()
+
+    group_id: str
+    member_id: str
+    topology_epoch: int
+    topology_description: TopologyDescription
+    unknown_tagged_fields: tuple[tuple[int, bytes], ...]
+
+    def __init__(self, group_id: str = '', member_id: str = '', topology_epoch: int = 0, topology_description: TopologyDescription = _FACTORY, unknown_tagged_fields: tuple[tuple[int, bytes], ...] = ()) -> None:
+        self.group_id = group_id
+        self.member_id = member_id
+        self.topology_epoch = topology_epoch
+        self.topology_description = TopologyDescription() if topology_description is _FACTORY else topology_description
+        self.unknown_tagged_fields = unknown_tagged_fields
+
+    def __eq__(self, other: object) -> bool:
+        if other.__class__ is self.__class__ and isinstance(other, StreamsGroupTopologyDescriptionUpdateRequest):
+            return (self.group_id, self.member_id, self.topology_epoch, self.topology_description, self.unknown_tagged_fields,) == (other.group_id, other.member_id, other.topology_epoch, other.topology_description, other.unknown_tagged_fields,)
+        return NotImplemented
+
+    def __repr__(self) -> str:
+        return f"{self.__class__.__qualname__}(group_id={self.group_id!r}, member_id={self.member_id!r}, topology_epoch={self.topology_epoch!r}, topology_description={self.topology_description!r}, unknown_tagged_fields={self.unknown_tagged_fields!r})"
 
 
 def _read_TopologyDescriptionNode_0(buf: bytes | bytearray | memoryview, pos: int) -> tuple[TopologyDescriptionNode, int]:

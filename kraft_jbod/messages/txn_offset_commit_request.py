@@ -6,11 +6,12 @@ from __future__ import annotations
 
 import struct as _struct
 import uuid as _uuid
-from dataclasses import dataclass as _dataclass, field as _field
 from typing import ClassVar as _ClassVar
 
 from kraft_jbod.errors import DecodeError as _DecodeError, EncodeError as _EncodeError
-from kraft_jbod.wire.message import FieldInfo as _F, Message as _Message, Struct as _Struct
+from kraft_jbod.wire.message import (
+    DEFAULT_FACTORY as _FACTORY, FieldInfo as _F, Message as _Message, Struct as _Struct,
+)
 from kraft_jbod.wire.runtime import (
     absent as _absent, bad_tag as _bad_tag, check_bool as _bool, null as _null,
 )
@@ -47,30 +48,63 @@ _L4 = (('ProducerId', 8), ('ProducerEpoch', 2), ('GenerationIdOrMemberEpoch', 4)
 
 
 
-@_dataclass(slots=True)
 class TxnOffsetCommitRequestPartition(_Struct):
     """Struct TxnOffsetCommitRequestPartition of TxnOffsetCommitRequest."""
 
-    partition_index: int = 0
-    committed_offset: int = 0
-    committed_leader_epoch: int = -1
-    committed_metadata: str | None = ''
-    unknown_tagged_fields: tuple[tuple[int, bytes], ...] = ()
+    __slots__ = ('partition_index', 'committed_offset', 'committed_leader_epoch', 'committed_metadata', 'unknown_tagged_fields',)
+    __match_args__ = ('partition_index', 'committed_offset', 'committed_leader_epoch', 'committed_metadata', 'unknown_tagged_fields',)
+    partition_index: int
+    committed_offset: int
+    committed_leader_epoch: int
+    committed_metadata: str | None
+    unknown_tagged_fields: tuple[tuple[int, bytes], ...]
+
+    def __init__(self, partition_index: int = 0, committed_offset: int = 0, committed_leader_epoch: int = -1, committed_metadata: str | None = '', unknown_tagged_fields: tuple[tuple[int, bytes], ...] = ()) -> None:
+        self.partition_index = partition_index
+        self.committed_offset = committed_offset
+        self.committed_leader_epoch = committed_leader_epoch
+        self.committed_metadata = committed_metadata
+        self.unknown_tagged_fields = unknown_tagged_fields
+
+    def __eq__(self, other: object) -> bool:
+        if other.__class__ is self.__class__ and isinstance(other, TxnOffsetCommitRequestPartition):
+            return (self.partition_index, self.committed_offset, self.committed_leader_epoch, self.committed_metadata, self.unknown_tagged_fields,) == (other.partition_index, other.committed_offset, other.committed_leader_epoch, other.committed_metadata, other.unknown_tagged_fields,)
+        return NotImplemented
+
+    def __repr__(self) -> str:
+        return f"{self.__class__.__qualname__}(partition_index={self.partition_index!r}, committed_offset={self.committed_offset!r}, committed_leader_epoch={self.committed_leader_epoch!r}, committed_metadata={self.committed_metadata!r}, unknown_tagged_fields={self.unknown_tagged_fields!r})"
 
 
-@_dataclass(slots=True)
 class TxnOffsetCommitRequestTopic(_Struct):
     """Struct TxnOffsetCommitRequestTopic of TxnOffsetCommitRequest."""
 
-    name: str = ''
-    topic_id: _uuid.UUID = _ZERO_UUID
-    partitions: list[TxnOffsetCommitRequestPartition] = _field(default_factory=list)
-    unknown_tagged_fields: tuple[tuple[int, bytes], ...] = ()
+    __slots__ = ('name', 'topic_id', 'partitions', 'unknown_tagged_fields',)
+    __match_args__ = ('name', 'topic_id', 'partitions', 'unknown_tagged_fields',)
+    name: str
+    topic_id: _uuid.UUID
+    partitions: list[TxnOffsetCommitRequestPartition]
+    unknown_tagged_fields: tuple[tuple[int, bytes], ...]
+
+    def __init__(self, name: str = '', topic_id: _uuid.UUID = _ZERO_UUID, partitions: list[TxnOffsetCommitRequestPartition] = _FACTORY, unknown_tagged_fields: tuple[tuple[int, bytes], ...] = ()) -> None:
+        self.name = name
+        self.topic_id = topic_id
+        self.partitions = [] if partitions is _FACTORY else partitions
+        self.unknown_tagged_fields = unknown_tagged_fields
+
+    def __eq__(self, other: object) -> bool:
+        if other.__class__ is self.__class__ and isinstance(other, TxnOffsetCommitRequestTopic):
+            return (self.name, self.topic_id, self.partitions, self.unknown_tagged_fields,) == (other.name, other.topic_id, other.partitions, other.unknown_tagged_fields,)
+        return NotImplemented
+
+    def __repr__(self) -> str:
+        return f"{self.__class__.__qualname__}(name={self.name!r}, topic_id={self.topic_id!r}, partitions={self.partitions!r}, unknown_tagged_fields={self.unknown_tagged_fields!r})"
 
 
-@_dataclass(slots=True)
 class TxnOffsetCommitRequest(_Message):
     """request TxnOffsetCommitRequest, versions 0-6."""
+
+    __slots__ = ('transactional_id', 'group_id', 'producer_id', 'producer_epoch', 'generation_id_or_member_epoch', 'member_id', 'group_instance_id', 'topics', 'unknown_tagged_fields',)
+    __match_args__ = ('transactional_id', 'group_id', 'producer_id', 'producer_epoch', 'generation_id_or_member_epoch', 'member_id', 'group_instance_id', 'topics', 'unknown_tagged_fields',)
 
     NAME: _ClassVar[str] = 'TxnOffsetCommitRequest'
     SCHEMA_TYPE: _ClassVar[str] = 'request'
@@ -79,15 +113,35 @@ class TxnOffsetCommitRequest(_Message):
     FLEXIBLE_MIN: _ClassVar[int | None] = 3
     LATEST_VERSION_UNSTABLE: _ClassVar[bool] = False
     DEPRECATED_VERSIONS: _ClassVar[tuple[int, int] | None] = None
-    transactional_id: str = ''
-    group_id: str = ''
-    producer_id: int = 0
-    producer_epoch: int = 0
-    generation_id_or_member_epoch: int = -1
-    member_id: str = ''
-    group_instance_id: str | None = None
-    topics: list[TxnOffsetCommitRequestTopic] = _field(default_factory=list)
-    unknown_tagged_fields: tuple[tuple[int, bytes], ...] = ()
+
+    transactional_id: str
+    group_id: str
+    producer_id: int
+    producer_epoch: int
+    generation_id_or_member_epoch: int
+    member_id: str
+    group_instance_id: str | None
+    topics: list[TxnOffsetCommitRequestTopic]
+    unknown_tagged_fields: tuple[tuple[int, bytes], ...]
+
+    def __init__(self, transactional_id: str = '', group_id: str = '', producer_id: int = 0, producer_epoch: int = 0, generation_id_or_member_epoch: int = -1, member_id: str = '', group_instance_id: str | None = None, topics: list[TxnOffsetCommitRequestTopic] = _FACTORY, unknown_tagged_fields: tuple[tuple[int, bytes], ...] = ()) -> None:
+        self.transactional_id = transactional_id
+        self.group_id = group_id
+        self.producer_id = producer_id
+        self.producer_epoch = producer_epoch
+        self.generation_id_or_member_epoch = generation_id_or_member_epoch
+        self.member_id = member_id
+        self.group_instance_id = group_instance_id
+        self.topics = [] if topics is _FACTORY else topics
+        self.unknown_tagged_fields = unknown_tagged_fields
+
+    def __eq__(self, other: object) -> bool:
+        if other.__class__ is self.__class__ and isinstance(other, TxnOffsetCommitRequest):
+            return (self.transactional_id, self.group_id, self.producer_id, self.producer_epoch, self.generation_id_or_member_epoch, self.member_id, self.group_instance_id, self.topics, self.unknown_tagged_fields,) == (other.transactional_id, other.group_id, other.producer_id, other.producer_epoch, other.generation_id_or_member_epoch, other.member_id, other.group_instance_id, other.topics, other.unknown_tagged_fields,)
+        return NotImplemented
+
+    def __repr__(self) -> str:
+        return f"{self.__class__.__qualname__}(transactional_id={self.transactional_id!r}, group_id={self.group_id!r}, producer_id={self.producer_id!r}, producer_epoch={self.producer_epoch!r}, generation_id_or_member_epoch={self.generation_id_or_member_epoch!r}, member_id={self.member_id!r}, group_instance_id={self.group_instance_id!r}, topics={self.topics!r}, unknown_tagged_fields={self.unknown_tagged_fields!r})"
 
 
 def _read_TxnOffsetCommitRequestPartition_0(buf: bytes | bytearray | memoryview, pos: int) -> tuple[TxnOffsetCommitRequestPartition, int]:

@@ -6,11 +6,12 @@ from __future__ import annotations
 
 import struct as _struct
 import uuid as _uuid
-from dataclasses import dataclass as _dataclass, field as _field
 from typing import ClassVar as _ClassVar
 
 from kraft_jbod.errors import DecodeError as _DecodeError, EncodeError as _EncodeError
-from kraft_jbod.wire.message import FieldInfo as _F, Message as _Message, Struct as _Struct
+from kraft_jbod.wire.message import (
+    DEFAULT_FACTORY as _FACTORY, FieldInfo as _F, Message as _Message, Struct as _Struct,
+)
 from kraft_jbod.wire.runtime import (
     absent as _absent, bad_tag as _bad_tag, check_bool as _bool, null as _null,
 )
@@ -38,9 +39,11 @@ _L0 = (('BrokerId', 4), ('BrokerEpoch', 8))
 
 
 
-@_dataclass(slots=True)
 class UnregisterBrokerRecord(_Message):
     """metadata UnregisterBrokerRecord, versions 0."""
+
+    __slots__ = ('broker_id', 'broker_epoch', 'unknown_tagged_fields',)
+    __match_args__ = ('broker_id', 'broker_epoch', 'unknown_tagged_fields',)
 
     NAME: _ClassVar[str] = 'UnregisterBrokerRecord'
     SCHEMA_TYPE: _ClassVar[str] = 'metadata'
@@ -49,9 +52,23 @@ class UnregisterBrokerRecord(_Message):
     FLEXIBLE_MIN: _ClassVar[int | None] = 0
     LATEST_VERSION_UNSTABLE: _ClassVar[bool] = False
     DEPRECATED_VERSIONS: _ClassVar[tuple[int, int] | None] = None
-    broker_id: int = 0
-    broker_epoch: int = 0
-    unknown_tagged_fields: tuple[tuple[int, bytes], ...] = ()
+
+    broker_id: int
+    broker_epoch: int
+    unknown_tagged_fields: tuple[tuple[int, bytes], ...]
+
+    def __init__(self, broker_id: int = 0, broker_epoch: int = 0, unknown_tagged_fields: tuple[tuple[int, bytes], ...] = ()) -> None:
+        self.broker_id = broker_id
+        self.broker_epoch = broker_epoch
+        self.unknown_tagged_fields = unknown_tagged_fields
+
+    def __eq__(self, other: object) -> bool:
+        if other.__class__ is self.__class__ and isinstance(other, UnregisterBrokerRecord):
+            return (self.broker_id, self.broker_epoch, self.unknown_tagged_fields,) == (other.broker_id, other.broker_epoch, other.unknown_tagged_fields,)
+        return NotImplemented
+
+    def __repr__(self) -> str:
+        return f"{self.__class__.__qualname__}(broker_id={self.broker_id!r}, broker_epoch={self.broker_epoch!r}, unknown_tagged_fields={self.unknown_tagged_fields!r})"
 
 
 def _read_UnregisterBrokerRecord_0(buf: bytes | bytearray | memoryview, pos: int) -> tuple[UnregisterBrokerRecord, int]:

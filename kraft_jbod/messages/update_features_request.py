@@ -6,11 +6,12 @@ from __future__ import annotations
 
 import struct as _struct
 import uuid as _uuid
-from dataclasses import dataclass as _dataclass, field as _field
 from typing import ClassVar as _ClassVar
 
 from kraft_jbod.errors import DecodeError as _DecodeError, EncodeError as _EncodeError
-from kraft_jbod.wire.message import FieldInfo as _F, Message as _Message, Struct as _Struct
+from kraft_jbod.wire.message import (
+    DEFAULT_FACTORY as _FACTORY, FieldInfo as _F, Message as _Message, Struct as _Struct,
+)
 from kraft_jbod.wire.runtime import (
     absent as _absent, bad_tag as _bad_tag, check_bool as _bool, null as _null,
 )
@@ -44,20 +45,38 @@ _L3 = (('ValidateOnly', 1),)
 
 
 
-@_dataclass(slots=True)
 class FeatureUpdateKey(_Struct):
     """Struct FeatureUpdateKey of UpdateFeaturesRequest."""
 
-    feature: str = ''
-    max_version_level: int = 0
-    allow_downgrade: bool = False
-    upgrade_type: int = 1
-    unknown_tagged_fields: tuple[tuple[int, bytes], ...] = ()
+    __slots__ = ('feature', 'max_version_level', 'allow_downgrade', 'upgrade_type', 'unknown_tagged_fields',)
+    __match_args__ = ('feature', 'max_version_level', 'allow_downgrade', 'upgrade_type', 'unknown_tagged_fields',)
+    feature: str
+    max_version_level: int
+    allow_downgrade: bool
+    upgrade_type: int
+    unknown_tagged_fields: tuple[tuple[int, bytes], ...]
+
+    def __init__(self, feature: str = '', max_version_level: int = 0, allow_downgrade: bool = False, upgrade_type: int = 1, unknown_tagged_fields: tuple[tuple[int, bytes], ...] = ()) -> None:
+        self.feature = feature
+        self.max_version_level = max_version_level
+        self.allow_downgrade = allow_downgrade
+        self.upgrade_type = upgrade_type
+        self.unknown_tagged_fields = unknown_tagged_fields
+
+    def __eq__(self, other: object) -> bool:
+        if other.__class__ is self.__class__ and isinstance(other, FeatureUpdateKey):
+            return (self.feature, self.max_version_level, self.allow_downgrade, self.upgrade_type, self.unknown_tagged_fields,) == (other.feature, other.max_version_level, other.allow_downgrade, other.upgrade_type, other.unknown_tagged_fields,)
+        return NotImplemented
+
+    def __repr__(self) -> str:
+        return f"{self.__class__.__qualname__}(feature={self.feature!r}, max_version_level={self.max_version_level!r}, allow_downgrade={self.allow_downgrade!r}, upgrade_type={self.upgrade_type!r}, unknown_tagged_fields={self.unknown_tagged_fields!r})"
 
 
-@_dataclass(slots=True)
 class UpdateFeaturesRequest(_Message):
     """request UpdateFeaturesRequest, versions 0-2."""
+
+    __slots__ = ('timeout_ms', 'feature_updates', 'validate_only', 'unknown_tagged_fields',)
+    __match_args__ = ('timeout_ms', 'feature_updates', 'validate_only', 'unknown_tagged_fields',)
 
     NAME: _ClassVar[str] = 'UpdateFeaturesRequest'
     SCHEMA_TYPE: _ClassVar[str] = 'request'
@@ -66,10 +85,25 @@ class UpdateFeaturesRequest(_Message):
     FLEXIBLE_MIN: _ClassVar[int | None] = 0
     LATEST_VERSION_UNSTABLE: _ClassVar[bool] = False
     DEPRECATED_VERSIONS: _ClassVar[tuple[int, int] | None] = None
-    timeout_ms: int = 60000
-    feature_updates: list[FeatureUpdateKey] = _field(default_factory=list)
-    validate_only: bool = False
-    unknown_tagged_fields: tuple[tuple[int, bytes], ...] = ()
+
+    timeout_ms: int
+    feature_updates: list[FeatureUpdateKey]
+    validate_only: bool
+    unknown_tagged_fields: tuple[tuple[int, bytes], ...]
+
+    def __init__(self, timeout_ms: int = 60000, feature_updates: list[FeatureUpdateKey] = _FACTORY, validate_only: bool = False, unknown_tagged_fields: tuple[tuple[int, bytes], ...] = ()) -> None:
+        self.timeout_ms = timeout_ms
+        self.feature_updates = [] if feature_updates is _FACTORY else feature_updates
+        self.validate_only = validate_only
+        self.unknown_tagged_fields = unknown_tagged_fields
+
+    def __eq__(self, other: object) -> bool:
+        if other.__class__ is self.__class__ and isinstance(other, UpdateFeaturesRequest):
+            return (self.timeout_ms, self.feature_updates, self.validate_only, self.unknown_tagged_fields,) == (other.timeout_ms, other.feature_updates, other.validate_only, other.unknown_tagged_fields,)
+        return NotImplemented
+
+    def __repr__(self) -> str:
+        return f"{self.__class__.__qualname__}(timeout_ms={self.timeout_ms!r}, feature_updates={self.feature_updates!r}, validate_only={self.validate_only!r}, unknown_tagged_fields={self.unknown_tagged_fields!r})"
 
 
 def _read_FeatureUpdateKey_0(buf: bytes | bytearray | memoryview, pos: int) -> tuple[FeatureUpdateKey, int]:

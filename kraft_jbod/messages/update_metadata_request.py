@@ -6,11 +6,12 @@ from __future__ import annotations
 
 import struct as _struct
 import uuid as _uuid
-from dataclasses import dataclass as _dataclass, field as _field
 from typing import ClassVar as _ClassVar
 
 from kraft_jbod.errors import DecodeError as _DecodeError, EncodeError as _EncodeError
-from kraft_jbod.wire.message import FieldInfo as _F, Message as _Message, Struct as _Struct
+from kraft_jbod.wire.message import (
+    DEFAULT_FACTORY as _FACTORY, FieldInfo as _F, Message as _Message, Struct as _Struct,
+)
 from kraft_jbod.wire.runtime import (
     absent as _absent, bad_tag as _bad_tag, check_bool as _bool, null as _null,
 )
@@ -56,58 +57,129 @@ _L9 = (('ControllerId', 4), ('isKRaftController', 1), ('ControllerEpoch', 4), ('
 
 
 
-@_dataclass(slots=True)
 class UpdateMetadataPartitionState(_Struct):
     """Struct UpdateMetadataPartitionState of UpdateMetadataRequest."""
 
-    topic_name: str = ''
-    partition_index: int = 0
-    controller_epoch: int = 0
-    leader: int = 0
-    leader_epoch: int = 0
-    isr: list[int] = _field(default_factory=list)
-    zk_version: int = 0
-    replicas: list[int] = _field(default_factory=list)
-    offline_replicas: list[int] = _field(default_factory=list)
-    unknown_tagged_fields: tuple[tuple[int, bytes], ...] = ()
+    __slots__ = ('topic_name', 'partition_index', 'controller_epoch', 'leader', 'leader_epoch', 'isr', 'zk_version', 'replicas', 'offline_replicas', 'unknown_tagged_fields',)
+    __match_args__ = ('topic_name', 'partition_index', 'controller_epoch', 'leader', 'leader_epoch', 'isr', 'zk_version', 'replicas', 'offline_replicas', 'unknown_tagged_fields',)
+    topic_name: str
+    partition_index: int
+    controller_epoch: int
+    leader: int
+    leader_epoch: int
+    isr: list[int]
+    zk_version: int
+    replicas: list[int]
+    offline_replicas: list[int]
+    unknown_tagged_fields: tuple[tuple[int, bytes], ...]
+
+    def __init__(self, topic_name: str = '', partition_index: int = 0, controller_epoch: int = 0, leader: int = 0, leader_epoch: int = 0, isr: list[int] = _FACTORY, zk_version: int = 0, replicas: list[int] = _FACTORY, offline_replicas: list[int] = _FACTORY, unknown_tagged_fields: tuple[tuple[int, bytes], ...] = ()) -> None:
+        self.topic_name = topic_name
+        self.partition_index = partition_index
+        self.controller_epoch = controller_epoch
+        self.leader = leader
+        self.leader_epoch = leader_epoch
+        self.isr = [] if isr is _FACTORY else isr
+        self.zk_version = zk_version
+        self.replicas = [] if replicas is _FACTORY else replicas
+        self.offline_replicas = [] if offline_replicas is _FACTORY else offline_replicas
+        self.unknown_tagged_fields = unknown_tagged_fields
+
+    def __eq__(self, other: object) -> bool:
+        if other.__class__ is self.__class__ and isinstance(other, UpdateMetadataPartitionState):
+            return (self.topic_name, self.partition_index, self.controller_epoch, self.leader, self.leader_epoch, self.isr, self.zk_version, self.replicas, self.offline_replicas, self.unknown_tagged_fields,) == (other.topic_name, other.partition_index, other.controller_epoch, other.leader, other.leader_epoch, other.isr, other.zk_version, other.replicas, other.offline_replicas, other.unknown_tagged_fields,)
+        return NotImplemented
+
+    def __repr__(self) -> str:
+        return f"{self.__class__.__qualname__}(topic_name={self.topic_name!r}, partition_index={self.partition_index!r}, controller_epoch={self.controller_epoch!r}, leader={self.leader!r}, leader_epoch={self.leader_epoch!r}, isr={self.isr!r}, zk_version={self.zk_version!r}, replicas={self.replicas!r}, offline_replicas={self.offline_replicas!r}, unknown_tagged_fields={self.unknown_tagged_fields!r})"
 
 
-@_dataclass(slots=True)
 class UpdateMetadataTopicState(_Struct):
     """Struct UpdateMetadataTopicState of UpdateMetadataRequest."""
 
-    topic_name: str = ''
-    topic_id: _uuid.UUID = _ZERO_UUID
-    partition_states: list[UpdateMetadataPartitionState] = _field(default_factory=list)
-    unknown_tagged_fields: tuple[tuple[int, bytes], ...] = ()
+    __slots__ = ('topic_name', 'topic_id', 'partition_states', 'unknown_tagged_fields',)
+    __match_args__ = ('topic_name', 'topic_id', 'partition_states', 'unknown_tagged_fields',)
+    topic_name: str
+    topic_id: _uuid.UUID
+    partition_states: list[UpdateMetadataPartitionState]
+    unknown_tagged_fields: tuple[tuple[int, bytes], ...]
+
+    def __init__(self, topic_name: str = '', topic_id: _uuid.UUID = _ZERO_UUID, partition_states: list[UpdateMetadataPartitionState] = _FACTORY, unknown_tagged_fields: tuple[tuple[int, bytes], ...] = ()) -> None:
+        self.topic_name = topic_name
+        self.topic_id = topic_id
+        self.partition_states = [] if partition_states is _FACTORY else partition_states
+        self.unknown_tagged_fields = unknown_tagged_fields
+
+    def __eq__(self, other: object) -> bool:
+        if other.__class__ is self.__class__ and isinstance(other, UpdateMetadataTopicState):
+            return (self.topic_name, self.topic_id, self.partition_states, self.unknown_tagged_fields,) == (other.topic_name, other.topic_id, other.partition_states, other.unknown_tagged_fields,)
+        return NotImplemented
+
+    def __repr__(self) -> str:
+        return f"{self.__class__.__qualname__}(topic_name={self.topic_name!r}, topic_id={self.topic_id!r}, partition_states={self.partition_states!r}, unknown_tagged_fields={self.unknown_tagged_fields!r})"
 
 
-@_dataclass(slots=True)
 class UpdateMetadataEndpoint(_Struct):
     """Struct UpdateMetadataEndpoint of UpdateMetadataRequest."""
 
-    port: int = 0
-    host: str = ''
-    listener: str = ''
-    security_protocol: int = 0
-    unknown_tagged_fields: tuple[tuple[int, bytes], ...] = ()
+    __slots__ = ('port', 'host', 'listener', 'security_protocol', 'unknown_tagged_fields',)
+    __match_args__ = ('port', 'host', 'listener', 'security_protocol', 'unknown_tagged_fields',)
+    port: int
+    host: str
+    listener: str
+    security_protocol: int
+    unknown_tagged_fields: tuple[tuple[int, bytes], ...]
+
+    def __init__(self, port: int = 0, host: str = '', listener: str = '', security_protocol: int = 0, unknown_tagged_fields: tuple[tuple[int, bytes], ...] = ()) -> None:
+        self.port = port
+        self.host = host
+        self.listener = listener
+        self.security_protocol = security_protocol
+        self.unknown_tagged_fields = unknown_tagged_fields
+
+    def __eq__(self, other: object) -> bool:
+        if other.__class__ is self.__class__ and isinstance(other, UpdateMetadataEndpoint):
+            return (self.port, self.host, self.listener, self.security_protocol, self.unknown_tagged_fields,) == (other.port, other.host, other.listener, other.security_protocol, other.unknown_tagged_fields,)
+        return NotImplemented
+
+    def __repr__(self) -> str:
+        return f"{self.__class__.__qualname__}(port={self.port!r}, host={self.host!r}, listener={self.listener!r}, security_protocol={self.security_protocol!r}, unknown_tagged_fields={self.unknown_tagged_fields!r})"
 
 
-@_dataclass(slots=True)
 class UpdateMetadataBroker(_Struct):
     """Struct UpdateMetadataBroker of UpdateMetadataRequest."""
 
-    id: int = 0
-    v0_host: str = ''
-    v0_port: int = 0
-    endpoints: list[UpdateMetadataEndpoint] = _field(default_factory=list)
-    rack: str | None = ''
-    unknown_tagged_fields: tuple[tuple[int, bytes], ...] = ()
+    __slots__ = ('id', 'v0_host', 'v0_port', 'endpoints', 'rack', 'unknown_tagged_fields',)
+    __match_args__ = ('id', 'v0_host', 'v0_port', 'endpoints', 'rack', 'unknown_tagged_fields',)
+    id: int
+    v0_host: str
+    v0_port: int
+    endpoints: list[UpdateMetadataEndpoint]
+    rack: str | None
+    unknown_tagged_fields: tuple[tuple[int, bytes], ...]
+
+    def __init__(self, id: int = 0, v0_host: str = '', v0_port: int = 0, endpoints: list[UpdateMetadataEndpoint] = _FACTORY, rack: str | None = '', unknown_tagged_fields: tuple[tuple[int, bytes], ...] = ()) -> None:
+        self.id = id
+        self.v0_host = v0_host
+        self.v0_port = v0_port
+        self.endpoints = [] if endpoints is _FACTORY else endpoints
+        self.rack = rack
+        self.unknown_tagged_fields = unknown_tagged_fields
+
+    def __eq__(self, other: object) -> bool:
+        if other.__class__ is self.__class__ and isinstance(other, UpdateMetadataBroker):
+            return (self.id, self.v0_host, self.v0_port, self.endpoints, self.rack, self.unknown_tagged_fields,) == (other.id, other.v0_host, other.v0_port, other.endpoints, other.rack, other.unknown_tagged_fields,)
+        return NotImplemented
+
+    def __repr__(self) -> str:
+        return f"{self.__class__.__qualname__}(id={self.id!r}, v0_host={self.v0_host!r}, v0_port={self.v0_port!r}, endpoints={self.endpoints!r}, rack={self.rack!r}, unknown_tagged_fields={self.unknown_tagged_fields!r})"
 
 
-@_dataclass(slots=True)
 class UpdateMetadataRequest(_Message):
     """request UpdateMetadataRequest, versions 0-8."""
+
+    __slots__ = ('controller_id', 'is_k_raft_controller', 'type', 'controller_epoch', 'broker_epoch', 'ungrouped_partition_states', 'topic_states', 'live_brokers', 'unknown_tagged_fields',)
+    __match_args__ = ('controller_id', 'is_k_raft_controller', 'type', 'controller_epoch', 'broker_epoch', 'ungrouped_partition_states', 'topic_states', 'live_brokers', 'unknown_tagged_fields',)
 
     NAME: _ClassVar[str] = 'UpdateMetadataRequest'
     SCHEMA_TYPE: _ClassVar[str] = 'request'
@@ -116,15 +188,35 @@ class UpdateMetadataRequest(_Message):
     FLEXIBLE_MIN: _ClassVar[int | None] = 6
     LATEST_VERSION_UNSTABLE: _ClassVar[bool] = False
     DEPRECATED_VERSIONS: _ClassVar[tuple[int, int] | None] = None
-    controller_id: int = 0
-    is_k_raft_controller: bool = False
-    type: int = 0
-    controller_epoch: int = 0
-    broker_epoch: int = -1
-    ungrouped_partition_states: list[UpdateMetadataPartitionState] = _field(default_factory=list)
-    topic_states: list[UpdateMetadataTopicState] = _field(default_factory=list)
-    live_brokers: list[UpdateMetadataBroker] = _field(default_factory=list)
-    unknown_tagged_fields: tuple[tuple[int, bytes], ...] = ()
+
+    controller_id: int
+    is_k_raft_controller: bool
+    type: int
+    controller_epoch: int
+    broker_epoch: int
+    ungrouped_partition_states: list[UpdateMetadataPartitionState]
+    topic_states: list[UpdateMetadataTopicState]
+    live_brokers: list[UpdateMetadataBroker]
+    unknown_tagged_fields: tuple[tuple[int, bytes], ...]
+
+    def __init__(self, controller_id: int = 0, is_k_raft_controller: bool = False, type: int = 0, controller_epoch: int = 0, broker_epoch: int = -1, ungrouped_partition_states: list[UpdateMetadataPartitionState] = _FACTORY, topic_states: list[UpdateMetadataTopicState] = _FACTORY, live_brokers: list[UpdateMetadataBroker] = _FACTORY, unknown_tagged_fields: tuple[tuple[int, bytes], ...] = ()) -> None:
+        self.controller_id = controller_id
+        self.is_k_raft_controller = is_k_raft_controller
+        self.type = type
+        self.controller_epoch = controller_epoch
+        self.broker_epoch = broker_epoch
+        self.ungrouped_partition_states = [] if ungrouped_partition_states is _FACTORY else ungrouped_partition_states
+        self.topic_states = [] if topic_states is _FACTORY else topic_states
+        self.live_brokers = [] if live_brokers is _FACTORY else live_brokers
+        self.unknown_tagged_fields = unknown_tagged_fields
+
+    def __eq__(self, other: object) -> bool:
+        if other.__class__ is self.__class__ and isinstance(other, UpdateMetadataRequest):
+            return (self.controller_id, self.is_k_raft_controller, self.type, self.controller_epoch, self.broker_epoch, self.ungrouped_partition_states, self.topic_states, self.live_brokers, self.unknown_tagged_fields,) == (other.controller_id, other.is_k_raft_controller, other.type, other.controller_epoch, other.broker_epoch, other.ungrouped_partition_states, other.topic_states, other.live_brokers, other.unknown_tagged_fields,)
+        return NotImplemented
+
+    def __repr__(self) -> str:
+        return f"{self.__class__.__qualname__}(controller_id={self.controller_id!r}, is_k_raft_controller={self.is_k_raft_controller!r}, type={self.type!r}, controller_epoch={self.controller_epoch!r}, broker_epoch={self.broker_epoch!r}, ungrouped_partition_states={self.ungrouped_partition_states!r}, topic_states={self.topic_states!r}, live_brokers={self.live_brokers!r}, unknown_tagged_fields={self.unknown_tagged_fields!r})"
 
 
 def _read_UpdateMetadataPartitionState_0(buf: bytes | bytearray | memoryview, pos: int) -> tuple[UpdateMetadataPartitionState, int]:

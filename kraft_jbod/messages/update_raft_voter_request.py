@@ -6,11 +6,12 @@ from __future__ import annotations
 
 import struct as _struct
 import uuid as _uuid
-from dataclasses import dataclass as _dataclass, field as _field
 from typing import ClassVar as _ClassVar
 
 from kraft_jbod.errors import DecodeError as _DecodeError, EncodeError as _EncodeError
-from kraft_jbod.wire.message import FieldInfo as _F, Message as _Message, Struct as _Struct
+from kraft_jbod.wire.message import (
+    DEFAULT_FACTORY as _FACTORY, FieldInfo as _F, Message as _Message, Struct as _Struct,
+)
 from kraft_jbod.wire.runtime import (
     absent as _absent, bad_tag as _bad_tag, check_bool as _bool, null as _null,
 )
@@ -43,28 +44,59 @@ _L2 = (('CurrentLeaderEpoch', 4), ('VoterId', 4), ('VoterDirectoryId', 16))
 
 
 
-@_dataclass(slots=True)
 class Listener(_Struct):
     """Struct Listener of UpdateRaftVoterRequest."""
 
-    name: str = ''
-    host: str = ''
-    port: int = 0
-    unknown_tagged_fields: tuple[tuple[int, bytes], ...] = ()
+    __slots__ = ('name', 'host', 'port', 'unknown_tagged_fields',)
+    __match_args__ = ('name', 'host', 'port', 'unknown_tagged_fields',)
+    name: str
+    host: str
+    port: int
+    unknown_tagged_fields: tuple[tuple[int, bytes], ...]
+
+    def __init__(self, name: str = '', host: str = '', port: int = 0, unknown_tagged_fields: tuple[tuple[int, bytes], ...] = ()) -> None:
+        self.name = name
+        self.host = host
+        self.port = port
+        self.unknown_tagged_fields = unknown_tagged_fields
+
+    def __eq__(self, other: object) -> bool:
+        if other.__class__ is self.__class__ and isinstance(other, Listener):
+            return (self.name, self.host, self.port, self.unknown_tagged_fields,) == (other.name, other.host, other.port, other.unknown_tagged_fields,)
+        return NotImplemented
+
+    def __repr__(self) -> str:
+        return f"{self.__class__.__qualname__}(name={self.name!r}, host={self.host!r}, port={self.port!r}, unknown_tagged_fields={self.unknown_tagged_fields!r})"
 
 
-@_dataclass(slots=True)
 class KRaftVersionFeature(_Struct):
     """Struct KRaftVersionFeature of UpdateRaftVoterRequest."""
 
-    min_supported_version: int = 0
-    max_supported_version: int = 0
-    unknown_tagged_fields: tuple[tuple[int, bytes], ...] = ()
+    __slots__ = ('min_supported_version', 'max_supported_version', 'unknown_tagged_fields',)
+    __match_args__ = ('min_supported_version', 'max_supported_version', 'unknown_tagged_fields',)
+    min_supported_version: int
+    max_supported_version: int
+    unknown_tagged_fields: tuple[tuple[int, bytes], ...]
+
+    def __init__(self, min_supported_version: int = 0, max_supported_version: int = 0, unknown_tagged_fields: tuple[tuple[int, bytes], ...] = ()) -> None:
+        self.min_supported_version = min_supported_version
+        self.max_supported_version = max_supported_version
+        self.unknown_tagged_fields = unknown_tagged_fields
+
+    def __eq__(self, other: object) -> bool:
+        if other.__class__ is self.__class__ and isinstance(other, KRaftVersionFeature):
+            return (self.min_supported_version, self.max_supported_version, self.unknown_tagged_fields,) == (other.min_supported_version, other.max_supported_version, other.unknown_tagged_fields,)
+        return NotImplemented
+
+    def __repr__(self) -> str:
+        return f"{self.__class__.__qualname__}(min_supported_version={self.min_supported_version!r}, max_supported_version={self.max_supported_version!r}, unknown_tagged_fields={self.unknown_tagged_fields!r})"
 
 
-@_dataclass(slots=True)
 class UpdateRaftVoterRequest(_Message):
     """request UpdateRaftVoterRequest, versions 0."""
+
+    __slots__ = ('cluster_id', 'current_leader_epoch', 'voter_id', 'voter_directory_id', 'listeners', 'k_raft_version_feature', 'unknown_tagged_fields',)
+    __match_args__ = ('cluster_id', 'current_leader_epoch', 'voter_id', 'voter_directory_id', 'listeners', 'k_raft_version_feature', 'unknown_tagged_fields',)
 
     NAME: _ClassVar[str] = 'UpdateRaftVoterRequest'
     SCHEMA_TYPE: _ClassVar[str] = 'request'
@@ -73,13 +105,31 @@ class UpdateRaftVoterRequest(_Message):
     FLEXIBLE_MIN: _ClassVar[int | None] = 0
     LATEST_VERSION_UNSTABLE: _ClassVar[bool] = False
     DEPRECATED_VERSIONS: _ClassVar[tuple[int, int] | None] = None
-    cluster_id: str | None = ''
-    current_leader_epoch: int = 0
-    voter_id: int = 0
-    voter_directory_id: _uuid.UUID = _ZERO_UUID
-    listeners: list[Listener] = _field(default_factory=list)
-    k_raft_version_feature: KRaftVersionFeature = _field(default_factory=KRaftVersionFeature)
-    unknown_tagged_fields: tuple[tuple[int, bytes], ...] = ()
+
+    cluster_id: str | None
+    current_leader_epoch: int
+    voter_id: int
+    voter_directory_id: _uuid.UUID
+    listeners: list[Listener]
+    k_raft_version_feature: KRaftVersionFeature
+    unknown_tagged_fields: tuple[tuple[int, bytes], ...]
+
+    def __init__(self, cluster_id: str | None = '', current_leader_epoch: int = 0, voter_id: int = 0, voter_directory_id: _uuid.UUID = _ZERO_UUID, listeners: list[Listener] = _FACTORY, k_raft_version_feature: KRaftVersionFeature = _FACTORY, unknown_tagged_fields: tuple[tuple[int, bytes], ...] = ()) -> None:
+        self.cluster_id = cluster_id
+        self.current_leader_epoch = current_leader_epoch
+        self.voter_id = voter_id
+        self.voter_directory_id = voter_directory_id
+        self.listeners = [] if listeners is _FACTORY else listeners
+        self.k_raft_version_feature = KRaftVersionFeature() if k_raft_version_feature is _FACTORY else k_raft_version_feature
+        self.unknown_tagged_fields = unknown_tagged_fields
+
+    def __eq__(self, other: object) -> bool:
+        if other.__class__ is self.__class__ and isinstance(other, UpdateRaftVoterRequest):
+            return (self.cluster_id, self.current_leader_epoch, self.voter_id, self.voter_directory_id, self.listeners, self.k_raft_version_feature, self.unknown_tagged_fields,) == (other.cluster_id, other.current_leader_epoch, other.voter_id, other.voter_directory_id, other.listeners, other.k_raft_version_feature, other.unknown_tagged_fields,)
+        return NotImplemented
+
+    def __repr__(self) -> str:
+        return f"{self.__class__.__qualname__}(cluster_id={self.cluster_id!r}, current_leader_epoch={self.current_leader_epoch!r}, voter_id={self.voter_id!r}, voter_directory_id={self.voter_directory_id!r}, listeners={self.listeners!r}, k_raft_version_feature={self.k_raft_version_feature!r}, unknown_tagged_fields={self.unknown_tagged_fields!r})"
 
 
 def _read_Listener_0(buf: bytes | bytearray | memoryview, pos: int) -> tuple[Listener, int]:

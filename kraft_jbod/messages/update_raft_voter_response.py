@@ -6,11 +6,12 @@ from __future__ import annotations
 
 import struct as _struct
 import uuid as _uuid
-from dataclasses import dataclass as _dataclass, field as _field
 from typing import ClassVar as _ClassVar
 
 from kraft_jbod.errors import DecodeError as _DecodeError, EncodeError as _EncodeError
-from kraft_jbod.wire.message import FieldInfo as _F, Message as _Message, Struct as _Struct
+from kraft_jbod.wire.message import (
+    DEFAULT_FACTORY as _FACTORY, FieldInfo as _F, Message as _Message, Struct as _Struct,
+)
 from kraft_jbod.wire.runtime import (
     absent as _absent, bad_tag as _bad_tag, check_bool as _bool, null as _null,
 )
@@ -42,20 +43,38 @@ _L2 = (('ThrottleTimeMs', 4), ('ErrorCode', 2))
 
 
 
-@_dataclass(slots=True)
 class CurrentLeader(_Struct):
     """Struct CurrentLeader of UpdateRaftVoterResponse."""
 
-    leader_id: int = -1
-    leader_epoch: int = -1
-    host: str = ''
-    port: int = 0
-    unknown_tagged_fields: tuple[tuple[int, bytes], ...] = ()
+    __slots__ = ('leader_id', 'leader_epoch', 'host', 'port', 'unknown_tagged_fields',)
+    __match_args__ = ('leader_id', 'leader_epoch', 'host', 'port', 'unknown_tagged_fields',)
+    leader_id: int
+    leader_epoch: int
+    host: str
+    port: int
+    unknown_tagged_fields: tuple[tuple[int, bytes], ...]
+
+    def __init__(self, leader_id: int = -1, leader_epoch: int = -1, host: str = '', port: int = 0, unknown_tagged_fields: tuple[tuple[int, bytes], ...] = ()) -> None:
+        self.leader_id = leader_id
+        self.leader_epoch = leader_epoch
+        self.host = host
+        self.port = port
+        self.unknown_tagged_fields = unknown_tagged_fields
+
+    def __eq__(self, other: object) -> bool:
+        if other.__class__ is self.__class__ and isinstance(other, CurrentLeader):
+            return (self.leader_id, self.leader_epoch, self.host, self.port, self.unknown_tagged_fields,) == (other.leader_id, other.leader_epoch, other.host, other.port, other.unknown_tagged_fields,)
+        return NotImplemented
+
+    def __repr__(self) -> str:
+        return f"{self.__class__.__qualname__}(leader_id={self.leader_id!r}, leader_epoch={self.leader_epoch!r}, host={self.host!r}, port={self.port!r}, unknown_tagged_fields={self.unknown_tagged_fields!r})"
 
 
-@_dataclass(slots=True)
 class UpdateRaftVoterResponse(_Message):
     """response UpdateRaftVoterResponse, versions 0."""
+
+    __slots__ = ('throttle_time_ms', 'error_code', 'current_leader', 'unknown_tagged_fields',)
+    __match_args__ = ('throttle_time_ms', 'error_code', 'current_leader', 'unknown_tagged_fields',)
 
     NAME: _ClassVar[str] = 'UpdateRaftVoterResponse'
     SCHEMA_TYPE: _ClassVar[str] = 'response'
@@ -64,10 +83,25 @@ class UpdateRaftVoterResponse(_Message):
     FLEXIBLE_MIN: _ClassVar[int | None] = 0
     LATEST_VERSION_UNSTABLE: _ClassVar[bool] = False
     DEPRECATED_VERSIONS: _ClassVar[tuple[int, int] | None] = None
-    throttle_time_ms: int = 0
-    error_code: int = 0
-    current_leader: CurrentLeader = _field(default_factory=CurrentLeader)
-    unknown_tagged_fields: tuple[tuple[int, bytes], ...] = ()
+
+    throttle_time_ms: int
+    error_code: int
+    current_leader: CurrentLeader
+    unknown_tagged_fields: tuple[tuple[int, bytes], ...]
+
+    def __init__(self, throttle_time_ms: int = 0, error_code: int = 0, current_leader: CurrentLeader = _FACTORY, unknown_tagged_fields: tuple[tuple[int, bytes], ...] = ()) -> None:
+        self.throttle_time_ms = throttle_time_ms
+        self.error_code = error_code
+        self.current_leader = CurrentLeader() if current_leader is _FACTORY else current_leader
+        self.unknown_tagged_fields = unknown_tagged_fields
+
+    def __eq__(self, other: object) -> bool:
+        if other.__class__ is self.__class__ and isinstance(other, UpdateRaftVoterResponse):
+            return (self.throttle_time_ms, self.error_code, self.current_leader, self.unknown_tagged_fields,) == (other.throttle_time_ms, other.error_code, other.current_leader, other.unknown_tagged_fields,)
+        return NotImplemented
+
+    def __repr__(self) -> str:
+        return f"{self.__class__.__qualname__}(throttle_time_ms={self.throttle_time_ms!r}, error_code={self.error_code!r}, current_leader={self.current_leader!r}, unknown_tagged_fields={self.unknown_tagged_fields!r})"
 
 
 def _read_CurrentLeader_0(buf: bytes | bytearray | memoryview, pos: int) -> tuple[CurrentLeader, int]:

@@ -6,11 +6,12 @@ from __future__ import annotations
 
 import struct as _struct
 import uuid as _uuid
-from dataclasses import dataclass as _dataclass, field as _field
 from typing import ClassVar as _ClassVar
 
 from kraft_jbod.errors import DecodeError as _DecodeError, EncodeError as _EncodeError
-from kraft_jbod.wire.message import FieldInfo as _F, Message as _Message, Struct as _Struct
+from kraft_jbod.wire.message import (
+    DEFAULT_FACTORY as _FACTORY, FieldInfo as _F, Message as _Message, Struct as _Struct,
+)
 from kraft_jbod.wire.runtime import (
     absent as _absent, bad_tag as _bad_tag, check_bool as _bool, null as _null,
 )
@@ -45,33 +46,69 @@ _L3 = (('VoterId', 4),)
 
 
 
-@_dataclass(slots=True)
 class PartitionData(_Struct):
     """Struct PartitionData of VoteRequest."""
 
-    partition_index: int = 0
-    replica_epoch: int = 0
-    replica_id: int = 0
-    replica_directory_id: _uuid.UUID = _ZERO_UUID
-    voter_directory_id: _uuid.UUID = _ZERO_UUID
-    last_offset_epoch: int = 0
-    last_offset: int = 0
-    pre_vote: bool = False
-    unknown_tagged_fields: tuple[tuple[int, bytes], ...] = ()
+    __slots__ = ('partition_index', 'replica_epoch', 'replica_id', 'replica_directory_id', 'voter_directory_id', 'last_offset_epoch', 'last_offset', 'pre_vote', 'unknown_tagged_fields',)
+    __match_args__ = ('partition_index', 'replica_epoch', 'replica_id', 'replica_directory_id', 'voter_directory_id', 'last_offset_epoch', 'last_offset', 'pre_vote', 'unknown_tagged_fields',)
+    partition_index: int
+    replica_epoch: int
+    replica_id: int
+    replica_directory_id: _uuid.UUID
+    voter_directory_id: _uuid.UUID
+    last_offset_epoch: int
+    last_offset: int
+    pre_vote: bool
+    unknown_tagged_fields: tuple[tuple[int, bytes], ...]
+
+    def __init__(self, partition_index: int = 0, replica_epoch: int = 0, replica_id: int = 0, replica_directory_id: _uuid.UUID = _ZERO_UUID, voter_directory_id: _uuid.UUID = _ZERO_UUID, last_offset_epoch: int = 0, last_offset: int = 0, pre_vote: bool = False, unknown_tagged_fields: tuple[tuple[int, bytes], ...] = ()) -> None:
+        self.partition_index = partition_index
+        self.replica_epoch = replica_epoch
+        self.replica_id = replica_id
+        self.replica_directory_id = replica_directory_id
+        self.voter_directory_id = voter_directory_id
+        self.last_offset_epoch = last_offset_epoch
+        self.last_offset = last_offset
+        self.pre_vote = pre_vote
+        self.unknown_tagged_fields = unknown_tagged_fields
+
+    def __eq__(self, other: object) -> bool:
+        if other.__class__ is self.__class__ and isinstance(other, PartitionData):
+            return (self.partition_index, self.replica_epoch, self.replica_id, self.replica_directory_id, self.voter_directory_id, self.last_offset_epoch, self.last_offset, self.pre_vote, self.unknown_tagged_fields,) == (other.partition_index, other.replica_epoch, other.replica_id, other.replica_directory_id, other.voter_directory_id, other.last_offset_epoch, other.last_offset, other.pre_vote, other.unknown_tagged_fields,)
+        return NotImplemented
+
+    def __repr__(self) -> str:
+        return f"{self.__class__.__qualname__}(partition_index={self.partition_index!r}, replica_epoch={self.replica_epoch!r}, replica_id={self.replica_id!r}, replica_directory_id={self.replica_directory_id!r}, voter_directory_id={self.voter_directory_id!r}, last_offset_epoch={self.last_offset_epoch!r}, last_offset={self.last_offset!r}, pre_vote={self.pre_vote!r}, unknown_tagged_fields={self.unknown_tagged_fields!r})"
 
 
-@_dataclass(slots=True)
 class TopicData(_Struct):
     """Struct TopicData of VoteRequest."""
 
-    topic_name: str = ''
-    partitions: list[PartitionData] = _field(default_factory=list)
-    unknown_tagged_fields: tuple[tuple[int, bytes], ...] = ()
+    __slots__ = ('topic_name', 'partitions', 'unknown_tagged_fields',)
+    __match_args__ = ('topic_name', 'partitions', 'unknown_tagged_fields',)
+    topic_name: str
+    partitions: list[PartitionData]
+    unknown_tagged_fields: tuple[tuple[int, bytes], ...]
+
+    def __init__(self, topic_name: str = '', partitions: list[PartitionData] = _FACTORY, unknown_tagged_fields: tuple[tuple[int, bytes], ...] = ()) -> None:
+        self.topic_name = topic_name
+        self.partitions = [] if partitions is _FACTORY else partitions
+        self.unknown_tagged_fields = unknown_tagged_fields
+
+    def __eq__(self, other: object) -> bool:
+        if other.__class__ is self.__class__ and isinstance(other, TopicData):
+            return (self.topic_name, self.partitions, self.unknown_tagged_fields,) == (other.topic_name, other.partitions, other.unknown_tagged_fields,)
+        return NotImplemented
+
+    def __repr__(self) -> str:
+        return f"{self.__class__.__qualname__}(topic_name={self.topic_name!r}, partitions={self.partitions!r}, unknown_tagged_fields={self.unknown_tagged_fields!r})"
 
 
-@_dataclass(slots=True)
 class VoteRequest(_Message):
     """request VoteRequest, versions 0-2."""
+
+    __slots__ = ('cluster_id', 'voter_id', 'topics', 'unknown_tagged_fields',)
+    __match_args__ = ('cluster_id', 'voter_id', 'topics', 'unknown_tagged_fields',)
 
     NAME: _ClassVar[str] = 'VoteRequest'
     SCHEMA_TYPE: _ClassVar[str] = 'request'
@@ -80,10 +117,25 @@ class VoteRequest(_Message):
     FLEXIBLE_MIN: _ClassVar[int | None] = 0
     LATEST_VERSION_UNSTABLE: _ClassVar[bool] = False
     DEPRECATED_VERSIONS: _ClassVar[tuple[int, int] | None] = None
-    cluster_id: str | None = None
-    voter_id: int = -1
-    topics: list[TopicData] = _field(default_factory=list)
-    unknown_tagged_fields: tuple[tuple[int, bytes], ...] = ()
+
+    cluster_id: str | None
+    voter_id: int
+    topics: list[TopicData]
+    unknown_tagged_fields: tuple[tuple[int, bytes], ...]
+
+    def __init__(self, cluster_id: str | None = None, voter_id: int = -1, topics: list[TopicData] = _FACTORY, unknown_tagged_fields: tuple[tuple[int, bytes], ...] = ()) -> None:
+        self.cluster_id = cluster_id
+        self.voter_id = voter_id
+        self.topics = [] if topics is _FACTORY else topics
+        self.unknown_tagged_fields = unknown_tagged_fields
+
+    def __eq__(self, other: object) -> bool:
+        if other.__class__ is self.__class__ and isinstance(other, VoteRequest):
+            return (self.cluster_id, self.voter_id, self.topics, self.unknown_tagged_fields,) == (other.cluster_id, other.voter_id, other.topics, other.unknown_tagged_fields,)
+        return NotImplemented
+
+    def __repr__(self) -> str:
+        return f"{self.__class__.__qualname__}(cluster_id={self.cluster_id!r}, voter_id={self.voter_id!r}, topics={self.topics!r}, unknown_tagged_fields={self.unknown_tagged_fields!r})"
 
 
 def _read_PartitionData_0(buf: bytes | bytearray | memoryview, pos: int) -> tuple[PartitionData, int]:

@@ -6,11 +6,12 @@ from __future__ import annotations
 
 import struct as _struct
 import uuid as _uuid
-from dataclasses import dataclass as _dataclass, field as _field
 from typing import ClassVar as _ClassVar
 
 from kraft_jbod.errors import DecodeError as _DecodeError, EncodeError as _EncodeError
-from kraft_jbod.wire.message import FieldInfo as _F, Message as _Message, Struct as _Struct
+from kraft_jbod.wire.message import (
+    DEFAULT_FACTORY as _FACTORY, FieldInfo as _F, Message as _Message, Struct as _Struct,
+)
 from kraft_jbod.wire.runtime import (
     absent as _absent, bad_tag as _bad_tag, check_bool as _bool, null as _null,
 )
@@ -45,39 +46,86 @@ _L3 = (('Version', 2),)
 
 
 
-@_dataclass(slots=True)
 class Endpoint(_Struct):
     """Struct Endpoint of VotersRecord."""
 
-    name: str = ''
-    host: str = ''
-    port: int = 0
-    unknown_tagged_fields: tuple[tuple[int, bytes], ...] = ()
+    __slots__ = ('name', 'host', 'port', 'unknown_tagged_fields',)
+    __match_args__ = ('name', 'host', 'port', 'unknown_tagged_fields',)
+    name: str
+    host: str
+    port: int
+    unknown_tagged_fields: tuple[tuple[int, bytes], ...]
+
+    def __init__(self, name: str = '', host: str = '', port: int = 0, unknown_tagged_fields: tuple[tuple[int, bytes], ...] = ()) -> None:
+        self.name = name
+        self.host = host
+        self.port = port
+        self.unknown_tagged_fields = unknown_tagged_fields
+
+    def __eq__(self, other: object) -> bool:
+        if other.__class__ is self.__class__ and isinstance(other, Endpoint):
+            return (self.name, self.host, self.port, self.unknown_tagged_fields,) == (other.name, other.host, other.port, other.unknown_tagged_fields,)
+        return NotImplemented
+
+    def __repr__(self) -> str:
+        return f"{self.__class__.__qualname__}(name={self.name!r}, host={self.host!r}, port={self.port!r}, unknown_tagged_fields={self.unknown_tagged_fields!r})"
 
 
-@_dataclass(slots=True)
 class KRaftVersionFeature(_Struct):
     """Struct KRaftVersionFeature of VotersRecord."""
 
-    min_supported_version: int = 0
-    max_supported_version: int = 0
-    unknown_tagged_fields: tuple[tuple[int, bytes], ...] = ()
+    __slots__ = ('min_supported_version', 'max_supported_version', 'unknown_tagged_fields',)
+    __match_args__ = ('min_supported_version', 'max_supported_version', 'unknown_tagged_fields',)
+    min_supported_version: int
+    max_supported_version: int
+    unknown_tagged_fields: tuple[tuple[int, bytes], ...]
+
+    def __init__(self, min_supported_version: int = 0, max_supported_version: int = 0, unknown_tagged_fields: tuple[tuple[int, bytes], ...] = ()) -> None:
+        self.min_supported_version = min_supported_version
+        self.max_supported_version = max_supported_version
+        self.unknown_tagged_fields = unknown_tagged_fields
+
+    def __eq__(self, other: object) -> bool:
+        if other.__class__ is self.__class__ and isinstance(other, KRaftVersionFeature):
+            return (self.min_supported_version, self.max_supported_version, self.unknown_tagged_fields,) == (other.min_supported_version, other.max_supported_version, other.unknown_tagged_fields,)
+        return NotImplemented
+
+    def __repr__(self) -> str:
+        return f"{self.__class__.__qualname__}(min_supported_version={self.min_supported_version!r}, max_supported_version={self.max_supported_version!r}, unknown_tagged_fields={self.unknown_tagged_fields!r})"
 
 
-@_dataclass(slots=True)
 class Voter(_Struct):
     """Struct Voter of VotersRecord."""
 
-    voter_id: int = 0
-    voter_directory_id: _uuid.UUID = _ZERO_UUID
-    endpoints: list[Endpoint] = _field(default_factory=list)
-    k_raft_version_feature: KRaftVersionFeature = _field(default_factory=KRaftVersionFeature)
-    unknown_tagged_fields: tuple[tuple[int, bytes], ...] = ()
+    __slots__ = ('voter_id', 'voter_directory_id', 'endpoints', 'k_raft_version_feature', 'unknown_tagged_fields',)
+    __match_args__ = ('voter_id', 'voter_directory_id', 'endpoints', 'k_raft_version_feature', 'unknown_tagged_fields',)
+    voter_id: int
+    voter_directory_id: _uuid.UUID
+    endpoints: list[Endpoint]
+    k_raft_version_feature: KRaftVersionFeature
+    unknown_tagged_fields: tuple[tuple[int, bytes], ...]
+
+    def __init__(self, voter_id: int = 0, voter_directory_id: _uuid.UUID = _ZERO_UUID, endpoints: list[Endpoint] = _FACTORY, k_raft_version_feature: KRaftVersionFeature = _FACTORY, unknown_tagged_fields: tuple[tuple[int, bytes], ...] = ()) -> None:
+        self.voter_id = voter_id
+        self.voter_directory_id = voter_directory_id
+        self.endpoints = [] if endpoints is _FACTORY else endpoints
+        self.k_raft_version_feature = KRaftVersionFeature() if k_raft_version_feature is _FACTORY else k_raft_version_feature
+        self.unknown_tagged_fields = unknown_tagged_fields
+
+    def __eq__(self, other: object) -> bool:
+        if other.__class__ is self.__class__ and isinstance(other, Voter):
+            return (self.voter_id, self.voter_directory_id, self.endpoints, self.k_raft_version_feature, self.unknown_tagged_fields,) == (other.voter_id, other.voter_directory_id, other.endpoints, other.k_raft_version_feature, other.unknown_tagged_fields,)
+        return NotImplemented
+
+    def __repr__(self) -> str:
+        return f"{self.__class__.__qualname__}(voter_id={self.voter_id!r}, voter_directory_id={self.voter_directory_id!r}, endpoints={self.endpoints!r}, k_raft_version_feature={self.k_raft_version_feature!r}, unknown_tagged_fields={self.unknown_tagged_fields!r})"
 
 
-@_dataclass(slots=True)
 class VotersRecord(_Message):
     """data VotersRecord, versions 0."""
+
+    __slots__ = ('version', 'voters', 'unknown_tagged_fields',)
+    __match_args__ = ('version', 'voters', 'unknown_tagged_fields',)
 
     NAME: _ClassVar[str] = 'VotersRecord'
     SCHEMA_TYPE: _ClassVar[str] = 'data'
@@ -86,9 +134,23 @@ class VotersRecord(_Message):
     FLEXIBLE_MIN: _ClassVar[int | None] = 0
     LATEST_VERSION_UNSTABLE: _ClassVar[bool] = False
     DEPRECATED_VERSIONS: _ClassVar[tuple[int, int] | None] = None
-    version: int = 0
-    voters: list[Voter] = _field(default_factory=list)
-    unknown_tagged_fields: tuple[tuple[int, bytes], ...] = ()
+
+    version: int
+    voters: list[Voter]
+    unknown_tagged_fields: tuple[tuple[int, bytes], ...]
+
+    def __init__(self, version: int = 0, voters: list[Voter] = _FACTORY, unknown_tagged_fields: tuple[tuple[int, bytes], ...] = ()) -> None:
+        self.version = version
+        self.voters = [] if voters is _FACTORY else voters
+        self.unknown_tagged_fields = unknown_tagged_fields
+
+    def __eq__(self, other: object) -> bool:
+        if other.__class__ is self.__class__ and isinstance(other, VotersRecord):
+            return (self.version, self.voters, self.unknown_tagged_fields,) == (other.version, other.voters, other.unknown_tagged_fields,)
+        return NotImplemented
+
+    def __repr__(self) -> str:
+        return f"{self.__class__.__qualname__}(version={self.version!r}, voters={self.voters!r}, unknown_tagged_fields={self.unknown_tagged_fields!r})"
 
 
 def _read_Endpoint_0(buf: bytes | bytearray | memoryview, pos: int) -> tuple[Endpoint, int]:

@@ -6,11 +6,12 @@ from __future__ import annotations
 
 import struct as _struct
 import uuid as _uuid
-from dataclasses import dataclass as _dataclass, field as _field
 from typing import ClassVar as _ClassVar
 
 from kraft_jbod.errors import DecodeError as _DecodeError, EncodeError as _EncodeError
-from kraft_jbod.wire.message import FieldInfo as _F, Message as _Message, Struct as _Struct
+from kraft_jbod.wire.message import (
+    DEFAULT_FACTORY as _FACTORY, FieldInfo as _F, Message as _Message, Struct as _Struct,
+)
 from kraft_jbod.wire.runtime import (
     absent as _absent, bad_tag as _bad_tag, check_bool as _bool, null as _null,
 )
@@ -43,31 +44,65 @@ _L2 = (('CoordinatorEpoch', 4), ('TransactionVersion', 1))
 
 
 
-@_dataclass(slots=True)
 class WritableTxnMarkerTopic(_Struct):
     """Struct WritableTxnMarkerTopic of WriteTxnMarkersRequest."""
 
-    name: str = ''
-    partition_indexes: list[int] = _field(default_factory=list)
-    unknown_tagged_fields: tuple[tuple[int, bytes], ...] = ()
+    __slots__ = ('name', 'partition_indexes', 'unknown_tagged_fields',)
+    __match_args__ = ('name', 'partition_indexes', 'unknown_tagged_fields',)
+    name: str
+    partition_indexes: list[int]
+    unknown_tagged_fields: tuple[tuple[int, bytes], ...]
+
+    def __init__(self, name: str = '', partition_indexes: list[int] = _FACTORY, unknown_tagged_fields: tuple[tuple[int, bytes], ...] = ()) -> None:
+        self.name = name
+        self.partition_indexes = [] if partition_indexes is _FACTORY else partition_indexes
+        self.unknown_tagged_fields = unknown_tagged_fields
+
+    def __eq__(self, other: object) -> bool:
+        if other.__class__ is self.__class__ and isinstance(other, WritableTxnMarkerTopic):
+            return (self.name, self.partition_indexes, self.unknown_tagged_fields,) == (other.name, other.partition_indexes, other.unknown_tagged_fields,)
+        return NotImplemented
+
+    def __repr__(self) -> str:
+        return f"{self.__class__.__qualname__}(name={self.name!r}, partition_indexes={self.partition_indexes!r}, unknown_tagged_fields={self.unknown_tagged_fields!r})"
 
 
-@_dataclass(slots=True)
 class WritableTxnMarker(_Struct):
     """Struct WritableTxnMarker of WriteTxnMarkersRequest."""
 
-    producer_id: int = 0
-    producer_epoch: int = 0
-    transaction_result: bool = False
-    topics: list[WritableTxnMarkerTopic] = _field(default_factory=list)
-    coordinator_epoch: int = 0
-    transaction_version: int = 0
-    unknown_tagged_fields: tuple[tuple[int, bytes], ...] = ()
+    __slots__ = ('producer_id', 'producer_epoch', 'transaction_result', 'topics', 'coordinator_epoch', 'transaction_version', 'unknown_tagged_fields',)
+    __match_args__ = ('producer_id', 'producer_epoch', 'transaction_result', 'topics', 'coordinator_epoch', 'transaction_version', 'unknown_tagged_fields',)
+    producer_id: int
+    producer_epoch: int
+    transaction_result: bool
+    topics: list[WritableTxnMarkerTopic]
+    coordinator_epoch: int
+    transaction_version: int
+    unknown_tagged_fields: tuple[tuple[int, bytes], ...]
+
+    def __init__(self, producer_id: int = 0, producer_epoch: int = 0, transaction_result: bool = False, topics: list[WritableTxnMarkerTopic] = _FACTORY, coordinator_epoch: int = 0, transaction_version: int = 0, unknown_tagged_fields: tuple[tuple[int, bytes], ...] = ()) -> None:
+        self.producer_id = producer_id
+        self.producer_epoch = producer_epoch
+        self.transaction_result = transaction_result
+        self.topics = [] if topics is _FACTORY else topics
+        self.coordinator_epoch = coordinator_epoch
+        self.transaction_version = transaction_version
+        self.unknown_tagged_fields = unknown_tagged_fields
+
+    def __eq__(self, other: object) -> bool:
+        if other.__class__ is self.__class__ and isinstance(other, WritableTxnMarker):
+            return (self.producer_id, self.producer_epoch, self.transaction_result, self.topics, self.coordinator_epoch, self.transaction_version, self.unknown_tagged_fields,) == (other.producer_id, other.producer_epoch, other.transaction_result, other.topics, other.coordinator_epoch, other.transaction_version, other.unknown_tagged_fields,)
+        return NotImplemented
+
+    def __repr__(self) -> str:
+        return f"{self.__class__.__qualname__}(producer_id={self.producer_id!r}, producer_epoch={self.producer_epoch!r}, transaction_result={self.transaction_result!r}, topics={self.topics!r}, coordinator_epoch={self.coordinator_epoch!r}, transaction_version={self.transaction_version!r}, unknown_tagged_fields={self.unknown_tagged_fields!r})"
 
 
-@_dataclass(slots=True)
 class WriteTxnMarkersRequest(_Message):
     """request WriteTxnMarkersRequest, versions 0-2."""
+
+    __slots__ = ('markers', 'unknown_tagged_fields',)
+    __match_args__ = ('markers', 'unknown_tagged_fields',)
 
     NAME: _ClassVar[str] = 'WriteTxnMarkersRequest'
     SCHEMA_TYPE: _ClassVar[str] = 'request'
@@ -76,8 +111,21 @@ class WriteTxnMarkersRequest(_Message):
     FLEXIBLE_MIN: _ClassVar[int | None] = 1
     LATEST_VERSION_UNSTABLE: _ClassVar[bool] = False
     DEPRECATED_VERSIONS: _ClassVar[tuple[int, int] | None] = None
-    markers: list[WritableTxnMarker] = _field(default_factory=list)
-    unknown_tagged_fields: tuple[tuple[int, bytes], ...] = ()
+
+    markers: list[WritableTxnMarker]
+    unknown_tagged_fields: tuple[tuple[int, bytes], ...]
+
+    def __init__(self, markers: list[WritableTxnMarker] = _FACTORY, unknown_tagged_fields: tuple[tuple[int, bytes], ...] = ()) -> None:
+        self.markers = [] if markers is _FACTORY else markers
+        self.unknown_tagged_fields = unknown_tagged_fields
+
+    def __eq__(self, other: object) -> bool:
+        if other.__class__ is self.__class__ and isinstance(other, WriteTxnMarkersRequest):
+            return (self.markers, self.unknown_tagged_fields,) == (other.markers, other.unknown_tagged_fields,)
+        return NotImplemented
+
+    def __repr__(self) -> str:
+        return f"{self.__class__.__qualname__}(markers={self.markers!r}, unknown_tagged_fields={self.unknown_tagged_fields!r})"
 
 
 def _read_WritableTxnMarkerTopic_0(buf: bytes | bytearray | memoryview, pos: int) -> tuple[WritableTxnMarkerTopic, int]:

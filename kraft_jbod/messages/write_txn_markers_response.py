@@ -6,11 +6,12 @@ from __future__ import annotations
 
 import struct as _struct
 import uuid as _uuid
-from dataclasses import dataclass as _dataclass, field as _field
 from typing import ClassVar as _ClassVar
 
 from kraft_jbod.errors import DecodeError as _DecodeError, EncodeError as _EncodeError
-from kraft_jbod.wire.message import FieldInfo as _F, Message as _Message, Struct as _Struct
+from kraft_jbod.wire.message import (
+    DEFAULT_FACTORY as _FACTORY, FieldInfo as _F, Message as _Message, Struct as _Struct,
+)
 from kraft_jbod.wire.runtime import (
     absent as _absent, bad_tag as _bad_tag, check_bool as _bool, null as _null,
 )
@@ -40,36 +41,80 @@ _L1 = (('ProducerId', 8),)
 
 
 
-@_dataclass(slots=True)
 class WritableTxnMarkerPartitionResult(_Struct):
     """Struct WritableTxnMarkerPartitionResult of WriteTxnMarkersResponse."""
 
-    partition_index: int = 0
-    error_code: int = 0
-    unknown_tagged_fields: tuple[tuple[int, bytes], ...] = ()
+    __slots__ = ('partition_index', 'error_code', 'unknown_tagged_fields',)
+    __match_args__ = ('partition_index', 'error_code', 'unknown_tagged_fields',)
+    partition_index: int
+    error_code: int
+    unknown_tagged_fields: tuple[tuple[int, bytes], ...]
+
+    def __init__(self, partition_index: int = 0, error_code: int = 0, unknown_tagged_fields: tuple[tuple[int, bytes], ...] = ()) -> None:
+        self.partition_index = partition_index
+        self.error_code = error_code
+        self.unknown_tagged_fields = unknown_tagged_fields
+
+    def __eq__(self, other: object) -> bool:
+        if other.__class__ is self.__class__ and isinstance(other, WritableTxnMarkerPartitionResult):
+            return (self.partition_index, self.error_code, self.unknown_tagged_fields,) == (other.partition_index, other.error_code, other.unknown_tagged_fields,)
+        return NotImplemented
+
+    def __repr__(self) -> str:
+        return f"{self.__class__.__qualname__}(partition_index={self.partition_index!r}, error_code={self.error_code!r}, unknown_tagged_fields={self.unknown_tagged_fields!r})"
 
 
-@_dataclass(slots=True)
 class WritableTxnMarkerTopicResult(_Struct):
     """Struct WritableTxnMarkerTopicResult of WriteTxnMarkersResponse."""
 
-    name: str = ''
-    partitions: list[WritableTxnMarkerPartitionResult] = _field(default_factory=list)
-    unknown_tagged_fields: tuple[tuple[int, bytes], ...] = ()
+    __slots__ = ('name', 'partitions', 'unknown_tagged_fields',)
+    __match_args__ = ('name', 'partitions', 'unknown_tagged_fields',)
+    name: str
+    partitions: list[WritableTxnMarkerPartitionResult]
+    unknown_tagged_fields: tuple[tuple[int, bytes], ...]
+
+    def __init__(self, name: str = '', partitions: list[WritableTxnMarkerPartitionResult] = _FACTORY, unknown_tagged_fields: tuple[tuple[int, bytes], ...] = ()) -> None:
+        self.name = name
+        self.partitions = [] if partitions is _FACTORY else partitions
+        self.unknown_tagged_fields = unknown_tagged_fields
+
+    def __eq__(self, other: object) -> bool:
+        if other.__class__ is self.__class__ and isinstance(other, WritableTxnMarkerTopicResult):
+            return (self.name, self.partitions, self.unknown_tagged_fields,) == (other.name, other.partitions, other.unknown_tagged_fields,)
+        return NotImplemented
+
+    def __repr__(self) -> str:
+        return f"{self.__class__.__qualname__}(name={self.name!r}, partitions={self.partitions!r}, unknown_tagged_fields={self.unknown_tagged_fields!r})"
 
 
-@_dataclass(slots=True)
 class WritableTxnMarkerResult(_Struct):
     """Struct WritableTxnMarkerResult of WriteTxnMarkersResponse."""
 
-    producer_id: int = 0
-    topics: list[WritableTxnMarkerTopicResult] = _field(default_factory=list)
-    unknown_tagged_fields: tuple[tuple[int, bytes], ...] = ()
+    __slots__ = ('producer_id', 'topics', 'unknown_tagged_fields',)
+    __match_args__ = ('producer_id', 'topics', 'unknown_tagged_fields',)
+    producer_id: int
+    topics: list[WritableTxnMarkerTopicResult]
+    unknown_tagged_fields: tuple[tuple[int, bytes], ...]
+
+    def __init__(self, producer_id: int = 0, topics: list[WritableTxnMarkerTopicResult] = _FACTORY, unknown_tagged_fields: tuple[tuple[int, bytes], ...] = ()) -> None:
+        self.producer_id = producer_id
+        self.topics = [] if topics is _FACTORY else topics
+        self.unknown_tagged_fields = unknown_tagged_fields
+
+    def __eq__(self, other: object) -> bool:
+        if other.__class__ is self.__class__ and isinstance(other, WritableTxnMarkerResult):
+            return (self.producer_id, self.topics, self.unknown_tagged_fields,) == (other.producer_id, other.topics, other.unknown_tagged_fields,)
+        return NotImplemented
+
+    def __repr__(self) -> str:
+        return f"{self.__class__.__qualname__}(producer_id={self.producer_id!r}, topics={self.topics!r}, unknown_tagged_fields={self.unknown_tagged_fields!r})"
 
 
-@_dataclass(slots=True)
 class WriteTxnMarkersResponse(_Message):
     """response WriteTxnMarkersResponse, versions 0-2."""
+
+    __slots__ = ('markers', 'unknown_tagged_fields',)
+    __match_args__ = ('markers', 'unknown_tagged_fields',)
 
     NAME: _ClassVar[str] = 'WriteTxnMarkersResponse'
     SCHEMA_TYPE: _ClassVar[str] = 'response'
@@ -78,8 +123,21 @@ class WriteTxnMarkersResponse(_Message):
     FLEXIBLE_MIN: _ClassVar[int | None] = 1
     LATEST_VERSION_UNSTABLE: _ClassVar[bool] = False
     DEPRECATED_VERSIONS: _ClassVar[tuple[int, int] | None] = None
-    markers: list[WritableTxnMarkerResult] = _field(default_factory=list)
-    unknown_tagged_fields: tuple[tuple[int, bytes], ...] = ()
+
+    markers: list[WritableTxnMarkerResult]
+    unknown_tagged_fields: tuple[tuple[int, bytes], ...]
+
+    def __init__(self, markers: list[WritableTxnMarkerResult] = _FACTORY, unknown_tagged_fields: tuple[tuple[int, bytes], ...] = ()) -> None:
+        self.markers = [] if markers is _FACTORY else markers
+        self.unknown_tagged_fields = unknown_tagged_fields
+
+    def __eq__(self, other: object) -> bool:
+        if other.__class__ is self.__class__ and isinstance(other, WriteTxnMarkersResponse):
+            return (self.markers, self.unknown_tagged_fields,) == (other.markers, other.unknown_tagged_fields,)
+        return NotImplemented
+
+    def __repr__(self) -> str:
+        return f"{self.__class__.__qualname__}(markers={self.markers!r}, unknown_tagged_fields={self.unknown_tagged_fields!r})"
 
 
 def _read_WritableTxnMarkerPartitionResult_0(buf: bytes | bytearray | memoryview, pos: int) -> tuple[WritableTxnMarkerPartitionResult, int]:

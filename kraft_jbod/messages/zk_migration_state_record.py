@@ -6,11 +6,12 @@ from __future__ import annotations
 
 import struct as _struct
 import uuid as _uuid
-from dataclasses import dataclass as _dataclass, field as _field
 from typing import ClassVar as _ClassVar
 
 from kraft_jbod.errors import DecodeError as _DecodeError, EncodeError as _EncodeError
-from kraft_jbod.wire.message import FieldInfo as _F, Message as _Message, Struct as _Struct
+from kraft_jbod.wire.message import (
+    DEFAULT_FACTORY as _FACTORY, FieldInfo as _F, Message as _Message, Struct as _Struct,
+)
 from kraft_jbod.wire.runtime import (
     absent as _absent, bad_tag as _bad_tag, check_bool as _bool, null as _null,
 )
@@ -38,9 +39,11 @@ _L0 = (('ZkMigrationState', 1),)
 
 
 
-@_dataclass(slots=True)
 class ZkMigrationStateRecord(_Message):
     """metadata ZkMigrationStateRecord, versions 0."""
+
+    __slots__ = ('zk_migration_state', 'unknown_tagged_fields',)
+    __match_args__ = ('zk_migration_state', 'unknown_tagged_fields',)
 
     NAME: _ClassVar[str] = 'ZkMigrationStateRecord'
     SCHEMA_TYPE: _ClassVar[str] = 'metadata'
@@ -49,8 +52,21 @@ class ZkMigrationStateRecord(_Message):
     FLEXIBLE_MIN: _ClassVar[int | None] = 0
     LATEST_VERSION_UNSTABLE: _ClassVar[bool] = False
     DEPRECATED_VERSIONS: _ClassVar[tuple[int, int] | None] = None
-    zk_migration_state: int = 0
-    unknown_tagged_fields: tuple[tuple[int, bytes], ...] = ()
+
+    zk_migration_state: int
+    unknown_tagged_fields: tuple[tuple[int, bytes], ...]
+
+    def __init__(self, zk_migration_state: int = 0, unknown_tagged_fields: tuple[tuple[int, bytes], ...] = ()) -> None:
+        self.zk_migration_state = zk_migration_state
+        self.unknown_tagged_fields = unknown_tagged_fields
+
+    def __eq__(self, other: object) -> bool:
+        if other.__class__ is self.__class__ and isinstance(other, ZkMigrationStateRecord):
+            return (self.zk_migration_state, self.unknown_tagged_fields,) == (other.zk_migration_state, other.unknown_tagged_fields,)
+        return NotImplemented
+
+    def __repr__(self) -> str:
+        return f"{self.__class__.__qualname__}(zk_migration_state={self.zk_migration_state!r}, unknown_tagged_fields={self.unknown_tagged_fields!r})"
 
 
 def _read_ZkMigrationStateRecord_0(buf: bytes | bytearray | memoryview, pos: int) -> tuple[ZkMigrationStateRecord, int]:

@@ -1,8 +1,12 @@
 """Runtime base of the generated message classes.
 
-Every generated struct is a slots dataclass deriving from :class:`Struct`; every
+Every generated struct is a slots class deriving from :class:`Struct`; every
 top-level schema (request, response, header, metadata record, data) derives from
-:class:`Message`. The generated module supplies, per class:
+:class:`Message`. The generated classes carry their ``__init__``, ``__eq__`` and
+``__repr__`` as source (what ``@dataclass(slots=True)`` would build, without building
+it at import); ``dataclasses.fields``, ``replace``, ``asdict`` and ``is_dataclass``
+still accept them through ``__dataclass_fields__``, built here on first use per class.
+The generated module supplies, per class:
 
 * ``_FIELDS``: a tuple of :class:`FieldInfo`, the schema facts of each field in
   wire order. Slow paths (JSON conversion, encode diagnostics, the fuzzer's
@@ -22,12 +26,58 @@ import math
 import struct
 import uuid
 from collections.abc import Callable
-from typing import Any, ClassVar, NamedTuple, TypeVar
+from typing import TYPE_CHECKING, Any, ClassVar, NamedTuple, TypeVar
 
 from kraft_jbod.errors import DecodeError, EncodeError
 from kraft_jbod.wire.primitives import INT_RANGES, uuid_from_base64url, uuid_to_base64url
 
+if TYPE_CHECKING:
+    from dataclasses import Field
+
 T = TypeVar("T", bound="Message")
+
+
+class _Factory:
+    """The default of an ``__init__`` argument whose value is built per instance."""
+
+    __slots__ = ()
+
+    def __repr__(self) -> str:
+        return "<factory>"
+
+
+# Typed Any so a generated ``items: list[Item] = DEFAULT_FACTORY`` checks.
+DEFAULT_FACTORY: Any = _Factory()
+
+
+class _DataclassFields:
+    """``__dataclass_fields__`` of a generated class, built the first time it is asked for.
+
+    The fields come from a throwaway dataclass with the same names, types and defaults
+    (the generated ``_FIELDS`` table), so ``dataclasses`` itself makes them; the result
+    is stored on the class, replacing this descriptor there.
+    """
+
+    def __get__(self, obj: object, cls: type[Struct]) -> dict[str, Field[Any]]:
+        import dataclasses  # here: short commands never need it
+
+        annotations = getattr(cls, "__annotations__", {})
+        namespace: dict[str, Any] = {"__module__": cls.__module__, "__qualname__": cls.__qualname__}
+        types: dict[str, Any] = {}
+        for f in cls._FIELDS:
+            types[f.attr] = annotations.get(f.attr, "Any")
+            default = f.default()
+            if isinstance(default, (list, Struct)):
+                namespace[f.attr] = dataclasses.field(default_factory=f.default)
+            else:
+                namespace[f.attr] = default
+        types["unknown_tagged_fields"] = annotations.get("unknown_tagged_fields", "Any")
+        namespace["unknown_tagged_fields"] = ()
+        namespace["__annotations__"] = types
+        shadow: type = dataclasses.dataclass(type(cls.__name__, (), namespace))
+        built = {f.name: f for f in dataclasses.fields(shadow)}
+        setattr(cls, "__dataclass_fields__", built)  # noqa: B010 (a dunder on purpose)
+        return built
 
 
 class FieldInfo(NamedTuple):
@@ -64,6 +114,7 @@ class Struct:
 
     __slots__ = ()
     _FIELDS: ClassVar[tuple[FieldInfo, ...]] = ()
+    __dataclass_fields__: ClassVar[dict[str, Field[Any]]] = _DataclassFields()  # type: ignore[assignment]
     unknown_tagged_fields: tuple[tuple[int, bytes], ...]
 
     def to_json(self, version: int) -> dict[str, Any]:

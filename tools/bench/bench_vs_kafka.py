@@ -16,6 +16,8 @@ Phases (issue 28):
   rest) and heartbeat until unfenced; warm: brokers 101-200.
 * ``heartbeats``: brokers 1-100 heartbeat every 2 s, staggered, each waiting for its
   answer (``--heartbeat-seconds``, 60 by default): CPU, p50/p99 latency.
+  ``--heartbeat-brokers N`` makes it brokers 1-N (those the register phase did not make
+  register first, unmeasured; the issue's latency target is at 1,000).
 * ``create``: CreateTopics of 100,000 partitions (manual assignments, 3 replicas), 9 topics
   of 1,000 partitions per request (at most 10,000 partitions and records per request, as
   Kafka's controller bounds); warm: 100,000 more.
@@ -27,11 +29,17 @@ Phases (issue 28):
 * ``restart``: SIGTERM, start, until a heartbeat is answered without error (the log of
   200,000 partitions read back); warm: a second restart.
 
+``--phases`` measures some of them (``start`` always): the phases a chosen one stands on
+still run, unreported (``create`` before ``assign``, ``offline*`` and ``restart``;
+``assign`` before ``offline7500``; ``register`` always), and ``heartbeats`` is skipped
+unless chosen.
+
 Rounds alternate which controller goes first. The load average is recorded at each phase.
 Prints, per phase, each side's median CPU and wall with their range, and the per-round
 ratios mock/Kafka (median and range).
 
-    python -m tools.bench.bench_vs_kafka [--rounds 3] [--heartbeat-seconds 60] [--kafka DIR] [--json FILE]
+    python -m tools.bench.bench_vs_kafka [--rounds 3] [--heartbeat-seconds 60] [--phases register,assign]
+        [--kafka DIR] [--json FILE]
     python -m tools.bench.bench_vs_kafka --from-json FILE   # the report of a saved run
 """
 
@@ -46,7 +54,7 @@ import struct
 import tempfile
 import time
 import uuid
-from collections.abc import Callable, Coroutine
+from collections.abc import Callable, Coroutine, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -78,6 +86,14 @@ TOPICS_PER_REQUEST = 9
 HALF = PARTITIONS // 2
 SMALL = 15_000  # replicas of broker 1 (2): AssignReplicasToDirs, half of them failed
 ASSIGN_BATCH = 2_250  # Kafka's broker: AssignmentsManager's most partitions per request
+PHASES = ("start", "register", "heartbeats", "create", "assign", "offline7500", "offline50000", "restart")
+# What each phase needs done before it (run unreported when not chosen).
+NEEDS = {
+    "assign": {"create"},
+    "offline7500": {"create", "assign"},
+    "offline50000": {"create"},
+    "restart": {"create"},
+}
 PHASES = (
     "start",
     "register",
@@ -207,7 +223,7 @@ def _measure(side: Side, loop: asyncio.AbstractEventLoop, work: Coroutine[Any, A
     return {"cpu": cpu, "wall": wall, "load": load, **(extra or {})}
 
 
-async def _register(side: Side, brokers: range) -> None:
+async def _register(side: Side, brokers: Sequence[int]) -> None:
     feats = [Feature(f.name, f.min_supported_version, f.max_supported_version) for f in fv.registration_features(4)]
 
     async def one(b: int) -> None:
@@ -235,7 +251,7 @@ async def _register(side: Side, brokers: range) -> None:
     await asyncio.gather(*(one(b) for b in brokers))
 
 
-async def _heartbeats(side: Side, seconds: float, interval: float = 2.0) -> dict[str, Any]:
+async def _heartbeats(side: Side, seconds: float, brokers: int = BROKERS, interval: float = 2.0) -> dict[str, Any]:
     lat: list[float] = []
     end = time.monotonic() + seconds
 
@@ -249,7 +265,7 @@ async def _heartbeats(side: Side, seconds: float, interval: float = 2.0) -> dict
                 raise RuntimeError(f"{side.kind}: heartbeat {b}: {hb}")
             await asyncio.sleep(interval - (time.perf_counter() - t) % interval)
 
-    await asyncio.gather(*(one(b, (b - 1) * interval / BROKERS) for b in range(1, BROKERS + 1)))
+    await asyncio.gather(*(one(b, (b - 1) * interval / brokers) for b in range(1, brokers + 1)))
     lat.sort()
     return {
         "count": len(lat),
@@ -342,7 +358,25 @@ def _restart(side: Side, loop: asyncio.AbstractEventLoop) -> dict[str, Any]:
     return {"cpu": _quiet_cpu(side.pid), "wall": wall, "load": os.getloadavg()[0]}
 
 
-def one_side(kind: str, dist: Any, root: Path, heartbeat_seconds: float, heap_mb: int) -> dict[str, Any]:
+def to_run(chosen: set[str]) -> set[str]:
+    """The chosen phases, what they stand on, and ``start`` and ``register``."""
+    run = {"start", "register", *chosen}
+    for phase in chosen:
+        run |= NEEDS.get(phase, set())
+    return run
+
+
+def one_side(
+    kind: str,
+    dist: Any,
+    root: Path,
+    heartbeat_seconds: float,
+    heap_mb: int,
+    chosen: set[str] | None = None,
+    heartbeat_brokers: int = BROKERS,
+) -> dict[str, Any]:
+    chosen = set(PHASES) if chosen is None else chosen
+    run = to_run(chosen)
     spec = ClusterSpec(
         brokers=0,
         controller=kind,
@@ -381,22 +415,33 @@ def one_side(kind: str, dist: Any, root: Path, heartbeat_seconds: float, heap_mb
         side.drop_conns()
         for label, brokers in (("cold", range(1, BROKERS + 1)), ("warm", range(BROKERS + 1, 2 * BROKERS + 1))):
             out[f"register/{label}"] = _measure(side, loop, _register(side, brokers))
-        for label in ("cold", "warm"):
-            out[f"heartbeats/{label}"] = _measure(side, loop, _heartbeats(side, heartbeat_seconds))
-        out["create/cold"] = _measure(side, loop, _create(side, "t", _replicas))
-        out["create/warm"] = _measure(side, loop, _create(side, "w", _replicas_warm))
-        for label, broker in (("cold", 1), ("warm", 2)):
-            out[f"assign/{label}"] = _measure(side, loop, _assign(side, broker))
-        for label, broker in (("cold", 1), ("warm", 2)):
-            out[f"offline7500/{label}"] = _measure(side, loop, _offline(side, broker))
-        for label, broker in (("cold", 3), ("warm", 4)):
-            out[f"offline50000/{label}"] = _measure(side, loop, _offline(side, broker))
-        for label in ("cold", "warm"):
-            out[f"restart/{label}"] = _restart(side, loop)
+        if "heartbeats" in run:
+            # brokers beyond those the register phase made register first, unmeasured
+            extra = [b for b in range(1, heartbeat_brokers + 1) if b not in side.epochs]
+            for start in range(0, len(extra), BROKERS):
+                loop.run_until_complete(_register(side, extra[start : start + BROKERS]))
+            for label in ("cold", "warm"):
+                beats = _heartbeats(side, heartbeat_seconds, heartbeat_brokers)
+                out[f"heartbeats/{label}"] = _measure(side, loop, beats)
+        if "create" in run:
+            out["create/cold"] = _measure(side, loop, _create(side, "t", _replicas))
+            out["create/warm"] = _measure(side, loop, _create(side, "w", _replicas_warm))
+        if "assign" in run:
+            for label, broker in (("cold", 1), ("warm", 2)):
+                out[f"assign/{label}"] = _measure(side, loop, _assign(side, broker))
+        if "offline7500" in run:
+            for label, broker in (("cold", 1), ("warm", 2)):
+                out[f"offline7500/{label}"] = _measure(side, loop, _offline(side, broker))
+        if "offline50000" in run:
+            for label, broker in (("cold", 3), ("warm", 4)):
+                out[f"offline50000/{label}"] = _measure(side, loop, _offline(side, broker))
+        if "restart" in run:
+            for label in ("cold", "warm"):
+                out[f"restart/{label}"] = _restart(side, loop)
         out["rss_mb"] = cluster.resident_mb().get("controller")
         side.drop_conns()
     loop.close()
-    return out
+    return {k: v for k, v in out.items() if "/" not in k or k.split("/")[0] in chosen | {"start"}}
 
 
 def _fmt(values: list[float]) -> str:
@@ -423,6 +468,8 @@ def report(rounds: list[dict[str, dict[str, Any]]]) -> list[str]:
     lines.append("")
     for kind in ("mock", "kafka"):
         for label in ("cold", "warm"):
+            if f"heartbeats/{label}" not in rounds[0][kind]:
+                continue
             hb = [r[kind][f"heartbeats/{label}"] for r in rounds]
             lines.append(
                 f"* heartbeat latency, {kind} {label}: p50 {_fmt([h['p50_ms'] for h in hb])} ms,"
@@ -442,14 +489,21 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--kafka", type=Path, default=None, help="Kafka build or distribution (default: the cached build)")
     ap.add_argument("--heap-mb", type=int, default=1024, help="Kafka controller heap")
     ap.add_argument("--only", choices=("mock", "kafka"), default=None, help="one side only (no ratios)")
+    ap.add_argument(
+        "--heartbeat-brokers", type=int, default=BROKERS, help="brokers heartbeating in that phase (issue: 1,000)"
+    )
+    ap.add_argument("--phases", default=",".join(PHASES), help=f"comma-separated, of {','.join(PHASES)} (default: all)")
     ap.add_argument("--json", type=Path, default=None, help="write every figure there")
     ap.add_argument("--from-json", type=Path, default=None, help="print the report of a saved run")
     args = ap.parse_args(argv)
     if args.from_json is not None:
         print("\n".join(report(json.loads(args.from_json.read_text()))))
         return 0
-    if args.rounds < 1 or args.heartbeat_seconds <= 0:
-        raise SystemExit("--rounds must be >= 1 and --heartbeat-seconds > 0")
+    if args.rounds < 1 or args.heartbeat_seconds <= 0 or args.heartbeat_brokers < 1:
+        raise SystemExit("--rounds and --heartbeat-brokers must be >= 1 and --heartbeat-seconds > 0")
+    chosen = {p.strip() for p in args.phases.split(",") if p.strip()}
+    if not chosen or chosen - set(PHASES):
+        raise SystemExit(f"--phases: choose among {', '.join(PHASES)} (got {args.phases!r})")
     dist = open_distribution(args.kafka or locate())
     rounds: list[dict[str, dict[str, Any]]] = []
     kinds = [args.only] if args.only else ["mock", "kafka"]
@@ -459,7 +513,15 @@ def main(argv: list[str] | None = None) -> int:
             result: dict[str, dict[str, Any]] = {}
             for kind in order:
                 t = time.monotonic()
-                result[kind] = one_side(kind, dist, Path(tmp) / f"r{n}", args.heartbeat_seconds, args.heap_mb)
+                result[kind] = one_side(
+                    kind,
+                    dist,
+                    Path(tmp) / f"r{n}",
+                    args.heartbeat_seconds,
+                    args.heap_mb,
+                    chosen,
+                    args.heartbeat_brokers,
+                )
                 print(f"round {n + 1} {kind}: {time.monotonic() - t:.0f} s", flush=True)
             rounds.append(result)
             if args.json:

@@ -1,4 +1,4 @@
-"""Emit one Python module per schema: slots dataclasses and straight-line codecs.
+"""Emit one Python module per schema: slots classes and straight-line codecs.
 
 Strategy:
 
@@ -54,6 +54,8 @@ PY_SCALAR = {
 }
 
 SMALL_ARRAY = 32  # arrays shorter than this are read with a precompiled Struct per length
+
+UNKNOWN_TYPE = "tuple[tuple[int, bytes], ...]"
 
 RESERVED_ATTRS = {"unknown_tagged_fields", "encode", "decode", "read", "write", "to_json", "from_json"}
 
@@ -232,7 +234,7 @@ class Emitter:
         spec = self.spec
         body: list[str] = []
         order = self.struct_order()
-        # dataclasses
+        # classes
         for s in order:
             body += self.emit_class(s)
         # readers/writers per layout, for every version where the struct appears
@@ -281,11 +283,12 @@ class Emitter:
             "",
             "import struct as _struct",
             "import uuid as _uuid",
-            "from dataclasses import dataclass as _dataclass, field as _field",
             "from typing import ClassVar as _ClassVar",
             "",
             "from kraft_jbod.errors import DecodeError as _DecodeError, EncodeError as _EncodeError",
-            "from kraft_jbod.wire.message import FieldInfo as _F, Message as _Message, Struct as _Struct",
+            "from kraft_jbod.wire.message import (",
+            "    DEFAULT_FACTORY as _FACTORY, FieldInfo as _F, Message as _Message, Struct as _Struct,",
+            ")",
             "from kraft_jbod.wire.runtime import (",
             "    absent as _absent, bad_tag as _bad_tag, check_bool as _bool, null as _null,",
             ")",
@@ -336,40 +339,88 @@ class Emitter:
         return list(seen.values())
 
     def emit_class(self, s: StructSpec) -> list[str]:
+        """A plain slots class with its ``__init__``, ``__eq__`` and ``__repr__`` written out.
+
+        They are what ``@dataclass(slots=True)`` would build, as source: the class costs
+        nothing at import beyond compiling it into the ``.pyc``, where the decorator runs
+        ``exec`` for each method of each class (the larger part of a short command's
+        start-up). ``dataclasses.fields``/``replace``/``asdict`` still work: the base class
+        builds ``__dataclass_fields__`` on first use (``kraft_jbod.wire.message``).
+        """
         spec = self.spec
         is_root = s is spec.root
         base = "_Message" if is_root else "_Struct"
-        out = ["", "", "@_dataclass(slots=True)", f"class {s.name}({base}):"]
+        attrs = [snake(f.name) for f in s.fields] + ["unknown_tagged_fields"]
+        slots = "(" + "".join(f"{a!r}, " for a in attrs).rstrip(" ") + ")"
+        out = ["", "", f"class {s.name}({base}):"]
         if is_root:
             out.append(f'    """{spec.type} {spec.name}, versions {spec.valid_versions.render()}."""')
-            out.append("")
-            out.append(f"    NAME: _ClassVar[str] = {spec.name!r}")
-            out.append(f"    SCHEMA_TYPE: _ClassVar[str] = {spec.type!r}")
-            out.append(f"    API_KEY: _ClassVar[int | None] = {spec.api_key!r}")
-            vv = spec.valid_versions
-            out.append(f"    VALID_VERSIONS: _ClassVar[tuple[int, int]] = ({vv.lo}, {vv.hi})")
-            fv = spec.flexible_versions
-            out.append(f"    FLEXIBLE_MIN: _ClassVar[int | None] = {None if fv.empty else fv.lo}")
-            out.append(f"    LATEST_VERSION_UNSTABLE: _ClassVar[bool] = {spec.latest_version_unstable}")
-            dv = spec.deprecated_versions
-            out.append(
-                f"    DEPRECATED_VERSIONS: _ClassVar[tuple[int, int] | None] = "
-                f"{None if dv.empty else (dv.lo, min(dv.hi, MAX_VERSION))}"
-            )
         else:
             out.append(f'    """Struct {s.name} of {spec.name}."""')
-            out.append("")
+        out.append("")
+        out.append(f"    __slots__ = {slots}")
+        out.append(f"    __match_args__ = {slots}")
+        if is_root:
+            out += self.class_facts()
+        out += [f"    {snake(f.name)}: {self.py_type(f)}" for f in s.fields]
+        out.append(f"    unknown_tagged_fields: {UNKNOWN_TYPE}")
+        out += self.emit_init(s)
+        out += self.emit_eq(s.name, attrs)
+        out += self.emit_repr(attrs)
+        return out
+
+    def class_facts(self) -> list[str]:
+        spec = self.spec
+        vv = spec.valid_versions
+        fv = spec.flexible_versions
+        dv = spec.deprecated_versions
+        return [
+            "",
+            f"    NAME: _ClassVar[str] = {spec.name!r}",
+            f"    SCHEMA_TYPE: _ClassVar[str] = {spec.type!r}",
+            f"    API_KEY: _ClassVar[int | None] = {spec.api_key!r}",
+            f"    VALID_VERSIONS: _ClassVar[tuple[int, int]] = ({vv.lo}, {vv.hi})",
+            f"    FLEXIBLE_MIN: _ClassVar[int | None] = {None if fv.empty else fv.lo}",
+            f"    LATEST_VERSION_UNSTABLE: _ClassVar[bool] = {spec.latest_version_unstable}",
+            f"    DEPRECATED_VERSIONS: _ClassVar[tuple[int, int] | None] = "
+            f"{None if dv.empty else (dv.lo, min(dv.hi, MAX_VERSION))}",
+            "",
+        ]
+
+    def emit_init(self, s: StructSpec) -> list[str]:
+        """Every field a keyword with its default; a mutable default (a list, a nested
+        struct) is built afresh per instance, as a dataclass ``default_factory`` is."""
+        params = ["self"]
+        body: list[str] = []
         for f in s.fields:
             attr = snake(f.name)
-            t = self.py_type(f)
             d = self.default_expr(f)
             if self.default_is_mutable(f):
-                factory = "list" if d == "[]" else f.element_type
-                out.append(f"    {attr}: {t} = _field(default_factory={factory})")
+                params.append(f"{attr}: {self.py_type(f)} = _FACTORY")
+                body.append(f"        self.{attr} = {d} if {attr} is _FACTORY else {attr}")
             else:
-                out.append(f"    {attr}: {t} = {d}")
-        out.append("    unknown_tagged_fields: tuple[tuple[int, bytes], ...] = ()")
-        return out
+                params.append(f"{attr}: {self.py_type(f)} = {d}")
+                body.append(f"        self.{attr} = {attr}")
+        params.append(f"unknown_tagged_fields: {UNKNOWN_TYPE} = ()")
+        body.append("        self.unknown_tagged_fields = unknown_tagged_fields")
+        return ["", f"    def __init__({', '.join(params)}) -> None:", *body]
+
+    @staticmethod
+    def emit_eq(name: str, attrs: list[str]) -> list[str]:
+        mine = ", ".join(f"self.{a}" for a in attrs)
+        theirs = ", ".join(f"other.{a}" for a in attrs)
+        return [
+            "",
+            "    def __eq__(self, other: object) -> bool:",
+            f"        if other.__class__ is self.__class__ and isinstance(other, {name}):",
+            f"            return ({mine},) == ({theirs},)",
+            "        return NotImplemented",
+        ]
+
+    @staticmethod
+    def emit_repr(attrs: list[str]) -> list[str]:
+        parts = ", ".join(f"{a}={{self.{a}!r}}" for a in attrs)
+        return ["", "    def __repr__(self) -> str:", f'        return f"{{self.__class__.__qualname__}}({parts})"']
 
     def emit_field_table(self, s: StructSpec) -> list[str]:
         rows = []
@@ -412,10 +463,24 @@ class Emitter:
         ``P`` prefixes every local name so a leaf struct's body can be inlined into its
         parent's loop without clashing with the parent's names.
         """
-        L: list[str] = []
         present = [f for f in s.fields if v in f.versions]
         inline = [f for f in present if v not in f.tagged_versions]
         tagged = [f for f in present if v in f.tagged_versions]
+        L = self.read_inline_fields(inline, v, P, ind)
+        if self.flexible(v):
+            L += self.read_tagged_section(s, tagged, v, P, ind)
+        # Slot stores on a bare instance: skips ``__init__`` and its default-factory
+        # checks, which cost more than the stores themselves.
+        L.append(f"{ind}{P}o = _new({s.name})")
+        for f in s.fields:
+            value = f"{P}v_{snake(f.name)}" if v in f.versions else self.default_expr(f)
+            L.append(f"{ind}{P}o.{snake(f.name)} = {value}")
+        L.append(f"{ind}{P}o.unknown_tagged_fields = {P + 'unknown' if self.flexible(v) else '()'}")
+        return L
+
+    def read_inline_fields(self, inline: list[FieldSpec], v: int, P: str, ind: str) -> list[str]:
+        """The untagged fields in wire order, runs of fixed-width ones read as one group."""
+        L: list[str] = []
         i = 0
         while i < len(inline):
             f = inline[i]
@@ -430,56 +495,44 @@ class Emitter:
                 continue
             L += self.read_value(f, v, f"{P}v_{snake(f.name)}", "buf", "pos", ind, tagged_ctx=False)
             i += 1
-        unknown = f"{P}unknown"
-        if self.flexible(v):
-            for f in tagged:
-                L.append(f"{ind}{P}v_{snake(f.name)}: {self.py_type(f)} = {self.default_expr(f)}")
-            L.append(f"{ind}{unknown}: tuple[tuple[int, bytes], ...] = ()")
-            L.append(f"{ind}if pos < end and buf[pos] == 0:")
-            L.append(f"{ind}    pos += 1")
-            L.append(f"{ind}else:")
-            L.append(f"{ind}    {P}n_tags, pos = _rtc(buf, pos, '_tagged_fields')")
-            L.append(f"{ind}    {P}raw_tags: list[tuple[int, bytes]] = []")
-            L.append(f"{ind}    for _ in range({P}n_tags):")
-            L.append(f"{ind}        {P}tag, {P}size, pos = _rth(buf, pos, '_tagged_fields')")
-            first = True
-            for f in tagged:
-                kw = "if" if first else "elif"
-                first = False
-                L.append(f"{ind}        {kw} {P}tag == {f.tag}:")
-                L.append(f"{ind}            {P}sub = bytes(buf[pos:pos + {P}size])")
-                L += self.read_value(
-                    f,
-                    v,
-                    f"{P}v_{snake(f.name)}",
-                    f"{P}sub",
-                    f"{P}p",
-                    ind + "            ",
-                    tagged_ctx=True,
-                    init_pos="0",
-                )
-            invalid = sorted({f.tag for f in s.fields if f.tag is not None and v not in f.tagged_versions})
-            if invalid:
-                kw = "if" if first else "elif"
-                first = False
-                L.append(f"{ind}        {kw} {P}tag in {tuple(invalid)!r}:")
-                L.append(f"{ind}            raise _bad_tag({P}tag, {v}, pos)")
-            raw = f"{P}raw_tags.append(({P}tag, bytes(buf[pos:pos + {P}size])))"
-            if first:
-                L.append(f"{ind}        {raw}")
-            else:
-                L.append(f"{ind}        else:")
-                L.append(f"{ind}            {raw}")
-            L.append(f"{ind}        pos += {P}size")
-            L.append(f"{ind}    if {P}raw_tags:")
-            L.append(f"{ind}        {unknown} = tuple({P}raw_tags)")
-        # Slot stores on a bare instance: skips the dataclass __init__ and its
-        # default-factory checks, which cost more than the stores themselves.
-        L.append(f"{ind}{P}o = _new({s.name})")
-        for f in s.fields:
-            value = f"{P}v_{snake(f.name)}" if v in f.versions else self.default_expr(f)
-            L.append(f"{ind}{P}o.{snake(f.name)} = {value}")
-        L.append(f"{ind}{P}o.unknown_tagged_fields = {unknown if self.flexible(v) else '()'}")
+        return L
+
+    def read_tagged_section(self, s: StructSpec, tagged: list[FieldSpec], v: int, P: str, ind: str) -> list[str]:
+        """The tagged-field section into ``{P}v_*`` and ``{P}unknown``: known tags decoded,
+        tags valid only at other versions rejected, unknown ones kept raw."""
+        L = [f"{ind}{P}v_{snake(f.name)}: {self.py_type(f)} = {self.default_expr(f)}" for f in tagged]
+        L += [
+            f"{ind}{P}unknown: {UNKNOWN_TYPE} = ()",
+            f"{ind}if pos < end and buf[pos] == 0:",
+            f"{ind}    pos += 1",
+            f"{ind}else:",
+            f"{ind}    {P}n_tags, pos = _rtc(buf, pos, '_tagged_fields')",
+            f"{ind}    {P}raw_tags: list[tuple[int, bytes]] = []",
+            f"{ind}    for _ in range({P}n_tags):",
+            f"{ind}        {P}tag, {P}size, pos = _rth(buf, pos, '_tagged_fields')",
+        ]
+        branches = 0
+        for f in tagged:
+            L.append(f"{ind}        {'elif' if branches else 'if'} {P}tag == {f.tag}:")
+            L.append(f"{ind}            {P}sub = bytes(buf[pos:pos + {P}size])")
+            var = f"{P}v_{snake(f.name)}"
+            L += self.read_value(f, v, var, f"{P}sub", f"{P}p", ind + "            ", tagged_ctx=True, init_pos="0")
+            branches += 1
+        invalid = sorted({f.tag for f in s.fields if f.tag is not None and v not in f.tagged_versions})
+        if invalid:
+            L.append(f"{ind}        {'elif' if branches else 'if'} {P}tag in {tuple(invalid)!r}:")
+            L.append(f"{ind}            raise _bad_tag({P}tag, {v}, pos)")
+            branches += 1
+        raw = f"{P}raw_tags.append(({P}tag, bytes(buf[pos:pos + {P}size])))"
+        if branches:
+            L += [f"{ind}        else:", f"{ind}            {raw}"]
+        else:
+            L.append(f"{ind}        {raw}")
+        L += [
+            f"{ind}        pos += {P}size",
+            f"{ind}    if {P}raw_tags:",
+            f"{ind}        {P}unknown = tuple({P}raw_tags)",
+        ]
         return L
 
     def read_fixed_group(self, group: list[FieldSpec], ind: str, P: str = "") -> list[str]:
@@ -737,52 +790,14 @@ class Emitter:
 
     def write_value(self, f: FieldSpec, v: int, val: str, out: str, ind: str, *, tagged_ctx: bool) -> list[str]:
         L: list[str] = []
-        ev = snake(f.name).rstrip("_")
-        flex = True if tagged_ctx else self.field_flexible(f, v)
-        struct_flex = True if tagged_ctx else self.flexible(v)
-        nullable = v in f.nullable_versions
-        name = f.name
-        t = f.type
-        if not nullable and t != "records":
+        if v not in f.nullable_versions:
             L.append(f"{ind}if {val} is None:")
-            L.append(f"{ind}    raise _null({name!r})")
-        elif t == "records" and not nullable:
-            L.append(f"{ind}if {val} is None:")
-            L.append(f"{ind}    raise _null({name!r})")
+            L.append(f"{ind}    raise _null({f.name!r})")
         if f.is_array:
-            fn = "_wcal" if struct_flex else "_wal"
-            L.append(f"{ind}{fn}({out}, {val}, {name!r})")
-            inner = ind
-            if nullable:
-                L.append(f"{ind}if {val} is not None:")
-                inner = ind + "    "
-            et = f.element_type
-            if et in FIXED_FORMATS and et != "uuid":
-                fmt = FIXED_FORMATS[et][0]
-                if et == "bool":
-                    L.append(f"{inner}{out} += _struct.pack(f'>{{len({val})}}?', *[_bool(x, {name!r}) for x in {val}])")
-                else:
-                    L.append(f"{inner}{out} += _struct.pack(f'>{{len({val})}}{fmt}', *{val})")
-            elif et == "uuid":
-                L.append(f"{inner}{out} += b''.join([e_{ev}.bytes for e_{ev} in {val}])")
-            elif f.is_struct:
-                lid = self.layout_id(f.struct, v) if f.struct is not None else 0
-                L.append(f"{inner}for e_{ev} in {val}:")
-                if f.struct is not None and not tagged_ctx and out == "out" and self.is_leaf(f.struct, v):
-                    # Inlined element writer: no call per element.
-                    L += self.writer_body(f.struct, v, f"e_{ev}", inner + "    ", repr(str(v)))
-                else:
-                    L.append(f"{inner}    _write_{et}_{lid}(e_{ev}, {out})")
-            else:
-                fn = self.scalar_writer(et, struct_flex)
-                L.append(f"{inner}for e_{ev} in {val}:")
-                L.append(f"{inner}    if e_{ev} is None:")
-                L.append(f"{inner}        raise _null({name!r})")
-                L.append(f"{inner}    {fn}({out}, e_{ev}, {name!r})")
-            return L
+            return L + self.write_array(f, v, val, out, ind, tagged_ctx=tagged_ctx)
         if f.is_struct:
             lid = self.layout_id(f.struct, v) if f.struct is not None else 0
-            if nullable:
+            if v in f.nullable_versions:
                 L.append(f"{ind}if {val} is None:")
                 L.append(f"{ind}    {out}.append(0xff)")
                 L.append(f"{ind}else:")
@@ -791,18 +806,50 @@ class Emitter:
             else:
                 L.append(f"{ind}_write_{f.element_type}_{lid}({val}, {out})")
             return L
-        if t in FIXED_FORMATS:
-            fmt, _ = FIXED_FORMATS[t]
-            const = self.fmt_const(fmt)
-            if t == "uuid":
+        if f.type in FIXED_FORMATS:
+            const = self.fmt_const(FIXED_FORMATS[f.type][0])
+            if f.type == "uuid":
                 L.append(f"{ind}{out} += {const}.pack({val}.bytes)")
-            elif t == "bool":
-                L.append(f"{ind}{out} += {const}.pack(_bool({val}, {name!r}))")
+            elif f.type == "bool":
+                L.append(f"{ind}{out} += {const}.pack(_bool({val}, {f.name!r}))")
             else:
                 L.append(f"{ind}{out} += {const}.pack({val})")
             return L
-        fn = self.scalar_writer(t, flex)
-        L.append(f"{ind}{fn}({out}, {val}, {name!r})")
+        flex = True if tagged_ctx else self.field_flexible(f, v)
+        L.append(f"{ind}{self.scalar_writer(f.type, flex)}({out}, {val}, {f.name!r})")
+        return L
+
+    def write_array(self, f: FieldSpec, v: int, val: str, out: str, ind: str, *, tagged_ctx: bool) -> list[str]:
+        """An array's length, then its elements: packed in one call when fixed-width,
+        a leaf struct's writer inlined into the loop when it can be."""
+        ev = snake(f.name).rstrip("_")
+        struct_flex = True if tagged_ctx else self.flexible(v)
+        name = f.name
+        L = [f"{ind}{'_wcal' if struct_flex else '_wal'}({out}, {val}, {name!r})"]
+        inner = ind
+        if v in f.nullable_versions:
+            L.append(f"{ind}if {val} is not None:")
+            inner = ind + "    "
+        et = f.element_type
+        if et == "bool":
+            L.append(f"{inner}{out} += _struct.pack(f'>{{len({val})}}?', *[_bool(x, {name!r}) for x in {val}])")
+        elif et in FIXED_FORMATS and et != "uuid":
+            L.append(f"{inner}{out} += _struct.pack(f'>{{len({val})}}{FIXED_FORMATS[et][0]}', *{val})")
+        elif et == "uuid":
+            L.append(f"{inner}{out} += b''.join([e_{ev}.bytes for e_{ev} in {val}])")
+        elif f.is_struct:
+            lid = self.layout_id(f.struct, v) if f.struct is not None else 0
+            L.append(f"{inner}for e_{ev} in {val}:")
+            if f.struct is not None and not tagged_ctx and out == "out" and self.is_leaf(f.struct, v):
+                # Inlined element writer: no call per element.
+                L += self.writer_body(f.struct, v, f"e_{ev}", inner + "    ", repr(str(v)))
+            else:
+                L.append(f"{inner}    _write_{et}_{lid}(e_{ev}, {out})")
+        else:
+            L.append(f"{inner}for e_{ev} in {val}:")
+            L.append(f"{inner}    if e_{ev} is None:")
+            L.append(f"{inner}        raise _null({name!r})")
+            L.append(f"{inner}    {self.scalar_writer(et, struct_flex)}({out}, e_{ev}, {name!r})")
         return L
 
     @staticmethod

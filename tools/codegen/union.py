@@ -214,11 +214,7 @@ def _check_order(merged: list[FieldSpec], aligned: list[list[FieldSpec] | None],
 
 def _merge_field(per: list[FieldSpec | None], ctx: _Ctx, where: str) -> FieldSpec:
     newest = next(f for f in reversed(per) if f is not None)
-    # A struct type may be renamed between releases (ClientMetricsResource became
-    # ConfigResource); only the newest name is kept. Primitive types must agree.
-    types = {(f.is_array, "struct" if f.is_struct else f.element_type) for f in per if f is not None}
-    if len(types) != 1:
-        raise SchemaError(f"{ctx.name}: {where} changes type between sources: {sorted(map(str, types))}")
+    _check_one_type(per, ctx, where)
     universe = set(ctx.owner)
     versions = _merge_attr(per, "versions", ctx, where, universe)
     if versions.empty:
@@ -228,33 +224,50 @@ def _merge_field(per: list[FieldSpec | None], ctx: _Ctx, where: str) -> FieldSpe
     tagged = _merge_attr(per, "tagged_versions", ctx, where, present)
     if not tagged.empty:
         tagged = Versions(tagged.lo, MAX_VERSION)
-    nullable = _merge_attr(per, "nullable_versions", ctx, where, present)
-    flex: Versions | None = None
-    if any(f is not None and f.flexible_versions is not None for f in per):
-        flex = _merge_attr(per, "flexible_versions", ctx, where, present)
-    tag = newest.tag if not tagged.empty else None
-    if tag is None and not tagged.empty:
-        tag = next(f.tag for f in reversed(per) if f is not None and f.tag is not None)
-    children: list[FieldSpec] | None = None
-    if newest.fields is not None or any(f is not None and f.fields is not None for f in per):
-        children = _merge_fields([f.fields if f is not None else None for f in per], ctx, where)
     return FieldSpec(
         name=newest.name,
         type=newest.type,
         versions=versions,
         tagged_versions=tagged,
-        tag=tag,
-        nullable_versions=nullable,
+        tag=_merged_tag(per, tagged),
+        nullable_versions=_merge_attr(per, "nullable_versions", ctx, where, present),
         default=newest.default,
         # 4.4 dropped "ignorable" where the versions that needed it were removed
         # (RequestHeader.ClientId at v0): an older source's flag still applies there.
         ignorable=any(f.ignorable for f in per if f is not None),
         map_key=newest.map_key,
-        flexible_versions=flex,
+        flexible_versions=_merged_flex_override(per, ctx, where, present),
         zero_copy=newest.zero_copy,
         entity_type=newest.entity_type,
-        fields=children,
+        fields=_merged_children(per, ctx, where),
     )
+
+
+def _check_one_type(per: list[FieldSpec | None], ctx: _Ctx, where: str) -> None:
+    # A struct type may be renamed between releases (ClientMetricsResource became
+    # ConfigResource); only the newest name is kept. Primitive types must agree.
+    types = {(f.is_array, "struct" if f.is_struct else f.element_type) for f in per if f is not None}
+    if len(types) != 1:
+        raise SchemaError(f"{ctx.name}: {where} changes type between sources: {sorted(map(str, types))}")
+
+
+def _merged_tag(per: list[FieldSpec | None], tagged: Versions) -> int | None:
+    """The newest source's tag; an older one's when the newest no longer tags the field."""
+    if tagged.empty:
+        return None
+    return next(f.tag for f in reversed(per) if f is not None and f.tag is not None)
+
+
+def _merged_flex_override(per: list[FieldSpec | None], ctx: _Ctx, where: str, present: set[int]) -> Versions | None:
+    if all(f is None or f.flexible_versions is None for f in per):
+        return None
+    return _merge_attr(per, "flexible_versions", ctx, where, present)
+
+
+def _merged_children(per: list[FieldSpec | None], ctx: _Ctx, where: str) -> list[FieldSpec] | None:
+    if all(f is None or f.fields is None for f in per):
+        return None
+    return _merge_fields([f.fields if f is not None else None for f in per], ctx, where)
 
 
 def merge_specs(specs: list[MessageSpec | None]) -> tuple[MessageSpec, dict[int, int], dict[str, str]]:
@@ -264,52 +277,69 @@ def merge_specs(specs: list[MessageSpec | None]) -> tuple[MessageSpec, dict[int,
     if not present:
         raise SchemaError("nothing to merge")
     newest_i, newest = present[-1]
-    owner: dict[int, int] = {}
-    for i, s in present:
-        vv = s.valid_versions
-        if not vv.empty:
-            for v in range(vv.lo, vv.hi + 1):
-                owner[v] = i  # later (newer) sources overwrite
+    owner = _version_owners(present)
     for _, s in present:
         if s.api_key != newest.api_key or s.type != newest.type:
             raise SchemaError(f"{s.source}: api key or type differs from the newer {newest.source}")
     if not owner:
         return newest, owner, {}
     top = max(owner)
-    valid: list[set[int]] = []
-    for spec in specs:
-        vs = spec.valid_versions if spec is not None else NONE
-        valid.append(set(range(vs.lo, vs.hi + 1)) if not vs.empty else set())
-    ctx = _Ctx(owner, top, newest.name, valid)
-    valid_range = Versions(min(owner), top)
-    flex_set = {v for v, i in owner.items() if v in specs[i].flexible_versions}  # type: ignore[union-attr]
-    flexible = _render(flex_set, True, top, f"{newest.name} flexibleVersions") if flex_set else NONE
-    if not flexible.empty and flexible.hi != MAX_VERSION:
-        raise SchemaError(f"{newest.name}: flexible versions {sorted(flex_set)} are not open-ended")
-    fields = _merge_fields([s.fields if s is not None else None for s in specs], ctx, newest.name)
-    common: list[StructSpec] = []
-    names = [c.name for s in specs if s is not None for c in s.common_structs]
-    for cname in dict.fromkeys(reversed(names)):
-        per_c = [next((c for c in s.common_structs if c.name == cname), None) if s is not None else None for s in specs]
-        cfields = _merge_fields([c.fields if c is not None else None for c in per_c], ctx, f"{newest.name}.{cname}")
-        cnewest = next(c for c in reversed(per_c) if c is not None)
-        common.append(StructSpec(cname, cnewest.versions, cfields, common=True))
-    deprecated = next((s.deprecated_versions for _, s in reversed(present) if not s.deprecated_versions.empty), NONE)
+    ctx = _Ctx(owner, top, newest.name, [_valid_set(spec) for spec in specs])
     merged = MessageSpec(
         name=newest.name,
         type=newest.type,
         api_key=newest.api_key,
-        valid_versions=valid_range,
-        flexible_versions=flexible,
-        fields=fields,
-        common_structs=list(reversed(common)),
+        valid_versions=Versions(min(owner), top),
+        flexible_versions=_merged_flexible(specs, owner, top, newest.name),
+        fields=_merge_fields([s.fields if s is not None else None for s in specs], ctx, newest.name),
+        common_structs=_merged_common_structs(specs, ctx, newest.name),
         listeners=newest.listeners,
         latest_version_unstable=newest.latest_version_unstable and owner.get(top) == newest_i,
-        deprecated_versions=deprecated,
+        deprecated_versions=next(
+            (s.deprecated_versions for _, s in reversed(present) if not s.deprecated_versions.empty), NONE
+        ),
         source=newest.source,
     )
     # parse back: resolves structs and runs every dialect check on the result
     return parse_schema(json.dumps(merged.raw()), newest.source), owner, dict(sorted(ctx.renamed.items()))
+
+
+def _version_owners(present: list[tuple[int, MessageSpec]]) -> dict[int, int]:
+    """Per version, the index of the newest source that defines it."""
+    owner: dict[int, int] = {}
+    for i, s in present:
+        vv = s.valid_versions
+        if not vv.empty:
+            for v in range(vv.lo, vv.hi + 1):
+                owner[v] = i  # later (newer) sources overwrite
+    return owner
+
+
+def _valid_set(spec: MessageSpec | None) -> set[int]:
+    vs = spec.valid_versions if spec is not None else NONE
+    return set(range(vs.lo, vs.hi + 1)) if not vs.empty else set()
+
+
+def _merged_flexible(specs: list[MessageSpec | None], owner: dict[int, int], top: int, name: str) -> Versions:
+    """Each version flexible as its owning source says; the result must be open-ended."""
+    flex_set = {v for v, i in owner.items() if v in specs[i].flexible_versions}  # type: ignore[union-attr]
+    if not flex_set:
+        return NONE
+    flexible = _render(flex_set, True, top, f"{name} flexibleVersions")
+    if not flexible.empty and flexible.hi != MAX_VERSION:
+        raise SchemaError(f"{name}: flexible versions {sorted(flex_set)} are not open-ended")
+    return flexible
+
+
+def _merged_common_structs(specs: list[MessageSpec | None], ctx: _Ctx, name: str) -> list[StructSpec]:
+    common: list[StructSpec] = []
+    names = [c.name for s in specs if s is not None for c in s.common_structs]
+    for cname in dict.fromkeys(reversed(names)):
+        per_c = [next((c for c in s.common_structs if c.name == cname), None) if s is not None else None for s in specs]
+        cfields = _merge_fields([c.fields if c is not None else None for c in per_c], ctx, f"{name}.{cname}")
+        cnewest = next(c for c in reversed(per_c) if c is not None)
+        common.append(StructSpec(cname, cnewest.versions, cfields, common=True))
+    return list(reversed(common))
 
 
 def _layout(fields: list[FieldSpec], v: int) -> list[object]:

@@ -1,0 +1,159 @@
+"""AssignReplicasToDirs' short path (``Draft._only_directories_change``) against the builder.
+
+When only a replica's directory changes, ``Draft.assign_dir`` writes the record itself
+instead of running the change builder. Every (partition, replica, directory) of clusters
+in many shapes (leaders and followers in offline directories, fenced and shut-down
+brokers, leaderless partitions, ELR on and off, metadata.version with and without
+ELR records) is assigned both ways, and the answers and records must be equal.
+"""
+
+from __future__ import annotations
+
+import uuid
+
+import pytest
+
+from kraft_jbod.controller import features as fv
+from kraft_jbod.controller.draft import Draft
+from kraft_jbod.controller.seams import Outcome
+from kraft_jbod.messages.assign_replicas_to_dirs_request import (
+    AssignReplicasToDirsRequest,
+    DirectoryData,
+    PartitionData,
+    TopicData,
+)
+from kraft_jbod.messages.create_topics_request import CreatableTopic, CreatableTopicConfig, CreateTopicsRequest
+from kraft_jbod.messages.feature_level_record import FeatureLevelRecord
+from kraft_jbod.messages.partition_change_record import PartitionChangeRecord
+from tests.controller.harness import Cluster, dir_id
+
+LOST = uuid.UUID(int=2)
+
+
+def _shaped_cluster(level: int) -> Cluster:
+    """Five brokers with two directories each, 24 partitions (RF 3, min ISR 2) and 12 more
+    (min ISR 1), then:
+    broker 2's first directory offline, brokers 3 and 1 fenced, broker 4 shut down, so
+    partitions have leaders and ISRs of every kind (some leaderless, some with an ELR when
+    it is on)."""
+    c = Cluster(level=level)
+    for b in range(1, 6):
+        c.start_broker(b, [dir_id(b, 0), dir_id(b, 1)])
+    topic = CreatableTopic(
+        name="t", num_partitions=24, replication_factor=3, configs=[CreatableTopicConfig("min.insync.replicas", "2")]
+    )
+    assert c.call(19, 7, CreateTopicsRequest(topics=[topic])).response.topics[0].error_code == 0  # type: ignore[attr-defined]
+    assert c.create_topic("u", 12, 3).response.topics[0].error_code == 0  # type: ignore[attr-defined]
+    for b in range(1, 6):  # each replica to a directory chosen by its partition
+        tid = c.state.topic_id_of("t")
+        assert tid is not None
+        for d in (0, 1):
+            parts = [
+                (tid, p.partition_id)
+                for p in c.state.topics[tid].partitions.values()
+                if b in p.replicas and (p.partition_id + b) % 2 == d
+            ]
+            c.assign(b, dir_id(b, d), parts)
+    c.heartbeat(2, offline=[dir_id(2, 0)])
+    c.heartbeat(3, want_fence=True)
+    c.heartbeat(4, want_shut_down=True)
+    c.heartbeat(1, want_fence=True)
+    _odd_states(c, level)
+    return c
+
+
+def _odd_states(c: Cluster, level: int) -> None:
+    """States the controller itself does not leave but a log may hold (the short path
+    must step aside for them): a fenced leader, a leader outside the ISR, an ELR beside a
+    full ISR."""
+    tid = c.state.topic_id_of("t")
+    assert tid is not None
+    parts = sorted(c.state.topics[tid].partitions.values(), key=lambda p: p.partition_id)
+    ver = fv.partition_change_record_version(level)
+    fenced_leader = next(p for p in parts if 3 in p.replicas)
+    c.commit(
+        [(PartitionChangeRecord(fenced_leader.partition_id, tid, isr=list(fenced_leader.replicas), leader=3), ver)]
+    )
+    outside = next(p for p in parts if p.leader >= 0 and p is not fenced_leader)
+    others = [b for b in outside.replicas if b != outside.leader]
+    c.commit([(PartitionChangeRecord(outside.partition_id, tid, isr=others), ver)])
+    if level >= fv.MV_4_0_IV1:
+        full = next(p for p in parts if p.leader >= 0 and p not in (fenced_leader, outside))
+        change = PartitionChangeRecord(
+            full.partition_id, tid, isr=list(full.replicas), eligible_leader_replicas=[full.replicas[-1]]
+        )
+        c.commit([(change, ver)])
+
+
+def _assign_both_ways(
+    c: Cluster, monkeypatch: pytest.MonkeyPatch, req: AssignReplicasToDirsRequest, taken: list[bool]
+) -> None:
+    """The request handled with the short path where it applies (``taken`` gets each
+    decision) and with the builder always; same answer, same records."""
+    only = Draft._only_directories_change
+
+    def handle() -> Outcome:
+        return c.state.handle(73, 0, req, now_ms=c.now, next_offset=c.end_offset)
+
+    with monkeypatch.context() as m:
+        m.setattr(Draft, "_only_directories_change", lambda *a: taken.append(only(*a)) or taken[-1])
+        short = handle()
+    with monkeypatch.context() as m:
+        m.setattr(Draft, "_only_directories_change", lambda *a, **k: False)
+        built = handle()
+    assert short.response == built.response
+    assert short.records == built.records, (req, short.records, built.records)
+
+
+@pytest.mark.parametrize("level", [fv.MV_3_7_IV2, fv.MV_4_0_IV1, fv.DEFAULT_LEVEL])
+def test_the_short_path_writes_what_the_builder_writes(level: int, monkeypatch: pytest.MonkeyPatch) -> None:
+    c = _shaped_cluster(level)
+    tid = c.state.topic_id_of("t")
+    assert tid is not None
+    shapes = set()
+    taken: list[bool] = []
+    for p in c.state.topics[tid].partitions.values():
+        shapes.add((p.leader >= 0, len(p.isr), bool(p.elr)))
+        for b in p.replicas:
+            if b not in c.state.brokers:
+                continue
+            for target in (dir_id(b, 0), dir_id(b, 1), LOST):
+                req = AssignReplicasToDirsRequest(
+                    broker_id=b,
+                    broker_epoch=c.epoch(b),
+                    directories=[
+                        DirectoryData(
+                            id=target, topics=[TopicData(topic_id=tid, partitions=[PartitionData(p.partition_id)])]
+                        )
+                    ],
+                )
+                _assign_both_ways(c, monkeypatch, req, taken)
+    # The sweep took both paths, and met leaderless partitions and shrunken ISRs (and ELRs
+    # where they exist), not only healthy partitions.
+    assert True in taken and False in taken
+    assert any(not led for led, _, _ in shapes) and any(isr < 3 for _, isr, _ in shapes), shapes
+    if level >= fv.MV_4_1_IV0:  # ELR on by default
+        assert any(elr for _, _, elr in shapes), shapes
+
+
+@pytest.mark.parametrize("level", [fv.MV_4_0_IV1, fv.DEFAULT_LEVEL])
+def test_the_isr_shrink_short_path_writes_what_the_builder_writes(level: int, monkeypatch: pytest.MonkeyPatch) -> None:
+    """``Draft._remove_with_elr`` (a replica leaving the ISR with ELR on, as when its
+    directory goes offline) against the builder, for every replica of every partition."""
+    c = _shaped_cluster(level)
+    c.commit([(FeatureLevelRecord(name=fv.ELR_VERSION, feature_level=1), 0)])
+    only = Draft._only_isr_shrinks
+    taken: list[bool] = []
+    for p in c.state.image.partitions():
+        for b in p.replicas:
+            with monkeypatch.context() as m:
+                m.setattr(Draft, "_only_isr_shrinks", lambda *a: taken.append(only(*a)) or taken[-1])
+                short = Draft(c.state.ctx)
+                short.remove_from_isr(p, b)
+            with monkeypatch.context() as m:
+                m.setattr(Draft, "_only_isr_shrinks", lambda *a: False)
+                built = Draft(c.state.ctx)
+                built.remove_from_isr(p, b)
+            assert short.records == built.records, (p, b)
+            assert short.parts == built.parts and short.elrs == built.elrs
+    assert True in taken and False in taken
