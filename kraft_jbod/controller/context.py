@@ -36,29 +36,14 @@ class Outcome:
     records: list[RecordAndVersion]
 
 
-@dataclass(slots=True)
-class SliceSize:
-    """How many partitions the next slice of a request may name. The splitter reads it each
-    time it cuts a slice, so the server can resize the slices still to come (never past
-    ``most``, the size the request was cut by at first)."""
-
-    partitions: int
-    most: int = 0
-
-    def __post_init__(self) -> None:
-        self.most = self.most or self.partitions
-
-
 @dataclass
 class Sliced:
     """A large request cut into requests of the same api (``bodies``, built lazily, one per
     ``next``), each handled and committed in turn by the server, and how their responses,
-    in that order, make the one answer (call ``merge`` once ``bodies`` is exhausted).
-    ``size`` is the slice size the splitter cuts by (the server may change it)."""
+    in that order, make the one answer (call ``merge`` once ``bodies`` is exhausted)."""
 
     bodies: Iterator[Message]
     merge: Callable[[list[Message]], Message]
-    size: SliceSize
 
 
 @dataclass(frozen=True, slots=True)

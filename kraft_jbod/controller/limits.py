@@ -40,12 +40,6 @@ DELETE_ACLS_TOO_MANY: Final = f"Cannot remove more than {MAX_RECORDS_PER_USER_OP
 # A slice's handle + apply + story is about 10-20 us per partition; each slice is one fsync,
 # so smaller slices make the request itself slower (tools/bench/bench_assign_heartbeats.py).
 MAX_PARTITIONS_PER_SLICE: Final = 2_000
-# The server resizes the slices still to come after each one so that a slice holds the loop
-# about this long (its handle + apply + story; the append and fsync run in a thread), never
-# below MIN_PARTITIONS_PER_SLICE partitions: a heartbeat queued behind a slice waits about
-# this long on any machine, a loaded one included (tools/bench/bench_assign_heartbeats.py).
-SLICE_LOOP_BUDGET_S: Final = 0.025
-MIN_PARTITIONS_PER_SLICE: Final = 100
 # QuorumController's maximum records per batch: a larger atomic record set is written as
 # several batches of at most this many records, in one append (controller/log.py).
 MAX_RECORDS_PER_BATCH: Final = 10_000

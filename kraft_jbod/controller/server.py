@@ -26,11 +26,7 @@ Strategy:
   handled one slice at a time, each slice a whole turn of Rules 1-2 (handled, committed,
   applied); then the request goes to the back of the queue, so what arrived meanwhile
   (heartbeats) waits for one slice, not for the whole request. The answer merges the
-  slices' responses and is sent after the last one. A slice holds the loop while it is
-  handled and applied (the append and fsync run in a thread), so after each slice the
-  next one is sized to hold the loop about ``SLICE_LOOP_BUDGET_S`` at the rate the last
-  one ran (between ``MIN_PARTITIONS_PER_SLICE`` and the size it was first cut by): on a
-  loaded machine slices get smaller, and a queued heartbeat still waits about that long.
+  slices' responses and is sent after the last one.
   Rule 5: while a snapshot is written (in a thread: seconds at 10^6 partitions) the
   worker waits for it and the image must hold still, but it is also complete: every
   appended record is applied. Requests are handled then as if the worker were idle; those
@@ -88,7 +84,7 @@ from kraft_jbod.controller.apis import configs
 from kraft_jbod.controller.config import ControllerConfig
 from kraft_jbod.controller.context import Sliced
 from kraft_jbod.controller.fetch_service import FetchService
-from kraft_jbod.controller.limits import MAX_RECORDS_PER_BATCH, MIN_PARTITIONS_PER_SLICE, SLICE_LOOP_BUDGET_S
+from kraft_jbod.controller.limits import MAX_RECORDS_PER_BATCH
 from kraft_jbod.controller.log import MetadataLog
 from kraft_jbod.controller.seams import (
     Extensions,
@@ -226,7 +222,6 @@ class ControllerServer:
         self._busy = False
         self._answering = False
         self._appending = False  # Rule 6
-        self._append_wait_s = 0.0  # Rule 4: how long the last commit waited for its append
         self._wake = asyncio.Event()
         self._tasks: list[asyncio.Task[None]] = []
         self._closing = False
@@ -699,7 +694,6 @@ class ControllerServer:
         assert proto is not None and event is not None and sliced is not None
         body = work.next_body if work.next_body is not None else next(sliced.bodies)
         work.next_body = None
-        started, self._append_wait_s = time.monotonic(), 0.0
         outcome = self._call_handle(proto, event, body)
         if outcome is None:
             return  # refused or a bug: the connection is closed
@@ -721,7 +715,6 @@ class ControllerServer:
                 return
         work.responses.append(outcome.response)
         self._freeze_heap()
-        _resize_slices(sliced, time.monotonic() - started - self._append_wait_s)
         failed = getattr(outcome.response, "error_code", 0) != 0
         if not failed and not proto.closed:
             work.next_body = next(sliced.bodies, None)
@@ -771,13 +764,11 @@ class ControllerServer:
         ts = _wall_ms()
         appending = asyncio.get_running_loop().run_in_executor(None, lambda: log_.append(records, timestamp_ms=ts))
         self._appending = True
-        waited_from = time.monotonic()
         try:
             self._answer_heartbeats()  # Rule 6
             base = await appending
         finally:
             self._appending = False
-            self._append_wait_s = time.monotonic() - waited_from
         self.stats["batches"] += 1
         self.stats["records"] += len(records)
         self.fetches.notify()
@@ -1037,14 +1028,3 @@ def wildcard_sockets(port: int, attempts: int = 20) -> list[socket.socket]:
                 s.close()
     assert last is not None
     raise last
-
-
-def _resize_slices(sliced: Sliced, on_loop_s: float) -> None:
-    """Rule 4: size the next slice to hold the loop about ``SLICE_LOOP_BUDGET_S`` at the rate
-    the last one ran (half-way there at each step, so one slow slice does not swing it)."""
-    size = sliced.size
-    if on_loop_s <= 0:
-        return
-    target = size.partitions * SLICE_LOOP_BUDGET_S / on_loop_s
-    step = int((size.partitions + target) / 2)
-    size.partitions = max(min(MIN_PARTITIONS_PER_SLICE, size.most), min(size.most, step))

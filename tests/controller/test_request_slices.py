@@ -16,12 +16,9 @@ from typing import Any
 
 import pytest
 
-from kraft_jbod.controller import server as server_mod
 from kraft_jbod.controller import snapshot as snap
 from kraft_jbod.controller import state as state_mod
 from kraft_jbod.controller.apis.directories import split_assign
-from kraft_jbod.controller.context import Sliced, SliceSize
-from kraft_jbod.controller.limits import MIN_PARTITIONS_PER_SLICE, SLICE_LOOP_BUDGET_S
 from kraft_jbod.controller.server import ControllerServer
 from kraft_jbod.messages.api_keys import ApiKey
 from kraft_jbod.messages.assign_replicas_to_dirs_request import (
@@ -98,40 +95,6 @@ def test_slices_answer_and_change_what_one_pass_does(limit: int) -> None:
     assert snap.comparable(sliced.state.image) == snap.comparable(whole.state.image)
     assert sliced.state.check_invariants() == []
     assert split_assign(req, 23) is None  # within the limit: one pass
-
-
-@pytest.mark.parametrize("sizes", [[8, 3, 1, 5, 2], [1, 1, 22], [13, 13]])
-def test_slices_resized_between_cuts_still_answer_what_one_pass_does(sizes: list[int]) -> None:
-    # The server resizes the slices still to come after each one (Rule 4): the splitter
-    # cuts the next slice by the size it finds then, and the merged answer does not care.
-    whole, tids = _cluster()
-    sliced, _ = _cluster()
-    req = _request(whole, tids)
-    one = whole.call(ApiKey.ASSIGN_REPLICAS_TO_DIRS, 0, req)
-    plan = split_assign(req, sizes[0])
-    assert plan is not None
-    responses, named = [], []
-    for i, body in enumerate(plan.bodies):
-        count = sum(len(t.partitions) for d in body.directories for t in d.topics)  # type: ignore[attr-defined]
-        named.append(count)
-        responses.append(sliced.call(ApiKey.ASSIGN_REPLICAS_TO_DIRS, 0, body).response)
-        plan.size.partitions = sizes[min(i + 1, len(sizes) - 1)]
-    assert sum(named) == 23
-    assert all(n <= sizes[min(i, len(sizes) - 1)] for i, n in enumerate(named[:-1]))
-    assert plan.merge(responses) == one.response
-    assert snap.comparable(sliced.state.image) == snap.comparable(whole.state.image)
-
-
-def test_the_next_slice_is_sized_to_the_loop_budget() -> None:
-    plan = Sliced(iter(()), lambda responses: responses[0], SliceSize(2000))
-    budget = SLICE_LOOP_BUDGET_S
-    server_mod._resize_slices(plan, budget * 4)  # four times too slow: half-way to a quarter
-    assert plan.size.partitions == (2000 + 500) // 2
-    server_mod._resize_slices(plan, budget / 10)  # far too quick: back up, never past 2000
-    assert plan.size.partitions == 2000
-    for _ in range(30):
-        server_mod._resize_slices(plan, budget * 1000)
-    assert plan.size.partitions == MIN_PARTITIONS_PER_SLICE
 
 
 def test_a_top_level_error_in_a_later_slice_is_the_answer() -> None:

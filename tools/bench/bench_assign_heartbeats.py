@@ -17,16 +17,15 @@ Rule 4). This benchmark shows the effect on the heartbeats, in one run on one ma
 Each broker heartbeats as Kafka's brokers do (BrokerLifecycleManager): the next heartbeat
 goes ``--interval-ms`` after the previous answer, so a stalled controller shows as long
 latencies, and the gap between two contacts, which is what a session timeout measures, is
-latency plus interval. The modes run on fresh copies of the same directory: ``slices``
-(the controller as shipped: slices resized after each one to hold the loop about
-``SLICE_LOOP_BUDGET_S``, starting from ``--slice N`` partitions if given), ``fixed
-slices`` (every slice ``--slice N`` or the shipped maximum, never resized: the behaviour
-before the loop budget) and ``one pass`` (the slice size set past the request's size: the
-behaviour before slicing). Wall-clock figures on a shared machine move with its load;
-compare the modes of one run. Nothing is asserted.
+latency plus interval. Both modes run on fresh copies of
+the same directory: ``slices`` (the controller as shipped, or with ``--slice N``
+partitions per slice) and ``one pass`` (the same controller with the slice size set past
+the request's size, i.e. the behaviour before slicing).
+Wall-clock figures on a shared machine move with its load; compare the two modes of one
+run. Nothing is asserted.
 
 Run: ``python -m tools.bench.bench_assign_heartbeats [--partitions 1000000] [--brokers 100]
-[--interval-ms 500] [--slice N] [--modes "slices,fixed slices,one pass"] [--json]``.
+[--interval-ms 500] [--slice N] [--json]``.
 """
 
 from __future__ import annotations
@@ -68,15 +67,11 @@ PER_TOPIC = 1000
 _BE_i = struct.Struct(">i")
 D0, D1, D2 = (uuid.UUID(int=(0xB1 << 64) | i) for i in (1, 2, 3))
 
-# The controller with another slice size (1 << 62: past any request, the behaviour before
-# slicing) and, for "fixed slices", without the resizing to the loop budget (every slice the
-# size the request was first cut by: the behaviour before the budget).
+# The controller with another slice size (1 << 62: past any request, the behaviour before).
 _WITH_SLICE = (
-    "import sys, kraft_jbod.controller.state as s, kraft_jbod.controller.server as v; "
-    "s.MAX_PARTITIONS_PER_SLICE = {}; v.SLICE_LOOP_BUDGET_S = {}; "
+    "import sys, kraft_jbod.controller.state as s; s.MAX_PARTITIONS_PER_SLICE = {}; "
     "from kraft_jbod.cli import main; sys.exit(main(sys.argv[1:]))"
 )
-MODES = ("slices", "fixed slices", "one pass")
 
 
 def _build(directory: Path, partitions: int, brokers: int) -> tuple[dict[int, int], list[uuid.UUID]]:
@@ -231,7 +226,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--interval-ms", type=float, default=500.0, help="each broker's heartbeat schedule")
     ap.add_argument("--slice", type=int, default=None, help="partitions per slice (default: the shipped value)")
     ap.add_argument("--idle", type=float, default=2.0, help="seconds of heartbeats alone first")
-    ap.add_argument("--modes", default="slices,fixed slices,one pass", help="comma-separated: " + ", ".join(MODES))
+    ap.add_argument("--modes", default="slices,one pass", help="comma-separated: slices, one pass")
     ap.add_argument("--json", action="store_true")
     args = ap.parse_args(argv)
     if not 1 <= args.partitions <= 5_000_000 or args.interval_ms <= 0 or not 1 <= args.brokers <= 2000:
@@ -239,8 +234,8 @@ def main(argv: list[str] | None = None) -> int:
     if args.slice is not None and args.slice < 1:
         raise SystemExit("--slice must be >= 1")
     modes = [m.strip() for m in args.modes.split(",")]
-    if not set(modes) <= set(MODES):
-        raise SystemExit("--modes: any of " + ", ".join(MODES))
+    if not set(modes) <= {"slices", "one pass"}:
+        raise SystemExit("--modes: slices and/or one pass")
     results: dict[str, Any] = {"partitions": args.partitions, "brokers": args.brokers, "slice": args.slice}
     with tempfile.TemporaryDirectory(prefix="bench-assign-") as tmp:
         base = Path(tmp) / "base"
@@ -282,11 +277,9 @@ def main(argv: list[str] | None = None) -> int:
                 "metadata.max.idle.interval.ms=0\n"
             )
             if mode == "one pass":
-                launcher = ["-c", _WITH_SLICE.format(1 << 62, "v.SLICE_LOOP_BUDGET_S")]
-            elif mode == "fixed slices":
-                launcher = ["-c", _WITH_SLICE.format(args.slice or "s.MAX_PARTITIONS_PER_SLICE", 1e9)]
+                launcher = ["-c", _WITH_SLICE.format(1 << 62)]
             elif args.slice is not None:
-                launcher = ["-c", _WITH_SLICE.format(args.slice, "v.SLICE_LOOP_BUDGET_S")]
+                launcher = ["-c", _WITH_SLICE.format(args.slice)]
             else:
                 launcher = ["-m", "kraft_jbod.cli"]
             cmd = [sys.executable, *launcher, "controller", "--config", str(cfg), "--cluster-id", CLUSTER]

@@ -28,6 +28,11 @@ Phases (issue 28):
 * ``offline50000``: the only directory of broker 3 (50,000 replicas); warm: broker 4.
 * ``restart``: SIGTERM, start, until a heartbeat is answered without error (the log of
   200,000 partitions read back); warm: a second restart.
+* ``catchup``: two real Kafka brokers (from the same build) start with empty metadata logs
+  and catch up from the controller's log of the 100,000 partitions (200,000 after the warm
+  ``create``), until both are unfenced (their own metadata lists both); warm: two other
+  brokers, the first two stopped. The wall time includes the brokers' JVM start, the same
+  on both sides.
 
 ``--phases`` measures some of them (``start`` always): the phases a chosen one stands on
 still run, unreported (``create`` before ``assign``, ``offline*`` and ``restart``;
@@ -86,13 +91,13 @@ TOPICS_PER_REQUEST = 9
 HALF = PARTITIONS // 2
 SMALL = 15_000  # replicas of broker 1 (2): AssignReplicasToDirs, half of them failed
 ASSIGN_BATCH = 2_250  # Kafka's broker: AssignmentsManager's most partitions per request
-PHASES = ("start", "register", "heartbeats", "create", "assign", "offline7500", "offline50000", "restart")
 # What each phase needs done before it (run unreported when not chosen).
 NEEDS = {
     "assign": {"create"},
     "offline7500": {"create", "assign"},
     "offline50000": {"create"},
     "restart": {"create"},
+    "catchup": {"create"},
 }
 PHASES = (
     "start",
@@ -103,7 +108,10 @@ PHASES = (
     "offline7500",
     "offline50000",
     "restart",
+    "catchup",
 )
+# Real brokers of the catchup phase: ids past every broker the other phases register.
+CATCHUP_IDS = {"cold": (9001, 9002), "warm": (9003, 9004)}
 _TICK = os.sysconf("SC_CLK_TCK")
 _SIZE = struct.Struct(">i")
 
@@ -358,6 +366,20 @@ def _restart(side: Side, loop: asyncio.AbstractEventLoop) -> dict[str, Any]:
     return {"cpu": _quiet_cpu(side.pid), "wall": wall, "load": os.getloadavg()[0]}
 
 
+async def _catchup(side: Side, ids: Sequence[int]) -> None:
+    """Start real brokers ``ids`` (fresh, empty metadata logs) and wait until both are
+    unfenced; the blocking cluster calls run in a thread so the loop stays free."""
+
+    def run() -> None:
+        for b in ids:
+            side.cluster.add_broker(b, start=False, log_dirs=1)
+        for b in ids:
+            side.cluster.start_broker(b, wait=False)
+        side.cluster.wait_unfenced(list(ids), timeout=900)
+
+    await asyncio.to_thread(run)
+
+
 def to_run(chosen: set[str]) -> set[str]:
     """The chosen phases, what they stand on, and ``start`` and ``register``."""
     run = {"start", "register", *chosen}
@@ -435,6 +457,11 @@ def one_side(
         if "offline50000" in run:
             for label, broker in (("cold", 3), ("warm", 4)):
                 out[f"offline50000/{label}"] = _measure(side, loop, _offline(side, broker))
+        if "catchup" in run:
+            for label, ids in CATCHUP_IDS.items():
+                out[f"catchup/{label}"] = _measure(side, loop, _catchup(side, ids))
+                for b in ids:
+                    side.cluster.stop_broker(b)
         if "restart" in run:
             for label in ("cold", "warm"):
                 out[f"restart/{label}"] = _restart(side, loop)

@@ -24,7 +24,7 @@ from collections.abc import Iterator
 from typing import Any
 
 from kraft_jbod.controller import features as fv
-from kraft_jbod.controller.context import Call, ControllerContext, Outcome, Sliced, SliceSize
+from kraft_jbod.controller.context import Call, ControllerContext, Outcome, Sliced
 from kraft_jbod.controller.draft import Draft
 from kraft_jbod.messages.assign_replicas_to_dirs_request import AssignReplicasToDirsRequest
 from kraft_jbod.messages.assign_replicas_to_dirs_request import DirectoryData as AssignDir
@@ -85,7 +85,6 @@ def split_assign(req: AssignReplicasToDirsRequest, limit: int) -> Sliced | None:
     or topic split across two slices is one entry again in the merged answer; an entry
     without partitions (or topics) goes with the partitions before it, so its empty result
     keeps its place."""
-    size = SliceSize(limit)
     if sum(len(t.partitions) for d in req.directories for t in d.topics) <= limit:
         return None
     # Per slice: does its first directory (and topic) continue the previous slice's last one?
@@ -126,9 +125,9 @@ def split_assign(req: AssignReplicasToDirsRequest, limit: int) -> Sliced | None:
                     place(di, ti)
                 i = 0
                 while i < len(td.partitions):
-                    if count >= size.partitions:
+                    if count == limit:
                         yield flush()
-                    take = td.partitions[i : i + size.partitions - count]
+                    take = td.partitions[i : i + limit - count]
                     place(di, ti)
                     cur[-1].topics[-1].partitions.extend(take)
                     count += len(take)
@@ -136,7 +135,7 @@ def split_assign(req: AssignReplicasToDirsRequest, limit: int) -> Sliced | None:
         if cur:
             yield flush()
 
-    return Sliced(bodies(), lambda responses: _merge_assign(responses, continues), size)
+    return Sliced(bodies(), lambda responses: _merge_assign(responses, continues))
 
 
 def _merge_assign(responses: list[Any], continues: list[tuple[bool, bool]]) -> AssignReplicasToDirsResponse:

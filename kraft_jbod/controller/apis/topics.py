@@ -20,7 +20,7 @@ from kraft_jbod.controller import alter_partition as ap
 from kraft_jbod.controller import features as fv
 from kraft_jbod.controller.apis import configs, partition_ops
 from kraft_jbod.controller.apis import partitions as pb
-from kraft_jbod.controller.context import Call, ControllerContext, Outcome, RecordAndVersion, Sliced, SliceSize
+from kraft_jbod.controller.context import Call, ControllerContext, Outcome, RecordAndVersion, Sliced
 from kraft_jbod.controller.draft import Draft
 from kraft_jbod.controller.image import NO_LEADER, Partition, TopicInfo
 from kraft_jbod.controller.limits import (
@@ -471,7 +471,6 @@ def split_alter_partition(req: AlterPartitionRequest, limit: int) -> Sliced | No
     epoch gets INVALID_UPDATE_VERSION either way. A topic cut in two is one entry again;
     a topic without partitions goes with the entries before it.
     """
-    size = SliceSize(limit)
     if sum(len(t.partitions) for t in req.topics) <= limit:
         return None
     continues: list[bool] = []  # does the slice's first topic continue the previous slice's last?
@@ -503,9 +502,9 @@ def split_alter_partition(req: AlterPartitionRequest, limit: int) -> Sliced | No
                 place(ti)
             i = 0
             while i < len(td.partitions):
-                if count >= size.partitions:
+                if count == limit:
                     yield flush()
-                take = td.partitions[i : i + size.partitions - count]
+                take = td.partitions[i : i + limit - count]
                 place(ti)
                 cur[-1].partitions.extend(take)
                 count += len(take)
@@ -513,7 +512,7 @@ def split_alter_partition(req: AlterPartitionRequest, limit: int) -> Sliced | No
         if cur:
             yield flush()
 
-    return Sliced(bodies(), lambda responses: _merge_alter_partition(responses, continues), size)
+    return Sliced(bodies(), lambda responses: _merge_alter_partition(responses, continues))
 
 
 def _merge_alter_partition(responses: list[Any], continues: list[bool]) -> AlterPartitionResponse:
