@@ -509,6 +509,10 @@ class RealCluster:
         if wait:
             self._wait_broker_started(broker)
 
+    def wait_started(self, node_id: int) -> None:
+        """Until a broker started with ``wait=False`` has started (listening, caught up)."""
+        self._wait_broker_started(self.brokers[node_id])
+
     def broker_restart_refused(self, node_id: int, timeout: float = 120.0) -> str:
         """Start a broker expected to refuse; its log once it exited (raises if it stays up)."""
         broker = self.brokers[node_id]

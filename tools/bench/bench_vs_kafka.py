@@ -375,6 +375,8 @@ async def _catchup(side: Side, ids: Sequence[int]) -> None:
             side.cluster.add_broker(b, start=False, log_dirs=1)
         for b in ids:
             side.cluster.start_broker(b, wait=False)
+        for b in ids:
+            side.cluster.wait_started(b)
         side.cluster.wait_unfenced(list(ids), timeout=900)
 
     await asyncio.to_thread(run)
@@ -404,6 +406,7 @@ def one_side(
         controller=kind,
         metadata_version="4.3-IV0",
         heap_mb=heap_mb,
+        start_timeout=900.0,  # the catchup phase's brokers replay 100,000-200,000 partitions first
         controller_overrides={"broker.session.timeout.ms": "3600000"}
         | ({"auto.leader.rebalance.enable": "false"} if kind == "kafka" else {}),
     )
