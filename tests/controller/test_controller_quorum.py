@@ -1,0 +1,157 @@
+"""Three full controllers on one raft log, two fake JBOD brokers: the active controller is
+killed, the next one takes over with the whole state, the brokers follow it without losing
+their sessions, and a directory failure reported afterwards is handled by the new leader."""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from kraft_jbod.broker.config import BrokerConfig
+from kraft_jbod.broker.server import FakeBroker
+from kraft_jbod.controller.log import MetadataLog
+from kraft_jbod.controller.server import ControllerServer
+from kraft_jbod.messages.create_topics_request import CreatableTopic, CreateTopicsRequest
+from kraft_jbod.messages.error_codes import ErrorCode
+from kraft_jbod.storage import format_storage
+from kraft_jbod.testing.cluster import FAKE_BROKER_DEFAULTS, KafkaConnection
+from kraft_jbod.testing.quorum import CLUSTER_ID, ControllerQuorum
+from kraft_jbod.wire.primitives import uuid_to_base64url
+
+pytestmark = pytest.mark.asyncio
+
+
+async def _until(what: str, probe: Callable[[], Any], timeout: float = 20.0) -> Any:
+    deadline = time.monotonic() + timeout
+    while True:
+        got = probe()
+        if got:
+            return got
+        if time.monotonic() > deadline:
+            raise AssertionError(f"not reached within {timeout} s: {what}")
+        await asyncio.sleep(0.02)
+
+
+async def _start_broker(root: Path, broker_id: int, voters: str) -> FakeBroker:
+    base = root / f"broker-{broker_id}"
+    props = {
+        "process.roles": "broker",
+        "node.id": str(broker_id),
+        "controller.quorum.voters": voters,
+        "controller.listener.names": "CONTROLLER",
+        "listeners": f"PLAINTEXT://127.0.0.1:{19000 + broker_id}",
+        "advertised.listeners": f"PLAINTEXT://127.0.0.1:{19000 + broker_id}",
+        "kraft.jbod.serve.clients": "false",
+        "log.dirs": ",".join(str(base / f"d{i}") for i in range(2)),
+        "metadata.log.dir": str(base / "meta"),
+        "broker.session.timeout.ms": "9000",
+        "kraft.jbod.control.listener": "127.0.0.1:0",
+        **FAKE_BROKER_DEFAULTS,
+    }
+    config = BrokerConfig.from_properties(props)
+    format_storage(config.layout, CLUSTER_ID)
+    broker = FakeBroker(config)
+    await broker.start()
+    return broker
+
+
+async def _create_topic(server: ControllerServer, name: str, partitions: int) -> int:
+    conn = await KafkaConnection.open(server.addresses[0], client_id="admin")
+    try:
+        req = CreateTopicsRequest(
+            topics=[CreatableTopic(name=name, num_partitions=partitions, replication_factor=2)], timeout_ms=5000
+        )
+        resp = await conn.call(req, 7)
+        return int(resp.topics[0].error_code)
+    finally:
+        await conn.close()
+
+
+def _unfenced(server: ControllerServer, broker: FakeBroker) -> bool:
+    reg = server.state.brokers.get(broker.node_id)
+    return reg is not None and not reg.fenced and reg.epoch == broker.lifecycle.epoch
+
+
+def _placed(server: ControllerServer, topic: str) -> bool:
+    image = server.state.image
+    topic_id = image.topic_names.get(topic)
+    if topic_id is None:
+        return False
+    parts = image.topics[topic_id].partitions.values()
+    return all(all(str(d) != "00000000-0000-0000-0000-000000000000" for d in p.dirs) for p in parts)
+
+
+def _committed(directory: Path) -> list[bytes]:
+    with MetadataLog.open(directory / "__cluster_metadata-0", fsync=False, read_only=True) as log:
+        return [log.read(info.base_offset, 1)[: info.size] for info in log.batches]
+
+
+async def test_active_controller_killed_state_and_brokers_follow(tmp_path: Path) -> None:
+    async with ControllerQuorum(tmp_path / "quorum", voters=3) as quorum:
+        first = await quorum.wait_for_active(timeout=30)
+        await _until("bootstrap committed", lambda: first.state.image.features)
+        brokers = [await _start_broker(tmp_path, i, quorum.voters_property) for i in (1, 2)]
+        try:
+            await _until("both brokers unfenced", lambda: all(_unfenced(first, b) for b in brokers))
+            assert await _create_topic(first, "t", 4) == ErrorCode.NONE
+            await _until("every replica in a directory", lambda: _placed(first, "t"))
+            before = first.state.image
+            topic_id = before.topic_names["t"]
+            leaders_before = {p.partition_id: p.leader for p in before.topics[topic_id].partitions.values()}
+            committed_end = first.log.end_offset
+
+            old, epoch = first.config.node_id, quorum.epoch_of(first)
+            await quorum.kill(old)
+            new = await quorum.wait_for_active(above_epoch=epoch, timeout=30)
+            assert new.config.node_id != old
+            # The new active controller holds everything acknowledged before the failover.
+            assert new.log.end_offset >= committed_end
+            image = new.state.image
+            assert {p.partition_id: p.leader for p in image.topics[topic_id].partitions.values()} == leaders_before
+            assert _placed(new, "t")
+            # The brokers follow it and keep their sessions (same broker epoch, not fenced),
+            # well past a session timeout counted from the failover.
+            host, port = new.addresses[0]
+            for b in brokers:
+                await _until(f"broker {b.node_id} fetching from the new leader", lambda b=b: b._hb.addr == (host, port))
+            await asyncio.sleep(1.0)
+            assert all(_unfenced(new, b) for b in brokers)
+            epochs = {b.node_id: b.lifecycle.epoch for b in brokers}
+
+            # A directory failure after the failover: the new leader moves leadership off it.
+            victim = brokers[0]
+            led = [p for p in image.topics[topic_id].partitions.values() if p.leader == victim.node_id]
+            assert led, "broker 1 leads no partition of t"
+            victim_dir = led[0].dirs[led[0].replicas.index(victim.node_id)]
+            victim.fail_directory(uuid_to_base64url(victim_dir))
+
+            def moved() -> bool:
+                part = new.state.image.topics[topic_id].partitions[led[0].partition_id]
+                return part.leader != victim.node_id
+
+            await _until("leadership moved off the failed directory", moved)
+            reg = new.state.brokers[victim.node_id]
+            assert victim_dir not in reg.online_set
+            assert {b.node_id: b.lifecycle.epoch for b in brokers} == epochs
+
+            # The killed controller comes back as a standby, catches up, and answers NOT_CONTROLLER.
+            back = await quorum.restart(old)
+            await _until("the restarted controller caught up", lambda: back.log.end_offset >= new.log.end_offset)
+            assert back.quorum is not None and not back.quorum.active
+            assert back.state.image.topics[topic_id].partitions[led[0].partition_id].leader != victim.node_id
+            assert await _create_topic(back, "u", 1) == ErrorCode.NOT_CONTROLLER
+            ends = {i: s.log.end_offset for i, s in quorum.servers.items()}
+        finally:
+            for b in brokers:
+                await b.close()
+    # Every controller's committed log is a prefix of the longest, byte for byte.
+    logs = {i: _committed(tmp_path / "quorum" / f"controller-{i}") for i in quorum.ids}
+    longest = max(logs.values(), key=len)
+    for i, batches in logs.items():
+        assert batches == longest[: len(batches)], f"controller {i} disagrees"
+    assert len(longest) > 0 and max(ends.values()) > committed_end
