@@ -82,8 +82,12 @@ def _placed(server: ControllerServer, topic: str) -> bool:
     topic_id = image.topic_names.get(topic)
     if topic_id is None:
         return False
-    parts = image.topics[topic_id].partitions.values()
-    return all(all(str(d) != "00000000-0000-0000-0000-000000000000" for d in p.dirs) for p in parts)
+    brokers = server.state.brokers
+    # Every replica in one of its broker's registered directories (no reserved id left).
+    return all(
+        all(d in brokers[r].registered_dirs for r, d in zip(p.replicas, p.dirs, strict=True))
+        for p in image.topics[topic_id].partitions.values()
+    )
 
 
 def _committed(directory: Path) -> list[bytes]:
