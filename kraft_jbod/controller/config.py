@@ -250,7 +250,7 @@ class ControllerConfig:
                 "this controller is the quorum's only voter"
             )
         if len(quorum_voters) > 1:
-            log.warning("controller.quorum.voters names %d voters: only this one runs", len(quorum_voters))
+            log.info("controller.quorum.voters names %d voters: this controller is one of them", len(quorum_voters))
         bootstrap = _bootstrap_servers(p.get("controller.quorum.bootstrap.servers", ""))
 
         unknown = {k: v for k, v in props.items() if k not in _KNOWN_USED and k not in _KNOWN_IGNORED}
