@@ -213,8 +213,10 @@ class ControllerQuorum:
         seed: int = 0,
         first_id: int = 3000,
         props: dict[str, str] | None = None,
+        metadata_version: int | None = None,
     ) -> None:
         self.directory = directory
+        self.metadata_version = metadata_version  # of a new quorum (None: the default level)
         self.ids = list(range(first_id, first_id + voters))
         self.timing = timing
         self.fsync = fsync
@@ -268,7 +270,7 @@ class ControllerQuorum:
             seed=self.seed * 100 + node_id + self._starts * 7,
             fsync=self.fsync,
         )
-        server = ControllerServer(self.config(node_id), cluster_id=CLUSTER_ID, fsync=self.fsync, quorum=seat)
+        server = self._server(node_id, seat)
         for attempt in range(50):
             try:
                 await server.start()
@@ -276,10 +278,19 @@ class ControllerQuorum:
             except Exception:
                 if attempt == 49 or node_id not in self.addresses:
                     raise
-                server = ControllerServer(self.config(node_id), cluster_id=CLUSTER_ID, fsync=self.fsync, quorum=seat)
+                server = self._server(node_id, seat)
                 await asyncio.sleep(0.1)
         self.servers[node_id] = server
         return server
+
+    def _server(self, node_id: int, seat: QuorumSeat) -> ControllerServer:
+        return ControllerServer(
+            self.config(node_id),
+            cluster_id=CLUSTER_ID,
+            fsync=self.fsync,
+            quorum=seat,
+            metadata_version=self.metadata_version,
+        )
 
     # ------------------------------------------------------------------ observing
 

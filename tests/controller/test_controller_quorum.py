@@ -7,6 +7,7 @@ from __future__ import annotations
 import asyncio
 import statistics
 import time
+import uuid
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -15,10 +16,14 @@ import pytest
 
 from kraft_jbod.broker.config import BrokerConfig
 from kraft_jbod.broker.server import FakeBroker
+from kraft_jbod.controller import features as fv
 from kraft_jbod.controller.log import MetadataLog
 from kraft_jbod.controller.server import ControllerServer
+from kraft_jbod.messages.controller_registration_request import ControllerRegistrationRequest, Feature, Listener
 from kraft_jbod.messages.create_topics_request import CreatableTopic, CreateTopicsRequest
 from kraft_jbod.messages.error_codes import ErrorCode
+from kraft_jbod.messages.unregister_controller_request import UnregisterControllerRequest
+from kraft_jbod.messages.update_features_request import FeatureUpdateKey, UpdateFeaturesRequest
 from kraft_jbod.storage import format_storage
 from kraft_jbod.testing.cluster import FAKE_BROKER_DEFAULTS, KafkaConnection
 from kraft_jbod.testing.quorum import CLUSTER_ID, ControllerQuorum
@@ -219,3 +224,86 @@ async def test_repeated_failovers_lose_nothing(tmp_path: Path) -> None:
         f"failovers={len(quorum.elections)} election_ms_median={statistics.median(quorum.elections)} "
         f"election_ms_worst={max(quorum.elections)} topics_acknowledged={len(acknowledged)} lost=0"
     )
+
+
+async def _call(server: ControllerServer, body: Any, version: int) -> Any:
+    conn = await KafkaConnection.open(server.addresses[0], client_id="admin")
+    try:
+        return await conn.call(body, version)
+    finally:
+        await conn.close()
+
+
+def _stale_registration(controller_id: int, features: dict[str, tuple[int, int]]) -> ControllerRegistrationRequest:
+    """What a controller that has since left the quorum registered, years ago."""
+    return ControllerRegistrationRequest(
+        controller_id=controller_id,
+        incarnation_id=uuid.uuid4(),
+        listeners=[Listener(name="CONTROLLER", host="old-controller.example", port=9093)],
+        features=[
+            Feature(name=n, min_supported_version=lo, max_supported_version=hi) for n, (lo, hi) in features.items()
+        ],
+    )
+
+
+def _update(name: str, level: int, upgrade_type: int = 1) -> UpdateFeaturesRequest:
+    return UpdateFeaturesRequest(
+        feature_updates=[FeatureUpdateKey(feature=name, max_version_level=level, upgrade_type=upgrade_type)]
+    )
+
+
+async def test_controllers_register_and_a_stale_registration_is_repaired(tmp_path: Path) -> None:
+    """Every controller registers with the active one (RegisterControllerRecord); a
+    registration left by a controller that is gone blocks a feature upgrade until
+    UnregisterController (4.4-IV2, KIP-1312) removes it."""
+    async with ControllerQuorum(tmp_path / "quorum", voters=3, metadata_version=fv.MV_4_4_IV2) as quorum:
+        active = await quorum.wait_for_active(timeout=30)
+
+        def registered() -> bool:
+            regs = active.state.image.controllers
+            return all(
+                i in regs and regs[i].incarnation_id == s.quorum.incarnation_id
+                for i, s in quorum.servers.items()
+                if s.quorum is not None
+            )
+
+        await _until("every controller registered", registered)
+        # The registrations are committed: every standby holds them too.
+        await _until(
+            "the standbys hold the registrations",
+            lambda: all(set(s.state.image.controllers) >= set(quorum.ids) for s in quorum.servers.values()),
+        )
+        # Controller 9 left the quorum long ago; its registration stays.
+        old = _stale_registration(9, {"metadata.version": (1, fv.MV_4_4_IV2), "share.version": (0, 1)})
+        assert (await _call(active, old, 0)).error_code == ErrorCode.NONE
+        assert (await _call(active, _update("share.version", 1, 2), 1)).error_code == ErrorCode.NONE
+        blocked = await _call(active, _update("share.version", 2), 1)
+        assert blocked.error_code == ErrorCode.INVALID_UPDATE_VERSION
+        assert "Controller 9 only supports versions 0-1" in blocked.error_message
+
+        unknown = await _call(active, UnregisterControllerRequest(controller_id=42), 0)
+        assert unknown.error_code == ErrorCode.CONTROLLER_ID_NOT_REGISTERED
+        itself = await _call(active, UnregisterControllerRequest(controller_id=active.config.node_id), 0)
+        assert itself.error_code == ErrorCode.INVALID_REQUEST
+        repaired = await _call(active, UnregisterControllerRequest(controller_id=9), 0)
+        assert repaired.error_code == ErrorCode.NONE
+        assert 9 not in active.state.image.controllers
+        done = await _call(active, _update("share.version", 2), 1)
+        assert done.error_code == ErrorCode.NONE
+        assert active.state.image.features["share.version"] == 2
+
+
+async def test_before_4_4_iv2_a_stale_registration_blocks_the_upgrade_for_good(tmp_path: Path) -> None:
+    """Below 4.4-IV2 (KAFKA-20865's clusters) the same stale registration blocks a
+    metadata.version upgrade and UnregisterController is not there to remove it."""
+    async with ControllerQuorum(tmp_path / "quorum", voters=3, metadata_version=fv.MV_4_2_IV1) as quorum:
+        active = await quorum.wait_for_active(timeout=30)
+        await _until("controllers registered", lambda: len(active.state.image.controllers) == 3)
+        old = _stale_registration(9, {"metadata.version": (1, fv.MV_4_2_IV1)})
+        assert (await _call(active, old, 0)).error_code == ErrorCode.NONE
+        blocked = await _call(active, _update("metadata.version", fv.MV_4_3_IV0), 1)
+        assert blocked.error_code == ErrorCode.INVALID_UPDATE_VERSION
+        assert f"Controller 9 only supports versions 1-{fv.MV_4_2_IV1}" in blocked.error_message
+        refused = await _call(active, UnregisterControllerRequest(controller_id=9), 0)
+        assert refused.error_code == ErrorCode.UNSUPPORTED_VERSION
+        assert active.state.image.metadata_version == fv.MV_4_2_IV1

@@ -91,6 +91,13 @@ def _update_one(
             reason = _not_supported(level, f"Broker {b}", rng)
             if reason is not None:
                 break
+    if reason is None and st.metadata_version >= fv.MV_3_7_IV0:
+        # Registered controllers too (a stale registration blocks the upgrade: KIP-1312).
+        for c, info in sorted(st.image.controllers.items()):
+            if c != st.node_id:
+                reason = _not_supported(level, f"Controller {c}", info.features.get(name, (0, 0)))
+                if reason is not None:
+                    break
     if reason is not None:
         return invalid(reason)
     if level < current and kind == UPGRADE:

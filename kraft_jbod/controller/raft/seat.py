@@ -18,6 +18,10 @@ Rule 2: a controller is *active* while its voter leads and it has applied everyt
 and including its own epoch's first batch (the LeaderChange its election wrote): so it
 serves with the whole state of every earlier leader, as Kafka's controller waits for its
 epoch's first commit. Brokers' sessions start afresh then (Kafka's activate()).
+Rule 4: every controller registers with the active one (ControllerRegistration, api 70:
+its id, a fresh incarnation id per start, its controller listener and supported features)
+once the committed metadata.version has controller registrations (3.7-IV0), and again
+whenever the committed image does not hold its current incarnation.
 Rule 3: on a controller that is not active every controller API answers NOT_CONTROLLER,
 observers' Fetch answers NOT_LEADER_OR_FOLLOWER naming the leader and its endpoint, and
 nothing is written; a write whose leader lost its epoch before the commit is not answered
@@ -27,14 +31,17 @@ nothing is written; a write whose leader lost its epoch before the commit is not
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 import time
+import uuid
 from collections.abc import Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from kraft_jbod import codec
-from kraft_jbod.connection import RequestReceived
+from kraft_jbod.connection import NEED_DATA, ClientConnection, RequestReceived, ResponseReceived
+from kraft_jbod.controller import features as fv
 from kraft_jbod.controller import routes
 from kraft_jbod.controller.log import RecordAndVersion, encode_data_batches
 from kraft_jbod.controller.raft import messages as core
@@ -43,6 +50,7 @@ from kraft_jbod.controller.raft.node import Timing
 from kraft_jbod.controller.raft.voter import SERVED, RaftVoter
 from kraft_jbod.errors import DecodeError, KraftJbodError, StorageError
 from kraft_jbod.messages.api_keys import ApiKey
+from kraft_jbod.messages.controller_registration_request import ControllerRegistrationRequest, Feature, Listener
 from kraft_jbod.messages.error_codes import ErrorCode
 from kraft_jbod.wire.records import read_record_batch
 
@@ -54,6 +62,7 @@ if TYPE_CHECKING:
 log = logging.getLogger(__name__)
 
 _FOLLOW_MS = 5  # how often the committed tail is looked at
+_REGISTER_MS = 200  # how often an unregistered controller tries ControllerRegistration again
 _RAFT_KEYS = (ApiKey.VOTE, ApiKey.BEGIN_QUORUM_EPOCH, ApiKey.END_QUORUM_EPOCH)
 #: Directory (under metadata.log.dir) of the voter's own files: its log and quorum-state.
 RAFT_DIR = "quorum"
@@ -85,6 +94,8 @@ class QuorumSeat:
         self._machine: StateMachine | None = None
         self._applied = asyncio.Event()
         self._closing = False
+        self.incarnation_id = uuid.uuid4()
+        self.registrations_sent = 0
 
     # ------------------------------------------------------------------ lifecycle
 
@@ -235,7 +246,17 @@ class QuorumSeat:
     # ------------------------------------------------------------------ following (everyone)
 
     async def follow(self) -> None:
-        """Rules 1 and 2: copy and apply what is committed; become active or standby."""
+        """Rules 1, 2 and 4: copy and apply what is committed; become active or standby;
+        register with the active controller."""
+        registering = asyncio.get_running_loop().create_task(self._register_loop())
+        try:
+            await self._follow()
+        finally:
+            registering.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await registering
+
+    async def _follow(self) -> None:
         while not self._closing:
             try:
                 self._step()
@@ -310,3 +331,63 @@ class QuorumSeat:
             self.active, self.active_epoch = True, epoch
             self.activations += 1
             log.info("controller %d: active in epoch %d at offset %d", self.node_id, epoch, applied_end)
+
+    # ------------------------------------------------------------------ registration (Rule 4)
+
+    def _registered(self) -> bool:
+        machine = self._machine
+        if machine is None:
+            return False
+        info = machine.image.controllers.get(self.node_id)
+        return info is not None and info.incarnation_id == self.incarnation_id
+
+    async def _register_loop(self) -> None:
+        while not self._closing:
+            await asyncio.sleep(_REGISTER_MS / 1000)
+            voter, machine, server = self.voter, self._machine, self._server
+            node = None if voter is None else voter.node
+            if node is None or machine is None or server is None or node.leader_id not in self.voters:
+                continue
+            if machine.metadata_version < fv.MV_3_7_IV0 or self._registered():
+                continue
+            host, port = server.addresses[0]
+            request = ControllerRegistrationRequest(
+                controller_id=self.node_id,
+                incarnation_id=self.incarnation_id,
+                zk_migration_ready=False,
+                listeners=[Listener(name=server.config.controller_listener_names[0], host=host, port=port)],
+                features=[
+                    Feature(name=name, min_supported_version=lo, max_supported_version=hi)
+                    for name, (lo, hi) in sorted(fv.SUPPORTED_FEATURES.items())
+                ],
+            )
+            self.registrations_sent += 1
+            try:
+                answer = await asyncio.wait_for(_call(self.voters[node.leader_id], request, 0), 2.0)
+            except (OSError, TimeoutError, KraftJbodError) as exc:
+                log.debug("controller %d: ControllerRegistration: %s", self.node_id, exc)
+                continue
+            code = getattr(answer, "error_code", -1)
+            if code not in (0, ErrorCode.NOT_CONTROLLER):
+                log.warning("controller %d: ControllerRegistration answered error %d", self.node_id, code)
+
+
+async def _call(address: tuple[str, int], body: Any, version: int) -> Any:
+    """One request on a fresh connection; the response body (None: closed without one)."""
+    reader, writer = await asyncio.open_connection(*address)
+    try:
+        conn = ClientConnection(client_id="controller-registration")
+        writer.write(conn.send_request(body, version))
+        await writer.drain()
+        while True:
+            ev = conn.next_event()
+            if isinstance(ev, ResponseReceived):
+                return ev.body
+            if ev is not NEED_DATA:
+                return None
+            data = await reader.read(65536)
+            if not data:
+                return None
+            conn.receive_data(data)
+    finally:
+        writer.close()
