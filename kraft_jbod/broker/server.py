@@ -484,6 +484,7 @@ class FakeBroker:
                     )
             except ChannelError as exc:
                 log.debug("broker %d: fetch: %s", self.node_id, exc)
+                self._next_voter()
                 await self._sleep(100)
                 continue
             try:
@@ -509,6 +510,8 @@ class FakeBroker:
                 self.event("leader", f"controller {f.leader_id} leads the metadata quorum at epoch {f.epoch}")
             if not self.config.voters:
                 self._follow_leader()
+            elif len(self.config.voters) > 1:
+                self._follow_voter(result.error_code)
             if result.error_code not in (0, ErrorCode.FENCED_LEADER_EPOCH):
                 await self._sleep(100)
                 continue
@@ -549,6 +552,30 @@ class FakeBroker:
         for channel in (self._raft, self._hb, self._assign, self._forward):
             channel.addr = addr
         self._leader_known.set()
+
+    def _follow_voter(self, error_code: int) -> None:
+        """Several static voters: every channel goes to the voter the answers name as leader;
+        a voter that names none sends the fetch on to the next voter."""
+        leader = next((v for v in self.config.voters if v.node_id == self.follower.leader_id), None)
+        if leader is None or (
+            error_code == ErrorCode.NOT_LEADER_OR_FOLLOWER and self._raft.addr == (leader.host, leader.port)
+        ):
+            if error_code == ErrorCode.NOT_LEADER_OR_FOLLOWER:
+                self._next_voter()
+            return
+        addr = (leader.host, leader.port)
+        if addr != self._hb.addr:
+            self.event("leader-endpoint", f"controller {leader.node_id} at {addr[0]}:{addr[1]}")
+        for channel in (self._raft, self._hb, self._assign, self._forward):
+            channel.addr = addr
+
+    def _next_voter(self) -> None:
+        """The fetch channel tries the next static voter (the one it used is down or not leading)."""
+        voters = [(v.host, v.port) for v in self.config.voters]
+        if len(voters) < 2:
+            return
+        at = voters.index(self._raft.addr) if self._raft.addr in voters else -1
+        self._raft.addr = voters[(at + 1) % len(voters)]
 
     def _quorum_config(self) -> BrokerConfig:
         """The config with the controller as its voter: the static one, or without static

@@ -269,6 +269,7 @@ async def _serve(
         fsync=fsync,
         tap=tap,
         extensions=extensions,
+        quorum=_quorum_seat(cfg, fsync),
     )
     async with server:
         for name, host, port in server.bound:
@@ -287,6 +288,16 @@ async def _serve(
         stopped.cancel()
     logging.getLogger(__name__).info("controller stopped; metadata log flushed")
     return 1 if server.fatal is not None else 0
+
+
+def _quorum_seat(cfg: Any, fsync: bool) -> Any:
+    """Several static voters: this controller's seat among them (controller/raft/seat.py);
+    one voter (the default) runs alone as before."""
+    if len(cfg.quorum_voters) < 2:
+        return None
+    from kraft_jbod.controller.raft.seat import QuorumSeat
+
+    return QuorumSeat(cfg.node_id, cfg.quorum_voters, fsync=fsync)
 
 
 def _kraft_version(cfg: Any, standalone: bool, feature_args: list[str]) -> int:

@@ -308,7 +308,7 @@ def _checked_quorum_voters(p: Mapping[str, str], node_id: int) -> dict[int, tupl
             "this controller is the quorum's only voter"
         )
     if len(quorum_voters) > 1:
-        log.warning("controller.quorum.voters names %d voters: only this one runs", len(quorum_voters))
+        log.info("controller.quorum.voters names %d voters: this controller is one of them", len(quorum_voters))
     return quorum_voters
 
 

@@ -86,6 +86,7 @@ MV_3_3_IV3: Final = 7  # InControlledShutdown; Kafka 4.4's minimum
 MV_3_4_IV0: Final = 8  # RegisterBrokerRecord v2
 MV_3_6_IV0: Final = 12  # an ISR shrink no longer bumps the leader epoch (KAFKA-15021)
 MV_3_6_IV1: Final = 13  # metadata transactions (Begin/EndTransactionRecord)
+MV_3_7_IV0: Final = 15  # controller registrations (ControllerRegistration, RegisterControllerRecord)
 MV_3_7_IV2: Final = 17  # JBOD: directory assignment
 MV_3_9_IV0: Final = 21  # kraft.version 1 becomes the default
 MV_4_0_IV0: Final = 22  # group.version 1

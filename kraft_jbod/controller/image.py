@@ -48,11 +48,13 @@ from kraft_jbod.messages.partition_change_record import PartitionChangeRecord
 from kraft_jbod.messages.partition_record import PartitionRecord
 from kraft_jbod.messages.producer_ids_record import ProducerIdsRecord
 from kraft_jbod.messages.register_broker_record import RegisterBrokerRecord
+from kraft_jbod.messages.register_controller_record import RegisterControllerRecord
 from kraft_jbod.messages.remove_access_control_entry_record import RemoveAccessControlEntryRecord
 from kraft_jbod.messages.remove_topic_record import RemoveTopicRecord
 from kraft_jbod.messages.topic_record import TopicRecord
 from kraft_jbod.messages.unfence_broker_record import UnfenceBrokerRecord
 from kraft_jbod.messages.unregister_broker_record import UnregisterBrokerRecord
+from kraft_jbod.messages.unregister_controller_record import UnregisterControllerRecord
 from kraft_jbod.wire.message import Message
 from kraft_jbod.wire.primitives import uuid_signed_key, uuid_to_base64url
 from kraft_jbod.wire.records import METADATA_FRAME_VERSION
@@ -65,6 +67,15 @@ NO_LEADER_CHANGE = -2
 def sorted_dirs(dirs: Iterable[uuid.UUID]) -> tuple[uuid.UUID, ...]:
     """Directory lists are kept in Kafka's ``Uuid.compareTo`` order (signed msb, lsb)."""
     return tuple(sorted(dirs, key=uuid_signed_key))
+
+
+@dataclass(slots=True)
+class ControllerInfo:
+    """A controller's registration: the feature ranges it said it supports."""
+
+    controller_id: int
+    incarnation_id: uuid.UUID
+    features: dict[str, tuple[int, int]]
 
 
 @dataclass(slots=True)
@@ -312,6 +323,8 @@ class MetadataImage:
         self.broker_slots = 2
         self.topics: dict[uuid.UUID, TopicInfo] = {}
         self.topic_names: dict[str, uuid.UUID] = {}
+        # RegisterControllerRecord / UnregisterControllerRecord: id -> its registration.
+        self.controllers: dict[int, ControllerInfo] = {}
         self.next_producer_id: int | None = None  # first id of the next block; None: no record yet
         self.configs = ConfigImage()  # dynamic configs (controller/config_image.py)
         self.acls = AclImage()  # ACLs (controller/acl_image.py)
@@ -706,6 +719,19 @@ def apply_remove_acl(img: MetadataImage, offset: int, rec: RemoveAccessControlEn
         raise StorageError(str(exc.args[0])) from None
 
 
+def apply_register_controller(img: MetadataImage, offset: int, rec: RegisterControllerRecord, version: int) -> None:
+    """A controller's registration (replacing an earlier one): what each feature it supports."""
+    img.controllers[rec.controller_id] = ControllerInfo(
+        rec.controller_id,
+        rec.incarnation_id,
+        {f.name: (f.min_supported_version, f.max_supported_version) for f in rec.features},
+    )
+
+
+def apply_unregister_controller(img: MetadataImage, offset: int, rec: UnregisterControllerRecord, version: int) -> None:
+    img.controllers.pop(rec.controller_id, None)
+
+
 Applier = Callable[[MetadataImage, int, Any, int], None]
 
 APPLIERS: dict[type[Message], Applier] = {
@@ -724,4 +750,6 @@ APPLIERS: dict[type[Message], Applier] = {
     AccessControlEntryRecord: apply_acl,
     RemoveAccessControlEntryRecord: apply_remove_acl,
     ClearElrRecord: apply_clear_elr,
+    RegisterControllerRecord: apply_register_controller,
+    UnregisterControllerRecord: apply_unregister_controller,
 }

@@ -316,6 +316,55 @@ class MetadataLog:
             recs.append(Record(offset_delta=i, key=bytes(key), value=msg.encode(ver)))
         return self._append_batches([recs], timestamp_ms, CONTROL_MASK)
 
+    def append_raw(self, data: bytes) -> int:
+        """Append one record batch exactly as another voter's log holds it (a quorum's
+        committed batch: its base offset must be this log's end), fsync, return its base offset.
+
+        Raises:
+            StorageError: the batch is not whole, starts elsewhere than the log end, goes back
+                in epoch, or the write failed.
+        """
+        if self._broken is not None:
+            raise StorageError(f"metadata log {self.directory} is unusable: {self._broken}")
+        if self._fd is None:
+            raise StorageError(f"metadata log {self.directory} is closed or read-only")
+        try:
+            batch, end = read_record_batch(data, 0)
+        except DecodeError as exc:
+            raise StorageError(f"a replicated batch does not decode: {exc}") from None
+        if end != len(data) or batch.base_offset != self.end_offset:
+            raise StorageError(
+                f"a replicated batch at offset {batch.base_offset} ({len(data)} bytes) does not follow "
+                f"the log end {self.end_offset}"
+            )
+        if batch.partition_leader_epoch < self.last_epoch:
+            raise StorageError(f"a replicated batch of epoch {batch.partition_leader_epoch} after {self.last_epoch}")
+        seg = self._segments[-1]
+        try:
+            written = 0
+            while written < len(data):
+                written += os.write(self._fd, data[written:])
+            if self.fsync:
+                os.fsync(self._fd)
+        except OSError as exc:
+            self._undo(seg)
+            raise StorageError(f"metadata log write failed at offset {batch.base_offset}: {exc.strerror}") from None
+        info = BatchInfo(
+            batch.base_offset,
+            batch.base_offset + batch.last_offset_delta,
+            batch.partition_leader_epoch,
+            len(self._segments) - 1,
+            seg.size,
+            len(data),
+            batch.is_control,
+        )
+        self._batches.append(info)
+        self._batch_bases.append(info.base_offset)
+        seg.size += len(data)
+        self.end_offset = info.last_offset + 1
+        self._leader_epoch = max(self._leader_epoch, info.epoch)
+        return info.base_offset
+
     def _append_batches(self, chunks: list[list[Record]], timestamp_ms: int, attributes: int) -> int:
         # Every batch is encoded before anything is written, so an EncodeError leaves the
         # disk untouched; then one write loop and one fsync make the set atomic.
@@ -869,6 +918,30 @@ def truncate_at(directory: Path, offset: int, *, now: str | None = None) -> Trun
 # CRC 4, attributes 2, last offset delta 4, base timestamp 8.
 _MAX_TIMESTAMP_POS = 35
 _BE_q = struct.Struct(">q")
+
+
+def encode_data_batches(
+    records: Sequence[RecordAndVersion], *, base_offset: int, epoch: int, timestamp_ms: int
+) -> list[tuple[int, int, bytes]]:
+    """``records`` as data batches of at most ``MAX_RECORDS_PER_BATCH``, the bytes
+    :meth:`MetadataLog.append` would write from ``base_offset`` at ``epoch``: a list of
+    (base offset, record count, batch bytes). Raises EncodeError for a record that cannot be written."""
+    out: list[tuple[int, int, bytes]] = []
+    base = base_offset
+    for start in range(0, len(records), MAX_RECORDS_PER_BATCH):
+        chunk = records[start : start + MAX_RECORDS_PER_BATCH]
+        recs = [
+            Record(offset_delta=i, key=None, value=codec.encode_metadata_record(rec, ver))
+            for i, (rec, ver) in enumerate(chunk)
+        ]
+        data = bytearray()
+        write_record_batch(
+            data,
+            RecordBatch.of(recs, base_offset=base, base_timestamp=timestamp_ms, partition_leader_epoch=epoch),
+        )
+        out.append((base, len(recs), bytes(data)))
+        base += len(recs)
+    return out
 
 
 def batch_max_timestamp(path: Path, position: int) -> int:

@@ -40,7 +40,7 @@ from typing import Final, Protocol
 
 from kraft_jbod.controller import snapshot as snapshots
 from kraft_jbod.messages.error_codes import ErrorCode
-from kraft_jbod.messages.fetch_request import FetchRequest
+from kraft_jbod.messages.fetch_request import FetchPartition, FetchRequest
 from kraft_jbod.messages.fetch_response import (
     EpochEndOffset,
     FetchableTopicResponse,
@@ -158,6 +158,35 @@ def _wrap(version: int, part: PartitionData, leader: Leader) -> FetchResponse:
     return resp
 
 
+def _request_error(request: FetchRequest, version: int) -> int:
+    """The error a Fetch gets before any partition is looked at (0: none)."""
+    if len(request.topics) != 1 or len(request.topics[0].partitions) != 1:
+        return ErrorCode.INVALID_REQUEST
+    topic = request.topics[0]
+    right_topic = topic.topic_id == METADATA_TOPIC_ID if version >= 13 else topic.topic == METADATA_TOPIC
+    if not right_topic or topic.partitions[0].partition != METADATA_PARTITION:
+        return ErrorCode.INVALID_REQUEST
+    return ErrorCode.NONE
+
+
+def _partition_error(p: FetchPartition, max_wait_ms: int, leader: Leader, shutting_down: bool) -> int:
+    """The error of the metadata partition's answer for the fetcher's position (0: none)."""
+    if shutting_down:
+        return ErrorCode.BROKER_NOT_AVAILABLE
+    if (
+        max_wait_ms < 0
+        or p.fetch_offset < 0
+        or p.last_fetched_epoch < 0
+        or p.last_fetched_epoch > p.current_leader_epoch
+    ):
+        return ErrorCode.INVALID_REQUEST
+    if p.current_leader_epoch < leader.epoch:
+        return ErrorCode.FENCED_LEADER_EPOCH
+    if p.current_leader_epoch > leader.epoch:
+        return ErrorCode.UNKNOWN_LEADER_EPOCH
+    return ErrorCode.NONE
+
+
 def handle_fetch(
     request: FetchRequest,
     version: int,
@@ -171,30 +200,13 @@ def handle_fetch(
     """Decide the answer to one Fetch (module Rules 1-4). Never raises for a peer's values."""
     if request.cluster_id is not None and request.cluster_id != cluster_id:
         return FetchAnswer(FetchResponse(error_code=ErrorCode.INCONSISTENT_CLUSTER_ID, session_id=0))
-    if len(request.topics) != 1 or len(request.topics[0].partitions) != 1:
-        return FetchAnswer(FetchResponse(error_code=ErrorCode.INVALID_REQUEST, session_id=0))
-    topic = request.topics[0]
-    right_topic = topic.topic_id == METADATA_TOPIC_ID if version >= 13 else topic.topic == METADATA_TOPIC
-    p = topic.partitions[0]
-    if not right_topic or p.partition != METADATA_PARTITION:
-        return FetchAnswer(FetchResponse(error_code=ErrorCode.INVALID_REQUEST, session_id=0))
-
-    def error(code: int) -> FetchAnswer:
+    invalid = _request_error(request, version)
+    if invalid:
+        return FetchAnswer(FetchResponse(error_code=invalid, session_id=0))
+    p = request.topics[0].partitions[0]
+    code = _partition_error(p, request.max_wait_ms, leader, shutting_down)
+    if code:
         return FetchAnswer(_wrap(version, _partition(leader, code), leader))
-
-    if shutting_down:
-        return error(ErrorCode.BROKER_NOT_AVAILABLE)
-    if (
-        request.max_wait_ms < 0
-        or p.fetch_offset < 0
-        or p.last_fetched_epoch < 0
-        or p.last_fetched_epoch > p.current_leader_epoch
-    ):
-        return error(ErrorCode.INVALID_REQUEST)
-    if p.current_leader_epoch < leader.epoch:
-        return error(ErrorCode.FENCED_LEADER_EPOCH)
-    if p.current_leader_epoch > leader.epoch:
-        return error(ErrorCode.UNKNOWN_LEADER_EPOCH)
 
     end = log.end_offset
     hw = end  # single voter: every appended (fsync'd) record is committed

@@ -52,6 +52,7 @@ from kraft_jbod.messages.assign_replicas_to_dirs_request import AssignReplicasTo
 from kraft_jbod.messages.broker_heartbeat_request import BrokerHeartbeatRequest
 from kraft_jbod.messages.broker_registration_request import BrokerRegistrationRequest
 from kraft_jbod.messages.broker_registration_response import BrokerRegistrationResponse
+from kraft_jbod.messages.controller_registration_request import ControllerRegistrationRequest
 from kraft_jbod.messages.create_acls_request import CreateAclsRequest
 from kraft_jbod.messages.create_acls_response import AclCreationResult, CreateAclsResponse
 from kraft_jbod.messages.create_partitions_request import CreatePartitionsRequest
@@ -302,6 +303,12 @@ _ALL: Final = (
     ),
     Route(ApiKey.BROKER_HEARTBEAT, BrokerHeartbeatRequest, _BROKER_ACTION, brokers.handle_heartbeat, priority=True),
     Route(ApiKey.UNREGISTER_BROKER, UnregisterBrokerRequest, cluster("ALTER"), brokers.handle_unregister),
+    Route(
+        ApiKey.CONTROLLER_REGISTRATION,
+        ControllerRegistrationRequest,
+        _BROKER_ACTION,
+        controllers.handle_controller_registration,
+    ),
     Route(
         ApiKey.UNREGISTER_CONTROLLER,
         UnregisterControllerRequest,

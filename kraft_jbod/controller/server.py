@@ -44,7 +44,8 @@ Strategy:
   the ones before it as Rule 1 wants, then all the records are appended as one write
   with ONE fsync, and only then is each answered, in order. A request that writes
   nothing joins as well (its answer may rest on the records before it). The group stops
-  at a tick, at a request taken in slices, and at ``_GROUP_MAX_RECORDS`` records. The
+  at a tick, at a request taken in slices, and at ``_GROUP_MAX_RECORDS`` records (and
+  there is none on a quorum of several controllers, whose commit is the raft log's). The
   applied state runs ahead of the log only while that append is in flight; Rule 6 is off
   then (nothing is answered from it) and a failed append is fatal: the state holds
   records the log does not, so the controller stops instead of answering from it. A
@@ -71,7 +72,7 @@ import uuid
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from kraft_jbod import codec
 from kraft_jbod.clock import SYSTEM_CLOCK, Clock
@@ -108,6 +109,9 @@ from kraft_jbod.messages.api_versions_response import (
 from kraft_jbod.messages.no_op_record import NoOpRecord
 from kraft_jbod.storage.meta import ensure_metadata_dir, read_meta_properties
 from kraft_jbod.wire.primitives import uuid_from_base64url, uuid_to_base64url
+
+if TYPE_CHECKING:
+    from kraft_jbod.controller.raft.seat import QuorumSeat
 
 log = logging.getLogger(__name__)
 
@@ -196,8 +200,12 @@ class ControllerServer:
         clock: Clock | None = None,
         extensions: Extensions | None = None,
         tap: Tap | None = None,
+        quorum: QuorumSeat | None = None,
     ) -> None:
         self.config = config
+        # Several voters (controller/quorum_seat.py): the metadata log is the raft log, this
+        # controller is active only while its voter leads.
+        self.quorum = quorum
         # capture/tap.py FrameTap: every frame exchanged goes to a pcapng and/or UDP mirror.
         self.tap = tap
         # Integration-testing hooks (controller/extensions.py); the clock drives session
@@ -341,36 +349,21 @@ class ControllerServer:
             self._freeze_heap(collect_young=False)
             # A new leader epoch per start, as a raft leader gets on election; at kraft.version 1
             # its control batch also carries the voter set when the log has none or ours changed.
-            self.log.leader_epoch = max(1, self.log.last_epoch + 1)
-            self.kraft_version = self._quorum_state(quorum, restored)
-            # Our VotersRecord entry only matters at kraft.version 1 (it may resolve a host name).
-            local = (
-                self._local_voter()
-                if quorum.kraft_version >= 1
-                else voters.LocalVoter(cfg.node_id, voters.NO_DIRECTORY, ())
-            )
-            control, current = voters.start_of_epoch_records(quorum, local)
-            self.log.append_control(control, timestamp_ms=_wall_ms())
-            machine.kraft_version, machine.voters = quorum.kraft_version, current
-            if replayed == 0 and restored is None:
-                boot = list(machine.bootstrap_records(self.metadata_version))
-                base = self.log.append(boot, timestamp_ms=_wall_ms())
-                for i, (record, version) in enumerate(boot):
-                    machine.apply(base + i, record, version)
-                log.info(
-                    "bootstrapped metadata log at metadata.version %s, kraft.version %d",
-                    features.name_of(self.metadata_version),
-                    quorum.kraft_version,
-                )
+            if self.quorum is not None:
+                # The raft voter writes the epochs' control batches and the first leader the
+                # bootstrap records (quorum_seat.py): nothing is written here.
+                self.snapshots.policy = snapshots.SnapshotPolicy(0, 0)
+                self.quorum.open(self, machine)
             else:
-                log.info(
-                    "replayed %d records from %s (end offset %d, epoch %d)",
-                    replayed,
-                    cfg.metadata_partition_dir,
-                    self.log.end_offset,
-                    self.log.leader_epoch,
-                )
+                self._start_single_voter(machine, quorum, restored, replayed)
             self.snapshots.restored(restored)
+        except BaseException:
+            for s in self._servers:
+                s.close()
+            self.service.close()
+            self.log.close()
+            raise
+        try:
             self.fetches.log = self.log
             self.supported = self._served_versions()
             for srv in self._servers[controller_servers:]:
@@ -392,6 +385,47 @@ class ControllerServer:
             raise
         self._tasks.append(asyncio.create_task(self._worker(), name="controller-worker"))
         self._tasks.append(asyncio.create_task(self._ticker(), name="controller-ticker"))
+        if self.quorum is not None:
+            self._tasks.append(asyncio.create_task(self.quorum.follow(), name="controller-quorum"))
+
+    def _start_single_voter(
+        self, machine: StateMachine, quorum: voters.QuorumState, restored: snapshots.SnapshotId | None, replayed: int
+    ) -> None:
+        """The single voter's start: a new leader epoch, its control batch, the bootstrap
+        records of a new log."""
+        assert self.log is not None
+        cfg = self.config
+        # A new leader epoch per start, as a raft leader gets on election; at kraft.version 1
+        # its control batch also carries the voter set when the log has none or ours changed.
+        self.log.leader_epoch = max(1, self.log.last_epoch + 1)
+        self.kraft_version = self._quorum_state(quorum, restored)
+        # Our VotersRecord entry only matters at kraft.version 1 (it may resolve a host name).
+        local = (
+            self._local_voter()
+            if quorum.kraft_version >= 1
+            else voters.LocalVoter(cfg.node_id, voters.NO_DIRECTORY, ())
+        )
+        control, current = voters.start_of_epoch_records(quorum, local)
+        self.log.append_control(control, timestamp_ms=_wall_ms())
+        machine.kraft_version, machine.voters = quorum.kraft_version, current
+        if replayed == 0 and restored is None:
+            boot = list(machine.bootstrap_records(self.metadata_version))
+            base = self.log.append(boot, timestamp_ms=_wall_ms())
+            for i, (record, version) in enumerate(boot):
+                machine.apply(base + i, record, version)
+            log.info(
+                "bootstrapped metadata log at metadata.version %s, kraft.version %d",
+                features.name_of(self.metadata_version),
+                quorum.kraft_version,
+            )
+        else:
+            log.info(
+                "replayed %d records from %s (end offset %d, epoch %d)",
+                replayed,
+                cfg.metadata_partition_dir,
+                self.log.end_offset,
+                self.log.leader_epoch,
+            )
 
     def _quorum_state(self, quorum: voters.QuorumState, restored: snapshots.SnapshotId | None) -> int:
         """Feed the log's control records after the snapshot into ``quorum``; a new log
@@ -488,6 +522,8 @@ class ControllerServer:
         # Observers replicate the log through Fetch (>= v13: topic ids) as a KRaft broker does.
         out[ApiKey.FETCH] = replication.FETCH_VERSIONS
         out[ApiKey.FETCH_SNAPSHOT] = replication.FETCH_SNAPSHOT_VERSIONS
+        if self.quorum is not None:
+            out.update(self.quorum.served())
         return out
 
     async def close(self) -> None:
@@ -496,6 +532,8 @@ class ControllerServer:
             await self._stopped.wait()
             return
         self._closing = True
+        if self.quorum is not None:
+            await self.quorum.close()
         if self.extensions is not None:
             await self.extensions.close()
         self.fetches.close()
@@ -545,6 +583,8 @@ class ControllerServer:
 
     def dispatch(self, conn: Connection, ev: RequestReceived) -> None:
         """Hand a request on: Fetch to the replication path, the rest to the state machine."""
+        if self.quorum is not None and self.quorum.dispatch(conn, ev):
+            return  # a voter's request, a redirected observer, or NOT_CONTROLLER on a standby
         if ev.api_key in (ApiKey.FETCH, ApiKey.FETCH_SNAPSHOT):
             self.serve_fetch(conn, ev)
         else:
@@ -732,6 +772,9 @@ class ControllerServer:
         self, proto: Connection, event: RequestReceived, body: Any = None, next_offset: int | None = None
     ) -> Outcome | None:
         assert self.log is not None
+        if self.quorum is not None and not self.quorum.active:
+            self.quorum.not_controller(proto, event)  # leadership moved while it waited
+            return None
         try:
             return self.machine.handle(
                 event.api_key,
@@ -760,6 +803,9 @@ class ControllerServer:
     async def _commit(self, records: list[RecordAndVersion], cause: Any = None) -> None:
         """Rule 2: append as one batch and fsync off the loop, then apply at their offsets."""
         assert self.log is not None
+        if self.quorum is not None:
+            await self.quorum.commit(records, cause)
+            return
         log_ = self.log
         ts = _wall_ms()
         appending = asyncio.get_running_loop().run_in_executor(None, lambda: log_.append(records, timestamp_ms=ts))
@@ -788,7 +834,10 @@ class ControllerServer:
 
     def _group_waits(self, records: int) -> bool:
         """Rule 7: whether the request at hand (writing ``records``) should take the next
-        queued request into its append."""
+        queued request into its append. Never on a quorum: there the records go through the
+        raft log (the seat's commit), not straight to this log."""
+        if self.quorum is not None:
+            return False
         return records < _GROUP_MAX_RECORDS and bool(self._queue) and self._joins_group(self._queue[0])
 
     def _joins_group(self, work: _Work) -> bool:
@@ -946,9 +995,14 @@ class ControllerServer:
 
     async def _run_tick(self) -> None:
         assert self.log is not None
+        if self.quorum is not None and not self.quorum.active:
+            return  # a standby fences nobody and writes nothing
         try:
             now = self.clock.monotonic_ms()
-            records = list(self.machine.tick(now_ms=now, next_offset=self.log.end_offset))
+            if self.quorum is not None and features.METADATA_VERSION not in self.machine.image.features:
+                records = list(self.machine.bootstrap_records(self.metadata_version))  # a new quorum
+            else:
+                records = list(self.machine.tick(now_ms=now, next_offset=self.log.end_offset))
         except Exception:
             log.exception("bug in tick()")
             return

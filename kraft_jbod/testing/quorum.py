@@ -12,6 +12,12 @@
   majority holds them; :meth:`logs` reads every voter's log from disk afterwards.
 
 Election times are in :attr:`elections` (milliseconds from a failover to the next leader).
+
+:class:`ControllerQuorum` is the same with N full controllers (``ControllerServer`` and its
+state machine on each voter, the metadata log being the raft log): :meth:`ControllerQuorum.
+wait_for_active` returns the active controller, :meth:`~ControllerQuorum.kill` /
+:meth:`~ControllerQuorum.restart` lose and bring back a controller, and
+:attr:`~ControllerQuorum.voters_property` is the ``controller.quorum.voters`` value brokers take.
 """
 
 from __future__ import annotations
@@ -20,11 +26,15 @@ import asyncio
 import time
 from pathlib import Path
 from types import TracebackType
+from typing import Any
 
+from kraft_jbod.controller.config import ControllerConfig
 from kraft_jbod.controller.raft.file_log import FileReplicaLog
 from kraft_jbod.controller.raft.messages import Entry
 from kraft_jbod.controller.raft.node import NotLeaderError, Role, Timing
+from kraft_jbod.controller.raft.seat import QuorumSeat
 from kraft_jbod.controller.raft.voter import RaftVoter
+from kraft_jbod.controller.server import ControllerServer
 
 CLUSTER_ID = "MkU3OEVBNTcwNTJENDM2Qg"
 #: Faster than Kafka's defaults (1 s election, 2 s fetch timeout) so tests run in seconds,
@@ -185,6 +195,161 @@ class LocalQuorum:
             out[i] = list(log.entries)
             log.close()
         return out
+
+
+class ControllerQuorum:
+    """N controllers, each a voter, on 127.0.0.1: ``async with ControllerQuorum(folder) as q``.
+
+    ``props`` are extra controller properties (every controller gets them).
+    """
+
+    def __init__(
+        self,
+        directory: Path,
+        *,
+        voters: int = 3,
+        timing: Timing = TEST_TIMING,
+        fsync: bool = False,
+        seed: int = 0,
+        first_id: int = 3000,
+        props: dict[str, str] | None = None,
+        metadata_version: int | None = None,
+    ) -> None:
+        self.directory = directory
+        self.metadata_version = metadata_version  # of a new quorum (None: the default level)
+        self.ids = list(range(first_id, first_id + voters))
+        self.timing = timing
+        self.fsync = fsync
+        self.seed = seed
+        self.props = dict(props or {})
+        self.servers: dict[int, ControllerServer] = {}
+        self.addresses: dict[int, tuple[str, int]] = {}
+        self.elections: list[int] = []
+        self._lost_at: int | None = None
+        self._starts = 0
+
+    @property
+    def voters_property(self) -> str:
+        """``controller.quorum.voters`` naming every controller (for brokers)."""
+        return ",".join(f"{i}@{h}:{p}" for i, (h, p) in sorted(self.addresses.items()))
+
+    def config(self, node_id: int) -> ControllerConfig:
+        port = self.addresses.get(node_id, ("127.0.0.1", 0))[1]
+        return ControllerConfig.from_properties(
+            {
+                "node.id": str(node_id),
+                "process.roles": "controller",
+                "listeners": f"CONTROLLER://127.0.0.1:{port}",
+                "controller.listener.names": "CONTROLLER",
+                "metadata.log.dir": str(self.directory / f"controller-{node_id}"),
+                **self.props,
+            }
+        )
+
+    async def __aenter__(self) -> ControllerQuorum:
+        for i in self.ids:
+            server = await self._start(i)
+            self.addresses[i] = server.addresses[0]
+        for server in self.servers.values():
+            assert server.quorum is not None
+            server.quorum.connect(self.addresses)
+        return self
+
+    async def __aexit__(
+        self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
+    ) -> None:
+        for i in list(self.servers):
+            await self.kill(i, record=False)
+
+    async def _start(self, node_id: int) -> ControllerServer:
+        self._starts += 1
+        seat = QuorumSeat(
+            node_id,
+            {i: self.addresses.get(i, ("127.0.0.1", 0)) for i in self.ids},
+            timing=self.timing,
+            seed=self.seed * 100 + node_id + self._starts * 7,
+            fsync=self.fsync,
+        )
+        server = self._server(node_id, seat)
+        for attempt in range(50):
+            try:
+                await server.start()
+                break
+            except Exception:
+                if attempt == 49 or node_id not in self.addresses:
+                    raise
+                server = self._server(node_id, seat)
+                await asyncio.sleep(0.1)
+        self.servers[node_id] = server
+        return server
+
+    def _server(self, node_id: int, seat: QuorumSeat) -> ControllerServer:
+        return ControllerServer(
+            self.config(node_id),
+            cluster_id=CLUSTER_ID,
+            fsync=self.fsync,
+            quorum=seat,
+            metadata_version=self.metadata_version,
+        )
+
+    # ------------------------------------------------------------------ observing
+
+    def active(self) -> ControllerServer | None:
+        """The active controller in the highest epoch, if any."""
+        best: tuple[int, ControllerServer] | None = None
+        for server in self.servers.values():
+            seat = server.quorum
+            if seat is not None and seat.active and (best is None or seat.active_epoch > best[0]):
+                best = (seat.active_epoch, server)
+        return None if best is None else best[1]
+
+    async def wait_for_active(self, *, above_epoch: int = -1, timeout: float = 30.0) -> ControllerServer:
+        """The active controller once one is active in an epoch above ``above_epoch``.
+
+        Raises:
+            TimeoutError: none within ``timeout`` seconds (the message lists every voter).
+        """
+        deadline = time.monotonic() + timeout
+        while True:
+            server = self.active()
+            if server is not None and server.quorum is not None and server.quorum.active_epoch > above_epoch:
+                if self._lost_at is not None:
+                    self.elections.append(_ms() - self._lost_at)
+                    self._lost_at = None
+                return server
+            if time.monotonic() > deadline:
+                states = "; ".join(
+                    f"{i}: {s.quorum.voter.describe() if s.quorum and s.quorum.voter else 'down'}"
+                    for i, s in self.servers.items()
+                )
+                raise TimeoutError(f"no active controller above epoch {above_epoch} within {timeout} s: {states}")
+            await asyncio.sleep(0.01)
+
+    @staticmethod
+    def epoch_of(server: ControllerServer) -> int:
+        assert server.quorum is not None
+        return server.quorum.active_epoch
+
+    # ------------------------------------------------------------------ failovers
+
+    async def kill(self, node_id: int, *, record: bool = True) -> None:
+        """Lose a controller as ``kill -9`` would (its voter first, then its sockets)."""
+        server = self.servers.pop(node_id)
+        if record:
+            self._lost_at = _ms()
+        if server.quorum is not None:
+            await server.quorum.kill()
+        await server.close()
+
+    async def restart(self, node_id: int) -> ControllerServer:
+        """Start a killed controller again from its folder, on its old port."""
+        server = await self._start(node_id)
+        assert server.quorum is not None
+        server.quorum.connect(self.addresses)
+        return server
+
+    def state_of(self, node_id: int) -> Any:
+        return self.servers[node_id].state
 
 
 def _ms() -> int:

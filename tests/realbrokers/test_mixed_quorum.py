@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import asyncio
 import re
+import statistics
 import time
 from pathlib import Path
 
@@ -173,4 +174,173 @@ def test_kafkas_controller_follows_our_leader_and_replicates(kafka_dist: KafkaDi
     assert sum(e.count for e in survivor_log) >= end
     assert len(all_logs[2]) >= len(all_logs[leader_id - 1])  # Kafka's voter holds all the first leader wrote
     problems = logs.problems(text, NOT_SERVED_YET)
+    assert problems == [], "\n".join(p[:300] for p in problems)
+
+
+MIXED_FAILOVERS = 20
+# What Kafka's voter logs when it loses the leadership by a pause (SIGSTOP) and comes back.
+PAUSED_LEADER = (
+    logs.Benign(
+        r"ERROR \[QuorumController id=\d+\] Exceptionally slow controller event handleCommit\[baseOffset=\d+\] "
+        r"took \d+ ms\.",
+        "a loaded machine (seen once, with other JVM tests running beside it)",
+        "Kafka's event monitor flags any controller event above 2 s (controller.performance.always.log.threshold.ms); "
+        "replaying a committed batch is slow only when the JVM gets no CPU",
+    ),
+    logs.Benign(
+        r"ERROR \[ControllerRegistrationManager id=\d+ incarnation=\S+\] RegistrationResponseHandler: "
+        r"channel manager timed out before sending the request\.",
+        "a leader killed while Kafka's voter was registering with it",
+        "its ControllerRegistration to the killed leader times out; it retries with the next one",
+    ),
+    logs.Benign(
+        r"WARN \[QuorumController id=\d+\] Renouncing the leadership due to a metadata log event\. We were the "
+        r"leader at epoch \d+, but in the new epoch \d+, the leader is \S+\.",
+        "Kafka's controller resumed after a pause that cost it the leadership",
+        "the leader moved while it was stopped; it resigns its controller role on seeing the new epoch",
+    ),
+)
+
+
+def _format_kafka(
+    kafka_dist: KafkaDistribution, tmp_path: Path, ports: dict[int, int], cluster_id: str
+) -> KafkaProcess:
+    config = tmp_path / "kafka" / "controller.properties"
+    config.parent.mkdir(parents=True)
+    props = configs.kafka_controller_properties(
+        node_id=KAFKA_ID, port=ports[KAFKA_ID], log_dir=tmp_path / "kafka" / "data"
+    )
+    props["controller.quorum.voters"] = ",".join(f"{i}@127.0.0.1:{p}" for i, p in ports.items())
+    configs.write_properties(config, props)
+    formatted = run_tool(
+        kafka_dist,
+        "kafka.tools.StorageTool",
+        ["format", "-t", cluster_id, "-c", str(config), "--release-version", METADATA_VERSION[0]],
+        tmp_path / "kafka",
+    )
+    assert formatted.returncode == 0, formatted.stdout + formatted.stderr
+    return KafkaProcess("controller", kafka_dist, config, tmp_path / "kafka" / "controller.log", heap_mb=512)
+
+
+def test_mixed_quorum_repeated_failovers(kafka_dist: KafkaDistribution, tmp_path: Path) -> None:
+    """The leader is lost again and again: ours killed (and restarted from its folder),
+    Kafka's paused (and resumed). After each loss the live voters agree on one new leader;
+    at the end every log is a prefix of the longest and every record our leaders
+    acknowledged is in it."""
+    cluster_id = new_cluster_id()
+    ports = {i: free_port() for i in (1, 2, KAFKA_ID)}
+    kafka = _format_kafka(kafka_dist, tmp_path, ports, cluster_id)
+    addresses = {i: ("127.0.0.1", p) for i, p in ports.items()}
+    elections: list[float] = []
+    acknowledged: list[tuple[int, bytes]] = []
+    lost_by: list[str] = []
+    timeline: list[str] = []  # what each round did, for a failure message
+
+    def voter(i: int, seed: int) -> RaftVoter:
+        return RaftVoter(
+            i,
+            {i: addresses[i]},
+            tmp_path / f"voter-{i}",
+            cluster_id=cluster_id,
+            timing=Timing(),
+            fsync=False,
+            seed=seed,
+        )
+
+    async def agreed(ours: dict[int, RaftVoter], above: int, deadline: float) -> tuple[int, int]:
+        """(leader, epoch) once every live voter of ours names the same leader in the same
+        epoch above ``above``, and that leader (if ours) leads it."""
+        while time.monotonic() < deadline:
+            views = {(v.node.leader_id, v.node.epoch) for v in ours.values() if v.node is not None}
+            if len(views) == 1:
+                leader, epoch = next(iter(views))
+                if leader >= 0 and epoch > above:
+                    mine = ours.get(leader)
+                    if mine is None or (mine.node is not None and mine.node.is_leader):
+                        return leader, epoch
+            await asyncio.sleep(0.02)
+        states = "; ".join(v.describe() for v in ours.values())
+        raise AssertionError(
+            f"no agreed leader above epoch {above}: {states}; kafka running={kafka.running()}\n" + "\n".join(timeline)
+        )
+
+    async def run() -> None:
+        ours = {i: voter(i, i) for i in (1, 2)}
+        for v in ours.values():
+            await v.start()
+        for v in ours.values():
+            v.connect(addresses)
+        kafka.start()
+        try:
+            leader, epoch = await agreed(ours, 0, time.monotonic() + 120)
+            while leader not in ours:
+                leader, epoch = await agreed(ours, epoch, time.monotonic() + 60)  # Kafka's first: wait for ours
+            first = ours[leader]
+            first.propose(
+                [_record(12, FeatureLevelRecord(name="metadata.version", feature_level=METADATA_VERSION[1]).encode(0))]
+            )
+            for r in range(MIXED_FAILOVERS):
+                mine = ours.get(leader)
+                if mine is not None and mine.node is not None:
+                    payload = _record(20, NoOpRecord().encode(0))
+                    offset = mine.propose([payload])
+                    deadline = time.monotonic() + 30
+                    while time.monotonic() < deadline and mine.node is not None and mine.node.is_leader:
+                        if mine.node.high_watermark > offset:
+                            acknowledged.append((offset, payload))
+                            break
+                        await asyncio.sleep(0.01)
+                lost = time.monotonic()
+                timeline.append(f"{time.strftime('%H:%M:%S')} round {r}: leader {leader} epoch {epoch} lost")
+                if leader in ours:
+                    await ours[leader].kill()
+                    del ours[leader]
+                    lost_by.append("kill")
+                else:
+                    kafka.pause()
+                    lost_by.append("pause")
+                try:
+                    new, epoch = await agreed(ours, epoch, time.monotonic() + 60)
+                finally:
+                    if leader == KAFKA_ID:
+                        kafka.resume()
+                elections.append((time.monotonic() - lost) * 1000)
+                if leader != KAFKA_ID:
+                    back = voter(leader, 100 * r + leader)
+                    for attempt in range(50):
+                        try:
+                            await back.start()
+                            break
+                        except OSError:
+                            if attempt == 49:
+                                raise
+                            await asyncio.sleep(0.1)
+                    back.connect(addresses)
+                    ours[leader] = back
+                leader = new
+            await asyncio.sleep(3)  # let every voter fetch up to the last leader's high watermark
+        finally:
+            await asyncio.to_thread(kafka.stop, 60)
+            for v in ours.values():
+                await v.kill()
+
+    asyncio.run(asyncio.wait_for(run(), 900))
+    text = kafka.log_text()
+    assert "Encountered fatal fault" not in text
+    segments = [tmp_path / f"voter-{i}" / PARTITION_DIR / SEGMENT for i in (1, 2)]
+    segments.append(tmp_path / "kafka" / "data" / PARTITION_DIR / SEGMENT)
+    all_logs = [wire.decode_entries(p.read_bytes()) for p in segments]
+    longest = max(all_logs, key=len)
+    for entries in all_logs:
+        assert entries == longest[: len(entries)]
+    by_offset = {e.offset: e for e in longest}
+    lost = [o for o, p in acknowledged if o not in by_offset or by_offset[o].payload != p]
+    assert lost == [], f"acknowledged records lost at offsets {lost}"
+    assert len(elections) == MIXED_FAILOVERS
+    print(
+        f"mixed failovers={len(elections)} (kill={lost_by.count('kill')} pause={lost_by.count('pause')}) "
+        f"election_ms_median={statistics.median(elections):.0f} election_ms_worst={max(elections):.0f} "
+        f"acknowledged={len(acknowledged)} lost=0 batches={len(longest)}"
+    )
+    problems = logs.problems(text, NOT_SERVED_YET + PAUSED_LEADER)
     assert problems == [], "\n".join(p[:300] for p in problems)

@@ -118,6 +118,13 @@ def _unsupported_reason(st: ControllerContext, name: str, level: int) -> str | N
         reason = _not_supported(level, f"Broker {b}", rng)
         if reason is not None:
             return reason
+    if st.metadata_version >= fv.MV_3_7_IV0:
+        # Registered controllers too (a stale registration blocks the upgrade: KIP-1312).
+        for c, info in sorted(st.image.controllers.items()):
+            if c != st.node_id:
+                reason = _not_supported(level, f"Controller {c}", info.features.get(name, (0, 0)))
+                if reason is not None:
+                    return reason
     return None
 
 

@@ -15,9 +15,13 @@ from __future__ import annotations
 
 import argparse
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from kraft_jbod import console
+
+if TYPE_CHECKING:
+    from kraft_jbod.controller.raft.messages import Entry
+    from kraft_jbod.testing.quorum import LocalQuorum
 
 _HOW = ("kill", "pause", "isolate", "move")
 
@@ -80,9 +84,6 @@ def cmd_failover(args: argparse.Namespace) -> int:
 
 
 async def _failover(args: argparse.Namespace, directory: Path) -> int:
-    import asyncio
-    import statistics
-
     from kraft_jbod.testing.quorum import LocalQuorum
 
     acknowledged: list[tuple[int, bytes]] = []
@@ -91,46 +92,77 @@ async def _failover(args: argparse.Namespace, directory: Path) -> int:
             console.listening(f"voter-{i}", host, port)
         await quorum.wait_for_leader(timeout=60)
         for r in range(args.failovers):
-            for i in range(args.records):
-                payload = b"record-%d-%d" % (r, i)
-                offset, epoch = await quorum.write([payload])
-                if await quorum.wait_committed(offset, epoch):
-                    acknowledged.append((offset, payload))
+            acknowledged += await _write_round(quorum, r, args.records)
             leader = await quorum.wait_for_leader()
             assert leader.node is not None
             old, epoch = leader.node_id, leader.node.epoch
-            if args.how == "kill":
-                await quorum.kill(old)
-            elif args.how == "pause":
-                quorum.pause(old)
-            elif args.how == "isolate":
-                quorum.isolate(old)
-            else:
-                quorum.move_leadership()
+            await _lose(quorum, args.how, old)
             new = await quorum.wait_for_leader(above_epoch=epoch, timeout=60)
             assert new.node is not None
             console.line(
                 f"failover {r + 1}: voter {old} lost ({args.how}), voter {new.node_id} leads epoch "
                 f"{new.node.epoch} after {quorum.elections[-1]} ms"
             )
-            if args.how == "kill":
-                await quorum.restart(old)
-            elif args.how == "pause":
-                quorum.resume(old)
-            elif args.how == "isolate":
-                quorum.heal(old)
-        final, epoch = await quorum.write([b"last"])
-        await quorum.wait_committed(final, epoch)
-        for _ in range(500):
-            if all(v.log is not None and v.log.end_offset > final for v in quorum.voters.values()):
-                break
-            await asyncio.sleep(0.02)
+            await _bring_back(quorum, args.how, old)
+        await _settle(quorum)
         elections = list(quorum.elections)
-    logs = LocalQuorum(directory, voters=args.voters).logs()
+    summary = _summary(LocalQuorum(directory, voters=args.voters).logs(), acknowledged, elections)
+    _print(summary, args.json)
+    return 1 if summary["lost"] or not summary["logs_consistent"] else 0
+
+
+async def _write_round(quorum: LocalQuorum, round_no: int, records: int) -> list[tuple[int, bytes]]:
+    """Write ``records`` through the leader, one at a time; those acknowledged (committed)."""
+    done = []
+    for i in range(records):
+        payload = b"record-%d-%d" % (round_no, i)
+        offset, epoch = await quorum.write([payload])
+        if await quorum.wait_committed(offset, epoch):
+            done.append((offset, payload))
+    return done
+
+
+async def _lose(quorum: LocalQuorum, how: str, node_id: int) -> None:
+    if how == "kill":
+        await quorum.kill(node_id)
+    elif how == "pause":
+        quorum.pause(node_id)
+    elif how == "isolate":
+        quorum.isolate(node_id)
+    else:
+        quorum.move_leadership()
+
+
+async def _bring_back(quorum: LocalQuorum, how: str, node_id: int) -> None:
+    if how == "kill":
+        await quorum.restart(node_id)
+    elif how == "pause":
+        quorum.resume(node_id)
+    elif how == "isolate":
+        quorum.heal(node_id)
+
+
+async def _settle(quorum: LocalQuorum) -> None:
+    """A last write, then until every voter holds it (bounded)."""
+    import asyncio
+
+    final, epoch = await quorum.write([b"last"])
+    await quorum.wait_committed(final, epoch)
+    for _ in range(500):
+        if all(v.log is not None and v.log.end_offset > final for v in quorum.voters.values()):
+            return
+        await asyncio.sleep(0.02)
+
+
+def _summary(
+    logs: dict[int, list[Entry]], acknowledged: list[tuple[int, bytes]], elections: list[int]
+) -> dict[str, Any]:
+    import statistics
+
     longest = max(logs.values(), key=len)
     consistent = all(entries == longest[: len(entries)] and len(entries) == len(longest) for entries in logs.values())
     lost = sum(1 for o, p in acknowledged if o >= len(longest) or longest[o].payload != p)
-    summary = {
+    return {
         "failovers": len(elections),
         "election_ms_median": statistics.median(elections) if elections else None,
         "election_ms_worst": max(elections) if elections else None,
@@ -139,8 +171,6 @@ async def _failover(args: argparse.Namespace, directory: Path) -> int:
         "lost": lost,
         "logs_consistent": consistent,
     }
-    _print(summary, args.json)
-    return 1 if lost or not consistent else 0
 
 
 def _print(summary: dict[str, Any], as_json: bool) -> None:

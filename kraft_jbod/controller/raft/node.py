@@ -174,6 +174,23 @@ class RaftNode:
         self._advance_high_watermark()
         return first
 
+    def propose_entries(self, build: Callable[[int, int], Sequence[Entry]]) -> int:
+        """Append what ``build(log end, epoch)`` makes (whole batches, e.g. a controller's
+        record batches already encoded at that offset and epoch) as the leader; the offset of
+        the first. Raises :class:`NotLeaderError` when not leader."""
+        if self.role is not Role.LEADER:
+            raise NotLeaderError(self.node_id, self.leader_id, self.epoch)
+        first = self.log.end_offset
+        self.log.append(build(first, self.epoch))
+        self._match[self.node_id] = self.log.end_offset
+        self._advance_high_watermark()
+        return first
+
+    @property
+    def epoch_start(self) -> int:
+        """The offset of the control entry that started this leader's epoch (leader only)."""
+        return self._epoch_start
+
     def resign(self, now_ms: int, successors: Sequence[int] = ()) -> Outbox:
         """Step down as leader (graceful shutdown, or move leadership to ``successors[0]``)."""
         out = Outbox()

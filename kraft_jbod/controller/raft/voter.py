@@ -141,6 +141,23 @@ class RaftVoter:
         self.addresses[self.node_id] = (host, sock[1])
         self._running.set()
 
+    def attach(self) -> None:
+        """Open the log without a listener of its own: a controller's listener hands this
+        voter the raft requests it receives (:meth:`answer`)."""
+        self.directory.mkdir(parents=True, exist_ok=True)
+        self.log = FileReplicaLog(self.directory, fsync=self.fsync)
+        self._running.set()
+
+    def answer(self, ev: RequestReceived | ApiVersionsFallback) -> Message | None:
+        """The answer to one raft request received elsewhere (None: drop the connection).
+
+        Raises:
+            KraftJbodError: a malformed or foreign request.
+        """
+        if not self._running.is_set():
+            return None  # paused: as a frozen process, nothing is answered
+        return self._answer(ev)
+
     def connect(self, addresses: Mapping[int, tuple[str, int]]) -> None:
         """Learn every voter's address, build the node and start ticking and linking."""
         assert self.log is not None, "start() first"

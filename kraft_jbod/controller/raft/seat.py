@@ -1,0 +1,393 @@
+"""A controller's seat in a quorum: its raft voter, the committed log, active or standby.
+
+A :class:`QuorumSeat` joins one :class:`~kraft_jbod.controller.server.ControllerServer` to
+a :class:`~.voter.RaftVoter` that shares the controller's listener (one port per
+controller, as Kafka's: the voters' Vote, BeginQuorumEpoch, EndQuorumEpoch and Fetch come
+in beside the brokers' requests). The raft log is the metadata log: every record the
+controller writes is a batch appended through the voter, and the controller's own
+``MetadataLog`` holds the committed prefix of it, batch for batch and byte for byte (the
+copy brokers fetch from and a restart replays).
+
+Rules:
+
+Rule 1: only committed batches reach the state machine. :meth:`follow` copies every batch
+below the high watermark into the controller's log and applies its records, on every
+controller alike; the leader's one writer appends a batch through the voter and waits until
+it has been applied this way (a majority holds it) before answering.
+Rule 2: a controller is *active* while its voter leads and it has applied everything up to
+and including its own epoch's first batch (the LeaderChange its election wrote): so it
+serves with the whole state of every earlier leader, as Kafka's controller waits for its
+epoch's first commit. Brokers' sessions start afresh then (Kafka's activate()).
+Rule 4: every controller registers with the active one (ControllerRegistration, api 70:
+its id, a fresh incarnation id per start, its controller listener and supported features)
+once the committed metadata.version has controller registrations (3.7-IV0), and again
+whenever the committed image does not hold its current incarnation.
+Rule 3: on a controller that is not active every controller API answers NOT_CONTROLLER,
+observers' Fetch answers NOT_LEADER_OR_FOLLOWER naming the leader and its endpoint, and
+nothing is written; a write whose leader lost its epoch before the commit is not answered
+(the connection closes, the broker retries with the new leader).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import time
+import uuid
+from collections.abc import Mapping
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from kraft_jbod import codec
+from kraft_jbod.connection import NEED_DATA, ClientConnection, RequestReceived, ResponseReceived
+from kraft_jbod.controller import features as fv
+from kraft_jbod.controller import routes
+from kraft_jbod.controller.log import RecordAndVersion, encode_data_batches
+from kraft_jbod.controller.raft import messages as core
+from kraft_jbod.controller.raft import wire
+from kraft_jbod.controller.raft.node import Timing
+from kraft_jbod.controller.raft.voter import SERVED, RaftVoter
+from kraft_jbod.errors import DecodeError, KraftJbodError, StorageError
+from kraft_jbod.messages.api_keys import ApiKey
+from kraft_jbod.messages.controller_registration_request import ControllerRegistrationRequest, Feature, Listener
+from kraft_jbod.messages.error_codes import ErrorCode
+from kraft_jbod.wire.records import read_record_batch
+
+if TYPE_CHECKING:
+    from kraft_jbod.controller.seams import StateMachine
+    from kraft_jbod.controller.server import ControllerServer
+    from kraft_jbod.controller.service import Connection
+
+log = logging.getLogger(__name__)
+
+_FOLLOW_MS = 5  # how often the committed tail is looked at
+_REGISTER_MS = 200  # how often an unregistered controller tries ControllerRegistration again
+_RAFT_KEYS = (ApiKey.VOTE, ApiKey.BEGIN_QUORUM_EPOCH, ApiKey.END_QUORUM_EPOCH)
+#: Directory (under metadata.log.dir) of the voter's own files: its log and quorum-state.
+RAFT_DIR = "quorum"
+
+
+class QuorumSeat:
+    """One controller's voter (see the module docstring). ``voters``: id -> (host, port) of
+    every voter's controller listener; this controller's port may be 0 until it binds."""
+
+    def __init__(
+        self,
+        node_id: int,
+        voters: Mapping[int, tuple[str, int]],
+        *,
+        timing: Timing | None = None,
+        seed: int | None = None,
+        fsync: bool = True,
+    ) -> None:
+        self.node_id = node_id
+        self.voters = dict(voters)
+        self.timing = timing
+        self.seed = seed
+        self.fsync = fsync
+        self.voter: RaftVoter | None = None
+        self.active = False
+        self.active_epoch = -1
+        self.activations = 0
+        self._server: ControllerServer | None = None
+        self._machine: StateMachine | None = None
+        self._applied = asyncio.Event()
+        self._closing = False
+        self.incarnation_id = uuid.uuid4()
+        self.registrations_sent = 0
+
+    # ------------------------------------------------------------------ lifecycle
+
+    def open(self, server: ControllerServer, machine: StateMachine) -> None:
+        """Attach to a starting controller (its listener is bound, its log replayed)."""
+        self._server, self._machine = server, machine
+        if self.voters.get(self.node_id, ("", 0))[1] == 0 and server.addresses:
+            host, port = server.addresses[0]
+            self.voters[self.node_id] = (self.voters.get(self.node_id, (host, 0))[0] or host, port)
+        self.voter = RaftVoter(
+            self.node_id,
+            {self.node_id: self.voters[self.node_id]},
+            server.config.metadata_log_dir / RAFT_DIR,
+            cluster_id=server.cluster_id,
+            timing=self.timing,
+            listener=server.config.controller_listener_names[0],
+            seed=self.seed,
+            fsync=self.fsync,
+        )
+        self.voter.attach()
+        if all(port > 0 for _, port in self.voters.values()):
+            self.voter.connect(self.voters)
+
+    def connect(self, voters: Mapping[int, tuple[str, int]]) -> None:
+        """Learn every voter's address (a quorum whose ports were chosen at bind) and start."""
+        assert self.voter is not None, "open() first"
+        self.voters.update(voters)
+        if self.voter.node is None:
+            self.voter.connect(self.voters)
+
+    async def close(self) -> None:
+        """Graceful: a leader resigns first (its voter's EndQuorumEpoch)."""
+        self._closing = True
+        self.active = False
+        if self.voter is not None:
+            await self.voter.close()
+
+    async def kill(self) -> None:
+        """As ``kill -9``: the voter goes silent at once, nothing resigned."""
+        self._closing = True
+        self.active = False
+        if self.voter is not None:
+            await self.voter.kill()
+
+    @property
+    def directory(self) -> Path:
+        assert self.voter is not None
+        return self.voter.directory
+
+    # ------------------------------------------------------------------ serving
+
+    def served(self) -> dict[int, tuple[int, int]]:
+        return {k: v for k, v in SERVED.items() if k in _RAFT_KEYS}
+
+    def dispatch(self, conn: Connection, ev: RequestReceived) -> bool:
+        """Take the requests that are the quorum's business; False: the controller's."""
+        voter = self.voter
+        if ev.api_key in _RAFT_KEYS or (ev.api_key == ApiKey.FETCH and self._from_voter(ev)):
+            answer = None if voter is None else voter.answer(ev)
+            if answer is None:
+                conn.close()
+            else:
+                conn.respond(ev, answer)
+            return True
+        if ev.api_key in (ApiKey.FETCH, ApiKey.FETCH_SNAPSHOT):
+            if self._leads():
+                return False  # the controller's fetch service answers from the committed log
+            if ev.api_key == ApiKey.FETCH:
+                conn.respond(ev, self._redirect_fetch(ev))
+            else:
+                conn.respond(ev, routes.error_response(ev.api_key, ev.body, ErrorCode.NOT_LEADER_OR_FOLLOWER))
+            return True
+        if not self.active:
+            self.not_controller(conn, ev)
+            return True
+        return False
+
+    def not_controller(self, conn: Connection, ev: RequestReceived) -> None:
+        """Rule 3: a controller API on a controller that is not active."""
+        try:
+            body = routes.error_response(ev.api_key, ev.body, ErrorCode.NOT_CONTROLLER)
+        except KraftJbodError:
+            conn.close()  # an api with no error code to carry it
+            return
+        conn.respond(ev, body)
+
+    def _from_voter(self, ev: RequestReceived) -> bool:
+        body = ev.body
+        state = getattr(body, "replica_state", None)
+        replica = state.replica_id if state is not None else getattr(body, "replica_id", -1)
+        return replica in self.voters
+
+    def _leads(self) -> bool:
+        node = None if self.voter is None else self.voter.node
+        return node is not None and node.is_leader and self.active
+
+    def _redirect_fetch(self, ev: RequestReceived) -> Any:
+        voter = self.voter
+        node = None if voter is None else voter.node
+        epoch, leader = (node.epoch, node.leader_id) if node is not None else (0, -1)
+        try:
+            msg = wire.request_from_wire(ev.api_key, ev.body, cluster_id="")
+            offset = msg.fetch_offset if isinstance(msg, core.FetchRequest) else 0
+        except KraftJbodError:
+            offset = 0
+        answer = core.FetchResponse(leader, epoch, core.Error.NOT_LEADER_OR_FOLLOWER, offset)
+        endpoints = voter.endpoints if voter is not None else {}
+        return wire.response_to_wire(
+            answer, version=ev.api_version, endpoints=endpoints, timestamp_ms=int(time.time() * 1000)
+        )
+
+    # ------------------------------------------------------------------ writing (the leader)
+
+    async def commit(self, records: list[RecordAndVersion], cause: Any = None) -> None:
+        """Rule 1 on the leader: append through the voter, wait until applied.
+
+        Raises:
+            StorageError: this controller lost its epoch before the records were committed.
+        """
+        voter, server = self.voter, self._server
+        assert voter is not None and server is not None and server.log is not None
+        node = voter.node
+        if node is None or not self.active:
+            raise StorageError("not the active controller any more")
+        epoch = node.epoch
+        ts = int(time.time() * 1000)
+
+        def build(base: int, at_epoch: int) -> list[core.Entry]:
+            return [
+                core.Entry(b, at_epoch, b"", count=n, raw=raw)
+                for b, n, raw in encode_data_batches(records, base_offset=base, epoch=at_epoch, timestamp_ms=ts)
+            ]
+
+        first = node.propose_entries(build)
+        end = first + len(records)
+        server.stats["batches"] += 1
+        server.stats["records"] += len(records)
+        while server.log.end_offset < end:
+            now = voter.node
+            if now is None or not now.is_leader or now.epoch != epoch or self._closing:
+                raise StorageError(f"lost leadership of epoch {epoch} before offset {end - 1} was committed")
+            self._applied.clear()
+            try:
+                await asyncio.wait_for(self._applied.wait(), 0.05)
+            except TimeoutError:
+                pass
+
+    # ------------------------------------------------------------------ following (everyone)
+
+    async def follow(self) -> None:
+        """Rules 1, 2 and 4: copy and apply what is committed; become active or standby;
+        register with the active controller."""
+        registering = asyncio.get_running_loop().create_task(self._register_loop())
+        try:
+            await self._follow()
+        finally:
+            registering.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await registering
+
+    async def _follow(self) -> None:
+        while not self._closing:
+            try:
+                self._step()
+            except Exception:
+                log.exception("controller %d: following the quorum failed; it serves nothing more", self.node_id)
+                # As a controller whose state rejects committed records: it stops serving.
+                self.active = False
+                if self._server is not None:
+                    self._server.fatal = self._server.fatal or RuntimeError("quorum follower failed")
+                return
+            await asyncio.sleep(_FOLLOW_MS / 1000)
+
+    def _step(self) -> None:
+        voter, server, machine = self.voter, self._server, self._machine
+        if voter is None or server is None or machine is None or server.log is None:
+            return
+        node, rlog = voter.node, voter.log
+        if node is None or rlog is None:
+            return
+        committed = min(node.high_watermark, rlog.end_offset)
+        clog = server.log
+        applied_any = False
+        while clog.end_offset < committed:
+            entries = rlog.read(clog.end_offset, 64)
+            if not entries or entries[0].offset != clog.end_offset:
+                raise StorageError(
+                    f"the raft log has no batch at {clog.end_offset} (committed up to {committed}); "
+                    "the committed copy and the raft log disagree"
+                )
+            for e in entries:
+                if e.offset >= committed:
+                    break
+                assert e.raw is not None
+                clog.append_raw(e.raw)
+                if not e.control:
+                    self._apply(e, machine, server)
+                applied_any = True
+        if applied_any:
+            server.fetches.notify()
+            self._applied.set()
+        self._role_change(node.is_leader, node.epoch, node.epoch_start if node.is_leader else -1, clog.end_offset)
+
+    @staticmethod
+    def _apply(entry: core.Entry, machine: StateMachine, server: ControllerServer) -> None:
+        assert entry.raw is not None
+        try:
+            batch, _ = read_record_batch(entry.raw, 0)
+            decoded = []
+            for rec in batch.records:
+                if rec.value is None:
+                    raise DecodeError(f"metadata record at offset {entry.offset + rec.offset_delta} has no value")
+                decoded.append((entry.offset + rec.offset_delta, *codec.decode_metadata_record(rec.value)))
+        except DecodeError as exc:
+            raise StorageError(f"committed batch at offset {entry.offset} does not decode: {exc}") from None
+        for offset, record, version in decoded:
+            machine.apply(offset, record, version)
+        server.story.committed([(r, v) for _, r, v in decoded], None)
+
+    def _role_change(self, leads: bool, epoch: int, epoch_start: int, applied_end: int) -> None:
+        server, machine = self._server, self._machine
+        assert server is not None and machine is not None and server.log is not None
+        if self.active and (not leads or epoch != self.active_epoch):
+            self.active = False
+            log.info("controller %d: standby (epoch %d)", self.node_id, epoch)
+        if not self.active and leads and applied_end > epoch_start >= 0:
+            # Rule 2: everything before our epoch is applied; sessions start now.
+            sessions = getattr(getattr(machine, "ctx", None), "sessions", None)
+            if sessions is not None:
+                sessions.activated = False
+            server.log.leader_epoch = max(server.log.leader_epoch, epoch)
+            machine.leader_epoch = epoch
+            self.active, self.active_epoch = True, epoch
+            self.activations += 1
+            log.info("controller %d: active in epoch %d at offset %d", self.node_id, epoch, applied_end)
+
+    # ------------------------------------------------------------------ registration (Rule 4)
+
+    def _registered(self) -> bool:
+        machine = self._machine
+        if machine is None:
+            return False
+        info = machine.image.controllers.get(self.node_id)
+        return info is not None and info.incarnation_id == self.incarnation_id
+
+    async def _register_loop(self) -> None:
+        while not self._closing:
+            await asyncio.sleep(_REGISTER_MS / 1000)
+            voter, machine, server = self.voter, self._machine, self._server
+            node = None if voter is None else voter.node
+            if node is None or machine is None or server is None or node.leader_id not in self.voters:
+                continue
+            if machine.metadata_version < fv.MV_3_7_IV0 or self._registered():
+                continue
+            host, port = server.addresses[0]
+            request = ControllerRegistrationRequest(
+                controller_id=self.node_id,
+                incarnation_id=self.incarnation_id,
+                zk_migration_ready=False,
+                listeners=[Listener(name=server.config.controller_listener_names[0], host=host, port=port)],
+                features=[
+                    Feature(name=name, min_supported_version=lo, max_supported_version=hi)
+                    for name, (lo, hi) in sorted(fv.SUPPORTED_FEATURES.items())
+                ],
+            )
+            self.registrations_sent += 1
+            try:
+                answer = await asyncio.wait_for(_call(self.voters[node.leader_id], request, 0), 2.0)
+            except (OSError, TimeoutError, KraftJbodError) as exc:
+                log.debug("controller %d: ControllerRegistration: %s", self.node_id, exc)
+                continue
+            code = getattr(answer, "error_code", -1)
+            if code not in (0, ErrorCode.NOT_CONTROLLER):
+                log.warning("controller %d: ControllerRegistration answered error %d", self.node_id, code)
+
+
+async def _call(address: tuple[str, int], body: Any, version: int) -> Any:
+    """One request on a fresh connection; the response body (None: closed without one)."""
+    reader, writer = await asyncio.open_connection(*address)
+    try:
+        conn = ClientConnection(client_id="controller-registration")
+        writer.write(conn.send_request(body, version))
+        await writer.drain()
+        while True:
+            ev = conn.next_event()
+            if isinstance(ev, ResponseReceived):
+                return ev.body
+            if ev is not NEED_DATA:
+                return None
+            data = await reader.read(65536)
+            if not data:
+                return None
+            conn.receive_data(data)
+    finally:
+        writer.close()

@@ -1,0 +1,309 @@
+"""Three full controllers on one raft log, two fake JBOD brokers: the active controller is
+killed, the next one takes over with the whole state, the brokers follow it without losing
+their sessions, and a directory failure reported afterwards is handled by the new leader."""
+
+from __future__ import annotations
+
+import asyncio
+import statistics
+import time
+import uuid
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from kraft_jbod.broker.config import BrokerConfig
+from kraft_jbod.broker.server import FakeBroker
+from kraft_jbod.controller import features as fv
+from kraft_jbod.controller.log import MetadataLog
+from kraft_jbod.controller.server import ControllerServer
+from kraft_jbod.messages.controller_registration_request import ControllerRegistrationRequest, Feature, Listener
+from kraft_jbod.messages.create_topics_request import CreatableTopic, CreateTopicsRequest
+from kraft_jbod.messages.error_codes import ErrorCode
+from kraft_jbod.messages.unregister_controller_request import UnregisterControllerRequest
+from kraft_jbod.messages.update_features_request import FeatureUpdateKey, UpdateFeaturesRequest
+from kraft_jbod.storage import format_storage
+from kraft_jbod.testing.cluster import FAKE_BROKER_DEFAULTS, KafkaConnection
+from kraft_jbod.testing.quorum import CLUSTER_ID, ControllerQuorum
+from kraft_jbod.wire.primitives import uuid_to_base64url
+
+pytestmark = pytest.mark.asyncio
+
+
+async def _until(what: str, probe: Callable[[], Any], timeout: float = 20.0) -> Any:
+    deadline = time.monotonic() + timeout
+    while True:
+        got = probe()
+        if got:
+            return got
+        if time.monotonic() > deadline:
+            raise AssertionError(f"not reached within {timeout} s: {what}")
+        await asyncio.sleep(0.02)
+
+
+async def _start_broker(root: Path, broker_id: int, voters: str) -> FakeBroker:
+    base = root / f"broker-{broker_id}"
+    props = {
+        "process.roles": "broker",
+        "node.id": str(broker_id),
+        "controller.quorum.voters": voters,
+        "controller.listener.names": "CONTROLLER",
+        "listeners": f"PLAINTEXT://127.0.0.1:{19000 + broker_id}",
+        "advertised.listeners": f"PLAINTEXT://127.0.0.1:{19000 + broker_id}",
+        "kraft.jbod.serve.clients": "false",
+        "log.dirs": ",".join(str(base / f"d{i}") for i in range(2)),
+        "metadata.log.dir": str(base / "meta"),
+        "broker.session.timeout.ms": "9000",
+        "kraft.jbod.control.listener": "127.0.0.1:0",
+        **FAKE_BROKER_DEFAULTS,
+    }
+    config = BrokerConfig.from_properties(props)
+    format_storage(config.layout, CLUSTER_ID)
+    broker = FakeBroker(config)
+    await broker.start()
+    return broker
+
+
+async def _create_topic(server: ControllerServer, name: str, partitions: int) -> int:
+    conn = await KafkaConnection.open(server.addresses[0], client_id="admin")
+    try:
+        req = CreateTopicsRequest(
+            topics=[CreatableTopic(name=name, num_partitions=partitions, replication_factor=2)], timeout_ms=5000
+        )
+        resp = await conn.call(req, 7)
+        return int(resp.topics[0].error_code)
+    finally:
+        await conn.close()
+
+
+def _unfenced(server: ControllerServer, broker: FakeBroker) -> bool:
+    reg = server.state.brokers.get(broker.node_id)
+    return reg is not None and not reg.fenced and reg.epoch == broker.lifecycle.epoch
+
+
+def _placed(server: ControllerServer, topic: str) -> bool:
+    image = server.state.image
+    topic_id = image.topic_names.get(topic)
+    if topic_id is None:
+        return False
+    brokers = server.state.brokers
+    # Every replica in one of its broker's registered directories (no reserved id left).
+    return all(
+        all(d in brokers[r].registered_dirs for r, d in zip(p.replicas, p.dirs, strict=True))
+        for p in image.topics[topic_id].partitions.values()
+    )
+
+
+def _committed(directory: Path) -> list[bytes]:
+    with MetadataLog.open(directory / "__cluster_metadata-0", fsync=False, read_only=True) as log:
+        return [log.read(info.base_offset, 1)[: info.size] for info in log.batches]
+
+
+async def test_active_controller_killed_state_and_brokers_follow(tmp_path: Path) -> None:
+    async with ControllerQuorum(tmp_path / "quorum", voters=3) as quorum:
+        first = await quorum.wait_for_active(timeout=30)
+        await _until("bootstrap committed", lambda: first.state.image.features)
+        brokers = [await _start_broker(tmp_path, i, quorum.voters_property) for i in (1, 2)]
+        try:
+            await _until("both brokers unfenced", lambda: all(_unfenced(first, b) for b in brokers))
+            assert await _create_topic(first, "t", 4) == ErrorCode.NONE
+            await _until("every replica in a directory", lambda: _placed(first, "t"))
+            before = first.state.image
+            topic_id = before.topic_names["t"]
+            leaders_before = {p.partition_id: p.leader for p in before.topics[topic_id].partitions.values()}
+            committed_end = first.log.end_offset
+
+            old, epoch = first.config.node_id, quorum.epoch_of(first)
+            await quorum.kill(old)
+            new = await quorum.wait_for_active(above_epoch=epoch, timeout=30)
+            assert new.config.node_id != old
+            # The new active controller holds everything acknowledged before the failover.
+            assert new.log.end_offset >= committed_end
+            image = new.state.image
+            assert {p.partition_id: p.leader for p in image.topics[topic_id].partitions.values()} == leaders_before
+            assert _placed(new, "t")
+            # The brokers follow it and keep their sessions (same broker epoch, not fenced),
+            # well past a session timeout counted from the failover.
+            host, port = new.addresses[0]
+            for b in brokers:
+                await _until(f"broker {b.node_id} fetching from the new leader", lambda b=b: b._hb.addr == (host, port))
+            await asyncio.sleep(1.0)
+            assert all(_unfenced(new, b) for b in brokers)
+            epochs = {b.node_id: b.lifecycle.epoch for b in brokers}
+
+            # A directory failure after the failover: the new leader moves leadership off it.
+            victim = brokers[0]
+            led = [p for p in image.topics[topic_id].partitions.values() if p.leader == victim.node_id]
+            assert led, "broker 1 leads no partition of t"
+            victim_dir = led[0].dirs[led[0].replicas.index(victim.node_id)]
+            victim.fail_directory(uuid_to_base64url(victim_dir))
+
+            def moved() -> bool:
+                part = new.state.image.topics[topic_id].partitions[led[0].partition_id]
+                return part.leader != victim.node_id
+
+            await _until("leadership moved off the failed directory", moved)
+            reg = new.state.brokers[victim.node_id]
+            assert victim_dir not in reg.online_set
+            assert {b.node_id: b.lifecycle.epoch for b in brokers} == epochs
+
+            # The killed controller comes back as a standby, catches up, and answers NOT_CONTROLLER.
+            back = await quorum.restart(old)
+            await _until("the restarted controller caught up", lambda: back.log.end_offset >= new.log.end_offset)
+            assert back.quorum is not None and not back.quorum.active
+            assert back.state.image.topics[topic_id].partitions[led[0].partition_id].leader != victim.node_id
+            assert await _create_topic(back, "u", 1) == ErrorCode.NOT_CONTROLLER
+            ends = {i: s.log.end_offset for i, s in quorum.servers.items()}
+        finally:
+            for b in brokers:
+                await b.close()
+    # Every controller's committed log is a prefix of the longest, byte for byte.
+    logs = {i: _committed(tmp_path / "quorum" / f"controller-{i}") for i in quorum.ids}
+    longest = max(logs.values(), key=len)
+    for i, batches in logs.items():
+        assert batches == longest[: len(batches)], f"controller {i} disagrees"
+    assert len(longest) > 0 and max(ends.values()) > committed_end
+
+
+FAILOVERS = 20
+
+
+async def _create_on_active(quorum: ControllerQuorum, name: str) -> bool:
+    """Create ``name`` through whichever controller is active; True once acknowledged."""
+    for _ in range(20):
+        server = await quorum.wait_for_active(timeout=30)
+        try:
+            code = await _create_topic(server, name, 1)
+        except Exception:
+            code = -1  # the controller went away mid-request: not acknowledged, try again
+        if code == ErrorCode.NONE:
+            return True
+        if code == ErrorCode.TOPIC_ALREADY_EXISTS:
+            return True  # an earlier attempt committed it without the answer reaching us
+        await asyncio.sleep(0.1)
+    return False
+
+
+async def test_repeated_failovers_lose_nothing(tmp_path: Path) -> None:
+    """The active controller is killed again and again with brokers attached: after each
+    failover one controller is active, it holds every acknowledged topic, and every
+    controller's committed log is a prefix of the longest."""
+    async with ControllerQuorum(tmp_path / "quorum", voters=3) as quorum:
+        first = await quorum.wait_for_active(timeout=30)
+        await _until("bootstrap committed", lambda: first.state.image.features)
+        brokers = [await _start_broker(tmp_path, i, quorum.voters_property) for i in (1, 2)]
+        acknowledged: list[str] = []
+        try:
+            await _until("both brokers unfenced", lambda: all(_unfenced(first, b) for b in brokers))
+            for r in range(FAILOVERS):
+                name = f"topic-{r}"
+                assert await _create_on_active(quorum, name), f"{name} never acknowledged"
+                acknowledged.append(name)
+                active = await quorum.wait_for_active(timeout=30)
+                old, epoch = active.config.node_id, quorum.epoch_of(active)
+                await quorum.kill(old)
+                new = await quorum.wait_for_active(above_epoch=epoch, timeout=30)
+                live = [s for s in quorum.servers.values() if s.quorum is not None and s.quorum.active]
+                assert live == [new], f"round {r}: {len(live)} active controllers"
+                missing = [t for t in acknowledged if t not in new.state.image.topic_names]
+                assert not missing, f"round {r}: acknowledged topics lost: {missing}"
+                await quorum.restart(old)
+                logs = {i: _committed(tmp_path / "quorum" / f"controller-{i}") for i in quorum.ids}
+                longest = max(logs.values(), key=len)
+                for i, batches in logs.items():
+                    assert batches == longest[: len(batches)], f"round {r}: controller {i} disagrees"
+            final = await quorum.wait_for_active(timeout=30)
+            await _until("brokers unfenced on the last leader", lambda: all(_unfenced(final, b) for b in brokers))
+        finally:
+            for b in brokers:
+                await b.close()
+    assert len(quorum.elections) == FAILOVERS
+    print(
+        f"failovers={len(quorum.elections)} election_ms_median={statistics.median(quorum.elections)} "
+        f"election_ms_worst={max(quorum.elections)} topics_acknowledged={len(acknowledged)} lost=0"
+    )
+
+
+async def _call(server: ControllerServer, body: Any, version: int) -> Any:
+    conn = await KafkaConnection.open(server.addresses[0], client_id="admin")
+    try:
+        return await conn.call(body, version)
+    finally:
+        await conn.close()
+
+
+def _stale_registration(controller_id: int, features: dict[str, tuple[int, int]]) -> ControllerRegistrationRequest:
+    """What a controller that has since left the quorum registered, years ago."""
+    return ControllerRegistrationRequest(
+        controller_id=controller_id,
+        incarnation_id=uuid.uuid4(),
+        listeners=[Listener(name="CONTROLLER", host="old-controller.example", port=9093)],
+        features=[
+            Feature(name=n, min_supported_version=lo, max_supported_version=hi) for n, (lo, hi) in features.items()
+        ],
+    )
+
+
+def _update(name: str, level: int, upgrade_type: int = 1) -> UpdateFeaturesRequest:
+    return UpdateFeaturesRequest(
+        feature_updates=[FeatureUpdateKey(feature=name, max_version_level=level, upgrade_type=upgrade_type)]
+    )
+
+
+async def test_controllers_register_and_a_stale_registration_is_repaired(tmp_path: Path) -> None:
+    """Every controller registers with the active one (RegisterControllerRecord); a
+    registration left by a controller that is gone blocks a feature upgrade until
+    UnregisterController (4.4-IV2, KIP-1312) removes it."""
+    async with ControllerQuorum(tmp_path / "quorum", voters=3, metadata_version=fv.MV_4_4_IV2) as quorum:
+        active = await quorum.wait_for_active(timeout=30)
+
+        def registered() -> bool:
+            regs = active.state.image.controllers
+            return all(
+                i in regs and regs[i].incarnation_id == s.quorum.incarnation_id
+                for i, s in quorum.servers.items()
+                if s.quorum is not None
+            )
+
+        await _until("every controller registered", registered)
+        # The registrations are committed: every standby holds them too.
+        await _until(
+            "the standbys hold the registrations",
+            lambda: all(set(s.state.image.controllers) >= set(quorum.ids) for s in quorum.servers.values()),
+        )
+        # Controller 9 left the quorum long ago; its registration stays.
+        old = _stale_registration(9, {"metadata.version": (1, fv.MV_4_4_IV2), "share.version": (0, 1)})
+        assert (await _call(active, old, 0)).error_code == ErrorCode.NONE
+        assert (await _call(active, _update("share.version", 1, 2), 1)).error_code == ErrorCode.NONE
+        blocked = await _call(active, _update("share.version", 2), 1)
+        assert blocked.error_code == ErrorCode.INVALID_UPDATE_VERSION
+        assert "Controller 9 only supports versions 0-1" in blocked.error_message
+
+        unknown = await _call(active, UnregisterControllerRequest(controller_id=42), 0)
+        assert unknown.error_code == ErrorCode.CONTROLLER_ID_NOT_REGISTERED
+        itself = await _call(active, UnregisterControllerRequest(controller_id=active.config.node_id), 0)
+        assert itself.error_code == ErrorCode.INVALID_REQUEST
+        repaired = await _call(active, UnregisterControllerRequest(controller_id=9), 0)
+        assert repaired.error_code == ErrorCode.NONE
+        assert 9 not in active.state.image.controllers
+        done = await _call(active, _update("share.version", 2), 1)
+        assert done.error_code == ErrorCode.NONE
+        assert active.state.image.features["share.version"] == 2
+
+
+async def test_before_4_4_iv2_a_stale_registration_blocks_the_upgrade_for_good(tmp_path: Path) -> None:
+    """Below 4.4-IV2 (KAFKA-20865's clusters) the same stale registration blocks a
+    metadata.version upgrade and UnregisterController is not there to remove it."""
+    async with ControllerQuorum(tmp_path / "quorum", voters=3, metadata_version=fv.MV_4_2_IV1) as quorum:
+        active = await quorum.wait_for_active(timeout=30)
+        await _until("controllers registered", lambda: len(active.state.image.controllers) == 3)
+        old = _stale_registration(9, {"metadata.version": (1, fv.MV_4_2_IV1)})
+        assert (await _call(active, old, 0)).error_code == ErrorCode.NONE
+        blocked = await _call(active, _update("metadata.version", fv.MV_4_3_IV0), 1)
+        assert blocked.error_code == ErrorCode.INVALID_UPDATE_VERSION
+        assert f"Controller 9 only supports versions 1-{fv.MV_4_2_IV1}" in blocked.error_message
+        refused = await _call(active, UnregisterControllerRequest(controller_id=9), 0)
+        assert refused.error_code == ErrorCode.UNSUPPORTED_VERSION
+        assert active.state.image.metadata_version == fv.MV_4_2_IV1
