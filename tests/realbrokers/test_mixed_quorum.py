@@ -173,20 +173,23 @@ def test_kafkas_controller_follows_our_leader_and_replicates(kafka_dist: KafkaDi
     # (>=: the quorum goes on while Kafka's voter shuts down: it resigns, and our survivor may lead next)
     assert sum(e.count for e in survivor_log) >= end
     assert len(all_logs[2]) >= len(all_logs[leader_id - 1])  # Kafka's voter holds all the first leader wrote
-    problems = logs.problems(text, NOT_SERVED_YET)
+    problems = logs.problems(text, NOT_SERVED_YET + LOADED_MACHINE)
     assert problems == [], "\n".join(p[:300] for p in problems)
 
 
 MIXED_FAILOVERS = 20
+# Kafka's event monitor on a loaded machine: no fault of anyone's, allowed in every test here.
+LOADED_MACHINE = (
+    logs.Benign(
+        r"ERROR \[QuorumController id=\d+\] Exceptionally slow controller event "
+        r"(handleCommit\[baseOffset=\d+\]|handleLeaderChange\[\d+\]) took \d+ ms\.",
+        "a loaded machine (seen with other JVM tests running beside it)",
+        "Kafka's event monitor flags any controller event above 2 s (controller.performance.always.log.threshold.ms); "
+        "replaying a committed batch or taking a leader change is that slow only when the JVM gets no CPU",
+    ),
+)
 # What Kafka's voter logs when it loses the leadership by a pause (SIGSTOP) and comes back.
 PAUSED_LEADER = (
-    logs.Benign(
-        r"ERROR \[QuorumController id=\d+\] Exceptionally slow controller event handleCommit\[baseOffset=\d+\] "
-        r"took \d+ ms\.",
-        "a loaded machine (seen once, with other JVM tests running beside it)",
-        "Kafka's event monitor flags any controller event above 2 s (controller.performance.always.log.threshold.ms); "
-        "replaying a committed batch is slow only when the JVM gets no CPU",
-    ),
     logs.Benign(
         r"ERROR \[ControllerRegistrationManager id=\d+ incarnation=\S+\] RegistrationResponseHandler: "
         r"channel manager timed out before sending the request\.",
@@ -342,5 +345,5 @@ def test_mixed_quorum_repeated_failovers(kafka_dist: KafkaDistribution, tmp_path
         f"election_ms_median={statistics.median(elections):.0f} election_ms_worst={max(elections):.0f} "
         f"acknowledged={len(acknowledged)} lost=0 batches={len(longest)}"
     )
-    problems = logs.problems(text, NOT_SERVED_YET + PAUSED_LEADER)
+    problems = logs.problems(text, NOT_SERVED_YET + LOADED_MACHINE + PAUSED_LEADER)
     assert problems == [], "\n".join(p[:300] for p in problems)
