@@ -150,6 +150,28 @@ class Gate(Protocol):
     def on_response(self, event: RequestReceived, body: Message) -> None: ...
 
 
+class QuorumSeatView(Protocol):
+    """What the server asks of its seat in a quorum of several controllers
+    (``controller/raft/seat.py``): whether it is the active controller, the raft requests
+    it takes, and the commit of the one writer's records through the raft log."""
+
+    active: bool
+
+    def open(self, server: Any, machine: StateMachine) -> None: ...
+
+    async def follow(self) -> None: ...
+
+    def served(self) -> dict[int, tuple[int, int]]: ...
+
+    async def close(self) -> None: ...
+
+    def dispatch(self, conn: Any, ev: RequestReceived) -> bool: ...
+
+    def not_controller(self, conn: Any, ev: RequestReceived) -> None: ...
+
+    async def commit(self, records: list[RecordAndVersion], cause: Any = None) -> None: ...
+
+
 class ServerView(Protocol):
     """What the extensions read of the running server (``server.ControllerServer``)."""
 

@@ -72,7 +72,7 @@ import uuid
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from kraft_jbod import codec
 from kraft_jbod.clock import SYSTEM_CLOCK, Clock
@@ -90,6 +90,7 @@ from kraft_jbod.controller.log import MetadataLog
 from kraft_jbod.controller.seams import (
     Extensions,
     Outcome,
+    QuorumSeatView,
     RecordAndVersion,
     Sink,
     StateFactory,
@@ -109,9 +110,6 @@ from kraft_jbod.messages.api_versions_response import (
 from kraft_jbod.messages.no_op_record import NoOpRecord
 from kraft_jbod.storage.meta import ensure_metadata_dir, read_meta_properties
 from kraft_jbod.wire.primitives import uuid_from_base64url, uuid_to_base64url
-
-if TYPE_CHECKING:
-    from kraft_jbod.controller.raft.seat import QuorumSeat
 
 log = logging.getLogger(__name__)
 
@@ -200,7 +198,7 @@ class ControllerServer:
         clock: Clock | None = None,
         extensions: Extensions | None = None,
         tap: Tap | None = None,
-        quorum: QuorumSeat | None = None,
+        quorum: QuorumSeatView | None = None,
     ) -> None:
         self.config = config
         # Several voters (controller/quorum_seat.py): the metadata log is the raft log, this

@@ -251,8 +251,7 @@ class ControllerQuorum:
             server = await self._start(i)
             self.addresses[i] = server.addresses[0]
         for server in self.servers.values():
-            assert server.quorum is not None
-            server.quorum.connect(self.addresses)
+            _seat(server).connect(self.addresses)
         return self
 
     async def __aexit__(
@@ -298,8 +297,8 @@ class ControllerQuorum:
         """The active controller in the highest epoch, if any."""
         best: tuple[int, ControllerServer] | None = None
         for server in self.servers.values():
-            seat = server.quorum
-            if seat is not None and seat.active and (best is None or seat.active_epoch > best[0]):
+            seat = _seat(server)
+            if seat.active and (best is None or seat.active_epoch > best[0]):
                 best = (seat.active_epoch, server)
         return None if best is None else best[1]
 
@@ -312,23 +311,19 @@ class ControllerQuorum:
         deadline = time.monotonic() + timeout
         while True:
             server = self.active()
-            if server is not None and server.quorum is not None and server.quorum.active_epoch > above_epoch:
+            if server is not None and _seat(server).active_epoch > above_epoch:
                 if self._lost_at is not None:
                     self.elections.append(_ms() - self._lost_at)
                     self._lost_at = None
                 return server
             if time.monotonic() > deadline:
-                states = "; ".join(
-                    f"{i}: {s.quorum.voter.describe() if s.quorum and s.quorum.voter else 'down'}"
-                    for i, s in self.servers.items()
-                )
+                states = "; ".join(f"{i}: {_describe(_seat(s).voter)}" for i, s in self.servers.items())
                 raise TimeoutError(f"no active controller above epoch {above_epoch} within {timeout} s: {states}")
             await asyncio.sleep(0.01)
 
     @staticmethod
     def epoch_of(server: ControllerServer) -> int:
-        assert server.quorum is not None
-        return server.quorum.active_epoch
+        return _seat(server).active_epoch
 
     # ------------------------------------------------------------------ failovers
 
@@ -337,15 +332,13 @@ class ControllerQuorum:
         server = self.servers.pop(node_id)
         if record:
             self._lost_at = _ms()
-        if server.quorum is not None:
-            await server.quorum.kill()
+        await _seat(server).kill()
         await server.close()
 
     async def restart(self, node_id: int) -> ControllerServer:
         """Start a killed controller again from its folder, on its old port."""
         server = await self._start(node_id)
-        assert server.quorum is not None
-        server.quorum.connect(self.addresses)
+        _seat(server).connect(self.addresses)
         return server
 
     def state_of(self, node_id: int) -> Any:
@@ -354,3 +347,14 @@ class ControllerQuorum:
 
 def _ms() -> int:
     return time.monotonic_ns() // 1_000_000
+
+
+def _seat(server: ControllerServer) -> QuorumSeat:
+    """The seat this quorum gave ``server`` (the server itself sees only its protocol)."""
+    seat = server.quorum
+    assert isinstance(seat, QuorumSeat)
+    return seat
+
+
+def _describe(voter: Any) -> str:
+    return "down" if voter is None else str(voter.describe())
