@@ -365,7 +365,11 @@ class Draft:
             self.records.append((change, 0))
         else:
             self.records.append((UnfenceBrokerRecord(id=reg.broker_id, epoch=reg.epoch), 0))
-        self.active[reg.broker_id] = not reg.in_controlled_shutdown and reg.cs_offset < 0
+        # Kafka's unfencing election takes the broker as an acceptable leader outright (its
+        # brokerToAdd), even one whose registration still says "in controlled shutdown" from
+        # a shutdown that ended in fencing (the flag is never cleared; later elections do
+        # look at it).
+        self.active[reg.broker_id] = True
         # As Kafka's handleBrokerUnfenced: the change builder runs over EVERY leaderless
         # partition of the cluster, not only the broker's own, so a partition whose other
         # replica became electable without an election (its directory reassigned to an

@@ -467,7 +467,9 @@ def _partition_problems(
         problems.append(f"{where}: leader {p.leader} not in ISR {p.isr}")
     elif p.leader not in p.replicas:
         problems.append(f"{where}: leader {p.leader} not a replica")
-    elif reg is None or not reg.active:
+    elif reg is None or reg.fenced or reg.cs_offset >= 0:
+        # (Not the durable "in controlled shutdown" flag: a broker whose shutdown ended in
+        # fencing keeps it, and Kafka's unfencing election elects it all the same.)
         problems.append(f"{where}: leader {p.leader} is not an active broker")
     elif not empty.dir_online(p.leader, p.dir_of(p.leader)) and p.dir_of(p.leader) in reg.registered_dirs:
         # (A directory that an amended registration no longer lists keeps its replicas as

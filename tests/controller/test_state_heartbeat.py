@@ -451,3 +451,24 @@ def test_fencing_plus_an_offline_dir_repeats_the_record_as_kafka_does() -> None:
     p = c.state.partition(tid, 0)
     assert p is not None and (p.leader, p.isr, p.leader_epoch) == (2, (2,), epoch + 2)
     assert c.state.check_invariants() == []
+
+
+def test_unfencing_elects_a_broker_whose_registration_still_says_shutting_down() -> None:
+    # A controlled shutdown that ended in fencing leaves the durable flag set (Kafka never
+    # clears it). Unfenced again, the broker is still an acceptable leader for Kafka's
+    # unfencing election (its brokerToAdd), so it is elected from the ELR (docs/twin.md #20).
+    c = Cluster()
+    c.start_broker(2)
+    c.start_broker(1)
+    c.call(19, 7, _topic_on([1]))
+    tid = c.state.topic_id_of("t")
+    assert tid is not None
+    c.heartbeat(1, want_shut_down=True)
+    c.heartbeat(2)
+    assert c.heartbeat(1, want_shut_down=True).response.should_shut_down is True  # type: ignore[attr-defined]
+    assert c.state.brokers[1].in_controlled_shutdown and c.state.brokers[1].fenced
+    out = c.heartbeat(1)
+    assert out.response.is_fenced is False  # type: ignore[attr-defined]
+    p = c.state.partition(tid, 0)
+    assert p is not None and (p.leader, p.isr, p.elr, p.last_known_elr) == (1, (1,), (), ())
+    assert c.state.check_invariants() == []
