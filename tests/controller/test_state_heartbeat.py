@@ -472,3 +472,24 @@ def test_unfencing_elects_a_broker_whose_registration_still_says_shutting_down()
     p = c.state.partition(tid, 0)
     assert p is not None and (p.leader, p.isr, p.elr, p.last_known_elr) == (1, (1,), (), ())
     assert c.state.check_invariants() == []
+
+
+def test_an_unfencing_election_is_not_undone_by_the_directory_step_of_the_same_heartbeat() -> None:
+    # docs/twin.md #19: the broker's only registered directory (its registration amended to
+    # it) holds its partition; fenced, the broker sits in the ELR; its unfencing heartbeat
+    # reports every directory offline. No directory left online counts as "all online"
+    # (Kafka's rule), so the unfencing election elects it; the directory step, built from
+    # the state before the heartbeat (where the broker is in no ISR), changes nothing more.
+    c = Cluster()
+    c.start_broker(1)
+    c.start_broker(4, [dir_id(4, 0)])
+    c.register(4, [dir_id(4, 1)])  # amended: same incarnation, another directory
+    c.call(19, 7, _topic_on([4]))
+    tid = c.state.topic_id_of("t")
+    assert tid is not None
+    c.heartbeat(4, want_fence=True)
+    out = c.heartbeat(4, offline=[dir_id(4, 1), dir_id(4, 2)])
+    changes = [r for r, _ in out.records if isinstance(r, PartitionChangeRecord)]
+    assert [(r.leader, r.isr) for r in changes] == [(4, [4])]
+    p = c.state.partition(tid, 0)
+    assert p is not None and (p.leader, p.isr, p.elr) == (4, (4,), ())

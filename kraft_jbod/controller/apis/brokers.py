@@ -196,15 +196,13 @@ def _heartbeat_change(
     newly = [x for x in reg.online_dirs if x in wanted]
     _draft_effect(d, reg, effect, newly, wanted, mv)
     if newly:
-        if effect is HbEffect.FENCE or effect is HbEffect.ENTER_CONTROLLED_SHUTDOWN:
-            # Kafka builds the directory step from the state before the heartbeat, as the
-            # fencing (or shutdown) step was: a partition both steps change gets the same
-            # record twice (one more epoch bump, the same end state). We do the same.
-            step = Draft(ctx)
-            step.dirs_offline(reg, newly)
-            d.records.extend(step.records)
-        else:
-            d.dirs_offline(reg, newly)
+        # Kafka builds the directory step from the state before the heartbeat, as it built
+        # the fencing, shutdown or unfencing step: a partition both steps change gets the
+        # same record twice, and a broker an unfencing election just made leader is not
+        # taken out again by the directory step. We do the same.
+        step = Draft(ctx)
+        step.dirs_offline(reg, newly)
+        d.records.extend(step.records)
     cordoned = req.cordoned_log_dirs if call.api_version >= 2 else None
     if cordoned is not None and fv.supports_cordoned_dirs(mv) and _cordoned_changed(reg.cordoned_dirs, cordoned):
         # KIP-1066: recorded as sent whenever the set changes (or was unknown); nothing
