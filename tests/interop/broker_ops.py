@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import time
 import uuid
 from pathlib import Path
 from typing import Any
@@ -39,6 +40,13 @@ def start_java_broker(
     jvm("wait", broker=broker_id, until="caught_up", timeout_ms=20000)
     if unfence:
         jvm("unfence", broker=broker_id, timeout_ms=20000)
+        # Kafka's lifecycle manager completes its unfence future one statement before it
+        # moves to RUNNING, so a loaded machine can show RECOVERY right after: wait for it.
+        deadline = time.monotonic() + 20
+        while jvm("broker", broker=broker_id)["state"] != "RUNNING":
+            if time.monotonic() > deadline:
+                raise AssertionError(f"broker {broker_id} unfenced but not RUNNING within 20 s")
+            time.sleep(0.02)
     return dirs
 
 
