@@ -416,18 +416,20 @@ class ControllerState:
         problems: list[str] = []
         empty = Draft(self.ctx)
         leaders: dict[int, int] = {}
+        leaderless: set[Partition] = set()
         index_count = 0
         for topic in img.topics.values():
             if img.topic_names.get(topic.name) != topic.topic_id:
                 problems.append(f"topic {topic.name!r} missing from the name map")
             for p in topic.partitions.values():
                 index_count += _partition_problems(img, empty, f"{topic.name}-{p.partition_id}", p, leaders, problems)
+                if p.leader < 0:
+                    leaderless.add(p)
         indexed = sum(len(bucket) for per in img.index.values() for bucket in per.values())
         if indexed != index_count:
             problems.append(f"index holds {indexed} replicas, partitions have {index_count}")
         if leaders != img.leader_count:
             problems.append(f"leader counts {img.leader_count} != actual {leaders}")
-        leaderless = {p for topic in img.topics.values() for p in topic.partitions.values() if p.leader < 0}
         if leaderless != img.leaderless:
             problems.append(f"leaderless set holds {len(img.leaderless)} partitions, {len(leaderless)} have no leader")
         owners = {x: b for b, reg in img.brokers.items() for x in reg.online_dirs}

@@ -3,13 +3,13 @@
 
 from __future__ import annotations
 
-import time
 import uuid
 from pathlib import Path
 from typing import Any
 
 from kraft_jbod.messages.metadata_request import MetadataRequest
 from kraft_jbod.pytest_plugin import CLUSTER_ID, KafkaConnection
+from kraft_jbod.realkafka.cluster import wait_until
 from tests.interop import kafka_logs, kafka_view
 from tests.interop.harness import ControllerThread, InteropJvm, broker_dirs
 
@@ -42,11 +42,12 @@ def start_java_broker(
         jvm("unfence", broker=broker_id, timeout_ms=20000)
         # Kafka's lifecycle manager completes its unfence future one statement before it
         # moves to RUNNING, so a loaded machine can show RECOVERY right after: wait for it.
-        deadline = time.monotonic() + 20
-        while jvm("broker", broker=broker_id)["state"] != "RUNNING":
-            if time.monotonic() > deadline:
-                raise AssertionError(f"broker {broker_id} unfenced but not RUNNING within 20 s")
-            time.sleep(0.02)
+        wait_until(
+            f"broker {broker_id} RUNNING after its unfencing",
+            lambda: jvm("broker", broker=broker_id)["state"] == "RUNNING",
+            20,
+            interval=0.02,
+        )
     return dirs
 
 
