@@ -268,7 +268,7 @@ class Draft:
         after = (self.parts.get(p), self.elrs.get(p))
         self._restore(p, before)
         n = len(self.records)
-        self.remove_from_isr(p, broker_id)
+        self._leave_for_offline_dir(p, broker_id)
         self._restore(p, after)
         for second, _ in self.records[n:]:
             # the end state: the second record replayed over the first
@@ -284,6 +284,32 @@ class Draft:
                 elr2 if second.eligible_leader_replicas is None else tuple(second.eligible_leader_replicas),
                 lke2 if second.last_known_elr is None else tuple(second.last_known_elr),
             )
+
+    def _leave_for_offline_dir(self, p: Partition, broker_id: int) -> None:
+        """The ISR step of an assignment to an offline directory (Kafka's
+        generateLeaderAndIsrUpdates with the broker to remove). Unlike fencing, which visits
+        only the partitions whose ISR holds the broker, it runs the change builder for every
+        partition assigned there: where the broker neither leads nor sits in the ISR the
+        builder can still elect a leaderless partition, judging by the state before the
+        request, so the assignment's own election may be written a second time."""
+        isr, leader, dirs = self.view(p)
+        if broker_id in isr or leader == broker_id:
+            self.remove_from_isr(p, broker_id)
+            return
+        elr, lke = self.elrs.get(p, (p.elr, p.last_known_elr))
+        elr_on = self.elr_enabled()
+        view = pc.PartView(p.replicas, isr, leader, dirs, p.adding, p.removing, p.leader_recovery_state, elr, lke)
+        rec = pc.build_change(
+            view,
+            p.topic_id,
+            p.partition_id,
+            acceptable=lambda b, d: b != broker_id and self.acceptable_leader(b, d),
+            default_dir=lambda b: dirs[p.replicas.index(b)],
+            metadata_version=self.image.metadata_version,
+            elr_enabled=elr_on,
+            min_isr=self.min_isr(p) if elr_on else 1,
+        )
+        self._note(p, rec, isr, leader, dirs, elr, lke)
 
     def _only_directories_change(
         self,

@@ -147,3 +147,43 @@ def test_assignment_elects_judging_replicas_by_their_previous_dirs() -> None:
     # Online target: the leader is judged by its offline dir and loses leadership, the ISR stays.
     c.assign(1, dir_id(1, 1), [(tid, 0)])
     assert state() == (-1, (1,), (), (1,), 3, (dir_id(1, 1),))
+
+
+def test_an_offline_target_runs_the_isr_step_on_every_assigned_partition() -> None:
+    """Kafka's ISR step for an offline target (its generateLeaderAndIsrUpdates) runs the change
+    builder for every partition assigned there, not only where the broker is in the ISR or
+    leads, and builds it from the state before the request. A leaderless partition whose other
+    replica can lead is elected by the assignment's own builder and again by the ISR step: two
+    records, two leader epochs. Found by the differential twin against Kafka 4.4's controller
+    (4.3-IV0, a fenced broker assigning its replica to a directory it never registered)."""
+    from kraft_jbod.messages.create_topics_request import (
+        CreatableReplicaAssignment,
+        CreatableTopic,
+        CreateTopicsRequest,
+    )
+
+    c = Cluster(level=25)  # ELR off
+    c.start_broker(3, [dir_id(3, 0), dir_id(3, 1)])
+    c.start_broker(2, [dir_id(2, 0)])
+    topic = CreatableTopic(
+        name="t",
+        num_partitions=-1,
+        replication_factor=-1,
+        assignments=[CreatableReplicaAssignment(partition_index=0, broker_ids=[3, 2])],
+    )
+    c.call(19, 7, CreateTopicsRequest(topics=[topic]))
+    tid = c.state.topic_id_of("t")
+    assert tid is not None
+    c.heartbeat(2, want_fence=True)
+    c.assign(3, dir_id(3, 0), [(tid, 0)])
+    c.heartbeat(3, offline=[dir_id(3, 0)])
+    c.assign(3, dir_id(3, 1), [(tid, 0)])  # judged by its old (offline) dir: nobody elected
+    p = c.state.partition(tid, 0)
+    assert p is not None and (p.leader, p.isr) == (-1, (3,))
+    epoch = p.leader_epoch
+    out = c.assign(2, dir_id(2, 9), [(tid, 0)])  # broker 2's own id, never registered: offline
+    changes = [r for r, _ in out.records if isinstance(r, PartitionChangeRecord)]
+    assert [(r.leader, r.directories is not None) for r in changes] == [(3, True), (3, False)]
+    p = c.state.partition(tid, 0)
+    assert p is not None and (p.leader, p.isr, p.leader_epoch) == (3, (3,), epoch + 2)
+    assert c.state.check_invariants() == []

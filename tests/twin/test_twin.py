@@ -53,7 +53,7 @@ def pair(
         p.start()
         yield p
     finally:
-        p.close()
+        p.close(final=True)
 
 
 def test_random_sequences_agree(pair: Pair) -> None:
