@@ -32,6 +32,7 @@ log = logging.getLogger(__name__)
 Semantics = Literal["kafka", "kip"]
 
 DEFAULT_SESSION_TIMEOUT_MS = 9000
+DEFAULT_UNCLEAN_CHECK_INTERVAL_MS = 5 * 60 * 1000  # unclean.leader.election.interval.ms, as Kafka
 DEFAULT_HEARTBEAT_INTERVAL_MS = 2000
 DEFAULT_SOCKET_REQUEST_MAX_BYTES = 104857600
 # Kafka accepts any positive value, but the first requests every peer sends (ApiVersions
@@ -90,6 +91,7 @@ _KNOWN_USED = frozenset(
         "listener.security.protocol.map",
         "metadata.log.dir",
         "broker.session.timeout.ms",
+        "unclean.leader.election.interval.ms",
         "broker.heartbeat.interval.ms",
         "socket.request.max.bytes",
         "queued.max.request.bytes",
@@ -136,6 +138,8 @@ class ControllerConfig:
     metadata_log_dir: Path
     process_roles: tuple[str, ...] = ("controller",)
     session_timeout_ms: int = DEFAULT_SESSION_TIMEOUT_MS
+    # Kafka's periodic check for leaderless partitions of topics that allow unclean elections.
+    unclean_check_interval_ms: int = DEFAULT_UNCLEAN_CHECK_INTERVAL_MS
     heartbeat_interval_ms: int = DEFAULT_HEARTBEAT_INTERVAL_MS
     socket_request_max_bytes: int = DEFAULT_SOCKET_REQUEST_MAX_BYTES
     # Bounds of the socket layer, Kafka's names (see DEFAULT_QUEUED_MAX_REQUEST_BYTES).
@@ -198,6 +202,9 @@ class ControllerConfig:
             metadata_log_dir=mdir,
             process_roles=roles,
             session_timeout_ms=_int(p, "broker.session.timeout.ms", 1, DEFAULT_SESSION_TIMEOUT_MS),
+            unclean_check_interval_ms=_int(
+                p, "unclean.leader.election.interval.ms", 1, DEFAULT_UNCLEAN_CHECK_INTERVAL_MS
+            ),
             heartbeat_interval_ms=_int(p, "broker.heartbeat.interval.ms", 1, DEFAULT_HEARTBEAT_INTERVAL_MS),
             socket_request_max_bytes=socket_max,
             queued_max_request_bytes=queued,

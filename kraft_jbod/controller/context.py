@@ -155,6 +155,7 @@ class ControllerContext:
     image: MetadataImage
     session_timeout_ms: int = 9000
     heartbeat_interval_ms: int = 2000
+    unclean_check_interval_ms: int = 5 * 60 * 1000
     default_replication_factor: int = 1
     default_num_partitions: int = 1
     controller_endpoints: list[tuple[str, int]] = field(default_factory=list)

@@ -31,7 +31,7 @@ PartView = tuple[tuple[int, ...], int, tuple[uuid.UUID, ...]]  # (isr, leader, d
 class Draft:
     """Overlay of the changes proposed so far in one handle()/tick() call."""
 
-    __slots__ = ("_elr_on", "_min_isr", "active", "ctx", "elrs", "image", "online", "parts", "records")
+    __slots__ = ("_elr_on", "_min_isr", "_unclean", "active", "ctx", "elrs", "image", "online", "parts", "records")
 
     def __init__(self, ctx: ControllerContext) -> None:
         self.ctx = ctx
@@ -45,6 +45,7 @@ class Draft:
         # (the ELR feature, a topic's min ISR) is read once.
         self._elr_on: bool | None = None
         self._min_isr: dict[uuid.UUID, int] = {}
+        self._unclean: dict[uuid.UUID, bool] = {}
 
     # ------------------------------------------------------------------ views
 
@@ -118,6 +119,17 @@ class Draft:
             )
         return min(got, len(p.replicas))
 
+    def election(self, p: Partition) -> int:
+        """The election of Kafka's generateLeaderAndIsrUpdates for ``p``: UNCLEAN where the
+        topic's unclean.leader.election.enable (or the cluster's default) is true, so a
+        partition whose ISR has no acceptable leader left takes any live replica (its ISR
+        reset to that replica, leader recovery RECOVERING)."""
+        got = self._unclean.get(p.topic_id)
+        if got is None:
+            name = self.image.topics[p.topic_id].name
+            got = self._unclean[p.topic_id] = self.image.configs.topic_flag(name, "unclean.leader.election.enable")
+        return pc.UNCLEAN if got else pc.ONLINE
+
     def _remove_with_elr(self, p: Partition, broker_id: int) -> None:
         # Kafka's generateLeaderAndIsrUpdates with ELR on: the builder may empty the ISR,
         # moves the members that left cleanly into the ELR and remembers the last leader.
@@ -140,6 +152,7 @@ class Draft:
                 target_isr=target_isr,
                 elr_enabled=True,
                 min_isr=self.min_isr(p),
+                election=self.election(p),
             )
         self._note(p, rec, isr, leader, dirs, elr, lke)
 
@@ -177,6 +190,7 @@ class Draft:
             metadata_version=self.image.metadata_version,
             elr_enabled=elr_on,
             min_isr=self.min_isr(p),
+            election=self.election(p),
         )
         self._note(p, rec, isr, leader, dirs, elr, lke)
 
@@ -226,6 +240,7 @@ class Draft:
                 elr_enabled=True,
                 min_isr=self.min_isr(p),
                 unclean_shutdown=[broker_id],
+                election=self.election(p),
             )
             self._note(p, rec, isr, leader, dirs, elr, lke)
 
@@ -268,7 +283,7 @@ class Draft:
         after = (self.parts.get(p), self.elrs.get(p))
         self._restore(p, before)
         n = len(self.records)
-        self._leave_for_offline_dir(p, broker_id)
+        self.leave_offline_dir(p, broker_id)
         self._restore(p, after)
         for second, _ in self.records[n:]:
             # the end state: the second record replayed over the first
@@ -285,13 +300,14 @@ class Draft:
                 lke2 if second.last_known_elr is None else tuple(second.last_known_elr),
             )
 
-    def _leave_for_offline_dir(self, p: Partition, broker_id: int) -> None:
-        """The ISR step of an assignment to an offline directory (Kafka's
-        generateLeaderAndIsrUpdates with the broker to remove). Unlike fencing, which visits
-        only the partitions whose ISR holds the broker, it runs the change builder for every
-        partition assigned there: where the broker neither leads nor sits in the ISR the
-        builder can still elect a leaderless partition, judging by the state before the
-        request, so the assignment's own election may be written a second time."""
+    def leave_offline_dir(self, p: Partition, broker_id: int) -> None:
+        """``broker_id``'s replica of ``p`` sits in an offline directory: Kafka's
+        generateLeaderAndIsrUpdates with the broker to remove, for a directory reported
+        offline (handleDirectoriesOffline) or an assignment to one. Unlike fencing, which
+        visits only the partitions whose ISR holds the broker, both run the change builder
+        for every partition in the directory: where the broker neither leads nor sits in the
+        ISR the builder can still elect a leaderless partition (so an assignment's own
+        election may be written a second time, docs/twin.md #21)."""
         isr, leader, dirs = self.view(p)
         if broker_id in isr or leader == broker_id:
             self.remove_from_isr(p, broker_id)
@@ -308,6 +324,7 @@ class Draft:
             metadata_version=self.image.metadata_version,
             elr_enabled=elr_on,
             min_isr=self.min_isr(p) if elr_on else 1,
+            election=self.election(p),
         )
         self._note(p, rec, isr, leader, dirs, elr, lke)
 
@@ -358,6 +375,9 @@ class Draft:
         if self.elr_enabled():
             self._remove_with_elr(p, broker_id)
             return
+        if self.election(p) == pc.UNCLEAN:
+            self._remove_uncleanly(p, broker_id)
+            return
         new_isr = tuple(b for b in isr if b != broker_id) or isr
         keep = leader not in (NO_LEADER, broker_id)
         if keep and self.acceptable_leader(leader, dirs[p.replicas.index(leader)]):
@@ -370,6 +390,25 @@ class Draft:
         if leader_field == NO_LEADER_CHANGE and self.image.metadata_version < 12 and new_leader != NO_LEADER:
             leader_field = new_leader  # before 3.6-IV0 an ISR shrink bumps the leader epoch
         self.change(p, isr=None if new_isr == isr else new_isr, leader=leader_field)
+
+    def _remove_uncleanly(self, p: Partition, broker_id: int) -> None:
+        # Without ELR and with unclean elections allowed: the builder keeps the last ISR
+        # member when no replica is left (leader -1), or elects any live replica outside
+        # the ISR and resets the ISR to it.
+        isr, leader, dirs = self.view(p)
+        elr, lke = self.elrs.get(p, (p.elr, p.last_known_elr))
+        view = pc.PartView(p.replicas, isr, leader, dirs, p.adding, p.removing, p.leader_recovery_state, elr, lke)
+        rec = pc.build_change(
+            view,
+            p.topic_id,
+            p.partition_id,
+            acceptable=lambda b, d: b != broker_id and self.acceptable_leader(b, d),
+            default_dir=lambda b: dirs[p.replicas.index(b)],
+            metadata_version=self.image.metadata_version,
+            target_isr=[b for b in isr if b != broker_id],
+            election=pc.UNCLEAN,
+        )
+        self._note(p, rec, isr, leader, dirs, elr, lke)
 
     # ------------------------------------------------------------------ broker changes
 
@@ -414,7 +453,7 @@ class Draft:
         per = self.image.index.get(reg.broker_id, {})
         for directory in newly_offline:
             for p in sorted_partitions(per.get(directory, ())):
-                self.remove_from_isr(p, reg.broker_id)
+                self.leave_offline_dir(p, reg.broker_id)
         remaining = [x for x in reg.online_dirs if x not in gone]
         self.records.append(
             (BrokerRegistrationChangeRecord(broker_id=reg.broker_id, broker_epoch=reg.epoch, log_dirs=remaining), 2)

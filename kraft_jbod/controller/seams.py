@@ -100,6 +100,7 @@ class StateFactory(Protocol):
         heartbeat_interval_ms: int,
         default_replication_factor: int,
         num_partitions: int,
+        unclean_check_interval_ms: int = ...,
     ) -> StateMachine: ...
 
 

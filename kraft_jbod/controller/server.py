@@ -330,6 +330,7 @@ class ControllerServer:
                 heartbeat_interval_ms=cfg.heartbeat_interval_ms,
                 default_replication_factor=cfg.default_replication_factor,
                 num_partitions=cfg.num_partitions,
+                unclean_check_interval_ms=cfg.unclean_check_interval_ms,
             )
             # Restart from the newest snapshot plus the log after it (controller/snapshot.py).
             quorum = voters.QuorumState()

@@ -38,7 +38,7 @@ from collections.abc import Iterable, Iterator
 from typing import Any, Final, Literal
 
 from kraft_jbod.controller import features as fv
-from kraft_jbod.controller.apis import brokers, deadlines
+from kraft_jbod.controller.apis import brokers, deadlines, partition_ops
 from kraft_jbod.controller.context import Call, ControllerContext, Outcome, RecordAndVersion, Sliced
 from kraft_jbod.controller.draft import Draft
 from kraft_jbod.controller.heartbeat import HbState
@@ -143,6 +143,7 @@ class ControllerState:
         default_replication_factor: int = 1,
         num_partitions: int = 1,
         controller_endpoints: Iterable[tuple[str, int]] = (),
+        unclean_check_interval_ms: int = 5 * 60 * 1000,
     ) -> None:
         prof = profile_named(profile)
         self.image = MetadataImage(prof)
@@ -153,11 +154,13 @@ class ControllerState:
             image=self.image,
             session_timeout_ms=session_timeout_ms,
             heartbeat_interval_ms=heartbeat_interval_ms,
+            unclean_check_interval_ms=unclean_check_interval_ms,
             default_replication_factor=default_replication_factor,
             default_num_partitions=num_partitions,
             controller_endpoints=list(controller_endpoints),
         )
         self.ctx.router = ROUTER  # Envelope re-dispatches through the same table
+        self._unclean_check_due: int | None = None  # when the periodic unclean election runs next
 
     # ------------------------------------------------------------------ settings
 
@@ -406,7 +409,18 @@ class ControllerState:
         active: every unfenced broker's session starts then (Kafka's activate()).
         """
         self.ctx.sessions.activate(self.image, now_ms)
-        return brokers.expire_sessions(self.ctx, now_ms)
+        records = brokers.expire_sessions(self.ctx, now_ms)
+        if records:
+            return records  # the unclean check waits for the next tick: it must see this batch
+        due = self._unclean_check_due
+        if due is None or now_ms < due:
+            if due is None:  # the periodic task starts when this controller becomes active
+                self._unclean_check_due = now_ms + self.ctx.unclean_check_interval_ms
+            return records
+        records, more = partition_ops.elect_unclean_leaderless(self.ctx)
+        # as Kafka's periodic task: at once again while it hit its cap, else after the interval
+        self._unclean_check_due = now_ms if more else now_ms + self.ctx.unclean_check_interval_ms
+        return records
 
     # ------------------------------------------------------------------ invariants
 

@@ -187,3 +187,100 @@ def test_an_offline_target_runs_the_isr_step_on_every_assigned_partition() -> No
     p = c.state.partition(tid, 0)
     assert p is not None and (p.leader, p.isr, p.leader_epoch) == (3, (3,), epoch + 2)
     assert c.state.check_invariants() == []
+
+
+def _unclean_topic(c: Cluster, replicas: list[int]) -> uuid.UUID:
+    from kraft_jbod.messages.create_topics_request import (
+        CreatableReplicaAssignment,
+        CreatableTopic,
+        CreatableTopicConfig,
+        CreateTopicsRequest,
+    )
+
+    topic = CreatableTopic(
+        name="u",
+        num_partitions=-1,
+        replication_factor=-1,
+        assignments=[CreatableReplicaAssignment(partition_index=0, broker_ids=replicas)],
+        configs=[CreatableTopicConfig("unclean.leader.election.enable", "true")],
+    )
+    out = c.call(19, 7, CreateTopicsRequest(topics=[topic]))
+    assert out.response.topics[0].error_code == 0  # type: ignore[attr-defined]
+    tid = c.state.topic_id_of("u")
+    assert tid is not None
+    return tid
+
+
+@pytest.mark.parametrize("level", [25, fv.DEFAULT_LEVEL], ids=["ELR off", "ELR on"])
+def test_a_failed_directory_elects_uncleanly_where_the_topic_allows_it(level: int) -> None:
+    """Kafka's generateLeaderAndIsrUpdates runs an UNCLEAN election for a topic with
+    unclean.leader.election.enable: when the last ISR member's directory fails, a live replica
+    outside the ISR leads (ISR reset to it, leader recovery RECOVERING)."""
+    c = Cluster(level=level)
+    c.start_broker(1, [dir_id(1, 0), dir_id(1, 1)])
+    c.start_broker(2, [dir_id(2, 0)])
+    tid = _unclean_topic(c, [1, 2])
+    c.assign(1, dir_id(1, 0), [(tid, 0)])
+    c.heartbeat(2, want_fence=True)  # 2 leaves the ISR
+    c.heartbeat(2)  # and is back, unfenced, but outside the ISR
+    p = c.state.partition(tid, 0)
+    assert p is not None and (p.leader, p.isr) == (1, (1,)) and c.state.brokers[2].active
+    c.heartbeat(1, offline=[dir_id(1, 0)])
+    p = c.state.partition(tid, 0)
+    assert p is not None and (p.leader, p.isr, p.leader_recovery_state) == (2, (2,), 1)
+    assert c.state.check_invariants() == []
+
+
+def test_unfencing_elects_uncleanly_where_the_topic_allows_it() -> None:
+    """Without ELR: both replicas fenced, the ISR keeps its last member (leader -1); when the
+    other one comes back, the unfencing election (over every leaderless partition) takes it
+    uncleanly because the topic allows it."""
+    c = Cluster(level=25)
+    c.start_broker(1)
+    c.start_broker(2)
+    tid = _unclean_topic(c, [1, 2])
+    c.heartbeat(2, want_fence=True)
+    c.heartbeat(1, want_fence=True)
+    p = c.state.partition(tid, 0)
+    assert p is not None and (p.leader, p.isr) == (-1, (1,))
+    c.heartbeat(2)
+    p = c.state.partition(tid, 0)
+    assert p is not None and (p.leader, p.isr, p.leader_recovery_state) == (2, (2,), 1)
+    assert c.state.check_invariants() == []
+
+
+def test_the_periodic_check_elects_uncleanly_once_a_topic_allows_it() -> None:
+    """Kafka's electUnclean task: every unclean.leader.election.interval.ms, a leaderless
+    partition whose topic now allows unclean elections gets one (here the topic allowed
+    none when its last ISR member was fenced)."""
+    from kraft_jbod.messages.incremental_alter_configs_request import (
+        AlterableConfig,
+        AlterConfigsResource,
+        IncrementalAlterConfigsRequest,
+    )
+
+    c = Cluster(level=25, session_timeout_ms=10**9, unclean_check_interval_ms=60_000)
+    c.start_broker(1)
+    c.start_broker(2)
+    c.create_topic("t", 1, 2)
+    tid = c.state.topic_id_of("t")
+    assert tid is not None
+    p = c.state.partition(tid, 0)
+    assert p is not None
+    first, second = p.replicas
+    c.heartbeat(second, want_fence=True)
+    c.heartbeat(second)  # back, but outside the ISR
+    c.heartbeat(first, want_fence=True)
+    assert c.tick() == []  # the task starts: its first run is one interval away
+    assert (p.leader, p.isr) == (-1, (first,))
+    c.now += 60_000
+    assert c.tick() == []  # due, but the topic allows no unclean election
+    allow = AlterConfigsResource(2, "t", [AlterableConfig("unclean.leader.election.enable", 0, "true")])
+    c.call(44, 1, IncrementalAlterConfigsRequest(resources=[allow]))
+    c.now += 59_999
+    assert c.tick() == []
+    c.now += 1
+    [(rec, _)] = c.tick()
+    assert isinstance(rec, PartitionChangeRecord)
+    assert (p.leader, p.isr, p.leader_recovery_state) == (second, (second,), 1)
+    assert c.state.check_invariants() == []

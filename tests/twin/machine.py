@@ -4,7 +4,7 @@ Strategy: a hypothesis :class:`~hypothesis.stateful.RuleBasedStateMachine` whose
 draw one request (registration, heartbeat, AssignReplicasToDirs, CreateTopics with manual
 assignments, DeleteTopics, CreatePartitions, AlterPartition from the current leader,
 ElectLeaders, AlterPartitionReassignments, IncrementalAlterConfigs of
-``min.insync.replicas``, UnregisterBroker), send it to the mock and to Kafka's controller, and
+``min.insync.replicas`` and ``unclean.leader.election.enable``, UnregisterBroker), send it to the mock and to Kafka's controller, and
 then check two things:
 
 1. the two answers are equal after :func:`tests.twin.pair.plain` (topic ids by name, broker
@@ -75,6 +75,7 @@ from tests.twin.pair import SENT_IDS, Pair, Side, plain
 
 SLOTS = 4
 DIRS_PER_SLOT = 3
+UNCLEAN = "unclean.leader.election.enable"  # a topic or cluster config the sequences set and delete
 UNKNOWN_TOPIC_ID = uuid.UUID("0f0f0f0f-1111-4222-8333-444455556666")
 UNKNOWN_DIR = uuid.UUID("0e0e0e0e-1111-4222-8333-444455556666")
 RESERVED_DIRS = (uuid.UUID(int=0), uuid.UUID(int=1), uuid.UUID(int=2))  # MIGRATING, UNASSIGNED, LOST
@@ -401,6 +402,8 @@ class TwinMachine(RuleBasedStateMachine):
         if data.draw(st.booleans(), label="config?"):
             value = data.draw(st.sampled_from(["1", "2", "3", "0", "x"]), label="min.insync.replicas")
             configs.append(CreatableTopicConfig("min.insync.replicas", value))
+        if data.draw(st.sampled_from([False] * 3 + [True]), label="unclean?"):
+            configs.append(CreatableTopicConfig("unclean.leader.election.enable", "true"))
         validate_only = data.draw(st.sampled_from([False] * 6 + [True]), label="validate only")
         if name not in self.topics and not validate_only:
             self.topics.append(name)
@@ -566,19 +569,21 @@ class TwinMachine(RuleBasedStateMachine):
         )
         self.step(f"reassign {name}-{pid} -> {replicas}", lambda side: (req, 0))
 
-    def alter_min_isr(self, data: st.DataObject) -> None:
+    def alter_config(self, data: st.DataObject) -> None:
         on_topic = bool(self.topics) and data.draw(st.booleans(), label="topic or cluster")
         name = data.draw(st.sampled_from(self.topics), label="topic") if on_topic else ""
+        key = data.draw(st.sampled_from(["min.insync.replicas"] * 3 + [UNCLEAN]), label="config")
         op = data.draw(st.sampled_from([0, 0, 1]), label="operation")  # SET, DELETE
-        value = data.draw(st.sampled_from(["1", "2", "3"]), label="value") if op == 0 else None
+        values = ["1", "2", "3"] if key == "min.insync.replicas" else ["true", "false"]
+        value = data.draw(st.sampled_from(values), label="value") if op == 0 else None
         resource = AlterConfigsResource(
             resource_type=2 if on_topic else 4,
             resource_name=name,
-            configs=[AlterableConfig(name="min.insync.replicas", config_operation=op, value=value)],
+            configs=[AlterableConfig(name=key, config_operation=op, value=value)],
         )
         req = IncrementalAlterConfigsRequest(resources=[resource], validate_only=False)
         self.step(
-            f"incremental alter configs {'topic ' + name if on_topic else 'cluster'} op={op} {value}",
+            f"incremental alter configs {'topic ' + name if on_topic else 'cluster'} {key} op={op} {value}",
             lambda side: (req, 1),
         )
 
@@ -609,7 +614,7 @@ class TwinMachine(RuleBasedStateMachine):
     def admin(self, data: st.DataObject) -> None:
         """One of the operations around the JBOD core, all behind one rule so that together
         they weigh as much as a single core rule (hypothesis picks rules uniformly)."""
-        ops = [self.alter_min_isr, self.unregister, self.update_features]
+        ops = [self.alter_config, self.unregister, self.update_features]
         if self.topics:
             ops += [self.delete_topic, self.create_partitions, self.elect_leaders, self.reassign]
         op = data.draw(st.sampled_from(ops), label="admin operation")
@@ -653,7 +658,9 @@ class TwinMachine(RuleBasedStateMachine):
             req2 = UnregisterBrokerRequest(broker_id=self.bid(slot))
             self.step(f"teardown: unregister slot {slot}", lambda side, r=req2: (r, 0))
         resource = AlterConfigsResource(
-            resource_type=4, resource_name="", configs=[AlterableConfig("min.insync.replicas", 0, "1")]
+            resource_type=4,
+            resource_name="",
+            configs=[AlterableConfig("min.insync.replicas", 0, "1"), AlterableConfig(UNCLEAN, 1, None)],
         )
         req3 = IncrementalAlterConfigsRequest(resources=[resource])
-        self.step("teardown: cluster min.insync.replicas back to default", lambda side: (req3, 1))
+        self.step("teardown: cluster min.insync.replicas and unclean elections back to default", lambda side: (req3, 1))

@@ -124,7 +124,11 @@ class Pair:
         root = self.workdir / f"pair-{self.starts}"
         shutil.rmtree(root, ignore_errors=True)
         cluster_id = uuid_to_base64url(CLUSTER_UUID)  # the same on both sides: identical requests
-        common = {"broker.session.timeout.ms": str(self.session_ms)}
+        common = {
+            "broker.session.timeout.ms": str(self.session_ms),
+            # the periodic unclean election (a timer: out of reach, see docs/twin.md)
+            "unclean.leader.election.interval.ms": str(LONG_SESSION_MS),
+        }
         # Kafka's controller moves leaders back to preferred replicas on its own every 5 minutes
         # (auto.leader.rebalance.enable); the mock has no such timer, and a step must not race it.
         # Kafka's controller holds each write for controller.quorum.append.linger.ms (25 ms) to

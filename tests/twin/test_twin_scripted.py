@@ -246,3 +246,58 @@ def test_an_offline_assignment_elects_a_leaderless_partition_twice(pair: Pair) -
     _assign(pair, 2, uuid.UUID(int=(2 << 64) | 0x29), "leaderless")
     after = pair.images()["kafka"]["partitions"]["leaderless-0"]
     assert (after["leader"], after["leader_epoch"]) == (3, before["leader_epoch"] + 2)
+
+
+@pytest.fixture(params=["4.3-IV0", "3.9-IV0"])
+def level_pair(
+    request: pytest.FixtureRequest, kafka_dist: KafkaDistribution, tmp_path_factory: pytest.TempPathFactory
+) -> Iterator[Pair]:
+    p = Pair(kafka_dist, tmp_path_factory.mktemp("twin-unclean"), metadata_version=request.param)
+    try:
+        p.start()
+        yield p
+    finally:
+        p.close(final=True)
+
+
+def test_unclean_elections_where_the_topic_allows_them(level_pair: Pair) -> None:
+    """A topic with unclean.leader.election.enable: Kafka's generateLeaderAndIsrUpdates runs an
+    UNCLEAN election for it. (1) The last ISR member's directory fails while the other
+    replica is live but outside the ISR: that replica leads, ISR reset to it, leader recovery
+    RECOVERING. (2) Both replicas fenced, then one unfenced: the unfencing election over every
+    leaderless partition takes it uncleanly (without ELR; with ELR the last known leader rule
+    decides). Answers and images compared after every step, with and without ELR."""
+    pair = level_pair
+    d10, d11, d20 = (uuid.UUID(int=(1 << 64) | 0x10), uuid.UUID(int=(1 << 64) | 0x11), uuid.UUID(int=(2 << 64) | 0x20))
+    _register(pair, 1, [d10, d11])
+    _register(pair, 2, d20)
+    _heartbeat(pair, 1)
+    _heartbeat(pair, 2)
+    create = CreateTopicsRequest(
+        topics=[
+            CreatableTopic(
+                name=name,
+                num_partitions=-1,
+                replication_factor=-1,
+                assignments=[CreatableReplicaAssignment(0, [1, 2])],
+                configs=[CreatableTopicConfig("unclean.leader.election.enable", "true")],
+            )
+            for name in ("dirfail", "unfence")
+        ],
+        timeout_ms=30_000,
+    )
+    _same(pair, "create", lambda side: (create, 7))
+    _assign(pair, 1, d10, "dirfail")
+    _assign(pair, 1, d11, "unfence")
+    _heartbeat(pair, 2, want_fence=True)
+    _heartbeat(pair, 2)
+    assert pair.image_diff() == []
+    _heartbeat(pair, 1, offline=[d10])
+    assert pair.image_diff() == []
+    part = pair.images()["kafka"]["partitions"]["dirfail-0"]
+    assert (part["leader"], part["isr"]) == (2, [2])
+    _heartbeat(pair, 2, want_fence=True)
+    _heartbeat(pair, 1, want_fence=True)
+    assert pair.image_diff() == []
+    _heartbeat(pair, 2)
+    assert pair.image_diff() == []

@@ -17,9 +17,9 @@ from typing import cast
 from kraft_jbod.controller import features as fv
 from kraft_jbod.controller.alter_partition import PartitionView
 from kraft_jbod.controller.apis import partitions
-from kraft_jbod.controller.context import ControllerContext
+from kraft_jbod.controller.context import ControllerContext, RecordAndVersion
 from kraft_jbod.controller.draft import Draft
-from kraft_jbod.controller.image import Partition
+from kraft_jbod.controller.image import NO_LEADER, Partition, sorted_partitions
 from kraft_jbod.controller.placement import PlacementError, StripedPlacer, UsableBroker
 from kraft_jbod.messages.error_codes import ErrorCode
 from kraft_jbod.messages.partition_change_record import PartitionChangeRecord
@@ -109,3 +109,24 @@ def reassignment_isr_change(
         p.leader_recovery_state if rec.leader_recovery_state == -1 else rec.leader_recovery_state,
     )
     return rec, view
+
+
+# Kafka's cap on the elections of one periodic run (ReplicationControlManager's
+# maxElectionsPerImbalance); the task runs again at once while it hits it.
+MAX_ELECTIONS_PER_RUN = 1_000
+
+
+def elect_unclean_leaderless(ctx: ControllerContext) -> tuple[list[RecordAndVersion], bool]:
+    """Kafka's periodic electUnclean task (every unclean.leader.election.interval.ms): an
+    UNCLEAN election for every leaderless partition whose topic allows one, as an
+    ElectLeaders of that type would. The records, and whether the cap cut the run short."""
+    ops = ops_of(ctx)
+    draft = Draft(ctx)
+    records: list[RecordAndVersion] = []
+    for p in sorted_partitions(ctx.image.leaderless):
+        if len(records) >= MAX_ELECTIONS_PER_RUN:
+            return records, True
+        if p.leader != NO_LEADER or draft.election(p) != partitions.UNCLEAN:
+            continue
+        partitions.elect_one(ops, ctx.image.topics[p.topic_id].name, p.partition_id, partitions.UNCLEAN, records)
+    return records, False

@@ -267,9 +267,7 @@ def create_partitions(
 # ---------------------------------------------------------------------------- ElectLeaders
 
 
-def _elect_one(
-    ops: Ops, topic: str, pid: int, election: int, records: list[RecordAndVersion]
-) -> tuple[int, str | None]:
+def elect_one(ops: Ops, topic: str, pid: int, election: int, records: list[RecordAndVersion]) -> tuple[int, str | None]:
     st = ops.st
     tid = st.topic_id_of(topic)
     if tid is None:
@@ -317,7 +315,7 @@ def elect_leaders(
             result = ReplicaElectionResult(topic=topic.name)
             resp.replica_election_results.append(result)
             for pid in sorted(topic.partitions):
-                code, msg = _elect_one(ops, topic.name, pid, election, records)
+                code, msg = elect_one(ops, topic.name, pid, election, records)
                 if code != ELECTION_NOT_NEEDED:
                     result.partition_result.append(PartitionResult(pid, code, msg))
         return _bounded_elections(api_version, req, resp, records)
@@ -325,7 +323,7 @@ def elect_leaders(
         result = ReplicaElectionResult(topic=tp.topic)
         resp.replica_election_results.append(result)
         for pid in tp.partitions:
-            code, msg = _elect_one(ops, tp.topic, pid, election, records)
+            code, msg = elect_one(ops, tp.topic, pid, election, records)
             result.partition_result.append(PartitionResult(pid, code, msg))
     return _bounded_elections(api_version, req, resp, records)
 
