@@ -300,6 +300,16 @@ class Draft:
                 lke2 if second.last_known_elr is None else tuple(second.last_known_elr),
             )
 
+    def _partitions_in_dir(self, directory: uuid.UUID) -> set[Partition]:
+        """Every partition with a replica in ``directory``, any broker's (Kafka's
+        directoriesToPartitions)."""
+        found: set[Partition] = set()
+        for per in self.image.index.values():
+            got = per.get(directory)
+            if got:
+                found |= got
+        return found
+
     def leave_offline_dir(self, p: Partition, broker_id: int) -> None:
         """``broker_id``'s replica of ``p`` sits in an offline directory: Kafka's
         generateLeaderAndIsrUpdates with the broker to remove, for a directory reported
@@ -446,14 +456,27 @@ class Draft:
                 self._elect_with_builder(p, elr_on)
 
     def dirs_offline(self, reg: BrokerInfo, newly_offline: list[uuid.UUID]) -> None:
-        """PartitionChangeRecords for every replica in the dirs, then one BRCR v2 (O(replicas in them))."""
+        """PartitionChangeRecords for the partitions in the dirs, then one BRCR v2.
+
+        As Kafka's handleDirectoriesOffline: per newly offline directory (in the
+        registration's order), the ISR step with this broker to remove over every partition
+        that has a replica in that directory, whichever broker's: Kafka indexes partitions
+        by directory id alone, and brokers may register the same id. Each step is built from
+        the state before the heartbeat, so a partition met again under a second directory
+        gets the same record again (docs/twin.md #22). O(replicas in the dirs + brokers)."""
         online = self.online_set(reg.broker_id) or frozenset()
         gone = frozenset(newly_offline)
         self.online[reg.broker_id] = online - gone
-        per = self.image.index.get(reg.broker_id, {})
+        made: dict[Partition, list[RecordAndVersion]] = {}
         for directory in newly_offline:
-            for p in sorted_partitions(per.get(directory, ())):
+            for p in sorted_partitions(self._partitions_in_dir(directory)):
+                again = made.get(p)
+                if again is not None:
+                    self.records.extend(again)
+                    continue
+                n = len(self.records)
                 self.leave_offline_dir(p, reg.broker_id)
+                made[p] = self.records[n:]
         remaining = [x for x in reg.online_dirs if x not in gone]
         self.records.append(
             (BrokerRegistrationChangeRecord(broker_id=reg.broker_id, broker_epoch=reg.epoch, log_dirs=remaining), 2)

@@ -284,3 +284,41 @@ def test_the_periodic_check_elects_uncleanly_once_a_topic_allows_it() -> None:
     assert isinstance(rec, PartitionChangeRecord)
     assert (p.leader, p.isr, p.leader_recovery_state) == (second, (second,), 1)
     assert c.state.check_invariants() == []
+
+
+def test_a_failed_directory_reaches_every_partition_with_a_replica_in_it() -> None:
+    """Kafka indexes partitions by directory id alone (directoriesToPartitions), whichever
+    broker's replica sits there, and runs the ISR step per newly offline directory from the
+    state before the heartbeat. Broker 1's replica was assigned to a directory of broker 2's;
+    broker 2 then reports that directory and its own replica's directory offline: the
+    partition is met twice and gets the same record twice. Found by the differential twin
+    against Kafka 4.4's controller (4.1-IV0, seed 7401)."""
+    from kraft_jbod.messages.create_topics_request import (
+        CreatableReplicaAssignment,
+        CreatableTopic,
+        CreateTopicsRequest,
+    )
+
+    c = Cluster(level=25)  # ELR off
+    c.start_broker(1, [dir_id(1, 0)])
+    c.start_broker(2, [dir_id(2, 0), dir_id(2, 1)])
+    c.start_broker(3, [dir_id(3, 0)])
+    topic = CreatableTopic(
+        name="t",
+        num_partitions=-1,
+        replication_factor=-1,
+        assignments=[CreatableReplicaAssignment(partition_index=0, broker_ids=[3, 1, 2])],
+    )
+    c.call(19, 7, CreateTopicsRequest(topics=[topic]))
+    tid = c.state.topic_id_of("t")
+    assert tid is not None
+    c.assign(1, dir_id(2, 0), [(tid, 0)])  # not broker 1's: offline for it, it leaves the ISR
+    c.assign(2, dir_id(2, 1), [(tid, 0)])
+    p = c.state.partition(tid, 0)
+    assert p is not None and p.isr == (3, 2)
+    epoch = p.partition_epoch
+    out = c.heartbeat(2, offline=[dir_id(2, 0), dir_id(2, 1)])
+    changes = [r for r, _ in out.records if isinstance(r, PartitionChangeRecord)]
+    assert len(changes) == 2 and changes[0] == changes[1] and changes[0].isr == [3]
+    assert (p.isr, p.partition_epoch) == ((3,), epoch + 2)
+    assert c.state.check_invariants() == []
