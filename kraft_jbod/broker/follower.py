@@ -167,6 +167,12 @@ class MetadataFollower:
             req.replica_id = self.node_id
         return req
 
+    def leader_serving(self) -> bool:
+        """True once the current leader has committed a batch of its own epoch: from then
+        on its controller serves (Kafka's controller activates only when its epoch's first
+        batch is committed, and answers NOT_CONTROLLER, logging an error, before)."""
+        return any(epoch == self.epoch and start < self.high_watermark for epoch, start in self.epochs)
+
     def on_response(self, resp: FetchResponse) -> FetchResult:
         """Digest one response (module Rules 1-4).
 

@@ -21,11 +21,15 @@ epoch's first commit. Brokers' sessions start afresh then (Kafka's activate()).
 Rule 4: every controller registers with the active one (ControllerRegistration, api 70:
 its id, a fresh incarnation id per start, its controller listener and supported features)
 once the committed metadata.version has controller registrations (3.7-IV0), and again
-whenever the committed image does not hold its current incarnation.
+whenever the committed image does not hold its current incarnation; only to a leader that
+has committed a batch of its own epoch (Kafka's controller is active only from then on,
+and answers NOT_CONTROLLER, logging an error, before).
 Rule 3: on a controller that is not active every controller API answers NOT_CONTROLLER,
 observers' Fetch answers NOT_LEADER_OR_FOLLOWER naming the leader and its endpoint, and
 nothing is written; a write whose leader lost its epoch before the commit is not answered
 (the connection closes, the broker retries with the new leader).
+Rule 5: UpdateRaftVoter (api 82) is the raft layer's, answered by every voter as Kafka's
+raft client does (``voter_updates``), not by the controller.
 """
 
 from __future__ import annotations
@@ -48,6 +52,7 @@ from kraft_jbod.controller.raft import messages as core
 from kraft_jbod.controller.raft import wire
 from kraft_jbod.controller.raft.node import Timing
 from kraft_jbod.controller.raft.voter import SERVED, RaftVoter
+from kraft_jbod.controller.raft.voter_updates import answer_update_voter
 from kraft_jbod.errors import DecodeError, KraftJbodError, StorageError
 from kraft_jbod.messages.api_keys import ApiKey
 from kraft_jbod.messages.controller_registration_request import ControllerRegistrationRequest, Feature, Listener
@@ -96,6 +101,7 @@ class QuorumSeat:
         self._closing = False
         self.incarnation_id = uuid.uuid4()
         self.registrations_sent = 0
+        self.committed_epoch = -1  # the leader epoch of the last batch applied
 
     # ------------------------------------------------------------------ lifecycle
 
@@ -159,6 +165,22 @@ class QuorumSeat:
                 conn.close()
             else:
                 conn.respond(ev, answer)
+            return True
+        if ev.api_key == ApiKey.UPDATE_RAFT_VOTER:
+            # The raft layer's business (Kafka's raft client answers it), on every voter.
+            if voter is None or not voter.serving or self._server is None:
+                conn.close()
+                return True
+            conn.respond(
+                ev,
+                answer_update_voter(
+                    voter.node,
+                    ev.body,
+                    cluster_id=self._server.cluster_id,
+                    listener=voter.listener,
+                    endpoints=voter.endpoints,
+                ),
+            )
             return True
         if ev.api_key in (ApiKey.FETCH, ApiKey.FETCH_SNAPSHOT):
             if self._leads():
@@ -291,6 +313,7 @@ class QuorumSeat:
                     break
                 assert e.raw is not None
                 clog.append_raw(e.raw)
+                self.committed_epoch = e.epoch
                 if not e.control:
                     self._apply(e, machine, server)
                 applied_any = True
@@ -348,6 +371,8 @@ class QuorumSeat:
             node = None if voter is None else voter.node
             if node is None or machine is None or server is None or node.leader_id not in self.voters:
                 continue
+            if self.committed_epoch != node.epoch:
+                continue  # the leader has not committed its epoch's first batch: not serving yet
             if machine.metadata_version < fv.MV_3_7_IV0 or self._registered():
                 continue
             host, port = server.addresses[0]

@@ -374,6 +374,11 @@ class RaftVoter:
     # ------------------------------------------------------------------ observing
 
     @property
+    def serving(self) -> bool:
+        """Neither paused nor isolated: what it receives is answered."""
+        return self._running.is_set() and not self.isolated
+
+    @property
     def role(self) -> Role | None:
         return self.node.role if self.node is not None else None
 

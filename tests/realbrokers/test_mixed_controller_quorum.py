@@ -1,0 +1,343 @@
+"""The judge with full controllers: two of our controllers (``ControllerQuorum``, the whole
+controller on each voter) and Kafka 4.4's own controller as the third voter of a static
+quorum, two fake JBOD brokers attached.
+
+The leader is lost again and again: killed as ``kill -9`` (ours restarted from its folder at
+once, Kafka's JVM once the next leader is agreed), and now and then leadership handed to
+Kafka's controller (EndQuorumEpoch naming it) so that it leads often.
+Whoever leads must go on from the other's state: topics created through the leader stay,
+the brokers stay registered and unfenced with the same broker epochs, and a directory
+failure is handled by whichever controller leads (one under Kafka's, one under ours):
+leadership moves off the failed directory in the committed image every controller shares.
+At the end every voter's log is a prefix of the longest, batch for batch and byte for byte
+(Kafka's segment holds our controllers' batches exactly as they wrote them, and Kafka's
+controller replayed them without a fault), and Kafka's controller logged no WARN or ERROR
+the mock caused.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import statistics
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+from kraft_jbod.broker.config import BrokerConfig
+from kraft_jbod.broker.server import FakeBroker
+from kraft_jbod.controller.raft import wire
+from kraft_jbod.controller.raft.file_log import PARTITION_DIR, SEGMENT
+from kraft_jbod.controller.raft.node import Timing
+from kraft_jbod.controller.raft.seat import RAFT_DIR, QuorumSeat
+from kraft_jbod.controller.server import ControllerServer
+from kraft_jbod.messages.create_topics_request import CreatableTopic, CreateTopicsRequest
+from kraft_jbod.messages.error_codes import ErrorCode
+from kraft_jbod.realkafka import configs, logs
+from kraft_jbod.realkafka.cluster import free_port
+from kraft_jbod.realkafka.distribution import KafkaDistribution
+from kraft_jbod.realkafka.process import KafkaProcess, run_tool
+from kraft_jbod.storage import format_storage
+from kraft_jbod.testing.cluster import FAKE_BROKER_DEFAULTS, KafkaConnection
+from kraft_jbod.testing.quorum import CLUSTER_ID, ControllerQuorum
+from kraft_jbod.wire.primitives import uuid_to_base64url
+
+METADATA_VERSION = ("4.3-IV0", 30)  # the newest level this Kafka build's storage tool knows
+OURS = (3000, 3001)
+KAFKA_ID = 3002
+FAILOVERS = 20
+# Both kinds of voter on the same timeouts, shorter than Kafka's defaults (1 s election,
+# 2 s fetch) so twenty failovers fit in a few minutes, long enough for a loaded machine.
+ELECTION_MS, FETCH_MS = 500, 1000
+TIMING = Timing(election_timeout_ms=ELECTION_MS, fetch_timeout_ms=FETCH_MS, election_backoff_max_ms=300, retry_ms=100)
+
+# What Kafka's controller logs in this scenario through no fault of ours.
+EXPECTED = (
+    logs.Benign(
+        r"WARN \[(RaftManager|NodeToControllerChannelManager) id=\d+( name=\w+)?\] Connection to node \d+ "
+        r"\(\S+\) could not be established",
+        "start-up, and after one of our controllers is killed",
+        "Kafka's voter reaches for a node whose listener is not up (itself at start, the killed controller)",
+    ),
+    logs.Benign(
+        r"WARN \[QuorumController id=\d+\] Performing controller activation\.",
+        "Kafka's controller elected",
+        "Kafka logs every activation at WARN",
+    ),
+    logs.Benign(
+        r"WARN \[QuorumController id=\d+\] Renouncing the leadership due to a metadata log event\. We were the "
+        r"leader at epoch \d+, but in the new epoch \d+, the leader is \S+\.",
+        "Kafka's controller resumed after a pause that cost it the leadership, or handing it on",
+        "the leader moved while it was stopped (or it resigned); it drops its controller role on the new epoch",
+    ),
+    logs.Benign(
+        r"WARN \[QuorumController id=\d+\] Directories \[\S+\] in broker \d+ marked offline, remaining directories",
+        "the directory failure the test causes, handled while Kafka's controller leads",
+        "Kafka logs every directory a broker reports offline at WARN",
+    ),
+    logs.Benign(
+        r"ERROR \[ControllerRegistrationManager id=\d+ incarnation=\S+\] RegistrationResponseHandler: "
+        r"channel manager timed out before sending the request\.",
+        "a leader killed while Kafka's voter was registering with it",
+        "its ControllerRegistration to the killed leader times out; it retries with the next one",
+    ),
+    logs.Benign(
+        r"ERROR \[QuorumController id=\d+\] Exceptionally slow controller event "
+        r"(handleCommit\[baseOffset=\d+\]|handleLeaderChange\[\d+\]) took \d+ ms\.",
+        "a loaded machine",
+        "Kafka's event monitor flags any controller event above 2 s; only when the JVM gets no CPU",
+    ),
+)
+
+
+async def _until(what: str, probe: Callable[[], Any], timeout: float = 30.0) -> Any:
+    deadline = time.monotonic() + timeout
+    while True:
+        got = probe()
+        if got:
+            return got
+        if time.monotonic() > deadline:
+            raise AssertionError(f"not reached within {timeout} s: {what}")
+        await asyncio.sleep(0.02)
+
+
+def _kafka(kafka_dist: KafkaDistribution, root: Path, port: int, voters: str) -> KafkaProcess:
+    config = root / "kafka" / "controller.properties"
+    config.parent.mkdir(parents=True)
+    props = configs.kafka_controller_properties(node_id=KAFKA_ID, port=port, log_dir=root / "kafka" / "data")
+    props.update(
+        {
+            "controller.quorum.voters": voters,
+            "controller.quorum.election.timeout.ms": str(ELECTION_MS),
+            "controller.quorum.fetch.timeout.ms": str(FETCH_MS),
+            "controller.quorum.election.backoff.max.ms": "300",
+        }
+    )
+    configs.write_properties(config, props)
+    formatted = run_tool(
+        kafka_dist,
+        "kafka.tools.StorageTool",
+        ["format", "-t", CLUSTER_ID, "-c", str(config), "--release-version", METADATA_VERSION[0]],
+        root / "kafka",
+    )
+    assert formatted.returncode == 0, formatted.stdout + formatted.stderr
+    return KafkaProcess("controller", kafka_dist, config, root / "kafka" / "controller.log", heap_mb=512)
+
+
+async def _start_broker(root: Path, broker_id: int, voters: str) -> FakeBroker:
+    base = root / f"broker-{broker_id}"
+    port = free_port()
+    props = {
+        "process.roles": "broker",
+        "node.id": str(broker_id),
+        "controller.quorum.voters": voters,
+        "controller.listener.names": "CONTROLLER",
+        "listeners": f"PLAINTEXT://127.0.0.1:{port}",
+        "advertised.listeners": f"PLAINTEXT://127.0.0.1:{port}",
+        "kraft.jbod.serve.clients": "false",
+        "log.dirs": ",".join(str(base / f"d{i}") for i in range(3)),
+        "metadata.log.dir": str(base / "meta"),
+        "broker.session.timeout.ms": "9000",
+        "kraft.jbod.control.listener": "127.0.0.1:0",
+        **FAKE_BROKER_DEFAULTS,
+    }
+    config = BrokerConfig.from_properties(props)
+    format_storage(config.layout, CLUSTER_ID)
+    broker = FakeBroker(config)
+    await broker.start()
+    return broker
+
+
+def _seat(server: ControllerServer) -> QuorumSeat:
+    seat = server.quorum
+    assert isinstance(seat, QuorumSeat)
+    return seat
+
+
+async def _create_topic(address: tuple[str, int], name: str) -> int:
+    conn = await KafkaConnection.open(address, client_id="admin")
+    try:
+        req = CreateTopicsRequest(
+            topics=[CreatableTopic(name=name, num_partitions=3, replication_factor=2)], timeout_ms=5000
+        )
+        resp = await asyncio.wait_for(conn.call(req, 7), 10)
+        return int(resp.topics[0].error_code)
+    finally:
+        await conn.close()
+
+
+def test_full_controllers_beside_kafkas_controller_through_failovers(
+    kafka_dist: KafkaDistribution, tmp_path: Path
+) -> None:
+    kafka_port = free_port()
+    elections: list[int] = []
+    how: list[str] = []
+    leaders: list[int] = []
+    acknowledged: list[str] = []
+    dir_failures: dict[str, int] = {}  # "kafka" / "ours" -> the broker whose directory failed under it
+    timeline: list[str] = []
+
+    async def run() -> KafkaProcess:
+        quorum = ControllerQuorum(
+            tmp_path / "quorum",
+            voters=len(OURS),
+            first_id=OURS[0],
+            timing=TIMING,
+            metadata_version=METADATA_VERSION[1],
+            external={KAFKA_ID: ("127.0.0.1", kafka_port)},
+        )
+        async with quorum:
+            kafka = await asyncio.to_thread(_kafka, kafka_dist, tmp_path, kafka_port, quorum.voters_property)
+            await asyncio.to_thread(kafka.start)
+            brokers: list[FakeBroker] = []
+            try:
+                leader, epoch = await quorum.wait_for_leader_view(timeout=120)
+                brokers = [await _start_broker(tmp_path, b, quorum.voters_property) for b in (1, 2)]
+
+                def image_of() -> Any:
+                    """The committed state as the most caught-up controller of ours holds it."""
+                    return max(quorum.servers.values(), key=lambda s: s.log.end_offset).state
+
+                def all_unfenced() -> bool:
+                    return all(
+                        all(
+                            (reg := s.state.brokers.get(b.node_id)) is not None
+                            and not reg.fenced
+                            and reg.epoch == b.lifecycle.epoch
+                            for b in brokers
+                        )
+                        for s in quorum.servers.values()
+                    )
+
+                def every_controller_registered() -> bool:
+                    return all(
+                        {*OURS, KAFKA_ID} <= set(s.state.image.controllers) for s in quorum.servers.values()
+                    )
+
+                await _until("both brokers registered and unfenced", all_unfenced, 60)
+                await _until("every controller registered", every_controller_registered, 60)
+                broker_epochs = {b.node_id: b.lifecycle.epoch for b in brokers}
+
+                async def create(name: str) -> None:
+                    for _ in range(40):
+                        view = await quorum.wait_for_leader_view(timeout=60)
+                        address = ("127.0.0.1", kafka_port) if view[0] == KAFKA_ID else quorum.addresses[view[0]]
+                        try:
+                            code = await _create_topic(address, name)
+                        except Exception:
+                            code = -1  # the leader went away mid-request: not acknowledged
+                        if code in (ErrorCode.NONE, ErrorCode.TOPIC_ALREADY_EXISTS):
+                            acknowledged.append(name)
+                            return
+                        await asyncio.sleep(0.2)
+                    raise AssertionError(f"{name} never acknowledged")
+
+                async def fail_a_directory(under: str) -> None:
+                    """Fail a directory holding a partition leader; the leader moves off it."""
+                    broker = brokers[len(dir_failures)]
+
+                    def placed_leader() -> Any:
+                        state = image_of()
+                        dirs = state.brokers[broker.node_id].registered_dirs
+                        for t in state.image.topics.values():
+                            for p in t.partitions.values():
+                                if p.leader == broker.node_id and p.dirs[p.replicas.index(broker.node_id)] in dirs:
+                                    return p.dirs[p.replicas.index(broker.node_id)]
+                        return None
+
+                    failed = await _until(f"broker {broker.node_id} leads a partition placed in a directory", placed_leader)
+                    broker.fail_directory(uuid_to_base64url(failed))
+
+                    def moved() -> bool:
+                        for s in quorum.servers.values():
+                            img = s.state.image
+                            for t in img.topics.values():
+                                for p in t.partitions.values():
+                                    if broker.node_id in p.replicas and p.leader == broker.node_id:
+                                        if p.dirs[p.replicas.index(broker.node_id)] == failed:
+                                            return False
+                            reg = s.state.brokers.get(broker.node_id)
+                            if reg is None or failed in reg.online_set:
+                                return False
+                        return True
+
+                    await _until(f"leaders off broker {broker.node_id}'s failed directory ({under} leads)", moved)
+                    dir_failures[under] = broker.node_id
+
+                since_kafka = 0
+                for r in range(FAILOVERS):
+                    await create(f"topic-{r}")
+                    leader, epoch = await quorum.wait_for_leader_view(timeout=60)
+                    leaders.append(leader)
+                    under = "kafka" if leader == KAFKA_ID else "ours"
+                    if under not in dir_failures and len(dir_failures) < len(brokers):
+                        await fail_a_directory(under)
+                    since_kafka = 0 if leader == KAFKA_ID else since_kafka + 1
+                    timeline.append(f"round {r}: leader {leader} epoch {epoch}")
+                    lost = time.monotonic()
+                    if leader == KAFKA_ID:
+                        quorum.mark_lost()
+                        await asyncio.to_thread(kafka.kill)
+                        how.append("kill")
+                        leader, epoch = await quorum.wait_for_leader_view(above_epoch=epoch, timeout=60)
+                        await asyncio.to_thread(kafka.start)
+                        # Back as a follower before the next loss (a kill with it down would leave
+                        # one voter of three).
+                        await asyncio.to_thread(kafka.wait_for_line, r"Completed transition to FollowerState", 120)
+                    elif since_kafka >= 3:
+                        voter = _seat(quorum.servers[leader]).voter
+                        assert voter is not None
+                        voter.resign(KAFKA_ID)  # hand it to Kafka's controller
+                        quorum.mark_lost()
+                        how.append("move")
+                        leader, epoch = await quorum.wait_for_leader_view(above_epoch=epoch, timeout=60)
+                    else:
+                        old = leader
+                        await quorum.kill(old)
+                        how.append("kill")
+                        leader, epoch = await quorum.wait_for_leader_view(above_epoch=epoch, timeout=60)
+                        await quorum.restart(old)
+                    elections.append(int((time.monotonic() - lost) * 1000))
+                    timeline.append(f"  -> {how[-1]}: leader {leader} epoch {epoch} after {elections[-1]} ms")
+                    # The new leader holds everything acknowledged, and manages the brokers.
+                    await _until(
+                        f"round {r}: every acknowledged topic on every controller",
+                        lambda: all(
+                            all(t in s.state.image.topic_names for t in acknowledged) for s in quorum.servers.values()
+                        ),
+                    )
+                await create("topic-last")
+                await _until("brokers unfenced on the last leader", all_unfenced, 60)
+                assert {b.node_id: b.lifecycle.epoch for b in brokers} == broker_epochs, "a broker was fenced"
+                assert set(dir_failures) == {"kafka", "ours"}, f"directory failures handled: {dir_failures}"
+                await asyncio.sleep(2)  # let every voter fetch up to the last high watermark
+            finally:
+                for b in brokers:
+                    await b.close()
+                # In a thread: our voters must keep answering (EndQuorumEpoch) while Kafka's stops.
+                await asyncio.to_thread(kafka.stop, 60)
+        return kafka
+
+    try:
+        kafka = asyncio.run(asyncio.wait_for(run(), 900))
+    except BaseException:
+        print("\n".join(timeline))
+        raise
+    text = kafka.log_text(this_run=False)  # every run of Kafka's controller
+    assert "Encountered fatal fault" not in text
+    # Every voter's log is a prefix of the longest, batch for batch and byte for byte.
+    segments = {i: tmp_path / "quorum" / f"controller-{i}" / RAFT_DIR / PARTITION_DIR / SEGMENT for i in OURS}
+    segments[KAFKA_ID] = tmp_path / "kafka" / "data" / PARTITION_DIR / SEGMENT
+    all_logs = {i: wire.decode_entries(p.read_bytes()) for i, p in segments.items()}
+    longest = max(all_logs.values(), key=len)
+    for i, entries in all_logs.items():
+        assert entries == longest[: len(entries)], f"voter {i}'s log is not a prefix of the longest"
+    kafka_led = leaders.count(KAFKA_ID)
+    print(
+        f"mixed full-controller failovers={len(elections)} (kill={how.count('kill')} move={how.count('move')}) "
+        f"rounds_led_by_kafka={kafka_led} election_ms_median={statistics.median(elections):.0f} "
+        f"election_ms_worst={max(elections)} topics_acknowledged={len(acknowledged)} lost=0 batches={len(longest)}"
+    )
+    assert kafka_led >= 2, f"Kafka's controller led only {kafka_led} rounds"
+    problems = logs.problems(text, EXPECTED)
+    assert problems == [], "\n".join(p[:400] for p in problems)
