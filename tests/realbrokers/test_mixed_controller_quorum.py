@@ -210,9 +210,7 @@ def test_full_controllers_beside_kafkas_controller_through_failovers(
                     )
 
                 def every_controller_registered() -> bool:
-                    return all(
-                        {*OURS, KAFKA_ID} <= set(s.state.image.controllers) for s in quorum.servers.values()
-                    )
+                    return all({*OURS, KAFKA_ID} <= set(s.state.image.controllers) for s in quorum.servers.values())
 
                 await _until("both brokers registered and unfenced", all_unfenced, 60)
                 await _until("every controller registered", every_controller_registered, 60)
@@ -245,7 +243,9 @@ def test_full_controllers_beside_kafkas_controller_through_failovers(
                                     return p.dirs[p.replicas.index(broker.node_id)]
                         return None
 
-                    failed = await _until(f"broker {broker.node_id} leads a partition placed in a directory", placed_leader)
+                    failed = await _until(
+                        f"broker {broker.node_id} leads a partition placed in a directory", placed_leader
+                    )
                     broker.fail_directory(uuid_to_base64url(failed))
 
                     def moved() -> bool:
@@ -276,14 +276,22 @@ def test_full_controllers_beside_kafkas_controller_through_failovers(
                     timeline.append(f"round {r}: leader {leader} epoch {epoch}")
                     lost = time.monotonic()
                     if leader == KAFKA_ID:
+                        before = image_of().image.controllers[KAFKA_ID].incarnation_id
                         quorum.mark_lost()
                         await asyncio.to_thread(kafka.kill)
                         how.append("kill")
                         leader, epoch = await quorum.wait_for_leader_view(above_epoch=epoch, timeout=60)
+                        elections.append(int((time.monotonic() - lost) * 1000))
                         await asyncio.to_thread(kafka.start)
                         # Back as a follower before the next loss (a kill with it down would leave
                         # one voter of three).
                         await asyncio.to_thread(kafka.wait_for_line, r"Completed transition to FollowerState", 120)
+                        # ... and registered anew (a kill during its registration is a scenario of its own).
+                        await _until(
+                            "Kafka's controller registered again after its restart",
+                            lambda before=before: image_of().image.controllers[KAFKA_ID].incarnation_id != before,
+                            120,
+                        )
                     elif since_kafka >= 3:
                         voter = _seat(quorum.servers[leader]).voter
                         assert voter is not None
@@ -291,13 +299,14 @@ def test_full_controllers_beside_kafkas_controller_through_failovers(
                         quorum.mark_lost()
                         how.append("move")
                         leader, epoch = await quorum.wait_for_leader_view(above_epoch=epoch, timeout=60)
+                        elections.append(int((time.monotonic() - lost) * 1000))
                     else:
                         old = leader
                         await quorum.kill(old)
                         how.append("kill")
                         leader, epoch = await quorum.wait_for_leader_view(above_epoch=epoch, timeout=60)
+                        elections.append(int((time.monotonic() - lost) * 1000))
                         await quorum.restart(old)
-                    elections.append(int((time.monotonic() - lost) * 1000))
                     timeline.append(f"  -> {how[-1]}: leader {leader} epoch {epoch} after {elections[-1]} ms")
                     # The new leader holds everything acknowledged, and manages the brokers.
                     await _until(
@@ -320,9 +329,8 @@ def test_full_controllers_beside_kafkas_controller_through_failovers(
 
     try:
         kafka = asyncio.run(asyncio.wait_for(run(), 900))
-    except BaseException:
+    finally:
         print("\n".join(timeline))
-        raise
     text = kafka.log_text(this_run=False)  # every run of Kafka's controller
     assert "Encountered fatal fault" not in text
     # Every voter's log is a prefix of the longest, batch for batch and byte for byte.
