@@ -29,7 +29,7 @@ observers' Fetch answers NOT_LEADER_OR_FOLLOWER naming the leader and its endpoi
 nothing is written; a write whose leader lost its epoch before the commit is not answered
 (the connection closes, the broker retries with the new leader).
 Rule 5: UpdateRaftVoter (api 82) is the raft layer's, answered by every voter as Kafka's
-raft client does (``voter_updates``), not by the controller.
+raft client does (the voter's ``voter_updates``), not by the controller.
 """
 
 from __future__ import annotations
@@ -52,7 +52,6 @@ from kraft_jbod.controller.raft import messages as core
 from kraft_jbod.controller.raft import wire
 from kraft_jbod.controller.raft.node import Timing
 from kraft_jbod.controller.raft.voter import SERVED, RaftVoter
-from kraft_jbod.controller.raft.voter_updates import answer_update_voter
 from kraft_jbod.errors import DecodeError, KraftJbodError, StorageError
 from kraft_jbod.messages.api_keys import ApiKey
 from kraft_jbod.messages.controller_registration_request import ControllerRegistrationRequest, Feature, Listener
@@ -159,28 +158,14 @@ class QuorumSeat:
     def dispatch(self, conn: Connection, ev: RequestReceived) -> bool:
         """Take the requests that are the quorum's business; False: the controller's."""
         voter = self.voter
-        if ev.api_key in _RAFT_KEYS or (ev.api_key == ApiKey.FETCH and self._from_voter(ev)):
+        # UpdateRaftVoter too: Kafka's raft client answers it, not its controller (Rule 5).
+        raft_only = ev.api_key in _RAFT_KEYS or ev.api_key == ApiKey.UPDATE_RAFT_VOTER
+        if raft_only or (ev.api_key == ApiKey.FETCH and self._from_voter(ev)):
             answer = None if voter is None else voter.answer(ev)
             if answer is None:
                 conn.close()
             else:
                 conn.respond(ev, answer)
-            return True
-        if ev.api_key == ApiKey.UPDATE_RAFT_VOTER:
-            # The raft layer's business (Kafka's raft client answers it), on every voter.
-            if voter is None or not voter.serving or self._server is None:
-                conn.close()
-                return True
-            conn.respond(
-                ev,
-                answer_update_voter(
-                    voter.node,
-                    ev.body,
-                    cluster_id=self._server.cluster_id,
-                    listener=voter.listener,
-                    endpoints=voter.endpoints,
-                ),
-            )
             return True
         if ev.api_key in (ApiKey.FETCH, ApiKey.FETCH_SNAPSHOT):
             if self._leads():
