@@ -37,7 +37,7 @@ from kraft_jbod.realkafka import configs, logs
 from kraft_jbod.realkafka.cluster import free_port
 from kraft_jbod.realkafka.distribution import KafkaDistribution
 from kraft_jbod.realkafka.process import KafkaProcess, run_tool
-from kraft_jbod.storage import format_storage
+from kraft_jbod.storage import StorageLayout, format_storage
 from kraft_jbod.testing.cluster import FAKE_BROKER_DEFAULTS, KafkaConnection
 from kraft_jbod.testing.quorum import CLUSTER_ID, ControllerQuorum
 from kraft_jbod.wire.primitives import uuid_to_base64url
@@ -101,7 +101,9 @@ async def _until(what: str, probe: Callable[[], Any], timeout: float = 30.0) -> 
         await asyncio.sleep(0.02)
 
 
-def _kafka(kafka_dist: KafkaDistribution, root: Path, port: int, voters: str) -> KafkaProcess:
+def _kafka(
+    kafka_dist: KafkaDistribution, root: Path, port: int, voters: str, extra: dict[str, str] | None = None
+) -> KafkaProcess:
     config = root / "kafka" / "controller.properties"
     config.parent.mkdir(parents=True)
     props = configs.kafka_controller_properties(node_id=KAFKA_ID, port=port, log_dir=root / "kafka" / "data")
@@ -111,6 +113,7 @@ def _kafka(kafka_dist: KafkaDistribution, root: Path, port: int, voters: str) ->
             "controller.quorum.election.timeout.ms": str(ELECTION_MS),
             "controller.quorum.fetch.timeout.ms": str(FETCH_MS),
             "controller.quorum.election.backoff.max.ms": "300",
+            **(extra or {}),
         }
     )
     configs.write_properties(config, props)
@@ -154,11 +157,12 @@ def _seat(server: ControllerServer) -> QuorumSeat:
     return seat
 
 
-async def _create_topic(address: tuple[str, int], name: str) -> int:
+async def _create_topic(address: tuple[str, int], name: str, replication_factor: int = 2) -> int:
     conn = await KafkaConnection.open(address, client_id="admin")
     try:
         req = CreateTopicsRequest(
-            topics=[CreatableTopic(name=name, num_partitions=3, replication_factor=2)], timeout_ms=5000
+            topics=[CreatableTopic(name=name, num_partitions=3, replication_factor=replication_factor)],
+            timeout_ms=5000,
         )
         resp = await asyncio.wait_for(conn.call(req, 7), 10)
         return int(resp.topics[0].error_code)
@@ -348,4 +352,147 @@ def test_full_controllers_beside_kafkas_controller_through_failovers(
     )
     assert kafka_led >= 2, f"Kafka's controller led only {kafka_led} rounds"
     problems = logs.problems(text, EXPECTED)
+    assert problems == [], "\n".join(p[:400] for p in problems)
+
+
+REAL_BROKER_ID = 1
+# Kafka's broker with Kafka's controller, no mock in between: a broker's idle controller
+# channel (directory assignments) keeps the controller it last used until a request fails;
+# when Kafka's controller lost the leadership and came back at the same address, the next
+# request there gets NOT_CONTROLLER and the channel moves on. An all-Kafka cluster logs the same.
+STALE_BROKER_CHANNEL = (
+    logs.Benign(
+        r"ERROR \[ControllerApis nodeId=\d+\] Unexpected error handling request RequestHeader\(apiKey="
+        r"(ASSIGN_REPLICAS_TO_DIRS|BROKER_HEARTBEAT), apiVersion=\d+, clientId=\d+,",
+        "a real broker's idle controller channel still naming Kafka's controller from an earlier epoch",
+        "the channel learns the new leader only from a failed request (Kafka's NodeToControllerRequestThread)",
+        detail="NotControllerException: The active controller appears to be node",
+    ),
+)
+REAL_FAILOVERS = 6
+SESSION_MS = 4000  # broker.session.timeout.ms on every controller: a broker not heard from is fenced
+
+
+def test_real_broker_managed_by_kafkas_controller_and_ours(kafka_dist: KafkaDistribution, tmp_path: Path) -> None:
+    """A real Kafka 4.4 broker beside the same mixed quorum: it registers once, and through
+    leader losses its session goes on with whichever controller leads (same broker epoch,
+    never fenced over more than a session timeout after each failover), and the replicas of
+    topics created through either kind of leader land in its directories (its
+    AssignReplicasToDirs reached the leader of the moment)."""
+    kafka_port = free_port()
+    root = tmp_path / "broker"
+    dirs = [root / "d1", root / "d2"]
+    meta = root / "meta"
+    timeline: list[str] = []
+    leaders: list[int] = []
+
+    def registered(quorum: ControllerQuorum, epoch: int | None = None) -> bool:
+        regs = [s.state.brokers.get(REAL_BROKER_ID) for s in quorum.servers.values()]
+        return all(r is not None and not r.fenced and (epoch is None or r.epoch == epoch) for r in regs)
+
+    def placed(quorum: ControllerQuorum, names: list[str]) -> bool:
+        for server in quorum.servers.values():
+            state = server.state
+            reg = state.brokers.get(REAL_BROKER_ID)
+            for name in names:
+                tid = state.image.topic_names.get(name)
+                if reg is None or tid is None:
+                    return False
+                for p in state.image.topics[tid].partitions.values():
+                    if p.dirs[p.replicas.index(REAL_BROKER_ID)] not in reg.registered_dirs:
+                        return False
+        return True
+
+    async def run() -> tuple[KafkaProcess, KafkaProcess]:
+        quorum = ControllerQuorum(
+            tmp_path / "quorum",
+            voters=len(OURS),
+            first_id=OURS[0],
+            timing=TIMING,
+            metadata_version=METADATA_VERSION[1],
+            external={KAFKA_ID: ("127.0.0.1", kafka_port)},
+            props={"broker.session.timeout.ms": str(SESSION_MS)},
+        )
+        async with quorum:
+            kafka = await asyncio.to_thread(
+                _kafka,
+                kafka_dist,
+                tmp_path,
+                kafka_port,
+                quorum.voters_property,
+                {"broker.session.timeout.ms": str(SESSION_MS)},
+            )
+            await asyncio.to_thread(kafka.start)
+            props = configs.broker_properties(
+                node_id=REAL_BROKER_ID,
+                controller_voters=quorum.voters_property,
+                log_dirs=dirs,
+                metadata_dir=meta,
+                broker_count=1,
+            )
+            config = root / "server.properties"
+            configs.write_properties(config, props)
+            format_storage(StorageLayout(REAL_BROKER_ID, tuple(dirs), meta), CLUSTER_ID)
+            broker = KafkaProcess("broker-1", kafka_dist, config, root / "server.log", heap_mb=384)
+            try:
+                await quorum.wait_for_leader_view(timeout=120)
+                await asyncio.to_thread(broker.start)
+                await _until("the real broker registered and unfenced", lambda: registered(quorum), 180)
+                epoch = next(iter(quorum.servers.values())).state.brokers[REAL_BROKER_ID].epoch
+                created: list[str] = []
+                since_kafka = 0
+                for r in range(REAL_FAILOVERS):
+                    leader, raft_epoch = await quorum.wait_for_leader_view(timeout=60)
+                    leaders.append(leader)
+                    name = f"real-{r}"
+                    address = ("127.0.0.1", kafka_port) if leader == KAFKA_ID else quorum.addresses[leader]
+                    code = await _create_topic(address, name, replication_factor=1)
+                    assert code == ErrorCode.NONE, f"round {r}: creating {name} through {leader}: error {code}"
+                    created.append(name)
+                    await _until(f"round {r}: the replicas of {created} in the broker's directories",
+                                 lambda: placed(quorum, created), 60)  # fmt: skip
+                    since_kafka = 0 if leader == KAFKA_ID else since_kafka + 1
+                    timeline.append(f"round {r}: leader {leader} epoch {raft_epoch}")
+                    if leader == KAFKA_ID:
+                        before = quorum.servers[OURS[0]].state.image.controllers[KAFKA_ID].incarnation_id
+                        await asyncio.to_thread(kafka.kill)
+                        leader, raft_epoch = await quorum.wait_for_leader_view(above_epoch=raft_epoch, timeout=60)
+                        await asyncio.to_thread(kafka.start)
+                        await _until(
+                            "Kafka's controller registered again after its restart",
+                            lambda before=before: all(
+                                s.state.image.controllers[KAFKA_ID].incarnation_id != before
+                                for s in quorum.servers.values()
+                            ),
+                            180,
+                        )
+                    elif since_kafka >= 2:
+                        voter = _seat(quorum.servers[leader]).voter
+                        assert voter is not None
+                        voter.resign(KAFKA_ID)
+                        leader, raft_epoch = await quorum.wait_for_leader_view(above_epoch=raft_epoch, timeout=60)
+                    else:
+                        old = leader
+                        await quorum.kill(old)
+                        leader, raft_epoch = await quorum.wait_for_leader_view(above_epoch=raft_epoch, timeout=60)
+                        await quorum.restart(old)
+                    timeline.append(f"  -> leader {leader} epoch {raft_epoch}")
+                    # Past a session timeout under the new leader: still unfenced, same epoch.
+                    await asyncio.sleep(1.5 * SESSION_MS / 1000)
+                    await _until(f"round {r}: the broker's session kept", lambda: registered(quorum, epoch), 30)
+            finally:
+                await asyncio.to_thread(broker.stop, 60)
+                await asyncio.to_thread(kafka.stop, 60)
+        return kafka, broker
+
+    try:
+        kafka, broker = asyncio.run(asyncio.wait_for(run(), 900))
+    finally:
+        print("\n".join(timeline))
+    assert KAFKA_ID in leaders and set(leaders) & set(OURS), f"leaders: {leaders}"
+    broker_log = broker.log_text(this_run=False)
+    assert "Encountered fatal fault" not in broker_log
+    text = kafka.log_text(this_run=False)
+    assert "Encountered fatal fault" not in text
+    problems = logs.problems(text, EXPECTED + STALE_BROKER_CHANNEL)
     assert problems == [], "\n".join(p[:400] for p in problems)
