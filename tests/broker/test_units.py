@@ -204,6 +204,26 @@ def test_follower_learns_the_leader_and_decodes_every_batch(tmp_path: Path, vers
     assert parked.park_ms == 500 and not parked.response.responses[0].partitions[0].records
 
 
+def test_follower_tells_when_a_new_leader_serves(tmp_path: Path) -> None:
+    """The controller channels follow a new leader once it has committed a batch of its epoch."""
+    log = make_log(tmp_path, [1, 2, 4])
+    f = MetadataFollower(cluster_id=CLUSTER, node_id=1)
+    for _ in range(20):
+        f.on_response(fetch(f, log, rp.Leader(3000, 4)))
+        if f.end_offset == log.end_offset:
+            break
+    assert f.epoch == 4 and f.leader_serving()
+    # Epoch 5 is elected; its leader has committed nothing of its own yet.
+    for _ in range(2):
+        f.on_response(fetch(f, log, rp.Leader(3001, 5)))
+    assert (f.epoch, f.leader_id) == (5, 3001) and not f.leader_serving()
+    lcm = LeaderChangeMessage(version=0, leader_id=3001, voters=[Voter(3001)], granting_voters=[Voter(3001)])
+    log.leader_epoch = 5
+    log.append_control([(LEADER_CHANGE, lcm, 0)], timestamp_ms=1)
+    f.on_response(fetch(f, log, rp.Leader(3001, 5)))
+    assert f.leader_serving()
+
+
 def test_fetch_errors_and_diverging_epoch(tmp_path: Path) -> None:
     log = make_log(tmp_path, [1, 3])
     leader = rp.Leader(3000, 3)
