@@ -24,7 +24,8 @@ once the committed metadata.version has controller registrations (3.7-IV0), and 
 whenever the committed image does not hold its current incarnation; only to a leader that
 has committed a batch of its own epoch (Kafka's controller is active only from then on,
 and answers NOT_CONTROLLER, logging an error, before).
-Rule 3: on a controller that is not active every controller API answers NOT_CONTROLLER,
+Rule 3: on a controller that is not active every controller API answers NOT_CONTROLLER
+(DescribeQuorum, a raft API in Kafka, NOT_LEADER_OR_FOLLOWER in its partition),
 observers' Fetch answers NOT_LEADER_OR_FOLLOWER naming the leader and its endpoint, and
 nothing is written; a write whose leader lost its epoch before the commit is not answered
 (the connection closes, the broker retries with the new leader).
@@ -47,6 +48,7 @@ from kraft_jbod import codec
 from kraft_jbod.connection import NEED_DATA, ClientConnection, RequestReceived, ResponseReceived
 from kraft_jbod.controller import features as fv
 from kraft_jbod.controller import routes
+from kraft_jbod.controller.apis.quorum import describe_quorum_elsewhere
 from kraft_jbod.controller.log import RecordAndVersion, encode_data_batches
 from kraft_jbod.controller.raft import messages as core
 from kraft_jbod.controller.raft import wire
@@ -176,6 +178,10 @@ class QuorumSeat:
                 conn.respond(ev, routes.error_response(ev.api_key, ev.body, ErrorCode.NOT_LEADER_OR_FOLLOWER))
             return True
         if not self.active:
+            if ev.api_key == ApiKey.DESCRIBE_QUORUM:
+                # A raft API in Kafka: a voter that does not lead answers it itself.
+                conn.respond(ev, describe_quorum_elsewhere(ev.body))
+                return True
             self.not_controller(conn, ev)
             return True
         return False
