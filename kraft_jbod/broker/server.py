@@ -558,7 +558,7 @@ class FakeBroker:
         """Several static voters: every channel goes to the voter the answers name as leader;
         a voter that names none sends the fetch on to the next voter. On a change of leader
         the fetch moves at once, the controller channels (heartbeat, assignments,
-        forwarding) once the new leader has committed a batch of its epoch: before that its
+        forwarding) once the new leader answers with a known high watermark: before that its
         controller is not active yet (Kafka's answers NOT_CONTROLLER and logs an error)."""
         leader = next((v for v in self.config.voters if v.node_id == self.follower.leader_id), None)
         if leader is None or (

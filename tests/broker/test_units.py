@@ -205,21 +205,21 @@ def test_follower_learns_the_leader_and_decodes_every_batch(tmp_path: Path, vers
 
 
 def test_follower_tells_when_a_new_leader_serves(tmp_path: Path) -> None:
-    """The controller channels follow a new leader once it has committed a batch of its epoch."""
+    """The controller channels follow a new leader once it answers with a known high
+    watermark (a raft leader tells -1 until its epoch's first batch is committed)."""
     log = make_log(tmp_path, [1, 2, 4])
     f = MetadataFollower(cluster_id=CLUSTER, node_id=1)
-    for _ in range(20):
-        f.on_response(fetch(f, log, rp.Leader(3000, 4)))
-        if f.end_offset == log.end_offset:
-            break
-    assert f.epoch == 4 and f.leader_serving()
-    # Epoch 5 is elected; its leader has committed nothing of its own yet.
-    for _ in range(2):
-        f.on_response(fetch(f, log, rp.Leader(3001, 5)))
+    f.on_response(fetch(f, log, rp.Leader(3000, 4)))  # FENCED_LEADER_EPOCH: learns epoch 4
+    assert f.epoch == 4 and not f.leader_serving()
+    f.on_response(fetch(f, log, rp.Leader(3000, 4)))
+    assert f.leader_serving()
+    # Epoch 5 is elected; its leader answers without a high watermark until it commits.
+    f.on_response(fetch(f, log, rp.Leader(3001, 5)))
     assert (f.epoch, f.leader_id) == (5, 3001) and not f.leader_serving()
-    lcm = LeaderChangeMessage(version=0, leader_id=3001, voters=[Voter(3001)], granting_voters=[Voter(3001)])
-    log.leader_epoch = 5
-    log.append_control([(LEADER_CHANGE, lcm, 0)], timestamp_ms=1)
+    early = fetch(f, log, rp.Leader(3001, 5))
+    early.responses[0].partitions[0].high_watermark = -1
+    f.on_response(early)
+    assert not f.leader_serving()
     f.on_response(fetch(f, log, rp.Leader(3001, 5)))
     assert f.leader_serving()
 
