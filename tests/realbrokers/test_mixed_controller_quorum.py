@@ -221,18 +221,26 @@ def test_full_controllers_beside_kafkas_controller_through_failovers(
                 broker_epochs = {b.node_id: b.lifecycle.epoch for b in brokers}
 
                 async def create(name: str) -> None:
-                    for _ in range(40):
+                    answers: list[str] = []
+                    deadline = time.monotonic() + 90
+                    while time.monotonic() < deadline:
                         view = await quorum.wait_for_leader_view(timeout=60)
                         address = ("127.0.0.1", kafka_port) if view[0] == KAFKA_ID else quorum.addresses[view[0]]
                         try:
                             code = await _create_topic(address, name)
-                        except Exception:
-                            code = -1  # the leader went away mid-request: not acknowledged
+                        except Exception as exc:  # the leader went away mid-request: not acknowledged
+                            code, answers = -1, [*answers[-9:], f"{view}: {exc!r}"]
                         if code in (ErrorCode.NONE, ErrorCode.TOPIC_ALREADY_EXISTS):
                             acknowledged.append(name)
                             return
+                        if code >= 0:
+                            answers = [*answers[-9:], f"{view}: error {code}"]
                         await asyncio.sleep(0.2)
-                    raise AssertionError(f"{name} never acknowledged")
+                    regs = {
+                        i: {b: (r.fenced, r.epoch) for b, r in s.state.brokers.items()}
+                        for i, s in quorum.servers.items()
+                    }
+                    raise AssertionError(f"{name} never acknowledged: {answers}; broker registrations {regs}")
 
                 async def fail_a_directory(under: str) -> None:
                     """Fail a directory holding a partition leader; the leader moves off it."""
