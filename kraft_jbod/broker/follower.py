@@ -95,6 +95,7 @@ class MetadataFollower:
         self.end_offset = 0
         self.epochs: list[tuple[int, int]] = []  # (epoch, first offset)
         self.high_watermark = -1
+        self._serving_epoch = -1  # the epoch whose leader answered with a known high watermark
         self.published_offset = -1  # last offset handed out
         self.control_records = 0
         self.batches_decoded = 0
@@ -167,6 +168,13 @@ class MetadataFollower:
             req.replica_id = self.node_id
         return req
 
+    def leader_serving(self) -> bool:
+        """True once the current leader has answered a fetch with a known high watermark: a
+        raft leader tells none (-1) until its epoch's first batch is committed, and Kafka's
+        controller activates only then (it answers NOT_CONTROLLER, logging an error, before).
+        Independent of how far behind this follower is."""
+        return self._serving_epoch == self.epoch
+
     def on_response(self, resp: FetchResponse) -> FetchResult:
         """Digest one response (module Rules 1-4).
 
@@ -209,6 +217,7 @@ class MetadataFollower:
             out.batches = self._append(p.records)
         if p.high_watermark >= 0:
             self.high_watermark = min(self.end_offset, p.high_watermark)
+            self._serving_epoch = self.epoch
         out.published = self._publish()
         return out
 

@@ -263,6 +263,7 @@ class FakeBroker:
         self._shutdown_reason = ""
         self._shutdown_answered = False
         self._leader_known = asyncio.Event()
+        self._leader_followed = False  # the controller channels went to a named leader once
         # What the registration advertises (broker/advertise.py), chosen before each attempt.
         self.advertised: advertise.Advertised | None = None
         # Its own client listeners (kraft.jbod.serve.clients), bound in start().
@@ -555,7 +556,10 @@ class FakeBroker:
 
     def _follow_voter(self, error_code: int) -> None:
         """Several static voters: every channel goes to the voter the answers name as leader;
-        a voter that names none sends the fetch on to the next voter."""
+        a voter that names none sends the fetch on to the next voter. On a change of leader
+        the fetch moves at once, the controller channels (heartbeat, assignments,
+        forwarding) once the new leader answers with a known high watermark: before that its
+        controller is not active yet (Kafka's answers NOT_CONTROLLER and logs an error)."""
         leader = next((v for v in self.config.voters if v.node_id == self.follower.leader_id), None)
         if leader is None or (
             error_code == ErrorCode.NOT_LEADER_OR_FOLLOWER and self._raft.addr == (leader.host, leader.port)
@@ -564,10 +568,14 @@ class FakeBroker:
                 self._next_voter()
             return
         addr = (leader.host, leader.port)
+        self._raft.addr = addr
         if addr != self._hb.addr:
+            if self._leader_followed and not self.follower.leader_serving():
+                return  # the old leader's channels stay until the new one serves
             self.event("leader-endpoint", f"controller {leader.node_id} at {addr[0]}:{addr[1]}")
-        for channel in (self._raft, self._hb, self._assign, self._forward):
-            channel.addr = addr
+            for channel in (self._hb, self._assign, self._forward):
+                channel.addr = addr
+        self._leader_followed = True
 
     def _next_voter(self) -> None:
         """The fetch channel tries the next static voter (the one it used is down or not leading)."""

@@ -200,7 +200,10 @@ class LocalQuorum:
 class ControllerQuorum:
     """N controllers, each a voter, on 127.0.0.1: ``async with ControllerQuorum(folder) as q``.
 
-    ``props`` are extra controller properties (every controller gets them).
+    ``props`` are extra controller properties (every controller gets them). ``external``
+    names voters this quorum does not start (id -> (host, port)), such as Kafka's own
+    controller in a mixed quorum: they are in every controller's voter set and in
+    :attr:`voters_property`, and :meth:`leader_view` tells when one of them leads.
     """
 
     def __init__(
@@ -214,8 +217,10 @@ class ControllerQuorum:
         first_id: int = 3000,
         props: dict[str, str] | None = None,
         metadata_version: int | None = None,
+        external: dict[int, tuple[str, int]] | None = None,
     ) -> None:
         self.directory = directory
+        self.external = dict(external or {})
         self.metadata_version = metadata_version  # of a new quorum (None: the default level)
         self.ids = list(range(first_id, first_id + voters))
         self.timing = timing
@@ -231,7 +236,8 @@ class ControllerQuorum:
     @property
     def voters_property(self) -> str:
         """``controller.quorum.voters`` naming every controller (for brokers)."""
-        return ",".join(f"{i}@{h}:{p}" for i, (h, p) in sorted(self.addresses.items()))
+        every = {**self.external, **self.addresses}
+        return ",".join(f"{i}@{h}:{p}" for i, (h, p) in sorted(every.items()))
 
     def config(self, node_id: int) -> ControllerConfig:
         port = self.addresses.get(node_id, ("127.0.0.1", 0))[1]
@@ -251,8 +257,13 @@ class ControllerQuorum:
             server = await self._start(i)
             self.addresses[i] = server.addresses[0]
         for server in self.servers.values():
-            _seat(server).connect(self.addresses)
+            _seat(server).connect(self.all_voters)
         return self
+
+    @property
+    def all_voters(self) -> dict[int, tuple[str, int]]:
+        """Every voter's address: ours and the external ones."""
+        return {**self.external, **self.addresses}
 
     async def __aexit__(
         self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
@@ -264,7 +275,7 @@ class ControllerQuorum:
         self._starts += 1
         seat = QuorumSeat(
             node_id,
-            {i: self.addresses.get(i, ("127.0.0.1", 0)) for i in self.ids},
+            {**self.external, **{i: self.addresses.get(i, ("127.0.0.1", 0)) for i in self.ids}},
             timing=self.timing,
             seed=self.seed * 100 + node_id + self._starts * 7,
             fsync=self.fsync,
@@ -321,6 +332,52 @@ class ControllerQuorum:
                 raise TimeoutError(f"no active controller above epoch {above_epoch} within {timeout} s: {states}")
             await asyncio.sleep(0.01)
 
+    def leader_view(self) -> tuple[int, int] | None:
+        """(leader id, epoch) once every running controller of ours names the same leader
+        in the same epoch and that leader, if ours, is active in it; None otherwise."""
+        views = set()
+        for server in self.servers.values():
+            seat = _seat(server)
+            node = None if seat.voter is None else seat.voter.node
+            if node is None:
+                return None
+            views.add((node.leader_id, node.epoch))
+        if len(views) != 1:
+            return None
+        leader, epoch = next(iter(views))
+        if leader < 0:
+            return None
+        mine = self.servers.get(leader)
+        if mine is not None and not (_seat(mine).active and _seat(mine).active_epoch == epoch):
+            return None
+        if leader not in self.servers and leader in self.ids:
+            return None  # a killed controller of ours cannot lead
+        return leader, epoch
+
+    async def wait_for_leader_view(self, *, above_epoch: int = -1, timeout: float = 30.0) -> tuple[int, int]:
+        """:meth:`leader_view` once it names an epoch above ``above_epoch`` (the leader may be
+        an external voter); counted in :attr:`elections` as :meth:`wait_for_active` is.
+
+        Raises:
+            TimeoutError: no agreed leader within ``timeout`` seconds.
+        """
+        deadline = time.monotonic() + timeout
+        while True:
+            view = self.leader_view()
+            if view is not None and view[1] > above_epoch:
+                if self._lost_at is not None:
+                    self.elections.append(_ms() - self._lost_at)
+                    self._lost_at = None
+                return view
+            if time.monotonic() > deadline:
+                states = "; ".join(f"{i}: {_describe(_seat(s).voter)}" for i, s in self.servers.items())
+                raise TimeoutError(f"no agreed leader above epoch {above_epoch} within {timeout} s: {states}")
+            await asyncio.sleep(0.01)
+
+    def mark_lost(self) -> None:
+        """Start the clock of an election for a leader lost outside this quorum (an external one)."""
+        self._lost_at = _ms()
+
     @staticmethod
     def epoch_of(server: ControllerServer) -> int:
         return _seat(server).active_epoch
@@ -338,7 +395,7 @@ class ControllerQuorum:
     async def restart(self, node_id: int) -> ControllerServer:
         """Start a killed controller again from its folder, on its old port."""
         server = await self._start(node_id)
-        _seat(server).connect(self.addresses)
+        _seat(server).connect(self.all_voters)
         return server
 
     def state_of(self, node_id: int) -> Any:

@@ -204,6 +204,26 @@ def test_follower_learns_the_leader_and_decodes_every_batch(tmp_path: Path, vers
     assert parked.park_ms == 500 and not parked.response.responses[0].partitions[0].records
 
 
+def test_follower_tells_when_a_new_leader_serves(tmp_path: Path) -> None:
+    """The controller channels follow a new leader once it answers with a known high
+    watermark (a raft leader tells -1 until its epoch's first batch is committed)."""
+    log = make_log(tmp_path, [1, 2, 4])
+    f = MetadataFollower(cluster_id=CLUSTER, node_id=1)
+    f.on_response(fetch(f, log, rp.Leader(3000, 4)))  # FENCED_LEADER_EPOCH: learns epoch 4
+    assert f.epoch == 4 and not f.leader_serving()
+    f.on_response(fetch(f, log, rp.Leader(3000, 4)))
+    assert f.leader_serving()
+    # Epoch 5 is elected; its leader answers without a high watermark until it commits.
+    f.on_response(fetch(f, log, rp.Leader(3001, 5)))
+    assert (f.epoch, f.leader_id) == (5, 3001) and not f.leader_serving()
+    early = fetch(f, log, rp.Leader(3001, 5))
+    early.responses[0].partitions[0].high_watermark = -1
+    f.on_response(early)
+    assert not f.leader_serving()
+    f.on_response(fetch(f, log, rp.Leader(3001, 5)))
+    assert f.leader_serving()
+
+
 def test_fetch_errors_and_diverging_epoch(tmp_path: Path) -> None:
     log = make_log(tmp_path, [1, 3])
     leader = rp.Leader(3000, 3)

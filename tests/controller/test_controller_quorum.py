@@ -307,3 +307,27 @@ async def test_before_4_4_iv2_a_stale_registration_blocks_the_upgrade_for_good(t
         refused = await _call(active, UnregisterControllerRequest(controller_id=9), 0)
         assert refused.error_code == ErrorCode.UNSUPPORTED_VERSION
         assert active.state.image.metadata_version == fv.MV_4_2_IV1
+
+
+async def test_describe_quorum_from_a_standby_is_not_leader_or_follower(tmp_path: Path) -> None:
+    """DescribeQuorum is a raft API in Kafka: a voter that does not lead answers
+    NOT_LEADER_OR_FOLLOWER in the partition (not NOT_CONTROLLER); the leader describes it."""
+    from kraft_jbod.messages.describe_quorum_request import DescribeQuorumRequest, PartitionData, TopicData
+
+    def request(topic: str = "__cluster_metadata") -> DescribeQuorumRequest:
+        return DescribeQuorumRequest(
+            topics=[TopicData(topic_name=topic, partitions=[PartitionData(partition_index=0)])]
+        )
+
+    async with ControllerQuorum(tmp_path / "quorum", voters=3) as quorum:
+        active = await quorum.wait_for_active(timeout=30)
+        standby = next(s for i, s in quorum.servers.items() if i != active.config.node_id)
+        for version in (0, 2):
+            resp = await _call(standby, request(), version)
+            part = resp.topics[0].partitions[0]
+            assert (resp.error_code, part.error_code) == (0, ErrorCode.NOT_LEADER_OR_FOLLOWER)
+            assert not part.current_voters  # nothing else, as Kafka (its leader id stays the default 0)
+            other = (await _call(standby, request("t"), version)).topics[0].partitions[0]
+            assert other.error_code == ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
+        led = (await _call(active, request(), 2)).topics[0].partitions[0]
+        assert (led.error_code, led.leader_id) == (0, active.config.node_id)

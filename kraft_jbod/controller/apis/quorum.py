@@ -11,7 +11,9 @@ advertised); at kraft.version 0 a static voter has no directory id (zero) and it
 endpoints are the controller listeners bound.
 
 A request that does not name exactly ``__cluster_metadata`` partition 0 answers
-UNKNOWN_TOPIC_OR_PARTITION in each partition it names.
+UNKNOWN_TOPIC_OR_PARTITION in each partition it names. On a voter of a quorum of several
+that does not lead (:func:`describe_quorum_elsewhere`), the one partition answers
+NOT_LEADER_OR_FOLLOWER and nothing else, as Kafka's raft client does on a follower.
 """
 
 from __future__ import annotations
@@ -46,6 +48,47 @@ class Observer:
     last_caught_up_ms: int = -1
 
 
+def _names_the_metadata_partition(req: DescribeQuorumRequest) -> bool:
+    return (
+        len(req.topics) == 1
+        and req.topics[0].topic_name == METADATA_TOPIC
+        and len(req.topics[0].partitions) == 1
+        and req.topics[0].partitions[0].partition_index == 0
+    )
+
+
+def _unknown_partitions(req: DescribeQuorumRequest) -> DescribeQuorumResponse:
+    return DescribeQuorumResponse(
+        error_code=0,
+        error_message=None,
+        topics=[
+            TopicData(
+                topic_name=t.topic_name,
+                partitions=[
+                    PartitionData(
+                        partition_index=p.partition_index,
+                        error_code=ErrorCode.UNKNOWN_TOPIC_OR_PARTITION,
+                        error_message=_UNKNOWN_MESSAGE,
+                    )
+                    for p in t.partitions
+                ],
+            )
+            for t in req.topics
+        ],
+    )
+
+
+def describe_quorum_elsewhere(req: DescribeQuorumRequest) -> DescribeQuorumResponse:
+    """The answer of a voter that does not lead: NOT_LEADER_OR_FOLLOWER in the partition."""
+    if not _names_the_metadata_partition(req):
+        return _unknown_partitions(req)
+    error = ErrorCode.NOT_LEADER_OR_FOLLOWER
+    part = PartitionData(partition_index=0, error_code=error, error_message=error.default_message)
+    return DescribeQuorumResponse(
+        error_code=0, error_message=None, topics=[TopicData(topic_name=METADATA_TOPIC, partitions=[part])]
+    )
+
+
 def describe_quorum(
     api_version: int,
     req: DescribeQuorumRequest,
@@ -67,31 +110,8 @@ def describe_quorum(
             if v.voter_id == node_id:
                 directory_id = v.voter_directory_id
                 listeners = [(e.name, e.host, e.port) for e in v.endpoints]
-    ok = (
-        len(req.topics) == 1
-        and req.topics[0].topic_name == METADATA_TOPIC
-        and len(req.topics[0].partitions) == 1
-        and req.topics[0].partitions[0].partition_index == 0
-    )
-    if not ok:
-        return DescribeQuorumResponse(
-            error_code=0,
-            error_message=None,
-            topics=[
-                TopicData(
-                    topic_name=t.topic_name,
-                    partitions=[
-                        PartitionData(
-                            partition_index=p.partition_index,
-                            error_code=ErrorCode.UNKNOWN_TOPIC_OR_PARTITION,
-                            error_message=_UNKNOWN_MESSAGE,
-                        )
-                        for p in t.partitions
-                    ],
-                )
-                for t in req.topics
-            ],
-        )
+    if not _names_the_metadata_partition(req):
+        return _unknown_partitions(req)
 
     def state(replica: int, leo: int, fetch: int, caught: int, directory: uuid.UUID) -> ReplicaState:
         rs = ReplicaState(

@@ -32,7 +32,10 @@ restarted voter never votes twice in one epoch, and a restarted leader resigns i
 Rule 2: a voter grants its (real) vote only to a candidate whose log is at least as up to
 date (last epoch, then end offset) as its own: an elected leader holds every committed entry.
 Rule 3: the high watermark never goes back on a leader, and never counts an entry of an
-older epoch as committed by itself (Raft's "commit only from the current term").
+older epoch as committed by itself (Raft's "commit only from the current term"); a new
+leader answers fetches with an unknown high watermark (-1) until its own is past its
+epoch's first entry, so no follower sees its high watermark go back (Kafka's voter would
+stop on it).
 Rule 4: a message naming an older epoch changes nothing but gets an answer carrying the
 current epoch and leader, so the sender catches up.
 """
@@ -415,7 +418,7 @@ class RaftNode:
                     self.epoch,
                     Error.NONE,
                     req.fetch_offset,
-                    high_watermark=self.high_watermark,
+                    high_watermark=self._served_high_watermark(),
                     diverging_epoch=epoch,
                     diverging_end_offset=end,
                 )
@@ -425,8 +428,20 @@ class RaftNode:
             self._advance_high_watermark()
         entries = tuple(self.log.read(req.fetch_offset, self.timing.max_fetch_entries))
         return FetchResponse(
-            self.node_id, self.epoch, Error.NONE, req.fetch_offset, high_watermark=self.high_watermark, entries=entries
+            self.node_id,
+            self.epoch,
+            Error.NONE,
+            req.fetch_offset,
+            high_watermark=self._served_high_watermark(),
+            entries=entries,
         )
+
+    def _served_high_watermark(self) -> int:
+        """The high watermark a leader tells fetchers: -1 (unknown) until it is established
+        in this epoch (past the epoch's first entry). The value kept from following the
+        previous leader may be below what a voter already holds, and a follower must never
+        see its high watermark go back (Kafka's voter stops with a fatal fault if it does)."""
+        return self.high_watermark if self.high_watermark > self._epoch_start else -1
 
     def _advance_high_watermark(self) -> None:
         offsets = sorted((self._match.get(v, 0) for v in self.voters), reverse=True)

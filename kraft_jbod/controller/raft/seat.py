@@ -21,11 +21,16 @@ epoch's first commit. Brokers' sessions start afresh then (Kafka's activate()).
 Rule 4: every controller registers with the active one (ControllerRegistration, api 70:
 its id, a fresh incarnation id per start, its controller listener and supported features)
 once the committed metadata.version has controller registrations (3.7-IV0), and again
-whenever the committed image does not hold its current incarnation.
-Rule 3: on a controller that is not active every controller API answers NOT_CONTROLLER,
+whenever the committed image does not hold its current incarnation; only to a leader that
+has committed a batch of its own epoch (Kafka's controller is active only from then on,
+and answers NOT_CONTROLLER, logging an error, before).
+Rule 3: on a controller that is not active every controller API answers NOT_CONTROLLER
+(DescribeQuorum, a raft API in Kafka, NOT_LEADER_OR_FOLLOWER in its partition),
 observers' Fetch answers NOT_LEADER_OR_FOLLOWER naming the leader and its endpoint, and
 nothing is written; a write whose leader lost its epoch before the commit is not answered
 (the connection closes, the broker retries with the new leader).
+Rule 5: UpdateRaftVoter (api 82) is the raft layer's, answered by every voter as Kafka's
+raft client does (the voter's ``voter_updates``), not by the controller.
 """
 
 from __future__ import annotations
@@ -43,6 +48,7 @@ from kraft_jbod import codec
 from kraft_jbod.connection import NEED_DATA, ClientConnection, RequestReceived, ResponseReceived
 from kraft_jbod.controller import features as fv
 from kraft_jbod.controller import routes
+from kraft_jbod.controller.apis.quorum import describe_quorum_elsewhere
 from kraft_jbod.controller.log import RecordAndVersion, encode_data_batches
 from kraft_jbod.controller.raft import messages as core
 from kraft_jbod.controller.raft import wire
@@ -96,6 +102,7 @@ class QuorumSeat:
         self._closing = False
         self.incarnation_id = uuid.uuid4()
         self.registrations_sent = 0
+        self.committed_epoch = -1  # the leader epoch of the last batch applied
 
     # ------------------------------------------------------------------ lifecycle
 
@@ -153,7 +160,9 @@ class QuorumSeat:
     def dispatch(self, conn: Connection, ev: RequestReceived) -> bool:
         """Take the requests that are the quorum's business; False: the controller's."""
         voter = self.voter
-        if ev.api_key in _RAFT_KEYS or (ev.api_key == ApiKey.FETCH and self._from_voter(ev)):
+        # UpdateRaftVoter too: Kafka's raft client answers it, not its controller (Rule 5).
+        raft_only = ev.api_key in _RAFT_KEYS or ev.api_key == ApiKey.UPDATE_RAFT_VOTER
+        if raft_only or (ev.api_key == ApiKey.FETCH and self._from_voter(ev)):
             answer = None if voter is None else voter.answer(ev)
             if answer is None:
                 conn.close()
@@ -169,6 +178,10 @@ class QuorumSeat:
                 conn.respond(ev, routes.error_response(ev.api_key, ev.body, ErrorCode.NOT_LEADER_OR_FOLLOWER))
             return True
         if not self.active:
+            if ev.api_key == ApiKey.DESCRIBE_QUORUM:
+                # A raft API in Kafka: a voter that does not lead answers it itself.
+                conn.respond(ev, describe_quorum_elsewhere(ev.body))
+                return True
             self.not_controller(conn, ev)
             return True
         return False
@@ -291,6 +304,7 @@ class QuorumSeat:
                     break
                 assert e.raw is not None
                 clog.append_raw(e.raw)
+                self.committed_epoch = e.epoch
                 if not e.control:
                     self._apply(e, machine, server)
                 applied_any = True
@@ -348,6 +362,8 @@ class QuorumSeat:
             node = None if voter is None else voter.node
             if node is None or machine is None or server is None or node.leader_id not in self.voters:
                 continue
+            if self.committed_epoch != node.epoch:
+                continue  # the leader has not committed its epoch's first batch: not serving yet
             if machine.metadata_version < fv.MV_3_7_IV0 or self._registered():
                 continue
             host, port = server.addresses[0]

@@ -47,6 +47,7 @@ from kraft_jbod.controller.raft import wire
 from kraft_jbod.controller.raft.election_store import FileElectionStore
 from kraft_jbod.controller.raft.file_log import FileReplicaLog
 from kraft_jbod.controller.raft.node import RaftNode, Role, Timing
+from kraft_jbod.controller.raft.voter_updates import answer_update_voter
 from kraft_jbod.errors import KraftJbodError
 from kraft_jbod.messages.api_keys import ApiKey
 from kraft_jbod.messages.api_versions_response import ApiVersion, ApiVersionsResponse
@@ -66,6 +67,7 @@ SERVED: Final = {
     ApiKey.VOTE: (0, 2),
     ApiKey.BEGIN_QUORUM_EPOCH: (0, 1),
     ApiKey.END_QUORUM_EPOCH: (0, 1),
+    ApiKey.UPDATE_RAFT_VOTER: (0, 0),
 }
 _SOURCE_OF = {
     core.VoteRequest: lambda m: m.candidate_id,
@@ -358,6 +360,10 @@ class RaftVoter:
         node = self.node
         if self.isolated or node is None or ev.api_key not in SERVED:
             return None  # dropped: the peer sees a closed connection, as through a cut cable
+        if ev.api_key == ApiKey.UPDATE_RAFT_VOTER:
+            return answer_update_voter(
+                node, ev.body, cluster_id=self.cluster_id, listener=self.listener, endpoints=self.endpoints
+            )
         msg = wire.request_from_wire(ev.api_key, ev.body, cluster_id=self.cluster_id)
         if isinstance(msg, int):
             raise KraftJbodError(f"api {ev.api_key}: error {msg} for a malformed or foreign request")
