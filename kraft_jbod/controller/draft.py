@@ -31,7 +31,21 @@ PartView = tuple[tuple[int, ...], int, tuple[uuid.UUID, ...]]  # (isr, leader, d
 class Draft:
     """Overlay of the changes proposed so far in one handle()/tick() call."""
 
-    __slots__ = ("_elr_on", "_min_isr", "active", "ctx", "elrs", "image", "online", "parts", "records")
+    __slots__ = (
+        "_change_version",
+        "_elr_on",
+        "_jbod",
+        "_leader_ok",
+        "_min_isr",
+        "_min_isr_last",
+        "active",
+        "ctx",
+        "elrs",
+        "image",
+        "online",
+        "parts",
+        "records",
+    )
 
     def __init__(self, ctx: ControllerContext) -> None:
         self.ctx = ctx
@@ -45,6 +59,15 @@ class Draft:
         # (the ELR feature, a topic's min ISR) is read once.
         self._elr_on: bool | None = None
         self._min_isr: dict[uuid.UUID, int] = {}
+        # The last topic asked about, by identity: a request walks partitions topic by topic
+        # and a partition holds its topic's id object, so this skips hashing a UUID.
+        self._min_isr_last: tuple[uuid.UUID | None, int] = (None, 0)
+        self._change_version = fv.partition_change_record_version(self.image.metadata_version)
+        self._jbod = fv.supports_jbod(self.image.metadata_version)
+        # acceptable_leader's answers, per broker and directory; valid while ``active`` and
+        # ``online`` stay as they are, so they are written only through set_active and
+        # set_online, which forget them.
+        self._leader_ok: dict[int, dict[uuid.UUID, bool]] = {}
 
     # ------------------------------------------------------------------ views
 
@@ -66,12 +89,28 @@ class Draft:
         reg = self.image.brokers.get(broker_id)
         return None if reg is None else reg.online_set
 
+    def set_active(self, broker_id: int, active: bool) -> None:
+        self.active[broker_id] = active
+        self._leader_ok.clear()
+
+    def set_online(self, broker_id: int, online: frozenset[uuid.UUID]) -> None:
+        self.online[broker_id] = online
+        self._leader_ok.clear()
+
     def dir_online(self, broker_id: int, directory: uuid.UUID) -> bool:
         """Kafka's DirectoryId.isOnline against the draft's view of the broker's online dirs."""
         return image_dir_online(self.ctx.profile, self.online_set(broker_id), directory)
 
     def acceptable_leader(self, broker_id: int, directory: uuid.UUID) -> bool:
-        return self.is_active(broker_id) and self.dir_online(broker_id, directory)
+        # Asked once or more per replica when a directory fails or replicas are assigned in
+        # bulk, about a few brokers and directories: remembered.
+        memo = self._leader_ok.get(broker_id)
+        if memo is None:
+            memo = self._leader_ok[broker_id] = {}
+        got = memo.get(directory)
+        if got is None:
+            got = memo[directory] = self.is_active(broker_id) and self.dir_online(broker_id, directory)
+        return got
 
     # ------------------------------------------------------------------ partition changes
 
@@ -98,7 +137,7 @@ class Draft:
             rec.leader = leader
         if dirs is not None:
             rec.directories = list(dirs)
-        self.records.append((rec, fv.partition_change_record_version(self.image.metadata_version)))
+        self.records.append((rec, self._change_version))
         self.parts[p] = (
             old_isr if isr is None else isr,
             old_leader if leader == NO_LEADER_CHANGE else leader,
@@ -111,12 +150,18 @@ class Draft:
         return self._elr_on
 
     def min_isr(self, p: Partition) -> int:
-        got = self._min_isr.get(p.topic_id)
-        if got is None:  # the topic's value before the cap by the replication factor
-            got = self._min_isr[p.topic_id] = pc.effective_min_isr(
-                self.image.configs, self.image.topics[p.topic_id].name, 1 << 30
-            )
-        return min(got, len(p.replicas))
+        topic_id = p.topic_id
+        last, got = self._min_isr_last
+        if last is not topic_id:
+            cached = self._min_isr.get(topic_id)
+            if cached is None:  # the topic's value before the cap by the replication factor
+                cached = self._min_isr[topic_id] = pc.effective_min_isr(
+                    self.image.configs, self.image.topics[topic_id].name, 1 << 30
+                )
+            got = cached
+            self._min_isr_last = (topic_id, got)
+        n = len(p.replicas)
+        return got if got < n else n
 
     def _remove_with_elr(self, p: Partition, broker_id: int) -> None:
         # Kafka's generateLeaderAndIsrUpdates with ELR on: the builder may empty the ISR,
@@ -192,7 +237,7 @@ class Draft:
     ) -> None:
         if rec is None:
             return
-        self.records.append((rec, fv.partition_change_record_version(self.image.metadata_version)))
+        self.records.append((rec, self._change_version))
         self.parts[p] = (
             isr if rec.isr is None else tuple(rec.isr),
             leader if rec.leader == NO_LEADER_CHANGE else rec.leader,
@@ -207,7 +252,7 @@ class Draft:
         """KIP-966: a broker that re-registers without a clean shutdown (its previous broker
         epoch is not the registered one) leaves every ISR and ELR and may not lead, as
         Kafka's handleBrokerShutdown with ELR on: ISR partitions first, then ELR ones."""
-        self.active[broker_id] = False
+        self.set_active(broker_id, False)
         parts = sorted_partitions(self.image.broker_partitions(broker_id))
         in_isr = [p for p in parts if broker_id in self.view(p)[0]]
         in_elr = [p for p in parts if broker_id in self.elrs.get(p, (p.elr, ()))[0] and p not in in_isr]
@@ -235,37 +280,49 @@ class Draft:
         is judged by the directory it had (so a leaderless partition may get a leader, and one
         whose leader sat in an offline directory loses it); then, when the new directory is
         offline, the replica leaves the ISR and leadership, computed again from the state
-        before the request (Kafka replays neither record before building the other)."""
-        before = (self.parts.get(p), self.elrs.get(p))
-        isr, leader, dirs = self.view(p)
-        elr, lke = self.elrs.get(p, (p.elr, p.last_known_elr))
+        before the request (Kafka replays neither record before building the other).
+
+        Runs once per replica of a request naming thousands, so the common case (only the
+        directory changes) is written out here rather than through ``view`` and ``_note``."""
+        parts, elrs = self.parts, self.elrs
+        got, got_elr = parts.get(p), elrs.get(p)
+        isr, leader, dirs = (p.isr, p.leader, p.dirs) if got is None else got
+        elr, lke = (p.elr, p.last_known_elr) if got_elr is None else got_elr
         elr_on = self.elr_enabled()
-        new_dirs = tuple(directory if b == broker_id else d for b, d in zip(p.replicas, dirs, strict=True))
+        replicas = p.replicas
+        at = replicas.index(broker_id)
+        had = dirs[at]
+        # Directories are canonical objects (one per id), so "is" is the usual equality.
+        same = had is directory or had == directory
+        new_dirs = dirs if same else (*dirs[:at], directory, *dirs[at + 1 :])
         rec: PartitionChangeRecord | None
         if self._only_directories_change(p, isr, leader, dirs, elr, elr_on):
             # The builder's answer without its steps (the common case, ~2x cheaper).
-            rec = None
-            if new_dirs != dirs:
+            if not same:
                 rec = PartitionChangeRecord(
                     partition_id=p.partition_id, topic_id=p.topic_id, directories=list(new_dirs)
                 )
+                self.records.append((rec, self._change_version))
+                parts[p] = (isr, leader, new_dirs)
+                elrs[p] = (elr, lke)
         else:
-            view = pc.PartView(p.replicas, isr, leader, dirs, p.adding, p.removing, p.leader_recovery_state, elr, lke)
+            view = pc.PartView(replicas, isr, leader, dirs, p.adding, p.removing, p.leader_recovery_state, elr, lke)
             rec = pc.build_change(
                 view,
                 p.topic_id,
                 p.partition_id,
                 acceptable=self.acceptable_leader,
-                default_dir=lambda b: dirs[p.replicas.index(b)],
+                default_dir=lambda b: dirs[replicas.index(b)],
                 metadata_version=self.image.metadata_version,
                 elr_enabled=elr_on,
                 min_isr=self.min_isr(p) if elr_on else 1,
                 target_dirs={broker_id: directory},
             )
-        self._note(p, rec, isr, leader, new_dirs, elr, lke)
+            self._note(p, rec, isr, leader, new_dirs, elr, lke)
         if not offline:
             return
-        after = (self.parts.get(p), self.elrs.get(p))
+        before = (got, got_elr)
+        after = (parts.get(p), elrs.get(p))
         self._restore(p, before)
         n = len(self.records)
         self.remove_from_isr(p, broker_id)
@@ -300,13 +357,14 @@ class Draft:
         gives (or empty with ELR off), and a metadata.version that records directories."""
         if p.adding or p.removing or leader < 0 or leader not in isr or leader not in p.replicas:
             return False
-        if not fv.supports_jbod(self.image.metadata_version):
-            return False
-        if not self.acceptable_leader(leader, dirs[p.replicas.index(leader)]):
+        if not self._jbod or not self.acceptable_leader(leader, dirs[p.replicas.index(leader)]):
             return False
         if not elr_on:
             return not elr
-        return pc.target_elr(isr, elr, isr, self.min_isr(p)) == list(elr)
+        min_isr = self.min_isr(p)
+        if len(isr) >= min_isr:  # target_elr's first case, without the call
+            return not elr
+        return pc.target_elr(isr, elr, isr, min_isr) == list(elr)
 
     def _restore(
         self,
@@ -348,7 +406,7 @@ class Draft:
     # ------------------------------------------------------------------ broker changes
 
     def fence(self, reg: BrokerInfo, *, with_record: bool = True) -> None:
-        self.active[reg.broker_id] = False
+        self.set_active(reg.broker_id, False)
         for p in sorted_partitions(self.image.broker_partitions(reg.broker_id)):
             self.remove_from_isr(p, reg.broker_id)
         if not with_record:
@@ -369,7 +427,7 @@ class Draft:
         # brokerToAdd), even one whose registration still says "in controlled shutdown" from
         # a shutdown that ended in fencing (the flag is never cleared; later elections do
         # look at it).
-        self.active[reg.broker_id] = True
+        self.set_active(reg.broker_id, True)
         # As Kafka's handleBrokerUnfenced: the change builder runs over EVERY leaderless
         # partition of the cluster, not only the broker's own, so a partition whose other
         # replica became electable without an election (its directory reassigned to an
@@ -384,7 +442,7 @@ class Draft:
         """PartitionChangeRecords for every replica in the dirs, then one BRCR v2 (O(replicas in them))."""
         online = self.online_set(reg.broker_id) or frozenset()
         gone = frozenset(newly_offline)
-        self.online[reg.broker_id] = online - gone
+        self.set_online(reg.broker_id, online - gone)
         per = self.image.index.get(reg.broker_id, {})
         for directory in newly_offline:
             for p in sorted_partitions(per.get(directory, ())):

@@ -93,7 +93,20 @@ class Story:
         events: list[StoryEvent] = []
         new_topics: dict[uuid.UUID, list[Any]] = {}
         moved: set[tuple[str, int]] = set()
+        topics = self._topics
         for record, _version in records:
+            kind = type(record)
+            # The kinds of which one batch holds thousands first, tested by exact type.
+            if kind is PartitionChangeRecord:
+                if record.leader != -2 or record.isr is not None:
+                    # Not .get(id, default): the default would be encoded for every record.
+                    name = topics.get(record.topic_id)
+                    moved.add((uuid_to_base64url(record.topic_id) if name is None else name, record.partition_id))
+                continue
+            if kind is PartitionRecord:
+                if new_topics and record.topic_id in new_topics:
+                    new_topics[record.topic_id].append(record)
+                continue
             if isinstance(record, RegisterBrokerRecord):
                 b = record.broker_id
                 self._dirs[b] = set(record.log_dirs)
@@ -135,14 +148,6 @@ class Story:
             elif isinstance(record, TopicRecord):
                 self._topics[record.topic_id] = record.name
                 new_topics[record.topic_id] = []
-            elif isinstance(record, PartitionRecord):
-                if record.topic_id in new_topics:
-                    new_topics[record.topic_id].append(record)
-            elif isinstance(record, PartitionChangeRecord):
-                if record.leader != -2 or record.isr is not None:
-                    # Not .get(id, default): the default would be encoded for every record.
-                    name = self._topics.get(record.topic_id)
-                    moved.add((uuid_to_base64url(record.topic_id) if name is None else name, record.partition_id))
             elif isinstance(record, RemoveTopicRecord):
                 name = self._topics.pop(record.topic_id, uuid_to_base64url(record.topic_id))
                 events.append(
