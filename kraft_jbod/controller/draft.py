@@ -35,6 +35,7 @@ class Draft:
         "_change_version",
         "_elr_on",
         "_jbod",
+        "_keeps_epoch",
         "_leader_ok",
         "_min_isr",
         "_min_isr_last",
@@ -64,6 +65,7 @@ class Draft:
         self._min_isr_last: tuple[uuid.UUID | None, int] = (None, 0)
         self._change_version = fv.partition_change_record_version(self.image.metadata_version)
         self._jbod = fv.supports_jbod(self.image.metadata_version)
+        self._keeps_epoch = self.image.metadata_version >= fv.MV_3_6_IV0  # an ISR shrink keeps the leader epoch
         # acceptable_leader's answers, per broker and directory; valid while ``active`` and
         # ``online`` stay as they are, so they are written only through set_active and
         # set_online, which forget them.
@@ -163,30 +165,62 @@ class Draft:
         n = len(p.replicas)
         return got if got < n else n
 
-    def _remove_with_elr(self, p: Partition, broker_id: int) -> None:
+    def _remove_with_elr(
+        self, p: Partition, broker_id: int, isr: tuple[int, ...], leader: int, dirs: tuple[uuid.UUID, ...]
+    ) -> None:
         # Kafka's generateLeaderAndIsrUpdates with ELR on: the builder may empty the ISR,
         # moves the members that left cleanly into the ELR and remembers the last leader.
-        isr, leader, dirs = self.view(p)
-        elr, lke = self.elrs.get(p, (p.elr, p.last_known_elr))
+        got_elr = self.elrs.get(p)
+        elr, lke = (p.elr, p.last_known_elr) if got_elr is None else got_elr
         target_isr = [b for b in isr if b != broker_id]
-        rec: PartitionChangeRecord | None
         if self._only_isr_shrinks(p, broker_id, target_isr, leader, dirs, elr):
-            # The builder's answer without its steps (a follower leaving a large enough ISR).
+            # The builder's answer without its steps (a follower leaving a large enough ISR),
+            # noted without _note: runs once per replica of a failed directory.
             rec = PartitionChangeRecord(partition_id=p.partition_id, topic_id=p.topic_id, isr=target_isr)
-        else:
-            view = pc.PartView(p.replicas, isr, leader, dirs, p.adding, p.removing, p.leader_recovery_state, elr, lke)
-            rec = pc.build_change(
-                view,
-                p.topic_id,
-                p.partition_id,
-                acceptable=lambda b, d: b != broker_id and self.acceptable_leader(b, d),
-                default_dir=lambda b: dirs[p.replicas.index(b)],
-                metadata_version=self.image.metadata_version,
-                target_isr=target_isr,
-                elr_enabled=True,
-                min_isr=self.min_isr(p),
-            )
+            self.records.append((rec, self._change_version))
+            self.parts[p] = (tuple(target_isr), leader, dirs)
+            self.elrs[p] = (elr, lke)
+            return
+        if leader == broker_id and broker_id in isr and not p.adding and not p.removing and not elr:
+            successor = self._clean_successor(p, broker_id, target_isr, dirs)
+            if successor != NO_LEADER:
+                # The builder's answer without its steps (the leader leaving an ISR that stays
+                # at min ISR, a clean successor in it): the target ISR and the first replica
+                # of it that may lead; a last known ELR is forgotten once there is a leader.
+                rec = PartitionChangeRecord(
+                    partition_id=p.partition_id, topic_id=p.topic_id, isr=target_isr, leader=successor
+                )
+                if lke:
+                    rec.last_known_elr = []
+                self.records.append((rec, self._change_version))
+                self.parts[p] = (tuple(target_isr), successor, dirs)
+                self.elrs[p] = (elr, () if lke else lke)
+                return
+        view = pc.PartView(p.replicas, isr, leader, dirs, p.adding, p.removing, p.leader_recovery_state, elr, lke)
+        rec = pc.build_change(
+            view,
+            p.topic_id,
+            p.partition_id,
+            acceptable=lambda b, d: b != broker_id and self.acceptable_leader(b, d),
+            default_dir=lambda b: dirs[p.replicas.index(b)],
+            metadata_version=self.image.metadata_version,
+            target_isr=target_isr,
+            elr_enabled=True,
+            min_isr=self.min_isr(p),
+        )
         self._note(p, rec, isr, leader, dirs, elr, lke)
+
+    def _clean_successor(self, p: Partition, broker_id: int, target_isr: list[int], dirs: tuple[uuid.UUID, ...]) -> int:
+        """The leader the ELR change builder elects when leader ``broker_id`` leaves and the
+        target ISR stays at min ISR (so no ELR): the first replica, in replica order, in the
+        target ISR that may lead from its directory; NO_LEADER when the target ISR is below
+        min ISR or none may lead (the builder then looks further)."""
+        if not target_isr or len(target_isr) < self.min_isr(p):
+            return NO_LEADER
+        for b, directory in zip(p.replicas, dirs, strict=True):
+            if b != broker_id and b in target_isr and self.acceptable_leader(b, directory):
+                return b
+        return NO_LEADER
 
     def _only_isr_shrinks(
         self,
@@ -203,9 +237,7 @@ class Draft:
         no ELR now, and a metadata.version where an ISR shrink keeps the leader epoch."""
         if p.adding or p.removing or elr or leader == broker_id or leader not in target_isr:
             return False
-        if leader not in p.replicas or len(target_isr) < self.min_isr(p):
-            return False
-        if self.image.metadata_version < fv.MV_3_6_IV0:
+        if leader not in p.replicas or len(target_isr) < self.min_isr(p) or not self._keeps_epoch:
             return False
         return self.acceptable_leader(leader, dirs[p.replicas.index(leader)])
 
@@ -384,11 +416,12 @@ class Draft:
     def remove_from_isr(self, p: Partition, broker_id: int) -> None:
         """Take ``broker_id`` out of the ISR and leadership; the last ISR member stays (leader -1)
         unless ELR is on, where the ISR may become empty (KIP-966)."""
-        isr, leader, dirs = self.view(p)
+        got = self.parts.get(p)
+        isr, leader, dirs = (p.isr, p.leader, p.dirs) if got is None else got
         if broker_id not in isr and leader != broker_id:
             return
         if self.elr_enabled():
-            self._remove_with_elr(p, broker_id)
+            self._remove_with_elr(p, broker_id, isr, leader, dirs)
             return
         new_isr = tuple(b for b in isr if b != broker_id) or isr
         keep = leader not in (NO_LEADER, broker_id)
