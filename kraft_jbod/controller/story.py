@@ -59,12 +59,24 @@ def _error_name(code: int) -> str:
     return ErrorCode.name_of(code)
 
 
+_ITEM_LISTS = ("topics", "responses", "results", "directories")
+# Per generated (slotted) response class: which of _ITEM_LISTS it has. Every response is
+# looked at, most have none (a heartbeat's), and each getattr miss costs an exception.
+_ITEM_LISTS_OF: dict[type, tuple[str, ...]] = {}
+
+
 def _first_error(body: Any) -> tuple[int, str | None, str | None]:
     """(code, message, what) of the first non-zero error: top level, then per item."""
     code = getattr(body, "error_code", 0)
     if isinstance(code, int) and code:
         return code, getattr(body, "error_message", None), None
-    for attr in ("topics", "responses", "results", "directories"):
+    kind = type(body)
+    attrs = _ITEM_LISTS_OF.get(kind)
+    if attrs is None:
+        attrs = tuple(a for a in _ITEM_LISTS if hasattr(kind, a)) if "__slots__" in kind.__dict__ else _ITEM_LISTS
+        if attrs is not _ITEM_LISTS:
+            _ITEM_LISTS_OF[kind] = attrs
+    for attr in attrs:
         for item in getattr(body, attr, None) or ():
             sub = getattr(item, "error_code", 0)
             if isinstance(sub, int) and sub:
