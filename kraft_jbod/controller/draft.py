@@ -176,8 +176,8 @@ class Draft:
         if self._only_isr_shrinks(p, broker_id, target_isr, leader, dirs, elr):
             # The builder's answer without its steps (a follower leaving a large enough ISR),
             # noted without _note: runs once per replica of a failed directory.
-            rec = PartitionChangeRecord(partition_id=p.partition_id, topic_id=p.topic_id, isr=target_isr)
-            self.records.append((rec, self._change_version))
+            shrink = PartitionChangeRecord(partition_id=p.partition_id, topic_id=p.topic_id, isr=target_isr)
+            self.records.append((shrink, self._change_version))
             self.parts[p] = (tuple(target_isr), leader, dirs)
             self.elrs[p] = (elr, lke)
             return
@@ -187,12 +187,12 @@ class Draft:
                 # The builder's answer without its steps (the leader leaving an ISR that stays
                 # at min ISR, a clean successor in it): the target ISR and the first replica
                 # of it that may lead; a last known ELR is forgotten once there is a leader.
-                rec = PartitionChangeRecord(
+                handover = PartitionChangeRecord(
                     partition_id=p.partition_id, topic_id=p.topic_id, isr=target_isr, leader=successor
                 )
                 if lke:
-                    rec.last_known_elr = []
-                self.records.append((rec, self._change_version))
+                    handover.last_known_elr = []
+                self.records.append((handover, self._change_version))
                 self.parts[p] = (tuple(target_isr), successor, dirs)
                 self.elrs[p] = (elr, () if lke else lke)
                 return
