@@ -31,7 +31,23 @@ PartView = tuple[tuple[int, ...], int, tuple[uuid.UUID, ...]]  # (isr, leader, d
 class Draft:
     """Overlay of the changes proposed so far in one handle()/tick() call."""
 
-    __slots__ = ("_elr_on", "_min_isr", "_unclean", "active", "ctx", "elrs", "image", "online", "parts", "records")
+    __slots__ = (
+        "_change_version",
+        "_elr_on",
+        "_jbod",
+        "_keeps_epoch",
+        "_leader_ok",
+        "_min_isr",
+        "_min_isr_last",
+        "_unclean",
+        "active",
+        "ctx",
+        "elrs",
+        "image",
+        "online",
+        "parts",
+        "records",
+    )
 
     def __init__(self, ctx: ControllerContext) -> None:
         self.ctx = ctx
@@ -46,6 +62,16 @@ class Draft:
         self._elr_on: bool | None = None
         self._min_isr: dict[uuid.UUID, int] = {}
         self._unclean: dict[uuid.UUID, bool] = {}
+        # The last topic asked about, by identity: a request walks partitions topic by topic
+        # and a partition holds its topic's id object, so this skips hashing a UUID.
+        self._min_isr_last: tuple[uuid.UUID | None, int] = (None, 0)
+        self._change_version = fv.partition_change_record_version(self.image.metadata_version)
+        self._jbod = fv.supports_jbod(self.image.metadata_version)
+        self._keeps_epoch = self.image.metadata_version >= fv.MV_3_6_IV0  # an ISR shrink keeps the leader epoch
+        # acceptable_leader's answers, per broker and directory; valid while ``active`` and
+        # ``online`` stay as they are, so they are written only through set_active and
+        # set_online, which forget them.
+        self._leader_ok: dict[int, dict[uuid.UUID, bool]] = {}
 
     # ------------------------------------------------------------------ views
 
@@ -67,12 +93,28 @@ class Draft:
         reg = self.image.brokers.get(broker_id)
         return None if reg is None else reg.online_set
 
+    def set_active(self, broker_id: int, active: bool) -> None:
+        self.active[broker_id] = active
+        self._leader_ok.clear()
+
+    def set_online(self, broker_id: int, online: frozenset[uuid.UUID]) -> None:
+        self.online[broker_id] = online
+        self._leader_ok.clear()
+
     def dir_online(self, broker_id: int, directory: uuid.UUID) -> bool:
         """Kafka's DirectoryId.isOnline against the draft's view of the broker's online dirs."""
         return image_dir_online(self.ctx.profile, self.online_set(broker_id), directory)
 
     def acceptable_leader(self, broker_id: int, directory: uuid.UUID) -> bool:
-        return self.is_active(broker_id) and self.dir_online(broker_id, directory)
+        # Asked once or more per replica when a directory fails or replicas are assigned in
+        # bulk, about a few brokers and directories: remembered.
+        memo = self._leader_ok.get(broker_id)
+        if memo is None:
+            memo = self._leader_ok[broker_id] = {}
+        got = memo.get(directory)
+        if got is None:
+            got = memo[directory] = self.is_active(broker_id) and self.dir_online(broker_id, directory)
+        return got
 
     # ------------------------------------------------------------------ partition changes
 
@@ -99,7 +141,7 @@ class Draft:
             rec.leader = leader
         if dirs is not None:
             rec.directories = list(dirs)
-        self.records.append((rec, fv.partition_change_record_version(self.image.metadata_version)))
+        self.records.append((rec, self._change_version))
         self.parts[p] = (
             old_isr if isr is None else isr,
             old_leader if leader == NO_LEADER_CHANGE else leader,
@@ -112,12 +154,18 @@ class Draft:
         return self._elr_on
 
     def min_isr(self, p: Partition) -> int:
-        got = self._min_isr.get(p.topic_id)
-        if got is None:  # the topic's value before the cap by the replication factor
-            got = self._min_isr[p.topic_id] = pc.effective_min_isr(
-                self.image.configs, self.image.topics[p.topic_id].name, 1 << 30
-            )
-        return min(got, len(p.replicas))
+        topic_id = p.topic_id
+        last, got = self._min_isr_last
+        if last is not topic_id:
+            cached = self._min_isr.get(topic_id)
+            if cached is None:  # the topic's value before the cap by the replication factor
+                cached = self._min_isr[topic_id] = pc.effective_min_isr(
+                    self.image.configs, self.image.topics[topic_id].name, 1 << 30
+                )
+            got = cached
+            self._min_isr_last = (topic_id, got)
+        n = len(p.replicas)
+        return got if got < n else n
 
     def election(self, p: Partition) -> int:
         """The election of Kafka's generateLeaderAndIsrUpdates for ``p``: UNCLEAN where the
@@ -130,31 +178,63 @@ class Draft:
             got = self._unclean[p.topic_id] = self.image.configs.topic_flag(name, "unclean.leader.election.enable")
         return pc.UNCLEAN if got else pc.ONLINE
 
-    def _remove_with_elr(self, p: Partition, broker_id: int) -> None:
+    def _remove_with_elr(
+        self, p: Partition, broker_id: int, isr: tuple[int, ...], leader: int, dirs: tuple[uuid.UUID, ...]
+    ) -> None:
         # Kafka's generateLeaderAndIsrUpdates with ELR on: the builder may empty the ISR,
         # moves the members that left cleanly into the ELR and remembers the last leader.
-        isr, leader, dirs = self.view(p)
-        elr, lke = self.elrs.get(p, (p.elr, p.last_known_elr))
+        got_elr = self.elrs.get(p)
+        elr, lke = (p.elr, p.last_known_elr) if got_elr is None else got_elr
         target_isr = [b for b in isr if b != broker_id]
-        rec: PartitionChangeRecord | None
         if self._only_isr_shrinks(p, broker_id, target_isr, leader, dirs, elr):
-            # The builder's answer without its steps (a follower leaving a large enough ISR).
-            rec = PartitionChangeRecord(partition_id=p.partition_id, topic_id=p.topic_id, isr=target_isr)
-        else:
-            view = pc.PartView(p.replicas, isr, leader, dirs, p.adding, p.removing, p.leader_recovery_state, elr, lke)
-            rec = pc.build_change(
-                view,
-                p.topic_id,
-                p.partition_id,
-                acceptable=lambda b, d: b != broker_id and self.acceptable_leader(b, d),
-                default_dir=lambda b: dirs[p.replicas.index(b)],
-                metadata_version=self.image.metadata_version,
-                target_isr=target_isr,
-                elr_enabled=True,
-                min_isr=self.min_isr(p),
-                election=self.election(p),
-            )
+            # The builder's answer without its steps (a follower leaving a large enough ISR),
+            # noted without _note: runs once per replica of a failed directory.
+            shrink = PartitionChangeRecord(partition_id=p.partition_id, topic_id=p.topic_id, isr=target_isr)
+            self.records.append((shrink, self._change_version))
+            self.parts[p] = (tuple(target_isr), leader, dirs)
+            self.elrs[p] = (elr, lke)
+            return
+        if leader == broker_id and broker_id in isr and not p.adding and not p.removing and not elr:
+            successor = self._clean_successor(p, broker_id, target_isr, dirs)
+            if successor != NO_LEADER:
+                # The builder's answer without its steps (the leader leaving an ISR that stays
+                # at min ISR, a clean successor in it): the target ISR and the first replica
+                # of it that may lead; a last known ELR is forgotten once there is a leader.
+                handover = PartitionChangeRecord(
+                    partition_id=p.partition_id, topic_id=p.topic_id, isr=target_isr, leader=successor
+                )
+                if lke:
+                    handover.last_known_elr = []
+                self.records.append((handover, self._change_version))
+                self.parts[p] = (tuple(target_isr), successor, dirs)
+                self.elrs[p] = (elr, () if lke else lke)
+                return
+        view = pc.PartView(p.replicas, isr, leader, dirs, p.adding, p.removing, p.leader_recovery_state, elr, lke)
+        rec = pc.build_change(
+            view,
+            p.topic_id,
+            p.partition_id,
+            acceptable=lambda b, d: b != broker_id and self.acceptable_leader(b, d),
+            default_dir=lambda b: dirs[p.replicas.index(b)],
+            metadata_version=self.image.metadata_version,
+            target_isr=target_isr,
+            elr_enabled=True,
+            min_isr=self.min_isr(p),
+            election=self.election(p),
+        )
         self._note(p, rec, isr, leader, dirs, elr, lke)
+
+    def _clean_successor(self, p: Partition, broker_id: int, target_isr: list[int], dirs: tuple[uuid.UUID, ...]) -> int:
+        """The leader the ELR change builder elects when leader ``broker_id`` leaves and the
+        target ISR stays at min ISR (so no ELR): the first replica, in replica order, in the
+        target ISR that may lead from its directory; NO_LEADER when the target ISR is below
+        min ISR or none may lead (the builder then looks further)."""
+        if not target_isr or len(target_isr) < self.min_isr(p):
+            return NO_LEADER
+        for b, directory in zip(p.replicas, dirs, strict=True):
+            if b != broker_id and b in target_isr and self.acceptable_leader(b, directory):
+                return b
+        return NO_LEADER
 
     def _only_isr_shrinks(
         self,
@@ -171,9 +251,7 @@ class Draft:
         no ELR now, and a metadata.version where an ISR shrink keeps the leader epoch."""
         if p.adding or p.removing or elr or leader == broker_id or leader not in target_isr:
             return False
-        if leader not in p.replicas or len(target_isr) < self.min_isr(p):
-            return False
-        if self.image.metadata_version < fv.MV_3_6_IV0:
+        if leader not in p.replicas or len(target_isr) < self.min_isr(p) or not self._keeps_epoch:
             return False
         return self.acceptable_leader(leader, dirs[p.replicas.index(leader)])
 
@@ -206,7 +284,7 @@ class Draft:
     ) -> None:
         if rec is None:
             return
-        self.records.append((rec, fv.partition_change_record_version(self.image.metadata_version)))
+        self.records.append((rec, self._change_version))
         self.parts[p] = (
             isr if rec.isr is None else tuple(rec.isr),
             leader if rec.leader == NO_LEADER_CHANGE else rec.leader,
@@ -221,7 +299,7 @@ class Draft:
         """KIP-966: a broker that re-registers without a clean shutdown (its previous broker
         epoch is not the registered one) leaves every ISR and ELR and may not lead, as
         Kafka's handleBrokerShutdown with ELR on: ISR partitions first, then ELR ones."""
-        self.active[broker_id] = False
+        self.set_active(broker_id, False)
         parts = sorted_partitions(self.image.broker_partitions(broker_id))
         in_isr = [p for p in parts if broker_id in self.view(p)[0]]
         in_elr = [p for p in parts if broker_id in self.elrs.get(p, (p.elr, ()))[0] and p not in in_isr]
@@ -250,37 +328,49 @@ class Draft:
         is judged by the directory it had (so a leaderless partition may get a leader, and one
         whose leader sat in an offline directory loses it); then, when the new directory is
         offline, the replica leaves the ISR and leadership, computed again from the state
-        before the request (Kafka replays neither record before building the other)."""
-        before = (self.parts.get(p), self.elrs.get(p))
-        isr, leader, dirs = self.view(p)
-        elr, lke = self.elrs.get(p, (p.elr, p.last_known_elr))
+        before the request (Kafka replays neither record before building the other).
+
+        Runs once per replica of a request naming thousands, so the common case (only the
+        directory changes) is written out here rather than through ``view`` and ``_note``."""
+        parts, elrs = self.parts, self.elrs
+        got, got_elr = parts.get(p), elrs.get(p)
+        isr, leader, dirs = (p.isr, p.leader, p.dirs) if got is None else got
+        elr, lke = (p.elr, p.last_known_elr) if got_elr is None else got_elr
         elr_on = self.elr_enabled()
-        new_dirs = tuple(directory if b == broker_id else d for b, d in zip(p.replicas, dirs, strict=True))
+        replicas = p.replicas
+        at = replicas.index(broker_id)
+        had = dirs[at]
+        # Directories are canonical objects (one per id), so "is" is the usual equality.
+        same = had is directory or had == directory
+        new_dirs = dirs if same else (*dirs[:at], directory, *dirs[at + 1 :])
         rec: PartitionChangeRecord | None
         if self._only_directories_change(p, isr, leader, dirs, elr, elr_on):
             # The builder's answer without its steps (the common case, ~2x cheaper).
-            rec = None
-            if new_dirs != dirs:
+            if not same:
                 rec = PartitionChangeRecord(
                     partition_id=p.partition_id, topic_id=p.topic_id, directories=list(new_dirs)
                 )
+                self.records.append((rec, self._change_version))
+                parts[p] = (isr, leader, new_dirs)
+                elrs[p] = (elr, lke)
         else:
-            view = pc.PartView(p.replicas, isr, leader, dirs, p.adding, p.removing, p.leader_recovery_state, elr, lke)
+            view = pc.PartView(replicas, isr, leader, dirs, p.adding, p.removing, p.leader_recovery_state, elr, lke)
             rec = pc.build_change(
                 view,
                 p.topic_id,
                 p.partition_id,
                 acceptable=self.acceptable_leader,
-                default_dir=lambda b: dirs[p.replicas.index(b)],
+                default_dir=lambda b: dirs[replicas.index(b)],
                 metadata_version=self.image.metadata_version,
                 elr_enabled=elr_on,
                 min_isr=self.min_isr(p) if elr_on else 1,
                 target_dirs={broker_id: directory},
             )
-        self._note(p, rec, isr, leader, new_dirs, elr, lke)
+            self._note(p, rec, isr, leader, new_dirs, elr, lke)
         if not offline:
             return
-        after = (self.parts.get(p), self.elrs.get(p))
+        before = (got, got_elr)
+        after = (parts.get(p), elrs.get(p))
         self._restore(p, before)
         n = len(self.records)
         self.leave_offline_dir(p, broker_id)
@@ -353,13 +443,14 @@ class Draft:
         gives (or empty with ELR off), and a metadata.version that records directories."""
         if p.adding or p.removing or leader < 0 or leader not in isr or leader not in p.replicas:
             return False
-        if not fv.supports_jbod(self.image.metadata_version):
-            return False
-        if not self.acceptable_leader(leader, dirs[p.replicas.index(leader)]):
+        if not self._jbod or not self.acceptable_leader(leader, dirs[p.replicas.index(leader)]):
             return False
         if not elr_on:
             return not elr
-        return pc.target_elr(isr, elr, isr, self.min_isr(p)) == list(elr)
+        min_isr = self.min_isr(p)
+        if len(isr) >= min_isr:  # target_elr's first case, without the call
+            return not elr
+        return pc.target_elr(isr, elr, isr, min_isr) == list(elr)
 
     def _restore(
         self,
@@ -379,11 +470,12 @@ class Draft:
     def remove_from_isr(self, p: Partition, broker_id: int) -> None:
         """Take ``broker_id`` out of the ISR and leadership; the last ISR member stays (leader -1)
         unless ELR is on, where the ISR may become empty (KIP-966)."""
-        isr, leader, dirs = self.view(p)
+        got = self.parts.get(p)
+        isr, leader, dirs = (p.isr, p.leader, p.dirs) if got is None else got
         if broker_id not in isr and leader != broker_id:
             return
         if self.elr_enabled():
-            self._remove_with_elr(p, broker_id)
+            self._remove_with_elr(p, broker_id, isr, leader, dirs)
             return
         if self.election(p) == pc.UNCLEAN:
             self._remove_uncleanly(p, broker_id)
@@ -423,7 +515,7 @@ class Draft:
     # ------------------------------------------------------------------ broker changes
 
     def fence(self, reg: BrokerInfo, *, with_record: bool = True) -> None:
-        self.active[reg.broker_id] = False
+        self.set_active(reg.broker_id, False)
         for p in sorted_partitions(self.image.broker_partitions(reg.broker_id)):
             self.remove_from_isr(p, reg.broker_id)
         if not with_record:
@@ -444,7 +536,7 @@ class Draft:
         # brokerToAdd), even one whose registration still says "in controlled shutdown" from
         # a shutdown that ended in fencing (the flag is never cleared; later elections do
         # look at it).
-        self.active[reg.broker_id] = True
+        self.set_active(reg.broker_id, True)
         # As Kafka's handleBrokerUnfenced: the change builder runs over EVERY leaderless
         # partition of the cluster, not only the broker's own, so a partition whose other
         # replica became electable without an election (its directory reassigned to an
@@ -466,7 +558,7 @@ class Draft:
         gets the same record again (docs/twin.md #22). O(replicas in the dirs + brokers)."""
         online = self.online_set(reg.broker_id) or frozenset()
         gone = frozenset(newly_offline)
-        self.online[reg.broker_id] = online - gone
+        self.set_online(reg.broker_id, online - gone)
         made: dict[Partition, list[RecordAndVersion]] = {}
         for directory in newly_offline:
             for p in sorted_partitions(self._partitions_in_dir(directory)):

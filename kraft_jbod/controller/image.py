@@ -507,6 +507,26 @@ class MetadataImage:
             )
         return tuple(self.canonical(d) for d in directories)
 
+    def record_dirs_over(
+        self, offset: int, dirs: tuple[uuid.UUID, ...], directories: list[uuid.UUID]
+    ) -> tuple[uuid.UUID, ...]:
+        """``record_dirs`` for the same replicas as a partition whose directories are ``dirs``:
+        an entry that is one of those (canonical) objects is taken as it is, so only the
+        directories that change are looked up (hashing a ``uuid.UUID`` runs Python code), and
+        ``dirs`` itself comes back when nothing changes. The records the controller writes
+        reuse its objects, so applying them hashes only the replica that moved."""
+        n = len(dirs)
+        if len(directories) != n or not directories:
+            return self.record_dirs(offset, (0,) * n, directories)
+        out = None
+        for i in range(n):
+            d = directories[i]
+            if d is not dirs[i]:
+                if out is None:
+                    out = list(dirs)
+                out[i] = self.canonical(d)
+        return dirs if out is None else tuple(out)
+
 
 # ---------------------------------------------------------------------- one function per record type
 
@@ -627,14 +647,18 @@ def apply_partition(img: MetadataImage, offset: int, rec: PartitionRecord, versi
 
 
 def apply_partition_change(img: MetadataImage, offset: int, rec: PartitionChangeRecord, version: int) -> None:
-    p = img.partition(rec.topic_id, rec.partition_id)
+    topic = img.topics.get(rec.topic_id)
+    p = None if topic is None else topic.partitions.get(rec.partition_id)
     if p is None:
         raise StorageError(
             f"PartitionChangeRecord at offset {offset} for unknown partition {rec.topic_id}-{rec.partition_id}"
         )
     new_replicas = p.replicas if rec.replicas is None else tuple(rec.replicas)
     if rec.directories is not None:
-        new_dirs = img.record_dirs(offset, new_replicas, rec.directories)
+        if new_replicas is p.replicas:
+            new_dirs = img.record_dirs_over(offset, p.dirs, rec.directories)
+        else:
+            new_dirs = img.record_dirs(offset, new_replicas, rec.directories)
     elif rec.replicas is not None and new_replicas != p.replicas:
         # Replicas changed without Directories: keep known dirs, the rest unassigned.
         known = dict(zip(p.replicas, p.dirs, strict=True))
@@ -642,11 +666,11 @@ def apply_partition_change(img: MetadataImage, offset: int, rec: PartitionChange
         new_dirs = tuple(known.get(b, unassigned) for b in new_replicas)
     else:
         new_dirs = p.dirs
-    if new_replicas != p.replicas:
+    if new_replicas is not p.replicas and new_replicas != p.replicas:
         img.index_remove(p)
         p.replicas, p.dirs = new_replicas, new_dirs
         img.index_add(p)
-    elif new_dirs != p.dirs:
+    elif new_dirs is not p.dirs and new_dirs != p.dirs:
         img.index_move_dirs(p, new_dirs)
     if rec.isr is not None:
         p.isr = tuple(rec.isr)

@@ -774,8 +774,10 @@ class ControllerServer:
         if self.quorum is not None and not self.quorum.active:
             self.quorum.not_controller(proto, event)  # leadership moved while it waited
             return None
+        machine = self._state  # not self.machine: asked for every request
+        assert machine is not None, "the server has not started"
         try:
-            return self.machine.handle(
+            return machine.handle(
                 event.api_key,
                 event.api_version,
                 event.body if body is None else body,

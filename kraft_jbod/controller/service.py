@@ -509,11 +509,15 @@ class Connection(asyncio.Protocol):
     def serve_next(self) -> None:
         """Take the next queued frame: refuse it from its header, or decode it (off the
         loop when large) and hand it on."""
+        was_full = len(self.frames) >= QUEUED_FRAMES
         payload = self.frames.popleft()
         self.queued_bytes -= len(payload)
         self.service.release(len(payload))
         self.in_flight = True
-        self._read_frames()  # room in the queue again
+        if was_full or self._paused:
+            # Room in the queue again. Otherwise reading stopped for want of data (the next
+            # data_received reads on) or of memory (try_reserve's grant does): nothing to do.
+            self._read_frames()
         key, version, _corr = codec.peek_request(payload)
         if key in TOPIC_ARRAY_KEYS:
             limit = self.service.config.max_topics_per_request

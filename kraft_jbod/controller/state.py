@@ -66,6 +66,9 @@ from kraft_jbod.messages.unregister_broker_record import UnregisterBrokerRecord
 from kraft_jbod.messages.voters_record import VotersRecord
 from kraft_jbod.wire.message import Message
 
+# Each route's (lowest, highest) version, read once: handle() asks for every request.
+_VERSIONS: dict[int, tuple[int, int]] = {}
+
 __all__ = [
     "NO_LEADER",
     "NO_LEADER_CHANGE",
@@ -378,12 +381,14 @@ class ControllerState:
         route = ROUTES.get(api_key)
         if route is None or route.handler is None:
             raise ProtocolError(f"api key {api_key} is not handled by the controller")
-        lo, hi = route.valid_versions
+        lo, hi = _VERSIONS.get(api_key) or _VERSIONS.setdefault(api_key, route.valid_versions)
         if not lo <= api_version <= hi:
             raise ProtocolError(f"api key {api_key} version {api_version} is not supported")
         if not isinstance(request, route.request_type):
             raise ProtocolError(f"api key {api_key} got a {type(request).__name__} body")
-        self.ctx.sessions.activate(self.image, now_ms)
+        sessions = self.ctx.sessions
+        if not sessions.activated:
+            sessions.activate(self.image, now_ms)
         expired = deadlines.expired_answer(request)
         if expired is not None:
             return Outcome(expired, [])

@@ -59,12 +59,24 @@ def _error_name(code: int) -> str:
     return ErrorCode.name_of(code)
 
 
+_ITEM_LISTS = ("topics", "responses", "results", "directories")
+# Per generated (slotted) response class: which of _ITEM_LISTS it has. Every response is
+# looked at, most have none (a heartbeat's), and each getattr miss costs an exception.
+_ITEM_LISTS_OF: dict[type, tuple[str, ...]] = {}
+
+
 def _first_error(body: Any) -> tuple[int, str | None, str | None]:
     """(code, message, what) of the first non-zero error: top level, then per item."""
     code = getattr(body, "error_code", 0)
     if isinstance(code, int) and code:
         return code, getattr(body, "error_message", None), None
-    for attr in ("topics", "responses", "results", "directories"):
+    kind = type(body)
+    attrs = _ITEM_LISTS_OF.get(kind)
+    if attrs is None:
+        attrs = tuple(a for a in _ITEM_LISTS if hasattr(kind, a)) if "__slots__" in kind.__dict__ else _ITEM_LISTS
+        if attrs is not _ITEM_LISTS:
+            _ITEM_LISTS_OF[kind] = attrs
+    for attr in attrs:
         for item in getattr(body, attr, None) or ():
             sub = getattr(item, "error_code", 0)
             if isinstance(sub, int) and sub:
@@ -93,7 +105,20 @@ class Story:
         events: list[StoryEvent] = []
         new_topics: dict[uuid.UUID, list[Any]] = {}
         moved: set[tuple[str, int]] = set()
+        topics = self._topics
         for record, _version in records:
+            kind = type(record)
+            # The kinds of which one batch holds thousands first, tested by exact type.
+            if kind is PartitionChangeRecord:
+                if record.leader != -2 or record.isr is not None:
+                    # Not .get(id, default): the default would be encoded for every record.
+                    name = topics.get(record.topic_id)
+                    moved.add((uuid_to_base64url(record.topic_id) if name is None else name, record.partition_id))
+                continue
+            if kind is PartitionRecord:
+                if new_topics and record.topic_id in new_topics:
+                    new_topics[record.topic_id].append(record)
+                continue
             if isinstance(record, RegisterBrokerRecord):
                 b = record.broker_id
                 self._dirs[b] = set(record.log_dirs)
@@ -135,14 +160,6 @@ class Story:
             elif isinstance(record, TopicRecord):
                 self._topics[record.topic_id] = record.name
                 new_topics[record.topic_id] = []
-            elif isinstance(record, PartitionRecord):
-                if record.topic_id in new_topics:
-                    new_topics[record.topic_id].append(record)
-            elif isinstance(record, PartitionChangeRecord):
-                if record.leader != -2 or record.isr is not None:
-                    # Not .get(id, default): the default would be encoded for every record.
-                    name = self._topics.get(record.topic_id)
-                    moved.add((uuid_to_base64url(record.topic_id) if name is None else name, record.partition_id))
             elif isinstance(record, RemoveTopicRecord):
                 name = self._topics.pop(record.topic_id, uuid_to_base64url(record.topic_id))
                 events.append(

@@ -15,6 +15,7 @@ import pytest
 
 from kraft_jbod.controller import features as fv
 from kraft_jbod.controller.draft import Draft
+from kraft_jbod.controller.image import NO_LEADER
 from kraft_jbod.controller.seams import Outcome
 from kraft_jbod.messages.assign_replicas_to_dirs_request import (
     AssignReplicasToDirsRequest,
@@ -65,7 +66,7 @@ def _shaped_cluster(level: int) -> Cluster:
 def _odd_states(c: Cluster, level: int) -> None:
     """States the controller itself does not leave but a log may hold (the short path
     must step aside for them): a fenced leader, a leader outside the ISR, an ELR beside a
-    full ISR."""
+    full ISR, a last known ELR beside a leader."""
     tid = c.state.topic_id_of("t")
     assert tid is not None
     parts = sorted(c.state.topics[tid].partitions.values(), key=lambda p: p.partition_id)
@@ -83,6 +84,22 @@ def _odd_states(c: Cluster, level: int) -> None:
             full.partition_id, tid, isr=list(full.replicas), eligible_leader_replicas=[full.replicas[-1]]
         )
         c.commit([(change, ver)])
+        # a leader beside a last known ELR (forgotten once another leader is elected)
+        active = {b for b, reg in c.state.brokers.items() if reg.active}
+        candidates = [
+            p
+            for p in parts
+            if p.leader in active and len(active & set(p.replicas)) >= 2 and p not in (fenced_leader, outside, full)
+        ]
+        for remembered in candidates[:4]:
+            change = PartitionChangeRecord(
+                remembered.partition_id,
+                tid,
+                isr=list(remembered.replicas),
+                eligible_leader_replicas=[],
+                last_known_elr=[remembered.replicas[-1]],
+            )
+            c.commit([(change, ver)])
 
 
 def _assign_both_ways(
@@ -137,23 +154,31 @@ def test_the_short_path_writes_what_the_builder_writes(level: int, monkeypatch: 
 
 
 @pytest.mark.parametrize("level", [fv.MV_4_0_IV1, fv.DEFAULT_LEVEL])
-def test_the_isr_shrink_short_path_writes_what_the_builder_writes(level: int, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_the_isr_shrink_short_paths_write_what_the_builder_writes(level: int, monkeypatch: pytest.MonkeyPatch) -> None:
     """``Draft._remove_with_elr`` (a replica leaving the ISR with ELR on, as when its
-    directory goes offline) against the builder, for every replica of every partition."""
+    directory goes offline) against the builder, for every replica of every partition:
+    both short paths, a follower leaving (``_only_isr_shrinks``) and the leader leaving
+    with a clean successor (``_clean_successor``), must write what the builder writes."""
     c = _shaped_cluster(level)
     c.commit([(FeatureLevelRecord(name=fv.ELR_VERSION, feature_level=1), 0)])
     only = Draft._only_isr_shrinks
+    successor = Draft._clean_successor
     taken: list[bool] = []
+    successors: list[int] = []
     for p in c.state.image.partitions():
         for b in p.replicas:
             with monkeypatch.context() as m:
                 m.setattr(Draft, "_only_isr_shrinks", lambda *a: taken.append(only(*a)) or taken[-1])
+                m.setattr(Draft, "_clean_successor", lambda *a: successors.append(successor(*a)) or successors[-1])
                 short = Draft(c.state.ctx)
                 short.remove_from_isr(p, b)
             with monkeypatch.context() as m:
                 m.setattr(Draft, "_only_isr_shrinks", lambda *a: False)
+                m.setattr(Draft, "_clean_successor", lambda *a: NO_LEADER)
                 built = Draft(c.state.ctx)
                 built.remove_from_isr(p, b)
             assert short.records == built.records, (p, b)
             assert short.parts == built.parts and short.elrs == built.elrs
     assert True in taken and False in taken
+    # the leader's short path was taken, and also declined (no clean successor)
+    assert any(s >= 0 for s in successors) and NO_LEADER in successors, successors

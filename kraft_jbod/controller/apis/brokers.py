@@ -235,7 +235,7 @@ def _draft_effect(
             # the heartbeat, so one in a directory reported offline by the same heartbeat
             # gets it as leader (docs/divergences.md). We let the election see the
             # directories as offline already; the records keep Kafka's order.
-            d.online[b] = frozenset(reg.online_dirs) - wanted
+            d.set_online(b, frozenset(reg.online_dirs) - wanted)
         d.unfence(reg)
     elif effect is HbEffect.ENTER_CONTROLLED_SHUTDOWN:
         # The durable flag is written once: a broker whose in-memory shutdown was forgotten

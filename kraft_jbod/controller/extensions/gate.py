@@ -100,6 +100,9 @@ class Gate:
         broker = getattr(ev.body, "broker_id", None)
         if isinstance(broker, int) and not isinstance(broker, bool) and key in _BROKER_KEYS:
             self.broker_id = broker
+        if not len(self.ext.faults):
+            # No rule can fire: skip extracting the facts (a walk of every partition named).
+            return True
         state = None if self.ext.server is None else self.ext.server.state
 
         def topic_name(tid: Any) -> str | None:
