@@ -63,6 +63,7 @@ typedef struct Plan {
     Py_ssize_t ninvalid;
     uint32_t *invalid;      /* known tags not valid at this version */
     Py_ssize_t unknown_off;
+    Py_ssize_t fixed;       /* width of the untagged fields when all are fixed-width scalars, else -1 */
 } Plan;
 
 /* ------------------------------------------------------------------ module state */
@@ -412,12 +413,18 @@ static int skip_field(Field *f, int check_text, const uint8_t *buf, Py_ssize_t *
 }
 
 static int skip_struct(Plan *p, int check_text, const uint8_t *buf, Py_ssize_t *pos, Py_ssize_t end) {
-    for (Py_ssize_t i = 0; i < p->nf; i++) {
-        Field *f = &p->f[i];
-        if (!f->present || f->tagged) continue;
-        if (skip_field(f, check_text, buf, pos, end) < 0) return -1;
+    if (p->fixed >= 0) {
+        if (*pos + p->fixed > end) return -1;
+        *pos += p->fixed;
+    } else {
+        for (Py_ssize_t i = 0; i < p->nf; i++) {
+            Field *f = &p->f[i];
+            if (!f->present || f->tagged) continue;
+            if (skip_field(f, check_text, buf, pos, end) < 0) return -1;
+        }
     }
     if (!p->flexible) return 0;
+    if (*pos < end && buf[*pos] == 0) { *pos += 1; return 0; }   /* no tagged fields: the usual case */
     if (p->ntagged > 64) return -1;   /* never in practice; the decoder (or Python) judges */
     uint64_t seen = 0;
     Py_ssize_t q = *pos;
@@ -850,6 +857,13 @@ static Plan *plan_compile(PyObject *t) {
         }
     }
     qsort(p->tagged, (size_t)p->ntagged, sizeof(Field *), field_cmp);
+    p->fixed = 0;
+    for (Py_ssize_t i = 0; i < p->nf; i++) {
+        Field *f = &p->f[i];
+        if (!f->present || f->tagged) continue;
+        if (f->kind >= K_STRING) { p->fixed = -1; break; }   /* strings, bytes, structs, arrays */
+        p->fixed += FIXED_WIDTH[f->kind];
+    }
     return p;
 fail:
     plan_free(p);
