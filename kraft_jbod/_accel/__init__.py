@@ -34,7 +34,7 @@ BACKENDS = ("c", "python")
 # The interface this module expects of the extension (its CCODEC_ABI_VERSION): an
 # extension built from another _ccodec.c is not used at all, rather than probed function
 # by function.
-ABI_VERSION = 2
+ABI_VERSION = 3
 
 _c: ModuleType | None
 _c_error: str | None
@@ -132,8 +132,8 @@ def use(name: str) -> None:
             _python["encode"],
             _python["write"],
         )
-        _message.decode = classmethod(_c.decode)
-        _message.read = classmethod(_c.read)
+        _message.decode = _c.class_decode
+        _message.read = _c.class_read
         _message.encode = _c.encode
         _message.write = _c.write
     else:

@@ -35,7 +35,7 @@ static const int FIXED_WIDTH[K_LAST] = {1, 1, 2, 2, 4, 4, 8, 8, 16, 0, 0, 0, 0};
  * arguments and the tuples they exchange. Bumped on any change to those; an extension
  * built from another version is refused at import (the package then runs on the
  * pure-Python codec and says why) rather than probed function by function. */
-#define CCODEC_ABI_VERSION 2
+#define CCODEC_ABI_VERSION 3
 
 struct Plan;
 
@@ -979,6 +979,94 @@ static PyObject *c_read(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
     PyErr_Clear();
     n_dec_py++;
     return PyObject_Vectorcall(py_read, args, nargs, NULL);
+}
+
+/* ------------------------------------------------------------------ Message.decode / read
+ *
+ * classmethod(decode) builds a bound method object on every ``Cls.decode`` lookup, a
+ * third of the time of decoding a small message. ClassEntry is the class attribute
+ * instead: it hands out one callable per class, made on first use (a builtin whose self
+ * is the class) and kept, so a call allocates nothing before the decode starts. */
+
+static PyObject *bound_call(PyObject *(*fn)(PyObject *, PyObject *const *, Py_ssize_t), PyObject *cls,
+                            PyObject *const *args, Py_ssize_t nargs) {
+    PyObject *stack[5];
+    if (nargs > 4) {
+        PyErr_Format(PyExc_TypeError, "expected at most 4 arguments, got %zd", nargs);
+        return NULL;
+    }
+    stack[0] = cls;
+    for (Py_ssize_t i = 0; i < nargs; i++) stack[i + 1] = args[i];
+    return fn(NULL, stack, nargs + 1);
+}
+
+static PyObject *bound_decode(PyObject *cls, PyObject *const *args, Py_ssize_t nargs) {
+    return bound_call(c_decode, cls, args, nargs);
+}
+
+static PyObject *bound_read(PyObject *cls, PyObject *const *args, Py_ssize_t nargs) {
+    return bound_call(c_read, cls, args, nargs);
+}
+
+static PyMethodDef def_bound_decode = {"decode", (PyCFunction)(void (*)(void))bound_decode, METH_FASTCALL,
+                                       "decode(data, version): compiled Message.decode of this class"};
+static PyMethodDef def_bound_read = {"read", (PyCFunction)(void (*)(void))bound_read, METH_FASTCALL,
+                                     "read(buf, pos, version): compiled Message.read of this class"};
+
+typedef struct {
+    PyObject_HEAD
+    PyObject *bound;        /* dict: class -> its callable */
+    PyMethodDef *def;
+} ClassEntry;
+
+static PyObject *entry_get(PyObject *self, PyObject *obj, PyObject *type) {
+    ClassEntry *e = (ClassEntry *)self;
+    if (type == NULL) type = (PyObject *)Py_TYPE(obj);
+    PyObject *b = PyDict_GetItemWithError(e->bound, type);
+    if (b != NULL) return Py_NewRef(b);
+    if (PyErr_Occurred()) return NULL;
+    b = PyCFunction_New(e->def, type);
+    if (b == NULL) return NULL;
+    if (PyDict_SetItem(e->bound, type, b) < 0) { Py_DECREF(b); return NULL; }
+    return b;
+}
+
+static int entry_traverse(PyObject *self, visitproc visit, void *arg) {
+    Py_VISIT(((ClassEntry *)self)->bound);
+    return 0;
+}
+
+static int entry_clear(PyObject *self) {
+    Py_CLEAR(((ClassEntry *)self)->bound);
+    return 0;
+}
+
+static void entry_dealloc(PyObject *self) {
+    PyObject_GC_UnTrack(self);
+    entry_clear(self);
+    PyObject_GC_Del(self);
+}
+
+static PyTypeObject ClassEntryType = {
+    PyVarObject_HEAD_INIT(NULL, 0)
+    .tp_name = "kraft_jbod._accel._ccodec.ClassEntry",
+    .tp_basicsize = sizeof(ClassEntry),
+    .tp_dealloc = entry_dealloc,
+    .tp_flags = Py_TPFLAGS_DEFAULT | Py_TPFLAGS_HAVE_GC,
+    .tp_doc = "the compiled Message.decode / Message.read, one callable per class",
+    .tp_traverse = entry_traverse,
+    .tp_clear = entry_clear,
+    .tp_descr_get = entry_get,
+};
+
+static PyObject *entry_new(PyMethodDef *def) {
+    ClassEntry *e = PyObject_GC_New(ClassEntry, &ClassEntryType);
+    if (e == NULL) return NULL;
+    e->def = def;
+    e->bound = PyDict_New();
+    if (e->bound == NULL) { Py_DECREF(e); return NULL; }
+    PyObject_GC_Track(e);
+    return (PyObject *)e;
 }
 
 /* ------------------------------------------------------------------ encoding */
@@ -2357,7 +2445,8 @@ PyMODINIT_FUNC PyInit__ccodec(void) {
     empty_tuple = PyTuple_New(0);
     str_valid_versions = PyUnicode_InternFromString("VALID_VERSIONS");
     if (plan_cache == NULL || empty_tuple == NULL || str_valid_versions == NULL) goto fail;
-    if (PyType_Ready(&LazyType) < 0 || PyType_Ready(&FieldDescrType) < 0) goto fail;
+    if (PyType_Ready(&LazyType) < 0 || PyType_Ready(&FieldDescrType) < 0 || PyType_Ready(&ClassEntryType) < 0)
+        goto fail;
     if (PyModule_AddIntConstant(m, "ABI_VERSION", CCODEC_ABI_VERSION) < 0) goto fail;
     PyObject *dec = PyCFunction_New(&entry_decode, NULL);
     PyObject *rd = PyCFunction_New(&entry_read, NULL);
@@ -2365,6 +2454,9 @@ PyMODINIT_FUNC PyInit__ccodec(void) {
     PyObject *wr = PyDescr_NewMethod(&PyBaseObject_Type, &entry_write);
     if (PyModule_AddObject(m, "decode", dec) < 0 || PyModule_AddObject(m, "read", rd) < 0 ||
         PyModule_AddObject(m, "encode", enc) < 0 || PyModule_AddObject(m, "write", wr) < 0)
+        goto fail;
+    if (PyModule_AddObject(m, "class_decode", entry_new(&def_bound_decode)) < 0 ||
+        PyModule_AddObject(m, "class_read", entry_new(&def_bound_read)) < 0)
         goto fail;
     return m;
 fail:

@@ -35,3 +35,5 @@ def read(cls: Any, buf: Any, pos: int, version: int) -> tuple[Any, int]: ...
 
 encode: Any
 write: Any
+class_decode: Any  # Message.decode: a descriptor giving each class its own callable
+class_read: Any

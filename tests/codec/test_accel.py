@@ -323,6 +323,32 @@ def test_lazy_arrays_refuse_bad_nested_bytes_at_decode(both: None) -> None:
         assert str(got.value) == str(expected.value)
 
 
+@needs_c
+def test_class_decode_entry(both: None) -> None:
+    # Message.decode / read on the compiled codec: one callable per class, made once,
+    # bound to the class it is looked up on (a subclass, an instance's class).
+    _accel.use("c")
+    raw = BrokerHeartbeatRequest(broker_id=5, offline_log_dirs=[uuid.UUID(int=1)]).encode(1)
+    assert BrokerHeartbeatRequest.decode is BrokerHeartbeatRequest.decode
+    assert BrokerHeartbeatRequest().decode(raw, 1).broker_id == 5
+    assert BrokerHeartbeatRequest.read(b"-" + raw, 1, 1)[1] == 1 + len(raw)
+
+    class Sub(BrokerHeartbeatRequest):
+        __slots__ = ()
+
+    value = Sub.decode(raw, 1)
+    assert type(value) is Sub and value.offline_log_dirs == [uuid.UUID(int=1)]
+    with pytest.raises(DecodeError):
+        BrokerHeartbeatRequest.decode(raw + b"x", 1)
+    with pytest.raises(TypeError):
+        BrokerHeartbeatRequest.decode(raw, 1, 2, 3, 4)
+    _accel.use("python")
+    from kraft_jbod.wire.message import Message
+
+    assert isinstance(Message.__dict__["decode"], classmethod)
+    assert BrokerHeartbeatRequest.decode(raw, 1).broker_id == 5
+
+
 def test_switch_and_report(both: None) -> None:
     _accel.use("python")
     assert kraft_jbod.codec_backend() == "python"
