@@ -270,3 +270,14 @@ def set_uuid_cache(enabled: bool) -> None:
     """
     if _c is not None:
         _c.set_uuid_cache(enabled)
+
+
+def set_lazy_arrays(enabled: bool) -> None:
+    """Decode arrays of structs and of uuids on first access (the default) or at once.
+
+    Either way callers see lists and equal values; the setting only moves the work of
+    building the elements from the decode to the first read of the array (see _ccodec.c,
+    "lazy arrays"). Benchmarks measure both settings.
+    """
+    if _c is not None:
+        _c.set_lazy_arrays(enabled)

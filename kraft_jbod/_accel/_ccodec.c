@@ -89,6 +89,9 @@ static PyObject *str_valid_versions = NULL;
 typedef struct { uint64_t hi, lo; PyObject *obj; } UuidEntry;
 static UuidEntry uuid_cache[UUID_CACHE_SIZE];
 static int uuid_cache_on = 0;
+/* Lazy arrays (below) on by default; set_lazy_arrays(False) decodes everything at once,
+ * for benchmarks that compare the two and for callers that read every element anyway. */
+static int lazy_on = 1;
 
 /* ------------------------------------------------------------------ helpers */
 
@@ -639,7 +642,7 @@ static PyObject *dec_field(Field *f, Ctx *c, const uint8_t *buf, Py_ssize_t *pos
         Py_ssize_t n = dec_count(f->arr_compact, f->nullable, buf, pos, end);
         if (n == -2) return NULL;
         if (n == -1) Py_RETURN_NONE;
-        if (n > 0 && f->lazy && c->capsule != NULL) {
+        if (n > 0 && f->lazy && lazy_on && c->capsule != NULL) {
             Py_ssize_t start = *pos;
             if (skip_elements(f, n, c->check_text, buf, pos, end) < 0) return NULL;
             return lazy_new(c, f, n, buf, start, *pos);
@@ -1417,6 +1420,13 @@ static PyObject *m_set_uuid_cache(PyObject *self, PyObject *arg) {
     if (on < 0) return NULL;
     uuid_cache_on = on;
     for (int i = 0; i < UUID_CACHE_SIZE; i++) Py_CLEAR(uuid_cache[i].obj);
+    Py_RETURN_NONE;
+}
+
+static PyObject *m_set_lazy_arrays(PyObject *self, PyObject *arg) {
+    int on = PyObject_IsTrue(arg);
+    if (on < 0) return NULL;
+    lazy_on = on;
     Py_RETURN_NONE;
 }
 
@@ -2410,6 +2420,7 @@ static PyMethodDef methods[] = {
     {"counters", m_counters, METH_NOARGS, "calls served by C and handed to Python, per direction"},
     {"configure", m_configure, METH_VARARGS, "configure(uuid_type, safe_unknown, planner, py_decode, py_read, py_encode, py_write)"},
     {"set_uuid_cache", m_set_uuid_cache, METH_O, "turn the UUID object cache on or off (and empty it)"},
+    {"set_lazy_arrays", m_set_lazy_arrays, METH_O, "decode arrays of structs and uuids on first access (default) or at once"},
     {"clear_plans", m_clear_plans, METH_NOARGS, "forget every compiled plan"},
     {"plan_count", m_plan_count, METH_NOARGS, "number of classes with compiled plans"},
     {"frame_records", (PyCFunction)(void (*)(void))m_frame_records, METH_FASTCALL,

@@ -247,6 +247,22 @@ def test_lazy_arrays_decode_on_first_access(both: None) -> None:
 
 
 @needs_c
+def test_lazy_arrays_switch(both: None) -> None:
+    _accel.use("c")
+    msg = _assign()
+    raw = msg.encode(0)
+    _accel.set_lazy_arrays(False)
+    try:
+        made, built = _lazy_counts()
+        value = AssignReplicasToDirsRequest.decode(raw, 0)
+        assert value == msg and _lazy_counts() == (made, built)
+    finally:
+        _accel.set_lazy_arrays(True)
+    AssignReplicasToDirsRequest.decode(raw, 0)
+    assert _lazy_counts()[0] == made + 1
+
+
+@needs_c
 def test_lazy_arrays_encode_copy_and_compare_unread(both: None) -> None:
     # Every way of looking at a value that was decoded but never read sees the lists.
     _accel.use("c")
