@@ -471,7 +471,13 @@ static int skip_struct(Plan *p, int check_text, const uint8_t *buf, Py_ssize_t *
  * and encode all see the list, built by the same dec_struct an eager decode runs, on
  * bytes dec_struct is known to accept (so building it fails only for lack of memory).
  * Bytes that are not valid are refused at decode time as before, since the skipper
- * walks every nested byte when the message is decoded. */
+ * walks every nested byte when the message is decoded.
+ *
+ * Only the arrays of the decoded struct itself wait: the first read of one builds
+ * everything below it at once (its elements' own arrays included). Building level by
+ * level, with the levels already built tracked by the garbage collector while the next
+ * was built, made reading a whole AssignReplicasToDirs or MetadataResponse 1.8-2.2x the
+ * eager decode's time; built at once, under one Ctx, it is 1.0-1.06x. */
 
 typedef struct {
     PyObject_HEAD
@@ -523,7 +529,7 @@ static PyObject *lazy_new(Ctx *c, Field *f, Py_ssize_t n, const uint8_t *buf, Py
 /* The list a Lazy stands for (new reference), decoded as dec_field would have. */
 static PyObject *lazy_list(Lazy *z) {
     Ctx ctx;
-    ctx_init(&ctx, z->capsule, z->owner, 0);
+    ctx_init(&ctx, NULL, z->owner, 0);   /* no capsule: the nested arrays are built now (see above) */
     Field *f = z->field;
     const uint8_t *buf = (const uint8_t *)PyBytes_AS_STRING(z->owner);
     Py_ssize_t pos = z->start;
