@@ -952,7 +952,10 @@ static PyObject *run_decode(PyObject *cls, PyObject *data, long version, Py_ssiz
     if (pos >= 0 && pos <= len) {
         Ctx ctx;
         Py_INCREF(capsule);   /* the plan outlives a clear_plans() run by a finalizer mid-decode */
-        ctx_init(&ctx, capsule, have_view ? NULL : data, 1);
+        /* Lazy arrays share the input only when it is a bytes object holding just this
+         * message (decode); read() may be handed a whole batch or file, which an unread
+         * array would keep alive, so there each array copies its own bytes. */
+        ctx_init(&ctx, capsule, have_view || !whole ? NULL : data, 1);
         result = dec_struct(p, &ctx, buf, &pos, len);
         Py_DECREF(capsule);
         if (result != NULL && whole && pos != len) Py_CLEAR(result);

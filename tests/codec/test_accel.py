@@ -13,6 +13,7 @@ from __future__ import annotations
 import copy
 import dataclasses
 import enum
+import gc
 import os
 import pickle
 import random
@@ -310,8 +311,14 @@ def test_lazy_arrays_keep_their_own_bytes(both: None) -> None:
     value = MetadataResponse.decode(buf, 12)
     framed = bytearray(b"ab" + raw)
     read, end = MetadataResponse.read(memoryview(framed), 2, 12)
+    big = b"-" * 100_000 + raw
+    from_big, _ = MetadataResponse.read(big, 100_000, 12)
+    lazy = [r for r in gc.get_referents(from_big) if type(r).__name__ == "LazyArray"]
+    assert lazy  # unread arrays, holding a copy of their bytes: `big` itself is not kept
+    assert sys.getrefcount(big) == 2  # the name and getrefcount's argument
     buf[:] = bytes(len(buf))
     framed[:] = bytes(len(framed))
+    assert from_big == msg
     assert end == 2 + len(raw)
     assert value == msg and read == msg
     assert value.encode(12) == raw
