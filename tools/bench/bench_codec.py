@@ -21,6 +21,9 @@ Strategy:
   ``obj.encode`` here, ``entity_reader`` / ``entity_writer`` plus ``BytesIO`` for kio,
   ``Cls.decode`` / ``obj.encode`` for kafka-python. Every call goes through the same
   zero-argument closure, so the loop overhead is the same for all.
+* Our compiled codec builds arrays of structs and of uuids on first access (see
+  docs/codec.md); its decode is also timed with that off (``ours-eager``), which is
+  what a caller that reads every element pays.
 
 Results are ratios (ours / peer, >1 means ours is faster), printed as a table and,
 with ``--json``, as one JSON document. Nothing here asserts a speed: the targets are
