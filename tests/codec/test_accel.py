@@ -10,8 +10,12 @@ of inputs it leaves to Python (int subclasses, bytearrays, wrong types).
 
 from __future__ import annotations
 
+import copy
+import dataclasses
 import enum
+import gc
 import os
+import pickle
 import random
 import subprocess
 import sys
@@ -26,6 +30,12 @@ import kraft_jbod
 from kraft_jbod import _accel, messages
 from kraft_jbod.errors import DecodeError, EncodeError
 from kraft_jbod.fuzz.strategies import random_message
+from kraft_jbod.messages.assign_replicas_to_dirs_request import (
+    AssignReplicasToDirsRequest,
+    DirectoryData,
+    PartitionData,
+    TopicData,
+)
 from kraft_jbod.messages.broker_heartbeat_request import BrokerHeartbeatRequest
 from kraft_jbod.messages.metadata_response import MetadataResponse, MetadataResponsePartition, MetadataResponseTopic
 
@@ -171,6 +181,195 @@ def test_uuid_cache_switch(both: None) -> None:
         assert b[0] is b[1] and b == a
     finally:
         _accel.set_uuid_cache(False)
+
+
+def _assign(dirs: int = 2, topics: int = 3, partitions: int = 4) -> AssignReplicasToDirsRequest:
+    return AssignReplicasToDirsRequest(
+        broker_id=3,
+        broker_epoch=7,
+        directories=[
+            DirectoryData(
+                id=uuid.UUID(int=100 + d),
+                topics=[
+                    TopicData(
+                        topic_id=uuid.UUID(int=1000 * d + t), partitions=[PartitionData(p) for p in range(partitions)]
+                    )
+                    for t in range(topics)
+                ],
+            )
+            for d in range(dirs)
+        ],
+    )
+
+
+def _metadata() -> MetadataResponse:
+    return MetadataResponse(
+        topics=[
+            MetadataResponseTopic(
+                name=f"t-{t}\u00e9",
+                topic_id=uuid.UUID(int=t + 1),
+                partitions=[MetadataResponsePartition(partition_index=p, replica_nodes=[1, 2]) for p in range(3)],
+            )
+            for t in range(4)
+        ],
+        cluster_id="c",
+    )
+
+
+def _lazy_counts() -> tuple[int, int]:
+    n = _accel._c.counters()  # type: ignore[union-attr]
+    return n["lazy_arrays"], n["lazy_arrays_built"]
+
+
+@needs_c
+def test_lazy_arrays_decode_on_first_access(both: None) -> None:
+    # An array of structs is kept as its bytes until read; a read gives the real list,
+    # built once, and the message behaves as if decoded eagerly.
+    _accel.use("c")
+    msg = _assign()
+    raw = msg.encode(0)
+    made, built = _lazy_counts()
+    value = AssignReplicasToDirsRequest.decode(raw, 0)
+    assert _lazy_counts() == (made + 1, built)  # one lazy array (directories), nothing built
+    dirs = value.directories
+    assert type(dirs) is list and len(dirs) == 2 and type(dirs[0]) is DirectoryData
+    assert value.directories is dirs  # built once, then stored
+    assert _lazy_counts() == (made + 1, built + 1)  # the first read built everything below it
+    assert value == msg and repr(value) == repr(msg)
+    assert dirs[1].topics[2].partitions == [PartitionData(p) for p in range(4)]
+    # mutation works on the list like on any decoded value, and encodes
+    dirs[0].topics.append(TopicData(topic_id=uuid.UUID(int=9), partitions=[PartitionData(40)]))
+    value.directories[1].topics[0].partitions[0] = PartitionData(77)
+    _accel.use("python")
+    expect = value.encode(0)
+    _accel.use("c")
+    assert value.encode(0) == expect != raw
+    assert AssignReplicasToDirsRequest.decode(expect, 0) == value
+
+
+@needs_c
+def test_lazy_arrays_switch(both: None) -> None:
+    _accel.use("c")
+    msg = _assign()
+    raw = msg.encode(0)
+    _accel.set_lazy_arrays(False)
+    try:
+        made, built = _lazy_counts()
+        value = AssignReplicasToDirsRequest.decode(raw, 0)
+        assert value == msg and _lazy_counts() == (made, built)
+    finally:
+        _accel.set_lazy_arrays(True)
+    AssignReplicasToDirsRequest.decode(raw, 0)
+    assert _lazy_counts()[0] == made + 1
+
+
+@needs_c
+def test_lazy_arrays_encode_copy_and_compare_unread(both: None) -> None:
+    # Every way of looking at a value that was decoded but never read sees the lists.
+    _accel.use("c")
+    msg = _metadata()
+    raw = msg.encode(12)
+    cls = MetadataResponse
+    assert cls.decode(raw, 12).encode(12) == raw
+    out = bytearray(b"x")
+    cls.decode(raw, 12).write(out, 12)
+    assert bytes(out) == b"x" + raw
+    assert cls.decode(raw, 12) == msg
+    assert msg == cls.decode(raw, 12)
+    assert repr(cls.decode(raw, 12)) == repr(msg)
+    assert copy.copy(cls.decode(raw, 12)).topics == msg.topics
+    assert copy.deepcopy(cls.decode(raw, 12)) == msg
+    assert pickle.loads(pickle.dumps(cls.decode(raw, 12))) == msg
+    assert dataclasses.asdict(cls.decode(raw, 12)) == dataclasses.asdict(msg)
+    assert dataclasses.replace(cls.decode(raw, 12), cluster_id="d").topics == msg.topics
+    assert cls.decode(raw, 12).to_json(12) == msg.to_json(12)
+    match cls.decode(raw, 12):
+        case MetadataResponse(topics=[first, *_]):
+            assert first == msg.topics[0]
+        case _:
+            pytest.fail("no match")
+    # the class attribute is still the slot's descriptor in every way callers use
+    descr = cls.__dict__["topics"]
+    assert descr.__name__ == "topics" and descr.__objclass__ is cls
+    value = cls.decode(raw, 12)
+    value.topics = []
+    assert value.topics == []
+    del value.topics
+    with pytest.raises(AttributeError):
+        _ = value.topics
+    with pytest.raises(TypeError):
+        descr.__get__(BrokerHeartbeatRequest(), BrokerHeartbeatRequest)
+
+
+@needs_c
+def test_lazy_arrays_keep_their_own_bytes(both: None) -> None:
+    # Decoded from a buffer the caller may reuse: the value does not change with it.
+    _accel.use("c")
+    msg = _metadata()
+    raw = msg.encode(12)
+    buf = bytearray(raw)
+    value = MetadataResponse.decode(buf, 12)
+    framed = bytearray(b"ab" + raw)
+    read, end = MetadataResponse.read(memoryview(framed), 2, 12)
+    big = b"-" * 100_000 + raw
+    from_big, _ = MetadataResponse.read(big, 100_000, 12)
+    lazy = [r for r in gc.get_referents(from_big) if type(r).__name__ == "LazyArray"]
+    assert lazy  # unread arrays, holding a copy of their bytes: `big` itself is not kept
+    assert sys.getrefcount(big) == 2  # the name and getrefcount's argument
+    buf[:] = bytes(len(buf))
+    framed[:] = bytes(len(framed))
+    assert from_big == msg
+    assert end == 2 + len(raw)
+    assert value == msg and read == msg
+    assert value.encode(12) == raw
+
+
+@needs_c
+def test_lazy_arrays_refuse_bad_nested_bytes_at_decode(both: None) -> None:
+    # The bytes inside an array nobody reads yet are checked when the message is decoded:
+    # a bad topic name, a short partition array and a repeated tag are refused then, with
+    # the reference codec's error.
+    msg = _metadata()
+    raw = msg.encode(12)
+    name = "t-2\u00e9".encode()
+    at = raw.index(name)
+    bad_text = raw[:at] + b"t-2\xff\xfe" + raw[at + len(name) :]
+    short = raw[:-40]
+    assert len(bad_text) == len(raw)
+    for bad in (bad_text, short):
+        _accel.use("python")
+        with pytest.raises(DecodeError) as expected:
+            MetadataResponse.decode(bad, 12)
+        _accel.use("c")
+        with pytest.raises(DecodeError) as got:
+            MetadataResponse.decode(bad, 12)
+        assert str(got.value) == str(expected.value)
+
+
+@needs_c
+def test_class_decode_entry(both: None) -> None:
+    # Message.decode / read on the compiled codec: one callable per class, made once,
+    # bound to the class it is looked up on (a subclass, an instance's class).
+    _accel.use("c")
+    raw = BrokerHeartbeatRequest(broker_id=5, offline_log_dirs=[uuid.UUID(int=1)]).encode(1)
+    assert BrokerHeartbeatRequest.decode is BrokerHeartbeatRequest.decode
+    assert BrokerHeartbeatRequest().decode(raw, 1).broker_id == 5
+    assert BrokerHeartbeatRequest.read(b"-" + raw, 1, 1)[1] == 1 + len(raw)
+
+    class Sub(BrokerHeartbeatRequest):
+        __slots__ = ()
+
+    value = Sub.decode(raw, 1)
+    assert type(value) is Sub and value.offline_log_dirs == [uuid.UUID(int=1)]
+    with pytest.raises(DecodeError):
+        BrokerHeartbeatRequest.decode(raw + b"x", 1)
+    with pytest.raises(TypeError):
+        BrokerHeartbeatRequest.decode(raw, 1, 2, 3, 4)
+    _accel.use("python")
+    from kraft_jbod.wire.message import Message
+
+    assert isinstance(Message.__dict__["decode"], classmethod)
+    assert BrokerHeartbeatRequest.decode(raw, 1).broker_id == 5
 
 
 def test_switch_and_report(both: None) -> None:
