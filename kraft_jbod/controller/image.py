@@ -305,6 +305,32 @@ def kafka_table_order(keys: Iterable[int], slots: int) -> list[int]:
     return sorted(order, key=lambda k: (slot(k), -order[k]))
 
 
+def kafka_table_slots(count: int) -> int:
+    """The slot count of a Kafka TimelineHashMap after ``count`` puts of new keys: it starts
+    at 2 and doubles before a put that would leave it more than 3/4 full (as
+    ``apply_register`` grows ``broker_slots``)."""
+    slots = 2
+    for size in range(count):
+        if (size + 1) * 0.75 > slots:
+            slots *= 2
+    return slots
+
+
+def kafka_table_first(keys: Iterable[int], slots: int) -> int:
+    """The first of ``keys`` (in insertion order) in Kafka's iteration of such a table:
+    ``kafka_table_order(keys, slots)[0]`` without sorting them all."""
+    shift = 65 - slots.bit_length()
+    best: tuple[int, int] | None = None
+    first = 0
+    for i, k in enumerate(keys):
+        rank = (((k * -7046029254386353131) & 0xFFFFFFFFFFFFFFFF) >> shift, -i)
+        if best is None or rank < best:
+            best, first = rank, k
+    if best is None:
+        raise ValueError("no keys")
+    return first
+
+
 def sorted_partitions(parts: Iterable[Partition]) -> list[Partition]:
     """Deterministic record order: set iteration order is not stable across runs."""
     return sorted(parts, key=lambda p: (p.topic_id.int, p.partition_id))

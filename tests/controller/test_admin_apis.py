@@ -954,3 +954,30 @@ def test_reassignment_v1_may_forbid_a_replication_factor_change() -> None:
     r = c.call(45, 1, req).response.responses[0].partitions[0]
     assert (r.error_code, r.error_message) == (38, "The replication factor is changed from 3 to 2")
     replay_equals_live(c)
+
+
+def test_create_partitions_takes_the_replication_factor_from_kafkas_first_partition() -> None:
+    """Kafka reads the replication factor for new partitions from the first partition its
+    table of the topic's partitions iterates (a TimelineHashMap: partition 2 of three, not
+    partition 0). Found by the differential twin against Kafka 4.4's controller (docs/twin.md
+    #23): a reassignment had given one partition another replica count."""
+    from kraft_jbod.controller.image import kafka_table_first, kafka_table_slots
+
+    assert kafka_table_first(range(3), kafka_table_slots(3)) == 2
+    c = started()
+    c.create_topic("t", 3, 1)
+    tid = c.state.topic_id_of("t")
+    assert tid is not None
+    p = c.state.partition(tid, 2)
+    assert p is not None
+    other = next(b for b in c.state.brokers if b not in p.replicas)
+    assert _reassign(c, "t", 2, [*p.replicas, other]).response.error_code == 0
+    sizes = [len(c.state.partition(tid, pid).replicas) for pid in range(3)]  # type: ignore[union-attr]
+    assert sizes == [1, 1, 2]
+    brokers = sorted(c.state.brokers)[:2]
+    one = _create_partitions(c, CreatePartitionsTopic("t", 4, [CreatePartitionsAssignment(brokers[:1])]))
+    result = one.response.results[0]
+    assert result.error_code == 39  # INVALID_REPLICA_ASSIGNMENT
+    assert result.error_message.endswith("which have 2 replica(s).")
+    two = _create_partitions(c, CreatePartitionsTopic("t", 4, [CreatePartitionsAssignment(brokers)]))
+    assert two.response.results[0].error_code == 0

@@ -18,6 +18,7 @@ from collections.abc import Callable, Sequence
 from typing import Any, Final
 
 from kraft_jbod.controller import features as fv
+from kraft_jbod.controller.image import kafka_table_first, kafka_table_slots
 from kraft_jbod.controller.limits import EXCESSIVE_BATCH, MAX_RECORDS_PER_USER_OP
 from kraft_jbod.controller.partition_change import MV_3_6_IV0 as MV_3_6_IV0
 from kraft_jbod.controller.partition_change import NO_LEADER as NO_LEADER
@@ -142,7 +143,10 @@ def _create_for_topic(ops: Ops, t: CreatePartitionsTopic, records: list[RecordAn
             f"Attempted to add {additional} additional partition(s), but "
             f"only {len(t.assignments)} assignment(s) were specified.",
         )
-    rf = len(next(iter(parts.values())).replicas) if parts else 0
+    # Kafka takes the replication factor from the first partition its table of the topic's
+    # partitions (a TimelineHashMap) iterates, not partition 0: they differ once a
+    # reassignment changed some partition's replica count (docs/twin.md #23).
+    rf = len(parts[kafka_table_first(parts, kafka_table_slots(len(parts)))].replicas) if parts else 0
     plans: list[list[int]]
     if t.assignments is not None:
         plans = []
