@@ -154,18 +154,21 @@ class Draft:
         return self._elr_on
 
     def min_isr(self, p: Partition) -> int:
+        """The effective min ISR of ``p``'s topic, as Kafka's getTopicEffectiveMinIsr: capped
+        by the replica count of the topic's partition 0, whichever partition is asked about
+        (they differ while a reassignment changes a replica count, docs/twin.md #24)."""
         topic_id = p.topic_id
         last, got = self._min_isr_last
         if last is not topic_id:
             cached = self._min_isr.get(topic_id)
-            if cached is None:  # the topic's value before the cap by the replication factor
+            if cached is None:
+                topic = self.image.topics[topic_id]
                 cached = self._min_isr[topic_id] = pc.effective_min_isr(
-                    self.image.configs, self.image.topics[topic_id].name, 1 << 30
+                    self.image.configs, topic.name, pc.min_isr_cap(topic.partitions)
                 )
             got = cached
             self._min_isr_last = (topic_id, got)
-        n = len(p.replicas)
-        return got if got < n else n
+        return got
 
     def election(self, p: Partition) -> int:
         """The election of Kafka's generateLeaderAndIsrUpdates for ``p``: UNCLEAN where the

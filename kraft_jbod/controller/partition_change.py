@@ -106,6 +106,12 @@ def effective_min_isr(configs: Any, topic_name: str, replication_factor: int) ->
     return min(value, replication_factor)
 
 
+def min_isr_cap(partitions: Mapping[int, Any]) -> int:
+    """The replication factor Kafka's getTopicEffectiveMinIsr caps min ISR with: the replica
+    count of the topic's partition 0 (not of the partition being changed)."""
+    return len(partitions[0].replicas)
+
+
 def elr_enabled(image: Any) -> bool:
     """KIP-966 is on when eligible.leader.replicas.version >= 1 is finalized (at a level with
     the ELR record fields)."""

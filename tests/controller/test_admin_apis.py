@@ -981,3 +981,44 @@ def test_create_partitions_takes_the_replication_factor_from_kafkas_first_partit
     assert result.error_message.endswith("which have 2 replica(s).")
     two = _create_partitions(c, CreatePartitionsTopic("t", 4, [CreatePartitionsAssignment(brokers)]))
     assert two.response.results[0].error_code == 0
+
+
+def test_min_isr_is_capped_by_partition_zeros_replica_count() -> None:
+    """Kafka's getTopicEffectiveMinIsr caps min.insync.replicas by the replica count of the
+    topic's partition 0, whichever partition changes. Here partition 1 finishes a move from
+    broker 2 to broker 3 while partition 0 has one replica: min ISR is 1, so the ISR [3] needs
+    no ELR (capping by partition 1's two replicas during the move gave min ISR 2 and ELR [2]).
+    Found by the differential twin against Kafka 4.4's controller (docs/twin.md #24)."""
+    from kraft_jbod.messages.create_topics_request import CreatableReplicaAssignment
+
+    c = started()
+    c.commit([(ConfigRecord(resource_type=4, resource_name="", name="min.insync.replicas", value="2"), 0)])
+    assignments = [CreatableReplicaAssignment(0, [1]), CreatableReplicaAssignment(1, [2])]
+    topic = CreatableTopic(name="t", num_partitions=-1, replication_factor=-1, assignments=assignments)
+    assert c.call(19, 7, CreateTopicsRequest(topics=[topic])).response.topics[0].error_code == 0  # type: ignore[attr-defined]
+    tid = c.state.topic_id_of("t")
+    assert tid is not None
+    assert _reassign(c, "t", 1, [3]).response.error_code == 0
+    p = c.state.partition(tid, 1)
+    assert p is not None and (p.replicas, p.isr, p.leader) == ((3, 2), (2,), 2)
+    alter = AlterPartitionRequest(
+        broker_id=2,
+        broker_epoch=c.epoch(2),
+        topics=[
+            TopicData(
+                topic_id=tid,
+                partitions=[
+                    PartitionData(
+                        partition_index=1,
+                        leader_epoch=p.leader_epoch,
+                        partition_epoch=p.partition_epoch,
+                        new_isr_with_epochs=[BrokerState(b, c.epoch(b)) for b in (2, 3)],
+                    )
+                ],
+            )
+        ],
+    )
+    c.call(56, 3, alter)
+    p = c.state.partition(tid, 1)
+    assert p is not None and (p.replicas, p.isr, p.leader, p.elr) == ((3,), (3,), 3, ())
+    assert c.state.check_invariants() == []

@@ -34,6 +34,7 @@ from kraft_jbod.controller.partition_change import complete_reassignment as comp
 from kraft_jbod.controller.partition_change import effective_min_isr as effective_min_isr
 from kraft_jbod.controller.partition_change import elr_enabled as elr_enabled
 from kraft_jbod.controller.partition_change import java_hash_set_order as java_hash_set_order
+from kraft_jbod.controller.partition_change import min_isr_cap as min_isr_cap
 from kraft_jbod.controller.partition_change import target_elr as target_elr
 from kraft_jbod.messages.alter_partition_reassignments_request import AlterPartitionReassignmentsRequest
 from kraft_jbod.messages.alter_partition_reassignments_response import (
@@ -95,7 +96,8 @@ class Ops:
         if image is not None and elr_enabled(image):
             targets.setdefault("elr_enabled", True)
             topic = image.topics[p.topic_id].name
-            targets.setdefault("min_isr", effective_min_isr(image.configs, topic, len(p.replicas)))
+            cap = min_isr_cap(image.topics[p.topic_id].partitions)
+            targets.setdefault("min_isr", effective_min_isr(image.configs, topic, cap))
         rec = build_change(
             self.view(p),
             p.topic_id,

@@ -442,7 +442,7 @@ class _AlterPass:
             view.isr,
             p.elr,
             new_isr,
-            pb.effective_min_isr(self.ctx.image.configs, topic.name, len(p.replicas)),
+            pb.effective_min_isr(self.ctx.image.configs, topic.name, pb.min_isr_cap(topic.partitions)),
         )
         return None if target == list(p.elr) else target
 
