@@ -411,25 +411,11 @@ class Draft:
         for every partition in the directory: where the broker neither leads nor sits in the
         ISR the builder can still elect a leaderless partition (so an assignment's own
         election may be written a second time, docs/twin.md #21)."""
-        isr, leader, dirs = self.view(p)
+        isr, leader, _ = self.view(p)
         if broker_id in isr or leader == broker_id:
             self.remove_from_isr(p, broker_id)
             return
-        elr, lke = self.elrs.get(p, (p.elr, p.last_known_elr))
-        elr_on = self.elr_enabled()
-        view = pc.PartView(p.replicas, isr, leader, dirs, p.adding, p.removing, p.leader_recovery_state, elr, lke)
-        rec = pc.build_change(
-            view,
-            p.topic_id,
-            p.partition_id,
-            acceptable=lambda b, d: b != broker_id and self.acceptable_leader(b, d),
-            default_dir=lambda b: dirs[p.replicas.index(b)],
-            metadata_version=self.image.metadata_version,
-            elr_enabled=elr_on,
-            min_isr=self.min_isr(p) if elr_on else 1,
-            election=self.election(p),
-        )
-        self._note(p, rec, isr, leader, dirs, elr, lke)
+        self._isr_step_with_builder(p, broker_id)
 
     def _only_directories_change(
         self,
@@ -481,7 +467,7 @@ class Draft:
             self._remove_with_elr(p, broker_id, isr, leader, dirs)
             return
         if self.election(p) == pc.UNCLEAN:
-            self._remove_uncleanly(p, broker_id)
+            self._isr_step_with_builder(p, broker_id)
             return
         new_isr = tuple(b for b in isr if b != broker_id) or isr
         keep = leader not in (NO_LEADER, broker_id)
@@ -496,12 +482,15 @@ class Draft:
             leader_field = new_leader  # before 3.6-IV0 an ISR shrink bumps the leader epoch
         self.change(p, isr=None if new_isr == isr else new_isr, leader=leader_field)
 
-    def _remove_uncleanly(self, p: Partition, broker_id: int) -> None:
-        # Without ELR and with unclean elections allowed: the builder keeps the last ISR
-        # member when no replica is left (leader -1), or elects any live replica outside
-        # the ISR and resets the ISR to it.
+    def _isr_step_with_builder(self, p: Partition, broker_id: int) -> None:
+        """Kafka's generateLeaderAndIsrUpdates step for one partition through the change
+        builder: ``broker_id`` leaves the ISR and may not lead, the topic's election type,
+        ELR as the feature says. Without ELR and with unclean elections allowed, the builder
+        keeps the last ISR member when no replica is left (leader -1), or elects any live
+        replica outside the ISR and resets the ISR to it."""
         isr, leader, dirs = self.view(p)
         elr, lke = self.elrs.get(p, (p.elr, p.last_known_elr))
+        elr_on = self.elr_enabled()
         view = pc.PartView(p.replicas, isr, leader, dirs, p.adding, p.removing, p.leader_recovery_state, elr, lke)
         rec = pc.build_change(
             view,
@@ -511,7 +500,9 @@ class Draft:
             default_dir=lambda b: dirs[p.replicas.index(b)],
             metadata_version=self.image.metadata_version,
             target_isr=[b for b in isr if b != broker_id],
-            election=pc.UNCLEAN,
+            elr_enabled=elr_on,
+            min_isr=self.min_isr(p) if elr_on else 1,
+            election=self.election(p),
         )
         self._note(p, rec, isr, leader, dirs, elr, lke)
 
