@@ -166,6 +166,9 @@ class ControllerContext:
     # server sets both after replay. Neither is a FeatureLevelRecord, so not in the image.
     kraft_version: int = 0
     voters: VotersRecord | None = None
+    # The ids of controller.quorum.voters (the static voters; none with bootstrap servers):
+    # each must have registered before a feature changes, as Kafka's QuorumFeatures check.
+    quorum_node_ids: tuple[int, ...] = ()
     sessions: Sessions = field(default_factory=Sessions)
     # The dispatch table (state.py sets it); None only for a context built without one.
     router: Router | None = None

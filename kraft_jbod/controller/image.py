@@ -71,11 +71,14 @@ def sorted_dirs(dirs: Iterable[uuid.UUID]) -> tuple[uuid.UUID, ...]:
 
 @dataclass(slots=True)
 class ControllerInfo:
-    """A controller's registration: the feature ranges it said it supports."""
+    """A controller's registration: the feature ranges it said it supports, and what a
+    snapshot must write back (its listeners as (name, host, port, security protocol))."""
 
     controller_id: int
     incarnation_id: uuid.UUID
     features: dict[str, tuple[int, int]]
+    endpoints: tuple[tuple[str, str, int, int], ...] = ()
+    zk_migration_ready: bool = False
 
 
 @dataclass(slots=True)
@@ -775,6 +778,8 @@ def apply_register_controller(img: MetadataImage, offset: int, rec: RegisterCont
         rec.controller_id,
         rec.incarnation_id,
         {f.name: (f.min_supported_version, f.max_supported_version) for f in rec.features},
+        tuple((e.name, e.host, e.port, e.security_protocol) for e in rec.end_points),
+        rec.zk_migration_ready,
     )
 
 

@@ -370,6 +370,9 @@ class ControllerServer:
             # DescribeCluster(controllers) answers with the addresses actually bound.
             machine.controller_endpoints = list(self.addresses)
             machine.leader_epoch = self.log.leader_epoch  # DescribeQuorum reports it
+            ctx = getattr(machine, "ctx", None)
+            if ctx is not None and self.quorum is None:  # a seat sets its own voters
+                ctx.quorum_node_ids = tuple(sorted(cfg.quorum_voters))  # must register before upgrades
             if self.extensions is not None:
                 await self.extensions.start(self)
             # DescribeConfigs of this node lists what it bound, client listeners included (a

@@ -13,7 +13,7 @@ A snapshot is the metadata image at one point of the log, stored as Kafka stores
   ``RecordsSnapshotWriter`` writes them into that same batch); then data batches of the
   image's records; last a control batch holding a SnapshotFooterRecord.
 * Record order is Kafka's ``MetadataImage.write``: features (metadata.version first, at
-  FeatureLevelRecord v0), brokers, topics (each TopicRecord followed by its PartitionRecords),
+  FeatureLevelRecord v0), brokers, registered controllers (from 3.7-IV0), topics (each TopicRecord followed by its PartitionRecords),
   configs, producer ids, ACLs. Kafka iterates hash maps where we sort; any order within an
   area replays to the same image.
 
@@ -53,6 +53,11 @@ from kraft_jbod.messages.register_broker_record import (
     BrokerEndpoint,
     BrokerFeature,
     RegisterBrokerRecord,
+)
+from kraft_jbod.messages.register_controller_record import (
+    ControllerEndpoint,
+    ControllerFeature,
+    RegisterControllerRecord,
 )
 from kraft_jbod.messages.snapshot_footer_record import SnapshotFooterRecord
 from kraft_jbod.messages.snapshot_header_record import SnapshotHeaderRecord
@@ -155,6 +160,20 @@ def _head_records(img: MetadataImage) -> Iterator[RecordAndVersion]:
             ),
             reg_version,
         )
+    # Then the registered controllers (RegisterControllerRecord v0, from 3.7-IV0, as Kafka's
+    # cluster image writes them after the brokers; below it the log cannot hold any).
+    if mv >= fv.MV_3_7_IV0:
+        for controller_id, info in sorted(img.controllers.items()):
+            yield (
+                RegisterControllerRecord(
+                    controller_id=controller_id,
+                    incarnation_id=info.incarnation_id,
+                    zk_migration_ready=info.zk_migration_ready,
+                    end_points=[ControllerEndpoint(n, h, p, proto) for n, h, p, proto in info.endpoints],
+                    features=[ControllerFeature(name, lo, hi) for name, (lo, hi) in info.features.items()],
+                ),
+                0,
+            )
 
 
 def _sorted_partitions(topic: TopicInfo) -> list[Partition]:

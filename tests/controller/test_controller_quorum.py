@@ -5,6 +5,7 @@ their sessions, and a directory failure reported afterwards is handled by the ne
 from __future__ import annotations
 
 import asyncio
+import socket
 import statistics
 import time
 import uuid
@@ -307,6 +308,32 @@ async def test_before_4_4_iv2_a_stale_registration_blocks_the_upgrade_for_good(t
         refused = await _call(active, UnregisterControllerRequest(controller_id=9), 0)
         assert refused.error_code == ErrorCode.UNSUPPORTED_VERSION
         assert active.state.image.metadata_version == fv.MV_4_2_IV1
+
+
+async def test_a_voter_that_has_not_registered_blocks_an_upgrade(tmp_path: Path) -> None:
+    """Kafka's check: every voter of the quorum must have registered before a feature
+    changes. The third voter here never starts (an address nothing listens on), so the
+    upgrade is refused naming it; once a registration for it is committed, it goes through."""
+    with socket.socket() as placeholder:
+        placeholder.bind(("127.0.0.1", 0))
+        silent = placeholder.getsockname()
+    async with ControllerQuorum(
+        tmp_path / "quorum", voters=2, metadata_version=fv.MV_4_2_IV1, external={3999: silent}
+    ) as quorum:
+        active = await quorum.wait_for_active(timeout=30)
+        await _until("both running controllers registered", lambda: set(active.state.image.controllers) == {3000, 3001})
+        blocked = await _call(active, _update("metadata.version", fv.MV_4_3_IV0), 1)
+        assert blocked.error_code == ErrorCode.INVALID_UPDATE_VERSION
+        assert blocked.error_message.endswith(
+            f"Invalid update version {fv.MV_4_3_IV0} for feature metadata.version. "
+            "controller 3999 has not registered, and may not support this feature"
+        )
+        assert active.state.image.metadata_version == fv.MV_4_2_IV1
+        late = _stale_registration(3999, {"metadata.version": (1, fv.MV_4_3_IV0)})
+        assert (await _call(active, late, 0)).error_code == ErrorCode.NONE
+        done = await _call(active, _update("metadata.version", fv.MV_4_3_IV0), 1)
+        assert done.error_code == ErrorCode.NONE
+        assert active.state.image.metadata_version == fv.MV_4_3_IV0
 
 
 async def test_describe_quorum_from_a_standby_is_not_leader_or_follower(tmp_path: Path) -> None:

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import os
 import tempfile
+import uuid
 from pathlib import Path
 from typing import Any
 
@@ -16,6 +17,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from kraft_jbod.controller import features as fv
 from kraft_jbod.controller import snapshot as snap
 from kraft_jbod.controller.image import MetadataImage
 from kraft_jbod.controller.log import decode_control_record
@@ -24,6 +26,11 @@ from kraft_jbod.messages.feature_level_record import FeatureLevelRecord
 from kraft_jbod.messages.k_raft_version_record import KRaftVersionRecord
 from kraft_jbod.messages.partition_record import PartitionRecord
 from kraft_jbod.messages.register_broker_record import RegisterBrokerRecord
+from kraft_jbod.messages.register_controller_record import (
+    ControllerEndpoint,
+    ControllerFeature,
+    RegisterControllerRecord,
+)
 from kraft_jbod.messages.topic_record import TopicRecord
 from kraft_jbod.wire.records import CONTROL_MASK, ControlRecordType, read_record_batch
 from tests.controller.harness import Cluster, dir_id
@@ -94,6 +101,33 @@ def test_round_trip_of_a_busy_image(tmp_path: Path) -> None:
     fresh = _round_trip(c.state.image, tmp_path)
     assert snap.comparable(fresh) == snap.comparable(c.state.image)
     assert fresh.last_applied_offset == c.state.image.last_applied_offset
+
+
+def test_registered_controllers_survive_a_snapshot(tmp_path: Path) -> None:
+    """RegisterControllerRecords are written after the brokers (from 3.7-IV0) and read back
+    with every field; below 3.7-IV0 the image cannot hold any, and none is written."""
+    c = _busy_cluster()
+    img = c.state.image
+    assert img.metadata_version >= fv.MV_3_7_IV0
+    incarnation = uuid.uuid4()
+    record = RegisterControllerRecord(
+        controller_id=3001,
+        incarnation_id=incarnation,
+        zk_migration_ready=False,
+        end_points=[ControllerEndpoint(name="CONTROLLER", host="c1.example", port=9093, security_protocol=0)],
+        features=[ControllerFeature(name="metadata.version", min_supported_version=1, max_supported_version=27)],
+    )
+    img.apply(img.last_applied_offset + 1, record, 0)
+    path = snap.write_image_snapshot(tmp_path, img, epoch=3, last_contained_timestamp=1234)
+    records = [r for r, _ in snap.read_snapshot(path).records]
+    kinds = [type(r).__name__ for r in records]
+    assert kinds.index("RegisterControllerRecord") > max(i for i, k in enumerate(kinds) if k == "RegisterBrokerRecord")
+    assert kinds.index("RegisterControllerRecord") < kinds.index("TopicRecord")
+    assert [r for r in records if isinstance(r, RegisterControllerRecord)] == [record]
+    (tmp_path / "again").mkdir()
+    fresh = _round_trip(img, tmp_path / "again")
+    assert fresh.controllers == img.controllers
+    assert fresh.controllers[3001].incarnation_id == incarnation
 
 
 def test_small_batches_and_kraft_version_header(tmp_path: Path) -> None:

@@ -7,7 +7,9 @@ Rules (Kafka's QuorumController.updateFeatures and FeatureControlManager):
   written. ``validate_only`` writes nothing either.
 * Rule 2: per feature, in order: a known upgrade type (v0: ``AllowDowngrade`` means
   SAFE_DOWNGRADE); a level >= 0; a level this controller supports, then every registered
-  broker ("Broker N only supports versions a-b" / "does not support this feature");
+  broker ("Broker N only supports versions a-b" / "does not support this feature"), or by
+  a registered controller; from 3.7-IV0 every voter of ``controller.quorum.voters`` must
+  have registered ("controller N has not registered, ..."), as Kafka's check.
   no downgrade without a downgrade type, no upgrade with one.
 * Rule 3: metadata.version may go down only across levels that did not change the
   metadata (Kafka's didMetadataChange table); kraft.version stays at the level the log
@@ -125,6 +127,10 @@ def _unsupported_reason(st: ControllerContext, name: str, level: int) -> str | N
                 reason = _not_supported(level, f"Controller {c}", info.features.get(name, (0, 0)))
                 if reason is not None:
                     return reason
+        # A voter of the static quorum that has not registered may not support it either.
+        for c in st.quorum_node_ids:
+            if c != st.node_id and c not in st.image.controllers:
+                return f"controller {c} has not registered, and may not support this feature"
     return None
 
 

@@ -109,6 +109,10 @@ class QuorumSeat:
     def open(self, server: ControllerServer, machine: StateMachine) -> None:
         """Attach to a starting controller (its listener is bound, its log replayed)."""
         self._server, self._machine = server, machine
+        ctx = getattr(machine, "ctx", None)
+        if ctx is not None:
+            # Every voter must have registered before a feature changes (Kafka's check).
+            ctx.quorum_node_ids = tuple(sorted(self.voters))
         if self.voters.get(self.node_id, ("", 0))[1] == 0 and server.addresses:
             host, port = server.addresses[0]
             self.voters[self.node_id] = (self.voters.get(self.node_id, (host, 0))[0] or host, port)
