@@ -358,3 +358,49 @@ async def test_describe_quorum_from_a_standby_is_not_leader_or_follower(tmp_path
             assert other.error_code == ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
         led = (await _call(active, request(), 2)).topics[0].partitions[0]
         assert (led.error_code, led.leader_id) == (0, active.config.node_id)
+
+
+async def test_describe_quorum_on_the_active_controller_describes_every_voter(tmp_path: Path) -> None:
+    """As Kafka's leader: every voter with the log end offset it fetched from, its last fetch
+    and last caught-up times (wall clock), at every version; at v2 every voter's listener. A
+    voter that stops fetching keeps its old times while the others' move on."""
+    from kraft_jbod.messages.describe_quorum_request import DescribeQuorumRequest, PartitionData, TopicData
+
+    request = DescribeQuorumRequest(
+        topics=[TopicData(topic_name="__cluster_metadata", partitions=[PartitionData(partition_index=0)])]
+    )
+    async with ControllerQuorum(tmp_path / "quorum", voters=3) as quorum:
+        active = await quorum.wait_for_active(timeout=30)
+        me = active.config.node_id
+        others = [i for i in quorum.ids if i != me]
+        seat = active.quorum
+        assert seat is not None
+        await _until("every voter fetched", lambda: all(p.last_fetch_ms > 0 for p in seat.voter.node.progress.values()))  # type: ignore[union-attr]
+        for version in (0, 1, 2):
+            before = int(time.time() * 1000)
+            resp = await _call(active, request, version)
+            part = resp.topics[0].partitions[0]
+            assert (part.error_code, part.leader_id, part.leader_epoch) == (0, me, quorum.epoch_of(active))
+            assert part.high_watermark > 0
+            voters = {v.replica_id: v for v in part.current_voters}
+            assert list(voters) == [me, *others]
+            assert voters[me].log_end_offset >= part.high_watermark
+            for i in others:
+                assert 0 < voters[i].log_end_offset <= voters[me].log_end_offset
+            if version == 0:
+                continue  # no timestamps before v1
+            assert voters[me].last_fetch_timestamp >= before
+            for i in others:
+                assert before - 10_000 < voters[i].last_fetch_timestamp <= int(time.time() * 1000)
+                assert before - 10_000 < voters[i].last_caught_up_timestamp <= voters[i].last_fetch_timestamp
+            if version >= 2:
+                ports = {n.node_id: n.listeners[0].port for n in resp.nodes}
+                assert ports == {i: quorum.addresses[i][1] for i in quorum.ids}
+        gone = others[0]
+        await quorum.kill(gone, record=False)
+        stopped = (await _call(active, request, 1)).topics[0].partitions[0]
+        await asyncio.sleep(0.5)
+        later = {v.replica_id: v for v in (await _call(active, request, 1)).topics[0].partitions[0].current_voters}
+        then = {v.replica_id: v for v in stopped.current_voters}
+        assert later[gone].last_fetch_timestamp == then[gone].last_fetch_timestamp
+        assert later[others[1]].last_fetch_timestamp > then[others[1]].last_fetch_timestamp

@@ -1,7 +1,7 @@
-"""DescribeQuorum (api 55): the metadata quorum as its only voter, the leader, sees it.
+"""DescribeQuorum (api 55): the metadata quorum as its leader sees it.
 
-This controller is a single static voter and always the leader (KafkaRaftClient's
-answer on the leader): the one partition ``__cluster_metadata-0`` with the leader id and
+A single controller is the only voter and always the leader (KafkaRaftClient's answer on
+the leader): the one partition ``__cluster_metadata-0`` with the leader id and
 epoch, the high watermark (= the log end offset: one voter), the voter (its own fetch and
 catch-up times are "now") and the observers, i.e. the brokers that replicate the log by
 Fetch, with the offset each last reported. v2 adds the voter's directory id and its
@@ -13,13 +13,17 @@ endpoints are the controller listeners bound.
 A request that does not name exactly ``__cluster_metadata`` partition 0 answers
 UNKNOWN_TOPIC_OR_PARTITION in each partition it names. On a voter of a quorum of several
 that does not lead (:func:`describe_quorum_elsewhere`), the one partition answers
-NOT_LEADER_OR_FOLLOWER and nothing else, as Kafka's raft client does on a follower.
+NOT_LEADER_OR_FOLLOWER and nothing else, as Kafka's raft client does on a follower; the
+active controller of such a quorum (``raft/seat.py``) lists every voter after itself, with
+the log end offset, last fetch and last caught-up times its raft leader recorded in this
+epoch (-1 for a voter that has not fetched yet), its high watermark (-1 until established
+in the epoch) and, at v2, every voter's controller listener (the voters' static endpoints).
 """
 
 from __future__ import annotations
 
 import uuid
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Final
 
@@ -101,10 +105,16 @@ def describe_quorum(
     listeners: Sequence[tuple[str, str, int]] = (),
     directory_id: uuid.UUID = _NO_DIRECTORY,
     voters: VotersRecord | None = None,
+    high_watermark: int | None = None,
+    followers: Sequence[Observer] = (),
+    follower_listeners: Mapping[int, Sequence[tuple[str, str, int]]] | None = None,
 ) -> DescribeQuorumResponse:
     """The leader's DescribeQuorum answer (wall-clock ``now_ms`` for the voter's times).
 
-    ``voters`` (kraft.version 1) replaces ``directory_id`` and ``listeners``."""
+    ``voters`` (kraft.version 1) replaces ``directory_id`` and ``listeners``. On a quorum of
+    several, ``followers`` are the other voters as the leader last saw them fetch (after the
+    leader in ``current_voters``, by id), ``follower_listeners`` their endpoints (``nodes``,
+    v2) and ``high_watermark`` the leader's (-1 until established; default: ``end_offset``)."""
     if voters is not None:
         for v in voters.voters:
             if v.voter_id == node_id:
@@ -127,8 +137,9 @@ def describe_quorum(
         error_message=None,
         leader_id=node_id,
         leader_epoch=leader_epoch,
-        high_watermark=end_offset,
-        current_voters=[state(node_id, end_offset, now_ms, now_ms, directory_id)],
+        high_watermark=end_offset if high_watermark is None else high_watermark,
+        current_voters=[state(node_id, end_offset, now_ms, now_ms, directory_id)]
+        + [state(f.node_id, f.log_end_offset, f.last_fetch_ms, f.last_caught_up_ms, _NO_DIRECTORY) for f in followers],
         observers=[
             state(o.node_id, o.log_end_offset, o.last_fetch_ms, o.last_caught_up_ms, _NO_DIRECTORY) for o in observers
         ],
@@ -137,5 +148,9 @@ def describe_quorum(
         error_code=0, error_message=None, topics=[TopicData(topic_name=METADATA_TOPIC, partitions=[part])]
     )
     if api_version >= 2:
-        resp.nodes = [Node(node_id=node_id, listeners=[Listener(name=n, host=h, port=p) for n, h, p in listeners])]
+        every = {node_id: listeners, **(follower_listeners or {})}
+        resp.nodes = [
+            Node(node_id=i, listeners=[Listener(name=n, host=h, port=p) for n, h, p in every.get(i, ())])
+            for i in [node_id, *(f.node_id for f in followers)]
+        ]
     return resp

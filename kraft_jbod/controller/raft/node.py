@@ -62,6 +62,7 @@ from kraft_jbod.controller.raft.messages import (
     VoteRequest,
     VoteResponse,
 )
+from kraft_jbod.controller.raft.progress import FetchProgress
 from kraft_jbod.controller.raft.replica_log import ReplicaLog
 
 LEADER_CHANGE_PAYLOAD = b""
@@ -127,6 +128,8 @@ class RaftNode:
         self._last_fetch: dict[int, int] = {}
         self._epoch_start = 0
         self._successors: tuple[int, ...] = ()
+        # Leader: each other voter's fetch progress in this epoch (DescribeQuorum).
+        self.progress: dict[int, FetchProgress] = {}
         # Follower: an outstanding fetch (sent at), the next fetch time, heard from the leader.
         self._fetch_sent = -1
         self._next_fetch = 0
@@ -426,6 +429,7 @@ class RaftNode:
             self._match[req.replica_id] = req.fetch_offset
             self._last_fetch[req.replica_id] = now_ms
             self._advance_high_watermark()
+            self._note_progress(req.replica_id, req.fetch_offset, now_ms)
         entries = tuple(self.log.read(req.fetch_offset, self.timing.max_fetch_entries))
         return FetchResponse(
             self.node_id,
@@ -435,6 +439,18 @@ class RaftNode:
             high_watermark=self._served_high_watermark(),
             entries=entries,
         )
+
+    @property
+    def leader_high_watermark(self) -> int:
+        """The high watermark a leader reports (fetches, DescribeQuorum): -1 until established."""
+        return self._served_high_watermark()
+
+    def _note_progress(self, replica_id: int, fetch_offset: int, now_ms: int) -> None:
+        """A voter's accepted fetch, for DescribeQuorum (:mod:`.progress`)."""
+        progress = self.progress.get(replica_id)
+        if progress is None:
+            progress = self.progress[replica_id] = FetchProgress()
+        progress.fetched(fetch_offset, self.log.end_offset, now_ms)
 
     def _served_high_watermark(self) -> int:
         """The high watermark a leader tells fetchers: -1 (unknown) until it is established
@@ -604,6 +620,7 @@ class RaftNode:
         self.log.append([Entry(self._epoch_start, self.epoch, payload, control=True)])
         self._match = {self.node_id: self.log.end_offset}
         self._last_fetch = {}
+        self.progress = {v: FetchProgress() for v in self.voters if v != self.node_id}
         self._asked_at = {}
         self._successors = ()
         self._deadline = now_ms + self.timing.fetch_timeout_ms * 3 // 2

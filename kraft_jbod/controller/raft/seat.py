@@ -31,6 +31,10 @@ nothing is written; a write whose leader lost its epoch before the commit is not
 (the connection closes, the broker retries with the new leader).
 Rule 5: UpdateRaftVoter (api 82) is the raft layer's, answered by every voter as Kafka's
 raft client does (the voter's ``voter_updates``), not by the controller.
+Rule 6: DescribeQuorum (api 55), a raft API in Kafka, is answered by the seat: on the active
+controller with every voter's fetch state as its raft leader recorded it (log end offset,
+last fetch and last caught-up times, wall clock) and the brokers as observers; elsewhere
+NOT_LEADER_OR_FOLLOWER in the partition.
 """
 
 from __future__ import annotations
@@ -48,7 +52,7 @@ from kraft_jbod import codec
 from kraft_jbod.connection import NEED_DATA, ClientConnection, RequestReceived, ResponseReceived
 from kraft_jbod.controller import features as fv
 from kraft_jbod.controller import routes
-from kraft_jbod.controller.apis.quorum import describe_quorum_elsewhere
+from kraft_jbod.controller.apis.quorum import Observer, describe_quorum, describe_quorum_elsewhere
 from kraft_jbod.controller.log import RecordAndVersion, encode_data_batches
 from kraft_jbod.controller.raft import messages as core
 from kraft_jbod.controller.raft import wire
@@ -181,6 +185,11 @@ class QuorumSeat:
             else:
                 conn.respond(ev, routes.error_response(ev.api_key, ev.body, ErrorCode.NOT_LEADER_OR_FOLLOWER))
             return True
+        if ev.api_key == ApiKey.DESCRIBE_QUORUM and self.active:
+            answer = self._describe_quorum(ev)
+            if answer is not None:
+                conn.respond(ev, answer)
+                return True
         if not self.active:
             if ev.api_key == ApiKey.DESCRIBE_QUORUM:
                 # A raft API in Kafka: a voter that does not lead answers it itself.
@@ -189,6 +198,40 @@ class QuorumSeat:
             self.not_controller(conn, ev)
             return True
         return False
+
+    def _describe_quorum(self, ev: RequestReceived) -> Any:
+        """Rule 6: the active controller describes every voter as its raft leader saw it
+        fetch, and the brokers as observers (None: not leading after all)."""
+        voter, server, machine = self.voter, self._server, self._machine
+        node = None if voter is None else voter.node
+        if node is None or not node.is_leader or server is None or machine is None:
+            return None
+        mono, wall = time.monotonic_ns() // 1_000_000, int(time.time() * 1000)
+
+        def to_wall(t: int) -> int:
+            return -1 if t < 0 else wall - (mono - t)
+
+        followers = [
+            Observer(v, p.end_offset, to_wall(p.last_fetch_ms), to_wall(p.last_caught_up_ms))
+            for v, p in sorted(node.progress.items())
+        ]
+        ctx = getattr(machine, "ctx", None)
+        offsets = ctx.sessions.metadata_offset if ctx is not None else {}
+        observers = [Observer(b, offsets.get(b, -1)) for b in sorted(machine.image.brokers)]
+        listener = server.config.controller_listener_names[0]
+        return describe_quorum(
+            ev.api_version,
+            ev.body,
+            node_id=self.node_id,
+            leader_epoch=node.epoch,
+            end_offset=node.log.end_offset,
+            now_ms=wall,
+            observers=observers,
+            listeners=[(listener, *self.voters[self.node_id])],
+            high_watermark=node.leader_high_watermark,
+            followers=followers,
+            follower_listeners={v: [(listener, *a)] for v, a in self.voters.items() if v != self.node_id},
+        )
 
     def not_controller(self, conn: Connection, ev: RequestReceived) -> None:
         """Rule 3: a controller API on a controller that is not active."""
