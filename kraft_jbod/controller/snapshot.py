@@ -14,8 +14,8 @@ A snapshot is the metadata image at one point of the log, stored as Kafka stores
   image's records; last a control batch holding a SnapshotFooterRecord.
 * Record order is Kafka's ``MetadataImage.write``: features (metadata.version first, at
   FeatureLevelRecord v0), brokers, registered controllers (from 3.7-IV0), topics (each
-  TopicRecord followed by its PartitionRecords), configs, producer ids, ACLs. Kafka iterates hash maps where we sort; any order within an
-  area replays to the same image.
+  TopicRecord followed by its PartitionRecords), configs, producer ids, ACLs. Kafka
+  iterates hash maps where we sort; any order within an area replays to the same image.
 
 What a snapshot cannot carry (as in Kafka): the offsets at which brokers registered or
 began controlled shutdown (replaying a snapshot uses its last contained offset for every
