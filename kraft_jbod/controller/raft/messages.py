@@ -110,6 +110,10 @@ class FetchResponse:
     # Set when the fetcher's log diverges: truncate to at most this (epoch, end offset).
     diverging_epoch: int = -1
     diverging_end_offset: int = -1
+    # Set when the fetcher must load the leader's snapshot (end offset, epoch) first: its
+    # fetch offset is below the leader's log start, or its log is empty (FetchSnapshot).
+    snapshot_id: tuple[int, int] | None = None
+    log_start_offset: int = 0
 
 
 Message = (

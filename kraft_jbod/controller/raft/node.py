@@ -130,6 +130,11 @@ class RaftNode:
         self._successors: tuple[int, ...] = ()
         # Leader: each other voter's fetch progress in this epoch (DescribeQuorum).
         self.progress: dict[int, FetchProgress] = {}
+        # Follower: the leader's snapshot (end offset, epoch) to load before fetching on,
+        # and the epoch whose leader named it (the shell fetches it with FetchSnapshot).
+        self._snapshot_wanted: tuple[int, int] | None = None
+        self._snapshot_wanted_epoch = -1
+        self.snapshots_loaded = 0
         # Follower: an outstanding fetch (sent at), the next fetch time, heard from the leader.
         self._fetch_sent = -1
         self._next_fetch = 0
@@ -413,6 +418,17 @@ class RaftNode:
             return answer(Error.UNKNOWN_LEADER_EPOCH)
         if self.role is not Role.LEADER:
             return answer(Error.NOT_LEADER_OR_FOLLOWER)
+        snapshot = self._snapshot_for(req)
+        if snapshot is not None:
+            return FetchResponse(
+                self.node_id,
+                self.epoch,
+                Error.NONE,
+                req.fetch_offset,
+                high_watermark=self._served_high_watermark(),
+                snapshot_id=snapshot,
+                log_start_offset=self.log.start_offset,
+            )
         if req.fetch_offset > 0:
             epoch, end = self.log.epoch_end(req.last_fetched_epoch)
             if epoch != req.last_fetched_epoch or end < req.fetch_offset:
@@ -424,6 +440,7 @@ class RaftNode:
                     high_watermark=self._served_high_watermark(),
                     diverging_epoch=epoch,
                     diverging_end_offset=end,
+                    log_start_offset=self.log.start_offset,
                 )
         if req.replica_id in self.voters and req.replica_id != self.node_id:
             self._match[req.replica_id] = req.fetch_offset
@@ -438,7 +455,28 @@ class RaftNode:
             req.fetch_offset,
             high_watermark=self._served_high_watermark(),
             entries=entries,
+            log_start_offset=self.log.start_offset,
         )
+
+    def _snapshot_for(self, req: FetchRequest) -> tuple[int, int] | None:
+        """The snapshot a fetcher must load before fetching on, as Kafka's leader decides:
+        an empty fetcher when a snapshot exists, a fetch below the log start, at the log
+        start in another epoch than the oldest snapshot's, or with a last epoch older than
+        the oldest snapshot's. None: fetch from the log."""
+        snapshots = self.log.snapshots
+        if not snapshots:
+            return None
+        latest, oldest = snapshots[-1], snapshots[0]
+        if req.fetch_offset == 0 and latest[0] > 0:
+            return latest
+        start = self.log.start_offset
+        if (
+            req.fetch_offset < start
+            or (req.fetch_offset == start and req.last_fetched_epoch != oldest[1])
+            or req.last_fetched_epoch < oldest[1]
+        ):
+            return latest
+        return None
 
     @property
     def leader_high_watermark(self) -> int:
@@ -487,7 +525,7 @@ class RaftNode:
     # -- fetch, follower side
 
     def _maybe_fetch(self, out: Outbox, now_ms: int) -> None:
-        if self.role is not Role.FOLLOWER or self.leader_id < 0:
+        if self.role is not Role.FOLLOWER or self.leader_id < 0 or self.snapshot_wanted is not None:
             return
         in_flight = self._fetch_sent >= 0 and now_ms - self._fetch_sent < self.timing.retry_ms
         if in_flight or now_ms < self._next_fetch:
@@ -509,6 +547,9 @@ class RaftNode:
             return
         self._has_fetched = True
         self._deadline = now_ms + self.timing.fetch_timeout_ms
+        if resp.snapshot_id is not None:
+            self._want_snapshot(resp.snapshot_id)
+            return
         if resp.diverging_epoch >= 0 or resp.diverging_end_offset >= 0:
             # Keep what both logs hold: up to where the leader's epoch ends, and where the
             # same (or the nearest lower) epoch ends in ours; a next fetch narrows further.
@@ -529,6 +570,51 @@ class RaftNode:
         else:
             self._next_fetch = now_ms
         self._maybe_fetch(out, now_ms)
+
+    # -- snapshots, follower side (the shell fetches the bytes with FetchSnapshot)
+
+    def _want_snapshot(self, snapshot_id: tuple[int, int]) -> None:
+        end, epoch = snapshot_id
+        if end <= 0 or epoch < 0 or epoch > self.epoch:
+            return  # nonsense from a peer: fetch again, the next answer may be better
+        self._snapshot_wanted, self._snapshot_wanted_epoch = (end, epoch), self.epoch
+
+    @property
+    def snapshot_wanted(self) -> tuple[int, int] | None:
+        """The leader's snapshot (end offset, epoch) this follower must load before it
+        fetches on; None when there is none, or the epoch that named it has passed."""
+        if self._snapshot_wanted is None:
+            return None
+        if self.role is not Role.FOLLOWER or self.epoch != self._snapshot_wanted_epoch:
+            self._snapshot_wanted = None
+            return None
+        return self._snapshot_wanted
+
+    def snapshot_progress(self, now_ms: int) -> None:
+        """A FetchSnapshot answer came from the leader: it is alive (as a fetch answer)."""
+        if self.role is Role.FOLLOWER:
+            self._has_fetched = True
+            self._deadline = now_ms + self.timing.fetch_timeout_ms
+
+    def snapshot_abandoned(self, now_ms: int) -> None:
+        """The download failed (an error, bad bytes): fetch again, the leader names anew."""
+        self._snapshot_wanted = None
+        self._next_fetch = now_ms + self.timing.fetch_interval_ms
+        self._fetch_sent = -1
+
+    def snapshot_loaded(self, end_offset: int, epoch: int, now_ms: int) -> None:
+        """The shell holds the snapshot ``(end_offset, epoch)`` whole: the log starts afresh
+        at its end when it is past ours (Kafka's truncate-to-latest-snapshot), its content
+        counts as committed, and fetching goes on from there."""
+        self.log.add_snapshot(end_offset, epoch)
+        if epoch > self.log.last_epoch or (epoch == self.log.last_epoch and end_offset > self.log.end_offset):
+            self.log.reset_to(end_offset, epoch)
+        # A snapshot holds committed records only.
+        self.high_watermark = max(self.high_watermark, end_offset)
+        self.snapshots_loaded += 1
+        self._snapshot_wanted = None
+        self._fetch_sent = -1
+        self._next_fetch = now_ms
 
     # ------------------------------------------------------------------ transitions
 

@@ -48,6 +48,7 @@ from kraft_jbod.messages.fetch_response import (
     NodeEndpoint,
     PartitionData,
 )
+from kraft_jbod.messages.fetch_response import SnapshotId as FetchSnapshotId
 from kraft_jbod.messages.vote_request import PartitionData as VotePartition
 from kraft_jbod.messages.vote_request import TopicData as VoteTopic
 from kraft_jbod.messages.vote_request import VoteRequest
@@ -363,8 +364,12 @@ def response_to_wire(msg: core.Message, *, version: int, endpoints: Endpoints, t
             partition_index=METADATA_PARTITION,
             error_code=int(msg.error),
             high_watermark=msg.high_watermark,
-            log_start_offset=0 if msg.error == core.Error.NONE else -1,
+            log_start_offset=msg.log_start_offset if msg.error == core.Error.NONE else -1,
             diverging_epoch=EpochEndOffset(epoch=msg.diverging_epoch, end_offset=msg.diverging_end_offset),
+            snapshot_id=FetchSnapshotId(
+                end_offset=-1 if msg.snapshot_id is None else msg.snapshot_id[0],
+                epoch=-1 if msg.snapshot_id is None else msg.snapshot_id[1],
+            ),
             current_leader=LeaderIdAndEpoch(leader_id=msg.leader_id, leader_epoch=msg.epoch),
             records=encode_entries(msg.entries, timestamp_ms=timestamp_ms) if msg.entries else None,
         )
@@ -429,6 +434,12 @@ def response_from_wire(request: core.Message, body: Message, *, source: int) -> 
             entries=tuple(decode_entries(fp.records or b"")),
             diverging_epoch=fp.diverging_epoch.epoch,
             diverging_end_offset=fp.diverging_epoch.end_offset,
+            snapshot_id=(
+                (fp.snapshot_id.end_offset, fp.snapshot_id.epoch)
+                if fp.snapshot_id.end_offset >= 0 or fp.snapshot_id.epoch >= 0
+                else None
+            ),
+            log_start_offset=max(0, fp.log_start_offset),
         )
     raise DecodeError(f"{type(body).__name__} does not answer {type(request).__name__}")
 
