@@ -180,6 +180,77 @@ def test_follower_truncates_a_diverging_tail_before_appending() -> None:
     assert follower.truncated_below_hw == 0
 
 
+def test_memory_log_start_offset_after_a_snapshot() -> None:
+    log = log_of(1, 1, 2, 2, 3)
+    assert log.delete_before(3) == 3
+    assert (log.start_offset, log.end_offset, log.last_epoch) == (3, 5, 3)
+    assert log.read(2, 10) == [] and [e.offset for e in log.read(3, 10)] == [3, 4]
+    assert log.epoch_end(2) == (2, 4) and log.epoch_end(1) == (0, 0)
+    log.truncate_to(0)  # never below the start
+    assert (log.start_offset, log.end_offset, log.last_epoch) == (3, 3, 2)
+    with pytest.raises(LogError):
+        log.delete_before(9)
+    log.reset_to(10, 4)
+    assert (log.start_offset, log.end_offset, log.last_epoch, log.epoch_end(5)) == (10, 10, 4, (4, 10))
+    log.append([Entry(10, 5, b"")])
+    assert log.epoch_end(4) == (4, 10) and log.epoch_end(5) == (5, 11)
+
+
+def _exchange(leader: RaftNode, follower: RaftNode, now: int) -> list[FetchResponse]:
+    answers = []
+    for s in follower.tick(now).sends:
+        for answer in leader.receive(follower.node_id, s.message, now).sends:
+            if isinstance(answer.message, FetchResponse):
+                answers.append(answer.message)
+            follower.receive(leader.node_id, answer.message, now)
+    return answers
+
+
+def test_a_follower_below_the_leaders_log_start_loads_its_snapshot() -> None:
+    # Leader 2 (epoch 3) snapshotted at 4 (epoch 3) and deleted the log below it.
+    leader = node(2, log=log_of(1, 1, 3, 3, 3, 3))
+    leader.log.add_snapshot(4, 3)
+    leader.log.delete_before(4)
+    leader.epoch = 3
+    leader._become_leader(Outbox(), 0)
+    follower = node(1, log=log_of(1, 1))
+    follower.receive(2, BeginQuorumEpochRequest(2, 3), 0)
+    answers = _exchange(leader, follower, 300)  # the fetch BeginQuorumEpoch sent is resent
+    assert answers and answers[-1].snapshot_id == (4, 3) and answers[-1].log_start_offset == 4
+    assert follower.snapshot_wanted == (4, 3)
+    assert not follower.tick(900).sends  # no fetching while the snapshot is wanted
+    follower.snapshot_progress(1900)  # a FetchSnapshot answer keeps the leader alive
+    assert follower.role is Role.FOLLOWER and not follower.tick(2500).sends
+    follower.snapshot_loaded(4, 3, 2500)
+    assert (follower.log.start_offset, follower.log.end_offset, follower.log.last_epoch) == (4, 4, 3)
+    assert follower.snapshot_wanted is None and follower.high_watermark == 4
+    for step in range(26, 40):
+        _exchange(leader, follower, step * 100)
+    assert follower.log.end_offset == leader.log.end_offset == 7
+    assert follower.high_watermark == leader.high_watermark == 7
+    assert [e.epoch for e in follower.log.read(4, 10)] == [3, 3, 3]
+
+
+def test_an_empty_fetcher_gets_the_snapshot_and_an_old_epoch_too() -> None:
+    leader = node(2, log=log_of(1, 1, 3, 3))
+    leader.log.add_snapshot(3, 3)
+    leader.epoch = 3
+    leader._become_leader(Outbox(), 0)
+
+    def answer(offset: int, last_epoch: int) -> FetchResponse:
+        resp = leader.receive(1, FetchRequest(1, 3, offset, last_epoch), 1).sends[0].message
+        assert isinstance(resp, FetchResponse)
+        return resp
+
+    assert answer(0, 0).snapshot_id == (3, 3)  # Kafka: an empty log loads the snapshot
+    assert answer(2, 1).snapshot_id == (3, 3)  # a last epoch older than the oldest snapshot's
+    assert answer(4, 3).snapshot_id is None and answer(4, 3).entries
+    nonsense = node(1)
+    nonsense.receive(2, BeginQuorumEpochRequest(2, 3), 0)
+    nonsense.receive(2, FetchResponse(2, 3, Error.NONE, 0, snapshot_id=(5, 9)), 1)
+    assert nonsense.snapshot_wanted is None  # an epoch beyond the leader's: refused
+
+
 def test_restarted_leader_resigns_its_epoch() -> None:
     store = MemoryElectionStore()
     store.write(Election(epoch=5, leader_id=1, voted_id=1))
