@@ -105,6 +105,8 @@ _KNOWN_USED = frozenset(
         "kraft.jbod.semantics",
         "metadata.log.max.record.bytes.between.snapshots",
         "metadata.log.max.snapshot.interval.ms",
+        "metadata.max.retention.bytes",
+        "metadata.max.retention.ms",
         "metadata.max.idle.interval.ms",
         "controller.quorum.voters",
         "controller.quorum.bootstrap.servers",
@@ -155,6 +157,10 @@ class ControllerConfig:
     # Kafka's defaults: snapshot every 20 MiB of records or every hour; a NoOpRecord after 500 ms idle.
     snapshot_max_bytes: int = 20 * 1024 * 1024
     snapshot_interval_ms: int = 60 * 60 * 1000
+    # Kafka's metadata log retention on a quorum (the log prefix below a snapshot goes once
+    # log plus snapshots exceed the bytes, or the oldest snapshot the age; -1: no limit).
+    retention_bytes: int = 100 * 1024 * 1024
+    retention_ms: int = 7 * 24 * 60 * 60 * 1000
     idle_interval_ms: int = 500
     # The static quorum (controller.quorum.voters, id -> (host, port)) and the bootstrap
     # servers brokers are told about; an empty voters map means a dynamic quorum
@@ -220,6 +226,8 @@ class ControllerConfig:
             semantics="kip" if semantics == "kip" else "kafka",
             snapshot_max_bytes=_int(p, "metadata.log.max.record.bytes.between.snapshots", 1, 20 * 1024 * 1024),
             snapshot_interval_ms=_int(p, "metadata.log.max.snapshot.interval.ms", 0, 60 * 60 * 1000),
+            retention_bytes=_int(p, "metadata.max.retention.bytes", -1, 100 * 1024 * 1024),
+            retention_ms=_int(p, "metadata.max.retention.ms", -1, 7 * 24 * 60 * 60 * 1000),
             idle_interval_ms=_int(p, "metadata.max.idle.interval.ms", 0, 500),
             quorum_voters=quorum_voters,
             bootstrap_servers=bootstrap,

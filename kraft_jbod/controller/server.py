@@ -350,8 +350,8 @@ class ControllerServer:
             # its control batch also carries the voter set when the log has none or ours changed.
             if self.quorum is not None:
                 # The raft voter writes the epochs' control batches and the first leader the
-                # bootstrap records (quorum_seat.py): nothing is written here.
-                self.snapshots.policy = snapshots.SnapshotPolicy(0, 0)
+                # bootstrap records (quorum_seat.py): nothing is written here. The seat also
+                # drives the snapshots (every controller its own, Kafka's retention).
                 self.quorum.open(self, machine)
             else:
                 self._start_single_voter(machine, quorum, restored, replayed)

@@ -9,7 +9,9 @@ Rule 1: the server's one writer waits for the write, so the image holds still; m
 Rule 2: a failed snapshot loses nothing (the log still holds every record): it is logged
 and the next one is tried when the policy says so again.
 Rule 3: after a snapshot the log is rolled at its end offset when they meet, segments
-wholly below it are deleted (the log start offset moves up) and older snapshots go.
+wholly below it are deleted (the log start offset moves up) and older snapshots go. On a
+quorum of several controllers the seat (``raft/seat.py``) deletes instead, by Kafka's
+retention rule.
 """
 
 from __future__ import annotations
@@ -46,6 +48,8 @@ class SnapshotDriver:
         self.stats = stats
         self.latest: tuple[int, int] | None = None  # (end offset, epoch) of the newest snapshot
         self.writing = False
+        # Rule 3 at once (a single controller); a quorum's seat applies Kafka's retention instead.
+        self.clean_at_once = True
 
     def restored(self, sid: snapshots.SnapshotId | None) -> None:
         """The server started from ``sid`` (None: from the log alone); the policy starts now."""
@@ -54,14 +58,21 @@ class SnapshotDriver:
         self.policy.taken(self.clock.monotonic_ms())
 
     async def after_commit(
-        self, metadata_log: MetadataLog, state: StateMachine, ts: int, while_writing: Callable[[], None]
-    ) -> None:
-        """Snapshot ``state``'s image if the policy says so (Rules 1-3)."""
-        if metadata_log.batches:
+        self,
+        metadata_log: MetadataLog,
+        state: StateMachine,
+        ts: int,
+        while_writing: Callable[[], None],
+        *,
+        counted: bool = False,
+    ) -> snapshots.SnapshotId | None:
+        """Snapshot ``state``'s image if the policy says so (Rules 1-3); the id written.
+        ``counted``: the caller told the policy the committed bytes itself."""
+        if metadata_log.batches and not counted:
             self.policy.committed(metadata_log.batches[-1].size)
         now = self.clock.monotonic_ms()
         if not self.policy.due(now):
-            return
+            return None
         self.policy.taken(now)
         img, epoch = state.image, metadata_log.leader_epoch
         kv, vs = state.kraft_version, state.voters
@@ -86,13 +97,15 @@ class SnapshotDriver:
                 self.writing = False
         except Exception as exc:  # Rule 2
             log.error("writing a metadata snapshot failed: %s", exc)
-            return
+            return None
         self.stats["snapshots"] += 1
         log.info("wrote metadata snapshot %s", path.name)
         sid = snapshots.parse_name(path.name)
         assert sid is not None
         self.latest = (sid.end_offset, sid.epoch)
-        self._clean(metadata_log, sid)
+        if self.clean_at_once:
+            self._clean(metadata_log, sid)
+        return sid
 
     def _clean(self, metadata_log: MetadataLog, sid: snapshots.SnapshotId) -> None:
         """Rule 3."""

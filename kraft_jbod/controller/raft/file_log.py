@@ -18,6 +18,7 @@ so a crash in between loses nothing.
 
 from __future__ import annotations
 
+import bisect
 import dataclasses
 import os
 import time
@@ -153,6 +154,15 @@ class FileReplicaLog(MemoryLog):
     @property
     def size_bytes(self) -> int:
         return self._size
+
+    def bytes_from(self, offset: int) -> int:
+        """The bytes of the batches from the one holding ``offset`` to the end."""
+        if offset < self._start:
+            return self._size
+        if offset >= self.end_offset:
+            return 0
+        i = bisect.bisect_right(self._bases, offset) - 1
+        return 0 if i < 0 or i >= len(self._positions) else self._size - self._positions[i]
 
 
 def _segment_name(start: int) -> str:

@@ -42,6 +42,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+import os
 import time
 import uuid
 from collections.abc import Mapping
@@ -52,11 +53,16 @@ from kraft_jbod import codec
 from kraft_jbod.connection import NEED_DATA, ClientConnection, RequestReceived, ResponseReceived
 from kraft_jbod.controller import features as fv
 from kraft_jbod.controller import routes
+from kraft_jbod.controller import snapshot as snapshots
 from kraft_jbod.controller.apis.quorum import Observer, describe_quorum, describe_quorum_elsewhere
+from kraft_jbod.controller.image import MetadataImage
 from kraft_jbod.controller.log import RecordAndVersion, encode_data_batches
 from kraft_jbod.controller.raft import messages as core
 from kraft_jbod.controller.raft import wire
 from kraft_jbod.controller.raft.node import Timing
+from kraft_jbod.controller.raft.replica_log import LogError
+from kraft_jbod.controller.raft.retention import SnapshotFacts, retention_cut
+from kraft_jbod.controller.raft.snapshot_download import SnapshotDownload, SnapshotFetchError
 from kraft_jbod.controller.raft.voter import SERVED, RaftVoter
 from kraft_jbod.errors import DecodeError, KraftJbodError, StorageError
 from kraft_jbod.messages.api_keys import ApiKey
@@ -73,6 +79,7 @@ log = logging.getLogger(__name__)
 
 _FOLLOW_MS = 5  # how often the committed tail is looked at
 _REGISTER_MS = 200  # how often an unregistered controller tries ControllerRegistration again
+_FETCHING_DIR = "fetching-snapshot"  # where a leader's snapshot is downloaded, beside the log
 _RAFT_KEYS = (ApiKey.VOTE, ApiKey.BEGIN_QUORUM_EPOCH, ApiKey.END_QUORUM_EPOCH)
 #: Directory (under metadata.log.dir) of the voter's own files: its log and quorum-state.
 RAFT_DIR = "quorum"
@@ -107,6 +114,12 @@ class QuorumSeat:
         self.incarnation_id = uuid.uuid4()
         self.registrations_sent = 0
         self.committed_epoch = -1  # the leader epoch of the last batch applied
+        # Snapshots (Rule 7): the download under way, what was loaded, when retention last ran.
+        self._download: asyncio.Task[None] | None = None
+        self.snapshots_loaded: list[tuple[int, int]] = []
+        self.snapshot_load_ms: list[int] = []
+        self._applied_since_snapshot = False
+        self._retention_checked = 0.0
 
     # ------------------------------------------------------------------ lifecycle
 
@@ -131,6 +144,7 @@ class QuorumSeat:
             fsync=self.fsync,
         )
         self.voter.attach()
+        self._open_snapshots(server)
         if all(port > 0 for _, port in self.voters.values()):
             self.voter.connect(self.voters)
 
@@ -320,6 +334,7 @@ class QuorumSeat:
         while not self._closing:
             try:
                 self._step()
+                await self._maybe_snapshot()
             except Exception:
                 log.exception("controller %d: following the quorum failed; it serves nothing more", self.node_id)
                 # As a controller whose state rejects committed records: it stops serving.
@@ -336,8 +351,15 @@ class QuorumSeat:
         node, rlog = voter.node, voter.log
         if node is None or rlog is None:
             return
-        committed = min(node.high_watermark, rlog.end_offset)
         clog = server.log
+        if clog.end_offset < rlog.start_offset:
+            # The raft log starts past our committed copy: the snapshot at its start (ours,
+            # after a restart) holds what lies between (Rule 7).
+            self._install_local(rlog.start_offset)
+        wanted = node.snapshot_wanted
+        if wanted is not None and (self._download is None or self._download.done()):
+            self._download = asyncio.get_running_loop().create_task(self._load_snapshot(wanted, node.epoch))
+        committed = min(node.high_watermark, rlog.end_offset)
         applied_any = False
         while clog.end_offset < committed:
             entries = rlog.read(clog.end_offset, 64)
@@ -351,6 +373,8 @@ class QuorumSeat:
                     break
                 assert e.raw is not None
                 clog.append_raw(e.raw)
+                server.snapshots.policy.committed(len(e.raw))
+                self._applied_since_snapshot = True
                 self.committed_epoch = e.epoch
                 if not e.control:
                     self._apply(e, machine, server)
@@ -359,6 +383,183 @@ class QuorumSeat:
             server.fetches.notify()
             self._applied.set()
         self._role_change(node.is_leader, node.epoch, node.epoch_start if node.is_leader else -1, clog.end_offset)
+
+    # ------------------------------------------------------------------ snapshots (Rule 7)
+
+    def _open_snapshots(self, server: ControllerServer) -> None:
+        """Tell the raft log which snapshots this controller holds; the seat cleans by
+        Kafka's retention rather than the single controller's at-once deletion."""
+        server.snapshots.clean_at_once = False
+        for leftover in (server.config.metadata_partition_dir / _FETCHING_DIR).glob("*"):
+            leftover.unlink()  # a download a crash interrupted
+        rlog = None if self.voter is None else self.voter.log
+        if rlog is None:
+            return
+        for sid in snapshots.list_snapshots(server.config.metadata_partition_dir):
+            rlog.add_snapshot(sid.end_offset, sid.epoch)
+            if sid.end_offset == rlog.start_offset:
+                rlog.set_start_epoch(sid.epoch)
+
+    async def _maybe_snapshot(self) -> None:
+        """Every controller snapshots its committed state when the policy says so (the
+        follow loop waits meanwhile, so the image holds still), then applies retention."""
+        server, machine, voter = self._server, self._machine, self.voter
+        if server is None or machine is None or server.log is None or voter is None or voter.log is None:
+            return
+        if self._applied_since_snapshot:
+            self._applied_since_snapshot = False
+            clog = server.log
+            if not clog.batches:
+                return
+            # The snapshot's last contained timestamp is its last batch's (checked on restart).
+            ts = clog.batch_max_timestamp(clog.batches[-1])
+            sid = await server.snapshots.after_commit(clog, machine, ts, lambda: None, counted=True)
+            if sid is not None and voter.log is not None:
+                voter.log.add_snapshot(sid.end_offset, sid.epoch)
+                self._retention_checked = 0.0
+        if time.monotonic() - self._retention_checked >= 1.0:
+            self._retention_checked = time.monotonic()
+            self._apply_retention()
+
+    def _apply_retention(self) -> None:
+        """Kafka's rule: with two snapshots or more, while log plus snapshots exceed
+        ``metadata.max.retention.bytes`` (or the oldest snapshot is older than
+        ``metadata.max.retention.ms``), the log starts at the next snapshot; older snapshots
+        and the raft log and committed copy below the new start go."""
+        server, voter = self._server, self.voter
+        if server is None or server.log is None or voter is None or voter.log is None:
+            return
+        rlog, clog, directory = voter.log, server.log, server.config.metadata_partition_dir
+        facts = []
+        for end, epoch in rlog.snapshots:
+            path = directory / snapshots.SnapshotId(end, epoch).file_name
+            try:
+                facts.append(
+                    SnapshotFacts(
+                        (end, epoch), path.stat().st_size, snapshots.read_header(path).last_contained_log_timestamp
+                    )
+                )
+            except (OSError, KraftJbodError):
+                return  # a snapshot file gone or unreadable: clean nothing now
+        cut = retention_cut(
+            facts,
+            rlog.bytes_from,
+            retention_bytes=server.config.retention_bytes,
+            retention_ms=server.config.retention_ms,
+            now_ms=int(time.time() * 1000),
+            start_offset=rlog.start_offset,
+        )
+        if cut is None or cut[0] > min(clog.end_offset, rlog.end_offset):
+            return
+        try:
+            rlog.delete_before(cut[0])
+            for end, epoch in rlog.forget_snapshots_below(cut[0]):
+                (directory / snapshots.SnapshotId(end, epoch).file_name).unlink(missing_ok=True)
+            if cut[0] == clog.end_offset:
+                clog.roll()
+            clog.delete_segments_below(cut[0])
+        except (LogError, KraftJbodError, OSError) as exc:
+            log.error("controller %d: deleting the log below snapshot %s failed: %s", self.node_id, cut, exc)
+            return
+        log.info(
+            "controller %d: log start offset %d (raft log), %d (committed copy) after snapshot %s",
+            self.node_id,
+            rlog.start_offset,
+            clog.start_offset,
+            cut,
+        )
+
+    async def _load_snapshot(self, wanted: tuple[int, int], epoch: int) -> None:
+        """Fetch the leader's snapshot ``wanted`` with FetchSnapshot, check it, install it."""
+        voter, server = self.voter, self._server
+        node = None if voter is None else voter.node
+        if node is None or server is None or voter is None:
+            return
+        started = time.monotonic()
+        download = SnapshotDownload(wanted, replica_id=self.node_id, leader_epoch=epoch, cluster_id=server.cluster_id)
+        sid = snapshots.SnapshotId(*wanted)
+        directory = server.config.metadata_partition_dir
+        # Written under its final name in a side folder (the reader checks the name), moved
+        # into place only once whole and read back.
+        part = directory / _FETCHING_DIR / sid.file_name
+        try:
+            part.parent.mkdir(exist_ok=True)
+            with open(part, "wb") as out:
+                while not download.done:
+                    now = voter.node
+                    if now is None or now.snapshot_wanted != wanted or self._closing:
+                        return  # the epoch moved on: the next leader names its own
+                    address = self.voters[now.leader_id]
+                    answer = await asyncio.wait_for(_call(address, download.request(), 1), 5.0)
+                    if answer is None:
+                        raise SnapshotFetchError("the leader closed the connection")
+                    chunk = download.accept(answer)  # Rule 1 of snapshot_download: checked first
+                    out.write(chunk)
+                    now.snapshot_progress(_mono_ms())
+                out.flush()
+                if self.fsync:
+                    os.fsync(out.fileno())
+            contents = snapshots.read_snapshot(part)
+            if (contents.snapshot_id.end_offset, contents.snapshot_id.epoch) != wanted:
+                raise SnapshotFetchError(f"the snapshot holds id {contents.snapshot_id}, not {wanted}")
+            os.replace(part, directory / sid.file_name)
+            now = voter.node
+            if now is None or now.snapshot_wanted != wanted:
+                return
+            self._install(sid, contents)
+            self.snapshot_load_ms.append(int((time.monotonic() - started) * 1000))
+            log.info(
+                "controller %d: loaded the leader's snapshot %s (%d bytes) in %d ms",
+                self.node_id,
+                sid.file_name,
+                download.size,
+                self.snapshot_load_ms[-1],
+            )
+        except (SnapshotFetchError, KraftJbodError, OSError, TimeoutError) as exc:
+            log.warning("controller %d: fetching snapshot %s failed: %s", self.node_id, wanted, exc)
+            now = voter.node
+            if now is not None:
+                now.snapshot_abandoned(_mono_ms())
+        finally:
+            part.unlink(missing_ok=True)
+
+    def _install_local(self, start: int) -> None:
+        """Load our own snapshot at the raft log's start (a restart after a cut)."""
+        server, voter = self._server, self.voter
+        assert server is not None and voter is not None and voter.log is not None
+        match = [s for s in voter.log.snapshots if s[0] == start]
+        if not match:
+            raise StorageError(f"the raft log starts at {start} and no snapshot ends there")
+        sid = snapshots.SnapshotId(*match[-1])
+        self._install(sid, snapshots.read_snapshot(server.config.metadata_partition_dir / sid.file_name))
+
+    def _install(self, sid: snapshots.SnapshotId, contents: snapshots.SnapshotContents) -> None:
+        """The controller's state becomes the snapshot's, its committed copy starts at the
+        snapshot's end, and the raft node goes on from there (all in one step of the loop)."""
+        server, machine, voter = self._server, self._machine, self.voter
+        assert server is not None and machine is not None and server.log is not None and voter is not None
+        clog = server.log
+        if clog.end_offset < sid.end_offset:
+            fresh = MetadataImage(machine.image.profile)
+            snapshots.load_image(fresh, contents)
+            machine.image = fresh
+            ctx = getattr(machine, "ctx", None)
+            if ctx is not None:
+                ctx.image = fresh
+            clog.roll()
+            clog.delete_segments_below(clog.end_offset)
+            clog.start_at(sid.end_offset)
+            clog.leader_epoch = max(clog.leader_epoch, sid.epoch)
+            self.committed_epoch = sid.epoch
+        server.snapshots.latest = max(server.snapshots.latest or (0, 0), (sid.end_offset, sid.epoch))
+        node = voter.node
+        if node is not None:
+            node.snapshot_loaded(sid.end_offset, sid.epoch, _mono_ms())
+        elif voter.log is not None:
+            voter.log.add_snapshot(sid.end_offset, sid.epoch)
+        self.snapshots_loaded.append((sid.end_offset, sid.epoch))
+        server.fetches.notify()
+        self._applied.set()
 
     @staticmethod
     def _apply(entry: core.Entry, machine: StateMachine, server: ControllerServer) -> None:
@@ -433,6 +634,10 @@ class QuorumSeat:
             code = getattr(answer, "error_code", -1)
             if code not in (0, ErrorCode.NOT_CONTROLLER):
                 log.warning("controller %d: ControllerRegistration answered error %d", self.node_id, code)
+
+
+def _mono_ms() -> int:
+    return time.monotonic_ns() // 1_000_000
 
 
 async def _call(address: tuple[str, int], body: Any, version: int) -> Any:
