@@ -84,3 +84,48 @@ def test_real_broker_follows_the_next_active_controller(kafka_dist: KafkaDistrib
     assert re.search(rf"Recorded new KRaft controller, from now on will use node \S+ \(id: {leader} ", text), text[
         -3000:
     ]
+
+
+def test_real_broker_starts_from_the_quorum_leaders_snapshot(kafka_dist: KafkaDistribution, tmp_path: Path) -> None:
+    """The quorum snapshots often and cuts its logs (NoOpRecords alone fill them); a real
+    broker started afterwards fetches from offset 0, below the active controller's log start,
+    is answered with the snapshot id, loads the snapshot with FetchSnapshot and registers."""
+    from kraft_jbod.controller import snapshot as snapshots
+
+    root = tmp_path / "broker"
+    dirs = [root / "d1", root / "d2"]
+    meta = root / "meta"
+    props = {"metadata.log.max.record.bytes.between.snapshots": "200", "metadata.max.retention.bytes": "1"}
+
+    async def run() -> list[snapshots.SnapshotId]:
+        async with ControllerQuorum(
+            tmp_path / "quorum", voters=3, metadata_version=fv.MV_4_3_IV0, props=props
+        ) as quorum:
+            active = await quorum.wait_for_active(timeout=60)
+            assert active.log is not None
+            await _until("the active controller cut its committed copy", lambda: active.log.start_offset > 0, 60)
+            cut = active.log.start_offset
+            broker_props = configs.broker_properties(
+                node_id=BROKER_ID,
+                controller_voters=quorum.voters_property,
+                log_dirs=dirs,
+                metadata_dir=meta,
+                broker_count=1,
+            )
+            config = root / "server.properties"
+            configs.write_properties(config, broker_props)
+            format_storage(StorageLayout(BROKER_ID, tuple(dirs), meta), CLUSTER_ID)
+            broker = KafkaProcess("broker-1", kafka_dist, config, root / "server.log", heap_mb=384)
+            await asyncio.to_thread(broker.start)
+            try:
+                await _until("the broker registered and unfenced", lambda: _registration(active), 180)
+                loaded = snapshots.list_snapshots(meta / "__cluster_metadata-0")
+                assert loaded and max(loaded).end_offset >= cut, (loaded, cut)
+                return loaded
+            finally:
+                await asyncio.to_thread(broker.stop, 60)
+
+    loaded = asyncio.run(asyncio.wait_for(run(), 420))
+    text = (root / "server.log").read_text(errors="replace")
+    assert "Encountered fatal fault" not in text
+    print(f"\nthe real broker holds snapshots {[s.file_name for s in loaded]}")
