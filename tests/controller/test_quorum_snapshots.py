@@ -81,7 +81,17 @@ async def test_a_voter_down_while_the_leader_cut_its_log_catches_up_by_snapshot(
                 f"{_seat(back).snapshot_load_ms} ms, caught up in {caught_up_ms} ms"
             )
             assert back_log.start_offset >= _seat(back).snapshots_loaded[0][0] > victim_end
-            assert snapshots.comparable(back.state.image) == snapshots.comparable(active.state.image)
+            # The same state once both applied the same committed batches (brokers keep writing).
+            await _until(
+                "the victim's state is the leader's",
+                lambda: (
+                    back.log is not None
+                    and active.log is not None
+                    and back.log.end_offset == active.log.end_offset
+                    and snapshots.comparable(back.state.image) == snapshots.comparable(active.state.image)
+                ),
+                30,
+            )
             assert back.state.image.controllers.keys() == active.state.image.controllers.keys()
 
             # The caught-up voter leads (leadership moved to it) and manages the brokers.
