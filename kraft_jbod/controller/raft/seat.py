@@ -120,6 +120,8 @@ class QuorumSeat:
         self.snapshot_load_ms: list[int] = []
         self._applied_since_snapshot = False
         self._retention_checked = 0.0
+        # Wall clock minus the raft core's monotonic clock, for the times DescribeQuorum reports.
+        self._wall_offset_ms = int(time.time() * 1000) - _mono_ms()
 
     # ------------------------------------------------------------------ lifecycle
 
@@ -220,10 +222,11 @@ class QuorumSeat:
         node = None if voter is None else voter.node
         if node is None or not node.is_leader or server is None or machine is None:
             return None
-        mono, wall = time.monotonic_ns() // 1_000_000, int(time.time() * 1000)
+        wall = int(time.time() * 1000)
 
         def to_wall(t: int) -> int:
-            return -1 if t < 0 else wall - (mono - t)
+            # One fixed offset per seat: a time reported twice reads the same both times.
+            return -1 if t < 0 else t + self._wall_offset_ms
 
         followers = [
             Observer(v, p.end_offset, to_wall(p.last_fetch_ms), to_wall(p.last_caught_up_ms))
