@@ -35,6 +35,14 @@ Rule 6: DescribeQuorum (api 55), a raft API in Kafka, is answered by the seat: o
 controller with every voter's fetch state as its raft leader recorded it (log end offset,
 last fetch and last caught-up times, wall clock) and the brokers as observers; elsewhere
 NOT_LEADER_OR_FOLLOWER in the partition.
+Rule 7: every controller snapshots its committed state when the snapshot policy says so
+(the follow loop waits meanwhile, so the image holds still) and tells its raft log; the log
+below a snapshot goes only by Kafka's retention rule (``retention.py``), in the raft log and
+the committed copy alike. A follower the leader answers with a SnapshotId downloads that
+snapshot with FetchSnapshot (``snapshot_download.py`` checks every answer), reads it back
+whole, then in one step of the loop reloads the controller's image from it, starts its
+committed copy and raft log at its end, and fetches on. A restarted controller whose raft
+log starts past its committed copy loads its own snapshot there the same way.
 """
 
 from __future__ import annotations
@@ -161,6 +169,7 @@ class QuorumSeat:
         """Graceful: a leader resigns first (its voter's EndQuorumEpoch)."""
         self._closing = True
         self.active = False
+        self._stop_download()
         if self.voter is not None:
             await self.voter.close()
 
@@ -168,8 +177,13 @@ class QuorumSeat:
         """As ``kill -9``: the voter goes silent at once, nothing resigned."""
         self._closing = True
         self.active = False
+        self._stop_download()
         if self.voter is not None:
             await self.voter.kill()
+
+    def _stop_download(self) -> None:
+        if self._download is not None and not self._download.done():
+            self._download.cancel()
 
     @property
     def directory(self) -> Path:
