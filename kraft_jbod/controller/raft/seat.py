@@ -60,7 +60,7 @@ from typing import TYPE_CHECKING, Any
 from kraft_jbod import codec
 from kraft_jbod.connection import NEED_DATA, ClientConnection, RequestReceived, ResponseReceived
 from kraft_jbod.controller import features as fv
-from kraft_jbod.controller import routes
+from kraft_jbod.controller import replication, routes
 from kraft_jbod.controller import snapshot as snapshots
 from kraft_jbod.controller.apis.quorum import Observer, describe_quorum, describe_quorum_elsewhere
 from kraft_jbod.controller.image import MetadataImage
@@ -207,6 +207,16 @@ class QuorumSeat:
             else:
                 conn.respond(ev, answer)
             return True
+        if (
+            ev.api_key == ApiKey.FETCH_SNAPSHOT
+            and voter is not None
+            and voter.node is not None
+            and voter.node.is_leader
+        ):
+            # A raft API: the raft leader serves its snapshots before its controller is
+            # active (a voter it named a snapshot to may be what its first commit waits for).
+            conn.respond(ev, self._serve_snapshot(ev, voter.node.epoch))
+            return True
         if ev.api_key in (ApiKey.FETCH, ApiKey.FETCH_SNAPSHOT):
             if self._leads():
                 return False  # the controller's fetch service answers from the committed log
@@ -228,6 +238,18 @@ class QuorumSeat:
             self.not_controller(conn, ev)
             return True
         return False
+
+    def _serve_snapshot(self, ev: RequestReceived, epoch: int) -> Any:
+        server = self._server
+        assert server is not None
+        host, port = self.voters[self.node_id]
+        return replication.handle_fetch_snapshot(
+            ev.body,
+            ev.api_version,
+            cluster_id=server.cluster_id,
+            leader=replication.Leader(self.node_id, epoch, host, port),
+            directory=server.config.metadata_partition_dir,
+        )
 
     def _describe_quorum(self, ev: RequestReceived) -> Any:
         """Rule 6: the active controller describes every voter as its raft leader saw it
@@ -395,6 +417,10 @@ class QuorumSeat:
                 self.committed_epoch = e.epoch
                 if not e.control:
                     self._apply(e, machine, server)
+                else:
+                    # The image has seen the log up to here too: a snapshot taken now ends
+                    # after this control batch, in its epoch (Kafka's snapshot id).
+                    machine.image.last_applied_offset = e.next_offset - 1
                 applied_any = True
         if applied_any:
             server.fetches.notify()
