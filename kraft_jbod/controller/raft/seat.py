@@ -215,7 +215,13 @@ class QuorumSeat:
         ):
             # A raft API: the raft leader serves its snapshots before its controller is
             # active (a voter it named a snapshot to may be what its first commit waits for).
-            conn.respond(ev, self._serve_snapshot(ev, voter.node.epoch))
+            try:
+                answer = self._serve_snapshot(ev, voter.node.epoch)
+            except OSError as exc:  # a snapshot file unreadable: this fetcher retries elsewhere
+                log.warning("controller %d: serving FetchSnapshot failed: %s", self.node_id, exc)
+                conn.close()
+                return True
+            conn.respond(ev, answer)
             return True
         if ev.api_key in (ApiKey.FETCH, ApiKey.FETCH_SNAPSHOT):
             if self._leads():
