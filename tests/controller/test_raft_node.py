@@ -243,6 +243,8 @@ def test_an_empty_fetcher_gets_the_snapshot_and_an_old_epoch_too() -> None:
         return resp
 
     assert answer(0, 0).snapshot_id == (3, 3)  # Kafka: an empty log loads the snapshot
+    leader.snapshot_served(1, 5)  # its FetchSnapshot counts for check-quorum
+    assert leader._last_fetch[1] == 5
     assert answer(2, 1).snapshot_id == (3, 3)  # a last epoch older than the oldest snapshot's
     assert answer(4, 3).snapshot_id is None and answer(4, 3).entries
     nonsense = node(1)

@@ -478,6 +478,12 @@ class RaftNode:
             return latest
         return None
 
+    def snapshot_served(self, replica_id: int, now_ms: int) -> None:
+        """A voter fetched a slice of our snapshot: it follows us (check-quorum counts it,
+        as Kafka's leader does), though its log end is unchanged."""
+        if self.role is Role.LEADER and replica_id in self.voters and replica_id != self.node_id:
+            self._last_fetch[replica_id] = now_ms
+
     @property
     def leader_high_watermark(self) -> int:
         """The high watermark a leader reports (fetches, DescribeQuorum): -1 until established."""

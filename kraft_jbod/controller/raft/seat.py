@@ -215,6 +215,7 @@ class QuorumSeat:
         ):
             # A raft API: the raft leader serves its snapshots before its controller is
             # active (a voter it named a snapshot to may be what its first commit waits for).
+            voter.node.snapshot_served(getattr(ev.body, "replica_id", -1), _mono_ms())
             try:
                 answer = self._serve_snapshot(ev, voter.node.epoch)
             except OSError as exc:  # a snapshot file unreadable: this fetcher retries elsewhere
