@@ -337,6 +337,8 @@ class Draft:
         directory changes) is written out here rather than through ``view`` and ``_note``."""
         parts, elrs = self.parts, self.elrs
         got, got_elr = parts.get(p), elrs.get(p)
+        if got is None and got_elr is None and not offline and self._assign_untouched(p, broker_id, directory):
+            return
         isr, leader, dirs = (p.isr, p.leader, p.dirs) if got is None else got
         elr, lke = (p.elr, p.last_known_elr) if got_elr is None else got_elr
         elr_on = self.elr_enabled()
@@ -392,6 +394,42 @@ class Draft:
                 elr2 if second.eligible_leader_replicas is None else tuple(second.eligible_leader_replicas),
                 lke2 if second.last_known_elr is None else tuple(second.last_known_elr),
             )
+
+    def _assign_untouched(self, p: Partition, broker_id: int, directory: uuid.UUID) -> bool:
+        """``assign_dir``'s most common case in one piece: a partition this draft has not
+        touched, an online directory, and the change builder would change nothing but
+        Directories (``_only_directories_change``'s conditions, read straight off the
+        partition). True when done (the record written, or none needed), False to take the
+        general path."""
+        leader, isr, elr = p.leader, p.isr, p.elr
+        if elr or p.adding or p.removing or leader < 0 or leader not in isr or not self._jbod:
+            return False
+        replicas, dirs = p.replicas, p.dirs
+        if leader not in replicas:
+            return False
+        leader_dir = dirs[replicas.index(leader)]
+        memo = self._leader_ok.get(leader)
+        ok = None if memo is None else memo.get(leader_dir)
+        if ok is None:
+            ok = self.acceptable_leader(leader, leader_dir)
+        if not ok:
+            return False
+        elr_on = self._elr_on
+        if elr_on is None:
+            elr_on = self.elr_enabled()
+        if elr_on and len(isr) < self.min_isr(p):
+            return False  # the ELR may change: the general path decides
+        at = replicas.index(broker_id)
+        had = dirs[at]
+        # Directories are canonical objects (one per id), so "is" is the usual equality.
+        if had is directory or had == directory:
+            return True
+        new_dirs = (*dirs[:at], directory, *dirs[at + 1 :])
+        rec = PartitionChangeRecord(partition_id=p.partition_id, topic_id=p.topic_id, directories=list(new_dirs))
+        self.records.append((rec, self._change_version))
+        self.parts[p] = (isr, leader, new_dirs)
+        self.elrs[p] = (elr, p.last_known_elr)
+        return True
 
     def _partitions_in_dir(self, directory: uuid.UUID) -> set[Partition]:
         """Every partition with a replica in ``directory``, any broker's (Kafka's

@@ -105,18 +105,22 @@ def _odd_states(c: Cluster, level: int) -> None:
 def _assign_both_ways(
     c: Cluster, monkeypatch: pytest.MonkeyPatch, req: AssignReplicasToDirsRequest, taken: list[bool]
 ) -> None:
-    """The request handled with the short path where it applies (``taken`` gets each
-    decision) and with the builder always; same answer, same records."""
+    """The request handled with the short paths where they apply (``taken`` gets each
+    decision of both: ``_assign_untouched`` first, ``_only_directories_change`` when it
+    declines) and with the builder always; same answer, same records."""
     only = Draft._only_directories_change
+    untouched = Draft._assign_untouched
 
     def handle() -> Outcome:
         return c.state.handle(73, 0, req, now_ms=c.now, next_offset=c.end_offset)
 
     with monkeypatch.context() as m:
         m.setattr(Draft, "_only_directories_change", lambda *a: taken.append(only(*a)) or taken[-1])
+        m.setattr(Draft, "_assign_untouched", lambda *a: taken.append(untouched(*a)) or taken[-1])
         short = handle()
     with monkeypatch.context() as m:
         m.setattr(Draft, "_only_directories_change", lambda *a, **k: False)
+        m.setattr(Draft, "_assign_untouched", lambda *a, **k: False)
         built = handle()
     assert short.response == built.response
     assert short.records == built.records, (req, short.records, built.records)
