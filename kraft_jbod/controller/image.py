@@ -362,6 +362,13 @@ class MetadataImage:
         # that unfencing any broker runs covers all of them.
         self.leaderless: set[Partition] = set()
         self.canon: dict[uuid.UUID, uuid.UUID] = {}
+        # id() of every object in ``canon`` (they live as long as the image): whether a
+        # directory in a record is already the canonical object costs an int hash, where
+        # looking it up hashes a ``uuid.UUID`` in Python code.
+        self.canon_ids: set[int] = set()
+        # The topic the last PartitionChangeRecord named (records come topic by topic and
+        # hold the topic's own id object): found again by identity, without hashing.
+        self.last_topic: TopicInfo | None = None
         self.partition_total = 0
         self.last_applied_offset = -1
 
@@ -395,7 +402,10 @@ class MetadataImage:
 
     def canonical(self, u: uuid.UUID) -> uuid.UUID:
         """One shared UUID object per directory id, so partitions hold references only."""
-        return self.canon.setdefault(u, u)
+        got = self.canon.setdefault(u, u)
+        if got is u:
+            self.canon_ids.add(id(u))
+        return got
 
     def durable_state(self) -> dict[str, Any]:
         """Everything the log determines, in comparable form (replay must reproduce it)."""
@@ -489,10 +499,12 @@ class MetadataImage:
         only the replicas whose directory changes: an AssignReplicasToDirs moves one of
         three, and hashing a ``uuid.UUID`` runs Python code."""
         index = self.index
-        for b, old, new in zip(p.replicas, p.dirs, dirs, strict=True):
-            if old is new or old == new:
+        replicas, before = p.replicas, p.dirs
+        for i in range(len(replicas)):
+            old, new = before[i], dirs[i]
+            if old is new or old.int == new.int:
                 continue
-            per = index[b]
+            per = index[replicas[i]]
             bucket = per[old]
             bucket.discard(p)
             if not bucket:
@@ -545,12 +557,13 @@ class MetadataImage:
         if len(directories) != n or not directories:
             return self.record_dirs(offset, (0,) * n, directories)
         out = None
+        canon_ids = self.canon_ids
         for i in range(n):
             d = directories[i]
             if d is not dirs[i]:
                 if out is None:
                     out = list(dirs)
-                out[i] = self.canonical(d)
+                out[i] = d if id(d) in canon_ids else self.canonical(d)
         return dirs if out is None else tuple(out)
 
 
@@ -673,7 +686,9 @@ def apply_partition(img: MetadataImage, offset: int, rec: PartitionRecord, versi
 
 
 def apply_partition_change(img: MetadataImage, offset: int, rec: PartitionChangeRecord, version: int) -> None:
-    topic = img.topics.get(rec.topic_id)
+    topic = img.last_topic
+    if topic is None or topic.topic_id is not rec.topic_id:
+        topic = img.last_topic = img.topics.get(rec.topic_id)
     p = None if topic is None else topic.partitions.get(rec.partition_id)
     if p is None:
         raise StorageError(
@@ -741,6 +756,7 @@ def apply_remove_topic(img: MetadataImage, offset: int, rec: RemoveTopicRecord, 
     topic = img.topics.pop(rec.topic_id, None)
     if topic is None:
         raise StorageError(f"RemoveTopicRecord at offset {offset} for unknown topic {rec.topic_id}")
+    img.last_topic = None
     del img.topic_names[topic.name]
     img.configs.drop_topic(topic.name)  # as Kafka's controller (deleteTopicConfigs)
     for p in topic.partitions.values():
