@@ -227,6 +227,50 @@ class Draft:
         )
         self._note(p, rec, isr, leader, dirs, elr, lke)
 
+    def _leave_untouched(self, p: Partition, broker_id: int) -> bool:
+        """``leave_offline_dir``'s two most common cases with ELR on, in one piece, for a
+        partition this draft has not touched: a follower leaving an ISR that stays at min
+        ISR (``_only_isr_shrinks``) and the leader leaving with a clean successor
+        (``_clean_successor``), both without ELR or reassignment. Runs once per replica of
+        a failed directory (tens of thousands). True when the record is written, False to
+        take the general path."""
+        isr = p.isr
+        if broker_id not in isr or p.elr or p.adding or p.removing:
+            return False
+        leader = p.leader
+        target_isr = [b for b in isr if b != broker_id]
+        replicas, dirs = p.replicas, p.dirs
+        if leader != broker_id:
+            if leader not in target_isr or leader not in replicas or not self._keeps_epoch:
+                return False
+            if len(target_isr) < self.min_isr(p):
+                return False
+            leader_dir = dirs[replicas.index(leader)]
+            memo = self._leader_ok.get(leader)
+            ok = None if memo is None else memo.get(leader_dir)
+            if ok is None:
+                ok = self.acceptable_leader(leader, leader_dir)
+            if not ok:
+                return False
+            shrink = PartitionChangeRecord(partition_id=p.partition_id, topic_id=p.topic_id, isr=target_isr)
+            self.records.append((shrink, self._change_version))
+            self.parts[p] = (tuple(target_isr), leader, dirs)
+            self.elrs[p] = ((), p.last_known_elr)
+            return True
+        successor = self._clean_successor(p, broker_id, target_isr, dirs)
+        if successor == NO_LEADER:
+            return False
+        lke = p.last_known_elr
+        handover = PartitionChangeRecord(
+            partition_id=p.partition_id, topic_id=p.topic_id, isr=target_isr, leader=successor
+        )
+        if lke:
+            handover.last_known_elr = []
+        self.records.append((handover, self._change_version))
+        self.parts[p] = (tuple(target_isr), successor, dirs)
+        self.elrs[p] = ((), ())
+        return True
+
     def _clean_successor(self, p: Partition, broker_id: int, target_isr: list[int], dirs: tuple[uuid.UUID, ...]) -> int:
         """The leader the ELR change builder elects when leader ``broker_id`` leaves and the
         target ISR stays at min ISR (so no ELR): the first replica, in replica order, in the
@@ -592,15 +636,24 @@ class Draft:
         gone = frozenset(newly_offline)
         self.set_online(reg.broker_id, online - gone)
         made: dict[Partition, list[RecordAndVersion]] = {}
+        # One directory (the usual report) cannot meet a partition twice: nothing to remember.
+        again_possible = len(newly_offline) > 1
+        fast = self.elr_enabled()
+        broker_id = reg.broker_id
+        parts, elrs = self.parts, self.elrs
         for directory in newly_offline:
             for p in sorted_partitions(self._partitions_in_dir(directory)):
-                again = made.get(p)
-                if again is not None:
-                    self.records.extend(again)
-                    continue
-                n = len(self.records)
-                self.leave_offline_dir(p, reg.broker_id)
-                made[p] = self.records[n:]
+                n = 0
+                if again_possible:
+                    again = made.get(p)
+                    if again is not None:
+                        self.records.extend(again)
+                        continue
+                    n = len(self.records)
+                if not (fast and p not in parts and p not in elrs and self._leave_untouched(p, broker_id)):
+                    self.leave_offline_dir(p, broker_id)
+                if again_possible:
+                    made[p] = self.records[n:]
         remaining = [x for x in reg.online_dirs if x not in gone]
         self.records.append(
             (BrokerRegistrationChangeRecord(broker_id=reg.broker_id, broker_epoch=reg.epoch, log_dirs=remaining), 2)

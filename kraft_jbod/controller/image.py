@@ -24,6 +24,7 @@ row to ``APPLIERS``.
 
 from __future__ import annotations
 
+import operator
 import uuid
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
@@ -331,9 +332,12 @@ def kafka_table_first(keys: Iterable[int], slots: int) -> int:
     return first
 
 
+_PARTITION_ORDER = operator.attrgetter("topic_id.int", "partition_id")  # (topic id as an int, partition)
+
+
 def sorted_partitions(parts: Iterable[Partition]) -> list[Partition]:
     """Deterministic record order: set iteration order is not stable across runs."""
-    return sorted(parts, key=lambda p: (p.topic_id.int, p.partition_id))
+    return sorted(parts, key=_PARTITION_ORDER)
 
 
 class MetadataImage:

@@ -186,3 +186,36 @@ def test_the_isr_shrink_short_paths_write_what_the_builder_writes(level: int, mo
     assert True in taken and False in taken
     # the leader's short path was taken, and also declined (no clean successor)
     assert any(s >= 0 for s in successors) and NO_LEADER in successors, successors
+
+
+@pytest.mark.parametrize("level", [fv.MV_3_7_IV2, fv.MV_4_0_IV1, fv.DEFAULT_LEVEL])
+def test_a_failed_directory_short_path_writes_what_the_builder_writes(
+    level: int, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """``Draft.dirs_offline``'s short step for untouched partitions (``_leave_untouched``)
+    against the builder, for every directory of every registered broker of the shaped
+    cluster (ELR on where the level has it), one directory at a time and two at once:
+    same records, same draft views."""
+    c = _shaped_cluster(level)
+    if level >= fv.MV_4_0_IV1:
+        c.commit([(FeatureLevelRecord(name=fv.ELR_VERSION, feature_level=1), 0)])
+    untouched = Draft._leave_untouched
+    taken: list[bool] = []
+    for b, reg in sorted(c.state.brokers.items()):
+        for dirs in [[d] for d in reg.online_dirs] + [list(reg.online_dirs)]:
+            with monkeypatch.context() as m:
+                m.setattr(Draft, "_leave_untouched", lambda *a: taken.append(untouched(*a)) or taken[-1])
+                short = Draft(c.state.ctx)
+                short.dirs_offline(reg, dirs)
+            with monkeypatch.context() as m:
+                m.setattr(Draft, "_leave_untouched", lambda *a: False)
+                m.setattr(Draft, "_only_isr_shrinks", lambda *a: False)
+                m.setattr(Draft, "_clean_successor", lambda *a: NO_LEADER)
+                built = Draft(c.state.ctx)
+                built.dirs_offline(reg, dirs)
+            assert short.records == built.records, (b, dirs)
+            assert short.parts == built.parts and short.elrs == built.elrs
+    if level >= fv.MV_4_0_IV1:  # with ELR on the short step was taken, and also declined
+        assert True in taken and False in taken
+    else:
+        assert not taken  # ELR off: never asked
