@@ -715,7 +715,9 @@ def apply_partition_change(img: MetadataImage, offset: int, rec: PartitionChange
         img.index_remove(p)
         p.replicas, p.dirs = new_replicas, new_dirs
         img.index_add(p)
-    elif new_dirs is not p.dirs and new_dirs != p.dirs:
+    elif new_dirs is not p.dirs:
+        # (Not compared by value: index_move_dirs passes over equal entries, and comparing
+        # the moved one would run uuid.UUID.__eq__.)
         img.index_move_dirs(p, new_dirs)
     if rec.isr is not None:
         p.isr = tuple(rec.isr)
