@@ -14,6 +14,7 @@ the new view of what it touched; the image itself is never written here.
 from __future__ import annotations
 
 import uuid
+from collections.abc import Sequence
 
 from kraft_jbod.controller import features as fv
 from kraft_jbod.controller import partition_change as pc
@@ -438,6 +439,61 @@ class Draft:
                 elr2 if second.eligible_leader_replicas is None else tuple(second.eligible_leader_replicas),
                 lke2 if second.last_known_elr is None else tuple(second.last_known_elr),
             )
+
+    def assign_dirs(self, parts: Sequence[Partition], broker_id: int, directory: uuid.UUID, offline: bool) -> None:
+        """``assign_dir`` of ``broker_id``'s replica of each of ``parts`` (partitions of one
+        topic, in request order) to ``directory``. The request's thousands of replicas come
+        topic by topic, so what ``_assign_untouched`` asks per replica (the feature, the
+        topic's min ISR, whether a leader may lead from its directory) is read once here,
+        and the common case is written out in the loop."""
+        if offline or not self._jbod or not parts:
+            for p in parts:
+                self.assign_dir(p, broker_id, directory, offline)
+            return
+        drafted, elrs, records = self.parts, self.elrs, self.records
+        version = self._change_version
+        elr_on = self.elr_enabled()
+        min_isr = self.min_isr(parts[0]) if elr_on else 0
+        # Keyed by the directory object's id, not the UUID (hashing one runs Python code):
+        # the partitions hold their directory objects for the whole call.
+        leader_ok: dict[tuple[int, int], bool] = {}
+        for p in parts:
+            leader, isr = p.leader, p.isr
+            if (
+                p in drafted
+                or p in elrs
+                or p.elr
+                or p.adding
+                or p.removing
+                or leader < 0
+                or leader not in isr
+                or len(isr) < min_isr
+                or p.topic_id is not parts[0].topic_id
+            ):
+                self.assign_dir(p, broker_id, directory, offline)
+                continue
+            replicas, dirs = p.replicas, p.dirs
+            if leader not in replicas:
+                self.assign_dir(p, broker_id, directory, offline)
+                continue
+            leader_dir = dirs[replicas.index(leader)]
+            key = (leader, id(leader_dir))
+            ok = leader_ok.get(key)
+            if ok is None:
+                ok = leader_ok[key] = self.acceptable_leader(leader, leader_dir)
+            if not ok:
+                self.assign_dir(p, broker_id, directory, offline)
+                continue
+            at = replicas.index(broker_id)
+            had = dirs[at]
+            # Directories are canonical objects (one per id), so "is" is the usual equality.
+            if had is directory or had == directory:
+                continue
+            new_dirs = (*dirs[:at], directory, *dirs[at + 1 :])
+            rec = PartitionChangeRecord(partition_id=p.partition_id, topic_id=p.topic_id, directories=list(new_dirs))
+            records.append((rec, version))
+            drafted[p] = (isr, leader, new_dirs)
+            elrs[p] = (p.elr, p.last_known_elr)
 
     def _assign_untouched(self, p: Partition, broker_id: int, directory: uuid.UUID) -> bool:
         """``assign_dir``'s most common case in one piece: a partition this draft has not

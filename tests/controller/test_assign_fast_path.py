@@ -15,7 +15,7 @@ import pytest
 
 from kraft_jbod.controller import features as fv
 from kraft_jbod.controller.draft import Draft
-from kraft_jbod.controller.image import NO_LEADER
+from kraft_jbod.controller.image import NO_LEADER, Partition
 from kraft_jbod.controller.seams import Outcome
 from kraft_jbod.messages.assign_replicas_to_dirs_request import (
     AssignReplicasToDirsRequest,
@@ -106,19 +106,31 @@ def _assign_both_ways(
     c: Cluster, monkeypatch: pytest.MonkeyPatch, req: AssignReplicasToDirsRequest, taken: list[bool]
 ) -> None:
     """The request handled with the short paths where they apply (``taken`` gets each
-    decision of both: ``_assign_untouched`` first, ``_only_directories_change`` when it
-    declines) and with the builder always; same answer, same records."""
+    decision: True when ``Draft.assign_dirs`` wrote a replica's record itself, then those
+    of ``_assign_untouched`` and ``_only_directories_change`` for the replicas it handed
+    to ``assign_dir``) and with the builder always; same answer, same records."""
     only = Draft._only_directories_change
     untouched = Draft._assign_untouched
+    one_by_one = Draft.assign_dir
+    handed: list[object] = []
 
     def handle() -> Outcome:
         return c.state.handle(73, 0, req, now_ms=c.now, next_offset=c.end_offset)
 
+    def each(self: Draft, parts: list[Partition], broker_id: int, directory: uuid.UUID, offline: bool) -> None:
+        for p in parts:
+            self.assign_dir(p, broker_id, directory, offline)
+
     with monkeypatch.context() as m:
         m.setattr(Draft, "_only_directories_change", lambda *a: taken.append(only(*a)) or taken[-1])
         m.setattr(Draft, "_assign_untouched", lambda *a: taken.append(untouched(*a)) or taken[-1])
+        m.setattr(Draft, "assign_dir", lambda self, p, *a: handed.append(p) or one_by_one(self, p, *a))
         short = handle()
+    named = sum(len(t.partitions) for d in req.directories for t in d.topics)
+    if len(handed) < named:
+        taken.append(True)
     with monkeypatch.context() as m:
+        m.setattr(Draft, "assign_dirs", each)
         m.setattr(Draft, "_only_directories_change", lambda *a, **k: False)
         m.setattr(Draft, "_assign_untouched", lambda *a, **k: False)
         built = handle()
@@ -219,3 +231,38 @@ def test_a_failed_directory_short_path_writes_what_the_builder_writes(
         assert True in taken and False in taken
     else:
         assert not taken  # ELR off: never asked
+
+
+@pytest.mark.parametrize("level", [fv.MV_3_7_IV2, fv.MV_4_0_IV1, fv.DEFAULT_LEVEL])
+def test_a_whole_topic_in_one_request_writes_what_the_builder_writes(
+    level: int, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """``Draft.assign_dirs`` over many partitions of a topic at once (in a mixed order, one
+    named twice, one the broker holds no replica of, one that does not exist, and two
+    topics in one directory entry) against the builder, for every broker and directory."""
+    c = _shaped_cluster(level)
+    tid, uid = c.state.topic_id_of("t"), c.state.topic_id_of("u")
+    assert tid is not None and uid is not None
+    taken: list[bool] = []
+    for b in sorted(c.state.brokers):
+        for target in (dir_id(b, 0), dir_id(b, 1), LOST):
+            for t in (tid, uid):
+                held = sorted(p.partition_id for p in c.state.topics[t].partitions.values() if b in p.replicas)
+                other = next(p.partition_id for p in c.state.topics[t].partitions.values() if b not in p.replicas)
+                mixed = held[1::2] + held[::2] + held[:1] + [other, 999]
+                other_topic = uid if t == tid else tid
+                req = AssignReplicasToDirsRequest(
+                    broker_id=b,
+                    broker_epoch=c.epoch(b),
+                    directories=[
+                        DirectoryData(
+                            id=target,
+                            topics=[
+                                TopicData(topic_id=t, partitions=[PartitionData(i) for i in mixed]),
+                                TopicData(topic_id=other_topic, partitions=[PartitionData(0), PartitionData(1)]),
+                            ],
+                        )
+                    ],
+                )
+                _assign_both_ways(c, monkeypatch, req, taken)
+    assert True in taken and False in taken

@@ -26,6 +26,7 @@ from typing import Any
 from kraft_jbod.controller import features as fv
 from kraft_jbod.controller.context import Call, ControllerContext, Outcome, Sliced
 from kraft_jbod.controller.draft import Draft
+from kraft_jbod.controller.image import Partition
 from kraft_jbod.messages.assign_replicas_to_dirs_request import AssignReplicasToDirsRequest
 from kraft_jbod.messages.assign_replicas_to_dirs_request import DirectoryData as AssignDir
 from kraft_jbod.messages.assign_replicas_to_dirs_response import (
@@ -53,7 +54,6 @@ def handle_assign(ctx: ControllerContext, call: Call, req: AssignReplicasToDirsR
         return Outcome(AssignReplicasToDirsResponse(error_code=ErrorCode.STALE_BROKER_EPOCH), [])
     b = reg.broker_id
     d = Draft(ctx)
-    assign = d.assign_dir
     ok, unknown_partition, not_a_replica = (
         ErrorCode.NONE,
         ErrorCode.UNKNOWN_TOPIC_OR_PARTITION,
@@ -73,6 +73,7 @@ def handle_assign(ctx: ControllerContext, call: Call, req: AssignReplicasToDirsR
             else:
                 # Thousands of partitions per request: the loop reads locals only.
                 known = topic.partitions
+                held: list[Partition] = []
                 for pd in td.partitions:
                     index = pd.partition_index
                     p = known.get(index)
@@ -81,8 +82,9 @@ def handle_assign(ctx: ControllerContext, call: Call, req: AssignReplicasToDirsR
                     elif b not in p.replicas:
                         parts_out.append(AssignPartResult(index, not_a_replica))
                     else:
-                        assign(p, b, directory, offline)
+                        held.append(p)
                         parts_out.append(AssignPartResult(index, ok))
+                d.assign_dirs(held, b, directory, offline)
             topics_out.append(AssignTopicResult(topic_id=td.topic_id, partitions=parts_out))
         results.append(AssignDirResult(id=dd.id, topics=topics_out))
     return Outcome(AssignReplicasToDirsResponse(error_code=ErrorCode.NONE, directories=results), d.records)
