@@ -228,6 +228,87 @@ class Draft:
         )
         self._note(p, rec, isr, leader, dirs, elr, lke)
 
+    def _leave_dir(self, parts: list[Partition], broker_id: int) -> None:
+        """``leave_offline_dir`` for each of ``parts`` (ELR on, each partition met once): the
+        two common cases of ``_leave_untouched`` (a follower leaving an ISR that stays at
+        min ISR, the leader staying; the leader leaving with a clean successor) written out
+        in the loop, with whether a broker may lead from a directory asked once per call;
+        the other partitions take ``_leave_untouched`` or the general path."""
+        drafted, elrs, records = self.parts, self.elrs, self.records
+        version = self._change_version
+        keeps_epoch = self._keeps_epoch
+        min_isr = self.min_isr
+        # Keyed by the directory object's id, not the UUID (hashing one runs Python code):
+        # the partitions hold their directory objects for the whole call.
+        leader_ok: dict[tuple[int, int], bool] = {}
+        for p in parts:
+            if p in drafted or p in elrs:
+                self.leave_offline_dir(p, broker_id)
+                continue
+            isr, leader, replicas = p.isr, p.leader, p.replicas
+            if (
+                keeps_epoch
+                and broker_id in isr
+                and leader != broker_id
+                and leader in isr
+                and leader in replicas
+                and not p.elr
+                and not p.adding
+                and not p.removing
+                and len(isr) - 1 >= min_isr(p)
+            ):
+                dirs = p.dirs
+                leader_dir = dirs[replicas.index(leader)]
+                key = (leader, id(leader_dir))
+                ok = leader_ok.get(key)
+                if ok is None:
+                    ok = leader_ok[key] = self.acceptable_leader(leader, leader_dir)
+                target_isr = list(isr)
+                target_isr.remove(broker_id)
+                if ok and broker_id not in target_isr:  # (a log may repeat a broker in an ISR)
+                    shrink = PartitionChangeRecord(partition_id=p.partition_id, topic_id=p.topic_id, isr=target_isr)
+                    records.append((shrink, version))
+                    drafted[p] = (tuple(target_isr), leader, dirs)
+                    elrs[p] = ((), p.last_known_elr)
+                    continue
+            elif (
+                leader == broker_id
+                and broker_id in isr
+                and not p.elr
+                and not p.adding
+                and not p.removing
+                and len(isr) - 1 >= min_isr(p)
+            ):
+                # The leader leaves: the first replica of the target ISR that may lead
+                # (``_clean_successor``), if any.
+                dirs = p.dirs
+                target_isr = list(isr)
+                target_isr.remove(broker_id)
+                successor = NO_LEADER
+                if target_isr and broker_id not in target_isr:
+                    for b, directory in zip(replicas, dirs, strict=True):
+                        if b == broker_id or b not in target_isr:
+                            continue
+                        key = (b, id(directory))
+                        ok = leader_ok.get(key)
+                        if ok is None:
+                            ok = leader_ok[key] = self.acceptable_leader(b, directory)
+                        if ok:
+                            successor = b
+                            break
+                if successor != NO_LEADER:
+                    handover = PartitionChangeRecord(
+                        partition_id=p.partition_id, topic_id=p.topic_id, isr=target_isr, leader=successor
+                    )
+                    if p.last_known_elr:
+                        handover.last_known_elr = []
+                    records.append((handover, version))
+                    drafted[p] = (tuple(target_isr), successor, dirs)
+                    elrs[p] = ((), ())
+                    continue
+            if not self._leave_untouched(p, broker_id):
+                self.leave_offline_dir(p, broker_id)
+
     def _leave_untouched(self, p: Partition, broker_id: int) -> bool:
         """``leave_offline_dir``'s two most common cases with ELR on, in one piece, for a
         partition this draft has not touched: a follower leaving an ISR that stays at min
@@ -692,24 +773,23 @@ class Draft:
         gone = frozenset(newly_offline)
         self.set_online(reg.broker_id, online - gone)
         made: dict[Partition, list[RecordAndVersion]] = {}
-        # One directory (the usual report) cannot meet a partition twice: nothing to remember.
-        again_possible = len(newly_offline) > 1
         fast = self.elr_enabled()
         broker_id = reg.broker_id
         parts, elrs = self.parts, self.elrs
+        if len(newly_offline) == 1 and fast:
+            # One directory (the usual report) cannot meet a partition twice: nothing to remember.
+            self._leave_dir(sorted_partitions(self._partitions_in_dir(newly_offline[0])), broker_id)
+            newly_offline = []
         for directory in newly_offline:
             for p in sorted_partitions(self._partitions_in_dir(directory)):
-                n = 0
-                if again_possible:
-                    again = made.get(p)
-                    if again is not None:
-                        self.records.extend(again)
-                        continue
-                    n = len(self.records)
+                again = made.get(p)
+                if again is not None:
+                    self.records.extend(again)
+                    continue
+                n = len(self.records)
                 if not (fast and p not in parts and p not in elrs and self._leave_untouched(p, broker_id)):
                     self.leave_offline_dir(p, broker_id)
-                if again_possible:
-                    made[p] = self.records[n:]
+                made[p] = self.records[n:]
         remaining = [x for x in reg.online_dirs if x not in gone]
         self.records.append(
             (BrokerRegistrationChangeRecord(broker_id=reg.broker_id, broker_epoch=reg.epoch, log_dirs=remaining), 2)

@@ -204,13 +204,47 @@ def test_the_isr_shrink_short_paths_write_what_the_builder_writes(level: int, mo
 def test_a_failed_directory_short_path_writes_what_the_builder_writes(
     level: int, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """``Draft.dirs_offline``'s short step for untouched partitions (``_leave_untouched``)
-    against the builder, for every directory of every registered broker of the shaped
+    """``Draft.dirs_offline``'s short steps for untouched partitions (``_leave_dir``'s loop
+    and ``_leave_untouched``) against the builder, for every directory of every registered broker of the shaped
     cluster (ELR on where the level has it), one directory at a time and two at once:
     same records, same draft views."""
     c = _shaped_cluster(level)
     if level >= fv.MV_4_0_IV1:
         c.commit([(FeatureLevelRecord(name=fv.ELR_VERSION, feature_level=1), 0)])
+    taken = _fail_each_directory_both_ways(c, monkeypatch)
+    if level >= fv.MV_4_0_IV1:  # with ELR on the short step was taken, and also declined
+        assert True in taken and False in taken
+    else:
+        assert not taken  # ELR off: never asked
+
+
+@pytest.mark.parametrize("level", [fv.MV_4_0_IV1, fv.DEFAULT_LEVEL])
+def test_a_failed_leader_hands_over_within_the_isr(level: int, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Every partition led by its first replica, the second out of the ISR though it may
+    lead: a leader whose directory fails hands over to the third (the ISR's), both ways."""
+    c = Cluster(level=level)
+    for b in range(1, 4):
+        c.start_broker(b, [dir_id(b, 0), dir_id(b, 1)])
+    assert c.create_topic("v", 6, 3).response.topics[0].error_code == 0  # type: ignore[attr-defined]
+    vid = c.state.topic_id_of("v")
+    assert vid is not None
+    for b in range(1, 4):
+        held = [(vid, p.partition_id) for p in c.state.topics[vid].partitions.values() if b in p.replicas]
+        c.assign(b, dir_id(b, 0), held[: len(held) // 2])
+        c.assign(b, dir_id(b, 1), held[len(held) // 2 :])
+    ver = fv.partition_change_record_version(level)
+    for p in c.state.topics[vid].partitions.values():
+        first, _, third = p.replicas
+        c.commit([(PartitionChangeRecord(p.partition_id, vid, isr=[first, third], leader=first), ver)])
+    c.commit([(FeatureLevelRecord(name=fv.ELR_VERSION, feature_level=1), 0)])
+    assert all(p.leader == p.replicas[0] for p in c.state.topics[vid].partitions.values())
+    _fail_each_directory_both_ways(c, monkeypatch)
+
+
+def _fail_each_directory_both_ways(c: Cluster, monkeypatch: pytest.MonkeyPatch) -> list[bool]:
+    """Each directory of each broker failed alone, then all of a broker's at once, with
+    the short steps and with the builder always: the same records and draft views. The
+    decisions of ``_leave_untouched`` come back."""
     untouched = Draft._leave_untouched
     taken: list[bool] = []
     for b, reg in sorted(c.state.brokers.items()):
@@ -220,6 +254,7 @@ def test_a_failed_directory_short_path_writes_what_the_builder_writes(
                 short = Draft(c.state.ctx)
                 short.dirs_offline(reg, dirs)
             with monkeypatch.context() as m:
+                m.setattr(Draft, "_leave_dir", lambda self, parts, b: [self.leave_offline_dir(p, b) for p in parts])
                 m.setattr(Draft, "_leave_untouched", lambda *a: False)
                 m.setattr(Draft, "_only_isr_shrinks", lambda *a: False)
                 m.setattr(Draft, "_clean_successor", lambda *a: NO_LEADER)
@@ -227,10 +262,7 @@ def test_a_failed_directory_short_path_writes_what_the_builder_writes(
                 built.dirs_offline(reg, dirs)
             assert short.records == built.records, (b, dirs)
             assert short.parts == built.parts and short.elrs == built.elrs
-    if level >= fv.MV_4_0_IV1:  # with ELR on the short step was taken, and also declined
-        assert True in taken and False in taken
-    else:
-        assert not taken  # ELR off: never asked
+    return taken
 
 
 @pytest.mark.parametrize("level", [fv.MV_3_7_IV2, fv.MV_4_0_IV1, fv.DEFAULT_LEVEL])
