@@ -373,6 +373,8 @@ class MetadataImage:
         # The topic the last PartitionChangeRecord named (records come topic by topic and
         # hold the topic's own id object): found again by identity, without hashing.
         self.last_topic: TopicInfo | None = None
+        # index_move_dirs' last move: (broker, from, to, from's bucket, to's bucket).
+        self.last_move: tuple[int, uuid.UUID, uuid.UUID, set[Partition], set[Partition]] | None = None
         self.partition_total = 0
         self.last_applied_offset = -1
 
@@ -495,6 +497,7 @@ class MetadataImage:
             bucket.discard(p)
             if not bucket:
                 del per[d]
+                self.last_move = None
                 if not per:
                     del index[b]
 
@@ -508,15 +511,27 @@ class MetadataImage:
             old, new = before[i], dirs[i]
             if old is new or old.int == new.int:
                 continue
-            per = index[replicas[i]]
-            bucket = per[old]
+            b = replicas[i]
+            # An assignment moves a broker's replicas from one directory to another by the
+            # thousand: the two buckets of the last move are used again while the broker and
+            # directory objects are the same (index_remove forgets them when it drops a bucket).
+            last = self.last_move
+            if last is not None and last[0] == b and last[1] is old and last[2] is new:
+                bucket, target = last[3], last[4]
+            else:
+                per = index[b]
+                bucket = per[old]
+                known = per.get(new)
+                if known is None:
+                    known = per[new] = set()
+                target = known
             bucket.discard(p)
-            if not bucket:
-                del per[old]
-            target = per.get(new)
-            if target is None:
-                target = per[new] = set()
             target.add(p)
+            if bucket:
+                self.last_move = (b, old, new, bucket, target)
+            else:
+                del index[b][old]
+                self.last_move = None
         p.dirs = dirs
 
     def set_leader(self, p: Partition, leader: int) -> None:
