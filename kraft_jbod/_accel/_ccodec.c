@@ -2510,30 +2510,41 @@ static PyObject *m_encode_metadata_values(PyObject *self, PyObject *const *args,
     o.len = 0;
     o.cap = (Py_ssize_t)sizeof(o.small);
     for (Py_ssize_t i = 0; i < n; i++) {
+        /* The planner is Python code: the list may not be as it was; hold the pair. */
+        if (i >= PyList_GET_SIZE(records)) goto irregular;
         PyObject *pair = PyList_GET_ITEM(records, i);
         if (!PyTuple_CheckExact(pair) || PyTuple_GET_SIZE(pair) != 2) goto irregular;
+        Py_INCREF(pair);
         PyObject *rec = PyTuple_GET_ITEM(pair, 0), *ver = PyTuple_GET_ITEM(pair, 1);
-        if (!PyLong_CheckExact(ver)) goto irregular;
         int overflow = 0;
-        long version = PyLong_AsLongAndOverflow(ver, &overflow);
-        if (overflow || version < 0 || version > 0x7FFF) goto irregular;
-        PyObject *prefix = PyDict_GetItemWithError(prefixes, (PyObject *)Py_TYPE(rec));
-        if (prefix == NULL) {
+        long version = PyLong_CheckExact(ver) ? PyLong_AsLongAndOverflow(ver, &overflow) : -1;
+        Plan *p = NULL;
+        if (!overflow && version >= 0 && version <= 0x7FFF) {
+            p = get_plan((PyObject *)Py_TYPE(rec), version, NULL);
+            if (p == NULL) PyErr_Clear();
+        }
+        /* Looked up after the plan (no Python code runs between this and the copy). */
+        PyObject *prefix = p == NULL ? NULL : PyDict_GetItemWithError(prefixes, (PyObject *)Py_TYPE(rec));
+        if (prefix == NULL || !PyBytes_CheckExact(prefix) || PyBytes_GET_SIZE(prefix) > 16) {
+            Py_DECREF(pair);
             if (PyErr_Occurred()) goto fail;
             goto irregular;
         }
-        if (!PyBytes_CheckExact(prefix) || PyBytes_GET_SIZE(prefix) > 16) goto irregular;
-        Plan *p = get_plan((PyObject *)Py_TYPE(rec), version, NULL);
-        if (p == NULL) {
-            PyErr_Clear();
-            goto irregular;
-        }
         o.len = 0;
-        RESERVE_OR(&o, PyBytes_GET_SIZE(prefix), fail);
-        memcpy(o.data, PyBytes_AS_STRING(prefix), (size_t)PyBytes_GET_SIZE(prefix));
-        o.len = PyBytes_GET_SIZE(prefix);
-        if (put_uvarint(&o, (uint32_t)version) < 0) goto fail;
-        if (enc_struct(p, rec, &o) != 0) {
+        int r = 0;
+        if (o.cap < PyBytes_GET_SIZE(prefix) && out_grow(&o, PyBytes_GET_SIZE(prefix)) < 0) r = -1;
+        if (r == 0) {
+            memcpy(o.data, PyBytes_AS_STRING(prefix), (size_t)PyBytes_GET_SIZE(prefix));
+            o.len = PyBytes_GET_SIZE(prefix);
+            r = put_uvarint(&o, (uint32_t)version);
+        }
+        if (r < 0) {
+            Py_DECREF(pair);
+            goto fail;
+        }
+        r = enc_struct(p, rec, &o);
+        Py_DECREF(pair);
+        if (r != 0) {
             PyErr_Clear();
             goto irregular;
         }
