@@ -15,7 +15,8 @@ default), metadata.version the default one with ELR on (``eligible.leader.replic
   brokers in turn (the median is printed).
 
 CPU time of the process (``time.process_time``), so a loaded machine inflates it less than
-wall time. ``--root DIR`` measures another checkout in the same run (rounds alternate:
+wall time; the cyclic collector's thresholds are the controller process's
+(``controller/commands.py``). ``--root DIR`` measures another checkout in the same run (rounds alternate:
 this tree, then DIR), which is how a change's before and after are compared; the child
 processes import everything from the tree they measure.
 
@@ -51,6 +52,11 @@ except ImportError:
         for rec, ver in records:
             codec.encode_metadata_record(rec, ver)
 
+try:  # the collector's thresholds as the controller process sets them
+    from kraft_jbod.controller.commands import _GC_THRESHOLDS
+    gc.set_threshold(*_GC_THRESHOLDS)
+except ImportError:
+    pass
 partitions = int(sys.argv[1])
 state, offset = build(partitions, 8, 3000)
 state.apply(offset, FeatureLevelRecord(name="eligible.leader.replicas.version", feature_level=1), 0)
