@@ -2,8 +2,9 @@
 
 ``python -m tools.accel_sanitize [-p VENV]`` builds ``kraft_jbod/_accel/_ccodec.c`` with
 ``-fsanitize=address,undefined`` into a scratch copy of the package and its tests (the
-worktree's own build is left alone), then runs ``tests/codec/test_accel.py`` and the
-snapshot restore tests (``tests/controller/test_snapshot_restore.py``) on the C backend
+worktree's own build is left alone), then runs ``tests/codec/test_accel.py``, the
+snapshot restore tests (``tests/controller/test_snapshot_restore.py``) and the metadata
+log's bulk encoder tests (``tests/controller/test_log_encode.py``) on the C backend
 under it. Any sanitizer report ends the run with a non-zero status.
 
 What a fresh CI machine needs is what ``make test`` needs anyway: gcc (Debian's ``gcc``
@@ -29,7 +30,11 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
 SOURCE = ROOT / "kraft_jbod" / "_accel" / "_ccodec.c"
-TESTS = ("tests/codec/test_accel.py", "tests/controller/test_snapshot_restore.py")
+TESTS = (
+    "tests/codec/test_accel.py",
+    "tests/controller/test_snapshot_restore.py",
+    "tests/controller/test_log_encode.py",
+)
 FLAGS = (
     "-shared",
     "-fPIC",

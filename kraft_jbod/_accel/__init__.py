@@ -34,7 +34,7 @@ BACKENDS = ("c", "python")
 # The interface this module expects of the extension (its CCODEC_ABI_VERSION): an
 # extension built from another _ccodec.c is not used at all, rather than probed function
 # by function.
-ABI_VERSION = 3
+ABI_VERSION = 4
 
 _c: ModuleType | None
 _c_error: str | None
@@ -240,6 +240,18 @@ def encode_partitions(parts: list[Any], version: int) -> list[bytes] | None:
         return None
     assert _c is not None
     values: list[bytes] | None = _c.encode_partitions(parts, version)
+    return values
+
+
+def encode_metadata_values(records: list[Any], prefixes: dict[type, bytes]) -> list[bytes] | None:
+    """Framed values of ``(record, version)`` pairs, as ``codec.encode_metadata_record``
+    writes each, in one call of the compiled codec (``prefixes``: each record class's frame
+    version and record type). None when it is not active or hands the records back (the
+    Python path then encodes them or raises its exact error)."""
+    if _active != "c":
+        return None
+    assert _c is not None
+    values: list[bytes] | None = _c.encode_metadata_values(records, prefixes)
     return values
 
 

@@ -35,7 +35,7 @@ static const int FIXED_WIDTH[K_LAST] = {1, 1, 2, 2, 4, 4, 8, 8, 16, 0, 0, 0, 0};
  * arguments and the tuples they exchange. Bumped on any change to those; an extension
  * built from another version is refused at import (the package then runs on the
  * pure-Python codec and says why) rather than probed function by function. */
-#define CCODEC_ABI_VERSION 3
+#define CCODEC_ABI_VERSION 4
 
 struct Plan;
 
@@ -2425,6 +2425,9 @@ fail:
     return NULL;
 }
 
+/* Defined at the end of this file. */
+static PyObject *m_encode_metadata_values(PyObject *self, PyObject *const *args, Py_ssize_t nargs);
+
 static PyMethodDef methods[] = {
     {"counters", m_counters, METH_NOARGS, "calls served by C and handed to Python, per direction"},
     {"configure", m_configure, METH_VARARGS, "configure(uuid_type, safe_unknown, planner, py_decode, py_read, py_encode, py_write)"},
@@ -2446,6 +2449,8 @@ static PyMethodDef methods[] = {
     {"group_replicas", m_group_replicas, METH_O, "group_replicas(partitions): [(broker, dir, partitions)] of every replica"},
     {"configure_partitions", m_configure_partitions, METH_VARARGS,
      "configure_partitions(Partition, slots, roles, prefix, programs): what build_partitions builds and encode_partitions reads"},
+    {"encode_metadata_values", (PyCFunction)(void (*)(void))m_encode_metadata_values, METH_FASTCALL,
+     "encode_metadata_values(records, prefixes): framed values of (record, version) pairs, or None"},
     {NULL, NULL, 0, NULL},
 };
 
@@ -2481,5 +2486,80 @@ PyMODINIT_FUNC PyInit__ccodec(void) {
     return m;
 fail:
     Py_DECREF(m);
+    return NULL;
+}
+
+/* ------------------------------------------------------------------ metadata records in bulk */
+
+/* encode_metadata_values(records, prefixes) -> [bytes]: for each (record, version) pair of
+ * the list ``records``, the framed value kraft_jbod.codec.encode_metadata_record writes:
+ * the prefix ``prefixes`` (a dict) holds for the record's exact class (frame version and
+ * record type, as unsigned varints), the version as an unsigned varint, then the body by
+ * the class's plan. One call for a whole append: the log writes tens of thousands of
+ * PartitionChangeRecords at once when a directory fails. None for anything irregular (a
+ * class without a prefix or plan, a version out of range, a value the plan cannot write):
+ * the Python path then encodes the records or raises its exact error. */
+static PyObject *m_encode_metadata_values(PyObject *self, PyObject *const *args, Py_ssize_t nargs) {
+    if (nargs != 2 || !PyList_Check(args[0]) || !PyDict_Check(args[1])) Py_RETURN_NONE;
+    PyObject *records = args[0], *prefixes = args[1];
+    Py_ssize_t n = PyList_GET_SIZE(records);
+    PyObject *out = PyList_New(n);
+    if (out == NULL) return NULL;
+    Out o;
+    o.data = o.small;
+    o.len = 0;
+    o.cap = (Py_ssize_t)sizeof(o.small);
+    for (Py_ssize_t i = 0; i < n; i++) {
+        /* The planner is Python code: the list may not be as it was; hold the pair. */
+        if (i >= PyList_GET_SIZE(records)) goto irregular;
+        PyObject *pair = PyList_GET_ITEM(records, i);
+        if (!PyTuple_CheckExact(pair) || PyTuple_GET_SIZE(pair) != 2) goto irregular;
+        Py_INCREF(pair);
+        PyObject *rec = PyTuple_GET_ITEM(pair, 0), *ver = PyTuple_GET_ITEM(pair, 1);
+        int overflow = 0;
+        long version = PyLong_CheckExact(ver) ? PyLong_AsLongAndOverflow(ver, &overflow) : -1;
+        Plan *p = NULL;
+        if (!overflow && version >= 0 && version <= 0x7FFF) {
+            p = get_plan((PyObject *)Py_TYPE(rec), version, NULL);
+            if (p == NULL) PyErr_Clear();
+        }
+        /* Looked up after the plan (no Python code runs between this and the copy). */
+        PyObject *prefix = p == NULL ? NULL : PyDict_GetItemWithError(prefixes, (PyObject *)Py_TYPE(rec));
+        if (prefix == NULL || !PyBytes_CheckExact(prefix) || PyBytes_GET_SIZE(prefix) > 16) {
+            Py_DECREF(pair);
+            if (PyErr_Occurred()) goto fail;
+            goto irregular;
+        }
+        o.len = 0;
+        int r = 0;
+        if (o.cap < PyBytes_GET_SIZE(prefix) && out_grow(&o, PyBytes_GET_SIZE(prefix)) < 0) r = -1;
+        if (r == 0) {
+            memcpy(o.data, PyBytes_AS_STRING(prefix), (size_t)PyBytes_GET_SIZE(prefix));
+            o.len = PyBytes_GET_SIZE(prefix);
+            r = put_uvarint(&o, (uint32_t)version);
+        }
+        if (r < 0) {
+            Py_DECREF(pair);
+            goto fail;
+        }
+        r = enc_struct(p, rec, &o);
+        Py_DECREF(pair);
+        if (r != 0) {
+            PyErr_Clear();
+            goto irregular;
+        }
+        PyObject *value = PyBytes_FromStringAndSize((const char *)o.data, o.len);
+        if (value == NULL) goto fail;
+        PyList_SET_ITEM(out, i, value);
+    }
+    if (o.data != o.small) PyMem_Free(o.data);
+    return out;
+irregular:
+    if (o.data != o.small) PyMem_Free(o.data);
+    Py_DECREF(out);
+    Py_RETURN_NONE;
+fail:
+    if (o.data != o.small) PyMem_Free(o.data);
+    Py_DECREF(out);
     return NULL;
 }

@@ -14,6 +14,7 @@ the new view of what it touched; the image itself is never written here.
 from __future__ import annotations
 
 import uuid
+from collections.abc import Sequence
 
 from kraft_jbod.controller import features as fv
 from kraft_jbod.controller import partition_change as pc
@@ -227,6 +228,131 @@ class Draft:
         )
         self._note(p, rec, isr, leader, dirs, elr, lke)
 
+    def _leave_dir(self, parts: list[Partition], broker_id: int) -> None:
+        """``leave_offline_dir`` for each of ``parts`` (ELR on, each partition met once): the
+        two common cases of ``_leave_untouched`` (a follower leaving an ISR that stays at
+        min ISR, the leader staying; the leader leaving with a clean successor) written out
+        in the loop, with whether a broker may lead from a directory asked once per call;
+        the other partitions take ``_leave_untouched`` or the general path."""
+        drafted, elrs, records = self.parts, self.elrs, self.records
+        version = self._change_version
+        keeps_epoch = self._keeps_epoch
+        min_isr = self.min_isr
+        # Keyed by the directory object's id, not the UUID (hashing one runs Python code):
+        # the partitions hold their directory objects for the whole call.
+        leader_ok: dict[tuple[int, int], bool] = {}
+        for p in parts:
+            if p in drafted or p in elrs:
+                self.leave_offline_dir(p, broker_id)
+                continue
+            isr, leader, replicas = p.isr, p.leader, p.replicas
+            if (
+                keeps_epoch
+                and broker_id in isr
+                and leader != broker_id
+                and leader in isr
+                and leader in replicas
+                and not p.elr
+                and not p.adding
+                and not p.removing
+                and len(isr) - 1 >= min_isr(p)
+            ):
+                dirs = p.dirs
+                leader_dir = dirs[replicas.index(leader)]
+                key = (leader, id(leader_dir))
+                ok = leader_ok.get(key)
+                if ok is None:
+                    ok = leader_ok[key] = self.acceptable_leader(leader, leader_dir)
+                target_isr = list(isr)
+                target_isr.remove(broker_id)
+                if ok and broker_id not in target_isr:  # (a log may repeat a broker in an ISR)
+                    shrink = PartitionChangeRecord(partition_id=p.partition_id, topic_id=p.topic_id, isr=target_isr)
+                    records.append((shrink, version))
+                    drafted[p] = (tuple(target_isr), leader, dirs)
+                    elrs[p] = ((), p.last_known_elr)
+                    continue
+            elif (
+                leader == broker_id
+                and broker_id in isr
+                and not p.elr
+                and not p.adding
+                and not p.removing
+                and len(isr) - 1 >= min_isr(p)
+            ):
+                # The leader leaves: the first replica of the target ISR that may lead
+                # (``_clean_successor``), if any.
+                dirs = p.dirs
+                target_isr = list(isr)
+                target_isr.remove(broker_id)
+                successor = NO_LEADER
+                if target_isr and broker_id not in target_isr:
+                    for b, directory in zip(replicas, dirs, strict=True):
+                        if b == broker_id or b not in target_isr:
+                            continue
+                        key = (b, id(directory))
+                        ok = leader_ok.get(key)
+                        if ok is None:
+                            ok = leader_ok[key] = self.acceptable_leader(b, directory)
+                        if ok:
+                            successor = b
+                            break
+                if successor != NO_LEADER:
+                    handover = PartitionChangeRecord(
+                        partition_id=p.partition_id, topic_id=p.topic_id, isr=target_isr, leader=successor
+                    )
+                    if p.last_known_elr:
+                        handover.last_known_elr = []
+                    records.append((handover, version))
+                    drafted[p] = (tuple(target_isr), successor, dirs)
+                    elrs[p] = ((), ())
+                    continue
+            if not self._leave_untouched(p, broker_id):
+                self.leave_offline_dir(p, broker_id)
+
+    def _leave_untouched(self, p: Partition, broker_id: int) -> bool:
+        """``leave_offline_dir``'s two most common cases with ELR on, in one piece, for a
+        partition this draft has not touched: a follower leaving an ISR that stays at min
+        ISR (``_only_isr_shrinks``) and the leader leaving with a clean successor
+        (``_clean_successor``), both without ELR or reassignment. Runs once per replica of
+        a failed directory (tens of thousands). True when the record is written, False to
+        take the general path."""
+        isr = p.isr
+        if broker_id not in isr or p.elr or p.adding or p.removing:
+            return False
+        leader = p.leader
+        target_isr = [b for b in isr if b != broker_id]
+        replicas, dirs = p.replicas, p.dirs
+        if leader != broker_id:
+            if leader not in target_isr or leader not in replicas or not self._keeps_epoch:
+                return False
+            if len(target_isr) < self.min_isr(p):
+                return False
+            leader_dir = dirs[replicas.index(leader)]
+            memo = self._leader_ok.get(leader)
+            ok = None if memo is None else memo.get(leader_dir)
+            if ok is None:
+                ok = self.acceptable_leader(leader, leader_dir)
+            if not ok:
+                return False
+            shrink = PartitionChangeRecord(partition_id=p.partition_id, topic_id=p.topic_id, isr=target_isr)
+            self.records.append((shrink, self._change_version))
+            self.parts[p] = (tuple(target_isr), leader, dirs)
+            self.elrs[p] = ((), p.last_known_elr)
+            return True
+        successor = self._clean_successor(p, broker_id, target_isr, dirs)
+        if successor == NO_LEADER:
+            return False
+        lke = p.last_known_elr
+        handover = PartitionChangeRecord(
+            partition_id=p.partition_id, topic_id=p.topic_id, isr=target_isr, leader=successor
+        )
+        if lke:
+            handover.last_known_elr = []
+        self.records.append((handover, self._change_version))
+        self.parts[p] = (tuple(target_isr), successor, dirs)
+        self.elrs[p] = ((), ())
+        return True
+
     def _clean_successor(self, p: Partition, broker_id: int, target_isr: list[int], dirs: tuple[uuid.UUID, ...]) -> int:
         """The leader the ELR change builder elects when leader ``broker_id`` leaves and the
         target ISR stays at min ISR (so no ELR): the first replica, in replica order, in the
@@ -337,6 +463,8 @@ class Draft:
         directory changes) is written out here rather than through ``view`` and ``_note``."""
         parts, elrs = self.parts, self.elrs
         got, got_elr = parts.get(p), elrs.get(p)
+        if got is None and got_elr is None and not offline and self._assign_untouched(p, broker_id, directory):
+            return
         isr, leader, dirs = (p.isr, p.leader, p.dirs) if got is None else got
         elr, lke = (p.elr, p.last_known_elr) if got_elr is None else got_elr
         elr_on = self.elr_enabled()
@@ -392,6 +520,97 @@ class Draft:
                 elr2 if second.eligible_leader_replicas is None else tuple(second.eligible_leader_replicas),
                 lke2 if second.last_known_elr is None else tuple(second.last_known_elr),
             )
+
+    def assign_dirs(self, parts: Sequence[Partition], broker_id: int, directory: uuid.UUID, offline: bool) -> None:
+        """``assign_dir`` of ``broker_id``'s replica of each of ``parts`` (partitions of one
+        topic, in request order) to ``directory``. The request's thousands of replicas come
+        topic by topic, so what ``_assign_untouched`` asks per replica (the feature, the
+        topic's min ISR, whether a leader may lead from its directory) is read once here,
+        and the common case is written out in the loop."""
+        if offline or not self._jbod or not parts:
+            for p in parts:
+                self.assign_dir(p, broker_id, directory, offline)
+            return
+        drafted, elrs, records = self.parts, self.elrs, self.records
+        version = self._change_version
+        elr_on = self.elr_enabled()
+        min_isr = self.min_isr(parts[0]) if elr_on else 0
+        # Keyed by the directory object's id, not the UUID (hashing one runs Python code):
+        # the partitions hold their directory objects for the whole call.
+        leader_ok: dict[tuple[int, int], bool] = {}
+        for p in parts:
+            leader, isr = p.leader, p.isr
+            if (
+                p in drafted
+                or p in elrs
+                or p.elr
+                or p.adding
+                or p.removing
+                or leader < 0
+                or leader not in isr
+                or len(isr) < min_isr
+                or p.topic_id is not parts[0].topic_id
+            ):
+                self.assign_dir(p, broker_id, directory, offline)
+                continue
+            replicas, dirs = p.replicas, p.dirs
+            if leader not in replicas:
+                self.assign_dir(p, broker_id, directory, offline)
+                continue
+            leader_dir = dirs[replicas.index(leader)]
+            key = (leader, id(leader_dir))
+            ok = leader_ok.get(key)
+            if ok is None:
+                ok = leader_ok[key] = self.acceptable_leader(leader, leader_dir)
+            if not ok:
+                self.assign_dir(p, broker_id, directory, offline)
+                continue
+            at = replicas.index(broker_id)
+            had = dirs[at]
+            # Directories are canonical objects (one per id), so "is" is the usual equality.
+            if had is directory or had == directory:
+                continue
+            new_dirs = (*dirs[:at], directory, *dirs[at + 1 :])
+            rec = PartitionChangeRecord(partition_id=p.partition_id, topic_id=p.topic_id, directories=list(new_dirs))
+            records.append((rec, version))
+            drafted[p] = (isr, leader, new_dirs)
+            elrs[p] = (p.elr, p.last_known_elr)
+
+    def _assign_untouched(self, p: Partition, broker_id: int, directory: uuid.UUID) -> bool:
+        """``assign_dir``'s most common case in one piece: a partition this draft has not
+        touched, an online directory, and the change builder would change nothing but
+        Directories (``_only_directories_change``'s conditions, read straight off the
+        partition). True when done (the record written, or none needed), False to take the
+        general path."""
+        leader, isr, elr = p.leader, p.isr, p.elr
+        if elr or p.adding or p.removing or leader < 0 or leader not in isr or not self._jbod:
+            return False
+        replicas, dirs = p.replicas, p.dirs
+        if leader not in replicas:
+            return False
+        leader_dir = dirs[replicas.index(leader)]
+        memo = self._leader_ok.get(leader)
+        ok = None if memo is None else memo.get(leader_dir)
+        if ok is None:
+            ok = self.acceptable_leader(leader, leader_dir)
+        if not ok:
+            return False
+        elr_on = self._elr_on
+        if elr_on is None:
+            elr_on = self.elr_enabled()
+        if elr_on and len(isr) < self.min_isr(p):
+            return False  # the ELR may change: the general path decides
+        at = replicas.index(broker_id)
+        had = dirs[at]
+        # Directories are canonical objects (one per id), so "is" is the usual equality.
+        if had is directory or had == directory:
+            return True
+        new_dirs = (*dirs[:at], directory, *dirs[at + 1 :])
+        rec = PartitionChangeRecord(partition_id=p.partition_id, topic_id=p.topic_id, directories=list(new_dirs))
+        self.records.append((rec, self._change_version))
+        self.parts[p] = (isr, leader, new_dirs)
+        self.elrs[p] = (elr, p.last_known_elr)
+        return True
 
     def _partitions_in_dir(self, directory: uuid.UUID) -> set[Partition]:
         """Every partition with a replica in ``directory``, any broker's (Kafka's
@@ -554,6 +773,13 @@ class Draft:
         gone = frozenset(newly_offline)
         self.set_online(reg.broker_id, online - gone)
         made: dict[Partition, list[RecordAndVersion]] = {}
+        fast = self.elr_enabled()
+        broker_id = reg.broker_id
+        parts, elrs = self.parts, self.elrs
+        if len(newly_offline) == 1 and fast:
+            # One directory (the usual report) cannot meet a partition twice: nothing to remember.
+            self._leave_dir(sorted_partitions(self._partitions_in_dir(newly_offline[0])), broker_id)
+            newly_offline = []
         for directory in newly_offline:
             for p in sorted_partitions(self._partitions_in_dir(directory)):
                 again = made.get(p)
@@ -561,7 +787,8 @@ class Draft:
                     self.records.extend(again)
                     continue
                 n = len(self.records)
-                self.leave_offline_dir(p, reg.broker_id)
+                if not (fast and p not in parts and p not in elrs and self._leave_untouched(p, broker_id)):
+                    self.leave_offline_dir(p, broker_id)
                 made[p] = self.records[n:]
         remaining = [x for x in reg.online_dirs if x not in gone]
         self.records.append(

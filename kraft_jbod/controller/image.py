@@ -24,6 +24,7 @@ row to ``APPLIERS``.
 
 from __future__ import annotations
 
+import operator
 import uuid
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
@@ -334,9 +335,12 @@ def kafka_table_first(keys: Iterable[int], slots: int) -> int:
     return first
 
 
+_PARTITION_ORDER = operator.attrgetter("topic_id.int", "partition_id")  # (topic id as an int, partition)
+
+
 def sorted_partitions(parts: Iterable[Partition]) -> list[Partition]:
     """Deterministic record order: set iteration order is not stable across runs."""
-    return sorted(parts, key=lambda p: (p.topic_id.int, p.partition_id))
+    return sorted(parts, key=_PARTITION_ORDER)
 
 
 class MetadataImage:
@@ -365,6 +369,15 @@ class MetadataImage:
         # that unfencing any broker runs covers all of them.
         self.leaderless: set[Partition] = set()
         self.canon: dict[uuid.UUID, uuid.UUID] = {}
+        # id() of every object in ``canon`` (they live as long as the image): whether a
+        # directory in a record is already the canonical object costs an int hash, where
+        # looking it up hashes a ``uuid.UUID`` in Python code.
+        self.canon_ids: set[int] = set()
+        # The topic the last PartitionChangeRecord named (records come topic by topic and
+        # hold the topic's own id object): found again by identity, without hashing.
+        self.last_topic: TopicInfo | None = None
+        # index_move_dirs' last move: (broker, from, to, from's bucket, to's bucket).
+        self.last_move: tuple[int, uuid.UUID, uuid.UUID, set[Partition], set[Partition]] | None = None
         self.partition_total = 0
         self.last_applied_offset = -1
 
@@ -398,7 +411,10 @@ class MetadataImage:
 
     def canonical(self, u: uuid.UUID) -> uuid.UUID:
         """One shared UUID object per directory id, so partitions hold references only."""
-        return self.canon.setdefault(u, u)
+        got = self.canon.setdefault(u, u)
+        if got is u:
+            self.canon_ids.add(id(u))
+        return got
 
     def durable_state(self) -> dict[str, Any]:
         """Everything the log determines, in comparable form (replay must reproduce it)."""
@@ -484,6 +500,7 @@ class MetadataImage:
             bucket.discard(p)
             if not bucket:
                 del per[d]
+                self.last_move = None
                 if not per:
                     del index[b]
 
@@ -492,18 +509,32 @@ class MetadataImage:
         only the replicas whose directory changes: an AssignReplicasToDirs moves one of
         three, and hashing a ``uuid.UUID`` runs Python code."""
         index = self.index
-        for b, old, new in zip(p.replicas, p.dirs, dirs, strict=True):
-            if old is new or old == new:
+        replicas, before = p.replicas, p.dirs
+        for i in range(len(replicas)):
+            old, new = before[i], dirs[i]
+            if old is new or old.int == new.int:
                 continue
-            per = index[b]
-            bucket = per[old]
+            b = replicas[i]
+            # An assignment moves a broker's replicas from one directory to another by the
+            # thousand: the two buckets of the last move are used again while the broker and
+            # directory objects are the same (index_remove forgets them when it drops a bucket).
+            last = self.last_move
+            if last is not None and last[0] == b and last[1] is old and last[2] is new:
+                bucket, target = last[3], last[4]
+            else:
+                per = index[b]
+                bucket = per[old]
+                known = per.get(new)
+                if known is None:
+                    known = per[new] = set()
+                target = known
             bucket.discard(p)
-            if not bucket:
-                del per[old]
-            target = per.get(new)
-            if target is None:
-                target = per[new] = set()
             target.add(p)
+            if bucket:
+                self.last_move = (b, old, new, bucket, target)
+            else:
+                del index[b][old]
+                self.last_move = None
         p.dirs = dirs
 
     def set_leader(self, p: Partition, leader: int) -> None:
@@ -548,12 +579,13 @@ class MetadataImage:
         if len(directories) != n or not directories:
             return self.record_dirs(offset, (0,) * n, directories)
         out = None
+        canon_ids = self.canon_ids
         for i in range(n):
             d = directories[i]
             if d is not dirs[i]:
                 if out is None:
                     out = list(dirs)
-                out[i] = self.canonical(d)
+                out[i] = d if id(d) in canon_ids else self.canonical(d)
         return dirs if out is None else tuple(out)
 
 
@@ -676,7 +708,9 @@ def apply_partition(img: MetadataImage, offset: int, rec: PartitionRecord, versi
 
 
 def apply_partition_change(img: MetadataImage, offset: int, rec: PartitionChangeRecord, version: int) -> None:
-    topic = img.topics.get(rec.topic_id)
+    topic = img.last_topic
+    if topic is None or topic.topic_id is not rec.topic_id:
+        topic = img.last_topic = img.topics.get(rec.topic_id)
     p = None if topic is None else topic.partitions.get(rec.partition_id)
     if p is None:
         raise StorageError(
@@ -699,7 +733,9 @@ def apply_partition_change(img: MetadataImage, offset: int, rec: PartitionChange
         img.index_remove(p)
         p.replicas, p.dirs = new_replicas, new_dirs
         img.index_add(p)
-    elif new_dirs is not p.dirs and new_dirs != p.dirs:
+    elif new_dirs is not p.dirs:
+        # (Not compared by value: index_move_dirs passes over equal entries, and comparing
+        # the moved one would run uuid.UUID.__eq__.)
         img.index_move_dirs(p, new_dirs)
     if rec.isr is not None:
         p.isr = tuple(rec.isr)
@@ -744,6 +780,7 @@ def apply_remove_topic(img: MetadataImage, offset: int, rec: RemoveTopicRecord, 
     topic = img.topics.pop(rec.topic_id, None)
     if topic is None:
         raise StorageError(f"RemoveTopicRecord at offset {offset} for unknown topic {rec.topic_id}")
+    img.last_topic = None
     del img.topic_names[topic.name]
     img.configs.drop_topic(topic.name)  # as Kafka's controller (deleteTopicConfigs)
     for p in topic.partitions.values():

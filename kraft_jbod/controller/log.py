@@ -44,7 +44,7 @@ from typing import Any
 
 import crc32c
 
-from kraft_jbod import codec, messages
+from kraft_jbod import _accel, codec, messages
 from kraft_jbod.controller.limits import MAX_RECORDS_PER_BATCH
 from kraft_jbod.errors import DecodeError, StorageError
 from kraft_jbod.wire.message import Message
@@ -52,6 +52,7 @@ from kraft_jbod.wire.records import (
     BATCH_HEADER_SIZE,
     CONTROL_MASK,
     LOG_OVERHEAD,
+    METADATA_FRAME_VERSION,
     ControlRecordKey,
     ControlRecordType,
     Record,
@@ -60,12 +61,15 @@ from kraft_jbod.wire.records import (
     read_record_batch,
     write_control_record_key,
     write_record_batch,
+    write_value_batch,
 )
+from kraft_jbod.wire.varint import write_unsigned_varint
 
 log = logging.getLogger(__name__)
 
 RecordAndVersion = tuple[Message, int]
 ControlRecordAndVersion = tuple[ControlRecordType, Message, int]
+_ChunkWriter = Callable[[bytearray, int], None]  # appends one batch at a base offset
 
 METADATA_PARTITION_DIR = "__cluster_metadata-0"
 SEGMENT_SUFFIX = ".log"
@@ -289,16 +293,19 @@ class MetadataLog:
         """
         if not records:
             return self.end_offset
-        chunks: list[list[Record]] = []
-        for start in range(0, len(records), MAX_RECORDS_PER_BATCH):
-            chunk = records[start : start + MAX_RECORDS_PER_BATCH]
-            chunks.append(
-                [
-                    Record(offset_delta=i, key=None, value=codec.encode_metadata_record(rec, ver))
-                    for i, (rec, ver) in enumerate(chunk)
-                ]
-            )
-        return self._append_batches(chunks, timestamp_ms, 0)
+        values = encode_metadata_values(records)
+        epoch = self._leader_epoch
+        chunks: list[tuple[int, _ChunkWriter]] = []
+        for start in range(0, len(values), MAX_RECORDS_PER_BATCH):
+            chunk = values[start : start + MAX_RECORDS_PER_BATCH]
+
+            def write(out: bytearray, base: int, chunk: list[bytes] = chunk) -> None:
+                write_value_batch(
+                    out, chunk, base_offset=base, base_timestamp=timestamp_ms, partition_leader_epoch=epoch
+                )
+
+            chunks.append((len(chunk), write))
+        return self._append_batches(chunks, attributes=0)
 
     def append_control(self, records: Sequence[ControlRecordAndVersion], *, timestamp_ms: int) -> int:
         """Append one control batch (e.g. a LeaderChangeMessage), fsync, return its base offset.
@@ -314,7 +321,14 @@ class MetadataLog:
             key = bytearray()
             write_control_record_key(key, ControlRecordKey(0, int(ctype)))
             recs.append(Record(offset_delta=i, key=bytes(key), value=msg.encode(ver)))
-        return self._append_batches([recs], timestamp_ms, CONTROL_MASK)
+        batch = RecordBatch.of(
+            recs,
+            base_offset=self.end_offset,
+            base_timestamp=timestamp_ms,
+            partition_leader_epoch=self._leader_epoch,
+            attributes=CONTROL_MASK,
+        )
+        return self._append_batches([(len(recs), lambda out, base: write_record_batch(out, batch))], CONTROL_MASK)
 
     def append_raw(self, data: bytes) -> int:
         """Append one record batch exactly as another voter's log holds it (a quorum's
@@ -365,7 +379,8 @@ class MetadataLog:
         self._leader_epoch = max(self._leader_epoch, info.epoch)
         return info.base_offset
 
-    def _append_batches(self, chunks: list[list[Record]], timestamp_ms: int, attributes: int) -> int:
+    def _append_batches(self, chunks: list[tuple[int, _ChunkWriter]], attributes: int) -> int:
+        # ``chunks``: per batch, its record count and what writes it at a base offset.
         # Every batch is encoded before anything is written, so an EncodeError leaves the
         # disk untouched; then one write loop and one fsync make the set atomic.
         if self._broken is not None:
@@ -376,18 +391,11 @@ class MetadataLog:
         out = bytearray()
         spans: list[tuple[int, int, int, int]] = []  # (base offset, records, position in out, size)
         next_base = base
-        for recs in chunks:
-            batch = RecordBatch.of(
-                recs,
-                base_offset=next_base,
-                base_timestamp=timestamp_ms,
-                partition_leader_epoch=self._leader_epoch,
-                attributes=attributes,
-            )
+        for count, write in chunks:
             at = len(out)
-            write_record_batch(out, batch)
-            spans.append((next_base, len(recs), at, len(out) - at))
-            next_base += len(recs)
+            write(out, next_base)
+            spans.append((next_base, count, at, len(out) - at))
+            next_base += count
         started = time.perf_counter()
         if self._segments[-1].size > 0 and self._segments[-1].size + len(out) > self.segment_bytes:
             try:
@@ -928,20 +936,37 @@ def encode_data_batches(
     (base offset, record count, batch bytes). Raises EncodeError for a record that cannot be written."""
     out: list[tuple[int, int, bytes]] = []
     base = base_offset
-    for start in range(0, len(records), MAX_RECORDS_PER_BATCH):
-        chunk = records[start : start + MAX_RECORDS_PER_BATCH]
-        recs = [
-            Record(offset_delta=i, key=None, value=codec.encode_metadata_record(rec, ver))
-            for i, (rec, ver) in enumerate(chunk)
-        ]
+    values = encode_metadata_values(records)
+    for start in range(0, len(values), MAX_RECORDS_PER_BATCH):
+        chunk = values[start : start + MAX_RECORDS_PER_BATCH]
         data = bytearray()
-        write_record_batch(
-            data,
-            RecordBatch.of(recs, base_offset=base, base_timestamp=timestamp_ms, partition_leader_epoch=epoch),
-        )
-        out.append((base, len(recs), bytes(data)))
-        base += len(recs)
+        write_value_batch(data, chunk, base_offset=base, base_timestamp=timestamp_ms, partition_leader_epoch=epoch)
+        out.append((base, len(chunk), bytes(data)))
+        base += len(chunk)
     return out
+
+
+# Per metadata record class, the bytes its framed value starts with (frame version and
+# record type): what the compiled codec needs to frame a whole append in one call.
+_FRAME_PREFIXES: dict[type, bytes] = {}
+
+
+def encode_metadata_values(records: Sequence[RecordAndVersion]) -> list[bytes]:
+    """Each record framed as ``codec.encode_metadata_record`` frames it (the value of a
+    record in the log). The compiled codec does a whole list in one call, which matters
+    when a failed directory makes 50,000 records; the Python path gives the same bytes and
+    raises EncodeError for a record that cannot be written."""
+    if not _FRAME_PREFIXES:
+        for api_key in messages.METADATA_RECORDS:
+            cls = messages.metadata_record_class(api_key)
+            if cls is not None:
+                prefix = bytearray([METADATA_FRAME_VERSION])
+                write_unsigned_varint(prefix, api_key)
+                _FRAME_PREFIXES[cls] = bytes(prefix)
+    values = _accel.encode_metadata_values(records, _FRAME_PREFIXES) if isinstance(records, list) else None
+    if values is None:
+        values = [codec.encode_metadata_record(rec, ver) for rec, ver in records]
+    return values
 
 
 def batch_max_timestamp(path: Path, position: int) -> int:

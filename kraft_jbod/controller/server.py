@@ -128,6 +128,17 @@ def _wall_ms() -> int:
 # --------------------------------------------------------------------------- meta.properties
 
 
+def _apply_all(machine: StateMachine, base: int, records: Sequence[RecordAndVersion]) -> None:
+    """Apply ``records`` at ``base``, ``base + 1``, ...: in one call where the state machine
+    takes a whole batch (``ControllerState.apply_batch``), else one record at a time."""
+    apply_batch = getattr(machine, "apply_batch", None)
+    if apply_batch is not None:
+        apply_batch(base, records)
+        return
+    for i, (record, version) in enumerate(records):
+        machine.apply(base + i, record, version)
+
+
 def new_cluster_id() -> str:
     """A random cluster id in Kafka's form (base64url of a random UUID, 22 characters)."""
     return uuid_to_base64url(uuid.uuid4())
@@ -823,8 +834,7 @@ class ControllerServer:
         self.stats["records"] += len(records)
         self.fetches.notify()
         try:
-            for i, (record, version) in enumerate(records):
-                self.machine.apply(base + i, record, version)
+            _apply_all(self.machine, base, records)
         except Exception as exc:
             # The log holds records the state cannot take: replay would fail the same way.
             self.fatal = exc
@@ -911,8 +921,7 @@ class ControllerServer:
         member is handled against them. False (and the controller stopping) when the state
         rejects them: it may hold part of them now."""
         try:
-            for i, (record, version) in enumerate(records):
-                self.machine.apply(offset + i, record, version)
+            _apply_all(self.machine, offset, records)
         except Exception as exc:
             self.fatal = exc
             log.critical("state rejected records at offset %d; stopping", offset, exc_info=True)

@@ -34,7 +34,7 @@ directory-owner map agree with the partitions and registrations.
 from __future__ import annotations
 
 import uuid
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterable, Iterator, Sequence
 from typing import Any, Final, Literal
 
 from kraft_jbod.controller import features as fv
@@ -50,6 +50,7 @@ from kraft_jbod.controller.image import (
     MetadataImage,
     Partition,
     TopicInfo,
+    apply_partition_change,
 )
 from kraft_jbod.controller.limits import MAX_PARTITIONS_PER_SLICE
 from kraft_jbod.controller.profiles import Profile, profile_named
@@ -60,6 +61,7 @@ from kraft_jbod.messages.broker_registration_change_record import BrokerRegistra
 from kraft_jbod.messages.config_record import ConfigRecord
 from kraft_jbod.messages.feature_level_record import FeatureLevelRecord
 from kraft_jbod.messages.fence_broker_record import FenceBrokerRecord
+from kraft_jbod.messages.partition_change_record import PartitionChangeRecord
 from kraft_jbod.messages.register_broker_record import RegisterBrokerRecord
 from kraft_jbod.messages.unfence_broker_record import UnfenceBrokerRecord
 from kraft_jbod.messages.unregister_broker_record import UnregisterBrokerRecord
@@ -347,6 +349,26 @@ class ControllerState:
             self.ctx.sessions.forget(record.broker_id)  # type: ignore[attr-defined]
         if self.ctx.sessions.cs_batch_end:
             self._controlled_shutdown_batch(offset, record)
+
+    def apply_batch(self, base: int, records: Sequence[RecordAndVersion]) -> None:
+        """``apply`` of each of ``records`` at ``base``, ``base + 1``, ...: a committed batch
+        in one call. A PartitionChangeRecord (thousands of them when a directory fails or
+        replicas are assigned) goes straight to its applier when no controlled shutdown
+        waits for its batch's end, which is all ``apply`` would do with it.
+
+        Raises:
+            StorageError: as ``apply``; the records before the bad one are applied.
+        """
+        img = self.image
+        sessions = self.ctx.sessions
+        offset = base
+        for record, version in records:
+            if type(record) is PartitionChangeRecord and not sessions.cs_batch_end:
+                apply_partition_change(img, offset, record, version)
+                img.last_applied_offset = offset
+            else:
+                self.apply(offset, record, version)
+            offset += 1
 
     def _controlled_shutdown_batch(self, offset: int, record: Message) -> None:
         """A controlled shutdown this controller began: its offset is the end of that batch,

@@ -104,16 +104,22 @@ class Story:
         """
         events: list[StoryEvent] = []
         new_topics: dict[uuid.UUID, list[Any]] = {}
-        moved: set[tuple[str, int]] = set()
+        # A failed directory moves tens of thousands of partitions in one batch: they are
+        # kept as (topic id as an int, partition), hashed in C (a uuid.UUID hashes in
+        # Python code), and each topic's name is looked up once, when first met.
+        moved: set[tuple[int, int]] = set()
+        names: dict[int, str] = {}
         topics = self._topics
         for record, _version in records:
             kind = type(record)
             # The kinds of which one batch holds thousands first, tested by exact type.
             if kind is PartitionChangeRecord:
                 if record.leader != -2 or record.isr is not None:
-                    # Not .get(id, default): the default would be encoded for every record.
-                    name = topics.get(record.topic_id)
-                    moved.add((uuid_to_base64url(record.topic_id) if name is None else name, record.partition_id))
+                    topic = record.topic_id.int
+                    if topic not in names:
+                        name = topics.get(record.topic_id)
+                        names[topic] = uuid_to_base64url(record.topic_id) if name is None else name
+                    moved.add((topic, record.partition_id))
                 continue
             if kind is PartitionRecord:
                 if new_topics and record.topic_id in new_topics:
@@ -185,7 +191,7 @@ class Story:
                 )
             )
         if moved:
-            shown = sorted(f"{t}-{p}" for t, p in moved)
+            shown = sorted([f"{names[t]}-{p}" for t, p in moved])
             events.append(
                 StoryEvent(
                     "partitions-moved",

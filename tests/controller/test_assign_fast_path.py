@@ -15,7 +15,7 @@ import pytest
 
 from kraft_jbod.controller import features as fv
 from kraft_jbod.controller.draft import Draft
-from kraft_jbod.controller.image import NO_LEADER
+from kraft_jbod.controller.image import NO_LEADER, Partition
 from kraft_jbod.controller.seams import Outcome
 from kraft_jbod.messages.assign_replicas_to_dirs_request import (
     AssignReplicasToDirsRequest,
@@ -105,18 +105,34 @@ def _odd_states(c: Cluster, level: int) -> None:
 def _assign_both_ways(
     c: Cluster, monkeypatch: pytest.MonkeyPatch, req: AssignReplicasToDirsRequest, taken: list[bool]
 ) -> None:
-    """The request handled with the short path where it applies (``taken`` gets each
-    decision) and with the builder always; same answer, same records."""
+    """The request handled with the short paths where they apply (``taken`` gets each
+    decision: True when ``Draft.assign_dirs`` wrote a replica's record itself, then those
+    of ``_assign_untouched`` and ``_only_directories_change`` for the replicas it handed
+    to ``assign_dir``) and with the builder always; same answer, same records."""
     only = Draft._only_directories_change
+    untouched = Draft._assign_untouched
+    one_by_one = Draft.assign_dir
+    handed: list[object] = []
 
     def handle() -> Outcome:
         return c.state.handle(73, 0, req, now_ms=c.now, next_offset=c.end_offset)
 
+    def each(self: Draft, parts: list[Partition], broker_id: int, directory: uuid.UUID, offline: bool) -> None:
+        for p in parts:
+            self.assign_dir(p, broker_id, directory, offline)
+
     with monkeypatch.context() as m:
         m.setattr(Draft, "_only_directories_change", lambda *a: taken.append(only(*a)) or taken[-1])
+        m.setattr(Draft, "_assign_untouched", lambda *a: taken.append(untouched(*a)) or taken[-1])
+        m.setattr(Draft, "assign_dir", lambda self, p, *a: handed.append(p) or one_by_one(self, p, *a))
         short = handle()
+    named = sum(len(t.partitions) for d in req.directories for t in d.topics)
+    if len(handed) < named:
+        taken.append(True)
     with monkeypatch.context() as m:
+        m.setattr(Draft, "assign_dirs", each)
         m.setattr(Draft, "_only_directories_change", lambda *a, **k: False)
+        m.setattr(Draft, "_assign_untouched", lambda *a, **k: False)
         built = handle()
     assert short.response == built.response
     assert short.records == built.records, (req, short.records, built.records)
@@ -182,3 +198,103 @@ def test_the_isr_shrink_short_paths_write_what_the_builder_writes(level: int, mo
     assert True in taken and False in taken
     # the leader's short path was taken, and also declined (no clean successor)
     assert any(s >= 0 for s in successors) and NO_LEADER in successors, successors
+
+
+@pytest.mark.parametrize("level", [fv.MV_3_7_IV2, fv.MV_4_0_IV1, fv.DEFAULT_LEVEL])
+def test_a_failed_directory_short_path_writes_what_the_builder_writes(
+    level: int, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """``Draft.dirs_offline``'s short steps for untouched partitions (``_leave_dir``'s loop
+    and ``_leave_untouched``) against the builder, for every directory of every registered broker of the shaped
+    cluster (ELR on where the level has it), one directory at a time and two at once:
+    same records, same draft views."""
+    c = _shaped_cluster(level)
+    if level >= fv.MV_4_0_IV1:
+        c.commit([(FeatureLevelRecord(name=fv.ELR_VERSION, feature_level=1), 0)])
+    taken = _fail_each_directory_both_ways(c, monkeypatch)
+    if level >= fv.MV_4_0_IV1:  # with ELR on the short step was taken, and also declined
+        assert True in taken and False in taken
+    else:
+        assert not taken  # ELR off: never asked
+
+
+@pytest.mark.parametrize("level", [fv.MV_4_0_IV1, fv.DEFAULT_LEVEL])
+def test_a_failed_leader_hands_over_within_the_isr(level: int, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Every partition led by its first replica, the second out of the ISR though it may
+    lead: a leader whose directory fails hands over to the third (the ISR's), both ways."""
+    c = Cluster(level=level)
+    for b in range(1, 4):
+        c.start_broker(b, [dir_id(b, 0), dir_id(b, 1)])
+    assert c.create_topic("v", 6, 3).response.topics[0].error_code == 0  # type: ignore[attr-defined]
+    vid = c.state.topic_id_of("v")
+    assert vid is not None
+    for b in range(1, 4):
+        held = [(vid, p.partition_id) for p in c.state.topics[vid].partitions.values() if b in p.replicas]
+        c.assign(b, dir_id(b, 0), held[: len(held) // 2])
+        c.assign(b, dir_id(b, 1), held[len(held) // 2 :])
+    ver = fv.partition_change_record_version(level)
+    for p in c.state.topics[vid].partitions.values():
+        first, _, third = p.replicas
+        c.commit([(PartitionChangeRecord(p.partition_id, vid, isr=[first, third], leader=first), ver)])
+    c.commit([(FeatureLevelRecord(name=fv.ELR_VERSION, feature_level=1), 0)])
+    assert all(p.leader == p.replicas[0] for p in c.state.topics[vid].partitions.values())
+    _fail_each_directory_both_ways(c, monkeypatch)
+
+
+def _fail_each_directory_both_ways(c: Cluster, monkeypatch: pytest.MonkeyPatch) -> list[bool]:
+    """Each directory of each broker failed alone, then all of a broker's at once, with
+    the short steps and with the builder always: the same records and draft views. The
+    decisions of ``_leave_untouched`` come back."""
+    untouched = Draft._leave_untouched
+    taken: list[bool] = []
+    for b, reg in sorted(c.state.brokers.items()):
+        for dirs in [[d] for d in reg.online_dirs] + [list(reg.online_dirs)]:
+            with monkeypatch.context() as m:
+                m.setattr(Draft, "_leave_untouched", lambda *a: taken.append(untouched(*a)) or taken[-1])
+                short = Draft(c.state.ctx)
+                short.dirs_offline(reg, dirs)
+            with monkeypatch.context() as m:
+                m.setattr(Draft, "_leave_dir", lambda self, parts, b: [self.leave_offline_dir(p, b) for p in parts])
+                m.setattr(Draft, "_leave_untouched", lambda *a: False)
+                m.setattr(Draft, "_only_isr_shrinks", lambda *a: False)
+                m.setattr(Draft, "_clean_successor", lambda *a: NO_LEADER)
+                built = Draft(c.state.ctx)
+                built.dirs_offline(reg, dirs)
+            assert short.records == built.records, (b, dirs)
+            assert short.parts == built.parts and short.elrs == built.elrs
+    return taken
+
+
+@pytest.mark.parametrize("level", [fv.MV_3_7_IV2, fv.MV_4_0_IV1, fv.DEFAULT_LEVEL])
+def test_a_whole_topic_in_one_request_writes_what_the_builder_writes(
+    level: int, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """``Draft.assign_dirs`` over many partitions of a topic at once (in a mixed order, one
+    named twice, one the broker holds no replica of, one that does not exist, and two
+    topics in one directory entry) against the builder, for every broker and directory."""
+    c = _shaped_cluster(level)
+    tid, uid = c.state.topic_id_of("t"), c.state.topic_id_of("u")
+    assert tid is not None and uid is not None
+    taken: list[bool] = []
+    for b in sorted(c.state.brokers):
+        for target in (dir_id(b, 0), dir_id(b, 1), LOST):
+            for t in (tid, uid):
+                held = sorted(p.partition_id for p in c.state.topics[t].partitions.values() if b in p.replicas)
+                other = next(p.partition_id for p in c.state.topics[t].partitions.values() if b not in p.replicas)
+                mixed = held[1::2] + held[::2] + held[:1] + [other, 999]
+                other_topic = uid if t == tid else tid
+                req = AssignReplicasToDirsRequest(
+                    broker_id=b,
+                    broker_epoch=c.epoch(b),
+                    directories=[
+                        DirectoryData(
+                            id=target,
+                            topics=[
+                                TopicData(topic_id=t, partitions=[PartitionData(i) for i in mixed]),
+                                TopicData(topic_id=other_topic, partitions=[PartitionData(0), PartitionData(1)]),
+                            ],
+                        )
+                    ],
+                )
+                _assign_both_ways(c, monkeypatch, req, taken)
+    assert True in taken and False in taken

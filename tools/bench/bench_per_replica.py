@@ -2,7 +2,8 @@
 
 What ``bench_vs_kafka``'s ``assign`` and ``offline*`` phases spend per replica once the
 sockets, the log and the fsync are taken away: ``ControllerState.handle`` of the request,
-encoding each record it returns (as the log append does) and ``apply`` of each, on the
+encoding the records it returns (as the log append does) and applying them (as the server
+applies a committed batch), on the
 layout of ``bench_dir_failure`` (100 brokers x 10 directories, RF 3, 100,000 partitions by
 default), metadata.version the default one with ELR on (``eligible.leader.replicas.version``
 1, as at 4.3-IV0):
@@ -14,7 +15,8 @@ default), metadata.version the default one with ELR on (``eligible.leader.replic
   brokers in turn (the median is printed).
 
 CPU time of the process (``time.process_time``), so a loaded machine inflates it less than
-wall time. ``--root DIR`` measures another checkout in the same run (rounds alternate:
+wall time; the cyclic collector's thresholds are the controller process's
+(``controller/commands.py``). ``--root DIR`` measures another checkout in the same run (rounds alternate:
 this tree, then DIR), which is how a change's before and after are compared; the child
 processes import everything from the tree they measure.
 
@@ -43,6 +45,18 @@ from kraft_jbod.messages.broker_heartbeat_request import BrokerHeartbeatRequest
 from kraft_jbod.messages.feature_level_record import FeatureLevelRecord
 from tools.bench.bench_dir_failure import _dir, build
 
+try:  # the log's encoder (one compiled call per append); a tree from before it: one by one
+    from kraft_jbod.controller.log import encode_metadata_values as encode
+except ImportError:
+    def encode(records):
+        for rec, ver in records:
+            codec.encode_metadata_record(rec, ver)
+
+try:  # the collector's thresholds as the controller process sets them
+    from kraft_jbod.controller.commands import _GC_THRESHOLDS
+    gc.set_threshold(*_GC_THRESHOLDS)
+except ImportError:
+    pass
 partitions = int(sys.argv[1])
 state, offset = build(partitions, 8, 3000)
 state.apply(offset, FeatureLevelRecord(name="eligible.leader.replicas.version", feature_level=1), 0)
@@ -54,10 +68,12 @@ gc.freeze()
 def run(request):
     global offset
     out = state.handle(request[0], request[1], request[2], now_ms=0, next_offset=offset)
-    for rec, ver in out.records:
-        codec.encode_metadata_record(rec, ver)
-    for i, (rec, ver) in enumerate(out.records):
-        state.apply(offset + i, rec, ver)
+    encode(out.records)
+    if hasattr(state, "apply_batch"):  # as the server applies a committed batch
+        state.apply_batch(offset, out.records)
+    else:  # a tree from before apply_batch (--root)
+        for i, (rec, ver) in enumerate(out.records):
+            state.apply(offset + i, rec, ver)
     offset += len(out.records)
 
 

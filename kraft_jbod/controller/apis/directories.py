@@ -26,6 +26,7 @@ from typing import Any
 from kraft_jbod.controller import features as fv
 from kraft_jbod.controller.context import Call, ControllerContext, Outcome, Sliced
 from kraft_jbod.controller.draft import Draft
+from kraft_jbod.controller.image import Partition
 from kraft_jbod.messages.assign_replicas_to_dirs_request import AssignReplicasToDirsRequest
 from kraft_jbod.messages.assign_replicas_to_dirs_request import DirectoryData as AssignDir
 from kraft_jbod.messages.assign_replicas_to_dirs_response import (
@@ -53,6 +54,11 @@ def handle_assign(ctx: ControllerContext, call: Call, req: AssignReplicasToDirsR
         return Outcome(AssignReplicasToDirsResponse(error_code=ErrorCode.STALE_BROKER_EPOCH), [])
     b = reg.broker_id
     d = Draft(ctx)
+    ok, unknown_partition, not_a_replica = (
+        ErrorCode.NONE,
+        ErrorCode.UNKNOWN_TOPIC_OR_PARTITION,
+        ErrorCode.NOT_LEADER_OR_FOLLOWER,
+    )
     results: list[AssignDirResult] = []
     for dd in req.directories:
         directory = img.canonical(dd.id)
@@ -61,18 +67,24 @@ def handle_assign(ctx: ControllerContext, call: Call, req: AssignReplicasToDirsR
         for td in dd.topics:
             topic = img.topics.get(td.topic_id)
             parts_out: list[AssignPartResult] = []
-            for pd in td.partitions:
-                code = ErrorCode.NONE
-                p = None if topic is None else topic.partitions.get(pd.partition_index)
-                if topic is None:
-                    code = ErrorCode.UNKNOWN_TOPIC_ID
-                elif p is None:
-                    code = ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
-                elif b not in p.replicas:
-                    code = ErrorCode.NOT_LEADER_OR_FOLLOWER
-                else:
-                    d.assign_dir(p, b, directory, offline)
-                parts_out.append(AssignPartResult(partition_index=pd.partition_index, error_code=code))
+            if topic is None:
+                for pd in td.partitions:
+                    parts_out.append(AssignPartResult(pd.partition_index, ErrorCode.UNKNOWN_TOPIC_ID))
+            else:
+                # Thousands of partitions per request: the loop reads locals only.
+                known = topic.partitions
+                held: list[Partition] = []
+                for pd in td.partitions:
+                    index = pd.partition_index
+                    p = known.get(index)
+                    if p is None:
+                        parts_out.append(AssignPartResult(index, unknown_partition))
+                    elif b not in p.replicas:
+                        parts_out.append(AssignPartResult(index, not_a_replica))
+                    else:
+                        held.append(p)
+                        parts_out.append(AssignPartResult(index, ok))
+                d.assign_dirs(held, b, directory, offline)
             topics_out.append(AssignTopicResult(topic_id=td.topic_id, partitions=parts_out))
         results.append(AssignDirResult(id=dd.id, topics=topics_out))
     return Outcome(AssignReplicasToDirsResponse(error_code=ErrorCode.NONE, directories=results), d.records)
