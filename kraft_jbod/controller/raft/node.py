@@ -864,7 +864,7 @@ class RaftNode:
     def _append_voters(self, voters: VoterSet) -> int:
         assert self.voter_codec is not None
         offset = self.log.end_offset
-        entry = Entry(offset, self.epoch, self.voter_codec.voters_payload(voters), control=True)
+        entry = self.voter_codec.voters_entry(offset, self.epoch, voters)
         self.log.append([entry])
         self._history.appended(offset, voters)
         self._match[self.node_id] = self.log.end_offset

@@ -45,8 +45,8 @@ class SimVoterCodec:
     """A voter set as ``VOTERS id:directory,...`` in a control entry (the simulation's
     stand-in for a VotersRecord batch)."""
 
-    def voters_payload(self, voters: VoterSet) -> bytes:
-        return _VOTERS_TAG + b",".join(str(k).encode() for k in voters)
+    def voters_entry(self, offset: int, epoch: int, voters: VoterSet) -> Entry:
+        return Entry(offset, epoch, _VOTERS_TAG + b",".join(str(k).encode() for k in voters), control=True)
 
     def voters_in(self, entry: Entry) -> VoterSet | None:
         if not entry.control or not entry.payload.startswith(_VOTERS_TAG):

@@ -101,8 +101,8 @@ class VoterSet:
 class VoterCodec(Protocol):
     """How voter sets travel in the log: the shell's VotersRecord control batch."""
 
-    def voters_payload(self, voters: VoterSet) -> bytes:
-        """The payload of a control entry holding ``voters``."""
+    def voters_entry(self, offset: int, epoch: int, voters: VoterSet) -> Entry:
+        """The control entry (one batch) recording ``voters`` at ``offset`` in ``epoch``."""
         ...
 
     def voters_in(self, entry: Entry) -> VoterSet | None:
