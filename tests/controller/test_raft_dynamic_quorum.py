@@ -173,7 +173,7 @@ def test_add_refusals_in_kafkas_order() -> None:
     reply = leader.add_voter(VoterKey(9, A), sim.now)
     assert reply.pending
     assert leader.add_voter(VoterKey(8, B), sim.now).error is Error.REQUEST_TIMED_OUT  # one change at a time
-    assert leader.remove_voter(VoterKey(2, None), sim.now).error is Error.REQUEST_TIMED_OUT
+    assert leader.remove_voter(VoterKey(2, B), sim.now).error is Error.REQUEST_TIMED_OUT
     leader.add_voter_versions(reply.change_id, (0, 1), sim.now)
     assert leader.voter_change_results[-1][:2] == (reply.change_id, Error.REQUEST_TIMED_OUT)
     assert leader.voters == {1, 2, 3}
@@ -214,13 +214,14 @@ def test_remove_refusals_and_commit_timeout() -> None:
     assert results in ([Error.REQUEST_TIMED_OUT], [Error.NOT_LEADER_OR_FOLLOWER])
     # The newest set is still uncommitted: the next change must wait (Rule V5).
     if leader.is_leader:
-        assert leader.remove_voter(VoterKey(other, None), sim.now).error is Error.REQUEST_TIMED_OUT
+        assert leader.remove_voter(VoterKey(other, sim.directories[other]), sim.now).error is Error.REQUEST_TIMED_OUT
 
 
 def test_static_quorum_refuses_voter_changes() -> None:
     sim = Simulation(3, seed=2)
     leader = _elected(sim)
-    assert leader.remove_voter(VoterKey(2, None), sim.now).error is Error.UNSUPPORTED_VERSION
+    assert leader.remove_voter(VoterKey(2, None), sim.now).error is Error.INVALID_REQUEST
+    assert leader.remove_voter(VoterKey(2, A), sim.now).error is Error.UNSUPPORTED_VERSION
     assert leader.add_voter(VoterKey(9, A), sim.now).error is Error.UNSUPPORTED_VERSION
 
 

@@ -24,6 +24,7 @@ class Error(IntEnum):
     INVALID_REQUEST = 42
     FENCED_LEADER_EPOCH = 74
     UNKNOWN_LEADER_EPOCH = 75
+    INCONSISTENT_CLUSTER_ID = 104
     # Dynamic quorums (kraft.version 1): voter_set.py and node.py's voter changes.
     INVALID_VOTER_KEY = 125
     DUPLICATE_VOTER = 126

@@ -719,7 +719,8 @@ class RaftNode:
     # and RemoveVoterHandler. The checks, in Kafka's order:
     #
     # Rule V1: not the leader: NOT_LEADER_OR_FOLLOWER. Add without a directory id, or without
-    # an endpoint on the quorum's listener (the shell says): INVALID_REQUEST.
+    # an endpoint on the quorum's listener (the shell says), Remove without a directory id:
+    # INVALID_REQUEST.
     # Rule V2: another change not yet answered (and not timed out): REQUEST_TIMED_OUT.
     # Rule V3: the leader's high watermark not yet in its own epoch: REQUEST_TIMED_OUT.
     # Rule V4: kraft.version 0 (a static quorum): UNSUPPORTED_VERSION.
@@ -817,6 +818,8 @@ class RaftNode:
                 return Error.INVALID_REQUEST, "the new voter has no directory id"
             if not has_listener:
                 return Error.INVALID_REQUEST, "the new voter has no endpoint on the quorum's listener"
+        if removing is not None and removing.directory_id is None:
+            return Error.INVALID_REQUEST, "the voter to remove has no directory id"
         kind = "adding" if adding is not None else "removing"
         self._expire_voter_change(now_ms)
         if self._voter_change is not None:
