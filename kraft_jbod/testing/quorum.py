@@ -219,11 +219,16 @@ class LocalQuorum:
         """
         if not self.dynamic:
             raise ValueError("remove_voter needs a dynamic quorum")
-        if node_id == getattr(self.leader(), "node_id", None):
+        leader = self.leader()
+        removing_leader = leader is not None and leader.node_id == node_id and leader.node is not None
+        epoch = leader.node.epoch if removing_leader and leader is not None and leader.node is not None else -1
+        if removing_leader:
             self._lost_at = _ms()  # the leader resigns once its removal commits
         await self._change(
             "remove", node_id, timeout, lambda leader: leader.remove_voter(node_id, self.directory_ids[node_id])
         )
+        if removing_leader:
+            await self.wait_for_leader(above_epoch=epoch, timeout=timeout)  # its successor
 
     async def _change(self, kind: str, node_id: int, timeout: float, ask: Any) -> None:
         started = time.monotonic()

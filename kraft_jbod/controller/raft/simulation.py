@@ -327,6 +327,8 @@ class FailoverReport:
     acknowledged: int
     lost: int
     epochs: int
+    voters_added: int = 0
+    voters_removed: int = 0
 
     @property
     def median_ms(self) -> float:
@@ -346,6 +348,7 @@ def run_failovers(
     drop_rate: float = 0.0,
     load_ms: int = 300,
     limit_ms: int = 20_000,
+    dynamic: bool = False,
 ) -> FailoverReport:
     """Elect, write for ``load_ms``, lose the leader (``how``: kill, pause, isolate, resign),
     time the next election, bring the old leader back; ``failovers`` times.
@@ -353,18 +356,22 @@ def run_failovers(
     Raises:
         SafetyViolation: a property of :class:`Checker` broke, or no leader within ``limit_ms``.
     """
-    sim = Simulation(voters, seed=seed, network=Network(drop_rate=drop_rate))
+    sim = Simulation(voters, seed=seed, network=Network(drop_rate=drop_rate), dynamic=dynamic)
     pending: list[tuple[int, int, bytes]] = []
     election_ms: list[int] = []
     counter = itertools.count()
+    changed = {"add": 0, "remove": 0}
     if not sim.run_until(lambda: sim.leader() is not None, limit_ms):
         raise SafetyViolation("no first leader")
-    for _ in range(failovers):
+    for round_no in range(failovers):
         for _ in range(load_ms // 5):
             got = sim.propose(b"w%d" % next(counter))
             if got is not None:
                 pending.append((got[0], got[1], b"w%d" % (next(counter) - 1)))
             sim.step(5)
+            pending = sim.acknowledge(pending)
+        if dynamic:
+            _change_voters(sim, round_no, voters, changed, limit_ms)
             pending = sim.acknowledge(pending)
         old = sim.leader()
         if old is None:
@@ -405,4 +412,33 @@ def run_failovers(
         acknowledged=len(sim.checker.acknowledged),
         lost=sim.lost(),
         epochs=max(n.epoch for n in sim.nodes.values()),
+        voters_added=changed["add"],
+        voters_removed=changed["remove"],
     )
+
+
+def _change_voters(sim: Simulation, round_no: int, floor: int, changed: dict[str, int], limit_ms: int) -> None:
+    """Even rounds: a new node joins and is added. Odd rounds: while more than ``floor`` vote,
+    one is removed (every second removal the leader, which then resigns).
+
+    Raises:
+        SafetyViolation: the change was refused, or no leader afterwards.
+    """
+    if round_no % 2 == 0:
+        new_id = max(sim.ids) + 1
+        sim.add_node(new_id)
+        sim.step(200)  # it finds the leader and catches up as an observer
+        answer = sim.add_voter(new_id, limit_ms)
+        kind = "add"
+    else:
+        leader = sim.leader()
+        if leader is None or len(leader.voters) <= floor:
+            return
+        victim = leader.node_id if round_no % 4 == 3 else max(v for v in leader.voters if v != leader.node_id)
+        answer = sim.remove_voter(victim, limit_ms)
+        kind = "remove"
+    if answer is not Error.NONE:
+        raise SafetyViolation(f"{kind} voter refused: {answer.name}")
+    changed[kind] += 1
+    if not sim.run_until(lambda: sim.leader() is not None, limit_ms):
+        raise SafetyViolation(f"no leader after {kind}")
