@@ -10,7 +10,7 @@ import pytest
 
 from kraft_jbod.controller.raft.messages import BeginQuorumEpochRequest, Error, VoteRequest
 from kraft_jbod.controller.raft.node import RaftNode
-from kraft_jbod.controller.raft.simulation import Network, Simulation
+from kraft_jbod.controller.raft.simulation import Network, Simulation, run_failovers
 from kraft_jbod.controller.raft.voter_set import VoterKey, VoterSet, VoterSetHistory
 
 A, B, C = (uuid.UUID(int=i) for i in (11, 12, 13))
@@ -294,3 +294,20 @@ def test_failovers_with_membership_changes_lose_nothing() -> None:
     assert _prefix_consistent(sim) > 200
     assert sim.lost() == 0
     assert statistics.median(elections) < 5_000
+
+
+def test_simulated_failovers_with_voter_changes_report() -> None:
+    """The figures `kraft-jbod quorum simulate --dynamic` prints: every change accepted,
+    nothing acknowledged lost."""
+    report = run_failovers(40, seed=4, dynamic=True)
+    assert report.failovers == 40
+    assert (report.voters_added, report.voters_removed) == (20, 20)
+    assert report.lost == 0 and report.acknowledged > 1000
+
+
+def test_cli_quorum_simulate_dynamic(capsys: pytest.CaptureFixture[str]) -> None:
+    from kraft_jbod.cli import main
+
+    assert main(["quorum", "simulate", "--dynamic", "--failovers", "6", "--json"]) == 0
+    out = capsys.readouterr().out
+    assert '"voters_added":3' in out and '"voters_removed":3' in out and '"lost":0' in out
