@@ -88,6 +88,9 @@ SERVED: Final = {
 }
 #: The kraft.version range a voter of ours supports (ApiVersions' SupportedFeatures).
 KRAFT_VERSIONS: Final = (0, 1)
+_KRAFT_FEATURE: Final = SupportedFeatureKey(
+    name="kraft.version", min_version=KRAFT_VERSIONS[0], max_version=KRAFT_VERSIONS[1]
+)
 _SOURCE_OF = {
     core.VoteRequest: lambda m: m.candidate_id,
     core.BeginQuorumEpochRequest: lambda m: m.leader_id,
@@ -409,11 +412,9 @@ class RaftVoter:
                 error_code=ErrorCode.UNSUPPORTED_VERSION if isinstance(ev, ApiVersionsFallback) else 0,
                 api_keys=[ApiVersion(api_key=k, min_version=lo, max_version=hi) for k, (lo, hi) in SERVED.items()],
                 throttle_time_ms=0,
-                supported_features=[
-                    SupportedFeatureKey(
-                        name="kraft.version", min_version=KRAFT_VERSIONS[0], max_version=KRAFT_VERSIONS[1]
-                    )
-                ],
+                # Kafka lists features whose range starts at 0 (kraft.version's does) only
+                # from ApiVersions v4 on; a leader adding a voter asks at v4.
+                supported_features=[_KRAFT_FEATURE] if ev.api_version >= 4 else [],
             )
         node = self.node
         if self.isolated or node is None or ev.api_key not in SERVED:
@@ -486,7 +487,7 @@ class RaftVoter:
             writer = stream
             conn = ClientConnection(client_id=f"raft-voter-{self.node_id}")
             stream.write(
-                conn.send_request(ApiVersionsRequest(client_software_name="kraft-jbod", client_software_version="1"), 3)
+                conn.send_request(ApiVersionsRequest(client_software_name="kraft-jbod", client_software_version="1"), 4)
             )
             await stream.drain()
             answer = await asyncio.wait_for(self._read_response(reader, conn), timeout)
