@@ -18,6 +18,7 @@ dynamic quorum, Kafka's controller formatted with ``--initial-controllers`` nami
 from __future__ import annotations
 
 import asyncio
+import statistics
 import time
 import uuid
 from pathlib import Path
@@ -40,7 +41,7 @@ from kraft_jbod.realkafka.distribution import KafkaDistribution
 from kraft_jbod.realkafka.process import KafkaProcess, run_tool
 from kraft_jbod.wire.message import Message
 from kraft_jbod.wire.primitives import uuid_to_base64url
-from tests.realbrokers.test_mixed_quorum import LOADED_MACHINE, METADATA_VERSION, NOT_SERVED_YET, _record
+from tests.realbrokers.test_mixed_quorum import LOADED_MACHINE, METADATA_VERSION, NOT_SERVED_YET, PAUSED_LEADER, _record
 
 KAFKA_ID = 3
 JOINER = 4
@@ -264,3 +265,199 @@ def test_dynamic_mixed_quorum_voter_changes_and_failover(kafka_dist: KafkaDistri
     print(f"dynamic mixed quorum: elections_ms={[round(e) for e in elections]} batches={len(longest)}")
     problems = logs.problems(text, NOT_SERVED_YET + LOADED_MACHINE + BOOTSTRAP_UNREACHABLE)
     assert problems == [], "\n".join(p[:400] for p in problems)
+
+
+DYNAMIC_ROUNDS = 10
+
+
+def test_dynamic_mixed_quorum_repeated_changes_and_failovers(kafka_dist: KafkaDistribution, tmp_path: Path) -> None:
+    """Each round: whoever leads (ours or Kafka's) removes a voter that does not lead (Kafka's
+    or one of ours, in turn) and adds it back, then the leader is lost (ours killed and
+    restarted, Kafka's paused and resumed). Every acknowledged record survives, every log is
+    a prefix of the longest and records each change."""
+    cluster_id = new_cluster_id()
+    ports = {i: free_port() for i in (1, 2, KAFKA_ID)}
+    addresses = {i: ("127.0.0.1", ports[i]) for i in ports}
+    dirs = {i: uuid.uuid4() for i in ports}
+    initial = VoterSet.of(VoterKey(i, dirs[i]) for i in ports)
+    kafka = _format_dynamic_kafka(kafka_dist, tmp_path, ports, dirs, cluster_id)
+    elections: list[float] = []
+    acknowledged: list[tuple[int, bytes]] = []
+    changes_made: list[str] = []
+    lost_by: list[str] = []
+    timeline: list[str] = []
+
+    def voter(i: int, seed: int) -> RaftVoter:
+        return RaftVoter(
+            i,
+            {i: addresses[i]},
+            tmp_path / f"voter-{i}",
+            cluster_id=cluster_id,
+            timing=Timing(),
+            fsync=False,
+            seed=seed,
+            directory_id=dirs[i],
+            initial_voters=initial,
+        )
+
+    async def agreed(ours: dict[int, RaftVoter], above: int) -> tuple[int, int]:
+        deadline = time.monotonic() + 90
+        while time.monotonic() < deadline:
+            views = {(v.node.leader_id, v.node.epoch) for v in ours.values() if v.node is not None}
+            if len(views) == 1:
+                leader, epoch = next(iter(views))
+                mine = ours.get(leader)
+                if leader >= 0 and epoch > above and (mine is None or (mine.node is not None and mine.node.is_leader)):
+                    return leader, epoch
+            await asyncio.sleep(0.02)
+        raise AssertionError(
+            "no agreed leader: " + "; ".join(v.describe() for v in ours.values()) + "\n" + "\n".join(timeline)
+        )
+
+    async def change(ours: dict[int, RaftVoter], leader: int, kind: str, target: int) -> None:
+        deadline = time.monotonic() + 90
+        while True:
+            if leader in ours:
+                if kind == "remove":
+                    error, message = await ours[leader].remove_voter(target, dirs[target])
+                else:
+                    error, message = await ours[leader].add_voter(target, dirs[target], *addresses[target])
+            else:
+                body: Message = (
+                    RemoveRaftVoterRequest(cluster_id=cluster_id, voter_id=target, voter_directory_id=dirs[target])
+                    if kind == "remove"
+                    else AddRaftVoterRequest(
+                        cluster_id=cluster_id,
+                        timeout_ms=30_000,
+                        voter_id=target,
+                        voter_directory_id=dirs[target],
+                        listeners=[Listener(name=configs.CONTROLLER_LISTENER, host="127.0.0.1", port=ports[target])],
+                        ack_when_committed=True,
+                    )
+                )
+                got = await _call(addresses[KAFKA_ID], body, 0 if kind == "remove" else 1)
+                error, message = core.Error(got.error_code), got.error_message or ""  # type: ignore[attr-defined]
+            timeline.append(f"{time.strftime('%H:%M:%S')} {leader} {kind}s {target}: {error.name} {message}")
+            if error is core.Error.NONE:
+                changes_made.append(f"{kind} {target} by {'kafka' if leader == KAFKA_ID else 'ours'}")
+                return
+            assert error is core.Error.REQUEST_TIMED_OUT and time.monotonic() < deadline, "\n".join(timeline)
+            await asyncio.sleep(0.5)
+
+    async def run() -> None:
+        ours = {i: voter(i, i) for i in (1, 2)}
+        for v in ours.values():
+            await v.start()
+        for v in ours.values():
+            v.connect(addresses)
+        leader, epoch = await agreed(ours, 0)
+        first = ours[leader]
+        first.propose(
+            [_record(12, FeatureLevelRecord(name="metadata.version", feature_level=METADATA_VERSION[1]).encode(0))]
+        )
+        await asyncio.to_thread(kafka.start)
+        try:
+            for r in range(DYNAMIC_ROUNDS):
+                mine = ours.get(leader)
+                if mine is not None and mine.node is not None and mine.node.is_leader:
+                    payload = _record(20, NoOpRecord().encode(0))
+                    offset = mine.propose([payload])
+                    deadline = time.monotonic() + 30
+                    while time.monotonic() < deadline and mine.node is not None and mine.node.is_leader:
+                        if mine.node.high_watermark > offset:
+                            acknowledged.append((offset, payload))
+                            break
+                        await asyncio.sleep(0.01)
+                # A voter that does not lead leaves and comes back, through the leader.
+                target = KAFKA_ID if r % 2 == 0 and leader != KAFKA_ID else next(i for i in (1, 2) if i != leader)
+                await change(ours, leader, "remove", target)
+                await change(ours, leader, "add", target)
+                lost = time.monotonic()
+                timeline.append(f"{time.strftime('%H:%M:%S')} round {r}: leader {leader} epoch {epoch} lost")
+                if leader in ours:
+                    await ours[leader].kill()
+                    del ours[leader]
+                    lost_by.append("kill")
+                else:
+                    kafka.pause()
+                    lost_by.append("pause")
+                try:
+                    new, epoch = await agreed(ours, epoch)
+                finally:
+                    if leader == KAFKA_ID:
+                        kafka.resume()
+                elections.append((time.monotonic() - lost) * 1000)
+                if leader != KAFKA_ID:
+                    back = voter(leader, 100 * r + leader)
+                    for attempt in range(50):
+                        try:
+                            await back.start()
+                            break
+                        except OSError:
+                            if attempt == 49:
+                                raise
+                            await asyncio.sleep(0.1)
+                    back.connect(addresses)
+                    ours[leader] = back
+                leader = new
+            await asyncio.sleep(3)
+        finally:
+            await asyncio.to_thread(kafka.stop, 60)
+            for v in ours.values():
+                await v.kill()
+
+    try:
+        asyncio.run(asyncio.wait_for(run(), 900))
+    finally:
+        print("\n".join(timeline))
+    text = kafka.log_text()
+    assert "Encountered fatal fault" not in text
+    segments = {i: tmp_path / f"voter-{i}" / PARTITION_DIR / SEGMENT for i in (1, 2)}
+    segments[KAFKA_ID] = tmp_path / "kafka" / "data" / PARTITION_DIR / SEGMENT
+    all_logs = {i: wire.decode_entries(p.read_bytes()) for i, p in segments.items()}
+    longest = max(all_logs.values(), key=len)
+    for i, entries in all_logs.items():
+        assert entries == longest[: len(entries)], f"voter {i}'s log is not a prefix of the longest"
+    by_offset = {e.offset: e for e in longest}
+    lost = [o for o, p in acknowledged if o not in by_offset or by_offset[o].payload != p]
+    assert lost == [], f"acknowledged records lost at offsets {lost}"
+    codec = VotersRecordCodec({})
+    recorded = [s.ids for e in longest if (s := codec.voters_in(e)) is not None]
+    distinct = [ids for n, ids in enumerate(recorded) if n == 0 or recorded[n - 1] != ids]
+    assert len(distinct) == 1 + 2 * DYNAMIC_ROUNDS, (distinct, changes_made)
+    assert len(elections) == DYNAMIC_ROUNDS
+    print(
+        f"dynamic mixed failovers={len(elections)} (kill={lost_by.count('kill')} pause={lost_by.count('pause')}) "
+        f"election_ms_median={statistics.median(elections):.0f} election_ms_worst={max(elections):.0f} "
+        f"voter_changes={len(changes_made)} (by_kafka={sum('kafka' in c for c in changes_made)}) "
+        f"acknowledged={len(acknowledged)} lost=0 batches={len(longest)}"
+    )
+    problems = logs.problems(text, NOT_SERVED_YET + LOADED_MACHINE + PAUSED_LEADER + BOOTSTRAP_UNREACHABLE)
+    assert problems == [], "\n".join(p[:400] for p in problems)
+
+
+def _format_dynamic_kafka(
+    kafka_dist: KafkaDistribution, tmp_path: Path, ports: dict[int, int], dirs: dict[int, uuid.UUID], cluster_id: str
+) -> KafkaProcess:
+    """Kafka's controller (id KAFKA_ID) formatted with --initial-controllers naming every
+    voter of ``ports`` and controller.quorum.bootstrap.servers instead of static voters."""
+    config = tmp_path / "kafka" / "controller.properties"
+    config.parent.mkdir(parents=True)
+    props = configs.kafka_controller_properties(
+        node_id=KAFKA_ID, port=ports[KAFKA_ID], log_dir=tmp_path / "kafka" / "data"
+    )
+    del props["controller.quorum.voters"]
+    props["controller.quorum.bootstrap.servers"] = ",".join(f"127.0.0.1:{p}" for p in ports.values())
+    configs.write_properties(config, props)
+    controllers = ",".join(f"{i}@127.0.0.1:{p}:{uuid_to_base64url(dirs[i])}" for i, p in ports.items())
+    formatted = run_tool(
+        kafka_dist,
+        "kafka.tools.StorageTool",
+        [
+            *("format", "-t", cluster_id, "-c", str(config), "--release-version", METADATA_VERSION[0]),
+            *("--initial-controllers", controllers),
+        ],
+        tmp_path / "kafka",
+    )
+    assert formatted.returncode == 0, formatted.stdout + formatted.stderr
+    return KafkaProcess("controller", kafka_dist, config, tmp_path / "kafka" / "controller.log", heap_mb=512)
