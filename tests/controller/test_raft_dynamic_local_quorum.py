@@ -144,3 +144,39 @@ def test_voter_changes_over_the_wire(tmp_path: Path) -> None:
 
 def _fields(msg: object) -> dict[str, object]:
     return {f: getattr(msg, f) for f in msg.__slots__ if f != "unknown_tagged_fields"}  # type: ignore[attr-defined]
+
+
+def test_directory_ids_round_trip_through_kafka_bytes() -> None:
+    from kraft_jbod import codec
+    from kraft_jbod.controller.raft import messages as core
+    from kraft_jbod.controller.raft import wire
+
+    a, b = uuid.uuid4(), uuid.uuid4()
+    endpoints = {1: ("CONTROLLER", "127.0.0.1", 9093), 2: ("CONTROLLER", "127.0.0.1", 9094)}
+    for msg in (
+        core.VoteRequest(1, 5, 3, 120, False, candidate_directory_id=a, voter_directory_id=b),
+        core.BeginQuorumEpochRequest(1, 5, voter_directory_id=b),
+        core.FetchRequest(2, 5, 77, 4, a),
+    ):
+        api_key, version, body = wire.request_to_wire(msg, cluster_id=CLUSTER_ID, destination=2, endpoints=endpoints)
+        decoded = codec.request_class(api_key).decode(body.encode(version), version)
+        assert wire.request_from_wire(api_key, decoded, cluster_id=CLUSTER_ID) == msg
+
+
+def test_voters_record_batch_round_trips_and_bad_bytes_are_no_voter_set() -> None:
+    from kraft_jbod.controller.raft import messages as core
+    from kraft_jbod.controller.raft import wire
+    from kraft_jbod.controller.raft.voter_set import VoterKey, VoterSet
+
+    codec = VotersRecordCodec({1: ("CONTROLLER", "h1", 9093)})
+    voters = VoterSet.of([VoterKey(1, uuid.uuid4()), VoterKey(2, uuid.uuid4())])
+    entry = codec.voters_entry(7, 3, voters)
+    (back,) = wire.decode_entries(entry.raw or b"")
+    assert (back.offset, back.count, back.epoch) == (7, 2, 3)
+    learner = VotersRecordCodec({})
+    assert learner.voters_in(back) == voters
+    assert learner.endpoints == {1: ("CONTROLLER", "h1", 9093)}  # endpoints learned from the record
+    assert entry.raw is not None
+    torn = core.Entry(7, 3, b"", control=True, count=2, raw=entry.raw[:-5])
+    assert learner.voters_in(torn) is None
+    assert learner.voters_in(core.Entry(0, 1, b"x")) is None

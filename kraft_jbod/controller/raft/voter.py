@@ -491,12 +491,14 @@ class RaftVoter:
             )
             await stream.drain()
             answer = await asyncio.wait_for(self._read_response(reader, conn), timeout)
-        except (OSError, TimeoutError, KraftJbodError):
+        except (OSError, TimeoutError, KraftJbodError) as exc:
+            log.info("voter %d: no ApiVersions from %s:%d: %r", self.node_id, host, port, exc)
             return None
         finally:
             if writer is not None:
                 writer.close()
         if not isinstance(answer, ApiVersionsResponse) or answer.error_code != 0:
+            log.info("voter %d: ApiVersions from %s:%d answered %r", self.node_id, host, port, answer)
             return None
         for feature in answer.supported_features:
             if feature.name == "kraft.version":
