@@ -311,3 +311,19 @@ def test_cli_quorum_simulate_dynamic(capsys: pytest.CaptureFixture[str]) -> None
     assert main(["quorum", "simulate", "--dynamic", "--failovers", "6", "--json"]) == 0
     out = capsys.readouterr().out
     assert '"voters_added":3' in out and '"voters_removed":3' in out and '"lost":0' in out
+
+
+def test_a_removed_voter_can_be_added_back_at_once() -> None:
+    """Kafka's leader keeps a removed voter's fetch state (it becomes an observer's), so the
+    voter counts as caught up for an AddRaftVoter right after its removal commits."""
+    sim, leader = _quorum()
+    _write(sim, 20, "x")
+    other = next(i for i in sim.ids if i != leader.node_id)
+    key = VoterKey(other, sim.directories[other])
+    assert sim.remove_voter(other) is Error.NONE
+    reply = leader.add_voter(key, sim.now)
+    assert reply.pending
+    leader.add_voter_versions(reply.change_id, (0, 1), sim.now)
+    assert leader.voters == {1, 2, 3}  # appended at once, no "lagging behind"
+    assert sim.run_until(lambda: any(c == reply.change_id for c, _, _ in leader.voter_change_results), 5_000)
+    assert [e for c, e, _ in leader.voter_change_results if c == reply.change_id] == [Error.NONE]

@@ -131,8 +131,8 @@ class RaftNode:
         self._voter_change: _VoterChange | None = None
         self._voter_change_seq = 0
         self._resign_requested = False
-        # Leader: observers (non-voters) that fetch, by key: (last fetch, last caught up,
-        # leader log end at the last fetch), as Kafka's ReplicaState, for AddRaftVoter.
+        # Leader: every replica that fetches, by key: (last fetch, last caught up, leader log
+        # end at the last fetch), as Kafka's ReplicaState, for AddRaftVoter's catch-up check.
         self._observers: dict[VoterKey, tuple[int, int, int]] = {}
         #: Voter changes answered (change id, error, message), oldest first; the shell drains it.
         self.voter_change_results: list[tuple[int, Error, str]] = []
@@ -494,12 +494,14 @@ class RaftNode:
                     diverging_end_offset=end,
                 )
         fetcher = VoterKey(req.replica_id, req.replica_directory_id)
+        if self.dynamic and req.replica_id >= 0 and req.replica_id != self.node_id:
+            # Every fetcher's catch-up state, voters' too: a voter just removed keeps its
+            # state as an observer (Kafka moves it over), so it can be added back at once.
+            self._observer_fetched(fetcher, req.fetch_offset, now_ms)
         if self._history.latest.is_voter(fetcher) and req.replica_id != self.node_id:
             self._match[req.replica_id] = req.fetch_offset
             self._last_fetch[req.replica_id] = now_ms
             self._advance_high_watermark()
-        elif self.dynamic and req.replica_id >= 0 and req.replica_id != self.node_id:
-            self._observer_fetched(fetcher, req.fetch_offset, now_ms)
         entries = tuple(self.log.read(req.fetch_offset, self.timing.max_fetch_entries))
         return FetchResponse(
             self.node_id,
