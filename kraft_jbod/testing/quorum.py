@@ -70,6 +70,7 @@ class LocalQuorum:
         initial = VoterSet.of(VoterKey(i, self.directory_ids[i]) for i in self.ids) if dynamic else None
         self._initial: dict[int, VoterSet | None] = {i: initial for i in self.ids}
         self.voter_changes: list[tuple[str, int, float]] = []  # (add/remove, node, seconds taken)
+        self._auto_join: set[int] = set()  # voters started with controller.quorum.auto.join.enable
         self.timing = timing
         self.fsync = fsync
         self.seed = seed
@@ -105,6 +106,7 @@ class LocalQuorum:
             fsync=self.fsync,
             directory_id=self.directory_ids.get(node_id),
             initial_voters=self._initial.get(node_id),
+            auto_join=node_id in self._auto_join,
         )
         self.voters[node_id] = v
         return v
@@ -186,10 +188,11 @@ class LocalQuorum:
 
     # ------------------------------------------------------------------ voter changes (kraft.version 1)
 
-    async def add_voter(self, node_id: int, *, timeout: float = 30.0) -> RaftVoter:
+    async def add_voter(self, node_id: int, *, auto_join: bool = False, timeout: float = 30.0) -> RaftVoter:
         """Start voter ``node_id`` with no voter set (an observer of the quorum), then have the
         leader add it, retrying while the answer is REQUEST_TIMED_OUT (not caught up yet, or
-        another change in flight) or the leader moved.
+        another change in flight) or the leader moved. ``auto_join``: the new voter asks the
+        leader itself (controller.quorum.auto.join.enable); this waits until it votes.
 
         Raises:
             ValueError: a static quorum, or an id already used.
@@ -201,15 +204,60 @@ class LocalQuorum:
         self.ids.append(node_id)
         self.directory_ids[node_id] = uuid.uuid4()
         self._initial[node_id] = VoterSet(frozenset())
+        if auto_join:
+            self._auto_join.add(node_id)
         v = self._voter(node_id, ("127.0.0.1", 0))
         await v.start()
         self.addresses[node_id] = v.addresses[node_id]
         v.connect({i: a for i, a in self.addresses.items()})
+        if auto_join:
+            await self._until_voting(node_id, timeout)
+            return v
         host, port = self.addresses[node_id]
         await self._change(
             "add", node_id, timeout, lambda leader: leader.add_voter(node_id, self.directory_ids[node_id], host, port)
         )
         return v
+
+    async def reformat(self, node_id: int, *, timeout: float = 30.0) -> RaftVoter:
+        """Kill voter ``node_id``, wipe its folder and start it again with a new directory id
+        and no voter set, auto-joining: it has the leader remove its old key, then add it.
+        Returns once it votes again under the new key."""
+        import shutil
+
+        if not self.dynamic:
+            raise ValueError("reformat needs a dynamic quorum")
+        await self.voters[node_id].kill()
+        shutil.rmtree(self.directory / f"voter-{node_id}")
+        self.directory_ids[node_id] = uuid.uuid4()
+        self._initial[node_id] = VoterSet(frozenset())
+        self._auto_join.add(node_id)
+        v = self._voter(node_id, self.addresses[node_id])
+        for attempt in range(50):
+            try:
+                await v.start()
+                break
+            except OSError:
+                if attempt == 49:
+                    raise
+                await asyncio.sleep(0.1)
+        v.connect(self.addresses)
+        await self._until_voting(node_id, timeout)
+        return v
+
+    async def _until_voting(self, node_id: int, timeout: float) -> None:
+        started = time.monotonic()
+        key = VoterKey(node_id, self.directory_ids[node_id])
+        while True:
+            leader = self.leader()
+            if leader is not None and leader.node is not None and leader.node.voter_set.is_voter(key):
+                if leader.node.high_watermark > leader.node.voter_history.latest_offset:
+                    self.voter_changes.append(("join", node_id, time.monotonic() - started))
+                    return
+            if time.monotonic() - started > timeout:
+                states = "; ".join(x.describe() for x in self.voters.values())
+                raise TimeoutError(f"voter {node_id} did not join within {timeout} s: {states}")
+            await asyncio.sleep(0.02)
 
     async def remove_voter(self, node_id: int, *, timeout: float = 30.0) -> None:
         """Have the leader remove voter ``node_id`` (which keeps running, as an observer).

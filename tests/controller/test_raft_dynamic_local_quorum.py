@@ -11,6 +11,8 @@ import uuid
 from pathlib import Path
 
 from kraft_jbod.connection import ClientConnection, ResponseReceived
+from kraft_jbod.controller.raft.messages import Error as RaftError
+from kraft_jbod.controller.raft.voter_set import VoterKey
 from kraft_jbod.controller.raft.voters_codec import VotersRecordCodec
 from kraft_jbod.messages.add_raft_voter_request import AddRaftVoterRequest, Listener
 from kraft_jbod.messages.error_codes import ErrorCode
@@ -180,3 +182,28 @@ def test_voters_record_batch_round_trips_and_bad_bytes_are_no_voter_set() -> Non
     torn = core.Entry(7, 3, b"", control=True, count=2, raw=entry.raw[:-5])
     assert learner.voters_in(torn) is None
     assert learner.voters_in(core.Entry(0, 1, b"x")) is None
+
+
+def test_auto_join_and_a_reformatted_voter_rejoining(tmp_path: Path) -> None:
+    """controller.quorum.auto.join.enable: a new voter formatted with no voter set asks the
+    leader to add it; a voter whose disk was wiped (same id, new directory id) first has its
+    old key removed, then adds itself, as Kafka's observer does."""
+
+    async def run() -> None:
+        async with LocalQuorum(tmp_path, voters=3, dynamic=True) as quorum:
+            await quorum.wait_for_leader()
+            joiner = await quorum.add_voter(4, auto_join=True)
+            assert quorum.voter_set() == {1, 2, 3, 4}
+            assert ("add", RaftError.NONE) in joiner.join_answers
+            leader = await quorum.wait_for_leader()
+            target = next(i for i in (1, 2, 3) if i != leader.node_id)
+            old = quorum.directory_ids[target]
+            again = await quorum.reformat(target)
+            assert quorum.directory_ids[target] != old
+            kinds = [k for k, e in again.join_answers if e is RaftError.NONE]
+            assert kinds[:2] == ["remove", "add"], again.join_answers
+            leader = await quorum.wait_for_leader()
+            assert leader.node is not None
+            assert leader.node.voter_set.key_of(target) == VoterKey(target, quorum.directory_ids[target])
+
+    asyncio.run(run())

@@ -60,6 +60,7 @@ from kraft_jbod.controller.raft.voter_updates import answer_update_voter
 from kraft_jbod.controller.raft.voters_codec import VotersRecordCodec
 from kraft_jbod.errors import KraftJbodError
 from kraft_jbod.messages.add_raft_voter_request import AddRaftVoterRequest
+from kraft_jbod.messages.add_raft_voter_request import Listener as AddListener
 from kraft_jbod.messages.add_raft_voter_response import AddRaftVoterResponse
 from kraft_jbod.messages.api_keys import ApiKey
 from kraft_jbod.messages.api_versions_request import ApiVersionsRequest
@@ -88,6 +89,8 @@ SERVED: Final = {
 }
 #: The kraft.version range a voter of ours supports (ApiVersions' SupportedFeatures).
 KRAFT_VERSIONS: Final = (0, 1)
+_ZERO: Final = uuid.UUID(int=0)
+_CORE_CODES: Final = frozenset(int(e) for e in core.Error)
 _KRAFT_FEATURE: Final = SupportedFeatureKey(
     name="kraft.version", min_version=KRAFT_VERSIONS[0], max_version=KRAFT_VERSIONS[1]
 )
@@ -131,6 +134,7 @@ class RaftVoter:
         fsync: bool = True,
         directory_id: uuid.UUID | None = None,
         initial_voters: VoterSet | None = None,
+        auto_join: bool = False,
     ) -> None:
         self.node_id = node_id
         self.addresses = dict(voters)
@@ -155,6 +159,11 @@ class RaftVoter:
         self._changed = asyncio.Event()
         self._stopped = False
         self.protocol_errors = 0
+        # controller.quorum.auto.join.enable: an observer asks the leader to add it.
+        self.auto_join = auto_join
+        self._join_at = 0
+        self._joining = False
+        self.join_answers: list[tuple[str, core.Error]] = []  # (add/remove, answer) of each attempt
 
     @property
     def endpoints(self) -> dict[int, tuple[str, str, int]]:
@@ -306,7 +315,71 @@ class RaftVoter:
             if node is None:
                 return
             self._dispatch(node.tick(_now_ms()))
+            if self.auto_join:
+                self._maybe_join(node)
             await asyncio.sleep(_TICK_MS / 1000)
+
+    def _maybe_join(self, node: RaftNode) -> None:
+        """Kafka's auto-join: an observer that follows a leader asks it, once per fetch
+        timeout, to add this replica (AddRaftVoter, not waiting for the commit); when its
+        node id votes under another directory id (a reformatted disk), to remove that first."""
+        now = _now_ms()
+        if self._join_at == 0:
+            self._join_at = now + self.timing.fetch_timeout_ms
+        if (
+            self._joining
+            or now < self._join_at
+            or not node.dynamic
+            or node.is_voter
+            or node.role is not Role.FOLLOWER
+            or self._address(node.leader_id) is None
+        ):
+            return
+        self._join_at = now + self.timing.fetch_timeout_ms
+        self._joining = True
+        stale = node.voter_set.key_of(self.node_id)
+        self._spawn(self._join(node.leader_id, stale))
+
+    async def _join(self, leader: int, stale: VoterKey | None) -> None:
+        address = self._address(leader)
+        host, port = self.addresses[self.node_id]
+        body: Message
+        if stale is not None:
+            kind = "remove"
+            body = RemoveRaftVoterRequest(
+                cluster_id=self.cluster_id, voter_id=self.node_id, voter_directory_id=stale.directory_id or _ZERO
+            )
+        else:
+            kind = "add"
+            body = AddRaftVoterRequest(
+                cluster_id=self.cluster_id,
+                timeout_ms=self.timing.request_timeout_ms,
+                voter_id=self.node_id,
+                voter_directory_id=self.directory_id or _ZERO,
+                listeners=[AddListener(name=self.listener, host=host, port=port)],
+                ack_when_committed=False,
+            )
+        writer: asyncio.StreamWriter | None = None
+        try:
+            assert address is not None
+            timeout = self.timing.request_timeout_ms / 1000 * 2
+            reader, stream = await asyncio.wait_for(asyncio.open_connection(*address), timeout)
+            writer = stream
+            conn = ClientConnection(client_id=f"raft-voter-{self.node_id}")
+            stream.write(conn.send_request(body, 0 if kind == "remove" else 1))
+            await stream.drain()
+            answer = await asyncio.wait_for(self._read_response(reader, conn), timeout)
+            code = getattr(answer, "error_code", None)
+            if isinstance(code, int):
+                self.join_answers.append(
+                    (kind, core.Error(code) if code in _CORE_CODES else core.Error.INVALID_REQUEST)
+                )
+        except (OSError, TimeoutError, KraftJbodError) as exc:
+            log.info("voter %d: auto-join %s to voter %d failed: %r", self.node_id, kind, leader, exc)
+        finally:
+            if writer is not None:
+                writer.close()
+            self._joining = False
 
     async def _link(self, peer: int, queue: asyncio.Queue[core.Message]) -> None:
         """Rule 2: one request in flight to ``peer``; reconnect on any trouble."""
