@@ -25,6 +25,13 @@ Roles, as Kafka 4.4's raft client has them (KIP-595, with KIP-996 pre-votes):
   sends EndQuorumEpoch naming preferred successors; the first of them starts its election
   at once, the others after a back-off.
 
+Voters: a fixed set of node ids (kraft.version 0), or, when the shell gives a
+:class:`~.voter_set.VoterCodec` (kraft.version 1), the newest voter set recorded in the log
+over the bootstrap set (voter_set.py): every role above reads the set in force at the time,
+a node outside it is an *observer* (it never stands for election and finds the leader by
+fetching from the voters or the bootstrap peers), and the leader changes the set with
+:meth:`RaftNode.add_voter` / :meth:`RaftNode.remove_voter` (Rules V1-V9 below).
+
 Invariants (checked by tests/controller/test_raft_node.py and the simulation):
 
 Rule 1: the epoch and the vote are persisted before a vote is granted or requested, so a
