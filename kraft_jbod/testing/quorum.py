@@ -13,6 +13,13 @@
 
 Election times are in :attr:`elections` (milliseconds from a failover to the next leader).
 
+``LocalQuorum(tmp_path, voters=3, dynamic=True)`` runs kraft.version 1: each voter gets a
+directory id and starts from the initial voter set (as ``--initial-controllers``);
+:meth:`LocalQuorum.add_voter` starts a new voter formatted with none (as
+``--no-initial-controllers``), lets it catch up as an observer and has the leader add it
+(AddRaftVoter); :meth:`LocalQuorum.remove_voter` has the leader remove one (RemoveRaftVoter),
+the leader itself included (it resigns once that commits).
+
 :class:`ControllerQuorum` is the same with N full controllers (``ControllerServer`` and its
 state machine on each voter, the metadata log being the raft log): :meth:`ControllerQuorum.
 wait_for_active` returns the active controller, :meth:`~ControllerQuorum.kill` /
@@ -24,16 +31,18 @@ from __future__ import annotations
 
 import asyncio
 import time
+import uuid
 from pathlib import Path
 from types import TracebackType
 from typing import Any
 
 from kraft_jbod.controller.config import ControllerConfig
 from kraft_jbod.controller.raft.file_log import FileReplicaLog
-from kraft_jbod.controller.raft.messages import Entry
+from kraft_jbod.controller.raft.messages import Entry, Error
 from kraft_jbod.controller.raft.node import NotLeaderError, Role, Timing
 from kraft_jbod.controller.raft.seat import QuorumSeat
 from kraft_jbod.controller.raft.voter import RaftVoter
+from kraft_jbod.controller.raft.voter_set import VoterKey, VoterSet
 from kraft_jbod.controller.server import ControllerServer
 
 CLUSTER_ID = "MkU3OEVBNTcwNTJENDM2Qg"
@@ -44,10 +53,24 @@ TEST_TIMING = Timing(election_timeout_ms=300, fetch_timeout_ms=600, election_bac
 
 class LocalQuorum:
     def __init__(
-        self, directory: Path, *, voters: int = 3, timing: Timing = TEST_TIMING, fsync: bool = False, seed: int = 0
+        self,
+        directory: Path,
+        *,
+        voters: int = 3,
+        timing: Timing = TEST_TIMING,
+        fsync: bool = False,
+        seed: int = 0,
+        dynamic: bool = False,
     ) -> None:
         self.directory = directory
         self.ids = list(range(1, voters + 1))
+        self.dynamic = dynamic
+        self.directory_ids: dict[int, uuid.UUID] = {i: uuid.uuid4() for i in self.ids} if dynamic else {}
+        # What each voter was formatted with (kraft.version 1): the initial set, or none.
+        initial = VoterSet.of(VoterKey(i, self.directory_ids[i]) for i in self.ids) if dynamic else None
+        self._initial: dict[int, VoterSet | None] = {i: initial for i in self.ids}
+        self.voter_changes: list[tuple[str, int, float]] = []  # (add/remove, node, seconds taken)
+        self._auto_join: set[int] = set()  # voters started with controller.quorum.auto.join.enable
         self.timing = timing
         self.fsync = fsync
         self.seed = seed
@@ -81,6 +104,9 @@ class LocalQuorum:
             timing=self.timing,
             seed=self.seed * 100 + node_id + len(self.elections) * 7,
             fsync=self.fsync,
+            directory_id=self.directory_ids.get(node_id),
+            initial_voters=self._initial.get(node_id),
+            auto_join=node_id in self._auto_join,
         )
         self.voters[node_id] = v
         return v
@@ -159,6 +185,118 @@ class LocalQuorum:
         if v is not None:
             self._lost_at = _ms()
             v.resign(to)
+
+    # ------------------------------------------------------------------ voter changes (kraft.version 1)
+
+    async def add_voter(self, node_id: int, *, auto_join: bool = False, timeout: float = 30.0) -> RaftVoter:
+        """Start voter ``node_id`` with no voter set (an observer of the quorum), then have the
+        leader add it, retrying while the answer is REQUEST_TIMED_OUT (not caught up yet, or
+        another change in flight) or the leader moved. ``auto_join``: the new voter asks the
+        leader itself (controller.quorum.auto.join.enable); this waits until it votes.
+
+        Raises:
+            ValueError: a static quorum, or an id already used.
+            RuntimeError: the leader refused for another reason (the error in the message).
+            TimeoutError: not added within ``timeout`` seconds.
+        """
+        if not self.dynamic or node_id in self.voters:
+            raise ValueError(f"add_voter({node_id}) needs a dynamic quorum and a new node id")
+        self.ids.append(node_id)
+        self.directory_ids[node_id] = uuid.uuid4()
+        self._initial[node_id] = VoterSet(frozenset())
+        if auto_join:
+            self._auto_join.add(node_id)
+        v = self._voter(node_id, ("127.0.0.1", 0))
+        await v.start()
+        self.addresses[node_id] = v.addresses[node_id]
+        v.connect({i: a for i, a in self.addresses.items()})
+        if auto_join:
+            await self._until_voting(node_id, timeout)
+            return v
+        host, port = self.addresses[node_id]
+        await self._change(
+            "add", node_id, timeout, lambda leader: leader.add_voter(node_id, self.directory_ids[node_id], host, port)
+        )
+        return v
+
+    async def reformat(self, node_id: int, *, timeout: float = 30.0) -> RaftVoter:
+        """Kill voter ``node_id``, wipe its folder and start it again with a new directory id
+        and no voter set, auto-joining: it has the leader remove its old key, then add it.
+        Returns once it votes again under the new key."""
+        import shutil
+
+        if not self.dynamic:
+            raise ValueError("reformat needs a dynamic quorum")
+        await self.voters[node_id].kill()
+        shutil.rmtree(self.directory / f"voter-{node_id}")
+        self.directory_ids[node_id] = uuid.uuid4()
+        self._initial[node_id] = VoterSet(frozenset())
+        self._auto_join.add(node_id)
+        v = self._voter(node_id, self.addresses[node_id])
+        for attempt in range(50):
+            try:
+                await v.start()
+                break
+            except OSError:
+                if attempt == 49:
+                    raise
+                await asyncio.sleep(0.1)
+        v.connect(self.addresses)
+        await self._until_voting(node_id, timeout)
+        return v
+
+    async def _until_voting(self, node_id: int, timeout: float) -> None:
+        started = time.monotonic()
+        key = VoterKey(node_id, self.directory_ids[node_id])
+        while True:
+            leader = self.leader()
+            if leader is not None and leader.node is not None and leader.node.voter_set.is_voter(key):
+                if leader.node.high_watermark > leader.node.voter_history.latest_offset:
+                    self.voter_changes.append(("join", node_id, time.monotonic() - started))
+                    return
+            if time.monotonic() - started > timeout:
+                states = "; ".join(x.describe() for x in self.voters.values())
+                raise TimeoutError(f"voter {node_id} did not join within {timeout} s: {states}")
+            await asyncio.sleep(0.02)
+
+    async def remove_voter(self, node_id: int, *, timeout: float = 30.0) -> None:
+        """Have the leader remove voter ``node_id`` (which keeps running, as an observer).
+
+        Raises:
+            ValueError: a static quorum. RuntimeError / TimeoutError: as :meth:`add_voter`.
+        """
+        if not self.dynamic:
+            raise ValueError("remove_voter needs a dynamic quorum")
+        leader = self.leader()
+        removing_leader = leader is not None and leader.node_id == node_id and leader.node is not None
+        epoch = leader.node.epoch if removing_leader and leader is not None and leader.node is not None else -1
+        if removing_leader:
+            self._lost_at = _ms()  # the leader resigns once its removal commits
+        await self._change(
+            "remove", node_id, timeout, lambda leader: leader.remove_voter(node_id, self.directory_ids[node_id])
+        )
+        if removing_leader:
+            await self.wait_for_leader(above_epoch=epoch, timeout=timeout)  # its successor
+
+    async def _change(self, kind: str, node_id: int, timeout: float, ask: Any) -> None:
+        started = time.monotonic()
+        deadline = started + timeout
+        while True:
+            leader = await self.wait_for_leader(timeout=max(0.1, deadline - time.monotonic()))
+            error, message = await ask(leader)
+            if error is Error.NONE:
+                self.voter_changes.append((kind, node_id, time.monotonic() - started))
+                return
+            if error not in (Error.REQUEST_TIMED_OUT, Error.NOT_LEADER_OR_FOLLOWER):
+                raise RuntimeError(f"{kind} voter {node_id}: {error.name} {message}")
+            if time.monotonic() > deadline:
+                raise TimeoutError(f"{kind} voter {node_id}: still {error.name} after {timeout} s ({message})")
+            await asyncio.sleep(0.05)
+
+    def voter_set(self) -> frozenset[int]:
+        """The leader's voter set in force (the node ids)."""
+        v = self.leader()
+        return v.node.voters if v is not None and v.node is not None else frozenset()
 
     # ------------------------------------------------------------------ data
 

@@ -8,6 +8,11 @@
 * ``quorum simulate``: the same on the seeded in-memory network in simulated time, with
   Kafka's default timeouts and optional message loss; fast enough for thousands of failovers.
 
+With ``--dynamic`` both run kraft.version 1 (voters from an initial set, each with a
+directory id) and change the voter set before every failover, in turn: a new voter is
+started with no voter set and added (AddRaftVoter), then one is removed (RemoveRaftVoter),
+every second removal the leader itself; the summary counts them.
+
 Exit status 1 when a record was lost or the logs disagree.
 """
 
@@ -36,6 +41,7 @@ def register(sub: Any) -> None:
     f.add_argument("--records", type=int, default=10, help="records written before each failover")
     f.add_argument("--dir", type=Path, help="keep the voters' folders here (default: a temporary folder)")
     f.add_argument("--json", action="store_true", help="the summary as one JSON line")
+    f.add_argument("--dynamic", action="store_true", help="kraft.version 1: add and remove voters between failovers")
     f.set_defaults(func=cmd_failover)
     s = qs.add_parser("simulate", help="the same in simulated time (Kafka's default timeouts)")
     s.add_argument("--voters", type=int, default=3)
@@ -44,6 +50,7 @@ def register(sub: Any) -> None:
     s.add_argument("--drop-rate", type=float, default=0.0, help="share of messages lost (0-1)")
     s.add_argument("--seed", type=int, default=0)
     s.add_argument("--json", action="store_true")
+    s.add_argument("--dynamic", action="store_true", help="kraft.version 1: add and remove voters between failovers")
     s.set_defaults(func=cmd_simulate)
 
 
@@ -53,7 +60,14 @@ def cmd_simulate(args: argparse.Namespace) -> int:
     if args.voters < 1 or args.failovers < 0 or not 0 <= args.drop_rate < 1:
         return console.fail("quorum simulate: --voters >= 1, --failovers >= 0 and 0 <= --drop-rate < 1")
     try:
-        r = run_failovers(args.failovers, voters=args.voters, how=args.how, seed=args.seed, drop_rate=args.drop_rate)
+        r = run_failovers(
+            args.failovers,
+            voters=args.voters,
+            how=args.how,
+            seed=args.seed,
+            drop_rate=args.drop_rate,
+            dynamic=args.dynamic,
+        )
     except SafetyViolation as exc:
         console.error(f"quorum simulate: {exc}")
         return 1
@@ -65,6 +79,8 @@ def cmd_simulate(args: argparse.Namespace) -> int:
         "acknowledged": r.acknowledged,
         "lost": r.lost,
     }
+    if args.dynamic:
+        summary |= {"voters_added": r.voters_added, "voters_removed": r.voters_removed}
     _print(summary, args.json)
     return 1 if r.lost else 0
 
@@ -87,12 +103,15 @@ async def _failover(args: argparse.Namespace, directory: Path) -> int:
     from kraft_jbod.testing.quorum import LocalQuorum
 
     acknowledged: list[tuple[int, bytes]] = []
-    async with LocalQuorum(directory, voters=args.voters) as quorum:
+    changes = {"add": 0, "remove": 0}
+    async with LocalQuorum(directory, voters=args.voters, dynamic=args.dynamic) as quorum:
         for i, (host, port) in sorted(quorum.addresses.items()):
             console.listening(f"voter-{i}", host, port)
         await quorum.wait_for_leader(timeout=60)
         for r in range(args.failovers):
             acknowledged += await _write_round(quorum, r, args.records)
+            if args.dynamic:
+                await _change_voters(quorum, r, args.voters, changes)
             leader = await quorum.wait_for_leader()
             assert leader.node is not None
             old, epoch = leader.node_id, leader.node.epoch
@@ -106,9 +125,31 @@ async def _failover(args: argparse.Namespace, directory: Path) -> int:
             await _bring_back(quorum, args.how, old)
         await _settle(quorum)
         elections = list(quorum.elections)
-    summary = _summary(LocalQuorum(directory, voters=args.voters).logs(), acknowledged, elections)
+    summary = _summary(quorum.logs(), acknowledged, elections)
+    if args.dynamic:
+        summary |= {"voters_added": changes["add"], "voters_removed": changes["remove"]}
     _print(summary, args.json)
     return 1 if summary["lost"] or not summary["logs_consistent"] else 0
+
+
+async def _change_voters(quorum: LocalQuorum, round_no: int, floor: int, changes: dict[str, int]) -> None:
+    """Even rounds add a new voter; odd ones remove one while more than ``floor`` vote (every
+    second removal the leader)."""
+    if round_no % 2 == 0:
+        new_id = max(quorum.ids) + 1
+        await quorum.add_voter(new_id, timeout=60)
+        changes["add"] += 1
+        console.line(f"voter {new_id} added: voters {sorted(quorum.voter_set())}")
+        return
+    voters = quorum.voter_set()
+    leader = await quorum.wait_for_leader()
+    if len(voters) <= floor:
+        return
+    victim = leader.node_id if round_no % 4 == 3 else max(v for v in voters if v != leader.node_id)
+    await quorum.remove_voter(victim, timeout=60)
+    changes["remove"] += 1
+    new = await quorum.wait_for_leader(timeout=60)
+    console.line(f"voter {victim} removed: voters {sorted(quorum.voter_set())}, voter {new.node_id} leads")
 
 
 async def _write_round(quorum: LocalQuorum, round_no: int, records: int) -> list[tuple[int, bytes]]:
@@ -161,12 +202,14 @@ def _summary(
 
     longest = max(logs.values(), key=len)
     consistent = all(entries == longest[: len(entries)] and len(entries) == len(longest) for entries in logs.values())
-    lost = sum(1 for o, p in acknowledged if o >= len(longest) or longest[o].payload != p)
+    # By offset: a batch of Kafka's form may hold several records (a VotersRecord batch does).
+    by_offset = {e.offset: e for e in longest}
+    lost = sum(1 for o, p in acknowledged if o not in by_offset or by_offset[o].payload != p)
     return {
         "failovers": len(elections),
         "election_ms_median": statistics.median(elections) if elections else None,
         "election_ms_worst": max(elections) if elections else None,
-        "committed": len(longest),
+        "committed": longest[-1].next_offset if longest else 0,
         "acknowledged": len(acknowledged),
         "lost": lost,
         "logs_consistent": consistent,

@@ -9,6 +9,7 @@ so a late or duplicated response is judged by its content alone.
 
 from __future__ import annotations
 
+import uuid
 from dataclasses import dataclass, field
 from enum import IntEnum
 
@@ -18,9 +19,16 @@ class Error(IntEnum):
 
     NONE = 0
     NOT_LEADER_OR_FOLLOWER = 6
+    REQUEST_TIMED_OUT = 7
+    UNSUPPORTED_VERSION = 35
+    INVALID_REQUEST = 42
     FENCED_LEADER_EPOCH = 74
     UNKNOWN_LEADER_EPOCH = 75
-    INVALID_REQUEST = 42
+    INCONSISTENT_CLUSTER_ID = 104
+    # Dynamic quorums (kraft.version 1): voter_set.py and node.py's voter changes.
+    INVALID_VOTER_KEY = 125
+    DUPLICATE_VOTER = 126
+    VOTER_NOT_FOUND = 127
 
 
 @dataclass(frozen=True, slots=True)
@@ -50,6 +58,10 @@ class VoteRequest:
     last_epoch: int
     last_offset: int  # the candidate's log end offset
     pre_vote: bool
+    # kraft.version 1: the candidate's directory id, and the directory id of the voter asked
+    # (a voter whose own differs answers INVALID_VOTER_KEY). None: not sent (static quorum).
+    candidate_directory_id: uuid.UUID | None = None
+    voter_directory_id: uuid.UUID | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -66,6 +78,7 @@ class VoteResponse:
 class BeginQuorumEpochRequest:
     leader_id: int
     epoch: int
+    voter_directory_id: uuid.UUID | None = None  # kraft.version 1: the voter this is meant for
 
 
 @dataclass(frozen=True, slots=True)
@@ -97,6 +110,7 @@ class FetchRequest:
     epoch: int  # the fetcher's idea of the current leader epoch
     fetch_offset: int
     last_fetched_epoch: int
+    replica_directory_id: uuid.UUID | None = None  # kraft.version 1: the fetcher's log directory
 
 
 @dataclass(frozen=True, slots=True)

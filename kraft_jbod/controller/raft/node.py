@@ -25,6 +25,13 @@ Roles, as Kafka 4.4's raft client has them (KIP-595, with KIP-996 pre-votes):
   sends EndQuorumEpoch naming preferred successors; the first of them starts its election
   at once, the others after a back-off.
 
+Voters: a fixed set of node ids (kraft.version 0), or, when the shell gives a
+:class:`~.voter_set.VoterCodec` (kraft.version 1), the newest voter set recorded in the log
+over the bootstrap set (voter_set.py): every role above reads the set in force at the time,
+a node outside it is an *observer* (it never stands for election and finds the leader by
+fetching from the voters or the bootstrap peers), and the leader changes the set with
+:meth:`RaftNode.add_voter` / :meth:`RaftNode.remove_voter` (Rules V1-V9 below).
+
 Invariants (checked by tests/controller/test_raft_node.py and the simulation):
 
 Rule 1: the epoch and the vote are persisted before a vote is granted or requested, so a
@@ -44,8 +51,9 @@ from __future__ import annotations
 
 import enum
 import random
+import uuid
 from collections.abc import Callable, Iterable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from kraft_jbod.controller.raft.election_store import Election, ElectionStore
 from kraft_jbod.controller.raft.messages import (
@@ -64,6 +72,7 @@ from kraft_jbod.controller.raft.messages import (
 )
 from kraft_jbod.controller.raft.progress import FetchProgress
 from kraft_jbod.controller.raft.replica_log import ReplicaLog
+from kraft_jbod.controller.raft.voter_set import VoterCodec, VoterKey, VoterSet, VoterSetHistory
 
 LEADER_CHANGE_PAYLOAD = b""
 
@@ -89,6 +98,9 @@ class Timing:
     # Resend a request (fetch, vote, begin/end epoch) not answered within this long.
     retry_ms: int = 200
     max_fetch_entries: int = 500
+    # Kafka's controller.quorum.request.timeout.ms: how long a voter change may wait for
+    # its VotersRecord to commit (or for the new voter's ApiVersions answer).
+    request_timeout_ms: int = 2000
 
 
 class RaftNode:
@@ -97,7 +109,7 @@ class RaftNode:
     def __init__(
         self,
         node_id: int,
-        voters: Iterable[int],
+        voters: Iterable[int] | VoterSet,
         log: ReplicaLog,
         store: ElectionStore,
         *,
@@ -105,14 +117,36 @@ class RaftNode:
         now_ms: int,
         timing: Timing = Timing(),
         start_of_epoch: Callable[[int, frozenset[int], frozenset[int]], bytes] | None = None,
+        directory_id: uuid.UUID | None = None,
+        voter_codec: VoterCodec | None = None,
+        bootstrap_peers: Sequence[int] = (),
     ) -> None:
         self.node_id = node_id
         # The payload of the control entry a new leader starts its epoch with, from
         # (leader, voters, voters that granted): the shell's LeaderChangeMessage.
         self.start_of_epoch = start_of_epoch
-        self.voters = frozenset(voters)
-        if node_id not in self.voters:
-            raise ValueError(f"node {node_id} is not one of the voters {sorted(self.voters)}")
+        # kraft.version 1 (a dynamic quorum) when the shell says how voter sets are recorded:
+        # the voter set is then the newest VotersRecord of the log (voter_set.py, Rule 1).
+        self.voter_codec = voter_codec
+        self.directory_id = directory_id
+        self.key = VoterKey(node_id, directory_id)
+        bootstrap = voters if isinstance(voters, VoterSet) else VoterSet.static(voters)
+        self._history = VoterSetHistory(bootstrap)
+        # Where an observer asks who leads when it knows no voter (controller.quorum.bootstrap.servers).
+        self.bootstrap_peers = tuple(bootstrap_peers)
+        if voter_codec is None and node_id not in bootstrap.ids:
+            raise ValueError(f"node {node_id} is not one of the voters {sorted(bootstrap.ids)}")
+        self._voter_change: _VoterChange | None = None
+        self._voter_change_seq = 0
+        self._resign_requested = False
+        # Leader: every replica that fetches, by key: (last fetch, last caught up, leader log
+        # end at the last fetch), as Kafka's ReplicaState, for AddRaftVoter's catch-up check.
+        self._observers: dict[VoterKey, tuple[int, int, int]] = {}
+        #: Voter changes answered (change id, error, message), oldest first; the shell drains it.
+        self.voter_change_results: list[tuple[int, Error, str]] = []
+        self._peer_turn = 0
+        if voter_codec is not None:
+            self._voters_scan(log)
         self.log = log
         self.store = store
         self.rng = rng
@@ -155,7 +189,7 @@ class RaftNode:
             self._become_follower(self.epoch, self.leader_id, now_ms, persist=False)
         else:
             self._deadline = now_ms + self._election_timeout()
-        if len(self.voters) == 1 and self.role is not Role.LEADER:
+        if len(self.voters) == 1 and self.role is not Role.LEADER and self.is_voter:
             self._deadline = now_ms
 
     # ------------------------------------------------------------------ reading the state
@@ -163,6 +197,28 @@ class RaftNode:
     @property
     def is_leader(self) -> bool:
         return self.role is Role.LEADER
+
+    @property
+    def voters(self) -> frozenset[int]:
+        """The node ids of the voter set in force (at kraft.version 1: the newest recorded)."""
+        return self._history.latest.ids
+
+    @property
+    def voter_set(self) -> VoterSet:
+        return self._history.latest
+
+    @property
+    def voter_history(self) -> VoterSetHistory:
+        return self._history
+
+    @property
+    def is_voter(self) -> bool:
+        """This node is in the voter set in force (otherwise an observer: it never elects)."""
+        return self._history.latest.is_voter(self.key)
+
+    @property
+    def dynamic(self) -> bool:
+        return self.voter_codec is not None
 
     def describe(self) -> str:
         return (
@@ -180,7 +236,9 @@ class RaftNode:
         if self.role is not Role.LEADER:
             raise NotLeaderError(self.node_id, self.leader_id, self.epoch)
         first = self.log.end_offset
-        self.log.append([Entry(first + i, self.epoch, p) for i, p in enumerate(payloads)])
+        entries = [Entry(first + i, self.epoch, p) for i, p in enumerate(payloads)]
+        self.log.append(entries)
+        self._voters_appended(entries)
         self._match[self.node_id] = self.log.end_offset
         self._advance_high_watermark()
         return first
@@ -192,7 +250,9 @@ class RaftNode:
         if self.role is not Role.LEADER:
             raise NotLeaderError(self.node_id, self.leader_id, self.epoch)
         first = self.log.end_offset
-        self.log.append(build(first, self.epoch))
+        built = build(first, self.epoch)
+        self.log.append(built)
+        self._voters_appended(built)
         self._match[self.node_id] = self.log.end_offset
         self._advance_high_watermark()
         return first
@@ -207,6 +267,8 @@ class RaftNode:
         out = Outbox()
         if self.role is not Role.LEADER:
             return out
+        self._abandon_voter_change()
+        self._resign_requested = False
         if not successors:
             others = [v for v in self.voters if v != self.node_id]
             successors = sorted(others, key=lambda v: -self._match.get(v, -1))
@@ -232,6 +294,8 @@ class RaftNode:
         elif role is Role.UNATTACHED:
             if now_ms >= self._deadline:
                 self._become_prospective(out, now_ms)
+            elif not self.is_voter:
+                self._observer_discover(out, now_ms)
         elif role is Role.PROSPECTIVE:
             if now_ms >= self._deadline:
                 self._fall_back(out, now_ms)
@@ -252,7 +316,7 @@ class RaftNode:
     def next_deadline(self, now_ms: int) -> int:
         """The latest time the shell may wait before calling :meth:`tick` again."""
         soonest = self._deadline
-        if self.role is Role.FOLLOWER:
+        if self.role is Role.FOLLOWER or (self.role is Role.UNATTACHED and not self.is_voter):
             soonest = min(soonest, max(self._next_fetch, now_ms))
         elif self.role is not Role.UNATTACHED:
             soonest = min(soonest, now_ms + self.timing.retry_ms)
@@ -289,12 +353,17 @@ class RaftNode:
 
     def _on_vote(self, req: VoteRequest, now_ms: int) -> VoteResponse:
         illegal = req.last_epoch > req.candidate_epoch if req.pre_vote else req.last_epoch >= req.candidate_epoch
-        if req.last_offset < 0 or req.last_epoch < 0 or illegal or req.candidate_id not in self.voters:
+        # A static voter refuses a candidate outside its fixed set; at kraft.version 1 the
+        # candidate may be a voter this node has not replicated yet (Kafka does not check).
+        stranger = not self.dynamic and req.candidate_id not in self.voters
+        if req.last_offset < 0 or req.last_epoch < 0 or illegal or stranger:
             return VoteResponse(self.node_id, self.epoch, self.leader_id, False, req.pre_vote, Error.INVALID_REQUEST)
         if req.candidate_epoch < self.epoch:
             return VoteResponse(self.node_id, self.epoch, self.leader_id, False, req.pre_vote)
         if req.candidate_epoch > self.epoch:
             self._become_unattached(req.candidate_epoch, now_ms)
+        if not self._meant_for_me(req.voter_directory_id):
+            return VoteResponse(self.node_id, self.epoch, self.leader_id, False, req.pre_vote, Error.INVALID_VOTER_KEY)
         up_to_date = (req.last_epoch, req.last_offset) >= (self.log.last_epoch, self.log.end_offset)
         granted = self._can_grant(req.candidate_id, up_to_date, req.pre_vote)
         if granted and not req.pre_vote and self.role in (Role.UNATTACHED, Role.PROSPECTIVE) and self.voted_id < 0:
@@ -343,13 +412,20 @@ class RaftNode:
                 self._deadline = now_ms + self.rng.randrange(1, self.timing.election_backoff_max_ms + 1)
 
     def _ask(self, out: Outbox, now_ms: int, *, pre_vote: bool) -> None:
-        req = VoteRequest(self.node_id, self.epoch, self.log.last_epoch, self.log.end_offset, pre_vote)
+        req = VoteRequest(
+            self.node_id,
+            self.epoch,
+            self.log.last_epoch,
+            self.log.end_offset,
+            pre_vote,
+            candidate_directory_id=self.directory_id,
+        )
         for v in sorted(self.voters):
             if v == self.node_id or v in self._granted or v in self._rejected:
                 continue
             if now_ms - self._asked_at.get(v, -(10**12)) >= self.timing.retry_ms:
                 self._asked_at[v] = now_ms
-                out.add(v, req)
+                out.add(v, replace(req, voter_directory_id=self._directory_of(v)))
 
     # -- epochs
 
@@ -379,6 +455,8 @@ class RaftNode:
             return BeginQuorumEpochResponse(self.node_id, self.epoch, self.leader_id, Error.FENCED_LEADER_EPOCH)
         if req.epoch == self.epoch and self.leader_id >= 0 and self.leader_id != req.leader_id:
             return BeginQuorumEpochResponse(self.node_id, self.epoch, self.leader_id, Error.INVALID_REQUEST)
+        if not self._meant_for_me(req.voter_directory_id):
+            return BeginQuorumEpochResponse(self.node_id, self.epoch, self.leader_id, Error.INVALID_VOTER_KEY)
         if not (self.role is Role.FOLLOWER and self.epoch == req.epoch):
             self._become_follower(req.epoch, req.leader_id, now_ms)
             self._maybe_fetch(out, now_ms)
@@ -442,7 +520,12 @@ class RaftNode:
                     diverging_end_offset=end,
                     log_start_offset=self.log.start_offset,
                 )
-        if req.replica_id in self.voters and req.replica_id != self.node_id:
+        fetcher = VoterKey(req.replica_id, req.replica_directory_id)
+        if self.dynamic and req.replica_id >= 0 and req.replica_id != self.node_id:
+            # Every fetcher's catch-up state, voters' too: a voter just removed keeps its
+            # state as an observer (Kafka moves it over), so it can be added back at once.
+            self._observer_fetched(fetcher, req.fetch_offset, now_ms)
+        if self._history.latest.is_voter(fetcher) and req.replica_id != self.node_id:
             self._match[req.replica_id] = req.fetch_offset
             self._last_fetch[req.replica_id] = now_ms
             self._advance_high_watermark()
@@ -509,16 +592,26 @@ class RaftNode:
         # Rule 3: only once the majority holds this epoch's first entry, never backwards.
         if majority_offset > self._epoch_start and majority_offset > self.high_watermark:
             self.high_watermark = majority_offset
+            if self._voter_change is not None:
+                self._voter_change_committed()
 
     def _leader_tick(self, out: Outbox, now_ms: int) -> None:
+        if self._resign_requested:
+            # Removed from the voter set, and that is committed: hand the quorum over.
+            self._become_leader_resigned(out, now_ms)
+            return
+        self._expire_voter_change(now_ms)
         begin = BeginQuorumEpochRequest(self.node_id, self.epoch)
         for v in sorted(self.voters - {self.node_id}):
             if v not in self._last_fetch and now_ms - self._asked_at.get(v, -(10**12)) >= self.timing.retry_ms:
                 self._asked_at[v] = now_ms
-                out.add(v, begin)
+                out.add(v, replace(begin, voter_directory_id=self._directory_of(v)))
         if now_ms >= self._deadline:
             window = self.timing.fetch_timeout_ms * 3 // 2
-            heard = 1 + sum(1 for v, t in self._last_fetch.items() if now_ms - t < window)
+            voters = self.voters
+            heard = (self.node_id in voters) + sum(
+                1 for v, t in self._last_fetch.items() if v in voters and now_ms - t < window
+            )
             if heard >= self.majority():
                 self._deadline = now_ms + window // 3
             else:
@@ -539,7 +632,7 @@ class RaftNode:
         self._fetch_sent = now_ms
         out.add(
             self.leader_id,
-            FetchRequest(self.node_id, self.epoch, self.log.end_offset, self.log.last_epoch),
+            FetchRequest(self.node_id, self.epoch, self.log.end_offset, self.log.last_epoch, self.directory_id),
         )
 
     def _on_fetch_response(self, source: int, resp: FetchResponse, out: Outbox, now_ms: int) -> None:
@@ -564,11 +657,13 @@ class RaftNode:
             if cut < self.high_watermark:
                 self.truncated_below_hw += 1
             self.log.truncate_to(cut)
+            self._history.truncated(cut)
             self._next_fetch = now_ms
         elif resp.fetch_offset == self.log.end_offset:
             fresh = [e for e in resp.entries if e.offset >= self.log.end_offset]
             if fresh:
                 self.log.append(fresh)
+                self._voters_appended(fresh)
             self._next_fetch = now_ms if resp.entries else now_ms + self.timing.fetch_interval_ms
             # The leader accepted (fetch offset, last epoch), so our whole log is a prefix of
             # its: only now may its high watermark be ours (capped by what we hold).
@@ -637,6 +732,7 @@ class RaftNode:
         self._asked_at = {}
 
     def _become_unattached(self, epoch: int, now_ms: int) -> None:
+        self._abandon_voter_change()
         if self.leader_id >= 0:
             self._last_leader = self.leader_id
         changed = epoch != self.epoch
@@ -650,6 +746,7 @@ class RaftNode:
         self._deadline = now_ms + self._election_timeout()
 
     def _become_follower(self, epoch: int, leader_id: int, now_ms: int, *, persist: bool = True) -> None:
+        self._abandon_voter_change()
         if epoch != self.epoch:
             self.voted_id = -1
         self.epoch = epoch
@@ -664,6 +761,15 @@ class RaftNode:
             self._persist()
 
     def _become_prospective(self, out: Outbox, now_ms: int) -> None:
+        if not self.is_voter:
+            # An observer never stands for election: it looks for the leader instead.
+            if self.leader_id >= 0 and self.leader_id != self.node_id:
+                self._last_leader = self.leader_id
+            self.role = Role.UNATTACHED
+            self._deadline = now_ms + self._election_timeout()
+            self._next_fetch = now_ms
+            self._observer_discover(out, now_ms)
+            return
         if self.leader_id >= 0 and self.leader_id != self.node_id:
             self._last_leader = self.leader_id
         elif self.leader_id == self.node_id:
@@ -710,14 +816,272 @@ class RaftNode:
             else LEADER_CHANGE_PAYLOAD
         )
         self.log.append([Entry(self._epoch_start, self.epoch, payload, control=True)])
+        if self.voter_codec is not None and not self._history.recorded:
+            # The first leader of a dynamic quorum records the bootstrap voter set in the log
+            # (Kafka writes it in the batch of its epoch's LeaderChangeMessage).
+            self._append_voters(self._history.bootstrap)
         self._match = {self.node_id: self.log.end_offset}
         self._last_fetch = {}
         self.progress = {v: FetchProgress() for v in self.voters if v != self.node_id}
+        self._observers = {}
+        self._resign_requested = False
         self._asked_at = {}
         self._successors = ()
         self._deadline = now_ms + self.timing.fetch_timeout_ms * 3 // 2
         self._advance_high_watermark()
         self._leader_tick(out, now_ms)
+
+    # ------------------------------------------------------------------ voter changes (kraft.version 1)
+    #
+    # AddRaftVoter / RemoveRaftVoter on the leader, following Kafka 4.4's AddVoterHandler
+    # and RemoveVoterHandler. The checks, in Kafka's order:
+    #
+    # Rule V1: not the leader: NOT_LEADER_OR_FOLLOWER. Add without a directory id, or without
+    # an endpoint on the quorum's listener (the shell says), Remove without a directory id:
+    # INVALID_REQUEST.
+    # Rule V2: another change not yet answered (and not timed out): REQUEST_TIMED_OUT.
+    # Rule V3: the leader's high watermark not yet in its own epoch: REQUEST_TIMED_OUT.
+    # Rule V4: kraft.version 0 (a static quorum): UNSUPPORTED_VERSION.
+    # Rule V5: the newest voter set not yet committed: REQUEST_TIMED_OUT.
+    # Rule V6: Add of a node id already voting: DUPLICATE_VOTER. Remove of a key that is not
+    # a voter, or of the last voter: VOTER_NOT_FOUND.
+    # Rule V7 (Add): the shell asks the new voter for its ApiVersions; no answer or an error:
+    # REQUEST_TIMED_OUT; a kraft.version range without 1: INVALID_REQUEST; the new voter not
+    # an observer that fetched with that directory id and reached the leader's log end:
+    # REQUEST_TIMED_OUT.
+    # Rule V8: the new set is appended as a VotersRecord and is in force at once; the answer
+    # (NONE) waits until the high watermark passes it (Add with ack_when_committed false:
+    # answered at once, but no other change starts before it commits). Not committed within
+    # request_timeout_ms: REQUEST_TIMED_OUT; the leader loses its epoch first:
+    # NOT_LEADER_OR_FOLLOWER.
+    # Rule V9: a leader whose removal commits resigns (EndQuorumEpoch) and goes on as an observer.
+
+    def add_voter(
+        self, key: VoterKey, now_ms: int, *, has_listener: bool = True, ack_when_committed: bool = True
+    ) -> VoterChangeReply:
+        """Start adding ``key``. When the reply is pending the shell sends ApiVersions to the
+        new voter and passes the answer to :meth:`add_voter_versions`."""
+        refusal = self._voter_change_refusal(now_ms, adding=key, has_listener=has_listener)
+        if refusal is not None:
+            return self._reply_now(*refusal)
+        self._voter_change_seq += 1
+        self._voter_change = _VoterChange(
+            self._voter_change_seq,
+            key,
+            adding=True,
+            deadline=now_ms + self.timing.request_timeout_ms,
+            ack_when_committed=ack_when_committed,
+        )
+        return VoterChangeReply(self._voter_change_seq, None, "")
+
+    def add_voter_versions(self, change_id: int, supported: tuple[int, int] | None, now_ms: int) -> None:
+        """The new voter's ApiVersions answer (its kraft.version range; None: an error or no
+        answer) for change ``change_id``: Rule V7, then V8."""
+        change = self._voter_change
+        if change is None or change.change_id != change_id or not change.adding or change.offset >= 0:
+            return  # answered already (timed out, or the leader lost its epoch)
+        if supported is None:
+            self._finish_voter_change(Error.REQUEST_TIMED_OUT, "the new voter did not answer ApiVersions")
+            return
+        if not supported[0] <= 1 <= supported[1]:
+            self._finish_voter_change(
+                Error.INVALID_REQUEST,
+                f"voter {change.key}: kraft.version range {supported[0]}-{supported[1]} does not include 1",
+            )
+            return
+        if not self._caught_up(change.key, now_ms):
+            self._finish_voter_change(Error.REQUEST_TIMED_OUT, f"voter {change.key} is lagging behind")
+            return
+        voters = self._history.latest.add(change.key)
+        assert voters is not None  # Rule V6 checked it, and only this change may alter the set
+        change.offset = self._append_voters(voters)
+        if not change.ack_when_committed:
+            self.voter_change_results.append((change.change_id, Error.NONE, ""))
+            change.answered = True
+
+    def remove_voter(self, key: VoterKey, now_ms: int) -> VoterChangeReply:
+        """Remove ``key``: appends the new voter set at once unless refused (Rules V1-V6)."""
+        refusal = self._voter_change_refusal(now_ms, removing=key)
+        if refusal is not None:
+            return self._reply_now(*refusal)
+        voters = self._history.latest.remove(key)
+        if voters is None:
+            return self._reply_now(
+                Error.VOTER_NOT_FOUND, f"cannot remove voter {key} from the set of voters {self._history.latest}"
+            )
+        self._voter_change_seq += 1
+        change = _VoterChange(
+            self._voter_change_seq, key, adding=False, deadline=now_ms + self.timing.request_timeout_ms
+        )
+        self._voter_change = change
+        change.offset = self._append_voters(voters)
+        return VoterChangeReply(change.change_id, None, "")
+
+    @property
+    def voter_change_pending(self) -> bool:
+        return self._voter_change is not None
+
+    def _voter_change_refusal(
+        self,
+        now_ms: int,
+        *,
+        adding: VoterKey | None = None,
+        removing: VoterKey | None = None,
+        has_listener: bool = True,
+    ) -> tuple[Error, str] | None:
+        if self.role is not Role.LEADER:
+            return Error.NOT_LEADER_OR_FOLLOWER, ""  # Rule V1
+        if adding is not None:
+            if adding.directory_id is None or adding.directory_id.int == 0:
+                return Error.INVALID_REQUEST, "the new voter has no directory id"
+            if not has_listener:
+                return Error.INVALID_REQUEST, "the new voter has no endpoint on the quorum's listener"
+        if removing is not None and removing.directory_id is None:
+            return Error.INVALID_REQUEST, "the voter to remove has no directory id"
+        kind = "adding" if adding is not None else "removing"
+        self._expire_voter_change(now_ms)
+        if self._voter_change is not None:
+            return Error.REQUEST_TIMED_OUT, "another voter change is not finished yet"  # Rule V2
+        if self._served_high_watermark() < 0:
+            return Error.REQUEST_TIMED_OUT, "the leader has not committed an entry of its epoch yet"  # Rule V3
+        if not self.dynamic:
+            return Error.UNSUPPORTED_VERSION, f"{kind} a voter needs kraft.version 1 (this quorum is static)"  # V4
+        if self._history.latest_offset >= self.high_watermark:
+            return Error.REQUEST_TIMED_OUT, (
+                f"the voter set at offset {self._history.latest_offset} is not committed yet "
+                f"(high watermark {self.high_watermark})"
+            )  # Rule V5
+        if adding is not None and adding.node_id in self.voters:
+            return Error.DUPLICATE_VOTER, f"node {adding.node_id} is already in the voter set {self._history.latest}"
+        return None
+
+    def _reply_now(self, error: Error, message: str) -> VoterChangeReply:
+        self._voter_change_seq += 1
+        self.voter_change_results.append((self._voter_change_seq, error, message))
+        return VoterChangeReply(self._voter_change_seq, error, message)
+
+    def _finish_voter_change(self, error: Error, message: str) -> None:
+        change, self._voter_change = self._voter_change, None
+        if change is not None and not change.answered:
+            self.voter_change_results.append((change.change_id, error, message))
+
+    def _voter_change_committed(self) -> None:
+        change = self._voter_change
+        if change is None or change.offset < 0 or self.high_watermark <= change.offset:
+            return
+        self._finish_voter_change(Error.NONE, "")
+        if not change.adding and not self._history.latest.is_voter(self.key):
+            self._resign_requested = True  # Rule V9, done on the next tick
+
+    def _expire_voter_change(self, now_ms: int) -> None:
+        change = self._voter_change
+        if change is not None and now_ms >= change.deadline:
+            self._finish_voter_change(Error.REQUEST_TIMED_OUT, "the voter change did not commit in time")
+
+    def _abandon_voter_change(self) -> None:
+        if self._voter_change is not None:
+            self._finish_voter_change(Error.NOT_LEADER_OR_FOLLOWER, "the leader lost its epoch")
+
+    def _append_voters(self, voters: VoterSet) -> int:
+        assert self.voter_codec is not None
+        offset = self.log.end_offset
+        entry = self.voter_codec.voters_entry(offset, self.epoch, voters)
+        self.log.append([entry])
+        self._history.appended(offset, voters)
+        self._match[self.node_id] = self.log.end_offset
+        self._advance_high_watermark()
+        return offset
+
+    # -- the voter set in the log, and observers
+
+    def _voters_scan(self, log: ReplicaLog) -> None:
+        """Rebuild the voter set history from a log opened at start (a restart)."""
+        offset = 0
+        while offset < log.end_offset:
+            batch = log.read(offset, 1000)
+            if not batch:
+                break
+            self._voters_appended(batch)
+            offset = batch[-1].next_offset
+
+    def _voters_appended(self, entries: Iterable[Entry]) -> None:
+        codec = self.voter_codec
+        if codec is None:
+            return
+        for e in entries:
+            if e.control:
+                voters = codec.voters_in(e)
+                if voters is not None:
+                    self._history.appended(e.offset, voters)
+
+    def _directory_of(self, node_id: int) -> uuid.UUID | None:
+        key = self._history.latest.key_of(node_id)
+        return None if key is None else key.directory_id
+
+    def _meant_for_me(self, directory_id: uuid.UUID | None) -> bool:
+        """Kafka's voter key check on Vote and BeginQuorumEpoch (INVALID_VOTER_KEY otherwise)."""
+        return directory_id is None or self.directory_id is None or directory_id == self.directory_id
+
+    def _observer_discover(self, out: Outbox, now_ms: int) -> None:
+        """An observer with no leader asks the voters it knows (or the bootstrap servers), one
+        at a time: any of them answers with the epoch and the leader."""
+        if now_ms < self._next_fetch:
+            return
+        peers = sorted((self.voters | set(self.bootstrap_peers)) - {self.node_id})
+        if not peers:
+            return
+        peer = peers[self._peer_turn % len(peers)]
+        self._peer_turn += 1
+        self._next_fetch = now_ms + self.timing.retry_ms
+        out.add(
+            peer,
+            FetchRequest(self.node_id, self.epoch, self.log.end_offset, self.log.last_epoch, self.directory_id),
+        )
+
+    def _observer_fetched(self, key: VoterKey, fetch_offset: int, now_ms: int) -> None:
+        """Kafka's ReplicaState.updateFollowerState for an observer: caught up when a fetch
+        reaches the leader's log end, or the log end the leader had at its previous fetch."""
+        last_fetch, caught_up, last_end = self._observers.get(key, (-1, -1, -1))
+        end = self.log.end_offset
+        if fetch_offset >= end:
+            caught_up = max(caught_up, now_ms)
+        elif last_end > 0 and fetch_offset >= last_end:
+            caught_up = max(caught_up, last_fetch)
+        self._observers[key] = (max(last_fetch, now_ms), caught_up, end)
+
+    def _caught_up(self, key: VoterKey, now_ms: int) -> bool:
+        last_fetch, caught_up, _ = self._observers.get(key, (-1, -1, -1))
+        return caught_up >= 0 and last_fetch >= 0 and last_fetch > now_ms - _CAUGHT_UP_WINDOW_MS
+
+
+#: An observer that fetched within this long and once reached the leader's log end may be
+#: added as a voter (Kafka's LeaderState.isReplicaCaughtUp: one hour).
+_CAUGHT_UP_WINDOW_MS = 3_600_000
+
+
+@dataclass(frozen=True, slots=True)
+class VoterChangeReply:
+    """What :meth:`RaftNode.add_voter` / :meth:`RaftNode.remove_voter` say at once:
+    ``error`` None means pending (the answer comes in ``voter_change_results``)."""
+
+    change_id: int
+    error: Error | None
+    message: str
+
+    @property
+    def pending(self) -> bool:
+        return self.error is None
+
+
+@dataclass(slots=True)
+class _VoterChange:
+    change_id: int
+    key: VoterKey
+    adding: bool
+    deadline: int
+    ack_when_committed: bool = True
+    offset: int = -1  # the VotersRecord's offset once appended
+    answered: bool = False
 
 
 class NotLeaderError(Exception):

@@ -14,6 +14,12 @@ The :class:`Checker` watches the run for the safety properties of a quorum:
 
 Failover figures (election times from a leader's loss to the next leader) come from
 :func:`run_failovers`, which the tests and ``tools/bench/bench_quorum_failover.py`` use.
+
+With ``dynamic=True`` the quorum runs at kraft.version 1: every node has a directory id,
+the first ``n`` start from that bootstrap voter set (``--initial-controllers``), and
+:meth:`Simulation.add_node` starts one with none (``--no-initial-controllers``) that
+observes until :meth:`Simulation.add_voter` makes it a voter; :meth:`Simulation.remove_voter`
+takes one out. Voter sets travel in the log in :class:`SimVoterCodec`'s encoding.
 """
 
 from __future__ import annotations
@@ -22,13 +28,34 @@ import heapq
 import itertools
 import random
 import statistics
+import uuid
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from kraft_jbod.controller.raft.election_store import MemoryElectionStore
-from kraft_jbod.controller.raft.messages import Entry, Message, Outbox
+from kraft_jbod.controller.raft.messages import Entry, Error, Message, Outbox
 from kraft_jbod.controller.raft.node import RaftNode, Role, Timing
 from kraft_jbod.controller.raft.replica_log import MemoryLog
+from kraft_jbod.controller.raft.voter_set import VoterKey, VoterSet
+
+_VOTERS_TAG = b"VOTERS "
+
+
+class SimVoterCodec:
+    """A voter set as ``VOTERS id:directory,...`` in a control entry (the simulation's
+    stand-in for a VotersRecord batch)."""
+
+    def voters_entry(self, offset: int, epoch: int, voters: VoterSet) -> Entry:
+        return Entry(offset, epoch, _VOTERS_TAG + b",".join(str(k).encode() for k in voters), control=True)
+
+    def voters_in(self, entry: Entry) -> VoterSet | None:
+        if not entry.control or not entry.payload.startswith(_VOTERS_TAG):
+            return None
+        keys = []
+        for item in entry.payload[len(_VOTERS_TAG) :].decode().split(","):
+            node, _, directory = item.partition(":")
+            keys.append(VoterKey(int(node), uuid.UUID(directory) if directory else None))
+        return VoterSet.of(keys)
 
 
 class SafetyViolation(AssertionError):
@@ -98,7 +125,13 @@ class Simulation:
     """``n`` voters (ids 1..n) on one :class:`Network`, time in integer milliseconds."""
 
     def __init__(
-        self, n: int = 3, *, seed: int = 0, timing: Timing | None = None, network: Network | None = None
+        self,
+        n: int = 3,
+        *,
+        seed: int = 0,
+        timing: Timing | None = None,
+        network: Network | None = None,
+        dynamic: bool = False,
     ) -> None:
         self.rng = random.Random(seed)
         self.timing = timing or Timing()
@@ -107,6 +140,13 @@ class Simulation:
         self.ids = list(range(1, n + 1))
         self.logs = {i: MemoryLog() for i in self.ids}
         self.stores = {i: MemoryElectionStore() for i in self.ids}
+        self.dynamic = dynamic
+        self.codec = SimVoterCodec() if dynamic else None
+        self.directories = {i: uuid.UUID(int=self.rng.getrandbits(128)) for i in self.ids} if dynamic else {}
+        # What each node was formatted with: the initial voter set, or empty (a joiner).
+        initial = VoterSet.of(VoterKey(i, self.directories.get(i)) for i in self.ids)
+        self.bootstrap: dict[int, VoterSet] = {i: initial for i in self.ids}
+        self.voter_changes: list[tuple[str, int, Error]] = []  # (add/remove, node, answer)
         self.nodes: dict[int, RaftNode] = {}
         self.paused: set[int] = set()
         self.checker = Checker()
@@ -123,13 +163,65 @@ class Simulation:
     def start(self, node_id: int) -> None:
         self.nodes[node_id] = RaftNode(
             node_id,
-            self.ids,
+            self.bootstrap[node_id] if self.dynamic else self.ids,
             self.logs[node_id],
             self.stores[node_id],
             rng=random.Random(self.rng.random()),
             now_ms=self.now,
             timing=self.timing,
+            directory_id=self.directories.get(node_id),
+            voter_codec=self.codec,
+            bootstrap_peers=[i for i in self.ids if i != node_id and self.bootstrap[i]],
         )
+
+    def add_node(self, node_id: int) -> None:
+        """Start a new node formatted with no voter set (it observes): kraft.version 1 only."""
+        if not self.dynamic or node_id in self.logs:
+            raise ValueError(f"node {node_id}: needs a dynamic quorum and a new id")
+        self.ids.append(node_id)
+        self.logs[node_id] = MemoryLog()
+        self.stores[node_id] = MemoryElectionStore()
+        self.directories[node_id] = uuid.UUID(int=self.rng.getrandbits(128))
+        self.bootstrap[node_id] = VoterSet(frozenset())
+        self.start(node_id)
+
+    def add_voter(self, node_id: int, limit_ms: int = 10_000) -> Error:
+        """Ask the leader to add ``node_id`` (retrying while it answers REQUEST_TIMED_OUT, as
+        kafka-metadata-quorum's user would); the final answer."""
+        return self._change_voters("add", node_id, limit_ms)
+
+    def remove_voter(self, node_id: int, limit_ms: int = 10_000) -> Error:
+        return self._change_voters("remove", node_id, limit_ms)
+
+    def _change_voters(self, kind: str, node_id: int, limit_ms: int) -> Error:
+        key = VoterKey(node_id, self.directories[node_id])
+        deadline = self.now + limit_ms
+        answer = Error.REQUEST_TIMED_OUT
+        while self.now < deadline:
+            leader = self.leader()
+            if leader is None or leader.voter_change_pending:
+                self.step(10)
+                continue
+            if kind == "add":
+                reply = leader.add_voter(key, self.now)
+                if reply.pending:
+                    # The ApiVersions round trip to the new voter: it supports kraft.version 0-1.
+                    self.step(self.network.max_latency_ms * 2)
+                    leader.add_voter_versions(reply.change_id, (0, 1) if node_id in self.nodes else None, self.now)
+            else:
+                reply = leader.remove_voter(key, self.now)
+            change = reply.change_id
+            while self.now < deadline:
+                done = [e for c, e, _ in leader.voter_change_results if c == change]
+                if done:
+                    answer = done[0]
+                    break
+                self.step(1)
+            if answer is not Error.REQUEST_TIMED_OUT:
+                break
+            self.step(50)
+        self.voter_changes.append((kind, node_id, answer))
+        return answer
 
     def kill(self, node_id: int) -> None:
         self.nodes.pop(node_id, None)
@@ -235,6 +327,8 @@ class FailoverReport:
     acknowledged: int
     lost: int
     epochs: int
+    voters_added: int = 0
+    voters_removed: int = 0
 
     @property
     def median_ms(self) -> float:
@@ -254,6 +348,7 @@ def run_failovers(
     drop_rate: float = 0.0,
     load_ms: int = 300,
     limit_ms: int = 20_000,
+    dynamic: bool = False,
 ) -> FailoverReport:
     """Elect, write for ``load_ms``, lose the leader (``how``: kill, pause, isolate, resign),
     time the next election, bring the old leader back; ``failovers`` times.
@@ -261,18 +356,22 @@ def run_failovers(
     Raises:
         SafetyViolation: a property of :class:`Checker` broke, or no leader within ``limit_ms``.
     """
-    sim = Simulation(voters, seed=seed, network=Network(drop_rate=drop_rate))
+    sim = Simulation(voters, seed=seed, network=Network(drop_rate=drop_rate), dynamic=dynamic)
     pending: list[tuple[int, int, bytes]] = []
     election_ms: list[int] = []
     counter = itertools.count()
+    changed = {"add": 0, "remove": 0}
     if not sim.run_until(lambda: sim.leader() is not None, limit_ms):
         raise SafetyViolation("no first leader")
-    for _ in range(failovers):
+    for round_no in range(failovers):
         for _ in range(load_ms // 5):
             got = sim.propose(b"w%d" % next(counter))
             if got is not None:
                 pending.append((got[0], got[1], b"w%d" % (next(counter) - 1)))
             sim.step(5)
+            pending = sim.acknowledge(pending)
+        if dynamic:
+            _change_voters(sim, round_no, voters, changed, limit_ms)
             pending = sim.acknowledge(pending)
         old = sim.leader()
         if old is None:
@@ -313,4 +412,33 @@ def run_failovers(
         acknowledged=len(sim.checker.acknowledged),
         lost=sim.lost(),
         epochs=max(n.epoch for n in sim.nodes.values()),
+        voters_added=changed["add"],
+        voters_removed=changed["remove"],
     )
+
+
+def _change_voters(sim: Simulation, round_no: int, floor: int, changed: dict[str, int], limit_ms: int) -> None:
+    """Even rounds: a new node joins and is added. Odd rounds: while more than ``floor`` vote,
+    one is removed (every second removal the leader, which then resigns).
+
+    Raises:
+        SafetyViolation: the change was refused, or no leader afterwards.
+    """
+    if round_no % 2 == 0:
+        new_id = max(sim.ids) + 1
+        sim.add_node(new_id)
+        sim.step(200)  # it finds the leader and catches up as an observer
+        answer = sim.add_voter(new_id, limit_ms)
+        kind = "add"
+    else:
+        leader = sim.leader()
+        if leader is None or len(leader.voters) <= floor:
+            return
+        victim = leader.node_id if round_no % 4 == 3 else max(v for v in leader.voters if v != leader.node_id)
+        answer = sim.remove_voter(victim, limit_ms)
+        kind = "remove"
+    if answer is not Error.NONE:
+        raise SafetyViolation(f"{kind} voter refused: {answer.name}")
+    changed[kind] += 1
+    if not sim.run_until(lambda: sim.leader() is not None, limit_ms):
+        raise SafetyViolation(f"no leader after {kind}")

@@ -16,6 +16,13 @@ voter. A link queue holds at most ``_LINK_QUEUE`` requests; older ones are dropp
 node resends what still matters on its own schedule).
 Rule 3: a peer's bytes never crash the voter: a protocol error closes that connection.
 
+At kraft.version 1 (``initial_voters`` given: the ``--initial-controllers`` set, or an empty
+one for a voter formatted with ``--no-initial-controllers``) the node keeps its voter set in
+the log (:class:`~.voters_codec.VotersRecordCodec`), links to peers it learns from a
+VotersRecord as they appear, and this shell serves AddRaftVoter (80) and RemoveRaftVoter (81):
+:meth:`add_voter` asks the new voter for its ApiVersions (its supported kraft.version range)
+as Kafka's leader does, and both answer once the node says (node.py, Rules V1-V9).
+
 Failover controls for tests (:mod:`kraft_jbod.testing.quorum` drives them): :meth:`kill`
 (sockets and tasks gone, as a SIGKILL), :meth:`pause` / :meth:`resume` (no ticks and no
 message handled, as a SIGSTOP: peers' bytes wait in the sockets), :meth:`isolate` /
@@ -29,6 +36,7 @@ import contextlib
 import logging
 import random
 import time
+import uuid
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Final
@@ -47,13 +55,21 @@ from kraft_jbod.controller.raft import wire
 from kraft_jbod.controller.raft.election_store import FileElectionStore
 from kraft_jbod.controller.raft.file_log import FileReplicaLog
 from kraft_jbod.controller.raft.node import RaftNode, Role, Timing
+from kraft_jbod.controller.raft.voter_set import VoterKey, VoterSet
 from kraft_jbod.controller.raft.voter_updates import answer_update_voter
+from kraft_jbod.controller.raft.voters_codec import VotersRecordCodec
 from kraft_jbod.errors import KraftJbodError
+from kraft_jbod.messages.add_raft_voter_request import AddRaftVoterRequest
+from kraft_jbod.messages.add_raft_voter_request import Listener as AddListener
+from kraft_jbod.messages.add_raft_voter_response import AddRaftVoterResponse
 from kraft_jbod.messages.api_keys import ApiKey
-from kraft_jbod.messages.api_versions_response import ApiVersion, ApiVersionsResponse
+from kraft_jbod.messages.api_versions_request import ApiVersionsRequest
+from kraft_jbod.messages.api_versions_response import ApiVersion, ApiVersionsResponse, SupportedFeatureKey
 from kraft_jbod.messages.error_codes import ErrorCode
 from kraft_jbod.messages.leader_change_message import LeaderChangeMessage
 from kraft_jbod.messages.leader_change_message import Voter as LeaderChangeVoter
+from kraft_jbod.messages.remove_raft_voter_request import RemoveRaftVoterRequest
+from kraft_jbod.messages.remove_raft_voter_response import RemoveRaftVoterResponse
 from kraft_jbod.wire.message import Message
 
 log = logging.getLogger(__name__)
@@ -68,7 +84,16 @@ SERVED: Final = {
     ApiKey.BEGIN_QUORUM_EPOCH: (0, 1),
     ApiKey.END_QUORUM_EPOCH: (0, 1),
     ApiKey.UPDATE_RAFT_VOTER: (0, 0),
+    ApiKey.ADD_RAFT_VOTER: (0, 1),
+    ApiKey.REMOVE_RAFT_VOTER: (0, 0),
 }
+#: The kraft.version range a voter of ours supports (ApiVersions' SupportedFeatures).
+KRAFT_VERSIONS: Final = (0, 1)
+_ZERO: Final = uuid.UUID(int=0)
+_CORE_CODES: Final = frozenset(int(e) for e in core.Error)
+_KRAFT_FEATURE: Final = SupportedFeatureKey(
+    name="kraft.version", min_version=KRAFT_VERSIONS[0], max_version=KRAFT_VERSIONS[1]
+)
 _SOURCE_OF = {
     core.VoteRequest: lambda m: m.candidate_id,
     core.BeginQuorumEpochRequest: lambda m: m.leader_id,
@@ -107,9 +132,17 @@ class RaftVoter:
         listener: str = "CONTROLLER",
         seed: int | None = None,
         fsync: bool = True,
+        directory_id: uuid.UUID | None = None,
+        initial_voters: VoterSet | None = None,
+        auto_join: bool = False,
     ) -> None:
         self.node_id = node_id
         self.addresses = dict(voters)
+        # kraft.version 1 when given (may be empty: a controller that joins by AddRaftVoter).
+        self.directory_id = directory_id
+        self.initial_voters = initial_voters
+        self._learned: dict[int, tuple[str, str, int]] = {}  # from VotersRecords and AddRaftVoter
+        self.codec = VotersRecordCodec(self._learned) if initial_voters is not None else None
         self.directory = directory
         self.cluster_id = cluster_id
         self.timing = timing or Timing()
@@ -126,10 +159,23 @@ class RaftVoter:
         self._changed = asyncio.Event()
         self._stopped = False
         self.protocol_errors = 0
+        # controller.quorum.auto.join.enable: an observer asks the leader to add it.
+        self.auto_join = auto_join
+        self._join_at = 0
+        self._joining = False
+        self.join_answers: list[tuple[str, core.Error]] = []  # (add/remove, answer) of each attempt
 
     @property
     def endpoints(self) -> dict[int, tuple[str, str, int]]:
-        return {i: (self.listener, h, p) for i, (h, p) in self.addresses.items()}
+        known = dict(self._learned)
+        known.update({i: (self.listener, h, p) for i, (h, p) in self.addresses.items()})
+        return known
+
+    def _address(self, peer: int) -> tuple[str, int] | None:
+        if peer in self.addresses:
+            return self.addresses[peer]
+        learned = self._learned.get(peer)
+        return (learned[1], learned[2]) if learned is not None else None
 
     # ------------------------------------------------------------------ lifecycle
 
@@ -164,22 +210,31 @@ class RaftVoter:
         """Learn every voter's address, build the node and start ticking and linking."""
         assert self.log is not None, "start() first"
         self.addresses.update(addresses)
+        if self.codec is not None:
+            self._learned.update({i: (self.listener, h, p) for i, (h, p) in self.addresses.items()})
         self.node = RaftNode(
             self.node_id,
-            self.addresses,
+            self.initial_voters if self.initial_voters is not None else self.addresses,
             self.log,
             FileElectionStore(self.directory),
             rng=self.rng,
             now_ms=_now_ms(),
             timing=self.timing,
             start_of_epoch=leader_change_payload,
+            directory_id=self.directory_id,
+            voter_codec=self.codec,
+            bootstrap_peers=[p for p in self.addresses if p != self.node_id],
         )
         for peer in self.addresses:
             if peer != self.node_id:
-                queue: asyncio.Queue[core.Message] = asyncio.Queue(_LINK_QUEUE)
-                self._links[peer] = queue
-                self._spawn(self._link(peer, queue))
+                self._open_link(peer)
         self._spawn(self._ticker())
+
+    def _open_link(self, peer: int) -> asyncio.Queue[core.Message]:
+        queue: asyncio.Queue[core.Message] = asyncio.Queue(_LINK_QUEUE)
+        self._links[peer] = queue
+        self._spawn(self._link(peer, queue))
+        return queue
 
     def _spawn(self, coro: object) -> None:
         task: asyncio.Task[None] = asyncio.get_running_loop().create_task(coro)  # type: ignore[arg-type]
@@ -242,9 +297,13 @@ class RaftVoter:
         if self.isolated:
             return
         for send in out.sends:
-            queue = self._links.get(send.destination)
-            if queue is None or isinstance(send.message, _RESPONSES):
+            if isinstance(send.message, _RESPONSES):
                 continue
+            queue = self._links.get(send.destination)
+            if queue is None:
+                if self._stopped or send.destination == self.node_id or self._address(send.destination) is None:
+                    continue
+                queue = self._open_link(send.destination)  # a voter learned from a VotersRecord
             if queue.full():
                 queue.get_nowait()  # Rule 2: the oldest goes
             queue.put_nowait(send.message)
@@ -256,7 +315,71 @@ class RaftVoter:
             if node is None:
                 return
             self._dispatch(node.tick(_now_ms()))
+            if self.auto_join:
+                self._maybe_join(node)
             await asyncio.sleep(_TICK_MS / 1000)
+
+    def _maybe_join(self, node: RaftNode) -> None:
+        """Kafka's auto-join: an observer that follows a leader asks it, once per fetch
+        timeout, to add this replica (AddRaftVoter, not waiting for the commit); when its
+        node id votes under another directory id (a reformatted disk), to remove that first."""
+        now = _now_ms()
+        if self._join_at == 0:
+            self._join_at = now + self.timing.fetch_timeout_ms
+        if (
+            self._joining
+            or now < self._join_at
+            or not node.dynamic
+            or node.is_voter
+            or node.role is not Role.FOLLOWER
+            or self._address(node.leader_id) is None
+        ):
+            return
+        self._join_at = now + self.timing.fetch_timeout_ms
+        self._joining = True
+        stale = node.voter_set.key_of(self.node_id)
+        self._spawn(self._join(node.leader_id, stale))
+
+    async def _join(self, leader: int, stale: VoterKey | None) -> None:
+        address = self._address(leader)
+        host, port = self.addresses[self.node_id]
+        body: Message
+        if stale is not None:
+            kind = "remove"
+            body = RemoveRaftVoterRequest(
+                cluster_id=self.cluster_id, voter_id=self.node_id, voter_directory_id=stale.directory_id or _ZERO
+            )
+        else:
+            kind = "add"
+            body = AddRaftVoterRequest(
+                cluster_id=self.cluster_id,
+                timeout_ms=self.timing.request_timeout_ms,
+                voter_id=self.node_id,
+                voter_directory_id=self.directory_id or _ZERO,
+                listeners=[AddListener(name=self.listener, host=host, port=port)],
+                ack_when_committed=False,
+            )
+        writer: asyncio.StreamWriter | None = None
+        try:
+            assert address is not None
+            timeout = self.timing.request_timeout_ms / 1000 * 2
+            reader, stream = await asyncio.wait_for(asyncio.open_connection(*address), timeout)
+            writer = stream
+            conn = ClientConnection(client_id=f"raft-voter-{self.node_id}")
+            stream.write(conn.send_request(body, 0 if kind == "remove" else 1))
+            await stream.drain()
+            answer = await asyncio.wait_for(self._read_response(reader, conn), timeout)
+            code = getattr(answer, "error_code", None)
+            if isinstance(code, int):
+                self.join_answers.append(
+                    (kind, core.Error(code) if code in _CORE_CODES else core.Error.INVALID_REQUEST)
+                )
+        except (OSError, TimeoutError, KraftJbodError) as exc:
+            log.info("voter %d: auto-join %s to voter %d failed: %r", self.node_id, kind, leader, exc)
+        finally:
+            if writer is not None:
+                writer.close()
+            self._joining = False
 
     async def _link(self, peer: int, queue: asyncio.Queue[core.Message]) -> None:
         """Rule 2: one request in flight to ``peer``; reconnect on any trouble."""
@@ -271,7 +394,10 @@ class RaftVoter:
                 continue
             try:
                 if writer is None:
-                    host, port = self.addresses[peer]
+                    address = self._address(peer)
+                    if address is None:
+                        raise ConnectionError(f"no address for voter {peer}")
+                    host, port = address
                     reader, writer = await asyncio.wait_for(asyncio.open_connection(host, port), timeout)
                     conn = ClientConnection(client_id=f"raft-voter-{self.node_id}")
                 assert reader is not None and writer is not None and conn is not None
@@ -337,7 +463,10 @@ class RaftVoter:
                     return
                 await self._running.wait()
                 assert isinstance(ev, RequestReceived | ApiVersionsFallback)
-                body = self._answer(ev)
+                if isinstance(ev, RequestReceived) and ev.api_key in (ApiKey.ADD_RAFT_VOTER, ApiKey.REMOVE_RAFT_VOTER):
+                    body: Message | None = await self._answer_voter_change(ev.body)
+                else:
+                    body = self._answer(ev)
                 if body is None:
                     return
                 writer.write(conn.send_response(ev, body))
@@ -356,6 +485,9 @@ class RaftVoter:
                 error_code=ErrorCode.UNSUPPORTED_VERSION if isinstance(ev, ApiVersionsFallback) else 0,
                 api_keys=[ApiVersion(api_key=k, min_version=lo, max_version=hi) for k, (lo, hi) in SERVED.items()],
                 throttle_time_ms=0,
+                # Kafka lists features whose range starts at 0 (kraft.version's does) only
+                # from ApiVersions v4 on; a leader adding a voter asks at v4.
+                supported_features=[_KRAFT_FEATURE] if ev.api_version >= 4 else [],
             )
         node = self.node
         if self.isolated or node is None or ev.api_key not in SERVED:
@@ -376,6 +508,114 @@ class RaftVoter:
         return wire.response_to_wire(
             answer, version=ev.api_version, endpoints=self.endpoints, timestamp_ms=int(time.time() * 1000)
         )
+
+    # ------------------------------------------------------------------ voter changes
+
+    async def add_voter(
+        self, node_id: int, directory_id: uuid.UUID, host: str, port: int, *, ack_when_committed: bool = True
+    ) -> tuple[core.Error, str]:
+        """AddRaftVoter on this voter (the leader): the answer, after the new voter's
+        ApiVersions and the VotersRecord's commit (node.py Rules V1-V9)."""
+        node = self.node
+        if node is None:
+            return core.Error.NOT_LEADER_OR_FOLLOWER, ""
+        reply = node.add_voter(VoterKey(node_id, directory_id), _now_ms(), ack_when_committed=ack_when_committed)
+        if not reply.pending:
+            return reply.error or core.Error.NONE, reply.message
+        self._learned[node_id] = (self.listener, host, port)
+        supported = await self._kraft_versions_of(host, port)
+        if self.node is node:
+            node.add_voter_versions(reply.change_id, supported, _now_ms())
+            self._dispatch(node.tick(_now_ms()))
+        return await self._change_answer(node, reply.change_id)
+
+    async def remove_voter(self, node_id: int, directory_id: uuid.UUID | None) -> tuple[core.Error, str]:
+        """RemoveRaftVoter on this voter (the leader): the answer once the change commits."""
+        node = self.node
+        if node is None:
+            return core.Error.NOT_LEADER_OR_FOLLOWER, ""
+        reply = node.remove_voter(VoterKey(node_id, directory_id), _now_ms())
+        if not reply.pending:
+            return reply.error or core.Error.NONE, reply.message
+        self._dispatch(node.tick(_now_ms()))
+        return await self._change_answer(node, reply.change_id)
+
+    async def _change_answer(self, node: RaftNode, change_id: int) -> tuple[core.Error, str]:
+        # The node answers every change: committed, timed out (request_timeout_ms) or the
+        # epoch lost; the bound here only covers a voter killed meanwhile.
+        deadline = time.monotonic() + self.timing.request_timeout_ms / 1000 * 2 + 1
+        while time.monotonic() < deadline:
+            for done_id, error, message in node.voter_change_results:
+                if done_id == change_id:
+                    return error, message
+            await asyncio.sleep(_TICK_MS / 1000)
+        return core.Error.REQUEST_TIMED_OUT, "the voter stopped before answering"
+
+    async def _kraft_versions_of(self, host: str, port: int) -> tuple[int, int] | None:
+        """The kraft.version range a voter-to-be supports (its ApiVersions); None: no answer."""
+        timeout = self.timing.request_timeout_ms / 1000
+        writer: asyncio.StreamWriter | None = None
+        try:
+            reader, stream = await asyncio.wait_for(asyncio.open_connection(host, port), timeout)
+            writer = stream
+            conn = ClientConnection(client_id=f"raft-voter-{self.node_id}")
+            stream.write(
+                conn.send_request(ApiVersionsRequest(client_software_name="kraft-jbod", client_software_version="1"), 4)
+            )
+            await stream.drain()
+            answer = await asyncio.wait_for(self._read_response(reader, conn), timeout)
+        except (OSError, TimeoutError, KraftJbodError) as exc:
+            log.info("voter %d: no ApiVersions from %s:%d: %r", self.node_id, host, port, exc)
+            return None
+        finally:
+            if writer is not None:
+                writer.close()
+        if not isinstance(answer, ApiVersionsResponse) or answer.error_code != 0:
+            log.info("voter %d: ApiVersions from %s:%d answered %r", self.node_id, host, port, answer)
+            return None
+        for feature in answer.supported_features:
+            if feature.name == "kraft.version":
+                return feature.min_version, feature.max_version
+        return None
+
+    async def _answer_voter_change(self, body: Message) -> Message:
+        """AddRaftVoter / RemoveRaftVoter received on the voter listener, in Kafka's order:
+        the cluster id, leadership, the voter's key and (Add) an endpoint on our listener,
+        then the node's rules."""
+        node = self.node
+        leads = node is not None and node.is_leader
+        if isinstance(body, AddRaftVoterRequest):
+            listener = next((li for li in body.listeners if li.name == self.listener), None)
+            if body.cluster_id is not None and body.cluster_id != self.cluster_id:
+                error, message = core.Error.INCONSISTENT_CLUSTER_ID, ""
+            elif not leads:
+                error, message = core.Error.NOT_LEADER_OR_FOLLOWER, ""
+            elif body.voter_directory_id.int == 0:
+                error, message = core.Error.INVALID_REQUEST, "Add voter request didn't include a valid voter"
+            elif listener is None:
+                error, message = (
+                    core.Error.INVALID_REQUEST,
+                    f"Add voter request didn't include the endpoint for the default listener {self.listener}",
+                )
+            else:
+                error, message = await self.add_voter(
+                    body.voter_id,
+                    body.voter_directory_id,
+                    listener.host,
+                    listener.port,
+                    ack_when_committed=body.ack_when_committed,
+                )
+            return AddRaftVoterResponse(error_code=int(error), error_message=message or None)
+        assert isinstance(body, RemoveRaftVoterRequest)
+        if body.cluster_id is not None and body.cluster_id != self.cluster_id:
+            error, message = core.Error.INCONSISTENT_CLUSTER_ID, ""
+        elif not leads:
+            error, message = core.Error.NOT_LEADER_OR_FOLLOWER, ""
+        elif body.voter_directory_id.int == 0:
+            error, message = core.Error.INVALID_REQUEST, "Remove voter request didn't include a valid voter"
+        else:
+            error, message = await self.remove_voter(body.voter_id, body.voter_directory_id)
+        return RemoveRaftVoterResponse(error_code=int(error), error_message=message or None)
 
     # ------------------------------------------------------------------ observing
 

@@ -173,6 +173,8 @@ def request_to_wire(
             last_offset_epoch=msg.last_epoch,
             last_offset=msg.last_offset,
             pre_vote=msg.pre_vote,
+            replica_directory_id=msg.candidate_directory_id or _NO_DIRECTORY,
+            voter_directory_id=msg.voter_directory_id or _NO_DIRECTORY,
         )
         body: Message = VoteRequest(
             cluster_id=cluster_id,
@@ -187,7 +189,14 @@ def request_to_wire(
             topics=[
                 BeginTopic(
                     topic_name=METADATA_TOPIC,
-                    partitions=[BeginPartition(partition_index=0, leader_id=msg.leader_id, leader_epoch=msg.epoch)],
+                    partitions=[
+                        BeginPartition(
+                            partition_index=0,
+                            voter_directory_id=msg.voter_directory_id or _NO_DIRECTORY,
+                            leader_id=msg.leader_id,
+                            leader_epoch=msg.epoch,
+                        )
+                    ],
                 )
             ],
             leader_endpoints=[BeginLeaderEndpoint(name=n, host=h, port=p) for n, h, p in _of(endpoints, msg.leader_id)],
@@ -220,6 +229,7 @@ def request_to_wire(
             last_fetched_epoch=msg.last_fetched_epoch,
             log_start_offset=-1,
             partition_max_bytes=0,
+            replica_directory_id=msg.replica_directory_id or _NO_DIRECTORY,
         )
         body = FetchRequest(
             cluster_id=cluster_id,
@@ -235,6 +245,11 @@ def request_to_wire(
         )
         return ApiKey.FETCH, VERSIONS[ApiKey.FETCH], body
     raise TypeError(f"not a request: {type(msg).__name__}")
+
+
+def _directory(value: uuid.UUID) -> uuid.UUID | None:
+    """A directory id off the wire: the zero UUID means none was sent (a static quorum)."""
+    return None if value == _NO_DIRECTORY else value
 
 
 def _of(endpoints: Endpoints, node_id: int) -> list[tuple[str, str, int]]:
@@ -263,11 +278,21 @@ def request_from_wire(api_key: int, body: Message, *, cluster_id: str) -> core.M
         if isinstance(body, VoteRequest):
             p = _one_partition(body.topics)
             assert isinstance(p, VotePartition)
-            return core.VoteRequest(p.replica_id, p.replica_epoch, p.last_offset_epoch, p.last_offset, p.pre_vote)
+            return core.VoteRequest(
+                p.replica_id,
+                p.replica_epoch,
+                p.last_offset_epoch,
+                p.last_offset,
+                p.pre_vote,
+                candidate_directory_id=_directory(p.replica_directory_id),
+                voter_directory_id=_directory(p.voter_directory_id),
+            )
         if isinstance(body, BeginQuorumEpochRequest):
             bp = _one_partition(body.topics)
             assert isinstance(bp, BeginPartition)
-            return core.BeginQuorumEpochRequest(bp.leader_id, bp.leader_epoch)
+            return core.BeginQuorumEpochRequest(
+                bp.leader_id, bp.leader_epoch, voter_directory_id=_directory(bp.voter_directory_id)
+            )
         if isinstance(body, EndQuorumEpochRequest):
             ep = _one_partition(body.topics)
             assert isinstance(ep, EndPartition)
@@ -281,7 +306,13 @@ def request_from_wire(api_key: int, body: Message, *, cluster_id: str) -> core.M
                 raise DecodeError("the fetch does not name __cluster_metadata-0")
             fp = topic.partitions[0]
             replica = body.replica_state.replica_id if body.replica_state is not None else body.replica_id
-            return core.FetchRequest(replica, fp.current_leader_epoch, fp.fetch_offset, fp.last_fetched_epoch)
+            return core.FetchRequest(
+                replica,
+                fp.current_leader_epoch,
+                fp.fetch_offset,
+                fp.last_fetched_epoch,
+                _directory(fp.replica_directory_id),
+            )
     except DecodeError:
         return ErrorCode.INVALID_REQUEST
     return ErrorCode.INVALID_REQUEST
