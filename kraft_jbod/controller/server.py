@@ -51,9 +51,11 @@ Strategy:
   records the log does not, so the controller stops instead of answering from it. A
   request alone keeps Rule 2 as written (a failed append closes only its connection).
   Rule 8 (the steady heartbeat's short path): a BrokerHeartbeat that arrives alone (the
-  service's Rule 5) while the worker is idle, nothing is queued or being appended, no
-  snapshot is written and this controller is a single voter with the built-in state
-  machine, is decoded, judged by ``apis/brokers.steady_heartbeat`` (the same function the
+  service's Rule 5) while the worker is idle with nothing queued but a tick (a heartbeat
+  answered before a waiting tick is one that arrived in time for it, as in Rule 5), or
+  while an append is in flight (where Rule 6 would answer it at once, from the same
+  image), when no snapshot is written and this controller is a single voter with the
+  built-in state machine, is decoded, judged by ``apis/brokers.steady_heartbeat`` (the same function the
   ordinary handler asks first: one definition of steady) and, when steady, answered with
   bytes encoded once per (version, IsCaughtUp) by the ordinary encoder: no event object,
   no queue, no Outcome. Anything else it leaves to the ordinary path (already decoded,
@@ -617,16 +619,11 @@ class ControllerServer:
         """Rule 8: answer a steady BrokerHeartbeat from its bytes; False (nothing done) when
         the worker is not idle, True once the request is answered or handed on."""
         ctx = self._steady_ctx
-        if (
-            ctx is None
-            or self._busy
-            or self._queue
-            or self._appending
-            or self.fatal is not None
-            or self._closing
-            or self.snapshots.writing
-            or not ctx.sessions.activated
-        ):
+        if ctx is None or self.fatal is not None or self._closing or self.snapshots.writing:
+            return False
+        if not self._appending and (self._busy or (self._queue and not self._ticks_only())):
+            return False
+        if not ctx.sessions.activated:
             return False
         try:
             header, body, end = conn.conn.decode_request(payload, _BROKER_HEARTBEAT, version, corr)
@@ -647,6 +644,10 @@ class ControllerServer:
         self.stats["steady_heartbeats"] += 1
         conn.answered(_BE_ii.pack(len(tail) + 4, corr) + tail)
         return True
+
+    def _ticks_only(self) -> bool:
+        """Rule 8: whether the queue holds ticks alone (the ticker queues one at a time)."""
+        return all(work.proto is None for work in self._queue)
 
     # ------------------------------------------------------------------ the one writer
 
