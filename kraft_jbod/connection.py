@@ -29,7 +29,7 @@ has raised, the connection is dead and every further call raises again.
 from __future__ import annotations
 
 import struct
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any, Final, NoReturn
 
@@ -290,6 +290,11 @@ class ServerConnection:
         max_frame: int = DEFAULT_MAX_FRAME,
     ) -> None:
         self._framer = _Framer(max_frame, _MIN_REQUEST_SIZE)
+        # The payload of bytes read from the peer when they are exactly one whole frame of
+        # an acceptable size and nothing is buffered; None otherwise, and then the caller
+        # hands them to receive_data as usual (which checks the size as always). Saves the
+        # buffer's copy and bookkeeping on the common read of one request.
+        self.whole_frame: Callable[[bytes], bytes | None] = self._framer.whole_frame
         self.supported = dict(supported)
         self.api_versions_range = api_versions_range
         self.requests_received = 0
@@ -330,13 +335,6 @@ class ServerConnection:
         """The next whole frame payload, undecoded (a server may decode it later, elsewhere,
         with :meth:`decode_payload`); raises only :class:`RemoteProtocolError`."""
         return self._framer.next_payload()
-
-    def whole_frame(self, data: bytes) -> bytes | None:
-        """The payload of ``data`` read from the peer, when it is exactly one whole frame of
-        an acceptable size and nothing is buffered; None otherwise, and then the caller hands
-        ``data`` to :meth:`receive_data` as usual (which checks the size as always). Saves
-        the buffer's copy and bookkeeping on the common read of one request."""
-        return self._framer.whole_frame(data)
 
     def decode_payload(self, payload: bytes) -> RequestReceived | ApiVersionsFallback:
         """Decode one frame payload from :meth:`next_payload`. Pure: safe in a worker thread.

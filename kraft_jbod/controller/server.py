@@ -96,8 +96,7 @@ from kraft_jbod.controller import api_versions, features, replication, voters
 from kraft_jbod.controller import snapshot as snapshots
 from kraft_jbod.controller.apis import brokers, configs
 from kraft_jbod.controller.config import ControllerConfig
-from kraft_jbod.controller.context import ControllerContext
-from kraft_jbod.controller.context import Sliced
+from kraft_jbod.controller.context import ControllerContext, Sliced
 from kraft_jbod.controller.fetch_service import FetchService
 from kraft_jbod.controller.limits import MAX_RECORDS_PER_BATCH
 from kraft_jbod.controller.log import MetadataLog

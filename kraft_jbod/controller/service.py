@@ -86,6 +86,7 @@ TURN_SECONDS: Final = 0.001
 LOG_INTERVAL_S: Final = 10.0
 _BE_i = struct.Struct(">i")
 BROKER_HEARTBEAT: Final = int(ApiKey.BROKER_HEARTBEAT)
+_REQUEST_START = struct.Struct(">hhi")  # api key, api version, correlation id
 # Rule 5: (connection, frame payload, api version, correlation id) -> answered; False: the
 # ordinary path serves the frame (nothing was done).
 SteadyHeartbeat = Callable[["Connection", bytes, int, int], bool]
@@ -562,7 +563,7 @@ class Connection(asyncio.Protocol):
         """Serve one frame payload: a steady heartbeat answered by the sink at once, else
         refused from its header, or decoded (off the loop when large) and handed on."""
         self.in_flight = True
-        key, version, corr = codec.peek_request(payload)
+        key, version, corr = _REQUEST_START.unpack_from(payload, 0)  # the framer let no frame below 8 bytes in
         if key == BROKER_HEARTBEAT and self.steady is not None and len(payload) <= DECODE_OFF_LOOP_BYTES:
             if self.steady(self, payload, version, corr):
                 return
@@ -639,7 +640,11 @@ class Connection(asyncio.Protocol):
         """Rule 5: the framed response to the request in flight, encoded by the sink that
         answered it straight from its bytes (a steady heartbeat): send it and read on."""
         self.service.stats["responses"] += 1
-        self._send(data)
+        if self.transport is not None and not self.closed:
+            self.last_active = time.monotonic()
+            if self.tapped is not None:
+                self.tapped.sent(data)
+            self.transport.write(data)
         if self.frames or self._paused or self.eof or self.waiting_for_memory or self.closed:
             self._done()
         else:
