@@ -34,7 +34,9 @@ Strategy:
   the same way, its memory reserved and released in one go, no buffer). A
   BrokerHeartbeat there goes first to the sink's ``steady`` answer (the controller's
   Rule 8), which answers a steady heartbeat straight from its bytes or leaves the frame
-  to the ordinary path untouched. A connection behind a gate takes no short cut.
+  to the ordinary path untouched. A gate that would act on the request (SASL, ACLs,
+  fault rules) keeps it on the ordinary path; otherwise the gate is told of the answer
+  (the broker behind the connection, the response metrics) as it would have been.
 * A peer's bytes never crash the server: a protocol error closes only that connection,
   with a log line naming the peer, api key and version.
 """
@@ -358,9 +360,9 @@ class Connection(asyncio.Protocol):
         cfg = service.config
         ext = service.extensions
         self.gate: Gate | None = None if ext is None else ext.new_gate(self)
-        # Rule 5: the sink's answer to a steady BrokerHeartbeat straight from its bytes; not
-        # behind a gate (authentication, ACLs and faults see every request).
-        self.steady = steady if self.gate is None else None
+        # Rule 5: the sink's answer to a steady BrokerHeartbeat straight from its bytes (not
+        # while the gate would act on it: authentication, ACLs and faults see those requests).
+        self.steady = steady
         served = dict(sink.served())
         self.conn = ServerConnection(
             served if self.gate is None else self.gate.supported(served),
@@ -564,9 +566,14 @@ class Connection(asyncio.Protocol):
         refused from its header, or decoded (off the loop when large) and handed on."""
         self.in_flight = True
         key, version, corr = _REQUEST_START.unpack_from(payload, 0)  # the framer let no frame below 8 bytes in
-        if key == BROKER_HEARTBEAT and self.steady is not None and len(payload) <= DECODE_OFF_LOOP_BYTES:
-            if self.steady(self, payload, version, corr):
-                return
+        if (
+            key == BROKER_HEARTBEAT
+            and self.steady is not None
+            and len(payload) <= DECODE_OFF_LOOP_BYTES
+            and (self.gate is None or self.gate.admits_unseen(key))
+            and self.steady(self, payload, version, corr)
+        ):
+            return
         if key in TOPIC_ARRAY_KEYS:
             limit = self.service.config.max_topics_per_request
             count = leading_array_count(payload, key, version)
@@ -648,7 +655,7 @@ class Connection(asyncio.Protocol):
         if self.frames or self._paused or self.eof or self.waiting_for_memory or self.closed:
             self._done()
         else:
-            # Nothing queued, reading on and no gate (the sink answers only then): _done's
+            # Nothing queued, reading on, no SASL (the sink answers only then): _done's
             # frame limit stays and its read finds no whole frame (each one is moved to the
             # queue as it arrives), so being free for the next request is all there is.
             self.in_flight = False

@@ -219,3 +219,35 @@ def test_whole_frame_takes_only_one_whole_frame_of_an_acceptable_size() -> None:
     bad.receive_data((200).to_bytes(4, "big"))
     with pytest.raises(ProtocolError):
         bad.next_payload()
+
+
+async def test_behind_a_gate_that_checks_nothing_the_metrics_count_it_as_before(tmp_path: Path) -> None:
+    from kraft_jbod.controller.extensions import Extensions
+
+    ext = Extensions()
+    async with ControllerServer(make_config(tmp_path), cluster_id=CLUSTER, fsync=False, extensions=ext) as server:
+        epoch = await _broker(server, 1)
+        labels = {"api": "BrokerHeartbeat", "error": "0", "listener": "CONTROLLER"}
+        counted = ext.metrics.requests.get(labels)
+        conn, transport = _connection(server)
+        assert conn.gate is not None
+        steady = server.stats["steady_heartbeats"]
+        conn.data_received(codec.encode_request(BrokerHeartbeatRequest(1, epoch, 1 << 40), 1, 61, "t"))
+        assert transport.out == [_expected(1, 61, True)]
+        assert server.stats["steady_heartbeats"] == steady + 1
+        assert ext.metrics.requests.get(labels) == counted + 1
+        assert conn.gate.broker_id == 1  # type: ignore[attr-defined]
+
+
+async def test_a_gate_with_sasl_keeps_heartbeats_on_the_ordinary_path(tmp_path: Path) -> None:
+    from kraft_jbod.controller.extensions import Extensions, ListenerSecurity
+    from kraft_jbod.security.credentials import CredentialStore
+
+    ext = Extensions(listeners={"CONTROLLER": ListenerSecurity(sasl=("PLAIN",))}, credentials=CredentialStore())
+    async with ControllerServer(make_config(tmp_path), cluster_id=CLUSTER, fsync=False, extensions=ext) as server:
+        conn, transport = _connection(server)
+        assert conn.gate is not None and not conn.gate.admits_unseen(63)
+        conn.data_received(codec.encode_request(BrokerHeartbeatRequest(1, 1, 1 << 40), 1, 71, "t"))
+        await asyncio.sleep(0.05)
+        assert server.stats["steady_heartbeats"] == 0
+        assert transport.closed or not transport.out or _answer(transport.out[-1], 1).error_code != 0
