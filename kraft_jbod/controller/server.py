@@ -55,12 +55,12 @@ Strategy:
   answered before a waiting tick is one that arrived in time for it, as in Rule 5), or
   while an append is in flight (where Rule 6 would answer it at once, from the same
   image), when no snapshot is written and this controller is a single voter with the
-  built-in state machine, is decoded, judged by ``apis/brokers.steady_heartbeat`` (the same function the
-  ordinary handler asks first: one definition of steady) and, when steady, answered with
-  bytes encoded once per (version, IsCaughtUp) by the ordinary encoder: no event object,
-  no queue, no Outcome. Anything else it leaves to the ordinary path (already decoded,
-  nothing done). The story tells refusals only, and a steady answer is none, so it is
-  not told; the response count is kept.
+  built-in state machine, is decoded, judged by ``apis/brokers.steady_heartbeat`` (the
+  function the ordinary handler asks first: one definition of steady) and, when steady,
+  answered with bytes encoded once per (version, IsCaughtUp) by the ordinary encoder: no
+  event object, no queue, no Outcome. Anything else it leaves to the ordinary path
+  (already decoded, nothing done). The story tells refusals only, and a steady answer is
+  none, so it is not told; the response count and the gate's metrics are kept.
 
 * A peer's bytes never crash the server: a protocol error or a bug while handling one
   request closes only that connection, with a log line naming the peer, api key and
