@@ -641,6 +641,8 @@ class ControllerServer:
                 event, brokers.steady_response(caught_up)
             )[8:]
         self.stats["steady_heartbeats"] += 1
+        if self._appending:
+            self.stats["heartbeats_during_append"] += 1  # as Rule 6 counts the ones it answers
         if conn.gate is not None:
             conn.gate.answered_unseen(_BROKER_HEARTBEAT, body.broker_id, brokers.steady_response(caught_up))
         conn.answered(_BE_ii.pack(len(tail) + 4, corr) + tail)
