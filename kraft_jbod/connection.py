@@ -29,7 +29,7 @@ has raised, the connection is dead and every further call raises again.
 from __future__ import annotations
 
 import struct
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any, Final, NoReturn
 
@@ -70,6 +70,17 @@ def _response_cls(api_key: int) -> Any:
     except KeyError:
         cls = _RESPONSE_CLASSES[api_key] = messages.response_class(api_key)
         return cls
+
+
+_HEADER_VERSIONS: dict[tuple[int, int], int] = {}
+
+
+def _header_version(api_key: int, api_version: int, cls: Any) -> int:
+    try:
+        return _HEADER_VERSIONS[(api_key, api_version)]
+    except KeyError:
+        hv = _HEADER_VERSIONS[(api_key, api_version)] = codec.request_header_version(api_key, api_version, cls)
+        return hv
 
 
 class _Sentinel:
@@ -243,6 +254,18 @@ class _Framer:
         self._need = -1
         return payload
 
+    def whole_frame(self, data: bytes) -> bytes | None:
+        """The payload of ``data`` when it is exactly one whole frame of an acceptable size
+        and nothing is buffered (the common read of a request/response peer), taken without
+        going through the buffer; None otherwise (then :meth:`feed` it: the buffer's path
+        reports a bad size exactly as before)."""
+        if self._buf or self._need >= 0 or self._closed or self._dead is not None or len(data) < 4:
+            return None
+        (size,) = _BE_i.unpack_from(data, 0)
+        if size != len(data) - 4 or size < self._min_size or size > self._max_frame:
+            return None
+        return data[4:]
+
     def _fail(self, exc: RemoteProtocolError) -> NoReturn:
         self._dead = exc
         self._buf.clear()
@@ -267,6 +290,11 @@ class ServerConnection:
         max_frame: int = DEFAULT_MAX_FRAME,
     ) -> None:
         self._framer = _Framer(max_frame, _MIN_REQUEST_SIZE)
+        # The payload of bytes read from the peer when they are exactly one whole frame of
+        # an acceptable size and nothing is buffered; None otherwise, and then the caller
+        # hands them to receive_data as usual (which checks the size as always). Saves the
+        # buffer's copy and bookkeeping on the common read of one request.
+        self.whole_frame: Callable[[bytes], bytes | None] = self._framer.whole_frame
         self.supported = dict(supported)
         self.api_versions_range = api_versions_range
         self.requests_received = 0
@@ -315,35 +343,69 @@ class ServerConnection:
             RemoteProtocolError: the frame breaks Rules 1-3 (close the connection).
         """
         key, version, corr = codec.peek_request(payload)
+        if key != ApiKey.API_VERSIONS:
+            header, body, end = self.decode_request(payload, key, version, corr)
+            return RequestReceived(header, body, payload, payload[end:] if end < len(payload) else b"")
+        lo, hi = self.api_versions_range
+        if not lo <= version <= hi:
+            try:
+                header, _hv, _pos = codec.decode_request_header(payload)
+            except DecodeError as exc:
+                raise RemoteProtocolError(
+                    f"ApiVersions v{version} header does not decode: {exc}",
+                    api_key=key,
+                    api_version=version,
+                    correlation_id=corr,
+                ) from None
+            self.requests_received += 1
+            return ApiVersionsFallback(header, payload)
+        header, body, end = self._decode(payload, key, version, corr)
+        return RequestReceived(header, body, payload, payload[end:] if end < len(payload) else b"")
 
-        def refuse(reason: str) -> RemoteProtocolError:
-            return RemoteProtocolError(reason, api_key=key, api_version=version, correlation_id=corr)
+    def decode_request(self, payload: bytes, key: int, version: int, corr: int) -> tuple[RequestHeader, Any, int]:
+        """The header, the body and the offset after the body of a request other than
+        ApiVersions, whose key, version and correlation id :func:`codec.peek_request` read;
+        what :meth:`decode_payload` does for it, with the same checks and errors, without
+        building the event (a server answering the request at once has no use for it).
 
-        if key == ApiKey.API_VERSIONS:
-            lo, hi = self.api_versions_range
-            if not lo <= version <= hi:
-                try:
-                    header, _hv, _pos = codec.decode_request_header(payload)
-                except DecodeError as exc:
-                    raise refuse(f"ApiVersions v{version} header does not decode: {exc}") from None
-                self.requests_received += 1
-                return ApiVersionsFallback(header, payload)
-        else:
-            rng = self.supported.get(key)
-            if rng is None:
-                raise refuse(f"api key {key} ({codec.api_name(key)}) is not served on this listener")
-            if not rng[0] <= version <= rng[1]:
-                raise refuse(f"{codec.api_name(key)} v{version} is outside the supported range {rng[0]}-{rng[1]}")
+        Raises:
+            RemoteProtocolError: the frame breaks Rule 1 or 3 (close the connection).
+        """
+        rng = self.supported.get(key)
+        if rng is None:
+            raise RemoteProtocolError(
+                f"api key {key} ({codec.api_name(key)}) is not served on this listener",
+                api_key=key,
+                api_version=version,
+                correlation_id=corr,
+            )
+        if not rng[0] <= version <= rng[1]:
+            raise RemoteProtocolError(
+                f"{codec.api_name(key)} v{version} is outside the supported range {rng[0]}-{rng[1]}",
+                api_key=key,
+                api_version=version,
+                correlation_id=corr,
+            )
+        return self._decode(payload, key, version, corr)
+
+    def _decode(self, payload: bytes, key: int, version: int, corr: int) -> tuple[RequestHeader, Any, int]:
         cls = _request_cls(key)
         if cls is None:
-            raise refuse(f"api key {key} is unknown")
+            raise RemoteProtocolError(
+                f"api key {key} is unknown", api_key=key, api_version=version, correlation_id=corr
+            )
         try:
-            header, pos = RequestHeader.read(payload, 0, codec.request_header_version(key, version, cls))
+            header, pos = RequestHeader.read(payload, 0, _header_version(key, version, cls))
             body, end = cls.read(payload, pos, version)
         except DecodeError as exc:
-            raise refuse(f"{codec.api_name(key)} v{version} does not decode: {exc}") from None
+            raise RemoteProtocolError(
+                f"{codec.api_name(key)} v{version} does not decode: {exc}",
+                api_key=key,
+                api_version=version,
+                correlation_id=corr,
+            ) from None
         self.requests_received += 1
-        return RequestReceived(header, body, payload, payload[end:] if end < len(payload) else b"")
+        return header, body, end
 
     def send_response(self, request: RequestReceived | ApiVersionsFallback, body: Message) -> bytes:
         """The framed bytes answering ``request`` with ``body``.

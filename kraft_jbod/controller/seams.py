@@ -150,6 +150,14 @@ class Gate(Protocol):
 
     def on_response(self, event: RequestReceived, body: Message) -> None: ...
 
+    def admits_unseen(self, api_key: int) -> bool:
+        """True when nothing here would act on a request of ``api_key`` (no SASL, no ACLs,
+        no fault rules): the server may then answer it on its short path, without an event,
+        and tells :meth:`answered_unseen` instead of :meth:`admit` and :meth:`on_response`."""
+        ...
+
+    def answered_unseen(self, api_key: int, broker_id: int, body: Message) -> None: ...
+
 
 class QuorumSeatView(Protocol):
     """What the server asks of its seat in a quorum of several controllers

@@ -50,6 +50,17 @@ Strategy:
   then (nothing is answered from it) and a failed append is fatal: the state holds
   records the log does not, so the controller stops instead of answering from it. A
   request alone keeps Rule 2 as written (a failed append closes only its connection).
+  Rule 8 (the steady heartbeat's short path): a BrokerHeartbeat that arrives alone (the
+  service's Rule 5) while the worker is idle with nothing queued but a tick (a heartbeat
+  answered before a waiting tick is one that arrived in time for it, as in Rule 5), or
+  while an append is in flight (where Rule 6 would answer it at once, from the same
+  image), when no snapshot is written and this controller is a single voter with the
+  built-in state machine, is decoded, judged by ``apis/brokers.steady_heartbeat`` (the
+  function the ordinary handler asks first: one definition of steady) and, when steady,
+  answered with bytes encoded once per (version, IsCaughtUp) by the ordinary encoder: no
+  event object, no queue, no Outcome. Anything else it leaves to the ordinary path
+  (already decoded, nothing done). The story tells refusals only, and a steady answer is
+  none, so it is not told; the response count and the gate's metrics are kept.
 
 * A peer's bytes never crash the server: a protocol error or a bug while handling one
   request closes only that connection, with a log line naming the peer, api key and
@@ -67,6 +78,7 @@ import gc
 import logging
 import socket
 import ssl
+import struct
 import time
 import uuid
 from collections.abc import Mapping, Sequence
@@ -77,13 +89,14 @@ from typing import Any
 from kraft_jbod import codec
 from kraft_jbod.clock import SYSTEM_CLOCK, Clock
 from kraft_jbod.connection import (
+    RemoteProtocolError,
     RequestReceived,
 )
 from kraft_jbod.controller import api_versions, features, replication, voters
 from kraft_jbod.controller import snapshot as snapshots
-from kraft_jbod.controller.apis import configs
+from kraft_jbod.controller.apis import brokers, configs
 from kraft_jbod.controller.config import ControllerConfig
-from kraft_jbod.controller.context import Sliced
+from kraft_jbod.controller.context import ControllerContext, Sliced
 from kraft_jbod.controller.fetch_service import FetchService
 from kraft_jbod.controller.limits import MAX_RECORDS_PER_BATCH
 from kraft_jbod.controller.log import MetadataLog
@@ -119,6 +132,8 @@ _FREEZE_PARTITIONS = 50_000
 _FREEZE_AFTER_RECORDS = 1_000  # a commit this large may have grown the image: freeze again
 # Rule 7: a group stops taking requests once it holds this many records (one data batch).
 _GROUP_MAX_RECORDS = MAX_RECORDS_PER_BATCH
+_BROKER_HEARTBEAT = int(ApiKey.BROKER_HEARTBEAT)
+_BE_ii = struct.Struct(">ii")
 
 
 def _wall_ms() -> int:
@@ -247,6 +262,10 @@ class ControllerServer:
         self.supported: dict[int, tuple[int, int]] = {}
         self.stats = collections.Counter[str]()
         self._last_noop_ms: int | None = None
+        # Rule 8: the built-in state machine's context (None: no short path), and the
+        # steady answers' encoded bytes after the size and correlation id.
+        self._steady_ctx: ControllerContext | None = None
+        self._steady_tails: dict[tuple[int, bool], bytes] = {}
         # Snapshot driving (controller/snapshot_driver.py) and metadata replication to
         # observers (controller/fetch_service.py), each beside the one writer.
         self.snapshots = SnapshotDriver(
@@ -390,6 +409,8 @@ class ControllerServer:
             # fake broker without advertised.listeners advertises those). Set before the
             # worker starts, so no request sees it unset.
             machine.static_configs = configs.static_listener_configs(self.bound, cfg.controller_listener_names)
+            if type(machine) is ControllerState and self.quorum is None:
+                self._steady_ctx = machine.ctx  # Rule 8
         except BaseException:
             for s in self._servers:
                 s.close()
@@ -483,8 +504,10 @@ class ControllerServer:
         loop = asyncio.get_running_loop()
         controller = sink is self
 
+        steady = self._steady_heartbeat if controller else None
+
         def factory() -> Connection:
-            return Connection(self.service, name, sink, controller=controller)
+            return Connection(self.service, name, sink, controller=controller, steady=steady)
 
         servers = []
         try:
@@ -602,6 +625,46 @@ class ControllerServer:
             self.serve_fetch(conn, ev)
         else:
             self.submit(conn, ev)
+
+    # ------------------------------------------------------------------ Rule 8
+
+    def _steady_heartbeat(self, conn: Connection, payload: bytes, version: int, corr: int) -> bool:
+        """Rule 8: answer a steady BrokerHeartbeat from its bytes; False (nothing done) when
+        the worker is not idle, True once the request is answered or handed on."""
+        ctx = self._steady_ctx
+        if ctx is None or self.fatal is not None or self._closing or self.snapshots.writing:
+            return False
+        if not self._appending and (self._busy or (self._queue and not self._ticks_only())):
+            return False
+        if not ctx.sessions.activated:
+            return False
+        try:
+            header, body, end = conn.conn.decode_request(payload, _BROKER_HEARTBEAT, version, corr)
+        except RemoteProtocolError as exc:
+            conn.protocol_error(exc)
+            return True
+        caught_up = brokers.steady_heartbeat(ctx, version, body, self.clock.monotonic_ms())
+        if caught_up is None:
+            conn.handle_decoded(RequestReceived(header, body, payload, payload[end:] if end < len(payload) else b""))
+            return True
+        tail = self._steady_tails.get((version, caught_up))
+        if tail is None:
+            # Encoded once by the ordinary encoder: the bytes are the ordinary path's.
+            event = RequestReceived(header, body, payload)
+            tail = self._steady_tails[(version, caught_up)] = conn.conn.send_response(
+                event, brokers.steady_response(caught_up)
+            )[8:]
+        self.stats["steady_heartbeats"] += 1
+        if self._appending:
+            self.stats["heartbeats_during_append"] += 1  # as Rule 6 counts the ones it answers
+        if conn.gate is not None:
+            conn.gate.answered_unseen(_BROKER_HEARTBEAT, body.broker_id, brokers.steady_response(caught_up))
+        conn.answered(_BE_ii.pack(len(tail) + 4, corr) + tail)
+        return True
+
+    def _ticks_only(self) -> bool:
+        """Rule 8: whether the queue holds ticks alone (the ticker queues one at a time)."""
+        return all(work.proto is None for work in self._queue)
 
     # ------------------------------------------------------------------ the one writer
 

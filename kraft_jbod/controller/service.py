@@ -28,6 +28,15 @@ Strategy:
   connections at accept; ``connections.max.idle.ms`` closes connections with nothing in
   flight and no traffic for that long; running out of file descriptors is reported once
   per interval, not as one traceback per failed accept.
+* Rule 5 (the short path): a read that holds exactly one whole request, on a connection
+  with nothing queued or in flight while no other connection waits to be served, is
+  served from those bytes at once, as the queue would serve it (the frame's size checked
+  the same way, its memory reserved and released in one go, no buffer). A
+  BrokerHeartbeat there goes first to the sink's ``steady`` answer (the controller's
+  Rule 8), which answers a steady heartbeat straight from its bytes or leaves the frame
+  to the ordinary path untouched. A gate that would act on the request (SASL, ACLs,
+  fault rules) keeps it on the ordinary path; otherwise the gate is told of the answer
+  (the broker behind the connection, the response metrics) as it would have been.
 * A peer's bytes never crash the server: a protocol error closes only that connection,
   with a log line naming the peer, api key and version.
 """
@@ -78,6 +87,11 @@ TURN_SECONDS: Final = 0.001
 # At most one line per this many seconds for each kind of refused connection.
 LOG_INTERVAL_S: Final = 10.0
 _BE_i = struct.Struct(">i")
+BROKER_HEARTBEAT: Final = int(ApiKey.BROKER_HEARTBEAT)
+_REQUEST_START = struct.Struct(">hhi")  # api key, api version, correlation id
+# Rule 5: (connection, frame payload, api version, correlation id) -> answered; False: the
+# ordinary path serves the frame (nothing was done).
+SteadyHeartbeat = Callable[["Connection", bytes, int, int], bool]
 
 
 def api_versions_fallback() -> ApiVersionsResponse:
@@ -320,7 +334,9 @@ class Connection(asyncio.Protocol):
     its response is sent), so responses leave in request order.
     """
 
-    def __init__(self, service: Service, listener: str, sink: Sink, *, controller: bool) -> None:
+    def __init__(
+        self, service: Service, listener: str, sink: Sink, *, controller: bool, steady: SteadyHeartbeat | None = None
+    ) -> None:
         self.service = service
         self.listener = listener
         self.sink = sink
@@ -344,6 +360,9 @@ class Connection(asyncio.Protocol):
         cfg = service.config
         ext = service.extensions
         self.gate: Gate | None = None if ext is None else ext.new_gate(self)
+        # Rule 5: the sink's answer to a steady BrokerHeartbeat straight from its bytes (not
+        # while the gate would act on it: authentication, ACLs and faults see those requests).
+        self.steady = steady
         served = dict(sink.served())
         self.conn = ServerConnection(
             served if self.gate is None else self.gate.supported(served),
@@ -402,6 +421,28 @@ class Connection(asyncio.Protocol):
         self.last_active = time.monotonic()
         if self.tapped is not None:
             self.tapped.received(data)
+        service = self.service
+        if not (
+            self.in_flight
+            or self.frames
+            or self.granted
+            or self.waiting_for_memory
+            or self.write_paused
+            or service._scheduled
+            or service._inline
+            or service._priority
+            or service._ready
+        ) and (service.budget is None or service.reserved == 0 or service.reserved + len(data) - 4 <= service.budget):
+            # Rule 5: one whole request read and nobody waiting: serve it from these bytes,
+            # as the queue would at once (its memory reserved and released in one go).
+            payload = self.conn.whole_frame(data)
+            if payload is not None:
+                service._inline = True
+                try:
+                    self._serve(payload)
+                finally:
+                    service._inline = False
+                return
         self.conn.receive_data(data)
         self._read_frames()
 
@@ -518,7 +559,21 @@ class Connection(asyncio.Protocol):
             # Room in the queue again. Otherwise reading stopped for want of data (the next
             # data_received reads on) or of memory (try_reserve's grant does): nothing to do.
             self._read_frames()
-        key, version, _corr = codec.peek_request(payload)
+        self._serve(payload)
+
+    def _serve(self, payload: bytes) -> None:
+        """Serve one frame payload: a steady heartbeat answered by the sink at once, else
+        refused from its header, or decoded (off the loop when large) and handed on."""
+        self.in_flight = True
+        key, version, corr = _REQUEST_START.unpack_from(payload, 0)  # the framer let no frame below 8 bytes in
+        if (
+            key == BROKER_HEARTBEAT
+            and self.steady is not None
+            and len(payload) <= DECODE_OFF_LOOP_BYTES
+            and (self.gate is None or self.gate.admits_unseen(key))
+            and self.steady(self, payload, version, corr)
+        ):
+            return
         if key in TOPIC_ARRAY_KEYS:
             limit = self.service.config.max_topics_per_request
             count = leading_array_count(payload, key, version)
@@ -587,6 +642,32 @@ class Connection(asyncio.Protocol):
         # The gate (extensions: SASL, ACLs, faults) may answer, close, delay or stall.
         if self.gate is None or self.gate.admit(ev, self._proceed(ev)):
             self.sink.dispatch(self, ev)
+
+    def answered(self, data: bytes) -> None:
+        """Rule 5: the framed response to the request in flight, encoded by the sink that
+        answered it straight from its bytes (a steady heartbeat): send it and read on."""
+        self.service.stats["responses"] += 1
+        if self.transport is not None and not self.closed:
+            self.last_active = time.monotonic()
+            if self.tapped is not None:
+                self.tapped.sent(data)
+            self.transport.write(data)
+        if self.frames or self._paused or self.eof or self.waiting_for_memory or self.closed:
+            self._done()
+        else:
+            # Nothing queued, reading on, no SASL (the sink answers only then): _done's
+            # frame limit stays and its read finds no whole frame (each one is moved to the
+            # queue as it arrives), so being free for the next request is all there is.
+            self.in_flight = False
+
+    def handle_decoded(self, ev: RequestReceived) -> None:
+        """Rule 5: a request the sink decoded for a quick answer and then left to the
+        ordinary path: on as if :meth:`serve_next` had decoded it."""
+        self._handle(ev)
+
+    def protocol_error(self, exc: RemoteProtocolError) -> None:
+        """A frame the sink decoded does not decode: close as :meth:`serve_next` would."""
+        self._protocol_error(exc)
 
     def _proceed(self, ev: RequestReceived) -> Callable[[], None]:
         return lambda: self.sink.dispatch(self, ev)

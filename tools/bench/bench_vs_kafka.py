@@ -15,7 +15,9 @@ Phases (issue 28):
 * ``register``: 100 brokers register (v4, two directories for brokers 1-2, one for the
   rest) and heartbeat until unfenced; warm: brokers 101-200.
 * ``heartbeats``: brokers 1-100 heartbeat every 2 s, staggered, each waiting for its
-  answer (``--heartbeat-seconds``, 60 by default): CPU, p50/p99 latency.
+  answer (``--heartbeat-seconds``, 60 by default): CPU, p50/p99 latency, the load average
+  at its start and end. The heartbeats come from a process of their own (one connection
+  per broker, frames encoded once), so the measuring process adds nothing to them.
   ``--heartbeat-brokers N`` makes it brokers 1-N (those the register phase did not make
   register first, unmeasured; the issue's latency target is at 1,000).
 * ``create``: CreateTopics of 100,000 partitions (manual assignments, 3 replicas), 9 topics
@@ -53,6 +55,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import json
+import multiprocessing
 import os
 import statistics
 import struct
@@ -259,27 +262,135 @@ async def _register(side: Side, brokers: Sequence[int]) -> None:
     await asyncio.gather(*(one(b) for b in brokers))
 
 
-async def _heartbeats(side: Side, seconds: float, brokers: int = BROKERS, interval: float = 2.0) -> dict[str, Any]:
+class _Beats(asyncio.Protocol):
+    """One broker's heartbeats on its own connection, in the load process: one every
+    ``interval`` from its first slot, each waiting for its answer (as a broker does), the
+    next at the following slot; the latency of each from its send to its whole answer."""
+
+    def __init__(self, broker: int, epoch: int, lat: list[float], errors: list[str]) -> None:
+        self.broker = broker
+        self.frame = bytearray(
+            codec.encode_request(BrokerHeartbeatRequest(broker, epoch, FAR_AHEAD), 1, 0, f"b{broker}")
+        )
+        self.lat, self.errors = lat, errors
+        self.buf = bytearray()
+        self.transport: asyncio.Transport | None = None
+        self.loop = asyncio.get_running_loop()
+        self.done = self.loop.create_future()
+        self.sent = 0.0
+        self.correlation = 0
+        self.end = 0.0
+        self.interval = 0.0
+
+    def connection_made(self, transport: asyncio.BaseTransport) -> None:
+        assert isinstance(transport, asyncio.Transport)
+        self.transport = transport
+
+    def begin(self, first: float, end: float, interval: float) -> None:
+        """Send at ``first`` (the monotonic clock), then every ``interval`` until ``end``."""
+        self.end, self.interval = end, interval
+        self.loop.call_at(self.loop.time() + max(0.0, first - time.monotonic()), self._send)
+
+    def _send(self) -> None:
+        if time.monotonic() >= self.end or self.transport is None or self.transport.is_closing():
+            self._finish()
+            return
+        self.correlation += 1
+        _SIZE.pack_into(self.frame, 8, self.correlation)  # after the size, api key and version
+        self.sent = time.perf_counter()
+        self.transport.write(bytes(self.frame))
+
+    def data_received(self, data: bytes) -> None:
+        self.buf += data
+        if len(self.buf) < 4:
+            return
+        (size,) = _SIZE.unpack_from(self.buf, 0)
+        if len(self.buf) < 4 + size:
+            return
+        now = time.perf_counter()
+        payload = bytes(self.buf[4 : 4 + size])
+        del self.buf[: 4 + size]
+        self.lat.append(now - self.sent)
+        body = codec.decode_response(payload, BrokerHeartbeatRequest.API_KEY or 0, 1).body
+        if body.error_code or body.is_fenced:
+            self.errors.append(f"heartbeat {self.broker}: {body}")
+            self._finish()
+            return
+        wait = self.interval - (now - self.sent) % self.interval
+        self.loop.call_later(wait, self._send)
+
+    def connection_lost(self, exc: Exception | None) -> None:
+        if not self.done.done():
+            self.errors.append(f"heartbeat {self.broker}: connection lost ({exc})")
+        self._finish()
+
+    def _finish(self) -> None:
+        if not self.done.done():
+            self.done.set_result(None)
+        if self.transport is not None:
+            self.transport.close()
+
+
+async def _heartbeat_load(
+    address: tuple[str, int], epochs: dict[int, int], seconds: float, interval: float, ready: Any, go: Any
+) -> dict[str, Any]:
+    loop = asyncio.get_running_loop()
     lat: list[float] = []
-    end = time.monotonic() + seconds
-
-    async def one(b: int, first: float) -> None:
-        await asyncio.sleep(first)
-        while time.monotonic() < end:
-            t = time.perf_counter()
-            hb = await side.heartbeat(b)
-            lat.append(time.perf_counter() - t)
-            if hb.error_code:
-                raise RuntimeError(f"{side.kind}: heartbeat {b}: {hb}")
-            await asyncio.sleep(interval - (time.perf_counter() - t) % interval)
-
-    await asyncio.gather(*(one(b, (b - 1) * interval / brokers) for b in range(1, brokers + 1)))
+    errors: list[str] = []
+    beats: list[_Beats] = []
+    for b, epoch in sorted(epochs.items()):
+        _, proto = await loop.create_connection(lambda b=b, e=epoch: _Beats(b, e, lat, errors), *address)  # type: ignore[misc]
+        beats.append(proto)
+    ready.put(len(beats))
+    while go.value == 0.0:
+        await asyncio.sleep(0.005)
+    start = float(go.value)
+    for i, proto in enumerate(beats):
+        proto.begin(start + i * interval / len(beats), start + seconds, interval)
+    await asyncio.gather(*(proto.done for proto in beats))
     lat.sort()
     return {
         "count": len(lat),
-        "p50_ms": 1000 * statistics.median(lat),
-        "p99_ms": 1000 * lat[min(len(lat) - 1, int(0.99 * len(lat)))],
+        "p50_ms": 1000 * statistics.median(lat) if lat else float("nan"),
+        "p99_ms": 1000 * lat[min(len(lat) - 1, int(0.99 * len(lat)))] if lat else float("nan"),
+        "errors": errors[:5],
+        "load_end": os.getloadavg()[0],
     }
+
+
+def _heartbeat_process(
+    address: tuple[str, int], epochs: dict[int, int], seconds: float, interval: float, ready: Any, go: Any, out: Any
+) -> None:
+    out.put(asyncio.run(_heartbeat_load(address, epochs, seconds, interval, ready, go)))
+
+
+def _heartbeats(side: Side, seconds: float, brokers: int = BROKERS, interval: float = 2.0) -> dict[str, Any]:
+    """Brokers 1-``brokers`` heartbeat for ``seconds``, driven from a process of their own
+    (a lean protocol per connection, frames encoded once) so the measuring process and its
+    event loop add nothing to the latencies; the controller's CPU from the first send to
+    its going quiet; the load average at the start and at the end."""
+    ctx = multiprocessing.get_context("spawn")
+    ready, results = ctx.Queue(), ctx.Queue()
+    go = ctx.Value("d", 0.0)
+    epochs = {b: side.epochs[b] for b in range(1, brokers + 1)}
+    proc = ctx.Process(target=_heartbeat_process, args=(side.address, epochs, seconds, interval, ready, go, results))
+    proc.start()
+    try:
+        if ready.get(timeout=300) != brokers:
+            raise RuntimeError(f"{side.kind}: the heartbeat process did not connect every broker")
+        cpu0, load = _proc_cpu(side.pid), os.getloadavg()[0]
+        t0 = time.monotonic()
+        go.value = t0
+        got = results.get(timeout=seconds + 300)
+        wall = time.monotonic() - t0
+        cpu = _quiet_cpu(side.pid) - cpu0
+    finally:
+        proc.join(30)
+        if proc.is_alive():
+            proc.kill()
+    if got["errors"]:
+        raise RuntimeError(f"{side.kind}: {got['errors']}")
+    return {"cpu": cpu, "wall": wall, "load": load, **got}
 
 
 async def _create(side: Side, prefix: str, layout: Callable[[int], list[int]]) -> None:
@@ -446,8 +557,7 @@ def one_side(
             for start in range(0, len(extra), BROKERS):
                 loop.run_until_complete(_register(side, extra[start : start + BROKERS]))
             for label in ("cold", "warm"):
-                beats = _heartbeats(side, heartbeat_seconds, heartbeat_brokers)
-                out[f"heartbeats/{label}"] = _measure(side, loop, beats)
+                out[f"heartbeats/{label}"] = _heartbeats(side, heartbeat_seconds, heartbeat_brokers)
         if "create" in run:
             out["create/cold"] = _measure(side, loop, _create(side, "t", _replicas))
             out["create/warm"] = _measure(side, loop, _create(side, "w", _replicas_warm))
@@ -501,9 +611,11 @@ def report(rounds: list[dict[str, dict[str, Any]]]) -> list[str]:
             if f"heartbeats/{label}" not in rounds[0][kind]:
                 continue
             hb = [r[kind][f"heartbeats/{label}"] for r in rounds]
+            loads = [h["load"] for h in hb] + [h["load_end"] for h in hb if "load_end" in h]
             lines.append(
                 f"* heartbeat latency, {kind} {label}: p50 {_fmt([h['p50_ms'] for h in hb])} ms,"
-                f" p99 {_fmt([h['p99_ms'] for h in hb])} ms ({hb[0]['count']} heartbeats a round)"
+                f" p99 {_fmt([h['p99_ms'] for h in hb])} ms ({hb[0]['count']} heartbeats a round;"
+                f" load average {min(loads):.1f}-{max(loads):.1f})"
             )
     loads = [v["load"] for r in rounds for side in r.values() for v in side.values() if isinstance(v, dict)]
     lines.append(f"* load average (1 min) at the phases: {min(loads):.1f}-{max(loads):.1f} on {os.cpu_count()} cores")

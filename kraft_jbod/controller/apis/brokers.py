@@ -124,6 +124,9 @@ def features_error(ctx: ControllerContext, req: BrokerRegistrationRequest) -> Er
 
 
 def handle_heartbeat(ctx: ControllerContext, call: Call, req: BrokerHeartbeatRequest) -> Outcome:
+    caught_up = steady_heartbeat(ctx, call.api_version, req, call.now_ms)
+    if caught_up is not None:
+        return Outcome(steady_response(caught_up), [])
     img = ctx.image
     reg = img.brokers.get(req.broker_id)
     if reg is None or reg.epoch != req.broker_epoch:
@@ -138,10 +141,46 @@ def handle_heartbeat(ctx: ControllerContext, call: Call, req: BrokerHeartbeatReq
         refused = _unknown_offline_dir_answer(ctx, reg, offline, caught_up)
         if refused is not None:
             return Outcome(refused, [])
-    steady = _steady_answer(req, reg.hb_state, reg, call.api_version, mv, caught_up, bool(offline))
-    if steady is not None:
-        return Outcome(steady, [])
     return _heartbeat_change(ctx, call, req, reg, caught_up, offline)
+
+
+def steady_heartbeat(ctx: ControllerContext, api_version: int, req: BrokerHeartbeatRequest, now_ms: int) -> bool | None:
+    """A steady heartbeat (most of them), done: the session touched and the broker's
+    metadata offset noted; returns the answer's IsCaughtUp (the answer is
+    :func:`steady_response` of it). None, with nothing done, for any other heartbeat (a
+    stale epoch, an offline directory, a wish to fence or shut down, a broker not
+    unfenced, cordoned directories changed): :func:`handle_heartbeat` takes those.
+
+    The table leaves an unfenced broker that wants neither fence nor shutdown unfenced with
+    no effect, whatever else holds; with no offline dir and no change of its cordoned dirs
+    such a heartbeat writes nothing, so it is answered before the draft, the classifier
+    and the unassigned-replica scan. The server answers it straight from its bytes too
+    (controller/server.py, Rule 8), so this is the one place that says what "steady" is.
+    """
+    img = ctx.image
+    reg = img.brokers.get(req.broker_id)
+    if reg is None or reg.epoch != req.broker_epoch or reg.hb_state is not HbState.UNFENCED:
+        return None
+    if req.want_fence or req.want_shut_down:
+        return None
+    mv = img.metadata_version
+    if api_version >= 1 and req.offline_log_dirs and fv.supports_jbod(mv):
+        return None
+    cordoned = req.cordoned_log_dirs if api_version >= 2 else None
+    if cordoned is not None and fv.supports_cordoned_dirs(mv) and _cordoned_changed(reg.cordoned_dirs, cordoned):
+        return None
+    b = reg.broker_id
+    sessions = ctx.sessions
+    sessions.touch(b, reg.epoch, now_ms)
+    sessions.metadata_offset[b] = req.current_metadata_offset
+    return bool(req.current_metadata_offset >= reg.reg_offset)
+
+
+def steady_response(caught_up: bool) -> BrokerHeartbeatResponse:
+    """The answer to a steady heartbeat (see :func:`steady_heartbeat`)."""
+    return BrokerHeartbeatResponse(
+        error_code=ErrorCode.NONE, is_caught_up=caught_up, is_fenced=False, should_shut_down=False
+    )
 
 
 def _unknown_offline_dir_answer(
@@ -265,32 +304,6 @@ def _note_controlled_shutdown_batch(
         ctx.sessions.cs_batch_end[reg.broker_id] = (next_offset, batch_end, records[0][0])
     else:
         reg.cs_offset = batch_end
-
-
-def _steady_answer(
-    req: BrokerHeartbeatRequest,
-    state: HbState,
-    reg: BrokerInfo,
-    api_version: int,
-    mv: int,
-    caught_up: bool,
-    offline: bool,
-) -> BrokerHeartbeatResponse | None:
-    """The answer to a steady heartbeat (most of them), or None for the full path.
-
-    The table leaves an unfenced broker that wants neither fence nor shutdown unfenced with
-    no effect, whatever else holds; with no offline dir and no change of its cordoned dirs
-    such a heartbeat writes nothing, so it is answered before the draft, the classifier
-    and the unassigned-replica scan.
-    """
-    if state is not HbState.UNFENCED or req.want_fence or req.want_shut_down or offline:
-        return None
-    cordoned = req.cordoned_log_dirs if api_version >= 2 else None
-    if cordoned is not None and fv.supports_cordoned_dirs(mv) and _cordoned_changed(reg.cordoned_dirs, cordoned):
-        return None
-    return BrokerHeartbeatResponse(
-        error_code=ErrorCode.NONE, is_caught_up=caught_up, is_fenced=False, should_shut_down=False
-    )
 
 
 def _cordoned_changed(known: tuple[uuid.UUID, ...] | None, reported: list[uuid.UUID]) -> bool:

@@ -71,6 +71,17 @@ class Gate:
     def on_response(self, event: RequestReceived, body: Message) -> None:
         self.ext.metrics.count_response(self.listener, event.api_key, body)
 
+    def admits_unseen(self, api_key: int) -> bool:
+        """No SASL, no authorizer, no fault rule: :meth:`admit` would pass any request."""
+        return self.security.sasl is None and self.ext.security.authorizer is None and not len(self.ext.faults)
+
+    def answered_unseen(self, api_key: int, broker_id: int, body: Message) -> None:
+        """A request the server answered on its short path: what :meth:`admit` and
+        :meth:`on_response` would have noted (the broker behind the connection, the metrics)."""
+        if api_key in _BROKER_KEYS:
+            self.broker_id = broker_id
+        self.ext.metrics.count_response(self.listener, api_key, body)
+
     def admit(self, ev: RequestReceived, proceed: Callable[[], None]) -> bool:
         """True: the caller handles ``ev`` as usual. False: done here (answered, closed,
         delayed, or stalled); ``proceed`` is called later for a delayed request."""
