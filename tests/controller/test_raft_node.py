@@ -272,6 +272,30 @@ def test_end_quorum_epoch_starts_the_preferred_successor_at_once() -> None:
     assert {s.destination for s in out} == {1, 2} and all(isinstance(s.message, VoteRequest) for s in out)
 
 
+@pytest.mark.parametrize(
+    ("me", "successors", "wait_ms"),
+    [
+        (3, (2, 3), 500),  # second of two: max >> 1
+        (2, (4, 5, 2), 500),  # third of three: (max >> 2) << 1
+        (2, (3,), 1000),  # not named (a leadership move names one voter): the whole max
+        (2, (), 1000),
+    ],
+)
+def test_end_quorum_epoch_backs_off_by_place_among_the_successors(
+    me: int, successors: tuple[int, ...], wait_ms: int
+) -> None:
+    # Kafka's strict exponential back-off, with election_backoff_max_ms = 1000: a random draw
+    # let a voter the leader did not name stand first and win over the one it named.
+    n = node(me, voters=(1, 2, 3, 4, 5))
+    assert n.timing.election_backoff_max_ms == 1000
+    n.receive(1, BeginQuorumEpochRequest(1, 2), 0)
+    n.receive(1, EndQuorumEpochRequest(1, 2, successors), 10)
+    n.tick(10 + wait_ms - 1)
+    assert n.role is Role.FOLLOWER
+    n.tick(10 + wait_ms)
+    assert n.role is Role.PROSPECTIVE
+
+
 # --------------------------------------------------------------------------- three voters
 
 

@@ -469,11 +469,24 @@ class RaftNode:
             self._become_unattached(req.epoch, now_ms)
         if self.role is Role.FOLLOWER and self.leader_id == req.leader_id:
             # The leader is going: start the election soon, the preferred successor first.
-            if req.preferred_successors[:1] == (self.node_id,):
-                self._deadline = now_ms
-            else:
-                self._deadline = now_ms + self.rng.randrange(1, self.timing.election_backoff_max_ms + 1)
+            self._deadline = now_ms + self._successor_backoff(req.preferred_successors)
         return EndQuorumEpochResponse(self.node_id, self.epoch, self.leader_id)
+
+    def _successor_backoff(self, successors: Sequence[int]) -> int:
+        """How long to wait before standing, by place among the resigning leader's successors.
+
+        Kafka's strict exponential rule, not a random draw: the first successor stands at
+        once, the k-th (k >= 1) of n after ``max >> (n - 1) << (k - 1)`` ms, and a voter not
+        named waits the whole ``election_backoff_max_ms``, so the successor the leader chose
+        (a leadership move names only one) has that whole window to win.
+        """
+        backoff_max = self.timing.election_backoff_max_ms
+        if self.node_id not in successors:
+            return backoff_max
+        position = list(successors).index(self.node_id)
+        if position == 0:
+            return 0
+        return min(backoff_max, (backoff_max >> (len(successors) - 1)) << (position - 1))
 
     def _send_end_epoch(self, out: Outbox, now_ms: int) -> None:
         req = EndQuorumEpochRequest(self.node_id, self.epoch, self._successors)
