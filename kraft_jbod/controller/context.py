@@ -13,6 +13,7 @@ broker's last heartbeat and the metadata offset it last reported.
 
 from __future__ import annotations
 
+import heapq
 import uuid
 from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field
@@ -82,10 +83,17 @@ class Sessions:
     (``session.timeout.ms`` without a heartbeat) does, and expiry fences the broker.
     """
 
-    __slots__ = ("activated", "contact", "cs_batch_end", "metadata_offset")
+    __slots__ = ("_by_contact", "activated", "contact", "cs_batch_end", "metadata_offset")
 
     def __init__(self) -> None:
-        self.contact: dict[int, tuple[int, int]] = {}  # broker id -> (epoch, last contact ms)
+        # broker id -> (epoch, last contact ms); written only through touch() and forget(),
+        # which keep _by_contact in step
+        self.contact: dict[int, tuple[int, int]] = {}
+        # A min-heap of (last contact ms, broker id, epoch), one entry per touch: a tick
+        # looks only at the entries old enough to have expired, not at every session. An
+        # entry is current while contact still holds its (epoch, ms); later touches and
+        # forget() leave the older ones behind, dropped when they reach the top.
+        self._by_contact: list[tuple[int, int, int]] = []
         self.metadata_offset: dict[int, int] = {}
         # broker id -> (offset of the first record of the batch starting its controlled
         # shutdown, end offset of that batch, that first record), noted by the heartbeat
@@ -99,8 +107,8 @@ class Sessions:
             return
         self.activated = True
         for b, reg in image.brokers.items():
-            if not reg.fenced:
-                self.contact.setdefault(b, (reg.epoch, now_ms))
+            if not reg.fenced and b not in self.contact:
+                self.touch(b, reg.epoch, now_ms)
 
     def forget(self, broker_id: int) -> None:
         self.contact.pop(broker_id, None)
@@ -114,6 +122,13 @@ class Sessions:
 
     def touch(self, broker_id: int, epoch: int, now_ms: int) -> None:
         self.contact[broker_id] = (epoch, now_ms)
+        heap = self._by_contact
+        heapq.heappush(heap, (now_ms, broker_id, epoch))
+        if len(heap) > 4 * len(self.contact) + 64:
+            # Left-behind entries outnumber the sessions (heartbeats faster than the
+            # timeout, or a clock that stands still): rebuild from the sessions alone.
+            self._by_contact = [(t, b, e) for b, (e, t) in self.contact.items()]
+            heapq.heapify(self._by_contact)
 
     @staticmethod
     def _expired(last_ms: int, now_ms: int, timeout_ms: int) -> bool:
@@ -125,10 +140,21 @@ class Sessions:
         return got is not None and got[0] == epoch and not self._expired(got[1], now_ms, timeout_ms)
 
     def pop_expired(self, now_ms: int, timeout_ms: int) -> list[tuple[int, int]]:
-        """Remove and return every expired (broker id, epoch), in broker id order."""
-        out = [(b, e) for b, (e, t) in sorted(self.contact.items()) if self._expired(t, now_ms, timeout_ms)]
-        for b, _ in out:
-            del self.contact[b]
+        """Remove and return every expired (broker id, epoch), in broker id order.
+
+        A contact at ``t`` has expired when ``t < now_ms`` and ``t + timeout_ms < now_ms``
+        (:meth:`_expired`), i.e. when ``t`` is below the smaller of the two bounds: the
+        expired sessions are the heap's oldest entries, so the cost is that of what expired
+        (and of the left-behind entries passed on the way), not of every session."""
+        bound = min(now_ms, now_ms - timeout_ms)
+        heap, contact = self._by_contact, self.contact
+        out: list[tuple[int, int]] = []
+        while heap and heap[0][0] < bound:
+            t, b, e = heapq.heappop(heap)
+            if contact.get(b) == (e, t):
+                del contact[b]
+                out.append((b, e))
+        out.sort()
         return out
 
     def lowest_active_offset(self, image: MetadataImage) -> int:

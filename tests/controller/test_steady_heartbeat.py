@@ -114,7 +114,7 @@ async def test_a_steady_heartbeat_is_answered_with_the_ordinary_bytes(server: Co
 async def test_the_short_path_touches_the_session(server: ControllerServer) -> None:
     epoch = await _broker(server, 1)
     sessions = server.state.ctx.sessions
-    sessions.contact[1] = (epoch, -1_000_000)
+    sessions.touch(1, epoch, -1_000_000)
     conn, transport = _connection(server)
     conn.data_received(codec.encode_request(BrokerHeartbeatRequest(1, epoch, 1 << 40), 1, 5, "t"))
     assert len(transport.out) == 1
