@@ -881,9 +881,52 @@ fail:
 
 static void capsule_free(PyObject *cap) { plan_free(PyCapsule_GetPointer(cap, "kraft_jbod.plan")); }
 
+/* In front of plan_cache, a direct-mapped cache of (class, version) -> plan. Why: the
+ * dict lookup, the list index and PyCapsule_GetPointer's name check were a tenth of
+ * decoding a small message (a BrokerHeartbeat). Entries borrow from plan_cache, which
+ * holds the class and the capsule; every clear of plan_cache empties this first. */
+#define PLAN_HOT_SIZE 256
+typedef struct {
+    PyObject *cls;          /* borrowed: plan_cache keeps it alive */
+    long version;
+    Plan *plan;
+    PyObject *capsule;      /* borrowed from plan_cache */
+} PlanHot;
+static PlanHot plan_hot[PLAN_HOT_SIZE];
+
+static inline PlanHot *plan_hot_slot(PyObject *cls, long version) {
+    uintptr_t h = ((uintptr_t)cls >> 4) ^ ((uintptr_t)version * 0x9E3779B1u);
+    return &plan_hot[(h ^ (h >> 8)) & (PLAN_HOT_SIZE - 1)];
+}
+
+static void plans_clear(void) {
+    memset(plan_hot, 0, sizeof(plan_hot));
+    PyDict_Clear(plan_cache);
+}
+
+static Plan *get_plan_slow(PyObject *cls, long version, PyObject **capsule);
+
 /* The plan for (cls, version), compiled on first use; NULL without an error set means
  * "no plan" (the caller runs Python). */
-static Plan *get_plan(PyObject *cls, long version, PyObject **capsule) {
+static inline Plan *get_plan(PyObject *cls, long version, PyObject **capsule) {
+    PlanHot *h = plan_hot_slot(cls, version);
+    if (h->cls == cls && h->version == version && h->plan != NULL) {
+        if (capsule != NULL) *capsule = h->capsule;
+        return h->plan;
+    }
+    PyObject *cap = NULL;
+    Plan *p = get_plan_slow(cls, version, &cap);
+    if (p != NULL) {
+        h->cls = cls;
+        h->version = version;
+        h->plan = p;
+        h->capsule = cap;
+        if (capsule != NULL) *capsule = cap;
+    }
+    return p;
+}
+
+static Plan *get_plan_slow(PyObject *cls, long version, PyObject **capsule) {
     PyObject *versions = PyDict_GetItemWithError(plan_cache, cls);
     if (versions == NULL) {
         if (PyErr_Occurred()) return NULL;
@@ -1420,7 +1463,7 @@ static PyObject *m_configure(PyObject *self, PyObject *args) {
     Py_INCREF(rd); Py_XSETREF(py_read, rd);
     Py_INCREF(enc); Py_XSETREF(py_encode, enc);
     Py_INCREF(wr); Py_XSETREF(py_write, wr);
-    PyDict_Clear(plan_cache);
+    plans_clear();
     Py_RETURN_NONE;
 }
 
@@ -1440,7 +1483,7 @@ static PyObject *m_set_lazy_arrays(PyObject *self, PyObject *arg) {
 }
 
 static PyObject *m_clear_plans(PyObject *self, PyObject *unused) {
-    PyDict_Clear(plan_cache);
+    plans_clear();
     Py_RETURN_NONE;
 }
 
