@@ -63,6 +63,11 @@ typedef struct Plan {
     Py_ssize_t ninvalid;
     uint32_t *invalid;      /* known tags not valid at this version */
     Py_ssize_t unknown_off;
+    /* The fields dec_struct visits, precomputed so it walks no field it skips:
+     * ``wire`` present and untagged (wire order), ``absent`` not present at this
+     * version (their defaults). One allocation, wire first. */
+    Py_ssize_t nwire, nabsent;
+    Field **wire, **absent;
     Py_ssize_t fixed;       /* width of the untagged fields when all are fixed-width scalars, else -1 */
 } Plan;
 
@@ -682,15 +687,16 @@ static PyObject *dec_struct(Plan *p, Ctx *c, const uint8_t *buf, Py_ssize_t *pos
     if (obj == NULL) return NULL;
     if (PyObject_IS_GC(obj) && ctx_hold(c, obj) < 0) { Py_DECREF(obj); return NULL; }
     Py_ssize_t i;
-    for (i = 0; i < p->nf; i++) {
-        Field *f = &p->f[i];
-        if (!f->present || f->tagged) continue;
-        PyObject *v = dec_field(f, c, buf, pos, end);
+    for (i = 0; i < p->nwire; i++) {
+        Field *f = p->wire[i];
+        PyObject *v = f->kind < K_STRING ? dec_scalar(f->kind, c, 0, 0, buf, pos, end) : dec_field(f, c, buf, pos, end);
         if (v == NULL) goto fail;
         SLOT(obj, f->offset) = v;
     }
     PyObject *unknown = NULL;
-    if (p->flexible) {
+    if (p->flexible && *pos < end && buf[*pos] == 0) {
+        *pos += 1;   /* no tagged fields: the common case */
+    } else if (p->flexible) {
         Py_ssize_t q = *pos;
         uint32_t count;
         if (read_uvarint(buf, &q, end, &count) < 0) goto fail;
@@ -726,8 +732,11 @@ static PyObject *dec_struct(Plan *p, Ctx *c, const uint8_t *buf, Py_ssize_t *pos
         }
         *pos = q;
     }
-    for (i = 0; i < p->nf; i++) {
-        Field *f = &p->f[i];
+    for (i = 0; i < p->nabsent; i++) {
+        if (default_into(p->absent[i], obj) < 0) goto fail_u;
+    }
+    for (i = 0; i < p->ntagged; i++) {
+        Field *f = p->tagged[i];
         if (SLOT(obj, f->offset) == NULL && default_into(f, obj) < 0) goto fail_u;
     }
     if (unknown != NULL) {
@@ -758,6 +767,7 @@ static void plan_free(Plan *p) {
     }
     PyMem_Free(p->f);
     PyMem_Free(p->tagged);
+    PyMem_Free(p->wire);
     PyMem_Free(p->invalid);
     Py_XDECREF(p->cls);
     PyMem_Free(p);
@@ -816,9 +826,10 @@ static Plan *plan_compile(PyObject *t) {
     p->nf = PyTuple_GET_SIZE(fields);
     p->f = PyMem_Calloc(p->nf ? p->nf : 1, sizeof(Field));
     p->tagged = PyMem_Calloc(p->nf ? p->nf : 1, sizeof(Field *));
+    p->wire = PyMem_Calloc(p->nf ? p->nf : 1, sizeof(Field *));
     p->ninvalid = PyTuple_GET_SIZE(invalid);
     p->invalid = PyMem_Calloc(p->ninvalid ? p->ninvalid : 1, sizeof(uint32_t));
-    if (p->f == NULL || p->tagged == NULL || p->invalid == NULL) { PyErr_NoMemory(); goto fail; }
+    if (p->f == NULL || p->tagged == NULL || p->wire == NULL || p->invalid == NULL) { PyErr_NoMemory(); goto fail; }
     for (Py_ssize_t i = 0; i < p->ninvalid; i++) {
         unsigned long tag = PyLong_AsUnsignedLong(PyTuple_GET_ITEM(invalid, i));
         if (PyErr_Occurred()) goto fail;
@@ -866,6 +877,13 @@ static Plan *plan_compile(PyObject *t) {
         }
     }
     qsort(p->tagged, (size_t)p->ntagged, sizeof(Field *), field_cmp);
+    for (Py_ssize_t i = 0; i < p->nf; i++) {
+        if (p->f[i].present && !p->f[i].tagged) p->wire[p->nwire++] = &p->f[i];
+    }
+    p->absent = p->wire + p->nwire;
+    for (Py_ssize_t i = 0; i < p->nf; i++) {
+        if (!p->f[i].present) p->absent[p->nabsent++] = &p->f[i];
+    }
     p->fixed = 0;
     for (Py_ssize_t i = 0; i < p->nf; i++) {
         Field *f = &p->f[i];
@@ -881,9 +899,52 @@ fail:
 
 static void capsule_free(PyObject *cap) { plan_free(PyCapsule_GetPointer(cap, "kraft_jbod.plan")); }
 
+/* In front of plan_cache, a direct-mapped cache of (class, version) -> plan. Why: the
+ * dict lookup, the list index and PyCapsule_GetPointer's name check were a tenth of
+ * decoding a small message (a BrokerHeartbeat). Entries borrow from plan_cache, which
+ * holds the class and the capsule; every clear of plan_cache empties this first. */
+#define PLAN_HOT_SIZE 256
+typedef struct {
+    PyObject *cls;          /* borrowed: plan_cache keeps it alive */
+    long version;
+    Plan *plan;
+    PyObject *capsule;      /* borrowed from plan_cache */
+} PlanHot;
+static PlanHot plan_hot[PLAN_HOT_SIZE];
+
+static inline PlanHot *plan_hot_slot(PyObject *cls, long version) {
+    uintptr_t h = ((uintptr_t)cls >> 4) ^ ((uintptr_t)version * 0x9E3779B1u);
+    return &plan_hot[(h ^ (h >> 8)) & (PLAN_HOT_SIZE - 1)];
+}
+
+static void plans_clear(void) {
+    memset(plan_hot, 0, sizeof(plan_hot));
+    PyDict_Clear(plan_cache);
+}
+
+static Plan *get_plan_slow(PyObject *cls, long version, PyObject **capsule);
+
 /* The plan for (cls, version), compiled on first use; NULL without an error set means
  * "no plan" (the caller runs Python). */
-static Plan *get_plan(PyObject *cls, long version, PyObject **capsule) {
+static inline Plan *get_plan(PyObject *cls, long version, PyObject **capsule) {
+    PlanHot *h = plan_hot_slot(cls, version);
+    if (h->cls == cls && h->version == version && h->plan != NULL) {
+        if (capsule != NULL) *capsule = h->capsule;
+        return h->plan;
+    }
+    PyObject *cap = NULL;
+    Plan *p = get_plan_slow(cls, version, &cap);
+    if (p != NULL) {
+        h->cls = cls;
+        h->version = version;
+        h->plan = p;
+        h->capsule = cap;
+        if (capsule != NULL) *capsule = cap;
+    }
+    return p;
+}
+
+static Plan *get_plan_slow(PyObject *cls, long version, PyObject **capsule) {
     PyObject *versions = PyDict_GetItemWithError(plan_cache, cls);
     if (versions == NULL) {
         if (PyErr_Occurred()) return NULL;
@@ -1420,7 +1481,7 @@ static PyObject *m_configure(PyObject *self, PyObject *args) {
     Py_INCREF(rd); Py_XSETREF(py_read, rd);
     Py_INCREF(enc); Py_XSETREF(py_encode, enc);
     Py_INCREF(wr); Py_XSETREF(py_write, wr);
-    PyDict_Clear(plan_cache);
+    plans_clear();
     Py_RETURN_NONE;
 }
 
@@ -1440,7 +1501,7 @@ static PyObject *m_set_lazy_arrays(PyObject *self, PyObject *arg) {
 }
 
 static PyObject *m_clear_plans(PyObject *self, PyObject *unused) {
-    PyDict_Clear(plan_cache);
+    plans_clear();
     Py_RETURN_NONE;
 }
 
