@@ -967,6 +967,10 @@ static Plan *get_plan_slow(PyObject *cls, long version, PyObject **capsule) {
         /* A class or version the planner refuses (or fails on) is remembered as
          * Py_False: Python serves it from then on. tests/codec/test_accel.py checks
          * every generated class and version gets a plan. */
+        /* The planner is Python: it may clear the plan cache meanwhile (configure,
+         * clear_plans), so the version list is held across the call, and a plan is only
+         * handed out if the cache still holds that list afterwards. */
+        Py_INCREF(versions);
         PyObject *t = PyObject_CallFunction(planner, "Ol", cls, version);
         Plan *p = NULL;
         entry = NULL;
@@ -984,6 +988,10 @@ static Plan *get_plan_slow(PyObject *cls, long version, PyObject **capsule) {
             Py_INCREF(entry);
         }
         PyList_SetItem(versions, version, entry);  /* steals */
+        PyObject *held = PyDict_GetItemWithError(plan_cache, cls);
+        int still_cached = held == versions;
+        Py_DECREF(versions);
+        if (!still_cached) return NULL;  /* no plan this time: Python serves the call */
     }
     if (entry == Py_False) return NULL;
     if (capsule != NULL) *capsule = entry;

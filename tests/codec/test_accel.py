@@ -448,3 +448,39 @@ def test_env_selects_python() -> None:
     assert proc.stdout.strip() == "python"
     bad = _run("import kraft_jbod.wire.message", {"KRAFT_JBOD_CODEC": "fast"})
     assert bad.returncode != 0 and "expected auto, c or python" in bad.stderr
+
+
+@pytest.mark.skipif(not _accel.available(), reason="the compiled codec is not built")
+def test_a_planner_that_clears_the_plan_cache_mid_call_costs_nothing(both: None) -> None:
+    # The planner is Python and may empty the plan cache while the compiled codec waits on
+    # it (configure and clear_plans do): the plan it returns must not be handed out from a
+    # freed list. The sanitizer run (tools/accel_sanitize.py) catches a use after free here.
+    import uuid as uuid_mod
+
+    from kraft_jbod._accel import _ccodec as c
+    from kraft_jbod._accel.plans import plan_for
+
+    _accel.use("c")
+    hb = BrokerHeartbeatRequest(broker_id=4, broker_epoch=9, current_metadata_offset=77)
+    raw = {v: hb.encode(v) for v in (0, 1)}
+    cleared: list[int] = []
+
+    def clearing_planner(cls: type, version: int) -> Any:
+        if not cleared:
+            cleared.append(version)
+            c.clear_plans()
+            gc.collect()
+        return plan_for(cls, version)
+
+    py = _accel._python  # type: ignore[attr-defined]
+    c.configure(uuid_mod.UUID, uuid_mod.SafeUUID.unknown, clearing_planner,
+                py["decode"].__func__, py["read"].__func__, py["encode"], py["write"])  # fmt: skip
+    try:
+        c.clear_plans()
+        for _ in range(3):
+            for v, data in raw.items():
+                assert BrokerHeartbeatRequest.decode(data, v) == hb
+        assert cleared
+    finally:
+        _accel.use("python")
+        _accel.use("c")
