@@ -464,7 +464,7 @@ class RaftVoter:
                 await self._running.wait()
                 assert isinstance(ev, RequestReceived | ApiVersionsFallback)
                 if isinstance(ev, RequestReceived) and ev.api_key in (ApiKey.ADD_RAFT_VOTER, ApiKey.REMOVE_RAFT_VOTER):
-                    body: Message | None = await self._answer_voter_change(ev.body)
+                    body: Message | None = await self.answer_voter_change(ev.body)
                 else:
                     body = self._answer(ev)
                 if body is None:
@@ -578,7 +578,7 @@ class RaftVoter:
                 return feature.min_version, feature.max_version
         return None
 
-    async def _answer_voter_change(self, body: Message) -> Message:
+    async def answer_voter_change(self, body: Message) -> Message:
         """AddRaftVoter / RemoveRaftVoter received on the voter listener, in Kafka's order:
         the cluster id, leadership, the voter's key and (Add) an endpoint on our listener,
         then the node's rules."""
