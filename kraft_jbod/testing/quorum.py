@@ -580,9 +580,6 @@ class ControllerQuorum:
         self._initial[node_id] = VoterSet(frozenset())
         server = await self._start(node_id)
         self.addresses[node_id] = server.addresses[0]
-        for other in self.servers.values():
-            if other is not server:
-                _seat(other).learn(node_id, self.addresses[node_id])
         _seat(server).connect(self.all_voters)
         host, port = self.addresses[node_id]
         request = AddRaftVoterRequest(

@@ -63,6 +63,7 @@ import logging
 import os
 import time
 import uuid
+import zlib
 from collections.abc import Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -87,6 +88,7 @@ from kraft_jbod.errors import DecodeError, KraftJbodError, StorageError
 from kraft_jbod.messages.api_keys import ApiKey
 from kraft_jbod.messages.controller_registration_request import ControllerRegistrationRequest, Feature, Listener
 from kraft_jbod.messages.error_codes import ErrorCode
+from kraft_jbod.messages.voters_record import VotersRecord
 from kraft_jbod.wire.records import read_record_batch
 
 if TYPE_CHECKING:
@@ -103,6 +105,47 @@ _RAFT_KEYS = (ApiKey.VOTE, ApiKey.BEGIN_QUORUM_EPOCH, ApiKey.END_QUORUM_EPOCH)
 _NO_DIRECTORY = uuid.UUID(int=0)
 #: Directory (under metadata.log.dir) of the voter's own files: its log and quorum-state.
 RAFT_DIR = "quorum"
+#: In RAFT_DIR: the voter set a new log was formatted with (``--initial-controllers``, or none
+#: for ``--no-initial-controllers``): a CRC-32 then the VotersRecord (version 0). Its presence
+#: makes the controller's seat kraft.version 1 (Rule 8) on every start.
+BOOTSTRAP_VOTERS = "bootstrap-voters"
+
+
+def write_bootstrap_voters(metadata_log_dir: Path, record: VotersRecord, *, fsync: bool = True) -> Path:
+    """Write the bootstrap voter set of a new log (written whole, then renamed into place)."""
+    directory = metadata_log_dir / RAFT_DIR
+    directory.mkdir(parents=True, exist_ok=True)
+    payload = record.encode(0)
+    path = directory / BOOTSTRAP_VOTERS
+    part = path.with_suffix(".tmp")
+    with open(part, "wb") as out:
+        out.write(zlib.crc32(payload).to_bytes(4, "big") + payload)
+        out.flush()
+        if fsync:
+            os.fsync(out.fileno())
+    os.replace(part, path)
+    return path
+
+
+def read_bootstrap_voters(metadata_log_dir: Path) -> VotersRecord | None:
+    """The bootstrap voter set written at format time; None: a static or single-voter log.
+
+    Raises:
+        StorageError: the file is there but torn or does not decode.
+    """
+    path = metadata_log_dir / RAFT_DIR / BOOTSTRAP_VOTERS
+    try:
+        data = path.read_bytes()
+    except FileNotFoundError:
+        return None
+    except OSError as exc:
+        raise StorageError(f"{path}: {exc.strerror or exc}") from None
+    if len(data) < 6 or zlib.crc32(data[4:]) != int.from_bytes(data[:4], "big"):
+        raise StorageError(f"{path}: torn or corrupt (CRC mismatch)")
+    try:
+        return VotersRecord.decode(data[4:], 0)
+    except (DecodeError, ValueError) as exc:
+        raise StorageError(f"{path}: does not decode: {exc}") from None
 
 
 class QuorumSeat:
@@ -194,11 +237,6 @@ class QuorumSeat:
         self.voters.update(voters)
         if self.voter.node is None:
             self.voter.connect(self.voters)
-
-    def learn(self, node_id: int, address: tuple[str, int]) -> None:
-        """Know a controller's address (one about to join): its Fetch then goes to the raft
-        leader, which must see it catch up before adding it."""
-        self.voters[node_id] = address
 
     def voter_ids(self) -> frozenset[int]:
         """The voter set in force, as this controller's raft node knows it."""
@@ -380,9 +418,13 @@ class QuorumSeat:
         replica = state.replica_id if state is not None else getattr(body, "replica_id", -1)
         if replica in self.voters:
             return True
-        # Rule 8: a voter learned from the log (an added controller), not a broker.
+        # Rule 8: a voter learned from the log, or a controller that registered (one
+        # catching up to be added: the raft leader must see its fetches), not a broker.
+        # Before it registers it catches up from the committed log, as a broker does.
         node = None if self.voter is None else self.voter.node
-        return self.dynamic and node is not None and replica in node.voters
+        if not self.dynamic or node is None:
+            return False
+        return replica in node.voters or (self._machine is not None and replica in self._machine.image.controllers)
 
     def _leads(self) -> bool:
         node = None if self.voter is None else self.voter.node
