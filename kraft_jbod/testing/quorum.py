@@ -365,6 +365,7 @@ class ControllerQuorum:
         metadata_version: int | None = None,
         external: dict[int, tuple[str, int]] | None = None,
         dynamic: bool = False,
+        external_directory_ids: dict[int, uuid.UUID] | None = None,
     ) -> None:
         self.directory = directory
         self.dynamic = dynamic
@@ -373,7 +374,9 @@ class ControllerQuorum:
         self.ids = list(range(first_id, first_id + voters))
         # kraft.version 1: each controller's directory id and what it was formatted with.
         self.directory_ids: dict[int, uuid.UUID] = {i: uuid.uuid4() for i in self.ids} if dynamic else {}
-        initial = VoterSet.of(VoterKey(i, self.directory_ids[i]) for i in self.ids) if dynamic else None
+        # External voters of the initial set (Kafka's controller formatted with the same list).
+        self.directory_ids.update(external_directory_ids or {})
+        initial = VoterSet.of(VoterKey(i, d) for i, d in self.directory_ids.items()) if dynamic else None
         self._initial: dict[int, VoterSet | None] = {i: initial for i in self.ids}
         self.voter_changes: list[tuple[str, int, float]] = []  # (add/remove, node, seconds taken)
         self.timing = timing
@@ -573,7 +576,7 @@ class ControllerQuorum:
             ValueError: a static quorum, or an id already used.
             RuntimeError: refused for another reason. TimeoutError: not added in time.
         """
-        if not self.dynamic or node_id in self.ids:
+        if not self.dynamic or node_id in self.ids or node_id in self.external:
             raise ValueError(f"add_controller({node_id}) needs a dynamic quorum and a new node id")
         self.ids.append(node_id)
         self.directory_ids[node_id] = uuid.uuid4()
@@ -609,20 +612,21 @@ class ControllerQuorum:
         request = RemoveRaftVoterRequest(
             cluster_id=CLUSTER_ID, voter_id=node_id, voter_directory_id=self.directory_ids[node_id]
         )
-        if removing_active:
-            self._lost_at = _ms()  # the leader resigns once its removal commits
+        lost = _ms()  # the leader resigns once its removal commits
         await self._change("remove", node_id, request, 0, timeout)
         if removing_active:
             await self.wait_for_active(above_epoch=epoch, timeout=timeout)
+            self.elections.append(_ms() - lost)
 
     async def _change(self, kind: str, node_id: int, request: Any, version: int, timeout: float) -> None:
         started = time.monotonic()
         deadline = started + timeout
         while True:
-            server = await self.wait_for_active(timeout=max(0.1, deadline - time.monotonic()))
+            # The raft leader answers, ours or an external voter.
+            leader, _ = await self.wait_for_leader_view(timeout=max(0.1, deadline - time.monotonic()))
             try:
                 answer = await asyncio.wait_for(
-                    request_once(server.addresses[0], request, version), max(0.1, deadline - time.monotonic())
+                    request_once(self.all_voters[leader], request, version), max(0.1, deadline - time.monotonic())
                 )
                 code = getattr(answer, "error_code", None)
                 message = getattr(answer, "error_message", None)
