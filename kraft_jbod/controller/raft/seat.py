@@ -44,7 +44,10 @@ RemoveRaftVoter (81) are the raft layer's as in Kafka: the raft leader answers t
 (``voter.py``), active controller or not, and every other controller NOT_LEADER_OR_FOLLOWER.
 A controller outside the voter set (never added, or removed) is an observer: it follows
 the log and applies it like a standby but never becomes active; a removed leader resigns
-once its removal commits (node.py) and goes on as an observer, as Kafka's.
+once its removal commits (node.py) and goes on as an observer, as Kafka's. Until a new
+controller has registered (ControllerRegistration) its Fetch is served like a broker's, from
+the committed log; from then on (and for every voter of the set) by the raft node, whose
+leader must see it reach its log end before adding it.
 Rule 7: every controller snapshots its committed state when the snapshot policy says so
 (the follow loop waits meanwhile, so the image holds still) and tells its raft log; the log
 below a snapshot goes only by Kafka's retention rule (``retention.py``), in the raft log and
@@ -270,6 +273,8 @@ class QuorumSeat:
     def _stop_download(self) -> None:
         if self._download is not None and not self._download.done():
             self._download.cancel()
+        for change in list(self._changes):
+            change.cancel()  # a voter change in flight is not answered by a stopped controller
 
     @property
     def directory(self) -> Path:
