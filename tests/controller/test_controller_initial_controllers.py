@@ -21,6 +21,7 @@ from kraft_jbod.controller.config import ControllerConfig
 from kraft_jbod.controller.raft.node import Timing
 from kraft_jbod.controller.raft.seat import QuorumSeat, read_bootstrap_voters
 from kraft_jbod.controller.server import ControllerServer
+from kraft_jbod.errors import StorageError
 from kraft_jbod.messages.describe_quorum_request import DescribeQuorumRequest, PartitionData, TopicData
 from kraft_jbod.storage.meta import read_meta_properties
 from kraft_jbod.testing.cluster import KafkaConnection
@@ -87,6 +88,13 @@ def test_format_writes_the_directory_id_and_the_voter_set(tmp_path: Path) -> Non
     seat = commands._quorum_seat(cfg, False)
     assert isinstance(seat, QuorumSeat) and seat.dynamic and seat.directory_id == _DIR_A
     assert seat.voters[2] == ("127.0.0.1", 9094)
+    # A torn bootstrap file is a clear error, not a quorum started from half a voter set.
+    path = tmp_path / "m1" / "quorum" / "bootstrap-voters"
+    whole = path.read_bytes()
+    path.write_bytes(whole[:-3])
+    with pytest.raises(StorageError, match="CRC mismatch"):
+        commands._quorum_seat(cfg, False)
+    path.write_bytes(whole)
     # Formatted already: a restart keeps the voter set on disk; a static-formatted dir refuses.
     assert commands._dynamic_format(cfg, _args(initial_controllers=listed)) is None
     (tmp_path / "m1" / "quorum" / "bootstrap-voters").unlink()
