@@ -139,8 +139,8 @@ def read_bootstrap_voters(metadata_log_dir: Path) -> VotersRecord | None:
     path = metadata_log_dir / RAFT_DIR / BOOTSTRAP_VOTERS
     try:
         data = path.read_bytes()
-    except FileNotFoundError:
-        return None
+    except (FileNotFoundError, NotADirectoryError):
+        return None  # not formatted with one (a file in the way is the server's to report)
     except OSError as exc:
         raise StorageError(f"{path}: {exc.strerror or exc}") from None
     if len(data) < 6 or zlib.crc32(data[4:]) != int.from_bytes(data[:4], "big"):
