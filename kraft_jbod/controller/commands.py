@@ -57,6 +57,18 @@ def register(sub: Any) -> None:
         "as kafka-storage format --standalone; brokers may then use controller.quorum.bootstrap.servers",
     )
     c.add_argument(
+        "--initial-controllers",
+        metavar="ID@HOST:PORT:DIRECTORY_ID,...",
+        help="a new log starts a quorum of several controllers at kraft.version 1 with these voters "
+        "(as kafka-storage format --initial-controllers); needs --cluster-id",
+    )
+    c.add_argument(
+        "--no-initial-controllers",
+        action="store_true",
+        help="a new log starts with no voter set: this controller follows the quorum found through "
+        "controller.quorum.bootstrap.servers as an observer until it is added (AddRaftVoter)",
+    )
+    c.add_argument(
         "--feature",
         action="append",
         default=[],
@@ -157,7 +169,24 @@ def cmd_controller(args: argparse.Namespace) -> int:
             f"--metadata-version {args.metadata_version}: level {level} is outside "
             f"{features.MINIMUM_BOOTSTRAP_LEVEL}..{features.MAX_SUPPORTED_LEVEL}"
         )
-    kraft_version = _kraft_version(cfg, args.standalone, args.feature)
+    from kraft_jbod.controller.initial_controllers import check_dynamic_flags
+
+    initial_given = args.initial_controllers is not None
+    dynamic = check_dynamic_flags(
+        static_voters=bool(cfg.quorum_voters),
+        standalone=args.standalone,
+        initial_controllers=initial_given,
+        no_initial_controllers=args.no_initial_controllers,
+    )
+    several = initial_given or args.no_initial_controllers
+    if args.no_initial_controllers and cfg.quorum_voters:
+        raise ConfigError(
+            "--no-initial-controllers makes a dynamic quorum: remove controller.quorum.voters and set "
+            "controller.quorum.bootstrap.servers instead"
+        )
+    kraft_version = _kraft_version(cfg, args.standalone or several, args.feature, several=several)
+    # Checked in full before anything is written (Rule 2 of initial_controllers.py).
+    format_new_log = _dynamic_format(cfg, args) if dynamic and several else None
     mirror = None
     if args.mirror:
         host, sep, port = args.mirror.rpartition(":")
@@ -187,6 +216,8 @@ def cmd_controller(args: argparse.Namespace) -> int:
         if extensions.admin is not None:
             fixed.append(("ADMIN", extensions.admin[0], extensions.admin[1]))
     check_ports_free(fixed)
+    if format_new_log is not None:
+        format_new_log()
     _tune_collector()
     return asyncio.run(
         _run_controller(
@@ -290,9 +321,55 @@ async def _serve(
     return 1 if server.fatal is not None else 0
 
 
+def _dynamic_format(cfg: Any, args: argparse.Namespace) -> Any:
+    """``--initial-controllers`` / ``--no-initial-controllers``: check everything now and
+    return what formats the new metadata dir (meta.properties with this controller's
+    directory id, the bootstrap voter set); None when the dir is already formatted with one.
+
+    Raises:
+        ConfigError: a malformed list, no ``--cluster-id``, or a dir formatted otherwise.
+    """
+    from kraft_jbod.controller import initial_controllers as ic
+    from kraft_jbod.controller.raft.seat import read_bootstrap_voters, write_bootstrap_voters
+    from kraft_jbod.messages.voters_record import VotersRecord
+    from kraft_jbod.storage.meta import ensure_metadata_dir, new_directory_id
+
+    flag = "--initial-controllers" if args.initial_controllers is not None else "--no-initial-controllers"
+    controllers = None if args.initial_controllers is None else ic.parse_initial_controllers(args.initial_controllers)
+    try:
+        formatted = (cfg.metadata_log_dir / "meta.properties").exists()
+        bootstrap = read_bootstrap_voters(cfg.metadata_log_dir) if formatted else None
+    except KraftJbodError as exc:
+        raise ConfigError(f"{flag}: {exc}") from None
+    if formatted:
+        if bootstrap is None:
+            raise ConfigError(
+                f"{flag}: {cfg.metadata_log_dir} is already formatted without a voter set; "
+                "it keeps the quorum it was formatted with"
+            )
+        return None  # a restart: the voter set on disk is in force
+    if args.cluster_id is None:
+        raise ConfigError(f"{flag} needs --cluster-id: every controller of the quorum must be formatted with the same")
+    listener = cfg.controller_listener_names[0]
+    record = VotersRecord(version=0, voters=[]) if controllers is None else ic.bootstrap_voters(controllers, listener)
+    directory_id = ic.metadata_directory_id(controllers, cfg.node_id, new_directory_id())
+
+    def format_new_log() -> None:
+        ensure_metadata_dir(cfg.metadata_log_dir, cfg.node_id, args.cluster_id, directory_id=directory_id)
+        write_bootstrap_voters(cfg.metadata_log_dir, record, fsync=not args.no_fsync)
+
+    return format_new_log
+
+
 def _quorum_seat(cfg: Any, fsync: bool) -> Any:
-    """Several static voters: this controller's seat among them (controller/raft/seat.py);
-    one voter (the default) runs alone as before."""
+    """Several static voters, or a log formatted with ``--initial-controllers`` /
+    ``--no-initial-controllers``: this controller's seat (controller/raft/seat.py); one voter
+    (the default, and ``--standalone``) runs alone as before."""
+    from kraft_jbod.controller.raft.seat import read_bootstrap_voters
+
+    bootstrap = read_bootstrap_voters(cfg.metadata_log_dir)
+    if bootstrap is not None:
+        return _dynamic_seat(cfg, fsync, bootstrap)
     if len(cfg.quorum_voters) < 2:
         return None
     from kraft_jbod.controller.raft.seat import QuorumSeat
@@ -300,7 +377,44 @@ def _quorum_seat(cfg: Any, fsync: bool) -> Any:
     return QuorumSeat(cfg.node_id, cfg.quorum_voters, fsync=fsync)
 
 
-def _kraft_version(cfg: Any, standalone: bool, feature_args: list[str]) -> int:
+def _dynamic_seat(cfg: Any, fsync: bool, bootstrap: Any) -> Any:
+    """kraft.version 1: the voters the log was formatted with (their endpoints on our
+    controller listener), this controller's own listener, and the bootstrap servers under
+    ids -2, -3, ... (as Kafka's raft client names them) for an observer to find the leader."""
+    from kraft_jbod.controller import initial_controllers as ic
+    from kraft_jbod.controller.raft.seat import QuorumSeat
+    from kraft_jbod.controller.raft.voter_set import VoterSet
+    from kraft_jbod.storage.meta import read_meta_properties
+
+    meta = read_meta_properties(cfg.metadata_log_dir)
+    if meta is None or meta.directory_id is None:
+        raise ConfigError(f"{cfg.metadata_log_dir}: a voter set was formatted but meta.properties has no directory.id")
+    listener = cfg.controller_listener_names[0]
+    addresses: dict[int, tuple[str, int]] = {}
+    for v in bootstrap.voters:
+        mine = [e for e in v.endpoints if e.name == listener] or list(v.endpoints)
+        if mine:
+            addresses[v.voter_id] = (mine[0].host, mine[0].port)
+    own = cfg.controller_listeners[0]
+    addresses[cfg.node_id] = (own.host or "127.0.0.1", own.port)
+    known = set(addresses.values())
+    fake_id = -2
+    for server in cfg.bootstrap_servers:
+        if server not in known:
+            addresses[fake_id] = server
+            fake_id -= 1
+    return QuorumSeat(
+        cfg.node_id,
+        addresses,
+        fsync=fsync,
+        directory_id=meta.directory_id,
+        # None of them (--no-initial-controllers): an empty set, the node's observer start.
+        initial_voters=ic.voter_set_of(bootstrap) if bootstrap.voters else VoterSet(frozenset()),
+        auto_join=cfg.quorum_auto_join,
+    )
+
+
+def _kraft_version(cfg: Any, standalone: bool, feature_args: list[str], *, several: bool = False) -> int:
     """kraft.version for a new log from ``--standalone`` and ``--feature`` (controller/voters.py).
 
     Raises:
@@ -320,13 +434,18 @@ def _kraft_version(cfg: Any, standalone: bool, feature_args: list[str]) -> int:
         if name != features.KRAFT_VERSION:
             raise ConfigError(f"--feature {name}: only kraft.version is chosen this way (others take their defaults)")
         requested = int(value)
+    if several and requested == 0:
+        raise ConfigError(
+            "--feature kraft.version=0 contradicts --initial-controllers / --no-initial-controllers "
+            "(a dynamic quorum needs kraft.version 1); drop one of them"
+        )
     chosen = voters.choose_kraft_version(
         static_voters=bool(cfg.quorum_voters), standalone=standalone, requested=requested
     )
     new_log = not any(cfg.metadata_partition_dir.glob("*.log")) and not any(
         cfg.metadata_partition_dir.glob("*.checkpoint")
     )
-    if new_log and cfg.bootstrap_servers and not cfg.quorum_voters and not standalone:
+    if new_log and cfg.bootstrap_servers and not cfg.quorum_voters and not standalone and not several:
         raise ConfigError(
             "controller.quorum.bootstrap.servers is set and controller.quorum.voters is not: a new log needs "
             "--standalone (a dynamic quorum, kraft.version 1), or set controller.quorum.voters for a static one"

@@ -85,6 +85,7 @@ _KNOWN_IGNORED = frozenset(
 _KNOWN_USED = frozenset(
     {
         "node.id",
+        "controller.quorum.auto.join.enable",
         "process.roles",
         "listeners",
         "controller.listener.names",
@@ -167,6 +168,8 @@ class ControllerConfig:
     # (kraft.version 1, ``controller --standalone``): controller/voters.py.
     quorum_voters: dict[int, tuple[str, int]] = field(default_factory=dict)
     bootstrap_servers: list[tuple[str, int]] = field(default_factory=list)
+    # controller.quorum.auto.join.enable: a controller outside the voter set asks to be added.
+    quorum_auto_join: bool = False
     unknown: dict[str, str] = field(default_factory=dict)
 
     @property
@@ -196,6 +199,9 @@ class ControllerConfig:
         idle = _long(p, "connections.max.idle.ms", DEFAULT_CONNECTIONS_MAX_IDLE_MS)
         quorum_voters = _checked_quorum_voters(p, node_id)
         bootstrap = _bootstrap_servers(p.get("controller.quorum.bootstrap.servers", ""))
+        auto_join = p.get("controller.quorum.auto.join.enable", "false").lower()
+        if auto_join not in ("true", "false"):
+            raise ConfigError(f"controller.quorum.auto.join.enable: {auto_join!r} is not true or false")
 
         unknown = {k: v for k, v in props.items() if k not in _KNOWN_USED and k not in _KNOWN_IGNORED}
         for k in sorted(unknown):
@@ -231,6 +237,7 @@ class ControllerConfig:
             idle_interval_ms=_int(p, "metadata.max.idle.interval.ms", 0, 500),
             quorum_voters=quorum_voters,
             bootstrap_servers=bootstrap,
+            quorum_auto_join=auto_join == "true",
             unknown=unknown,
         )
 

@@ -390,13 +390,21 @@ def load_broker_dirs(layout: StorageLayout, *, now: float | None = None) -> Brok
     return BrokerDirs(cluster_id, _complete(layout, cluster_id, found, now), failed)
 
 
-def ensure_metadata_dir(directory: Path, node_id: int, cluster_id: str | None, *, now: float | None = None) -> str:
+def ensure_metadata_dir(
+    directory: Path,
+    node_id: int,
+    cluster_id: str | None,
+    *,
+    now: float | None = None,
+    directory_id: uuid.UUID | None = None,
+) -> str:
     """A controller's ``metadata.log.dir``: read its meta.properties, or format it.
 
     ``cluster_id`` is the one asked for; None means "keep the one on disk, or pick a
     random one" (Kafka's ``Uuid.randomUuid``: never a string starting with '-'). An
     existing file must hold the same node id and the requested cluster id. Returns the
-    cluster id in force.
+    cluster id in force. ``directory_id``: the one a new file gets (the id
+    ``--initial-controllers`` gives this controller; default: a fresh one).
 
     Raises:
         StorageError: the file is unreadable or belongs to another node or cluster.
@@ -409,7 +417,8 @@ def ensure_metadata_dir(directory: Path, node_id: int, cluster_id: str | None, *
             uuid_from_base64url(cluster_id)
         except ValueError as exc:
             raise StorageError(f"cluster id {cluster_id!r} is not a Kafka uuid: {exc}") from None
-        write_meta_properties(directory, MetaProperties(1, cluster_id, node_id, new_directory_id()), now)
+        new_id = directory_id if directory_id is not None else new_directory_id()
+        write_meta_properties(directory, MetaProperties(1, cluster_id, node_id, new_id), now)
         return cluster_id
     path = directory / META_PROPERTIES
     if not meta.cluster_id:

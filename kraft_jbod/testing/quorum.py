@@ -25,6 +25,11 @@ state machine on each voter, the metadata log being the raft log): :meth:`Contro
 wait_for_active` returns the active controller, :meth:`~ControllerQuorum.kill` /
 :meth:`~ControllerQuorum.restart` lose and bring back a controller, and
 :attr:`~ControllerQuorum.voters_property` is the ``controller.quorum.voters`` value brokers take.
+``ControllerQuorum(folder, dynamic=True)`` runs its controllers at kraft.version 1 (each with
+a directory id, formatted with the initial voter set): :meth:`ControllerQuorum.add_controller`
+starts a controller formatted with none, which follows as an observer, and has the active
+controller add it (AddRaftVoter over the wire); :meth:`ControllerQuorum.remove_controller`
+removes one (RemoveRaftVoter), the active controller included.
 """
 
 from __future__ import annotations
@@ -40,10 +45,13 @@ from kraft_jbod.controller.config import ControllerConfig
 from kraft_jbod.controller.raft.file_log import FileReplicaLog
 from kraft_jbod.controller.raft.messages import Entry, Error
 from kraft_jbod.controller.raft.node import NotLeaderError, Role, Timing
-from kraft_jbod.controller.raft.seat import QuorumSeat
+from kraft_jbod.controller.raft.seat import QuorumSeat, request_once
 from kraft_jbod.controller.raft.voter import RaftVoter
 from kraft_jbod.controller.raft.voter_set import VoterKey, VoterSet
 from kraft_jbod.controller.server import ControllerServer
+from kraft_jbod.messages.add_raft_voter_request import AddRaftVoterRequest
+from kraft_jbod.messages.add_raft_voter_request import Listener as AddListener
+from kraft_jbod.messages.remove_raft_voter_request import RemoveRaftVoterRequest
 
 CLUSTER_ID = "MkU3OEVBNTcwNTJENDM2Qg"
 #: Faster than Kafka's defaults (1 s election, 2 s fetch timeout) so tests run in seconds,
@@ -356,11 +364,21 @@ class ControllerQuorum:
         props: dict[str, str] | None = None,
         metadata_version: int | None = None,
         external: dict[int, tuple[str, int]] | None = None,
+        dynamic: bool = False,
+        external_directory_ids: dict[int, uuid.UUID] | None = None,
     ) -> None:
         self.directory = directory
+        self.dynamic = dynamic
         self.external = dict(external or {})
         self.metadata_version = metadata_version  # of a new quorum (None: the default level)
         self.ids = list(range(first_id, first_id + voters))
+        # kraft.version 1: each controller's directory id and what it was formatted with.
+        self.directory_ids: dict[int, uuid.UUID] = {i: uuid.uuid4() for i in self.ids} if dynamic else {}
+        # External voters of the initial set (Kafka's controller formatted with the same list).
+        self.directory_ids.update(external_directory_ids or {})
+        initial = VoterSet.of(VoterKey(i, d) for i, d in self.directory_ids.items()) if dynamic else None
+        self._initial: dict[int, VoterSet | None] = {i: initial for i in self.ids}
+        self.voter_changes: list[tuple[str, int, float]] = []  # (add/remove, node, seconds taken)
         self.timing = timing
         self.fsync = fsync
         self.seed = seed
@@ -417,6 +435,8 @@ class ControllerQuorum:
             timing=self.timing,
             seed=self.seed * 100 + node_id + self._starts * 7,
             fsync=self.fsync,
+            directory_id=self.directory_ids.get(node_id),
+            initial_voters=self._initial.get(node_id),
         )
         server = self._server(node_id, seat)
         for attempt in range(50):
@@ -539,6 +559,88 @@ class ControllerQuorum:
     def state_of(self, node_id: int) -> Any:
         return self.servers[node_id].state
 
+    # ------------------------------------------------------------------ voter changes (kraft.version 1)
+
+    def voter_set(self) -> frozenset[int]:
+        """The voter set in force as the active controller's raft node has it."""
+        server = self.active()
+        return frozenset() if server is None else _seat(server).voter_ids()
+
+    async def add_controller(self, node_id: int, *, timeout: float = 60.0) -> ControllerServer:
+        """Start controller ``node_id`` formatted with no voter set (an observer that fetches
+        the log), then send AddRaftVoter to the active controller until it answers NONE
+        (REQUEST_TIMED_OUT while the newcomer catches up, NOT_LEADER_OR_FOLLOWER while the
+        leadership moves).
+
+        Raises:
+            ValueError: a static quorum, or an id already used.
+            RuntimeError: refused for another reason. TimeoutError: not added in time.
+        """
+        if not self.dynamic or node_id in self.ids or node_id in self.external:
+            raise ValueError(f"add_controller({node_id}) needs a dynamic quorum and a new node id")
+        self.ids.append(node_id)
+        self.directory_ids[node_id] = uuid.uuid4()
+        self._initial[node_id] = VoterSet(frozenset())
+        server = await self._start(node_id)
+        self.addresses[node_id] = server.addresses[0]
+        _seat(server).connect(self.all_voters)
+        host, port = self.addresses[node_id]
+        request = AddRaftVoterRequest(
+            cluster_id=CLUSTER_ID,
+            timeout_ms=self.timing.request_timeout_ms,
+            voter_id=node_id,
+            voter_directory_id=self.directory_ids[node_id],
+            listeners=[AddListener(name="CONTROLLER", host=host, port=port)],
+            ack_when_committed=True,
+        )
+        await self._change("add", node_id, request, 1, timeout)
+        return server
+
+    async def remove_controller(self, node_id: int, *, timeout: float = 60.0) -> None:
+        """Send RemoveRaftVoter for ``node_id`` to the active controller until it answers
+        NONE; the removed controller goes on as an observer. Removing the active controller
+        waits for its successor (counted in :attr:`elections`).
+
+        Raises:
+            ValueError: a static quorum. RuntimeError / TimeoutError: as :meth:`add_controller`.
+        """
+        if not self.dynamic:
+            raise ValueError("remove_controller needs a dynamic quorum")
+        active = self.active()
+        epoch = -1 if active is None else _seat(active).active_epoch
+        removing_active = active is not None and _seat(active).node_id == node_id
+        request = RemoveRaftVoterRequest(
+            cluster_id=CLUSTER_ID, voter_id=node_id, voter_directory_id=self.directory_ids[node_id]
+        )
+        lost = _ms()  # the leader resigns once its removal commits
+        await self._change("remove", node_id, request, 0, timeout)
+        if removing_active:
+            await self.wait_for_active(above_epoch=epoch, timeout=timeout)
+            self.elections.append(_ms() - lost)
+
+    async def _change(self, kind: str, node_id: int, request: Any, version: int, timeout: float) -> None:
+        started = time.monotonic()
+        deadline = started + timeout
+        while True:
+            # The raft leader answers, ours or an external voter.
+            leader, _ = await self.wait_for_leader_view(timeout=max(0.1, deadline - time.monotonic()))
+            try:
+                answer = await asyncio.wait_for(
+                    request_once(self.all_voters[leader], request, version), max(0.1, deadline - time.monotonic())
+                )
+                code = getattr(answer, "error_code", None)
+                message = getattr(answer, "error_message", None)
+            except (OSError, TimeoutError) as exc:
+                code, message = None, repr(exc)
+            if code == 0:
+                self.voter_changes.append((kind, node_id, time.monotonic() - started))
+                return
+            if code is not None and code not in (Error.REQUEST_TIMED_OUT, Error.NOT_LEADER_OR_FOLLOWER):
+                raise RuntimeError(f"{kind} controller {node_id}: error {code} {message}")
+            if time.monotonic() > deadline:
+                raise TimeoutError(f"{kind} controller {node_id}: still error {code} after {timeout} s ({message})")
+            await asyncio.sleep(0.05)
+
 
 def _ms() -> int:
     return time.monotonic_ns() // 1_000_000
@@ -552,4 +654,9 @@ def _seat(server: ControllerServer) -> QuorumSeat:
 
 
 def _describe(voter: Any) -> str:
-    return "down" if voter is None else str(voter.describe())
+    node = None if voter is None else voter.node
+    if node is None or not node.dynamic:
+        return "down" if voter is None else str(voter.describe())
+    # kraft.version 1: which voter set this node sees, and whether it is in it.
+    voting = "voter" if node.is_voter else "observer"
+    return f"{node.describe()} {voting} of {sorted(node.voters)}"

@@ -50,6 +50,7 @@ class Observer:
     log_end_offset: int  # -1: never reported
     last_fetch_ms: int = -1
     last_caught_up_ms: int = -1
+    directory_id: uuid.UUID = _NO_DIRECTORY  # a voter's, at kraft.version 1
 
 
 def _names_the_metadata_partition(req: DescribeQuorumRequest) -> bool:
@@ -139,9 +140,9 @@ def describe_quorum(
         leader_epoch=leader_epoch,
         high_watermark=end_offset if high_watermark is None else high_watermark,
         current_voters=[state(node_id, end_offset, now_ms, now_ms, directory_id)]
-        + [state(f.node_id, f.log_end_offset, f.last_fetch_ms, f.last_caught_up_ms, _NO_DIRECTORY) for f in followers],
+        + [state(f.node_id, f.log_end_offset, f.last_fetch_ms, f.last_caught_up_ms, f.directory_id) for f in followers],
         observers=[
-            state(o.node_id, o.log_end_offset, o.last_fetch_ms, o.last_caught_up_ms, _NO_DIRECTORY) for o in observers
+            state(o.node_id, o.log_end_offset, o.last_fetch_ms, o.last_caught_up_ms, o.directory_id) for o in observers
         ],
     )
     resp = DescribeQuorumResponse(

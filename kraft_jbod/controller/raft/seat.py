@@ -35,6 +35,19 @@ Rule 6: DescribeQuorum (api 55), a raft API in Kafka, is answered by the seat: o
 controller with every voter's fetch state as its raft leader recorded it (log end offset,
 last fetch and last caught-up times, wall clock) and the brokers as observers; elsewhere
 NOT_LEADER_OR_FOLLOWER in the partition.
+Rule 8 (kraft.version 1, ``initial_voters`` given: the ``--initial-controllers`` set, or
+an empty one for a controller formatted with ``--no-initial-controllers``): the voter set in
+force is the newest VotersRecord of the log (the raft node's), not ``voters``, which then
+only names the controllers this one knows an address of (the bootstrap servers; a voter
+learns the others from VotersRecords and AddRaftVoter). AddRaftVoter (80) and
+RemoveRaftVoter (81) are the raft layer's as in Kafka: the raft leader answers them
+(``voter.py``), active controller or not, and every other controller NOT_LEADER_OR_FOLLOWER.
+A controller outside the voter set (never added, or removed) is an observer: it follows
+the log and applies it like a standby but never becomes active; a removed leader resigns
+once its removal commits (node.py) and goes on as an observer, as Kafka's. Until a new
+controller has registered (ControllerRegistration) its Fetch is served like a broker's, from
+the committed log; from then on (and for every voter of the set) by the raft node, whose
+leader must see it reach its log end before adding it.
 Rule 7: every controller snapshots its committed state when the snapshot policy says so
 (the follow loop waits meanwhile, so the image holds still) and tells its raft log; the log
 below a snapshot goes only by Kafka's retention rule (``retention.py``), in the raft log and
@@ -53,6 +66,7 @@ import logging
 import os
 import time
 import uuid
+import zlib
 from collections.abc import Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -72,10 +86,12 @@ from kraft_jbod.controller.raft.replica_log import LogError
 from kraft_jbod.controller.raft.retention import SnapshotFacts, retention_cut
 from kraft_jbod.controller.raft.snapshot_download import SnapshotDownload, SnapshotFetchError
 from kraft_jbod.controller.raft.voter import SERVED, RaftVoter
+from kraft_jbod.controller.raft.voter_set import VoterSet
 from kraft_jbod.errors import DecodeError, KraftJbodError, StorageError
 from kraft_jbod.messages.api_keys import ApiKey
 from kraft_jbod.messages.controller_registration_request import ControllerRegistrationRequest, Feature, Listener
 from kraft_jbod.messages.error_codes import ErrorCode
+from kraft_jbod.messages.voters_record import VotersRecord
 from kraft_jbod.wire.records import read_record_batch
 
 if TYPE_CHECKING:
@@ -89,8 +105,50 @@ _FOLLOW_MS = 5  # how often the committed tail is looked at
 _REGISTER_MS = 200  # how often an unregistered controller tries ControllerRegistration again
 _FETCHING_DIR = "fetching-snapshot"  # where a leader's snapshot is downloaded, beside the log
 _RAFT_KEYS = (ApiKey.VOTE, ApiKey.BEGIN_QUORUM_EPOCH, ApiKey.END_QUORUM_EPOCH)
+_NO_DIRECTORY = uuid.UUID(int=0)
 #: Directory (under metadata.log.dir) of the voter's own files: its log and quorum-state.
 RAFT_DIR = "quorum"
+#: In RAFT_DIR: the voter set a new log was formatted with (``--initial-controllers``, or none
+#: for ``--no-initial-controllers``): a CRC-32 then the VotersRecord (version 0). Its presence
+#: makes the controller's seat kraft.version 1 (Rule 8) on every start.
+BOOTSTRAP_VOTERS = "bootstrap-voters"
+
+
+def write_bootstrap_voters(metadata_log_dir: Path, record: VotersRecord, *, fsync: bool = True) -> Path:
+    """Write the bootstrap voter set of a new log (written whole, then renamed into place)."""
+    directory = metadata_log_dir / RAFT_DIR
+    directory.mkdir(parents=True, exist_ok=True)
+    payload = record.encode(0)
+    path = directory / BOOTSTRAP_VOTERS
+    part = path.with_suffix(".tmp")
+    with open(part, "wb") as out:
+        out.write(zlib.crc32(payload).to_bytes(4, "big") + payload)
+        out.flush()
+        if fsync:
+            os.fsync(out.fileno())
+    os.replace(part, path)
+    return path
+
+
+def read_bootstrap_voters(metadata_log_dir: Path) -> VotersRecord | None:
+    """The bootstrap voter set written at format time; None: a static or single-voter log.
+
+    Raises:
+        StorageError: the file is there but torn or does not decode.
+    """
+    path = metadata_log_dir / RAFT_DIR / BOOTSTRAP_VOTERS
+    try:
+        data = path.read_bytes()
+    except (FileNotFoundError, NotADirectoryError):
+        return None  # not formatted with one (a file in the way is the server's to report)
+    except OSError as exc:
+        raise StorageError(f"{path}: {exc.strerror or exc}") from None
+    if len(data) < 6 or zlib.crc32(data[4:]) != int.from_bytes(data[:4], "big"):
+        raise StorageError(f"{path}: torn or corrupt (CRC mismatch)")
+    try:
+        return VotersRecord.decode(data[4:], 0)
+    except (DecodeError, ValueError) as exc:
+        raise StorageError(f"{path}: does not decode: {exc}") from None
 
 
 class QuorumSeat:
@@ -105,9 +163,17 @@ class QuorumSeat:
         timing: Timing | None = None,
         seed: int | None = None,
         fsync: bool = True,
+        directory_id: uuid.UUID | None = None,
+        initial_voters: VoterSet | None = None,
+        auto_join: bool = False,
     ) -> None:
         self.node_id = node_id
         self.voters = dict(voters)
+        # kraft.version 1 (Rule 8) when initial_voters is given.
+        self.directory_id = directory_id
+        self.initial_voters = initial_voters
+        self.auto_join = auto_join
+        self._changes: set[asyncio.Task[None]] = set()  # AddRaftVoter / RemoveRaftVoter in flight
         self.timing = timing
         self.seed = seed
         self.fsync = fsync
@@ -139,7 +205,9 @@ class QuorumSeat:
         ctx = getattr(machine, "ctx", None)
         if ctx is not None:
             # Every voter must have registered before a feature changes (Kafka's check).
-            ctx.quorum_node_ids = tuple(sorted(self.voters))
+            ctx.quorum_node_ids = tuple(sorted(self.voters if self.initial_voters is None else self.initial_voters.ids))
+        if self.dynamic:
+            machine.kraft_version = 1  # ApiVersions finalizes it (Rule 8)
         if self.voters.get(self.node_id, ("", 0))[1] == 0 and server.addresses:
             host, port = server.addresses[0]
             self.voters[self.node_id] = (self.voters.get(self.node_id, (host, 0))[0] or host, port)
@@ -152,11 +220,19 @@ class QuorumSeat:
             listener=server.config.controller_listener_names[0],
             seed=self.seed,
             fsync=self.fsync,
+            directory_id=self.directory_id,
+            initial_voters=self.initial_voters,
+            auto_join=self.auto_join,
         )
         self.voter.attach()
         self._open_snapshots(server)
         if all(port > 0 for _, port in self.voters.values()):
             self.voter.connect(self.voters)
+
+    @property
+    def dynamic(self) -> bool:
+        """kraft.version 1: the voter set lives in the log (Rule 8)."""
+        return self.initial_voters is not None
 
     def connect(self, voters: Mapping[int, tuple[str, int]]) -> None:
         """Learn every voter's address (a quorum whose ports were chosen at bind) and start."""
@@ -164,6 +240,19 @@ class QuorumSeat:
         self.voters.update(voters)
         if self.voter.node is None:
             self.voter.connect(self.voters)
+
+    def voter_ids(self) -> frozenset[int]:
+        """The voter set in force, as this controller's raft node knows it."""
+        node = None if self.voter is None else self.voter.node
+        if node is None:
+            return frozenset(self.voters if self.initial_voters is None else self.initial_voters.ids)
+        return node.voters
+
+    def _endpoint(self, node_id: int) -> tuple[str, int] | None:
+        if node_id in self.voters:
+            return self.voters[node_id]
+        learned = None if self.voter is None else self.voter.endpoints.get(node_id)
+        return None if learned is None else (learned[1], learned[2])
 
     async def close(self) -> None:
         """Graceful: a leader resigns first (its voter's EndQuorumEpoch)."""
@@ -184,6 +273,8 @@ class QuorumSeat:
     def _stop_download(self) -> None:
         if self._download is not None and not self._download.done():
             self._download.cancel()
+        for change in list(self._changes):
+            change.cancel()  # a voter change in flight is not answered by a stopped controller
 
     @property
     def directory(self) -> Path:
@@ -232,6 +323,12 @@ class QuorumSeat:
             else:
                 conn.respond(ev, routes.error_response(ev.api_key, ev.body, ErrorCode.NOT_LEADER_OR_FOLLOWER))
             return True
+        if ev.api_key in (ApiKey.ADD_RAFT_VOTER, ApiKey.REMOVE_RAFT_VOTER) and self.dynamic and voter is not None:
+            # Rule 8: the raft leader's business, answered once the change commits.
+            task = asyncio.get_running_loop().create_task(self._voter_change(conn, ev, voter))
+            self._changes.add(task)
+            task.add_done_callback(self._changes.discard)
+            return True
         if ev.api_key == ApiKey.DESCRIBE_QUORUM and self.active:
             answer = self._describe_quorum(ev)
             if answer is not None:
@@ -245,6 +342,15 @@ class QuorumSeat:
             self.not_controller(conn, ev)
             return True
         return False
+
+    async def _voter_change(self, conn: Connection, ev: RequestReceived, voter: RaftVoter) -> None:
+        try:
+            answer = await voter.answer_voter_change(ev.body)
+        except (KraftJbodError, OSError) as exc:
+            log.warning("controller %d: %s failed: %s", self.node_id, codec.api_name(ev.api_key), exc)
+            conn.close()
+            return
+        conn.respond(ev, answer)
 
     def _serve_snapshot(self, ev: RequestReceived, epoch: int) -> Any:
         server = self._server
@@ -271,14 +377,20 @@ class QuorumSeat:
             # One fixed offset per seat: a time reported twice reads the same both times.
             return -1 if t < 0 else t + self._wall_offset_ms
 
+        def directory_of(v: int) -> uuid.UUID:
+            key = node.voter_set.key_of(v) if self.dynamic else None
+            return _NO_DIRECTORY if key is None or key.directory_id is None else key.directory_id
+
         followers = [
-            Observer(v, p.end_offset, to_wall(p.last_fetch_ms), to_wall(p.last_caught_up_ms))
+            Observer(v, p.end_offset, to_wall(p.last_fetch_ms), to_wall(p.last_caught_up_ms), directory_of(v))
             for v, p in sorted(node.progress.items())
+            if v in node.voters
         ]
         ctx = getattr(machine, "ctx", None)
         offsets = ctx.sessions.metadata_offset if ctx is not None else {}
         observers = [Observer(b, offsets.get(b, -1)) for b in sorted(machine.image.brokers)]
         listener = server.config.controller_listener_names[0]
+        endpoints = {v: self._endpoint(v) for v in node.voters}
         return describe_quorum(
             ev.api_version,
             ev.body,
@@ -288,9 +400,12 @@ class QuorumSeat:
             now_ms=wall,
             observers=observers,
             listeners=[(listener, *self.voters[self.node_id])],
+            directory_id=directory_of(self.node_id),
             high_watermark=node.leader_high_watermark,
             followers=followers,
-            follower_listeners={v: [(listener, *a)] for v, a in self.voters.items() if v != self.node_id},
+            follower_listeners={
+                v: [(listener, *a)] for v, a in endpoints.items() if v != self.node_id and a is not None
+            },
         )
 
     def not_controller(self, conn: Connection, ev: RequestReceived) -> None:
@@ -306,7 +421,15 @@ class QuorumSeat:
         body = ev.body
         state = getattr(body, "replica_state", None)
         replica = state.replica_id if state is not None else getattr(body, "replica_id", -1)
-        return replica in self.voters
+        if replica in self.voters:
+            return True
+        # Rule 8: a voter learned from the log, or a controller that registered (one
+        # catching up to be added: the raft leader must see its fetches), not a broker.
+        # Before it registers it catches up from the committed log, as a broker does.
+        node = None if self.voter is None else self.voter.node
+        if not self.dynamic or node is None:
+            return False
+        return replica in node.voters or (self._machine is not None and replica in self._machine.image.controllers)
 
     def _leads(self) -> bool:
         node = None if self.voter is None else self.voter.node
@@ -398,6 +521,10 @@ class QuorumSeat:
         if node is None or rlog is None:
             return
         clog = server.log
+        if self.dynamic:
+            ctx = getattr(machine, "ctx", None)
+            if ctx is not None:
+                ctx.quorum_node_ids = tuple(sorted(node.voters))  # the set in force (Rule 8)
         if clog.end_offset < rlog.start_offset:
             # The raft log starts past our committed copy: the snapshot at its start (ours,
             # after a restart) holds what lies between (Rule 7).
@@ -539,8 +666,10 @@ class QuorumSeat:
                     now = voter.node
                     if now is None or now.snapshot_wanted != wanted or self._closing:
                         return  # the epoch moved on: the next leader names its own
-                    address = self.voters[now.leader_id]
-                    answer = await asyncio.wait_for(_call(address, download.request(), 1), 5.0)
+                    address = self._endpoint(now.leader_id)
+                    if address is None:
+                        raise SnapshotFetchError(f"no address for the leader {now.leader_id}")
+                    answer = await asyncio.wait_for(request_once(address, download.request(), 1), 5.0)
                     if answer is None:
                         raise SnapshotFetchError("the leader closed the connection")
                     chunk = download.accept(answer)  # Rule 1 of snapshot_download: checked first
@@ -658,7 +787,10 @@ class QuorumSeat:
             await asyncio.sleep(_REGISTER_MS / 1000)
             voter, machine, server = self.voter, self._machine, self._server
             node = None if voter is None else voter.node
-            if node is None or machine is None or server is None or node.leader_id not in self.voters:
+            if node is None or machine is None or server is None:
+                continue
+            leader_at = self._endpoint(node.leader_id)
+            if leader_at is None:
                 continue
             if self.committed_epoch != node.epoch:
                 continue  # the leader has not committed its epoch's first batch: not serving yet
@@ -677,7 +809,7 @@ class QuorumSeat:
             )
             self.registrations_sent += 1
             try:
-                answer = await asyncio.wait_for(_call(self.voters[node.leader_id], request, 0), 2.0)
+                answer = await asyncio.wait_for(request_once(leader_at, request, 0), 2.0)
             except (OSError, TimeoutError, KraftJbodError) as exc:
                 log.debug("controller %d: ControllerRegistration: %s", self.node_id, exc)
                 continue
@@ -690,7 +822,7 @@ def _mono_ms() -> int:
     return time.monotonic_ns() // 1_000_000
 
 
-async def _call(address: tuple[str, int], body: Any, version: int) -> Any:
+async def request_once(address: tuple[str, int], body: Any, version: int) -> Any:
     """One request on a fresh connection; the response body (None: closed without one)."""
     reader, writer = await asyncio.open_connection(*address)
     try:

@@ -410,6 +410,7 @@ class RaftVoter:
                 await self._running.wait()
                 if answer is None or self.isolated or self.node is None:
                     raise ConnectionError(f"voter {peer} closed the connection")
+                self._learn_leader(answer)
                 resp = wire.response_from_wire(request, answer, source=peer)
                 if resp is not None:
                     self._dispatch(self.node.receive(peer, resp, _now_ms()))
@@ -424,6 +425,15 @@ class RaftVoter:
                 await asyncio.sleep(min(0.05, self.timing.retry_ms / 1000))
         if writer is not None:
             writer.close()
+
+    def _learn_leader(self, answer: Message) -> None:
+        """kraft.version 1: an observer that knows only the bootstrap servers learns the
+        leader's endpoint from a Fetch answer's NodeEndpoints (Kafka's does the same)."""
+        if self.codec is None:
+            return
+        for endpoint in getattr(answer, "node_endpoints", None) or ():
+            if endpoint.node_id >= 0 and self._address(endpoint.node_id) is None:
+                self._learned[endpoint.node_id] = (self.listener, endpoint.host, endpoint.port)
 
     @staticmethod
     async def _read_response(reader: asyncio.StreamReader, conn: ClientConnection) -> Message | None:
@@ -464,7 +474,7 @@ class RaftVoter:
                 await self._running.wait()
                 assert isinstance(ev, RequestReceived | ApiVersionsFallback)
                 if isinstance(ev, RequestReceived) and ev.api_key in (ApiKey.ADD_RAFT_VOTER, ApiKey.REMOVE_RAFT_VOTER):
-                    body: Message | None = await self._answer_voter_change(ev.body)
+                    body: Message | None = await self.answer_voter_change(ev.body)
                 else:
                     body = self._answer(ev)
                 if body is None:
@@ -578,7 +588,7 @@ class RaftVoter:
                 return feature.min_version, feature.max_version
         return None
 
-    async def _answer_voter_change(self, body: Message) -> Message:
+    async def answer_voter_change(self, body: Message) -> Message:
         """AddRaftVoter / RemoveRaftVoter received on the voter listener, in Kafka's order:
         the cluster id, leadership, the voter's key and (Add) an endpoint on our listener,
         then the node's rules."""
