@@ -179,6 +179,12 @@ def cmd_controller(args: argparse.Namespace) -> int:
         no_initial_controllers=args.no_initial_controllers,
     )
     several = initial_given or args.no_initial_controllers
+    if not dynamic:
+        # Formatted before with a voter set (by these flags or `kraft-jbod storage format`):
+        # the log is a dynamic quorum's, kraft.version 1, without the flags.
+        from kraft_jbod.controller.raft.seat import read_bootstrap_voters
+
+        several = read_bootstrap_voters(cfg.metadata_log_dir) is not None
     if args.no_initial_controllers and cfg.quorum_voters:
         raise ConfigError(
             "--no-initial-controllers makes a dynamic quorum: remove controller.quorum.voters and set "
@@ -323,40 +329,25 @@ async def _serve(
 
 def _dynamic_format(cfg: Any, args: argparse.Namespace) -> Any:
     """``--initial-controllers`` / ``--no-initial-controllers``: check everything now and
-    return what formats the new metadata dir (meta.properties with this controller's
-    directory id, the bootstrap voter set); None when the dir is already formatted with one.
+    return what formats the new metadata dir (controller/dynamic_format.py, shared with
+    ``kraft-jbod storage format``); None when the dir is already formatted with a voter set.
 
     Raises:
         ConfigError: a malformed list, no ``--cluster-id``, or a dir formatted otherwise.
     """
-    from kraft_jbod.controller import initial_controllers as ic
-    from kraft_jbod.controller.raft.seat import read_bootstrap_voters, write_bootstrap_voters
-    from kraft_jbod.messages.voters_record import VotersRecord
-    from kraft_jbod.storage.meta import ensure_metadata_dir, new_directory_id
+    from kraft_jbod.controller.dynamic_format import plan_dynamic_format
 
-    flag = "--initial-controllers" if args.initial_controllers is not None else "--no-initial-controllers"
-    controllers = None if args.initial_controllers is None else ic.parse_initial_controllers(args.initial_controllers)
-    try:
-        formatted = (cfg.metadata_log_dir / "meta.properties").exists()
-        bootstrap = read_bootstrap_voters(cfg.metadata_log_dir) if formatted else None
-    except KraftJbodError as exc:
-        raise ConfigError(f"{flag}: {exc}") from None
-    if formatted:
-        if bootstrap is None:
-            raise ConfigError(
-                f"{flag}: {cfg.metadata_log_dir} is already formatted without a voter set; "
-                "it keeps the quorum it was formatted with"
-            )
-        return None  # a restart: the voter set on disk is in force
-    if args.cluster_id is None:
-        raise ConfigError(f"{flag} needs --cluster-id: every controller of the quorum must be formatted with the same")
-    listener = cfg.controller_listener_names[0]
-    record = VotersRecord(version=0, voters=[]) if controllers is None else ic.bootstrap_voters(controllers, listener)
-    directory_id = ic.metadata_directory_id(controllers, cfg.node_id, new_directory_id())
+    plan = plan_dynamic_format(
+        cfg,
+        initial_controllers=args.initial_controllers,
+        no_initial_controllers=args.no_initial_controllers,
+        cluster_id=args.cluster_id,
+    )
+    if plan is None:
+        return None
 
     def format_new_log() -> None:
-        ensure_metadata_dir(cfg.metadata_log_dir, cfg.node_id, args.cluster_id, directory_id=directory_id)
-        write_bootstrap_voters(cfg.metadata_log_dir, record, fsync=not args.no_fsync)
+        plan.write(fsync=not args.no_fsync)
 
     return format_new_log
 

@@ -263,13 +263,23 @@ def _check_consistent(
 
 
 def _complete(
-    layout: StorageLayout, cluster_id: str, found: list[tuple[Path, MetaProperties | None]], now: float | None
+    layout: StorageLayout,
+    cluster_id: str,
+    found: list[tuple[Path, MetaProperties | None]],
+    now: float | None,
+    metadata_directory_id: uuid.UUID | None = None,
 ) -> list[DirResult]:
     taken = {m.directory_id for _, m in found if m is not None and m.directory_id is not None}
     results: list[DirResult] = []
     for path, meta in found:
         if meta is not None and meta.directory_id is not None:
             results.append(DirResult(path, meta, "kept"))
+            continue
+        if meta is None and path == layout.metadata_log_dir and metadata_directory_id is not None:
+            taken.add(metadata_directory_id)
+            meta = MetaProperties(1, cluster_id, layout.node_id, metadata_directory_id)
+            write_meta_properties(path, meta, now)
+            results.append(DirResult(path, meta, "formatted"))
             continue
         new_id = new_directory_id()
         while new_id in taken:
@@ -286,13 +296,22 @@ def _complete(
     return results
 
 
-def format_storage(layout: StorageLayout, cluster_id: str, *, now: float | None = None) -> list[DirResult]:
+def format_storage(
+    layout: StorageLayout,
+    cluster_id: str,
+    *,
+    now: float | None = None,
+    metadata_directory_id: uuid.UUID | None = None,
+) -> list[DirResult]:
     """``kafka-storage format``: meta.properties in every directory, existing ids kept.
+
+    ``metadata_directory_id``: the id an unformatted ``metadata.log.dir`` gets (the one
+    ``--initial-controllers`` names for this controller); default a fresh one.
 
     Raises:
         StorageError: a directory holds another cluster or node id, two directories share
-            an id, or a file cannot be read or written. Nothing is written in the first
-            two cases.
+            an id (``metadata_directory_id`` included), or a file cannot be read or written.
+            Nothing is written in the first two cases.
     """
     try:
         uuid_from_base64url(cluster_id)
@@ -301,7 +320,14 @@ def format_storage(layout: StorageLayout, cluster_id: str, *, now: float | None 
     _check_distinct(layout.all_dirs)
     found = [(d, read_meta_properties(d)) for d in layout.all_dirs]
     _check_consistent(found, cluster_id, layout.node_id)
-    return _complete(layout, cluster_id, found, now)
+    if metadata_directory_id is not None:
+        for path, meta in found:
+            if path != layout.metadata_log_dir and meta is not None and meta.directory_id == metadata_directory_id:
+                raise StorageError(
+                    f"{path} already has directory.id {uuid_to_base64url(metadata_directory_id)}, the one "
+                    f"given for the metadata directory {layout.metadata_log_dir}"
+                )
+    return _complete(layout, cluster_id, found, now, metadata_directory_id)
 
 
 def ensure_directory_ids(layout: StorageLayout, *, now: float | None = None) -> list[DirResult]:
