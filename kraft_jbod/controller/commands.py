@@ -427,8 +427,8 @@ def _kraft_version(cfg: Any, standalone: bool, feature_args: list[str], *, sever
         requested = int(value)
     if several and requested == 0:
         raise ConfigError(
-            "--feature kraft.version=0 contradicts --initial-controllers / --no-initial-controllers "
-            "(a dynamic quorum needs kraft.version 1); drop one of them"
+            "--feature kraft.version=0 contradicts a dynamic quorum (--initial-controllers / "
+            "--no-initial-controllers, or a metadata dir formatted with a voter set), which needs kraft.version 1"
         )
     chosen = voters.choose_kraft_version(
         static_voters=bool(cfg.quorum_voters), standalone=standalone, requested=requested

@@ -131,6 +131,17 @@ def test_no_initial_controllers_formats_an_empty_voter_set_with_a_fresh_id(tmp_p
     assert meta is not None and meta.directory_id not in (None, _DIR_1, _DIR_2)
 
 
+def test_a_controller_on_the_formatted_dir_refuses_kraft_version_0(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    props = _props(tmp_path)
+    assert _format(props, "--initial-controllers", _listed()) == 0
+    before = sorted(p.name for p in (tmp_path / "meta").iterdir())
+    assert cli.main(["controller", "--config", str(props), "--feature", "kraft.version=0"]) == 2
+    assert "formatted with a voter set" in capsys.readouterr().err
+    assert sorted(p.name for p in (tmp_path / "meta").iterdir()) == before  # no log started
+
+
 def _free_port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
