@@ -30,7 +30,8 @@ Voters: a fixed set of node ids (kraft.version 0), or, when the shell gives a
 over the bootstrap set (voter_set.py): every role above reads the set in force at the time,
 a node outside it is an *observer* (it never stands for election and finds the leader by
 fetching from the voters or the bootstrap peers), and the leader changes the set with
-:meth:`RaftNode.add_voter` / :meth:`RaftNode.remove_voter` (Rules V1-V9 below).
+:meth:`RaftNode.add_voter` / :meth:`RaftNode.remove_voter` (Rules V1-V9 below), and records
+a voter's new endpoint with :meth:`RaftNode.update_voter` (UpdateRaftVoter, Rules U1-U5).
 
 Invariants (checked by tests/controller/test_raft_node.py and the simulation):
 
