@@ -2,7 +2,8 @@
 three voters from an initial set, a fourth added by AddRaftVoter after observing, voters
 removed by RemoveRaftVoter (the leader too), a failover after each change; every log on disk
 a prefix-consistent copy holding Kafka's VotersRecord batches; AddRaftVoter / RemoveRaftVoter
-over the wire with Kafka's answers."""
+over the wire with Kafka's answers; a voter restarted on another port records its new endpoint by
+UpdateRaftVoter."""
 
 from __future__ import annotations
 
@@ -205,5 +206,51 @@ def test_auto_join_and_a_reformatted_voter_rejoining(tmp_path: Path) -> None:
             leader = await quorum.wait_for_leader()
             assert leader.node is not None
             assert leader.node.voter_set.key_of(target) == VoterKey(target, quorum.directory_ids[target])
+
+    asyncio.run(run())
+
+
+def test_a_voter_restarted_on_another_port_gets_its_new_endpoint_into_the_log(tmp_path: Path) -> None:
+    """UpdateRaftVoter at kraft.version 1: the restarted voter finds its entry in the newest
+    VotersRecord naming its old port, asks the leader, and the leader records the new one."""
+
+    async def run() -> None:
+        async with LocalQuorum(tmp_path, voters=3, dynamic=True) as quorum:
+            leader = await quorum.wait_for_leader()
+            offset, epoch = await quorum.write([b"x"])
+            assert await quorum.wait_committed(offset, epoch)
+            moved = next(i for i in quorum.ids if i != leader.node_id)
+            old = quorum.addresses[moved]
+            await quorum.kill(moved)
+            voter = quorum._voter(moved, ("127.0.0.1", 0))
+            await voter.start()
+            quorum.addresses[moved] = voter.addresses[moved]
+            assert quorum.addresses[moved] != old
+            voter.connect(quorum.addresses)
+            wanted = (voter.listener, *quorum.addresses[moved])
+            assert voter.codec is not None
+            for _ in range(1500):
+                lead = quorum.leader()
+                if (
+                    lead is not None
+                    and lead.codec is not None
+                    and lead.codec.endpoints.get(moved) == wanted
+                    and (voter.codec.recorded.get(moved) or (None,))[0] == wanted
+                ):
+                    break
+                await asyncio.sleep(0.02)
+            else:
+                raise AssertionError([v.describe() for v in quorum.voters.values()])
+            assert ErrorCode.NONE in voter.update_answers
+            assert lead.addresses[moved] == quorum.addresses[moved]  # the leader reaches it there
+            # Once recorded, the voter asks no more (its entry matches its listener).
+            asked = len(voter.update_answers)
+            await asyncio.sleep(quorum.timing.fetch_timeout_ms * 3 / 1000)
+            assert len(voter.update_answers) == asked
+            assert quorum.voter_set() == {1, 2, 3}
+        reader = VotersRecordCodec({})
+        sets = [s.ids for e in quorum.logs()[lead.node_id] if (s := reader.voters_in(e)) is not None]
+        assert sets[-1] == {1, 2, 3} and len(sets) >= 2
+        assert reader.recorded[moved][0] == wanted
 
     asyncio.run(run())

@@ -30,7 +30,8 @@ Voters: a fixed set of node ids (kraft.version 0), or, when the shell gives a
 over the bootstrap set (voter_set.py): every role above reads the set in force at the time,
 a node outside it is an *observer* (it never stands for election and finds the leader by
 fetching from the voters or the bootstrap peers), and the leader changes the set with
-:meth:`RaftNode.add_voter` / :meth:`RaftNode.remove_voter` (Rules V1-V9 below).
+:meth:`RaftNode.add_voter` / :meth:`RaftNode.remove_voter` (Rules V1-V9 below), and records
+a voter's new endpoint with :meth:`RaftNode.update_voter` (UpdateRaftVoter, Rules U1-U5).
 
 Invariants (checked by tests/controller/test_raft_node.py and the simulation):
 
@@ -75,6 +76,8 @@ from kraft_jbod.controller.raft.replica_log import ReplicaLog
 from kraft_jbod.controller.raft.voter_set import VoterCodec, VoterKey, VoterSet, VoterSetHistory
 
 LEADER_CHANGE_PAYLOAD = b""
+#: The kraft.version of a dynamic quorum (voter sets in the log).
+DYNAMIC_KRAFT_VERSION = 1
 
 
 class Role(enum.Enum):
@@ -139,6 +142,7 @@ class RaftNode:
         self._voter_change: _VoterChange | None = None
         self._voter_change_seq = 0
         self._resign_requested = False
+        self._update_voter_at = 0  # follower: when update_voter_due next says True
         # Leader: every replica that fetches, by key: (last fetch, last caught up, leader log
         # end at the last fetch), as Kafka's ReplicaState, for AddRaftVoter's catch-up check.
         self._observers: dict[VoterKey, tuple[int, int, int]] = {}
@@ -770,6 +774,8 @@ class RaftNode:
         self._fetch_sent = -1
         self._next_fetch = now_ms
         self._deadline = now_ms + self.timing.fetch_timeout_ms
+        # A few fetches first, then the update-voter period (Kafka's FollowerState).
+        self._update_voter_at = now_ms + self.timing.fetch_timeout_ms
         if persist:
             self._persist()
 
@@ -929,6 +935,76 @@ class RaftNode:
         self._voter_change = change
         change.offset = self._append_voters(voters)
         return VoterChangeReply(change.change_id, None, "")
+
+    # UpdateRaftVoter (82) on the leader of a dynamic quorum, following Kafka 4.4's
+    # UpdateVoterHandler; the shell checked the cluster id, the epoch, the directory id, an
+    # endpoint on the quorum's listener and a sane version range first (voter_updates.py),
+    # and answers kraft.version 0 itself. Then, in Kafka's order:
+    #
+    # Rule U1: not the leader: NOT_LEADER_OR_FOLLOWER. Another Add/Remove not answered yet
+    # (Rule V2), or the high watermark not yet in the leader's epoch (Rule V3):
+    # REQUEST_TIMED_OUT.
+    # Rule U2: the newest voter set not yet committed: REQUEST_TIMED_OUT (one change at a time).
+    # Rule U3: a supported kraft.version range without 1, or no endpoint on the quorum's
+    # listener: INVALID_REQUEST.
+    # Rule U4: the key (node id and directory id) not a voter: VOTER_NOT_FOUND.
+    # Rule U5: the same voter set is appended again as a VotersRecord naming the voter's new
+    # endpoints and range (``record`` tells the shell's codec just before), and the answer is
+    # NONE at once: Kafka's leader does not wait for that record's commit (Rule U2 holds the
+    # next change back until it commits).
+
+    def update_voter(
+        self,
+        key: VoterKey,
+        supported: tuple[int, int],
+        now_ms: int,
+        *,
+        has_listener: bool = True,
+        record: Callable[[], None] | None = None,
+    ) -> VoterChangeReply:
+        """Record voter ``key``'s new endpoints and kraft.version range (Rules U1-U5)."""
+        if self.role is not Role.LEADER:
+            return self._reply_now(Error.NOT_LEADER_OR_FOLLOWER, "")  # Rule U1
+        self._expire_voter_change(now_ms)
+        if self._voter_change is not None:
+            return self._reply_now(Error.REQUEST_TIMED_OUT, "another voter change is not finished yet")
+        if self._served_high_watermark() < 0:
+            return self._reply_now(Error.REQUEST_TIMED_OUT, "the leader has not committed an entry of its epoch yet")
+        if not self.dynamic:
+            return self._reply_now(Error.UNSUPPORTED_VERSION, "updating a voter in the log needs kraft.version 1")
+        if not self._history.recorded or self._history.latest_offset >= self.high_watermark:
+            return self._reply_now(  # Rule U2
+                Error.REQUEST_TIMED_OUT,
+                f"the voter set at offset {self._history.latest_offset} is not committed yet "
+                f"(high watermark {self.high_watermark})",
+            )
+        if not supported[0] <= DYNAMIC_KRAFT_VERSION <= supported[1]:
+            return self._reply_now(  # Rule U3
+                Error.INVALID_REQUEST,
+                f"voter {key}: kraft.version range {supported[0]}-{supported[1]} does not include "
+                f"{DYNAMIC_KRAFT_VERSION}",
+            )
+        if not has_listener:
+            return self._reply_now(Error.INVALID_REQUEST, "the voter has no endpoint on the quorum's listener")
+        voters = self._history.latest
+        if key.directory_id is None or not voters.is_voter(key):
+            return self._reply_now(Error.VOTER_NOT_FOUND, f"{key} is not in the voter set {voters}")  # Rule U4
+        if record is not None:
+            record()
+        self._append_voters(voters)  # Rule U5
+        return self._reply_now(Error.NONE, "")
+
+    def update_voter_due(self, now_ms: int) -> bool:
+        """Kafka's update-voter period on a follower voter of a dynamic quorum: True once a
+        fetch timeout has passed since it began following (or since the last True), the time
+        for the shell to compare its own endpoints with its entry in :attr:`voter_set` and
+        send UpdateRaftVoter to the leader when they differ."""
+        if self.role is not Role.FOLLOWER or not self.dynamic or not self.is_voter:
+            return False
+        if now_ms < self._update_voter_at:
+            return False
+        self._update_voter_at = now_ms + self.timing.fetch_timeout_ms
+        return True
 
     @property
     def voter_change_pending(self) -> bool:

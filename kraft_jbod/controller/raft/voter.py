@@ -21,7 +21,11 @@ one for a voter formatted with ``--no-initial-controllers``) the node keeps its 
 the log (:class:`~.voters_codec.VotersRecordCodec`), links to peers it learns from a
 VotersRecord as they appear, and this shell serves AddRaftVoter (80) and RemoveRaftVoter (81):
 :meth:`add_voter` asks the new voter for its ApiVersions (its supported kraft.version range)
-as Kafka's leader does, and both answer once the node says (node.py, Rules V1-V9).
+as Kafka's leader does, and both answer once the node says (node.py, Rules V1-V9). It also
+serves UpdateRaftVoter (82) by recording the voter's new endpoint (node.py, Rules U1-U5),
+and, as a follower voter, sends UpdateRaftVoter to the leader once per fetch timeout while
+its own entry in the newest VotersRecord (endpoint, kraft.version range) differs from its
+listener and range: a voter restarted on another port gets its new endpoint into the log.
 
 Failover controls for tests (:mod:`kraft_jbod.testing.quorum` drives them): :meth:`kill`
 (sockets and tasks gone, as a SIGKILL), :meth:`pause` / :meth:`resume` (no ticks and no
@@ -57,7 +61,7 @@ from kraft_jbod.controller.raft.file_log import FileReplicaLog
 from kraft_jbod.controller.raft.node import RaftNode, Role, Timing
 from kraft_jbod.controller.raft.voter_set import VoterKey, VoterSet
 from kraft_jbod.controller.raft.voter_updates import answer_update_voter
-from kraft_jbod.controller.raft.voters_codec import VotersRecordCodec
+from kraft_jbod.controller.raft.voters_codec import DEFAULT_SUPPORTED, VotersRecordCodec
 from kraft_jbod.errors import KraftJbodError
 from kraft_jbod.messages.add_raft_voter_request import AddRaftVoterRequest
 from kraft_jbod.messages.add_raft_voter_request import Listener as AddListener
@@ -70,6 +74,9 @@ from kraft_jbod.messages.leader_change_message import LeaderChangeMessage
 from kraft_jbod.messages.leader_change_message import Voter as LeaderChangeVoter
 from kraft_jbod.messages.remove_raft_voter_request import RemoveRaftVoterRequest
 from kraft_jbod.messages.remove_raft_voter_response import RemoveRaftVoterResponse
+from kraft_jbod.messages.update_raft_voter_request import KRaftVersionFeature as UpdateVersions
+from kraft_jbod.messages.update_raft_voter_request import Listener as UpdateListener
+from kraft_jbod.messages.update_raft_voter_request import UpdateRaftVoterRequest
 from kraft_jbod.wire.message import Message
 
 log = logging.getLogger(__name__)
@@ -164,6 +171,8 @@ class RaftVoter:
         self._join_at = 0
         self._joining = False
         self.join_answers: list[tuple[str, core.Error]] = []  # (add/remove, answer) of each attempt
+        self._updating = False
+        self.update_answers: list[int] = []  # the error code of each UpdateRaftVoter this voter sent
 
     @property
     def endpoints(self) -> dict[int, tuple[str, str, int]]:
@@ -317,6 +326,7 @@ class RaftVoter:
             self._dispatch(node.tick(_now_ms()))
             if self.auto_join:
                 self._maybe_join(node)
+            self._maybe_update_voter(node)
             await asyncio.sleep(_TICK_MS / 1000)
 
     def _maybe_join(self, node: RaftNode) -> None:
@@ -380,6 +390,62 @@ class RaftVoter:
             if writer is not None:
                 writer.close()
             self._joining = False
+
+    def _maybe_update_voter(self, node: RaftNode) -> None:
+        """Kafka's follower voter at kraft.version 1: once per update-voter period (node.py's
+        :meth:`~.node.RaftNode.update_voter_due`), when its entry in the newest VotersRecord
+        does not name its listener and kraft.version range, ask the leader to record them."""
+        if self.codec is None or self.directory_id is None or self._updating:
+            return
+        if not node.update_voter_due(_now_ms()):
+            return
+        host, port = self.addresses[self.node_id]
+        mine = ((self.listener, host, port), DEFAULT_SUPPORTED)
+        leader = self._address(node.leader_id)
+        if self.codec.recorded.get(self.node_id) == mine or leader is None:
+            return
+        body = UpdateRaftVoterRequest(
+            cluster_id=self.cluster_id,
+            current_leader_epoch=node.epoch,
+            voter_id=self.node_id,
+            voter_directory_id=self.directory_id,
+            listeners=[UpdateListener(name=self.listener, host=host, port=port)],
+            k_raft_version_feature=UpdateVersions(
+                min_supported_version=DEFAULT_SUPPORTED[0], max_supported_version=DEFAULT_SUPPORTED[1]
+            ),
+        )
+        self._updating = True
+        self._spawn(self._update_voter(node.leader_id, leader, body))
+
+    async def _update_voter(self, leader: int, address: tuple[str, int], body: UpdateRaftVoterRequest) -> None:
+        writer: asyncio.StreamWriter | None = None
+        try:
+            timeout = self.timing.request_timeout_ms / 1000
+            reader, stream = await asyncio.wait_for(asyncio.open_connection(*address), timeout)
+            writer = stream
+            conn = ClientConnection(client_id=f"raft-voter-{self.node_id}")
+            stream.write(conn.send_request(body, 0))
+            await stream.drain()
+            answer = await asyncio.wait_for(self._read_response(reader, conn), timeout)
+            code = getattr(answer, "error_code", None)
+            if isinstance(code, int):
+                self.update_answers.append(code)
+                if code != 0:
+                    log.info("voter %d: UpdateRaftVoter to voter %d answered %d", self.node_id, leader, code)
+        except (OSError, TimeoutError, KraftJbodError) as exc:
+            log.info("voter %d: UpdateRaftVoter to voter %d failed: %r", self.node_id, leader, exc)
+        finally:
+            if writer is not None:
+                writer.close()
+            self._updating = False
+
+    def _recorded_update(self, node_id: int, endpoint: tuple[str, str, int], supported: tuple[int, int]) -> None:
+        """UpdateRaftVoter accepted on this leader: the next VotersRecord names the voter's
+        new endpoint, and this voter reaches it there from now on."""
+        assert self.codec is not None
+        self.codec.update(node_id, endpoint, supported)
+        if node_id != self.node_id and node_id in self.addresses:
+            self.addresses[node_id] = (endpoint[1], endpoint[2])
 
     async def _link(self, peer: int, queue: asyncio.Queue[core.Message]) -> None:
         """Rule 2: one request in flight to ``peer``; reconnect on any trouble."""
@@ -503,8 +569,17 @@ class RaftVoter:
         if self.isolated or node is None or ev.api_key not in SERVED:
             return None  # dropped: the peer sees a closed connection, as through a cut cable
         if ev.api_key == ApiKey.UPDATE_RAFT_VOTER:
+            voter_id = ev.body.voter_id
             return answer_update_voter(
-                node, ev.body, cluster_id=self.cluster_id, listener=self.listener, endpoints=self.endpoints
+                node,
+                ev.body,
+                cluster_id=self.cluster_id,
+                listener=self.listener,
+                endpoints=self.endpoints,
+                now_ms=_now_ms(),
+                record=None
+                if self.codec is None
+                else lambda endpoint, supported: self._recorded_update(voter_id, endpoint, supported),
             )
         msg = wire.request_from_wire(ev.api_key, ev.body, cluster_id=self.cluster_id)
         if isinstance(msg, int):

@@ -1,4 +1,4 @@
-"""UpdateRaftVoter (api 82) on a quorum voter with static voters (kraft.version 0).
+"""UpdateRaftVoter (api 82) on a quorum voter, static (kraft.version 0) or dynamic (1).
 
 A voter of Kafka 4.4 tells every new leader its endpoints and the kraft.version range it
 supports (UpdateRaftVoter), even in a static quorum: the leader keeps that in memory, so a
@@ -20,14 +20,20 @@ Rule 5: a voter id not in the static set: VOTER_NOT_FOUND. Otherwise NONE; nothi
 written (at kraft.version 0 the leader holds the endpoints in memory only, and ours knows
 them from ``controller.quorum.voters`` already).
 
+Rule 6: in a dynamic quorum (kraft.version 1) Rules 1-3 come first (Rule 3 without the
+kraft.version 0 range check), then the leader's node records the voter's new endpoint and
+range in a new VotersRecord (node.py, Rules U1-U5); ``record`` hands both to the shell's
+codec just before that record is built.
+
 Every answer names the current leader, its epoch and its endpoint on the quorum listener.
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 
 from kraft_jbod.controller.raft.node import RaftNode
+from kraft_jbod.controller.raft.voter_set import VoterKey
 from kraft_jbod.messages.error_codes import ErrorCode
 from kraft_jbod.messages.update_raft_voter_request import UpdateRaftVoterRequest
 from kraft_jbod.messages.update_raft_voter_response import CurrentLeader, UpdateRaftVoterResponse
@@ -43,8 +49,11 @@ def answer_update_voter(
     cluster_id: str,
     listener: str,
     endpoints: Mapping[int, tuple[str, str, int]],
+    now_ms: int = 0,
+    record: Callable[[tuple[str, str, int], tuple[int, int]], None] | None = None,
 ) -> UpdateRaftVoterResponse:
-    """The answer of voter ``node`` (None: not started) to ``req`` (see the rules above)."""
+    """The answer of voter ``node`` (None: not started) to ``req`` (see the rules above);
+    ``now_ms`` is the node's clock (a dynamic quorum's leader appends at that time)."""
     epoch, leader = (node.epoch, node.leader_id) if node is not None else (0, -1)
     _, host, port = endpoints.get(leader, ("", "", 0))
     current = CurrentLeader(leader_id=leader, leader_epoch=epoch, host=host, port=port)
@@ -68,6 +77,16 @@ def answer_update_voter(
         or versions.max_supported_version < versions.min_supported_version
     ):
         return answer(ErrorCode.INVALID_REQUEST)  # Rule 3
+    if node.dynamic:  # Rule 6
+        endpoint = next((li.name, li.host, li.port) for li in req.listeners if li.name == listener)
+        supported = (versions.min_supported_version, versions.max_supported_version)
+        reply = node.update_voter(
+            VoterKey(req.voter_id, req.voter_directory_id),
+            supported,
+            now_ms,
+            record=None if record is None else (lambda: record(endpoint, supported)),
+        )
+        return answer(int(reply.error if reply.error is not None else ErrorCode.NONE))
     if node.high_watermark <= node.epoch_start:
         return answer(ErrorCode.REQUEST_TIMED_OUT)  # Rule 4
     if not versions.min_supported_version <= STATIC_KRAFT_VERSION <= versions.max_supported_version:

@@ -4,8 +4,10 @@ The raft node (node.py) asks its :class:`~.voter_set.VoterCodec` for the entry t
 a new voter set, and asks it which entries record one. This codec makes and reads Kafka's
 form: one control record batch holding a ``KRaftVersionRecord`` (kraft.version 1) and a
 ``VotersRecord`` (version 0) naming every voter's id, directory id, endpoints and supported
-kraft.version range (0-1), the batch Kafka 4.4's leader writes when it records a voter set
-(its log reader, ``KRaftControlRecordStateMachine``, takes the newest of each).
+kraft.version range, the batch Kafka 4.4's leader writes when it records a voter set
+(its log reader, ``KRaftControlRecordStateMachine``, takes the newest of each). An
+UpdateRaftVoter changes one voter's endpoint and range (:meth:`VotersRecordCodec.update`)
+before the leader appends the set again.
 
 The endpoints are the shell's: the codec holds a map node id -> (listener, host, port) that
 the shell fills from its configuration and from AddRaftVoter requests, and that it learns
@@ -36,6 +38,8 @@ from kraft_jbod.wire.records import (
 
 _CONTROL_ATTRIBUTE = 0x20
 _NO_DIRECTORY = uuid.UUID(int=0)
+#: The kraft.version range a voter of ours supports, and what a VotersRecord names by default.
+DEFAULT_SUPPORTED = (0, 1)
 
 
 def _control(i: int, ctype: ControlRecordType, value: bytes) -> Record:
@@ -55,6 +59,17 @@ class VotersRecordCodec:
     ) -> None:
         self.endpoints = endpoints
         self.clock_ms = clock_ms
+        # Each voter's supported kraft.version range as last recorded or updated (0-1 unless
+        # an UpdateRaftVoter said otherwise).
+        self.supported: dict[int, tuple[int, int]] = {}
+        #: Each voter's entry in the newest VotersRecord read: (endpoint or None, range), what a
+        #: voter compares with its own listener to know whether to send UpdateRaftVoter.
+        self.recorded: dict[int, tuple[tuple[str, str, int] | None, tuple[int, int]]] = {}
+
+    def update(self, node_id: int, endpoint: tuple[str, str, int], supported: tuple[int, int]) -> None:
+        """UpdateRaftVoter on the leader: the next VotersRecord names these for ``node_id``."""
+        self.endpoints[node_id] = endpoint
+        self.supported[node_id] = supported
 
     def record(self, voters: VoterSet) -> VotersRecord:
         return VotersRecord(
@@ -66,7 +81,10 @@ class VotersRecordCodec:
                     endpoints=[Endpoint(name=n, host=h, port=p) for n, h, p in [self.endpoints[k.node_id]]]
                     if k.node_id in self.endpoints
                     else [],
-                    k_raft_version_feature=KRaftVersionFeature(min_supported_version=0, max_supported_version=1),
+                    k_raft_version_feature=KRaftVersionFeature(
+                        min_supported_version=self.supported.get(k.node_id, DEFAULT_SUPPORTED)[0],
+                        max_supported_version=self.supported.get(k.node_id, DEFAULT_SUPPORTED)[1],
+                    ),
                 )
                 for k in voters
             ],
@@ -106,10 +124,17 @@ class VotersRecordCodec:
             return None
         if found is None or not found.voters:
             return None
+        recorded: dict[int, tuple[tuple[str, str, int] | None, tuple[int, int]]] = {}
         for v in found.voters:
+            endpoint = None
             if v.endpoints:
                 e = v.endpoints[0]
-                self.endpoints[v.voter_id] = (e.name, e.host, e.port)
+                endpoint = self.endpoints[v.voter_id] = (e.name, e.host, e.port)
+            feature = v.k_raft_version_feature
+            supported = (feature.min_supported_version, feature.max_supported_version)
+            self.supported[v.voter_id] = supported
+            recorded[v.voter_id] = (endpoint, supported)
+        self.recorded = recorded
         try:
             return VoterSet.of(
                 VoterKey(v.voter_id, None if v.voter_directory_id == _NO_DIRECTORY else v.voter_directory_id)
