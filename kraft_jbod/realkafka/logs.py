@@ -199,6 +199,14 @@ DIR_FAILURE: Final[tuple[Benign, ...]] = (
 RESTART_WITHOUT_A_DIR: Final[tuple[Benign, ...]] = (
     DESCRIBE_OFFLINE_DIR,
     Benign(
+        r"ERROR \[AssignmentsManager id=\d+\] handleResponse: \d+ assignments failed; global error: "
+        r"Response-level error: STALE_BROKER_EPOCH\. Retrying\.",
+        "a broker restarted",
+        "a restarted broker sends its directory assignments with the broker epoch of its metadata "
+        "image, still its previous registration's until it has replayed the new one; the controller "
+        "refuses the stale epoch and the broker retries (seen with Kafka's own controller)",
+    ),
+    Benign(
         r"ERROR Error while reading meta\.properties file ",
         "restart with a dir that is a file",
         "the dir cannot be read at start",
