@@ -83,7 +83,7 @@ EXPECTED = (
     ),
     logs.Benign(
         r"ERROR \[QuorumController id=\d+\] Exceptionally slow controller event "
-        r"(handleCommit\[baseOffset=\d+\]|handleLeaderChange\[\d+\]) took \d+ ms\.",
+        r"\S+ took \d+ ms\.",
         "a loaded machine",
         "Kafka's event monitor flags any controller event above 2 s; only when the JVM gets no CPU",
     ),

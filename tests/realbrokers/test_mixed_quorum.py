@@ -179,10 +179,10 @@ MIXED_FAILOVERS = 20
 LOADED_MACHINE = (
     logs.Benign(
         r"ERROR \[QuorumController id=\d+\] Exceptionally slow controller event "
-        r"(handleCommit\[baseOffset=\d+\]|handleLeaderChange\[\d+\]) took \d+ ms\.",
+        r"\S+ took \d+ ms\.",
         "a loaded machine (seen with other JVM tests running beside it)",
         "Kafka's event monitor flags any controller event above 2 s (controller.performance.always.log.threshold.ms); "
-        "replaying a committed batch or taking a leader change is that slow only when the JVM gets no CPU",
+        "any event (replaying a batch, a leader change, the periodic no-op write) is that slow only when the JVM gets no CPU",
     ),
 )
 # What Kafka's voter logs when it loses the leadership by a pause (SIGSTOP) and comes back.
