@@ -26,6 +26,7 @@ from kraft_jbod.errors import DecodeError
 from kraft_jbod.messages.k_raft_version_record import KRaftVersionRecord
 from kraft_jbod.messages.voters_record import Endpoint, KRaftVersionFeature, Voter, VotersRecord
 from kraft_jbod.wire.records import (
+    CONTROL_MASK,
     ControlRecordKey,
     ControlRecordType,
     Record,
@@ -36,7 +37,6 @@ from kraft_jbod.wire.records import (
     write_record_batch,
 )
 
-_CONTROL_ATTRIBUTE = 0x20
 _NO_DIRECTORY = uuid.UUID(int=0)
 #: The kraft.version range a voter of ours supports, and what a VotersRecord names by default.
 DEFAULT_SUPPORTED = (0, 1)
@@ -100,7 +100,7 @@ class VotersRecordCodec:
             base_offset=offset,
             base_timestamp=self.clock_ms(),
             partition_leader_epoch=epoch,
-            attributes=_CONTROL_ATTRIBUTE,
+            attributes=CONTROL_MASK,
         )
         raw = bytearray()
         write_record_batch(raw, batch)
